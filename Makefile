@@ -1,0 +1,32 @@
+# Set-up is two commands: `make run` and `make test`. Both create .venv and install evictd into it.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: run test lint check-config clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --disable-pip-version-check --upgrade pip
+	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[test]'
+	touch $(STAMP)
+
+# The main job. Until the daemon lands it drives the real engine through the first example scenario.
+run: $(STAMP)
+	$(BIN)/evictd simulate config/examples/01-memory-pressure.yaml
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q
+	$(BIN)/ruff check src tests
+	$(BIN)/mypy
+
+lint: $(STAMP)
+	$(BIN)/ruff check src tests
+	$(BIN)/mypy
+
+check-config: $(STAMP)
+	$(BIN)/evictd check-config --config config/kubelet-config.yaml
+
+clean:
+	rm -rf $(VENV) build src/*.egg-info .pytest_cache .mypy_cache .hypothesis

@@ -1,0 +1,148 @@
+"""The `evictd` command line: `check-config` and `simulate` (offline), and the daemon's entry point.
+
+Exit status: 0 success; 2 bad configuration or scenario (one line on stderr naming the key and the value,
+never a traceback); 1 any other failure. The offline commands import neither the kubernetes client nor
+grpc, so they start fast; with `--output json` stdout carries only the JSON document.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from evictd.core.errors import ConfigError, EvictdError
+from evictd.core.kubelet_config import FLAG_NAMES
+
+EXIT_OK = 0
+EXIT_FAILURE = 1
+EXIT_CONFIG = 2
+
+
+class _OrderedFlag(argparse.Action):
+    """Collects kubelet flags as (name, value) pairs in command-line order, as pflag applies them."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: str | Sequence[Any] | None,
+        option_string: str | None = None,
+    ) -> None:
+        flags: list[tuple[str, str]] = getattr(namespace, "kubelet_flags", None) or []
+        flags.append((self.dest.replace("_", "-"), str(values)))
+        namespace.kubelet_flags = flags
+
+
+class _Parser(argparse.ArgumentParser):
+    """An argument parser whose usage errors exit with the configuration status (2) and one line."""
+
+    def error(self, message: str) -> Any:
+        self.exit(EXIT_CONFIG, f"evictd: {message}\n")
+
+
+def _add_config_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--config",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="KubeletConfiguration/EvictdConfiguration YAML; repeat to layer files in order",
+    )
+    for name in FLAG_NAMES:
+        parser.add_argument(f"--{name}", dest=name.replace("-", "_"), action=_OrderedFlag, metavar="VALUE",
+                            help="as the kubelet flag of the same name")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Return the argument parser of the `evictd` command."""
+    parser = _Parser(prog="evictd", description="Kubernetes node-pressure eviction, outside the kubelet.")
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    check = commands.add_parser("check-config", help="print the effective eviction thresholds")
+    _add_config_options(check)
+    check.add_argument("--output", choices=("text", "json"), default="text")
+    check.add_argument("--dedicated-imagefs", action="store_true",
+                       help="derive containerfs thresholds for a dedicated image filesystem")
+    check.add_argument("--split-containerfs", action="store_true",
+                       help="derive containerfs thresholds for split image/container filesystems")
+
+    simulate = commands.add_parser("simulate", help="run the engine through a scripted scenario")
+    simulate.add_argument("scenario", metavar="SCENARIO", help="scenario YAML or JSON file")
+    simulate.add_argument("--output", choices=("text", "json"), default="text")
+    return parser
+
+
+def _check_config(args: argparse.Namespace) -> int:
+    from evictd.config import load_configuration
+    from evictd.core.engine import EngineConfig, effective_thresholds
+    from evictd.core.signals import FsLayout
+    from evictd.render import thresholds_text, threshold_json
+
+    configuration = load_configuration(args.config, getattr(args, "kubelet_flags", None) or [])
+    layout = FsLayout(dedicated_imagefs=args.dedicated_imagefs, split_containerfs=args.split_containerfs)
+    engine_config = EngineConfig.from_settings(configuration.eviction)
+    thresholds, warnings = effective_thresholds(engine_config, layout)
+    # A derived containerfs threshold whose source is absent has no operator and can never be met.
+    shown = [t for t in thresholds if t.operator is not None]
+    for warning in warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    if args.output == "json":
+        print(json.dumps({"thresholds": [threshold_json(t) for t in shown]}, indent=2))
+        return EXIT_OK
+    eviction = configuration.eviction
+    print(thresholds_text(shown) if shown else "no eviction thresholds")
+    print()
+    print(f"pressure transition period: {eviction.pressure_transition_period_s:g}s")
+    print(f"max pod grace period (soft evictions): {eviction.max_pod_grace_period_s}s")
+    print(f"local storage capacity isolation: {str(eviction.local_storage_capacity_isolation).lower()}")
+    print(f"enforce node allocatable: {', '.join(eviction.enforce_node_allocatable) or '(none)'}")
+    print(f"housekeeping interval: {configuration.evictd.housekeeping_interval_s:g}s")
+    return EXIT_OK
+
+
+def _simulate(args: argparse.Namespace) -> int:
+    from evictd.config import read_yaml_documents
+    from evictd.core.errors import ScenarioError
+    from evictd.render import simulation_text, step_json
+    from evictd.simulate import parse_scenario, run_scenario
+
+    documents = read_yaml_documents(args.scenario)
+    if len(documents) != 1:
+        raise ScenarioError("a scenario file holds exactly one document", key="scenario", value=args.scenario)
+    scenario = parse_scenario(documents[0])
+    reports = run_scenario(scenario)
+    steps = [(step.at, report) for step, report in zip(scenario.steps, reports, strict=True)]
+    for _, report in steps:
+        for warning in report.assessment.warnings:
+            print(f"warning: {warning}", file=sys.stderr)
+    if args.output == "json":
+        print(json.dumps({"steps": [step_json(at, report) for at, report in steps]}, indent=2))
+    else:
+        print(simulation_text(steps))
+    return EXIT_OK
+
+
+COMMANDS = {"check-config": _check_config, "simulate": _simulate}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the `evictd` command; return its exit status."""
+    args = build_parser().parse_args(argv)
+    try:
+        return COMMANDS[args.command](args)
+    except ConfigError as exc:
+        print(f"evictd: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    except EvictdError as exc:
+        print(f"evictd: {exc}", file=sys.stderr)
+        return EXIT_FAILURE
+    except Exception as exc:  # the last line of defence: one line, never a traceback, unless asked for
+        if os.environ.get("EVICTD_DEBUG"):
+            raise
+        print(f"evictd: internal error: {type(exc).__name__}: {exc} (set EVICTD_DEBUG=1 for details)",
+              file=sys.stderr)
+        return EXIT_FAILURE

@@ -1,0 +1,189 @@
+"""Loading evictd's configuration: KubeletConfiguration and EvictdConfiguration documents, plus kubelet flags.
+
+A configuration file is a YAML stream. Each document is either
+- `apiVersion: kubelet.config.k8s.io/v1beta1`, `kind: KubeletConfiguration`: read exactly as the kubelet reads
+  it for eviction (`evictd.core.kubelet_config`); every other kubelet field is accepted and ignored, so a
+  node's own kubelet config file works unchanged; or
+- `apiVersion: evictd.io/v1alpha1`, `kind: EvictdConfiguration`: evictd's own settings (`EvictdSettings`),
+  strictly checked, since a typo there would otherwise go unnoticed.
+Several files apply in order; in each kind, a top-level field replaces the same field of earlier documents.
+Kubelet eviction flags apply after all files. Every problem is a ConfigError naming the file, key and value.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from evictd.core.duration import parse_go_duration
+from evictd.core.errors import ConfigError, DurationError
+from evictd.core.kubelet_config import (
+    KUBELET_API_VERSION,
+    KUBELET_KIND,
+    EvictionSettings,
+    apply_flags,
+    eviction_settings,
+    merge_documents,
+)
+from evictd.core.thresholds import Threshold
+
+EVICTD_API_VERSION = "evictd.io/v1alpha1"
+EVICTD_KIND = "EvictdConfiguration"
+
+
+@dataclass(frozen=True, slots=True)
+class EvictdSettings:
+    """evictd's own settings. Each field: YAML name in `metadata`, default, and why that default."""
+
+    # Name of this node in the Kubernetes API; empty means the machine's hostname (as the kubelet does).
+    node_name: str = field(default="", metadata={"yaml": "nodeName"})
+    # The kubelet's evictionMonitoringPeriod: the same cadence the kubelet samples at.
+    housekeeping_interval_s: float = field(default=10.0, metadata={"yaml": "housekeepingInterval"})
+    # Decide and report, but change nothing on the node or in the cluster.
+    dry_run: bool = field(default=False, metadata={"yaml": "dryRun"})
+    # The kubelet's --root-dir: nodefs is the filesystem holding it; pod volumes live below it.
+    kubelet_root_dir: str = field(default="/var/lib/kubelet", metadata={"yaml": "kubeletRootDir"})
+    # The kubelet's podLogsDir default: container logs counted in pod disk usage.
+    pod_logs_dir: str = field(default="/var/log/pods", metadata={"yaml": "podLogsDir"})
+    # containerd's default socket; CRI-O users set unix:///var/run/crio/crio.sock.
+    container_runtime_endpoint: str = field(
+        default="unix:///run/containerd/containerd.sock", metadata={"yaml": "containerRuntimeEndpoint"}
+    )
+    # Per-call CRI timeout; the kubelet's runtimeRequestTimeout is 2m, far too long for a pressure loop.
+    runtime_request_timeout_s: float = field(default=10.0, metadata={"yaml": "runtimeRequestTimeout"})
+    # Path to a kubeconfig; empty means the in-cluster service account.
+    kubeconfig: str = field(default="", metadata={"yaml": "kubeconfig"})
+    # /metrics and /healthz; loopback only by default so nothing is exposed without a decision.
+    metrics_bind_address: str = field(default="127.0.0.1:10259", metadata={"yaml": "metricsBindAddress"})
+    # cgroupfs mount point and the kubelet's cgroup driver (decides kubepods vs kubepods.slice).
+    cgroup_root: str = field(default="/sys/fs/cgroup", metadata={"yaml": "cgroupRoot"})
+    cgroup_driver: str = field(default="cgroupfs", metadata={"yaml": "cgroupDriver"})
+
+
+_CHOICES: Mapping[str, tuple[str, ...]] = {"cgroup_driver": ("cgroupfs", "systemd")}
+
+
+@dataclass(frozen=True, slots=True)
+class Configuration:
+    """Everything evictd is configured with."""
+
+    eviction: EvictionSettings
+    evictd: EvictdSettings
+    thresholds: tuple[Threshold, ...]
+
+
+def _decode_setting(name: str, yaml_name: str, default: object, value: object) -> object:
+    """Return `value` decoded to the type of `default`, or raise ConfigError at `yaml_name`."""
+    if isinstance(default, bool):
+        if not isinstance(value, bool):
+            raise ConfigError("must be true or false", key=yaml_name, value=value)
+        return value
+    if isinstance(default, float):
+        # Durations are Go duration strings, as in KubeletConfiguration ("10s", "500ms").
+        if not isinstance(value, str):
+            raise ConfigError('must be a duration string such as "10s"', key=yaml_name, value=value)
+        try:
+            seconds = parse_go_duration(value)
+        except DurationError as exc:
+            raise exc.at(yaml_name, value) from None
+        if seconds <= 0:
+            raise ConfigError("must be a positive duration", key=yaml_name, value=value)
+        return seconds
+    if not isinstance(value, str):
+        raise ConfigError("must be a string", key=yaml_name, value=value)
+    choices = _CHOICES.get(name)
+    if choices is not None and value not in choices:
+        raise ConfigError(f"must be one of {', '.join(choices)}", key=yaml_name, value=value)
+    return value
+
+
+def evictd_settings(document: Mapping[str, object]) -> EvictdSettings:
+    """Return the EvictdSettings of one (merged) EvictdConfiguration document; unknown fields are errors."""
+    by_yaml = {f.metadata["yaml"]: f for f in fields(EvictdSettings)}
+    settings = EvictdSettings()
+    for key, value in document.items():
+        if key in ("apiVersion", "kind"):
+            continue
+        setting = by_yaml.get(key)
+        if setting is None:
+            raise ConfigError(f"unknown field in {EVICTD_KIND}", key=key, value=value)
+        decoded = _decode_setting(setting.name, key, getattr(settings, setting.name), value)
+        settings = replace(settings, **{setting.name: decoded})
+    return settings
+
+
+def read_yaml_documents(path: str) -> list[Any]:
+    """Return the documents of the YAML stream at `path` (empty documents dropped); raise ConfigError."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot read file: {exc.strerror}", key="--config", value=path) from None
+    except UnicodeDecodeError:
+        raise ConfigError("file is not UTF-8 text", key="--config", value=path) from None
+    try:
+        return [doc for doc in yaml.safe_load_all(text) if doc is not None]
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"invalid YAML: {_one_line(str(exc))}", key="--config", value=path) from None
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def classify_document(document: object, where: str) -> str:
+    """Return the kind of a configuration document after checking its apiVersion; raise ConfigError."""
+    if not isinstance(document, Mapping):
+        raise ConfigError("a configuration document must be a mapping", key=where, value=document)
+    kind = document.get("kind")
+    api_version = document.get("apiVersion")
+    expected = {KUBELET_KIND: KUBELET_API_VERSION, EVICTD_KIND: EVICTD_API_VERSION}
+    if kind is None:
+        raise ConfigError(f"Object 'Kind' is missing in document ({where})", key=f"{where}.kind", value=None)
+    if kind not in expected:
+        raise ConfigError(
+            f"unknown kind; expected {KUBELET_KIND} or {EVICTD_KIND}", key=f"{where}.kind", value=kind
+        )
+    if api_version != expected[str(kind)]:
+        raise ConfigError(
+            f'no kind "{kind}" is registered for version "{api_version}" (expected {expected[str(kind)]})',
+            key=f"{where}.apiVersion",
+            value=api_version,
+        )
+    return str(kind)
+
+
+def _located(exc: ConfigError, where: str) -> ConfigError:
+    """Return `exc` with its key prefixed by the document it came from."""
+    if exc.key is None:
+        return ConfigError(f"{where}: {exc.reason}")
+    return exc.at(f"{where}: {exc.key}", exc.value)
+
+
+def load_configuration(paths: Sequence[str], flags: Sequence[tuple[str, str]] = ()) -> Configuration:
+    """Return the configuration from the files at `paths` (in order) and the kubelet eviction `flags`.
+
+    With no file at all evictd behaves as a kubelet with an empty config file (the defaults apply; a
+    flags-only kubelet would have no hard thresholds at all: a documented difference). Raises ConfigError.
+    """
+    kubelet_docs: list[Mapping[str, object]] = []
+    evictd_docs: list[Mapping[str, object]] = []
+    for path in paths:
+        for index, document in enumerate(read_yaml_documents(path)):
+            where = f"{path}[{index}]" if index else path
+            kind = classify_document(document, where)
+            (kubelet_docs if kind == KUBELET_KIND else evictd_docs).append(document)
+    try:
+        eviction = eviction_settings(merge_documents(kubelet_docs))
+    except ConfigError as exc:
+        raise _located(exc, KUBELET_KIND) from None
+    eviction = apply_flags(eviction, flags)
+    try:
+        own = evictd_settings(merge_documents(evictd_docs))
+    except ConfigError as exc:
+        raise _located(exc, EVICTD_KIND) from None
+    thresholds = tuple(eviction.thresholds())
+    return Configuration(eviction=eviction, evictd=own, thresholds=thresholds)

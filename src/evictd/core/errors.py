@@ -1,0 +1,97 @@
+"""The single error tree of evictd.
+
+    EvictdError
+     +-- ConfigError        a configuration value is invalid (names the key and the bad value)
+     |    +-- QuantityError     a Kubernetes quantity string cannot be parsed
+     |    +-- DurationError     a Go duration string cannot be parsed
+     +-- ScenarioError      a simulate scenario is malformed (it is a ConfigError: exit status 2)
+     +-- SampleError        a stats source could not be read (the signal is skipped, never guessed)
+     +-- CRIError           a container runtime call failed (method, gRPC status code)
+     +-- KubeError          a Kubernetes API call failed (verb, HTTP status)
+     +-- EvictionError      evicting a pod failed
+
+The tree lives in the core so that pure parsers can raise it; adapters map foreign exceptions into it in
+one place each (`raise CRIError(...) from exc`). Errors carry data, not only text.
+"""
+
+from __future__ import annotations
+
+
+class EvictdError(Exception):
+    """Base of every error evictd raises on purpose."""
+
+
+class ConfigError(EvictdError):
+    """A configuration value is invalid.
+
+    `key` names where the bad value sits (e.g. ``evictionHard[memory.available]``, or a flag name),
+    `value` is the offending raw value, `reason` is the message in the kubelet's own wording.
+    """
+
+    def __init__(self, reason: str, *, key: str | None = None, value: object = None) -> None:
+        self.reason = reason
+        self.key = key
+        self.value = value
+        super().__init__(self.describe())
+
+    def describe(self) -> str:
+        """Return one line: the key and bad value (when known) followed by the kubelet-worded reason."""
+        if self.key is None:
+            return self.reason
+        return f"{self.key}: invalid value {self.value!r}: {self.reason}"
+
+    def at(self, key: str, value: object) -> ConfigError:
+        """Return a copy of this error located at `key` with `value` (keeps the subclass and reason)."""
+        located = type(self).__new__(type(self))
+        ConfigError.__init__(located, self.reason, key=key, value=value)
+        return located
+
+
+class QuantityError(ConfigError):
+    """A Kubernetes quantity string cannot be parsed; `reason` is the Go error text."""
+
+
+class DurationError(ConfigError):
+    """A Go duration string cannot be parsed; `reason` is the Go `time.ParseDuration` error text."""
+
+
+class ScenarioError(ConfigError):
+    """A `simulate` scenario file is malformed."""
+
+
+class SampleError(EvictdError):
+    """Reading a stats source failed; carries the `path` (or source) and the underlying `reason`."""
+
+    def __init__(self, source: str, reason: str) -> None:
+        self.source = source
+        self.reason = reason
+        super().__init__(f"{source}: {reason}")
+
+
+class CRIError(EvictdError):
+    """A CRI call failed; carries the gRPC `method` and status `code`."""
+
+    def __init__(self, method: str, code: str, detail: str) -> None:
+        self.method = method
+        self.code = code
+        self.detail = detail
+        super().__init__(f"CRI {method} failed: {code}: {detail}")
+
+
+class KubeError(EvictdError):
+    """A Kubernetes API call failed; carries the `verb`, the HTTP `status` (None if no answer) and detail."""
+
+    def __init__(self, verb: str, status: int | None, detail: str) -> None:
+        self.verb = verb
+        self.status = status
+        self.detail = detail
+        super().__init__(f"Kubernetes API {verb} failed ({status}): {detail}")
+
+
+class EvictionError(EvictdError):
+    """Evicting a pod failed; carries the pod's namespace/name."""
+
+    def __init__(self, pod: str, reason: str) -> None:
+        self.pod = pod
+        self.reason = reason
+        super().__init__(f"evicting {pod} failed: {reason}")

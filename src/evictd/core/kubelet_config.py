@@ -1,0 +1,288 @@
+"""The eviction part of a KubeletConfiguration, decoded, defaulted and overridden exactly as the kubelet does.
+
+Input is already-decoded YAML/JSON (plain dicts), so this module stays pure. The steps mirror the kubelet:
+1. decode each field with Go's JSON typing rules (maps of strings, metav1.Duration, int32, bool, []string);
+   several documents apply in order, each top-level field replacing the earlier one;
+2. default (cmd/kubelet/app/server.go loadConfigFile + v1beta1 defaults, KUBELET_SPEC §3.2): an absent or
+   null `evictionHard` becomes the Linux defaults; with `mergeDefaultEvictionSettings` missing default keys
+   are added; a zero `evictionPressureTransitionPeriod` becomes 5m; an absent `enforceNodeAllocatable` is
+   `[pods]`; `localStorageCapacityIsolation` defaults to true;
+3. apply the kubelet's eviction flags (KUBELET_SPEC §2.2): the first use of a map flag replaces the map.
+Every error is a ConfigError naming the key (or flag) and the bad value, worded as the kubelet words it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+
+from evictd.core.duration import parse_go_duration
+from evictd.core.errors import ConfigError, DurationError
+from evictd.core.thresholds import Threshold, parse_threshold_config
+
+KUBELET_API_VERSION = "kubelet.config.k8s.io/v1beta1"
+KUBELET_KIND = "KubeletConfiguration"
+
+# DefaultEvictionHard on Linux (pkg/kubelet/eviction/defaults_linux.go, since kubernetes#121834).
+DEFAULT_EVICTION_HARD: Mapping[str, str] = {
+    "memory.available": "100Mi",
+    "nodefs.available": "10%",
+    "nodefs.inodesFree": "5%",
+    "imagefs.available": "15%",
+    "imagefs.inodesFree": "5%",
+}
+DEFAULT_PRESSURE_TRANSITION_PERIOD_S = 300.0  # v1beta1 default: a zero value becomes 5m
+DEFAULT_ENFORCE_NODE_ALLOCATABLE: tuple[str, ...] = ("pods",)
+INT32_MAX = 2**31 - 1
+
+# Valid enforceNodeAllocatable entries (kubelet validation.go).
+ENFORCEMENT_KEYS = (
+    "pods",
+    "system-reserved",
+    "system-reserved-compressible",
+    "kube-reserved",
+    "kube-reserved-compressible",
+    "none",
+)
+
+MAP_FIELDS = ("evictionHard", "evictionSoft", "evictionSoftGracePeriod", "evictionMinimumReclaim")
+
+
+@dataclass(frozen=True, slots=True)
+class EvictionSettings:
+    """The eviction settings of a kubelet after decoding, defaulting and flags. Maps keep their order."""
+
+    hard: Mapping[str, str] = field(default_factory=lambda: dict(DEFAULT_EVICTION_HARD))
+    soft: Mapping[str, str] = field(default_factory=dict)
+    soft_grace_period: Mapping[str, str] = field(default_factory=dict)
+    minimum_reclaim: Mapping[str, str] = field(default_factory=dict)
+    pressure_transition_period_s: float = DEFAULT_PRESSURE_TRANSITION_PERIOD_S
+    max_pod_grace_period_s: int = 0
+    merge_default_eviction_settings: bool = False
+    enforce_node_allocatable: tuple[str, ...] = DEFAULT_ENFORCE_NODE_ALLOCATABLE
+    local_storage_capacity_isolation: bool = True
+    kernel_memcg_notification: bool = False
+
+    def thresholds(self) -> list[Threshold]:
+        """Return the configured thresholds (before the layout-dependent containerfs derivation)."""
+        return parse_threshold_config(
+            self.enforce_node_allocatable, self.hard, self.soft, self.soft_grace_period, self.minimum_reclaim
+        )
+
+
+# --- decoding with Go's JSON typing -------------------------------------------------------------------
+
+
+def _go_type_name(value: object) -> str:
+    """Return the JSON kind Go's decoder names in its 'cannot unmarshal X' errors."""
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, int | float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list | tuple):
+        return "array"
+    return "object"
+
+
+def _type_error(field_name: str, value: object, go_type: str) -> ConfigError:
+    return ConfigError(
+        f"json: cannot unmarshal {_go_type_name(value)} into Go struct field "
+        f"{KUBELET_KIND}.{field_name} of type {go_type}",
+        key=field_name,
+        value=value,
+    )
+
+
+def _string_map(field_name: str, value: object) -> dict[str, str] | None:
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        raise _type_error(field_name, value, "map[string]string")
+    decoded: dict[str, str] = {}
+    for key, item in value.items():
+        if item is None:
+            decoded[str(key)] = ""  # JSON null into a string map value is Go's zero value
+        elif isinstance(item, str):
+            decoded[str(key)] = item
+        else:
+            raise _type_error(field_name, item, "string").at(f"{field_name}[{key}]", item)
+    return decoded
+
+
+def _duration_s(field_name: str, value: object) -> float:
+    if not isinstance(value, str):
+        raise _type_error(field_name, value, "v1.Duration")
+    try:
+        return parse_go_duration(value)
+    except DurationError as exc:
+        raise exc.at(field_name, value) from None
+
+
+def _int32(field_name: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise _type_error(field_name, value, "int32")
+    if isinstance(value, float) and not value.is_integer():
+        raise _type_error(field_name, value, "int32")
+    if not -INT32_MAX - 1 <= value <= INT32_MAX:
+        raise _type_error(field_name, value, "int32")
+    return int(value)
+
+
+def _bool(field_name: str, value: object) -> bool:
+    if not isinstance(value, bool):
+        raise _type_error(field_name, value, "bool")
+    return value
+
+
+def _string_list(field_name: str, value: object) -> tuple[str, ...]:
+    if not isinstance(value, list | tuple):
+        raise _type_error(field_name, value, "[]string")
+    for item in value:
+        if not isinstance(item, str):
+            raise _type_error(field_name, item, "string").at(field_name, value)
+    return tuple(value)
+
+
+def merge_documents(documents: Sequence[Mapping[str, object]]) -> dict[str, object]:
+    """Return the documents merged in order: each top-level field replaces the one before it."""
+    merged: dict[str, object] = {}
+    for document in documents:
+        merged.update(document)
+    return merged
+
+
+def _validate_enforce_node_allocatable(values: tuple[str, ...]) -> None:
+    seen: set[str] = set()
+    for value in values:
+        if value in seen:
+            raise ConfigError(
+                f'invalid configuration: duplicated enforcements "{value}" in enforceNodeAllocatable '
+                "(--enforce-node-allocatable)",
+                key="enforceNodeAllocatable",
+                value=list(values),
+            )
+        seen.add(value)
+        if value not in ENFORCEMENT_KEYS:
+            options = ", ".join(f'"{key}"' for key in ENFORCEMENT_KEYS[:-1])
+            raise ConfigError(
+                f'invalid configuration: option "{value}" specified for enforceNodeAllocatable '
+                f'(--enforce-node-allocatable). Valid options are {options} or "{ENFORCEMENT_KEYS[-1]}"',
+                key="enforceNodeAllocatable",
+                value=list(values),
+            )
+        if value == "none" and len(values) > 1:
+            raise ConfigError(
+                "invalid configuration: enforceNodeAllocatable (--enforce-node-allocatable) may not contain "
+                'additional enforcements when "none" is specified',
+                key="enforceNodeAllocatable",
+                value=list(values),
+            )
+
+
+def eviction_settings(document: Mapping[str, object]) -> EvictionSettings:
+    """Return the defaulted eviction settings of one (merged) KubeletConfiguration document.
+
+    Fields other than the eviction ones are accepted and ignored. Raises ConfigError.
+    """
+    maps = {name: _string_map(name, document.get(name)) for name in MAP_FIELDS}
+    merge_defaults = document.get("mergeDefaultEvictionSettings")
+    merge = _bool("mergeDefaultEvictionSettings", merge_defaults) if merge_defaults is not None else False
+    hard = maps["evictionHard"]
+    if hard is None:
+        hard = dict(DEFAULT_EVICTION_HARD)
+    elif merge:
+        hard = {**hard, **{k: v for k, v in DEFAULT_EVICTION_HARD.items() if k not in hard}}
+    settings = EvictionSettings(
+        hard=hard,
+        soft=maps["evictionSoft"] or {},
+        soft_grace_period=maps["evictionSoftGracePeriod"] or {},
+        minimum_reclaim=maps["evictionMinimumReclaim"] or {},
+        merge_default_eviction_settings=merge,
+    )
+    period = document.get("evictionPressureTransitionPeriod")
+    if period is not None:
+        seconds = _duration_s("evictionPressureTransitionPeriod", period)
+        settings = replace(
+            settings, pressure_transition_period_s=seconds or DEFAULT_PRESSURE_TRANSITION_PERIOD_S
+        )
+    optional = {
+        "evictionMaxPodGracePeriod": ("max_pod_grace_period_s", _int32),
+        "localStorageCapacityIsolation": ("local_storage_capacity_isolation", _bool),
+        "kernelMemcgNotification": ("kernel_memcg_notification", _bool),
+        "enforceNodeAllocatable": ("enforce_node_allocatable", _string_list),
+    }
+    for name, (attribute, decode) in optional.items():
+        value = document.get(name)
+        if value is not None:
+            settings = replace(settings, **{attribute: decode(name, value)})
+    _validate_enforce_node_allocatable(settings.enforce_node_allocatable)
+    return settings
+
+
+# --- kubelet flags ---------------------------------------------------------------------------------------
+
+# flag name -> (settings attribute, separator of its key/value pairs)
+MAP_FLAGS: Mapping[str, tuple[str, str]] = {
+    "eviction-hard": ("hard", "<"),
+    "eviction-soft": ("soft", "<"),
+    "eviction-soft-grace-period": ("soft_grace_period", "="),
+    "eviction-minimum-reclaim": ("minimum_reclaim", "="),
+}
+SCALAR_FLAGS = ("eviction-pressure-transition-period", "eviction-max-pod-grace-period")
+FLAG_NAMES = tuple(MAP_FLAGS) + SCALAR_FLAGS
+
+
+def _flag_error(name: str, value: str, reason: str) -> ConfigError:
+    """Return the error pflag reports for a bad flag value (it names the flag and the value itself)."""
+    return ConfigError(f'invalid argument "{value}" for "--{name}" flag: {reason}')
+
+
+def _parse_go_int32(text: str) -> int:
+    """Return `text` parsed like Go's strconv.ParseInt(text, 0, 32) (base prefixes, underscores)."""
+    body = text.lstrip("+-")
+    valid = bool(body) and not body.startswith("_") and not body.endswith("_") and "__" not in body
+    underscores_ok = body[:2].lower() in ("0x", "0o", "0b") or (body.startswith("0") and len(body) > 1)
+    if "_" in body and not underscores_ok:
+        valid = False
+    try:
+        number = int(text, 0) if valid else None
+    except ValueError:
+        number = None
+    if number is None:
+        raise ValueError(f'strconv.ParseInt: parsing "{text}": invalid syntax')
+    if not -INT32_MAX - 1 <= number <= INT32_MAX:
+        raise ValueError(f'strconv.ParseInt: parsing "{text}": value out of range')
+    return number
+
+
+def apply_flags(settings: EvictionSettings, flags: Sequence[tuple[str, str]]) -> EvictionSettings:
+    """Return `settings` with the kubelet eviction flags applied in order (name without dashes, value)."""
+    replaced: set[str] = set()
+    for name, value in flags:
+        if name in MAP_FLAGS:
+            attribute, separator = MAP_FLAGS[name]
+            current = dict(getattr(settings, attribute)) if name in replaced else {}
+            replaced.add(name)
+            for item in value.split(","):
+                if not item:
+                    continue
+                if separator not in item:
+                    raise _flag_error(name, value, f"malformed pair, expect string{separator}string")
+                key, _, raw = item.partition(separator)
+                current[key.strip()] = raw.strip()
+            settings = replace(settings, **{attribute: current})
+        elif name == "eviction-pressure-transition-period":
+            try:
+                settings = replace(settings, pressure_transition_period_s=parse_go_duration(value))
+            except DurationError as exc:
+                raise _flag_error(name, value, exc.reason) from None
+        elif name == "eviction-max-pod-grace-period":
+            try:
+                settings = replace(settings, max_pod_grace_period_s=_parse_go_int32(value))
+            except ValueError as exc:
+                raise _flag_error(name, value, str(exc)) from None
+        else:
+            raise ConfigError(f"unknown flag: --{name}")
+    return settings

@@ -1,0 +1,124 @@
+"""Local-storage limit evictions (KUBELET_SPEC §12; eviction_manager.go localStorageEviction).
+
+Job: decide which pods break an emptyDir ``sizeLimit``, the pod's ephemeral-storage limit, or a
+container's ephemeral-storage limit, and with which message and metric label.
+
+Invariants:
+* Every pod that has stats is checked; several pods may be evicted in one cycle.
+* Per pod the rules run in order emptyDir -> pod limit -> container limit, and the first that fires wins.
+* Critical pods (static, mirror, priority >= 2e9) are never listed: upstream's evictPod refuses them.
+* Comparisons are strict (usage must exceed the limit). The result keeps the order of the input pods.
+* No grace period, condition or annotations are decided here: local-storage evictions always use the
+  1 s override and carry neither a DisruptionTarget condition nor Event annotations.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from evictd.core.messages import (
+    container_ephemeral_limit_message,
+    emptydir_limit_message,
+    pod_ephemeral_limit_message,
+)
+from evictd.core.pods import Pod, is_critical_pod, pod_limit
+from evictd.core.quantity import Quantity
+from evictd.core.signals import (
+    CONTAINER_EPHEMERAL_LIMIT_SIGNAL,
+    EMPTYDIR_LIMIT_SIGNAL,
+    POD_EPHEMERAL_LIMIT_SIGNAL,
+    Resource,
+)
+from evictd.core.summary import PodStats
+
+EMPTY_DIR_KIND = "emptyDir"
+
+
+@dataclass(frozen=True, slots=True)
+class LocalStorageEviction:
+    """One pod to evict for a local-storage limit: `signal` is the metric label, `message` the status text."""
+
+    pod: Pod
+    signal: str
+    message: str
+
+
+def _emptydir_eviction(pod: Pod, stats: PodStats) -> LocalStorageEviction | None:
+    # Upstream builds a name -> usage map, so a later stats entry of the same name wins. It dereferences
+    # usedBytes unconditionally (a nil value would crash the kubelet); evictd treats it as unknown.
+    used_by_volume: dict[str, int | None] = {v.name: v.used_bytes for v in stats.volume_stats}
+    for volume in pod.volumes:
+        if volume.kind != EMPTY_DIR_KIND:
+            continue
+        size_limit = volume.empty_dir_size_limit
+        used_bytes = used_by_volume.get(volume.name)
+        if used_bytes is None or size_limit is None or size_limit.sign() != 1:
+            continue
+        if used_bytes > size_limit.value:
+            return LocalStorageEviction(
+                pod, EMPTYDIR_LIMIT_SIGNAL, emptydir_limit_message(volume.name, size_limit)
+            )
+    return None
+
+
+def _pod_limit_eviction(pod: Pod, stats: PodStats) -> LocalStorageEviction | None:
+    limit = pod_limit(pod, Resource.EPHEMERAL_STORAGE.value)
+    if limit is None:
+        return None
+    usage = 0
+    if stats.ephemeral_storage is not None and stats.ephemeral_storage.used_bytes is not None:
+        usage = stats.ephemeral_storage.used_bytes
+    if usage > limit.value:
+        return LocalStorageEviction(pod, POD_EPHEMERAL_LIMIT_SIGNAL, pod_ephemeral_limit_message(limit))
+    return None
+
+
+def _container_limit_eviction(
+    pod: Pod, stats: PodStats, dedicated_imagefs: bool
+) -> LocalStorageEviction | None:
+    # Regular containers only; a limit whose integer value (rounded up) is 0 does not count.
+    limits: dict[str, Quantity] = {}
+    for container in pod.containers:
+        limit = container.limits.get(Resource.EPHEMERAL_STORAGE.value)
+        if limit is not None and limit.ceil_int() != 0:
+            limits[container.name] = limit
+    # Walk the stats (not the spec), as upstream does: the first offending container in stats order wins.
+    for container_stats in stats.containers:
+        usage = 0
+        if container_stats.logs is not None:
+            usage += container_stats.logs.used_bytes or 0
+        # With a dedicated imagefs the writable layer is not on nodefs, so only logs count.
+        if not dedicated_imagefs and container_stats.rootfs is not None:
+            usage += container_stats.rootfs.used_bytes or 0
+        limit = limits.get(container_stats.name)
+        if limit is not None and limit.value < usage:
+            return LocalStorageEviction(
+                pod,
+                CONTAINER_EPHEMERAL_LIMIT_SIGNAL,
+                container_ephemeral_limit_message(container_stats.name, limit),
+            )
+    return None
+
+
+def local_storage_evictions(
+    pods: Sequence[Pod], stats_of: Callable[[Pod], PodStats | None], dedicated_imagefs: bool
+) -> list[LocalStorageEviction]:
+    """Return the local-storage limit evictions of this cycle, in the order of `pods`.
+
+    Pods without stats and critical pods are skipped. `dedicated_imagefs` says whether container
+    writable layers live on a separate image filesystem (then only logs count against container limits).
+    """
+    evictions: list[LocalStorageEviction] = []
+    for pod in pods:
+        stats = stats_of(pod)
+        if stats is None or is_critical_pod(pod):
+            continue
+        eviction = (
+            _emptydir_eviction(pod, stats)
+            or _pod_limit_eviction(pod, stats)
+            or _container_limit_eviction(pod, stats, dedicated_imagefs)
+        )
+        if eviction is not None:
+            evictions.append(eviction)
+    return evictions

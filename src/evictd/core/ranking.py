@@ -1,0 +1,195 @@
+"""Ranking pods for eviction: the kubelet's rank functions (KUBELET_SPEC §9, helpers.go).
+
+Job: given the signal being reclaimed and the node's filesystem layout, order pods so that the first one is
+the kubelet's preferred victim.
+
+Invariants:
+* ``rank_pods`` returns a new list holding exactly the input pods (a permutation); the input is untouched.
+* The sort is stable: pods that tie on every key keep their input order. (Upstream uses Go's unstable
+  ``sort.Sort``, which behaves as an insertion sort, hence stably, for at most 12 pods.)
+* Comparators follow upstream ``orderedBy``: the first comparator that tells two pods apart decides.
+  Inside every usage comparator a pod without stats sorts before any pod with stats, and two pods
+  without stats tie on that comparator.
+* QoS class is not a key; priority (``None`` counts as 0) is, between the "exceeds requests" split and usage.
+* Disk ranking subtracts the pod's ephemeral-storage request even when ranking inodes (upstream quirk).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from enum import StrEnum
+from fractions import Fraction
+
+from evictd.core.pods import Pod, counts_for_local_disk, pod_request
+from evictd.core.signals import MEMORY_SIGNALS, SIGNAL_TO_RESOURCE, FsLayout, Resource, Signal
+from evictd.core.summary import PodStats
+
+StatsOf = Callable[[Pod], PodStats | None]
+
+# Sort key of one comparator for one pod. The leading element sorts pods without stats first.
+_Key = tuple[int, Fraction]
+_NO_STATS: _Key = (0, Fraction(0))
+_HAS_STATS = 1
+
+
+class FsStatsType(StrEnum):
+    """Which parts of a pod's disk usage a disk rank function measures (upstream fsStatsType)."""
+
+    ROOT = "root"
+    LOGS = "logs"
+    LOCAL_VOLUME_SOURCE = "localVolumeSource"
+    # Listed by upstream for image filesystems, but no code path reads it: it adds nothing.
+    IMAGES = "images"
+
+
+_ALL_FS_STATS = (
+    FsStatsType.IMAGES,
+    FsStatsType.ROOT,
+    FsStatsType.LOGS,
+    FsStatsType.LOCAL_VOLUME_SOURCE,
+)
+
+# buildSignalToRankFunc, one table per filesystem layout (KUBELET_SPEC §9.4).
+SINGLE_FS_SIGNAL_TO_FS_STATS: dict[Signal, tuple[FsStatsType, ...]] = {
+    Signal.NODEFS_AVAILABLE: _ALL_FS_STATS,
+    Signal.NODEFS_INODES_FREE: _ALL_FS_STATS,
+    Signal.IMAGEFS_AVAILABLE: _ALL_FS_STATS,
+    Signal.IMAGEFS_INODES_FREE: _ALL_FS_STATS,
+    Signal.CONTAINERFS_AVAILABLE: _ALL_FS_STATS,
+    Signal.CONTAINERFS_INODES_FREE: _ALL_FS_STATS,
+}
+
+IMAGEFS_SIGNAL_TO_FS_STATS: dict[Signal, tuple[FsStatsType, ...]] = {
+    Signal.NODEFS_AVAILABLE: (FsStatsType.LOGS, FsStatsType.LOCAL_VOLUME_SOURCE),
+    Signal.NODEFS_INODES_FREE: (FsStatsType.LOGS, FsStatsType.LOCAL_VOLUME_SOURCE),
+    Signal.IMAGEFS_AVAILABLE: (FsStatsType.ROOT, FsStatsType.IMAGES),
+    Signal.IMAGEFS_INODES_FREE: (FsStatsType.ROOT, FsStatsType.IMAGES),
+    Signal.CONTAINERFS_AVAILABLE: (FsStatsType.ROOT, FsStatsType.IMAGES),
+    Signal.CONTAINERFS_INODES_FREE: (FsStatsType.ROOT, FsStatsType.IMAGES),
+}
+
+SPLIT_FS_SIGNAL_TO_FS_STATS: dict[Signal, tuple[FsStatsType, ...]] = {
+    Signal.NODEFS_AVAILABLE: (FsStatsType.LOGS, FsStatsType.LOCAL_VOLUME_SOURCE, FsStatsType.ROOT),
+    Signal.NODEFS_INODES_FREE: (FsStatsType.LOGS, FsStatsType.LOCAL_VOLUME_SOURCE, FsStatsType.ROOT),
+    Signal.CONTAINERFS_AVAILABLE: (FsStatsType.LOGS, FsStatsType.LOCAL_VOLUME_SOURCE, FsStatsType.ROOT),
+    Signal.CONTAINERFS_INODES_FREE: (FsStatsType.LOGS, FsStatsType.LOCAL_VOLUME_SOURCE, FsStatsType.ROOT),
+    # With split image and container filesystems, imagefs ranking measures only "images": nothing.
+    Signal.IMAGEFS_AVAILABLE: (FsStatsType.IMAGES,),
+    Signal.IMAGEFS_INODES_FREE: (FsStatsType.IMAGES,),
+}
+
+
+def disk_fs_stats(signal: Signal, layout: FsLayout) -> tuple[FsStatsType, ...] | None:
+    """Return the fs stats types the disk rank function of `signal` measures, or None if not a disk signal.
+
+    Layout choice as upstream: dedicated imagefs without split -> imagefs table; dedicated imagefs with
+    split -> split table; no dedicated imagefs (split or not) -> single-filesystem table.
+    """
+    if layout.dedicated_imagefs and not layout.split_containerfs:
+        table = IMAGEFS_SIGNAL_TO_FS_STATS
+    elif layout.dedicated_imagefs:
+        table = SPLIT_FS_SIGNAL_TO_FS_STATS
+    else:
+        table = SINGLE_FS_SIGNAL_TO_FS_STATS
+    return table.get(signal)
+
+
+def pod_disk_usage(stats: PodStats, pod: Pod, fs_stats: Sequence[FsStatsType]) -> dict[Resource, int]:
+    """Return the pod's disk usage in bytes (ephemeral-storage) and inodes over `fs_stats` (podDiskUsage).
+
+    root: container rootfs; logs: container logs; localVolumeSource: the first stats entry of each
+    hostPath or local ephemeral volume of the pod spec (in spec order); images: nothing. Missing
+    fields count as 0.
+    """
+    used_bytes = 0
+    inodes_used = 0
+    measure_root = FsStatsType.ROOT in fs_stats
+    measure_logs = FsStatsType.LOGS in fs_stats
+    for container in stats.containers:
+        if measure_root and container.rootfs is not None:
+            used_bytes += container.rootfs.used_bytes or 0
+            inodes_used += container.rootfs.inodes_used or 0
+        if measure_logs and container.logs is not None:
+            used_bytes += container.logs.used_bytes or 0
+            inodes_used += container.logs.inodes_used or 0
+    if FsStatsType.LOCAL_VOLUME_SOURCE in fs_stats:
+        for volume in pod.volumes:
+            if not counts_for_local_disk(volume):
+                continue
+            for volume_stats in stats.volume_stats:
+                if volume_stats.name == volume.name:
+                    used_bytes += volume_stats.used_bytes or 0
+                    inodes_used += volume_stats.inodes_used or 0
+                    break
+    return {Resource.EPHEMERAL_STORAGE: used_bytes, Resource.INODES: inodes_used}
+
+
+def _memory_usage(stats: PodStats) -> int:
+    if stats.memory is None or stats.memory.working_set_bytes is None:
+        return 0
+    return stats.memory.working_set_bytes
+
+
+def _flag(value: bool) -> Fraction:
+    """Key of a boolean comparator: True sorts first (upstream cmpBool)."""
+    return Fraction(0 if value else 1)
+
+
+def _priority_key(pod: Pod) -> Fraction:
+    return Fraction(pod.priority or 0)
+
+
+def _memory_keys(pod: Pod, stats: PodStats | None) -> tuple[_Key, Fraction, _Key]:
+    """exceedMemoryRequests -> priority -> memory (larger usage above request first)."""
+    if stats is None:
+        return _NO_STATS, _priority_key(pod), _NO_STATS
+    above_request = _memory_usage(stats) - pod_request(pod, Resource.MEMORY).value
+    return (
+        (_HAS_STATS, _flag(above_request > 0)),
+        _priority_key(pod),
+        (_HAS_STATS, -above_request),
+    )
+
+
+def _pid_keys(pod: Pod, stats: PodStats | None) -> tuple[Fraction, _Key]:
+    """priority -> process (more processes first)."""
+    if stats is None:
+        return _priority_key(pod), _NO_STATS
+    return _priority_key(pod), (_HAS_STATS, -Fraction(stats.process_count or 0))
+
+
+def _disk_keys(
+    pod: Pod, stats: PodStats | None, fs_stats: Sequence[FsStatsType], resource: Resource
+) -> tuple[_Key, Fraction, _Key]:
+    """exceedDiskRequests -> priority -> disk (larger usage minus ephemeral-storage request first)."""
+    if stats is None:
+        return _NO_STATS, _priority_key(pod), _NO_STATS
+    usage = pod_disk_usage(stats, pod, fs_stats)[resource]
+    exceeds = usage > pod_request(pod, resource).value
+    above_request = usage - pod_request(pod, Resource.EPHEMERAL_STORAGE).value
+    return (
+        (_HAS_STATS, _flag(exceeds)),
+        _priority_key(pod),
+        (_HAS_STATS, -above_request),
+    )
+
+
+def rank_pods(
+    signal: Signal, layout: FsLayout, pods: Sequence[Pod], stats_of: StatsOf
+) -> list[Pod]:
+    """Return `pods` ordered for eviction under pressure on `signal` (first = evicted first).
+
+    memory.available / allocatableMemory.available: exceedMemoryRequests, priority, memory.
+    pid.available: priority, process. Disk signals: exceedDiskRequests, priority, disk over the fs stats
+    types of `layout` (see disk_fs_stats), measuring bytes for ``*.available`` and inodes for
+    ``*.inodesFree``.
+    """
+    if signal in MEMORY_SIGNALS:
+        return sorted(pods, key=lambda pod: _memory_keys(pod, stats_of(pod)))
+    if signal is Signal.PID_AVAILABLE:
+        return sorted(pods, key=lambda pod: _pid_keys(pod, stats_of(pod)))
+    fs_stats = disk_fs_stats(signal, layout)
+    if fs_stats is None:  # pragma: no cover - every Signal member is memory, pid or disk
+        raise ValueError(f"no rank function for signal {signal}")
+    resource = SIGNAL_TO_RESOURCE[signal]
+    return sorted(pods, key=lambda pod: _disk_keys(pod, stats_of(pod), fs_stats, resource))

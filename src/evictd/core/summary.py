@@ -1,0 +1,495 @@
+"""The kubelet Summary API (stats/v1alpha1) as values, its JSON parser, and the signal observations.
+
+Job: turn a Summary API document (``GET /stats/summary``; field names of upstream
+``staging/src/k8s.io/kubelet/pkg/apis/stats/v1alpha1/types.go``) into frozen dataclasses, derive the
+eviction signal observations from it exactly as the kubelet's ``makeSignalObservations`` does
+(KUBELET_SPEC §1), and match pod stats to pods.
+
+Invariants:
+* Every numeric field is optional: ``None`` means "absent", which the kubelet treats differently from 0
+  (no observation for a signal unless both of its fields are present; missing usage counts as 0 when
+  ranking). Counters are non-negative ``int`` no larger than the int64 range.
+* A Go zero time (absent, ``null`` or ``0001-01-01T00:00:00Z``) is ``None``; every other time is a
+  timezone-aware ``datetime`` (microsecond precision: nanoseconds are truncated).
+* ``summary_from_dict`` never mutates its input and raises only ``ScenarioError``, whose ``key`` is the
+  JSON path of the bad value (``node.memory.availableBytes``, ``pods[2].volume[0].usedBytes``; ``$`` is the
+  document itself). Unknown keys are ignored, as Go's JSON decoder ignores them.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from types import MappingProxyType
+from typing import TYPE_CHECKING
+
+from evictd.core.errors import ScenarioError
+from evictd.core.quantity import Quantity, QuantityFormat
+from evictd.core.signals import Signal
+
+if TYPE_CHECKING:
+    from evictd.core.pods import Pod
+
+# Name of the system container that tracks all pods (statsapi.SystemContainerPods); its memory stats
+# feed allocatableMemory.available.
+SYSTEM_CONTAINER_PODS = "pods"
+
+# The kubelet converts every counter with int64(...); values above this would wrap negative in Go, so
+# they are rejected instead of reproduced.
+MAX_COUNTER = 2**63 - 1
+MIN_INT64 = -(2**63)
+
+ROOT_KEY = "$"
+
+# RFC 3339 as Go's time.Parse(time.RFC3339, ...) accepts it (fraction optional, '.' or ',' separator).
+_RFC3339 = re.compile(
+    r"(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(?:[.,](\d{1,9}))?(?:(Z)|([+-])(\d{2}):(\d{2}))"
+)
+_MICROSECOND_DIGITS = 6
+_GO_ZERO_TIME = datetime(1, 1, 1, tzinfo=timezone.utc)
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryStats:
+    """Memory usage of the node, a system container, a pod or a container."""
+
+    time: datetime | None = None
+    available_bytes: int | None = None
+    usage_bytes: int | None = None
+    working_set_bytes: int | None = None
+    rss_bytes: int | None = None
+    page_faults: int | None = None
+    major_page_faults: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class FsStats:
+    """Usage of a filesystem (node fs, image fs, container rootfs/logs, pod ephemeral storage)."""
+
+    time: datetime | None = None
+    available_bytes: int | None = None
+    capacity_bytes: int | None = None
+    used_bytes: int | None = None
+    inodes_free: int | None = None
+    inodes: int | None = None
+    inodes_used: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RlimitStats:
+    """Process limits of the node: ``max_pid`` (JSON ``maxpid``) and running processes (``curproc``)."""
+
+    time: datetime | None = None
+    max_pid: int | None = None
+    num_of_running_processes: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ContainerStats:
+    """Stats of one container (or of a node system container such as ``pods``)."""
+
+    name: str = ""
+    memory: MemoryStats | None = None
+    rootfs: FsStats | None = None
+    logs: FsStats | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class VolumeStats:
+    """Usage of one pod volume; upstream embeds FsStats inline, so its fields sit at the same level."""
+
+    name: str = ""
+    time: datetime | None = None
+    available_bytes: int | None = None
+    capacity_bytes: int | None = None
+    used_bytes: int | None = None
+    inodes_free: int | None = None
+    inodes: int | None = None
+    inodes_used: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PodReference:
+    """Which pod a PodStats entry describes. Absent fields are empty strings, as in Go."""
+
+    name: str = ""
+    namespace: str = ""
+    uid: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class PodStats:
+    """Stats of one pod. ``volume_stats`` is JSON ``volume``; ``process_count`` is ``process_stats.process_count``."""
+
+    pod_ref: PodReference = field(default_factory=PodReference)
+    memory: MemoryStats | None = None
+    containers: tuple[ContainerStats, ...] = ()
+    volume_stats: tuple[VolumeStats, ...] = ()
+    ephemeral_storage: FsStats | None = None
+    process_count: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class NodeStats:
+    """Node-level stats. ``system_containers`` maps name to stats; the first entry of a name wins."""
+
+    node_name: str = ""
+    memory: MemoryStats | None = None
+    fs: FsStats | None = None
+    image_fs: FsStats | None = None
+    container_fs: FsStats | None = None
+    rlimit: RlimitStats | None = None
+    system_containers: Mapping[str, ContainerStats] = field(
+        default_factory=lambda: MappingProxyType({})
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Summary:
+    """A whole Summary API document."""
+
+    node: NodeStats = field(default_factory=NodeStats)
+    pods: tuple[PodStats, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Observation:
+    """One signal observation: what is available, out of what capacity, measured when (None = unknown)."""
+
+    available: Quantity
+    capacity: Quantity
+    time: datetime | None
+
+
+# --------------------------------------------------------------------------------------------------
+# Parsing
+
+
+def summary_from_dict(obj: Mapping[str, object]) -> Summary:
+    """Return the Summary described by a decoded Summary API JSON document.
+
+    Raises ScenarioError (and nothing else) when a value has the wrong type, a counter is negative,
+    fractional or out of the int64 range, or a time is not RFC 3339.
+    """
+    doc = _mapping(obj, ROOT_KEY)
+    if doc is None:
+        raise ScenarioError("summary must be a mapping, not null", key=ROOT_KEY, value=obj)
+    node = _node_stats(doc.get("node"), "node")
+    pods = tuple(
+        _pod_stats(item, f"pods[{i}]") for i, item in enumerate(_sequence(doc.get("pods"), "pods"))
+    )
+    return Summary(node=node, pods=pods)
+
+
+def _mapping(value: object, key: str) -> Mapping[str, object] | None:
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        raise ScenarioError(f"must be a mapping, not {type(value).__name__}", key=key, value=value)
+    return value
+
+
+def _sequence(value: object, key: str) -> Sequence[object]:
+    if value is None:
+        return ()
+    if isinstance(value, str | bytes | bytearray) or not isinstance(value, Sequence):
+        raise ScenarioError(f"must be a list, not {type(value).__name__}", key=key, value=value)
+    return value
+
+
+def _join(parent: str, child: str) -> str:
+    return child if parent == ROOT_KEY else f"{parent}.{child}"
+
+
+def _string(obj: Mapping[str, object], name: str, parent: str) -> str:
+    value = obj.get(name)
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise ScenarioError(
+            f"must be a string, not {type(value).__name__}", key=_join(parent, name), value=value
+        )
+    return value
+
+
+def _counter(obj: Mapping[str, object], name: str, parent: str) -> int | None:
+    """Read an unsigned counter (Go *uint64 later converted with int64())."""
+    value = obj.get(name)
+    if value is None:
+        return None
+    key = _join(parent, name)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ScenarioError("must be a non-negative integer", key=key, value=value)
+    if value < 0:
+        raise ScenarioError("must be a non-negative integer", key=key, value=value)
+    if value > MAX_COUNTER:
+        raise ScenarioError(f"must be at most {MAX_COUNTER} (int64 range)", key=key, value=value)
+    return value
+
+
+def _signed(obj: Mapping[str, object], name: str, parent: str) -> int | None:
+    """Read a Go *int64 (the rlimit fields)."""
+    value = obj.get(name)
+    if value is None:
+        return None
+    key = _join(parent, name)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ScenarioError("must be an integer", key=key, value=value)
+    if not MIN_INT64 <= value <= MAX_COUNTER:
+        raise ScenarioError("must fit in int64", key=key, value=value)
+    return value
+
+
+def _time(obj: Mapping[str, object], name: str, parent: str) -> datetime | None:
+    """Read a metav1.Time; the Go zero time comes back as None."""
+    value = obj.get(name)
+    if value is None:
+        return None
+    key = _join(parent, name)
+    if not isinstance(value, str):
+        raise ScenarioError("must be an RFC 3339 time string", key=key, value=value)
+    match = _RFC3339.fullmatch(value)
+    if match is None:
+        raise ScenarioError("must be an RFC 3339 time (e.g. 2024-01-02T03:04:05Z)", key=key, value=value)
+    year, month, day, hour, minute, second = (int(g) for g in match.group(1, 2, 3, 4, 5, 6))
+    fraction = match.group(7) or ""
+    microsecond = int(fraction[:_MICROSECOND_DIGITS].ljust(_MICROSECOND_DIGITS, "0"))
+    if match.group(8):
+        tz = timezone.utc
+    else:
+        offset = timedelta(hours=int(match.group(10)), minutes=int(match.group(11)))
+        if offset >= timedelta(hours=24) or int(match.group(11)) >= 60:
+            raise ScenarioError("time zone offset out of range", key=key, value=value)
+        tz = timezone(-offset if match.group(9) == "-" else offset)
+    try:
+        parsed = datetime(year, month, day, hour, minute, second, microsecond, tzinfo=tz)
+    except ValueError as exc:
+        raise ScenarioError(f"invalid time: {exc}", key=key, value=value) from None
+    # Go's zero time is "no time"; digits beyond microseconds still make an instant non-zero.
+    if parsed == _GO_ZERO_TIME and fraction.strip("0") == "":
+        return None
+    return parsed
+
+
+def _memory_stats(value: object, key: str) -> MemoryStats | None:
+    obj = _mapping(value, key)
+    if obj is None:
+        return None
+    return MemoryStats(
+        time=_time(obj, "time", key),
+        available_bytes=_counter(obj, "availableBytes", key),
+        usage_bytes=_counter(obj, "usageBytes", key),
+        working_set_bytes=_counter(obj, "workingSetBytes", key),
+        rss_bytes=_counter(obj, "rssBytes", key),
+        page_faults=_counter(obj, "pageFaults", key),
+        major_page_faults=_counter(obj, "majorPageFaults", key),
+    )
+
+
+def _fs_stats(value: object, key: str) -> FsStats | None:
+    obj = _mapping(value, key)
+    if obj is None:
+        return None
+    return FsStats(
+        time=_time(obj, "time", key),
+        available_bytes=_counter(obj, "availableBytes", key),
+        capacity_bytes=_counter(obj, "capacityBytes", key),
+        used_bytes=_counter(obj, "usedBytes", key),
+        inodes_free=_counter(obj, "inodesFree", key),
+        inodes=_counter(obj, "inodes", key),
+        inodes_used=_counter(obj, "inodesUsed", key),
+    )
+
+
+def _volume_stats(value: object, key: str) -> VolumeStats:
+    obj = _mapping(value, key)
+    if obj is None:
+        return VolumeStats()
+    return VolumeStats(
+        name=_string(obj, "name", key),
+        time=_time(obj, "time", key),
+        available_bytes=_counter(obj, "availableBytes", key),
+        capacity_bytes=_counter(obj, "capacityBytes", key),
+        used_bytes=_counter(obj, "usedBytes", key),
+        inodes_free=_counter(obj, "inodesFree", key),
+        inodes=_counter(obj, "inodes", key),
+        inodes_used=_counter(obj, "inodesUsed", key),
+    )
+
+
+def _container_stats(value: object, key: str) -> ContainerStats:
+    obj = _mapping(value, key)
+    if obj is None:
+        return ContainerStats()
+    return ContainerStats(
+        name=_string(obj, "name", key),
+        memory=_memory_stats(obj.get("memory"), _join(key, "memory")),
+        rootfs=_fs_stats(obj.get("rootfs"), _join(key, "rootfs")),
+        logs=_fs_stats(obj.get("logs"), _join(key, "logs")),
+    )
+
+
+def _rlimit_stats(value: object, key: str) -> RlimitStats | None:
+    obj = _mapping(value, key)
+    if obj is None:
+        return None
+    return RlimitStats(
+        time=_time(obj, "time", key),
+        max_pid=_signed(obj, "maxpid", key),
+        num_of_running_processes=_signed(obj, "curproc", key),
+    )
+
+
+def _node_stats(value: object, key: str) -> NodeStats:
+    obj = _mapping(value, key)
+    if obj is None:
+        return NodeStats()
+    runtime_key = _join(key, "runtime")
+    runtime = _mapping(obj.get("runtime"), runtime_key) or {}
+    system: dict[str, ContainerStats] = {}
+    containers_key = _join(key, "systemContainers")
+    for i, item in enumerate(_sequence(obj.get("systemContainers"), containers_key)):
+        stats = _container_stats(item, f"{containers_key}[{i}]")
+        # getSysContainer returns the first entry with the name.
+        system.setdefault(stats.name, stats)
+    return NodeStats(
+        node_name=_string(obj, "nodeName", key),
+        memory=_memory_stats(obj.get("memory"), _join(key, "memory")),
+        fs=_fs_stats(obj.get("fs"), _join(key, "fs")),
+        image_fs=_fs_stats(runtime.get("imageFs"), _join(runtime_key, "imageFs")),
+        container_fs=_fs_stats(runtime.get("containerFs"), _join(runtime_key, "containerFs")),
+        rlimit=_rlimit_stats(obj.get("rlimit"), _join(key, "rlimit")),
+        system_containers=MappingProxyType(system),
+    )
+
+
+def _pod_stats(value: object, key: str) -> PodStats:
+    obj = _mapping(value, key)
+    if obj is None:
+        return PodStats()
+    ref_key = _join(key, "podRef")
+    ref = _mapping(obj.get("podRef"), ref_key) or {}
+    containers_key = _join(key, "containers")
+    volumes_key = _join(key, "volume")
+    process_key = _join(key, "process_stats")
+    process = _mapping(obj.get("process_stats"), process_key) or {}
+    return PodStats(
+        pod_ref=PodReference(
+            name=_string(ref, "name", ref_key),
+            namespace=_string(ref, "namespace", ref_key),
+            uid=_string(ref, "uid", ref_key),
+        ),
+        memory=_memory_stats(obj.get("memory"), _join(key, "memory")),
+        containers=tuple(
+            _container_stats(item, f"{containers_key}[{i}]")
+            for i, item in enumerate(_sequence(obj.get("containers"), containers_key))
+        ),
+        volume_stats=tuple(
+            _volume_stats(item, f"{volumes_key}[{i}]")
+            for i, item in enumerate(_sequence(obj.get("volume"), volumes_key))
+        ),
+        ephemeral_storage=_fs_stats(obj.get("ephemeral-storage"), _join(key, "ephemeral-storage")),
+        process_count=_counter(process, "process_count", process_key),
+    )
+
+
+# --------------------------------------------------------------------------------------------------
+# Observations
+
+
+def _bytes(value: int) -> Quantity:
+    return Quantity.from_int(value, QuantityFormat.BINARY_SI)
+
+
+def _count(value: int) -> Quantity:
+    return Quantity.from_int(value, QuantityFormat.DECIMAL_SI)
+
+
+def _fs_observations(
+    fs: FsStats | None, available_signal: Signal, inodes_signal: Signal
+) -> dict[Signal, Observation]:
+    result: dict[Signal, Observation] = {}
+    if fs is None:
+        return result
+    if fs.available_bytes is not None and fs.capacity_bytes is not None:
+        result[available_signal] = Observation(_bytes(fs.available_bytes), _bytes(fs.capacity_bytes), fs.time)
+    if fs.inodes_free is not None and fs.inodes is not None:
+        result[inodes_signal] = Observation(_count(fs.inodes_free), _count(fs.inodes), fs.time)
+    return result
+
+
+def _memory_observation(memory: MemoryStats | None) -> Observation | None:
+    if memory is None or memory.available_bytes is None or memory.working_set_bytes is None:
+        return None
+    return Observation(
+        available=_bytes(memory.available_bytes),
+        capacity=_bytes(memory.available_bytes + memory.working_set_bytes),
+        time=memory.time,
+    )
+
+
+def signal_observations(summary: Summary) -> dict[Signal, Observation]:
+    """Return the observation of every signal the summary can support (makeSignalObservations).
+
+    A signal is present only when both of its fields are present. Byte quantities are BinarySI,
+    inode and pid quantities DecimalSI. memory.available: capacity = available + working set (Linux);
+    allocatableMemory.available: the same from the ``pods`` system container (absent if it is missing);
+    pid.available = maxpid - curproc (may be negative).
+    """
+    node = summary.node
+    result: dict[Signal, Observation] = {}
+    memory = _memory_observation(node.memory)
+    if memory is not None:
+        result[Signal.MEMORY_AVAILABLE] = memory
+    pods_container = node.system_containers.get(SYSTEM_CONTAINER_PODS)
+    if pods_container is not None:
+        allocatable = _memory_observation(pods_container.memory)
+        if allocatable is not None:
+            result[Signal.ALLOCATABLE_MEMORY_AVAILABLE] = allocatable
+    result.update(_fs_observations(node.fs, Signal.NODEFS_AVAILABLE, Signal.NODEFS_INODES_FREE))
+    result.update(_fs_observations(node.image_fs, Signal.IMAGEFS_AVAILABLE, Signal.IMAGEFS_INODES_FREE))
+    result.update(
+        _fs_observations(node.container_fs, Signal.CONTAINERFS_AVAILABLE, Signal.CONTAINERFS_INODES_FREE)
+    )
+    rlimit = node.rlimit
+    if rlimit is not None and rlimit.max_pid is not None and rlimit.num_of_running_processes is not None:
+        result[Signal.PID_AVAILABLE] = Observation(
+            available=_count(rlimit.max_pid - rlimit.num_of_running_processes),
+            capacity=_count(rlimit.max_pid),
+            time=rlimit.time,
+        )
+    return result
+
+
+# --------------------------------------------------------------------------------------------------
+# Pod stats lookup
+
+
+def pod_stats_lookup(summary: Summary, pods: Sequence[Pod]) -> Callable[[Pod], PodStats | None]:
+    """Return a function giving the stats of each pod in `pods` (None: no stats, or not in `pods`).
+
+    Stats carrying a uid match the pod with that uid only (the kubelet's cachedStatsFunc keys by uid);
+    stats without a uid match by namespace and name. When several stats entries match, the last one
+    wins, as with the kubelet's map. Stats of pods that are not in `pods` are ignored.
+    """
+    by_uid: dict[str, PodStats] = {}
+    by_name: dict[tuple[str, str], PodStats] = {}
+    for stats in summary.pods:
+        ref = stats.pod_ref
+        if ref.uid:
+            by_uid[ref.uid] = stats
+        else:
+            by_name[(ref.namespace, ref.name)] = stats
+    index: dict[tuple[str, str, str], PodStats | None] = {}
+    for pod in pods:
+        found = by_uid.get(pod.uid) if pod.uid else None
+        if found is None:
+            found = by_name.get((pod.namespace, pod.name))
+        index[(pod.uid, pod.namespace, pod.name)] = found
+
+    def stats_of(pod: Pod) -> PodStats | None:
+        return index.get((pod.uid, pod.namespace, pod.name))
+
+    return stats_of

@@ -1,0 +1,374 @@
+"""Eviction thresholds: parsing them the kubelet's way, and deciding which are met.
+
+Rules (KUBELET_SPEC §2.3-§2.5, §4, §6.1):
+- The only operator is LessThan; a threshold is met when its quantity is strictly greater than `available`.
+- Percentages go through IEEE float32 exactly as Go's `strconv.ParseFloat(s, 32)` then a float32 division by
+  100, and are turned into quantities with float64 multiplication and truncation toward zero.
+- Only the literal values `0%` and `100%` disable a threshold. Zero hard/soft quantities are errors; a zero
+  minimum reclaim is fine; a minimum-reclaim percentage has no upper bound.
+- `allocatableMemory.available` copies every `memory.available` threshold whose grace period is 0 when node
+  allocatable enforcement includes `pods`; `containerfs.*` thresholds are derived from the filesystem layout.
+Error texts are the kubelet's; callers locate them with `ConfigError.at(key, value)`.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import struct
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from fractions import Fraction
+from typing import Protocol
+
+from evictd.core.errors import ConfigError, DurationError
+from evictd.core.duration import parse_go_duration
+from evictd.core.quantity import Quantity, QuantityFormat
+from evictd.core.signals import Operator, Signal, parse_signal
+
+# `pods` in enforceNodeAllocatable makes the kubelet enforce allocatable memory (NodeAllocatableEnforcementKey).
+NODE_ALLOCATABLE_ENFORCEMENT_KEY = "pods"
+
+# The threshold values that mean "no threshold at all" (compared as literal strings, not numbers).
+DISABLING_PERCENTAGES = frozenset({"0%", "100%"})
+
+
+@dataclass(frozen=True, slots=True)
+class ThresholdValue:
+    """A threshold or minimum-reclaim value: an absolute quantity, or else a float32 fraction of capacity."""
+
+    quantity: Quantity | None = None
+    percentage: float = 0.0
+
+    def same_as(self, other: ThresholdValue) -> bool:
+        """Return True when the kubelet's compareThresholdValue would call the two values equal."""
+        if self.quantity is not None or other.quantity is not None:
+            return (
+                self.quantity is not None
+                and other.quantity is not None
+                and self.quantity.cmp(other.quantity) == 0
+            )
+        return self.percentage == other.percentage
+
+
+@dataclass(frozen=True, slots=True)
+class Threshold:
+    """One eviction threshold.
+
+    `operator` is None only for a derived containerfs threshold whose source did not exist: such a threshold
+    can never be met (the kubelet copies an empty operator). `hard` records which list it came from, so a
+    hard threshold and a soft one with the same value and a 0 s grace period stay distinct.
+    """
+
+    signal: Signal
+    value: ThresholdValue
+    grace_period_s: float = 0.0
+    min_reclaim: ThresholdValue | None = None
+    operator: Operator | None = Operator.LESS_THAN
+    hard: bool = True
+
+    @property
+    def is_hard(self) -> bool:
+        """True for thresholds acted on at once (grace 0): the kubelet's isHardEvictionThreshold."""
+        return self.grace_period_s == 0
+
+
+def same_threshold(a: Threshold, b: Threshold) -> bool:
+    """Return True when the kubelet's hasThreshold would match `a` with `b` (min reclaim is ignored)."""
+    return (
+        a.grace_period_s == b.grace_period_s
+        and a.operator == b.operator
+        and a.signal == b.signal
+        and a.value.same_as(b.value)
+    )
+
+
+# --- float32 percentages -------------------------------------------------------------------------------
+
+_FLOAT32_MANTISSA_BITS = 24  # significand precision of IEEE binary32, hidden bit included
+_FLOAT32_MIN_EXPONENT = -149  # exponent of the smallest subnormal binary32 value
+_FLOAT32_OVERFLOW = Fraction(2) ** 128  # values rounding to this or above are out of range
+_DECIMAL_FLOAT = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
+_HEX_FLOAT = re.compile(r"([+-]?)0[xX]([0-9a-fA-F]*)\.?([0-9a-fA-F]*)[pP]([+-]?\d+)")
+_INFINITY = re.compile(r"([+-]?)(?:inf|infinity)", re.IGNORECASE)
+_NAN = re.compile(r"nan", re.IGNORECASE)
+
+
+def _round_to_float32(exact: Fraction) -> Fraction:
+    """Return `exact` rounded to the nearest binary32 value (ties to even), as an exact fraction."""
+    if exact == 0:
+        return exact
+    magnitude = abs(exact)
+    exponent = magnitude.numerator.bit_length() - magnitude.denominator.bit_length()
+    if Fraction(2) ** exponent > magnitude:
+        exponent -= 1
+    quantum_exponent = max(exponent - (_FLOAT32_MANTISSA_BITS - 1), _FLOAT32_MIN_EXPONENT)
+    quantum = Fraction(2) ** quantum_exponent
+    rounded = round(magnitude / quantum) * quantum
+    return rounded if exact > 0 else -rounded
+
+
+def parse_go_float32(text: str) -> float:
+    """Return `text` parsed like Go's `strconv.ParseFloat(text, 32)` (correctly rounded to float32).
+
+    Raises ConfigError with Go's text for bad syntax or for a value out of float32 range.
+    """
+    if _NAN.fullmatch(text):
+        return math.nan
+    infinity = _INFINITY.fullmatch(text)
+    if infinity:
+        return -math.inf if infinity.group(1) == "-" else math.inf
+    exact: Fraction
+    if _DECIMAL_FLOAT.fullmatch(text):
+        exact = Fraction(text)
+    else:
+        hex_float = _HEX_FLOAT.fullmatch(text)
+        if hex_float is None or not (hex_float.group(2) or hex_float.group(3)):
+            raise ConfigError(f'strconv.ParseFloat: parsing "{text}": invalid syntax')
+        sign, whole, fraction, exponent = hex_float.groups()
+        mantissa = Fraction(int(whole + fraction, 16), 16 ** len(fraction))
+        exact = mantissa * Fraction(2) ** int(exponent) * (-1 if sign == "-" else 1)
+    rounded = _round_to_float32(exact)
+    if abs(rounded) >= _FLOAT32_OVERFLOW:
+        raise ConfigError(f'strconv.ParseFloat: parsing "{text}": value out of range')
+    return float(rounded)
+
+
+def to_float32(value: float) -> float:
+    """Return `value` rounded to the nearest float32 (as Go's float32(x) conversion does)."""
+    return float(struct.unpack("f", struct.pack("f", value))[0])
+
+
+def parse_percentage(text: str) -> float:
+    """Return the kubelet's parsePercentage of `text`: trailing '%' stripped, float32 value / 100 in float32."""
+    number = parse_go_float32(text.rstrip("%"))
+    return to_float32(number / 100.0)
+
+
+# --- statements and whole configurations ---------------------------------------------------------------
+
+
+def _signal(name: str) -> Signal:
+    try:
+        return parse_signal(name)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+
+
+def _threshold_value(signal: Signal, raw: str) -> ThresholdValue | None:
+    """Return the value of a hard/soft statement, or None when the statement disables the threshold."""
+    if raw.endswith("%"):
+        if raw in DISABLING_PERCENTAGES:
+            return None
+        percentage = parse_percentage(raw)
+        if math.isnan(percentage):
+            # Upstream accepts NaN and then behaves differently per platform; evictd refuses it (README).
+            raise ConfigError(f"eviction percentage threshold {signal} must be a number: {raw}")
+        if percentage < 0:
+            raise ConfigError(f"eviction percentage threshold {signal} must be >= 0%: {raw}")
+        if percentage > 1:
+            raise ConfigError(f"eviction percentage threshold {signal} must be <= 100%: {raw}")
+        return ThresholdValue(percentage=percentage)
+    quantity = Quantity.parse(raw)
+    if quantity.sign() <= 0:
+        raise ConfigError(f"eviction threshold {signal} must be positive: {quantity}")
+    return ThresholdValue(quantity=quantity)
+
+
+def _min_reclaim_value(signal: Signal, raw: str) -> ThresholdValue:
+    if raw.endswith("%"):
+        percentage = parse_percentage(raw)
+        if math.isnan(percentage) or percentage <= 0:
+            raise ConfigError(f"eviction percentage minimum reclaim {signal} must be positive: {raw}")
+        return ThresholdValue(percentage=percentage)
+    quantity = Quantity.parse(raw)
+    if quantity.sign() < 0:
+        raise ConfigError(f"negative eviction minimum reclaim specified for {signal}")
+    return ThresholdValue(quantity=quantity)
+
+
+def _statements(
+    field: str, entries: Mapping[str, str], *, hard: bool, grace_periods: Mapping[Signal, float]
+) -> list[Threshold]:
+    thresholds: list[Threshold] = []
+    for name, raw in entries.items():
+        key = f"{field}[{name}]"
+        try:
+            signal = _signal(name)
+            value = _threshold_value(signal, raw)
+        except ConfigError as exc:
+            raise exc.at(key, raw) from None
+        if value is None:
+            continue
+        grace = 0.0
+        if not hard:
+            if signal not in grace_periods:
+                raise ConfigError(
+                    f"grace period must be specified for the soft eviction threshold {signal}",
+                    key=f"evictionSoftGracePeriod[{signal}]",
+                    value=None,
+                )
+            grace = grace_periods[signal]
+        thresholds.append(Threshold(signal=signal, value=value, grace_period_s=grace, hard=hard))
+    return thresholds
+
+
+def _grace_periods(entries: Mapping[str, str]) -> dict[Signal, float]:
+    periods: dict[Signal, float] = {}
+    for name, raw in entries.items():
+        key = f"evictionSoftGracePeriod[{name}]"
+        try:
+            signal = _signal(name)
+            seconds = parse_go_duration(raw)
+        except (ConfigError, DurationError) as exc:
+            raise exc.at(key, raw) from None
+        if seconds < 0:
+            raise ConfigError(
+                f"invalid eviction grace period specified: {raw}, must be a positive value", key=key, value=raw
+            )
+        periods[signal] = seconds
+    return periods
+
+
+def _min_reclaims(entries: Mapping[str, str]) -> dict[Signal, ThresholdValue]:
+    reclaims: dict[Signal, ThresholdValue] = {}
+    for name, raw in entries.items():
+        key = f"evictionMinimumReclaim[{name}]"
+        try:
+            signal = _signal(name)
+            reclaims[signal] = _min_reclaim_value(signal, raw)
+        except ConfigError as exc:
+            raise exc.at(key, raw) from None
+    return reclaims
+
+
+def parse_threshold_config(
+    enforce_node_allocatable: Sequence[str],
+    hard: Mapping[str, str],
+    soft: Mapping[str, str],
+    soft_grace_periods: Mapping[str, str],
+    min_reclaims: Mapping[str, str],
+) -> list[Threshold]:
+    """Return the configured thresholds exactly as the kubelet's ParseThresholdConfig builds them.
+
+    Order: hard thresholds, then soft ones (each in the order given), then the allocatable-memory copies.
+    Raises ConfigError (located at the offending key) on the first invalid entry, in the kubelet's order:
+    hard entries, soft entries, grace periods, minimum reclaims, missing soft grace periods.
+    """
+    hard_thresholds = _statements("evictionHard", hard, hard=True, grace_periods={})
+    # Soft statement values are checked before grace periods are parsed, as upstream does; the grace check
+    # itself (step 5 upstream) must wait until grace periods and min reclaims are known to be valid.
+    for name, raw in soft.items():
+        try:
+            _threshold_value(_signal(name), raw)
+        except ConfigError as exc:
+            raise exc.at(f"evictionSoft[{name}]", raw) from None
+    grace_periods = _grace_periods(soft_grace_periods)
+    reclaims = _min_reclaims(min_reclaims)
+    soft_thresholds = _statements("evictionSoft", soft, hard=False, grace_periods=grace_periods)
+    thresholds = [
+        replace(threshold, min_reclaim=reclaims.get(threshold.signal))
+        for threshold in hard_thresholds + soft_thresholds
+    ]
+    if NODE_ALLOCATABLE_ENFORCEMENT_KEY in enforce_node_allocatable:
+        thresholds += [
+            replace(threshold, signal=Signal.ALLOCATABLE_MEMORY_AVAILABLE)
+            for threshold in thresholds
+            if threshold.signal is Signal.MEMORY_AVAILABLE and threshold.grace_period_s == 0
+        ]
+    return thresholds
+
+
+# --- containerfs derivation (KUBELET_SPEC §4.2) --------------------------------------------------------
+
+_CONTAINERFS_FOR = {
+    Signal.NODEFS_AVAILABLE: Signal.CONTAINERFS_AVAILABLE,
+    Signal.NODEFS_INODES_FREE: Signal.CONTAINERFS_INODES_FREE,
+    Signal.IMAGEFS_AVAILABLE: Signal.CONTAINERFS_AVAILABLE,
+    Signal.IMAGEFS_INODES_FREE: Signal.CONTAINERFS_INODES_FREE,
+}
+
+
+def derive_containerfs_thresholds(
+    thresholds: Sequence[Threshold], dedicated_imagefs: bool, split_containerfs: bool
+) -> tuple[list[Threshold], list[str]]:
+    """Return the thresholds with `containerfs.*` set from the layout, and the warnings the kubelet logs.
+
+    As upstream UpdateContainerFsThresholds: thresholds are classified hard or soft by their grace period
+    (0 = hard), the last matching source wins, and a user containerfs threshold is replaced in place (the
+    last one of its kind) while missing ones are appended. The source is nodefs unless only the image
+    filesystem is dedicated (then imagefs). If the source is absent the copy has no operator and can never
+    be met. With `split_containerfs` but no dedicated imagefs nothing is derived.
+    """
+    if split_containerfs and not dedicated_imagefs:
+        return list(thresholds), []
+    source_prefix = "imagefs." if dedicated_imagefs and not split_containerfs else "nodefs."
+    result = list(thresholds)
+    warnings: list[str] = []
+    for threshold in thresholds:
+        if threshold.signal in (Signal.CONTAINERFS_AVAILABLE, Signal.CONTAINERFS_INODES_FREE):
+            kind = "hard" if threshold.is_hard else "soft"
+            warnings.append(f"found {threshold.signal} for {kind} eviction. ignoring")
+    for suffix in ("available", "inodesFree"):
+        for hard in (True, False):
+            target = Signal(f"containerfs.{suffix}")
+            sources = [t for t in thresholds if t.signal == f"{source_prefix}{suffix}" and t.is_hard == hard]
+            derived = (
+                replace(sources[-1], signal=target, hard=hard)
+                if sources
+                else Threshold(signal=target, value=ThresholdValue(), operator=None, hard=hard)
+            )
+            slots = [i for i, t in enumerate(thresholds) if t.signal is target and t.is_hard == hard]
+            if slots:
+                result[slots[-1]] = derived
+            else:
+                result.append(derived)
+    return result, warnings
+
+
+# --- evaluation ----------------------------------------------------------------------------------------
+
+
+def threshold_quantity(value: ThresholdValue, capacity: Quantity) -> Quantity:
+    """Return the kubelet's GetThresholdQuantity: the quantity itself, or the truncated float32 share."""
+    if value.quantity is not None:
+        return value.quantity
+    share = int(float(capacity.ceil_int()) * value.percentage)
+    return Quantity.from_int(share, QuantityFormat.BINARY_SI)
+
+
+class Observed(Protocol):
+    """What thresholds_met needs of an observation: `available` and `capacity` quantities."""
+
+    available: Quantity
+    capacity: Quantity
+
+
+def thresholds_met(
+    thresholds: Sequence[Threshold], observations: Mapping[Signal, Observed], enforce_min_reclaim: bool
+) -> list[Threshold]:
+    """Return the thresholds (in input order) whose quantity exceeds the observed available amount.
+
+    With `enforce_min_reclaim`, the minimum reclaim is added to the threshold quantity first. Thresholds
+    without an observation are not met.
+    """
+    met: list[Threshold] = []
+    for threshold in thresholds:
+        observed = observations.get(threshold.signal)
+        if observed is None or threshold.operator is not Operator.LESS_THAN:
+            continue
+        quantity = threshold_quantity(threshold.value, observed.capacity)
+        if enforce_min_reclaim and threshold.min_reclaim is not None:
+            quantity = quantity + threshold_quantity(threshold.min_reclaim, observed.capacity)
+        if quantity.cmp(observed.available) > 0:
+            met.append(threshold)
+    return met
+
+
+def merge_thresholds(first: Sequence[Threshold], second: Sequence[Threshold]) -> list[Threshold]:
+    """Return `first` followed by the items of `second` that `first` does not already hold."""
+    merged = list(first)
+    for threshold in second:
+        if not any(same_threshold(threshold, present) for present in merged):
+            merged.append(threshold)
+    return merged

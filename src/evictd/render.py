@@ -1,0 +1,160 @@
+"""Rendering decisions for people and programs: the JSON documents and text tables of the commands.
+
+The JSON shapes are a public contract (README "Output formats"); text output shows the same facts as
+aligned tables. Nothing here decides anything.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+
+from evictd.core.engine import Eviction
+from evictd.core.thresholds import Threshold, ThresholdValue
+from evictd.manager import CycleReport
+
+JsonObject = dict[str, object]
+
+
+def seconds_json(seconds: float) -> int | float:
+    """Return seconds as a JSON number: whole seconds as integers, sub-second values keep their fraction."""
+    return int(seconds) if float(seconds).is_integer() else seconds
+
+
+def value_json(value: ThresholdValue) -> JsonObject:
+    """Return `{"quantity": canonical string}` or `{"percentage": float32 fraction}`."""
+    if value.quantity is not None:
+        return {"quantity": str(value.quantity)}
+    return {"percentage": value.percentage}
+
+
+def value_text(value: ThresholdValue) -> str:
+    """Return a threshold value as a person reads it: the quantity, or the percentage of capacity."""
+    if value.quantity is not None:
+        return str(value.quantity)
+    return f"{value.percentage * 100:.6g}%"
+
+
+def threshold_json(threshold: Threshold) -> JsonObject:
+    """Return the check-config JSON form of one threshold."""
+    return {
+        "signal": str(threshold.signal),
+        "operator": str(threshold.operator),
+        "value": value_json(threshold.value),
+        "gracePeriodSeconds": seconds_json(threshold.grace_period_s),
+        "minReclaim": value_json(threshold.min_reclaim) if threshold.min_reclaim is not None else None,
+    }
+
+
+def table(headers: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
+    """Return rows as a left-aligned text table with a header line."""
+    body = [list(headers), *[list(row) for row in rows]]
+    widths = [max(len(row[i]) for row in body) for i in range(len(headers))]
+    lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+             for row in body]
+    return "\n".join(lines)
+
+
+def thresholds_text(thresholds: Sequence[Threshold]) -> str:
+    """Return the thresholds as a table."""
+    rows = [
+        (
+            str(t.signal),
+            "hard" if t.is_hard else "soft",
+            f"< {value_text(t.value)}",
+            f"{seconds_json(t.grace_period_s)}s",
+            value_text(t.min_reclaim) if t.min_reclaim is not None else "-",
+        )
+        for t in thresholds
+    ]
+    return table(("SIGNAL", "KIND", "THRESHOLD", "GRACE", "MIN-RECLAIM"), rows)
+
+
+def eviction_json(eviction: Eviction) -> JsonObject:
+    """Return the JSON form of one eviction, with the pod status conditions that would be written."""
+    conditions: list[JsonObject] = []
+    for condition in eviction.conditions:
+        item: JsonObject = {
+            "type": condition.type,
+            "status": condition.status,
+            "reason": condition.reason,
+            "message": condition.message,
+        }
+        if condition.observed_generation:
+            item["observedGeneration"] = condition.observed_generation
+        conditions.append(item)
+    return {
+        "namespace": eviction.pod.namespace,
+        "name": eviction.pod.name,
+        "signal": eviction.signal,
+        "gracePeriodSeconds": eviction.grace_period_override_s,
+        "effectiveGracePeriodSeconds": eviction.effective_grace_period_s,
+        "reason": eviction.reason,
+        "message": eviction.message,
+        "annotations": dict(eviction.annotations),
+        "conditions": conditions,
+    }
+
+
+def step_json(at: float, report: CycleReport) -> JsonObject:
+    """Return the simulate JSON form of one cycle."""
+    assessment = report.assessment
+    return {
+        "at": seconds_json(at),
+        "conditions": [str(c) for c in assessment.node_conditions],
+        "thresholdsMet": [
+            {
+                "signal": str(status.threshold.signal),
+                "value": value_json(status.threshold.value),
+                "gracePeriodSeconds": seconds_json(status.threshold.grace_period_s),
+                "graceMet": status.grace_met,
+            }
+            for status in assessment.thresholds
+        ],
+        "reclaim": [str(result.action) for result in report.reclaim],
+        "reclaimSucceeded": report.reclaim_succeeded,
+        "ranking": [pod.key for pod in report.ranking],
+        "evicted": [eviction_json(eviction) for eviction in report.evictions],
+    }
+
+
+def simulation_text(steps: Sequence[tuple[float, CycleReport]]) -> str:
+    """Return the simulate report as readable text: one summary table, then each eviction in full."""
+    rows = []
+    details: list[str] = []
+    for at, report in steps:
+        assessment = report.assessment
+        met = ", ".join(
+            f"{s.threshold.signal}<{value_text(s.threshold.value)}"
+            + ("" if s.threshold.is_hard else (" (grace met)" if s.grace_met else " (in grace)"))
+            for s in assessment.thresholds
+        )
+        reclaim = "-"
+        if report.reclaim:
+            outcome = "ok" if report.reclaim_succeeded else "not enough"
+            reclaim = f"{'+'.join(str(r.action) for r in report.reclaim)}: {outcome}"
+        evicted = ", ".join(e.pod.key for e in report.evictions) or "-"
+        rows.append(
+            (
+                f"{seconds_json(at)}s",
+                ",".join(str(c) for c in assessment.node_conditions) or "-",
+                met or "-",
+                reclaim,
+                evicted,
+            )
+        )
+        for eviction in report.evictions:
+            details.append(
+                f"t={seconds_json(at)}s evict {eviction.pod.key} for {eviction.signal}, grace "
+                f"{eviction.grace_period_override_s}s (effective {eviction.effective_grace_period_s}s)\n"
+                f"  ranking: {' > '.join(p.key for p in report.ranking) or '-'}\n"
+                f"  message: {eviction.message}"
+                + _annotations_text(eviction.annotations)
+            )
+    text = table(("AT", "CONDITIONS", "THRESHOLDS MET", "RECLAIM", "EVICTED"), rows)
+    return text + ("\n\n" + "\n".join(details) if details else "")
+
+
+def _annotations_text(annotations: Mapping[str, str]) -> str:
+    if not annotations:
+        return ""
+    return "\n  annotations: " + ", ".join(f"{k}={v}" for k, v in sorted(annotations.items()))

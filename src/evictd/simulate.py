@@ -1,0 +1,237 @@
+"""`evictd simulate`: drive the real eviction manager through a scripted scenario on a fake clock.
+
+A scenario is YAML (or JSON) in real Kubernetes formats, so data copied from a live cluster can be pasted:
+
+    config: {...}            # a KubeletConfiguration document (apiVersion/kind optional)
+    layout: {dedicatedImageFs: false, splitContainerFs: false}
+    pods: [...]              # v1 Pod objects, as in `kubectl get pods -o json` .items
+    steps:
+    - at: 0                  # seconds on the fake clock; never decreasing
+      summary: {...}         # a kubelet Summary API document
+      afterReclaim: {...}    # optional: the Summary seen after node-level reclaim (default: unchanged)
+      pods: [...]            # optional: replaces the pod list from this step on
+
+The stand-ins here are the only fakes: `FakeClock`, `ScriptedStats`, `FixedLayout`, `ScriptedPods`,
+`RecordingReclaimer`, `RecordingEvictor`. Everything else is the daemon's own code (`EvictionManager`).
+Pods in phase Succeeded or Failed are not active and are left out, as the kubelet's GetActivePods does;
+evicting a pod does not remove it from the list. Malformed scenarios raise ScenarioError with the path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from evictd.core.engine import EngineConfig, Eviction, ReclaimAction
+from evictd.core.errors import ConfigError, ScenarioError
+from evictd.core.kubelet_config import KUBELET_API_VERSION, KUBELET_KIND, eviction_settings
+from evictd.core.pods import Pod, pod_from_dict
+from evictd.core.signals import FsLayout
+from evictd.core.summary import Summary, summary_from_dict
+from evictd.manager import CycleReport, EvictionManager
+
+TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One scripted cycle."""
+
+    at: float
+    summary: Summary
+    after_reclaim: Summary | None
+    pods: tuple[Pod, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Scenario:
+    """A parsed scenario."""
+
+    config: EngineConfig
+    layout: FsLayout
+    steps: tuple[Step, ...]
+
+
+def _mapping(value: object, key: str) -> Mapping[str, object]:
+    if not isinstance(value, Mapping):
+        raise ScenarioError("must be a mapping", key=key, value=value)
+    return value
+
+
+def _sequence(value: object, key: str) -> Sequence[object]:
+    if not isinstance(value, list):
+        raise ScenarioError("must be a list", key=key, value=value)
+    return value
+
+
+def _pods(value: object, key: str) -> tuple[Pod, ...]:
+    return tuple(pod_from_dict(_mapping(item, f"{key}[{i}]"), where=f"{key}[{i}]") for i, item in
+                 enumerate(_sequence(value, key)))
+
+
+def _summary(value: object, key: str) -> Summary:
+    try:
+        return summary_from_dict(_mapping(value, key))
+    except ScenarioError as exc:
+        raise exc.at(f"{key}.{exc.key}" if exc.key and exc.key != "$" else key, exc.value) from None
+
+
+def _config(value: object) -> EngineConfig:
+    document = dict(_mapping(value, "config"))
+    kind = document.pop("kind", KUBELET_KIND)
+    api_version = document.pop("apiVersion", KUBELET_API_VERSION)
+    if kind != KUBELET_KIND:
+        raise ScenarioError(f"must be {KUBELET_KIND}", key="config.kind", value=kind)
+    if api_version != KUBELET_API_VERSION:
+        raise ScenarioError(f"must be {KUBELET_API_VERSION}", key="config.apiVersion", value=api_version)
+    try:
+        return EngineConfig.from_settings(eviction_settings(document))
+    except ConfigError as exc:
+        if exc.key is None:
+            raise ScenarioError(f"config: {exc.reason}") from None
+        raise ScenarioError(exc.reason, key=f"config.{exc.key}", value=exc.value) from None
+
+
+def _layout(value: object) -> FsLayout:
+    layout = _mapping(value, "layout")
+    flags: dict[str, bool] = {}
+    for name in ("dedicatedImageFs", "splitContainerFs"):
+        flag = layout.get(name, False)
+        if not isinstance(flag, bool):
+            raise ScenarioError("must be true or false", key=f"layout.{name}", value=flag)
+        flags[name] = flag
+    unknown = sorted(set(layout) - set(flags))
+    if unknown:
+        raise ScenarioError("unknown field", key=f"layout.{unknown[0]}", value=layout[unknown[0]])
+    return FsLayout(dedicated_imagefs=flags["dedicatedImageFs"], split_containerfs=flags["splitContainerFs"])
+
+
+def _at(value: object, key: str, previous: float) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ScenarioError("must be a number of seconds", key=key, value=value)
+    if value < previous:
+        raise ScenarioError(f"must not be earlier than the previous step ({previous:g})", key=key, value=value)
+    return float(value)
+
+
+def parse_scenario(document: object) -> Scenario:
+    """Return the scenario in `document` (decoded YAML); raise ScenarioError naming the bad path."""
+    root = _mapping(document, "scenario")
+    known = {"config", "layout", "pods", "steps"}
+    unknown = sorted(set(root) - known)
+    if unknown:
+        raise ScenarioError("unknown field", key=unknown[0], value=root[unknown[0]])
+    config = _config(root.get("config", {}))
+    layout = _layout(root.get("layout", {}))
+    pods = _pods(root.get("pods", []), "pods")
+    steps: list[Step] = []
+    previous = float("-inf")
+    for index, raw in enumerate(_sequence(root.get("steps", []), "steps")):
+        key = f"steps[{index}]"
+        step = _mapping(raw, key)
+        unknown = sorted(set(step) - {"at", "summary", "afterReclaim", "pods"})
+        if unknown:
+            raise ScenarioError("unknown field", key=f"{key}.{unknown[0]}", value=step[unknown[0]])
+        at = _at(step.get("at"), f"{key}.at", previous)
+        previous = at
+        if "pods" in step:
+            pods = _pods(step["pods"], f"{key}.pods")
+        summary = _summary(step.get("summary", {}), f"{key}.summary")
+        after = step.get("afterReclaim")
+        after_reclaim = _summary(after, f"{key}.afterReclaim") if after is not None else None
+        steps.append(Step(at=at, summary=summary, after_reclaim=after_reclaim, pods=pods))
+    return Scenario(config=config, layout=layout, steps=tuple(steps))
+
+
+# --- stand-ins -------------------------------------------------------------------------------------------
+
+
+class FakeClock:
+    """A clock that shows whatever time the scenario has reached."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+
+class FixedLayout:
+    """The scenario's filesystem layout."""
+
+    def __init__(self, layout: FsLayout) -> None:
+        self._layout = layout
+
+    def layout(self) -> FsLayout:
+        return self._layout
+
+
+class ScriptedStats:
+    """Returns the step's summary, and after any reclaim the step's afterReclaim summary."""
+
+    def __init__(self) -> None:
+        self.step: Step | None = None
+        self.reclaimed = False
+
+    def summary(self) -> Summary:
+        assert self.step is not None, "a step must be loaded before stats are read"
+        if self.reclaimed and self.step.after_reclaim is not None:
+            return self.step.after_reclaim
+        return self.step.summary
+
+
+class ScriptedPods:
+    """The step's pod list, without terminal pods."""
+
+    def __init__(self) -> None:
+        self.pods: tuple[Pod, ...] = ()
+
+    def active_pods(self) -> Sequence[Pod]:
+        return [pod for pod in self.pods if pod.status_phase not in TERMINAL_PHASES]
+
+
+class RecordingReclaimer:
+    """Remembers the reclaim actions run; frees nothing by itself (afterReclaim scripts the effect)."""
+
+    def __init__(self, stats: ScriptedStats) -> None:
+        self._stats = stats
+        self.actions: list[ReclaimAction] = []
+
+    def reclaim(self, action: ReclaimAction) -> int:
+        self.actions.append(action)
+        self._stats.reclaimed = True
+        return 0
+
+
+class RecordingEvictor:
+    """Remembers every eviction."""
+
+    def __init__(self) -> None:
+        self.evictions: list[Eviction] = []
+
+    def evict(self, eviction: Eviction) -> None:
+        self.evictions.append(eviction)
+
+
+def run_scenario(scenario: Scenario) -> list[CycleReport]:
+    """Run every step of `scenario` through a real EvictionManager; return one report per step."""
+    clock = FakeClock()
+    stats = ScriptedStats()
+    pods = ScriptedPods()
+    manager = EvictionManager(
+        scenario.config,
+        stats=stats,
+        layout=FixedLayout(scenario.layout),
+        pods=pods,
+        reclaimer=RecordingReclaimer(stats),
+        evictor=RecordingEvictor(),
+        clock=clock,
+    )
+    reports: list[CycleReport] = []
+    for step in scenario.steps:
+        clock.now = step.at
+        stats.step = step
+        stats.reclaimed = False
+        pods.pods = step.pods
+        reports.append(manager.synchronize())
+    return reports

@@ -9,8 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from builders import Gi, Mi, fs, pod, pod_stats, stamp, summary
 
+from builders import Gi, Mi, fs, pod, pod_stats, stamp, summary
 from evictd.core.engine import EngineConfig, EngineState, assess
 from evictd.core.errors import SampleError
 from evictd.core.kubelet_config import EvictionSettings, apply_flags
@@ -359,7 +359,7 @@ def test_transition_period_zero_never_reports_a_condition() -> None:
                            [("eviction-pressure-transition-period", "0s")])
     config = EngineConfig.from_settings(settings)
     node = summary_from_dict(summary(memory=100 * Mi))
-    state, assessment = assess(EngineState(), config, FsLayout(), node, [], now=0.0)
+    _, assessment = assess(EngineState(), config, FsLayout(), node, [], now=0.0)
     assert assessment.node_conditions == () and assessment.thresholds_to_act
 
 

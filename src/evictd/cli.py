@@ -80,7 +80,7 @@ def _check_config(args: argparse.Namespace) -> int:
     from evictd.config import load_configuration
     from evictd.core.engine import EngineConfig, effective_thresholds
     from evictd.core.signals import FsLayout
-    from evictd.render import thresholds_text, threshold_json
+    from evictd.render import threshold_json, thresholds_text
 
     configuration = load_configuration(args.config, getattr(args, "kubelet_flags", None) or [])
     layout = FsLayout(dedicated_imagefs=args.dedicated_imagefs, split_containerfs=args.split_containerfs)

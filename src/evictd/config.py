@@ -105,15 +105,15 @@ def evictd_settings(document: Mapping[str, object]) -> EvictdSettings:
     """Return the EvictdSettings of one (merged) EvictdConfiguration document; unknown fields are errors."""
     by_yaml = {f.metadata["yaml"]: f for f in fields(EvictdSettings)}
     settings = EvictdSettings()
+    changes: dict[str, Any] = {}
     for key, value in document.items():
         if key in ("apiVersion", "kind"):
             continue
         setting = by_yaml.get(key)
         if setting is None:
             raise ConfigError(f"unknown field in {EVICTD_KIND}", key=key, value=value)
-        decoded = _decode_setting(setting.name, key, getattr(settings, setting.name), value)
-        settings = replace(settings, **{setting.name: decoded})
-    return settings
+        changes[setting.name] = _decode_setting(setting.name, key, getattr(settings, setting.name), value)
+    return replace(settings, **changes)
 
 
 def read_yaml_documents(path: str) -> list[Any]:

@@ -10,6 +10,7 @@ A scenario is YAML (or JSON) in real Kubernetes formats, so data copied from a l
       summary: {...}         # a kubelet Summary API document
       afterReclaim: {...}    # optional: the Summary seen after node-level reclaim (default: unchanged)
       pods: [...]            # optional: replaces the pod list from this step on
+    x-anything: ...          # ignored: a place for YAML anchors shared by steps
 
 The stand-ins here are the only fakes: `FakeClock`, `ScriptedStats`, `FixedLayout`, `ScriptedPods`,
 `RecordingReclaimer`, `RecordingEvictor`. Everything else is the daemon's own code (`EvictionManager`).
@@ -118,7 +119,8 @@ def parse_scenario(document: object) -> Scenario:
     """Return the scenario in `document` (decoded YAML); raise ScenarioError naming the bad path."""
     root = _mapping(document, "scenario")
     known = {"config", "layout", "pods", "steps"}
-    unknown = sorted(set(root) - known)
+    # Top-level `x-...` keys are free for YAML anchors (shared pod stats and the like), as in Compose files.
+    unknown = sorted(key for key in set(root) - known if not str(key).startswith("x-"))
     if unknown:
         raise ScenarioError("unknown field", key=unknown[0], value=root[unknown[0]])
     config = _config(root.get("config", {}))

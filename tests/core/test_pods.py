@@ -9,6 +9,7 @@ upstream case names as ids.
 from __future__ import annotations
 
 import copy
+from collections.abc import Iterable
 from typing import Any
 
 import pytest
@@ -182,13 +183,9 @@ def test_pod_from_dict_reads_every_field_kubectl_prints() -> None:
     assert str(pod.overhead["memory"]) == "10Mi"
     assert pod.resources is None and dict(pod.pod_level_requests) == {}
     assert pod.tolerations == (
-        Toleration(
-            key="node.kubernetes.io/not-ready", operator="Exists", effect="NoExecute", toleration_seconds=300
-        ),
+        Toleration(key="node.kubernetes.io/not-ready", operator="Exists", effect="NoExecute", toleration_seconds=300),
     )
-    assert pod.volumes[0] == Volume(
-        name="scratch", kind="emptyDir", empty_dir_medium="", empty_dir_size_limit=q("1Gi")
-    )
+    assert pod.volumes[0] == Volume(name="scratch", kind="emptyDir", empty_dir_medium="", empty_dir_size_limit=q("1Gi"))
     assert pod.volumes[1] == Volume(name="shm", kind="emptyDir", empty_dir_medium="Memory")
     assert pod.volumes[2] == Volume(name="kube-api-access-x", kind="projected")
     assert (pod.status_phase, pod.status_qos_class) == ("Running", QOSClass.BURSTABLE)
@@ -285,9 +282,7 @@ def _with(path: list[str | int], value: Any) -> Json:
             "expected a quantity string",
             id="quantity-bool",
         ),
-        pytest.param(
-            _with(["spec", "containers"], {}), "pod.spec.containers", "expected a list", id="containers-obj"
-        ),
+        pytest.param(_with(["spec", "containers"], {}), "pod.spec.containers", "expected a list", id="containers-obj"),
         pytest.param(
             _with(["spec", "containers", 0], "app"),
             "pod.spec.containers[0]",
@@ -306,15 +301,9 @@ def _with(path: list[str | int], value: Any) -> Json:
             "expected an integer",
             id="priority-string",
         ),
-        pytest.param(
-            _with(["spec", "priority"], True), "pod.spec.priority", "expected an integer", id="priority-bool"
-        ),
-        pytest.param(
-            _with(["spec", "priority"], 2.0), "pod.spec.priority", "expected an integer", id="priority-float"
-        ),
-        pytest.param(
-            _with(["spec", "priority"], 2**31), "pod.spec.priority", "out of range", id="priority-int32"
-        ),
+        pytest.param(_with(["spec", "priority"], True), "pod.spec.priority", "expected an integer", id="priority-bool"),
+        pytest.param(_with(["spec", "priority"], 2.0), "pod.spec.priority", "expected an integer", id="priority-float"),
+        pytest.param(_with(["spec", "priority"], 2**31), "pod.spec.priority", "out of range", id="priority-int32"),
         pytest.param(
             _with(["spec", "volumes", 0], {"name": "v"}),
             "pod.spec.volumes[0]",
@@ -360,11 +349,32 @@ def test_pod_from_dict_rejects_malformed_pods(doc: Any, key: str, reason: str) -
     assert reason in caught.value.reason
 
 
+HUGE = 10**5000  # str()/repr() of this raises ValueError in CPython (int max str digits)
+
+
+@pytest.mark.parametrize(
+    ("doc", "key"),
+    [
+        pytest.param(_with(["spec", "priority"], HUGE), "pod.spec.priority", id="huge-priority"),
+        pytest.param(_with(["spec", "overhead"], {"memory": HUGE}), "pod.spec.overhead.memory", id="huge-int-quantity"),
+        pytest.param(_with(["metadata"], [HUGE]), "pod.metadata", id="list-holding-huge-int"),
+        pytest.param(
+            _with(["spec", "containers", 0, "resources", "limits", "cpu"], 10**1500),
+            "pod.spec.containers[0].resources.limits.cpu",
+            id="int-quantity-too-large-for-quantity",
+        ),
+    ],
+)
+def test_unprintable_values_still_give_scenario_error(doc: Json, key: str) -> None:
+    with pytest.raises(ScenarioError) as caught:
+        pod_from_dict(doc)
+    assert caught.value.key == key
+    assert str(caught.value)
+
+
 def test_error_keys_start_at_where() -> None:
     with pytest.raises(ScenarioError) as caught:
-        pod_from_dict(
-            _with(["spec", "containers", 0, "resources", "requests", "memory"], "x"), where="pods[3]"
-        )
+        pod_from_dict(_with(["spec", "containers", 0, "resources", "requests", "memory"], "x"), where="pods[3]")
     assert caught.value.key == "pods[3].spec.containers[0].resources.requests.memory"
     assert caught.value.value == "x"
 
@@ -379,89 +389,87 @@ json_value = st.recursive(
 )
 
 
-def mostly(valid: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
-    """`valid` three times out of four, arbitrary JSON otherwise (so that deep code paths are reached)."""
-    return st.one_of(valid, valid, valid, json_value)
-
-
-quantity_like = mostly(
-    st.sampled_from(["1Gi", "100m", "0", "-1", "1e3", "1.5Gi", "2", "512Mi", "+1Ki", "Gi"])
+quantity_text = st.sampled_from(["1Gi", "100m", "0", "1e3", "1.5Gi", "2", "512Mi", "+1Ki", "1.500", "3G"])
+resource_list = st.dictionaries(
+    st.sampled_from(["cpu", "memory", "ephemeral-storage", "hugepages-2Mi", "nvidia.com/gpu"]), quantity_text
 )
-resource_list = mostly(
-    st.dictionaries(
-        st.sampled_from(["cpu", "memory", "ephemeral-storage", "hugepages-2Mi", "a/b"]), quantity_like
-    )
+requirements = st.fixed_dictionaries({}, optional={"requests": resource_list, "limits": resource_list})
+container_like = st.fixed_dictionaries(
+    {"name": st.sampled_from(["a", "b", "c"])},
+    optional={"restartPolicy": st.sampled_from(["Always", "Never"]), "resources": requirements},
 )
-requirements = mostly(
-    st.fixed_dictionaries({}, optional={"requests": resource_list, "limits": resource_list})
-)
-container_like = mostly(
-    st.fixed_dictionaries(
-        {"name": mostly(st.sampled_from(["a", "b", "c"]))},
-        optional={"restartPolicy": mostly(st.sampled_from(["Always", "Never"])), "resources": requirements},
-    )
-)
-empty_dir_source = st.fixed_dictionaries(
-    {}, optional={"medium": mostly(st.sampled_from(["", "Memory"])), "sizeLimit": quantity_like}
-)
-volume_like = mostly(
-    st.fixed_dictionaries({"name": mostly(st.just("v")), "emptyDir": mostly(empty_dir_source)})
-    | st.builds(lambda kind: {"name": "o", kind: {}}, st.sampled_from(["hostPath", "configMap", "secret"]))
-)
-toleration_like = mostly(
-    st.fixed_dictionaries(
-        {},
-        optional={
-            "key": mostly(st.sampled_from(["", "node.kubernetes.io/memory-pressure"])),
-            "operator": mostly(st.sampled_from(["", "Exists", "Equal", "Lt"])),
-            "value": mostly(st.sampled_from(["", "1"])),
-            "effect": mostly(st.sampled_from(["", "NoSchedule"])),
-            "tolerationSeconds": mostly(st.integers(-(2**64), 2**64)),
-        },
-    )
-)
-pod_like = st.fixed_dictionaries(
+volume_like = st.fixed_dictionaries(
     {
-        "metadata": mostly(
-            st.fixed_dictionaries(
-                {"name": mostly(st.just("p"))},
-                optional={
-                    "namespace": mostly(st.sampled_from(["", "ns"])),
-                    "uid": json_leaf,
-                    "annotations": mostly(
-                        st.dictionaries(st.sampled_from(["kubernetes.io/config.source", "x"]), json_leaf)
-                    ),
-                    "generation": mostly(st.integers()),
-                    "deletionTimestamp": json_leaf,
-                    "deletionGracePeriodSeconds": mostly(st.integers()),
-                },
-            )
+        "name": st.just("v"),
+        "emptyDir": st.fixed_dictionaries(
+            {}, optional={"medium": st.sampled_from(["", "Memory"]), "sizeLimit": quantity_text}
         ),
-        "spec": mostly(
-            st.fixed_dictionaries(
-                {"containers": mostly(st.lists(container_like, max_size=3))},
-                optional={
-                    "initContainers": mostly(st.lists(container_like, max_size=3)),
-                    "overhead": resource_list,
-                    "resources": requirements,
-                    "volumes": mostly(st.lists(volume_like, max_size=3)),
-                    "tolerations": mostly(st.lists(toleration_like, max_size=2)),
-                    "priority": mostly(st.integers(-(2**32), 2**32)),
-                    "priorityClassName": mostly(st.sampled_from(["", "system-node-critical"])),
-                    "terminationGracePeriodSeconds": mostly(st.integers()),
-                },
-            )
-        ),
-    },
+    }
+) | st.builds(lambda kind: {"name": "o", kind: {}}, st.sampled_from(["hostPath", "configMap", "secret"]))
+toleration_like = st.fixed_dictionaries(
+    {},
     optional={
-        "status": mostly(
-            st.dictionaries(
-                st.sampled_from(["phase", "qosClass"]),
-                mostly(st.sampled_from(["Running", "BestEffort", "Guaranteed", "Burstable", ""])),
-            )
-        ),
+        "key": st.sampled_from(["", "node.kubernetes.io/memory-pressure"]),
+        "operator": st.sampled_from(["", "Exists", "Equal", "Lt"]),
+        "value": st.sampled_from(["", "1"]),
+        "effect": st.sampled_from(["", "NoSchedule"]),
+        "tolerationSeconds": st.integers(0, 3600),
     },
 )
+valid_pod = st.fixed_dictionaries(
+    {
+        "metadata": st.fixed_dictionaries(
+            {"name": st.just("p")},
+            optional={
+                "namespace": st.sampled_from(["", "ns"]),
+                "annotations": st.dictionaries(
+                    st.sampled_from(["kubernetes.io/config.source", "kubernetes.io/config.mirror"]),
+                    st.sampled_from(["api", "file"]),
+                ),
+                "generation": st.integers(0, 10),
+            },
+        ),
+        "spec": st.fixed_dictionaries(
+            {"containers": st.lists(container_like, max_size=3)},
+            optional={
+                "initContainers": st.lists(container_like, max_size=3),
+                "overhead": resource_list,
+                "resources": requirements,
+                "volumes": st.lists(volume_like, max_size=3),
+                "tolerations": st.lists(toleration_like, max_size=2),
+                "priority": st.integers(-(2**31), 2**31 - 1),
+                "priorityClassName": st.sampled_from(["", "system-node-critical"]),
+            },
+        ),
+    },
+    optional={"status": st.fixed_dictionaries({}, optional={"qosClass": st.sampled_from(list(QOSClass))})},
+)
+
+
+def _positions(doc: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    """Every path (dict keys and list indices) to a value nested in `doc`."""
+    items: Iterable[tuple[Any, Any]] = ()
+    if isinstance(doc, dict):
+        items = doc.items()
+    elif isinstance(doc, list):
+        items = enumerate(doc)
+    paths: list[tuple[Any, ...]] = []
+    for key, value in items:
+        paths.append((*prefix, key))
+        paths.extend(_positions(value, (*prefix, key)))
+    return paths
+
+
+@st.composite
+def corrupted_pod(draw: st.DrawFn) -> Json:
+    """A valid pod with one nested value replaced by arbitrary JSON (reaches every level of the parser)."""
+    doc: Json = draw(valid_pod)
+    path = draw(st.sampled_from(_positions(doc)))
+    target: Any = doc
+    for key in path[:-1]:
+        target = target[key]
+    target[path[-1]] = draw(json_value)
+    return doc
 
 
 def _parse_or_scenario_error(doc: Any) -> Pod | None:
@@ -471,7 +479,20 @@ def _parse_or_scenario_error(doc: Any) -> Pod | None:
         return None
 
 
-@settings(max_examples=400, deadline=None)
+def _exercise(pod: Pod) -> None:
+    """Run every rule on a parsed pod; none may raise."""
+    for resource in ("cpu", "memory", "ephemeral-storage", "hugepages-2Mi"):
+        pod_request(pod, resource)
+        pod_limit(pod, resource)
+    for conditions in (set(), {"MemoryPressure"}, {"DiskPressure"}):
+        admit(pod, conditions)
+    for container in (*pod.containers, *pod.init_containers):
+        assert -1000 <= oom_score_adj(pod, container.name, 1 << 30) <= 1000
+    for volume in pod.volumes:
+        counts_for_local_disk(volume)
+
+
+@settings(max_examples=300, deadline=None)
 @given(json_value)
 def test_arbitrary_json_raises_only_scenario_error_and_is_not_mutated(doc: Any) -> None:
     before = copy.deepcopy(doc)
@@ -479,20 +500,24 @@ def test_arbitrary_json_raises_only_scenario_error_and_is_not_mutated(doc: Any) 
     assert doc == before
 
 
-@settings(max_examples=400, deadline=None)
-@given(pod_like)
-def test_pod_shaped_json_raises_only_scenario_error_and_is_not_mutated(doc: Json) -> None:
+@settings(max_examples=300, deadline=None)
+@given(valid_pod)
+def test_valid_pods_parse_and_every_rule_runs(doc: Json) -> None:
+    before = copy.deepcopy(doc)
+    pod = pod_from_dict(doc)
+    assert doc == before
+    assert len(pod.containers) == len(doc["spec"]["containers"])
+    _exercise(pod)
+
+
+@settings(max_examples=600, deadline=None)
+@given(corrupted_pod())
+def test_corrupted_pods_raise_only_scenario_error_and_are_not_mutated(doc: Json) -> None:
     before = copy.deepcopy(doc)
     pod = _parse_or_scenario_error(doc)
     assert doc == before
     if pod is not None:
-        # Every rule must run on whatever parsed, without raising.
-        for resource in ("cpu", "memory", "ephemeral-storage"):
-            pod_request(pod, resource)
-            pod_limit(pod, resource)
-        admit(pod, {"MemoryPressure"})
-        for container in (*pod.containers, *pod.init_containers):
-            assert -1000 <= oom_score_adj(pod, container.name, 1 << 30) <= 1000
+        _exercise(pod)
 
 
 # --- critical pods (pod_update_test.go) --------------------------------------------------------------------
@@ -502,30 +527,16 @@ def test_pod_shaped_json_raises_only_scenario_error_and_is_not_mutated(doc: Json
     ("annotations", "priority", "class_name", "static", "mirror", "critical", "node_critical"),
     [
         pytest.param({}, None, "", False, False, False, False, id="regular-pod"),
-        pytest.param(
-            {"kubernetes.io/config.source": "file"}, None, "", True, False, True, False, id="static-file"
-        ),
-        pytest.param(
-            {"kubernetes.io/config.source": "http"}, None, "", True, False, True, False, id="static-http"
-        ),
-        pytest.param(
-            {"kubernetes.io/config.source": "api"}, None, "", False, False, False, False, id="source-api"
-        ),
-        pytest.param(
-            {"kubernetes.io/config.source": ""}, None, "", True, False, True, False, id="source-empty"
-        ),
+        pytest.param({"kubernetes.io/config.source": "file"}, None, "", True, False, True, False, id="static-file"),
+        pytest.param({"kubernetes.io/config.source": "http"}, None, "", True, False, True, False, id="static-http"),
+        pytest.param({"kubernetes.io/config.source": "api"}, None, "", False, False, False, False, id="source-api"),
+        pytest.param({"kubernetes.io/config.source": ""}, None, "", True, False, True, False, id="source-empty"),
         pytest.param({"kubernetes.io/config.mirror": "abc"}, None, "", False, True, True, False, id="mirror"),
-        pytest.param(
-            {"kubernetes.io/config.mirror": ""}, None, "", False, True, True, False, id="mirror-empty"
-        ),
+        pytest.param({"kubernetes.io/config.mirror": ""}, None, "", False, True, True, False, id="mirror-empty"),
         pytest.param({}, 1999999999, "", False, False, False, False, id="priority-below-critical"),
-        pytest.param(
-            {}, 2000000000, "system-cluster-critical", False, False, True, False, id="cluster-critical"
-        ),
+        pytest.param({}, 2000000000, "system-cluster-critical", False, False, True, False, id="cluster-critical"),
         pytest.param({}, 2000001000, "system-node-critical", False, False, True, True, id="node-critical"),
-        pytest.param(
-            {}, None, "system-node-critical", False, False, False, False, id="node-class-no-priority"
-        ),
+        pytest.param({}, None, "system-node-critical", False, False, False, False, id="node-class-no-priority"),
         pytest.param(
             {"kubernetes.io/config.source": "file"},
             None,
@@ -694,9 +705,7 @@ def init(name: str, cpu: str) -> Json:
             id="pod-level-limits-only-request-zero",
         ),
         pytest.param(
-            make(
-                [ctr("a", {"memory": "1Gi", "cpu": "1"})], spec={"resources": {"requests": {"memory": "3Gi"}}}
-            ),
+            make([ctr("a", {"memory": "1Gi", "cpu": "1"})], spec={"resources": {"requests": {"memory": "3Gi"}}}),
             "cpu",
             "0",
             id="pod-level-set-other-supported-resource-zero",
@@ -750,12 +759,8 @@ def lim(name: str, cpu: str = "", memory: str = "", *, side: bool = False) -> Js
 @pytest.mark.parametrize(
     ("pod", "resource", "expected"),
     [
-        pytest.param(
-            make([lim("c", "1")], [lim("i", "4")]), "cpu", "4", id="nil-options-larger-init-container"
-        ),
-        pytest.param(
-            make([lim("a", "2"), lim("b", "3")], [lim("i", "2")]), "cpu", "5", id="larger-containers"
-        ),
+        pytest.param(make([lim("c", "1")], [lim("i", "4")]), "cpu", "4", id="nil-options-larger-init-container"),
+        pytest.param(make([lim("a", "2"), lim("b", "3")], [lim("i", "2")]), "cpu", "5", id="larger-containers"),
         pytest.param(
             make(
                 [lim("a", "2"), lim("b", "3")],
@@ -780,9 +785,7 @@ def lim(name: str, cpu: str = "", memory: str = "", *, side: bool = False) -> Js
             "2Gi",
             id="one-limited-one-unlimited-init",
         ),
-        pytest.param(
-            make([lim("c", "1")], [lim("r1", "1", side=True)]), "cpu", "2", id="restartable-init-container"
-        ),
+        pytest.param(make([lim("c", "1")], [lim("r1", "1", side=True)]), "cpu", "2", id="restartable-init-container"),
         pytest.param(
             make(
                 [lim("c", "1")],
@@ -819,9 +822,7 @@ def lim(name: str, cpu: str = "", memory: str = "", *, side: bool = False) -> Js
             id="restartable-init-init-and-regular",
         ),
         pytest.param(
-            make(
-                [ctr("a", limits={"ephemeral-storage": "0"})], spec={"overhead": {"ephemeral-storage": "1Gi"}}
-            ),
+            make([ctr("a", limits={"ephemeral-storage": "0"})], spec={"overhead": {"ephemeral-storage": "1Gi"}}),
             "ephemeral-storage",
             "0",
             id="zero-limit-is-set-and-gets-no-overhead",
@@ -875,12 +876,8 @@ def test_pod_limit(pod: Pod, resource: str, expected: str | None) -> None:
 @pytest.mark.parametrize(
     ("volume", "local_ephemeral", "local_disk"),
     [
-        pytest.param(
-            Volume(name="v", kind="emptyDir", empty_dir_medium=""), True, True, id="emptydir-default"
-        ),
-        pytest.param(
-            Volume(name="v", kind="emptyDir", empty_dir_medium="Memory"), False, False, id="emptydir-memory"
-        ),
+        pytest.param(Volume(name="v", kind="emptyDir", empty_dir_medium=""), True, True, id="emptydir-default"),
+        pytest.param(Volume(name="v", kind="emptyDir", empty_dir_medium="Memory"), False, False, id="emptydir-memory"),
         pytest.param(
             Volume(name="v", kind="emptyDir", empty_dir_medium="HugePages"),
             False,
@@ -908,9 +905,7 @@ def test_local_volumes(volume: Volume, local_ephemeral: bool, local_disk: bool) 
 
 
 def test_emptydir_medium_parsed_from_json() -> None:
-    pod = make(
-        spec={"volumes": [{"name": "a", "emptyDir": {}}, {"name": "b", "emptyDir": {"medium": "Memory"}}]}
-    )
+    pod = make(spec={"volumes": [{"name": "a", "emptyDir": {}}, {"name": "b", "emptyDir": {"medium": "Memory"}}]})
     assert [is_local_ephemeral_volume(v) for v in pod.volumes] == [True, False]
 
 
@@ -930,9 +925,7 @@ GUARANTEED = rl("100m", "100Mi")
         ),
         pytest.param(make([ctr("a"), ctr("b")]), QOSClass.BEST_EFFORT, id="best-effort-best-effort"),
         pytest.param(make([ctr("a")]), QOSClass.BEST_EFFORT, id="best-effort"),
-        pytest.param(
-            make([ctr("a"), ctr("b", rl("1"), rl("2"))]), QOSClass.BURSTABLE, id="best-effort-burstable"
-        ),
+        pytest.param(make([ctr("a"), ctr("b", rl("1"), rl("2"))]), QOSClass.BURSTABLE, id="best-effort-burstable"),
         pytest.param(
             make([ctr("a"), ctr("b", rl("10m", "100Mi"), rl("10m", "100Mi"))]),
             QOSClass.BURSTABLE,
@@ -954,16 +947,10 @@ GUARANTEED = rl("100m", "100Mi")
             QOSClass.BURSTABLE,
             id="burstable-unbounded-but-requests-match-limits",
         ),
+        pytest.param(make([ctr("b", rl("10m", "100Mi"), rl("100m", "200Mi"))]), QOSClass.BURSTABLE, id="burstable-1"),
+        pytest.param(make([ctr("b", rl("0", "0"), rl("100m", "200Mi"))]), QOSClass.BURSTABLE, id="burstable-2"),
         pytest.param(
-            make([ctr("b", rl("10m", "100Mi"), rl("100m", "200Mi"))]), QOSClass.BURSTABLE, id="burstable-1"
-        ),
-        pytest.param(
-            make([ctr("b", rl("0", "0"), rl("100m", "200Mi"))]), QOSClass.BURSTABLE, id="burstable-2"
-        ),
-        pytest.param(
-            make(
-                [ctr("h", {**rl("0", "0"), "hugepages-2Mi": "1Gi"}, {**rl("0", "0"), "hugepages-2Mi": "1Gi"})]
-            ),
+            make([ctr("h", {**rl("0", "0"), "hugepages-2Mi": "1Gi"}, {**rl("0", "0"), "hugepages-2Mi": "1Gi"})]),
             QOSClass.BEST_EFFORT,
             id="best-effort-hugepages",
         ),
@@ -1049,18 +1036,14 @@ MEM_GUARANTEED_CTR = {"cpu": "5m", "memory": MEM_REQ}
 @pytest.mark.parametrize(
     ("pod", "capacity", "expected"),
     [
-        pytest.param(
-            make([ctr("cpu-limit", limits={"cpu": "10"})]), 4_000_000_000, {"cpu-limit": 999}, id="cpu-limit"
-        ),
+        pytest.param(make([ctr("cpu-limit", limits={"cpu": "10"})]), 4_000_000_000, {"cpu-limit": 999}, id="cpu-limit"),
         pytest.param(
             make([ctr("m", {"cpu": "0"}, {"memory": "10G"})]),
             8_000_000_000,
             {"m": 999},
             id="memory-limit-cpu-request",
         ),
-        pytest.param(
-            make([ctr("z", limits={"memory": "0"})]), 7_230_457_451, {"z": 1000}, id="zero-memory-limit"
-        ),
+        pytest.param(make([ctr("z", limits={"memory": "0"})]), 7_230_457_451, {"z": 1000}, id="zero-memory-limit"),
         pytest.param(make([ctr("n")]), 4_000_000_000, {"n": 1000}, id="no-request-limit"),
         pytest.param(
             make([ctr("e", {"memory": "10G", "cpu": "5m"}, {"cpu": "5m", "memory": "10G"})]),
@@ -1223,9 +1206,7 @@ MEM_GUARANTEED_CTR = {"cpu": "5m", "memory": MEM_REQ}
             {"c": -997},
             id="status-qos-class-decides",
         ),
-        pytest.param(
-            make([ctr("c", {"memory": "500m"})]), 1000, {"c": 999}, id="fractional-request-rounds-up"
-        ),
+        pytest.param(make([ctr("c", {"memory": "500m"})]), 1000, {"c": 999}, id="fractional-request-rounds-up"),
         pytest.param(make([ctr("c", {"memory": "999"})]), 1000, {"c": 3}, id="clamped-to-three"),
         pytest.param(make([ctr("c", {"memory": "3"})]), 1000, {"c": 997}, id="integer-division-truncates"),
     ],
@@ -1294,9 +1275,7 @@ FOO_BAR = Taint(key="foo", value="bar", effect="NoSchedule")
             False,
             id="different-effect",
         ),
-        pytest.param(
-            Toleration(key="foo", operator="Equal", value="bar"), FOO_BAR, True, id="empty-effect-matches"
-        ),
+        pytest.param(Toleration(key="foo", operator="Equal", value="bar"), FOO_BAR, True, id="empty-effect-matches"),
         pytest.param(
             Toleration(key="foo", operator="Exists", effect="NoSchedule"),
             Taint(key="bar", effect="NoSchedule"),
@@ -1346,9 +1325,7 @@ FOO_BAR = Taint(key="foo", value="bar", effect="NoSchedule")
             False,
             id="gt-int64-overflow",
         ),
-        pytest.param(
-            Toleration(key="foo", operator="Bogus", value="bar"), FOO_BAR, False, id="unknown-operator"
-        ),
+        pytest.param(Toleration(key="foo", operator="Bogus", value="bar"), FOO_BAR, False, id="unknown-operator"),
     ],
 )
 def test_toleration_tolerates_taint(toleration: Toleration, taint: Taint, tolerated: bool) -> None:
@@ -1380,9 +1357,7 @@ ADMITTED = (True, "", "")
         pytest.param(BE_POD, {"MemoryPressure"}, REJECT_MEMORY, id="memory-pressure-best-effort"),
         pytest.param(G_POD, {"MemoryPressure", "DiskPressure"}, REJECT_BOTH, id="memory-and-disk-guaranteed"),
         pytest.param(B_POD, {"DiskPressure", "MemoryPressure"}, REJECT_BOTH, id="memory-and-disk-burstable"),
-        pytest.param(
-            BE_POD, {"MemoryPressure", "DiskPressure"}, REJECT_BOTH, id="memory-and-disk-best-effort"
-        ),
+        pytest.param(BE_POD, {"MemoryPressure", "DiskPressure"}, REJECT_BOTH, id="memory-and-disk-best-effort"),
         pytest.param(
             G_POD,
             {"DiskPressure"},

@@ -16,6 +16,9 @@ one place each (`raise CRIError(...) from exc`). Errors carry data, not only tex
 
 from __future__ import annotations
 
+# A bad value is quoted in error messages up to this length, so one line stays readable.
+MAX_VALUE_CHARS = 80
+
 
 class EvictdError(Exception):
     """Base of every error evictd raises on purpose."""
@@ -38,7 +41,10 @@ class ConfigError(EvictdError):
         """Return one line: the key and bad value (when known) followed by the kubelet-worded reason."""
         if self.key is None:
             return self.reason
-        return f"{self.key}: invalid value {self.value!r}: {self.reason}"
+        shown = repr(self.value)
+        if len(shown) > MAX_VALUE_CHARS:
+            shown = shown[: MAX_VALUE_CHARS - 3] + "..."
+        return f"{self.key}: invalid value {shown}: {self.reason}"
 
     def at(self, key: str, value: object) -> ConfigError:
         """Return a copy of this error located at `key` with `value` (keeps the subclass and reason)."""

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from evictd.core.duration import parse_go_duration
 from evictd.core.errors import ConfigError, DurationError
@@ -213,10 +214,12 @@ def eviction_settings(document: Mapping[str, object]) -> EvictionSettings:
         "kernelMemcgNotification": ("kernel_memcg_notification", _bool),
         "enforceNodeAllocatable": ("enforce_node_allocatable", _string_list),
     }
+    changes: dict[str, Any] = {}
     for name, (attribute, decode) in optional.items():
         value = document.get(name)
         if value is not None:
-            settings = replace(settings, **{attribute: decode(name, value)})
+            changes[attribute] = decode(name, value)
+    settings = replace(settings, **changes)
     _validate_enforce_node_allocatable(settings.enforce_node_allocatable)
     return settings
 
@@ -272,7 +275,8 @@ def apply_flags(settings: EvictionSettings, flags: Sequence[tuple[str, str]]) ->
                     raise _flag_error(name, value, f"malformed pair, expect string{separator}string")
                 key, _, raw = item.partition(separator)
                 current[key.strip()] = raw.strip()
-            settings = replace(settings, **{attribute: current})
+            changes: dict[str, Any] = {attribute: current}
+            settings = replace(settings, **changes)
         elif name == "eviction-pressure-transition-period":
             try:
                 settings = replace(settings, pressure_transition_period_s=parse_go_duration(value))

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import unicodedata
 
-from evictd.core.pods import Pod
+from evictd.core.pods import Pod, is_pod_level_resources_set
 from evictd.core.quantity import ZERO, Quantity, QuantityFormat
 from evictd.core.signals import Resource
 from evictd.core.summary import ContainerStats, PodStats
@@ -30,10 +30,14 @@ STARVED_RESOURCE_KEY = "starved_resource"
 
 NODE_LOW_MESSAGE_FMT = "The node was low on resource: {resource}. "
 THRESHOLD_MET_MESSAGE_FMT = "Threshold quantity: {quantity}, available: {available}. "
-CONTAINER_MESSAGE_FMT = "Container {name} was using {usage}, request is {request}, has larger consumption of {resource}. "
+CONTAINER_MESSAGE_FMT = (
+    "Container {name} was using {usage}, request is {request}, has larger consumption of {resource}. "
+)
 POD_MESSAGE_FMT = "Pod {name} was using {usage}, request is {request}, has larger consumption of {resource}. "
 EMPTY_DIR_MESSAGE_FMT = "Usage of EmptyDir volume {volume} exceeds the limit {limit}. "
-POD_EPHEMERAL_MESSAGE_FMT = "Pod ephemeral local storage usage exceeds the total limit of containers {limit}. "
+POD_EPHEMERAL_MESSAGE_FMT = (
+    "Pod ephemeral local storage usage exceeds the total limit of containers {limit}. "
+)
 CONTAINER_EPHEMERAL_MESSAGE_FMT = "Container {name} exceeded its local ephemeral storage limit {limit}. "
 
 # strconv.Quote's short escapes.
@@ -147,7 +151,7 @@ def eviction_message(
 
 def _pod_level_memory_request(pod: Pod) -> Quantity | None:
     """The pod-level ``spec.resources.requests.memory`` when pod-level resources are set, else None."""
-    return pod.pod_level_requests.get(Resource.MEMORY.value) if pod_level_resources_set(pod) else None
+    return pod.pod_level_requests.get(Resource.MEMORY.value) if is_pod_level_resources_set(pod) else None
 
 
 def emptydir_limit_message(volume_name: str, size_limit: Quantity) -> str:

@@ -33,7 +33,7 @@ from enum import StrEnum
 from typing import NoReturn, TypeVar
 
 from evictd.core.errors import QuantityError, ScenarioError
-from evictd.core.quantity import ZERO, Quantity, QuantityFormat
+from evictd.core.quantity import ERR_NUMERIC, ZERO, Quantity, QuantityFormat
 from evictd.core.signals import NodeCondition
 
 # --- vocabulary (pkg/kubelet/types, pkg/apis/scheduling, k8s.io/api/core/v1) ------------------------------
@@ -563,6 +563,9 @@ def admit(pod: Pod, node_conditions: AbstractSet[str]) -> tuple[bool, str, str]:
 # --- parsing -----------------------------------------------------------------------------------------------
 
 _PLAIN_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*\Z")
+# A JSON integer quantity wider than this cannot be a valid quantity (evictd.core.quantity rejects magnitudes
+# of 10**1000 and more) and str() of it may exceed CPython's int-to-str digit limit, so it is refused first.
+_MAX_QUANTITY_INT_BITS = 3400
 
 
 def _child(path: str, name: str) -> str:
@@ -570,8 +573,17 @@ def _child(path: str, name: str) -> str:
     return f"{path}.{name}" if _PLAIN_KEY.match(name) else f"{path}[{name}]"
 
 
+def _printable(value: object) -> object:
+    """Return `value`, or a stand-in when it cannot be repr()'d (CPython refuses ints over 4300 digits)."""
+    try:
+        repr(value)
+    except (ValueError, RecursionError):
+        return f"<unprintable {type(value).__name__}>"
+    return value
+
+
 def _fail(reason: str, key: str, value: object) -> NoReturn:
-    raise ScenarioError(reason, key=key, value=value)
+    raise ScenarioError(reason, key=key, value=_printable(value))
 
 
 def _mapping(value: object, key: str) -> Mapping[str, object]:
@@ -631,6 +643,8 @@ def _quantity(value: object, key: str) -> Quantity:
     if isinstance(value, str):
         text = value
     elif isinstance(value, int) and not isinstance(value, bool):
+        if value.bit_length() > _MAX_QUANTITY_INT_BITS:
+            _fail(ERR_NUMERIC, key, value)
         text = str(value)
     elif isinstance(value, float) and math.isfinite(value):
         text = repr(value)
@@ -639,7 +653,7 @@ def _quantity(value: object, key: str) -> Quantity:
     try:
         return Quantity.parse(text)
     except QuantityError as exc:
-        raise ScenarioError(exc.reason, key=key, value=value) from exc
+        raise ScenarioError(exc.reason, key=key, value=_printable(value)) from exc
 
 
 def _resource_list(value: object, key: str) -> FrozenMap[str, Quantity]:

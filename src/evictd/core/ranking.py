@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from enum import StrEnum
 from fractions import Fraction
 
-from evictd.core.pods import Pod, counts_for_local_disk, pod_request
+from evictd.core.pods import Pod, counts_for_local_disk, pod_priority, pod_request
 from evictd.core.signals import MEMORY_SIGNALS, SIGNAL_TO_RESOURCE, FsLayout, Resource, Signal
 from evictd.core.summary import PodStats
 
@@ -136,7 +136,7 @@ def _flag(value: bool) -> Fraction:
 
 
 def _priority_key(pod: Pod) -> Fraction:
-    return Fraction(pod.priority or 0)
+    return Fraction(pod_priority(pod))
 
 
 def _memory_keys(pod: Pod, stats: PodStats | None) -> tuple[_Key, Fraction, _Key]:

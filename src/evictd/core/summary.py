@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 from types import MappingProxyType
 from typing import TYPE_CHECKING
 
@@ -48,7 +48,7 @@ _RFC3339 = re.compile(
     r"(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(?:[.,](\d{1,9}))?(?:(Z)|([+-])(\d{2}):(\d{2}))"
 )
 _MICROSECOND_DIGITS = 6
-_GO_ZERO_TIME = datetime(1, 1, 1, tzinfo=timezone.utc)
+_GO_ZERO_TIME = datetime(1, 1, 1, tzinfo=UTC)
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,7 +121,10 @@ class PodReference:
 
 @dataclass(frozen=True, slots=True)
 class PodStats:
-    """Stats of one pod. ``volume_stats`` is JSON ``volume``; ``process_count`` is ``process_stats.process_count``."""
+    """Stats of one pod.
+
+    ``volume_stats`` is JSON ``volume``; ``process_count`` is ``process_stats.process_count``.
+    """
 
     pod_ref: PodReference = field(default_factory=PodReference)
     memory: MemoryStats | None = None
@@ -257,7 +260,7 @@ def _time(obj: Mapping[str, object], name: str, parent: str) -> datetime | None:
     fraction = match.group(7) or ""
     microsecond = int(fraction[:_MICROSECOND_DIGITS].ljust(_MICROSECOND_DIGITS, "0"))
     if match.group(8):
-        tz = timezone.utc
+        tz = UTC
     else:
         offset = timedelta(hours=int(match.group(10)), minutes=int(match.group(11)))
         if offset >= timedelta(hours=24) or int(match.group(11)) >= 60:

@@ -21,8 +21,8 @@ from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import Protocol
 
-from evictd.core.errors import ConfigError, DurationError
 from evictd.core.duration import parse_go_duration
+from evictd.core.errors import ConfigError, DurationError
 from evictd.core.quantity import Quantity, QuantityFormat
 from evictd.core.signals import Operator, Signal, parse_signal
 
@@ -340,8 +340,11 @@ def threshold_quantity(value: ThresholdValue, capacity: Quantity) -> Quantity:
 class Observed(Protocol):
     """What thresholds_met needs of an observation: `available` and `capacity` quantities."""
 
-    available: Quantity
-    capacity: Quantity
+    @property
+    def available(self) -> Quantity: ...
+
+    @property
+    def capacity(self) -> Quantity: ...
 
 
 def thresholds_met(

@@ -1,0 +1,192 @@
+"""The `evictd` command as a user runs it: real processes, real files, exit codes and output contracts."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = sorted((ROOT / "config" / "examples").glob("*.yaml"))
+
+
+def evictd(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "evictd", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=60, check=False)
+
+
+def write(tmp_path: Path, name: str, text: str) -> str:
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    return str(path)
+
+
+# --- check-config -----------------------------------------------------------------------------------------
+
+def test_check_config_defaults_json() -> None:
+    result = evictd("check-config", "--output", "json")
+    assert result.returncode == 0, result.stderr
+    document = json.loads(result.stdout)
+    assert document["thresholds"][0] == {"signal": "memory.available", "operator": "LessThan",
+                                         "value": {"quantity": "100Mi"}, "gracePeriodSeconds": 0,
+                                         "minReclaim": None}
+    signals = [t["signal"] for t in document["thresholds"]]
+    assert signals == ["memory.available", "nodefs.available", "nodefs.inodesFree", "imagefs.available",
+                       "imagefs.inodesFree", "allocatableMemory.available", "containerfs.available",
+                       "containerfs.inodesFree"]
+    nodefs = document["thresholds"][1]
+    assert nodefs["value"] == {"percentage": 0.10000000149011612}
+
+
+def test_check_config_layers_files_then_flags(tmp_path: Path) -> None:
+    first = write(tmp_path, "a.yaml", """
+apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+evictionHard: {memory.available: 1Gi, nodefs.available: 5%}
+evictionSoft: {memory.available: 2Gi}
+evictionSoftGracePeriod: {memory.available: 1.5s}
+evictionMinimumReclaim: {memory.available: "0"}
+enforceNodeAllocatable: []
+""")
+    second = write(tmp_path, "b.yaml", """
+apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+evictionMinimumReclaim: {memory.available: 10%}
+---
+apiVersion: evictd.io/v1alpha1
+kind: EvictdConfiguration
+housekeepingInterval: 2s
+""")
+    result = evictd("check-config", "--config", first, "--config", second, "--eviction-hard=memory.available<500Mi",
+                    "--output", "json")
+    assert result.returncode == 0, result.stderr
+    thresholds = json.loads(result.stdout)["thresholds"]
+    assert thresholds == [
+        {"signal": "memory.available", "operator": "LessThan", "value": {"quantity": "500Mi"},
+         "gracePeriodSeconds": 0, "minReclaim": {"percentage": 0.10000000149011612}},
+        {"signal": "memory.available", "operator": "LessThan", "value": {"quantity": "2Gi"},
+         "gracePeriodSeconds": 1.5, "minReclaim": {"percentage": 0.10000000149011612}},
+    ]
+
+
+def test_check_config_zero_min_reclaim_is_a_quantity(tmp_path: Path) -> None:
+    config = write(tmp_path, "k.yaml", "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"
+                   "evictionHard: {pid.available: 1k}\nevictionMinimumReclaim: {pid.available: '0'}\n")
+    result = evictd("check-config", "--config", config, "--output", "json")
+    assert json.loads(result.stdout)["thresholds"][0]["minReclaim"] == {"quantity": "0"}
+
+
+def test_check_config_text_and_layouts(tmp_path: Path) -> None:
+    result = evictd("check-config", "--config", "config/kubelet-config.yaml", "--dedicated-imagefs")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].split() == ["SIGNAL", "KIND", "THRESHOLD", "GRACE", "MIN-RECLAIM"]
+    assert ["containerfs.available", "hard", "<", "15%", "0s", "-"] in [line.split() for line in lines]
+    assert "pressure transition period: 300s" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "contents", "expected"),
+    [
+        (["--eviction-hard=memory.available>1Gi"], None,
+         'evictd: invalid argument "memory.available>1Gi" for "--eviction-hard" flag: malformed pair, '
+         "expect string<string"),
+        ([], "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nevictionHard: {memory.available: 1Gb}\n",
+         "evictd: evictionHard[memory.available]: invalid value '1Gb': quantities must match the regular "
+         "expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"),
+        ([], "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nevictionSoft: {memory.available: 1Gi}\n",
+         "evictd: evictionSoftGracePeriod[memory.available]: invalid value None: grace period must be specified "
+         "for the soft eviction threshold memory.available"),
+        ([], "apiVersion: evictd.io/v1alpha1\nkind: EvictdConfiguration\nhousekeepingIntervl: 5s\n",
+         "evictd: EvictdConfiguration: housekeepingIntervl: invalid value '5s': unknown field in EvictdConfiguration"),
+        ([], "apiVersion: evictd.io/v1alpha1\nkind: EvictdConfiguration\nhousekeepingInterval: -5s\n",
+         "evictd: EvictdConfiguration: housekeepingInterval: invalid value '-5s': must be a positive duration"),
+        ([], "kind: KubeletConfiguration\napiVersion: kubelet.config.k8s.io/v1\n",
+         'no kind "KubeletConfiguration" is registered for version "kubelet.config.k8s.io/v1"'),
+        ([], "evictionHard: [\n", "invalid YAML"),
+    ],
+    ids=["bad-flag", "bad-quantity", "soft-without-grace", "unknown-evictd-field", "negative-interval",
+         "wrong-api-version", "broken-yaml"],
+)
+def test_bad_configuration_exits_2_with_one_line(tmp_path: Path, args: list[str], contents: str | None,
+                                                 expected: str) -> None:
+    config = ["--config", write(tmp_path, "bad.yaml", contents)] if contents else []
+    result = evictd("check-config", *config, *args)
+    assert result.returncode == 2
+    assert result.stdout == ""
+    assert "Traceback" not in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert expected in result.stderr
+
+
+def test_missing_config_file_exits_2(tmp_path: Path) -> None:
+    result = evictd("check-config", "--config", str(tmp_path / "nope.yaml"))
+    assert result.returncode == 2
+    assert "nope.yaml" in result.stderr and "No such file or directory" in result.stderr
+
+
+# --- simulate ---------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.stem)
+def test_examples_simulate_in_both_formats(example: Path) -> None:
+    as_json = evictd("simulate", str(example), "--output", "json")
+    assert as_json.returncode == 0, as_json.stderr
+    steps = json.loads(as_json.stdout)["steps"]
+    assert steps and all(set(step) == {"at", "conditions", "thresholdsMet", "reclaim", "reclaimSucceeded",
+                                       "ranking", "evicted"} for step in steps)
+    assert any(step["evicted"] for step in steps)
+    as_text = evictd("simulate", str(example))
+    assert as_text.returncode == 0 and as_text.stdout.startswith("AT ")
+    for step in steps:
+        for eviction in step["evicted"]:
+            assert f"evict {eviction['namespace']}/{eviction['name']}" in as_text.stdout
+
+
+def test_memory_example_story() -> None:
+    steps = json.loads(evictd("simulate", "config/examples/01-memory-pressure.yaml", "--output", "json").stdout)["steps"]
+    assert [bool(s["conditions"]) for s in steps] == [False, True, True, True, True, True, True, False]
+    assert [[e["name"] for e in s["evicted"]] for s in steps] == [[], [], [], ["batch-job"], ["web"], [], [], []]
+    soft, hard = steps[3]["evicted"][0], steps[4]["evicted"][0]
+    assert (soft["gracePeriodSeconds"], hard["gracePeriodSeconds"]) == (10, 1)
+    assert "kube-system/kube-proxy-x7k2p" in steps[3]["ranking"]
+
+
+@pytest.mark.parametrize(
+    ("scenario", "expected"),
+    [
+        ("steps: [{at: 5}, {at: 1}]\n", "steps[1].at: invalid value 1: must not be earlier than the previous step"),
+        ("steps: [{at: '5'}]\n", "steps[0].at: invalid value '5': must be a number of seconds"),
+        ("stepz: []\n", "stepz"),
+        ("config: {evictionHard: {memory.available: 0}}\n", "config.evictionHard[memory.available]"),
+        ("pods: [{metadata: {name: 5}}]\n", "pods[0].metadata.name"),
+        ("steps: [{at: 0, summary: {node: {memory: {availableBytes: -1}}}}]\n",
+         "steps[0].summary.node.memory.availableBytes"),
+        ("layout: {dedicatedImageFs: 'yes'}\n", "layout.dedicatedImageFs"),
+    ],
+    ids=["time-goes-back", "at-not-number", "unknown-field", "bad-config", "bad-pod", "bad-summary", "bad-layout"],
+)
+def test_bad_scenarios_exit_2_naming_the_path(tmp_path: Path, scenario: str, expected: str) -> None:
+    result = evictd("simulate", write(tmp_path, "s.yaml", scenario), "--output", "json")
+    assert result.returncode == 2, result.stderr
+    assert expected in result.stderr and "Traceback" not in result.stderr and result.stdout == ""
+
+
+# --- start-up contract --------------------------------------------------------------------------------------
+
+def test_offline_commands_do_not_import_kubernetes_or_grpc() -> None:
+    code = (
+        "import sys, io, contextlib\n"
+        "from evictd.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        "    assert main(['check-config']) == 0\n"
+        "    assert main(['simulate', 'config/examples/01-memory-pressure.yaml', '--output', 'json']) == 0\n"
+        "heavy = sorted(m for m in sys.modules if m.split('.')[0] in {'kubernetes', 'grpc', 'structlog', 'psutil', 'prometheus_client'})\n"
+        "print(heavy)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60,
+                            check=False)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"

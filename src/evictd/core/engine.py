@@ -52,6 +52,7 @@ from evictd.core.thresholds import (
 IMMEDIATE_EVICTION_GRACE_PERIOD_S = 1
 
 EVICTED_REASON = "Evicted"
+EVICTED_PHASE = "Failed"
 DISRUPTION_TARGET = "DisruptionTarget"
 TERMINATION_BY_KUBELET = "TerminationByKubelet"
 
@@ -124,6 +125,7 @@ class PodCondition:
 class Eviction:
     """One pod to evict and everything the kubelet writes about it.
 
+    The pod's status becomes `phase`/`reason`/`message` plus `conditions`; the event carries `annotations`.
     `signal` is the label of the kubelet's evictions metric. `grace_period_override_s` is what the kubelet's
     eviction manager computes; `effective_grace_period_s` is what the pod gets after the pod worker resolves
     an override of 0 or less (KUBELET_SPEC §10.2).
@@ -137,6 +139,7 @@ class Eviction:
     annotations: Mapping[str, str]
     conditions: tuple[PodCondition, ...]
     reason: str = EVICTED_REASON
+    phase: str = EVICTED_PHASE
     threshold: Threshold | None = None
 
 

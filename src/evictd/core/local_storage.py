@@ -56,9 +56,7 @@ def _emptydir_eviction(pod: Pod, stats: PodStats) -> LocalStorageEviction | None
         if used_bytes is None or size_limit is None or size_limit.sign() != 1:
             continue
         if used_bytes > size_limit.value:
-            return LocalStorageEviction(
-                pod, EMPTYDIR_LIMIT_SIGNAL, emptydir_limit_message(volume.name, size_limit)
-            )
+            return LocalStorageEviction(pod, EMPTYDIR_LIMIT_SIGNAL, emptydir_limit_message(volume.name, size_limit))
     return None
 
 
@@ -74,9 +72,7 @@ def _pod_limit_eviction(pod: Pod, stats: PodStats) -> LocalStorageEviction | Non
     return None
 
 
-def _container_limit_eviction(
-    pod: Pod, stats: PodStats, dedicated_imagefs: bool
-) -> LocalStorageEviction | None:
+def _container_limit_eviction(pod: Pod, stats: PodStats, dedicated_imagefs: bool) -> LocalStorageEviction | None:
     # Regular containers only; a limit whose integer value (rounded up) is 0 does not count.
     limits: dict[str, Quantity] = {}
     for container in pod.containers:

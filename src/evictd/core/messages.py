@@ -35,9 +35,7 @@ CONTAINER_MESSAGE_FMT = (
 )
 POD_MESSAGE_FMT = "Pod {name} was using {usage}, request is {request}, has larger consumption of {resource}. "
 EMPTY_DIR_MESSAGE_FMT = "Usage of EmptyDir volume {volume} exceeds the limit {limit}. "
-POD_EPHEMERAL_MESSAGE_FMT = (
-    "Pod ephemeral local storage usage exceeds the total limit of containers {limit}. "
-)
+POD_EPHEMERAL_MESSAGE_FMT = "Pod ephemeral local storage usage exceeds the total limit of containers {limit}. "
 CONTAINER_EPHEMERAL_MESSAGE_FMT = "Container {name} exceeded its local ephemeral storage limit {limit}. "
 
 # strconv.Quote's short escapes.

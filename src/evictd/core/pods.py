@@ -16,10 +16,16 @@ Invariants:
 - Feature gates are fixed as current upstream ships them: PodLevelResources ON, sidecar containers ON,
   LocalStorageCapacityIsolation ON, DRA node-allocatable resources and KubeletOOMScoreAdjTieBreak OFF,
   in-place resize status ignored (the spec is what counts).
-Sources: component-helpers `resource/helpers.go`, `pkg/api/v1/resource/helpers.go`, `pkg/apis/core/v1/helper/
-qos/qos.go`, `pkg/kubelet/qos/policy.go`, `pkg/kubelet/types/pod_update.go`, `pkg/kubelet/eviction/
-eviction_manager.go` (Admit), `pkg/volume/util/util.go`, `k8s.io/api/core/v1/toleration.go` (KUBELET_SPEC
-§7.2, §9.2, §9.3, §10.5, §12, §16).
+
+Sources (kubernetes/kubernetes master; KUBELET_SPEC §7.2, §9.2, §9.3, §10.5, §12, §16):
+  staging/src/k8s.io/component-helpers/resource/helpers.go     PodRequests, PodLimits, sidecar aggregation
+  pkg/api/v1/resource/helpers.go                                GetResourceRequestQuantity
+  pkg/apis/core/v1/helper/qos/qos.go                            GetPodQOS / ComputePodQOS
+  pkg/kubelet/qos/policy.go, helpers.go                         GetContainerOOMScoreAdjust
+  pkg/kubelet/types/pod_update.go                               IsStaticPod, IsMirrorPod, IsCriticalPod, ...
+  pkg/kubelet/eviction/eviction_manager.go                      Admit
+  pkg/volume/util/util.go                                       IsLocalEphemeralVolume
+  staging/src/k8s.io/api/core/v1/toleration.go                  Toleration.ToleratesTaint
 """
 
 from __future__ import annotations
@@ -472,8 +478,10 @@ def oom_score_adj(pod: Pod, container_name: str, memory_capacity_bytes: int) -> 
 
     Node-critical and Guaranteed pods get -997, BestEffort 1000; Burstable containers get
     1000 - 1000*request/capacity (Go integer division) with the unclaimed pod-level memory request spread
-    evenly over all containers, a sidecar never above the smallest regular container, then clamped to
-    [3, 999]. Raises ValueError for an unknown container or a non-positive capacity.
+    evenly over all containers, a sidecar never above the smallest regular container, then raised to at
+    least 3 and 1000 turned into 999. As upstream, there is no upper clamp: a pod-level memory request below
+    the containers' sum (which API validation forbids) yields values above 1000. Raises ValueError for an
+    unknown container or a non-positive capacity.
     """
     if memory_capacity_bytes <= 0:
         raise ValueError(f"memory capacity must be positive, got {memory_capacity_bytes}")

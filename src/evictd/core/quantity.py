@@ -174,9 +174,9 @@ class Quantity:
             if mantissa == 0:
                 value = Fraction(0)  # never build 10**scale for a zero (e.g. "0e2147483647")
             elif scale >= 0:
-                value = Fraction(mantissa * 10**scale)
+                value = Fraction(mantissa * _pow10(scale))
             else:
-                value = Fraction(mantissa, 10**-scale)
+                value = Fraction(mantissa, _pow10(-scale))
             canonical = scale % 3 == 0 and not shifted.endswith("000") and shifted[0] != "0"
             return cls(value, fmt, text if canonical else None)
         if not whole and not frac:
@@ -184,10 +184,8 @@ class Quantity:
         if not digits:
             return cls(Fraction(0), fmt)
         magnitude = len(digits) + scale  # 10**(magnitude-1) <= |value| < 10**magnitude
-        if magnitude <= -9:
-            nanos = 1  # below 1n: rounds away from zero to the minimum unit
-        else:
-            nanos = _ceil_scaled(_digits_to_int(digits), scale + 9)
+        # Below 1n a value rounds away from zero to the minimum unit without building 10**-scale.
+        nanos = 1 if magnitude <= -9 else _ceil_scaled(_digits_to_int(digits), scale + 9)
         return cls(Fraction(-nanos if negative else nanos, _NANO), fmt)
 
     @classmethod
@@ -203,7 +201,7 @@ class Quantity:
             nanos = 1  # < 10**magnitude * 2**60 < 10**(magnitude+19) <= 1n
         else:
             numerator = (_digits_to_int(digits) << exponent) * _NANO
-            denominator = 10**frac_len
+            denominator = _pow10(frac_len)
             nanos = -(-numerator // denominator)
             nanos = min(nanos, MAX_ALLOWED * _NANO)
         if nanos < _NANO:
@@ -349,11 +347,17 @@ def _parse_exponent(text: str) -> int | None:
     return -value if text[0] == "-" else value
 
 
+def _pow10(exponent: int) -> int:
+    """10**exponent for exponent >= 0, typed as int."""
+    result: int = 10**exponent
+    return result
+
+
 def _ceil_scaled(mantissa: int, shift: int) -> int:
     """ceil(mantissa * 10**shift) for mantissa >= 0."""
     if shift >= 0:
-        return mantissa * 10**shift
-    quotient, remainder = divmod(mantissa, 10**-shift)
+        return mantissa * _pow10(shift)
+    quotient, remainder = divmod(mantissa, _pow10(-shift))
     return quotient + (1 if remainder else 0)
 
 
@@ -375,7 +379,7 @@ def _digits_to_int(digits: str) -> int:
     if len(digits) <= _STR_CHUNK:
         return int(digits)
     low = len(digits) // 2
-    return _digits_to_int(digits[:-low]) * 10**low + _digits_to_int(digits[-low:])
+    return _digits_to_int(digits[:-low]) * _pow10(low) + _digits_to_int(digits[-low:])
 
 
 def _int_to_str(value: int) -> str:
@@ -383,7 +387,7 @@ def _int_to_str(value: int) -> str:
     if value < _STR_CHUNK_LIMIT:
         return str(value)
     low = value.bit_length() * 3 // 20  # about half the decimal digits
-    high, rest = divmod(value, 10**low)
+    high, rest = divmod(value, _pow10(low))
     return _int_to_str(high) + _int_to_str(rest).rjust(low, "0")
 
 
@@ -412,7 +416,7 @@ def _canonical(value: Fraction, fmt: QuantityFormat) -> str:
     places = 9 if _NANO % den == 0 else _decimal_places(den)
     if places is None:  # unreachable: __post_init__ guarantees a terminating decimal
         raise ValueError(f"{value} is not a terminating decimal")
-    digits = _int_to_str(magnitude * (10**places // den))
+    digits = _int_to_str(magnitude * (_pow10(places) // den))
     mantissa = digits.rstrip("0")
     exponent = len(digits) - len(mantissa) - places
     pad = exponent % 3

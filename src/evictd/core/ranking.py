@@ -174,9 +174,7 @@ def _disk_keys(
     )
 
 
-def rank_pods(
-    signal: Signal, layout: FsLayout, pods: Sequence[Pod], stats_of: StatsOf
-) -> list[Pod]:
+def rank_pods(signal: Signal, layout: FsLayout, pods: Sequence[Pod], stats_of: StatsOf) -> list[Pod]:
     """Return `pods` ordered for eviction under pressure on `signal` (first = evicted first).
 
     memory.available / allocatableMemory.available: exceedMemoryRequests, priority, memory.

@@ -44,9 +44,7 @@ MIN_INT64 = -(2**63)
 ROOT_KEY = "$"
 
 # RFC 3339 as Go's time.Parse(time.RFC3339, ...) accepts it (fraction optional, '.' or ',' separator).
-_RFC3339 = re.compile(
-    r"(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(?:[.,](\d{1,9}))?(?:(Z)|([+-])(\d{2}):(\d{2}))"
-)
+_RFC3339 = re.compile(r"(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(?:[.,](\d{1,9}))?(?:(Z)|([+-])(\d{2}):(\d{2}))")
 _MICROSECOND_DIGITS = 6
 _GO_ZERO_TIME = datetime(1, 1, 1, tzinfo=UTC)
 
@@ -144,9 +142,7 @@ class NodeStats:
     image_fs: FsStats | None = None
     container_fs: FsStats | None = None
     rlimit: RlimitStats | None = None
-    system_containers: Mapping[str, ContainerStats] = field(
-        default_factory=lambda: MappingProxyType({})
-    )
+    system_containers: Mapping[str, ContainerStats] = field(default_factory=lambda: MappingProxyType({}))
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,9 +176,7 @@ def summary_from_dict(obj: Mapping[str, object]) -> Summary:
     if doc is None:
         raise ScenarioError("summary must be a mapping, not null", key=ROOT_KEY, value=obj)
     node = _node_stats(doc.get("node"), "node")
-    pods = tuple(
-        _pod_stats(item, f"pods[{i}]") for i, item in enumerate(_sequence(doc.get("pods"), "pods"))
-    )
+    pods = tuple(_pod_stats(item, f"pods[{i}]") for i, item in enumerate(_sequence(doc.get("pods"), "pods")))
     return Summary(node=node, pods=pods)
 
 
@@ -211,9 +205,7 @@ def _string(obj: Mapping[str, object], name: str, parent: str) -> str:
     if value is None:
         return ""
     if not isinstance(value, str):
-        raise ScenarioError(
-            f"must be a string, not {type(value).__name__}", key=_join(parent, name), value=value
-        )
+        raise ScenarioError(f"must be a string, not {type(value).__name__}", key=_join(parent, name), value=value)
     return value
 
 
@@ -410,9 +402,7 @@ def _count(value: int) -> Quantity:
     return Quantity.from_int(value, QuantityFormat.DECIMAL_SI)
 
 
-def _fs_observations(
-    fs: FsStats | None, available_signal: Signal, inodes_signal: Signal
-) -> dict[Signal, Observation]:
+def _fs_observations(fs: FsStats | None, available_signal: Signal, inodes_signal: Signal) -> dict[Signal, Observation]:
     result: dict[Signal, Observation] = {}
     if fs is None:
         return result
@@ -453,9 +443,7 @@ def signal_observations(summary: Summary) -> dict[Signal, Observation]:
             result[Signal.ALLOCATABLE_MEMORY_AVAILABLE] = allocatable
     result.update(_fs_observations(node.fs, Signal.NODEFS_AVAILABLE, Signal.NODEFS_INODES_FREE))
     result.update(_fs_observations(node.image_fs, Signal.IMAGEFS_AVAILABLE, Signal.IMAGEFS_INODES_FREE))
-    result.update(
-        _fs_observations(node.container_fs, Signal.CONTAINERFS_AVAILABLE, Signal.CONTAINERFS_INODES_FREE)
-    )
+    result.update(_fs_observations(node.container_fs, Signal.CONTAINERFS_AVAILABLE, Signal.CONTAINERFS_INODES_FREE))
     rlimit = node.rlimit
     if rlimit is not None and rlimit.max_pid is not None and rlimit.num_of_running_processes is not None:
         result[Signal.PID_AVAILABLE] = Observation(

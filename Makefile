@@ -12,9 +12,9 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[test]'
 	touch $(STAMP)
 
-# The main job. Until the daemon lands it drives the real engine through the first example scenario.
+# The main job: the eviction daemon observing this machine (a live view on a terminal, JSON logs otherwise).
 run: $(STAMP)
-	$(BIN)/evictd simulate config/examples/01-memory-pressure.yaml
+	$(BIN)/evictd run --config config/kubelet-config.yaml
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q

@@ -1,4 +1,4 @@
-"""The `evictd` command line: `check-config` and `simulate` (offline), and the daemon's entry point.
+"""The `evictd` command line: `check-config` and `simulate` (offline), and `run` (the daemon).
 
 Exit status: 0 success; 2 bad configuration or scenario (one line on stderr naming the key and the value,
 never a traceback); 1 any other failure. The offline commands import neither the kubernetes client nor
@@ -70,6 +70,12 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--split-containerfs", action="store_true",
                        help="derive containerfs thresholds for split image/container filesystems")
 
+    run = commands.add_parser("run", help="run the eviction daemon on this node")
+    _add_config_options(run)
+    run.add_argument("--dry-run", action="store_true", help="decide and report, change nothing")
+    run.add_argument("--cycles", type=int, default=0, metavar="N",
+                     help="stop after N housekeeping cycles (0: run until SIGTERM/SIGINT)")
+
     simulate = commands.add_parser("simulate", help="run the engine through a scripted scenario")
     simulate.add_argument("scenario", metavar="SCENARIO", help="scenario YAML or JSON file")
     simulate.add_argument("--output", choices=("text", "json"), default="text")
@@ -126,7 +132,24 @@ def _simulate(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-COMMANDS = {"check-config": _check_config, "simulate": _simulate}
+def _run(args: argparse.Namespace) -> int:
+    from dataclasses import replace
+
+    from evictd.composition import build_daemon, check_settings
+    from evictd.config import load_configuration
+    from evictd.daemon import serve
+
+    configuration = load_configuration(args.config, getattr(args, "kubelet_flags", None) or [])
+    if args.dry_run:
+        configuration = replace(configuration, evictd=replace(configuration.evictd, dry_run=True))
+    if args.cycles < 0:
+        raise ConfigError("must not be negative", key="--cycles", value=args.cycles)
+    check_settings(configuration)
+    daemon, endpoint = build_daemon(configuration, max_cycles=args.cycles)
+    return serve(daemon, endpoint)
+
+
+COMMANDS = {"check-config": _check_config, "simulate": _simulate, "run": _run}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -47,7 +47,7 @@ class EvictdSettings:
     dry_run: bool = field(default=False, metadata={"yaml": "dryRun"})
     # The kubelet's --root-dir: nodefs is the filesystem holding it; pod volumes live below it.
     kubelet_root_dir: str = field(default="/var/lib/kubelet", metadata={"yaml": "kubeletRootDir"})
-    # The kubelet's podLogsDir default: container logs counted in pod disk usage.
+    # Container logs counted in pod disk usage (default: the KubeletConfiguration's podLogsDir).
     pod_logs_dir: str = field(default="/var/log/pods", metadata={"yaml": "podLogsDir"})
     # containerd's default socket; CRI-O users set unix:///var/run/crio/crio.sock.
     container_runtime_endpoint: str = field(
@@ -58,13 +58,45 @@ class EvictdSettings:
     # Path to a kubeconfig; empty means the in-cluster service account.
     kubeconfig: str = field(default="", metadata={"yaml": "kubeconfig"})
     # /metrics and /healthz; loopback only by default so nothing is exposed without a decision.
-    metrics_bind_address: str = field(default="127.0.0.1:10259", metadata={"yaml": "metricsBindAddress"})
-    # cgroupfs mount point and the kubelet's cgroup driver (decides kubepods vs kubepods.slice).
-    cgroup_root: str = field(default="/sys/fs/cgroup", metadata={"yaml": "cgroupRoot"})
+    metrics_bind_address: str = field(default="127.0.0.1:10262", metadata={"yaml": "metricsBindAddress"})
+    # Where cgroupfs is mounted.
+    cgroupfs_path: str = field(default="/sys/fs/cgroup", metadata={"yaml": "cgroupfsPath"})
+    # The kubelet's cgroupDriver and cgroupRoot (kubepods vs kubepods.slice, and their parent cgroup);
+    # by default taken from the KubeletConfiguration, as the kubelet itself reads them.
     cgroup_driver: str = field(default="cgroupfs", metadata={"yaml": "cgroupDriver"})
+    cgroup_root: str = field(default="/", metadata={"yaml": "cgroupRoot"})
+    # Where the runtime keeps images and writable layers until the CRI tells us (containerd's defaults);
+    # a folder that does not exist yet is measured on the filesystem that would hold it.
+    image_fs_path: str = field(default="/var/lib/containerd", metadata={"yaml": "imageFsPath"})
+    container_fs_path: str = field(default="/var/lib/containerd", metadata={"yaml": "containerFsPath"})
+    # "node" reads cgroupfs/statvfs/procfs directly; "kubelet" asks the kubelet's Summary API instead.
+    stats_source: str = field(default="node", metadata={"yaml": "statsSource"})
+    # The kubelet's Summary API for statsSource "kubelet": empty means through the API server's node proxy.
+    kubelet_summary_url: str = field(default="", metadata={"yaml": "kubeletSummaryURL"})
+    # Bearer token file and CA bundle for a direct kubelet URL (a service account's, by default).
+    kubelet_token_file: str = field(
+        default="/var/run/secrets/kubernetes.io/serviceaccount/token", metadata={"yaml": "kubeletTokenFile"}
+    )
+    kubelet_ca_file: str = field(default="", metadata={"yaml": "kubeletCAFile"})
+    # Wake the loop at once on a cgroup v1 memory usage threshold crossing (the kubelet's memcg notifier
+    # levels), instead of waiting for the next housekeeping tick.
+    memcg_wakeups: bool = field(default=True, metadata={"yaml": "memcgWakeups"})
+    # Wake the loop early on memory pressure stall (PSI) where the kernel has it; the kubelet has nothing
+    # equivalent on cgroup v2. Windows must be whole multiples of 2 s for a writer without CAP_SYS_RESOURCE.
+    psi_wakeups: bool = field(default=True, metadata={"yaml": "psiWakeups"})
+    psi_stall_threshold_s: float = field(default=0.1, metadata={"yaml": "psiStallThreshold"})
+    psi_window_s: float = field(default=2.0, metadata={"yaml": "psiWindow"})
+    # After SIGTERM the current cycle may finish; past this deadline evictd exits anyway.
+    shutdown_timeout_s: float = field(default=15.0, metadata={"yaml": "shutdownTimeout"})
+    # "auto": JSON lines when stdout is not a terminal (journald, DaemonSet logs), a live view otherwise.
+    log_format: str = field(default="auto", metadata={"yaml": "logFormat"})
 
 
-_CHOICES: Mapping[str, tuple[str, ...]] = {"cgroup_driver": ("cgroupfs", "systemd")}
+_CHOICES: Mapping[str, tuple[str, ...]] = {
+    "cgroup_driver": ("cgroupfs", "systemd"),
+    "stats_source": ("node", "kubelet"),
+    "log_format": ("auto", "json", "console"),
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,12 +133,22 @@ def _decode_setting(name: str, yaml_name: str, default: object, value: object) -
     return value
 
 
-def evictd_settings(document: Mapping[str, object]) -> EvictdSettings:
-    """Return the EvictdSettings of one (merged) EvictdConfiguration document; unknown fields are errors."""
+# Settings the kubelet's own configuration already states; evictd takes them from there unless its own
+# EvictdConfiguration says otherwise.
+INHERITED_FROM_KUBELET = ("cgroupDriver", "cgroupRoot", "podLogsDir")
+
+
+def evictd_settings(document: Mapping[str, object], kubelet: Mapping[str, object] | None = None) -> EvictdSettings:
+    """Return the EvictdSettings of one (merged) EvictdConfiguration document; unknown fields are errors.
+
+    `kubelet` is the merged KubeletConfiguration: its cgroupDriver, cgroupRoot and podLogsDir are the
+    defaults of the same-named evictd settings.
+    """
     by_yaml = {f.metadata["yaml"]: f for f in fields(EvictdSettings)}
     settings = EvictdSettings()
     changes: dict[str, Any] = {}
-    for key, value in document.items():
+    inherited = {key: (kubelet or {})[key] for key in INHERITED_FROM_KUBELET if (kubelet or {}).get(key) is not None}
+    for key, value in {**inherited, **document}.items():
         if key in ("apiVersion", "kind"):
             continue
         setting = by_yaml.get(key)
@@ -182,7 +224,7 @@ def load_configuration(paths: Sequence[str], flags: Sequence[tuple[str, str]] = 
         raise _located(exc, KUBELET_KIND) from None
     eviction = apply_flags(eviction, flags)
     try:
-        own = evictd_settings(merge_documents(evictd_docs))
+        own = evictd_settings(merge_documents(evictd_docs), merge_documents(kubelet_docs))
     except ConfigError as exc:
         raise _located(exc, EVICTD_KIND) from None
     thresholds = tuple(eviction.thresholds())

@@ -11,7 +11,7 @@ eviction (as the kubelet counts it).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 from evictd.core.engine import (
@@ -81,6 +81,8 @@ class CycleReport:
 
     now: float
     assessment: Assessment
+    summary: Summary | None = None
+    pods: tuple[Pod, ...] = ()
     reclaim: tuple[ReclaimResult, ...] = ()
     reclaim_succeeded: bool | None = None
     ranking: tuple[Pod, ...] = ()
@@ -124,7 +126,7 @@ class EvictionManager:
             except EvictdError as exc:
                 reason = f"eviction manager: failed to get HasDedicatedImageFs: {exc}"
                 return CycleReport(now=now, assessment=Assessment(skipped=reason), errors=(reason,))
-        pods = self._pods.active_pods()
+        pods = tuple(self._pods.active_pods())
         summary: Summary | None
         try:
             summary = self._stats.summary()
@@ -132,15 +134,14 @@ class EvictionManager:
             summary = None
             errors.append(f"eviction manager: failed to get summary stats: {exc}")
         self.state, assessment = assess(self.state, self.config, layout, summary, pods, now)
+        seen = CycleReport(now=now, assessment=assessment, summary=summary, pods=pods, errors=tuple(errors))
         if summary is None:
-            return CycleReport(now=now, assessment=assessment, errors=tuple(errors))
+            return seen
         if assessment.local_storage_evictions:
             evicted, failures = self._evict(assessment.local_storage_evictions)
-            return CycleReport(
-                now=now, assessment=assessment, evictions=evicted, eviction_errors=failures, errors=tuple(errors)
-            )
+            return replace(seen, evictions=evicted, eviction_errors=failures)
         if assessment.threshold_to_reclaim is None:
-            return CycleReport(now=now, assessment=assessment, errors=tuple(errors))
+            return seen
         reclaim = tuple(self._reclaim(action) for action in assessment.reclaim_actions)
         succeeded: bool | None = None
         if assessment.reclaim_actions:
@@ -151,14 +152,11 @@ class EvictionManager:
                 errors.append(f"eviction manager: failed to get summary stats after resource reclaim: {exc}")
             succeeded = reclaim_succeeded(self.state, after)
             if succeeded:
-                return CycleReport(
-                    now=now, assessment=assessment, reclaim=reclaim, reclaim_succeeded=True, errors=tuple(errors)
-                )
+                return replace(seen, reclaim=reclaim, reclaim_succeeded=True, errors=tuple(errors))
         choice = choose_eviction(self.config, self.state, assessment, pods, summary)
         evicted, failures = self._evict((choice.eviction,) if choice.eviction else ())
-        return CycleReport(
-            now=now,
-            assessment=assessment,
+        return replace(
+            seen,
             reclaim=reclaim,
             reclaim_succeeded=succeeded,
             ranking=choice.ranking,

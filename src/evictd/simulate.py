@@ -20,9 +20,10 @@ evicting a pod does not remove it from the list. Malformed scenarios raise Scena
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
+from evictd.core.decode import list_of, mapping, sequence
 from evictd.core.engine import EngineConfig, Eviction, ReclaimAction
 from evictd.core.errors import ConfigError, ScenarioError
 from evictd.core.kubelet_config import KUBELET_API_VERSION, KUBELET_KIND, eviction_settings
@@ -53,32 +54,23 @@ class Scenario:
     steps: tuple[Step, ...]
 
 
-def _mapping(value: object, key: str) -> Mapping[str, object]:
-    if not isinstance(value, Mapping):
-        raise ScenarioError("must be a mapping", key=key, value=value)
-    return value
-
-
-def _sequence(value: object, key: str) -> Sequence[object]:
-    if not isinstance(value, list):
-        raise ScenarioError("must be a list", key=key, value=value)
-    return value
+def _pod(value: object, key: str) -> Pod:
+    return pod_from_dict(mapping(value, key), where=key)
 
 
 def _pods(value: object, key: str) -> tuple[Pod, ...]:
-    return tuple(pod_from_dict(_mapping(item, f"{key}[{i}]"), where=f"{key}[{i}]") for i, item in
-                 enumerate(_sequence(value, key)))
+    return list_of(value, key, _pod)
 
 
 def _summary(value: object, key: str) -> Summary:
     try:
-        return summary_from_dict(_mapping(value, key))
+        return summary_from_dict(mapping(value, key))
     except ScenarioError as exc:
         raise exc.at(f"{key}.{exc.key}" if exc.key and exc.key != "$" else key, exc.value) from None
 
 
 def _config(value: object) -> EngineConfig:
-    document = dict(_mapping(value, "config"))
+    document = dict(mapping(value, "config"))
     kind = document.pop("kind", KUBELET_KIND)
     api_version = document.pop("apiVersion", KUBELET_API_VERSION)
     if kind != KUBELET_KIND:
@@ -94,7 +86,7 @@ def _config(value: object) -> EngineConfig:
 
 
 def _layout(value: object) -> FsLayout:
-    layout = _mapping(value, "layout")
+    layout = mapping(value, "layout")
     flags: dict[str, bool] = {}
     for name in ("dedicatedImageFs", "splitContainerFs"):
         flag = layout.get(name, False)
@@ -117,7 +109,7 @@ def _at(value: object, key: str, previous: float) -> float:
 
 def parse_scenario(document: object) -> Scenario:
     """Return the scenario in `document` (decoded YAML); raise ScenarioError naming the bad path."""
-    root = _mapping(document, "scenario")
+    root = mapping(document, "scenario")
     known = {"config", "layout", "pods", "steps"}
     # Top-level `x-...` keys are free for YAML anchors (shared pod stats and the like), as in Compose files.
     unknown = sorted(key for key in set(root) - known if not str(key).startswith("x-"))
@@ -128,9 +120,9 @@ def parse_scenario(document: object) -> Scenario:
     pods = _pods(root.get("pods", []), "pods")
     steps: list[Step] = []
     previous = float("-inf")
-    for index, raw in enumerate(_sequence(root.get("steps", []), "steps")):
+    for index, raw in enumerate(sequence(root.get("steps", []), "steps")):
         key = f"steps[{index}]"
-        step = _mapping(raw, key)
+        step = mapping(raw, key)
         unknown = sorted(set(step) - {"at", "summary", "afterReclaim", "pods"})
         if unknown:
             raise ScenarioError("unknown field", key=f"{key}.{unknown[0]}", value=step[unknown[0]])

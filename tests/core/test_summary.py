@@ -330,6 +330,14 @@ def test_malformed_documents_name_the_key(doc: Any, key: str) -> None:
     assert caught.value.key == key
 
 
+def test_unprintable_counter_still_gives_scenario_error() -> None:
+    # repr() of an int this long raises ValueError; the error must still describe itself.
+    with pytest.raises(ScenarioError) as caught:
+        summary_from_dict({"node": {"memory": {"availableBytes": 10**5000}}})
+    assert caught.value.key == "node.memory.availableBytes"
+    assert str(caught.value)
+
+
 def test_parse_does_not_mutate_input() -> None:
     doc: Json = {"node": copy.deepcopy(UPSTREAM_NODE), "pods": [stats_json("a", uid="u")]}
     before = copy.deepcopy(doc)

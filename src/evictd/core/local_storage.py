@@ -22,8 +22,9 @@ from evictd.core.messages import (
     emptydir_limit_message,
     pod_ephemeral_limit_message,
 )
-from evictd.core.pods import Pod, is_critical_pod, pod_limit
+from evictd.core.pods import Pod, is_critical_pod
 from evictd.core.quantity import Quantity
+from evictd.core.resources import pod_limit
 from evictd.core.signals import (
     CONTAINER_EPHEMERAL_LIMIT_SIGNAL,
     EMPTYDIR_LIMIT_SIGNAL,

@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import unicodedata
 
-from evictd.core.pods import Pod, is_pod_level_resources_set
+from evictd.core.pods import Pod
 from evictd.core.quantity import ZERO, Quantity, QuantityFormat
+from evictd.core.resources import is_pod_level_resources_set
 from evictd.core.signals import Resource
 from evictd.core.summary import ContainerStats, PodStats
 

@@ -20,7 +20,8 @@ from collections.abc import Callable, Sequence
 from enum import StrEnum
 from fractions import Fraction
 
-from evictd.core.pods import Pod, counts_for_local_disk, pod_priority, pod_request
+from evictd.core.pods import Pod, counts_for_local_disk, pod_priority
+from evictd.core.resources import pod_request
 from evictd.core.signals import MEMORY_SIGNALS, SIGNAL_TO_RESOURCE, FsLayout, Resource, Signal
 from evictd.core.summary import PodStats
 

@@ -13,7 +13,8 @@ Invariants:
   timezone-aware ``datetime`` (microsecond precision: nanoseconds are truncated).
 * ``summary_from_dict`` never mutates its input and raises only ``ScenarioError``, whose ``key`` is the
   JSON path of the bad value (``node.memory.availableBytes``, ``pods[2].volume[0].usedBytes``; ``$`` is the
-  document itself). Unknown keys are ignored, as Go's JSON decoder ignores them.
+  document itself). Unknown keys are ignored, as Go's JSON decoder ignores them; keys that are not strings
+  (possible in YAML, never in JSON) are rejected. The generic checks are `evictd.core.decode`'s.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from datetime import UTC, datetime, timedelta, timezone
 from types import MappingProxyType
 from typing import TYPE_CHECKING
 
-from evictd.core.errors import ScenarioError
+from evictd.core.decode import EMPTY_MAPPING, INT64_MAX, child, integer, invalid, list_of, mapping, string
 from evictd.core.quantity import Quantity, QuantityFormat
 from evictd.core.signals import Signal
 
@@ -38,9 +39,9 @@ SYSTEM_CONTAINER_PODS = "pods"
 
 # The kubelet converts every counter with int64(...); values above this would wrap negative in Go, so
 # they are rejected instead of reproduced.
-MAX_COUNTER = 2**63 - 1
-MIN_INT64 = -(2**63)
+MAX_COUNTER = INT64_MAX
 
+# The error key of the document itself (a document that is not a mapping).
 ROOT_KEY = "$"
 
 # RFC 3339 as Go's time.Parse(time.RFC3339, ...) accepts it (fraction optional, '.' or ',' separator).
@@ -172,69 +173,20 @@ def summary_from_dict(obj: Mapping[str, object]) -> Summary:
     Raises ScenarioError (and nothing else) when a value has the wrong type, a counter is negative,
     fractional or out of the int64 range, or a time is not RFC 3339.
     """
-    doc = _mapping(obj, ROOT_KEY)
-    if doc is None:
-        raise ScenarioError("summary must be a mapping, not null", key=ROOT_KEY, value=obj)
+    doc = mapping(obj, ROOT_KEY)
     node = _node_stats(doc.get("node"), "node")
-    pods = tuple(_pod_stats(item, f"pods[{i}]") for i, item in enumerate(_sequence(doc.get("pods"), "pods")))
+    pods = list_of(doc.get("pods"), "pods", _pod_stats, if_null=())
     return Summary(node=node, pods=pods)
 
 
-def _mapping(value: object, key: str) -> Mapping[str, object] | None:
-    if value is None:
-        return None
-    if not isinstance(value, Mapping):
-        raise ScenarioError(f"must be a mapping, not {type(value).__name__}", key=key, value=value)
-    return value
-
-
-def _sequence(value: object, key: str) -> Sequence[object]:
-    if value is None:
-        return ()
-    if isinstance(value, str | bytes | bytearray) or not isinstance(value, Sequence):
-        raise ScenarioError(f"must be a list, not {type(value).__name__}", key=key, value=value)
-    return value
-
-
-def _join(parent: str, child: str) -> str:
-    return child if parent == ROOT_KEY else f"{parent}.{child}"
-
-
-def _string(obj: Mapping[str, object], name: str, parent: str) -> str:
-    value = obj.get(name)
-    if value is None:
-        return ""
-    if not isinstance(value, str):
-        raise ScenarioError(f"must be a string, not {type(value).__name__}", key=_join(parent, name), value=value)
-    return value
-
-
 def _counter(obj: Mapping[str, object], name: str, parent: str) -> int | None:
-    """Read an unsigned counter (Go *uint64 later converted with int64())."""
-    value = obj.get(name)
-    if value is None:
-        return None
-    key = _join(parent, name)
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ScenarioError("must be a non-negative integer", key=key, value=value)
-    if value < 0:
-        raise ScenarioError("must be a non-negative integer", key=key, value=value)
-    if value > MAX_COUNTER:
-        raise ScenarioError(f"must be at most {MAX_COUNTER} (int64 range)", key=key, value=value)
-    return value
+    """Read an unsigned counter (Go *uint64 later converted with int64(), so at most MAX_COUNTER)."""
+    return integer(obj.get(name), child(parent, name), low=0, high=MAX_COUNTER, if_null=None)
 
 
 def _signed(obj: Mapping[str, object], name: str, parent: str) -> int | None:
     """Read a Go *int64 (the rlimit fields)."""
-    value = obj.get(name)
-    if value is None:
-        return None
-    key = _join(parent, name)
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ScenarioError("must be an integer", key=key, value=value)
-    if not MIN_INT64 <= value <= MAX_COUNTER:
-        raise ScenarioError("must fit in int64", key=key, value=value)
-    return value
+    return integer(obj.get(name), child(parent, name), if_null=None)
 
 
 def _time(obj: Mapping[str, object], name: str, parent: str) -> datetime | None:
@@ -242,12 +194,12 @@ def _time(obj: Mapping[str, object], name: str, parent: str) -> datetime | None:
     value = obj.get(name)
     if value is None:
         return None
-    key = _join(parent, name)
+    key = child(parent, name)
     if not isinstance(value, str):
-        raise ScenarioError("must be an RFC 3339 time string", key=key, value=value)
+        raise invalid("must be an RFC 3339 time string", key, value)
     match = _RFC3339.fullmatch(value)
     if match is None:
-        raise ScenarioError("must be an RFC 3339 time (e.g. 2024-01-02T03:04:05Z)", key=key, value=value)
+        raise invalid("must be an RFC 3339 time (e.g. 2024-01-02T03:04:05Z)", key, value)
     year, month, day, hour, minute, second = (int(g) for g in match.group(1, 2, 3, 4, 5, 6))
     fraction = match.group(7) or ""
     microsecond = int(fraction[:_MICROSECOND_DIGITS].ljust(_MICROSECOND_DIGITS, "0"))
@@ -256,12 +208,12 @@ def _time(obj: Mapping[str, object], name: str, parent: str) -> datetime | None:
     else:
         offset = timedelta(hours=int(match.group(10)), minutes=int(match.group(11)))
         if offset >= timedelta(hours=24) or int(match.group(11)) >= 60:
-            raise ScenarioError("time zone offset out of range", key=key, value=value)
+            raise invalid("time zone offset out of range", key, value)
         tz = timezone(-offset if match.group(9) == "-" else offset)
     try:
         parsed = datetime(year, month, day, hour, minute, second, microsecond, tzinfo=tz)
     except ValueError as exc:
-        raise ScenarioError(f"invalid time: {exc}", key=key, value=value) from None
+        raise invalid(f"invalid time: {exc}", key, value) from None
     # Go's zero time is "no time"; digits beyond microseconds still make an instant non-zero.
     if parsed == _GO_ZERO_TIME and fraction.strip("0") == "":
         return None
@@ -269,7 +221,7 @@ def _time(obj: Mapping[str, object], name: str, parent: str) -> datetime | None:
 
 
 def _memory_stats(value: object, key: str) -> MemoryStats | None:
-    obj = _mapping(value, key)
+    obj = mapping(value, key, if_null=None)
     if obj is None:
         return None
     return MemoryStats(
@@ -284,7 +236,7 @@ def _memory_stats(value: object, key: str) -> MemoryStats | None:
 
 
 def _fs_stats(value: object, key: str) -> FsStats | None:
-    obj = _mapping(value, key)
+    obj = mapping(value, key, if_null=None)
     if obj is None:
         return None
     return FsStats(
@@ -298,12 +250,13 @@ def _fs_stats(value: object, key: str) -> FsStats | None:
     )
 
 
+# The blocks below are Go structs held by value, not pointers: null decodes like {} into their zero value.
+
+
 def _volume_stats(value: object, key: str) -> VolumeStats:
-    obj = _mapping(value, key)
-    if obj is None:
-        return VolumeStats()
+    obj = mapping(value, key, if_null=EMPTY_MAPPING)
     return VolumeStats(
-        name=_string(obj, "name", key),
+        name=string(obj.get("name"), child(key, "name"), if_null=""),
         time=_time(obj, "time", key),
         available_bytes=_counter(obj, "availableBytes", key),
         capacity_bytes=_counter(obj, "capacityBytes", key),
@@ -315,19 +268,17 @@ def _volume_stats(value: object, key: str) -> VolumeStats:
 
 
 def _container_stats(value: object, key: str) -> ContainerStats:
-    obj = _mapping(value, key)
-    if obj is None:
-        return ContainerStats()
+    obj = mapping(value, key, if_null=EMPTY_MAPPING)
     return ContainerStats(
-        name=_string(obj, "name", key),
-        memory=_memory_stats(obj.get("memory"), _join(key, "memory")),
-        rootfs=_fs_stats(obj.get("rootfs"), _join(key, "rootfs")),
-        logs=_fs_stats(obj.get("logs"), _join(key, "logs")),
+        name=string(obj.get("name"), child(key, "name"), if_null=""),
+        memory=_memory_stats(obj.get("memory"), child(key, "memory")),
+        rootfs=_fs_stats(obj.get("rootfs"), child(key, "rootfs")),
+        logs=_fs_stats(obj.get("logs"), child(key, "logs")),
     )
 
 
 def _rlimit_stats(value: object, key: str) -> RlimitStats | None:
-    obj = _mapping(value, key)
+    obj = mapping(value, key, if_null=None)
     if obj is None:
         return None
     return RlimitStats(
@@ -337,55 +288,44 @@ def _rlimit_stats(value: object, key: str) -> RlimitStats | None:
     )
 
 
+def _pod_reference(value: object, key: str) -> PodReference:
+    obj = mapping(value, key, if_null=EMPTY_MAPPING)
+    return PodReference(
+        name=string(obj.get("name"), child(key, "name"), if_null=""),
+        namespace=string(obj.get("namespace"), child(key, "namespace"), if_null=""),
+        uid=string(obj.get("uid"), child(key, "uid"), if_null=""),
+    )
+
+
 def _node_stats(value: object, key: str) -> NodeStats:
-    obj = _mapping(value, key)
-    if obj is None:
-        return NodeStats()
-    runtime_key = _join(key, "runtime")
-    runtime = _mapping(obj.get("runtime"), runtime_key) or {}
+    obj = mapping(value, key, if_null=EMPTY_MAPPING)
+    runtime_key = child(key, "runtime")
+    runtime = mapping(obj.get("runtime"), runtime_key, if_null=EMPTY_MAPPING)
     system: dict[str, ContainerStats] = {}
-    containers_key = _join(key, "systemContainers")
-    for i, item in enumerate(_sequence(obj.get("systemContainers"), containers_key)):
-        stats = _container_stats(item, f"{containers_key}[{i}]")
+    for stats in list_of(obj.get("systemContainers"), child(key, "systemContainers"), _container_stats, if_null=()):
         # getSysContainer returns the first entry with the name.
         system.setdefault(stats.name, stats)
     return NodeStats(
-        node_name=_string(obj, "nodeName", key),
-        memory=_memory_stats(obj.get("memory"), _join(key, "memory")),
-        fs=_fs_stats(obj.get("fs"), _join(key, "fs")),
-        image_fs=_fs_stats(runtime.get("imageFs"), _join(runtime_key, "imageFs")),
-        container_fs=_fs_stats(runtime.get("containerFs"), _join(runtime_key, "containerFs")),
-        rlimit=_rlimit_stats(obj.get("rlimit"), _join(key, "rlimit")),
+        node_name=string(obj.get("nodeName"), child(key, "nodeName"), if_null=""),
+        memory=_memory_stats(obj.get("memory"), child(key, "memory")),
+        fs=_fs_stats(obj.get("fs"), child(key, "fs")),
+        image_fs=_fs_stats(runtime.get("imageFs"), child(runtime_key, "imageFs")),
+        container_fs=_fs_stats(runtime.get("containerFs"), child(runtime_key, "containerFs")),
+        rlimit=_rlimit_stats(obj.get("rlimit"), child(key, "rlimit")),
         system_containers=MappingProxyType(system),
     )
 
 
 def _pod_stats(value: object, key: str) -> PodStats:
-    obj = _mapping(value, key)
-    if obj is None:
-        return PodStats()
-    ref_key = _join(key, "podRef")
-    ref = _mapping(obj.get("podRef"), ref_key) or {}
-    containers_key = _join(key, "containers")
-    volumes_key = _join(key, "volume")
-    process_key = _join(key, "process_stats")
-    process = _mapping(obj.get("process_stats"), process_key) or {}
+    obj = mapping(value, key, if_null=EMPTY_MAPPING)
+    process_key = child(key, "process_stats")
+    process = mapping(obj.get("process_stats"), process_key, if_null=EMPTY_MAPPING)
     return PodStats(
-        pod_ref=PodReference(
-            name=_string(ref, "name", ref_key),
-            namespace=_string(ref, "namespace", ref_key),
-            uid=_string(ref, "uid", ref_key),
-        ),
-        memory=_memory_stats(obj.get("memory"), _join(key, "memory")),
-        containers=tuple(
-            _container_stats(item, f"{containers_key}[{i}]")
-            for i, item in enumerate(_sequence(obj.get("containers"), containers_key))
-        ),
-        volume_stats=tuple(
-            _volume_stats(item, f"{volumes_key}[{i}]")
-            for i, item in enumerate(_sequence(obj.get("volume"), volumes_key))
-        ),
-        ephemeral_storage=_fs_stats(obj.get("ephemeral-storage"), _join(key, "ephemeral-storage")),
+        pod_ref=_pod_reference(obj.get("podRef"), child(key, "podRef")),
+        memory=_memory_stats(obj.get("memory"), child(key, "memory")),
+        containers=list_of(obj.get("containers"), child(key, "containers"), _container_stats, if_null=()),
+        volume_stats=list_of(obj.get("volume"), child(key, "volume"), _volume_stats, if_null=()),
+        ephemeral_storage=_fs_stats(obj.get("ephemeral-storage"), child(key, "ephemeral-storage")),
         process_count=_counter(process, "process_count", process_key),
     )
 

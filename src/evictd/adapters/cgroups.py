@@ -1,0 +1,474 @@
+"""The cgroup filesystem adapter: memory readings, process counts, pod and container discovery.
+
+Job: read what the kubelet (through cAdvisor and runc's cgroup library) reads from cgroupfs, for
+cgroup v1 and v2 and for both kubelet cgroup drivers (``cgroupfs`` and ``systemd``), and nothing more.
+
+Layouts (``CgroupLayout``):
+
+* v1: one hierarchy per controller; memory at ``<root>/memory``, pids at ``<root>/pids``.
+* v2: one unified hierarchy at ``<root>``. A host is v2 only if ``<root>/cgroup.controllers`` lists
+  ``memory``; the hybrid layout's ``<root>/unified`` mount (no memory controller) does not count.
+* ``base`` is the kubelet's ``cgroupRoot``: the cgroup under which the pods cgroup lives (``""``
+  normally). Every cgroup path this module takes or returns is relative to the hierarchy root
+  (``""`` is the root cgroup itself), so a path from ``pod_cgroups`` can be passed to ``memory``.
+
+Memory (KUBELET_SPEC §1 rule 5; cAdvisor ``container/libcontainer/handler.go`` ``setMemoryStats``):
+
+* usage: v1 ``memory.usage_in_bytes``; v2 ``memory.current``.
+* inactive_file: v1 ``total_inactive_file`` (hierarchical) in ``memory.stat``; v2 ``inactive_file``.
+* working set = usage - inactive_file, floored at 0.
+* limit: v1 ``memory.limit_in_bytes``, v2 ``memory.max``; ``None`` (unlimited) for v2 ``max`` or any
+  value above 2**62, the kubelet's ``isMemoryUnlimited`` cut-off (pkg/kubelet/stats/helper.go), which
+  covers v1's "no limit" 9223372036854771712 (2**63-1 rounded down to a page).
+* The v2 ROOT cgroup has no ``memory.current``/``memory.max``. runc's cgroup library (now
+  opencontainers/cgroups ``fs2/memory.go`` ``rootStatsFromMeminfo``, since runc PR #3933), which
+  cAdvisor and so the kubelet use, then reports usage = ``anon + file`` of the root ``memory.stat``
+  (the same page counts as v1's ``usage_in_bytes``: NR_ANON_MAPPED + NR_FILE_PAGES) and an unlimited
+  limit. Older runc used ``MemTotal - MemFree`` from ``/proc/meminfo``, which counted kernel memory
+  and reported v2 nodes as fuller than v1 ones (kubernetes/kubernetes#118916). evictd follows the
+  current upstream: ``anon + file`` and ``limit_bytes=None``; the node's capacity (``MemTotal``) comes
+  from the procfs adapter, as the kubelet takes it from machine info.
+
+Invariants:
+
+* Every read failure (missing file, permission, garbage content) raises ``SampleError(path, reason)``;
+  nothing is guessed. Values must be unsigned decimal integers below 2**64, as Go's ParseUint wants.
+* Each reading is a few small ``open``/``read`` calls (no subprocess, no psutil); ``memory.stat`` is
+  searched for the needed keys only, without splitting it into a mapping.
+* Nothing is written: this adapter only observes.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import overload
+
+from evictd.core.errors import ConfigError, SampleError
+
+# Drivers the kubelet knows (--cgroup-driver / KubeletConfiguration.cgroupDriver).
+CGROUP_DRIVERS = ("cgroupfs", "systemd")
+CGROUP_VERSIONS = (1, 2)
+
+# A limit above this many bytes means "no limit": the kernel rounds 2**63-1 down to a page multiple,
+# so the kubelet compares with 2**62 instead of MaxInt64 (isMemoryUnlimited, pkg/kubelet/stats).
+UNLIMITED_ABOVE_BYTES = 2**62
+
+# Values are Go uint64s upstream; anything at or above this is garbage, not a reading.
+UINT64_LIMIT = 2**64
+
+# cgroupfs files are tiny (memory.stat is ~2 KiB); one read of this size nearly always gets all.
+READ_CHUNK_BYTES = 16384
+
+# Malformed content is quoted in errors up to this many bytes, so one log line stays readable.
+MAX_SHOWN_BYTES = 60
+
+# Sub-folders of the cgroup mount holding the v1 hierarchies evictd reads.
+V1_MEMORY_HIERARCHY = "memory"
+V1_PIDS_HIERARCHY = "pids"
+
+QOS_GUARANTEED = "guaranteed"
+QOS_BURSTABLE = "burstable"
+QOS_BESTEFFORT = "besteffort"
+
+# Name of the cgroup that parents every pod (pkg/kubelet/cm: defaultNodeAllocatableCgroupName
+# "kubepods", which the systemd driver spells as a slice).
+DRIVER_TO_PODS_CGROUP = {"cgroupfs": "kubepods", "systemd": "kubepods.slice"}
+
+# The QoS-tier cgroups under the pods cgroup. Guaranteed pods sit directly in the pods cgroup.
+DRIVER_TO_QOS_CGROUPS = {
+    "cgroupfs": {QOS_BURSTABLE: "burstable", QOS_BESTEFFORT: "besteffort"},
+    "systemd": {QOS_BURSTABLE: "kubepods-burstable.slice", QOS_BESTEFFORT: "kubepods-besteffort.slice"},
+}
+
+# Pod cgroup names per driver and tier; group 1 is the pod UID as the driver spells it. The systemd
+# driver writes the UID with '_' for '-' ('-' separates slice levels in systemd unit names).
+# Static pods have md5-hex UIDs without dashes, so any alphanumeric UID is accepted.
+DRIVER_TO_POD_PATTERNS = {
+    "cgroupfs": {
+        QOS_GUARANTEED: re.compile(r"pod([0-9A-Za-z][0-9A-Za-z-]*)"),
+        QOS_BURSTABLE: re.compile(r"pod([0-9A-Za-z][0-9A-Za-z-]*)"),
+        QOS_BESTEFFORT: re.compile(r"pod([0-9A-Za-z][0-9A-Za-z-]*)"),
+    },
+    "systemd": {
+        QOS_GUARANTEED: re.compile(r"kubepods-pod([0-9A-Za-z][0-9A-Za-z_]*)\.slice"),
+        QOS_BURSTABLE: re.compile(r"kubepods-burstable-pod([0-9A-Za-z][0-9A-Za-z_]*)\.slice"),
+        QOS_BESTEFFORT: re.compile(r"kubepods-besteffort-pod([0-9A-Za-z][0-9A-Za-z_]*)\.slice"),
+    },
+}
+
+# Container cgroup names per driver; group 1 is the 64-hex container ID. With the cgroupfs driver,
+# containerd and dockerd name the folder by the bare ID and CRI-O uses "crio-<id>"; with systemd, each
+# runtime makes a "<prefix>-<id>.scope". Anything else (crio-conmon-<id>.scope, stray folders) is skipped.
+DRIVER_TO_CONTAINER_PATTERN = {
+    "cgroupfs": re.compile(r"(?:crio-)?([0-9a-f]{64})"),
+    "systemd": re.compile(r"(?:cri-containerd|crio|docker)-([0-9a-f]{64})\.scope"),
+}
+
+# memory.stat keys: v1's hierarchical inactive file pages; v2's (always hierarchical) ones, plus the
+# two counters runc sums for the v2 root cgroup's usage.
+V1_INACTIVE_FILE_KEY = b"total_inactive_file"
+V2_INACTIVE_FILE_KEY = b"inactive_file"
+V2_ROOT_USAGE_KEYS = (b"anon", b"file")
+
+
+@dataclass(frozen=True, slots=True)
+class CgroupLayout:
+    """Where the cgroup hierarchies are and how the kubelet names its cgroups in them.
+
+    ``version`` is 1 or 2; ``root`` is the cgroup mount (``/sys/fs/cgroup``); ``driver`` is
+    ``"cgroupfs"`` or ``"systemd"``; ``base`` is the kubelet's ``cgroupRoot`` relative to the hierarchy
+    root (``""`` normally; tests use their own cgroup). Raises ConfigError for an unknown version or
+    driver, or a ``base`` that leaves the hierarchy.
+    """
+
+    version: int
+    root: Path
+    driver: str = "cgroupfs"
+    base: str = ""
+
+    def __post_init__(self) -> None:
+        if self.version not in CGROUP_VERSIONS:
+            raise ConfigError("cgroup version must be 1 or 2", key="cgroupVersion", value=self.version)
+        if self.driver not in CGROUP_DRIVERS:
+            raise ConfigError(
+                f"cgroup driver must be one of {', '.join(CGROUP_DRIVERS)}", key="cgroupDriver", value=self.driver
+            )
+        if ".." in self.base.split("/"):
+            raise ConfigError("must stay inside the cgroup hierarchy (no '..')", key="cgroupRoot", value=self.base)
+        # Normalised once here so that every path built later is a plain join.
+        object.__setattr__(self, "root", Path(self.root))
+        object.__setattr__(self, "base", self.base.strip("/"))
+
+    @property
+    def memory_hierarchy(self) -> Path:
+        """Return the folder of the hierarchy that has the memory controller."""
+        return self.root / V1_MEMORY_HIERARCHY if self.version == 1 else self.root
+
+    @property
+    def pids_hierarchy(self) -> Path:
+        """Return the folder of the hierarchy that has the pids controller."""
+        return self.root / V1_PIDS_HIERARCHY if self.version == 1 else self.root
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryReading:
+    """Memory of one cgroup; ``limit_bytes`` is None when the cgroup is unlimited."""
+
+    usage_bytes: int
+    inactive_file_bytes: int
+    working_set_bytes: int
+    limit_bytes: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class PodCgroup:
+    """A pod's cgroup: its path relative to the hierarchy root and its QoS tier (lower-case)."""
+
+    path: str
+    qos: str
+
+
+def detect_cgroup_layout(
+    root: str | Path = "/sys/fs/cgroup", driver: str = "cgroupfs", *, base: str = ""
+) -> CgroupLayout:
+    """Return the layout of the cgroup mount at ``root``.
+
+    v2 if ``root/cgroup.controllers`` exists and lists ``memory``; otherwise v1, which needs a
+    ``root/memory`` hierarchy. Raises SampleError if ``cgroup.controllers`` cannot be read or neither
+    layout has a memory controller, ConfigError for a bad ``driver`` or ``base``.
+    """
+    root_path = Path(root)
+    controllers_path = str(root_path / "cgroup.controllers")
+    controllers = _read_optional(controllers_path)
+    if controllers is not None and b"memory" in controllers.split():
+        return CgroupLayout(version=2, root=root_path, driver=driver, base=base)
+    memory_path = root_path / V1_MEMORY_HIERARCHY
+    if not memory_path.is_dir():
+        raise SampleError(
+            str(memory_path),
+            "no memory controller: not a v1 memory hierarchy, and no v2 cgroup.controllers with memory",
+        )
+    return CgroupLayout(version=1, root=root_path, driver=driver, base=base)
+
+
+class CgroupReader:
+    """Reads memory and process counts of cgroups and discovers pod and container cgroups."""
+
+    __slots__ = ("_container_pattern", "_memory_dir", "_pids_dir", "_pod_patterns", "_qos_cgroups", "layout")
+
+    def __init__(self, layout: CgroupLayout) -> None:
+        self.layout = layout
+        self._memory_dir = str(layout.memory_hierarchy)
+        self._pids_dir = str(layout.pids_hierarchy)
+        self._qos_cgroups = DRIVER_TO_QOS_CGROUPS[layout.driver]
+        self._pod_patterns = DRIVER_TO_POD_PATTERNS[layout.driver]
+        self._container_pattern = DRIVER_TO_CONTAINER_PATTERN[layout.driver]
+
+    # ----------------------------------------------------------------------------------------------
+    # Readings
+
+    def memory(self, cgroup: str) -> MemoryReading:
+        """Return the memory reading of ``cgroup`` (relative to the hierarchy root; ``""`` = root).
+
+        Raises SampleError naming the file that is missing, unreadable or malformed.
+        """
+        folder = _cgroup_folder(self._memory_dir, cgroup)
+        if self.layout.version == 1:
+            usage = _parse_uint(folder + "/memory.usage_in_bytes")
+            inactive_file = _stat_value(folder + "/memory.stat", V1_INACTIVE_FILE_KEY)
+            limit = _limit(_parse_uint(folder + "/memory.limit_in_bytes"))
+        elif folder == self._memory_dir:
+            return _v2_root_memory(folder + "/memory.stat")
+        else:
+            usage = _parse_uint(folder + "/memory.current")
+            inactive_file = _stat_value(folder + "/memory.stat", V2_INACTIVE_FILE_KEY)
+            limit = _v2_limit(folder + "/memory.max")
+        return MemoryReading(
+            usage_bytes=usage,
+            inactive_file_bytes=inactive_file,
+            working_set_bytes=max(0, usage - inactive_file),
+            limit_bytes=limit,
+        )
+
+    def process_count(self, cgroup: str) -> int:
+        """Return the number of tasks in ``cgroup`` and its descendants.
+
+        Reads ``pids.current`` of the pids controller (v1: the pids hierarchy; v2: the unified one).
+        Where that file does not exist (the root cgroup, or a v1 cgroup not created in the pids
+        hierarchy) it counts the processes listed in ``cgroup.procs`` of the cgroup and all its
+        descendants in the memory hierarchy. Note the units differ: ``pids.current`` counts tasks
+        (threads too, each holding a PID) while ``cgroup.procs`` lists processes, as cAdvisor's
+        ``ProcessCount`` does. Raises SampleError if neither can be read or either is malformed.
+        """
+        pids_current = _cgroup_folder(self._pids_dir, cgroup) + "/pids.current"
+        data = _read_optional(pids_current)
+        if data is not None:
+            return _uint(pids_current, data)
+        return _count_procs_below(_cgroup_folder(self._memory_dir, cgroup))
+
+    # ----------------------------------------------------------------------------------------------
+    # Discovery
+
+    def pods_cgroup(self) -> str:
+        """Return the cgroup that parents all pods: ``kubepods`` or ``kubepods.slice`` under ``base``."""
+        return _join(self.layout.base, DRIVER_TO_PODS_CGROUP[self.layout.driver])
+
+    def has_pods_cgroup(self) -> bool:
+        """Return True when the pods cgroup exists (False on a machine where no kubelet manages pods)."""
+        return os.path.isdir(_cgroup_folder(self._memory_dir, self.pods_cgroup()))
+
+    def pod_cgroups(self) -> dict[str, PodCgroup]:
+        """Return pod UID (dashed, as in the API) -> its cgroup, for every pod cgroup on the node.
+
+        Guaranteed pods sit in the pods cgroup, burstable and best-effort ones in their tier's cgroup
+        (a missing tier cgroup holds no pods). Other folders are skipped. Raises SampleError if the
+        pods cgroup or a tier cgroup cannot be listed.
+        """
+        pods = self.pods_cgroup()
+        found: dict[str, PodCgroup] = {}
+        names = _subfolders(_cgroup_folder(self._memory_dir, pods))
+        self._collect_pods(pods, names, QOS_GUARANTEED, found)
+        for qos, tier_name in self._qos_cgroups.items():
+            if tier_name in names:
+                tier = _join(pods, tier_name)
+                self._collect_pods(tier, _subfolders(_cgroup_folder(self._memory_dir, tier)), qos, found)
+        return found
+
+    def container_cgroups(self, pod_cgroup: str) -> dict[str, str]:
+        """Return container ID -> cgroup path for the container cgroups directly under ``pod_cgroup``.
+
+        Raises SampleError if the pod cgroup cannot be listed.
+        """
+        match = self._container_pattern.fullmatch
+        found: dict[str, str] = {}
+        for name in _subfolders(_cgroup_folder(self._memory_dir, pod_cgroup)):
+            hit = match(name)
+            if hit is not None:
+                found[hit.group(1)] = _join(pod_cgroup, name)
+        return found
+
+    def _collect_pods(self, parent: str, names: frozenset[str], qos: str, found: dict[str, PodCgroup]) -> None:
+        match = self._pod_patterns[qos].fullmatch
+        systemd = self.layout.driver == "systemd"
+        for name in names:
+            hit = match(name)
+            if hit is None:
+                continue
+            uid = hit.group(1).replace("_", "-") if systemd else hit.group(1)
+            found[uid] = PodCgroup(path=_join(parent, name), qos=qos)
+
+
+# --------------------------------------------------------------------------------------------------
+# File access: the one place where OSError becomes SampleError.
+
+
+def _read(path: str) -> bytes:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError as exc:
+        raise SampleError(path, _reason(exc)) from exc
+    try:
+        return _read_fd(path, fd)
+    finally:
+        os.close(fd)
+
+
+def _read_optional(path: str) -> bytes | None:
+    """Return the file's content, or None if it does not exist (other failures raise SampleError)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise SampleError(path, _reason(exc)) from exc
+    try:
+        return _read_fd(path, fd)
+    finally:
+        os.close(fd)
+
+
+def _read_fd(path: str, fd: int) -> bytes:
+    try:
+        data = os.read(fd, READ_CHUNK_BYTES)
+        if len(data) < READ_CHUNK_BYTES:
+            # cgroupfs (seq_file) hands out everything it has up to the buffer size in one read.
+            return data
+        chunks = [data]
+        while chunk := os.read(fd, READ_CHUNK_BYTES):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    except OSError as exc:
+        raise SampleError(path, _reason(exc)) from exc
+
+
+@overload
+def _subfolders(folder: str) -> frozenset[str]: ...
+@overload
+def _subfolders(folder: str, *, missing_ok: bool) -> frozenset[str] | None: ...
+def _subfolders(folder: str, *, missing_ok: bool = False) -> frozenset[str] | None:
+    """Return the names of the child folders (child cgroups) of ``folder``."""
+    try:
+        with os.scandir(folder) as entries:
+            return frozenset(entry.name for entry in entries if entry.is_dir(follow_symlinks=False))
+    except FileNotFoundError as exc:
+        if missing_ok:
+            return None
+        raise SampleError(folder, _reason(exc)) from exc
+    except OSError as exc:
+        raise SampleError(folder, _reason(exc)) from exc
+
+
+def _count_procs_below(folder: str) -> int:
+    """Count the PIDs in cgroup.procs of ``folder`` and of every cgroup below it."""
+    procs_path = folder + "/cgroup.procs"
+    total = _count_pids(procs_path, _read(procs_path))
+    stack = [folder + "/" + name for name in _subfolders(folder)]
+    while stack:
+        child = stack.pop()
+        # A child removed while we walk held no processes (only empty cgroups can be removed), so
+        # skipping it is exact, not a guess.
+        data = _read_optional(child + "/cgroup.procs")
+        names = _subfolders(child, missing_ok=True) if data is not None else None
+        if data is None or names is None:
+            continue
+        total += _count_pids(child + "/cgroup.procs", data)
+        stack.extend(child + "/" + name for name in names)
+    return total
+
+
+def _count_pids(path: str, data: bytes) -> int:
+    pids = data.split()
+    for pid in pids:
+        if not pid.isdigit():
+            raise SampleError(path, f"not a PID list: {_shown(data)}")
+    return len(pids)
+
+
+def _reason(exc: OSError) -> str:
+    return exc.strerror or type(exc).__name__
+
+
+# --------------------------------------------------------------------------------------------------
+# Parsing
+
+
+def _parse_uint(path: str) -> int:
+    return _uint(path, _read(path))
+
+
+def _uint(path: str, raw: bytes) -> int:
+    text = raw.strip()
+    # bytes.isdigit() is ASCII-only and rejects signs, spaces and '_', which int() would accept.
+    if not text.isdigit():
+        raise SampleError(path, f"not an unsigned integer: {_shown(raw)}")
+    value = int(text)
+    if value >= UINT64_LIMIT:
+        raise SampleError(path, f"out of the uint64 range: {_shown(raw)}")
+    return value
+
+
+def _stat_value(path: str, key: bytes) -> int:
+    return _stat_field(path, _read(path), key)
+
+
+def _stat_field(path: str, data: bytes, key: bytes) -> int:
+    """Return the value of ``key`` in a flat-keyed file (``memory.stat``) without splitting it all."""
+    if data.startswith(key + b" "):
+        start = len(key) + 1
+    else:
+        # The leading newline keeps "inactive_file" from matching inside "total_inactive_file".
+        needle = b"\n" + key + b" "
+        at = data.find(needle)
+        if at < 0:
+            raise SampleError(path, f"no {key.decode()} line")
+        start = at + len(needle)
+    end = data.find(b"\n", start)
+    return _uint(path, data[start:] if end < 0 else data[start:end])
+
+
+def _limit(value: int) -> int | None:
+    return None if value > UNLIMITED_ABOVE_BYTES else value
+
+
+def _v2_limit(path: str) -> int | None:
+    raw = _read(path)
+    if raw.strip() == b"max":
+        return None
+    return _limit(_uint(path, raw))
+
+
+def _v2_root_memory(stat_path: str) -> MemoryReading:
+    data = _read(stat_path)
+    usage = sum(_stat_field(stat_path, data, key) for key in V2_ROOT_USAGE_KEYS)
+    inactive_file = _stat_field(stat_path, data, V2_INACTIVE_FILE_KEY)
+    return MemoryReading(
+        usage_bytes=usage,
+        inactive_file_bytes=inactive_file,
+        working_set_bytes=max(0, usage - inactive_file),
+        limit_bytes=None,
+    )
+
+
+# --------------------------------------------------------------------------------------------------
+# Paths
+
+
+def _cgroup_folder(hierarchy: str, cgroup: str) -> str:
+    relative = cgroup.strip("/")
+    if not relative:
+        return hierarchy
+    if ".." in relative and ".." in relative.split("/"):
+        raise SampleError(cgroup, "cgroup path must stay inside the hierarchy (no '..')")
+    return hierarchy + "/" + relative
+
+
+def _join(parent: str, child: str) -> str:
+    return f"{parent}/{child}" if parent else child
+
+
+def _shown(raw: bytes) -> str:
+    shown = repr(raw[:MAX_SHOWN_BYTES])
+    return shown + "..." if len(raw) > MAX_SHOWN_BYTES else shown

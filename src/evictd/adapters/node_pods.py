@@ -1,0 +1,67 @@
+"""Pods discovered from the node itself, for when no Kubernetes API is configured.
+
+Job: list the pods running on this node without the API server: every pod cgroup under kubepods is a running
+pod (its UID and QoS tier come from the cgroup path), and the kubelet's log folders
+`<podLogsDir>/<namespace>_<name>_<uid>/` give back its namespace and name. Such pods carry no requests, limits
+or priority (only the API knows them), so rankings built on them order by usage alone; a pod without a log
+folder is named by its UID in namespace `unknown`. Pods found this way are never acted on: without the API
+evictd runs as dry-run.
+"""
+
+from __future__ import annotations
+
+import os
+
+from evictd.adapters.cgroups import CgroupReader
+from evictd.core.errors import SampleError
+from evictd.core.pods import Pod, QOSClass
+
+UNKNOWN_NAMESPACE = "unknown"
+_QOS_BY_TIER = {"guaranteed": QOSClass.GUARANTEED, "burstable": QOSClass.BURSTABLE, "besteffort": QOSClass.BEST_EFFORT}
+
+
+def log_folder_names(pod_logs_dir: str) -> dict[str, tuple[str, str]]:
+    """Return pod UID -> (namespace, name) from the kubelet's log folders (empty when there are none)."""
+    try:
+        entries = os.listdir(pod_logs_dir)
+    except FileNotFoundError:
+        return {}
+    except OSError as exc:
+        raise SampleError(pod_logs_dir, exc.strerror or str(exc)) from exc
+    names: dict[str, tuple[str, str]] = {}
+    for entry in entries:
+        # Namespaces and pod names cannot contain "_" (DNS labels/subdomains), so the split is unambiguous.
+        parts = entry.split("_")
+        if len(parts) == 3 and all(parts):
+            namespace, name, uid = parts
+            names[uid] = (namespace, name)
+    return names
+
+
+class DiscoveredPods:
+    """A PodSource listing the pods that have a cgroup on this node."""
+
+    def __init__(self, cgroups: CgroupReader, pod_logs_dir: str) -> None:
+        self._cgroups = cgroups
+        self._pod_logs_dir = pod_logs_dir
+
+    def active_pods(self) -> list[Pod]:
+        """Return the running pods, named from their log folders. Unreadable cgroups mean no pods."""
+        if not self._cgroups.has_pods_cgroup():
+            return []
+        try:
+            cgroups = self._cgroups.pod_cgroups()
+        except SampleError:
+            return []
+        try:
+            names = log_folder_names(self._pod_logs_dir)
+        except SampleError:
+            names = {}
+        pods = []
+        for uid, cgroup in sorted(cgroups.items()):
+            namespace, name = names.get(uid, (UNKNOWN_NAMESPACE, uid))
+            pods.append(
+                Pod(name=name, namespace=namespace, uid=uid, status_phase="Running",
+                    status_qos_class=_QOS_BY_TIER.get(cgroup.qos))
+            )
+        return pods

@@ -1,0 +1,537 @@
+"""The memory-notification adapter: kernel wake-ups that cut the housekeeping loop's sleep short.
+
+Job: turn two kernel facilities into pollable file descriptors, and wait on them together with a
+deadline and an external wake-up (a signal handler or another thread):
+
+* cgroup v1 memory usage thresholds (the kubelet's memcg notifier, KUBELET_SPEC §13): an eventfd
+  registered by writing ``"<eventfd> <fd of memory.usage_in_bytes> <bytes>"`` to the cgroup's
+  ``cgroup.event_control``. The kernel signals the eventfd when usage crosses the level in either
+  direction (it checks about every 128 pages charged or uncharged); closing the eventfd unregisters it,
+  and removing the cgroup signals it once. Works on the root memory cgroup. cgroup v2 has no such
+  interface: there the kubelet's notifier does nothing, and so does evictd's (use PSI instead).
+* PSI triggers (``/proc/pressure/memory`` or a v2 cgroup's ``memory.pressure``): the file is opened
+  O_RDWR|O_NONBLOCK and a trigger ``"<some|full> <stall us> <window us>"`` is written, NUL-terminated
+  (``/proc/pressure/*`` overwrites the last byte written with a NUL). The kernel then reports POLLPRI
+  at most once per window when the stall within the window reaches the given time. Without
+  CAP_SYS_RESOURCE (root here lacks it) only windows that are whole multiples of 2 s are accepted.
+
+Invariants:
+
+* Every notifier owns exactly one file descriptor, opened O_CLOEXEC; a failed constructor closes
+  whatever it opened and raises SampleError naming the file (a bad PSI trigger raises ConfigError
+  before anything is opened). ``close()`` is idempotent.
+* PSI files report POLLIN (and POLLOUT) on every poll, whether a trigger fired or not, so a notifier
+  declares the poll bits that mean "fired" (`Notifier.poll_events`) and the Waiter looks at those only.
+* `Waiter.wake` only writes one byte to a non-blocking self-pipe, so it is safe from a signal handler
+  or another thread; wake-ups are never lost (a wake before `wait` makes the next `wait` return at once)
+  and many wake-ups coalesce. Everything else in a Waiter, `close` included, is for the thread that
+  calls `wait` (a thread must not call `wake` while another closes the Waiter).
+* A notifier whose descriptor reports an error or hang-up is dropped from the poll set (so a broken
+  descriptor cannot make `wait` spin) and listed in `Waiter.broken`; rebuilding it is the caller's job.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import math
+import os
+import select
+from collections.abc import Sequence
+from types import TracebackType
+from typing import Protocol, Self
+
+from evictd.core.errors import ConfigError, SampleError
+from evictd.core.memcg import (
+    MEMORY_SIGNALS,
+    memcg_notifier_description,
+    memcg_threshold_for_summary,
+    notifier_refresh_due,
+)
+from evictd.core.signals import Signal
+from evictd.core.summary import Summary
+from evictd.core.thresholds import Threshold
+
+MEMORY_USAGE_FILE = "memory.usage_in_bytes"
+EVENT_CONTROL_FILE = "cgroup.event_control"
+DEFAULT_MEMORY_ROOT = "/sys/fs/cgroup/memory"
+# The kubelet's PodCgroupRoot with the cgroupfs driver; it is appended to the memory mount point.
+DEFAULT_PODS_CGROUP = "/kubepods"
+
+SYSTEM_MEMORY_PRESSURE = "/proc/pressure/memory"
+PSI_KINDS = ("some", "full")
+# Documented PSI trigger window range (Documentation/accounting/psi.rst); newer kernels accept less than
+# 500 ms, but a trigger that fine is not useful to a loop that samples every 10 s.
+PSI_WINDOW_MIN_US = 500_000
+PSI_WINDOW_MAX_US = 10_000_000
+# Without CAP_SYS_RESOURCE the kernel only takes windows that are multiples of its 2 s averaging period.
+PSI_UNPRIVILEGED_WINDOW_STEP_US = 2_000_000
+# Bit number of CAP_SYS_RESOURCE in the CapEff mask of /proc/<pid>/status (linux/capability.h).
+CAP_SYS_RESOURCE = 24
+
+MEMCG_CAUSE = "memcg"
+PSI_CAUSE = "psi"
+SIGNAL_CAUSE = "signal"
+
+# An eventfd counter is one unsigned 64-bit integer.
+EVENTFD_COUNTER_BYTES = 8
+# The self-pipe is drained in reads of this size; a pipe holds 64 KiB by default.
+PIPE_DRAIN_BYTES = 65536
+# poll(2) takes a C int of milliseconds; longer waits are cut to this (about 24 days).
+MAX_POLL_TIMEOUT_MS = 2**31 - 1
+_BROKEN_EVENTS = select.POLLERR | select.POLLHUP | select.POLLNVAL
+_US_PER_S = 1_000_000
+_US_PER_MS = 1000
+_MS_PER_S = 1000
+
+
+class Notifier(Protocol):
+    """Something the housekeeping loop can poll: one descriptor that becomes ready when memory changes."""
+
+    @property
+    def description(self) -> str:
+        """What crossed, for the log line ``eviction manager: <description> crossed``."""
+        ...
+
+    @property
+    def cause(self) -> str:
+        """Metric label of the wake-up: ``memcg`` or ``psi``."""
+        ...
+
+    @property
+    def poll_events(self) -> int:
+        """The poll bits that mean "fired" (POLLIN for an eventfd, POLLPRI for a PSI trigger)."""
+        ...
+
+    def fileno(self) -> int:
+        """Return the descriptor to poll."""
+        ...
+
+    def consume(self) -> None:
+        """Acknowledge a firing, so that the descriptor is not ready again until the next one."""
+        ...
+
+    def close(self) -> None:
+        """Release the descriptor (and with it the kernel registration); idempotent."""
+        ...
+
+
+def _sample_error(path: str, exc: OSError) -> SampleError:
+    """Return the SampleError for an OSError raised while working on `path` (the one mapping place)."""
+    name = errno.errorcode.get(exc.errno, "") if exc.errno is not None else ""
+    reason = exc.strerror or str(exc)
+    return SampleError(path, f"{name}: {reason}" if name else reason)
+
+
+def _close_quietly(fd: int) -> None:
+    # Nothing useful can be done about a failed close of a descriptor that is being given up.
+    if fd >= 0:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+
+
+class _FdOwner:
+    """Shared descriptor bookkeeping of the notifiers: fileno, idempotent close, context manager."""
+
+    _fd: int
+    description: str
+
+    def fileno(self) -> int:
+        """Return the descriptor; raises ValueError once closed (as a closed file object does)."""
+        if self._fd < 0:
+            raise ValueError(f"notifier {self.description!r} is closed")
+        return self._fd
+
+    @property
+    def closed(self) -> bool:
+        """True after `close`."""
+        return self._fd < 0
+
+    def close(self) -> None:
+        """Close the descriptor, which also removes the kernel registration. Idempotent."""
+        fd, self._fd = self._fd, -1
+        _close_quietly(fd)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+
+class MemcgThresholdNotifier(_FdOwner):
+    """A cgroup v1 memory usage threshold: an eventfd signalled when usage crosses `threshold_bytes`."""
+
+    cause = MEMCG_CAUSE
+    poll_events = select.POLLIN
+
+    def __init__(self, cgroup_dir: str, threshold_bytes: int, description: str) -> None:
+        """Register the threshold on ``<cgroup_dir>/memory.usage_in_bytes``.
+
+        Raises SampleError (naming the file) when the level is negative, when the cgroup or its v1
+        files are missing (e.g. on cgroup v2), or when the kernel refuses the registration.
+        """
+        self._fd = -1
+        self.cgroup_dir = cgroup_dir
+        self.threshold_bytes = threshold_bytes
+        self.description = description
+        usage_path = os.path.join(cgroup_dir, MEMORY_USAGE_FILE)
+        control_path = os.path.join(cgroup_dir, EVENT_CONTROL_FILE)
+        if threshold_bytes < 0:
+            raise SampleError(control_path, f"cannot register a negative threshold of {threshold_bytes} bytes")
+        watch_fd = control_fd = event_fd = -1
+        current = usage_path
+        try:
+            watch_fd = os.open(usage_path, os.O_RDONLY | os.O_CLOEXEC)
+            current = control_path
+            control_fd = os.open(control_path, os.O_WRONLY | os.O_CLOEXEC)
+            event_fd = os.eventfd(0, os.EFD_CLOEXEC | os.EFD_NONBLOCK)
+            # The registration outlives both files: only the eventfd has to stay open (as in the kubelet).
+            os.write(control_fd, f"{event_fd} {watch_fd} {threshold_bytes}".encode())
+        except OSError as exc:
+            _close_quietly(event_fd)
+            raise _sample_error(current, exc) from exc
+        finally:
+            _close_quietly(control_fd)
+            _close_quietly(watch_fd)
+        self._fd = event_fd
+
+    def consume(self) -> None:
+        """Reset the eventfd counter (it counts crossings since the last read)."""
+        try:
+            os.eventfd_read(self.fileno())
+        except BlockingIOError:
+            pass  # already consumed: nothing crossed since
+        except OSError as exc:
+            raise _sample_error(f"eventfd of {os.path.join(self.cgroup_dir, MEMORY_USAGE_FILE)}", exc) from exc
+
+    def __repr__(self) -> str:
+        return f"MemcgThresholdNotifier({self.cgroup_dir!r}, {self.threshold_bytes}, {self.description!r})"
+
+
+def _format_us(value_us: int) -> str:
+    """Return a duration in microseconds in the largest unit that shows it exactly (2s, 150ms, 1500us)."""
+    if value_us % _US_PER_S == 0:
+        return f"{value_us // _US_PER_S}s"
+    if value_us % _US_PER_MS == 0:
+        return f"{value_us // _US_PER_MS}ms"
+    return f"{value_us}us"
+
+
+def psi_trigger(kind: str, stall_us: int, window_us: int, *, privileged: bool) -> str:
+    """Return the PSI trigger text ``"<kind> <stall_us> <window_us>"`` (without its NUL terminator).
+
+    Raises ConfigError naming the bad value when the kernel would refuse the trigger: an unknown kind,
+    a window outside 500 ms..10 s, a stall of 0 or longer than the window, or - unless `privileged`
+    (CAP_SYS_RESOURCE) - a window that is not a whole multiple of 2 s.
+    """
+    if kind not in PSI_KINDS:
+        raise ConfigError(f"PSI trigger kind must be one of {', '.join(PSI_KINDS)}", key="psi.kind", value=kind)
+    if not PSI_WINDOW_MIN_US <= window_us <= PSI_WINDOW_MAX_US:
+        raise ConfigError(
+            f"PSI trigger window must be between {_format_us(PSI_WINDOW_MIN_US)} and {_format_us(PSI_WINDOW_MAX_US)}",
+            key="psi.window_us",
+            value=window_us,
+        )
+    if not privileged and window_us % PSI_UNPRIVILEGED_WINDOW_STEP_US:
+        raise ConfigError(
+            f"PSI trigger window must be a whole multiple of {_format_us(PSI_UNPRIVILEGED_WINDOW_STEP_US)} "
+            "without CAP_SYS_RESOURCE (the kernel answers EINVAL otherwise)",
+            key="psi.window_us",
+            value=window_us,
+        )
+    if not 0 < stall_us <= window_us:
+        raise ConfigError(
+            f"PSI trigger stall must be more than 0 and at most the window ({_format_us(window_us)})",
+            key="psi.stall_us",
+            value=stall_us,
+        )
+    return f"{kind} {stall_us} {window_us}"
+
+
+def has_cap_sys_resource(proc_root: str = "/proc") -> bool:
+    """Return True when this process has CAP_SYS_RESOURCE in its effective set (``CapEff``).
+
+    Raises SampleError when ``<proc_root>/self/status`` cannot be read or has no CapEff line.
+    """
+    path = os.path.join(proc_root, "self", "status")
+    try:
+        with open(path, encoding="ascii", errors="replace") as status:
+            text = status.read()
+    except OSError as exc:
+        raise _sample_error(path, exc) from exc
+    for line in text.splitlines():
+        if line.startswith("CapEff:"):
+            try:
+                mask = int(line.split(":", 1)[1].strip(), 16)
+            except ValueError as exc:
+                raise SampleError(path, f"bad CapEff line {line!r}") from exc
+            return bool(mask >> CAP_SYS_RESOURCE & 1)
+    raise SampleError(path, "no CapEff line")
+
+
+def _pressure_resource(path: str) -> str:
+    """Return the resource a pressure file is about: ``memory`` for /proc/pressure/memory or memory.pressure."""
+    name = os.path.basename(path.rstrip("/"))
+    return name.removesuffix(".pressure")
+
+
+class PsiNotifier(_FdOwner):
+    """A PSI trigger on /proc/pressure/memory or a v2 cgroup's memory.pressure; fires with POLLPRI."""
+
+    cause = PSI_CAUSE
+    poll_events = select.POLLPRI
+
+    def __init__(
+        self,
+        path: str,
+        stall_us: int,
+        window_us: int,
+        kind: str = "some",
+        description: str = "",
+        *,
+        privileged: bool | None = None,
+        proc_root: str = "/proc",
+    ) -> None:
+        """Open `path` and write the trigger.
+
+        `privileged` says whether the kernel will see CAP_SYS_RESOURCE; None reads it from
+        ``<proc_root>/self/status``. The default description is e.g. ``psi memory some 150ms/2s``.
+        Raises ConfigError (before opening anything) for a trigger the kernel would refuse, and
+        SampleError naming `path` when it cannot be opened or the kernel refuses the trigger anyway.
+        """
+        self._fd = -1
+        self.path = path
+        self.kind = kind
+        self.stall_us = stall_us
+        self.window_us = window_us
+        self.description = description or (
+            f"psi {_pressure_resource(path)} {kind} {_format_us(stall_us)}/{_format_us(window_us)}"
+        )
+        if privileged is None:
+            privileged = has_cap_sys_resource(proc_root)
+        trigger = psi_trigger(kind, stall_us, window_us, privileged=privileged)
+        fd = -1
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_NONBLOCK | os.O_CLOEXEC)
+            # NUL-terminated: psi_write() in the kernel replaces the last byte written with a NUL.
+            os.write(fd, trigger.encode() + b"\0")
+        except OSError as exc:
+            _close_quietly(fd)
+            raise _sample_error(path, exc) from exc
+        self._fd = fd
+
+    def consume(self) -> None:
+        """Nothing to do: the kernel clears a trigger's event when poll reports it."""
+
+    def __repr__(self) -> str:
+        return f"PsiNotifier({self.path!r}, {self.stall_us}, {self.window_us}, {self.kind!r})"
+
+
+class Waiter:
+    """Waits for the earliest of a deadline, a notifier firing, or `wake` (from a signal handler or thread)."""
+
+    def __init__(self) -> None:
+        self._read_fd, self._write_fd = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        self._notifiers: tuple[Notifier, ...] = ()
+        self._by_fd: dict[int, Notifier] = {}
+        self._poll = self._new_poll()
+        self.fired: tuple[str, ...] = ()
+        """Descriptions of the notifiers that fired during the last `wait`."""
+        self.broken: tuple[Notifier, ...] = ()
+        """Notifiers dropped from the poll set because their descriptor reported an error or hang-up."""
+
+    @property
+    def notifiers(self) -> tuple[Notifier, ...]:
+        """The notifiers currently in use (including broken ones, until replaced)."""
+        return self._notifiers
+
+    def _new_poll(self) -> select.poll:
+        poller = select.poll()
+        poller.register(self._read_fd, select.POLLIN)
+        for notifier in self._notifiers:
+            fd = notifier.fileno()
+            self._by_fd[fd] = notifier
+            poller.register(fd, notifier.poll_events)
+        return poller
+
+    def set_notifiers(self, notifiers: Sequence[Notifier]) -> None:
+        """Use `notifiers` from now on; previous notifiers that are not among them are closed."""
+        self._check_open()
+        # Duplicates are dropped by identity (notifiers need not be hashable); order is kept.
+        kept: set[int] = set()
+        unique: list[Notifier] = []
+        for notifier in notifiers:
+            if id(notifier) not in kept:
+                kept.add(id(notifier))
+                unique.append(notifier)
+        new = tuple(unique)
+        for old in self._notifiers:
+            if id(old) not in kept:
+                old.close()
+        self._notifiers = new
+        self._by_fd = {}
+        self.broken = ()
+        self._poll = self._new_poll()
+
+    def wake(self) -> None:
+        """Make the current or next `wait` return ``["signal"]``. Async-signal-safe; no-op once closed."""
+        fd = self._write_fd
+        if fd < 0:
+            return
+        try:
+            os.write(fd, b"\0")
+        except BlockingIOError:
+            pass  # the pipe is full, so a wake-up is already pending
+        except OSError:
+            pass  # closed under us by close(): nobody is left to wake
+
+    def wait(self, timeout_s: float) -> list[str]:
+        """Block until something fires or `timeout_s` passes; return the causes that fired, in order.
+
+        Returns ``[]`` on timeout, ``"signal"`` for `wake`, and each firing notifier's cause once
+        (``"memcg"``, ``"psi"``). Fired events are consumed, so they are not reported twice. A signal
+        whose handler does not call `wake` does not end the wait early (the poll is resumed).
+        Raises SampleError if consuming an event fails.
+        """
+        self._check_open()
+        timeout_ms = (
+            MAX_POLL_TIMEOUT_MS
+            if timeout_s * _MS_PER_S >= MAX_POLL_TIMEOUT_MS
+            else max(0, math.ceil(timeout_s * _MS_PER_S))
+        )
+        ready = self._poll.poll(timeout_ms)
+        causes: list[str] = []
+        fired: list[str] = []
+        broken = list(self.broken)
+        for fd, revents in ready:
+            if fd == self._read_fd:
+                self._drain_pipe()
+                cause = SIGNAL_CAUSE
+            else:
+                notifier = self._by_fd.get(fd)
+                if notifier is None:
+                    continue
+                if revents & _BROKEN_EVENTS:
+                    self._poll.unregister(fd)
+                    del self._by_fd[fd]
+                    broken.append(notifier)
+                elif revents & notifier.poll_events:
+                    notifier.consume()
+                else:
+                    continue  # e.g. POLLIN of a PSI file, which is always set and means nothing
+                fired.append(notifier.description)
+                cause = notifier.cause
+            if cause not in causes:
+                causes.append(cause)
+        self.fired = tuple(fired)
+        self.broken = tuple(broken)
+        return causes
+
+    def _drain_pipe(self) -> None:
+        while True:
+            try:
+                if not os.read(self._read_fd, PIPE_DRAIN_BYTES):
+                    return
+            except BlockingIOError:
+                return
+
+    def _check_open(self) -> None:
+        if self._read_fd < 0:
+            raise ValueError("Waiter is closed")
+
+    def close(self) -> None:
+        """Close every notifier and the self-pipe. Idempotent."""
+        for notifier in self._notifiers:
+            notifier.close()
+        self._notifiers = ()
+        self._by_fd = {}
+        read_fd, write_fd = self._read_fd, self._write_fd
+        self._read_fd = self._write_fd = -1
+        _close_quietly(write_fd)
+        _close_quietly(read_fd)
+
+    def __enter__(self) -> Waiter:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+
+class MemcgNotifierSet:
+    """One memcg notifier per memory threshold, re-armed from the latest readings (the kubelet's UpdateThreshold).
+
+    ``memory.available`` thresholds watch the memory hierarchy's root (`memory_root`), and
+    ``allocatableMemory.available`` thresholds watch the pods cgroup under it (`pods_cgroup`, the
+    kubelet's PodCgroupRoot, e.g. ``/kubepods``). Other thresholds are ignored. On cgroup v2 there is
+    nothing to register; the composition root should not build this set there.
+    """
+
+    def __init__(
+        self,
+        thresholds: Sequence[Threshold],
+        *,
+        memory_root: str = DEFAULT_MEMORY_ROOT,
+        pods_cgroup: str = DEFAULT_PODS_CGROUP,
+    ) -> None:
+        self.thresholds = tuple(t for t in thresholds if t.signal in MEMORY_SIGNALS)
+        self.memory_root = memory_root
+        self.pods_cgroup = pods_cgroup
+        self._current: list[MemcgThresholdNotifier | None] = [None] * len(self.thresholds)
+        self._last_refresh_at: float | None = None
+
+    @property
+    def notifiers(self) -> tuple[MemcgThresholdNotifier, ...]:
+        """The registered notifiers (one per threshold whose last re-arming succeeded)."""
+        return tuple(n for n in self._current if n is not None and not n.closed)
+
+    def cgroup_dir(self, threshold: Threshold) -> str:
+        """Return the memory cgroup folder the notifier of `threshold` watches."""
+        if threshold.signal is Signal.ALLOCATABLE_MEMORY_AVAILABLE:
+            return os.path.join(self.memory_root, self.pods_cgroup.strip("/"))
+        return self.memory_root
+
+    def refresh_if_due(self, summary: Summary, now: float) -> list[tuple[str, SampleError]]:
+        """Re-arm every notifier when strictly more than 10 s passed since the last time (or never).
+
+        `now` is monotonic seconds. Returns ``(description, error)`` for each notifier that failed.
+        """
+        if not notifier_refresh_due(self._last_refresh_at, now):
+            return []
+        self._last_refresh_at = now
+        return self.refresh(summary)
+
+    def refresh(self, summary: Summary) -> list[tuple[str, SampleError]]:
+        """Re-arm every notifier at the level computed from `summary`; return the failures.
+
+        As in the kubelet, incomplete readings leave that threshold's old notifier in place, while a
+        failed registration leaves it with none (the old one is closed first).
+        """
+        errors: list[tuple[str, SampleError]] = []
+        for index, threshold in enumerate(self.thresholds):
+            description = memcg_notifier_description(threshold)
+            try:
+                level = memcg_threshold_for_summary(threshold, summary)
+            except SampleError as exc:
+                errors.append((description, exc))
+                continue
+            old = self._current[index]
+            if old is not None:
+                old.close()
+                self._current[index] = None
+            try:
+                self._current[index] = MemcgThresholdNotifier(self.cgroup_dir(threshold), level, description)
+            except SampleError as exc:
+                errors.append((description, exc))
+        return errors
+
+    def close(self) -> None:
+        """Close every notifier. Idempotent."""
+        for notifier in self._current:
+            if notifier is not None:
+                notifier.close()
+        self._current = [None] * len(self.thresholds)

@@ -1,0 +1,89 @@
+"""The procfs adapter: machine memory capacity, the task limit and the number of running tasks.
+
+Job: read the three node-wide numbers the kubelet takes from ``/proc`` for eviction signals:
+
+* ``mem_total_bytes`` - ``MemTotal`` of ``/proc/meminfo``, the node memory capacity (cAdvisor's
+  machine info ``MemoryCapacity``, the "limit" of the root cgroup in ``memory.available``);
+* ``pid_limit`` - the smaller of ``kernel.pid_max`` and ``kernel.threads-max``, both system-wide limits
+  on tasks (``pkg/kubelet/stats/pidlimit/pidlimit_linux.go`` ``Stats``: ``Rlimit.MaxPID``);
+* ``running_tasks`` - the task count after the ``/`` in the fourth field of ``/proc/loadavg``
+  (``runningTaskCount``: ``Rlimit.NumOfRunningProcesses``). The kubelet prefers it to ``sysinfo(2)``,
+  whose ``procs`` is a 16-bit field that wraps past 65535 tasks (kubernetes/kubernetes#107107).
+
+Invariants:
+
+* Every function takes ``root`` (the procfs mount, ``/proc``) so tests point it at fixture files.
+* Any failure - missing file, permission, malformed content - raises ``SampleError(path, reason)``.
+  Unlike the kubelet, which silently uses whichever of ``pid_max``/``threads-max`` it could read, evictd
+  needs both: a limit read from one file alone may be too high, and evictd never guesses.
+* Only reads; one small file per value (two for ``pid_limit``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from evictd.core.errors import SampleError
+
+# /proc/meminfo reports sizes in kibibytes, labelled "kB".
+MEMINFO_UNIT_BYTES = 1024
+MEMINFO_UNIT = "kB"
+
+# /proc/loadavg: "0.58 0.88 0.51 3/99 10295" - the fourth field is running/total tasks.
+LOADAVG_FIELDS = 5
+LOADAVG_TASKS_FIELD = 3
+
+
+def mem_total_bytes(root: str | Path = "/proc") -> int:
+    """Return ``MemTotal`` of ``<root>/meminfo`` in bytes. Raises SampleError."""
+    path = Path(root) / "meminfo"
+    for line in _read_text(path).splitlines():
+        name, sep, rest = line.partition(":")
+        if name != "MemTotal" or not sep:
+            continue
+        parts = rest.split()
+        if len(parts) != 2 or parts[1] != MEMINFO_UNIT:
+            raise SampleError(str(path), f"MemTotal is not '<n> kB': {rest.strip()!r}")
+        return _uint(path, parts[0]) * MEMINFO_UNIT_BYTES
+    raise SampleError(str(path), "no MemTotal line")
+
+
+def pid_limit(root: str | Path = "/proc") -> int:
+    """Return min(``kernel.pid_max``, ``kernel.threads-max``) read below ``root``. Raises SampleError."""
+    kernel = Path(root) / "sys" / "kernel"
+    return min(_uint(path, _read_text(path)) for path in (kernel / "pid_max", kernel / "threads-max"))
+
+
+def running_tasks(root: str | Path = "/proc") -> int:
+    """Return the number of tasks (threads included) on the machine, from ``<root>/loadavg``.
+
+    Raises SampleError.
+    """
+    path = Path(root) / "loadavg"
+    text = _read_text(path)
+    fields = text.split()
+    if len(fields) < LOADAVG_FIELDS:
+        raise SampleError(str(path), f"expected {LOADAVG_FIELDS} fields: {text.strip()!r}")
+    running, sep, total = fields[LOADAVG_TASKS_FIELD].partition("/")
+    if not sep or "/" in total:
+        raise SampleError(str(path), f"fourth field is not 'running/total': {fields[LOADAVG_TASKS_FIELD]!r}")
+    # The running count is not used, but a garbled one means the whole line cannot be trusted.
+    _uint(path, running)
+    return _uint(path, total)
+
+
+def _read_text(path: Path) -> str:
+    try:
+        return path.read_text(encoding="ascii")
+    except OSError as exc:
+        raise SampleError(str(path), exc.strerror or type(exc).__name__) from exc
+    except UnicodeDecodeError as exc:
+        raise SampleError(str(path), f"not ASCII text: {exc.reason}") from exc
+
+
+def _uint(path: Path, text: str) -> int:
+    stripped = text.strip()
+    # str.isdigit() would accept non-ASCII digits; signs, spaces and '_' (which int() accepts) are garbage.
+    if not (stripped.isascii() and stripped.isdigit()):
+        raise SampleError(str(path), f"not an unsigned integer: {stripped[:60]!r}")
+    return int(stripped)

@@ -1,0 +1,100 @@
+"""The kubelet's memcg threshold notifier arithmetic, as pure functions (KUBELET_SPEC §13).
+
+The kubelet asks the kernel to wake it when a memory cgroup's ``memory.usage_in_bytes`` crosses the level
+at which the eviction threshold would be met. The signal is about the working set, but the kernel watches
+usage, which also counts reclaimable inactive file pages, so the level is shifted by them
+(``memoryThresholdNotifier.UpdateThreshold``, pkg/kubelet/eviction/memory_threshold_notifier.go):
+
+    capacity       = available + workingSet
+    inactiveFile   = usage - workingSet
+    memcgThreshold = capacity - thresholdQuantity(capacity) + inactiveFile      (rounded up to a byte)
+
+Which readings are used: the node's memory stats for ``memory.available``, the ``pods`` system
+container's for ``allocatableMemory.available``; the kubelet refuses (and keeps its old notifier) unless
+usage, working set and available are all present. Notifiers are refreshed from the housekeeping loop only
+when strictly more than 10 s passed since the last refresh; the first call always refreshes.
+
+Invariants: no I/O, no clock (``now`` is an argument, monotonic seconds); errors use the kubelet's texts.
+The result of `memcg_threshold_bytes` can be zero or negative (a threshold larger than capacity plus
+inactive file); the caller, not this module, decides that such a level cannot be registered.
+"""
+
+from __future__ import annotations
+
+from evictd.core.errors import SampleError
+from evictd.core.quantity import Quantity, QuantityFormat
+from evictd.core.signals import Signal
+from evictd.core.summary import SYSTEM_CONTAINER_PODS, MemoryStats, Summary
+from evictd.core.thresholds import Threshold, threshold_quantity
+
+# Signals that get a memcg notifier (the kubelet's Start loop checks exactly these two).
+MEMORY_SIGNALS = frozenset({Signal.MEMORY_AVAILABLE, Signal.ALLOCATABLE_MEMORY_AVAILABLE})
+
+# notifierRefreshInterval in the kubelet's eviction manager: thresholds follow the readings this often.
+NOTIFIER_REFRESH_INTERVAL_S = 10.0
+
+# Error texts of UpdateThreshold / getSysContainer (two spaces after the period are the kubelet's).
+INCOMPLETE_SUMMARY = "summary was incomplete.  Expected MemoryStats and all subfields to be non-nil, but got {stats}"
+MISSING_SYSTEM_CONTAINER = 'system container "{name}" not found in metrics'
+
+# Where the readings of each memory signal come from, for error messages (Summary API JSON paths).
+NODE_MEMORY_SOURCE = "summary node.memory"
+PODS_MEMORY_SOURCE = f"summary node.systemContainers[{SYSTEM_CONTAINER_PODS}].memory"
+
+
+def memcg_threshold_bytes(threshold: Threshold, available_bytes: int, working_set_bytes: int, usage_bytes: int) -> int:
+    """Return the ``memory.usage_in_bytes`` level at which `threshold` would be met (may be <= 0).
+
+    Quantities keep their exact value until the end and are rounded up once, as the kubelet's
+    ``memcgThreshold.Value()`` does after ``Sub`` and ``Add``; percentages go through
+    `threshold_quantity` (float32 share of capacity, truncated).
+    """
+    capacity = Quantity.from_int(available_bytes + working_set_bytes, QuantityFormat.BINARY_SI)
+    inactive_file = Quantity.from_int(usage_bytes - working_set_bytes, QuantityFormat.BINARY_SI)
+    level = capacity - threshold_quantity(threshold.value, capacity) + inactive_file
+    return level.ceil_int()
+
+
+def memcg_notifier_description(threshold: Threshold) -> str:
+    """Return the kubelet's notifier description, e.g. ``hard memory eviction threshold``.
+
+    Hard means a 0 s grace period (isHardEvictionThreshold); allocatable means the signal is
+    ``allocatableMemory.available``.
+    """
+    hard = "hard " if threshold.is_hard else "soft "
+    allocatable = "allocatable " if threshold.signal is Signal.ALLOCATABLE_MEMORY_AVAILABLE else ""
+    return f"{hard}{allocatable}memory eviction threshold"
+
+
+def memory_stats_for(threshold: Threshold, summary: Summary) -> tuple[int, int, int]:
+    """Return ``(available_bytes, working_set_bytes, usage_bytes)`` the notifier of `threshold` uses.
+
+    Raises SampleError with the kubelet's text when the ``pods`` system container is missing (for
+    ``allocatableMemory.available``) or when any of the three readings is absent.
+    """
+    if threshold.signal is Signal.ALLOCATABLE_MEMORY_AVAILABLE:
+        source = PODS_MEMORY_SOURCE
+        container = summary.node.system_containers.get(SYSTEM_CONTAINER_PODS)
+        if container is None:
+            raise SampleError(source, MISSING_SYSTEM_CONTAINER.format(name=SYSTEM_CONTAINER_PODS))
+        stats: MemoryStats | None = container.memory
+    else:
+        source = NODE_MEMORY_SOURCE
+        stats = summary.node.memory
+    if stats is None or stats.available_bytes is None or stats.working_set_bytes is None or stats.usage_bytes is None:
+        raise SampleError(source, INCOMPLETE_SUMMARY.format(stats=stats))
+    return stats.available_bytes, stats.working_set_bytes, stats.usage_bytes
+
+
+def memcg_threshold_for_summary(threshold: Threshold, summary: Summary) -> int:
+    """Return `memcg_threshold_bytes` of `threshold` from the readings in `summary`.
+
+    Raises SampleError as `memory_stats_for` does.
+    """
+    available, working_set, usage = memory_stats_for(threshold, summary)
+    return memcg_threshold_bytes(threshold, available, working_set, usage)
+
+
+def notifier_refresh_due(last_refresh_at: float | None, now: float) -> bool:
+    """Return True when notifiers must be rebuilt: never built yet, or strictly more than 10 s ago."""
+    return last_refresh_at is None or now - last_refresh_at > NOTIFIER_REFRESH_INTERVAL_S

@@ -1,0 +1,100 @@
+"""Turning cycle reports into log events that say which signal, which threshold, which pod and why.
+
+Quiet when nothing changes: node conditions are logged when they change, thresholds when they start or stop
+being met, and every reclaim, eviction and error as it happens. Values are formatted as the kubelet formats
+them (Kubernetes quantities), so log lines can be compared with kubelet events.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from evictd.core.engine import EngineState, Eviction, ThresholdStatus
+from evictd.core.thresholds import Threshold, threshold_quantity
+from evictd.manager import CycleReport
+from evictd.render import value_text
+
+
+def describe_threshold(threshold: Threshold) -> str:
+    """Return e.g. `memory.available<1Gi (hard)` or `nodefs.available<15% (soft, grace 2m0s)`."""
+    kind = "hard" if threshold.is_hard else f"soft, grace {threshold.grace_period_s:g}s"
+    return f"{threshold.signal}<{value_text(threshold.value)} ({kind})"
+
+
+class CycleLogger:
+    """Remembers the previous cycle so that only changes are logged."""
+
+    def __init__(self, log: Any, dry_run: bool) -> None:
+        self._log = log
+        self._dry_run = dry_run
+        self._conditions: tuple[str, ...] = ()
+        self._met: frozenset[Threshold] = frozenset()
+        self._warned: set[str] = set()
+
+    def log_cycle(self, number: int, report: CycleReport, state: EngineState) -> None:
+        """Emit the events of one cycle."""
+        assessment = report.assessment
+        for warning in assessment.warnings:
+            if warning not in self._warned:
+                self._warned.add(warning)
+                self._log.warning("configuration warning", detail=warning)
+        for error in report.errors:
+            self._log.error("cycle error", cycle=number, error=error)
+        conditions = tuple(str(c) for c in assessment.node_conditions)
+        if conditions != self._conditions and assessment.skipped is None:
+            self._log.info("node conditions changed", cycle=number, conditions=list(conditions),
+                           previous=list(self._conditions))
+            self._conditions = conditions
+        if assessment.skipped is not None:
+            return
+        met = frozenset(status.threshold for status in assessment.thresholds)
+        for status in assessment.thresholds:
+            if status.threshold not in self._met:
+                self._threshold_met(number, status, report)
+        for threshold in self._met - met:
+            self._log.info("threshold no longer met", cycle=number, threshold=describe_threshold(threshold))
+        self._met = met
+        if assessment.stale_signals:
+            self._log.info("stats not updated since last cycle; not acting on them", cycle=number,
+                           signals=[str(s) for s in assessment.stale_signals])
+        for result in report.reclaim:
+            if result.error:
+                self._log.error("node-level reclaim failed", cycle=number, action=str(result.action),
+                                error=result.error)
+            else:
+                self._log.info("node-level reclaim", cycle=number, action=str(result.action),
+                               freed_bytes=result.freed_bytes)
+        if report.reclaim_succeeded:
+            self._log.info("node-level reclaim resolved the pressure; no pod evicted", cycle=number)
+        for pod in report.skipped_critical:
+            self._log.info("cannot evict a critical pod", cycle=number, pod=pod.key)
+        for eviction in report.evictions:
+            self._eviction(number, eviction, report)
+        for failure in report.eviction_errors:
+            self._log.error("eviction failed (still counted, as the kubelet counts it)", cycle=number,
+                            error=failure)
+        if report.ranking and not report.evictions:
+            self._log.warning("unable to evict any pods from the node", cycle=number,
+                              ranking=[p.key for p in report.ranking])
+
+    def _threshold_met(self, number: int, status: ThresholdStatus, report: CycleReport) -> None:
+        observation = report.assessment.observations.get(status.threshold.signal)
+        fields: dict[str, Any] = {"cycle": number, "threshold": describe_threshold(status.threshold)}
+        if observation is not None:
+            fields["available"] = str(observation.available)
+            fields["threshold_quantity"] = str(threshold_quantity(status.threshold.value, observation.capacity))
+        self._log.warning("threshold met", **fields)
+
+    def _eviction(self, number: int, eviction: Eviction, report: CycleReport) -> None:
+        fields: dict[str, Any] = {
+            "cycle": number,
+            "pod": eviction.pod.key,
+            "signal": eviction.signal,
+            "grace_period_seconds": eviction.effective_grace_period_s,
+            "message": eviction.message,
+            "dry_run": self._dry_run,
+        }
+        if eviction.threshold is not None:
+            fields["threshold"] = describe_threshold(eviction.threshold)
+            fields["ranking"] = [p.key for p in report.ranking[:5]]
+        self._log.warning("would evict pod" if self._dry_run else "evicting pod", **fields)

@@ -1,0 +1,174 @@
+"""`evictd run`: the housekeeping loop of the live daemon.
+
+One synchronous loop: run a cycle (the eviction manager over the adapters), export metrics, log what changed,
+redraw the live view, refresh the memory notifiers when due, then sleep until the next tick or until a
+notifier or a signal wakes it (a notification is followed by one confirming cycle a second later).
+SIGTERM/SIGINT only set a stop flag and wake the loop: the current cycle finishes and the daemon exits 0; a
+hard deadline (a timer armed by the first signal) ends a hung shutdown with status 1. Only this loop catches
+broad exceptions; it logs them with the cycle number and carries on.
+
+The composition root (`evictd.composition.build_daemon`) builds every dependency from the configuration;
+tests pass their own.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from types import FrameType
+from typing import Any, Protocol, TextIO
+
+import structlog
+
+from evictd.cycle_logging import CycleLogger
+from evictd.http_endpoint import Health, HttpEndpoint
+from evictd.live_view import CLEAR_SCREEN, render
+from evictd.logging_setup import RecentEvents
+from evictd.manager import CycleReport, EvictionManager
+from evictd.metrics import Metrics
+
+# The kubelet refreshes its memcg notifier levels at most this often (notifierRefreshInterval).
+NOTIFIER_REFRESH_S = 10.0
+# Exit status when the shutdown deadline passes with the cycle still running.
+EXIT_SHUTDOWN_DEADLINE = 1
+# A memory notification fires at the moment usage crosses a level, often while the kernel is still
+# charging or freeing pages; the cycle it triggers may see the old side. One more cycle this soon after a
+# notification confirms the settled state instead of waiting a whole housekeeping interval.
+NOTIFICATION_FOLLOW_UP_S = 1.0
+NOTIFICATION_CAUSES = frozenset({"memcg", "psi"})
+
+
+class Waiter(Protocol):
+    """What the loop sleeps on (evictd.adapters.notifiers.Waiter in production)."""
+
+    def wait(self, timeout_s: float) -> list[str]: ...
+
+    def wake(self) -> None: ...
+
+    def close(self) -> None: ...
+
+
+@dataclass
+class Daemon:
+    """The running daemon; `run()` returns the process exit status."""
+
+    manager: EvictionManager
+    waiter: Waiter
+    metrics: Metrics
+    health: Health
+    interval_s: float
+    dry_run: bool
+    node_name: str
+    shutdown_timeout_s: float = 15.0
+    max_cycles: int = 0
+    refresh_notifiers: Callable[[CycleReport], list[str]] | None = None
+    live_output: TextIO | None = None
+    recent: RecentEvents | None = None
+    on_cycle: Callable[[int, CycleReport], None] | None = None
+    log: Any = field(default_factory=lambda: structlog.get_logger("evictd"))
+    stopping: bool = False
+    _deadline: threading.Timer | None = None
+
+    def request_stop(self, reason: str = "stop requested") -> None:
+        """Stop after the current cycle; arm the hard deadline. Safe to call from a signal handler."""
+        if self.stopping:
+            return
+        self.stopping = True
+        self.health.stopping = True
+        self.waiter.wake()
+        self._deadline = threading.Timer(self.shutdown_timeout_s, self._deadline_passed)
+        self._deadline.daemon = True
+        self._deadline.start()
+        self.log.info("shutting down", reason=reason, deadline_s=self.shutdown_timeout_s)
+
+    def _deadline_passed(self) -> None:
+        self.log.error("shutdown deadline passed with the cycle still running; exiting",
+                       deadline_s=self.shutdown_timeout_s)
+        os._exit(EXIT_SHUTDOWN_DEADLINE)
+
+    def install_signal_handlers(self) -> None:
+        def handler(signum: int, frame: FrameType | None) -> None:
+            self.request_stop(signal.Signals(signum).name)
+
+        signal.signal(signal.SIGTERM, handler)
+        signal.signal(signal.SIGINT, handler)
+
+    def run(self) -> int:
+        """Run cycles until stopped (or `max_cycles` ran); return the exit status."""
+        cycle_logger = CycleLogger(self.log, self.dry_run)
+        last_refresh = float("-inf")
+        follow_up = False
+        cycle = 0
+        self.log.info("evictd started", node=self.node_name, interval_s=self.interval_s, dry_run=self.dry_run)
+        try:
+            while not self.stopping:
+                cycle += 1
+                started = time.monotonic()
+                report = self._cycle(cycle, cycle_logger)
+                refresh_due = started - last_refresh > NOTIFIER_REFRESH_S
+                if report is not None and self.refresh_notifiers is not None and refresh_due:
+                    last_refresh = started
+                    for problem in self.refresh_notifiers(report):
+                        self.metrics.errors.labels("notifier").inc()
+                        self.log.warning("memory notifier unavailable", detail=problem)
+                if self.max_cycles and cycle >= self.max_cycles:
+                    break
+                if self.stopping:
+                    break
+                timeout = max(0.0, self.interval_s - (time.monotonic() - started))
+                if follow_up:
+                    timeout = min(timeout, NOTIFICATION_FOLLOW_UP_S)
+                causes = self.waiter.wait(timeout)
+                follow_up = bool(NOTIFICATION_CAUSES.intersection(causes))
+                for cause in causes or ["timer"]:
+                    self.metrics.wakeups.labels(cause).inc()
+        finally:
+            self.waiter.close()
+            if self._deadline is not None:
+                self._deadline.cancel()
+        self.log.info("evictd stopped", cycles=cycle)
+        return 0
+
+    def _cycle(self, number: int, cycle_logger: CycleLogger) -> CycleReport | None:
+        started = time.monotonic()
+        try:
+            report = self.manager.synchronize()
+        except Exception:  # the loop is the one place that survives anything; the next cycle retries
+            self.metrics.errors.labels("cycle").inc()
+            self.log.exception("housekeeping cycle failed", cycle=number)
+            return None
+        duration = time.monotonic() - started
+        now_wall = datetime.now(UTC)
+        self.metrics.record_cycle(report, self.manager.state, duration, now_wall, self.dry_run)
+        cycle_logger.log_cycle(number, report, self.manager.state)
+        self.health.cycle_done()
+        if self.live_output is not None:
+            screen = render(report, self.manager.state, node_name=self.node_name, cycle=number, now_wall=now_wall,
+                            dry_run=self.dry_run, recent=list(self.recent.lines) if self.recent else ())
+            self.live_output.write(CLEAR_SCREEN + screen + "\n")
+            self.live_output.flush()
+        if self.on_cycle is not None:
+            self.on_cycle(number, report)
+        return report
+
+
+def serve(daemon: Daemon, endpoint: HttpEndpoint | None) -> int:
+    """Run `daemon` with signal handling and the HTTP endpoint; return the exit status."""
+    daemon.install_signal_handlers()
+    try:
+        return daemon.run()
+    finally:
+        if endpoint is not None:
+            endpoint.close()
+
+
+def print_banner(lines: Sequence[str], stream: TextIO = sys.stderr) -> None:
+    """Print start-up facts a person should see before the live view takes the screen."""
+    for line in lines:
+        print(line, file=stream)

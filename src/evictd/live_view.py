@@ -1,0 +1,124 @@
+"""The terminal live view of `evictd run`: what the node looks like to the eviction manager, redrawn each cycle.
+
+It shows every signal with its available amount, capacity and thresholds, how far each soft threshold is
+into its grace period, the node conditions, the top of the eviction order, and the latest log events. It is
+a pure function of a cycle report (plus the recent-events buffer), rendered to a string; the daemon writes
+it to the terminal.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+
+from evictd.core.engine import EngineState, layout_of
+from evictd.core.pods import is_critical_pod
+from evictd.core.ranking import rank_pods
+from evictd.core.signals import BYTE_SIGNALS, Signal
+from evictd.core.summary import Observation, pod_stats_lookup
+from evictd.core.thresholds import Threshold, threshold_quantity
+from evictd.cycle_logging import describe_threshold
+from evictd.manager import CycleReport
+from evictd.render import table, value_text
+
+CLEAR_SCREEN = "\x1b[H\x1b[2J"
+RANKING_SHOWN = 5
+
+
+def human(value: int, signal: Signal) -> str:
+    """Return bytes as GiB/MiB with one decimal, counts as plain numbers."""
+    if signal not in BYTE_SIGNALS:
+        return f"{value:,}"
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if abs(value) >= size:
+            return f"{value / size:.1f} {unit}"
+    return f"{value} B"
+
+
+def _threshold_cell(thresholds: Sequence[Threshold], observation: Observation | None, signal: Signal) -> str:
+    cells = []
+    for threshold in thresholds:
+        if threshold.signal is not signal or threshold.operator is None:
+            continue
+        kind = "hard" if threshold.is_hard else "soft"
+        if observation is not None:
+            quantity = threshold_quantity(threshold.value, observation.capacity)
+            cells.append(f"{kind} {human(quantity.ceil_int(), signal)}")
+        else:
+            cells.append(f"{kind} {value_text(threshold.value)}")
+    return ", ".join(cells) or "-"
+
+
+def render(
+    report: CycleReport,
+    state: EngineState,
+    *,
+    node_name: str,
+    cycle: int,
+    now_wall: datetime,
+    dry_run: bool,
+    recent: Sequence[str] = (),
+) -> str:
+    """Return the whole screen for one cycle."""
+    assessment = report.assessment
+    mode = "dry-run: decisions are reported, nothing is changed" if dry_run else "acting"
+    lines = [
+        f"evictd on {node_name} - cycle {cycle} at {now_wall:%H:%M:%S} UTC - {mode}",
+        f"node conditions: {', '.join(str(c) for c in assessment.node_conditions) or 'none'}",
+        "",
+    ]
+    met = {status.threshold: status for status in assessment.thresholds}
+    rows = []
+    for signal in Signal:
+        observation = assessment.observations.get(signal)
+        thresholds = [t for t in state.thresholds if t.signal is signal and t.operator is not None]
+        if observation is None and not thresholds:
+            continue
+        state_cell = "ok" if observation is not None else "-"
+        for threshold in thresholds:
+            status = met.get(threshold)
+            if status is None:
+                continue
+            if threshold.is_hard or status.grace_met:
+                state_cell = "MET"
+                break
+            state_cell = f"grace {status.observed_for_s:.0f}/{threshold.grace_period_s:.0f}s"
+        rows.append(
+            (
+                str(signal),
+                human(observation.available.ceil_int(), signal) if observation else "no data",
+                human(observation.capacity.ceil_int(), signal) if observation else "-",
+                _threshold_cell(thresholds, observation, signal),
+                state_cell,
+            )
+        )
+    lines.append(table(("SIGNAL", "AVAILABLE", "CAPACITY", "THRESHOLDS", "STATE"), rows))
+    lines.append("")
+    lines.extend(_ranking_lines(report, state))
+    if report.evictions:
+        lines.append("")
+        for eviction in report.evictions:
+            verb = "would evict" if dry_run else "evicted"
+            lines.append(f"{verb} {eviction.pod.key} ({eviction.signal}): {eviction.message}")
+    if assessment.threshold_to_reclaim is not None:
+        lines.append(f"acting on {describe_threshold(assessment.threshold_to_reclaim)}")
+    if recent:
+        lines += ["", "recent events:", *recent]
+    return "\n".join(lines)
+
+
+def _ranking_lines(report: CycleReport, state: EngineState) -> list[str]:
+    if not report.pods:
+        return ["eviction order: no pods found on this node"]
+    if report.ranking:
+        ranking, title = report.ranking, "eviction order (this cycle)"
+    elif report.summary is not None:
+        stats_of = pod_stats_lookup(report.summary, report.pods)
+        ranking = tuple(rank_pods(Signal.MEMORY_AVAILABLE, layout_of(state), report.pods, stats_of))
+        title = "eviction order if memory ran short"
+    else:
+        return ["eviction order: unknown (stats unavailable)"]
+    shown = [f"  {i}. {p.key}{' (critical, never evicted)' if is_critical_pod(p) else ''}"
+             for i, p in enumerate(ranking[:RANKING_SHOWN], start=1)]
+    more = len(ranking) - RANKING_SHOWN
+    return [f"{title}:", *shown, *([f"  ... and {more} more"] if more > 0 else [])]

@@ -1,0 +1,110 @@
+"""Prometheus metrics of the daemon, fed from cycle reports.
+
+Every metric lives in a registry of its own (not the process-global one), so a test can build as many
+daemons as it likes. Names follow Prometheus conventions; `evictd_evictions_total` and
+`evictd_eviction_stats_age_seconds` carry the meanings of the kubelet's `kubelet_evictions` and
+`kubelet_eviction_stats_age_seconds` (KUBELET_SPEC §14). Signal values are exported in the signal's own unit
+(bytes, inodes or PIDs), so one gauge serves every signal.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from evictd.core.engine import EngineState
+from evictd.core.signals import NodeCondition, Signal
+from evictd.core.summary import Observation
+from evictd.core.thresholds import Threshold, threshold_quantity
+from evictd.manager import CycleReport
+
+# Cycle durations span a cached cgroup read (~1 ms) to a slow filesystem walk (seconds).
+CYCLE_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+
+WAKEUP_CAUSES = ("timer", "memcg", "psi", "signal", "eviction")
+ERROR_SOURCES = ("stats", "layout", "reclaim", "eviction", "notifier", "cycle")
+
+
+class Metrics:
+    """The daemon's metrics, in their own registry."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry if registry is not None else CollectorRegistry()
+        r = self.registry
+        self.available = Gauge("evictd_signal_available", "Available amount per eviction signal, in the "
+                               "signal's unit (bytes, inodes or PIDs).", ["signal"], registry=r)
+        self.capacity = Gauge("evictd_signal_capacity", "Capacity per eviction signal, in the signal's unit.",
+                              ["signal"], registry=r)
+        self.threshold = Gauge("evictd_threshold", "Threshold quantity against the current capacity.",
+                               ["signal", "kind"], registry=r)
+        self.threshold_met = Gauge("evictd_threshold_met", "1 when the threshold is met this cycle.",
+                                   ["signal", "kind"], registry=r)
+        self.condition = Gauge("evictd_node_condition", "1 while the node pressure condition is reported.",
+                               ["condition"], registry=r)
+        self.stats_age = Gauge("evictd_stats_age_seconds", "Age of the stats behind each signal when decided on.",
+                               ["signal"], registry=r)
+        self.cycle_duration = Histogram("evictd_cycle_duration_seconds", "Duration of one housekeeping cycle.",
+                                        buckets=CYCLE_BUCKETS, registry=r)
+        self.cycles = Counter("evictd_cycles_total", "Housekeeping cycles run.", registry=r)
+        self.wakeups = Counter("evictd_wakeups_total", "Loop wake-ups by cause.", ["cause"], registry=r)
+        self.errors = Counter("evictd_errors_total", "Errors by source.", ["source"], registry=r)
+        self.evictions = Counter("evictd_evictions_total", "Pods evicted, by the signal acted on "
+                                 "(the kubelet's kubelet_evictions).", ["eviction_signal"], registry=r)
+        self.would_evict = Counter("evictd_dry_run_evictions_total", "Evictions decided but not carried out "
+                                   "(dry-run), by signal.", ["eviction_signal"], registry=r)
+        self.eviction_stats_age = Histogram("evictd_eviction_stats_age_seconds", "Age of the stats an eviction "
+                                            "was decided on (the kubelet's kubelet_eviction_stats_age_seconds).",
+                                            ["eviction_signal"], registry=r)
+        for cause in WAKEUP_CAUSES:
+            self.wakeups.labels(cause)
+        for source in ERROR_SOURCES:
+            self.errors.labels(source)
+        for condition in NodeCondition:
+            self.condition.labels(str(condition)).set(0)
+
+    def record_cycle(
+        self,
+        report: CycleReport,
+        state: EngineState,
+        duration_s: float,
+        now_wall: datetime,
+        dry_run: bool,
+    ) -> None:
+        """Export what one cycle saw and did."""
+        assessment = report.assessment
+        self.cycles.inc()
+        self.cycle_duration.observe(duration_s)
+        for signal, observation in assessment.observations.items():
+            self.available.labels(str(signal)).set(float(observation.available.value))
+            self.capacity.labels(str(signal)).set(float(observation.capacity.value))
+            if observation.time is not None:
+                self.stats_age.labels(str(signal)).set(max(0.0, (now_wall - observation.time).total_seconds()))
+        self._thresholds(state.thresholds, assessment.observations, {s.threshold for s in assessment.thresholds})
+        for condition in NodeCondition:
+            self.condition.labels(str(condition)).set(1 if condition in assessment.node_conditions else 0)
+        if report.errors:
+            self.errors.labels("stats").inc(len(report.errors))
+        self.errors.labels("reclaim").inc(sum(1 for r in report.reclaim if r.error))
+        self.errors.labels("eviction").inc(len(report.eviction_errors))
+        for eviction in report.evictions:
+            (self.would_evict if dry_run else self.evictions).labels(eviction.signal).inc()
+        for threshold in assessment.thresholds_to_act if report.ranking else ():
+            acted_on = assessment.observations.get(threshold.signal)
+            if acted_on is not None and acted_on.time is not None:
+                age = max(0.0, (now_wall - acted_on.time).total_seconds())
+                self.eviction_stats_age.labels(str(threshold.signal)).observe(age)
+
+    def _thresholds(
+        self, thresholds: Sequence[Threshold], observations: Mapping[Signal, Observation], met: set[Threshold]
+    ) -> None:
+        for threshold in thresholds:
+            if threshold.operator is None:
+                continue
+            kind = "hard" if threshold.is_hard else "soft"
+            self.threshold_met.labels(str(threshold.signal), kind).set(1 if threshold in met else 0)
+            observation = observations.get(threshold.signal)
+            if observation is not None:
+                quantity = threshold_quantity(threshold.value, observation.capacity)
+                self.threshold.labels(str(threshold.signal), kind).set(float(quantity.value))

@@ -1,0 +1,282 @@
+"""The cgroupfs adapter against the real cgroup v1 hierarchies of this machine (run as root).
+
+Each test builds ``<memory|pids>/evictd-test-<random>/kubepods/burstable/pod<uid>/<container id>`` in the
+real hierarchies, moves real child processes in through ``cgroup.procs``, makes them allocate memory,
+write page cache and fork, and checks what the reader sees. The test cgroup is the layout's ``base``
+(the kubelet's cgroupRoot), so discovery runs exactly as on a node. Everything is torn down bottom-up
+(processes killed, cgroups removed, files deleted) even when a test fails.
+
+These tests fail, never skip, when the machine lacks what they need (a v1 memory hierarchy, root).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from evictd.adapters.cgroups import CgroupLayout, CgroupReader, PodCgroup, detect_cgroup_layout
+from evictd.adapters.procfs import mem_total_bytes
+
+CGROUP_MOUNT = Path("/sys/fs/cgroup")
+MiB = 1024 * 1024
+ANON_BYTES = 64 * MiB
+PAGE_CACHE_BYTES = 32 * MiB
+# Python's own allocations, page tables and stack pages also get charged; allow this much noise.
+SLACK_BYTES = 8 * MiB
+REPLY_TIMEOUT_S = 30.0
+TEARDOWN_TIMEOUT_S = 10.0
+
+# A child that obeys one command per stdin line and answers "ok" when done.
+CHILD_SCRIPT = r"""
+import os, signal, sys
+kids, blobs = [], []
+for line in iter(sys.stdin.readline, ""):
+    cmd, *args = line.split()
+    if cmd == "alloc":
+        blobs.append(b"\x01" * int(args[0]))  # written, so every page is really charged
+    elif cmd == "write":
+        chunk = b"y" * (1 << 20)
+        with open(args[0], "wb") as fh:
+            for _ in range(int(args[1]) >> 20):
+                fh.write(chunk)
+            fh.flush()
+            os.fsync(fh.fileno())  # clean pages: they stay cached but are no longer dirty
+    elif cmd == "fork":
+        for _ in range(int(args[0])):
+            pid = os.fork()
+            if pid == 0:
+                while True:
+                    signal.pause()
+            kids.append(pid)
+    elif cmd == "reap":
+        for pid in kids:
+            os.kill(pid, signal.SIGKILL)
+        for pid in kids:
+            os.waitpid(pid, 0)
+        kids.clear()
+    print("ok", flush=True)
+for pid in kids:
+    os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+"""
+
+
+class Child:
+    """A real Python child process driven line by line over pipes."""
+
+    def __init__(self) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", CHILD_SCRIPT], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        )
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def do(self, command: str) -> None:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write(command + "\n")
+        self.proc.stdin.flush()
+        ready, _, _ = select.select([self.proc.stdout], [], [], REPLY_TIMEOUT_S)
+        assert ready, f"child {self.pid} did not answer {command!r} within {REPLY_TIMEOUT_S} s"
+        assert self.proc.stdout.readline() == "ok\n", f"child {self.pid} failed {command!r}"
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            assert self.proc.stdin is not None
+            self.proc.stdin.close()  # on EOF the child kills and reaps its own children, then exits
+            try:
+                self.proc.wait(TEARDOWN_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
+
+
+@dataclass
+class RealNode:
+    """A private kubelet-like cgroup tree inside the real v1 hierarchies, and what lives in it."""
+
+    base: str
+    pod_uid: str
+    container_id: str
+    layout: CgroupLayout
+    reader: CgroupReader
+    cgroups: list[Path] = field(default_factory=list)  # created folders, parents first
+    children: list[Child] = field(default_factory=list)
+    files: list[Path] = field(default_factory=list)
+
+    @property
+    def pod(self) -> str:
+        return f"{self.base}/kubepods/burstable/pod{self.pod_uid}"
+
+    @property
+    def container(self) -> str:
+        return f"{self.pod}/{self.container_id}"
+
+    def make_cgroup(self, cgroup: str, hierarchies: tuple[str, ...] = ("memory", "pids")) -> None:
+        """Create ``cgroup`` (and its parents) in each of ``hierarchies``."""
+        for hierarchy in hierarchies:
+            parts = cgroup.split("/")
+            for depth in range(1, len(parts) + 1):
+                folder = CGROUP_MOUNT / hierarchy / "/".join(parts[:depth])
+                if not folder.exists():
+                    folder.mkdir()
+                    self.cgroups.append(folder)
+
+    def start_child(self, cgroup: str, hierarchies: tuple[str, ...] = ("memory", "pids")) -> Child:
+        """Start a child and move it into ``cgroup`` of each hierarchy by writing its PID to cgroup.procs."""
+        child = Child()
+        self.children.append(child)
+        for hierarchy in hierarchies:
+            (CGROUP_MOUNT / hierarchy / cgroup / "cgroup.procs").write_text(f"{child.pid}\n")
+        return child
+
+    def teardown(self) -> None:
+        """Kill every process in the test cgroups, then remove the cgroups bottom-up and the files."""
+        for child in self.children:
+            child.stop()
+        deadline = time.monotonic() + TEARDOWN_TIMEOUT_S
+        for folder in reversed(self.cgroups):
+            while True:
+                for pid in (folder / "cgroup.procs").read_text().split():
+                    with contextlib.suppress(ProcessLookupError):  # already gone
+                        os.kill(int(pid), signal.SIGKILL)
+                try:
+                    folder.rmdir()
+                    break
+                except OSError:  # EBUSY until the killed tasks have left the cgroup
+                    if time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.05)
+        for path in self.files:
+            path.unlink(missing_ok=True)
+
+
+@pytest.fixture
+def node() -> Iterator[RealNode]:
+    assert os.geteuid() == 0, "real cgroup tests need root to create cgroups"
+    layout = detect_cgroup_layout(CGROUP_MOUNT, base=f"evictd-test-{uuid.uuid4().hex[:12]}")
+    assert layout.version == 1, "these tests use the machine's cgroup v1 memory and pids hierarchies"
+    real = RealNode(
+        base=layout.base,
+        pod_uid=str(uuid.uuid4()),
+        container_id=uuid.uuid4().hex + uuid.uuid4().hex,
+        layout=layout,
+        reader=CgroupReader(layout),
+    )
+    try:
+        real.make_cgroup(real.container)
+        yield real
+    finally:
+        real.teardown()
+    assert not (CGROUP_MOUNT / "memory" / real.base).exists()
+    assert not (CGROUP_MOUNT / "pids" / real.base).exists()
+
+
+def test_machine_is_v1_hybrid_with_unlimited_root() -> None:
+    layout = detect_cgroup_layout(CGROUP_MOUNT)
+    assert (layout.version, layout.root) == (1, CGROUP_MOUNT)
+    root = CgroupReader(layout).memory("")
+    assert root.limit_bytes is None
+    assert 0 < root.working_set_bytes <= root.usage_bytes < mem_total_bytes()
+
+
+def test_root_process_count_counts_every_process(tmp_path: Path) -> None:
+    # The v1 pids root has no pids.current: the reader counts cgroup.procs across the whole memory
+    # hierarchy, which must match the processes in /proc (give or take those starting or exiting).
+    counted = CgroupReader(detect_cgroup_layout(CGROUP_MOUNT)).process_count("")
+    in_proc = sum(1 for name in os.listdir("/proc") if name.isdigit())
+    assert abs(counted - in_proc) <= 10, (counted, in_proc)
+
+
+def test_working_set_grows_with_anonymous_memory(node: RealNode) -> None:
+    child = node.start_child(node.container)
+    before = node.reader.memory(node.container)
+    pod_before = node.reader.memory(node.pod)
+    child.do(f"alloc {ANON_BYTES}")
+    after = node.reader.memory(node.container)
+    pod_after = node.reader.memory(node.pod)
+
+    grown = after.working_set_bytes - before.working_set_bytes
+    assert ANON_BYTES - MiB <= grown <= ANON_BYTES + SLACK_BYTES, grown
+    assert after.usage_bytes - before.usage_bytes >= ANON_BYTES - MiB
+    # v1 memory cgroups are hierarchical: the pod sees its container's memory.
+    assert pod_after.working_set_bytes - pod_before.working_set_bytes >= ANON_BYTES - MiB
+    assert after.limit_bytes is None
+
+
+def test_limit_is_read_back_as_the_kernel_rounds_it(node: RealNode) -> None:
+    (CGROUP_MOUNT / "memory" / node.pod / "memory.limit_in_bytes").write_text("100000000\n")
+    page = os.sysconf("SC_PAGE_SIZE")
+    assert node.reader.memory(node.pod).limit_bytes == 100000000 // page * page
+    assert node.reader.memory(node.container).limit_bytes is None  # the child's own limit is unset
+
+
+def test_page_cache_is_inactive_file_not_working_set(node: RealNode) -> None:
+    child = node.start_child(node.container)
+    # Disk-backed (ext4), not tmpfs: tmpfs pages are shmem, which counts as used memory.
+    cache_file = Path("/var/tmp") / f"{node.base}.bin"
+    node.files.append(cache_file)
+    before = node.reader.memory(node.container)
+    child.do(f"write {cache_file} {PAGE_CACHE_BYTES}")
+    after = node.reader.memory(node.container)
+
+    inactive_grown = after.inactive_file_bytes - before.inactive_file_bytes
+    usage_grown = after.usage_bytes - before.usage_bytes
+    working_set_grown = after.working_set_bytes - before.working_set_bytes
+    # Pages written once start on the inactive list; allow a quarter of them to have been activated.
+    assert inactive_grown >= PAGE_CACHE_BYTES * 3 // 4, inactive_grown
+    assert usage_grown >= PAGE_CACHE_BYTES - MiB, usage_grown
+    assert working_set_grown <= PAGE_CACHE_BYTES // 4 + SLACK_BYTES, working_set_grown
+
+
+def test_process_count_follows_forked_children(node: RealNode) -> None:
+    child = node.start_child(node.container)
+    assert node.reader.process_count(node.container) == 1
+    child.do("fork 5")
+    assert node.reader.process_count(node.container) == 6
+    assert node.reader.process_count(node.pod) == 6  # pids.current is hierarchical
+    child.do("reap")
+    assert node.reader.process_count(node.container) == 1
+
+
+def test_process_count_without_pids_cgroup_counts_cgroup_procs_below(node: RealNode) -> None:
+    # A second container that exists only in the memory hierarchy: no pids.current to read.
+    other = f"{node.pod}/{'e' * 64}"
+    node.make_cgroup(other, hierarchies=("memory",))
+    child = node.start_child(other, hierarchies=("memory",))
+    assert not (CGROUP_MOUNT / "pids" / other).exists()
+    assert node.reader.process_count(other) == 1
+    child.do("fork 3")
+    assert node.reader.process_count(other) == 4
+
+
+def test_pod_and_container_discovery(node: RealNode) -> None:
+    guaranteed_uid, besteffort_uid = str(uuid.uuid4()), str(uuid.uuid4())
+    guaranteed = f"{node.base}/kubepods/pod{guaranteed_uid}"
+    besteffort = f"{node.base}/kubepods/besteffort/pod{besteffort_uid}"
+    node.make_cgroup(guaranteed)
+    node.make_cgroup(besteffort)
+    node.make_cgroup(f"{node.base}/kubepods/burstable/not-a-pod")
+
+    assert node.reader.pods_cgroup() == f"{node.base}/kubepods"
+    assert node.reader.pod_cgroups() == {
+        node.pod_uid: PodCgroup(path=node.pod, qos="burstable"),
+        guaranteed_uid: PodCgroup(path=guaranteed, qos="guaranteed"),
+        besteffort_uid: PodCgroup(path=besteffort, qos="besteffort"),
+    }
+    assert node.reader.container_cgroups(node.pod) == {node.container_id: node.container}
+    assert node.reader.container_cgroups(guaranteed) == {}

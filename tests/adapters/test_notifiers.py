@@ -1,0 +1,833 @@
+"""The memory-notification adapter against the real kernel: cgroup v1 memcg thresholds, PSI triggers, the Waiter.
+
+Everything here uses real kernel facilities (REAL_COMPONENTS.md): memory cgroups created under
+/sys/fs/cgroup/memory, a cgroup v2 group under /sys/fs/cgroup/unified (for a per-group memory.pressure),
+real child processes that allocate anonymous memory or thrash the page cache, real signals. When a
+facility is missing the test fails; nothing is skipped. Children are killed and cgroups removed in
+finalizers, whatever the outcome.
+
+Measured figures (wake-up latencies, time for PSI to fire) are printed: run with ``-s`` to see them.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import secrets
+import select
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from types import FrameType, MappingProxyType
+
+import pytest
+
+from evictd.adapters.notifiers import (
+    MemcgNotifierSet,
+    MemcgThresholdNotifier,
+    PsiNotifier,
+    Waiter,
+    has_cap_sys_resource,
+    psi_trigger,
+)
+from evictd.core.errors import ConfigError, SampleError
+from evictd.core.memcg import memcg_threshold_bytes
+from evictd.core.quantity import Quantity
+from evictd.core.signals import Signal
+from evictd.core.summary import ContainerStats, MemoryStats, NodeStats, Summary
+from evictd.core.thresholds import Threshold, ThresholdValue
+
+MI = 1024**2
+MEMCG_ROOT = Path("/sys/fs/cgroup/memory")
+UNIFIED_ROOT = Path("/sys/fs/cgroup/unified")
+SYSTEM_PRESSURE = "/proc/pressure/memory"
+
+# The threshold sits this far above the test cgroup's usage, and the child allocates this much: the
+# crossing then happens in the middle of the allocation, well after registration.
+HEADROOM_BYTES = 4 * MI
+GROW_BYTES = 12 * MI
+CROSSING_ROUNDS = 5
+# Generous bound on wake-up latency (measured well under 1 ms on an idle machine): it must only tell an
+# event-driven wake-up from polling, and survive a busy CI machine.
+MAX_WAKE_LATENCY_S = 0.25
+# A wait that must be cut short is given this long, so a missing wake-up shows as a clear failure.
+LONG_WAIT_S = 5.0
+CHILD_REPLY_TIMEOUT_S = 30.0
+
+# Page-cache thrashing that produces real memory stall (measured ~0.6-0.9 s of "some" stall per second):
+# two readers of a 64 MiB disk file through mmap inside a 16 MiB memory cgroup.
+THRASH_FILE_BYTES = 64 * MI
+THRASH_LIMIT_BYTES = 16 * MI
+THRASHERS = 2
+PSI_STALL_US = 150_000
+PSI_WINDOW_US = 2_000_000
+PSI_FIRE_TIMEOUT_S = 20.0
+# How long an idle PSI wait lasts: longer than one 2 s window, so a trigger would have had its chance.
+PSI_IDLE_WAIT_S = 2.5
+
+RMDIR_ATTEMPTS = 100
+RMDIR_RETRY_S = 0.05
+
+ALLOCATOR = r"""
+import mmap, os, sys, time
+with open(sys.argv[1], "w") as procs:
+    procs.write(str(os.getpid()))
+
+def read_int(path):
+    with open(path, "rb", buffering=0) as f:
+        return int(f.read())
+
+PAGE = mmap.PAGESIZE
+CHECK_EVERY_PAGES = 16
+regions = []
+print("ready", flush=True)
+for line in sys.stdin:
+    words = line.split()
+    if words[0] == "grow":
+        watch, level, size = words[1], int(words[2]), int(words[3])
+        # Private: Python's default for anonymous maps is MAP_SHARED (shmem), which MADV_DONTNEED cannot free.
+        region = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+        # Small pages only: a transparent huge page would be charged 2 MiB at once, and one freed in
+        # part would go back only when the kernel splits it later.
+        region.madvise(mmap.MADV_NOHUGEPAGE)
+        crossed = -1.0
+        for page in range(size // PAGE):
+            region[page * PAGE] = 1
+            if crossed < 0 and page % CHECK_EVERY_PAGES == CHECK_EVERY_PAGES - 1 and read_int(watch) >= level:
+                crossed = time.monotonic()
+        regions.append(region)
+        print("grown", crossed, time.monotonic(), flush=True)
+    elif words[0] == "free":
+        # Give pages back 16 at a time (MADV_DONTNEED uncharges them) to time the downward crossing too.
+        watch, level = words[1], int(words[2])
+        crossed = -1.0
+        for region in regions:
+            for start in range(0, len(region), CHECK_EVERY_PAGES * PAGE):
+                region.madvise(mmap.MADV_DONTNEED, start, min(CHECK_EVERY_PAGES * PAGE, len(region) - start))
+                if crossed < 0 and read_int(watch) < level:
+                    crossed = time.monotonic()
+            region.close()
+        regions.clear()
+        print("freed", crossed, time.monotonic(), flush=True)
+"""
+
+THRASHER = r"""
+import mmap, sys
+for procs in sys.argv[2:]:
+    with open(procs, "w") as f:
+        f.write(str(__import__("os").getpid()))
+with open(sys.argv[1], "rb") as f:
+    data = mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ)
+print("ready", flush=True)
+while True:
+    for offset in range(0, len(data), mmap.PAGESIZE):
+        data[offset]
+"""
+
+
+# --------------------------------------------------------------------------------------------------
+# Fixtures and helpers
+
+
+def _remove_cgroup(path: Path) -> None:
+    """Remove a cgroup folder bottom-up (cgroupfs folders hold only control files, removed with rmdir)."""
+    if not path.exists():
+        return
+    folders = sorted((p for p in path.rglob("*") if p.is_dir()), key=lambda p: len(p.parts), reverse=True)
+    for folder in [*folders, path]:
+        for attempt in range(RMDIR_ATTEMPTS):  # a killed task can take a moment to leave its cgroup
+            try:
+                folder.rmdir()
+                break
+            except FileNotFoundError:
+                break
+            except OSError:
+                if attempt == RMDIR_ATTEMPTS - 1:
+                    raise  # a cgroup left behind is a test error, not something to hide
+                time.sleep(RMDIR_RETRY_S)
+
+
+@pytest.fixture
+def memcg_dir() -> Iterator[Path]:
+    """A fresh v1 memory cgroup /sys/fs/cgroup/memory/evictd-test-<random>, removed afterwards."""
+    path = MEMCG_ROOT / f"evictd-test-{secrets.token_hex(4)}"
+    path.mkdir()
+    try:
+        yield path
+    finally:
+        _remove_cgroup(path)
+
+
+@pytest.fixture
+def unified_dir() -> Iterator[Path]:
+    """A fresh cgroup v2 group /sys/fs/cgroup/unified/evictd-test-<random> (it has memory.pressure)."""
+    path = UNIFIED_ROOT / f"evictd-test-{secrets.token_hex(4)}"
+    path.mkdir()
+    try:
+        yield path
+    finally:
+        _remove_cgroup(path)
+
+
+class Child:
+    """A Python child process speaking a line protocol on stdin/stdout, read with a timeout."""
+
+    def __init__(self, script: str, *args: str) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", script, *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0
+        )
+        self._buffer = b""
+
+    def send(self, line: str) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(line.encode() + b"\n")
+
+    def read(self, expected: str) -> list[str]:
+        """Return the words after `expected` on the child's next line; fail if it does not come in time."""
+        assert self.proc.stdout is not None
+        deadline = time.monotonic() + CHILD_REPLY_TIMEOUT_S
+        while b"\n" not in self._buffer:
+            remaining = deadline - time.monotonic()
+            ready, _, _ = select.select([self.proc.stdout], [], [], max(0.0, remaining))
+            if not ready:
+                pytest.fail(f"child sent no {expected!r} line within {CHILD_REPLY_TIMEOUT_S} s")
+            chunk = os.read(self.proc.stdout.fileno(), 4096)
+            if not chunk:
+                pytest.fail(f"child exited ({self.proc.wait()}) before sending {expected!r}")
+            self._buffer += chunk
+        line, self._buffer = self._buffer.split(b"\n", 1)
+        words = line.decode().split()
+        assert words[0] == expected, f"child said {line!r}, expected {expected!r}"
+        return words[1:]
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+        for stream in (self.proc.stdin, self.proc.stdout):
+            if stream is not None:
+                stream.close()
+
+
+@pytest.fixture
+def spawn() -> Iterator[Callable[..., Child]]:
+    """Start children with `spawn(script, *args)`; all are killed and reaped afterwards."""
+    children: list[Child] = []
+
+    def start(script: str, *args: str) -> Child:
+        child = Child(script, *args)
+        children.append(child)
+        return child
+
+    try:
+        yield start
+    finally:
+        for child in children:
+            child.kill()
+
+
+@pytest.fixture
+def waiter() -> Iterator[Waiter]:
+    with Waiter() as instance:
+        yield instance
+
+
+def read_int(path: Path) -> int:
+    return int(path.read_text())
+
+
+def open_fd_count() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def some_stall_total_us(path: str) -> int:
+    """Return the cumulative "some" stall time of a pressure file, in microseconds."""
+    with open(path) as pressure:
+        first = pressure.readline()
+    return int(first.split("total=")[1])
+
+
+def wait_for_descriptions(waiter: Waiter, wanted: set[str], timeout_s: float) -> tuple[set[str], set[str], float]:
+    """Wait until every description in `wanted` fired or `timeout_s` passed.
+
+    Returns (the causes seen, the descriptions seen, seconds until the last wanted one fired).
+    """
+    start = time.monotonic()
+    deadline = start + timeout_s
+    causes: set[str] = set()
+    seen: set[str] = set()
+    while not wanted <= seen and time.monotonic() < deadline:
+        causes.update(waiter.wait(deadline - time.monotonic()))
+        seen.update(waiter.fired)
+    return causes, seen, time.monotonic() - start
+
+
+def memory_threshold(text: str, signal_: Signal = Signal.MEMORY_AVAILABLE) -> Threshold:
+    return Threshold(signal=signal_, value=ThresholdValue(quantity=Quantity.parse(text)))
+
+
+def summary_with(node: MemoryStats, pods: MemoryStats | None) -> Summary:
+    containers = {"pods": ContainerStats(name="pods", memory=pods)} if pods is not None else {}
+    return Summary(node=NodeStats(memory=node, system_containers=MappingProxyType(containers)))
+
+
+def stats_for_level(usage: int, headroom: int, threshold_bytes: int) -> MemoryStats:
+    """Return readings whose memcg level is `usage + headroom` (working set = usage, no inactive file)."""
+    return MemoryStats(available_bytes=headroom + threshold_bytes, working_set_bytes=usage, usage_bytes=usage)
+
+
+class PipeNotifier:
+    """A test double Notifier backed by a pipe: `fire()` makes it ready, `hang_up()` closes the write end."""
+
+    cause = "fake"
+    poll_events = select.POLLIN
+
+    def __init__(self, description: str = "fake notifier") -> None:
+        self.description = description
+        self._read_fd, self._write_fd = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        self.consumed = 0
+        self.closed = False
+
+    def fire(self) -> None:
+        os.write(self._write_fd, b"x")
+
+    def hang_up(self) -> None:
+        os.close(self._write_fd)
+        self._write_fd = -1
+
+    def fileno(self) -> int:
+        return self._read_fd
+
+    def consume(self) -> None:
+        self.consumed += len(os.read(self._read_fd, 4096))
+
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            for fd in (self._read_fd, self._write_fd):
+                if fd >= 0:
+                    os.close(fd)
+
+
+# --------------------------------------------------------------------------------------------------
+# cgroup v1 memory thresholds
+
+
+def test_memcg_threshold_fires_on_upward_and_downward_crossings(
+    memcg_dir: Path, spawn: Callable[..., Child], waiter: Waiter, record_property: Callable[[str, object], None]
+) -> None:
+    usage_file = memcg_dir / "memory.usage_in_bytes"
+    child = spawn(ALLOCATOR, str(memcg_dir / "cgroup.procs"))
+    child.read("ready")
+    level = read_int(usage_file) + HEADROOM_BYTES
+    notifier = MemcgThresholdNotifier(str(memcg_dir), level, "test memory threshold")
+    waiter.set_notifiers([notifier])
+    assert waiter.wait(0) == [], "registering below the level must not fire by itself"
+
+    up: list[float] = []
+    down: list[float] = []
+    for _ in range(CROSSING_ROUNDS):
+        sent = time.monotonic()
+        child.send(f"grow {usage_file} {level} {GROW_BYTES}")
+        causes = waiter.wait(LONG_WAIT_S)
+        woke = time.monotonic()
+        crossed, _done = (float(word) for word in child.read("grown"))
+        assert causes == ["memcg"]
+        assert waiter.fired == ("test memory threshold",)
+        assert crossed > 0, "the child never saw usage reach the level"
+        assert woke - sent < LONG_WAIT_S / 2
+        assert read_int(usage_file) >= level
+        up.append(woke - crossed)
+
+        child.send(f"free {usage_file} {level}")
+        causes = waiter.wait(LONG_WAIT_S)
+        woke = time.monotonic()
+        crossed, _done = (float(word) for word in child.read("freed"))
+        assert causes == ["memcg"], "the downward crossing must fire too"
+        assert crossed > 0, "the child never saw usage drop below the level"
+        assert read_int(usage_file) < level
+        down.append(woke - crossed)
+
+        assert waiter.wait(0) == [], "each crossing fires once and is consumed"
+
+    # The child notes a crossing after each 16 pages, while the kernel checks about every 128 pages
+    # charged or uncharged: either side can come first, so a latency may be slightly negative.
+    for direction, latencies in (("up", up), ("down", down)):
+        print(
+            f"memcg wake-up latency {direction} (ms): median {statistics.median(latencies) * 1000:.3f}, "
+            f"max {max(latencies) * 1000:.3f}, all {[round(x * 1000, 3) for x in latencies]}"
+        )
+        record_property(f"memcg_latency_{direction}_ms", [round(x * 1000, 3) for x in latencies])
+        assert max(latencies) < MAX_WAKE_LATENCY_S
+
+
+def test_memcg_threshold_on_the_root_memory_cgroup(
+    memcg_dir: Path, spawn: Callable[..., Child], waiter: Waiter
+) -> None:
+    # memory.available's notifier watches the hierarchy root; a child's charges count there too.
+    # Other processes may move the root's usage meanwhile, which can only make it fire sooner.
+    root_usage = MEMCG_ROOT / "memory.usage_in_bytes"
+    child = spawn(ALLOCATOR, str(memcg_dir / "cgroup.procs"))
+    child.read("ready")
+    level = read_int(root_usage) + 64 * MI
+    waiter.set_notifiers([MemcgThresholdNotifier(str(MEMCG_ROOT), level, "hard memory eviction threshold")])
+    child.send(f"grow {root_usage} {level} {128 * MI}")
+    causes = waiter.wait(LONG_WAIT_S)
+    woke = time.monotonic()
+    crossed, _done = (float(word) for word in child.read("grown"))
+    assert causes == ["memcg"]
+    assert waiter.fired == ("hard memory eviction threshold",)
+    print(f"root memcg wake-up latency (ms): {(woke - crossed) * 1000:.3f}")
+
+
+def test_memcg_registration_failures_raise_sample_error_and_leak_nothing(
+    tmp_path: Path, memcg_dir: Path, unified_dir: Path
+) -> None:
+    before = open_fd_count()
+    with pytest.raises(SampleError) as missing:
+        MemcgThresholdNotifier(str(memcg_dir / "no-such-cgroup"), MI, "x")
+    assert missing.value.source == str(memcg_dir / "no-such-cgroup" / "memory.usage_in_bytes")
+    assert missing.value.reason.startswith("ENOENT")
+
+    # cgroup v2 has no usage thresholds: no memory.usage_in_bytes, so nothing to register.
+    with pytest.raises(SampleError) as v2:
+        MemcgThresholdNotifier(str(unified_dir), MI, "x")
+    assert v2.value.source.endswith("memory.usage_in_bytes")
+
+    # The usage file opens but there is no event_control: the first descriptor must be closed again.
+    (tmp_path / "memory.usage_in_bytes").write_text("0\n")
+    with pytest.raises(SampleError) as no_control:
+        MemcgThresholdNotifier(str(tmp_path), MI, "x")
+    assert no_control.value.source == str(tmp_path / "cgroup.event_control")
+
+    with pytest.raises(SampleError, match="negative threshold of -1 bytes"):
+        MemcgThresholdNotifier(str(memcg_dir), -1, "x")
+    assert open_fd_count() == before
+
+
+def test_memcg_notifier_close_is_idempotent_and_releases_the_eventfd(memcg_dir: Path) -> None:
+    before = open_fd_count()
+    notifier = MemcgThresholdNotifier(str(memcg_dir), 100 * MI, "x")
+    assert notifier.cause == "memcg"
+    assert notifier.poll_events == select.POLLIN
+    assert open_fd_count() == before + 1, "only the eventfd stays open after registration"
+    notifier.consume()  # nothing crossed: consuming an empty counter is harmless
+    notifier.close()
+    notifier.close()
+    assert notifier.closed
+    assert open_fd_count() == before
+    with pytest.raises(ValueError, match="closed"):
+        notifier.fileno()
+
+
+# --------------------------------------------------------------------------------------------------
+# The kubelet's notifier set
+
+
+def test_memcg_notifier_set_arms_one_notifier_per_memory_threshold_and_both_fire(
+    memcg_dir: Path, spawn: Callable[..., Child], waiter: Waiter
+) -> None:
+    # The test cgroup plays the memory hierarchy root; its kubepods child is the pods cgroup.
+    pods_dir = memcg_dir / "kubepods"
+    pods_dir.mkdir()
+    thresholds = [
+        memory_threshold("1Mi"),
+        memory_threshold("2Mi", Signal.ALLOCATABLE_MEMORY_AVAILABLE),
+        Threshold(signal=Signal.NODEFS_AVAILABLE, value=ThresholdValue(quantity=Quantity.parse("1Gi"))),
+    ]
+    notifiers = MemcgNotifierSet(thresholds, memory_root=str(memcg_dir), pods_cgroup="/kubepods")
+    assert [t.signal for t in notifiers.thresholds] == [Signal.MEMORY_AVAILABLE, Signal.ALLOCATABLE_MEMORY_AVAILABLE]
+    child = spawn(ALLOCATOR, str(pods_dir / "cgroup.procs"))
+    child.read("ready")
+    node_usage = read_int(memcg_dir / "memory.usage_in_bytes")
+    pods_usage = read_int(pods_dir / "memory.usage_in_bytes")
+    summary = summary_with(stats_for_level(node_usage, 4 * MI, MI), stats_for_level(pods_usage, 6 * MI, 2 * MI))
+    try:
+        assert notifiers.refresh_if_due(summary, now=100.0) == []
+        node, pods = notifiers.notifiers
+        assert (node.cgroup_dir, node.threshold_bytes) == (str(memcg_dir), node_usage + 4 * MI)
+        assert (pods.cgroup_dir, pods.threshold_bytes) == (str(pods_dir), pods_usage + 6 * MI)
+        assert node.threshold_bytes == memcg_threshold_bytes(thresholds[0], 5 * MI, node_usage, node_usage)
+        assert (node.description, pods.description) == (
+            "hard memory eviction threshold",
+            "hard allocatable memory eviction threshold",
+        )
+
+        waiter.set_notifiers(notifiers.notifiers)
+        child.send(f"grow {pods_dir / 'memory.usage_in_bytes'} {pods_usage + 6 * MI} {GROW_BYTES}")
+        causes, seen, elapsed = wait_for_descriptions(waiter, {node.description, pods.description}, LONG_WAIT_S)
+        child.read("grown")
+        assert causes == {"memcg"}
+        assert seen == {node.description, pods.description}
+        assert elapsed < LONG_WAIT_S / 2
+
+        # Not due again until strictly more than 10 s later.
+        assert notifiers.refresh_if_due(summary, now=110.0) == []
+        assert notifiers.notifiers == (node, pods)
+        assert notifiers.refresh_if_due(summary, now=110.5) == []
+        new_node, new_pods = notifiers.notifiers
+        assert node.closed and pods.closed
+        assert not new_node.closed and not new_pods.closed
+    finally:
+        notifiers.close()
+
+
+def test_memcg_notifier_set_keeps_old_notifier_on_bad_readings_and_drops_it_on_failed_registration(
+    memcg_dir: Path,
+) -> None:
+    (memcg_dir / "kubepods").mkdir()
+    thresholds = [memory_threshold("1Mi"), memory_threshold("2Mi", Signal.ALLOCATABLE_MEMORY_AVAILABLE)]
+    notifiers = MemcgNotifierSet(thresholds, memory_root=str(memcg_dir), pods_cgroup="kubepods")
+    good = summary_with(stats_for_level(0, 100 * MI, MI), stats_for_level(0, 100 * MI, 2 * MI))
+    try:
+        assert notifiers.refresh(good) == []
+        node, pods = notifiers.notifiers
+
+        # No pods system container: the kubelet errors out before touching the allocatable notifier.
+        errors = notifiers.refresh(summary_with(stats_for_level(0, 100 * MI, MI), None))
+        assert [(d, e.reason) for d, e in errors] == [
+            ("hard allocatable memory eviction threshold", 'system container "pods" not found in metrics')
+        ]
+        assert node.closed, "the node notifier was re-armed"
+        assert not pods.closed and pods in notifiers.notifiers
+
+        # A level below zero cannot be registered: the old notifier is already gone, as in the kubelet.
+        negative = summary_with(
+            stats_for_level(0, 100 * MI, MI),
+            MemoryStats(available_bytes=0, working_set_bytes=MI, usage_bytes=MI),
+        )
+        errors = notifiers.refresh(negative)
+        assert [d for d, _ in errors] == ["hard allocatable memory eviction threshold"]
+        assert "negative threshold" in errors[0][1].reason
+        assert pods.closed
+        assert [n.description for n in notifiers.notifiers] == ["hard memory eviction threshold"]
+    finally:
+        notifiers.close()
+    assert notifiers.notifiers == ()
+
+
+# --------------------------------------------------------------------------------------------------
+# PSI triggers
+
+
+@pytest.mark.parametrize(
+    ("kind", "stall_us", "window_us", "privileged", "expected"),
+    [
+        pytest.param("some", 150_000, 2_000_000, False, "some 150000 2000000", id="some-150ms-2s"),
+        pytest.param("full", 10_000, 10_000_000, False, "full 10000 10000000", id="full-10s"),
+        pytest.param("some", 100_000, 1_000_000, True, "some 100000 1000000", id="privileged-1s"),
+        pytest.param("some", 500_000, 500_000, True, "some 500000 500000", id="privileged-minimum-window"),
+    ],
+)
+def test_psi_trigger_text(kind: str, stall_us: int, window_us: int, privileged: bool, expected: str) -> None:
+    assert psi_trigger(kind, stall_us, window_us, privileged=privileged) == expected
+
+
+@pytest.mark.parametrize(
+    ("kind", "stall_us", "window_us", "privileged", "key", "message"),
+    [
+        pytest.param("avg", 150_000, 2_000_000, False, "psi.kind", "one of some, full", id="unknown-kind"),
+        pytest.param("some", 100_000, 1_000_000, False, "psi.window_us", "whole multiple of 2s", id="unprivileged-1s"),
+        pytest.param("some", 100_000, 3_000_000, False, "psi.window_us", "whole multiple of 2s", id="unprivileged-3s"),
+        pytest.param("some", 100_000, 400_000, True, "psi.window_us", "between 500ms and 10s", id="window-too-short"),
+        pytest.param(
+            "some", 100_000, 12_000_000, False, "psi.window_us", "between 500ms and 10s", id="window-too-long"
+        ),
+        pytest.param("some", 0, 2_000_000, False, "psi.stall_us", "more than 0", id="zero-stall"),
+        pytest.param(
+            "some", 2_000_001, 2_000_000, False, "psi.stall_us", "at most the window (2s)", id="stall-over-window"
+        ),
+    ],
+)
+def test_psi_trigger_rejects_what_the_kernel_would_refuse(
+    kind: str, stall_us: int, window_us: int, privileged: bool, key: str, message: str
+) -> None:
+    with pytest.raises(ConfigError, match=re.escape(message)) as caught:
+        psi_trigger(kind, stall_us, window_us, privileged=privileged)
+    assert caught.value.key == key
+
+
+def test_psi_registration_on_system_pressure_and_idle_timeout(waiter: Waiter) -> None:
+    stall_before = some_stall_total_us(SYSTEM_PRESSURE)
+    notifier = PsiNotifier(SYSTEM_PRESSURE, PSI_STALL_US, PSI_WINDOW_US)
+    assert notifier.description == "psi memory some 150ms/2s"
+    assert (notifier.cause, notifier.poll_events) == ("psi", select.POLLPRI)
+    waiter.set_notifiers([notifier])
+    start = time.monotonic()
+    causes = waiter.wait(PSI_IDLE_WAIT_S)
+    elapsed = time.monotonic() - start
+    stall = some_stall_total_us(SYSTEM_PRESSURE) - stall_before
+    # /proc/pressure/memory is machine-wide: another process on this machine could really stall for
+    # 150 ms meanwhile. Then firing is right; otherwise the wait must run out quietly.
+    if causes:
+        assert causes == ["psi"] and stall >= PSI_STALL_US, f"fired with only {stall} us of stall"
+    else:
+        assert elapsed >= PSI_IDLE_WAIT_S - 0.01
+
+
+def test_psi_on_an_idle_cgroup_times_out_cleanly_although_the_file_always_polls_readable(
+    unified_dir: Path, waiter: Waiter
+) -> None:
+    pressure = str(unified_dir / "memory.pressure")
+    notifier = PsiNotifier(pressure, PSI_STALL_US, PSI_WINDOW_US, kind="full")
+    assert notifier.description == "psi memory full 150ms/2s"
+    # Kernel fact the Waiter depends on: a PSI file reports POLLIN at once, trigger fired or not.
+    raw = select.poll()
+    raw.register(notifier.fileno(), select.POLLIN | select.POLLPRI)
+    assert raw.poll(0) == [(notifier.fileno(), select.POLLIN)]
+    waiter.set_notifiers([notifier])
+    start = time.monotonic()
+    assert waiter.wait(PSI_IDLE_WAIT_S) == []
+    assert time.monotonic() - start >= PSI_IDLE_WAIT_S - 0.01
+    assert waiter.fired == ()
+
+
+def test_psi_one_second_window_is_refused_before_anything_is_opened(tmp_path: Path) -> None:
+    # privileged=None reads CapEff: root on these machines lacks CAP_SYS_RESOURCE.
+    assert has_cap_sys_resource() is False
+    missing = str(tmp_path / "no-such-pressure-file")
+    with pytest.raises(ConfigError) as caught:
+        PsiNotifier(missing, 100_000, 1_000_000)
+    assert str(caught.value) == (
+        "psi.window_us: invalid value 1000000: PSI trigger window must be a whole multiple of 2s without "
+        "CAP_SYS_RESOURCE (the kernel answers EINVAL otherwise)"
+    )
+
+
+def test_the_kernel_refuses_what_the_validation_refuses_and_needs_the_nul(memcg_dir: Path) -> None:
+    # The validation mirrors the kernel: written anyway, a 1 s window gets EINVAL, mapped to SampleError.
+    with pytest.raises(SampleError) as refused:
+        PsiNotifier(SYSTEM_PRESSURE, 100_000, 1_000_000, privileged=True)
+    assert refused.value.source == SYSTEM_PRESSURE
+    assert refused.value.reason.startswith("EINVAL")
+    # Without the NUL terminator the kernel overwrites the last digit: "2000000" becomes "200000".
+    fd = os.open(SYSTEM_PRESSURE, os.O_RDWR | os.O_NONBLOCK)
+    try:
+        with pytest.raises(OSError) as raw:
+            os.write(fd, b"some 150000 2000000")
+        assert raw.value.errno == 22  # EINVAL
+        os.write(fd, b"some 150000 2000000\0")
+        with pytest.raises(OSError) as busy:
+            os.write(fd, b"some 150000 2000000\0")
+        assert busy.value.errno == 16, "one trigger per open file (EBUSY)"
+    finally:
+        os.close(fd)
+    with pytest.raises(SampleError) as not_there:
+        PsiNotifier(str(memcg_dir / "memory.pressure"), PSI_STALL_US, PSI_WINDOW_US)
+    assert not_there.value.reason.startswith("ENOENT")
+
+
+@pytest.mark.parametrize(
+    ("cap_eff", "expected"),
+    [
+        pytest.param("000001ffffffffff", True, id="all-capabilities"),
+        pytest.param("000001fffeffffff", False, id="no-cap-sys-resource"),
+        pytest.param("0000000001000000", True, id="only-cap-sys-resource"),
+    ],
+)
+def test_has_cap_sys_resource_reads_cap_eff(tmp_path: Path, cap_eff: str, expected: bool) -> None:
+    (tmp_path / "self").mkdir()
+    (tmp_path / "self" / "status").write_text(f"Name:\tevictd\nCapPrm:\t000001ffffffffff\nCapEff:\t{cap_eff}\n")
+    assert has_cap_sys_resource(str(tmp_path)) is expected
+
+
+def test_has_cap_sys_resource_errors(tmp_path: Path) -> None:
+    with pytest.raises(SampleError) as missing:
+        has_cap_sys_resource(str(tmp_path))
+    assert missing.value.source == str(tmp_path / "self" / "status")
+    (tmp_path / "self").mkdir()
+    (tmp_path / "self" / "status").write_text("Name:\tevictd\n")
+    with pytest.raises(SampleError, match="no CapEff line"):
+        has_cap_sys_resource(str(tmp_path))
+
+
+def test_psi_fires_on_real_memory_stall(
+    memcg_dir: Path, unified_dir: Path, spawn: Callable[..., Child], waiter: Waiter
+) -> None:
+    # Page-cache thrashing in a small memory cgroup: each fault reclaims and refaults, which the kernel
+    # accounts as memory stall of the thrashers - in their v2 group and machine-wide.
+    (memcg_dir / "memory.limit_in_bytes").write_text(str(THRASH_LIMIT_BYTES))
+    with tempfile.TemporaryDirectory(dir="/var/tmp", prefix="evictd-psi-") as folder:  # a disk, not tmpfs
+        data = Path(folder) / "thrash.bin"
+        with data.open("wb") as out:
+            block = b"\x5a" * MI
+            for _ in range(THRASH_FILE_BYTES // MI):
+                out.write(block)
+            out.flush()
+            os.fsync(out.fileno())
+            # Drop it from the page cache, so that the thrashers' faults are charged to their cgroup.
+            os.posix_fadvise(out.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
+        group_pressure = str(unified_dir / "memory.pressure")
+        in_group = PsiNotifier(group_pressure, PSI_STALL_US, PSI_WINDOW_US, description="group memory stall")
+        machine = PsiNotifier(SYSTEM_PRESSURE, PSI_STALL_US, PSI_WINDOW_US, description="machine memory stall")
+        waiter.set_notifiers([in_group, machine])
+        assert some_stall_total_us(group_pressure) == 0
+        thrashers = [
+            spawn(THRASHER, str(data), str(memcg_dir / "cgroup.procs"), str(unified_dir / "cgroup.procs"))
+            for _ in range(THRASHERS)
+        ]
+        for thrasher in thrashers:
+            thrasher.read("ready")
+        causes, seen, elapsed = wait_for_descriptions(
+            waiter, {"group memory stall", "machine memory stall"}, PSI_FIRE_TIMEOUT_S
+        )
+        group_stall_us = some_stall_total_us(group_pressure)
+        for thrasher in thrashers:
+            thrasher.kill()
+    print(f"PSI some 150ms/2s fired after {elapsed:.2f} s of thrashing; group stall {group_stall_us / 1e6:.2f} s")
+    assert causes == {"psi"}
+    assert seen == {"group memory stall", "machine memory stall"}
+    assert group_stall_us >= PSI_STALL_US
+    assert read_int(memcg_dir / "memory.failcnt") > 0, "the thrashers hit their limit"
+
+
+# --------------------------------------------------------------------------------------------------
+# The Waiter
+
+
+def test_wait_times_out_with_no_causes(waiter: Waiter) -> None:
+    start = time.monotonic()
+    assert waiter.wait(0.2) == []
+    assert 0.19 <= time.monotonic() - start < 1.0
+    assert waiter.wait(-1.0) == [], "a deadline in the past polls once without blocking"
+
+
+def test_wake_from_another_thread_interrupts_wait(waiter: Waiter) -> None:
+    timer = threading.Timer(0.1, waiter.wake)
+    start = time.monotonic()
+    timer.start()
+    try:
+        causes = waiter.wait(LONG_WAIT_S)
+    finally:
+        timer.cancel()
+    assert causes == ["signal"]
+    assert time.monotonic() - start < 0.1 + MAX_WAKE_LATENCY_S
+
+
+def test_wake_from_a_signal_handler_interrupts_wait(waiter: Waiter) -> None:
+    def handler(signum: int, frame: FrameType | None) -> None:
+        waiter.wake()
+
+    previous = signal.signal(signal.SIGALRM, handler)
+    try:
+        start = time.monotonic()
+        signal.setitimer(signal.ITIMER_REAL, 0.1)
+        causes = waiter.wait(LONG_WAIT_S)
+        elapsed = time.monotonic() - start
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    assert causes == ["signal"]
+    assert 0.09 <= elapsed < 0.1 + MAX_WAKE_LATENCY_S
+
+
+def test_a_signal_that_does_not_wake_does_not_end_the_wait(waiter: Waiter) -> None:
+    hits: list[int] = []
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        hits.append(signum)
+
+    previous = signal.signal(signal.SIGALRM, handler)
+    try:
+        start = time.monotonic()
+        signal.setitimer(signal.ITIMER_REAL, 0.05)
+        causes = waiter.wait(0.3)
+        elapsed = time.monotonic() - start
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    assert hits == [signal.SIGALRM]
+    assert causes == []
+    assert elapsed >= 0.29
+
+
+def test_wakes_before_wait_are_kept_and_coalesce(waiter: Waiter) -> None:
+    for _ in range(70_000):  # more than a pipe holds: extra wakes must neither block nor raise
+        waiter.wake()
+    start = time.monotonic()
+    assert waiter.wait(LONG_WAIT_S) == ["signal"]
+    assert time.monotonic() - start < MAX_WAKE_LATENCY_S
+    assert waiter.wait(0.05) == [], "the pipe was drained in one go"
+
+
+def test_fired_notifiers_are_consumed_and_reported_once_per_cause(waiter: Waiter) -> None:
+    first, second, quiet = PipeNotifier("first"), PipeNotifier("second"), PipeNotifier("quiet")
+    waiter.set_notifiers([first, second, quiet])
+    first.fire()
+    second.fire()
+    waiter.wake()
+    causes = waiter.wait(LONG_WAIT_S)
+    assert sorted(causes) == ["fake", "signal"]
+    assert sorted(waiter.fired) == ["first", "second"]
+    assert (first.consumed, second.consumed, quiet.consumed) == (1, 1, 0)
+    assert waiter.wait(0) == []
+    assert waiter.fired == ()
+
+
+def test_a_hung_up_notifier_is_reported_once_then_left_out(waiter: Waiter) -> None:
+    broken, healthy = PipeNotifier("broken"), PipeNotifier("healthy")
+    waiter.set_notifiers([broken, healthy])
+    broken.hang_up()
+    assert waiter.wait(LONG_WAIT_S) == ["fake"]
+    assert waiter.broken == (broken,)
+    start = time.monotonic()
+    assert waiter.wait(0.2) == [], "a hung-up descriptor must not make wait spin"
+    assert time.monotonic() - start >= 0.19
+    healthy.fire()
+    assert waiter.wait(LONG_WAIT_S) == ["fake"]
+    assert waiter.fired == ("healthy",)
+    assert waiter.broken == (broken,)
+    waiter.set_notifiers([healthy])
+    assert broken.closed
+    assert len(waiter.broken) == 0, "replacing the notifiers forgets the broken ones"
+
+
+def test_set_notifiers_closes_replaced_ones_and_keeps_reused_ones(waiter: Waiter) -> None:
+    kept, replaced = PipeNotifier("kept"), PipeNotifier("replaced")
+    waiter.set_notifiers([kept, replaced])
+    fresh = PipeNotifier("fresh")
+    waiter.set_notifiers([kept, fresh, fresh])
+    assert replaced.closed and not kept.closed
+    assert waiter.notifiers == (kept, fresh)
+    waiter.close()
+    assert kept.closed and fresh.closed
+    waiter.wake()  # harmless once closed
+    waiter.close()
+    with pytest.raises(ValueError, match="closed"):
+        waiter.wait(0)
+
+
+def test_refreshing_notifiers_a_hundred_times_leaks_no_descriptors(
+    memcg_dir: Path, unified_dir: Path, waiter: Waiter
+) -> None:
+    psi = PsiNotifier(str(unified_dir / "memory.pressure"), PSI_STALL_US, PSI_WINDOW_US)
+    notifiers = MemcgNotifierSet([memory_threshold("1Mi")], memory_root=str(memcg_dir))
+    summary = summary_with(stats_for_level(0, 100 * MI, MI), None)
+    waiter.set_notifiers([psi])
+    before = open_fd_count()
+    replaced: list[MemcgThresholdNotifier] = []
+    for step in range(100):
+        # A fresh notifier by hand as well as the set's, as the loop would for a second threshold.
+        by_hand = MemcgThresholdNotifier(str(memcg_dir), 200 * MI + step, "by hand")
+        assert notifiers.refresh_if_due(summary, now=11.0 * step) == []
+        replaced.extend(notifiers.notifiers)
+        replaced.append(by_hand)
+        waiter.set_notifiers([*notifiers.notifiers, by_hand, psi])
+        assert waiter.wait(0) == []
+    assert open_fd_count() == before + 2, "only the current memcg notifiers are open besides the kept PSI one"
+    assert all(n.closed for n in replaced[:-2])
+    assert not psi.closed
+    waiter.set_notifiers([psi])
+    notifiers.close()
+    assert open_fd_count() == before
+
+
+def test_an_endless_timeout_is_accepted(waiter: Waiter) -> None:
+    waiter.wake()
+    assert waiter.wait(float("inf")) == ["signal"]

@@ -1,0 +1,86 @@
+"""Real small filesystems for tests: a size-limited tmpfs and a loop-mounted ext4 image.
+
+Fixtures (function-scoped, so every test starts from an empty filesystem):
+* ``tmpfs_mount``: a tmpfs of 64 MiB and 2000 inodes, mounted under the test's tmp dir;
+* ``ext4_mount``: a 64 MiB ext4 image with 4096 inodes and no reserved blocks, attached to a loop device
+  and mounted under the test's tmp dir;
+* ``mount_tmpfs_at``: a function mounting a small tmpfs on an existing folder (e.g. a memory-backed
+  emptyDir inside ``ext4_mount``).
+
+Mounting needs root; when it fails the fixture errors (the test fails, it is never skipped). Everything
+mounted is unmounted lazily (``umount -l``, which also detaches submounts) and loop devices are detached in
+finalizers, whatever the test's outcome.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+TMPFS_SIZE = "64m"
+TMPFS_NR_INODES = 2000
+EXT4_IMAGE_SIZE = "64M"
+EXT4_INODES = 4096
+NESTED_TMPFS_SIZE = "8m"
+
+
+def _run(*argv: str) -> str:
+    """Run a command; fail the test (not skip it) with the command's stderr if it does not succeed."""
+    done = subprocess.run(argv, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        pytest.fail(f"{' '.join(argv)} exited {done.returncode}: {done.stderr.strip()}")
+    return done.stdout
+
+
+def _unmount(mountpoint: Path) -> None:
+    # Lazy, so a busy mount still goes; errors ignored because an enclosing lazy unmount may have taken it.
+    subprocess.run(["umount", "-l", str(mountpoint)], capture_output=True, check=False)
+
+
+@pytest.fixture
+def tmpfs_mount(tmp_path: Path) -> Iterator[Path]:
+    """Yield the mount point of a fresh tmpfs (size=64m, nr_inodes=2000)."""
+    mountpoint = tmp_path / "tmpfs"
+    mountpoint.mkdir()
+    _run("mount", "-t", "tmpfs", "-o", f"size={TMPFS_SIZE},nr_inodes={TMPFS_NR_INODES}", "tmpfs", str(mountpoint))
+    try:
+        yield mountpoint
+    finally:
+        _unmount(mountpoint)
+
+
+@pytest.fixture
+def ext4_mount(tmp_path: Path) -> Iterator[Path]:
+    """Yield the mount point of a fresh loop-mounted ext4 (64 MiB, 4096 inodes, no reserved blocks)."""
+    image = tmp_path / "ext4.img"
+    mountpoint = tmp_path / "ext4"
+    mountpoint.mkdir()
+    _run("truncate", "-s", EXT4_IMAGE_SIZE, str(image))
+    _run("mkfs.ext4", "-q", "-F", "-N", str(EXT4_INODES), "-m", "0", str(image))
+    device = _run("losetup", "--find", "--show", str(image)).strip()
+    try:
+        _run("mount", "-t", "ext4", device, str(mountpoint))
+        yield mountpoint
+    finally:
+        _unmount(mountpoint)
+        subprocess.run(["losetup", "-d", device], capture_output=True, check=False)
+
+
+@pytest.fixture
+def mount_tmpfs_at() -> Iterator[Callable[[Path], Path]]:
+    """Yield a function that mounts a small tmpfs on an existing folder and returns that folder."""
+    mounted: list[Path] = []
+
+    def mount(folder: Path) -> Path:
+        _run("mount", "-t", "tmpfs", "-o", f"size={NESTED_TMPFS_SIZE}", "tmpfs", str(folder))
+        mounted.append(folder)
+        return folder
+
+    try:
+        yield mount
+    finally:
+        for folder in reversed(mounted):
+            _unmount(folder)

@@ -1,0 +1,206 @@
+"""The memcg threshold notifier arithmetic (KUBELET_SPEC §13): level, readings, description, refresh cadence.
+
+The two quantity rows are the spec's examples (from the kubelet's memory_threshold_notifier_test.go
+TestUpdateThreshold); the percentage rows are worked out by hand below each row.
+"""
+
+from __future__ import annotations
+
+from types import MappingProxyType
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from evictd.core.errors import SampleError
+from evictd.core.memcg import (
+    NOTIFIER_REFRESH_INTERVAL_S,
+    memcg_notifier_description,
+    memcg_threshold_bytes,
+    memcg_threshold_for_summary,
+    memory_stats_for,
+    notifier_refresh_due,
+)
+from evictd.core.quantity import Quantity
+from evictd.core.signals import Signal
+from evictd.core.summary import ContainerStats, MemoryStats, NodeStats, Summary
+from evictd.core.thresholds import Threshold, ThresholdValue, parse_percentage
+
+KI = 1024
+MI = 1024**2
+GI = 1024**3
+
+
+def quantity_threshold(text: str, signal: Signal = Signal.MEMORY_AVAILABLE, grace_period_s: float = 0.0) -> Threshold:
+    return Threshold(signal=signal, value=ThresholdValue(quantity=Quantity.parse(text)), grace_period_s=grace_period_s)
+
+
+def percentage_threshold(text: str, signal: Signal = Signal.MEMORY_AVAILABLE) -> Threshold:
+    return Threshold(signal=signal, value=ThresholdValue(percentage=parse_percentage(text)))
+
+
+@pytest.mark.parametrize(
+    ("threshold", "available", "working_set", "usage", "expected"),
+    [
+        pytest.param(quantity_threshold("1Gi"), 3 * GI, 1 * GI, 2 * GI, 4 * GI, id="node-quantity-spec-example"),
+        pytest.param(
+            quantity_threshold("1Gi", Signal.ALLOCATABLE_MEMORY_AVAILABLE),
+            4 * GI,
+            1 * GI,
+            3 * GI,
+            6 * GI,
+            id="allocatable-quantity-spec-example",
+        ),
+        # capacity 4Gi, 25% is exactly 1Gi in float32: 4Gi - 1Gi + (2Gi - 1Gi) inactive file.
+        pytest.param(percentage_threshold("25%"), 3 * GI, 1 * GI, 2 * GI, 4 * GI, id="percentage-exact"),
+        # 10% is float32 0.100000001490116...: int(10Gi * that) = 1Gi + 16, so the level is 16 bytes
+        # below 10Gi - 1Gi + 1Gi.
+        pytest.param(
+            percentage_threshold("10%"), 9 * GI, 1 * GI, 2 * GI, 10 * GI - 16, id="percentage-float32-truncated"
+        ),
+        pytest.param(
+            percentage_threshold("10%", Signal.ALLOCATABLE_MEMORY_AVAILABLE),
+            9 * GI,
+            1 * GI,
+            2 * GI,
+            10 * GI - 16,
+            id="allocatable-percentage",
+        ),
+        # No inactive file: the level is exactly where the working set meets capacity - threshold.
+        pytest.param(quantity_threshold("100Mi"), 1 * GI, 1 * GI, 1 * GI, 2 * GI - 100 * MI, id="no-inactive-file"),
+        # 100m is a tenth of a byte: the exact sum 5Gi - 0.1 is rounded up once, like Quantity.Value().
+        pytest.param(quantity_threshold("100m"), 3 * GI, 1 * GI, 2 * GI, 5 * GI, id="sub-byte-quantity-rounds-up"),
+        pytest.param(quantity_threshold("1.5Ki"), 3 * GI, 1 * GI, 2 * GI, 5 * GI - 1536, id="fractional-binary-suffix"),
+        # Threshold bigger than capacity plus inactive file: a negative level the adapter refuses to register.
+        pytest.param(quantity_threshold("1Gi"), 100 * MI, 100 * MI, 100 * MI, 200 * MI - GI, id="negative-level"),
+        # cAdvisor floors the working set at 0, so usage < working set never comes from it; Go's uint64
+        # subtraction cast to int64 then gives the same negative inactive file as plain integers.
+        pytest.param(
+            quantity_threshold("1Mi"), 10 * MI, 5 * MI, 4 * MI, 15 * MI - MI - MI, id="usage-below-working-set"
+        ),
+    ],
+)
+def test_memcg_threshold_bytes(
+    threshold: Threshold, available: int, working_set: int, usage: int, expected: int
+) -> None:
+    assert memcg_threshold_bytes(threshold, available, working_set, usage) == expected
+
+
+@given(
+    available=st.integers(0, 2**40),
+    working_set=st.integers(0, 2**40),
+    inactive=st.integers(0, 2**40),
+    threshold_bytes=st.integers(1, 2**40),
+)
+def test_quantity_level_is_available_plus_usage_minus_threshold(
+    available: int, working_set: int, inactive: int, threshold_bytes: int
+) -> None:
+    # capacity - q + (usage - ws) == available + usage - q: the usage at which available would drop to q.
+    threshold = quantity_threshold(str(threshold_bytes))
+    usage = working_set + inactive
+    assert memcg_threshold_bytes(threshold, available, working_set, usage) == available + usage - threshold_bytes
+
+
+@given(percent=st.integers(1, 99), capacity=st.integers(1, 2**40), working_fraction=st.floats(0, 1))
+def test_percentage_level_never_above_the_exact_share(percent: int, capacity: int, working_fraction: float) -> None:
+    # Truncation can only make the threshold quantity smaller than the float32 share, never larger.
+    working_set = int(capacity * working_fraction)
+    threshold = percentage_threshold(f"{percent}%")
+    level = memcg_threshold_bytes(threshold, capacity - working_set, working_set, working_set)
+    share = capacity * threshold.value.percentage
+    assert capacity - share <= level < capacity - share + 1
+
+
+@pytest.mark.parametrize(
+    ("threshold", "expected"),
+    [
+        pytest.param(quantity_threshold("1Gi"), "hard memory eviction threshold", id="hard-node"),
+        pytest.param(quantity_threshold("1Gi", grace_period_s=30.0), "soft memory eviction threshold", id="soft-node"),
+        pytest.param(
+            quantity_threshold("1Gi", Signal.ALLOCATABLE_MEMORY_AVAILABLE),
+            "hard allocatable memory eviction threshold",
+            id="hard-allocatable",
+        ),
+        pytest.param(
+            quantity_threshold("1Gi", Signal.ALLOCATABLE_MEMORY_AVAILABLE, grace_period_s=1.0),
+            "soft allocatable memory eviction threshold",
+            id="soft-allocatable",
+        ),
+    ],
+)
+def test_memcg_notifier_description(threshold: Threshold, expected: str) -> None:
+    assert memcg_notifier_description(threshold) == expected
+
+
+NODE_MEMORY = MemoryStats(available_bytes=3 * GI, working_set_bytes=1 * GI, usage_bytes=2 * GI)
+PODS_MEMORY = MemoryStats(available_bytes=4 * GI, working_set_bytes=1 * GI, usage_bytes=3 * GI)
+
+
+def summary(
+    node: MemoryStats | None = NODE_MEMORY, pods: MemoryStats | None = PODS_MEMORY, with_pods: bool = True
+) -> Summary:
+    containers = {"pods": ContainerStats(name="pods", memory=pods)} if with_pods else {}
+    return Summary(node=NodeStats(memory=node, system_containers=MappingProxyType(containers)))
+
+
+def test_node_threshold_uses_node_memory_and_allocatable_uses_pods_container() -> None:
+    assert memory_stats_for(quantity_threshold("1Gi"), summary()) == (3 * GI, 1 * GI, 2 * GI)
+    allocatable = quantity_threshold("1Gi", Signal.ALLOCATABLE_MEMORY_AVAILABLE)
+    assert memory_stats_for(allocatable, summary()) == (4 * GI, 1 * GI, 3 * GI)
+    assert memcg_threshold_for_summary(quantity_threshold("1Gi"), summary()) == 4 * GI
+    assert memcg_threshold_for_summary(allocatable, summary()) == 6 * GI
+
+
+def test_allocatable_without_pods_container_is_the_kubelet_error() -> None:
+    allocatable = quantity_threshold("1Gi", Signal.ALLOCATABLE_MEMORY_AVAILABLE)
+    with pytest.raises(SampleError) as caught:
+        memcg_threshold_for_summary(allocatable, summary(with_pods=False))
+    assert caught.value.reason == 'system container "pods" not found in metrics'
+    assert caught.value.source == "summary node.systemContainers[pods].memory"
+    # The node threshold does not need the pods container.
+    assert memcg_threshold_for_summary(quantity_threshold("1Gi"), summary(with_pods=False)) == 4 * GI
+
+
+@pytest.mark.parametrize(
+    ("node", "pods", "signal"),
+    [
+        pytest.param(None, PODS_MEMORY, Signal.MEMORY_AVAILABLE, id="node-memory-missing"),
+        pytest.param(
+            MemoryStats(working_set_bytes=GI, usage_bytes=GI), PODS_MEMORY, Signal.MEMORY_AVAILABLE, id="no-available"
+        ),
+        pytest.param(
+            MemoryStats(available_bytes=GI, usage_bytes=GI), PODS_MEMORY, Signal.MEMORY_AVAILABLE, id="no-working-set"
+        ),
+        pytest.param(
+            MemoryStats(available_bytes=GI, working_set_bytes=GI), PODS_MEMORY, Signal.MEMORY_AVAILABLE, id="no-usage"
+        ),
+        pytest.param(NODE_MEMORY, None, Signal.ALLOCATABLE_MEMORY_AVAILABLE, id="pods-memory-missing"),
+        pytest.param(
+            NODE_MEMORY, MemoryStats(available_bytes=GI), Signal.ALLOCATABLE_MEMORY_AVAILABLE, id="pods-incomplete"
+        ),
+    ],
+)
+def test_incomplete_readings_are_refused(node: MemoryStats | None, pods: MemoryStats | None, signal: Signal) -> None:
+    with pytest.raises(SampleError) as caught:
+        memcg_threshold_for_summary(quantity_threshold("1Gi", signal), summary(node=node, pods=pods))
+    assert caught.value.reason.startswith(
+        "summary was incomplete.  Expected MemoryStats and all subfields to be non-nil, but got "
+    )
+
+
+@pytest.mark.parametrize(
+    ("last", "now", "due"),
+    [
+        pytest.param(None, 0.0, True, id="never-refreshed"),
+        pytest.param(100.0, 105.0, False, id="five-seconds-later"),
+        pytest.param(100.0, 100.0 + NOTIFIER_REFRESH_INTERVAL_S, False, id="exactly-ten-seconds-is-not-enough"),
+        pytest.param(100.0, 110.001, True, id="just-over-ten-seconds"),
+    ],
+)
+def test_notifier_refresh_due(last: float | None, now: float, due: bool) -> None:
+    assert notifier_refresh_due(last, now) is due
+
+
+def test_kilobyte_quantities_are_exact() -> None:
+    # Quantities are binary exact: 4Ki threshold on 1Mi capacity with 1Ki inactive file.
+    assert memcg_threshold_bytes(quantity_threshold("4Ki"), MI - 100 * KI, 100 * KI, 101 * KI) == MI - 4 * KI + KI

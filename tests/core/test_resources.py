@@ -1,0 +1,300 @@
+"""Tests of evictd.core.resources: what a pod requests and limits.
+
+Cases are taken from upstream component-helpers resource helpers_test.go (TestPodRequests,
+TestPodLimits and the pod-level resources cases) and pkg/api/v1/resource helpers_test.go, with the upstream
+case names as ids.
+"""
+
+from __future__ import annotations
+
+import pytest
+from pod_json_builders import Json, ctr, make, q, rl
+
+from evictd.core.pods import Container, FrozenMap, Pod
+from evictd.core.resources import container_request, pod_limit, pod_request
+
+# --- requests (GetResourceRequestQuantity over component-helpers PodRequests) -----------------------------
+
+
+def sidecar(name: str, cpu: str) -> Json:
+    return ctr(name, {"cpu": cpu}, sidecar=True)
+
+
+def init(name: str, cpu: str) -> Json:
+    return ctr(name, {"cpu": cpu})
+
+
+@pytest.mark.parametrize(
+    ("pod", "resource", "expected"),
+    [
+        pytest.param(
+            make([ctr(requests={"cpu": "1"})], [init("i", "4")]),
+            "cpu",
+            "4",
+            id="nil-options-larger-init-container",
+        ),
+        pytest.param(
+            make([ctr("a", {"cpu": "2"}), ctr("b", {"cpu": "3"})], [init("i", "2")]),
+            "cpu",
+            "5",
+            id="nil-options-larger-containers",
+        ),
+        pytest.param(
+            make(
+                [ctr("a", {"cpu": "2"}), ctr("b", {"cpu": "3"})],
+                [init("i", "2")],
+                spec={"overhead": {"cpu": "1", "memory": "1Gi"}},
+            ),
+            "cpu",
+            "6",
+            id="pod-overhead-included",
+        ),
+        pytest.param(
+            make([ctr("a", {"cpu": "2"})], spec={"overhead": {"memory": "1Gi"}}),
+            "memory",
+            "0",
+            id="overhead-not-added-to-zero-request",
+        ),
+        pytest.param(
+            make([ctr("container-1", {"cpu": "1"})], [sidecar("restartable-init-1", "1")]),
+            "cpu",
+            "2",
+            id="restartable-init-container",
+        ),
+        pytest.param(
+            make(
+                [ctr("container-1", {"cpu": "1"})],
+                [init("init-1", "5"), sidecar("r1", "1"), sidecar("r2", "2"), sidecar("r3", "3")],
+            ),
+            "cpu",
+            "7",
+            id="multiple-restartable-init-containers",
+        ),
+        pytest.param(
+            make(
+                [ctr("container-1", {"cpu": "1"})],
+                [
+                    init("init-1", "5"),
+                    sidecar("r1", "1"),
+                    sidecar("r2", "2"),
+                    init("init-2", "5"),
+                    sidecar("r3", "3"),
+                ],
+            ),
+            "cpu",
+            "8",
+            id="multiple-restartable-and-regular-init-containers",
+        ),
+        pytest.param(
+            make([ctr("container-1", {"cpu": "100"})], [sidecar("r1", "10"), init("init-1", "200")]),
+            "cpu",
+            "210",
+            id="restartable-init-init-and-regular",
+        ),
+        pytest.param(
+            make([ctr("a", {"memory": "1Gi"}), ctr("b", {"memory": "512Mi"})]),
+            "memory",
+            "1536Mi",
+            id="sum-keeps-binary-format",
+        ),
+        pytest.param(
+            make([ctr("a", {"memory": "0"}), ctr("b", {"memory": "1Gi"})]),
+            "memory",
+            "1Gi",
+            id="zero-receiver-takes-addend-format",
+        ),
+        pytest.param(make([ctr("a")]), "ephemeral-storage", "0", id="missing-is-zero"),
+        pytest.param(
+            make([ctr("a", {"ephemeral-storage": "1Gi"})], spec={"overhead": {"ephemeral-storage": "1Mi"}}),
+            "ephemeral-storage",
+            "1025Mi",
+            id="overhead-added-to-non-zero",
+        ),
+        pytest.param(
+            make(
+                [ctr("a", {"memory": "1Gi", "ephemeral-storage": "1Gi"})],
+                spec={"resources": {"requests": {"memory": "3Gi"}}},
+            ),
+            "memory",
+            "3Gi",
+            id="pod-level-request-wins",
+        ),
+        pytest.param(
+            make(
+                [ctr("a", {"memory": "1Gi", "ephemeral-storage": "1Gi"})],
+                spec={"resources": {"requests": {"memory": "3Gi"}}},
+            ),
+            "ephemeral-storage",
+            "0",
+            id="pod-level-set-ignores-container-ephemeral-storage",
+        ),
+        pytest.param(
+            make([ctr("a", {"memory": "1Gi"})], spec={"resources": {"limits": {"memory": "3Gi"}}}),
+            "memory",
+            "0",
+            id="pod-level-limits-only-request-zero",
+        ),
+        pytest.param(
+            make([ctr("a", {"memory": "1Gi", "cpu": "1"})], spec={"resources": {"requests": {"memory": "3Gi"}}}),
+            "cpu",
+            "0",
+            id="pod-level-set-other-supported-resource-zero",
+        ),
+        pytest.param(
+            make(
+                [ctr("a", {"ephemeral-storage": "1Gi"})],
+                spec={"resources": {"requests": {"ephemeral-storage": "5Gi"}}},
+            ),
+            "ephemeral-storage",
+            "1Gi",
+            id="pod-level-unsupported-only-uses-containers",
+        ),
+        pytest.param(
+            make(
+                [ctr("a", {"hugepages-2Mi": "2Mi"})],
+                spec={"resources": {"requests": {"hugepages-2Mi": "4Mi"}}},
+            ),
+            "hugepages-2Mi",
+            "4Mi",
+            id="pod-level-hugepages",
+        ),
+        pytest.param(
+            make(
+                [ctr("a", {"memory": "1Gi"})],
+                spec={"resources": {"requests": {"memory": "3Gi"}}, "overhead": {"memory": "1Gi"}},
+            ),
+            "memory",
+            "4Gi",
+            id="pod-level-request-plus-overhead",
+        ),
+    ],
+)
+def test_pod_request(pod: Pod, resource: str, expected: str) -> None:
+    assert str(pod_request(pod, resource)) == expected
+
+
+def test_container_request_missing_is_zero() -> None:
+    container = Container(name="c", requests=FrozenMap({"memory": q("1Gi")}))
+    assert container_request(container, "memory") == q("1Gi")
+    assert container_request(container, "cpu").sign() == 0
+
+
+# --- limits (component-helpers PodLimits, as localStorageEviction uses it) --------------------------------
+
+
+def lim(name: str, cpu: str = "", memory: str = "", *, side: bool = False) -> Json:
+    return ctr(name, limits=rl(cpu, memory), sidecar=side)
+
+
+@pytest.mark.parametrize(
+    ("pod", "resource", "expected"),
+    [
+        pytest.param(make([lim("c", "1")], [lim("i", "4")]), "cpu", "4", id="nil-options-larger-init-container"),
+        pytest.param(make([lim("a", "2"), lim("b", "3")], [lim("i", "2")]), "cpu", "5", id="larger-containers"),
+        pytest.param(
+            make(
+                [lim("a", "2"), lim("b", "3")],
+                [lim("i", "2")],
+                spec={"overhead": {"cpu": "1", "memory": "1Gi"}},
+            ),
+            "cpu",
+            "6",
+            id="pod-overhead-included",
+        ),
+        pytest.param(
+            make([lim("a", "2"), lim("b", "3")], spec={"overhead": {"cpu": "1", "memory": "1Gi"}}),
+            "memory",
+            None,
+            id="overhead-only-on-non-zero-limits",
+        ),
+        pytest.param(make([ctr("a")]), "cpu", None, id="no-limited-containers-no-pod-limit"),
+        pytest.param(make([lim("a", "2", "2Gi"), ctr("b")]), "memory", "2Gi", id="one-limited-one-unlimited"),
+        pytest.param(
+            make([lim("a", "1", "1Gi")], [lim("i", "2", "2Gi"), ctr("j")]),
+            "memory",
+            "2Gi",
+            id="one-limited-one-unlimited-init",
+        ),
+        pytest.param(make([lim("c", "1")], [lim("r1", "1", side=True)]), "cpu", "2", id="restartable-init-container"),
+        pytest.param(
+            make(
+                [lim("c", "1")],
+                [
+                    lim("i1", "5"),
+                    lim("r1", "1", side=True),
+                    lim("r2", "2", side=True),
+                    lim("r3", "3", side=True),
+                ],
+            ),
+            "cpu",
+            "7",
+            id="multiple-restartable-init-containers",
+        ),
+        pytest.param(
+            make(
+                [lim("c", "1")],
+                [
+                    lim("i1", "5"),
+                    lim("r1", "1", side=True),
+                    lim("r2", "2", side=True),
+                    lim("i2", "5"),
+                    lim("r3", "3", side=True),
+                ],
+            ),
+            "cpu",
+            "8",
+            id="multiple-restartable-and-regular-init-containers",
+        ),
+        pytest.param(
+            make([lim("c", "100")], [lim("r1", "10", side=True), lim("i1", "200")]),
+            "cpu",
+            "210",
+            id="restartable-init-init-and-regular",
+        ),
+        pytest.param(
+            make([ctr("a", limits={"ephemeral-storage": "0"})], spec={"overhead": {"ephemeral-storage": "1Gi"}}),
+            "ephemeral-storage",
+            "0",
+            id="zero-limit-is-set-and-gets-no-overhead",
+        ),
+        pytest.param(
+            make(
+                [ctr("a", limits={"ephemeral-storage": "1Gi"}), ctr("b")],
+                spec={"overhead": {"ephemeral-storage": "512Mi"}},
+            ),
+            "ephemeral-storage",
+            "1536Mi",
+            id="ephemeral-storage-plus-overhead",
+        ),
+        pytest.param(
+            make([lim("a", "1", "1Gi")], spec={"resources": {"limits": {"memory": "4Gi"}}}),
+            "memory",
+            "4Gi",
+            id="pod-level-limit-wins",
+        ),
+        pytest.param(
+            make([ctr("a")], spec={"resources": {"limits": {"memory": "4Gi"}}}),
+            "memory",
+            "4Gi",
+            id="pod-level-limit-without-container-limits",
+        ),
+        pytest.param(
+            make([lim("a", "1", "1Gi")], spec={"resources": {"requests": {"memory": "4Gi"}}}),
+            "memory",
+            "1Gi",
+            id="pod-level-requests-only-keep-container-limit",
+        ),
+        pytest.param(
+            make(
+                [ctr("a", limits={"ephemeral-storage": "1Gi"})],
+                spec={"resources": {"limits": {"memory": "4Gi", "ephemeral-storage": "9Gi"}}},
+            ),
+            "ephemeral-storage",
+            "1Gi",
+            id="pod-level-ephemeral-storage-unsupported",
+        ),
+    ],
+)
+def test_pod_limit(pod: Pod, resource: str, expected: str | None) -> None:
+    limit = pod_limit(pod, resource)
+    assert (None if limit is None else str(limit)) == expected

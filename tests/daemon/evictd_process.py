@@ -1,0 +1,138 @@
+"""Running `evictd run` as a real process in tests: configuration files, JSON log events, HTTP probes."""
+
+from __future__ import annotations
+
+import json
+import queue
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+KUBELET_HEADER = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"
+EVICTD_HEADER = "apiVersion: evictd.io/v1alpha1\nkind: EvictdConfiguration\n"
+
+Event = dict[str, Any]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class EvictdProcess:
+    """`evictd run` with JSON logs on a pipe; every log line is parsed into an event as it arrives."""
+
+    def __init__(self, tmp_path: Path, kubelet: str = "", evictd: str = "", args: tuple[str, ...] = ()) -> None:
+        self.port = free_port()
+        config = tmp_path / "evictd.yaml"
+        config.write_text(
+            KUBELET_HEADER + kubelet + "---\n" + EVICTD_HEADER + f"metricsBindAddress: 127.0.0.1:{self.port}\n"
+            "logFormat: json\n" + evictd,
+            encoding="utf-8",
+        )
+        self.events: list[Event] = []
+        self._queue: queue.Queue[Event | None] = queue.Queue()
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "evictd", "run", "--config", str(config), *args],
+            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            try:
+                event = json.loads(line)
+            except json.JSONDecodeError:
+                event = {"event": "unparsed", "line": line}
+            event["_received"] = time.time()
+            self._queue.put(event)
+        self._queue.put(None)
+
+    def wait_for(self, predicate: Callable[[Event], bool], timeout: float = 20.0) -> Event:
+        """Return the first event (old or new) matching `predicate`; fail after `timeout` seconds."""
+        for event in self.events:
+            if predicate(event):
+                return event
+        deadline = time.monotonic() + timeout
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise AssertionError(f"no matching event within {timeout}s; got: {self.events[-15:]}")
+            try:
+                event = self._queue.get(timeout=remaining)
+            except queue.Empty:
+                continue
+            if event is None:
+                raise AssertionError(f"evictd exited ({self.process.wait()}); stderr: {self.stderr()}; "
+                                     f"events: {self.events[-15:]}")
+            self.events.append(event)
+            if predicate(event):
+                return event
+
+    def wait_event(self, name: str, timeout: float = 20.0, **fields: Any) -> Event:
+        return self.wait_for(lambda e: e.get("event") == name and all(e.get(k) == v for k, v in fields.items()),
+                             timeout)
+
+    def http(self, path: str) -> tuple[int, str]:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}{path}", timeout=5) as response:
+                return response.status, response.read().decode()
+        except urllib.error.HTTPError as exc:
+            return exc.code, exc.read().decode()
+
+    def metric(self, name: str, **labels: str) -> float:
+        """Return one sample of the /metrics page."""
+        wanted = name + ("{" + ",".join(f'{k}="{v}"' for k, v in sorted(labels.items())) + "}" if labels else "")
+        _, page = self.http("/metrics")
+        for line in page.splitlines():
+            if line.startswith(wanted + " "):
+                return float(line.split()[-1])
+        raise AssertionError(f"{wanted} not in /metrics")
+
+    def stop(self, timeout: float = 15.0) -> int:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+        code = self.process.wait(timeout=timeout)
+        self._reader.join(timeout=5)
+        while not self._queue.empty():
+            event = self._queue.get()
+            if event is not None:
+                self.events.append(event)
+        return code
+
+    def stderr(self) -> str:
+        return self.process.stderr.read() if self.process.stderr and self.process.poll() is not None else ""
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+
+
+def mem_available_bytes() -> int:
+    """MemTotal minus the root memory cgroup's working set: the node's memory.available right now."""
+    with open("/proc/meminfo", encoding="ascii") as handle:
+        total = next(int(line.split()[1]) * 1024 for line in handle if line.startswith("MemTotal:"))
+    usage = int(Path("/sys/fs/cgroup/memory/memory.usage_in_bytes").read_text())
+    stat = Path("/sys/fs/cgroup/memory/memory.stat").read_text().split("\n")
+    inactive = next(int(line.split()[1]) for line in stat if line.startswith("total_inactive_file "))
+    return total - max(usage - inactive, 0)
+
+
+def pid_available() -> int:
+    limits = [int(Path(f"/proc/sys/kernel/{name}").read_text()) for name in ("pid_max", "threads-max")]
+    tasks = int(Path("/proc/loadavg").read_text().split()[3].split("/")[1])
+    return min(limits) - tasks
+

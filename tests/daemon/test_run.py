@@ -1,0 +1,203 @@
+"""`evictd run` as a user runs it, on this machine's real memory, filesystems, PIDs and terminal."""
+
+from __future__ import annotations
+
+import os
+import pty
+import select
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from evictd_process import ROOT, EvictdProcess, mem_available_bytes, pid_available
+
+GiB = 1 << 30
+
+
+@pytest.fixture
+def evictd_processes() -> Iterator[list[EvictdProcess]]:
+    started: list[EvictdProcess] = []
+    yield started
+    for process in started:
+        process.kill()
+
+
+def test_runs_cycles_and_exits_zero(tmp_path: Path, evictd_processes: list[EvictdProcess]) -> None:
+    process = EvictdProcess(tmp_path, evictd="housekeepingInterval: 200ms\n", args=("--cycles", "3"))
+    evictd_processes.append(process)
+    assert process.process.wait(timeout=30) == 0
+    stopped = process.wait_event("evictd stopped")
+    assert stopped["cycles"] == 3
+    started = process.wait_event("evictd started")
+    assert started["dry_run"] is True and started["interval_s"] == 0.2
+
+
+def test_sigterm_finishes_the_cycle_and_exits_zero(tmp_path: Path, evictd_processes: list[EvictdProcess]) -> None:
+    process = EvictdProcess(tmp_path, evictd="housekeepingInterval: 1h\n")
+    evictd_processes.append(process)
+    process.wait_event("evictd started")
+    deadline = time.monotonic() + 10
+    while process.http("/healthz") != (200, "ok"):
+        assert time.monotonic() < deadline, "healthz never became ok"
+        time.sleep(0.05)
+    sent = time.monotonic()
+    assert process.stop() == 0
+    assert time.monotonic() - sent < 3, "the sleep between cycles must be cut short by SIGTERM"
+    assert process.wait_event("shutting down")["reason"] == "SIGTERM"
+    assert process.wait_event("evictd stopped")["cycles"] == 1
+
+
+def test_metrics_and_health(tmp_path: Path, evictd_processes: list[EvictdProcess]) -> None:
+    process = EvictdProcess(tmp_path, kubelet="evictionHard: {memory.available: 1Gi, nodefs.available: 1%}\n",
+                            evictd="housekeepingInterval: 100ms\n")
+    evictd_processes.append(process)
+    process.wait_event("evictd started")
+    deadline = time.monotonic() + 10
+    while process.metric("evictd_cycles_total") < 3:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    assert process.http("/healthz") == (200, "ok")
+    available = process.metric("evictd_signal_available", signal="memory.available")
+    assert abs(available - mem_available_bytes()) < 512 << 20
+    assert process.metric("evictd_threshold", kind="hard", signal="memory.available") == GiB
+    assert process.metric("evictd_signal_capacity", signal="nodefs.available") > 0
+    assert process.metric("evictd_node_condition", condition="MemoryPressure") == 0
+    assert process.metric("evictd_cycle_duration_seconds_count") >= 3
+    assert process.metric("evictd_wakeups_total", cause="timer") >= 2
+    assert process.http("/nothing")[0] == 404
+    assert process.stop() == 0
+
+
+def allocate(size: int) -> subprocess.Popen[str]:
+    """Start a process that fills `size` bytes (every page touched), prints the time, and holds them."""
+    code = ("import sys, time\n"
+            f"block = b'\\x01' * {size}\n"
+            "print(time.time(), flush=True)\n"
+            "sys.stdin.read()\n")
+    return subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+
+
+def test_a_real_memory_crossing_wakes_the_loop_and_the_decision_follows(
+    tmp_path: Path, evictd_processes: list[EvictdProcess]
+) -> None:
+    # The loop sleeps an hour between ticks: only a memcg wake-up can bring the decision this soon.
+    threshold = mem_available_bytes() - 3 * GiB
+    process = EvictdProcess(tmp_path, kubelet=f"evictionHard: {{memory.available: '{threshold}'}}\n"
+                            "evictionPressureTransitionPeriod: 1s\n",
+                            evictd="housekeepingInterval: 1h\npsiWakeups: false\n")
+    evictd_processes.append(process)
+    process.wait_event("evictd started")
+    time.sleep(0.5)  # let the first cycle arm the notifiers
+    hog = allocate(5 * GiB)
+    try:
+        assert hog.stdout is not None
+        filled_at = float(hog.stdout.readline())
+        met = process.wait_event("threshold met", timeout=10)
+        assert met["threshold"].startswith("memory.available<")
+        assert met["_received"] - filled_at < 1.0
+        assert process.wait_event("node conditions changed")["conditions"] == ["MemoryPressure"]
+        assert process.metric("evictd_wakeups_total", cause="memcg") >= 1
+    finally:
+        hog.kill()
+        hog.wait()
+    freed_at = time.time()
+    gone = process.wait_event("threshold no longer met", timeout=10)
+    assert gone["_received"] - freed_at < 2.0, "the downward crossing wakes the loop too"
+    assert process.stop() == 0
+
+
+def test_nodefs_bytes_and_inodes_on_a_real_ext4(
+    tmp_path: Path, ext4_mount: Path, evictd_processes: list[EvictdProcess]
+) -> None:
+    root = ext4_mount / "kubelet"
+    root.mkdir()
+    process = EvictdProcess(
+        tmp_path,
+        kubelet="evictionHard: {nodefs.available: 50%, nodefs.inodesFree: 50%}\n",
+        evictd=f"housekeepingInterval: 100ms\nkubeletRootDir: {root}\nimageFsPath: {root}\n"
+               f"containerFsPath: {root}\npodLogsDir: {tmp_path / 'logs'}\n",
+    )
+    evictd_processes.append(process)
+    process.wait_event("evictd started")
+    (root / "big").write_bytes(b"\0" * (40 << 20))  # 40 of 64 MiB
+    met = process.wait_event("threshold met", timeout=10)
+    assert met["threshold"] == "nodefs.available<50% (hard)"
+    assert process.wait_event("node conditions changed")["conditions"] == ["DiskPressure"]
+    for index in range(2500):  # 4096 inodes in all
+        (root / f"f{index}").touch()
+    inodes = process.wait_for(lambda e: e.get("event") == "threshold met"
+                              and e["threshold"] == "nodefs.inodesFree<50% (hard)", timeout=10)
+    assert int(inodes["available"]) < 2048
+    assert process.stop() == 0
+
+
+def test_pid_pressure_from_real_tasks_in_a_pids_cgroup(
+    tmp_path: Path, evictd_processes: list[EvictdProcess]
+) -> None:
+    cgroup = Path("/sys/fs/cgroup/pids") / f"evictd-test-{uuid.uuid4().hex[:8]}"
+    cgroup.mkdir()
+    (cgroup / "pids.max").write_text("1200")  # a safety net: the test can never exhaust the machine
+    threshold = pid_available() - 400
+    process = EvictdProcess(tmp_path, kubelet=f"evictionHard: {{pid.available: '{threshold}'}}\n",
+                            evictd="housekeepingInterval: 100ms\n")
+    evictd_processes.append(process)
+    code = ("import os, sys, threading\n"
+            f"open('{cgroup}/cgroup.procs', 'w').write(str(os.getpid()))\n"
+            "stop = threading.Event()\n"
+            "threads = [threading.Thread(target=stop.wait) for _ in range(800)]\n"
+            "[t.start() for t in threads]\n"
+            "print('ready', flush=True)\n"
+            "sys.stdin.read(); stop.set()\n")
+    spawner = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                               text=True)
+    try:
+        process.wait_event("evictd started")
+        assert spawner.stdout is not None and spawner.stdout.readline().strip() == "ready"
+        met = process.wait_event("threshold met", timeout=10)
+        assert met["threshold"].startswith("pid.available<")
+        assert process.wait_event("node conditions changed")["conditions"] == ["PIDPressure"]
+    finally:
+        spawner.kill()
+        spawner.wait()
+        for _ in range(50):
+            try:
+                cgroup.rmdir()
+                break
+            except OSError:
+                time.sleep(0.1)
+    assert process.stop() == 0
+
+
+def test_live_view_on_a_terminal(tmp_path: Path) -> None:
+    config = tmp_path / "k.yaml"
+    config.write_text("apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"
+                      "evictionSoft: {memory.available: 1Ti}\nevictionSoftGracePeriod: {memory.available: 1h}\n"
+                      "---\napiVersion: evictd.io/v1alpha1\nkind: EvictdConfiguration\nmetricsBindAddress: 127.0.0.1:0\n")
+    controller, terminal = pty.openpty()
+    child = subprocess.Popen([sys.executable, "-m", "evictd", "run", "--config", str(config), "--cycles", "2"],
+                             cwd=ROOT, stdin=terminal, stdout=terminal, stderr=terminal)
+    os.close(terminal)
+    screen = b""
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and b"cycle 2" not in screen:
+            ready, _, _ = select.select([controller], [], [], 0.5)
+            if ready:
+                try:
+                    screen += os.read(controller, 65536)
+                except OSError:
+                    break
+        assert child.wait(timeout=30) == 0
+    finally:
+        child.kill()
+        os.close(controller)
+    text = screen.decode(errors="replace")
+    assert "SIGNAL" in text and "AVAILABLE" in text and "THRESHOLDS" in text
+    assert "memory.available" in text and "soft 1024.0 GiB" in text
+    assert "MemoryPressure" in text and "grace 0/3600s" in text
+    assert "\x1b[H\x1b[2J" in text, "the view is redrawn in place"
+    assert '{"event"' not in text, "no JSON lines on a terminal"

@@ -1,0 +1,69 @@
+"""Loading configuration files: document kinds, layering, EvictdConfiguration, settings taken from the kubelet."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from evictd.config import EvictdSettings, load_configuration
+from evictd.core.errors import ConfigError
+
+KUBELET = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"
+EVICTD = "apiVersion: evictd.io/v1alpha1\nkind: EvictdConfiguration\n"
+
+
+def write(tmp_path: Path, name: str, text: str) -> str:
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    return str(path)
+
+
+def test_no_file_means_all_defaults() -> None:
+    configuration = load_configuration([])
+    assert configuration.evictd == EvictdSettings()
+    assert str(configuration.thresholds[0].signal) == "memory.available"
+
+
+def test_cgroup_and_log_settings_come_from_the_kubelet_unless_evictd_overrides(tmp_path: Path) -> None:
+    kubelet = write(tmp_path, "k.yaml", KUBELET + "cgroupDriver: systemd\ncgroupRoot: /custom\npodLogsDir: /logs\n")
+    inherited = load_configuration([kubelet]).evictd
+    assert (inherited.cgroup_driver, inherited.cgroup_root, inherited.pod_logs_dir) == ("systemd", "/custom", "/logs")
+    own = write(tmp_path, "e.yaml", EVICTD + "cgroupDriver: cgroupfs\n")
+    overridden = load_configuration([kubelet, own]).evictd
+    assert (overridden.cgroup_driver, overridden.cgroup_root) == ("cgroupfs", "/custom")
+
+
+def test_one_stream_may_hold_both_kinds(tmp_path: Path) -> None:
+    both = write(tmp_path, "both.yaml", KUBELET + "evictionHard: {pid.available: 1k}\n---\n" + EVICTD
+                 + "housekeepingInterval: 500ms\ndryRun: true\npsiWindow: 4s\n")
+    configuration = load_configuration([both])
+    assert [str(t.signal) for t in configuration.thresholds] == ["pid.available"]
+    assert configuration.evictd.housekeeping_interval_s == 0.5
+    assert configuration.evictd.dry_run is True and configuration.evictd.psi_window_s == 4
+
+
+@pytest.mark.parametrize(
+    ("text", "key"),
+    [
+        (EVICTD + "dryRun: 'yes'\n", "dryRun"),
+        (EVICTD + "statsSource: cadvisor\n", "statsSource"),
+        (EVICTD + "logFormat: xml\n", "logFormat"),
+        (EVICTD + "nodeName: 5\n", "nodeName"),
+        (KUBELET + "cgroupDriver: docker\n", "cgroupDriver"),
+        ("apiVersion: v1\nkind: ConfigMap\n", "kind"),
+    ],
+    ids=["bool", "stats-source", "log-format", "string", "inherited-driver", "other-kind"],
+)
+def test_bad_documents_name_the_key(tmp_path: Path, text: str, key: str) -> None:
+    path = write(tmp_path, "bad.yaml", text)
+    with pytest.raises(ConfigError) as exc:
+        load_configuration([path])
+    assert exc.value.key is not None and key in exc.value.key
+
+
+def test_a_document_that_is_not_a_mapping_names_the_file(tmp_path: Path) -> None:
+    path = write(tmp_path, "list.yaml", "- a\n- b\n")
+    with pytest.raises(ConfigError, match="must be a mapping") as exc:
+        load_configuration([path])
+    assert path in str(exc.value)

@@ -4,7 +4,17 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test lint check-config clean
+.PHONY: run test lint check-config system-deps clean
+
+# Debian packages the real-component tests need: a real containerd with runc, and a static busybox to build
+# images from. Installed only when missing (CI machines start empty).
+SYSTEM_BINARIES := containerd runc busybox ctr
+system-deps:
+	@missing=""; for b in $(SYSTEM_BINARIES); do command -v $$b >/dev/null 2>&1 || missing="$$missing $$b"; done; \
+	if [ -n "$$missing" ]; then \
+		echo "installing containerd, runc, busybox-static (missing:$$missing)"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq containerd runc busybox-static >/dev/null; \
+	fi
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -16,7 +26,7 @@ $(STAMP): pyproject.toml
 run: $(STAMP)
 	$(BIN)/evictd run --config config/kubelet-config.yaml
 
-test: $(STAMP)
+test: $(STAMP) system-deps
 	$(BIN)/python -m pytest -q
 	$(BIN)/ruff check src tests
 	$(BIN)/mypy

@@ -25,8 +25,10 @@ from evictd.core.kubelet_config import (
     KUBELET_API_VERSION,
     KUBELET_KIND,
     EvictionSettings,
+    ImageGCSettings,
     apply_flags,
     eviction_settings,
+    image_gc_settings,
     merge_documents,
 )
 from evictd.core.thresholds import Threshold
@@ -90,6 +92,23 @@ class EvictdSettings:
     shutdown_timeout_s: float = field(default=15.0, metadata={"yaml": "shutdownTimeout"})
     # "auto": JSON lines when stdout is not a terminal (journald, DaemonSet logs), a live view otherwise.
     log_format: str = field(default="auto", metadata={"yaml": "logFormat"})
+    # The kubelet's dead-container policy (its --minimum-container-ttl-duration,
+    # --maximum-dead-containers-per-container and --maximum-dead-containers flags, with their defaults).
+    container_gc_min_age_s: float = field(
+        default=0.0, metadata={"yaml": "minimumContainerTTLDuration", "allow_zero": True}
+    )
+    max_dead_containers_per_container: int = field(default=1, metadata={"yaml": "maximumDeadContainersPerContainer"})
+    max_dead_containers: int = field(default=-1, metadata={"yaml": "maximumDeadContainers"})
+    # How often the kubelet-style periodic garbage collection runs (the kubelet's ContainerGCPeriod and
+    # ImageGCPeriod constants).
+    container_gc_period_s: float = field(default=60.0, metadata={"yaml": "containerGCPeriod"})
+    image_gc_period_s: float = field(default=300.0, metadata={"yaml": "imageGCPeriod"})
+    # Images never deleted by any GC path: references or shell patterns (e.g. images loaded by hand with
+    # `ctr import` / `docker load`, which the kubelet would delete as soon as they look unused).
+    protected_images: tuple[str, ...] = field(default=(), metadata={"yaml": "protectedImages"})
+    # Whether node-level reclaim under disk pressure may delete images (the kubelet always does); with false,
+    # image GC runs only periodically, and disk pressure goes from container GC straight to evictions.
+    image_gc_during_eviction: bool = field(default=True, metadata={"yaml": "imageGCDuringEviction"})
 
 
 _CHOICES: Mapping[str, tuple[str, ...]] = {
@@ -106,14 +125,23 @@ class Configuration:
     eviction: EvictionSettings
     evictd: EvictdSettings
     thresholds: tuple[Threshold, ...]
+    image_gc: ImageGCSettings = field(default_factory=ImageGCSettings)
 
 
-def _decode_setting(name: str, yaml_name: str, default: object, value: object) -> object:
+def _decode_setting(name: str, yaml_name: str, default: object, value: object, allow_zero: bool) -> object:
     """Return `value` decoded to the type of `default`, or raise ConfigError at `yaml_name`."""
     if isinstance(default, bool):
         if not isinstance(value, bool):
             raise ConfigError("must be true or false", key=yaml_name, value=value)
         return value
+    if isinstance(default, int):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError("must be an integer", key=yaml_name, value=value)
+        return value
+    if isinstance(default, tuple):
+        if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+            raise ConfigError("must be a list of strings", key=yaml_name, value=value)
+        return tuple(value)
     if isinstance(default, float):
         # Durations are Go duration strings, as in KubeletConfiguration ("10s", "500ms").
         if not isinstance(value, str):
@@ -122,7 +150,7 @@ def _decode_setting(name: str, yaml_name: str, default: object, value: object) -
             seconds = parse_go_duration(value)
         except DurationError as exc:
             raise exc.at(yaml_name, value) from None
-        if seconds <= 0:
+        if seconds < 0 or (seconds == 0 and not allow_zero):
             raise ConfigError("must be a positive duration", key=yaml_name, value=value)
         return seconds
     if not isinstance(value, str):
@@ -154,7 +182,9 @@ def evictd_settings(document: Mapping[str, object], kubelet: Mapping[str, object
         setting = by_yaml.get(key)
         if setting is None:
             raise ConfigError(f"unknown field in {EVICTD_KIND}", key=key, value=value)
-        changes[setting.name] = _decode_setting(setting.name, key, getattr(settings, setting.name), value)
+        changes[setting.name] = _decode_setting(
+            setting.name, key, getattr(settings, setting.name), value, setting.metadata.get("allow_zero", False)
+        )
     return replace(settings, **changes)
 
 
@@ -219,13 +249,15 @@ def load_configuration(paths: Sequence[str], flags: Sequence[tuple[str, str]] = 
             kind = classify_document(document, where)
             (kubelet_docs if kind == KUBELET_KIND else evictd_docs).append(document)
     try:
-        eviction = eviction_settings(merge_documents(kubelet_docs))
+        kubelet = merge_documents(kubelet_docs)
+        eviction = eviction_settings(kubelet)
+        image_gc = image_gc_settings(kubelet)
     except ConfigError as exc:
         raise _located(exc, KUBELET_KIND) from None
     eviction = apply_flags(eviction, flags)
     try:
-        own = evictd_settings(merge_documents(evictd_docs), merge_documents(kubelet_docs))
+        own = evictd_settings(merge_documents(evictd_docs), kubelet)
     except ConfigError as exc:
         raise _located(exc, EVICTD_KIND) from None
     thresholds = tuple(eviction.thresholds())
-    return Configuration(eviction=eviction, evictd=own, thresholds=thresholds)
+    return Configuration(eviction=eviction, evictd=own, thresholds=thresholds, image_gc=image_gc)

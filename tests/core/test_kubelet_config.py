@@ -12,8 +12,10 @@ from evictd.core.errors import ConfigError
 from evictd.core.kubelet_config import (
     DEFAULT_EVICTION_HARD,
     EvictionSettings,
+    ImageGCSettings,
     apply_flags,
     eviction_settings,
+    image_gc_settings,
     merge_documents,
 )
 
@@ -198,3 +200,37 @@ def test_decoding_raises_only_config_errors(document: dict[str, object]) -> None
 def test_flags_raise_only_config_errors(flags: list[tuple[str, str]]) -> None:
     with contextlib.suppress(ConfigError):  # any other exception fails the test
         apply_flags(EvictionSettings(), flags).thresholds()
+
+
+# --- image garbage collection settings -------------------------------------------------------------------
+
+def test_image_gc_defaults_and_values() -> None:
+    assert image_gc_settings({}) == ImageGCSettings(85, 80, 120.0, 0.0)
+    assert image_gc_settings({"imageGCHighThresholdPercent": 90, "imageGCLowThresholdPercent": 50,
+                              "imageMinimumGCAge": "5m", "imageMaximumGCAge": "168h"}) == ImageGCSettings(
+        90, 50, 300.0, 604800.0)
+
+
+@pytest.mark.parametrize(
+    ("document", "key", "reason"),
+    [
+        ({"imageGCHighThresholdPercent": 101}, "imageGCHighThresholdPercent",
+         "invalid configuration: imageGCHighThresholdPercent (--image-gc-high-threshold) 101 must be between 0 and "
+         "100, inclusive"),
+        ({"imageGCLowThresholdPercent": 85}, "imageGCLowThresholdPercent",
+         "invalid configuration: imageGCLowThresholdPercent (--image-gc-low-threshold) 85 must be less than "
+         "imageGCHighThresholdPercent (--image-gc-high-threshold) 85"),
+        ({"imageMinimumGCAge": "-1m"}, "imageMinimumGCAge",
+         "invalid configuration: imageMinimumGCAge -1m must not be negative"),
+        ({"imageMaximumGCAge": "1m"}, "imageMaximumGCAge",
+         "invalid configuration: imageMaximumGCAge 1m0s must be greater than imageMinimumGCAge 2m0s"),
+        ({"imageGCHighThresholdPercent": "90"}, "imageGCHighThresholdPercent",
+         "json: cannot unmarshal string into Go struct field KubeletConfiguration.imageGCHighThresholdPercent of "
+         "type int32"),
+    ],
+    ids=["high-over-100", "low-not-below-high", "negative-min-age", "max-not-above-min", "string-percent"],
+)
+def test_image_gc_validation(document: dict[str, object], key: str, reason: str) -> None:
+    with pytest.raises(ConfigError) as exc:
+        image_gc_settings(document)
+    assert (exc.value.key, exc.value.reason) == (key, reason)

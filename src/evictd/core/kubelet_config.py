@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from evictd.core.duration import parse_go_duration
+from evictd.core.duration import format_go_duration, parse_go_duration
 from evictd.core.errors import ConfigError, DurationError
 from evictd.core.thresholds import Threshold, parse_threshold_config
 
@@ -221,6 +221,68 @@ def eviction_settings(document: Mapping[str, object]) -> EvictionSettings:
             changes[attribute] = decode(name, value)
     settings = replace(settings, **changes)
     _validate_enforce_node_allocatable(settings.enforce_node_allocatable)
+    return settings
+
+
+# --- image garbage collection (read from the same KubeletConfiguration) ---------------------------------
+
+DEFAULT_IMAGE_GC_HIGH_PERCENT = 85
+DEFAULT_IMAGE_GC_LOW_PERCENT = 80
+DEFAULT_IMAGE_MINIMUM_GC_AGE_S = 120.0
+DEFAULT_IMAGE_MAXIMUM_GC_AGE_S = 0.0  # 0 disables age-based image GC
+
+
+@dataclass(frozen=True, slots=True)
+class ImageGCSettings:
+    """The kubelet's image garbage-collection settings (v1beta1 defaults: 85 %, 80 %, 2m, 0)."""
+
+    high_threshold_percent: int = DEFAULT_IMAGE_GC_HIGH_PERCENT
+    low_threshold_percent: int = DEFAULT_IMAGE_GC_LOW_PERCENT
+    minimum_gc_age_s: float = DEFAULT_IMAGE_MINIMUM_GC_AGE_S
+    maximum_gc_age_s: float = DEFAULT_IMAGE_MAXIMUM_GC_AGE_S
+
+
+def image_gc_settings(document: Mapping[str, object]) -> ImageGCSettings:
+    """Return the image GC settings of a (merged) KubeletConfiguration, validated as the kubelet does."""
+    high = document.get("imageGCHighThresholdPercent")
+    low = document.get("imageGCLowThresholdPercent")
+    min_age = document.get("imageMinimumGCAge")
+    max_age = document.get("imageMaximumGCAge")
+    settings = ImageGCSettings(
+        high_threshold_percent=_int32("imageGCHighThresholdPercent", high) if high is not None
+        else DEFAULT_IMAGE_GC_HIGH_PERCENT,
+        low_threshold_percent=_int32("imageGCLowThresholdPercent", low) if low is not None
+        else DEFAULT_IMAGE_GC_LOW_PERCENT,
+        minimum_gc_age_s=_duration_s("imageMinimumGCAge", min_age) if min_age is not None
+        else DEFAULT_IMAGE_MINIMUM_GC_AGE_S,
+        maximum_gc_age_s=_duration_s("imageMaximumGCAge", max_age) if max_age is not None
+        else DEFAULT_IMAGE_MAXIMUM_GC_AGE_S,
+    )
+    checks = (
+        (not 0 <= settings.high_threshold_percent <= 100, "imageGCHighThresholdPercent",
+         settings.high_threshold_percent,
+         f"invalid configuration: imageGCHighThresholdPercent (--image-gc-high-threshold) "
+         f"{settings.high_threshold_percent} must be between 0 and 100, inclusive"),
+        (not 0 <= settings.low_threshold_percent <= 100, "imageGCLowThresholdPercent",
+         settings.low_threshold_percent,
+         f"invalid configuration: imageGCLowThresholdPercent (--image-gc-low-threshold) "
+         f"{settings.low_threshold_percent} must be between 0 and 100, inclusive"),
+        (settings.low_threshold_percent >= settings.high_threshold_percent, "imageGCLowThresholdPercent",
+         settings.low_threshold_percent,
+         f"invalid configuration: imageGCLowThresholdPercent (--image-gc-low-threshold) "
+         f"{settings.low_threshold_percent} must be less than imageGCHighThresholdPercent "
+         f"(--image-gc-high-threshold) {settings.high_threshold_percent}"),
+        (settings.minimum_gc_age_s < 0, "imageMinimumGCAge", min_age,
+         f"invalid configuration: imageMinimumGCAge {min_age} must not be negative"),
+        (settings.maximum_gc_age_s < 0, "imageMaximumGCAge", max_age,
+         f"invalid configuration: imageMaximumGCAge {max_age} must not be negative"),
+        (0 < settings.maximum_gc_age_s <= settings.minimum_gc_age_s, "imageMaximumGCAge", max_age,
+         f"invalid configuration: imageMaximumGCAge {format_go_duration(settings.maximum_gc_age_s)} must be "
+         f"greater than imageMinimumGCAge {format_go_duration(settings.minimum_gc_age_s)}"),
+    )
+    for failed, key, value, reason in checks:
+        if failed:
+            raise ConfigError(reason, key=key, value=value)
     return settings
 
 

@@ -1,8 +1,9 @@
 """The composition root of `evictd run`: every dependency of the daemon, built from the configuration.
 
-Nothing else in evictd decides which adapter serves which role. Today the daemon observes the node and
-decides, but has nothing to act through (the container runtime and the Kubernetes API adapters come later):
-node-level reclaim and evictions are therefore reported, not carried out, exactly as in dry-run.
+Nothing else in evictd decides which adapter serves which role. With a Kubernetes API (a kubeconfig, or the
+in-cluster service account inside a pod) pods come from a watch, evictions go through the API and node
+conditions, taints and events are written; without one, pods are discovered from the node and every decision
+is reported only, as in dry-run. In dry-run nothing is written anywhere: what would be is logged and counted.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import os
 import socket
 import sys
 from dataclasses import dataclass
-from typing import TextIO
+from typing import Any, TextIO
 
 import structlog
 
@@ -28,17 +29,32 @@ from evictd.adapters.notifiers import (
     PsiNotifier,
     Waiter,
 )
-from evictd.config import Configuration
+from evictd.config import Configuration, EvictdSettings
 from evictd.core.engine import EngineConfig, Eviction, ReclaimAction
-from evictd.core.errors import ConfigError, SampleError
+from evictd.core.errors import ConfigError, KubeError, SampleError
+from evictd.core.node_status import ConditionMode
 from evictd.core.signals import FsLayout
 from evictd.core.summary import SYSTEM_CONTAINER_PODS
 from evictd.daemon import Daemon
 from evictd.http_endpoint import Health, HttpEndpoint
+from evictd.kube.client import build_api_client
+from evictd.kube.cluster import ClusterSync, EvictablePods
+from evictd.kube.events import EventRecorder
+from evictd.kube.evictor import KubePodEvictor
+from evictd.kube.journal import EvictionJournal
+from evictd.kube.node_writer import NodeStatusWriter
+from evictd.kube.pod_watch import PodWatcher
 from evictd.logging_setup import configure_logging, resolve_format
-from evictd.manager import CycleReport, EvictionManager, StatsSource
+from evictd.manager import CycleReport, EvictionManager, PodEvictor, PodSource, StatsSource
+from evictd.metrics import Metrics
 
 MICROSECONDS = 1_000_000
+NODE_NAME_ENV = "EVICTD_NODE_NAME"
+# Set in every pod by the kubelet: evictd then uses the in-cluster service account.
+IN_CLUSTER_ENV = "KUBERNETES_SERVICE_HOST"
+JOURNAL_FILE = "evictions.json"
+# How long start-up waits for the first pod list before running cycles anyway (they evict nobody until then).
+POD_SYNC_WAIT_S = 10.0
 
 
 class MonotonicClock:
@@ -68,7 +84,7 @@ class ReportOnlyReclaimer:
 
 
 class ReportOnlyEvictor:
-    """Evictions without the Kubernetes API: decided and reported, not carried out."""
+    """Evictions not carried out (no Kubernetes API, or dry-run): decided and reported only."""
 
     def evict(self, eviction: Eviction) -> None:
         return None
@@ -109,7 +125,7 @@ def _psi_notifiers(config: Configuration, log: structlog.typing.FilteringBoundLo
         return ()
 
 
-def build_stats_source(config: Configuration, cgroups: CgroupReader, pods: DiscoveredPods,
+def build_stats_source(config: Configuration, cgroups: CgroupReader, pods: PodSource,
                        node_name: str) -> StatsSource:
     """Return the configured stats source: the node itself, or the kubelet's Summary API."""
     settings = config.evictd
@@ -130,6 +146,44 @@ def build_stats_source(config: Configuration, cgroups: CgroupReader, pods: Disco
     )
 
 
+@dataclass
+class ClusterParts:
+    """The Kubernetes side of the daemon, when an API is configured."""
+
+    pods: EvictablePods
+    evictor: PodEvictor
+    sync: ClusterSync
+    watcher: PodWatcher
+
+
+def api_configured(settings: EvictdSettings) -> bool:
+    """True when evictd should talk to a Kubernetes API: a kubeconfig, or running inside a pod."""
+    return bool(settings.kubeconfig or os.environ.get(IN_CLUSTER_ENV))
+
+
+def build_cluster(config: Configuration, node_name: str, metrics: Metrics, log: Any, dry_run: bool) -> ClusterParts:
+    """Build the pod watch, the journaled evictor, the node status writer and the event recorder."""
+    settings = config.evictd
+    api_client = build_api_client(settings.kubeconfig)
+
+    def api_error(error: KubeError) -> None:
+        metrics.api_errors.labels(error.verb).inc()
+
+    watcher = PodWatcher(api_client, node_name, on_error=api_error)
+    watcher.start()
+    if not watcher.wait_synced(POD_SYNC_WAIT_S):
+        log.warning("pod list not synced yet; no pod is evicted until it is", error=str(watcher.last_error))
+    journal = EvictionJournal(None if dry_run else os.path.join(settings.state_dir, JOURNAL_FILE))
+    events = EventRecorder(api_client, node_name, dry_run=dry_run)
+    kube_evictor = None if dry_run else KubePodEvictor(api_client, journal, events, on_api_error=api_error)
+    evictor: PodEvictor = kube_evictor if kube_evictor is not None else ReportOnlyEvictor()
+    node_writer = NodeStatusWriter(api_client, node_name, ConditionMode(settings.node_condition_mode),
+                                   update_period_s=settings.node_status_update_frequency_s, dry_run=dry_run)
+    sync = ClusterSync(watcher=watcher, evictor=kube_evictor, node_writer=node_writer, events=events,
+                       on_error=api_error, log=log)
+    return ClusterParts(pods=EvictablePods(watcher, journal), evictor=evictor, sync=sync, watcher=watcher)
+
+
 def build_daemon(
     config: Configuration,
     *,
@@ -142,10 +196,20 @@ def build_daemon(
     fmt = resolve_format(settings.log_format, stdout)
     recent = configure_logging(fmt)
     log = structlog.get_logger("evictd")
-    node_name = settings.node_name or socket.gethostname()
+    # The DaemonSet passes spec.nodeName through the downward API; otherwise the hostname, as the kubelet.
+    node_name = settings.node_name or os.environ.get(NODE_NAME_ENV, "") or socket.gethostname()
     layout = detect_cgroup_layout(settings.cgroupfs_path, settings.cgroup_driver, base=settings.cgroup_root.strip("/"))
     cgroups = CgroupReader(layout)
-    pods = DiscoveredPods(cgroups, settings.pod_logs_dir)
+    metrics = Metrics()
+    dry_run = settings.dry_run
+    cluster = build_cluster(config, node_name, metrics, log, dry_run) if api_configured(settings) else None
+    pods: PodSource = cluster.pods if cluster is not None else DiscoveredPods(cgroups, settings.pod_logs_dir)
+    evictor: PodEvictor = cluster.evictor if cluster is not None else ReportOnlyEvictor()
+    if cluster is None:
+        # Without the API there is nothing to evict through: decisions are reported, as in dry-run.
+        dry_run = True
+        log.info("no Kubernetes API configured (no kubeconfig, not in a pod): decisions are reported, "
+                 "not carried out")
     stats = build_stats_source(config, cgroups, pods, node_name)
     engine_config = EngineConfig.from_settings(config.eviction)
     manager = EvictionManager(
@@ -154,7 +218,7 @@ def build_daemon(
         layout=PathLayout(settings.kubelet_root_dir, settings.image_fs_path, settings.container_fs_path),
         pods=pods,
         reclaimer=ReportOnlyReclaimer(),
-        evictor=ReportOnlyEvictor(),
+        evictor=evictor,
         clock=MonotonicClock(),
     )
     waiter = Waiter()
@@ -166,15 +230,8 @@ def build_daemon(
             pods_cgroup=cgroups.pods_cgroup(),
         )
     notifiers = Notifiers(waiter=waiter, memcg=memcg, psi=_psi_notifiers(config, log))
-    from evictd.metrics import Metrics
-
-    metrics = Metrics()
     health = Health(settings.housekeeping_interval_s)
     endpoint = HttpEndpoint(settings.metrics_bind_address, metrics.registry, health) if serve_http else None
-    # Nothing to act through yet: every decision is reported as in dry-run (README: "Status").
-    dry_run = True
-    if not settings.dry_run:
-        log.info("no container runtime or Kubernetes API adapter yet: decisions are reported, not carried out")
     if not cgroups.has_pods_cgroup():
         log.info("no pods cgroup on this node (no kubelet?): allocatableMemory.available and pod stats are absent",
                  pods_cgroup=cgroups.pods_cgroup())
@@ -204,6 +261,8 @@ def build_daemon(
         recent=recent,
         on_cycle=log_sample_problems,
         log=log,
+        after_cycle=cluster.sync.after_cycle if cluster is not None else None,
+        wait_for_cleanup=cluster.sync.wait_for_cleanup if cluster is not None else None,
     )
     return daemon, endpoint
 

@@ -57,8 +57,16 @@ class EvictdSettings:
     )
     # Per-call CRI timeout; the kubelet's runtimeRequestTimeout is 2m, far too long for a pressure loop.
     runtime_request_timeout_s: float = field(default=10.0, metadata={"yaml": "runtimeRequestTimeout"})
-    # Path to a kubeconfig; empty means the in-cluster service account.
+    # Path to a kubeconfig; empty means the in-cluster service account when running in a pod, and no
+    # Kubernetes API at all otherwise (pods are then discovered from the node and nothing is evicted).
     kubeconfig: str = field(default="", metadata={"yaml": "kubeconfig"})
+    # "evictd": conditions EvictdMemoryPressure/... and evictd.io/*-pressure taints (the kubelet owns the
+    # standard types); "standard": MemoryPressure/... for clusters where the kubelet's eviction is off.
+    node_condition_mode: str = field(default="evictd", metadata={"yaml": "nodeConditionMode"})
+    # The kubelet's nodeStatusUpdateFrequency: conditions are re-written at least this often.
+    node_status_update_frequency_s: float = field(default=10.0, metadata={"yaml": "nodeStatusUpdateFrequency"})
+    # Where decided-but-unwritten evictions are journaled, so neither an API outage nor a restart loses them.
+    state_dir: str = field(default="/var/lib/evictd", metadata={"yaml": "stateDir"})
     # /metrics and /healthz; loopback only by default so nothing is exposed without a decision.
     metrics_bind_address: str = field(default="127.0.0.1:10262", metadata={"yaml": "metricsBindAddress"})
     # Where cgroupfs is mounted.
@@ -115,6 +123,7 @@ _CHOICES: Mapping[str, tuple[str, ...]] = {
     "cgroup_driver": ("cgroupfs", "systemd"),
     "stats_source": ("node", "kubelet"),
     "log_format": ("auto", "json", "console"),
+    "node_condition_mode": ("evictd", "standard"),
 }
 
 

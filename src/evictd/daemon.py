@@ -26,12 +26,14 @@ from typing import Any, Protocol, TextIO
 
 import structlog
 
+from evictd.core.engine import Eviction
 from evictd.cycle_logging import CycleLogger
 from evictd.http_endpoint import Health, HttpEndpoint
 from evictd.live_view import CLEAR_SCREEN, render
 from evictd.logging_setup import RecentEvents
 from evictd.manager import CycleReport, EvictionManager
 from evictd.metrics import Metrics
+from evictd.systemd_notify import SystemdNotifier
 
 # The kubelet refreshes its memcg notifier levels at most this often (notifierRefreshInterval).
 NOTIFIER_REFRESH_S = 10.0
@@ -71,6 +73,10 @@ class Daemon:
     live_output: TextIO | None = None
     recent: RecentEvents | None = None
     on_cycle: Callable[[int, CycleReport], None] | None = None
+    # In the cluster: write node status/events and replay pending writes; wait for evicted pods to go.
+    after_cycle: Callable[[CycleReport], None] | None = None
+    wait_for_cleanup: Callable[[Sequence[Eviction]], bool] | None = None
+    systemd: SystemdNotifier = field(default_factory=SystemdNotifier)
     log: Any = field(default_factory=lambda: structlog.get_logger("evictd"))
     stopping: bool = False
     _deadline: threading.Timer | None = None
@@ -111,6 +117,9 @@ class Daemon:
                 cycle += 1
                 started = time.monotonic()
                 report = self._cycle(cycle, cycle_logger)
+                if cycle == 1:
+                    self.systemd.notify("READY=1")
+                self.systemd.notify("WATCHDOG=1")
                 refresh_due = started - last_refresh > NOTIFIER_REFRESH_S
                 if report is not None and self.refresh_notifiers is not None and refresh_due:
                     last_refresh = started
@@ -121,6 +130,13 @@ class Daemon:
                     break
                 if self.stopping:
                     break
+                if report is not None and report.evictions and self.wait_for_cleanup is not None and not self.dry_run:
+                    # The kubelet waits for evicted pods to go (at most 30 s), then runs again at once.
+                    gone = self.wait_for_cleanup(report.evictions)
+                    self.log.info("evicted pods cleaned up" if gone else "evicted pods still present after wait",
+                                  pods=[e.pod.key for e in report.evictions])
+                    self.metrics.wakeups.labels("eviction").inc()
+                    continue
                 timeout = max(0.0, self.interval_s - (time.monotonic() - started))
                 if follow_up:
                     timeout = min(timeout, NOTIFICATION_FOLLOW_UP_S)
@@ -129,6 +145,8 @@ class Daemon:
                 for cause in causes or ["timer"]:
                     self.metrics.wakeups.labels(cause).inc()
         finally:
+            self.systemd.notify("STOPPING=1")
+            self.systemd.close()
             self.waiter.close()
             if self._deadline is not None:
                 self._deadline.cancel()
@@ -155,6 +173,12 @@ class Daemon:
             self.live_output.flush()
         if self.on_cycle is not None:
             self.on_cycle(number, report)
+        if self.after_cycle is not None:
+            try:
+                self.after_cycle(report)
+            except Exception:  # cluster bookkeeping must never stop the loop
+                self.metrics.errors.labels("cycle").inc()
+                self.log.exception("cluster update after the cycle failed", cycle=number)
         return report
 
 

@@ -126,7 +126,12 @@ class EvictionManager:
             except EvictdError as exc:
                 reason = f"eviction manager: failed to get HasDedicatedImageFs: {exc}"
                 return CycleReport(now=now, assessment=Assessment(skipped=reason), errors=(reason,))
-        pods = tuple(self._pods.active_pods())
+        try:
+            pods = tuple(self._pods.active_pods())
+        except EvictdError as exc:
+            # A pod list known to be wrong is never acted on: the cycle still observes, but evicts nobody.
+            pods = ()
+            errors.append(f"eviction manager: pods unavailable, no pod will be evicted: {exc}")
         summary: Summary | None
         try:
             summary = self._stats.summary()

@@ -9,6 +9,7 @@ daemons as it likes. Names follow Prometheus conventions; `evictd_evictions_tota
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 
@@ -57,6 +58,10 @@ class Metrics:
         self.eviction_stats_age = Histogram("evictd_eviction_stats_age_seconds", "Age of the stats an eviction "
                                             "was decided on (the kubelet's kubelet_eviction_stats_age_seconds).",
                                             ["eviction_signal"], registry=r)
+        self.api_errors = Counter("evictd_api_errors_total", "Kubernetes API errors by verb.", ["verb"], registry=r)
+        self.image_gc = Counter("evictd_image_garbage_collected_total", "Images deleted by garbage collection, by "
+                                "reason (space, age).", ["reason"], registry=r)
+        self._exported_signals: set[str] = set()
         for cause in WAKEUP_CAUSES:
             self.wakeups.labels(cause)
         for source in ERROR_SOURCES:
@@ -76,6 +81,13 @@ class Metrics:
         assessment = report.assessment
         self.cycles.inc()
         self.cycle_duration.observe(duration_s)
+        # A signal observed before but not now (its source unreadable) must not go on showing its old value.
+        observed = {str(signal) for signal in assessment.observations}
+        for gone in self._exported_signals - observed:
+            for gauge in (self.available, self.capacity, self.stats_age):
+                with contextlib.suppress(KeyError):  # stats_age exists only for timed observations
+                    gauge.remove(gone)
+        self._exported_signals = observed
         for signal, observation in assessment.observations.items():
             self.available.labels(str(signal)).set(float(observation.available.value))
             self.capacity.labels(str(signal)).set(float(observation.capacity.value))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import queue
 import signal
 import socket
@@ -32,7 +33,8 @@ def free_port() -> int:
 class EvictdProcess:
     """`evictd run` with JSON logs on a pipe; every log line is parsed into an event as it arrives."""
 
-    def __init__(self, tmp_path: Path, kubelet: str = "", evictd: str = "", args: tuple[str, ...] = ()) -> None:
+    def __init__(self, tmp_path: Path, kubelet: str = "", evictd: str = "", args: tuple[str, ...] = (),
+                 env: dict[str, str] | None = None) -> None:
         self.port = free_port()
         config = tmp_path / "evictd.yaml"
         config.write_text(
@@ -45,6 +47,7 @@ class EvictdProcess:
         self.process = subprocess.Popen(
             [sys.executable, "-m", "evictd", "run", "--config", str(config), *args],
             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            env={**os.environ, **(env or {})},
         )
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()

@@ -201,3 +201,20 @@ def test_live_view_on_a_terminal(tmp_path: Path) -> None:
     assert "MemoryPressure" in text and "grace 0/3600s" in text
     assert "\x1b[H\x1b[2J" in text, "the view is redrawn in place"
     assert '{"event"' not in text, "no JSON lines on a terminal"
+
+
+def test_systemd_notifications(tmp_path: Path, evictd_processes: list[EvictdProcess]) -> None:
+    import socket
+
+    address = str(tmp_path / "notify.sock")
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as listener:
+        listener.bind(address)
+        process = EvictdProcess(tmp_path, evictd="housekeepingInterval: 100ms\n", args=("--cycles", "3"),
+                                env={"NOTIFY_SOCKET": address})
+        evictd_processes.append(process)
+        assert process.process.wait(timeout=30) == 0
+        listener.settimeout(2)
+        messages = []
+        while not messages or messages[-1] != "STOPPING=1":
+            messages.append(listener.recv(4096).decode())
+    assert messages == ["READY=1", "WATCHDOG=1", "WATCHDOG=1", "WATCHDOG=1", "STOPPING=1"]

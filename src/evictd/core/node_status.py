@@ -1,0 +1,156 @@
+"""Node pressure conditions and taints as evictd writes them to the Node object.
+
+The kubelet owns the standard `MemoryPressure`, `DiskPressure` and `PIDPressure` conditions and rewrites them
+on every status update, so a daemon outside the kubelet cannot hold them. By default evictd therefore writes
+conditions of its own types (`EvictdMemoryPressure`, ...) with the kubelet's reasons and messages
+(pkg/kubelet/nodestatus/setters.go, KUBELET_SPEC §7.1), and while one holds keeps a `NoSchedule` taint of its
+own key on the node (what the node lifecycle controller does for the standard conditions). A mode writes the
+standard condition types instead, for clusters where the kubelet's own eviction is off and its setters are
+not running; no taint is written then (the node lifecycle controller adds the standard ones).
+
+Pure functions: times are arguments (wall-clock RFC 3339 strings for the API), inputs are not mutated.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from evictd.core.signals import NodeCondition
+
+
+class ConditionMode(StrEnum):
+    """Which condition types evictd writes."""
+
+    EVICTD = "evictd"
+    STANDARD = "standard"
+
+
+@dataclass(frozen=True, slots=True)
+class ConditionText:
+    """Reasons and messages of one condition, as the kubelet's node status setters word them."""
+
+    true_reason: str
+    true_message: str
+    false_reason: str
+    false_message: str
+
+
+CONDITION_TO_TEXT: Mapping[NodeCondition, ConditionText] = {
+    NodeCondition.MEMORY_PRESSURE: ConditionText(
+        "KubeletHasInsufficientMemory", "kubelet has insufficient memory available",
+        "KubeletHasSufficientMemory", "kubelet has sufficient memory available",
+    ),
+    NodeCondition.DISK_PRESSURE: ConditionText(
+        "KubeletHasDiskPressure", "kubelet has disk pressure",
+        "KubeletHasNoDiskPressure", "kubelet has no disk pressure",
+    ),
+    NodeCondition.PID_PRESSURE: ConditionText(
+        "KubeletHasInsufficientPID", "kubelet has insufficient PID available",
+        "KubeletHasSufficientPID", "kubelet has sufficient PID available",
+    ),
+}
+
+CONDITION_TO_EVICTD_TYPE: Mapping[NodeCondition, str] = {
+    NodeCondition.MEMORY_PRESSURE: "EvictdMemoryPressure",
+    NodeCondition.DISK_PRESSURE: "EvictdDiskPressure",
+    NodeCondition.PID_PRESSURE: "EvictdPIDPressure",
+}
+
+CONDITION_TO_TAINT_KEY: Mapping[NodeCondition, str] = {
+    NodeCondition.MEMORY_PRESSURE: "evictd.io/memory-pressure",
+    NodeCondition.DISK_PRESSURE: "evictd.io/disk-pressure",
+    NodeCondition.PID_PRESSURE: "evictd.io/pid-pressure",
+}
+
+# The node events the kubelet records when a pressure condition changes (nodestatus setters).
+CONDITION_TO_EVENT_REASONS: Mapping[NodeCondition, tuple[str, str]] = {
+    NodeCondition.MEMORY_PRESSURE: ("NodeHasInsufficientMemory", "NodeHasSufficientMemory"),
+    NodeCondition.DISK_PRESSURE: ("NodeHasDiskPressure", "NodeHasNoDiskPressure"),
+    NodeCondition.PID_PRESSURE: ("NodeHasInsufficientPID", "NodeHasSufficientPID"),
+}
+
+TAINT_EFFECT = "NoSchedule"
+
+
+def condition_type(condition: NodeCondition, mode: ConditionMode) -> str:
+    """Return the condition type written for `condition` in `mode`."""
+    return CONDITION_TO_EVICTD_TYPE[condition] if mode is ConditionMode.EVICTD else str(condition)
+
+
+def desired_conditions(
+    current: Sequence[Mapping[str, Any]],
+    pressure: Sequence[NodeCondition],
+    mode: ConditionMode,
+    now: str,
+) -> list[dict[str, Any]]:
+    """Return evictd's three node conditions for this moment, keeping transition times that did not change.
+
+    `current` is the node's `status.conditions`; `pressure` the conditions the engine reports; `now` an RFC
+    3339 time. Each returned condition has status True/False, the kubelet's reason and message, heartbeat
+    `now`, and `lastTransitionTime` carried over unless the status flipped.
+    """
+    by_type = {str(c.get("type")): c for c in current}
+    conditions = []
+    for condition, text in CONDITION_TO_TEXT.items():
+        kind = condition_type(condition, mode)
+        active = condition in pressure
+        status = "True" if active else "False"
+        previous = by_type.get(kind)
+        transition = now
+        if previous is not None and previous.get("status") == status and previous.get("lastTransitionTime"):
+            transition = str(previous["lastTransitionTime"])
+        conditions.append(
+            {
+                "type": kind,
+                "status": status,
+                "reason": text.true_reason if active else text.false_reason,
+                "message": text.true_message if active else text.false_message,
+                "lastHeartbeatTime": now,
+                "lastTransitionTime": transition,
+            }
+        )
+    return conditions
+
+
+def conditions_changed(current: Sequence[Mapping[str, Any]], desired: Sequence[Mapping[str, Any]]) -> bool:
+    """True when any desired condition differs from the node's in status, reason or message."""
+    by_type = {str(c.get("type")): c for c in current}
+    for condition in desired:
+        previous = by_type.get(str(condition["type"]))
+        if previous is None or any(previous.get(k) != condition[k] for k in ("status", "reason", "message")):
+            return True
+    return False
+
+
+def desired_taints(
+    current: Sequence[Mapping[str, Any]], pressure: Sequence[NodeCondition], mode: ConditionMode
+) -> list[dict[str, Any]]:
+    """Return the node's taint list with evictd's pressure taints added or removed; others kept in order.
+
+    In standard mode evictd's own taints are removed and none added (the node lifecycle controller taints
+    for the standard conditions).
+    """
+    ours = set(CONDITION_TO_TAINT_KEY.values())
+    wanted = [] if mode is ConditionMode.STANDARD else [
+        CONDITION_TO_TAINT_KEY[c] for c in CONDITION_TO_TAINT_KEY if c in pressure
+    ]
+    kept = [dict(t) for t in current if not (t.get("key") in ours and t.get("key") not in wanted)]
+    present = {t.get("key") for t in kept if t.get("effect") == TAINT_EFFECT}
+    for key in wanted:
+        if key not in present:
+            kept.append({"key": key, "effect": TAINT_EFFECT})
+    return kept
+
+
+def condition_transitions(before: Sequence[NodeCondition], after: Sequence[NodeCondition]) -> list[tuple[str, str]]:
+    """Return (event reason, condition) for each pressure condition that appeared or cleared."""
+    transitions = []
+    for condition, (raised, cleared) in CONDITION_TO_EVENT_REASONS.items():
+        if condition in after and condition not in before:
+            transitions.append((raised, str(condition)))
+        elif condition in before and condition not in after:
+            transitions.append((cleared, str(condition)))
+    return transitions

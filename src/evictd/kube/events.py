@@ -1,0 +1,121 @@
+"""Kubernetes Events, as the kubelet records them: on pods (Evicted) and on the node (pressure, reclaim).
+
+core/v1 Events with `source.component: evictd` and `reportingComponent: evictd`, the node as
+`source.host`/`reportingInstance`. Like client-go's event correlator, a repeat of the same event (object,
+type, reason, message) within ten minutes is aggregated into the existing Event (`count` + 1, new
+`lastTimestamp`) instead of creating another one. Annotations (the kubelet's offending-container
+annotations on Evicted events) go on the Event's metadata.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from evictd.core.errors import KubeError
+from evictd.kube.client import call
+
+COMPONENT = "evictd"
+# client-go's event correlator aggregates identical events within this window (maxLruCacheEntries aside).
+AGGREGATION_WINDOW_S = 600.0
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectRef:
+    """What an event is about."""
+
+    kind: str
+    name: str
+    namespace: str
+    uid: str
+    api_version: str = "v1"
+
+
+def rfc3339(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class EventRecorder:
+    """Creates (or aggregates into) core/v1 Events. `dry_run` only returns what would be written."""
+
+    def __init__(
+        self,
+        api_client: Any,
+        node_name: str,
+        *,
+        dry_run: bool = False,
+        timeout_s: float = 10.0,
+        wall_clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        from kubernetes import client
+
+        self._api = client.CoreV1Api(api_client) if api_client is not None else None
+        self._node = node_name
+        self._dry_run = dry_run
+        self._timeout_s = timeout_s
+        self._wall_clock = wall_clock
+        self._recent: dict[tuple[str, str, str, str], tuple[str, str, int, datetime]] = {}
+
+    def node_ref(self) -> ObjectRef:
+        """The node as the kubelet refers to it in events (its name doubles as UID; namespace "")."""
+        return ObjectRef(kind="Node", name=self._node, namespace="", uid=self._node)
+
+    def record(
+        self,
+        ref: ObjectRef,
+        event_type: str,
+        reason: str,
+        message: str,
+        annotations: Mapping[str, str] | None = None,
+    ) -> dict[str, Any]:
+        """Write one event (or count a repeat); return the Event body. Raises KubeError."""
+        now = self._wall_clock()
+        namespace = ref.namespace or "default"
+        key = (ref.uid, event_type, reason, message)
+        previous = self._recent.get(key)
+        if previous is not None and (now - previous[3]).total_seconds() < AGGREGATION_WINDOW_S:
+            name, first, count, _ = previous
+            body: dict[str, Any] = {"count": count + 1, "lastTimestamp": rfc3339(now)}
+            if not self._dry_run and self._api is not None:
+                call("patch events", self._api.patch_namespaced_event, name, namespace, body,
+                     timeout_s=self._timeout_s)
+            self._recent[key] = (name, first, count + 1, now)
+            return body
+        name = f"{ref.name}.{uuid.uuid4().hex[:16]}"
+        body = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"name": name, "namespace": namespace, "annotations": dict(annotations or {})},
+            "involvedObject": {"kind": ref.kind, "name": ref.name, "namespace": ref.namespace, "uid": ref.uid,
+                               "apiVersion": ref.api_version},
+            "reason": reason,
+            "message": message,
+            "type": event_type,
+            "source": {"component": COMPONENT, "host": self._node},
+            "firstTimestamp": rfc3339(now),
+            "lastTimestamp": rfc3339(now),
+            "count": 1,
+            "reportingComponent": COMPONENT,
+            "reportingInstance": self._node,
+        }
+        if not self._dry_run and self._api is not None:
+            call("create events", self._api.create_namespaced_event, namespace, body, timeout_s=self._timeout_s)
+        self._recent[key] = (name, rfc3339(now), 1, now)
+        self._forget_old(now)
+        return body
+
+    def _forget_old(self, now: datetime) -> None:
+        old = [k for k, v in self._recent.items() if (now - v[3]).total_seconds() >= AGGREGATION_WINDOW_S]
+        for key in old:
+            del self._recent[key]
+
+
+def record_quietly(recorder: EventRecorder, *args: Any, on_error: Callable[[KubeError], None], **kwargs: Any) -> None:
+    """Record an event; a failure is reported to `on_error`, never raised (events are best effort)."""
+    try:
+        recorder.record(*args, **kwargs)
+    except KubeError as exc:
+        on_error(exc)

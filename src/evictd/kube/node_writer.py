@@ -1,0 +1,106 @@
+"""Writing evictd's pressure conditions and taints to the Node object.
+
+Every `nodeStatusUpdateFrequency` (10 s, the kubelet's default) and at once when the set of pressure
+conditions changes, the writer patches `nodes/{name}/status` with a strategic merge of evictd's three
+conditions (merged by `type`, so the kubelet's and everyone else's conditions survive), and keeps evictd's
+`NoSchedule` taints in step with them. `spec.taints` has no merge key in the API (a patch replaces the whole
+list), so taints are read-modify-written with the node's `resourceVersion` as a precondition and retried on
+a conflict. Condition changes also produce the kubelet's node events (NodeHasInsufficientMemory, ...).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from evictd.core.errors import KubeError
+from evictd.core.node_status import (
+    ConditionMode,
+    condition_transitions,
+    desired_conditions,
+    desired_taints,
+)
+from evictd.core.signals import NodeCondition
+from evictd.kube.client import call
+from evictd.kube.events import rfc3339
+
+STRATEGIC_MERGE = "application/strategic-merge-patch+json"
+MERGE_PATCH = "application/merge-patch+json"
+# The kubelet's nodeStatusUpdateFrequency default.
+NODE_STATUS_UPDATE_S = 10.0
+TAINT_CONFLICT_RETRIES = 3
+
+
+class NodeStatusWriter:
+    """Keeps the node's evictd conditions and taints current. `dry_run` computes without writing."""
+
+    def __init__(
+        self,
+        api_client: Any,
+        node_name: str,
+        mode: ConditionMode,
+        *,
+        update_period_s: float = NODE_STATUS_UPDATE_S,
+        dry_run: bool = False,
+        timeout_s: float = 10.0,
+        clock: Callable[[], float] = time.monotonic,
+        wall_clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        from kubernetes import client
+
+        self._api = client.CoreV1Api(api_client)
+        self._node = node_name
+        self._mode = mode
+        self._period_s = update_period_s
+        self._dry_run = dry_run
+        self._timeout_s = timeout_s
+        self._clock = clock
+        self._wall_clock = wall_clock
+        self._written: tuple[NodeCondition, ...] | None = None
+        self._written_at = float("-inf")
+
+    def update(self, pressure: Sequence[NodeCondition]) -> list[tuple[str, str]]:
+        """Write conditions and taints if due or changed; return the (event reason, condition) transitions.
+
+        Raises KubeError when the node cannot be read or written (the next cycle tries again).
+        """
+        current = tuple(c for c in NodeCondition if c in pressure)
+        changed = current != self._written
+        if not changed and self._clock() - self._written_at < self._period_s:
+            return []
+        node = self._get()
+        now = rfc3339(self._wall_clock())
+        conditions = desired_conditions((node.get("status") or {}).get("conditions") or [], current, self._mode, now)
+        if not self._dry_run:
+            call("patch nodes/status", self._api.patch_node_status, self._node, {"status": {"conditions": conditions}},
+                 _content_type=STRATEGIC_MERGE, timeout_s=self._timeout_s)
+            self._sync_taints(node, current)
+        transitions = condition_transitions(self._written or (), current) if changed else []
+        self._written = current
+        self._written_at = self._clock()
+        return transitions
+
+    def _get(self) -> dict[str, Any]:
+        response: Any = call("get nodes", self._api.read_node, self._node, _preload_content=False,
+                             timeout_s=self._timeout_s)
+        node: dict[str, Any] = json.loads(response.data)
+        return node
+
+    def _sync_taints(self, node: dict[str, Any], pressure: Sequence[NodeCondition]) -> None:
+        for attempt in range(TAINT_CONFLICT_RETRIES):
+            taints = (node.get("spec") or {}).get("taints") or []
+            wanted = desired_taints(taints, pressure, self._mode)
+            if wanted == taints:
+                return
+            body = {"metadata": {"resourceVersion": node["metadata"]["resourceVersion"]}, "spec": {"taints": wanted}}
+            try:
+                call("patch nodes", self._api.patch_node, self._node, body, _content_type=MERGE_PATCH,
+                     timeout_s=self._timeout_s)
+                return
+            except KubeError as exc:
+                if exc.status != 409 or attempt == TAINT_CONFLICT_RETRIES - 1:
+                    raise
+            node = self._get()

@@ -1,0 +1,224 @@
+"""The pods bound to this node, kept current by a list and a watch on the Kubernetes API.
+
+A background thread lists `pods?fieldSelector=spec.nodeName=<node>` and then watches from the list's
+`resourceVersion`, resuming from the last version seen after every disconnection, relisting on `410 Gone`
+(an expired version), and reconnecting with capped exponential backoff. Pods are parsed into core `Pod`
+values as events arrive, so a housekeeping cycle costs nothing here.
+
+Staleness rules: before the first list succeeds, and from a `410 Gone` until the relist succeeds, the cache
+is known to be wrong and `active_pods()` raises (the manager then evicts nothing). While the API is merely
+unreachable the last known pods are still served, flagged `fresh = False`; the evictor then only acts
+locally on pods the container runtime confirms are still running.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from evictd.core.errors import KubeError, ScenarioError
+from evictd.core.pods import Pod, pod_from_dict
+from evictd.kube.client import call
+
+TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
+# Server-side watch timeout: the API server ends the watch after this; the watcher resumes at once.
+WATCH_TIMEOUT_S = 300
+BACKOFF_INITIAL_S = 0.5
+BACKOFF_MAX_S = 30.0
+
+
+class _Gone(Exception):
+    """The watch's resourceVersion has been compacted away: relist."""
+
+
+class PodWatcher:
+    """A PodSource fed by list+watch. `start()` runs the watch thread; `stop()` ends it."""
+
+    def __init__(
+        self,
+        api_client: Any,
+        node_name: str,
+        *,
+        request_timeout_s: float = 10.0,
+        on_error: Callable[[KubeError], None] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        from kubernetes import client
+
+        self._api = client.CoreV1Api(api_client)
+        self._node = node_name
+        self._selector = f"spec.nodeName={node_name}"
+        self._timeout_s = request_timeout_s
+        self._on_error = on_error
+        self._clock = clock
+        self._pods: dict[str, Pod] = {}
+        self._resource_version: str | None = None
+        self._synced = False
+        self.fresh = False
+        self.last_error: KubeError | None = None
+        self._changed = threading.Condition()
+        self._stopping = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._response: Any = None
+
+    # --- the PodSource side -------------------------------------------------------------------------------
+
+    def active_pods(self) -> list[Pod]:
+        """Return the node's non-terminal pods; raise KubeError while the cache is known to be wrong."""
+        with self._changed:
+            if not self._synced:
+                detail = str(self.last_error) if self.last_error else "the first list has not completed"
+                raise KubeError("list pods", None, f"pod cache not synced: {detail}")
+            return [pod for pod in self._pods.values() if pod.status_phase not in TERMINAL_PHASES]
+
+    def pod(self, uid: str) -> Pod | None:
+        with self._changed:
+            return self._pods.get(uid)
+
+    def wait_gone(self, uids: Iterable[str], timeout_s: float) -> bool:
+        """Wait until none of `uids` is an active pod (deleted or terminal); return whether that happened."""
+        wanted = set(uids)
+        deadline = self._clock() + timeout_s
+        with self._changed:
+            while True:
+                alive = [u for u in wanted if u in self._pods and self._pods[u].status_phase not in TERMINAL_PHASES]
+                if not alive:
+                    return True
+                remaining = deadline - self._clock()
+                if remaining <= 0:
+                    return False
+                self._changed.wait(min(remaining, 1.0))
+
+    def wait_synced(self, timeout_s: float) -> bool:
+        deadline = self._clock() + timeout_s
+        with self._changed:
+            while not self._synced:
+                remaining = deadline - self._clock()
+                if remaining <= 0:
+                    return False
+                self._changed.wait(remaining)
+            return True
+
+    # --- the thread ---------------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="evictd-pod-watch", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stopping.set()
+        response = self._response
+        if response is not None:
+            response.close()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+    def _run(self) -> None:
+        backoff = BACKOFF_INITIAL_S
+        while not self._stopping.is_set():
+            try:
+                if self._resource_version is None:
+                    self._relist()
+                self._watch()
+                backoff = BACKOFF_INITIAL_S
+            except _Gone:
+                with self._changed:
+                    self._synced = False
+                    self._resource_version = None
+            except KubeError as exc:
+                self._failed(exc)
+                self._stopping.wait(backoff)
+                backoff = min(backoff * 2, BACKOFF_MAX_S)
+            except Exception as exc:  # a broken stream (reset, truncated chunk): reconnect like a KubeError
+                self._failed(KubeError("watch pods", None, f"{type(exc).__name__}: {exc}"))
+                self._stopping.wait(backoff)
+                backoff = min(backoff * 2, BACKOFF_MAX_S)
+
+    def _failed(self, error: KubeError) -> None:
+        if self._stopping.is_set():
+            return
+        with self._changed:
+            self.fresh = False
+            self.last_error = error
+            if error.status == 410:
+                self._synced = False
+                self._resource_version = None
+        if self._on_error is not None:
+            self._on_error(error)
+
+    def _relist(self) -> None:
+        # With _preload_content=False the client returns the raw urllib3 response, not a V1PodList.
+        response: Any = call("list pods", self._api.list_pod_for_all_namespaces, field_selector=self._selector,
+                        _preload_content=False, timeout_s=self._timeout_s)
+        document = json.loads(response.data)
+        pods: dict[str, Pod] = {}
+        for item in document.get("items") or []:
+            pod = self._parse(item)
+            if pod is not None:
+                pods[pod.uid] = pod
+        with self._changed:
+            self._pods = pods
+            self._resource_version = str(document.get("metadata", {}).get("resourceVersion", ""))
+            self._synced = True
+            self.fresh = True
+            self.last_error = None
+            self._changed.notify_all()
+
+    def _watch(self) -> None:
+        response: Any = call(
+            "watch pods",
+            self._api.list_pod_for_all_namespaces,
+            field_selector=self._selector,
+            watch=True,
+            allow_watch_bookmarks=True,
+            resource_version=self._resource_version,
+            timeout_seconds=WATCH_TIMEOUT_S,
+            _preload_content=False,
+            timeout_s=WATCH_TIMEOUT_S + self._timeout_s,
+        )
+        self._response = response
+        try:
+            buffer = b""
+            for chunk in response.stream(amt=65536, decode_content=True):
+                buffer += chunk
+                while b"\n" in buffer:
+                    line, buffer = buffer.split(b"\n", 1)
+                    if line.strip():
+                        self._event(json.loads(line))
+                if self._stopping.is_set():
+                    return
+        finally:
+            self._response = None
+            response.release_conn()
+
+    def _event(self, event: dict[str, Any]) -> None:
+        kind = event.get("type")
+        obj = event.get("object") or {}
+        if kind == "ERROR":
+            if obj.get("code") == 410:
+                raise _Gone()
+            raise KubeError("watch pods", obj.get("code"), str(obj.get("message", obj)))
+        version = (obj.get("metadata") or {}).get("resourceVersion")
+        with self._changed:
+            if version:
+                self._resource_version = str(version)
+            self.fresh = True
+            if kind in ("ADDED", "MODIFIED"):
+                pod = self._parse(obj)
+                if pod is not None:
+                    self._pods[pod.uid] = pod
+            elif kind == "DELETED":
+                uid = (obj.get("metadata") or {}).get("uid")
+                self._pods.pop(str(uid), None)
+            self._changed.notify_all()
+
+    @staticmethod
+    def _parse(obj: dict[str, Any]) -> Pod | None:
+        try:
+            pod = pod_from_dict(obj)
+        except ScenarioError:
+            return None  # an object the API server should never send; skipping it beats crashing the watch
+        return pod if pod.uid else None

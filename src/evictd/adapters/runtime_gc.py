@@ -1,0 +1,499 @@
+"""Garbage collection through the container runtime: the kubelet's container and image GC over a CRI client.
+
+Job: carry out what the pure policies of `evictd.core.container_gc` and `evictd.core.image_gc` decide, for
+the two callers the kubelet has: node-level reclaim under disk pressure (`reclaim`, the eviction manager's
+DeleteAllUnusedContainers / DeleteUnusedImages) and the periodic garbage collection (`periodic`, the
+kubelet's ContainerGCPeriod / ImageGCPeriod loops). `RuntimeReclaimer` is the manager's `NodeReclaimer`.
+
+Invariants:
+* Every removal is attempted even when an earlier one failed; failures are collected and raised once, at
+  the end, as one `GCError` (a `CRIError`) that also carries what the pass did achieve. A failed listing
+  stops only the step that needed it, as in the kubelet (containers, then sandboxes, then log folders).
+* What a pass frees: for image GC the sizes of the images deleted (the CRI's `Image.size`); for container
+  GC the writable-layer bytes of the containers removed, as `ListContainerStats` reported them just before
+  (containerd measures exited containers' snapshots too); a container whose layer was not reported
+  counts 0, so the figure is a lower bound. Sandboxes and log folders are not counted.
+* Time comes from the injected clock: monotonic seconds for image records (first detection, last use),
+  wall-clock nanoseconds for container ages (the CRI's `created_at` is wall-clock).
+* Image GC keeps its records (`state`) between calls, like the kubelet's imageRecords; call `detect()`
+  at start-up and every image GC period so that ages and last uses are known before pressure arrives.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import shutil
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol, assert_never
+
+from evictd.adapters.filesystems import statvfs_reading
+from evictd.core.container_gc import (
+    UNKNOWN_CONTAINER_STOP_TIMEOUT_S,
+    ContainerRemoval,
+    GCPolicy,
+    PodStateFunc,
+    containers_to_remove,
+    legacy_log_symlinks_to_remove,
+    pod_log_dirs_to_remove,
+    sandboxes_to_remove,
+)
+from evictd.core.engine import ReclaimAction
+from evictd.core.errors import CRIError, SampleError
+from evictd.core.image_gc import (
+    MAX_INT64,
+    GCReason,
+    ImageGCPolicy,
+    ImageGCState,
+    ImageToFree,
+    detect_images,
+    images_in_use,
+    images_past_max_age,
+    images_to_free,
+    periodic_bytes_to_free,
+    without_images,
+)
+from evictd.core.runtime import Container, Image, Sandbox
+from evictd.cri import ContainerUsage, ImageFsInfo
+
+LEGACY_CONTAINER_LOGS_DIR = "/var/log/containers"  # the kubelet's legacyContainerLogsDir
+# Method names used in GCError for failures that are not CRI calls.
+REMOVE_LOG_DIR = "RemovePodLogsDirectory"
+READ_LOG_DIR = "ReadPodLogsDirectory"
+REMOVE_LOG_SYMLINK = "RemoveContainerLogSymlink"
+
+
+class RuntimeGCClient(Protocol):
+    """The CRI calls garbage collection makes (`evictd.cri.client.CriClient` has them all)."""
+
+    def list_images(self) -> Sequence[Image]: ...
+
+    def remove_image(self, image_id: str) -> None: ...
+
+    def list_containers(self) -> Sequence[Container]: ...
+
+    def stop_container(self, container_id: str, timeout_s: int) -> None: ...
+
+    def remove_container(self, container_id: str) -> None: ...
+
+    def list_sandboxes(self) -> Sequence[Sandbox]: ...
+
+    def stop_sandbox(self, sandbox_id: str) -> None: ...
+
+    def remove_sandbox(self, sandbox_id: str) -> None: ...
+
+    def list_container_stats(self) -> Sequence[ContainerUsage]: ...
+
+
+class ImageFsClient(Protocol):
+    """The CRI call that names the image filesystem."""
+
+    def image_fs_info(self) -> ImageFsInfo: ...
+
+
+class GCClock(Protocol):
+    """Monotonic seconds (image records) and wall-clock nanoseconds (container ages)."""
+
+    def monotonic(self) -> float: ...
+
+    def time_ns(self) -> int: ...
+
+
+class SystemClock:
+    """The real clocks."""
+
+    def monotonic(self) -> float:
+        return time.monotonic()
+
+    def time_ns(self) -> int:
+        return time.time_ns()
+
+
+class GCError(CRIError):
+    """Some removals of one GC pass failed (all were tried); `failures` holds each, `freed_bytes` the rest.
+
+    `method` and `code` are those of the first failure; the detail counts and lists them all.
+    """
+
+    def __init__(self, what: str, failures: Sequence[CRIError], freed_bytes: int) -> None:
+        self.failures = tuple(failures)
+        self.freed_bytes = freed_bytes
+        listed = "; ".join(str(failure) for failure in self.failures)
+        detail = f"{what}: {len(self.failures)} removal(s) failed, {freed_bytes} bytes freed: [{listed}]"
+        super().__init__(self.failures[0].method, self.failures[0].code, detail)
+
+
+def _os_failure(method: str, path: str, exc: OSError) -> CRIError:
+    code = errno.errorcode.get(exc.errno or 0, "UNKNOWN")
+    return CRIError(method, code, f"{path}: {exc.strerror or exc}")
+
+
+def _always_ready() -> bool:
+    return True
+
+
+# --- container GC --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ContainerGCResult:
+    """What one container GC pass removed, and the writable-layer bytes it freed as far as they are known."""
+
+    containers: tuple[str, ...] = ()
+    sandboxes: tuple[str, ...] = ()
+    log_dirs: tuple[str, ...] = ()
+    legacy_log_symlinks: tuple[str, ...] = ()
+    freed_bytes: int = 0
+    failures: tuple[CRIError, ...] = field(default=(), compare=False)
+
+
+class CriContainerGC:
+    """The kubelet's container GC (kuberuntime_gc.go GarbageCollect) over a CRI client.
+
+    `pod_state` answers for each pod UID (see `evictd.core.container_gc.PodState`: pods the caller cannot
+    vouch for must be ACTIVE); `sources_ready` is the kubelet's allSourcesReady. `log_dirs_root` is the pod
+    logs folder (`/var/log/pods`), None to leave log folders alone; `legacy_logs_root` the folder of legacy
+    container log symlinks (`/var/log/containers`), None to skip it.
+    """
+
+    def __init__(
+        self,
+        client: RuntimeGCClient,
+        policy: GCPolicy,
+        pod_state: PodStateFunc,
+        log_dirs_root: str | None,
+        *,
+        sources_ready: Callable[[], bool] = _always_ready,
+        legacy_logs_root: str | None = None,
+        clock: GCClock | None = None,
+    ) -> None:
+        self.client = client
+        self.policy = policy
+        self.pod_state = pod_state
+        self.log_dirs_root = log_dirs_root
+        self.legacy_logs_root = legacy_logs_root
+        self._sources_ready = sources_ready
+        self._clock = clock or SystemClock()
+
+    def reclaim(self) -> int:
+        """DeleteAllUnusedContainers: GC with terminated pods' containers too; return writable bytes freed.
+
+        Raises GCError when a removal failed (after trying all), CRIError when nothing could be listed.
+        """
+        return self.collect(evict_terminating_pods=True).freed_bytes
+
+    def periodic(self) -> ContainerGCResult:
+        """The kubelet's periodic container GC (evictNonDeletedPods false). Raises as `reclaim`."""
+        return self.collect(evict_terminating_pods=False)
+
+    def collect(self, *, evict_terminating_pods: bool) -> ContainerGCResult:
+        """Run one GC pass: dead containers, then sandboxes (on a fresh listing), then log folders."""
+        ready = self._sources_ready()
+        failures: list[CRIError] = []
+        removed, freed = self._evict_containers(ready, evict_terminating_pods, failures)
+        sandboxes, remaining = self._evict_sandboxes(evict_terminating_pods, failures)
+        log_dirs = self._evict_log_dirs(ready, failures)
+        symlinks = self._evict_legacy_symlinks(remaining, failures) if remaining is not None else ()
+        result = ContainerGCResult(removed, sandboxes, log_dirs, symlinks, freed, tuple(failures))
+        if failures:
+            raise GCError("container garbage collection", failures, freed)
+        return result
+
+    def _evict_containers(
+        self, ready: bool, evict_terminating_pods: bool, failures: list[CRIError]
+    ) -> tuple[tuple[str, ...], int]:
+        try:
+            containers = self.client.list_containers()
+        except CRIError as exc:
+            failures.append(exc)
+            return (), 0
+        plan = containers_to_remove(
+            containers,
+            self.policy,
+            self.pod_state,
+            all_sources_ready=ready,
+            evict_terminating_pods=evict_terminating_pods,
+            now_ns=self._clock.time_ns(),
+        )
+        layers = self._writable_layers() if plan else {}
+        removed: list[str] = []
+        freed = 0
+        for removal in plan:
+            if self._remove_container(removal, failures):
+                removed.append(removal.container_id)
+                freed += layers.get(removal.container_id, 0)
+        return tuple(removed), freed
+
+    def _writable_layers(self) -> Mapping[str, int]:
+        try:
+            stats = self.client.list_container_stats()
+        except CRIError:
+            return {}  # unknown sizes count 0: the freed figure is a lower bound, never a failure
+        return {s.container_id: s.writable_layer_bytes for s in stats if s.writable_layer_bytes is not None}
+
+    def _remove_container(self, removal: ContainerRemoval, failures: list[CRIError]) -> bool:
+        try:
+            if removal.kill_first:
+                # A container in unknown state could be running: stop it first; if that fails, keep it.
+                self.client.stop_container(removal.container_id, UNKNOWN_CONTAINER_STOP_TIMEOUT_S)
+            self.client.remove_container(removal.container_id)
+        except CRIError as exc:
+            failures.append(exc)
+            return False
+        return True
+
+    def _evict_sandboxes(
+        self, evict_terminating_pods: bool, failures: list[CRIError]
+    ) -> tuple[tuple[str, ...], Sequence[Container] | None]:
+        try:
+            containers = self.client.list_containers()
+            sandboxes = self.client.list_sandboxes()
+        except CRIError as exc:
+            failures.append(exc)
+            return (), None
+        removed: list[str] = []
+        plan = sandboxes_to_remove(sandboxes, containers, self.pod_state, evict_terminating_pods=evict_terminating_pods)
+        for sandbox_id in plan:
+            try:
+                # Normally stopped long ago; stopping first guards the rare case it was not (as the kubelet).
+                self.client.stop_sandbox(sandbox_id)
+                self.client.remove_sandbox(sandbox_id)
+            except CRIError as exc:
+                failures.append(exc)
+                continue
+            removed.append(sandbox_id)
+        return tuple(removed), containers
+
+    def _evict_log_dirs(self, ready: bool, failures: list[CRIError]) -> tuple[str, ...]:
+        if self.log_dirs_root is None or not ready:
+            return ()
+        root = self.log_dirs_root
+        try:
+            names = sorted(os.listdir(root))  # Go's ReadDir order
+        except FileNotFoundError:
+            return ()  # no folder, no logs to remove (the kubelet reports an error here every minute)
+        except OSError as exc:
+            failures.append(_os_failure(READ_LOG_DIR, root, exc))
+            return ()
+        removed: list[str] = []
+        for name in pod_log_dirs_to_remove(names, self.pod_state, all_sources_ready=ready):
+            path = os.path.join(root, name)
+            try:
+                if os.path.isdir(path) and not os.path.islink(path):
+                    shutil.rmtree(path)
+                else:
+                    os.unlink(path)
+            except OSError as exc:
+                failures.append(_os_failure(REMOVE_LOG_DIR, path, exc))
+                continue
+            removed.append(name)
+        return tuple(removed)
+
+    def _evict_legacy_symlinks(self, containers: Sequence[Container], failures: list[CRIError]) -> tuple[str, ...]:
+        if self.legacy_logs_root is None:
+            return ()
+        root = Path(self.legacy_logs_root)
+        try:
+            candidates = sorted(p.name for p in root.glob("*.log"))
+        except OSError:
+            return ()  # upstream ignores the glob's error
+        dangling = [name for name in candidates if not (root / name).exists() and (root / name).is_symlink()]
+        removed: list[str] = []
+        for name in legacy_log_symlinks_to_remove(dangling, containers):
+            try:
+                (root / name).unlink()
+            except OSError as exc:
+                failures.append(_os_failure(REMOVE_LOG_SYMLINK, str(root / name), exc))
+                continue
+            removed.append(name)
+        return tuple(removed)
+
+
+# --- image GC ------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ImageGCResult:
+    """What one image GC pass deleted and freed.
+
+    `wanted_bytes` is what periodic GC aimed at (None: usage was below the high threshold, or the pass was
+    eviction-time reclaim); `shortfall` is the kubelet's FreeDiskSpaceFailed message when it freed less.
+    """
+
+    removed: tuple[ImageToFree, ...] = ()
+    freed_bytes: int = 0
+    wanted_bytes: int | None = None
+    shortfall: str | None = None
+    failures: tuple[CRIError, ...] = field(default=(), compare=False)
+
+
+ImageRemovedHook = Callable[[GCReason], None]
+
+
+def _ignore_removal(reason: GCReason) -> None:
+    return None
+
+
+class CriImageGC:
+    """The kubelet's image GC manager (image_gc_manager.go) over a CRI client.
+
+    `fs_usage` returns the image filesystem's (capacity_bytes, available_bytes) for periodic GC (see
+    `imagefs_usage`). `on_image_removed` is called once per deleted image with its reason ("space" or
+    "age"), for `evictd_image_garbage_collected_total{reason}`.
+    """
+
+    def __init__(
+        self,
+        client: RuntimeGCClient,
+        policy: ImageGCPolicy,
+        *,
+        fs_usage: Callable[[], tuple[int, int]] | None = None,
+        on_image_removed: ImageRemovedHook = _ignore_removal,
+        clock: GCClock | None = None,
+    ) -> None:
+        self.client = client
+        self.policy = policy
+        self.state = ImageGCState()
+        self._fs_usage = fs_usage
+        self._on_image_removed = on_image_removed
+        self._clock = clock or SystemClock()
+        # beganGC: age-based deletion waits until GC has run for longer than the maximum age.
+        self.began_gc_s = self._clock.monotonic()
+
+    def detect(self) -> tuple[Sequence[Image], frozenset[str], float]:
+        """Update the records from the runtime; return the images, the IDs in use and the detection time.
+
+        Raises CRIError when images or containers cannot be listed (the records are then unchanged).
+        """
+        now_s = self._clock.monotonic()
+        images = self.client.list_images()
+        containers = self.client.list_containers()
+        self.state = detect_images(self.state, images, containers, now_s)
+        return images, images_in_use(images, containers), now_s
+
+    def reclaim(self) -> int:
+        """DeleteUnusedImages for the eviction manager: return the bytes of the images deleted.
+
+        Raises CRIError when listing fails, GCError when a deletion failed (after trying the others).
+        """
+        return self.delete_unused().freed_bytes
+
+    def delete_unused(self) -> ImageGCResult:
+        """DeleteUnusedImages: delete every eligible unused image (in use, pinned, protected and young kept)."""
+        images, in_use, now_s = self.detect()
+        candidates = images_to_free(
+            self.state, images, in_use, now_s, self.policy.min_age_s, MAX_INT64, self.policy.protected
+        )
+        removed, freed, failures = self._free(candidates, MAX_INT64)
+        if failures:
+            raise GCError("image garbage collection", failures, freed)
+        return ImageGCResult(removed=removed, freed_bytes=freed)
+
+    def periodic(self) -> ImageGCResult:
+        """The kubelet's periodic GarbageCollect: images past the maximum age, then down to the low threshold.
+
+        Raises CRIError when listing fails, GCError when a deletion failed (as the kubelet, age deletion
+        errors end the pass before the space step), SampleError when the filesystem cannot be read.
+        """
+        images, in_use, now_s = self.detect()
+        if self.policy.periodic_disabled:
+            return ImageGCResult()
+        old = images_past_max_age(
+            self.state,
+            images,
+            in_use,
+            now_s,
+            self.policy.max_age_s,
+            began_gc_s=self.began_gc_s,
+            protected=self.policy.protected,
+        )
+        aged, aged_freed, failures = self._free(old, MAX_INT64)
+        if failures:
+            raise GCError("image garbage collection by age", failures, aged_freed)
+        if self._fs_usage is None:
+            raise SampleError("imagefs", "no image filesystem usage source configured")
+        capacity, available = self._fs_usage()
+        wanted = periodic_bytes_to_free(
+            capacity, available, self.policy.high_threshold_percent, self.policy.low_threshold_percent
+        )
+        if wanted is None:
+            return ImageGCResult(removed=aged, freed_bytes=aged_freed)
+        candidates = images_to_free(
+            self.state, images, in_use, now_s, self.policy.min_age_s, MAX_INT64, self.policy.protected
+        )
+        spaced, freed, failures = self._free(candidates, wanted)
+        if failures:
+            raise GCError("image garbage collection", failures, aged_freed + freed)
+        shortfall = None
+        if freed < wanted:
+            shortfall = (
+                f"Failed to garbage collect required amount of images. Attempted to free {wanted} bytes, "
+                f"but only found {freed} bytes eligible to free."
+            )
+        return ImageGCResult(aged + spaced, aged_freed + freed, wanted, shortfall)
+
+    def _free(
+        self, candidates: Sequence[ImageToFree], bytes_to_free: int
+    ) -> tuple[tuple[ImageToFree, ...], int, list[CRIError]]:
+        """Delete candidates in order until `bytes_to_free` is reached (counting only successful deletions)."""
+        removed: list[ImageToFree] = []
+        failures: list[CRIError] = []
+        freed = 0
+        for image in candidates:
+            try:
+                self.client.remove_image(image.image_id)
+            except CRIError as exc:
+                failures.append(exc)
+                continue
+            self.state = without_images(self.state, (image.image_id,))
+            self._on_image_removed(image.reason)
+            removed.append(image)
+            freed += image.size_bytes
+            if freed >= bytes_to_free:
+                break
+        return tuple(removed), freed, failures
+
+
+def imagefs_usage(client: ImageFsClient) -> Callable[[], tuple[int, int]]:
+    """Return a reader of the image filesystem's (capacity, available) bytes: statvfs of what ImageFsInfo names.
+
+    The reader raises CRIError when the runtime does not answer, SampleError when it names no filesystem or
+    the folder cannot be read.
+    """
+
+    def read() -> tuple[int, int]:
+        info = client.image_fs_info()
+        if not info.image_filesystems:
+            raise SampleError("ImageFsInfo", "the runtime reported no image filesystem")
+        reading = statvfs_reading(info.image_filesystems[0].mountpoint)
+        return reading.capacity_bytes, reading.available_bytes
+
+    return read
+
+
+# --- the manager's NodeReclaimer -----------------------------------------------------------------------
+
+
+class RuntimeReclaimer:
+    """Node-level reclaim for the eviction manager: containerGC and imageGC through the runtime.
+
+    With `images.policy.include_in_eviction` false, IMAGE_GC deletes nothing and frees 0 (periodic image
+    GC is unaffected).
+    """
+
+    def __init__(self, containers: CriContainerGC, images: CriImageGC) -> None:
+        self.containers = containers
+        self.images = images
+
+    def reclaim(self, action: ReclaimAction) -> int:
+        """Run one reclaim function; return the bytes it freed. Raises CRIError (GCError) on failures."""
+        if action is ReclaimAction.CONTAINER_GC:
+            return self.containers.reclaim()
+        if action is ReclaimAction.IMAGE_GC:
+            if not self.images.policy.include_in_eviction:
+                return 0
+            return self.images.reclaim()
+        assert_never(action)

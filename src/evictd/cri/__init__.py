@@ -1,0 +1,126 @@
+"""The Container Runtime Interface (CRI, ``runtime.v1``) as evictd uses it: values here, the client in ``client``.
+
+Job: name what a CRI runtime (containerd, CRI-O) reports to the eviction manager beyond the inventory
+that ``evictd.core.runtime`` already models (images, containers, sandboxes): the runtime's version, the
+image/container filesystems (``ImageFsInfo``), per-container and per-pod usage (``ListContainerStats``,
+``ListPodSandboxStats``) and one container's status.
+
+Layout of the package:
+
+* ``evictd.cri`` (this module): frozen values only, standard library only. Shell modules and the
+  ``LocalKiller`` adapter type against them without importing gRPC, so the offline commands
+  (``check-config``, ``simulate``) never load ``grpc`` (tests/test_cli.py checks it).
+* ``evictd.cri.client``: ``CriClient``, the only module that imports ``grpc`` and the generated stubs.
+* ``evictd.cri.api_pb2`` / ``api_pb2_grpc``: generated from ``api.proto`` (see README.md there).
+
+Invariants:
+
+* A value the runtime did not report is ``None``, never 0: the CRI wraps optional numbers in
+  ``UInt64Value`` messages, and "missing" must skip a signal rather than look like an empty disk.
+* Times are nanoseconds since the epoch, as the CRI reports them; sizes are bytes, counts are ints.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from evictd.core.runtime import ContainerState
+
+# The containerd default; CRI-O listens on unix:///var/run/crio/crio.sock and is reached the same way.
+DEFAULT_ENDPOINT = "unix:///run/containerd/containerd.sock"
+
+# The CRI version evictd speaks; runtimes answer Version with the one they serve.
+CRI_API_VERSION = "v1"
+
+
+@dataclass(frozen=True, slots=True)
+class RuntimeVersion:
+    """What ``Version`` answers: e.g. ``containerd``, ``1.6.20~ds1``, ``v1``."""
+
+    runtime_name: str
+    runtime_version: str
+    runtime_api_version: str
+
+
+@dataclass(frozen=True, slots=True)
+class FilesystemUsage:
+    """One filesystem the runtime stores images or writable layers on (CRI ``FilesystemUsage``).
+
+    ``mountpoint`` is the folder the runtime names (containerd: its snapshotter's folder), which need not
+    be a mount point itself: statvfs it for capacity. ``used_bytes``/``inodes_used`` count only what the
+    runtime stores there; ``None`` if the runtime left them out. containerd measures them in the
+    background every ``stats_collect_period`` seconds and reports 0 before its first measurement.
+    """
+
+    mountpoint: str
+    used_bytes: int | None
+    inodes_used: int | None
+    timestamp_ns: int
+
+
+@dataclass(frozen=True, slots=True)
+class ImageFsInfo:
+    """``ImageFsInfo``: the image filesystems and, when the runtime splits them, the container ones.
+
+    An empty ``container_filesystems`` means writable layers live on the image filesystem (the kubelet's
+    "imagefs only" or "single fs" layouts); a non-empty one is the split imagefs/containerfs layout.
+    """
+
+    image_filesystems: tuple[FilesystemUsage, ...]
+    container_filesystems: tuple[FilesystemUsage, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ContainerUsage:
+    """One running container's usage from ``ListContainerStats``.
+
+    ``pod_sandbox_id`` comes from ``ListContainers`` (stats carry no sandbox ID) and is ``""`` when the
+    container vanished between the two calls. ``pod_uid``/``pod_name``/``pod_namespace`` are the kubelet
+    labels (``""`` for containers the kubelet did not create). ``timestamp_ns`` is the memory sample's
+    time, or the writable layer's when memory was not reported.
+    """
+
+    container_id: str
+    pod_sandbox_id: str
+    name: str
+    pod_uid: str
+    pod_name: str
+    pod_namespace: str
+    writable_layer_bytes: int | None
+    writable_layer_inodes: int | None
+    working_set_bytes: int | None
+    timestamp_ns: int
+
+
+@dataclass(frozen=True, slots=True)
+class SandboxUsage:
+    """One pod's usage from ``ListPodSandboxStats`` (Linux stats: the pod cgroup as a whole)."""
+
+    sandbox_id: str
+    uid: str
+    name: str
+    namespace: str
+    working_set_bytes: int | None
+    process_count: int | None
+    timestamp_ns: int
+
+
+@dataclass(frozen=True, slots=True)
+class ContainerStatus:
+    """One container's status from ``ContainerStatus``.
+
+    ``reason`` is the runtime's CamelCase word (``OOMKilled``, ``Completed``, ``Error``); ``exit_code``,
+    ``started_at_ns`` and ``finished_at_ns`` are 0 while they do not apply, as the CRI defines them.
+    """
+
+    id: str
+    name: str
+    state: ContainerState
+    created_at_ns: int
+    started_at_ns: int
+    finished_at_ns: int
+    exit_code: int
+    reason: str
+    message: str
+    image_ref: str
+    labels: dict[str, str] = field(default_factory=dict, hash=False, compare=False)

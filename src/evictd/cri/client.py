@@ -1,0 +1,496 @@
+"""``CriClient``: a synchronous gRPC client for a CRI runtime (containerd, CRI-O) over its Unix socket.
+
+Job: make the ``runtime.v1`` calls evictd needs (the eviction manager's stats, the garbage collectors'
+inventory and deletions, the local pod kill) and translate every reply into evictd values
+(``evictd.core.runtime`` and ``evictd.cri``). A few more calls (``run_pod_sandbox``,
+``create_container``, ``start_container``) exist for the test harness, which starts real pods with them;
+evictd itself never creates anything.
+
+Invariants:
+
+* This module and the generated stubs are the only places that import ``grpc``; nothing outside
+  ``evictd.cri`` sees a protobuf message.
+* Every call has a deadline: the client's ``timeout_s``, plus the grace period for ``StopContainer``
+  (the kubelet's remote runtime does the same: ``r.timeout + timeout`` seconds, so that the runtime has
+  time to send SIGKILL after the grace period and answer).
+* Every failure, whether the runtime answered with a status or the channel could not connect, leaves
+  through ``map_rpc_error`` as ``CRIError(method, code, detail)``, where ``method`` is the RPC name
+  (``"StopContainer"``) and ``code`` the gRPC status code name (``"NOT_FOUND"``, ``"UNAVAILABLE"``,
+  ``"DEADLINE_EXCEEDED"``). Nothing else from gRPC escapes.
+* Readings the runtime left unset are ``None`` (see ``evictd.cri``), never 0.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any
+
+import grpc
+
+from evictd.core.errors import ConfigError, CRIError
+from evictd.core.runtime import (
+    CONTAINER_NAME_LABEL,
+    POD_NAME_LABEL,
+    POD_NAMESPACE_LABEL,
+    POD_UID_LABEL,
+    Container,
+    ContainerState,
+    Image,
+    Sandbox,
+    SandboxState,
+)
+from evictd.cri import (
+    CRI_API_VERSION,
+    ContainerStatus,
+    ContainerUsage,
+    FilesystemUsage,
+    ImageFsInfo,
+    RuntimeVersion,
+    SandboxUsage,
+    api_pb2_grpc,
+)
+from evictd.cri import api_pb2 as pb
+
+UNIX_SCHEME = "unix://"
+
+# The kubelet's CRI client accepts replies of up to 16 MiB (pkg/kubelet/cri/remote: maxMsgSize); a node
+# with thousands of containers produces ListContainers replies of several MiB.
+MAX_MESSAGE_BYTES = 16 * 1024 * 1024
+
+# Key under which a bad endpoint is reported, the kubelet's own configuration field.
+ENDPOINT_CONFIG_KEY = "containerRuntimeEndpoint"
+
+
+def map_rpc_error(method: str, exc: grpc.RpcError) -> CRIError:
+    """Return the ``CRIError`` for a failed RPC: the one place where gRPC failures become evictd errors.
+
+    A runtime's answer and a channel failure (no socket, refused connection, deadline) both arrive as
+    ``grpc.RpcError`` carrying a status code and details; an error without them (which gRPC does not
+    produce for unary calls) is reported as ``UNKNOWN`` with its text.
+    """
+    code_of = getattr(exc, "code", None)
+    details_of = getattr(exc, "details", None)
+    code = code_of() if callable(code_of) else None
+    detail = details_of() if callable(details_of) else None
+    code_name = code.name if isinstance(code, grpc.StatusCode) else "UNKNOWN"
+    return CRIError(method, code_name, str(detail) if detail else str(exc))
+
+
+def channel_target(endpoint: str) -> str:
+    """Return the gRPC target for a runtime endpoint; raise ``ConfigError`` for anything but a Unix socket.
+
+    ``unix:///run/containerd/containerd.sock`` is taken as is; a bare absolute path gets the ``unix://``
+    scheme, as the kubelet used to accept before it required the scheme.
+    """
+    if endpoint.startswith(UNIX_SCHEME) and len(endpoint) > len(UNIX_SCHEME):
+        return endpoint
+    if endpoint.startswith("/"):
+        return UNIX_SCHEME + endpoint
+    raise ConfigError("only unix:// endpoints are supported", key=ENDPOINT_CONFIG_KEY, value=endpoint)
+
+
+def _wrapped(value: pb.UInt64Value, present: bool) -> int | None:
+    # Unset UInt64Value messages mean "not reported", which must stay distinguishable from 0.
+    return int(value.value) if present else None
+
+
+def _filesystem_usage(usage: pb.FilesystemUsage) -> FilesystemUsage:
+    return FilesystemUsage(
+        mountpoint=usage.fs_id.mountpoint,
+        used_bytes=_wrapped(usage.used_bytes, usage.HasField("used_bytes")),
+        inodes_used=_wrapped(usage.inodes_used, usage.HasField("inodes_used")),
+        timestamp_ns=int(usage.timestamp),
+    )
+
+
+def _container_state(value: int) -> ContainerState:
+    # Values a newer runtime might add are not states evictd can act on: treat them as unknown.
+    try:
+        return ContainerState(pb.ContainerState.Name(value))
+    except ValueError:
+        return ContainerState.UNKNOWN
+
+
+def _sandbox_state(value: int) -> SandboxState:
+    # Anything but READY is not ready.
+    return SandboxState.READY if value == pb.SANDBOX_READY else SandboxState.NOTREADY
+
+
+def _image(image: pb.Image) -> Image:
+    return Image(
+        id=image.id,
+        size_bytes=int(image.size),
+        repo_tags=tuple(image.repo_tags),
+        repo_digests=tuple(image.repo_digests),
+        pinned=image.pinned,
+    )
+
+
+def _container(container: pb.Container) -> Container:
+    return Container(
+        id=container.id,
+        name=container.metadata.name,
+        pod_sandbox_id=container.pod_sandbox_id,
+        state=_container_state(container.state),
+        created_at_ns=int(container.created_at),
+        attempt=int(container.metadata.attempt),
+        # image_id (CRI 1.30+) is the unique image ID; older runtimes (containerd 1.6) put it in image_ref.
+        image_ref=container.image_id or container.image_ref,
+        image=container.image.image,
+        labels=dict(container.labels),
+    )
+
+
+def _sandbox(
+    sandbox_id: str, metadata: pb.PodSandboxMetadata, state: int, created_at: int, labels: Mapping[str, str]
+) -> Sandbox:
+    return Sandbox(
+        id=sandbox_id,
+        name=metadata.name,
+        namespace=metadata.namespace,
+        uid=metadata.uid,
+        state=_sandbox_state(state),
+        created_at_ns=int(created_at),
+        attempt=int(metadata.attempt),
+        labels=dict(labels),
+    )
+
+
+def _container_usage(stats: pb.ContainerStats, sandbox_of: Mapping[str, str]) -> ContainerUsage:
+    attributes = stats.attributes
+    labels = attributes.labels
+    memory_reported = stats.HasField("memory")
+    layer_reported = stats.HasField("writable_layer")
+    timestamp = stats.memory.timestamp if memory_reported else stats.writable_layer.timestamp
+    return ContainerUsage(
+        container_id=attributes.id,
+        pod_sandbox_id=sandbox_of.get(attributes.id, ""),
+        name=attributes.metadata.name or labels.get(CONTAINER_NAME_LABEL, ""),
+        pod_uid=labels.get(POD_UID_LABEL, ""),
+        pod_name=labels.get(POD_NAME_LABEL, ""),
+        pod_namespace=labels.get(POD_NAMESPACE_LABEL, ""),
+        writable_layer_bytes=_wrapped(
+            stats.writable_layer.used_bytes, layer_reported and stats.writable_layer.HasField("used_bytes")
+        ),
+        writable_layer_inodes=_wrapped(
+            stats.writable_layer.inodes_used, layer_reported and stats.writable_layer.HasField("inodes_used")
+        ),
+        working_set_bytes=_wrapped(
+            stats.memory.working_set_bytes, memory_reported and stats.memory.HasField("working_set_bytes")
+        ),
+        timestamp_ns=int(timestamp),
+    )
+
+
+def _sandbox_usage(stats: pb.PodSandboxStats) -> SandboxUsage:
+    metadata = stats.attributes.metadata
+    linux = stats.linux
+    memory_reported = stats.HasField("linux") and linux.HasField("memory")
+    process_reported = stats.HasField("linux") and linux.HasField("process")
+    timestamp = linux.memory.timestamp if memory_reported else linux.process.timestamp
+    return SandboxUsage(
+        sandbox_id=stats.attributes.id,
+        uid=metadata.uid,
+        name=metadata.name,
+        namespace=metadata.namespace,
+        working_set_bytes=_wrapped(
+            linux.memory.working_set_bytes, memory_reported and linux.memory.HasField("working_set_bytes")
+        ),
+        process_count=_wrapped(
+            linux.process.process_count, process_reported and linux.process.HasField("process_count")
+        ),
+        timestamp_ns=int(timestamp),
+    )
+
+
+# --- what the test harness sends (evictd itself never creates pods) -----------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class PodSandboxSpec:
+    """A pod sandbox to run, as the kubelet would describe it (test harness only).
+
+    ``host_network`` pods need no CNI; their ``hostname`` must then be empty (the runtime uses the
+    node's). ``cgroup_parent`` uses the cgroupfs driver's syntax, e.g.
+    ``/kubepods/besteffort/pod<uid>``. The kubelet's pod labels are added from name/namespace/uid.
+    """
+
+    name: str
+    namespace: str
+    uid: str
+    cgroup_parent: str = ""
+    log_directory: str = ""
+    host_network: bool = True
+    attempt: int = 0
+    labels: Mapping[str, str] = field(default_factory=dict)
+    annotations: Mapping[str, str] = field(default_factory=dict)
+
+    def kubelet_labels(self) -> dict[str, str]:
+        """Return the labels the kubelet puts on a sandbox, then this spec's own labels."""
+        return {
+            POD_NAME_LABEL: self.name,
+            POD_NAMESPACE_LABEL: self.namespace,
+            POD_UID_LABEL: self.uid,
+            **self.labels,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class ContainerSpec:
+    """A container to create in a sandbox (test harness only).
+
+    ``mounts`` are ``(container_path, host_path, readonly)``; ``memory_limit_bytes`` 0 means no limit.
+    ``image`` is a reference the runtime already holds (the harness imports images, it never pulls).
+    """
+
+    name: str
+    image: str
+    command: Sequence[str] = ()
+    args: Sequence[str] = ()
+    envs: Mapping[str, str] = field(default_factory=dict)
+    mounts: Sequence[tuple[str, str, bool]] = ()
+    memory_limit_bytes: int = 0
+    log_path: str = ""
+    attempt: int = 0
+    labels: Mapping[str, str] = field(default_factory=dict)
+    annotations: Mapping[str, str] = field(default_factory=dict)
+
+
+def _namespace_options(host_network: bool) -> pb.NamespaceOption:
+    # What the kubelet sends for a v1 pod: network NODE or POD, PID per container, IPC per pod.
+    return pb.NamespaceOption(network=pb.NODE if host_network else pb.POD, pid=pb.CONTAINER, ipc=pb.POD)
+
+
+def _sandbox_config(spec: PodSandboxSpec) -> pb.PodSandboxConfig:
+    return pb.PodSandboxConfig(
+        metadata=pb.PodSandboxMetadata(name=spec.name, uid=spec.uid, namespace=spec.namespace, attempt=spec.attempt),
+        hostname="",
+        log_directory=spec.log_directory,
+        labels=spec.kubelet_labels(),
+        annotations=dict(spec.annotations),
+        linux=pb.LinuxPodSandboxConfig(
+            cgroup_parent=spec.cgroup_parent,
+            security_context=pb.LinuxSandboxSecurityContext(namespace_options=_namespace_options(spec.host_network)),
+        ),
+    )
+
+
+def _container_config(spec: ContainerSpec, sandbox: PodSandboxSpec) -> pb.ContainerConfig:
+    labels = {**sandbox.kubelet_labels(), CONTAINER_NAME_LABEL: spec.name, **spec.labels}
+    return pb.ContainerConfig(
+        metadata=pb.ContainerMetadata(name=spec.name, attempt=spec.attempt),
+        image=pb.ImageSpec(image=spec.image),
+        command=list(spec.command),
+        args=list(spec.args),
+        envs=[pb.KeyValue(key=key, value=value) for key, value in spec.envs.items()],
+        mounts=[
+            pb.Mount(container_path=inside, host_path=outside, readonly=readonly)
+            for inside, outside, readonly in spec.mounts
+        ],
+        labels=labels,
+        annotations=dict(spec.annotations),
+        log_path=spec.log_path,
+        linux=pb.LinuxContainerConfig(
+            resources=pb.LinuxContainerResources(memory_limit_in_bytes=spec.memory_limit_bytes),
+            security_context=pb.LinuxContainerSecurityContext(
+                namespace_options=_namespace_options(sandbox.host_network)
+            ),
+        ),
+    )
+
+
+class CriClient:
+    """A CRI runtime reached over ``endpoint`` (``unix:///run/containerd/containerd.sock``).
+
+    ``timeout_s`` is each call's deadline. The channel connects lazily: constructing a client never
+    fails because the runtime is down; the first call does, with ``CRIError(..., "UNAVAILABLE", ...)``.
+    Thread-safe (gRPC channels are); ``close()`` (or ``with``) releases the channel.
+    """
+
+    def __init__(self, endpoint: str, timeout_s: float) -> None:
+        if timeout_s <= 0:
+            raise ConfigError("the CRI request timeout must be positive", key="runtimeRequestTimeout", value=timeout_s)
+        self.endpoint = endpoint
+        self.timeout_s = timeout_s
+        self._channel: Any = grpc.insecure_channel(
+            channel_target(endpoint),
+            options=[
+                ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+                ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+            ],
+        )
+        # The generated stubs are untyped; every call goes through _call, which types the replies.
+        self._runtime: Any = api_pb2_grpc.RuntimeServiceStub(self._channel)  # type: ignore[no-untyped-call]
+        self._images: Any = api_pb2_grpc.ImageServiceStub(self._channel)  # type: ignore[no-untyped-call]
+
+    def close(self) -> None:
+        """Close the channel; later calls fail."""
+        self._channel.close()
+
+    def __enter__(self) -> CriClient:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def _call(self, stub: Any, method: str, request: Any, timeout_s: float | None = None) -> Any:
+        rpc: Callable[..., Any] = getattr(stub, method)
+        try:
+            return rpc(request, timeout=self.timeout_s if timeout_s is None else timeout_s)
+        except grpc.RpcError as exc:
+            raise map_rpc_error(method, exc) from exc
+
+    # --- runtime ------------------------------------------------------------------------------------------
+
+    def version(self) -> RuntimeVersion:
+        """Return the runtime's name, version and CRI API version. Raises ``CRIError``."""
+        reply: pb.VersionResponse = self._call(
+            self._runtime, "Version", pb.VersionRequest(version=CRI_API_VERSION)
+        )
+        return RuntimeVersion(reply.runtime_name, reply.runtime_version, reply.runtime_api_version)
+
+    # --- images -------------------------------------------------------------------------------------------
+
+    def image_fs_info(self) -> ImageFsInfo:
+        """Return the image (and container) filesystems with the runtime's usage of them. Raises ``CRIError``."""
+        reply: pb.ImageFsInfoResponse = self._call(self._images, "ImageFsInfo", pb.ImageFsInfoRequest())
+        return ImageFsInfo(
+            image_filesystems=tuple(_filesystem_usage(fs) for fs in reply.image_filesystems),
+            container_filesystems=tuple(_filesystem_usage(fs) for fs in reply.container_filesystems),
+        )
+
+    def list_images(self) -> list[Image]:
+        """Return every image the runtime stores. Raises ``CRIError``."""
+        reply: pb.ListImagesResponse = self._call(self._images, "ListImages", pb.ListImagesRequest())
+        return [_image(image) for image in reply.images]
+
+    def remove_image(self, image_id: str) -> None:
+        """Remove an image by ID (or any of its references). Idempotent per the CRI. Raises ``CRIError``."""
+        self._call(self._images, "RemoveImage", pb.RemoveImageRequest(image=pb.ImageSpec(image=image_id)))
+
+    # --- containers ---------------------------------------------------------------------------------------
+
+    def list_containers(self, *, pod_uid: str | None = None) -> list[Container]:
+        """Return every container (in any state), or only those labelled with ``pod_uid``. Raises ``CRIError``."""
+        request = pb.ListContainersRequest()
+        if pod_uid is not None:
+            request.filter.label_selector[POD_UID_LABEL] = pod_uid
+        reply: pb.ListContainersResponse = self._call(self._runtime, "ListContainers", request)
+        return [_container(container) for container in reply.containers]
+
+    def container_status(self, container_id: str) -> ContainerStatus:
+        """Return one container's status; ``CRIError`` (``NOT_FOUND`` on containerd) if it does not exist."""
+        reply: pb.ContainerStatusResponse = self._call(
+            self._runtime, "ContainerStatus", pb.ContainerStatusRequest(container_id=container_id)
+        )
+        status = reply.status
+        return ContainerStatus(
+            id=status.id,
+            name=status.metadata.name,
+            state=_container_state(status.state),
+            created_at_ns=int(status.created_at),
+            started_at_ns=int(status.started_at),
+            finished_at_ns=int(status.finished_at),
+            exit_code=int(status.exit_code),
+            reason=status.reason,
+            message=status.message,
+            image_ref=status.image_id or status.image_ref,
+            labels=dict(status.labels),
+        )
+
+    def stop_container(self, container_id: str, timeout_s: int) -> None:
+        """Stop a container: the stop signal, then SIGKILL after ``timeout_s`` seconds (0: at once).
+
+        The call's deadline is the client timeout plus ``timeout_s``. Idempotent per the CRI (an exited
+        container stops without error). Raises ``CRIError``.
+        """
+        grace_s = max(0, int(timeout_s))
+        self._call(
+            self._runtime,
+            "StopContainer",
+            pb.StopContainerRequest(container_id=container_id, timeout=grace_s),
+            timeout_s=self.timeout_s + grace_s,
+        )
+
+    def remove_container(self, container_id: str) -> None:
+        """Remove a container (a running one is killed first). Idempotent per the CRI. Raises ``CRIError``."""
+        self._call(self._runtime, "RemoveContainer", pb.RemoveContainerRequest(container_id=container_id))
+
+    # --- sandboxes ----------------------------------------------------------------------------------------
+
+    def list_sandboxes(self, *, pod_uid: str | None = None) -> list[Sandbox]:
+        """Return every pod sandbox (ready or not), or only those of ``pod_uid``. Raises ``CRIError``."""
+        request = pb.ListPodSandboxRequest()
+        if pod_uid is not None:
+            request.filter.label_selector[POD_UID_LABEL] = pod_uid
+        reply: pb.ListPodSandboxResponse = self._call(self._runtime, "ListPodSandbox", request)
+        return [_sandbox(item.id, item.metadata, item.state, item.created_at, item.labels) for item in reply.items]
+
+    def sandbox_status(self, sandbox_id: str) -> Sandbox:
+        """Return one sandbox's current status; ``CRIError`` if it does not exist."""
+        reply: pb.PodSandboxStatusResponse = self._call(
+            self._runtime, "PodSandboxStatus", pb.PodSandboxStatusRequest(pod_sandbox_id=sandbox_id)
+        )
+        status = reply.status
+        return _sandbox(status.id, status.metadata, status.state, status.created_at, status.labels)
+
+    def stop_sandbox(self, sandbox_id: str) -> None:
+        """Stop a sandbox, forcibly killing any container still running in it. Idempotent. Raises ``CRIError``."""
+        self._call(self._runtime, "StopPodSandbox", pb.StopPodSandboxRequest(pod_sandbox_id=sandbox_id))
+
+    def remove_sandbox(self, sandbox_id: str) -> None:
+        """Remove a sandbox and its containers. Idempotent per the CRI. Raises ``CRIError``."""
+        self._call(self._runtime, "RemovePodSandbox", pb.RemovePodSandboxRequest(pod_sandbox_id=sandbox_id))
+
+    # --- stats --------------------------------------------------------------------------------------------
+
+    def list_container_stats(self) -> list[ContainerUsage]:
+        """Return the usage of every running container, with its sandbox ID. Raises ``CRIError``.
+
+        Two calls: ``ListContainerStats`` (which carries no sandbox ID) and ``ListContainers``.
+        """
+        reply: pb.ListContainerStatsResponse = self._call(
+            self._runtime, "ListContainerStats", pb.ListContainerStatsRequest()
+        )
+        listing: pb.ListContainersResponse = self._call(self._runtime, "ListContainers", pb.ListContainersRequest())
+        sandbox_of = {container.id: container.pod_sandbox_id for container in listing.containers}
+        return [_container_usage(stats, sandbox_of) for stats in reply.stats]
+
+    def list_pod_sandbox_stats(self) -> list[SandboxUsage]:
+        """Return the usage of every pod sandbox the runtime measures. Raises ``CRIError``."""
+        reply: pb.ListPodSandboxStatsResponse = self._call(
+            self._runtime, "ListPodSandboxStats", pb.ListPodSandboxStatsRequest()
+        )
+        return [_sandbox_usage(stats) for stats in reply.stats]
+
+    # --- test harness only: real CRI calls that start pods ------------------------------------------------
+
+    def run_pod_sandbox(self, spec: PodSandboxSpec, runtime_handler: str = "") -> str:
+        """Run a pod sandbox and return its ID (test harness only). Raises ``CRIError``."""
+        reply: pb.RunPodSandboxResponse = self._call(
+            self._runtime,
+            "RunPodSandbox",
+            pb.RunPodSandboxRequest(config=_sandbox_config(spec), runtime_handler=runtime_handler),
+        )
+        return reply.pod_sandbox_id
+
+    def create_container(self, sandbox_id: str, spec: ContainerSpec, sandbox: PodSandboxSpec) -> str:
+        """Create a container in a sandbox and return its ID (test harness only). Raises ``CRIError``."""
+        reply: pb.CreateContainerResponse = self._call(
+            self._runtime,
+            "CreateContainer",
+            pb.CreateContainerRequest(
+                pod_sandbox_id=sandbox_id,
+                config=_container_config(spec, sandbox),
+                sandbox_config=_sandbox_config(sandbox),
+            ),
+        )
+        return reply.container_id
+
+    def start_container(self, container_id: str) -> None:
+        """Start a created container (test harness only). Raises ``CRIError``."""
+        self._call(self._runtime, "StartContainer", pb.StartContainerRequest(container_id=container_id))

@@ -1,0 +1,243 @@
+"""``LocalKiller``: killing an evicted pod through the CRI when the Kubernetes API cannot be reached.
+
+First with a scripted runtime (what is stopped, in which order, with which grace period, and how errors
+are reported), then against the real containerd: a pod that handles SIGTERM stops by itself within the
+grace period, a pod that ignores it is SIGKILLed when the grace period runs out, and afterwards the
+sandbox is NOT_READY while other pods keep running.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+from containerd_harness import (
+    GRACEFUL_SCRIPT,
+    QUICK_EXIT_SCRIPT,
+    SLEEP_FOREVER_SCRIPT,
+    STUBBORN_SCRIPT,
+    Containerd,
+    RunningPod,
+    busybox_container,
+)
+
+from conftest import PodFactory
+from evictd.adapters.local_kill import MINIMUM_GRACE_PERIOD_S, LocalKiller, stop_grace_period_s
+from evictd.core.engine import Eviction
+from evictd.core.errors import CRIError
+from evictd.core.pods import Pod
+from evictd.core.runtime import POD_UID_LABEL, Container, ContainerState, Sandbox, SandboxState
+
+# The graceful container's trap runs once its current `sleep 1` ends, then sleeps 2 s: it exits 2-3 s
+# after SIGTERM. The margin covers the runtime's own stop latency (tens of milliseconds measured).
+TRAP_SECONDS = 2.0
+TRAP_LATEST_S = 3.0
+MARGIN_S = 1.0
+SIGKILL_EXIT_CODE = 128 + 9
+
+
+def eviction_of(pod: Pod, grace_s: int) -> Eviction:
+    return Eviction(pod=pod, signal="memory.available", grace_period_override_s=grace_s,
+                    effective_grace_period_s=grace_s, message="The node was low on resource: memory.",
+                    annotations={}, conditions=())
+
+
+def pod_of(running: RunningPod) -> Pod:
+    return Pod(name=running.name, namespace=running.namespace, uid=running.uid)
+
+
+# --- with a scripted runtime ---------------------------------------------------------------------------
+
+@dataclass
+class RecordingRuntime:
+    """A ``PodRuntime`` that serves scripted sandboxes/containers and records the stop calls."""
+
+    sandboxes: list[Sandbox]
+    containers: list[Container]
+    stop_container_errors: dict[str, CRIError] = field(default_factory=dict)
+    stop_sandbox_errors: dict[str, CRIError] = field(default_factory=dict)
+    stop_delay_s: float = 0.0
+    calls: list[tuple[str, str, int | None]] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def list_sandboxes(self, *, pod_uid: str | None = None) -> list[Sandbox]:
+        return [s for s in self.sandboxes if pod_uid is None or s.uid == pod_uid]
+
+    def list_containers(self, *, pod_uid: str | None = None) -> list[Container]:
+        return [c for c in self.containers if pod_uid is None or c.pod_uid == pod_uid]
+
+    def stop_container(self, container_id: str, timeout_s: int) -> None:
+        time.sleep(self.stop_delay_s)
+        with self.lock:
+            self.calls.append(("StopContainer", container_id, timeout_s))
+        if container_id in self.stop_container_errors:
+            raise self.stop_container_errors[container_id]
+
+    def stop_sandbox(self, sandbox_id: str) -> None:
+        with self.lock:
+            self.calls.append(("StopPodSandbox", sandbox_id, None))
+        if sandbox_id in self.stop_sandbox_errors:
+            raise self.stop_sandbox_errors[sandbox_id]
+
+
+def sandbox(sandbox_id: str, uid: str, state: SandboxState = SandboxState.READY) -> Sandbox:
+    return Sandbox(id=sandbox_id, name="web", namespace="default", uid=uid, state=state, created_at_ns=1)
+
+
+def container(container_id: str, sandbox_id: str, uid: str,
+              state: ContainerState = ContainerState.RUNNING) -> Container:
+    return Container(id=container_id, name=container_id, pod_sandbox_id=sandbox_id, state=state,
+                     created_at_ns=1, labels={POD_UID_LABEL: uid})
+
+
+WEB = Pod(name="web", namespace="default", uid="uid-web")
+
+
+def scripted(containers: Sequence[Container], sandboxes: Sequence[Sandbox] | None = None,
+             **options: Any) -> RecordingRuntime:
+    return RecordingRuntime(sandboxes=list(sandboxes or [sandbox("sb-web", "uid-web")]),
+                            containers=list(containers), **options)
+
+
+@pytest.mark.parametrize(("effective_s", "sent_s"), [(1, 2), (2, 2), (30, 30)],
+                         ids=["hard-eviction-floored", "at-the-floor", "soft-eviction-as-is"])
+def test_grace_period_is_the_effective_one_floored_at_two_seconds(effective_s: int, sent_s: int) -> None:
+    assert MINIMUM_GRACE_PERIOD_S == 2
+    assert stop_grace_period_s(eviction_of(WEB, effective_s)) == sent_s
+    runtime = scripted([container("c1", "sb-web", "uid-web")])
+    result = LocalKiller(runtime).kill(eviction_of(WEB, effective_s))
+    assert runtime.calls[0] == ("StopContainer", "c1", sent_s)
+    assert result.grace_period_s == sent_s
+
+
+def test_running_containers_are_stopped_then_the_sandbox() -> None:
+    runtime = scripted([
+        container("running", "sb-web", "uid-web"),
+        container("unknown", "sb-web", "uid-web", ContainerState.UNKNOWN),
+        container("exited", "sb-web", "uid-web", ContainerState.EXITED),
+        container("created", "sb-web", "uid-web", ContainerState.CREATED),
+        container("elsewhere", "sb-other", "uid-other"),
+    ], [sandbox("sb-web", "uid-web"), sandbox("sb-old", "uid-web", SandboxState.NOTREADY),
+        sandbox("sb-other", "uid-other")])
+
+    result = LocalKiller(runtime).kill(eviction_of(WEB, 5))
+
+    assert sorted(runtime.calls[:2]) == [("StopContainer", "running", 5), ("StopContainer", "unknown", 5)]
+    assert runtime.calls[2:] == [("StopPodSandbox", "sb-web", None)]  # the not-ready sandbox is already stopped
+    assert result.found and result.pod == "default/web" and result.pod_uid == "uid-web"
+    assert sorted(result.container_ids) == ["running", "unknown"]
+    assert result.sandbox_ids == ("sb-web",)
+
+
+def test_containers_are_stopped_in_parallel() -> None:
+    runtime = scripted([container(f"c{i}", "sb-web", "uid-web") for i in range(4)], stop_delay_s=0.3)
+    started = time.monotonic()
+    LocalKiller(runtime).kill(eviction_of(WEB, 2))
+    assert time.monotonic() - started < 0.9  # one by one would take 1.2 s
+
+
+def test_a_pod_the_runtime_does_not_hold_is_not_found() -> None:
+    runtime = scripted([], [sandbox("sb-other", "uid-other")])
+    result = LocalKiller(runtime).kill(eviction_of(WEB, 2))
+    assert not result.found and result.container_ids == () and result.sandbox_ids == ()
+    assert runtime.calls == []
+
+
+def test_a_container_already_gone_counts_as_stopped() -> None:
+    runtime = scripted([container("gone", "sb-web", "uid-web")],
+                       stop_container_errors={"gone": CRIError("StopContainer", "NOT_FOUND", "not found")})
+    result = LocalKiller(runtime).kill(eviction_of(WEB, 2))
+    assert result.sandbox_ids == ("sb-web",)
+
+
+def test_failures_are_raised_after_every_stop_was_tried() -> None:
+    runtime = scripted(
+        [container("stuck", "sb-web", "uid-web"), container("fine", "sb-web", "uid-web")],
+        stop_container_errors={"stuck": CRIError("StopContainer", "DEADLINE_EXCEEDED", "deadline")},
+        stop_sandbox_errors={"sb-web": CRIError("StopPodSandbox", "UNKNOWN", "shim gone")},
+    )
+    with pytest.raises(CRIError) as caught:
+        LocalKiller(runtime).kill(eviction_of(WEB, 2))
+    assert (caught.value.method, caught.value.code) == ("StopContainer", "DEADLINE_EXCEEDED")
+    notes = "\n".join(caught.value.__notes__)
+    assert "StopPodSandbox failed: UNKNOWN" in notes and "default/web" in notes
+    assert {call[1] for call in runtime.calls} == {"stuck", "fine", "sb-web"}
+
+
+def test_listing_failures_are_cri_errors() -> None:
+    class Down(RecordingRuntime):
+        def list_sandboxes(self, *, pod_uid: str | None = None) -> list[Sandbox]:
+            raise CRIError("ListPodSandbox", "UNAVAILABLE", "connection refused")
+
+    with pytest.raises(CRIError) as caught:
+        LocalKiller(Down(sandboxes=[], containers=[])).kill(eviction_of(WEB, 2))
+    assert caught.value.code == "UNAVAILABLE"
+
+
+# --- against the real containerd ------------------------------------------------------------------------
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:6]}"
+
+
+def test_a_pod_that_handles_sigterm_stops_within_its_grace_period(containerd: Containerd, pods: PodFactory) -> None:
+    grace_s = 5
+    victim = pods.run(unique("graceful"), [busybox_container("app", GRACEFUL_SCRIPT),
+                                           busybox_container("sidecar", GRACEFUL_SCRIPT)])
+    bystander = pods.run(unique("bystander"), [busybox_container("app", SLEEP_FOREVER_SCRIPT)])
+    for name in victim.container_ids:
+        containerd.wait_for_output(victim, name)  # the traps are set
+
+    result = LocalKiller(containerd.cri).kill(eviction_of(pod_of(victim), grace_s))
+
+    # Both containers exited on their own (exit 0 from the trap), in parallel: 2-3 s, not 4-6 s.
+    assert TRAP_SECONDS <= result.elapsed_s < TRAP_LATEST_S + MARGIN_S < grace_s
+    assert sorted(result.container_ids) == sorted(victim.container_ids.values())
+    assert result.sandbox_ids == (victim.sandbox_id,)
+    for container_id in victim.container_ids.values():
+        status = containerd.cri.container_status(container_id)
+        assert (status.state, status.exit_code, status.reason) == (ContainerState.EXITED, 0, "Completed")
+    assert containerd.sandbox_state(victim.sandbox_id) is SandboxState.NOTREADY
+
+    (other,) = containerd.cri.list_containers(pod_uid=bystander.uid)
+    assert other.state is ContainerState.RUNNING
+    assert containerd.sandbox_state(bystander.sandbox_id) is SandboxState.READY
+
+
+def test_a_pod_that_ignores_sigterm_is_killed_when_the_grace_period_ends(
+    containerd: Containerd, pods: PodFactory
+) -> None:
+    grace_s = 2
+    victim = pods.run(unique("stubborn"), [busybox_container("app", STUBBORN_SCRIPT)])
+    containerd.wait_for_output(victim, "app")  # the trap is set
+
+    result = LocalKiller(containerd.cri).kill(eviction_of(pod_of(victim), grace_s))
+
+    assert grace_s <= result.elapsed_s < grace_s + MARGIN_S
+    status = containerd.cri.container_status(victim.container_ids["app"])
+    assert (status.state, status.exit_code) == (ContainerState.EXITED, SIGKILL_EXIT_CODE)
+    assert (status.finished_at_ns - status.started_at_ns) / 1e9 >= grace_s
+    assert containerd.sandbox_state(victim.sandbox_id) is SandboxState.NOTREADY
+
+
+def test_a_pod_not_on_this_node_is_reported_not_found(containerd: Containerd) -> None:
+    absent = Pod(name="absent", namespace="default", uid=str(uuid.uuid4()))
+    result = LocalKiller(containerd.cri).kill(eviction_of(absent, 2))
+    assert not result.found and result.container_ids == () and result.sandbox_ids == ()
+
+
+def test_killing_an_already_stopped_pod_is_harmless(containerd: Containerd, pods: PodFactory) -> None:
+    victim = pods.run(unique("twice"), [busybox_container("app", QUICK_EXIT_SCRIPT)])
+    killer = LocalKiller(containerd.cri)
+    containerd.wait_for_output(victim, "app")
+    first = killer.kill(eviction_of(pod_of(victim), 2))
+    assert first.container_ids == (victim.container_ids["app"],)
+
+    again = killer.kill(eviction_of(pod_of(victim), 2))
+
+    assert again.found and again.container_ids == () and again.sandbox_ids == ()

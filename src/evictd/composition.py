@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import socket
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TextIO
 
@@ -20,6 +21,7 @@ from evictd.adapters.cgroups import CgroupReader, detect_cgroup_layout
 from evictd.adapters.disk_usage import DiskUsageCache
 from evictd.adapters.filesystems import detect_layout
 from evictd.adapters.kubelet_summary import ApiProxySummarySource, KubeletSummarySource
+from evictd.adapters.local_kill import LocalKiller
 from evictd.adapters.node_pods import DiscoveredPods
 from evictd.adapters.node_stats import NodeStatsSource, existing_ancestor
 from evictd.adapters.notifiers import (
@@ -29,12 +31,18 @@ from evictd.adapters.notifiers import (
     PsiNotifier,
     Waiter,
 )
+from evictd.adapters.runtime_gc import CriContainerGC, CriImageGC, RuntimeReclaimer, imagefs_usage
+from evictd.adapters.runtime_node import PeriodicGC, RuntimeFilesystems, RuntimeLayout
 from evictd.config import Configuration, EvictdSettings
+from evictd.core.container_gc import GCPolicy, PodState, PodStateFunc
 from evictd.core.engine import EngineConfig, Eviction, ReclaimAction
-from evictd.core.errors import ConfigError, KubeError, SampleError
+from evictd.core.errors import ConfigError, EvictdError, KubeError, SampleError
+from evictd.core.image_gc import image_gc_policy
 from evictd.core.node_status import ConditionMode
 from evictd.core.signals import FsLayout
 from evictd.core.summary import SYSTEM_CONTAINER_PODS
+from evictd.cri import RuntimeVersion
+from evictd.cri.client import CriClient
 from evictd.daemon import Daemon
 from evictd.http_endpoint import Health, HttpEndpoint
 from evictd.kube.client import build_api_client
@@ -43,9 +51,17 @@ from evictd.kube.events import EventRecorder
 from evictd.kube.evictor import KubePodEvictor
 from evictd.kube.journal import EvictionJournal
 from evictd.kube.node_writer import NodeStatusWriter
-from evictd.kube.pod_watch import PodWatcher
+from evictd.kube.pod_watch import TERMINAL_PHASES, PodWatcher
 from evictd.logging_setup import configure_logging, resolve_format
-from evictd.manager import CycleReport, EvictionManager, PodEvictor, PodSource, StatsSource
+from evictd.manager import (
+    CycleReport,
+    EvictionManager,
+    LayoutSource,
+    NodeReclaimer,
+    PodEvictor,
+    PodSource,
+    StatsSource,
+)
 from evictd.metrics import Metrics
 
 MICROSECONDS = 1_000_000
@@ -126,7 +142,7 @@ def _psi_notifiers(config: Configuration, log: structlog.typing.FilteringBoundLo
 
 
 def build_stats_source(config: Configuration, cgroups: CgroupReader, pods: PodSource,
-                       node_name: str) -> StatsSource:
+                       node_name: str, runtime: RuntimeParts | None = None) -> StatsSource:
     """Return the configured stats source: the node itself, or the kubelet's Summary API."""
     settings = config.evictd
     if settings.stats_source == "kubelet":
@@ -141,8 +157,8 @@ def build_stats_source(config: Configuration, cgroups: CgroupReader, pods: PodSo
         disk_usage=DiskUsageCache(),
         kubelet_root=settings.kubelet_root_dir,
         pod_logs_dir=settings.pod_logs_dir,
-        image_fs_path=settings.image_fs_path,
-        container_fs_path=settings.container_fs_path,
+        image_fs_path=runtime.filesystems.paths()[0] if runtime else settings.image_fs_path,
+        container_fs_path=runtime.filesystems.paths()[1] if runtime else settings.container_fs_path,
     )
 
 
@@ -156,12 +172,64 @@ class ClusterParts:
     watcher: PodWatcher
 
 
+@dataclass
+class RuntimeParts:
+    """The container runtime side of the daemon, when the CRI endpoint answers."""
+
+    client: CriClient
+    version: RuntimeVersion
+    filesystems: RuntimeFilesystems
+    reclaimer: RuntimeReclaimer
+    periodic_gc: PeriodicGC
+
+
+def connect_runtime(settings: EvictdSettings, log: Any) -> tuple[CriClient, RuntimeVersion] | None:
+    """Return a CRI client and the runtime's version, or None (logged) when nothing answers the endpoint."""
+    try:
+        client = CriClient(settings.container_runtime_endpoint, settings.runtime_request_timeout_s)
+        version = client.version()
+    except EvictdError as exc:
+        log.info("no container runtime answers: node-level reclaim is reported, not carried out",
+                 endpoint=settings.container_runtime_endpoint, error=str(exc))
+        return None
+    log.info("container runtime", endpoint=settings.container_runtime_endpoint, runtime=version.runtime_name,
+             version=version.runtime_version, api=version.runtime_api_version)
+    return client, version
+
+
+def build_runtime(config: Configuration, client: CriClient, version: RuntimeVersion, metrics: Metrics,
+                  log: Any, pod_state: PodStateFunc, sources_ready: Callable[[], bool]) -> RuntimeParts:
+    """Build node-level reclaim and periodic GC over a connected runtime."""
+    settings = config.evictd
+    metrics.runtime_info.labels(version.runtime_name, version.runtime_version, version.runtime_api_version).set(1)
+    filesystems = RuntimeFilesystems(client, settings.image_fs_path, settings.container_fs_path)
+    policy = GCPolicy(min_age_s=settings.container_gc_min_age_s,
+                      max_per_pod_container=settings.max_dead_containers_per_container,
+                      max_containers=settings.max_dead_containers)
+    containers = CriContainerGC(client, policy, pod_state, settings.pod_logs_dir, sources_ready=sources_ready)
+    images = CriImageGC(
+        client,
+        image_gc_policy(config.image_gc, settings.protected_images, settings.image_gc_during_eviction),
+        fs_usage=imagefs_usage(client),
+        on_image_removed=lambda reason: metrics.image_gc.labels(str(reason)).inc(),
+    )
+    try:
+        images.detect()  # first-detected times start now, as when the kubelet starts
+    except EvictdError as exc:
+        log.warning("image detection failed at start", error=str(exc))
+    periodic = PeriodicGC(containers, images, container_period_s=settings.container_gc_period_s,
+                          image_period_s=settings.image_gc_period_s, log=log)
+    return RuntimeParts(client=client, version=version, filesystems=filesystems,
+                        reclaimer=RuntimeReclaimer(containers, images), periodic_gc=periodic)
+
+
 def api_configured(settings: EvictdSettings) -> bool:
     """True when evictd should talk to a Kubernetes API: a kubeconfig, or running inside a pod."""
     return bool(settings.kubeconfig or os.environ.get(IN_CLUSTER_ENV))
 
 
-def build_cluster(config: Configuration, node_name: str, metrics: Metrics, log: Any, dry_run: bool) -> ClusterParts:
+def build_cluster(config: Configuration, node_name: str, metrics: Metrics, log: Any, dry_run: bool,
+                  local_kill: Callable[[Eviction], object] | None) -> ClusterParts:
     """Build the pod watch, the journaled evictor, the node status writer and the event recorder."""
     settings = config.evictd
     api_client = build_api_client(settings.kubeconfig)
@@ -175,7 +243,8 @@ def build_cluster(config: Configuration, node_name: str, metrics: Metrics, log: 
         log.warning("pod list not synced yet; no pod is evicted until it is", error=str(watcher.last_error))
     journal = EvictionJournal(None if dry_run else os.path.join(settings.state_dir, JOURNAL_FILE))
     events = EventRecorder(api_client, node_name, dry_run=dry_run)
-    kube_evictor = None if dry_run else KubePodEvictor(api_client, journal, events, on_api_error=api_error)
+    kube_evictor = None if dry_run else KubePodEvictor(api_client, journal, events, on_api_error=api_error,
+                                                       local_kill=local_kill)
     evictor: PodEvictor = kube_evictor if kube_evictor is not None else ReportOnlyEvictor()
     node_writer = NodeStatusWriter(api_client, node_name, ConditionMode(settings.node_condition_mode),
                                    update_period_s=settings.node_status_update_frequency_s, dry_run=dry_run)
@@ -202,7 +271,14 @@ def build_daemon(
     cgroups = CgroupReader(layout)
     metrics = Metrics()
     dry_run = settings.dry_run
-    cluster = build_cluster(config, node_name, metrics, log, dry_run) if api_configured(settings) else None
+    connected = connect_runtime(settings, log)
+    # When the API is unreachable during a hard threshold, the pod is stopped through the runtime.
+    local_kill = LocalKiller(connected[0]).kill if connected else None
+    cluster = build_cluster(config, node_name, metrics, log, dry_run, local_kill) if api_configured(settings) else None
+    runtime = None
+    if connected is not None:
+        pod_state, sources_ready = pod_states(cluster.watcher if cluster is not None else None)
+        runtime = build_runtime(config, *connected, metrics, log, pod_state, sources_ready)
     pods: PodSource = cluster.pods if cluster is not None else DiscoveredPods(cgroups, settings.pod_logs_dir)
     evictor: PodEvictor = cluster.evictor if cluster is not None else ReportOnlyEvictor()
     if cluster is None:
@@ -210,14 +286,21 @@ def build_daemon(
         dry_run = True
         log.info("no Kubernetes API configured (no kubeconfig, not in a pod): decisions are reported, "
                  "not carried out")
-    stats = build_stats_source(config, cgroups, pods, node_name)
+    stats = build_stats_source(config, cgroups, pods, node_name, runtime)
     engine_config = EngineConfig.from_settings(config.eviction)
+    layout_source: LayoutSource = PathLayout(settings.kubelet_root_dir, settings.image_fs_path,
+                                             settings.container_fs_path)
+    reclaimer: NodeReclaimer = ReportOnlyReclaimer()
+    if runtime is not None:
+        layout_source = RuntimeLayout(settings.kubelet_root_dir, runtime.filesystems)
+        if not dry_run:
+            reclaimer = runtime.reclaimer
     manager = EvictionManager(
         engine_config,
         stats=stats,
-        layout=PathLayout(settings.kubelet_root_dir, settings.image_fs_path, settings.container_fs_path),
+        layout=layout_source,
         pods=pods,
-        reclaimer=ReportOnlyReclaimer(),
+        reclaimer=reclaimer,
         evictor=evictor,
         clock=MonotonicClock(),
     )
@@ -261,10 +344,43 @@ def build_daemon(
         recent=recent,
         on_cycle=log_sample_problems,
         log=log,
-        after_cycle=cluster.sync.after_cycle if cluster is not None else None,
+        after_cycle=after_cycle_tasks(cluster, runtime if not dry_run else None),
         wait_for_cleanup=cluster.sync.wait_for_cleanup if cluster is not None else None,
     )
     return daemon, endpoint
+
+
+def pod_states(watcher: PodWatcher | None) -> tuple[PodStateFunc, Callable[[], bool]]:
+    """Return the container GC's pod-state function and its "all sources ready" flag.
+
+    With the API: a pod in the watch is ACTIVE (TERMINATED once terminal or being deleted); a pod not in it
+    is DELETED, but only once the watch has synced. Without the API nothing can be vouched for: every pod is
+    ACTIVE and sources are never ready, so GC only removes dead containers beyond the policy.
+    """
+    if watcher is None:
+        return (lambda uid: PodState.ACTIVE), (lambda: False)
+
+    def state(uid: str) -> PodState:
+        pod = watcher.pod(uid)
+        if pod is None:
+            return PodState.DELETED
+        if pod.status_phase in TERMINAL_PHASES or pod.deletion_timestamp is not None:
+            return PodState.TERMINATED
+        return PodState.ACTIVE
+
+    return state, watcher.is_synced
+
+
+def after_cycle_tasks(cluster: ClusterParts | None, runtime: RuntimeParts | None) -> Callable[[CycleReport], None]:
+    """Return what runs after every cycle: cluster bookkeeping, then periodic garbage collection."""
+
+    def run(report: CycleReport) -> None:
+        if cluster is not None:
+            cluster.sync.after_cycle(report)
+        if runtime is not None:
+            runtime.periodic_gc.tick()
+
+    return run
 
 
 def check_settings(config: Configuration) -> None:

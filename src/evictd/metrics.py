@@ -58,6 +58,8 @@ class Metrics:
         self.eviction_stats_age = Histogram("evictd_eviction_stats_age_seconds", "Age of the stats an eviction "
                                             "was decided on (the kubelet's kubelet_eviction_stats_age_seconds).",
                                             ["eviction_signal"], registry=r)
+        self.runtime_info = Gauge("evictd_runtime_info", "The container runtime evictd talks to (always 1).",
+                                  ["runtime_name", "runtime_version", "runtime_api_version"], registry=r)
         self.api_errors = Counter("evictd_api_errors_total", "Kubernetes API errors by verb.", ["verb"], registry=r)
         self.image_gc = Counter("evictd_image_garbage_collected_total", "Images deleted by garbage collection, by "
                                 "reason (space, age).", ["reason"], registry=r)

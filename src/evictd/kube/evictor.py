@@ -76,7 +76,7 @@ class KubePodEvictor:
         journal: EvictionJournal,
         events: EventRecorder,
         *,
-        local_kill: Callable[[Eviction], None] | None = None,
+        local_kill: Callable[[Eviction], object] | None = None,
         timeout_s: float = 10.0,
         on_api_error: Callable[[KubeError], None] | None = None,
         wall_clock: Callable[[], datetime] = lambda: datetime.now(UTC),

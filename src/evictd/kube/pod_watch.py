@@ -92,6 +92,11 @@ class PodWatcher:
                     return False
                 self._changed.wait(min(remaining, 1.0))
 
+    def is_synced(self) -> bool:
+        """True while the cache reflects a completed list (all sources ready, in kubelet terms)."""
+        with self._changed:
+            return self._synced
+
     def wait_synced(self, timeout_s: float) -> bool:
         deadline = self._clock() + timeout_s
         with self._changed:

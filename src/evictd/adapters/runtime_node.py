@@ -1,0 +1,121 @@
+"""What the container runtime tells about the node: its filesystems, the layout, per-container usage.
+
+- `RuntimeFilesystems`: the image and container filesystems the runtime names in `ImageFsInfo` (the
+  snapshotter folders), re-asked at most every minute; the configured folders stand in until the runtime
+  answers. Their statvfs give `imagefs.*` and `containerfs.*`.
+- `RuntimeLayout`: the filesystem layout by device id, from those folders and the kubelet root.
+- `RuntimeContainerStats`: one `ListContainerStats` per cycle, grouped by pod UID: writable-layer bytes
+  and inodes, working set, and the container names the kubelet gave (from the labels).
+- `PeriodicGC`: the kubelet's periodic garbage collection, run after cycles when due (container GC every
+  minute, image GC every five by default).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from evictd.adapters.filesystems import detect_layout
+from evictd.adapters.node_stats import existing_ancestor
+from evictd.adapters.runtime_gc import CriContainerGC, CriImageGC
+from evictd.core.errors import EvictdError
+from evictd.core.signals import FsLayout
+from evictd.cri import ContainerUsage
+from evictd.cri.client import CriClient
+
+# How often the runtime is asked where its filesystems are (they move only on a runtime reconfiguration).
+FILESYSTEM_REFRESH_S = 60.0
+
+
+class RuntimeFilesystems:
+    """The runtime's image and container folders; the configured ones until ImageFsInfo answers."""
+
+    def __init__(self, client: CriClient, image_fs_path: str, container_fs_path: str,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self._client = client
+        self._paths = (image_fs_path, container_fs_path)
+        self._asked_at = float("-inf")
+        self._clock = clock
+        self.last_error: EvictdError | None = None
+
+    def paths(self) -> tuple[str, str]:
+        """Return (image filesystem folder, container filesystem folder)."""
+        now = self._clock()
+        if now - self._asked_at >= FILESYSTEM_REFRESH_S:
+            self._asked_at = now
+            try:
+                info = self._client.image_fs_info()
+            except EvictdError as exc:
+                self.last_error = exc
+            else:
+                self.last_error = None
+                if info.image_filesystems:
+                    image = info.image_filesystems[0].mountpoint
+                    container = info.container_filesystems[0].mountpoint if info.container_filesystems else image
+                    self._paths = (image, container)
+        return self._paths
+
+
+class RuntimeLayout:
+    """A LayoutSource: dedicated imagefs and split containerfs, by the device ids of the runtime's folders."""
+
+    def __init__(self, kubelet_root: str, filesystems: RuntimeFilesystems) -> None:
+        self._kubelet_root = kubelet_root
+        self._filesystems = filesystems
+
+    def layout(self) -> FsLayout:
+        image, container = self._filesystems.paths()
+        return detect_layout(existing_ancestor(self._kubelet_root), existing_ancestor(image),
+                             existing_ancestor(container))
+
+
+class RuntimeContainerStats:
+    """Per-pod container usage from the runtime, read once per call."""
+
+    def __init__(self, client: CriClient) -> None:
+        self._client = client
+
+    def by_pod(self) -> Mapping[str, Sequence[ContainerUsage]]:
+        """Return pod UID -> its containers' usage. Raises CRIError."""
+        grouped: dict[str, list[ContainerUsage]] = {}
+        for usage in self._client.list_container_stats():
+            grouped.setdefault(usage.pod_uid, []).append(usage)
+        return grouped
+
+
+class PeriodicGC:
+    """Runs the kubelet's periodic container and image GC when due; failures are logged, never raised."""
+
+    def __init__(self, containers: CriContainerGC, images: CriImageGC, *, container_period_s: float,
+                 image_period_s: float, log: Any, clock: Callable[[], float] = time.monotonic) -> None:
+        self._containers = containers
+        self._images = images
+        self._container_period_s = container_period_s
+        self._image_period_s = image_period_s
+        self._log = log
+        self._clock = clock
+        started = clock()
+        self._containers_due = started + container_period_s
+        self._images_due = started + image_period_s
+
+    def tick(self) -> None:
+        """Run whichever GC is due."""
+        now = self._clock()
+        if now >= self._containers_due:
+            self._containers_due = now + self._container_period_s
+            try:
+                result = self._containers.periodic()
+                if result.containers or result.sandboxes or result.log_dirs:
+                    self._log.info("periodic container GC", containers=len(result.containers),
+                                   sandboxes=len(result.sandboxes), log_dirs=len(result.log_dirs))
+            except EvictdError as exc:
+                self._log.warning("periodic container GC failed", error=str(exc))
+        if now >= self._images_due:
+            self._images_due = now + self._image_period_s
+            try:
+                images = self._images.periodic()
+                if images.removed:
+                    self._log.info("periodic image GC", images=len(images.removed), freed_bytes=images.freed_bytes)
+            except EvictdError as exc:
+                self._log.warning("periodic image GC failed", error=str(exc))

@@ -6,14 +6,17 @@ STAMP  := $(VENV)/.installed
 
 .PHONY: run test lint check-config system-deps clean
 
-# Debian packages the real-component tests need: a real containerd with runc, and a static busybox to build
-# images from. Installed only when missing (CI machines start empty).
-SYSTEM_BINARIES := containerd runc busybox ctr
+# Debian packages the real-component tests need, as binary:package: a real containerd with runc, a static
+# busybox to build images from, systemd-analyze to verify the unit, mkfs.ext4/losetup for small filesystems,
+# openssl for the test API server's certificates. Installed only when missing (CI machines start empty).
+SYSTEM_DEPS := containerd:containerd runc:runc busybox:busybox-static ctr:containerd \
+	systemd-analyze:systemd mkfs.ext4:e2fsprogs losetup:mount openssl:openssl
 system-deps:
-	@missing=""; for b in $(SYSTEM_BINARIES); do command -v $$b >/dev/null 2>&1 || missing="$$missing $$b"; done; \
+	@missing=""; for pair in $(SYSTEM_DEPS); do bin=$${pair%%:*}; pkg=$${pair##*:}; \
+		command -v $$bin >/dev/null 2>&1 || missing="$$missing $$pkg"; done; \
 	if [ -n "$$missing" ]; then \
-		echo "installing containerd, runc, busybox-static (missing:$$missing)"; \
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq containerd runc busybox-static >/dev/null; \
+		echo "installing Debian packages:$$missing"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
 	fi
 
 $(STAMP): pyproject.toml

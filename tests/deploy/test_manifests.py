@@ -325,7 +325,8 @@ def test_daemonset_runs_evictd_privileged_in_the_host_pid_namespace() -> None:
     assert [*c["command"], *c["args"]] == COMMAND
     assert c["securityContext"]["privileged"] is True
     assert c["securityContext"]["readOnlyRootFilesystem"] is True
-    assert c["env"] == [{"name": "EVICTD_NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}]
+    assert c["env"] == [{"name": "EVICTD_NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
+                        {"name": "EVICTD_POD_UID", "valueFrom": {"fieldRef": {"fieldPath": "metadata.uid"}}}]
     assert {"name": "metrics", "containerPort": PORT, "protocol": "TCP"} in c["ports"]
 
 

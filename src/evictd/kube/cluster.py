@@ -27,15 +27,16 @@ POD_CLEANUP_TIMEOUT_S = 30.0
 
 
 class EvictablePods:
-    """The engine's PodSource over the watch: active pods not yet evicted and not being deleted."""
+    """The engine's PodSource over the watch: active pods not yet evicted, not being deleted, and not evictd's own."""
 
-    def __init__(self, watcher: PodWatcher, journal: EvictionJournal) -> None:
+    def __init__(self, watcher: PodWatcher, journal: EvictionJournal, own_uid: str = "") -> None:
         self._watcher = watcher
         self._journal = journal
+        self._own_uid = own_uid
 
     def active_pods(self) -> Sequence[Pod]:
-        evicted = self._journal.evicted_uids()
-        return [p for p in self._watcher.active_pods() if p.uid not in evicted and p.deletion_timestamp is None]
+        excluded = self._journal.evicted_uids() | {self._own_uid}
+        return [p for p in self._watcher.active_pods() if p.uid not in excluded and p.deletion_timestamp is None]
 
 
 class ClusterSync:

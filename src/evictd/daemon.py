@@ -79,19 +79,24 @@ class Daemon:
     systemd: SystemdNotifier = field(default_factory=SystemdNotifier)
     log: Any = field(default_factory=lambda: structlog.get_logger("evictd"))
     stopping: bool = False
+    stop_reason: str = ""
     _deadline: threading.Timer | None = None
 
     def request_stop(self, reason: str = "stop requested") -> None:
-        """Stop after the current cycle; arm the hard deadline. Safe to call from a signal handler."""
+        """Stop after the current cycle; arm the hard deadline. Safe to call from a signal handler.
+
+        Nothing here logs or takes a lock: a signal can arrive while the loop holds the logging lock. The
+        loop logs the reason once it sees the flag.
+        """
         if self.stopping:
             return
+        self.stop_reason = reason
         self.stopping = True
         self.health.stopping = True
         self.waiter.wake()
         self._deadline = threading.Timer(self.shutdown_timeout_s, self._deadline_passed)
         self._deadline.daemon = True
         self._deadline.start()
-        self.log.info("shutting down", reason=reason, deadline_s=self.shutdown_timeout_s)
 
     def _deadline_passed(self) -> None:
         self.log.error("shutdown deadline passed with the cycle still running; exiting",
@@ -145,6 +150,8 @@ class Daemon:
                 for cause in causes or ["timer"]:
                     self.metrics.wakeups.labels(cause).inc()
         finally:
+            if self.stopping:
+                self.log.info("shutting down", reason=self.stop_reason, deadline_s=self.shutdown_timeout_s)
             self.systemd.notify("STOPPING=1")
             self.systemd.close()
             self.waiter.close()

@@ -6,6 +6,7 @@ with the clock (no I/O, no lock held by the loop). The server binds loopback by 
 
 from __future__ import annotations
 
+import socket
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -48,9 +49,14 @@ class Health:
 def parse_bind_address(address: str) -> tuple[str, int]:
     """Return (host, port) of `host:port` or `[v6]:port`; raise ConfigError naming metricsBindAddress."""
     host, sep, port = address.rpartition(":")
-    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
+    bracketed = host.startswith("[") and host.endswith("]")
+    if bracketed:
+        host = host[1:-1]
+    # As Go's net.SplitHostPort: an IPv6 host needs its brackets (else "::1:80" is ambiguous), ports are ASCII.
+    bad_host = ("[" in host or "]" in host) or (":" in host and not bracketed)
+    if not sep or bad_host or not (port.isascii() and port.isdigit()) or not 0 <= int(port) <= 65535:
         raise ConfigError("must be host:port", key="metricsBindAddress", value=address)
-    return host.strip("[]") or "0.0.0.0", int(port)
+    return host or "0.0.0.0", int(port)
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -78,14 +84,21 @@ class _Handler(BaseHTTPRequestHandler):
         """Scrapes are not worth a log line each."""
 
 
+class _IPv6Server(ThreadingHTTPServer):
+    """The server for an IPv6 bind address (http.server's servers are IPv4 only)."""
+
+    address_family = socket.AF_INET6
+
+
 class HttpEndpoint:
     """The running HTTP server; `close()` stops it."""
 
     def __init__(self, address: str, registry: CollectorRegistry, health: Health) -> None:
         host, port = parse_bind_address(address)
         handler = type("Handler", (_Handler,), {"registry": registry, "health": health})
+        server_class = _IPv6Server if ":" in host else ThreadingHTTPServer
         try:
-            self._server = ThreadingHTTPServer((host, port), handler)
+            self._server = server_class((host, port), handler)
         except OSError as exc:
             raise ConfigError(f"cannot listen: {exc.strerror}", key="metricsBindAddress", value=address) from None
         self._server.daemon_threads = True

@@ -12,6 +12,7 @@ and the engine freezes its state, as the kubelet does when its summary provider 
 
 from __future__ import annotations
 
+import http.client
 import json
 import ssl
 import urllib.error
@@ -75,6 +76,8 @@ class KubeletSummarySource:
                 body = response.read()
         except urllib.error.HTTPError as exc:
             raise SampleError(self._url, f"HTTP {exc.code} {exc.reason}") from None
+        except http.client.HTTPException as exc:  # not HTTP, or cut short (BadStatusLine, IncompleteRead)
+            raise SampleError(self._url, f"bad HTTP response from the kubelet: {exc!r}") from None
         except (urllib.error.URLError, OSError) as exc:
             reason = getattr(exc, "reason", exc)
             raise SampleError(self._url, f"cannot reach the kubelet: {reason}") from None

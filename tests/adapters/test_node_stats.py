@@ -1,0 +1,694 @@
+"""The node's own Summary (NodeStatsSource) and the pods found on the node (DiscoveredPods).
+
+Tier 2: the four cgroup fixture trees (tests/fixtures/cgroup/README.md) with a fake /proc folder, real pod
+folders in the test's tmp dir or on real small filesystems, and the Summary fed to the engine's own
+`signal_observations` (and once to a whole EvictionManager cycle), so the assertions are on what the engine
+would see. Tier 3 (last test): a real cgroup v1 pod with a real process allocating memory, an emptyDir on a
+loop-mounted ext4 and a real log folder, read back through NodeStatsSource exactly as `evictd run` builds it.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from evictd.adapters.cgroups import CgroupLayout, CgroupReader, MemoryReading
+from evictd.adapters.disk_usage import DiskUsageCache
+from evictd.adapters.filesystems import FsReading
+from evictd.adapters.node_pods import UNKNOWN_NAMESPACE, DiscoveredPods, log_folder_names
+from evictd.adapters.node_stats import NodeStatsSource, PodList, existing_ancestor, fs_stats, memory_stats
+from evictd.composition import PathLayout, ReportOnlyReclaimer
+from evictd.core.engine import EngineConfig
+from evictd.core.errors import SampleError
+from evictd.core.kubelet_config import eviction_settings
+from evictd.core.pods import Pod, QOSClass
+from evictd.core.quantity import Quantity, QuantityFormat
+from evictd.core.signals import Signal
+from evictd.core.summary import (
+    SYSTEM_CONTAINER_PODS,
+    FsStats,
+    MemoryStats,
+    Observation,
+    PodReference,
+    signal_observations,
+)
+from evictd.manager import EvictionManager
+from evictd.simulate import FakeClock, RecordingEvictor
+from real_pod_node import CGROUP_MOUNT, MiB, RealPodNode, du_bytes, du_inodes
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "cgroup"
+GiB = 1 << 30
+KiB = 1 << 10
+AT = datetime(2026, 11, 21, 10, 0, 0, tzinfo=UTC)
+
+# The fake /proc: 16 GiB of memory, pid_max below threads-max, 345 tasks.
+MEM_TOTAL_BYTES = 16 * GiB
+PID_MAX = 32768
+THREADS_MAX = 95000
+TASKS = 345
+
+G_UID = "6f1c2a34-5b7d-4e8f-9a01-23456789abcd"
+B_UID = "0d9e8f7a-6b5c-4d3e-8f21-0a1b2c3d4e5f"
+BE_UID = "a1b2c3d4-e5f6-4a7b-8c9d-0e1f2a3b4c5d"
+
+# The fixture trees' numbers (README table), in MiB: pods cgroup usage 1600, inactive 264, limit 22528.
+PODS_USAGE = 1600 * MiB
+PODS_WORKING_SET = (1600 - 264) * MiB
+PODS_LIMIT = 22528 * MiB
+UID_TO_WORKING_SET = {G_UID: 200 * MiB, B_UID: 384 * MiB, BE_UID: 10 * MiB}
+UID_TO_PROCESSES = {G_UID: 3, B_UID: 7, BE_UID: 1}
+UID_TO_QOS = {G_UID: QOSClass.GUARANTEED, B_UID: QOSClass.BURSTABLE, BE_UID: QOSClass.BEST_EFFORT}
+ALL_SIGNALS = frozenset(Signal)
+
+
+@dataclass(frozen=True)
+class Tree:
+    """One fixture tree and what its root cgroup reads as."""
+
+    name: str
+    version: int
+    driver: str
+    pods: str  # the pods cgroup
+    root_usage: int
+    root_working_set: int
+
+    @property
+    def root(self) -> Path:
+        return FIXTURES / self.name
+
+    def memory_dir(self, root: Path) -> Path:
+        return root / "memory" if self.version == 1 else root
+
+    def hierarchies(self, root: Path) -> list[Path]:
+        return [root / "memory", root / "pids"] if self.version == 1 else [root]
+
+
+# v1 root: memory.usage_in_bytes 6144 MiB, total_inactive_file 1024 MiB. v2 root: anon 3072 + file 2048 MiB
+# of the root memory.stat (runc's rootStatsFromMeminfo), inactive_file 1024 MiB.
+TREES = [
+    Tree("v1-cgroupfs", 1, "cgroupfs", "kubepods", 6144 * MiB, 5120 * MiB),
+    Tree("v1-systemd", 1, "systemd", "kubepods.slice", 6144 * MiB, 5120 * MiB),
+    Tree("v2-cgroupfs", 2, "cgroupfs", "kubepods", 5120 * MiB, 4096 * MiB),
+    Tree("v2-systemd", 2, "systemd", "kubepods.slice", 5120 * MiB, 4096 * MiB),
+]
+V1 = TREES[0]
+V2 = TREES[2]
+
+
+def tree_ids(tree: Tree) -> str:
+    return tree.name
+
+
+def binary(value: int) -> Quantity:
+    return Quantity.from_int(value, QuantityFormat.BINARY_SI)
+
+
+def decimal(value: int) -> Quantity:
+    return Quantity.from_int(value, QuantityFormat.DECIMAL_SI)
+
+
+def fake_proc(folder: Path) -> Path:
+    """Write the three procfs files the source reads (as the kernel formats them) and return the folder."""
+    (folder / "sys" / "kernel").mkdir(parents=True)
+    (folder / "meminfo").write_text(
+        f"MemTotal:       {MEM_TOTAL_BYTES // KiB} kB\nMemFree:         1048576 kB\nMemAvailable:   9437184 kB\n"
+    )
+    (folder / "sys" / "kernel" / "pid_max").write_text(f"{PID_MAX}\n")
+    (folder / "sys" / "kernel" / "threads-max").write_text(f"{THREADS_MAX}\n")
+    (folder / "loadavg").write_text(f"0.52 0.58 0.59 3/{TASKS} 12345\n")
+    return folder
+
+
+class FixedPods:
+    """The manager's pod list, fixed for a test."""
+
+    def __init__(self, pods: Sequence[Pod]) -> None:
+        self.pods = list(pods)
+
+    def active_pods(self) -> list[Pod]:
+        return self.pods
+
+
+@dataclass
+class Node:
+    """Everything a NodeStatsSource reads, laid out in a test's tmp dir around a cgroup tree."""
+
+    tree: Tree
+    cgroup_root: Path
+    proc: Path
+    kubelet_root: Path
+    pod_logs_dir: Path
+    image_fs: Path
+
+    @property
+    def reader(self) -> CgroupReader:
+        layout = CgroupLayout(version=self.tree.version, root=self.cgroup_root, driver=self.tree.driver)
+        return CgroupReader(layout)
+
+    def discovered(self) -> DiscoveredPods:
+        return DiscoveredPods(self.reader, str(self.pod_logs_dir))
+
+    def source(self, pods: PodList | None = None) -> NodeStatsSource:
+        return NodeStatsSource(
+            node_name="node-1",
+            cgroups=self.reader,
+            pods=pods if pods is not None else self.discovered(),
+            disk_usage=DiskUsageCache(),
+            kubelet_root=str(self.kubelet_root),
+            pod_logs_dir=str(self.pod_logs_dir),
+            image_fs_path=str(self.image_fs),
+            container_fs_path=str(self.image_fs),
+            proc_root=str(self.proc),
+            wall_clock=lambda: AT,
+        )
+
+    def log_folder(self, namespace: str, name: str, uid: str, container: str = "app") -> Path:
+        folder = self.pod_logs_dir / f"{namespace}_{name}_{uid}" / container
+        folder.mkdir(parents=True)
+        return folder
+
+    def empty_dir(self, uid: str, volume: str) -> Path:
+        folder = self.kubelet_root / "pods" / uid / "volumes" / "kubernetes.io~empty-dir" / volume
+        folder.mkdir(parents=True)
+        return folder
+
+
+def make_node(tmp_path: Path, tree: Tree, *, copy: bool = False) -> Node:
+    """Return a Node on the fixture tree (a writable copy of it when `copy`, for tests that damage files)."""
+    cgroup_root = tree.root
+    if copy:
+        cgroup_root = tmp_path / "cgroup"
+        shutil.copytree(tree.root, cgroup_root)
+    kubelet_root = tmp_path / "kubelet"
+    kubelet_root.mkdir()
+    return Node(
+        tree=tree,
+        cgroup_root=cgroup_root,
+        proc=fake_proc(tmp_path / "proc"),
+        kubelet_root=kubelet_root,
+        pod_logs_dir=tmp_path / "pods-logs",
+        image_fs=tmp_path / "containerd",
+    )
+
+
+@pytest.fixture
+def v1_node(tmp_path: Path) -> Node:
+    return make_node(tmp_path, V1, copy=True)
+
+
+# --------------------------------------------------------------------------------------------------
+# Tier 1: the small pure helpers
+
+
+@pytest.mark.parametrize(
+    ("reading", "capacity", "available"),
+    [
+        pytest.param(MemoryReading(600, 100, 500, None), 2000, 1500, id="capacity-minus-working-set"),
+        pytest.param(MemoryReading(600, 100, 500, 400), None, None, id="no-capacity-no-available"),
+        pytest.param(MemoryReading(3000, 0, 3000, None), 2000, 0, id="floored-at-zero"),
+        pytest.param(MemoryReading(2000, 0, 2000, None), 2000, 0, id="exactly-full"),
+    ],
+)
+def test_memory_stats(reading: MemoryReading, capacity: int | None, available: int | None) -> None:
+    assert memory_stats(reading, capacity, AT) == MemoryStats(
+        time=AT, available_bytes=available, usage_bytes=reading.usage_bytes, working_set_bytes=reading.working_set_bytes
+    )
+
+
+def test_fs_stats_copies_every_statvfs_figure() -> None:
+    reading = FsReading(device=7, capacity_bytes=1000, available_bytes=300, used_bytes=650, inodes=50,
+                        inodes_free=20, inodes_used=30)
+    assert fs_stats(reading, AT) == FsStats(time=AT, available_bytes=300, capacity_bytes=1000, used_bytes=650,
+                                            inodes_free=20, inodes=50, inodes_used=30)
+
+
+def test_existing_ancestor(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "a").mkdir()
+    (tmp_path / "file").write_text("x")
+    assert existing_ancestor(str(tmp_path / "a")) == str(tmp_path / "a")
+    assert existing_ancestor(str(tmp_path / "a" / "b" / "c")) == str(tmp_path / "a")
+    assert existing_ancestor(str(tmp_path / "a" / ".." / "gone")) == str(tmp_path)
+    assert existing_ancestor(str(tmp_path / "file")) == str(tmp_path / "file")
+    assert existing_ancestor("/") == "/"
+    monkeypatch.chdir(tmp_path)
+    assert existing_ancestor("a/not/yet") == str(tmp_path / "a"), "relative paths are made absolute"
+
+
+@pytest.mark.parametrize(
+    ("entries", "expected"),
+    [
+        pytest.param(["shop_cart-7d9f_u1"], {"u1": ("shop", "cart-7d9f")}, id="one-pod"),
+        pytest.param(["kube-system_coredns-abc_u2", "default_web_u3"],
+                     {"u2": ("kube-system", "coredns-abc"), "u3": ("default", "web")}, id="two-pods"),
+        pytest.param(["no-underscores", "a_b", "a_b_c_d", "_name_uid", "ns__uid", "ns_name_"], {},
+                     id="malformed-names-skipped"),
+    ],
+)
+def test_log_folder_names(tmp_path: Path, entries: list[str], expected: dict[str, tuple[str, str]]) -> None:
+    for entry in entries:
+        (tmp_path / entry).mkdir()
+    assert log_folder_names(str(tmp_path)) == expected
+
+
+def test_log_folder_names_missing_folder_is_empty(tmp_path: Path) -> None:
+    assert log_folder_names(str(tmp_path / "nothing-here")) == {}
+
+
+def test_log_folder_names_unreadable_folder_is_a_sample_error(tmp_path: Path) -> None:
+    not_a_folder = tmp_path / "logs"
+    not_a_folder.write_text("a file where the log folder should be")
+    with pytest.raises(SampleError) as info:
+        log_folder_names(str(not_a_folder))
+    assert info.value.source == str(not_a_folder)
+
+
+# --------------------------------------------------------------------------------------------------
+# Tier 2: DiscoveredPods on the fixture trees
+
+
+@pytest.mark.parametrize("tree", TREES, ids=tree_ids)
+def test_discovered_pods_are_named_from_their_log_folders(tmp_path: Path, tree: Tree) -> None:
+    node = make_node(tmp_path, tree)
+    node.log_folder("shop", "cart-7d9f", B_UID)
+    node.log_folder("kube-system", "etcd-node-1", G_UID)
+    node.log_folder("shop", "gone-pod", "11111111-2222-4333-8444-555555555555")  # no cgroup: not running
+    pods = node.discovered().active_pods()
+    assert [(p.namespace, p.name, p.uid, p.status_qos_class, p.status_phase) for p in pods] == [
+        ("shop", "cart-7d9f", B_UID, QOSClass.BURSTABLE, "Running"),
+        ("kube-system", "etcd-node-1", G_UID, QOSClass.GUARANTEED, "Running"),
+        (UNKNOWN_NAMESPACE, BE_UID, BE_UID, QOSClass.BEST_EFFORT, "Running"),
+    ]
+    assert all(p.containers == () and p.priority is None for p in pods), "only the API knows specs"
+
+
+@pytest.mark.parametrize("tree", TREES, ids=tree_ids)
+def test_no_pods_cgroup_means_no_discovered_pods(tmp_path: Path, tree: Tree) -> None:
+    node = make_node(tmp_path, tree, copy=True)
+    for hierarchy in tree.hierarchies(node.cgroup_root):
+        shutil.rmtree(hierarchy / tree.pods)
+    assert node.discovered().active_pods() == []
+
+
+def test_discovered_pods_survive_an_unreadable_log_folder(v1_node: Node) -> None:
+    v1_node.pod_logs_dir.write_text("not a folder")
+    pods = v1_node.discovered().active_pods()
+    assert {(p.namespace, p.name) for p in pods} == {(UNKNOWN_NAMESPACE, uid) for uid in UID_TO_QOS}
+
+
+# --------------------------------------------------------------------------------------------------
+# Tier 2: node memory and the pods system container
+
+
+@pytest.mark.parametrize("tree", TREES, ids=tree_ids)
+def test_node_memory_available_is_memtotal_minus_root_working_set(tmp_path: Path, tree: Tree) -> None:
+    source = make_node(tmp_path, tree).source()
+    summary = source.summary()
+    assert source.problems == ()
+    assert summary.node.node_name == "node-1"
+    assert summary.node.memory == MemoryStats(
+        time=AT,
+        available_bytes=MEM_TOTAL_BYTES - tree.root_working_set,
+        usage_bytes=tree.root_usage,
+        working_set_bytes=tree.root_working_set,
+    )
+    assert signal_observations(summary)[Signal.MEMORY_AVAILABLE] == Observation(
+        available=binary(MEM_TOTAL_BYTES - tree.root_working_set), capacity=binary(MEM_TOTAL_BYTES), time=AT
+    )
+
+
+@pytest.mark.parametrize("tree", TREES, ids=tree_ids)
+def test_pods_system_container_is_its_limit_minus_its_working_set(tmp_path: Path, tree: Tree) -> None:
+    summary = make_node(tmp_path, tree).source().summary()
+    pods = summary.node.system_containers[SYSTEM_CONTAINER_PODS]
+    assert pods.name == SYSTEM_CONTAINER_PODS
+    assert pods.memory == MemoryStats(
+        time=AT, available_bytes=PODS_LIMIT - PODS_WORKING_SET, usage_bytes=PODS_USAGE,
+        working_set_bytes=PODS_WORKING_SET,
+    )
+    observation = signal_observations(summary)[Signal.ALLOCATABLE_MEMORY_AVAILABLE]
+    assert observation == Observation(available=binary(21192 * MiB), capacity=binary(PODS_LIMIT), time=AT)
+    assert str(observation.available) == "21192Mi" and str(observation.capacity) == "22Gi"
+
+
+@pytest.mark.parametrize("tree", TREES, ids=tree_ids)
+def test_unlimited_pods_cgroup_has_no_available_figure(tmp_path: Path, tree: Tree) -> None:
+    node = make_node(tmp_path, tree, copy=True)
+    pods_dir = tree.memory_dir(node.cgroup_root) / tree.pods
+    if tree.version == 1:
+        (pods_dir / "memory.limit_in_bytes").write_text("9223372036854771712\n")
+    else:
+        (pods_dir / "memory.max").write_text("max\n")
+    source = node.source()
+    summary = source.summary()
+    assert source.problems == ()
+    memory = summary.node.system_containers[SYSTEM_CONTAINER_PODS].memory
+    assert memory == MemoryStats(time=AT, available_bytes=None, usage_bytes=PODS_USAGE,
+                                 working_set_bytes=PODS_WORKING_SET)
+    observations = signal_observations(summary)
+    assert Signal.ALLOCATABLE_MEMORY_AVAILABLE not in observations
+    assert Signal.MEMORY_AVAILABLE in observations
+    assert len(summary.pods) == 3, "pods are still read without a pods limit"
+
+
+@pytest.mark.parametrize("tree", TREES, ids=tree_ids)
+def test_without_a_pods_cgroup_pods_and_allocatable_are_absent_without_problems(tmp_path: Path, tree: Tree) -> None:
+    node = make_node(tmp_path, tree, copy=True)
+    for hierarchy in tree.hierarchies(node.cgroup_root):
+        shutil.rmtree(hierarchy / tree.pods)
+    # Even a pod the API lists gets no stats: no kubelet manages pods on this machine.
+    source = node.source(FixedPods([Pod(name="web", namespace="default", uid=B_UID)]))
+    summary = source.summary()
+    assert source.problems == ()
+    assert summary.pods == ()
+    assert SYSTEM_CONTAINER_PODS not in summary.node.system_containers
+    assert set(signal_observations(summary)) == ALL_SIGNALS - {Signal.ALLOCATABLE_MEMORY_AVAILABLE}
+
+
+# --------------------------------------------------------------------------------------------------
+# Tier 2: per-pod stats
+
+
+@pytest.mark.parametrize("tree", TREES, ids=tree_ids)
+def test_per_pod_working_set_and_process_count(tmp_path: Path, tree: Tree) -> None:
+    node = make_node(tmp_path, tree)
+    node.log_folder("shop", "cart-7d9f", B_UID)
+    node.log_folder("kube-system", "etcd-node-1", G_UID)
+    source = node.source()
+    summary = source.summary()
+    assert source.problems == ()
+    assert [p.pod_ref for p in summary.pods] == [
+        PodReference(name="cart-7d9f", namespace="shop", uid=B_UID),
+        PodReference(name="etcd-node-1", namespace="kube-system", uid=G_UID),
+        PodReference(name=BE_UID, namespace=UNKNOWN_NAMESPACE, uid=BE_UID),
+    ]
+    for stats in summary.pods:
+        uid = stats.pod_ref.uid
+        assert stats.memory is not None
+        assert stats.memory.working_set_bytes == UID_TO_WORKING_SET[uid]
+        assert stats.memory.available_bytes is None, "a pod has no available figure of its own"
+        assert stats.memory.time == AT
+        assert stats.process_count == UID_TO_PROCESSES[uid]
+
+
+def test_a_listed_pod_without_a_cgroup_has_disk_stats_but_no_memory(v1_node: Node) -> None:
+    uid = "99999999-8888-4777-8666-555555555555"
+    v1_node.log_folder("shop", "pending", uid)
+    source = v1_node.source(FixedPods([Pod(name="pending", namespace="shop", uid=uid)]))
+    (stats,) = source.summary().pods
+    assert source.problems == ()
+    assert stats.memory is None and stats.process_count is None
+    assert [c.name for c in stats.containers] == ["app"]
+    assert stats.ephemeral_storage is not None and stats.ephemeral_storage.used_bytes == du_bytes(
+        v1_node.pod_logs_dir / f"shop_pending_{uid}" / "app")
+
+
+def test_empty_dir_volumes_and_container_logs_make_ephemeral_storage(
+    tmp_path: Path, ext4_mount: Path, mount_tmpfs_at: Callable[[Path], Path]
+) -> None:
+    node = make_node(tmp_path, V1)
+    # The pod folders on a real ext4, so block counts are a real filesystem's.
+    node.kubelet_root = ext4_mount / "kubelet"
+    node.pod_logs_dir = ext4_mount / "pods-logs"
+    cache = node.empty_dir(B_UID, "cache")
+    (cache / "a.bin").write_bytes(os.urandom(300 * KiB))
+    (cache / "nested" / "deeper").mkdir(parents=True)
+    (cache / "nested" / "deeper" / "b.bin").write_bytes(os.urandom(1 * MiB))
+    os.link(cache / "a.bin", cache / "nested" / "a-again.bin")  # a hard link counts once
+    scratch = node.empty_dir(B_UID, "scratch")
+    with (scratch / "sparse.img").open("wb") as sparse:
+        sparse.truncate(8 * MiB)  # allocated blocks count, not apparent size
+    (scratch / "small.txt").write_text("x")
+    memory_backed = mount_tmpfs_at(node.empty_dir(B_UID, "shm"))
+    (memory_backed / "in-ram.bin").write_bytes(os.urandom(512 * KiB))  # medium: Memory, not node disk
+    app_logs = node.log_folder("shop", "cart-7d9f", B_UID, "app")
+    (app_logs / "0.log").write_bytes(b"line\n" * 50_000)
+    (app_logs / "1.log.20261121-100000.gz").write_bytes(os.urandom(64 * KiB))
+    sidecar_logs = node.log_folder("shop", "cart-7d9f", B_UID, "istio-proxy")
+    (sidecar_logs / "0.log").write_bytes(b"proxy\n" * 1000)
+    (app_logs.parent / "stray-file").write_text("not a container folder")
+
+    source = node.source()
+    summary = source.summary()
+    assert source.problems == ()
+    stats = next(p for p in summary.pods if p.pod_ref.uid == B_UID)
+    volumes = {v.name: (v.used_bytes, v.inodes_used, v.time) for v in stats.volume_stats}
+    assert volumes == {
+        "cache": (du_bytes(cache), du_inodes(cache), AT),
+        "scratch": (du_bytes(scratch), du_inodes(scratch), AT),
+    }
+    assert volumes["scratch"][0] < 1 * MiB, "a sparse file counts what it occupies"
+    logs = {c.name: c.logs for c in stats.containers}
+    assert logs == {
+        "app": FsStats(time=AT, used_bytes=du_bytes(app_logs), inodes_used=du_inodes(app_logs)),
+        "istio-proxy": FsStats(time=AT, used_bytes=du_bytes(sidecar_logs), inodes_used=du_inodes(sidecar_logs)),
+    }
+    assert all(c.memory is None and c.rootfs is None for c in stats.containers)
+    assert stats.ephemeral_storage == FsStats(
+        time=AT,
+        used_bytes=du_bytes(cache) + du_bytes(scratch) + du_bytes(app_logs) + du_bytes(sidecar_logs),
+        inodes_used=du_inodes(cache) + du_inodes(scratch) + du_inodes(app_logs) + du_inodes(sidecar_logs),
+    )
+    others = [p for p in summary.pods if p.pod_ref.uid != B_UID]
+    assert [p.ephemeral_storage for p in others] == [FsStats(time=AT, used_bytes=0, inodes_used=0)] * 2
+    assert all(p.volume_stats == () and p.containers == () for p in others)
+
+
+def test_disk_usage_follows_the_pod_folders_between_cycles(v1_node: Node) -> None:
+    source = v1_node.source()
+    cache = v1_node.empty_dir(B_UID, "cache")
+    first = next(p for p in source.summary().pods if p.pod_ref.uid == B_UID)
+    (cache / "grown.bin").write_bytes(os.urandom(2 * MiB))
+    second = next(p for p in source.summary().pods if p.pod_ref.uid == B_UID)
+    assert first.ephemeral_storage is not None and second.ephemeral_storage is not None
+    assert second.ephemeral_storage.used_bytes == du_bytes(cache)
+    assert second.ephemeral_storage.used_bytes - (first.ephemeral_storage.used_bytes or 0) >= 2 * MiB
+
+
+# --------------------------------------------------------------------------------------------------
+# Tier 2: filesystems, PIDs, and the whole observation set
+
+
+def test_signal_observations_of_the_whole_node(tmp_path: Path, tmpfs_mount: Path, ext4_mount: Path) -> None:
+    node = make_node(tmp_path, V1)
+    node.kubelet_root = tmpfs_mount / "var-lib-kubelet"  # does not exist yet: its filesystem is measured
+    node.image_fs = ext4_mount / "containerd"
+    source = node.source()
+    summary = source.summary()
+    assert source.problems == ()
+    nodefs, imagefs = os.statvfs(tmpfs_mount), os.statvfs(ext4_mount)
+
+    def fs_observations(vfs: os.statvfs_result, available: Signal, inodes: Signal) -> dict[Signal, Observation]:
+        return {
+            available: Observation(binary(vfs.f_bavail * vfs.f_frsize), binary(vfs.f_blocks * vfs.f_frsize), AT),
+            inodes: Observation(decimal(vfs.f_ffree), decimal(vfs.f_files), AT),
+        }
+
+    assert signal_observations(summary) == {
+        Signal.MEMORY_AVAILABLE: Observation(binary(MEM_TOTAL_BYTES - 5120 * MiB), binary(MEM_TOTAL_BYTES), AT),
+        Signal.ALLOCATABLE_MEMORY_AVAILABLE: Observation(binary(21192 * MiB), binary(PODS_LIMIT), AT),
+        **fs_observations(nodefs, Signal.NODEFS_AVAILABLE, Signal.NODEFS_INODES_FREE),
+        **fs_observations(imagefs, Signal.IMAGEFS_AVAILABLE, Signal.IMAGEFS_INODES_FREE),
+        **fs_observations(imagefs, Signal.CONTAINERFS_AVAILABLE, Signal.CONTAINERFS_INODES_FREE),
+        Signal.PID_AVAILABLE: Observation(decimal(PID_MAX - TASKS), decimal(PID_MAX), AT),
+    }
+    assert signal_observations(summary)[Signal.NODEFS_AVAILABLE].capacity == binary(64 * MiB)
+    assert signal_observations(summary)[Signal.NODEFS_INODES_FREE].capacity == decimal(2000)
+    assert summary.node.fs is not None and summary.node.fs.used_bytes == (nodefs.f_blocks - nodefs.f_bfree) * nodefs.f_frsize
+
+
+def test_pid_limit_is_the_smaller_of_pid_max_and_threads_max(v1_node: Node) -> None:
+    (v1_node.proc / "sys" / "kernel" / "threads-max").write_text("20000\n")
+    observation = signal_observations(v1_node.source().summary())[Signal.PID_AVAILABLE]
+    assert observation == Observation(decimal(20000 - TASKS), decimal(20000), AT)
+
+
+# --------------------------------------------------------------------------------------------------
+# Tier 2: unreadable sources: the signal is absent, the problem names the path, the rest is there
+
+
+def _write(path: str, content: str) -> Callable[[Node], Path]:
+    def damage(node: Node) -> Path:
+        target = node.cgroup_root / path if not path.startswith("proc/") else node.proc / path[len("proc/"):]
+        target.write_text(content)
+        return target
+
+    return damage
+
+
+def _remove(path: str) -> Callable[[Node], Path]:
+    def damage(node: Node) -> Path:
+        target = node.proc / path[len("proc/"):]
+        target.unlink()
+        return target
+
+    return damage
+
+
+@pytest.mark.parametrize(
+    ("tree", "damage", "absent", "reason"),
+    [
+        pytest.param(V1, _write("memory/memory.usage_in_bytes", "garbage\n"), Signal.MEMORY_AVAILABLE,
+                     "not an unsigned integer", id="root-usage-garbage"),
+        pytest.param(V1, _write("memory/memory.stat", "cache 0\nrss 0\n"), Signal.MEMORY_AVAILABLE,
+                     "no total_inactive_file line", id="root-stat-without-inactive-file"),
+        pytest.param(V2, _write("memory.stat", "kernel 1\n"), Signal.MEMORY_AVAILABLE, "no anon line",
+                     id="v2-root-stat-without-anon"),
+        pytest.param(V1, _remove("proc/meminfo"), Signal.MEMORY_AVAILABLE, "No such file", id="meminfo-missing"),
+        pytest.param(V1, _write("proc/meminfo", "MemFree: 1 kB\n"), Signal.MEMORY_AVAILABLE, "no MemTotal line",
+                     id="meminfo-without-memtotal"),
+        pytest.param(V1, _write("memory/kubepods/memory.limit_in_bytes", "lots\n"),
+                     Signal.ALLOCATABLE_MEMORY_AVAILABLE, "not an unsigned integer", id="pods-limit-garbage"),
+        pytest.param(V2, _write("kubepods/memory.current", "12 MiB\n"), Signal.ALLOCATABLE_MEMORY_AVAILABLE,
+                     "not an unsigned integer", id="v2-pods-current-garbage"),
+        pytest.param(V1, _write("proc/loadavg", "0.1 0.2 0.3\n"), Signal.PID_AVAILABLE, "expected 5 fields",
+                     id="loadavg-short"),
+        pytest.param(V1, _remove("proc/sys/kernel/threads-max"), Signal.PID_AVAILABLE, "No such file",
+                     id="threads-max-missing"),
+    ],
+)
+def test_an_unreadable_source_leaves_its_signal_absent_and_names_its_path(
+    tmp_path: Path, tree: Tree, damage: Callable[[Node], Path], absent: Signal, reason: str
+) -> None:
+    node = make_node(tmp_path, tree, copy=True)
+    path = damage(node)
+    source = node.source()
+    summary = source.summary()
+    assert [(p.source, reason in p.reason) for p in source.problems] == [(str(path), True)]
+    assert set(signal_observations(summary)) == ALL_SIGNALS - {absent}
+    assert {p.pod_ref.uid for p in summary.pods} == {G_UID, B_UID, BE_UID}, "pods are still read"
+
+
+def test_an_unreadable_pod_cgroup_is_a_problem_and_the_other_pods_stay(v1_node: Node) -> None:
+    broken = v1_node.cgroup_root / "memory" / "kubepods" / "burstable" / f"pod{B_UID}" / "memory.usage_in_bytes"
+    broken.write_text("-1\n")
+    source = v1_node.source()
+    summary = source.summary()
+    assert [p.source for p in source.problems] == [str(broken)]
+    # As the kubelet's summary has no entry for a pod it could not read, the pod's stats are left out.
+    assert {p.pod_ref.uid for p in summary.pods} == {G_UID, BE_UID}
+    assert set(signal_observations(summary)) == ALL_SIGNALS
+
+
+def test_problems_are_those_of_the_last_cycle(v1_node: Node) -> None:
+    usage = v1_node.cgroup_root / "memory" / "memory.usage_in_bytes"
+    good = usage.read_text()
+    source = v1_node.source()
+    usage.write_text("garbage\n")
+    assert Signal.MEMORY_AVAILABLE not in signal_observations(source.summary())
+    assert [p.source for p in source.problems] == [str(usage)]
+    usage.write_text(good)
+    assert Signal.MEMORY_AVAILABLE in signal_observations(source.summary())
+    assert source.problems == ()
+
+
+# --------------------------------------------------------------------------------------------------
+# Tier 2: the engine's view of it, through one real manager cycle
+
+
+def test_an_eviction_cycle_on_the_fixture_node(v1_node: Node) -> None:
+    v1_node.log_folder("shop", "cart-7d9f", B_UID)
+    v1_node.log_folder("kube-system", "etcd-node-1", G_UID)
+    pods = v1_node.discovered()
+    # Allocatable memory is 21192Mi: a hard threshold just above it is met.
+    config = EngineConfig.from_settings(eviction_settings({"evictionHard": {"allocatableMemory.available": "21200Mi"}}))
+    evictor = RecordingEvictor()
+    manager = EvictionManager(
+        config,
+        stats=v1_node.source(pods),
+        layout=PathLayout(str(v1_node.kubelet_root), str(v1_node.image_fs), str(v1_node.image_fs)),
+        pods=pods,
+        reclaimer=ReportOnlyReclaimer(),
+        evictor=evictor,
+        clock=FakeClock(),
+    )
+    report = manager.synchronize()
+    assert report.errors == ()
+    assert [str(s.threshold.signal) for s in report.assessment.thresholds] == ["allocatableMemory.available"]
+    # No requests are known without the API: ranked by usage alone.
+    assert [p.key for p in report.ranking] == ["shop/cart-7d9f", "kube-system/etcd-node-1", f"unknown/{BE_UID}"]
+    (eviction,) = evictor.evictions
+    assert eviction.pod.key == "shop/cart-7d9f"
+    assert eviction.message == "The node was low on resource: memory. Threshold quantity: 21200Mi, available: 21192Mi. "
+
+
+# --------------------------------------------------------------------------------------------------
+# Tier 3: a real pod on this machine
+
+
+POD_LIMIT_BYTES = 512 * MiB
+ALLOCATED_BYTES = 300 * MiB
+# The interpreter's own allocations after the move, page tables and stack pages are charged too.
+SLACK_BYTES = 12 * MiB
+
+
+@pytest.fixture
+def real_pod(tmp_path: Path, ext4_mount: Path) -> Iterator[RealPodNode]:
+    node = RealPodNode(kubelet_root=ext4_mount / "kubelet", pod_logs_dir=ext4_mount / "pods-logs",
+                       pods_limit_bytes=POD_LIMIT_BYTES)
+    try:
+        node.create(volume_files={"a.bin": 3 * MiB, "b.bin": 1 * MiB}, log_bytes=256 * KiB)
+        yield node
+    finally:
+        node.teardown()
+
+
+def test_a_real_pod_read_end_to_end(tmp_path: Path, real_pod: RealPodNode, ext4_mount: Path) -> None:
+    process = real_pod.start_process()
+    process.do(f"alloc {ALLOCATED_BYTES}")
+    cgroups = CgroupReader(real_pod.layout)
+    pods = DiscoveredPods(cgroups, str(real_pod.pod_logs_dir))
+    source = NodeStatsSource(
+        node_name="node-1",
+        cgroups=cgroups,
+        pods=pods,
+        disk_usage=DiskUsageCache(),
+        kubelet_root=str(real_pod.kubelet_root),
+        pod_logs_dir=str(real_pod.pod_logs_dir),
+        image_fs_path=str(tmp_path / "containerd"),
+        container_fs_path=str(tmp_path / "containerd"),
+    )
+    summary = source.summary()
+    assert source.problems == ()
+
+    pods_memory = summary.node.system_containers[SYSTEM_CONTAINER_PODS].memory
+    assert pods_memory is not None and pods_memory.available_bytes is not None
+    expected = POD_LIMIT_BYTES - ALLOCATED_BYTES
+    assert expected - SLACK_BYTES <= pods_memory.available_bytes <= expected, pods_memory
+    allocatable = signal_observations(summary)[Signal.ALLOCATABLE_MEMORY_AVAILABLE]
+    assert allocatable.capacity == binary(POD_LIMIT_BYTES)
+
+    (stats,) = summary.pods
+    assert stats.pod_ref == PodReference(name=real_pod.name, namespace=real_pod.namespace, uid=real_pod.uid)
+    assert stats.memory is not None and stats.memory.working_set_bytes is not None
+    assert ALLOCATED_BYTES - MiB <= stats.memory.working_set_bytes <= ALLOCATED_BYTES + SLACK_BYTES
+    assert stats.process_count == 1
+    (volume,) = stats.volume_stats
+    assert (volume.name, volume.used_bytes, volume.inodes_used) == (
+        real_pod.volume, du_bytes(real_pod.volume_dir), du_inodes(real_pod.volume_dir))
+    assert volume.used_bytes is not None and volume.used_bytes >= 4 * MiB
+    (container,) = stats.containers
+    assert container.name == real_pod.container
+    assert container.logs is not None and container.logs.used_bytes == du_bytes(real_pod.log_dir)
+    assert stats.ephemeral_storage is not None
+    assert stats.ephemeral_storage.used_bytes == du_bytes(real_pod.volume_dir) + du_bytes(real_pod.log_dir)
+
+    # The node's own figures are this machine's.
+    assert summary.node.memory is not None and summary.node.memory.available_bytes is not None
+    root = cgroups.memory("")
+    assert summary.node.memory.working_set_bytes is not None
+    assert abs(summary.node.memory.working_set_bytes - root.working_set_bytes) < 256 * MiB
+    nodefs = os.statvfs(ext4_mount)
+    assert summary.node.fs is not None and summary.node.fs.capacity_bytes == nodefs.f_blocks * nodefs.f_frsize
+    assert (CGROUP_MOUNT / "memory" / real_pod.container_cgroup).is_dir()
+
+    # The memory goes when the process frees it: the next cycle sees it.
+    process.do("free")
+    after = source.summary().node.system_containers[SYSTEM_CONTAINER_PODS].memory
+    assert after is not None and after.available_bytes is not None
+    assert after.available_bytes >= POD_LIMIT_BYTES - SLACK_BYTES

@@ -1,0 +1,108 @@
+"""`evictd run` end to end on a real pod: allocatable memory pressure from a real process in a real pod cgroup.
+
+The daemon runs as a user runs it (a process with JSON logs), configured like a kubelet whose cgroupRoot is a
+private test cgroup: ``<memory|pids>/evictd-test-<random>/kubepods`` limited to 512 MiB, one burstable pod in
+it, its emptyDir on a loop-mounted ext4 and its log folder naming it. The only threshold is
+``allocatableMemory.available<200Mi`` and the housekeeping interval is an hour, so a decision within seconds
+of the pod's allocation can only come from the memcg usage notification on the pods cgroup.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from evictd_process import EvictdProcess
+
+from evictd.core.quantity import Quantity
+from evictd.daemon import NOTIFICATION_FOLLOW_UP_S
+from real_pod_node import MiB, RealPodNode
+
+POD_LIMIT_BYTES = 512 * MiB
+ALLOCATED_BYTES = 360 * MiB  # leaves ~150Mi: past limit minus threshold, well below the limit (no OOM kill)
+SLACK_BYTES = 12 * MiB
+# A memcg wake-up takes under a millisecond; a cycle reading cgroups and a small ext4 a few more.
+DECISION_WITHIN_S = 2.0
+MESSAGE_PREFIX = "The node was low on resource: memory. Threshold quantity: 200Mi, available: "
+
+
+def message_available(event: dict[str, object]) -> int:
+    """Return the bytes the eviction message of a log event says were available."""
+    message = str(event["message"])
+    assert message.startswith(MESSAGE_PREFIX), message
+    return Quantity.parse(message[len(MESSAGE_PREFIX):].split(". ")[0]).ceil_int()
+
+
+@pytest.fixture
+def real_pod(tmp_path: Path, ext4_mount: Path) -> Iterator[RealPodNode]:
+    node = RealPodNode(kubelet_root=ext4_mount / "kubelet", pod_logs_dir=ext4_mount / "pods-logs",
+                       pods_limit_bytes=POD_LIMIT_BYTES)
+    try:
+        node.create(volume_files={"data.bin": 2 * MiB}, log_bytes=64 * 1024)
+        yield node
+    finally:
+        node.teardown()
+
+
+@pytest.fixture
+def evictd_processes() -> Iterator[list[EvictdProcess]]:
+    started: list[EvictdProcess] = []
+    yield started
+    for process in started:
+        process.kill()
+
+
+def test_a_pod_allocating_past_allocatable_wakes_the_loop_and_would_be_evicted(
+    tmp_path: Path, real_pod: RealPodNode, evictd_processes: list[EvictdProcess]
+) -> None:
+    pod_process = real_pod.start_process()
+    daemon = EvictdProcess(
+        tmp_path,
+        kubelet="evictionHard: {allocatableMemory.available: 200Mi}\nenforceNodeAllocatable: []\n",
+        evictd=f"housekeepingInterval: 1h\npsiWakeups: false\ncgroupRoot: /{real_pod.base}\n"
+               f"kubeletRootDir: {real_pod.kubelet_root}\npodLogsDir: {real_pod.pod_logs_dir}\n"
+               f"imageFsPath: {tmp_path / 'containerd'}\ncontainerFsPath: {tmp_path / 'containerd'}\n",
+    )
+    evictd_processes.append(daemon)
+    daemon.wait_event("evictd started")
+    deadline = time.monotonic() + 10
+    while daemon.metric("evictd_cycles_total") < 1:
+        assert time.monotonic() < deadline, "the first cycle never finished"
+        time.sleep(0.05)
+    time.sleep(0.3)  # the notifiers are armed right after the first cycle
+    assert daemon.metric("evictd_threshold_met", signal="allocatableMemory.available", kind="hard") == 0
+    before = daemon.metric("evictd_signal_available", signal="allocatableMemory.available")
+    assert before > POD_LIMIT_BYTES - 50 * MiB, "the pod is still small"
+
+    pod_process.do(f"alloc {ALLOCATED_BYTES}")
+    allocated_at = time.time()
+
+    met = daemon.wait_event("threshold met", timeout=10)
+    assert met["threshold"] == "allocatableMemory.available<200Mi (hard)"
+    assert met["threshold_quantity"] == "200Mi"
+    assert met["_received"] - allocated_at < DECISION_WITHIN_S, "only the memcg notification can wake it this soon"
+    evicted = daemon.wait_event("would evict pod", timeout=5)
+    assert evicted["pod"] == real_pod.key == "shop/cart-7d9f"
+    assert evicted["signal"] == "allocatableMemory.available"
+    assert evicted["threshold"] == "allocatableMemory.available<200Mi (hard)"
+    assert evicted["dry_run"] is True
+    assert evicted["ranking"] == [real_pod.key]
+    assert evicted["message"].startswith(MESSAGE_PREFIX), evicted["message"]
+    # The notification fires at the crossing, while the kernel is still charging the allocation: the cycle it
+    # wakes sees the pod part-way (but past the threshold); the follow-up cycle a second later sees it settled.
+    expected = POD_LIMIT_BYTES - ALLOCATED_BYTES
+    assert expected - SLACK_BYTES <= message_available(evicted) < 200 * MiB
+    settled = daemon.wait_for(lambda e: e.get("event") == "would evict pod"
+                              and message_available(e) <= expected, timeout=5)
+    assert expected - SLACK_BYTES <= message_available(settled), settled["message"]
+    assert settled["_received"] - evicted["_received"] < 3 * NOTIFICATION_FOLLOW_UP_S
+    assert daemon.wait_event("node conditions changed")["conditions"] == ["MemoryPressure"]
+
+    assert daemon.metric("evictd_wakeups_total", cause="memcg") >= 1
+    assert daemon.metric("evictd_dry_run_evictions_total", eviction_signal="allocatableMemory.available") >= 1
+    assert "\nevictd_evictions_total{" not in daemon.http("/metrics")[1], "nothing carried out: dry-run"
+    assert daemon.stop() == 0
+    assert not [e for e in daemon.events if e.get("event") in (
+        "memory notifier unavailable", "signal source unreadable; its signals are absent", "housekeeping cycle failed")]

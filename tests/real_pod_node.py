@@ -1,0 +1,194 @@
+"""A kubelet-like pod on this machine, for tier-3 tests: real cgroups, a real process, real pod folders.
+
+`RealPodNode` builds, in the machine's cgroup v1 ``memory`` and ``pids`` hierarchies,
+
+    evictd-test-<random>/kubepods/burstable/pod<uid>/<64-hex container id>
+
+with ``kubepods`` limited (``memory.limit_in_bytes``) as a kubelet limits its pods cgroup to the node's
+allocatable memory; the test cgroup is the kubelet's ``cgroupRoot`` (a `CgroupLayout` ``base``). Around it, the
+folders the kubelet keeps for the pod: an emptyDir ``<kubelet root>/pods/<uid>/volumes/kubernetes.io~empty-dir/
+<volume>/`` holding real files and a container log ``<pod logs>/<ns>_<name>_<uid>/<container>/0.log``. A real
+Python process is moved into the container cgroup (its PID written to ``cgroup.procs`` of both hierarchies)
+and allocates memory on command, so every charge is the kernel's own.
+
+`teardown` stops the process, kills anything left in the test cgroups and removes them bottom-up; it runs
+whatever the test's outcome (call it from a fixture's ``finally``). Needs root and a v1 memory hierarchy:
+without them the test fails, it is never skipped.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from evictd.adapters.cgroups import CgroupLayout, detect_cgroup_layout
+
+CGROUP_MOUNT = Path("/sys/fs/cgroup")
+HIERARCHIES = ("memory", "pids")
+MiB = 1 << 20
+REPLY_TIMEOUT_S = 30.0
+TEARDOWN_TIMEOUT_S = 10.0
+EMPTY_DIR_PLUGIN = "kubernetes.io~empty-dir"
+
+# A child that obeys one command per stdin line and answers "ok" when done. `alloc` writes every byte, so
+# every page is really charged to the child's memory cgroup.
+CHILD_SCRIPT = r"""
+import sys
+blobs = []
+for line in iter(sys.stdin.readline, ""):
+    cmd, *args = line.split()
+    if cmd == "alloc":
+        blobs.append(b"\x01" * int(args[0]))
+    elif cmd == "free":
+        blobs.clear()
+    print("ok", flush=True)
+"""
+
+
+class PodProcess:
+    """A real Python process driven line by line over pipes."""
+
+    def __init__(self) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", CHILD_SCRIPT], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        )
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def do(self, command: str) -> None:
+        """Send one command and wait for its "ok"; fail the test if none comes."""
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write(command + "\n")
+        self.proc.stdin.flush()
+        ready, _, _ = select.select([self.proc.stdout], [], [], REPLY_TIMEOUT_S)
+        assert ready, f"pod process {self.pid} did not answer {command!r} within {REPLY_TIMEOUT_S} s"
+        assert self.proc.stdout.readline() == "ok\n", f"pod process {self.pid} failed {command!r}"
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(TEARDOWN_TIMEOUT_S)
+        for stream in (self.proc.stdin, self.proc.stdout):
+            if stream is not None:
+                stream.close()
+
+
+@dataclass
+class RealPodNode:
+    """One burstable pod with one container, as a kubelet with the cgroupfs driver lays it out."""
+
+    kubelet_root: Path
+    pod_logs_dir: Path
+    pods_limit_bytes: int
+    namespace: str = "shop"
+    name: str = "cart-7d9f"
+    container: str = "app"
+    volume: str = "cache"
+    base: str = field(default_factory=lambda: f"evictd-test-{uuid.uuid4().hex[:12]}")
+    uid: str = field(default_factory=lambda: str(uuid.uuid4()))
+    container_id: str = field(default_factory=lambda: uuid.uuid4().hex + uuid.uuid4().hex)
+    cgroups: list[Path] = field(default_factory=list)  # created folders, parents first
+    processes: list[PodProcess] = field(default_factory=list)
+
+    @property
+    def layout(self) -> CgroupLayout:
+        layout = detect_cgroup_layout(CGROUP_MOUNT, base=self.base)
+        assert layout.version == 1, "real pod tests use the machine's cgroup v1 memory and pids hierarchies"
+        return layout
+
+    @property
+    def pods_cgroup(self) -> str:
+        return f"{self.base}/kubepods"
+
+    @property
+    def pod_cgroup(self) -> str:
+        return f"{self.pods_cgroup}/burstable/pod{self.uid}"
+
+    @property
+    def container_cgroup(self) -> str:
+        return f"{self.pod_cgroup}/{self.container_id}"
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def volume_dir(self) -> Path:
+        return self.kubelet_root / "pods" / self.uid / "volumes" / EMPTY_DIR_PLUGIN / self.volume
+
+    @property
+    def log_dir(self) -> Path:
+        return self.pod_logs_dir / f"{self.namespace}_{self.name}_{self.uid}" / self.container
+
+    def memory_file(self, cgroup: str, name: str) -> Path:
+        return CGROUP_MOUNT / "memory" / cgroup / name
+
+    def create(self, volume_files: dict[str, int], log_bytes: int) -> None:
+        """Make the cgroups (pods cgroup limited), the emptyDir with `volume_files` and the container log."""
+        assert os.geteuid() == 0, "real pod tests need root to create cgroups"
+        assert self.layout.version == 1
+        for hierarchy in HIERARCHIES:
+            parts = self.container_cgroup.split("/")
+            for depth in range(1, len(parts) + 1):
+                folder = CGROUP_MOUNT / hierarchy / "/".join(parts[:depth])
+                folder.mkdir()
+                self.cgroups.append(folder)
+        self.memory_file(self.pods_cgroup, "memory.limit_in_bytes").write_text(f"{self.pods_limit_bytes}\n")
+        self.volume_dir.mkdir(parents=True)
+        for name, size in volume_files.items():
+            (self.volume_dir / name).write_bytes(os.urandom(size))
+        self.log_dir.mkdir(parents=True)
+        (self.log_dir / "0.log").write_bytes(b"2026-11-21T10:00:00Z stdout F started\n" * (log_bytes // 40 + 1))
+
+    def start_process(self) -> PodProcess:
+        """Start the container's process and move it into the container cgroup of both hierarchies."""
+        process = PodProcess()
+        self.processes.append(process)
+        for hierarchy in HIERARCHIES:
+            (CGROUP_MOUNT / hierarchy / self.container_cgroup / "cgroup.procs").write_text(f"{process.pid}\n")
+        return process
+
+    def teardown(self) -> None:
+        """Stop the processes, kill whatever is left in the test cgroups, remove them bottom-up."""
+        for process in self.processes:
+            process.stop()
+        deadline = time.monotonic() + TEARDOWN_TIMEOUT_S
+        for folder in reversed(self.cgroups):
+            while True:
+                with contextlib.suppress(FileNotFoundError):
+                    for pid in (folder / "cgroup.procs").read_text().split():
+                        with contextlib.suppress(ProcessLookupError):
+                            os.kill(int(pid), signal.SIGKILL)
+                try:
+                    folder.rmdir()
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError:  # EBUSY until the killed tasks have left the cgroup
+                    if time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.05)
+        for hierarchy in HIERARCHIES:
+            assert not (CGROUP_MOUNT / hierarchy / self.base).exists(), f"{hierarchy}/{self.base} left behind"
+
+
+def du_bytes(path: Path) -> int:
+    """Return what `du -s -x -B1` reports for `path`: allocated bytes, directories included."""
+    done = subprocess.run(["du", "-s", "-x", "-B1", str(path)], capture_output=True, text=True, check=True)
+    return int(done.stdout.split()[0])
+
+
+def du_inodes(path: Path) -> int:
+    """Return what `du -s -x --inodes` reports for `path`."""
+    done = subprocess.run(["du", "-s", "-x", "--inodes", str(path)], capture_output=True, text=True, check=True)
+    return int(done.stdout.split()[0])

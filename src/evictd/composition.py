@@ -2,8 +2,11 @@
 
 Nothing else in evictd decides which adapter serves which role. With a Kubernetes API (a kubeconfig, or the
 in-cluster service account inside a pod) pods come from a watch, evictions go through the API and node
-conditions, taints and events are written; without one, pods are discovered from the node and every decision
-is reported only, as in dry-run. In dry-run nothing is written anywhere: what would be is logged and counted.
+conditions, taints and events are written; without one, pods are discovered from the node and evictions are
+reported only. With a container runtime answering the CRI endpoint, node-level reclaim and the periodic
+garbage collection run (without the API, container GC cannot know which pods are gone, so it removes only
+dead containers beyond the policy). In dry-run nothing is changed anywhere: what would be is logged and
+counted.
 """
 
 from __future__ import annotations
@@ -284,10 +287,10 @@ def build_daemon(
         runtime = build_runtime(config, *connected, metrics, log, pod_state, sources_ready)
     pods: PodSource = cluster.pods if cluster is not None else DiscoveredPods(cgroups, settings.pod_logs_dir)
     evictor: PodEvictor = cluster.evictor if cluster is not None else ReportOnlyEvictor()
+    # Evictions need the API; node-level reclaim and periodic GC need only the runtime (unless dry-run).
+    evictions_reported_only = dry_run or cluster is None
     if cluster is None:
-        # Without the API there is nothing to evict through: decisions are reported, as in dry-run.
-        dry_run = True
-        log.info("no Kubernetes API configured (no kubeconfig, not in a pod): decisions are reported, "
+        log.info("no Kubernetes API configured (no kubeconfig, not in a pod): evictions are reported, "
                  "not carried out")
     stats = build_stats_source(config, cgroups, pods, node_name, runtime)
     engine_config = EngineConfig.from_settings(config.eviction)
@@ -338,7 +341,7 @@ def build_daemon(
         metrics=metrics,
         health=health,
         interval_s=settings.housekeeping_interval_s,
-        dry_run=dry_run,
+        dry_run=evictions_reported_only,
         node_name=node_name,
         shutdown_timeout_s=settings.shutdown_timeout_s,
         max_cycles=max_cycles,

@@ -24,7 +24,7 @@ from evictd.adapters.cgroups import CgroupReader, detect_cgroup_layout
 from evictd.adapters.disk_usage import DiskUsageCache
 from evictd.adapters.filesystems import detect_layout
 from evictd.adapters.kubelet_summary import ApiProxySummarySource, KubeletSummarySource
-from evictd.adapters.local_kill import LocalKiller
+from evictd.adapters.local_kill import STOPPABLE_STATES, LocalKiller
 from evictd.adapters.node_pods import DiscoveredPods
 from evictd.adapters.node_stats import NodeStatsSource, existing_ancestor
 from evictd.adapters.notifiers import (
@@ -35,13 +35,14 @@ from evictd.adapters.notifiers import (
     Waiter,
 )
 from evictd.adapters.runtime_gc import CriContainerGC, CriImageGC, RuntimeReclaimer, imagefs_usage
-from evictd.adapters.runtime_node import PeriodicGC, RuntimeFilesystems, RuntimeLayout
+from evictd.adapters.runtime_node import PeriodicGC, RuntimeContainerStats, RuntimeFilesystems, RuntimeLayout
 from evictd.config import Configuration, EvictdSettings
 from evictd.core.container_gc import GCPolicy, PodState, PodStateFunc
 from evictd.core.engine import EngineConfig, Eviction, ReclaimAction
 from evictd.core.errors import ConfigError, EvictdError, KubeError, SampleError
 from evictd.core.image_gc import image_gc_policy
 from evictd.core.node_status import ConditionMode
+from evictd.core.runtime import SandboxState
 from evictd.core.signals import FsLayout
 from evictd.core.summary import SYSTEM_CONTAINER_PODS
 from evictd.cri import RuntimeVersion
@@ -162,8 +163,10 @@ def build_stats_source(config: Configuration, cgroups: CgroupReader, pods: PodSo
         disk_usage=DiskUsageCache(),
         kubelet_root=settings.kubelet_root_dir,
         pod_logs_dir=settings.pod_logs_dir,
-        image_fs_path=runtime.filesystems.paths()[0] if runtime else settings.image_fs_path,
-        container_fs_path=runtime.filesystems.paths()[1] if runtime else settings.container_fs_path,
+        image_fs_path=settings.image_fs_path,
+        container_fs_path=settings.container_fs_path,
+        runtime_paths=runtime.filesystems.paths if runtime else None,
+        container_stats=RuntimeContainerStats(runtime.client).by_pod if runtime else None,
     )
 
 
@@ -233,8 +236,27 @@ def api_configured(settings: EvictdSettings) -> bool:
     return bool(settings.kubeconfig or os.environ.get(IN_CLUSTER_ENV))
 
 
+def runtime_pod_running(client: CriClient) -> Callable[[str], bool | None]:
+    """Return whether the runtime still runs anything of a pod (a ready sandbox or a live container).
+
+    None when the runtime cannot answer: the wait after an eviction then relies on the API alone.
+    """
+
+    def running(uid: str) -> bool | None:
+        try:
+            sandboxes = client.list_sandboxes(pod_uid=uid)
+            containers = client.list_containers(pod_uid=uid)
+        except EvictdError:
+            return None
+        return any(s.state is SandboxState.READY for s in sandboxes) or any(
+            c.state in STOPPABLE_STATES for c in containers)
+
+    return running
+
+
 def build_cluster(config: Configuration, node_name: str, metrics: Metrics, log: Any, dry_run: bool,
-                  local_kill: Callable[[Eviction], object] | None) -> ClusterParts:
+                  local_kill: Callable[[Eviction], object] | None,
+                  pod_running: Callable[[str], bool | None] | None = None) -> ClusterParts:
     """Build the pod watch, the journaled evictor, the node status writer and the event recorder."""
     settings = config.evictd
     api_client = build_api_client(settings.kubeconfig)
@@ -254,7 +276,7 @@ def build_cluster(config: Configuration, node_name: str, metrics: Metrics, log: 
     node_writer = NodeStatusWriter(api_client, node_name, ConditionMode(settings.node_condition_mode),
                                    update_period_s=settings.node_status_update_frequency_s, dry_run=dry_run)
     sync = ClusterSync(watcher=watcher, evictor=kube_evictor, node_writer=node_writer, events=events,
-                       on_error=api_error, log=log)
+                       on_error=api_error, log=log, pod_running=pod_running)
     pods = EvictablePods(watcher, journal, own_uid=os.environ.get(POD_UID_ENV, ""))
     return ClusterParts(pods=pods, evictor=evictor, sync=sync, watcher=watcher)
 
@@ -280,7 +302,9 @@ def build_daemon(
     connected = connect_runtime(settings, log)
     # When the API is unreachable during a hard threshold, the pod is stopped through the runtime.
     local_kill = LocalKiller(connected[0]).kill if connected else None
-    cluster = build_cluster(config, node_name, metrics, log, dry_run, local_kill) if api_configured(settings) else None
+    pod_running = runtime_pod_running(connected[0]) if connected else None
+    cluster = (build_cluster(config, node_name, metrics, log, dry_run, local_kill, pod_running)
+               if api_configured(settings) else None)
     runtime = None
     if connected is not None:
         pod_state, sources_ready = pod_states(cluster.watcher if cluster is not None else None)

@@ -570,8 +570,11 @@ def test_an_unreadable_pod_cgroup_is_a_problem_and_the_other_pods_stay(v1_node: 
     source = v1_node.source()
     summary = source.summary()
     assert [p.source for p in source.problems] == [str(broken)]
-    # As the kubelet's summary has no entry for a pod it could not read, the pod's stats are left out.
-    assert {p.pod_ref.uid for p in summary.pods} == {G_UID, BE_UID}
+    # The pod keeps its stats entry with its memory unknown: without an entry it would be ranked first,
+    # evicted on data that could not be read.
+    assert {p.pod_ref.uid for p in summary.pods} == {G_UID, B_UID, BE_UID}
+    unreadable = next(p for p in summary.pods if p.pod_ref.uid == B_UID)
+    assert unreadable.memory is None and unreadable.process_count is None
     assert set(signal_observations(summary)) == ALL_SIGNALS
 
 
@@ -692,3 +695,39 @@ def test_a_real_pod_read_end_to_end(tmp_path: Path, real_pod: RealPodNode, ext4_
     after = source.summary().node.system_containers[SYSTEM_CONTAINER_PODS].memory
     assert after is not None and after.available_bytes is not None
     assert after.available_bytes >= POD_LIMIT_BYTES - SLACK_BYTES
+
+
+def test_runtime_container_stats_are_merged_by_container_name(v1_node: Node) -> None:
+    """With a runtime, containers carry their working set and writable layer, and logs join them by name."""
+    from dataclasses import replace as _replace
+
+    from evictd.cri import ContainerUsage
+
+    (v1_node.log_folder("shop", "cart-7d9f", B_UID) / "0.log").write_bytes(b"x" * 10000)
+    usage = ContainerUsage(container_id="c1", pod_sandbox_id="s1", name="app", pod_uid=B_UID, pod_name="cart-7d9f",
+                           pod_namespace="shop", writable_layer_bytes=5 << 20, writable_layer_inodes=12,
+                           working_set_bytes=64 << 20, timestamp_ns=1)
+    sidecar = _replace(usage, container_id="c2", name="sidecar", writable_layer_bytes=None, working_set_bytes=None)
+    source = v1_node.source()
+    source._container_stats = lambda: {B_UID: [usage, sidecar]}
+    pod = next(p for p in source.summary().pods if p.pod_ref.uid == B_UID)
+    app = next(c for c in pod.containers if c.name == "app")
+    assert app.memory is not None and app.memory.working_set_bytes == 64 << 20
+    assert app.rootfs is not None and (app.rootfs.used_bytes, app.rootfs.inodes_used) == (5 << 20, 12)
+    assert app.logs is not None and (app.logs.used_bytes or 0) >= 10000
+    assert [c.name for c in pod.containers] == ["app", "sidecar"]
+    assert pod.ephemeral_storage is not None and pod.ephemeral_storage.used_bytes is not None
+    assert pod.ephemeral_storage.used_bytes >= (5 << 20) + 10000
+
+
+def test_runtime_stats_failure_is_a_problem_not_a_crash(v1_node: Node) -> None:
+    from evictd.core.errors import CRIError
+
+    def broken() -> dict[str, list[object]]:
+        raise CRIError("ListContainerStats", "UNAVAILABLE", "connection refused")
+
+    source = v1_node.source()
+    source._container_stats = broken  # type: ignore[assignment]
+    summary = source.summary()
+    assert any("ListContainerStats" in p.source for p in source.problems)
+    assert summary.pods

@@ -12,7 +12,9 @@ the engine cannot tell the difference:
   ancestor), so a node without a runtime still shows its disks;
 - rlimit: min(pid_max, threads-max) and the kernel's task count, as the kubelet reads them;
 - per pod: pod cgroup working set and process count; emptyDir volumes and log folders through the cached
-  disk-usage walker; ephemeral-storage = volumes + logs (writable layers come from the runtime, later).
+  disk-usage walker; with a container runtime, its containers by name with their working set and
+  writable layer (one ListContainerStats per cycle); ephemeral-storage = volumes + logs + writable layers.
+  An unreadable pod cgroup leaves that pod's memory unknown rather than dropping its stats.
 
 A part that cannot be read is left out of the Summary for this cycle (the signal is then absent: never
 guessed) and recorded in `problems` with its path and reason. Every block carries the time it was read.
@@ -21,7 +23,7 @@ guessed) and recorded in `problems` with its path and reason. Every block carrie
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Protocol, TypeVar
 
@@ -29,7 +31,7 @@ from evictd.adapters import procfs
 from evictd.adapters.cgroups import CgroupReader, MemoryReading, PodCgroup
 from evictd.adapters.disk_usage import DirUsage, DiskUsageCache, volume_usage
 from evictd.adapters.filesystems import FsReading, statvfs_reading
-from evictd.core.errors import SampleError
+from evictd.core.errors import EvictdError, SampleError
 from evictd.core.pods import Pod
 from evictd.core.summary import (
     SYSTEM_CONTAINER_PODS,
@@ -43,6 +45,7 @@ from evictd.core.summary import (
     Summary,
     VolumeStats,
 )
+from evictd.cri import ContainerUsage
 
 _T = TypeVar("_T")
 
@@ -108,6 +111,8 @@ class NodeStatsSource:
         container_fs_path: str,
         proc_root: str = "/proc",
         wall_clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        runtime_paths: Callable[[], tuple[str, str]] | None = None,
+        container_stats: Callable[[], Mapping[str, Sequence[ContainerUsage]]] | None = None,
     ) -> None:
         self._node_name = node_name
         self._cgroups = cgroups
@@ -115,10 +120,13 @@ class NodeStatsSource:
         self._disk_usage = disk_usage
         self._kubelet_root = kubelet_root
         self._pod_logs_dir = pod_logs_dir
+        self._pod_logs_prefix = os.path.join(pod_logs_dir, "")
         self._image_fs_path = image_fs_path
         self._container_fs_path = container_fs_path
         self._proc_root = proc_root
         self._wall_clock = wall_clock
+        self._runtime_paths = runtime_paths
+        self._container_stats = container_stats
         self.problems: tuple[SampleError, ...] = ()
 
     def summary(self) -> Summary:
@@ -138,9 +146,12 @@ class NodeStatsSource:
         # No pods cgroup means no kubelet-managed pods here: allocatable memory is absent, not unreadable.
         has_pods_cgroup = self._cgroups.has_pods_cgroup()
         pods_memory = attempt(lambda: self._cgroups.memory(self._cgroups.pods_cgroup())) if has_pods_cgroup else None
+        image_path, container_path = (
+            self._runtime_paths() if self._runtime_paths is not None else (self._image_fs_path, self._container_fs_path)
+        )
         nodefs = attempt(lambda: statvfs_reading(existing_ancestor(self._kubelet_root)))
-        imagefs = attempt(lambda: statvfs_reading(existing_ancestor(self._image_fs_path)))
-        containerfs = attempt(lambda: statvfs_reading(existing_ancestor(self._container_fs_path)))
+        imagefs = attempt(lambda: statvfs_reading(existing_ancestor(image_path)))
+        containerfs = attempt(lambda: statvfs_reading(existing_ancestor(container_path)))
         max_pid = attempt(lambda: procfs.pid_limit(self._proc_root))
         tasks = attempt(lambda: procfs.running_tasks(self._proc_root))
         system_containers = {}
@@ -168,54 +179,95 @@ class NodeStatsSource:
         except SampleError as exc:
             problems.append(exc)
             cgroups = {}
+        runtime: Mapping[str, Sequence[ContainerUsage]] = {}
+        if self._container_stats is not None:
+            try:
+                runtime = self._container_stats()
+            except EvictdError as exc:
+                problems.append(SampleError("CRI ListContainerStats", str(exc)))
         result = []
         for pod in self._pods.active_pods():
             try:
-                result.append(self._one_pod(pod, cgroups.get(pod.uid), at))
+                result.append(self._one_pod(pod, cgroups.get(pod.uid), runtime.get(pod.uid, ()), at, problems))
             except SampleError as exc:
                 problems.append(exc)
         return tuple(result)
 
-    def _one_pod(self, pod: Pod, cgroup: PodCgroup | None, at: datetime) -> PodStats:
+    def _one_pod(
+        self,
+        pod: Pod,
+        cgroup: PodCgroup | None,
+        runtime: Sequence[ContainerUsage],
+        at: datetime,
+        problems: list[SampleError],
+    ) -> PodStats:
+        # The per-pod hot path of a cycle (about a thousand pods): plain loops, no intermediate lists.
         memory = None
         process_count = None
         if cgroup is not None:
-            memory = memory_stats(self._cgroups.memory(cgroup.path), None, at)
-            process_count = self._cgroups.process_count(cgroup.path)
-        volumes = volume_usage(self._disk_usage, self._kubelet_root, pod.uid) if pod.uid else {}
-        containers = self._container_logs(pod, at)
-        used = sum(v.used_bytes for v in volumes.values()) + sum(
-            c.logs.used_bytes or 0 for c in containers if c.logs is not None
-        )
-        inodes = sum(v.inodes_used for v in volumes.values()) + sum(
-            c.logs.inodes_used or 0 for c in containers if c.logs is not None
-        )
+            # An unreadable pod cgroup leaves the pod's memory unknown (ranked as using none), instead of
+            # dropping its stats: a pod without stats would be ranked first, evicted on data never read.
+            try:
+                reading = self._cgroups.memory(cgroup.path)
+                memory = MemoryStats(time=at, usage_bytes=reading.usage_bytes,
+                                     working_set_bytes=reading.working_set_bytes)
+                process_count = self._cgroups.process_count(cgroup.path)
+            except SampleError as exc:
+                problems.append(exc)
+        used = 0
+        inodes = 0
+        volume_stats = []
+        if pod.uid:
+            for name, usage in volume_usage(self._disk_usage, self._kubelet_root, pod.uid).items():
+                used += usage.used_bytes
+                inodes += usage.inodes_used
+                volume_stats.append(
+                    VolumeStats(name=name, time=at, used_bytes=usage.used_bytes, inodes_used=usage.inodes_used)
+                )
+        logs = {}
+        for name, usage in self._container_log_usage(pod):
+            used += usage.used_bytes
+            inodes += usage.inodes_used
+            logs[name] = _usage_fs(usage, at)
+        containers = []
+        for measured in runtime:  # the runtime names the containers and measures their writable layers
+            rootfs = None
+            if measured.writable_layer_bytes is not None:
+                rootfs = FsStats(time=at, used_bytes=measured.writable_layer_bytes,
+                                 inodes_used=measured.writable_layer_inodes)
+                used += measured.writable_layer_bytes
+                inodes += measured.writable_layer_inodes or 0
+            container_memory = None
+            if measured.working_set_bytes is not None:
+                container_memory = MemoryStats(time=at, working_set_bytes=measured.working_set_bytes)
+            containers.append(ContainerStats(name=measured.name, memory=container_memory, rootfs=rootfs,
+                                             logs=logs.pop(measured.name, None)))
+        containers.extend(ContainerStats(name=name, logs=fs) for name, fs in logs.items())
         return PodStats(
             pod_ref=PodReference(name=pod.name, namespace=pod.namespace, uid=pod.uid),
             memory=memory,
-            containers=containers,
-            volume_stats=tuple(
-                VolumeStats(name=name, time=at, used_bytes=usage.used_bytes, inodes_used=usage.inodes_used)
-                for name, usage in volumes.items()
-            ),
+            containers=tuple(containers),
+            volume_stats=tuple(volume_stats),
             ephemeral_storage=FsStats(time=at, used_bytes=used, inodes_used=inodes),
             process_count=process_count,
         )
 
-    def _container_logs(self, pod: Pod, at: datetime) -> tuple[ContainerStats, ...]:
-        """Return per-container log usage from `<pod logs>/<ns>_<name>_<uid>/<container>/` folders."""
+    def _container_log_usage(self, pod: Pod) -> list[tuple[str, DirUsage]]:
+        """Return (container, log usage) from `<pod logs>/<ns>_<name>_<uid>/<container>/` folders, by name."""
         if not (pod.uid and pod.name and pod.namespace):
-            return ()
-        folder = os.path.join(self._pod_logs_dir, f"{pod.namespace}_{pod.name}_{pod.uid}")
-        containers = []
+            return []
+        # A prefix ending in "/" plus a relative name is exactly os.path.join's result, without its cost.
+        folder = f"{self._pod_logs_prefix}{pod.namespace}_{pod.name}_{pod.uid}"
         try:
-            names = sorted(entry.name for entry in os.scandir(folder) if entry.is_dir(follow_symlinks=False))
+            with os.scandir(folder) as entries:
+                names = sorted([entry.name for entry in entries if entry.is_dir(follow_symlinks=False)])
         except FileNotFoundError:
-            return ()
+            return []
         except OSError as exc:
             raise SampleError(folder, exc.strerror or str(exc)) from exc
+        usages = []
         for name in names:
-            usage = self._disk_usage.usage(os.path.join(folder, name))
+            usage = self._disk_usage.usage(f"{folder}/{name}")
             if usage is not None:
-                containers.append(ContainerStats(name=name, logs=_usage_fs(usage, at)))
-        return tuple(containers)
+                usages.append((name, usage))
+        return usages

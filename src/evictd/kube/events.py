@@ -21,6 +21,7 @@ from evictd.kube.client import call
 COMPONENT = "evictd"
 # client-go's event correlator aggregates identical events within this window (maxLruCacheEntries aside).
 AGGREGATION_WINDOW_S = 600.0
+NOT_FOUND = 404
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,11 +80,17 @@ class EventRecorder:
         if previous is not None and (now - previous[3]).total_seconds() < AGGREGATION_WINDOW_S:
             name, first, count, _ = previous
             body: dict[str, Any] = {"count": count + 1, "lastTimestamp": rfc3339(now)}
-            if not self._dry_run and self._api is not None:
-                call("patch events", self._api.patch_namespaced_event, name, namespace, body,
-                     timeout_s=self._timeout_s)
-            self._recent[key] = (name, first, count + 1, now)
-            return body
+            try:
+                if not self._dry_run and self._api is not None:
+                    call("patch events", self._api.patch_namespaced_event, name, namespace, body,
+                         timeout_s=self._timeout_s)
+                self._recent[key] = (name, first, count + 1, now)
+                return body
+            except KubeError as exc:
+                if exc.status != NOT_FOUND:
+                    raise
+                # The event was removed meanwhile: create it anew, as client-go's recorder does.
+                del self._recent[key]
         name = f"{ref.name}.{uuid.uuid4().hex[:16]}"
         body = {
             "apiVersion": "v1",

@@ -1,18 +1,22 @@
 """Evicting a pod through the Kubernetes API, with a local fallback when the API cannot be reached.
 
-The order is the kubelet's, done from outside it:
+The kubelet's steps, done from outside it:
 1. record the decision in the journal (before anything is sent);
-2. `PATCH pods/{name}/status`: phase Failed, reason Evicted, the engine's message, and for threshold
+2. `DELETE pods/{name}` with the engine's grace period and a UID precondition, so the kubelet terminates that
+   very pod (never a same-named successor). This comes before the status: the API server deletes a pod whose
+   phase is already Failed at once, with no grace period (`podStrategy.CheckGracefulDelete`), so writing the
+   status first would remove the object while its containers still run and ignore the chosen grace period;
+3. `PATCH pods/{name}/status`: phase Failed, reason Evicted, the engine's message, and for threshold
    evictions the `DisruptionTarget` condition (reason TerminationByKubelet), so controllers and Job pod
-   failure policies see an eviction;
-3. `DELETE pods/{name}` with the engine's grace period and a UID precondition, so the kubelet terminates that
-   very pod (never a same-named successor);
+   failure policies see an eviction. The patch carries the pod's UID, as the kubelet's status patches do, so
+   it can never land on a same-named successor;
 4. a Warning `Evicted` Event on the pod with the offending-container annotations.
 A step that fails because the API is unreachable, throttled or erroring stays pending in the journal and is
 retried every cycle (`replay`). If that happens for a hard-threshold or local-storage eviction,
 the pod is stopped at once through the container runtime (`local_kill`) so the node is protected anyway; its
 status, deletion and event are written when the API answers again. A pod that is gone (404) or was replaced
-(409 on the UID precondition) ends the entry: nothing is ever evicted twice.
+(409 on the UID precondition) before its deletion ends the entry: nothing is ever evicted twice. Once deleted,
+a pod that is already gone or replaced only loses its status write; the event is still recorded.
 """
 
 from __future__ import annotations
@@ -31,6 +35,8 @@ from evictd.kube.journal import EvictionJournal, JournalEntry
 STRATEGIC_MERGE = "application/strategic-merge-patch+json"
 NOT_FOUND = 404
 CONFLICT = 409
+# A patch whose metadata.uid differs from the stored pod's is refused as an immutable-field change.
+INVALID = 422
 
 
 def status_patch(entry: JournalEntry, now: str) -> dict[str, Any]:
@@ -39,7 +45,8 @@ def status_patch(entry: JournalEntry, now: str) -> dict[str, Any]:
     status: dict[str, Any] = {"phase": entry.phase, "reason": entry.reason, "message": entry.message}
     if conditions:
         status["conditions"] = conditions
-    return {"status": status}
+    # The UID acts as a precondition (as in the kubelet's status patches): a same-named successor refuses it.
+    return {"metadata": {"uid": entry.uid}, "status": status}
 
 
 def journal_entry(eviction: Eviction, decided_at: float) -> JournalEntry:
@@ -100,7 +107,10 @@ class KubePodEvictor:
             return
         # Hard thresholds and local-storage limits act at once (1 s); soft ones can wait for the API.
         immediate = eviction.threshold is None or eviction.threshold.is_hard
-        if immediate and is_retryable(failure) and self._local_kill is not None:
+        # Once the DELETE went through, the kubelet terminates the pod: only the status or event write is late.
+        progress = self._journal.get(entry.uid)
+        deleted = progress is not None and progress.deleted
+        if immediate and not deleted and is_retryable(failure) and self._local_kill is not None:
             try:
                 self._local_kill(eviction)
             except EvictdError as exc:
@@ -125,8 +135,8 @@ class KubePodEvictor:
     def _advance(self, entry: JournalEntry) -> KubeError | None:
         """Run the missing API steps of `entry`; return the error that stopped it, if any."""
         steps = (
-            ("status_written", self._write_status),
             ("deleted", self._delete),
+            ("status_written", self._write_status),
             ("event_written", self._record_event),
         )
         for flag, step in steps:
@@ -137,11 +147,17 @@ class KubePodEvictor:
             except KubeError as exc:
                 if self._on_api_error is not None:
                     self._on_api_error(exc)
-                if exc.status in (NOT_FOUND, CONFLICT) and flag != "event_written":
-                    # Gone, or replaced by a pod of the same name: nothing left to evict. Say why on the pod.
+                if flag == "deleted" and exc.status in (NOT_FOUND, CONFLICT):
+                    # Gone, or replaced by a pod of the same name: nothing left to evict. Say why in the journal.
                     self._journal.update(entry.uid, status_written=True, deleted=True, event_written=True,
                                          done_at=time.time(), extra={"ended": f"{exc.status}: {exc.detail}"})
                     return None
+                if flag == "status_written" and exc.status in (NOT_FOUND, CONFLICT, INVALID):
+                    # Deleted already, and since gone (terminated) or replaced (the UID refused): the status has
+                    # no pod left to go on, but the eviction happened and its event is still recorded.
+                    entry = self._journal.update(entry.uid, status_written=True,
+                                                 extra={**entry.extra, "status": f"{exc.status}: {exc.detail}"})
+                    continue
                 return exc
             entry = self._journal.update(entry.uid, **{flag: True})
         self._journal.update(entry.uid, done_at=time.time())

@@ -75,9 +75,12 @@ class NodeStatusWriter:
         now = rfc3339(self._wall_clock())
         conditions = desired_conditions((node.get("status") or {}).get("conditions") or [], current, self._mode, now)
         if not self._dry_run:
-            call("patch nodes/status", self._api.patch_node_status, self._node, {"status": {"conditions": conditions}},
-                 _content_type=STRATEGIC_MERGE, timeout_s=self._timeout_s)
-            self._sync_taints(node, current)
+            response: Any = call("patch nodes/status", self._api.patch_node_status, self._node,
+                                 {"status": {"conditions": conditions}}, _content_type=STRATEGIC_MERGE,
+                                 _preload_content=False, timeout_s=self._timeout_s)
+            # The status write moved the node's resourceVersion: the taint write starts from the node it returned,
+            # not from the one read before (whose version would always conflict).
+            self._sync_taints(json.loads(response.data), current)
         transitions = condition_transitions(self._written or (), current) if changed else []
         self._written = current
         self._written_at = self._clock()

@@ -13,7 +13,9 @@ locally on pods the container runtime confirms are still running.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -63,6 +65,7 @@ class PodWatcher:
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
         self._response: Any = None
+        self._watch_opened = False
 
     # --- the PodSource side -------------------------------------------------------------------------------
 
@@ -117,13 +120,14 @@ class PodWatcher:
         self._stopping.set()
         response = self._response
         if response is not None:
-            response.close()
+            _interrupt(response)
         if self._thread is not None:
             self._thread.join(timeout=5)
 
     def _run(self) -> None:
         backoff = BACKOFF_INITIAL_S
         while not self._stopping.is_set():
+            self._watch_opened = False
             try:
                 if self._resource_version is None:
                     self._relist()
@@ -132,13 +136,15 @@ class PodWatcher:
             except _Gone:
                 with self._changed:
                     self._synced = False
+                    self.fresh = False
                     self._resource_version = None
-            except KubeError as exc:
-                self._failed(exc)
-                self._stopping.wait(backoff)
-                backoff = min(backoff * 2, BACKOFF_MAX_S)
-            except Exception as exc:  # a broken stream (reset, truncated chunk): reconnect like a KubeError
-                self._failed(KubeError("watch pods", None, f"{type(exc).__name__}: {exc}"))
+            except Exception as exc:  # KubeError, or a broken stream (reset, truncated chunk): reconnect
+                error = exc if isinstance(exc, KubeError) else KubeError("watch pods", None,
+                                                                           f"{type(exc).__name__}: {exc}")
+                if self._watch_opened:
+                    # The API answered this time: only an unbroken run of failures grows the backoff.
+                    backoff = BACKOFF_INITIAL_S
+                self._failed(error)
                 self._stopping.wait(backoff)
                 backoff = min(backoff * 2, BACKOFF_MAX_S)
 
@@ -185,7 +191,12 @@ class PodWatcher:
             timeout_s=WATCH_TIMEOUT_S + self._timeout_s,
         )
         self._response = response
+        self._watch_opened = True
+        with self._changed:
+            self.fresh = True  # reachable again: the stream delivers every change from the last version on
         try:
+            if self._stopping.is_set():
+                return
             buffer = b""
             for chunk in response.stream(amt=65536, decode_content=True):
                 buffer += chunk
@@ -227,3 +238,14 @@ class PodWatcher:
         except ScenarioError:
             return None  # an object the API server should never send; skipping it beats crashing the watch
         return pod if pod.uid else None
+
+
+def _interrupt(response: Any) -> None:
+    """Unblock the thread reading a watch response by shutting its socket down.
+
+    `response.close()` cannot do it: it waits for the reader's buffer lock, i.e. for the next event or bookmark.
+    """
+    sock = getattr(getattr(response, "connection", None), "sock", None)
+    if sock is not None:
+        with contextlib.suppress(OSError):
+            sock.shutdown(socket.SHUT_RDWR)

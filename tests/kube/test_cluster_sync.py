@@ -1,0 +1,205 @@
+"""A whole eviction cycle through the API: the real EvictionManager with the cluster side of the daemon.
+
+EvictablePods over a live PodWatcher feeds the manager; KubePodEvictor acts; ClusterSync.after_cycle writes
+the node's conditions, taints and events and replays pending writes; wait_for_cleanup waits on the watch, as
+`build_cluster` in composition.py wires them. Only the stats (a Summary document) and the clock are scripted.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from apiserver import ApiServer
+from evictd_kube_support import evictd_api_client, pod_lists, wait_until
+from kube_objects import node_manifest
+
+from builders import Gi, Mi, pod, pod_stats, summary
+from evictd.core.engine import EngineConfig, ReclaimAction
+from evictd.core.kubelet_config import eviction_settings
+from evictd.core.node_status import ConditionMode
+from evictd.core.signals import FsLayout
+from evictd.core.summary import Summary, summary_from_dict
+from evictd.kube.cluster import ClusterSync, EvictablePods
+from evictd.kube.events import EventRecorder
+from evictd.kube.evictor import KubePodEvictor
+from evictd.kube.journal import EvictionJournal
+from evictd.kube.node_writer import NodeStatusWriter
+from evictd.kube.pod_watch import PodWatcher
+from evictd.manager import CycleReport, EvictionManager
+from evictd.simulate import FakeClock, FixedLayout
+
+NODE = "node-1"
+OWN_UID = "uid-evictd-abc12"
+
+HOG = pod("hog", requests={"memory": "100Mi"})
+MODEST = pod("modest", requests={"memory": "1Gi"})
+EVICTD = pod("evictd-abc12", uid=OWN_UID)  # best effort and the biggest user: ranked first, never evicted
+PODS = [HOG, MODEST, EVICTD]
+
+
+class FixedStats:
+    def __init__(self, document: dict[str, Any]) -> None:
+        self.value: Summary = summary_from_dict(document)
+
+    def summary(self) -> Summary:
+        return self.value
+
+
+class NoReclaim:
+    def reclaim(self, action: ReclaimAction) -> int:
+        return 0
+
+
+class RecordingLog:
+    def __init__(self) -> None:
+        self.warnings: list[tuple[str, dict[str, Any]]] = []
+
+    def warning(self, event: str, **fields: Any) -> None:
+        self.warnings.append((event, fields))
+
+
+@dataclass
+class Cluster:
+    watcher: PodWatcher
+    journal: EvictionJournal
+    manager: EvictionManager
+    sync: ClusterSync
+    clock: FakeClock
+    log: RecordingLog
+    api_errors: list[Any]
+
+    def cycle(self, seconds: float = 10.0) -> CycleReport:
+        self.clock.now += seconds
+        return self.manager.synchronize()
+
+
+@pytest.fixture
+def cluster(apiserver: ApiServer, tmp_path: Path) -> Iterator[Cluster]:
+    apiserver.store.create_node(node_manifest(NODE))
+    for doc in PODS:
+        apiserver.store.create_pod(doc)
+    client = evictd_api_client(apiserver)
+    api_errors: list[Any] = []
+    watcher = PodWatcher(client, NODE, on_error=api_errors.append)
+    watcher.start()
+    journal = EvictionJournal(str(tmp_path / "evictions.json"))
+    events = EventRecorder(client, NODE)
+    evictor = KubePodEvictor(client, journal, events, on_api_error=api_errors.append)
+    log = RecordingLog()
+    sync = ClusterSync(watcher=watcher, evictor=evictor,
+                       node_writer=NodeStatusWriter(client, NODE, ConditionMode.EVICTD), events=events,
+                       on_error=api_errors.append, log=log)
+    stats = FixedStats(summary(memory=512 * Mi, pods=[
+        pod_stats(HOG, memory=2 * Gi), pod_stats(MODEST, memory=1200 * Mi), pod_stats(EVICTD, memory=3 * Gi)]))
+    clock = FakeClock()
+    manager = EvictionManager(
+        EngineConfig.from_settings(eviction_settings({"evictionHard": {"memory.available": "1Gi"}})),
+        stats=stats, layout=FixedLayout(FsLayout()), pods=EvictablePods(watcher, journal, own_uid=OWN_UID),
+        reclaimer=NoReclaim(), evictor=evictor, clock=clock)
+    yield Cluster(watcher, journal, manager, sync, clock, log, api_errors)
+    watcher.stop()
+    client.close()
+
+
+def node_events(apiserver: ApiServer) -> list[tuple[str, str, str]]:
+    return [(e["type"], e["reason"], e["message"]) for e in apiserver.store.events("default")
+            if e["involvedObject"]["kind"] == "Node"]
+
+
+def test_a_cycle_evicts_through_the_api_and_after_cycle_reports_on_the_node(
+    apiserver: ApiServer, cluster: Cluster
+) -> None:
+    assert cluster.watcher.wait_synced(5.0)
+
+    report = cluster.cycle()
+    assert [e.pod.name for e in report.evictions] == ["hog"] and report.eviction_errors == ()
+    assert [p.name for p in report.ranking] == ["hog", "modest"]  # evictd's own pod is never a candidate
+    cluster.sync.after_cycle(report)
+
+    hog = apiserver.store.get_pod("default", "hog")
+    assert hog is not None and hog["metadata"]["deletionTimestamp"] and hog["status"]["reason"] == "Evicted"
+    stored_node = apiserver.store.get_node(NODE)
+    assert stored_node is not None
+    assert {c["type"]: c["status"] for c in stored_node["status"]["conditions"]}["EvictdMemoryPressure"] == "True"
+    assert stored_node["spec"]["taints"] == [{"key": "evictd.io/memory-pressure", "effect": "NoSchedule"}]
+    assert sorted(node_events(apiserver)) == [  # stored by name (random suffixes): compared as a set
+        ("Normal", "NodeHasInsufficientMemory", f"Node {NODE} status is now: NodeHasInsufficientMemory"),
+        ("Warning", "EvictionThresholdMet", "Attempting to reclaim memory"),
+    ]
+
+    # The kubelet stops the pod and removes it; the daemon's wait sees it go through the watch.
+    finisher = threading.Thread(target=lambda: (time.sleep(0.2), apiserver.finish_deletion("default", "hog")))
+    finisher.start()
+    assert cluster.sync.wait_for_cleanup(report.evictions)
+    finisher.join()
+
+    # Still under pressure: the next pod is evicted, never evictd itself, never hog twice.
+    second = cluster.cycle()
+    assert [e.pod.name for e in second.evictions] == ["modest"]
+    cluster.sync.after_cycle(second)
+    assert [e["reason"] for e in apiserver.store.events("default") if e["reason"] == "Evicted"] == ["Evicted"] * 2
+    own = apiserver.store.get_pod("default", "evictd-abc12")
+    assert own is not None and "deletionTimestamp" not in own["metadata"]
+    assert cluster.log.warnings == [] and cluster.api_errors == []
+
+
+def test_a_terminating_pod_is_not_evicted_again(apiserver: ApiServer, cluster: Cluster) -> None:
+    assert cluster.watcher.wait_synced(5.0)
+    first = cluster.cycle()
+    assert [e.pod.name for e in first.evictions] == ["hog"]
+    # Not finished: hog stays terminating in the API (and in the journal).
+    assert wait_until(lambda: (p := cluster.watcher.pod("uid-hog")) is not None and p.is_terminating)
+
+    second = cluster.cycle()
+    assert [e.pod.name for e in second.evictions] == ["modest"]
+    third = cluster.cycle()
+    assert third.evictions == ()  # nobody left but evictd itself
+    deletes = [r for r in apiserver.requests if r.method == "DELETE"]
+    assert [r.path.rsplit("/", 1)[1] for r in deletes] == ["hog", "modest"]
+
+
+def test_pending_writes_are_replayed_after_the_next_cycle(apiserver: ApiServer, cluster: Cluster) -> None:
+    assert cluster.watcher.wait_synced(5.0)
+    apiserver.faults.fail_next(1, code=503, method="DELETE")
+
+    report = cluster.cycle()
+    assert [e.pod.name for e in report.evictions] == ["hog"]  # it counts, as in the kubelet
+    assert len(report.eviction_errors) == 1 and "503" in report.eviction_errors[0]
+    assert [e.uid for e in cluster.journal.pending()] == ["uid-hog"]
+
+    cluster.sync.after_cycle(report)
+
+    assert cluster.journal.pending() == []
+    hog = apiserver.store.get_pod("default", "hog")
+    assert hog is not None and hog["metadata"]["deletionTimestamp"] and hog["status"]["reason"] == "Evicted"
+    assert [r.status for r in apiserver.requests if r.method == "DELETE"] == [503, 200]
+
+
+def test_no_pod_is_evicted_while_the_pod_list_is_unknown(apiserver: ApiServer, tmp_path: Path) -> None:
+    apiserver.faults.fail_next(1000, code=500, path="^/api/v1/pods$", watch=False)
+    client = evictd_api_client(apiserver)
+    watcher = PodWatcher(client, NODE)
+    watcher.start()
+    try:
+        assert wait_until(lambda: len(pod_lists(apiserver)) >= 1)
+        journal = EvictionJournal(str(tmp_path / "evictions.json"))
+        evictor = KubePodEvictor(client, journal, EventRecorder(client, NODE))
+        manager = EvictionManager(
+            EngineConfig.from_settings(eviction_settings({"evictionHard": {"memory.available": "1Gi"}})),
+            stats=FixedStats(summary(memory=512 * Mi)), layout=FixedLayout(FsLayout()),
+            pods=EvictablePods(watcher, journal), reclaimer=NoReclaim(), evictor=evictor, clock=FakeClock())
+
+        report = manager.synchronize()
+
+        assert report.evictions == () and report.assessment.node_conditions  # observed, but nobody evicted
+        assert any("pods unavailable" in error for error in report.errors)
+        assert [r.method for r in apiserver.requests if r.method != "GET"] == []
+    finally:
+        watcher.stop()
+        client.close()

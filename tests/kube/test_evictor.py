@@ -1,0 +1,460 @@
+"""KubePodEvictor and EvictionJournal (src/evictd/kube/evictor.py, journal.py) against the test API server.
+
+Evictions are decided by the real engine (`evictd.simulate` on documents from tests/builders.py) for pods
+seeded into the server with the same UIDs; they are carried out with the real `kubernetes` client. Checked:
+what is sent and in which order (from the server's request log), what the pod, its events and the journal
+file look like afterwards, and how API failures, restarts and replays play out.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterator, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from apiserver import ApiServer
+from evictd_kube_support import evictd_api_client, read_json
+from kube_faults import RecordedRequest
+
+from builders import Gi, Mi, pod, pod_stats, summary
+from evictd.core.engine import Eviction
+from evictd.core.errors import EvictdError, KubeError
+from evictd.kube.events import EventRecorder
+from evictd.kube.evictor import KubePodEvictor
+from evictd.kube.journal import EvictionJournal
+from evictd.simulate import parse_scenario, run_scenario
+
+NODE = "node-1"  # builders.pod binds pods to node-1
+NOW = datetime(2026, 11, 21, 10, 0, 0, tzinfo=UTC)
+NOW_TEXT = "2026-11-21T10:00:00Z"
+STRATEGIC_MERGE = "application/strategic-merge-patch+json"
+HARD_MEMORY = {"evictionHard": {"memory.available": "1Gi"}}
+SOFT_MEMORY = {
+    "evictionSoft": {"memory.available": "1Gi"},
+    "evictionSoftGracePeriod": {"memory.available": "30s"},
+    "evictionMaxPodGracePeriod": 20,
+}
+# Conditions a kubelet would have written on a running pod; the eviction must keep them.
+RUNNING_CONDITIONS = [
+    {"type": "PodScheduled", "status": "True", "lastTransitionTime": "2026-11-21T09:00:00Z"},
+    {"type": "Ready", "status": "True", "lastTransitionTime": "2026-11-21T09:00:05Z"},
+    {"type": "DisruptionTarget", "status": "False", "reason": "PreemptionByScheduler",
+     "lastTransitionTime": "2026-11-21T09:00:00Z"},
+]
+
+
+def hog(name: str = "hog", **kwargs: Any) -> dict[str, Any]:
+    """A burstable pod over its memory request, with a kubelet-written status."""
+    doc = pod(name, requests={"memory": "100Mi"}, **kwargs)
+    doc["status"]["conditions"] = copy.deepcopy(RUNNING_CONDITIONS)
+    return doc
+
+
+def memory_evictions(config: dict[str, Any], doc: dict[str, Any]) -> list[Eviction]:
+    """The evictions the engine decides when `doc` uses 2Gi with 512Mi available, at 0 s and 30 s."""
+    step = {"summary": summary(memory=512 * Mi, pods=[pod_stats(doc, memory=2 * Gi)])}
+    scenario = parse_scenario({"config": config, "pods": [doc], "steps": [{"at": 0, **step}, {"at": 30, **step}]})
+    return [eviction for report in run_scenario(scenario) for eviction in report.evictions]
+
+
+def hard_eviction(doc: dict[str, Any]) -> Eviction:
+    eviction = memory_evictions(HARD_MEMORY, doc)[0]
+    assert eviction.threshold is not None and eviction.threshold.is_hard
+    return eviction
+
+
+def soft_eviction(doc: dict[str, Any]) -> Eviction:
+    [eviction] = memory_evictions(SOFT_MEMORY, doc)  # only once the 30 s grace period has passed
+    assert eviction.threshold is not None and not eviction.threshold.is_hard
+    return eviction
+
+
+def empty_dir_eviction(doc: dict[str, Any]) -> Eviction:
+    scenario = parse_scenario({"config": {}, "pods": [doc], "steps": [
+        {"at": 0, "summary": summary(pods=[pod_stats(doc, volumes={"scratch": 200 * Mi})])}]})
+    [report] = run_scenario(scenario)
+    [eviction] = report.evictions
+    assert report.assessment.local_storage_evictions == (eviction,) and eviction.threshold is None
+    return eviction
+
+
+class RecordingLocalKill:
+    """A local_kill stand-in that remembers the pods it was asked to stop."""
+
+    def __init__(self, error: EvictdError | None = None) -> None:
+        self.calls: list[Eviction] = []
+        self._error = error
+
+    def __call__(self, eviction: Eviction) -> None:
+        self.calls.append(eviction)
+        if self._error is not None:
+            raise self._error
+
+
+class Harness:
+    """An evictor over a journal file, with everything it sent visible through the server."""
+
+    def __init__(self, apiserver: ApiServer, journal_path: Path, timeout_s: float = 10.0) -> None:
+        self.apiserver = apiserver
+        self.journal_path = journal_path
+        self.client = evictd_api_client(apiserver)
+        self.api_errors: list[KubeError] = []
+        self.journal_seen: list[Any] = []  # the journal file, read whenever the API fails
+        self.local_kill = RecordingLocalKill()
+        self.timeout_s = timeout_s
+        self.journal, self.evictor = self.restart()
+
+    def restart(self) -> tuple[EvictionJournal, KubePodEvictor]:
+        """A new journal read from the same file and a new evictor: what a restarted daemon builds."""
+        self.journal = EvictionJournal(str(self.journal_path))
+        events = EventRecorder(self.client, NODE, wall_clock=lambda: NOW)
+        self.evictor = KubePodEvictor(self.client, self.journal, events, local_kill=self.local_kill,
+                                      timeout_s=self.timeout_s, on_api_error=self._api_error,
+                                      wall_clock=lambda: NOW)
+        return self.journal, self.evictor
+
+    def _api_error(self, error: KubeError) -> None:
+        self.api_errors.append(error)
+        self.journal_seen.append(read_json(self.journal_path))
+
+    def sent(self) -> list[RecordedRequest]:
+        """The writes sent to pods and events, oldest first."""
+        return [r for r in self.apiserver.requests if r.method in ("POST", "PATCH", "DELETE", "PUT")]
+
+    def steps(self) -> list[tuple[str, str, int]]:
+        return [(r.method, r.path, r.status) for r in self.sent()]
+
+    def file_entries(self) -> dict[str, dict[str, Any]]:
+        """The journal file's entries by UID (the file must be valid JSON)."""
+        return {item["uid"]: item for item in read_json(self.journal_path)["evictions"]}
+
+
+@pytest.fixture
+def harness(apiserver: ApiServer, tmp_path: Path) -> Iterator[Harness]:
+    made = Harness(apiserver, tmp_path / "state" / "evictions.json")
+    yield made
+    made.client.close()
+
+
+POD_PATH = "/api/v1/namespaces/default/pods/{}"
+STATUS_PATH = "/api/v1/namespaces/default/pods/{}/status"
+EVENTS_PATH = "/api/v1/namespaces/default/events"
+
+
+def full_steps(name: str) -> list[tuple[str, str, int]]:
+    return [("DELETE", POD_PATH.format(name), 200), ("PATCH", STATUS_PATH.format(name), 200),
+            ("POST", EVENTS_PATH, 201)]
+
+
+def conditions_by_type(stored: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    conditions = stored["status"].get("conditions") or []
+    types = [c["type"] for c in conditions]
+    assert len(types) == len(set(types)), f"duplicate condition types: {types}"
+    return {c["type"]: c for c in conditions}
+
+
+def evicted_events(apiserver: ApiServer) -> list[dict[str, Any]]:
+    return [e for e in apiserver.store.events("default") if e["reason"] == "Evicted"]
+
+
+# --- a complete eviction ---------------------------------------------------------------------------------------
+
+
+def test_a_threshold_eviction_deletes_gracefully_writes_the_status_and_records_the_event(
+    apiserver: ApiServer, harness: Harness
+) -> None:
+    apiserver.store.create_pod(hog())
+    eviction = hard_eviction(hog())
+
+    harness.evictor.evict(eviction)
+
+    assert harness.steps() == full_steps("hog")
+    delete, status, event = harness.sent()
+    assert eviction.effective_grace_period_s == 1  # hard threshold
+    assert delete.body == {"gracePeriodSeconds": 1, "preconditions": {"uid": "uid-hog"}}
+    assert status.headers["Content-Type"] == STRATEGIC_MERGE
+    assert status.body == {
+        "metadata": {"uid": "uid-hog"},
+        "status": {
+            "phase": "Failed",
+            "reason": "Evicted",
+            "message": eviction.message,
+            "conditions": [{"type": "DisruptionTarget", "status": "True", "reason": "TerminationByKubelet",
+                            "message": eviction.message, "observedGeneration": 1,
+                            "lastTransitionTime": NOW_TEXT}],
+        },
+    }
+    assert eviction.message.startswith("The node was low on resource: memory. Threshold quantity: 1Gi, available: "
+                                       "512Mi. Container app was using 2Gi, request is 100Mi")
+
+    stored = apiserver.store.get_pod("default", "hog")
+    assert stored is not None, "a graceful deletion keeps the pod until the kubelet has stopped it"
+    assert stored["metadata"]["deletionTimestamp"] and stored["metadata"]["deletionGracePeriodSeconds"] == 1
+    assert (stored["status"]["phase"], stored["status"]["reason"], stored["status"]["message"]) == (
+        "Failed", "Evicted", eviction.message)
+    conditions = conditions_by_type(stored)
+    assert sorted(conditions) == ["DisruptionTarget", "PodScheduled", "Ready"]  # merged by type
+    assert conditions["Ready"] == RUNNING_CONDITIONS[1]
+    assert {k: conditions["DisruptionTarget"][k] for k in ("status", "reason", "message")} == {
+        "status": "True", "reason": "TerminationByKubelet", "message": eviction.message}
+
+    [recorded] = evicted_events(apiserver)
+    assert event.body["metadata"]["annotations"] == dict(eviction.annotations)
+    assert recorded["type"] == "Warning" and recorded["message"] == eviction.message
+    assert recorded["involvedObject"] == {"kind": "Pod", "name": "hog", "namespace": "default", "uid": "uid-hog",
+                                          "apiVersion": "v1"}
+    assert recorded["metadata"]["annotations"] == {"offending_containers": "app",
+                                                   "offending_containers_usage": "2Gi",
+                                                   "starved_resource": "memory"}
+    assert recorded["source"] == {"component": "evictd", "host": NODE}
+
+    entry = harness.file_entries()["uid-hog"]
+    assert (entry["deleted"], entry["status_written"], entry["event_written"], entry["stopped_locally"]) == (
+        True, True, True, False)
+    assert entry["done_at"] is not None and entry["grace_period_s"] == 1
+    assert harness.journal.pending() == [] and "uid-hog" in harness.journal.evicted_uids()
+    assert harness.local_kill.calls == [] and harness.api_errors == []
+
+
+def test_a_soft_eviction_deletes_with_the_effective_grace_period(apiserver: ApiServer, harness: Harness) -> None:
+    apiserver.store.create_pod(hog(grace=30))
+    eviction = soft_eviction(hog(grace=30))
+    assert eviction.effective_grace_period_s == 20  # min(evictionMaxPodGracePeriod 20, the pod's 30)
+
+    harness.evictor.evict(eviction)
+
+    assert harness.steps() == full_steps("hog")
+    assert harness.sent()[0].body == {"gracePeriodSeconds": 20, "preconditions": {"uid": "uid-hog"}}
+    stored = apiserver.store.get_pod("default", "hog")
+    assert stored is not None and stored["metadata"]["deletionGracePeriodSeconds"] == 20
+    assert conditions_by_type(stored)["DisruptionTarget"]["reason"] == "TerminationByKubelet"
+
+
+def test_a_local_storage_eviction_writes_no_disruption_condition_and_no_annotations(
+    apiserver: ApiServer, harness: Harness
+) -> None:
+    doc = pod("scratchy", volumes=[{"name": "scratch", "emptyDir": {"sizeLimit": "100Mi"}}])
+    apiserver.store.create_pod(doc)
+    eviction = empty_dir_eviction(doc)
+
+    harness.evictor.evict(eviction)
+
+    assert harness.steps() == full_steps("scratchy")
+    delete, status, event = harness.sent()
+    assert delete.body == {"gracePeriodSeconds": 1, "preconditions": {"uid": "uid-scratchy"}}
+    assert status.body == {"metadata": {"uid": "uid-scratchy"}, "status": {
+        "phase": "Failed", "reason": "Evicted", "message": 'Usage of EmptyDir volume "scratch" exceeds the limit '
+                                                           '"100Mi". '}}
+    stored = apiserver.store.get_pod("default", "scratchy")
+    assert stored is not None and "DisruptionTarget" not in conditions_by_type(stored)
+    [recorded] = evicted_events(apiserver)
+    assert not recorded["metadata"].get("annotations")
+    assert event.body["message"] == eviction.message
+
+
+# --- pods that are gone or replaced ----------------------------------------------------------------------------
+
+
+def test_a_pod_recreated_with_the_same_name_is_left_alone(apiserver: ApiServer, harness: Harness) -> None:
+    apiserver.store.create_pod(hog())
+    eviction = hard_eviction(hog())
+    apiserver.store.delete_pod("default", "hog", grace_period_s=0)
+    apiserver.store.create_pod(hog(uid="uid-hog-successor"))
+
+    harness.evictor.evict(eviction)  # ended, not failed: nothing raised
+
+    assert harness.steps() == [("DELETE", POD_PATH.format("hog"), 409)]
+    successor = apiserver.store.get_pod("default", "hog")
+    assert successor is not None and successor["metadata"]["uid"] == "uid-hog-successor"
+    assert "deletionTimestamp" not in successor["metadata"]
+    assert successor["status"]["phase"] == "Running" and successor["status"].get("reason") is None
+    assert conditions_by_type(successor)["DisruptionTarget"]["status"] == "False"
+    assert evicted_events(apiserver) == []
+    entry = harness.file_entries()["uid-hog"]
+    assert entry["extra"]["ended"].startswith("409: ") and entry["done_at"] is not None
+    assert harness.journal.pending() == [] and harness.local_kill.calls == []
+    assert harness.evictor.replay() == [] and len(harness.sent()) == 1  # nothing more is ever sent
+
+
+def test_a_pod_already_gone_ends_the_eviction(apiserver: ApiServer, harness: Harness) -> None:
+    eviction = hard_eviction(hog())  # never stored: the pod was deleted before the eviction
+
+    harness.evictor.evict(eviction)
+
+    assert harness.steps() == [("DELETE", POD_PATH.format("hog"), 404)]
+    assert harness.file_entries()["uid-hog"]["extra"]["ended"].startswith("404: ")
+    assert harness.journal.pending() == [] and harness.local_kill.calls == []
+    assert [e.status for e in harness.api_errors] == [404]
+
+
+@pytest.mark.parametrize(("successor", "refused"), [pytest.param(True, 422, id="replaced"),
+                                                   pytest.param(False, 404, id="gone")])
+def test_a_replay_after_the_pod_went_records_the_event_but_not_the_status(
+    apiserver: ApiServer, harness: Harness, successor: bool, refused: int
+) -> None:
+    apiserver.store.create_pod(hog())
+    eviction = soft_eviction(hog())
+    apiserver.faults.fail_next(1, code=500, method="PATCH")
+    with pytest.raises(KubeError):
+        harness.evictor.evict(eviction)  # deleted, but the status write failed
+    apiserver.finish_deletion("default", "hog")  # the kubelet stopped it and removed it
+    if successor:
+        apiserver.store.create_pod(hog(uid="uid-hog-successor"))  # its controller made a same-named successor
+
+    assert harness.evictor.replay() == []
+
+    status_writes = [r for r in harness.sent() if r.method == "PATCH"]
+    assert [r.status for r in status_writes] == [500, refused]  # the UID in the patch keeps it off a successor
+    if successor:
+        stored = apiserver.store.get_pod("default", "hog")
+        assert stored is not None and stored["status"]["phase"] == "Running"
+        assert conditions_by_type(stored)["DisruptionTarget"]["status"] == "False"  # as the successor was made
+    assert harness.file_entries()["uid-hog"]["extra"]["status"].startswith(f"{refused}: ")
+    [event] = evicted_events(apiserver)
+    assert event["involvedObject"]["uid"] == "uid-hog"
+    assert [r.method for r in harness.sent()].count("DELETE") == 1
+    assert harness.journal.pending() == []
+
+
+# --- API failures, the journal, restarts and replay ------------------------------------------------------------
+
+FAULTS = {
+    "500": lambda faults, method: faults.fail_next(1, code=500, method=method),
+    "503": lambda faults, method: faults.fail_next(1, code=503, method=method),
+    "429": lambda faults, method: faults.throttle_next(1, method=method),
+    "timeout": lambda faults, method: faults.time_out_next(1, method=method),
+    "reset": lambda faults, method: faults.reset_next(1, method=method),
+}
+
+
+@pytest.mark.parametrize("fault", sorted(FAULTS))
+def test_a_hard_eviction_the_api_refuses_is_stopped_locally_kept_and_replayed_after_a_restart(
+    apiserver: ApiServer, tmp_path: Path, fault: str
+) -> None:
+    harness = Harness(apiserver, tmp_path / "evictions.json", timeout_s=0.5)
+    try:
+        apiserver.store.create_pod(hog())
+        eviction = hard_eviction(hog())
+        FAULTS[fault](apiserver.faults, "DELETE")
+
+        with pytest.raises(KubeError) as caught:
+            harness.evictor.evict(eviction)
+
+        assert caught.value.status in (None, 429, 500, 503)
+        assert "stopped through the container runtime" in caught.value.detail
+        assert harness.local_kill.calls == [eviction]
+        # The decision was on disk before the API was asked.
+        assert [[(e["uid"], e["deleted"]) for e in seen["evictions"]] for seen in harness.journal_seen] == [
+            [("uid-hog", False)]]
+        entry = harness.file_entries()["uid-hog"]
+        assert (entry["deleted"], entry["status_written"], entry["event_written"], entry["stopped_locally"]) == (
+            False, False, False, True)
+        stored = apiserver.store.get_pod("default", "hog")
+        assert stored is not None and "deletionTimestamp" not in stored["metadata"]
+
+        journal, evictor = harness.restart()  # the daemon restarts; the entry comes back from the file
+        [pending] = journal.pending()
+        assert (pending.uid, pending.stopped_locally, pending.grace_period_s) == ("uid-hog", True, 1)
+
+        assert evictor.replay() == []
+        assert harness.steps()[-3:] == full_steps("hog")
+        assert [r.method for r in harness.sent()].count("DELETE") == 2  # the refused one and the replayed one
+        assert harness.file_entries()["uid-hog"]["event_written"] is True
+        assert journal.pending() == [] and len(harness.local_kill.calls) == 1
+
+        sent = len(harness.sent())
+        assert evictor.replay() == [] and len(harness.sent()) == sent  # nothing is sent twice
+        stored = apiserver.store.get_pod("default", "hog")
+        assert stored is not None and stored["status"]["reason"] == "Evicted" and stored["metadata"]["deletionTimestamp"]
+    finally:
+        harness.client.close()
+
+
+def test_a_soft_eviction_the_api_refuses_waits_for_the_api(apiserver: ApiServer, harness: Harness) -> None:
+    apiserver.store.create_pod(hog())
+    eviction = soft_eviction(hog())
+    apiserver.faults.fail_next(3, code=500, method="DELETE")
+
+    with pytest.raises(KubeError) as caught:
+        harness.evictor.evict(eviction)
+    assert caught.value.status == 500 and harness.local_kill.calls == []
+    assert harness.file_entries()["uid-hog"]["stopped_locally"] is False
+
+    # Still failing: each replay stops at the first retryable error and keeps the entry.
+    for _ in range(2):
+        [error] = harness.evictor.replay()
+        assert error.status == 500
+        assert [e.uid for e in harness.journal.pending()] == ["uid-hog"]
+        assert harness.file_entries()["uid-hog"]["deleted"] is False
+
+    assert harness.evictor.replay() == []
+    assert harness.steps()[-3:] == full_steps("hog")
+    assert [r.status for r in harness.sent() if r.method == "DELETE"] == [500, 500, 500, 200]
+    assert harness.local_kill.calls == [] and harness.journal.pending() == []
+
+
+@pytest.mark.parametrize(
+    ("method", "done_before"),
+    [pytest.param("PATCH", ["deleted"], id="status-write-fails"),
+     pytest.param("POST", ["deleted", "status_written"], id="event-fails")],
+)
+def test_a_failure_after_the_delete_replays_only_the_missing_steps(
+    apiserver: ApiServer, harness: Harness, method: str, done_before: Sequence[str]
+) -> None:
+    apiserver.store.create_pod(hog())
+    eviction = hard_eviction(hog())
+    apiserver.faults.fail_next(1, code=500, method=method)
+
+    with pytest.raises(KubeError):
+        harness.evictor.evict(eviction)
+
+    # The DELETE went through: the kubelet stops the pod, so no local stop.
+    assert harness.local_kill.calls == []
+    entry = harness.file_entries()["uid-hog"]
+    assert [flag for flag in ("deleted", "status_written", "event_written") if entry[flag]] == list(done_before)
+    before = len(harness.sent())
+
+    journal, evictor = harness.restart()
+    assert evictor.replay() == []
+
+    replayed = [(r.method, r.status) for r in harness.sent()[before:]]
+    assert replayed == [("PATCH", 200), ("POST", 201)][len(done_before) - 1:]
+    assert [r.method for r in harness.sent()].count("DELETE") == 1
+    assert journal.pending() == [] and len(evicted_events(apiserver)) == 1
+
+
+def test_a_local_stop_that_fails_is_reported(apiserver: ApiServer, harness: Harness) -> None:
+    apiserver.store.create_pod(hog())
+    harness.local_kill = RecordingLocalKill(error=EvictdError("runtime unreachable"))
+    _, evictor = harness.restart()
+    apiserver.faults.fail_next(1, code=503, method="DELETE")
+
+    with pytest.raises(EvictdError, match="local stop failed: runtime unreachable"):
+        evictor.evict(hard_eviction(hog()))
+
+    entry = harness.file_entries()["uid-hog"]
+    assert entry["stopped_locally"] is False and entry["deleted"] is False
+    assert evictor.replay() == [] and harness.journal.pending() == []
+
+
+def test_the_journal_survives_a_restart_with_several_pending_evictions(
+    apiserver: ApiServer, harness: Harness
+) -> None:
+    for name in ("first", "second"):
+        apiserver.store.create_pod(hog(name))
+    apiserver.faults.fail_next(2, code=500, method="DELETE")
+    for name in ("first", "second"):
+        with pytest.raises(KubeError):
+            harness.evictor.evict(soft_eviction(hog(name)))
+    assert sorted(harness.file_entries()) == ["uid-first", "uid-second"]
+
+    journal, evictor = harness.restart()
+    assert [e.name for e in journal.pending()] == ["first", "second"]  # oldest first
+    assert evictor.replay() == []
+    assert journal.pending() == [] and len(evicted_events(apiserver)) == 2
+    for name in ("first", "second"):
+        stored = apiserver.store.get_pod("default", name)
+        assert stored is not None and stored["status"]["reason"] == "Evicted"

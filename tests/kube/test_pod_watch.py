@@ -1,0 +1,336 @@
+"""PodWatcher (src/evictd/kube/pod_watch.py) against the test API server with the real `kubernetes` client.
+
+The watcher lists the node's pods (`fieldSelector=spec.nodeName=<node>`), then watches from the list's
+resourceVersion: resuming from the last version seen after a broken stream, relisting after 410 Gone, and
+backing off while the API errors, serving the last known pods meanwhile (flagged not fresh).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from apiserver import ApiServer
+from evictd_kube_support import evictd_api_client, pod_lists, pod_watches, wait_until
+from kube_objects import pod_manifest
+
+from evictd.core.errors import KubeError
+from evictd.kube.pod_watch import BACKOFF_INITIAL_S, PodWatcher
+
+NODE = "node-a"
+SYNC_TIMEOUT_S = 5.0
+
+
+class ErrorLog:
+    """Records every error the watcher reports, with the monotonic time it was reported."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.entries: list[tuple[float, KubeError]] = []
+
+    def __call__(self, error: KubeError) -> None:
+        with self._lock:
+            self.entries.append((time.monotonic(), error))
+
+    def count(self) -> int:
+        with self._lock:
+            return len(self.entries)
+
+    def times(self) -> list[float]:
+        with self._lock:
+            return [moment for moment, _ in self.entries]
+
+
+StartWatcher = Callable[..., PodWatcher]
+
+
+@pytest.fixture
+def start_watcher(apiserver: ApiServer) -> Iterator[StartWatcher]:
+    """Start PodWatchers for NODE (synced unless `synced=False`); all are stopped after the test."""
+    started: list[tuple[PodWatcher, Any]] = []
+
+    def start(*, synced: bool = True, **kwargs: Any) -> PodWatcher:
+        client = evictd_api_client(apiserver)
+        watcher = PodWatcher(client, NODE, **kwargs)
+        started.append((watcher, client))
+        watcher.start()
+        if synced:
+            assert watcher.wait_synced(SYNC_TIMEOUT_S), f"not synced: {watcher.last_error}"
+        return watcher
+
+    yield start
+    for watcher, client in started:
+        watcher.stop()
+        client.close()
+
+
+def names(watcher: PodWatcher) -> list[str]:
+    return sorted(pod.name for pod in watcher.active_pods())
+
+
+def names_once_synced(watcher: PodWatcher) -> list[str] | None:
+    """The active pods' names, or None while a relist is under way (active_pods raises then, by design)."""
+    try:
+        return names(watcher)
+    except KubeError:
+        return None
+
+
+def open_watch_count(apiserver: ApiServer) -> int:
+    return apiserver.faults.open_watches
+
+
+# --- list and watch ------------------------------------------------------------------------------------------
+
+
+def test_initial_list_sees_only_this_nodes_pods_and_active_pods_skip_terminal_ones(
+    apiserver: ApiServer, start_watcher: StartWatcher
+) -> None:
+    mine = apiserver.store.create_pod(pod_manifest("web", namespace="shop"))
+    apiserver.store.create_pod(pod_manifest("db"))
+    done = apiserver.store.create_pod(pod_manifest("job-done", phase="Succeeded"))
+    failed = apiserver.store.create_pod(pod_manifest("evicted-before", phase="Failed"))
+    apiserver.store.create_pod(pod_manifest("elsewhere", node_name="node-b"))
+    apiserver.store.create_pod(pod_manifest("pending", node_name=None, phase="Pending"))
+    list_rv = str(apiserver.store.resource_version)
+
+    watcher = start_watcher()
+
+    assert names(watcher) == ["db", "web"]
+    web = watcher.pod(mine["metadata"]["uid"])
+    assert web is not None and (web.namespace, web.name, web.node_name) == ("shop", "web", NODE)
+    # Terminal pods stay known (for container GC) but are not active.
+    finished = [watcher.pod(done["metadata"]["uid"]), watcher.pod(failed["metadata"]["uid"])]
+    assert [p.status_phase if p else None for p in finished] == ["Succeeded", "Failed"]
+    assert watcher.is_synced() and watcher.fresh and watcher.last_error is None
+    [listed] = pod_lists(apiserver)
+    assert listed.param("fieldSelector") == f"spec.nodeName={NODE}"
+    assert wait_until(lambda: len(pod_watches(apiserver)) == 1)
+    [watched] = pod_watches(apiserver)
+    assert watched.param("fieldSelector") == f"spec.nodeName={NODE}"
+    assert watched.param("resourceVersion") == list_rv
+    assert watched.param("allowWatchBookmarks") in ("true", "True")
+
+
+def test_added_modified_and_deleted_pods_are_reflected(apiserver: ApiServer, start_watcher: StartWatcher) -> None:
+    watcher = start_watcher()
+    assert names(watcher) == []
+
+    created = apiserver.store.create_pod(pod_manifest("web"))
+    apiserver.store.create_pod(pod_manifest("other-node", node_name="node-b"))
+    uid = created["metadata"]["uid"]
+    assert wait_until(lambda: names(watcher) == ["web"])
+
+    apiserver.store.delete_pod("default", "web", grace_period_s=30)
+    assert wait_until(lambda: (p := watcher.pod(uid)) is not None and p.deletion_timestamp is not None)
+    assert names(watcher) == ["web"]  # terminating is still active: its containers may run
+
+    apiserver.store.set_pod_status("default", "web", {"phase": "Failed", "reason": "Evicted"})
+    assert wait_until(lambda: (p := watcher.pod(uid)) is not None and p.status_phase == "Failed")
+    assert names(watcher) == []
+
+    apiserver.finish_deletion("default", "web")
+    assert wait_until(lambda: watcher.pod(uid) is None)
+    # The pod of another node was never seen, not even through the watch.
+    assert watcher.active_pods() == [] and len(pod_lists(apiserver)) == 1
+
+
+def test_active_pods_raises_until_the_first_list_completes(apiserver: ApiServer, start_watcher: StartWatcher) -> None:
+    errors = ErrorLog()
+    apiserver.faults.fail_next(2, code=500, path="^/api/v1/pods$", watch=False)
+    watcher = start_watcher(synced=False, on_error=errors)
+
+    assert wait_until(lambda: errors.count() >= 1)
+    assert not watcher.is_synced() and not watcher.fresh
+    with pytest.raises(KubeError) as caught:
+        watcher.active_pods()
+    assert "pod cache not synced" in caught.value.detail
+    assert watcher.last_error is not None and watcher.last_error.status == 500
+
+    assert watcher.wait_synced(SYNC_TIMEOUT_S)
+    assert watcher.active_pods() == [] and watcher.last_error is None
+    assert [r.status for r in pod_lists(apiserver)] == [500, 500, 200]
+
+
+@pytest.mark.parametrize(
+    ("fault", "status"),
+    [
+        pytest.param(lambda f: f.fail_next(1, code=503, path="^/api/v1/pods$", watch=False), 503, id="503"),
+        pytest.param(lambda f: f.throttle_next(1, path="^/api/v1/pods$", watch=False), 429, id="429-throttled"),
+        pytest.param(lambda f: f.time_out_next(1, path="^/api/v1/pods$", watch=False), None, id="no-answer"),
+    ],
+)
+def test_a_failed_first_list_is_retried(
+    apiserver: ApiServer, start_watcher: StartWatcher, fault: Callable[[Any], None], status: int | None
+) -> None:
+    apiserver.store.create_pod(pod_manifest("web"))
+    errors = ErrorLog()
+    fault(apiserver.faults)
+    watcher = start_watcher(synced=False, on_error=errors, request_timeout_s=0.5)
+
+    assert watcher.wait_synced(SYNC_TIMEOUT_S)
+    assert names(watcher) == ["web"]
+    [(_, error)] = errors.entries
+    assert (error.verb, error.status) == ("list pods", status)
+
+
+# --- resuming, relisting, backing off ------------------------------------------------------------------------
+
+
+def test_a_dropped_watch_resumes_from_the_last_resource_version_without_relisting(
+    apiserver: ApiServer, start_watcher: StartWatcher
+) -> None:
+    watcher = start_watcher()
+    apiserver.store.create_pod(pod_manifest("before-drop"))
+    last_seen = str(apiserver.store.resource_version)
+    assert wait_until(lambda: names(watcher) == ["before-drop"])
+
+    assert apiserver.faults.drop_watches() == 1
+    assert wait_until(lambda: not watcher.fresh)
+    # Created while no watch is open: the resumed watch must replay it.
+    apiserver.store.create_pod(pod_manifest("during-drop"))
+
+    assert wait_until(lambda: names(watcher) == ["before-drop", "during-drop"])
+    first, resumed = pod_watches(apiserver)
+    assert resumed.param("resourceVersion") == last_seen != first.param("resourceVersion")
+    assert len(pod_lists(apiserver)) == 1  # no relist
+    assert watcher.fresh and watcher.is_synced()
+
+
+def test_an_expired_watch_relists(apiserver: ApiServer, start_watcher: StartWatcher) -> None:
+    apiserver.store.create_pod(pod_manifest("web"))
+    watcher = start_watcher()
+    assert wait_until(lambda: open_watch_count(apiserver) == 1)
+
+    assert apiserver.faults.expire_watches() == 1  # in-stream ERROR 410 Expired
+
+    assert wait_until(lambda: len(pod_lists(apiserver)) == 2 and len(pod_watches(apiserver)) == 2)
+    assert wait_until(lambda: names_once_synced(watcher) == ["web"])
+    relist_rv = str(apiserver.store.resource_version)
+    assert pod_watches(apiserver)[1].param("resourceVersion") == relist_rv
+
+
+def test_a_compacted_version_relists_and_forgets_pods_deleted_while_disconnected(
+    apiserver: ApiServer, start_watcher: StartWatcher
+) -> None:
+    apiserver.store.create_pod(pod_manifest("stays"))
+    apiserver.store.create_pod(pod_manifest("goes"))
+    watcher = start_watcher()
+    assert wait_until(lambda: open_watch_count(apiserver) == 1)
+    stale_rv = str(apiserver.store.resource_version)
+
+    # The next reconnection fails once, so the gap lasts 0.5 s + 1 s: long enough to change the cluster.
+    apiserver.faults.fail_next(1, code=500, path="^/api/v1/pods$", watch=True)
+    apiserver.faults.drop_watches()
+    assert wait_until(lambda: not watcher.fresh and open_watch_count(apiserver) == 0)
+    apiserver.store.delete_pod("default", "goes", grace_period_s=0)
+    apiserver.store.create_pod(pod_manifest("new"))
+    apiserver.compact()
+    # Meanwhile the last known pods are served, flagged stale.
+    assert names(watcher) == ["goes", "stays"] and not watcher.fresh
+
+    assert wait_until(lambda: names_once_synced(watcher) == ["new", "stays"], timeout_s=6.0)
+    watches = pod_watches(apiserver)
+    assert [(w.param("resourceVersion"), w.status) for w in watches[1:3]] == [(stale_rv, 500), (stale_rv, 200)]
+    assert len(pod_lists(apiserver)) == 2  # the 410 on the resumed watch made it relist
+    assert watcher.fresh and watcher.is_synced()
+
+
+def test_api_errors_back_off_exponentially_and_serve_the_last_known_pods(
+    apiserver: ApiServer, start_watcher: StartWatcher
+) -> None:
+    apiserver.store.create_pod(pod_manifest("web"))
+    errors = ErrorLog()
+    watcher = start_watcher(on_error=errors)
+    assert wait_until(lambda: open_watch_count(apiserver) == 1)
+
+    apiserver.faults.fail_next(1, code=500, path="^/api/v1/pods$", watch=True)
+    apiserver.faults.throttle_next(1, path="^/api/v1/pods$", watch=True)
+    apiserver.faults.drop_watches()
+    assert wait_until(lambda: errors.count() >= 1)
+    assert not watcher.fresh and names(watcher) == ["web"]  # stale, still served
+
+    assert wait_until(lambda: errors.count() == 3, timeout_s=4.0)
+    assert not watcher.fresh and names(watcher) == ["web"]
+    assert [e.status for _, e in errors.entries] == [None, 500, 429]
+    assert watcher.last_error is not None and watcher.last_error.status == 429
+    assert wait_until(lambda: watcher.fresh, timeout_s=4.0)  # reconnected (no event needed)
+    drop, first_retry, second_retry = errors.times()
+    assert first_retry - drop >= BACKOFF_INITIAL_S * 0.9
+    assert second_retry - first_retry >= 2 * BACKOFF_INITIAL_S * 0.9  # doubled
+    assert len(pod_lists(apiserver)) == 1
+    apiserver.store.create_pod(pod_manifest("after"))
+    assert wait_until(lambda: names(watcher) == ["after", "web"])
+
+
+def test_a_watch_that_worked_resets_the_backoff(apiserver: ApiServer, start_watcher: StartWatcher) -> None:
+    watcher = start_watcher()
+    for drop in range(4):
+        assert wait_until(lambda: open_watch_count(apiserver) == 1 and watcher.fresh)
+        started = time.monotonic()
+        apiserver.faults.drop_watches()
+        watches_after_drop = drop + 2
+        assert wait_until(lambda n=watches_after_drop: len(pod_watches(apiserver)) == n)
+        # Every drop of a watch that had been working waits the initial backoff, not a grown one.
+        assert time.monotonic() - started < 2 * BACKOFF_INITIAL_S, f"drop {drop}"
+
+
+def watch_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == "evictd-pod-watch"]
+
+
+def test_stop_ends_an_idle_watch_at_once(apiserver: ApiServer, start_watcher: StartWatcher) -> None:
+    watcher = start_watcher()
+    assert wait_until(lambda: open_watch_count(apiserver) == 1)
+    assert len(watch_threads()) == 1
+    started = time.monotonic()
+    watcher.stop()  # no event or bookmark is coming: the blocked read must be interrupted
+    assert time.monotonic() - started < 1.0
+    assert watch_threads() == []
+
+
+# --- wait_gone ------------------------------------------------------------------------------------------------
+
+
+def later(delay_s: float, action: Callable[[], object]) -> threading.Thread:
+    thread = threading.Thread(target=lambda: (time.sleep(delay_s), action()), daemon=True)
+    thread.start()
+    return thread
+
+
+def test_wait_gone_returns_once_the_pod_is_deleted(apiserver: ApiServer, start_watcher: StartWatcher) -> None:
+    uid = apiserver.store.create_pod(pod_manifest("web"))["metadata"]["uid"]
+    watcher = start_watcher()
+
+    apiserver.store.delete_pod("default", "web", grace_period_s=30)
+    assert not watcher.wait_gone([uid], 0.3)  # terminating is not gone: its containers may still run
+
+    finisher = later(0.2, lambda: apiserver.finish_deletion("default", "web"))
+    started = time.monotonic()
+    assert watcher.wait_gone([uid], 5.0)
+    assert time.monotonic() - started < 2.0 and watcher.pod(uid) is None
+    finisher.join()
+
+
+def test_wait_gone_returns_once_the_pod_is_terminal(apiserver: ApiServer, start_watcher: StartWatcher) -> None:
+    first = apiserver.store.create_pod(pod_manifest("first"))["metadata"]["uid"]
+    second = apiserver.store.create_pod(pod_manifest("second"))["metadata"]["uid"]
+    watcher = start_watcher()
+
+    later(0.1, lambda: apiserver.store.set_pod_status("default", "first", {"phase": "Failed"}))
+    later(0.3, lambda: apiserver.store.set_pod_status("default", "second", {"phase": "Succeeded"}))
+    started = time.monotonic()
+    assert watcher.wait_gone([first, second], 5.0)
+    assert 0.25 <= time.monotonic() - started < 2.0  # both had to go
+    assert watcher.wait_gone(["never-seen"], 0.0)
+
+
+def test_wait_gone_times_out_while_the_pod_runs(apiserver: ApiServer, start_watcher: StartWatcher) -> None:
+    uid = apiserver.store.create_pod(pod_manifest("web"))["metadata"]["uid"]
+    watcher = start_watcher()
+    started = time.monotonic()
+    assert not watcher.wait_gone([uid], 0.5)
+    assert 0.5 <= time.monotonic() - started < 1.5

@@ -1,4 +1,14 @@
-"""Real small filesystems for tests: a size-limited tmpfs and a loop-mounted ext4 image.
+"""The suite's shared plumbing: helper folders on the import path, suite-wide fixture plugins, small filesystems.
+
+Helpers live next to the tests that first needed them (tests/cri: containerd, tests/kube: the API server,
+tests/daemon: `evictd run` as a process). Their folders are put on ``sys.path`` here and their fixtures are
+registered as plugins (``pytest_plugins``), so every test folder, tests/e2e included, can use them whatever
+part of the suite is run. Only this top-level conftest may register plugins (pytest refuses it elsewhere).
+
+* ``cri_fixtures`` (tests/cri): ``containerd``, ``pods``, ``containerd_on_ext4``;
+* ``kube_fixtures`` (tests/kube): ``kube_pki``, ``apiserver``, ``api_client``, ``core_v1``.
+
+Real small filesystems for tests: a size-limited tmpfs and a loop-mounted ext4 image.
 
 Fixtures (function-scoped, so every test starts from an empty filesystem):
 * ``tmpfs_mount``: a tmpfs of 64 MiB and 2000 inodes, mounted under the test's tmp dir;
@@ -15,10 +25,19 @@ finalizers, whatever the test's outcome.
 from __future__ import annotations
 
 import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+
+TESTS_DIR = Path(__file__).resolve().parent
+HELPER_FOLDERS = ("cri", "kube", "daemon")
+for _folder in HELPER_FOLDERS:
+    if str(TESTS_DIR / _folder) not in sys.path:
+        sys.path.insert(0, str(TESTS_DIR / _folder))
+
+pytest_plugins = ["cri_fixtures", "kube_fixtures"]
 
 TMPFS_SIZE = "64m"
 TMPFS_NR_INODES = 2000

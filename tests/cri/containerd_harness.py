@@ -4,9 +4,10 @@ Job: start containerd 1.6 (Debian's, with its built-in CRI plugin) in a temporar
 built locally from busybox-static, run real pods through the CRI the way the kubelet does, and afterwards
 leave nothing behind (processes, mounts, cgroups, files).
 
-Used by tests/cri (see conftest.py there: the session-wide ``containerd`` fixture, the per-test ``pods``
-fixture and ``containerd_on_ext4``) and by any other test that needs a real runtime: put the test under
-tests/cri, or import this module (it does not depend on pytest; its failures are ``HarnessError``)::
+Used through the fixtures of cri_fixtures.py (a plugin registered for the whole suite by tests/conftest.py:
+the session-wide ``containerd`` fixture, the per-test ``pods`` fixture and ``containerd_on_ext4``), so any
+test folder can have a real runtime; or import this module directly (it does not depend on pytest; its
+failures are ``HarnessError``)::
 
     with Containerd(base) as runtime:           # start() on enter, stop() (full teardown) on exit
         runtime.import_standard_images()        # the pause image (sandbox_image) and busybox

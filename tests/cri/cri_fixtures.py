@@ -1,5 +1,8 @@
 """Fixtures for tests against a real containerd (see containerd_harness.py for what it runs and cleans).
 
+A pytest plugin, registered for the whole suite by tests/conftest.py (``pytest_plugins``), so any test folder
+(tests/cri, tests/e2e, ...) can ask for these fixtures; helpers such as ``PodFactory`` are imported from here.
+
 * ``containerd`` (session): one private containerd with the pause and busybox images, shared by every
   test of the session; torn down completely at the end.
 * ``pods`` (function): runs pods on that containerd and removes the ones the test started (sandbox,

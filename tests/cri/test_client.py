@@ -24,8 +24,8 @@ from containerd_harness import (
     shim_pids,
     wait_for,
 )
+from cri_fixtures import PodFactory, new_base
 
-from conftest import PodFactory, new_base
 from evictd.core.errors import ConfigError, CRIError
 from evictd.core.runtime import ContainerState, SandboxState
 from evictd.cri import ContainerUsage, FilesystemUsage

@@ -25,8 +25,8 @@ from containerd_harness import (
     RunningPod,
     busybox_container,
 )
+from cri_fixtures import PodFactory
 
-from conftest import PodFactory
 from evictd.adapters.local_kill import MINIMUM_GRACE_PERIOD_S, LocalKiller, stop_grace_period_s
 from evictd.core.engine import Eviction
 from evictd.core.errors import CRIError

@@ -31,8 +31,8 @@ from containerd_harness import (
     busybox_container,
     wait_for,
 )
+from cri_fixtures import PodFactory
 
-from conftest import PodFactory
 from evictd.adapters.runtime_gc import (
     ContainerGCResult,
     CriContainerGC,

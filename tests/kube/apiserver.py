@@ -17,7 +17,7 @@ events with the real semantics: see the modules it is built from:
     kube_status     metav1.Status failure bodies
     kube_faults     fault switches (429/500/timeouts/resets, watch drops and expiry) and the request log
 
-`ApiServer` is the handle tests use (the `apiserver` fixture in conftest.py yields one, started):
+`ApiServer` is the handle tests use (the `apiserver` fixture in kube_fixtures.py yields one, started):
 `.url`, `.kubeconfig_path` (client certificate), `.token_kubeconfig_path` (bearer token), `.ca_path`,
 `.token`, `.store` (seed and inspect objects as the rest of a cluster would: `create_pod`, `get_pod`,
 `create_node`, `finish_deletion`, ...), `.faults`, `.requests`, `.compact()`, `.kubectl(...)`,

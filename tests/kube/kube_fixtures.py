@@ -1,5 +1,8 @@
 """Fixtures for tests against the test Kubernetes API server (`apiserver.py`).
 
+A pytest plugin, registered for the whole suite by tests/conftest.py (``pytest_plugins``), so any test folder
+(tests/kube, tests/e2e, ...) can ask for these fixtures. If the server cannot start, the test fails (never skips).
+
 * ``kube_pki`` (session): one CA with server and client certificates, made once with openssl.
 * ``apiserver``: a started `ApiServer` on 127.0.0.1 with empty storage, stopped after the test.
 * ``core_v1``: a real `kubernetes.client.CoreV1Api` built from the server's kubeconfig (mutual TLS).
@@ -23,8 +26,16 @@ def kube_pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
 
 @pytest.fixture
 def apiserver(tmp_path: Path, kube_pki: Pki) -> Iterator[ApiServer]:
-    with ApiServer(tmp_path / "apiserver", kube_pki) as server:
+    server = ApiServer(tmp_path / "apiserver", kube_pki)
+    try:
+        server.start()
+    except (OSError, ValueError) as exc:  # socket, TLS material (ssl.SSLError is an OSError)
+        server.stop()
+        pytest.fail(f"could not start the test API server: {exc}", pytrace=False)
+    try:
         yield server
+    finally:
+        server.stop()
 
 
 @pytest.fixture

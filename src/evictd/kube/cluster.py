@@ -2,13 +2,17 @@
 
 `ClusterSync.after_cycle` writes the node's conditions and taints, records the kubelet's node events
 (pressure transitions, `EvictionThresholdMet: Attempting to reclaim <resource>`), and retries the journal's
-pending API writes. `wait_for_cleanup` is the kubelet's wait after an eviction: poll (here: the watch) until
-the evicted pods are gone, at most 30 s. `EvictablePods` is the engine's pod source: the watched pods minus
-those evictd already evicted (journal) and those already being deleted, so no pod is evicted twice.
+pending API writes. `wait_for_cleanup` is the kubelet's wait after an eviction (`waitForPodsCleanup`, at most
+30 s): until each evicted pod is gone from the API or, with a container runtime, nothing of it runs on the node
+any more (the part of the kubelet's `podResourcesAreReclaimed` visible from outside it). The pod's phase is no
+evidence: evictd wrote `Failed` itself, long before the containers stop. `EvictablePods` is the engine's pod
+source: the watched pods minus those evictd already evicted (journal) and those already being deleted, so no
+pod is evicted twice.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -24,6 +28,12 @@ from evictd.manager import CycleReport
 
 # The kubelet's podCleanupTimeout: how long it waits for evicted pods to disappear.
 POD_CLEANUP_TIMEOUT_S = 30.0
+# The kubelet polls every second (podCleanupPollFreq); a shorter poll ends the wait sooner, for a dict lookup
+# and at most two CRI list calls per pod.
+POD_CLEANUP_POLL_S = 0.2
+
+# Whether anything of the pod with this UID still runs on the node; None when the runtime cannot tell.
+PodRunning = Callable[[str], bool | None]
 
 
 class EvictablePods:
@@ -51,7 +61,15 @@ class ClusterSync:
         events: EventRecorder,
         on_error: Callable[[KubeError], None],
         log: Any,
+        pod_running: PodRunning | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
     ) -> None:
+        # Polled during the wait: a daemon asked to stop gives up waiting (set by the composition root).
+        self.should_stop: Callable[[], bool] = lambda: False
+        self._pod_running = pod_running
+        self._clock = clock
+        self._sleep = sleep
         self._watcher = watcher
         self._evictor = evictor
         self._node_writer = node_writer
@@ -64,9 +82,11 @@ class ClusterSync:
         assessment = report.assessment
         if assessment.skipped is None:
             try:
+                node = self._events.node_ref()
                 for reason, condition in self._node_writer.update(assessment.node_conditions):
-                    self._event(self._events.node_ref(), "Normal", reason,
-                                f"Node status is now: {reason}", condition=condition)
+                    # The kubelet's recordNodeStatusEvent wording: "Node %s status is now: %s".
+                    self._event(node, "Normal", reason, f"Node {node.name} status is now: {reason}",
+                                condition=condition)
             except KubeError as exc:
                 self._on_error(exc)
                 self._log.warning("node status not written", error=str(exc))
@@ -85,5 +105,22 @@ class ClusterSync:
             self._log.warning("event not recorded", reason=reason, error=str(exc), **fields)
 
     def wait_for_cleanup(self, evictions: Sequence[Eviction]) -> bool:
-        """Wait (at most 30 s) until the evicted pods are gone; return whether they all went."""
-        return self._watcher.wait_gone([e.pod.uid for e in evictions], POD_CLEANUP_TIMEOUT_S)
+        """Wait (at most 30 s, or until `should_stop`) for the evicted pods to be cleaned up; return if they were."""
+        waiting = [e.pod.uid for e in evictions]
+        deadline = self._clock() + POD_CLEANUP_TIMEOUT_S
+        while True:
+            waiting = [uid for uid in waiting if not self._cleaned_up(uid)]
+            if not waiting:
+                return True
+            remaining = deadline - self._clock()
+            if remaining <= 0 or self.should_stop():
+                return False
+            self._sleep(min(POD_CLEANUP_POLL_S, remaining))
+
+    def _cleaned_up(self, uid: str) -> bool:
+        """Gone from the API (its kubelet deletes it once its containers stopped), or nothing of it runs here."""
+        if self._watcher.pod(uid) is None:
+            return True
+        if self._pod_running is None:
+            return False
+        return self._pod_running(uid) is False

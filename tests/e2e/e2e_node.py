@@ -1,0 +1,279 @@
+"""One node for the end-to-end tests: real containerd pods that are also Pod objects in the test API server.
+
+Glue only, over the existing harnesses (tests/cri/containerd_harness.py through the ``pods`` and
+``containerd_on_ext4`` fixtures, tests/kube/apiserver.py through ``apiserver``, tests/daemon/evictd_process.py
+for `evictd run`): what a scheduler and a kubelet would have done so that evictd sees a consistent node.
+
+* `ClusterNode.run_pod` stores a Pod object bound to the node (``spec.nodeName``, containers with their
+  requests, Pending), starts the pod in containerd with the same uid, name and namespace, then reports it
+  Running, in the order a scheduler and a kubelet would;
+* `ClusterNode.terminate` is the kubelet's side of a deletion: stop and remove the pod's sandbox and
+  cgroups through the harness, then the final ``DELETE`` (grace 0, UID precondition) of the object;
+* `ClusterNode.start_evictd` runs `evictd run` against both, with JSON logs, its journal in a state folder;
+* `pods_memory_limit` limits the harness's pods cgroup (``<cgroup root>/kubepods``) as a kubelet limits
+  it to the node's allocatable memory, and lifts the limit again afterwards (the session containerd's cgroup
+  root outlives the test).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+import uuid
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from apiserver import ApiServer
+from containerd_harness import Containerd, RunningPod, busybox_container
+from cri_fixtures import PodFactory
+from evictd_process import EvictdProcess
+from kube_objects import node_manifest
+
+from evictd.cri.client import ContainerSpec
+
+CGROUP_MEMORY = Path("/sys/fs/cgroup/memory")
+UNLIMITED = "-1"
+MiB = 1 << 20
+POLL_S = 0.05
+
+# A container whose shell handles SIGTERM (it is PID 1, which ignores signals it has no handler for).
+SLEEPER_SCRIPT = 'trap "exit 0" TERM; echo ready; while true; do sleep 1; done'
+TRIGGER_MOUNT = "/trigger"
+
+
+def hog_script(mib: int, *, triggered: bool = False) -> str:
+    """A container holding `mib` MiB of anonymous memory: dd's buffer, filled from /dev/zero, blocked on a pipe.
+
+    busybox dd allocates one buffer of ``bs`` bytes and reads /dev/zero into it (every page is written, so
+    charged to the container's memory cgroup), then blocks writing it to a pipe nobody reads. With
+    `triggered`, it starts only once ``/trigger/go`` exists (see `Trigger`).
+    """
+    wait = f"while [ ! -e {TRIGGER_MOUNT}/go ]; do sleep 0.1; done; " if triggered else ""
+    return (f'trap "exit 0" TERM; echo ready; {wait}'
+            f"(dd if=/dev/zero bs={mib}M count=1 2>/dev/null | sleep 2147483647) & wait")
+
+
+@dataclass(frozen=True)
+class Trigger:
+    """A host folder mounted at /trigger in a container: `pull()` makes a `triggered` hog start allocating."""
+
+    folder: Path
+
+    def mount(self) -> dict[str, Any]:
+        """Container options mounting the folder."""
+        self.folder.mkdir(parents=True, exist_ok=True)
+        return {"mounts": [(TRIGGER_MOUNT, str(self.folder), False)]}
+
+    def pull(self) -> None:
+        (self.folder / "go").write_text("go\n")
+
+
+@dataclass(frozen=True)
+class Container:
+    """A container of a pod: its script, and the requests its Pod object declares."""
+
+    name: str
+    script: str = SLEEPER_SCRIPT
+    requests: Mapping[str, str] = field(default_factory=dict)
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+    def spec(self) -> ContainerSpec:
+        return busybox_container(self.name, self.script, **self.options)
+
+
+def pod_object(name: str, namespace: str, uid: str, node_name: str, containers: Sequence[Container], *,
+               priority: int = 0) -> dict[str, Any]:
+    """The Pod object of a pod the scheduler bound to `node_name` and its kubelet is starting (Pending)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace, "uid": uid, "labels": {"app": name}},
+        "spec": {
+            "nodeName": node_name,
+            "priority": priority,
+            "terminationGracePeriodSeconds": 30,
+            "containers": [
+                {"name": c.name, "image": "evictd.test/busybox:1",
+                 "resources": {"requests": dict(c.requests)} if c.requests else {}}
+                for c in containers
+            ],
+        },
+        "status": {"phase": "Pending"},
+    }
+
+
+def running_status(pod: RunningPod, containers: Sequence[Container]) -> dict[str, Any]:
+    """The status a kubelet reports once the pod's containers run."""
+    return {
+        "phase": "Running",
+        "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": "2026-01-01T00:00:00Z"}],
+        "containerStatuses": [
+            {"name": c.name, "ready": True, "restartCount": 0, "image": "evictd.test/busybox:1",
+             "imageID": "", "containerID": f"containerd://{pod.container_ids[c.name]}",
+             "state": {"running": {"startedAt": "2026-01-01T00:00:00Z"}}}
+            for c in containers
+        ],
+    }
+
+
+def counter(daemon: EvictdProcess, name: str, **labels: str) -> float:
+    """A labelled counter of the daemon's /metrics, 0 while no sample of those labels exists yet."""
+    try:
+        return daemon.metric(name, **labels)
+    except AssertionError:  # prometheus_client shows a labelled child only once it has been used
+        return 0.0
+
+
+def wait_until(predicate: Callable[[], object], timeout_s: float, what: str) -> Any:
+    """Poll `predicate` until it returns something truthy (returned); fail the test naming `what` otherwise."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout_s:g} s waiting for {what}")
+        time.sleep(POLL_S)
+
+
+@dataclass
+class ClusterNode:
+    """A node as containerd and the API server both see it; `start_evictd` runs the daemon on it."""
+
+    runtime: Containerd
+    factory: PodFactory
+    apiserver: ApiServer
+    folder: Path
+    name: str = field(default_factory=lambda: f"e2e-node-{uuid.uuid4().hex[:6]}")
+    daemons: list[EvictdProcess] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.apiserver.store.create_node(node_manifest(self.name))
+        self.kubelet_root.mkdir(parents=True, exist_ok=True)
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+
+    @property
+    def kubelet_root(self) -> Path:
+        return self.folder / "kubelet"
+
+    @property
+    def state_dir(self) -> Path:
+        return self.folder / "evictd-state"
+
+    @property
+    def journal_path(self) -> Path:
+        return self.state_dir / "evictions.json"
+
+    @property
+    def pods_cgroup(self) -> Path:
+        return CGROUP_MEMORY / self.runtime.cgroup_root.strip("/") / "kubepods"
+
+    def run_pod(self, name: str, containers: Sequence[Container], *, namespace: str = "e2e", priority: int = 0,
+                uid: str | None = None) -> RunningPod:
+        """Bind a Pod object to this node, start it in containerd (burstable cgroup), then report it Running.
+
+        The order of a real cluster: the object exists before its containers run, so evictd never sees the
+        pod's usage without the pod.
+        """
+        uid = uid or str(uuid.uuid4())
+        self.apiserver.store.create_pod(pod_object(name, namespace, uid, self.name, containers, priority=priority))
+        pod = self.factory.run(name, [c.spec() for c in containers], namespace=namespace, qos="burstable", uid=uid)
+        self.apiserver.store.set_pod_status(namespace, name, running_status(pod, containers))
+        return pod
+
+    def terminate(self, pod: RunningPod) -> None:
+        """The kubelet's part of a deletion: stop and remove the pod's containers, then delete its object."""
+        self.factory.remove(pod)
+        with contextlib.suppress(KeyError):  # already gone from the API
+            self.apiserver.store.finish_deletion(pod.namespace, pod.name)
+
+    def start_evictd(self, kubelet: str, evictd: str = "", *, folder: str = "evictd") -> EvictdProcess:
+        """Run `evictd run` on this node: API via kubeconfig, CRI, the harness's cgroup root, 1 s housekeeping."""
+        work = self.folder / folder
+        work.mkdir(parents=True, exist_ok=True)
+        daemon = EvictdProcess(
+            work,
+            kubelet="enforceNodeAllocatable: []\n" + kubelet,
+            evictd=(
+                f"nodeName: {self.name}\n"
+                f"kubeconfig: {self.apiserver.kubeconfig_path}\n"
+                f"containerRuntimeEndpoint: {self.runtime.endpoint}\n"
+                f"cgroupRoot: {self.runtime.cgroup_root}\n"
+                f"kubeletRootDir: {self.kubelet_root}\n"
+                f"podLogsDir: {self.runtime.logs_dir}\n"
+                f"stateDir: {self.state_dir}\n"
+                "housekeepingInterval: 1s\n"
+                "psiWakeups: false\n"
+                "shutdownTimeout: 5s\n" + evictd
+            ),
+        )
+        self.daemons.append(daemon)
+        return daemon
+
+    def stop_all(self) -> None:
+        """Kill every daemon still running; print their log events (shown by pytest when the test failed)."""
+        for number, daemon in enumerate(self.daemons):
+            daemon.kill()
+            daemon.stop()
+            print(f"--- evictd #{number} log events ---")
+            for event in daemon.events:
+                print(json.dumps({k: v for k, v in event.items() if k != "_received"}))
+
+    # -- reading the cluster ---------------------------------------------------------------------------------
+
+    def node_object(self) -> dict[str, Any]:
+        node = self.apiserver.store.get_node(self.name)
+        assert node is not None
+        return node
+
+    def condition(self, condition_type: str) -> dict[str, Any] | None:
+        conditions = self.node_object().get("status", {}).get("conditions") or []
+        return next((c for c in conditions if c["type"] == condition_type), None)
+
+    def taint_keys(self) -> list[str]:
+        return [f"{t['key']}:{t['effect']}" for t in self.node_object().get("spec", {}).get("taints") or []]
+
+    def kubectl_json(self, *args: str) -> Any:
+        done = self.apiserver.kubectl(*args, "-o", "json")
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout)
+
+    def requests_to(self, method: str, pod: RunningPod, subresource: str = "") -> list[Any]:
+        path = f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}" + (f"/{subresource}" if subresource else "")
+        return self.apiserver.request_log.matching(method, path)
+
+    def deletes(self) -> list[Any]:
+        """Every DELETE of a pod received so far."""
+        return self.apiserver.request_log.matching("DELETE", r"/api/v1/namespaces/[^/]+/pods/[^/]+")
+
+    def pod_events(self, pod: RunningPod, reason: str) -> list[dict[str, Any]]:
+        return [e for e in self.apiserver.store.events(pod.namespace)
+                if e.get("involvedObject", {}).get("uid") == pod.uid and e.get("reason") == reason]
+
+    def node_events(self, reason: str) -> list[dict[str, Any]]:
+        return [e for e in self.apiserver.store.events()
+                if e.get("involvedObject", {}).get("kind") == "Node"
+                and e.get("involvedObject", {}).get("name") == self.name and e.get("reason") == reason]
+
+
+@contextlib.contextmanager
+def pods_memory_limit(node: ClusterNode, limit_bytes: int) -> Iterator[Path]:
+    """Limit the pods cgroup to `limit_bytes` (created if no pod made it yet); lift the limit on exit."""
+    cgroup = node.pods_cgroup
+    cgroup.mkdir(parents=True, exist_ok=True)
+    (cgroup / "memory.limit_in_bytes").write_text(f"{limit_bytes}\n")
+    try:
+        yield cgroup
+    finally:
+        with contextlib.suppress(OSError):
+            (cgroup / "memory.limit_in_bytes").write_text(f"{UNLIMITED}\n")
+
+
+def working_set_bytes(cgroup: Path) -> int:
+    """usage - total_inactive_file of a v1 memory cgroup (what evictd and the kubelet call working set)."""
+    usage = int((cgroup / "memory.usage_in_bytes").read_text())
+    stat = dict(line.split() for line in (cgroup / "memory.stat").read_text().splitlines())
+    return max(usage - int(stat["total_inactive_file"]), 0)

@@ -1,0 +1,165 @@
+"""End to end: a real pod hogging memory is evicted by `evictd run` through the Kubernetes API.
+
+The node: the session's private containerd (its test cgroup root is the kubelet's ``cgroupRoot``) with the
+pods cgroup ``kubepods`` limited to 400 MiB, as a kubelet limits it to the node's allocatable memory; the test
+API server holds the Node and, for every containerd pod, its Pod object. `evictd run` is a real process with
+the kubeconfig, the CRI endpoint, a hard ``allocatableMemory.available<250Mi`` threshold, a 3 s pressure
+transition period and 1 s housekeeping.
+
+The story: a burstable pod whose container fills a 200 MiB buffer (a real process, real charges in its
+container cgroup) pushes the pods cgroup past the threshold. evictd must then do what the kubelet does, seen
+from the API server and through the real kubectl: the pod's status (Failed, Evicted, the kubelet's message,
+DisruptionTarget/TerminationByKubelet), a graceful DELETE with 1 s and the pod's UID, a Warning Evicted event
+with the offending-container annotations, the node event "Attempting to reclaim memory", the
+EvictdMemoryPressure condition and its NoSchedule taint. Once the test, acting as the kubelet, has stopped
+the pod and finished its deletion, the condition and the taint go only after the transition period.
+Exactly one eviction.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from apiserver import ApiServer
+from containerd_harness import Containerd
+from cri_fixtures import PodFactory
+from e2e_node import ClusterNode, Container, MiB, hog_script, pods_memory_limit, wait_until, working_set_bytes
+
+PODS_LIMIT_BYTES = 400 * MiB
+THRESHOLD = "250Mi"
+HOG_MIB = 200
+TRANSITION_PERIOD_S = 3.0
+CONDITION = "EvictdMemoryPressure"
+TAINT = "evictd.io/memory-pressure:NoSchedule"
+MESSAGE_PREFIX = f"The node was low on resource: memory. Threshold quantity: {THRESHOLD}, available: "
+# A hard threshold: the kubelet's immediateEvictionGracePeriodSeconds.
+HARD_GRACE_PERIOD_S = 1
+SIGNAL = "allocatableMemory.available"
+
+
+@pytest.fixture
+def node(containerd: Containerd, pods: PodFactory, apiserver: ApiServer, tmp_path: Path) -> Iterator[ClusterNode]:
+    cluster = ClusterNode(containerd, pods, apiserver, tmp_path)
+    try:
+        yield cluster
+    finally:
+        cluster.stop_all()
+
+
+def test_a_pod_hogging_memory_is_evicted_through_the_api_and_the_pressure_clears_after_the_transition_period(
+    node: ClusterNode,
+) -> None:
+    bystander = node.run_pod("quiet", [Container("app", requests={"memory": "64Mi"})], priority=0)
+    with pods_memory_limit(node, PODS_LIMIT_BYTES) as pods_cgroup:
+        daemon = node.start_evictd(
+            f"evictionHard: {{{SIGNAL}: {THRESHOLD}}}\n"
+            f"evictionPressureTransitionPeriod: {TRANSITION_PERIOD_S:g}s\n"
+        )
+        daemon.wait_event("evictd started")
+        wait_until(lambda: node.condition(CONDITION), 15, f"evictd to write {CONDITION}")
+        assert node.condition(CONDITION)["status"] == "False"  # type: ignore[index]
+        assert TAINT not in node.taint_keys()
+
+        hog = node.run_pod("hog", [Container("hog", hog_script(HOG_MIB), requests={"memory": "32Mi"})])
+        wait_until(lambda: working_set_bytes(pods_cgroup) > PODS_LIMIT_BYTES - 240 * MiB, 10,
+                   "the hog's memory to be charged")
+        evicting = daemon.wait_event("evicting pod", timeout=10, pod=f"{hog.namespace}/{hog.name}")
+        assert evicting["signal"] == SIGNAL and evicting["grace_period_seconds"] == HARD_GRACE_PERIOD_S
+        assert evicting["ranking"][0] == f"{hog.namespace}/{hog.name}"
+        assert evicting["message"].startswith(MESSAGE_PREFIX), evicting["message"]
+
+        # The API writes: the DELETE with the hard grace period and the UID precondition...
+        wait_until(lambda: node.requests_to("DELETE", hog), 10, "the DELETE of the hog")
+        deletes = node.requests_to("DELETE", hog)
+        assert len(deletes) == 1 and deletes[0].status == 200
+        assert deletes[0].body == {"gracePeriodSeconds": HARD_GRACE_PERIOD_S, "preconditions": {"uid": hog.uid}}
+        # ... the status as the kubelet writes it ...
+        wait_until(lambda: (node.apiserver.store.get_pod(hog.namespace, hog.name) or {})
+                   .get("status", {}).get("phase") == "Failed", 10, "the hog's status to be written")
+        pod = node.kubectl_json("get", "pod", hog.name, "-n", hog.namespace)
+        assert pod["metadata"]["uid"] == hog.uid and pod["metadata"]["deletionTimestamp"]
+        assert pod["metadata"]["deletionGracePeriodSeconds"] == HARD_GRACE_PERIOD_S
+        status = pod["status"]
+        assert (status["phase"], status["reason"]) == ("Failed", "Evicted")
+        assert status["message"] == evicting["message"]
+        assert status["message"].startswith(MESSAGE_PREFIX)
+        disruption = [c for c in status["conditions"] if c["type"] == "DisruptionTarget"]
+        assert len(disruption) == 1
+        assert (disruption[0]["status"], disruption[0]["reason"]) == ("True", "TerminationByKubelet")
+        assert disruption[0]["message"] == evicting["message"]
+        # ... the Warning Evicted event with the offending-container annotations ...
+        wait_until(lambda: node.pod_events(hog, "Evicted"), 10, "the Evicted event")
+        events = node.kubectl_json("get", "events", "-n", hog.namespace,
+                                   "--field-selector", f"involvedObject.uid={hog.uid},reason=Evicted")["items"]
+        assert len(events) == 1
+        event = events[0]
+        assert (event["type"], event["message"]) == ("Warning", evicting["message"])
+        assert event["source"] == {"component": "evictd", "host": node.name}
+        annotations = event["metadata"]["annotations"]
+        assert set(annotations) == {"offending_containers", "offending_containers_usage", "starved_resource"}
+        assert (annotations["offending_containers"], annotations["starved_resource"]) == ("hog", "memory")
+        assert f"Container hog was using {annotations['offending_containers_usage']}, request is 32Mi" in \
+            status["message"]
+        # ... and the node: the reclaim event, the condition and the taint.
+        wait_until(lambda: node.node_events("EvictionThresholdMet"), 10, "the EvictionThresholdMet event")
+        reclaim = node.node_events("EvictionThresholdMet")[0]
+        assert (reclaim["type"], reclaim["message"]) == ("Warning", "Attempting to reclaim memory")
+        nodes = node.kubectl_json("get", "node", node.name)
+        pressure = next(c for c in nodes["status"]["conditions"] if c["type"] == CONDITION)
+        assert (pressure["status"], pressure["reason"]) == ("True", "KubeletHasInsufficientMemory")
+        assert {"key": "evictd.io/memory-pressure", "effect": "NoSchedule"} in [
+            {"key": t["key"], "effect": t["effect"]} for t in nodes["spec"]["taints"]]
+        assert [e["reason"] for e in node.node_events("NodeHasInsufficientMemory")] == ["NodeHasInsufficientMemory"]
+
+        # The kubelet's part: stop the evicted pod and finish its deletion; the memory goes with it.
+        node.terminate(hog)
+        relieved_at = time.monotonic()
+        wait_until(lambda: node.condition(CONDITION)["status"] == "False", 15,  # type: ignore[index]
+                   f"{CONDITION} to go back to False")
+        cleared_after_s = time.monotonic() - relieved_at
+        assert cleared_after_s >= TRANSITION_PERIOD_S - 0.5, f"cleared after {cleared_after_s:.1f} s"
+        assert cleared_after_s < TRANSITION_PERIOD_S + 4, f"cleared after {cleared_after_s:.1f} s"
+        wait_until(lambda: TAINT not in node.taint_keys(), 5, "the taint to be removed")
+        assert node.condition(CONDITION)["reason"] == "KubeletHasSufficientMemory"  # type: ignore[index]
+        wait_until(lambda: node.node_events("NodeHasSufficientMemory"), 5, "the NodeHasSufficientMemory event")
+
+        # Exactly one eviction: one DELETE in all, the bystander untouched.
+        assert daemon.metric("evictd_evictions_total", eviction_signal=SIGNAL) == 1
+        assert [(r.path, r.body["preconditions"]["uid"]) for r in node.deletes()] == [
+            (f"/api/v1/namespaces/{hog.namespace}/pods/{hog.name}", hog.uid)]
+        quiet = node.apiserver.store.get_pod(bystander.namespace, bystander.name)
+        assert quiet is not None and quiet["status"]["phase"] == "Running"
+        assert "deletionTimestamp" not in quiet["metadata"]
+        assert daemon.process.poll() is None
+        assert daemon.http("/healthz")[0] == 200
+        assert daemon.stop() == 0
+
+
+def test_the_eviction_names_the_offending_container_as_the_kubelet_does(node: ClusterNode) -> None:
+    """The kubelet's message and event annotations name each container using more than its request."""
+    with pods_memory_limit(node, PODS_LIMIT_BYTES):
+        daemon = node.start_evictd(f"evictionHard: {{{SIGNAL}: {THRESHOLD}}}\n")
+        daemon.wait_event("evictd started")
+        hog = node.run_pod("hog", [Container("hog", hog_script(HOG_MIB), requests={"memory": "32Mi"}),
+                                   Container("sidecar", requests={"memory": "16Mi"})])
+        evicting = daemon.wait_event("evicting pod", timeout=15, pod=f"{hog.namespace}/{hog.name}")
+        wait_until(lambda: node.pod_events(hog, "Evicted"), 10, "the Evicted event")
+        annotations = node.pod_events(hog, "Evicted")[0]["metadata"]["annotations"]
+        # The sidecar's few hundred KiB stay under its 16Mi request: only the hog offends.
+        assert (annotations["offending_containers"], annotations["starved_resource"]) == ("hog", "memory")
+        # Decided as the pods cgroup crossed the threshold, the hog still filling its buffer: it held most of
+        # the 150 MiB the crossing takes.
+        assert int(annotations["offending_containers_usage"].removesuffix("Ki")) * 1024 > 100 * MiB
+        sentence = f"Container hog was using {annotations['offending_containers_usage']}, request is 32Mi, " \
+                   "has larger consumption of memory. "
+        assert evicting["message"].endswith(sentence), evicting["message"]
+        # Nobody stops the hog here: evictd is still waiting for it to go (the kubelet's wait, up to 30 s). A
+        # SIGTERM must end that wait at once, not run into the shutdown deadline (5 s here, exit status 1).
+        time.sleep(1)
+        assert not any(e.get("event", "").startswith("evicted pods") for e in daemon.events)
+        asked = time.monotonic()
+        assert daemon.stop() == 0
+        assert time.monotonic() - asked < 2

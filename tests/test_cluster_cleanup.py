@@ -1,0 +1,95 @@
+"""The wait after an eviction (`ClusterSync.wait_for_cleanup`): the kubelet's waitForPodsCleanup, from outside.
+
+A scripted watch and runtime on a fake clock: the pod's own phase (which evictd itself sets to Failed) never
+ends the wait; the pod leaving the API does, and so does the runtime reporting nothing of it running.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from evictd.core.engine import Eviction
+from evictd.core.pods import Pod
+from evictd.kube.cluster import POD_CLEANUP_POLL_S, POD_CLEANUP_TIMEOUT_S, ClusterSync
+
+
+@dataclass
+class FakeClock:
+    now_s: float = 0.0
+    on_sleep: list[Any] = field(default_factory=list)
+
+    def monotonic(self) -> float:
+        return self.now_s
+
+    def sleep(self, seconds: float) -> None:
+        self.now_s += seconds
+        for action in list(self.on_sleep):
+            action(self.now_s)
+
+
+@dataclass
+class ScriptedWatch:
+    """`pod(uid)` as PodWatcher answers it: the cached pod, or None once deleted."""
+
+    pods: dict[str, Pod]
+
+    def pod(self, uid: str) -> Pod | None:
+        return self.pods.get(uid)
+
+
+def eviction(uid: str) -> Eviction:
+    """An eviction whose status evictd already wrote: the cached pod is Failed."""
+    pod = Pod(name=f"pod-{uid}", namespace="default", uid=uid, status_phase="Failed")
+    return Eviction(pod=pod, signal="memory.available", grace_period_override_s=1, effective_grace_period_s=1,
+                    message="", annotations={}, conditions=())
+
+
+def sync(watch: ScriptedWatch, clock: FakeClock, pod_running: Any = None) -> ClusterSync:
+    return ClusterSync(watcher=watch, evictor=None, node_writer=None, events=None,  # type: ignore[arg-type]
+                       on_error=lambda error: None, log=None, pod_running=pod_running,
+                       clock=clock.monotonic, sleep=clock.sleep)
+
+
+def test_a_failed_pod_whose_containers_still_run_is_waited_for_until_they_stop() -> None:
+    clock = FakeClock()
+    watch = ScriptedWatch({"a": eviction("a").pod})
+    running = {"a": True}
+    clock.on_sleep.append(lambda now: running.update(a=now < 1.0))  # its kubelet stops it after 1 s
+    assert sync(watch, clock, lambda uid: running[uid]).wait_for_cleanup([eviction("a")])
+    assert 1.0 <= clock.now_s < 1.0 + POD_CLEANUP_POLL_S + 1e-9
+
+
+def test_a_pod_stopped_on_the_node_is_cleaned_up_at_once_even_if_the_api_still_shows_it() -> None:
+    clock = FakeClock()
+    watch = ScriptedWatch({"a": eviction("a").pod})  # e.g. stopped locally while the API was down
+    assert sync(watch, clock, lambda uid: False).wait_for_cleanup([eviction("a")])
+    assert clock.now_s == 0
+
+
+@pytest.mark.parametrize("pod_running", [None, lambda uid: None], ids=["no-runtime", "runtime-cannot-tell"])
+def test_without_an_answer_from_the_runtime_only_the_pod_leaving_the_api_ends_the_wait(pod_running: Any) -> None:
+    clock = FakeClock()
+    watch = ScriptedWatch({"a": eviction("a").pod, "b": eviction("b").pod})
+    clock.on_sleep.append(lambda now: watch.pods.pop("a") if now >= 2 and "a" in watch.pods else None)
+    clock.on_sleep.append(lambda now: watch.pods.pop("b") if now >= 3 and "b" in watch.pods else None)
+    assert sync(watch, clock, pod_running).wait_for_cleanup([eviction("a"), eviction("b")])
+    assert 3.0 <= clock.now_s < 3.0 + POD_CLEANUP_POLL_S + 1e-9
+
+
+def test_the_wait_ends_after_the_kubelets_timeout() -> None:
+    clock = FakeClock()
+    watch = ScriptedWatch({"a": eviction("a").pod})
+    assert not sync(watch, clock, lambda uid: True).wait_for_cleanup([eviction("a")])
+    assert clock.now_s == pytest.approx(POD_CLEANUP_TIMEOUT_S)
+
+
+def test_a_daemon_asked_to_stop_gives_up_waiting() -> None:
+    clock = FakeClock()
+    watch = ScriptedWatch({"a": eviction("a").pod})
+    cluster = sync(watch, clock, lambda uid: True)
+    cluster.should_stop = lambda: clock.now_s >= 1.0  # SIGTERM after a second
+    assert not cluster.wait_for_cleanup([eviction("a")])
+    assert 1.0 <= clock.now_s < 1.0 + POD_CLEANUP_POLL_S + 1e-9

@@ -377,6 +377,8 @@ def build_daemon(
         after_cycle=after_cycle_tasks(cluster, runtime if not dry_run else None),
         wait_for_cleanup=cluster.sync.wait_for_cleanup if cluster is not None else None,
     )
+    if cluster is not None:
+        cluster.sync.should_stop = lambda: daemon.stopping  # SIGTERM ends the wait after an eviction too
     return daemon, endpoint
 
 

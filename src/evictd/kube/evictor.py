@@ -37,6 +37,9 @@ NOT_FOUND = 404
 CONFLICT = 409
 # A patch whose metadata.uid differs from the stored pod's is refused as an immutable-field change.
 INVALID = 422
+# For an immediate eviction the DELETE may hang no longer than this before the pod is stopped locally: a hung
+# API must not leave the node unprotected for the whole request timeout.
+IMMEDIATE_DELETE_TIMEOUT_S = 2.0
 
 
 def status_patch(entry: JournalEntry, now: str) -> dict[str, Any]:
@@ -102,11 +105,11 @@ class KubePodEvictor:
         """Carry out one eviction. Raises EvictdError when it could not be completed now (it stays pending)."""
         entry = journal_entry(eviction, time.time())
         self._journal.record(entry)
-        failure = self._advance(entry)
-        if failure is None:
-            return
         # Hard thresholds and local-storage limits act at once (1 s); soft ones can wait for the API.
         immediate = eviction.threshold is None or eviction.threshold.is_hard
+        failure = self._advance(entry, delete_timeout_s=IMMEDIATE_DELETE_TIMEOUT_S if immediate else None)
+        if failure is None:
+            return
         # Once the DELETE went through, the kubelet terminates the pod: only the status or event write is late.
         progress = self._journal.get(entry.uid)
         deleted = progress is not None and progress.deleted
@@ -132,10 +135,11 @@ class KubePodEvictor:
         self._journal.forget_finished(time.time())
         return errors
 
-    def _advance(self, entry: JournalEntry) -> KubeError | None:
+    def _advance(self, entry: JournalEntry, delete_timeout_s: float | None = None) -> KubeError | None:
         """Run the missing API steps of `entry`; return the error that stopped it, if any."""
-        steps = (
-            ("deleted", self._delete),
+        timeout_s = min(self._timeout_s, delete_timeout_s) if delete_timeout_s else self._timeout_s
+        steps: tuple[tuple[str, Callable[[JournalEntry], None]], ...] = (
+            ("deleted", lambda e: self._delete(e, timeout_s)),
             ("status_written", self._write_status),
             ("event_written", self._record_event),
         )
@@ -168,10 +172,10 @@ class KubePodEvictor:
              status_patch(entry, rfc3339(self._wall_clock())), _content_type=STRATEGIC_MERGE,
              timeout_s=self._timeout_s)
 
-    def _delete(self, entry: JournalEntry) -> None:
+    def _delete(self, entry: JournalEntry, timeout_s: float) -> None:
         body = {"gracePeriodSeconds": entry.grace_period_s, "preconditions": {"uid": entry.uid}}
         call("delete pods", self._api.delete_namespaced_pod, entry.name, entry.namespace, body=body,
-             timeout_s=self._timeout_s)
+             timeout_s=timeout_s)
 
     def _record_event(self, entry: JournalEntry) -> None:
         ref = ObjectRef(kind="Pod", name=entry.name, namespace=entry.namespace, uid=entry.uid)

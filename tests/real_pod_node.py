@@ -18,69 +18,17 @@ without them the test fails, it is never skipped.
 
 from __future__ import annotations
 
-import contextlib
 import os
-import select
-import signal
 import subprocess
-import sys
-import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from evictd.adapters.cgroups import CgroupLayout, detect_cgroup_layout
+from real_cgroups import CGROUP_MOUNT, HIERARCHIES, CgroupTree, ScriptedChild, new_test_cgroup_name
 
-CGROUP_MOUNT = Path("/sys/fs/cgroup")
-HIERARCHIES = ("memory", "pids")
 MiB = 1 << 20
-REPLY_TIMEOUT_S = 30.0
-TEARDOWN_TIMEOUT_S = 10.0
 EMPTY_DIR_PLUGIN = "kubernetes.io~empty-dir"
-
-# A child that obeys one command per stdin line and answers "ok" when done. `alloc` writes every byte, so
-# every page is really charged to the child's memory cgroup.
-CHILD_SCRIPT = r"""
-import sys
-blobs = []
-for line in iter(sys.stdin.readline, ""):
-    cmd, *args = line.split()
-    if cmd == "alloc":
-        blobs.append(b"\x01" * int(args[0]))
-    elif cmd == "free":
-        blobs.clear()
-    print("ok", flush=True)
-"""
-
-
-class PodProcess:
-    """A real Python process driven line by line over pipes."""
-
-    def __init__(self) -> None:
-        self.proc = subprocess.Popen(
-            [sys.executable, "-c", CHILD_SCRIPT], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
-        )
-
-    @property
-    def pid(self) -> int:
-        return self.proc.pid
-
-    def do(self, command: str) -> None:
-        """Send one command and wait for its "ok"; fail the test if none comes."""
-        assert self.proc.stdin is not None and self.proc.stdout is not None
-        self.proc.stdin.write(command + "\n")
-        self.proc.stdin.flush()
-        ready, _, _ = select.select([self.proc.stdout], [], [], REPLY_TIMEOUT_S)
-        assert ready, f"pod process {self.pid} did not answer {command!r} within {REPLY_TIMEOUT_S} s"
-        assert self.proc.stdout.readline() == "ok\n", f"pod process {self.pid} failed {command!r}"
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(TEARDOWN_TIMEOUT_S)
-        for stream in (self.proc.stdin, self.proc.stdout):
-            if stream is not None:
-                stream.close()
 
 
 @dataclass
@@ -94,11 +42,10 @@ class RealPodNode:
     name: str = "cart-7d9f"
     container: str = "app"
     volume: str = "cache"
-    base: str = field(default_factory=lambda: f"evictd-test-{uuid.uuid4().hex[:12]}")
+    base: str = field(default_factory=new_test_cgroup_name)
     uid: str = field(default_factory=lambda: str(uuid.uuid4()))
     container_id: str = field(default_factory=lambda: uuid.uuid4().hex + uuid.uuid4().hex)
-    cgroups: list[Path] = field(default_factory=list)  # created folders, parents first
-    processes: list[PodProcess] = field(default_factory=list)
+    tree: CgroupTree = field(default_factory=CgroupTree)
 
     @property
     def layout(self) -> CgroupLayout:
@@ -137,12 +84,7 @@ class RealPodNode:
         """Make the cgroups (pods cgroup limited), the emptyDir with `volume_files` and the container log."""
         assert os.geteuid() == 0, "real pod tests need root to create cgroups"
         assert self.layout.version == 1
-        for hierarchy in HIERARCHIES:
-            parts = self.container_cgroup.split("/")
-            for depth in range(1, len(parts) + 1):
-                folder = CGROUP_MOUNT / hierarchy / "/".join(parts[:depth])
-                folder.mkdir()
-                self.cgroups.append(folder)
+        self.tree.make(self.container_cgroup)
         self.memory_file(self.pods_cgroup, "memory.limit_in_bytes").write_text(f"{self.pods_limit_bytes}\n")
         self.volume_dir.mkdir(parents=True)
         for name, size in volume_files.items():
@@ -150,34 +92,13 @@ class RealPodNode:
         self.log_dir.mkdir(parents=True)
         (self.log_dir / "0.log").write_bytes(b"2026-11-21T10:00:00Z stdout F started\n" * (log_bytes // 40 + 1))
 
-    def start_process(self) -> PodProcess:
+    def start_process(self) -> ScriptedChild:
         """Start the container's process and move it into the container cgroup of both hierarchies."""
-        process = PodProcess()
-        self.processes.append(process)
-        for hierarchy in HIERARCHIES:
-            (CGROUP_MOUNT / hierarchy / self.container_cgroup / "cgroup.procs").write_text(f"{process.pid}\n")
-        return process
+        return self.tree.start_child(self.container_cgroup, label="pod process")
 
     def teardown(self) -> None:
         """Stop the processes, kill whatever is left in the test cgroups, remove them bottom-up."""
-        for process in self.processes:
-            process.stop()
-        deadline = time.monotonic() + TEARDOWN_TIMEOUT_S
-        for folder in reversed(self.cgroups):
-            while True:
-                with contextlib.suppress(FileNotFoundError):
-                    for pid in (folder / "cgroup.procs").read_text().split():
-                        with contextlib.suppress(ProcessLookupError):
-                            os.kill(int(pid), signal.SIGKILL)
-                try:
-                    folder.rmdir()
-                    break
-                except FileNotFoundError:
-                    break
-                except OSError:  # EBUSY until the killed tasks have left the cgroup
-                    if time.monotonic() > deadline:
-                        raise
-                    time.sleep(0.05)
+        self.tree.remove()
         for hierarchy in HIERARCHIES:
             assert not (CGROUP_MOUNT / hierarchy / self.base).exists(), f"{hierarchy}/{self.base} left behind"
 

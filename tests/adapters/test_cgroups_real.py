@@ -11,13 +11,7 @@ These tests fail, never skip, when the machine lacks what they need (a v1 memory
 
 from __future__ import annotations
 
-import contextlib
 import os
-import select
-import signal
-import subprocess
-import sys
-import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -27,82 +21,13 @@ import pytest
 
 from evictd.adapters.cgroups import CgroupLayout, CgroupReader, PodCgroup, detect_cgroup_layout
 from evictd.adapters.procfs import mem_total_bytes
+from real_cgroups import CGROUP_MOUNT, HIERARCHIES, CgroupTree, ScriptedChild, new_test_cgroup_name
 
-CGROUP_MOUNT = Path("/sys/fs/cgroup")
 MiB = 1024 * 1024
 ANON_BYTES = 64 * MiB
 PAGE_CACHE_BYTES = 32 * MiB
 # Python's own allocations, page tables and stack pages also get charged; allow this much noise.
 SLACK_BYTES = 8 * MiB
-REPLY_TIMEOUT_S = 30.0
-TEARDOWN_TIMEOUT_S = 10.0
-
-# A child that obeys one command per stdin line and answers "ok" when done.
-CHILD_SCRIPT = r"""
-import os, signal, sys
-kids, blobs = [], []
-for line in iter(sys.stdin.readline, ""):
-    cmd, *args = line.split()
-    if cmd == "alloc":
-        blobs.append(b"\x01" * int(args[0]))  # written, so every page is really charged
-    elif cmd == "write":
-        chunk = b"y" * (1 << 20)
-        with open(args[0], "wb") as fh:
-            for _ in range(int(args[1]) >> 20):
-                fh.write(chunk)
-            fh.flush()
-            os.fsync(fh.fileno())  # clean pages: they stay cached but are no longer dirty
-    elif cmd == "fork":
-        for _ in range(int(args[0])):
-            pid = os.fork()
-            if pid == 0:
-                while True:
-                    signal.pause()
-            kids.append(pid)
-    elif cmd == "reap":
-        for pid in kids:
-            os.kill(pid, signal.SIGKILL)
-        for pid in kids:
-            os.waitpid(pid, 0)
-        kids.clear()
-    print("ok", flush=True)
-for pid in kids:
-    os.kill(pid, signal.SIGKILL)
-    os.waitpid(pid, 0)
-"""
-
-
-class Child:
-    """A real Python child process driven line by line over pipes."""
-
-    def __init__(self) -> None:
-        self.proc = subprocess.Popen(
-            [sys.executable, "-c", CHILD_SCRIPT], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
-        )
-
-    @property
-    def pid(self) -> int:
-        return self.proc.pid
-
-    def do(self, command: str) -> None:
-        assert self.proc.stdin is not None and self.proc.stdout is not None
-        self.proc.stdin.write(command + "\n")
-        self.proc.stdin.flush()
-        ready, _, _ = select.select([self.proc.stdout], [], [], REPLY_TIMEOUT_S)
-        assert ready, f"child {self.pid} did not answer {command!r} within {REPLY_TIMEOUT_S} s"
-        assert self.proc.stdout.readline() == "ok\n", f"child {self.pid} failed {command!r}"
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            assert self.proc.stdin is not None
-            self.proc.stdin.close()  # on EOF the child kills and reaps its own children, then exits
-            try:
-                self.proc.wait(TEARDOWN_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        if self.proc.stdout is not None:
-            self.proc.stdout.close()
 
 
 @dataclass
@@ -114,8 +39,7 @@ class RealNode:
     container_id: str
     layout: CgroupLayout
     reader: CgroupReader
-    cgroups: list[Path] = field(default_factory=list)  # created folders, parents first
-    children: list[Child] = field(default_factory=list)
+    tree: CgroupTree = field(default_factory=CgroupTree)
     files: list[Path] = field(default_factory=list)
 
     @property
@@ -126,41 +50,17 @@ class RealNode:
     def container(self) -> str:
         return f"{self.pod}/{self.container_id}"
 
-    def make_cgroup(self, cgroup: str, hierarchies: tuple[str, ...] = ("memory", "pids")) -> None:
+    def make_cgroup(self, cgroup: str, hierarchies: tuple[str, ...] = HIERARCHIES) -> None:
         """Create ``cgroup`` (and its parents) in each of ``hierarchies``."""
-        for hierarchy in hierarchies:
-            parts = cgroup.split("/")
-            for depth in range(1, len(parts) + 1):
-                folder = CGROUP_MOUNT / hierarchy / "/".join(parts[:depth])
-                if not folder.exists():
-                    folder.mkdir()
-                    self.cgroups.append(folder)
+        self.tree.make(cgroup, hierarchies)
 
-    def start_child(self, cgroup: str, hierarchies: tuple[str, ...] = ("memory", "pids")) -> Child:
+    def start_child(self, cgroup: str, hierarchies: tuple[str, ...] = HIERARCHIES) -> ScriptedChild:
         """Start a child and move it into ``cgroup`` of each hierarchy by writing its PID to cgroup.procs."""
-        child = Child()
-        self.children.append(child)
-        for hierarchy in hierarchies:
-            (CGROUP_MOUNT / hierarchy / cgroup / "cgroup.procs").write_text(f"{child.pid}\n")
-        return child
+        return self.tree.start_child(cgroup, hierarchies)
 
     def teardown(self) -> None:
         """Kill every process in the test cgroups, then remove the cgroups bottom-up and the files."""
-        for child in self.children:
-            child.stop()
-        deadline = time.monotonic() + TEARDOWN_TIMEOUT_S
-        for folder in reversed(self.cgroups):
-            while True:
-                for pid in (folder / "cgroup.procs").read_text().split():
-                    with contextlib.suppress(ProcessLookupError):  # already gone
-                        os.kill(int(pid), signal.SIGKILL)
-                try:
-                    folder.rmdir()
-                    break
-                except OSError:  # EBUSY until the killed tasks have left the cgroup
-                    if time.monotonic() > deadline:
-                        raise
-                    time.sleep(0.05)
+        self.tree.remove()
         for path in self.files:
             path.unlink(missing_ok=True)
 
@@ -168,7 +68,7 @@ class RealNode:
 @pytest.fixture
 def node() -> Iterator[RealNode]:
     assert os.geteuid() == 0, "real cgroup tests need root to create cgroups"
-    layout = detect_cgroup_layout(CGROUP_MOUNT, base=f"evictd-test-{uuid.uuid4().hex[:12]}")
+    layout = detect_cgroup_layout(CGROUP_MOUNT, base=new_test_cgroup_name())
     assert layout.version == 1, "these tests use the machine's cgroup v1 memory and pids hierarchies"
     real = RealNode(
         base=layout.base,

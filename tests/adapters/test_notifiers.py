@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 import re
-import secrets
 import select
 import signal
 import statistics
@@ -42,6 +41,7 @@ from evictd.core.quantity import Quantity
 from evictd.core.signals import Signal
 from evictd.core.summary import ContainerStats, MemoryStats, NodeStats, Summary
 from evictd.core.thresholds import Threshold, ThresholdValue
+from real_cgroups import temporary_cgroup
 
 MI = 1024**2
 MEMCG_ROOT = Path("/sys/fs/cgroup/memory")
@@ -70,9 +70,6 @@ PSI_WINDOW_US = 2_000_000
 PSI_FIRE_TIMEOUT_S = 20.0
 # How long an idle PSI wait lasts: longer than one 2 s window, so a trigger would have had its chance.
 PSI_IDLE_WAIT_S = 2.5
-
-RMDIR_ATTEMPTS = 100
-RMDIR_RETRY_S = 0.05
 
 ALLOCATOR = r"""
 import mmap, os, sys, time
@@ -135,44 +132,18 @@ while True:
 # Fixtures and helpers
 
 
-def _remove_cgroup(path: Path) -> None:
-    """Remove a cgroup folder bottom-up (cgroupfs folders hold only control files, removed with rmdir)."""
-    if not path.exists():
-        return
-    folders = sorted((p for p in path.rglob("*") if p.is_dir()), key=lambda p: len(p.parts), reverse=True)
-    for folder in [*folders, path]:
-        for attempt in range(RMDIR_ATTEMPTS):  # a killed task can take a moment to leave its cgroup
-            try:
-                folder.rmdir()
-                break
-            except FileNotFoundError:
-                break
-            except OSError:
-                if attempt == RMDIR_ATTEMPTS - 1:
-                    raise  # a cgroup left behind is a test error, not something to hide
-                time.sleep(RMDIR_RETRY_S)
-
-
 @pytest.fixture
 def memcg_dir() -> Iterator[Path]:
     """A fresh v1 memory cgroup /sys/fs/cgroup/memory/evictd-test-<random>, removed afterwards."""
-    path = MEMCG_ROOT / f"evictd-test-{secrets.token_hex(4)}"
-    path.mkdir()
-    try:
+    with temporary_cgroup(MEMCG_ROOT) as path:
         yield path
-    finally:
-        _remove_cgroup(path)
 
 
 @pytest.fixture
 def unified_dir() -> Iterator[Path]:
     """A fresh cgroup v2 group /sys/fs/cgroup/unified/evictd-test-<random> (it has memory.pressure)."""
-    path = UNIFIED_ROOT / f"evictd-test-{secrets.token_hex(4)}"
-    path.mkdir()
-    try:
+    with temporary_cgroup(UNIFIED_ROOT) as path:
         yield path
-    finally:
-        _remove_cgroup(path)
 
 
 class Child:

@@ -8,12 +8,13 @@ import select
 import subprocess
 import sys
 import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from evictd_process import ROOT, EvictdProcess, mem_available_bytes, pid_available
+
+from real_cgroups import CGROUP_MOUNT, temporary_cgroup
 
 GiB = 1 << 30
 
@@ -138,37 +139,30 @@ def test_nodefs_bytes_and_inodes_on_a_real_ext4(
 def test_pid_pressure_from_real_tasks_in_a_pids_cgroup(
     tmp_path: Path, evictd_processes: list[EvictdProcess]
 ) -> None:
-    cgroup = Path("/sys/fs/cgroup/pids") / f"evictd-test-{uuid.uuid4().hex[:8]}"
-    cgroup.mkdir()
-    (cgroup / "pids.max").write_text("1200")  # a safety net: the test can never exhaust the machine
-    threshold = pid_available() - 400
-    process = EvictdProcess(tmp_path, kubelet=f"evictionHard: {{pid.available: '{threshold}'}}\n",
-                            evictd="housekeepingInterval: 100ms\n")
-    evictd_processes.append(process)
-    code = ("import os, sys, threading\n"
-            f"open('{cgroup}/cgroup.procs', 'w').write(str(os.getpid()))\n"
-            "stop = threading.Event()\n"
-            "threads = [threading.Thread(target=stop.wait) for _ in range(800)]\n"
-            "[t.start() for t in threads]\n"
-            "print('ready', flush=True)\n"
-            "sys.stdin.read(); stop.set()\n")
-    spawner = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                               text=True)
-    try:
-        process.wait_event("evictd started")
-        assert spawner.stdout is not None and spawner.stdout.readline().strip() == "ready"
-        met = process.wait_event("threshold met", timeout=10)
-        assert met["threshold"].startswith("pid.available<")
-        assert process.wait_event("node conditions changed")["conditions"] == ["PIDPressure"]
-    finally:
-        spawner.kill()
-        spawner.wait()
-        for _ in range(50):
-            try:
-                cgroup.rmdir()
-                break
-            except OSError:
-                time.sleep(0.1)
+    with temporary_cgroup(CGROUP_MOUNT / "pids") as cgroup:
+        (cgroup / "pids.max").write_text("1200")  # a safety net: the test can never exhaust the machine
+        threshold = pid_available() - 400
+        process = EvictdProcess(tmp_path, kubelet=f"evictionHard: {{pid.available: '{threshold}'}}\n",
+                                evictd="housekeepingInterval: 100ms\n")
+        evictd_processes.append(process)
+        code = ("import os, sys, threading\n"
+                f"open('{cgroup}/cgroup.procs', 'w').write(str(os.getpid()))\n"
+                "stop = threading.Event()\n"
+                "threads = [threading.Thread(target=stop.wait) for _ in range(800)]\n"
+                "[t.start() for t in threads]\n"
+                "print('ready', flush=True)\n"
+                "sys.stdin.read(); stop.set()\n")
+        spawner = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                   text=True)
+        try:
+            process.wait_event("evictd started")
+            assert spawner.stdout is not None and spawner.stdout.readline().strip() == "ready"
+            met = process.wait_event("threshold met", timeout=10)
+            assert met["threshold"].startswith("pid.available<")
+            assert process.wait_event("node conditions changed")["conditions"] == ["PIDPressure"]
+        finally:
+            spawner.kill()
+            spawner.wait()
     assert process.stop() == 0
 
 

@@ -91,12 +91,13 @@ class Daemon:
         if self.stopping:
             return
         self.stop_reason = reason
-        self.stopping = True
-        self.health.stopping = True
-        self.waiter.wake()
+        # The deadline is armed before the loop is woken, so the loop's exit always finds it to cancel.
         self._deadline = threading.Timer(self.shutdown_timeout_s, self._deadline_passed)
         self._deadline.daemon = True
         self._deadline.start()
+        self.stopping = True
+        self.health.stopping = True
+        self.waiter.wake()
 
     def _deadline_passed(self) -> None:
         self.log.error("shutdown deadline passed with the cycle still running; exiting",

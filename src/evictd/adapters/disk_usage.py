@@ -127,6 +127,8 @@ class _Tree:
     device: int
     records: Mapping[str, _DirRecord]
     last_asked_cycle: int
+    result: DirUsage | None = None
+    dir_blocks: tuple[int, ...] = ()  # st_blocks of each directory in `records` order, as counted in `result`
 
 
 class DiskUsageCache:
@@ -204,23 +206,55 @@ class DiskUsageCache:
             return DirUsage(root_stat.st_blocks * STAT_BLOCK_BYTES, 1, now)
         old = self._trees.get(path)
         old_records = old.records if old is not None and old.device == root_stat.st_dev else {}
+        # Steady state: every directory as it was listed, none too old -> the same figure, same syscalls
+        # (one lstat per directory) and none of the rebuilding.
+        if old is not None and old.result is not None and old_records and self._unchanged(old, root_stat, now):
+            if old.last_asked_cycle != self._cycle:
+                self._trees[path] = _Tree(old.device, old.records, self._cycle, old.result, old.dir_blocks)
+            return old.result
         try:
-            records, result = self._measure(path, root_stat, old_records, now)
+            records, result, blocks = self._measure(path, root_stat, old_records, now)
         except SampleError:
             self._trees.pop(path, None)
             raise
-        self._trees[path] = _Tree(root_stat.st_dev, MappingProxyType(records), self._cycle)
+        self._trees[path] = _Tree(root_stat.st_dev, MappingProxyType(records), self._cycle, result, blocks)
         return result
+
+    def _unchanged(self, tree: _Tree, root_stat: os.stat_result, now: float) -> bool:
+        """True when every directory of `tree` still has the identity, mtime and blocks it was counted with."""
+        lstat, isdir, device = os.lstat, stat.S_ISDIR, tree.device
+        first = True
+        for (dir_path, record), blocks in zip(tree.records.items(), tree.dir_blocks, strict=True):
+            if first:
+                dir_stat = root_stat
+                first = False
+            else:
+                try:
+                    dir_stat = lstat(dir_path)
+                except OSError:
+                    return False  # gone or unreadable: the full walk decides what that means
+            if (
+                record.racy
+                or dir_stat.st_ino != record.inode
+                or dir_stat.st_mtime_ns != record.mtime_ns
+                or dir_stat.st_blocks != blocks
+                or dir_stat.st_dev != device
+                or not isdir(dir_stat.st_mode)
+                or now - record.scanned_at_monotonic >= record.age_limit_s
+            ):
+                return False
+        return True
 
     # ----------------------------------------------------------------------------------------------
     # Walking
 
     def _measure(
         self, root: str, root_stat: os.stat_result, old_records: Mapping[str, _DirRecord], now: float
-    ) -> tuple[dict[str, _DirRecord], DirUsage]:
-        """Return the fresh records of the tree at `root` and its usage, reusing unchanged records."""
+    ) -> tuple[dict[str, _DirRecord], DirUsage, tuple[int, ...]]:
+        """Return the fresh records of the tree at `root`, its usage, and each recorded directory's blocks."""
         device = root_stat.st_dev
         records: dict[str, _DirRecord] = {}
+        blocks: list[int] = []
         plain_bytes = 0
         plain_inodes = 0
         linked: dict[int, int] = {}
@@ -243,12 +277,13 @@ class DiskUsageCache:
                     continue  # vanished after its parent was listed: counted as an empty directory
                 record = scanned
             records[dir_path] = record
+            blocks.append(dir_stat.st_blocks)
             plain_bytes += record.files_bytes
             plain_inodes += record.files_inodes
             linked.update(record.linked_bytes)
             oldest = min(oldest, record.scanned_at_monotonic)
             pending.extend(children)
-        return records, DirUsage(plain_bytes + sum(linked.values()), plain_inodes + len(linked), oldest)
+        return records, DirUsage(plain_bytes + sum(linked.values()), plain_inodes + len(linked), oldest), tuple(blocks)
 
     @staticmethod
     def _still_valid(record: _DirRecord, dir_stat: os.stat_result, now: float) -> bool:

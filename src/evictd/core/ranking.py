@@ -28,7 +28,9 @@ from evictd.core.summary import PodStats
 StatsOf = Callable[[Pod], PodStats | None]
 
 # Sort key of one comparator for one pod. The leading element sorts pods without stats first.
-_Key = tuple[int, Fraction]
+# Sort keys are exact numbers: ints where whole (they compare in C), Fractions otherwise (same order).
+_Number = Fraction | int
+_Key = tuple[int, _Number]
 _NO_STATS: _Key = (0, Fraction(0))
 _HAS_STATS = 1
 
@@ -131,20 +133,27 @@ def _memory_usage(stats: PodStats) -> int:
     return stats.memory.working_set_bytes
 
 
-def _flag(value: bool) -> Fraction:
+def _flag(value: bool) -> int:
     """Key of a boolean comparator: True sorts first (upstream cmpBool)."""
-    return Fraction(0 if value else 1)
+    return 0 if value else 1
 
 
-def _priority_key(pod: Pod) -> Fraction:
-    return Fraction(pod_priority(pod))
+def _priority_key(pod: Pod) -> int:
+    return pod_priority(pod)
 
 
-def _memory_keys(pod: Pod, stats: PodStats | None) -> tuple[_Key, Fraction, _Key]:
+def _exact(value: Fraction | int) -> Fraction | int:
+    """Return `value` as an int when it is whole: ints compare in C, Fractions in Python (same order)."""
+    if isinstance(value, Fraction) and value.denominator == 1:
+        return value.numerator
+    return value
+
+
+def _memory_keys(pod: Pod, stats: PodStats | None) -> tuple[_Key, _Number, _Key]:
     """exceedMemoryRequests -> priority -> memory (larger usage above request first)."""
     if stats is None:
         return _NO_STATS, _priority_key(pod), _NO_STATS
-    above_request = _memory_usage(stats) - pod_request(pod, Resource.MEMORY).value
+    above_request = _exact(_memory_usage(stats) - pod_request(pod, Resource.MEMORY).value)
     return (
         (_HAS_STATS, _flag(above_request > 0)),
         _priority_key(pod),
@@ -152,7 +161,7 @@ def _memory_keys(pod: Pod, stats: PodStats | None) -> tuple[_Key, Fraction, _Key
     )
 
 
-def _pid_keys(pod: Pod, stats: PodStats | None) -> tuple[Fraction, _Key]:
+def _pid_keys(pod: Pod, stats: PodStats | None) -> tuple[_Number, _Key]:
     """priority -> process (more processes first)."""
     if stats is None:
         return _priority_key(pod), _NO_STATS
@@ -161,7 +170,7 @@ def _pid_keys(pod: Pod, stats: PodStats | None) -> tuple[Fraction, _Key]:
 
 def _disk_keys(
     pod: Pod, stats: PodStats | None, fs_stats: Sequence[FsStatsType], resource: Resource
-) -> tuple[_Key, Fraction, _Key]:
+) -> tuple[_Key, _Number, _Key]:
     """exceedDiskRequests -> priority -> disk (larger usage minus ephemeral-storage request first)."""
     if stats is None:
         return _NO_STATS, _priority_key(pod), _NO_STATS

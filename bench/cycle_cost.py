@@ -1,0 +1,241 @@
+"""CPU time of one housekeeping cycle at 110, 250 and 1000 pods, next to the cost of only reading the same files.
+
+On a synthetic node (`synthetic_node.py`: cgroup v1 tree, kubelet root, pod logs) the real adapters run one
+full `EvictionManager.synchronize()` over the real `NodeStatsSource` (`CgroupReader`, `DiskUsageCache`,
+statvfs, procfs) after warm-up cycles, so the disk-usage cache is in its steady state. Variants:
+
+* `API pod list`: the pods come with requests and priorities (v1 Pods through `pod_from_dict`, a fixed list
+  as the daemon's pod watch cache hands it out); no threshold is met.
+* `API pod list, memory.available met`: the root cgroup is rewritten so that `memory.available` is 50Mi
+  (< the default hard 100Mi): every cycle ranks all pods, builds the eviction message and decides an eviction.
+* `discovered pods (no API)`: the daemon as `evictd.composition` builds it without a Kubernetes API (pods
+  discovered from pod cgroups and log folders, `DiscoveredPods` as both the manager's and the stats source's
+  pod list); no threshold met.
+
+The floor is a loop over the list of file operations one cycle needs (`SyntheticNode.floor_operations`:
+open + read + close of each file, scandir of each listed folder, the same stat/lstat/statvfs calls) with no
+parsing at all: the least any Python program reading the same data can spend. CPU time is
+`time.process_time()` (user + system of this process) around each cycle; floor passes alternate with the
+cycles (so both see the same load on a shared machine); the median per cycle is reported, and the ratio is
+the median of the ratios of each cycle to the floor pass right after it.
+Target: every variant at most 2x the floor at every size.
+
+    .venv/bin/python bench/cycle_cost.py [--sizes 110,250,1000] [--seconds 1.0] [--profile 1000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import os
+import pstats
+import statistics
+import sys
+import time
+from collections.abc import Callable, Sequence
+
+from synthetic_node import MiB, SyntheticNode, build_node, write_config
+
+from evictd.adapters import procfs
+from evictd.adapters.cgroups import CgroupReader
+from evictd.adapters.disk_usage import DiskUsageCache
+from evictd.adapters.node_pods import DiscoveredPods
+from evictd.adapters.node_stats import NodeStatsSource
+from evictd.composition import MonotonicClock, PathLayout, ReportOnlyEvictor, ReportOnlyReclaimer
+from evictd.config import load_configuration
+from evictd.core.engine import EngineConfig
+from evictd.core.pods import Pod
+from evictd.core.signals import Signal
+from evictd.manager import CycleReport, EvictionManager
+
+SIZES = (110, 250, 1000)
+TARGET_RATIO = 2.0
+WARMUP_CYCLES = 3
+MIN_REPETITIONS = 15
+# memory.available in the "met" variant: under the kubelet's default hard threshold of 100Mi.
+PRESSURE_AVAILABLE_BYTES = 50 * MiB
+PRESSURE_INACTIVE_FILE_BYTES = 512 * MiB
+
+
+class StaticPods:
+    """A pod source that returns a fixed list (what an API-fed pod source returns between watch events)."""
+
+    def __init__(self, pods: Sequence[Pod]) -> None:
+        self._pods = list(pods)
+
+    def active_pods(self) -> list[Pod]:
+        return self._pods
+
+
+def build_manager(node: SyntheticNode, *, discovered: bool) -> EvictionManager:
+    """Return an EvictionManager wired as `evictd.composition.build_daemon` wires it, over `node`."""
+    config = load_configuration([str(write_config(node))])
+    settings = config.evictd
+    cgroups = CgroupReader(node.layout())
+    pods = DiscoveredPods(cgroups, settings.pod_logs_dir) if discovered else StaticPods(node.pods)
+    stats = NodeStatsSource(
+        node_name=settings.node_name, cgroups=cgroups, pods=pods, disk_usage=DiskUsageCache(),
+        kubelet_root=settings.kubelet_root_dir, pod_logs_dir=settings.pod_logs_dir,
+        image_fs_path=settings.image_fs_path, container_fs_path=settings.container_fs_path,
+    )
+    return EvictionManager(
+        EngineConfig.from_settings(config.eviction), stats=stats,
+        layout=PathLayout(settings.kubelet_root_dir, settings.image_fs_path, settings.container_fs_path),
+        pods=pods, reclaimer=ReportOnlyReclaimer(), evictor=ReportOnlyEvictor(), clock=MonotonicClock(),
+    )
+
+
+def floor_pass(operations: Sequence[tuple[str, str]]) -> None:
+    """Do the file operations of one cycle and nothing else."""
+    open_, read, close, scandir, lstat, stat = os.open, os.read, os.close, os.scandir, os.lstat, os.stat
+    fstatvfs, fstat = os.fstatvfs, os.fstat
+    flags, path_flags = os.O_RDONLY | os.O_CLOEXEC, os.O_PATH | os.O_CLOEXEC
+    for kind, path in operations:
+        if kind == "read":
+            fd = open_(path, flags)
+            read(fd, 16384)
+            close(fd)
+        elif kind == "list":
+            with scandir(path) as entries:
+                for entry in entries:
+                    entry.is_dir(follow_symlinks=False)
+        elif kind == "list_stat":
+            with scandir(path) as entries:
+                for entry in entries:
+                    entry.stat(follow_symlinks=False)
+        elif kind == "lstat":
+            lstat(path)
+        elif kind == "stat":
+            stat(path)
+        else:  # statvfs, as statvfs_reading does it
+            fd = open_(path, path_flags)
+            fstatvfs(fd)
+            fstat(fd)
+            close(fd)
+
+
+def paired_cpu_times(step: Callable[[], object], floor: Callable[[], object],
+                     seconds: float) -> tuple[list[float], list[float]]:
+    """Return the CPU times of `step` and of `floor`, called alternately for about `seconds` of CPU in all.
+
+    Alternating puts both under the same conditions (this machine is shared; its load comes and goes).
+    """
+    steps: list[float] = []
+    floors: list[float] = []
+    clock = time.process_time
+    spent = 0.0
+    while len(steps) < MIN_REPETITIONS or spent < seconds:
+        start = clock()
+        step()
+        middle = clock()
+        floor()
+        end = clock()
+        steps.append(middle - start)
+        floors.append(end - middle)
+        spent += end - start
+    return steps, floors
+
+
+def measure_size(pods: int, seconds: float) -> dict[str, tuple[float, int, float]]:
+    """Return variant name -> (median CPU seconds per cycle, repetitions, median ratio to the floor pass run
+    right after each cycle) at `pods` pods; the floor first (its ratio is 1)."""
+    results: dict[str, tuple[float, int, float]] = {}
+    floor_times: list[float] = []
+    with build_node(pods) as node:
+        operations = node.floor_operations()
+
+        def floor() -> None:
+            floor_pass(operations)
+
+        def run(name: str, manager: EvictionManager, expect_met: bool) -> None:
+            for _ in range(WARMUP_CYCLES):
+                report = manager.synchronize()
+                floor()
+            check(report, pods, expect_met)
+            times, floors = paired_cpu_times(manager.synchronize, floor, seconds)
+            check(manager.synchronize(), pods, expect_met)
+            ratios = [step / floor for step, floor in zip(times, floors, strict=True)]
+            results[name] = (statistics.median(times), len(times), statistics.median(ratios))
+            floor_times.extend(floors)
+
+        run("cycle, API pod list, no threshold met", build_manager(node, discovered=False), False)
+        run("cycle, discovered pods (no API), none met", build_manager(node, discovered=True), False)
+        capacity = procfs.mem_total_bytes()
+        node.set_root_usage(capacity - PRESSURE_AVAILABLE_BYTES + PRESSURE_INACTIVE_FILE_BYTES,
+                            PRESSURE_INACTIVE_FILE_BYTES)
+        run("cycle, API pod list, memory.available met", build_manager(node, discovered=False), True)
+    return {"floor: read the same files": (statistics.median(floor_times), len(floor_times), 1.0), **results}
+
+
+def check(report: CycleReport, pods: int, expect_met: bool) -> None:
+    """Fail loudly if the cycle did not do what the variant claims (a benchmark of a broken cycle is void)."""
+    summary = report.summary
+    if report.errors or summary is None or len(summary.pods) != pods:
+        raise SystemExit(f"cycle did not read the node: errors={report.errors} "
+                         f"pods={len(summary.pods) if summary else None}/{pods}")
+    met = {status.threshold.signal for status in report.assessment.thresholds}
+    if expect_met != (Signal.MEMORY_AVAILABLE in met) or (not expect_met and met):
+        raise SystemExit(f"unexpected thresholds met: {sorted(map(str, met))}")
+    if expect_met and (len(report.ranking) != pods or len(report.evictions) != 1):
+        raise SystemExit(f"memory pressure cycle ranked {len(report.ranking)} pods, evicted {len(report.evictions)}")
+    stats = next(iter(summary.pods))
+    if stats.memory is None or stats.process_count is None or not stats.volume_stats or not stats.containers:
+        raise SystemExit(f"pod stats incomplete: {stats}")
+
+
+def profile(pods: int, discovered: bool, cycles: int = 50) -> None:
+    """Print the top functions of `cycles` steady-state cycles (cProfile, cumulative and own time)."""
+    with build_node(pods) as node:
+        manager = build_manager(node, discovered=discovered)
+        for _ in range(WARMUP_CYCLES):
+            manager.synchronize()
+        profiler = cProfile.Profile()
+        profiler.enable()
+        for _ in range(cycles):
+            manager.synchronize()
+        profiler.disable()
+    stats = pstats.Stats(profiler, stream=sys.stdout)
+    stats.sort_stats("tottime").print_stats(25)
+
+
+def report(rows: dict[int, dict[str, tuple[float, int, float]]]) -> tuple[list[str], bool]:
+    """Return the printed table and whether every variant is within the target at every size."""
+    sizes = list(rows)
+    names = list(next(iter(rows.values())))
+    floor_name = names[0]
+    lines = [f"{'CPU ms per cycle, median (x floor)':42}" + "".join(f"{f'{n} pods':>18}" for n in sizes)]
+    ok = True
+    for name in names:
+        cells = []
+        for size in sizes:
+            median, _, ratio = rows[size][name]
+            if name == floor_name:
+                cells.append(f"{median * 1000:9.2f}        ")
+            else:
+                ok = ok and ratio <= TARGET_RATIO
+                cells.append(f"{median * 1000:9.2f} ({ratio:4.2f}x)")
+        lines.append(f"{name:42}" + "".join(f"{cell:>18}" for cell in cells))
+    reps = ", ".join(f"{size}: {min(r for _, r, _ in rows[size].values() if r)}" for size in sizes)
+    lines.append(f"(x floor = median of cycle/floor pairs run back to back; at least {reps} pairs per variant; "
+                 f"target <= {TARGET_RATIO:g}x: {'met' if ok else 'NOT met'})")
+    return lines, ok
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--sizes", default=",".join(map(str, SIZES)))
+    parser.add_argument("--seconds", type=float, default=1.0, help="CPU seconds per variant and size")
+    parser.add_argument("--profile", type=int, metavar="PODS", help="profile cycles at this many pods instead")
+    parser.add_argument("--discovered", action="store_true", help="with --profile: the discovered-pods daemon")
+    args = parser.parse_args()
+    if args.profile:
+        profile(args.profile, args.discovered)
+        return 0
+    rows = {size: measure_size(size, args.seconds) for size in map(int, args.sizes.split(","))}
+    lines, ok = report(rows)
+    print("\n".join(lines))
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

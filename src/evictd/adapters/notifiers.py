@@ -43,12 +43,11 @@ from typing import Protocol, Self
 
 from evictd.core.errors import ConfigError, SampleError
 from evictd.core.memcg import (
-    MEMORY_SIGNALS,
     memcg_notifier_description,
     memcg_threshold_for_summary,
     notifier_refresh_due,
 )
-from evictd.core.signals import Signal
+from evictd.core.signals import MEMORY_SIGNALS, Signal
 from evictd.core.summary import Summary
 from evictd.core.thresholds import Threshold
 

@@ -27,9 +27,6 @@ from evictd.core.signals import Signal
 from evictd.core.summary import SYSTEM_CONTAINER_PODS, MemoryStats, Summary
 from evictd.core.thresholds import Threshold, threshold_quantity
 
-# Signals that get a memcg notifier (the kubelet's Start loop checks exactly these two).
-MEMORY_SIGNALS = frozenset({Signal.MEMORY_AVAILABLE, Signal.ALLOCATABLE_MEMORY_AVAILABLE})
-
 # notifierRefreshInterval in the kubelet's eviction manager: thresholds follow the readings this often.
 NOTIFIER_REFRESH_INTERVAL_S = 10.0
 

@@ -167,6 +167,7 @@ def build_stats_source(config: Configuration, cgroups: CgroupReader, pods: PodSo
         container_fs_path=settings.container_fs_path,
         runtime_paths=runtime.filesystems.paths if runtime else None,
         container_stats=RuntimeContainerStats(runtime.client).by_pod if runtime else None,
+        sandbox_stats=RuntimeContainerStats(runtime.client).sandboxes_by_pod if runtime else None,
     )
 
 

@@ -731,3 +731,26 @@ def test_runtime_stats_failure_is_a_problem_not_a_crash(v1_node: Node) -> None:
     summary = source.summary()
     assert any("ListContainerStats" in p.source for p in source.problems)
     assert summary.pods
+
+
+def test_sandbox_stats_stand_in_for_an_unreadable_pod_cgroup(v1_node: Node) -> None:
+    """Where cgroupfs cannot be read, the runtime's ListPodSandboxStats gives the working set and processes."""
+    from evictd.cri import SandboxUsage
+
+    broken = v1_node.cgroup_root / "memory" / "kubepods" / "burstable" / f"pod{B_UID}" / "memory.usage_in_bytes"
+    broken.write_text("-1\n")
+    asked: list[int] = []
+
+    def sandboxes() -> dict[str, SandboxUsage]:
+        asked.append(1)
+        return {B_UID: SandboxUsage(sandbox_id="s1", uid=B_UID, name="cart-7d9f", namespace="shop",
+                                    working_set_bytes=96 << 20, process_count=3, timestamp_ns=1)}
+
+    source = v1_node.source()
+    source._sandbox_stats = sandboxes
+    pod = next(p for p in source.summary().pods if p.pod_ref.uid == B_UID)
+    assert pod.memory is not None and pod.memory.working_set_bytes == 96 << 20
+    assert pod.process_count == 3 and asked == [1]
+    broken.write_text("104857600\n")
+    source.summary()
+    assert asked == [1], "ListPodSandboxStats is asked only when some pod lacks its cgroup readings"

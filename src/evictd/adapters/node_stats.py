@@ -14,7 +14,8 @@ the engine cannot tell the difference:
 - per pod: pod cgroup working set and process count; emptyDir volumes and log folders through the cached
   disk-usage walker; with a container runtime, its containers by name with their working set and
   writable layer (one ListContainerStats per cycle); ephemeral-storage = volumes + logs + writable layers.
-  An unreadable pod cgroup leaves that pod's memory unknown rather than dropping its stats.
+  An unreadable pod cgroup leaves that pod's memory unknown rather than dropping its stats; with a runtime,
+  the sandbox's working set and process count (ListPodSandboxStats) stand in for it.
 
 A part that cannot be read is left out of the Summary for this cycle (the signal is then absent: never
 guessed) and recorded in `problems` with its path and reason. Every block carries the time it was read.
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Protocol, TypeVar
 
@@ -45,7 +47,7 @@ from evictd.core.summary import (
     Summary,
     VolumeStats,
 )
-from evictd.cri import ContainerUsage
+from evictd.cri import ContainerUsage, SandboxUsage
 
 _T = TypeVar("_T")
 
@@ -113,6 +115,7 @@ class NodeStatsSource:
         wall_clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         runtime_paths: Callable[[], tuple[str, str]] | None = None,
         container_stats: Callable[[], Mapping[str, Sequence[ContainerUsage]]] | None = None,
+        sandbox_stats: Callable[[], Mapping[str, SandboxUsage]] | None = None,
     ) -> None:
         self._node_name = node_name
         self._cgroups = cgroups
@@ -127,6 +130,7 @@ class NodeStatsSource:
         self._wall_clock = wall_clock
         self._runtime_paths = runtime_paths
         self._container_stats = container_stats
+        self._sandbox_stats = sandbox_stats
         self.problems: tuple[SampleError, ...] = ()
 
     def summary(self) -> Summary:
@@ -191,7 +195,31 @@ class NodeStatsSource:
                 result.append(self._one_pod(pod, cgroups.get(pod.uid), runtime.get(pod.uid, ()), at, problems))
             except SampleError as exc:
                 problems.append(exc)
-        return tuple(result)
+        return self._with_sandbox_fallback(tuple(result), at, problems)
+
+    def _with_sandbox_fallback(
+        self, pods: tuple[PodStats, ...], at: datetime, problems: list[SampleError]
+    ) -> tuple[PodStats, ...]:
+        """Fill memory and process counts the pod cgroup could not give from the runtime's sandbox stats.
+
+        ListPodSandboxStats is asked only in a cycle where some pod lacks its cgroup readings.
+        """
+        if self._sandbox_stats is None or all(p.memory is not None for p in pods):
+            return pods
+        try:
+            sandboxes = self._sandbox_stats()
+        except EvictdError as exc:
+            problems.append(SampleError("CRI ListPodSandboxStats", str(exc)))
+            return pods
+        filled = []
+        for stats in pods:
+            sandbox = sandboxes.get(stats.pod_ref.uid)
+            if stats.memory is None and sandbox is not None and sandbox.working_set_bytes is not None:
+                stats = replace(stats, memory=MemoryStats(time=at, working_set_bytes=sandbox.working_set_bytes),
+                                process_count=stats.process_count if stats.process_count is not None
+                                else sandbox.process_count)
+            filled.append(stats)
+        return tuple(filled)
 
     def _one_pod(
         self,

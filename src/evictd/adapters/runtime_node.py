@@ -21,7 +21,7 @@ from evictd.adapters.node_stats import existing_ancestor
 from evictd.adapters.runtime_gc import CriContainerGC, CriImageGC
 from evictd.core.errors import EvictdError
 from evictd.core.signals import FsLayout
-from evictd.cri import ContainerUsage
+from evictd.cri import ContainerUsage, SandboxUsage
 from evictd.cri.client import CriClient
 
 # How often the runtime is asked where its filesystems are (they move only on a runtime reconfiguration).
@@ -82,6 +82,10 @@ class RuntimeContainerStats:
         for usage in self._client.list_container_stats():
             grouped.setdefault(usage.pod_uid, []).append(usage)
         return grouped
+
+    def sandboxes_by_pod(self) -> Mapping[str, SandboxUsage]:
+        """Return pod UID -> its sandbox's usage (the fallback where cgroupfs cannot be read). Raises CRIError."""
+        return {usage.uid: usage for usage in self._client.list_pod_sandbox_stats()}
 
 
 class PeriodicGC:

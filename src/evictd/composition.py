@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import socket
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TextIO
@@ -83,8 +84,6 @@ class MonotonicClock:
     """The real monotonic clock: the only place the daemon's decisions read time."""
 
     def monotonic(self) -> float:
-        import time
-
         return time.monotonic()
 
 
@@ -156,6 +155,7 @@ def build_stats_source(config: Configuration, cgroups: CgroupReader, pods: PodSo
             return KubeletSummarySource(settings.kubelet_summary_url, token_file=settings.kubelet_token_file,
                                         ca_file=settings.kubelet_ca_file)
         return ApiProxySummarySource(node_name, kubeconfig=settings.kubeconfig)
+    runtime_stats = RuntimeContainerStats(runtime.client) if runtime else None
     return NodeStatsSource(
         node_name=node_name,
         cgroups=cgroups,
@@ -166,8 +166,8 @@ def build_stats_source(config: Configuration, cgroups: CgroupReader, pods: PodSo
         image_fs_path=settings.image_fs_path,
         container_fs_path=settings.container_fs_path,
         runtime_paths=runtime.filesystems.paths if runtime else None,
-        container_stats=RuntimeContainerStats(runtime.client).by_pod if runtime else None,
-        sandbox_stats=RuntimeContainerStats(runtime.client).sandboxes_by_pod if runtime else None,
+        container_stats=runtime_stats.by_pod if runtime_stats else None,
+        sandbox_stats=runtime_stats.sandboxes_by_pod if runtime_stats else None,
     )
 
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import os
 import signal
-import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -199,8 +198,3 @@ def serve(daemon: Daemon, endpoint: HttpEndpoint | None) -> int:
         if endpoint is not None:
             endpoint.close()
 
-
-def print_banner(lines: Sequence[str], stream: TextIO = sys.stderr) -> None:
-    """Print start-up facts a person should see before the live view takes the screen."""
-    for line in lines:
-        print(line, file=stream)

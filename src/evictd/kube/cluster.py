@@ -19,7 +19,7 @@ from typing import Any
 from evictd.core.engine import Eviction
 from evictd.core.errors import KubeError
 from evictd.core.pods import Pod
-from evictd.kube.events import EventRecorder
+from evictd.kube.events import EventRecorder, record_quietly
 from evictd.kube.evictor import KubePodEvictor
 from evictd.kube.journal import EvictionJournal
 from evictd.kube.node_writer import NodeStatusWriter
@@ -98,11 +98,11 @@ class ClusterSync:
                 self._log.warning("pending eviction writes still failing", error=str(error))
 
     def _event(self, ref: Any, event_type: str, reason: str, message: str, **fields: Any) -> None:
-        try:
-            self._events.record(ref, event_type, reason, message)
-        except KubeError as exc:
+        def failed(exc: KubeError) -> None:
             self._on_error(exc)
             self._log.warning("event not recorded", reason=reason, error=str(exc), **fields)
+
+        record_quietly(self._events, ref, event_type, reason, message, on_error=failed)
 
     def wait_for_cleanup(self, evictions: Sequence[Eviction]) -> bool:
         """Wait (at most 30 s, or until `should_stop`) for the evicted pods to be cleaned up; return if they were."""

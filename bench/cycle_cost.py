@@ -9,8 +9,8 @@ statvfs, procfs) after warm-up cycles, so the disk-usage cache is in its steady 
 * `API pod list, memory.available met`: the root cgroup is rewritten so that `memory.available` is 50Mi
   (< the default hard 100Mi): every cycle ranks all pods, builds the eviction message and decides an eviction.
 * `discovered pods (no API)`: the daemon as `evictd.composition` builds it without a Kubernetes API (pods
-  discovered from pod cgroups and log folders, `DiscoveredPods` as both the manager's and the stats source's
-  pod list); no threshold met.
+  discovered from pod cgroups and log folders by `DiscoveredPods`, whose listing the stats source reuses);
+  no threshold met.
 
 The floor is a loop over the list of file operations one cycle needs (`SyntheticNode.floor_operations`:
 open + read + close of each file, scandir of each listed folder, the same stat/lstat/statvfs calls) with no
@@ -38,10 +38,14 @@ from synthetic_node import MiB, SyntheticNode, build_node, write_config
 
 from evictd.adapters import procfs
 from evictd.adapters.cgroups import CgroupReader
-from evictd.adapters.disk_usage import DiskUsageCache
 from evictd.adapters.node_pods import DiscoveredPods
-from evictd.adapters.node_stats import NodeStatsSource
-from evictd.composition import MonotonicClock, PathLayout, ReportOnlyEvictor, ReportOnlyReclaimer
+from evictd.composition import (
+    MonotonicClock,
+    PathLayout,
+    ReportOnlyEvictor,
+    ReportOnlyReclaimer,
+    build_stats_source,
+)
 from evictd.config import load_configuration
 from evictd.core.engine import EngineConfig
 from evictd.core.pods import Pod
@@ -73,11 +77,7 @@ def build_manager(node: SyntheticNode, *, discovered: bool) -> EvictionManager:
     settings = config.evictd
     cgroups = CgroupReader(node.layout())
     pods = DiscoveredPods(cgroups, settings.pod_logs_dir) if discovered else StaticPods(node.pods)
-    stats = NodeStatsSource(
-        node_name=settings.node_name, cgroups=cgroups, pods=pods, disk_usage=DiskUsageCache(),
-        kubelet_root=settings.kubelet_root_dir, pod_logs_dir=settings.pod_logs_dir,
-        image_fs_path=settings.image_fs_path, container_fs_path=settings.container_fs_path,
-    )
+    stats = build_stats_source(config, cgroups, pods, settings.node_name)
     return EvictionManager(
         EngineConfig.from_settings(config.eviction), stats=stats,
         layout=PathLayout(settings.kubelet_root_dir, settings.image_fs_path, settings.container_fs_path),

@@ -156,10 +156,13 @@ def build_stats_source(config: Configuration, cgroups: CgroupReader, pods: PodSo
                                         ca_file=settings.kubelet_ca_file)
         return ApiProxySummarySource(node_name, kubeconfig=settings.kubeconfig)
     runtime_stats = RuntimeContainerStats(runtime.client) if runtime else None
+    discovered = pods if isinstance(pods, DiscoveredPods) else None
     return NodeStatsSource(
         node_name=node_name,
         cgroups=cgroups,
-        pods=pods,
+        # Discovered pods: measure the manager's listing of this cycle instead of listing the node again.
+        pods=discovered.last_listing if discovered else pods,
+        pod_cgroups=discovered.listed_cgroups if discovered else None,
         disk_usage=DiskUsageCache(),
         kubelet_root=settings.kubelet_root_dir,
         pod_logs_dir=settings.pod_logs_dir,

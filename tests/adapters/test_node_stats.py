@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
-from evictd.adapters.cgroups import CgroupLayout, CgroupReader, MemoryReading
+from evictd.adapters.cgroups import CgroupLayout, CgroupReader, MemoryReading, PodCgroup
 from evictd.adapters.disk_usage import DiskUsageCache
 from evictd.adapters.filesystems import FsReading
 from evictd.adapters.node_pods import UNKNOWN_NAMESPACE, DiscoveredPods, log_folder_names
@@ -154,11 +154,13 @@ class Node:
     def discovered(self) -> DiscoveredPods:
         return DiscoveredPods(self.reader, str(self.pod_logs_dir))
 
-    def source(self, pods: PodList | None = None) -> NodeStatsSource:
+    def source(self, pods: PodList | None = None,
+               pod_cgroups: Callable[[], Mapping[str, PodCgroup]] | None = None) -> NodeStatsSource:
         return NodeStatsSource(
             node_name="node-1",
             cgroups=self.reader,
             pods=pods if pods is not None else self.discovered(),
+            pod_cgroups=pod_cgroups,
             disk_usage=DiskUsageCache(),
             kubelet_root=str(self.kubelet_root),
             pod_logs_dir=str(self.pod_logs_dir),
@@ -293,6 +295,27 @@ def test_no_pods_cgroup_means_no_discovered_pods(tmp_path: Path, tree: Tree) -> 
     for hierarchy in tree.hierarchies(node.cgroup_root):
         shutil.rmtree(hierarchy / tree.pods)
     assert node.discovered().active_pods() == []
+
+
+def test_stats_of_discovered_pods_describe_the_listing_the_manager_got(v1_node: Node) -> None:
+    discovered = v1_node.discovered()
+    source = v1_node.source(discovered.last_listing, discovered.listed_cgroups)
+    listed = discovered.active_pods()  # the manager's call at the start of a cycle
+    v1_node.log_folder("shop", "cart-7d9f", B_UID)  # appears between the manager's call and the stats
+    summary = source.summary()
+    assert [s.pod_ref for s in summary.pods] == [
+        PodReference(name=p.name, namespace=p.namespace, uid=p.uid) for p in listed
+    ], "the stats must cover exactly the pods of this cycle's listing, not a second listing"
+    assert PodReference(name=B_UID, namespace=UNKNOWN_NAMESPACE, uid=B_UID) in [s.pod_ref for s in summary.pods]
+    assert all(s.memory is not None for s in summary.pods), "cgroups of the listing are read"
+    discovered.active_pods()  # next cycle: listed again
+    assert PodReference(name="cart-7d9f", namespace="shop", uid=B_UID) in [s.pod_ref for s in source.summary().pods]
+
+
+def test_stats_source_lists_once_when_nobody_listed_yet(v1_node: Node) -> None:
+    discovered = v1_node.discovered()
+    summary = v1_node.source(discovered.last_listing, discovered.listed_cgroups).summary()
+    assert {s.pod_ref.uid for s in summary.pods} == set(UID_TO_QOS)
 
 
 def test_discovered_pods_survive_an_unreadable_log_folder(v1_node: Node) -> None:

@@ -7,6 +7,8 @@ case names as ids.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from pod_json_builders import Json, ctr, make, q, rl
 
@@ -298,3 +300,32 @@ def lim(name: str, cpu: str = "", memory: str = "", *, side: bool = False) -> Js
 def test_pod_limit(pod: Pod, resource: str, expected: str | None) -> None:
     limit = pod_limit(pod, resource)
     assert (None if limit is None else str(limit)) == expected
+
+
+# --- requests and limits are remembered on the (immutable) pod --------------------------------------------
+
+
+def test_requests_and_limits_are_computed_once_per_pod_object() -> None:
+    pod = make([ctr("a", {"memory": "1Gi"}, {"memory": "2Gi"}), ctr("b", {"memory": "512Mi"})])
+    first_request, first_limit = pod_request(pod, "memory"), pod_limit(pod, "memory")
+    assert (str(first_request), str(first_limit)) == ("1536Mi", "2Gi")
+    assert pod_request(pod, "memory") is first_request, "a second ranking reuses the first answer"
+    assert pod_limit(pod, "memory") is first_limit
+    assert pod_limit(pod, "ephemeral-storage") is None and pod_limit(pod, "ephemeral-storage") is None
+    assert str(pod_request(pod, "cpu")) == "0", "each resource is its own entry"
+
+
+def test_a_changed_pod_is_a_new_object_with_its_own_answers() -> None:
+    pod = make([ctr("a", {"memory": "1Gi"})])
+    assert str(pod_request(pod, "memory")) == "1Gi"
+    resized = replace(pod, containers=(Container(name="a", requests=FrozenMap({"memory": q("3Gi")})),))
+    assert str(pod_request(resized, "memory")) == "3Gi"
+    assert str(pod_request(pod, "memory")) == "1Gi"
+
+
+def test_remembered_answers_take_no_part_in_identity() -> None:
+    asked = make([ctr("a", {"memory": "1Gi"})])
+    fresh = make([ctr("a", {"memory": "1Gi"})])
+    pod_request(asked, "memory")
+    assert asked == fresh and hash(asked) == hash(fresh)
+    assert repr(asked) == repr(fresh)

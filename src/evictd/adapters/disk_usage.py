@@ -120,15 +120,33 @@ class _DirRecord:
     subdirs: tuple[str, ...]
 
 
-@dataclass(frozen=True, slots=True)
 class _Tree:
-    """The cached records of one asked path, all on `device`."""
+    """The cached records of one asked path, all on `device`, and what a steady-state check compares.
 
-    device: int
-    records: Mapping[str, _DirRecord]
-    last_asked_cycle: int
-    result: DirUsage | None = None
-    dir_blocks: tuple[int, ...] = ()  # st_blocks of each directory in `records` order, as counted in `result`
+    `checks` holds, for every recorded directory but the root (whose stat the caller already has), its
+    path and the (inode, mtime, blocks, device) it was counted with; `root_check` the same for the root.
+    `fresh_until` is the earliest time one of its records reaches its age limit; `racy` whether any record
+    was listed too soon after its mtime to be trusted. Only `last_asked_cycle` changes after creation.
+    """
+
+    __slots__ = ("checks", "device", "fresh_until", "last_asked_cycle", "racy", "records", "result", "root_check")
+
+    def __init__(self, device: int, records: Mapping[str, _DirRecord], last_asked_cycle: int, result: DirUsage,
+                 dir_blocks: tuple[int, ...]) -> None:
+        self.device = device
+        self.records = records
+        self.last_asked_cycle = last_asked_cycle
+        self.result = result
+        keys = [
+            (path, (record.inode, record.mtime_ns, blocks, device))
+            for (path, record), blocks in zip(records.items(), dir_blocks, strict=True)
+        ]
+        self.root_check = keys[0][1] if keys else None
+        self.checks = tuple(keys[1:])
+        self.fresh_until = min(
+            (record.scanned_at_monotonic + record.age_limit_s for record in records.values()), default=-math.inf
+        )
+        self.racy = any(record.racy for record in records.values())
 
 
 class DiskUsageCache:
@@ -205,13 +223,12 @@ class DiskUsageCache:
             self._trees.pop(path, None)
             return DirUsage(root_stat.st_blocks * STAT_BLOCK_BYTES, 1, now)
         old = self._trees.get(path)
-        old_records = old.records if old is not None and old.device == root_stat.st_dev else {}
         # Steady state: every directory as it was listed, none too old -> the same figure, same syscalls
         # (one lstat per directory) and none of the rebuilding.
-        if old is not None and old.result is not None and old_records and self._unchanged(old, root_stat, now):
-            if old.last_asked_cycle != self._cycle:
-                self._trees[path] = _Tree(old.device, old.records, self._cycle, old.result, old.dir_blocks)
+        if old is not None and _unchanged(old, root_stat, now):
+            old.last_asked_cycle = self._cycle
             return old.result
+        old_records = old.records if old is not None and old.device == root_stat.st_dev else {}
         try:
             records, result, blocks = self._measure(path, root_stat, old_records, now)
         except SampleError:
@@ -219,31 +236,6 @@ class DiskUsageCache:
             raise
         self._trees[path] = _Tree(root_stat.st_dev, MappingProxyType(records), self._cycle, result, blocks)
         return result
-
-    def _unchanged(self, tree: _Tree, root_stat: os.stat_result, now: float) -> bool:
-        """True when every directory of `tree` still has the identity, mtime and blocks it was counted with."""
-        lstat, isdir, device = os.lstat, stat.S_ISDIR, tree.device
-        first = True
-        for (dir_path, record), blocks in zip(tree.records.items(), tree.dir_blocks, strict=True):
-            if first:
-                dir_stat = root_stat
-                first = False
-            else:
-                try:
-                    dir_stat = lstat(dir_path)
-                except OSError:
-                    return False  # gone or unreadable: the full walk decides what that means
-            if (
-                record.racy
-                or dir_stat.st_ino != record.inode
-                or dir_stat.st_mtime_ns != record.mtime_ns
-                or dir_stat.st_blocks != blocks
-                or dir_stat.st_dev != device
-                or not isdir(dir_stat.st_mode)
-                or now - record.scanned_at_monotonic >= record.age_limit_s
-            ):
-                return False
-        return True
 
     # ----------------------------------------------------------------------------------------------
     # Walking
@@ -365,6 +357,26 @@ class DiskUsageCache:
         return self._max_age_s * (1.0 - AGE_JITTER_FRACTION * spread)
 
 
+def _unchanged(tree: _Tree, root_stat: os.stat_result, now: float) -> bool:
+    """True when every directory of `tree` still has the identity, mtime and blocks it was counted with,
+    none of its records is too old and none was racy."""
+    if tree.racy or now >= tree.fresh_until or tree.root_check is None:
+        return False
+    if (root_stat.st_ino, root_stat.st_mtime_ns, root_stat.st_blocks, root_stat.st_dev) != tree.root_check:
+        return False
+    lstat, isdir = os.lstat, stat.S_ISDIR
+    for dir_path, counted in tree.checks:
+        try:
+            dir_stat = lstat(dir_path)
+        except OSError:
+            return False  # gone or unreadable: the full walk decides what that means
+        if (dir_stat.st_ino, dir_stat.st_mtime_ns, dir_stat.st_blocks, dir_stat.st_dev) != counted or not isdir(
+            dir_stat.st_mode
+        ):
+            return False
+    return True
+
+
 # --------------------------------------------------------------------------------------------------
 # Kubelet layout helpers
 
@@ -378,7 +390,8 @@ def volume_usage(cache: DiskUsageCache, kubelet_root: str, pod_uid: str) -> dict
     cannot be read, or when `pod_uid` is not a single path component.
     """
     uid = _component(kubelet_root, "pod uid", pod_uid)
-    plugin_dir = os.path.join(kubelet_root, "pods", uid, "volumes", EMPTY_DIR_PLUGIN_DIR)
+    # Called for every pod every cycle: plain string joins (os.path.join's result, without its cost).
+    plugin_dir = f"{os.path.join(kubelet_root, '')}pods/{uid}/volumes/{EMPTY_DIR_PLUGIN_DIR}"
     volumes: list[tuple[str, str]] = []
     try:
         plugin_device = os.stat(plugin_dir).st_dev
@@ -389,13 +402,15 @@ def volume_usage(cache: DiskUsageCache, kubelet_root: str, pod_uid: str) -> dict
                 except FileNotFoundError:
                     continue  # volume torn down while listing
                 if stat.S_ISDIR(entry_stat.st_mode) and entry_stat.st_dev == plugin_device:
-                    volumes.append((entry.name, os.path.join(plugin_dir, entry.name)))
+                    volumes.append((entry.name, entry.path))
     except _GONE:
         return {}
     except OSError as exc:
         raise SampleError(plugin_dir, _reason(exc)) from exc
+    if len(volumes) > 1:
+        volumes.sort()
     result: dict[str, DirUsage] = {}
-    for name, path in sorted(volumes):
+    for name, path in volumes:
         measured = cache.usage(path)
         if measured is not None:
             result[name] = measured

@@ -6,13 +6,18 @@ pod (its UID and QoS tier come from the cgroup path), and the kubelet's log fold
 or priority (only the API knows them), so rankings built on them order by usage alone; a pod without a log
 folder is named by its UID in namespace `unknown`. Pods found this way are never acted on: without the API
 evictd runs as dry-run.
+
+One listing per cycle: the manager asks `active_pods()` first; the stats source then reads the same listing
+through `last_listing` (the pods) and `listed_cgroups` (their cgroups) instead of listing the cgroup tree
+and the log folders again, so the cycle's stats describe exactly the pods it ranks.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 
-from evictd.adapters.cgroups import CgroupReader
+from evictd.adapters.cgroups import CgroupReader, PodCgroup
 from evictd.core.errors import SampleError
 from evictd.core.pods import Pod, QOSClass
 
@@ -44,15 +49,38 @@ class DiscoveredPods:
     def __init__(self, cgroups: CgroupReader, pod_logs_dir: str) -> None:
         self._cgroups = cgroups
         self._pod_logs_dir = pod_logs_dir
+        self._listed: tuple[list[Pod], Mapping[str, PodCgroup], SampleError | None] | None = None
+        self.last_listing = _LastListing(self)
 
     def active_pods(self) -> list[Pod]:
-        """Return the running pods, named from their log folders. Unreadable cgroups mean no pods."""
+        """List the running pods now, named from their log folders. Unreadable cgroups mean no pods."""
+        self._listed = self._list()
+        return self._listed[0]
+
+    def listed_pods(self) -> list[Pod]:
+        """Return the pods of the last `active_pods()` call (listing now if there was none)."""
+        pods, _, _ = self._last()
+        return pods
+
+    def listed_cgroups(self) -> Mapping[str, PodCgroup]:
+        """Return pod UID -> cgroup of the last listing; raise the SampleError that listing met, if any."""
+        _, cgroups, error = self._last()
+        if error is not None:
+            raise error
+        return cgroups
+
+    def _last(self) -> tuple[list[Pod], Mapping[str, PodCgroup], SampleError | None]:
+        if self._listed is None:
+            self._listed = self._list()
+        return self._listed
+
+    def _list(self) -> tuple[list[Pod], Mapping[str, PodCgroup], SampleError | None]:
         if not self._cgroups.has_pods_cgroup():
-            return []
+            return [], {}, None
         try:
             cgroups = self._cgroups.pod_cgroups()
-        except SampleError:
-            return []
+        except SampleError as exc:
+            return [], {}, exc
         try:
             names = log_folder_names(self._pod_logs_dir)
         except SampleError:
@@ -64,4 +92,14 @@ class DiscoveredPods:
                 Pod(name=name, namespace=namespace, uid=uid, status_phase="Running",
                     status_qos_class=_QOS_BY_TIER.get(cgroup.qos))
             )
-        return pods
+        return pods, cgroups, None
+
+
+class _LastListing:
+    """The pods of a DiscoveredPods' last listing, as a pod list (for the stats source)."""
+
+    def __init__(self, discovered: DiscoveredPods) -> None:
+        self._discovered = discovered
+
+    def active_pods(self) -> list[Pod]:
+        return self._discovered.listed_pods()

@@ -98,7 +98,11 @@ def _usage_fs(usage: DirUsage, at: datetime) -> FsStats:
 
 
 class NodeStatsSource:
-    """A StatsSource reading this node directly. `problems` lists what could not be read last cycle."""
+    """A StatsSource reading this node directly. `problems` lists what could not be read last cycle.
+
+    `pods` names the pods to measure; `pod_cgroups` finds their cgroups (by default by listing the pods
+    cgroup; with pods discovered from the node, the listing that discovered them is passed instead).
+    """
 
     def __init__(
         self,
@@ -113,6 +117,7 @@ class NodeStatsSource:
         container_fs_path: str,
         proc_root: str = "/proc",
         wall_clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        pod_cgroups: Callable[[], Mapping[str, PodCgroup]] | None = None,
         runtime_paths: Callable[[], tuple[str, str]] | None = None,
         container_stats: Callable[[], Mapping[str, Sequence[ContainerUsage]]] | None = None,
         sandbox_stats: Callable[[], Mapping[str, SandboxUsage]] | None = None,
@@ -128,6 +133,7 @@ class NodeStatsSource:
         self._container_fs_path = container_fs_path
         self._proc_root = proc_root
         self._wall_clock = wall_clock
+        self._pod_cgroups = pod_cgroups if pod_cgroups is not None else cgroups.pod_cgroups
         self._runtime_paths = runtime_paths
         self._container_stats = container_stats
         self._sandbox_stats = sandbox_stats
@@ -179,7 +185,7 @@ class NodeStatsSource:
     def _pod_stats(self, at: datetime, problems: list[SampleError]) -> tuple[PodStats, ...]:
         self._disk_usage.start_cycle()
         try:
-            cgroups = self._cgroups.pod_cgroups()
+            cgroups = self._pod_cgroups()
         except SampleError as exc:
             problems.append(exc)
             cgroups = {}

@@ -22,7 +22,7 @@ from evictd.core.messages import (
     emptydir_limit_message,
     pod_ephemeral_limit_message,
 )
-from evictd.core.pods import Pod, is_critical_pod
+from evictd.core.pods import Pod, derived, is_critical_pod
 from evictd.core.quantity import Quantity
 from evictd.core.resources import pod_limit
 from evictd.core.signals import (
@@ -45,19 +45,28 @@ class LocalStorageEviction:
     message: str
 
 
+def _limited_emptydirs(pod: Pod) -> tuple[tuple[str, Quantity], ...]:
+    """Return (volume name, sizeLimit) of the pod's emptyDir volumes with a positive sizeLimit, in order."""
+    return tuple(
+        (volume.name, volume.empty_dir_size_limit)
+        for volume in pod.volumes
+        if volume.kind == EMPTY_DIR_KIND
+        and volume.empty_dir_size_limit is not None
+        and volume.empty_dir_size_limit.sign() == 1
+    )
+
+
 def _emptydir_eviction(pod: Pod, stats: PodStats) -> LocalStorageEviction | None:
+    limited = derived(pod, "local storage: limited emptyDirs", _limited_emptydirs)
+    if not limited:
+        return None
     # Upstream builds a name -> usage map, so a later stats entry of the same name wins. It dereferences
     # usedBytes unconditionally (a nil value would crash the kubelet); evictd treats it as unknown.
     used_by_volume: dict[str, int | None] = {v.name: v.used_bytes for v in stats.volume_stats}
-    for volume in pod.volumes:
-        if volume.kind != EMPTY_DIR_KIND:
-            continue
-        size_limit = volume.empty_dir_size_limit
-        used_bytes = used_by_volume.get(volume.name)
-        if used_bytes is None or size_limit is None or size_limit.sign() != 1:
-            continue
-        if used_bytes > size_limit.value:
-            return LocalStorageEviction(pod, EMPTYDIR_LIMIT_SIGNAL, emptydir_limit_message(volume.name, size_limit))
+    for name, size_limit in limited:
+        used_bytes = used_by_volume.get(name)
+        if used_bytes is not None and used_bytes > size_limit.value:
+            return LocalStorageEviction(pod, EMPTYDIR_LIMIT_SIGNAL, emptydir_limit_message(name, size_limit))
     return None
 
 
@@ -73,13 +82,23 @@ def _pod_limit_eviction(pod: Pod, stats: PodStats) -> LocalStorageEviction | Non
     return None
 
 
-def _container_limit_eviction(pod: Pod, stats: PodStats, dedicated_imagefs: bool) -> LocalStorageEviction | None:
-    # Regular containers only; a limit whose integer value (rounded up) is 0 does not count.
+def _container_limits(pod: Pod) -> dict[str, Quantity]:
+    """Return container name -> ephemeral-storage limit of the regular containers whose limit counts.
+
+    A limit whose integer value (rounded up) is 0 does not count.
+    """
     limits: dict[str, Quantity] = {}
     for container in pod.containers:
         limit = container.limits.get(Resource.EPHEMERAL_STORAGE.value)
         if limit is not None and limit.ceil_int() != 0:
             limits[container.name] = limit
+    return limits
+
+
+def _container_limit_eviction(pod: Pod, stats: PodStats, dedicated_imagefs: bool) -> LocalStorageEviction | None:
+    limits = derived(pod, "local storage: container limits", _container_limits)
+    if not limits:
+        return None
     # Walk the stats (not the spec), as upstream does: the first offending container in stats order wins.
     for container_stats in stats.containers:
         usage = 0

@@ -13,6 +13,10 @@ Invariants:
   means "absent" (as Go's decoder treats it), except for a quantity in a resource list, where Go stores a
   present zero and so do we.
 - Every value is frozen and hashable (maps are `FrozenMap`), so pods can be dict keys and set members.
+- What is computed from a pod alone (its requests, its limits) can be remembered on the pod object by
+  `derived`: a pod never changes, so the value cannot go stale, and a pod source that hands out the same
+  objects cycle after cycle (the API pod watch) pays for the arithmetic once per pod version. The memo takes
+  no part in equality, hashing or repr.
 - Feature gates are fixed as current upstream ships them: sidecar containers ON, LocalStorageCapacityIsolation
   ON, in-place resize status ignored (the spec is what counts).
 
@@ -27,8 +31,8 @@ Sources (kubernetes/kubernetes master; KUBELET_SPEC §9.2, §10.5, §12, §16):
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TypeVar
 
@@ -59,6 +63,7 @@ DEFAULT_NAMESPACE = "default"
 EMPTY_DIR_MEDIUM_DEFAULT = ""
 
 _K = TypeVar("_K")
+_T = TypeVar("_T")
 _V = TypeVar("_V")
 
 
@@ -167,6 +172,8 @@ class Pod:
     tolerations: tuple[Toleration, ...] = ()
     status_phase: str | None = None
     status_qos_class: QOSClass | None = None
+    # Values derived from this pod alone (see `derived`); not part of the pod's identity.
+    _derived: dict[Hashable, object] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @property
     def key(self) -> str:
@@ -187,6 +194,19 @@ class Pod:
     def is_terminating(self) -> bool:
         """True when metadata.deletionTimestamp is set."""
         return self.deletion_timestamp is not None
+
+
+def derived(pod: Pod, key: Hashable, compute: Callable[[Pod], _T]) -> _T:
+    """Return `compute(pod)`, computed once per pod object and remembered under `key`.
+
+    `compute` must depend on nothing but the pod (pods are immutable, so the value never goes stale) and
+    `key` must name that computation uniquely.
+    """
+    memo = pod._derived
+    if key in memo:
+        return memo[key]  # type: ignore[return-value]
+    value = memo[key] = compute(pod)
+    return value
 
 
 # --- critical pods, priority, sidecars (pod_update.go, corev1 helpers, pod/util.go) ------------------------

@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from enum import StrEnum
 from fractions import Fraction
 
-from evictd.core.pods import Pod, counts_for_local_disk, pod_priority
+from evictd.core.pods import Pod, counts_for_local_disk, derived, pod_priority
 from evictd.core.resources import pod_request
 from evictd.core.signals import MEMORY_SIGNALS, SIGNAL_TO_RESOURCE, FsLayout, Resource, Signal
 from evictd.core.summary import PodStats
@@ -149,11 +149,16 @@ def _exact(value: Fraction | int) -> Fraction | int:
     return value
 
 
+def _request_value(pod: Pod, resource: str) -> Fraction | int:
+    """Return the exact value of the pod's request (remembered on the pod: a request never changes)."""
+    return derived(pod, ("ranking: request value", resource), lambda p: _exact(pod_request(p, resource).value))
+
+
 def _memory_keys(pod: Pod, stats: PodStats | None) -> tuple[_Key, _Number, _Key]:
     """exceedMemoryRequests -> priority -> memory (larger usage above request first)."""
     if stats is None:
         return _NO_STATS, _priority_key(pod), _NO_STATS
-    above_request = _exact(_memory_usage(stats) - pod_request(pod, Resource.MEMORY).value)
+    above_request = _exact(_memory_usage(stats) - _request_value(pod, Resource.MEMORY))
     return (
         (_HAS_STATS, _flag(above_request > 0)),
         _priority_key(pod),
@@ -165,7 +170,7 @@ def _pid_keys(pod: Pod, stats: PodStats | None) -> tuple[_Number, _Key]:
     """priority -> process (more processes first)."""
     if stats is None:
         return _priority_key(pod), _NO_STATS
-    return _priority_key(pod), (_HAS_STATS, -Fraction(stats.process_count or 0))
+    return _priority_key(pod), (_HAS_STATS, -(stats.process_count or 0))
 
 
 def _disk_keys(
@@ -175,8 +180,8 @@ def _disk_keys(
     if stats is None:
         return _NO_STATS, _priority_key(pod), _NO_STATS
     usage = pod_disk_usage(stats, pod, fs_stats)[resource]
-    exceeds = usage > pod_request(pod, resource).value
-    above_request = usage - pod_request(pod, Resource.EPHEMERAL_STORAGE).value
+    exceeds = usage > _request_value(pod, resource)
+    above_request = usage - _request_value(pod, Resource.EPHEMERAL_STORAGE)
     return (
         (_HAS_STATS, _flag(exceeds)),
         _priority_key(pod),

@@ -6,7 +6,9 @@ containers and sidecars are summed, init containers count by their peak (KEP-753
 replace the container values for the resources they support, and spec.overhead is added to non-zero totals.
 
 Invariants:
-- Pure functions of the pod: nothing is cached or mutated.
+- Pure functions of the pod: nothing is mutated. `pod_request` and `pod_limit` remember their answer on
+  the pod object (`evictd.core.pods.derived`), so ranking a thousand unchanged pods every cycle does not
+  redo the Quantity arithmetic.
 - Quantity arithmetic is Go's `resource.Quantity.Add` (a zero receiver takes the addend's format, sums drop
   the cached input text) and entries Go copies are returned as the same object, so results print exactly
   as the kubelet prints them.
@@ -23,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-from evictd.core.pods import Container, Pod, is_restartable_init_container
+from evictd.core.pods import Container, Pod, derived, is_restartable_init_container
 from evictd.core.quantity import ZERO, Quantity, QuantityFormat
 
 # Resources that pod-level spec.resources may set (component-helpers supportedPodLevelResources + hugepages).
@@ -120,6 +122,10 @@ def pod_request(pod: Pod, resource: str) -> Quantity:
     zero ephemeral-storage. Otherwise the KEP-753 aggregate of containers, sidecars and init containers.
     spec.overhead[resource] is added when the total is non-zero. A missing request is a zero quantity.
     """
+    return derived(pod, ("request", resource), lambda p: _pod_request(p, resource))
+
+
+def _pod_request(pod: Pod, resource: str) -> Quantity:
     aggregate = None if is_pod_level_resources_set(pod) else aggregate_container_requests(pod, resource)
     if is_pod_level_requests_set(pod) and _is_pod_level_resource(resource) and pod.resources is not None:
         aggregate = pod.resources.requests.get(resource, aggregate)
@@ -140,6 +146,10 @@ def pod_limit(pod: Pod, resource: str) -> Quantity | None:
     the pod-level limit for cpu/memory/hugepages when pod-level resources are set; spec.overhead is added
     only to a non-zero limit. A container limit of "0" still counts as "set" (the result is then zero).
     """
+    return derived(pod, ("limit", resource), lambda p: _pod_limit(p, resource))
+
+
+def _pod_limit(pod: Pod, resource: str) -> Quantity | None:
     limit = _aggregate(pod, resource, _limits)
     if is_pod_level_resources_set(pod) and _is_pod_level_resource(resource) and pod.resources is not None:
         limit = pod.resources.limits.get(resource, limit)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import re
+import shutil
 import socket
 import urllib.error
 import urllib.request
@@ -21,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import structlog
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry
 
 from builders import Gi, Mi, fs, pod, pod_stats, stamp, summary
@@ -30,7 +32,7 @@ from evictd.adapters.kubelet_summary import ApiProxySummarySource, KubeletSummar
 from evictd.adapters.node_pods import DiscoveredPods
 from evictd.adapters.node_stats import NodeStatsSource
 from evictd.adapters.notifiers import MemcgNotifierSet, PsiNotifier, Waiter
-from evictd.composition import Notifiers, PathLayout, build_stats_source
+from evictd.composition import Notifiers, PathLayout, build_psi_notifiers, build_stats_source
 from evictd.config import load_configuration
 from evictd.core.engine import EngineState, ReclaimAction, effective_thresholds
 from evictd.core.errors import ConfigError, SampleError
@@ -56,6 +58,7 @@ from evictd.simulate import (
 CAPACITY = 16 * Gi
 NOW_WALL = datetime(2026, 11, 21, 10, 0, 42, tzinfo=UTC)
 FIXTURE_V1 = Path(__file__).resolve().parent / "fixtures" / "cgroup" / "v1-cgroupfs"
+FIXTURE_V2 = FIXTURE_V1.parent / "v2-cgroupfs"
 
 
 # --------------------------------------------------------------------------------------------------
@@ -704,6 +707,36 @@ def test_refresh_keeps_the_psi_notifiers_with_or_without_memcg_and_stats(waiter:
             assert not psi.closed
         finally:
             memcg.close()
+
+
+def test_psi_wakeups_watch_the_machine_and_on_cgroup_v2_the_pods_cgroup(tmp_path: Path) -> None:
+    settings = configuration(tmp_path, "psiStallThreshold: 200ms\npsiWindow: 4s\n").evictd
+    log = structlog.get_logger("test")
+    v2_root = tmp_path / "cgroup"
+    shutil.copytree(FIXTURE_V2, v2_root)  # pods cgroup memory.pressure is a plain file here: we read what is written
+    v2 = CgroupLayout(version=2, root=v2_root)
+    notifiers = build_psi_notifiers(settings, v2, CgroupReader(v2), log)
+    try:
+        assert [(n.path, n.description) for n in notifiers] == [  # type: ignore[attr-defined]
+            ("/proc/pressure/memory", "node memory pressure stall"),
+            (str(v2_root / "kubepods" / "memory.pressure"), "pods cgroup memory pressure stall"),
+        ]
+        written = (v2_root / "kubepods" / "memory.pressure").read_bytes()
+        assert written.startswith(b"some 200000 4000000\0"), "the trigger, NUL-terminated, over the file's text"
+        assert (v2_root / "memory.pressure").read_bytes() == FIXTURE_V2.joinpath("memory.pressure").read_bytes(), (
+            "the root cgroup's file is not the machine's: /proc/pressure/memory is")
+    finally:
+        for notifier in notifiers:
+            notifier.close()
+    v1 = CgroupLayout(version=1, root=FIXTURE_V1)
+    machine_only = build_psi_notifiers(settings, v1, CgroupReader(v1), log)
+    try:
+        assert [n.description for n in machine_only] == ["node memory pressure stall"]  # type: ignore[attr-defined]
+    finally:
+        for notifier in machine_only:
+            notifier.close()
+    off = configuration(tmp_path, "psiWakeups: false\n").evictd
+    assert build_psi_notifiers(off, v2, CgroupReader(v2), log) == ()
 
 
 def test_path_layout_compares_the_filesystems_of_the_configured_folders(

@@ -21,7 +21,7 @@ from typing import Any, TextIO
 
 import structlog
 
-from evictd.adapters.cgroups import CgroupReader, detect_cgroup_layout
+from evictd.adapters.cgroups import CgroupLayout, CgroupReader, detect_cgroup_layout
 from evictd.adapters.disk_usage import DiskUsageCache
 from evictd.adapters.filesystems import detect_layout
 from evictd.adapters.kubelet_summary import ApiProxySummarySource, KubeletSummarySource
@@ -132,18 +132,27 @@ class Notifiers:
         return problems
 
 
-def _psi_notifiers(config: Configuration, log: structlog.typing.FilteringBoundLogger) -> tuple[Notifier, ...]:
-    settings = config.evictd
-    if not settings.psi_wakeups or not os.path.exists(SYSTEM_MEMORY_PRESSURE):
+def build_psi_notifiers(settings: EvictdSettings, layout: CgroupLayout, cgroups: CgroupReader,
+                        log: structlog.typing.FilteringBoundLogger) -> tuple[Notifier, ...]:
+    """Return the PSI wake-ups: the machine's /proc/pressure/memory and, on cgroup v2, the pods cgroup's
+    memory.pressure (a stall of the pods alone). A trigger the kernel refuses is logged and left out."""
+    if not settings.psi_wakeups:
         return ()
-    try:
-        return (
-            PsiNotifier(SYSTEM_MEMORY_PRESSURE, int(settings.psi_stall_threshold_s * MICROSECONDS),
-                        int(settings.psi_window_s * MICROSECONDS), description="node memory pressure stall"),
-        )
-    except SampleError as exc:
-        log.warning("PSI wake-ups unavailable", path=exc.source, reason=exc.reason)
-        return ()
+    wanted = []
+    if os.path.exists(SYSTEM_MEMORY_PRESSURE):
+        wanted.append((SYSTEM_MEMORY_PRESSURE, "node memory pressure stall"))
+    if layout.version == 2:
+        pods_pressure = os.path.join(str(layout.memory_hierarchy), cgroups.pods_cgroup(), "memory.pressure")
+        if os.path.exists(pods_pressure):
+            wanted.append((pods_pressure, "pods cgroup memory pressure stall"))
+    notifiers: list[Notifier] = []
+    for path, description in wanted:
+        try:
+            notifiers.append(PsiNotifier(path, int(settings.psi_stall_threshold_s * MICROSECONDS),
+                                         int(settings.psi_window_s * MICROSECONDS), description=description))
+        except SampleError as exc:
+            log.warning("PSI wake-ups unavailable", path=exc.source, reason=exc.reason)
+    return tuple(notifiers)
 
 
 def build_stats_source(config: Configuration, cgroups: CgroupReader, pods: PodSource,
@@ -346,7 +355,7 @@ def build_daemon(
             memory_root=str(layout.memory_hierarchy),
             pods_cgroup=cgroups.pods_cgroup(),
         )
-    notifiers = Notifiers(waiter=waiter, memcg=memcg, psi=_psi_notifiers(config, log))
+    notifiers = Notifiers(waiter=waiter, memcg=memcg, psi=build_psi_notifiers(settings, layout, cgroups, log))
     health = Health(settings.housekeeping_interval_s)
     endpoint = HttpEndpoint(settings.metrics_bind_address, metrics.registry, health) if serve_http else None
     if not cgroups.has_pods_cgroup():

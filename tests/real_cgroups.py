@@ -9,7 +9,8 @@ Test cgroups are named ``evictd-test-<random>`` and created in the machine's cgr
 * `remove_cgroups` kills whatever is left in the given folders and removes them in the order given (pass
   them bottom-up); `remove_cgroup_tree` does that for a folder and everything below it;
 * `temporary_cgroup` makes one fresh test cgroup in a hierarchy and removes its whole tree afterwards;
-* `ScriptedChild` is a real Python process obeying one command per stdin line (`CHILD_SCRIPT`).
+* `ScriptedChild` is a real Python process obeying one command per stdin line (`CHILD_SCRIPT`);
+* `memory_stall` makes real memory pressure stall (PSI): page-cache thrashing in a small memory cgroup.
 
 A cgroup left behind is a test error: removal retries while killed tasks leave (EBUSY), then raises.
 Needs root; without it the tests fail, they are never skipped.
@@ -23,9 +24,10 @@ import select
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
 CGROUP_MOUNT = Path("/sys/fs/cgroup")
@@ -190,3 +192,59 @@ class CgroupTree:
         for child in self.children:
             child.stop()
         remove_cgroups(reversed(self.cgroups))
+
+
+# A file several times a small memory cgroup's limit, read over and over by processes in that cgroup: every
+# fault reclaims a page and refaults another, which the kernel accounts as memory stall of the thrashers,
+# in their cgroups and machine-wide (/proc/pressure/memory).
+MiB = 1 << 20
+THRASH_FILE_BYTES = 64 * MiB
+THRASH_LIMIT_BYTES = 16 * MiB
+THRASHERS = 2
+THRASHER = r"""
+import mmap, os, sys
+for procs in sys.argv[2:]:
+    with open(procs, "w") as f:
+        f.write(str(os.getpid()))
+with open(sys.argv[1], "rb") as f:
+    data = mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ)
+print("ready", flush=True)
+while True:
+    for offset in range(0, len(data), mmap.PAGESIZE):
+        data[offset]
+"""
+
+
+@contextlib.contextmanager
+def memory_stall(memcg: Path, also_in: Sequence[Path] = ()) -> Iterator[None]:
+    """Thrash the page cache from processes in the v1 memory cgroup `memcg` (its limit is set to
+    THRASH_LIMIT_BYTES) and in the cgroups `also_in` (e.g. a v2 group, to see its memory.pressure) until the
+    block ends; the processes are killed afterwards."""
+    (memcg / "memory.limit_in_bytes").write_text(str(THRASH_LIMIT_BYTES))
+    thrashers: list[subprocess.Popen[str]] = []
+    with tempfile.TemporaryDirectory(dir="/var/tmp", prefix="evictd-psi-") as folder:  # a disk, not tmpfs
+        data = Path(folder) / "thrash.bin"
+        with data.open("wb") as out:
+            block = b"\x5a" * MiB
+            for _ in range(THRASH_FILE_BYTES // MiB):
+                out.write(block)
+            out.flush()
+            os.fsync(out.fileno())
+            # Drop it from the page cache, so that the thrashers' faults are charged to their cgroup.
+            os.posix_fadvise(out.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
+        procs = [str(group / "cgroup.procs") for group in (memcg, *also_in)]
+        try:
+            for _ in range(THRASHERS):
+                thrashers.append(subprocess.Popen([sys.executable, "-c", THRASHER, str(data), *procs],
+                                                  stdout=subprocess.PIPE, text=True))
+            for thrasher in thrashers:
+                assert thrasher.stdout is not None
+                ready, _, _ = select.select([thrasher.stdout], [], [], REPLY_TIMEOUT_S)
+                assert ready and thrasher.stdout.readline() == "ready\n", f"thrasher {thrasher.pid} did not start"
+            yield
+        finally:
+            for thrasher in thrashers:
+                thrasher.kill()
+                thrasher.wait()
+                if thrasher.stdout is not None:
+                    thrasher.stdout.close()

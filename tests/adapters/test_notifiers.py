@@ -18,7 +18,6 @@ import signal
 import statistics
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -41,7 +40,7 @@ from evictd.core.quantity import Quantity
 from evictd.core.signals import Signal
 from evictd.core.summary import ContainerStats, MemoryStats, NodeStats, Summary
 from evictd.core.thresholds import Threshold, ThresholdValue
-from real_cgroups import temporary_cgroup
+from real_cgroups import memory_stall, temporary_cgroup
 
 MI = 1024**2
 MEMCG_ROOT = Path("/sys/fs/cgroup/memory")
@@ -60,11 +59,8 @@ MAX_WAKE_LATENCY_S = 0.25
 LONG_WAIT_S = 5.0
 CHILD_REPLY_TIMEOUT_S = 30.0
 
-# Page-cache thrashing that produces real memory stall (measured ~0.6-0.9 s of "some" stall per second):
-# two readers of a 64 MiB disk file through mmap inside a 16 MiB memory cgroup.
-THRASH_FILE_BYTES = 64 * MI
-THRASH_LIMIT_BYTES = 16 * MI
-THRASHERS = 2
+# Page-cache thrashing (real_cgroups.memory_stall) produces real memory stall: measured ~0.6-0.9 s of "some"
+# stall per second.
 PSI_STALL_US = 150_000
 PSI_WINDOW_US = 2_000_000
 PSI_FIRE_TIMEOUT_S = 20.0
@@ -113,20 +109,6 @@ for line in sys.stdin:
         regions.clear()
         print("freed", crossed, time.monotonic(), flush=True)
 """
-
-THRASHER = r"""
-import mmap, sys
-for procs in sys.argv[2:]:
-    with open(procs, "w") as f:
-        f.write(str(__import__("os").getpid()))
-with open(sys.argv[1], "rb") as f:
-    data = mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ)
-print("ready", flush=True)
-while True:
-    for offset in range(0, len(data), mmap.PAGESIZE):
-        data[offset]
-"""
-
 
 # --------------------------------------------------------------------------------------------------
 # Fixtures and helpers
@@ -618,39 +600,17 @@ def test_has_cap_sys_resource_errors(tmp_path: Path) -> None:
         has_cap_sys_resource(str(tmp_path))
 
 
-def test_psi_fires_on_real_memory_stall(
-    memcg_dir: Path, unified_dir: Path, spawn: Callable[..., Child], waiter: Waiter
-) -> None:
-    # Page-cache thrashing in a small memory cgroup: each fault reclaims and refaults, which the kernel
-    # accounts as memory stall of the thrashers - in their v2 group and machine-wide.
-    (memcg_dir / "memory.limit_in_bytes").write_text(str(THRASH_LIMIT_BYTES))
-    with tempfile.TemporaryDirectory(dir="/var/tmp", prefix="evictd-psi-") as folder:  # a disk, not tmpfs
-        data = Path(folder) / "thrash.bin"
-        with data.open("wb") as out:
-            block = b"\x5a" * MI
-            for _ in range(THRASH_FILE_BYTES // MI):
-                out.write(block)
-            out.flush()
-            os.fsync(out.fileno())
-            # Drop it from the page cache, so that the thrashers' faults are charged to their cgroup.
-            os.posix_fadvise(out.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
-        group_pressure = str(unified_dir / "memory.pressure")
-        in_group = PsiNotifier(group_pressure, PSI_STALL_US, PSI_WINDOW_US, description="group memory stall")
-        machine = PsiNotifier(SYSTEM_PRESSURE, PSI_STALL_US, PSI_WINDOW_US, description="machine memory stall")
-        waiter.set_notifiers([in_group, machine])
-        assert some_stall_total_us(group_pressure) == 0
-        thrashers = [
-            spawn(THRASHER, str(data), str(memcg_dir / "cgroup.procs"), str(unified_dir / "cgroup.procs"))
-            for _ in range(THRASHERS)
-        ]
-        for thrasher in thrashers:
-            thrasher.read("ready")
+def test_psi_fires_on_real_memory_stall(memcg_dir: Path, unified_dir: Path, waiter: Waiter) -> None:
+    group_pressure = str(unified_dir / "memory.pressure")
+    in_group = PsiNotifier(group_pressure, PSI_STALL_US, PSI_WINDOW_US, description="group memory stall")
+    machine = PsiNotifier(SYSTEM_PRESSURE, PSI_STALL_US, PSI_WINDOW_US, description="machine memory stall")
+    waiter.set_notifiers([in_group, machine])
+    assert some_stall_total_us(group_pressure) == 0
+    with memory_stall(memcg_dir, also_in=[unified_dir]):
         causes, seen, elapsed = wait_for_descriptions(
             waiter, {"group memory stall", "machine memory stall"}, PSI_FIRE_TIMEOUT_S
         )
         group_stall_us = some_stall_total_us(group_pressure)
-        for thrasher in thrashers:
-            thrasher.kill()
     print(f"PSI some 150ms/2s fired after {elapsed:.2f} s of thrashing; group stall {group_stall_us / 1e6:.2f} s")
     assert causes == {"psi"}
     assert seen == {"group memory stall", "machine memory stall"}

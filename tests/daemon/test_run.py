@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from evictd_process import ROOT, EvictdProcess, mem_available_bytes, pid_available
 
-from real_cgroups import CGROUP_MOUNT, temporary_cgroup
+from real_cgroups import CGROUP_MOUNT, memory_stall, temporary_cgroup
 
 GiB = 1 << 30
 
@@ -108,6 +108,24 @@ def test_a_real_memory_crossing_wakes_the_loop_and_the_decision_follows(
     freed_at = time.time()
     gone = process.wait_event("threshold no longer met", timeout=10)
     assert gone["_received"] - freed_at < 2.0, "the downward crossing wakes the loop too"
+    assert process.stop() == 0
+
+
+def test_a_real_memory_stall_wakes_the_loop_through_psi(tmp_path: Path, evictd_processes: list[EvictdProcess]) -> None:
+    # An hour between ticks and no memcg thresholds: only the PSI trigger on /proc/pressure/memory can wake it.
+    process = EvictdProcess(tmp_path, evictd="housekeepingInterval: 1h\nmemcgWakeups: false\n")
+    evictd_processes.append(process)
+    process.wait_event("evictd started")
+    time.sleep(0.5)  # the first cycle
+    cycles_before = process.metric("evictd_cycles_total")
+    assert process.metric("evictd_wakeups_total", cause="psi") == 0
+    with temporary_cgroup(CGROUP_MOUNT / "memory") as memcg, memory_stall(memcg):
+        deadline = time.monotonic() + 20
+        while process.metric("evictd_wakeups_total", cause="psi") < 1:
+            assert time.monotonic() < deadline, "no PSI wake-up within 20 s of real memory stall"
+            time.sleep(0.2)
+    time.sleep(0.5)
+    assert process.metric("evictd_cycles_total") > cycles_before, "the wake-up runs a cycle on fresh stats"
     assert process.stop() == 0
 
 

@@ -365,7 +365,7 @@ def test_bad_settings_are_config_errors(tmp_path: Path, token_file: Path, kwargs
 
 
 # --------------------------------------------------------------------------------------------------
-# ApiProxySummarySource: through the API server with the real kubernetes client
+# ApiProxySummarySource: through the API server with evictd's API client
 
 
 def kubeconfig(folder: Path, server: str, token: str = TOKEN) -> Path:

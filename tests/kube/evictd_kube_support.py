@@ -22,7 +22,7 @@ PODS_PATH = "/api/v1/pods"
 
 
 def evictd_api_client(apiserver: ApiServer) -> Any:
-    """The ApiClient evictd builds for a kubeconfig, pointed at the test server."""
+    """The API client evictd builds for a kubeconfig (`KubeApi`), pointed at the test server."""
     return build_api_client(str(apiserver.kubeconfig_path))
 
 

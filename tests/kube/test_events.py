@@ -1,4 +1,4 @@
-"""EventRecorder (src/evictd/kube/events.py) against the test API server with the real `kubernetes` client.
+"""EventRecorder (src/evictd/kube/events.py) against the test API server with evictd's API client.
 
 core/v1 Events as the kubelet records them (involvedObject, source, reportingComponent/Instance), with
 client-go's aggregation: a repeat within ten minutes PATCHes the existing Event's count instead of creating one.

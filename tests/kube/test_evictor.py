@@ -1,7 +1,7 @@
 """KubePodEvictor and EvictionJournal (src/evictd/kube/evictor.py, journal.py) against the test API server.
 
 Evictions are decided by the real engine (`evictd.simulate` on documents from tests/builders.py) for pods
-seeded into the server with the same UIDs; they are carried out with the real `kubernetes` client. Checked:
+seeded into the server with the same UIDs; they are carried out with evictd's API client. Checked:
 what is sent and in which order (from the server's request log), what the pod, its events and the journal
 file look like afterwards, and how API failures, restarts and replays play out.
 """

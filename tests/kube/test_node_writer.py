@@ -1,4 +1,4 @@
-"""NodeStatusWriter (src/evictd/kube/node_writer.py) against the test API server with the real `kubernetes` client.
+"""NodeStatusWriter (src/evictd/kube/node_writer.py) against the test API server with evictd's API client.
 
 Conditions go in by strategic merge (merged by type, so the kubelet's and others' conditions survive); taints by
 read-modify-write with the node's resourceVersion, retried on conflicts. Time is injected: a monotonic clock for

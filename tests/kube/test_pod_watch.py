@@ -1,4 +1,4 @@
-"""PodWatcher (src/evictd/kube/pod_watch.py) against the test API server with the real `kubernetes` client.
+"""PodWatcher (src/evictd/kube/pod_watch.py) against the test API server with evictd's API client.
 
 The watcher lists the node's pods (`fieldSelector=spec.nodeName=<node>`), then watches from the list's
 resourceVersion: resuming from the last version seen after a broken stream, relisting after 410 Gone, and

@@ -4,22 +4,22 @@ Two ways to reach it:
 - directly: `GET <kubeletSummaryURL>` (e.g. `https://127.0.0.1:10250/stats/summary`) with a bearer token file
   and an optional CA bundle (no CA bundle: the kubelet's self-signed serving certificate is not verified, as
   metrics-server's `--kubelet-insecure-tls` does; say so in the configuration);
-- through the API server's node proxy: `GET /api/v1/nodes/<node>/proxy/stats/summary` with the kubernetes
-  client and a kubeconfig or the in-cluster service account (RBAC: `nodes/proxy` get).
+- through the API server's node proxy: `GET /api/v1/nodes/<node>/proxy/stats/summary` with evictd's API client
+  (`evictd.kube`) and a kubeconfig or the in-cluster service account (RBAC: `nodes/proxy` get).
 Any failure (connection, HTTP status, bad JSON, bad document) is a SampleError: the cycle then has no stats
 and the engine freezes its state, as the kubelet does when its summary provider fails.
 """
 
 from __future__ import annotations
 
+import http
 import http.client
 import json
 import ssl
 import urllib.error
 import urllib.request
-from typing import Any
 
-from evictd.core.errors import ConfigError, SampleError, ScenarioError
+from evictd.core.errors import ConfigError, KubeError, SampleError, ScenarioError
 from evictd.core.summary import Summary, summary_from_dict
 
 
@@ -85,37 +85,29 @@ class KubeletSummarySource:
 
 
 class ApiProxySummarySource:
-    """Reads the node's Summary through the API server's node proxy with the kubernetes client."""
+    """Reads the node's Summary through the API server's node proxy with evictd's API client."""
 
     def __init__(self, node_name: str, *, kubeconfig: str = "", timeout_s: float = 10.0) -> None:
-        from kubernetes import client, config  # heavy import, only for this mode
+        from evictd.kube.client import build_api_client  # the kubernetes package, only for this mode
 
-        try:
-            if kubeconfig:
-                api_client = config.new_client_from_config(config_file=kubeconfig)  # type: ignore[no-untyped-call]
-            else:
-                config.load_incluster_config()  # type: ignore[no-untyped-call]
-                api_client = client.ApiClient()
-        except Exception as exc:  # the client raises assorted types for unreadable credentials
-            raise ConfigError(
-                f"cannot load Kubernetes credentials: {exc}", key="kubeconfig", value=kubeconfig
-            ) from None
-        self._api: Any = client.CoreV1Api(api_client)
+        self._api = build_api_client(kubeconfig)
         self._node = node_name
         self._timeout_s = timeout_s
         self._source = f"/api/v1/nodes/{node_name}/proxy/stats/summary"
 
     def summary(self) -> Summary:
         """Fetch and parse the Summary through the API server."""
-        from kubernetes.client.exceptions import ApiException
-
         try:
-            response = self._api.connect_get_node_proxy_with_path(
-                self._node, "stats/summary", _preload_content=False, _request_timeout=self._timeout_s
-            )
-            body = response.data
-        except ApiException as exc:
-            raise SampleError(self._source, f"HTTP {exc.status} {exc.reason}") from None
-        except Exception as exc:  # urllib3 raises many connection error types; all mean "no stats"
-            raise SampleError(self._source, f"cannot reach the API server: {exc}") from None
+            body = self._api.get_node_proxy(self._node, "stats/summary", timeout_s=self._timeout_s)
+        except KubeError as exc:
+            if exc.status is None:
+                raise SampleError(self._source, f"cannot reach the API server: {exc.detail}") from None
+            raise SampleError(self._source, f"HTTP {exc.status} {_reason_phrase(exc.status)}: {exc.detail}") from None
         return _summary_of(body, self._source)
+
+
+def _reason_phrase(status: int) -> str:
+    try:
+        return http.HTTPStatus(status).phrase
+    except ValueError:
+        return ""

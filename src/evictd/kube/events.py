@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from evictd.core.errors import KubeError
-from evictd.kube.client import call
+from evictd.kube.api import KubeApi
 
 COMPONENT = "evictd"
 # client-go's event correlator aggregates identical events within this window (maxLruCacheEntries aside).
@@ -44,16 +44,14 @@ class EventRecorder:
 
     def __init__(
         self,
-        api_client: Any,
+        api: KubeApi | None,
         node_name: str,
         *,
         dry_run: bool = False,
         timeout_s: float = 10.0,
         wall_clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
-        from kubernetes import client
-
-        self._api = client.CoreV1Api(api_client) if api_client is not None else None
+        self._api = api
         self._node = node_name
         self._dry_run = dry_run
         self._timeout_s = timeout_s
@@ -82,8 +80,7 @@ class EventRecorder:
             body: dict[str, Any] = {"count": count + 1, "lastTimestamp": rfc3339(now)}
             try:
                 if not self._dry_run and self._api is not None:
-                    call("patch events", self._api.patch_namespaced_event, name, namespace, body,
-                         timeout_s=self._timeout_s)
+                    self._api.patch_event(namespace, name, body, timeout_s=self._timeout_s)
                 self._recent[key] = (name, first, count + 1, now)
                 return body
             except KubeError as exc:
@@ -109,7 +106,7 @@ class EventRecorder:
             "reportingInstance": self._node,
         }
         if not self._dry_run and self._api is not None:
-            call("create events", self._api.create_namespaced_event, namespace, body, timeout_s=self._timeout_s)
+            self._api.create_event(namespace, body, timeout_s=self._timeout_s)
         self._recent[key] = (name, rfc3339(now), 1, now)
         self._forget_old(now)
         return body

@@ -28,11 +28,11 @@ from typing import Any
 
 from evictd.core.engine import Eviction
 from evictd.core.errors import EvictdError, KubeError
-from evictd.kube.client import call, is_retryable
+from evictd.kube.api import KubeApi
+from evictd.kube.client import is_retryable
 from evictd.kube.events import EventRecorder, ObjectRef, rfc3339
 from evictd.kube.journal import EvictionJournal, JournalEntry
 
-STRATEGIC_MERGE = "application/strategic-merge-patch+json"
 NOT_FOUND = 404
 CONFLICT = 409
 # A patch whose metadata.uid differs from the stored pod's is refused as an immutable-field change.
@@ -82,7 +82,7 @@ class KubePodEvictor:
 
     def __init__(
         self,
-        api_client: Any,
+        api: KubeApi,
         journal: EvictionJournal,
         events: EventRecorder,
         *,
@@ -91,9 +91,7 @@ class KubePodEvictor:
         on_api_error: Callable[[KubeError], None] | None = None,
         wall_clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
-        from kubernetes import client
-
-        self._api = client.CoreV1Api(api_client)
+        self._api = api
         self._journal = journal
         self._events = events
         self._local_kill = local_kill
@@ -168,14 +166,12 @@ class KubePodEvictor:
         return None
 
     def _write_status(self, entry: JournalEntry) -> None:
-        call("patch pods/status", self._api.patch_namespaced_pod_status, entry.name, entry.namespace,
-             status_patch(entry, rfc3339(self._wall_clock())), _content_type=STRATEGIC_MERGE,
-             timeout_s=self._timeout_s)
+        self._api.patch_pod_status(entry.namespace, entry.name, status_patch(entry, rfc3339(self._wall_clock())),
+                                   timeout_s=self._timeout_s)
 
     def _delete(self, entry: JournalEntry, timeout_s: float) -> None:
         body = {"gracePeriodSeconds": entry.grace_period_s, "preconditions": {"uid": entry.uid}}
-        call("delete pods", self._api.delete_namespaced_pod, entry.name, entry.namespace, body=body,
-             timeout_s=timeout_s)
+        self._api.delete_pod(entry.namespace, entry.name, body, timeout_s=timeout_s)
 
     def _record_event(self, entry: JournalEntry) -> None:
         ref = ObjectRef(kind="Pod", name=entry.name, namespace=entry.namespace, uid=entry.uid)

@@ -10,7 +10,6 @@ a conflict. Condition changes also produce the kubelet's node events (NodeHasIns
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
@@ -24,11 +23,9 @@ from evictd.core.node_status import (
     desired_taints,
 )
 from evictd.core.signals import NodeCondition
-from evictd.kube.client import call
+from evictd.kube.api import KubeApi
 from evictd.kube.events import rfc3339
 
-STRATEGIC_MERGE = "application/strategic-merge-patch+json"
-MERGE_PATCH = "application/merge-patch+json"
 # The kubelet's nodeStatusUpdateFrequency default.
 NODE_STATUS_UPDATE_S = 10.0
 TAINT_CONFLICT_RETRIES = 3
@@ -39,7 +36,7 @@ class NodeStatusWriter:
 
     def __init__(
         self,
-        api_client: Any,
+        api: KubeApi,
         node_name: str,
         mode: ConditionMode,
         *,
@@ -49,9 +46,7 @@ class NodeStatusWriter:
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
-        from kubernetes import client
-
-        self._api = client.CoreV1Api(api_client)
+        self._api = api
         self._node = node_name
         self._mode = mode
         self._period_s = update_period_s
@@ -75,22 +70,18 @@ class NodeStatusWriter:
         now = rfc3339(self._wall_clock())
         conditions = desired_conditions((node.get("status") or {}).get("conditions") or [], current, self._mode, now)
         if not self._dry_run:
-            response: Any = call("patch nodes/status", self._api.patch_node_status, self._node,
-                                 {"status": {"conditions": conditions}}, _content_type=STRATEGIC_MERGE,
-                                 _preload_content=False, timeout_s=self._timeout_s)
+            written = self._api.patch_node_status(self._node, {"status": {"conditions": conditions}},
+                                                  timeout_s=self._timeout_s)
             # The status write moved the node's resourceVersion: the taint write starts from the node it returned,
             # not from the one read before (whose version would always conflict).
-            self._sync_taints(json.loads(response.data), current)
+            self._sync_taints(written, current)
         transitions = condition_transitions(self._written or (), current) if changed else []
         self._written = current
         self._written_at = self._clock()
         return transitions
 
     def _get(self) -> dict[str, Any]:
-        response: Any = call("get nodes", self._api.read_node, self._node, _preload_content=False,
-                             timeout_s=self._timeout_s)
-        node: dict[str, Any] = json.loads(response.data)
-        return node
+        return self._api.read_node(self._node, timeout_s=self._timeout_s)
 
     def _sync_taints(self, node: dict[str, Any], pressure: Sequence[NodeCondition]) -> None:
         for attempt in range(TAINT_CONFLICT_RETRIES):
@@ -100,8 +91,7 @@ class NodeStatusWriter:
                 return
             body = {"metadata": {"resourceVersion": node["metadata"]["resourceVersion"]}, "spec": {"taints": wanted}}
             try:
-                call("patch nodes", self._api.patch_node, self._node, body, _content_type=MERGE_PATCH,
-                     timeout_s=self._timeout_s)
+                self._api.patch_node(self._node, body, timeout_s=self._timeout_s)
                 return
             except KubeError as exc:
                 if exc.status != 409 or attempt == TAINT_CONFLICT_RETRIES - 1:

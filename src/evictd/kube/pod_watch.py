@@ -23,7 +23,7 @@ from typing import Any
 
 from evictd.core.errors import KubeError, ScenarioError
 from evictd.core.pods import Pod, pod_from_dict
-from evictd.kube.client import call
+from evictd.kube.api import KubeApi
 
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 # Server-side watch timeout: the API server ends the watch after this; the watcher resumes at once.
@@ -41,16 +41,14 @@ class PodWatcher:
 
     def __init__(
         self,
-        api_client: Any,
+        api: KubeApi,
         node_name: str,
         *,
         request_timeout_s: float = 10.0,
         on_error: Callable[[KubeError], None] | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        from kubernetes import client
-
-        self._api = client.CoreV1Api(api_client)
+        self._api = api
         self._node = node_name
         self._selector = f"spec.nodeName={node_name}"
         self._timeout_s = request_timeout_s
@@ -161,10 +159,7 @@ class PodWatcher:
             self._on_error(error)
 
     def _relist(self) -> None:
-        # With _preload_content=False the client returns the raw urllib3 response, not a V1PodList.
-        response: Any = call("list pods", self._api.list_pod_for_all_namespaces, field_selector=self._selector,
-                        _preload_content=False, timeout_s=self._timeout_s)
-        document = json.loads(response.data)
+        document = self._api.list_pods(self._selector, timeout_s=self._timeout_s)
         pods: dict[str, Pod] = {}
         for item in document.get("items") or []:
             pod = self._parse(item)
@@ -179,17 +174,8 @@ class PodWatcher:
             self._changed.notify_all()
 
     def _watch(self) -> None:
-        response: Any = call(
-            "watch pods",
-            self._api.list_pod_for_all_namespaces,
-            field_selector=self._selector,
-            watch=True,
-            allow_watch_bookmarks=True,
-            resource_version=self._resource_version,
-            timeout_seconds=WATCH_TIMEOUT_S,
-            _preload_content=False,
-            timeout_s=WATCH_TIMEOUT_S + self._timeout_s,
-        )
+        response = self._api.watch_pods(self._selector, self._resource_version, timeout_seconds=WATCH_TIMEOUT_S,
+                                        timeout_s=WATCH_TIMEOUT_S + self._timeout_s)
         self._response = response
         self._watch_opened = True
         with self._changed:

@@ -1,0 +1,181 @@
+"""evictd's Kubernetes API operations, over the `kubernetes` package's REST client alone.
+
+`KubeApi` sends exactly what `kubernetes.client.CoreV1Api` (37.0.2) sent for the calls evictd made through it
+(same URLs, query parameters in the same order and encoding, headers, JSON bodies) but with only the package's
+`Configuration` and `RESTClientObject`, so none of its ApiClient, pydantic models or argument validation (about
+20 MiB) is loaded. Results are the parsed JSON objects; a watch is the raw streaming urllib3 response.
+
+Authentication is the configuration's, read for every request through `Configuration.auth_settings()` as the
+ApiClient does: that calls the `refresh_api_key_hook` the credential loaders install (the in-cluster token file
+re-read every minute, kubeconfig exec plugins, OIDC and expiring tokens). Client certificates are the
+connection pool's.
+
+This is the one place where failures become `KubeError(verb, status, detail)`: an HTTP status outside 2xx
+with the API's Status message (or the reason phrase), and `status` None when the server never answered usably
+(connection errors, timeouts, TLS failures, a body that is not JSON). Nothing else in evictd catches client
+exceptions.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+from urllib.parse import quote
+
+from evictd.core.errors import KubeError
+from evictd.kube.lean_import import import_module
+
+STRATEGIC_MERGE = "application/strategic-merge-patch+json"
+MERGE_PATCH = "application/merge-patch+json"
+# The Accept header the generated client picks for these operations (the first JSON type they produce).
+JSON = "application/json"
+ANY = "*/*"
+PODS = "/api/v1/pods"
+
+Query = Sequence[tuple[str, str | int | bool]]
+
+
+class KubeApi:
+    """The API operations evictd uses, each raising KubeError. `close()` drops the pooled connections."""
+
+    def __init__(self, configuration: Any) -> None:
+        self._configuration = configuration
+        self._rest = import_module("kubernetes.client.rest").RESTClientObject(configuration)
+        self._api_exception: type[Exception] = import_module("kubernetes.client.exceptions").ApiException
+        self._user_agent = user_agent(configuration)
+
+    def close(self) -> None:
+        self._rest.close()
+
+    # --- pods ---------------------------------------------------------------------------------------------
+
+    def list_pods(self, field_selector: str, *, timeout_s: float) -> dict[str, Any]:
+        """`GET /api/v1/pods?fieldSelector=...`: the PodList across namespaces."""
+        return self._json("list pods", "GET", PODS, query=[("fieldSelector", field_selector)], timeout_s=timeout_s)
+
+    def watch_pods(self, field_selector: str, resource_version: str | None, *, timeout_seconds: int,
+                   timeout_s: float) -> Any:
+        """Open a watch of pods from `resource_version` with bookmarks; return the streaming urllib3 response."""
+        query: list[tuple[str, str | int | bool]] = [("allowWatchBookmarks", True), ("fieldSelector", field_selector)]
+        if resource_version is not None:
+            query.append(("resourceVersion", resource_version))
+        query += [("timeoutSeconds", timeout_seconds), ("watch", True)]
+        return self._send("watch pods", "GET", PODS, query=query, stream=True, timeout_s=timeout_s).response
+
+    def delete_pod(self, namespace: str, name: str, options: Mapping[str, Any], *, timeout_s: float) -> dict[str, Any]:
+        """`DELETE pods/{name}` with a DeleteOptions body (grace period, preconditions)."""
+        return self._json("delete pods", "DELETE", self._path("namespaces", namespace, "pods", name), body=options,
+                          timeout_s=timeout_s)
+
+    def patch_pod_status(self, namespace: str, name: str, patch: Mapping[str, Any], *,
+                         timeout_s: float) -> dict[str, Any]:
+        """Strategic-merge `patch` into `pods/{name}/status`."""
+        return self._json("patch pods/status", "PATCH", self._path("namespaces", namespace, "pods", name, "status"),
+                          body=patch, content_type=STRATEGIC_MERGE, timeout_s=timeout_s)
+
+    # --- events -------------------------------------------------------------------------------------------
+
+    def create_event(self, namespace: str, event: Mapping[str, Any], *, timeout_s: float) -> dict[str, Any]:
+        """`POST` a core/v1 Event."""
+        return self._json("create events", "POST", self._path("namespaces", namespace, "events"), body=event,
+                          timeout_s=timeout_s)
+
+    def patch_event(self, namespace: str, name: str, patch: Mapping[str, Any], *, timeout_s: float) -> dict[str, Any]:
+        """Strategic-merge `patch` into a core/v1 Event (the generated client's default patch type for a map)."""
+        return self._json("patch events", "PATCH", self._path("namespaces", namespace, "events", name), body=patch,
+                          content_type=STRATEGIC_MERGE, timeout_s=timeout_s)
+
+    # --- nodes --------------------------------------------------------------------------------------------
+
+    def read_node(self, name: str, *, timeout_s: float) -> dict[str, Any]:
+        return self._json("get nodes", "GET", self._path("nodes", name), timeout_s=timeout_s)
+
+    def patch_node(self, name: str, patch: Mapping[str, Any], *, timeout_s: float) -> dict[str, Any]:
+        """JSON merge `patch` into the Node (its `spec.taints` list is replaced whole)."""
+        return self._json("patch nodes", "PATCH", self._path("nodes", name), body=patch, content_type=MERGE_PATCH,
+                          timeout_s=timeout_s)
+
+    def patch_node_status(self, name: str, patch: Mapping[str, Any], *, timeout_s: float) -> dict[str, Any]:
+        """Strategic-merge `patch` into `nodes/{name}/status`; return the Node as stored after it."""
+        return self._json("patch nodes/status", "PATCH", self._path("nodes", name, "status"), body=patch,
+                          content_type=STRATEGIC_MERGE, timeout_s=timeout_s)
+
+    def get_node_proxy(self, name: str, path: str, *, timeout_s: float) -> bytes:
+        """`GET nodes/{name}/proxy/{path}` (the path is one escaped segment, as the generated client sends it)."""
+        response = self._send("get nodes/proxy", "GET", self._path("nodes", name, "proxy", path), accept=ANY,
+                              timeout_s=timeout_s)
+        body: bytes = response.data
+        return body
+
+    # --- the HTTP exchange --------------------------------------------------------------------------------
+
+    def _path(self, *segments: str) -> str:
+        """`/api/v1/` and the segments, each escaped as the generated client escapes path parameters."""
+        safe = self._configuration.safe_chars_for_path_param
+        return "/api/v1/" + "/".join(quote(segment, safe=safe) for segment in segments)
+
+    def _json(self, verb: str, method: str, path: str, *, query: Query = (), body: Mapping[str, Any] | None = None,
+              content_type: str | None = None, timeout_s: float) -> dict[str, Any]:
+        response = self._send(verb, method, path, query=query, body=body, content_type=content_type,
+                              timeout_s=timeout_s)
+        try:
+            document = json.loads(response.data)
+        except ValueError as exc:  # also UnicodeDecodeError
+            raise KubeError(verb, None, f"the API server's answer is not JSON: {exc}") from None
+        if not isinstance(document, dict):
+            raise KubeError(verb, None, "the API server's answer is not a JSON object")
+        return document
+
+    def _send(self, verb: str, method: str, path: str, *, query: Query = (), body: Mapping[str, Any] | None = None,
+              content_type: str | None = None, accept: str = JSON, stream: bool = False, timeout_s: float) -> Any:
+        """Send one request; return the RESTResponse of a 2xx answer, its body read unless `stream`."""
+        url = self._configuration.host + path
+        if query:
+            url += "?" + "&".join(f"{key}={quote(_query_value(value))}" for key, value in query)
+        headers = {"Accept": accept}
+        if content_type is not None:
+            headers["Content-Type"] = content_type
+        headers["User-Agent"] = self._user_agent
+        try:
+            headers.update(self._auth_headers())
+            response = self._rest.request(method, url, headers=headers, body=body, _request_timeout=timeout_s)
+            if not stream or not 200 <= response.status <= 299:
+                response.read()
+        except self._api_exception as exc:  # a TLS failure, raised with status 0
+            status = getattr(exc, "status", None)
+            raise KubeError(verb, status if isinstance(status, int) and status > 0 else None,
+                            str(getattr(exc, "reason", "") or exc)) from None
+        except Exception as exc:  # urllib3/ssl/socket errors, timeouts, credential refresh failures: no answer
+            raise KubeError(verb, None, f"{type(exc).__name__}: {exc}") from None
+        if not 200 <= response.status <= 299:
+            raise KubeError(verb, response.status, status_message(response.data, response.reason))
+        return response
+
+    def _auth_headers(self) -> dict[str, str]:
+        """The credentials' headers, as the ApiClient adds them (this runs the configuration's refresh hook)."""
+        return {setting["key"]: setting["value"] for setting in self._configuration.auth_settings().values()
+                if setting.get("in") == "header" and setting.get("value")}
+
+
+def _query_value(value: str | int | bool) -> str:
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def status_message(body: bytes | None, reason: str | None) -> str:
+    """The API's Status message from an error body, else the HTTP reason phrase."""
+    if body:
+        try:
+            status = json.loads(body)
+        except ValueError:
+            status = None
+        if isinstance(status, dict) and status.get("message"):
+            return str(status["message"])
+    return str(reason or "")
+
+
+def user_agent(configuration: Any) -> str:
+    """The generated ApiClient's User-Agent, `OpenAPI-Generator/<package version>/python`."""
+    match = re.search(r"SDK Package Version: (\S+)", configuration.to_debug_report())
+    return f"OpenAPI-Generator/{match.group(1) if match else 'unknown'}/python"

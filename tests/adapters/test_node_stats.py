@@ -312,6 +312,16 @@ def test_stats_of_discovered_pods_describe_the_listing_the_manager_got(v1_node: 
     assert PodReference(name="cart-7d9f", namespace="shop", uid=B_UID) in [s.pod_ref for s in source.summary().pods]
 
 
+def test_an_unchanged_discovered_pod_is_the_same_object_next_cycle(v1_node: Node) -> None:
+    discovered = v1_node.discovered()
+    first = {p.uid: p for p in discovered.active_pods()}
+    v1_node.log_folder("shop", "cart-7d9f", B_UID)  # B is named now: a different pod description
+    second = {p.uid: p for p in discovered.active_pods()}
+    assert second[G_UID] is first[G_UID] and second[BE_UID] is first[BE_UID]
+    assert second[B_UID] is not first[B_UID]
+    assert (second[B_UID].namespace, second[B_UID].name) == ("shop", "cart-7d9f")
+
+
 def test_stats_source_lists_once_when_nobody_listed_yet(v1_node: Node) -> None:
     discovered = v1_node.discovered()
     summary = v1_node.source(discovered.last_listing, discovered.listed_cgroups).summary()

@@ -50,6 +50,9 @@ class DiscoveredPods:
         self._cgroups = cgroups
         self._pod_logs_dir = pod_logs_dir
         self._listed: tuple[list[Pod], Mapping[str, PodCgroup], SampleError | None] | None = None
+        # The pods of the last listing by what they are made of: an unchanged pod is the same object next
+        # cycle (no rebuilding; what is derived from it is remembered on it).
+        self._known: dict[tuple[str, str, str, str], Pod] = {}
         self.last_listing = _LastListing(self)
 
     def active_pods(self) -> list[Pod]:
@@ -86,12 +89,17 @@ class DiscoveredPods:
         except SampleError:
             names = {}
         pods = []
+        known: dict[tuple[str, str, str, str], Pod] = {}
         for uid, cgroup in sorted(cgroups.items()):
             namespace, name = names.get(uid, (UNKNOWN_NAMESPACE, uid))
-            pods.append(
-                Pod(name=name, namespace=namespace, uid=uid, status_phase="Running",
-                    status_qos_class=_QOS_BY_TIER.get(cgroup.qos))
-            )
+            identity = (uid, namespace, name, cgroup.qos)
+            pod = self._known.get(identity)
+            if pod is None:
+                pod = Pod(name=name, namespace=namespace, uid=uid, status_phase="Running",
+                          status_qos_class=_QOS_BY_TIER.get(cgroup.qos))
+            known[identity] = pod
+            pods.append(pod)
+        self._known = known
         return pods, cgroups, None
 
 

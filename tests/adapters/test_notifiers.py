@@ -11,6 +11,7 @@ Measured figures (wake-up latencies, time for PSI to fire) are printed: run with
 
 from __future__ import annotations
 
+import gc
 import os
 import re
 import select
@@ -196,6 +197,9 @@ def read_int(path: Path) -> int:
 
 
 def open_fd_count() -> int:
+    """Count this process's open descriptors, after collecting garbage (objects of earlier tests that are
+    only waiting for the collector would otherwise close theirs in the middle of a count)."""
+    gc.collect()
     return len(os.listdir("/proc/self/fd"))
 
 
@@ -602,15 +606,18 @@ def test_has_cap_sys_resource_errors(tmp_path: Path) -> None:
 
 def test_psi_fires_on_real_memory_stall(memcg_dir: Path, unified_dir: Path, waiter: Waiter) -> None:
     group_pressure = str(unified_dir / "memory.pressure")
-    in_group = PsiNotifier(group_pressure, PSI_STALL_US, PSI_WINDOW_US, description="group memory stall")
-    machine = PsiNotifier(SYSTEM_PRESSURE, PSI_STALL_US, PSI_WINDOW_US, description="machine memory stall")
-    waiter.set_notifiers([in_group, machine])
-    assert some_stall_total_us(group_pressure) == 0
-    with memory_stall(memcg_dir, also_in=[unified_dir]):
-        causes, seen, elapsed = wait_for_descriptions(
-            waiter, {"group memory stall", "machine memory stall"}, PSI_FIRE_TIMEOUT_S
-        )
-        group_stall_us = some_stall_total_us(group_pressure)
+    with (
+        PsiNotifier(group_pressure, PSI_STALL_US, PSI_WINDOW_US, description="group memory stall") as in_group,
+        PsiNotifier(SYSTEM_PRESSURE, PSI_STALL_US, PSI_WINDOW_US, description="machine memory stall") as machine,
+    ):
+        waiter.set_notifiers([in_group, machine])
+        assert some_stall_total_us(group_pressure) == 0
+        with memory_stall(memcg_dir, also_in=[unified_dir]):
+            causes, seen, elapsed = wait_for_descriptions(
+                waiter, {"group memory stall", "machine memory stall"}, PSI_FIRE_TIMEOUT_S
+            )
+            group_stall_us = some_stall_total_us(group_pressure)
+        waiter.set_notifiers([])
     print(f"PSI some 150ms/2s fired after {elapsed:.2f} s of thrashing; group stall {group_stall_us / 1e6:.2f} s")
     assert causes == {"psi"}
     assert seen == {"group memory stall", "machine memory stall"}

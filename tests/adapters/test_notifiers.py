@@ -196,18 +196,21 @@ def read_int(path: Path) -> int:
     return int(path.read_text())
 
 
-def open_fd_count() -> int:
-    """Count this process's open descriptors other than sockets (notifiers open none; connections of earlier
-    tests' servers and clients close on their own time), after collecting garbage (objects of earlier tests
-    waiting for the collector would otherwise close theirs in the middle of a count)."""
+def notifier_fd_count(*roots: Path) -> int:
+    """Count this process's open descriptors of the kinds notifiers open: eventfds, and files under the cgroup
+    and pressure trees or under `roots` (fixture trees). Other descriptors are left out on purpose: earlier
+    tests' servers, clients and subprocess pipes close theirs on their own time, which a plain count of every
+    descriptor saw as a leak or a double close (fresh-clone CI runs). Garbage is collected first so objects
+    of earlier tests waiting for the collector do not close notifier descriptors in the middle of a count."""
     gc.collect()
+    prefixes = ("/sys/fs/cgroup/", "/proc/pressure/", *(f"{root}/" for root in roots))
     count = 0
     for fd in os.listdir("/proc/self/fd"):
         try:
             target = os.readlink(f"/proc/self/fd/{fd}")
         except FileNotFoundError:
             continue  # the descriptor listdir itself used, or one closed meanwhile
-        count += not target.startswith("socket:")
+        count += target == "anon_inode:[eventfd]" or target.startswith(prefixes)
     return count
 
 
@@ -354,7 +357,7 @@ def test_memcg_threshold_on_the_root_memory_cgroup(
 def test_memcg_registration_failures_raise_sample_error_and_leak_nothing(
     tmp_path: Path, memcg_dir: Path, unified_dir: Path
 ) -> None:
-    before = open_fd_count()
+    before = notifier_fd_count(tmp_path)
     with pytest.raises(SampleError) as missing:
         MemcgThresholdNotifier(str(memcg_dir / "no-such-cgroup"), MI, "x")
     assert missing.value.source == str(memcg_dir / "no-such-cgroup" / "memory.usage_in_bytes")
@@ -373,20 +376,20 @@ def test_memcg_registration_failures_raise_sample_error_and_leak_nothing(
 
     with pytest.raises(SampleError, match="negative threshold of -1 bytes"):
         MemcgThresholdNotifier(str(memcg_dir), -1, "x")
-    assert open_fd_count() == before
+    assert notifier_fd_count(tmp_path) == before
 
 
 def test_memcg_notifier_close_is_idempotent_and_releases_the_eventfd(memcg_dir: Path) -> None:
-    before = open_fd_count()
+    before = notifier_fd_count()
     notifier = MemcgThresholdNotifier(str(memcg_dir), 100 * MI, "x")
     assert notifier.cause == "memcg"
     assert notifier.poll_events == select.POLLIN
-    assert open_fd_count() == before + 1, "only the eventfd stays open after registration"
+    assert notifier_fd_count() == before + 1, "only the eventfd stays open after registration"
     notifier.consume()  # nothing crossed: consuming an empty counter is harmless
     notifier.close()
     notifier.close()
     assert notifier.closed
-    assert open_fd_count() == before
+    assert notifier_fd_count() == before
     with pytest.raises(ValueError, match="closed"):
         notifier.fileno()
 
@@ -756,7 +759,7 @@ def test_refreshing_notifiers_a_hundred_times_leaks_no_descriptors(
     notifiers = MemcgNotifierSet([memory_threshold("1Mi")], memory_root=str(memcg_dir))
     summary = summary_with(stats_for_level(0, 100 * MI, MI), None)
     waiter.set_notifiers([psi])
-    before = open_fd_count()
+    before = notifier_fd_count()
     replaced: list[MemcgThresholdNotifier] = []
     for step in range(100):
         # A fresh notifier by hand as well as the set's, as the loop would for a second threshold.
@@ -766,12 +769,12 @@ def test_refreshing_notifiers_a_hundred_times_leaks_no_descriptors(
         replaced.append(by_hand)
         waiter.set_notifiers([*notifiers.notifiers, by_hand, psi])
         assert waiter.wait(0) == []
-    assert open_fd_count() == before + 2, "only the current memcg notifiers are open besides the kept PSI one"
+    assert notifier_fd_count() == before + 2, "only the current memcg notifiers are open besides the kept PSI one"
     assert all(n.closed for n in replaced[:-2])
     assert not psi.closed
     waiter.set_notifiers([psi])
     notifiers.close()
-    assert open_fd_count() == before
+    assert notifier_fd_count() == before
 
 
 def test_an_endless_timeout_is_accepted(waiter: Waiter) -> None:

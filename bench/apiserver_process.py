@@ -4,9 +4,10 @@
 
 Starts the server on 127.0.0.1 (HTTPS, fresh certificates under FOLDER), creates the Node NODE_NAME and the
 pods of PODS_JSON (a JSON list of v1 Pod objects, stored as a scheduler and kubelet left them: UIDs and statuses
-kept), prints the path of its client-certificate kubeconfig on one line, and serves until its stdin closes (the
-benchmark holds the other end, so the server never outlives it). Its own process, so that the memory of the
-stand-in is not counted in the daemon's.
+kept), prints one JSON line naming its credentials (`kubeconfig`: the client-certificate kubeconfig; `token`
+and `ca`: the files of a service account, as the in-cluster loader reads them; `port`), and serves until its
+stdin closes (the benchmark holds the other end, so the server never outlives it). Its own process, so that the
+memory of the stand-in is not counted in the daemon's.
 """
 
 from __future__ import annotations
@@ -28,7 +29,8 @@ def main() -> None:
         server.store.create_node(node_manifest(node_name))
         for pod in json.loads(pods_json.read_text(encoding="utf-8")):
             server.store.create_pod(pod)
-        print(server.kubeconfig_path, flush=True)
+        print(json.dumps({"kubeconfig": str(server.kubeconfig_path), "token": str(server.token_path),
+                          "ca": str(server.ca_path), "port": server.port}), flush=True)
         sys.stdin.read()  # until the benchmark closes the pipe (or exits)
 
 

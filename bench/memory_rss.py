@@ -1,27 +1,33 @@
 """Daemon RSS after 100 housekeeping cycles at 250 pods, beside the floor of merely importing its libraries.
 
-Two variants of the daemon, each measured in a fresh Python process (so nothing the benchmark itself imported
-counts), on the same synthetic 250-pod node (`synthetic_node.py`):
+Three variants of the daemon, each measured in a fresh Python process (so nothing the benchmark itself
+imported counts), on the same synthetic 250-pod node (`synthetic_node.py`):
 
 - without the Kubernetes API: pods discovered on the node, evictions reported only;
-- with the Kubernetes API, as deployed: `kubeconfig` points at the test API server (tests/kube/apiserver.py),
-  run in a process of its own by `apiserver_process.py` (so its memory is not counted) and seeded with the
-  node and its 250 pods; pods come from the daemon's list+watch, node conditions and events are written.
+- with the Kubernetes API through a kubeconfig (a systemd service): `kubeconfig` points at the test API
+  server (tests/kube/apiserver.py), run in a process of its own by `apiserver_process.py` (so its memory is
+  not counted) and seeded with the node and its 250 pods; pods come from the daemon's list+watch, node
+  conditions and events are written;
+- with the Kubernetes API in-cluster (the DaemonSet): no kubeconfig; the process runs in a mount namespace of
+  its own (`unshare --mount`, so the host is not touched) where a tmpfs on /run holds the service-account
+  files at /var/run/secrets/kubernetes.io/serviceaccount (the test API server's token and CA), with
+  KUBERNETES_SERVICE_HOST/PORT naming the test API server, as the kubelet sets up a pod. Needs root.
 
 Each process reports VmRSS from /proc/self/status at each step:
 
 1. bare interpreter;
 2. the import floor: evictd.daemon, evictd.composition, prometheus_client, structlog and grpc (each "not
    installed" if missing) and, with the API, the modules of the `kubernetes` package the daemon uses
-   (`kubernetes.client.configuration`, `.rest`, `.exceptions`, `kubernetes.config.kube_config`, imported
-   as the daemon imports them: `evictd.kube.lean_import`), nothing built;
+   (`kubernetes.client.configuration`, `.rest`, `.exceptions`, and the credential loader:
+   `kubernetes.config.kube_config` or `.incluster_config`, imported as the daemon imports them:
+   `evictd.kube.lean_import`), nothing built;
 3. the daemon built by `evictd.composition.build_daemon` from a configuration pointing at the synthetic
    node, with its /metrics endpoint on a loopback port, JSON logs to /dev/null and memory wake-ups off (the
    synthetic tree is not a real cgroupfs);
 4. every 10 cycles while `Daemon.run()` runs 100 cycles back to back (the daemon records metrics and logs
    each cycle as it always does; /metrics is scraped at each sample, as Prometheus would).
 
-Target, for both: at most 64 MiB after 100 cycles, and no growth over the cycles (last sample - sample at
+Target, for each: at most 64 MiB after 100 cycles, and no growth over the cycles (last sample - sample at
 cycle 10).
 
     .venv/bin/python bench/memory_rss.py [--pods 250] [--cycles 100]
@@ -36,16 +42,20 @@ import sys
 
 TARGET_MIB = 64.0
 LIBRARIES = ("evictd.daemon", "evictd.composition", "prometheus_client", "structlog", "grpc")
-# The modules of the kubernetes package the daemon imports when a kubeconfig is configured.
-KUBERNETES_MODULES = ("kubernetes.client.configuration", "kubernetes.client.rest", "kubernetes.client.exceptions",
-                      "kubernetes.config.kube_config")
+# The modules of the kubernetes package the daemon imports to reach the API, and the credential loader of each
+# way of reaching it.
+KUBERNETES_MODULES = ("kubernetes.client.configuration", "kubernetes.client.rest", "kubernetes.client.exceptions")
+CREDENTIAL_LOADERS = {"kubeconfig": "kubernetes.config.kube_config", "in-cluster": "kubernetes.config.incluster_config"}
+SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 # Loaded by `import kubernetes` or the generated API client; the daemon must never load them.
 KUBERNETES_HEAVY = ("kubernetes.client.api_client", "kubernetes.client.models", "kubernetes.watch", "pydantic")
 SAMPLE_EVERY = 10
 VARIANTS = (
-    ("no-api", "without the Kubernetes API (pods discovered on the node, evictions reported):"),
-    ("api", "with the Kubernetes API, as deployed (kubeconfig to the test API server in its own process; "
-            "pods from the watch):"),
+    ("none", "without the Kubernetes API (pods discovered on the node, evictions reported):"),
+    ("kubeconfig", "with the Kubernetes API through a kubeconfig, as a systemd service (the test API server in "
+                   "its own process; pods from the watch):"),
+    ("in-cluster", "with the Kubernetes API in-cluster, as the DaemonSet (service-account token and CA in a "
+                   "private mount namespace; pods from the watch):"),
 )
 # Growth below one page table's worth of noise is not growth; anything at or above this is reported as such.
 GROWTH_TOLERANCE_MIB = 0.5
@@ -66,7 +76,7 @@ def rss_mib() -> float:
     return status_mib("VmRSS")["VmRSS"]
 
 
-def child(config_path: str, cycles: int, out_path: str, api: bool) -> None:
+def child(config_path: str, cycles: int, out_path: str, credentials: str) -> None:
     """Run in the fresh process: import, build, run, and write the samples as JSON to `out_path`."""
     result: dict[str, object] = {"bare_mib": rss_mib()}
     import importlib
@@ -79,10 +89,10 @@ def child(config_path: str, cycles: int, out_path: str, api: bool) -> None:
             importlib.import_module(name)
         except ImportError:
             missing.append(name)
-    if api:
+    if credentials in CREDENTIAL_LOADERS:
         from evictd.kube.lean_import import import_module
 
-        for name in KUBERNETES_MODULES:
+        for name in (*KUBERNETES_MODULES, CREDENTIAL_LOADERS[credentials]):
             import_module(name)
     result["missing"] = missing
     result["floor_mib"] = rss_mib()
@@ -116,20 +126,40 @@ def child(config_path: str, cycles: int, out_path: str, api: bool) -> None:
     result.update(samples=samples, status=status, pods_seen=sorted(set(pods_seen)),
                   split=status_mib("RssAnon", "RssFile", "VmHWM"),
                   kubernetes_modules=sum(name.split(".")[0] == "kubernetes" for name in sys.modules),
-                  heavy_loaded=[name for name in KUBERNETES_HEAVY if name in sys.modules])
+                  heavy_loaded=[name for name in KUBERNETES_HEAVY if name in sys.modules],
+                  loaders_loaded=sorted(name for name in CREDENTIAL_LOADERS.values() if name in sys.modules),
+                  oauthlib_or_requests="oauthlib" in sys.modules or "requests" in sys.modules)
     with open(out_path, "w", encoding="utf-8") as out:
         json.dump(result, out)
 
 
-def run_child(config: object, cycles: int, pods: int, api: bool) -> dict[str, object]:
-    """Run the fresh process on `config`; return its samples."""
+def in_cluster_wrapper(server: dict[str, object]) -> tuple[list[str], dict[str, str]]:
+    """Return the command prefix and environment that run a process as the kubelet runs a pod's: the test API
+    server's service-account token and CA at SERVICE_ACCOUNT_DIR (a tmpfs on /run in a mount namespace of the
+    process's own, so nothing on the host changes) and KUBERNETES_SERVICE_HOST/PORT set."""
+    import shlex
+
+    folder = shlex.quote(SERVICE_ACCOUNT_DIR)
+    script = (f"mount -t tmpfs -o mode=0755 evictd-bench /run && mkdir -p {folder}"
+              f" && cp {shlex.quote(str(server['token']))} {folder}/token"
+              f" && cp {shlex.quote(str(server['ca']))} {folder}/ca.crt"
+              f" && echo kube-system > {folder}/namespace && exec \"$@\"")
+    environment = {**os.environ, "KUBERNETES_SERVICE_HOST": "127.0.0.1", "KUBERNETES_SERVICE_PORT": str(server["port"])}
+    return ["unshare", "--mount", "--propagation", "private", "sh", "-c", script, "sh"], environment
+
+
+def run_child(config: object, cycles: int, pods: int, credentials: str,
+              wrapper: tuple[list[str], dict[str, str]] | None = None) -> dict[str, object]:
+    """Run the fresh process on `config` (under `wrapper`'s command prefix and environment); return its samples."""
     import json
     import subprocess
     import tempfile
 
+    prefix, environment = wrapper if wrapper is not None else ([], None)
     with tempfile.NamedTemporaryFile("r", suffix=".json") as out:
-        subprocess.run([sys.executable, os.path.abspath(__file__), "--child", str(config), "--cycles", str(cycles),
-                        "--out", out.name, "--api", str(int(api))], check=True, stdout=subprocess.DEVNULL)
+        subprocess.run([*prefix, sys.executable, os.path.abspath(__file__), "--child", str(config), "--cycles",
+                        str(cycles), "--out", out.name, "--credentials", credentials], check=True,
+                       stdout=subprocess.DEVNULL, env=environment)
         result: dict[str, object] = json.load(out)
     if result["pods_seen"] != [pods]:
         raise SystemExit(f"the daemon did not see the synthetic pods: {result['pods_seen']}")
@@ -137,7 +167,7 @@ def run_child(config: object, cycles: int, pods: int, api: bool) -> dict[str, ob
 
 
 def measure(pods: int, cycles: int) -> dict[str, dict[str, object]]:
-    """Build the node, run both variants' children, return their samples by variant."""
+    """Build the node, run the three variants' children, return their samples by variant."""
     import json
     import subprocess
 
@@ -147,7 +177,7 @@ def measure(pods: int, cycles: int) -> dict[str, dict[str, object]]:
 
     common = {"housekeepingInterval": "1ms", "metricsBindAddress": "127.0.0.1:0"}
     with build_node(pods) as node:
-        results = {"no-api": run_child(write_config(node, evictd=common), cycles, pods, api=False)}
+        results = {"none": run_child(write_config(node, evictd=common), cycles, pods, "none")}
         pods_json = node.base / "pods.json"
         pods_json.write_text(json.dumps(node.pod_docs), encoding="utf-8")
         # The stand-in serves until its stdin closes: leaving this block (or dying) ends it.
@@ -155,28 +185,36 @@ def measure(pods: int, cycles: int) -> dict[str, dict[str, object]]:
                                "bench-node", str(pods_json)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                               text=True) as server:
             assert server.stdout is not None and server.stdin is not None
-            kubeconfig = server.stdout.readline().strip()
-            if not kubeconfig:
+            started = server.stdout.readline().strip()
+            if not started:
                 raise SystemExit("the test API server did not start")
-            config = write_config(node, evictd={**common, "kubeconfig": kubeconfig,
-                                                "stateDir": str(node.base / "state")}, name="evictd-api.yaml")
-            results["api"] = run_child(config, cycles, pods, api=True)
+            credentials = json.loads(started)
+            config = write_config(node, evictd={**common, "kubeconfig": credentials["kubeconfig"],
+                                                "stateDir": str(node.base / "state")}, name="evictd-kubeconfig.yaml")
+            results["kubeconfig"] = run_child(config, cycles, pods, "kubeconfig")
+            config = write_config(node, evictd={**common, "stateDir": str(node.base / "state-in-cluster")},
+                                  name="evictd-in-cluster.yaml")
+            results["in-cluster"] = run_child(config, cycles, pods, "in-cluster", in_cluster_wrapper(credentials))
             server.stdin.close()
     return results
 
 
-def report(result: dict[str, object], pods: int, api: bool) -> tuple[list[str], bool]:
+def report(result: dict[str, object], pods: int, credentials: str) -> tuple[list[str], bool]:
     samples = [(int(n), float(r)) for n, r in result["samples"]]  # type: ignore[attr-defined]
     missing = result["missing"]
     imported = ["evictd", "prometheus_client", "structlog"] + [
         f"{name} not installed" if name in missing else name for name in ("grpc",)]  # type: ignore[operator]
-    if api:
-        imported.append("kubernetes: client.configuration/rest/exceptions, config.kube_config")
+    if credentials in CREDENTIAL_LOADERS:
+        loader = CREDENTIAL_LOADERS[credentials].removeprefix("kubernetes.")
+        imported.append(f"kubernetes: client.configuration/rest/exceptions, {loader}")
     floor_label = "import floor (" + ", ".join(imported) + ")"
     after = samples[-1][1]
     growth = after - next(r for n, r in samples if n >= SAMPLE_EVERY)
     heavy = result["heavy_loaded"]
-    ok = after <= TARGET_MIB and growth < GROWTH_TOLERANCE_MIB and not heavy
+    # The daemon must have loaded the loader of its own credentials and no other.
+    loaders_ok = result["loaders_loaded"] == ([CREDENTIAL_LOADERS[credentials]] if credentials in CREDENTIAL_LOADERS
+                                              else [])
+    ok = after <= TARGET_MIB and growth < GROWTH_TOLERANCE_MIB and not heavy and loaders_ok
     lines = [
         f"RSS, MiB: bare python {result['bare_mib']:.1f}; {floor_label} {result['floor_mib']:.1f}; "
         f"daemon built {result['built_mib']:.1f}",
@@ -187,10 +225,13 @@ def report(result: dict[str, object], pods: int, api: bool) -> tuple[list[str], 
         "  of which private (RssAnon) {RssAnon:.1f}, shared library and file pages (RssFile) {RssFile:.1f}; "
         "peak (VmHWM) {VmHWM:.1f}".format(**result["split"]),  # type: ignore[arg-type]
     ]
-    if api:
+    if credentials in CREDENTIAL_LOADERS:
         lines.append(f"  kubernetes modules loaded: {result['kubernetes_modules']}; "
                      + (f"LOADED: {', '.join(heavy)}" if heavy  # type: ignore[arg-type]
-                        else "no ApiClient, models, pydantic or package __init__ imports"))
+                        else "no ApiClient, models, pydantic or package __init__ imports")
+                     + f"; credential loaders: {', '.join(result['loaders_loaded'])}"  # type: ignore[arg-type]
+                     + ("" if loaders_ok else " (WRONG)")
+                     + f"; oauthlib or requests loaded: {'yes' if result['oauthlib_or_requests'] else 'no'}")
     return lines, ok
 
 
@@ -204,7 +245,7 @@ def main() -> int:
     results = measure(args.pods, args.cycles)
     all_ok = True
     for variant, title in VARIANTS:
-        lines, ok = report(results[variant], args.pods, api=variant == "api")
+        lines, ok = report(results[variant], args.pods, variant)
         print(title)
         print("\n".join(lines))
         all_ok = all_ok and ok
@@ -213,7 +254,7 @@ def main() -> int:
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--child"]:  # the fresh process: no argparse, so the bare sample stays bare
-        _, _, config_arg, _, cycles_arg, _, out_arg, _, api_arg = sys.argv
-        child(config_arg, int(cycles_arg), out_arg, api_arg == "1")
+        _, _, config_arg, _, cycles_arg, _, out_arg, _, credentials_arg = sys.argv
+        child(config_arg, int(cycles_arg), out_arg, credentials_arg)
         sys.exit(0)
     sys.exit(main())

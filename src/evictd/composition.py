@@ -430,8 +430,7 @@ def after_cycle_tasks(cluster: ClusterParts | None, runtime: RuntimeParts | None
 
 def check_settings(config: Configuration) -> None:
     """Raise ConfigError for settings that cannot work on this machine before anything starts."""
-    if config.evictd.stats_source == "kubelet" and not config.evictd.kubelet_summary_url and not (
-        config.evictd.kubeconfig or os.environ.get("KUBERNETES_SERVICE_HOST")
-    ):
+    if (config.evictd.stats_source == "kubelet" and not config.evictd.kubelet_summary_url
+            and not api_configured(config.evictd)):
         raise ConfigError("needs kubeletSummaryURL, a kubeconfig, or to run inside a cluster",
                           key="statsSource", value="kubelet")

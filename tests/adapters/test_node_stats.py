@@ -32,10 +32,12 @@ from evictd.core.quantity import Quantity, QuantityFormat
 from evictd.core.signals import Signal
 from evictd.core.summary import (
     SYSTEM_CONTAINER_PODS,
+    ContainerStats,
     FsStats,
     MemoryStats,
     Observation,
     PodReference,
+    Summary,
     signal_observations,
 )
 from evictd.manager import EvictionManager
@@ -728,6 +730,61 @@ def test_a_real_pod_read_end_to_end(tmp_path: Path, real_pod: RealPodNode, ext4_
     after = source.summary().node.system_containers[SYSTEM_CONTAINER_PODS].memory
     assert after is not None and after.available_bytes is not None
     assert after.available_bytes >= POD_LIMIT_BYTES - SLACK_BYTES
+
+
+def test_while_the_runtime_is_down_its_containers_are_measured_from_their_cgroups(
+        tmp_path: Path, real_pod: RealPodNode) -> None:
+    """The runtime answered once (naming the real container cgroup's ID), then stops answering: the container
+    keeps a working set, now read from its own cgroup, under the name the runtime gave it."""
+    from evictd.core.errors import CRIError
+    from evictd.cri import ContainerUsage
+
+    process = real_pod.start_process()
+    process.do(f"alloc {ALLOCATED_BYTES}")
+    named = ContainerUsage(container_id=real_pod.container_id, pod_sandbox_id="s1", name=real_pod.container,
+                           pod_uid=real_pod.uid, pod_name=real_pod.name, pod_namespace=real_pod.namespace,
+                           writable_layer_bytes=5 * MiB, writable_layer_inodes=12, working_set_bytes=7 * MiB,
+                           timestamp_ns=1)
+    restarted = ContainerUsage(container_id="f" * 64, pod_sandbox_id="s1", name="restarted-since",
+                               pod_uid=real_pod.uid, pod_name=real_pod.name, pod_namespace=real_pod.namespace,
+                               writable_layer_bytes=None, writable_layer_inodes=None, working_set_bytes=1,
+                               timestamp_ns=1)
+    answers: list[dict[str, list[ContainerUsage]] | None] = [{real_pod.uid: [named, restarted]}, None,
+                                                              {real_pod.uid: [named]}]
+
+    def runtime() -> dict[str, list[ContainerUsage]]:
+        answer = answers.pop(0)
+        if answer is None:
+            raise CRIError("ListContainerStats", "UNAVAILABLE", "connection refused")
+        return answer
+
+    cgroups = CgroupReader(real_pod.layout)
+    source = NodeStatsSource(
+        node_name="node-1", cgroups=cgroups, pods=DiscoveredPods(cgroups, str(real_pod.pod_logs_dir)),
+        disk_usage=DiskUsageCache(), kubelet_root=str(real_pod.kubelet_root),
+        pod_logs_dir=str(real_pod.pod_logs_dir), image_fs_path=str(tmp_path / "containerd"),
+        container_fs_path=str(tmp_path / "containerd"), container_stats=runtime)
+
+    def container(summary: Summary, names: list[str]) -> ContainerStats:
+        (stats,) = summary.pods
+        assert sorted(c.name for c in stats.containers) == names
+        return next(c for c in stats.containers if c.name == real_pod.container)
+
+    answered = container(source.summary(), [real_pod.container, "restarted-since"])
+    assert answered.memory is not None and answered.memory.working_set_bytes == 7 * MiB
+    assert answered.rootfs is not None and answered.rootfs.used_bytes == 5 * MiB
+
+    down = source.summary()
+    assert [p.source for p in source.problems] == ["CRI ListContainerStats"]
+    # "restarted-since" has no cgroup under the ID the runtime gave last: left out, not guessed.
+    measured = container(down, [real_pod.container])
+    assert measured.memory is not None and measured.memory.working_set_bytes is not None
+    assert ALLOCATED_BYTES - MiB <= measured.memory.working_set_bytes <= ALLOCATED_BYTES + SLACK_BYTES
+    assert measured.rootfs is None, "the writable layer is known only to the runtime"
+    assert measured.logs is not None and measured.logs.used_bytes == du_bytes(real_pod.log_dir)
+
+    back = container(source.summary(), [real_pod.container])
+    assert back.memory is not None and back.memory.working_set_bytes == 7 * MiB
 
 
 def test_runtime_container_stats_are_merged_by_container_name(v1_node: Node) -> None:

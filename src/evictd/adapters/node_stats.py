@@ -15,7 +15,9 @@ the engine cannot tell the difference:
   disk-usage walker; with a container runtime, its containers by name with their working set and
   writable layer (one ListContainerStats per cycle); ephemeral-storage = volumes + logs + writable layers.
   An unreadable pod cgroup leaves that pod's memory unknown rather than dropping its stats; with a runtime,
-  the sandbox's working set and process count (ListPodSandboxStats) stand in for it.
+  the sandbox's working set and process count (ListPodSandboxStats) stand in for it. In a cycle where the
+  runtime does not answer, the containers it named last time are measured from their own cgroups under the
+  pod cgroup (working set as for the pod; no writable layer), so memory messages still name them.
 
 A part that cannot be read is left out of the Summary for this cycle (the signal is then absent: never
 guessed) and recorded in `problems` with its path and reason. Every block carries the time it was read.
@@ -137,6 +139,8 @@ class NodeStatsSource:
         self._runtime_paths = runtime_paths
         self._container_stats = container_stats
         self._sandbox_stats = sandbox_stats
+        # The runtime's last answer: which containers (by ID) of which pod carry which name.
+        self._last_runtime_answer: Mapping[str, Sequence[ContainerUsage]] = {}
         self.problems: tuple[SampleError, ...] = ()
 
     def summary(self) -> Summary:
@@ -190,15 +194,19 @@ class NodeStatsSource:
             problems.append(exc)
             cgroups = {}
         runtime: Mapping[str, Sequence[ContainerUsage]] = {}
+        # Containers to measure from their cgroups: those the runtime named last, when it does not answer now.
+        remembered: Mapping[str, Sequence[ContainerUsage]] = {}
         if self._container_stats is not None:
             try:
-                runtime = self._container_stats()
+                runtime = self._last_runtime_answer = self._container_stats()
             except EvictdError as exc:
                 problems.append(SampleError("CRI ListContainerStats", str(exc)))
+                remembered = self._last_runtime_answer
         result = []
         for pod in self._pods.active_pods():
             try:
-                result.append(self._one_pod(pod, cgroups.get(pod.uid), runtime.get(pod.uid, ()), at, problems))
+                result.append(self._one_pod(pod, cgroups.get(pod.uid), runtime.get(pod.uid, ()),
+                                            remembered.get(pod.uid, ()), at, problems))
             except SampleError as exc:
                 problems.append(exc)
         return self._with_sandbox_fallback(tuple(result), at, problems)
@@ -232,6 +240,7 @@ class NodeStatsSource:
         pod: Pod,
         cgroup: PodCgroup | None,
         runtime: Sequence[ContainerUsage],
+        remembered: Sequence[ContainerUsage],
         at: datetime,
         problems: list[SampleError],
     ) -> PodStats:
@@ -276,6 +285,8 @@ class NodeStatsSource:
                 container_memory = MemoryStats(time=at, working_set_bytes=measured.working_set_bytes)
             containers.append(ContainerStats(name=measured.name, memory=container_memory, rootfs=rootfs,
                                              logs=logs.pop(measured.name, None)))
+        if remembered and cgroup is not None:
+            containers.extend(self._containers_from_cgroups(cgroup, remembered, logs, at, problems))
         containers.extend(ContainerStats(name=name, logs=fs) for name, fs in logs.items())
         return PodStats(
             pod_ref=PodReference(name=pod.name, namespace=pod.namespace, uid=pod.uid),
@@ -285,6 +296,38 @@ class NodeStatsSource:
             ephemeral_storage=FsStats(time=at, used_bytes=used, inodes_used=inodes),
             process_count=process_count,
         )
+
+    def _containers_from_cgroups(
+        self,
+        cgroup: PodCgroup,
+        remembered: Sequence[ContainerUsage],
+        logs: dict[str, FsStats],
+        at: datetime,
+        problems: list[SampleError],
+    ) -> list[ContainerStats]:
+        """Measure the containers the runtime last named in this pod from their cgroups, by name (their logs
+        are taken out of `logs`). A container cgroup that is gone or unreadable is left out and recorded."""
+        try:
+            found = self._cgroups.container_cgroups(cgroup.path)
+        except SampleError as exc:
+            problems.append(exc)
+            return []
+        measured = []
+        for container in sorted(remembered, key=lambda usage: usage.name):
+            path = found.get(container.container_id)
+            if path is None:
+                continue  # restarted or removed since the runtime last answered: its new ID is unknown
+            try:
+                reading = self._cgroups.memory(path)
+            except SampleError as exc:
+                problems.append(exc)
+                continue
+            measured.append(ContainerStats(
+                name=container.name,
+                memory=MemoryStats(time=at, usage_bytes=reading.usage_bytes,
+                                   working_set_bytes=reading.working_set_bytes),
+                logs=logs.pop(container.name, None)))
+        return measured
 
     def _container_log_usage(self, pod: Pod) -> list[tuple[str, DirUsage]]:
         """Return (container, log usage) from `<pod logs>/<ns>_<name>_<uid>/<container>/` folders, by name."""

@@ -5,7 +5,7 @@ tests/daemon: `evictd run` as a process). Their folders are put on ``sys.path`` 
 registered as plugins (``pytest_plugins``), so every test folder, tests/e2e included, can use them whatever
 part of the suite is run. Only this top-level conftest may register plugins (pytest refuses it elsewhere).
 
-* ``cri_fixtures`` (tests/cri): ``containerd``, ``pods``, ``containerd_on_ext4``;
+* ``cri_fixtures`` (tests/cri): ``containerd``, ``pods``, ``containerd_on_ext4``, ``unstarted_containerd``;
 * ``kube_fixtures`` (tests/kube): ``kube_pki``, ``apiserver``, ``api_client``, ``core_v1``.
 
 Real small filesystems for tests: a size-limited tmpfs and a loop-mounted ext4 image.

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from builders import Gi, Mi, fs, pod, pod_stats, summary
-from evictd.core.engine import EngineConfig, Eviction, ReclaimAction
+from evictd.core.engine import EngineConfig, Eviction, ReclaimAction, effective_thresholds
 from evictd.core.errors import CRIError, KubeError, SampleError
 from evictd.core.kubelet_config import EvictionSettings
 from evictd.core.pods import pod_from_dict
@@ -122,6 +122,33 @@ def test_layout_detection_failure_skips_the_cycle_and_is_retried() -> None:
     second = m.synchronize()
     assert m.state.layout == FsLayout() and layout.calls == 2
     assert second.reclaim_succeeded is False and len(second.evictions) == 1
+
+
+def test_a_runtime_attached_later_brings_its_layout_and_reclaimer_and_keeps_the_grace_periods() -> None:
+    """The layout (and the containerfs thresholds derived from it) is detected again from the runtime's
+    filesystems; a soft threshold already counting its grace period keeps counting from when it was met."""
+    clock = FakeClock()
+    config = EngineConfig.from_settings(EvictionSettings(hard={}, soft={"nodefs.available": "2Gi"},
+                                                         soft_grace_period={"nodefs.available": "1m"}))
+    before, after = Reclaimer(), Reclaimer()
+    m = EvictionManager(config, stats=Stats(DISK_LOW, DISK_LOW, DISK_OK), layout=Layout(FsLayout()),
+                        pods=Pods(VICTIM), reclaimer=before, evictor=Evictor(), clock=clock)
+    m.synchronize()
+    (nodefs,) = [t for t in m.state.thresholds if str(t.signal) == "nodefs.available"]
+    assert m.state.first_observed_at == {nodefs: 0.0}
+    kept_conditions = m.state.node_conditions
+    assert kept_conditions, "a soft threshold met reports the condition at once"
+
+    split = FsLayout(dedicated_imagefs=True, split_containerfs=True)
+    runtime_layout = Layout(split)
+    m.attach_runtime(runtime_layout, after)
+    clock.now = 61.0
+    report = m.synchronize()
+    assert runtime_layout.calls == 1 and m.state.layout == split
+    assert m.state.thresholds == tuple(effective_thresholds(config, split)[0])
+    assert m.state.first_observed_at[nodefs] == 0.0, "grace counted from the first cycle, not from the attach"
+    assert m.state.node_conditions == kept_conditions
+    assert before.calls == [] and after.calls == [r.action for r in report.reclaim] != []
 
 
 def test_layout_is_detected_once() -> None:

@@ -3,10 +3,10 @@
 Nothing else in evictd decides which adapter serves which role. With a Kubernetes API (a kubeconfig, or the
 in-cluster service account inside a pod) pods come from a watch, evictions go through the API and node
 conditions, taints and events are written; without one, pods are discovered from the node and evictions are
-reported only. With a container runtime answering the CRI endpoint, node-level reclaim and the periodic
-garbage collection run (without the API, container GC cannot know which pods are gone, so it removes only
-dead containers beyond the policy). In dry-run nothing is changed anywhere: what would be is logged and
-counted.
+reported only. With a container runtime answering the CRI endpoint (at start, or later: `RuntimeLink`),
+node-level reclaim and the periodic garbage collection run (without the API, container GC cannot know which
+pods are gone, so it removes only dead containers beyond the policy). In dry-run nothing is changed
+anywhere: what would be is logged and counted.
 """
 
 from __future__ import annotations
@@ -61,13 +61,12 @@ from evictd.logging_setup import configure_logging, resolve_format
 from evictd.manager import (
     CycleReport,
     EvictionManager,
-    LayoutSource,
-    NodeReclaimer,
     PodEvictor,
     PodSource,
     StatsSource,
 )
 from evictd.metrics import Metrics
+from evictd.runtime_link import RuntimeLink
 
 MICROSECONDS = 1_000_000
 NODE_NAME_ENV = "EVICTD_NODE_NAME"
@@ -155,16 +154,15 @@ def build_psi_notifiers(settings: EvictdSettings, layout: CgroupLayout, cgroups:
     return tuple(notifiers)
 
 
-def build_stats_source(config: Configuration, cgroups: CgroupReader, pods: PodSource,
-                       node_name: str, runtime: RuntimeParts | None = None) -> StatsSource:
-    """Return the configured stats source: the node itself, or the kubelet's Summary API."""
+def build_stats_source(config: Configuration, cgroups: CgroupReader, pods: PodSource, node_name: str) -> StatsSource:
+    """Return the configured stats source: the node itself, or the kubelet's Summary API (the runtime's
+    part of the node's own stats is added by `attach_runtime` once the runtime answers)."""
     settings = config.evictd
     if settings.stats_source == "kubelet":
         if settings.kubelet_summary_url:
             return KubeletSummarySource(settings.kubelet_summary_url, token_file=settings.kubelet_token_file,
                                         ca_file=settings.kubelet_ca_file)
         return ApiProxySummarySource(node_name, kubeconfig=settings.kubeconfig)
-    runtime_stats = RuntimeContainerStats(runtime.client) if runtime else None
     discovered = pods if isinstance(pods, DiscoveredPods) else None
     return NodeStatsSource(
         node_name=node_name,
@@ -177,9 +175,6 @@ def build_stats_source(config: Configuration, cgroups: CgroupReader, pods: PodSo
         pod_logs_dir=settings.pod_logs_dir,
         image_fs_path=settings.image_fs_path,
         container_fs_path=settings.container_fs_path,
-        runtime_paths=runtime.filesystems.paths if runtime else None,
-        container_stats=runtime_stats.by_pod if runtime_stats else None,
-        sandbox_stats=runtime_stats.sandboxes_by_pod if runtime_stats else None,
     )
 
 
@@ -191,6 +186,7 @@ class ClusterParts:
     evictor: PodEvictor
     sync: ClusterSync
     watcher: PodWatcher
+    kube_evictor: KubePodEvictor | None  # the evictor writing to the API; None in dry-run
 
 
 @dataclass
@@ -202,20 +198,6 @@ class RuntimeParts:
     filesystems: RuntimeFilesystems
     reclaimer: RuntimeReclaimer
     periodic_gc: PeriodicGC
-
-
-def connect_runtime(settings: EvictdSettings, log: Any) -> tuple[CriClient, RuntimeVersion] | None:
-    """Return a CRI client and the runtime's version, or None (logged) when nothing answers the endpoint."""
-    try:
-        client = CriClient(settings.container_runtime_endpoint, settings.runtime_request_timeout_s)
-        version = client.version()
-    except EvictdError as exc:
-        log.info("no container runtime answers: node-level reclaim is reported, not carried out",
-                 endpoint=settings.container_runtime_endpoint, error=str(exc))
-        return None
-    log.info("container runtime", endpoint=settings.container_runtime_endpoint, runtime=version.runtime_name,
-             version=version.runtime_version, api=version.runtime_api_version)
-    return client, version
 
 
 def build_runtime(config: Configuration, client: CriClient, version: RuntimeVersion, metrics: Metrics,
@@ -249,6 +231,27 @@ def api_configured(settings: EvictdSettings) -> bool:
     return bool(settings.kubeconfig or os.environ.get(IN_CLUSTER_ENV))
 
 
+def attach_runtime(config: Configuration, client: CriClient, version: RuntimeVersion, metrics: Metrics, log: Any,
+                   manager: EvictionManager, stats: StatsSource, cluster: ClusterParts | None) -> RuntimeParts:
+    """Build the runtime's parts and wire them into the running daemon: the manager's layout and reclaimer
+    (report-only in dry-run), the node's own stats (writable layers, container names, the runtime's
+    filesystems) and, with the API, the local stop when the API is down and the check that an evicted pod
+    stopped. The same path serves a runtime that answers at start and one that answers later."""
+    settings = config.evictd
+    pod_state, sources_ready = pod_states(cluster.watcher if cluster is not None else None)
+    runtime = build_runtime(config, client, version, metrics, log, pod_state, sources_ready)
+    manager.attach_runtime(RuntimeLayout(settings.kubelet_root_dir, runtime.filesystems),
+                           ReportOnlyReclaimer() if settings.dry_run else runtime.reclaimer)
+    if isinstance(stats, NodeStatsSource):
+        container_stats = RuntimeContainerStats(client)
+        stats.use_runtime(runtime.filesystems.paths, container_stats.by_pod, container_stats.sandboxes_by_pod)
+    if cluster is not None:
+        if cluster.kube_evictor is not None:
+            cluster.kube_evictor.use_local_kill(LocalKiller(client).kill)
+        cluster.sync.use_pod_running(runtime_pod_running(client))
+    return runtime
+
+
 def runtime_pod_running(client: CriClient) -> Callable[[str], bool | None]:
     """Return whether the runtime still runs anything of a pod (a ready sandbox or a live container).
 
@@ -267,10 +270,9 @@ def runtime_pod_running(client: CriClient) -> Callable[[str], bool | None]:
     return running
 
 
-def build_cluster(config: Configuration, node_name: str, metrics: Metrics, log: Any, dry_run: bool,
-                  local_kill: Callable[[Eviction], object] | None,
-                  pod_running: Callable[[str], bool | None] | None = None) -> ClusterParts:
-    """Build the pod watch, the journaled evictor, the node status writer and the event recorder."""
+def build_cluster(config: Configuration, node_name: str, metrics: Metrics, log: Any, dry_run: bool) -> ClusterParts:
+    """Build the pod watch, the journaled evictor, the node status writer and the event recorder (the
+    runtime's local stop and pod check are added by `attach_runtime` once the runtime answers)."""
     settings = config.evictd
     api_client = build_api_client(settings.kubeconfig)
 
@@ -283,15 +285,14 @@ def build_cluster(config: Configuration, node_name: str, metrics: Metrics, log: 
         log.warning("pod list not synced yet; no pod is evicted until it is", error=str(watcher.last_error))
     journal = EvictionJournal(None if dry_run else os.path.join(settings.state_dir, JOURNAL_FILE))
     events = EventRecorder(api_client, node_name, dry_run=dry_run)
-    kube_evictor = None if dry_run else KubePodEvictor(api_client, journal, events, on_api_error=api_error,
-                                                       local_kill=local_kill)
+    kube_evictor = None if dry_run else KubePodEvictor(api_client, journal, events, on_api_error=api_error)
     evictor: PodEvictor = kube_evictor if kube_evictor is not None else ReportOnlyEvictor()
     node_writer = NodeStatusWriter(api_client, node_name, ConditionMode(settings.node_condition_mode),
                                    update_period_s=settings.node_status_update_frequency_s, dry_run=dry_run)
     sync = ClusterSync(watcher=watcher, evictor=kube_evictor, node_writer=node_writer, events=events,
-                       on_error=api_error, log=log, pod_running=pod_running)
+                       on_error=api_error, log=log)
     pods = EvictablePods(watcher, journal, own_uid=os.environ.get(POD_UID_ENV, ""))
-    return ClusterParts(pods=pods, evictor=evictor, sync=sync, watcher=watcher)
+    return ClusterParts(pods=pods, evictor=evictor, sync=sync, watcher=watcher, kube_evictor=kube_evictor)
 
 
 def build_daemon(
@@ -312,16 +313,7 @@ def build_daemon(
     cgroups = CgroupReader(layout)
     metrics = Metrics()
     dry_run = settings.dry_run
-    connected = connect_runtime(settings, log)
-    # When the API is unreachable during a hard threshold, the pod is stopped through the runtime.
-    local_kill = LocalKiller(connected[0]).kill if connected else None
-    pod_running = runtime_pod_running(connected[0]) if connected else None
-    cluster = (build_cluster(config, node_name, metrics, log, dry_run, local_kill, pod_running)
-               if api_configured(settings) else None)
-    runtime = None
-    if connected is not None:
-        pod_state, sources_ready = pod_states(cluster.watcher if cluster is not None else None)
-        runtime = build_runtime(config, *connected, metrics, log, pod_state, sources_ready)
+    cluster = build_cluster(config, node_name, metrics, log, dry_run) if api_configured(settings) else None
     pods: PodSource = cluster.pods if cluster is not None else DiscoveredPods(cgroups, settings.pod_logs_dir)
     evictor: PodEvictor = cluster.evictor if cluster is not None else ReportOnlyEvictor()
     # Evictions need the API; node-level reclaim and periodic GC need only the runtime (unless dry-run).
@@ -329,24 +321,23 @@ def build_daemon(
     if cluster is None:
         log.info("no Kubernetes API configured (no kubeconfig, not in a pod): evictions are reported, "
                  "not carried out")
-    stats = build_stats_source(config, cgroups, pods, node_name, runtime)
+    stats = build_stats_source(config, cgroups, pods, node_name)
     engine_config = EngineConfig.from_settings(config.eviction)
-    layout_source: LayoutSource = PathLayout(settings.kubelet_root_dir, settings.image_fs_path,
-                                             settings.container_fs_path)
-    reclaimer: NodeReclaimer = ReportOnlyReclaimer()
-    if runtime is not None:
-        layout_source = RuntimeLayout(settings.kubelet_root_dir, runtime.filesystems)
-        if not dry_run:
-            reclaimer = runtime.reclaimer
     manager = EvictionManager(
         engine_config,
         stats=stats,
-        layout=layout_source,
+        layout=PathLayout(settings.kubelet_root_dir, settings.image_fs_path, settings.container_fs_path),
         pods=pods,
-        reclaimer=reclaimer,
+        reclaimer=ReportOnlyReclaimer(),
         evictor=evictor,
         clock=MonotonicClock(),
     )
+    runtime = RuntimeLink(
+        CriClient(settings.container_runtime_endpoint, settings.runtime_request_timeout_s),
+        lambda version: attach_runtime(config, runtime.client, version, metrics, log, manager, stats, cluster),
+        log,
+    )
+    runtime.connect()
     waiter = Waiter()
     memcg = None
     if settings.memcg_wakeups and layout.version == 1 and settings.stats_source == "node":
@@ -387,7 +378,7 @@ def build_daemon(
         recent=recent,
         on_cycle=log_sample_problems,
         log=log,
-        after_cycle=after_cycle_tasks(cluster, runtime if not dry_run else None),
+        after_cycle=after_cycle_tasks(cluster, runtime, dry_run),
         wait_for_cleanup=cluster.sync.wait_for_cleanup if cluster is not None else None,
     )
     if cluster is not None:
@@ -416,14 +407,17 @@ def pod_states(watcher: PodWatcher | None) -> tuple[PodStateFunc, Callable[[], b
     return state, watcher.is_synced
 
 
-def after_cycle_tasks(cluster: ClusterParts | None, runtime: RuntimeParts | None) -> Callable[[CycleReport], None]:
-    """Return what runs after every cycle: cluster bookkeeping, then periodic garbage collection."""
+def after_cycle_tasks(cluster: ClusterParts | None, runtime: RuntimeLink[RuntimeParts],
+                      dry_run: bool) -> Callable[[CycleReport], None]:
+    """Return what runs after every cycle: cluster bookkeeping, then periodic garbage collection (not in
+    dry-run) with a runtime attached, or asking again for a runtime that has not answered yet."""
 
     def run(report: CycleReport) -> None:
         if cluster is not None:
             cluster.sync.after_cycle(report)
-        if runtime is not None:
-            runtime.periodic_gc.tick()
+        parts = runtime.poll()
+        if parts is not None and not dry_run:
+            parts.periodic_gc.tick()
 
     return run
 

@@ -115,6 +115,13 @@ class EvictionManager:
         self._evictor = evictor
         self._clock = clock
 
+    def attach_runtime(self, layout: LayoutSource, reclaimer: NodeReclaimer) -> None:
+        """Use a container runtime that answered after the manager was built: its layout (detected again by
+        the next cycle, thresholds derived again; grace periods and conditions kept) and its reclaimer."""
+        self._layout = layout
+        self._reclaimer = reclaimer
+        self.state = replace(self.state, layout=None)
+
     def synchronize(self) -> CycleReport:
         """Run one cycle: observe, decide, reclaim at node level, and evict at most one pod for thresholds."""
         now = self._clock.monotonic()

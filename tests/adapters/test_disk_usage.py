@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from clocks import ManualClock
 from evictd.adapters.disk_usage import (
     AGE_JITTER_FRACTION,
     EMPTY_DIR_PLUGIN_DIR,
@@ -72,16 +73,6 @@ def set_old_mtime(path: Path, hours_ago: int) -> None:
 def age_all_dirs(root: Path, hours_ago: int = 10) -> None:
     for folder, _, _ in os.walk(root):
         set_old_mtime(Path(folder), hours_ago)
-
-
-class FakeClock:
-    """Monotonic seconds that only move when the test says so."""
-
-    def __init__(self) -> None:
-        self.now_s = 1000.0
-
-    def __call__(self) -> float:
-        return self.now_s
 
 
 class RecordingScandir:
@@ -243,7 +234,7 @@ def test_only_changed_directories_are_listed_again(ext4_mount: Path) -> None:
     write(root / "a" / "file-a", 3_000)
     write(root / "c" / "file-c", 40_000)
     age_all_dirs(root)
-    clock = FakeClock()
+    clock = ManualClock()
     listed = RecordingScandir()
     cache = DiskUsageCache(max_age_s=MAX_AGE_S, clock=clock, scandir=listed)
 
@@ -284,7 +275,7 @@ def test_file_growing_in_place_is_seen_after_max_age(ext4_mount: Path) -> None:
     root = ext4_mount / "vol"
     log = write(root / "app" / "0.log", 10_000)
     age_all_dirs(root)
-    clock = FakeClock()
+    clock = ManualClock()
     listed = RecordingScandir()
     cache = DiskUsageCache(max_age_s=MAX_AGE_S, clock=clock, scandir=listed)
     first = cache.usage(str(root))
@@ -311,7 +302,7 @@ def test_a_recent_mtime_is_not_trusted(ext4_mount: Path) -> None:
     """A change in the same timestamp tick as the last listing leaves the mtime equal; it is still seen."""
     root = ext4_mount / "vol"
     write(root / "f", 1_000)
-    cache = DiskUsageCache(max_age_s=MAX_AGE_S, clock=FakeClock())
+    cache = DiskUsageCache(max_age_s=MAX_AGE_S, clock=ManualClock())
     assert_matches_du(cache.usage(str(root)), root)
 
     mtime = os.stat(root)
@@ -325,7 +316,7 @@ def test_an_old_mtime_is_trusted_until_max_age(ext4_mount: Path) -> None:
     root = ext4_mount / "vol"
     write(root / "f", 1_000)
     age_all_dirs(root)
-    clock = FakeClock()
+    clock = ManualClock()
     cache = DiskUsageCache(max_age_s=MAX_AGE_S, clock=clock)
     first = cache.usage(str(root))
 
@@ -360,7 +351,7 @@ def test_a_folder_mounted_over_after_caching_is_left_out(
     root = ext4_mount / "vol"
     write(root / "sub" / "f", 100_000)
     age_all_dirs(root)
-    cache = DiskUsageCache(clock=FakeClock())
+    cache = DiskUsageCache(clock=ManualClock())
     assert_matches_du(cache.usage(str(root)), root)
     mount_tmpfs_at(root / "sub")  # the parent's listing and mtime do not change
     write(root / "sub" / "in-ram", 50_000)
@@ -405,7 +396,7 @@ def test_start_cycle_forgets_paths_not_asked_for_in_keep_cycles(ext4_mount: Path
     write(dropped / "f", 100)
     age_all_dirs(ext4_mount)
     listed = RecordingScandir()
-    cache = DiskUsageCache(keep_cycles=2, clock=FakeClock(), scandir=listed)
+    cache = DiskUsageCache(keep_cycles=2, clock=ManualClock(), scandir=listed)
 
     assert cache.start_cycle() == 0
     cache.usage(str(kept))
@@ -456,7 +447,7 @@ def test_a_cycle_over_a_thousand_unchanged_pods_lists_nothing(tmp_path: Path) ->
         write(kubelet / "pods" / uid / "volumes" / EMPTY_DIR_PLUGIN_DIR / "scratch" / "data", 4096)
         write(logs / f"{NAMESPACE}_pod-{uid[-4:]}_{uid}" / "app" / "0.log", 1000)
     age_all_dirs(tmp_path)
-    clock = FakeClock()
+    clock = ManualClock()
     listed = RecordingScandir()
     cache = DiskUsageCache(max_age_s=MAX_AGE_S, clock=clock, scandir=listed)
 

@@ -10,6 +10,8 @@ A pytest plugin, registered for the whole suite by tests/conftest.py (``pytest_p
 * ``containerd_on_ext4`` (function): a containerd of its own whose root (image store, snapshots,
   writable layers) is on the ``ext4_mount`` loop filesystem of tests/conftest.py; stopped before that
   filesystem is unmounted (it depends on it, so it is set up after it and torn down before it).
+* ``unstarted_containerd`` (function): a containerd of its own, not started: the test starts it when the
+  runtime should come up (a runtime that answers only after evictd started).
 
 If containerd cannot be started, the fixture fails the test (``pytest.fail``): it never skips.
 """
@@ -60,6 +62,17 @@ def stop_or_fail(runtime: Containerd) -> None:
 def containerd() -> Iterator[Containerd]:
     """Yield the session's private containerd (pause and busybox images imported)."""
     runtime = start_or_fail(Containerd(new_base()))
+    try:
+        yield runtime
+    finally:
+        stop_or_fail(runtime)
+
+
+@pytest.fixture
+def unstarted_containerd() -> Iterator[Containerd]:
+    """Yield a containerd on a fresh base, not started (the test starts it when it wants the runtime to come
+    up); torn down afterwards whether it was started or not."""
+    runtime = Containerd(new_base())
     try:
         yield runtime
     finally:

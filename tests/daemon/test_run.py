@@ -8,23 +8,13 @@ import select
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
 from evictd_process import ROOT, EvictdProcess, mem_available_bytes, pid_available
 
 from real_cgroups import CGROUP_MOUNT, memory_stall, temporary_cgroup
 
 GiB = 1 << 30
-
-
-@pytest.fixture
-def evictd_processes() -> Iterator[list[EvictdProcess]]:
-    started: list[EvictdProcess] = []
-    yield started
-    for process in started:
-        process.kill()
 
 
 def test_runs_cycles_and_exits_zero(tmp_path: Path, evictd_processes: list[EvictdProcess]) -> None:

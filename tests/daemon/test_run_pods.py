@@ -46,14 +46,6 @@ def real_pod(tmp_path: Path, ext4_mount: Path) -> Iterator[RealPodNode]:
         node.teardown()
 
 
-@pytest.fixture
-def evictd_processes() -> Iterator[list[EvictdProcess]]:
-    started: list[EvictdProcess] = []
-    yield started
-    for process in started:
-        process.kill()
-
-
 def test_a_pod_allocating_past_allocatable_wakes_the_loop_and_would_be_evicted(
     tmp_path: Path, real_pod: RealPodNode, evictd_processes: list[EvictdProcess]
 ) -> None:

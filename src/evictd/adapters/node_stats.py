@@ -143,6 +143,17 @@ class NodeStatsSource:
         self._last_runtime_answer: Mapping[str, Sequence[ContainerUsage]] = {}
         self.problems: tuple[SampleError, ...] = ()
 
+    def use_runtime(
+        self,
+        runtime_paths: Callable[[], tuple[str, str]],
+        container_stats: Callable[[], Mapping[str, Sequence[ContainerUsage]]],
+        sandbox_stats: Callable[[], Mapping[str, SandboxUsage]],
+    ) -> None:
+        """Measure with a container runtime from the next cycle on (one that answered after start)."""
+        self._runtime_paths = runtime_paths
+        self._container_stats = container_stats
+        self._sandbox_stats = sandbox_stats
+
     def summary(self) -> Summary:
         """Read the node now and return its Summary (parts that could not be read are absent)."""
         problems: list[SampleError] = []

@@ -40,10 +40,14 @@ class RuntimeFilesystems:
         self.last_error: EvictdError | None = None
 
     def paths(self) -> tuple[str, str]:
-        """Return (image filesystem folder, container filesystem folder)."""
+        """Return (image filesystem folder, container filesystem folder).
+
+        After an answer naming the filesystems the runtime is asked again a minute later; after a failed
+        call or an answer naming none (a runtime that has just started and not measured them yet) at the
+        next call.
+        """
         now = self._clock()
         if now - self._asked_at >= FILESYSTEM_REFRESH_S:
-            self._asked_at = now
             try:
                 info = self._client.image_fs_info()
             except EvictdError as exc:
@@ -51,6 +55,7 @@ class RuntimeFilesystems:
             else:
                 self.last_error = None
                 if info.image_filesystems:
+                    self._asked_at = now
                     image = info.image_filesystems[0].mountpoint
                     container = info.container_filesystems[0].mountpoint if info.container_filesystems else image
                     self._paths = (image, container)

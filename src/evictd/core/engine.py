@@ -88,7 +88,8 @@ class EngineConfig:
 class EngineState:
     """What the kubelet's eviction manager remembers between cycles (KUBELET_SPEC §5.2).
 
-    `layout` and `thresholds` are fixed by the first cycle (layout detection and containerfs derivation).
+    `layout` and `thresholds` are fixed by the first cycle (layout detection and containerfs derivation); a
+    state whose `layout` is cleared has them detected and derived again by the next cycle, the rest kept.
     Times are monotonic seconds.
     """
 
@@ -233,8 +234,10 @@ def assess(
         return state, Assessment(skipped="no thresholds configured and local storage isolation is off")
     warnings: tuple[str, ...] = ()
     if state.layout is None:
+        # The first cycle, or the first after the runtime was attached late (the layout is the runtime's):
+        # whatever the state already remembers (grace periods, conditions) is kept.
         derived, derive_warnings = effective_thresholds(config, layout)
-        state = EngineState(layout=layout, thresholds=tuple(derived))
+        state = replace(state, layout=layout, thresholds=tuple(derived))
         warnings = tuple(derive_warnings)
     if summary is None:
         return state, Assessment(

@@ -346,10 +346,11 @@ class CriClient:
 
     # --- runtime ------------------------------------------------------------------------------------------
 
-    def version(self) -> RuntimeVersion:
-        """Return the runtime's name, version and CRI API version. Raises ``CRIError``."""
+    def version(self, timeout_s: float | None = None) -> RuntimeVersion:
+        """Return the runtime's name, version and CRI API version (within ``timeout_s`` if given, else the
+        client's deadline). Raises ``CRIError``."""
         reply: pb.VersionResponse = self._call(
-            self._runtime, "Version", pb.VersionRequest(version=CRI_API_VERSION)
+            self._runtime, "Version", pb.VersionRequest(version=CRI_API_VERSION), timeout_s
         )
         return RuntimeVersion(reply.runtime_name, reply.runtime_version, reply.runtime_api_version)
 

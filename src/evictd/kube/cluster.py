@@ -77,6 +77,10 @@ class ClusterSync:
         self._on_error = on_error
         self._log = log
 
+    def use_pod_running(self, pod_running: PodRunning) -> None:
+        """Ask the container runtime whether an evicted pod still runs (a runtime that answered late)."""
+        self._pod_running = pod_running
+
     def after_cycle(self, report: CycleReport) -> None:
         """Write what the cycle decided about the node; retry pending eviction writes."""
         assessment = report.assessment

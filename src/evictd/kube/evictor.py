@@ -99,6 +99,10 @@ class KubePodEvictor:
         self._on_api_error = on_api_error
         self._wall_clock = wall_clock
 
+    def use_local_kill(self, local_kill: Callable[[Eviction], object]) -> None:
+        """Stop pods through the container runtime when the API is down (a runtime that answered late)."""
+        self._local_kill = local_kill
+
     def evict(self, eviction: Eviction) -> None:
         """Carry out one eviction. Raises EvictdError when it could not be completed now (it stays pending)."""
         entry = journal_entry(eviction, time.time())

@@ -1,0 +1,102 @@
+"""RuntimeLink: a container runtime that answers only after evictd started is attached once it does.
+
+Against real endpoints: a socket path where nothing listens yet (and then a real containerd started on it),
+and a Unix socket that accepts connections but never answers (a hung runtime), which must not hold the
+housekeeping loop up for longer than the probe's deadline.
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+from pathlib import Path
+from typing import Any
+
+from containerd_harness import Containerd
+
+from clocks import ManualClock
+from evictd.cri import RuntimeVersion
+from evictd.cri.client import CriClient
+from evictd.runtime_link import RuntimeLink
+
+RETRY_S = 5.0
+
+
+class Log:
+    """Records what the link logs (event, fields)."""
+
+    def __init__(self) -> None:
+        self.lines: list[tuple[str, dict[str, Any]]] = []
+
+    def info(self, event: str, **fields: Any) -> None:
+        self.lines.append((event, fields))
+
+
+class Attach:
+    """Records the versions the link attached with; returns a token standing for the runtime's parts."""
+
+    def __init__(self) -> None:
+        self.versions: list[RuntimeVersion] = []
+
+    def __call__(self, version: RuntimeVersion) -> str:
+        self.versions.append(version)
+        return f"parts of {version.runtime_name}"
+
+
+def test_a_runtime_that_starts_later_is_attached_once_it_answers(unstarted_containerd: Containerd) -> None:
+    clock, log, attach = ManualClock(), Log(), Attach()
+    client = CriClient(unstarted_containerd.endpoint, 10.0)
+    link = RuntimeLink(client, attach, log, retry_s=RETRY_S, clock=clock)
+    try:
+        assert link.connect() is None
+        assert link.parts is None and attach.versions == []
+        ((event, fields),) = log.lines
+        assert event.startswith("no container runtime answers")
+        assert fields["endpoint"] == unstarted_containerd.endpoint and "UNAVAILABLE" in fields["error"]
+
+        unstarted_containerd.start()
+        clock.now_s += RETRY_S - 0.1
+        assert link.poll() is None, "asked again only once the retry period has passed"
+        assert attach.versions == []
+        clock.now_s += 0.1
+        assert link.poll() == "parts of containerd"
+        (version,) = attach.versions
+        assert (version.runtime_name, version.runtime_api_version) == ("containerd", "v1")
+        assert log.lines[-1] == ("container runtime", {
+            "endpoint": unstarted_containerd.endpoint, "runtime": "containerd", "version": version.runtime_version,
+            "api": "v1", "unanswered_attempts": 1})
+
+        clock.now_s += 3600
+        assert link.poll() == "parts of containerd" and link.connect() == "parts of containerd"
+        assert len(attach.versions) == 1, "attached once"
+    finally:
+        client.close()
+
+
+def test_failed_attempts_are_logged_once(tmp_path: Path) -> None:
+    clock, log, attach = ManualClock(), Log(), Attach()
+    client = CriClient(f"unix://{tmp_path}/nothing.sock", 10.0)
+    link = RuntimeLink(client, attach, log, retry_s=RETRY_S, clock=clock)
+    try:
+        for _ in range(4):
+            assert link.poll() is None
+            clock.now_s += RETRY_S
+        assert len(log.lines) == 1 and attach.versions == []
+    finally:
+        client.close()
+
+
+def test_a_runtime_that_never_answers_costs_the_loop_one_probe_deadline(tmp_path: Path) -> None:
+    path = tmp_path / "hung.sock"
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as listener:
+        listener.bind(str(path))
+        listener.listen(8)  # accepts (the kernel completes the connection) but never speaks HTTP/2
+        client = CriClient(f"unix://{path}", 10.0)
+        link = RuntimeLink(client, Attach(), Log(), probe_timeout_s=0.5, clock=ManualClock())
+        try:
+            started = time.monotonic()
+            assert link.connect() is None
+            elapsed = time.monotonic() - started
+        finally:
+            client.close()
+    assert 0.4 <= elapsed < 2.0, f"the probe took {elapsed:.2f} s (client deadline 10 s, probe deadline 0.5 s)"

@@ -34,6 +34,11 @@ def test_cgroup_and_log_settings_come_from_the_kubelet_unless_evictd_overrides(t
     assert (overridden.cgroup_driver, overridden.cgroup_root) == ("cgroupfs", "/custom")
 
 
+def test_a_runtime_endpoint_may_be_a_bare_socket_path(tmp_path: Path) -> None:
+    path = write(tmp_path, "e.yaml", EVICTD + "containerRuntimeEndpoint: /var/run/crio/crio.sock\n")
+    assert load_configuration([path]).evictd.container_runtime_endpoint == "/var/run/crio/crio.sock"
+
+
 def test_one_stream_may_hold_both_kinds(tmp_path: Path) -> None:
     both = write(tmp_path, "both.yaml", KUBELET + "evictionHard: {pid.available: 1k}\n---\n" + EVICTD
                  + "housekeepingInterval: 500ms\ndryRun: true\npsiWindow: 4s\n")
@@ -52,8 +57,11 @@ def test_one_stream_may_hold_both_kinds(tmp_path: Path) -> None:
         (EVICTD + "nodeName: 5\n", "nodeName"),
         (KUBELET + "cgroupDriver: docker\n", "cgroupDriver"),
         ("apiVersion: v1\nkind: ConfigMap\n", "kind"),
+        (EVICTD + "containerRuntimeEndpoint: tcp://10.0.0.1:3735\n", "containerRuntimeEndpoint"),
+        (EVICTD + "containerRuntimeEndpoint: run/containerd.sock\n", "containerRuntimeEndpoint"),
     ],
-    ids=["bool", "stats-source", "log-format", "string", "inherited-driver", "other-kind"],
+    ids=["bool", "stats-source", "log-format", "string", "inherited-driver", "other-kind", "tcp-endpoint",
+         "relative-endpoint"],
 )
 def test_bad_documents_name_the_key(tmp_path: Path, text: str, key: str) -> None:
     path = write(tmp_path, "bad.yaml", text)

@@ -32,6 +32,7 @@ from evictd.core.kubelet_config import (
     merge_documents,
 )
 from evictd.core.thresholds import Threshold
+from evictd.cri import DEFAULT_ENDPOINT, channel_target
 
 EVICTD_API_VERSION = "evictd.io/v1alpha1"
 EVICTD_KIND = "EvictdConfiguration"
@@ -52,9 +53,7 @@ class EvictdSettings:
     # Container logs counted in pod disk usage (default: the KubeletConfiguration's podLogsDir).
     pod_logs_dir: str = field(default="/var/log/pods", metadata={"yaml": "podLogsDir"})
     # containerd's default socket; CRI-O users set unix:///var/run/crio/crio.sock.
-    container_runtime_endpoint: str = field(
-        default="unix:///run/containerd/containerd.sock", metadata={"yaml": "containerRuntimeEndpoint"}
-    )
+    container_runtime_endpoint: str = field(default=DEFAULT_ENDPOINT, metadata={"yaml": "containerRuntimeEndpoint"})
     # Per-call CRI timeout; the kubelet's runtimeRequestTimeout is 2m, far too long for a pressure loop.
     runtime_request_timeout_s: float = field(default=10.0, metadata={"yaml": "runtimeRequestTimeout"})
     # Path to a kubeconfig; empty means the in-cluster service account when running in a pod, and no
@@ -194,7 +193,9 @@ def evictd_settings(document: Mapping[str, object], kubelet: Mapping[str, object
         changes[setting.name] = _decode_setting(
             setting.name, key, getattr(settings, setting.name), value, setting.metadata.get("allow_zero", False)
         )
-    return replace(settings, **changes)
+    settings = replace(settings, **changes)
+    channel_target(settings.container_runtime_endpoint)  # only Unix sockets: a bad endpoint is a config error
+    return settings
 
 
 def read_yaml_documents(path: str) -> list[Any]:

@@ -28,8 +28,8 @@ from cri_fixtures import PodFactory, new_base
 
 from evictd.core.errors import ConfigError, CRIError
 from evictd.core.runtime import ContainerState, SandboxState
-from evictd.cri import ContainerUsage, FilesystemUsage
-from evictd.cri.client import CriClient, channel_target
+from evictd.cri import ContainerUsage, FilesystemUsage, channel_target
+from evictd.cri.client import CriClient
 
 MiB = 1024 * 1024
 # containerd refreshes snapshot usage every stats_collect_period (1 s here); allow a few periods.

@@ -7,7 +7,7 @@ image/container filesystems (``ImageFsInfo``), per-container and per-pod usage (
 
 Layout of the package:
 
-* ``evictd.cri`` (this module): frozen values only, standard library only. Shell modules and the
+* ``evictd.cri`` (this module): frozen values and the endpoint check, standard library only. Shell modules and the
   ``LocalKiller`` adapter type against them without importing gRPC, so the offline commands
   (``check-config``, ``simulate``) never load ``grpc`` (tests/test_cli.py checks it).
 * ``evictd.cri.client``: ``CriClient``, the only module that imports ``grpc`` and the generated stubs.
@@ -24,10 +24,27 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from evictd.core.errors import ConfigError
 from evictd.core.runtime import ContainerState
 
 # The containerd default; CRI-O listens on unix:///var/run/crio/crio.sock and is reached the same way.
 DEFAULT_ENDPOINT = "unix:///run/containerd/containerd.sock"
+UNIX_SCHEME = "unix://"
+# Key under which a bad endpoint is reported, the kubelet's own configuration field.
+ENDPOINT_CONFIG_KEY = "containerRuntimeEndpoint"
+
+
+def channel_target(endpoint: str) -> str:
+    """Return the gRPC target for a runtime endpoint; raise ``ConfigError`` for anything but a Unix socket.
+
+    ``unix:///run/containerd/containerd.sock`` is taken as is; a bare absolute path gets the ``unix://``
+    scheme, as the kubelet used to accept before it required the scheme.
+    """
+    if endpoint.startswith(UNIX_SCHEME) and len(endpoint) > len(UNIX_SCHEME):
+        return endpoint
+    if endpoint.startswith("/"):
+        return UNIX_SCHEME + endpoint
+    raise ConfigError("only unix:// endpoints are supported", key=ENDPOINT_CONFIG_KEY, value=endpoint)
 
 # The CRI version evictd speaks; runtimes answer Version with the one they serve.
 CRI_API_VERSION = "v1"

@@ -50,18 +50,13 @@ from evictd.cri import (
     RuntimeVersion,
     SandboxUsage,
     api_pb2_grpc,
+    channel_target,
 )
 from evictd.cri import api_pb2 as pb
-
-UNIX_SCHEME = "unix://"
 
 # The kubelet's CRI client accepts replies of up to 16 MiB (pkg/kubelet/cri/remote: maxMsgSize); a node
 # with thousands of containers produces ListContainers replies of several MiB.
 MAX_MESSAGE_BYTES = 16 * 1024 * 1024
-
-# Key under which a bad endpoint is reported, the kubelet's own configuration field.
-ENDPOINT_CONFIG_KEY = "containerRuntimeEndpoint"
-
 
 def map_rpc_error(method: str, exc: grpc.RpcError) -> CRIError:
     """Return the ``CRIError`` for a failed RPC: the one place where gRPC failures become evictd errors.
@@ -76,19 +71,6 @@ def map_rpc_error(method: str, exc: grpc.RpcError) -> CRIError:
     detail = details_of() if callable(details_of) else None
     code_name = code.name if isinstance(code, grpc.StatusCode) else "UNKNOWN"
     return CRIError(method, code_name, str(detail) if detail else str(exc))
-
-
-def channel_target(endpoint: str) -> str:
-    """Return the gRPC target for a runtime endpoint; raise ``ConfigError`` for anything but a Unix socket.
-
-    ``unix:///run/containerd/containerd.sock`` is taken as is; a bare absolute path gets the ``unix://``
-    scheme, as the kubelet used to accept before it required the scheme.
-    """
-    if endpoint.startswith(UNIX_SCHEME) and len(endpoint) > len(UNIX_SCHEME):
-        return endpoint
-    if endpoint.startswith("/"):
-        return UNIX_SCHEME + endpoint
-    raise ConfigError("only unix:// endpoints are supported", key=ENDPOINT_CONFIG_KEY, value=endpoint)
 
 
 def _wrapped(value: pb.UInt64Value, present: bool) -> int | None:

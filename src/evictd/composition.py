@@ -193,8 +193,6 @@ class ClusterParts:
 class RuntimeParts:
     """The container runtime side of the daemon, when the CRI endpoint answers."""
 
-    client: CriClient
-    version: RuntimeVersion
     filesystems: RuntimeFilesystems
     reclaimer: RuntimeReclaimer
     periodic_gc: PeriodicGC
@@ -219,11 +217,11 @@ def build_runtime(config: Configuration, client: CriClient, version: RuntimeVers
     try:
         images.detect()  # first-detected times start now, as when the kubelet starts
     except EvictdError as exc:
-        log.warning("image detection failed at start", error=str(exc))
+        log.warning("image detection failed when the runtime was attached", error=str(exc))
     periodic = PeriodicGC(containers, images, container_period_s=settings.container_gc_period_s,
                           image_period_s=settings.image_gc_period_s, log=log)
-    return RuntimeParts(client=client, version=version, filesystems=filesystems,
-                        reclaimer=RuntimeReclaimer(containers, images), periodic_gc=periodic)
+    return RuntimeParts(filesystems=filesystems, reclaimer=RuntimeReclaimer(containers, images),
+                        periodic_gc=periodic)
 
 
 def api_configured(settings: EvictdSettings) -> bool:
@@ -332,11 +330,9 @@ def build_daemon(
         evictor=evictor,
         clock=MonotonicClock(),
     )
+    client = CriClient(settings.container_runtime_endpoint, settings.runtime_request_timeout_s)
     runtime = RuntimeLink(
-        CriClient(settings.container_runtime_endpoint, settings.runtime_request_timeout_s),
-        lambda version: attach_runtime(config, runtime.client, version, metrics, log, manager, stats, cluster),
-        log,
-    )
+        client, lambda version: attach_runtime(config, client, version, metrics, log, manager, stats, cluster), log)
     runtime.connect()
     waiter = Waiter()
     memcg = None

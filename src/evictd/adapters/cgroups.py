@@ -324,14 +324,7 @@ def _read(path: str) -> bytes:
         fd = os.open(path, _READ_FLAGS)
     except OSError as exc:
         raise SampleError(path, _reason(exc)) from exc
-    try:
-        data = os.read(fd, READ_CHUNK_BYTES)
-        # cgroupfs (seq_file) hands out everything it has up to the buffer size in one read.
-        return data if len(data) < READ_CHUNK_BYTES else _read_rest(fd, data)
-    except OSError as exc:
-        raise SampleError(path, _reason(exc)) from exc
-    finally:
-        os.close(fd)
+    return _read_and_close(path, fd)
 
 
 def _read_optional(path: str) -> bytes | None:
@@ -342,8 +335,14 @@ def _read_optional(path: str) -> bytes | None:
         return None
     except OSError as exc:
         raise SampleError(path, _reason(exc)) from exc
+    return _read_and_close(path, fd)
+
+
+def _read_and_close(path: str, fd: int) -> bytes:
+    """Return everything `fd` (opened on `path`) holds, and close it; raises SampleError."""
     try:
         data = os.read(fd, READ_CHUNK_BYTES)
+        # cgroupfs (seq_file) hands out everything it has up to the buffer size in one read.
         return data if len(data) < READ_CHUNK_BYTES else _read_rest(fd, data)
     except OSError as exc:
         raise SampleError(path, _reason(exc)) from exc

@@ -124,8 +124,11 @@ def test_hard_threshold_wins_over_soft_in_the_same_cycle() -> None:
 
 @pytest.mark.parametrize(
     ("max_pod_grace", "pod_grace", "override", "effective"),
-    [(5, 2, 2, 2), (5, 60, 5, 5), (0, 2, 0, 2), (-1, 30, -1, 1), (5, None, 5, 5)],
-    ids=["pod-shorter", "max-shorter", "zero-means-pods-own", "negative-becomes-1s", "no-pod-grace"],
+    # An override of 0 stays 0 in the v1.36 pod worker (its `overridden` flag) and becomes 1 s: not the pod's
+    # own grace period (../shared/kubelet-divergences/04-soft-eviction-override-0-effective-grace.yaml).
+    [(5, 2, 2, 2), (5, 60, 5, 5), (0, 2, 0, 1), (0, 45, 0, 1), (-1, 30, -1, 1), (5, None, 5, 5)],
+    ids=["pod-shorter", "max-shorter", "zero-becomes-1s", "zero-becomes-1s-not-45", "negative-becomes-1s",
+         "no-pod-grace"],
 )
 def test_soft_grace_period_override(max_pod_grace: int, pod_grace: int | None, override: int, effective: int) -> None:
     config = {"evictionHard": {}, "evictionSoft": {"memory.available": "2Gi"},

@@ -376,6 +376,7 @@ def build_daemon(
         log=log,
         after_cycle=after_cycle_tasks(cluster, runtime, dry_run),
         wait_for_cleanup=cluster.sync.wait_for_cleanup if cluster is not None else None,
+        on_stop=cluster.sync.withdraw if cluster is not None else None,
     )
     if cluster is not None:
         cluster.sync.should_stop = lambda: daemon.stopping  # SIGTERM ends the wait after an eviction too

@@ -3,7 +3,8 @@
 One synchronous loop: run a cycle (the eviction manager over the adapters), export metrics, log what changed,
 redraw the live view, refresh the memory notifiers when due, then sleep until the next tick or until a
 notifier or a signal wakes it (a notification is followed by one confirming cycle a second later).
-SIGTERM/SIGINT only set a stop flag and wake the loop: the current cycle finishes and the daemon exits 0; a
+SIGTERM/SIGINT only set a stop flag and wake the loop: the current cycle finishes, `on_stop` withdraws what
+evictd keeps on the node (in the cluster: its taints, its conditions to Unknown) and the daemon exits 0; a
 hard deadline (a timer armed by the first signal) ends a hung shutdown with status 1. Only this loop catches
 broad exceptions; it logs them with the cycle number and carries on.
 
@@ -75,6 +76,8 @@ class Daemon:
     # In the cluster: write node status/events and replay pending writes; wait for evicted pods to go.
     after_cycle: Callable[[CycleReport], None] | None = None
     wait_for_cleanup: Callable[[Sequence[Eviction]], bool] | None = None
+    # In the cluster: what a clean stop leaves on the node (conditions Unknown, taints removed).
+    on_stop: Callable[[], None] | None = None
     systemd: SystemdNotifier = field(default_factory=SystemdNotifier)
     log: Any = field(default_factory=lambda: structlog.get_logger("evictd"))
     stopping: bool = False
@@ -153,6 +156,11 @@ class Daemon:
             if self.stopping:
                 self.log.info("shutting down", reason=self.stop_reason, deadline_s=self.shutdown_timeout_s)
             self.systemd.notify("STOPPING=1")
+            if self.on_stop is not None:
+                try:
+                    self.on_stop()
+                except Exception:  # a failed clean-up must not turn a clean stop into a crash
+                    self.log.exception("clean-up at stop failed")
             self.systemd.close()
             self.waiter.close()
             if self._deadline is not None:

@@ -66,10 +66,11 @@ class RuntimeLink(Generic[_Parts]):
                                retry_s=self._retry_s)
             self._failures += 1
             return None
+        self.parts = self._attach(version)
+        # Logged once attached, so that everything the line announces (metrics, reclaim) is already in place.
         self._log.info("container runtime", endpoint=self.client.endpoint, runtime=version.runtime_name,
                        version=version.runtime_version, api=version.runtime_api_version,
                        unanswered_attempts=self._failures)
-        self.parts = self._attach(version)
         return self.parts
 
     def poll(self) -> _Parts | None:

@@ -8,6 +8,7 @@ from evictd.core.node_status import (
     conditions_changed,
     desired_conditions,
     desired_taints,
+    stopped_conditions,
 )
 from evictd.core.signals import NodeCondition
 
@@ -53,3 +54,26 @@ def test_condition_transition_events() -> None:
     assert condition_transitions([NodeCondition.MEMORY_PRESSURE], [NodeCondition.DISK_PRESSURE]) == [
         ("NodeHasSufficientMemory", "MemoryPressure"), ("NodeHasDiskPressure", "DiskPressure")]
     assert condition_transitions([NodeCondition.PID_PRESSURE], [NodeCondition.PID_PRESSURE]) == []
+
+
+def test_a_clean_stop_leaves_every_condition_unknown_keeping_an_earlier_unknown_transition() -> None:
+    running = desired_conditions([], [NodeCondition.MEMORY_PRESSURE], ConditionMode.EVICTD, T0)
+    stopped = stopped_conditions(running, ConditionMode.EVICTD, T1)
+    assert [(c["type"], c["status"], c["reason"], c["lastTransitionTime"]) for c in stopped] == [
+        ("EvictdMemoryPressure", "Unknown", "EvictdStopped", T1),
+        ("EvictdDiskPressure", "Unknown", "EvictdStopped", T1),
+        ("EvictdPIDPressure", "Unknown", "EvictdStopped", T1),
+    ]
+    assert {c["message"] for c in stopped} == {"evictd stopped; this condition is not being updated"}
+    # Stopped twice: the transition stays at the first stop, the heartbeat moves.
+    again = stopped_conditions(stopped, ConditionMode.EVICTD, "2026-11-21T10:00:20Z")
+    assert [(c["lastTransitionTime"], c["lastHeartbeatTime"]) for c in again] == [(T1, "2026-11-21T10:00:20Z")] * 3
+    # Started again: a real status is a transition.
+    restarted = desired_conditions(again, [], ConditionMode.EVICTD, "2026-11-21T10:00:30Z")
+    assert {c["lastTransitionTime"] for c in restarted} == {"2026-11-21T10:00:30Z"}
+
+
+def test_a_clean_stop_in_standard_mode_writes_the_standard_types() -> None:
+    stopped = stopped_conditions([], ConditionMode.STANDARD, T0)
+    assert [(c["type"], c["status"]) for c in stopped] == [
+        ("MemoryPressure", "Unknown"), ("DiskPressure", "Unknown"), ("PIDPressure", "Unknown")]

@@ -5,10 +5,12 @@ Glue only, over the existing harnesses (tests/cri/containerd_harness.py through 
 for `evictd run`): what a scheduler and a kubelet would have done so that evictd sees a consistent node.
 
 * `ClusterNode.run_pod` stores a Pod object bound to the node (``spec.nodeName``, containers with their
-  requests, Pending), starts the pod in containerd with the same uid, name and namespace, then reports it
-  Running, in the order a scheduler and a kubelet would;
-* `ClusterNode.terminate` is the kubelet's side of a deletion: stop and remove the pod's sandbox and
-  cgroups through the harness, then the final ``DELETE`` (grace 0, UID precondition) of the object;
+  requests, Pending), starts the pod in containerd with the same uid, name and namespace, then hands it to
+  the node's kubelet stand-in (kubelet_standin.py), which reports it Running and from then on does what the
+  real kubelet does with it: its own status over anyone else's phase, reason and message, and on deletion
+  the kill with the pod's grace period, the terminal status and the final ``DELETE`` (grace 0, UID
+  precondition);
+* `ClusterNode.terminate` is a deletion by someone else (grace 0): the stand-in kubelet then stops the pod;
 * `ClusterNode.start_evictd` runs `evictd run` against both, with JSON logs, its journal in a state folder;
 * `pods_memory_limit` limits the harness's pods cgroup (``<cgroup root>/kubepods``) as a kubelet limits
   it to the node's allocatable memory, and lifts the limit again afterwards (the session containerd's cgroup
@@ -31,6 +33,8 @@ from containerd_harness import Containerd, RunningPod, busybox_container
 from cri_fixtures import PodFactory
 from evictd_process import EvictdProcess
 from kube_objects import node_manifest
+from kube_status import ApiError
+from kubelet_standin import KubeletStandIn
 
 from evictd.cri.client import ContainerSpec
 
@@ -41,7 +45,10 @@ POLL_S = 0.05
 
 # A container whose shell handles SIGTERM (it is PID 1, which ignores signals it has no handler for).
 SLEEPER_SCRIPT = 'trap "exit 0" TERM; echo ready; while true; do sleep 1; done'
+# A container that ignores SIGTERM: only the SIGKILL at the end of its grace period stops it.
+IGNORES_SIGTERM = 'trap "" TERM; echo ready; while true; do sleep 1; done'
 TRIGGER_MOUNT = "/trigger"
+IMAGE = "evictd.test/busybox:1"
 
 
 def hog_script(mib: int, *, triggered: bool = False) -> str:
@@ -96,26 +103,12 @@ def pod_object(name: str, namespace: str, uid: str, node_name: str, containers: 
             "priority": priority,
             "terminationGracePeriodSeconds": 30,
             "containers": [
-                {"name": c.name, "image": "evictd.test/busybox:1",
+                {"name": c.name, "image": IMAGE,
                  "resources": {"requests": dict(c.requests)} if c.requests else {}}
                 for c in containers
             ],
         },
         "status": {"phase": "Pending"},
-    }
-
-
-def running_status(pod: RunningPod, containers: Sequence[Container]) -> dict[str, Any]:
-    """The status a kubelet reports once the pod's containers run."""
-    return {
-        "phase": "Running",
-        "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": "2026-01-01T00:00:00Z"}],
-        "containerStatuses": [
-            {"name": c.name, "ready": True, "restartCount": 0, "image": "evictd.test/busybox:1",
-             "imageID": "", "containerID": f"containerd://{pod.container_ids[c.name]}",
-             "state": {"running": {"startedAt": "2026-01-01T00:00:00Z"}}}
-            for c in containers
-        ],
     }
 
 
@@ -154,6 +147,7 @@ class ClusterNode:
         self.apiserver.store.create_node(node_manifest(self.name))
         self.kubelet_root.mkdir(parents=True, exist_ok=True)
         self.state_dir.mkdir(parents=True, exist_ok=True)
+        self.kubelet = KubeletStandIn(self.apiserver, self.factory, self.name).start()
 
     @property
     def kubelet_root(self) -> Path:
@@ -181,14 +175,23 @@ class ClusterNode:
         uid = uid or str(uuid.uuid4())
         self.apiserver.store.create_pod(pod_object(name, namespace, uid, self.name, containers, priority=priority))
         pod = self.factory.run(name, [c.spec() for c in containers], namespace=namespace, qos="burstable", uid=uid)
-        self.apiserver.store.set_pod_status(namespace, name, running_status(pod, containers))
+        self.kubelet.adopt(pod, IMAGE)
         return pod
 
     def terminate(self, pod: RunningPod) -> None:
-        """The kubelet's part of a deletion: stop and remove the pod's containers, then delete its object."""
-        self.factory.remove(pod)
-        with contextlib.suppress(KeyError):  # already gone from the API
-            self.apiserver.store.finish_deletion(pod.namespace, pod.name)
+        """Someone deletes the pod at once (grace 0, e.g. its controller): the kubelet stand-in stops it."""
+        with contextlib.suppress(ApiError):  # already gone from the API
+            self.apiserver.store.delete_pod(pod.namespace, pod.name, grace_period_s=0)
+        self.wait_gone(pod)
+
+    def wait_gone(self, pod: RunningPod, timeout_s: float = 30.0) -> None:
+        """Wait until the kubelet stand-in has stopped the pod and its object is gone from the API."""
+        wait_until(lambda: self.pod_object(pod) is None, timeout_s, f"pod {pod.namespace}/{pod.name} to be removed")
+
+    def pod_object(self, pod: RunningPod) -> dict[str, Any] | None:
+        """The Pod object of `pod` (None once it is gone or replaced by a same-named one)."""
+        stored = self.apiserver.store.get_pod(pod.namespace, pod.name)
+        return stored if stored is not None and stored["metadata"]["uid"] == pod.uid else None
 
     def start_evictd(self, kubelet: str, evictd: str = "", *, folder: str = "evictd") -> EvictdProcess:
         """Run `evictd run` on this node: API via kubeconfig, CRI, the harness's cgroup root, 1 s housekeeping."""
@@ -214,7 +217,11 @@ class ClusterNode:
         return daemon
 
     def stop_all(self) -> None:
-        """Kill every daemon still running; print their log events (shown by pytest when the test failed)."""
+        """Kill every daemon still running and stop the kubelet stand-in; print their log events and the
+        stand-in's errors (shown by pytest when the test failed)."""
+        self.kubelet.stop()
+        for error in self.kubelet.errors:
+            print(f"kubelet stand-in: {error}")
         for number, daemon in enumerate(self.daemons):
             daemon.kill()
             daemon.stop()

@@ -26,7 +26,7 @@ import pytest
 from apiserver import ApiServer
 from containerd_harness import PAUSE_IMAGE, Containerd
 from cri_fixtures import PodFactory
-from e2e_node import ClusterNode, Container, MiB, counter, wait_until
+from e2e_node import IGNORES_SIGTERM, ClusterNode, Container, MiB, counter, wait_until
 
 THRESHOLD_MIB = 16
 MIN_RECLAIM_MIB = 8
@@ -90,7 +90,8 @@ def test_image_gc_relieves_imagefs_pressure_first_and_only_unreclaimable_pressur
     runtime = node.runtime
     imagefs = runtime.snapshotter_dir
     assert os.stat(imagefs).st_dev == os.stat(ext4_mount).st_dev != os.stat(node.kubelet_root).st_dev
-    scratch = node.run_pod("scratch", [Container("app")], priority=0)
+    # It ignores SIGTERM: stopping it takes the kubelet's whole minimum grace period (2 s).
+    scratch = node.run_pod("scratch", [Container("app", IGNORES_SIGTERM)], priority=0)
     web = node.run_pod("web", [Container("app")], priority=100)
     big = runtime.import_big_image(BIG_IMAGE_MIB, tag="unused")
     daemon = node.start_evictd(KUBELET, f"protectedImages: [{PAUSE_IMAGE}]\n")
@@ -129,8 +130,9 @@ def test_image_gc_relieves_imagefs_pressure_first_and_only_unreclaimable_pressur
     wait_until(lambda: node.requests_to("DELETE", scratch), 10, "the DELETE of the evicted pod")
     assert node.requests_to("DELETE", scratch)[0].body == {"gracePeriodSeconds": HARD_GRACE_PERIOD_S,
                                                            "preconditions": {"uid": scratch.uid}}
-    wait_until(lambda: (node.apiserver.store.get_pod(scratch.namespace, scratch.name) or {})
-               .get("status", {}).get("reason") == "Evicted", 10, "the evicted pod's status")
+    stored = node.pod_object(scratch)
+    assert stored is not None and stored["metadata"]["deletionGracePeriodSeconds"] == HARD_GRACE_PERIOD_S
+    assert [c["status"] for c in stored["status"]["conditions"] if c["type"] == "DisruptionTarget"] == ["True"]
     wait_until(lambda: node.pod_events(scratch, "Evicted"), 10, "the Evicted event")
     assert node.pod_events(scratch, "Evicted")[0]["metadata"]["annotations"]["starved_resource"] == \
         "ephemeral-storage"
@@ -138,13 +140,13 @@ def test_image_gc_relieves_imagefs_pressure_first_and_only_unreclaimable_pressur
     assert pressure is not None and pressure["status"] == "True"
     assert "evictd.io/disk-pressure:NoSchedule" in node.taint_keys()
 
-    # The kubelet takes its time (the 1 s grace period) to stop the pod; evictd must wait for it meanwhile,
-    # not act again on stats that still include the evicted pod. Then the space comes back and the kubelet
-    # stops and deletes the evicted pod: nothing else is evicted.
+    # The kubelet takes its time (2 s: the pod ignores SIGTERM) to stop the pod; evictd must wait for it
+    # meanwhile, not act again on stats that still include the evicted pod. Then the space comes back and the
+    # kubelet deletes the evicted pod: nothing else is evicted.
     time.sleep(HARD_GRACE_PERIOD_S)
     assert len(node.deletes()) == 1
     (ext4_mount / "filler-2").unlink()
-    node.terminate(scratch)
+    node.wait_gone(scratch)
     daemon.wait_event("evicted pods cleaned up", timeout=10)
     time.sleep(2)  # two more cycles
     assert counter(daemon, "evictd_evictions_total", eviction_signal=SIGNAL) == 1

@@ -7,13 +7,14 @@ the kubeconfig, the CRI endpoint, a hard ``allocatableMemory.available<250Mi`` t
 transition period and 1 s housekeeping.
 
 The story: a burstable pod whose container fills a 200 MiB buffer (a real process, real charges in its
-container cgroup) pushes the pods cgroup past the threshold. evictd must then do what the kubelet does, seen
-from the API server and through the real kubectl: the pod's status (Failed, Evicted, the kubelet's message,
-DisruptionTarget/TerminationByKubelet), a graceful DELETE with 1 s and the pod's UID, a Warning Evicted event
-with the offending-container annotations, the node event "Attempting to reclaim memory", the
-EvictdMemoryPressure condition and its NoSchedule taint. Once the test, acting as the kubelet, has stopped
-the pod and finished its deletion, the condition and the taint go only after the transition period.
-Exactly one eviction.
+container cgroup) pushes the pods cgroup past the threshold. evictd must then do what works from outside the
+kubelet, seen from the API server and through the real kubectl: the DisruptionTarget/TerminationByKubelet
+condition with the kubelet's message (and nothing of the phase, reason or message, which the kubelet owns),
+a graceful DELETE with 1 s and the pod's UID, a Warning Evicted event with the offending-container
+annotations, the node event "Attempting to reclaim memory", the EvictdMemoryPressure condition and its
+NoSchedule taint. The kubelet stand-in then stops the pod and deletes its object, as the real kubelet does;
+the condition and the taint go only after the transition period; a clean stop of evictd removes the taint and
+leaves its conditions Unknown. Exactly one eviction.
 """
 
 from __future__ import annotations
@@ -76,20 +77,28 @@ def test_a_pod_hogging_memory_is_evicted_through_the_api_and_the_pressure_clears
         deletes = node.requests_to("DELETE", hog)
         assert len(deletes) == 1 and deletes[0].status == 200
         assert deletes[0].body == {"gracePeriodSeconds": HARD_GRACE_PERIOD_S, "preconditions": {"uid": hog.uid}}
-        # ... the status as the kubelet writes it ...
-        wait_until(lambda: (node.apiserver.store.get_pod(hog.namespace, hog.name) or {})
-                   .get("status", {}).get("phase") == "Failed", 10, "the hog's status to be written")
-        pod = node.kubectl_json("get", "pod", hog.name, "-n", hog.namespace)
-        assert pod["metadata"]["uid"] == hog.uid and pod["metadata"]["deletionTimestamp"]
-        assert pod["metadata"]["deletionGracePeriodSeconds"] == HARD_GRACE_PERIOD_S
-        status = pod["status"]
-        assert (status["phase"], status["reason"]) == ("Failed", "Evicted")
-        assert status["message"] == evicting["message"]
-        assert status["message"].startswith(MESSAGE_PREFIX)
-        disruption = [c for c in status["conditions"] if c["type"] == "DisruptionTarget"]
-        assert len(disruption) == 1
-        assert (disruption[0]["status"], disruption[0]["reason"]) == ("True", "TerminationByKubelet")
-        assert disruption[0]["message"] == evicting["message"]
+        # ... preceded by the condition alone: phase, reason and message are the kubelet's ...
+        [patch] = node.requests_to("PATCH", hog, "status")
+        assert patch.status == 200 and set(patch.body["status"]) == {"conditions"}
+        sent = list(node.apiserver.requests)
+        assert sent.index(patch) < sent.index(deletes[0])
+        [disruption] = patch.body["status"]["conditions"]
+        assert (disruption["type"], disruption["status"], disruption["reason"]) == (
+            "DisruptionTarget", "True", "TerminationByKubelet")
+        assert disruption["message"] == evicting["message"]
+        # ... which the kubelet keeps while it stops the pod; it never reports the pod Failed/Evicted itself.
+        node.wait_gone(hog)
+        versions = [obj for _, obj in node.apiserver.store.pod_versions(hog.namespace, hog.name)
+                    if obj["metadata"]["uid"] == hog.uid]
+        # Every version from evictd's DELETE to the kubelet's final one (grace 0, which removes the object).
+        deleting = [v for v in versions if v["metadata"].get("deletionTimestamp")]
+        assert deleting[0]["metadata"]["deletionGracePeriodSeconds"] == HARD_GRACE_PERIOD_S
+        assert deleting[-1]["metadata"]["deletionGracePeriodSeconds"] == 0
+        for version in deleting:
+            kept = [c for c in version["status"]["conditions"] if c["type"] == "DisruptionTarget"]
+            assert [(c["status"], c["message"]) for c in kept] == [("True", evicting["message"])]
+            assert version["status"].get("reason") is None and version["status"].get("message") is None
+        assert {v["status"]["phase"] for v in deleting} <= {"Running", "Succeeded"}  # the hog exits 0 on SIGTERM
         # ... the Warning Evicted event with the offending-container annotations ...
         wait_until(lambda: node.pod_events(hog, "Evicted"), 10, "the Evicted event")
         events = node.kubectl_json("get", "events", "-n", hog.namespace,
@@ -102,7 +111,7 @@ def test_a_pod_hogging_memory_is_evicted_through_the_api_and_the_pressure_clears
         assert set(annotations) == {"offending_containers", "offending_containers_usage", "starved_resource"}
         assert (annotations["offending_containers"], annotations["starved_resource"]) == ("hog", "memory")
         assert f"Container hog was using {annotations['offending_containers_usage']}, request is 32Mi" in \
-            status["message"]
+            evicting["message"]
         # ... and the node: the reclaim event, the condition and the taint.
         wait_until(lambda: node.node_events("EvictionThresholdMet"), 10, "the EvictionThresholdMet event")
         reclaim = node.node_events("EvictionThresholdMet")[0]
@@ -114,8 +123,7 @@ def test_a_pod_hogging_memory_is_evicted_through_the_api_and_the_pressure_clears
             {"key": t["key"], "effect": t["effect"]} for t in nodes["spec"]["taints"]]
         assert [e["reason"] for e in node.node_events("NodeHasInsufficientMemory")] == ["NodeHasInsufficientMemory"]
 
-        # The kubelet's part: stop the evicted pod and finish its deletion; the memory goes with it.
-        node.terminate(hog)
+        # The kubelet stand-in stopped the evicted pod and removed it (above); the memory went with it.
         relieved_at = time.monotonic()
         wait_until(lambda: node.condition(CONDITION)["status"] == "False", 15,  # type: ignore[index]
                    f"{CONDITION} to go back to False")
@@ -136,6 +144,10 @@ def test_a_pod_hogging_memory_is_evicted_through_the_api_and_the_pressure_clears
         assert daemon.process.poll() is None
         assert daemon.http("/healthz")[0] == 200
         assert daemon.stop() == 0
+        # A clean stop: evictd's conditions Unknown, no taint of its own left behind.
+        stopped = node.condition(CONDITION)
+        assert stopped is not None and (stopped["status"], stopped["reason"]) == ("Unknown", "EvictdStopped")
+        assert not [key for key in node.taint_keys() if key.startswith("evictd.io/")]
 
 
 def test_the_eviction_names_the_offending_container_as_the_kubelet_does(node: ClusterNode) -> None:

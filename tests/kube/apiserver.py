@@ -156,6 +156,14 @@ class ClusterStore:
         options = {"gracePeriodSeconds": 0, "preconditions": {"uid": pod["metadata"]["uid"]}}
         return self._core.registry.delete(PODS, namespace, name, options)
 
+    def pod_versions(self, namespace: str, name: str) -> list[tuple[str, dict[str, Any]]]:
+        """Every stored version of the pod(s) of this name still in the change history, oldest first, each as
+        (ADDED | MODIFIED | DELETED, object): what a watch from the start would have shown."""
+        store = self._core.store
+        return [(change.type, copy.deepcopy(change.object))
+                for change in store.changes_after(store.oldest_watchable_rv, 0)
+                if change.resource == PODS.storage and change.key == (namespace, name)]
+
     def create_node(self, node: dict[str, Any]) -> dict[str, Any]:
         return self._core.registry.create(NODES, "", copy.deepcopy(node))
 

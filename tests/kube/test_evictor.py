@@ -9,6 +9,7 @@ file look like afterwards, and how API failures, restarts and replays play out.
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -145,7 +146,8 @@ EVENTS_PATH = "/api/v1/namespaces/default/events"
 
 
 def full_steps(name: str) -> list[tuple[str, str, int]]:
-    return [("DELETE", POD_PATH.format(name), 200), ("PATCH", STATUS_PATH.format(name), 200),
+    """A threshold eviction: the DisruptionTarget condition, the graceful DELETE, the Evicted event."""
+    return [("PATCH", STATUS_PATH.format(name), 200), ("DELETE", POD_PATH.format(name), 200),
             ("POST", EVENTS_PATH, 201)]
 
 
@@ -163,7 +165,7 @@ def evicted_events(apiserver: ApiServer) -> list[dict[str, Any]]:
 # --- a complete eviction ---------------------------------------------------------------------------------------
 
 
-def test_a_threshold_eviction_deletes_gracefully_writes_the_status_and_records_the_event(
+def test_a_threshold_eviction_writes_the_condition_deletes_gracefully_and_records_the_event(
     apiserver: ApiServer, harness: Harness
 ) -> None:
     apiserver.store.create_pod(hog())
@@ -172,16 +174,14 @@ def test_a_threshold_eviction_deletes_gracefully_writes_the_status_and_records_t
     harness.evictor.evict(eviction)
 
     assert harness.steps() == full_steps("hog")
-    delete, status, event = harness.sent()
+    status, delete, event = harness.sent()
     assert eviction.effective_grace_period_s == 1  # hard threshold
     assert delete.body == {"gracePeriodSeconds": 1, "preconditions": {"uid": "uid-hog"}}
     assert status.headers["Content-Type"] == STRATEGIC_MERGE
+    # Only the condition: phase, reason and message are the kubelet's, which overwrites them.
     assert status.body == {
         "metadata": {"uid": "uid-hog"},
         "status": {
-            "phase": "Failed",
-            "reason": "Evicted",
-            "message": eviction.message,
             "conditions": [{"type": "DisruptionTarget", "status": "True", "reason": "TerminationByKubelet",
                             "message": eviction.message, "observedGeneration": 1,
                             "lastTransitionTime": NOW_TEXT}],
@@ -193,8 +193,8 @@ def test_a_threshold_eviction_deletes_gracefully_writes_the_status_and_records_t
     stored = apiserver.store.get_pod("default", "hog")
     assert stored is not None, "a graceful deletion keeps the pod until the kubelet has stopped it"
     assert stored["metadata"]["deletionTimestamp"] and stored["metadata"]["deletionGracePeriodSeconds"] == 1
-    assert (stored["status"]["phase"], stored["status"]["reason"], stored["status"]["message"]) == (
-        "Failed", "Evicted", eviction.message)
+    assert (stored["status"]["phase"], stored["status"].get("reason"), stored["status"].get("message")) == (
+        "Running", None, None)
     conditions = conditions_by_type(stored)
     assert sorted(conditions) == ["DisruptionTarget", "PodScheduled", "Ready"]  # merged by type
     assert conditions["Ready"] == RUNNING_CONDITIONS[1]
@@ -212,9 +212,9 @@ def test_a_threshold_eviction_deletes_gracefully_writes_the_status_and_records_t
     assert recorded["source"] == {"component": "evictd", "host": NODE}
 
     entry = harness.file_entries()["uid-hog"]
-    assert (entry["deleted"], entry["status_written"], entry["event_written"], entry["stopped_locally"]) == (
-        True, True, True, False)
-    assert entry["done_at"] is not None and entry["grace_period_s"] == 1
+    assert (entry["condition_written"], entry["delete_sent"], entry["deleted"], entry["event_written"],
+            entry["stopped_locally"]) == (True, True, True, True, False)
+    assert entry["done_at"] is not None and entry["grace_period_s"] == 1 and "phase" not in entry
     assert harness.journal.pending() == [] and "uid-hog" in harness.journal.evicted_uids()
     assert harness.local_kill.calls == [] and harness.api_errors == []
 
@@ -227,7 +227,7 @@ def test_a_soft_eviction_deletes_with_the_effective_grace_period(apiserver: ApiS
     harness.evictor.evict(eviction)
 
     assert harness.steps() == full_steps("hog")
-    assert harness.sent()[0].body == {"gracePeriodSeconds": 20, "preconditions": {"uid": "uid-hog"}}
+    assert harness.sent()[1].body == {"gracePeriodSeconds": 20, "preconditions": {"uid": "uid-hog"}}
     stored = apiserver.store.get_pod("default", "hog")
     assert stored is not None and stored["metadata"]["deletionGracePeriodSeconds"] == 20
     assert conditions_by_type(stored)["DisruptionTarget"]["reason"] == "TerminationByKubelet"
@@ -242,12 +242,10 @@ def test_a_local_storage_eviction_writes_no_disruption_condition_and_no_annotati
 
     harness.evictor.evict(eviction)
 
-    assert harness.steps() == full_steps("scratchy")
-    delete, status, event = harness.sent()
+    assert harness.steps() == full_steps("scratchy")[1:]  # no condition, so no status write at all
+    delete, event = harness.sent()
     assert delete.body == {"gracePeriodSeconds": 1, "preconditions": {"uid": "uid-scratchy"}}
-    assert status.body == {"metadata": {"uid": "uid-scratchy"}, "status": {
-        "phase": "Failed", "reason": "Evicted", "message": 'Usage of EmptyDir volume "scratch" exceeds the limit '
-                                                           '"100Mi". '}}
+    assert eviction.message == 'Usage of EmptyDir volume "scratch" exceeds the limit "100Mi". '
     stored = apiserver.store.get_pod("default", "scratchy")
     assert stored is not None and "DisruptionTarget" not in conditions_by_type(stored)
     [recorded] = evicted_events(apiserver)
@@ -266,7 +264,8 @@ def test_a_pod_recreated_with_the_same_name_is_left_alone(apiserver: ApiServer, 
 
     harness.evictor.evict(eviction)  # ended, not failed: nothing raised
 
-    assert harness.steps() == [("DELETE", POD_PATH.format("hog"), 409)]
+    # The UID in the condition patch keeps it off the successor, and nothing more is sent.
+    assert harness.steps() == [("PATCH", STATUS_PATH.format("hog"), 422)]
     successor = apiserver.store.get_pod("default", "hog")
     assert successor is not None and successor["metadata"]["uid"] == "uid-hog-successor"
     assert "deletionTimestamp" not in successor["metadata"]
@@ -274,7 +273,7 @@ def test_a_pod_recreated_with_the_same_name_is_left_alone(apiserver: ApiServer, 
     assert conditions_by_type(successor)["DisruptionTarget"]["status"] == "False"
     assert evicted_events(apiserver) == []
     entry = harness.file_entries()["uid-hog"]
-    assert entry["extra"]["ended"].startswith("409: ") and entry["done_at"] is not None
+    assert entry["extra"]["ended"].startswith("422: ") and entry["done_at"] is not None
     assert harness.journal.pending() == [] and harness.local_kill.calls == []
     assert harness.evictor.replay() == [] and len(harness.sent()) == 1  # nothing more is ever sent
 
@@ -284,38 +283,53 @@ def test_a_pod_already_gone_ends_the_eviction(apiserver: ApiServer, harness: Har
 
     harness.evictor.evict(eviction)
 
-    assert harness.steps() == [("DELETE", POD_PATH.format("hog"), 404)]
+    assert harness.steps() == [("PATCH", STATUS_PATH.format("hog"), 404)]
     assert harness.file_entries()["uid-hog"]["extra"]["ended"].startswith("404: ")
     assert harness.journal.pending() == [] and harness.local_kill.calls == []
     assert [e.status for e in harness.api_errors] == [404]
 
 
-@pytest.mark.parametrize(("successor", "refused"), [pytest.param(True, 422, id="replaced"),
-                                                   pytest.param(False, 404, id="gone")])
-def test_a_replay_after_the_pod_went_records_the_event_but_not_the_status(
-    apiserver: ApiServer, harness: Harness, successor: bool, refused: int
+def test_a_pod_gone_between_the_condition_and_the_delete_ends_the_eviction_without_an_event(
+    apiserver: ApiServer, harness: Harness
 ) -> None:
     apiserver.store.create_pod(hog())
+    apiserver.faults.fail_next(1, code=404, method="DELETE")  # e.g. its controller deleted it meanwhile
+
+    harness.evictor.evict(soft_eviction(hog()))
+
+    assert [(m, status) for m, _, status in harness.steps()] == [("PATCH", 200), ("DELETE", 404)]
+    entry = harness.file_entries()["uid-hog"]
+    assert entry["extra"]["ended"].startswith("404: ") and harness.journal.pending() == []
+    assert evicted_events(apiserver) == []
+
+
+@pytest.mark.parametrize(("successor", "refused"), [pytest.param(True, 409, id="replaced"),
+                                                   pytest.param(False, 404, id="gone")])
+def test_a_delete_that_may_have_gone_through_still_records_the_event(
+    apiserver: ApiServer, harness: Harness, successor: bool, refused: int
+) -> None:
+    """A DELETE was sent but its answer lost; by the replay the kubelet removed the pod: it was evicted."""
+    apiserver.store.create_pod(hog())
     eviction = soft_eviction(hog())
-    apiserver.faults.fail_next(1, code=500, method="PATCH")
+    apiserver.faults.fail_next(1, code=500, method="DELETE")
     with pytest.raises(KubeError):
-        harness.evictor.evict(eviction)  # deleted, but the status write failed
+        harness.evictor.evict(eviction)
+    assert harness.file_entries()["uid-hog"]["delete_sent"] is True
     apiserver.finish_deletion("default", "hog")  # the kubelet stopped it and removed it
     if successor:
         apiserver.store.create_pod(hog(uid="uid-hog-successor"))  # its controller made a same-named successor
 
     assert harness.evictor.replay() == []
 
-    status_writes = [r for r in harness.sent() if r.method == "PATCH"]
-    assert [r.status for r in status_writes] == [500, refused]  # the UID in the patch keeps it off a successor
+    deletes = [r for r in harness.sent() if r.method == "DELETE"]
+    assert [r.status for r in deletes] == [500, refused]  # the UID precondition keeps it off a successor
     if successor:
         stored = apiserver.store.get_pod("default", "hog")
-        assert stored is not None and stored["status"]["phase"] == "Running"
-        assert conditions_by_type(stored)["DisruptionTarget"]["status"] == "False"  # as the successor was made
-    assert harness.file_entries()["uid-hog"]["extra"]["status"].startswith(f"{refused}: ")
+        assert stored is not None and "deletionTimestamp" not in stored["metadata"]
+    entry = harness.file_entries()["uid-hog"]
+    assert entry["extra"]["deleted"].startswith(f"{refused}: ") and "ended" not in entry["extra"]
     [event] = evicted_events(apiserver)
     assert event["involvedObject"]["uid"] == "uid-hog"
-    assert [r.method for r in harness.sent()].count("DELETE") == 1
     assert harness.journal.pending() == []
 
 
@@ -350,8 +364,8 @@ def test_a_hard_eviction_the_api_refuses_is_stopped_locally_kept_and_replayed_af
         assert [[(e["uid"], e["deleted"]) for e in seen["evictions"]] for seen in harness.journal_seen] == [
             [("uid-hog", False)]]
         entry = harness.file_entries()["uid-hog"]
-        assert (entry["deleted"], entry["status_written"], entry["event_written"], entry["stopped_locally"]) == (
-            False, False, False, True)
+        assert (entry["condition_written"], entry["deleted"], entry["event_written"], entry["stopped_locally"]) == (
+            True, False, False, True)
         stored = apiserver.store.get_pod("default", "hog")
         assert stored is not None and "deletionTimestamp" not in stored["metadata"]
 
@@ -360,7 +374,7 @@ def test_a_hard_eviction_the_api_refuses_is_stopped_locally_kept_and_replayed_af
         assert (pending.uid, pending.stopped_locally, pending.grace_period_s) == ("uid-hog", True, 1)
 
         assert evictor.replay() == []
-        assert harness.steps()[-3:] == full_steps("hog")
+        assert harness.steps()[-2:] == full_steps("hog")[1:]  # the condition was written before the fault
         assert [r.method for r in harness.sent()].count("DELETE") == 2  # the refused one and the replayed one
         assert harness.file_entries()["uid-hog"]["event_written"] is True
         assert journal.pending() == [] and len(harness.local_kill.calls) == 1
@@ -368,7 +382,8 @@ def test_a_hard_eviction_the_api_refuses_is_stopped_locally_kept_and_replayed_af
         sent = len(harness.sent())
         assert evictor.replay() == [] and len(harness.sent()) == sent  # nothing is sent twice
         stored = apiserver.store.get_pod("default", "hog")
-        assert stored is not None and stored["status"]["reason"] == "Evicted" and stored["metadata"]["deletionTimestamp"]
+        assert stored is not None and stored["metadata"]["deletionTimestamp"]
+        assert conditions_by_type(stored)["DisruptionTarget"]["status"] == "True"
     finally:
         harness.client.close()
 
@@ -391,39 +406,56 @@ def test_a_soft_eviction_the_api_refuses_waits_for_the_api(apiserver: ApiServer,
         assert harness.file_entries()["uid-hog"]["deleted"] is False
 
     assert harness.evictor.replay() == []
-    assert harness.steps()[-3:] == full_steps("hog")
+    assert harness.steps()[-2:] == full_steps("hog")[1:]
     assert [r.status for r in harness.sent() if r.method == "DELETE"] == [500, 500, 500, 200]
     assert harness.local_kill.calls == [] and harness.journal.pending() == []
 
 
 @pytest.mark.parametrize(
-    ("method", "done_before"),
-    [pytest.param("PATCH", ["deleted"], id="status-write-fails"),
-     pytest.param("POST", ["deleted", "status_written"], id="event-fails")],
+    ("method", "done_before", "replayed"),
+    [pytest.param("PATCH", [], [("PATCH", 200), ("DELETE", 200), ("POST", 201)], id="condition-write-fails"),
+     pytest.param("POST", ["condition_written", "deleted"], [("POST", 201)], id="event-fails")],
 )
-def test_a_failure_after_the_delete_replays_only_the_missing_steps(
-    apiserver: ApiServer, harness: Harness, method: str, done_before: Sequence[str]
+def test_a_failure_replays_only_the_missing_steps(
+    apiserver: ApiServer, harness: Harness, method: str, done_before: Sequence[str],
+    replayed: Sequence[tuple[str, int]],
 ) -> None:
     apiserver.store.create_pod(hog())
-    eviction = hard_eviction(hog())
+    eviction = soft_eviction(hog())  # soft: no local stop, the API is waited for
     apiserver.faults.fail_next(1, code=500, method=method)
 
     with pytest.raises(KubeError):
         harness.evictor.evict(eviction)
 
-    # The DELETE went through: the kubelet stops the pod, so no local stop.
     assert harness.local_kill.calls == []
     entry = harness.file_entries()["uid-hog"]
-    assert [flag for flag in ("deleted", "status_written", "event_written") if entry[flag]] == list(done_before)
+    assert [flag for flag in ("condition_written", "deleted", "event_written") if entry[flag]] == list(done_before)
     before = len(harness.sent())
 
     journal, evictor = harness.restart()
     assert evictor.replay() == []
 
-    replayed = [(r.method, r.status) for r in harness.sent()[before:]]
-    assert replayed == [("PATCH", 200), ("POST", 201)][len(done_before) - 1:]
+    assert [(r.method, r.status) for r in harness.sent()[before:]] == list(replayed)
     assert [r.method for r in harness.sent()].count("DELETE") == 1
     assert journal.pending() == [] and len(evicted_events(apiserver)) == 1
+
+
+def test_a_journal_written_before_the_sequence_changed_is_read(apiserver: ApiServer, harness: Harness) -> None:
+    """evictd 0.1.0 wrote `phase` and `status_written` (its status step came after the DELETE)."""
+    apiserver.store.create_pod(hog())
+    eviction = soft_eviction(hog())
+    harness.evictor.evict(eviction)
+    entries = read_json(harness.journal_path)
+    [item] = entries["evictions"]
+    item.update(phase="Failed", status_written=item.pop("condition_written"), event_written=False, done_at=None)
+    del item["delete_sent"]
+    harness.journal_path.write_text(json.dumps(entries))
+
+    journal, evictor = harness.restart()
+    [pending] = journal.pending()
+    assert (pending.condition_written, pending.deleted, pending.event_written) == (True, True, False)
+    assert evictor.replay() == [] and journal.pending() == []
+    assert len(evicted_events(apiserver)) == 2
 
 
 def test_a_local_stop_that_fails_is_reported(apiserver: ApiServer, harness: Harness) -> None:
@@ -457,4 +489,5 @@ def test_the_journal_survives_a_restart_with_several_pending_evictions(
     assert journal.pending() == [] and len(evicted_events(apiserver)) == 2
     for name in ("first", "second"):
         stored = apiserver.store.get_pod("default", name)
-        assert stored is not None and stored["status"]["reason"] == "Evicted"
+        assert stored is not None and stored["metadata"]["deletionTimestamp"]
+        assert conditions_by_type(stored)["DisruptionTarget"]["status"] == "True"

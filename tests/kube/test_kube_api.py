@@ -13,6 +13,8 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import json
+import platform
+import re
 import sys
 import types
 from collections.abc import Callable, Iterator
@@ -25,6 +27,7 @@ from kube_faults import RecordedRequest
 from kube_objects import node_manifest, pod_manifest
 from kube_pki import write_kubeconfig
 
+import evictd
 from evictd.core.errors import ConfigError, KubeError
 from evictd.kube.api import KubeApi
 from evictd.kube.client import build_api_client
@@ -80,8 +83,8 @@ def uid_of(apiserver: ApiServer, name: str) -> str:
 
 
 def wire(request: RecordedRequest) -> dict[str, Any]:
-    """A request as sent, without the one header that follows from the body."""
-    headers = {k: v for k, v in request.headers.items() if k != "Content-Length"}
+    """A request as sent, without the header that follows from the body and the User-Agent (evictd's own)."""
+    headers = {k: v for k, v in request.headers.items() if k not in ("Content-Length", "User-Agent")}
     return {"method": request.method, "path": request.path, "query": request.query, "headers": headers,
             "body": request.body}
 
@@ -148,6 +151,10 @@ def test_every_operation_sends_what_the_generated_client_sent(seeded: ApiServer,
                                 "metadata": {**expected["body"]["metadata"], "name": "e2"}}
         assert wire(sent_now) == expected, verb
         assert sent_now.status == sent_before.status or verb == "delete pods", verb
+        assert sent_before.headers["User-Agent"].startswith("OpenAPI-Generator/"), verb
+        # evictd's own name, so that the API server's managedFields show its writes as manager "evictd".
+        assert re.fullmatch(r"evictd/\d+\.\d+\.\d+ \(linux/[a-z0-9_]+\)", sent_now.headers["User-Agent"]), verb
+        assert sent_now.headers["User-Agent"] == f"evictd/{evictd.__version__} (linux/{platform.machine()})", verb
 
 
 def test_results_are_the_parsed_objects(seeded: ApiServer, kube_api: KubeApi) -> None:

@@ -8,6 +8,7 @@ the update period and a wall clock for the condition times.
 from __future__ import annotations
 
 import copy
+import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -362,3 +363,45 @@ def test_dry_run_writes_nothing(apiserver: ApiServer, make_writer: MakeWriter, c
 
     assert writes(apiserver) == [] and {r.method for r in apiserver.requests} == {"GET"}
     assert node(apiserver) == before
+
+
+# --- a clean stop ----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", [ConditionMode.EVICTD, ConditionMode.STANDARD])
+def test_a_clean_stop_removes_evictds_taints_and_leaves_its_conditions_unknown(
+    apiserver: ApiServer, make_writer: MakeWriter, clocks: Clocks, mode: ConditionMode
+) -> None:
+    writer = make_writer(mode)
+    writer.update([MEMORY, DISK])
+    stopped_at = clocks.advance(5)
+
+    writer.withdraw(timeout_s=2.0)
+
+    found = conditions(apiserver)
+    kinds = (["EvictdMemoryPressure", "EvictdDiskPressure", "EvictdPIDPressure"] if mode is ConditionMode.EVICTD
+             else ["MemoryPressure", "DiskPressure", "PIDPressure"])
+    for kind in kinds:
+        assert texts(found[kind]) == ("Unknown", "EvictdStopped", "evictd stopped; this condition is not being updated")
+        assert (found[kind]["lastHeartbeatTime"], found[kind]["lastTransitionTime"]) == (stopped_at, stopped_at)
+    if mode is ConditionMode.EVICTD:  # the kubelet's own conditions stay as they were
+        assert [found["MemoryPressure"], found["Ready"]] == KUBELET_CONDITIONS
+    assert taints(apiserver) == [FOREIGN_TAINT]
+
+
+def test_a_clean_stop_in_dry_run_writes_nothing(apiserver: ApiServer, make_writer: MakeWriter) -> None:
+    writer = make_writer(dry_run=True, taints=[FOREIGN_TAINT, MEMORY_TAINT])
+    before = node(apiserver)
+    writer.withdraw(timeout_s=2.0)
+    assert writes(apiserver) == [] and node(apiserver) == before
+
+
+def test_a_clean_stop_against_a_hung_api_gives_up_after_its_timeout(
+    apiserver: ApiServer, make_writer: MakeWriter
+) -> None:
+    writer = make_writer()
+    apiserver.faults.time_out_next(1, method="GET")
+    started = time.monotonic()
+    with pytest.raises(KubeError):
+        writer.withdraw(timeout_s=0.5)
+    assert time.monotonic() - started < 2.0

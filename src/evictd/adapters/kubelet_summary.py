@@ -19,6 +19,7 @@ import ssl
 import urllib.error
 import urllib.request
 
+from evictd import user_agent
 from evictd.core.errors import ConfigError, KubeError, SampleError, ScenarioError
 from evictd.core.summary import Summary, summary_from_dict
 
@@ -67,7 +68,7 @@ class KubeletSummarySource:
 
     def summary(self) -> Summary:
         """Fetch and parse the Summary (the token is re-read each time: projected tokens rotate)."""
-        request = urllib.request.Request(self._url, headers={"Accept": "application/json"})
+        request = urllib.request.Request(self._url, headers={"Accept": "application/json", "User-Agent": user_agent()})
         token = self._token()
         if token:
             request.add_header("Authorization", f"Bearer {token}")

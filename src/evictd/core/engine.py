@@ -52,7 +52,6 @@ from evictd.core.thresholds import (
 IMMEDIATE_EVICTION_GRACE_PERIOD_S = 1
 
 EVICTED_REASON = "Evicted"
-EVICTED_PHASE = "Failed"
 DISRUPTION_TARGET = "DisruptionTarget"
 TERMINATION_BY_KUBELET = "TerminationByKubelet"
 
@@ -126,7 +125,9 @@ class PodCondition:
 class Eviction:
     """One pod to evict and everything the kubelet writes about it.
 
-    The pod's status becomes `phase`/`reason`/`message` plus `conditions`; the event carries `annotations`.
+    The kubelet ends the pod with phase Failed, `reason` and `message`, plus `conditions`; from outside the
+    kubelet only the conditions can be written (the kubelet owns the rest, see evictd.kube.evictor). The event
+    carries `reason`, `message` and `annotations`.
     `signal` is the label of the kubelet's evictions metric. `grace_period_override_s` is what the kubelet's
     eviction manager computes; `effective_grace_period_s` is what the pod gets after the pod worker resolves
     an override of 0 or less (KUBELET_SPEC §10.2).
@@ -140,7 +141,6 @@ class Eviction:
     annotations: Mapping[str, str]
     conditions: tuple[PodCondition, ...]
     reason: str = EVICTED_REASON
-    phase: str = EVICTED_PHASE
     threshold: Threshold | None = None
 
 
@@ -327,16 +327,16 @@ def reclaim_succeeded(state: EngineState, summary_after: Summary | None) -> bool
 def effective_grace_period_s(override_s: int, pod: Pod) -> int:
     """Return the grace period the pod worker really applies for an eviction override (KUBELET_SPEC §10.2).
 
-    The override only shortens; 0 means "not set" and falls back to the pod's own grace period; anything
-    below 1 s becomes 1 s.
+    v1.36.2's `calculateEffectiveGracePeriod`: the override only shortens (a deletion already under way with a
+    shorter grace period keeps it); an explicit override, 0 included, is never replaced by the pod's own
+    `terminationGracePeriodSeconds` (its `overridden` flag); anything below 1 s becomes 1 s. So a soft
+    eviction with the default `evictionMaxPodGracePeriod: 0` gives the pod 1 s, not its own grace period.
     """
     grace = 0
     if pod.deletion_grace_period_s is not None:
         grace = pod.deletion_grace_period_s
     if grace == 0 or override_s < grace:
-        grace = override_s
-    if grace == 0 and pod.termination_grace_period_s is not None:
-        grace = pod.termination_grace_period_s
+        grace = override_s  # overridden: the pod's own grace period no longer applies
     return max(grace, 1)
 
 

@@ -73,6 +73,10 @@ CONDITION_TO_EVENT_REASONS: Mapping[NodeCondition, tuple[str, str]] = {
 }
 
 TAINT_EFFECT = "NoSchedule"
+# What evictd's conditions say once it stopped cleanly: nobody is watching this node's pressure for evictd.
+STOPPED_STATUS = "Unknown"
+STOPPED_REASON = "EvictdStopped"
+STOPPED_MESSAGE = "evictd stopped; this condition is not being updated"
 
 
 def condition_type(condition: NodeCondition, mode: ConditionMode) -> str:
@@ -112,6 +116,25 @@ def desired_conditions(
                 "lastTransitionTime": transition,
             }
         )
+    return conditions
+
+
+def stopped_conditions(current: Sequence[Mapping[str, Any]], mode: ConditionMode, now: str) -> list[dict[str, Any]]:
+    """Return evictd's three node conditions as a clean stop leaves them: status Unknown, reason EvictdStopped.
+
+    As the node lifecycle controller marks the conditions of a kubelet that stopped reporting: the last
+    observation no longer holds, and nobody is updating it. Transition times are kept when already Unknown.
+    """
+    by_type = {str(c.get("type")): c for c in current}
+    conditions = []
+    for condition in CONDITION_TO_TEXT:
+        kind = condition_type(condition, mode)
+        previous = by_type.get(kind)
+        transition = now
+        if previous is not None and previous.get("status") == STOPPED_STATUS and previous.get("lastTransitionTime"):
+            transition = str(previous["lastTransitionTime"])
+        conditions.append({"type": kind, "status": STOPPED_STATUS, "reason": STOPPED_REASON,
+                           "message": STOPPED_MESSAGE, "lastHeartbeatTime": now, "lastTransitionTime": transition})
     return conditions
 
 

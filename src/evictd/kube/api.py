@@ -19,11 +19,11 @@ exceptions.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 from urllib.parse import quote
 
+from evictd import user_agent
 from evictd.core.errors import KubeError
 from evictd.kube.lean_import import import_module
 
@@ -44,7 +44,7 @@ class KubeApi:
         self._configuration = configuration
         self._rest = import_module("kubernetes.client.rest").RESTClientObject(configuration)
         self._api_exception: type[Exception] = import_module("kubernetes.client.exceptions").ApiException
-        self._user_agent = user_agent(configuration)
+        self._user_agent = user_agent()
 
     def close(self) -> None:
         self._rest.close()
@@ -173,9 +173,3 @@ def status_message(body: bytes | None, reason: str | None) -> str:
         if isinstance(status, dict) and status.get("message"):
             return str(status["message"])
     return str(reason or "")
-
-
-def user_agent(configuration: Any) -> str:
-    """The generated ApiClient's User-Agent, `OpenAPI-Generator/<package version>/python`."""
-    match = re.search(r"SDK Package Version: (\S+)", configuration.to_debug_report())
-    return f"OpenAPI-Generator/{match.group(1) if match else 'unknown'}/python"

@@ -5,9 +5,9 @@
 pending API writes. `wait_for_cleanup` is the kubelet's wait after an eviction (`waitForPodsCleanup`, at most
 30 s): until each evicted pod is gone from the API or, with a container runtime, nothing of it runs on the node
 any more (the part of the kubelet's `podResourcesAreReclaimed` visible from outside it). The pod's phase is no
-evidence: evictd wrote `Failed` itself, long before the containers stop. `EvictablePods` is the engine's pod
-source: the watched pods minus those evictd already evicted (journal) and those already being deleted, so no
-pod is evicted twice.
+evidence: a terminal phase can come before the last container stops, and a pod held by a finalizer stays.
+`EvictablePods` is the engine's pod source: the watched pods minus those evictd already evicted (journal) and
+those already being deleted, so no pod is evicted twice.
 """
 
 from __future__ import annotations
@@ -31,6 +31,9 @@ POD_CLEANUP_TIMEOUT_S = 30.0
 # The kubelet polls every second (podCleanupPollFreq); a shorter poll ends the wait sooner, for a dict lookup
 # and at most two CRI list calls per pod.
 POD_CLEANUP_POLL_S = 0.2
+
+# On a clean stop each node request may wait this long: the stop must finish well inside the shutdown deadline.
+WITHDRAW_TIMEOUT_S = 2.0
 
 # Whether anything of the pod with this UID still runs on the node; None when the runtime cannot tell.
 PodRunning = Callable[[str], bool | None]
@@ -100,6 +103,16 @@ class ClusterSync:
         if self._evictor is not None:
             for error in self._evictor.replay():
                 self._log.warning("pending eviction writes still failing", error=str(error))
+
+    def withdraw(self) -> None:
+        """On a clean stop: evictd's node conditions to Unknown and its taints removed (logged, never raised)."""
+        try:
+            self._node_writer.withdraw(WITHDRAW_TIMEOUT_S)
+        except KubeError as exc:
+            self._on_error(exc)
+            self._log.warning("node conditions and taints left as they were at stop", error=str(exc))
+            return
+        self._log.info("node conditions set to Unknown and taints removed at stop", node=self._events.node_ref().name)
 
     def _event(self, ref: Any, event_type: str, reason: str, message: str, **fields: Any) -> None:
         def failed(exc: KubeError) -> None:

@@ -1,22 +1,28 @@
 """Evicting a pod through the Kubernetes API, with a local fallback when the API cannot be reached.
 
-The kubelet's steps, done from outside it:
+The kubelet evicts a pod by killing it and then writing its terminal status itself. From outside the kubelet
+only a DELETE makes the kubelet stop a pod, and the kubelet's status manager owns the pod's phase, reason and
+message: on a real v1.36 cluster, a Failed/Evicted status written by anyone else was overwritten within
+seconds (reason and message back to null, the phase back to Running while the containers ran) and the object
+was deleted once the containers were gone. So evictd writes only what survives, in this order:
 1. record the decision in the journal (before anything is sent);
-2. `DELETE pods/{name}` with the engine's grace period and a UID precondition, so the kubelet terminates that
-   very pod (never a same-named successor). This comes before the status: the API server deletes a pod whose
-   phase is already Failed at once, with no grace period (`podStrategy.CheckGracefulDelete`), so writing the
-   status first would remove the object while its containers still run and ignore the chosen grace period;
-3. `PATCH pods/{name}/status`: phase Failed, reason Evicted, the engine's message, and for threshold
-   evictions the `DisruptionTarget` condition (reason TerminationByKubelet), so controllers and Job pod
-   failure policies see an eviction. The patch carries the pod's UID, as the kubelet's status patches do, so
-   it can never land on a same-named successor;
-4. a Warning `Evicted` Event on the pod with the offending-container annotations.
+2. for threshold evictions, `PATCH pods/{name}/status` with the `DisruptionTarget` condition alone (reason
+   TerminationByKubelet, the kubelet's message), as the kubelet, the taint manager and the scheduler's
+   preemption do before a pod is terminated: not a kubelet-owned condition, so the kubelet keeps it, and a
+   Job's `podFailurePolicy` sees the disruption when the pod ends. The patch carries the pod's UID, so it can
+   never land on a same-named successor. Local-storage evictions carry no condition (as in the kubelet);
+3. `DELETE pods/{name}` with the grace period the engine chose and a UID precondition, so the kubelet
+   terminates that very pod (never a same-named successor) with that grace period;
+4. a Warning `Evicted` Event on the pod with the offending-container annotations: the durable record of the
+   eviction, since the kubelet removes the pod object once its containers are gone.
 A step that fails because the API is unreachable, throttled or erroring stays pending in the journal and is
-retried every cycle (`replay`). If that happens for a hard-threshold or local-storage eviction,
-the pod is stopped at once through the container runtime (`local_kill`) so the node is protected anyway; its
-status, deletion and event are written when the API answers again. A pod that is gone (404) or was replaced
-(409 on the UID precondition) before its deletion ends the entry: nothing is ever evicted twice. Once deleted,
-a pod that is already gone or replaced only loses its status write; the event is still recorded.
+retried every cycle (`replay`). If that happens for a hard-threshold or local-storage eviction before the
+DELETE went through, the pod is stopped at once through the container runtime (`local_kill`) so the node is
+protected anyway; the condition, deletion and event are written when the API answers again. A pod that is
+gone (404) or was replaced (409/422 on the UID) before evictd's DELETE was sent ends the entry: nothing is
+ever evicted twice. Once the DELETE was sent (it may have gone through even when no answer came back), a 404
+or a refused UID means the kubelet already removed the pod: the eviction happened, and its event is still
+recorded.
 """
 
 from __future__ import annotations
@@ -37,19 +43,16 @@ NOT_FOUND = 404
 CONFLICT = 409
 # A patch whose metadata.uid differs from the stored pod's is refused as an immutable-field change.
 INVALID = 422
-# For an immediate eviction the DELETE may hang no longer than this before the pod is stopped locally: a hung
-# API must not leave the node unprotected for the whole request timeout.
-IMMEDIATE_DELETE_TIMEOUT_S = 2.0
+# For an immediate eviction the condition write and the DELETE may each hang no longer than this before the pod
+# is stopped locally: a hung API must not leave the node unprotected for the whole request timeout.
+IMMEDIATE_REQUEST_TIMEOUT_S = 2.0
 
 
-def status_patch(entry: JournalEntry, now: str) -> dict[str, Any]:
-    """Return the strategic-merge patch of the evicted pod's status."""
+def condition_patch(entry: JournalEntry, now: str) -> dict[str, Any]:
+    """Return the strategic-merge patch adding the eviction's pod conditions (merged by type) to the status."""
     conditions = [{**condition, "lastTransitionTime": now} for condition in entry.conditions]
-    status: dict[str, Any] = {"phase": entry.phase, "reason": entry.reason, "message": entry.message}
-    if conditions:
-        status["conditions"] = conditions
     # The UID acts as a precondition (as in the kubelet's status patches): a same-named successor refuses it.
-    return {"metadata": {"uid": entry.uid}, "status": status}
+    return {"metadata": {"uid": entry.uid}, "status": {"conditions": conditions}}
 
 
 def journal_entry(eviction: Eviction, decided_at: float) -> JournalEntry:
@@ -70,7 +73,6 @@ def journal_entry(eviction: Eviction, decided_at: float) -> JournalEntry:
         grace_period_s=eviction.effective_grace_period_s,
         message=eviction.message,
         reason=eviction.reason,
-        phase=eviction.phase,
         conditions=conditions,
         annotations=dict(eviction.annotations),
         decided_at=decided_at,
@@ -109,7 +111,7 @@ class KubePodEvictor:
         self._journal.record(entry)
         # Hard thresholds and local-storage limits act at once (1 s); soft ones can wait for the API.
         immediate = eviction.threshold is None or eviction.threshold.is_hard
-        failure = self._advance(entry, delete_timeout_s=IMMEDIATE_DELETE_TIMEOUT_S if immediate else None)
+        failure = self._advance(entry, immediate_timeout_s=IMMEDIATE_REQUEST_TIMEOUT_S if immediate else None)
         if failure is None:
             return
         # Once the DELETE went through, the kubelet terminates the pod: only the status or event write is late.
@@ -137,12 +139,13 @@ class KubePodEvictor:
         self._journal.forget_finished(time.time())
         return errors
 
-    def _advance(self, entry: JournalEntry, delete_timeout_s: float | None = None) -> KubeError | None:
+    def _advance(self, entry: JournalEntry, immediate_timeout_s: float | None = None) -> KubeError | None:
         """Run the missing API steps of `entry`; return the error that stopped it, if any."""
-        timeout_s = min(self._timeout_s, delete_timeout_s) if delete_timeout_s else self._timeout_s
+        # Until the DELETE went through, an immediate eviction's local stop waits on these requests.
+        timeout_s = min(self._timeout_s, immediate_timeout_s) if immediate_timeout_s else self._timeout_s
         steps: tuple[tuple[str, Callable[[JournalEntry], None]], ...] = (
+            ("condition_written", lambda e: self._write_condition(e, timeout_s)),
             ("deleted", lambda e: self._delete(e, timeout_s)),
-            ("status_written", self._write_status),
             ("event_written", self._record_event),
         )
         for flag, step in steps:
@@ -153,27 +156,32 @@ class KubePodEvictor:
             except KubeError as exc:
                 if self._on_api_error is not None:
                     self._on_api_error(exc)
-                if flag == "deleted" and exc.status in (NOT_FOUND, CONFLICT):
-                    # Gone, or replaced by a pod of the same name: nothing left to evict. Say why in the journal.
-                    self._journal.update(entry.uid, status_written=True, deleted=True, event_written=True,
-                                         done_at=time.time(), extra={"ended": f"{exc.status}: {exc.detail}"})
-                    return None
-                if flag == "status_written" and exc.status in (NOT_FOUND, CONFLICT, INVALID):
-                    # Deleted already, and since gone (terminated) or replaced (the UID refused): the status has
-                    # no pod left to go on, but the eviction happened and its event is still recorded.
-                    entry = self._journal.update(entry.uid, status_written=True,
-                                                 extra={**entry.extra, "status": f"{exc.status}: {exc.detail}"})
+                if exc.status not in (NOT_FOUND, CONFLICT, INVALID) or flag == "event_written":
+                    return exc
+                # `entry` is as it was before this step: delete_sent says a DELETE went out in an earlier attempt.
+                if flag == "deleted" and entry.delete_sent:
+                    # An earlier DELETE of ours may have gone through without an answer (a timeout, a crash
+                    # before the journal noted it): the kubelet has since removed the pod. It was evicted.
+                    entry = self._journal.update(entry.uid, deleted=True,
+                                                 extra={**entry.extra, "deleted": f"{exc.status}: {exc.detail}"})
                     continue
-                return exc
+                # Gone, or replaced by a pod of the same name, before evictd deleted it: nothing left to evict.
+                self._journal.update(entry.uid, condition_written=True, deleted=True, event_written=True,
+                                     done_at=time.time(), extra={**entry.extra, "ended": f"{exc.status}: {exc.detail}"})
+                return None
             entry = self._journal.update(entry.uid, **{flag: True})
         self._journal.update(entry.uid, done_at=time.time())
         return None
 
-    def _write_status(self, entry: JournalEntry) -> None:
-        self._api.patch_pod_status(entry.namespace, entry.name, status_patch(entry, rfc3339(self._wall_clock())),
-                                   timeout_s=self._timeout_s)
+    def _write_condition(self, entry: JournalEntry, timeout_s: float) -> None:
+        if not entry.conditions:  # local-storage evictions: the kubelet adds no condition either
+            return
+        self._api.patch_pod_status(entry.namespace, entry.name, condition_patch(entry, rfc3339(self._wall_clock())),
+                                   timeout_s=timeout_s)
 
     def _delete(self, entry: JournalEntry, timeout_s: float) -> None:
+        if not entry.delete_sent:
+            self._journal.update(entry.uid, delete_sent=True)
         body = {"gracePeriodSeconds": entry.grace_period_s, "preconditions": {"uid": entry.uid}}
         self._api.delete_pod(entry.namespace, entry.name, body, timeout_s=timeout_s)
 

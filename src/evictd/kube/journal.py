@@ -1,7 +1,8 @@
 """The eviction journal: decisions that must survive an unreachable API server and a restart.
 
 An eviction is written to the journal *before* anything is sent to the API. Each step that succeeds is
-recorded (status written, pod deleted, event recorded, stopped locally); the entry is dropped only when every
+recorded (condition written, DELETE sent, pod deleted, event recorded, stopped locally); the entry is dropped
+only when every
 API step is done. When the API server is down, the journal keeps what was decided, the daemon retries the
 missing steps every cycle, and a restarted daemon picks them up from the file. Finished evictions are
 remembered for a while so the same pod is never evicted twice while it terminates.
@@ -35,11 +36,11 @@ class JournalEntry:
     grace_period_s: int
     message: str
     reason: str
-    phase: str
     conditions: list[dict[str, Any]]
     annotations: dict[str, str]
     decided_at: float  # wall-clock seconds since the epoch
-    status_written: bool = False
+    condition_written: bool = False
+    delete_sent: bool = False  # a DELETE went out (it may have gone through even when no answer came back)
     deleted: bool = False
     event_written: bool = False
     stopped_locally: bool = False
@@ -52,7 +53,19 @@ class JournalEntry:
 
     @property
     def api_done(self) -> bool:
-        return self.status_written and self.deleted and self.event_written
+        return self.condition_written and self.deleted and self.event_written
+
+
+def upgraded(item: dict[str, Any]) -> dict[str, Any]:
+    """An entry as written by evictd 0.1.0 before the eviction sequence changed, in today's fields.
+
+    That version wrote the phase and a `status_written` flag; the status step it flagged is today's condition
+    step, and the phase is no longer written.
+    """
+    item = {key: value for key, value in item.items() if key != "phase"}
+    if "status_written" in item:
+        item["condition_written"] = item.pop("status_written")
+    return item
 
 
 class EvictionJournal:
@@ -69,7 +82,7 @@ class EvictionJournal:
         try:
             with open(path, encoding="utf-8") as handle:
                 raw = json.load(handle)
-            return {item["uid"]: JournalEntry(**item) for item in raw["evictions"]}
+            return {item["uid"]: JournalEntry(**upgraded(item)) for item in raw["evictions"]}
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise SampleError(path, f"unreadable eviction journal: {exc}") from None
 

@@ -6,6 +6,11 @@ conditions (merged by `type`, so the kubelet's and everyone else's conditions su
 `NoSchedule` taints in step with them. `spec.taints` has no merge key in the API (a patch replaces the whole
 list), so taints are read-modify-written with the node's `resourceVersion` as a precondition and retried on
 a conflict. Condition changes also produce the kubelet's node events (NodeHasInsufficientMemory, ...).
+
+On a clean stop (`withdraw`) evictd's taints are removed and its conditions set to Unknown (reason
+EvictdStopped): a stopped evictd must not keep the scheduler away from the node forever, and nobody should read
+its last observation as current. A crashed evictd cannot do that; its conditions' `lastHeartbeatTime` stops
+moving instead.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from evictd.core.node_status import (
     condition_transitions,
     desired_conditions,
     desired_taints,
+    stopped_conditions,
 )
 from evictd.core.signals import NodeCondition
 from evictd.kube.api import KubeApi
@@ -80,10 +86,25 @@ class NodeStatusWriter:
         self._written_at = self._clock()
         return transitions
 
-    def _get(self) -> dict[str, Any]:
-        return self._api.read_node(self._node, timeout_s=self._timeout_s)
+    def withdraw(self, timeout_s: float) -> None:
+        """On a clean stop: evictd's conditions to Unknown (EvictdStopped), its taints removed. Nothing in dry-run.
 
-    def _sync_taints(self, node: dict[str, Any], pressure: Sequence[NodeCondition]) -> None:
+        Each request waits at most `timeout_s`. Raises KubeError when the node cannot be read or written.
+        """
+        if self._dry_run:
+            return
+        node = self._get(timeout_s)
+        conditions = stopped_conditions((node.get("status") or {}).get("conditions") or [], self._mode,
+                                        rfc3339(self._wall_clock()))
+        written = self._api.patch_node_status(self._node, {"status": {"conditions": conditions}}, timeout_s=timeout_s)
+        self._sync_taints(written, (), timeout_s)
+
+    def _get(self, timeout_s: float | None = None) -> dict[str, Any]:
+        return self._api.read_node(self._node, timeout_s=timeout_s or self._timeout_s)
+
+    def _sync_taints(self, node: dict[str, Any], pressure: Sequence[NodeCondition],
+                     timeout_s: float | None = None) -> None:
+        timeout_s = timeout_s or self._timeout_s
         for attempt in range(TAINT_CONFLICT_RETRIES):
             taints = (node.get("spec") or {}).get("taints") or []
             wanted = desired_taints(taints, pressure, self._mode)
@@ -91,9 +112,9 @@ class NodeStatusWriter:
                 return
             body = {"metadata": {"resourceVersion": node["metadata"]["resourceVersion"]}, "spec": {"taints": wanted}}
             try:
-                self._api.patch_node(self._node, body, timeout_s=self._timeout_s)
+                self._api.patch_node(self._node, body, timeout_s=timeout_s)
                 return
             except KubeError as exc:
                 if exc.status != 409 or attempt == TAINT_CONFLICT_RETRIES - 1:
                     raise
-            node = self._get()
+            node = self._get(timeout_s)

@@ -1,7 +1,8 @@
 """The suite's shared plumbing: helper folders on the import path, suite-wide fixture plugins, small filesystems.
 
 Helpers live next to the tests that first needed them (tests/cri: containerd, tests/kube: the API server,
-tests/daemon: `evictd run` as a process). Their folders are put on ``sys.path`` here and their fixtures are
+tests/daemon: `evictd run` as a process, tests/e2e: a node with a kubelet stand-in, tests/contract: the node
+the contract tests run on). Their folders are put on ``sys.path`` here and their fixtures are
 registered as plugins (``pytest_plugins``), so every test folder, tests/e2e included, can use them whatever
 part of the suite is run. Only this top-level conftest may register plugins (pytest refuses it elsewhere).
 
@@ -32,7 +33,7 @@ from pathlib import Path
 import pytest
 
 TESTS_DIR = Path(__file__).resolve().parent
-HELPER_FOLDERS = ("cri", "kube", "daemon")
+HELPER_FOLDERS = ("cri", "kube", "daemon", "e2e", "contract")
 for _folder in HELPER_FOLDERS:
     if str(TESTS_DIR / _folder) not in sys.path:
         sys.path.insert(0, str(TESTS_DIR / _folder))

@@ -92,12 +92,15 @@ class Container:
 
 
 def pod_object(name: str, namespace: str, uid: str, node_name: str, containers: Sequence[Container], *,
-               priority: int = 0) -> dict[str, Any]:
+               priority: int = 0, finalizers: Sequence[str] = ()) -> dict[str, Any]:
     """The Pod object of a pod the scheduler bound to `node_name` and its kubelet is starting (Pending)."""
+    metadata: dict[str, Any] = {"name": name, "namespace": namespace, "uid": uid, "labels": {"app": name}}
+    if finalizers:
+        metadata["finalizers"] = list(finalizers)
     return {
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": {"name": name, "namespace": namespace, "uid": uid, "labels": {"app": name}},
+        "metadata": metadata,
         "spec": {
             "nodeName": node_name,
             "priority": priority,
@@ -166,14 +169,15 @@ class ClusterNode:
         return CGROUP_MEMORY / self.runtime.cgroup_root.strip("/") / "kubepods"
 
     def run_pod(self, name: str, containers: Sequence[Container], *, namespace: str = "e2e", priority: int = 0,
-                uid: str | None = None) -> RunningPod:
+                uid: str | None = None, finalizers: Sequence[str] = ()) -> RunningPod:
         """Bind a Pod object to this node, start it in containerd (burstable cgroup), then report it Running.
 
         The order of a real cluster: the object exists before its containers run, so evictd never sees the
         pod's usage without the pod.
         """
         uid = uid or str(uuid.uuid4())
-        self.apiserver.store.create_pod(pod_object(name, namespace, uid, self.name, containers, priority=priority))
+        self.apiserver.store.create_pod(pod_object(name, namespace, uid, self.name, containers, priority=priority,
+                                                   finalizers=finalizers))
         pod = self.factory.run(name, [c.spec() for c in containers], namespace=namespace, qos="burstable", uid=uid)
         self.kubelet.adopt(pod, IMAGE)
         return pod

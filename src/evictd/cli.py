@@ -1,4 +1,4 @@
-"""The `evictd` command line: `check-config` and `simulate` (offline), and `run` (the daemon).
+"""The `evictd` command line: `check-config`, `simulate` and `shadow-report` (offline), and `run` (the daemon).
 
 Exit status: 0 success; 2 bad configuration or scenario (one line on stderr naming the key and the value,
 never a traceback); 1 any other failure. The offline commands import neither the kubernetes client nor
@@ -76,6 +76,12 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--cycles", type=int, default=0, metavar="N",
                      help="stop after N housekeeping cycles (0: run until SIGTERM/SIGINT)")
 
+    shadow = commands.add_parser("shadow-report",
+                                 help="how a dry-run evictd agreed with the kubelet's own evictions")
+    _add_config_options(shadow)
+    shadow.add_argument("--state-dir", metavar="DIR", help="evictd's stateDir (default: the configuration's)")
+    shadow.add_argument("--output", choices=("text", "json"), default="text")
+
     simulate = commands.add_parser("simulate", help="run the engine through a scripted scenario")
     simulate.add_argument("scenario", metavar="SCENARIO", help="scenario YAML or JSON file")
     simulate.add_argument("--output", choices=("text", "json"), default="text")
@@ -149,7 +155,18 @@ def _run(args: argparse.Namespace) -> int:
     return serve(daemon, endpoint)
 
 
-COMMANDS = {"check-config": _check_config, "simulate": _simulate, "run": _run}
+def _shadow_report(args: argparse.Namespace) -> int:
+    from evictd.config import load_configuration
+    from evictd.shadow_report import read_comparisons, summary, summary_text
+
+    state_dir = args.state_dir or load_configuration(args.config, getattr(args, "kubelet_flags", None) or [],
+                                                     ).evictd.state_dir
+    report = summary(read_comparisons(state_dir))
+    print(json.dumps(report, indent=2) if args.output == "json" else summary_text(report))
+    return EXIT_OK
+
+
+COMMANDS = {"check-config": _check_config, "simulate": _simulate, "run": _run, "shadow-report": _shadow_report}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -57,6 +57,7 @@ from evictd.kube.evictor import KubePodEvictor
 from evictd.kube.journal import EvictionJournal
 from evictd.kube.node_writer import NodeStatusWriter
 from evictd.kube.pod_watch import TERMINAL_PHASES, PodWatcher
+from evictd.kube.shadow import ShadowComparer
 from evictd.logging_setup import configure_logging, resolve_format
 from evictd.manager import (
     CycleReport,
@@ -187,6 +188,7 @@ class ClusterParts:
     sync: ClusterSync
     watcher: PodWatcher
     kube_evictor: KubePodEvictor | None  # the evictor writing to the API; None in dry-run
+    shadow: ShadowComparer | None  # dry-run decisions against the kubelet's own evictions; None when acting
 
 
 @dataclass
@@ -290,7 +292,10 @@ def build_cluster(config: Configuration, node_name: str, metrics: Metrics, log: 
     sync = ClusterSync(watcher=watcher, evictor=kube_evictor, node_writer=node_writer, events=events,
                        on_error=api_error, log=log)
     pods = EvictablePods(watcher, journal, own_uid=os.environ.get(POD_UID_ENV, ""))
-    return ClusterParts(pods=pods, evictor=evictor, sync=sync, watcher=watcher, kube_evictor=kube_evictor)
+    shadow = ShadowComparer(watcher.pods, settings.state_dir, lambda c: metrics.shadow.labels(str(c.outcome)).inc(),
+                            log) if dry_run else None
+    return ClusterParts(pods=pods, evictor=evictor, sync=sync, watcher=watcher, kube_evictor=kube_evictor,
+                        shadow=shadow)
 
 
 def build_daemon(
@@ -406,12 +411,15 @@ def pod_states(watcher: PodWatcher | None) -> tuple[PodStateFunc, Callable[[], b
 
 def after_cycle_tasks(cluster: ClusterParts | None, runtime: RuntimeLink[RuntimeParts],
                       dry_run: bool) -> Callable[[CycleReport], None]:
-    """Return what runs after every cycle: cluster bookkeeping, then periodic garbage collection (not in
-    dry-run) with a runtime attached, or asking again for a runtime that has not answered yet."""
+    """Return what runs after every cycle: cluster bookkeeping (and in dry-run the shadow comparison with the
+    kubelet's own evictions), then periodic garbage collection (not in dry-run) with a runtime attached, or
+    asking again for a runtime that has not answered yet."""
 
     def run(report: CycleReport) -> None:
         if cluster is not None:
             cluster.sync.after_cycle(report)
+            if cluster.shadow is not None:
+                cluster.shadow.after_cycle(report.evictions)
         parts = runtime.poll()
         if parts is not None and not dry_run:
             parts.periodic_gc.tick()

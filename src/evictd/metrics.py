@@ -63,6 +63,9 @@ class Metrics:
         self.api_errors = Counter("evictd_api_errors_total", "Kubernetes API errors by verb.", ["verb"], registry=r)
         self.image_gc = Counter("evictd_image_garbage_collected_total", "Images deleted by garbage collection, by "
                                 "reason (space, age).", ["reason"], registry=r)
+        self.shadow = Counter("evictd_shadow_comparisons_total", "Dry-run decisions compared with the kubelet's own "
+                              "evictions, by outcome (agree, different-pod, evictd-only, kubelet-only).", ["outcome"],
+                              registry=r)
         self._exported_signals: set[str] = set()
         for cause in WAKEUP_CAUSES:
             self.wakeups.labels(cause)

@@ -171,6 +171,8 @@ class Pod:
     volumes: tuple[Volume, ...] = ()
     tolerations: tuple[Toleration, ...] = ()
     status_phase: str | None = None
+    status_reason: str | None = None
+    status_message: str | None = None
     status_qos_class: QOSClass | None = None
     # Values derived from this pod alone (see `derived`); not part of the pod's identity.
     _derived: dict[Hashable, object] = field(default_factory=dict, init=False, repr=False, compare=False)
@@ -418,5 +420,7 @@ def pod_from_dict(obj: Mapping[str, object], *, where: str = "pod") -> Pod:
         volumes=list_of(spec.get("volumes"), child(spec_key, "volumes"), _volume, if_null=()),
         tolerations=list_of(spec.get("tolerations"), child(spec_key, "tolerations"), _toleration, if_null=()),
         status_phase=string(status.get("phase"), child(status_key, "phase"), if_null=None),
+        status_reason=string(status.get("reason"), child(status_key, "reason"), if_null=None),
+        status_message=string(status.get("message"), child(status_key, "message"), if_null=None),
         status_qos_class=_qos_status(status.get("qosClass"), child(status_key, "qosClass")),
     )

@@ -79,6 +79,11 @@ class PodWatcher:
         with self._changed:
             return self._pods.get(uid)
 
+    def pods(self) -> list[Pod]:
+        """Every pod of the node the cache holds, terminal ones included (empty before the first list)."""
+        with self._changed:
+            return list(self._pods.values())
+
     def wait_gone(self, uids: Iterable[str], timeout_s: float) -> bool:
         """Wait until none of `uids` is an active pod (deleted or terminal); return whether that happened."""
         wanted = set(uids)

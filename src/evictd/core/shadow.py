@@ -1,0 +1,155 @@
+"""Shadow mode: evictd's dry-run decisions set against the evictions the kubelet itself carried out.
+
+While evictd runs in dry-run beside a kubelet that still evicts (step 1 of the hand-over), every eviction either
+side made is compared with the other side's, and each ends as one `Outcome`:
+
+* ``agree``: both evicted the same pod within the match window;
+* ``different-pod``: both evicted for the same starved resource within the window, but not the same pod;
+* ``evictd-only``: evictd would have evicted a pod, and the kubelet evicted nothing for that resource within
+  the window;
+* ``kubelet-only``: the kubelet evicted a pod, and evictd decided nothing for that resource within the window.
+
+The two sides are seen at different moments: evictd decides in the cycle that sees the pressure, the kubelet on
+its own 10 s tick and reports the pod `Failed`/`Evicted` only once its containers are dead (after its grace
+period). So an eviction is held for one match window before it is declared unmatched; a same-pod match is made
+at once. In dry-run evictd evicts nobody, so it decides the same pod again every cycle until the kubelet acts:
+a pod evictd already decided on within the window is not a new decision.
+
+Pure functions: times are monotonic seconds passed in; nothing is mutated.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+from enum import StrEnum
+
+from evictd.core.signals import (
+    CONTAINER_EPHEMERAL_LIMIT_SIGNAL,
+    EMPTYDIR_LIMIT_SIGNAL,
+    POD_EPHEMERAL_LIMIT_SIGNAL,
+    SIGNAL_TO_RESOURCE,
+    Resource,
+    Signal,
+)
+
+# Long enough for the kubelet's 10 s tick plus a termination grace period of 30 s and the status write.
+DEFAULT_MATCH_WINDOW_S = 60.0
+LOCAL_STORAGE_SIGNALS = frozenset({EMPTYDIR_LIMIT_SIGNAL, POD_EPHEMERAL_LIMIT_SIGNAL, CONTAINER_EPHEMERAL_LIMIT_SIGNAL})
+# The kubelet's eviction messages (KUBELET_SPEC §11): threshold evictions name the starved resource; the
+# local-storage ones name a volume, the pod or a container exceeding its limit.
+_THRESHOLD_MESSAGE = re.compile(r"^The node was low on resource: ([a-z-]+)\.")
+_LOCAL_STORAGE_MESSAGES = ("Usage of EmptyDir volume", "Pod ephemeral local storage usage exceeds",
+                           "Container ")
+EVICTED_REASON = "Evicted"
+FAILED_PHASE = "Failed"
+
+
+class Outcome(StrEnum):
+    AGREE = "agree"
+    DIFFERENT_POD = "different-pod"
+    EVICTD_ONLY = "evictd-only"
+    KUBELET_ONLY = "kubelet-only"
+
+
+@dataclass(frozen=True, slots=True)
+class ShadowEviction:
+    """One eviction by one side: when it was seen, which pod, for which starved resource."""
+
+    at: float
+    pod_uid: str
+    pod_key: str
+    resource: str
+
+
+@dataclass(frozen=True, slots=True)
+class Comparison:
+    """How an eviction of one side compared with the other side's (a side is None when it had none)."""
+
+    outcome: Outcome
+    evictd: ShadowEviction | None
+    kubelet: ShadowEviction | None
+
+
+@dataclass(frozen=True, slots=True)
+class ShadowState:
+    """Evictions waiting for their match, and evictd's recent decisions (for de-duplication)."""
+
+    evictd: tuple[ShadowEviction, ...] = ()
+    kubelet: tuple[ShadowEviction, ...] = ()
+    decided: tuple[ShadowEviction, ...] = ()
+
+
+def resource_of_signal(signal: str) -> str:
+    """Return the starved resource of an evictd eviction's signal label (local-storage limits: storage)."""
+    if signal in LOCAL_STORAGE_SIGNALS:
+        return Resource.EPHEMERAL_STORAGE.value
+    return SIGNAL_TO_RESOURCE[Signal(signal)].value
+
+
+def kubelet_eviction_resource(phase: str | None, reason: str | None, message: str | None) -> str | None:
+    """Return the starved resource when a pod status is the kubelet's record of an eviction, else None.
+
+    Admission rejections under pressure (also reason Evicted, "The node had condition: ...") are not
+    evictions of a running pod and give None.
+    """
+    if phase != FAILED_PHASE or reason != EVICTED_REASON or not message:
+        return None
+    matched = _THRESHOLD_MESSAGE.match(message)
+    if matched:
+        return matched.group(1)
+    if message.startswith(_LOCAL_STORAGE_MESSAGES):
+        return Resource.EPHEMERAL_STORAGE.value
+    return None
+
+
+def compare(state: ShadowState, evictd: Iterable[ShadowEviction], kubelet: Iterable[ShadowEviction], now: float,
+            window_s: float = DEFAULT_MATCH_WINDOW_S) -> tuple[ShadowState, list[Comparison]]:
+    """Add this cycle's evictions of both sides; return the new state and the comparisons that are settled."""
+    decided = tuple(d for d in state.decided if now - d.at <= window_s)
+    recent = {d.pod_uid for d in decided}
+    fresh = []
+    for eviction in evictd:
+        if eviction.pod_uid not in recent:
+            fresh.append(eviction)
+            recent.add(eviction.pod_uid)
+    waiting_evictd = [*state.evictd, *fresh]
+    waiting_kubelet = [*state.kubelet, *kubelet]
+    settled: list[Comparison] = []
+
+    # The same pod on both sides: agreed, whenever each was seen.
+    for ours in list(waiting_evictd):
+        theirs = next((k for k in waiting_kubelet if k.pod_uid == ours.pod_uid), None)
+        if theirs is not None:
+            settled.append(Comparison(Outcome.AGREE, ours, theirs))
+            waiting_evictd.remove(ours)
+            waiting_kubelet.remove(theirs)
+
+    # Held for a whole window without its own pod on the other side: another pod, or nothing at all.
+    for held in [e for e in waiting_evictd if now - e.at > window_s]:
+        other = _same_resource(held, waiting_kubelet, window_s)
+        waiting_evictd.remove(held)
+        if other is None:
+            settled.append(Comparison(Outcome.EVICTD_ONLY, held, None))
+        else:
+            waiting_kubelet.remove(other)
+            settled.append(Comparison(Outcome.DIFFERENT_POD, held, other))
+    for late in [k for k in waiting_kubelet if now - k.at > window_s]:
+        counterpart = _same_resource(late, waiting_evictd, window_s)
+        waiting_kubelet.remove(late)
+        if counterpart is None:
+            settled.append(Comparison(Outcome.KUBELET_ONLY, None, late))
+        else:
+            waiting_evictd.remove(counterpart)
+            settled.append(Comparison(Outcome.DIFFERENT_POD, counterpart, late))
+
+    new_state = replace(state, evictd=tuple(waiting_evictd), kubelet=tuple(waiting_kubelet),
+                        decided=decided + tuple(fresh))
+    return new_state, settled
+
+
+def _same_resource(eviction: ShadowEviction, others: list[ShadowEviction], window_s: float) -> ShadowEviction | None:
+    """The earliest eviction of the other side for the same resource within the window, if any."""
+    candidates = [o for o in others if o.resource == eviction.resource and abs(o.at - eviction.at) <= window_s]
+    return min(candidates, key=lambda o: o.at, default=None)

@@ -1,0 +1,128 @@
+"""Shadow mode in the daemon: each dry-run cycle's decisions against the evictions the kubelet carried out.
+
+In dry-run with the Kubernetes API, after every cycle `ShadowComparer` takes the evictions evictd decided (and
+did not carry out) and the pods of this node that the kubelet has since recorded as evicted (phase Failed,
+reason Evicted, its message; seen through evictd's own pod watch, so no extra API permission is needed), feeds
+both to `evictd.core.shadow.compare`, and for every settled comparison logs a "shadow comparison" line, counts
+it in `evictd_shadow_comparisons_total{outcome}` and appends it as one JSON line to `<stateDir>/shadow.jsonl`
+(`evictd shadow-report` reads that file). Pods the kubelet had evicted before evictd started are history, not
+this run's: they are remembered on the first cycle and never compared.
+
+The record file is bounded: past `RECORD_MAX_BYTES` it is renamed to `shadow.jsonl.1` (replacing an older
+one) and a new file is started. A record that cannot be written is logged once and the comparison goes on.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable, Iterable, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from evictd.core.engine import Eviction
+from evictd.core.pods import Pod
+from evictd.core.shadow import (
+    DEFAULT_MATCH_WINDOW_S,
+    Comparison,
+    ShadowEviction,
+    ShadowState,
+    compare,
+    kubelet_eviction_resource,
+    resource_of_signal,
+)
+
+SHADOW_FILE = "shadow.jsonl"
+RECORD_MAX_BYTES = 4 << 20
+
+
+def comparison_record(comparison: Comparison, wall_s: float) -> dict[str, Any]:
+    """One comparison as `shadow.jsonl` stores it (and `shadow-report --output json` prints it)."""
+
+    def side(eviction: ShadowEviction | None) -> dict[str, str] | None:
+        if eviction is None:
+            return None
+        return {"pod": eviction.pod_key, "uid": eviction.pod_uid, "resource": eviction.resource}
+
+    record: dict[str, Any] = {
+        "time": datetime.fromtimestamp(wall_s, UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "outcome": str(comparison.outcome),
+        "evictd": side(comparison.evictd),
+        "kubelet": side(comparison.kubelet),
+    }
+    if comparison.evictd is not None and comparison.kubelet is not None:
+        # Positive: the kubelet's record came later (its tick, its grace period, its status write).
+        record["kubeletLaterBySeconds"] = round(comparison.kubelet.at - comparison.evictd.at, 3)
+    return record
+
+
+class ShadowComparer:
+    """Compares after every dry-run cycle; `pods` returns every pod of the node the watch knows, terminal ones too."""
+
+    def __init__(
+        self,
+        pods: Callable[[], Iterable[Pod]],
+        record_folder: str | None,
+        on_comparison: Callable[[Comparison], None],
+        log: Any,
+        *,
+        window_s: float = DEFAULT_MATCH_WINDOW_S,
+        clock: Callable[[], float] = time.monotonic,
+        wall_clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._pods = pods
+        self._path = os.path.join(record_folder, SHADOW_FILE) if record_folder else None
+        self._on_comparison = on_comparison
+        self._log = log
+        self._window_s = window_s
+        self._clock = clock
+        self._wall_clock = wall_clock
+        self._state = ShadowState()
+        self._seen: set[str] | None = None  # the kubelet's evictions already taken in (None: not started)
+        self._write_failed = False
+
+    def after_cycle(self, evictions: Sequence[Eviction]) -> list[Comparison]:
+        """Take in this cycle's decisions and the kubelet's new evictions; record what got settled."""
+        now = self._clock()
+        kubelet = self._new_kubelet_evictions(now)
+        ours = [ShadowEviction(now, e.pod.uid, e.pod.key, resource_of_signal(e.signal)) for e in evictions]
+        self._state, settled = compare(self._state, ours, kubelet, now, self._window_s)
+        for comparison in settled:
+            self._report(comparison)
+        return settled
+
+    def _new_kubelet_evictions(self, now: float) -> list[ShadowEviction]:
+        evicted = {}
+        for pod in self._pods():
+            resource = kubelet_eviction_resource(pod.status_phase, pod.status_reason, pod.status_message)
+            if resource is not None:
+                evicted[pod.uid] = ShadowEviction(now, pod.uid, pod.key, resource)
+        if self._seen is None:  # evicted before evictd started: history
+            self._seen = set(evicted)
+            return []
+        new = [eviction for uid, eviction in evicted.items() if uid not in self._seen]
+        self._seen = set(evicted)  # pods deleted since are forgotten
+        return new
+
+    def _report(self, comparison: Comparison) -> None:
+        self._on_comparison(comparison)
+        record = comparison_record(comparison, self._wall_clock())
+        self._log.info("shadow comparison", outcome=record["outcome"], evictd=record["evictd"],
+                       kubelet=record["kubelet"], kubelet_later_by_s=record.get("kubeletLaterBySeconds"))
+        if self._path is not None:
+            self._append(record)
+
+    def _append(self, record: dict[str, Any]) -> None:
+        assert self._path is not None
+        try:
+            if os.path.exists(self._path) and os.path.getsize(self._path) > RECORD_MAX_BYTES:
+                os.replace(self._path, self._path + ".1")
+            os.makedirs(os.path.dirname(self._path) or ".", exist_ok=True)
+            with open(self._path, "a", encoding="utf-8") as handle:
+                handle.write(json.dumps(record) + "\n")
+            self._write_failed = False
+        except OSError as exc:
+            if not self._write_failed:
+                self._log.warning("shadow comparison not recorded", path=self._path, error=str(exc))
+            self._write_failed = True

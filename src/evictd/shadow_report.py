@@ -1,0 +1,81 @@
+"""`evictd shadow-report`: how far evictd's dry-run decisions agreed with the kubelet's own evictions.
+
+Reads the comparisons a dry-run `evictd run` recorded in `<stateDir>/shadow.jsonl` (and the rotated
+`shadow.jsonl.1`), optionally only those since a time, and summarises them: how many of each outcome, the
+agreement (agree / all comparisons), how much later the kubelet's record came, and the disagreements.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+
+from evictd.core.errors import ConfigError
+from evictd.core.shadow import Outcome
+from evictd.kube.shadow import SHADOW_FILE
+
+# How many disagreements the text report lists (the JSON report has them all).
+SHOWN_DISAGREEMENTS = 20
+
+
+def read_comparisons(state_dir: str) -> list[dict[str, Any]]:
+    """Every recorded comparison, oldest first. Raises ConfigError when there is no record at all."""
+    paths = [os.path.join(state_dir, SHADOW_FILE + ".1"), os.path.join(state_dir, SHADOW_FILE)]
+    found = [p for p in paths if os.path.isfile(p)]
+    if not found:
+        raise ConfigError("holds no shadow comparisons (evictd run in dry-run with the Kubernetes API writes "
+                          f"{SHADOW_FILE} there)", key="stateDir", value=state_dir)
+    records = []
+    for path in found:
+        with open(path, encoding="utf-8") as handle:
+            for line in handle:
+                try:
+                    record = json.loads(line)
+                except ValueError:
+                    continue  # a line cut short by a crash
+                if isinstance(record, dict) and record.get("outcome") in set(Outcome):
+                    records.append(record)
+    return records
+
+
+def summary(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The report as a JSON-ready document."""
+    counts = Counter(str(r["outcome"]) for r in records)
+    delays = sorted(float(r["kubeletLaterBySeconds"]) for r in records if "kubeletLaterBySeconds" in r)
+    total = len(records)
+    return {
+        "comparisons": total,
+        "outcomes": {str(outcome): counts.get(str(outcome), 0) for outcome in Outcome},
+        "agreement": round(counts.get(str(Outcome.AGREE), 0) / total, 4) if total else None,
+        "kubeletLaterBySeconds": ({"min": delays[0], "median": delays[len(delays) // 2], "max": delays[-1]}
+                                  if delays else None),
+        "from": records[0]["time"] if records else None,
+        "to": records[-1]["time"] if records else None,
+        "disagreements": [r for r in records if r["outcome"] != str(Outcome.AGREE)],
+    }
+
+
+def summary_text(report: dict[str, Any]) -> str:
+    """The report for a person."""
+    if not report["comparisons"]:
+        return "no comparisons recorded yet"
+    lines = [f"{report['comparisons']} comparisons from {report['from']} to {report['to']}: "
+             f"agreement {report['agreement'] * 100:.1f} %"]
+    lines += [f"  {outcome:<14} {count}" for outcome, count in report["outcomes"].items()]
+    if report["kubeletLaterBySeconds"]:
+        delay = report["kubeletLaterBySeconds"]
+        lines.append(f"the kubelet's record came {delay['min']:g} to {delay['max']:g} s later "
+                     f"(median {delay['median']:g} s) than evictd's decision")
+    disagreements = report["disagreements"][-SHOWN_DISAGREEMENTS:]
+    if disagreements:
+        lines.append(f"disagreements (latest {len(disagreements)}):")
+        for record in disagreements:
+            ours = record["evictd"]["pod"] if record["evictd"] else "-"
+            theirs = record["kubelet"]["pod"] if record["kubelet"] else "-"
+            resource = (record["evictd"] or record["kubelet"])["resource"]
+            lines.append(f"  {record['time']}  {record['outcome']:<14} {resource:<18} evictd: {ours}  "
+                         f"kubelet: {theirs}")
+    return "\n".join(lines)

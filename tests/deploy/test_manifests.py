@@ -37,7 +37,12 @@ BIN = Path(sys.executable).parent
 
 # The newest Kubernetes whose schemas kubernetes-validate ships (it validates offline, from its own copy).
 KUBERNETES_VERSION = "1.37.0"
-MANIFESTS = ("namespace.yaml", "serviceaccount.yaml", "rbac.yaml", "configmap.yaml", "daemonset.yaml")
+MANIFESTS = ("namespace.yaml", "serviceaccount.yaml", "rbac.yaml", "node-restriction.yaml", "configmap.yaml",
+             "daemonset.yaml")
+# ValidatingAdmissionPolicy is admissionregistration.k8s.io/v1 (GA) from Kubernetes 1.30 on: the oldest supported.
+OLDEST_KUBERNETES_FOR_NODE_RESTRICTION = "1.30.0"
+CLUSTER_SCOPED = ("Namespace", "ClusterRole", "ClusterRoleBinding", "ValidatingAdmissionPolicy",
+                  "ValidatingAdmissionPolicyBinding")
 PATCHES = ("essential-daemonset-tolerations.yaml", "essential-daemonset-tolerations.json-patch.yaml")
 
 NAMESPACE = "evictd-system"
@@ -75,6 +80,23 @@ EXPECTED_RBAC = frozenset(
         ("events.k8s.io", "events", "patch"),
     }
 )
+
+# What evictd writes, as the admission requests it makes (a PATCH is an UPDATE there), as
+# (apiGroup, resource[/subresource], operation): what node-restriction.yaml must match, nothing else.
+EXPECTED_WRITES = frozenset(
+    {
+        ("", "pods", "DELETE"),
+        ("", "pods/status", "UPDATE"),
+        ("", "nodes", "UPDATE"),
+        ("", "nodes/status", "UPDATE"),
+        ("", "events", "CREATE"),
+        ("", "events", "UPDATE"),
+        ("events.k8s.io", "events", "CREATE"),
+        ("events.k8s.io", "events", "UPDATE"),
+    }
+)
+# The admission operation of each RBAC write verb (get, list and watch never reach admission).
+VERB_TO_OPERATION = {"create": "CREATE", "update": "UPDATE", "patch": "UPDATE", "delete": "DELETE"}
 
 
 # ---------------------------------------------------------------------------------------------- helpers
@@ -258,7 +280,7 @@ def test_kustomization_lists_every_manifest_and_renders_valid_objects() -> None:
 def test_namespaced_objects_live_in_evictd_system() -> None:
     for name in MANIFESTS:
         for doc in documents(K8S / name):
-            if doc["kind"] in ("Namespace", "ClusterRole", "ClusterRoleBinding"):
+            if doc["kind"] in CLUSTER_SCOPED:
                 assert "namespace" not in doc["metadata"]
             else:
                 assert doc["metadata"]["namespace"] == NAMESPACE, f"{name}: {doc['kind']}"
@@ -304,6 +326,117 @@ def test_cluster_role_binding_binds_the_service_account() -> None:
     assert binding["metadata"]["name"] == NAME
     assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": NAME}
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": NAME, "namespace": NAMESPACE}]
+
+
+# ------------------------------------------------------------------------------------ node restriction
+# The policy's behaviour, each validation evaluated against admission requests: tests/deploy/test_node_restriction.py.
+
+
+def node_restriction_policy() -> dict[str, Any]:
+    return the("ValidatingAdmissionPolicy", K8S / "node-restriction.yaml")
+
+
+def node_restriction_binding() -> dict[str, Any]:
+    return the("ValidatingAdmissionPolicyBinding", K8S / "node-restriction.yaml")
+
+
+def policy_writes(rules: Iterable[dict[str, Any]]) -> set[tuple[str, str, str]]:
+    """Expand resourceRules into (apiGroup, resource, operation) triples; refuse wildcards and other versions."""
+    writes: set[tuple[str, str, str]] = set()
+    for rule in rules:
+        unexpected = set(rule) - {"apiGroups", "apiVersions", "operations", "resources"}
+        assert not unexpected, f"rule {rule} uses {sorted(unexpected)}"
+        assert rule["apiVersions"] == ["v1"], "the expressions read the v1 shapes of the objects"
+        for group in rule["apiGroups"]:
+            for resource in rule["resources"]:
+                for operation in rule["operations"]:
+                    assert "*" not in (group, resource, operation), f"wildcard in {rule}"
+                    writes.add((group, resource, operation))
+    return writes
+
+
+def test_node_restriction_matches_exactly_what_evictd_writes() -> None:
+    spec = node_restriction_policy()["spec"]
+    constraints = spec["matchConstraints"]
+    assert policy_writes(constraints["resourceRules"]) == EXPECTED_WRITES
+    # Every write RBAC grants is restricted, and the policy matches nothing RBAC does not grant.
+    granted = {(group, resource, VERB_TO_OPERATION[verb]) for group, resource, verb in EXPECTED_RBAC
+               if verb in VERB_TO_OPERATION}
+    assert granted == EXPECTED_WRITES
+    # Everywhere: no namespace or object selector, nothing excluded; another version is converted, not missed.
+    assert set(constraints) == {"resourceRules", "matchPolicy"}
+    assert constraints["matchPolicy"] == "Equivalent"
+    assert spec["failurePolicy"] == "Fail"
+    assert "paramKind" not in spec
+
+
+def test_policy_writes_catches_a_rule_too_many() -> None:
+    rules = [*node_restriction_policy()["spec"]["matchConstraints"]["resourceRules"],
+             {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["UPDATE"], "resources": ["pods"]}]
+    assert policy_writes(rules) > EXPECTED_WRITES
+
+
+def test_node_restriction_applies_to_evictd_service_account_only() -> None:
+    account = the("ServiceAccount", K8S / "serviceaccount.yaml")["metadata"]
+    username = f"system:serviceaccount:{account['namespace']}:{account['name']}"
+    assert username == f"system:serviceaccount:{NAMESPACE}:{NAME}"
+    assert [c["expression"] for c in node_restriction_policy()["spec"]["matchConditions"]] == [
+        f"request.userInfo.username == '{username}'"
+    ]
+    # The RBAC binding grants that same account.
+    assert the("ClusterRoleBinding", K8S / "rbac.yaml")["subjects"] == [
+        {"kind": "ServiceAccount", "name": account["name"], "namespace": account["namespace"]}
+    ]
+
+
+def test_node_restriction_binding_denies() -> None:
+    policy = node_restriction_policy()
+    binding = node_restriction_binding()
+    assert binding["spec"]["policyName"] == policy["metadata"]["name"]
+    assert binding["spec"]["validationActions"] == ["Deny"]
+    # No matchResources narrowing the policy's own constraints, no parameters.
+    assert set(binding["spec"]) == {"policyName", "validationActions"}
+    for doc in (policy, binding):
+        assert doc["metadata"]["labels"]["app.kubernetes.io/name"] == NAME
+
+
+def test_node_restriction_validations_say_what_they_refuse() -> None:
+    spec = node_restriction_policy()["spec"]
+    validations = spec["validations"]
+    # The first refusal is the one returned: a token without a node is told so first.
+    assert validations[0]["expression"] == "variables.nodeName != ''"
+    assert spec["variables"][0]["name"] == "nodeName"
+    assert "authentication.kubernetes.io/node-name" in spec["variables"][0]["expression"]
+    for validation in validations:
+        # 403 Forbidden: evictd reads a 422 (the default, Invalid) on a pod write as "the pod was replaced".
+        assert validation["reason"] == "Forbidden", validation["expression"]
+        assert validation.get("message"), validation["expression"]
+        assert "\n" not in validation["message"], "the API server refuses a message with line breaks"
+        assert validation["message"].startswith("evictd")
+
+
+def test_node_restriction_needs_kubernetes_1_30() -> None:
+    for doc in documents(K8S / "node-restriction.yaml"):
+        kubernetes_validate.validate(doc, OLDEST_KUBERNETES_FOR_NODE_RESTRICTION, strict=True)
+        # Before 1.30 ValidatingAdmissionPolicy was v1beta1 (off by default): no admissionregistration.k8s.io/v1.
+        with pytest.raises(kubernetes_validate.SchemaNotFoundError):
+            kubernetes_validate.validate(doc, "1.29.0", strict=True)
+    assert "1.30" in (K8S / "README.md").read_text(encoding="utf-8")
+
+
+def test_readme_standard_mode_patch_sets_the_variable(tmp_path: Path) -> None:
+    """The kustomize patch the README gives for `nodeConditionMode: standard` applies and does what it says."""
+    readme = (K8S / "README.md").read_text(encoding="utf-8")
+    blocks = [yaml.safe_load(block) for block in re.findall(r"```yaml\n(.*?)```", readme, re.DOTALL)]
+    [kustomization] = [b for b in blocks if isinstance(b, dict) and "patches" in b]
+    [entry] = kustomization["patches"]
+    assert entry["target"] == {"kind": "ValidatingAdmissionPolicy", "name": "evictd-node-restriction"}
+    patch_file = tmp_path / "patch.yaml"
+    patch_file.write_text(entry["patch"], encoding="utf-8")
+    patched = kubectl_patch(node_restriction_policy(), patch_file, "json", tmp_path)
+    variables = {v["name"]: v["expression"] for v in patched["spec"]["variables"]}
+    assert variables["extraNodeConditionTypes"] == "['MemoryPressure', 'DiskPressure', 'PIDPressure']"
+    kubernetes_validate.validate(patched, KUBERNETES_VERSION, strict=True)
 
 
 # ------------------------------------------------------------------------------------------- DaemonSet

@@ -341,6 +341,8 @@ FAULTS = {
     "429": lambda faults, method: faults.throttle_next(1, method=method),
     "timeout": lambda faults, method: faults.time_out_next(1, method=method),
     "reset": lambda faults, method: faults.reset_next(1, method=method),
+    # Refused, not failed: expired credentials, RBAC, or an admission policy (deploy/kubernetes/node-restriction).
+    "403": lambda faults, method: faults.fail_next(1, code=403, method=method),
 }
 
 
@@ -357,7 +359,7 @@ def test_a_hard_eviction_the_api_refuses_is_stopped_locally_kept_and_replayed_af
         with pytest.raises(KubeError) as caught:
             harness.evictor.evict(eviction)
 
-        assert caught.value.status in (None, 429, 500, 503)
+        assert caught.value.status in (None, 403, 429, 500, 503)
         assert "stopped through the container runtime" in caught.value.detail
         assert harness.local_kill.calls == [eviction]
         # The decision was on disk before the API was asked.

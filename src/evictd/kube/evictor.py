@@ -15,9 +15,9 @@ was deleted once the containers were gone. So evictd writes only what survives, 
    terminates that very pod (never a same-named successor) with that grace period;
 4. a Warning `Evicted` Event on the pod with the offending-container annotations: the durable record of the
    eviction, since the kubelet removes the pod object once its containers are gone.
-A step that fails because the API is unreachable, throttled or erroring stays pending in the journal and is
-retried every cycle (`replay`). If that happens for a hard-threshold or local-storage eviction before the
-DELETE went through, the pod is stopped at once through the container runtime (`local_kill`) so the node is
+A step that fails stays pending in the journal and is retried every cycle (`replay`). If that happens for a
+hard-threshold or local-storage eviction before the DELETE went through (the API unreachable, throttled or
+erroring, or refusing evictd: expired credentials, RBAC, an admission policy), the pod is stopped at once through the container runtime (`local_kill`) so the node is
 protected anyway; the condition, deletion and event are written when the API answers again. A pod that is
 gone (404) or was replaced (409/422 on the UID) before evictd's DELETE was sent ends the entry: nothing is
 ever evicted twice. Once the DELETE was sent (it may have gone through even when no answer came back), a 404
@@ -117,7 +117,9 @@ class KubePodEvictor:
         # Once the DELETE went through, the kubelet terminates the pod: only the status or event write is late.
         progress = self._journal.get(entry.uid)
         deleted = progress is not None and progress.deleted
-        if immediate and not deleted and is_retryable(failure) and self._local_kill is not None:
+        # Whatever kept the API from taking the deletion (down, throttled, credentials or an admission policy
+        # refusing it), a hard threshold cannot wait for a person to fix it: the runtime stops the pod now.
+        if immediate and not deleted and self._local_kill is not None:
             try:
                 self._local_kill(eviction)
             except EvictdError as exc:

@@ -169,6 +169,44 @@ def test_a_terminating_pod_is_not_evicted_again(apiserver: ApiServer, cluster: C
     assert [r.path.rsplit("/", 1)[1] for r in deletes] == ["hog", "modest"]
 
 
+def changed(cluster: Cluster, uid: str, before: object) -> bool:
+    """The watch has delivered a new version of the pod (a new Pod object)."""
+    return wait_until(lambda: cluster.watcher.pod(uid) is not before)
+
+
+def test_a_pod_annotated_as_static_through_the_api_is_ranked_and_evicted(cluster: Cluster, core_v1: Any) -> None:
+    """A tenant cannot make its pod critical: pods from the API server are never static (config.source api)."""
+    assert cluster.watcher.wait_synced(5.0)
+    before = cluster.watcher.pod("uid-hog")
+    core_v1.patch_namespaced_pod("hog", "default", {"metadata": {"annotations": {
+        "kubernetes.io/config.source": "file"}}})
+    assert changed(cluster, "uid-hog", before)
+
+    report = cluster.cycle()
+
+    assert [e.pod.name for e in report.evictions] == ["hog"]
+    assert report.ranking[0].name == "hog"
+
+
+def test_a_pod_its_owner_deletes_slowly_is_evicted_by_shortening_its_deletion(
+    apiserver: ApiServer, cluster: Cluster, core_v1: Any
+) -> None:
+    """A hog deleted with a one-hour grace period (and trapping SIGTERM) keeps running: it is still the one to go."""
+    assert cluster.watcher.wait_synced(5.0)
+    before = cluster.watcher.pod("uid-hog")
+    core_v1.delete_namespaced_pod("hog", "default", grace_period_seconds=3600)
+    assert changed(cluster, "uid-hog", before)
+
+    report = cluster.cycle()
+
+    assert [e.pod.name for e in report.evictions] == ["hog"] and report.eviction_errors == ()
+    stored = apiserver.store.get_pod("default", "hog")
+    assert stored is not None and stored["metadata"]["deletionGracePeriodSeconds"] == 1  # shortened from 3600
+    second = cluster.cycle()
+    assert [e.pod.name for e in second.evictions] == ["modest"]  # never hog twice
+    assert [r.status for r in apiserver.requests if r.method == "DELETE"] == [200, 200, 200]
+
+
 def test_pending_writes_are_replayed_after_the_next_cycle(apiserver: ApiServer, cluster: Cluster) -> None:
     assert cluster.watcher.wait_synced(5.0)
     apiserver.faults.fail_next(1, code=503, method="DELETE")

@@ -6,8 +6,8 @@ pending API writes. `wait_for_cleanup` is the kubelet's wait after an eviction (
 30 s): until each evicted pod is gone from the API or, with a container runtime, nothing of it runs on the node
 any more (the part of the kubelet's `podResourcesAreReclaimed` visible from outside it). The pod's phase is no
 evidence: a terminal phase can come before the last container stops, and a pod held by a finalizer stays.
-`EvictablePods` is the engine's pod source: the watched pods minus those evictd already evicted (journal) and
-those already being deleted, so no pod is evicted twice.
+`EvictablePods` is the engine's pod source: the watched pods minus those evictd already evicted (journal), so
+no pod is evicted twice; pods others are deleting stay candidates, as in the kubelet.
 """
 
 from __future__ import annotations
@@ -40,7 +40,13 @@ PodRunning = Callable[[str], bool | None]
 
 
 class EvictablePods:
-    """The engine's PodSource over the watch: active pods not yet evicted, not being deleted, and not evictd's own."""
+    """The engine's PodSource over the watch: active pods not yet evicted by evictd, and not evictd's own.
+
+    A pod someone else is deleting stays a candidate, as in the kubelet (its containers run until its grace
+    period ends, and they are what the node is short of): a tenant who deletes its own hog with a one-hour
+    grace period and traps SIGTERM must not make evictd evict everybody else. Evicting such a pod shortens its
+    deletion (the DELETE with the eviction's grace period; the API server takes a shorter one).
+    """
 
     def __init__(self, watcher: PodWatcher, journal: EvictionJournal, own_uid: str = "") -> None:
         self._watcher = watcher
@@ -49,7 +55,7 @@ class EvictablePods:
 
     def active_pods(self) -> Sequence[Pod]:
         excluded = self._journal.evicted_uids() | {self._own_uid}
-        return [p for p in self._watcher.active_pods() if p.uid not in excluded and p.deletion_timestamp is None]
+        return [p for p in self._watcher.active_pods() if p.uid not in excluded]
 
 
 class ClusterSync:

@@ -17,12 +17,12 @@ was deleted once the containers were gone. So evictd writes only what survives, 
    eviction, since the kubelet removes the pod object once its containers are gone.
 A step that fails stays pending in the journal and is retried every cycle (`replay`). If that happens for a
 hard-threshold or local-storage eviction before the DELETE went through (the API unreachable, throttled or
-erroring, or refusing evictd: expired credentials, RBAC, an admission policy), the pod is stopped at once through the container runtime (`local_kill`) so the node is
-protected anyway; the condition, deletion and event are written when the API answers again. A pod that is
-gone (404) or was replaced (409/422 on the UID) before evictd's DELETE was sent ends the entry: nothing is
-ever evicted twice. Once the DELETE was sent (it may have gone through even when no answer came back), a 404
-or a refused UID means the kubelet already removed the pod: the eviction happened, and its event is still
-recorded.
+erroring, or refusing evictd: expired credentials, RBAC, an admission policy), the pod is stopped at once
+through the container runtime (`local_kill`) so the node is protected anyway; the condition, deletion and
+event are written when the API answers again. A pod that is gone (404) or was replaced (409/422 on the UID)
+before evictd's DELETE was sent ends the entry: nothing is ever evicted twice. Once the DELETE was sent (it
+may have gone through even when no answer came back), a 404 or a refused UID means the kubelet already removed
+the pod: the eviction happened, and its event is still recorded.
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from evictd.core.errors import KubeError, ScenarioError
-from evictd.core.pods import Pod, pod_from_dict
+from evictd.core.pods import API_SERVER_SOURCE, CONFIG_SOURCE_ANNOTATION, Pod, pod_from_dict
 from evictd.kube.api import KubeApi
 
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
@@ -225,10 +225,27 @@ class PodWatcher:
     @staticmethod
     def _parse(obj: dict[str, Any]) -> Pod | None:
         try:
-            pod = pod_from_dict(obj)
+            pod = pod_from_dict(as_api_pod(obj))
         except ScenarioError:
             return None  # an object the API server should never send; skipping it beats crashing the watch
         return pod if pod.uid else None
+
+
+def as_api_pod(obj: dict[str, Any]) -> dict[str, Any]:
+    """The pod as the kubelet holds a pod it received from the API server: config.source "api".
+
+    The kubelet overwrites that annotation for every pod of the API source (pkg/kubelet/config/config.go), so
+    a pod created or annotated with `kubernetes.io/config.source: file` is never taken for a static, critical
+    pod. Anyone may write annotations; only where the pod came from counts. (Mirror pods stay mirror pods:
+    that is their own annotation, and the kubelet never runs a pod that carries it.)
+    """
+    metadata = obj.get("metadata")
+    if not isinstance(metadata, dict):
+        return obj
+    annotations = metadata.get("annotations")
+    annotations = {**annotations} if isinstance(annotations, dict) else {}
+    annotations[CONFIG_SOURCE_ANNOTATION] = API_SERVER_SOURCE
+    return {**obj, "metadata": {**metadata, "annotations": annotations}}
 
 
 def _interrupt(response: Any) -> None:

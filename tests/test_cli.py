@@ -98,7 +98,7 @@ def test_check_config_text_and_layouts(tmp_path: Path) -> None:
          "evictd: evictionHard[memory.available]: invalid value '1Gb': quantities must match the regular "
          "expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"),
         ([], "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nevictionSoft: {memory.available: 1Gi}\n",
-         "evictd: evictionSoftGracePeriod[memory.available]: invalid value None: grace period must be specified "
+         "evictd: evictionSoftGracePeriod[memory.available]: missing: grace period must be specified "
          "for the soft eviction threshold memory.available"),
         ([], "apiVersion: evictd.io/v1alpha1\nkind: EvictdConfiguration\nhousekeepingIntervl: 5s\n",
          "evictd: EvictdConfiguration: housekeepingIntervl: invalid value '5s': unknown field in EvictdConfiguration"),

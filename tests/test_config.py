@@ -75,3 +75,46 @@ def test_a_document_that_is_not_a_mapping_names_the_file(tmp_path: Path) -> None
     with pytest.raises(ConfigError, match="must be a mapping") as exc:
         load_configuration([path])
     assert path in str(exc.value)
+
+
+KUBE_PROXY = "apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nmode: iptables\n"
+
+
+def test_other_kinds_after_the_kubelets_document_are_ignored_as_the_kubelet_ignores_them(tmp_path: Path) -> None:
+    """kind and kubeadm write a KubeProxyConfiguration after the KubeletConfiguration; the kubelet starts."""
+    path = write(tmp_path, "kubeadm.yaml", KUBELET + "evictionHard: {memory.available: 200Mi}\n---\n" + KUBE_PROXY
+                 + "---\n" + EVICTD + "housekeepingInterval: 5s\n")
+    configuration = load_configuration([path])
+    assert [str(t.signal) for t in configuration.thresholds] == ["memory.available", "allocatableMemory.available"]
+    assert configuration.evictd.housekeeping_interval_s == 5  # evictd's own document is kept
+    assert configuration.warnings == (f"{path}[1]: kind 'KubeProxyConfiguration' ignored: the kubelet reads only "
+                                      "the first document of its configuration file",)
+
+
+def test_another_kind_first_is_still_an_error(tmp_path: Path) -> None:
+    path = write(tmp_path, "proxy-first.yaml", KUBE_PROXY + "---\n" + KUBELET)
+    with pytest.raises(ConfigError, match="unknown kind") as exc:
+        load_configuration([path])
+    assert exc.value.key == f"{path}.kind"
+
+
+def test_a_soft_threshold_without_a_grace_period_says_the_grace_period_is_missing(tmp_path: Path) -> None:
+    path = write(tmp_path, "soft.yaml", KUBELET + "evictionSoft: {memory.available: 1Gi}\n")
+    with pytest.raises(ConfigError) as exc:
+        load_configuration([path])
+    assert str(exc.value) == ("evictionSoftGracePeriod[memory.available]: missing: grace period "
+                              "must be specified for the soft eviction threshold memory.available")
+
+
+def test_a_yaml_alias_bomb_is_refused_with_a_short_message(tmp_path: Path) -> None:
+    """A 1 KB file whose value expands to 10^8 strings: the error names the key and shows a few of them."""
+    anchors = "anchors:\n  l0: &l0 [x,x,x,x,x,x,x,x,x,x]\n" + "".join(
+        f"  l{n}: &l{n} [{','.join([f'*l{n - 1}'] * 10)}]\n" for n in range(1, 7))
+    path = write(tmp_path, "bomb.yaml", KUBELET + anchors + "evictionHard:\n  memory.available: [" +
+                 ",".join(["*l6"] * 10) + "]\n")
+    assert (tmp_path / "bomb.yaml").stat().st_size < 1024
+    with pytest.raises(ConfigError) as exc:
+        load_configuration([path])
+    message = str(exc.value)
+    assert message.startswith("KubeletConfiguration: evictionHard[memory.available]: invalid value [[[[...], ")
+    assert len(message) < 300 and "cannot unmarshal array" in message

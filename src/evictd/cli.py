@@ -100,7 +100,7 @@ def _check_config(args: argparse.Namespace) -> int:
     thresholds, warnings = effective_thresholds(engine_config, layout)
     # A derived containerfs threshold whose source is absent has no operator and can never be met.
     shown = [t for t in thresholds if t.operator is not None]
-    for warning in warnings:
+    for warning in (*configuration.warnings, *warnings):
         print(f"warning: {warning}", file=sys.stderr)
     if args.output == "json":
         print(json.dumps({"thresholds": [threshold_json(t) for t in shown]}, indent=2))

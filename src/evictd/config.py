@@ -134,6 +134,7 @@ class Configuration:
     evictd: EvictdSettings
     thresholds: tuple[Threshold, ...]
     image_gc: ImageGCSettings = field(default_factory=ImageGCSettings)
+    warnings: tuple[str, ...] = ()  # documents read as the kubelet reads them: ignored, and why
 
 
 def _decode_setting(name: str, yaml_name: str, default: object, value: object, allow_zero: bool) -> object:
@@ -238,6 +239,12 @@ def classify_document(document: object, where: str) -> str:
     return str(kind)
 
 
+def is_foreign_document(document: object) -> bool:
+    """True for a document of another kind than evictd reads (a KubeProxyConfiguration, say)."""
+    return isinstance(document, Mapping) and isinstance(document.get("kind"), str) and document["kind"] not in (
+        KUBELET_KIND, EVICTD_KIND)
+
+
 def _located(exc: ConfigError, where: str) -> ConfigError:
     """Return `exc` with its key prefixed by the document it came from."""
     if exc.key is None:
@@ -253,10 +260,19 @@ def load_configuration(paths: Sequence[str], flags: Sequence[tuple[str, str]] = 
     """
     kubelet_docs: list[Mapping[str, object]] = []
     evictd_docs: list[Mapping[str, object]] = []
+    warnings: list[str] = []
     for path in paths:
+        kubelet_file = False
         for index, document in enumerate(read_yaml_documents(path)):
             where = f"{path}[{index}]" if index else path
+            if kubelet_file and is_foreign_document(document):
+                # The kubelet decodes the first document of its config file and never looks further (kind and
+                # kubeadm files carry a KubeProxyConfiguration there); evictd keeps its own documents.
+                warnings.append(f"{where}: kind {document['kind']!r} ignored: the kubelet reads only the first "
+                                "document of its configuration file")
+                continue
             kind = classify_document(document, where)
+            kubelet_file = kubelet_file or (index == 0 and kind == KUBELET_KIND)
             (kubelet_docs if kind == KUBELET_KIND else evictd_docs).append(document)
     try:
         kubelet = merge_documents(kubelet_docs)
@@ -270,4 +286,5 @@ def load_configuration(paths: Sequence[str], flags: Sequence[tuple[str, str]] = 
     except ConfigError as exc:
         raise _located(exc, EVICTD_KIND) from None
     thresholds = tuple(eviction.thresholds())
-    return Configuration(eviction=eviction, evictd=own, thresholds=thresholds, image_gc=image_gc)
+    return Configuration(eviction=eviction, evictd=own, thresholds=thresholds, image_gc=image_gc,
+                         warnings=tuple(warnings))

@@ -45,6 +45,7 @@ from evictd.core.thresholds import (
     merge_thresholds,
     threshold_quantity,
     thresholds_met,
+    unique_as_go_map_keys,
 )
 
 # Grace period given to pods evicted for a hard threshold or a local-storage limit (the kubelet's
@@ -248,6 +249,7 @@ def assess(
     if state.thresholds_met:
         unresolved = thresholds_met(state.thresholds_met, observations, enforce_min_reclaim=True)
         met = merge_thresholds(met, unresolved)
+    met = unique_as_go_map_keys(met)
     first_observed_at = {t: state.first_observed_at.get(t, now) for t in met}
     observed_conditions = list(dict.fromkeys(SIGNAL_TO_CONDITION[t.signal] for t in met))
     last_observed_at = {**state.condition_last_observed_at, **{c: now for c in observed_conditions}}

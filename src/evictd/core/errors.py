@@ -16,8 +16,41 @@ one place each (`raise CRIError(...) from exc`). Errors carry data, not only tex
 
 from __future__ import annotations
 
+import reprlib
+
 # A bad value is quoted in error messages up to this length, so one line stays readable.
 MAX_VALUE_CHARS = 80
+
+
+class _Missing:
+    """The `value` of a ConfigError for a setting that is required and absent."""
+
+    def __repr__(self) -> str:
+        return "missing"
+
+
+MISSING = _Missing()
+
+# Shows at most a few levels and items of a value: a YAML alias bomb holds billions of elements, and an
+# error message must cost no more to write than the value's first few characters.
+_BOUNDED = reprlib.Repr()
+_BOUNDED.maxlevel = 3
+_BOUNDED.maxlist = _BOUNDED.maxtuple = _BOUNDED.maxset = _BOUNDED.maxfrozenset = _BOUNDED.maxdict = 6
+_BOUNDED.maxstring = _BOUNDED.maxother = MAX_VALUE_CHARS
+
+
+def bounded_repr(value: object) -> str:
+    """Return at most MAX_VALUE_CHARS of `value`'s repr, in time that does not grow with the value's size."""
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 128:
+        shown = f"<{value.bit_length()}-bit integer>"  # repr of a huge int is slow or refused
+    else:
+        try:
+            shown = _BOUNDED.repr(value)
+        except (ValueError, RecursionError):
+            shown = f"<unprintable {type(value).__name__}>"
+    if len(shown) > MAX_VALUE_CHARS:
+        shown = shown[: MAX_VALUE_CHARS - 3] + "..."
+    return shown
 
 
 class EvictdError(Exception):
@@ -41,10 +74,9 @@ class ConfigError(EvictdError):
         """Return one line: the key and bad value (when known) followed by the kubelet-worded reason."""
         if self.key is None:
             return self.reason
-        shown = repr(self.value)
-        if len(shown) > MAX_VALUE_CHARS:
-            shown = shown[: MAX_VALUE_CHARS - 3] + "..."
-        return f"{self.key}: invalid value {shown}: {self.reason}"
+        if self.value is MISSING:
+            return f"{self.key}: missing: {self.reason}"
+        return f"{self.key}: invalid value {bounded_repr(self.value)}: {self.reason}"
 
     def at(self, key: str, value: object) -> ConfigError:
         """Return a copy of this error located at `key` with `value` (keeps the subclass and reason)."""

@@ -22,7 +22,7 @@ from fractions import Fraction
 from typing import Protocol
 
 from evictd.core.duration import parse_go_duration
-from evictd.core.errors import ConfigError, DurationError
+from evictd.core.errors import MISSING, ConfigError, DurationError
 from evictd.core.quantity import Quantity, QuantityFormat
 from evictd.core.signals import Operator, Signal, parse_signal
 
@@ -206,7 +206,7 @@ def _statements(
                 raise ConfigError(
                     f"grace period must be specified for the soft eviction threshold {signal}",
                     key=f"evictionSoftGracePeriod[{signal}]",
-                    value=None,
+                    value=MISSING,
                 )
             grace = grace_periods[signal]
         thresholds.append(Threshold(signal=signal, value=value, grace_period_s=grace, hard=hard))
@@ -366,6 +366,27 @@ def thresholds_met(
         if quantity.cmp(observed.available) > 0:
             met.append(threshold)
     return met
+
+
+def unique_as_go_map_keys(thresholds: Sequence[Threshold]) -> list[Threshold]:
+    """Return `thresholds` as the kubelet's `map[evictionapi.Threshold]time.Time` holds them, in order.
+
+    A Go struct is a map key by value, and a threshold's value holds a `*Quantity` pointer and its minimum
+    reclaim is a pointer: two percentage thresholds with no minimum reclaim (both pointers nil) and the same
+    signal, operator, percentage and grace period are ONE key (e.g. a hard `allocatableMemory.available: 20%`
+    and the allocatable copy of a soft `memory.available: 20%` with a 0 s grace period); a quantity or a
+    minimum reclaim makes a threshold a key of its own (../shared/kubelet-divergences/02).
+    """
+    seen: set[tuple[object, ...]] = set()
+    unique = []
+    for threshold in thresholds:
+        if threshold.value.quantity is None and threshold.min_reclaim is None:
+            key = (threshold.signal, threshold.operator, threshold.value.percentage, threshold.grace_period_s)
+            if key in seen:
+                continue
+            seen.add(key)
+        unique.append(threshold)
+    return unique
 
 
 def merge_thresholds(first: Sequence[Threshold], second: Sequence[Threshold]) -> list[Threshold]:

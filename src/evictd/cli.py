@@ -122,7 +122,7 @@ def _simulate(args: argparse.Namespace) -> int:
     from evictd.render import simulation_text, step_json
     from evictd.simulate import parse_scenario, run_scenario
 
-    documents = read_yaml_documents(args.scenario)
+    documents = read_yaml_documents(args.scenario, key="scenario")
     if len(documents) != 1:
         raise ScenarioError("a scenario file holds exactly one document", key="scenario", value=args.scenario)
     scenario = parse_scenario(documents[0])

@@ -431,6 +431,9 @@ def after_cycle_tasks(cluster: ClusterParts | None, runtime: RuntimeLink[Runtime
 
 def check_settings(config: Configuration) -> None:
     """Raise ConfigError for settings that cannot work on this machine before anything starts."""
+    if not os.path.isdir(config.evictd.cgroupfs_path):
+        raise ConfigError("no such folder (where cgroupfs is mounted)", key="cgroupfsPath",
+                          value=config.evictd.cgroupfs_path)
     if (config.evictd.stats_source == "kubelet" and not config.evictd.kubelet_summary_url
             and not api_configured(config.evictd)):
         raise ConfigError("needs kubeletSummaryURL, a kubeconfig, or to run inside a cluster",

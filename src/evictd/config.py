@@ -12,9 +12,10 @@ Kubelet eviction flags apply after all files. Every problem is a ConfigError nam
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import os
+import stat
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
-from pathlib import Path
 from typing import Any
 
 import yaml
@@ -34,6 +35,8 @@ from evictd.core.kubelet_config import (
 from evictd.core.thresholds import Threshold
 from evictd.cri import DEFAULT_ENDPOINT, channel_target
 
+# A configuration file is a few KiB; anything past this is not one (and `/dev/zero` would never end).
+MAX_CONFIG_BYTES = 4 << 20
 EVICTD_API_VERSION = "evictd.io/v1alpha1"
 EVICTD_KIND = "EvictdConfiguration"
 
@@ -199,18 +202,66 @@ def evictd_settings(document: Mapping[str, object], kubelet: Mapping[str, object
     return settings
 
 
-def read_yaml_documents(path: str) -> list[Any]:
-    """Return the documents of the YAML stream at `path` (empty documents dropped); raise ConfigError."""
+def read_yaml_documents(path: str, key: str = "--config") -> list[Any]:
+    """Return the documents of the YAML stream at `path` (empty documents dropped); raise ConfigError at `key`."""
+    return [document for document, _ in read_documents(path, key)]
+
+
+def read_documents(path: str, key: str = "--config") -> list[tuple[Any, tuple[str, ...]]]:
+    """Return each non-empty document of the YAML file at `path` with the mapping keys it holds twice.
+
+    Only a regular file of at most MAX_CONFIG_BYTES is read (`/dev/zero` or a FIFO would never end); a number
+    too long to convert, nesting too deep to build, or invalid YAML are configuration errors. Raises ConfigError.
+    """
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        # Non-blocking: opening a FIFO for reading would otherwise wait for a writer forever.
+        with os.fdopen(os.open(path, os.O_RDONLY | os.O_NONBLOCK), "rb") as handle:
+            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+                raise ConfigError("not a regular file", key=key, value=path)
+            raw = handle.read(MAX_CONFIG_BYTES + 1)
     except OSError as exc:
-        raise ConfigError(f"cannot read file: {exc.strerror}", key="--config", value=path) from None
-    except UnicodeDecodeError:
-        raise ConfigError("file is not UTF-8 text", key="--config", value=path) from None
+        raise ConfigError(f"cannot read file: {exc.strerror}", key=key, value=path) from None
+    if len(raw) > MAX_CONFIG_BYTES:
+        raise ConfigError(f"file larger than {MAX_CONFIG_BYTES >> 20} MiB", key=key, value=path)
     try:
-        return [doc for doc in yaml.safe_load_all(text) if doc is not None]
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ConfigError("file is not UTF-8 text", key=key, value=path) from None
+    documents = []
+    loader: _DuplicateNoticingLoader | None = None
+    try:
+        loader = _DuplicateNoticingLoader(text)  # its reader refuses control characters at once
+        while loader.check_data():  # type: ignore[no-untyped-call]
+            loader.duplicates = []
+            document = loader.get_data()
+            if document is not None:
+                documents.append((document, tuple(loader.duplicates)))
     except yaml.YAMLError as exc:
-        raise ConfigError(f"invalid YAML: {_one_line(str(exc))}", key="--config", value=path) from None
+        raise ConfigError(f"invalid YAML: {_one_line(str(exc))}", key=key, value=path) from None
+    except RecursionError:
+        raise ConfigError("YAML nested too deeply", key=key, value=path) from None
+    except ValueError as exc:  # e.g. an integer of more digits than Python converts
+        raise ConfigError(f"unreadable value: {_one_line(str(exc))[:120]}", key=key, value=path) from None
+    finally:
+        if loader is not None:
+            loader.dispose()
+    return documents
+
+
+class _DuplicateNoticingLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, remembering the keys a mapping of the current document holds twice."""
+
+    duplicates: list[str]
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[object] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if isinstance(key, Hashable):
+                if key in seen:
+                    self.duplicates.append(str(key))
+                seen.add(key)
+        return super().construct_mapping(node, deep=deep)
 
 
 def _one_line(text: str) -> str:
@@ -226,7 +277,7 @@ def classify_document(document: object, where: str) -> str:
     expected = {KUBELET_KIND: KUBELET_API_VERSION, EVICTD_KIND: EVICTD_API_VERSION}
     if kind is None:
         raise ConfigError(f"Object 'Kind' is missing in document ({where})", key=f"{where}.kind", value=None)
-    if kind not in expected:
+    if not isinstance(kind, str) or kind not in expected:
         raise ConfigError(
             f"unknown kind; expected {KUBELET_KIND} or {EVICTD_KIND}", key=f"{where}.kind", value=kind
         )
@@ -263,7 +314,7 @@ def load_configuration(paths: Sequence[str], flags: Sequence[tuple[str, str]] = 
     warnings: list[str] = []
     for path in paths:
         kubelet_file = False
-        for index, document in enumerate(read_yaml_documents(path)):
+        for index, (document, duplicates) in enumerate(read_documents(path)):
             where = f"{path}[{index}]" if index else path
             if kubelet_file and is_foreign_document(document):
                 # The kubelet decodes the first document of its config file and never looks further (kind and
@@ -273,6 +324,12 @@ def load_configuration(paths: Sequence[str], flags: Sequence[tuple[str, str]] = 
                 continue
             kind = classify_document(document, where)
             kubelet_file = kubelet_file or (index == 0 and kind == KUBELET_KIND)
+            for key in duplicates:
+                if kind == EVICTD_KIND:  # strictly checked: which of the two was meant?
+                    raise ConfigError(f"duplicate key in {EVICTD_KIND} ({where})", key=key,
+                                      value=document.get(key) if isinstance(document, Mapping) else None)
+                # The kubelet's strict decoding fails on it and its lenient fallback keeps the last value.
+                warnings.append(f"{where}: key {key!r} given twice; the last value is used, as the kubelet does")
             (kubelet_docs if kind == KUBELET_KIND else evictd_docs).append(document)
     try:
         kubelet = merge_documents(kubelet_docs)

@@ -57,6 +57,7 @@ CGROUP_VERSIONS = (1, 2)
 UNLIMITED_ABOVE_BYTES = 2**62
 
 # Values are Go uint64s upstream; anything at or above this is garbage, not a reading.
+UINT64_DIGITS = len(str(2**64 - 1))
 UINT64_LIMIT = 2**64
 
 # cgroupfs files are tiny (memory.stat is ~2 KiB); one read of this size nearly always gets all.
@@ -418,6 +419,8 @@ def _uint(path: str, raw: bytes) -> int:
     # bytes.isdigit() is ASCII-only and rejects signs, spaces and '_', which int() would accept.
     if not text.isdigit():
         raise SampleError(path, f"not an unsigned integer: {_shown(raw)}")
+    if len(text) > UINT64_DIGITS:  # no kernel writes such a number (and int() refuses past 4300 digits)
+        raise SampleError(path, f"out of the uint64 range: {_shown(raw)}")
     value = int(text)
     if value >= UINT64_LIMIT:
         raise SampleError(path, f"out of the uint64 range: {_shown(raw)}")

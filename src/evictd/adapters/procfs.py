@@ -81,9 +81,14 @@ def _read_text(path: Path) -> str:
         raise SampleError(str(path), f"not ASCII text: {exc.reason}") from exc
 
 
+UINT64_DIGITS = len(str(2**64 - 1))
+
+
 def _uint(path: Path, text: str) -> int:
     stripped = text.strip()
     # str.isdigit() would accept non-ASCII digits; signs, spaces and '_' (which int() accepts) are garbage.
     if not (stripped.isascii() and stripped.isdigit()):
         raise SampleError(str(path), f"not an unsigned integer: {stripped[:60]!r}")
+    if len(stripped) > UINT64_DIGITS:  # no kernel writes such a number (and int() refuses past 4300 digits)
+        raise SampleError(str(path), f"out of the uint64 range: {stripped[:60]!r}...")
     return int(stripped)

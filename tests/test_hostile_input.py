@@ -1,0 +1,150 @@
+"""Hostile or broken input as a user or an attacker hands it to `evictd`: each case exits 2 with one line naming
+the key and the value (never 1, never a traceback, never a hang, bounded memory), and the readers of the node
+report an impossible number as an unreadable source instead of failing every cycle."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from evictd.adapters import procfs
+from evictd.adapters.cgroups import _uint
+from evictd.config import load_configuration
+from evictd.core.errors import ConfigError, SampleError
+
+ROOT = Path(__file__).resolve().parents[1]
+KUBELET = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"
+EVICTD = "apiVersion: evictd.io/v1alpha1\nkind: EvictdConfiguration\n"
+# Generous for a loaded machine; before the fixes these cases took minutes, hung or were killed by the OOM killer.
+TIMEOUT_S = 30
+
+
+def evictd(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "evictd", *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=TIMEOUT_S, check=False)
+
+
+def file_with(text: str) -> Callable[[Path], str]:
+    def make(folder: Path) -> str:
+        path = folder / "config.yaml"
+        path.write_text(text, encoding="utf-8")
+        return str(path)
+    return make
+
+
+def fifo(folder: Path) -> str:
+    path = folder / "fifo"
+    os.mkfifo(path)
+    return str(path)
+
+
+def alias_bomb() -> str:
+    levels = "anchors:\n  l0: &l0 [x,x,x,x,x,x,x,x,x,x]\n" + "".join(
+        f"  l{n}: &l{n} [{','.join([f'*l{n - 1}'] * 10)}]\n" for n in range(1, 8))
+    return KUBELET + levels + "evictionHard:\n  memory.available: [" + ",".join(["*l7"] * 10) + "]\n"
+
+
+CONFIGS = {
+    "dev-zero": (lambda folder: "/dev/zero", "--config: invalid value '/dev/zero': not a regular file"),
+    "fifo": (fifo, "not a regular file"),
+    "alias-bomb": (file_with(alias_bomb()), "evictionHard[memory.available]: invalid value [[[[...]"),
+    "5000-digit-integer": (file_with(KUBELET + "evictionMaxPodGracePeriod: " + "9" * 5000 + "\n"),
+                           "unreadable value: Exceeds the limit (4300 digits)"),
+    "nested-5000-deep": (file_with(KUBELET + "x: " + "[" * 5000 + "]" * 5000 + "\n"), "YAML nested too deeply"),
+    "kind-is-a-list": (file_with("apiVersion: v1\nkind: [a]\n"), ".kind: invalid value ['a']: unknown kind"),
+    "duplicate-evictd-key": (file_with(EVICTD + "dryRun: true\ndryRun: false\n"),
+                             "dryRun: invalid value False: duplicate key in EvictdConfiguration"),
+    "cgroupfs-path-missing": (file_with(EVICTD + "cgroupfsPath: /nonexistent-cgroupfs\n"),
+                              "cgroupfsPath: invalid value '/nonexistent-cgroupfs': no such folder"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CONFIGS))
+def test_hostile_configuration_exits_2_with_one_line(tmp_path: Path, case: str) -> None:
+    make, expected = CONFIGS[case]
+    # `run --cycles 1` reaches every check there is (check-config does not look at the machine).
+    command = "run" if case == "cgroupfs-path-missing" else "check-config"
+    extra = ["--cycles", "1"] if command == "run" else []
+    done = evictd(command, "--config", make(tmp_path), *extra)
+    assert done.returncode == 2, done.stderr
+    assert done.stdout == "" and "Traceback" not in done.stderr
+    [line] = done.stderr.splitlines()
+    assert line.startswith("evictd: ") and expected in line and len(line) < 400
+
+
+SCENARIOS = {
+    "5000-digit-integer": ("config: {}\nsteps:\n- at: " + "9" * 5000 + "\n  summary: {}\n",
+                           "scenario: invalid value"),
+    "nested-5000-deep": ("config: " + "[" * 5000 + "]" * 5000 + "\n", "YAML nested too deeply"),
+    "kind-is-a-list": ("config: {kind: [a]}\nsteps: []\n", "config.kind: invalid value ['a']"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(SCENARIOS))
+def test_hostile_scenario_exits_2_with_one_line(tmp_path: Path, case: str) -> None:
+    text, expected = SCENARIOS[case]
+    path = tmp_path / "scenario.yaml"
+    path.write_text(text, encoding="utf-8")
+    done = evictd("simulate", str(path))
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    [line] = done.stderr.splitlines()
+    assert expected in line and len(line) < 400
+
+
+def test_a_duplicate_key_in_the_kubelets_document_is_a_warning_as_in_the_kubelet(tmp_path: Path) -> None:
+    """The kubelet's strict decoding fails on it, its lenient fallback takes the last value and starts."""
+    path = tmp_path / "kubelet.yaml"
+    path.write_text(KUBELET + "evictionMaxPodGracePeriod: 10\nevictionMaxPodGracePeriod: 20\n", encoding="utf-8")
+    configuration = load_configuration([str(path)])
+    assert configuration.eviction.max_pod_grace_period_s == 20
+    assert configuration.warnings == (
+        f"{path}: key 'evictionMaxPodGracePeriod' given twice; the last value is used, as the kubelet does",)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.binary(max_size=400))
+def test_any_bytes_as_a_configuration_file_raise_only_a_configuration_error(tmp_path_factory: pytest.TempPathFactory,
+                                                                        raw: bytes) -> None:
+    path = tmp_path_factory.mktemp("fuzz") / "config.yaml"
+    path.write_bytes(KUBELET.encode() + raw)
+    try:
+        load_configuration([str(path)])
+    except ConfigError as exc:
+        assert "\n" not in str(exc) and len(str(exc)) < 1000
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=8),
+                    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=6), children,
+                                                                                    max_size=4), max_leaves=30),
+       st.sampled_from(["evictionHard", "evictionSoft", "evictionMaxPodGracePeriod", "kind", "cgroupDriver",
+                        "evictionPressureTransitionPeriod", "imageGCHighThresholdPercent"]))
+def test_any_value_under_a_kubelet_key_raises_only_a_configuration_error(
+        tmp_path_factory: pytest.TempPathFactory, value: object, key: str) -> None:
+    import yaml
+
+    path = tmp_path_factory.mktemp("fuzz") / "config.yaml"
+    document = {"apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration", key: value}
+    path.write_text(yaml.safe_dump(document), encoding="utf-8")
+    try:
+        load_configuration([str(path)])
+    except ConfigError as exc:
+        assert "\n" not in str(exc) and len(str(exc)) < 1000
+
+
+@pytest.mark.parametrize("raw", [b"9" * 5001, b"18446744073709551616", b"1" * 21 + b"\n"])
+def test_a_number_no_kernel_writes_is_an_unreadable_cgroup_file(raw: bytes) -> None:
+    with pytest.raises(SampleError, match="out of the uint64 range"):
+        _uint("/sys/fs/cgroup/memory/memory.usage_in_bytes", raw)
+
+
+def test_a_number_no_kernel_writes_is_an_unreadable_proc_file() -> None:
+    with pytest.raises(SampleError, match="out of the uint64 range"):
+        procfs._uint(Path("/proc/sys/kernel/pid_max"), "9" * 5001)

@@ -5,7 +5,8 @@ redraw the live view, refresh the memory notifiers when due, then sleep until th
 notifier or a signal wakes it (a notification is followed by one confirming cycle a second later).
 SIGTERM/SIGINT only set a stop flag and wake the loop: the current cycle finishes, `on_stop` withdraws what
 evictd keeps on the node (in the cluster: its taints, its conditions to Unknown) and the daemon exits 0; a
-hard deadline (a timer armed by the first signal) ends a hung shutdown with status 1. Only this loop catches
+hard deadline (a watchdog thread started with the signal handlers, armed by the first signal through a pipe)
+ends a hung shutdown with status 1. Only this loop catches
 broad exceptions; it logs them with the cycle number and carries on.
 
 The composition root (`evictd.composition.build_daemon`) builds every dependency from the configuration;
@@ -15,6 +16,7 @@ tests pass their own.
 from __future__ import annotations
 
 import os
+import select
 import signal
 import threading
 import time
@@ -44,6 +46,44 @@ EXIT_SHUTDOWN_DEADLINE = 1
 # notification confirms the settled state instead of waiting a whole housekeeping interval.
 NOTIFICATION_FOLLOW_UP_S = 1.0
 NOTIFICATION_CAUSES = frozenset({"memcg", "psi"})
+
+
+class ShutdownDeadline:
+    """Ends a hung shutdown with status 1; armed from a signal handler without taking any Python lock.
+
+    A watchdog thread, started before any signal can arrive, blocks reading a pipe. `arm` writes one byte
+    (`os.write` takes no lock and is async-signal-safe); the thread then waits `timeout_s` for `disarm`'s byte
+    and calls `on_expiry` if none came. Starting a `threading.Timer` in the handler instead could deadlock: it
+    takes threading's internal locks, which the interrupted main thread may be holding.
+    """
+
+    ARM = b"a"
+    DISARM = b"d"
+
+    def __init__(self, timeout_s: float, on_expiry: Callable[[], None]) -> None:
+        self._timeout_s = timeout_s
+        self._on_expiry = on_expiry
+        self._read_fd, self._write_fd = os.pipe()
+        self._thread = threading.Thread(target=self._watch, name="evictd-shutdown-deadline", daemon=True)
+        self._thread.start()
+
+    def arm(self) -> None:
+        """Start the countdown. Safe in a signal handler."""
+        os.write(self._write_fd, self.ARM)
+
+    def disarm(self) -> None:
+        """The loop finished: the countdown (running or not) ends without effect, and the thread with it."""
+        os.write(self._write_fd, self.DISARM)
+        self._thread.join(timeout=1.0)
+        for fd in (self._read_fd, self._write_fd):
+            os.close(fd)
+
+    def _watch(self) -> None:
+        if os.read(self._read_fd, 1) != self.ARM:
+            return
+        readable, _, _ = select.select([self._read_fd], [], [], self._timeout_s)
+        if not readable:
+            self._on_expiry()
 
 
 class Waiter(Protocol):
@@ -82,21 +122,20 @@ class Daemon:
     log: Any = field(default_factory=lambda: structlog.get_logger("evictd"))
     stopping: bool = False
     stop_reason: str = ""
-    _deadline: threading.Timer | None = None
+    _deadline: ShutdownDeadline | None = None
 
     def request_stop(self, reason: str = "stop requested") -> None:
         """Stop after the current cycle; arm the hard deadline. Safe to call from a signal handler.
 
-        Nothing here logs or takes a lock: a signal can arrive while the loop holds the logging lock. The
-        loop logs the reason once it sees the flag.
+        Nothing here logs or takes a lock: a signal can arrive while the loop holds the logging lock, or
+        threading's own locks. The loop logs the reason once it sees the flag.
         """
         if self.stopping:
             return
         self.stop_reason = reason
-        # The deadline is armed before the loop is woken, so the loop's exit always finds it to cancel.
-        self._deadline = threading.Timer(self.shutdown_timeout_s, self._deadline_passed)
-        self._deadline.daemon = True
-        self._deadline.start()
+        # The deadline is armed before the loop is woken, so the loop's exit always finds it to disarm.
+        if self._deadline is not None:
+            self._deadline.arm()
         self.stopping = True
         self.health.stopping = True
         self.waiter.wake()
@@ -107,6 +146,10 @@ class Daemon:
         os._exit(EXIT_SHUTDOWN_DEADLINE)
 
     def install_signal_handlers(self) -> None:
+        """Stop on SIGTERM/SIGINT; the shutdown deadline's watchdog starts first (a handler cannot start it)."""
+        if self._deadline is None:
+            self._deadline = ShutdownDeadline(self.shutdown_timeout_s, self._deadline_passed)
+
         def handler(signum: int, frame: FrameType | None) -> None:
             self.request_stop(signal.Signals(signum).name)
 
@@ -164,7 +207,8 @@ class Daemon:
             self.systemd.close()
             self.waiter.close()
             if self._deadline is not None:
-                self._deadline.cancel()
+                self._deadline.disarm()
+                self._deadline = None
         self.log.info("evictd stopped", cycles=cycle)
         return 0
 

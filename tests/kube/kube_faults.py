@@ -98,6 +98,7 @@ class Faults:
         with self._lock:
             self._rules.clear()
             self._drop_next.clear()
+            self.expire_every_watch = False
 
     @property
     def pending(self) -> int:
@@ -112,6 +113,8 @@ class Faults:
         with self._lock:
             if self._drop_next:
                 control.drop_after_events = self._drop_next.pop(0)
+            if self.expire_every_watch:
+                control.expire.set()
             self._watches.add(control)
         return control
 
@@ -135,6 +138,9 @@ class Faults:
         """Cut the next watch stream that opens once it has sent `after_events` events."""
         with self._lock:
             self._drop_next.append(after_events)
+
+    # A watch storm: every watch that opens from now on gets ERROR 410 Expired in-stream at once (lists succeed).
+    expire_every_watch = False
 
     def expire_watches(self) -> int:
         """Send every open watch an ERROR 410 Expired event and end it; returns how many were open."""

@@ -334,3 +334,42 @@ def test_wait_gone_times_out_while_the_pod_runs(apiserver: ApiServer, start_watc
     started = time.monotonic()
     assert not watcher.wait_gone([uid], 0.5)
     assert 0.5 <= time.monotonic() - started < 1.5
+
+
+# --- watch storms ----------------------------------------------------------------------------------------------
+
+STORM_S = 8.0
+
+
+def test_watches_that_expire_at_once_relist_with_backoff_not_in_a_loop(apiserver: ApiServer,
+                                                                        start_watcher: StartWatcher) -> None:
+    """Every watch gets ERROR 410 Expired in-stream before anything else; lists succeed (a struggling API
+    server). Without backoff this was 345 LISTs in 20 s from one node."""
+    apiserver.store.create_pod(pod_manifest("web"))
+    apiserver.faults.expire_every_watch = True
+    watcher = start_watcher()
+    started = time.monotonic()
+    time.sleep(STORM_S)
+    lists = len(pod_lists(apiserver))
+    per_minute = lists / (time.monotonic() - started) * 60
+    print(f"LISTs under a watch storm: {lists} in {STORM_S:g} s ({per_minute:.0f} per minute)")
+    # Backoff 0.5 s doubling, each with up to as much again of jitter: at most 1 + 4 relists in 8 s.
+    assert lists <= 5, f"{lists} LISTs in {STORM_S:g} s"
+    # Meanwhile the cache is the last list: cycles act on it.
+    assert names(watcher) == ["web"]
+    apiserver.faults.clear()
+    assert wait_until(lambda: open_watch_count(apiserver) == 1, 35)  # the storm is over: watching again
+
+
+def test_a_watch_refused_with_410_keeps_the_listed_pods_usable(apiserver: ApiServer,
+                                                               start_watcher: StartWatcher) -> None:
+    """Every watch answered HTTP 410 while lists succeed: a fresh list is a correct cache (before, the cache
+    was flagged unsynced and nothing was evicted under a hard threshold)."""
+    apiserver.store.create_pod(pod_manifest("web"))
+    apiserver.faults.fail_next(1000, code=410, watch=True)
+    watcher = start_watcher()
+    deadline = time.monotonic() + 3
+    while time.monotonic() < deadline:
+        assert names(watcher) == ["web"]  # never raises "pod cache not synced"
+        time.sleep(0.05)
+    assert {r.status for r in pod_watches(apiserver)} == {410} and len(pod_lists(apiserver)) >= 2

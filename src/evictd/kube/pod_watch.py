@@ -5,8 +5,11 @@ A background thread lists `pods?fieldSelector=spec.nodeName=<node>` and then wat
 (an expired version), and reconnecting with capped exponential backoff. Pods are parsed into core `Pod`
 values as events arrive, so a housekeeping cycle costs nothing here.
 
-Staleness rules: before the first list succeeds, and from a `410 Gone` until the relist succeeds, the cache
-is known to be wrong and `active_pods()` raises (the manager then evicts nothing). While the API is merely
+Staleness rules: before the first list succeeds the cache is known to be wrong and `active_pods()` raises (the
+manager then evicts nothing). A `410 Gone` only means the watch cannot resume from its version: the cache is
+still what the last list and events said, and is served (flagged `fresh = False`) until the relist replaces
+it. Watches that expire before delivering anything (a struggling API server) back off before each relist,
+with jitter, as client-go's reflector does. While the API is merely
 unreachable the last known pods are still served, flagged `fresh = False`; the evictor then only acts
 locally on pods the container runtime confirms are still running.
 """
@@ -15,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import random
 import socket
 import threading
 import time
@@ -30,6 +34,11 @@ TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 WATCH_TIMEOUT_S = 300
 BACKOFF_INITIAL_S = 0.5
 BACKOFF_MAX_S = 30.0
+
+
+def jittered(backoff_s: float) -> float:
+    """`backoff_s` plus up to as much again at random (client-go's wait.Jitter with factor 1.0)."""
+    return backoff_s * (1.0 + random.random())
 
 
 class _Gone(Exception):
@@ -56,6 +65,7 @@ class PodWatcher:
         self._clock = clock
         self._pods: dict[str, Pod] = {}
         self._resource_version: str | None = None
+        self._events_since_list = 0
         self._synced = False
         self.fresh = False
         self.last_error: KubeError | None = None
@@ -137,10 +147,18 @@ class PodWatcher:
                 self._watch()
                 backoff = BACKOFF_INITIAL_S
             except _Gone:
+                # The watch's version expired: relist. The cache stays the last correct view meanwhile (it is
+                # what the last list and events said), so cycles keep acting on it. A watch that expires before
+                # it delivered anything is a storm (an API server that cannot keep up): back off before each
+                # relist as client-go's reflector does, with jitter, so a thousand nodes do not relist at once.
                 with self._changed:
-                    self._synced = False
                     self.fresh = False
                     self._resource_version = None
+                if self._events_since_list == 0:
+                    self._stopping.wait(jittered(backoff))
+                    backoff = min(backoff * 2, BACKOFF_MAX_S)
+                else:
+                    backoff = BACKOFF_INITIAL_S
             except Exception as exc:  # KubeError, or a broken stream (reset, truncated chunk): reconnect
                 error = exc if isinstance(exc, KubeError) else KubeError("watch pods", None,
                                                                            f"{type(exc).__name__}: {exc}")
@@ -148,7 +166,7 @@ class PodWatcher:
                     # The API answered this time: only an unbroken run of failures grows the backoff.
                     backoff = BACKOFF_INITIAL_S
                 self._failed(error)
-                self._stopping.wait(backoff)
+                self._stopping.wait(jittered(backoff))
                 backoff = min(backoff * 2, BACKOFF_MAX_S)
 
     def _failed(self, error: KubeError) -> None:
@@ -157,8 +175,7 @@ class PodWatcher:
         with self._changed:
             self.fresh = False
             self.last_error = error
-            if error.status == 410:
-                self._synced = False
+            if error.status == 410:  # relist; the cache stays the last correct view meanwhile
                 self._resource_version = None
         if self._on_error is not None:
             self._on_error(error)
@@ -172,6 +189,7 @@ class PodWatcher:
                 pods[pod.uid] = pod
         with self._changed:
             self._pods = pods
+            self._events_since_list = 0
             self._resource_version = str(document.get("metadata", {}).get("resourceVersion", ""))
             self._synced = True
             self.fresh = True
@@ -212,6 +230,7 @@ class PodWatcher:
         with self._changed:
             if version:
                 self._resource_version = str(version)
+            self._events_since_list += 1
             self.fresh = True
             if kind in ("ADDED", "MODIFIED"):
                 pod = self._parse(obj)

@@ -17,7 +17,7 @@ import pytest
 from evictd_process import EvictdProcess
 
 from evictd.core.quantity import Quantity
-from evictd.daemon import NOTIFICATION_FOLLOW_UP_S
+from evictd.daemon import NOTIFICATION_FOLLOW_UPS_S
 from real_pod_node import MiB, RealPodNode
 
 POD_LIMIT_BYTES = 512 * MiB
@@ -89,7 +89,7 @@ def test_a_pod_allocating_past_allocatable_wakes_the_loop_and_would_be_evicted(
     settled = daemon.wait_for(lambda e: e.get("event") == "would evict pod"
                               and message_available(e) <= expected, timeout=5)
     assert expected - SLACK_BYTES <= message_available(settled), settled["message"]
-    assert settled["_received"] - evicted["_received"] < 3 * NOTIFICATION_FOLLOW_UP_S
+    assert settled["_received"] - evicted["_received"] < 3 * NOTIFICATION_FOLLOW_UPS_S[-1]
     assert daemon.wait_event("node conditions changed")["conditions"] == ["MemoryPressure"]
 
     assert daemon.metric("evictd_wakeups_total", cause="memcg") >= 1

@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test lint check-config system-deps clean
+.PHONY: run test test-cluster lint check-config system-deps clean
 
 # Debian packages the real-component tests need, as binary:package: a real containerd with runc, a static
 # busybox to build images from, systemd-analyze to verify the unit, mkfs.ext4/losetup for small filesystems,
@@ -29,10 +29,31 @@ $(STAMP): pyproject.toml
 run: $(STAMP)
 	$(BIN)/evictd run --config config/kubelet-config.yaml
 
+# The real-cluster tier (tests marked real_cluster) is left out: it needs kube-apiserver and kubelet binaries.
 test: $(STAMP) system-deps
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -m "not real_cluster"
 	$(BIN)/ruff check src tests
 	$(BIN)/mypy
+
+# The real-cluster tier (not part of `make test` or CI): a real kube-apiserver and kubelet v1.36.2 from the folder
+# EVICTD_K8S_BIN, etcd from Debian's etcd-server package (fetched by the harness with `apt-get download` into
+# /var/tmp/evictd-k8s-cache, unpacked, not installed), the private containerd of the CRI tests; started and
+# stopped by the tests themselves (tests/cluster/real_cluster.py). Runs tests/cluster and the contract tests
+# (tests/contract) against that cluster.
+CLUSTER_TEST_DIRS := $(wildcard tests/cluster tests/contract)
+test-cluster: $(STAMP) system-deps
+	@if [ -z "$$EVICTD_K8S_BIN" ] || [ ! -x "$$EVICTD_K8S_BIN/kube-apiserver" ] || [ ! -x "$$EVICTD_K8S_BIN/kubelet" ]; then \
+		echo "make test-cluster needs kube-apiserver and kubelet v1.36.2 in the folder EVICTD_K8S_BIN (now: '$$EVICTD_K8S_BIN')." >&2; \
+		echo "Get the official release binaries into a folder:" >&2; \
+		echo "  curl -fLO https://dl.k8s.io/release/v1.36.2/bin/linux/amd64/kube-apiserver" >&2; \
+		echo "  curl -fLO https://dl.k8s.io/release/v1.36.2/bin/linux/amd64/kubelet" >&2; \
+		echo "  chmod +x kube-apiserver kubelet" >&2; \
+		echo "then run: EVICTD_K8S_BIN=/that/folder make test-cluster" >&2; \
+		exit 2; \
+	fi
+	@command -v apt-get >/dev/null && command -v dpkg >/dev/null && command -v unshare >/dev/null || \
+		{ echo "make test-cluster needs apt-get and dpkg (etcd comes from Debian's etcd-server) and unshare" >&2; exit 2; }
+	EVICTD_CLUSTER=real $(BIN)/python -m pytest -q $(CLUSTER_TEST_DIRS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests

@@ -2,12 +2,14 @@
 
 Helpers live next to the tests that first needed them (tests/cri: containerd, tests/kube: the API server,
 tests/daemon: `evictd run` as a process, tests/e2e: a node with a kubelet stand-in, tests/contract: the node
-the contract tests run on). Their folders are put on ``sys.path`` here and their fixtures are
-registered as plugins (``pytest_plugins``), so every test folder, tests/e2e included, can use them whatever
-part of the suite is run. Only this top-level conftest may register plugins (pytest refuses it elsewhere).
+the contract tests run on, tests/cluster: a real kube-apiserver and kubelet). Their folders are put on
+``sys.path`` here and their fixtures are registered as plugins (``pytest_plugins``), so every test folder,
+tests/e2e included, can use them whatever part of the suite is run. Only this top-level conftest may register plugins (pytest refuses it elsewhere).
 
 * ``cri_fixtures`` (tests/cri): ``containerd``, ``pods``, ``containerd_on_ext4``, ``unstarted_containerd``;
-* ``kube_fixtures`` (tests/kube): ``kube_pki``, ``apiserver``, ``api_client``, ``core_v1``.
+* ``kube_fixtures`` (tests/kube): ``kube_pki``, ``apiserver``, ``api_client``, ``core_v1``;
+* ``cluster_fixtures`` (tests/cluster): ``real_cluster`` (a real kube-apiserver and kubelet; started only
+  when a test asks for it, i.e. in `make test-cluster`).
 
 Real small filesystems for tests: a size-limited tmpfs and a loop-mounted ext4 image.
 
@@ -33,12 +35,12 @@ from pathlib import Path
 import pytest
 
 TESTS_DIR = Path(__file__).resolve().parent
-HELPER_FOLDERS = ("cri", "kube", "daemon", "e2e", "contract")
+HELPER_FOLDERS = ("cri", "kube", "daemon", "e2e", "contract", "cluster")
 for _folder in HELPER_FOLDERS:
     if str(TESTS_DIR / _folder) not in sys.path:
         sys.path.insert(0, str(TESTS_DIR / _folder))
 
-pytest_plugins = ["cri_fixtures", "kube_fixtures"]
+pytest_plugins = ["cri_fixtures", "kube_fixtures", "cluster_fixtures"]
 
 TMPFS_SIZE = "64m"
 TMPFS_NR_INODES = 2000

@@ -30,6 +30,8 @@ Choices and why:
   first refresh). ``restrict_oom_score_adj = true``: root here lacks CAP_SYS_RESOURCE, so runc could not
   set the negative/low scores pods ask for. runc uses the cgroupfs driver (``SystemdCgroup = false``) and
   its own state ``Root``; CNI folders are empty (pods use the host network, so CNI is never called).
+  ``network_ready=True`` (for a real kubelet, which calls its node Ready only when the runtime reports
+  NetworkReady) writes one CNI conflist the CRI loads but never calls; no CNI plugin binary is needed.
 * Pods run under a test cgroup root ``/evictd-test-<random>`` (``cgroup_parent`` =
   ``/evictd-test-<random>/kubepods/<qos>/pod<uid>``); containerd never removes pod cgroup folders, so
   ``remove_pod`` and ``stop`` remove them bottom-up in every hierarchy.
@@ -89,6 +91,10 @@ CGROUP_MOUNT_TYPES = ("cgroup", "cgroup2")
 MiB = 1024 * 1024
 _COPY_CHUNK_BYTES = MiB
 LOG_TAIL_CHARS = 4000
+
+# A network configuration the CRI loads (so it reports NetworkReady) and never uses: pods use the host network.
+UNUSED_CNI_CONFLIST_NAME = "10-unused.conflist"
+UNUSED_CNI_CONFLIST = '{"cniVersion": "0.4.0", "name": "unused", "plugins": [{"type": "loopback"}]}\n'
 
 T = TypeVar("T")
 
@@ -388,7 +394,7 @@ class Containerd:
     """A private containerd under ``base``; ``root`` (default ``base/root``) holds its images and snapshots.
 
     Pass a folder on a small filesystem as ``root`` to put the image store (and the writable layers) on
-    it. ``start()`` fails with ``HarnessError`` (after cleaning up) if containerd does not come up.
+    it; ``network_ready=True`` to have the CRI report NetworkReady (see the module docstring). ``start()`` fails with ``HarnessError`` (after cleaning up) if containerd does not come up.
     """
 
     def __init__(
@@ -398,8 +404,10 @@ class Containerd:
         root: Path | None = None,
         snapshotter: str = DEFAULT_SNAPSHOTTER,
         cgroup_root: str | None = None,
+        network_ready: bool = False,
     ) -> None:
         self.base = base
+        self.network_ready = network_ready
         self.root = root if root is not None else base / "root"
         self.state = base / "state"
         self.snapshotter = snapshotter
@@ -485,6 +493,8 @@ class Containerd:
                        self.base / "cni" / "bin", self.base / "cni" / "conf", self.images_dir, self.logs_dir):
             folder.mkdir(parents=True, exist_ok=True)
         self.config_path.write_text(self.config_text())
+        if self.network_ready:
+            (self.base / "cni" / "conf" / UNUSED_CNI_CONFLIST_NAME).write_text(UNUSED_CNI_CONFLIST)
         with self.log_path.open("ab") as log:
             self.process = subprocess.Popen(
                 [CONTAINERD_BINARY, "--config", str(self.config_path)],

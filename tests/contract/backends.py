@@ -114,7 +114,7 @@ class RealNode(NodeUnderTest):
         settings = daemon_settings(self.name, self.cluster.evictd_kubeconfig(self.IDENTITY_POD),
                                    self.cluster.containerd_endpoint, self.cluster.cgroup_root,
                                    self.cluster.kubelet_root, self.cluster.pod_logs_dir, work / "state")
-        daemon = EvictdProcess(work, kubelet="enforceNodeAllocatable: []\n" + kubelet, evictd=settings + evictd)
+        daemon = EvictdProcess(work, kubelet=kubelet, evictd=settings + evictd)
         self.daemons.append(daemon)
         return daemon
 

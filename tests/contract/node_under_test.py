@@ -40,11 +40,14 @@ EXITS_ON_SIGTERM = 'trap "exit 0" TERM; echo ready; while true; do sleep 1; done
 IGNORES_SIGTERM = 'trap "" TERM; echo ready; while true; do sleep 1; done'
 
 
-def memory_hog(mib: int, *, on_sigterm: str = "exit 0") -> str:
-    """A container holding `mib` MiB of anonymous memory (dd's buffer from /dev/zero, blocked on a pipe)."""
+def memory_hog(mib: int, *, on_sigterm: str = "exit 0", steps: int = 1, step_s: float = 0.0) -> str:
+    """A container holding `mib` MiB of anonymous memory (dd buffers from /dev/zero, blocked on pipes), taken in
+    `steps` equal parts `step_s` apart (a gradual rise, which the kubelet's per-pod stats can follow)."""
     trap = f'trap "{on_sigterm}" TERM' if on_sigterm else 'trap "" TERM'
-    return f"{trap}; echo ready; (dd if=/dev/zero bs={mib}M count=1 2>/dev/null | sleep 2147483647) & wait; " \
-           "while true; do sleep 1; done"
+    part = max(mib // steps, 1)
+    grab = f"(dd if=/dev/zero bs={part}M count=1 2>/dev/null | sleep 2147483647) &"
+    take = grab if steps == 1 else f"for i in $(seq {steps}); do {grab} sleep {step_s:g}; done;"
+    return f"{trap}; echo ready; {take} while true; do sleep 1; done"
 
 
 def wait_until(predicate: Callable[[], Any], timeout_s: float, what: str) -> Any:

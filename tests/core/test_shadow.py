@@ -89,6 +89,14 @@ def test_what_counts_as_a_kubelet_eviction(phase: str, reason: str | None, messa
     assert kubelet_eviction_resource(phase, reason, message) == resource
 
 
+@pytest.mark.parametrize(("phase", "resource"), [("Succeeded", "memory"), ("Failed", "memory"), ("Running", None)])
+def test_a_terminal_pod_with_the_kubelets_disruption_condition_was_evicted(phase: str, resource: str | None) -> None:
+    """Seen on the real kubelet v1.36.2: a container that exits 0 on SIGTERM ends Succeeded with no reason;
+    only its DisruptionTarget/TerminationByKubelet condition says it was evicted."""
+    message = "The node was low on resource: memory. Threshold quantity: 500Mi, available: 504124Ki. "
+    assert kubelet_eviction_resource(phase, None, None, message) == resource
+
+
 @pytest.mark.parametrize(("signal", "resource"), [
     ("memory.available", "memory"), ("allocatableMemory.available", "memory"),
     ("nodefs.available", "ephemeral-storage"), ("imagefs.inodesFree", "inodes"), ("pid.available", "pids"),

@@ -37,6 +37,7 @@ class EvictdProcess:
                  env: dict[str, str] | None = None) -> None:
         self.port = free_port()
         config = tmp_path / "evictd.yaml"
+        self.config_path = config
         config.write_text(
             KUBELET_HEADER + kubelet + "---\n" + EVICTD_HEADER + f"metricsBindAddress: 127.0.0.1:{self.port}\n"
             "logFormat: json\n" + evictd,

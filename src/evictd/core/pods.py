@@ -173,6 +173,8 @@ class Pod:
     status_phase: str | None = None
     status_reason: str | None = None
     status_message: str | None = None
+    # The message of a True DisruptionTarget condition with reason TerminationByKubelet (an eviction's record).
+    status_termination_by_kubelet: str | None = None
     status_qos_class: QOSClass | None = None
     # Values derived from this pod alone (see `derived`); not part of the pod's identity.
     _derived: dict[Hashable, object] = field(default_factory=dict, init=False, repr=False, compare=False)
@@ -380,6 +382,20 @@ def _qos_status(value: object, key: str) -> QOSClass | None:
         raise invalid("must be Guaranteed, Burstable or BestEffort", key, value) from None
 
 
+def _termination_by_kubelet(conditions: object, key: str) -> str | None:
+    """The message of a True DisruptionTarget condition with reason TerminationByKubelet, if any."""
+    found = [message for message in list_of(conditions, key, _kubelet_disruption, if_null=()) if message is not None]
+    return found[0] if found else None
+
+
+def _kubelet_disruption(value: object, key: str) -> str | None:
+    condition = mapping(value, key)
+    if (condition.get("type"), condition.get("status"), condition.get("reason")) != (
+            "DisruptionTarget", "True", "TerminationByKubelet"):
+        return None
+    return string(condition.get("message"), child(key, "message"), if_null="")
+
+
 def pod_from_dict(obj: Mapping[str, object], *, where: str = "pod") -> Pod:
     """Return the Pod described by a v1 Pod JSON object (as `kubectl get pod -o json` prints it).
 
@@ -422,5 +438,7 @@ def pod_from_dict(obj: Mapping[str, object], *, where: str = "pod") -> Pod:
         status_phase=string(status.get("phase"), child(status_key, "phase"), if_null=None),
         status_reason=string(status.get("reason"), child(status_key, "reason"), if_null=None),
         status_message=string(status.get("message"), child(status_key, "message"), if_null=None),
+        status_termination_by_kubelet=_termination_by_kubelet(status.get("conditions"),
+                                                              child(status_key, "conditions")),
         status_qos_class=_qos_status(status.get("qosClass"), child(status_key, "qosClass")),
     )

@@ -44,6 +44,7 @@ _LOCAL_STORAGE_MESSAGES = ("Usage of EmptyDir volume", "Pod ephemeral local stor
                            "Container ")
 EVICTED_REASON = "Evicted"
 FAILED_PHASE = "Failed"
+TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 
 
 class Outcome(StrEnum):
@@ -88,14 +89,24 @@ def resource_of_signal(signal: str) -> str:
     return SIGNAL_TO_RESOURCE[Signal(signal)].value
 
 
-def kubelet_eviction_resource(phase: str | None, reason: str | None, message: str | None) -> str | None:
+def kubelet_eviction_resource(phase: str | None, reason: str | None, message: str | None,
+                              termination_by_kubelet: str | None = None) -> str | None:
     """Return the starved resource when a pod status is the kubelet's record of an eviction, else None.
 
-    Admission rejections under pressure (also reason Evicted, "The node had condition: ...") are not
-    evictions of a running pod and give None.
+    The kubelet records an eviction as phase Failed, reason Evicted and its message, plus the DisruptionTarget
+    condition (TerminationByKubelet) with the same message; a pod whose containers exit 0 on SIGTERM ends
+    Succeeded with no reason and only the condition says it was evicted (kubernetes#120182). Admission
+    rejections under pressure (also reason Evicted, "The node had condition: ...") are not evictions of a
+    running pod and give None. Only for a dry-run evictd: its own evictions carry the same condition.
     """
-    if phase != FAILED_PHASE or reason != EVICTED_REASON or not message:
-        return None
+    if phase == FAILED_PHASE and reason == EVICTED_REASON and message:
+        return _eviction_resource(message)
+    if phase in TERMINAL_PHASES and termination_by_kubelet:
+        return _eviction_resource(termination_by_kubelet)
+    return None
+
+
+def _eviction_resource(message: str) -> str | None:
     matched = _THRESHOLD_MESSAGE.match(message)
     if matched:
         return matched.group(1)

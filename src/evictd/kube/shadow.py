@@ -2,7 +2,8 @@
 
 In dry-run with the Kubernetes API, after every cycle `ShadowComparer` takes the evictions evictd decided (and
 did not carry out) and the pods of this node that the kubelet has since recorded as evicted (phase Failed,
-reason Evicted, its message; seen through evictd's own pod watch, so no extra API permission is needed), feeds
+reason Evicted, its message, or a terminal pod with its DisruptionTarget/TerminationByKubelet condition; seen
+through evictd's own pod watch, so no extra API permission is needed), feeds
 both to `evictd.core.shadow.compare`, and for every settled comparison logs a "shadow comparison" line, counts
 it in `evictd_shadow_comparisons_total{outcome}` and appends it as one JSON line to `<stateDir>/shadow.jsonl`
 (`evictd shadow-report` reads that file). Pods the kubelet had evicted before evictd started are history, not
@@ -95,7 +96,8 @@ class ShadowComparer:
     def _new_kubelet_evictions(self, now: float) -> list[ShadowEviction]:
         evicted = {}
         for pod in self._pods():
-            resource = kubelet_eviction_resource(pod.status_phase, pod.status_reason, pod.status_message)
+            resource = kubelet_eviction_resource(pod.status_phase, pod.status_reason, pod.status_message,
+                                                 pod.status_termination_by_kubelet)
             if resource is not None:
                 evicted[pod.uid] = ShadowEviction(now, pod.uid, pod.key, resource)
         if self._seen is None:  # evicted before evictd started: history

@@ -1,17 +1,40 @@
-"""`/metrics` and `/healthz` over HTTP, on a small thread beside the synchronous housekeeping loop.
+"""`/metrics` and `/healthz` over HTTP, on one small thread beside the synchronous housekeeping loop.
 
 Health answers are cheap: the loop records when its last cycle ended, and `/healthz` only compares that time
-with the clock (no I/O, no lock held by the loop). The server binds loopback by default.
+with the clock (no I/O, no lock held by the loop).
+
+The endpoint listens on the pod IP (the kubelet probes it there), so any client that can reach it must not be
+able to hurt the node guard. Invariants, whatever clients do:
+
+- One thread, a `selectors` loop over non-blocking sockets: the thread count never depends on clients.
+- At most MAX_CONNECTIONS connections are open. A new one past that closes the connection that has waited
+  longest (a probe or a scrape sends its request at once; the one waiting longest is the likeliest idle or
+  hostile), so a crowd of idle connections never locks out the kubelet's probe.
+- A request head (request line and headers) must arrive whole within READ_TIMEOUT_S of the accept, and
+  within MAX_REQUEST_HEAD_BYTES; a slow sender (slowloris) is cut at the deadline. Bodies are refused.
+  A response must be taken by the client within WRITE_TIMEOUT_S. Every connection closes after one response.
+- Only GET and HEAD of `/metrics`, `/healthz`, `/livez`, `/readyz` are answered (anything else: 404/405).
+- A response is built whole before it is sent: `/metrics` takes the metrics' own locks only while the page is
+  generated (as the loop does for each update), never while a client reads, so a slow client delays neither
+  the loop nor other clients.
+- A client that resets or disconnects costs nothing but its socket: no traceback, no log line. An unexpected
+  error while answering is one log line, and the connection is closed; the server keeps serving.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import re
+import selectors
 import socket
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import ClassVar
+from email.utils import formatdate
+from http import HTTPStatus
+from typing import Any
 
+import structlog
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from evictd.core.errors import ConfigError
@@ -21,6 +44,40 @@ from evictd.core.errors import ConfigError
 STALL_INTERVALS = 3
 # ...but never less than this, so a 1 s interval does not flap on one slow cycle.
 MIN_STALL_S = 30.0
+
+# Two probes (liveness, readiness) and a scrape or two need a handful; the rest is headroom. Each open
+# connection costs at most MAX_REQUEST_HEAD_BYTES plus one response (a /metrics page, tens of KiB).
+MAX_CONNECTIONS = 16
+# The kubelet's probes and Prometheus send their request as soon as they connect; 5 s is ample on any network.
+READ_TIMEOUT_S = 5.0
+# The same bound for a client to take the response (a /metrics page fits the socket buffers at once).
+WRITE_TIMEOUT_S = 5.0
+# After an error answer with unread input (an oversized head, a body), input is read and dropped for this long
+# before closing, so the client sees the answer rather than a reset.
+LINGER_S = 1.0
+# Prometheus and the kubelet send a few hundred bytes; 8 KiB is what Go's and nginx's defaults allow per line.
+MAX_REQUEST_HEAD_BYTES = 8192
+RECV_BYTES = 4096
+# Input dropped per loop turn while lingering, so that a fast sender cannot keep the loop to itself.
+LINGER_RECVS_PER_TURN = 16
+# Connections the kernel queues until the loop accepts them (and closes them at once if they are too many).
+LISTEN_BACKLOG = 512
+# Accepts per loop turn, so that a flood of connects cannot keep the loop from its open connections.
+ACCEPTS_PER_TURN = 64
+# Out of file descriptors (EMFILE): stop accepting this long instead of spinning on a readable listener.
+ACCEPT_PAUSE_S = 0.5
+# The longest select() wait while connections are open (their deadlines are checked after each wait).
+MAX_WAIT_S = 1.0
+
+HEALTH_PATHS = ("/healthz", "/livez", "/readyz")
+METRICS_PATH = "/metrics"
+ALLOWED_METHODS = ("GET", "HEAD")
+TEXT = "text/plain; charset=utf-8"
+# The end of a request head; bare LF line ends are accepted too, as http.server did.
+HEAD_END = re.compile(rb"\r?\n\r?\n")
+HTTP_VERSION = re.compile(r"HTTP/(\d)\.(\d)")
+# A header name is an RFC 9110 token.
+TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 
 
 class Health:
@@ -59,53 +116,262 @@ def parse_bind_address(address: str) -> tuple[str, int]:
     return host or "0.0.0.0", int(port)
 
 
-class _Handler(BaseHTTPRequestHandler):
-    registry: ClassVar[CollectorRegistry]
-    health: ClassVar[Health]
-
-    def do_GET(self) -> None:
-        path = self.path.split("?", 1)[0]
-        if path == "/metrics":
-            self._answer(200, CONTENT_TYPE_LATEST, generate_latest(self.registry))
-        elif path in ("/healthz", "/livez", "/readyz"):
-            healthy, reason = self.health.status()
-            self._answer(200 if healthy else 503, "text/plain; charset=utf-8", reason.encode())
-        else:
-            self._answer(404, "text/plain; charset=utf-8", b"not found")
-
-    def _answer(self, status: int, content_type: str, body: bytes) -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, format: str, *args: object) -> None:
-        """Scrapes are not worth a log line each."""
+# ------------------------------------------------------------------------------------------ requests
 
 
-class _IPv6Server(ThreadingHTTPServer):
-    """The server for an IPv6 bind address (http.server's servers are IPv4 only)."""
+def response_bytes(status: HTTPStatus, content_type: str, body: bytes, *, head_only: bool = False,
+                   extra_headers: tuple[tuple[str, str], ...] = ()) -> bytes:
+    """Return a whole HTTP/1.1 response that closes the connection (HEAD: the same headers, no body)."""
+    lines = [f"HTTP/1.1 {status.value} {status.phrase}", f"Date: {formatdate(usegmt=True)}",
+             f"Content-Type: {content_type}", f"Content-Length: {len(body)}", "Connection: close",
+             *(f"{name}: {value}" for name, value in extra_headers)]
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("ascii") + (b"" if head_only else body)
 
-    address_family = socket.AF_INET6
+
+def refusal(status: HTTPStatus, reason: str, *, head_only: bool = False,
+            extra_headers: tuple[tuple[str, str], ...] = ()) -> bytes:
+    return response_bytes(status, TEXT, reason.encode(), head_only=head_only, extra_headers=extra_headers)
+
+
+def answer(head: bytes, registry: CollectorRegistry, health: Health) -> tuple[bytes, bool]:
+    """Return (response, clean) for one request head (without its blank line).
+
+    `clean` is False when the request was refused for its form, so the client may have sent more than was read.
+    """
+    try:
+        text = head.decode("ascii")
+    except UnicodeDecodeError:
+        return refusal(HTTPStatus.BAD_REQUEST, "request head is not ASCII"), False
+    request_line, *header_lines = text.split("\n")
+    parts = request_line.removesuffix("\r").split(" ")
+    if len(parts) != 3:
+        return refusal(HTTPStatus.BAD_REQUEST, "bad request line"), False
+    method, target, version = parts
+    matched = HTTP_VERSION.fullmatch(version)
+    if matched is None:
+        return refusal(HTTPStatus.BAD_REQUEST, "bad request line"), False
+    if matched.group(1) != "1":
+        return refusal(HTTPStatus.HTTP_VERSION_NOT_SUPPORTED, "HTTP/1.x only"), False
+    head_only = method == "HEAD"
+    for raw in header_lines:
+        name, sep, value = raw.removesuffix("\r").partition(":")
+        if not sep or TOKEN.fullmatch(name) is None:
+            return refusal(HTTPStatus.BAD_REQUEST, "bad header line", head_only=head_only), False
+        lower, value = name.lower(), value.strip()
+        if lower == "transfer-encoding" or (lower == "content-length" and value != "0"):
+            refused = refusal(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, "request bodies are not accepted",
+                              head_only=head_only)
+            return refused, False
+    if method not in ALLOWED_METHODS:
+        return refusal(HTTPStatus.METHOD_NOT_ALLOWED, "GET or HEAD only",
+                       extra_headers=(("Allow", ", ".join(ALLOWED_METHODS)),)), True
+    path = target.split("?", 1)[0]
+    if path == METRICS_PATH:
+        return response_bytes(HTTPStatus.OK, CONTENT_TYPE_LATEST, generate_latest(registry), head_only=head_only), True
+    if path in HEALTH_PATHS:
+        healthy, reason = health.status()
+        status = HTTPStatus.OK if healthy else HTTPStatus.SERVICE_UNAVAILABLE
+        return response_bytes(status, TEXT, reason.encode(), head_only=head_only), True
+    return refusal(HTTPStatus.NOT_FOUND, "not found", head_only=head_only), True
+
+
+# --------------------------------------------------------------------------------------- connections
+
+
+class _Connection:
+    """One client: reading its request head, writing the answer, or dropping input before closing."""
+
+    __slots__ = ("deadline", "inbox", "linger", "outbox", "sock", "state")
+
+    def __init__(self, sock: socket.socket, now: float) -> None:
+        self.sock = sock
+        self.state = "reading"  # then "writing", then closed (or "lingering" after a refusal, then closed)
+        self.inbox = b""
+        self.outbox = memoryview(b"")
+        self.linger = False
+        self.deadline = now + READ_TIMEOUT_S
 
 
 class HttpEndpoint:
-    """The running HTTP server; `close()` stops it."""
+    """The running HTTP server on its own thread; `close()` stops it."""
 
-    def __init__(self, address: str, registry: CollectorRegistry, health: Health) -> None:
+    def __init__(self, address: str, registry: CollectorRegistry, health: Health, *, log: Any = None) -> None:
         host, port = parse_bind_address(address)
-        handler = type("Handler", (_Handler,), {"registry": registry, "health": health})
-        server_class = _IPv6Server if ":" in host else ThreadingHTTPServer
+        self._registry = registry
+        self._health = health
+        self._log = log if log is not None else structlog.get_logger("evictd")
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        listener = socket.socket(family, socket.SOCK_STREAM)
         try:
-            self._server = server_class((host, port), handler)
+            listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            listener.bind((host, port))
+            listener.listen(LISTEN_BACKLOG)
         except OSError as exc:
-            raise ConfigError(f"cannot listen: {exc.strerror}", key="metricsBindAddress", value=address) from None
-        self._server.daemon_threads = True
-        self.port = int(self._server.server_address[1])
-        self._thread = threading.Thread(target=self._server.serve_forever, name="evictd-http", daemon=True)
+            listener.close()
+            reason = exc.strerror or str(exc)
+            raise ConfigError(f"cannot listen: {reason}", key="metricsBindAddress", value=address) from None
+        listener.setblocking(False)
+        self._listener = listener
+        self.port = int(listener.getsockname()[1])
+        # close() wakes the loop through this pair (select() has no other way to be interrupted).
+        self._wake_read, self._wake_write = socket.socketpair()
+        self._wake_read.setblocking(False)
+        self._selector = selectors.DefaultSelector()
+        self._selector.register(listener, selectors.EVENT_READ, "listener")
+        self._selector.register(self._wake_read, selectors.EVENT_READ, "wake")
+        # Insertion order is accept order: the first entry is the connection that has waited longest.
+        self._connections: dict[int, _Connection] = {}
+        self._accepting_again_at: float | None = None
+        self._closed = False
+        self._stop = False
+        self._thread = threading.Thread(target=self._serve, name="evictd-http", daemon=True)
         self._thread.start()
 
     def close(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
+        """Stop serving: the listener and every connection are closed when this returns."""
+        if self._closed:
+            return
+        self._closed = True
+        self._stop = True
+        with contextlib.suppress(OSError):  # the loop has ended already
+            self._wake_write.send(b"\0")
+        self._thread.join()
+        self._wake_write.close()
+
+    # ------------------------------------------------------------------------------------ the loop
+
+    def _serve(self) -> None:
+        try:
+            while not self._stop:
+                for key, events in self._selector.select(self._wait_s(time.monotonic())):
+                    if key.data == "wake":
+                        self._drain_wake()
+                    elif key.data == "listener":
+                        self._accept()
+                    else:
+                        conn = key.data
+                        if conn.sock.fileno() >= 0:  # not closed earlier in this turn (evicted)
+                            self._on_ready(conn, events)
+                self._expire(time.monotonic())
+        except Exception as exc:  # one line, not a thread's traceback; /healthz then fails and the pod restarts
+            self._log.error("http endpoint stopped", error=f"{type(exc).__name__}: {exc}")
+        finally:
+            for conn in list(self._connections.values()):
+                self._drop(conn)
+            self._selector.close()
+            self._listener.close()
+            self._wake_read.close()
+
+    def _wait_s(self, now: float) -> float | None:
+        """How long select() may wait: until the nearest deadline, or forever with nothing to watch."""
+        deadlines = [conn.deadline for conn in self._connections.values()]
+        if self._accepting_again_at is not None:
+            deadlines.append(self._accepting_again_at)
+        if not deadlines:
+            return None
+        return min(max(0.0, min(deadlines) - now), MAX_WAIT_S)
+
+    def _drain_wake(self) -> None:
+        with contextlib.suppress(OSError):
+            self._wake_read.recv(64)
+
+    def _expire(self, now: float) -> None:
+        for conn in [c for c in self._connections.values() if c.deadline <= now]:
+            self._drop(conn)
+        if self._accepting_again_at is not None and self._accepting_again_at <= now:
+            self._accepting_again_at = None
+            self._selector.register(self._listener, selectors.EVENT_READ, "listener")
+
+    def _accept(self) -> None:
+        for _ in range(ACCEPTS_PER_TURN):
+            try:
+                sock, _peer = self._listener.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except ConnectionAbortedError:
+                continue  # reset while queued
+            except OSError as exc:
+                if exc.errno in (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM):
+                    # The listener stays readable: pause accepting rather than spin; queued clients wait.
+                    self._selector.unregister(self._listener)
+                    self._accepting_again_at = time.monotonic() + ACCEPT_PAUSE_S
+                return
+            sock.setblocking(False)
+            if len(self._connections) >= MAX_CONNECTIONS:
+                self._drop(next(iter(self._connections.values())))
+            conn = _Connection(sock, time.monotonic())
+            try:
+                self._selector.register(sock, selectors.EVENT_READ, conn)
+            except OSError:  # epoll refused it (out of memory): this client is turned away
+                sock.close()
+                continue
+            self._connections[sock.fileno()] = conn
+            # A probe's request has usually arrived with the connection: answer it now, before more accepts.
+            self._on_ready(conn, selectors.EVENT_READ)
+
+    def _on_ready(self, conn: _Connection, events: int) -> None:
+        try:
+            if conn.state == "writing":
+                if events & selectors.EVENT_WRITE:
+                    self._send(conn)
+            elif conn.state == "lingering":
+                for _ in range(LINGER_RECVS_PER_TURN):
+                    if not conn.sock.recv(RECV_BYTES):
+                        self._drop(conn)  # end of input: the client has read the answer
+                        return
+            else:
+                self._read(conn)
+        except (BlockingIOError, InterruptedError):
+            pass
+        except OSError:  # reset, broken pipe...: the client went away; its connection is closed, nothing logged
+            self._drop(conn)
+        except Exception as exc:  # a bug answering one client must not end the server (and print no traceback)
+            self._log.error("http request failed", error=f"{type(exc).__name__}: {exc}")
+            self._drop(conn)
+
+    def _read(self, conn: _Connection) -> None:
+        while True:
+            data = conn.sock.recv(RECV_BYTES)
+            if not data:
+                self._drop(conn)  # gone before its request was complete
+                return
+            conn.inbox += data
+            start = len(conn.inbox) - len(conn.inbox.lstrip(b"\r\n"))  # empty lines before a request are ignored
+            end = HEAD_END.search(conn.inbox, start)
+            if end is not None and end.end() <= MAX_REQUEST_HEAD_BYTES:
+                response, clean = answer(conn.inbox[start:end.start()], self._registry, self._health)
+                self._respond(conn, response, clean=clean and end.end() == len(conn.inbox))
+                return
+            if len(conn.inbox) >= MAX_REQUEST_HEAD_BYTES:
+                self._respond(conn, refusal(HTTPStatus.REQUEST_HEADER_FIELDS_TOO_LARGE, "request head too large"),
+                              clean=False)
+                return
+
+    def _respond(self, conn: _Connection, response: bytes, *, clean: bool) -> None:
+        conn.inbox = b""
+        conn.outbox = memoryview(response)
+        conn.state = "writing"
+        conn.linger = not clean
+        conn.deadline = time.monotonic() + WRITE_TIMEOUT_S
+        self._selector.modify(conn.sock, selectors.EVENT_WRITE, conn)
+        self._send(conn)
+
+    def _send(self, conn: _Connection) -> None:
+        while conn.outbox:
+            conn.outbox = conn.outbox[conn.sock.send(conn.outbox):]
+        if not conn.linger:
+            self._drop(conn)
+            return
+        # Refused with input unread: closing now would reset the connection and could lose the answer.
+        conn.sock.shutdown(socket.SHUT_WR)
+        conn.state = "lingering"
+        conn.deadline = time.monotonic() + LINGER_S
+        self._selector.modify(conn.sock, selectors.EVENT_READ, conn)
+
+    def _drop(self, conn: _Connection) -> None:
+        fd = conn.sock.fileno()
+        if fd < 0:
+            return
+        self._connections.pop(fd, None)
+        self._selector.unregister(conn.sock)
+        conn.sock.close()

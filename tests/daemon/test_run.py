@@ -35,6 +35,10 @@ def test_sigterm_finishes_the_cycle_and_exits_zero(tmp_path: Path, evictd_proces
     while process.http("/healthz") != (200, "ok"):
         assert time.monotonic() < deadline, "healthz never became ok"
         time.sleep(0.05)
+    # /healthz is ok while the first cycle runs (and before it starts): wait for the sleep after cycle 1.
+    while process.metric("evictd_cycles_total") < 1:
+        assert time.monotonic() < deadline, "the first cycle never ended"
+        time.sleep(0.05)
     sent = time.monotonic()
     assert process.stop() == 0
     assert time.monotonic() - sent < 3, "the sleep between cycles must be cut short by SIGTERM"

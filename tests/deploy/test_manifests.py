@@ -11,6 +11,7 @@ Tools, all offline:
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 import shutil
@@ -38,7 +39,7 @@ BIN = Path(sys.executable).parent
 # The newest Kubernetes whose schemas kubernetes-validate ships (it validates offline, from its own copy).
 KUBERNETES_VERSION = "1.37.0"
 MANIFESTS = ("namespace.yaml", "serviceaccount.yaml", "rbac.yaml", "node-restriction.yaml", "configmap.yaml",
-             "daemonset.yaml")
+             "networkpolicy.yaml", "daemonset.yaml")
 # ValidatingAdmissionPolicy is admissionregistration.k8s.io/v1 (GA) from Kubernetes 1.30 on: the oldest supported.
 OLDEST_KUBERNETES_FOR_NODE_RESTRICTION = "1.30.0"
 CLUSTER_SCOPED = ("Namespace", "ClusterRole", "ClusterRoleBinding", "ValidatingAdmissionPolicy",
@@ -50,6 +51,8 @@ NAME = "evictd"
 IMAGE = "ghcr.io/evictd/evictd:0.1.0"
 COMMAND = ["evictd", "run", "--config", "/etc/evictd/config.yaml"]
 PORT = 10262
+# The namespace label that lets a namespace's pods (Prometheus) connect to evictd's port (networkpolicy.yaml).
+SCRAPER_LABEL = ("evictd.io/metrics-scraper", "true")
 
 EVICTD_TAINTS = (
     ("evictd.io/memory-pressure", "NoSchedule"),
@@ -566,6 +569,93 @@ def test_every_path_the_configuration_uses_is_mounted(tmp_path: Path) -> None:
         assert any(path == m or path.startswith(m.rstrip("/") + "/") for m in mounts), path
     config_arg = COMMAND[COMMAND.index("--config") + 1]
     assert Path(config_arg).parent.as_posix() in mounts
+
+
+# ------------------------------------------------------------------------------------- NetworkPolicy
+
+
+def network_policy() -> dict[str, Any]:
+    return the("NetworkPolicy", K8S / "networkpolicy.yaml")
+
+
+def match_labels(selector: dict[str, Any], labels: dict[str, str]) -> bool:
+    """A label selector of matchLabels only (what the policy uses); refuse anything else rather than guess."""
+    assert set(selector) <= {"matchLabels"}, f"selector {selector} is more than matchLabels"
+    return all(labels.get(key) == value for key, value in selector.get("matchLabels", {}).items())
+
+
+def ingress_admitted(policy: dict[str, Any], pod_labels: dict[str, str], source_namespace_labels: dict[str, str],
+                     port: int, protocol: str = "TCP") -> bool:
+    """NetworkPolicy ingress semantics for one policy: may a pod of a namespace so labelled connect to `port`?
+
+    Only the forms the policy uses are understood (namespaceSelector peers, numeric ports); anything else fails.
+    A pod the policy does not select is not isolated by it (everything admitted).
+    """
+    spec = policy["spec"]
+    if not match_labels(spec["podSelector"], pod_labels):
+        return True
+    assert "Ingress" in spec["policyTypes"]
+    for rule in spec.get("ingress", []):
+        peers = rule.get("from", [])
+        for peer in peers:
+            assert set(peer) == {"namespaceSelector"}, f"peer {peer} is not a namespaceSelector alone"
+        ports = rule.get("ports", [])
+        for entry in ports:
+            assert set(entry) <= {"protocol", "port"} and isinstance(entry["port"], int), entry
+        peer_ok = not peers or any(match_labels(p["namespaceSelector"], source_namespace_labels) for p in peers)
+        port_ok = not ports or any(e["port"] == port and e.get("protocol", "TCP") == protocol for e in ports)
+        if peer_ok and port_ok:
+            return True
+    return False
+
+
+def test_daemonset_is_on_the_pod_network() -> None:
+    """A NetworkPolicy does not apply to hostNetwork pods: the policy protects evictd only off the host network."""
+    assert pod_spec().get("hostNetwork", False) is False
+
+
+def test_network_policy_isolates_evictd_pods_for_ingress_only() -> None:
+    policy = network_policy()
+    assert policy["metadata"]["namespace"] == NAMESPACE
+    assert match_labels(policy["spec"]["podSelector"], daemonset()["spec"]["template"]["metadata"]["labels"])
+    # Egress stays open: the API server and the runtime socket.
+    assert policy["spec"]["policyTypes"] == ["Ingress"]
+    # The port it admits is the one the DaemonSet serves and the ConfigMap binds.
+    ports = [entry["port"] for rule in policy["spec"]["ingress"] for entry in rule["ports"]]
+    assert ports == [PORT]
+    assert [p["containerPort"] for p in container()["ports"]] == [PORT]
+
+
+@pytest.mark.parametrize(
+    ("namespace_labels", "port", "protocol", "admitted"),
+    [
+        ({SCRAPER_LABEL[0]: SCRAPER_LABEL[1], "kubernetes.io/metadata.name": "monitoring"}, PORT, "TCP", True),
+        ({"kubernetes.io/metadata.name": "default"}, PORT, "TCP", False),
+        ({SCRAPER_LABEL[0]: "false"}, PORT, "TCP", False),
+        ({"kubernetes.io/metadata.name": NAMESPACE, "app.kubernetes.io/name": "evictd"}, PORT, "TCP", False),
+        ({SCRAPER_LABEL[0]: SCRAPER_LABEL[1]}, 22, "TCP", False),
+        ({SCRAPER_LABEL[0]: SCRAPER_LABEL[1]}, PORT, "UDP", False),
+    ],
+    ids=["labelled-namespace", "any-other-namespace", "label-false", "evictd-system-itself", "other-port", "udp"],
+)
+def test_network_policy_admits_only_labelled_namespaces_to_the_metrics_port(
+        namespace_labels: dict[str, str], port: int, protocol: str, admitted: bool) -> None:
+    pod_labels = daemonset()["spec"]["template"]["metadata"]["labels"]
+    assert ingress_admitted(network_policy(), pod_labels, namespace_labels, port, protocol) is admitted
+
+
+def test_network_policy_evaluation_bites() -> None:
+    """The evaluator above is not vacuous: a policy with an open rule admits everything, another pod is free."""
+    open_rule = copy.deepcopy(network_policy())
+    open_rule["spec"]["ingress"].append({})
+    assert ingress_admitted(open_rule, {"app.kubernetes.io/name": "evictd"}, {}, 22)
+    assert ingress_admitted(network_policy(), {"app.kubernetes.io/name": "other"}, {}, 22)
+
+
+def test_scraper_label_is_documented() -> None:
+    readme = (K8S / "README.md").read_text(encoding="utf-8")
+    assert f"{SCRAPER_LABEL[0]}: \"{SCRAPER_LABEL[1]}\"" in readme
+    assert f"kubectl label namespace monitoring {SCRAPER_LABEL[0]}={SCRAPER_LABEL[1]}" in readme
 
 
 # --------------------------------------------------------------------------------------- configuration

@@ -1,0 +1,352 @@
+"""The HTTP endpoint against hostile and careless clients: real sockets on 127.0.0.1, a real HttpEndpoint.
+
+What the endpoint promises (the module docstring of evictd.http_endpoint): no thread per connection, at most 16
+connections open (a new one past that closes the one waiting longest), 5 s to send a request head of at most
+8 KiB, 5 s to take the answer, GET/HEAD only and no bodies, and a client that goes away costs no output.
+`/healthz` and `/metrics` themselves are covered in test_daemon_parts.py; `evictd run` under a flood in
+tests/daemon/test_http_endpoint_flood.py.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import selectors
+import socket
+import struct
+import threading
+import time
+import urllib.request
+from collections.abc import Iterator
+
+import pytest
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Gauge
+
+from evictd.http_endpoint import Health, HttpEndpoint
+from evictd.metrics import Metrics
+
+# The limits the endpoint must keep (written out here: the test states the requirement, not the code's value).
+CAP = 16
+READ_TIMEOUT_S = 5.0
+WRITE_TIMEOUT_S = 5.0
+HEAD_LIMIT = 8192
+# Slack on a loaded 2-core machine for anything timed.
+SLACK_S = 3.0
+TEXT = "text/plain; charset=utf-8"
+HOUR_S = 3600.0
+
+
+@pytest.fixture
+def served() -> Iterator[tuple[HttpEndpoint, Metrics, Health]]:
+    metrics = Metrics()
+    health = Health(HOUR_S)  # healthy however long a test takes (no loop runs cycles here)
+    endpoint = HttpEndpoint("127.0.0.1:0", metrics.registry, health)
+    try:
+        yield endpoint, metrics, health
+    finally:
+        endpoint.close()
+
+
+@pytest.fixture
+def big_page() -> Iterator[HttpEndpoint]:
+    """An endpoint whose /metrics page (~8 MB) is larger than loopback's socket buffers can hold at once."""
+    registry = CollectorRegistry()
+    padding = Gauge("evictd_test_padding", "A page too big for the socket buffers.", ["pad"], registry=registry)
+    for i in range(8):
+        padding.labels(str(i) * 1_000_000).set(i)
+    endpoint = HttpEndpoint("127.0.0.1:0", registry, Health(HOUR_S))
+    try:
+        yield endpoint
+    finally:
+        endpoint.close()
+
+
+def connect(port: int, *, rcvbuf: int | None = None) -> socket.socket:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    if rcvbuf is not None:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+    sock.settimeout(5)
+    sock.connect(("127.0.0.1", port))
+    return sock
+
+
+def reset(sock: socket.socket) -> None:
+    """Close with a TCP reset (SO_LINGER 0), as a client killed mid-request or a hostile one does."""
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    sock.close()
+
+
+def read_all(sock: socket.socket, timeout: float = 5.0) -> bytes:
+    sock.settimeout(timeout)
+    chunks = []
+    while chunk := sock.recv(65536):
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def parse(data: bytes) -> tuple[int, dict[str, str], bytes]:
+    head, _, body = data.partition(b"\r\n\r\n")
+    status_line, *lines = head.decode("ascii").split("\r\n")
+    headers = {name.strip().lower(): value.strip() for name, _, value in (line.partition(":") for line in lines)}
+    return int(status_line.split()[1]), headers, body
+
+
+def exchange(port: int, request: bytes) -> tuple[int, dict[str, str], bytes]:
+    """Send `request` raw, read the answer to the end; return (status, lower-cased headers, body)."""
+    with connect(port) as sock:
+        sock.sendall(request)
+        return parse(read_all(sock))
+
+
+def healthz_seconds(port: int) -> float:
+    """GET /healthz as the kubelet does; return how long the answer took (it must be 200 ok)."""
+    started = time.monotonic()
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5) as response:
+        assert (response.status, response.read()) == (200, b"ok")
+    return time.monotonic() - started
+
+
+def closed_by_server(sock: socket.socket, timeout: float) -> bool:
+    """Wait up to `timeout` for the server to close `sock` (end of stream or reset); unread data is dropped."""
+    deadline = time.monotonic() + timeout
+    while (remaining := deadline - time.monotonic()) > 0:
+        sock.settimeout(remaining)
+        try:
+            if not sock.recv(65536):
+                return True
+        except TimeoutError:
+            return False
+        except ConnectionResetError:
+            return True
+    return False
+
+
+def still_open_after(socks: list[socket.socket], wait_s: float) -> list[socket.socket]:
+    """Return the sockets the server has not closed within `wait_s` (all watched together)."""
+    with selectors.DefaultSelector() as selector:
+        for sock in socks:
+            sock.setblocking(False)
+            selector.register(sock, selectors.EVENT_READ)
+        open_ = set(socks)
+        deadline = time.monotonic() + wait_s
+        while open_ and (remaining := deadline - time.monotonic()) > 0:
+            for key, _ in selector.select(remaining):
+                sock = key.fileobj
+                assert isinstance(sock, socket.socket)
+                try:
+                    ended = sock.recv(65536) == b""
+                except ConnectionResetError:
+                    ended = True
+                if ended:
+                    open_.discard(sock)
+                    selector.unregister(sock)
+    return [sock for sock in socks if sock in open_]
+
+
+# ------------------------------------------------------------------------------------------ floods
+
+
+def test_idle_connections_start_no_threads_and_healthz_still_answers(
+        served: tuple[HttpEndpoint, Metrics, Health]) -> None:
+    endpoint, _, _ = served
+    threads = threading.active_count()
+    idle = [connect(endpoint.port) for _ in range(300)]
+    try:
+        assert healthz_seconds(endpoint.port) < 2.0
+        assert threading.active_count() == threads, "a thread per connection"
+    finally:
+        for sock in idle:
+            sock.close()
+
+
+def test_connections_past_the_cap_are_closed_at_once(served: tuple[HttpEndpoint, Metrics, Health]) -> None:
+    endpoint, _, _ = served
+    idle = [connect(endpoint.port) for _ in range(100)]
+    try:
+        survivors = still_open_after(idle, wait_s=2.0)
+        assert len(survivors) <= CAP
+        # The newest stay: each new connection closes the one that has waited longest.
+        assert set(survivors) <= set(idle[-CAP:])
+        # The cap held by idle connections does not lock out a probe.
+        assert healthz_seconds(endpoint.port) < 2.0
+    finally:
+        for sock in idle:
+            sock.close()
+
+
+def test_a_probe_is_answered_while_the_cap_is_held_by_idle_connections(
+        served: tuple[HttpEndpoint, Metrics, Health]) -> None:
+    endpoint, _, _ = served
+    idle = [connect(endpoint.port) for _ in range(CAP)]
+    try:
+        for _ in range(3):
+            assert healthz_seconds(endpoint.port) < 2.0
+    finally:
+        for sock in idle:
+            sock.close()
+
+
+# -------------------------------------------------------------------------------------- slow clients
+
+
+def test_a_slowloris_is_cut_after_the_read_timeout(served: tuple[HttpEndpoint, Metrics, Health]) -> None:
+    """One byte a second keeps a per-read timeout happy forever; the 5 s bound is on the whole request head."""
+    endpoint, _, _ = served
+    with connect(endpoint.port) as sock:
+        started = time.monotonic()
+        sock.sendall(b"GET /healthz HTTP/1.1\r\nX-Slow: ")
+        closed_at = None
+        while time.monotonic() - started < READ_TIMEOUT_S + SLACK_S:
+            try:
+                sock.sendall(b"a")
+            except OSError:  # reset: the server closed it and the byte was refused
+                closed_at = time.monotonic()
+                break
+            if closed_by_server(sock, timeout=1.0):
+                closed_at = time.monotonic()
+                break
+        assert closed_at is not None, f"a slowloris still open after {READ_TIMEOUT_S + SLACK_S:.0f}s"
+        assert closed_at - started >= READ_TIMEOUT_S - 0.5, "cut before the read timeout"
+
+
+def test_a_request_sent_in_pieces_within_the_timeout_is_answered(
+        served: tuple[HttpEndpoint, Metrics, Health]) -> None:
+    endpoint, _, _ = served
+    with connect(endpoint.port) as sock:
+        for piece in (b"GET /hea", b"lthz HTTP/1.1\r\n", b"Host: x\r\n", b"\r\n"):
+            sock.sendall(piece)
+            time.sleep(0.5)
+        status, headers, body = parse(read_all(sock))
+    assert (status, headers["content-type"], body) == (200, TEXT, b"ok")
+
+
+def test_a_client_that_never_reads_is_closed_after_the_write_timeout_and_blocks_nothing(
+        big_page: HttpEndpoint) -> None:
+    """A /metrics answer bigger than the socket buffers, never read: others are answered meanwhile."""
+    with connect(big_page.port, rcvbuf=4096) as stalled:
+        stalled.sendall(b"GET /metrics HTTP/1.1\r\n\r\n")
+        started = time.monotonic()
+        time.sleep(0.5)
+        assert healthz_seconds(big_page.port) < 2.0
+        # The server must give up on the stalled answer by itself: wait past its write deadline without reading
+        # (reading would let it finish), then the stream must end short of the whole page.
+        time.sleep(WRITE_TIMEOUT_S + SLACK_S - (time.monotonic() - started))
+        received = read_all(stalled, timeout=5.0)
+    _, headers, body = parse(received)
+    assert len(body) < int(headers["content-length"]), "the stalled answer was cut, not completed"
+
+
+# ------------------------------------------------------------------------------------ request limits
+
+
+def test_an_oversized_request_head_is_refused(served: tuple[HttpEndpoint, Metrics, Health]) -> None:
+    """Ten 60 KB headers (http.server took up to 100 of 64 KiB each): refused once past 8 KiB."""
+    endpoint, _, _ = served
+    request = b"GET /healthz HTTP/1.1\r\n" + b"".join(b"X-Pad-%d: %s\r\n" % (i, b"a" * 60_000) for i in range(10))
+    with connect(endpoint.port) as sock:
+
+        def send() -> None:
+            with contextlib.suppress(OSError):  # the server may close before taking it all: the answer counts
+                sock.sendall(request + b"\r\n")
+
+        sender = threading.Thread(target=send, daemon=True)
+        sender.start()
+        status, headers, body = parse(read_all(sock))
+        sender.join(timeout=10)
+    assert (status, headers["content-type"], body) == (431, TEXT, b"request head too large")
+
+
+def test_a_request_head_just_under_the_limit_is_answered(served: tuple[HttpEndpoint, Metrics, Health]) -> None:
+    endpoint, _, _ = served
+    start = b"GET /healthz HTTP/1.1\r\nX-Pad: "
+    request = start + b"a" * (HEAD_LIMIT - len(start) - 4) + b"\r\n\r\n"
+    assert len(request) == HEAD_LIMIT
+    assert exchange(endpoint.port, request)[::2] == (200, b"ok")
+
+
+@pytest.mark.parametrize(
+    ("request_", "status", "body"),
+    [
+        (b"HEAD /healthz HTTP/1.1\r\nHost: x\r\n\r\n", 200, b""),
+        (b"HEAD /nothing HTTP/1.1\r\n\r\n", 404, b""),
+        (b"GET /healthz HTTP/1.0\r\n\r\n", 200, b"ok"),
+        (b"GET /healthz HTTP/1.1\n\n", 200, b"ok"),
+        (b"\r\nGET /healthz?verbose=1 HTTP/1.1\r\n\r\n", 200, b"ok"),
+        (b"GET /healthz HTTP/1.1\r\nContent-Length: 0\r\n\r\n", 200, b"ok"),
+        (b"POST /metrics HTTP/1.1\r\nContent-Length: 0\r\n\r\n", 405, b"GET or HEAD only"),
+        (b"PUT /healthz HTTP/1.1\r\n\r\n", 405, b"GET or HEAD only"),
+        (b"DELETE /healthz HTTP/1.1\r\n\r\n", 405, b"GET or HEAD only"),
+        (b"OPTIONS * HTTP/1.1\r\n\r\n", 405, b"GET or HEAD only"),
+        (b"GET /healthz HTTP/1.1\r\nContent-Length: 5\r\n\r\nhello", 413, b"request bodies are not accepted"),
+        (b"GET /healthz HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", 413,
+         b"request bodies are not accepted"),
+        (b"GET /healthz HTTP/2.0\r\n\r\n", 505, b"HTTP/1.x only"),
+        (b"GET /healthz\r\n\r\n", 400, b"bad request line"),
+        (b"GET  /healthz HTTP/1.1\r\n\r\n", 400, b"bad request line"),
+        (b"GET /healthz HTTP/1.1\r\nno colon here\r\n\r\n", 400, b"bad header line"),
+        (b"GET /healthz HTTP/1.1\r\n folded: header\r\n\r\n", 400, b"bad header line"),
+        (b"GET /h\xc3\xa9althz HTTP/1.1\r\n\r\n", 400, b"request head is not ASCII"),
+    ],
+    ids=["head", "head-404", "http-1.0", "bare-lf", "leading-empty-line", "empty-body", "post", "put", "delete",
+         "options", "body", "chunked", "http-2", "no-version", "double-space", "no-colon", "folded-header",
+         "non-ascii"],
+)
+def test_only_get_and_head_without_bodies(served: tuple[HttpEndpoint, Metrics, Health], request_: bytes,
+                                          status: int, body: bytes) -> None:
+    endpoint, _, _ = served
+    got_status, headers, got_body = exchange(endpoint.port, request_)
+    assert (got_status, got_body) == (status, body)
+    if status == 405:
+        assert headers["allow"] == "GET, HEAD"
+    if request_.startswith(b"HEAD /healthz"):
+        assert (headers["content-type"], headers["content-length"]) == (TEXT, "2"), "HEAD: GET's headers"
+
+
+def test_head_of_metrics_has_get_headers_and_no_body(served: tuple[HttpEndpoint, Metrics, Health]) -> None:
+    endpoint, metrics, _ = served
+    metrics.cycles.inc(2)
+    _, get_headers, page = exchange(endpoint.port, b"GET /metrics HTTP/1.1\r\n\r\n")
+    status, head_headers, body = exchange(endpoint.port, b"HEAD /metrics HTTP/1.1\r\n\r\n")
+    assert (status, body) == (200, b"")
+    assert head_headers["connection"] == get_headers["connection"] == "close", "one answer per connection"
+    assert head_headers["content-type"] == get_headers["content-type"] == CONTENT_TYPE_LATEST
+    assert head_headers["content-length"] == get_headers["content-length"] == str(len(page))
+    assert b"\nevictd_cycles_total 2.0\n" in page
+
+
+# --------------------------------------------------------------------------------- clients that vanish
+
+
+def test_clients_that_vanish_print_nothing(big_page: HttpEndpoint, capfd: pytest.CaptureFixture[str]) -> None:
+    """Resets before, during and after the request and in the middle of a large answer: no traceback, no line."""
+    for _ in range(5):
+        reset(connect(big_page.port))  # before sending anything
+        half = connect(big_page.port)
+        half.sendall(b"GET /metrics HTTP/1.1\r\nHost:")  # in the middle of the request head
+        reset(half)
+        whole = connect(big_page.port)
+        whole.sendall(b"GET /healthz HTTP/1.1\r\n\r\n")  # before reading the answer
+        reset(whole)
+        reader = connect(big_page.port, rcvbuf=4096)
+        reader.sendall(b"GET /metrics HTTP/1.1\r\n\r\n")
+        assert reader.recv(4096).split(b"\r\n", 1)[0].endswith(b" 200 OK"), "the answer has started"
+        time.sleep(0.2)  # the server is now waiting to send the rest of the page
+        reset(reader)
+        quiet = connect(big_page.port)
+        quiet.sendall(b"GET /healthz HTTP/1.1\r\n\r\n")
+        quiet.close()  # a plain close before the answer
+    time.sleep(0.5)
+    assert healthz_seconds(big_page.port) < 2.0
+    out, err = capfd.readouterr()
+    assert (out, err) == ("", "")
+
+
+def test_close_ends_open_connections_and_stops_listening() -> None:
+    endpoint = HttpEndpoint("127.0.0.1:0", CollectorRegistry(), Health(10.0))
+    idle = [connect(endpoint.port) for _ in range(4)]
+    started = time.monotonic()
+    endpoint.close()
+    endpoint.close()  # twice is harmless (serve() and a test fixture may both close it)
+    assert time.monotonic() - started < 2.0
+    assert still_open_after(idle, wait_s=1.0) == []
+    with pytest.raises(ConnectionRefusedError):
+        connect(endpoint.port)

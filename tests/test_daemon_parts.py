@@ -763,7 +763,7 @@ def test_build_stats_source_picks_the_configured_source(tmp_path: Path) -> None:
     assert isinstance(node, NodeStatsSource)
     assert node.summary().node.node_name == "node-1"
     direct = build_stats_source(
-        configuration(tmp_path, "statsSource: kubelet\nkubeletSummaryURL: https://127.0.0.1:10250/stats/summary\n"),
+        configuration(tmp_path, "statsSource: kubelet\nkubeletSummaryURL: https://127.0.0.1:10250/stats/summary\nkubeletInsecureTLS: true\n"),
         cgroups, pods, "node-1")
     assert isinstance(direct, KubeletSummarySource)
     kubeconfig = tmp_path / "kubeconfig"

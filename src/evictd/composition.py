@@ -24,7 +24,7 @@ import structlog
 from evictd.adapters.cgroups import CgroupLayout, CgroupReader, detect_cgroup_layout
 from evictd.adapters.disk_usage import DiskUsageCache
 from evictd.adapters.filesystems import detect_layout
-from evictd.adapters.kubelet_summary import ApiProxySummarySource, KubeletSummarySource
+from evictd.adapters.kubelet_summary import ApiProxySummarySource, KubeletSummarySource, summary_deadline_s
 from evictd.adapters.local_kill import STOPPABLE_STATES, LocalKiller
 from evictd.adapters.node_pods import DiscoveredPods
 from evictd.adapters.node_stats import NodeStatsSource, existing_ancestor
@@ -160,10 +160,14 @@ def build_stats_source(config: Configuration, cgroups: CgroupReader, pods: PodSo
     part of the node's own stats is added by `attach_runtime` once the runtime answers)."""
     settings = config.evictd
     if settings.stats_source == "kubelet":
+        # One fetch ends in time for the next cycle (and for a clean stop), whatever the endpoint does.
+        deadline_s = summary_deadline_s(settings.kubelet_summary_timeout_s, settings.housekeeping_interval_s,
+                                        settings.shutdown_timeout_s)
         if settings.kubelet_summary_url:
             return KubeletSummarySource(settings.kubelet_summary_url, token_file=settings.kubelet_token_file,
-                                        ca_file=settings.kubelet_ca_file)
-        return ApiProxySummarySource(node_name, kubeconfig=settings.kubeconfig)
+                                        ca_file=settings.kubelet_ca_file, insecure_tls=settings.kubelet_insecure_tls,
+                                        timeout_s=deadline_s)
+        return ApiProxySummarySource(node_name, kubeconfig=settings.kubeconfig, timeout_s=deadline_s)
     discovered = pods if isinstance(pods, DiscoveredPods) else None
     return NodeStatsSource(
         node_name=node_name,
@@ -327,6 +331,9 @@ def build_daemon(
         log.info("no Kubernetes API configured (no kubeconfig, not in a pod): evictions are reported, "
                  "not carried out")
     stats = build_stats_source(config, cgroups, pods, node_name)
+    if isinstance(stats, KubeletSummarySource) and stats.insecure_reason:
+        log.warning("kubelet Summary endpoint not verified", detail=stats.insecure_reason,
+                    url=settings.kubelet_summary_url, token_file=settings.kubelet_token_file)
     engine_config = EngineConfig.from_settings(config.eviction)
     manager = EvictionManager(
         engine_config,

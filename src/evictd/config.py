@@ -39,6 +39,9 @@ from evictd.cri import DEFAULT_ENDPOINT, channel_target
 MAX_CONFIG_BYTES = 4 << 20
 EVICTD_API_VERSION = "evictd.io/v1alpha1"
 EVICTD_KIND = "EvictdConfiguration"
+# The cluster CA in every pod with a service account: it signs the API server's certificate and, in most
+# clusters (kubelet serving certificates issued through the kubernetes.io/kubelet-serving signer), the kubelets'.
+SERVICE_ACCOUNT_CA_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt"
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,11 +88,19 @@ class EvictdSettings:
     stats_source: str = field(default="node", metadata={"yaml": "statsSource"})
     # The kubelet's Summary API for statsSource "kubelet": empty means through the API server's node proxy.
     kubelet_summary_url: str = field(default="", metadata={"yaml": "kubeletSummaryURL"})
-    # Bearer token file and CA bundle for a direct kubelet URL (a service account's, by default).
+    # Bearer token file and CA bundle for a direct kubelet URL (a service account's, by default). The token
+    # is only sent to a kubelet whose serving certificate this CA verifies.
     kubelet_token_file: str = field(
         default="/var/run/secrets/kubernetes.io/serviceaccount/token", metadata={"yaml": "kubeletTokenFile"}
     )
-    kubelet_ca_file: str = field(default="", metadata={"yaml": "kubeletCAFile"})
+    kubelet_ca_file: str = field(default=SERVICE_ACCOUNT_CA_FILE, metadata={"yaml": "kubeletCAFile"})
+    # Skip verifying the kubelet's certificate (a self-signed one, as metrics-server's --kubelet-insecure-tls):
+    # the bearer token then goes to whoever answers, and kubeletCAFile is ignored. Off unless asked for, and
+    # logged as a warning at start.
+    kubelet_insecure_tls: bool = field(default=False, metadata={"yaml": "kubeletInsecureTLS"})
+    # The whole Summary fetch (connect, TLS, answer) must end within this, within half the housekeeping
+    # interval and within a third of shutdownTimeout, so a stalled kubelet never delays the next cycle or a stop.
+    kubelet_summary_timeout_s: float = field(default=5.0, metadata={"yaml": "kubeletSummaryTimeout"})
     # Wake the loop at once on a cgroup v1 memory usage threshold crossing (the kubelet's memcg notifier
     # levels), instead of waiting for the next housekeeping tick.
     memcg_wakeups: bool = field(default=True, metadata={"yaml": "memcgWakeups"})

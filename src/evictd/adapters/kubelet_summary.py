@@ -1,92 +1,174 @@
 """The kubelet's own Summary API as a stats source, for nodes where the kubelet's numbers are wanted exactly.
 
 Two ways to reach it:
-- directly: `GET <kubeletSummaryURL>` (e.g. `https://127.0.0.1:10250/stats/summary`) with a bearer token file
-  and an optional CA bundle (no CA bundle: the kubelet's self-signed serving certificate is not verified, as
-  metrics-server's `--kubelet-insecure-tls` does; say so in the configuration);
+- directly: `GET <kubeletSummaryURL>` (e.g. `https://<node>:10250/stats/summary`) with a bearer token file. The
+  kubelet's serving certificate is verified against `kubeletCAFile` (by default the service account's
+  `ca.crt`, the cluster CA, which signs kubelet serving certificates in most clusters); without a CA bundle to
+  verify with, the source refuses to start unless `kubeletInsecureTLS` says so explicitly (the composition root
+  then warns that the token goes to an unverified endpoint). Redirects are not followed: the token is sent to
+  the configured endpoint only;
 - through the API server's node proxy: `GET /api/v1/nodes/<node>/proxy/stats/summary` with evictd's API client
   (`evictd.kube`) and a kubeconfig or the in-cluster service account (RBAC: `nodes/proxy` get).
-Any failure (connection, HTTP status, bad JSON, bad document) is a SampleError: the cycle then has no stats
-and the engine freezes its state, as the kubelet does when its summary provider fails.
+
+Invariants of a direct fetch (the proxy goes through the kubernetes client, whose timeout is per socket
+operation; its body is held to the same size and parsing rules once read):
+- one deadline covers the whole request: name resolution, connect, TLS handshake, request, status line,
+  headers and body. Every socket operation gets only the time left (`_Deadline`), so a server trickling one
+  byte at a time cannot stretch a fetch past it. The composition root derives the deadline from the
+  housekeeping interval (`summary_deadline_s`), so the next cycle starts on time;
+- at most MAX_SUMMARY_BYTES of body are read, a document of more than MAX_SUMMARY_VALUES JSON values is not
+  parsed, and one listing more than MAX_SUMMARY_RECORDS pods, containers and volumes is not turned into a
+  Summary: memory and parsing time stay bounded whatever the endpoint sends.
+Any failure (connection, deadline, HTTP status, size, bad JSON, bad document) is a SampleError with a reason
+that is the same from one cycle to the next (the daemon logs an unreadable source once, from `problems`):
+the cycle then has no stats and the engine freezes its state, as the kubelet does when its summary provider
+fails.
 """
 
 from __future__ import annotations
 
 import http
 import http.client
+import io
+import ipaddress
 import json
+import os
+import socket
 import ssl
-import urllib.error
-import urllib.request
+import stat
+import threading
+import time
+import urllib.parse
+from typing import Any
 
 from evictd import user_agent
-from evictd.core.errors import ConfigError, KubeError, SampleError, ScenarioError
+from evictd.core.errors import ConfigError, KubeError, SampleError, ScenarioError, bounded_repr
 from evictd.core.summary import Summary, summary_from_dict
 
+# A Summary of 1000 pods with two containers and four volumes each, pretty-printed as the kubelet writes it,
+# is 4.3 MiB (measured with the tests' documents), and turning it into a Summary takes 15 MiB more. 8 MiB
+# leaves room for some 1800 such pods while a fetch and its parsing stay well inside the DaemonSet's 128 MiB
+# memory limit. Reading stops past it.
+MAX_SUMMARY_BYTES = 8 << 20
+# json.loads makes one Python object of 50-200 bytes for every value, however short in the text: 8 MiB of
+# `{},` would be 2.8 million objects, ~600 MiB with the Summary built from them. The 1000-pod Summary above
+# holds 344,000 values (as `_value_count` counts them); this is what 8 MiB of such pods hold.
+MAX_SUMMARY_VALUES = 600_000
+# summary_from_dict builds a record (some 150 bytes, 10 us) for every pod, container, volume and system
+# container, even one that is only `null` in the text: half a million of them take 5 s. The 1000-pod Summary
+# above has 7,000; this allows 1000 pods of 10 containers and 40 volumes each.
+MAX_SUMMARY_RECORDS = 50_000
+# The body is read in pieces of this size; the size limit is checked between them.
+READ_CHUNK_BYTES = 64 << 10
+# A fetch takes at most this share of the housekeeping interval, so the next cycle starts on time, and at most
+# this share of the shutdown timeout: a cycle fetches up to twice (before and after node-level reclaim) and
+# must still finish after SIGTERM before the hard deadline.
+INTERVAL_SHARE = 0.5
+SHUTDOWN_SHARE = 1 / 3
+# Error reasons quote foreign text (a status line, a JSON error) up to this length.
+MAX_REASON_CHARS = 200
+# A token or a CA bundle is a few KiB; anything larger is not one (and `/dev/zero` would never end).
+MAX_CREDENTIAL_FILE_BYTES = 1 << 20
+_JSON_VALUE_MARKS = (b",", b":", b"[", b"{")
 
-def _summary_of(body: bytes, source: str) -> Summary:
-    try:
-        document = json.loads(body)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise SampleError(source, f"the Summary is not JSON: {exc}") from None
-    if not isinstance(document, dict):
-        raise SampleError(source, "the Summary is not a JSON object")
-    try:
-        return summary_from_dict(document)
-    except ScenarioError as exc:
-        raise SampleError(source, f"bad Summary document: {exc}") from None
+
+def summary_deadline_s(timeout_s: float, interval_s: float, shutdown_timeout_s: float) -> float:
+    """Return the whole-request deadline of one Summary fetch: `timeout_s` (kubeletSummaryTimeout), but at
+    most half the housekeeping interval and a third of the shutdown timeout."""
+    return min(timeout_s, interval_s * INTERVAL_SHARE, shutdown_timeout_s * SHUTDOWN_SHARE)
 
 
 class KubeletSummarySource:
-    """Reads `/stats/summary` from the kubelet's own port."""
+    """Reads `/stats/summary` from the kubelet's own port. `problems` holds why the last read failed, if it did."""
 
-    def __init__(self, url: str, *, token_file: str = "", ca_file: str = "", timeout_s: float = 10.0) -> None:
-        if not url.startswith(("https://", "http://")):
+    def __init__(self, url: str, *, token_file: str = "", ca_file: str = "", insecure_tls: bool = False,
+                 timeout_s: float = 5.0) -> None:
+        """Raises ConfigError for a URL that is not http(s), or for https without a usable CA bundle (unless
+        `insecure_tls`)."""
+        parts = urllib.parse.urlsplit(url)
+        if parts.scheme not in ("https", "http") or not parts.hostname:
             raise ConfigError("must be an http(s) URL", key="kubeletSummaryURL", value=url)
+        try:
+            port = parts.port
+            parts.hostname.encode("idna")  # what name resolution will do with it
+        except ValueError as exc:  # also UnicodeError
+            raise ConfigError(_one_line(str(exc)), key="kubeletSummaryURL", value=url) from None
+        if any(ord(char) <= 0x20 or ord(char) == 0x7F for char in url):
+            raise ConfigError("must not contain spaces or control characters", key="kubeletSummaryURL", value=url)
         self._url = url
+        self._host = parts.hostname
+        self._port = port or (443 if parts.scheme == "https" else 80)
+        self._target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
         self._token_file = token_file
         self._timeout_s = timeout_s
-        self._context: ssl.SSLContext | None = None
-        if url.startswith("https://"):
-            if ca_file:
-                try:
-                    self._context = ssl.create_default_context(cafile=ca_file)
-                except (OSError, ssl.SSLError) as exc:
-                    raise ConfigError(f"cannot load CA bundle: {exc}", key="kubeletCAFile", value=ca_file) from None
-            else:
-                # Documented choice: without a CA bundle the kubelet's self-signed certificate is accepted.
-                self._context = ssl._create_unverified_context()
+        self._context = _tls_context(ca_file, insecure_tls) if parts.scheme == "https" else None
+        self.problems: tuple[SampleError, ...] = ()
+        if self._context is None:
+            self.insecure_reason = "plain HTTP: the bearer token is sent unencrypted" if token_file else ""
+        elif insecure_tls:
+            self.insecure_reason = ("kubeletInsecureTLS is true: the kubelet's certificate is not verified and "
+                                    "the bearer token is sent to an unverified endpoint")
+        else:
+            self.insecure_reason = ""
 
     def _token(self) -> str | None:
         if not self._token_file:
             return None
         try:
             with open(self._token_file, encoding="utf-8") as handle:
-                return handle.read().strip()
+                token = handle.read(MAX_CREDENTIAL_FILE_BYTES).strip()
         except OSError as exc:
             raise SampleError(self._token_file, exc.strerror or str(exc)) from None
+        except UnicodeDecodeError:
+            raise SampleError(self._token_file, "the token is not UTF-8 text") from None
+        if not (token.isascii() and token.isprintable()):
+            raise SampleError(self._token_file, "the token is not one line of printable ASCII")
+        return token
 
     def summary(self) -> Summary:
-        """Fetch and parse the Summary (the token is re-read each time: projected tokens rotate)."""
-        request = urllib.request.Request(self._url, headers={"Accept": "application/json", "User-Agent": user_agent()})
-        token = self._token()
-        if token:
-            request.add_header("Authorization", f"Bearer {token}")
+        """Fetch and parse the Summary (the token is re-read each time: projected tokens rotate).
+
+        Raises SampleError, and records it in `problems` (cleared by the next successful read).
+        """
         try:
-            with urllib.request.urlopen(request, timeout=self._timeout_s, context=self._context) as response:
-                body = response.read()
-        except urllib.error.HTTPError as exc:
-            raise SampleError(self._url, f"HTTP {exc.code} {exc.reason}") from None
+            headers = {"Accept": "application/json", "User-Agent": user_agent(), "Connection": "close"}
+            token = self._token()
+            if token:
+                headers["Authorization"] = f"Bearer {token}"
+            summary = _summary_of(self._fetch(headers), self._url)
+        except SampleError as exc:
+            self.problems = (exc,)
+            raise
+        self.problems = ()
+        return summary
+
+    def _fetch(self, headers: dict[str, str]) -> bytes | bytearray:
+        """Return the body of a 200 answer, read within the deadline. Raises SampleError (the one mapping place
+        of connection, TLS and HTTP errors)."""
+        connection = _DeadlineConnection(self._host, self._port, _Deadline(self._timeout_s), self._context)
+        response: http.client.HTTPResponse | None = None
+        try:
+            connection.request("GET", self._target, headers=headers)
+            response = connection.getresponse()
+            if response.status != http.HTTPStatus.OK:
+                raise SampleError(self._url, f"HTTP {response.status} {_reason_phrase(response.status)}".rstrip())
+            return _body(response, MAX_SUMMARY_BYTES, self._url)
+        except TimeoutError:
+            raise SampleError(self._url, f"timed out: no complete answer within {self._timeout_s:g} s") from None
         except http.client.HTTPException as exc:  # not HTTP, or cut short (BadStatusLine, IncompleteRead)
-            raise SampleError(self._url, f"bad HTTP response from the kubelet: {exc!r}") from None
-        except (urllib.error.URLError, OSError) as exc:
-            reason = getattr(exc, "reason", exc)
-            raise SampleError(self._url, f"cannot reach the kubelet: {reason}") from None
-        return _summary_of(body, self._url)
+            raise SampleError(self._url, f"bad HTTP response from the kubelet: {bounded_repr(exc)}") from None
+        except OSError as exc:  # refused, reset, TLS verification
+            raise SampleError(self._url, f"cannot reach the kubelet: {_one_line(str(exc))}") from None
+        finally:
+            if response is not None:
+                response.close()  # the connection may have handed the socket over to it
+            connection.close()
 
 
 class ApiProxySummarySource:
-    """Reads the node's Summary through the API server's node proxy with evictd's API client."""
+    """Reads the node's Summary through the API server's node proxy with evictd's API client.
+
+    `problems` holds why the last read failed, if it did."""
 
     def __init__(self, node_name: str, *, kubeconfig: str = "", timeout_s: float = 10.0) -> None:
         from evictd.kube.client import build_api_client  # the kubernetes package, only for this mode
@@ -95,20 +177,276 @@ class ApiProxySummarySource:
         self._node = node_name
         self._timeout_s = timeout_s
         self._source = f"/api/v1/nodes/{node_name}/proxy/stats/summary"
+        self.problems: tuple[SampleError, ...] = ()
 
     def summary(self) -> Summary:
-        """Fetch and parse the Summary through the API server."""
+        """Fetch and parse the Summary through the API server. Raises SampleError, recorded in `problems`."""
+        try:
+            summary = _summary_of(self._fetch(), self._source)
+        except SampleError as exc:
+            self.problems = (exc,)
+            raise
+        self.problems = ()
+        return summary
+
+    def _fetch(self) -> bytes:
         try:
             body = self._api.get_node_proxy(self._node, "stats/summary", timeout_s=self._timeout_s)
         except KubeError as exc:
             if exc.status is None:
                 raise SampleError(self._source, f"cannot reach the API server: {exc.detail}") from None
             raise SampleError(self._source, f"HTTP {exc.status} {_reason_phrase(exc.status)}: {exc.detail}") from None
-        return _summary_of(body, self._source)
+        if len(body) > MAX_SUMMARY_BYTES:
+            raise SampleError(self._source, _too_large(MAX_SUMMARY_BYTES))
+        return body
+
+
+# --------------------------------------------------------------------------------------------------
+# Reading the answer
+
+
+def _summary_of(body: bytes | bytearray, source: str) -> Summary:
+    """Return the Summary in `body`. Raises SampleError for anything but a valid Summary document."""
+    if _value_count(body) > MAX_SUMMARY_VALUES:
+        raise SampleError(source, f"the Summary holds more than {MAX_SUMMARY_VALUES} JSON values")
+    try:
+        document = json.loads(body, parse_constant=_not_json)
+    except RecursionError:
+        raise SampleError(source, "the Summary is not JSON: nested too deeply") from None
+    except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError, an integer of more digits than Python reads
+        raise SampleError(source, f"the Summary is not JSON: {_one_line(str(exc))}") from None
+    if not isinstance(document, dict):
+        raise SampleError(source, "the Summary is not a JSON object")
+    if _record_count(document) > MAX_SUMMARY_RECORDS:
+        raise SampleError(source, f"the Summary lists more than {MAX_SUMMARY_RECORDS} pods, containers and volumes")
+    try:
+        return summary_from_dict(document)
+    except ScenarioError as exc:
+        raise SampleError(source, f"bad Summary document: {exc}") from None
+
+
+def _value_count(body: bytes | bytearray) -> int:
+    """Return an upper bound of the JSON values in `body` (every value but the first follows one of these marks,
+    or is a key; marks inside strings only make the bound larger). Counted in C, before anything is built."""
+    return sum(body.count(mark) for mark in _JSON_VALUE_MARKS)
+
+
+def _record_count(document: dict[str, Any]) -> int:
+    """Return how many records summary_from_dict would build from the lists of `document` (the node's system
+    containers; pods, with their containers and volumes), looking no deeper than those lists."""
+    node = document.get("node")
+    system = node.get("systemContainers") if isinstance(node, dict) else None
+    count = len(system) if isinstance(system, list) else 0
+    pods = document.get("pods")
+    if isinstance(pods, list):
+        count += len(pods)
+        for pod in pods:
+            if isinstance(pod, dict):
+                count += sum(len(items) for items in (pod.get("containers"), pod.get("volume"))
+                             if isinstance(items, list))
+    return count
+
+
+def _not_json(constant: str) -> Any:
+    """json.loads accepts NaN and Infinity; Go's decoder, and so the kubelet, never writes them."""
+    raise ValueError(f"{constant} is not a JSON value")
+
+
+def _body(response: http.client.HTTPResponse, limit: int, source: str) -> bytearray:
+    """Return the whole body of `response`, at most `limit` bytes. Raises SampleError when it is larger,
+    IncompleteRead when the connection ends before the declared length."""
+    if response.length is not None and response.length > limit:  # the declared Content-Length
+        raise SampleError(source, _too_large(limit))
+    body = bytearray()
+    while piece := response.read(READ_CHUNK_BYTES):
+        if len(body) + len(piece) > limit:
+            raise SampleError(source, _too_large(limit))
+        body += piece
+    if response.length:  # http.client counts down the declared length; what is left never came
+        raise http.client.IncompleteRead(bytes(body), response.length)
+    return body
+
+
+def _too_large(limit: int) -> str:
+    return f"the Summary is larger than {limit >> 20} MiB; not read further"
 
 
 def _reason_phrase(status: int) -> str:
+    """The standard phrase of `status` (never the server's own text, which can be anything)."""
     try:
         return http.HTTPStatus(status).phrase
     except ValueError:
         return ""
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())[:MAX_REASON_CHARS]
+
+
+# --------------------------------------------------------------------------------------------------
+# TLS and the deadline
+
+
+def _tls_context(ca_file: str, insecure: bool) -> ssl.SSLContext:
+    """Return the client context: verification against `ca_file`, or none at all when `insecure`.
+
+    Raises ConfigError at kubeletCAFile when verification is wanted and the bundle cannot be loaded.
+    """
+    if insecure:
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+        return context
+    remedy = ("it must hold the CA that signs the kubelet's serving certificate (or set kubeletInsecureTLS: "
+              "true to send the bearer token to an unverified endpoint)")
+    if not ca_file:
+        raise ConfigError(f"empty: {remedy}", key="kubeletCAFile", value=ca_file)
+    try:
+        info = os.stat(ca_file)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_CREDENTIAL_FILE_BYTES:
+            raise ConfigError(f"not a regular file of at most 1 MiB: {remedy}", key="kubeletCAFile", value=ca_file)
+        return ssl.create_default_context(cafile=ca_file)
+    except (OSError, ValueError) as exc:  # also ssl.SSLError; ValueError: a NUL in the path
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise ConfigError(f"cannot load CA bundle: {reason}; {remedy}", key="kubeletCAFile", value=ca_file) from None
+
+
+class _Deadline:
+    """A point in monotonic time that a whole request must finish by."""
+
+    def __init__(self, seconds: float) -> None:
+        self._at = time.monotonic() + seconds
+
+    def remaining(self) -> float:
+        """Return the seconds left. Raises TimeoutError once none are."""
+        left = self._at - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("deadline passed")
+        return left
+
+
+def _addresses(host: str, port: int, deadline: _Deadline) -> list[Any]:
+    """Return getaddrinfo's answer for `host`; a name is resolved in a helper thread, waited for only until the
+    deadline (the system resolver has timeouts of its own, in seconds, that cannot be cut short). Raises
+    TimeoutError or OSError."""
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        pass
+    else:
+        return socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_NUMERICHOST)
+    answer: list[Any] = []
+
+    def resolve() -> None:
+        try:
+            answer.append(socket.getaddrinfo(host, port, type=socket.SOCK_STREAM))
+        except OSError as exc:
+            answer.append(exc)
+
+    resolver = threading.Thread(target=resolve, name="evictd-kubelet-resolve", daemon=True)
+    resolver.start()
+    resolver.join(deadline.remaining())
+    if not answer:
+        raise TimeoutError(f"resolving {host}")
+    if isinstance(answer[0], OSError):
+        raise answer[0]
+    addresses: list[Any] = answer[0]
+    return addresses
+
+
+def _connect(host: str, port: int, deadline: _Deadline) -> socket.socket:
+    """Return a TCP socket connected to `host` (each address in turn) before the deadline. Raises OSError."""
+    error: OSError = OSError(f"no address for {host}")
+    for family, kind, proto, _, address in _addresses(host, port, deadline):
+        sock = socket.socket(family, kind, proto)
+        try:
+            sock.settimeout(deadline.remaining())
+            sock.connect(address)
+            return sock
+        except TimeoutError:
+            sock.close()
+            raise
+        except OSError as exc:
+            sock.close()
+            error = exc
+    raise error
+
+
+class _DeadlineSocket:
+    """A connected socket as http.client uses it (send, read through a file, close), every operation under the
+    deadline: the timeout is set to the time left before each send and each receive.
+
+    As with a real socket, `close` leaves the socket open while a file made by `makefile` is: http.client
+    closes the connection as soon as an answer says `Connection: close`, and reads the body afterwards.
+    """
+
+    def __init__(self, sock: socket.socket, deadline: _Deadline) -> None:
+        self._sock = sock
+        self._deadline = deadline
+        self._files = 0
+        self._closed = False
+
+    def sendall(self, data: bytes) -> None:
+        self._sock.settimeout(self._deadline.remaining())
+        self._sock.sendall(data)
+
+    def recv_into(self, buffer: Any) -> int:
+        self._sock.settimeout(self._deadline.remaining())
+        return self._sock.recv_into(buffer)
+
+    def makefile(self, mode: str) -> io.BufferedReader:
+        self._files += 1
+        return io.BufferedReader(_DeadlineReader(self))
+
+    def file_closed(self) -> None:
+        self._files -= 1
+        if self._closed and not self._files:
+            self._sock.close()
+
+    def close(self) -> None:
+        self._closed = True
+        if not self._files:
+            self._sock.close()
+
+
+class _DeadlineReader(io.RawIOBase):
+    """The receiving side of a `_DeadlineSocket`, for a buffered reader."""
+
+    def __init__(self, sock: _DeadlineSocket) -> None:
+        super().__init__()
+        self._sock = sock
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        return self._sock.recv_into(buffer)
+
+    def close(self) -> None:
+        if not self.closed:
+            self._sock.file_closed()
+        super().close()
+
+
+class _DeadlineConnection(http.client.HTTPConnection):
+    """An HTTP(S) connection whose every step, from name resolution to the last byte, ends by `deadline`.
+
+    The TLS handshake runs with the time left as its timeout, which CPython's ssl module applies to the whole
+    handshake rather than to each receive.
+    """
+
+    def __init__(self, host: str, port: int, deadline: _Deadline, context: ssl.SSLContext | None) -> None:
+        super().__init__(host, port)
+        self._deadline = deadline
+        self._context = context
+
+    def connect(self) -> None:
+        sock = _connect(self.host, self.port, self._deadline)
+        if self._context is not None:
+            try:
+                sock.settimeout(self._deadline.remaining())
+                sock = self._context.wrap_socket(sock, server_hostname=self.host)
+            except BaseException:
+                sock.close()
+                raise
+        self.sock = _DeadlineSocket(sock, self._deadline)

@@ -1,0 +1,140 @@
+"""`evictd run` with `statsSource: kubelet` against Summary endpoints that stall, lie, or cannot be verified.
+
+Real `evictd run` processes (tests/daemon/evictd_process.py) read a stand-in kubelet over real TLS on
+127.0.0.1 (tests/hostile_kubelet.py): the loop keeps its cadence whatever the endpoint does, an unreadable
+source is logged once and never as a traceback, SIGTERM still exits 0 at once, and the bearer token goes to an
+unverified endpoint only when the configuration says so, loudly.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from evictd_process import EvictdProcess
+
+from builders import Gi, Mi, pod, pod_stats, summary
+from evictd.config import SERVICE_ACCOUNT_CA_FILE
+from hostile_kubelet import HostileKubelet, answer, http_response, self_signed, trickle
+
+SUMMARY_BODY = json.dumps(summary(memory=3 * Gi, allocatable=2 * Gi, pods=[pod_stats(pod("web"), memory=700 * Mi)])
+                          ).encode()
+UNREADABLE = "signal source unreadable; its signals are absent"
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    folder = tmp_path_factory.mktemp("pki")
+    cert, key = self_signed(folder, "node-1-kubelet")
+    return {"cert": cert, "key": key}
+
+
+@pytest.fixture
+def token_file(tmp_path: Path) -> Path:
+    path = tmp_path / "token"
+    path.write_text("kubelet-reader-token-1")
+    return path
+
+
+@pytest.fixture
+def servers() -> Iterator[list[HostileKubelet]]:
+    started: list[HostileKubelet] = []
+    yield started
+    for server in started:
+        server.close()
+
+
+def kubelet_settings(url: str, token_file: Path, ca_file: Path | None, interval: str) -> str:
+    ca = f"kubeletCAFile: {ca_file}\n" if ca_file is not None else ""
+    return (f"statsSource: kubelet\nkubeletSummaryURL: {url}\nkubeletTokenFile: {token_file}\n{ca}"
+            f"housekeepingInterval: {interval}\n")
+
+
+def cycles_within(process: EvictdProcess, seconds: float) -> float:
+    """Return how many cycles `process` completed in the next `seconds` (from /metrics)."""
+    before = process.metric("evictd_cycles_total")
+    time.sleep(seconds)
+    return process.metric("evictd_cycles_total") - before
+
+
+def test_a_summary_endpoint_trickling_one_byte_every_5s_does_not_slow_the_loop(
+    tmp_path: Path, pki: dict[str, Path], token_file: Path, servers: list[HostileKubelet],
+    evictd_processes: list[EvictdProcess],
+) -> None:
+    kubelet = HostileKubelet(trickle(http_response(SUMMARY_BODY), 5.0), cert=pki["cert"], key=pki["key"])
+    servers.append(kubelet)
+    process = EvictdProcess(tmp_path, evictd=kubelet_settings(kubelet.url(), token_file, pki["cert"], "1s"))
+    evictd_processes.append(process)
+    process.wait_event("evictd started")
+    # A cycle every second: half of it waiting for the kubelet (the deadline), half sleeping.
+    assert cycles_within(process, 6.0) >= 3
+    assert kubelet.accepted >= 3, "every cycle asked the kubelet again"
+    sent = time.monotonic()
+    assert process.stop() == 0
+    assert time.monotonic() - sent < 3.0, "SIGTERM must not wait for the kubelet"
+    unreadable = [e for e in process.events if e.get("event") == UNREADABLE]
+    assert len(unreadable) == 1, unreadable
+    assert unreadable[0]["detail"] == f"{kubelet.url()}: timed out: no complete answer within 0.5 s"
+    assert not [e for e in process.events if e.get("event") == "housekeeping cycle failed"]
+
+
+def test_a_summary_nested_5000_deep_is_reported_once_and_never_as_a_traceback(
+    tmp_path: Path, pki: dict[str, Path], token_file: Path, servers: list[HostileKubelet],
+    evictd_processes: list[EvictdProcess],
+) -> None:
+    kubelet = HostileKubelet(answer(http_response(b"[" * 5000 + b"]" * 5000)), cert=pki["cert"], key=pki["key"])
+    servers.append(kubelet)
+    process = EvictdProcess(tmp_path, evictd=kubelet_settings(kubelet.url(), token_file, pki["cert"], "200ms"))
+    evictd_processes.append(process)
+    process.wait_event("evictd started")
+    deadline = time.monotonic() + 15
+    while process.metric("evictd_cycles_total") < 5:
+        assert time.monotonic() < deadline, "cycles stopped"
+        time.sleep(0.1)
+    assert process.stop() == 0
+    unreadable = [e for e in process.events if e.get("event") == UNREADABLE]
+    assert [e["detail"] for e in unreadable] == [f"{kubelet.url()}: the Summary is not JSON: nested too deeply"]
+    assert not [e for e in process.events if e.get("event") == "housekeeping cycle failed"]
+    assert "Traceback" not in process.stderr() + json.dumps(process.events)
+
+
+@pytest.mark.skipif(os.path.exists(SERVICE_ACCOUNT_CA_FILE), reason="this machine has a service-account CA")
+def test_without_kubelet_ca_file_the_service_account_ca_is_required_at_start(
+    tmp_path: Path, token_file: Path, evictd_processes: list[EvictdProcess]
+) -> None:
+    process = EvictdProcess(tmp_path, evictd=kubelet_settings("https://127.0.0.1:10250/stats/summary", token_file,
+                                                              None, "1s"))
+    evictd_processes.append(process)
+    assert process.process.wait(timeout=30) == 2
+    stderr = process.stderr()
+    assert f"kubeletCAFile: invalid value '{SERVICE_ACCOUNT_CA_FILE}': cannot load CA bundle" in stderr
+    assert "kubeletInsecureTLS: true" in stderr and "Traceback" not in stderr
+    assert len(stderr.strip().splitlines()) == 1
+
+
+def test_insecure_tls_must_be_asked_for_and_is_logged_loudly(
+    tmp_path: Path, pki: dict[str, Path], token_file: Path, servers: list[HostileKubelet],
+    evictd_processes: list[EvictdProcess],
+) -> None:
+    kubelet = HostileKubelet(answer(http_response(SUMMARY_BODY)), cert=pki["cert"], key=pki["key"])
+    servers.append(kubelet)
+    # "localhost" is not in the certificate, and no CA is given: only an explicit insecure setting reads it.
+    url = f"https://localhost:{kubelet.port}/stats/summary"
+    process = EvictdProcess(tmp_path, evictd=kubelet_settings(url, token_file, None, "200ms") +
+                            "kubeletInsecureTLS: true\n")
+    evictd_processes.append(process)
+    warning = process.wait_event("kubelet Summary endpoint not verified")
+    assert warning["level"] == "warning"
+    assert "the bearer token is sent to an unverified endpoint" in warning["detail"]
+    assert warning["_received"] <= process.wait_event("evictd started")["_received"]
+    deadline = time.monotonic() + 15
+    while process.metric("evictd_cycles_total") < 2:
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    assert process.metric("evictd_signal_available", signal="memory.available") == 3 * Gi
+    assert process.stop() == 0
+    assert not [e for e in process.events if e.get("event") == UNREADABLE]

@@ -82,6 +82,7 @@ from containerd_harness import (
     shim_socket,
     unmount_under,
 )
+from containerd_harness import wait_for as harness_wait_for
 
 from evictd.core.errors import CRIError
 
@@ -270,14 +271,7 @@ def free_ports(count: int) -> list[int]:
 
 def wait_for(predicate: Callable[[], T], timeout_s: float, what: str, interval_s: float = POLL_INTERVAL_S) -> T:
     """Poll ``predicate`` until it returns something truthy (returned) or raise ``ClusterError`` naming ``what``."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise ClusterError(f"timed out after {timeout_s:g} s waiting for {what}")
-        time.sleep(interval_s)
+    return harness_wait_for(predicate, timeout_s, what, interval_s, error=ClusterError)
 
 
 def _parse_time(value: str) -> float:

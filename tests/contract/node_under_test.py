@@ -24,15 +24,15 @@ import json
 import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from e2e_node import wait_until
 from evictd_process import EvictdProcess
 
 NAMESPACE = "contract"
-POLL_S = 0.05
 MiB = 1 << 20
 # A container whose shell exits 0 on SIGTERM (it is PID 1, which ignores signals it has no handler for).
 EXITS_ON_SIGTERM = 'trap "exit 0" TERM; echo ready; while true; do sleep 1; done'
@@ -48,18 +48,6 @@ def memory_hog(mib: int, *, on_sigterm: str = "exit 0", steps: int = 1, step_s: 
     grab = f"(dd if=/dev/zero bs={part}M count=1 2>/dev/null | sleep 2147483647) &"
     take = grab if steps == 1 else f"for i in $(seq {steps}); do {grab} sleep {step_s:g}; done;"
     return f"{trap}; echo ready; {take} while true; do sleep 1; done"
-
-
-def wait_until(predicate: Callable[[], Any], timeout_s: float, what: str) -> Any:
-    """Poll `predicate` until it returns something truthy (returned); fail the test naming `what` otherwise."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s:g} s waiting for {what}")
-        time.sleep(POLL_S)
 
 
 @dataclass(frozen=True)

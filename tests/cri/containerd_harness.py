@@ -371,15 +371,16 @@ def shim_socket(address: str, namespace: str, sandbox_id: str) -> Path:
     return SHIM_SOCKET_DIR / digest
 
 
-def wait_for(predicate: Callable[[], T], timeout_s: float, what: str, interval_s: float = POLL_INTERVAL_S) -> T:
-    """Poll ``predicate`` until it returns something truthy (returned) or raise ``HarnessError`` naming ``what``."""
+def wait_for(predicate: Callable[[], T], timeout_s: float, what: str, interval_s: float = POLL_INTERVAL_S, *,
+             error: type[Exception] = HarnessError) -> T:
+    """Poll ``predicate`` until it returns something truthy (returned) or raise ``error`` naming ``what``."""
     deadline = time.monotonic() + timeout_s
     while True:
         value = predicate()
         if value:
             return value
         if time.monotonic() > deadline:
-            raise HarnessError(f"timed out after {timeout_s:g} s waiting for {what}")
+            raise error(f"timed out after {timeout_s:g} s waiting for {what}")
         time.sleep(interval_s)
 
 

@@ -7,6 +7,7 @@ backing off while the API errors, serving the last known pods meanwhile (flagged
 
 from __future__ import annotations
 
+import random
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -218,7 +219,7 @@ def test_a_compacted_version_relists_and_forgets_pods_deleted_while_disconnected
 ) -> None:
     apiserver.store.create_pod(pod_manifest("stays"))
     apiserver.store.create_pod(pod_manifest("goes"))
-    watcher = start_watcher()
+    watcher = start_watcher(jitter=lambda: 0.0)  # the gap below is exactly the backoff
     assert wait_until(lambda: open_watch_count(apiserver) == 1)
     stale_rv = str(apiserver.store.resource_version)
 
@@ -244,7 +245,7 @@ def test_api_errors_back_off_exponentially_and_serve_the_last_known_pods(
 ) -> None:
     apiserver.store.create_pod(pod_manifest("web"))
     errors = ErrorLog()
-    watcher = start_watcher(on_error=errors)
+    watcher = start_watcher(on_error=errors, jitter=lambda: 0.0)  # the doubling itself, without random jitter
     assert wait_until(lambda: open_watch_count(apiserver) == 1)
 
     apiserver.faults.fail_next(1, code=500, path="^/api/v1/pods$", watch=True)
@@ -267,7 +268,7 @@ def test_api_errors_back_off_exponentially_and_serve_the_last_known_pods(
 
 
 def test_a_watch_that_worked_resets_the_backoff(apiserver: ApiServer, start_watcher: StartWatcher) -> None:
-    watcher = start_watcher()
+    watcher = start_watcher(jitter=lambda: 0.0)  # without jitter the initial and a grown backoff are told apart
     for drop in range(4):
         assert wait_until(lambda: open_watch_count(apiserver) == 1 and watcher.fresh)
         started = time.monotonic()
@@ -347,7 +348,13 @@ def test_watches_that_expire_at_once_relist_with_backoff_not_in_a_loop(apiserver
     server). Without backoff this was 345 LISTs in 20 s from one node."""
     apiserver.store.create_pod(pod_manifest("web"))
     apiserver.faults.expire_every_watch = True
-    watcher = start_watcher()
+    jitters: list[float] = []
+
+    def jitter() -> float:
+        jitters.append(random.random())
+        return jitters[-1]
+
+    watcher = start_watcher(jitter=jitter)
     started = time.monotonic()
     time.sleep(STORM_S)
     lists = len(pod_lists(apiserver))
@@ -355,6 +362,7 @@ def test_watches_that_expire_at_once_relist_with_backoff_not_in_a_loop(apiserver
     print(f"LISTs under a watch storm: {lists} in {STORM_S:g} s ({per_minute:.0f} per minute)")
     # Backoff 0.5 s doubling, each with up to as much again of jitter: at most 1 + 4 relists in 8 s.
     assert lists <= 5, f"{lists} LISTs in {STORM_S:g} s"
+    assert lists - 1 <= len(jitters) <= lists  # every relist of the storm waited a jittered backoff
     # Meanwhile the cache is the last list: cycles act on it.
     assert names(watcher) == ["web"]
     apiserver.faults.clear()

@@ -36,9 +36,9 @@ BACKOFF_INITIAL_S = 0.5
 BACKOFF_MAX_S = 30.0
 
 
-def jittered(backoff_s: float) -> float:
-    """`backoff_s` plus up to as much again at random (client-go's wait.Jitter with factor 1.0)."""
-    return backoff_s * (1.0 + random.random())
+def jittered(backoff_s: float, fraction: float) -> float:
+    """`backoff_s` plus `fraction` (0 to 1, random) of it again (client-go's wait.Jitter with factor 1.0)."""
+    return backoff_s * (1.0 + fraction)
 
 
 class _Gone(Exception):
@@ -56,8 +56,10 @@ class PodWatcher:
         request_timeout_s: float = 10.0,
         on_error: Callable[[KubeError], None] | None = None,
         clock: Callable[[], float] = time.monotonic,
+        jitter: Callable[[], float] = random.random,
     ) -> None:
         self._api = api
+        self._jitter = jitter
         self._node = node_name
         self._selector = f"spec.nodeName={node_name}"
         self._timeout_s = request_timeout_s
@@ -155,7 +157,7 @@ class PodWatcher:
                     self.fresh = False
                     self._resource_version = None
                 if self._events_since_list == 0:
-                    self._stopping.wait(jittered(backoff))
+                    self._stopping.wait(jittered(backoff, self._jitter()))
                     backoff = min(backoff * 2, BACKOFF_MAX_S)
                 else:
                     backoff = BACKOFF_INITIAL_S
@@ -166,7 +168,7 @@ class PodWatcher:
                     # The API answered this time: only an unbroken run of failures grows the backoff.
                     backoff = BACKOFF_INITIAL_S
                 self._failed(error)
-                self._stopping.wait(jittered(backoff))
+                self._stopping.wait(jittered(backoff, self._jitter()))
                 backoff = min(backoff * 2, BACKOFF_MAX_S)
 
     def _failed(self, error: KubeError) -> None:

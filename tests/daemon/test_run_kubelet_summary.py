@@ -9,7 +9,6 @@ unverified endpoint only when the configuration says so, loudly.
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,7 +17,7 @@ import pytest
 from evictd_process import EvictdProcess
 
 from builders import Gi, Mi, pod, pod_stats, summary
-from evictd.config import SERVICE_ACCOUNT_CA_FILE
+from evictd.config import SERVICE_ACCOUNT_CA_FILE, EvictdSettings
 from hostile_kubelet import HostileKubelet, answer, http_response, self_signed, trickle
 
 SUMMARY_BODY = json.dumps(summary(memory=3 * Gi, allocatable=2 * Gi, pods=[pod_stats(pod("web"), memory=700 * Mi)])
@@ -102,18 +101,24 @@ def test_a_summary_nested_5000_deep_is_reported_once_and_never_as_a_traceback(
     assert "Traceback" not in process.stderr() + json.dumps(process.events)
 
 
-@pytest.mark.skipif(os.path.exists(SERVICE_ACCOUNT_CA_FILE), reason="this machine has a service-account CA")
-def test_without_kubelet_ca_file_the_service_account_ca_is_required_at_start(
+def test_without_a_usable_ca_file_evictd_does_not_start(
     tmp_path: Path, token_file: Path, evictd_processes: list[EvictdProcess]
 ) -> None:
+    """No CA to verify the kubelet against (the service account's by default, absent outside a pod): status 2."""
+    missing = tmp_path / "no-such-ca.crt"
     process = EvictdProcess(tmp_path, evictd=kubelet_settings("https://127.0.0.1:10250/stats/summary", token_file,
-                                                              None, "1s"))
+                                                              missing, "1s"))
     evictd_processes.append(process)
     assert process.process.wait(timeout=30) == 2
     stderr = process.stderr()
-    assert f"kubeletCAFile: invalid value '{SERVICE_ACCOUNT_CA_FILE}': cannot load CA bundle" in stderr
+    assert f"kubeletCAFile: invalid value '{missing}': cannot load CA bundle" in stderr
     assert "kubeletInsecureTLS: true" in stderr and "Traceback" not in stderr
     assert len(stderr.strip().splitlines()) == 1
+
+
+def test_the_service_accounts_ca_is_the_default() -> None:
+    assert EvictdSettings().kubelet_ca_file == SERVICE_ACCOUNT_CA_FILE == \
+        "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt"
 
 
 def test_insecure_tls_must_be_asked_for_and_is_logged_loudly(

@@ -35,19 +35,21 @@ test: $(STAMP) system-deps
 	$(BIN)/ruff check src tests
 	$(BIN)/mypy
 
-# The real-cluster tier (not part of `make test` or CI): a real kube-apiserver and kubelet v1.36.2 from the folder
+# The real-cluster tier (not part of `make test` or CI): a real kube-apiserver, kubelet and kube-controller-manager
+# (Job and ReplicaSet controllers) v1.36.2 from the folder
 # EVICTD_K8S_BIN, etcd from Debian's etcd-server package (fetched by the harness with `apt-get download` into
 # /var/tmp/evictd-k8s-cache, unpacked, not installed), the private containerd of the CRI tests; started and
 # stopped by the tests themselves (tests/cluster/real_cluster.py). Runs tests/cluster and the contract tests
 # (tests/contract) against that cluster.
 CLUSTER_TEST_DIRS := $(wildcard tests/cluster tests/contract)
 test-cluster: $(STAMP) system-deps
-	@if [ -z "$$EVICTD_K8S_BIN" ] || [ ! -x "$$EVICTD_K8S_BIN/kube-apiserver" ] || [ ! -x "$$EVICTD_K8S_BIN/kubelet" ]; then \
-		echo "make test-cluster needs kube-apiserver and kubelet v1.36.2 in the folder EVICTD_K8S_BIN (now: '$$EVICTD_K8S_BIN')." >&2; \
+	@if [ -z "$$EVICTD_K8S_BIN" ] || [ ! -x "$$EVICTD_K8S_BIN/kube-apiserver" ] || [ ! -x "$$EVICTD_K8S_BIN/kubelet" ] \
+			|| [ ! -x "$$EVICTD_K8S_BIN/kube-controller-manager" ]; then \
+		echo "make test-cluster needs kube-apiserver, kubelet and kube-controller-manager v1.36.2 in the folder EVICTD_K8S_BIN (now: '$$EVICTD_K8S_BIN')." >&2; \
 		echo "Get the official release binaries into a folder:" >&2; \
-		echo "  curl -fLO https://dl.k8s.io/release/v1.36.2/bin/linux/amd64/kube-apiserver" >&2; \
-		echo "  curl -fLO https://dl.k8s.io/release/v1.36.2/bin/linux/amd64/kubelet" >&2; \
-		echo "  chmod +x kube-apiserver kubelet" >&2; \
+		for b in kube-apiserver kubelet kube-controller-manager; do \
+			echo "  curl -fLO https://dl.k8s.io/release/v1.36.2/bin/linux/amd64/$$b" >&2; done; \
+		echo "  chmod +x kube-apiserver kubelet kube-controller-manager" >&2; \
 		echo "then run: EVICTD_K8S_BIN=/that/folder make test-cluster" >&2; \
 		exit 2; \
 	fi

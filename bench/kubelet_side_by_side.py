@@ -1,0 +1,270 @@
+"""The real kubelet's own eviction against evictd's, on the same real node, under the same memory pressure.
+
+    EVICTD_K8S_BIN=/folder/with/kube-apiserver-and-kubelet .venv/bin/python bench/kubelet_side_by_side.py \
+        [--trials 8] [--json results.json]
+
+Starts the real cluster of `make test-cluster` (tests/cluster/real_cluster.py: kube-apiserver and kubelet
+v1.36.2, etcd, a private containerd), then runs the same trial `--trials` times on each side:
+
+* **kubelet**: the kubelet's own eviction on (`evictionHard: {memory.available: 500Mi}`, which it copies to
+  `allocatableMemory.available`), no evictd;
+* **evictd**: the kubelet's thresholds at `0%`, `evictd run` acting with the same KubeletConfiguration lines
+  and the least-privilege identity of deploy/kubernetes (a token bound to a pod on the node).
+
+In both the kubelet's pods cgroup is 1200 MiB (`systemReserved`: tests/cluster/side_by_side.py). One trial: a
+quiet Burstable pod (64 MiB request, idle) and a hog (32 MiB request) that takes 600 MiB, waits 15 to 25 s
+(so that the kubelet's cAdvisor-fed per-pod stats have seen it, and the crossing falls anywhere in the
+kubelet's 10 s tick), then takes 200 MiB more: `allocatableMemory.available` drops below 500 MiB at once. The
+hog's shell logs a line on SIGTERM and ignores it, so the SIGKILL at the end of its grace period stops it.
+
+Timed against the node itself, not against either daemon's report:
+* the crossing: a sampler reading the pods memory cgroup every 2 ms (limit minus working set, as both compute
+  `allocatableMemory.available`);
+* SIGTERM: the CRI log line's own timestamp (containerd stamps each line as it reads it);
+* stopped: a poll of containerd's CRI every 20 ms until no container of the pod runs.
+Reported per side: which pod was chosen, the message (up to the observed amount, which differs by moments),
+the grace the container got (SIGTERM to stopped), and the distributions of crossing to SIGTERM and crossing to
+stopped. Needs root (cgroups, mounts) and about 1 minute per trial.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+import sys
+import threading
+import time
+from dataclasses import asdict, dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+TESTS = Path(__file__).resolve().parents[1] / "tests"
+for _folder in ("cri", "kube", "daemon", "e2e", "contract", "cluster"):
+    sys.path.insert(0, str(TESTS / _folder))
+
+from backends import RealNode  # noqa: E402
+from node_under_test import MiB, NodeUnderTest, PodRef, new_name, wait_until  # noqa: E402
+from real_cluster import BASE_PREFIX, RealCluster, k8s_bin_dir  # noqa: E402
+from side_by_side import THRESHOLD_MIB, kubelet_evicting, kubelet_not_evicting, thresholds  # noqa: E402
+
+from evictd.core.runtime import ContainerState  # noqa: E402
+from evictd.cri.client import CriClient  # noqa: E402
+
+SAMPLE_S = 0.002
+STOP_POLL_S = 0.02
+BASE_MIB = 600
+SURGE_MIB = 200
+WAIT_S = (15.0, 25.0)
+# The hog: logs "term" when SIGTERM comes (`wait` returns at once for a trapped signal) and carries on.
+HOG_SCRIPT = (
+    "trap 'echo term' TERM; echo ready; "
+    f"(dd if=/dev/zero bs={BASE_MIB}M count=1 2>/dev/null | sleep 2147483647) & "
+    "sleep {wait_s:.1f}; "
+    f"(dd if=/dev/zero bs={SURGE_MIB}M count=1 2>/dev/null | sleep 2147483647) & "
+    "while true; do sleep 1000 & wait $!; done"
+)
+QUIET_SCRIPT = 'trap "exit 0" TERM; echo ready; while true; do sleep 1; done'
+
+
+@dataclass
+class Trial:
+    side: str
+    chosen: str  # "hog", "quiet", "other" or "none"
+    message: str
+    crossing_to_sigterm_s: float | None
+    crossing_to_stopped_s: float | None
+    grace_s: float | None  # SIGTERM to the container stopped
+
+
+class CrossingSampler:
+    """The first time the pods cgroup's limit minus its working set fell below the threshold (epoch seconds)."""
+
+    def __init__(self, cgroup: Path, threshold_bytes: int) -> None:
+        self._cgroup = cgroup
+        self._threshold = threshold_bytes
+        self.crossed_at: float | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def available(self) -> int:
+        limit = int((self._cgroup / "memory.limit_in_bytes").read_text())
+        usage = int((self._cgroup / "memory.usage_in_bytes").read_text())
+        for line in (self._cgroup / "memory.stat").read_text().splitlines():
+            if line.startswith("total_inactive_file "):
+                return limit - max(usage - int(line.split()[1]), 0)
+        raise RuntimeError("no total_inactive_file in memory.stat")
+
+    def _run(self) -> None:
+        while not self._stop.is_set() and self.crossed_at is None:
+            if self.available() < self._threshold:
+                self.crossed_at = time.time()
+            time.sleep(SAMPLE_S)
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=2)
+
+
+class StopWatcher:
+    """The first time no container of the pod runs any more, by containerd's CRI (epoch seconds)."""
+
+    def __init__(self, endpoint: str, pod_uid: str) -> None:
+        self._client = CriClient(endpoint, 2.0)
+        self._uid = pod_uid
+        self.stopped_at: float | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            containers = self._client.list_containers(pod_uid=self._uid)
+            if containers and not any(c.state is ContainerState.RUNNING for c in containers):
+                self.stopped_at = time.time()
+                return
+            time.sleep(STOP_POLL_S)
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=2)
+        self._client.close()
+
+
+def sigterm_at(cluster: RealCluster, pod: PodRef) -> float | None:
+    """The CRI log timestamp of the hog's "term" line, if SIGTERM came."""
+    for log in (cluster.pod_logs_dir / f"{pod.namespace}_{pod.name}_{pod.uid}").glob("app/*.log"):
+        for line in log.read_text().splitlines():
+            stamp, _, rest = line.partition(" ")
+            if rest.endswith(" term"):
+                # RFC 3339 with nanoseconds: keep microseconds for datetime.
+                head, _, fraction = stamp.rstrip("Z").partition(".")
+                return datetime.fromisoformat(f"{head}.{fraction[:6]:0<6}+00:00").timestamp()
+    return None
+
+
+def evicted_message(node: NodeUnderTest, pod: PodRef) -> str:
+    events = node.events(pod, "Evicted")
+    return str(events[0]["message"]) if events else ""
+
+
+def cleanup(node: NodeUnderTest, pods: list[PodRef]) -> None:
+    for pod in pods:
+        if node.pod(pod) is not None:
+            node.core.delete_namespaced_pod(pod.name, pod.namespace, grace_period_seconds=0)
+    for pod in pods:
+        node.wait_gone(pod, 60)
+
+
+def one_trial(side: str, cluster: RealCluster, node: RealNode, rng: random.Random) -> Trial:
+    threshold = THRESHOLD_MIB * MiB
+    quiet = node.run_pod(new_name("quiet"), QUIET_SCRIPT, requests={"memory": "64Mi"})
+    sampler = CrossingSampler(node.pods_cgroup(), threshold)
+    hog = node.run_pod(new_name("hog"), HOG_SCRIPT.format(wait_s=rng.uniform(*WAIT_S)), requests={"memory": "32Mi"})
+    watcher = StopWatcher(cluster.containerd_endpoint, hog.uid)
+    try:
+        wait_until(lambda: sampler.crossed_at is not None, 60, "the hog to cross the threshold")
+        # Whoever acts: the hog stopped, or (a wrong choice) the quiet pod evicted.
+        wait_until(lambda: watcher.stopped_at is not None or bool(node.events(quiet, "Evicted")), 60,
+                   f"the {side} to act")
+        crossed = sampler.crossed_at
+        assert crossed is not None
+        if watcher.stopped_at is None:
+            return Trial(side, "quiet", evicted_message(node, quiet), None, None, None)
+        wait_until(lambda: node.events(hog, "Evicted"), 30, "the Evicted event")
+        term = sigterm_at(cluster, hog)
+        return Trial(
+            side, "hog", evicted_message(node, hog),
+            crossing_to_sigterm_s=None if term is None else term - crossed,
+            crossing_to_stopped_s=watcher.stopped_at - crossed,
+            grace_s=None if term is None else watcher.stopped_at - term,
+        )
+    finally:
+        sampler.close()
+        watcher.close()
+        cleanup(node, [quiet, hog])
+        time.sleep(6)  # past the pressure transition period (5 s), the cgroup's memory given back
+
+
+def run_side(side: str, trials: int, cluster: RealCluster, rng: random.Random, folder: Path) -> list[Trial]:
+    cluster.restart_kubelet(kubelet_evicting() if side == "kubelet" else kubelet_not_evicting())
+    node = RealNode(cluster, folder / side)
+    daemon = None
+    try:
+        if side == "evictd":
+            daemon = node.start_evictd(thresholds())
+            daemon.wait_event("evictd started", timeout=60)
+        results = []
+        for number in range(trials):
+            trial = one_trial(side, cluster, node, rng)
+            print(json.dumps({"trial": number + 1, **asdict(trial)}), flush=True)
+            results.append(trial)
+        return results
+    finally:
+        if daemon is not None:
+            daemon.stop()
+        node.close()
+
+
+def quantiles(values: list[float]) -> str:
+    if not values:
+        return "no data"
+    ordered = sorted(values)
+    p90 = ordered[min(len(ordered) - 1, round(0.9 * (len(ordered) - 1)))]
+    return (f"min {ordered[0]:.2f}  p50 {statistics.median(ordered):.2f}  p90 {p90:.2f}  "
+            f"max {ordered[-1]:.2f} s")
+
+
+def summary(results: dict[str, list[Trial]]) -> list[str]:
+    lines = []
+    for side, trials in results.items():
+        chosen = {name: sum(t.chosen == name for t in trials) for name in ("hog", "quiet")}
+        graces = [t.grace_s for t in trials if t.grace_s is not None]
+        messages = {t.message.split("available: ")[0] for t in trials if t.message}
+        lines += [
+            f"{side}: {len(trials)} trials, hog chosen {chosen['hog']}, quiet pod chosen {chosen['quiet']}",
+            f"  crossing -> SIGTERM : {quantiles([t.crossing_to_sigterm_s for t in trials if t.crossing_to_sigterm_s is not None])}",  # noqa: E501
+            f"  crossing -> stopped : {quantiles([t.crossing_to_stopped_s for t in trials if t.crossing_to_stopped_s is not None])}",  # noqa: E501
+            f"  SIGTERM -> stopped  : {quantiles(graces)}",
+            f"  messages (up to the observed amount): {sorted(messages)}",
+        ]
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--trials", type=int, default=8, help="trials per side (default 8)")
+    parser.add_argument("--json", type=Path, help="write every trial and the machine here")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    import tempfile
+
+    from run_all import machine_lines
+
+    print("\n".join(machine_lines()), flush=True)
+    rng = random.Random(args.seed)
+    cluster = RealCluster(Path(tempfile.mkdtemp(prefix=BASE_PREFIX)), k8s_bin_dir())
+    cluster.start()
+    folder = cluster.base / "bench"
+    results: dict[str, list[Trial]] = {}
+    try:
+        for side in ("kubelet", "evictd"):
+            results[side] = run_side(side, args.trials, cluster, rng, folder)
+    finally:
+        problems = cluster.stop()
+    lines = summary(results)
+    print("\n".join(lines))
+    if problems:
+        print("teardown problems: " + "; ".join(problems), file=sys.stderr)
+    if args.json:
+        document: dict[str, Any] = {"machine": machine_lines(),
+                                    "trials": {side: [asdict(t) for t in trials] for side, trials in results.items()}}
+        args.json.write_text(json.dumps(document, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,114 @@
+"""The hand-over README describes ("Handing eviction over from the kubelet"), run step by step on the real
+kube-apiserver and kubelet v1.36.2, with real memory pressure. Runs only in `make test-cluster`.
+
+1. evictd in dry-run beside the kubelet that evicts: the kubelet evicts the hog, evictd's shadow mode decides
+   the same pod with the same message and `evictd shadow-report` says "agree";
+2. evictd switched to acting, then the kubelet's thresholds set to `0%` and the kubelet restarted;
+3. the next hog is evicted by evictd alone: evictd's DELETE with the hard threshold's grace period, its Evicted
+   event and `EvictdMemoryPressure`/taint, while the kubelet neither evicts nor reports `MemoryPressure`.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from backends import RealNode
+from evictd_process import EvictdProcess
+from node_under_test import PodRef, memory_hog, new_name, wait_until
+from real_cluster import RealCluster
+from side_by_side import HOG_MIB, kubelet_evicting, kubelet_not_evicting, thresholds
+
+pytestmark = pytest.mark.real_cluster
+
+ROOT = Path(__file__).resolve().parents[2]
+QUIET = 'trap "exit 0" TERM; echo ready; while true; do sleep 1; done'
+
+
+def state_dir_of(daemon: EvictdProcess) -> Path:
+    for line in daemon.config_path.read_text().splitlines():
+        if line.startswith("stateDir: "):
+            return Path(line.removeprefix("stateDir: "))
+    raise AssertionError("no stateDir in the daemon's configuration")
+
+
+def shadow_report(state_dir: Path) -> dict[str, Any]:
+    done = subprocess.run([sys.executable, "-m", "evictd", "shadow-report", "--state-dir", str(state_dir),
+                           "--output", "json"], cwd=ROOT, capture_output=True, text=True, check=True)
+    report: dict[str, Any] = json.loads(done.stdout)
+    return report
+
+
+def gradual_hog(node: RealNode) -> PodRef:
+    """A hog filling 900 MiB over 20 s: the kubelet's per-pod stats (refreshed by cAdvisor about every 10 s)
+    follow it, so the kubelet ranks it as evictd does (a hog filling at once looked idle to it)."""
+    return node.run_pod(new_name("hog"), memory_hog(HOG_MIB, steps=9, step_s=2.5), requests={"memory": "32Mi"})
+
+
+def node_condition(node: RealNode, kind: str) -> str | None:
+    found = node.condition(kind)
+    return None if found is None else str(found["status"])
+
+
+def test_handing_eviction_over_from_the_kubelet_step_by_step(real_cluster: RealCluster, tmp_path: Path) -> None:
+    # Step 1: the kubelet evicts with its thresholds; evictd watches in dry-run with the same configuration.
+    real_cluster.restart_kubelet(kubelet_evicting())
+    node = RealNode(real_cluster, tmp_path)
+    try:
+        shadow = node.start_evictd(thresholds(), "dryRun: true\n")
+        shadow.wait_event("evictd started", timeout=30)
+        quiet = node.run_pod(new_name("quiet"), QUIET, requests={"memory": "64Mi"})
+        hog = gradual_hog(node)
+        would = shadow.wait_event("would evict pod", timeout=60, pod=f"{hog.namespace}/{hog.name}")
+
+        def evicted_by_the_kubelet() -> dict[str, Any] | None:
+            status = (node.pod(hog) or {}).get("status") or {}
+            disrupted = [c for c in status.get("conditions") or [] if c.get("type") == "DisruptionTarget"]
+            return disrupted[0] if disrupted and status.get("phase") in ("Succeeded", "Failed") else None
+
+        condition = wait_until(evicted_by_the_kubelet, 60, "the kubelet to evict the hog")
+        assert condition["reason"] == "TerminationByKubelet"
+        assert str(condition["message"]).split("available: ")[0] == would["message"].split("available: ")[0]
+        [kubelet_event] = node.events(hog, "Evicted")
+        assert kubelet_event["source"]["component"] == "kubelet"
+        comparison = shadow.wait_event("shadow comparison", timeout=30)
+        assert comparison["outcome"] == "agree"
+        assert comparison["evictd"]["pod"] == comparison["kubelet"]["pod"] == f"{hog.namespace}/{hog.name}"
+        assert comparison["kubelet_later_by_s"] >= 0
+        assert node.pod(quiet) is not None and not node.events(quiet, "Evicted")
+        assert shadow.stop() == 0
+        report = shadow_report(state_dir_of(shadow))
+        assert report["outcomes"]["agree"] == 1 and report["agreement"] == 1.0 and report["disagreements"] == []
+        node.core.delete_namespaced_pod(hog.name, hog.namespace, grace_period_seconds=0)  # no pod GC here
+        node.wait_gone(hog)
+        wait_until(lambda: node_condition(node, "MemoryPressure") == "False", 60, "the kubelet's pressure to end")
+
+        # Step 2: evictd acting first, then the kubelet's thresholds to 0% and the kubelet restarted.
+        acting = node.start_evictd(thresholds())
+        acting.wait_event("evictd started", timeout=30)
+        real_cluster.restart_kubelet(kubelet_not_evicting())  # every evictionHard threshold "0%"
+
+        # Step 3: the next hog is evicted by evictd, and by evictd alone.
+        hog = gradual_hog(node)
+        evicting = acting.wait_event("evicting pod", timeout=60, pod=f"{hog.namespace}/{hog.name}")
+        assert (evicting["signal"], evicting["grace_period_seconds"]) == ("allocatableMemory.available", 1)
+        assert evicting["message"].split("available: ")[0] == would["message"].split("available: ")[0]
+        wait_until(lambda: node_condition(node, "EvictdMemoryPressure") == "True", 20, "evictd's pressure condition")
+        assert "evictd.io/memory-pressure:NoSchedule" in node.taint_keys()
+        node.wait_gone(hog)  # the kubelet carries out evictd's DELETE and removes the object
+        [event] = node.events(hog, "Evicted")
+        assert (event["source"]["component"], event["message"]) == ("evictd", evicting["message"])
+        deleted = [v for v in node.versions(hog) if v.metadata.get("deletionTimestamp")]
+        assert deleted and deleted[0].metadata["deletionGracePeriodSeconds"] == 1
+        # The kubelet did not evict: no phase/reason of its own eviction, no MemoryPressure of its own.
+        assert all(v.status.get("reason") != "Evicted" for v in node.versions(hog))
+        assert node_condition(node, "MemoryPressure") == "False"
+        assert node.pod(quiet) is not None and not node.events(quiet, "Evicted")
+        assert acting.stop() == 0
+    finally:
+        node.close()
+        real_cluster.restart_kubelet()  # its eviction off again, the pods cgroup as the session started it

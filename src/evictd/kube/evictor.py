@@ -139,6 +139,7 @@ class KubePodEvictor:
                 if is_retryable(failure):
                     break  # the API is still unwell: the rest waits for the next cycle
         self._journal.forget_finished(time.time())
+        self._journal.flush()  # a journal that could not be written is written as soon as it can be
         return errors
 
     def _advance(self, entry: JournalEntry, immediate_timeout_s: float | None = None) -> KubeError | None:

@@ -92,7 +92,7 @@ def _is_objects(value: object) -> bool:
 
 
 def _is_strings(value: object) -> bool:
-    return isinstance(value, dict) and all(isinstance(key, str) and isinstance(item, str) for key, item in value.items())
+    return isinstance(value, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in value.items())
 
 
 # What a field of each annotation accepts in the file, and how an error says so.

@@ -9,9 +9,7 @@ down) while the entry waits in memory until the file can be written again.
 
 from __future__ import annotations
 
-import errno
 import json
-import os
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -31,10 +29,10 @@ from evictd.kube.events import EventRecorder
 from evictd.kube.evictor import KubePodEvictor
 from evictd.kube.journal import EvictionJournal, JournalEntry
 from evictd.simulate import parse_scenario, run_scenario
+from full_filesystem import KINDS, UnwritableFolder
 
 NOW = datetime(2026, 11, 22, 10, 15, 0, tzinfo=UTC)
 CORRUPT_NAME = "evictions.json.corrupt-20261122T101500Z"
-TINY_TMPFS = "size=64k"
 
 
 class RecordingLog:
@@ -214,60 +212,9 @@ def test_temporary_files_left_by_a_process_killed_while_writing_are_removed(tmp_
 # --- a stateDir where nothing can be written -------------------------------------------------------------------
 
 
-def mount_tmpfs(folder: Path, options: str) -> None:
-    folder.mkdir(parents=True, exist_ok=True)
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(folder)], capture_output=True,
-                          text=True, check=False)
-    if done.returncode != 0:
-        pytest.fail(f"mount -t tmpfs -o {options} failed: {done.stderr.strip()}")
-
-
-def fill(folder: Path) -> None:
-    """Write a file (`filler`) into `folder` until its filesystem is full."""
-    filler = folder / "filler"
-    descriptor = os.open(filler, os.O_WRONLY | os.O_CREAT, 0o600)
-    try:
-        while True:
-            os.write(descriptor, b"\0" * 4096)
-    except OSError as exc:
-        assert exc.errno == errno.ENOSPC
-    finally:
-        os.close(descriptor)
-    probe = os.open(folder / "probe", os.O_WRONLY | os.O_CREAT, 0o600)
-    try:
-        with pytest.raises(OSError, match="No space left"):
-            os.write(probe, b"x")
-    finally:
-        os.close(probe)
-        os.unlink(folder / "probe")
-
-
-class UnwritableState:
-    """A stateDir on a real tmpfs that takes no more writes: full (ENOSPC) or read-only (EROFS)."""
-
-    def __init__(self, folder: Path, kind: str) -> None:
-        self.folder = folder
-        self.kind = kind
-        mount_tmpfs(folder, TINY_TMPFS if kind == "full" else f"ro,{TINY_TMPFS}")
-        self.filler = folder / "filler"
-
-    def make_unwritable(self) -> None:
-        if self.kind == "full":
-            fill(self.folder)
-
-    def make_writable(self) -> None:
-        if self.kind == "full":
-            self.filler.unlink()
-        else:
-            subprocess.run(["mount", "-o", "remount,rw", str(self.folder)], check=True)
-
-    def unmount(self) -> None:
-        subprocess.run(["umount", "-l", str(self.folder)], capture_output=True, check=False)
-
-
-@pytest.fixture(params=["full", "read-only"])
-def unwritable_state(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[UnwritableState]:
-    state = UnwritableState(tmp_path / "state", request.param)
+@pytest.fixture(params=KINDS)
+def unwritable_state(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[UnwritableFolder]:
+    state = UnwritableFolder(tmp_path / "state", request.param)
     try:
         state.make_unwritable()
         yield state
@@ -275,11 +222,8 @@ def unwritable_state(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator
         state.unmount()
 
 
-WRITE_ERROR = {"full": "No space left on device", "read-only": "Read-only file system"}
-
-
 def test_a_journal_that_cannot_be_written_keeps_its_entries_and_writes_them_once_it_can(
-    unwritable_state: UnwritableState
+    unwritable_state: UnwritableFolder
 ) -> None:
     path = unwritable_state.folder / "evictions.json"
     log, failures = RecordingLog(), Counter()
@@ -294,7 +238,7 @@ def test_a_journal_that_cannot_be_written_keeps_its_entries_and_writes_them_once
     assert [e.uid for e in journal.pending()] == ["uid-1", "uid-2"]
     assert journal.get("uid-1") == entry("uid-1", condition_written=True)
     [(event, fields)] = log.at("error")  # logged once, counted every time
-    assert "not written" in event and fields["error"] == WRITE_ERROR[unwritable_state.kind]
+    assert "not written" in event and fields["error"] == unwritable_state.write_error
     assert [p.name for p in unwritable_state.folder.iterdir() if p.name.startswith(".journal-")] == []
 
     unwritable_state.make_writable()
@@ -346,7 +290,7 @@ def make_evictor(apiserver: ApiServer) -> Iterator[Callable[[Path], Evictor]]:
 
 
 def test_an_eviction_is_carried_out_when_its_journal_cannot_be_written(
-    apiserver: ApiServer, unwritable_state: UnwritableState, make_evictor: Callable[[Path], Evictor]
+    apiserver: ApiServer, unwritable_state: UnwritableFolder, make_evictor: Callable[[Path], Evictor]
 ) -> None:
     apiserver.store.create_pod(hog())
     eviction = hard_eviction(hog())
@@ -373,7 +317,7 @@ def test_an_eviction_is_carried_out_when_its_journal_cannot_be_written(
 
 
 def test_with_the_api_down_and_an_unwritable_journal_the_pod_is_still_stopped_locally(
-    apiserver: ApiServer, unwritable_state: UnwritableState, make_evictor: Callable[[Path], Evictor]
+    apiserver: ApiServer, unwritable_state: UnwritableFolder, make_evictor: Callable[[Path], Evictor]
 ) -> None:
     apiserver.store.create_pod(hog())
     eviction = hard_eviction(hog())

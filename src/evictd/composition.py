@@ -6,7 +6,8 @@ conditions, taints and events are written; without one, pods are discovered from
 reported only. With a container runtime answering the CRI endpoint (at start, or later: `RuntimeLink`),
 node-level reclaim and the periodic garbage collection run (without the API, container GC cannot know which
 pods are gone, so it removes only dead containers beyond the policy). In dry-run nothing is changed
-anywhere: what would be is logged and counted.
+anywhere: what would be is logged and counted. With the API, evictd first takes the stateDir lock
+(`state_lock`): a second evictd on the same stateDir waits for it, or exits with status 2.
 """
 
 from __future__ import annotations

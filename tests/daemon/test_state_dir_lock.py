@@ -84,6 +84,10 @@ def test_a_second_evictd_takes_over_when_the_first_stops(
     assert first.stop() == 0
     taken = second.wait_event("stateDir lock taken over", timeout=15)
     assert taken["previous_holder_pid"] == str(first.process.pid)
+    stopped = first.wait_event("evictd stopped")
+    handover_s = taken["_received"] - stopped["_received"]
+    print(f"first evictd stopped to the second holding the lock: {handover_s:.3f} s")
+    assert handover_s < 2, handover_s  # retried every 0.2 s
     second.wait_event("evictd started")
     assert (state / "evictd.lock").read_text() == f"{second.process.pid}\n"
     assert second.http("/healthz")[0] == 200

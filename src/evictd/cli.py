@@ -1,7 +1,8 @@
 """The `evictd` command line: `check-config`, `simulate` and `shadow-report` (offline), and `run` (the daemon).
 
 Exit status: 0 success; 2 bad configuration or scenario (one line on stderr naming the key and the value,
-never a traceback); 1 any other failure. The offline commands import neither the kubernetes client nor
+never a traceback), or `run` finding its stateDir still locked by another evictd (one line naming the holder's
+PID and the lock file); 1 any other failure. The offline commands import neither the kubernetes client nor
 grpc, so they start fast; with `--output json` stdout carries only the JSON document.
 """
 
@@ -14,7 +15,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from evictd.core.errors import ConfigError, EvictdError
+from evictd.core.errors import ConfigError, EvictdError, StateLockError
 from evictd.core.kubelet_config import FLAG_NAMES
 
 EXIT_OK = 0
@@ -174,7 +175,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return COMMANDS[args.command](args)
-    except ConfigError as exc:
+    except (ConfigError, StateLockError) as exc:
         print(f"evictd: {exc}", file=sys.stderr)
         return EXIT_CONFIG
     except EvictdError as exc:

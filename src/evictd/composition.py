@@ -6,7 +6,8 @@ conditions, taints and events are written; without one, pods are discovered from
 reported only. With a container runtime answering the CRI endpoint (at start, or later: `RuntimeLink`),
 node-level reclaim and the periodic garbage collection run (without the API, container GC cannot know which
 pods are gone, so it removes only dead containers beyond the policy). In dry-run nothing is changed
-anywhere: what would be is logged and counted.
+anywhere: what would be is logged and counted. With the API, evictd first takes the stateDir lock
+(`state_lock`): a second evictd on the same stateDir waits for it, or exits with status 2.
 """
 
 from __future__ import annotations
@@ -68,6 +69,7 @@ from evictd.manager import (
 )
 from evictd.metrics import Metrics
 from evictd.runtime_link import RuntimeLink
+from evictd.state_lock import StateLock, acquire_state_lock
 
 MICROSECONDS = 1_000_000
 NODE_NAME_ENV = "EVICTD_NODE_NAME"
@@ -193,6 +195,7 @@ class ClusterParts:
     watcher: PodWatcher
     kube_evictor: KubePodEvictor | None  # the evictor writing to the API; None in dry-run
     shadow: ShadowComparer | None  # dry-run decisions against the kubelet's own evictions; None when acting
+    state_lock: StateLock  # held for the daemon's life: no other evictd acts on this stateDir meanwhile
 
 
 @dataclass
@@ -275,9 +278,12 @@ def runtime_pod_running(client: CriClient) -> Callable[[str], bool | None]:
 
 
 def build_cluster(config: Configuration, node_name: str, metrics: Metrics, log: Any, dry_run: bool) -> ClusterParts:
-    """Build the pod watch, the journaled evictor, the node status writer and the event recorder (the
-    runtime's local stop and pod check are added by `attach_runtime` once the runtime answers)."""
+    """Lock the stateDir, then build the pod watch, the journaled evictor, the node status writer and the event
+    recorder (the runtime's local stop and pod check are added by `attach_runtime` once the runtime answers).
+    Raises StateLockError when another evictd still holds the stateDir after stateLockTimeout."""
     settings = config.evictd
+    # Before anything else: a second evictd on this stateDir waits here (or gives up) before it acts.
+    state_lock = acquire_state_lock(settings.state_dir, settings.state_lock_timeout_s, log)
     api_client = build_api_client(settings.kubeconfig)
 
     def api_error(error: KubeError) -> None:
@@ -287,7 +293,9 @@ def build_cluster(config: Configuration, node_name: str, metrics: Metrics, log: 
     watcher.start()
     if not watcher.wait_synced(POD_SYNC_WAIT_S):
         log.warning("pod list not synced yet; no pod is evicted until it is", error=str(watcher.last_error))
-    journal = EvictionJournal(None if dry_run else os.path.join(settings.state_dir, JOURNAL_FILE))
+    journal = EvictionJournal(None if dry_run else os.path.join(settings.state_dir, JOURNAL_FILE), log=log,
+                              on_corrupt=metrics.journal_corrupt.inc,
+                              on_write_failure=metrics.journal_write_failures.inc)
     events = EventRecorder(api_client, node_name, dry_run=dry_run)
     kube_evictor = None if dry_run else KubePodEvictor(api_client, journal, events, on_api_error=api_error)
     evictor: PodEvictor = kube_evictor if kube_evictor is not None else ReportOnlyEvictor()
@@ -299,7 +307,7 @@ def build_cluster(config: Configuration, node_name: str, metrics: Metrics, log: 
     shadow = ShadowComparer(watcher.pods, settings.state_dir, lambda c: metrics.shadow.labels(str(c.outcome)).inc(),
                             log) if dry_run else None
     return ClusterParts(pods=pods, evictor=evictor, sync=sync, watcher=watcher, kube_evictor=kube_evictor,
-                        shadow=shadow)
+                        shadow=shadow, state_lock=state_lock)
 
 
 def build_daemon(

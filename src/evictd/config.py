@@ -72,6 +72,9 @@ class EvictdSettings:
     node_status_update_frequency_s: float = field(default=10.0, metadata={"yaml": "nodeStatusUpdateFrequency"})
     # Where decided-but-unwritten evictions are journaled, so neither an API outage nor a restart loses them.
     state_dir: str = field(default="/var/lib/evictd", metadata={"yaml": "stateDir"})
+    # A second evictd on the same stateDir waits this long for the first to stop (a DaemonSet rolling update),
+    # then exits with status 2: two daemons must never share one journal.
+    state_lock_timeout_s: float = field(default=30.0, metadata={"yaml": "stateLockTimeout", "allow_zero": True})
     # /metrics and /healthz; loopback only by default so nothing is exposed without a decision.
     metrics_bind_address: str = field(default="127.0.0.1:10262", metadata={"yaml": "metricsBindAddress"})
     # Where cgroupfs is mounted.

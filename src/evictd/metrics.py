@@ -66,6 +66,11 @@ class Metrics:
         self.shadow = Counter("evictd_shadow_comparisons_total", "Dry-run decisions compared with the kubelet's own "
                               "evictions, by outcome (agree, different-pod, evictd-only, kubelet-only).", ["outcome"],
                               registry=r)
+        self.journal_corrupt = Counter("evictd_journal_corrupt_total", "Eviction journal files found unusable at "
+                                       "start and moved aside (evictions.json.corrupt-<time>).", registry=r)
+        self.journal_write_failures = Counter("evictd_journal_write_failures_total", "Eviction journal writes "
+                                              "that failed (ENOSPC, read-only stateDir); retried every cycle.",
+                                              registry=r)
         self._exported_signals: set[str] = set()
         for cause in WAKEUP_CAUSES:
             self.wakeups.labels(cause)

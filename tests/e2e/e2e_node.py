@@ -36,6 +36,8 @@ from kube_objects import node_manifest
 from kube_status import ApiError
 from kubelet_standin import KubeletStandIn
 
+from evictd.core.errors import CRIError
+from evictd.core.runtime import ContainerState, SandboxState
 from evictd.cri.client import ContainerSpec
 
 CGROUP_MEMORY = Path("/sys/fs/cgroup/memory")
@@ -281,6 +283,18 @@ def pods_memory_limit(node: ClusterNode, limit_bytes: int) -> Iterator[Path]:
     finally:
         with contextlib.suppress(OSError):
             (cgroup / "memory.limit_in_bytes").write_text(f"{UNLIMITED}\n")
+
+
+def stopped_on_the_node(node: ClusterNode, pod: RunningPod) -> bool:
+    """The pod's containers exited and its sandbox is not ready (or all are gone), as the runtime reports them."""
+    try:
+        containers = [node.runtime.cri.container_status(cid).state for cid in pod.container_ids.values()]
+        return (all(state is ContainerState.EXITED for state in containers)
+                and node.runtime.sandbox_state(pod.sandbox_id) is SandboxState.NOTREADY)
+    except CRIError as exc:  # removed by the kubelet stand-in once the pod was deleted
+        if exc.code != "NOT_FOUND":
+            raise
+        return True
 
 
 def working_set_bytes(cgroup: Path) -> int:

@@ -28,12 +28,19 @@ import pytest
 from apiserver import ApiServer
 from containerd_harness import Containerd, RunningPod
 from cri_fixtures import PodFactory
-from e2e_node import ClusterNode, Container, Trigger, counter, hog_script, pods_memory_limit, wait_until
+from e2e_node import (
+    ClusterNode,
+    Container,
+    Trigger,
+    counter,
+    hog_script,
+    pods_memory_limit,
+    stopped_on_the_node,
+    wait_until,
+)
 from evictd_process import EvictdProcess
 
 from evictd.adapters.local_kill import MINIMUM_GRACE_PERIOD_S
-from evictd.core.errors import CRIError
-from evictd.core.runtime import ContainerState, SandboxState
 
 MiB = 1 << 20
 PODS_LIMIT_BYTES = 400 * MiB
@@ -66,18 +73,6 @@ def journal(node: ClusterNode) -> dict[str, dict[str, Any]]:
     if not node.journal_path.exists():
         return {}
     return {entry["uid"]: entry for entry in json.loads(node.journal_path.read_text())["evictions"]}
-
-
-def stopped_on_the_node(node: ClusterNode, pod: RunningPod) -> bool:
-    """The pod's containers exited and its sandbox is not ready (or all are gone), as the runtime reports them."""
-    try:
-        containers = [node.runtime.cri.container_status(cid).state for cid in pod.container_ids.values()]
-        return (all(state is ContainerState.EXITED for state in containers)
-                and node.runtime.sandbox_state(pod.sandbox_id) is SandboxState.NOTREADY)
-    except CRIError as exc:  # removed by the kubelet stand-in once the pod was deleted
-        if exc.code != "NOT_FOUND":
-            raise
-        return True
 
 
 def pod_watches(node: ClusterNode) -> list[Any]:

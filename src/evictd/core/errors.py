@@ -9,6 +9,7 @@
      +-- CRIError           a container runtime call failed (method, gRPC status code)
      +-- KubeError          a Kubernetes API call failed (verb, HTTP status)
      +-- EvictionError      evicting a pod failed
+     +-- StateLockError     another evictd still holds the stateDir lock (exit status 2)
 
 The tree lives in the core so that pure parsers can raise it; adapters map foreign exceptions into it in
 one place each (`raise CRIError(...) from exc`). Errors carry data, not only text.
@@ -133,3 +134,16 @@ class EvictionError(EvictdError):
         self.pod = pod
         self.reason = reason
         super().__init__(f"evicting {pod} failed: {reason}")
+
+
+class StateLockError(EvictdError):
+    """Another process still holds the stateDir lock after the wait; carries the folder, the lock file, what
+    the lock file names as its holder (its PID) and how long evictd waited."""
+
+    def __init__(self, state_dir: str, lock_file: str, holder_pid: str, waited_s: float) -> None:
+        self.state_dir = state_dir
+        self.lock_file = lock_file
+        self.holder_pid = holder_pid
+        self.waited_s = waited_s
+        super().__init__(f"stateDir {state_dir} is still locked by another evictd (PID {holder_pid}) after "
+                         f"{waited_s:g} s; lock file {lock_file}")

@@ -5,7 +5,8 @@ only a DELETE makes the kubelet stop a pod, and the kubelet's status manager own
 message: on a real v1.36 cluster, a Failed/Evicted status written by anyone else was overwritten within
 seconds (reason and message back to null, the phase back to Running while the containers ran) and the object
 was deleted once the containers were gone. So evictd writes only what survives, in this order:
-1. record the decision in the journal (before anything is sent);
+1. record the decision in the journal (before anything is sent; a journal that cannot be written keeps the
+   entry in memory and holds nothing up: see journal.py);
 2. for threshold evictions, `PATCH pods/{name}/status` with the `DisruptionTarget` condition alone (reason
    TerminationByKubelet, the kubelet's message), as the kubelet, the taint manager and the scheduler's
    preemption do before a pod is terminated: not a kubelet-owned condition, so the kubelet keeps it, and a
@@ -139,6 +140,7 @@ class KubePodEvictor:
                 if is_retryable(failure):
                     break  # the API is still unwell: the rest waits for the next cycle
         self._journal.forget_finished(time.time())
+        self._journal.flush()  # a journal that could not be written is written as soon as it can be
         return errors
 
     def _advance(self, entry: JournalEntry, immediate_timeout_s: float | None = None) -> KubeError | None:

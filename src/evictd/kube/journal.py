@@ -2,27 +2,46 @@
 
 An eviction is written to the journal *before* anything is sent to the API. Each step that succeeds is
 recorded (condition written, DELETE sent, pod deleted, event recorded, stopped locally); the entry is dropped
-only when every
-API step is done. When the API server is down, the journal keeps what was decided, the daemon retries the
-missing steps every cycle, and a restarted daemon picks them up from the file. Finished evictions are
-remembered for a while so the same pod is never evicted twice while it terminates.
+only when every API step is done. When the API server is down, the journal keeps what was decided, the daemon
+retries the missing steps every cycle, and a restarted daemon picks them up from the file. Finished evictions
+are remembered for a while so the same pod is never evicted twice while it terminates.
 
-The file is JSON, replaced atomically (write to a temporary file, fsync, rename), so a crash leaves either
-the old or the new journal, never half of one.
+The file is JSON, replaced atomically (write to a temporary `.journal-*` file, fsync, rename), so a crash leaves
+either the old or the new journal, never half of one. Invariants, whatever is on disk:
+- a journal file that cannot be used (unreadable, not UTF-8, not JSON, empty, truncated, written by a newer
+  evictd, an entry with an unknown field or a value of the wrong type) never stops evictd: it is renamed aside
+  to `<file>.corrupt-<UTC time>`, logged once as an error with the reason, counted (`on_corrupt`), and evictd
+  starts with an empty journal, protecting the node at once;
+- a write that fails (ENOSPC, a read-only or missing stateDir) never blocks or hides an eviction: the entry is
+  kept in memory, the failure is logged (once per kind of error) and counted (`on_write_failure`), and the
+  write is retried by `flush` on later cycles;
+- temporary files left by a process killed during a write are removed when the journal is opened.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
+import stat
 import tempfile
-from dataclasses import asdict, dataclass, field, replace
+from collections.abc import Callable
+from dataclasses import MISSING, asdict, dataclass, field, fields, replace
+from datetime import UTC, datetime
 from typing import Any
 
-from evictd.core.errors import SampleError
+from evictd.core.errors import SampleError, bounded_repr
 
 # How long a finished eviction is remembered (longer than any pod's termination grace period in practice).
 REMEMBER_DONE_S = 600.0
+# The file format this evictd writes and reads; a journal without a version is version 1 (evictd 0.1.0).
+JOURNAL_VERSION = 1
+TEMPORARY_PREFIX = ".journal-"
+CORRUPT_SUFFIX = ".corrupt-"
+CORRUPT_TIME_FORMAT = "%Y%m%dT%H%M%SZ"
+# An entry is about 1 KiB and lives at most REMEMBER_DONE_S after it finished: a real journal holds a few
+# hundred KiB at most. A bigger file is not one evictd wrote (and is not read into memory).
+MAX_JOURNAL_BYTES = 16 << 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +75,39 @@ class JournalEntry:
         return self.condition_written and self.deleted and self.event_written
 
 
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_seconds(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _is_object(value: object) -> bool:
+    return isinstance(value, dict) and all(isinstance(key, str) for key in value)
+
+
+def _is_objects(value: object) -> bool:
+    return isinstance(value, list) and all(_is_object(item) for item in value)
+
+
+def _is_strings(value: object) -> bool:
+    return isinstance(value, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in value.items())
+
+
+# What a field of each annotation accepts in the file, and how an error says so.
+ANNOTATION_TO_CHECK: dict[str, tuple[str, Callable[[object], bool]]] = {
+    "str": ("a string", lambda value: isinstance(value, str)),
+    "int": ("an integer", _is_int),
+    "bool": ("true or false", lambda value: isinstance(value, bool)),
+    "float": ("a number of seconds", _is_seconds),
+    "float | None": ("a number of seconds or null", lambda value: value is None or _is_seconds(value)),
+    "list[dict[str, Any]]": ("a list of objects", _is_objects),
+    "dict[str, str]": ("an object of strings", _is_strings),
+    "dict[str, Any]": ("an object", _is_object),
+}
+
+
 def upgraded(item: dict[str, Any]) -> dict[str, Any]:
     """An entry as written by evictd 0.1.0 before the eviction sequence changed, in today's fields.
 
@@ -68,31 +120,174 @@ def upgraded(item: dict[str, Any]) -> dict[str, Any]:
     return item
 
 
+def entry_from_json(item: object, index: int) -> JournalEntry:
+    """Return the entry of one item of the file's `evictions`; raise ValueError naming the item and field."""
+    if not isinstance(item, dict):
+        raise ValueError(f"entry {index} is not an object but {bounded_repr(item)}")
+    item = upgraded(item)
+    known = {f.name: f for f in fields(JournalEntry)}
+    for name in item:
+        if name not in known:
+            raise ValueError(f"entry {index} has an unknown field {bounded_repr(name)} (written by a newer evictd?)")
+    for name, spec in known.items():
+        if name not in item:
+            if spec.default is MISSING and spec.default_factory is MISSING:
+                raise ValueError(f"entry {index} has no {name}")
+            continue
+        wanted, check = ANNOTATION_TO_CHECK[str(spec.type)]
+        if not check(item[name]):
+            raise ValueError(f"entry {index}: {name} must be {wanted}, not {bounded_repr(item[name])}")
+    return JournalEntry(**item)
+
+
+def entries_from_document(document: object) -> dict[str, JournalEntry]:
+    """Return the entries of a parsed journal file by UID; raise ValueError saying what is wrong with it."""
+    if not isinstance(document, dict):
+        raise ValueError(f"not a JSON object but {bounded_repr(document)}")
+    version = document.get("version", 1)
+    if not _is_int(version) or version < 1:
+        raise ValueError(f"version must be a positive integer, not {bounded_repr(version)}")
+    if version > JOURNAL_VERSION:
+        raise ValueError(f"written by a newer evictd (journal version {version}; this evictd reads "
+                         f"{JOURNAL_VERSION})")
+    for name in document:
+        if name not in ("version", "evictions"):
+            raise ValueError(f"unknown field {bounded_repr(name)} (written by a newer evictd?)")
+    items = document.get("evictions")
+    if not isinstance(items, list):
+        raise ValueError(f"evictions must be a list, not {bounded_repr(items)}")
+    entries = [entry_from_json(item, index) for index, item in enumerate(items)]
+    return {entry.uid: entry for entry in entries}
+
+
+def read_journal(path: str) -> dict[str, JournalEntry] | None:
+    """Return the entries of the journal file at `path`, None when there is none; raise SampleError(path,
+    reason) when the file cannot be used."""
+    try:
+        # Non-blocking: a FIFO put in its place would otherwise wait for a writer forever.
+        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise SampleError(path, f"cannot be opened: {exc.strerror}") from None
+    try:
+        mode = os.fstat(descriptor).st_mode
+        if not stat.S_ISREG(mode):  # checked before reading: Python refuses to wrap a directory in a file
+            raise SampleError(path, "is a directory" if stat.S_ISDIR(mode) else "is not a regular file")
+        raw = b""
+        while len(raw) <= MAX_JOURNAL_BYTES:
+            chunk = os.read(descriptor, MAX_JOURNAL_BYTES + 1 - len(raw))
+            if not chunk:
+                break
+            raw += chunk
+    except OSError as exc:
+        raise SampleError(path, f"cannot be read: {exc.strerror}") from None
+    finally:
+        os.close(descriptor)
+    if not raw:
+        raise SampleError(path, "is empty")
+    if len(raw) > MAX_JOURNAL_BYTES:
+        raise SampleError(path, f"is larger than {MAX_JOURNAL_BYTES >> 20} MiB")
+    try:
+        document = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise SampleError(path, f"is not UTF-8 text (byte {exc.start})") from None
+    except ValueError as exc:  # JSONDecodeError: truncated, garbage
+        raise SampleError(path, f"is not JSON: {exc}") from None
+    except RecursionError:
+        raise SampleError(path, "is JSON nested too deeply") from None
+    try:
+        return entries_from_document(document)
+    except ValueError as exc:
+        raise SampleError(path, str(exc)) from None
+
+
+class _Unlogged:
+    """The log of a journal nobody watches (tests that look only at the file): every line dropped."""
+
+    def _drop(self, event: str, **fields: Any) -> None:
+        return None
+
+    info = warning = error = _drop
+
+
+def _nothing() -> None:
+    return None
+
+
 class EvictionJournal:
-    """Entries by pod UID, persisted to `path` (None keeps them in memory only, e.g. in dry-run)."""
+    """Entries by pod UID, persisted to `path` (None keeps them in memory only, e.g. in dry-run).
 
-    def __init__(self, path: str | None) -> None:
+    `log` receives the lines about the file (a bad file moved aside, stale temporary files, failed writes);
+    `on_corrupt` and `on_write_failure` count those events (the daemon's metrics).
+    """
+
+    def __init__(
+        self,
+        path: str | None,
+        *,
+        log: Any = None,
+        on_corrupt: Callable[[], None] = _nothing,
+        on_write_failure: Callable[[], None] = _nothing,
+        wall_clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
         self._path = path
+        self._log = log if log is not None else _Unlogged()
+        self._on_write_failure = on_write_failure
         self._entries: dict[str, JournalEntry] = {}
-        if path is not None and os.path.exists(path):
-            self._entries = self._load(path)
-
-    @staticmethod
-    def _load(path: str) -> dict[str, JournalEntry]:
-        try:
-            with open(path, encoding="utf-8") as handle:
-                raw = json.load(handle)
-            return {item["uid"]: JournalEntry(**upgraded(item)) for item in raw["evictions"]}
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            raise SampleError(path, f"unreadable eviction journal: {exc}") from None
-
-    def _save(self) -> None:
-        if self._path is None:
+        self._unwritten = False  # the file is behind the entries in memory
+        self._write_errno: int | None = None  # the error of the last failed write, logged once per kind
+        self._failed_writes = 0
+        if path is None:
             return
+        self._remove_temporaries(os.path.dirname(path) or ".")
+        try:
+            self._entries = read_journal(path) or {}
+        except SampleError as exc:
+            on_corrupt()
+            self._move_aside(path, exc.reason, wall_clock())
+
+    def _remove_temporaries(self, folder: str) -> None:
+        """Remove the temporary files of writes a killed process left behind (logged with their number)."""
+        try:
+            names = [name for name in os.listdir(folder) if name.startswith(TEMPORARY_PREFIX)]
+        except OSError:
+            return  # no folder yet, or none readable: nothing to clean, and a write will say what is wrong
+        removed = 0
+        for name in names:
+            try:
+                os.unlink(os.path.join(folder, name))
+                removed += 1
+            except OSError as exc:
+                self._log.warning("temporary journal file not removed", path=os.path.join(folder, name),
+                                  error=exc.strerror)
+        if removed:
+            self._log.info("removed temporary journal files left by an interrupted write", folder=folder,
+                           count=removed)
+
+    def _move_aside(self, path: str, reason: str, now: datetime) -> None:
+        stamp = now.astimezone(UTC).strftime(CORRUPT_TIME_FORMAT)
+        target = f"{path}{CORRUPT_SUFFIX}{stamp}"
+        number = 1
+        while os.path.lexists(target):  # a second bad file within the same second
+            number += 1
+            target = f"{path}{CORRUPT_SUFFIX}{stamp}-{number}"
+        try:
+            os.rename(path, target)
+        except OSError as exc:
+            self._log.error("eviction journal unusable and not moved aside; starting with an empty journal",
+                            path=path, reason=reason, error=exc.strerror)
+            return
+        self._log.error("eviction journal unusable: moved aside, starting with an empty journal", path=path,
+                        reason=reason, moved_to=target)
+
+    def _write(self) -> None:
+        """Replace the file with the entries in memory; raise OSError."""
+        assert self._path is not None
         folder = os.path.dirname(self._path) or "."
         os.makedirs(folder, exist_ok=True)
-        document = {"evictions": [asdict(entry) for entry in self._entries.values()]}
-        handle, temporary = tempfile.mkstemp(prefix=".journal-", dir=folder)
+        document = {"version": JOURNAL_VERSION, "evictions": [asdict(entry) for entry in self._entries.values()]}
+        handle, temporary = tempfile.mkstemp(prefix=TEMPORARY_PREFIX, dir=folder)
         try:
             with os.fdopen(handle, "w", encoding="utf-8") as stream:
                 json.dump(document, stream)
@@ -104,8 +299,34 @@ class EvictionJournal:
                 os.unlink(temporary)
             raise
 
+    def _save(self) -> bool:
+        """Write the file; on failure keep the entries in memory for `flush`. Return whether it was written."""
+        if self._path is None:
+            return True
+        try:
+            self._write()
+        except OSError as exc:
+            self._unwritten = True
+            self._failed_writes += 1
+            self._on_write_failure()
+            if exc.errno != self._write_errno:
+                self._log.error("eviction journal not written: decisions kept in memory and carried out, the "
+                                "write is retried every cycle", path=self._path, error=exc.strerror or str(exc))
+            self._write_errno = exc.errno
+            return False
+        if self._unwritten:
+            self._log.info("eviction journal written again", path=self._path, failed_writes=self._failed_writes)
+        self._unwritten = False
+        self._write_errno = None
+        self._failed_writes = 0
+        return True
+
+    def flush(self) -> bool:
+        """Write the file if an earlier write failed; return whether the file holds every entry."""
+        return self._save() if self._unwritten else True
+
     def record(self, entry: JournalEntry) -> None:
-        """Add a decided eviction (persisted before returning)."""
+        """Add a decided eviction (written to the file before returning, when the file can be written)."""
         self._entries[entry.uid] = entry
         self._save()
 

@@ -1,0 +1,126 @@
+"""Two real `evictd run` processes on one stateDir (src/evictd/state_lock.py): one acts, the other waits.
+
+Both talk to the test API server (with the API, the stateDir holds the eviction journal), have no eviction
+threshold and no container runtime (a socket that does not exist), so nothing on the machine is touched. The
+first holds `<stateDir>/evictd.lock` with its PID in it; a second one waits, logging that PID, and either takes
+over when the first stops (a DaemonSet rolling update) or gives up after `stateLockTimeout` with exit status 2
+and one line naming the PID and the lock file.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from apiserver import ApiServer
+from evictd_process import EvictdProcess
+from kube_objects import node_manifest
+
+NODE = "lock-node"
+LOCK_WAIT_S = 2.0
+
+
+def start(tmp_path: Path, name: str, apiserver: ApiServer, state: Path, evictd_processes: list[EvictdProcess],
+          extra: str = "") -> EvictdProcess:
+    work = tmp_path / name
+    work.mkdir()
+    daemon = EvictdProcess(
+        work,
+        kubelet="evictionHard: {}\nenforceNodeAllocatable: []\n",
+        evictd=(f"nodeName: {NODE}\n"
+                f"kubeconfig: {apiserver.kubeconfig_path}\n"
+                f"stateDir: {state}\n"
+                f"containerRuntimeEndpoint: unix://{tmp_path}/no-runtime.sock\n"
+                "housekeepingInterval: 1s\n"
+                "psiWakeups: false\n"
+                "memcgWakeups: false\n"
+                "shutdownTimeout: 5s\n" + extra),
+    )
+    evictd_processes.append(daemon)
+    return daemon
+
+
+def test_a_second_evictd_on_a_locked_state_dir_waits_then_exits_2_naming_the_holder(
+    tmp_path: Path, apiserver: ApiServer, evictd_processes: list[EvictdProcess]
+) -> None:
+    apiserver.store.create_node(node_manifest(NODE))
+    state = tmp_path / "state"
+    first = start(tmp_path, "first", apiserver, state, evictd_processes)
+    first.wait_event("evictd started")
+    lock_file = state / "evictd.lock"
+    assert lock_file.read_text() == f"{first.process.pid}\n"
+
+    began = time.monotonic()
+    second = start(tmp_path, "second", apiserver, state, evictd_processes, f"stateLockTimeout: {LOCK_WAIT_S:g}s\n")
+    waiting = second.wait_event("stateDir is locked by another evictd: waiting for it to stop")
+    assert (waiting["holder_pid"], waiting["lock_file"], waiting["wait_s"]) == (
+        str(first.process.pid), str(lock_file), LOCK_WAIT_S)
+    assert second.process.wait(timeout=30) == 2
+    waited_s = time.monotonic() - began
+    assert LOCK_WAIT_S <= waited_s < LOCK_WAIT_S + 10, waited_s
+    assert second.stderr().splitlines() == [
+        f"evictd: stateDir {state} is still locked by another evictd (PID {first.process.pid}) after 2 s; "
+        f"lock file {lock_file}"]
+    assert not any(e.get("event") == "evictd started" for e in second.events)
+
+    # The first one never noticed: still running, still the holder.
+    assert first.process.poll() is None and first.http("/healthz")[0] == 200
+    assert lock_file.read_text() == f"{first.process.pid}\n"
+    assert first.stop() == 0
+
+
+def test_a_second_evictd_takes_over_when_the_first_stops(
+    tmp_path: Path, apiserver: ApiServer, evictd_processes: list[EvictdProcess]
+) -> None:
+    """A rolling update: the new pod starts while the old one is still shutting down."""
+    apiserver.store.create_node(node_manifest(NODE))
+    state = tmp_path / "state"
+    first = start(tmp_path, "first", apiserver, state, evictd_processes)
+    first.wait_event("evictd started")
+    second = start(tmp_path, "second", apiserver, state, evictd_processes)  # the default wait: 30 s
+    waiting = second.wait_event("stateDir is locked by another evictd: waiting for it to stop")
+    assert waiting["holder_pid"] == str(first.process.pid) and waiting["wait_s"] == 30
+
+    assert first.stop() == 0
+    taken = second.wait_event("stateDir lock taken over", timeout=15)
+    assert taken["previous_holder_pid"] == str(first.process.pid)
+    stopped = first.wait_event("evictd stopped")
+    handover_s = taken["_received"] - stopped["_received"]
+    print(f"first evictd stopped to the second holding the lock: {handover_s:.3f} s")
+    assert handover_s < 2, handover_s  # retried every 0.2 s
+    second.wait_event("evictd started")
+    assert (state / "evictd.lock").read_text() == f"{second.process.pid}\n"
+    assert second.http("/healthz")[0] == 200
+    assert second.stop() == 0
+
+
+def test_a_killed_holder_leaves_no_lock_behind(
+    tmp_path: Path, apiserver: ApiServer, evictd_processes: list[EvictdProcess]
+) -> None:
+    apiserver.store.create_node(node_manifest(NODE))
+    state = tmp_path / "state"
+    first = start(tmp_path, "first", apiserver, state, evictd_processes)
+    first.wait_event("evictd started")
+    first.kill()  # SIGKILL: no clean-up ran, the lock file still names it
+
+    second = start(tmp_path, "second", apiserver, state, evictd_processes, "stateLockTimeout: 0s\n")
+    second.wait_event("evictd started")
+    assert not any("locked" in str(e.get("event")) for e in second.events)
+    assert (state / "evictd.lock").read_text() == f"{second.process.pid}\n"
+    assert second.stop() == 0
+
+
+def test_a_state_dir_that_cannot_be_created_is_logged_and_evictd_runs_without_the_lock(
+    tmp_path: Path, apiserver: ApiServer, evictd_processes: list[EvictdProcess]
+) -> None:
+    apiserver.store.create_node(node_manifest(NODE))
+    (tmp_path / "a-file").write_text("not a folder\n")
+    state = tmp_path / "a-file" / "state"  # ENOTDIR for every attempt to create it
+    daemon = start(tmp_path, "daemon", apiserver, state, evictd_processes)
+
+    problem = daemon.wait_event("stateDir lock file cannot be created: running without the lock")
+    assert problem["level"] == "error" and problem["lock_file"] == str(state / "evictd.lock")
+    assert problem["error"] == "Not a directory"
+    daemon.wait_event("evictd started")
+    assert daemon.http("/healthz")[0] == 200
+    assert daemon.stop() == 0

@@ -20,13 +20,12 @@ from evictd_kube_support import evictd_api_client, pod_lists, wait_until
 from kube_objects import node_manifest
 
 from builders import Gi, Mi, pod, pod_stats, summary
-from evictd.core.engine import EngineConfig, Eviction, ReclaimAction
+from evictd.core.engine import EngineConfig, ReclaimAction
 from evictd.core.kubelet_config import eviction_settings
 from evictd.core.node_status import ConditionMode
-from evictd.core.pods import pod_from_dict
 from evictd.core.signals import FsLayout
 from evictd.core.summary import Summary, summary_from_dict
-from evictd.kube.cluster import POD_CLEANUP_POLL_S, ClusterSync, EvictablePods
+from evictd.kube.cluster import ClusterSync, EvictablePods
 from evictd.kube.events import EventRecorder
 from evictd.kube.evictor import KubePodEvictor
 from evictd.kube.journal import EvictionJournal
@@ -223,44 +222,6 @@ def test_pending_writes_are_replayed_after_the_next_cycle(apiserver: ApiServer, 
     hog = apiserver.store.get_pod("default", "hog")
     assert hog is not None and hog["metadata"]["deletionTimestamp"] and disrupted(hog)
     assert [r.status for r in apiserver.requests if r.method == "DELETE"] == [503, 200]
-
-
-class StoppingPod:
-    """A pod the runtime still runs until `stops_at_s` on a scripted clock; `sleep` moves the clock."""
-
-    def __init__(self, uid: str, stops_at_s: float) -> None:
-        self.uid = uid
-        self.stops_at_s = stops_at_s
-        self.now_s = 0.0
-
-    def running(self, uid: str) -> bool | None:
-        return uid == self.uid and self.now_s < self.stops_at_s
-
-    def sleep(self, seconds: float) -> None:
-        self.now_s += seconds
-
-
-def test_before_the_first_list_the_wait_after_an_eviction_asks_the_runtime(apiserver: ApiServer) -> None:
-    """A pod chosen from the node's pods (no pod list yet) is absent from the watch's cache, which proves
-    nothing: the wait ends when the runtime says nothing of it runs any more."""
-    apiserver.faults.fail_next(1000, code=500, path="^/api/v1/pods$", watch=False)
-    client = evictd_api_client(apiserver)
-    watcher = PodWatcher(client, NODE)
-    watcher.start()
-    hog = StoppingPod("uid-hog", stops_at_s=3.0)
-    try:
-        assert not watcher.wait_first_answer(5.0)
-        sync = ClusterSync(watcher=watcher, evictor=None,
-                           node_writer=NodeStatusWriter(client, NODE, ConditionMode.EVICTD),
-                           events=EventRecorder(client, NODE), on_error=lambda error: None, log=RecordingLog(),
-                           pod_running=hog.running, clock=lambda: hog.now_s, sleep=hog.sleep)
-        eviction = Eviction(pod=pod_from_dict(HOG), signal="memory.available", grace_period_override_s=1,
-                            effective_grace_period_s=1, message="", annotations={}, conditions=())
-        assert sync.wait_for_cleanup([eviction])
-        assert 3.0 <= hog.now_s < 3.0 + POD_CLEANUP_POLL_S + 1e-9
-    finally:
-        watcher.stop()
-        client.close()
 
 
 def test_no_pod_is_evicted_while_the_pod_list_is_unknown(apiserver: ApiServer, tmp_path: Path) -> None:

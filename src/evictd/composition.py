@@ -54,6 +54,7 @@ from evictd.daemon import Daemon
 from evictd.http_endpoint import Health, HttpEndpoint
 from evictd.kube.client import build_api_client
 from evictd.kube.cluster import ClusterSync, EvictablePods, NodeFallbackPods
+from evictd.kube.critical_record import CriticalPodRecord
 from evictd.kube.events import EventRecorder
 from evictd.kube.evictor import KubePodEvictor
 from evictd.kube.journal import EvictionJournal
@@ -79,6 +80,7 @@ POD_UID_ENV = "EVICTD_POD_UID"
 # Set in every pod by the kubelet: evictd then uses the in-cluster service account.
 IN_CLUSTER_ENV = "KUBERNETES_SERVICE_HOST"
 JOURNAL_FILE = "evictions.json"
+CRITICAL_PODS_FILE = "critical-pods.json"
 # How long start-up waits for the first pod list before running cycles anyway (hard thresholds rank the pods
 # the node shows until then). A refused connection ends the wait at once.
 POD_SYNC_WAIT_S = 10.0
@@ -306,14 +308,18 @@ def build_cluster(config: Configuration, node_name: str, metrics: Metrics, log: 
     evictor: PodEvictor = kube_evictor if kube_evictor is not None else ReportOnlyEvictor()
     node_writer = NodeStatusWriter(api_client, node_name, ConditionMode(settings.node_condition_mode),
                                    update_period_s=settings.node_status_update_frequency_s, dry_run=dry_run)
+    critical = CriticalPodRecord(None if dry_run else os.path.join(settings.state_dir, CRITICAL_PODS_FILE))
+    if critical.problem is not None:
+        log.warning("critical pods remembered from the last pod list unreadable", error=critical.problem)
     sync = ClusterSync(watcher=watcher, evictor=kube_evictor, node_writer=node_writer, events=events,
-                       on_error=api_error, log=log)
+                       on_error=api_error, log=log, critical=critical)
     own_uid = os.environ.get(POD_UID_ENV, "")
     pods = EvictablePods(watcher, journal, own_uid=own_uid)
     discovered = DiscoveredPods(cgroups, settings.pod_logs_dir)
     shadow = ShadowComparer(watcher.pods, settings.state_dir, lambda c: metrics.shadow.labels(str(c.outcome)).inc(),
                             log) if dry_run else None
-    return ClusterParts(pods=pods, node_pods=NodeFallbackPods(discovered, journal, own_uid), discovered=discovered,
+    return ClusterParts(pods=pods, node_pods=NodeFallbackPods(discovered, journal, own_uid, critical),
+                        discovered=discovered,
                         evictor=evictor, sync=sync, watcher=watcher, kube_evictor=kube_evictor, shadow=shadow)
 
 

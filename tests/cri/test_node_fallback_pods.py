@@ -3,7 +3,8 @@
 Pods run in the session's containerd with the sandbox annotations a kubelet puts there (the pod's own, and
 its ``kubernetes.io/config.source``: ``api`` for a pod of the API server, ``file`` for a static pod), in pod
 cgroups under the harness's cgroup root, found by `DiscoveredPods` over the real cgroup tree and named by
-`CriClient.list_sandboxes`. `NodeFallbackPods` then keeps only the pods that may be stopped without the API.
+`CriClient.list_sandboxes`. `NodeFallbackPods` then keeps only the pods that may be stopped without the API
+(and none an earlier pod list said are critical).
 """
 
 from __future__ import annotations
@@ -18,9 +19,16 @@ from cri_fixtures import PodFactory
 from evictd.adapters.cgroups import CgroupReader, detect_cgroup_layout
 from evictd.adapters.node_pods import DiscoveredPods
 from evictd.core.errors import EvictdError
-from evictd.core.pods import CONFIG_SOURCE_ANNOTATION, Pod, is_critical_pod, is_static_pod
+from evictd.core.pods import (
+    CONFIG_SOURCE_ANNOTATION,
+    SYSTEM_CRITICAL_PRIORITY,
+    Pod,
+    is_critical_pod,
+    is_static_pod,
+)
 from evictd.cri.client import CriClient
 from evictd.kube.cluster import NodeFallbackPods
+from evictd.kube.critical_record import CriticalPodRecord
 from evictd.kube.journal import EvictionJournal, JournalEntry
 
 API = {CONFIG_SOURCE_ANNOTATION: "api"}
@@ -79,6 +87,7 @@ def test_without_a_pod_list_only_pods_the_node_vouches_for_are_candidates(contai
     web = run(pods, "web", annotations=API)
     static = run(pods, "etcd-node-1", annotations=STATIC)
     system = run(pods, "kube-proxy-x7", namespace="kube-system", annotations=API)
+    remembered = run(pods, "calico-node-x1", namespace="calico-system", annotations=API)  # critical, said a list
     own = run(pods, "evictd-q2", namespace="evictd-system", annotations=API)
     done = run(pods, "evicted-before", annotations=API)
     unknown = run(pods, "made-by-hand")  # a sandbox no kubelet made: no config.source
@@ -87,8 +96,11 @@ def test_without_a_pod_list_only_pods_the_node_vouches_for_are_candidates(contai
     journal = EvictionJournal(None)
     journal.record(evicted(done))
     discovered = discovered_on(containerd)
-    fallback = NodeFallbackPods(discovered, journal, own_uid=own.uid)
-    everyone = (web, static, system, own, done, unknown, stopped)
+    critical = CriticalPodRecord(None)
+    critical.remember([Pod(name=remembered.name, namespace=remembered.namespace, uid=remembered.uid,
+                           priority=SYSTEM_CRITICAL_PRIORITY + 1000)])
+    fallback = NodeFallbackPods(discovered, journal, own_uid=own.uid, critical=critical)
+    everyone = (web, static, system, remembered, own, done, unknown, stopped)
 
     with pytest.raises(EvictdError, match="no container runtime"):
         fallback.active_pods()  # nothing it finds could be stopped

@@ -19,6 +19,7 @@ degraded state once its pod list is synced.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -143,3 +144,36 @@ def test_started_with_the_api_unreachable_a_hard_threshold_stops_the_top_ordinar
         assert not [pod.name for pod in bystanders if stopped_on_the_node(node, pod)]
         assert all(r.body["preconditions"]["uid"] == hog.uid for r in node.deletes())
         assert daemon.stop() == 0
+
+
+def test_restarted_during_an_outage_it_spares_the_critical_pods_of_its_last_pod_list(
+    node: ClusterNode, relay: TcpRelay, tmp_path: Path
+) -> None:
+    """A system-node-critical pod outside kube-system (a CNI agent) cannot be told from the node: the pod list
+    of evictd's previous run said so, and the restarted evictd remembers it (``stateDir``)."""
+    calico = node.run_pod("calico-node-e2e", [Container("agent", hog_script(PROTECTED_MIB))],
+                          namespace="calico-system", priority=SYSTEM_NODE_CRITICAL_PRIORITY,
+                          priority_class="system-node-critical")
+    hog = node.run_pod("hog", [Container("hog", hog_script(HOG_MIB))])
+    wait_until(lambda: working_set_bytes(node.pods_cgroup) >= (PROTECTED_MIB + HOG_MIB) * MiB, 20,
+               "the pods to fill their memory")
+    record = node.state_dir / "critical-pods.json"
+
+    # The first run has the API (and no pressure: the pods cgroup has no limit yet).
+    first = node.start_evictd(KUBELET, folder="evictd-1")
+    wait_until(record.exists, 15, "the first run to remember the critical pods")
+    assert first.stop() == 0
+    assert json.loads(record.read_text()) == {"criticalPodUIDs": [calico.uid]}
+
+    # Restarted during an API outage, with the pods over the threshold: the agent uses the most, the hog goes.
+    kubeconfig = write_kubeconfig(tmp_path / "kubeconfig-down", relay.url, node.apiserver.ca_path,
+                                  client=node.apiserver.pki.client)
+    with pods_memory_limit(node, (PROTECTED_MIB + HOG_MIB) * MiB + 250 * MiB - 60 * MiB):
+        second = node.start_evictd(KUBELET, folder="evictd-2", kubeconfig=kubeconfig)
+        wait_until(lambda: stopped_on_the_node(node, hog), STOPPED_WITHIN_S, "the hog to be stopped through the CRI")
+        evicting = second.wait_event("evicting pod", timeout=5, pod="e2e/hog")
+        assert evicting["ranking"] == ["e2e/hog"]  # the agent is no candidate
+        assert not stopped_on_the_node(node, calico)
+        assert journal(node)[hog.uid]["stopped_locally"]
+        assert second.http("/healthz")[1].startswith("degraded: pod-list-unavailable: ")
+        assert second.stop() == 0

@@ -67,13 +67,18 @@ def test_an_unreadable_record_is_ignored_and_named(tmp_path: Path, content: byte
     assert CriticalPodRecord(str(path)).uids() == {"uid-calico-node-x1"}
 
 
-def test_a_record_that_cannot_be_written_stays_in_memory(tmp_path: Path) -> None:
-    blocker = tmp_path / "not-a-folder"
-    blocker.write_text("")
+def test_a_record_that_cannot_be_written_stays_in_memory_and_is_written_later(tmp_path: Path) -> None:
+    blocker = tmp_path / "state"
+    blocker.write_text("")  # a file where the state folder should be
     record = CriticalPodRecord(str(blocker / "critical-pods.json"))
     assert record.remember([CALICO])
     assert record.uids() == {"uid-calico-node-x1"}
     assert record.problem is not None and "not written" in record.problem
+
+    blocker.unlink()  # the folder can be made now: the same set is written after the next cycle
+    assert record.remember([CALICO]) and record.problem is None
+    assert CriticalPodRecord(str(blocker / "critical-pods.json")).uids() == {"uid-calico-node-x1"}
+    assert not record.remember([CALICO])
 
 
 def test_without_a_file_the_record_lives_in_memory() -> None:

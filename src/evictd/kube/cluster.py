@@ -48,8 +48,8 @@ PodRunning = Callable[[str], bool | None]
 
 # Without the API a pod's priority is unknown. The system-node-critical and system-cluster-critical priority
 # classes are kube-system's by convention (kube-apiserver confined them to it until v1.17; cluster add-ons
-# still run there), so its pods are never candidates without the API. A critical pod in another namespace
-# cannot be told from the node: it is ranked as any other (README, Reliability).
+# still run there), so its pods are never candidates without the API. A critical pod in another namespace is
+# known only if an earlier pod list named it (`critical_record`); otherwise it is ranked as any other.
 SYSTEM_NAMESPACE = "kube-system"
 
 

@@ -7,8 +7,8 @@ during an API outage then reads this file and never stops those pods (`cluster.N
 
 Invariants: the file is replaced atomically (temporary file, fsync, rename), and only when the set changed
 (a handful of writes a day on a busy node). It only ever adds protection: a missing file is an empty record,
-an unreadable one is reported once (`problem`) and treated as empty; a failed write keeps the last record in
-memory and is reported, never raised.
+an unreadable one is reported once (`problem`) and treated as empty; a failed write keeps the record in
+memory, is reported, never raised, and is tried again after the next cycle.
 """
 
 from __future__ import annotations
@@ -55,25 +55,28 @@ class CriticalPodRecord:
         self._path = path
         self.problem: str | None = None
         self._uids = self._load()
+        self._unwritten = False
 
     def uids(self) -> frozenset[str]:
         return self._uids
 
     def remember(self, pods: Iterable[Pod]) -> bool:
-        """Keep the critical pods of the API's current pod list; return whether the record changed.
+        """Keep the critical pods of the API's current pod list; return whether the file was (re)written.
 
         A failed write is kept in `problem` (the record in memory is current all the same).
         """
         uids = critical_uids(pods)
-        if uids == self._uids:
+        if uids == self._uids and not self._unwritten:
             return False
         self._uids = uids
         if self._path is not None:
             try:
                 write_json_atomically(self._path, {"criticalPodUIDs": sorted(uids)})
                 self.problem = None
+                self._unwritten = False
             except OSError as exc:
                 self.problem = f"{self._path}: not written: {exc.strerror or exc}"
+                self._unwritten = True
         return True
 
     def _load(self) -> frozenset[str]:

@@ -32,12 +32,17 @@ class FakeClock:
 
 @dataclass
 class ScriptedWatch:
-    """`pod(uid)` as PodWatcher answers it: the cached pod, or None once deleted."""
+    """`pod(uid)` as PodWatcher answers it: the cached pod, or None once deleted; `is_synced()` False before its
+    first list (the cache then holds nothing, which proves nothing)."""
 
     pods: dict[str, Pod]
+    synced: bool = True
 
     def pod(self, uid: str) -> Pod | None:
         return self.pods.get(uid)
+
+    def is_synced(self) -> bool:
+        return self.synced
 
 
 def eviction(uid: str) -> Eviction:
@@ -67,6 +72,16 @@ def test_a_pod_stopped_on_the_node_is_cleaned_up_at_once_even_if_the_api_still_s
     watch = ScriptedWatch({"a": eviction("a").pod})  # e.g. stopped locally while the API was down
     assert sync(watch, clock, lambda uid: False).wait_for_cleanup([eviction("a")])
     assert clock.now_s == 0
+
+
+def test_before_the_first_pod_list_only_the_runtime_ends_the_wait() -> None:
+    """A pod chosen from the node's pods (no pod list yet) is absent from the empty cache: that proves nothing."""
+    clock = FakeClock()
+    watch = ScriptedWatch({}, synced=False)
+    running = {"a": True}
+    clock.on_sleep.append(lambda now: running.update(a=now < 3.0))  # stopped through the CRI, gone after 3 s
+    assert sync(watch, clock, lambda uid: running[uid]).wait_for_cleanup([eviction("a")])
+    assert 3.0 <= clock.now_s < 3.0 + POD_CLEANUP_POLL_S + 1e-9
 
 
 @pytest.mark.parametrize("pod_running", [None, lambda uid: None], ids=["no-runtime", "runtime-cannot-tell"])

@@ -187,6 +187,18 @@ def test_health_is_not_ok_while_stopping(clock: FakeTime) -> None:
     assert health.status() == (False, "shutting down")
 
 
+def test_a_degraded_loop_is_healthy_and_says_why_until_it_stalls(clock: FakeTime) -> None:
+    health = Health(10.0)
+    health.cycle_done()
+    health.degraded = "pod-list-unavailable: no pod list from the Kubernetes API"
+    assert health.status() == (True, "degraded: pod-list-unavailable: no pod list from the Kubernetes API")
+    clock.now += 31.0
+    assert health.status() == (False, "no housekeeping cycle finished for 31s")
+    health.cycle_done()
+    health.degraded = None
+    assert health.status() == (True, "ok")
+
+
 # --------------------------------------------------------------------------------------------------
 # Bind addresses and the HTTP endpoint
 
@@ -394,6 +406,22 @@ def test_a_signal_no_longer_observed_is_no_longer_exported(memory_run: Run) -> N
     assert sample(metrics, "evictd_signal_available", signal="memory.available") is None
 
 
+def without_pod_list(report: CycleReport, *, pods_from_node: bool = True) -> CycleReport:
+    return replace(report, pod_list_problem="Kubernetes API list pods failed (None): pod cache not synced",
+                   pods_from_node=pods_from_node)
+
+
+def test_the_degraded_gauge_follows_the_pod_list(memory_run: Run) -> None:
+    metrics = recorded(memory_run, 1)
+    assert sample(metrics, "evictd_degraded", reason="pod-list-unavailable") == 0
+    for pods_from_node in (True, False):
+        metrics.record_cycle(without_pod_list(memory_run.reports[1], pods_from_node=pods_from_node),
+                             memory_run.state, 0.001, NOW_WALL, False)
+        assert sample(metrics, "evictd_degraded", reason="pod-list-unavailable") == 1
+    metrics.record_cycle(memory_run.reports[2], memory_run.state, 0.001, NOW_WALL, False)
+    assert sample(metrics, "evictd_degraded", reason="pod-list-unavailable") == 0
+
+
 # --------------------------------------------------------------------------------------------------
 # Cycle logs
 
@@ -498,6 +526,27 @@ def test_stats_errors_are_logged_and_the_frozen_conditions_are_not_reported_as_c
         "error": "eviction manager: failed to get summary stats: "
                  "/sys/fs/cgroup/memory/memory.usage_in_bytes: Permission denied",
     })]
+
+
+def test_acting_on_the_nodes_pods_is_logged_when_it_starts_and_ends(memory_run: Run) -> None:
+    log = RecordingLog()
+    logger = CycleLogger(log, False)
+    calm = memory_run.reports[0]
+    logger.log_cycle(1, calm, memory_run.state)
+    log.take()
+    degraded = without_pod_list(calm)
+    for number in (2, 3):
+        logger.log_cycle(number, degraded, memory_run.state)
+    assert log.take() == [("warning", "no pod list from the Kubernetes API: hard thresholds act on the pods the "
+                           "node shows", {"cycle": 2, "detail": degraded.pod_list_problem})]
+    logger.log_cycle(4, replace(degraded, withheld="a soft threshold evicts only from the Kubernetes API's pod list"),
+                     memory_run.state)
+    logger.log_cycle(5, replace(degraded, withheld="a soft threshold evicts only from the Kubernetes API's pod list"),
+                     memory_run.state)
+    assert log.take() == [("warning", "threshold not acted on", {
+        "cycle": 4, "reason": "a soft threshold evicts only from the Kubernetes API's pod list"})]
+    logger.log_cycle(6, calm, memory_run.state)
+    assert log.take() == [("info", "pod list from the Kubernetes API in use again", {"cycle": 6})]
 
 
 def test_reclaim_is_logged_action_by_action() -> None:

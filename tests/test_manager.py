@@ -11,7 +11,7 @@ from evictd.core.kubelet_config import EvictionSettings
 from evictd.core.pods import pod_from_dict
 from evictd.core.signals import FsLayout
 from evictd.core.summary import Summary, summary_from_dict
-from evictd.manager import EvictionManager
+from evictd.manager import CycleReport, EvictionManager
 from evictd.simulate import FakeClock
 
 
@@ -158,3 +158,97 @@ def test_layout_is_detected_once() -> None:
         m.synchronize()
     assert layout.calls == 1 and m.state.layout == FsLayout(dedicated_imagefs=True)
 
+
+
+# --- no pod list from the API: the pods the node shows, hard thresholds only -----------------------------------
+
+NO_POD_LIST = KubeError("list pods", None, "pod cache not synced: connection refused")
+STATIC = pod("etcd-node-1", annotations={"kubernetes.io/config.source": "file"})
+MEMORY_LOW = summary(memory=Mi, pods=[pod_stats(STATIC, memory=2 * Gi), pod_stats(VICTIM, memory=Gi)])
+
+
+class Unlisted:
+    """A pod source that cannot list (the watch before its first list)."""
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+
+    def active_pods(self) -> list[Any]:
+        raise self.error
+
+
+def without_pod_list(evictor: Evictor, node_pods: Any, *, hard: dict[str, str] | None = None,
+                     soft: dict[str, str] | None = None, stats: Stats | None = None,
+                     clock: FakeClock | None = None) -> EvictionManager:
+    config = EngineConfig.from_settings(EvictionSettings(hard=hard or {}, soft=soft or {},
+                                                         soft_grace_period={signal: "1m" for signal in soft or {}}))
+    return EvictionManager(config, stats=stats or Stats(MEMORY_LOW), layout=Layout(FsLayout()),
+                           pods=Unlisted(NO_POD_LIST), reclaimer=Reclaimer(), evictor=evictor,
+                           clock=clock or FakeClock(), node_pods=node_pods)
+
+
+def after_grace_period(m: EvictionManager, clock: FakeClock) -> CycleReport:
+    """Run a cycle, then another once a soft threshold's 1 m grace period is over; return the second report."""
+    m.synchronize()
+    clock.now += 61.0
+    return m.synchronize()
+
+
+def test_without_a_pod_list_a_hard_threshold_evicts_from_the_pods_the_node_shows() -> None:
+    evictor = Evictor()
+    m = without_pod_list(evictor, Pods(STATIC, VICTIM), hard={"memory.available": "1Gi"})
+    report = m.synchronize()
+    assert [p.name for p in report.ranking] == ["etcd-node-1", "victim"]
+    assert [p.name for p in report.skipped_critical] == ["etcd-node-1"]  # static, known from its sandbox
+    assert [e.pod.name for e in evictor.calls] == ["victim"] and evictor.calls[0].grace_period_override_s == 1
+    assert report.pods_from_node and report.pod_list_problem == str(NO_POD_LIST)
+    assert report.errors == ()  # not an error: the degraded state says it
+    assert report.degraded is not None and report.degraded.startswith(
+        "pod-list-unavailable: no pod list from the Kubernetes API, hard thresholds act on the pods the node shows")
+    assert [p.name for p in m.listed.active_pods()] == ["etcd-node-1", "victim"]  # what the stats measure
+
+
+def test_without_a_pod_list_a_soft_threshold_evicts_nobody() -> None:
+    evictor, clock = Evictor(), FakeClock()
+    m = without_pod_list(evictor, Pods(STATIC, VICTIM), soft={"memory.available": "1Gi"},
+                         stats=Stats(MEMORY_LOW, MEMORY_LOW), clock=clock)
+    report = after_grace_period(m, clock)
+    assert report.assessment.threshold_to_reclaim is not None  # met, its grace period over: it would act
+    assert evictor.calls == [] and report.evictions == () and report.ranking == ()
+    assert report.withheld == "a soft threshold evicts only from the Kubernetes API's pod list"
+    assert report.pods_from_node
+
+
+def test_without_a_pod_list_a_hard_threshold_acts_where_a_soft_one_comes_first() -> None:
+    """A soft memory threshold outranks a hard disk one; without the pod list the hard one evicts."""
+    evictor, clock = Evictor(), FakeClock()
+    low = summary(memory=Mi, nodefs=fs(Gi, 100 * Gi), pods=[pod_stats(VICTIM, memory=Gi, rootfs=Gi)])
+    m = without_pod_list(evictor, Pods(VICTIM), hard={"nodefs.available": "2Gi"}, soft={"memory.available": "1Gi"},
+                         stats=Stats(*[low] * 4), clock=clock)
+    m.synchronize()
+    evictor.calls.clear()  # the first cycle: only the hard disk threshold acted
+    clock.now += 61.0
+    report = m.synchronize()
+    assert str(report.assessment.threshold_to_reclaim.signal) == "memory.available"  # type: ignore[union-attr]
+    assert [(e.pod.name, e.signal) for e in evictor.calls] == [("victim", "nodefs.available")]
+
+
+def test_without_a_pod_list_or_the_nodes_pods_nobody_is_evicted() -> None:
+    evictor = Evictor()
+    m = without_pod_list(evictor, Unlisted(CRIError("/runtime.v1.RuntimeService/ListPodSandbox", "UNAVAILABLE",
+                                                    "connection refused")), hard={"memory.available": "1Gi"})
+    report = m.synchronize()
+    assert evictor.calls == [] and not report.pods_from_node
+    assert report.degraded is not None and "no pod can be evicted" in report.degraded
+    assert len(report.errors) == 1 and "pods unavailable, no pod will be evicted" in report.errors[0]
+    assert "ListPodSandbox" in report.errors[0]
+
+
+def test_with_a_pod_list_the_nodes_pods_are_not_asked() -> None:
+    evictor = Evictor()
+    config = EngineConfig.from_settings(EvictionSettings(hard={"memory.available": "1Gi"}))
+    report = EvictionManager(config, stats=Stats(MEMORY_LOW), layout=Layout(FsLayout()), pods=Pods(VICTIM),
+                             reclaimer=Reclaimer(), evictor=evictor, clock=FakeClock(),
+                             node_pods=Unlisted(AssertionError("asked"))).synchronize()
+    assert [e.pod.name for e in evictor.calls] == ["victim"]
+    assert report.pod_list_problem is None and not report.pods_from_node and report.degraded is None

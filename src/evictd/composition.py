@@ -2,8 +2,10 @@
 
 Nothing else in evictd decides which adapter serves which role. With a Kubernetes API (a kubeconfig, or the
 in-cluster service account inside a pod) pods come from a watch, evictions go through the API and node
-conditions, taints and events are written; without one, pods are discovered from the node and evictions are
-reported only. With a container runtime answering the CRI endpoint (at start, or later: `RuntimeLink`),
+conditions, taints and events are written; until the watch has a pod list (the API unreachable since start),
+hard thresholds rank the pods the node shows and the evictor stops the chosen one through the runtime,
+journaled. Without an API, pods are discovered from the node and evictions are reported only. With a
+container runtime answering the CRI endpoint (at start, or later: `RuntimeLink`),
 node-level reclaim and the periodic garbage collection run (without the API, container GC cannot know which
 pods are gone, so it removes only dead containers beyond the policy). In dry-run nothing is changed
 anywhere: what would be is logged and counted. With the API, evictd first takes the stateDir lock
@@ -52,7 +54,8 @@ from evictd.cri.client import CriClient
 from evictd.daemon import Daemon
 from evictd.http_endpoint import Health, HttpEndpoint
 from evictd.kube.client import build_api_client
-from evictd.kube.cluster import ClusterSync, EvictablePods
+from evictd.kube.cluster import ClusterSync, EvictablePods, NodeFallbackPods
+from evictd.kube.critical_record import CriticalPodRecord
 from evictd.kube.events import EventRecorder
 from evictd.kube.evictor import KubePodEvictor
 from evictd.kube.journal import EvictionJournal
@@ -63,6 +66,7 @@ from evictd.logging_setup import configure_logging, resolve_format
 from evictd.manager import (
     CycleReport,
     EvictionManager,
+    ListedPods,
     PodEvictor,
     PodSource,
     StatsSource,
@@ -78,7 +82,9 @@ POD_UID_ENV = "EVICTD_POD_UID"
 # Set in every pod by the kubelet: evictd then uses the in-cluster service account.
 IN_CLUSTER_ENV = "KUBERNETES_SERVICE_HOST"
 JOURNAL_FILE = "evictions.json"
-# How long start-up waits for the first pod list before running cycles anyway (they evict nobody until then).
+CRITICAL_PODS_FILE = "critical-pods.json"
+# How long start-up waits for the first pod list before running cycles anyway (hard thresholds rank the pods
+# the node shows until then). A refused connection ends the wait at once.
 POD_SYNC_WAIT_S = 10.0
 
 
@@ -190,6 +196,8 @@ class ClusterParts:
     """The Kubernetes side of the daemon, when an API is configured."""
 
     pods: EvictablePods
+    node_pods: NodeFallbackPods  # what hard thresholds rank while the watch has no pod list
+    discovered: DiscoveredPods  # the pods the node shows (named by the runtime once it answers)
     evictor: PodEvictor
     sync: ClusterSync
     watcher: PodWatcher
@@ -239,12 +247,16 @@ def api_configured(settings: EvictdSettings) -> bool:
 
 
 def attach_runtime(config: Configuration, client: CriClient, version: RuntimeVersion, metrics: Metrics, log: Any,
-                   manager: EvictionManager, stats: StatsSource, cluster: ClusterParts | None) -> RuntimeParts:
+                   manager: EvictionManager, stats: StatsSource, cluster: ClusterParts | None,
+                   discovered: DiscoveredPods | None) -> RuntimeParts:
     """Build the runtime's parts and wire them into the running daemon: the manager's layout and reclaimer
     (report-only in dry-run), the node's own stats (writable layers, container names, the runtime's
-    filesystems) and, with the API, the local stop when the API is down and the check that an evicted pod
-    stopped. The same path serves a runtime that answers at start and one that answers later."""
+    filesystems), the pods discovered on the node named by their sandboxes and, with the API, the local stop
+    when the API is down and the check that an evicted pod stopped. The same path serves a runtime that
+    answers at start and one that answers later."""
     settings = config.evictd
+    if discovered is not None:
+        discovered.use_runtime(client.list_sandboxes)
     pod_state, sources_ready = pod_states(cluster.watcher if cluster is not None else None)
     runtime = build_runtime(config, client, version, metrics, log, pod_state, sources_ready)
     manager.attach_runtime(RuntimeLayout(settings.kubelet_root_dir, runtime.filesystems),
@@ -277,10 +289,12 @@ def runtime_pod_running(client: CriClient) -> Callable[[str], bool | None]:
     return running
 
 
-def build_cluster(config: Configuration, node_name: str, metrics: Metrics, log: Any, dry_run: bool) -> ClusterParts:
-    """Lock the stateDir, then build the pod watch, the journaled evictor, the node status writer and the event
-    recorder (the runtime's local stop and pod check are added by `attach_runtime` once the runtime answers).
-    Raises StateLockError when another evictd still holds the stateDir after stateLockTimeout."""
+def build_cluster(config: Configuration, node_name: str, metrics: Metrics, log: Any, dry_run: bool,
+                  cgroups: CgroupReader) -> ClusterParts:
+    """Lock the stateDir, then build the pod watch, the journaled evictor, the node status writer, the event
+    recorder and the node's pods for when the watch has no list (the runtime's local stop, pod check and
+    sandboxes are added by `attach_runtime` once the runtime answers). Raises StateLockError when another
+    evictd still holds the stateDir after stateLockTimeout."""
     settings = config.evictd
     # Before anything else: a second evictd on this stateDir waits here (or gives up) before it acts.
     state_lock = acquire_state_lock(settings.state_dir, settings.state_lock_timeout_s, log)
@@ -291,8 +305,9 @@ def build_cluster(config: Configuration, node_name: str, metrics: Metrics, log: 
 
     watcher = PodWatcher(api_client, node_name, on_error=api_error)
     watcher.start()
-    if not watcher.wait_synced(POD_SYNC_WAIT_S):
-        log.warning("pod list not synced yet; no pod is evicted until it is", error=str(watcher.last_error))
+    if not watcher.wait_first_answer(POD_SYNC_WAIT_S):
+        log.warning("pod list not synced yet; until it is, hard thresholds act on the pods the node shows",
+                    error=str(watcher.last_error))
     journal = EvictionJournal(None if dry_run else os.path.join(settings.state_dir, JOURNAL_FILE), log=log,
                               on_corrupt=metrics.journal_corrupt.inc,
                               on_write_failure=metrics.journal_write_failures.inc)
@@ -301,13 +316,19 @@ def build_cluster(config: Configuration, node_name: str, metrics: Metrics, log: 
     evictor: PodEvictor = kube_evictor if kube_evictor is not None else ReportOnlyEvictor()
     node_writer = NodeStatusWriter(api_client, node_name, ConditionMode(settings.node_condition_mode),
                                    update_period_s=settings.node_status_update_frequency_s, dry_run=dry_run)
+    critical = CriticalPodRecord(None if dry_run else os.path.join(settings.state_dir, CRITICAL_PODS_FILE))
+    if critical.problem is not None:
+        log.warning("critical pods remembered from the last pod list unreadable", error=critical.problem)
     sync = ClusterSync(watcher=watcher, evictor=kube_evictor, node_writer=node_writer, events=events,
-                       on_error=api_error, log=log)
-    pods = EvictablePods(watcher, journal, own_uid=os.environ.get(POD_UID_ENV, ""))
+                       on_error=api_error, log=log, critical=critical)
+    own_uid = os.environ.get(POD_UID_ENV, "")
+    pods = EvictablePods(watcher, journal, own_uid=own_uid)
+    discovered = DiscoveredPods(cgroups, settings.pod_logs_dir)
     shadow = ShadowComparer(watcher.pods, settings.state_dir, lambda c: metrics.shadow.labels(str(c.outcome)).inc(),
                             log) if dry_run else None
-    return ClusterParts(pods=pods, evictor=evictor, sync=sync, watcher=watcher, kube_evictor=kube_evictor,
-                        shadow=shadow, state_lock=state_lock)
+    return ClusterParts(pods=pods, node_pods=NodeFallbackPods(discovered, journal, own_uid, critical),
+                        discovered=discovered, evictor=evictor, sync=sync, watcher=watcher,
+                        kube_evictor=kube_evictor, shadow=shadow, state_lock=state_lock)
 
 
 def build_daemon(
@@ -330,15 +351,18 @@ def build_daemon(
     cgroups = CgroupReader(layout)
     metrics = Metrics()
     dry_run = settings.dry_run
-    cluster = build_cluster(config, node_name, metrics, log, dry_run) if api_configured(settings) else None
-    pods: PodSource = cluster.pods if cluster is not None else DiscoveredPods(cgroups, settings.pod_logs_dir)
+    cluster = build_cluster(config, node_name, metrics, log, dry_run, cgroups) if api_configured(settings) else None
+    discovered = cluster.discovered if cluster is not None else DiscoveredPods(cgroups, settings.pod_logs_dir)
+    pods: PodSource = cluster.pods if cluster is not None else discovered
+    # With the API, the stats measure the pods each cycle listed: the watch's, or the node's without a list.
+    listed = ListedPods()
     evictor: PodEvictor = cluster.evictor if cluster is not None else ReportOnlyEvictor()
     # Evictions need the API; node-level reclaim and periodic GC need only the runtime (unless dry-run).
     evictions_reported_only = dry_run or cluster is None
     if cluster is None:
         log.info("no Kubernetes API configured (no kubeconfig, not in a pod): evictions are reported, "
                  "not carried out")
-    stats = build_stats_source(config, cgroups, pods, node_name)
+    stats = build_stats_source(config, cgroups, listed if cluster is not None else pods, node_name)
     if isinstance(stats, KubeletSummarySource) and stats.insecure_reason:
         log.warning("kubelet Summary endpoint not verified", detail=stats.insecure_reason,
                     url=settings.kubelet_summary_url, token_file=settings.kubelet_token_file)
@@ -351,10 +375,14 @@ def build_daemon(
         reclaimer=ReportOnlyReclaimer(),
         evictor=evictor,
         clock=MonotonicClock(),
+        node_pods=cluster.node_pods if cluster is not None else None,
+        listed=listed,
     )
     client = CriClient(settings.container_runtime_endpoint, settings.runtime_request_timeout_s)
     runtime = RuntimeLink(
-        client, lambda version: attach_runtime(config, client, version, metrics, log, manager, stats, cluster), log)
+        client,
+        lambda version: attach_runtime(config, client, version, metrics, log, manager, stats, cluster, discovered),
+        log)
     runtime.connect()
     waiter = Waiter()
     memcg = None

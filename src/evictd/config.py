@@ -70,7 +70,8 @@ class EvictdSettings:
     node_condition_mode: str = field(default="evictd", metadata={"yaml": "nodeConditionMode"})
     # The kubelet's nodeStatusUpdateFrequency: conditions are re-written at least this often.
     node_status_update_frequency_s: float = field(default=10.0, metadata={"yaml": "nodeStatusUpdateFrequency"})
-    # Where decided-but-unwritten evictions are journaled, so neither an API outage nor a restart loses them.
+    # Where decided-but-unwritten evictions are journaled, so neither an API outage nor a restart loses them,
+    # and the critical pods of the last pod list are remembered (for a restart during an API outage).
     state_dir: str = field(default="/var/lib/evictd", metadata={"yaml": "stateDir"})
     # A second evictd on the same stateDir waits this long for the first to stop (a DaemonSet rolling update),
     # then exits with status 2: two daemons must never share one journal.

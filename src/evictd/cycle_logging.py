@@ -30,6 +30,8 @@ class CycleLogger:
         self._conditions: tuple[str, ...] = ()
         self._met: frozenset[Threshold] = frozenset()
         self._warned: set[str] = set()
+        self._pods_from_node = False
+        self._withheld: str | None = None
 
     def log_cycle(self, number: int, report: CycleReport, state: EngineState) -> None:
         """Emit the events of one cycle."""
@@ -40,6 +42,7 @@ class CycleLogger:
                 self._log.warning("configuration warning", detail=warning)
         for error in report.errors:
             self._log.error("cycle error", cycle=number, error=error)
+        self._pod_list(number, report)
         conditions = tuple(str(c) for c in assessment.node_conditions)
         if conditions != self._conditions and assessment.skipped is None:
             self._log.info("node conditions changed", cycle=number, conditions=list(conditions),
@@ -76,6 +79,18 @@ class CycleLogger:
         if report.ranking and not report.evictions:
             self._log.warning("unable to evict any pods from the node", cycle=number,
                               ranking=[p.key for p in report.ranking])
+
+    def _pod_list(self, number: int, report: CycleReport) -> None:
+        """Log when the pods ranked become the node's (no pod list from the API) and when they stop being."""
+        if report.pods_from_node and not self._pods_from_node:
+            self._log.warning("no pod list from the Kubernetes API: hard thresholds act on the pods the node shows",
+                              cycle=number, detail=report.pod_list_problem)
+        elif self._pods_from_node and report.pod_list_problem is None:
+            self._log.info("pod list from the Kubernetes API in use again", cycle=number)
+        self._pods_from_node = report.pods_from_node or (self._pods_from_node and report.pod_list_problem is not None)
+        if report.withheld != self._withheld and report.withheld is not None:
+            self._log.warning("threshold not acted on", cycle=number, reason=report.withheld)
+        self._withheld = report.withheld
 
     def _threshold_met(self, number: int, status: ThresholdStatus, report: CycleReport) -> None:
         observation = report.assessment.observations.get(status.threshold.signal)

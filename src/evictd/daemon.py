@@ -229,6 +229,7 @@ class Daemon:
         duration = time.monotonic() - started
         now_wall = datetime.now(UTC)
         self.metrics.record_cycle(report, self.manager.state, duration, now_wall, self.dry_run)
+        self.health.degraded = report.degraded
         cycle_logger.log_cycle(number, report, self.manager.state)
         self.health.cycle_done()
         if self.live_output is not None:

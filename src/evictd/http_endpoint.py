@@ -81,13 +81,18 @@ TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 
 
 class Health:
-    """What `/healthz` reports: the loop is alive if a cycle ended recently."""
+    """What `/healthz` reports: the loop is alive if a cycle ended recently.
+
+    A loop working in a degraded mode (`degraded`, set by the loop: e.g. no pod list from the API) is still
+    alive, 200, and says why: restarting it would not bring the API back, and would cost its protection.
+    """
 
     def __init__(self, interval_s: float) -> None:
         self.allowed_gap_s = max(STALL_INTERVALS * interval_s, MIN_STALL_S)
         self.started_at = time.monotonic()
         self.last_cycle_at: float | None = None
         self.stopping = False
+        self.degraded: str | None = None
 
     def cycle_done(self) -> None:
         self.last_cycle_at = time.monotonic()
@@ -100,7 +105,8 @@ class Health:
         gap = time.monotonic() - since
         if gap > self.allowed_gap_s:
             return False, f"no housekeeping cycle finished for {gap:.0f}s"
-        return True, "ok"
+        degraded = self.degraded
+        return True, "ok" if degraded is None else f"degraded: {degraded}"
 
 
 def parse_bind_address(address: str) -> tuple[str, int]:

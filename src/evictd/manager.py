@@ -6,6 +6,11 @@ of its own and never logs: every cycle returns a `CycleReport` that the caller t
 events. Adapter failures are contained per KUBELET_SPEC §15: unreadable stats freeze the state, a failed
 reclaim action is recorded and the others still run, and a failed eviction still counts as the cycle's one
 eviction (as the kubelet counts it).
+
+A pod list that cannot be used (the Kubernetes API has given none) evicts nobody, unless `node_pods` is
+given: the pods the node shows are then ranked instead, for hard thresholds only (`choose_eviction`'s
+`pods_from_node`), and the report says so (`pod_list_problem`, `pods_from_node`). The stats source measures
+exactly the pods the cycle listed when it reads them from `ListedPods`.
 """
 
 from __future__ import annotations
@@ -48,6 +53,17 @@ class PodSource(Protocol):
     def active_pods(self) -> Sequence[Pod]: ...
 
 
+class ListedPods:
+    """The pods the manager listed in its current cycle, as a PodSource: what the stats source should measure,
+    wherever the pods came from (the API's list, or the node's pods when that list is unusable)."""
+
+    def __init__(self) -> None:
+        self.pods: tuple[Pod, ...] = ()
+
+    def active_pods(self) -> Sequence[Pod]:
+        return self.pods
+
+
 class NodeReclaimer(Protocol):
     """Frees resources at node level; returns the bytes freed (raises EvictdError on failure)."""
 
@@ -75,6 +91,10 @@ class ReclaimResult:
     error: str | None = None
 
 
+# What a cycle without a usable pod list is called in /healthz and in the evictd_degraded metric's label.
+POD_LIST_UNAVAILABLE = "pod-list-unavailable"
+
+
 @dataclass(frozen=True, slots=True)
 class CycleReport:
     """Everything one cycle saw, decided and did."""
@@ -90,6 +110,21 @@ class CycleReport:
     eviction_errors: tuple[str, ...] = ()
     skipped_critical: tuple[Pod, ...] = ()
     errors: tuple[str, ...] = ()
+    # Why the pod list could not be used this cycle (None: it could); with `pods_from_node` the pods ranked
+    # were the node's instead, for hard thresholds only.
+    pod_list_problem: str | None = None
+    pods_from_node: bool = False
+    # Why nobody was ranked although a threshold asked for an eviction (a soft one, with the node's pods).
+    withheld: str | None = None
+
+    @property
+    def degraded(self) -> str | None:
+        """Why the cycle worked in a degraded mode, as `/healthz` says it (None: it did not)."""
+        if self.pod_list_problem is None:
+            return None
+        acting = ("hard thresholds act on the pods the node shows, through the container runtime"
+                  if self.pods_from_node else "no pod can be evicted")
+        return f"{POD_LIST_UNAVAILABLE}: no pod list from the Kubernetes API, {acting} ({self.pod_list_problem})"
 
 
 class EvictionManager:
@@ -105,12 +140,16 @@ class EvictionManager:
         reclaimer: NodeReclaimer,
         evictor: PodEvictor,
         clock: Clock,
+        node_pods: PodSource | None = None,
+        listed: ListedPods | None = None,
     ) -> None:
         self.config = config
         self.state = EngineState()
         self._stats = stats
         self._layout = layout
         self._pods = pods
+        self._node_pods = node_pods
+        self.listed = listed if listed is not None else ListedPods()
         self._reclaimer = reclaimer
         self._evictor = evictor
         self._clock = clock
@@ -133,12 +172,10 @@ class EvictionManager:
             except EvictdError as exc:
                 reason = f"eviction manager: failed to get HasDedicatedImageFs: {exc}"
                 return CycleReport(now=now, assessment=Assessment(skipped=reason), errors=(reason,))
-        try:
-            pods = tuple(self._pods.active_pods())
-        except EvictdError as exc:
-            # A pod list known to be wrong is never acted on: the cycle still observes, but evicts nobody.
-            pods = ()
-            errors.append(f"eviction manager: pods unavailable, no pod will be evicted: {exc}")
+        pods, problem, from_node = self._list_pods()
+        if problem is not None and not from_node:
+            errors.append(f"eviction manager: pods unavailable, no pod will be evicted: {problem}")
+        self.listed.pods = pods
         summary: Summary | None
         try:
             summary = self._stats.summary()
@@ -146,7 +183,8 @@ class EvictionManager:
             summary = None
             errors.append(f"eviction manager: failed to get summary stats: {exc}")
         self.state, assessment = assess(self.state, self.config, layout, summary, pods, now)
-        seen = CycleReport(now=now, assessment=assessment, summary=summary, pods=pods, errors=tuple(errors))
+        seen = CycleReport(now=now, assessment=assessment, summary=summary, pods=pods, errors=tuple(errors),
+                           pod_list_problem=problem, pods_from_node=from_node)
         if summary is None:
             return seen
         if assessment.local_storage_evictions:
@@ -165,7 +203,7 @@ class EvictionManager:
             succeeded = reclaim_succeeded(self.state, after)
             if succeeded:
                 return replace(seen, reclaim=reclaim, reclaim_succeeded=True, errors=tuple(errors))
-        choice = choose_eviction(self.config, self.state, assessment, pods, summary)
+        choice = choose_eviction(self.config, self.state, assessment, pods, summary, pods_from_node=from_node)
         evicted, failures = self._evict((choice.eviction,) if choice.eviction else ())
         return replace(
             seen,
@@ -175,8 +213,26 @@ class EvictionManager:
             evictions=evicted,
             eviction_errors=failures,
             skipped_critical=choice.skipped_critical,
+            withheld=choice.withheld,
             errors=tuple(errors),
         )
+
+    def _list_pods(self) -> tuple[tuple[Pod, ...], str | None, bool]:
+        """Return (pods, why the pod list is unusable or None, whether the pods are the node's instead).
+
+        A pod list known to be wrong is never acted on: without `node_pods` (or when they cannot be listed
+        either) the cycle still observes, but evicts nobody.
+        """
+        try:
+            return tuple(self._pods.active_pods()), None, False
+        except EvictdError as exc:
+            problem = str(exc)
+        if self._node_pods is None:
+            return (), problem, False
+        try:
+            return tuple(self._node_pods.active_pods()), problem, True
+        except EvictdError as exc:
+            return (), f"{problem}; the node's pods cannot be used either: {exc}", False
 
     def _reclaim(self, action: ReclaimAction) -> ReclaimResult:
         try:

@@ -19,13 +19,14 @@ from evictd.core.engine import EngineState
 from evictd.core.signals import NodeCondition, Signal
 from evictd.core.summary import Observation
 from evictd.core.thresholds import Threshold, threshold_quantity
-from evictd.manager import CycleReport
+from evictd.manager import POD_LIST_UNAVAILABLE, CycleReport
 
 # Cycle durations span a cached cgroup read (~1 ms) to a slow filesystem walk (seconds).
 CYCLE_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
 WAKEUP_CAUSES = ("timer", "memcg", "psi", "signal", "eviction")
 ERROR_SOURCES = ("stats", "layout", "reclaim", "eviction", "notifier", "cycle")
+DEGRADED_REASONS = (POD_LIST_UNAVAILABLE,)
 
 
 class Metrics:
@@ -71,7 +72,11 @@ class Metrics:
         self.journal_write_failures = Counter("evictd_journal_write_failures_total", "Eviction journal writes "
                                               "that failed (ENOSPC, read-only stateDir); retried every cycle.",
                                               registry=r)
+        self.degraded = Gauge("evictd_degraded", "1 while evictd works in a degraded mode, by reason "
+                              "(pod-list-unavailable: no pod list from the Kubernetes API).", ["reason"], registry=r)
         self._exported_signals: set[str] = set()
+        for reason in DEGRADED_REASONS:
+            self.degraded.labels(reason).set(0)
         for cause in WAKEUP_CAUSES:
             self.wakeups.labels(cause)
         for source in ERROR_SOURCES:
@@ -91,6 +96,7 @@ class Metrics:
         assessment = report.assessment
         self.cycles.inc()
         self.cycle_duration.observe(duration_s)
+        self.degraded.labels(POD_LIST_UNAVAILABLE).set(0 if report.pod_list_problem is None else 1)
         # A signal observed before but not now (its source unreadable) must not go on showing its old value.
         observed = {str(signal) for signal in assessment.observations}
         for gone in self._exported_signals - observed:

@@ -10,8 +10,13 @@ for `evictd run`): what a scheduler and a kubelet would have done so that evictd
   real kubelet does with it: its own status over anyone else's phase, reason and message, and on deletion
   the kill with the pod's grace period, the terminal status and the final ``DELETE`` (grace 0, UID
   precondition);
+  The sandbox carries what the kubelet puts on it: the pod's annotations and ``kubernetes.io/config.source: api``;
+* `ClusterNode.run_static_pod` runs a static pod as the kubelet runs one from a manifest file: its sandbox says
+  ``kubernetes.io/config.source: file``, and the API holds only its mirror pod (another UID, the
+  ``kubernetes.io/config.mirror`` annotation);
 * `ClusterNode.terminate` is a deletion by someone else (grace 0): the stand-in kubelet then stops the pod;
 * `ClusterNode.start_evictd` runs `evictd run` against both, with JSON logs, its journal in a state folder;
+  `journal`, `stopped_on_the_node` and `executed_deletes_by_uid` read what it did;
 * `pods_memory_limit` limits the harness's pods cgroup (``<cgroup root>/kubepods``) as a kubelet limits
   it to the node's allocatable memory, and lifts the limit again afterwards (the session containerd's cgroup
   root outlives the test).
@@ -37,6 +42,7 @@ from kube_status import ApiError
 from kubelet_standin import KubeletStandIn
 
 from evictd.core.errors import CRIError
+from evictd.core.pods import API_SERVER_SOURCE, CONFIG_MIRROR_ANNOTATION, CONFIG_SOURCE_ANNOTATION
 from evictd.core.runtime import ContainerState, SandboxState
 from evictd.cri.client import ContainerSpec
 
@@ -51,6 +57,8 @@ SLEEPER_SCRIPT = 'trap "exit 0" TERM; echo ready; while true; do sleep 1; done'
 IGNORES_SIGTERM = 'trap "" TERM; echo ready; while true; do sleep 1; done'
 TRIGGER_MOUNT = "/trigger"
 IMAGE = "evictd.test/busybox:1"
+CONFIG_HASH_ANNOTATION = "kubernetes.io/config.hash"
+FILE_SOURCE = "file"
 
 
 def hog_script(mib: int, *, triggered: bool = False) -> str:
@@ -94,11 +102,14 @@ class Container:
 
 
 def pod_object(name: str, namespace: str, uid: str, node_name: str, containers: Sequence[Container], *,
-               priority: int = 0, finalizers: Sequence[str] = ()) -> dict[str, Any]:
+               priority: int = 0, priority_class: str = "", finalizers: Sequence[str] = (),
+               annotations: Mapping[str, str] | None = None) -> dict[str, Any]:
     """The Pod object of a pod the scheduler bound to `node_name` and its kubelet is starting (Pending)."""
     metadata: dict[str, Any] = {"name": name, "namespace": namespace, "uid": uid, "labels": {"app": name}}
     if finalizers:
         metadata["finalizers"] = list(finalizers)
+    if annotations:
+        metadata["annotations"] = dict(annotations)
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -106,6 +117,7 @@ def pod_object(name: str, namespace: str, uid: str, node_name: str, containers: 
         "spec": {
             "nodeName": node_name,
             "priority": priority,
+            **({"priorityClassName": priority_class} if priority_class else {}),
             "terminationGracePeriodSeconds": 30,
             "containers": [
                 {"name": c.name, "image": IMAGE,
@@ -171,17 +183,34 @@ class ClusterNode:
         return CGROUP_MEMORY / self.runtime.cgroup_root.strip("/") / "kubepods"
 
     def run_pod(self, name: str, containers: Sequence[Container], *, namespace: str = "e2e", priority: int = 0,
-                uid: str | None = None, finalizers: Sequence[str] = ()) -> RunningPod:
+                priority_class: str = "", uid: str | None = None, finalizers: Sequence[str] = ()) -> RunningPod:
         """Bind a Pod object to this node, start it in containerd (burstable cgroup), then report it Running.
 
         The order of a real cluster: the object exists before its containers run, so evictd never sees the
-        pod's usage without the pod.
+        pod's usage without the pod. The sandbox is annotated as the kubelet annotates a pod from the API.
         """
         uid = uid or str(uuid.uuid4())
         self.apiserver.store.create_pod(pod_object(name, namespace, uid, self.name, containers, priority=priority,
-                                                   finalizers=finalizers))
-        pod = self.factory.run(name, [c.spec() for c in containers], namespace=namespace, qos="burstable", uid=uid)
+                                                   priority_class=priority_class, finalizers=finalizers))
+        pod = self.factory.run(name, [c.spec() for c in containers], namespace=namespace, qos="burstable", uid=uid,
+                               annotations={CONFIG_SOURCE_ANNOTATION: API_SERVER_SOURCE})
         self.kubelet.adopt(pod, IMAGE)
+        return pod
+
+    def run_static_pod(self, name: str, containers: Sequence[Container], *, namespace: str = "e2e") -> RunningPod:
+        """Run a pod as the kubelet runs one from a manifest file, and store its mirror pod in the API.
+
+        On the node the sandbox says ``config.source: file`` (the kubelet's annotation, which no pod from the
+        API can carry: the kubelet overwrites it with ``api``); the API holds a mirror pod of another UID. The
+        kubelet stand-in does not manage it (it only syncs pods from the API).
+        """
+        uid = str(uuid.uuid4())  # the kubelet's UID of a static pod: a hash of its manifest
+        pod = self.factory.run(name, [c.spec() for c in containers], namespace=namespace, qos="burstable", uid=uid,
+                               annotations={CONFIG_SOURCE_ANNOTATION: FILE_SOURCE, CONFIG_HASH_ANNOTATION: uid})
+        mirror = pod_object(name, namespace, str(uuid.uuid4()), self.name, containers,
+                            annotations={CONFIG_SOURCE_ANNOTATION: FILE_SOURCE, CONFIG_HASH_ANNOTATION: uid,
+                                         CONFIG_MIRROR_ANNOTATION: uid})
+        self.apiserver.store.create_pod(mirror)
         return pod
 
     def terminate(self, pod: RunningPod) -> None:
@@ -199,16 +228,19 @@ class ClusterNode:
         stored = self.apiserver.store.get_pod(pod.namespace, pod.name)
         return stored if stored is not None and stored["metadata"]["uid"] == pod.uid else None
 
-    def start_evictd(self, kubelet: str, evictd: str = "", *, folder: str = "evictd") -> EvictdProcess:
-        """Run `evictd run` on this node: API via kubeconfig, CRI, the harness's cgroup root, 1 s housekeeping."""
+    def start_evictd(self, kubelet: str, evictd: str = "", *, folder: str = "evictd", kubeconfig: Path | None = None,
+                     env: Mapping[str, str] | None = None) -> EvictdProcess:
+        """Run `evictd run` on this node: API via kubeconfig (the test server's unless given), CRI, the
+        harness's cgroup root, 1 s housekeeping; `env` adds environment variables (e.g. its own pod UID)."""
         work = self.folder / folder
         work.mkdir(parents=True, exist_ok=True)
         daemon = EvictdProcess(
             work,
+            env=dict(env or {}),
             kubelet="enforceNodeAllocatable: []\n" + kubelet,
             evictd=(
                 f"nodeName: {self.name}\n"
-                f"kubeconfig: {self.apiserver.kubeconfig_path}\n"
+                f"kubeconfig: {kubeconfig or self.apiserver.kubeconfig_path}\n"
                 f"containerRuntimeEndpoint: {self.runtime.endpoint}\n"
                 f"cgroupRoot: {self.runtime.cgroup_root}\n"
                 f"kubeletRootDir: {self.kubelet_root}\n"
@@ -272,17 +304,11 @@ class ClusterNode:
                 and e.get("involvedObject", {}).get("name") == self.name and e.get("reason") == reason]
 
 
-@contextlib.contextmanager
-def pods_memory_limit(node: ClusterNode, limit_bytes: int) -> Iterator[Path]:
-    """Limit the pods cgroup to `limit_bytes` (created if no pod made it yet); lift the limit on exit."""
-    cgroup = node.pods_cgroup
-    cgroup.mkdir(parents=True, exist_ok=True)
-    (cgroup / "memory.limit_in_bytes").write_text(f"{limit_bytes}\n")
-    try:
-        yield cgroup
-    finally:
-        with contextlib.suppress(OSError):
-            (cgroup / "memory.limit_in_bytes").write_text(f"{UNLIMITED}\n")
+def journal(node: ClusterNode) -> dict[str, dict[str, Any]]:
+    """The eviction journal in evictd's stateDir, by pod UID."""
+    if not node.journal_path.exists():
+        return {}
+    return {entry["uid"]: entry for entry in json.loads(node.journal_path.read_text())["evictions"]}
 
 
 def stopped_on_the_node(node: ClusterNode, pod: RunningPod) -> bool:
@@ -295,6 +321,29 @@ def stopped_on_the_node(node: ClusterNode, pod: RunningPod) -> bool:
         if exc.code != "NOT_FOUND":
             raise
         return True
+
+
+def executed_deletes_by_uid(node: ClusterNode) -> dict[str, int]:
+    """DELETEs the server carried out (2xx), counted per precondition UID."""
+    counts: dict[str, int] = {}
+    for request in node.deletes():
+        if 200 <= request.status < 300:
+            uid = request.body["preconditions"]["uid"]
+            counts[uid] = counts.get(uid, 0) + 1
+    return counts
+
+
+@contextlib.contextmanager
+def pods_memory_limit(node: ClusterNode, limit_bytes: int) -> Iterator[Path]:
+    """Limit the pods cgroup to `limit_bytes` (created if no pod made it yet); lift the limit on exit."""
+    cgroup = node.pods_cgroup
+    cgroup.mkdir(parents=True, exist_ok=True)
+    (cgroup / "memory.limit_in_bytes").write_text(f"{limit_bytes}\n")
+    try:
+        yield cgroup
+    finally:
+        with contextlib.suppress(OSError):
+            (cgroup / "memory.limit_in_bytes").write_text(f"{UNLIMITED}\n")
 
 
 def working_set_bytes(cgroup: Path) -> int:

@@ -18,7 +18,6 @@ never touched the same-named successor), and the daemon never crashes (alive, /h
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -33,7 +32,9 @@ from e2e_node import (
     Container,
     Trigger,
     counter,
+    executed_deletes_by_uid,
     hog_script,
+    journal,
     pods_memory_limit,
     stopped_on_the_node,
     wait_until,
@@ -68,13 +69,6 @@ def pod_path(pod: RunningPod) -> str:
     return f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}"
 
 
-def journal(node: ClusterNode) -> dict[str, dict[str, Any]]:
-    """The eviction journal in evictd's stateDir, by pod UID."""
-    if not node.journal_path.exists():
-        return {}
-    return {entry["uid"]: entry for entry in json.loads(node.journal_path.read_text())["evictions"]}
-
-
 def pod_watches(node: ClusterNode) -> list[Any]:
     """The pod watch requests the server has started to answer (a request is logged once its headers went)."""
     return [r for r in node.apiserver.requests
@@ -84,16 +78,6 @@ def pod_watches(node: ClusterNode) -> list[Any]:
 def pod_lists(node: ClusterNode) -> list[Any]:
     return [r for r in node.apiserver.requests
             if r.method == "GET" and r.path == "/api/v1/pods" and r.param("watch") != "true" and r.status == 200]
-
-
-def executed_deletes_by_uid(node: ClusterNode) -> dict[str, int]:
-    """DELETEs the server carried out (2xx), counted per precondition UID."""
-    counts: dict[str, int] = {}
-    for request in node.deletes():
-        if 200 <= request.status < 300:
-            uid = request.body["preconditions"]["uid"]
-            counts[uid] = counts.get(uid, 0) + 1
-    return counts
 
 
 def assert_alive(daemon: EvictdProcess) -> None:

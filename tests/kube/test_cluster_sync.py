@@ -20,12 +20,13 @@ from evictd_kube_support import evictd_api_client, pod_lists, wait_until
 from kube_objects import node_manifest
 
 from builders import Gi, Mi, pod, pod_stats, summary
-from evictd.core.engine import EngineConfig, ReclaimAction
+from evictd.core.engine import Assessment, EngineConfig, ReclaimAction
 from evictd.core.kubelet_config import eviction_settings
 from evictd.core.node_status import ConditionMode
 from evictd.core.signals import FsLayout
 from evictd.core.summary import Summary, summary_from_dict
 from evictd.kube.cluster import ClusterSync, EvictablePods
+from evictd.kube.critical_record import CriticalPodRecord
 from evictd.kube.events import EventRecorder
 from evictd.kube.evictor import KubePodEvictor
 from evictd.kube.journal import EvictionJournal
@@ -222,6 +223,37 @@ def test_pending_writes_are_replayed_after_the_next_cycle(apiserver: ApiServer, 
     hog = apiserver.store.get_pod("default", "hog")
     assert hog is not None and hog["metadata"]["deletionTimestamp"] and disrupted(hog)
     assert [r.status for r in apiserver.requests if r.method == "DELETE"] == [503, 200]
+
+
+def test_the_critical_pods_of_the_pod_list_are_remembered_after_each_cycle(apiserver: ApiServer,
+                                                                          tmp_path: Path) -> None:
+    """What a restarted evictd without the API reads back: the pods the last pod list said are critical."""
+    apiserver.store.create_node(node_manifest(NODE))
+    apiserver.store.create_pod(pod("calico-node-x1", namespace="calico-system", priority=2_000_001_000,
+                                   priority_class="system-node-critical"))
+    apiserver.store.create_pod(HOG)
+    client = evictd_api_client(apiserver)
+    watcher = PodWatcher(client, NODE)
+    path = tmp_path / "critical-pods.json"
+    sync = ClusterSync(watcher=watcher, evictor=None, node_writer=NodeStatusWriter(client, NODE, ConditionMode.EVICTD),
+                       events=EventRecorder(client, NODE), on_error=lambda error: None, log=RecordingLog(),
+                       critical=CriticalPodRecord(str(path)))
+    quiet = CycleReport(now=0.0, assessment=Assessment())
+    try:
+        sync.after_cycle(quiet)  # before the first list: nothing known, nothing written
+        assert not path.exists()
+        watcher.start()
+        assert watcher.wait_synced(5.0)
+        sync.after_cycle(quiet)
+        assert CriticalPodRecord(str(path)).uids() == {"uid-calico-node-x1"}
+
+        apiserver.store.delete_pod("calico-system", "calico-node-x1", grace_period_s=0)
+        assert wait_until(lambda: watcher.pod("uid-calico-node-x1") is None)
+        sync.after_cycle(quiet)
+        assert CriticalPodRecord(str(path)).uids() == frozenset()
+    finally:
+        watcher.stop()
+        client.close()
 
 
 def test_no_pod_is_evicted_while_the_pod_list_is_unknown(apiserver: ApiServer, tmp_path: Path) -> None:

@@ -28,6 +28,7 @@ HEAVY = ("kubernetes.client.api_client", "kubernetes.client.api", "kubernetes.cl
 LEAN_FIRST = """
     import json, sys, types
     import structlog
+    from evictd.adapters.cgroups import CgroupReader, detect_cgroup_layout
     from evictd.composition import build_cluster
     from evictd.config import load_configuration
     from evictd.core.signals import NodeCondition
@@ -37,7 +38,7 @@ LEAN_FIRST = """
 
     config_path, kubeconfig, node, heavy = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4].split(",")
     parts = build_cluster(load_configuration([config_path]), node, Metrics(), structlog.get_logger(),
-                          dry_run=False)
+                          dry_run=False, cgroups=CgroupReader(detect_cgroup_layout()))
     assessment = types.SimpleNamespace(skipped=None, node_conditions=[NodeCondition.MEMORY_PRESSURE],
                                        resource_to_reclaim=None, local_storage_evictions=[])
     parts.sync.after_cycle(types.SimpleNamespace(assessment=assessment))

@@ -156,6 +156,21 @@ def test_active_pods_raises_until_the_first_list_completes(apiserver: ApiServer,
     assert [r.status for r in pod_lists(apiserver)] == [500, 500, 200]
 
 
+def test_start_up_waits_for_the_first_list_to_answer_not_to_succeed(apiserver: ApiServer,
+                                                                    start_watcher: StartWatcher) -> None:
+    """`evictd run` waits for the first list before its first cycle; a refused list ends that wait at once (the
+    cycles then rank the node's pods for hard thresholds), a slow one only after the wait's limit."""
+    apiserver.faults.fail_next(1000, code=503, path="^/api/v1/pods$", watch=False)
+    watcher = start_watcher(synced=False)
+    started = time.monotonic()
+    assert watcher.wait_first_answer(SYNC_TIMEOUT_S) is False
+    assert time.monotonic() - started < 1.0 and watcher.last_error is not None
+    assert watcher.last_error.status == 503
+
+    apiserver.faults.clear()
+    assert watcher.wait_synced(SYNC_TIMEOUT_S) and watcher.wait_first_answer(0.0) is True
+
+
 @pytest.mark.parametrize(
     ("fault", "status"),
     [

@@ -1,11 +1,15 @@
-"""Pods discovered from the node itself, for when no Kubernetes API is configured.
+"""Pods discovered from the node itself, for when no Kubernetes API is configured or it gave no pod list.
 
 Job: list the pods running on this node without the API server: every pod cgroup under kubepods is a running
 pod (its UID and QoS tier come from the cgroup path), and the kubelet's log folders
-`<podLogsDir>/<namespace>_<name>_<uid>/` give back its namespace and name. Such pods carry no requests, limits
-or priority (only the API knows them), so rankings built on them order by usage alone; a pod without a log
-folder is named by its UID in namespace `unknown`. Pods found this way are never acted on: without the API
-evictd runs as dry-run.
+`<podLogsDir>/<namespace>_<name>_<uid>/` give back its namespace and name. With a container runtime attached
+(`use_runtime`), the pod's ready sandbox names it instead and gives its annotations, which the kubelet copies
+from the pod and completes with its own `kubernetes.io/config.source`: `api` for a pod of the API server,
+`file` or `http` for a static pod (so `is_static_pod` knows static pods found on the node). Such pods carry no
+requests, limits or priority (only the API knows them), so rankings built on them order by usage alone; a pod
+without a sandbox or log folder is named by its UID in namespace `unknown`. Without the API these pods are
+never acted on (evictd runs as dry-run); when the API has given no pod list, `evictd.kube.cluster.NodeFallbackPods`
+chooses which of them a hard threshold may stop.
 
 One listing per cycle: the manager asks `active_pods()` first; the stats source then reads the same listing
 through `last_listing` (the pods) and `listed_cgroups` (their cgroups) instead of listing the cgroup tree
@@ -15,11 +19,12 @@ and the log folders again, so the cycle's stats describe exactly the pods it ran
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 
 from evictd.adapters.cgroups import CgroupReader, PodCgroup
-from evictd.core.errors import SampleError
-from evictd.core.pods import Pod, QOSClass
+from evictd.core.errors import EvictdError, SampleError
+from evictd.core.pods import FrozenMap, Pod, QOSClass
+from evictd.core.runtime import Sandbox, SandboxState
 
 UNKNOWN_NAMESPACE = "unknown"
 _QOS_BY_TIER = {"guaranteed": QOSClass.GUARANTEED, "burstable": QOSClass.BURSTABLE, "besteffort": QOSClass.BEST_EFFORT}
@@ -43,17 +48,41 @@ def log_folder_names(pod_logs_dir: str) -> dict[str, tuple[str, str]]:
     return names
 
 
-class DiscoveredPods:
-    """A PodSource listing the pods that have a cgroup on this node."""
+def ready_sandboxes(sandboxes: Sequence[Sandbox]) -> dict[str, Sandbox]:
+    """Return pod UID -> its ready sandbox (the newest, should a pod have two), from a ListPodSandbox answer."""
+    ready: dict[str, Sandbox] = {}
+    for sandbox in sorted(sandboxes, key=lambda s: s.created_at_ns):
+        if sandbox.state is SandboxState.READY and sandbox.uid:
+            ready[sandbox.uid] = sandbox
+    return ready
 
-    def __init__(self, cgroups: CgroupReader, pod_logs_dir: str) -> None:
+
+class DiscoveredPods:
+    """A PodSource listing the pods that have a cgroup on this node.
+
+    `sandbox_problem` says why the runtime could not name the pods of the last listing (None when it did, or
+    when no runtime is attached).
+    """
+
+    def __init__(self, cgroups: CgroupReader, pod_logs_dir: str,
+                 sandboxes: Callable[[], Sequence[Sandbox]] | None = None) -> None:
         self._cgroups = cgroups
         self._pod_logs_dir = pod_logs_dir
+        self._sandboxes = sandboxes
         self._listed: tuple[list[Pod], Mapping[str, PodCgroup], SampleError | None] | None = None
         # The pods of the last listing by what they are made of: an unchanged pod is the same object next
         # cycle (no rebuilding; what is derived from it is remembered on it).
-        self._known: dict[tuple[str, str, str, str], Pod] = {}
+        self._known: dict[tuple[str, str, str, str, Sandbox | None], Pod] = {}
+        self.sandbox_problem: str | None = None
         self.last_listing = _LastListing(self)
+
+    def use_runtime(self, sandboxes: Callable[[], Sequence[Sandbox]]) -> None:
+        """Name the pods from their sandboxes from the next listing on (a runtime that answered late)."""
+        self._sandboxes = sandboxes
+
+    @property
+    def runtime_attached(self) -> bool:
+        return self._sandboxes is not None
 
     def active_pods(self) -> list[Pod]:
         """List the running pods now, named from their log folders. Unreadable cgroups mean no pods."""
@@ -88,19 +117,36 @@ class DiscoveredPods:
             names = log_folder_names(self._pod_logs_dir)
         except SampleError:
             names = {}
+        sandboxes = self._ready_sandboxes()
         pods = []
-        known: dict[tuple[str, str, str, str], Pod] = {}
+        known: dict[tuple[str, str, str, str, Sandbox | None], Pod] = {}
         for uid, cgroup in sorted(cgroups.items()):
-            namespace, name = names.get(uid, (UNKNOWN_NAMESPACE, uid))
-            identity = (uid, namespace, name, cgroup.qos)
+            sandbox = sandboxes.get(uid)
+            if sandbox is not None and sandbox.name and sandbox.namespace:
+                namespace, name = sandbox.namespace, sandbox.name
+            else:
+                namespace, name = names.get(uid, (UNKNOWN_NAMESPACE, uid))
+            identity = (uid, namespace, name, cgroup.qos, sandbox)
             pod = self._known.get(identity)
             if pod is None:
                 pod = Pod(name=name, namespace=namespace, uid=uid, status_phase="Running",
+                          annotations=FrozenMap(sandbox.annotations) if sandbox is not None else FrozenMap(),
                           status_qos_class=_QOS_BY_TIER.get(cgroup.qos))
             known[identity] = pod
             pods.append(pod)
         self._known = known
         return pods, cgroups, None
+
+    def _ready_sandboxes(self) -> dict[str, Sandbox]:
+        """The runtime's ready sandboxes by pod UID; empty (and `sandbox_problem` set) when it cannot answer."""
+        self.sandbox_problem = None
+        if self._sandboxes is None:
+            return {}
+        try:
+            return ready_sandboxes(self._sandboxes())
+        except EvictdError as exc:
+            self.sandbox_problem = f"the container runtime could not list the pod sandboxes: {exc}"
+            return {}
 
 
 class _LastListing:

@@ -169,11 +169,20 @@ class Assessment:
 
 @dataclass(frozen=True, slots=True)
 class EvictionChoice:
-    """The ranked candidates and the one eviction of the cycle (None when every candidate is critical)."""
+    """The ranked candidates and the one eviction of the cycle (None when every candidate is critical).
+
+    `withheld` says why nobody was even ranked although a threshold asked for an eviction.
+    """
 
     ranking: tuple[Pod, ...]
     eviction: Eviction | None
     skipped_critical: tuple[Pod, ...] = ()
+    withheld: str | None = None
+
+
+# Pods known only from the node carry no requests, priorities or grace periods: a soft threshold (which waits
+# for its grace period and honours the pod's own termination grace period) waits for the API's pod list.
+SOFT_WITHOUT_POD_LIST = "a soft threshold evicts only from the Kubernetes API's pod list"
 
 
 # --- reclaim plan (KUBELET_SPEC §8) ---------------------------------------------------------------------
@@ -377,16 +386,24 @@ def _threshold_figures(
 
 
 def choose_eviction(
-    config: EngineConfig, state: EngineState, assessment: Assessment, pods: Sequence[Pod], summary: Summary
+    config: EngineConfig, state: EngineState, assessment: Assessment, pods: Sequence[Pod], summary: Summary,
+    *, pods_from_node: bool = False,
 ) -> EvictionChoice:
     """Rank the pods for the acted-on threshold and return the first non-critical one as the eviction.
 
-    `summary` is the cycle's (pre-reclaim) summary, as the kubelet ranks on it.
+    `summary` is the cycle's (pre-reclaim) summary, as the kubelet ranks on it. `pods_from_node` means the pods
+    are what the node shows (the API gave no pod list): only a hard threshold evicts from them.
     """
     threshold = assessment.threshold_to_reclaim
     resource = assessment.resource_to_reclaim
     if threshold is None or resource is None or not pods:
         return EvictionChoice(ranking=(), eviction=None)
+    if pods_from_node and not threshold.is_hard:
+        # The first hard threshold to act on (they are sorted) evicts instead, if there is one.
+        hard = next((t for t in assessment.thresholds_to_act if t.is_hard), None)
+        if hard is None:
+            return EvictionChoice(ranking=(), eviction=None, withheld=SOFT_WITHOUT_POD_LIST)
+        threshold, resource = hard, SIGNAL_TO_RESOURCE[hard.signal]
     stats_of = pod_stats_lookup(summary, pods)
     ranking = tuple(rank_pods(threshold.signal, layout_of(state), pods, stats_of))
     quantity, available = _threshold_figures(resource, assessment.thresholds_to_act, assessment.observations)

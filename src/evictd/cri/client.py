@@ -126,7 +126,8 @@ def _container(container: pb.Container) -> Container:
 
 
 def _sandbox(
-    sandbox_id: str, metadata: pb.PodSandboxMetadata, state: int, created_at: int, labels: Mapping[str, str]
+    sandbox_id: str, metadata: pb.PodSandboxMetadata, state: int, created_at: int, labels: Mapping[str, str],
+    annotations: Mapping[str, str],
 ) -> Sandbox:
     return Sandbox(
         id=sandbox_id,
@@ -137,6 +138,7 @@ def _sandbox(
         created_at_ns=int(created_at),
         attempt=int(metadata.attempt),
         labels=dict(labels),
+        annotations=dict(annotations),
     )
 
 
@@ -411,7 +413,8 @@ class CriClient:
         if pod_uid is not None:
             request.filter.label_selector[POD_UID_LABEL] = pod_uid
         reply: pb.ListPodSandboxResponse = self._call(self._runtime, "ListPodSandbox", request)
-        return [_sandbox(item.id, item.metadata, item.state, item.created_at, item.labels) for item in reply.items]
+        return [_sandbox(item.id, item.metadata, item.state, item.created_at, item.labels, item.annotations)
+                for item in reply.items]
 
     def sandbox_status(self, sandbox_id: str) -> Sandbox:
         """Return one sandbox's current status; ``CRIError`` if it does not exist."""
@@ -419,7 +422,8 @@ class CriClient:
             self._runtime, "PodSandboxStatus", pb.PodSandboxStatusRequest(pod_sandbox_id=sandbox_id)
         )
         status = reply.status
-        return _sandbox(status.id, status.metadata, status.state, status.created_at, status.labels)
+        return _sandbox(status.id, status.metadata, status.state, status.created_at, status.labels,
+                        status.annotations)
 
     def stop_sandbox(self, sandbox_id: str) -> None:
         """Stop a sandbox, forcibly killing any container still running in it. Idempotent. Raises ``CRIError``."""

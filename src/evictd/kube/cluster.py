@@ -8,6 +8,12 @@ any more (the part of the kubelet's `podResourcesAreReclaimed` visible from outs
 evidence: a terminal phase can come before the last container stops, and a pod held by a finalizer stays.
 `EvictablePods` is the engine's pod source: the watched pods minus those evictd already evicted (journal), so
 no pod is evicted twice; pods others are deleting stay candidates, as in the kubelet.
+
+`NodeFallbackPods` is what the engine ranks instead while the watch has no pod list (the API unreachable since
+evictd started): the pods the node shows, only those the node vouches for, never those an earlier pod list
+said are critical (`critical_record`, kept up to date by `ClusterSync.after_cycle`). The manager acts on them for hard
+thresholds only, and the evictor stops the chosen pod through the container runtime, journaled, so the
+API writes follow when the API answers again.
 """
 
 from __future__ import annotations
@@ -16,9 +22,11 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from evictd.adapters.node_pods import DiscoveredPods
 from evictd.core.engine import Eviction
-from evictd.core.errors import KubeError
-from evictd.core.pods import Pod
+from evictd.core.errors import EvictdError, KubeError
+from evictd.core.pods import CONFIG_SOURCE_ANNOTATION, Pod
+from evictd.kube.critical_record import CriticalPodRecord
 from evictd.kube.events import EventRecorder, record_quietly
 from evictd.kube.evictor import KubePodEvictor
 from evictd.kube.journal import EvictionJournal
@@ -37,6 +45,12 @@ WITHDRAW_TIMEOUT_S = 2.0
 
 # Whether anything of the pod with this UID still runs on the node; None when the runtime cannot tell.
 PodRunning = Callable[[str], bool | None]
+
+# Without the API a pod's priority is unknown. The system-node-critical and system-cluster-critical priority
+# classes are kube-system's by convention (kube-apiserver confined them to it until v1.17; cluster add-ons
+# still run there), so its pods are never candidates without the API. A critical pod in another namespace is
+# known only if an earlier pod list named it (`critical_record`); otherwise it is ranked as any other.
+SYSTEM_NAMESPACE = "kube-system"
 
 
 class EvictablePods:
@@ -58,8 +72,37 @@ class EvictablePods:
         return [p for p in self._watcher.active_pods() if p.uid not in excluded]
 
 
+class NodeFallbackPods:
+    """The engine's PodSource while the API has given no pod list: the pods the node shows that may be stopped.
+
+    A candidate runs in a ready sandbox that says where it came from (the kubelet's `config.source`
+    annotation): a pod of the API, or a static pod (which the engine then skips as critical). Left out: pods
+    of unknown origin (no ready sandbox, or a sandbox no kubelet made), `kube-system` pods (their priority is
+    unknown; see SYSTEM_NAMESPACE), pods an earlier pod list said are critical (`critical`), evictd's own
+    pod, and pods evictd already evicted (journal). Raises EvictdError when no runtime is attached or it
+    cannot list sandboxes: then nothing could be stopped.
+    """
+
+    def __init__(self, node: DiscoveredPods, journal: EvictionJournal, own_uid: str = "",
+                 critical: CriticalPodRecord | None = None) -> None:
+        self._node = node
+        self._journal = journal
+        self._own_uid = own_uid
+        self._critical = critical if critical is not None else CriticalPodRecord(None)
+
+    def active_pods(self) -> Sequence[Pod]:
+        if not self._node.runtime_attached:
+            raise EvictdError("no container runtime answers: no pod found on the node could be stopped")
+        pods = self._node.active_pods()
+        if self._node.sandbox_problem is not None:
+            raise EvictdError(self._node.sandbox_problem)
+        excluded = self._journal.evicted_uids() | self._critical.uids() | {self._own_uid}
+        return [pod for pod in pods if CONFIG_SOURCE_ANNOTATION in pod.annotations
+                and pod.namespace != SYSTEM_NAMESPACE and pod.uid not in excluded]
+
+
 class ClusterSync:
-    """Node status, node events and journal replay, after every cycle."""
+    """Node status, node events, journal replay and the record of critical pods, after every cycle."""
 
     def __init__(
         self,
@@ -71,6 +114,7 @@ class ClusterSync:
         on_error: Callable[[KubeError], None],
         log: Any,
         pod_running: PodRunning | None = None,
+        critical: CriticalPodRecord | None = None,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
@@ -85,13 +129,16 @@ class ClusterSync:
         self._events = events
         self._on_error = on_error
         self._log = log
+        self._critical = critical
 
     def use_pod_running(self, pod_running: PodRunning) -> None:
         """Ask the container runtime whether an evicted pod still runs (a runtime that answered late)."""
         self._pod_running = pod_running
 
     def after_cycle(self, report: CycleReport) -> None:
-        """Write what the cycle decided about the node; retry pending eviction writes."""
+        """Write what the cycle decided about the node; retry pending eviction writes; remember which pods the
+        pod list says are critical."""
+        self._remember_critical_pods()
         assessment = report.assessment
         if assessment.skipped is None:
             try:
@@ -109,6 +156,13 @@ class ClusterSync:
         if self._evictor is not None:
             for error in self._evictor.replay():
                 self._log.warning("pending eviction writes still failing", error=str(error))
+
+    def _remember_critical_pods(self) -> None:
+        if self._critical is None or not self._watcher.is_synced():
+            return
+        before = self._critical.problem
+        if self._critical.remember(self._watcher.active_pods()) and self._critical.problem not in (None, before):
+            self._log.warning("critical pods not remembered for an API outage", error=self._critical.problem)
 
     def withdraw(self) -> None:
         """On a clean stop: evictd's node conditions to Unknown and its taints removed (logged, never raised)."""
@@ -141,8 +195,11 @@ class ClusterSync:
             self._sleep(min(POD_CLEANUP_POLL_S, remaining))
 
     def _cleaned_up(self, uid: str) -> bool:
-        """Gone from the API (its kubelet deletes it once its containers stopped), or nothing of it runs here."""
-        if self._watcher.pod(uid) is None:
+        """Gone from the API (its kubelet deletes it once its containers stopped), or nothing of it runs here.
+
+        Before the first pod list (a pod chosen from the node's pods) only the runtime can tell.
+        """
+        if self._watcher.is_synced() and self._watcher.pod(uid) is None:
             return True
         if self._pod_running is None:
             return False

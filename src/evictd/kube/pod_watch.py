@@ -6,7 +6,8 @@ A background thread lists `pods?fieldSelector=spec.nodeName=<node>` and then wat
 values as events arrive, so a housekeeping cycle costs nothing here.
 
 Staleness rules: before the first list succeeds the cache is known to be wrong and `active_pods()` raises (the
-manager then evicts nothing). A `410 Gone` only means the watch cannot resume from its version: the cache is
+manager then ranks the pods the node shows instead, for hard thresholds only: `cluster.NodeFallbackPods`).
+A `410 Gone` only means the watch cannot resume from its version: the cache is
 still what the last list and events said, and is served (flagged `fresh = False`) until the relist replaces
 it. Watches that expire before delivering anything (a struggling API server) back off before each relist,
 with jitter, as client-go's reflector does. While the API is merely
@@ -116,14 +117,21 @@ class PodWatcher:
             return self._synced
 
     def wait_synced(self, timeout_s: float) -> bool:
+        return self._wait(timeout_s, lambda: self._synced)
+
+    def wait_first_answer(self, timeout_s: float) -> bool:
+        """Wait until the first list succeeded or failed (at most `timeout_s`); return whether it succeeded."""
+        return self._wait(timeout_s, lambda: self._synced or self.last_error is not None)
+
+    def _wait(self, timeout_s: float, done: Callable[[], bool]) -> bool:
         deadline = self._clock() + timeout_s
         with self._changed:
-            while not self._synced:
+            while not done():
                 remaining = deadline - self._clock()
                 if remaining <= 0:
                     return False
                 self._changed.wait(remaining)
-            return True
+            return self._synced
 
     # --- the thread ---------------------------------------------------------------------------------------
 
@@ -179,6 +187,7 @@ class PodWatcher:
             self.last_error = error
             if error.status == 410:  # relist; the cache stays the last correct view meanwhile
                 self._resource_version = None
+            self._changed.notify_all()
         if self._on_error is not None:
             self._on_error(error)
 

@@ -1,0 +1,96 @@
+"""The UIDs of this node's critical pods, remembered across restarts for when the API gives no pod list.
+
+Job: while evictd has the API's pod list, keep in `<stateDir>/critical-pods.json` the UIDs of the node's pods
+that list says are critical (a system-critical priority: system-node-critical, system-cluster-critical, in
+whatever namespace). Without the API a pod's priority cannot be read from the node; an evictd restarted
+during an API outage then reads this file and never stops those pods (`cluster.NodeFallbackPods`).
+
+Invariants: the file is replaced atomically (temporary file, fsync, rename), and only when the set changed
+(a handful of writes a day on a busy node). It only ever adds protection: a missing file is an empty record,
+an unreadable one is reported once (`problem`) and treated as empty; a failed write keeps the record in
+memory, is reported, never raised, and is tried again after the next cycle.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Iterable
+from typing import Any
+
+from evictd.core.pods import Pod, is_critical_pod, is_mirror_pod
+
+# The largest record read back (a node runs at most a few hundred pods: 40 bytes per UID).
+MAX_RECORD_BYTES = 1 << 20
+
+
+def write_json_atomically(path: str, document: Any) -> None:
+    """Replace `path` with `document` as JSON: either the old or the new file survives a crash. Raises OSError."""
+    folder = os.path.dirname(path) or "."
+    os.makedirs(folder, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(prefix=".tmp-", dir=folder)
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as stream:
+            json.dump(document, stream)
+            stream.flush()
+            os.fsync(stream.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        if os.path.exists(temporary):
+            os.unlink(temporary)
+        raise
+
+
+def critical_uids(pods: Iterable[Pod]) -> frozenset[str]:
+    """Return the UIDs of the pods critical by their priority (mirror pods are left out: the node runs their
+    static pods under other UIDs, and knows those static by their sandboxes)."""
+    return frozenset(pod.uid for pod in pods if pod.uid and is_critical_pod(pod) and not is_mirror_pod(pod))
+
+
+class CriticalPodRecord:
+    """The remembered UIDs, persisted to `path` (None keeps them in memory only, e.g. in dry-run)."""
+
+    def __init__(self, path: str | None) -> None:
+        self._path = path
+        self.problem: str | None = None
+        self._uids = self._load()
+        self._unwritten = False
+
+    def uids(self) -> frozenset[str]:
+        return self._uids
+
+    def remember(self, pods: Iterable[Pod]) -> bool:
+        """Keep the critical pods of the API's current pod list; return whether the file was (re)written.
+
+        A failed write is kept in `problem` (the record in memory is current all the same).
+        """
+        uids = critical_uids(pods)
+        if uids == self._uids and not self._unwritten:
+            return False
+        self._uids = uids
+        if self._path is not None:
+            try:
+                write_json_atomically(self._path, {"criticalPodUIDs": sorted(uids)})
+                self.problem = None
+                self._unwritten = False
+            except OSError as exc:
+                self.problem = f"{self._path}: not written: {exc.strerror or exc}"
+                self._unwritten = True
+        return True
+
+    def _load(self) -> frozenset[str]:
+        if self._path is None or not os.path.exists(self._path):
+            return frozenset()
+        try:
+            with open(self._path, "rb") as handle:
+                raw = handle.read(MAX_RECORD_BYTES + 1)
+            if len(raw) > MAX_RECORD_BYTES:
+                raise ValueError(f"larger than {MAX_RECORD_BYTES} bytes")
+            uids = json.loads(raw)["criticalPodUIDs"]
+            if not isinstance(uids, list) or not all(isinstance(uid, str) for uid in uids):
+                raise ValueError("criticalPodUIDs is not a list of strings")
+            return frozenset(uids)
+        except (OSError, ValueError, KeyError, TypeError, RecursionError) as exc:
+            self.problem = f"{self._path}: unreadable, ignored: {exc}"
+            return frozenset()

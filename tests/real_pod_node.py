@@ -92,6 +92,20 @@ class RealPodNode:
         self.log_dir.mkdir(parents=True)
         (self.log_dir / "0.log").write_bytes(b"2026-11-21T10:00:00Z stdout F started\n" * (log_bytes // 40 + 1))
 
+    def fill_volume(self, count: int) -> None:
+        """Add `count` empty files (``f000000``, ...) to the emptyDir: a tenant's many small files."""
+        folder = str(self.volume_dir)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
+        for index in range(count):
+            os.close(os.open(f"{folder}/f{index:06d}", flags, 0o644))
+
+    def start_toucher(self, interval_s: float) -> subprocess.Popen[bytes]:
+        """Start a process that creates and removes a file in the emptyDir every `interval_s` seconds, as a
+        tenant churning its files does: the volume's directory changes all the time, so every measurement
+        lists it again. Stop it with ``kill()``."""
+        script = 'while :; do : > "$1/churn"; rm -f "$1/churn"; sleep "$2"; done'
+        return subprocess.Popen(["sh", "-c", script, "toucher", str(self.volume_dir), str(interval_s)])
+
     def start_process(self) -> ScriptedChild:
         """Start the container's process and move it into the container cgroup of both hierarchies."""
         return self.tree.start_child(self.container_cgroup, label="pod process")

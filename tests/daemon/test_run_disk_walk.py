@@ -1,0 +1,105 @@
+"""`evictd run` deciding on memory while a tenant's emptyDir holds 100,000 files it keeps changing.
+
+The pod is the real one of `real_pod_node` (a real process in a real pod cgroup under a 512 MiB pods cgroup),
+its emptyDir on a tmpfs mounted as the kubelet root, filled with 100,000 empty files, and a real process
+creating and removing a file in it every 50 ms, so the directory is never the same twice and every
+measurement of it lists all 100,000 entries. The time one such walk takes on this machine is measured first
+(`walk_time_s`). The daemon must not wait for it: with a housekeeping interval of 200 ms, no cycle may take
+half a walk, and the allocation that crosses ``allocatableMemory.available`` must be decided (through the memcg
+notification) in less than half a walk. These are coarse orderings against a walk measured on the same
+machine at the same time, not speed targets; bench/disk_walk_isolation.py gives the figures.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from evictd_process import EvictdProcess
+
+from evictd.adapters.disk_usage import DiskUsageCache
+from evictd.metrics import CYCLE_BUCKETS
+from real_pod_node import MiB, RealPodNode
+
+TENANT_FILES = 100_000
+TOUCH_INTERVAL_S = 0.05
+POD_LIMIT_BYTES = 512 * MiB
+ALLOCATED_BYTES = 360 * MiB  # past the 200Mi allocatable threshold, well below the limit (no OOM kill)
+CYCLES_OBSERVED = 15
+
+
+@pytest.fixture
+def crowded_pod(tmp_path: Path, mount_tmpfs_at: Callable[[Path], Path]) -> Iterator[RealPodNode]:
+    kubelet_root = tmp_path / "kubelet"
+    kubelet_root.mkdir()
+    mount_tmpfs_at(kubelet_root)  # 100,000 files are created in a second or two on tmpfs
+    node = RealPodNode(kubelet_root=kubelet_root, pod_logs_dir=tmp_path / "pods-logs",
+                       pods_limit_bytes=POD_LIMIT_BYTES)
+    toucher = None
+    try:
+        node.create(volume_files={"data.bin": 1 * MiB}, log_bytes=64 * 1024)
+        node.fill_volume(TENANT_FILES)
+        toucher = node.start_toucher(TOUCH_INTERVAL_S)
+        yield node
+    finally:
+        if toucher is not None:
+            toucher.kill()
+            toucher.wait()
+        node.teardown()
+
+
+def walk_time_s(volume: Path) -> float:
+    """Return the median time of three full measurements of `volume` (each lists it all: it keeps changing)."""
+    times = []
+    for _ in range(3):
+        started = time.monotonic()
+        measured = DiskUsageCache().usage(str(volume))
+        times.append(time.monotonic() - started)
+        assert measured is not None and measured.inodes_used > TENANT_FILES
+    return statistics.median(times)
+
+
+def cycles_slower_than(daemon: EvictdProcess, seconds: float) -> tuple[int, int]:
+    """Return (cycles that took longer than `seconds`, all cycles), from the cycle duration histogram."""
+    within = daemon.metric("evictd_cycle_duration_seconds_bucket", le=str(seconds))
+    total = daemon.metric("evictd_cycle_duration_seconds_count")
+    return int(total - within), int(total)
+
+
+def test_memory_decisions_do_not_wait_for_a_tenants_file_walk(
+    tmp_path: Path, crowded_pod: RealPodNode, evictd_processes: list[EvictdProcess]
+) -> None:
+    walk_s = walk_time_s(crowded_pod.volume_dir)
+    # The largest histogram bucket at most half a walk: a cycle that walked the volume cannot fit in it.
+    bound_s = max(bucket for bucket in CYCLE_BUCKETS if bucket <= walk_s / 2)
+    pod_process = crowded_pod.start_process()
+    daemon = EvictdProcess(
+        tmp_path,
+        kubelet="evictionHard: {allocatableMemory.available: 200Mi}\nenforceNodeAllocatable: []\n",
+        evictd=f"housekeepingInterval: 200ms\npsiWakeups: false\ncgroupRoot: /{crowded_pod.base}\n"
+               f"kubeletRootDir: {crowded_pod.kubelet_root}\npodLogsDir: {crowded_pod.pod_logs_dir}\n"
+               f"imageFsPath: {tmp_path / 'containerd'}\ncontainerFsPath: {tmp_path / 'containerd'}\n"
+               f"containerRuntimeEndpoint: unix://{tmp_path / 'no-runtime.sock'}\n",
+    )
+    evictd_processes.append(daemon)
+    daemon.wait_event("evictd started")
+    deadline = time.monotonic() + 30
+    while daemon.metric("evictd_cycles_total") < CYCLES_OBSERVED:
+        assert time.monotonic() < deadline, "the daemon ran fewer cycles than expected"
+        time.sleep(0.05)
+    slow, total = cycles_slower_than(daemon, bound_s)
+    assert slow == 0, f"{slow} of {total} cycles took longer than {bound_s} s, and one walk takes {walk_s:.3f} s"
+
+    pod_process.do(f"alloc {ALLOCATED_BYTES}")
+    allocated_at = time.time()
+    met = daemon.wait_event("threshold met", timeout=10)
+    assert met["threshold"] == "allocatableMemory.available<200Mi (hard)"
+    decided_after_s = met["_received"] - allocated_at
+    assert decided_after_s < walk_s / 2, (
+        f"decided {decided_after_s:.3f} s after the allocation; one walk of the tenant's files takes {walk_s:.3f} s")
+    slow, total = cycles_slower_than(daemon, bound_s)
+    assert slow == 0, f"{slow} of {total} cycles took longer than {bound_s} s, and one walk takes {walk_s:.3f} s"
+    assert daemon.stop() == 0

@@ -12,7 +12,6 @@ machine at the same time, not speed targets; bench/disk_walk_isolation.py gives 
 
 from __future__ import annotations
 
-import statistics
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -20,9 +19,8 @@ from pathlib import Path
 import pytest
 from evictd_process import EvictdProcess
 
-from evictd.adapters.disk_usage import DiskUsageCache
 from evictd.metrics import CYCLE_BUCKETS
-from real_pod_node import MiB, RealPodNode
+from real_pod_node import MiB, RealPodNode, crowded_pod, walk_time_s
 
 TENANT_FILES = 100_000
 TOUCH_INTERVAL_S = 0.05
@@ -32,34 +30,10 @@ CYCLES_OBSERVED = 15
 
 
 @pytest.fixture
-def crowded_pod(tmp_path: Path, mount_tmpfs_at: Callable[[Path], Path]) -> Iterator[RealPodNode]:
-    kubelet_root = tmp_path / "kubelet"
-    kubelet_root.mkdir()
-    mount_tmpfs_at(kubelet_root)  # 100,000 files are created in a second or two on tmpfs
-    node = RealPodNode(kubelet_root=kubelet_root, pod_logs_dir=tmp_path / "pods-logs",
-                       pods_limit_bytes=POD_LIMIT_BYTES)
-    toucher = None
-    try:
-        node.create(volume_files={"data.bin": 1 * MiB}, log_bytes=64 * 1024)
-        node.fill_volume(TENANT_FILES)
-        toucher = node.start_toucher(TOUCH_INTERVAL_S)
+def tenant_pod(tmp_path: Path, mount_tmpfs_at: Callable[[Path], Path]) -> Iterator[RealPodNode]:
+    with crowded_pod(tmp_path, mount_tmpfs_at, files=TENANT_FILES, touch_interval_s=TOUCH_INTERVAL_S,
+                     pods_limit_bytes=POD_LIMIT_BYTES) as node:
         yield node
-    finally:
-        if toucher is not None:
-            toucher.kill()
-            toucher.wait()
-        node.teardown()
-
-
-def walk_time_s(volume: Path) -> float:
-    """Return the median time of three full measurements of `volume` (each lists it all: it keeps changing)."""
-    times = []
-    for _ in range(3):
-        started = time.monotonic()
-        measured = DiskUsageCache().usage(str(volume))
-        times.append(time.monotonic() - started)
-        assert measured is not None and measured.inodes_used > TENANT_FILES
-    return statistics.median(times)
 
 
 def cycles_slower_than(daemon: EvictdProcess, seconds: float) -> tuple[int, int]:
@@ -70,17 +44,17 @@ def cycles_slower_than(daemon: EvictdProcess, seconds: float) -> tuple[int, int]
 
 
 def test_memory_decisions_do_not_wait_for_a_tenants_file_walk(
-    tmp_path: Path, crowded_pod: RealPodNode, evictd_processes: list[EvictdProcess]
+    tmp_path: Path, tenant_pod: RealPodNode, evictd_processes: list[EvictdProcess]
 ) -> None:
-    walk_s = walk_time_s(crowded_pod.volume_dir)
+    walk_s = walk_time_s(tenant_pod.volume_dir)
     # The largest histogram bucket at most half a walk: a cycle that walked the volume cannot fit in it.
     bound_s = max(bucket for bucket in CYCLE_BUCKETS if bucket <= walk_s / 2)
-    pod_process = crowded_pod.start_process()
+    pod_process = tenant_pod.start_process()
     daemon = EvictdProcess(
         tmp_path,
         kubelet="evictionHard: {allocatableMemory.available: 200Mi}\nenforceNodeAllocatable: []\n",
-        evictd=f"housekeepingInterval: 200ms\npsiWakeups: false\ncgroupRoot: /{crowded_pod.base}\n"
-               f"kubeletRootDir: {crowded_pod.kubelet_root}\npodLogsDir: {crowded_pod.pod_logs_dir}\n"
+        evictd=f"housekeepingInterval: 200ms\npsiWakeups: false\ncgroupRoot: /{tenant_pod.base}\n"
+               f"kubeletRootDir: {tenant_pod.kubelet_root}\npodLogsDir: {tenant_pod.pod_logs_dir}\n"
                f"imageFsPath: {tmp_path / 'containerd'}\ncontainerFsPath: {tmp_path / 'containerd'}\n"
                f"containerRuntimeEndpoint: unix://{tmp_path / 'no-runtime.sock'}\n",
     )

@@ -47,7 +47,7 @@ from evictd.adapters.pod_disk_usage import (
     PodKey,
     SpaceUsed,
 )
-from evictd.core.errors import SampleError
+from evictd.core.errors import ConfigError, SampleError
 
 # A pass every 10 s: the housekeeping interval's default, so figures are as fresh as when every cycle walked.
 DEFAULT_PERIOD_S = 10.0
@@ -184,12 +184,10 @@ def _read_requests(stream: IO[bytes], wanted: _WantedPods) -> None:
     os._exit(0)
 
 
-def child_main(settings: WalkerSettings, stdin: IO[bytes], stdout: IO[bytes]) -> None:
+def child_main(walker: PodDiskWalker, period_s: float, stdin: IO[bytes], stdout: IO[bytes]) -> None:
     """Walk the wanted pods pass after pass, writing each completed round to `stdout`; never returns."""
     wanted = _WantedPods()
     threading.Thread(target=_read_requests, args=(stdin, wanted), name="requests", daemon=True).start()
-    walker = PodDiskWalker(kubelet_root=settings.kubelet_root, pod_logs_dir=settings.pod_logs_dir,
-                           entry_budget=settings.entry_budget)
     wanted.arrived.wait()
     while True:
         started = time.monotonic()
@@ -198,7 +196,7 @@ def child_main(settings: WalkerSettings, stdin: IO[bytes], stdout: IO[bytes]) ->
             stdout.flush()
         walked = time.monotonic() - started
         time.sleep(walked * REST_PER_WALK_SECOND)
-        wanted.arrived.wait(max(0.0, started + settings.period_s - time.monotonic()))
+        wanted.arrived.wait(max(0.0, started + period_s - time.monotonic()))
 
 
 def main(argv: Sequence[str]) -> int:
@@ -206,12 +204,15 @@ def main(argv: Sequence[str]) -> int:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         settings = WalkerSettings(**json.loads(argv[0]))
-    except (IndexError, ValueError, TypeError) as exc:
+        walker = PodDiskWalker(kubelet_root=settings.kubelet_root, pod_logs_dir=settings.pod_logs_dir,
+                               entry_budget=settings.entry_budget)
+        period_s = _finite(settings.period_s)
+        os.nice(settings.nice)
+    except (IndexError, ValueError, TypeError, OSError, ConfigError) as exc:
         print(f"evictd disk walker: needs one JSON argument of settings: {exc}", file=sys.stderr)
         return 2
-    os.nice(settings.nice)
     try:
-        child_main(settings, sys.stdin.buffer, sys.stdout.buffer)
+        child_main(walker, period_s, sys.stdin.buffer, sys.stdout.buffer)
     except BrokenPipeError:
         return 0  # the daemon is gone
     return 0  # pragma: no cover - child_main never returns

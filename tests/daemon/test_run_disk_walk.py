@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 from evictd_process import EvictdProcess
 
+from evictd.adapters.pod_disk_usage import DEFAULT_STALE_AFTER_S
 from evictd.metrics import CYCLE_BUCKETS
 from real_pod_node import MiB, RealPodNode, crowded_pod, walk_time_s
 
@@ -34,6 +35,13 @@ def tenant_pod(tmp_path: Path, mount_tmpfs_at: Callable[[Path], Path]) -> Iterat
     with crowded_pod(tmp_path, mount_tmpfs_at, files=TENANT_FILES, touch_interval_s=TOUCH_INTERVAL_S,
                      pods_limit_bytes=POD_LIMIT_BYTES) as node:
         yield node
+
+
+def wait_for_metric(daemon: EvictdProcess, name: str, accept: Callable[[float], bool], timeout_s: float = 30) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not accept(daemon.metric(name)):
+        assert time.monotonic() < deadline, f"{name} is {daemon.metric(name)} after {timeout_s} s"
+        time.sleep(0.05)
 
 
 def cycles_slower_than(daemon: EvictdProcess, seconds: float) -> tuple[int, int]:
@@ -66,6 +74,9 @@ def test_memory_decisions_do_not_wait_for_a_tenants_file_walk(
         time.sleep(0.05)
     slow, total = cycles_slower_than(daemon, bound_s)
     assert slow == 0, f"{slow} of {total} cycles took longer than {bound_s} s, and one walk takes {walk_s:.3f} s"
+    # Meanwhile the walker measured the pod: its figures are used, with their age.
+    wait_for_metric(daemon, "evictd_pods_without_disk_usage", lambda pods: pods == 0)
+    assert 0 < daemon.metric("evictd_pod_disk_usage_age_seconds") < DEFAULT_STALE_AFTER_S
 
     pod_process.do(f"alloc {ALLOCATED_BYTES}")
     allocated_at = time.time()

@@ -24,7 +24,8 @@ the engine cannot tell the difference:
 
 A part that cannot be read is left out of the Summary for this cycle (the signal is then absent: never
 guessed) and recorded in `problems` with its path and reason. Every block carries the time it was read.
-The cycle reads no pod folder itself: the pods it lists are handed to the disk walker (`PodDiskStore.want`).
+The cycle reads no pod folder itself: the pods it lists are handed to the disk walker
+(`PodDiskStore.want`) and their last figures read back (`PodDiskStore.readings`, one lock for all pods).
 """
 
 from __future__ import annotations
@@ -32,14 +33,15 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
+from types import MappingProxyType
 from typing import Protocol, TypeVar
 
 from evictd.adapters import procfs
 from evictd.adapters.cgroups import CgroupReader, MemoryReading, PodCgroup
 from evictd.adapters.filesystems import FsReading, statvfs_reading
-from evictd.adapters.pod_disk_usage import PodDiskReading, PodDiskStore, PodKey, SpaceUsed
+from evictd.adapters.pod_disk_usage import PodDiskFigures, PodDiskStore, PodKey, SpaceUsed
 from evictd.core.errors import EvictdError, SampleError
 from evictd.core.pods import Pod, derived
 from evictd.core.summary import (
@@ -100,6 +102,46 @@ def fs_stats(reading: FsReading, at: datetime) -> FsStats:
     )
 
 
+@dataclass(frozen=True, slots=True)
+class DiskBlocks:
+    """A pod's disk figures as Summary blocks, stamped with their measurement time.
+
+    Built once per `PodDiskFigures` object and reused while the store hands out the same one (figures and
+    Summary blocks are immutable), so an unchanged pod costs a cycle no allocation for its disk figures.
+    `log_containers` are the container entries when the runtime names no container; `ephemeral_storage` is
+    volumes + logs, without writable layers.
+    """
+
+    figures: PodDiskFigures
+    measured_at: datetime
+    volume_stats: tuple[VolumeStats, ...]
+    logs: Mapping[str, FsStats]
+    used_bytes: int
+    inodes_used: int
+    log_containers: tuple[ContainerStats, ...]
+    ephemeral_storage: FsStats
+
+
+def disk_blocks(figures: PodDiskFigures) -> DiskBlocks:
+    """Return the Summary blocks of a pod's disk figures, all stamped with the time they were measured."""
+    at = datetime.fromtimestamp(figures.measured_at_wall, UTC)
+    used = sum(usage.used_bytes for _, usage in figures.volumes) + sum(usage.used_bytes for _, usage in figures.logs)
+    inodes = (sum(usage.inodes_used for _, usage in figures.volumes)
+              + sum(usage.inodes_used for _, usage in figures.logs))
+    logs = {name: _usage_fs(usage, at) for name, usage in figures.logs}
+    return DiskBlocks(
+        figures=figures,
+        measured_at=at,
+        volume_stats=tuple(VolumeStats(name=name, time=at, used_bytes=usage.used_bytes, inodes_used=usage.inodes_used)
+                           for name, usage in figures.volumes),
+        logs=MappingProxyType(logs),
+        used_bytes=used,
+        inodes_used=inodes,
+        log_containers=tuple(ContainerStats(name=name, logs=fs) for name, fs in logs.items()),
+        ephemeral_storage=FsStats(time=at, used_bytes=used, inodes_used=inodes),
+    )
+
+
 def _usage_fs(usage: SpaceUsed, at: datetime) -> FsStats:
     return FsStats(time=at, used_bytes=usage.used_bytes, inodes_used=usage.inodes_used)
 
@@ -107,6 +149,11 @@ def _usage_fs(usage: SpaceUsed, at: datetime) -> FsStats:
 def pod_key(pod: Pod) -> PodKey:
     """Return what names the pod's folders (one object per pod object, so comparing lists of them is cheap)."""
     return derived(pod, "node stats: pod key", lambda p: PodKey(p.uid, p.namespace, p.name))
+
+
+def _pod_reference(pod: Pod) -> PodReference:
+    return derived(pod, "node stats: pod reference",
+                   lambda p: PodReference(name=p.name, namespace=p.namespace, uid=p.uid))
 
 
 class NodeStatsSource:
@@ -150,6 +197,8 @@ class NodeStatsSource:
         self._sandbox_stats = sandbox_stats
         # The runtime's last answer: which containers (by ID) of which pod carry which name.
         self._last_runtime_answer: Mapping[str, Sequence[ContainerUsage]] = {}
+        # Each pod's disk figures as Summary blocks, as built last cycle (see DiskBlocks).
+        self._disk_blocks: dict[PodKey, DiskBlocks] = {}
         self.problems: tuple[SampleError, ...] = ()
 
     def use_runtime(
@@ -226,12 +275,20 @@ class NodeStatsSource:
                 problems.append(SampleError("CRI ListContainerStats", str(exc)))
                 remembered = self._last_runtime_answer
         result = []
-        for pod, key in zip(pods, keys, strict=True):
-            disk = self.disk_usage.reading(key, now)
-            if disk.problem is not None:
+        built = self._disk_blocks
+        blocks_now: dict[PodKey, DiskBlocks] = {}
+        for pod, key, disk in zip(pods, keys, self.disk_usage.readings(keys, now), strict=True):
+            blocks = None
+            if disk.figures is not None:
+                blocks = built.get(key)
+                if blocks is None or blocks.figures is not disk.figures:
+                    blocks = disk_blocks(disk.figures)
+                blocks_now[key] = blocks
+            elif disk.problem is not None:
                 problems.append(disk.problem)
             result.append(self._one_pod(pod, cgroups.get(pod.uid), runtime.get(pod.uid, ()),
-                                        remembered.get(pod.uid, ()), disk, at, problems))
+                                        remembered.get(pod.uid, ()), blocks, at, problems))
+        self._disk_blocks = blocks_now
         return self._with_sandbox_fallback(tuple(result), at, problems)
 
     def _with_sandbox_fallback(
@@ -264,7 +321,7 @@ class NodeStatsSource:
         cgroup: PodCgroup | None,
         runtime: Sequence[ContainerUsage],
         remembered: Sequence[ContainerUsage],
-        disk: PodDiskReading,
+        disk: DiskBlocks | None,
         at: datetime,
         problems: list[SampleError],
     ) -> PodStats:
@@ -281,22 +338,18 @@ class NodeStatsSource:
                 process_count = self._cgroups.process_count(cgroup.path)
             except SampleError as exc:
                 problems.append(exc)
-        used = 0
-        inodes = 0
-        volume_stats = []
-        logs = {}
-        figures = disk.figures
-        if figures is not None:
-            measured_at = datetime.fromtimestamp(figures.measured_at_wall, UTC)
-            for name, usage in figures.volumes:
-                used += usage.used_bytes
-                inodes += usage.inodes_used
-                volume_stats.append(VolumeStats(name=name, time=measured_at, used_bytes=usage.used_bytes,
-                                                inodes_used=usage.inodes_used))
-            for name, usage in figures.logs:
-                used += usage.used_bytes
-                inodes += usage.inodes_used
-                logs[name] = _usage_fs(usage, measured_at)
+        if not runtime and not remembered:  # no runtime: the disk figures alone, as built once
+            return PodStats(
+                pod_ref=_pod_reference(pod),
+                memory=memory,
+                containers=disk.log_containers if disk is not None else (),
+                volume_stats=disk.volume_stats if disk is not None else (),
+                ephemeral_storage=disk.ephemeral_storage if disk is not None else None,
+                process_count=process_count,
+            )
+        used = disk.used_bytes if disk is not None else 0
+        inodes = disk.inodes_used if disk is not None else 0
+        logs = dict(disk.logs) if disk is not None else {}
         containers = []
         for measured in runtime:  # the runtime names the containers and measures their writable layers
             rootfs = None
@@ -314,12 +367,13 @@ class NodeStatsSource:
             containers.extend(self._containers_from_cgroups(cgroup, remembered, logs, at, problems))
         containers.extend(ContainerStats(name=name, logs=fs) for name, fs in logs.items())
         return PodStats(
-            pod_ref=PodReference(name=pod.name, namespace=pod.namespace, uid=pod.uid),
+            pod_ref=_pod_reference(pod),
             memory=memory,
             containers=tuple(containers),
-            volume_stats=tuple(volume_stats),
-            ephemeral_storage=(FsStats(time=measured_at, used_bytes=used, inodes_used=inodes)
-                               if figures is not None else None),
+            volume_stats=disk.volume_stats if disk is not None else (),
+            # The total needs the pod's disk figures: unknown without them, whatever the runtime says.
+            ephemeral_storage=(FsStats(time=disk.measured_at, used_bytes=used, inodes_used=inodes)
+                               if disk is not None else None),
             process_count=process_count,
         )
 

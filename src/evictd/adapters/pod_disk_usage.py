@@ -26,8 +26,9 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Generator, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from evictd.adapters.disk_usage import (
     DirUsage,
@@ -48,9 +49,12 @@ DEFAULT_ENTRY_BUDGET = 250_000
 DEFAULT_STALE_AFTER_S = 120.0
 
 
-@dataclass(frozen=True, slots=True)
-class PodKey:
-    """What names a pod's folders: its UID (volumes) and namespace, name and UID (log folder)."""
+class PodKey(NamedTuple):
+    """What names a pod's folders: its UID (volumes) and namespace, name and UID (log folder).
+
+    A named tuple rather than a dataclass: it is hashed and compared for every pod every cycle, which a tuple
+    does in C.
+    """
 
     uid: str
     namespace: str
@@ -183,7 +187,7 @@ NOT_MEASURED_YET = PodDiskReading()
 class PodDiskStore:
     """The pods the cycle wants measured and the last figures of each, shared between threads.
 
-    `want` and `reading` are what the housekeeping cycle calls: each takes the lock for a few dictionary
+    `want` and `readings` are what the housekeeping cycle calls: each takes the lock once, for dictionary
     operations only. `record` is called with figures as they arrive; `wait_for_wanted` lets the thread that
     feeds the walker sleep until the wanted pods change. Raises ConfigError for a non-positive
     `stale_after_s`.
@@ -195,28 +199,31 @@ class PodDiskStore:
             raise ConfigError("must be a positive number of seconds", key="stale_after_s", value=stale_after_s)
         self.stale_after_s = stale_after_s
         self._clock = clock
-        self._changed = threading.Condition()
+        # A plain lock for the cycle's lookups (entered in C); the condition on it only wakes the feeder.
+        self._lock = threading.Lock()
+        self._changed = threading.Condition(self._lock)
         self._wanted: dict[PodKey, float] = {}  # pod -> when it was first wanted
         self._wanted_order: tuple[PodKey, ...] = ()
         self._version = 0
-        self._latest: dict[PodKey, PodDiskFigures] = {}
+        # pod -> its last figures and the reading they give while fresh (built once, when recorded)
+        self._latest: dict[PodKey, tuple[PodDiskFigures, PodDiskReading]] = {}
 
     def want(self, pods: Iterable[PodKey]) -> None:
         """Measure these pods from now on (and only these); forget the figures of the others."""
         order = tuple(dict.fromkeys(pods))
-        with self._changed:
+        with self._lock:
             if order == self._wanted_order:
                 return
             now = self._clock()
             self._wanted = {pod: self._wanted.get(pod, now) for pod in order}
             self._wanted_order = order
-            self._latest = {pod: figures for pod, figures in self._latest.items() if pod in self._wanted}
+            self._latest = {pod: latest for pod, latest in self._latest.items() if pod in self._wanted}
             self._version += 1
             self._changed.notify_all()
 
     def wanted(self) -> tuple[int, tuple[PodKey, ...]]:
         """Return the version of the wanted pods and the pods, in the order the cycle listed them."""
-        with self._changed:
+        with self._lock:
             return self._version, self._wanted_order
 
     def wait_for_wanted(self, after_version: int, timeout_s: float) -> tuple[int, tuple[PodKey, ...]]:
@@ -227,35 +234,46 @@ class PodDiskStore:
 
     def record(self, figures: PodDiskFigures) -> None:
         """Keep `figures` as the pod's latest, if the pod is still wanted and they are not older."""
-        with self._changed:
+        reading = PodDiskReading(problem=figures.problem) if figures.problem else PodDiskReading(figures=figures)
+        with self._lock:
             previous = self._latest.get(figures.pod)
             if figures.pod in self._wanted and (
-                    previous is None or previous.measured_at_monotonic <= figures.measured_at_monotonic):
-                self._latest[figures.pod] = figures
+                    previous is None or previous[0].measured_at_monotonic <= figures.measured_at_monotonic):
+                self._latest[figures.pod] = (figures, reading)
 
     def latest(self, pod: PodKey) -> PodDiskFigures | None:
-        """Return the pod's last figures whatever their age (for tests and reports; the cycle uses `reading`)."""
-        with self._changed:
-            return self._latest.get(pod)
+        """Return the pod's last figures whatever their age (for tests and reports; the cycle uses `readings`)."""
+        with self._lock:
+            latest = self._latest.get(pod)
+        return latest[0] if latest is not None else None
 
     def reading(self, pod: PodKey, now: float) -> PodDiskReading:
-        """Return the pod's figures if they may be used at monotonic time `now`, or why they may not."""
-        with self._changed:
-            figures = self._latest.get(pod)
-            wanted_since = self._wanted.get(pod, now)
-        source = f"disk usage of pod {pod.namespace}/{pod.name}"
-        if figures is None:
-            waited = now - wanted_since
-            if waited <= self.stale_after_s:
-                return NOT_MEASURED_YET
-            return PodDiskReading(problem=SampleError(
-                source, f"not measured in the {waited:.0f} s since the pod was first seen "
-                        f"(limit {self.stale_after_s:.0f} s): the disk walker is behind or not running"))
-        if figures.problem is not None:
-            return PodDiskReading(problem=figures.problem)
-        age = now - figures.measured_at_monotonic
-        if age > self.stale_after_s:
-            return PodDiskReading(problem=SampleError(
-                source, f"last measured {age:.0f} s ago, older than {self.stale_after_s:.0f} s: "
-                        "the disk walker is behind or not running"))
-        return PodDiskReading(figures=figures)
+        """Return what the cycle may use of one pod's figures at `now` (see `readings`)."""
+        return self.readings([pod], now)[0]
+
+    def readings(self, pods: Sequence[PodKey], now: float) -> list[PodDiskReading]:
+        """Return, for each pod, its figures if they may be used at monotonic time `now`, or why they may not."""
+        with self._lock:
+            latest = [self._latest.get(pod) for pod in pods]
+            wanted = self._wanted  # `want` replaces this dictionary, never changes it: safe to read after
+        stale_after_s = self.stale_after_s
+        result = []
+        for pod, found in zip(pods, latest, strict=True):
+            if found is None:
+                waited = now - wanted.get(pod, now)
+                result.append(NOT_MEASURED_YET if waited <= stale_after_s else PodDiskReading(problem=SampleError(
+                    _source(pod), f"not measured in the {waited:.0f} s since the pod was first seen "
+                                  f"(limit {stale_after_s:.0f} s): the disk walker is behind or not running")))
+                continue
+            figures, reading = found
+            age = now - figures.measured_at_monotonic
+            if age > stale_after_s and figures.problem is None:
+                reading = PodDiskReading(problem=SampleError(
+                    _source(pod), f"last measured {age:.0f} s ago, older than {stale_after_s:.0f} s: "
+                                  "the disk walker is behind or not running"))
+            result.append(reading)
+        return result
+
+
+def _source(pod: PodKey) -> str:
+    return f"disk usage of pod {pod.namespace}/{pod.name}"

@@ -1,8 +1,9 @@
 """Checks that the floor of `cycle_cost.py` makes the same file system calls as a real cycle (needs strace).
 
 Runs, under `strace -f`, one steady-state `synchronize()` and one floor pass over the same synthetic node,
-then one disk walker pass and the floor of its operations, each between two marker calls (a `stat` of a path that does not exist), and prints the count of each
-file-related system call in both. Without strace installed it says so and exits 0.
+then one disk walker pass and the floor of its operations, each between two marker calls (a `stat` of a
+path that does not exist), and prints the count of each file-related system call in each pair. Without
+strace installed it says so and exits 0.
 
     .venv/bin/python bench/syscall_parity.py [--pods 250] [--discovered]
 """

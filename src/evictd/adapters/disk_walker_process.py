@@ -14,8 +14,8 @@ Both ends speak JSON lines over the child's stdin and stdout:
 
 The child's schedule: a pass over the wanted pods (each advanced by one budget, see `pod_disk_usage`),
 then a rest of at least `period_s` from the pass's start and at least `REST_PER_WALK_SECOND` times the
-pass's own duration (so the walker uses at most half a core however big the trees), cut short only by
-newly wanted pods once the minimum rest is over. It exits when its stdin closes (the daemon stopped or
+pass's own duration (so the walker uses at most half a core however big the trees; never less than
+`MIN_REST_S`), cut short only by newly wanted pods once that minimum rest is over. It exits when its stdin closes (the daemon stopped or
 died), or at SIGTERM from the daemon's `stop`, and ignores SIGINT (a Ctrl-C on the terminal is the
 daemon's to handle).
 
@@ -53,6 +53,8 @@ from evictd.core.errors import ConfigError, SampleError
 DEFAULT_PERIOD_S = 10.0
 # After a pass, rest at least this many seconds per second walked: the walker stays under half a core.
 REST_PER_WALK_SECOND = 1.0
+# ... and never less than this, so that a short period over tiny trees does not spin.
+MIN_REST_S = 0.1
 # The child's nice value: the daemon (nice 0) gets the CPU first when both are runnable.
 DEFAULT_NICE = 10
 # Delays before starting a child again after one exited, doubling up to the last.
@@ -195,7 +197,7 @@ def child_main(walker: PodDiskWalker, period_s: float, stdin: IO[bytes], stdout:
             stdout.write(figures_line(figures))
             stdout.flush()
         walked = time.monotonic() - started
-        time.sleep(walked * REST_PER_WALK_SECOND)
+        time.sleep(max(walked * REST_PER_WALK_SECOND, MIN_REST_S))
         wanted.arrived.wait(max(0.0, started + period_s - time.monotonic()))
 
 

@@ -13,7 +13,7 @@ taken. Two halves, joined by `PodDiskFigures` values:
   least that recent. A pod's figures therefore never mix two rounds, and no pod can make another wait more
   than one budget per pass.
 * `PodDiskStore` (in the daemon): the pods the cycle wants measured, and the last figures of each. Reading
-  it takes a lock held only for a dictionary lookup, never during a walk. ``reading(pod, now)`` judges
+  it takes a lock held only for dictionary lookups, never during a walk. ``readings(pods, now)`` judges
   the figures' age: up to `stale_after_s` they are used, with their own measurement time; older ones, a
   failed round, or a pod wanted for longer than `stale_after_s` without any figures, are *unreadable*: the
   cycle gets no disk figures for that pod and a `SampleError` saying why (never an old value as fresh).

@@ -7,7 +7,8 @@ measurement of it lists all 100,000 entries. The time one such walk takes on thi
 (`walk_time_s`). The daemon must not wait for it: with a housekeeping interval of 200 ms, no cycle may take
 half a walk, and the allocation that crosses ``allocatableMemory.available`` must be decided (through the memcg
 notification) in less than half a walk. These are coarse orderings against a walk measured on the same
-machine at the same time, not speed targets; bench/disk_walk_isolation.py gives the figures.
+machine at the same time, not speed targets; bench/disk_walk_isolation.py gives the figures. Meanwhile the
+disk walker process measures the pod: its figures reach the cycles, with their age (/metrics).
 """
 
 from __future__ import annotations

@@ -47,7 +47,7 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -309,8 +309,10 @@ class Target:
 
 
 @contextlib.contextmanager
-def running_daemon(target: Target, *, wakeups: bool, interval: str, workdir: Path) -> Iterator[Recorder]:
-    """Run the real daemon in a thread with one hard threshold; yield its recorder."""
+def running_daemon(target: Target, *, wakeups: bool, interval: str, workdir: Path,
+                   prepare: Callable[[Any], None] | None = None) -> Iterator[Recorder]:
+    """Run the real daemon in a thread with one hard threshold; yield its recorder. `prepare(daemon)` runs
+    after the recorder is installed and before the loop starts (bench/disk_walk_isolation.py uses it)."""
     from evictd.composition import build_daemon
     from evictd.config import load_configuration
     from evictd.core.signals import Signal
@@ -330,6 +332,8 @@ def running_daemon(target: Target, *, wakeups: bool, interval: str, workdir: Pat
             configure_logging("json", stream=devnull)
         recorder = Recorder()
         recorder.install(daemon, Signal(target.signal_name))
+        if prepare is not None:
+            prepare(daemon)
         thread = threading.Thread(target=daemon.run, name="evictd-daemon", daemon=True)
         thread.start()
         try:

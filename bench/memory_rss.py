@@ -25,7 +25,8 @@ Each process reports VmRSS from /proc/self/status at each step:
    node, with its /metrics endpoint on a loopback port, JSON logs to /dev/null and memory wake-ups off (the
    synthetic tree is not a real cgroupfs);
 4. every 10 cycles while `Daemon.run()` runs 100 cycles back to back (the daemon records metrics and logs
-   each cycle as it always does; /metrics is scraped at each sample, as Prometheus would).
+   each cycle as it always does; /metrics is scraped at each sample, as Prometheus would); beside it, the
+   RSS of the disk walker process the daemon runs (reported on its own line, not in the daemon's figures).
 
 Target, for each: at most 64 MiB after 100 cycles, and no growth over the cycles (last sample - sample at
 cycle 10).
@@ -76,6 +77,18 @@ def rss_mib() -> float:
     return status_mib("VmRSS")["VmRSS"]
 
 
+def process_rss_mib(pid: int) -> float:
+    """Return VmRSS of another process (the disk walker), 0 if it is gone."""
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
+
+
 def child(config_path: str, cycles: int, out_path: str, credentials: str) -> None:
     """Run in the fresh process: import, build, run, and write the samples as JSON to `out_path`."""
     result: dict[str, object] = {"bare_mib": rss_mib()}
@@ -105,6 +118,7 @@ def child(config_path: str, cycles: int, out_path: str, credentials: str) -> Non
         daemon, endpoint = build_daemon(config, max_cycles=cycles, stdout=devnull)
         result["built_mib"] = rss_mib()
         samples: list[tuple[int, float]] = []
+        walker_samples: list[tuple[int, float]] = []
         pods_seen: list[int] = []
         original = daemon.on_cycle
 
@@ -118,12 +132,15 @@ def child(config_path: str, cycles: int, out_path: str, credentials: str) -> Non
                 summary = getattr(report, "summary", None)
                 pods_seen.append(len(summary.pods) if summary is not None else -1)
                 samples.append((number, rss_mib()))
+                pid = daemon.background[0].child_pid() if daemon.background else None  # type: ignore[attr-defined]
+                if pid is not None:
+                    walker_samples.append((number, process_rss_mib(pid)))
 
         daemon.on_cycle = on_cycle
         status = daemon.run()
         if endpoint is not None:
             endpoint.close()
-    result.update(samples=samples, status=status, pods_seen=sorted(set(pods_seen)),
+    result.update(samples=samples, walker_samples=walker_samples, status=status, pods_seen=sorted(set(pods_seen)),
                   split=status_mib("RssAnon", "RssFile", "VmHWM"),
                   kubernetes_modules=sum(name.split(".")[0] == "kubernetes" for name in sys.modules),
                   heavy_loaded=[name for name in KUBERNETES_HEAVY if name in sys.modules],
@@ -225,6 +242,11 @@ def report(result: dict[str, object], pods: int, credentials: str) -> tuple[list
         "  of which private (RssAnon) {RssAnon:.1f}, shared library and file pages (RssFile) {RssFile:.1f}; "
         "peak (VmHWM) {VmHWM:.1f}".format(**result["split"]),  # type: ignore[arg-type]
     ]
+    walker = [(int(n), float(r)) for n, r in result["walker_samples"]]  # type: ignore[attr-defined]
+    if walker:
+        lines.append("  the disk walker process beside it (its own RSS, not in the figures above): "
+                     + ", ".join(f"{n}: {r:.1f}" for n, r in walker)
+                     + f"; daemon + walker after {samples[-1][0]} cycles {after + walker[-1][1]:.1f} MiB")
     if credentials in CREDENTIAL_LOADERS:
         lines.append(f"  kubernetes modules loaded: {result['kubernetes_modules']}; "
                      + (f"LOADED: {', '.join(heavy)}" if heavy  # type: ignore[arg-type]

@@ -1,7 +1,7 @@
 """A synthetic node on disk: a cgroup v1 tree, a kubelet root and pod log folders, plus matching v1 Pods.
 
 Built in a temporary folder so that the real adapters (CgroupReader over `CgroupLayout(version=1,
-root=<tmp>/cgroup)`, DiskUsageCache, NodeStatsSource) read it exactly as they read a node:
+root=<tmp>/cgroup)`, NodeStatsSource, the disk walker's PodDiskWalker) read it exactly as they read a node:
 
     <tmp>/cgroup/memory/                      root: memory.usage_in_bytes, memory.stat, memory.limit_in_bytes,
                                               cgroup.procs, and the other v1 control files (empty stubs)
@@ -15,7 +15,8 @@ File formats are cgroup v1's (copied from this machine's /sys/fs/cgroup/memory):
 every local and `total_*` key in kernel order, limits use v1's "unlimited" 9223372036854771712.
 
 `SyntheticNode.floor_operations()` lists the file operations one housekeeping cycle needs (open+read, list,
-stat, statvfs), for the "only read the same files" floor of `bench/cycle_cost.py`.
+stat, statvfs), and `walk_operations()` those of one disk walker pass, for the "only read the same files"
+floors of `bench/cycle_cost.py`.
 
     .venv/bin/python bench/synthetic_node.py [--pods 250]   # build one, print its size, remove it
 """
@@ -140,6 +141,7 @@ class SyntheticNode:
 
         Kinds: ``read`` (open + one read + close), ``list`` (scandir, iterate), ``lstat``, ``stat``,
         ``statvfs`` (open O_PATH + fstatvfs + fstat + close). Same files, same counts, nothing parsed.
+        The pods' volumes and log folders are not read by the cycle: see `walk_operations`.
         """
         memory = str(self.memory_root)
         ops: list[tuple[str, str]] = []
@@ -159,10 +161,16 @@ class SyntheticNode:
                 ("read", "/proc/loadavg")]
         ops += [("list", f"{memory}/kubepods"), ("list", f"{memory}/kubepods/burstable"),
                 ("list", f"{memory}/kubepods/besteffort")]
-        for pod, cgroup, logs, volume in zip(self.pods, self.pod_cgroups, self.log_folders, self.volumes,
-                                             strict=True):
+        for cgroup in self.pod_cgroups:
             memory_files(f"{memory}/{cgroup}")
             ops.append(("read", f"{self.pids_root}/{cgroup}/pids.current"))
+        return ops
+
+    def walk_operations(self) -> list[tuple[str, str]]:
+        """Return the file operations of one steady-state pass of the disk walker (PodDiskWalker) over the
+        pods' emptyDir volumes and log folders (kinds as in `floor_operations`)."""
+        ops: list[tuple[str, str]] = []
+        for pod, logs, volume in zip(self.pods, self.log_folders, self.volumes, strict=True):
             plugin = str(volume.parent)
             ops += [("stat", plugin), ("list_stat", plugin), ("lstat", str(volume)), ("lstat", f"{volume}/sub")]
             ops.append(("list", str(logs)))

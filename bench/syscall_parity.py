@@ -1,8 +1,9 @@
 """Checks that the floor of `cycle_cost.py` makes the same file system calls as a real cycle (needs strace).
 
 Runs, under `strace -f`, one steady-state `synchronize()` and one floor pass over the same synthetic node,
-each between two marker calls (a `stat` of a path that does not exist), and prints the count of each
-file-related system call in both. Without strace installed it says so and exits 0.
+then one disk walker pass and the floor of its operations, each between two marker calls (a `stat` of a
+path that does not exist), and prints the count of each file-related system call in each pair. Without
+strace installed it says so and exits 0.
 
     .venv/bin/python bench/syscall_parity.py [--pods 250] [--discovered]
 """
@@ -24,16 +25,21 @@ _CALL = re.compile(r"^(?:\[pid\s+\d+\]\s+|\d+\s+)?(\w+)\(")
 
 
 def child(pods: int, discovered: bool) -> None:
-    from cycle_cost import WARMUP_CYCLES, build_manager, floor_pass
+    from cycle_cost import WARMUP_CYCLES, build_manager, disk_pass_for, floor_pass
     from synthetic_node import build_node
 
     with build_node(pods) as node:
         manager = build_manager(node, discovered=discovered)
+        disk_pass = disk_pass_for(node, manager)
         operations = node.floor_operations()
+        walk_operations = node.walk_operations()
         for _ in range(WARMUP_CYCLES):
             manager.synchronize()
+            disk_pass()
             floor_pass(operations)
-        for label, step in (("cycle", manager.synchronize), ("floor", lambda: floor_pass(operations))):
+        steps = (("cycle", manager.synchronize), ("floor", lambda: floor_pass(operations)),
+                 ("walk", disk_pass), ("walkfloor", lambda: floor_pass(walk_operations)))
+        for label, step in steps:
             os.path.exists(f"{MARK}-{label}-begin")
             step()
             os.path.exists(f"{MARK}-{label}-end")
@@ -72,10 +78,11 @@ def main() -> int:
             command.append("--discovered")
         subprocess.run(command, check=True)
         found = counts(out.read())
-    calls = [name for name in FILE_CALLS if any(found[label][name] for label in found)]
-    print(f"file system calls in one cycle at {args.pods} pods"
-          f"{' (discovered pods)' if args.discovered else ''}: " + ", ".join(
-              f"{name} {found['cycle'][name]}/{found['floor'][name]}" for name in calls) + "  (cycle/floor)")
+    for what, step, floor in (("one cycle", "cycle", "floor"), ("one disk walker pass", "walk", "walkfloor")):
+        calls = [name for name in FILE_CALLS if found[step][name] or found[floor][name]]
+        print(f"file system calls in {what} at {args.pods} pods"
+              f"{' (discovered pods)' if args.discovered else ''}: " + ", ".join(
+                  f"{name} {found[step][name]}/{found[floor][name]}" for name in calls) + f"  ({step}/floor)")
     return 0
 
 

@@ -14,17 +14,25 @@ and allocates memory on command, so every charge is the kernel's own.
 `teardown` stops the process, kills anything left in the test cgroups and removes them bottom-up; it runs
 whatever the test's outcome (call it from a fixture's ``finally``). Needs root and a v1 memory hierarchy:
 without them the test fails, it is never skipped.
+
+`crowded_pod` is such a pod whose tenant keeps many files in its emptyDir and keeps changing them (the disk
+walk's worst case); `walk_time_s` is how long one full measurement of a folder takes on this machine.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import statistics
 import subprocess
+import time
 import uuid
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from evictd.adapters.cgroups import CgroupLayout, detect_cgroup_layout
+from evictd.adapters.disk_usage import DiskUsageCache
 from real_cgroups import CGROUP_MOUNT, HIERARCHIES, CgroupTree, ScriptedChild, new_test_cgroup_name
 
 MiB = 1 << 20
@@ -92,6 +100,20 @@ class RealPodNode:
         self.log_dir.mkdir(parents=True)
         (self.log_dir / "0.log").write_bytes(b"2026-11-21T10:00:00Z stdout F started\n" * (log_bytes // 40 + 1))
 
+    def fill_volume(self, count: int) -> None:
+        """Add `count` empty files (``f000000``, ...) to the emptyDir: a tenant's many small files."""
+        folder = str(self.volume_dir)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
+        for index in range(count):
+            os.close(os.open(f"{folder}/f{index:06d}", flags, 0o644))
+
+    def start_toucher(self, interval_s: float) -> subprocess.Popen[bytes]:
+        """Start a process that creates and removes a file in the emptyDir every `interval_s` seconds, as a
+        tenant churning its files does: the volume's directory changes all the time, so every measurement
+        lists it again. Stop it with ``kill()``."""
+        script = 'while :; do : > "$1/churn"; rm -f "$1/churn"; sleep "$2"; done'
+        return subprocess.Popen(["sh", "-c", script, "toucher", str(self.volume_dir), str(interval_s)])
+
     def start_process(self) -> ScriptedChild:
         """Start the container's process and move it into the container cgroup of both hierarchies."""
         return self.tree.start_child(self.container_cgroup, label="pod process")
@@ -113,3 +135,39 @@ def du_inodes(path: Path) -> int:
     """Return what `du -s -x --inodes` reports for `path`."""
     done = subprocess.run(["du", "-s", "-x", "--inodes", str(path)], capture_output=True, text=True, check=True)
     return int(done.stdout.split()[0])
+
+
+@contextlib.contextmanager
+def crowded_pod(tmp_path: Path, mount_tmpfs_at: Callable[[Path], Path], *, files: int, touch_interval_s: float,
+                pods_limit_bytes: int) -> Iterator[RealPodNode]:
+    """Yield a RealPodNode whose emptyDir holds `files` empty files and a churning file (`start_toucher`).
+
+    The kubelet root is a tmpfs (`mount_tmpfs_at`): 100,000 files are created there in a second or two.
+    """
+    kubelet_root = tmp_path / "kubelet"
+    kubelet_root.mkdir()
+    mount_tmpfs_at(kubelet_root)
+    node = RealPodNode(kubelet_root=kubelet_root, pod_logs_dir=tmp_path / "pods-logs",
+                       pods_limit_bytes=pods_limit_bytes)
+    toucher = None
+    try:
+        node.create(volume_files={"data.bin": 1 * MiB}, log_bytes=64 * 1024)
+        node.fill_volume(files)
+        toucher = node.start_toucher(touch_interval_s)
+        yield node
+    finally:
+        if toucher is not None:
+            toucher.kill()
+            toucher.wait()
+        node.teardown()
+
+
+def walk_time_s(folder: Path, walks: int = 3) -> float:
+    """Return the median time of `walks` measurements of `folder` from scratch (each lists all of it)."""
+    times = []
+    for _ in range(walks):
+        started = time.monotonic()
+        measured = DiskUsageCache().usage(str(folder))
+        times.append(time.monotonic() - started)
+        assert measured is not None
+    return statistics.median(times)

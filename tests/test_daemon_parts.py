@@ -388,6 +388,27 @@ def test_error_counters(memory_run: Run) -> None:
         "a failed eviction still counts, as the kubelet counts it"
 
 
+def test_pod_disk_figures_age_and_pods_without_them(memory_run: Run) -> None:
+    from evictd.core.summary import FsStats, PodReference, PodStats
+
+    def with_pods(*ages_s: float | None) -> CycleReport:
+        report = memory_run.reports[0]
+        assert report.summary is not None
+        pods = tuple(PodStats(pod_ref=PodReference(name=f"p{i}", namespace="ns", uid=f"u{i}"),
+                              ephemeral_storage=None if age is None else FsStats(
+                                  time=NOW_WALL - timedelta(seconds=age), used_bytes=4096, inodes_used=1))
+                     for i, age in enumerate(ages_s))
+        return replace(report, summary=replace(report.summary, pods=pods))
+
+    metrics = Metrics()
+    metrics.record_cycle(with_pods(3.0, None, 17.5, None), memory_run.state, 0.001, NOW_WALL, True)
+    assert sample(metrics, "evictd_pod_disk_usage_age_seconds") == 17.5
+    assert sample(metrics, "evictd_pods_without_disk_usage") == 2
+    metrics.record_cycle(with_pods(None), memory_run.state, 0.001, NOW_WALL, True)
+    assert sample(metrics, "evictd_pod_disk_usage_age_seconds") == 0
+    assert sample(metrics, "evictd_pods_without_disk_usage") == 1
+
+
 def test_a_signal_no_longer_observed_is_no_longer_exported(memory_run: Run) -> None:
     without_nodefs = copy.deepcopy(MEMORY_STEPS[1])
     without_nodefs["summary"]["node"]["runtime"]["imageFs"] = fs(70 * Gi, 100 * Gi, time=stamp(10))

@@ -25,7 +25,7 @@ from typing import Any, TextIO
 import structlog
 
 from evictd.adapters.cgroups import CgroupLayout, CgroupReader, detect_cgroup_layout
-from evictd.adapters.disk_usage import DiskUsageCache
+from evictd.adapters.disk_walker_process import DiskWalkerProcess, WalkerSettings
 from evictd.adapters.filesystems import detect_layout
 from evictd.adapters.kubelet_summary import ApiProxySummarySource, KubeletSummarySource, summary_deadline_s
 from evictd.adapters.local_kill import STOPPABLE_STATES, LocalKiller
@@ -38,6 +38,7 @@ from evictd.adapters.notifiers import (
     PsiNotifier,
     Waiter,
 )
+from evictd.adapters.pod_disk_usage import PodDiskStore
 from evictd.adapters.runtime_gc import CriContainerGC, CriImageGC, RuntimeReclaimer, imagefs_usage
 from evictd.adapters.runtime_node import PeriodicGC, RuntimeContainerStats, RuntimeFilesystems, RuntimeLayout
 from evictd.config import Configuration, EvictdSettings
@@ -165,7 +166,8 @@ def build_psi_notifiers(settings: EvictdSettings, layout: CgroupLayout, cgroups:
 
 def build_stats_source(config: Configuration, cgroups: CgroupReader, pods: PodSource, node_name: str) -> StatsSource:
     """Return the configured stats source: the node itself, or the kubelet's Summary API (the runtime's
-    part of the node's own stats is added by `attach_runtime` once the runtime answers)."""
+    part of the node's own stats is added by `attach_runtime` once the runtime answers). The node's own
+    source reads pods' disk figures from a store that `build_disk_walker` fills."""
     settings = config.evictd
     if settings.stats_source == "kubelet":
         # One fetch ends in time for the next cycle (and for a clean stop), whatever the endpoint does.
@@ -183,12 +185,19 @@ def build_stats_source(config: Configuration, cgroups: CgroupReader, pods: PodSo
         # Discovered pods: measure the manager's listing of this cycle instead of listing the node again.
         pods=discovered.last_listing if discovered else pods,
         pod_cgroups=discovered.listed_cgroups if discovered else None,
-        disk_usage=DiskUsageCache(),
+        disk_usage=PodDiskStore(),
         kubelet_root=settings.kubelet_root_dir,
-        pod_logs_dir=settings.pod_logs_dir,
         image_fs_path=settings.image_fs_path,
         container_fs_path=settings.container_fs_path,
     )
+
+
+def build_disk_walker(config: Configuration, stats: StatsSource, log: Any) -> DiskWalkerProcess | None:
+    """Return the disk walker process feeding the node's own stats source (None for the kubelet's Summary)."""
+    if not isinstance(stats, NodeStatsSource):
+        return None
+    settings = WalkerSettings(kubelet_root=config.evictd.kubelet_root_dir, pod_logs_dir=config.evictd.pod_logs_dir)
+    return DiskWalkerProcess(stats.disk_usage, settings, log=log.warning)
 
 
 @dataclass
@@ -427,6 +436,7 @@ def build_daemon(
         after_cycle=after_cycle_tasks(cluster, runtime, dry_run),
         wait_for_cleanup=cluster.sync.wait_for_cleanup if cluster is not None else None,
         on_stop=cluster.sync.withdraw if cluster is not None else None,
+        background=tuple(part for part in (build_disk_walker(config, stats, log),) if part is not None),
     )
     if cluster is not None:
         cluster.sync.should_stop = lambda: daemon.stopping  # SIGTERM ends the wait after an eviction too

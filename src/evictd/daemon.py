@@ -7,7 +7,8 @@ SIGTERM/SIGINT only set a stop flag and wake the loop: the current cycle finishe
 evictd keeps on the node (in the cluster: its taints, its conditions to Unknown) and the daemon exits 0; a
 hard deadline (a watchdog thread started with the signal handlers, armed by the first signal through a pipe)
 ends a hung shutdown with status 1. Only this loop catches
-broad exceptions; it logs them with the cycle number and carries on.
+broad exceptions; it logs them with the cycle number and carries on. Work that must never delay a cycle (the
+walk of pods' volumes and logs) runs beside the loop, in `background` parts started and stopped with it.
 
 The composition root (`evictd.composition.build_daemon`) builds every dependency from the configuration;
 tests pass their own.
@@ -89,6 +90,14 @@ class ShutdownDeadline:
             self._on_expiry()
 
 
+class Background(Protocol):
+    """Work that runs beside the loop for as long as it runs (the disk walker process)."""
+
+    def start(self) -> None: ...
+
+    def stop(self) -> None: ...
+
+
 class Waiter(Protocol):
     """What the loop sleeps on (evictd.adapters.notifiers.Waiter in production)."""
 
@@ -121,6 +130,8 @@ class Daemon:
     wait_for_cleanup: Callable[[Sequence[Eviction]], bool] | None = None
     # In the cluster: what a clean stop leaves on the node (conditions Unknown, taints removed).
     on_stop: Callable[[], None] | None = None
+    # Started before the first cycle, stopped after the last: never waited for by a cycle.
+    background: Sequence[Background] = ()
     systemd: SystemdNotifier = field(default_factory=SystemdNotifier)
     log: Any = field(default_factory=lambda: structlog.get_logger("evictd"))
     stopping: bool = False
@@ -166,6 +177,8 @@ class Daemon:
         follow_ups: list[float] = []
         cycle = 0
         self.log.info("evictd started", node=self.node_name, interval_s=self.interval_s, dry_run=self.dry_run)
+        for part in self.background:
+            part.start()
         try:
             while not self.stopping:
                 cycle += 1
@@ -210,6 +223,8 @@ class Daemon:
                     self.on_stop()
                 except Exception:  # a failed clean-up must not turn a clean stop into a crash
                     self.log.exception("clean-up at stop failed")
+            for part in self.background:
+                part.stop()
             self.systemd.close()
             self.waiter.close()
             if self._deadline is not None:

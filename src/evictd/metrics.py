@@ -47,6 +47,11 @@ class Metrics:
                                ["condition"], registry=r)
         self.stats_age = Gauge("evictd_stats_age_seconds", "Age of the stats behind each signal when decided on.",
                                ["signal"], registry=r)
+        self.pod_disk_age = Gauge("evictd_pod_disk_usage_age_seconds", "Age of the oldest pod disk usage figures "
+                                  "(emptyDir volumes and logs, measured by the disk walker) a cycle used.", registry=r)
+        self.pods_without_disk = Gauge("evictd_pods_without_disk_usage", "Pods a cycle had no usable disk usage "
+                                       "figures for (not measured yet, measured too long ago, or unreadable).",
+                                       registry=r)
         self.cycle_duration = Histogram("evictd_cycle_duration_seconds", "Duration of one housekeeping cycle.",
                                         buckets=CYCLE_BUCKETS, registry=r)
         self.cycles = Counter("evictd_cycles_total", "Housekeeping cycles run.", registry=r)
@@ -109,6 +114,7 @@ class Metrics:
             self.capacity.labels(str(signal)).set(float(observation.capacity.value))
             if observation.time is not None:
                 self.stats_age.labels(str(signal)).set(max(0.0, (now_wall - observation.time).total_seconds()))
+        self._pod_disk(report, now_wall)
         self._thresholds(state.thresholds, assessment.observations, {s.threshold for s in assessment.thresholds})
         for condition in NodeCondition:
             self.condition.labels(str(condition)).set(1 if condition in assessment.node_conditions else 0)
@@ -123,6 +129,21 @@ class Metrics:
             if acted_on is not None and acted_on.time is not None:
                 age = max(0.0, (now_wall - acted_on.time).total_seconds())
                 self.eviction_stats_age.labels(str(threshold.signal)).observe(age)
+
+    def _pod_disk(self, report: CycleReport, now_wall: datetime) -> None:
+        """Export how old the pods' disk figures were and how many pods had none (absent: no Summary)."""
+        if report.summary is None:
+            return
+        oldest = None
+        missing = 0
+        for pod in report.summary.pods:
+            storage = pod.ephemeral_storage
+            if storage is None or storage.time is None:
+                missing += 1
+            elif oldest is None or storage.time < oldest:
+                oldest = storage.time
+        self.pods_without_disk.set(missing)
+        self.pod_disk_age.set(0.0 if oldest is None else max(0.0, (now_wall - oldest).total_seconds()))
 
     def _thresholds(
         self, thresholds: Sequence[Threshold], observations: Mapping[Signal, Observation], met: set[Threshold]

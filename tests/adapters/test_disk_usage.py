@@ -24,6 +24,8 @@ from evictd.adapters.disk_usage import (
     EMPTY_DIR_PLUGIN_DIR,
     DirUsage,
     DiskUsageCache,
+    Walk,
+    WalkBudget,
     log_usage,
     volume_usage,
 )
@@ -480,3 +482,109 @@ def test_a_cycle_over_a_thousand_unchanged_pods_lists_nothing(tmp_path: Path) ->
     assert {uid: total for uid, total in third.items() if uid != uids[7]} == {
         uid: total for uid, total in first.items() if uid != uids[7]
     }
+
+
+# --------------------------------------------------------------------------------------------------
+# Walks under a budget
+
+
+def drive(walk: Walk, budget: WalkBudget, entries_per_step: int) -> tuple[DirUsage | None, int]:
+    """Run `walk` to its end, refilling `budget` to `entries_per_step` before each step; return its result and
+    how many times it paused."""
+    pauses = 0
+    while True:
+        budget.entries_left = entries_per_step
+        try:
+            next(walk)
+        except StopIteration as done:
+            return done.value, pauses
+        pauses += 1
+
+
+def open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def test_a_walk_pauses_when_its_budget_is_spent_and_resumes_to_the_whole_figure(ext4_mount: Path) -> None:
+    root = ext4_mount / "vol"
+    for folder in ("a", "b", "b/deeper"):
+        for index in range(40):
+            write(root / folder / f"f{index}", 1000 * (index + 1))
+    os.link(root / "a" / "f0", root / "b" / "linked")  # hard links are counted once across pauses too
+    entries = du_inodes(root)
+    cache = DiskUsageCache()
+    budget = WalkBudget(0)
+
+    measured, pauses = drive(cache.walk(str(root), budget), budget, entries_per_step=7)
+
+    assert_matches_du(measured, root)
+    # Every entry looked at once (plus the root): at least entries/7 pauses, some in the middle of a directory.
+    assert pauses >= entries // 7 - 1
+    assert cache.cached_paths() == {str(root)}
+
+
+def test_a_paused_walk_publishes_nothing_until_it_ends(ext4_mount: Path) -> None:
+    root = ext4_mount / "vol"
+    for index in range(30):
+        write(root / f"f{index}", 100)
+    age_all_dirs(root)
+    cache = DiskUsageCache()
+    before = cache.usage(str(root))
+    write(root / "added", 50_000)
+    set_old_mtime(root, 2)
+    budget = WalkBudget(10)
+    walk = cache.walk(str(root), budget)
+    next(walk)  # paused in the middle of the root's listing
+
+    assert budget.entries_left <= 0
+    assert cache.usage(str(root)) != before, "another measurement is not held back by a paused one"
+    assert_matches_du(cache.usage(str(root)), root)
+    measured, _ = drive(walk, budget, entries_per_step=10)
+    assert_matches_du(measured, root)
+
+
+def test_closing_a_paused_walk_closes_its_listing(ext4_mount: Path) -> None:
+    root = ext4_mount / "vol"
+    for index in range(30):
+        write(root / f"f{index}", 100)
+    cache = DiskUsageCache()
+    fds = open_fds()
+    budget = WalkBudget(5)
+    walk = cache.walk(str(root), budget)
+    next(walk)
+    assert open_fds() == fds + 1, "the paused listing holds its directory open"
+    walk.close()
+    assert open_fds() == fds
+    assert cache.cached_paths() == frozenset()
+
+
+def test_a_directory_changed_while_its_walk_paused_is_listed_again_next_time(ext4_mount: Path) -> None:
+    root = ext4_mount / "vol"
+    for index in range(20):
+        write(root / "sub" / f"f{index}", 100)
+    age_all_dirs(root)
+    clock = ManualClock()
+    listed = RecordingScandir()
+    cache = DiskUsageCache(clock=clock, scandir=listed)
+    budget = WalkBudget(3)
+    walk = cache.walk(str(root), budget)
+    next(walk)
+    write(root / "sub" / "late", 70_000)  # after the listing began: it may or may not be seen by this walk
+    drive(walk, budget, entries_per_step=3)
+    listed.take()
+    clock.now_s += 1
+    assert_matches_du(cache.usage(str(root)), root)
+    assert str(root / "sub") in listed.take(), "its mtime changed after it was read: read again"
+
+
+def test_an_unchanged_tree_costs_one_entry_per_directory(ext4_mount: Path) -> None:
+    root = ext4_mount / "vol"
+    for folder in ("a", "b", "c"):
+        write(root / folder / "f", 100)
+    age_all_dirs(root)
+    cache = DiskUsageCache(clock=ManualClock())
+    cache.usage(str(root))
+    budget = WalkBudget(100)
+    measured, pauses = drive(cache.walk(str(root), budget), budget, entries_per_step=100)
+    assert (measured, pauses) == (cache.usage(str(root)), 0)
+    assert budget.entries_left == 100 - 4  # the root and its three subdirectories, each one lstat

@@ -19,10 +19,10 @@ from pathlib import Path
 import pytest
 
 from evictd.adapters.cgroups import CgroupLayout, CgroupReader, MemoryReading, PodCgroup
-from evictd.adapters.disk_usage import DiskUsageCache
 from evictd.adapters.filesystems import FsReading
 from evictd.adapters.node_pods import UNKNOWN_NAMESPACE, DiscoveredPods, log_folder_names
 from evictd.adapters.node_stats import NodeStatsSource, PodList, existing_ancestor, fs_stats, memory_stats
+from evictd.adapters.pod_disk_usage import PodDiskStore, PodDiskWalker, PodKey
 from evictd.composition import PathLayout, ReportOnlyReclaimer
 from evictd.core.engine import EngineConfig
 from evictd.core.errors import SampleError
@@ -163,14 +163,18 @@ class Node:
             cgroups=self.reader,
             pods=pods if pods is not None else self.discovered(),
             pod_cgroups=pod_cgroups,
-            disk_usage=DiskUsageCache(),
+            disk_usage=PodDiskStore(),
             kubelet_root=str(self.kubelet_root),
-            pod_logs_dir=str(self.pod_logs_dir),
             image_fs_path=str(self.image_fs),
             container_fs_path=str(self.image_fs),
             proc_root=str(self.proc),
             wall_clock=lambda: AT,
         )
+
+    def walker(self) -> PodDiskWalker:
+        """Return a disk walker over this node's pod folders, run in this process by `walked_summary`."""
+        return PodDiskWalker(kubelet_root=str(self.kubelet_root), pod_logs_dir=str(self.pod_logs_dir),
+                             wall_clock=AT.timestamp)
 
     def log_folder(self, namespace: str, name: str, uid: str, container: str = "app") -> Path:
         folder = self.pod_logs_dir / f"{namespace}_{name}_{uid}" / container
@@ -181,6 +185,16 @@ class Node:
         folder = self.kubelet_root / "pods" / uid / "volumes" / "kubernetes.io~empty-dir" / volume
         folder.mkdir(parents=True)
         return folder
+
+
+def walked_summary(source: NodeStatsSource, walker: PodDiskWalker) -> Summary:
+    """Return the source's Summary after a disk walker pass over the pods it measures (the daemon's walker
+    process does the same pass on its own schedule): one summary names the pods, the walker measures them,
+    the next summary carries their figures."""
+    source.summary()
+    for figures in walker.run_pass(source.disk_usage.wanted()[1]):
+        source.disk_usage.record(figures)
+    return source.summary()
 
 
 def make_node(tmp_path: Path, tree: Tree, *, copy: bool = False) -> Node:
@@ -435,7 +449,7 @@ def test_a_listed_pod_without_a_cgroup_has_disk_stats_but_no_memory(v1_node: Nod
     uid = "99999999-8888-4777-8666-555555555555"
     v1_node.log_folder("shop", "pending", uid)
     source = v1_node.source(FixedPods([Pod(name="pending", namespace="shop", uid=uid)]))
-    (stats,) = source.summary().pods
+    (stats,) = walked_summary(source, v1_node.walker()).pods
     assert source.problems == ()
     assert stats.memory is None and stats.process_count is None
     assert [c.name for c in stats.containers] == ["app"]
@@ -469,7 +483,7 @@ def test_empty_dir_volumes_and_container_logs_make_ephemeral_storage(
     (app_logs.parent / "stray-file").write_text("not a container folder")
 
     source = node.source()
-    summary = source.summary()
+    summary = walked_summary(source, node.walker())
     assert source.problems == ()
     stats = next(p for p in summary.pods if p.pod_ref.uid == B_UID)
     volumes = {v.name: (v.used_bytes, v.inodes_used, v.time) for v in stats.volume_stats}
@@ -496,10 +510,11 @@ def test_empty_dir_volumes_and_container_logs_make_ephemeral_storage(
 
 def test_disk_usage_follows_the_pod_folders_between_cycles(v1_node: Node) -> None:
     source = v1_node.source()
+    walker = v1_node.walker()
     cache = v1_node.empty_dir(B_UID, "cache")
-    first = next(p for p in source.summary().pods if p.pod_ref.uid == B_UID)
+    first = next(p for p in walked_summary(source, walker).pods if p.pod_ref.uid == B_UID)
     (cache / "grown.bin").write_bytes(os.urandom(2 * MiB))
-    second = next(p for p in source.summary().pods if p.pod_ref.uid == B_UID)
+    second = next(p for p in walked_summary(source, walker).pods if p.pod_ref.uid == B_UID)
     assert first.ephemeral_storage is not None and second.ephemeral_storage is not None
     assert second.ephemeral_storage.used_bytes == du_bytes(cache)
     assert second.ephemeral_storage.used_bytes - (first.ephemeral_storage.used_bytes or 0) >= 2 * MiB
@@ -665,6 +680,10 @@ ALLOCATED_BYTES = 300 * MiB
 SLACK_BYTES = 12 * MiB
 
 
+def real_pod_walker(node: RealPodNode) -> PodDiskWalker:
+    return PodDiskWalker(kubelet_root=str(node.kubelet_root), pod_logs_dir=str(node.pod_logs_dir))
+
+
 @pytest.fixture
 def real_pod(tmp_path: Path, ext4_mount: Path) -> Iterator[RealPodNode]:
     node = RealPodNode(kubelet_root=ext4_mount / "kubelet", pod_logs_dir=ext4_mount / "pods-logs",
@@ -685,13 +704,12 @@ def test_a_real_pod_read_end_to_end(tmp_path: Path, real_pod: RealPodNode, ext4_
         node_name="node-1",
         cgroups=cgroups,
         pods=pods,
-        disk_usage=DiskUsageCache(),
+        disk_usage=PodDiskStore(),
         kubelet_root=str(real_pod.kubelet_root),
-        pod_logs_dir=str(real_pod.pod_logs_dir),
         image_fs_path=str(tmp_path / "containerd"),
         container_fs_path=str(tmp_path / "containerd"),
     )
-    summary = source.summary()
+    summary = walked_summary(source, real_pod_walker(real_pod))
     assert source.problems == ()
 
     pods_memory = summary.node.system_containers[SYSTEM_CONTAINER_PODS].memory
@@ -761,9 +779,14 @@ def test_while_the_runtime_is_down_its_containers_are_measured_from_their_cgroup
     cgroups = CgroupReader(real_pod.layout)
     source = NodeStatsSource(
         node_name="node-1", cgroups=cgroups, pods=DiscoveredPods(cgroups, str(real_pod.pod_logs_dir)),
-        disk_usage=DiskUsageCache(), kubelet_root=str(real_pod.kubelet_root),
-        pod_logs_dir=str(real_pod.pod_logs_dir), image_fs_path=str(tmp_path / "containerd"),
-        container_fs_path=str(tmp_path / "containerd"), container_stats=runtime)
+        disk_usage=PodDiskStore(), kubelet_root=str(real_pod.kubelet_root),
+        image_fs_path=str(tmp_path / "containerd"), container_fs_path=str(tmp_path / "containerd"),
+        container_stats=runtime)
+    # The pod's folders measured before the first cycle (which names the pod with the same key).
+    pod = PodKey(real_pod.uid, real_pod.namespace, real_pod.name)
+    source.disk_usage.want([pod])
+    for figures in real_pod_walker(real_pod).run_pass([pod]):
+        source.disk_usage.record(figures)
 
     def container(summary: Summary, names: list[str]) -> ContainerStats:
         (stats,) = summary.pods
@@ -800,7 +823,7 @@ def test_runtime_container_stats_are_merged_by_container_name(v1_node: Node) -> 
     sidecar = _replace(usage, container_id="c2", name="sidecar", writable_layer_bytes=None, working_set_bytes=None)
     source = v1_node.source()
     source._container_stats = lambda: {B_UID: [usage, sidecar]}
-    pod = next(p for p in source.summary().pods if p.pod_ref.uid == B_UID)
+    pod = next(p for p in walked_summary(source, v1_node.walker()).pods if p.pod_ref.uid == B_UID)
     app = next(c for c in pod.containers if c.name == "app")
     assert app.memory is not None and app.memory.working_set_bytes == 64 << 20
     assert app.rootfs is not None and (app.rootfs.used_bytes, app.rootfs.inodes_used) == (5 << 20, 12)

@@ -47,9 +47,16 @@ Cache design and staleness bound:
 * Memory: ``start_cycle()`` forgets every path not asked for during the last ``keep_cycles`` cycles;
   ``forget(path)`` drops one at once.
 
+Cost bound (``walk``): a walk looks at no more than its ``WalkBudget`` of entries (every ``lstat``: one per
+entry of a listed directory, one per known subdirectory re-checked) before it pauses; the caller refills
+the budget and resumes it later, even in the middle of a directory (the open listing is kept), so a tree
+of any size is measured completely over as many pauses as it needs, never in one long stretch. A paused
+walk returns nothing: its figure is published only once the whole tree has been read. ``usage`` is a walk
+with no budget.
+
 Invariants: a ``DirUsage`` is built only from readings of one tree on one device; a failed measurement
 raises ``SampleError`` and drops the cached tree (the next call measures from scratch), so no partial
-figure is ever returned. The cache is not thread-safe: one housekeeping loop owns it.
+figure is ever returned. The cache is not thread-safe: one thread owns it (the disk walker's).
 """
 
 from __future__ import annotations
@@ -59,7 +66,7 @@ import os
 import stat
 import time
 import zlib
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Generator, Iterator, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -94,6 +101,27 @@ Scandir = Callable[[str], AbstractContextManager[Iterator[os.DirEntry[str]]]]
 
 # Errors that mean "this path is not there (any more)": a missing entry or a component that is not a folder.
 _GONE = (FileNotFoundError, NotADirectoryError)
+
+
+class WalkBudget:
+    """How many more entries the walks of one pass may look at (`math.inf`: no limit).
+
+    Shared by the walks of one pod and refilled by their caller before each resumption; a walk that finds
+    it spent pauses (yields) until then.
+    """
+
+    __slots__ = ("entries_left",)
+
+    def __init__(self, entries: float) -> None:
+        self.entries_left = entries
+
+    def spend(self, entries: int) -> None:
+        """Count `entries` looked at (the budget may go below zero: the next check pauses the walk)."""
+        self.entries_left -= entries
+
+
+# A walk paused on its budget yields; its return value is the tree's usage (None: the path does not exist).
+Walk = Generator[None, None, "DirUsage | None"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -210,6 +238,21 @@ class DiskUsageCache:
         is not a directory counts as one entry. Raises SampleError(path, reason) when any part of the tree
         cannot be read; the cached tree is then dropped.
         """
+        walk = self.walk(path, WalkBudget(math.inf))
+        try:
+            next(walk)
+        except StopIteration as done:
+            return done.value  # type: ignore[no-any-return]  # the Walk generator returns DirUsage | None
+        walk.close()
+        raise AssertionError("a walk without a budget paused")  # pragma: no cover - never spends its budget
+
+    def walk(self, path: str, budget: WalkBudget) -> Walk:
+        """Measure the tree at `path` as `usage` does, pausing (yielding) whenever `budget` is spent.
+
+        Drive it with ``next()`` after refilling the budget; its return value (``StopIteration.value``) is
+        the usage, or None if `path` does not exist. Raises SampleError as `usage` does. Closing a paused
+        walk closes the directory listing it holds.
+        """
         now = self._clock()
         try:
             root_stat = os.lstat(path)
@@ -219,6 +262,7 @@ class DiskUsageCache:
         except OSError as exc:
             self._trees.pop(path, None)
             raise SampleError(path, _reason(exc)) from exc
+        budget.spend(1)
         if not stat.S_ISDIR(root_stat.st_mode):
             self._trees.pop(path, None)
             return DirUsage(root_stat.st_blocks * STAT_BLOCK_BYTES, 1, now)
@@ -226,11 +270,12 @@ class DiskUsageCache:
         # Steady state: every directory as it was listed, none too old -> the same figure, same syscalls
         # (one lstat per directory) and none of the rebuilding.
         if old is not None and _unchanged(old, root_stat, now):
+            budget.spend(len(old.checks))
             old.last_asked_cycle = self._cycle
             return old.result
         old_records = old.records if old is not None and old.device == root_stat.st_dev else {}
         try:
-            records, result, blocks = self._measure(path, root_stat, old_records, now)
+            records, result, blocks = yield from self._measure(path, root_stat, old_records, now, budget)
         except SampleError:
             self._trees.pop(path, None)
             raise
@@ -241,9 +286,11 @@ class DiskUsageCache:
     # Walking
 
     def _measure(
-        self, root: str, root_stat: os.stat_result, old_records: Mapping[str, _DirRecord], now: float
-    ) -> tuple[dict[str, _DirRecord], DirUsage, tuple[int, ...]]:
-        """Return the fresh records of the tree at `root`, its usage, and each recorded directory's blocks."""
+        self, root: str, root_stat: os.stat_result, old_records: Mapping[str, _DirRecord], now: float,
+        budget: WalkBudget,
+    ) -> Generator[None, None, tuple[dict[str, _DirRecord], DirUsage, tuple[int, ...]]]:
+        """Return the fresh records of the tree at `root`, its usage, and each recorded directory's blocks;
+        pause before a directory whenever `budget` is spent."""
         device = root_stat.st_dev
         records: dict[str, _DirRecord] = {}
         blocks: list[int] = []
@@ -254,17 +301,20 @@ class DiskUsageCache:
         # An explicit stack, not recursion: a pod can create trees deeper than Python's recursion limit.
         pending: list[tuple[str, os.stat_result]] = [(root, root_stat)]
         while pending:
+            while budget.entries_left <= 0:
+                yield
             dir_path, dir_stat = pending.pop()
             plain_bytes += dir_stat.st_blocks * STAT_BLOCK_BYTES
             plain_inodes += 1
             previous = old_records.get(dir_path)
             children = None
             if previous is not None and self._still_valid(previous, dir_stat, now):
+                budget.spend(len(previous.subdirs))
                 children = self._subdir_stats(root, dir_path, previous, device)
             if children is not None and previous is not None:
                 record = previous
             else:
-                scanned, children = self._scan(root, dir_path, dir_stat, device, now)
+                scanned, children = yield from self._scan(root, dir_path, dir_stat, device, now, budget)
                 if scanned is None:
                     continue  # vanished after its parent was listed: counted as an empty directory
                 record = scanned
@@ -306,17 +356,33 @@ class DiskUsageCache:
         return children
 
     def _scan(
-        self, root: str, dir_path: str, dir_stat: os.stat_result, device: int, now: float
-    ) -> tuple[_DirRecord | None, list[tuple[str, os.stat_result]]]:
-        """List `dir_path`; return its record (None if it vanished) and the stats of its subdirectories."""
+        self, root: str, dir_path: str, dir_stat: os.stat_result, device: int, now: float, budget: WalkBudget
+    ) -> Generator[None, None, tuple[_DirRecord | None, list[tuple[str, os.stat_result]]]]:
+        """List `dir_path`; return its record (None if it vanished) and the stats of its subdirectories.
+
+        Pauses in the middle of the listing whenever `budget` is spent (the listing stays open meanwhile).
+        """
         files_bytes = 0
         files_inodes = 0
         linked: dict[int, int] = {}
         subdirs: list[str] = []
         children: list[tuple[str, os.stat_result]] = []
+        # dir_stat was taken before the listing; a change after it within the same timestamp tick would
+        # leave the mtime equal. Compared with the time the listing starts, however long it then takes.
+        listing_started_ns = time.time_ns()
+        # Entries are counted in a local and charged to the budget in bulk: the loop stays as cheap as before.
+        allowed = budget.entries_left
+        seen = 0
         try:
             with self._scandir(dir_path) as entries:
                 for entry in entries:
+                    if seen >= allowed:
+                        budget.spend(seen)
+                        seen = 0
+                        while budget.entries_left <= 0:
+                            yield
+                        allowed = budget.entries_left
+                    seen += 1
                     try:
                         entry_stat = entry.stat(follow_symlinks=False)
                     except FileNotFoundError:
@@ -332,18 +398,19 @@ class DiskUsageCache:
                         files_bytes += entry_stat.st_blocks * STAT_BLOCK_BYTES
                         files_inodes += 1
         except _GONE:
+            budget.spend(seen)
             return None, []
         except OSError as exc:
             raise SampleError(root, f"{dir_path}: {_reason(exc)}") from exc
+        budget.spend(seen)
         self._dirs_scanned += 1
         record = _DirRecord(
             inode=dir_stat.st_ino,
             mtime_ns=dir_stat.st_mtime_ns,
             scanned_at_monotonic=now,
             age_limit_s=self._age_limit_s(dir_path),
-            # dir_stat was taken before the listing; a change after it within the same timestamp tick
-            # would leave the mtime equal, so a recent mtime is not trusted next time.
-            racy=dir_stat.st_mtime_ns >= time.time_ns() - RACY_WINDOW_NS,
+            # A recent mtime is not trusted next time (see listing_started_ns).
+            racy=dir_stat.st_mtime_ns >= listing_started_ns - RACY_WINDOW_NS,
             files_bytes=files_bytes,
             files_inodes=files_inodes,
             linked_bytes=MappingProxyType(linked),
@@ -381,16 +448,16 @@ def _unchanged(tree: _Tree, root_stat: os.stat_result, now: float) -> bool:
 # Kubelet layout helpers
 
 
-def volume_usage(cache: DiskUsageCache, kubelet_root: str, pod_uid: str) -> dict[str, DirUsage]:
-    """Return the usage of each disk-backed emptyDir volume of a pod, keyed by volume name.
+def volume_dirs(kubelet_root: str, pod_uid: str) -> list[tuple[str, str]]:
+    """Return (volume name, folder) of each disk-backed emptyDir volume of a pod, sorted by name.
 
-    Reads ``<kubelet_root>/pods/<pod_uid>/volumes/kubernetes.io~empty-dir/<volume>/``. Volume folders that
-    are mount points of another filesystem (memory-backed emptyDirs) and entries that are not folders are
-    left out; a pod without that folder has no entries. Raises SampleError when the folder or a volume
-    cannot be read, or when `pod_uid` is not a single path component.
+    Lists ``<kubelet_root>/pods/<pod_uid>/volumes/kubernetes.io~empty-dir/``. Volume folders that are mount
+    points of another filesystem (memory-backed emptyDirs) and entries that are not folders are left out; a
+    pod without that folder has none. Raises SampleError when the folder cannot be read, or when `pod_uid`
+    is not a single path component.
     """
     uid = _component(kubelet_root, "pod uid", pod_uid)
-    # Called for every pod every cycle: plain string joins (os.path.join's result, without its cost).
+    # Called for every pod every pass: plain string joins (os.path.join's result, without its cost).
     plugin_dir = f"{os.path.join(kubelet_root, '')}pods/{uid}/volumes/{EMPTY_DIR_PLUGIN_DIR}"
     volumes: list[tuple[str, str]] = []
     try:
@@ -404,17 +471,43 @@ def volume_usage(cache: DiskUsageCache, kubelet_root: str, pod_uid: str) -> dict
                 if stat.S_ISDIR(entry_stat.st_mode) and entry_stat.st_dev == plugin_device:
                     volumes.append((entry.name, entry.path))
     except _GONE:
-        return {}
+        return []
     except OSError as exc:
         raise SampleError(plugin_dir, _reason(exc)) from exc
     if len(volumes) > 1:
         volumes.sort()
+    return volumes
+
+
+def volume_usage(cache: DiskUsageCache, kubelet_root: str, pod_uid: str) -> dict[str, DirUsage]:
+    """Return the usage of each disk-backed emptyDir volume of a pod (see `volume_dirs`), keyed by name.
+
+    Raises SampleError when the folder or a volume cannot be read, or when `pod_uid` is not a single path
+    component.
+    """
     result: dict[str, DirUsage] = {}
-    for name, path in volumes:
+    for name, path in volume_dirs(kubelet_root, pod_uid):
         measured = cache.usage(path)
         if measured is not None:
             result[name] = measured
     return result
+
+
+def container_log_dirs(pod_logs_dir: str, namespace: str, name: str, uid: str) -> list[tuple[str, str]]:
+    """Return (container, folder) of each ``<pod_logs_dir>/<namespace>_<name>_<uid>/<container>/``, by name.
+
+    A pod without a log folder has none. Raises SampleError when the folder cannot be read, or when a part
+    of its name is not a single path component.
+    """
+    folder = os.path.join(pod_logs_dir, _pod_log_folder_name(pod_logs_dir, namespace, name, uid))
+    try:
+        with os.scandir(folder) as entries:
+            names = sorted([entry.name for entry in entries if entry.is_dir(follow_symlinks=False)])
+    except FileNotFoundError:
+        return []
+    except OSError as exc:
+        raise SampleError(folder, _reason(exc)) from exc
+    return [(container, f"{folder}/{container}") for container in names]
 
 
 def log_usage(cache: DiskUsageCache, pod_logs_dir: str, namespace: str, name: str, uid: str) -> DirUsage | None:
@@ -423,12 +516,17 @@ def log_usage(cache: DiskUsageCache, pod_logs_dir: str, namespace: str, name: st
     Returns None when the folder does not exist. Raises SampleError when it cannot be read, or when a
     part of the folder name is not a single path component.
     """
+    return cache.usage(os.path.join(pod_logs_dir, _pod_log_folder_name(pod_logs_dir, namespace, name, uid)))
+
+
+def _pod_log_folder_name(pod_logs_dir: str, namespace: str, name: str, uid: str) -> str:
+    """Return ``<namespace>_<name>_<uid>``; raise SampleError if a part is not a single path component."""
     parts = (
         _component(pod_logs_dir, "namespace", namespace),
         _component(pod_logs_dir, "name", name),
         _component(pod_logs_dir, "uid", uid),
     )
-    return cache.usage(os.path.join(pod_logs_dir, POD_LOG_DIR_DELIMITER.join(parts)))
+    return POD_LOG_DIR_DELIMITER.join(parts)
 
 
 def _component(base: str, what: str, value: str) -> str:

@@ -11,9 +11,12 @@ the engine cannot tell the difference:
   A folder that does not exist yet is measured on the filesystem that would hold it (its nearest existing
   ancestor), so a node without a runtime still shows its disks;
 - rlimit: min(pid_max, threads-max) and the kernel's task count, as the kubelet reads them;
-- per pod: pod cgroup working set and process count; emptyDir volumes and log folders through the cached
-  disk-usage walker; with a container runtime, its containers by name with their working set and
-  writable layer (one ListContainerStats per cycle); ephemeral-storage = volumes + logs + writable layers.
+- per pod: pod cgroup working set and process count; emptyDir volumes and log folders as last measured by
+  the disk walker (`pod_disk_usage`: measured in another process, never waited for), stamped with the
+  time they were measured, and absent when that measurement is too old or failed (a problem is recorded);
+  with a container runtime, its containers by name with their working set and writable layer (one
+  ListContainerStats per cycle); ephemeral-storage = volumes + logs + writable layers, stamped with the
+  disk figures' time, and absent while the pod has no usable disk figures (its total is then unknown).
   An unreadable pod cgroup leaves that pod's memory unknown rather than dropping its stats; with a runtime,
   the sandbox's working set and process count (ListPodSandboxStats) stand in for it. In a cycle where the
   runtime does not answer, the containers it named last time are measured from their own cgroups under the
@@ -21,22 +24,26 @@ the engine cannot tell the difference:
 
 A part that cannot be read is left out of the Summary for this cycle (the signal is then absent: never
 guessed) and recorded in `problems` with its path and reason. Every block carries the time it was read.
+The cycle reads no pod folder itself: the pods it lists are handed to the disk walker
+(`PodDiskStore.want`) and their last figures read back (`PodDiskStore.readings`, one lock for all pods).
 """
 
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
+from types import MappingProxyType
 from typing import Protocol, TypeVar
 
 from evictd.adapters import procfs
 from evictd.adapters.cgroups import CgroupReader, MemoryReading, PodCgroup
-from evictd.adapters.disk_usage import DirUsage, DiskUsageCache, volume_usage
 from evictd.adapters.filesystems import FsReading, statvfs_reading
+from evictd.adapters.pod_disk_usage import PodDiskFigures, PodDiskStore, PodKey, SpaceUsed
 from evictd.core.errors import EvictdError, SampleError
-from evictd.core.pods import Pod
+from evictd.core.pods import Pod, derived
 from evictd.core.summary import (
     SYSTEM_CONTAINER_PODS,
     ContainerStats,
@@ -95,8 +102,58 @@ def fs_stats(reading: FsReading, at: datetime) -> FsStats:
     )
 
 
-def _usage_fs(usage: DirUsage, at: datetime) -> FsStats:
+@dataclass(frozen=True, slots=True)
+class DiskBlocks:
+    """A pod's disk figures as Summary blocks, stamped with their measurement time.
+
+    Built once per `PodDiskFigures` object and reused while the store hands out the same one (figures and
+    Summary blocks are immutable), so an unchanged pod costs a cycle no allocation for its disk figures.
+    `log_containers` are the container entries when the runtime names no container; `ephemeral_storage` is
+    volumes + logs, without writable layers.
+    """
+
+    figures: PodDiskFigures
+    measured_at: datetime
+    volume_stats: tuple[VolumeStats, ...]
+    logs: Mapping[str, FsStats]
+    used_bytes: int
+    inodes_used: int
+    log_containers: tuple[ContainerStats, ...]
+    ephemeral_storage: FsStats
+
+
+def disk_blocks(figures: PodDiskFigures) -> DiskBlocks:
+    """Return the Summary blocks of a pod's disk figures, all stamped with the time they were measured."""
+    at = datetime.fromtimestamp(figures.measured_at_wall, UTC)
+    used = sum(usage.used_bytes for _, usage in figures.volumes) + sum(usage.used_bytes for _, usage in figures.logs)
+    inodes = (sum(usage.inodes_used for _, usage in figures.volumes)
+              + sum(usage.inodes_used for _, usage in figures.logs))
+    logs = {name: _usage_fs(usage, at) for name, usage in figures.logs}
+    return DiskBlocks(
+        figures=figures,
+        measured_at=at,
+        volume_stats=tuple(VolumeStats(name=name, time=at, used_bytes=usage.used_bytes, inodes_used=usage.inodes_used)
+                           for name, usage in figures.volumes),
+        logs=MappingProxyType(logs),
+        used_bytes=used,
+        inodes_used=inodes,
+        log_containers=tuple(ContainerStats(name=name, logs=fs) for name, fs in logs.items()),
+        ephemeral_storage=FsStats(time=at, used_bytes=used, inodes_used=inodes),
+    )
+
+
+def _usage_fs(usage: SpaceUsed, at: datetime) -> FsStats:
     return FsStats(time=at, used_bytes=usage.used_bytes, inodes_used=usage.inodes_used)
+
+
+def pod_key(pod: Pod) -> PodKey:
+    """Return what names the pod's folders (one object per pod object, so comparing lists of them is cheap)."""
+    return derived(pod, "node stats: pod key", lambda p: PodKey(p.uid, p.namespace, p.name))
+
+
+def _pod_reference(pod: Pod) -> PodReference:
+    return derived(pod, "node stats: pod reference",
+                   lambda p: PodReference(name=p.name, namespace=p.namespace, uid=p.uid))
 
 
 class NodeStatsSource:
@@ -112,13 +169,13 @@ class NodeStatsSource:
         node_name: str,
         cgroups: CgroupReader,
         pods: PodList,
-        disk_usage: DiskUsageCache,
+        disk_usage: PodDiskStore,
         kubelet_root: str,
-        pod_logs_dir: str,
         image_fs_path: str,
         container_fs_path: str,
         proc_root: str = "/proc",
         wall_clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        clock: Callable[[], float] = time.monotonic,
         pod_cgroups: Callable[[], Mapping[str, PodCgroup]] | None = None,
         runtime_paths: Callable[[], tuple[str, str]] | None = None,
         container_stats: Callable[[], Mapping[str, Sequence[ContainerUsage]]] | None = None,
@@ -127,20 +184,21 @@ class NodeStatsSource:
         self._node_name = node_name
         self._cgroups = cgroups
         self._pods = pods
-        self._disk_usage = disk_usage
+        self.disk_usage = disk_usage
         self._kubelet_root = kubelet_root
-        self._pod_logs_dir = pod_logs_dir
-        self._pod_logs_prefix = os.path.join(pod_logs_dir, "")
         self._image_fs_path = image_fs_path
         self._container_fs_path = container_fs_path
         self._proc_root = proc_root
         self._wall_clock = wall_clock
+        self._clock = clock
         self._pod_cgroups = pod_cgroups if pod_cgroups is not None else cgroups.pod_cgroups
         self._runtime_paths = runtime_paths
         self._container_stats = container_stats
         self._sandbox_stats = sandbox_stats
         # The runtime's last answer: which containers (by ID) of which pod carry which name.
         self._last_runtime_answer: Mapping[str, Sequence[ContainerUsage]] = {}
+        # Each pod's disk figures as Summary blocks, as built last cycle (see DiskBlocks).
+        self._disk_blocks: dict[PodKey, DiskBlocks] = {}
         self.problems: tuple[SampleError, ...] = ()
 
     def use_runtime(
@@ -198,7 +256,10 @@ class NodeStatsSource:
         return Summary(node=node, pods=pod_stats)
 
     def _pod_stats(self, at: datetime, problems: list[SampleError]) -> tuple[PodStats, ...]:
-        self._disk_usage.start_cycle()
+        pods = self._pods.active_pods()
+        keys = [pod_key(pod) for pod in pods]
+        self.disk_usage.want(keys)
+        now = self._clock()
         try:
             cgroups = self._pod_cgroups()
         except SampleError as exc:
@@ -214,12 +275,20 @@ class NodeStatsSource:
                 problems.append(SampleError("CRI ListContainerStats", str(exc)))
                 remembered = self._last_runtime_answer
         result = []
-        for pod in self._pods.active_pods():
-            try:
-                result.append(self._one_pod(pod, cgroups.get(pod.uid), runtime.get(pod.uid, ()),
-                                            remembered.get(pod.uid, ()), at, problems))
-            except SampleError as exc:
-                problems.append(exc)
+        built = self._disk_blocks
+        blocks_now: dict[PodKey, DiskBlocks] = {}
+        for pod, key, disk in zip(pods, keys, self.disk_usage.readings(keys, now), strict=True):
+            blocks = None
+            if disk.figures is not None:
+                blocks = built.get(key)
+                if blocks is None or blocks.figures is not disk.figures:
+                    blocks = disk_blocks(disk.figures)
+                blocks_now[key] = blocks
+            elif disk.problem is not None:
+                problems.append(disk.problem)
+            result.append(self._one_pod(pod, cgroups.get(pod.uid), runtime.get(pod.uid, ()),
+                                        remembered.get(pod.uid, ()), blocks, at, problems))
+        self._disk_blocks = blocks_now
         return self._with_sandbox_fallback(tuple(result), at, problems)
 
     def _with_sandbox_fallback(
@@ -252,6 +321,7 @@ class NodeStatsSource:
         cgroup: PodCgroup | None,
         runtime: Sequence[ContainerUsage],
         remembered: Sequence[ContainerUsage],
+        disk: DiskBlocks | None,
         at: datetime,
         problems: list[SampleError],
     ) -> PodStats:
@@ -268,21 +338,18 @@ class NodeStatsSource:
                 process_count = self._cgroups.process_count(cgroup.path)
             except SampleError as exc:
                 problems.append(exc)
-        used = 0
-        inodes = 0
-        volume_stats = []
-        if pod.uid:
-            for name, usage in volume_usage(self._disk_usage, self._kubelet_root, pod.uid).items():
-                used += usage.used_bytes
-                inodes += usage.inodes_used
-                volume_stats.append(
-                    VolumeStats(name=name, time=at, used_bytes=usage.used_bytes, inodes_used=usage.inodes_used)
-                )
-        logs = {}
-        for name, usage in self._container_log_usage(pod):
-            used += usage.used_bytes
-            inodes += usage.inodes_used
-            logs[name] = _usage_fs(usage, at)
+        if not runtime and not remembered:  # no runtime: the disk figures alone, as built once
+            return PodStats(
+                pod_ref=_pod_reference(pod),
+                memory=memory,
+                containers=disk.log_containers if disk is not None else (),
+                volume_stats=disk.volume_stats if disk is not None else (),
+                ephemeral_storage=disk.ephemeral_storage if disk is not None else None,
+                process_count=process_count,
+            )
+        used = disk.used_bytes if disk is not None else 0
+        inodes = disk.inodes_used if disk is not None else 0
+        logs = dict(disk.logs) if disk is not None else {}
         containers = []
         for measured in runtime:  # the runtime names the containers and measures their writable layers
             rootfs = None
@@ -300,11 +367,13 @@ class NodeStatsSource:
             containers.extend(self._containers_from_cgroups(cgroup, remembered, logs, at, problems))
         containers.extend(ContainerStats(name=name, logs=fs) for name, fs in logs.items())
         return PodStats(
-            pod_ref=PodReference(name=pod.name, namespace=pod.namespace, uid=pod.uid),
+            pod_ref=_pod_reference(pod),
             memory=memory,
             containers=tuple(containers),
-            volume_stats=tuple(volume_stats),
-            ephemeral_storage=FsStats(time=at, used_bytes=used, inodes_used=inodes),
+            volume_stats=disk.volume_stats if disk is not None else (),
+            # The total needs the pod's disk figures: unknown without them, whatever the runtime says.
+            ephemeral_storage=(FsStats(time=disk.measured_at, used_bytes=used, inodes_used=inodes)
+                               if disk is not None else None),
             process_count=process_count,
         )
 
@@ -339,23 +408,3 @@ class NodeStatsSource:
                                    working_set_bytes=reading.working_set_bytes),
                 logs=logs.pop(container.name, None)))
         return measured
-
-    def _container_log_usage(self, pod: Pod) -> list[tuple[str, DirUsage]]:
-        """Return (container, log usage) from `<pod logs>/<ns>_<name>_<uid>/<container>/` folders, by name."""
-        if not (pod.uid and pod.name and pod.namespace):
-            return []
-        # A prefix ending in "/" plus a relative name is exactly os.path.join's result, without its cost.
-        folder = f"{self._pod_logs_prefix}{pod.namespace}_{pod.name}_{pod.uid}"
-        try:
-            with os.scandir(folder) as entries:
-                names = sorted([entry.name for entry in entries if entry.is_dir(follow_symlinks=False)])
-        except FileNotFoundError:
-            return []
-        except OSError as exc:
-            raise SampleError(folder, exc.strerror or str(exc)) from exc
-        usages = []
-        for name in names:
-            usage = self._disk_usage.usage(f"{folder}/{name}")
-            if usage is not None:
-                usages.append((name, usage))
-        return usages

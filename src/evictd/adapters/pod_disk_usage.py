@@ -1,0 +1,279 @@
+"""Pods' disk usage measured away from the housekeeping cycle: walked in rounds, read back with its age.
+
+Job: measure each pod's emptyDir volumes and container log folders (the walk of `disk_usage`) without the
+housekeeping cycle ever waiting for it, as the kubelet measures volumes asynchronously (its
+``fsResourceAnalyzer`` every ``volumeStatsAggPeriod``) and reports the last figure with the time it was
+taken. Two halves, joined by `PodDiskFigures` values:
+
+* `PodDiskWalker` (runs in the disk walker process, `disk_walker_process`): ``run_pass(pods)`` advances one
+  measurement round per pod. A round reads every volume and log folder of its pod; each pass gives it a
+  budget of `entry_budget` entries (``lstat`` calls), and a round that spends it pauses until the next pass,
+  where it resumes where it stopped. A round's figures are published only when it completes, stamped with
+  the time the round *began* (the kubelet stamps ``metav1.Now()`` before running ``du``): the figures are at
+  least that recent. A pod's figures therefore never mix two rounds, and no pod can make another wait more
+  than one budget per pass.
+* `PodDiskStore` (in the daemon): the pods the cycle wants measured, and the last figures of each. Reading
+  it takes a lock held only for dictionary lookups, never during a walk. ``readings(pods, now)`` judges
+  the figures' age: up to `stale_after_s` they are used, with their own measurement time; older ones, a
+  failed round, or a pod wanted for longer than `stale_after_s` without any figures, are *unreadable*: the
+  cycle gets no disk figures for that pod and a `SampleError` saying why (never an old value as fresh).
+
+Ages are on the monotonic clock, which is system-wide on Linux, so figures measured in another process
+compare with the daemon's own `now`.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import NamedTuple
+
+from evictd.adapters.disk_usage import (
+    DirUsage,
+    DiskUsageCache,
+    WalkBudget,
+    container_log_dirs,
+    volume_dirs,
+)
+from evictd.core.errors import ConfigError, SampleError
+
+# Entries (lstat calls) one pod's round may look at per pass: about 0.7 s of walking on the reference machine
+# (2.6 us per entry). A bigger tree is measured over several passes; its figures only get older.
+DEFAULT_ENTRY_BUDGET = 250_000
+
+# Figures older than this are unreadable. Twice the kubelet's volumeStatsAggPeriod (1 min), whose own
+# figures are routinely a minute old: with a pass every 10 s, a round may take 12 passes (3 million entries
+# at the default budget) and still be used.
+DEFAULT_STALE_AFTER_S = 120.0
+
+
+class PodKey(NamedTuple):
+    """What names a pod's folders: its UID (volumes) and namespace, name and UID (log folder).
+
+    A named tuple rather than a dataclass: it is hashed and compared for every pod every cycle, which a tuple
+    does in C.
+    """
+
+    uid: str
+    namespace: str
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class SpaceUsed:
+    """Allocated bytes and inodes of one volume or log folder."""
+
+    used_bytes: int
+    inodes_used: int
+
+
+@dataclass(frozen=True, slots=True)
+class PodDiskFigures:
+    """One completed round over a pod: its volumes and container log folders, or why it failed.
+
+    `measured_at_monotonic` and `measured_at_wall` (seconds since the epoch) are when the round began.
+    `problem` is set when part of the pod could not be read; the figures are then empty and unusable.
+    """
+
+    pod: PodKey
+    measured_at_monotonic: float
+    measured_at_wall: float
+    volumes: tuple[tuple[str, SpaceUsed], ...] = ()
+    logs: tuple[tuple[str, SpaceUsed], ...] = ()
+    problem: SampleError | None = None
+
+
+class _Round:
+    """A pod's measurement in progress: the paused generator and the budget it draws on."""
+
+    __slots__ = ("budget", "steps")
+
+    def __init__(self, steps: Generator[None, None, PodDiskFigures], budget: WalkBudget) -> None:
+        self.steps = steps
+        self.budget = budget
+
+
+class PodDiskWalker:
+    """Measures pods' volumes and log folders in rounds of at most `entry_budget` entries per pod and pass.
+
+    Owns its `DiskUsageCache` (one thread only). Raises ConfigError for an `entry_budget` below 1.
+    """
+
+    def __init__(
+        self,
+        *,
+        kubelet_root: str,
+        pod_logs_dir: str,
+        entry_budget: int = DEFAULT_ENTRY_BUDGET,
+        cache: DiskUsageCache | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        wall_clock: Callable[[], float] = time.time,
+    ) -> None:
+        if entry_budget < 1:
+            raise ConfigError("must be at least 1", key="entry_budget", value=entry_budget)
+        self._kubelet_root = kubelet_root
+        self._pod_logs_dir = pod_logs_dir
+        self._entry_budget = entry_budget
+        self._cache = cache if cache is not None else DiskUsageCache(clock=clock)
+        self._clock = clock
+        self._wall_clock = wall_clock
+        self._rounds: dict[PodKey, _Round] = {}
+
+    def rounds_in_progress(self) -> frozenset[PodKey]:
+        """Return the pods whose round paused on its budget and goes on next pass."""
+        return frozenset(self._rounds)
+
+    def run_pass(self, pods: Iterable[PodKey]) -> Iterator[PodDiskFigures]:
+        """Advance the round of every pod in `pods` by one budget; yield the figures of each round that
+        completes, as it completes. Rounds of pods no longer listed are dropped."""
+        wanted = dict.fromkeys(pods)
+        for gone in [pod for pod in self._rounds if pod not in wanted]:
+            self._rounds.pop(gone).steps.close()
+        self._cache.start_cycle()
+        for pod in wanted:
+            current = self._rounds.get(pod)
+            if current is None:
+                budget = WalkBudget(self._entry_budget)
+                current = self._rounds[pod] = _Round(self._round(pod, budget), budget)
+            current.budget.entries_left = self._entry_budget
+            try:
+                next(current.steps)
+            except StopIteration as done:
+                del self._rounds[pod]
+                yield done.value
+
+    def _round(self, pod: PodKey, budget: WalkBudget) -> Generator[None, None, PodDiskFigures]:
+        """Measure every volume and log folder of `pod`, pausing whenever `budget` is spent."""
+        started = self._clock()
+        started_wall = self._wall_clock()
+        volumes: list[tuple[str, SpaceUsed]] = []
+        logs: list[tuple[str, SpaceUsed]] = []
+        try:
+            if pod.uid:
+                for name, path in volume_dirs(self._kubelet_root, pod.uid):
+                    usage = yield from self._cache.walk(path, budget)
+                    if usage is not None:
+                        volumes.append((name, _space(usage)))
+            if pod.uid and pod.name and pod.namespace:
+                for container, path in container_log_dirs(self._pod_logs_dir, pod.namespace, pod.name, pod.uid):
+                    usage = yield from self._cache.walk(path, budget)
+                    if usage is not None:
+                        logs.append((container, _space(usage)))
+        except SampleError as exc:
+            return PodDiskFigures(pod, started, started_wall, problem=exc)
+        return PodDiskFigures(pod, started, started_wall, tuple(volumes), tuple(logs))
+
+
+def _space(usage: DirUsage) -> SpaceUsed:
+    return SpaceUsed(usage.used_bytes, usage.inodes_used)
+
+
+@dataclass(frozen=True, slots=True)
+class PodDiskReading:
+    """What the cycle may use of a pod's disk figures: `figures` when fresh, else `problem` when unreadable.
+
+    Both None: the pod has not been measured yet and is not overdue (no disk figures, nothing wrong).
+    """
+
+    figures: PodDiskFigures | None = None
+    problem: SampleError | None = None
+
+
+NOT_MEASURED_YET = PodDiskReading()
+
+
+class PodDiskStore:
+    """The pods the cycle wants measured and the last figures of each, shared between threads.
+
+    `want` and `readings` are what the housekeeping cycle calls: each takes the lock once, for dictionary
+    operations only. `record` is called with figures as they arrive; `wait_for_wanted` lets the thread that
+    feeds the walker sleep until the wanted pods change. Raises ConfigError for a non-positive
+    `stale_after_s`.
+    """
+
+    def __init__(self, *, stale_after_s: float = DEFAULT_STALE_AFTER_S,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        if not stale_after_s > 0:
+            raise ConfigError("must be a positive number of seconds", key="stale_after_s", value=stale_after_s)
+        self.stale_after_s = stale_after_s
+        self._clock = clock
+        # A plain lock for the cycle's lookups (entered in C); the condition on it only wakes the feeder.
+        self._lock = threading.Lock()
+        self._changed = threading.Condition(self._lock)
+        self._wanted: dict[PodKey, float] = {}  # pod -> when it was first wanted
+        self._wanted_order: tuple[PodKey, ...] = ()
+        self._version = 0
+        # pod -> its last figures and the reading they give while fresh (built once, when recorded)
+        self._latest: dict[PodKey, tuple[PodDiskFigures, PodDiskReading]] = {}
+
+    def want(self, pods: Iterable[PodKey]) -> None:
+        """Measure these pods from now on (and only these); forget the figures of the others."""
+        order = tuple(dict.fromkeys(pods))
+        with self._lock:
+            if order == self._wanted_order:
+                return
+            now = self._clock()
+            self._wanted = {pod: self._wanted.get(pod, now) for pod in order}
+            self._wanted_order = order
+            self._latest = {pod: latest for pod, latest in self._latest.items() if pod in self._wanted}
+            self._version += 1
+            self._changed.notify_all()
+
+    def wanted(self) -> tuple[int, tuple[PodKey, ...]]:
+        """Return the version of the wanted pods and the pods, in the order the cycle listed them."""
+        with self._lock:
+            return self._version, self._wanted_order
+
+    def wait_for_wanted(self, after_version: int, timeout_s: float) -> tuple[int, tuple[PodKey, ...]]:
+        """Wait up to `timeout_s` for the wanted pods to differ from `after_version`; return them as `wanted`."""
+        with self._changed:
+            self._changed.wait_for(lambda: self._version != after_version, timeout_s)
+            return self._version, self._wanted_order
+
+    def record(self, figures: PodDiskFigures) -> None:
+        """Keep `figures` as the pod's latest, if the pod is still wanted and they are not older."""
+        reading = PodDiskReading(problem=figures.problem) if figures.problem else PodDiskReading(figures=figures)
+        with self._lock:
+            previous = self._latest.get(figures.pod)
+            if figures.pod in self._wanted and (
+                    previous is None or previous[0].measured_at_monotonic <= figures.measured_at_monotonic):
+                self._latest[figures.pod] = (figures, reading)
+
+    def latest(self, pod: PodKey) -> PodDiskFigures | None:
+        """Return the pod's last figures whatever their age (for tests and reports; the cycle uses `readings`)."""
+        with self._lock:
+            latest = self._latest.get(pod)
+        return latest[0] if latest is not None else None
+
+    def reading(self, pod: PodKey, now: float) -> PodDiskReading:
+        """Return what the cycle may use of one pod's figures at `now` (see `readings`)."""
+        return self.readings([pod], now)[0]
+
+    def readings(self, pods: Sequence[PodKey], now: float) -> list[PodDiskReading]:
+        """Return, for each pod, its figures if they may be used at monotonic time `now`, or why they may not."""
+        with self._lock:
+            latest = [self._latest.get(pod) for pod in pods]
+            wanted = self._wanted  # `want` replaces this dictionary, never changes it: safe to read after
+        stale_after_s = self.stale_after_s
+        result = []
+        for pod, found in zip(pods, latest, strict=True):
+            if found is None:
+                waited = now - wanted.get(pod, now)
+                result.append(NOT_MEASURED_YET if waited <= stale_after_s else PodDiskReading(problem=SampleError(
+                    _source(pod), f"not measured in the {waited:.0f} s since the pod was first seen "
+                                  f"(limit {stale_after_s:.0f} s): the disk walker is behind or not running")))
+                continue
+            figures, reading = found
+            age = now - figures.measured_at_monotonic
+            if age > stale_after_s and figures.problem is None:
+                reading = PodDiskReading(problem=SampleError(
+                    _source(pod), f"last measured {age:.0f} s ago, older than {stale_after_s:.0f} s: "
+                                  "the disk walker is behind or not running"))
+            result.append(reading)
+        return result
+
+
+def _source(pod: PodKey) -> str:
+    return f"disk usage of pod {pod.namespace}/{pod.name}"

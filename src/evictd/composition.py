@@ -15,7 +15,7 @@ import os
 import socket
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TextIO
 
@@ -35,6 +35,7 @@ from evictd.adapters.notifiers import (
     PsiNotifier,
     Waiter,
 )
+from evictd.adapters.oom_counters import OomCounters
 from evictd.adapters.runtime_gc import CriContainerGC, CriImageGC, RuntimeReclaimer, imagefs_usage
 from evictd.adapters.runtime_node import PeriodicGC, RuntimeContainerStats, RuntimeFilesystems, RuntimeLayout
 from evictd.config import Configuration, EvictdSettings
@@ -67,6 +68,7 @@ from evictd.manager import (
     StatsSource,
 )
 from evictd.metrics import Metrics
+from evictd.oom_feedback import ContainerNames, OomFeedback
 from evictd.runtime_link import RuntimeLink
 
 MICROSECONDS = 1_000_000
@@ -362,16 +364,16 @@ def build_daemon(
     if not cgroups.has_pods_cgroup():
         log.info("no pods cgroup on this node (no kubelet?): allocatableMemory.available and pod stats are absent",
                  pods_cgroup=cgroups.pods_cgroup())
-    problems_seen: set[str] = set()
+    oom_feedback = OomFeedback(OomCounters(cgroups), dry_run=evictions_reported_only,
+                               container_names=runtime_container_names(runtime))
+    signal_problems = ProblemLog(log, "signal source unreadable; its signals are absent",
+                                 "signal source readable again")
+    oom_problems = ProblemLog(log, "OOM-kill counter unreadable; kills it counts are not counted",
+                              "OOM-kill counter readable again")
 
     def log_sample_problems(number: int, report: CycleReport) -> None:
-        problems = {f"{p.source}: {p.reason}" for p in getattr(stats, "problems", ())}
-        for problem in sorted(problems - problems_seen):
-            log.warning("signal source unreadable; its signals are absent", cycle=number, detail=problem)
-        for problem in sorted(problems_seen - problems):
-            log.info("signal source readable again", cycle=number, detail=problem)
-        problems_seen.clear()
-        problems_seen.update(problems)
+        signal_problems.update(number, getattr(stats, "problems", ()))
+        oom_problems.update(number, oom_feedback.problems)
 
     daemon = Daemon(
         manager=manager,
@@ -391,10 +393,41 @@ def build_daemon(
         after_cycle=after_cycle_tasks(cluster, runtime, dry_run),
         wait_for_cleanup=cluster.sync.wait_for_cleanup if cluster is not None else None,
         on_stop=cluster.sync.withdraw if cluster is not None else None,
+        oom_feedback=oom_feedback,
     )
     if cluster is not None:
         cluster.sync.should_stop = lambda: daemon.stopping  # SIGTERM ends the wait after an eviction too
     return daemon, endpoint
+
+
+class ProblemLog:
+    """Logs each unreadable source once when it becomes unreadable, and once when it is readable again."""
+
+    def __init__(self, log: Any, gone: str, back: str) -> None:
+        self._log = log
+        self._gone = gone
+        self._back = back
+        self._seen: set[str] = set()
+
+    def update(self, number: int, problems: Sequence[SampleError]) -> None:
+        """Log what changed since the last cycle's problems."""
+        now = {f"{p.source}: {p.reason}" for p in problems}
+        for problem in sorted(now - self._seen):
+            self._log.warning(self._gone, cycle=number, detail=problem)
+        for problem in sorted(self._seen - now):
+            self._log.info(self._back, cycle=number, detail=problem)
+        self._seen = now
+
+
+def runtime_container_names(runtime: RuntimeLink[RuntimeParts]) -> ContainerNames:
+    """Return the container names of a pod (ID -> name) from the runtime once attached; none before."""
+
+    def names(pod_uid: str) -> dict[str, str]:
+        if runtime.parts is None:
+            return {}
+        return {container.id: container.name for container in runtime.client.list_containers(pod_uid=pod_uid)}
+
+    return names
 
 
 def pod_states(watcher: PodWatcher | None) -> tuple[PodStateFunc, Callable[[], bool]]:

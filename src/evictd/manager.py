@@ -25,6 +25,7 @@ from evictd.core.engine import (
     reclaim_succeeded,
 )
 from evictd.core.errors import EvictdError
+from evictd.core.oom import OomReport
 from evictd.core.pods import Pod
 from evictd.core.signals import FsLayout
 from evictd.core.summary import Summary
@@ -90,6 +91,8 @@ class CycleReport:
     eviction_errors: tuple[str, ...] = ()
     skipped_critical: tuple[Pod, ...] = ()
     errors: tuple[str, ...] = ()
+    # The kernel's OOM kills since the last cycle (added by the daemon's OOM feedback; None without it).
+    oom: OomReport | None = None
 
 
 class EvictionManager:

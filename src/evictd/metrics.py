@@ -16,6 +16,7 @@ from datetime import datetime
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from evictd.core.engine import EngineState
+from evictd.core.oom import TOO_LATE_ACTIVITIES, OomReport, OomScope
 from evictd.core.signals import NodeCondition, Signal
 from evictd.core.summary import Observation
 from evictd.core.thresholds import Threshold, threshold_quantity
@@ -66,7 +67,17 @@ class Metrics:
         self.shadow = Counter("evictd_shadow_comparisons_total", "Dry-run decisions compared with the kubelet's own "
                               "evictions, by outcome (agree, different-pod, evictd-only, kubelet-only).", ["outcome"],
                               registry=r)
+        self.oom_kills = Counter("evictd_oom_kills_total", "Processes killed by the kernel's OOM killer, by where "
+                                 "counted: node (the machine), pods (the pods cgroup), pod (attributed to a pod).",
+                                 ["scope"], registry=r)
+        self.oom_kills_too_late = Counter("evictd_oom_kills_too_late_total", "OOM kills while a memory threshold was "
+                                          "met and not yet relieved by an eviction, or soon after one, by what evictd "
+                                          "was doing.", ["activity"], registry=r)
         self._exported_signals: set[str] = set()
+        for scope in OomScope:
+            self.oom_kills.labels(str(scope))
+        for activity in TOO_LATE_ACTIVITIES:
+            self.oom_kills_too_late.labels(str(activity))
         for cause in WAKEUP_CAUSES:
             self.wakeups.labels(cause)
         for source in ERROR_SOURCES:
@@ -107,11 +118,20 @@ class Metrics:
         self.errors.labels("eviction").inc(len(report.eviction_errors))
         for eviction in report.evictions:
             (self.would_evict if dry_run else self.evictions).labels(eviction.signal).inc()
+        if report.oom is not None:
+            self._oom(report.oom)
         for threshold in assessment.thresholds_to_act if report.ranking else ():
             acted_on = assessment.observations.get(threshold.signal)
             if acted_on is not None and acted_on.time is not None:
                 age = max(0.0, (now_wall - acted_on.time).total_seconds())
                 self.eviction_stats_age.labels(str(threshold.signal)).observe(age)
+
+    def _oom(self, oom: OomReport) -> None:
+        self.oom_kills.labels(str(OomScope.NODE)).inc(oom.node_kills)
+        self.oom_kills.labels(str(OomScope.PODS)).inc(oom.pods_kills)
+        self.oom_kills.labels(str(OomScope.POD)).inc(oom.attributed_kills)
+        if oom.too_late_kills:
+            self.oom_kills_too_late.labels(str(oom.activity)).inc(oom.too_late_kills)
 
     def _thresholds(
         self, thresholds: Sequence[Threshold], observations: Mapping[Signal, Observation], met: set[Threshold]

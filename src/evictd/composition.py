@@ -27,7 +27,7 @@ from evictd.adapters.filesystems import detect_layout
 from evictd.adapters.kubelet_summary import ApiProxySummarySource, KubeletSummarySource, summary_deadline_s
 from evictd.adapters.local_kill import STOPPABLE_STATES, LocalKiller
 from evictd.adapters.node_pods import DiscoveredPods
-from evictd.adapters.node_stats import NodeStatsSource, existing_ancestor
+from evictd.adapters.node_stats import RUNTIME_SOURCES, NodeStatsSource, existing_ancestor
 from evictd.adapters.notifiers import (
     SYSTEM_MEMORY_PRESSURE,
     MemcgNotifierSet,
@@ -195,6 +195,7 @@ class ClusterParts:
     watcher: PodWatcher
     kube_evictor: KubePodEvictor | None  # the evictor writing to the API; None in dry-run
     shadow: ShadowComparer | None  # dry-run decisions against the kubelet's own evictions; None when acting
+    journal: EvictionJournal
 
 
 @dataclass
@@ -289,7 +290,8 @@ def build_cluster(config: Configuration, node_name: str, metrics: Metrics, log: 
     watcher.start()
     if not watcher.wait_synced(POD_SYNC_WAIT_S):
         log.warning("pod list not synced yet; no pod is evicted until it is", error=str(watcher.last_error))
-    journal = EvictionJournal(None if dry_run else os.path.join(settings.state_dir, JOURNAL_FILE))
+    journal = EvictionJournal(None if dry_run else os.path.join(settings.state_dir, JOURNAL_FILE),
+                              on_write_error=metrics.journal_write_errors.inc)
     events = EventRecorder(api_client, node_name, dry_run=dry_run)
     kube_evictor = None if dry_run else KubePodEvictor(api_client, journal, events, on_api_error=api_error)
     evictor: PodEvictor = kube_evictor if kube_evictor is not None else ReportOnlyEvictor()
@@ -301,7 +303,7 @@ def build_cluster(config: Configuration, node_name: str, metrics: Metrics, log: 
     shadow = ShadowComparer(watcher.pods, settings.state_dir, lambda c: metrics.shadow.labels(str(c.outcome)).inc(),
                             log) if dry_run else None
     return ClusterParts(pods=pods, evictor=evictor, sync=sync, watcher=watcher, kube_evictor=kube_evictor,
-                        shadow=shadow)
+                        shadow=shadow, journal=journal)
 
 
 def build_daemon(
@@ -360,6 +362,7 @@ def build_daemon(
         )
     notifiers = Notifiers(waiter=waiter, memcg=memcg, psi=build_psi_notifiers(settings, layout, cgroups, log))
     health = Health(settings.housekeeping_interval_s)
+    metrics.watch_health(lambda: health.status()[0])
     endpoint = HttpEndpoint(settings.metrics_bind_address, metrics.registry, health) if serve_http else None
     if not cgroups.has_pods_cgroup():
         log.info("no pods cgroup on this node (no kubelet?): allocatableMemory.available and pod stats are absent",
@@ -372,8 +375,11 @@ def build_daemon(
                               "OOM-kill counter readable again")
 
     def log_sample_problems(number: int, report: CycleReport) -> None:
-        signal_problems.update(number, getattr(stats, "problems", ()))
+        problems = getattr(stats, "problems", ())
+        signal_problems.update(number, problems)
         oom_problems.update(number, oom_feedback.problems)
+        if any(problem.source in RUNTIME_SOURCES for problem in problems):
+            metrics.errors.labels("runtime").inc()
 
     daemon = Daemon(
         manager=manager,
@@ -390,7 +396,7 @@ def build_daemon(
         recent=recent,
         on_cycle=log_sample_problems,
         log=log,
-        after_cycle=after_cycle_tasks(cluster, runtime, dry_run),
+        after_cycle=after_cycle_tasks(cluster, runtime, dry_run, metrics),
         wait_for_cleanup=cluster.sync.wait_for_cleanup if cluster is not None else None,
         on_stop=cluster.sync.withdraw if cluster is not None else None,
         oom_feedback=oom_feedback,
@@ -452,14 +458,15 @@ def pod_states(watcher: PodWatcher | None) -> tuple[PodStateFunc, Callable[[], b
 
 
 def after_cycle_tasks(cluster: ClusterParts | None, runtime: RuntimeLink[RuntimeParts],
-                      dry_run: bool) -> Callable[[CycleReport], None]:
+                      dry_run: bool, metrics: Metrics) -> Callable[[CycleReport], None]:
     """Return what runs after every cycle: cluster bookkeeping (and in dry-run the shadow comparison with the
-    kubelet's own evictions), then periodic garbage collection (not in dry-run) with a runtime attached, or
-    asking again for a runtime that has not answered yet."""
+    kubelet's own evictions; the journal's pending evictions exported), then periodic garbage collection (not
+    in dry-run) with a runtime attached, or asking again for a runtime that has not answered yet."""
 
     def run(report: CycleReport) -> None:
         if cluster is not None:
             cluster.sync.after_cycle(report)
+            metrics.journal_pending.set(len(cluster.journal.pending()))
             if cluster.shadow is not None:
                 cluster.shadow.after_cycle(report.evictions)
         parts = runtime.poll()

@@ -8,7 +8,8 @@ missing steps every cycle, and a restarted daemon picks them up from the file. F
 remembered for a while so the same pod is never evicted twice while it terminates.
 
 The file is JSON, replaced atomically (write to a temporary file, fsync, rename), so a crash leaves either
-the old or the new journal, never half of one.
+the old or the new journal, never half of one. A write that fails (a full or read-only disk) raises
+SampleError naming the file, and is reported to `on_write_error` (the daemon counts it in a metric).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
@@ -71,8 +73,9 @@ def upgraded(item: dict[str, Any]) -> dict[str, Any]:
 class EvictionJournal:
     """Entries by pod UID, persisted to `path` (None keeps them in memory only, e.g. in dry-run)."""
 
-    def __init__(self, path: str | None) -> None:
+    def __init__(self, path: str | None, on_write_error: Callable[[], None] | None = None) -> None:
         self._path = path
+        self._on_write_error = on_write_error
         self._entries: dict[str, JournalEntry] = {}
         if path is not None and os.path.exists(path):
             self._entries = self._load(path)
@@ -87,9 +90,18 @@ class EvictionJournal:
             raise SampleError(path, f"unreadable eviction journal: {exc}") from None
 
     def _save(self) -> None:
+        """Write the journal file (raises SampleError when it cannot)."""
         if self._path is None:
             return
-        folder = os.path.dirname(self._path) or "."
+        try:
+            self._write(self._path)
+        except OSError as exc:
+            if self._on_write_error is not None:
+                self._on_write_error()
+            raise SampleError(self._path, f"eviction journal not written: {exc.strerror or exc}") from exc
+
+    def _write(self, path: str) -> None:
+        folder = os.path.dirname(path) or "."
         os.makedirs(folder, exist_ok=True)
         document = {"evictions": [asdict(entry) for entry in self._entries.values()]}
         handle, temporary = tempfile.mkstemp(prefix=".journal-", dir=folder)
@@ -98,14 +110,14 @@ class EvictionJournal:
                 json.dump(document, stream)
                 stream.flush()
                 os.fsync(stream.fileno())
-            os.replace(temporary, self._path)
+            os.replace(temporary, path)
         except BaseException:
             if os.path.exists(temporary):
                 os.unlink(temporary)
             raise
 
     def record(self, entry: JournalEntry) -> None:
-        """Add a decided eviction (persisted before returning)."""
+        """Add a decided eviction (persisted before returning; raises SampleError when it cannot be)."""
         self._entries[entry.uid] = entry
         self._save()
 

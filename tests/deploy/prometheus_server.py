@@ -14,13 +14,13 @@ import shutil
 import signal
 import subprocess
 import time
+import urllib.error
 import urllib.parse
 import urllib.request
 from pathlib import Path
 from typing import Any
 
 import yaml
-
 from evictd_process import free_port
 
 PROMETHEUS = "prometheus"
@@ -78,8 +78,11 @@ class PrometheusServer:
     def api(self, path: str, **params: str) -> Any:
         """Return the `data` of a successful API answer (fail the test on an error answer)."""
         query = urllib.parse.urlencode(params)
-        with urllib.request.urlopen(f"{self.url}/api/v1/{path}?{query}", timeout=10) as response:
-            body = json.load(response)
+        try:
+            with urllib.request.urlopen(f"{self.url}/api/v1/{path}?{query}", timeout=10) as response:
+                body = json.load(response)
+        except urllib.error.HTTPError as exc:  # 400/422: a query Prometheus refuses; say which and why
+            raise AssertionError(f"{path} {params}: {exc.code} {exc.read().decode()}") from None
         assert body["status"] == "success", body
         return body["data"]
 

@@ -398,6 +398,15 @@ def test_known_label_values_are_exported_at_zero_from_the_start() -> None:
     assert sample(metrics, "evictd_errors_total", source="runtime") == 0
 
 
+def test_a_cycle_whose_runtime_stats_calls_failed_counts_as_a_runtime_error() -> None:
+    metrics = Metrics()
+    metrics.record_stats_problems([SampleError("/sys/fs/cgroup/memory/kubepods/memory.stat", "No such file")])
+    assert sample(metrics, "evictd_errors_total", source="runtime") == 0
+    metrics.record_stats_problems([SampleError("CRI ListContainerStats", "rpc error: code = Unavailable"),
+                                   SampleError("CRI ListPodSandboxStats", "rpc error: code = Unavailable")])
+    assert sample(metrics, "evictd_errors_total", source="runtime") == 1, "one per cycle"
+
+
 def test_healthy_is_the_healthz_rule_at_scrape_time() -> None:
     metrics = Metrics()
     healthy = [True]

@@ -27,7 +27,7 @@ from evictd.adapters.filesystems import detect_layout
 from evictd.adapters.kubelet_summary import ApiProxySummarySource, KubeletSummarySource, summary_deadline_s
 from evictd.adapters.local_kill import STOPPABLE_STATES, LocalKiller
 from evictd.adapters.node_pods import DiscoveredPods
-from evictd.adapters.node_stats import RUNTIME_SOURCES, NodeStatsSource, existing_ancestor
+from evictd.adapters.node_stats import NodeStatsSource, existing_ancestor
 from evictd.adapters.notifiers import (
     SYSTEM_MEMORY_PRESSURE,
     MemcgNotifierSet,
@@ -378,8 +378,7 @@ def build_daemon(
         problems = getattr(stats, "problems", ())
         signal_problems.update(number, problems)
         oom_problems.update(number, oom_feedback.problems)
-        if any(problem.source in RUNTIME_SOURCES for problem in problems):
-            metrics.errors.labels("runtime").inc()
+        metrics.record_stats_problems(problems)
 
     daemon = Daemon(
         manager=manager,

@@ -18,7 +18,9 @@ from datetime import datetime
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from evictd.adapters.node_stats import RUNTIME_SOURCES
 from evictd.core.engine import EngineState, ReclaimAction
+from evictd.core.errors import SampleError
 from evictd.core.oom import TOO_LATE_ACTIVITIES, OomReport, OomScope
 from evictd.core.signals import (
     CONTAINER_EPHEMERAL_LIMIT_SIGNAL,
@@ -174,6 +176,11 @@ class Metrics:
             if acted_on is not None and acted_on.time is not None:
                 age = max(0.0, (now_wall - acted_on.time).total_seconds())
                 self.eviction_stats_age.labels(str(threshold.signal)).observe(age)
+
+    def record_stats_problems(self, problems: Sequence[SampleError]) -> None:
+        """Count a cycle whose stats calls to the container runtime failed (errors{source="runtime"})."""
+        if any(problem.source in RUNTIME_SOURCES for problem in problems):
+            self.errors.labels("runtime").inc()
 
     def watch_health(self, healthy: Callable[[], bool]) -> None:
         """Export `healthy()` (the /healthz rule) as `evictd_healthy`, evaluated at each scrape."""

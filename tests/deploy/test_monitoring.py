@@ -20,14 +20,9 @@ from typing import Any
 
 import yaml
 from evictd_process import EvictdProcess
+from monitoring_files import DASHBOARD, PODMONITOR, PROMETHEUS_RULE, REPO, RULES, dashboard_queries
 from prometheus_server import PROMTOOL, debian_binary
 
-REPO = Path(__file__).resolve().parents[2]
-MONITORING = REPO / "deploy" / "monitoring"
-RULES = MONITORING / "evictd.rules.yaml"
-PROMETHEUS_RULE = MONITORING / "prometheusrule.yaml"
-PODMONITOR = MONITORING / "podmonitor.yaml"
-DASHBOARD = MONITORING / "evictd-dashboard.json"
 RULE_TESTS = Path(__file__).resolve().parent / "monitoring" / "evictd.rules.test.yaml"
 DAEMONSET = REPO / "deploy" / "kubernetes" / "daemonset.yaml"
 README = REPO / "README.md"
@@ -101,12 +96,6 @@ def test_podmonitor_scrapes_the_daemonset_as_the_rules_expect() -> None:
     assert endpoint["port"] in ports and endpoint["path"] == "/metrics"
     assert {"sourceLabels": ["__meta_kubernetes_pod_node_name"], "targetLabel": "instance",
             "action": "replace"} in endpoint["relabelings"]
-
-
-def dashboard_queries() -> list[tuple[str, str]]:
-    """Return (panel title, PromQL) of every query of every panel of the dashboard."""
-    dashboard = json.loads(DASHBOARD.read_text())
-    return [(panel["title"], target["expr"]) for panel in dashboard["panels"] for target in panel.get("targets", ())]
 
 
 def test_dashboard_is_well_formed() -> None:

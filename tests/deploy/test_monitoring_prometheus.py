@@ -22,8 +22,8 @@ from typing import Any
 
 import pytest
 from evictd_process import EvictdProcess
+from monitoring_files import RULES, dashboard_queries
 from prometheus_server import PrometheusServer
-from test_monitoring import RULES, dashboard_queries
 
 from real_pod_node import MiB, RealPodNode
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from evictd.core.engine import EngineState, Eviction, ThresholdStatus
-from evictd.core.oom import ACTIVITY_TO_DESCRIPTION, TOO_LATE_ACTIVITIES, OomReport
+from evictd.core.oom import ACTIVITY_TO_DESCRIPTION, TOO_LATE_ACTIVITIES, OomReport, outside_pods
 from evictd.core.thresholds import Threshold, threshold_quantity
 from evictd.manager import CycleReport
 from evictd.render import value_text
@@ -95,7 +95,7 @@ class CycleLogger:
             self._log.warning("OOM kill in the pods cgroup, in no pod cgroup still present",
                               kills=oom.unattributed_pods_kills, **common)
         if oom.outside_pods_kills:
-            self._log.warning("OOM kill outside the pods cgroup", kills=oom.outside_pods_kills, **common)
+            self._log.warning(f"OOM kill {outside_pods(oom)}", kills=oom.outside_pods_kills, **common)
 
     def _threshold_met(self, number: int, status: ThresholdStatus, report: CycleReport) -> None:
         observation = report.assessment.observations.get(status.threshold.signal)

@@ -149,6 +149,7 @@ def test_first_reading_is_the_baseline_then_each_kill_counts_once() -> None:
     state, report = oom_feedback(state, OomReading(node=12, cgroups=walk(v1(POD_A, 5, UID_A))), Activity.IDLE, 10.0)
     assert (report.node_kills, report.pods_kills, report.attributed_kills) == (2, 1, 1)
     assert report.outside_pods_kills == 1 and report.unattributed_pods_kills == 0
+    assert not report.pods_counted_exactly, "v1: summed over the cgroups still present"
     assert report.pod_kills == (PodOomKill(UID_A, "", POD_A, 1),)
     state, report = oom_feedback(state, OomReading(node=12, cgroups=None), Activity.IDLE, 20.0)
     assert not report.has_kills, "nothing moved: nothing counted again"
@@ -172,6 +173,7 @@ def test_v2_pods_total_comes_from_the_pods_counter() -> None:
                                  Activity.IDLE, 10.0)
     assert (report.node_kills, report.pods_kills, report.attributed_kills) == (2, 2, 1)
     assert report.unattributed_pods_kills == 1  # a pod removed since: in the pods counter, in no pod cgroup
+    assert report.pods_counted_exactly
 
 
 def run(steps: list[tuple[int, Activity, float]]) -> list[OomReport]:
@@ -208,7 +210,7 @@ def test_too_late_classification(steps: list[tuple[int, Activity, float]], activ
 def test_events_name_the_pod_and_container_and_what_evictd_was_doing() -> None:
     report = OomReport(node_kills=4, pods_kills=3, activity=Activity.GRACE_PERIOD, too_late_kills=4, pod_kills=(
         PodOomKill(UID_A, CTR_1, POD_A, 1, pod_key="shop/cart", container_name="app"),
-        PodOomKill(UID_B, "", "kubepods/podb", 1)))
+        PodOomKill(UID_B, "", "kubepods/podb", 1)), pods_counted_exactly=True)
     assert oom_kill_events(report) == (
         (TOO_LATE_REASON, "OOM killer killed 1 process in pod shop/cart (container app) while a memory "
                           "threshold was met, its grace period running"),
@@ -222,6 +224,11 @@ def test_events_name_the_pod_and_container_and_what_evictd_was_doing() -> None:
     quiet = replace(report, activity=Activity.IDLE, too_late_kills=0, pod_kills=(), node_kills=2, pods_kills=0)
     assert oom_kill_events(quiet) == ((OOM_KILL_REASON, "OOM killer killed 2 processes outside the pods cgroup "
                                                         "while no memory threshold was met"),)
+    # Summed v1 counters miss container cgroups removed before they were read: the event says so.
+    summed = replace(quiet, pods_counted_exactly=False)
+    assert oom_kill_events(summed) == ((OOM_KILL_REASON, "OOM killer killed 2 processes outside the pods cgroup or "
+                                                         "in a container cgroup removed since while no memory "
+                                                         "threshold was met"),)
     unnamed = replace(report, pod_kills=(PodOomKill(UID_A, CTR_1, POD_A, 2),), pods_kills=2, node_kills=2)
     assert oom_kill_events(unnamed)[0][1].startswith(f"OOM killer killed 2 processes in pod with UID {UID_A} "
                                                      f"(container {CTR_1[:12]})")

@@ -260,8 +260,8 @@ def test_oom_kills_become_warning_events_on_the_node(apiserver: ApiServer, clust
 
     oom_events = [e for e in node_events(apiserver) if e[1] == "EvictionTooLate"]
     assert sorted(oom_events) == [
-        ("Warning", "EvictionTooLate", "OOM killer killed 1 process outside the pods cgroup while evictd was waiting "
-                                       "for a pod evicted for memory to go"),
+        ("Warning", "EvictionTooLate", "OOM killer killed 1 process outside the pods cgroup or in a container cgroup "
+                                       "removed since while evictd was waiting for a pod evicted for memory to go"),
         ("Warning", "EvictionTooLate", "OOM killer killed 2 processes in pod default/modest (container app) while "
                                        "evictd was waiting for a pod evicted for memory to go"),
     ]

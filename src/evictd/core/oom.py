@@ -149,6 +149,9 @@ class OomReport:
     pod_kills: tuple[PodOomKill, ...] = ()
     activity: Activity = Activity.IDLE
     too_late_kills: int = 0
+    # The pods count is the pods cgroup's own hierarchical counter (v2), not a sum over the cgroups still present
+    # (v1): only then are kills the pods count lacks known to be outside the pods cgroup.
+    pods_counted_exactly: bool = False
 
     @property
     def attributed_kills(self) -> int:
@@ -157,7 +160,8 @@ class OomReport:
 
     @property
     def outside_pods_kills(self) -> int:
-        """Return the kills on the machine outside the pods cgroup (system daemons, or a node without pods)."""
+        """Return the kills on the machine the pods count lacks: outside the pods cgroup (system daemons, a node
+        without pods) or, unless `pods_counted_exactly`, in a cgroup below it removed before it was read."""
         return max(0, self.node_kills - self.pods_kills)
 
     @property
@@ -327,6 +331,7 @@ def oom_feedback(
         pod_kills=pod_kills,
         activity=activity,
         too_late_kills=counted if activity in TOO_LATE_ACTIVITIES else 0,
+        pods_counted_exactly=reading.pods is not None,
     )
     return new_state, report
 
@@ -339,6 +344,13 @@ OOM_KILL_REASON = "OOMKill"
 
 def _processes(count: int) -> str:
     return "1 process" if count == 1 else f"{count} processes"
+
+
+def outside_pods(report: OomReport) -> str:
+    """Return where the kills the pods count lacks happened, as far as the counters tell."""
+    if report.pods_counted_exactly:
+        return "outside the pods cgroup"
+    return "outside the pods cgroup or in a container cgroup removed since"
 
 
 def oom_kill_events(report: OomReport) -> tuple[tuple[str, str], ...]:
@@ -356,6 +368,6 @@ def oom_kill_events(report: OomReport) -> tuple[tuple[str, str], ...]:
         events.append((reason, f"OOM killer killed {_processes(report.unattributed_pods_kills)} in the pods cgroup, "
                                f"in no pod cgroup still present, {doing}"))
     if report.outside_pods_kills:
-        events.append((reason, f"OOM killer killed {_processes(report.outside_pods_kills)} outside the pods cgroup "
+        events.append((reason, f"OOM killer killed {_processes(report.outside_pods_kills)} {outside_pods(report)} "
                                f"{doing}"))
     return tuple(events)

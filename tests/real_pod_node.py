@@ -11,6 +11,9 @@ folders the kubelet keeps for the pod: an emptyDir ``<kubelet root>/pods/<uid>/v
 Python process is moved into the container cgroup (its PID written to ``cgroup.procs`` of both hierarchies)
 and allocates memory on command, so every charge is the kernel's own.
 
+`oom_kill` makes the kernel OOM-kill the pod's process inside the pod cgroup (limited for that), as a container
+over its limit is killed.
+
 `teardown` stops the process, kills anything left in the test cgroups and removes them bottom-up; it runs
 whatever the test's outcome (call it from a fixture's ``finally``). Needs root and a v1 memory hierarchy:
 without them the test fails, it is never skipped.
@@ -23,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import statistics
 import subprocess
 import time
@@ -117,6 +121,16 @@ class RealPodNode:
     def start_process(self) -> ScriptedChild:
         """Start the container's process and move it into the container cgroup of both hierarchies."""
         return self.tree.start_child(self.container_cgroup, label="pod process")
+
+    def oom_kill(self, process: ScriptedChild, pod_limit_bytes: int) -> None:
+        """Limit the pod cgroup to `pod_limit_bytes` and make `process` allocate four times that: the kernel's
+        OOM killer kills it inside the pod's cgroup (never anything outside the test's cgroups). Fails the test
+        unless the process ends by SIGKILL."""
+        self.memory_file(self.pod_cgroup, "memory.limit_in_bytes").write_text(f"{pod_limit_bytes}\n")
+        assert process.proc.stdin is not None
+        process.proc.stdin.write(f"alloc {4 * pod_limit_bytes}\n")
+        process.proc.stdin.flush()
+        assert process.proc.wait(timeout=30) == -signal.SIGKILL, "the pod's process was not OOM-killed"
 
     def teardown(self) -> None:
         """Stop the processes, kill whatever is left in the test cgroups, remove them bottom-up."""

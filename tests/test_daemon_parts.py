@@ -323,19 +323,19 @@ def test_metrics_of_a_calm_cycle(memory_run: Run) -> None:
     assert sample(metrics, "evictd_cycles_total") == 1
     assert sample(metrics, "evictd_cycle_duration_seconds_count") == 1
     assert sample(metrics, "evictd_cycle_duration_seconds_sum") == 0.004
-    assert sample(metrics, "evictd_signal_available", signal="memory.available") == 8 * Gi
-    assert sample(metrics, "evictd_signal_capacity", signal="memory.available") == CAPACITY
-    assert sample(metrics, "evictd_signal_available", signal="nodefs.available") == 80 * Gi
+    assert sample(metrics, "evictd_signal_available_bytes", signal="memory.available") == 8 * Gi
+    assert sample(metrics, "evictd_signal_capacity_bytes", signal="memory.available") == CAPACITY
+    assert sample(metrics, "evictd_signal_available_bytes", signal="nodefs.available") == 80 * Gi
     assert sample(metrics, "evictd_stats_age_seconds", signal="memory.available") == 12
-    assert sample(metrics, "evictd_threshold", signal="memory.available", kind="hard") == 1 * Gi
-    assert sample(metrics, "evictd_threshold", signal="memory.available", kind="soft") == 2 * Gi
+    assert sample(metrics, "evictd_threshold_bytes", signal="memory.available", kind="hard") == 1 * Gi
+    assert sample(metrics, "evictd_threshold_bytes", signal="memory.available", kind="soft") == 2 * Gi
     # 10% of 100Gi in the kubelet's float32 arithmetic (KUBELET_SPEC §2.5), not 10Gi exactly.
-    assert sample(metrics, "evictd_threshold", signal="nodefs.available", kind="hard") == 10737418400
+    assert sample(metrics, "evictd_threshold_bytes", signal="nodefs.available", kind="hard") == 10737418400
     for kind in ("hard", "soft"):
         assert sample(metrics, "evictd_threshold_met", signal="memory.available", kind=kind) == 0
     for condition in NodeCondition:
         assert sample(metrics, "evictd_node_condition", condition=str(condition)) == 0
-    assert sample(metrics, "evictd_dry_run_evictions_total", eviction_signal="memory.available") is None
+    assert sample(metrics, "evictd_dry_run_evictions_total", eviction_signal="memory.available") == 0
     assert sample(metrics, "evictd_errors_total", source="stats") == 0
 
 
@@ -344,7 +344,7 @@ def test_metrics_follow_thresholds_and_conditions(memory_run: Run) -> None:
     assert sample(metrics, "evictd_threshold_met", signal="memory.available", kind="soft") == 1
     assert sample(metrics, "evictd_threshold_met", signal="memory.available", kind="hard") == 0
     assert sample(metrics, "evictd_node_condition", condition="MemoryPressure") == 1
-    assert sample(metrics, "evictd_signal_available", signal="memory.available") == 1536 * Mi
+    assert sample(metrics, "evictd_signal_available_bytes", signal="memory.available") == 1536 * Mi
     assert sample(metrics, "evictd_eviction_stats_age_seconds_count", eviction_signal="memory.available") is None
     for report in memory_run.reports[2:5]:
         metrics.record_cycle(report, memory_run.state, 0.001, stats_time(report), True)
@@ -363,7 +363,7 @@ def test_evictions_are_counted_by_signal(memory_run: Run, dry_run: bool, counted
     assert [e.pod.name for e in memory_run.reports[3].evictions] == ["web"]
     metrics = recorded(memory_run, 4, dry_run=dry_run)
     assert sample(metrics, counted, eviction_signal="memory.available") == 1
-    assert sample(metrics, not_counted, eviction_signal="memory.available") is None
+    assert sample(metrics, not_counted, eviction_signal="memory.available") == 0
     # The stats behind the eviction were 12 s old when it was decided (the kubelet's stats-age histogram).
     assert sample(metrics, "evictd_eviction_stats_age_seconds_count", eviction_signal="memory.available") == 1
     assert sample(metrics, "evictd_eviction_stats_age_seconds_sum", eviction_signal="memory.available") == 12
@@ -386,6 +386,46 @@ def test_error_counters(memory_run: Run) -> None:
     assert sample(metrics, "evictd_errors_total", source="eviction") == 1
     assert sample(metrics, "evictd_dry_run_evictions_total", eviction_signal="memory.available") == 1, \
         "a failed eviction still counts, as the kubelet counts it"
+    assert sample(metrics, "evictd_reclaimed_bytes_total", action="containerGC") == 5
+    assert sample(metrics, "evictd_reclaimed_bytes_total", action="imageGC") == 0, "a failed reclaim frees nothing"
+
+
+def test_each_signal_is_exported_in_the_unit_of_its_resource(memory_run: Run) -> None:
+    metrics = recorded(memory_run, 1)
+    assert sample(metrics, "evictd_signal_available_inodes", signal="nodefs.inodesFree") == 1_000_000
+    assert sample(metrics, "evictd_signal_capacity_inodes", signal="nodefs.inodesFree") == 2_000_000
+    assert sample(metrics, "evictd_signal_available_bytes", signal="nodefs.inodesFree") is None
+    assert sample(metrics, "evictd_signal_available_inodes", signal="nodefs.available") is None
+
+
+def test_known_label_values_are_exported_at_zero_from_the_start() -> None:
+    metrics = Metrics()
+    for signal in ("memory.available", "pid.available", "emptydirfs.limit", "ephemeralcontainerfs.limit"):
+        assert sample(metrics, "evictd_evictions_total", eviction_signal=signal) == 0
+        assert sample(metrics, "evictd_dry_run_evictions_total", eviction_signal=signal) == 0
+    for scope in ("node", "pods", "pod"):
+        assert sample(metrics, "evictd_oom_kills_total", scope=scope) == 0
+    assert sample(metrics, "evictd_oom_kills_too_late_total", activity="grace-period") == 0
+    assert sample(metrics, "evictd_oom_kills_too_late_total", activity="idle") is None, "idle is never too late"
+    assert sample(metrics, "evictd_errors_total", source="runtime") == 0
+
+
+def test_a_cycle_whose_runtime_stats_calls_failed_counts_as_a_runtime_error() -> None:
+    metrics = Metrics()
+    metrics.record_stats_problems([SampleError("/sys/fs/cgroup/memory/kubepods/memory.stat", "No such file")])
+    assert sample(metrics, "evictd_errors_total", source="runtime") == 0
+    metrics.record_stats_problems([SampleError("CRI ListContainerStats", "rpc error: code = Unavailable"),
+                                   SampleError("CRI ListPodSandboxStats", "rpc error: code = Unavailable")])
+    assert sample(metrics, "evictd_errors_total", source="runtime") == 1, "one per cycle"
+
+
+def test_healthy_is_the_healthz_rule_at_scrape_time() -> None:
+    metrics = Metrics()
+    healthy = [True]
+    metrics.watch_health(lambda: healthy[0])
+    assert sample(metrics, "evictd_healthy") == 1
+    healthy[0] = False
+    assert sample(metrics, "evictd_healthy") == 0
 
 
 def test_pod_disk_figures_age_and_pods_without_them(memory_run: Run) -> None:
@@ -415,16 +455,16 @@ def test_a_signal_no_longer_observed_is_no_longer_exported(memory_run: Run) -> N
     del without_nodefs["summary"]["node"]["fs"]  # e.g. the kubelet root's filesystem could not be read
     two = run(MEMORY_CONFIG, [MEMORY_STEPS[0], without_nodefs])
     metrics = recorded(two, 1)
-    assert sample(metrics, "evictd_signal_available", signal="nodefs.available") == 80 * Gi
+    assert sample(metrics, "evictd_signal_available_bytes", signal="nodefs.available") == 80 * Gi
     metrics = recorded(two, 2)
-    assert sample(metrics, "evictd_signal_available", signal="nodefs.available") is None
-    assert sample(metrics, "evictd_signal_capacity", signal="nodefs.inodesFree") is None
+    assert sample(metrics, "evictd_signal_available_bytes", signal="nodefs.available") is None
+    assert sample(metrics, "evictd_signal_capacity_inodes", signal="nodefs.inodesFree") is None
     assert sample(metrics, "evictd_stats_age_seconds", signal="nodefs.available") is None
-    assert sample(metrics, "evictd_signal_available", signal="imagefs.available") == 70 * Gi
-    assert sample(metrics, "evictd_signal_available", signal="memory.available") == 1536 * Mi
+    assert sample(metrics, "evictd_signal_available_bytes", signal="imagefs.available") == 70 * Gi
+    assert sample(metrics, "evictd_signal_available_bytes", signal="memory.available") == 1536 * Mi
     # No stats at all: nothing is exported as if it were current.
     metrics.record_cycle(failing_cycle(MEMORY_CONFIG), two.state, 0.001, NOW_WALL, True)
-    assert sample(metrics, "evictd_signal_available", signal="memory.available") is None
+    assert sample(metrics, "evictd_signal_available_bytes", signal="memory.available") is None
 
 
 def without_pod_list(report: CycleReport, *, pods_from_node: bool = True) -> CycleReport:

@@ -18,7 +18,7 @@ import os
 import socket
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TextIO
 
@@ -38,6 +38,7 @@ from evictd.adapters.notifiers import (
     PsiNotifier,
     Waiter,
 )
+from evictd.adapters.oom_counters import OomCounters
 from evictd.adapters.pod_disk_usage import PodDiskStore
 from evictd.adapters.runtime_gc import CriContainerGC, CriImageGC, RuntimeReclaimer, imagefs_usage
 from evictd.adapters.runtime_node import PeriodicGC, RuntimeContainerStats, RuntimeFilesystems, RuntimeLayout
@@ -73,6 +74,7 @@ from evictd.manager import (
     StatsSource,
 )
 from evictd.metrics import Metrics
+from evictd.oom_feedback import ContainerNames, OomFeedback
 from evictd.runtime_link import RuntimeLink
 from evictd.state_lock import StateLock, acquire_state_lock
 
@@ -213,6 +215,7 @@ class ClusterParts:
     kube_evictor: KubePodEvictor | None  # the evictor writing to the API; None in dry-run
     shadow: ShadowComparer | None  # dry-run decisions against the kubelet's own evictions; None when acting
     state_lock: StateLock  # held for the daemon's life: no other evictd acts on this stateDir meanwhile
+    journal: EvictionJournal
 
 
 @dataclass
@@ -337,7 +340,8 @@ def build_cluster(config: Configuration, node_name: str, metrics: Metrics, log: 
                             log) if dry_run else None
     return ClusterParts(pods=pods, node_pods=NodeFallbackPods(discovered, journal, own_uid, critical),
                         discovered=discovered, evictor=evictor, sync=sync, watcher=watcher,
-                        kube_evictor=kube_evictor, shadow=shadow, state_lock=state_lock)
+                        kube_evictor=kube_evictor, shadow=shadow, state_lock=state_lock,
+                        journal=journal)
 
 
 def build_daemon(
@@ -403,20 +407,23 @@ def build_daemon(
         )
     notifiers = Notifiers(waiter=waiter, memcg=memcg, psi=build_psi_notifiers(settings, layout, cgroups, log))
     health = Health(settings.housekeeping_interval_s)
+    metrics.watch_health(lambda: health.status()[0])
     endpoint = HttpEndpoint(settings.metrics_bind_address, metrics.registry, health) if serve_http else None
     if not cgroups.has_pods_cgroup():
         log.info("no pods cgroup on this node (no kubelet?): allocatableMemory.available and pod stats are absent",
                  pods_cgroup=cgroups.pods_cgroup())
-    problems_seen: set[str] = set()
+    oom_feedback = OomFeedback(OomCounters(cgroups), dry_run=evictions_reported_only,
+                               container_names=runtime_container_names(runtime))
+    signal_problems = ProblemLog(log, "signal source unreadable; its signals are absent",
+                                 "signal source readable again")
+    oom_problems = ProblemLog(log, "OOM-kill counter unreadable; kills it counts are not counted",
+                              "OOM-kill counter readable again")
 
     def log_sample_problems(number: int, report: CycleReport) -> None:
-        problems = {f"{p.source}: {p.reason}" for p in getattr(stats, "problems", ())}
-        for problem in sorted(problems - problems_seen):
-            log.warning("signal source unreadable; its signals are absent", cycle=number, detail=problem)
-        for problem in sorted(problems_seen - problems):
-            log.info("signal source readable again", cycle=number, detail=problem)
-        problems_seen.clear()
-        problems_seen.update(problems)
+        problems = getattr(stats, "problems", ())
+        signal_problems.update(number, problems)
+        oom_problems.update(number, oom_feedback.problems)
+        metrics.record_stats_problems(problems)
 
     daemon = Daemon(
         manager=manager,
@@ -433,14 +440,45 @@ def build_daemon(
         recent=recent,
         on_cycle=log_sample_problems,
         log=log,
-        after_cycle=after_cycle_tasks(cluster, runtime, dry_run),
+        after_cycle=after_cycle_tasks(cluster, runtime, dry_run, metrics),
         wait_for_cleanup=cluster.sync.wait_for_cleanup if cluster is not None else None,
         on_stop=cluster.sync.withdraw if cluster is not None else None,
         background=tuple(part for part in (build_disk_walker(config, stats, log),) if part is not None),
+        oom_feedback=oom_feedback,
     )
     if cluster is not None:
         cluster.sync.should_stop = lambda: daemon.stopping  # SIGTERM ends the wait after an eviction too
     return daemon, endpoint
+
+
+class ProblemLog:
+    """Logs each unreadable source once when it becomes unreadable, and once when it is readable again."""
+
+    def __init__(self, log: Any, gone: str, back: str) -> None:
+        self._log = log
+        self._gone = gone
+        self._back = back
+        self._seen: set[str] = set()
+
+    def update(self, number: int, problems: Sequence[SampleError]) -> None:
+        """Log what changed since the last cycle's problems."""
+        now = {f"{p.source}: {p.reason}" for p in problems}
+        for problem in sorted(now - self._seen):
+            self._log.warning(self._gone, cycle=number, detail=problem)
+        for problem in sorted(self._seen - now):
+            self._log.info(self._back, cycle=number, detail=problem)
+        self._seen = now
+
+
+def runtime_container_names(runtime: RuntimeLink[RuntimeParts]) -> ContainerNames:
+    """Return the container names of a pod (ID -> name) from the runtime once attached; none before."""
+
+    def names(pod_uid: str) -> dict[str, str]:
+        if runtime.parts is None:
+            return {}
+        return {container.id: container.name for container in runtime.client.list_containers(pod_uid=pod_uid)}
+
+    return names
 
 
 def pod_states(watcher: PodWatcher | None) -> tuple[PodStateFunc, Callable[[], bool]]:
@@ -465,14 +503,15 @@ def pod_states(watcher: PodWatcher | None) -> tuple[PodStateFunc, Callable[[], b
 
 
 def after_cycle_tasks(cluster: ClusterParts | None, runtime: RuntimeLink[RuntimeParts],
-                      dry_run: bool) -> Callable[[CycleReport], None]:
+                      dry_run: bool, metrics: Metrics) -> Callable[[CycleReport], None]:
     """Return what runs after every cycle: cluster bookkeeping (and in dry-run the shadow comparison with the
-    kubelet's own evictions), then periodic garbage collection (not in dry-run) with a runtime attached, or
-    asking again for a runtime that has not answered yet."""
+    kubelet's own evictions; the journal's pending evictions exported), then periodic garbage collection (not
+    in dry-run) with a runtime attached, or asking again for a runtime that has not answered yet."""
 
     def run(report: CycleReport) -> None:
         if cluster is not None:
             cluster.sync.after_cycle(report)
+            metrics.journal_pending.set(len(cluster.journal.pending()))
             if cluster.shadow is not None:
                 cluster.shadow.after_cycle(report.evictions)
         parts = runtime.poll()

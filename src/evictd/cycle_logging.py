@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from evictd.core.engine import EngineState, Eviction, ThresholdStatus
+from evictd.core.oom import ACTIVITY_TO_DESCRIPTION, TOO_LATE_ACTIVITIES, OomReport, outside_pods
 from evictd.core.thresholds import Threshold, threshold_quantity
 from evictd.manager import CycleReport
 from evictd.render import value_text
@@ -43,6 +44,8 @@ class CycleLogger:
         for error in report.errors:
             self._log.error("cycle error", cycle=number, error=error)
         self._pod_list(number, report)
+        if report.oom is not None and report.oom.has_kills:
+            self._oom_kills(number, report.oom)
         conditions = tuple(str(c) for c in assessment.node_conditions)
         if conditions != self._conditions and assessment.skipped is None:
             self._log.info("node conditions changed", cycle=number, conditions=list(conditions),
@@ -91,6 +94,22 @@ class CycleLogger:
         if report.withheld != self._withheld and report.withheld is not None:
             self._log.warning("threshold not acted on", cycle=number, reason=report.withheld)
         self._withheld = report.withheld
+    def _oom_kills(self, number: int, oom: OomReport) -> None:
+        """One line per pod and container named, one for kills in no pod still present, one outside pods."""
+        common: dict[str, Any] = {"cycle": number, "activity": str(oom.activity),
+                                  "situation": ACTIVITY_TO_DESCRIPTION[oom.activity],
+                                  "too_late": oom.activity in TOO_LATE_ACTIVITIES}
+        for kill in oom.pod_kills:
+            fields: dict[str, Any] = {"pod": kill.pod_key, "pod_uid": kill.pod_uid, "container": kill.container_name,
+                                      "container_id": kill.container_id, "cgroup": kill.cgroup, "kills": kill.kills}
+            if kill.group_kills:
+                fields["group_kills"] = kill.group_kills
+            self._log.warning("OOM kill", **fields, **common)
+        if oom.unattributed_pods_kills:
+            self._log.warning("OOM kill in the pods cgroup, in no pod cgroup still present",
+                              kills=oom.unattributed_pods_kills, **common)
+        if oom.outside_pods_kills:
+            self._log.warning(f"OOM kill {outside_pods(oom)}", kills=oom.outside_pods_kills, **common)
 
     def _threshold_met(self, number: int, status: ThresholdStatus, report: CycleReport) -> None:
         observation = report.assessment.observations.get(status.threshold.signal)

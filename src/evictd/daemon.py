@@ -22,7 +22,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from types import FrameType
 from typing import Any, Protocol, TextIO
@@ -37,6 +37,7 @@ from evictd.live_view import CLEAR_SCREEN, render
 from evictd.logging_setup import RecentEvents
 from evictd.manager import CycleReport, EvictionManager
 from evictd.metrics import Metrics
+from evictd.oom_feedback import OomFeedback
 from evictd.systemd_notify import SystemdNotifier
 
 # The kubelet refreshes its memcg notifier levels at most this often (notifierRefreshInterval).
@@ -132,6 +133,8 @@ class Daemon:
     on_stop: Callable[[], None] | None = None
     # Started before the first cycle, stopped after the last: never waited for by a cycle.
     background: Sequence[Background] = ()
+    # The kernel's OOM kills since the last cycle, judged against what evictd was doing.
+    oom_feedback: OomFeedback | None = None
     systemd: SystemdNotifier = field(default_factory=SystemdNotifier)
     log: Any = field(default_factory=lambda: structlog.get_logger("evictd"))
     stopping: bool = False
@@ -241,6 +244,12 @@ class Daemon:
             self.metrics.errors.labels("cycle").inc()
             self.log.exception("housekeeping cycle failed", cycle=number)
             return None
+        if self.oom_feedback is not None:
+            try:
+                report = replace(report, oom=self.oom_feedback.observe(report))
+            except Exception:  # a bug in the feedback must not cost the cycle its metrics, logs and events
+                self.metrics.errors.labels("cycle").inc()
+                self.log.exception("OOM-kill feedback failed", cycle=number)
         duration = time.monotonic() - started
         now_wall = datetime.now(UTC)
         self.metrics.record_cycle(report, self.manager.state, duration, now_wall, self.dry_run)

@@ -30,6 +30,7 @@ from evictd.core.engine import (
     reclaim_succeeded,
 )
 from evictd.core.errors import EvictdError
+from evictd.core.oom import OomReport
 from evictd.core.pods import Pod
 from evictd.core.signals import FsLayout
 from evictd.core.summary import Summary
@@ -110,6 +111,8 @@ class CycleReport:
     eviction_errors: tuple[str, ...] = ()
     skipped_critical: tuple[Pod, ...] = ()
     errors: tuple[str, ...] = ()
+    # The kernel's OOM kills since the last cycle (added by the daemon's OOM feedback; None without it).
+    oom: OomReport | None = None
     # Why the pod list could not be used this cycle (None: it could); with `pods_from_node` the pods ranked
     # were the node's instead, for hard thresholds only.
     pod_list_problem: str | None = None

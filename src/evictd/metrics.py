@@ -1,22 +1,36 @@
 """Prometheus metrics of the daemon, fed from cycle reports.
 
 Every metric lives in a registry of its own (not the process-global one), so a test can build as many
-daemons as it likes. Names follow Prometheus conventions; `evictd_evictions_total` and
-`evictd_eviction_stats_age_seconds` carry the meanings of the kubelet's `kubelet_evictions` and
-`kubelet_eviction_stats_age_seconds` (KUBELET_SPEC §14). Signal values are exported in the signal's own unit
-(bytes, inodes or PIDs), so one gauge serves every signal.
+daemons as it likes. Names follow Prometheus conventions: base units (bytes, seconds), `_total` for counters, one
+metric per unit, so a signal's available amount, capacity and threshold are exported as `_bytes`, `_inodes` or
+`_pids` by the resource the signal measures. `evictd_evictions_total`, `evictd_eviction_stats_age_seconds` and
+`evictd_image_garbage_collected_total` carry the meanings of the kubelet's `kubelet_evictions`,
+`kubelet_eviction_stats_age_seconds` and `kubelet_image_garbage_collected_total` (KUBELET_SPEC §14). Label
+values known in advance (signals, causes, sources, scopes) are exported at zero from the start, so that rates
+and dashboards have a series before the first event.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from evictd.core.engine import EngineState
-from evictd.core.signals import NodeCondition, Signal
+from evictd.adapters.node_stats import RUNTIME_SOURCES
+from evictd.core.engine import EngineState, ReclaimAction
+from evictd.core.errors import SampleError
+from evictd.core.oom import TOO_LATE_ACTIVITIES, OomReport, OomScope
+from evictd.core.signals import (
+    CONTAINER_EPHEMERAL_LIMIT_SIGNAL,
+    EMPTYDIR_LIMIT_SIGNAL,
+    POD_EPHEMERAL_LIMIT_SIGNAL,
+    SIGNAL_TO_RESOURCE,
+    NodeCondition,
+    Resource,
+    Signal,
+)
 from evictd.core.summary import Observation
 from evictd.core.thresholds import Threshold, threshold_quantity
 from evictd.manager import POD_LIST_UNAVAILABLE, CycleReport
@@ -25,8 +39,31 @@ from evictd.manager import POD_LIST_UNAVAILABLE, CycleReport
 CYCLE_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
 WAKEUP_CAUSES = ("timer", "memcg", "psi", "signal", "eviction")
-ERROR_SOURCES = ("stats", "layout", "reclaim", "eviction", "notifier", "cycle")
+ERROR_SOURCES = ("stats", "layout", "reclaim", "eviction", "notifier", "cycle", "runtime")
 DEGRADED_REASONS = (POD_LIST_UNAVAILABLE,)
+# The local-storage limit evictions' labels, besides the signals (the kubelet's eviction_signal values).
+LOCAL_STORAGE_SIGNALS = (EMPTYDIR_LIMIT_SIGNAL, POD_EPHEMERAL_LIMIT_SIGNAL, CONTAINER_EPHEMERAL_LIMIT_SIGNAL)
+
+# The unit of each resource's signal values: the suffix of its metrics.
+RESOURCE_TO_UNIT = {
+    Resource.MEMORY: "bytes",
+    Resource.EPHEMERAL_STORAGE: "bytes",
+    Resource.INODES: "inodes",
+    Resource.PIDS: "pids",
+}
+UNITS = ("bytes", "inodes", "pids")
+
+
+class GaugePerUnit:
+    """One gauge per unit (`<name>_bytes`, `<name>_inodes`, `<name>_pids`), chosen by the signal's resource."""
+
+    def __init__(self, name: str, documentation: str, labels: Sequence[str], registry: CollectorRegistry) -> None:
+        self._gauges = {unit: Gauge(f"{name}_{unit}", f"{documentation} ({unit}).", labels, registry=registry)
+                        for unit in UNITS}
+
+    def of(self, signal: Signal) -> Gauge:
+        """Return the gauge of `signal`'s unit."""
+        return self._gauges[RESOURCE_TO_UNIT[SIGNAL_TO_RESOURCE[signal]]]
 
 
 class Metrics:
@@ -35,12 +72,11 @@ class Metrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry if registry is not None else CollectorRegistry()
         r = self.registry
-        self.available = Gauge("evictd_signal_available", "Available amount per eviction signal, in the "
-                               "signal's unit (bytes, inodes or PIDs).", ["signal"], registry=r)
-        self.capacity = Gauge("evictd_signal_capacity", "Capacity per eviction signal, in the signal's unit.",
-                              ["signal"], registry=r)
-        self.threshold = Gauge("evictd_threshold", "Threshold quantity against the current capacity.",
-                               ["signal", "kind"], registry=r)
+        self.available = GaugePerUnit("evictd_signal_available", "Available amount per eviction signal",
+                                      ["signal"], r)
+        self.capacity = GaugePerUnit("evictd_signal_capacity", "Capacity per eviction signal", ["signal"], r)
+        self.threshold = GaugePerUnit("evictd_threshold", "Threshold quantity against the current capacity",
+                                      ["signal", "kind"], r)
         self.threshold_met = Gauge("evictd_threshold_met", "1 when the threshold is met this cycle.",
                                    ["signal", "kind"], registry=r)
         self.condition = Gauge("evictd_node_condition", "1 while the node pressure condition is reported.",
@@ -79,9 +115,30 @@ class Metrics:
                                               registry=r)
         self.degraded = Gauge("evictd_degraded", "1 while evictd works in a degraded mode, by reason "
                               "(pod-list-unavailable: no pod list from the Kubernetes API).", ["reason"], registry=r)
-        self._exported_signals: set[str] = set()
         for reason in DEGRADED_REASONS:
             self.degraded.labels(reason).set(0)
+        self.healthy = Gauge("evictd_healthy", "1 while /healthz answers 200: a cycle finished within the last "
+                             "3 housekeeping intervals (at least 30 s) and evictd is not shutting down.", registry=r)
+        self.reclaimed = Counter("evictd_reclaimed_bytes_total", "Bytes freed by node-level reclaim, by action "
+                                 "(containerGC, imageGC).", ["action"], registry=r)
+        self.journal_pending = Gauge("evictd_journal_pending_evictions", "Evictions in the journal whose API writes "
+                                     "(condition, deletion, event) are not all done yet.", registry=r)
+        self.oom_kills = Counter("evictd_oom_kills_total", "Processes killed by the kernel's OOM killer, by where "
+                                 "counted: node (the machine), pods (the pods cgroup), pod (attributed to a pod).",
+                                 ["scope"], registry=r)
+        self.oom_kills_too_late = Counter("evictd_oom_kills_too_late_total", "OOM kills while a memory threshold was "
+                                          "met and not yet relieved by an eviction, or soon after one, by what evictd "
+                                          "was doing.", ["activity"], registry=r)
+        self._exported_signals: set[Signal] = set()
+        for signal in (*(str(s) for s in Signal), *LOCAL_STORAGE_SIGNALS):
+            self.evictions.labels(signal)
+            self.would_evict.labels(signal)
+        for action in ReclaimAction:
+            self.reclaimed.labels(str(action))
+        for scope in OomScope:
+            self.oom_kills.labels(str(scope))
+        for activity in TOO_LATE_ACTIVITIES:
+            self.oom_kills_too_late.labels(str(activity))
         for cause in WAKEUP_CAUSES:
             self.wakeups.labels(cause)
         for source in ERROR_SOURCES:
@@ -103,15 +160,15 @@ class Metrics:
         self.cycle_duration.observe(duration_s)
         self.degraded.labels(POD_LIST_UNAVAILABLE).set(0 if report.pod_list_problem is None else 1)
         # A signal observed before but not now (its source unreadable) must not go on showing its old value.
-        observed = {str(signal) for signal in assessment.observations}
+        observed = set(assessment.observations)
         for gone in self._exported_signals - observed:
-            for gauge in (self.available, self.capacity, self.stats_age):
+            for gauge in (self.available.of(gone), self.capacity.of(gone), self.stats_age):
                 with contextlib.suppress(KeyError):  # stats_age exists only for timed observations
-                    gauge.remove(gone)
+                    gauge.remove(str(gone))
         self._exported_signals = observed
         for signal, observation in assessment.observations.items():
-            self.available.labels(str(signal)).set(float(observation.available.value))
-            self.capacity.labels(str(signal)).set(float(observation.capacity.value))
+            self.available.of(signal).labels(str(signal)).set(float(observation.available.value))
+            self.capacity.of(signal).labels(str(signal)).set(float(observation.capacity.value))
             if observation.time is not None:
                 self.stats_age.labels(str(signal)).set(max(0.0, (now_wall - observation.time).total_seconds()))
         self._pod_disk(report, now_wall)
@@ -121,9 +178,14 @@ class Metrics:
         if report.errors:
             self.errors.labels("stats").inc(len(report.errors))
         self.errors.labels("reclaim").inc(sum(1 for r in report.reclaim if r.error))
+        for result in report.reclaim:
+            if result.error is None:
+                self.reclaimed.labels(str(result.action)).inc(result.freed_bytes)
         self.errors.labels("eviction").inc(len(report.eviction_errors))
         for eviction in report.evictions:
             (self.would_evict if dry_run else self.evictions).labels(eviction.signal).inc()
+        if report.oom is not None:
+            self._oom(report.oom)
         for threshold in assessment.thresholds_to_act if report.ranking else ():
             acted_on = assessment.observations.get(threshold.signal)
             if acted_on is not None and acted_on.time is not None:
@@ -144,6 +206,21 @@ class Metrics:
                 oldest = storage.time
         self.pods_without_disk.set(missing)
         self.pod_disk_age.set(0.0 if oldest is None else max(0.0, (now_wall - oldest).total_seconds()))
+    def record_stats_problems(self, problems: Sequence[SampleError]) -> None:
+        """Count a cycle whose stats calls to the container runtime failed (errors{source="runtime"})."""
+        if any(problem.source in RUNTIME_SOURCES for problem in problems):
+            self.errors.labels("runtime").inc()
+
+    def watch_health(self, healthy: Callable[[], bool]) -> None:
+        """Export `healthy()` (the /healthz rule) as `evictd_healthy`, evaluated at each scrape."""
+        self.healthy.set_function(lambda: 1.0 if healthy() else 0.0)
+
+    def _oom(self, oom: OomReport) -> None:
+        self.oom_kills.labels(str(OomScope.NODE)).inc(oom.node_kills)
+        self.oom_kills.labels(str(OomScope.PODS)).inc(oom.pods_kills)
+        self.oom_kills.labels(str(OomScope.POD)).inc(oom.attributed_kills)
+        if oom.too_late_kills:
+            self.oom_kills_too_late.labels(str(oom.activity)).inc(oom.too_late_kills)
 
     def _thresholds(
         self, thresholds: Sequence[Threshold], observations: Mapping[Signal, Observation], met: set[Threshold]
@@ -156,4 +233,4 @@ class Metrics:
             observation = observations.get(threshold.signal)
             if observation is not None:
                 quantity = threshold_quantity(threshold.value, observation.capacity)
-                self.threshold.labels(str(threshold.signal), kind).set(float(quantity.value))
+                self.threshold.of(threshold.signal).labels(str(threshold.signal), kind).set(float(quantity.value))

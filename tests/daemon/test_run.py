@@ -56,10 +56,10 @@ def test_metrics_and_health(tmp_path: Path, evictd_processes: list[EvictdProcess
         assert time.monotonic() < deadline
         time.sleep(0.05)
     assert process.http("/healthz") == (200, "ok")
-    available = process.metric("evictd_signal_available", signal="memory.available")
+    available = process.metric("evictd_signal_available_bytes", signal="memory.available")
     assert abs(available - mem_available_bytes()) < 512 << 20
-    assert process.metric("evictd_threshold", kind="hard", signal="memory.available") == GiB
-    assert process.metric("evictd_signal_capacity", signal="nodefs.available") > 0
+    assert process.metric("evictd_threshold_bytes", kind="hard", signal="memory.available") == GiB
+    assert process.metric("evictd_signal_capacity_bytes", signal="nodefs.available") > 0
     assert process.metric("evictd_node_condition", condition="MemoryPressure") == 0
     assert process.metric("evictd_cycle_duration_seconds_count") >= 3
     assert process.metric("evictd_wakeups_total", cause="timer") >= 2

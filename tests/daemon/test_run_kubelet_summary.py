@@ -140,6 +140,6 @@ def test_insecure_tls_must_be_asked_for_and_is_logged_loudly(
     while process.metric("evictd_cycles_total") < 2:
         assert time.monotonic() < deadline
         time.sleep(0.1)
-    assert process.metric("evictd_signal_available", signal="memory.available") == 3 * Gi
+    assert process.metric("evictd_signal_available_bytes", signal="memory.available") == 3 * Gi
     assert process.stop() == 0
     assert not [e for e in process.events if e.get("event") == UNREADABLE]

@@ -45,7 +45,7 @@ def test_a_runtime_that_starts_after_evictd_is_attached_while_it_runs(
         assert time.monotonic() < deadline, "the daemon does not cycle without a runtime"
         time.sleep(0.05)
     # Without the runtime the configured folder is the image filesystem.
-    assert daemon.metric("evictd_signal_capacity", signal="imagefs.available") == capacity_bytes(tmpfs_mount)
+    assert daemon.metric("evictd_signal_capacity_bytes", signal="imagefs.available") == capacity_bytes(tmpfs_mount)
     assert runtime_info_lines(daemon) == []
 
     unstarted_containerd.start()
@@ -58,7 +58,7 @@ def test_a_runtime_that_starts_after_evictd_is_attached_while_it_runs(
     # From now on the runtime names the image filesystem (ImageFsInfo): its snapshotter folder's.
     snapshots = unstarted_containerd.snapshotter_dir
     deadline = time.monotonic() + 10
-    while daemon.metric("evictd_signal_capacity", signal="imagefs.available") != capacity_bytes(snapshots):
+    while daemon.metric("evictd_signal_capacity_bytes", signal="imagefs.available") != capacity_bytes(snapshots):
         assert time.monotonic() < deadline, "the imagefs signal never moved to the runtime's filesystem"
         time.sleep(0.1)
     assert capacity_bytes(snapshots) != capacity_bytes(tmpfs_mount)

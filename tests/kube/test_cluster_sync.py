@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +23,7 @@ from builders import Gi, Mi, pod, pod_stats, summary
 from evictd.core.engine import Assessment, EngineConfig, ReclaimAction
 from evictd.core.kubelet_config import eviction_settings
 from evictd.core.node_status import ConditionMode
+from evictd.core.oom import Activity, OomReport, PodOomKill
 from evictd.core.signals import FsLayout
 from evictd.core.summary import Summary, summary_from_dict
 from evictd.kube.cluster import ClusterSync, EvictablePods
@@ -278,3 +279,22 @@ def test_no_pod_is_evicted_while_the_pod_list_is_unknown(apiserver: ApiServer, t
     finally:
         watcher.stop()
         client.close()
+
+
+def test_oom_kills_become_warning_events_on_the_node(apiserver: ApiServer, cluster: Cluster) -> None:
+    assert cluster.watcher.wait_synced(5.0)
+    report = cluster.cycle()
+    oom = OomReport(node_kills=3, pods_kills=2, activity=Activity.WAITING_FOR_CLEANUP, too_late_kills=3, pod_kills=(
+        PodOomKill(pod_uid="uid-modest", container_id="c" * 64, cgroup="kubepods/poduid-modest", kills=2,
+                   pod_key="default/modest", container_name="app"),))
+
+    cluster.sync.after_cycle(replace(report, oom=oom))
+
+    oom_events = [e for e in node_events(apiserver) if e[1] == "EvictionTooLate"]
+    assert sorted(oom_events) == [
+        ("Warning", "EvictionTooLate", "OOM killer killed 1 process outside the pods cgroup or in a container cgroup "
+                                       "removed since while evictd was waiting for a pod evicted for memory to go"),
+        ("Warning", "EvictionTooLate", "OOM killer killed 2 processes in pod default/modest (container app) while "
+                                       "evictd was waiting for a pod evicted for memory to go"),
+    ]
+    assert cluster.log.warnings == [] and cluster.api_errors == []

@@ -41,7 +41,7 @@ LEAN_FIRST = """
                           dry_run=False, cgroups=CgroupReader(detect_cgroup_layout()))
     assessment = types.SimpleNamespace(skipped=None, node_conditions=[NodeCondition.MEMORY_PRESSURE],
                                        resource_to_reclaim=None, local_storage_evictions=[])
-    parts.sync.after_cycle(types.SimpleNamespace(assessment=assessment))
+    parts.sync.after_cycle(types.SimpleNamespace(assessment=assessment, oom=None))
     result = {
         "pods": sorted(pod.name for pod in parts.pods.active_pods()),
         "loaded": sorted(name for name in heavy if name in sys.modules),

@@ -489,3 +489,14 @@ def _join(parent: str, child: str) -> str:
 def _shown(raw: bytes) -> str:
     shown = repr(raw[:MAX_SHOWN_BYTES])
     return shown + "..." if len(raw) > MAX_SHOWN_BYTES else shown
+
+
+# --------------------------------------------------------------------------------------------------
+# The same reading and parsing rules, for the other cgroupfs reader (evictd.adapters.oom_counters).
+
+read_file = _read
+read_file_if_present = _read_optional
+flat_keyed_value = _stat_field
+child_cgroups = _subfolders
+cgroup_folder = _cgroup_folder
+join_cgroup = _join

@@ -60,6 +60,11 @@ from evictd.cri import ContainerUsage, SandboxUsage
 
 _T = TypeVar("_T")
 
+# The sources of the problems recorded when the container runtime did not answer a stats call.
+CONTAINER_STATS_SOURCE = "CRI ListContainerStats"
+SANDBOX_STATS_SOURCE = "CRI ListPodSandboxStats"
+RUNTIME_SOURCES = frozenset({CONTAINER_STATS_SOURCE, SANDBOX_STATS_SOURCE})
+
 
 class PodList(Protocol):
     """The pods whose stats are wanted (the manager's pod source)."""
@@ -272,7 +277,7 @@ class NodeStatsSource:
             try:
                 runtime = self._last_runtime_answer = self._container_stats()
             except EvictdError as exc:
-                problems.append(SampleError("CRI ListContainerStats", str(exc)))
+                problems.append(SampleError(CONTAINER_STATS_SOURCE, str(exc)))
                 remembered = self._last_runtime_answer
         result = []
         built = self._disk_blocks
@@ -303,7 +308,7 @@ class NodeStatsSource:
         try:
             sandboxes = self._sandbox_stats()
         except EvictdError as exc:
-            problems.append(SampleError("CRI ListPodSandboxStats", str(exc)))
+            problems.append(SampleError(SANDBOX_STATS_SOURCE, str(exc)))
             return pods
         filled = []
         for stats in pods:

@@ -1,11 +1,12 @@
 """What the daemon does in the cluster after each cycle, and the pods it offers the engine.
 
 `ClusterSync.after_cycle` writes the node's conditions and taints, records the kubelet's node events
-(pressure transitions, `EvictionThresholdMet: Attempting to reclaim <resource>`), and retries the journal's
-pending API writes. `wait_for_cleanup` is the kubelet's wait after an eviction (`waitForPodsCleanup`, at most
-30 s): until each evicted pod is gone from the API or, with a container runtime, nothing of it runs on the node
-any more (the part of the kubelet's `podResourcesAreReclaimed` visible from outside it). The pod's phase is no
-evidence: a terminal phase can come before the last container stops, and a pod held by a finalizer stays.
+(pressure transitions, `EvictionThresholdMet: Attempting to reclaim <resource>`) and evictd's own Warning events
+for OOM kills (`EvictionTooLate`, `OOMKill`), and retries the journal's pending API writes. `wait_for_cleanup`
+is the kubelet's wait after an eviction (`waitForPodsCleanup`, at most 30 s): until each evicted pod is gone
+from the API or, with a container runtime, nothing of it runs on the node any more (the part of the kubelet's
+`podResourcesAreReclaimed` visible from outside it). The pod's phase is no evidence: a terminal phase can come
+before the last container stops, and a pod held by a finalizer stays.
 `EvictablePods` is the engine's pod source: the watched pods minus those evictd already evicted (journal), so
 no pod is evicted twice; pods others are deleting stay candidates, as in the kubelet.
 
@@ -25,6 +26,7 @@ from typing import Any
 from evictd.adapters.node_pods import DiscoveredPods
 from evictd.core.engine import Eviction
 from evictd.core.errors import EvictdError, KubeError
+from evictd.core.oom import oom_kill_events
 from evictd.core.pods import CONFIG_SOURCE_ANNOTATION, Pod
 from evictd.kube.critical_record import CriticalPodRecord
 from evictd.kube.events import EventRecorder, record_quietly
@@ -153,6 +155,9 @@ class ClusterSync:
         if assessment.resource_to_reclaim is not None and not assessment.local_storage_evictions:
             self._event(self._events.node_ref(), "Warning", "EvictionThresholdMet",
                         f"Attempting to reclaim {assessment.resource_to_reclaim}")
+        if report.oom is not None:
+            for reason, message in oom_kill_events(report.oom):
+                self._event(self._events.node_ref(), "Warning", reason, message)
         if self._evictor is not None:
             for error in self._evictor.replay():
                 self._log.warning("pending eviction writes still failing", error=str(error))

@@ -1,0 +1,116 @@
+"""The kernel's OOM-kill counters: the machine's, the pods cgroup's and every cgroup below it.
+
+Job: read what the kernel counts about OOM kills, for the pure arithmetic of `evictd.core.oom`:
+
+* the machine: ``oom_kill`` of ``<proc>/vmstat``: every process the OOM killer killed, globally or in a memory
+  cgroup (kernel 4.13 and later);
+* cgroup v2: ``memory.events`` ``oom_kill`` and ``oom_group_kill``, hierarchical: the pods cgroup's counter counts
+  every kill below it and a pod cgroup's every kill in its containers, even in container cgroups removed since;
+* cgroup v1: ``memory.oom_control`` ``oom_kill`` (kernel 4.13 and later), counted only in the cgroup the killed
+  process lived in (the kernel does not propagate it on v1): every cgroup below the pods cgroup is read. A
+  container cgroup the runtime removed before it was read (containerd removes it when the container exits)
+  takes its count with it: that kill is still counted on the machine, not in a pod.
+
+Each counter is tagged with the pod (UID) and container (ID) whose cgroup holds it, named as `CgroupReader`
+names them for the kubelet's cgroup driver. A cgroup removed while it is walked held nothing any more and is
+passed over; every other failure raises ``SampleError(path, reason)``. Nothing is written.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from evictd.adapters.cgroups import (
+    CgroupReader,
+    cgroup_folder,
+    child_cgroups,
+    flat_keyed_value,
+    join_cgroup,
+    read_file,
+    read_file_if_present,
+)
+from evictd.core.errors import SampleError
+from evictd.core.oom import CgroupOomCount
+
+OOM_KILL_KEY = b"oom_kill"
+GROUP_KILL_KEY = b"oom_group_kill"
+V1_OOM_FILE = "memory.oom_control"
+V2_EVENTS_FILE = "memory.events"
+
+
+class OomCounters:
+    """Reads the OOM-kill counters of the machine and of the cgroups below the pods cgroup."""
+
+    def __init__(self, cgroups: CgroupReader, proc_root: str | Path = "/proc") -> None:
+        self._cgroups = cgroups
+        self._memory_dir = str(cgroups.layout.memory_hierarchy)
+        self._vmstat = str(Path(proc_root) / "vmstat")
+        self._v1 = cgroups.layout.version == 1
+
+    def node_kills(self) -> int:
+        """Return the machine's OOM kills since boot. Raises SampleError."""
+        return flat_keyed_value(self._vmstat, read_file(self._vmstat), OOM_KILL_KEY)
+
+    def pods_kills(self) -> int | None:
+        """Return the hierarchical OOM-kill counter of the pods cgroup (v2), None on v1 or without a pods cgroup.
+
+        Raises SampleError.
+        """
+        if self._v1 or not self._cgroups.has_pods_cgroup():
+            return None
+        return self._read(self._cgroups.pods_cgroup())[0]
+
+    def cgroup_kills(self) -> tuple[CgroupOomCount, ...]:
+        """Return the counters below the pods cgroup, tagged with their pods and containers (none without one).
+
+        v1: every cgroup from the pods cgroup down (local counters). v2: each pod cgroup and the container
+        cgroups directly under it (hierarchical counters). Raises SampleError.
+        """
+        if not self._cgroups.has_pods_cgroup():
+            return ()
+        pods = self._cgroups.pod_cgroups()
+        owners: dict[str, tuple[str, str]] = {}
+        for uid, pod in pods.items():
+            owners[pod.path] = (uid, "")
+            for container_id, path in self._cgroups.container_cgroups(pod.path).items():
+                owners[path] = (uid, container_id)
+        if self._v1:
+            return tuple(self._v1_subtree(self._cgroups.pods_cgroup(), owners))
+        counts = []
+        for path, (uid, container_id) in owners.items():
+            read = self._read_if_present(path)
+            if read is not None:
+                counts.append(CgroupOomCount(path=path, oom_kills=read[0], group_kills=read[1], pod_uid=uid,
+                                             container_id=container_id, hierarchical=True))
+        return tuple(counts)
+
+    def _v1_subtree(self, top: str, owners: dict[str, tuple[str, str]]) -> list[CgroupOomCount]:
+        counts = []
+        stack = [(top, ("", ""))]
+        while stack:
+            path, inherited = stack.pop()
+            owner = owners.get(path, inherited)
+            read = self._read_if_present(path)
+            names = child_cgroups(cgroup_folder(self._memory_dir, path), missing_ok=True)
+            if read is None or names is None:
+                continue  # removed while walked: it held no process any more
+            counts.append(CgroupOomCount(path=path, oom_kills=read[0], pod_uid=owner[0], container_id=owner[1]))
+            stack.extend((join_cgroup(path, name), owner) for name in names)
+        return counts
+
+    def _read(self, cgroup: str) -> tuple[int, int]:
+        found = self._read_if_present(cgroup)
+        if found is None:
+            raise SampleError(cgroup_folder(self._memory_dir, cgroup), "no such cgroup")
+        return found
+
+    def _read_if_present(self, cgroup: str) -> tuple[int, int] | None:
+        """Return (OOM kills, group kills) of `cgroup`, None if the cgroup is gone."""
+        path = cgroup_folder(self._memory_dir, cgroup) + "/" + (V1_OOM_FILE if self._v1 else V2_EVENTS_FILE)
+        data = read_file_if_present(path)
+        if data is None:
+            return None
+        kills = flat_keyed_value(path, data, OOM_KILL_KEY)
+        if self._v1 or (b"\n" + GROUP_KILL_KEY + b" ") not in data:
+            return kills, 0  # v1 has no group kills; v2 kernels before 5.17 do not count them
+        return kills, flat_keyed_value(path, data, GROUP_KILL_KEY)

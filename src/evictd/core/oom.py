@@ -1,0 +1,373 @@
+"""OOM-kill feedback: kernel OOM kills counted per cycle, attributed to pods, and judged against what evictd did.
+
+An OOM kill on the node is what an eviction manager exists to prevent. The kernel counts them in three places,
+which the adapter (`evictd.adapters.oom_counters`) reads into an `OomReading`:
+
+* `/proc/vmstat` `oom_kill`: every process the OOM killer killed on the machine (global or in a memory cgroup);
+* cgroup v2 `memory.events` `oom_kill` (and `oom_group_kill`): hierarchical, so the pods cgroup's counter counts
+  every kill below it, a pod cgroup's every kill in its containers, even those whose cgroups are gone;
+* cgroup v1 `memory.oom_control` `oom_kill`: local to the cgroup the killed process lived in (the kernel does not
+  propagate it to the parents on v1), so the pods total is the sum over every cgroup below the pods cgroup.
+
+This module does the arithmetic and the judging, without I/O:
+
+* `oom_feedback(state, reading, activity_now, now)` turns two readings into the kills of the interval between
+  them (a counter that went down belongs to a cgroup made anew: its value is all new), attributes them to pods
+  and containers where a cgroup says which, and classifies them by what evictd was doing meanwhile (`Activity`);
+* `activity_after_cycle(...)` says what evictd was doing after a cycle, until the next one;
+* `cgroups_walk_needed(state, node, pods)` says whether the per-cgroup counters must be read this cycle: only
+  when no baseline exists yet or a kill happened since the last walk (the node or hierarchical pods counter
+  moved), so a quiet node costs one or two small reads per cycle.
+
+"Too late": a kill that happened while a memory threshold was met but no eviction had relieved it yet (its
+grace period running, its eviction failing or not carried out, the evicted pod not yet gone), within
+`TOO_LATE_WINDOW_S` after an eviction for memory, or under a pressure that no cycle had seen yet. Such kills
+say the thresholds or the grace periods are too lax. Kills while no memory threshold was met (a container over
+its own limit on a relaxed node) are counted, never called too late.
+
+Invariants: inputs are never mutated; `now` is monotonic seconds from the caller; the first reading is the
+baseline (kills before evictd started are not counted); a kill is counted once, in the interval where its
+counter moved.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from evictd.core.engine import Assessment, Eviction
+from evictd.core.signals import MEMORY_SIGNALS
+
+# The kubelet waits at most 30 s for an evicted pod to be cleaned up (podCleanupTimeout); a kill within twice
+# that after an eviction for memory means the eviction came too late to relieve the pressure that caused it.
+TOO_LATE_WINDOW_S = 60.0
+
+
+class OomScope(StrEnum):
+    """Where an OOM kill was counted (the `scope` label of `evictd_oom_kills_total`)."""
+
+    NODE = "node"  # anywhere on the machine (/proc/vmstat)
+    PODS = "pods"  # below the pods cgroup
+    POD = "pod"  # attributed to one pod by its cgroup
+
+
+class Activity(StrEnum):
+    """What evictd was doing about memory while an OOM kill happened."""
+
+    IDLE = "idle"  # no memory threshold met
+    PRESSURE_UNSEEN = "pressure-unseen"  # met at the cycle after the kill, not at the one before
+    GRACE_PERIOD = "grace-period"  # a memory threshold met, its grace period running
+    NOT_EVICTED = "not-evicted"  # grace period over, no pod evicted (every candidate critical, dry-run, ...)
+    EVICTION_FAILED = "eviction-failed"  # the eviction's API writes failed (API down, throttled, refusing)
+    WAITING_FOR_CLEANUP = "waiting-for-cleanup"  # a pod evicted for memory, not yet gone
+    AFTER_EVICTION = "after-eviction"  # within TOO_LATE_WINDOW_S after an eviction for memory
+
+
+TOO_LATE_ACTIVITIES: frozenset[Activity] = frozenset(set(Activity) - {Activity.IDLE})
+
+# Each reads after "while": "OOM killer killed 1 process in pod a/b while <description>".
+ACTIVITY_TO_DESCRIPTION: Mapping[Activity, str] = {
+    Activity.IDLE: "no memory threshold was met",
+    Activity.PRESSURE_UNSEEN: "a memory threshold was met that no cycle had seen yet",
+    Activity.GRACE_PERIOD: "a memory threshold was met, its grace period running",
+    Activity.NOT_EVICTED: "a memory threshold was met past its grace period and no pod was evicted",
+    Activity.EVICTION_FAILED: "the API writes of an eviction for memory were failing",
+    Activity.WAITING_FOR_CLEANUP: "evictd was waiting for a pod evicted for memory to go",
+    Activity.AFTER_EVICTION: f"a pod had been evicted for memory less than {TOO_LATE_WINDOW_S:g} s before",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class CgroupOomCount:
+    """The OOM-kill counters of one cgroup below the pods cgroup.
+
+    `hierarchical` says the counter includes the cgroups below (v2 `memory.events`); v1 counters are local.
+    `pod_uid` and `container_id` are empty where the cgroup is not (inside) a pod or a container cgroup.
+    """
+
+    path: str
+    oom_kills: int
+    pod_uid: str = ""
+    container_id: str = ""
+    group_kills: int = 0
+    hierarchical: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class OomReading:
+    """One reading of the kernel's counters; None where unreadable or, for `cgroups`, not read this cycle.
+
+    `pods` is the hierarchical pods-cgroup counter (cgroup v2); on v1 it is None and the pods total is summed
+    from `cgroups`.
+    """
+
+    node: int | None
+    pods: int | None = None
+    cgroups: tuple[CgroupOomCount, ...] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class OomState:
+    """The counters as last read, and what evictd was doing since its last cycle.
+
+    `node_at_walk` and `pods_at_walk` are the machine's and the pods cgroup's counters as they were when the
+    per-cgroup counters were last read: a walk that could not be done leaves them, so the next cycle walks.
+    """
+
+    node: int | None = None
+    pods: int | None = None
+    cgroups: Mapping[str, int] = field(default_factory=dict)
+    group_kills: Mapping[str, int] = field(default_factory=dict)
+    baseline: bool = False  # a first reading was taken
+    walked: bool = False  # the per-cgroup counters were read at least once
+    node_at_walk: int | None = None
+    pods_at_walk: int | None = None
+    activity: Activity = Activity.IDLE
+    last_memory_eviction_at: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PodOomKill:
+    """OOM kills attributed to one pod (and to one of its containers, when `container_id` is set)."""
+
+    pod_uid: str
+    container_id: str
+    cgroup: str
+    kills: int
+    group_kills: int = 0
+    pod_key: str = ""  # namespace/name, filled in by the shell where the pod is known
+    container_name: str = ""  # filled in by the shell where the runtime names the container
+
+
+@dataclass(frozen=True, slots=True)
+class OomReport:
+    """The OOM kills of one interval between cycles and what evictd was doing meanwhile."""
+
+    node_kills: int = 0
+    pods_kills: int = 0
+    pod_kills: tuple[PodOomKill, ...] = ()
+    activity: Activity = Activity.IDLE
+    too_late_kills: int = 0
+    # The pods count is the pods cgroup's own hierarchical counter (v2), not a sum over the cgroups still present
+    # (v1): only then are kills the pods count lacks known to be outside the pods cgroup.
+    pods_counted_exactly: bool = False
+
+    @property
+    def attributed_kills(self) -> int:
+        """Return the kills attributed to a pod."""
+        return sum(kill.kills for kill in self.pod_kills)
+
+    @property
+    def outside_pods_kills(self) -> int:
+        """Return the kills on the machine the pods count lacks: outside the pods cgroup (system daemons, a node
+        without pods) or, unless `pods_counted_exactly`, in a cgroup below it removed before it was read."""
+        return max(0, self.node_kills - self.pods_kills)
+
+    @property
+    def unattributed_pods_kills(self) -> int:
+        """Return the kills in the pods cgroup no pod cgroup accounts for (on v1: a container cgroup gone since)."""
+        return max(0, self.pods_kills - self.attributed_kills)
+
+    @property
+    def has_kills(self) -> bool:
+        """Return True when any OOM kill was counted in this interval."""
+        return bool(self.node_kills or self.pods_kills or self.pod_kills)
+
+
+def counter_delta(before: int | None, now: int | None) -> int:
+    """Return how much a kernel counter moved; 0 when either reading is missing.
+
+    A counter that went down was made anew (a cgroup removed and created again at the same path): everything it
+    holds happened since.
+    """
+    if before is None or now is None:
+        return 0
+    return now - before if now >= before else now
+
+
+def cgroups_walk_needed(state: OomState, node_now: int | None, pods_now: int | None) -> bool:
+    """Return True when the per-cgroup counters must be read this cycle.
+
+    With a hierarchical pods counter (v2), only when it moved since the last walk; otherwise (v1) when the
+    machine's counter moved, since every kill in a pod moves it too. Always before the first walk, and while
+    neither counter can be read.
+    """
+    if not state.walked:
+        return True
+    if pods_now is not None:
+        return state.pods_at_walk is None or pods_now != state.pods_at_walk
+    return node_now is None or state.node_at_walk is None or node_now != state.node_at_walk
+
+
+def activity_after_cycle(
+    assessment: Assessment, evictions: Sequence[Eviction], eviction_failed: bool, dry_run: bool
+) -> Activity:
+    """Return what evictd is doing about memory after a cycle, until the next one.
+
+    `eviction_failed` says the cycle's eviction raised (its API writes pending); `dry_run` that evictions are
+    decided but not carried out.
+    """
+    if any(e.threshold is not None and e.threshold.signal in MEMORY_SIGNALS for e in evictions):
+        if dry_run:
+            return Activity.NOT_EVICTED
+        return Activity.EVICTION_FAILED if eviction_failed else Activity.WAITING_FOR_CLEANUP
+    memory = [status for status in assessment.thresholds if status.threshold.signal in MEMORY_SIGNALS]
+    if not memory:
+        return Activity.IDLE
+    if any(status.grace_met for status in memory):
+        return Activity.NOT_EVICTED
+    return Activity.GRACE_PERIOD
+
+
+def classify(state: OomState, activity_now: Activity, now: float) -> Activity:
+    """Return what evictd was doing between its last cycle and `now`.
+
+    What the last cycle left it doing; else, within the window after an eviction for memory, AFTER_EVICTION;
+    else, when this cycle sees memory pressure the last did not, PRESSURE_UNSEEN.
+    """
+    if state.activity is not Activity.IDLE:
+        return state.activity
+    if state.last_memory_eviction_at is not None and now - state.last_memory_eviction_at <= TOO_LATE_WINDOW_S:
+        return Activity.AFTER_EVICTION
+    if activity_now is not Activity.IDLE:
+        return Activity.PRESSURE_UNSEEN
+    return Activity.IDLE
+
+
+def pod_oom_kills(
+    before: Mapping[str, int], before_groups: Mapping[str, int], counts: Sequence[CgroupOomCount]
+) -> tuple[tuple[PodOomKill, ...], int]:
+    """Return the kills per pod and container since `before` (path -> counter), and the sum of the local counters.
+
+    A cgroup absent from `before` is new since: all its kills are. A pod cgroup with a hierarchical counter
+    gives the pod's total; the kills its container cgroups do not account for (a process in the pod cgroup
+    itself, a container cgroup removed since) are the pod's with no container. With local counters (v1) the
+    pod's kills are the sum over its cgroups, and the sum of every local counter is the pods total.
+    """
+    local_total = 0
+    # uid -> container id ("" for none) -> [kills, group kills]
+    by_pod: dict[str, dict[str, list[int]]] = {}
+    pod_totals: dict[str, tuple[int, int]] = {}  # uid -> the pod cgroup's hierarchical (kills, group kills)
+    pod_cgroup: dict[str, str] = {}
+    for count in counts:
+        kills = counter_delta(before.get(count.path, 0), count.oom_kills)
+        groups = counter_delta(before_groups.get(count.path, 0), count.group_kills)
+        if not count.hierarchical:
+            local_total += kills
+        if not count.pod_uid:
+            continue
+        containers = by_pod.setdefault(count.pod_uid, {})
+        if not count.container_id:
+            pod_cgroup.setdefault(count.pod_uid, count.path)
+            if count.hierarchical:
+                pod_totals[count.pod_uid] = (kills, groups)
+                continue
+        entry = containers.setdefault(count.container_id, [0, 0])
+        entry[0] += kills
+        entry[1] += groups
+    found: list[PodOomKill] = []
+    for uid, containers in by_pod.items():
+        if uid in pod_totals:
+            pod_kills, pod_groups = pod_totals[uid]
+            in_containers = [entry for cid, entry in containers.items() if cid]
+            containers[""] = [max(0, pod_kills - sum(e[0] for e in in_containers)),
+                              max(0, pod_groups - sum(e[1] for e in in_containers))]
+        for cid, (kills, groups) in sorted(containers.items()):
+            if kills:
+                found.append(PodOomKill(pod_uid=uid, container_id=cid, cgroup=pod_cgroup.get(uid, ""), kills=kills,
+                                        group_kills=groups))
+    return tuple(found), local_total
+
+
+def oom_feedback(
+    state: OomState, reading: OomReading, activity_now: Activity, now: float
+) -> tuple[OomState, OomReport]:
+    """Return the new state and the OOM kills since the last reading, attributed and classified.
+
+    `activity_now` is what the cycle just run leaves evictd doing (`activity_after_cycle`): it judges the next
+    interval, and a pressure first seen now judges this one (PRESSURE_UNSEEN). `reading.cgroups` None means the
+    per-cgroup counters were not read (not needed, or unreadable): no pod is named this cycle, and the next walk
+    finds the kills of both intervals.
+    """
+    node_kills = counter_delta(state.node, reading.node) if state.baseline else 0
+    pod_kills: tuple[PodOomKill, ...] = ()
+    summed_pods = 0
+    walked_state = (state.cgroups, state.group_kills, state.walked, state.node_at_walk, state.pods_at_walk)
+    if reading.cgroups is not None:
+        if state.walked:
+            pod_kills, summed_pods = pod_oom_kills(state.cgroups, state.group_kills, reading.cgroups)
+        walked_state = (
+            {count.path: count.oom_kills for count in reading.cgroups},
+            {count.path: count.group_kills for count in reading.cgroups if count.group_kills},
+            True,
+            reading.node,
+            reading.pods,
+        )
+    if reading.pods is not None:
+        pods_kills = counter_delta(state.pods, reading.pods) if state.baseline else 0
+    else:
+        pods_kills = summed_pods
+    activity = classify(state, activity_now, now)
+    node_known = reading.node is not None and state.node is not None
+    counted = node_kills if node_known else pods_kills
+    evicted_now = activity_now in (Activity.WAITING_FOR_CLEANUP, Activity.EVICTION_FAILED)
+    cgroups, group_kills, walked, node_at_walk, pods_at_walk = walked_state
+    new_state = OomState(
+        node=reading.node,
+        pods=reading.pods,
+        cgroups=cgroups,
+        group_kills=group_kills,
+        baseline=True,
+        walked=walked,
+        node_at_walk=node_at_walk,
+        pods_at_walk=pods_at_walk,
+        activity=activity_now,
+        last_memory_eviction_at=now if evicted_now else state.last_memory_eviction_at,
+    )
+    report = OomReport(
+        node_kills=node_kills,
+        pods_kills=pods_kills,
+        pod_kills=pod_kills,
+        activity=activity,
+        too_late_kills=counted if activity in TOO_LATE_ACTIVITIES else 0,
+        pods_counted_exactly=reading.pods is not None,
+    )
+    return new_state, report
+
+
+# Reasons of the Warning events on the node: one for kills while evictd was relieving (or should have been
+# relieving) memory pressure, one for the others.
+TOO_LATE_REASON = "EvictionTooLate"
+OOM_KILL_REASON = "OOMKill"
+
+
+def _processes(count: int) -> str:
+    return "1 process" if count == 1 else f"{count} processes"
+
+
+def outside_pods(report: OomReport) -> str:
+    """Return where the kills the pods count lacks happened, as far as the counters tell."""
+    if report.pods_counted_exactly:
+        return "outside the pods cgroup"
+    return "outside the pods cgroup or in a container cgroup removed since"
+
+
+def oom_kill_events(report: OomReport) -> tuple[tuple[str, str], ...]:
+    """Return the (reason, message) of each node event the report calls for: one per pod and container named,
+    one for the kills in pods not named, one for the kills outside the pods cgroup."""
+    reason = TOO_LATE_REASON if report.activity in TOO_LATE_ACTIVITIES else OOM_KILL_REASON
+    doing = f"while {ACTIVITY_TO_DESCRIPTION[report.activity]}"
+    events = []
+    for kill in report.pod_kills:
+        pod = kill.pod_key or f"with UID {kill.pod_uid}"
+        container = kill.container_name or kill.container_id[:12]
+        where = f"pod {pod} (container {container})" if container else f"pod {pod}"
+        events.append((reason, f"OOM killer killed {_processes(kill.kills)} in {where} {doing}"))
+    if report.unattributed_pods_kills:
+        events.append((reason, f"OOM killer killed {_processes(report.unattributed_pods_kills)} in the pods cgroup, "
+                               f"in no pod cgroup still present, {doing}"))
+    if report.outside_pods_kills:
+        events.append((reason, f"OOM killer killed {_processes(report.outside_pods_kills)} {outside_pods(report)} "
+                               f"{doing}"))
+    return tuple(events)

@@ -1,0 +1,112 @@
+"""OOM-kill feedback of the daemon: after each cycle, the kernel's OOM kills since the last one, judged.
+
+Sequences one step: read the counters (`evictd.adapters.oom_counters`; the per-cgroup ones only when
+`cgroups_walk_needed` says a kill happened since the last walk), run the pure `evictd.core.oom.oom_feedback`
+with what the cycle leaves evictd doing, and name the pods (from the cycle's pods) and containers (from the
+container runtime, when one is attached) the kills were attributed to. It never logs: the returned
+`OomReport` goes into the cycle report, from which the daemon exports metrics, logs each kill and records a
+node event. Counters that cannot be read are kept in `problems` (the daemon logs them once) and leave that
+count at zero for the cycle, never guessed.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from typing import Protocol
+
+from evictd.core.errors import EvictdError, SampleError
+from evictd.core.oom import (
+    CgroupOomCount,
+    OomReading,
+    OomReport,
+    OomState,
+    PodOomKill,
+    activity_after_cycle,
+    cgroups_walk_needed,
+    oom_feedback,
+)
+from evictd.manager import CycleReport
+
+# The runtime's containers of one pod (ID -> name); raises EvictdError when the runtime does not answer.
+ContainerNames = Callable[[str], Mapping[str, str]]
+
+
+class OomCounterSource(Protocol):
+    """The kernel's OOM-kill counters (evictd.adapters.oom_counters.OomCounters); each raises SampleError."""
+
+    def node_kills(self) -> int: ...
+
+    def pods_kills(self) -> int | None: ...
+
+    def cgroup_kills(self) -> tuple[CgroupOomCount, ...]: ...
+
+
+class OomFeedback:
+    """Counts the OOM kills of each interval between cycles against what evictd was doing.
+
+    `dry_run` says evictions are decided but not carried out (so no eviction is waited for).
+    """
+
+    def __init__(
+        self,
+        counters: OomCounterSource,
+        *,
+        dry_run: bool,
+        container_names: ContainerNames | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.state = OomState()
+        self.problems: tuple[SampleError, ...] = ()
+        self.container_names = container_names
+        self._counters = counters
+        self._dry_run = dry_run
+        self._clock = clock
+
+    def observe(self, report: CycleReport) -> OomReport:
+        """Read the counters now; return the kills since the last call, attributed, named and classified."""
+        problems: list[SampleError] = []
+
+        def attempt(read: Callable[[], int | None]) -> int | None:
+            try:
+                return read()
+            except SampleError as exc:
+                problems.append(exc)
+                return None
+
+        node = attempt(self._counters.node_kills)
+        pods = attempt(self._counters.pods_kills)
+        cgroups = None
+        if cgroups_walk_needed(self.state, node, pods):
+            try:
+                cgroups = self._counters.cgroup_kills()
+            except SampleError as exc:
+                problems.append(exc)
+        activity = activity_after_cycle(report.assessment, report.evictions, bool(report.eviction_errors),
+                                        self._dry_run)
+        self.state, found = oom_feedback(self.state, OomReading(node=node, pods=pods, cgroups=cgroups), activity,
+                                         self._clock())
+        self.problems = tuple(problems)
+        if not found.pod_kills:
+            return found
+        return replace(found, pod_kills=tuple(self._named(found.pod_kills, report)))
+
+    def _named(self, kills: tuple[PodOomKill, ...], report: CycleReport) -> list[PodOomKill]:
+        keys = {pod.uid: pod.key for pod in report.pods}
+        if report.summary is not None:
+            for stats in report.summary.pods:
+                keys.setdefault(stats.pod_ref.uid, f"{stats.pod_ref.namespace}/{stats.pod_ref.name}")
+        names: dict[str, Mapping[str, str]] = {}
+        named = []
+        for kill in kills:
+            container_name = ""
+            if kill.container_id and self.container_names is not None:
+                if kill.pod_uid not in names:
+                    try:
+                        names[kill.pod_uid] = self.container_names(kill.pod_uid)
+                    except EvictdError:
+                        names[kill.pod_uid] = {}  # the kill is still reported, by container ID
+                container_name = names[kill.pod_uid].get(kill.container_id, "")
+            named.append(replace(kill, pod_key=keys.get(kill.pod_uid, ""), container_name=container_name))
+        return named

@@ -1,0 +1,112 @@
+"""A real Prometheus scrapes a real `evictd run` under real memory pressure: the pressure alert fires and every
+dashboard query returns data.
+
+The node is kubelet-like in a private test cgroup (tests/real_pod_node.py): the pods cgroup limited to 512 MiB,
+one burstable pod whose real process allocates 360 MiB, past the `allocatableMemory.available<200Mi` threshold
+(and far from its limit: no OOM kill). evictd runs as a user runs it (no API: evictions are decided and
+reported), every signal with a threshold so that each threshold panel has one. Debian's Prometheus (loopback,
+a temporary data folder) scrapes it every second and evaluates deploy/monitoring/evictd.rules.yaml every second.
+Through Prometheus's HTTP API the test waits for `EvictdNodePressure{condition="MemoryPressure"}` to fire, checks
+that no alert about evictd's own health does, and runs each panel query of the dashboard with Grafana's
+variables filled in as Grafana would (`$instance` as the node, `$__rate_interval` as four scrape intervals at
+least), asserting each returns data.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from evictd_process import EvictdProcess
+from monitoring_files import RULES, dashboard_queries
+from prometheus_server import PrometheusServer
+
+from real_pod_node import MiB, RealPodNode
+
+NODE = "node-under-test"
+POD_LIMIT_BYTES = 512 * MiB
+ALLOCATED_BYTES = 360 * MiB
+# Grafana's $__rate_interval is at least four scrape intervals (1 s here); 10 s holds about ten samples.
+RATE_INTERVAL = "10s"
+ALERT_TIMEOUT_S = 30.0
+# The alerts about evictd's own health: none may fire on a healthy daemon.
+HEALTH_ALERTS = ("EvictdDown", "EvictdNotCycling", "EvictdStatsStale", "EvictdJournalWriteErrors")
+KUBELET_CONFIG = (
+    "evictionHard: {allocatableMemory.available: 200Mi, memory.available: 100Mi, nodefs.available: 1%,\n"
+    "  nodefs.inodesFree: 1%, imagefs.available: 1%, imagefs.inodesFree: 1%, pid.available: 1%}\n"
+    "enforceNodeAllocatable: []\n"
+)
+
+
+@pytest.fixture
+def real_pod(tmp_path: Path) -> Iterator[RealPodNode]:
+    node = RealPodNode(kubelet_root=tmp_path / "kubelet", pod_logs_dir=tmp_path / "pod-logs",
+                       pods_limit_bytes=POD_LIMIT_BYTES)
+    try:
+        node.create(volume_files={"data.bin": MiB}, log_bytes=4096)
+        yield node
+    finally:
+        node.teardown()
+
+
+def firing(server: PrometheusServer, name: str) -> list[dict[str, Any]]:
+    return [a for a in server.alerts() if a["labels"]["alertname"] == name and a["state"] == "firing"]
+
+
+def grafana_expr(expr: str) -> str:
+    """Fill in the dashboard's variables as Grafana does for one selected node (a name without regex characters)."""
+    assert re.fullmatch(r"[a-z0-9-]+", NODE)
+    return expr.replace("$__rate_interval", RATE_INTERVAL).replace("$instance", NODE)
+
+
+def test_pressure_alert_fires_and_every_dashboard_query_returns_data(
+    tmp_path: Path, real_pod: RealPodNode
+) -> None:
+    process = real_pod.start_process()
+    (tmp_path / "evictd").mkdir()
+    (tmp_path / "prometheus").mkdir()
+    daemon = EvictdProcess(
+        tmp_path / "evictd", kubelet=KUBELET_CONFIG,
+        evictd=f"housekeepingInterval: 1s\ncgroupRoot: /{real_pod.base}\nkubeletRootDir: {real_pod.kubelet_root}\n"
+               f"podLogsDir: {real_pod.pod_logs_dir}\nimageFsPath: {tmp_path}\ncontainerFsPath: {tmp_path}\n"
+               "containerRuntimeEndpoint: unix:///nonexistent/evictd-test.sock\n")
+    server: PrometheusServer | None = None
+    try:
+        daemon.wait_event("evictd started")
+        server = PrometheusServer(tmp_path / "prometheus", [f"127.0.0.1:{daemon.port}"], [RULES], NODE)
+        deadline = time.monotonic() + ALERT_TIMEOUT_S
+        while not server.query(f'evictd_cycles_total{{job="evictd", instance="{NODE}"}} > 2'):
+            assert time.monotonic() < deadline, "Prometheus did not scrape evictd's cycles"
+            time.sleep(0.5)
+        assert firing(server, "EvictdNodePressure") == [], "no pressure yet"
+
+        process.do(f"alloc {ALLOCATED_BYTES}")
+        daemon.wait_event("node conditions changed", timeout=10)
+        deadline = time.monotonic() + ALERT_TIMEOUT_S
+        while not (alerts := firing(server, "EvictdNodePressure")):
+            assert time.monotonic() < deadline, f"EvictdNodePressure never fired: {server.alerts()}"
+            time.sleep(0.5)
+        (alert,) = alerts
+        assert alert["labels"] == {"alertname": "EvictdNodePressure", "condition": "MemoryPressure",
+                                   "instance": NODE, "severity": "warning"}
+        assert alert["annotations"]["summary"] == f"{NODE} is under MemoryPressure"
+
+        time.sleep(int(RATE_INTERVAL[:-1]) + 1)  # a whole rate window of samples under pressure
+        empty = []
+        for title, expr in dashboard_queries():
+            if not server.query(grafana_expr(expr)):
+                empty.append((title, expr))
+        assert empty == [], f"dashboard queries without data: {empty}"
+        met = server.query(grafana_expr('evictd_threshold_met{job="evictd", instance=~"$instance", '
+                                        'signal="allocatableMemory.available"}'))
+        assert [float(sample["value"][1]) for sample in met] == [1.0]
+        for name in HEALTH_ALERTS:
+            assert not [a for a in server.alerts() if a["labels"]["alertname"] == name], name
+    finally:
+        if server is not None:
+            server.stop()
+        assert daemon.stop() == 0

@@ -170,7 +170,11 @@ class NodeUnderTest(abc.ABC):
         return self.recorder.of(ref)
 
     def wait_gone(self, ref: PodRef, timeout_s: float = 60.0) -> None:
+        """Until the pod is removed and the recorder's watch has seen its DELETED (which can come after a GET
+        already answers 404), so `versions` ends with the removal."""
         wait_until(lambda: self.pod(ref) is None, timeout_s, f"pod {ref.name} to be removed")
+        wait_until(lambda: any(v.type == "DELETED" for v in self.versions(ref)), 10,
+                   f"the watch to see pod {ref.name} deleted")
 
     def remove_finalizers(self, ref: PodRef) -> None:
         """What the finalizer's controller (e.g. the Job controller) does once it has seen the pod end."""

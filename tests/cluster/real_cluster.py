@@ -883,6 +883,11 @@ class RealCluster:
         It stands for evictd's DaemonSet pod, the object evictd's token is bound to (busybox, exits on SIGTERM).
         """
         existing = self.pod(name, namespace)
+        if existing is not None and (existing.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+            # Ended (e.g. evicted by the kubelet when a test turns its eviction on): no pod GC here, so remove it.
+            self.api.request("DELETE", f"/api/v1/namespaces/{namespace}/pods/{name}", {"gracePeriodSeconds": 0})
+            wait_for(lambda: self.pod(name, namespace) is None, POD_DELETE_TIMEOUT_S, f"pod {namespace}/{name} to go")
+            existing = None
         if existing is not None and existing["metadata"].get("deletionTimestamp"):
             wait_for(lambda: self.pod(name, namespace) is None, POD_DELETE_TIMEOUT_S, f"pod {namespace}/{name} to go")
             existing = None
@@ -898,6 +903,7 @@ class RealCluster:
                     "serviceAccountName": EVICTD_SERVICE_ACCOUNT,
                     "automountServiceAccountToken": False,
                     "terminationGracePeriodSeconds": 1,
+                    "priorityClassName": "system-node-critical",  # as the DaemonSet's: never evicted by a kubelet
                     "tolerations": [{"operator": "Exists"}],  # as a DaemonSet pod: whatever taints evictd sets
                     "containers": [{"name": "identity", "image": self.busybox_image, "imagePullPolicy": "Never",
                                     "command": ["sh", "-c", IDENTITY_POD_SCRIPT]}],

@@ -15,31 +15,13 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from collections.abc import Iterable
-from typing import Any
 
 from evictd.core.pods import Pod, is_critical_pod, is_mirror_pod
+from evictd.kube.atomic_file import write_json_atomically
 
 # The largest record read back (a node runs at most a few hundred pods: 40 bytes per UID).
 MAX_RECORD_BYTES = 1 << 20
-
-
-def write_json_atomically(path: str, document: Any) -> None:
-    """Replace `path` with `document` as JSON: either the old or the new file survives a crash. Raises OSError."""
-    folder = os.path.dirname(path) or "."
-    os.makedirs(folder, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(prefix=".tmp-", dir=folder)
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as stream:
-            json.dump(document, stream)
-            stream.flush()
-            os.fsync(stream.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        if os.path.exists(temporary):
-            os.unlink(temporary)
-        raise
 
 
 def critical_uids(pods: Iterable[Pod]) -> frozenset[str]:

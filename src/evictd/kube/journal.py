@@ -24,13 +24,13 @@ import json
 import math
 import os
 import stat
-import tempfile
 from collections.abc import Callable
 from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 from datetime import UTC, datetime
 from typing import Any
 
 from evictd.core.errors import SampleError, bounded_repr
+from evictd.kube.atomic_file import write_json_atomically
 
 # How long a finished eviction is remembered (longer than any pod's termination grace period in practice).
 REMEMBER_DONE_S = 600.0
@@ -284,20 +284,8 @@ class EvictionJournal:
     def _write(self) -> None:
         """Replace the file with the entries in memory; raise OSError."""
         assert self._path is not None
-        folder = os.path.dirname(self._path) or "."
-        os.makedirs(folder, exist_ok=True)
         document = {"version": JOURNAL_VERSION, "evictions": [asdict(entry) for entry in self._entries.values()]}
-        handle, temporary = tempfile.mkstemp(prefix=TEMPORARY_PREFIX, dir=folder)
-        try:
-            with os.fdopen(handle, "w", encoding="utf-8") as stream:
-                json.dump(document, stream)
-                stream.flush()
-                os.fsync(stream.fileno())
-            os.replace(temporary, self._path)
-        except BaseException:
-            if os.path.exists(temporary):
-                os.unlink(temporary)
-            raise
+        write_json_atomically(self._path, document, prefix=TEMPORARY_PREFIX)
 
     def _save(self) -> bool:
         """Write the file; on failure keep the entries in memory for `flush`. Return whether it was written."""

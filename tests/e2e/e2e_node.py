@@ -344,3 +344,10 @@ def pods_memory_limit(node: ClusterNode, limit_bytes: int) -> Iterator[Path]:
     finally:
         with contextlib.suppress(OSError):
             (cgroup / "memory.limit_in_bytes").write_text(f"{UNLIMITED}\n")
+
+
+def working_set_bytes(cgroup: Path) -> int:
+    """usage - total_inactive_file of a v1 memory cgroup (what evictd and the kubelet call working set)."""
+    usage = int((cgroup / "memory.usage_in_bytes").read_text())
+    stat = dict(line.split() for line in (cgroup / "memory.stat").read_text().splitlines())
+    return max(usage - int(stat["total_inactive_file"]), 0)

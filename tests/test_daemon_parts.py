@@ -37,6 +37,7 @@ from evictd.config import load_configuration
 from evictd.core.engine import EngineState, ReclaimAction, effective_thresholds
 from evictd.core.errors import ConfigError, SampleError
 from evictd.core.kubelet_config import eviction_settings
+from evictd.core.memcg import MEMCG_REARM_STEP_BYTES
 from evictd.core.signals import FsLayout, NodeCondition
 from evictd.core.summary import Summary, summary_from_dict
 from evictd.cycle_logging import CycleLogger, describe_threshold
@@ -759,6 +760,9 @@ def memcg_set(pods_cgroup: str) -> MemcgNotifierSet:
                             pods_cgroup=pods_cgroup)
 
 
+NODE_NOTIFIERS = ["hard memory eviction threshold", "hard memory eviction threshold: usage fell"]
+
+
 def refresh(notifiers: Notifiers, summary_: Summary | None) -> list[str]:
     report = replace(run(MEMORY_CONFIG, [memory_step(0, 8 * Gi)]).reports[0], summary=summary_)
     return notifiers.refresh(report)
@@ -769,10 +773,11 @@ def test_refresh_ignores_missing_allocatable_notifiers_without_a_pods_container(
     notifiers = Notifiers(waiter=waiter, memcg=memcg, psi=())
     try:
         assert refresh(notifiers, memory_summary(pods_container=False)) == []
-        # Only the node-level notifier, registered on this machine's real root memory cgroup.
-        assert [n.description for n in waiter.notifiers] == ["hard memory eviction threshold"]
-        assert [n.cgroup_dir for n in memcg.notifiers] == ["/sys/fs/cgroup/memory"]
+        # Only the node-level notifier and its drop watch, registered on this machine's real root memory cgroup.
+        assert [n.description for n in waiter.notifiers] == NODE_NOTIFIERS
+        assert [n.cgroup_dir for n in memcg.notifiers] == ["/sys/fs/cgroup/memory"] * 2
         assert memcg.notifiers[0].threshold_bytes == 16 * Gi - 1 * Gi + 1 * Gi
+        assert memcg.notifiers[1].threshold_bytes == 9 * Gi - MEMCG_REARM_STEP_BYTES, "a step below usage"
     finally:
         memcg.close()
 
@@ -785,7 +790,7 @@ def test_refresh_reports_a_pods_cgroup_it_cannot_watch(waiter: Waiter) -> None:
         assert problem.startswith("hard allocatable memory eviction threshold: "
                                   "/sys/fs/cgroup/memory/evictd-test-absent/kubepods/")
         assert "No such file or directory" in problem
-        assert [n.description for n in waiter.notifiers] == ["hard memory eviction threshold"]
+        assert [n.description for n in waiter.notifiers] == NODE_NOTIFIERS
     finally:
         memcg.close()
 
@@ -813,7 +818,7 @@ def test_refresh_keeps_the_psi_notifiers_with_or_without_memcg_and_stats(waiter:
             assert memcg.notifiers == (), "no stats: nothing to compute a level from"
             assert waiter.notifiers == (psi,)
             assert refresh(notifiers, memory_summary(pods_container=False)) == []
-            assert [n.cause for n in waiter.notifiers] == ["memcg", "psi"]
+            assert [n.cause for n in waiter.notifiers] == ["memcg", "memcg_rearm", "psi"]
             assert not psi.closed
         finally:
             memcg.close()

@@ -124,22 +124,26 @@ class ReportOnlyEvictor:
 
 @dataclass
 class Notifiers:
-    """The wake-up sources: memcg thresholds (re-armed every 10 s) and PSI triggers (armed once)."""
+    """The wake-up sources: memcg thresholds (following the readings, re-armed every 10 s at least) and PSI
+    triggers (armed once)."""
 
     waiter: Waiter
     memcg: MemcgNotifierSet | None
     psi: tuple[Notifier, ...]
 
     def refresh(self, report: CycleReport) -> list[str]:
-        """Re-arm the memcg notifiers from the cycle's readings; return what failed, for logging."""
+        """Follow the cycle's readings with the memcg notifiers (`MemcgNotifierSet.update`; called after every
+        cycle); return what failed, for logging."""
         problems: list[str] = []
         if self.memcg is not None and report.summary is not None:
             no_pods_container = SYSTEM_CONTAINER_PODS not in report.summary.node.system_containers
-            for description, error in self.memcg.refresh(report.summary):
+            for description, error in self.memcg.update(report.summary, time.monotonic()):
                 if no_pods_container and "allocatable" in description:
                     continue  # no pods cgroup on this node: nothing to watch, nothing wrong
                 problems.append(f"{description}: {error}")
-        self.waiter.set_notifiers([*(self.memcg.notifiers if self.memcg else ()), *self.psi])
+        wanted = (*(self.memcg.notifiers if self.memcg else ()), *self.psi)
+        if wanted != self.waiter.notifiers:
+            self.waiter.set_notifiers(wanted)
         return problems
 
 

@@ -1,7 +1,7 @@
 """`evictd run`: the housekeeping loop of the live daemon.
 
 One synchronous loop: run a cycle (the eviction manager over the adapters), export metrics, log what changed,
-redraw the live view, refresh the memory notifiers when due, then sleep until the next tick or until a
+redraw the live view, let the memory notifiers follow the readings, then sleep until the next tick or until a
 notifier or a signal wakes it (a notification is followed by one confirming cycle a second later).
 SIGTERM/SIGINT only set a stop flag and wake the loop: the current cycle finishes, `on_stop` withdraws what
 evictd keeps on the node (in the cluster: its taints, its conditions to Unknown) and the daemon exits 0; a
@@ -40,8 +40,6 @@ from evictd.metrics import Metrics
 from evictd.oom_feedback import OomFeedback
 from evictd.systemd_notify import SystemdNotifier
 
-# The kubelet refreshes its memcg notifier levels at most this often (notifierRefreshInterval).
-NOTIFIER_REFRESH_S = 10.0
 # Exit status when the shutdown deadline passes with the cycle still running.
 EXIT_SHUTDOWN_DEADLINE = 1
 # A memory notification fires at the moment usage crosses a level, often while the kernel is still
@@ -176,7 +174,6 @@ class Daemon:
     def run(self) -> int:
         """Run cycles until stopped (or `max_cycles` ran); return the exit status."""
         cycle_logger = CycleLogger(self.log, self.dry_run)
-        last_refresh = float("-inf")
         follow_ups: list[float] = []
         cycle = 0
         self.log.info("evictd started", node=self.node_name, interval_s=self.interval_s, dry_run=self.dry_run)
@@ -190,9 +187,7 @@ class Daemon:
                 if cycle == 1:
                     self.systemd.notify("READY=1")
                 self.systemd.notify("WATCHDOG=1")
-                refresh_due = started - last_refresh > NOTIFIER_REFRESH_S
-                if report is not None and self.refresh_notifiers is not None and refresh_due:
-                    last_refresh = started
+                if report is not None and self.refresh_notifiers is not None:
                     for problem in self.refresh_notifiers(report):
                         self.metrics.errors.labels("notifier").inc()
                         self.log.warning("memory notifier unavailable", detail=problem)

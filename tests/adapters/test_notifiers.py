@@ -19,6 +19,7 @@ import signal
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -41,7 +42,7 @@ from evictd.core.quantity import Quantity
 from evictd.core.signals import Signal
 from evictd.core.summary import ContainerStats, MemoryStats, NodeStats, Summary
 from evictd.core.thresholds import Threshold, ThresholdValue
-from real_cgroups import memory_stall, temporary_cgroup
+from real_cgroups import ScriptedChild, memory_stall, temporary_cgroup
 
 MI = 1024**2
 MEMCG_ROOT = Path("/sys/fs/cgroup/memory")
@@ -250,6 +251,11 @@ def stats_for_level(usage: int, headroom: int, threshold_bytes: int) -> MemorySt
     return MemoryStats(available_bytes=headroom + threshold_bytes, working_set_bytes=usage, usage_bytes=usage)
 
 
+def levels(notifiers: MemcgNotifierSet) -> list[MemcgThresholdNotifier]:
+    """The set's threshold levels, without the drop watches."""
+    return [n for n in notifiers.notifiers if n.cause == "memcg"]
+
+
 class PipeNotifier:
     """A test double Notifier backed by a pipe: `fire()` makes it ready, `hang_up()` closes the write end."""
 
@@ -417,8 +423,8 @@ def test_memcg_notifier_set_arms_one_notifier_per_memory_threshold_and_both_fire
     pods_usage = read_int(pods_dir / "memory.usage_in_bytes")
     summary = summary_with(stats_for_level(node_usage, 4 * MI, MI), stats_for_level(pods_usage, 6 * MI, 2 * MI))
     try:
-        assert notifiers.refresh_if_due(summary, now=100.0) == []
-        node, pods = notifiers.notifiers
+        assert notifiers.update(summary, now=100.0) == []
+        node, pods = levels(notifiers)
         assert (node.cgroup_dir, node.threshold_bytes) == (str(memcg_dir), node_usage + 4 * MI)
         assert (pods.cgroup_dir, pods.threshold_bytes) == (str(pods_dir), pods_usage + 6 * MI)
         assert node.threshold_bytes == memcg_threshold_bytes(thresholds[0], 5 * MI, node_usage, node_usage)
@@ -435,11 +441,12 @@ def test_memcg_notifier_set_arms_one_notifier_per_memory_threshold_and_both_fire
         assert seen == {node.description, pods.description}
         assert elapsed < LONG_WAIT_S / 2
 
-        # Not due again until strictly more than 10 s later.
-        assert notifiers.refresh_if_due(summary, now=110.0) == []
-        assert notifiers.notifiers == (node, pods)
-        assert notifiers.refresh_if_due(summary, now=110.5) == []
-        new_node, new_pods = notifiers.notifiers
+        # Not due again until strictly more than 10 s later (and the level did not move meanwhile).
+        armed = notifiers.notifiers
+        assert notifiers.update(summary, now=110.0) == []
+        assert notifiers.notifiers == armed
+        assert notifiers.update(summary, now=110.5) == []
+        new_node, new_pods = levels(notifiers)
         assert node.closed and pods.closed
         assert not new_node.closed and not new_pods.closed
     finally:
@@ -478,6 +485,80 @@ def test_memcg_notifier_set_keeps_old_notifier_on_bad_readings_and_drops_it_on_f
     finally:
         notifiers.close()
     assert notifiers.notifiers == ()
+
+
+def real_memory_stats(cgroup: Path, capacity: int) -> MemoryStats:
+    """Readings of a real memory cgroup as the stats source makes them (working set = usage - inactive file)."""
+    usage = read_int(cgroup / "memory.usage_in_bytes")
+    stat = dict(line.split() for line in (cgroup / "memory.stat").read_text().splitlines())
+    working_set = max(usage - int(stat["total_inactive_file"]), 0)
+    return MemoryStats(available_bytes=capacity - working_set, working_set_bytes=working_set, usage_bytes=usage)
+
+
+def test_dropped_page_cache_fires_the_drop_watch_and_the_next_update_re_arms_the_level(
+    memcg_dir: Path, waiter: Waiter
+) -> None:
+    # The test cgroup plays the memory hierarchy root, with a capacity of 1 GiB and a 512Mi threshold: the level
+    # is 512 MiB + the cgroup's inactive file pages, which the child's file puts at about 64 MiB.
+    capacity = 1024 * MI
+    notifiers = MemcgNotifierSet([memory_threshold("512Mi")], memory_root=str(memcg_dir))
+    child = ScriptedChild("page cache writer")
+    (memcg_dir / "cgroup.procs").write_text(f"{child.pid}\n")
+    try:
+        with tempfile.TemporaryDirectory(dir="/var/tmp", prefix="evictd-cache-") as folder:  # a disk, not tmpfs
+            cached = Path(folder) / "cache.bin"
+            child.do(f"alloc {32 * MI}")  # so that usage stays above a step once the cache is gone
+            child.do(f"write {cached} {64 * MI}")
+            before = real_memory_stats(memcg_dir, capacity)
+            assert notifiers.update(summary_with(before, None), now=0.0) == []
+            level, drop_watch = notifiers.notifiers
+            assert level.threshold_bytes > 512 * MI + 56 * MI, "the page cache is in the level"
+            assert (drop_watch.cause, drop_watch.threshold_bytes) == ("memcg_rearm", before.usage_bytes - 8 * MI)
+            assert drop_watch.description == "hard memory eviction threshold: usage fell"
+            waiter.set_notifiers(notifiers.notifiers)
+            assert waiter.wait(0) == []
+            cached.unlink()  # the cache goes with the file: usage falls by 64 MiB
+        causes, seen, _ = wait_for_descriptions(waiter, {drop_watch.description}, LONG_WAIT_S)
+        assert causes == {"memcg_rearm"} and seen == {drop_watch.description}
+
+        after = real_memory_stats(memcg_dir, capacity)
+        assert notifiers.update(summary_with(after, None), now=1.0) == [], "between refreshes"
+        new_level, new_drop_watch = notifiers.notifiers
+        assert level.closed and drop_watch.closed
+        assert new_level.threshold_bytes == memcg_threshold_bytes(
+            memory_threshold("512Mi"), after.available_bytes or 0, after.working_set_bytes or 0, after.usage_bytes or 0)
+        assert new_level.threshold_bytes < level.threshold_bytes - 56 * MI, "the dropped cache left the level"
+        assert new_drop_watch.threshold_bytes == (after.usage_bytes or 0) - 8 * MI
+
+        # Readings that moved neither: nothing is registered again (a registration waits for an RCU grace period).
+        assert notifiers.update(summary_with(after, None), now=2.0) == []
+        assert notifiers.notifiers == (new_level, new_drop_watch)
+    finally:
+        notifiers.close()
+        child.stop()
+
+
+def test_a_crossing_between_the_reading_and_the_registration_is_signalled(
+    memcg_dir: Path, spawn: Callable[..., Child], waiter: Waiter
+) -> None:
+    # The kernel only signals crossings after the registration; the level was computed from an earlier reading.
+    usage_file = memcg_dir / "memory.usage_in_bytes"
+    child = spawn(ALLOCATOR, str(memcg_dir / "cgroup.procs"))
+    child.read("ready")
+    seen = read_int(usage_file)
+    child.send(f"grow {usage_file} {seen + GROW_BYTES} {GROW_BYTES}")
+    child.read("grown")
+    level = seen + GROW_BYTES // 2  # crossed after the reading `seen`, before the registration
+    with MemcgThresholdNotifier(str(memcg_dir), level, "late", usage_seen=seen) as late:
+        waiter.set_notifiers([late])
+        assert waiter.wait(0) == ["memcg"]
+        assert waiter.wait(0) == [], "signalled once"
+    with MemcgThresholdNotifier(str(memcg_dir), level, "in time", usage_seen=read_int(usage_file)) as in_time:
+        waiter.set_notifiers([in_time])
+        assert waiter.wait(0) == [], "no crossing since the reading: nothing to signal"
+    with MemcgThresholdNotifier(str(memcg_dir), level, "no reading") as plain:
+        waiter.set_notifiers([plain])
+        assert waiter.wait(0) == [], "without a reading, as the kernel: only later crossings"
 
 
 # --------------------------------------------------------------------------------------------------
@@ -764,7 +845,7 @@ def test_refreshing_notifiers_a_hundred_times_leaks_no_descriptors(
     for step in range(100):
         # A fresh notifier by hand as well as the set's, as the loop would for a second threshold.
         by_hand = MemcgThresholdNotifier(str(memcg_dir), 200 * MI + step, "by hand")
-        assert notifiers.refresh_if_due(summary, now=11.0 * step) == []
+        assert notifiers.update(summary, now=11.0 * step) == []
         replaced.extend(notifiers.notifiers)
         replaced.append(by_hand)
         waiter.set_notifiers([*notifiers.notifiers, by_hand, psi])

@@ -1,4 +1,5 @@
-"""The memcg threshold notifier arithmetic (KUBELET_SPEC §13): level, readings, description, refresh cadence.
+"""The memcg threshold notifier arithmetic (KUBELET_SPEC §13): level, readings, description, refresh cadence,
+and when evictd re-arms between refreshes (the drop watch).
 
 The two quantity rows are the spec's examples (from the kubelet's memory_threshold_notifier_test.go
 TestUpdateThreshold); the percentage rows are worked out by hand below each row.
@@ -15,6 +16,10 @@ from hypothesis import strategies as st
 from evictd.core.errors import SampleError
 from evictd.core.memcg import (
     NOTIFIER_REFRESH_INTERVAL_S,
+    drop_watch_level,
+    drop_watch_stale,
+    level_moved,
+    memcg_level_and_usage,
     memcg_notifier_description,
     memcg_threshold_bytes,
     memcg_threshold_for_summary,
@@ -204,3 +209,45 @@ def test_notifier_refresh_due(last: float | None, now: float, due: bool) -> None
 def test_kilobyte_quantities_are_exact() -> None:
     # Quantities are binary exact: 4Ki threshold on 1Mi capacity with 1Ki inactive file.
     assert memcg_threshold_bytes(quantity_threshold("4Ki"), MI - 100 * KI, 100 * KI, 101 * KI) == MI - 4 * KI + KI
+
+
+def test_level_and_usage_come_from_the_same_readings() -> None:
+    stats = MemoryStats(available_bytes=3 * GI, working_set_bytes=1 * GI, usage_bytes=1 * GI + 300 * MI)
+    node = NodeStats(memory=stats, system_containers=MappingProxyType({}))
+    assert memcg_level_and_usage(quantity_threshold("1Gi"), Summary(node=node)) == (3 * GI + 300 * MI, 1 * GI + 300 * MI)
+
+
+@pytest.mark.parametrize(
+    ("armed", "level", "moved"),
+    [
+        pytest.param(1000 * MI, 1000 * MI, False, id="same"),
+        pytest.param(1000 * MI, 1008 * MI - 1, False, id="less-than-a-step-up"),
+        pytest.param(1000 * MI, 1008 * MI, True, id="a-step-up"),
+        pytest.param(1000 * MI, 992 * MI, True, id="a-step-down-page-cache-dropped"),
+    ],
+)
+def test_level_moved(armed: int, level: int, moved: bool) -> None:
+    assert level_moved(armed, level) is moved
+
+
+@pytest.mark.parametrize(
+    ("armed_watch", "level", "usage", "stale"),
+    [
+        pytest.param(None, 2 * GI, 1 * GI, True, id="none-yet"),
+        pytest.param(1 * GI - 8 * MI, 2 * GI, 1 * GI, False, id="where-it-belongs"),
+        pytest.param(1 * GI - 8 * MI, 2 * GI, 1 * GI - 9 * MI, True, id="usage-fell-below-it-fired"),
+        pytest.param(1 * GI - 8 * MI, 2 * GI, 1 * GI + 8 * MI, False, id="usage-rose-a-step"),
+        pytest.param(1 * GI - 8 * MI, 2 * GI, 1 * GI + 8 * MI + 1, True, id="usage-rose-more-than-a-step"),
+        pytest.param(None, 1 * GI + 64 * MI - 1, 1 * GI, False, id="near-the-level-no-registration-delay"),
+        pytest.param(1 * GI - 8 * MI, 1 * GI, 2 * GI, False, id="threshold-met"),
+        pytest.param(1 * GI - 8 * MI, 2 * GI, 4 * MI, True, id="usage-too-low-for-one-close-it"),
+        pytest.param(None, 2 * GI, 4 * MI, False, id="usage-too-low-none-armed"),
+    ],
+)
+def test_drop_watch_stale(armed_watch: int | None, level: int, usage: int, stale: bool) -> None:
+    assert drop_watch_stale(armed_watch, level, usage) is stale
+
+
+def test_drop_watch_level_is_a_step_below_usage() -> None:
+    assert drop_watch_level(1 * GI) == 1 * GI - 8 * MI
+    assert drop_watch_level(8 * MI) == 0

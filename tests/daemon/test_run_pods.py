@@ -9,6 +9,7 @@ of the pod's allocation can only come from the memcg usage notification on the p
 
 from __future__ import annotations
 
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -99,3 +100,52 @@ def test_a_pod_allocating_past_allocatable_wakes_the_loop_and_would_be_evicted(
     assert daemon.stop() == 0
     assert not [e for e in daemon.events if e.get("event") in (
         "memory notifier unavailable", "signal source unreadable; its signals are absent", "housekeeping cycle failed")]
+
+
+PAGE_CACHE_BYTES = 160 * MiB
+
+
+def test_a_crossing_after_page_cache_was_dropped_is_decided_by_a_wake_up(
+    tmp_path: Path, real_pod: RealPodNode, evictd_processes: list[EvictdProcess]
+) -> None:
+    # The pod's page cache is part of the memcg level armed at the first cycle (limit - threshold + inactive
+    # file). Deleting the file drops that cache: the real crossing is now 160 MiB below the armed level, and
+    # with an hour between ticks only a re-armed level can bring the decision.
+    pod_process = real_pod.start_process()
+    with tempfile.TemporaryDirectory(dir="/var/tmp", prefix="evictd-cache-") as folder:  # a disk, not tmpfs
+        cached = Path(folder) / "cache.bin"
+        pod_process.do(f"write {cached} {PAGE_CACHE_BYTES}")
+        daemon = EvictdProcess(
+            tmp_path,
+            kubelet="evictionHard: {allocatableMemory.available: 200Mi}\nenforceNodeAllocatable: []\n",
+            evictd=f"housekeepingInterval: 1h\npsiWakeups: false\ncgroupRoot: /{real_pod.base}\n"
+                   f"kubeletRootDir: {real_pod.kubelet_root}\npodLogsDir: {real_pod.pod_logs_dir}\n"
+                   f"imageFsPath: {tmp_path / 'containerd'}\ncontainerFsPath: {tmp_path / 'containerd'}\n",
+        )
+        evictd_processes.append(daemon)
+        daemon.wait_event("evictd started")
+        deadline = time.monotonic() + 10
+        while daemon.metric("evictd_cycles_total") < 1:
+            assert time.monotonic() < deadline, "the first cycle never finished"
+            time.sleep(0.05)
+        time.sleep(0.3)  # the notifiers are armed right after the first cycle
+        usage = int(real_pod.memory_file(real_pod.pods_cgroup, "memory.usage_in_bytes").read_text())
+        assert usage > PAGE_CACHE_BYTES - 8 * MiB, "the page cache is charged to the pods cgroup"
+        before = daemon.metric("evictd_signal_available_bytes", signal="allocatableMemory.available")
+        assert before > POD_LIMIT_BYTES - 50 * MiB, "the page cache is not in the working set"
+        cached.unlink()
+    time.sleep(0.5)
+
+    pod_process.do(f"alloc {ALLOCATED_BYTES}")
+    allocated_at = time.time()
+    usage = int(real_pod.memory_file(real_pod.pods_cgroup, "memory.usage_in_bytes").read_text())
+    assert usage < POD_LIMIT_BYTES - 200 * MiB + PAGE_CACHE_BYTES - 8 * MiB, "below the level armed at first"
+
+    met = daemon.wait_event("threshold met", timeout=10)
+    assert met["threshold"] == "allocatableMemory.available<200Mi (hard)"
+    assert met["_received"] - allocated_at < DECISION_WITHIN_S, "only a wake-up can bring the decision this soon"
+    assert daemon.metric("evictd_wakeups_total", cause="memcg_rearm") >= 1, "the dropped cache woke the loop"
+    assert daemon.metric("evictd_wakeups_total", cause="memcg") >= 1, "the crossing of the re-armed level"
+    assert daemon.stop() == 0
+    assert not [e for e in daemon.events if e.get("event") in (
+        "memory notifier unavailable", "housekeeping cycle failed")]

@@ -43,8 +43,11 @@ from typing import Protocol, Self
 
 from evictd.core.errors import ConfigError, SampleError
 from evictd.core.memcg import (
+    drop_watch_level,
+    drop_watch_stale,
+    level_moved,
+    memcg_level_and_usage,
     memcg_notifier_description,
-    memcg_threshold_for_summary,
     notifier_refresh_due,
 )
 from evictd.core.signals import MEMORY_SIGNALS, Signal
@@ -69,6 +72,8 @@ PSI_UNPRIVILEGED_WINDOW_STEP_US = 2_000_000
 CAP_SYS_RESOURCE = 24
 
 MEMCG_CAUSE = "memcg"
+# A drop watch fired: usage fell, so the memcg levels are re-armed from fresh readings (no crossing announced).
+MEMCG_REARM_CAUSE = "memcg_rearm"
 PSI_CAUSE = "psi"
 SIGNAL_CAUSE = "signal"
 
@@ -163,12 +168,22 @@ class _FdOwner:
 class MemcgThresholdNotifier(_FdOwner):
     """A cgroup v1 memory usage threshold: an eventfd signalled when usage crosses `threshold_bytes`."""
 
-    cause = MEMCG_CAUSE
     poll_events = select.POLLIN
 
-    def __init__(self, cgroup_dir: str, threshold_bytes: int, description: str) -> None:
+    def __init__(
+        self,
+        cgroup_dir: str,
+        threshold_bytes: int,
+        description: str,
+        *,
+        cause: str = MEMCG_CAUSE,
+        usage_seen: int | None = None,
+    ) -> None:
         """Register the threshold on ``<cgroup_dir>/memory.usage_in_bytes``.
 
+        `usage_seen` is the usage the level was computed from: when usage read after the registration is on
+        the other side of the level, it crossed while the kernel was not yet watching (a registration waits
+        for an RCU grace period), and the eventfd is signalled here as the kernel would have.
         Raises SampleError (naming the file) when the level is negative, when the cgroup or its v1
         files are missing (e.g. on cgroup v2), or when the kernel refuses the registration.
         """
@@ -176,6 +191,7 @@ class MemcgThresholdNotifier(_FdOwner):
         self.cgroup_dir = cgroup_dir
         self.threshold_bytes = threshold_bytes
         self.description = description
+        self.cause = cause
         usage_path = os.path.join(cgroup_dir, MEMORY_USAGE_FILE)
         control_path = os.path.join(cgroup_dir, EVENT_CONTROL_FILE)
         if threshold_bytes < 0:
@@ -189,8 +205,13 @@ class MemcgThresholdNotifier(_FdOwner):
             event_fd = os.eventfd(0, os.EFD_CLOEXEC | os.EFD_NONBLOCK)
             # The registration outlives both files: only the eventfd has to stay open (as in the kubelet).
             os.write(control_fd, f"{event_fd} {watch_fd} {threshold_bytes}".encode())
-        except OSError as exc:
+            current = usage_path
+            if usage_seen is not None and _crossed(usage_seen, int(os.pread(watch_fd, 32, 0)), threshold_bytes):
+                os.eventfd_write(event_fd, 1)
+        except (OSError, ValueError) as exc:
             _close_quietly(event_fd)
+            if isinstance(exc, ValueError):
+                raise SampleError(current, f"not a number: {exc}") from exc
             raise _sample_error(current, exc) from exc
         finally:
             _close_quietly(control_fd)
@@ -208,6 +229,11 @@ class MemcgThresholdNotifier(_FdOwner):
 
     def __repr__(self) -> str:
         return f"MemcgThresholdNotifier({self.cgroup_dir!r}, {self.threshold_bytes}, {self.description!r})"
+
+
+def _crossed(before: int, after: int, level: int) -> bool:
+    """True when usage went from one side of `level` to the other (the kernel's notion: below vs at or above)."""
+    return (before < level) != (after < level)
 
 
 def _format_us(value_us: int) -> str:
@@ -462,7 +488,8 @@ class Waiter:
 
 
 class MemcgNotifierSet:
-    """One memcg notifier per memory threshold, re-armed from the latest readings (the kubelet's UpdateThreshold).
+    """One memcg notifier per memory threshold, re-armed from the latest readings (the kubelet's UpdateThreshold),
+    and beside each a drop watch that wakes the loop when usage fell since (see `evictd.core.memcg`).
 
     ``memory.available`` thresholds watch the memory hierarchy's root (`memory_root`), and
     ``allocatableMemory.available`` thresholds watch the pods cgroup under it (`pods_cgroup`, the
@@ -480,13 +507,14 @@ class MemcgNotifierSet:
         self.thresholds = tuple(t for t in thresholds if t.signal in MEMORY_SIGNALS)
         self.memory_root = memory_root
         self.pods_cgroup = pods_cgroup
-        self._current: list[MemcgThresholdNotifier | None] = [None] * len(self.thresholds)
+        self._levels: list[MemcgThresholdNotifier | None] = [None] * len(self.thresholds)
+        self._drop_watches: list[MemcgThresholdNotifier | None] = [None] * len(self.thresholds)
         self._last_refresh_at: float | None = None
 
     @property
     def notifiers(self) -> tuple[MemcgThresholdNotifier, ...]:
-        """The registered notifiers (one per threshold whose last re-arming succeeded)."""
-        return tuple(n for n in self._current if n is not None and not n.closed)
+        """The registered notifiers: each threshold's level (where its last arming succeeded), then drop watches."""
+        return tuple(n for n in (*self._levels, *self._drop_watches) if n is not None and not n.closed)
 
     def cgroup_dir(self, threshold: Threshold) -> str:
         """Return the memory cgroup folder the notifier of `threshold` watches."""
@@ -494,43 +522,91 @@ class MemcgNotifierSet:
             return os.path.join(self.memory_root, self.pods_cgroup.strip("/"))
         return self.memory_root
 
-    def refresh_if_due(self, summary: Summary, now: float) -> list[tuple[str, SampleError]]:
-        """Re-arm every notifier when strictly more than 10 s passed since the last time (or never).
+    def update(self, summary: Summary, now: float) -> list[tuple[str, SampleError]]:
+        """Follow the readings of a cycle; `now` is monotonic seconds. Return ``(description, error)`` failures.
 
-        `now` is monotonic seconds. Returns ``(description, error)`` for each notifier that failed.
+        When strictly more than 10 s passed since the last `refresh` (or never), `refresh`. Otherwise re-arm
+        each threshold's level when it moved by a step, and move its drop watch when `drop_watch_stale`
+        says so; readings that cannot give a level, and thresholds left without a notifier by a failed
+        registration, wait for the next refresh.
         """
-        if not notifier_refresh_due(self._last_refresh_at, now):
-            return []
-        self._last_refresh_at = now
-        return self.refresh(summary)
+        if notifier_refresh_due(self._last_refresh_at, now):
+            self._last_refresh_at = now
+            return self.refresh(summary)
+        errors: list[tuple[str, SampleError]] = []
+        for index, threshold in enumerate(self.thresholds):
+            armed = self._levels[index]
+            if armed is None:
+                continue
+            try:
+                level, usage = memcg_level_and_usage(threshold, summary)
+            except SampleError:
+                continue
+            if level_moved(armed.threshold_bytes, level):
+                errors.extend(self._arm_level(index, threshold, level, usage))
+            watch = self._drop_watches[index]
+            if drop_watch_stale(watch.threshold_bytes if watch is not None else None, level, usage):
+                errors.extend(self._arm_drop_watch(index, threshold, usage))
+        return errors
 
     def refresh(self, summary: Summary) -> list[tuple[str, SampleError]]:
         """Re-arm every notifier at the level computed from `summary`; return the failures.
 
         As in the kubelet, incomplete readings leave that threshold's old notifier in place, while a
-        failed registration leaves it with none (the old one is closed first).
+        failed registration leaves it with none (the old one is closed first). The drop watch follows the
+        level: re-armed with it, closed when it fails.
         """
         errors: list[tuple[str, SampleError]] = []
         for index, threshold in enumerate(self.thresholds):
-            description = memcg_notifier_description(threshold)
             try:
-                level = memcg_threshold_for_summary(threshold, summary)
+                level, usage = memcg_level_and_usage(threshold, summary)
             except SampleError as exc:
-                errors.append((description, exc))
+                errors.append((memcg_notifier_description(threshold), exc))
                 continue
-            old = self._current[index]
-            if old is not None:
-                old.close()
-                self._current[index] = None
-            try:
-                self._current[index] = MemcgThresholdNotifier(self.cgroup_dir(threshold), level, description)
-            except SampleError as exc:
-                errors.append((description, exc))
+            failed = self._arm_level(index, threshold, level, usage)
+            errors.extend(failed)
+            if failed:
+                self._close_drop_watch(index)
+            else:
+                errors.extend(self._arm_drop_watch(index, threshold, usage))
         return errors
+
+    def _arm_level(self, index: int, threshold: Threshold, level: int, usage: int) -> list[tuple[str, SampleError]]:
+        description = memcg_notifier_description(threshold)
+        old = self._levels[index]
+        if old is not None:
+            old.close()
+            self._levels[index] = None
+        try:
+            self._levels[index] = MemcgThresholdNotifier(
+                self.cgroup_dir(threshold), level, description, usage_seen=usage)
+        except SampleError as exc:
+            return [(description, exc)]
+        return []
+
+    def _arm_drop_watch(self, index: int, threshold: Threshold, usage: int) -> list[tuple[str, SampleError]]:
+        self._close_drop_watch(index)
+        level = drop_watch_level(usage)
+        if level <= 0:
+            return []
+        description = f"{memcg_notifier_description(threshold)}: usage fell"
+        try:
+            self._drop_watches[index] = MemcgThresholdNotifier(
+                self.cgroup_dir(threshold), level, description, cause=MEMCG_REARM_CAUSE, usage_seen=usage)
+        except SampleError as exc:
+            return [(description, exc)]
+        return []
+
+    def _close_drop_watch(self, index: int) -> None:
+        old = self._drop_watches[index]
+        if old is not None:
+            old.close()
+            self._drop_watches[index] = None
 
     def close(self) -> None:
         """Close every notifier. Idempotent."""
-        for notifier in self._current:
+        for notifier in (*self._levels, *self._drop_watches):
             if notifier is not None:
                 notifier.close()
-        self._current = [None] * len(self.thresholds)
+        self._levels = [None] * len(self.thresholds)
+        self._drop_watches = [None] * len(self.thresholds)

@@ -14,6 +14,15 @@ container's for ``allocatableMemory.available``; the kubelet refuses (and keeps 
 usage, working set and available are all present. Notifiers are refreshed from the housekeeping loop only
 when strictly more than 10 s passed since the last refresh; the first call always refreshes.
 
+evictd goes further between those refreshes (a deliberate difference): the level holds ``inactiveFile`` as
+of its last arming, so page cache dropped since then leaves it too high, and the real crossing happens below
+it with nothing firing. A second usage threshold, the *drop watch*, sits a step (8 MiB) below the usage of
+its arming: usage falling past it (page cache dropped, or anything else freed) wakes the loop, whose cycle
+re-arms both from fresh readings. A cycle also re-arms the level when it moved by a step or more, and moves
+the drop watch up when usage rose by more than a step, unless usage is within 64 MiB of the level
+(registering a threshold waits for an RCU grace period, tens of milliseconds, which a crossing about to be
+decided should not wait for).
+
 Invariants: no I/O, no clock (``now`` is an argument, monotonic seconds); errors use the kubelet's texts.
 The result of `memcg_threshold_bytes` can be zero or negative (a threshold larger than capacity plus
 inactive file); the caller, not this module, decides that such a level cannot be registered.
@@ -29,6 +38,12 @@ from evictd.core.thresholds import Threshold, threshold_quantity
 
 # notifierRefreshInterval in the kubelet's eviction manager: thresholds follow the readings this often.
 NOTIFIER_REFRESH_INTERVAL_S = 10.0
+
+# Between refreshes: the level is re-armed when it moved this much, and the drop watch sits this far below
+# usage (a smaller drop leaves the level at most this much too high).
+MEMCG_REARM_STEP_BYTES = 8 << 20
+# Within this distance of the level the drop watch is not moved (a registration takes tens of milliseconds).
+MEMCG_NEAR_LEVEL_BYTES = 64 << 20
 
 # Error texts of UpdateThreshold / getSysContainer (two spaces after the period are the kubelet's).
 INCOMPLETE_SUMMARY = "summary was incomplete.  Expected MemoryStats and all subfields to be non-nil, but got {stats}"
@@ -88,8 +103,41 @@ def memcg_threshold_for_summary(threshold: Threshold, summary: Summary) -> int:
 
     Raises SampleError as `memory_stats_for` does.
     """
+    return memcg_level_and_usage(threshold, summary)[0]
+
+
+def memcg_level_and_usage(threshold: Threshold, summary: Summary) -> tuple[int, int]:
+    """Return ``(level, usage_bytes)``: `memcg_threshold_bytes` of `threshold` and the usage it was computed from.
+
+    Raises SampleError as `memory_stats_for` does.
+    """
     available, working_set, usage = memory_stats_for(threshold, summary)
-    return memcg_threshold_bytes(threshold, available, working_set, usage)
+    return memcg_threshold_bytes(threshold, available, working_set, usage), usage
+
+
+def drop_watch_level(usage_bytes: int) -> int:
+    """Return the usage level of the drop watch armed at `usage_bytes` (may be <= 0: then there is none)."""
+    return usage_bytes - MEMCG_REARM_STEP_BYTES
+
+
+def level_moved(armed_level: int, level: int) -> bool:
+    """True when the level computed now is a step or more away from the armed one: re-arm it."""
+    return abs(level - armed_level) >= MEMCG_REARM_STEP_BYTES
+
+
+def drop_watch_stale(armed_watch: int | None, level: int, usage_bytes: int) -> bool:
+    """True when the drop watch should move to `drop_watch_level(usage_bytes)`.
+
+    It should when usage fell below it (it fired) or rose more than two steps above it, or when there is none;
+    but not while usage is within `MEMCG_NEAR_LEVEL_BYTES` below the level or above it (a crossing may be
+    about to be decided). When the new level would be <= 0, a watch still armed is stale (there is then none).
+    """
+    wanted = drop_watch_level(usage_bytes)
+    if level - usage_bytes < MEMCG_NEAR_LEVEL_BYTES:
+        return False
+    if wanted <= 0:
+        return armed_watch is not None  # to be closed: usage is too low for one
+    return armed_watch is None or abs(wanted - armed_watch) > MEMCG_REARM_STEP_BYTES
 
 
 def notifier_refresh_due(last_refresh_at: float | None, now: float) -> bool:

@@ -774,10 +774,11 @@ def test_refresh_ignores_missing_allocatable_notifiers_without_a_pods_container(
     try:
         assert refresh(notifiers, memory_summary(pods_container=False)) == []
         # Only the node-level notifier and its drop watch, registered on this machine's real root memory cgroup.
-        assert [n.description for n in waiter.notifiers] == NODE_NOTIFIERS
-        assert [n.cgroup_dir for n in memcg.notifiers] == ["/sys/fs/cgroup/memory"] * 2
-        assert memcg.notifiers[0].threshold_bytes == 16 * Gi - 1 * Gi + 1 * Gi
-        assert memcg.notifiers[1].threshold_bytes == 9 * Gi - MEMCG_REARM_STEP_BYTES, "a step below usage"
+        assert waiter.notifiers == (memcg,)
+        assert [n.description for n in (*memcg.levels, *memcg.drop_watches)] == NODE_NOTIFIERS
+        assert [n.cgroup_dir for n in (*memcg.levels, *memcg.drop_watches)] == ["/sys/fs/cgroup/memory"] * 2
+        assert memcg.levels[0].threshold_bytes == 16 * Gi - 1 * Gi + 1 * Gi
+        assert memcg.drop_watches[0].threshold_bytes == 9 * Gi - MEMCG_REARM_STEP_BYTES, "a step below usage"
     finally:
         memcg.close()
 
@@ -790,7 +791,8 @@ def test_refresh_reports_a_pods_cgroup_it_cannot_watch(waiter: Waiter) -> None:
         assert problem.startswith("hard allocatable memory eviction threshold: "
                                   "/sys/fs/cgroup/memory/evictd-test-absent/kubepods/")
         assert "No such file or directory" in problem
-        assert [n.description for n in waiter.notifiers] == NODE_NOTIFIERS
+        assert waiter.notifiers == (memcg,)
+        assert [n.description for n in (*memcg.levels, *memcg.drop_watches)] == NODE_NOTIFIERS
     finally:
         memcg.close()
 
@@ -818,7 +820,7 @@ def test_refresh_keeps_the_psi_notifiers_with_or_without_memcg_and_stats(waiter:
             assert memcg.notifiers == (), "no stats: nothing to compute a level from"
             assert waiter.notifiers == (psi,)
             assert refresh(notifiers, memory_summary(pods_container=False)) == []
-            assert [n.cause for n in waiter.notifiers] == ["memcg", "memcg_rearm", "psi"]
+            assert waiter.notifiers == (memcg, psi)
             assert not psi.closed
         finally:
             memcg.close()

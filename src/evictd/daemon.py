@@ -46,8 +46,9 @@ EXIT_SHUTDOWN_DEADLINE = 1
 # charging or freeing pages; the cycle it triggers may see the old side. Cycles follow at these delays after
 # a notification until one sees a memory threshold met: a crossing that was a few pages short is decided
 # within milliseconds, and the last one confirms the settled state a second later, instead of waiting a whole
-# housekeeping interval. (One second alone left 2 of 50 black-box crossings decided ~1 s late.)
-NOTIFICATION_FOLLOW_UPS_S = (0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 1.0)
+# housekeeping interval. (One second alone left 2 of 50 black-box crossings decided ~1 s late; a first
+# follow-up 5 ms after a cycle of a few ms left some decided 15 ms late.)
+NOTIFICATION_FOLLOW_UPS_S = (0.001, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 1.0)
 NOTIFICATION_CAUSES = frozenset({"memcg", "psi"})
 
 

@@ -233,7 +233,7 @@ def wait_for_descriptions(waiter: Waiter, wanted: set[str], timeout_s: float) ->
     seen: set[str] = set()
     while not wanted <= seen and time.monotonic() < deadline:
         causes.update(waiter.wait(deadline - time.monotonic()))
-        seen.update(waiter.fired)
+        seen.update(name for fired in waiter.fired for name in fired.split(", "))  # a set names all that fired
     return causes, seen, time.monotonic() - start
 
 
@@ -251,9 +251,12 @@ def stats_for_level(usage: int, headroom: int, threshold_bytes: int) -> MemorySt
     return MemoryStats(available_bytes=headroom + threshold_bytes, working_set_bytes=usage, usage_bytes=usage)
 
 
-def levels(notifiers: MemcgNotifierSet) -> list[MemcgThresholdNotifier]:
-    """The set's threshold levels, without the drop watches."""
-    return [n for n in notifiers.notifiers if n.cause == "memcg"]
+def wait_rearmed(notifiers: MemcgNotifierSet) -> None:
+    """Wait until the set's re-arming thread did what it was asked."""
+    deadline = time.monotonic() + LONG_WAIT_S
+    while notifiers.rearming:
+        assert time.monotonic() < deadline, "the re-arming thread did not finish"
+        time.sleep(0.005)
 
 
 class PipeNotifier:
@@ -424,7 +427,7 @@ def test_memcg_notifier_set_arms_one_notifier_per_memory_threshold_and_both_fire
     summary = summary_with(stats_for_level(node_usage, 4 * MI, MI), stats_for_level(pods_usage, 6 * MI, 2 * MI))
     try:
         assert notifiers.update(summary, now=100.0) == []
-        node, pods = levels(notifiers)
+        node, pods = notifiers.levels
         assert (node.cgroup_dir, node.threshold_bytes) == (str(memcg_dir), node_usage + 4 * MI)
         assert (pods.cgroup_dir, pods.threshold_bytes) == (str(pods_dir), pods_usage + 6 * MI)
         assert node.threshold_bytes == memcg_threshold_bytes(thresholds[0], 5 * MI, node_usage, node_usage)
@@ -442,11 +445,12 @@ def test_memcg_notifier_set_arms_one_notifier_per_memory_threshold_and_both_fire
         assert elapsed < LONG_WAIT_S / 2
 
         # Not due again until strictly more than 10 s later (and the level did not move meanwhile).
-        armed = notifiers.notifiers
+        armed = (notifiers.levels, notifiers.drop_watches)
         assert notifiers.update(summary, now=110.0) == []
-        assert notifiers.notifiers == armed
+        assert (notifiers.levels, notifiers.drop_watches) == armed
         assert notifiers.update(summary, now=110.5) == []
-        new_node, new_pods = levels(notifiers)
+        wait_rearmed(notifiers)
+        new_node, new_pods = notifiers.levels
         assert node.closed and pods.closed
         assert not new_node.closed and not new_pods.closed
     finally:
@@ -462,7 +466,7 @@ def test_memcg_notifier_set_keeps_old_notifier_on_bad_readings_and_drops_it_on_f
     good = summary_with(stats_for_level(0, 100 * MI, MI), stats_for_level(0, 100 * MI, 2 * MI))
     try:
         assert notifiers.refresh(good) == []
-        node, pods = notifiers.notifiers
+        node, pods = notifiers.levels
 
         # No pods system container: the kubelet errors out before touching the allocatable notifier.
         errors = notifiers.refresh(summary_with(stats_for_level(0, 100 * MI, MI), None))
@@ -470,7 +474,7 @@ def test_memcg_notifier_set_keeps_old_notifier_on_bad_readings_and_drops_it_on_f
             ("hard allocatable memory eviction threshold", 'system container "pods" not found in metrics')
         ]
         assert node.closed, "the node notifier was re-armed"
-        assert not pods.closed and pods in notifiers.notifiers
+        assert not pods.closed and pods in notifiers.levels
 
         # A level below zero cannot be registered: the old notifier is already gone, as in the kubelet.
         negative = summary_with(
@@ -481,7 +485,7 @@ def test_memcg_notifier_set_keeps_old_notifier_on_bad_readings_and_drops_it_on_f
         assert [d for d, _ in errors] == ["hard allocatable memory eviction threshold"]
         assert "negative threshold" in errors[0][1].reason
         assert pods.closed
-        assert [n.description for n in notifiers.notifiers] == ["hard memory eviction threshold"]
+        assert [n.description for n in notifiers.levels] == ["hard memory eviction threshold"]
     finally:
         notifiers.close()
     assert notifiers.notifiers == ()
@@ -511,7 +515,7 @@ def test_dropped_page_cache_fires_the_drop_watch_and_the_next_update_re_arms_the
             child.do(f"write {cached} {64 * MI}")
             before = real_memory_stats(memcg_dir, capacity)
             assert notifiers.update(summary_with(before, None), now=0.0) == []
-            level, drop_watch = notifiers.notifiers
+            (level,), (drop_watch,) = notifiers.levels, notifiers.drop_watches
             assert level.threshold_bytes > 512 * MI + 56 * MI, "the page cache is in the level"
             assert (drop_watch.cause, drop_watch.threshold_bytes) == ("memcg_rearm", before.usage_bytes - 8 * MI)
             assert drop_watch.description == "hard memory eviction threshold: usage fell"
@@ -523,7 +527,8 @@ def test_dropped_page_cache_fires_the_drop_watch_and_the_next_update_re_arms_the
 
         after = real_memory_stats(memcg_dir, capacity)
         assert notifiers.update(summary_with(after, None), now=1.0) == [], "between refreshes"
-        new_level, new_drop_watch = notifiers.notifiers
+        wait_rearmed(notifiers)
+        (new_level,), (new_drop_watch,) = notifiers.levels, notifiers.drop_watches
         assert level.closed and drop_watch.closed
         assert new_level.threshold_bytes == memcg_threshold_bytes(
             memory_threshold("512Mi"), after.available_bytes or 0, after.working_set_bytes or 0, after.usage_bytes or 0)
@@ -532,7 +537,7 @@ def test_dropped_page_cache_fires_the_drop_watch_and_the_next_update_re_arms_the
 
         # Readings that moved neither: nothing is registered again (a registration waits for an RCU grace period).
         assert notifiers.update(summary_with(after, None), now=2.0) == []
-        assert notifiers.notifiers == (new_level, new_drop_watch)
+        assert (notifiers.levels, notifiers.drop_watches) == ((new_level,), (new_drop_watch,))
     finally:
         notifiers.close()
         child.stop()
@@ -845,8 +850,10 @@ def test_refreshing_notifiers_a_hundred_times_leaks_no_descriptors(
     for step in range(100):
         # A fresh notifier by hand as well as the set's, as the loop would for a second threshold.
         by_hand = MemcgThresholdNotifier(str(memcg_dir), 200 * MI + step, "by hand")
+        # The first time armed here and now, then every 10 s by the re-arming thread.
         assert notifiers.update(summary, now=11.0 * step) == []
-        replaced.extend(notifiers.notifiers)
+        wait_rearmed(notifiers)
+        replaced.extend(notifiers.levels)
         replaced.append(by_hand)
         waiter.set_notifiers([*notifiers.notifiers, by_hand, psi])
         assert waiter.wait(0) == []

@@ -36,7 +36,9 @@ import contextlib
 import errno
 import math
 import os
+import queue
 import select
+import threading
 from collections.abc import Sequence
 from types import TracebackType
 from typing import Protocol, Self
@@ -487,6 +489,10 @@ class Waiter:
         self.close()
 
 
+# What the re-arming thread is asked to register: (threshold index, is the drop watch, level, usage seen).
+_Job = tuple[int, bool, int, int]
+
+
 class MemcgNotifierSet:
     """One memcg notifier per memory threshold, re-armed from the latest readings (the kubelet's UpdateThreshold),
     and beside each a drop watch that wakes the loop when usage fell since (see `evictd.core.memcg`).
@@ -495,7 +501,16 @@ class MemcgNotifierSet:
     ``allocatableMemory.available`` thresholds watch the pods cgroup under it (`pods_cgroup`, the
     kubelet's PodCgroupRoot, e.g. ``/kubepods``). Other thresholds are ignored. On cgroup v2 there is
     nothing to register; the composition root should not build this set there.
+
+    The set is one Notifier for the Waiter: an epoll descriptor holding every registered eventfd, ready
+    when any of them is. After a firing, `cause` is ``memcg`` when a threshold level fired and
+    ``memcg_rearm`` when only a drop watch did, and `description` names what fired. A registration waits
+    for an RCU grace period (tens of milliseconds, more under load): once armed, the set re-arms in a thread
+    of its own, which swaps the new eventfd into the epoll set, so the loop never waits for a registration
+    while a crossing is being decided, and the old notifier stays registered until the new one is.
     """
+
+    poll_events = select.POLLIN
 
     def __init__(
         self,
@@ -510,11 +525,60 @@ class MemcgNotifierSet:
         self._levels: list[MemcgThresholdNotifier | None] = [None] * len(self.thresholds)
         self._drop_watches: list[MemcgThresholdNotifier | None] = [None] * len(self.thresholds)
         self._last_refresh_at: float | None = None
+        self._epoll: select.epoll | None = select.epoll(flags=select.EPOLL_CLOEXEC)
+        self._by_fd: dict[int, MemcgThresholdNotifier] = {}
+        self._lock = threading.Lock()  # the slots, `_by_fd` and the epoll set: the loop's and the thread's
+        self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
+        self._pending: set[tuple[int, bool]] = set()
+        self._failures: list[tuple[str, SampleError]] = []
+        self._worker: threading.Thread | None = None
+        self.cause = MEMCG_CAUSE
+        self.description = "memory eviction thresholds"
 
     @property
-    def notifiers(self) -> tuple[MemcgThresholdNotifier, ...]:
-        """The registered notifiers: each threshold's level (where its last arming succeeded), then drop watches."""
-        return tuple(n for n in (*self._levels, *self._drop_watches) if n is not None and not n.closed)
+    def notifiers(self) -> tuple[Notifier, ...]:
+        """What the Waiter polls: the set itself, once anything is registered."""
+        with self._lock:
+            return (self,) if self._by_fd else ()
+
+    @property
+    def levels(self) -> tuple[MemcgThresholdNotifier, ...]:
+        """The registered threshold levels (where the last arming succeeded)."""
+        with self._lock:
+            return tuple(n for n in self._levels if n is not None)
+
+    @property
+    def drop_watches(self) -> tuple[MemcgThresholdNotifier, ...]:
+        """The registered drop watches."""
+        with self._lock:
+            return tuple(n for n in self._drop_watches if n is not None)
+
+    @property
+    def rearming(self) -> bool:
+        """True while registrations asked of the thread are not done yet."""
+        with self._lock:
+            return bool(self._pending)
+
+    def fileno(self) -> int:
+        """The epoll descriptor; raises ValueError once closed."""
+        if self._epoll is None:
+            raise ValueError("memcg notifier set is closed")
+        return self._epoll.fileno()
+
+    def consume(self) -> None:
+        """Acknowledge every eventfd that fired; set `cause` and `description` from what fired."""
+        fired: list[MemcgThresholdNotifier] = []
+        with self._lock:
+            if self._epoll is None:
+                return
+            for fd, _ in self._epoll.poll(0):
+                notifier = self._by_fd.get(fd)
+                if notifier is not None:
+                    notifier.consume()
+                    fired.append(notifier)
+        levels_fired = [n for n in fired if n.cause == MEMCG_CAUSE]
+        self.cause = MEMCG_CAUSE if levels_fired or not fired else MEMCG_REARM_CAUSE
+        self.description = ", ".join(n.description for n in (levels_fired or fired))
 
     def cgroup_dir(self, threshold: Threshold) -> str:
         """Return the memory cgroup folder the notifier of `threshold` watches."""
@@ -525,36 +589,43 @@ class MemcgNotifierSet:
     def update(self, summary: Summary, now: float) -> list[tuple[str, SampleError]]:
         """Follow the readings of a cycle; `now` is monotonic seconds. Return ``(description, error)`` failures.
 
-        When strictly more than 10 s passed since the last `refresh` (or never), `refresh`. Otherwise re-arm
-        each threshold's level when it moved by a step, and move its drop watch when `drop_watch_stale`
-        says so; readings that cannot give a level, and thresholds left without a notifier by a failed
-        registration, wait for the next refresh.
+        The first time, `refresh` here and now. Then, when strictly more than 10 s passed since the last
+        refresh, re-arm every threshold in the thread; otherwise re-arm a threshold's level when it moved by
+        a step, and its drop watch when `drop_watch_stale` says so. The thread's failures are returned by the
+        next call. Readings that cannot give a level are reported at a refresh only; a threshold left without
+        a level by a failed registration waits for the next refresh.
         """
-        if notifier_refresh_due(self._last_refresh_at, now):
+        with self._lock:
+            errors, self._failures = self._failures, []
+        if self._last_refresh_at is None:
             self._last_refresh_at = now
-            return self.refresh(summary)
-        errors: list[tuple[str, SampleError]] = []
+            return errors + self.refresh(summary)
+        due = notifier_refresh_due(self._last_refresh_at, now)
+        if due:
+            self._last_refresh_at = now
         for index, threshold in enumerate(self.thresholds):
-            armed = self._levels[index]
-            if armed is None:
-                continue
             try:
                 level, usage = memcg_level_and_usage(threshold, summary)
-            except SampleError:
+            except SampleError as exc:
+                if due:
+                    errors.append((memcg_notifier_description(threshold), exc))
                 continue
-            if level_moved(armed.threshold_bytes, level):
-                errors.extend(self._arm_level(index, threshold, level, usage))
-            watch = self._drop_watches[index]
-            if drop_watch_stale(watch.threshold_bytes if watch is not None else None, level, usage):
-                errors.extend(self._arm_drop_watch(index, threshold, usage))
+            with self._lock:
+                armed, watch = self._levels[index], self._drop_watches[index]
+            if not due and armed is None:
+                continue
+            if due or (armed is not None and level_moved(armed.threshold_bytes, level)):
+                self._submit((index, False, level, usage))
+            if due or drop_watch_stale(watch.threshold_bytes if watch is not None else None, level, usage):
+                self._submit((index, True, drop_watch_level(usage), usage))
         return errors
 
     def refresh(self, summary: Summary) -> list[tuple[str, SampleError]]:
-        """Re-arm every notifier at the level computed from `summary`; return the failures.
+        """Re-arm every notifier at the level computed from `summary`, here and now; return the failures.
 
         As in the kubelet, incomplete readings leave that threshold's old notifier in place, while a
-        failed registration leaves it with none (the old one is closed first). The drop watch follows the
-        level: re-armed with it, closed when it fails.
+        failed registration leaves it with none. The drop watch follows the level: re-armed with it, closed
+        when it fails.
         """
         errors: list[tuple[str, SampleError]] = []
         for index, threshold in enumerate(self.thresholds):
@@ -563,50 +634,93 @@ class MemcgNotifierSet:
             except SampleError as exc:
                 errors.append((memcg_notifier_description(threshold), exc))
                 continue
-            failed = self._arm_level(index, threshold, level, usage)
-            errors.extend(failed)
-            if failed:
-                self._close_drop_watch(index)
-            else:
-                errors.extend(self._arm_drop_watch(index, threshold, usage))
+            failure = self._arm((index, False, level, usage))
+            if failure is not None:
+                errors.append(failure)
+                self._install(index, True, None)
+                continue
+            failure = self._arm((index, True, drop_watch_level(usage), usage))
+            if failure is not None:
+                errors.append(failure)
         return errors
 
-    def _arm_level(self, index: int, threshold: Threshold, level: int, usage: int) -> list[tuple[str, SampleError]]:
-        description = memcg_notifier_description(threshold)
-        old = self._levels[index]
-        if old is not None:
-            old.close()
-            self._levels[index] = None
-        try:
-            self._levels[index] = MemcgThresholdNotifier(
-                self.cgroup_dir(threshold), level, description, usage_seen=usage)
-        except SampleError as exc:
-            return [(description, exc)]
-        return []
+    def _description(self, index: int, drop_watch: bool) -> str:
+        description = memcg_notifier_description(self.thresholds[index])
+        return f"{description}: usage fell" if drop_watch else description
 
-    def _arm_drop_watch(self, index: int, threshold: Threshold, usage: int) -> list[tuple[str, SampleError]]:
-        self._close_drop_watch(index)
-        level = drop_watch_level(usage)
-        if level <= 0:
-            return []
-        description = f"{memcg_notifier_description(threshold)}: usage fell"
-        try:
-            self._drop_watches[index] = MemcgThresholdNotifier(
-                self.cgroup_dir(threshold), level, description, cause=MEMCG_REARM_CAUSE, usage_seen=usage)
-        except SampleError as exc:
-            return [(description, exc)]
-        return []
+    def _arm(self, job: _Job) -> tuple[str, SampleError] | None:
+        """Register what `job` asks for and put it in its place (a drop watch at a level <= 0: none); return
+        the failure, after which the place is empty. Any thread."""
+        index, drop_watch, level, usage = job
+        new = None
+        if not (drop_watch and level <= 0):
+            try:
+                new = MemcgThresholdNotifier(
+                    self.cgroup_dir(self.thresholds[index]), level, self._description(index, drop_watch),
+                    cause=MEMCG_REARM_CAUSE if drop_watch else MEMCG_CAUSE, usage_seen=usage)
+            except SampleError as exc:
+                self._install(index, drop_watch, None)
+                return self._description(index, drop_watch), exc
+        if not self._install(index, drop_watch, new) and new is not None:
+            new.close()  # the set was closed meanwhile
+        return None
 
-    def _close_drop_watch(self, index: int) -> None:
-        old = self._drop_watches[index]
-        if old is not None:
-            old.close()
-            self._drop_watches[index] = None
+    def _install(self, index: int, drop_watch: bool, new: MemcgThresholdNotifier | None) -> bool:
+        """Swap `new` into its place and into the epoll set; close the one it replaces. False once closed."""
+        with self._lock:
+            if self._epoll is None:
+                return False
+            slots = self._drop_watches if drop_watch else self._levels
+            old, slots[index] = slots[index], new
+            if new is not None:
+                self._by_fd[new.fileno()] = new
+                self._epoll.register(new.fileno(), select.EPOLLIN)
+            if old is not None:
+                del self._by_fd[old.fileno()]
+                old.close()  # closing the eventfd also takes it out of the epoll set
+            return True
+
+    def _submit(self, job: _Job) -> None:
+        key = (job[0], job[1])
+        with self._lock:
+            if key in self._pending:
+                return  # one registration at a time per place; the next cycle asks again if still needed
+            self._pending.add(key)
+        if self._worker is None:
+            self._worker = threading.Thread(target=self._rearm, name="evictd-memcg-rearm", daemon=True)
+            self._worker.start()
+        self._jobs.put(job)
+
+    def _rearm(self) -> None:
+        while (job := self._jobs.get()) is not None:
+            failure = self._arm(job)
+            with self._lock:
+                self._pending.discard((job[0], job[1]))
+                if failure is not None:
+                    self._failures.append(failure)
+
+    @property
+    def closed(self) -> bool:
+        """True after `close`."""
+        return self._epoll is None
 
     def close(self) -> None:
-        """Close every notifier. Idempotent."""
-        for notifier in (*self._levels, *self._drop_watches):
-            if notifier is not None:
-                notifier.close()
-        self._levels = [None] * len(self.thresholds)
-        self._drop_watches = [None] * len(self.thresholds)
+        """Stop the re-arming thread and close every notifier and the epoll descriptor. Idempotent."""
+        if self._worker is not None:
+            self._jobs.put(None)
+            self._worker.join()
+            self._worker = None
+        with self._lock:
+            for notifier in (*self._levels, *self._drop_watches):
+                if notifier is not None:
+                    notifier.close()
+            self._levels = [None] * len(self.thresholds)
+            self._drop_watches = [None] * len(self.thresholds)
+            self._by_fd = {}
+            self._pending.clear()
+            epoll, self._epoll = self._epoll, None
+        if epoll is not None:
+            epoll.close()
+
+    def __repr__(self) -> str:
+        return f"MemcgNotifierSet({[t.signal.value for t in self.thresholds]}, {self.memory_root!r})"

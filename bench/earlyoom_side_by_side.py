@@ -1,0 +1,448 @@
+"""Side by side with earlyoom: `evictd run` and Debian's earlyoom on the same allocations, timed black-box.
+
+Both detectors run as a user runs them, each as a process of its own, beside each other on this machine:
+* `evictd run` (dry-run: no Kubernetes API) with one hard threshold `memory.available < <bytes>` and everything
+  else as shipped (10 s housekeeping interval, memcg and PSI wake-ups); its moment of decision is the
+  `timestamp` of its JSON log line "threshold met", as a user reads it;
+* `earlyoom --dryrun -r 0 -M <KiB> -m 99 -s 99` (1.7, installed with apt-get when missing; the -m/-s
+  percentages only keep its defaults from applying, the lower minimum wins); its moment of decision is when
+  its first line "low memory! at or below SIGTERM limits" arrives on the pipe from its stderr (earlyoom writes
+  unbuffered and prints no time).
+
+Each watches its own metric: evictd `memory.available` = MemTotal - (the root memory cgroup's usage -
+total_inactive_file), earlyoom `MemAvailable` of /proc/meminfo. The thresholds are set relative to what is
+free at the start (REAL_COMPONENTS.md, "A peer to compare with"): each trips after about 2 GiB more is
+allocated. One child process allocates (anonymous memory, every page written, 16 MiB at a time, as fast as it
+can) until both metrics are about 512 MiB past their thresholds, holds until both detectors spoke, then
+frees. A sampler process reads both metrics every millisecond and notes, for each, the first reading below
+its threshold: a detector's lag is its moment of decision minus that reading's time (so it can be slightly
+negative: the sampler reads up to a millisecond after the crossing; its median period is printed).
+
+The detectors keep running from crossing to crossing (a random 0.5-1.5 s pause between crossings, so crossings
+land at random points of earlyoom's polling and of evictd's timer); when other processes move the machine's
+free memory so far that a threshold is no longer about 2 GiB away (1.5 to 2.5 GiB), both are restarted with
+thresholds re-based on the memory free then (counted in the output). A detector that says nothing within 15 s
+of a crossing is counted as a miss (evictd's timer alone would decide within 10 s).
+
+Target: evictd's p99 at most 20 ms over at least 50 crossings. The ratio printed is earlyoom's lag over
+evictd's at p50 and at p99. Needs root (reads the root memory cgroup) and cgroup v1; holds at most 3 GiB.
+
+    .venv/bin/python bench/earlyoom_side_by_side.py [--crossings 50] [--verbose]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import random
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import IO
+
+from detection_latency import MEMORY_ROOT, available_bytes, mem_total_bytes, percentile
+
+MiB = 1 << 20
+GiB = 1 << 30
+TRIP_BYTES = 2 * GiB
+# A threshold is re-based (both detectors restarted) when it is no longer this far from its metric.
+TRIP_RANGE_BYTES = (TRIP_BYTES - 512 * MiB, TRIP_BYTES + 512 * MiB)
+PAST_THRESHOLD_BYTES = 512 * MiB
+MAX_ALLOCATION_BYTES = 3 * GiB
+CHUNK_BYTES = 16 * MiB
+SAMPLE_PERIOD_S = 0.001
+DETECTION_TIMEOUT_S = 15.0
+READY_TIMEOUT_S = 30.0
+# After a detector is ready, its first poll (earlyoom) or its notifiers (evictd) are in place.
+SETTLE_S = 0.5
+PAUSE_S = (0.5, 1.5)
+TARGET_P99_S = 0.020
+EARLYOOM_LOW = "low memory! at or below SIGTERM limits"
+EVICTD_MET = "threshold met"
+EVICTD_CLEAR = "threshold no longer met"
+
+
+def meminfo_available_bytes() -> int:
+    with open("/proc/meminfo", encoding="ascii") as meminfo:
+        for line in meminfo:
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    raise RuntimeError("no MemAvailable in /proc/meminfo")
+
+
+def ensure_earlyoom() -> str:
+    """Return earlyoom's path; install the Debian package first when it is missing (as `make system-deps`)."""
+    found = shutil.which("earlyoom")
+    if found:
+        return found
+    print("installing Debian package earlyoom", file=sys.stderr)
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    subprocess.run(["apt-get", "update", "-qq"], check=True, env=env, stdout=subprocess.DEVNULL)
+    subprocess.run(["apt-get", "install", "-y", "-qq", "earlyoom"], check=True, env=env, stdout=subprocess.DEVNULL)
+    # The package enables its service; where systemd runs, it must not act beside the benchmark.
+    with contextlib.suppress(OSError):
+        subprocess.run(["systemctl", "disable", "--now", "earlyoom"], check=False, capture_output=True)
+    found = shutil.which("earlyoom")
+    if not found:
+        raise RuntimeError("earlyoom is not on PATH after apt-get install earlyoom")
+    return found
+
+
+# --------------------------------------------------------------------------------------------------
+# The sampler and the allocator: child processes of this script
+
+
+def sampler(evictd_threshold: int, earlyoom_threshold: int, timeout_s: float) -> None:
+    """Read both metrics every millisecond until both are below their thresholds; print one JSON line."""
+    capacity = mem_total_bytes()
+    first_below: dict[str, float] = {}
+    periods: list[float] = []
+    print("ready", flush=True)
+    deadline = time.monotonic() + timeout_s
+    previous = None
+    while len(first_below) < 2 and time.monotonic() < deadline:
+        now = time.time()
+        if previous is not None:
+            periods.append(now - previous)
+        previous = now
+        if "evictd" not in first_below and available_bytes(capacity, MEMORY_ROOT) < evictd_threshold:
+            first_below["evictd"] = now
+        if "earlyoom" not in first_below and meminfo_available_bytes() < earlyoom_threshold:
+            first_below["earlyoom"] = now
+        time.sleep(SAMPLE_PERIOD_S)
+    print(json.dumps({"first_below": first_below, "period_s": statistics.median(periods) if periods else None}),
+          flush=True)
+
+
+ALLOCATOR = r"""
+import mmap, sys
+chunks = []
+ones = b"\x01" * int(sys.argv[1])
+for line in sys.stdin:
+    words = line.split()
+    if words[0] == "alloc":
+        for _ in range(int(words[1]) // len(ones)):
+            chunk = mmap.mmap(-1, len(ones), flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+            chunk[:] = ones  # every page written, so really charged
+            chunks.append(chunk)
+    elif words[0] == "free":
+        for chunk in chunks:
+            chunk.close()
+        chunks.clear()
+    print("ok", flush=True)
+"""
+
+
+# --------------------------------------------------------------------------------------------------
+# The detectors
+
+
+@dataclass
+class Lines:
+    """Lines a process writes to one pipe, each with the wall-clock time it arrived, read by a thread."""
+
+    stream: IO[str]
+    lines: list[tuple[float, str]] = field(default_factory=list)
+    changed: threading.Condition = field(default_factory=threading.Condition)
+
+    def __post_init__(self) -> None:
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        for line in self.stream:
+            received = time.time()
+            with self.changed:
+                self.lines.append((received, line.rstrip("\n")))
+                self.changed.notify_all()
+
+    def wait_for(self, predicate: Callable[[str], bool], after: int, timeout_s: float) -> tuple[int, float, str] | None:
+        """Return (index, arrival, line) of the first line from index `after` on that `predicate` accepts."""
+        deadline = time.monotonic() + timeout_s
+        with self.changed:
+            while True:
+                for index in range(after, len(self.lines)):
+                    received, line = self.lines[index]
+                    if predicate(line):
+                        return index, received, line
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return None
+                self.changed.wait(remaining)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def evictd_event(line: str) -> dict[str, object] | None:
+    try:
+        event = json.loads(line)
+    except ValueError:
+        return None
+    return event if isinstance(event, dict) else None
+
+
+def is_evictd_event(name: str) -> Callable[[str], bool]:
+    """Return a predicate: the line is evictd's JSON log event `name`."""
+
+    def matches(line: str) -> bool:
+        event = evictd_event(line)
+        return event is not None and event.get("event") == name
+
+    return matches
+
+
+class Detectors:
+    """evictd and earlyoom running side by side, with thresholds set from the memory free when they started."""
+
+    def __init__(self, earlyoom: str, workdir: Path) -> None:
+        self.evictd_threshold = available_bytes(mem_total_bytes(), MEMORY_ROOT) - TRIP_BYTES
+        self.earlyoom_threshold = meminfo_available_bytes() - TRIP_BYTES
+        port = self.port = free_port()
+        kubelet = {"apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration",
+                   "evictionHard": {"memory.available": str(self.evictd_threshold)}, "enforceNodeAllocatable": []}
+        own = {"apiVersion": "evictd.io/v1alpha1", "kind": "EvictdConfiguration", "nodeName": "bench-node",
+               "logFormat": "json", "metricsBindAddress": f"127.0.0.1:{port}",
+               "stateDir": str(workdir / "state"), "kubeletRootDir": str(workdir / "kubelet"),
+               "podLogsDir": str(workdir / "logs")}
+        config = workdir / "evictd.yaml"
+        config.write_text(json.dumps(kubelet) + "\n---\n" + json.dumps(own) + "\n", encoding="utf-8")
+        evictd = Path(sys.executable).with_name("evictd")
+        self.evictd = subprocess.Popen([str(evictd), "run", "--config", str(config)], stdout=subprocess.PIPE,
+                                       stderr=subprocess.DEVNULL, text=True, bufsize=1)
+        self.earlyoom = subprocess.Popen(
+            [earlyoom, "--dryrun", "-r", "0", "-M", str(self.earlyoom_threshold // 1024), "-m", "99", "-s", "99"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, bufsize=1)
+        assert self.evictd.stdout is not None and self.earlyoom.stderr is not None
+        self.evictd_lines = Lines(self.evictd.stdout)
+        self.earlyoom_lines = Lines(self.earlyoom.stderr)
+        if self.evictd_lines.wait_for(is_evictd_event("evictd started"), 0, READY_TIMEOUT_S) is None:
+            raise RuntimeError(f"evictd did not start: {self.evictd_lines.lines[-5:]}")
+        self._wait_first_cycle()
+        if self.earlyoom_lines.wait_for(lambda line: line.startswith("sending SIGTERM when"), 0,
+                                        READY_TIMEOUT_S) is None:
+            raise RuntimeError(f"earlyoom did not start: {self.earlyoom_lines.lines[-5:]}")
+        time.sleep(SETTLE_S)
+
+    def metrics(self) -> dict[str, float]:
+        """evictd's cycle and wake-up counters from its /metrics (empty when it does not answer)."""
+        samples: dict[str, float] = {}
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", self.port), timeout=2) as sock:
+            sock.sendall(b"GET /metrics HTTP/1.0\r\n\r\n")
+            body = b""
+            while chunk := sock.recv(65536):
+                body += chunk
+            for line in body.decode(errors="replace").splitlines():
+                if line.startswith(("evictd_cycles_total ", "evictd_wakeups_total{")):
+                    name, value = line.rsplit(" ", 1)
+                    samples[name] = float(value)
+        return samples
+
+    def _wait_first_cycle(self) -> None:
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while time.monotonic() < deadline:
+            if self.metrics().get("evictd_cycles_total", 0) >= 1:
+                return
+            time.sleep(0.05)
+        raise RuntimeError("evictd ran no cycle")
+
+    def distances(self) -> tuple[int, int]:
+        """How far each metric is above its detector's threshold now."""
+        return (available_bytes(mem_total_bytes(), MEMORY_ROOT) - self.evictd_threshold,
+                meminfo_available_bytes() - self.earlyoom_threshold)
+
+    def stop(self) -> None:
+        for process in (self.evictd, self.earlyoom):
+            if process.poll() is None:
+                process.terminate()
+        for process in (self.evictd, self.earlyoom):
+            try:
+                process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+# --------------------------------------------------------------------------------------------------
+# The harness
+
+
+@dataclass
+class Result:
+    evictd_s: list[float] = field(default_factory=list)
+    earlyoom_s: list[float] = field(default_factory=list)
+    evictd_missed: int = 0
+    earlyoom_missed: int = 0
+    sampler_periods_s: list[float] = field(default_factory=list)
+    restarts: int = 0
+    disturbed: int = 0
+
+
+class Disturbed(Exception):
+    """Other processes moved free memory during the crossing: it is retried."""
+
+
+def child(*args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                            bufsize=1)
+
+
+def ask(process: subprocess.Popen[str], command: str, expected: str = "ok") -> str:
+    assert process.stdin is not None and process.stdout is not None
+    process.stdin.write(command + "\n")
+    process.stdin.flush()
+    line = process.stdout.readline().strip()
+    if not line.startswith(expected):
+        raise RuntimeError(f"child answered {line!r} to {command!r}")
+    return line
+
+
+def one_crossing(detectors: Detectors, allocator: subprocess.Popen[str], result: Result, verbose: bool) -> None:
+    evictd_distance, earlyoom_distance = detectors.distances()
+    if min(evictd_distance, earlyoom_distance) < PAST_THRESHOLD_BYTES:
+        raise Disturbed("a metric is already near its threshold")
+    size = max(evictd_distance, earlyoom_distance) + PAST_THRESHOLD_BYTES
+    if size > MAX_ALLOCATION_BYTES:
+        raise Disturbed("the thresholds are too far away")
+    size = -(-size // CHUNK_BYTES) * CHUNK_BYTES
+    sample = subprocess.Popen(
+        [sys.executable, __file__, "--sampler", str(detectors.evictd_threshold), str(detectors.earlyoom_threshold)],
+        stdout=subprocess.PIPE, text=True)
+    assert sample.stdout is not None
+    if sample.stdout.readline().strip() != "ready":
+        raise RuntimeError("the sampler did not start")
+    evictd_from, earlyoom_from = len(detectors.evictd_lines.lines), len(detectors.earlyoom_lines.lines)
+    counters_before = detectors.metrics() if verbose else {}
+    try:
+        ask(allocator, f"alloc {size}")
+        found_evictd = detectors.evictd_lines.wait_for(is_evictd_event(EVICTD_MET), evictd_from, DETECTION_TIMEOUT_S)
+        counters_at_decision = detectors.metrics() if verbose else {}
+        found_earlyoom = detectors.earlyoom_lines.wait_for(lambda line: line.startswith(EARLYOOM_LOW), earlyoom_from,
+                                                           DETECTION_TIMEOUT_S)
+        crossed = json.loads(sample.stdout.readline())
+    finally:
+        sample.wait()
+        sample.stdout.close()
+        ask(allocator, "free")
+    first_below = crossed["first_below"]
+    if "evictd" not in first_below or "earlyoom" not in first_below:
+        raise Disturbed(f"the sampler saw only {sorted(first_below) or 'neither metric'} cross")
+    if crossed["period_s"] is not None:
+        result.sampler_periods_s.append(crossed["period_s"])
+    lags = []
+    if found_evictd is None:
+        result.evictd_missed += 1
+        lags.append("evictd missed")
+    else:
+        event = evictd_event(found_evictd[2])
+        assert event is not None
+        decided = datetime.fromisoformat(str(event["timestamp"]).replace("Z", "+00:00")).timestamp()
+        result.evictd_s.append(decided - first_below["evictd"])
+        lags.append(f"evictd {result.evictd_s[-1] * 1000:.1f} ms")
+    if found_earlyoom is None:
+        result.earlyoom_missed += 1
+        lags.append("earlyoom missed")
+    else:
+        result.earlyoom_s.append(found_earlyoom[1] - first_below["earlyoom"])
+        lags.append(f"earlyoom {result.earlyoom_s[-1] * 1000:.1f} ms")
+    if verbose:
+        counters = {name.split("{", 1)[-1].rstrip("}"): value - counters_before.get(name, 0)
+                    for name, value in counters_at_decision.items() if value != counters_before.get(name, 0)}
+        print(f"crossing {len(result.evictd_s) + result.evictd_missed}: {', '.join(lags)}; evictd counters "
+              f"until the decision: {counters}", file=sys.stderr)
+    # Both detectors must see the memory back before the next crossing (evictd logs it; earlyoom stops saying so).
+    detectors.evictd_lines.wait_for(is_evictd_event(EVICTD_CLEAR), evictd_from, DETECTION_TIMEOUT_S)
+
+
+def distribution(name: str, values: list[float], missed: int) -> str:
+    if not values:
+        return f"  {name:9} no detection ({missed} missed)"
+    return (f"  {name:9} p50 {statistics.median(values) * 1000:7.1f} ms  p90 {percentile(values, 0.9) * 1000:7.1f} ms"
+            f"  p99 {percentile(values, 0.99) * 1000:7.1f} ms  max {max(values) * 1000:7.1f} ms"
+            f"  ({len(values)} detected, {missed} missed)")
+
+
+def load() -> str:
+    with open("/proc/loadavg", encoding="ascii") as loadavg:
+        return " ".join(loadavg.read().split()[:3])
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--crossings", type=int, default=50)
+    parser.add_argument("--verbose", action="store_true", help="print each crossing on stderr")
+    parser.add_argument("--sampler", nargs=2, type=int, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.sampler:
+        sampler(*args.sampler, timeout_s=DETECTION_TIMEOUT_S)
+        return 0
+    if not os.path.exists(f"{MEMORY_ROOT}/memory.usage_in_bytes"):
+        print("earlyoom side by side: no cgroup v1 memory hierarchy here; not measured")
+        return 0
+    earlyoom = ensure_earlyoom()
+    result = Result()
+    load_at_start = load()
+    started = time.monotonic()
+    allocator = child("-c", ALLOCATOR, str(CHUNK_BYTES))
+    detectors: Detectors | None = None
+    try:
+        with tempfile.TemporaryDirectory(prefix="evictd-bench-earlyoom-") as workdir:
+            while len(result.evictd_s) + result.evictd_missed < args.crossings:
+                if detectors is None:
+                    detectors = Detectors(earlyoom, Path(workdir))
+                elif not all(TRIP_RANGE_BYTES[0] <= d <= TRIP_RANGE_BYTES[1] for d in detectors.distances()):
+                    detectors.stop()
+                    result.restarts += 1
+                    detectors = Detectors(earlyoom, Path(workdir))
+                time.sleep(random.uniform(*PAUSE_S))
+                try:
+                    one_crossing(detectors, allocator, result, args.verbose)
+                except Disturbed as disturbed:
+                    result.disturbed += 1
+                    if args.verbose:
+                        print(f"disturbed: {disturbed}; retried", file=sys.stderr)
+                    if result.disturbed > 5 * args.crossings:
+                        raise RuntimeError("other processes keep moving free memory: no clean crossing") from None
+    finally:
+        if detectors is not None:
+            detectors.stop()
+        with contextlib.suppress(OSError, ValueError):
+            assert allocator.stdin is not None
+            allocator.stdin.close()
+        allocator.wait(timeout=30)
+    crossings = len(result.evictd_s) + result.evictd_missed
+    evictd_p99 = percentile(result.evictd_s, 0.99) if result.evictd_s and not result.evictd_missed else float("inf")
+    met = crossings >= 50 and evictd_p99 <= TARGET_P99_S
+    lines = [
+        f"earlyoom side by side: {crossings} crossings of about {TRIP_BYTES // GiB} GiB allocated past the free memory "
+        f"(restarted {result.restarts} times to re-base, {result.disturbed} disturbed and retried), "
+        f"{time.monotonic() - started:.0f} s, load average {load_at_start} -> {load()}",
+        "  lag = detector's decision - the 1 ms sampler's first reading of its metric below its threshold "
+        f"(sampler period median {statistics.median(result.sampler_periods_s or [0.0]) * 1000:.2f} ms)",
+        distribution("evictd", result.evictd_s, result.evictd_missed),
+        distribution("earlyoom", result.earlyoom_s, result.earlyoom_missed),
+    ]
+    if result.evictd_s and result.earlyoom_s:
+        ratio_p50 = statistics.median(result.earlyoom_s) / max(statistics.median(result.evictd_s), 1e-4)
+        ratio_p99 = percentile(result.earlyoom_s, 0.99) / max(percentile(result.evictd_s, 0.99), 1e-4)
+        lines.append(f"  earlyoom / evictd: {ratio_p50:.0f}x at p50, {ratio_p99:.0f}x at p99")
+    lines.append(f"  target evictd p99 <= {TARGET_P99_S * 1000:.0f} ms over >= 50 crossings: {'met' if met else 'NOT met'}")
+    print("\n".join(lines))
+    return 0 if met else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -28,7 +28,8 @@ Modes, each with at least 20 crossings:
 Target with wake-ups: p99 at most 50 ms. Allocations stay below 3 GiB and are freed on every exit path; the
 benchmark's cgroups are removed at the end.
 
-    .venv/bin/python bench/detection_latency.py [--crossings 20] [--above-mib 2048] [--verbose]
+    .venv/bin/python bench/detection_latency.py [--crossings 20] [--above-mib 2048] [--target node|pods|both]
+        [--wakeups on|off|both] [--verbose]
 """
 
 from __future__ import annotations
@@ -488,6 +489,10 @@ def main() -> int:
     parser.add_argument("--above-mib", type=int, default=2048,
                         help="node threshold = available now - this (re-based if other processes free memory)")
     parser.add_argument("--verbose", action="store_true", help="print each crossing on stderr")
+    parser.add_argument("--target", choices=("node", "pods", "both"), default="both",
+                        help="where the crossings happen: the whole machine, the pods cgroup, or both")
+    parser.add_argument("--wakeups", choices=("on", "off", "both"), default="both",
+                        help="run the modes with memcg wake-ups on, off, or both")
     parser.add_argument("--allocator", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--join", help=argparse.SUPPRESS)
     parser.add_argument("--watch", help=argparse.SUPPRESS)
@@ -510,10 +515,13 @@ def main() -> int:
             (Target("pods cgroup", "allocatableMemory.available", PODS_THRESHOLD_BYTES, cgroup_root),
              Allocator(join=pod_folder, watch=pods_folder)),
         ]
+        modes = [wakeups for wakeups in (True, False) if args.wakeups in ("both", "on" if wakeups else "off")]
         try:
             for target, child in targets:
+                if args.target not in ("both", "node" if target.name == "node" else "pods"):
+                    continue
                 mode_lines = []
-                for wakeups in (True, False):
+                for wakeups in modes:
                     result = run_mode(child, target, args.crossings, wakeups=wakeups, workdir=Path(workdir),
                                       verbose=args.verbose)
                     line, met = mode_line(result, wakeups)

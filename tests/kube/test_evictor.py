@@ -10,6 +10,10 @@ from __future__ import annotations
 
 import copy
 import json
+import os
+import signal
+import subprocess
+import sys
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -330,6 +334,59 @@ def test_a_delete_that_may_have_gone_through_still_records_the_event(
     assert entry["extra"]["deleted"].startswith(f"{refused}: ") and "ended" not in entry["extra"]
     [event] = evicted_events(apiserver)
     assert event["involvedObject"]["uid"] == "uid-hog"
+    assert harness.journal.pending() == []
+
+
+# A daemon SIGKILLed right after the server carried out its DELETE, before the journal could note it: a real
+# process with evictd's client and journal, whose DELETE returns from the server and then kills the process.
+KILLED_AFTER_DELETE = r"""
+import os, signal, sys
+from evictd.kube.client import build_api_client
+from evictd.kube.events import EventRecorder
+from evictd.kube.evictor import KubePodEvictor
+from evictd.kube.journal import EvictionJournal
+from test_evictor import NODE, hog, soft_eviction
+
+kubeconfig, journal_path = sys.argv[1:]
+client = build_api_client(kubeconfig)
+delete_pod = client.delete_pod
+
+def delete_then_die(*args, **kwargs):
+    delete_pod(*args, **kwargs)
+    os.kill(os.getpid(), signal.SIGKILL)
+
+client.delete_pod = delete_then_die
+evictor = KubePodEvictor(client, EvictionJournal(journal_path), EventRecorder(client, NODE))
+evictor.evict(soft_eviction(hog()))
+"""
+
+
+def test_a_daemon_killed_between_its_delete_and_the_journal_still_records_the_event(
+    apiserver: ApiServer, harness: Harness
+) -> None:
+    apiserver.store.create_pod(hog())
+    tests = Path(__file__).resolve().parents[1]
+    killed = subprocess.run(
+        [sys.executable, "-c", KILLED_AFTER_DELETE, str(apiserver.kubeconfig_path), str(harness.journal_path)],
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(tests), str(tests / "kube")])},
+        capture_output=True, text=True, check=False, timeout=60)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    stored = apiserver.store.get_pod("default", "hog")
+    assert stored is not None and "deletionTimestamp" in stored["metadata"], "the DELETE went through"
+    entry = harness.file_entries()["uid-hog"]
+    assert (entry["condition_written"], entry["delete_sent"], entry["deleted"]) == (True, True, False)
+    apiserver.finish_deletion("default", "hog")  # the kubelet stopped it and removed it meanwhile
+
+    _, evictor = harness.restart()  # the restarted daemon reads the journal the killed one left
+    assert evictor.replay() == []
+
+    assert [(r.method, r.status) for r in harness.sent() if r.method == "DELETE"] == [("DELETE", 200), ("DELETE", 404)]
+    entry = harness.file_entries()["uid-hog"]
+    assert entry["extra"]["deleted"].startswith("404: ") and "ended" not in entry["extra"]
+    [event] = evicted_events(apiserver)
+    assert event["involvedObject"]["uid"] == "uid-hog" and event["reason"] == "Evicted"
+    conditions = {c["type"]: c for c in stored["status"]["conditions"]}
+    assert conditions["DisruptionTarget"]["reason"] == "TerminationByKubelet", "the status written before the DELETE"
     assert harness.journal.pending() == []
 
 

@@ -439,7 +439,8 @@ def main() -> int:
         ratio_p50 = statistics.median(result.earlyoom_s) / max(statistics.median(result.evictd_s), 1e-4)
         ratio_p99 = percentile(result.earlyoom_s, 0.99) / max(percentile(result.evictd_s, 0.99), 1e-4)
         lines.append(f"  earlyoom / evictd: {ratio_p50:.0f}x at p50, {ratio_p99:.0f}x at p99")
-    lines.append(f"  target evictd p99 <= {TARGET_P99_S * 1000:.0f} ms over >= 50 crossings: {'met' if met else 'NOT met'}")
+    verdict = "met" if met else "NOT met"
+    lines.append(f"  target evictd p99 <= {TARGET_P99_S * 1000:.0f} ms over >= 50 crossings: {verdict}")
     print("\n".join(lines))
     return 0 if met else 1
 

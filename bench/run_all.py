@@ -6,11 +6,12 @@ Runs, each in a fresh process with this interpreter: `cycle_cost.py` (CPU time o
 110, 250 and 1000 pods, and of a disk walker pass, against the floor of only reading the same files),
 `syscall_parity.py` (those floors make the same file system calls; needs strace), `memory_rss.py` (daemon
 RSS after 100 cycles at 250 pods against the import floor), `detection_latency.py` (real memory threshold
-crossings to the engine's decision, wake-ups on and off), `disk_walk_isolation.py` (cycle duration and
-crossing-to-decision latency with a tenant's 0, 100,000 and 1,000,000 churning files, the walker process
-only; run it on its own for the comparison with the walk in the cycle) and `startup.py` (start-up of the
+crossings to the engine's decision, wake-ups on and off), `earlyoom_side_by_side.py` (`evictd run` and
+earlyoom as processes on the same allocations, each timed against a 1 ms sampler), `disk_walk_isolation.py`
+(cycle duration and crossing-to-decision latency with a tenant's 0, 100,000 and 1,000,000 churning files, the
+walker process only; run it on its own for the comparison with the walk in the cycle) and `startup.py` (start-up of the
 offline commands). Prints a compact report and a line per target; exits 1 if a target is not met. Takes
-about six minutes. Needs root (the latency benchmarks create memory cgroups).
+about eleven minutes. Needs root (the latency benchmarks create memory cgroups).
 """
 
 from __future__ import annotations
@@ -35,6 +36,8 @@ BENCHMARKS = (
      "RSS <= 64 MiB, no growth"),
     ("detection latency (target with wake-ups: p99 <= 50 ms)", ["detection_latency.py"],
      "detection p99 <= 50 ms with wake-ups"),
+    ("side by side with earlyoom (target: evictd p99 <= 20 ms over 50 crossings)",
+     ["earlyoom_side_by_side.py", "--crossings", "50"], "evictd p99 <= 20 ms beside earlyoom"),
     ("memory decisions against a tenant's file count (target: p99 the same at 0 and 1,000,000 files)",
      ["disk_walk_isolation.py", "--seconds", "15", "--ways", "walker process"],
      "cycle p99 independent of the file count, crossing p99 <= 50 ms"),

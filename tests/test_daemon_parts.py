@@ -803,7 +803,8 @@ def test_refresh_reports_incomplete_node_memory(waiter: Waiter) -> None:
     try:
         (problem,) = refresh(notifiers, memory_summary(pods_container=False, usage=False))
         assert problem.startswith("hard memory eviction threshold: summary node.memory: summary was incomplete.")
-        assert waiter.notifiers == ()
+        assert waiter.notifiers == (memcg,), "kept in the waiter, to be armed at the next refresh"
+        assert memcg.levels == memcg.drop_watches == ()
     finally:
         memcg.close()
 
@@ -817,10 +818,11 @@ def test_refresh_keeps_the_psi_notifiers_with_or_without_memcg_and_stats(waiter:
         try:
             notifiers = Notifiers(waiter=waiter, memcg=memcg, psi=(psi,))
             assert notifiers.refresh(failing_cycle(MEMORY_CONFIG)) == []
-            assert memcg.notifiers == (), "no stats: nothing to compute a level from"
-            assert waiter.notifiers == (psi,)
+            assert memcg.levels == (), "no stats: nothing to compute a level from"
+            assert waiter.notifiers == (memcg, psi)
             assert refresh(notifiers, memory_summary(pods_container=False)) == []
             assert waiter.notifiers == (memcg, psi)
+            assert not memcg.closed and [n.description for n in memcg.levels] == ["hard memory eviction threshold"]
             assert not psi.closed
         finally:
             memcg.close()

@@ -537,9 +537,9 @@ class MemcgNotifierSet:
 
     @property
     def notifiers(self) -> tuple[Notifier, ...]:
-        """What the Waiter polls: the set itself, once anything is registered."""
-        with self._lock:
-            return (self,) if self._by_fd else ()
+        """What the Waiter polls: the set itself (an empty epoll set never fires), until closed. Kept in the
+        Waiter while nothing is registered, so that the Waiter never closes it."""
+        return () if self._epoll is None else (self,)
 
     @property
     def levels(self) -> tuple[MemcgThresholdNotifier, ...]:
@@ -653,7 +653,9 @@ class MemcgNotifierSet:
         the failure, after which the place is empty. Any thread."""
         index, drop_watch, level, usage = job
         new = None
-        if not (drop_watch and level <= 0):
+        with self._lock:
+            no_level = self._levels[index] is None
+        if not (drop_watch and (level <= 0 or no_level)):  # a drop watch only beside a level
             try:
                 new = MemcgThresholdNotifier(
                     self.cgroup_dir(self.thresholds[index]), level, self._description(index, drop_watch),

@@ -407,6 +407,8 @@ def main() -> int:
                     detectors.stop()
                     result.restarts += 1
                     detectors = Detectors(earlyoom, Path(workdir))
+                    if args.verbose:
+                        print("restarted both with re-based thresholds", file=sys.stderr)
                 time.sleep(random.uniform(*PAUSE_S))
                 try:
                     one_crossing(detectors, allocator, result, args.verbose)

@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pod_json_builders import ctr, make, pod_json
 
-from builders import Mi, pod, pod_stats, summary
+from builders import Gi, Mi, fs, pod, pod_stats, summary
 from evictd.core.engine import EngineConfig, EngineState, assess, choose_eviction
 from evictd.core.kubelet_config import EvictionSettings
 from evictd.core.pods import pod_from_dict
@@ -220,3 +220,50 @@ def test_soft_threshold_grace_counts_in_evictds_own_time_whatever_the_stats_time
                 expected = max_pod_grace_s if pod_grace_s is None else min(max_pod_grace_s, pod_grace_s)
             assert choice.eviction.grace_period_override_s == expected
             assert choice.eviction.effective_grace_period_s == max(expected, 1)
+
+
+# --- disk ranking in all three filesystem layouts -------------------------------------------------------------
+
+# KUBELET_SPEC §9.4: which parts of a pod's usage each disk signal measures, per layout. images adds nothing.
+LAYOUTS = {
+    "single": (FsLayout(), {"nodefs.available": {"root", "logs", "volume"},
+                            "imagefs.available": {"root", "logs", "volume"}}),
+    "imagefs": (FsLayout(dedicated_imagefs=True), {"nodefs.available": {"logs", "volume"},
+                                                   "imagefs.available": {"root"}}),
+    "split": (FsLayout(dedicated_imagefs=True, split_containerfs=True),
+              {"nodefs.available": {"root", "logs", "volume"}, "imagefs.available": set()}),
+}
+
+
+@st.composite
+def disk_pods(draw: st.DrawFn) -> list[dict[str, Any]]:
+    count = draw(st.integers(1, 15))
+    usage = st.sampled_from([0, 1, 2, 3])  # MiB, few values: ties across parts and pods
+    return [{"name": f"p{i:02d}", "root": draw(usage), "logs": draw(usage), "volume": draw(usage),
+             "memory_volume": draw(usage), "request": draw(st.sampled_from([0, 2]))} for i in range(count)]
+
+
+@settings(max_examples=200, deadline=None)
+@given(disk_pods(), st.sampled_from(sorted(LAYOUTS)), st.sampled_from(["nodefs.available", "imagefs.available"]))
+def test_disk_ranking_measures_the_parts_of_each_layout(entries: list[dict[str, Any]], layout_name: str,
+                                                        signal: str) -> None:
+    """Same priority for all: pods whose measured usage exceeds their ephemeral-storage request first, then the
+    largest usage above request, ties in source order. A memory-medium emptyDir never counts."""
+    layout, measured = LAYOUTS[layout_name]
+    volumes = [{"name": "scratch", "emptyDir": {}}, {"name": "shm", "emptyDir": {"medium": "Memory"}}]
+    docs = [pod(e["name"], volumes=volumes,
+                requests={"ephemeral-storage": f"{e['request']}Mi"} if e["request"] else None) for e in entries]
+    stats = [pod_stats(d, rootfs=e["root"] * Mi, logs=e["logs"] * Mi,
+                       volumes={"scratch": e["volume"] * Mi, "shm": e["memory_volume"] * Mi})
+             for d, e in zip(docs, entries, strict=True)]
+    pods = [pod_from_dict(d) for d in docs]
+    starved = summary_from_dict(summary(nodefs=fs(0, 100 * Gi), imagefs=fs(0, 100 * Gi), pods=stats))
+    config = EngineConfig.from_settings(EvictionSettings(hard={signal: "1Gi"}, local_storage_capacity_isolation=False))
+    state, assessment = assess(EngineState(), config, layout, starved, pods, now=0.0)
+    choice = choose_eviction(config, state, assessment, pods, starved)
+
+    def key(e: dict[str, Any]) -> tuple[bool, int]:
+        used = sum(e[part] for part in measured[signal])
+        return used <= e["request"], -(used - e["request"])
+
+    assert [p.name for p in choice.ranking] == [e["name"] for e in sorted(entries, key=key)]

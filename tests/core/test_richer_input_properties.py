@@ -21,6 +21,15 @@ from evictd.core.pods import pod_from_dict
 from evictd.core.resources import pod_request
 from evictd.core.signals import FsLayout
 from evictd.core.summary import summary_from_dict
+from evictd.render import step_json
+from evictd.simulate import parse_scenario, run_scenario
+
+
+def simulate_steps(scenario: dict[str, Any]) -> list[dict[str, Any]]:
+    """Run a scenario through `evictd simulate`'s engine and return each step as its JSON output shows it."""
+    parsed = parse_scenario(scenario)
+    return [step_json(step.at, report) for step, report in zip(parsed.steps, run_scenario(parsed), strict=True)]
+
 
 # --- pod requests: KEP-753 sidecars and init containers, overhead, pod-level resources -------------------
 
@@ -267,3 +276,46 @@ def test_disk_ranking_measures_the_parts_of_each_layout(entries: list[dict[str, 
         return used <= e["request"], -(used - e["request"])
 
     assert [p.name for p in choice.ranking] == [e["name"] for e in sorted(entries, key=key)]
+
+
+# --- node-level reclaim (container and image GC) before any eviction, per layout --------------------------------
+
+# KUBELET_SPEC §8: the reclaim functions each disk signal runs, per layout.
+RECLAIM = {
+    "single": {"nodefs.available": ["containerGC", "imageGC"], "imagefs.available": ["containerGC", "imageGC"]},
+    "imagefs": {"nodefs.available": [], "imagefs.available": ["containerGC", "imageGC"]},
+    "split": {"nodefs.available": ["containerGC"], "imagefs.available": ["imageGC"]},
+}
+LAYOUT_DOCS = {"single": {}, "imagefs": {"dedicatedImageFs": True},
+               "split": {"dedicatedImageFs": True, "splitContainerFs": True}}
+
+
+@settings(max_examples=150, deadline=None)
+@given(layout_name=st.sampled_from(sorted(RECLAIM)), signal=st.sampled_from(["nodefs.available", "imagefs.available"]),
+       threshold_mib=st.integers(1, 64), min_reclaim_mib=st.none() | st.integers(0, 64),
+       freed_to_mib=st.integers(0, 200), soft=st.booleans())
+def test_reclaim_that_frees_enough_means_no_pod_eviction(layout_name: str, signal: str, threshold_mib: int,
+                                                        min_reclaim_mib: int | None, freed_to_mib: int,
+                                                        soft: bool) -> None:
+    """Under a met disk threshold the layout's GC functions run first; when they leave no configured threshold
+    (soft ones too, grace ignored) met with its minimum reclaim, nobody is evicted; otherwise (or when the
+    layout has no GC for the signal) the ranking's first pod is."""
+    config: dict[str, Any] = {"evictionHard": {signal: f"{threshold_mib}Mi"}}
+    if soft:  # a soft threshold that never acts (long grace) still counts in the post-reclaim check
+        config["evictionSoft"] = {signal: f"{2 * threshold_mib}Mi"}
+        config["evictionSoftGracePeriod"] = {signal: "1h"}
+    if min_reclaim_mib is not None:
+        config["evictionMinimumReclaim"] = {signal: f"{min_reclaim_mib}Mi"}
+    hog = pod("hog")
+    before = summary(nodefs=fs(0, 100 * Gi), imagefs=fs(0, 100 * Gi), pods=[pod_stats(hog, rootfs=Mi, logs=Mi)])
+    after = summary(nodefs=fs(freed_to_mib * Mi, 100 * Gi), imagefs=fs(freed_to_mib * Mi, 100 * Gi),
+                    pods=[pod_stats(hog, rootfs=Mi, logs=Mi)])
+    (step,) = simulate_steps({"config": config, "layout": LAYOUT_DOCS[layout_name], "pods": [hog],
+                              "steps": [{"at": 0, "summary": before, "afterReclaim": after}]})
+    actions = RECLAIM[layout_name][signal]
+    needed = [threshold_mib + (min_reclaim_mib or 0)]
+    if soft:
+        needed.append(2 * threshold_mib + (min_reclaim_mib or 0))
+    freed_enough = bool(actions) and all(freed_to_mib >= n for n in needed)
+    assert step["reclaim"] == actions
+    assert [e["name"] for e in step["evicted"]] == ([] if freed_enough else ["hog"])

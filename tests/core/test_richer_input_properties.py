@@ -319,3 +319,57 @@ def test_reclaim_that_frees_enough_means_no_pod_eviction(layout_name: str, signa
     freed_enough = bool(actions) and all(freed_to_mib >= n for n in needed)
     assert step["reclaim"] == actions
     assert [e["name"] for e in step["evicted"]] == ([] if freed_enough else ["hog"])
+
+
+# --- local-storage limit evictions ------------------------------------------------------------------------------
+
+
+@st.composite
+def limited_pods(draw: st.DrawFn) -> list[dict[str, Any]]:
+    small = st.integers(0, 8)  # MiB
+    return [{"name": f"p{i:02d}", "size_limit": draw(st.none() | small), "limit": draw(st.none() | small),
+             "volume": draw(small), "ephemeral": draw(small), "rootfs": draw(small), "logs": draw(small),
+             "has_stats": draw(st.booleans() | st.just(True)),
+             "critical": draw(st.sampled_from([None, "static", "priority"]))}
+            for i in range(draw(st.integers(1, 14)))]
+
+
+def _oracle_local_storage(e: dict[str, Any], dedicated_imagefs: bool) -> str | None:
+    """KUBELET_SPEC §12: the first rule that fires, or None."""
+    if not e["has_stats"] or e["critical"]:
+        return None
+    if e["size_limit"] and e["volume"] > e["size_limit"]:
+        return "emptydirfs.limit"
+    if e["limit"] is not None and e["ephemeral"] > e["limit"]:
+        return "ephemeralpodfs.limit"
+    container_usage = e["logs"] + (0 if dedicated_imagefs else e["rootfs"])
+    if e["limit"] and container_usage > e["limit"]:
+        return "ephemeralcontainerfs.limit"
+    return None
+
+
+@settings(max_examples=200, deadline=None)
+@given(limited_pods(), st.booleans())
+def test_local_storage_limit_evictions_follow_the_kubelets_three_rules(entries: list[dict[str, Any]],
+                                                                      dedicated_imagefs: bool) -> None:
+    docs = []
+    for e in entries:
+        volume: dict[str, Any] = {"name": "scratch", "emptyDir": {}}
+        if e["size_limit"] is not None:
+            volume["emptyDir"]["sizeLimit"] = f"{e['size_limit']}Mi"
+        docs.append(pod(
+            e["name"], volumes=[volume],
+            limits={"ephemeral-storage": f"{e['limit']}Mi"} if e["limit"] is not None else None,
+            annotations={"kubernetes.io/config.source": "file"} if e["critical"] == "static" else None,
+            priority=2_000_000_000 if e["critical"] == "priority" else None))
+    stats = [pod_stats(d, rootfs=e["rootfs"] * Mi, logs=e["logs"] * Mi, volumes={"scratch": e["volume"] * Mi},
+                       ephemeral=e["ephemeral"] * Mi)
+             for d, e in zip(docs, entries, strict=True) if e["has_stats"]]
+    pods = [pod_from_dict(d) for d in docs]
+    layout = FsLayout(dedicated_imagefs=dedicated_imagefs)
+    config = EngineConfig.from_settings(EvictionSettings(hard={}, local_storage_capacity_isolation=True))
+    _, assessment = assess(EngineState(), config, layout, summary_from_dict(summary(pods=stats)), pods, now=0.0)
+    expected = [(e["name"], label) for e in entries
+                if (label := _oracle_local_storage(e, dedicated_imagefs)) is not None]
+    assert [(ev.pod.name, ev.signal) for ev in assessment.local_storage_evictions] == expected
+    assert all(ev.grace_period_override_s == 1 and not ev.conditions for ev in assessment.local_storage_evictions)

@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pod_json_builders import ctr, make, pod_json
 
-from builders import Gi, Mi, fs, pod, pod_stats, summary
+from builders import Gi, Mi, fs, pod, pod_stats, stamp, summary
 from evictd.core.engine import EngineConfig, EngineState, assess, choose_eviction
 from evictd.core.kubelet_config import EvictionSettings
 from evictd.core.pods import pod_from_dict
@@ -373,3 +373,42 @@ def test_local_storage_limit_evictions_follow_the_kubelets_three_rules(entries: 
                 if (label := _oracle_local_storage(e, dedicated_imagefs)) is not None]
     assert [(ev.pod.name, ev.signal) for ev in assessment.local_storage_evictions] == expected
     assert all(ev.grace_period_override_s == 1 and not ev.conditions for ev in assessment.local_storage_evictions)
+
+
+# --- several thresholds actionable in one cycle; observedGeneration ------------------------------------------
+
+SIGNALS_IN_CLASS = {"memory.available": 0, "nodefs.available": 1, "pid.available": 1}
+
+
+@settings(max_examples=150, deadline=None)
+@given(hard=st.sets(st.sampled_from(sorted(SIGNALS_IN_CLASS))), soft=st.sets(st.sampled_from(sorted(SIGNALS_IN_CLASS))),
+       generation=st.integers(1, 10**6))
+def test_several_actionable_thresholds_act_on_memory_first_then_hard_before_soft(
+    hard: set[str], soft: set[str], generation: int
+) -> None:
+    """Where the kubelet's choice follows Go map order, evictd's is fixed (README): memory before other signals,
+    then hard before soft. The DisruptionTarget condition carries the pod's metadata.generation."""
+    victim = pod("victim", generation=generation, grace=60)
+    config = EngineConfig.from_settings(EvictionSettings(
+        hard={s: "1Mi" for s in hard}, soft={s: "2Mi" for s in soft},
+        soft_grace_period={s: "10s" for s in soft}, max_pod_grace_period_s=30, local_storage_capacity_isolation=False))
+    pods = [pod_from_dict(victim)]
+    state = EngineState()
+    for now, second in ((0.0, 0), (100.0, 5)):  # the second cycle: every soft grace period has passed
+        starved = summary_from_dict(summary(memory=0, nodefs=fs(0, 100 * Gi), pids=(1000, 1000), time=stamp(second),
+                                            pods=[pod_stats(victim, memory=Mi, rootfs=Mi, processes=1)]))
+        state, assessment = assess(state, config, FsLayout(), starved, pods, now=now)
+    actionable = [(SIGNALS_IN_CLASS[s], 0, s) for s in hard] + [(SIGNALS_IN_CLASS[s], 1, s) for s in soft]
+    if not actionable:
+        assert assessment.threshold_to_reclaim is None
+        return
+    _, softness, signal = min(actionable, key=lambda item: item[:2])
+    target = assessment.threshold_to_reclaim
+    assert target is not None
+    assert target.signal == signal or SIGNALS_IN_CLASS[signal] == 1  # two non-memory signals: configuration order
+    assert SIGNALS_IN_CLASS[str(target.signal)] == SIGNALS_IN_CLASS[signal] and target.is_hard == (softness == 0)
+    choice = choose_eviction(config, state, assessment, pods, starved)
+    assert choice.eviction is not None
+    assert choice.eviction.grace_period_override_s == (1 if softness == 0 else 30)
+    (condition,) = choice.eviction.conditions
+    assert (condition.type, condition.observed_generation) == ("DisruptionTarget", generation)

@@ -30,6 +30,7 @@ from typing import Any, Protocol, TextIO
 import structlog
 
 from evictd.core.engine import Eviction
+from evictd.core.memcg import notifier_refresh_due
 from evictd.core.signals import MEMORY_SIGNALS
 from evictd.cycle_logging import CycleLogger
 from evictd.http_endpoint import Health, HttpEndpoint
@@ -40,8 +41,6 @@ from evictd.metrics import Metrics
 from evictd.oom_feedback import OomFeedback
 from evictd.systemd_notify import SystemdNotifier
 
-# The kubelet refreshes its memcg notifier levels at most this often (notifierRefreshInterval).
-NOTIFIER_REFRESH_S = 10.0
 # Exit status when the shutdown deadline passes with the cycle still running.
 EXIT_SHUTDOWN_DEADLINE = 1
 # A memory notification fires at the moment usage crosses a level, often while the kernel is still
@@ -176,7 +175,7 @@ class Daemon:
     def run(self) -> int:
         """Run cycles until stopped (or `max_cycles` ran); return the exit status."""
         cycle_logger = CycleLogger(self.log, self.dry_run)
-        last_refresh = float("-inf")
+        last_refresh: float | None = None
         follow_ups: list[float] = []
         cycle = 0
         self.log.info("evictd started", node=self.node_name, interval_s=self.interval_s, dry_run=self.dry_run)
@@ -190,7 +189,7 @@ class Daemon:
                 if cycle == 1:
                     self.systemd.notify("READY=1")
                 self.systemd.notify("WATCHDOG=1")
-                refresh_due = started - last_refresh > NOTIFIER_REFRESH_S
+                refresh_due = notifier_refresh_due(last_refresh, started)
                 if report is not None and self.refresh_notifiers is not None and refresh_due:
                     last_refresh = started
                     for problem in self.refresh_notifiers(report):

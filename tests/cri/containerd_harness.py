@@ -63,9 +63,10 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeVar
 
+from harness_cri import ContainerSpec, HarnessCriClient, PodSandboxSpec
+
 from evictd.core.errors import CRIError
 from evictd.core.runtime import SandboxState
-from evictd.cri.client import ContainerSpec, CriClient, PodSandboxSpec
 
 BUSYBOX_BINARY = Path("/bin/busybox")
 CONTAINERD_BINARY = "containerd"
@@ -419,7 +420,7 @@ class Containerd:
         self.logs_dir = base / "logs"
         self.cgroup_root = cgroup_root or f"/evictd-test-{uuid.uuid4().hex[:8]}"
         self.process: subprocess.Popen[bytes] | None = None
-        self._cri: CriClient | None = None
+        self._cri: HarnessCriClient | None = None
         self._sandbox_ids: set[str] = set()
         self._imported: set[str] = set()
         self._busybox_layer: tuple[Path, str] | None = None
@@ -437,10 +438,10 @@ class Containerd:
         return self.root / f"io.containerd.snapshotter.v1.{self.snapshotter}"
 
     @property
-    def cri(self) -> CriClient:
+    def cri(self) -> HarnessCriClient:
         """A CRI client on this containerd (created on first use, closed by ``stop``)."""
         if self._cri is None:
-            self._cri = CriClient(self.endpoint, CRI_TIMEOUT_S)
+            self._cri = HarnessCriClient(self.endpoint, CRI_TIMEOUT_S)
         return self._cri
 
     def config_text(self) -> str:

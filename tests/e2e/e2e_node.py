@@ -37,6 +37,7 @@ from apiserver import ApiServer
 from containerd_harness import Containerd, RunningPod, busybox_container
 from cri_fixtures import PodFactory
 from evictd_process import EvictdProcess
+from harness_cri import ContainerSpec
 from kube_objects import node_manifest
 from kube_status import ApiError
 from kubelet_standin import KubeletStandIn
@@ -44,7 +45,6 @@ from kubelet_standin import KubeletStandIn
 from evictd.core.errors import CRIError
 from evictd.core.pods import API_SERVER_SOURCE, CONFIG_MIRROR_ANNOTATION, CONFIG_SOURCE_ANNOTATION
 from evictd.core.runtime import ContainerState, SandboxState
-from evictd.cri.client import ContainerSpec
 
 CGROUP_MEMORY = Path("/sys/fs/cgroup/memory")
 UNLIMITED = "-1"

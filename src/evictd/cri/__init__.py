@@ -3,7 +3,7 @@
 Job: name what a CRI runtime (containerd, CRI-O) reports to the eviction manager beyond the inventory
 that ``evictd.core.runtime`` already models (images, containers, sandboxes): the runtime's version, the
 image/container filesystems (``ImageFsInfo``), per-container and per-pod usage (``ListContainerStats``,
-``ListPodSandboxStats``) and one container's status.
+``ListPodSandboxStats``).
 
 Layout of the package:
 
@@ -22,10 +22,9 @@ Invariants:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from evictd.core.errors import ConfigError
-from evictd.core.runtime import ContainerState
 
 # The containerd default; CRI-O listens on unix:///var/run/crio/crio.sock and is reached the same way.
 DEFAULT_ENDPOINT = "unix:///run/containerd/containerd.sock"
@@ -120,24 +119,3 @@ class SandboxUsage:
     working_set_bytes: int | None
     process_count: int | None
     timestamp_ns: int
-
-
-@dataclass(frozen=True, slots=True)
-class ContainerStatus:
-    """One container's status from ``ContainerStatus``.
-
-    ``reason`` is the runtime's CamelCase word (``OOMKilled``, ``Completed``, ``Error``); ``exit_code``,
-    ``started_at_ns`` and ``finished_at_ns`` are 0 while they do not apply, as the CRI defines them.
-    """
-
-    id: str
-    name: str
-    state: ContainerState
-    created_at_ns: int
-    started_at_ns: int
-    finished_at_ns: int
-    exit_code: int
-    reason: str
-    message: str
-    image_ref: str
-    labels: dict[str, str] = field(default_factory=dict, hash=False, compare=False)

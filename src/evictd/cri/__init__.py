@@ -7,7 +7,8 @@ image/container filesystems (``ImageFsInfo``), per-container and per-pod usage (
 
 Layout of the package:
 
-* ``evictd.cri`` (this module): frozen values and the endpoint check, standard library only. Shell modules and the
+* ``evictd.cri`` (this module): frozen values, the endpoint check and ``Runtime``, the runtime as adapters
+  use it (``NO_RUNTIME`` until one answers), standard library only. Shell modules and the
   ``LocalKiller`` adapter type against them without importing gRPC, so the offline commands
   (``check-config``, ``simulate``) never load ``grpc`` (tests/test_cli.py checks it).
 * ``evictd.cri.client``: ``CriClient``, the only module that imports ``grpc`` and the generated stubs.
@@ -22,9 +23,13 @@ Invariants:
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
-from evictd.core.errors import ConfigError
+from evictd.core.engine import Eviction
+from evictd.core.errors import ConfigError, EvictdError
+from evictd.core.runtime import Sandbox
 
 # The containerd default; CRI-O listens on unix:///var/run/crio/crio.sock and is reached the same way.
 DEFAULT_ENDPOINT = "unix:///run/containerd/containerd.sock"
@@ -119,3 +124,83 @@ class SandboxUsage:
     working_set_bytes: int | None
     process_count: int | None
     timestamp_ns: int
+
+
+class Runtime(Protocol):
+    """The container runtime as evictd's adapters ask it. They hold the daemon's runtime slot
+    (`evictd.runtime_link.RuntimeLink`), which answers as `NO_RUNTIME` until a runtime answers on the CRI
+    endpoint and as that runtime from then on; no adapter is rewired when it comes.
+
+    Calls that reach the runtime raise ``EvictdError`` (``CRIError``) when it fails to answer.
+    """
+
+    @property
+    def attached(self) -> bool:
+        """True once a runtime answered."""
+        ...
+
+    def list_sandboxes(self) -> Sequence[Sandbox]:
+        """Every pod sandbox (none without a runtime)."""
+        ...
+
+    def filesystem_paths(self) -> tuple[str, str] | None:
+        """The runtime's image and container filesystems' folders; None: use the configured ones."""
+        ...
+
+    def container_stats(self) -> Mapping[str, Sequence[ContainerUsage]] | None:
+        """Pod UID -> its containers' usage; None without a runtime (nothing to ask)."""
+        ...
+
+    def sandbox_stats(self) -> Mapping[str, SandboxUsage] | None:
+        """Pod UID -> its sandbox's usage; None without a runtime."""
+        ...
+
+    def container_names(self, pod_uid: str) -> dict[str, str]:
+        """Container ID -> name of a pod's containers (empty without a runtime)."""
+        ...
+
+    def pod_running(self, pod_uid: str) -> bool | None:
+        """Whether anything of the pod still runs; None when no runtime can tell."""
+        ...
+
+    def stop_pod(self, eviction: Eviction) -> None:
+        """Stop the evicted pod through the runtime (only called when `attached`)."""
+        ...
+
+    def collect_garbage(self) -> None:
+        """Run the periodic container and image GC when due (nothing without a runtime)."""
+        ...
+
+
+class NullRuntime:
+    """The runtime slot's answers while no runtime has answered: nothing to list, measure, stop or collect."""
+
+    attached = False
+
+    def list_sandboxes(self) -> Sequence[Sandbox]:
+        return ()
+
+    def filesystem_paths(self) -> tuple[str, str] | None:
+        return None
+
+    def container_stats(self) -> Mapping[str, Sequence[ContainerUsage]] | None:
+        return None
+
+    def sandbox_stats(self) -> Mapping[str, SandboxUsage] | None:
+        return None
+
+    def container_names(self, pod_uid: str) -> dict[str, str]:
+        return {}
+
+    def pod_running(self, pod_uid: str) -> bool | None:
+        return None
+
+    def stop_pod(self, eviction: Eviction) -> None:
+        raise EvictdError("no container runtime answers")
+
+    def collect_garbage(self) -> None:
+        return None
+
+
+NO_RUNTIME: Runtime = NullRuntime()
+

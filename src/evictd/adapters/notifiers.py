@@ -85,7 +85,7 @@ class Notifier(Protocol):
 
     @property
     def description(self) -> str:
-        """What crossed, for the log line ``eviction manager: <description> crossed``."""
+        """What crossed, in the kubelet's words (e.g. ``hard memory eviction threshold``)."""
         ...
 
     @property

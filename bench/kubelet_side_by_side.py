@@ -42,16 +42,17 @@ from pathlib import Path
 from typing import Any
 
 TESTS = Path(__file__).resolve().parents[1] / "tests"
-for _folder in ("cri", "kube", "daemon", "e2e", "contract", "cluster"):
-    sys.path.insert(0, str(TESTS / _folder))
+for _folder in (TESTS, *(TESTS / name for name in ("cri", "kube", "daemon", "e2e", "contract", "cluster"))):
+    sys.path.insert(0, str(_folder))
 
 from backends import RealNode  # noqa: E402
-from node_under_test import MiB, NodeUnderTest, PodRef, new_name, wait_until  # noqa: E402
+from node_under_test import MiB, NodeUnderTest, PodRef, new_name  # noqa: E402
 from real_cluster import BASE_PREFIX, RealCluster, k8s_bin_dir  # noqa: E402
 from side_by_side import THRESHOLD_MIB, kubelet_evicting, kubelet_not_evicting, thresholds  # noqa: E402
 
 from evictd.core.runtime import ContainerState  # noqa: E402
 from evictd.cri.client import CriClient  # noqa: E402
+from polling import wait_until  # noqa: E402
 
 SAMPLE_S = 0.002
 STOP_POLL_S = 0.02

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 from apiserver import ApiServer
-from evictd_kube_support import evictd_api_client, pod_lists, wait_until
+from evictd_kube_support import evictd_api_client, pod_lists
 from kube_objects import node_manifest
 
 from builders import Gi, Mi, pod, pod_stats, summary
@@ -35,6 +35,7 @@ from evictd.kube.node_writer import NodeStatusWriter
 from evictd.kube.pod_watch import PodWatcher
 from evictd.manager import CycleReport, EvictionManager
 from evictd.simulate import FakeClock, FixedLayout
+from polling import wait_until
 
 NODE = "node-1"
 OWN_UID = "uid-evictd-abc12"

@@ -15,11 +15,12 @@ from typing import Any
 
 import pytest
 from apiserver import ApiServer
-from evictd_kube_support import evictd_api_client, pod_lists, pod_watches, wait_until
+from evictd_kube_support import evictd_api_client, pod_lists, pod_watches
 from kube_objects import pod_manifest
 
 from evictd.core.errors import KubeError
 from evictd.kube.pod_watch import BACKOFF_INITIAL_S, PodWatcher
+from polling import wait_until
 
 NODE = "node-a"
 SYNC_TIMEOUT_S = 5.0

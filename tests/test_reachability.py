@@ -32,20 +32,6 @@ OBSERVED_BY_TESTS = {
     "evictd.adapters.pod_disk_usage.PodDiskWalker.rounds_in_progress",
 }
 
-# The decision core's unreached code, which the other half of issue 11 deletes or puts to use (core/ is its part).
-# Entries may already be gone; once they all are, this set goes too.
-CORE_AWAITING_ISSUE_11 = {
-    "evictd.core.admission",
-    "evictd.core.qos",
-    "evictd.core.container_gc.plan_container_gc",
-    "evictd.core.container_gc.pod_state_from_mapping",
-    "evictd.core.errors.EvictionError",
-    "evictd.core.node_status.conditions_changed",
-    "evictd.core.pods.Pod.is_terminating",
-    "evictd.core.pods.Pod.pod_level_limits",
-    "evictd.core.pods.is_node_critical_pod",
-    "evictd.core.resources.container_request",
-}
 
 
 @dataclass(frozen=True)
@@ -160,14 +146,14 @@ def test_every_module_is_reachable_from_an_entry_point() -> None:
     trees = parse_modules()
     entries = entry_modules(trees)
     assert {"evictd.cli", "evictd.__main__", "evictd.adapters.disk_walker_process"} <= entries
-    unreachable = sorted(set(trees) - reachable_modules(trees, entries) - CORE_AWAITING_ISSUE_11)
+    unreachable = sorted(set(trees) - reachable_modules(trees, entries))
     assert unreachable == [], f"modules no entry point imports: {unreachable}"
 
 
 def test_every_public_definition_is_used_by_evictd() -> None:
     trees = parse_modules()
     dead = set(unreached(trees, reachable_modules(trees, entry_modules(trees)), script_targets()))
-    assert sorted(dead - OBSERVED_BY_TESTS - CORE_AWAITING_ISSUE_11) == [], (
+    assert sorted(dead - OBSERVED_BY_TESTS) == [], (
         "defined in src/evictd, used by nothing there (only by tests?)")
     assert sorted(OBSERVED_BY_TESTS - dead) == [], "listed as observed by tests, but evictd uses it (or it is gone)"
 

@@ -32,6 +32,7 @@ from containerd_harness import (
 )
 from cri_fixtures import PodFactory
 
+from container_gc_plans import pod_state_from_mapping
 from evictd.adapters.runtime_gc import (
     ContainerGCResult,
     CriContainerGC,
@@ -40,7 +41,7 @@ from evictd.adapters.runtime_gc import (
     RuntimeReclaimer,
     imagefs_usage,
 )
-from evictd.core.container_gc import GCPolicy, PodState, pod_state_from_mapping
+from evictd.core.container_gc import GCPolicy, PodState
 from evictd.core.engine import ReclaimAction
 from evictd.core.errors import CRIError
 from evictd.core.image_gc import GCReason, ImageGCPolicy

@@ -162,7 +162,7 @@ def test_a_terminating_pod_is_not_evicted_again(apiserver: ApiServer, cluster: C
     first = cluster.cycle()
     assert [e.pod.name for e in first.evictions] == ["hog"]
     # Not finished: hog stays terminating in the API (and in the journal).
-    assert wait_until(lambda: (p := cluster.watcher.pod("uid-hog")) is not None and p.is_terminating)
+    assert wait_until(lambda: (p := cluster.watcher.pod("uid-hog")) is not None and p.deletion_timestamp is not None)
 
     second = cluster.cycle()
     assert [e.pod.name for e in second.evictions] == ["modest"]

@@ -26,8 +26,8 @@ Invariants:
   or another thread; wake-ups are never lost (a wake before `wait` makes the next `wait` return at once)
   and many wake-ups coalesce. Everything else in a Waiter, `close` included, is for the thread that
   calls `wait` (a thread must not call `wake` while another closes the Waiter).
-* A notifier whose descriptor reports an error or hang-up is dropped from the poll set (so a broken
-  descriptor cannot make `wait` spin) and listed in `Waiter.broken`; rebuilding it is the caller's job.
+* A notifier whose descriptor reports an error or hang-up is dropped from the poll set, so a broken
+  descriptor cannot make `wait` spin; it stays dropped until the next `set_notifiers`.
 """
 
 from __future__ import annotations
@@ -42,11 +42,7 @@ from types import TracebackType
 from typing import Protocol, Self
 
 from evictd.core.errors import ConfigError, SampleError
-from evictd.core.memcg import (
-    memcg_notifier_description,
-    memcg_threshold_for_summary,
-    notifier_refresh_due,
-)
+from evictd.core.memcg import memcg_notifier_description, memcg_threshold_for_summary
 from evictd.core.signals import MEMORY_SIGNALS, Signal
 from evictd.core.summary import Summary
 from evictd.core.thresholds import Threshold
@@ -89,7 +85,7 @@ class Notifier(Protocol):
 
     @property
     def description(self) -> str:
-        """What crossed, for the log line ``eviction manager: <description> crossed``."""
+        """What crossed, in the kubelet's words (e.g. ``hard memory eviction threshold``)."""
         ...
 
     @property
@@ -337,10 +333,6 @@ class Waiter:
         self._notifiers: tuple[Notifier, ...] = ()
         self._by_fd: dict[int, Notifier] = {}
         self._poll = self._new_poll()
-        self.fired: tuple[str, ...] = ()
-        """Descriptions of the notifiers that fired during the last `wait`."""
-        self.broken: tuple[Notifier, ...] = ()
-        """Notifiers dropped from the poll set because their descriptor reported an error or hang-up."""
 
     @property
     def notifiers(self) -> tuple[Notifier, ...]:
@@ -372,7 +364,6 @@ class Waiter:
                 old.close()
         self._notifiers = new
         self._by_fd = {}
-        self.broken = ()
         self._poll = self._new_poll()
 
     def wake(self) -> None:
@@ -403,8 +394,6 @@ class Waiter:
         )
         ready = self._poll.poll(timeout_ms)
         causes: list[str] = []
-        fired: list[str] = []
-        broken = list(self.broken)
         for fd, revents in ready:
             if fd == self._read_fd:
                 self._drain_pipe()
@@ -416,17 +405,13 @@ class Waiter:
                 if revents & _BROKEN_EVENTS:
                     self._poll.unregister(fd)
                     del self._by_fd[fd]
-                    broken.append(notifier)
                 elif revents & notifier.poll_events:
                     notifier.consume()
                 else:
                     continue  # e.g. POLLIN of a PSI file, which is always set and means nothing
-                fired.append(notifier.description)
                 cause = notifier.cause
             if cause not in causes:
                 causes.append(cause)
-        self.fired = tuple(fired)
-        self.broken = tuple(broken)
         return causes
 
     def _drain_pipe(self) -> None:
@@ -481,7 +466,6 @@ class MemcgNotifierSet:
         self.memory_root = memory_root
         self.pods_cgroup = pods_cgroup
         self._current: list[MemcgThresholdNotifier | None] = [None] * len(self.thresholds)
-        self._last_refresh_at: float | None = None
 
     @property
     def notifiers(self) -> tuple[MemcgThresholdNotifier, ...]:
@@ -493,16 +477,6 @@ class MemcgNotifierSet:
         if threshold.signal is Signal.ALLOCATABLE_MEMORY_AVAILABLE:
             return os.path.join(self.memory_root, self.pods_cgroup.strip("/"))
         return self.memory_root
-
-    def refresh_if_due(self, summary: Summary, now: float) -> list[tuple[str, SampleError]]:
-        """Re-arm every notifier when strictly more than 10 s passed since the last time (or never).
-
-        `now` is monotonic seconds. Returns ``(description, error)`` for each notifier that failed.
-        """
-        if not notifier_refresh_due(self._last_refresh_at, now):
-            return []
-        self._last_refresh_at = now
-        return self.refresh(summary)
 
     def refresh(self, summary: Summary) -> list[tuple[str, SampleError]]:
         """Re-arm every notifier at the level computed from `summary`; return the failures.

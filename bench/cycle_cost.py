@@ -46,8 +46,8 @@ from evictd.adapters.disk_walker_process import figures_line, parse_figures_line
 from evictd.adapters.node_pods import DiscoveredPods
 from evictd.adapters.node_stats import NodeStatsSource
 from evictd.adapters.pod_disk_usage import PodDiskWalker
+from evictd.clock import SYSTEM_CLOCK
 from evictd.composition import (
-    MonotonicClock,
     PathLayout,
     ReportOnlyEvictor,
     ReportOnlyReclaimer,
@@ -107,12 +107,13 @@ def build_manager(node: SyntheticNode, *, discovered: bool) -> EvictionManager:
     config = load_configuration([str(write_config(node))])
     settings = config.evictd
     cgroups = CgroupReader(node.layout())
-    pods = DiscoveredPods(cgroups, settings.pod_logs_dir) if discovered else StaticPods(node.pods)
-    stats = build_stats_source(config, cgroups, pods, settings.node_name)
+    on_node = DiscoveredPods(cgroups, settings.pod_logs_dir) if discovered else None
+    pods = on_node if on_node is not None else StaticPods(node.pods)
+    stats = build_stats_source(config, cgroups, pods, settings.node_name, discovered=on_node).source
     return EvictionManager(
         EngineConfig.from_settings(config.eviction), stats=stats,
         layout=PathLayout(settings.kubelet_root_dir, settings.image_fs_path, settings.container_fs_path),
-        pods=pods, reclaimer=ReportOnlyReclaimer(), evictor=ReportOnlyEvictor(), clock=MonotonicClock(),
+        pods=pods, reclaimer=ReportOnlyReclaimer(), evictor=ReportOnlyEvictor(), clock=SYSTEM_CLOCK,
     )
 
 

@@ -329,7 +329,7 @@ def running_daemon(target: Target, *, wakeups: bool, interval: str, workdir: Pat
     path.write_text(json.dumps(kubelet) + "\n---\n" + json.dumps(own) + "\n")
     with open(os.devnull, "w") as devnull:
         with contextlib.redirect_stdout(devnull):  # build_daemon logs start-up facts to sys.stdout
-            daemon, _ = build_daemon(load_configuration([str(path)]), stdout=devnull, serve_http=False)
+            daemon = build_daemon(load_configuration([str(path)]), stdout=devnull, serve_http=False)
             configure_logging("json", stream=devnull)
         recorder = Recorder()
         recorder.install(daemon, Signal(target.signal_name))
@@ -340,14 +340,10 @@ def running_daemon(target: Target, *, wakeups: bool, interval: str, workdir: Pat
         try:
             yield recorder
         finally:
-            daemon.request_stop("benchmark done")
+            # No signal handlers and no shutdown deadline here (`serve` installs them): the request only stops
+            # the loop after its cycle.
+            daemon.stop.request("benchmark done")
             thread.join(timeout=20)
-            # request_stop arms the shutdown deadline after waking the loop; called from another thread (as
-            # here) the loop can finish before the timer exists, so run() never cancels it and it would end
-            # this process 15 s later with os._exit(1). Cancel it once the loop is gone.
-            deadline = getattr(daemon, "_deadline", None)
-            if deadline is not None and not thread.is_alive():
-                deadline.cancel()
 
 
 @contextlib.contextmanager

@@ -58,6 +58,7 @@ from detection_latency import (
 from run_all import machine_lines
 
 from evictd.adapters.disk_usage import EMPTY_DIR_PLUGIN_DIR, DiskUsageCache
+from evictd.adapters.disk_walker_process import DiskWalkerProcess
 from evictd.adapters.node_stats import NodeStatsSource
 from evictd.adapters.pod_disk_usage import PodDiskWalker
 
@@ -131,13 +132,13 @@ def preparation(way: str, workdir: Path, result: WayResult) -> Callable[[Any], N
     def prepare(daemon: Any) -> None:
         stats = daemon.manager._stats
         assert isinstance(stats, NodeStatsSource)
-        walker = daemon.background[0]
+        walker = next(part for part in daemon.parts if isinstance(part, DiskWalkerProcess))
         # Its worst case for the daemon: a pass as soon as its rest after the last one is over, so it walks
         # about half the time (its most) instead of once every 10 s.
         walker.settings = replace(walker.settings, period_s=0.0)
         synchronize = daemon.manager.synchronize
         if way == "walk in the cycle":
-            daemon.background = ()
+            daemon.parts = tuple(part for part in daemon.parts if part is not walker)
             # As before the walker process: the whole tree in every cycle, no budget.
             in_cycle = PodDiskWalker(kubelet_root=str(workdir / "kubelet"), pod_logs_dir=str(workdir / "logs"),
                                      entry_budget=UNLIMITED)
@@ -151,7 +152,7 @@ def preparation(way: str, workdir: Path, result: WayResult) -> Callable[[Any], N
             stats.summary = walked_summary  # type: ignore[method-assign]
 
         def timed() -> Any:
-            pid = walker.child_pid() if daemon.background else None
+            pid = walker.child_pid() if walker in daemon.parts else None
             before = cpu_ns(pid)
             started = time.monotonic()
             report = synchronize()

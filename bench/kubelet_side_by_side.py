@@ -1,7 +1,7 @@
-"""The real kubelet's own eviction against evictd's, on the same real node, under the same memory pressure.
+"""The real kubelet's own eviction against evictd's, on the same real node, under the same memory or PID pressure.
 
     EVICTD_K8S_BIN=/folder/with/kube-apiserver-and-kubelet .venv/bin/python bench/kubelet_side_by_side.py \
-        [--trials 8] [--json results.json]
+        [--signal memory|pid] [--trials 8] [--json results.json]
 
 Starts the real cluster of `make test-cluster` (tests/cluster/real_cluster.py: kube-apiserver and kubelet
 v1.36.2, etcd, a private containerd), then runs the same trial `--trials` times on each side:
@@ -25,6 +25,15 @@ Timed against the node itself, not against either daemon's report:
 Reported per side: which pod was chosen, the message (up to the observed amount, which differs by moments),
 the grace the container got (SIGTERM to stopped), and the distributions of crossing to SIGTERM and crossing to
 stopped. Needs root (cgroups, mounts) and about 1 minute per trial.
+
+`--signal pid`: the same trial under PID pressure. Both sides get `evictionHard: {pid.available: T}` with T
+set PID_HEADROOM (400) tasks below what the node has free when the run starts (tests/cluster/side_by_side.py)
+and the kubelet a `podPidsLimit` of 1500 as a safety net. The hog forks 200 sleeping processes, waits 15 to
+25 s (cAdvisor's per-pod process counts, which the kubelet ranks by, have seen them), then forks 700 more:
+`pid.available` falls below T as they start. The crossing is timed by a 2 ms sampler of `pid.available` as
+both compute it (min(pid_max, threads-max) minus the task count of /proc/loadavg). The PID limit's crossing
+is seen by evictd's housekeeping cycle only (no kernel notification exists for a task count): evictd runs with
+the 1 s `housekeepingInterval` of the test harness, the kubelet with its fixed 10 s.
 """
 
 from __future__ import annotations
@@ -36,22 +45,36 @@ import statistics
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 TESTS = Path(__file__).resolve().parents[1] / "tests"
-for _folder in ("cri", "kube", "daemon", "e2e", "contract", "cluster"):
-    sys.path.insert(0, str(TESTS / _folder))
+for _folder in (TESTS, *(TESTS / name for name in ("cri", "kube", "daemon", "e2e", "contract", "cluster"))):
+    sys.path.insert(0, str(_folder))
 
 from backends import RealNode  # noqa: E402
-from node_under_test import MiB, NodeUnderTest, PodRef, new_name, wait_until  # noqa: E402
+from node_under_test import MiB, NodeUnderTest, PodRef, new_name  # noqa: E402
 from real_cluster import BASE_PREFIX, RealCluster, k8s_bin_dir  # noqa: E402
-from side_by_side import THRESHOLD_MIB, kubelet_evicting, kubelet_not_evicting, thresholds  # noqa: E402
+from side_by_side import (  # noqa: E402
+    PID_HEADROOM,
+    PID_HOG_TASKS,
+    THRESHOLD_MIB,
+    kubelet_evicting,
+    kubelet_not_evicting,
+    kubelet_pid_evicting,
+    kubelet_pid_not_evicting,
+    pid_available,
+    pid_threshold,
+    pid_thresholds,
+    thresholds,
+)
 
 from evictd.core.runtime import ContainerState  # noqa: E402
 from evictd.cri.client import CriClient  # noqa: E402
+from polling import wait_until  # noqa: E402
 
 SAMPLE_S = 0.002
 STOP_POLL_S = 0.02
@@ -66,7 +89,49 @@ HOG_SCRIPT = (
     f"(dd if=/dev/zero bs={SURGE_MIB}M count=1 2>/dev/null | sleep 2147483647) & "
     "while true; do sleep 1000 & wait $!; done"
 )
+# The PID hog: PID_HEADROOM / 2 sleeping processes at first, the rest after the wait; SIGTERM as the memory hog.
+PID_HOG_SCRIPT = (
+    "trap 'echo term' TERM; echo ready; "
+    f"i=0; while [ $i -lt {PID_HEADROOM // 2} ]; do sleep 2147483647 & i=$((i+1)); done; "
+    "sleep {wait_s:.1f}; "
+    f"while [ $i -lt {PID_HOG_TASKS} ]; do sleep 2147483647 & i=$((i+1)); done; "
+    "while true; do sleep 1000 & wait $!; done"
+)
 QUIET_SCRIPT = 'trap "exit 0" TERM; echo ready; while true; do sleep 1; done'
+
+
+@dataclass(frozen=True)
+class Pressure:
+    """What one kind of trial needs: the hog, the signal's value as both sides compute it, the configurations."""
+
+    signal: str
+    hog_script: str  # formatted with wait_s
+    threshold: int  # in the signal's unit: bytes or tasks
+    available: Callable[[RealNode], int]
+    kubelet_on: str  # KubeletConfiguration lines: the kubelet's own eviction on
+    kubelet_off: str  # the same node, the kubelet's eviction off
+    evictd: str  # evictd's thresholds (the same as kubelet_on's)
+
+
+def memory_pressure() -> Pressure:
+    return Pressure("memory", HOG_SCRIPT, THRESHOLD_MIB * MiB, lambda node: pods_available(node.pods_cgroup()),
+                    kubelet_evicting(), kubelet_not_evicting(), thresholds())
+
+
+def pid_pressure() -> Pressure:
+    threshold = pid_threshold()
+    return Pressure("pid", PID_HOG_SCRIPT, threshold, lambda node: pid_available(),
+                    kubelet_pid_evicting(threshold), kubelet_pid_not_evicting(), pid_thresholds(threshold))
+
+
+def pods_available(cgroup: Path) -> int:
+    """The pods cgroup's limit minus its working set: `allocatableMemory.available` as both compute it."""
+    limit = int((cgroup / "memory.limit_in_bytes").read_text())
+    usage = int((cgroup / "memory.usage_in_bytes").read_text())
+    for line in (cgroup / "memory.stat").read_text().splitlines():
+        if line.startswith("total_inactive_file "):
+            return limit - max(usage - int(line.split()[1]), 0)
+    raise RuntimeError("no total_inactive_file in memory.stat")
 
 
 @dataclass
@@ -75,28 +140,20 @@ class Trial:
     chosen: str  # "hog", "quiet", "other" or "none"
     message: str
     crossing_to_sigterm_s: float | None
-    crossing_to_stopped_s: float | None
+    crossing_to_stopped_s: float | None  # the chosen pod's containers
     grace_s: float | None  # SIGTERM to the container stopped
 
 
 class CrossingSampler:
-    """The first time the pods cgroup's limit minus its working set fell below the threshold (epoch seconds)."""
+    """The first time the signal's available amount fell below the threshold (epoch seconds)."""
 
-    def __init__(self, cgroup: Path, threshold_bytes: int) -> None:
-        self._cgroup = cgroup
-        self._threshold = threshold_bytes
+    def __init__(self, available: Callable[[], int], threshold: int) -> None:
+        self.available = available
+        self._threshold = threshold
         self.crossed_at: float | None = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
-
-    def available(self) -> int:
-        limit = int((self._cgroup / "memory.limit_in_bytes").read_text())
-        usage = int((self._cgroup / "memory.usage_in_bytes").read_text())
-        for line in (self._cgroup / "memory.stat").read_text().splitlines():
-            if line.startswith("total_inactive_file "):
-                return limit - max(usage - int(line.split()[1]), 0)
-        raise RuntimeError("no total_inactive_file in memory.stat")
 
     def _run(self) -> None:
         while not self._stop.is_set() and self.crossed_at is None:
@@ -159,12 +216,13 @@ def cleanup(node: NodeUnderTest, pods: list[PodRef]) -> None:
         node.wait_gone(pod, 60)
 
 
-def one_trial(side: str, cluster: RealCluster, node: RealNode, rng: random.Random) -> Trial:
-    threshold = THRESHOLD_MIB * MiB
+def one_trial(side: str, pressure: Pressure, cluster: RealCluster, node: RealNode, rng: random.Random) -> Trial:
     quiet = node.run_pod(new_name("quiet"), QUIET_SCRIPT, requests={"memory": "64Mi"})
-    sampler = CrossingSampler(node.pods_cgroup(), threshold)
-    hog = node.run_pod(new_name("hog"), HOG_SCRIPT.format(wait_s=rng.uniform(*WAIT_S)), requests={"memory": "32Mi"})
+    sampler = CrossingSampler(lambda: pressure.available(node), pressure.threshold)
+    hog = node.run_pod(new_name("hog"), pressure.hog_script.format(wait_s=rng.uniform(*WAIT_S)),
+                       requests={"memory": "32Mi"})
     watcher = StopWatcher(cluster.containerd_endpoint, hog.uid)
+    quiet_watcher = StopWatcher(cluster.containerd_endpoint, quiet.uid)
     try:
         wait_until(lambda: sampler.crossed_at is not None, 60, "the hog to cross the threshold")
         # Whoever acts: the hog stopped, or (a wrong choice) the quiet pod evicted.
@@ -173,7 +231,10 @@ def one_trial(side: str, cluster: RealCluster, node: RealNode, rng: random.Rando
         crossed = sampler.crossed_at
         assert crossed is not None
         if watcher.stopped_at is None:
-            return Trial(side, "quiet", evicted_message(node, quiet), None, None, None)
+            # The wrong pod: the quiet one exits at once on SIGTERM, so its stop is when the signal came.
+            wait_until(lambda: quiet_watcher.stopped_at is not None, 30, "the quiet pod to stop")
+            assert quiet_watcher.stopped_at is not None
+            return Trial(side, "quiet", evicted_message(node, quiet), None, quiet_watcher.stopped_at - crossed, None)
         wait_until(lambda: node.events(hog, "Evicted"), 30, "the Evicted event")
         term = sigterm_at(cluster, hog)
         return Trial(
@@ -185,21 +246,28 @@ def one_trial(side: str, cluster: RealCluster, node: RealNode, rng: random.Rando
     finally:
         sampler.close()
         watcher.close()
+        quiet_watcher.close()
         cleanup(node, [quiet, hog])
-        time.sleep(6)  # past the pressure transition period (5 s), the cgroup's memory given back
+        time.sleep(6)  # past the pressure transition period (5 s), the memory and tasks given back
+        # Under its own PIDPressure (or DiskPressure) the kubelet rejects every new non-critical pod at
+        # admission: the next trial waits until the kubelet's own condition is gone (its next 10 s tick).
+        wait_until(lambda: all((node.condition(kind) or {}).get("status") != "True"
+                               for kind in ("MemoryPressure", "PIDPressure")), 60, "the kubelet's pressure to end")
+        time.sleep(12)  # and one more tick: a pod admitted right after the condition cleared was still rejected
 
 
-def run_side(side: str, trials: int, cluster: RealCluster, rng: random.Random, folder: Path) -> list[Trial]:
-    cluster.restart_kubelet(kubelet_evicting() if side == "kubelet" else kubelet_not_evicting())
+def run_side(side: str, pressure: Pressure, trials: int, cluster: RealCluster, rng: random.Random,
+             folder: Path) -> list[Trial]:
+    cluster.restart_kubelet(pressure.kubelet_on if side == "kubelet" else pressure.kubelet_off)
     node = RealNode(cluster, folder / side)
     daemon = None
     try:
         if side == "evictd":
-            daemon = node.start_evictd(thresholds())
+            daemon = node.start_evictd(pressure.evictd)
             daemon.wait_event("evictd started", timeout=60)
         results = []
         for number in range(trials):
-            trial = one_trial(side, cluster, node, rng)
+            trial = one_trial(side, pressure, cluster, node, rng)
             print(json.dumps({"trial": number + 1, **asdict(trial)}), flush=True)
             results.append(trial)
         return results
@@ -227,7 +295,7 @@ def summary(results: dict[str, list[Trial]]) -> list[str]:
         lines += [
             f"{side}: {len(trials)} trials, hog chosen {chosen['hog']}, quiet pod chosen {chosen['quiet']}",
             f"  crossing -> SIGTERM : {quantiles([t.crossing_to_sigterm_s for t in trials if t.crossing_to_sigterm_s is not None])}",  # noqa: E501
-            f"  crossing -> stopped : {quantiles([t.crossing_to_stopped_s for t in trials if t.crossing_to_stopped_s is not None])}",  # noqa: E501
+            f"  crossing -> chosen pod stopped : {quantiles([t.crossing_to_stopped_s for t in trials if t.crossing_to_stopped_s is not None])}",  # noqa: E501
             f"  SIGTERM -> stopped  : {quantiles(graces)}",
             f"  messages (up to the observed amount): {sorted(messages)}",
         ]
@@ -236,6 +304,7 @@ def summary(results: dict[str, list[Trial]]) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--signal", choices=("memory", "pid"), default="memory", help="the pressure (default memory)")
     parser.add_argument("--trials", type=int, default=8, help="trials per side (default 8)")
     parser.add_argument("--json", type=Path, help="write every trial and the machine here")
     parser.add_argument("--seed", type=int, default=0)
@@ -251,8 +320,10 @@ def main(argv: list[str] | None = None) -> int:
     folder = cluster.base / "bench"
     results: dict[str, list[Trial]] = {}
     try:
+        pressure = memory_pressure() if args.signal == "memory" else pid_pressure()
+        print(f"signal {pressure.signal}, threshold {pressure.threshold}", flush=True)
         for side in ("kubelet", "evictd"):
-            results[side] = run_side(side, args.trials, cluster, rng, folder)
+            results[side] = run_side(side, pressure, args.trials, cluster, rng, folder)
     finally:
         problems = cluster.stop()
     lines = summary(results)
@@ -260,7 +331,7 @@ def main(argv: list[str] | None = None) -> int:
     if problems:
         print("teardown problems: " + "; ".join(problems), file=sys.stderr)
     if args.json:
-        document: dict[str, Any] = {"machine": machine_lines(),
+        document: dict[str, Any] = {"machine": machine_lines(), "signal": args.signal,
                                     "trials": {side: [asdict(t) for t in trials] for side, trials in results.items()}}
         args.json.write_text(json.dumps(document, indent=1))
     return 0

@@ -110,36 +110,37 @@ def child(config_path: str, cycles: int, out_path: str, credentials: str) -> Non
     result["missing"] = missing
     result["floor_mib"] = rss_mib()
 
-    from evictd.composition import build_daemon
+    from evictd.adapters.disk_walker_process import DiskWalkerProcess
+    from evictd.after_cycle import Cycle
+    from evictd.composition import HttpServing, build_daemon
     from evictd.config import load_configuration
 
     config = load_configuration([config_path])
     with open(os.devnull, "w") as devnull:
-        daemon, endpoint = build_daemon(config, max_cycles=cycles, stdout=devnull)
+        daemon = build_daemon(config, max_cycles=cycles, stdout=devnull)
         result["built_mib"] = rss_mib()
         samples: list[tuple[int, float]] = []
         walker_samples: list[tuple[int, float]] = []
         pods_seen: list[int] = []
-        original = daemon.on_cycle
+        http = next((part for part in daemon.parts if isinstance(part, HttpServing)), None)
+        walker = next((part for part in daemon.parts if isinstance(part, DiskWalkerProcess)), None)
 
-        def on_cycle(number: int, report: object) -> None:
-            if original is not None:
-                original(number, report)  # type: ignore[arg-type]
+        def sample(cycle: Cycle) -> None:
+            number = cycle.number
             if number == 1 or number % SAMPLE_EVERY == 0:
-                if endpoint is not None:
-                    with urllib.request.urlopen(f"http://127.0.0.1:{endpoint.port}/metrics", timeout=5) as answer:
+                if http is not None and http.endpoint is not None:
+                    url = f"http://127.0.0.1:{http.endpoint.port}/metrics"
+                    with urllib.request.urlopen(url, timeout=5) as answer:
                         answer.read()
-                summary = getattr(report, "summary", None)
+                summary = cycle.report.summary
                 pods_seen.append(len(summary.pods) if summary is not None else -1)
                 samples.append((number, rss_mib()))
-                pid = daemon.background[0].child_pid() if daemon.background else None  # type: ignore[attr-defined]
+                pid = walker.child_pid() if walker is not None else None
                 if pid is not None:
                     walker_samples.append((number, process_rss_mib(pid)))
 
-        daemon.on_cycle = on_cycle
+        daemon.after_cycle = (*daemon.after_cycle, sample)
         status = daemon.run()
-        if endpoint is not None:
-            endpoint.close()
     result.update(samples=samples, walker_samples=walker_samples, status=status, pods_seen=sorted(set(pods_seen)),
                   split=status_mib("RssAnon", "RssFile", "VmHWM"),
                   kubernetes_modules=sum(name.split(".")[0] == "kubernetes" for name in sys.modules),

@@ -2,9 +2,10 @@
 
 Helpers live next to the tests that first needed them (tests/cri: containerd, tests/kube: the API server,
 tests/daemon: `evictd run` as a process, tests/e2e: a node with a kubelet stand-in, tests/contract: the node
-the contract tests run on, tests/cluster: a real kube-apiserver and kubelet). Their folders are put on
-``sys.path`` here and their fixtures are registered as plugins (``pytest_plugins``), so every test folder,
-tests/e2e included, can use them whatever part of the suite is run. Only this top-level conftest may register plugins (pytest refuses it elsewhere).
+the contract tests run on, tests/cluster: a real kube-apiserver and kubelet). Their folders are on the import
+path by pytest's own setting (``pythonpath`` in pyproject.toml) and their fixtures are registered as plugins
+here (``pytest_plugins``), so every test folder, tests/e2e included, can use them whatever part of the suite is
+run. Only this top-level conftest may register plugins (pytest refuses it elsewhere).
 
 * ``cri_fixtures`` (tests/cri): ``containerd``, ``pods``, ``containerd_on_ext4``, ``unstarted_containerd``;
 * ``kube_fixtures`` (tests/kube): ``kube_pki``, ``apiserver``, ``api_client``, ``core_v1``;
@@ -28,19 +29,12 @@ finalizers, whatever the test's outcome.
 from __future__ import annotations
 
 import subprocess
-import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
-TESTS_DIR = Path(__file__).resolve().parent
-HELPER_FOLDERS = ("cri", "kube", "daemon", "e2e", "contract", "cluster")
-for _folder in HELPER_FOLDERS:
-    if str(TESTS_DIR / _folder) not in sys.path:
-        sys.path.insert(0, str(TESTS_DIR / _folder))
-
-pytest_plugins = ["cri_fixtures", "kube_fixtures", "cluster_fixtures"]
+pytest_plugins = ["cri_fixtures", "kube_fixtures", "cluster_fixtures", "cycle_reports"]
 
 TMPFS_SIZE = "64m"
 TMPFS_NR_INODES = 2000

@@ -6,28 +6,17 @@ ends the wait; the pod leaving the API does, and so does the runtime reporting n
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
+from clocks import ManualClock
 from evictd.core.engine import Eviction
 from evictd.core.pods import Pod
 from evictd.kube.cluster import POD_CLEANUP_POLL_S, POD_CLEANUP_TIMEOUT_S, ClusterSync
-
-
-@dataclass
-class FakeClock:
-    now_s: float = 0.0
-    on_sleep: list[Any] = field(default_factory=list)
-
-    def monotonic(self) -> float:
-        return self.now_s
-
-    def sleep(self, seconds: float) -> None:
-        self.now_s += seconds
-        for action in list(self.on_sleep):
-            action(self.now_s)
 
 
 @dataclass
@@ -52,14 +41,16 @@ def eviction(uid: str) -> Eviction:
                     message="", annotations={}, conditions=())
 
 
-def sync(watch: ScriptedWatch, clock: FakeClock, pod_running: Any = None) -> ClusterSync:
+def sync(watch: ScriptedWatch, clock: ManualClock, pod_running: Any = None,
+         should_stop: Callable[[], bool] = lambda: False) -> ClusterSync:
+    runtime = SimpleNamespace(pod_running=pod_running or (lambda uid: None))  # the runtime slot, as the sync asks it
     return ClusterSync(watcher=watch, evictor=None, node_writer=None, events=None,  # type: ignore[arg-type]
-                       on_error=lambda error: None, log=None, pod_running=pod_running,
+                       on_error=lambda error: None, log=None, runtime=runtime, should_stop=should_stop,
                        clock=clock.monotonic, sleep=clock.sleep)
 
 
 def test_a_failed_pod_whose_containers_still_run_is_waited_for_until_they_stop() -> None:
-    clock = FakeClock()
+    clock = ManualClock(0.0)
     watch = ScriptedWatch({"a": eviction("a").pod})
     running = {"a": True}
     clock.on_sleep.append(lambda now: running.update(a=now < 1.0))  # its kubelet stops it after 1 s
@@ -68,7 +59,7 @@ def test_a_failed_pod_whose_containers_still_run_is_waited_for_until_they_stop()
 
 
 def test_a_pod_stopped_on_the_node_is_cleaned_up_at_once_even_if_the_api_still_shows_it() -> None:
-    clock = FakeClock()
+    clock = ManualClock(0.0)
     watch = ScriptedWatch({"a": eviction("a").pod})  # e.g. stopped locally while the API was down
     assert sync(watch, clock, lambda uid: False).wait_for_cleanup([eviction("a")])
     assert clock.now_s == 0
@@ -76,7 +67,7 @@ def test_a_pod_stopped_on_the_node_is_cleaned_up_at_once_even_if_the_api_still_s
 
 def test_before_the_first_pod_list_only_the_runtime_ends_the_wait() -> None:
     """A pod chosen from the node's pods (no pod list yet) is absent from the empty cache: that proves nothing."""
-    clock = FakeClock()
+    clock = ManualClock(0.0)
     watch = ScriptedWatch({}, synced=False)
     running = {"a": True}
     clock.on_sleep.append(lambda now: running.update(a=now < 3.0))  # stopped through the CRI, gone after 3 s
@@ -86,7 +77,7 @@ def test_before_the_first_pod_list_only_the_runtime_ends_the_wait() -> None:
 
 @pytest.mark.parametrize("pod_running", [None, lambda uid: None], ids=["no-runtime", "runtime-cannot-tell"])
 def test_without_an_answer_from_the_runtime_only_the_pod_leaving_the_api_ends_the_wait(pod_running: Any) -> None:
-    clock = FakeClock()
+    clock = ManualClock(0.0)
     watch = ScriptedWatch({"a": eviction("a").pod, "b": eviction("b").pod})
     clock.on_sleep.append(lambda now: watch.pods.pop("a") if now >= 2 and "a" in watch.pods else None)
     clock.on_sleep.append(lambda now: watch.pods.pop("b") if now >= 3 and "b" in watch.pods else None)
@@ -95,16 +86,15 @@ def test_without_an_answer_from_the_runtime_only_the_pod_leaving_the_api_ends_th
 
 
 def test_the_wait_ends_after_the_kubelets_timeout() -> None:
-    clock = FakeClock()
+    clock = ManualClock(0.0)
     watch = ScriptedWatch({"a": eviction("a").pod})
     assert not sync(watch, clock, lambda uid: True).wait_for_cleanup([eviction("a")])
     assert clock.now_s == pytest.approx(POD_CLEANUP_TIMEOUT_S)
 
 
 def test_a_daemon_asked_to_stop_gives_up_waiting() -> None:
-    clock = FakeClock()
+    clock = ManualClock(0.0)
     watch = ScriptedWatch({"a": eviction("a").pod})
-    cluster = sync(watch, clock, lambda uid: True)
-    cluster.should_stop = lambda: clock.now_s >= 1.0  # SIGTERM after a second
+    cluster = sync(watch, clock, lambda uid: True, should_stop=lambda: clock.now_s >= 1.0)  # SIGTERM after 1 s
     assert not cluster.wait_for_cleanup([eviction("a")])
     assert 1.0 <= clock.now_s < 1.0 + POD_CLEANUP_POLL_S + 1e-9

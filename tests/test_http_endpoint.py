@@ -3,8 +3,8 @@
 What the endpoint promises (the module docstring of evictd.http_endpoint): no thread per connection, at most 16
 connections open (a new one past that closes the one waiting longest), 5 s to send a request head of at most
 8 KiB, 5 s to take the answer, GET/HEAD only and no bodies, and a client that goes away costs no output.
-`/healthz` and `/metrics` themselves are covered in test_daemon_parts.py; `evictd run` under a flood in
-tests/daemon/test_http_endpoint_flood.py.
+Then what it serves: `/healthz` (the Health rule: a cycle within three intervals, not shutting down) and
+`/metrics`, and its bind address. `evictd run` under a flood: tests/daemon/test_http_endpoint_flood.py.
 """
 
 from __future__ import annotations
@@ -15,13 +15,17 @@ import socket
 import struct
 import threading
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 
 import pytest
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Gauge
 
-from evictd.http_endpoint import Health, HttpEndpoint
+from clocks import ManualClock
+from evictd import http_endpoint
+from evictd.core.errors import ConfigError
+from evictd.http_endpoint import Health, HttpEndpoint, parse_bind_address
 from evictd.metrics import Metrics
 
 # The limits the endpoint must keep (written out here: the test states the requirement, not the code's value).
@@ -350,3 +354,151 @@ def test_close_ends_open_connections_and_stops_listening() -> None:
     assert still_open_after(idle, wait_s=1.0) == []
     with pytest.raises(ConnectionRefusedError):
         connect(endpoint.port)
+
+
+# --------------------------------------------------------------------------------------------------
+# Health
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> ManualClock:
+    """Stands in for the `time` module inside evictd.http_endpoint: a monotonic clock the test moves."""
+    fake = ManualClock()
+    monkeypatch.setattr(http_endpoint, "time", fake)
+    return fake
+
+
+@pytest.mark.parametrize(("interval_s", "gap_s"), [(1.0, 30.0), (10.0, 30.0), (20.0, 60.0), (3600.0, 10800.0)])
+def test_allowed_gap_is_three_intervals_but_at_least_30s(interval_s: float, gap_s: float) -> None:
+    assert Health(interval_s).allowed_gap_s == gap_s
+
+
+def test_health_is_ok_until_no_cycle_ended_for_the_allowed_gap(clock: ManualClock) -> None:
+    health = Health(10.0)
+    assert health.status() == (True, "ok"), "healthy while the first cycle runs"
+    clock.now_s += 30.0
+    assert health.status() == (True, "ok"), "exactly the allowed gap is still healthy"
+    clock.now_s += 1.5
+    assert health.status() == (False, "no housekeeping cycle finished for 32s")
+    health.cycle_done()
+    assert health.status() == (True, "ok")
+    clock.now_s += 29.0
+    assert health.status() == (True, "ok")
+    clock.now_s += 45.0
+    assert health.status() == (False, "no housekeeping cycle finished for 74s")
+
+
+def test_health_is_not_ok_while_stopping(clock: ManualClock) -> None:
+    health = Health(10.0)
+    health.cycle_done()
+    health.stopping = lambda: True
+    assert health.status() == (False, "shutting down")
+
+
+def test_a_degraded_loop_is_healthy_and_says_why_until_it_stalls(clock: ManualClock) -> None:
+    health = Health(10.0)
+    health.cycle_done()
+    health.degraded = "pod-list-unavailable: no pod list from the Kubernetes API"
+    assert health.status() == (True, "degraded: pod-list-unavailable: no pod list from the Kubernetes API")
+    clock.now_s += 31.0
+    assert health.status() == (False, "no housekeeping cycle finished for 31s")
+    health.cycle_done()
+    health.degraded = None
+    assert health.status() == (True, "ok")
+
+
+# --------------------------------------------------------------------------------------------------
+# Bind addresses and the HTTP endpoint
+
+
+@pytest.mark.parametrize(
+    ("address", "expected"),
+    [
+        ("127.0.0.1:10262", ("127.0.0.1", 10262)),
+        ("0.0.0.0:0", ("0.0.0.0", 0)),
+        ("localhost:65535", ("localhost", 65535)),
+        (":9100", ("0.0.0.0", 9100)),
+        ("[::1]:8080", ("::1", 8080)),
+        ("[::]:10262", ("::", 10262)),
+        ("[fe80::1%eth0]:80", ("fe80::1%eth0", 80)),
+    ],
+    ids=["ipv4", "port-0", "name", "all-interfaces", "ipv6-loopback", "ipv6-any", "ipv6-zone"],
+)
+def test_parse_bind_address(address: str, expected: tuple[str, int]) -> None:
+    assert parse_bind_address(address) == expected
+
+
+@pytest.mark.parametrize(
+    "address",
+    ["127.0.0.1", "127.0.0.1:", "127.0.0.1:http", "127.0.0.1:65536", "127.0.0.1:-1", "127.0.0.1: 80", "[::1]",
+     "::1:8080", "[::1:8080", "::1]:8080", "127.0.0.1:８０８０", ""],
+    ids=["no-port", "empty-port", "named-port", "port-too-big", "negative-port", "space", "ipv6-without-port",
+         "ipv6-without-brackets", "open-bracket", "close-bracket", "non-ascii-digits", "empty"],
+)
+def test_bad_bind_addresses_are_config_errors_naming_the_setting(address: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_bind_address(address)
+    assert (info.value.key, info.value.value) == ("metricsBindAddress", address)
+    assert str(info.value).startswith("metricsBindAddress: invalid value")
+
+
+def get(url: str) -> tuple[int, str, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as response:
+            return response.status, response.headers["Content-Type"], response.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.headers["Content-Type"], exc.read().decode()
+
+
+@pytest.fixture
+def endpoint() -> Iterator[tuple[HttpEndpoint, Metrics, Health]]:
+    metrics = Metrics()
+    health = Health(10.0)
+    served = HttpEndpoint("127.0.0.1:0", metrics.registry, health)
+    try:
+        yield served, metrics, health
+    finally:
+        served.close()
+
+
+def test_endpoint_serves_metrics_health_and_404(endpoint: tuple[HttpEndpoint, Metrics, Health]) -> None:
+    served, metrics, health = endpoint
+    assert served.port > 0
+    base = f"http://127.0.0.1:{served.port}"
+    metrics.cycles.inc(3)
+    status, content_type, page = get(base + "/metrics")
+    assert (status, content_type) == (200, CONTENT_TYPE_LATEST)
+    assert "\nevictd_cycles_total 3.0\n" in page
+    assert 'evictd_node_condition{condition="MemoryPressure"} 0.0' in page
+    for path in ("/healthz", "/livez", "/readyz", "/healthz?verbose=1"):
+        assert get(base + path) == (200, "text/plain; charset=utf-8", "ok"), path
+    assert get(base + "/nothing")[:1] == (404,)
+    assert get(base + "/metricsx")[0] == 404
+    health.stopping = lambda: True
+    assert get(base + "/healthz") == (503, "text/plain; charset=utf-8", "shutting down")
+
+
+def test_endpoint_close_stops_listening(endpoint: tuple[HttpEndpoint, Metrics, Health]) -> None:
+    served, _, _ = endpoint
+    served.close()
+    with pytest.raises(urllib.error.URLError):
+        urllib.request.urlopen(f"http://127.0.0.1:{served.port}/healthz", timeout=2)
+
+
+def test_endpoint_on_ipv6_loopback() -> None:
+    served = HttpEndpoint("[::1]:0", CollectorRegistry(), Health(10.0))
+    try:
+        assert get(f"http://[::1]:{served.port}/healthz") == (200, "text/plain; charset=utf-8", "ok")
+    finally:
+        served.close()
+
+
+def test_endpoint_on_a_busy_port_is_a_config_error() -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        address = f"127.0.0.1:{busy.getsockname()[1]}"
+        with pytest.raises(ConfigError) as info:
+            HttpEndpoint(address, CollectorRegistry(), Health(10.0))
+    assert (info.value.key, info.value.value) == ("metricsBindAddress", address)
+    assert "Address already in use" in info.value.reason

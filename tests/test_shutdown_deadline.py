@@ -1,11 +1,12 @@
-"""The shutdown deadline of `evictd run` (evictd.daemon.ShutdownDeadline, Daemon.request_stop)."""
+"""The stop signal of `evictd run` and its shutdown deadline (evictd.stop_signal)."""
 
 from __future__ import annotations
 
+import signal
 import threading
-from types import SimpleNamespace
+from typing import Any
 
-from evictd.daemon import Daemon, ShutdownDeadline
+from evictd.stop_signal import ShutdownDeadline, StopSignal
 
 
 def test_an_armed_deadline_expires_and_a_disarmed_one_does_not() -> None:
@@ -30,16 +31,47 @@ def test_an_armed_deadline_expires_and_a_disarmed_one_does_not() -> None:
 def test_a_stop_request_starts_no_thread_and_takes_no_lock() -> None:
     """What a signal handler runs must not start a thread: Thread.start takes threading's internal locks and
     waits for the new thread, which a handler interrupting the main thread inside threading cannot afford.
-    The watchdog runs from `install_signal_handlers` on; arming it is one os.write."""
-    waiter = SimpleNamespace(wake=lambda: None, close=lambda: None)
-    daemon = Daemon(manager=None, waiter=waiter, metrics=None, health=SimpleNamespace(stopping=False),  # type: ignore[arg-type]
-                    interval_s=1.0, dry_run=True, node_name="n", shutdown_timeout_s=30.0)
-    daemon.install_signal_handlers()
+    The watchdog runs from `install` on; arming it is one os.write."""
+    woken: list[bool] = []
+    stop = StopSignal(lambda: woken.append(True), 30.0, log=None)
+    stop.install()
     before = {t.ident for t in threading.enumerate()}
     try:
-        daemon.request_stop("SIGTERM")
-        assert daemon.stopping and daemon.stop_reason == "SIGTERM"
+        stop.request("SIGTERM")
+        stop.request("SIGINT")  # a second request changes nothing
+        assert stop.is_set() and stop.reason == "SIGTERM" and woken == [True]
         assert {t.ident for t in threading.enumerate()} == before
     finally:
-        assert daemon._deadline is not None
-        daemon._deadline.disarm()
+        stop.close()
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+class Log:
+    def __init__(self) -> None:
+        self.errors: list[tuple[str, dict[str, Any]]] = []
+
+    def error(self, event: str, **fields: Any) -> None:
+        self.errors.append((event, fields))
+
+
+def test_a_stop_that_outlives_its_deadline_logs_and_exits_with_status_1() -> None:
+    log, exited = Log(), threading.Event()
+    statuses: list[int] = []
+
+    def exit_(status: int) -> None:
+        statuses.append(status)
+        exited.set()
+
+    stop = StopSignal(lambda: None, 0.2, log, exit=exit_)
+    stop.install()
+    try:
+        assert not exited.wait(0.4), "the deadline runs only once a stop was requested"
+        stop.request("SIGTERM")
+        assert exited.wait(5), "the deadline never passed"
+        assert statuses == [1]
+        assert log.errors == [("shutdown deadline passed with the cycle still running; exiting", {"deadline_s": 0.2})]
+    finally:
+        stop.close()
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.default_int_handler)

@@ -152,8 +152,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.cycles < 0:
         raise ConfigError("must not be negative", key="--cycles", value=args.cycles)
     check_settings(configuration)
-    daemon, endpoint = build_daemon(configuration, max_cycles=args.cycles)
-    return serve(daemon, endpoint)
+    return serve(build_daemon(configuration, max_cycles=args.cycles))
 
 
 def _shadow_report(args: argparse.Namespace) -> int:

@@ -5,11 +5,16 @@ in-cluster service account inside a pod) pods come from a watch, evictions go th
 conditions, taints and events are written; until the watch has a pod list (the API unreachable since start),
 hard thresholds rank the pods the node shows and the evictor stops the chosen one through the runtime,
 journaled. Without an API, pods are discovered from the node and evictions are reported only. With a
-container runtime answering the CRI endpoint (at start, or later: `RuntimeLink`),
+container runtime answering the CRI endpoint (at start, or later: the runtime slot, `RuntimeLink`),
 node-level reclaim and the periodic garbage collection run (without the API, container GC cannot know which
 pods are gone, so it removes only dead containers beyond the policy). In dry-run nothing is changed
-anywhere: what would be is logged and counted. With the API, evictd first takes the stateDir lock
-(`state_lock`): a second evictd on the same stateDir waits for it, or exits with status 2.
+anywhere: what would be is logged and counted.
+
+Building starts no thread and waits for nothing, with one exception: with the API, evictd first takes the
+stateDir lock (`state_lock`; a second evictd on the same stateDir waits for it, or exits with status 2),
+because the journal and the record of critical pods are read from that folder as they are built. What runs
+beside the loop or may wait (the pod watch and its first list, the runtime's first answer, the HTTP
+endpoint, the disk walker) are the daemon's parts, started in that order by `Daemon.start`.
 """
 
 from __future__ import annotations
@@ -17,43 +22,45 @@ from __future__ import annotations
 import os
 import socket
 import sys
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TextIO
 
 import structlog
+from prometheus_client import CollectorRegistry
 
 from evictd.adapters.cgroups import CgroupLayout, CgroupReader, detect_cgroup_layout
 from evictd.adapters.disk_walker_process import DiskWalkerProcess, WalkerSettings
 from evictd.adapters.filesystems import detect_layout
 from evictd.adapters.kubelet_summary import ApiProxySummarySource, KubeletSummarySource, summary_deadline_s
-from evictd.adapters.local_kill import STOPPABLE_STATES, LocalKiller
 from evictd.adapters.node_pods import DiscoveredPods
 from evictd.adapters.node_stats import NodeStatsSource, existing_ancestor
-from evictd.adapters.notifiers import (
-    SYSTEM_MEMORY_PRESSURE,
-    MemcgNotifierSet,
-    Notifier,
-    PsiNotifier,
-    Waiter,
-)
+from evictd.adapters.notifiers import SYSTEM_MEMORY_PRESSURE, MemcgNotifierSet, Notifier, PsiNotifier, Waiter
 from evictd.adapters.oom_counters import OomCounters
 from evictd.adapters.pod_disk_usage import PodDiskStore
 from evictd.adapters.runtime_gc import CriContainerGC, CriImageGC, RuntimeReclaimer, imagefs_usage
-from evictd.adapters.runtime_node import PeriodicGC, RuntimeContainerStats, RuntimeFilesystems, RuntimeLayout
+from evictd.adapters.runtime_node import PeriodicGC, RuntimeFilesystems, RuntimeLayout
+from evictd.after_cycle import (
+    AfterCycle,
+    Cycle,
+    NotifierRefresh,
+    Notifiers,
+    draw_live_view,
+    log_cycles,
+    log_sample_problems,
+    record_metrics,
+)
+from evictd.clock import SYSTEM_CLOCK
 from evictd.config import Configuration, EvictdSettings
 from evictd.core.container_gc import GCPolicy, PodState, PodStateFunc
 from evictd.core.engine import EngineConfig, Eviction, ReclaimAction
 from evictd.core.errors import ConfigError, EvictdError, KubeError, SampleError
 from evictd.core.image_gc import image_gc_policy
 from evictd.core.node_status import ConditionMode
-from evictd.core.runtime import SandboxState
 from evictd.core.signals import FsLayout
-from evictd.core.summary import SYSTEM_CONTAINER_PODS
-from evictd.cri import RuntimeVersion
+from evictd.cri import NO_RUNTIME, Runtime, RuntimeVersion
 from evictd.cri.client import CriClient
-from evictd.daemon import Daemon
+from evictd.daemon import Daemon, Part
 from evictd.http_endpoint import Health, HttpEndpoint
 from evictd.kube.client import build_api_client
 from evictd.kube.cluster import ClusterSync, EvictablePods, NodeFallbackPods
@@ -65,18 +72,12 @@ from evictd.kube.node_writer import NodeStatusWriter
 from evictd.kube.pod_watch import TERMINAL_PHASES, PodWatcher
 from evictd.kube.shadow import ShadowComparer
 from evictd.logging_setup import configure_logging, resolve_format
-from evictd.manager import (
-    CycleReport,
-    EvictionManager,
-    ListedPods,
-    PodEvictor,
-    PodSource,
-    StatsSource,
-)
+from evictd.manager import EvictionManager, ListedPods, PodEvictor, PodSource, StatsSource
 from evictd.metrics import Metrics
-from evictd.oom_feedback import ContainerNames, OomFeedback
-from evictd.runtime_link import RuntimeLink
+from evictd.oom_feedback import OomFeedback
+from evictd.runtime_link import CriRuntime, RuntimeLink, RuntimeSlot
 from evictd.state_lock import StateLock, acquire_state_lock
+from evictd.stop_signal import StopSignal
 
 MICROSECONDS = 1_000_000
 NODE_NAME_ENV = "EVICTD_NODE_NAME"
@@ -89,13 +90,6 @@ CRITICAL_PODS_FILE = "critical-pods.json"
 # How long start-up waits for the first pod list before running cycles anyway (hard thresholds rank the pods
 # the node shows until then). A refused connection ends the wait at once.
 POD_SYNC_WAIT_S = 10.0
-
-
-class MonotonicClock:
-    """The real monotonic clock: the only place the daemon's decisions read time."""
-
-    def monotonic(self) -> float:
-        return time.monotonic()
 
 
 class PathLayout:
@@ -122,31 +116,6 @@ class ReportOnlyEvictor:
         return None
 
 
-@dataclass
-class Notifiers:
-    """The wake-up sources: memcg thresholds (following the readings, re-armed every 10 s at least) and PSI
-    triggers (armed once)."""
-
-    waiter: Waiter
-    memcg: MemcgNotifierSet | None
-    psi: tuple[Notifier, ...]
-
-    def refresh(self, report: CycleReport) -> list[str]:
-        """Follow the cycle's readings with the memcg notifiers (`MemcgNotifierSet.update`; called after every
-        cycle); return what failed, for logging."""
-        problems: list[str] = []
-        if self.memcg is not None and report.summary is not None:
-            no_pods_container = SYSTEM_CONTAINER_PODS not in report.summary.node.system_containers
-            for description, error in self.memcg.update(report.summary, time.monotonic()):
-                if no_pods_container and "allocatable" in description:
-                    continue  # no pods cgroup on this node: nothing to watch, nothing wrong
-                problems.append(f"{description}: {error}")
-        wanted = (*(self.memcg.notifiers if self.memcg else ()), *self.psi)
-        if wanted != self.waiter.notifiers:
-            self.waiter.set_notifiers(wanted)
-        return problems
-
-
 def build_psi_notifiers(settings: EvictdSettings, layout: CgroupLayout, cgroups: CgroupReader,
                         log: structlog.typing.FilteringBoundLogger) -> tuple[Notifier, ...]:
     """Return the PSI wake-ups: the machine's /proc/pressure/memory and, on cgroup v2, the pods cgroup's
@@ -170,40 +139,53 @@ def build_psi_notifiers(settings: EvictdSettings, layout: CgroupLayout, cgroups:
     return tuple(notifiers)
 
 
-def build_stats_source(config: Configuration, cgroups: CgroupReader, pods: PodSource, node_name: str) -> StatsSource:
-    """Return the configured stats source: the node itself, or the kubelet's Summary API (the runtime's
-    part of the node's own stats is added by `attach_runtime` once the runtime answers). The node's own
-    source reads pods' disk figures from a store that `build_disk_walker` fills."""
+@dataclass(frozen=True)
+class StatsParts:
+    """The configured stats source, with what the daemon needs of it besides summaries."""
+
+    source: StatsSource
+    # What could not be read in the last cycle (logged once per change, counted for the runtime).
+    problems: Callable[[], Sequence[SampleError]]
+    # The process measuring pods' volumes and logs for the node's own source (None for the kubelet's Summary).
+    disk_walker: DiskWalkerProcess | None = None
+    # Why the kubelet's Summary endpoint is not verified ("" when it is, or not used).
+    insecure_reason: str = ""
+
+
+def build_stats_source(config: Configuration, cgroups: CgroupReader, pods: PodSource, node_name: str, *,
+                       discovered: DiscoveredPods | None = None, runtime: Runtime = NO_RUNTIME,
+                       log: Any = None) -> StatsParts:
+    """Return the configured stats source: the node itself, or the kubelet's Summary API. The node's own
+    source measures with the runtime slot's runtime once one answers, reads pods' disk figures from a store its
+    disk walker fills and, with `discovered` pods, measures the manager's listing of each cycle instead of
+    listing the node again."""
     settings = config.evictd
     if settings.stats_source == "kubelet":
         # One fetch ends in time for the next cycle (and for a clean stop), whatever the endpoint does.
         deadline_s = summary_deadline_s(settings.kubelet_summary_timeout_s, settings.housekeeping_interval_s,
                                         settings.shutdown_timeout_s)
         if settings.kubelet_summary_url:
-            return KubeletSummarySource(settings.kubelet_summary_url, token_file=settings.kubelet_token_file,
-                                        ca_file=settings.kubelet_ca_file, insecure_tls=settings.kubelet_insecure_tls,
-                                        timeout_s=deadline_s)
-        return ApiProxySummarySource(node_name, kubeconfig=settings.kubeconfig, timeout_s=deadline_s)
-    discovered = pods if isinstance(pods, DiscoveredPods) else None
-    return NodeStatsSource(
+            kubelet = KubeletSummarySource(settings.kubelet_summary_url, token_file=settings.kubelet_token_file,
+                                           ca_file=settings.kubelet_ca_file,
+                                           insecure_tls=settings.kubelet_insecure_tls, timeout_s=deadline_s)
+            return StatsParts(kubelet, lambda: kubelet.problems, insecure_reason=kubelet.insecure_reason)
+        proxy = ApiProxySummarySource(node_name, kubeconfig=settings.kubeconfig, timeout_s=deadline_s)
+        return StatsParts(proxy, lambda: proxy.problems)
+    node = NodeStatsSource(
         node_name=node_name,
         cgroups=cgroups,
-        # Discovered pods: measure the manager's listing of this cycle instead of listing the node again.
         pods=discovered.last_listing if discovered else pods,
         pod_cgroups=discovered.listed_cgroups if discovered else None,
         disk_usage=PodDiskStore(),
         kubelet_root=settings.kubelet_root_dir,
         image_fs_path=settings.image_fs_path,
         container_fs_path=settings.container_fs_path,
+        runtime=runtime,
     )
-
-
-def build_disk_walker(config: Configuration, stats: StatsSource, log: Any) -> DiskWalkerProcess | None:
-    """Return the disk walker process feeding the node's own stats source (None for the kubelet's Summary)."""
-    if not isinstance(stats, NodeStatsSource):
-        return None
-    settings = WalkerSettings(kubelet_root=config.evictd.kubelet_root_dir, pod_logs_dir=config.evictd.pod_logs_dir)
-    return DiskWalkerProcess(stats.disk_usage, settings, log=log.warning)
+    walker = DiskWalkerProcess(node.disk_usage, WalkerSettings(kubelet_root=settings.kubelet_root_dir,
+                                                               pod_logs_dir=settings.pod_logs_dir),
+                               log=(log if log is not None else structlog.get_logger("evictd")).warning)
+    return StatsParts(node, lambda: node.problems, disk_walker=walker)
 
 
 @dataclass
@@ -216,24 +198,57 @@ class ClusterParts:
     evictor: PodEvictor
     sync: ClusterSync
     watcher: PodWatcher
-    kube_evictor: KubePodEvictor | None  # the evictor writing to the API; None in dry-run
     shadow: ShadowComparer | None  # dry-run decisions against the kubelet's own evictions; None when acting
     state_lock: StateLock  # held for the daemon's life: no other evictd acts on this stateDir meanwhile
     journal: EvictionJournal
+    pod_watch: Part  # starts the watch and waits for its first answer
 
 
-@dataclass
-class RuntimeParts:
-    """The container runtime side of the daemon, when the CRI endpoint answers."""
+class PodWatchStart:
+    """Starts the pod watch and waits (at most `POD_SYNC_WAIT_S`) for its first answer, before the first cycle.
 
-    filesystems: RuntimeFilesystems
-    reclaimer: RuntimeReclaimer
-    periodic_gc: PeriodicGC
+    Its thread is not stopped: it holds nothing the process's exit does not release.
+    """
+
+    def __init__(self, watcher: PodWatcher, log: Any, wait_s: float = POD_SYNC_WAIT_S) -> None:
+        self._watcher = watcher
+        self._log = log
+        self._wait_s = wait_s
+
+    def start(self) -> None:
+        self._watcher.start()
+        if not self._watcher.wait_first_answer(self._wait_s):
+            self._log.warning("pod list not synced yet; until it is, hard thresholds act on the pods the node shows",
+                              error=str(self._watcher.last_error))
+
+    def stop(self) -> None:
+        return None
+
+
+class HttpServing:
+    """The /metrics and /healthz endpoint as a daemon part: listening from `start` (a bad address raises
+    ConfigError) until `stop`."""
+
+    def __init__(self, address: str, registry: CollectorRegistry, health: Health) -> None:
+        self._address = address
+        self._registry = registry
+        self._health = health
+        self.endpoint: HttpEndpoint | None = None
+
+    def start(self) -> None:
+        self.endpoint = HttpEndpoint(self._address, self._registry, self._health)
+
+    def stop(self) -> None:
+        if self.endpoint is not None:
+            self.endpoint.close()
 
 
 def build_runtime(config: Configuration, client: CriClient, version: RuntimeVersion, metrics: Metrics,
-                  log: Any, pod_state: PodStateFunc, sources_ready: Callable[[], bool]) -> RuntimeParts:
-    """Build node-level reclaim and periodic GC over a connected runtime."""
+                  log: Any, pod_state: PodStateFunc, sources_ready: Callable[[], bool]) -> tuple[CriRuntime,
+                                                                                                 RuntimeFilesystems,
+                                                                                                 RuntimeReclaimer]:
+    """Build node-level reclaim and periodic GC over a connected runtime; return the runtime, its filesystems
+    and its reclaimer."""
     settings = config.evictd
     metrics.runtime_info.labels(version.runtime_name, version.runtime_version, version.runtime_api_version).set(1)
     filesystems = RuntimeFilesystems(client, settings.image_fs_path, settings.container_fs_path)
@@ -253,8 +268,8 @@ def build_runtime(config: Configuration, client: CriClient, version: RuntimeVers
         log.warning("image detection failed when the runtime was attached", error=str(exc))
     periodic = PeriodicGC(containers, images, container_period_s=settings.container_gc_period_s,
                           image_period_s=settings.image_gc_period_s, log=log)
-    return RuntimeParts(filesystems=filesystems, reclaimer=RuntimeReclaimer(containers, images),
-                        periodic_gc=periodic)
+    runtime = CriRuntime(client, filesystems, gc=None if settings.dry_run else periodic)
+    return runtime, filesystems, RuntimeReclaimer(containers, images)
 
 
 def api_configured(settings: EvictdSettings) -> bool:
@@ -263,53 +278,24 @@ def api_configured(settings: EvictdSettings) -> bool:
 
 
 def attach_runtime(config: Configuration, client: CriClient, version: RuntimeVersion, metrics: Metrics, log: Any,
-                   manager: EvictionManager, stats: StatsSource, cluster: ClusterParts | None,
-                   discovered: DiscoveredPods | None) -> RuntimeParts:
-    """Build the runtime's parts and wire them into the running daemon: the manager's layout and reclaimer
-    (report-only in dry-run), the node's own stats (writable layers, container names, the runtime's
-    filesystems), the pods discovered on the node named by their sandboxes and, with the API, the local stop
-    when the API is down and the check that an evicted pod stopped. The same path serves a runtime that
-    answers at start and one that answers later."""
+                   manager: EvictionManager, watcher: PodWatcher | None) -> CriRuntime:
+    """Build the runtime's parts and hand the manager its layout and reclaimer (report-only in dry-run); the
+    adapters hold the runtime slot, which answers as the returned runtime from then on. The same path serves a
+    runtime that answers at start and one that answers later."""
     settings = config.evictd
-    if discovered is not None:
-        discovered.use_runtime(client.list_sandboxes)
-    pod_state, sources_ready = pod_states(cluster.watcher if cluster is not None else None)
-    runtime = build_runtime(config, client, version, metrics, log, pod_state, sources_ready)
-    manager.attach_runtime(RuntimeLayout(settings.kubelet_root_dir, runtime.filesystems),
-                           ReportOnlyReclaimer() if settings.dry_run else runtime.reclaimer)
-    if isinstance(stats, NodeStatsSource):
-        container_stats = RuntimeContainerStats(client)
-        stats.use_runtime(runtime.filesystems.paths, container_stats.by_pod, container_stats.sandboxes_by_pod)
-    if cluster is not None:
-        if cluster.kube_evictor is not None:
-            cluster.kube_evictor.use_local_kill(LocalKiller(client).kill)
-        cluster.sync.use_pod_running(runtime_pod_running(client))
+    pod_state, sources_ready = pod_states(watcher)
+    runtime, filesystems, reclaimer = build_runtime(config, client, version, metrics, log, pod_state, sources_ready)
+    manager.attach_runtime(RuntimeLayout(settings.kubelet_root_dir, filesystems),
+                           ReportOnlyReclaimer() if settings.dry_run else reclaimer)
     return runtime
 
 
-def runtime_pod_running(client: CriClient) -> Callable[[str], bool | None]:
-    """Return whether the runtime still runs anything of a pod (a ready sandbox or a live container).
-
-    None when the runtime cannot answer: the wait after an eviction then relies on the API alone.
-    """
-
-    def running(uid: str) -> bool | None:
-        try:
-            sandboxes = client.list_sandboxes(pod_uid=uid)
-            containers = client.list_containers(pod_uid=uid)
-        except EvictdError:
-            return None
-        return any(s.state is SandboxState.READY for s in sandboxes) or any(
-            c.state in STOPPABLE_STATES for c in containers)
-
-    return running
-
-
 def build_cluster(config: Configuration, node_name: str, metrics: Metrics, log: Any, dry_run: bool,
-                  cgroups: CgroupReader) -> ClusterParts:
+                  cgroups: CgroupReader, runtime: Runtime = NO_RUNTIME,
+                  should_stop: Callable[[], bool] = lambda: False) -> ClusterParts:
     """Lock the stateDir, then build the pod watch, the journaled evictor, the node status writer, the event
-    recorder and the node's pods for when the watch has no list (the runtime's local stop, pod check and
-    sandboxes are added by `attach_runtime` once the runtime answers). Raises StateLockError when another
+    recorder and the node's pods for when the watch has no list (with the runtime slot: the local stop, the
+    check that an evicted pod stopped, the sandboxes naming the node's pods). Raises StateLockError when another
     evictd still holds the stateDir after stateLockTimeout."""
     settings = config.evictd
     # Before anything else: a second evictd on this stateDir waits here (or gives up) before it acts.
@@ -320,15 +306,12 @@ def build_cluster(config: Configuration, node_name: str, metrics: Metrics, log: 
         metrics.api_errors.labels(error.verb).inc()
 
     watcher = PodWatcher(api_client, node_name, on_error=api_error)
-    watcher.start()
-    if not watcher.wait_first_answer(POD_SYNC_WAIT_S):
-        log.warning("pod list not synced yet; until it is, hard thresholds act on the pods the node shows",
-                    error=str(watcher.last_error))
     journal = EvictionJournal(None if dry_run else os.path.join(settings.state_dir, JOURNAL_FILE), log=log,
                               on_corrupt=metrics.journal_corrupt.inc,
                               on_write_failure=metrics.journal_write_failures.inc)
     events = EventRecorder(api_client, node_name, dry_run=dry_run)
-    kube_evictor = None if dry_run else KubePodEvictor(api_client, journal, events, on_api_error=api_error)
+    kube_evictor = None if dry_run else KubePodEvictor(api_client, journal, events, runtime=runtime,
+                                                       on_api_error=api_error)
     evictor: PodEvictor = kube_evictor if kube_evictor is not None else ReportOnlyEvictor()
     node_writer = NodeStatusWriter(api_client, node_name, ConditionMode(settings.node_condition_mode),
                                    update_period_s=settings.node_status_update_frequency_s, dry_run=dry_run)
@@ -336,16 +319,15 @@ def build_cluster(config: Configuration, node_name: str, metrics: Metrics, log: 
     if critical.problem is not None:
         log.warning("critical pods remembered from the last pod list unreadable", error=critical.problem)
     sync = ClusterSync(watcher=watcher, evictor=kube_evictor, node_writer=node_writer, events=events,
-                       on_error=api_error, log=log, critical=critical)
+                       on_error=api_error, log=log, runtime=runtime, critical=critical, should_stop=should_stop)
     own_uid = os.environ.get(POD_UID_ENV, "")
     pods = EvictablePods(watcher, journal, own_uid=own_uid)
-    discovered = DiscoveredPods(cgroups, settings.pod_logs_dir)
+    discovered = DiscoveredPods(cgroups, settings.pod_logs_dir, runtime)
     shadow = ShadowComparer(watcher.pods, settings.state_dir, lambda c: metrics.shadow.labels(str(c.outcome)).inc(),
                             log) if dry_run else None
     return ClusterParts(pods=pods, node_pods=NodeFallbackPods(discovered, journal, own_uid, critical),
-                        discovered=discovered, evictor=evictor, sync=sync, watcher=watcher,
-                        kube_evictor=kube_evictor, shadow=shadow, state_lock=state_lock,
-                        journal=journal)
+                        discovered=discovered, evictor=evictor, sync=sync, watcher=watcher, shadow=shadow,
+                        state_lock=state_lock, journal=journal, pod_watch=PodWatchStart(watcher, log))
 
 
 def build_daemon(
@@ -354,8 +336,8 @@ def build_daemon(
     max_cycles: int = 0,
     stdout: TextIO = sys.stdout,
     serve_http: bool = True,
-) -> tuple[Daemon, HttpEndpoint | None]:
-    """Build the daemon and its HTTP endpoint from `config`. Raises ConfigError for unusable settings."""
+) -> Daemon:
+    """Build the daemon from `config` (its parts not started). Raises ConfigError for unusable settings."""
     settings = config.evictd
     fmt = resolve_format(settings.log_format, stdout)
     recent = configure_logging(fmt)
@@ -368,8 +350,13 @@ def build_daemon(
     cgroups = CgroupReader(layout)
     metrics = Metrics()
     dry_run = settings.dry_run
-    cluster = build_cluster(config, node_name, metrics, log, dry_run, cgroups) if api_configured(settings) else None
-    discovered = cluster.discovered if cluster is not None else DiscoveredPods(cgroups, settings.pod_logs_dir)
+    waiter = Waiter()
+    stop = StopSignal(waiter.wake, settings.shutdown_timeout_s, log)
+    # The adapters hold the runtime slot; it answers as the runtime once one does (`link`, below).
+    runtime = RuntimeSlot()
+    cluster = (build_cluster(config, node_name, metrics, log, dry_run, cgroups, runtime, stop.is_set)
+               if api_configured(settings) else None)
+    discovered = cluster.discovered if cluster is not None else DiscoveredPods(cgroups, settings.pod_logs_dir, runtime)
     pods: PodSource = cluster.pods if cluster is not None else discovered
     # With the API, the stats measure the pods each cycle listed: the watch's, or the node's without a list.
     listed = ListedPods()
@@ -379,29 +366,27 @@ def build_daemon(
     if cluster is None:
         log.info("no Kubernetes API configured (no kubeconfig, not in a pod): evictions are reported, "
                  "not carried out")
-    stats = build_stats_source(config, cgroups, listed if cluster is not None else pods, node_name)
-    if isinstance(stats, KubeletSummarySource) and stats.insecure_reason:
+    stats = build_stats_source(config, cgroups, listed if cluster is not None else pods, node_name,
+                               discovered=discovered if cluster is None else None, runtime=runtime, log=log)
+    if stats.insecure_reason:
         log.warning("kubelet Summary endpoint not verified", detail=stats.insecure_reason,
                     url=settings.kubelet_summary_url, token_file=settings.kubelet_token_file)
     engine_config = EngineConfig.from_settings(config.eviction)
     manager = EvictionManager(
         engine_config,
-        stats=stats,
+        stats=stats.source,
         layout=PathLayout(settings.kubelet_root_dir, settings.image_fs_path, settings.container_fs_path),
         pods=pods,
         reclaimer=ReportOnlyReclaimer(),
         evictor=evictor,
-        clock=MonotonicClock(),
+        clock=SYSTEM_CLOCK,
         node_pods=cluster.node_pods if cluster is not None else None,
         listed=listed,
     )
     client = CriClient(settings.container_runtime_endpoint, settings.runtime_request_timeout_s)
-    runtime = RuntimeLink(
-        client,
-        lambda version: attach_runtime(config, client, version, metrics, log, manager, stats, cluster, discovered),
-        log)
-    runtime.connect()
-    waiter = Waiter()
+    watcher = cluster.watcher if cluster is not None else None
+    link = RuntimeLink(client, lambda version: attach_runtime(config, client, version, metrics, log, manager, watcher),
+                       log, slot=runtime)
     memcg = None
     if settings.memcg_wakeups and layout.version == 1 and settings.stats_source == "node":
         memcg = MemcgNotifierSet(
@@ -409,80 +394,41 @@ def build_daemon(
             memory_root=str(layout.memory_hierarchy),
             pods_cgroup=cgroups.pods_cgroup(),
         )
-    notifiers = Notifiers(waiter=waiter, memcg=memcg, psi=build_psi_notifiers(settings, layout, cgroups, log))
-    health = Health(settings.housekeeping_interval_s)
+    notifiers = Notifiers(waiter, memcg, build_psi_notifiers(settings, layout, cgroups, log))
+    health = Health(settings.housekeeping_interval_s, stopping=stop.is_set)
     metrics.watch_health(lambda: health.status()[0])
-    endpoint = HttpEndpoint(settings.metrics_bind_address, metrics.registry, health) if serve_http else None
     if not cgroups.has_pods_cgroup():
         log.info("no pods cgroup on this node (no kubelet?): allocatableMemory.available and pod stats are absent",
                  pods_cgroup=cgroups.pods_cgroup())
     oom_feedback = OomFeedback(OomCounters(cgroups), dry_run=evictions_reported_only,
-                               container_names=runtime_container_names(runtime))
-    signal_problems = ProblemLog(log, "signal source unreadable; its signals are absent",
-                                 "signal source readable again")
-    oom_problems = ProblemLog(log, "OOM-kill counter unreadable; kills it counts are not counted",
-                              "OOM-kill counter readable again")
-
-    def log_sample_problems(number: int, report: CycleReport) -> None:
-        problems = getattr(stats, "problems", ())
-        signal_problems.update(number, problems)
-        oom_problems.update(number, oom_feedback.problems)
-        metrics.record_stats_problems(problems)
-
-    daemon = Daemon(
-        manager=manager,
-        waiter=waiter,
-        metrics=metrics,
-        health=health,
+                               container_names=runtime.container_names)
+    after_cycle: list[AfterCycle] = [record_metrics(metrics, evictions_reported_only),
+                                     log_cycles(log, evictions_reported_only)]
+    if fmt == "live":
+        after_cycle.append(draw_live_view(stdout, node_name, evictions_reported_only, recent))
+    after_cycle.append(log_sample_problems(log, metrics, stats.problems, lambda: oom_feedback.problems))
+    if cluster is not None:
+        after_cycle.append(cluster_bookkeeping(cluster, metrics))
+    after_cycle += [runtime_upkeep(link), NotifierRefresh(notifiers, metrics, log)]
+    parts: list[Part] = [cluster.pod_watch] if cluster is not None else []
+    parts.append(link)
+    if serve_http:
+        parts.append(HttpServing(settings.metrics_bind_address, metrics.registry, health))
+    if stats.disk_walker is not None:
+        parts.append(stats.disk_walker)
+    return Daemon(
+        manager, waiter, stop, metrics, health,
         interval_s=settings.housekeeping_interval_s,
         dry_run=evictions_reported_only,
         node_name=node_name,
-        shutdown_timeout_s=settings.shutdown_timeout_s,
         max_cycles=max_cycles,
-        refresh_notifiers=notifiers.refresh,
-        live_output=stdout if fmt == "live" else None,
-        recent=recent,
-        on_cycle=log_sample_problems,
-        log=log,
-        after_cycle=after_cycle_tasks(cluster, runtime, dry_run, metrics),
+        after_cycle=after_cycle,
         wait_for_cleanup=cluster.sync.wait_for_cleanup if cluster is not None else None,
-        on_stop=cluster.sync.withdraw if cluster is not None else None,
-        background=tuple(part for part in (build_disk_walker(config, stats, log),) if part is not None),
+        on_stop=(cluster.sync.withdraw,) if cluster is not None else (),
+        parts=parts,
         oom_feedback=oom_feedback,
+        log=log,
     )
-    if cluster is not None:
-        cluster.sync.should_stop = lambda: daemon.stopping  # SIGTERM ends the wait after an eviction too
-    return daemon, endpoint
-
-
-class ProblemLog:
-    """Logs each unreadable source once when it becomes unreadable, and once when it is readable again."""
-
-    def __init__(self, log: Any, gone: str, back: str) -> None:
-        self._log = log
-        self._gone = gone
-        self._back = back
-        self._seen: set[str] = set()
-
-    def update(self, number: int, problems: Sequence[SampleError]) -> None:
-        """Log what changed since the last cycle's problems."""
-        now = {f"{p.source}: {p.reason}" for p in problems}
-        for problem in sorted(now - self._seen):
-            self._log.warning(self._gone, cycle=number, detail=problem)
-        for problem in sorted(self._seen - now):
-            self._log.info(self._back, cycle=number, detail=problem)
-        self._seen = now
-
-
-def runtime_container_names(runtime: RuntimeLink[RuntimeParts]) -> ContainerNames:
-    """Return the container names of a pod (ID -> name) from the runtime once attached; none before."""
-
-    def names(pod_uid: str) -> dict[str, str]:
-        if runtime.parts is None:
-            return {}
-        return {container.id: container.name for container in runtime.client.list_containers(pod_uid=pod_uid)}
-
-    return names
 
 
 def pod_states(watcher: PodWatcher | None) -> tuple[PodStateFunc, Callable[[], bool]]:
@@ -506,23 +452,27 @@ def pod_states(watcher: PodWatcher | None) -> tuple[PodStateFunc, Callable[[], b
     return state, watcher.is_synced
 
 
-def after_cycle_tasks(cluster: ClusterParts | None, runtime: RuntimeLink[RuntimeParts],
-                      dry_run: bool, metrics: Metrics) -> Callable[[CycleReport], None]:
-    """Return what runs after every cycle: cluster bookkeeping (and in dry-run the shadow comparison with the
-    kubelet's own evictions; the journal's pending evictions exported), then periodic garbage collection (not
-    in dry-run) with a runtime attached, or asking again for a runtime that has not answered yet."""
+def cluster_bookkeeping(cluster: ClusterParts, metrics: Metrics) -> AfterCycle:
+    """Node status, events and the journal's pending writes; the pending evictions exported; in dry-run the
+    shadow comparison with the kubelet's own evictions."""
 
-    def run(report: CycleReport) -> None:
-        if cluster is not None:
-            cluster.sync.after_cycle(report)
-            metrics.journal_pending.set(len(cluster.journal.pending()))
-            if cluster.shadow is not None:
-                cluster.shadow.after_cycle(report.evictions)
-        parts = runtime.poll()
-        if parts is not None and not dry_run:
-            parts.periodic_gc.tick()
+    def update(cycle: Cycle) -> None:
+        cluster.sync.after_cycle(cycle.report)
+        metrics.journal_pending.set(len(cluster.journal.pending()))
+        if cluster.shadow is not None:
+            cluster.shadow.after_cycle(cycle.report.evictions)
 
-    return run
+    return update
+
+
+def runtime_upkeep(link: RuntimeLink) -> AfterCycle:
+    """Periodic garbage collection with a runtime attached; asking again for a runtime that has not answered."""
+
+    def upkeep(cycle: Cycle) -> None:
+        link.poll()
+        link.slot.collect_garbage()
+
+    return upkeep
 
 
 def check_settings(config: Configuration) -> None:

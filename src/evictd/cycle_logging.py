@@ -17,7 +17,7 @@ from evictd.render import value_text
 
 
 def describe_threshold(threshold: Threshold) -> str:
-    """Return e.g. `memory.available<1Gi (hard)` or `nodefs.available<15% (soft, grace 2m0s)`."""
+    """Return e.g. `memory.available<1Gi (hard)` or `nodefs.available<15% (soft, grace 120s)`."""
     kind = "hard" if threshold.is_hard else f"soft, grace {threshold.grace_period_s:g}s"
     return f"{threshold.signal}<{value_text(threshold.value)} ({kind})"
 

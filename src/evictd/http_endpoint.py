@@ -30,6 +30,7 @@ import selectors
 import socket
 import threading
 import time
+from collections.abc import Callable
 from email.utils import formatdate
 from http import HTTPStatus
 from typing import Any
@@ -85,13 +86,14 @@ class Health:
 
     A loop working in a degraded mode (`degraded`, set by the loop: e.g. no pod list from the API) is still
     alive, 200, and says why: restarting it would not bring the API back, and would cost its protection.
+    `stopping` says whether the daemon was asked to stop (its `StopSignal`): from then on it is not healthy.
     """
 
-    def __init__(self, interval_s: float) -> None:
+    def __init__(self, interval_s: float, stopping: Callable[[], bool] = lambda: False) -> None:
         self.allowed_gap_s = max(STALL_INTERVALS * interval_s, MIN_STALL_S)
         self.started_at = time.monotonic()
         self.last_cycle_at: float | None = None
-        self.stopping = False
+        self.stopping = stopping
         self.degraded: str | None = None
 
     def cycle_done(self) -> None:
@@ -99,7 +101,7 @@ class Health:
 
     def status(self) -> tuple[bool, str]:
         """Return (healthy, reason)."""
-        if self.stopping:
+        if self.stopping():
             return False, "shutting down"
         since = self.last_cycle_at if self.last_cycle_at is not None else self.started_at
         gap = time.monotonic() - since

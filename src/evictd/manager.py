@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Protocol
 
+from evictd.clock import Clock
 from evictd.core.engine import (
     Assessment,
     EngineConfig,
@@ -75,12 +76,6 @@ class PodEvictor(Protocol):
     """Evicts one pod as decided (raises EvictdError on failure)."""
 
     def evict(self, eviction: Eviction) -> None: ...
-
-
-class Clock(Protocol):
-    """Monotonic seconds; the only time the engine reasons with."""
-
-    def monotonic(self) -> float: ...
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,49 +1,139 @@
-"""The container runtime, attached when it first answers: at start, or later while evictd runs.
+"""The container runtime slot: empty (`NO_RUNTIME`) until a runtime answers, at start or later while evictd runs.
 
 A node's runtime may come up after evictd (a systemd ordering that only orders, a runtime that failed to start
 and is restarted, a runtime being upgraded). Without the runtime evictd observes and reports; once `Version`
-answers on the CRI endpoint, the runtime's parts are built and wired in (`attach`), and node-level reclaim,
-periodic GC, writable layers and the local stop work from then on. Until then the endpoint is asked again
-after a housekeeping cycle, at most every `retry_s`, with a short deadline so that a runtime that hangs
-cannot hold the loop up. Once attached it stays attached: the gRPC channel reconnects by itself when the
-runtime restarts, and every CRI call already treats an unanswered call as a failure of that call.
+answers on the CRI endpoint, the runtime's parts are built (`attach`) and the slot answers as that runtime
+(`CriRuntime`): node-level reclaim, periodic GC, writable layers and the local stop work from then on. The
+adapters hold the slot (`RuntimeSlot`) from the start, so none is rewired. Until then the endpoint is asked
+again after a housekeeping cycle, at most every `retry_s`, with a short deadline so that a runtime that
+hangs cannot hold the loop up. Once attached it stays attached: the gRPC channel reconnects by itself when the runtime
+restarts, and every CRI call already treats an unanswered call as a failure of that call.
 """
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
-from typing import Any, Generic, TypeVar
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
+from evictd.adapters.local_kill import STOPPABLE_STATES, LocalKiller
+from evictd.adapters.runtime_node import PeriodicGC, RuntimeContainerStats, RuntimeFilesystems
+from evictd.clock import SYSTEM_CLOCK, Clock
+from evictd.core.engine import Eviction
 from evictd.core.errors import EvictdError
-from evictd.cri import RuntimeVersion
+from evictd.core.runtime import Sandbox, SandboxState
+from evictd.cri import NO_RUNTIME, ContainerUsage, Runtime, RuntimeVersion, SandboxUsage
 from evictd.cri.client import CriClient
 
 # How often an absent runtime is asked again, and how long one Version call may take.
 RUNTIME_RETRY_S = 5.0
 VERSION_PROBE_TIMEOUT_S = 2.0
 
-_Parts = TypeVar("_Parts")
+
+class CriRuntime:
+    """A runtime that answered on the CRI endpoint, as the adapters use it (a `Runtime`).
+
+    `gc` is None where evictd must not collect (dry-run).
+    """
+
+    attached = True
+
+    def __init__(self, client: CriClient, filesystems: RuntimeFilesystems, gc: PeriodicGC | None) -> None:
+        self._client = client
+        self._filesystems = filesystems
+        self._stats = RuntimeContainerStats(client)
+        self._killer = LocalKiller(client)
+        self._gc = gc
+
+    def list_sandboxes(self) -> Sequence[Sandbox]:
+        return self._client.list_sandboxes()
+
+    def filesystem_paths(self) -> tuple[str, str] | None:
+        return self._filesystems.paths()
+
+    def container_stats(self) -> Mapping[str, Sequence[ContainerUsage]] | None:
+        return self._stats.by_pod()
+
+    def sandbox_stats(self) -> Mapping[str, SandboxUsage] | None:
+        return self._stats.sandboxes_by_pod()
+
+    def container_names(self, pod_uid: str) -> dict[str, str]:
+        return {container.id: container.name for container in self._client.list_containers(pod_uid=pod_uid)}
+
+    def pod_running(self, pod_uid: str) -> bool | None:
+        """A ready sandbox or a live container; None when the runtime cannot answer (the wait after an eviction
+        then relies on the API alone)."""
+        try:
+            sandboxes = self._client.list_sandboxes(pod_uid=pod_uid)
+            containers = self._client.list_containers(pod_uid=pod_uid)
+        except EvictdError:
+            return None
+        return any(s.state is SandboxState.READY for s in sandboxes) or any(
+            c.state in STOPPABLE_STATES for c in containers)
+
+    def stop_pod(self, eviction: Eviction) -> None:
+        self._killer.kill(eviction)
+
+    def collect_garbage(self) -> None:
+        if self._gc is not None:
+            self._gc.tick()
 
 
-class RuntimeLink(Generic[_Parts]):
-    """Asks the CRI endpoint for the runtime until it answers, then attaches it once.
+class RuntimeSlot:
+    """Where the adapters find the container runtime: it answers as `current`, `NO_RUNTIME` until `RuntimeLink`
+    fills it with the runtime that answered."""
 
-    `attach(version)` builds and wires the runtime's parts and returns them (`parts` from then on).
+    def __init__(self) -> None:
+        self.current: Runtime = NO_RUNTIME
+
+    @property
+    def attached(self) -> bool:
+        return self.current.attached
+
+    def list_sandboxes(self) -> Sequence[Sandbox]:
+        return self.current.list_sandboxes()
+
+    def filesystem_paths(self) -> tuple[str, str] | None:
+        return self.current.filesystem_paths()
+
+    def container_stats(self) -> Mapping[str, Sequence[ContainerUsage]] | None:
+        return self.current.container_stats()
+
+    def sandbox_stats(self) -> Mapping[str, SandboxUsage] | None:
+        return self.current.sandbox_stats()
+
+    def container_names(self, pod_uid: str) -> dict[str, str]:
+        return self.current.container_names(pod_uid)
+
+    def pod_running(self, pod_uid: str) -> bool | None:
+        return self.current.pod_running(pod_uid)
+
+    def stop_pod(self, eviction: Eviction) -> None:
+        self.current.stop_pod(eviction)
+
+    def collect_garbage(self) -> None:
+        self.current.collect_garbage()
+
+
+class RuntimeLink:
+    """Asks the CRI endpoint for the runtime until it answers, then attaches it once: `attach(version)` builds
+    the runtime's parts and returns the runtime, which then fills `slot`.
+
+    As a daemon part, `start` asks the endpoint once before the first cycle.
     """
 
     def __init__(
         self,
         client: CriClient,
-        attach: Callable[[RuntimeVersion], _Parts],
+        attach: Callable[[RuntimeVersion], Runtime],
         log: Any,
         *,
+        slot: RuntimeSlot | None = None,
         retry_s: float = RUNTIME_RETRY_S,
         probe_timeout_s: float = VERSION_PROBE_TIMEOUT_S,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self.client = client
-        self.parts: _Parts | None = None
+        self.slot = slot if slot is not None else RuntimeSlot()
         self._attach = attach
         self._log = log
         self._retry_s = retry_s
@@ -51,12 +141,13 @@ class RuntimeLink(Generic[_Parts]):
         self._clock = clock
         self._next_try = float("-inf")
         self._failures = 0
+        self._attached: Runtime | None = None
 
-    def connect(self) -> _Parts | None:
-        """Ask the runtime now (unless attached) and attach it if it answers; return its parts or None."""
-        if self.parts is not None:
-            return self.parts
-        self._next_try = self._clock() + self._retry_s
+    def connect(self) -> Runtime | None:
+        """Ask the runtime now (unless attached) and attach it if it answers; return it, or None."""
+        if self._attached is not None:
+            return self._attached
+        self._next_try = self._clock.monotonic() + self._retry_s
         try:
             version = self.client.version(timeout_s=self._probe_timeout_s)
         except EvictdError as exc:
@@ -66,15 +157,21 @@ class RuntimeLink(Generic[_Parts]):
                                retry_s=self._retry_s)
             self._failures += 1
             return None
-        self.parts = self._attach(version)
+        self._attached = self.slot.current = self._attach(version)
         # Logged once attached, so that everything the line announces (metrics, reclaim) is already in place.
         self._log.info("container runtime", endpoint=self.client.endpoint, runtime=version.runtime_name,
                        version=version.runtime_version, api=version.runtime_api_version,
                        unanswered_attempts=self._failures)
-        return self.parts
+        return self._attached
 
-    def poll(self) -> _Parts | None:
+    def poll(self) -> Runtime | None:
         """After a cycle: ask again if the runtime is absent and the retry period has passed."""
-        if self.parts is None and self._clock() >= self._next_try:
+        if self._attached is None and self._clock.monotonic() >= self._next_try:
             return self.connect()
-        return self.parts
+        return self._attached
+
+    def start(self) -> None:
+        self.connect()
+
+    def stop(self) -> None:
+        """Nothing to stop: the client's channel is released with the process."""

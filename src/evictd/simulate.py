@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 from evictd.core.decode import list_of, mapping, sequence
 from evictd.core.engine import EngineConfig, Eviction, ReclaimAction
@@ -141,13 +142,16 @@ def parse_scenario(document: object) -> Scenario:
 
 
 class FakeClock:
-    """A clock that shows whatever time the scenario has reached."""
+    """A clock that shows whatever time the scenario has reached (seconds since the epoch, on the wall)."""
 
     def __init__(self) -> None:
         self.now = 0.0
 
     def monotonic(self) -> float:
         return self.now
+
+    def wall(self) -> datetime:
+        return datetime.fromtimestamp(self.now, UTC)
 
 
 class FixedLayout:

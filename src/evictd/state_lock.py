@@ -42,12 +42,6 @@ class StateLock:
     def held(self) -> bool:
         return self._descriptor is not None
 
-    def release(self) -> None:
-        """Give the lock up (process exit does the same)."""
-        if self._descriptor is not None:
-            os.close(self._descriptor)
-            self._descriptor = None
-
 
 def holder_pid(descriptor: int) -> str:
     """Return what the lock file says about its holder (its PID), or "unknown" while it is being written."""

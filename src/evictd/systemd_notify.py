@@ -23,10 +23,6 @@ class SystemdNotifier:
         if self._address:
             self._socket = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC)
 
-    @property
-    def enabled(self) -> bool:
-        return self._socket is not None
-
     def notify(self, state: str) -> bool:
         """Send `state` (e.g. "READY=1"); return whether it was delivered."""
         if self._socket is None:

@@ -40,6 +40,7 @@ from evictd.adapters.node_stats import NodeStatsSource
 from evictd.adapters.pod_disk_usage import PodDiskFigures, PodDiskStore, PodKey, SpaceUsed
 from evictd.core.errors import SampleError
 from evictd.core.summary import SYSTEM_CONTAINER_PODS
+from polling import wait_until
 from real_pod_node import MiB, RealPodNode, crowded_pod, du_bytes, du_inodes, walk_time_s
 
 POD = PodKey("33333333-3333-4333-8333-333333333333", "shop", "cart")
@@ -58,13 +59,6 @@ class RecordingLog:
 
     def names(self) -> list[str]:
         return [event for event, _ in self.events]
-
-
-def wait_until(condition: Callable[[], object], what: str, timeout_s: float = WAIT_S) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, f"not within {timeout_s} s: {what}"
-        time.sleep(0.02)
 
 
 def nice_of(pid: int) -> int:
@@ -164,7 +158,7 @@ def test_the_child_measures_the_wanted_pods_at_a_lower_priority(
     walker = start_walker(walkers, store, settings, RecordingLog())
     asked_at = time.monotonic()
     store.want([POD])
-    wait_until(lambda: store.latest(POD) is not None, "the first figures")
+    wait_until(lambda: store.latest(POD) is not None, WAIT_S, "the first figures")
     figures = store.latest(POD)
     assert figures is not None and figures.problem is None
     cache = kubelet / "pods" / POD.uid / "volumes" / EMPTY_DIR_PLUGIN_DIR / "cache"
@@ -177,11 +171,11 @@ def test_the_child_measures_the_wanted_pods_at_a_lower_priority(
     assert pid is not None and nice_of(pid) == DEFAULT_NICE
 
     (cache / "more.bin").write_bytes(b"\x02" * 500_000)
-    wait_until(lambda: (store.latest(POD) or figures).volumes[0][1].used_bytes == du_bytes(cache),
+    wait_until(lambda: (store.latest(POD) or figures).volumes[0][1].used_bytes == du_bytes(cache), WAIT_S,
                "the figures after the volume grew")
 
     walker.stop()
-    wait_until(lambda: gone(pid), "the child gone after stop()", timeout_s=5)
+    wait_until(lambda: gone(pid), 5, "the child gone after stop()")
 
 
 def test_a_child_that_dies_is_started_again_and_the_figures_flow_again(
@@ -191,15 +185,15 @@ def test_a_child_that_dies_is_started_again_and_the_figures_flow_again(
     log = RecordingLog()
     walker = start_walker(walkers, store, WalkerSettings(str(kubelet), str(logs), period_s=0.1), log)
     store.want([POD])
-    wait_until(lambda: store.latest(POD) is not None, "the first figures")
+    wait_until(lambda: store.latest(POD) is not None, WAIT_S, "the first figures")
     first_pid = walker.child_pid()
     assert first_pid is not None
     os.kill(first_pid, signal.SIGKILL)
-    wait_until(lambda: walker.child_pid() not in (None, first_pid), "a new child")
+    wait_until(lambda: walker.child_pid() not in (None, first_pid), WAIT_S, "a new child")
     assert log.names() == ["disk walker exited; starting it again"]
     assert log.events[0][1] == {"status": -signal.SIGKILL}
     killed_at = time.monotonic()
-    wait_until(lambda: (store.latest(POD) or PodDiskFigures(POD, 0, 0)).measured_at_monotonic > killed_at,
+    wait_until(lambda: (store.latest(POD) or PodDiskFigures(POD, 0, 0)).measured_at_monotonic > killed_at, WAIT_S,
                "figures from the new child (it was told the wanted pods)")
     assert walker.children_started == 2
 
@@ -209,7 +203,7 @@ def test_a_child_that_talks_nonsense_is_logged_and_replaced(walkers: list[DiskWa
     log = RecordingLog()
     nonsense = [sys.executable, "-c", "import sys, time; print('not a figures line', flush=True); time.sleep(60)"]
     walker = start_walker(walkers, store, WalkerSettings("/nonexistent", "/nonexistent"), log, command=nonsense)
-    wait_until(lambda: walker.children_started >= 2, "a second child after the first sent nonsense")
+    wait_until(lambda: walker.children_started >= 2, WAIT_S, "a second child after the first sent nonsense")
     assert log.names()[:2] == ["disk walker sent a line that cannot be read; restarting it",
                                "disk walker exited; starting it again"]
     assert store.latest(POD) is None
@@ -218,7 +212,7 @@ def test_a_child_that_talks_nonsense_is_logged_and_replaced(walkers: list[DiskWa
 def test_a_child_that_cannot_start_is_logged_and_tried_again(walkers: list[DiskWalkerProcess]) -> None:
     log = RecordingLog()
     start_walker(walkers, PodDiskStore(), WalkerSettings("/x", "/y"), log, command=["/nonexistent/python"])
-    wait_until(lambda: len(log.events) >= 2, "two attempts (1 s apart)", timeout_s=10)
+    wait_until(lambda: len(log.events) >= 2, 10, "two attempts (1 s apart)")
     assert set(log.names()) == {"disk walker could not be started"}
     assert "No such file or directory" in log.events[0][1]["error"]
 
@@ -286,7 +280,7 @@ def test_a_summary_never_waits_for_a_walk_and_carries_the_last_completed_figures
     key = PodKey(tenant_pod.uid, tenant_pod.namespace, tenant_pod.name)
     (first,) = source.summary().pods
     assert first.volume_stats == () and first.ephemeral_storage is None, "not measured yet: no disk figures"
-    wait_until(lambda: store.latest(key) is not None, "the first figures of the crowded pod", timeout_s=60)
+    wait_until(lambda: store.latest(key) is not None, 60, "the first figures of the crowded pod")
 
     durations: list[float] = []
     figure_times: set[datetime] = set()

@@ -547,7 +547,7 @@ def test_the_configured_source_without_its_ca_file_is_a_configuration_error(tmp_
     assert "No such file or directory" in info.value.reason and "kubeletInsecureTLS: true" in info.value.reason
     config.write_text(config.read_text() + "kubeletInsecureTLS: true\nkubeletSummaryTimeout: 2s\n")
     insecure = build_stats_source(load_configuration([str(config)]), None, None, NODE)  # type: ignore[arg-type]
-    assert isinstance(insecure, KubeletSummarySource) and insecure.insecure_reason
+    assert isinstance(insecure.source, KubeletSummarySource) and insecure.insecure_reason
 
 
 @pytest.mark.parametrize(

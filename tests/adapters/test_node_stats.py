@@ -15,6 +15,8 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
@@ -40,6 +42,7 @@ from evictd.core.summary import (
     Summary,
     signal_observations,
 )
+from evictd.cri import NO_RUNTIME
 from evictd.manager import EvictionManager
 from evictd.simulate import FakeClock, RecordingEvictor
 from real_pod_node import CGROUP_MOUNT, MiB, RealPodNode, du_bytes, du_inodes
@@ -157,7 +160,8 @@ class Node:
         return DiscoveredPods(self.reader, str(self.pod_logs_dir))
 
     def source(self, pods: PodList | None = None,
-               pod_cgroups: Callable[[], Mapping[str, PodCgroup]] | None = None) -> NodeStatsSource:
+               pod_cgroups: Callable[[], Mapping[str, PodCgroup]] | None = None,
+               runtime: Any = NO_RUNTIME) -> NodeStatsSource:
         return NodeStatsSource(
             node_name="node-1",
             cgroups=self.reader,
@@ -168,6 +172,7 @@ class Node:
             image_fs_path=str(self.image_fs),
             container_fs_path=str(self.image_fs),
             proc_root=str(self.proc),
+            runtime=runtime,
             wall_clock=lambda: AT,
         )
 
@@ -781,7 +786,8 @@ def test_while_the_runtime_is_down_its_containers_are_measured_from_their_cgroup
         node_name="node-1", cgroups=cgroups, pods=DiscoveredPods(cgroups, str(real_pod.pod_logs_dir)),
         disk_usage=PodDiskStore(), kubelet_root=str(real_pod.kubelet_root),
         image_fs_path=str(tmp_path / "containerd"), container_fs_path=str(tmp_path / "containerd"),
-        container_stats=runtime)
+        runtime=SimpleNamespace(attached=True, container_stats=runtime, filesystem_paths=lambda: None,
+                                sandbox_stats=dict))
     # The pod's folders measured before the first cycle (which names the pod with the same key).
     pod = PodKey(real_pod.uid, real_pod.namespace, real_pod.name)
     source.disk_usage.want([pod])
@@ -810,6 +816,12 @@ def test_while_the_runtime_is_down_its_containers_are_measured_from_their_cgroup
     assert back.memory is not None and back.memory.working_set_bytes == 7 * MiB
 
 
+def answering_runtime(container_stats: Callable[[], object] = dict, sandbox_stats: Callable[[], object] = dict) -> Any:
+    """A container runtime that answered, as the node's own stats source asks it (its folders: the configured ones)."""
+    return SimpleNamespace(attached=True, filesystem_paths=lambda: None, container_stats=container_stats,
+                           sandbox_stats=sandbox_stats)
+
+
 def test_runtime_container_stats_are_merged_by_container_name(v1_node: Node) -> None:
     """With a runtime, containers carry their working set and writable layer, and logs join them by name."""
     from dataclasses import replace as _replace
@@ -821,8 +833,7 @@ def test_runtime_container_stats_are_merged_by_container_name(v1_node: Node) -> 
                            pod_namespace="shop", writable_layer_bytes=5 << 20, writable_layer_inodes=12,
                            working_set_bytes=64 << 20, timestamp_ns=1)
     sidecar = _replace(usage, container_id="c2", name="sidecar", writable_layer_bytes=None, working_set_bytes=None)
-    source = v1_node.source()
-    source._container_stats = lambda: {B_UID: [usage, sidecar]}
+    source = v1_node.source(runtime=answering_runtime(container_stats=lambda: {B_UID: [usage, sidecar]}))
     pod = next(p for p in walked_summary(source, v1_node.walker()).pods if p.pod_ref.uid == B_UID)
     app = next(c for c in pod.containers if c.name == "app")
     assert app.memory is not None and app.memory.working_set_bytes == 64 << 20
@@ -839,8 +850,7 @@ def test_runtime_stats_failure_is_a_problem_not_a_crash(v1_node: Node) -> None:
     def broken() -> dict[str, list[object]]:
         raise CRIError("ListContainerStats", "UNAVAILABLE", "connection refused")
 
-    source = v1_node.source()
-    source._container_stats = broken  # type: ignore[assignment]
+    source = v1_node.source(runtime=answering_runtime(container_stats=broken))
     summary = source.summary()
     assert any("ListContainerStats" in p.source for p in source.problems)
     assert summary.pods
@@ -859,8 +869,7 @@ def test_sandbox_stats_stand_in_for_an_unreadable_pod_cgroup(v1_node: Node) -> N
         return {B_UID: SandboxUsage(sandbox_id="s1", uid=B_UID, name="cart-7d9f", namespace="shop",
                                     working_set_bytes=96 << 20, process_count=3, timestamp_ns=1)}
 
-    source = v1_node.source()
-    source._sandbox_stats = sandboxes
+    source = v1_node.source(runtime=answering_runtime(sandbox_stats=sandboxes))
     pod = next(p for p in source.summary().pods if p.pod_ref.uid == B_UID)
     assert pod.memory is not None and pod.memory.working_set_bytes == 96 << 20
     assert pod.process_count == 3 and asked == [1]

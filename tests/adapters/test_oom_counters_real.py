@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from builders import pod
+from clocks import ManualClock
 from evictd.adapters.cgroups import CgroupReader
 from evictd.adapters.oom_counters import OomCounters
 from evictd.core.engine import Assessment, EngineState, ThresholdStatus
@@ -40,20 +41,12 @@ def real_pod(tmp_path: Path) -> Iterator[RealPodNode]:
         node.teardown()
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def test_a_real_oom_kill_in_a_pod_is_counted_once_and_attributed_to_its_pod(real_pod: RealPodNode) -> None:
     the_pod = pod_from_dict(pod(real_pod.name, namespace=real_pod.namespace, uid=real_pod.uid))
     bystander = pod_from_dict(pod("bystander", uid="uid-bystander"))
     quiet = CycleReport(now=0.0, assessment=Assessment(), pods=(the_pod, bystander))
     counters = OomCounters(CgroupReader(real_pod.layout))
-    clock = Clock()
+    clock = ManualClock(0.0)
     feedback = OomFeedback(counters, dry_run=False, container_names=lambda uid: {real_pod.container_id: "app"}
                            if uid == real_pod.uid else {}, clock=clock)
     metrics = Metrics()
@@ -68,11 +61,11 @@ def test_a_real_oom_kill_in_a_pod_is_counted_once_and_attributed_to_its_pod(real
     }).thresholds())
     pressure = CycleReport(now=10.0, assessment=Assessment(thresholds=(ThresholdStatus(soft, False, 5.0),)),
                            pods=quiet.pods)
-    clock.now = 10.0
+    clock.now_s = 10.0
     assert not feedback.observe(pressure).has_kills
 
     real_pod.oom_kill(process, POD_LIMIT_BYTES)
-    clock.now = 20.0
+    clock.now_s = 20.0
     report = feedback.observe(pressure)
     metrics.record_cycle(CycleReport(now=20.0, assessment=Assessment(), oom=report), EngineState(), 0.0,
                          datetime.now(UTC), dry_run=False)
@@ -89,7 +82,7 @@ def test_a_real_oom_kill_in_a_pod_is_counted_once_and_attributed_to_its_pod(real
     assert sample("evictd_oom_kills_total", {"scope": str(OomScope.PODS)}) == 1
     assert sample("evictd_oom_kills_too_late_total", {"activity": "grace-period"}) == report.node_kills
 
-    clock.now = 30.0
+    clock.now_s = 30.0
     again = feedback.observe(pressure)
     assert again.pod_kills == () and again.pods_kills == 0, "a kill is counted once"
     raw = (real_pod.memory_file(real_pod.container_cgroup, "memory.oom_control")).read_text()

@@ -83,9 +83,9 @@ from containerd_harness import (
     shim_socket,
     unmount_under,
 )
-from containerd_harness import wait_for as harness_wait_for
 
 from evictd.core.errors import CRIError
+from polling import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY_DIR = ROOT / "deploy" / "kubernetes"
@@ -277,7 +277,7 @@ def free_ports(count: int) -> list[int]:
 
 def wait_for(predicate: Callable[[], T], timeout_s: float, what: str, interval_s: float = POLL_INTERVAL_S) -> T:
     """Poll ``predicate`` until it returns something truthy (returned) or raise ``ClusterError`` naming ``what``."""
-    return harness_wait_for(predicate, timeout_s, what, interval_s, error=ClusterError)
+    return wait_until(predicate, timeout_s, what, interval_s=interval_s, error=ClusterError)
 
 
 def _parse_time(value: str) -> float:

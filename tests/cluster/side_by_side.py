@@ -1,4 +1,4 @@
-"""Memory pressure both the real kubelet and evictd act on, with the same thresholds (tests/cluster, bench/).
+"""Memory and PID pressure both the real kubelet and evictd act on, with the same thresholds (tests/cluster, bench/).
 
 The kubelet's pods cgroup is made small (`systemReserved` = all memory but POD_MEMORY_MIB) so that one pod
 filling HOG_MIB crosses `allocatableMemory.available < THRESHOLD_MIB` (the allocatable copy of a hard
@@ -10,6 +10,8 @@ lines go to the kubelet (its own eviction on) or, with the kubelet's thresholds 
 from __future__ import annotations
 
 from pathlib import Path
+
+from evictd.adapters.procfs import pid_limit, running_tasks
 
 MiB = 1 << 20
 POD_MEMORY_MIB = 1200
@@ -43,3 +45,37 @@ def kubelet_evicting() -> str:
 def kubelet_not_evicting() -> str:
     """The same pods cgroup, the kubelet's eviction off (its default here: every hard threshold 0%)."""
     return reserved()
+
+
+# PID pressure: `pid.available` (the node's task limit minus its running tasks, threads included) set a fixed
+# number of tasks below what the node has free when the run starts, so that one pod forking PID_HOG_TASKS
+# sleeping processes crosses it while the rest of the machine's ups and downs (a few dozen tasks) do not.
+# The kubelet's podPidsLimit bounds every pod's tasks, a safety net for the machine if a pod is never stopped.
+PID_HEADROOM = 400
+PID_HOG_TASKS = 900
+POD_PIDS_LIMIT = 1500
+
+
+def pid_available() -> int:
+    """`pid.available` as both compute it: min(pid_max, threads-max) minus the tasks in /proc/loadavg."""
+    return pid_limit("/proc") - running_tasks("/proc")
+
+
+def pid_threshold() -> int:
+    """A `pid.available` threshold PID_HEADROOM tasks below what the node has free now."""
+    return pid_available() - PID_HEADROOM
+
+
+def pid_thresholds(threshold: int) -> str:
+    """The PID eviction thresholds both sides use."""
+    return f"evictionHard: {{pid.available: '{threshold}'}}\nevictionPressureTransitionPeriod: 5s\n"
+
+
+def kubelet_pid_evicting(threshold: int) -> str:
+    """The kubelet's configuration with its own PID eviction on."""
+    return f"podPidsLimit: {POD_PIDS_LIMIT}\n" + pid_thresholds(threshold)
+
+
+def kubelet_pid_not_evicting() -> str:
+    """The same pod PID limit, the kubelet's eviction off."""
+    return f"podPidsLimit: {POD_PIDS_LIMIT}\n"

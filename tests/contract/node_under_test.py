@@ -29,8 +29,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from e2e_node import wait_until
 from evictd_process import EvictdProcess
+
+from polling import wait_until
 
 NAMESPACE = "contract"
 MiB = 1 << 20

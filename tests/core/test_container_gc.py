@@ -16,6 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from container_gc_plans import plan_container_gc, pod_state_from_mapping
 from evictd.core.container_gc import (
     UNKNOWN_CONTAINER_STOP_TIMEOUT_S,
     ContainerRemoval,
@@ -25,9 +26,7 @@ from evictd.core.container_gc import (
     containers_to_remove,
     evictable_units,
     legacy_log_symlinks_to_remove,
-    plan_container_gc,
     pod_log_dirs_to_remove,
-    pod_state_from_mapping,
     pod_uid_from_log_dir,
     sandboxes_to_remove,
 )

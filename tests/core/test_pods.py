@@ -25,7 +25,6 @@ from evictd.core.pods import (
     is_critical_pod,
     is_local_ephemeral_volume,
     is_mirror_pod,
-    is_node_critical_pod,
     is_static_pod,
     pod_from_dict,
     pod_priority,
@@ -94,7 +93,6 @@ def test_pod_from_dict_reads_every_field_kubectl_prints() -> None:
         "2024-01-01T00:05:00Z",
         30,
     )
-    assert pod.is_terminating
     assert (pod.priority, pod.priority_class_name, pod.termination_grace_period_s) == (1000, "high", 45)
     assert pod.node_name == "node-a"
     assert [c.name for c in pod.containers] == ["app"]
@@ -117,7 +115,7 @@ def test_pod_from_dict_defaults_for_a_minimal_pod() -> None:
     pod = pod_from_dict({"metadata": {"name": "solo"}})
     assert pod == Pod(name="solo")
     assert pod.key == "default/solo"
-    assert (pod.uid, pod.generation, pod.priority, pod.is_terminating) == ("", 0, None, False)
+    assert (pod.uid, pod.generation, pod.priority, pod.deletion_timestamp) == ("", 0, None, None)
     assert pod.status_qos_class is None and pod.resources is None
     assert pod_priority(pod) == 0
 
@@ -310,19 +308,19 @@ def test_error_keys_start_at_where() -> None:
 
 
 @pytest.mark.parametrize(
-    ("annotations", "priority", "class_name", "static", "mirror", "critical", "node_critical"),
+    ("annotations", "priority", "class_name", "static", "mirror", "critical"),
     [
-        pytest.param({}, None, "", False, False, False, False, id="regular-pod"),
-        pytest.param({"kubernetes.io/config.source": "file"}, None, "", True, False, True, False, id="static-file"),
-        pytest.param({"kubernetes.io/config.source": "http"}, None, "", True, False, True, False, id="static-http"),
-        pytest.param({"kubernetes.io/config.source": "api"}, None, "", False, False, False, False, id="source-api"),
-        pytest.param({"kubernetes.io/config.source": ""}, None, "", True, False, True, False, id="source-empty"),
-        pytest.param({"kubernetes.io/config.mirror": "abc"}, None, "", False, True, True, False, id="mirror"),
-        pytest.param({"kubernetes.io/config.mirror": ""}, None, "", False, True, True, False, id="mirror-empty"),
-        pytest.param({}, 1999999999, "", False, False, False, False, id="priority-below-critical"),
-        pytest.param({}, 2000000000, "system-cluster-critical", False, False, True, False, id="cluster-critical"),
-        pytest.param({}, 2000001000, "system-node-critical", False, False, True, True, id="node-critical"),
-        pytest.param({}, None, "system-node-critical", False, False, False, False, id="node-class-no-priority"),
+        pytest.param({}, None, "", False, False, False, id="regular-pod"),
+        pytest.param({"kubernetes.io/config.source": "file"}, None, "", True, False, True, id="static-file"),
+        pytest.param({"kubernetes.io/config.source": "http"}, None, "", True, False, True, id="static-http"),
+        pytest.param({"kubernetes.io/config.source": "api"}, None, "", False, False, False, id="source-api"),
+        pytest.param({"kubernetes.io/config.source": ""}, None, "", True, False, True, id="source-empty"),
+        pytest.param({"kubernetes.io/config.mirror": "abc"}, None, "", False, True, True, id="mirror"),
+        pytest.param({"kubernetes.io/config.mirror": ""}, None, "", False, True, True, id="mirror-empty"),
+        pytest.param({}, 1999999999, "", False, False, False, id="priority-below-critical"),
+        pytest.param({}, 2000000000, "system-cluster-critical", False, False, True, id="cluster-critical"),
+        pytest.param({}, 2000001000, "system-node-critical", False, False, True, id="node-critical"),
+        pytest.param({}, None, "system-node-critical", False, False, False, id="node-class-no-priority"),
         pytest.param(
             {"kubernetes.io/config.source": "file"},
             None,
@@ -330,14 +328,12 @@ def test_error_keys_start_at_where() -> None:
             True,
             False,
             True,
-            True,
             id="static-node-critical-class",
         ),
         pytest.param(
             {"scheduler.alpha.kubernetes.io/critical-pod": ""},
             None,
             "",
-            False,
             False,
             False,
             False,
@@ -352,7 +348,6 @@ def test_critical_pods(
     static: bool,
     mirror: bool,
     critical: bool,
-    node_critical: bool,
 ) -> None:
     pod = Pod(
         name="p",
@@ -361,12 +356,7 @@ def test_critical_pods(
         priority=priority,
         priority_class_name=class_name,
     )
-    assert (is_static_pod(pod), is_mirror_pod(pod), is_critical_pod(pod), is_node_critical_pod(pod)) == (
-        static,
-        mirror,
-        critical,
-        node_critical,
-    )
+    assert (is_static_pod(pod), is_mirror_pod(pod), is_critical_pod(pod)) == (static, mirror, critical)
 
 
 # --- volumes (IsLocalEphemeralVolume, localVolumeNames) ----------------------------------------------------

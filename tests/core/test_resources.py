@@ -13,7 +13,7 @@ import pytest
 from pod_json_builders import Json, ctr, make, q, rl
 
 from evictd.core.pods import Container, FrozenMap, Pod
-from evictd.core.resources import container_request, pod_limit, pod_request
+from evictd.core.resources import pod_limit, pod_request
 
 # --- requests (GetResourceRequestQuantity over component-helpers PodRequests) -----------------------------
 
@@ -173,12 +173,6 @@ def init(name: str, cpu: str) -> Json:
 )
 def test_pod_request(pod: Pod, resource: str, expected: str) -> None:
     assert str(pod_request(pod, resource)) == expected
-
-
-def test_container_request_missing_is_zero() -> None:
-    container = Container(name="c", requests=FrozenMap({"memory": q("1Gi")}))
-    assert container_request(container, "memory") == q("1Gi")
-    assert container_request(container, "cpu").sign() == 0
 
 
 # --- limits (component-helpers PodLimits, as localStorageEviction uses it) --------------------------------

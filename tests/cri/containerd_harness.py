@@ -57,15 +57,17 @@ import subprocess
 import tarfile
 import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeVar
 
+from harness_cri import ContainerSpec, HarnessCriClient, PodSandboxSpec
+
 from evictd.core.errors import CRIError
 from evictd.core.runtime import SandboxState
-from evictd.cri.client import ContainerSpec, CriClient, PodSandboxSpec
+from polling import wait_until
 
 BUSYBOX_BINARY = Path("/bin/busybox")
 CONTAINERD_BINARY = "containerd"
@@ -371,19 +373,6 @@ def shim_socket(address: str, namespace: str, sandbox_id: str) -> Path:
     return SHIM_SOCKET_DIR / digest
 
 
-def wait_for(predicate: Callable[[], T], timeout_s: float, what: str, interval_s: float = POLL_INTERVAL_S, *,
-             error: type[Exception] = HarnessError) -> T:
-    """Poll ``predicate`` until it returns something truthy (returned) or raise ``error`` naming ``what``."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise error(f"timed out after {timeout_s:g} s waiting for {what}")
-        time.sleep(interval_s)
-
-
 # --- containerd -----------------------------------------------------------------------------------------
 
 
@@ -419,7 +408,7 @@ class Containerd:
         self.logs_dir = base / "logs"
         self.cgroup_root = cgroup_root or f"/evictd-test-{uuid.uuid4().hex[:8]}"
         self.process: subprocess.Popen[bytes] | None = None
-        self._cri: CriClient | None = None
+        self._cri: HarnessCriClient | None = None
         self._sandbox_ids: set[str] = set()
         self._imported: set[str] = set()
         self._busybox_layer: tuple[Path, str] | None = None
@@ -437,10 +426,10 @@ class Containerd:
         return self.root / f"io.containerd.snapshotter.v1.{self.snapshotter}"
 
     @property
-    def cri(self) -> CriClient:
+    def cri(self) -> HarnessCriClient:
         """A CRI client on this containerd (created on first use, closed by ``stop``)."""
         if self._cri is None:
-            self._cri = CriClient(self.endpoint, CRI_TIMEOUT_S)
+            self._cri = HarnessCriClient(self.endpoint, CRI_TIMEOUT_S)
         return self._cri
 
     def config_text(self) -> str:
@@ -505,7 +494,8 @@ class Containerd:
                 start_new_session=True,  # a Ctrl-C in the test terminal must not kill it before teardown
             )
         try:
-            wait_for(self._answers, timeout_s, f"containerd to answer on {self.socket}")
+            wait_until(self._answers, timeout_s, f"containerd to answer on {self.socket}", interval_s=POLL_INTERVAL_S,
+                       error=HarnessError)
         except HarnessError as exc:
             log_tail = self.log_tail()
             self.stop()
@@ -706,8 +696,8 @@ class Containerd:
 
     def wait_for_container_state(self, container_id: str, state: str, timeout_s: float = 10.0) -> None:
         """Wait until the container reaches ``state`` (a ``ContainerState`` value)."""
-        wait_for(lambda: self.cri.container_status(container_id).state == state, timeout_s,
-                 f"container {container_id[:12]} to be {state}")
+        wait_until(lambda: self.cri.container_status(container_id).state == state, timeout_s,
+                   f"container {container_id[:12]} to be {state}", interval_s=POLL_INTERVAL_S, error=HarnessError)
 
     def container_output(self, pod: RunningPod, container_name: str) -> str:
         """Return what the container wrote so far: the message part of its CRI log lines, one per line."""
@@ -722,8 +712,9 @@ class Containerd:
     def wait_for_output(self, pod: RunningPod, container_name: str, text: str = READY,
                         timeout_s: float = 10.0) -> None:
         """Wait until the container has printed a line equal to ``text`` (e.g. ``READY`` from the scripts)."""
-        wait_for(lambda: text in self.container_output(pod, container_name).splitlines(), timeout_s,
-                 f"{container_name!r} of pod {pod.name} to print {text!r}")
+        wait_until(lambda: text in self.container_output(pod, container_name).splitlines(), timeout_s,
+                   f"{container_name!r} of pod {pod.name} to print {text!r}", interval_s=POLL_INTERVAL_S,
+                   error=HarnessError)
 
     def sandbox_state(self, sandbox_id: str) -> SandboxState:
         """Return the sandbox's current state."""

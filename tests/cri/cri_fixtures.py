@@ -25,9 +25,9 @@ from typing import Any
 
 import pytest
 from containerd_harness import Containerd, HarnessError, RunningPod
+from harness_cri import ContainerSpec
 
 from evictd.core.errors import CRIError
-from evictd.cri.client import ContainerSpec
 
 # Short base folders: containerd's sockets live there and Unix socket paths are limited to 107 bytes.
 BASE_PREFIX = "evictd-ctd-"

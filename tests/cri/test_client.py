@@ -22,7 +22,6 @@ from containerd_harness import (
     busybox_container,
     mounts_under,
     shim_pids,
-    wait_for,
 )
 from cri_fixtures import PodFactory, new_base
 
@@ -30,6 +29,7 @@ from evictd.core.errors import ConfigError, CRIError
 from evictd.core.runtime import ContainerState, SandboxState
 from evictd.cri import ContainerUsage, FilesystemUsage, channel_target
 from evictd.cri.client import CriClient
+from polling import wait_until
 
 MiB = 1024 * 1024
 # containerd refreshes snapshot usage every stats_collect_period (1 s here); allow a few periods.
@@ -132,7 +132,7 @@ def test_image_fs_info_reports_the_snapshotter_folder(containerd: Containerd) ->
         (usage,) = containerd.cri.image_fs_info().image_filesystems
         return usage if usage.used_bytes else None
 
-    usage = wait_for(measured, STATS_REFRESH_TIMEOUT_S, "the first ImageFsInfo refresh")
+    usage = wait_until(measured, STATS_REFRESH_TIMEOUT_S, "the first ImageFsInfo refresh")
     assert usage.mountpoint == str(containerd.snapshotter_dir)
     assert usage.used_bytes is not None and usage.used_bytes >= os.stat("/bin/busybox").st_size
     assert usage.inodes_used is not None and usage.inodes_used > 100  # one symlink per busybox applet
@@ -164,7 +164,7 @@ def test_image_fs_info_on_ext4_matches_statvfs(containerd_on_ext4: Containerd, e
 
     # After a refresh, usage is what lies in the snapshots (containerd's own measure), within what the
     # filesystem has in use.
-    before = wait_for(lambda: _usage_above(runtime, 0), STATS_REFRESH_TIMEOUT_S, "the first refresh")
+    before = wait_until(lambda: _usage_above(runtime, 0), STATS_REFRESH_TIMEOUT_S, "the first refresh")
     snapshot_bytes, snapshot_inodes = _tree_usage(Path(usage.mountpoint) / "snapshots")
     assert before.used_bytes == pytest.approx(snapshot_bytes, rel=0.05)
     assert before.inodes_used == pytest.approx(snapshot_inodes, rel=0.05)
@@ -173,7 +173,7 @@ def test_image_fs_info_on_ext4_matches_statvfs(containerd_on_ext4: Containerd, e
 
     # An 8 MiB image raises both the reported usage and what statvfs sees in use.
     runtime.import_big_image(WRITTEN_MIB, tag=unique("ext4"))
-    after = wait_for(lambda: _usage_above(runtime, (before.used_bytes or 0) + WRITTEN_MIB * MiB),
+    after = wait_until(lambda: _usage_above(runtime, (before.used_bytes or 0) + WRITTEN_MIB * MiB),
                      STATS_REFRESH_TIMEOUT_S, "ImageFsInfo to count the new image")
     assert after.used_bytes is not None
     assert os.statvfs(ext4_mount).f_bfree * mounted.f_frsize <= mounted.f_bfree * mounted.f_frsize - WRITTEN_MIB * MiB
@@ -220,7 +220,7 @@ def test_running_pod_stats(containerd: Containerd, pods: PodFactory) -> None:
                 return usage
         return None
 
-    usage = wait_for(container_usage, STATS_REFRESH_TIMEOUT_S, "the writable layer to count the written file")
+    usage = wait_until(container_usage, STATS_REFRESH_TIMEOUT_S, "the writable layer to count the written file")
     assert usage.pod_sandbox_id == pod.sandbox_id
     assert (usage.name, usage.pod_uid, usage.pod_name, usage.pod_namespace) == (
         "writer", pod.uid, pod.name, pod.namespace)

@@ -10,6 +10,7 @@ cgroups under the harness's cgroup root, found by `DiscoveredPods` over the real
 from __future__ import annotations
 
 import uuid
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -30,16 +31,23 @@ from evictd.cri.client import CriClient
 from evictd.kube.cluster import NodeFallbackPods
 from evictd.kube.critical_record import CriticalPodRecord
 from evictd.kube.journal import EvictionJournal, JournalEntry
+from evictd.runtime_link import RuntimeSlot
 
 API = {CONFIG_SOURCE_ANNOTATION: "api"}
 STATIC = {CONFIG_SOURCE_ANNOTATION: "file", "kubernetes.io/config.hash": "3f1e2d"}
 NO_SUCH_RUNTIME = "unix:///nonexistent/containerd.sock"
 
 
-def discovered_on(containerd: Containerd) -> DiscoveredPods:
-    """The node's pods as `evictd run` finds them: the cgroup tree under the harness's root, its log folders."""
+def discovered_on(containerd: Containerd, runtime: RuntimeSlot) -> DiscoveredPods:
+    """The node's pods as `evictd run` finds them: the cgroup tree under the harness's root, its log folders,
+    and the runtime slot (empty until the test fills it)."""
     layout = detect_cgroup_layout("/sys/fs/cgroup", "cgroupfs", base=containerd.cgroup_root.strip("/"))
-    return DiscoveredPods(CgroupReader(layout), str(containerd.logs_dir))
+    return DiscoveredPods(CgroupReader(layout), str(containerd.logs_dir), runtime)
+
+
+def answering(client: CriClient) -> Any:
+    """A runtime that answered, as far as listing sandboxes goes."""
+    return SimpleNamespace(attached=True, list_sandboxes=client.list_sandboxes)
 
 
 def run(pods: PodFactory, name: str, *, namespace: str = "shop", annotations: dict[str, str] | None = None,
@@ -63,14 +71,15 @@ def by_uid(listed: list[Pod] | tuple[Pod, ...], *running: RunningPod) -> dict[st
 def test_sandboxes_name_the_nodes_pods_and_tell_static_pods(containerd: Containerd, pods: PodFactory) -> None:
     web = run(pods, "web", annotations={**API, "team": "payments"})
     static = run(pods, "etcd-node-1", namespace="kube-system", annotations=STATIC)
-    discovered = discovered_on(containerd)
+    slot = RuntimeSlot()
+    discovered = discovered_on(containerd, slot)
 
     # Without a runtime: named from the log folders, nothing says where they came from.
     before = by_uid(discovered.active_pods(), web, static)
     assert {p.key for p in before.values()} == {"shop/web", "kube-system/etcd-node-1"}
     assert all(not p.annotations for p in before.values())
 
-    discovered.use_runtime(containerd.cri.list_sandboxes)
+    slot.current = answering(containerd.cri)
     found = by_uid(discovered.active_pods(), web, static)
     assert dict(found[web.uid].annotations) == {**API, "team": "payments"}
     assert not is_static_pod(found[web.uid]) and not is_critical_pod(found[web.uid])
@@ -95,7 +104,8 @@ def test_without_a_pod_list_only_pods_the_node_vouches_for_are_candidates(contai
     containerd.cri.stop_sandbox(stopped.sandbox_id)  # its cgroup stays (containerd leaves it), nothing runs
     journal = EvictionJournal(None)
     journal.record(evicted(done))
-    discovered = discovered_on(containerd)
+    slot = RuntimeSlot()
+    discovered = discovered_on(containerd, slot)
     critical = CriticalPodRecord(None)
     critical.remember([Pod(name=remembered.name, namespace=remembered.namespace, uid=remembered.uid,
                            priority=SYSTEM_CRITICAL_PRIORITY + 1000)])
@@ -105,7 +115,7 @@ def test_without_a_pod_list_only_pods_the_node_vouches_for_are_candidates(contai
     with pytest.raises(EvictdError, match="no container runtime"):
         fallback.active_pods()  # nothing it finds could be stopped
 
-    discovered.use_runtime(containerd.cri.list_sandboxes)
+    slot.current = answering(containerd.cri)
     assert len(by_uid(discovered.active_pods(), *everyone)) == len(everyone)  # the node shows them all
     candidates = by_uid(fallback.active_pods(), *everyone)
     assert sorted(p.key for p in candidates.values()) == ["shop/etcd-node-1", "shop/web"]
@@ -115,8 +125,9 @@ def test_without_a_pod_list_only_pods_the_node_vouches_for_are_candidates(contai
 def test_a_runtime_that_cannot_list_sandboxes_leaves_no_candidate(containerd: Containerd, pods: PodFactory) -> None:
     run(pods, "web", annotations=API)
     with CriClient(NO_SUCH_RUNTIME, 1.0) as client:
-        discovered = discovered_on(containerd)
-        discovered.use_runtime(client.list_sandboxes)
+        slot = RuntimeSlot()
+        slot.current = answering(client)
+        discovered = discovered_on(containerd, slot)
         fallback = NodeFallbackPods(discovered, EvictionJournal(None), own_uid=str(uuid.uuid4()))
         with pytest.raises(EvictdError, match="could not list the pod sandboxes"):
             fallback.active_pods()

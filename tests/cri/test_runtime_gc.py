@@ -29,10 +29,10 @@ from containerd_harness import (
     Containerd,
     RunningPod,
     busybox_container,
-    wait_for,
 )
 from cri_fixtures import PodFactory
 
+from container_gc_plans import pod_state_from_mapping
 from evictd.adapters.runtime_gc import (
     ContainerGCResult,
     CriContainerGC,
@@ -41,7 +41,7 @@ from evictd.adapters.runtime_gc import (
     RuntimeReclaimer,
     imagefs_usage,
 )
-from evictd.core.container_gc import GCPolicy, PodState, pod_state_from_mapping
+from evictd.core.container_gc import GCPolicy, PodState
 from evictd.core.engine import ReclaimAction
 from evictd.core.errors import CRIError
 from evictd.core.image_gc import GCReason, ImageGCPolicy
@@ -55,6 +55,7 @@ from evictd.core.runtime import (
     SandboxState,
 )
 from evictd.cri import ContainerUsage
+from polling import wait_until
 
 MiB = 1024 * 1024
 STATS_REFRESH_TIMEOUT_S = 5.0
@@ -379,8 +380,8 @@ def run_with_dead_attempts(pods: PodFactory, name: str, attempts: int, script: s
     """A pod whose container `app` has died `attempts` times (one CRI container per attempt) beside a live one."""
     specs = [busybox_container("app", script, attempt=i) for i in range(attempts)]
     pod = pods.run(name, [*specs, busybox_container("side", SLEEP_FOREVER_SCRIPT)])
-    wait_for(lambda: sum(c.state is EXITED for c in containers_of(pods.runtime, pod)) == attempts, 10.0,
-             f"{attempts} dead attempts of {name}/app")
+    wait_until(lambda: sum(c.state is EXITED for c in containers_of(pods.runtime, pod)) == attempts, 10.0,
+               f"{attempts} dead attempts of {name}/app")
     return pod
 
 
@@ -415,7 +416,7 @@ def test_real_eviction_gc_removes_a_deleted_pods_containers_sandbox_and_logs(
         sizes = {s.container_id: s.writable_layer_bytes or 0 for s in containerd.cri.list_container_stats()}
         return all(sizes.get(cid, 0) >= 4 * MiB for cid in apps)
 
-    wait_for(layers_measured, STATS_REFRESH_TIMEOUT_S, "the dead containers' writable layers to be measured")
+    wait_until(layers_measured, STATS_REFRESH_TIMEOUT_S, "the dead containers' writable layers to be measured")
     containerd.cri.stop_sandbox(pod.sandbox_id)  # the kubelet has killed the pod: sandbox not ready
     log_dir = Path(pod.spec.log_directory)
     assert log_dir.is_dir()

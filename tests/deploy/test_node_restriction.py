@@ -37,6 +37,7 @@ import pytest
 import yaml
 from celpy import celtypes, json_to_cel
 
+from clocks import ManualClock
 from evictd.core.node_status import ConditionMode, desired_conditions, desired_taints, stopped_conditions
 from evictd.core.signals import NodeCondition
 from evictd.kube.events import EventRecorder, ObjectRef
@@ -459,7 +460,7 @@ def evicted_node(old: dict[str, Any], pressure: NodeCondition) -> dict[str, Any]
 
 
 def recorder(node_name: str = NODE) -> EventRecorder:
-    return EventRecorder(None, node_name, dry_run=True, wall_clock=lambda: datetime(2026, 3, 1, 12, tzinfo=UTC))
+    return EventRecorder(None, node_name, dry_run=True, clock=ManualClock(0.0, wall_at_zero=datetime(2026, 3, 1, 12, tzinfo=UTC)))
 
 
 POD_REF = ObjectRef(kind="Pod", name="web-0", namespace="shop", uid="1b2c3d4e-5f60-4718-9a0b-1c2d3e4f5a6b")

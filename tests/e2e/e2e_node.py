@@ -26,9 +26,8 @@ from __future__ import annotations
 
 import contextlib
 import json
-import time
 import uuid
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,6 +36,7 @@ from apiserver import ApiServer
 from containerd_harness import Containerd, RunningPod, busybox_container
 from cri_fixtures import PodFactory
 from evictd_process import EvictdProcess
+from harness_cri import ContainerSpec
 from kube_objects import node_manifest
 from kube_status import ApiError
 from kubelet_standin import KubeletStandIn
@@ -44,12 +44,11 @@ from kubelet_standin import KubeletStandIn
 from evictd.core.errors import CRIError
 from evictd.core.pods import API_SERVER_SOURCE, CONFIG_MIRROR_ANNOTATION, CONFIG_SOURCE_ANNOTATION
 from evictd.core.runtime import ContainerState, SandboxState
-from evictd.cri.client import ContainerSpec
+from polling import wait_until
 
 CGROUP_MEMORY = Path("/sys/fs/cgroup/memory")
 UNLIMITED = "-1"
 MiB = 1 << 20
-POLL_S = 0.05
 
 # A container whose shell handles SIGTERM (it is PID 1, which ignores signals it has no handler for).
 SLEEPER_SCRIPT = 'trap "exit 0" TERM; echo ready; while true; do sleep 1; done'
@@ -135,18 +134,6 @@ def counter(daemon: EvictdProcess, name: str, **labels: str) -> float:
         return daemon.metric(name, **labels)
     except AssertionError:  # prometheus_client shows a labelled child only once it has been used
         return 0.0
-
-
-def wait_until(predicate: Callable[[], object], timeout_s: float, what: str) -> Any:
-    """Poll `predicate` until it returns something truthy (returned); fail the test naming `what` otherwise."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s:g} s waiting for {what}")
-        time.sleep(POLL_S)
 
 
 @dataclass

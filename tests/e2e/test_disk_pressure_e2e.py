@@ -26,7 +26,9 @@ import pytest
 from apiserver import ApiServer
 from containerd_harness import PAUSE_IMAGE, Containerd
 from cri_fixtures import PodFactory
-from e2e_node import IGNORES_SIGTERM, ClusterNode, Container, MiB, counter, wait_until
+from e2e_node import IGNORES_SIGTERM, ClusterNode, Container, MiB, counter
+
+from polling import wait_until
 
 THRESHOLD_MIB = 16
 MIN_RECLAIM_MIB = 8

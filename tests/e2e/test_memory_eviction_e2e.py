@@ -27,7 +27,9 @@ import pytest
 from apiserver import ApiServer
 from containerd_harness import Containerd
 from cri_fixtures import PodFactory
-from e2e_node import ClusterNode, Container, MiB, hog_script, pods_memory_limit, wait_until
+from e2e_node import ClusterNode, Container, MiB, hog_script, pods_memory_limit
+
+from polling import wait_until
 
 PODS_LIMIT_BYTES = 400 * MiB
 THRESHOLD = "250Mi"

@@ -8,8 +8,6 @@ are awaited with `wait_until`, never with fixed sleeps.
 from __future__ import annotations
 
 import json
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -24,17 +22,6 @@ PODS_PATH = "/api/v1/pods"
 def evictd_api_client(apiserver: ApiServer) -> Any:
     """The API client evictd builds for a kubeconfig (`KubeApi`), pointed at the test server."""
     return build_api_client(str(apiserver.kubeconfig_path))
-
-
-def wait_until(predicate: Callable[[], object], timeout_s: float = 5.0, interval_s: float = 0.02) -> bool:
-    """Poll `predicate` until it is true or `timeout_s` passed; return whether it became true."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        if predicate():
-            return True
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(interval_s)
 
 
 def is_watch(request: RecordedRequest) -> bool:

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 from apiserver import ApiServer
-from evictd_kube_support import evictd_api_client, pod_lists, wait_until
+from evictd_kube_support import evictd_api_client, pod_lists
 from kube_objects import node_manifest
 
 from builders import Gi, Mi, pod, pod_stats, summary
@@ -35,6 +35,7 @@ from evictd.kube.node_writer import NodeStatusWriter
 from evictd.kube.pod_watch import PodWatcher
 from evictd.manager import CycleReport, EvictionManager
 from evictd.simulate import FakeClock, FixedLayout
+from polling import wait_until
 
 NODE = "node-1"
 OWN_UID = "uid-evictd-abc12"
@@ -122,7 +123,7 @@ def node_events(apiserver: ApiServer) -> list[tuple[str, str, str]]:
 def test_a_cycle_evicts_through_the_api_and_after_cycle_reports_on_the_node(
     apiserver: ApiServer, cluster: Cluster
 ) -> None:
-    assert cluster.watcher.wait_synced(5.0)
+    assert wait_until(cluster.watcher.is_synced, 5.0)
 
     report = cluster.cycle()
     assert [e.pod.name for e in report.evictions] == ["hog"] and report.eviction_errors == ()
@@ -157,11 +158,11 @@ def test_a_cycle_evicts_through_the_api_and_after_cycle_reports_on_the_node(
 
 
 def test_a_terminating_pod_is_not_evicted_again(apiserver: ApiServer, cluster: Cluster) -> None:
-    assert cluster.watcher.wait_synced(5.0)
+    assert wait_until(cluster.watcher.is_synced, 5.0)
     first = cluster.cycle()
     assert [e.pod.name for e in first.evictions] == ["hog"]
     # Not finished: hog stays terminating in the API (and in the journal).
-    assert wait_until(lambda: (p := cluster.watcher.pod("uid-hog")) is not None and p.is_terminating)
+    assert wait_until(lambda: (p := cluster.watcher.pod("uid-hog")) is not None and p.deletion_timestamp is not None)
 
     second = cluster.cycle()
     assert [e.pod.name for e in second.evictions] == ["modest"]
@@ -178,7 +179,7 @@ def changed(cluster: Cluster, uid: str, before: object) -> bool:
 
 def test_a_pod_annotated_as_static_through_the_api_is_ranked_and_evicted(cluster: Cluster, core_v1: Any) -> None:
     """A tenant cannot make its pod critical: pods from the API server are never static (config.source api)."""
-    assert cluster.watcher.wait_synced(5.0)
+    assert wait_until(cluster.watcher.is_synced, 5.0)
     before = cluster.watcher.pod("uid-hog")
     core_v1.patch_namespaced_pod("hog", "default", {"metadata": {"annotations": {
         "kubernetes.io/config.source": "file"}}})
@@ -194,7 +195,7 @@ def test_a_pod_its_owner_deletes_slowly_is_evicted_by_shortening_its_deletion(
     apiserver: ApiServer, cluster: Cluster, core_v1: Any
 ) -> None:
     """A hog deleted with a one-hour grace period (and trapping SIGTERM) keeps running: it is still the one to go."""
-    assert cluster.watcher.wait_synced(5.0)
+    assert wait_until(cluster.watcher.is_synced, 5.0)
     before = cluster.watcher.pod("uid-hog")
     core_v1.delete_namespaced_pod("hog", "default", grace_period_seconds=3600)
     assert changed(cluster, "uid-hog", before)
@@ -210,7 +211,7 @@ def test_a_pod_its_owner_deletes_slowly_is_evicted_by_shortening_its_deletion(
 
 
 def test_pending_writes_are_replayed_after_the_next_cycle(apiserver: ApiServer, cluster: Cluster) -> None:
-    assert cluster.watcher.wait_synced(5.0)
+    assert wait_until(cluster.watcher.is_synced, 5.0)
     apiserver.faults.fail_next(1, code=503, method="DELETE")
 
     report = cluster.cycle()
@@ -244,7 +245,7 @@ def test_the_critical_pods_of_the_pod_list_are_remembered_after_each_cycle(apise
         sync.after_cycle(quiet)  # before the first list: nothing known, nothing written
         assert not path.exists()
         watcher.start()
-        assert watcher.wait_synced(5.0)
+        assert wait_until(watcher.is_synced, 5.0)
         sync.after_cycle(quiet)
         assert CriticalPodRecord(str(path)).uids() == {"uid-calico-node-x1"}
 
@@ -282,7 +283,7 @@ def test_no_pod_is_evicted_while_the_pod_list_is_unknown(apiserver: ApiServer, t
 
 
 def test_oom_kills_become_warning_events_on_the_node(apiserver: ApiServer, cluster: Cluster) -> None:
-    assert cluster.watcher.wait_synced(5.0)
+    assert wait_until(cluster.watcher.is_synced, 5.0)
     report = cluster.cycle()
     oom = OomReport(node_kills=3, pods_kills=2, activity=Activity.WAITING_FOR_CLEANUP, too_late_kills=3, pod_kills=(
         PodOomKill(pod_uid="uid-modest", container_id="c" * 64, cgroup="kubepods/poduid-modest", kills=2,

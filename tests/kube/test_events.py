@@ -7,7 +7,7 @@ client-go's aggregation: a repeat within ten minutes PATCHes the existing Event'
 from __future__ import annotations
 
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -15,6 +15,7 @@ from apiserver import ApiServer
 from evictd_kube_support import evictd_api_client
 from kube_faults import RecordedRequest
 
+from clocks import ManualClock
 from evictd.core.errors import KubeError
 from evictd.kube.events import AGGREGATION_WINDOW_S, EventRecorder, ObjectRef, record_quietly
 
@@ -24,25 +25,13 @@ POD = ObjectRef(kind="Pod", name="web-7d9f", namespace="shop", uid="0c6a3b9e-5d1
 EVICTED = "The node was low on resource: memory. Threshold quantity: 1Gi, available: 512Mi. "
 
 
-class WallClock:
-    def __init__(self) -> None:
-        self.now = START
-
-    def __call__(self) -> datetime:
-        return self.now
-
-    def advance(self, seconds: float) -> str:
-        self.now += timedelta(seconds=seconds)
-        return stamp(self.now)
-
-
 def stamp(moment: datetime) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 @pytest.fixture
-def wall() -> WallClock:
-    return WallClock()
+def wall() -> ManualClock:
+    return ManualClock(0.0, wall_at_zero=START)
 
 
 @pytest.fixture
@@ -56,8 +45,8 @@ def event_writes(apiserver: ApiServer) -> list[RecordedRequest]:
     return [r for r in apiserver.requests if "/events" in r.path]
 
 
-def test_a_pod_event_is_created_as_the_kubelet_writes_it(apiserver: ApiServer, kube_api: Any, wall: WallClock) -> None:
-    recorder = EventRecorder(kube_api, NODE, wall_clock=wall)
+def test_a_pod_event_is_created_as_the_kubelet_writes_it(apiserver: ApiServer, kube_api: Any, wall: ManualClock) -> None:
+    recorder = EventRecorder(kube_api, NODE, clock=wall)
 
     body = recorder.record(POD, "Warning", "Evicted", EVICTED, {"starved_resource": "memory"})
 
@@ -75,8 +64,8 @@ def test_a_pod_event_is_created_as_the_kubelet_writes_it(apiserver: ApiServer, k
     assert (create.method, create.path, create.status) == ("POST", "/api/v1/namespaces/shop/events", 201)
 
 
-def test_node_events_go_to_the_default_namespace(apiserver: ApiServer, kube_api: Any, wall: WallClock) -> None:
-    recorder = EventRecorder(kube_api, NODE, wall_clock=wall)
+def test_node_events_go_to_the_default_namespace(apiserver: ApiServer, kube_api: Any, wall: ManualClock) -> None:
+    recorder = EventRecorder(kube_api, NODE, clock=wall)
 
     recorder.record(recorder.node_ref(), "Normal", "NodeHasInsufficientMemory",
                     f"Node {NODE} status is now: NodeHasInsufficientMemory")
@@ -88,13 +77,13 @@ def test_node_events_go_to_the_default_namespace(apiserver: ApiServer, kube_api:
 
 
 def test_a_repeat_within_the_window_is_counted_on_the_same_event(
-    apiserver: ApiServer, kube_api: Any, wall: WallClock
+    apiserver: ApiServer, kube_api: Any, wall: ManualClock
 ) -> None:
-    recorder = EventRecorder(kube_api, NODE, wall_clock=wall)
+    recorder = EventRecorder(kube_api, NODE, clock=wall)
     recorder.record(POD, "Warning", "Evicted", EVICTED)
-    second = wall.advance(30)
+    second = stamp(wall.advance(30))
     recorder.record(POD, "Warning", "Evicted", EVICTED)
-    third = wall.advance(AGGREGATION_WINDOW_S - 31)
+    third = stamp(wall.advance(AGGREGATION_WINDOW_S - 31))
     recorder.record(POD, "Warning", "Evicted", EVICTED)
 
     [stored] = apiserver.store.events("shop")
@@ -108,9 +97,9 @@ def test_a_repeat_within_the_window_is_counted_on_the_same_event(
 
 
 def test_a_repeat_after_the_window_or_with_other_text_creates_a_new_event(
-    apiserver: ApiServer, kube_api: Any, wall: WallClock
+    apiserver: ApiServer, kube_api: Any, wall: ManualClock
 ) -> None:
-    recorder = EventRecorder(kube_api, NODE, wall_clock=wall)
+    recorder = EventRecorder(kube_api, NODE, clock=wall)
     recorder.record(POD, "Warning", "Evicted", EVICTED)
     recorder.record(POD, "Warning", "Evicted", EVICTED + "Container app was using 2Gi. ")  # other message
     recorder.record(ObjectRef("Pod", "web-7d9f", "shop", "another-uid"), "Warning", "Evicted", EVICTED)  # other pod
@@ -122,8 +111,8 @@ def test_a_repeat_after_the_window_or_with_other_text_creates_a_new_event(
     assert len(stored) == 4 and {e["count"] for e in stored} == {1}
 
 
-def test_dry_run_sends_nothing(apiserver: ApiServer, kube_api: Any, wall: WallClock) -> None:
-    recorder = EventRecorder(kube_api, NODE, dry_run=True, wall_clock=wall)
+def test_dry_run_sends_nothing(apiserver: ApiServer, kube_api: Any, wall: ManualClock) -> None:
+    recorder = EventRecorder(kube_api, NODE, dry_run=True, clock=wall)
 
     created = recorder.record(POD, "Warning", "Evicted", EVICTED, {"starved_resource": "memory"})
     wall.advance(1)
@@ -135,9 +124,9 @@ def test_dry_run_sends_nothing(apiserver: ApiServer, kube_api: Any, wall: WallCl
 
 
 def test_failures_raise_kube_errors_and_record_quietly_reports_them(
-    apiserver: ApiServer, kube_api: Any, wall: WallClock
+    apiserver: ApiServer, kube_api: Any, wall: ManualClock
 ) -> None:
-    recorder = EventRecorder(kube_api, NODE, wall_clock=wall)
+    recorder = EventRecorder(kube_api, NODE, clock=wall)
     apiserver.faults.fail_next(1, code=500, method="POST")
     with pytest.raises(KubeError) as caught:
         recorder.record(POD, "Warning", "Evicted", EVICTED)
@@ -155,9 +144,9 @@ def test_failures_raise_kube_errors_and_record_quietly_reports_them(
 
 
 def test_a_repeat_of_an_event_deleted_meanwhile_creates_it_again(
-    apiserver: ApiServer, kube_api: Any, wall: WallClock, core_v1: Any
+    apiserver: ApiServer, kube_api: Any, wall: ManualClock, core_v1: Any
 ) -> None:
-    recorder = EventRecorder(kube_api, NODE, wall_clock=wall)
+    recorder = EventRecorder(kube_api, NODE, clock=wall)
     first = recorder.record(POD, "Warning", "Evicted", EVICTED)
     core_v1.delete_namespaced_event(first["metadata"]["name"], "shop")  # an operator cleaned events up
     wall.advance(5)

@@ -25,6 +25,7 @@ from evictd_kube_support import evictd_api_client, read_json
 from kube_faults import RecordedRequest
 
 from builders import Gi, Mi, pod, pod_stats, summary
+from clocks import ManualClock
 from evictd.core.engine import Eviction
 from evictd.core.errors import EvictdError, KubeError
 from evictd.kube.events import EventRecorder
@@ -87,13 +88,15 @@ def empty_dir_eviction(doc: dict[str, Any]) -> Eviction:
 
 
 class RecordingLocalKill:
-    """A local_kill stand-in that remembers the pods it was asked to stop."""
+    """An attached container runtime that remembers the pods it was asked to stop."""
+
+    attached = True
 
     def __init__(self, error: EvictdError | None = None) -> None:
         self.calls: list[Eviction] = []
         self._error = error
 
-    def __call__(self, eviction: Eviction) -> None:
+    def stop_pod(self, eviction: Eviction) -> None:
         self.calls.append(eviction)
         if self._error is not None:
             raise self._error
@@ -115,10 +118,10 @@ class Harness:
     def restart(self) -> tuple[EvictionJournal, KubePodEvictor]:
         """A new journal read from the same file and a new evictor: what a restarted daemon builds."""
         self.journal = EvictionJournal(str(self.journal_path))
-        events = EventRecorder(self.client, NODE, wall_clock=lambda: NOW)
-        self.evictor = KubePodEvictor(self.client, self.journal, events, local_kill=self.local_kill,
+        events = EventRecorder(self.client, NODE, clock=ManualClock(0.0, wall_at_zero=NOW))
+        self.evictor = KubePodEvictor(self.client, self.journal, events, runtime=self.local_kill,  # type: ignore[arg-type]
                                       timeout_s=self.timeout_s, on_api_error=self._api_error,
-                                      wall_clock=lambda: NOW)
+                                      clock=ManualClock(0.0, wall_at_zero=NOW))
         return self.journal, self.evictor
 
     def _api_error(self, error: KubeError) -> None:

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -273,7 +274,8 @@ class Evictor:
         self.journal = open_journal(folder / "evictions.json", self.log, failures=self.failures)
         self.stopped: list[Eviction] = []
         self.evictor = KubePodEvictor(self.client, self.journal, EventRecorder(self.client, "node-1"),
-                                      local_kill=self.stopped.append, timeout_s=0.5)
+                                      runtime=SimpleNamespace(attached=True, stop_pod=self.stopped.append),  # type: ignore[arg-type]
+                                      timeout_s=0.5)
 
 
 @pytest.fixture

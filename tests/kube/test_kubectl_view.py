@@ -19,6 +19,7 @@ from evictd_kube_support import evictd_api_client
 from kube_objects import node_manifest
 
 from builders import Gi, Mi, pod, pod_stats, summary
+from clocks import ManualClock
 from evictd.core.node_status import ConditionMode
 from evictd.core.signals import NodeCondition
 from evictd.kube.events import EventRecorder
@@ -76,7 +77,7 @@ def test_kubectl_shows_the_evicted_pod_and_its_event(apiserver: ApiServer, kube_
 def test_kubectl_shows_the_node_condition_and_taint(apiserver: ApiServer, kube_api: Any) -> None:
     apiserver.store.create_node(node_manifest(NODE))
     writer = NodeStatusWriter(kube_api, NODE, ConditionMode.EVICTD,
-                              wall_clock=lambda: datetime(2026, 11, 21, 10, 0, tzinfo=UTC))
+                              clock=ManualClock(0.0, wall_at_zero=datetime(2026, 11, 21, 10, 0, tzinfo=UTC)))
 
     writer.update([NodeCondition.MEMORY_PRESSURE])
 

@@ -39,6 +39,7 @@ LEAN_FIRST = """
     config_path, kubeconfig, node, heavy = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4].split(",")
     parts = build_cluster(load_configuration([config_path]), node, Metrics(), structlog.get_logger(),
                           dry_run=False, cgroups=CgroupReader(detect_cgroup_layout()))
+    parts.pod_watch.start()
     assessment = types.SimpleNamespace(skipped=None, node_conditions=[NodeCondition.MEMORY_PRESSURE],
                                        resource_to_reclaim=None, local_storage_evictions=[])
     parts.sync.after_cycle(types.SimpleNamespace(assessment=assessment, oom=None))

@@ -21,6 +21,7 @@ from kube_faults import RecordedRequest
 from kube_objects import node_manifest
 from kube_pki import write_kubeconfig
 
+from clocks import ManualClock
 from evictd.core.errors import KubeError
 from evictd.core.node_status import ConditionMode
 from evictd.core.signals import NodeCondition
@@ -38,26 +39,6 @@ STATUS_PATH = f"/api/v1/nodes/{NODE}/status"
 NODE_PATH = f"/api/v1/nodes/{NODE}"
 
 
-class Clocks:
-    """A monotonic clock and a wall clock that tests move by hand."""
-
-    def __init__(self) -> None:
-        self.now_s = 100.0
-        self.wall = START
-
-    def monotonic(self) -> float:
-        return self.now_s
-
-    def wall_clock(self) -> datetime:
-        return self.wall
-
-    def advance(self, seconds: float) -> str:
-        """Move both clocks on; return the new wall time as the API shows it."""
-        self.now_s += seconds
-        self.wall += timedelta(seconds=seconds)
-        return stamp(self.wall)
-
-
 def stamp(moment: datetime) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -66,12 +47,12 @@ MakeWriter = Callable[..., NodeStatusWriter]
 
 
 @pytest.fixture
-def clocks() -> Clocks:
-    return Clocks()
+def clocks() -> ManualClock:
+    return ManualClock(100.0, wall_at_zero=START - timedelta(seconds=100.0))
 
 
 @pytest.fixture
-def make_writer(apiserver: ApiServer, clocks: Clocks) -> Iterator[MakeWriter]:
+def make_writer(apiserver: ApiServer, clocks: ManualClock) -> Iterator[MakeWriter]:
     """Seed node-1 (kubelet conditions, a foreign taint unless told otherwise) and build writers for it."""
     clients: list[Any] = []
 
@@ -81,7 +62,7 @@ def make_writer(apiserver: ApiServer, clocks: Clocks) -> Iterator[MakeWriter]:
             apiserver.store.create_node(node_manifest(NODE, taints=[FOREIGN_TAINT] if taints is None else taints))
         client = evictd_api_client(apiserver)
         clients.append(client)
-        return NodeStatusWriter(client, NODE, mode, clock=clocks.monotonic, wall_clock=clocks.wall_clock, **kwargs)
+        return NodeStatusWriter(client, NODE, mode, clock=clocks, **kwargs)
 
     yield make
     for client in clients:
@@ -145,7 +126,7 @@ def test_evictd_conditions_carry_the_kubelets_texts_and_other_conditions_survive
 
 
 def test_transition_times_are_kept_and_rewrites_wait_for_the_update_period(
-    apiserver: ApiServer, make_writer: MakeWriter, clocks: Clocks
+    apiserver: ApiServer, make_writer: MakeWriter, clocks: ManualClock
 ) -> None:
     writer = make_writer(update_period_s=10.0)
     first = stamp(START)
@@ -156,13 +137,13 @@ def test_transition_times_are_kept_and_rewrites_wait_for_the_update_period(
     assert writer.update([MEMORY]) == []
     assert len(writes(apiserver)) == sent  # unchanged and not due: nothing sent
 
-    heartbeat = clocks.advance(0.5)  # 10 s after the last write: due
+    heartbeat = stamp(clocks.advance(0.5))  # 10 s after the last write: due
     assert writer.update([MEMORY]) == []  # no transition, but rewritten
     assert len(writes(apiserver)) == sent + 1
     memory = conditions(apiserver)["EvictdMemoryPressure"]
     assert (memory["status"], memory["lastHeartbeatTime"], memory["lastTransitionTime"]) == ("True", heartbeat, first)
 
-    cleared = clocks.advance(1.0)  # a change is written at once, inside the period
+    cleared = stamp(clocks.advance(1.0))  # a change is written at once, inside the period
     assert writer.update([]) == [("NodeHasSufficientMemory", "MemoryPressure")]
     found = conditions(apiserver)
     assert texts(found["EvictdMemoryPressure"]) == (
@@ -173,7 +154,7 @@ def test_transition_times_are_kept_and_rewrites_wait_for_the_update_period(
 
 
 def test_a_new_writer_keeps_the_transition_times_on_the_node(
-    apiserver: ApiServer, make_writer: MakeWriter, clocks: Clocks
+    apiserver: ApiServer, make_writer: MakeWriter, clocks: ManualClock
 ) -> None:
     make_writer().update([DISK])
     clocks.advance(30)
@@ -186,7 +167,7 @@ def test_a_new_writer_keeps_the_transition_times_on_the_node(
 
 
 def test_pressure_taints_follow_the_conditions_and_foreign_taints_stay(
-    apiserver: ApiServer, make_writer: MakeWriter, clocks: Clocks
+    apiserver: ApiServer, make_writer: MakeWriter, clocks: ManualClock
 ) -> None:
     writer = make_writer()
 
@@ -210,7 +191,7 @@ def test_pressure_taints_follow_the_conditions_and_foreign_taints_stay(
 
 
 def test_no_taint_write_while_the_taints_are_right(
-    apiserver: ApiServer, make_writer: MakeWriter, clocks: Clocks
+    apiserver: ApiServer, make_writer: MakeWriter, clocks: ManualClock
 ) -> None:
     writer = make_writer(update_period_s=10.0)
     writer.update([PID])
@@ -288,7 +269,7 @@ def test_a_concurrent_taint_change_is_retried_and_both_taints_stay(
 
 
 def test_conflicts_are_retried_a_few_times_then_reported(
-    apiserver: ApiServer, make_writer: MakeWriter, clocks: Clocks
+    apiserver: ApiServer, make_writer: MakeWriter, clocks: ManualClock
 ) -> None:
     writer = make_writer()
     apiserver.faults.fail_next(TAINT_CONFLICT_RETRIES - 1, code=409, method="PATCH", path=f"^{NODE_PATH}$")
@@ -351,7 +332,7 @@ def test_standard_mode_on_a_clean_node_touches_no_taints(apiserver: ApiServer, m
     assert taints(apiserver) == [FOREIGN_TAINT]
 
 
-def test_dry_run_writes_nothing(apiserver: ApiServer, make_writer: MakeWriter, clocks: Clocks) -> None:
+def test_dry_run_writes_nothing(apiserver: ApiServer, make_writer: MakeWriter, clocks: ManualClock) -> None:
     writer = make_writer(dry_run=True)
     before = node(apiserver)
 
@@ -370,11 +351,11 @@ def test_dry_run_writes_nothing(apiserver: ApiServer, make_writer: MakeWriter, c
 
 @pytest.mark.parametrize("mode", [ConditionMode.EVICTD, ConditionMode.STANDARD])
 def test_a_clean_stop_removes_evictds_taints_and_leaves_its_conditions_unknown(
-    apiserver: ApiServer, make_writer: MakeWriter, clocks: Clocks, mode: ConditionMode
+    apiserver: ApiServer, make_writer: MakeWriter, clocks: ManualClock, mode: ConditionMode
 ) -> None:
     writer = make_writer(mode)
     writer.update([MEMORY, DISK])
-    stopped_at = clocks.advance(5)
+    stopped_at = stamp(clocks.advance(5))
 
     writer.withdraw(timeout_s=2.0)
 

@@ -2,7 +2,7 @@
 
 The watcher lists the node's pods (`fieldSelector=spec.nodeName=<node>`), then watches from the list's
 resourceVersion: resuming from the last version seen after a broken stream, relisting after 410 Gone, and
-backing off while the API errors, serving the last known pods meanwhile (flagged not fresh).
+backing off while the API errors, serving the last known pods meanwhile.
 """
 
 from __future__ import annotations
@@ -15,11 +15,12 @@ from typing import Any
 
 import pytest
 from apiserver import ApiServer
-from evictd_kube_support import evictd_api_client, pod_lists, pod_watches, wait_until
+from evictd_kube_support import evictd_api_client, pod_lists, pod_watches
 from kube_objects import pod_manifest
 
 from evictd.core.errors import KubeError
 from evictd.kube.pod_watch import BACKOFF_INITIAL_S, PodWatcher
+from polling import wait_until
 
 NODE = "node-a"
 SYNC_TIMEOUT_S = 5.0
@@ -59,7 +60,7 @@ def start_watcher(apiserver: ApiServer) -> Iterator[StartWatcher]:
         started.append((watcher, client))
         watcher.start()
         if synced:
-            assert watcher.wait_synced(SYNC_TIMEOUT_S), f"not synced: {watcher.last_error}"
+            assert wait_until(watcher.is_synced, SYNC_TIMEOUT_S), f"not synced: {watcher.last_error}"
         return watcher
 
     yield start
@@ -106,7 +107,7 @@ def test_initial_list_sees_only_this_nodes_pods_and_active_pods_skip_terminal_on
     # Terminal pods stay known (for container GC) but are not active.
     finished = [watcher.pod(done["metadata"]["uid"]), watcher.pod(failed["metadata"]["uid"])]
     assert [p.status_phase if p else None for p in finished] == ["Succeeded", "Failed"]
-    assert watcher.is_synced() and watcher.fresh and watcher.last_error is None
+    assert watcher.is_synced() and watcher.last_error is None
     [listed] = pod_lists(apiserver)
     assert listed.param("fieldSelector") == f"spec.nodeName={NODE}"
     assert wait_until(lambda: len(pod_watches(apiserver)) == 1)
@@ -145,13 +146,13 @@ def test_active_pods_raises_until_the_first_list_completes(apiserver: ApiServer,
     watcher = start_watcher(synced=False, on_error=errors)
 
     assert wait_until(lambda: errors.count() >= 1)
-    assert not watcher.is_synced() and not watcher.fresh
+    assert not watcher.is_synced()
     with pytest.raises(KubeError) as caught:
         watcher.active_pods()
     assert "pod cache not synced" in caught.value.detail
     assert watcher.last_error is not None and watcher.last_error.status == 500
 
-    assert watcher.wait_synced(SYNC_TIMEOUT_S)
+    assert wait_until(watcher.is_synced, SYNC_TIMEOUT_S)
     assert watcher.active_pods() == [] and watcher.last_error is None
     assert [r.status for r in pod_lists(apiserver)] == [500, 500, 200]
 
@@ -168,7 +169,7 @@ def test_start_up_waits_for_the_first_list_to_answer_not_to_succeed(apiserver: A
     assert watcher.last_error.status == 503
 
     apiserver.faults.clear()
-    assert watcher.wait_synced(SYNC_TIMEOUT_S) and watcher.wait_first_answer(0.0) is True
+    assert wait_until(watcher.is_synced, SYNC_TIMEOUT_S) and watcher.wait_first_answer(0.0) is True
 
 
 @pytest.mark.parametrize(
@@ -187,7 +188,7 @@ def test_a_failed_first_list_is_retried(
     fault(apiserver.faults)
     watcher = start_watcher(synced=False, on_error=errors, request_timeout_s=0.5)
 
-    assert watcher.wait_synced(SYNC_TIMEOUT_S)
+    assert wait_until(watcher.is_synced, SYNC_TIMEOUT_S)
     assert names(watcher) == ["web"]
     [(_, error)] = errors.entries
     assert (error.verb, error.status) == ("list pods", status)
@@ -205,7 +206,7 @@ def test_a_dropped_watch_resumes_from_the_last_resource_version_without_relistin
     assert wait_until(lambda: names(watcher) == ["before-drop"])
 
     assert apiserver.faults.drop_watches() == 1
-    assert wait_until(lambda: not watcher.fresh)
+    assert wait_until(lambda: open_watch_count(apiserver) == 0)
     # Created while no watch is open: the resumed watch must replay it.
     apiserver.store.create_pod(pod_manifest("during-drop"))
 
@@ -213,7 +214,7 @@ def test_a_dropped_watch_resumes_from_the_last_resource_version_without_relistin
     first, resumed = pod_watches(apiserver)
     assert resumed.param("resourceVersion") == last_seen != first.param("resourceVersion")
     assert len(pod_lists(apiserver)) == 1  # no relist
-    assert watcher.fresh and watcher.is_synced()
+    assert watcher.is_synced()
 
 
 def test_an_expired_watch_relists(apiserver: ApiServer, start_watcher: StartWatcher) -> None:
@@ -241,18 +242,18 @@ def test_a_compacted_version_relists_and_forgets_pods_deleted_while_disconnected
     # The next reconnection fails once, so the gap lasts 0.5 s + 1 s: long enough to change the cluster.
     apiserver.faults.fail_next(1, code=500, path="^/api/v1/pods$", watch=True)
     apiserver.faults.drop_watches()
-    assert wait_until(lambda: not watcher.fresh and open_watch_count(apiserver) == 0)
+    assert wait_until(lambda: watcher.last_error is not None and open_watch_count(apiserver) == 0)
     apiserver.store.delete_pod("default", "goes", grace_period_s=0)
     apiserver.store.create_pod(pod_manifest("new"))
     apiserver.compact()
-    # Meanwhile the last known pods are served, flagged stale.
-    assert names(watcher) == ["goes", "stays"] and not watcher.fresh
+    # Meanwhile the last known pods are served, with the error that keeps the watch down.
+    assert names(watcher) == ["goes", "stays"] and watcher.last_error is not None
 
     assert wait_until(lambda: names_once_synced(watcher) == ["new", "stays"], timeout_s=6.0)
     watches = pod_watches(apiserver)
     assert [(w.param("resourceVersion"), w.status) for w in watches[1:3]] == [(stale_rv, 500), (stale_rv, 200)]
     assert len(pod_lists(apiserver)) == 2  # the 410 on the resumed watch made it relist
-    assert watcher.fresh and watcher.is_synced()
+    assert watcher.is_synced()
 
 
 def test_api_errors_back_off_exponentially_and_serve_the_last_known_pods(
@@ -267,13 +268,13 @@ def test_api_errors_back_off_exponentially_and_serve_the_last_known_pods(
     apiserver.faults.throttle_next(1, path="^/api/v1/pods$", watch=True)
     apiserver.faults.drop_watches()
     assert wait_until(lambda: errors.count() >= 1)
-    assert not watcher.fresh and names(watcher) == ["web"]  # stale, still served
+    assert watcher.last_error is not None and names(watcher) == ["web"]  # stale, still served
 
     assert wait_until(lambda: errors.count() == 3, timeout_s=4.0)
-    assert not watcher.fresh and names(watcher) == ["web"]
+    assert open_watch_count(apiserver) == 0 and names(watcher) == ["web"]
     assert [e.status for _, e in errors.entries] == [None, 500, 429]
     assert watcher.last_error is not None and watcher.last_error.status == 429
-    assert wait_until(lambda: watcher.fresh, timeout_s=4.0)  # reconnected (no event needed)
+    assert wait_until(lambda: open_watch_count(apiserver) == 1, timeout_s=4.0)  # reconnected (no event needed)
     drop, first_retry, second_retry = errors.times()
     assert first_retry - drop >= BACKOFF_INITIAL_S * 0.9
     assert second_retry - first_retry >= 2 * BACKOFF_INITIAL_S * 0.9  # doubled
@@ -283,9 +284,9 @@ def test_api_errors_back_off_exponentially_and_serve_the_last_known_pods(
 
 
 def test_a_watch_that_worked_resets_the_backoff(apiserver: ApiServer, start_watcher: StartWatcher) -> None:
-    watcher = start_watcher(jitter=lambda: 0.0)  # without jitter the initial and a grown backoff are told apart
+    start_watcher(jitter=lambda: 0.0)  # without jitter the initial and a grown backoff are told apart
     for drop in range(4):
-        assert wait_until(lambda: open_watch_count(apiserver) == 1 and watcher.fresh)
+        assert wait_until(lambda: open_watch_count(apiserver) == 1)
         started = time.monotonic()
         apiserver.faults.drop_watches()
         watches_after_drop = drop + 2
@@ -306,50 +307,6 @@ def test_stop_ends_an_idle_watch_at_once(apiserver: ApiServer, start_watcher: St
     watcher.stop()  # no event or bookmark is coming: the blocked read must be interrupted
     assert time.monotonic() - started < 1.0
     assert watch_threads() == []
-
-
-# --- wait_gone ------------------------------------------------------------------------------------------------
-
-
-def later(delay_s: float, action: Callable[[], object]) -> threading.Thread:
-    thread = threading.Thread(target=lambda: (time.sleep(delay_s), action()), daemon=True)
-    thread.start()
-    return thread
-
-
-def test_wait_gone_returns_once_the_pod_is_deleted(apiserver: ApiServer, start_watcher: StartWatcher) -> None:
-    uid = apiserver.store.create_pod(pod_manifest("web"))["metadata"]["uid"]
-    watcher = start_watcher()
-
-    apiserver.store.delete_pod("default", "web", grace_period_s=30)
-    assert not watcher.wait_gone([uid], 0.3)  # terminating is not gone: its containers may still run
-
-    finisher = later(0.2, lambda: apiserver.finish_deletion("default", "web"))
-    started = time.monotonic()
-    assert watcher.wait_gone([uid], 5.0)
-    assert time.monotonic() - started < 2.0 and watcher.pod(uid) is None
-    finisher.join()
-
-
-def test_wait_gone_returns_once_the_pod_is_terminal(apiserver: ApiServer, start_watcher: StartWatcher) -> None:
-    first = apiserver.store.create_pod(pod_manifest("first"))["metadata"]["uid"]
-    second = apiserver.store.create_pod(pod_manifest("second"))["metadata"]["uid"]
-    watcher = start_watcher()
-
-    later(0.1, lambda: apiserver.store.set_pod_status("default", "first", {"phase": "Failed"}))
-    later(0.3, lambda: apiserver.store.set_pod_status("default", "second", {"phase": "Succeeded"}))
-    started = time.monotonic()
-    assert watcher.wait_gone([first, second], 5.0)
-    assert 0.25 <= time.monotonic() - started < 2.0  # both had to go
-    assert watcher.wait_gone(["never-seen"], 0.0)
-
-
-def test_wait_gone_times_out_while_the_pod_runs(apiserver: ApiServer, start_watcher: StartWatcher) -> None:
-    uid = apiserver.store.create_pod(pod_manifest("web"))["metadata"]["uid"]
-    watcher = start_watcher()
-    started = time.monotonic()
-    assert not watcher.wait_gone([uid], 0.5)
-    assert 0.5 <= time.monotonic() - started < 1.5
 
 
 # --- watch storms ----------------------------------------------------------------------------------------------

@@ -22,7 +22,7 @@ This is what ``du -s -x -B1`` and ``du -s -x --inodes`` print. Project quotas (u
 shortcut) are not used.
 
 Memory-backed volumes: an emptyDir with medium ``Memory`` (tmpfs) or ``HugePages`` (hugetlbfs) is a mount
-of another filesystem on its volume directory. ``volume_usage`` skips every volume directory whose
+of another filesystem on its volume directory. ``volume_dirs`` skips every volume directory whose
 ``st_dev`` differs from that of its parent ``kubernetes.io~empty-dir`` folder: such volumes do not use node
 disk and the kubelet leaves them out of a pod's disk usage (KUBELET_SPEC §9.3, ``IsLocalEphemeralVolume``).
 
@@ -204,20 +204,10 @@ class DiskUsageCache:
         self._scandir = scandir
         self._cycle = 0
         self._trees: dict[str, _Tree] = {}
-        self._dirs_scanned = 0
-
-    @property
-    def dirs_scanned(self) -> int:
-        """Return how many directory listings this cache has made so far (a measure of its cost)."""
-        return self._dirs_scanned
 
     def cached_paths(self) -> frozenset[str]:
         """Return the paths whose trees are currently cached."""
         return frozenset(self._trees)
-
-    def forget(self, path: str) -> None:
-        """Drop the cached tree of `path` (no error if there is none)."""
-        self._trees.pop(path, None)
 
     def start_cycle(self) -> int:
         """Begin a housekeeping cycle; forget paths not asked for in the last `keep_cycles` cycles.
@@ -403,7 +393,6 @@ class DiskUsageCache:
         except OSError as exc:
             raise SampleError(root, f"{dir_path}: {_reason(exc)}") from exc
         budget.spend(seen)
-        self._dirs_scanned += 1
         record = _DirRecord(
             inode=dir_stat.st_ino,
             mtime_ns=dir_stat.st_mtime_ns,
@@ -479,20 +468,6 @@ def volume_dirs(kubelet_root: str, pod_uid: str) -> list[tuple[str, str]]:
     return volumes
 
 
-def volume_usage(cache: DiskUsageCache, kubelet_root: str, pod_uid: str) -> dict[str, DirUsage]:
-    """Return the usage of each disk-backed emptyDir volume of a pod (see `volume_dirs`), keyed by name.
-
-    Raises SampleError when the folder or a volume cannot be read, or when `pod_uid` is not a single path
-    component.
-    """
-    result: dict[str, DirUsage] = {}
-    for name, path in volume_dirs(kubelet_root, pod_uid):
-        measured = cache.usage(path)
-        if measured is not None:
-            result[name] = measured
-    return result
-
-
 def container_log_dirs(pod_logs_dir: str, namespace: str, name: str, uid: str) -> list[tuple[str, str]]:
     """Return (container, folder) of each ``<pod_logs_dir>/<namespace>_<name>_<uid>/<container>/``, by name.
 
@@ -508,15 +483,6 @@ def container_log_dirs(pod_logs_dir: str, namespace: str, name: str, uid: str) -
     except OSError as exc:
         raise SampleError(folder, _reason(exc)) from exc
     return [(container, f"{folder}/{container}") for container in names]
-
-
-def log_usage(cache: DiskUsageCache, pod_logs_dir: str, namespace: str, name: str, uid: str) -> DirUsage | None:
-    """Return the usage of a pod's log folder ``<pod_logs_dir>/<namespace>_<name>_<uid>/``.
-
-    Returns None when the folder does not exist. Raises SampleError when it cannot be read, or when a
-    part of the folder name is not a single path component.
-    """
-    return cache.usage(os.path.join(pod_logs_dir, _pod_log_folder_name(pod_logs_dir, namespace, name, uid)))
 
 
 def _pod_log_folder_name(pod_logs_dir: str, namespace: str, name: str, uid: str) -> str:

@@ -3,13 +3,13 @@
 Job: list the pods running on this node without the API server: every pod cgroup under kubepods is a running
 pod (its UID and QoS tier come from the cgroup path), and the kubelet's log folders
 `<podLogsDir>/<namespace>_<name>_<uid>/` give back its namespace and name. With a container runtime attached
-(`use_runtime`), the pod's ready sandbox names it instead and gives its annotations, which the kubelet copies
-from the pod and completes with its own `kubernetes.io/config.source`: `api` for a pod of the API server,
-`file` or `http` for a static pod (so `is_static_pod` knows static pods found on the node). Such pods carry no
-requests, limits or priority (only the API knows them), so rankings built on them order by usage alone; a pod
-without a sandbox or log folder is named by its UID in namespace `unknown`. Without the API these pods are
-never acted on (evictd runs as dry-run); when the API has given no pod list, `evictd.kube.cluster.NodeFallbackPods`
-chooses which of them a hard threshold may stop.
+(once the `runtime` slot answers), the pod's ready sandbox names it instead and gives its annotations, which
+the kubelet copies from the pod and completes with its own `kubernetes.io/config.source`: `api` for a pod of
+the API server, `file` or `http` for a static pod (so `is_static_pod` knows static pods found on the node).
+Such pods carry no requests, limits or priority (only the API knows them), so rankings built on them order by
+usage alone; a pod without a sandbox or log folder is named by its UID in namespace `unknown`. Without the API
+these pods are never acted on (evictd runs as dry-run); when the API has given no pod list,
+`evictd.kube.cluster.NodeFallbackPods` chooses which of them a hard threshold may stop.
 
 One listing per cycle: the manager asks `active_pods()` first; the stats source then reads the same listing
 through `last_listing` (the pods) and `listed_cgroups` (their cgroups) instead of listing the cgroup tree
@@ -19,12 +19,13 @@ and the log folders again, so the cycle's stats describe exactly the pods it ran
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 from evictd.adapters.cgroups import CgroupReader, PodCgroup
 from evictd.core.errors import EvictdError, SampleError
 from evictd.core.pods import FrozenMap, Pod, QOSClass
 from evictd.core.runtime import Sandbox, SandboxState
+from evictd.cri import NO_RUNTIME, Runtime
 
 UNKNOWN_NAMESPACE = "unknown"
 _QOS_BY_TIER = {"guaranteed": QOSClass.GUARANTEED, "burstable": QOSClass.BURSTABLE, "besteffort": QOSClass.BEST_EFFORT}
@@ -64,11 +65,10 @@ class DiscoveredPods:
     when no runtime is attached).
     """
 
-    def __init__(self, cgroups: CgroupReader, pod_logs_dir: str,
-                 sandboxes: Callable[[], Sequence[Sandbox]] | None = None) -> None:
+    def __init__(self, cgroups: CgroupReader, pod_logs_dir: str, runtime: Runtime = NO_RUNTIME) -> None:
         self._cgroups = cgroups
         self._pod_logs_dir = pod_logs_dir
-        self._sandboxes = sandboxes
+        self._runtime = runtime
         self._listed: tuple[list[Pod], Mapping[str, PodCgroup], SampleError | None] | None = None
         # The pods of the last listing by what they are made of: an unchanged pod is the same object next
         # cycle (no rebuilding; what is derived from it is remembered on it).
@@ -76,13 +76,9 @@ class DiscoveredPods:
         self.sandbox_problem: str | None = None
         self.last_listing = _LastListing(self)
 
-    def use_runtime(self, sandboxes: Callable[[], Sequence[Sandbox]]) -> None:
-        """Name the pods from their sandboxes from the next listing on (a runtime that answered late)."""
-        self._sandboxes = sandboxes
-
     @property
     def runtime_attached(self) -> bool:
-        return self._sandboxes is not None
+        return self._runtime.attached
 
     def active_pods(self) -> list[Pod]:
         """List the running pods now, named from their log folders. Unreadable cgroups mean no pods."""
@@ -140,10 +136,10 @@ class DiscoveredPods:
     def _ready_sandboxes(self) -> dict[str, Sandbox]:
         """The runtime's ready sandboxes by pod UID; empty (and `sandbox_problem` set) when it cannot answer."""
         self.sandbox_problem = None
-        if self._sandboxes is None:
+        if not self._runtime.attached:
             return {}
         try:
-            return ready_sandboxes(self._sandboxes())
+            return ready_sandboxes(self._runtime.list_sandboxes())
         except EvictdError as exc:
             self.sandbox_problem = f"the container runtime could not list the pod sandboxes: {exc}"
             return {}

@@ -56,7 +56,7 @@ from evictd.core.summary import (
     Summary,
     VolumeStats,
 )
-from evictd.cri import ContainerUsage, SandboxUsage
+from evictd.cri import NO_RUNTIME, ContainerUsage, Runtime
 
 _T = TypeVar("_T")
 
@@ -182,9 +182,7 @@ class NodeStatsSource:
         wall_clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         clock: Callable[[], float] = time.monotonic,
         pod_cgroups: Callable[[], Mapping[str, PodCgroup]] | None = None,
-        runtime_paths: Callable[[], tuple[str, str]] | None = None,
-        container_stats: Callable[[], Mapping[str, Sequence[ContainerUsage]]] | None = None,
-        sandbox_stats: Callable[[], Mapping[str, SandboxUsage]] | None = None,
+        runtime: Runtime = NO_RUNTIME,
     ) -> None:
         self._node_name = node_name
         self._cgroups = cgroups
@@ -197,25 +195,12 @@ class NodeStatsSource:
         self._wall_clock = wall_clock
         self._clock = clock
         self._pod_cgroups = pod_cgroups if pod_cgroups is not None else cgroups.pod_cgroups
-        self._runtime_paths = runtime_paths
-        self._container_stats = container_stats
-        self._sandbox_stats = sandbox_stats
+        self._runtime = runtime
         # The runtime's last answer: which containers (by ID) of which pod carry which name.
         self._last_runtime_answer: Mapping[str, Sequence[ContainerUsage]] = {}
         # Each pod's disk figures as Summary blocks, as built last cycle (see DiskBlocks).
         self._disk_blocks: dict[PodKey, DiskBlocks] = {}
         self.problems: tuple[SampleError, ...] = ()
-
-    def use_runtime(
-        self,
-        runtime_paths: Callable[[], tuple[str, str]],
-        container_stats: Callable[[], Mapping[str, Sequence[ContainerUsage]]],
-        sandbox_stats: Callable[[], Mapping[str, SandboxUsage]],
-    ) -> None:
-        """Measure with a container runtime from the next cycle on (one that answered after start)."""
-        self._runtime_paths = runtime_paths
-        self._container_stats = container_stats
-        self._sandbox_stats = sandbox_stats
 
     def summary(self) -> Summary:
         """Read the node now and return its Summary (parts that could not be read are absent)."""
@@ -234,9 +219,7 @@ class NodeStatsSource:
         # No pods cgroup means no kubelet-managed pods here: allocatable memory is absent, not unreadable.
         has_pods_cgroup = self._cgroups.has_pods_cgroup()
         pods_memory = attempt(lambda: self._cgroups.memory(self._cgroups.pods_cgroup())) if has_pods_cgroup else None
-        image_path, container_path = (
-            self._runtime_paths() if self._runtime_paths is not None else (self._image_fs_path, self._container_fs_path)
-        )
+        image_path, container_path = self._runtime.filesystem_paths() or (self._image_fs_path, self._container_fs_path)
         nodefs = attempt(lambda: statvfs_reading(existing_ancestor(self._kubelet_root)))
         imagefs = attempt(lambda: statvfs_reading(existing_ancestor(image_path)))
         containerfs = attempt(lambda: statvfs_reading(existing_ancestor(container_path)))
@@ -273,12 +256,13 @@ class NodeStatsSource:
         runtime: Mapping[str, Sequence[ContainerUsage]] = {}
         # Containers to measure from their cgroups: those the runtime named last, when it does not answer now.
         remembered: Mapping[str, Sequence[ContainerUsage]] = {}
-        if self._container_stats is not None:
-            try:
-                runtime = self._last_runtime_answer = self._container_stats()
-            except EvictdError as exc:
-                problems.append(SampleError(CONTAINER_STATS_SOURCE, str(exc)))
-                remembered = self._last_runtime_answer
+        try:
+            answer = self._runtime.container_stats()
+            if answer is not None:
+                runtime = self._last_runtime_answer = answer
+        except EvictdError as exc:
+            problems.append(SampleError(CONTAINER_STATS_SOURCE, str(exc)))
+            remembered = self._last_runtime_answer
         result = []
         built = self._disk_blocks
         blocks_now: dict[PodKey, DiskBlocks] = {}
@@ -303,10 +287,10 @@ class NodeStatsSource:
 
         ListPodSandboxStats is asked only in a cycle where some pod lacks its cgroup readings.
         """
-        if self._sandbox_stats is None or all(p.memory is not None for p in pods):
+        if not self._runtime.attached or all(p.memory is not None for p in pods):
             return pods
         try:
-            sandboxes = self._sandbox_stats()
+            sandboxes = self._runtime.sandbox_stats() or {}
         except EvictdError as exc:
             problems.append(SampleError(SANDBOX_STATS_SOURCE, str(exc)))
             return pods

@@ -26,8 +26,8 @@ Invariants:
   or another thread; wake-ups are never lost (a wake before `wait` makes the next `wait` return at once)
   and many wake-ups coalesce. Everything else in a Waiter, `close` included, is for the thread that
   calls `wait` (a thread must not call `wake` while another closes the Waiter).
-* A notifier whose descriptor reports an error or hang-up is dropped from the poll set (so a broken
-  descriptor cannot make `wait` spin) and listed in `Waiter.broken`; rebuilding it is the caller's job.
+* A notifier whose descriptor reports an error or hang-up is dropped from the poll set, so a broken
+  descriptor cannot make `wait` spin; it stays dropped until the next `set_notifiers`.
 """
 
 from __future__ import annotations
@@ -96,7 +96,7 @@ class Notifier(Protocol):
 
     @property
     def description(self) -> str:
-        """What crossed, for the log line ``eviction manager: <description> crossed``."""
+        """What crossed, in the kubelet's words (e.g. ``hard memory eviction threshold``)."""
         ...
 
     @property
@@ -365,10 +365,6 @@ class Waiter:
         self._notifiers: tuple[Notifier, ...] = ()
         self._by_fd: dict[int, Notifier] = {}
         self._poll = self._new_poll()
-        self.fired: tuple[str, ...] = ()
-        """Descriptions of the notifiers that fired during the last `wait`."""
-        self.broken: tuple[Notifier, ...] = ()
-        """Notifiers dropped from the poll set because their descriptor reported an error or hang-up."""
 
     @property
     def notifiers(self) -> tuple[Notifier, ...]:
@@ -400,7 +396,6 @@ class Waiter:
                 old.close()
         self._notifiers = new
         self._by_fd = {}
-        self.broken = ()
         self._poll = self._new_poll()
 
     def wake(self) -> None:
@@ -431,8 +426,6 @@ class Waiter:
         )
         ready = self._poll.poll(timeout_ms)
         causes: list[str] = []
-        fired: list[str] = []
-        broken = list(self.broken)
         for fd, revents in ready:
             if fd == self._read_fd:
                 self._drain_pipe()
@@ -444,17 +437,13 @@ class Waiter:
                 if revents & _BROKEN_EVENTS:
                     self._poll.unregister(fd)
                     del self._by_fd[fd]
-                    broken.append(notifier)
                 elif revents & notifier.poll_events:
                     notifier.consume()
                 else:
                     continue  # e.g. POLLIN of a PSI file, which is always set and means nothing
-                fired.append(notifier.description)
                 cause = notifier.cause
             if cause not in causes:
                 causes.append(cause)
-        self.fired = tuple(fired)
-        self.broken = tuple(broken)
         return causes
 
     def _drain_pipe(self) -> None:

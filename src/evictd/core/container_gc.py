@@ -26,7 +26,7 @@ oldest to newest (the direction upstream's loops run). Removal sets are exactly 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -81,20 +81,6 @@ class ContainerRemoval:
     pod_uid: str
     name: str
     kill_first: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class ContainerGCPlan:
-    """Everything one container GC pass removes, in the order to remove it.
-
-    `log_dirs` are folder names under the pod logs root; `legacy_log_symlinks` are file names under the
-    legacy container logs folder.
-    """
-
-    containers: tuple[ContainerRemoval, ...] = ()
-    sandboxes: tuple[str, ...] = ()
-    log_dirs: tuple[str, ...] = ()
-    legacy_log_symlinks: tuple[str, ...] = ()
 
 
 # An evict unit: (pod UID, container name) -> its evictable containers.
@@ -256,48 +242,3 @@ def legacy_log_symlinks_to_remove(dangling: Iterable[str], containers: Iterable[
                 continue
         removed.append(name)
     return tuple(removed)
-
-
-def remaining_containers(containers: Iterable[Container], removals: Iterable[ContainerRemoval]) -> list[Container]:
-    """Return `containers` without the planned removals (what the runtime lists once they succeeded)."""
-    gone = {removal.container_id for removal in removals}
-    return [container for container in containers if container.id not in gone]
-
-
-def plan_container_gc(
-    containers: Sequence[Container],
-    sandboxes: Sequence[Sandbox],
-    policy: GCPolicy,
-    pod_state: PodStateFunc,
-    *,
-    all_sources_ready: bool,
-    evict_terminating_pods: bool,
-    now_ns: int,
-    log_dir_names: Iterable[str] = (),
-    dangling_legacy_symlinks: Iterable[str] = (),
-) -> ContainerGCPlan:
-    """Return the whole GarbageCollect pass as one plan, assuming every container removal succeeds.
-
-    The adapter runs the steps one after the other and re-lists containers before planning sandboxes, as
-    the kubelet does; this function gives the same answer when nothing fails.
-    """
-    removals = containers_to_remove(
-        containers,
-        policy,
-        pod_state,
-        all_sources_ready=all_sources_ready,
-        evict_terminating_pods=evict_terminating_pods,
-        now_ns=now_ns,
-    )
-    left = remaining_containers(containers, removals)
-    return ContainerGCPlan(
-        containers=removals,
-        sandboxes=sandboxes_to_remove(sandboxes, left, pod_state, evict_terminating_pods=evict_terminating_pods),
-        log_dirs=pod_log_dirs_to_remove(log_dir_names, pod_state, all_sources_ready=all_sources_ready),
-        legacy_log_symlinks=legacy_log_symlinks_to_remove(dangling_legacy_symlinks, left),
-    )
-
-
-def pod_state_from_mapping(states: Mapping[str, PodState], default: PodState = PodState.ACTIVE) -> PodStateFunc:
-    """Return a pod-state function answering from `states`, `default` for unknown UIDs."""
-    return lambda uid: states.get(uid, default)

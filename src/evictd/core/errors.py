@@ -8,7 +8,6 @@
      +-- SampleError        a stats source could not be read (the signal is skipped, never guessed)
      +-- CRIError           a container runtime call failed (method, gRPC status code)
      +-- KubeError          a Kubernetes API call failed (verb, HTTP status)
-     +-- EvictionError      evicting a pod failed
      +-- StateLockError     another evictd still holds the stateDir lock (exit status 2)
 
 The tree lives in the core so that pure parsers can raise it; adapters map foreign exceptions into it in
@@ -127,13 +126,6 @@ class KubeError(EvictdError):
         super().__init__(f"Kubernetes API {verb} failed ({status}): {detail}")
 
 
-class EvictionError(EvictdError):
-    """Evicting a pod failed; carries the pod's namespace/name."""
-
-    def __init__(self, pod: str, reason: str) -> None:
-        self.pod = pod
-        self.reason = reason
-        super().__init__(f"evicting {pod} failed: {reason}")
 
 
 class StateLockError(EvictdError):

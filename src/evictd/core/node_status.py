@@ -138,15 +138,6 @@ def stopped_conditions(current: Sequence[Mapping[str, Any]], mode: ConditionMode
     return conditions
 
 
-def conditions_changed(current: Sequence[Mapping[str, Any]], desired: Sequence[Mapping[str, Any]]) -> bool:
-    """True when any desired condition differs from the node's in status, reason or message."""
-    by_type = {str(c.get("type")): c for c in current}
-    for condition in desired:
-        previous = by_type.get(str(condition["type"]))
-        if previous is None or any(previous.get(k) != condition[k] for k in ("status", "reason", "message")):
-            return True
-    return False
-
 
 def desired_taints(
     current: Sequence[Mapping[str, Any]], pressure: Sequence[NodeCondition], mode: ConditionMode

@@ -3,8 +3,7 @@
 Job: turn a `kubectl get pod -o json` object into frozen dataclasses (`pod_from_dict`), and answer the
 questions that depend on nothing but the pod's own identity: is it static, mirror or critical (never
 evicted, always admitted), which priority does it rank with, is an init container a sidecar, which volumes
-live on the node's disk. What a pod requests and limits is in `evictd.core.resources`, its QoS class and
-oom_score_adj in `evictd.core.qos`, tolerations and admission in `evictd.core.admission`.
+live on the node's disk. What a pod requests and limits is in `evictd.core.resources`.
 
 Invariants:
 - `pod_from_dict` never mutates its input and raises nothing but `ScenarioError` on any JSON-like input;
@@ -189,16 +188,6 @@ class Pod:
         """Return spec.resources.requests (empty when spec.resources is absent)."""
         return _NO_QUANTITIES if self.resources is None else self.resources.requests
 
-    @property
-    def pod_level_limits(self) -> Mapping[str, Quantity]:
-        """Return spec.resources.limits (empty when spec.resources is absent)."""
-        return _NO_QUANTITIES if self.resources is None else self.resources.limits
-
-    @property
-    def is_terminating(self) -> bool:
-        """True when metadata.deletionTimestamp is set."""
-        return self.deletion_timestamp is not None
-
 
 def derived(pod: Pod, key: Hashable, compute: Callable[[Pod], _T]) -> _T:
     """Return `compute(pod)`, computed once per pod object and remembered under `key`.
@@ -232,11 +221,6 @@ def is_critical_pod(pod: Pod) -> bool:
     if is_static_pod(pod) or is_mirror_pod(pod):
         return True
     return pod.priority is not None and pod.priority >= SYSTEM_CRITICAL_PRIORITY
-
-
-def is_node_critical_pod(pod: Pod) -> bool:
-    """Return True when the pod is critical and its priority class is system-node-critical."""
-    return is_critical_pod(pod) and pod.priority_class_name == SYSTEM_NODE_CRITICAL
 
 
 def pod_priority(pod: Pod) -> int:

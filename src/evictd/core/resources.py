@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 
 from evictd.core.pods import Container, Pod, derived, is_restartable_init_container
-from evictd.core.quantity import ZERO, Quantity, QuantityFormat
+from evictd.core.quantity import Quantity, QuantityFormat
 
 # Resources that pod-level spec.resources may set (component-helpers supportedPodLevelResources + hugepages).
 POD_LEVEL_RESOURCES = frozenset({"cpu", "memory"})
@@ -107,11 +107,6 @@ def aggregate_container_requests(pod: Pod, resource: str) -> Quantity | None:
     None when no container requests the resource (a request of "0" still counts as made).
     """
     return _aggregate(pod, resource, _requests)
-
-
-def container_request(container: Container, resource: str) -> Quantity:
-    """Return the container's own request for `resource`; a missing request is zero."""
-    return container.requests.get(resource, ZERO)
 
 
 def pod_request(pod: Pod, resource: str) -> Quantity:

@@ -12,7 +12,7 @@ from enum import StrEnum
 
 
 class Signal(StrEnum):
-    """An eviction signal (KUBELET_SPEC §1). Only these ten are accepted by the parser."""
+    """An eviction signal (KUBELET_SPEC §1). Only these nine are accepted by the parser."""
 
     MEMORY_AVAILABLE = "memory.available"
     ALLOCATABLE_MEMORY_AVAILABLE = "allocatableMemory.available"

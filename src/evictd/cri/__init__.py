@@ -3,11 +3,12 @@
 Job: name what a CRI runtime (containerd, CRI-O) reports to the eviction manager beyond the inventory
 that ``evictd.core.runtime`` already models (images, containers, sandboxes): the runtime's version, the
 image/container filesystems (``ImageFsInfo``), per-container and per-pod usage (``ListContainerStats``,
-``ListPodSandboxStats``) and one container's status.
+``ListPodSandboxStats``).
 
 Layout of the package:
 
-* ``evictd.cri`` (this module): frozen values and the endpoint check, standard library only. Shell modules and the
+* ``evictd.cri`` (this module): frozen values, the endpoint check and ``Runtime``, the runtime as adapters
+  use it (``NO_RUNTIME`` until one answers), standard library only. Shell modules and the
   ``LocalKiller`` adapter type against them without importing gRPC, so the offline commands
   (``check-config``, ``simulate``) never load ``grpc`` (tests/test_cli.py checks it).
 * ``evictd.cri.client``: ``CriClient``, the only module that imports ``grpc`` and the generated stubs.
@@ -22,10 +23,13 @@ Invariants:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Protocol
 
-from evictd.core.errors import ConfigError
-from evictd.core.runtime import ContainerState
+from evictd.core.engine import Eviction
+from evictd.core.errors import ConfigError, EvictdError
+from evictd.core.runtime import Sandbox
 
 # The containerd default; CRI-O listens on unix:///var/run/crio/crio.sock and is reached the same way.
 DEFAULT_ENDPOINT = "unix:///run/containerd/containerd.sock"
@@ -122,22 +126,81 @@ class SandboxUsage:
     timestamp_ns: int
 
 
-@dataclass(frozen=True, slots=True)
-class ContainerStatus:
-    """One container's status from ``ContainerStatus``.
+class Runtime(Protocol):
+    """The container runtime as evictd's adapters ask it. They hold the daemon's runtime slot
+    (`evictd.runtime_link.RuntimeLink`), which answers as `NO_RUNTIME` until a runtime answers on the CRI
+    endpoint and as that runtime from then on; no adapter is rewired when it comes.
 
-    ``reason`` is the runtime's CamelCase word (``OOMKilled``, ``Completed``, ``Error``); ``exit_code``,
-    ``started_at_ns`` and ``finished_at_ns`` are 0 while they do not apply, as the CRI defines them.
+    Calls that reach the runtime raise ``EvictdError`` (``CRIError``) when it fails to answer.
     """
 
-    id: str
-    name: str
-    state: ContainerState
-    created_at_ns: int
-    started_at_ns: int
-    finished_at_ns: int
-    exit_code: int
-    reason: str
-    message: str
-    image_ref: str
-    labels: dict[str, str] = field(default_factory=dict, hash=False, compare=False)
+    @property
+    def attached(self) -> bool:
+        """True once a runtime answered."""
+        ...
+
+    def list_sandboxes(self) -> Sequence[Sandbox]:
+        """Every pod sandbox (none without a runtime)."""
+        ...
+
+    def filesystem_paths(self) -> tuple[str, str] | None:
+        """The runtime's image and container filesystems' folders; None: use the configured ones."""
+        ...
+
+    def container_stats(self) -> Mapping[str, Sequence[ContainerUsage]] | None:
+        """Pod UID -> its containers' usage; None without a runtime (nothing to ask)."""
+        ...
+
+    def sandbox_stats(self) -> Mapping[str, SandboxUsage] | None:
+        """Pod UID -> its sandbox's usage; None without a runtime."""
+        ...
+
+    def container_names(self, pod_uid: str) -> dict[str, str]:
+        """Container ID -> name of a pod's containers (empty without a runtime)."""
+        ...
+
+    def pod_running(self, pod_uid: str) -> bool | None:
+        """Whether anything of the pod still runs; None when no runtime can tell."""
+        ...
+
+    def stop_pod(self, eviction: Eviction) -> None:
+        """Stop the evicted pod through the runtime (only called when `attached`)."""
+        ...
+
+    def collect_garbage(self) -> None:
+        """Run the periodic container and image GC when due (nothing without a runtime)."""
+        ...
+
+
+class NullRuntime:
+    """The runtime slot's answers while no runtime has answered: nothing to list, measure, stop or collect."""
+
+    attached = False
+
+    def list_sandboxes(self) -> Sequence[Sandbox]:
+        return ()
+
+    def filesystem_paths(self) -> tuple[str, str] | None:
+        return None
+
+    def container_stats(self) -> Mapping[str, Sequence[ContainerUsage]] | None:
+        return None
+
+    def sandbox_stats(self) -> Mapping[str, SandboxUsage] | None:
+        return None
+
+    def container_names(self, pod_uid: str) -> dict[str, str]:
+        return {}
+
+    def pod_running(self, pod_uid: str) -> bool | None:
+        return None
+
+    def stop_pod(self, eviction: Eviction) -> None:
+        raise EvictdError("no container runtime answers")
+
+    def collect_garbage(self) -> None:
+        return None
+
+
+NO_RUNTIME: Runtime = NullRuntime()
+

@@ -21,20 +21,20 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from evictd.adapters.node_pods import DiscoveredPods
-from evictd.core.engine import Eviction
+from evictd.core.engine import Assessment, Eviction
 from evictd.core.errors import EvictdError, KubeError
-from evictd.core.oom import oom_kill_events
+from evictd.core.oom import OomReport, oom_kill_events
 from evictd.core.pods import CONFIG_SOURCE_ANNOTATION, Pod
+from evictd.cri import NO_RUNTIME, Runtime
 from evictd.kube.critical_record import CriticalPodRecord
 from evictd.kube.events import EventRecorder, record_quietly
 from evictd.kube.evictor import KubePodEvictor
 from evictd.kube.journal import EvictionJournal
 from evictd.kube.node_writer import NodeStatusWriter
 from evictd.kube.pod_watch import PodWatcher
-from evictd.manager import CycleReport
 
 # The kubelet's podCleanupTimeout: how long it waits for evicted pods to disappear.
 POD_CLEANUP_TIMEOUT_S = 30.0
@@ -45,8 +45,16 @@ POD_CLEANUP_POLL_S = 0.2
 # On a clean stop each node request may wait this long: the stop must finish well inside the shutdown deadline.
 WITHDRAW_TIMEOUT_S = 2.0
 
-# Whether anything of the pod with this UID still runs on the node; None when the runtime cannot tell.
-PodRunning = Callable[[str], bool | None]
+
+class CycleOutcome(Protocol):
+    """What the cluster bookkeeping reads of a cycle (the manager's `CycleReport` has it)."""
+
+    @property
+    def assessment(self) -> Assessment: ...
+
+    @property
+    def oom(self) -> OomReport | None: ...
+
 
 # Without the API a pod's priority is unknown. The system-node-critical and system-cluster-critical priority
 # classes are kube-system's by convention (kube-apiserver confined them to it until v1.17; cluster add-ons
@@ -115,14 +123,15 @@ class ClusterSync:
         events: EventRecorder,
         on_error: Callable[[KubeError], None],
         log: Any,
-        pod_running: PodRunning | None = None,
+        runtime: Runtime = NO_RUNTIME,
         critical: CriticalPodRecord | None = None,
+        should_stop: Callable[[], bool] = lambda: False,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
-        # Polled during the wait: a daemon asked to stop gives up waiting (set by the composition root).
-        self.should_stop: Callable[[], bool] = lambda: False
-        self._pod_running = pod_running
+        # Polled during the wait after an eviction: a daemon asked to stop gives up waiting.
+        self._should_stop = should_stop
+        self._runtime = runtime
         self._clock = clock
         self._sleep = sleep
         self._watcher = watcher
@@ -133,11 +142,7 @@ class ClusterSync:
         self._log = log
         self._critical = critical
 
-    def use_pod_running(self, pod_running: PodRunning) -> None:
-        """Ask the container runtime whether an evicted pod still runs (a runtime that answered late)."""
-        self._pod_running = pod_running
-
-    def after_cycle(self, report: CycleReport) -> None:
+    def after_cycle(self, report: CycleOutcome) -> None:
         """Write what the cycle decided about the node; retry pending eviction writes; remember which pods the
         pod list says are critical."""
         self._remember_critical_pods()
@@ -195,7 +200,7 @@ class ClusterSync:
             if not waiting:
                 return True
             remaining = deadline - self._clock()
-            if remaining <= 0 or self.should_stop():
+            if remaining <= 0 or self._should_stop():
                 return False
             self._sleep(min(POD_CLEANUP_POLL_S, remaining))
 
@@ -206,6 +211,4 @@ class ClusterSync:
         """
         if self._watcher.is_synced() and self._watcher.pod(uid) is None:
             return True
-        if self._pod_running is None:
-            return False
-        return self._pod_running(uid) is False
+        return self._runtime.pod_running(uid) is False  # None: no runtime can tell

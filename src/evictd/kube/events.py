@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from evictd.clock import SYSTEM_CLOCK, Clock
 from evictd.core.errors import KubeError
 from evictd.kube.api import KubeApi
 
@@ -49,13 +50,13 @@ class EventRecorder:
         *,
         dry_run: bool = False,
         timeout_s: float = 10.0,
-        wall_clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self._api = api
         self._node = node_name
         self._dry_run = dry_run
         self._timeout_s = timeout_s
-        self._wall_clock = wall_clock
+        self._clock = clock
         self._recent: dict[tuple[str, str, str, str], tuple[str, str, int, datetime]] = {}
 
     def node_ref(self) -> ObjectRef:
@@ -71,7 +72,7 @@ class EventRecorder:
         annotations: Mapping[str, str] | None = None,
     ) -> dict[str, Any]:
         """Write one event (or count a repeat); return the Event body. Raises KubeError."""
-        now = self._wall_clock()
+        now = self._clock.wall()
         namespace = ref.namespace or "default"
         key = (ref.uid, event_type, reason, message)
         previous = self._recent.get(key)

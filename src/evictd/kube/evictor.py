@@ -28,13 +28,13 @@ the pod: the eviction happened, and its event is still recorded.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
-from datetime import UTC, datetime
 from typing import Any
 
+from evictd.clock import SYSTEM_CLOCK, Clock
 from evictd.core.engine import Eviction
 from evictd.core.errors import EvictdError, KubeError
+from evictd.cri import NO_RUNTIME, Runtime
 from evictd.kube.api import KubeApi
 from evictd.kube.client import is_retryable
 from evictd.kube.events import EventRecorder, ObjectRef, rfc3339
@@ -89,26 +89,26 @@ class KubePodEvictor:
         journal: EvictionJournal,
         events: EventRecorder,
         *,
-        local_kill: Callable[[Eviction], object] | None = None,
+        runtime: Runtime = NO_RUNTIME,
         timeout_s: float = 10.0,
         on_api_error: Callable[[KubeError], None] | None = None,
-        wall_clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self._api = api
         self._journal = journal
         self._events = events
-        self._local_kill = local_kill
+        self._runtime = runtime
         self._timeout_s = timeout_s
         self._on_api_error = on_api_error
-        self._wall_clock = wall_clock
+        self._clock = clock
 
-    def use_local_kill(self, local_kill: Callable[[Eviction], object]) -> None:
-        """Stop pods through the container runtime when the API is down (a runtime that answered late)."""
-        self._local_kill = local_kill
+    def _now(self) -> float:
+        """Seconds since the epoch, as journal entries record times."""
+        return self._clock.wall().timestamp()
 
     def evict(self, eviction: Eviction) -> None:
         """Carry out one eviction. Raises EvictdError when it could not be completed now (it stays pending)."""
-        entry = journal_entry(eviction, time.time())
+        entry = journal_entry(eviction, self._now())
         self._journal.record(entry)
         # Hard thresholds and local-storage limits act at once (1 s); soft ones can wait for the API.
         immediate = eviction.threshold is None or eviction.threshold.is_hard
@@ -120,9 +120,9 @@ class KubePodEvictor:
         deleted = progress is not None and progress.deleted
         # Whatever kept the API from taking the deletion (down, throttled, credentials or an admission policy
         # refusing it), a hard threshold cannot wait for a person to fix it: the runtime stops the pod now.
-        if immediate and not deleted and self._local_kill is not None:
+        if immediate and not deleted and self._runtime.attached:
             try:
-                self._local_kill(eviction)
+                self._runtime.stop_pod(eviction)
             except EvictdError as exc:
                 raise EvictdError(f"API unreachable ({failure}) and local stop failed: {exc}") from None
             self._journal.update(entry.uid, stopped_locally=True)
@@ -139,7 +139,7 @@ class KubePodEvictor:
                 errors.append(failure)
                 if is_retryable(failure):
                     break  # the API is still unwell: the rest waits for the next cycle
-        self._journal.forget_finished(time.time())
+        self._journal.forget_finished(self._now())
         self._journal.flush()  # a journal that could not be written is written as soon as it can be
         return errors
 
@@ -171,16 +171,16 @@ class KubePodEvictor:
                     continue
                 # Gone, or replaced by a pod of the same name, before evictd deleted it: nothing left to evict.
                 self._journal.update(entry.uid, condition_written=True, deleted=True, event_written=True,
-                                     done_at=time.time(), extra={**entry.extra, "ended": f"{exc.status}: {exc.detail}"})
+                                     done_at=self._now(), extra={**entry.extra, "ended": f"{exc.status}: {exc.detail}"})
                 return None
             entry = self._journal.update(entry.uid, **{flag: True})
-        self._journal.update(entry.uid, done_at=time.time())
+        self._journal.update(entry.uid, done_at=self._now())
         return None
 
     def _write_condition(self, entry: JournalEntry, timeout_s: float) -> None:
         if not entry.conditions:  # local-storage evictions: the kubelet adds no condition either
             return
-        self._api.patch_pod_status(entry.namespace, entry.name, condition_patch(entry, rfc3339(self._wall_clock())),
+        self._api.patch_pod_status(entry.namespace, entry.name, condition_patch(entry, rfc3339(self._clock.wall())),
                                    timeout_s=timeout_s)
 
     def _delete(self, entry: JournalEntry, timeout_s: float) -> None:

@@ -15,11 +15,10 @@ moving instead.
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Sequence
-from datetime import UTC, datetime
+from collections.abc import Sequence
 from typing import Any
 
+from evictd.clock import SYSTEM_CLOCK, Clock
 from evictd.core.errors import KubeError
 from evictd.core.node_status import (
     ConditionMode,
@@ -49,8 +48,7 @@ class NodeStatusWriter:
         update_period_s: float = NODE_STATUS_UPDATE_S,
         dry_run: bool = False,
         timeout_s: float = 10.0,
-        clock: Callable[[], float] = time.monotonic,
-        wall_clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self._api = api
         self._node = node_name
@@ -59,7 +57,6 @@ class NodeStatusWriter:
         self._dry_run = dry_run
         self._timeout_s = timeout_s
         self._clock = clock
-        self._wall_clock = wall_clock
         self._written: tuple[NodeCondition, ...] | None = None
         self._written_at = float("-inf")
 
@@ -70,10 +67,10 @@ class NodeStatusWriter:
         """
         current = tuple(c for c in NodeCondition if c in pressure)
         changed = current != self._written
-        if not changed and self._clock() - self._written_at < self._period_s:
+        if not changed and self._clock.monotonic() - self._written_at < self._period_s:
             return []
         node = self._get()
-        now = rfc3339(self._wall_clock())
+        now = rfc3339(self._clock.wall())
         conditions = desired_conditions((node.get("status") or {}).get("conditions") or [], current, self._mode, now)
         if not self._dry_run:
             written = self._api.patch_node_status(self._node, {"status": {"conditions": conditions}},
@@ -83,7 +80,7 @@ class NodeStatusWriter:
             self._sync_taints(written, current)
         transitions = condition_transitions(self._written or (), current) if changed else []
         self._written = current
-        self._written_at = self._clock()
+        self._written_at = self._clock.monotonic()
         return transitions
 
     def withdraw(self, timeout_s: float) -> None:
@@ -95,7 +92,7 @@ class NodeStatusWriter:
             return
         node = self._get(timeout_s)
         conditions = stopped_conditions((node.get("status") or {}).get("conditions") or [], self._mode,
-                                        rfc3339(self._wall_clock()))
+                                        rfc3339(self._clock.wall()))
         written = self._api.patch_node_status(self._node, {"status": {"conditions": conditions}}, timeout_s=timeout_s)
         self._sync_taints(written, (), timeout_s)
 

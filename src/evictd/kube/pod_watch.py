@@ -8,11 +8,10 @@ values as events arrive, so a housekeeping cycle costs nothing here.
 Staleness rules: before the first list succeeds the cache is known to be wrong and `active_pods()` raises (the
 manager then ranks the pods the node shows instead, for hard thresholds only: `cluster.NodeFallbackPods`).
 A `410 Gone` only means the watch cannot resume from its version: the cache is
-still what the last list and events said, and is served (flagged `fresh = False`) until the relist replaces
-it. Watches that expire before delivering anything (a struggling API server) back off before each relist,
-with jitter, as client-go's reflector does. While the API is merely
-unreachable the last known pods are still served, flagged `fresh = False`; the evictor then only acts
-locally on pods the container runtime confirms are still running.
+still what the last list and events said, and is served until the relist replaces it. Watches that expire
+before delivering anything (a struggling API server) back off before each relist, with jitter, as client-go's
+reflector does. While the API is merely unreachable the last known pods are still served (`last_error` says
+why the watch is down).
 """
 
 from __future__ import annotations
@@ -23,7 +22,7 @@ import random
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any
 
 from evictd.core.errors import KubeError, ScenarioError
@@ -70,7 +69,6 @@ class PodWatcher:
         self._resource_version: str | None = None
         self._events_since_list = 0
         self._synced = False
-        self.fresh = False
         self.last_error: KubeError | None = None
         self._changed = threading.Condition()
         self._stopping = threading.Event()
@@ -97,36 +95,16 @@ class PodWatcher:
         with self._changed:
             return list(self._pods.values())
 
-    def wait_gone(self, uids: Iterable[str], timeout_s: float) -> bool:
-        """Wait until none of `uids` is an active pod (deleted or terminal); return whether that happened."""
-        wanted = set(uids)
-        deadline = self._clock() + timeout_s
-        with self._changed:
-            while True:
-                alive = [u for u in wanted if u in self._pods and self._pods[u].status_phase not in TERMINAL_PHASES]
-                if not alive:
-                    return True
-                remaining = deadline - self._clock()
-                if remaining <= 0:
-                    return False
-                self._changed.wait(min(remaining, 1.0))
-
     def is_synced(self) -> bool:
         """True while the cache reflects a completed list (all sources ready, in kubelet terms)."""
         with self._changed:
             return self._synced
 
-    def wait_synced(self, timeout_s: float) -> bool:
-        return self._wait(timeout_s, lambda: self._synced)
-
     def wait_first_answer(self, timeout_s: float) -> bool:
         """Wait until the first list succeeded or failed (at most `timeout_s`); return whether it succeeded."""
-        return self._wait(timeout_s, lambda: self._synced or self.last_error is not None)
-
-    def _wait(self, timeout_s: float, done: Callable[[], bool]) -> bool:
         deadline = self._clock() + timeout_s
         with self._changed:
-            while not done():
+            while not (self._synced or self.last_error is not None):
                 remaining = deadline - self._clock()
                 if remaining <= 0:
                     return False
@@ -162,7 +140,6 @@ class PodWatcher:
                 # it delivered anything is a storm (an API server that cannot keep up): back off before each
                 # relist as client-go's reflector does, with jitter, so a thousand nodes do not relist at once.
                 with self._changed:
-                    self.fresh = False
                     self._resource_version = None
                 if self._events_since_list == 0:
                     self._stopping.wait(jittered(backoff, self._jitter()))
@@ -183,7 +160,6 @@ class PodWatcher:
         if self._stopping.is_set():
             return
         with self._changed:
-            self.fresh = False
             self.last_error = error
             if error.status == 410:  # relist; the cache stays the last correct view meanwhile
                 self._resource_version = None
@@ -203,7 +179,6 @@ class PodWatcher:
             self._events_since_list = 0
             self._resource_version = str(document.get("metadata", {}).get("resourceVersion", ""))
             self._synced = True
-            self.fresh = True
             self.last_error = None
             self._changed.notify_all()
 
@@ -212,8 +187,6 @@ class PodWatcher:
                                         timeout_s=WATCH_TIMEOUT_S + self._timeout_s)
         self._response = response
         self._watch_opened = True
-        with self._changed:
-            self.fresh = True  # reachable again: the stream delivers every change from the last version on
         try:
             if self._stopping.is_set():
                 return
@@ -242,7 +215,6 @@ class PodWatcher:
             if version:
                 self._resource_version = str(version)
             self._events_since_list += 1
-            self.fresh = True
             if kind in ("ADDED", "MODIFIED"):
                 pod = self._parse(obj)
                 if pod is not None:

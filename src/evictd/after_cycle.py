@@ -1,0 +1,149 @@
+"""What runs after every housekeeping cycle, one hook each: metrics, the cycle log, the live view, the
+sources that became unreadable, the memory notifiers' re-arming (and, built by the composition root, the
+cluster's bookkeeping and the runtime's garbage collection).
+
+A hook is any callable taking the finished `Cycle`. The daemon runs them in order after each cycle that
+produced a report; one that raises is logged and counted (`evictd_errors_total{source="cycle"}`) and the
+others still run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Protocol, TextIO
+
+from evictd.adapters.notifiers import MemcgNotifierSet, Notifier, Waiter
+from evictd.core.engine import EngineState
+from evictd.core.errors import SampleError
+from evictd.core.summary import SYSTEM_CONTAINER_PODS
+from evictd.cycle_logging import CycleLogger
+from evictd.live_view import CLEAR_SCREEN, render
+from evictd.logging_setup import RecentEvents
+from evictd.manager import CycleReport
+from evictd.metrics import Metrics
+
+
+@dataclass(frozen=True, slots=True)
+class Cycle:
+    """One finished cycle, as every after-cycle hook receives it."""
+
+    number: int
+    report: CycleReport
+    state: EngineState  # the manager's state after the cycle
+    started_at: float  # monotonic seconds
+    duration_s: float
+    wall: datetime  # when the cycle ended
+
+
+class AfterCycle(Protocol):
+    """Runs after every cycle that produced a report."""
+
+    def __call__(self, cycle: Cycle) -> None: ...
+
+
+def record_metrics(metrics: Metrics, dry_run: bool) -> AfterCycle:
+    """Export what the cycle saw and did."""
+
+    def record(cycle: Cycle) -> None:
+        metrics.record_cycle(cycle.report, cycle.state, cycle.duration_s, cycle.wall, dry_run)
+
+    return record
+
+
+def log_cycles(log: Any, dry_run: bool) -> AfterCycle:
+    """Log what changed since the previous cycle (`CycleLogger`)."""
+    logger = CycleLogger(log, dry_run)
+
+    def log_cycle(cycle: Cycle) -> None:
+        logger.log_cycle(cycle.number, cycle.report, cycle.state)
+
+    return log_cycle
+
+
+def draw_live_view(output: TextIO, node_name: str, dry_run: bool, recent: RecentEvents | None) -> AfterCycle:
+    """Redraw the terminal's live view (`logFormat: live`)."""
+
+    def draw(cycle: Cycle) -> None:
+        screen = render(cycle.report, cycle.state, node_name=node_name, cycle=cycle.number, now_wall=cycle.wall,
+                        dry_run=dry_run, recent=list(recent.lines) if recent else ())
+        output.write(CLEAR_SCREEN + screen + "\n")
+        output.flush()
+
+    return draw
+
+
+class ProblemLog:
+    """Logs each unreadable source once when it becomes unreadable, and once when it is readable again."""
+
+    def __init__(self, log: Any, gone: str, back: str) -> None:
+        self._log = log
+        self._gone = gone
+        self._back = back
+        self._seen: set[str] = set()
+
+    def update(self, number: int, problems: Sequence[SampleError]) -> None:
+        """Log what changed since the last cycle's problems."""
+        now = {f"{p.source}: {p.reason}" for p in problems}
+        for problem in sorted(now - self._seen):
+            self._log.warning(self._gone, cycle=number, detail=problem)
+        for problem in sorted(self._seen - now):
+            self._log.info(self._back, cycle=number, detail=problem)
+        self._seen = now
+
+
+def log_sample_problems(log: Any, metrics: Metrics, signal_problems: Callable[[], Sequence[SampleError]],
+                        oom_problems: Callable[[], Sequence[SampleError]]) -> AfterCycle:
+    """Log the signal sources and OOM-kill counters that became unreadable (or readable again); count a
+    cycle whose runtime stats failed."""
+    signals = ProblemLog(log, "signal source unreadable; its signals are absent", "signal source readable again")
+    ooms = ProblemLog(log, "OOM-kill counter unreadable; kills it counts are not counted",
+                      "OOM-kill counter readable again")
+
+    def update(cycle: Cycle) -> None:
+        problems = signal_problems()
+        signals.update(cycle.number, problems)
+        ooms.update(cycle.number, oom_problems())
+        metrics.record_stats_problems(problems)
+
+    return update
+
+
+class Notifiers:
+    """The wake-up sources: memcg thresholds (following each cycle's readings, re-armed every 10 s at least) and
+    PSI triggers (armed once)."""
+
+    def __init__(self, waiter: Waiter, memcg: MemcgNotifierSet | None, psi: Sequence[Notifier]) -> None:
+        self.waiter = waiter
+        self.memcg = memcg
+        self.psi = tuple(psi)
+
+    def follow(self, report: CycleReport, now: float) -> list[str]:
+        """Let the memcg notifiers follow the cycle's readings (`MemcgNotifierSet.update`, which keeps the
+        kubelet's 10 s re-arm and re-arms between when page cache moved a level); return what failed."""
+        problems: list[str] = []
+        if self.memcg is not None and report.summary is not None:
+            no_pods_container = SYSTEM_CONTAINER_PODS not in report.summary.node.system_containers
+            for description, error in self.memcg.update(report.summary, now):
+                if no_pods_container and "allocatable" in description:
+                    continue  # no pods cgroup on this node: nothing to watch, nothing wrong
+                problems.append(f"{description}: {error}")
+        wanted = (*(self.memcg.notifiers if self.memcg else ()), *self.psi)
+        if wanted != self.waiter.notifiers:
+            self.waiter.set_notifiers(wanted)
+        return problems
+
+
+class NotifierRefresh:
+    """After every cycle, lets the memory notifiers follow its readings (`Notifiers.follow`)."""
+
+    def __init__(self, notifiers: Notifiers, metrics: Metrics, log: Any) -> None:
+        self._notifiers = notifiers
+        self._metrics = metrics
+        self._log = log
+
+    def __call__(self, cycle: Cycle) -> None:
+        for problem in self._notifiers.follow(cycle.report, cycle.started_at):
+            self._metrics.errors.labels("notifier").inc()
+            self._log.warning("memory notifier unavailable", detail=problem)

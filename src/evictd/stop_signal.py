@@ -1,0 +1,116 @@
+"""How `evictd run` is asked to stop: one object owning the stop flag, the loop's wake-up and the hard deadline.
+
+SIGTERM/SIGINT (or a caller) `request` a stop: the flag is set, the shutdown deadline armed and the sleeping
+loop woken; the current cycle finishes and the daemon exits 0. The deadline (`ShutdownDeadline`, a watchdog
+thread reading a pipe) ends a shutdown that hangs with status 1. Everything `request` does is safe in a signal
+handler: it takes no lock and starts no thread.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+import threading
+from collections.abc import Callable
+from types import FrameType
+from typing import Any
+
+# Exit status when the shutdown deadline passes with the cycle still running.
+EXIT_SHUTDOWN_DEADLINE = 1
+
+
+class ShutdownDeadline:
+    """Ends a hung shutdown; armed from a signal handler without taking any Python lock.
+
+    A watchdog thread, started before any signal can arrive, blocks reading a pipe. `arm` writes one byte
+    (`os.write` takes no lock and is async-signal-safe); the thread then waits `timeout_s` for `disarm`'s byte
+    and calls `on_expiry` if none came. Starting a `threading.Timer` in the handler instead could deadlock: it
+    takes threading's internal locks, which the interrupted main thread may be holding.
+    """
+
+    ARM = b"a"
+    DISARM = b"d"
+
+    def __init__(self, timeout_s: float, on_expiry: Callable[[], None]) -> None:
+        self._timeout_s = timeout_s
+        self._on_expiry = on_expiry
+        self._read_fd, self._write_fd = os.pipe()
+        self._thread = threading.Thread(target=self._watch, name="evictd-shutdown-deadline", daemon=True)
+        self._thread.start()
+
+    def arm(self) -> None:
+        """Start the countdown. Safe in a signal handler."""
+        os.write(self._write_fd, self.ARM)
+
+    def disarm(self) -> None:
+        """The loop finished: the countdown (running or not) ends without effect, and the thread with it."""
+        os.write(self._write_fd, self.DISARM)
+        self._thread.join(timeout=1.0)
+        for fd in (self._read_fd, self._write_fd):
+            os.close(fd)
+
+    def _watch(self) -> None:
+        if os.read(self._read_fd, 1) != self.ARM:
+            return
+        readable, _, _ = select.select([self._read_fd], [], [], self._timeout_s)
+        if not readable:
+            self._on_expiry()
+
+
+class StopSignal:
+    """The stop flag of the daemon, with what a stop request must also do: wake the loop, arm the deadline.
+
+    `wake` cuts the loop's sleep short (the Waiter's self-pipe). When the deadline passes, `log` says so and
+    the process exits with status 1 at once (`exit`: `os._exit`, which no hung thread can hold up). The
+    watchdog exists only between `install` and `close`: before `install` a request sets the flag and wakes
+    the loop, nothing more.
+    """
+
+    def __init__(self, wake: Callable[[], None], deadline_s: float, log: Any,
+                 exit: Callable[[int], object] = os._exit) -> None:
+        self.deadline_s = deadline_s
+        self.reason = ""
+        self._requested = False
+        self._wake = wake
+        self._log = log
+        self._exit = exit
+        self._deadline: ShutdownDeadline | None = None
+
+    def is_set(self) -> bool:
+        """True once a stop was requested."""
+        return self._requested
+
+    def request(self, reason: str = "stop requested") -> None:
+        """Stop after the current cycle. Safe in a signal handler: no logging, no lock, no thread.
+
+        The deadline is armed before the loop is woken, so the loop's exit always finds it to disarm.
+        """
+        if self._requested:
+            return
+        self.reason = reason
+        if self._deadline is not None:
+            self._deadline.arm()
+        self._requested = True
+        self._wake()
+
+    def install(self) -> None:
+        """Start the deadline's watchdog, then stop on SIGTERM/SIGINT (a handler cannot start the watchdog)."""
+        if self._deadline is None:
+            self._deadline = ShutdownDeadline(self.deadline_s, self._deadline_passed)
+
+        def handler(signum: int, frame: FrameType | None) -> None:
+            self.request(signal.Signals(signum).name)
+
+        signal.signal(signal.SIGTERM, handler)
+        signal.signal(signal.SIGINT, handler)
+
+    def _deadline_passed(self) -> None:
+        self._log.error("shutdown deadline passed with the cycle still running; exiting", deadline_s=self.deadline_s)
+        self._exit(EXIT_SHUTDOWN_DEADLINE)
+
+    def close(self) -> None:
+        """The loop has finished: disarm the deadline and end its watchdog."""
+        if self._deadline is not None:
+            self._deadline.disarm()
+            self._deadline = None

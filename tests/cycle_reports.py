@@ -1,0 +1,122 @@
+"""Cycle reports from the real EvictionManager, for the tests of what the daemon does with them (metrics, cycle
+logs, the live view, the after-cycle hooks).
+
+Builders' Kubernetes documents go through `evictd.simulate.parse_scenario` and `run_scenario` (its scripted
+stats and fake clock are the only stand-ins), or through a manager whose stats source fails, exactly as the
+daemon would see them. `memory_run` (a fixture, registered in conftest.py) is the memory story below.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from builders import Gi, Mi, pod, pod_stats, stamp, summary
+from evictd.core.engine import EngineState, effective_thresholds
+from evictd.core.errors import SampleError
+from evictd.core.signals import FsLayout
+from evictd.core.summary import Summary
+from evictd.manager import CycleReport, EvictionManager
+from evictd.simulate import (
+    FakeClock,
+    FixedLayout,
+    RecordingEvictor,
+    RecordingReclaimer,
+    ScriptedPods,
+    ScriptedStats,
+    parse_scenario,
+    run_scenario,
+)
+
+CAPACITY = 16 * Gi
+NOW_WALL = datetime(2026, 11, 21, 10, 0, 42, tzinfo=UTC)
+FIXTURE_V1 = Path(__file__).resolve().parent / "fixtures" / "cgroup" / "v1-cgroupfs"
+FIXTURE_V2 = FIXTURE_V1.parent / "v2-cgroupfs"
+
+
+# --------------------------------------------------------------------------------------------------
+# Scenario documents and the reports the real manager produces from them
+
+
+WEB = pod("web", requests={"memory": "100Mi"})
+DB = pod("db", priority=1000, requests={"memory": "1Gi"})
+STATIC_PROXY = pod("static-proxy", annotations={"kubernetes.io/config.source": "file"})  # critical
+PODS = [WEB, DB, STATIC_PROXY]
+POD_STATS = [pod_stats(WEB, memory=600 * Mi), pod_stats(DB, memory=700 * Mi), pod_stats(STATIC_PROXY, memory=900 * Mi)]
+MEMORY_CONFIG = {
+    "evictionHard": {"memory.available": "1Gi", "nodefs.available": "10%"},
+    "evictionSoft": {"memory.available": "2Gi"},
+    "evictionSoftGracePeriod": {"memory.available": "1m30s"},
+}
+
+
+def memory_step(at: int, available: int, second: int | None = None) -> dict[str, Any]:
+    """A step whose node has `available` of CAPACITY memory left, its stats taken at `second` (default `at`)."""
+    return {"at": at, "summary": summary(memory=available, memory_ws=CAPACITY - available, pods=POD_STATS,
+                                         time=stamp(at if second is None else second))}
+
+
+# The memory story: calm; soft threshold met (grace running); hard threshold met (an eviction, the static pod
+# skipped); calm again (conditions linger); conditions gone after the 5 min transition period.
+MEMORY_STEPS = [
+    memory_step(0, 8 * Gi),
+    memory_step(10, 1536 * Mi),
+    memory_step(20, 1536 * Mi),
+    memory_step(30, 500 * Mi),
+    memory_step(40, 8 * Gi),
+    memory_step(400, 8 * Gi, second=50),
+]
+WEB_MESSAGE = ("The node was low on resource: memory. Threshold quantity: 1Gi, available: 500Mi. "
+               "Container app was using 600Mi, request is 100Mi, has larger consumption of memory. ")
+
+
+@dataclass
+class Run:
+    """The reports of a scenario and the engine state the daemon would hand to its reporters."""
+
+    reports: list[CycleReport]
+    state: EngineState
+
+
+def run(config: dict[str, Any], steps: list[dict[str, Any]], pods: Sequence[dict[str, Any]] = PODS,
+        layout: dict[str, bool] | None = None) -> Run:
+    scenario = parse_scenario({"config": config, "pods": list(pods), "steps": steps, "layout": layout or {}})
+    # The thresholds are fixed by the first cycle (containerfs derivation): what the manager's state holds.
+    thresholds, _ = effective_thresholds(scenario.config, scenario.layout)
+    return Run(run_scenario(scenario), EngineState(layout=scenario.layout, thresholds=tuple(thresholds)))
+
+
+@pytest.fixture(scope="module")
+def memory_run() -> Run:
+    return run(MEMORY_CONFIG, MEMORY_STEPS)
+
+
+class FailingStats:
+    """A stats source that cannot be read (an unreadable cgroup file, an unreachable kubelet)."""
+
+    def summary(self) -> Summary:
+        raise SampleError("/sys/fs/cgroup/memory/memory.usage_in_bytes", "Permission denied")
+
+
+def failing_cycle(config: dict[str, Any]) -> CycleReport:
+    pods = ScriptedPods()
+    manager = EvictionManager(
+        parse_scenario({"config": config}).config,
+        stats=FailingStats(),
+        layout=FixedLayout(FsLayout()),
+        pods=pods,
+        reclaimer=RecordingReclaimer(ScriptedStats()),
+        evictor=RecordingEvictor(),
+        clock=FakeClock(),
+    )
+    return manager.synchronize()
+
+
+def without_pod_list(report: CycleReport, *, pods_from_node: bool = True) -> CycleReport:
+    return replace(report, pod_list_problem="Kubernetes API list pods failed (None): pod cache not synced",
+                   pods_from_node=pods_from_node)

@@ -1,0 +1,118 @@
+"""The after-cycle hooks (src/evictd/after_cycle.py): re-arming the memory notifiers from a cycle's readings.
+
+The memcg notifiers are registered on this machine's root memory cgroup.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import replace
+
+import pytest
+
+from builders import Gi, summary
+from cycle_reports import (
+    MEMORY_CONFIG,
+    failing_cycle,
+    memory_step,
+    run,
+)
+from evictd.adapters.notifiers import MemcgNotifierSet, PsiNotifier, Waiter
+from evictd.after_cycle import Notifiers
+from evictd.core.kubelet_config import eviction_settings
+from evictd.core.memcg import MEMCG_REARM_STEP_BYTES
+from evictd.core.summary import Summary, summary_from_dict
+
+# --------------------------------------------------------------------------------------------------
+# Re-arming the memory notifiers
+
+
+def memory_summary(*, pods_container: bool, usage: bool = True) -> Summary:
+    document = summary(memory=8 * Gi, memory_ws=8 * Gi, allocatable=4 * Gi if pods_container else None,
+                       allocatable_ws=2 * Gi)
+    if usage:
+        document["node"]["memory"]["usageBytes"] = 9 * Gi
+        for container in document["node"].get("systemContainers", []):
+            container["memory"]["usageBytes"] = 3 * Gi
+    return summary_from_dict(document)
+
+
+@pytest.fixture
+def waiter() -> Iterator[Waiter]:
+    with Waiter() as real:
+        yield real
+
+
+def memcg_set(pods_cgroup: str) -> MemcgNotifierSet:
+    settings = eviction_settings({"evictionHard": {"memory.available": "1Gi", "allocatableMemory.available": "1Gi"},
+                                  "enforceNodeAllocatable": []})
+    return MemcgNotifierSet(tuple(settings.thresholds()), memory_root="/sys/fs/cgroup/memory",
+                            pods_cgroup=pods_cgroup)
+
+
+NODE_NOTIFIERS = ["hard memory eviction threshold", "hard memory eviction threshold: usage fell"]
+
+
+def refresh(notifiers: Notifiers, summary_: Summary | None) -> list[str]:
+    report = replace(run(MEMORY_CONFIG, [memory_step(0, 8 * Gi)]).reports[0], summary=summary_)
+    return notifiers.follow(report, 0.0)
+
+
+def test_refresh_ignores_missing_allocatable_notifiers_without_a_pods_container(waiter: Waiter) -> None:
+    memcg = memcg_set("evictd-test-absent/kubepods")
+    notifiers = Notifiers(waiter=waiter, memcg=memcg, psi=())
+    try:
+        assert refresh(notifiers, memory_summary(pods_container=False)) == []
+        # Only the node-level notifier and its drop watch, registered on this machine's real root memory cgroup.
+        assert waiter.notifiers == (memcg,)
+        assert [n.description for n in (*memcg.levels, *memcg.drop_watches)] == NODE_NOTIFIERS
+        assert [n.cgroup_dir for n in (*memcg.levels, *memcg.drop_watches)] == ["/sys/fs/cgroup/memory"] * 2
+        assert memcg.levels[0].threshold_bytes == 16 * Gi - 1 * Gi + 1 * Gi
+        assert memcg.drop_watches[0].threshold_bytes == 9 * Gi - MEMCG_REARM_STEP_BYTES, "a step below usage"
+    finally:
+        memcg.close()
+
+
+def test_refresh_reports_a_pods_cgroup_it_cannot_watch(waiter: Waiter) -> None:
+    memcg = memcg_set("evictd-test-absent/kubepods")
+    notifiers = Notifiers(waiter=waiter, memcg=memcg, psi=())
+    try:
+        (problem,) = refresh(notifiers, memory_summary(pods_container=True))
+        assert problem.startswith("hard allocatable memory eviction threshold: "
+                                  "/sys/fs/cgroup/memory/evictd-test-absent/kubepods/")
+        assert "No such file or directory" in problem
+        assert waiter.notifiers == (memcg,)
+        assert [n.description for n in (*memcg.levels, *memcg.drop_watches)] == NODE_NOTIFIERS
+    finally:
+        memcg.close()
+
+
+def test_refresh_reports_incomplete_node_memory(waiter: Waiter) -> None:
+    memcg = memcg_set("evictd-test-absent/kubepods")
+    notifiers = Notifiers(waiter=waiter, memcg=memcg, psi=())
+    try:
+        (problem,) = refresh(notifiers, memory_summary(pods_container=False, usage=False))
+        assert problem.startswith("hard memory eviction threshold: summary node.memory: summary was incomplete.")
+        assert waiter.notifiers == (memcg,), "kept in the waiter, to be armed at the next refresh"
+        assert memcg.levels == memcg.drop_watches == ()
+    finally:
+        memcg.close()
+
+
+def test_refresh_keeps_the_psi_notifiers_with_or_without_memcg_and_stats(waiter: Waiter) -> None:
+    # A real PSI trigger on this machine's /proc/pressure/memory (a 2 s window: no CAP_SYS_RESOURCE here).
+    with PsiNotifier("/proc/pressure/memory", 150_000, 2_000_000) as psi:
+        assert refresh(Notifiers(waiter=waiter, memcg=None, psi=(psi,)), memory_summary(pods_container=True)) == []
+        assert waiter.notifiers == (psi,), "cgroup v2: PSI only"
+        memcg = memcg_set("evictd-test-absent/kubepods")
+        try:
+            notifiers = Notifiers(waiter=waiter, memcg=memcg, psi=(psi,))
+            assert notifiers.follow(failing_cycle(MEMORY_CONFIG), 0.0) == []
+            assert memcg.levels == (), "no stats: nothing to compute a level from"
+            assert waiter.notifiers == (memcg, psi)
+            assert refresh(notifiers, memory_summary(pods_container=False)) == []
+            assert waiter.notifiers == (memcg, psi)
+            assert not memcg.closed and [n.description for n in memcg.levels] == ["hard memory eviction threshold"]
+            assert not psi.closed
+        finally:
+            memcg.close()

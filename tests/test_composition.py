@@ -1,0 +1,96 @@
+"""The composition root (src/evictd/composition.py): PSI wake-ups, layout detection and the stats-source choice.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+import structlog
+
+from evictd.adapters.cgroups import CgroupLayout, CgroupReader
+from evictd.adapters.kubelet_summary import ApiProxySummarySource, KubeletSummarySource
+from evictd.adapters.node_pods import DiscoveredPods
+from evictd.adapters.node_stats import NodeStatsSource
+from evictd.composition import PathLayout, build_psi_notifiers, build_stats_source
+from evictd.config import load_configuration
+from evictd.core.errors import SampleError
+from evictd.core.signals import FsLayout
+
+FIXTURE_V1 = Path(__file__).resolve().parent / "fixtures" / "cgroup" / "v1-cgroupfs"
+FIXTURE_V2 = FIXTURE_V1.parent / "v2-cgroupfs"
+
+
+def test_psi_wakeups_watch_the_machine_and_on_cgroup_v2_the_pods_cgroup(tmp_path: Path) -> None:
+    settings = configuration(tmp_path, "psiStallThreshold: 200ms\npsiWindow: 4s\n").evictd
+    log = structlog.get_logger("test")
+    v2_root = tmp_path / "cgroup"
+    shutil.copytree(FIXTURE_V2, v2_root)  # pods cgroup memory.pressure is a plain file here: we read what is written
+    v2 = CgroupLayout(version=2, root=v2_root)
+    notifiers = build_psi_notifiers(settings, v2, CgroupReader(v2), log)
+    try:
+        assert [(n.path, n.description) for n in notifiers] == [  # type: ignore[attr-defined]
+            ("/proc/pressure/memory", "node memory pressure stall"),
+            (str(v2_root / "kubepods" / "memory.pressure"), "pods cgroup memory pressure stall"),
+        ]
+        written = (v2_root / "kubepods" / "memory.pressure").read_bytes()
+        assert written.startswith(b"some 200000 4000000\0"), "the trigger, NUL-terminated, over the file's text"
+        assert (v2_root / "memory.pressure").read_bytes() == FIXTURE_V2.joinpath("memory.pressure").read_bytes(), (
+            "the root cgroup's file is not the machine's: /proc/pressure/memory is")
+    finally:
+        for notifier in notifiers:
+            notifier.close()
+    v1 = CgroupLayout(version=1, root=FIXTURE_V1)
+    machine_only = build_psi_notifiers(settings, v1, CgroupReader(v1), log)
+    try:
+        assert [n.description for n in machine_only] == ["node memory pressure stall"]  # type: ignore[attr-defined]
+    finally:
+        for notifier in machine_only:
+            notifier.close()
+    off = configuration(tmp_path, "psiWakeups: false\n").evictd
+    assert build_psi_notifiers(off, v2, CgroupReader(v2), log) == ()
+
+
+def test_path_layout_compares_the_filesystems_of_the_configured_folders(
+    tmp_path: Path, tmpfs_mount: Path, ext4_mount: Path
+) -> None:
+    kubelet = str(tmp_path / "var" / "lib" / "kubelet")  # none of these folders exist yet
+    images = str(tmpfs_mount / "containerd")
+    layers = str(ext4_mount / "containerd" / "snapshots")
+    assert PathLayout(kubelet, kubelet, kubelet).layout() == FsLayout(dedicated_imagefs=False, split_containerfs=False)
+    assert PathLayout(kubelet, images, images).layout() == FsLayout(dedicated_imagefs=True, split_containerfs=False)
+    assert PathLayout(kubelet, images, layers).layout() == FsLayout(dedicated_imagefs=True, split_containerfs=True)
+
+
+def configuration(tmp_path: Path, evictd: str) -> Any:
+    path = tmp_path / "evictd.yaml"
+    path.write_text("apiVersion: evictd.io/v1alpha1\nkind: EvictdConfiguration\n" + evictd)
+    return load_configuration([str(path)])
+
+
+def test_build_stats_source_picks_the_configured_source(tmp_path: Path) -> None:
+    cgroups = CgroupReader(CgroupLayout(version=1, root=FIXTURE_V1))
+    pods = DiscoveredPods(cgroups, str(tmp_path / "logs"))
+    node = build_stats_source(configuration(tmp_path, f"kubeletRootDir: {tmp_path}\n"), cgroups, pods, "node-1",
+                              discovered=pods)
+    assert isinstance(node.source, NodeStatsSource) and node.disk_walker is not None
+    assert node.source.summary().node.node_name == "node-1" and node.problems() == node.source.problems
+    direct = build_stats_source(
+        configuration(tmp_path, "statsSource: kubelet\nkubeletSummaryURL: https://127.0.0.1:10250/stats/summary\nkubeletInsecureTLS: true\n"),
+        cgroups, pods, "node-1")
+    assert isinstance(direct.source, KubeletSummarySource) and direct.disk_walker is None
+    assert direct.insecure_reason.startswith("kubeletInsecureTLS is true")
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text('{"apiVersion": "v1", "kind": "Config", "current-context": "c",'
+                          '"clusters": [{"name": "k", "cluster": {"server": "http://127.0.0.1:1"}}],'
+                          '"users": [{"name": "u", "user": {"token": "t"}}],'
+                          '"contexts": [{"name": "c", "context": {"cluster": "k", "user": "u"}}]}')
+    proxy = build_stats_source(configuration(tmp_path, f"statsSource: kubelet\nkubeconfig: {kubeconfig}\n"),
+                               cgroups, pods, "node-1")
+    assert isinstance(proxy.source, ApiProxySummarySource) and proxy.disk_walker is None
+    with pytest.raises(SampleError) as info:
+        proxy.source.summary()
+    assert proxy.problems() == (info.value,)
+    assert info.value.source == "/api/v1/nodes/node-1/proxy/stats/summary"

@@ -1,0 +1,93 @@
+"""The live view (src/evictd/live_view.py): signals, thresholds, grace progress, the ranking and recent events.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import replace
+
+from builders import Gi, Mi, pod, pod_stats, stamp, summary
+from cycle_reports import (
+    MEMORY_CONFIG,
+    NOW_WALL,
+    WEB_MESSAGE,
+    Run,
+    failing_cycle,
+    memory_step,
+    run,
+)
+from evictd.live_view import render
+
+# --------------------------------------------------------------------------------------------------
+# The live view
+
+
+def rows(screen: str) -> dict[str, list[str]]:
+    """Return the signal table's rows by signal name, cells split on the column gaps."""
+    table: dict[str, list[str]] = {}
+    for line in screen.splitlines():
+        cells = re.split(r"\s{2,}", line.strip())
+        if "." in cells[0] and len(cells) == 5 and not line.startswith(" "):
+            table[cells[0]] = cells[1:]
+    return table
+
+
+def screen_of(run_: Run, index: int, *, dry_run: bool = True, recent: Sequence[str] = ()) -> str:
+    return render(run_.reports[index], run_.state, node_name="node-1", cycle=index + 1,
+                  now_wall=NOW_WALL, dry_run=dry_run, recent=recent)
+
+
+def test_live_view_shows_signals_thresholds_and_grace_progress(memory_run: Run) -> None:
+    screen = screen_of(memory_run, 2)
+    lines = screen.splitlines()
+    assert lines[0] == "evictd on node-1 - cycle 3 at 10:00:42 UTC - dry-run: decisions are reported, nothing is changed"
+    assert lines[1] == "node conditions: MemoryPressure"
+    assert lines[3].split() == ["SIGNAL", "AVAILABLE", "CAPACITY", "THRESHOLDS", "STATE"]
+    table = rows(screen)
+    assert table["memory.available"] == ["1.5 GiB", "16.0 GiB", "hard 1.0 GiB, soft 2.0 GiB", "grace 10/90s"]
+    assert table["nodefs.available"] == ["80.0 GiB", "100.0 GiB", "hard 10.0 GiB", "ok"]
+    assert table["imagefs.available"] == ["80.0 GiB", "100.0 GiB", "-", "ok"]
+    assert table["nodefs.inodesFree"] == ["1,000,000", "2,000,000", "-", "ok"]
+    # Configured (the enforceNodeAllocatable copy) but not observed: this summary has no pods container.
+    assert table["allocatableMemory.available"] == ["no data", "-", "hard 1Gi", "-"]
+    assert "containerfs.available" in table and "pid.available" not in table, "pid: neither observed nor configured"
+
+
+def test_live_view_ranking_marks_critical_pods(memory_run: Run) -> None:
+    calm = screen_of(memory_run, 1)
+    assert "eviction order if memory ran short:\n  1. default/static-proxy (critical, never evicted)\n" \
+           "  2. default/web\n  3. default/db" in calm
+    acting = screen_of(memory_run, 3)
+    assert rows(acting)["memory.available"][-1] == "MET"
+    assert "eviction order (this cycle):\n  1. default/static-proxy (critical, never evicted)\n  2. default/web\n" \
+           in acting
+    assert f"would evict default/web (memory.available): {WEB_MESSAGE}" in acting
+    assert "acting on memory.available<1Gi (hard)" in acting
+    assert f"evicted default/web (memory.available): {WEB_MESSAGE}" in screen_of(memory_run, 3, dry_run=False)
+    assert screen_of(memory_run, 3, dry_run=False).splitlines()[0].endswith(" UTC - acting")
+
+
+def test_live_view_calm_node_and_recent_events(memory_run: Run) -> None:
+    screen = screen_of(memory_run, 0, recent=["10:00:40 threshold met memory.available<2Gi", "10:00:41 x"])
+    assert "node conditions: none" in screen
+    assert rows(screen)["memory.available"][-1] == "ok"
+    assert screen.endswith("recent events:\n10:00:40 threshold met memory.available<2Gi\n10:00:41 x")
+
+
+def test_live_view_without_pods_or_stats(memory_run: Run) -> None:
+    no_pods = run(MEMORY_CONFIG, [memory_step(0, 8 * Gi)], pods=[])
+    assert "eviction order: no pods found on this node" in screen_of(no_pods, 0)
+    stats_failed = replace(failing_cycle(MEMORY_CONFIG), pods=memory_run.reports[0].pods)
+    screen = render(stats_failed, memory_run.state, node_name="node-1", cycle=1, now_wall=NOW_WALL, dry_run=True)
+    assert rows(screen)["memory.available"] == ["no data", "-", "hard 1Gi, soft 2Gi", "-"]
+    assert "eviction order: unknown (stats unavailable)" in screen
+
+
+def test_live_view_shows_the_first_five_pods() -> None:
+    many = [pod(f"p{i}", requests={"memory": "10Mi"}) for i in range(7)]
+    stats = [pod_stats(p, memory=(100 + i) * Mi) for i, p in enumerate(many)]
+    step = {"at": 0, "summary": summary(memory=8 * Gi, memory_ws=8 * Gi, pods=stats, time=stamp(0))}
+    screen = screen_of(run(MEMORY_CONFIG, [step], pods=many), 0)
+    assert "  5. default/p2\n  ... and 2 more" in screen
+    assert "  1. default/p6\n" in screen

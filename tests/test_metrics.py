@@ -1,0 +1,208 @@
+"""Metrics (src/evictd/metrics.py): what one cycle's report exports, on the real manager's reports.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import replace
+from datetime import datetime, timedelta
+
+import pytest
+
+from builders import Gi, Mi, fs, stamp
+from cycle_reports import (
+    CAPACITY,
+    MEMORY_CONFIG,
+    MEMORY_STEPS,
+    NOW_WALL,
+    Run,
+    failing_cycle,
+    run,
+    without_pod_list,
+)
+from evictd.core.engine import ReclaimAction
+from evictd.core.errors import SampleError
+from evictd.core.signals import NodeCondition
+from evictd.manager import CycleReport, ReclaimResult
+from evictd.metrics import Metrics
+
+# --------------------------------------------------------------------------------------------------
+# Metrics
+
+
+def recorded(run_: Run, upto: int, *, dry_run: bool = True) -> Metrics:
+    """Return metrics fed with the first `upto` reports of a run, each decided 12 s after its stats."""
+    metrics = Metrics()
+    for report in run_.reports[:upto]:
+        metrics.record_cycle(report, run_.state, 0.004, stats_time(report) + timedelta(seconds=12), dry_run)
+    return metrics
+
+
+def stats_time(report: CycleReport) -> datetime:
+    assert report.summary is not None and report.summary.node.memory is not None
+    assert report.summary.node.memory.time is not None
+    return report.summary.node.memory.time
+
+
+def sample(metrics: Metrics, name: str, **labels: str) -> float | None:
+    return metrics.registry.get_sample_value(name, labels)
+
+
+def test_metrics_of_a_calm_cycle(memory_run: Run) -> None:
+    metrics = recorded(memory_run, 1)
+    assert sample(metrics, "evictd_cycles_total") == 1
+    assert sample(metrics, "evictd_cycle_duration_seconds_count") == 1
+    assert sample(metrics, "evictd_cycle_duration_seconds_sum") == 0.004
+    assert sample(metrics, "evictd_signal_available_bytes", signal="memory.available") == 8 * Gi
+    assert sample(metrics, "evictd_signal_capacity_bytes", signal="memory.available") == CAPACITY
+    assert sample(metrics, "evictd_signal_available_bytes", signal="nodefs.available") == 80 * Gi
+    assert sample(metrics, "evictd_stats_age_seconds", signal="memory.available") == 12
+    assert sample(metrics, "evictd_threshold_bytes", signal="memory.available", kind="hard") == 1 * Gi
+    assert sample(metrics, "evictd_threshold_bytes", signal="memory.available", kind="soft") == 2 * Gi
+    # 10% of 100Gi in the kubelet's float32 arithmetic (KUBELET_SPEC §2.5), not 10Gi exactly.
+    assert sample(metrics, "evictd_threshold_bytes", signal="nodefs.available", kind="hard") == 10737418400
+    for kind in ("hard", "soft"):
+        assert sample(metrics, "evictd_threshold_met", signal="memory.available", kind=kind) == 0
+    for condition in NodeCondition:
+        assert sample(metrics, "evictd_node_condition", condition=str(condition)) == 0
+    assert sample(metrics, "evictd_dry_run_evictions_total", eviction_signal="memory.available") == 0
+    assert sample(metrics, "evictd_errors_total", source="stats") == 0
+
+
+def test_metrics_follow_thresholds_and_conditions(memory_run: Run) -> None:
+    metrics = recorded(memory_run, 2)
+    assert sample(metrics, "evictd_threshold_met", signal="memory.available", kind="soft") == 1
+    assert sample(metrics, "evictd_threshold_met", signal="memory.available", kind="hard") == 0
+    assert sample(metrics, "evictd_node_condition", condition="MemoryPressure") == 1
+    assert sample(metrics, "evictd_signal_available_bytes", signal="memory.available") == 1536 * Mi
+    assert sample(metrics, "evictd_eviction_stats_age_seconds_count", eviction_signal="memory.available") is None
+    for report in memory_run.reports[2:5]:
+        metrics.record_cycle(report, memory_run.state, 0.001, stats_time(report), True)
+    assert sample(metrics, "evictd_threshold_met", signal="memory.available", kind="soft") == 0
+    assert sample(metrics, "evictd_node_condition", condition="MemoryPressure") == 1, "lingers 5 minutes"
+    metrics.record_cycle(memory_run.reports[5], memory_run.state, 0.001, NOW_WALL, True)
+    assert sample(metrics, "evictd_node_condition", condition="MemoryPressure") == 0
+    assert sample(metrics, "evictd_cycles_total") == 6
+
+
+@pytest.mark.parametrize(("dry_run", "counted", "not_counted"), [
+    (True, "evictd_dry_run_evictions_total", "evictd_evictions_total"),
+    (False, "evictd_evictions_total", "evictd_dry_run_evictions_total"),
+], ids=["dry-run", "acting"])
+def test_evictions_are_counted_by_signal(memory_run: Run, dry_run: bool, counted: str, not_counted: str) -> None:
+    assert [e.pod.name for e in memory_run.reports[3].evictions] == ["web"]
+    metrics = recorded(memory_run, 4, dry_run=dry_run)
+    assert sample(metrics, counted, eviction_signal="memory.available") == 1
+    assert sample(metrics, not_counted, eviction_signal="memory.available") == 0
+    # The stats behind the eviction were 12 s old when it was decided (the kubelet's stats-age histogram).
+    assert sample(metrics, "evictd_eviction_stats_age_seconds_count", eviction_signal="memory.available") == 1
+    assert sample(metrics, "evictd_eviction_stats_age_seconds_sum", eviction_signal="memory.available") == 12
+
+
+def test_error_counters(memory_run: Run) -> None:
+    metrics = Metrics()
+    stats_failure = failing_cycle(MEMORY_CONFIG)
+    assert len(stats_failure.errors) == 1
+    metrics.record_cycle(stats_failure, memory_run.state, 0.001, NOW_WALL, True)
+    assert sample(metrics, "evictd_errors_total", source="stats") == 1
+    troubled = replace(
+        memory_run.reports[3],
+        reclaim=(ReclaimResult(ReclaimAction.CONTAINER_GC, freed_bytes=5),
+                 ReclaimResult(ReclaimAction.IMAGE_GC, error="rpc error: code = Unavailable")),
+        eviction_errors=("default/web: pods \"web\" is forbidden",),
+    )
+    metrics.record_cycle(troubled, memory_run.state, 0.001, NOW_WALL, True)
+    assert sample(metrics, "evictd_errors_total", source="reclaim") == 1
+    assert sample(metrics, "evictd_errors_total", source="eviction") == 1
+    assert sample(metrics, "evictd_dry_run_evictions_total", eviction_signal="memory.available") == 1, \
+        "a failed eviction still counts, as the kubelet counts it"
+    assert sample(metrics, "evictd_reclaimed_bytes_total", action="containerGC") == 5
+    assert sample(metrics, "evictd_reclaimed_bytes_total", action="imageGC") == 0, "a failed reclaim frees nothing"
+
+
+def test_each_signal_is_exported_in_the_unit_of_its_resource(memory_run: Run) -> None:
+    metrics = recorded(memory_run, 1)
+    assert sample(metrics, "evictd_signal_available_inodes", signal="nodefs.inodesFree") == 1_000_000
+    assert sample(metrics, "evictd_signal_capacity_inodes", signal="nodefs.inodesFree") == 2_000_000
+    assert sample(metrics, "evictd_signal_available_bytes", signal="nodefs.inodesFree") is None
+    assert sample(metrics, "evictd_signal_available_inodes", signal="nodefs.available") is None
+
+
+def test_known_label_values_are_exported_at_zero_from_the_start() -> None:
+    metrics = Metrics()
+    for signal in ("memory.available", "pid.available", "emptydirfs.limit", "ephemeralcontainerfs.limit"):
+        assert sample(metrics, "evictd_evictions_total", eviction_signal=signal) == 0
+        assert sample(metrics, "evictd_dry_run_evictions_total", eviction_signal=signal) == 0
+    for scope in ("node", "pods", "pod"):
+        assert sample(metrics, "evictd_oom_kills_total", scope=scope) == 0
+    assert sample(metrics, "evictd_oom_kills_too_late_total", activity="grace-period") == 0
+    assert sample(metrics, "evictd_oom_kills_too_late_total", activity="idle") is None, "idle is never too late"
+    assert sample(metrics, "evictd_errors_total", source="runtime") == 0
+
+
+def test_a_cycle_whose_runtime_stats_calls_failed_counts_as_a_runtime_error() -> None:
+    metrics = Metrics()
+    metrics.record_stats_problems([SampleError("/sys/fs/cgroup/memory/kubepods/memory.stat", "No such file")])
+    assert sample(metrics, "evictd_errors_total", source="runtime") == 0
+    metrics.record_stats_problems([SampleError("CRI ListContainerStats", "rpc error: code = Unavailable"),
+                                   SampleError("CRI ListPodSandboxStats", "rpc error: code = Unavailable")])
+    assert sample(metrics, "evictd_errors_total", source="runtime") == 1, "one per cycle"
+
+
+def test_healthy_is_the_healthz_rule_at_scrape_time() -> None:
+    metrics = Metrics()
+    healthy = [True]
+    metrics.watch_health(lambda: healthy[0])
+    assert sample(metrics, "evictd_healthy") == 1
+    healthy[0] = False
+    assert sample(metrics, "evictd_healthy") == 0
+
+
+def test_pod_disk_figures_age_and_pods_without_them(memory_run: Run) -> None:
+    from evictd.core.summary import FsStats, PodReference, PodStats
+
+    def with_pods(*ages_s: float | None) -> CycleReport:
+        report = memory_run.reports[0]
+        assert report.summary is not None
+        pods = tuple(PodStats(pod_ref=PodReference(name=f"p{i}", namespace="ns", uid=f"u{i}"),
+                              ephemeral_storage=None if age is None else FsStats(
+                                  time=NOW_WALL - timedelta(seconds=age), used_bytes=4096, inodes_used=1))
+                     for i, age in enumerate(ages_s))
+        return replace(report, summary=replace(report.summary, pods=pods))
+
+    metrics = Metrics()
+    metrics.record_cycle(with_pods(3.0, None, 17.5, None), memory_run.state, 0.001, NOW_WALL, True)
+    assert sample(metrics, "evictd_pod_disk_usage_age_seconds") == 17.5
+    assert sample(metrics, "evictd_pods_without_disk_usage") == 2
+    metrics.record_cycle(with_pods(None), memory_run.state, 0.001, NOW_WALL, True)
+    assert sample(metrics, "evictd_pod_disk_usage_age_seconds") == 0
+    assert sample(metrics, "evictd_pods_without_disk_usage") == 1
+
+
+def test_a_signal_no_longer_observed_is_no_longer_exported(memory_run: Run) -> None:
+    without_nodefs = copy.deepcopy(MEMORY_STEPS[1])
+    without_nodefs["summary"]["node"]["runtime"]["imageFs"] = fs(70 * Gi, 100 * Gi, time=stamp(10))
+    del without_nodefs["summary"]["node"]["fs"]  # e.g. the kubelet root's filesystem could not be read
+    two = run(MEMORY_CONFIG, [MEMORY_STEPS[0], without_nodefs])
+    metrics = recorded(two, 1)
+    assert sample(metrics, "evictd_signal_available_bytes", signal="nodefs.available") == 80 * Gi
+    metrics = recorded(two, 2)
+    assert sample(metrics, "evictd_signal_available_bytes", signal="nodefs.available") is None
+    assert sample(metrics, "evictd_signal_capacity_inodes", signal="nodefs.inodesFree") is None
+    assert sample(metrics, "evictd_stats_age_seconds", signal="nodefs.available") is None
+    assert sample(metrics, "evictd_signal_available_bytes", signal="imagefs.available") == 70 * Gi
+    assert sample(metrics, "evictd_signal_available_bytes", signal="memory.available") == 1536 * Mi
+    # No stats at all: nothing is exported as if it were current.
+    metrics.record_cycle(failing_cycle(MEMORY_CONFIG), two.state, 0.001, NOW_WALL, True)
+    assert sample(metrics, "evictd_signal_available_bytes", signal="memory.available") is None
+
+
+def test_the_degraded_gauge_follows_the_pod_list(memory_run: Run) -> None:
+    metrics = recorded(memory_run, 1)
+    assert sample(metrics, "evictd_degraded", reason="pod-list-unavailable") == 0
+    for pods_from_node in (True, False):
+        metrics.record_cycle(without_pod_list(memory_run.reports[1], pods_from_node=pods_from_node),
+                             memory_run.state, 0.001, NOW_WALL, False)
+        assert sample(metrics, "evictd_degraded", reason="pod-list-unavailable") == 1
+    metrics.record_cycle(memory_run.reports[2], memory_run.state, 0.001, NOW_WALL, False)
+    assert sample(metrics, "evictd_degraded", reason="pod-list-unavailable") == 0

@@ -30,6 +30,11 @@ OBSERVED_BY_TESTS = {
     "evictd.adapters.disk_walker_process.DiskWalkerProcess.child_pid",
     # the pods whose resumable walks are mid-way: the tests of resumption read it
     "evictd.adapters.pod_disk_usage.PodDiskWalker.rounds_in_progress",
+    # the memcg levels and drop watches armed, and whether the re-arming thread is busy: the notifier tests read
+    # them to wait for and check a re-arm
+    "evictd.adapters.notifiers.MemcgNotifierSet.levels",
+    "evictd.adapters.notifiers.MemcgNotifierSet.drop_watches",
+    "evictd.adapters.notifiers.MemcgNotifierSet.rearming",
 }
 
 

@@ -251,9 +251,15 @@ class Recorded:
     def __init__(self, inner: Notifier, fired: list[str]) -> None:
         self.inner = inner
         self.fired = fired
-        self.description = inner.description
-        self.cause = inner.cause
         self.poll_events = inner.poll_events
+
+    @property
+    def description(self) -> str:
+        return self.inner.description
+
+    @property
+    def cause(self) -> str:  # a memcg notifier set says, once consumed, which kind of its notifiers fired
+        return self.inner.cause
 
     def fileno(self) -> int:
         return self.inner.fileno()

@@ -22,7 +22,6 @@ from evictd.core.memcg import (
     memcg_level_and_usage,
     memcg_notifier_description,
     memcg_threshold_bytes,
-    memcg_threshold_for_summary,
     memory_stats_for,
     notifier_refresh_due,
 )
@@ -34,6 +33,10 @@ from evictd.core.thresholds import Threshold, ThresholdValue, parse_percentage
 KI = 1024
 MI = 1024**2
 GI = 1024**3
+
+
+def level_of(threshold: Threshold, summary_: Summary) -> int:
+    return memcg_level_and_usage(threshold, summary_)[0]
 
 
 def quantity_threshold(text: str, signal: Signal = Signal.MEMORY_AVAILABLE, grace_period_s: float = 0.0) -> Threshold:
@@ -152,18 +155,18 @@ def test_node_threshold_uses_node_memory_and_allocatable_uses_pods_container() -
     assert memory_stats_for(quantity_threshold("1Gi"), summary()) == (3 * GI, 1 * GI, 2 * GI)
     allocatable = quantity_threshold("1Gi", Signal.ALLOCATABLE_MEMORY_AVAILABLE)
     assert memory_stats_for(allocatable, summary()) == (4 * GI, 1 * GI, 3 * GI)
-    assert memcg_threshold_for_summary(quantity_threshold("1Gi"), summary()) == 4 * GI
-    assert memcg_threshold_for_summary(allocatable, summary()) == 6 * GI
+    assert memcg_level_and_usage(quantity_threshold("1Gi"), summary())[0] == 4 * GI
+    assert memcg_level_and_usage(allocatable, summary())[0] == 6 * GI
 
 
 def test_allocatable_without_pods_container_is_the_kubelet_error() -> None:
     allocatable = quantity_threshold("1Gi", Signal.ALLOCATABLE_MEMORY_AVAILABLE)
     with pytest.raises(SampleError) as caught:
-        memcg_threshold_for_summary(allocatable, summary(with_pods=False))
+        level_of(allocatable, summary(with_pods=False))
     assert caught.value.reason == 'system container "pods" not found in metrics'
     assert caught.value.source == "summary node.systemContainers[pods].memory"
     # The node threshold does not need the pods container.
-    assert memcg_threshold_for_summary(quantity_threshold("1Gi"), summary(with_pods=False)) == 4 * GI
+    assert memcg_level_and_usage(quantity_threshold("1Gi"), summary(with_pods=False))[0] == 4 * GI
 
 
 @pytest.mark.parametrize(
@@ -187,7 +190,7 @@ def test_allocatable_without_pods_container_is_the_kubelet_error() -> None:
 )
 def test_incomplete_readings_are_refused(node: MemoryStats | None, pods: MemoryStats | None, signal: Signal) -> None:
     with pytest.raises(SampleError) as caught:
-        memcg_threshold_for_summary(quantity_threshold("1Gi", signal), summary(node=node, pods=pods))
+        level_of(quantity_threshold("1Gi", signal), summary(node=node, pods=pods))
     assert caught.value.reason.startswith(
         "summary was incomplete.  Expected MemoryStats and all subfields to be non-nil, but got "
     )

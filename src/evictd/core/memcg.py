@@ -98,14 +98,6 @@ def memory_stats_for(threshold: Threshold, summary: Summary) -> tuple[int, int, 
     return stats.available_bytes, stats.working_set_bytes, stats.usage_bytes
 
 
-def memcg_threshold_for_summary(threshold: Threshold, summary: Summary) -> int:
-    """Return `memcg_threshold_bytes` of `threshold` from the readings in `summary`.
-
-    Raises SampleError as `memory_stats_for` does.
-    """
-    return memcg_level_and_usage(threshold, summary)[0]
-
-
 def memcg_level_and_usage(threshold: Threshold, summary: Summary) -> tuple[int, int]:
     """Return ``(level, usage_bytes)``: `memcg_threshold_bytes` of `threshold` and the usage it was computed from.
 

@@ -48,6 +48,9 @@ PODS_LIMIT_BYTES = 400 * MiB
 HOG_MIB = 200
 SIGNAL = "allocatableMemory.available"
 KUBELET = f"evictionHard: {{{SIGNAL}: 250Mi}}\nevictionPressureTransitionPeriod: 3s\n"
+# The pressure outlasts the outage (the hog is stopped at once, the API comes back a few seconds later), so the
+# condition evictd could not write meanwhile is still to be written when the API answers again.
+KUBELET_PRESSURE_HELD = f"evictionHard: {{{SIGNAL}: 250Mi}}\nevictionPressureTransitionPeriod: 60s\n"
 # How long an immediate eviction's API requests may hang before the pod is stopped locally.
 IMMEDIATE_REQUEST_TIMEOUT_S = 2.0
 # Pressure onset to a decision: a memcg notification and one cycle; generous for a loaded CI machine.
@@ -179,7 +182,7 @@ def test_with_the_api_down_a_hard_eviction_stops_the_pod_through_the_cri_and_is_
     quiet = node.run_pod("quiet", [Container("app", requests={"memory": "64Mi"})], priority=1000)
     hog = node.run_pod("hog", [Container("hog", hog_script(HOG_MIB, triggered=True), options=trigger.mount())])
     with pods_memory_limit(node, PODS_LIMIT_BYTES):
-        daemon = node.start_evictd(KUBELET)
+        daemon = node.start_evictd(KUBELET_PRESSURE_HELD)
         daemon.wait_event("evictd started")
         wait_until(lambda: node.condition("EvictdMemoryPressure"), 15, "the first node status")
 

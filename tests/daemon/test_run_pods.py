@@ -47,10 +47,9 @@ def real_pod(tmp_path: Path, ext4_mount: Path) -> Iterator[RealPodNode]:
         node.teardown()
 
 
-def test_a_pod_allocating_past_allocatable_wakes_the_loop_and_would_be_evicted(
-    tmp_path: Path, real_pod: RealPodNode, evictd_processes: list[EvictdProcess]
-) -> None:
-    pod_process = real_pod.start_process()
+def start_watching_the_pod(tmp_path: Path, real_pod: RealPodNode, evictd_processes: list[EvictdProcess]) -> EvictdProcess:
+    """Start `evictd run` on the real pod's node (allocatableMemory.available < 200Mi, an hour between ticks, memcg
+    wake-ups only) and return once its first cycle finished and the notifiers are armed."""
     daemon = EvictdProcess(
         tmp_path,
         kubelet="evictionHard: {allocatableMemory.available: 200Mi}\nenforceNodeAllocatable: []\n",
@@ -65,6 +64,14 @@ def test_a_pod_allocating_past_allocatable_wakes_the_loop_and_would_be_evicted(
         assert time.monotonic() < deadline, "the first cycle never finished"
         time.sleep(0.05)
     time.sleep(0.3)  # the notifiers are armed right after the first cycle
+    return daemon
+
+
+def test_a_pod_allocating_past_allocatable_wakes_the_loop_and_would_be_evicted(
+    tmp_path: Path, real_pod: RealPodNode, evictd_processes: list[EvictdProcess]
+) -> None:
+    pod_process = real_pod.start_process()
+    daemon = start_watching_the_pod(tmp_path, real_pod, evictd_processes)
     assert daemon.metric("evictd_threshold_met", signal="allocatableMemory.available", kind="hard") == 0
     before = daemon.metric("evictd_signal_available_bytes", signal="allocatableMemory.available")
     assert before > POD_LIMIT_BYTES - 50 * MiB, "the pod is still small"
@@ -115,20 +122,7 @@ def test_a_crossing_after_page_cache_was_dropped_is_decided_by_a_wake_up(
     with tempfile.TemporaryDirectory(dir="/var/tmp", prefix="evictd-cache-") as folder:  # a disk, not tmpfs
         cached = Path(folder) / "cache.bin"
         pod_process.do(f"write {cached} {PAGE_CACHE_BYTES}")
-        daemon = EvictdProcess(
-            tmp_path,
-            kubelet="evictionHard: {allocatableMemory.available: 200Mi}\nenforceNodeAllocatable: []\n",
-            evictd=f"housekeepingInterval: 1h\npsiWakeups: false\ncgroupRoot: /{real_pod.base}\n"
-                   f"kubeletRootDir: {real_pod.kubelet_root}\npodLogsDir: {real_pod.pod_logs_dir}\n"
-                   f"imageFsPath: {tmp_path / 'containerd'}\ncontainerFsPath: {tmp_path / 'containerd'}\n",
-        )
-        evictd_processes.append(daemon)
-        daemon.wait_event("evictd started")
-        deadline = time.monotonic() + 10
-        while daemon.metric("evictd_cycles_total") < 1:
-            assert time.monotonic() < deadline, "the first cycle never finished"
-            time.sleep(0.05)
-        time.sleep(0.3)  # the notifiers are armed right after the first cycle
+        daemon = start_watching_the_pod(tmp_path, real_pod, evictd_processes)
         usage = int(real_pod.memory_file(real_pod.pods_cgroup, "memory.usage_in_bytes").read_text())
         assert usage > PAGE_CACHE_BYTES - 8 * MiB, "the page cache is charged to the pods cgroup"
         before = daemon.metric("evictd_signal_available_bytes", signal="allocatableMemory.available")

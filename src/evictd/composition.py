@@ -75,6 +75,7 @@ from evictd.logging_setup import configure_logging, resolve_format
 from evictd.manager import EvictionManager, ListedPods, PodEvictor, PodSource, StatsSource
 from evictd.metrics import Metrics
 from evictd.oom_feedback import OomFeedback
+from evictd.recorder import FlightRecorder
 from evictd.runtime_link import CriRuntime, RuntimeLink, RuntimeSlot
 from evictd.state_lock import StateLock, acquire_state_lock
 from evictd.stop_signal import StopSignal
@@ -410,6 +411,14 @@ def build_daemon(
     if cluster is not None:
         after_cycle.append(cluster_bookkeeping(cluster, metrics))
     after_cycle += [runtime_upkeep(link), NotifierRefresh(notifiers, metrics, log)]
+    on_stop: list[Callable[[], None]] = [cluster.sync.withdraw] if cluster is not None else []
+    if settings.recorder:
+        # Last: what the other hooks do never waits for the recorder's disk.
+        recorder = FlightRecorder(settings.state_dir, config.eviction, max_bytes=settings.recorder_max_bytes,
+                                  max_age_s=settings.recorder_max_age_s, dry_run=evictions_reported_only, log=log,
+                                  on_error=metrics.errors.labels("recorder").inc)
+        after_cycle.append(recorder)
+        on_stop.append(recorder.close)
     parts: list[Part] = [cluster.pod_watch] if cluster is not None else []
     parts.append(link)
     if serve_http:
@@ -424,7 +433,7 @@ def build_daemon(
         max_cycles=max_cycles,
         after_cycle=after_cycle,
         wait_for_cleanup=cluster.sync.wait_for_cleanup if cluster is not None else None,
-        on_stop=(cluster.sync.withdraw,) if cluster is not None else (),
+        on_stop=on_stop,
         parts=parts,
         oom_feedback=oom_feedback,
         log=log,

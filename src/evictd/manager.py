@@ -101,6 +101,8 @@ class CycleReport:
     pods: tuple[Pod, ...] = ()
     reclaim: tuple[ReclaimResult, ...] = ()
     reclaim_succeeded: bool | None = None
+    # The Summary read after node-level reclaim, which decided whether it succeeded (None: none read).
+    after_reclaim: Summary | None = None
     ranking: tuple[Pod, ...] = ()
     evictions: tuple[Eviction, ...] = ()
     eviction_errors: tuple[str, ...] = ()
@@ -192,6 +194,7 @@ class EvictionManager:
             return seen
         reclaim = tuple(self._reclaim(action) for action in assessment.reclaim_actions)
         succeeded: bool | None = None
+        after: Summary | None = None
         if assessment.reclaim_actions:
             try:
                 after = self._stats.summary()
@@ -200,13 +203,15 @@ class EvictionManager:
                 errors.append(f"eviction manager: failed to get summary stats after resource reclaim: {exc}")
             succeeded = reclaim_succeeded(self.state, after)
             if succeeded:
-                return replace(seen, reclaim=reclaim, reclaim_succeeded=True, errors=tuple(errors))
+                return replace(seen, reclaim=reclaim, reclaim_succeeded=True, after_reclaim=after,
+                               errors=tuple(errors))
         choice = choose_eviction(self.config, self.state, assessment, pods, summary, pods_from_node=from_node)
         evicted, failures = self._evict((choice.eviction,) if choice.eviction else ())
         return replace(
             seen,
             reclaim=reclaim,
             reclaim_succeeded=succeeded,
+            after_reclaim=after,
             ranking=choice.ranking,
             evictions=evicted,
             eviction_errors=failures,

@@ -424,3 +424,76 @@ def pod_stats_lookup(summary: Summary, pods: Sequence[Pod]) -> Callable[[Pod], P
         return index.get((pod.uid, pod.namespace, pod.name))
 
     return stats_of
+
+
+# --------------------------------------------------------------------------------------------------
+# Encoding: the inverse of `summary_from_dict`
+
+
+def _time_json(value: datetime | None) -> str | None:
+    """RFC 3339 in UTC with microseconds, which `_time` reads back to the same instant."""
+    if value is None:
+        return None
+    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _fields_json(pairs: Sequence[tuple[str, object]]) -> dict[str, object]:
+    """Return the pairs whose value is present (None is absent, as the kubelet omits nil pointers)."""
+    return {name: value for name, value in pairs if value is not None}
+
+
+def _memory_json(memory: MemoryStats | None) -> dict[str, object] | None:
+    if memory is None:
+        return None
+    return _fields_json((("time", _time_json(memory.time)), ("availableBytes", memory.available_bytes),
+                         ("usageBytes", memory.usage_bytes), ("workingSetBytes", memory.working_set_bytes),
+                         ("rssBytes", memory.rss_bytes), ("pageFaults", memory.page_faults),
+                         ("majorPageFaults", memory.major_page_faults)))
+
+
+def _fs_json(fs: FsStats | VolumeStats | None) -> dict[str, object] | None:
+    if fs is None:
+        return None
+    return _fields_json((("time", _time_json(fs.time)), ("availableBytes", fs.available_bytes),
+                         ("capacityBytes", fs.capacity_bytes), ("usedBytes", fs.used_bytes),
+                         ("inodesFree", fs.inodes_free), ("inodes", fs.inodes), ("inodesUsed", fs.inodes_used)))
+
+
+def _container_json(stats: ContainerStats) -> dict[str, object]:
+    return _fields_json((("name", stats.name), ("memory", _memory_json(stats.memory)),
+                         ("rootfs", _fs_json(stats.rootfs)), ("logs", _fs_json(stats.logs))))
+
+
+def _pod_stats_json(stats: PodStats) -> dict[str, object]:
+    ref = stats.pod_ref
+    volumes = [{"name": volume.name, **(_fs_json(volume) or {})} for volume in stats.volume_stats]
+    return _fields_json((
+        ("podRef", {"name": ref.name, "namespace": ref.namespace, "uid": ref.uid}),
+        ("memory", _memory_json(stats.memory)),
+        ("containers", [_container_json(c) for c in stats.containers] or None),
+        ("volume", volumes or None),
+        ("ephemeral-storage", _fs_json(stats.ephemeral_storage)),
+        ("process_stats", None if stats.process_count is None else {"process_count": stats.process_count}),
+    ))
+
+
+def summary_to_dict(summary: Summary) -> dict[str, object]:
+    """Return the Summary API document of `summary`: `summary_from_dict` of it gives back an equal Summary.
+
+    Absent values are left out. A node system container named twice was kept once (the first), and is
+    written once.
+    """
+    node = summary.node
+    rlimit = node.rlimit
+    runtime = _fields_json((("imageFs", _fs_json(node.image_fs)), ("containerFs", _fs_json(node.container_fs))))
+    node_json = _fields_json((
+        ("nodeName", node.node_name),
+        ("memory", _memory_json(node.memory)),
+        ("fs", _fs_json(node.fs)),
+        ("runtime", runtime or None),
+        ("rlimit", None if rlimit is None else _fields_json((
+            ("time", _time_json(rlimit.time)), ("maxpid", rlimit.max_pid),
+            ("curproc", rlimit.num_of_running_processes)))),
+        ("systemContainers", [_container_json(c) for c in node.system_containers.values()] or None),
+    ))
+    return {"node": node_json, "pods": [_pod_stats_json(stats) for stats in summary.pods]}

@@ -3,8 +3,10 @@
 Each cycle becomes one line (`evictd.recording`) appended to the open segment with a single write and
 fdatasync, so a crash loses at most the cycle being written and never touches earlier lines (a line cut short
 is skipped on reading). A segment is closed (gzip-compressed beside it, fsynced, renamed, the plain file
-removed) once it holds 1/16 of `maxBytes` or 1/24 of `maxAge`; then the oldest closed segments are deleted until
-the recording fits in `maxBytes` and holds nothing older than `maxAge`.
+removed) before it would hold more than 1/16 of `maxBytes`, or once it spans 1/24 of `maxAge`; then the oldest
+closed segments are deleted until the recording, with room for a whole open segment, fits in `maxBytes`, and
+every segment whose last cycle is older than `maxAge` (segments go whole: the oldest cycle kept may be up to
+1/12 of `maxAge` older).
 
 The recorder never stops the loop: a full filesystem (ENOSPC) or an unwritable stateDir makes it log once
 (and once again when it writes again), count `evictd_errors_total{source="recorder"}`, cut off any partial
@@ -76,12 +78,15 @@ class FlightRecorder:
         """Record one finished cycle; a failure is logged and counted, never raised."""
         wall = cycle.wall.timestamp()
         try:
-            if self._fd is not None and (self._size >= self._segment_bytes
-                                         or wall - self._opened_at >= self._segment_age_s):
+            if self._fd is not None and wall - self._opened_at >= self._segment_age_s:
                 self._close_segment()
             if self._fd is None:
                 self._open_segment(wall)
             line, pods = self._line(cycle, wall)
+            if self._size and self._size + len(line) > self._segment_bytes:
+                self._close_segment()  # a segment never grows past its share, so neither does the recording
+                self._open_segment(wall)
+                line, pods = self._line(cycle, wall)
             self._append(line)
         except OSError as exc:
             self._failed(exc)

@@ -29,7 +29,7 @@ from typing import Any
 from evictd.after_cycle import Cycle
 from evictd.core.kubelet_config import EvictionSettings, kubelet_config_document
 from evictd.core.signals import FsLayout
-from evictd.core.summary import summary_to_dict
+from evictd.core.summary import SummaryEncoder
 from evictd.recording import (
     CLOSED_SUFFIX,
     FORMAT_VERSION,
@@ -46,6 +46,10 @@ from evictd.render import JsonObject
 SEGMENT_SHARE_OF_BYTES = 16
 SEGMENT_SHARE_OF_AGE = 24
 MIN_SEGMENT_BYTES = 64 << 10
+
+
+def _dumps(value: object) -> str:
+    return json.dumps(value, separators=(",", ":"))
 
 
 class FlightRecorder:
@@ -66,6 +70,7 @@ class FlightRecorder:
         self._wall = wall
         self._run = f"{datetime.fromtimestamp(wall(), UTC):%Y%m%dT%H%M%SZ}-{os.getpid()}"
         self._pods = PodListEncoder()
+        self._summaries = SummaryEncoder(_dumps)
         self._layout: FsLayout | None = None
         self._fd: int | None = None
         self._path = ""
@@ -120,11 +125,15 @@ class FlightRecorder:
         pods = self._pods.encode(report.pods)
         if pods is not None:
             line[pods[0]] = pods[1]
-        line["summary"] = summary_to_dict(report.summary) if report.summary is not None else None
-        if report.after_reclaim is not None:
-            line["afterReclaim"] = summary_to_dict(report.after_reclaim)
         line["decision"] = decision_json(report, layout or FsLayout())
-        return (json.dumps(line, separators=(",", ":")) + "\n").encode(), report.pods
+        # The Summaries are most of a line: written as text their encoder keeps from cycle to cycle.
+        summary = self._summaries.encode(report.summary) if report.summary is not None else "null"
+        after = report.after_reclaim
+        text = [_dumps(line)[:-1], ',"summary":', summary]
+        if after is not None:
+            text += [',"afterReclaim":', self._summaries.encode(after)]
+        text.append("}\n")
+        return "".join(text).encode(), report.pods
 
     def _append(self, data: bytes) -> None:
         """Write `data` whole at the end of the segment and sync it; on failure cut off what was written."""

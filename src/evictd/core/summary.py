@@ -431,10 +431,8 @@ def pod_stats_lookup(summary: Summary, pods: Sequence[Pod]) -> Callable[[Pod], P
 
 
 def _time_json(value: datetime | None) -> str | None:
-    """RFC 3339 in UTC with microseconds, which `_time` reads back to the same instant."""
-    if value is None:
-        return None
-    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    """RFC 3339 with the time's own offset (to the microsecond), which `_time` reads back to the same instant."""
+    return None if value is None else value.isoformat()
 
 
 def _fields_json(pairs: Sequence[tuple[str, object]]) -> dict[str, object]:
@@ -464,16 +462,26 @@ def _container_json(stats: ContainerStats) -> dict[str, object]:
                          ("rootfs", _fs_json(stats.rootfs)), ("logs", _fs_json(stats.logs))))
 
 
-def _pod_stats_json(stats: PodStats) -> dict[str, object]:
+def _volumes_json(volumes: Sequence[VolumeStats]) -> list[dict[str, object]]:
+    return [{"name": volume.name, **(_fs_json(volume) or {})} for volume in volumes]
+
+
+def _pod_head_json(stats: PodStats) -> dict[str, object]:
+    """A pod's stats but its containers, volumes and ephemeral storage (what a stats source measures anew each
+    cycle)."""
     ref = stats.pod_ref
-    volumes = [{"name": volume.name, **(_fs_json(volume) or {})} for volume in stats.volume_stats]
     return _fields_json((
         ("podRef", {"name": ref.name, "namespace": ref.namespace, "uid": ref.uid}),
         ("memory", _memory_json(stats.memory)),
-        ("containers", [_container_json(c) for c in stats.containers] or None),
-        ("volume", volumes or None),
-        ("ephemeral-storage", _fs_json(stats.ephemeral_storage)),
         ("process_stats", None if stats.process_count is None else {"process_count": stats.process_count}),
+    ))
+
+
+def _pod_stats_json(stats: PodStats) -> dict[str, object]:
+    return _pod_head_json(stats) | _fields_json((
+        ("containers", [_container_json(c) for c in stats.containers] or None),
+        ("volume", _volumes_json(stats.volume_stats) or None),
+        ("ephemeral-storage", _fs_json(stats.ephemeral_storage)),
     ))
 
 
@@ -497,3 +505,43 @@ def summary_to_dict(summary: Summary) -> dict[str, object]:
         ("systemContainers", [_container_json(c) for c in node.system_containers.values()] or None),
     ))
     return {"node": node_json, "pods": [_pod_stats_json(stats) for stats in summary.pods]}
+
+
+class SummaryEncoder:
+    """Encodes one Summary after another as JSON text (`json.loads` of it is `summary_to_dict`'s document),
+    reusing the text of each pod's containers, volumes and ephemeral storage when they are the very objects the
+    previous Summary held: a stats source keeps a pod's disk figures until it measures them again, so most of a
+    cycle's text is the last cycle's."""
+
+    def __init__(self, dumps: Callable[[object], str]) -> None:
+        self._dumps = dumps
+        self._previous: dict[int, tuple[object, str]] = {}
+        self._current: dict[int, tuple[object, str]] = {}
+
+    def encode(self, summary: Summary) -> str:
+        """Return `summary` as compact JSON text."""
+        self._current = {}
+        pods = ",".join(self._pod(stats) for stats in summary.pods)
+        self._previous = self._current
+        return f'{{"node":{self._dumps(summary_to_dict(Summary(node=summary.node))["node"])},"pods":[{pods}]}}'
+
+    def _block(self, block: object, encode: Callable[[], object]) -> str:
+        """The text of `block`, encoded again only if it is not an object of the previous Summary."""
+        known = self._previous.get(id(block))
+        text = known[1] if known is not None and known[0] is block else self._dumps(encode())
+        self._current[id(block)] = (block, text)  # held, so its id cannot be reused while remembered
+        return text
+
+    def _pod(self, stats: PodStats) -> str:
+        parts = [self._dumps(_pod_head_json(stats))[:-1]]  # always holds podRef: it ends with "}" after a member
+        if stats.containers:
+            parts.append(',"containers":' + self._block(
+                stats.containers, lambda: [_container_json(c) for c in stats.containers]))
+        if stats.volume_stats:
+            parts.append(',"volume":' + self._block(
+                stats.volume_stats, lambda: _volumes_json(stats.volume_stats)))
+        if stats.ephemeral_storage is not None:
+            ephemeral = stats.ephemeral_storage
+            parts.append(',"ephemeral-storage":' + self._block(ephemeral, lambda: _fs_json(ephemeral)))
+        parts.append("}")
+        return "".join(parts)

@@ -272,7 +272,9 @@ def scenario_document(records: Iterable[Record], *, exact_times: bool = False) -
         elif previous is not None and record.run != previous.run:
             base_at = steps[-1]["at"] + max(0.0, record.wall - previous.wall)  # type: ignore[operator]
             base_now = record.now
-        step: JsonObject = {"at": base_at + (record.now - base_now), "summary": record.summary}
+        at = base_at + (record.now - base_now)
+        # Exported, to the millisecond (a person reads them); replayed, the very times the daemon compared.
+        step: JsonObject = {"at": at if exact_times else round(at, 3), "summary": record.summary}
         if record.after_reclaim is not None:
             step["afterReclaim"] = record.after_reclaim
         if previous is not None and record.pods is not previous.pods:

@@ -165,7 +165,8 @@ def _intervals_text(intervals: Sequence[tuple[float, float | None]]) -> str:
 def replay_text(result: Replay) -> str:
     """The text report of a replay: a summary line, the differing cycles, and the pressure each reported."""
     changed = len({(d.run, d.cycle) for d in result.differences})
-    lines = [f"replayed {result.cycles} cycles ({result.runs} runs of evictd) from {wall_text(result.first_wall)} "
+    runs = f"{result.runs} run{'' if result.runs == 1 else 's'} of evictd"
+    lines = [f"replayed {result.cycles} cycles ({runs}) from {wall_text(result.first_wall)} "
              f"to {wall_text(result.last_wall)}: "
              + (f"{changed} cycles decided differently" if changed else "every decision as recorded")]
     if result.differences:

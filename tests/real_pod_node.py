@@ -40,6 +40,8 @@ from evictd.adapters.disk_usage import DiskUsageCache
 from real_cgroups import CGROUP_MOUNT, HIERARCHIES, CgroupTree, ScriptedChild, new_test_cgroup_name
 
 MiB = 1 << 20
+# The pods cgroup limit (the node's allocatable memory) of the daemon tests' `real_pod` (tests/daemon/conftest.py).
+REAL_POD_LIMIT_BYTES = 512 * MiB
 EMPTY_DIR_PLUGIN = "kubernetes.io~empty-dir"
 
 
@@ -91,6 +93,12 @@ class RealPodNode:
 
     def memory_file(self, cgroup: str, name: str) -> Path:
         return CGROUP_MOUNT / "memory" / cgroup / name
+
+    def evictd_settings(self, runtime_folder: Path) -> str:
+        """The EvictdConfiguration lines that point evictd at this node (the runtime's images and layers in
+        `runtime_folder`)."""
+        return (f"cgroupRoot: /{self.base}\nkubeletRootDir: {self.kubelet_root}\npodLogsDir: {self.pod_logs_dir}\n"
+                f"imageFsPath: {runtime_folder}\ncontainerFsPath: {runtime_folder}\n")
 
     def create(self, volume_files: dict[str, int], log_bytes: int) -> None:
         """Make the cgroups (pods cgroup limited), the emptyDir with `volume_files` and the container log."""

@@ -80,6 +80,12 @@ def recorder(state_dir: Path, settings: EvictionSettings, *, log: Log | None = N
                           wall=lambda: wall)
 
 
+def record(scenario: Scenario, hook: FlightRecorder) -> None:
+    """Run the scenario's cycles through `hook`, as the daemon runs its after-cycle hooks."""
+    for cycle in cycles(scenario):
+        hook(cycle)
+
+
 def simulated(document: dict[str, Any]) -> list[dict[str, Any]]:
     scenario = parse_scenario(document)
     return [step_json(step.at, report) for step, report in zip(scenario.steps, run_scenario(scenario), strict=True)]
@@ -93,9 +99,7 @@ def evictd(*args: str) -> subprocess.CompletedProcess[str]:
 @pytest.mark.parametrize("path", EXAMPLES, ids=[p.stem for p in EXAMPLES])
 def test_an_exported_recording_simulates_to_the_recorded_decisions(tmp_path: Path, path: Path) -> None:
     document, scenario, settings = example(path)
-    hook = recorder(tmp_path, settings)
-    for cycle in cycles(scenario):
-        hook(cycle)
+    record(scenario, recorder(tmp_path, settings))
 
     exported = evictd("record", "export", "--state-dir", str(tmp_path))
     assert exported.returncode == 0, exported.stderr
@@ -110,9 +114,7 @@ def test_an_exported_recording_simulates_to_the_recorded_decisions(tmp_path: Pat
 @pytest.mark.parametrize("path", EXAMPLES, ids=[p.stem for p in EXAMPLES])
 def test_replay_with_the_recorded_configuration_reproduces_every_decision(tmp_path: Path, path: Path) -> None:
     _, scenario, settings = example(path)
-    hook = recorder(tmp_path, settings)
-    for cycle in cycles(scenario):
-        hook(cycle)
+    record(scenario, recorder(tmp_path, settings))
     records, skipped = read_recording(str(tmp_path / RECORDING_FOLDER))
     assert (len(records), skipped) == (len(scenario.steps), 0)
     result = replay(records)
@@ -121,9 +123,7 @@ def test_replay_with_the_recorded_configuration_reproduces_every_decision(tmp_pa
 
 def test_replay_with_a_candidate_configuration_says_what_would_have_differed(tmp_path: Path) -> None:
     _, scenario, settings = example(EXAMPLES[0])  # 01-memory-pressure
-    hook = recorder(tmp_path, settings)
-    for cycle in cycles(scenario):
-        hook(cycle)
+    record(scenario, recorder(tmp_path, settings))
     candidate = tmp_path / "candidate.yaml"
     candidate.write_text("apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"
                          "evictionHard: {memory.available: 1Gi}\n")  # the hard threshold only, no soft one
@@ -164,9 +164,7 @@ def test_the_pod_list_is_written_whole_once_then_only_its_changes(tmp_path: Path
     steps[4] = replace(steps[4], pods=(moved, *pods[2:]))  # one pod gone
     steps[5] = replace(steps[5], pods=tuple(reversed((moved, *pods[2:]))))  # reordered
     scenario = replace(scenario, steps=tuple(steps))
-    hook = recorder(tmp_path, settings)
-    for cycle in cycles(scenario):
-        hook(cycle)
+    record(scenario, recorder(tmp_path, settings))
 
     segment = Path(segment_paths(str(tmp_path / RECORDING_FOLDER))[0])
     lines = [json.loads(line) for line in segment.read_bytes().splitlines()]
@@ -183,9 +181,7 @@ def test_the_pod_list_is_written_whole_once_then_only_its_changes(tmp_path: Path
 
 def test_the_ranking_is_recorded_with_each_pods_keys(tmp_path: Path) -> None:
     _, scenario, settings = example(EXAMPLES[1])  # 02-disk-pressure-single-fs: evicts at t=10
-    hook = recorder(tmp_path, settings)
-    for cycle in cycles(scenario):
-        hook(cycle)
+    record(scenario, recorder(tmp_path, settings))
     records, _ = read_recording(str(tmp_path / RECORDING_FOLDER))
     evicting = next(r for r in records if r.decision["evicted"])
     ranking = evicting.decision["ranking"]
@@ -201,9 +197,7 @@ def test_the_ranking_is_recorded_with_each_pods_keys(tmp_path: Path) -> None:
 
 def test_a_cut_last_line_is_skipped_and_earlier_cycles_read(tmp_path: Path) -> None:
     _, scenario, settings = example(EXAMPLES[0])
-    hook = recorder(tmp_path, settings)
-    for cycle in cycles(scenario):
-        hook(cycle)
+    record(scenario, recorder(tmp_path, settings))
     segment = segment_paths(str(tmp_path / RECORDING_FOLDER))[0]
     whole = Path(segment).read_bytes()
     last = whole.rstrip(b"\n").rsplit(b"\n", 1)[1]
@@ -331,9 +325,7 @@ def test_an_unwritable_state_dir_degrades_the_recorder_only(tmp_path: Path) -> N
 
 def test_export_takes_the_configured_state_dir_and_a_time_window(tmp_path: Path) -> None:
     _, scenario, settings = example(EXAMPLES[0])
-    hook = recorder(tmp_path / "state", settings)
-    for cycle in cycles(scenario):
-        hook(cycle)
+    record(scenario, recorder(tmp_path / "state", settings))
     config = tmp_path / "evictd.yaml"
     config.write_text(f"apiVersion: evictd.io/v1alpha1\nkind: EvictdConfiguration\nstateDir: {tmp_path / 'state'}\n")
     since = datetime.fromtimestamp(START + scenario.steps[2].at, UTC).isoformat().replace("+00:00", "Z")

@@ -15,30 +15,16 @@ import json
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
 from evictd_process import ROOT, EvictdProcess
 
 from evictd.recording import RECORDING_FOLDER, read_recording
 from full_filesystem import UnwritableFolder
 from real_pod_node import MiB, RealPodNode
 
-POD_LIMIT_BYTES = 512 * MiB
-ALLOCATED_BYTES = 360 * MiB  # leaves ~150Mi of 512Mi: past the 200Mi threshold, no OOM kill
+ALLOCATED_BYTES = 360 * MiB  # leaves ~150Mi of real_pod's 512Mi: past the 200Mi threshold, no OOM kill
 THRESHOLDS = "allocatableMemory.available<200Mi,nodefs.available<50%"
-
-
-@pytest.fixture
-def real_pod(ext4_mount: Path) -> Iterator[RealPodNode]:
-    node = RealPodNode(kubelet_root=ext4_mount / "kubelet", pod_logs_dir=ext4_mount / "pods-logs",
-                       pods_limit_bytes=POD_LIMIT_BYTES)
-    try:
-        node.create(volume_files={"data.bin": 2 * MiB}, log_bytes=64 * 1024)
-        yield node
-    finally:
-        node.teardown()
 
 
 def evictd(*args: str) -> subprocess.CompletedProcess[str]:
@@ -52,9 +38,8 @@ def watching(tmp_path: Path, real_pod: RealPodNode, evictd_processes: list[Evict
         tmp_path,
         kubelet="evictionHard: {allocatableMemory.available: 200Mi, nodefs.available: 50%}\n"
                 "enforceNodeAllocatable: []\n",
-        evictd=f"housekeepingInterval: 200ms\npsiWakeups: false\ncgroupRoot: /{real_pod.base}\n"
-               f"kubeletRootDir: {real_pod.kubelet_root}\npodLogsDir: {real_pod.pod_logs_dir}\n"
-               f"imageFsPath: {real_pod.kubelet_root}\ncontainerFsPath: {real_pod.kubelet_root}\n" + extra,
+        evictd="housekeepingInterval: 200ms\npsiWakeups: false\n" + real_pod.evictd_settings(real_pod.kubelet_root)
+               + extra,
     )
     evictd_processes.append(daemon)
     daemon.wait_event("evictd started")

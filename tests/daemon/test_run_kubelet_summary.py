@@ -18,6 +18,8 @@ from evictd_process import EvictdProcess
 
 from builders import Gi, Mi, pod, pod_stats, summary
 from evictd.config import SERVICE_ACCOUNT_CA_FILE, EvictdSettings
+from evictd.core.summary import summary_from_dict
+from evictd.recording import RECORDING_FOLDER, read_recording
 from hostile_kubelet import HostileKubelet, answer, http_response, self_signed, trickle
 
 SUMMARY_BODY = json.dumps(summary(memory=3 * Gi, allocatable=2 * Gi, pods=[pod_stats(pod("web"), memory=700 * Mi)])
@@ -143,3 +145,23 @@ def test_insecure_tls_must_be_asked_for_and_is_logged_loudly(
     assert process.metric("evictd_signal_available_bytes", signal="memory.available") == 3 * Gi
     assert process.stop() == 0
     assert not [e for e in process.events if e.get("event") == UNREADABLE]
+
+
+def test_the_kubelets_summary_is_recorded_as_it_was_served(
+    tmp_path: Path, pki: dict[str, Path], token_file: Path, servers: list[HostileKubelet],
+    evictd_processes: list[EvictdProcess],
+) -> None:
+    kubelet = HostileKubelet(answer(http_response(SUMMARY_BODY)), cert=pki["cert"], key=pki["key"])
+    servers.append(kubelet)
+    process = EvictdProcess(tmp_path, evictd=kubelet_settings(kubelet.url(), token_file, pki["cert"], "200ms"))
+    evictd_processes.append(process)
+    process.wait_event("evictd started")
+    deadline = time.monotonic() + 15
+    while process.metric("evictd_cycles_total") < 3:
+        assert time.monotonic() < deadline, "cycles stopped"
+        time.sleep(0.1)
+    assert process.stop() == 0
+    records, skipped = read_recording(str(process.state_dir / RECORDING_FOLDER))
+    assert skipped == 0 and len(records) >= 3
+    served = summary_from_dict(json.loads(SUMMARY_BODY))
+    assert all(r.summary is not None and summary_from_dict(r.summary) == served for r in records)

@@ -214,6 +214,12 @@ def test_a_cut_last_line_is_skipped_and_earlier_cycles_read(tmp_path: Path) -> N
     assert skipped == 1 and len(records) == 2 * len(scenario.steps) - 1
     assert len({r.run for r in records}) == 2
     assert replay(records).differences == ()
+    # A crash after a segment was compressed and before its plain file was removed: read once, not twice.
+    later.close()
+    closed = segment_paths(str(tmp_path / RECORDING_FOLDER))[-1]
+    with gzip.open(closed) as handle:
+        Path(closed[: -len(CLOSED_SUFFIX)] + OPEN_SUFFIX).write_bytes(handle.read())
+    assert len(read_recording(str(tmp_path / RECORDING_FOLDER))[0]) == len(records)
 
 
 def big_node_cycles(scenario: Scenario, count: int, seconds_apart: float) -> Iterator[Cycle]:

@@ -186,7 +186,7 @@ class FlightRecorder:
                 target.flush()
                 os.fsync(target.fileno())
             os.replace(temporary, compressed)
-            os.unlink(path)
+            os.unlink(path)  # a crash before this leaves both: readers take the compressed one
         except OSError:
             if os.path.exists(temporary):
                 os.unlink(temporary)

@@ -154,8 +154,11 @@ def segment_paths(folder: str) -> list[str]:
         names = os.listdir(folder)
     except FileNotFoundError:
         return []
+    present = set(names)
+    # A plain segment beside its compressed copy is what a crash between the two left: the copy is whole.
     return [os.path.join(folder, name) for name in sorted(names)
-            if name.endswith((OPEN_SUFFIX, CLOSED_SUFFIX)) and not name.startswith(".")]
+            if not name.startswith(".") and (name.endswith(CLOSED_SUFFIX) or (
+                name.endswith(OPEN_SUFFIX) and name[: -len(OPEN_SUFFIX)] + CLOSED_SUFFIX not in present))]
 
 
 def _lines(path: str) -> Iterator[bytes]:

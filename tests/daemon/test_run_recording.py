@@ -65,6 +65,7 @@ def test_a_recording_of_real_memory_and_disk_pressure_replays_to_the_same_decisi
     records, skipped = read_recording(str(daemon.state_dir / RECORDING_FOLDER))
     assert skipped == 0 and len(records) >= 5
     assert [r.cycle for r in records] == list(range(1, len(records) + 1)), "every cycle, in order"
+    assert all(r.dry_run for r in records), "no API: evictions reported only, and recorded as such"
     signals = {e["signal"] for r in records for e in r.decision["evicted"]}
     assert signals == {"nodefs.available", "allocatableMemory.available"}
     assert any(r.after_reclaim is not None for r in records), "the Summary read after node-level reclaim"

@@ -19,7 +19,7 @@ import pytest
 from builders import Gi, Mi, pod, pod_stats, stamp, summary
 from evictd.core.engine import EngineState, effective_thresholds
 from evictd.core.errors import SampleError
-from evictd.core.signals import FsLayout
+from evictd.core.fs_layout import FsLayout
 from evictd.core.summary import Summary
 from evictd.manager import CycleReport, EvictionManager
 from evictd.simulate import (

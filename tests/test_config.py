@@ -22,7 +22,7 @@ def write(tmp_path: Path, name: str, text: str) -> str:
 def test_no_file_means_all_defaults() -> None:
     configuration = load_configuration([])
     assert configuration.evictd == EvictdSettings()
-    assert str(configuration.thresholds[0].signal) == "memory.available"
+    assert str(configuration.eviction.thresholds()[0].signal) == "memory.available"
 
 
 def test_cgroup_and_log_settings_come_from_the_kubelet_unless_evictd_overrides(tmp_path: Path) -> None:
@@ -43,7 +43,7 @@ def test_one_stream_may_hold_both_kinds(tmp_path: Path) -> None:
     both = write(tmp_path, "both.yaml", KUBELET + "evictionHard: {pid.available: 1k}\n---\n" + EVICTD
                  + "housekeepingInterval: 500ms\ndryRun: true\npsiWindow: 4s\n")
     configuration = load_configuration([both])
-    assert [str(t.signal) for t in configuration.thresholds] == ["pid.available"]
+    assert [str(t.signal) for t in configuration.eviction.thresholds()] == ["pid.available"]
     assert configuration.evictd.housekeeping_interval_s == 0.5
     assert configuration.evictd.dry_run is True and configuration.evictd.psi_window_s == 4
 
@@ -85,7 +85,7 @@ def test_other_kinds_after_the_kubelets_document_are_ignored_as_the_kubelet_igno
     path = write(tmp_path, "kubeadm.yaml", KUBELET + "evictionHard: {memory.available: 200Mi}\n---\n" + KUBE_PROXY
                  + "---\n" + EVICTD + "housekeepingInterval: 5s\n")
     configuration = load_configuration([path])
-    assert [str(t.signal) for t in configuration.thresholds] == ["memory.available", "allocatableMemory.available"]
+    assert [str(t.signal) for t in configuration.eviction.thresholds()] == ["memory.available", "allocatableMemory.available"]
     assert configuration.evictd.housekeeping_interval_s == 5  # evictd's own document is kept
     assert configuration.warnings == (f"{path}[1]: kind 'KubeProxyConfiguration' ignored: the kubelet reads only "
                                       "the first document of its configuration file",)

@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 
 from builders import Gi, Mi, fs, pod, pod_stats, stamp, summary
-from evictd.core.engine import EngineConfig, EngineState, assess
+from evictd.core.engine import EngineConfig, EngineState, ReclaimThenEvict, Skipped, assess
 from evictd.core.errors import SampleError
+from evictd.core.fs_layout import FsLayout
 from evictd.core.kubelet_config import EvictionSettings, apply_flags
 from evictd.core.pods import pod_from_dict
-from evictd.core.signals import FsLayout
 from evictd.core.summary import summary_from_dict
 from evictd.manager import EvictionManager
 from evictd.render import step_json
@@ -353,7 +353,7 @@ def test_unreadable_stats_freeze_conditions_and_evict_nothing() -> None:
     clock.now = 400  # far past the transition period: conditions would clear if stats were read
     second = manager.synchronize()
     assert second.assessment.node_conditions == ("MemoryPressure",)
-    assert second.assessment.skipped == "stats unavailable" and len(evictor.evictions) == 1
+    assert second.assessment.next_step == Skipped("stats unavailable") and len(evictor.evictions) == 1
     assert "Permission denied" in second.errors[0]
 
 
@@ -363,13 +363,13 @@ def test_transition_period_zero_never_reports_a_condition() -> None:
     config = EngineConfig.from_settings(settings)
     node = summary_from_dict(summary(memory=100 * Mi))
     _, assessment = assess(EngineState(), config, FsLayout(), node, [], now=0.0)
-    assert assessment.node_conditions == () and assessment.thresholds_to_act
+    assert assessment.node_conditions == () and isinstance(assessment.next_step, ReclaimThenEvict)
 
 
 def test_no_thresholds_and_no_isolation_does_nothing() -> None:
     config = EngineConfig(thresholds=(), local_storage_capacity_isolation=False)
     state, assessment = assess(EngineState(), config, FsLayout(), None, [], now=0.0)
-    assert state == EngineState() and assessment.skipped
+    assert state == EngineState() and isinstance(assessment.next_step, Skipped)
 
 
 def test_terminal_pods_are_not_active() -> None:

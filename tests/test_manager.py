@@ -5,11 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from builders import Gi, Mi, fs, pod, pod_stats, summary
-from evictd.core.engine import EngineConfig, Eviction, ReclaimAction, effective_thresholds
+from evictd.core.engine import EngineConfig, Eviction, ReclaimThenEvict, Skipped, effective_thresholds
 from evictd.core.errors import CRIError, KubeError, SampleError
+from evictd.core.fs_layout import FsLayout, ReclaimAction
 from evictd.core.kubelet_config import EvictionSettings
 from evictd.core.pods import pod_from_dict
-from evictd.core.signals import FsLayout
 from evictd.core.summary import Summary, summary_from_dict
 from evictd.manager import CycleReport, EvictionManager
 from evictd.simulate import FakeClock
@@ -116,8 +116,8 @@ def test_layout_detection_failure_skips_the_cycle_and_is_retried() -> None:
     layout = Layout(SampleError("/var/lib/containerd", "No such file or directory"), FsLayout())
     m = manager(Stats(DISK_LOW, DISK_LOW), layout=layout, reclaimer=Reclaimer())
     first = m.synchronize()
-    assert first.assessment.skipped is not None
-    assert first.assessment.skipped.startswith("eviction manager: failed to get HasDedicatedImageFs:")
+    assert isinstance(first.assessment.next_step, Skipped)
+    assert first.assessment.next_step.reason.startswith("eviction manager: failed to get HasDedicatedImageFs:")
     assert m.state.layout is None and first.evictions == ()
     second = m.synchronize()
     assert m.state.layout == FsLayout() and layout.calls == 2
@@ -213,7 +213,7 @@ def test_without_a_pod_list_a_soft_threshold_evicts_nobody() -> None:
     m = without_pod_list(evictor, Pods(STATIC, VICTIM), soft={"memory.available": "1Gi"},
                          stats=Stats(MEMORY_LOW, MEMORY_LOW), clock=clock)
     report = after_grace_period(m, clock)
-    assert report.assessment.threshold_to_reclaim is not None  # met, its grace period over: it would act
+    assert isinstance(report.assessment.next_step, ReclaimThenEvict)  # met, its grace period over: it would act
     assert evictor.calls == [] and report.evictions == () and report.ranking == ()
     assert report.withheld == "a soft threshold evicts only from the Kubernetes API's pod list"
     assert report.pods_from_node
@@ -229,7 +229,8 @@ def test_without_a_pod_list_a_hard_threshold_acts_where_a_soft_one_comes_first()
     evictor.calls.clear()  # the first cycle: only the hard disk threshold acted
     clock.now += 61.0
     report = m.synchronize()
-    assert str(report.assessment.threshold_to_reclaim.signal) == "memory.available"  # type: ignore[union-attr]
+    step = report.assessment.next_step
+    assert isinstance(step, ReclaimThenEvict) and str(step.threshold.signal) == "memory.available"
     assert [(e.pod.name, e.signal) for e in evictor.calls] == [("victim", "nodefs.available")]
 
 

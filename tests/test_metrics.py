@@ -20,8 +20,8 @@ from cycle_reports import (
     run,
     without_pod_list,
 )
-from evictd.core.engine import ReclaimAction
 from evictd.core.errors import SampleError
+from evictd.core.fs_layout import ReclaimAction
 from evictd.core.signals import NodeCondition
 from evictd.manager import CycleReport, ReclaimResult
 from evictd.metrics import Metrics

@@ -53,11 +53,11 @@ from evictd.after_cycle import (
 from evictd.clock import SYSTEM_CLOCK
 from evictd.config import Configuration, EvictdSettings
 from evictd.core.container_gc import GCPolicy, PodState, PodStateFunc
-from evictd.core.engine import EngineConfig, Eviction, ReclaimAction
+from evictd.core.engine import EngineConfig, Eviction
 from evictd.core.errors import ConfigError, EvictdError, KubeError, SampleError
+from evictd.core.fs_layout import FsLayout, ReclaimAction
 from evictd.core.image_gc import image_gc_policy
 from evictd.core.node_status import ConditionMode
-from evictd.core.signals import FsLayout
 from evictd.cri import NO_RUNTIME, Runtime, RuntimeVersion
 from evictd.cri.client import CriClient
 from evictd.daemon import Daemon, Part

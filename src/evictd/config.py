@@ -32,7 +32,6 @@ from evictd.core.kubelet_config import (
     image_gc_settings,
     merge_documents,
 )
-from evictd.core.thresholds import Threshold
 from evictd.cri import DEFAULT_ENDPOINT, channel_target
 
 # A configuration file is a few KiB; anything past this is not one (and `/dev/zero` would never end).
@@ -150,7 +149,6 @@ class Configuration:
 
     eviction: EvictionSettings
     evictd: EvictdSettings
-    thresholds: tuple[Threshold, ...]
     image_gc: ImageGCSettings = field(default_factory=ImageGCSettings)
     warnings: tuple[str, ...] = ()  # documents read as the kubelet reads them: ignored, and why
 
@@ -357,6 +355,5 @@ def load_configuration(paths: Sequence[str], flags: Sequence[tuple[str, str]] = 
         own = evictd_settings(merge_documents(evictd_docs), kubelet)
     except ConfigError as exc:
         raise _located(exc, EVICTD_KIND) from None
-    thresholds = tuple(eviction.thresholds())
-    return Configuration(eviction=eviction, evictd=own, thresholds=thresholds, image_gc=image_gc,
-                         warnings=tuple(warnings))
+    eviction.thresholds()  # a bad threshold fails the configuration here, not the first cycle
+    return Configuration(eviction=eviction, evictd=own, image_gc=image_gc, warnings=tuple(warnings))

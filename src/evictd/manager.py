@@ -24,16 +24,20 @@ from evictd.core.engine import (
     Assessment,
     EngineConfig,
     EngineState,
+    EvictForLocalStorage,
     Eviction,
-    ReclaimAction,
+    NoneStarved,
+    ReclaimThenEvict,
+    Skipped,
     assess,
     choose_eviction,
+    layout_of,
     reclaim_succeeded,
 )
 from evictd.core.errors import EvictdError
+from evictd.core.fs_layout import FsLayout, ReclaimAction
 from evictd.core.oom import OomReport
 from evictd.core.pods import Pod
-from evictd.core.signals import FsLayout
 from evictd.core.summary import Summary
 
 
@@ -169,7 +173,7 @@ class EvictionManager:
                 layout = self._layout.layout()
             except EvictdError as exc:
                 reason = f"eviction manager: failed to get HasDedicatedImageFs: {exc}"
-                return CycleReport(now=now, assessment=Assessment(skipped=reason), errors=(reason,))
+                return CycleReport(now=now, assessment=Assessment(Skipped(reason)), errors=(reason,))
         pods, problem, from_node = self._list_pods()
         if problem is not None and not from_node:
             errors.append(f"eviction manager: pods unavailable, no pod will be evicted: {problem}")
@@ -183,16 +187,23 @@ class EvictionManager:
         self.state, assessment = assess(self.state, self.config, layout, summary, pods, now)
         seen = CycleReport(now=now, assessment=assessment, summary=summary, pods=pods, errors=tuple(errors),
                            pod_list_problem=problem, pods_from_node=from_node)
-        if summary is None:
+        if summary is None:  # assess skipped the cycle (stats unavailable)
             return seen
-        if assessment.local_storage_evictions:
-            evicted, failures = self._evict(assessment.local_storage_evictions)
-            return replace(seen, evictions=evicted, eviction_errors=failures)
-        if assessment.threshold_to_reclaim is None:
-            return seen
-        reclaim = tuple(self._reclaim(action) for action in assessment.reclaim_actions)
+        match assessment.next_step:
+            case Skipped() | NoneStarved():
+                return seen
+            case EvictForLocalStorage(evictions=evictions):
+                evicted, failures = self._evict(evictions)
+                return replace(seen, evictions=evicted, eviction_errors=failures)
+            case ReclaimThenEvict() as step:
+                return self._reclaim_then_evict(seen, step, summary)
+
+    def _reclaim_then_evict(self, seen: CycleReport, step: ReclaimThenEvict, summary: Summary) -> CycleReport:
+        """Run the step's node-level reclaim; unless it resolved the pressure, evict the first ranked pod."""
+        errors = list(seen.errors)
+        reclaim = tuple(self._reclaim(action) for action in step.actions)
         succeeded: bool | None = None
-        if assessment.reclaim_actions:
+        if step.actions:
             try:
                 after = self._stats.summary()
             except EvictdError as exc:
@@ -201,7 +212,8 @@ class EvictionManager:
             succeeded = reclaim_succeeded(self.state, after)
             if succeeded:
                 return replace(seen, reclaim=reclaim, reclaim_succeeded=True, errors=tuple(errors))
-        choice = choose_eviction(self.config, self.state, assessment, pods, summary, pods_from_node=from_node)
+        choice = choose_eviction(self.config, layout_of(self.state), step, seen.assessment.observations, seen.pods,
+                                 summary, pods_from_node=seen.pods_from_node)
         evicted, failures = self._evict((choice.eviction,) if choice.eviction else ())
         return replace(
             seen,

@@ -19,8 +19,9 @@ from datetime import datetime
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from evictd.adapters.node_stats import RUNTIME_SOURCES
-from evictd.core.engine import EngineState, ReclaimAction
+from evictd.core.engine import EngineState, ReclaimThenEvict
 from evictd.core.errors import SampleError
+from evictd.core.fs_layout import ReclaimAction
 from evictd.core.oom import TOO_LATE_ACTIVITIES, OomReport, OomScope
 from evictd.core.signals import (
     CONTAINER_EPHEMERAL_LIMIT_SIGNAL,
@@ -186,7 +187,8 @@ class Metrics:
             (self.would_evict if dry_run else self.evictions).labels(eviction.signal).inc()
         if report.oom is not None:
             self._oom(report.oom)
-        for threshold in assessment.thresholds_to_act if report.ranking else ():
+        step = assessment.next_step
+        for threshold in step.thresholds if isinstance(step, ReclaimThenEvict) and report.ranking else ():
             acted_on = assessment.observations.get(threshold.signal)
             if acted_on is not None and acted_on.time is not None:
                 age = max(0.0, (now_wall - acted_on.time).total_seconds())

@@ -25,11 +25,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from evictd.core.decode import list_of, mapping, sequence
-from evictd.core.engine import EngineConfig, Eviction, ReclaimAction
+from evictd.core.engine import EngineConfig, Eviction
 from evictd.core.errors import ConfigError, ScenarioError
+from evictd.core.fs_layout import FsLayout, ReclaimAction
 from evictd.core.kubelet_config import KUBELET_API_VERSION, KUBELET_KIND, eviction_settings
 from evictd.core.pods import Pod, pod_from_dict
-from evictd.core.signals import FsLayout
 from evictd.core.summary import Summary, summary_from_dict
 from evictd.manager import CycleReport, EvictionManager
 

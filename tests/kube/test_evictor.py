@@ -26,7 +26,7 @@ from kube_faults import RecordedRequest
 
 from builders import Gi, Mi, pod, pod_stats, summary
 from clocks import ManualClock
-from evictd.core.engine import Eviction
+from evictd.core.engine import EvictForLocalStorage, Eviction
 from evictd.core.errors import EvictdError, KubeError
 from evictd.kube.events import EventRecorder
 from evictd.kube.evictor import KubePodEvictor
@@ -83,7 +83,7 @@ def empty_dir_eviction(doc: dict[str, Any]) -> Eviction:
         {"at": 0, "summary": summary(pods=[pod_stats(doc, volumes={"scratch": 200 * Mi})])}]})
     [report] = run_scenario(scenario)
     [eviction] = report.evictions
-    assert report.assessment.local_storage_evictions == (eviction,) and eviction.threshold is None
+    assert report.assessment.next_step == EvictForLocalStorage((eviction,)) and eviction.threshold is None
     return eviction
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from evictd.core.fs_layout import FsLayout, meaning_of
 from evictd.core.messages import (
     container_ephemeral_limit_message,
     emptydir_limit_message,
@@ -95,7 +96,7 @@ def _container_limits(pod: Pod) -> dict[str, Quantity]:
     return limits
 
 
-def _container_limit_eviction(pod: Pod, stats: PodStats, dedicated_imagefs: bool) -> LocalStorageEviction | None:
+def _container_limit_eviction(pod: Pod, stats: PodStats, rootfs_counts: bool) -> LocalStorageEviction | None:
     limits = derived(pod, "local storage: container limits", _container_limits)
     if not limits:
         return None
@@ -104,8 +105,7 @@ def _container_limit_eviction(pod: Pod, stats: PodStats, dedicated_imagefs: bool
         usage = 0
         if container_stats.logs is not None:
             usage += container_stats.logs.used_bytes or 0
-        # With a dedicated imagefs the writable layer is not on nodefs, so only logs count.
-        if not dedicated_imagefs and container_stats.rootfs is not None:
+        if rootfs_counts and container_stats.rootfs is not None:
             usage += container_stats.rootfs.used_bytes or 0
         limit = limits.get(container_stats.name)
         if limit is not None and limit.value < usage:
@@ -118,13 +118,14 @@ def _container_limit_eviction(pod: Pod, stats: PodStats, dedicated_imagefs: bool
 
 
 def local_storage_evictions(
-    pods: Sequence[Pod], stats_of: Callable[[Pod], PodStats | None], dedicated_imagefs: bool
+    pods: Sequence[Pod], stats_of: Callable[[Pod], PodStats | None], layout: FsLayout
 ) -> list[LocalStorageEviction]:
     """Return the local-storage limit evictions of this cycle, in the order of `pods`.
 
-    Pods without stats and critical pods are skipped. `dedicated_imagefs` says whether container
-    writable layers live on a separate image filesystem (then only logs count against container limits).
+    Pods without stats and critical pods are skipped. A container's writable layer counts against its limit
+    where `layout` has it on nodefs (`LayoutMeaning.container_rootfs_counts`); its logs always count.
     """
+    rootfs_counts = meaning_of(layout).container_rootfs_counts
     evictions: list[LocalStorageEviction] = []
     for pod in pods:
         stats = stats_of(pod)
@@ -133,7 +134,7 @@ def local_storage_evictions(
         eviction = (
             _emptydir_eviction(pod, stats)
             or _pod_limit_eviction(pod, stats)
-            or _container_limit_eviction(pod, stats, dedicated_imagefs)
+            or _container_limit_eviction(pod, stats, rootfs_counts)
         )
         if eviction is not None:
             evictions.append(eviction)

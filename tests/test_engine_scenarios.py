@@ -17,7 +17,7 @@ from evictd.core.kubelet_config import EvictionSettings, apply_flags
 from evictd.core.pods import pod_from_dict
 from evictd.core.signals import FsLayout
 from evictd.core.summary import summary_from_dict
-from evictd.manager import EvictionManager
+from evictd.manager import CycleStep, EvictionManager
 from evictd.render import step_json
 from evictd.simulate import (
     FakeClock,
@@ -354,7 +354,7 @@ def test_unreadable_stats_freeze_conditions_and_evict_nothing() -> None:
     second = manager.synchronize()
     assert second.assessment.node_conditions == ("MemoryPressure",)
     assert second.assessment.skipped == "stats unavailable" and len(evictor.evictions) == 1
-    assert "Permission denied" in second.errors[0]
+    assert second.errors[0].step is CycleStep.STATS and "Permission denied" in second.errors[0].description
 
 
 def test_transition_period_zero_never_reports_a_condition() -> None:

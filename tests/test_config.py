@@ -6,8 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from evictd.config import EvictdSettings, load_configuration
+from evictd.adapters.cgroups import CgroupDriver
+from evictd.config import EvictdSettings, LogFormat, StatsOrigin, load_configuration
 from evictd.core.errors import ConfigError
+from evictd.core.node_status import ConditionMode
 
 KUBELET = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"
 EVICTD = "apiVersion: evictd.io/v1alpha1\nkind: EvictdConfiguration\n"
@@ -68,6 +70,35 @@ def test_bad_documents_name_the_key(tmp_path: Path, text: str, key: str) -> None
     with pytest.raises(ConfigError) as exc:
         load_configuration([path])
     assert exc.value.key is not None and key in exc.value.key
+
+
+@pytest.mark.parametrize(
+    ("text", "message", "chosen"),
+    [
+        (EVICTD + "statsSource: cadvisor\n",
+         "EvictdConfiguration: statsSource: invalid value 'cadvisor': must be one of node, kubelet",
+         ("stats_source", StatsOrigin.KUBELET, "kubelet")),
+        (EVICTD + "logFormat: xml\n",
+         "EvictdConfiguration: logFormat: invalid value 'xml': must be one of auto, json, console",
+         ("log_format", LogFormat.CONSOLE, "console")),
+        (EVICTD + "nodeConditionMode: kubelet\n",
+         "EvictdConfiguration: nodeConditionMode: invalid value 'kubelet': must be one of evictd, standard",
+         ("node_condition_mode", ConditionMode.STANDARD, "standard")),
+        (KUBELET + "cgroupDriver: docker\n",
+         "EvictdConfiguration: cgroupDriver: invalid value 'docker': must be one of cgroupfs, systemd",
+         ("cgroup_driver", CgroupDriver.SYSTEMD, "systemd")),
+    ],
+    ids=["stats-source", "log-format", "node-condition-mode", "cgroup-driver"],
+)
+def test_a_choice_setting_is_one_of_its_values(
+    tmp_path: Path, text: str, message: str, chosen: tuple[str, object, str]
+) -> None:
+    with pytest.raises(ConfigError) as exc:
+        load_configuration([write(tmp_path, "bad.yaml", text)])
+    assert exc.value.describe() == message
+    name, member, value = chosen
+    good = text.rsplit(":", 1)[0] + f": {value}\n"
+    assert getattr(load_configuration([write(tmp_path, "good.yaml", good)]).evictd, name) is member
 
 
 def test_a_document_that_is_not_a_mapping_names_the_file(tmp_path: Path) -> None:

@@ -6,7 +6,7 @@ evicted, always admitted), which priority does it rank with, is an init containe
 live on the node's disk. What a pod requests and limits is in `evictd.core.resources`.
 
 Invariants:
-- `pod_from_dict` never mutates its input and raises nothing but `ScenarioError` on any JSON-like input;
+- `pod_from_dict` never mutates its input and raises nothing but `DecodeError` on any JSON-like input;
   the error's `key` is a path such as ``pods[3].spec.containers[0].resources.requests.memory`` (map keys
   with dots or slashes in brackets: ``metadata.annotations[kubernetes.io/config.source]``). JSON null
   means "absent" (as Go's decoder treats it), except for a quantity in a resource list, where Go stores a
@@ -400,7 +400,7 @@ def pod_from_dict(obj: Mapping[str, object], *, where: str = "pod") -> Pod:
     """Return the Pod described by a v1 Pod JSON object (as `kubectl get pod -o json` prints it).
 
     Unknown fields are ignored. metadata.name, container names and volume names are required; a missing or
-    empty namespace is "default". Raises ScenarioError (key = path below `where`) for anything malformed,
+    empty namespace is "default". Raises DecodeError (key = path below `where`) for anything malformed,
     including a document that is not a mapping at all.
     """
     root = mapping(obj, where)

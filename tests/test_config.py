@@ -73,32 +73,23 @@ def test_bad_documents_name_the_key(tmp_path: Path, text: str, key: str) -> None
 
 
 @pytest.mark.parametrize(
-    ("text", "message", "chosen"),
+    ("document", "key", "choices", "setting", "member"),
     [
-        (EVICTD + "statsSource: cadvisor\n",
-         "EvictdConfiguration: statsSource: invalid value 'cadvisor': must be one of node, kubelet",
-         ("stats_source", StatsOrigin.KUBELET, "kubelet")),
-        (EVICTD + "logFormat: xml\n",
-         "EvictdConfiguration: logFormat: invalid value 'xml': must be one of auto, json, console",
-         ("log_format", LogFormat.CONSOLE, "console")),
-        (EVICTD + "nodeConditionMode: kubelet\n",
-         "EvictdConfiguration: nodeConditionMode: invalid value 'kubelet': must be one of evictd, standard",
-         ("node_condition_mode", ConditionMode.STANDARD, "standard")),
-        (KUBELET + "cgroupDriver: docker\n",
-         "EvictdConfiguration: cgroupDriver: invalid value 'docker': must be one of cgroupfs, systemd",
-         ("cgroup_driver", CgroupDriver.SYSTEMD, "systemd")),
+        (EVICTD, "statsSource", "node, kubelet", "stats_source", StatsOrigin.KUBELET),
+        (EVICTD, "logFormat", "auto, json, console", "log_format", LogFormat.CONSOLE),
+        (EVICTD, "nodeConditionMode", "evictd, standard", "node_condition_mode", ConditionMode.STANDARD),
+        (KUBELET, "cgroupDriver", "cgroupfs, systemd", "cgroup_driver", CgroupDriver.SYSTEMD),  # inherited
     ],
     ids=["stats-source", "log-format", "node-condition-mode", "cgroup-driver"],
 )
 def test_a_choice_setting_is_one_of_its_values(
-    tmp_path: Path, text: str, message: str, chosen: tuple[str, object, str]
+    tmp_path: Path, document: str, key: str, choices: str, setting: str, member: object
 ) -> None:
     with pytest.raises(ConfigError) as exc:
-        load_configuration([write(tmp_path, "bad.yaml", text)])
-    assert exc.value.describe() == message
-    name, member, value = chosen
-    good = text.rsplit(":", 1)[0] + f": {value}\n"
-    assert getattr(load_configuration([write(tmp_path, "good.yaml", good)]).evictd, name) is member
+        load_configuration([write(tmp_path, "bad.yaml", f"{document}{key}: bogus\n")])
+    assert exc.value.describe() == f"EvictdConfiguration: {key}: invalid value 'bogus': must be one of {choices}"
+    chosen = load_configuration([write(tmp_path, "good.yaml", f"{document}{key}: {member}\n")]).evictd
+    assert getattr(chosen, setting) is member
 
 
 def test_a_document_that_is_not_a_mapping_names_the_file(tmp_path: Path) -> None:

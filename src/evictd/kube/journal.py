@@ -28,7 +28,7 @@ import json
 import math
 import os
 import stat
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -66,7 +66,6 @@ class Outcome(StrEnum):
     DELETED = "deleted"  # a DELETE sent in an earlier attempt had gone through: the pod was evicted
 
 
-_NO_STRINGS: FrozenMap[str, str] = FrozenMap()
 _NO_OUTCOMES: FrozenMap[Outcome, str] = FrozenMap()
 
 
@@ -82,14 +81,14 @@ class JournalEntry:
     message: str
     reason: str
     conditions: tuple[PodCondition, ...]
-    annotations: Mapping[str, str]
+    annotations: FrozenMap[str, str]
     decided_at: float  # wall-clock seconds since the epoch
     done: frozenset[ApiStep] = frozenset()
     delete_sent: bool = False  # a DELETE went out (it may have gone through even when no answer came back)
     stopped_locally: bool = False
     done_at: float | None = None
     # The API's answer ("404: pods \"web\" not found") to a step it refused, by what that answer settled.
-    outcomes: Mapping[Outcome, str] = _NO_OUTCOMES
+    outcomes: FrozenMap[Outcome, str] = _NO_OUTCOMES
 
     @property
     def key(self) -> str:

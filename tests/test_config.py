@@ -6,8 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from evictd.config import EvictdSettings, load_configuration
+from evictd.adapters.cgroups import CgroupDriver
+from evictd.config import EvictdSettings, LogFormat, StatsOrigin, load_configuration
 from evictd.core.errors import ConfigError
+from evictd.core.node_status import ConditionMode
 
 KUBELET = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"
 EVICTD = "apiVersion: evictd.io/v1alpha1\nkind: EvictdConfiguration\n"
@@ -68,6 +70,26 @@ def test_bad_documents_name_the_key(tmp_path: Path, text: str, key: str) -> None
     with pytest.raises(ConfigError) as exc:
         load_configuration([path])
     assert exc.value.key is not None and key in exc.value.key
+
+
+@pytest.mark.parametrize(
+    ("document", "key", "choices", "setting", "member"),
+    [
+        (EVICTD, "statsSource", "node, kubelet", "stats_source", StatsOrigin.KUBELET),
+        (EVICTD, "logFormat", "auto, json, console", "log_format", LogFormat.CONSOLE),
+        (EVICTD, "nodeConditionMode", "evictd, standard", "node_condition_mode", ConditionMode.STANDARD),
+        (KUBELET, "cgroupDriver", "cgroupfs, systemd", "cgroup_driver", CgroupDriver.SYSTEMD),  # inherited
+    ],
+    ids=["stats-source", "log-format", "node-condition-mode", "cgroup-driver"],
+)
+def test_a_choice_setting_is_one_of_its_values(
+    tmp_path: Path, document: str, key: str, choices: str, setting: str, member: object
+) -> None:
+    with pytest.raises(ConfigError) as exc:
+        load_configuration([write(tmp_path, "bad.yaml", f"{document}{key}: bogus\n")])
+    assert exc.value.describe() == f"EvictdConfiguration: {key}: invalid value 'bogus': must be one of {choices}"
+    chosen = load_configuration([write(tmp_path, "good.yaml", f"{document}{key}: {member}\n")]).evictd
+    assert getattr(chosen, setting) is member
 
 
 def test_a_document_that_is_not_a_mapping_names_the_file(tmp_path: Path) -> None:

@@ -11,7 +11,7 @@ from evictd.core.fs_layout import FsLayout, ReclaimAction
 from evictd.core.kubelet_config import EvictionSettings
 from evictd.core.pods import pod_from_dict
 from evictd.core.summary import Summary, summary_from_dict
-from evictd.manager import CycleReport, EvictionManager
+from evictd.manager import CycleError, CycleReport, CycleStep, EvictionManager
 from evictd.simulate import FakeClock
 
 
@@ -100,7 +100,7 @@ def test_unreadable_stats_after_reclaim_mean_reclaim_failed() -> None:
     report = manager(Stats(DISK_LOW, SampleError("/var/lib/kubelet", "statvfs: EIO")), evictor=evictor).synchronize()
     assert report.reclaim_succeeded is False
     assert [e.pod.name for e in evictor.calls] == ["victim"]
-    assert "after resource reclaim" in report.errors[0]
+    assert report.errors[0].step is CycleStep.STATS and "after resource reclaim" in report.errors[0].description
 
 
 def test_a_failed_eviction_still_counts_as_the_cycles_eviction() -> None:
@@ -118,6 +118,7 @@ def test_layout_detection_failure_skips_the_cycle_and_is_retried() -> None:
     first = m.synchronize()
     assert isinstance(first.assessment.next_step, Skipped)
     assert first.assessment.next_step.reason.startswith("eviction manager: failed to get HasDedicatedImageFs:")
+    assert first.errors == (CycleError(CycleStep.LAYOUT, first.assessment.next_step.reason),)
     assert m.state.layout is None and first.evictions == ()
     second = m.synchronize()
     assert m.state.layout == FsLayout() and layout.calls == 2
@@ -241,8 +242,9 @@ def test_without_a_pod_list_or_the_nodes_pods_nobody_is_evicted() -> None:
     report = m.synchronize()
     assert evictor.calls == [] and not report.pods_from_node
     assert report.degraded is not None and "no pod can be evicted" in report.degraded
-    assert len(report.errors) == 1 and "pods unavailable, no pod will be evicted" in report.errors[0]
-    assert "ListPodSandbox" in report.errors[0]
+    assert len(report.errors) == 1 and report.errors[0].step is CycleStep.PODS
+    assert "pods unavailable, no pod will be evicted" in report.errors[0].description
+    assert "ListPodSandbox" in report.errors[0].description
 
 
 def test_with_a_pod_list_the_nodes_pods_are_not_asked() -> None:

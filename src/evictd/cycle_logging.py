@@ -42,7 +42,7 @@ class CycleLogger:
                 self._warned.add(warning)
                 self._log.warning("configuration warning", detail=warning)
         for error in report.errors:
-            self._log.error("cycle error", cycle=number, error=error)
+            self._log.error("cycle error", cycle=number, error=error.description)
         self._pod_list(number, report)
         if report.oom is not None and report.oom.has_kills:
             self._oom_kills(number, report.oom)

@@ -275,7 +275,7 @@ def test_no_pod_is_evicted_while_the_pod_list_is_unknown(apiserver: ApiServer, t
         report = manager.synchronize()
 
         assert report.evictions == () and report.assessment.node_conditions  # observed, but nobody evicted
-        assert any("pods unavailable" in error for error in report.errors)
+        assert any("pods unavailable" in error.description for error in report.errors)
         assert [r.method for r in apiserver.requests if r.method != "GET"] == []
     finally:
         watcher.stop()

@@ -30,7 +30,7 @@ from evictd.core.engine import EvictForLocalStorage, Eviction
 from evictd.core.errors import EvictdError, KubeError
 from evictd.kube.events import EventRecorder
 from evictd.kube.evictor import KubePodEvictor
-from evictd.kube.journal import EvictionJournal
+from evictd.kube.journal import ApiStep, EvictionJournal
 from evictd.simulate import parse_scenario, run_scenario
 
 NODE = "node-1"  # builders.pod binds pods to node-1
@@ -515,7 +515,7 @@ def test_a_journal_written_before_the_sequence_changed_is_read(apiserver: ApiSer
 
     journal, evictor = harness.restart()
     [pending] = journal.pending()
-    assert (pending.condition_written, pending.deleted, pending.event_written) == (True, True, False)
+    assert pending.done == {ApiStep.CONDITION, ApiStep.DELETION}
     assert evictor.replay() == [] and journal.pending() == []
     assert len(evicted_events(apiserver)) == 2
 

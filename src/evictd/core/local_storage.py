@@ -23,7 +23,7 @@ from evictd.core.messages import (
     emptydir_limit_message,
     pod_ephemeral_limit_message,
 )
-from evictd.core.pods import Pod, derived, is_critical_pod
+from evictd.core.pods import Derived, Pod, derived, is_critical_pod
 from evictd.core.quantity import Quantity
 from evictd.core.resources import pod_limit
 from evictd.core.signals import (
@@ -58,7 +58,7 @@ def _limited_emptydirs(pod: Pod) -> tuple[tuple[str, Quantity], ...]:
 
 
 def _emptydir_eviction(pod: Pod, stats: PodStats) -> LocalStorageEviction | None:
-    limited = derived(pod, "local storage: limited emptyDirs", _limited_emptydirs)
+    limited = derived(pod, Derived.LIMITED_EMPTYDIRS, _limited_emptydirs)
     if not limited:
         return None
     # Upstream builds a name -> usage map, so a later stats entry of the same name wins. It dereferences
@@ -97,7 +97,7 @@ def _container_limits(pod: Pod) -> dict[str, Quantity]:
 
 
 def _container_limit_eviction(pod: Pod, stats: PodStats, rootfs_counts: bool) -> LocalStorageEviction | None:
-    limits = derived(pod, "local storage: container limits", _container_limits)
+    limits = derived(pod, Derived.CONTAINER_STORAGE_LIMITS, _container_limits)
     if not limits:
         return None
     # Walk the stats (not the spec), as upstream does: the first offending container in stats order wins.

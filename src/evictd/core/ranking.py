@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from fractions import Fraction
 
 from evictd.core.fs_layout import FsLayout, FsStatsType, meaning_of
-from evictd.core.pods import Pod, counts_for_local_disk, derived, pod_priority
+from evictd.core.pods import Derived, Pod, counts_for_local_disk, derived, pod_priority
 from evictd.core.resources import pod_request
 from evictd.core.signals import MEMORY_SIGNALS, SIGNAL_TO_RESOURCE, Resource, Signal
 from evictd.core.summary import PodStats
@@ -94,7 +94,7 @@ def _exact(value: Fraction | int) -> Fraction | int:
 
 def _request_value(pod: Pod, resource: str) -> Fraction | int:
     """Return the exact value of the pod's request (remembered on the pod: a request never changes)."""
-    return derived(pod, ("ranking: request value", resource), lambda p: _exact(pod_request(p, resource).value))
+    return derived(pod, (Derived.RANKING_REQUEST_VALUE, resource), lambda p: _exact(pod_request(p, resource).value))
 
 
 def _memory_keys(pod: Pod, stats: PodStats | None) -> tuple[_Key, _Number, _Key]:

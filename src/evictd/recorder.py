@@ -27,8 +27,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from evictd.after_cycle import Cycle
+from evictd.core.fs_layout import FsLayout
 from evictd.core.kubelet_config import EvictionSettings, kubelet_config_document
-from evictd.core.signals import FsLayout
 from evictd.core.summary import SummaryEncoder
 from evictd.recording import (
     CLOSED_SUFFIX,

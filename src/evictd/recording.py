@@ -27,10 +27,11 @@ import zlib
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
+from evictd.core.engine import ReclaimThenEvict
+from evictd.core.fs_layout import FsLayout
 from evictd.core.kubelet_config import KUBELET_API_VERSION, KUBELET_KIND
 from evictd.core.pods import Pod, is_critical_pod, pod_to_dict
 from evictd.core.ranking import ranking_keys
-from evictd.core.signals import FsLayout
 from evictd.core.summary import pod_stats_lookup
 from evictd.manager import CycleReport
 from evictd.render import JsonObject, step_json
@@ -111,15 +112,16 @@ def decision_json(report: CycleReport, layout: FsLayout) -> JsonObject:
     ranking: list[JsonObject] = []
     if report.ranking and report.summary is not None:
         eviction = report.evictions[0] if report.evictions else None
+        step = report.assessment.next_step
         threshold = eviction.threshold if eviction is not None and eviction.threshold is not None \
-            else report.assessment.threshold_to_reclaim
+            else step.threshold if isinstance(step, ReclaimThenEvict) else None
         stats_of = pod_stats_lookup(report.summary, report.ranking)
         for pod in report.ranking:
             keys = ranking_keys(threshold.signal, layout, pod, stats_of(pod)) if threshold is not None else {}
             ranking.append({"pod": pod.key, "uid": pod.uid, "critical": is_critical_pod(pod), "keys": keys})
     decision["ranking"] = ranking
     if report.errors or report.eviction_errors:
-        decision["errors"] = [*report.errors, *report.eviction_errors]
+        decision["errors"] = [*(error.description for error in report.errors), *report.eviction_errors]
     if report.pod_list_problem is not None:
         decision["podListProblem"] = report.pod_list_problem
         decision["podsFromNode"] = report.pods_from_node

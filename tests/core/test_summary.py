@@ -7,6 +7,7 @@ those of stats/v1alpha1 types.go.
 from __future__ import annotations
 
 import copy
+import json
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
@@ -27,6 +28,7 @@ from evictd.core.summary import (
     PodStats,
     RlimitStats,
     Summary,
+    SummaryEncoder,
     VolumeStats,
     pod_stats_lookup,
     signal_observations,
@@ -423,6 +425,10 @@ def test_summary_from_dict_raises_only_scenario_error_and_keeps_input(doc: Any) 
         # as a document that parses to the same Summary.
         signal_observations(summary)
         assert summary_from_dict(summary_to_dict(summary)) == summary
+        # The recorder's text encoder writes the same document, the first time and from its memory of blocks.
+        encoder = SummaryEncoder(json.dumps)
+        assert json.loads(encoder.encode(summary)) == summary_to_dict(summary)
+        assert json.loads(encoder.encode(summary)) == summary_to_dict(summary)
     assert doc == before
 
 

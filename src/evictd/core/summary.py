@@ -440,13 +440,25 @@ def _fields_json(pairs: Sequence[tuple[str, object]]) -> dict[str, object]:
     return {name: value for name, value in pairs if value is not None}
 
 
+# The counters of a memory block: JSON name, MemoryStats attribute.
+_MEMORY_COUNTERS = (("availableBytes", "available_bytes"), ("usageBytes", "usage_bytes"),
+                    ("workingSetBytes", "working_set_bytes"), ("rssBytes", "rss_bytes"),
+                    ("pageFaults", "page_faults"), ("majorPageFaults", "major_page_faults"))
+
+
 def _memory_json(memory: MemoryStats | None) -> dict[str, object] | None:
     if memory is None:
         return None
-    return _fields_json((("time", _time_json(memory.time)), ("availableBytes", memory.available_bytes),
-                         ("usageBytes", memory.usage_bytes), ("workingSetBytes", memory.working_set_bytes),
-                         ("rssBytes", memory.rss_bytes), ("pageFaults", memory.page_faults),
-                         ("majorPageFaults", memory.major_page_faults)))
+    return _fields_json((("time", _time_json(memory.time)),
+                         *((name, getattr(memory, attribute)) for name, attribute in _MEMORY_COUNTERS)))
+
+
+def _memory_text(memory: MemoryStats) -> str:
+    """`_memory_json` as JSON text, written directly: a time and integers need no encoder."""
+    parts = [] if memory.time is None else [f'"time":"{memory.time.isoformat()}"']
+    parts += [f'"{name}":{value}' for name, attribute in _MEMORY_COUNTERS
+              if (value := getattr(memory, attribute)) is not None]
+    return "{" + ",".join(parts) + "}"
 
 
 def _fs_json(fs: FsStats | VolumeStats | None) -> dict[str, object] | None:
@@ -466,19 +478,12 @@ def _volumes_json(volumes: Sequence[VolumeStats]) -> list[dict[str, object]]:
     return [{"name": volume.name, **(_fs_json(volume) or {})} for volume in volumes]
 
 
-def _pod_head_json(stats: PodStats) -> dict[str, object]:
-    """A pod's stats but its containers, volumes and ephemeral storage (what a stats source measures anew each
-    cycle)."""
+def _pod_stats_json(stats: PodStats) -> dict[str, object]:
     ref = stats.pod_ref
     return _fields_json((
         ("podRef", {"name": ref.name, "namespace": ref.namespace, "uid": ref.uid}),
         ("memory", _memory_json(stats.memory)),
         ("process_stats", None if stats.process_count is None else {"process_count": stats.process_count}),
-    ))
-
-
-def _pod_stats_json(stats: PodStats) -> dict[str, object]:
-    return _pod_head_json(stats) | _fields_json((
         ("containers", [_container_json(c) for c in stats.containers] or None),
         ("volume", _volumes_json(stats.volume_stats) or None),
         ("ephemeral-storage", _fs_json(stats.ephemeral_storage)),
@@ -517,12 +522,15 @@ class SummaryEncoder:
         self._dumps = dumps
         self._previous: dict[int, tuple[object, str]] = {}
         self._current: dict[int, tuple[object, str]] = {}
+        self._refs: dict[PodReference, str] = {}  # a pod's reference never changes: its text is kept
 
     def encode(self, summary: Summary) -> str:
         """Return `summary` as compact JSON text."""
         self._current = {}
         pods = ",".join(self._pod(stats) for stats in summary.pods)
         self._previous = self._current
+        if len(self._refs) > 2 * len(summary.pods):  # the pods of long ago
+            self._refs = {stats.pod_ref: self._refs[stats.pod_ref] for stats in summary.pods}
         return f'{{"node":{self._dumps(summary_to_dict(Summary(node=summary.node))["node"])},"pods":[{pods}]}}'
 
     def _block(self, block: object, encode: Callable[[], object]) -> str:
@@ -533,7 +541,16 @@ class SummaryEncoder:
         return text
 
     def _pod(self, stats: PodStats) -> str:
-        parts = [self._dumps(_pod_head_json(stats))[:-1]]  # always holds podRef: it ends with "}" after a member
+        """`_pod_stats_json` as text: what changes every cycle written directly, the rest from memory."""
+        ref = stats.pod_ref
+        ref_text = self._refs.get(ref)
+        if ref_text is None:
+            ref_text = self._refs[ref] = self._dumps({"name": ref.name, "namespace": ref.namespace, "uid": ref.uid})
+        parts = ['{"podRef":', ref_text]
+        if stats.memory is not None:
+            parts += [',"memory":', _memory_text(stats.memory)]
+        if stats.process_count is not None:
+            parts.append(f',"process_stats":{{"process_count":{stats.process_count}}}')
         if stats.containers:
             parts.append(',"containers":' + self._block(
                 stats.containers, lambda: [_container_json(c) for c in stats.containers]))

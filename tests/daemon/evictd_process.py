@@ -31,11 +31,16 @@ def free_port() -> int:
 
 
 class EvictdProcess:
-    """`evictd run` with JSON logs on a pipe; every log line is parsed into an event as it arrives."""
+    """`evictd run` with JSON logs on a pipe; every log line is parsed into an event as it arrives.
+
+    Its stateDir is `<tmp_path>/state` unless `evictd` names one: processes of one test share it.
+    """
 
     def __init__(self, tmp_path: Path, kubelet: str = "", evictd: str = "", args: tuple[str, ...] = (),
                  env: dict[str, str] | None = None) -> None:
         self.port = free_port()
+        if "stateDir:" not in evictd:  # never the machine's /var/lib/evictd: each test its own state
+            evictd += f"stateDir: {tmp_path / 'state'}\n"
         config = tmp_path / "evictd.yaml"
         self.config_path = config
         config.write_text(

@@ -141,3 +141,21 @@ def test_an_unusable_state_file_is_moved_aside_and_evictd_starts_afresh(
     saved = json.loads(path.read_text())
     assert saved["node"] == node and saved["version"] == STATE_VERSION
     assert daemon.stop() == 0
+
+
+@pytest.mark.parametrize("dry_run", [False, True])
+def test_the_state_is_saved_unless_in_dry_run(tmp_path: Path, dry_run: bool,
+                                              evictd_processes: list[EvictdProcess]) -> None:
+    daemon = EvictdProcess(tmp_path, kubelet="evictionSoft: {memory.available: 1024Gi}\n"
+                           "evictionSoftGracePeriod: {memory.available: 1h}\n",
+                           evictd=f"housekeepingInterval: 50ms\ndryRun: {str(dry_run).lower()}\n", args=("--cycles", "3"))
+    evictd_processes.append(daemon)
+    assert daemon.process.wait(timeout=30) == 0
+    state = tmp_path / "state"
+    files = sorted(p.name for p in state.iterdir()) if state.exists() else []
+    if dry_run:
+        assert files == [], "dry-run writes nothing to stateDir"
+    else:
+        assert files == ["engine-state.json"]
+        saved = json.loads((state / "engine-state.json").read_text())
+        assert [item["threshold"]["signal"] for item in saved["firstObservedAt"]] == ["memory.available"]

@@ -82,13 +82,7 @@ class EngineStateFile:
 
     def restore(self, config: EngineConfig, window_s: float) -> EngineState:
         """Return the engine state to start from: what the file still holds for `config`, or a fresh one."""
-        folder = os.path.dirname(self.path) or "."
-        removed, failed = remove_temporaries(folder, TEMPORARY_PREFIX)
-        for path, error in failed:
-            self._log.warning("temporary engine state file not removed", path=path, error=error)
-        if removed:
-            self._log.info("removed temporary engine state files left by an interrupted write", folder=folder,
-                           count=removed)
+        remove_temporaries(os.path.dirname(self.path) or ".", TEMPORARY_PREFIX, self._log, "engine state")
         try:
             document = read_json_file(self.path, MAX_STATE_BYTES)
             if document is None:

@@ -110,6 +110,13 @@ class EvictdProcess:
                 return float(line.split()[-1])
         raise AssertionError(f"{wanted} not in /metrics")
 
+    def wait_for_cycles(self, count: int, timeout: float = 10.0) -> None:
+        """Return once `count` cycles have finished (by /metrics); fail after `timeout` seconds."""
+        deadline = time.monotonic() + timeout
+        while self.metric("evictd_cycles_total") < count:
+            assert time.monotonic() < deadline, f"{count} cycles did not finish within {timeout}s"
+            time.sleep(0.05)
+
     def stop(self, timeout: float = 15.0) -> int:
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGTERM)
@@ -128,6 +135,17 @@ class EvictdProcess:
         if self.process.poll() is None:
             self.process.kill()
             self.process.wait()
+
+
+def start_evictd(tmp_path: Path, processes: list[EvictdProcess], *, kubelet: str = "", evictd: str = "",
+                 cycles: int = 1) -> EvictdProcess:
+    """Start `evictd run` (added to `processes`, the fixture that kills what is left) and return once it has
+    finished `cycles` cycles."""
+    daemon = EvictdProcess(tmp_path, kubelet=kubelet, evictd=evictd)
+    processes.append(daemon)
+    daemon.wait_event("evictd started")
+    daemon.wait_for_cycles(cycles)
+    return daemon
 
 
 def mem_available_bytes() -> int:

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from evictd_process import EvictdProcess
+from evictd_process import EvictdProcess, start_evictd
 
 from evictd.core.saved_state import STATE_VERSION
 from real_pod_node import MiB, RealPodNode
@@ -43,30 +43,21 @@ def real_pod(ext4_mount: Path) -> Iterator[RealPodNode]:
         node.teardown()
 
 
-def start_evictd(tmp_path: Path, real_pod: RealPodNode, evictd_processes: list[EvictdProcess]) -> EvictdProcess:
+def start_on_the_node(tmp_path: Path, real_pod: RealPodNode, processes: list[EvictdProcess]) -> EvictdProcess:
     """Start `evictd run` on the real pod's node with the soft allocatable threshold; return after its first cycle."""
-    daemon = EvictdProcess(
-        tmp_path,
+    return start_evictd(
+        tmp_path, processes,
         kubelet="evictionHard: {memory.available: 1Mi}\nevictionSoft: {allocatableMemory.available: 200Mi}\n"
                 f"evictionSoftGracePeriod: {{allocatableMemory.available: {GRACE_S:g}s}}\nenforceNodeAllocatable: []\n",
-        evictd=f"housekeepingInterval: {INTERVAL}\npsiWakeups: false\ncgroupRoot: /{real_pod.base}\n"
-               f"kubeletRootDir: {real_pod.kubelet_root}\npodLogsDir: {real_pod.pod_logs_dir}\n"
-               f"imageFsPath: {tmp_path / 'containerd'}\ncontainerFsPath: {tmp_path / 'containerd'}\n",
+        evictd=f"housekeepingInterval: {INTERVAL}\npsiWakeups: false\n" + real_pod.evictd_settings(tmp_path / "containerd"),
     )
-    evictd_processes.append(daemon)
-    daemon.wait_event("evictd started")
-    deadline = time.monotonic() + 10
-    while daemon.metric("evictd_cycles_total") < 1:
-        assert time.monotonic() < deadline, "the first cycle never finished"
-        time.sleep(0.05)
-    return daemon
 
 
 def test_a_restart_inside_a_soft_grace_period_neither_resets_nor_shortens_it(
     tmp_path: Path, real_pod: RealPodNode, evictd_processes: list[EvictdProcess]
 ) -> None:
     pod_process = real_pod.start_process()
-    first = start_evictd(tmp_path, real_pod, evictd_processes)
+    first = start_on_the_node(tmp_path, real_pod, evictd_processes)
     pod_process.do(f"alloc {ALLOCATED_BYTES}")
     crossed = first.wait_event("threshold met", timeout=10)
     assert crossed["threshold"] == THRESHOLD
@@ -78,7 +69,7 @@ def test_a_restart_inside_a_soft_grace_period_neither_resets_nor_shortens_it(
     assert [item["threshold"]["signal"] for item in state["firstObservedAt"]] == ["allocatableMemory.available"]
 
     restarted_at = time.time()
-    second = start_evictd(tmp_path, real_pod, evictd_processes)
+    second = start_on_the_node(tmp_path, real_pod, evictd_processes)
     restored = second.wait_event("engine state restored")
     assert restored["grace_periods"] == [THRESHOLD]
     assert restored["conditions"] == ["MemoryPressure"]
@@ -122,7 +113,7 @@ def test_an_unusable_state_file_is_moved_aside_and_evictd_starts_afresh(
                                   STATE_VERSION + 1 if case == "other version" else STATE_VERSION)
         path.write_text(json.dumps(document))
     before = path.read_bytes()
-    daemon = start_evictd(tmp_path, real_pod, evictd_processes)
+    daemon = start_on_the_node(tmp_path, real_pod, evictd_processes)
     suffix = "corrupt" if case == "corrupt" else "foreign"
     event = ("engine state file unusable: moved aside, starting afresh" if case == "corrupt"
              else "engine state file of another node or format version: moved aside, starting afresh")

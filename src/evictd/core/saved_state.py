@@ -210,48 +210,18 @@ def restore_state(
         raise UnusableState(f"saved by node {bounded_repr(document.get('node'))}, this is node {node_name!r}",
                             foreign=True)
     try:
-        fields = _fields(document, "state", _DOCUMENT_FIELDS)
-        return _restore(fields, thresholds, now, now_wall, restore_window_s, transition_period_s)
+        saved = _parse(document, now_wall)
     except ConfigError as exc:
         raise UnusableState(str(exc)) from None
-
-
-def _restore(
-    fields: Mapping[str, object],
-    thresholds: Iterable[Threshold],
-    now: float,
-    now_wall: float,
-    restore_window_s: float,
-    transition_period_s: float,
-) -> Restored:
-    saved_at = _seconds(fields["savedAt"], "state.savedAt")
 
     def monotonic(wall: float) -> float:
         """The monotonic time of a wall-clock time, never after `now`."""
         return now - max(now_wall - wall, 0.0)
 
-    def timer(value: object, key: str) -> tuple[Record, float]:
-        item = _fields(value, key, ("threshold", "at"))
-        return _record(item["threshold"], child(key, "threshold")), _seconds(item["at"], child(key, "at"))
-
-    first_observed = list_of(fields["firstObservedAt"], "state.firstObservedAt", timer)
-    met = list_of(fields["thresholdsMet"], "state.thresholdsMet", _record)
-    conditions_at = mapping(fields["conditionLastObservedAt"], "state.conditionLastObservedAt")
-    conditions = {
-        _condition(name, child("state.conditionLastObservedAt", name)):
-            _seconds(at, child("state.conditionLastObservedAt", name))
-        for name, at in conditions_at.items()
-    }
-    observations_at = mapping(fields["lastObservations"], "state.lastObservations")
-    observations = {
-        _signal(name, child("state.lastObservations", name)):
-            _observation(value, child("state.lastObservations", name), now_wall)
-        for name, value in observations_at.items()
-    }
-    age_s = now_wall - saved_at
+    age_s = now_wall - saved.saved_at
     # A document from the future means the wall clock went back: its times cannot be placed, none is kept.
     timers_kept = 0 <= age_s <= restore_window_s
-    kept_conditions = {c: monotonic(at) for c, at in conditions.items()
+    kept_conditions = {c: monotonic(at) for c, at in saved.conditions.items()
                        if age_s >= 0 and now_wall - at < transition_period_s}
     configured = [(threshold_record(t), t) for t in thresholds]
 
@@ -261,21 +231,56 @@ def _restore(
     first_observed_at: dict[Threshold, float] = {}
     thresholds_met: list[Threshold] = []
     dropped = 0
-    for record, at in first_observed:
+    for record, at in saved.first_observed:
         threshold = current(record)
         if threshold is None:
             dropped += 1
         elif timers_kept:
             first_observed_at[threshold] = monotonic(at)
     if timers_kept:
-        thresholds_met = [t for t in (current(r) for r in met) if t is not None and t in first_observed_at]
+        thresholds_met = [t for t in (current(r) for r in saved.met) if t is not None and t in first_observed_at]
     state = EngineState(
         first_observed_at=first_observed_at,
         condition_last_observed_at=kept_conditions,
         node_conditions=tuple(kept_conditions),
         thresholds_met=tuple(thresholds_met),
-        last_observations=observations if timers_kept else {},
+        last_observations=saved.observations if timers_kept else {},
     )
     return Restored(state=state, age_s=age_s, timers_kept=timers_kept, thresholds=tuple(first_observed_at),
                     conditions=tuple(kept_conditions), dropped=dropped)
+
+
+@dataclass(frozen=True, slots=True)
+class _Saved:
+    """A document's contents, checked; times are wall-clock seconds, threshold records as found."""
+
+    saved_at: float
+    first_observed: tuple[tuple[Record, float], ...]
+    met: tuple[Record, ...]
+    conditions: Mapping[NodeCondition, float]
+    observations: Mapping[Signal, Observation]
+
+
+def _parse(document: Mapping[str, object], now_wall: float) -> _Saved:
+    """Return the checked contents of a document; raise ConfigError naming the bad field."""
+    fields = _fields(document, "state", _DOCUMENT_FIELDS)
+
+    def timer(value: object, key: str) -> tuple[Record, float]:
+        item = _fields(value, key, ("threshold", "at"))
+        return _record(item["threshold"], child(key, "threshold")), _seconds(item["at"], child(key, "at"))
+
+    conditions_key, observations_key = "state.conditionLastObservedAt", "state.lastObservations"
+    return _Saved(
+        saved_at=_seconds(fields["savedAt"], "state.savedAt"),
+        first_observed=list_of(fields["firstObservedAt"], "state.firstObservedAt", timer),
+        met=list_of(fields["thresholdsMet"], "state.thresholdsMet", _record),
+        conditions={
+            _condition(name, child(conditions_key, name)): _seconds(at, child(conditions_key, name))
+            for name, at in mapping(fields["conditionLastObservedAt"], conditions_key).items()
+        },
+        observations={
+            _signal(name, child(observations_key, name)): _observation(value, child(observations_key, name), now_wall)
+            for name, value in mapping(fields["lastObservations"], observations_key).items()
+        },
+    )
 

@@ -92,20 +92,21 @@ def move_aside(path: str, suffix: str, now: datetime) -> str:
     return target
 
 
-def remove_temporaries(folder: str, prefix: str) -> tuple[int, list[tuple[str, str]]]:
-    """Remove the temporary files (`prefix`) of writes a killed process left in `folder`; return how many were
-    removed and the (path, error) of those that could not be. A missing or unreadable folder has none."""
+def remove_temporaries(folder: str, prefix: str, log: Any, kind: str) -> None:
+    """Remove the temporary files (`prefix`) of writes a killed process left in `folder`, logging how many (and
+    each one that could not be removed) as the `kind` of file ("journal"). A missing or unreadable folder has
+    none."""
     try:
         names = [name for name in os.listdir(folder) if name.startswith(prefix)]
     except OSError:
-        return 0, []  # no folder yet, or none readable: nothing to clean, and a write will say what is wrong
+        return  # no folder yet, or none readable: nothing to clean, and a write will say what is wrong
     removed = 0
-    failed: list[tuple[str, str]] = []
     for name in names:
         path = os.path.join(folder, name)
         try:
             os.unlink(path)
             removed += 1
         except OSError as exc:
-            failed.append((path, exc.strerror or str(exc)))
-    return removed, failed
+            log.warning(f"temporary {kind} file not removed", path=path, error=exc.strerror)
+    if removed:
+        log.info(f"removed temporary {kind} files left by an interrupted write", folder=folder, count=removed)

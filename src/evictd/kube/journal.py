@@ -207,21 +207,12 @@ class EvictionJournal:
         self._failed_writes = 0
         if path is None:
             return
-        self._remove_temporaries(os.path.dirname(path) or ".")
+        remove_temporaries(os.path.dirname(path) or ".", TEMPORARY_PREFIX, self._log, "journal")
         try:
             self._entries = read_journal(path) or {}
         except SampleError as exc:
             on_corrupt()
             self._move_aside(path, exc.reason, wall_clock())
-
-    def _remove_temporaries(self, folder: str) -> None:
-        """Remove the temporary files of writes a killed process left behind (logged with their number)."""
-        removed, failed = remove_temporaries(folder, TEMPORARY_PREFIX)
-        for path, error in failed:
-            self._log.warning("temporary journal file not removed", path=path, error=error)
-        if removed:
-            self._log.info("removed temporary journal files left by an interrupted write", folder=folder,
-                           count=removed)
 
     def _move_aside(self, path: str, reason: str, now: datetime) -> None:
         try:

@@ -11,11 +11,11 @@ count at zero for the cycle, never guessed.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Protocol
 
+from evictd.clock import SYSTEM_CLOCK, Clock
 from evictd.core.errors import EvictdError, SampleError
 from evictd.core.oom import (
     CgroupOomCount,
@@ -55,7 +55,7 @@ class OomFeedback:
         *,
         dry_run: bool,
         container_names: ContainerNames | None = None,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self.state = OomState()
         self.problems: tuple[SampleError, ...] = ()
@@ -86,7 +86,7 @@ class OomFeedback:
         activity = activity_after_cycle(report.assessment, report.evictions, bool(report.eviction_errors),
                                         self._dry_run)
         self.state, found = oom_feedback(self.state, OomReading(node=node, pods=pods, cgroups=cgroups), activity,
-                                         self._clock())
+                                         self._clock.monotonic())
         self.problems = tuple(problems)
         if not found.pod_kills:
             return found

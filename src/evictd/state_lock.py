@@ -22,6 +22,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from evictd.clock import SYSTEM_CLOCK, Clock
 from evictd.core.errors import StateLockError
 
 LOCK_FILE = "evictd.lock"
@@ -65,7 +66,7 @@ def acquire_state_lock(
     timeout_s: float,
     log: Any,
     *,
-    clock: Callable[[], float] = time.monotonic,
+    clock: Clock = SYSTEM_CLOCK,
     sleep: Callable[[float], None] = time.sleep,
 ) -> StateLock:
     """Lock `state_dir` for this process, waiting up to `timeout_s` for another evictd holding it.
@@ -81,13 +82,13 @@ def acquire_state_lock(
         log.error("stateDir lock file cannot be created: running without the lock", lock_file=path,
                   error=exc.strerror or str(exc))
         return StateLock(path, None)
-    deadline = clock() + timeout_s
+    deadline = clock.monotonic() + timeout_s
     if not _try_lock(descriptor):
         holder = holder_pid(descriptor)
         log.warning("stateDir is locked by another evictd: waiting for it to stop", holder_pid=holder,
                     lock_file=path, wait_s=timeout_s)
         while not _try_lock(descriptor):
-            if clock() >= deadline:
+            if clock.monotonic() >= deadline:
                 holder = holder_pid(descriptor)
                 os.close(descriptor)
                 raise StateLockError(state_dir, path, holder, timeout_s)

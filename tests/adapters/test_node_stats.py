@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from clocks import ManualClock
 from evictd.adapters.cgroups import CgroupLayout, CgroupReader, MemoryReading, PodCgroup
 from evictd.adapters.filesystems import FsReading
 from evictd.adapters.node_pods import UNKNOWN_NAMESPACE, DiscoveredPods, log_folder_names
@@ -173,13 +174,13 @@ class Node:
             container_fs_path=str(self.image_fs),
             proc_root=str(self.proc),
             runtime=runtime,
-            wall_clock=lambda: AT,
+            clock=ManualClock(0.0, wall_at_zero=AT),
         )
 
     def walker(self) -> PodDiskWalker:
         """Return a disk walker over this node's pod folders, run in this process by `walked_summary`."""
         return PodDiskWalker(kubelet_root=str(self.kubelet_root), pod_logs_dir=str(self.pod_logs_dir),
-                             wall_clock=AT.timestamp)
+                             clock=ManualClock(0.0, wall_at_zero=AT))
 
     def log_folder(self, namespace: str, name: str, uid: str, container: str = "app") -> Path:
         folder = self.pod_logs_dir / f"{namespace}_{name}_{uid}" / container

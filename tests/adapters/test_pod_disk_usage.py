@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from clocks import ManualClock
+from clocks import WALL_AT_ZERO, ManualClock
 from evictd.adapters.disk_usage import EMPTY_DIR_PLUGIN_DIR
 from evictd.adapters.pod_disk_usage import (
     NOT_MEASURED_YET,
@@ -32,7 +32,7 @@ from real_pod_node import du_bytes, du_inodes
 STALE_AFTER_S = 120.0
 BIG = PodKey("11111111-1111-4111-8111-111111111111", "shop", "big")
 SMALL = PodKey("22222222-2222-4222-8222-222222222222", "shop", "small")
-WALL_AT = 1_790_000_000.0
+WALL_AT = WALL_AT_ZERO.timestamp()  # the wall time of ManualClock at 0
 
 
 def volume(kubelet: Path, pod: PodKey, name: str) -> Path:
@@ -71,7 +71,7 @@ def roots(tmp_path: Path) -> tuple[Path, Path]:
 def walker_for(roots: tuple[Path, Path], clock: ManualClock, entry_budget: int) -> PodDiskWalker:
     kubelet, logs = roots
     return PodDiskWalker(kubelet_root=str(kubelet), pod_logs_dir=str(logs), entry_budget=entry_budget,
-                         clock=clock, wall_clock=lambda: WALL_AT + clock())
+                         clock=clock)
 
 
 # --------------------------------------------------------------------------------------------------

@@ -15,9 +15,9 @@ container's snapshot is cleaned up asynchronously (well under a second).
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -32,6 +32,7 @@ from containerd_harness import (
 )
 from cri_fixtures import PodFactory
 
+from clocks import ManualClock
 from container_gc_plans import pod_state_from_mapping
 from evictd.adapters.runtime_gc import (
     ContainerGCResult,
@@ -61,6 +62,11 @@ MiB = 1024 * 1024
 STATS_REFRESH_TIMEOUT_S = 5.0
 EXITED, RUNNING, UNKNOWN = ContainerState.EXITED, ContainerState.RUNNING, ContainerState.UNKNOWN
 NOW_NS = 1_700_000_000 * 10**9
+
+
+def gc_clock() -> ManualClock:
+    """Monotonic 0, the wall at NOW_NS."""
+    return ManualClock(0.0, datetime.fromtimestamp(NOW_NS / 10**9, UTC))
 
 
 # --- a scripted runtime ----------------------------------------------------------------------------------
@@ -123,18 +129,6 @@ class FakeRuntime:
         return [target for called, target in self.calls if called == method and (called, target) not in self.fail]
 
 
-@dataclass
-class FakeClock:
-    monotonic_s: float = 0.0
-    wall_ns: int = NOW_NS
-
-    def monotonic(self) -> float:
-        return self.monotonic_s
-
-    def time_ns(self) -> int:
-        return self.wall_ns
-
-
 def dead(pod: str, name: str, attempt: int, state: ContainerState = EXITED, image: str = "") -> Container:
     return Container(
         id=f"{pod}-{name}-{attempt}", name=name, pod_sandbox_id=f"{pod}-sb", state=state, created_at_ns=attempt,
@@ -152,14 +146,14 @@ def notready_sandbox(pod: str) -> Sandbox:
 def test_reclaimer_dispatches_and_honours_the_eviction_switch() -> None:
     runtime = FakeRuntime(images=[Image("sha256:a", 100)], containers=[dead("p", "c", 0), dead("p", "c", 1)],
                           layer_bytes={"p-c-0": 7})
-    clock = FakeClock()
+    clock = gc_clock()
     containers = CriContainerGC(runtime, GCPolicy(), pod_state_from_mapping({}), None, clock=clock)
     off = CriImageGC(runtime, ImageGCPolicy(min_age_s=0, include_in_eviction=False), clock=clock)
     assert RuntimeReclaimer(containers, off).reclaim(ReclaimAction.IMAGE_GC) == 0
     assert not [c for c in runtime.calls if c[0] in ("ListImages", "RemoveImage")], "the switch touches nothing"
     assert RuntimeReclaimer(containers, off).reclaim(ReclaimAction.CONTAINER_GC) == 7
     assert runtime.removed("RemoveContainer") == ["p-c-0"]
-    clock.monotonic_s = 1.0
+    clock.now_s = 1.0
     on = CriImageGC(runtime, ImageGCPolicy(min_age_s=0), clock=clock)
     assert RuntimeReclaimer(containers, on).reclaim(ReclaimAction.IMAGE_GC) == 100
     assert runtime.images == []
@@ -172,7 +166,7 @@ def test_image_reclaim_tries_every_image_and_raises_one_error() -> None:
     runtime = FakeRuntime(images=[Image("sha256:a", 1), Image("sha256:b", 10), Image("sha256:c", 100)])
     runtime.fail = {("RemoveImage", "sha256:b")}
     reasons: list[GCReason] = []
-    gc = CriImageGC(runtime, ImageGCPolicy(min_age_s=0), on_image_removed=reasons.append, clock=FakeClock())
+    gc = CriImageGC(runtime, ImageGCPolicy(min_age_s=0), on_image_removed=reasons.append, clock=gc_clock())
     with pytest.raises(GCError) as caught:
         gc.reclaim()
     error = caught.value
@@ -186,7 +180,7 @@ def test_image_reclaim_tries_every_image_and_raises_one_error() -> None:
 
 def test_listing_failure_is_a_cri_error_and_changes_nothing() -> None:
     runtime = FakeRuntime(images=[Image("sha256:a", 1)], fail={("ListContainers", "")})
-    gc = CriImageGC(runtime, ImageGCPolicy(min_age_s=0), clock=FakeClock())
+    gc = CriImageGC(runtime, ImageGCPolicy(min_age_s=0), clock=gc_clock())
     with pytest.raises(CRIError) as caught:
         gc.reclaim()
     assert caught.value.method == "ListContainers"
@@ -203,13 +197,13 @@ def test_images_in_use_pinned_and_protected_survive_reclaim() -> None:
         ],
         containers=[replace(dead("p", "c", 0), image="app:1")],  # named by its spec reference only
     )
-    gc = CriImageGC(runtime, ImageGCPolicy(min_age_s=0, protected=("registry.local/tools/*",)), clock=FakeClock())
+    gc = CriImageGC(runtime, ImageGCPolicy(min_age_s=0, protected=("registry.local/tools/*",)), clock=gc_clock())
     assert gc.reclaim() == 1
     assert runtime.removed("RemoveImage") == ["sha256:old"]
 
 
 def test_periodic_image_gc_deletes_by_age_then_by_space() -> None:
-    clock = FakeClock(monotonic_s=0.0)
+    clock = gc_clock()
     runtime = FakeRuntime(images=[Image("sha256:a", 30), Image("sha256:b", 40), Image("sha256:c", 50)])
     usage = {"capacity": 1000, "available": 50}
     reasons: list[GCReason] = []
@@ -218,13 +212,13 @@ def test_periodic_image_gc_deletes_by_age_then_by_space() -> None:
         fs_usage=lambda: (usage["capacity"], usage["available"]), on_image_removed=reasons.append,
     )
     runtime.containers = [dead("p", "c", 0, image="sha256:b"), dead("p", "c", 1, image="sha256:c")]
-    clock.monotonic_s = 10.0
+    clock.now_s = 10.0
     gc.detect()  # a unused; b and c used at 10
     runtime.containers = [dead("p", "c", 1, image="sha256:c")]
-    clock.monotonic_s = 50.0
+    clock.now_s = 50.0
     gc.detect()  # c used at 50
     runtime.containers = []
-    clock.monotonic_s = 130.0  # GC began at 0: past max age; b unused for 120 s > 100, c for 80 s, a never used
+    clock.now_s = 130.0  # GC began at 0: past max age; b unused for 120 s > 100, c for 80 s, a never used
     result = gc.periodic()
     assert [(i.image_id, i.reason) for i in result.removed] == [
         ("sha256:a", GCReason.AGE), ("sha256:b", GCReason.AGE), ("sha256:c", GCReason.SPACE)
@@ -240,14 +234,14 @@ def test_periodic_image_gc_deletes_by_age_then_by_space() -> None:
 
 def test_periodic_image_gc_below_high_threshold_deletes_nothing() -> None:
     runtime = FakeRuntime(images=[Image("sha256:a", 30)])
-    gc = CriImageGC(runtime, ImageGCPolicy(90, 80, min_age_s=0), clock=FakeClock(), fs_usage=lambda: (1000, 600))
+    gc = CriImageGC(runtime, ImageGCPolicy(90, 80, min_age_s=0), clock=gc_clock(), fs_usage=lambda: (1000, 600))
     result = gc.periodic()
     assert result.removed == () and result.wanted_bytes is None
     assert runtime.removed("RemoveImage") == []
 
 
 def test_age_deletion_errors_end_the_pass_before_the_space_step() -> None:
-    clock = FakeClock()
+    clock = gc_clock()
     runtime = FakeRuntime(images=[Image("sha256:a", 30), Image("sha256:b", 30)], fail={("RemoveImage", "sha256:a")})
     reads: list[int] = []
 
@@ -256,7 +250,7 @@ def test_age_deletion_errors_end_the_pass_before_the_space_step() -> None:
         return 1000, 0
 
     gc = CriImageGC(runtime, ImageGCPolicy(90, 80, min_age_s=0, max_age_s=10), clock=clock, fs_usage=usage)
-    clock.monotonic_s = 11.0
+    clock.now_s = 11.0
     with pytest.raises(GCError) as caught:
         gc.periodic()
     assert caught.value.freed_bytes == 30 and runtime.removed("RemoveImage") == ["sha256:b"]
@@ -265,7 +259,7 @@ def test_age_deletion_errors_end_the_pass_before_the_space_step() -> None:
 
 def test_periodic_image_gc_is_off_at_high_100_without_max_age_but_still_detects() -> None:
     runtime = FakeRuntime(images=[Image("sha256:a", 30)])
-    gc = CriImageGC(runtime, ImageGCPolicy(100, 80, min_age_s=0), clock=FakeClock(), fs_usage=lambda: (1000, 0))
+    gc = CriImageGC(runtime, ImageGCPolicy(100, 80, min_age_s=0), clock=gc_clock(), fs_usage=lambda: (1000, 0))
     assert gc.periodic().removed == ()
     assert set(gc.state.records) == {"sha256:a"}
     assert runtime.removed("RemoveImage") == []
@@ -277,7 +271,7 @@ def test_periodic_image_gc_is_off_at_high_100_without_max_age_but_still_detects(
 def test_unknown_container_is_stopped_first_and_kept_when_that_fails() -> None:
     runtime = FakeRuntime(containers=[dead("p", "a", 0, UNKNOWN), dead("p", "b", 0, UNKNOWN)])
     runtime.fail = {("StopContainer", "p-b-0")}
-    gc = CriContainerGC(runtime, GCPolicy(0, 0, -1), pod_state_from_mapping({}), None, clock=FakeClock())
+    gc = CriContainerGC(runtime, GCPolicy(0, 0, -1), pod_state_from_mapping({}), None, clock=gc_clock())
     with pytest.raises(GCError) as caught:
         gc.periodic()
     assert caught.value.method == "StopContainer"
@@ -297,7 +291,7 @@ def test_container_gc_collects_failures_and_carries_on(tmp_path: Path) -> None:
     (logs / "ns_gone-pod_gone" / "0.log").write_text("bye")
     (logs / "ns_live-pod_live").mkdir()
     states = pod_state_from_mapping({"gone": PodState.DELETED, "other": PodState.DELETED})
-    gc = CriContainerGC(runtime, GCPolicy(), states, str(logs), clock=FakeClock())
+    gc = CriContainerGC(runtime, GCPolicy(), states, str(logs), clock=gc_clock())
     with pytest.raises(GCError) as caught:
         gc.reclaim()
     error = caught.value
@@ -316,7 +310,7 @@ def test_container_gc_result_and_bytes_when_everything_succeeds(tmp_path: Path) 
         layer_bytes={"gone-c-0": 1000, "live-c-1": 5},
     )
     states = pod_state_from_mapping({"gone": PodState.DELETED, "live": PodState.ACTIVE})
-    result = CriContainerGC(runtime, GCPolicy(), states, None, clock=FakeClock()).periodic()
+    result = CriContainerGC(runtime, GCPolicy(), states, None, clock=gc_clock()).periodic()
     assert result == ContainerGCResult(containers=("gone-c-0", "live-c-0"), sandboxes=("gone-sb",), freed_bytes=1000)
     assert ("StopPodSandbox", "gone-sb") in runtime.calls, "a sandbox is stopped before it is removed"
 
@@ -325,7 +319,7 @@ def test_sources_not_ready_keep_deleted_pods_and_their_logs(tmp_path: Path) -> N
     runtime = FakeRuntime(containers=[dead("gone", "c", 0), dead("gone", "c", 1)])
     (tmp_path / "ns_p_gone").mkdir()
     gc = CriContainerGC(runtime, GCPolicy(), pod_state_from_mapping({"gone": PodState.DELETED}), str(tmp_path),
-                        sources_ready=lambda: False, clock=FakeClock())
+                        sources_ready=lambda: False, clock=gc_clock())
     assert gc.reclaim() == 0
     assert runtime.removed("RemoveContainer") == ["gone-c-0"], "only the per-container policy applies"
     assert (tmp_path / "ns_p_gone").is_dir()
@@ -346,7 +340,7 @@ def test_log_folder_problems(tmp_path: Path) -> None:
 
 def test_layer_sizes_unknown_count_zero() -> None:
     runtime = FakeRuntime(containers=[dead("gone", "c", 0)], fail={("ListContainerStats", "")})
-    gc = CriContainerGC(runtime, GCPolicy(), pod_state_from_mapping({"gone": PodState.DELETED}), None, clock=FakeClock())
+    gc = CriContainerGC(runtime, GCPolicy(), pod_state_from_mapping({"gone": PodState.DELETED}), None, clock=gc_clock())
     assert gc.reclaim() == 0
     assert runtime.removed("RemoveContainer") == ["gone-c-0"]
 
@@ -363,7 +357,7 @@ def test_dangling_legacy_log_symlinks_of_dead_containers_are_removed(tmp_path: P
         (legacy / name).symlink_to(tmp_path / target)
     (tmp_path / "present").write_text("log")
     gc = CriContainerGC(runtime, GCPolicy(max_per_pod_container=-1), pod_state_from_mapping({}), None,
-                        legacy_logs_root=str(legacy), clock=FakeClock())
+                        legacy_logs_root=str(legacy), clock=gc_clock())
     result = gc.periodic()
     assert result.legacy_log_symlinks == (f"p_ns_gone-{'c' * 64}.log", f"p_ns_old-{exited_id}.log")
     assert sorted(os.listdir(legacy)) == sorted([f"p_ns_run-{running_id}.log", f"p_ns_live-{'d' * 64}.log"])
@@ -491,16 +485,16 @@ def test_real_image_gc_frees_an_unused_big_image(image_node: Containerd, ext4_mo
 
 
 def test_real_image_gc_keeps_young_and_protected_images(image_node: Containerd) -> None:
-    clock = FakeClock(monotonic_s=0.0, wall_ns=time.time_ns())
+    clock = ManualClock(0.0, datetime.now(UTC))
     kept = image_node.import_big_image(4, tag="keep-me")
     young = image_node.import_big_image(4, tag="young")
     policy = ImageGCPolicy(min_age_s=120, protected=(PAUSE_IMAGE, f"{BIG_IMAGE_REPOSITORY}:keep-*"))
     gc = CriImageGC(image_node.cri, policy, clock=clock)
     gc.detect()
-    clock.monotonic_s = 119.0
+    clock.now_s = 119.0
     assert gc.reclaim() == 0, "first detected 119 s ago: younger than imageMinimumGCAge"
     assert image_with_tag(image_node, young) is not None
-    clock.monotonic_s = 120.0
+    clock.now_s = 120.0
     assert gc.reclaim() > 0
     assert image_with_tag(image_node, young) is None
     assert image_with_tag(image_node, kept) is not None
@@ -521,16 +515,16 @@ def test_real_image_used_only_by_an_exited_container_is_kept(image_node: Contain
 
 
 def test_real_periodic_image_gc_frees_down_to_the_low_threshold(image_node: Containerd, ext4_mount: Path) -> None:
-    clock = FakeClock(monotonic_s=0.0, wall_ns=time.time_ns())
+    clock = ManualClock(0.0, datetime.now(UTC))
     reasons: list[GCReason] = []
     references = []
     gc = CriImageGC(image_node.cri, ImageGCPolicy(min_age_s=0, protected=(PAUSE_IMAGE,)), clock=clock,
                     fs_usage=imagefs_usage(image_node.cri), on_image_removed=reasons.append)
     for step, tag in enumerate(("first", "second", "third"), start=1):
         references.append(image_node.import_big_image(6, tag=tag))
-        clock.monotonic_s = float(step)
+        clock.now_s = float(step)
         gc.detect()  # detected one after the other: the first is the least recently detected
-    clock.monotonic_s = 10.0
+    clock.now_s = 10.0
     used = usage_percent(ext4_mount)
     high, low = used, used - 5
     gc.policy = replace(gc.policy, high_threshold_percent=high, low_threshold_percent=low)

@@ -8,12 +8,14 @@ file is real, and `evictd shadow-report` reads it as a user runs it.
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from builders import Gi, Mi, pod, pod_stats, summary
+from clocks import ManualClock
 from evictd.cli import main
 from evictd.core.engine import Eviction
 from evictd.core.pods import Pod, pod_from_dict
@@ -38,12 +40,12 @@ class Node:
 
     def __init__(self, folder: Path) -> None:
         self.docs: dict[str, dict[str, Any]] = {}
-        self.now = 1000.0
-        self.wall = 1_763_800_000.0
+        # Monotonic 1000 s at the wall time 1_763_800_000 (epoch seconds).
+        self.clock = ManualClock(1000.0, wall_at_zero=datetime.fromtimestamp(1_763_800_000.0 - 1000.0, UTC))
         self.log = RecordingLog()
         self.outcomes: list[str] = []
         self.comparer = ShadowComparer(self.pods, str(folder), lambda c: self.outcomes.append(str(c.outcome)),
-                                       self.log, window_s=60, clock=lambda: self.now, wall_clock=lambda: self.wall)
+                                       self.log, window_s=60, clock=self.clock)
 
     def pods(self) -> list[Pod]:
         return [pod_from_dict(doc) for doc in self.docs.values()]
@@ -53,8 +55,7 @@ class Node:
         self.docs[name]["status"] = {"phase": "Failed", "reason": "Evicted", "message": KUBELET_MESSAGE}
 
     def tick(self, seconds: float, evictions: list[Eviction] | None = None) -> list[str]:
-        self.now += seconds
-        self.wall += seconds
+        self.clock.advance(seconds)
         return [str(c.outcome) for c in self.comparer.after_cycle(evictions or [])]
 
 

@@ -71,6 +71,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from types import MappingProxyType
 
+from evictd.clock import SYSTEM_CLOCK, Clock
 from evictd.core.errors import ConfigError, SampleError
 
 # st_blocks counts 512-byte units on Linux whatever the filesystem block size (stat(2)); upstream
@@ -191,7 +192,7 @@ class DiskUsageCache:
         *,
         max_age_s: float = DEFAULT_MAX_AGE_S,
         keep_cycles: int = DEFAULT_KEEP_CYCLES,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Clock = SYSTEM_CLOCK,
         scandir: Scandir = os.scandir,
     ) -> None:
         if not (math.isfinite(max_age_s) and max_age_s > 0):
@@ -243,7 +244,7 @@ class DiskUsageCache:
         the usage, or None if `path` does not exist. Raises SampleError as `usage` does. Closing a paused
         walk closes the directory listing it holds.
         """
-        now = self._clock()
+        now = self._clock.monotonic()
         try:
             root_stat = os.lstat(path)
         except _GONE:

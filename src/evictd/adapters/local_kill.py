@@ -25,12 +25,12 @@ Invariants:
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Protocol
 
+from evictd.clock import SYSTEM_CLOCK, Clock
 from evictd.core.engine import Eviction
 from evictd.core.errors import CRIError
 from evictd.core.runtime import Container, ContainerState, Sandbox, SandboxState
@@ -102,7 +102,7 @@ class LocalKiller:
     ``clock`` (monotonic seconds) only times the kill for the result.
     """
 
-    def __init__(self, runtime: PodRuntime, *, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, runtime: PodRuntime, *, clock: Clock = SYSTEM_CLOCK) -> None:
         self._runtime = runtime
         self._clock = clock
 
@@ -126,12 +126,12 @@ class LocalKiller:
         Blocks until every container has stopped, i.e. at most the grace period plus the runtime's own
         latency. Raises ``CRIError`` if listing fails, or (after trying everything) if any stop failed.
         """
-        started = self._clock()
+        started = self._clock.monotonic()
         pod = eviction.pod
         grace_s = stop_grace_period_s(eviction)
         sandboxes = self._pod_sandboxes(eviction)
         if not sandboxes:
-            return KillResult(pod.key, pod.uid, False, grace_s, (), (), self._clock() - started)
+            return KillResult(pod.key, pod.uid, False, grace_s, (), (), self._clock.monotonic() - started)
         containers = containers_to_stop(
             sandboxes, self._runtime.list_containers(pod_uid=pod.uid or None), pod.uid
         )
@@ -159,5 +159,5 @@ class LocalKiller:
             grace_period_s=grace_s,
             container_ids=tuple(container.id for container in containers),
             sandbox_ids=tuple(sandbox.id for sandbox in to_stop),
-            elapsed_s=self._clock() - started,
+            elapsed_s=self._clock.monotonic() - started,
         )

@@ -31,7 +31,6 @@ The cycle reads no pod folder itself: the pods it lists are handed to the disk w
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -42,6 +41,7 @@ from evictd.adapters import procfs
 from evictd.adapters.cgroups import CgroupReader, MemoryReading, PodCgroup
 from evictd.adapters.filesystems import FsReading, statvfs_reading
 from evictd.adapters.pod_disk_usage import PodDiskFigures, PodDiskStore, PodKey, SpaceUsed
+from evictd.clock import SYSTEM_CLOCK, Clock
 from evictd.core.errors import EvictdError, SampleError
 from evictd.core.pods import Pod, derived
 from evictd.core.summary import (
@@ -179,8 +179,7 @@ class NodeStatsSource:
         image_fs_path: str,
         container_fs_path: str,
         proc_root: str = "/proc",
-        wall_clock: Callable[[], datetime] = lambda: datetime.now(UTC),
-        clock: Callable[[], float] = time.monotonic,
+        clock: Clock = SYSTEM_CLOCK,
         pod_cgroups: Callable[[], Mapping[str, PodCgroup]] | None = None,
         runtime: Runtime = NO_RUNTIME,
     ) -> None:
@@ -192,7 +191,6 @@ class NodeStatsSource:
         self._image_fs_path = image_fs_path
         self._container_fs_path = container_fs_path
         self._proc_root = proc_root
-        self._wall_clock = wall_clock
         self._clock = clock
         self._pod_cgroups = pod_cgroups if pod_cgroups is not None else cgroups.pod_cgroups
         self._runtime = runtime
@@ -205,7 +203,7 @@ class NodeStatsSource:
     def summary(self) -> Summary:
         """Read the node now and return its Summary (parts that could not be read are absent)."""
         problems: list[SampleError] = []
-        at = self._wall_clock()
+        at = self._clock.wall()
 
         def attempt(read: Callable[[], _T]) -> _T | None:
             try:
@@ -247,7 +245,7 @@ class NodeStatsSource:
         pods = self._pods.active_pods()
         keys = [pod_key(pod) for pod in pods]
         self.disk_usage.want(keys)
-        now = self._clock()
+        now = self._clock.monotonic()
         try:
             cgroups = self._pod_cgroups()
         except SampleError as exc:

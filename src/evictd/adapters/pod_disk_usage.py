@@ -25,8 +25,7 @@ compare with the daemon's own `now`.
 from __future__ import annotations
 
 import threading
-import time
-from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
+from collections.abc import Generator, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -37,6 +36,7 @@ from evictd.adapters.disk_usage import (
     container_log_dirs,
     volume_dirs,
 )
+from evictd.clock import SYSTEM_CLOCK, Clock
 from evictd.core.errors import ConfigError, SampleError
 
 # Entries (lstat calls) one pod's round may look at per pass: about 0.7 s of walking on the reference machine
@@ -108,8 +108,7 @@ class PodDiskWalker:
         pod_logs_dir: str,
         entry_budget: int = DEFAULT_ENTRY_BUDGET,
         cache: DiskUsageCache | None = None,
-        clock: Callable[[], float] = time.monotonic,
-        wall_clock: Callable[[], float] = time.time,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         if entry_budget < 1:
             raise ConfigError("must be at least 1", key="entry_budget", value=entry_budget)
@@ -118,7 +117,6 @@ class PodDiskWalker:
         self._entry_budget = entry_budget
         self._cache = cache if cache is not None else DiskUsageCache(clock=clock)
         self._clock = clock
-        self._wall_clock = wall_clock
         self._rounds: dict[PodKey, _Round] = {}
 
     def rounds_in_progress(self) -> frozenset[PodKey]:
@@ -146,8 +144,8 @@ class PodDiskWalker:
 
     def _round(self, pod: PodKey, budget: WalkBudget) -> Generator[None, None, PodDiskFigures]:
         """Measure every volume and log folder of `pod`, pausing whenever `budget` is spent."""
-        started = self._clock()
-        started_wall = self._wall_clock()
+        started = self._clock.monotonic()
+        started_wall = self._clock.wall().timestamp()
         volumes: list[tuple[str, SpaceUsed]] = []
         logs: list[tuple[str, SpaceUsed]] = []
         try:
@@ -194,7 +192,7 @@ class PodDiskStore:
     """
 
     def __init__(self, *, stale_after_s: float = DEFAULT_STALE_AFTER_S,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Clock = SYSTEM_CLOCK) -> None:
         if not stale_after_s > 0:
             raise ConfigError("must be a positive number of seconds", key="stale_after_s", value=stale_after_s)
         self.stale_after_s = stale_after_s
@@ -214,7 +212,7 @@ class PodDiskStore:
         with self._lock:
             if order == self._wanted_order:
                 return
-            now = self._clock()
+            now = self._clock.monotonic()
             self._wanted = {pod: self._wanted.get(pod, now) for pod in order}
             self._wanted_order = order
             self._latest = {pod: latest for pod, latest in self._latest.items() if pod in self._wanted}

@@ -13,7 +13,7 @@ Invariants:
   GC the writable-layer bytes of the containers removed, as `ListContainerStats` reported them just before
   (containerd measures exited containers' snapshots too); a container whose layer was not reported
   counts 0, so the figure is a lower bound. Sandboxes and log folders are not counted.
-* Time comes from the injected clock: monotonic seconds for image records (first detection, last use),
+* Time comes from the injected `evictd.clock.Clock`: monotonic seconds for image records (first detection, last use),
   wall-clock nanoseconds for container ages (the CRI's `created_at` is wall-clock).
 * Image GC keeps its records (`state`) between calls, like the kubelet's imageRecords; call `detect()`
   at start-up and every image GC period so that ages and last uses are known before pressure arrives.
@@ -24,13 +24,14 @@ from __future__ import annotations
 import errno
 import os
 import shutil
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Protocol, assert_never
 
 from evictd.adapters.filesystems import statvfs_reading
+from evictd.clock import SYSTEM_CLOCK, Clock
 from evictd.core.container_gc import (
     UNKNOWN_CONTAINER_STOP_TIMEOUT_S,
     ContainerRemoval,
@@ -94,22 +95,12 @@ class ImageFsClient(Protocol):
     def image_fs_info(self) -> ImageFsInfo: ...
 
 
-class GCClock(Protocol):
-    """Monotonic seconds (image records) and wall-clock nanoseconds (container ages)."""
-
-    def monotonic(self) -> float: ...
-
-    def time_ns(self) -> int: ...
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
-class SystemClock:
-    """The real clocks."""
-
-    def monotonic(self) -> float:
-        return time.monotonic()
-
-    def time_ns(self) -> int:
-        return time.time_ns()
+def _wall_ns(clock: Clock) -> int:
+    """The clock's wall time in nanoseconds since the epoch (the CRI's `created_at` unit)."""
+    return (clock.wall() - _EPOCH) // timedelta(microseconds=1) * 1000
 
 
 class GCError(CRIError):
@@ -168,7 +159,7 @@ class CriContainerGC:
         *,
         sources_ready: Callable[[], bool] = _always_ready,
         legacy_logs_root: str | None = None,
-        clock: GCClock | None = None,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self.client = client
         self.policy = policy
@@ -176,7 +167,7 @@ class CriContainerGC:
         self.log_dirs_root = log_dirs_root
         self.legacy_logs_root = legacy_logs_root
         self._sources_ready = sources_ready
-        self._clock = clock or SystemClock()
+        self._clock = clock
 
     def reclaim(self) -> int:
         """DeleteAllUnusedContainers: GC with terminated pods' containers too; return writable bytes freed.
@@ -216,7 +207,7 @@ class CriContainerGC:
             self.pod_state,
             all_sources_ready=ready,
             evict_terminating_pods=evict_terminating_pods,
-            now_ns=self._clock.time_ns(),
+            now_ns=_wall_ns(self._clock),
         )
         layers = self._writable_layers() if plan else {}
         removed: list[str] = []
@@ -352,14 +343,14 @@ class CriImageGC:
         *,
         fs_usage: Callable[[], tuple[int, int]] | None = None,
         on_image_removed: ImageRemovedHook = _ignore_removal,
-        clock: GCClock | None = None,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self.client = client
         self.policy = policy
         self.state = ImageGCState()
         self._fs_usage = fs_usage
         self._on_image_removed = on_image_removed
-        self._clock = clock or SystemClock()
+        self._clock = clock
         # beganGC: age-based deletion waits until GC has run for longer than the maximum age.
         self.began_gc_s = self._clock.monotonic()
 

@@ -12,13 +12,13 @@
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from evictd.adapters.filesystems import detect_layout
 from evictd.adapters.node_stats import existing_ancestor
 from evictd.adapters.runtime_gc import CriContainerGC, CriImageGC
+from evictd.clock import SYSTEM_CLOCK, Clock
 from evictd.core.errors import EvictdError
 from evictd.core.signals import FsLayout
 from evictd.cri import ContainerUsage, SandboxUsage
@@ -32,7 +32,7 @@ class RuntimeFilesystems:
     """The runtime's image and container folders; the configured ones until ImageFsInfo answers."""
 
     def __init__(self, client: CriClient, image_fs_path: str, container_fs_path: str,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Clock = SYSTEM_CLOCK) -> None:
         self._client = client
         self._paths = (image_fs_path, container_fs_path)
         self._asked_at = float("-inf")
@@ -46,7 +46,7 @@ class RuntimeFilesystems:
         call or an answer naming none (a runtime that has just started and not measured them yet) at the
         next call.
         """
-        now = self._clock()
+        now = self._clock.monotonic()
         if now - self._asked_at >= FILESYSTEM_REFRESH_S:
             try:
                 info = self._client.image_fs_info()
@@ -97,20 +97,20 @@ class PeriodicGC:
     """Runs the kubelet's periodic container and image GC when due; failures are logged, never raised."""
 
     def __init__(self, containers: CriContainerGC, images: CriImageGC, *, container_period_s: float,
-                 image_period_s: float, log: Any, clock: Callable[[], float] = time.monotonic) -> None:
+                 image_period_s: float, log: Any, clock: Clock = SYSTEM_CLOCK) -> None:
         self._containers = containers
         self._images = images
         self._container_period_s = container_period_s
         self._image_period_s = image_period_s
         self._log = log
         self._clock = clock
-        started = clock()
+        started = clock.monotonic()
         self._containers_due = started + container_period_s
         self._images_due = started + image_period_s
 
     def tick(self) -> None:
         """Run whichever GC is due."""
-        now = self._clock()
+        now = self._clock.monotonic()
         if now >= self._containers_due:
             self._containers_due = now + self._container_period_s
             try:

@@ -24,6 +24,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from evictd.adapters.node_pods import DiscoveredPods
+from evictd.clock import SYSTEM_CLOCK, Clock
 from evictd.core.engine import Assessment, Eviction
 from evictd.core.errors import EvictdError, KubeError
 from evictd.core.oom import OomReport, oom_kill_events
@@ -126,7 +127,7 @@ class ClusterSync:
         runtime: Runtime = NO_RUNTIME,
         critical: CriticalPodRecord | None = None,
         should_stop: Callable[[], bool] = lambda: False,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Clock = SYSTEM_CLOCK,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         # Polled during the wait after an eviction: a daemon asked to stop gives up waiting.
@@ -194,12 +195,12 @@ class ClusterSync:
     def wait_for_cleanup(self, evictions: Sequence[Eviction]) -> bool:
         """Wait (at most 30 s, or until `should_stop`) for the evicted pods to be cleaned up; return if they were."""
         waiting = [e.pod.uid for e in evictions]
-        deadline = self._clock() + POD_CLEANUP_TIMEOUT_S
+        deadline = self._clock.monotonic() + POD_CLEANUP_TIMEOUT_S
         while True:
             waiting = [uid for uid in waiting if not self._cleaned_up(uid)]
             if not waiting:
                 return True
-            remaining = deadline - self._clock()
+            remaining = deadline - self._clock.monotonic()
             if remaining <= 0 or self._should_stop():
                 return False
             self._sleep(min(POD_CLEANUP_POLL_S, remaining))

@@ -21,10 +21,10 @@ import json
 import random
 import socket
 import threading
-import time
 from collections.abc import Callable
 from typing import Any
 
+from evictd.clock import SYSTEM_CLOCK, Clock
 from evictd.core.errors import KubeError, ScenarioError
 from evictd.core.pods import API_SERVER_SOURCE, CONFIG_SOURCE_ANNOTATION, Pod, pod_from_dict
 from evictd.kube.api import KubeApi
@@ -55,7 +55,7 @@ class PodWatcher:
         *,
         request_timeout_s: float = 10.0,
         on_error: Callable[[KubeError], None] | None = None,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Clock = SYSTEM_CLOCK,
         jitter: Callable[[], float] = random.random,
     ) -> None:
         self._api = api
@@ -102,10 +102,10 @@ class PodWatcher:
 
     def wait_first_answer(self, timeout_s: float) -> bool:
         """Wait until the first list succeeded or failed (at most `timeout_s`); return whether it succeeded."""
-        deadline = self._clock() + timeout_s
+        deadline = self._clock.monotonic() + timeout_s
         with self._changed:
             while not (self._synced or self.last_error is not None):
-                remaining = deadline - self._clock()
+                remaining = deadline - self._clock.monotonic()
                 if remaining <= 0:
                     return False
                 self._changed.wait(remaining)

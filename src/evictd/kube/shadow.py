@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from evictd.clock import SYSTEM_CLOCK, Clock
 from evictd.core.engine import Eviction
 from evictd.core.pods import Pod
 from evictd.core.shadow import (
@@ -69,8 +69,7 @@ class ShadowComparer:
         log: Any,
         *,
         window_s: float = DEFAULT_MATCH_WINDOW_S,
-        clock: Callable[[], float] = time.monotonic,
-        wall_clock: Callable[[], float] = time.time,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self._pods = pods
         self._path = os.path.join(record_folder, SHADOW_FILE) if record_folder else None
@@ -78,14 +77,13 @@ class ShadowComparer:
         self._log = log
         self._window_s = window_s
         self._clock = clock
-        self._wall_clock = wall_clock
         self._state = ShadowState()
         self._seen: set[str] | None = None  # the kubelet's evictions already taken in (None: not started)
         self._write_failed = False
 
     def after_cycle(self, evictions: Sequence[Eviction]) -> list[Comparison]:
         """Take in this cycle's decisions and the kubelet's new evictions; record what got settled."""
-        now = self._clock()
+        now = self._clock.monotonic()
         kubelet = self._new_kubelet_evictions(now)
         ours = [ShadowEviction(now, e.pod.uid, e.pod.key, resource_of_signal(e.signal)) for e in evictions]
         self._state, settled = compare(self._state, ours, kubelet, now, self._window_s)
@@ -109,7 +107,7 @@ class ShadowComparer:
 
     def _report(self, comparison: Comparison) -> None:
         self._on_comparison(comparison)
-        record = comparison_record(comparison, self._wall_clock())
+        record = comparison_record(comparison, self._clock.wall().timestamp())
         self._log.info("shadow comparison", outcome=record["outcome"], evictd=record["evictd"],
                        kubelet=record["kubelet"], kubelet_later_by_s=record.get("kubeletLaterBySeconds"))
         if self._path is not None:

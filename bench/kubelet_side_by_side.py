@@ -1,7 +1,7 @@
 """The real kubelet's own eviction against evictd's, on the same real node, under the same memory or PID pressure.
 
     EVICTD_K8S_BIN=/folder/with/kube-apiserver-and-kubelet .venv/bin/python bench/kubelet_side_by_side.py \
-        [--signal memory|pid] [--trials 8] [--json results.json]
+        [--signal memory|pid|imagefs] [--trials 8] [--json results.json]
 
 Starts the real cluster of `make test-cluster` (tests/cluster/real_cluster.py: kube-apiserver and kubelet
 v1.36.2, etcd, a private containerd), then runs the same trial `--trials` times on each side:
@@ -34,14 +34,29 @@ and the kubelet a `podPidsLimit` of 1500 as a safety net. The hog forks 200 slee
 both compute it (min(pid_max, threads-max) minus the task count of /proc/loadavg). The PID limit's crossing
 is seen by evictd's housekeeping cycle only (no kernel notification exists for a task count): evictd runs with
 the 1 s `housekeepingInterval` of the test harness, the kubelet with its fixed 10 s.
+
+`--signal imagefs`: disk pressure on a dedicated imagefs. containerd's root (images and writable layers) is
+on a loop-mounted ext4 of IMAGEFS_MIB (800 MiB); both sides get `evictionHard: {imagefs.available: 300Mi}`
+and `imageMinimumGCAge: 1s`. Before each trial an unused image of UNUSED_IMAGE_MIB (50 MiB, about 100 MiB on
+the imagefs with its unpacked snapshot) is imported and whoever acts is restarted: image GC deletes only
+images first detected `imageMinimumGCAge` ago, and both the kubelet and evictd detect images when they start.
+The hog writes 60 MiB into its writable layer, waits 15 to 25 s, then writes 450 MiB more: `imagefs.available`
+falls below 300 MiB (to about 150 MiB, never so low that the filesystem fills), and deleting the unused image
+(node-level reclaim, which both do first) does not bring it back above the threshold, so a pod is evicted
+after the reclaim. Timed against a 2 ms sampler of statvfs on the snapshotter folder (the filesystem
+ImageFsInfo names), and the moment the unused image left containerd's list (50 ms poll). containerd 1.6 does
+not pin the sandbox image, so both sides' image GC deletes it too; it is imported again after the trial.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
+import shutil
 import statistics
+import subprocess
 import sys
 import threading
 import time
@@ -59,9 +74,15 @@ from backends import RealNode  # noqa: E402
 from node_under_test import MiB, NodeUnderTest, PodRef, new_name  # noqa: E402
 from real_cluster import BASE_PREFIX, RealCluster, k8s_bin_dir  # noqa: E402
 from side_by_side import (  # noqa: E402
+    HOG_FIRST_WRITE_MIB,
+    HOG_WRITE_MIB,
+    IMAGEFS_MIB,
+    IMAGEFS_THRESHOLD_MIB,
     PID_HEADROOM,
     PID_HOG_TASKS,
     THRESHOLD_MIB,
+    UNUSED_IMAGE_MIB,
+    imagefs_thresholds,
     kubelet_evicting,
     kubelet_not_evicting,
     kubelet_pid_evicting,
@@ -97,6 +118,14 @@ PID_HOG_SCRIPT = (
     f"while [ $i -lt {PID_HOG_TASKS} ]; do sleep 2147483647 & i=$((i+1)); done; "
     "while true; do sleep 1000 & wait $!; done"
 )
+# The disk hog: writes into its writable layer (on the imagefs) before and after the wait.
+DISK_HOG_SCRIPT = (
+    "trap 'echo term' TERM; echo ready; "
+    f"dd if=/dev/zero of=/fill1 bs=1048576 count={HOG_FIRST_WRITE_MIB} 2>/dev/null; "
+    "sleep {wait_s:.1f}; "
+    f"dd if=/dev/zero of=/fill2 bs=1048576 count={HOG_WRITE_MIB} 2>/dev/null; "
+    "while true; do sleep 1000 & wait $!; done"
+)
 QUIET_SCRIPT = 'trap "exit 0" TERM; echo ready; while true; do sleep 1; done'
 
 
@@ -111,6 +140,7 @@ class Pressure:
     kubelet_on: str  # KubeletConfiguration lines: the kubelet's own eviction on
     kubelet_off: str  # the same node, the kubelet's eviction off
     evictd: str  # evictd's thresholds (the same as kubelet_on's)
+    unused_image_mib: int = 0  # an unused image imported before each trial, for node-level reclaim
 
 
 def memory_pressure() -> Pressure:
@@ -122,6 +152,19 @@ def pid_pressure() -> Pressure:
     threshold = pid_threshold()
     return Pressure("pid", PID_HOG_SCRIPT, threshold, lambda node: pid_available(),
                     kubelet_pid_evicting(threshold), kubelet_pid_not_evicting(), pid_thresholds(threshold))
+
+
+def imagefs_pressure(cluster: RealCluster) -> Pressure:
+    snapshots = cluster.containerd.snapshotter_dir
+
+    def available(node: RealNode) -> int:
+        fs = os.statvfs(snapshots)
+        return fs.f_bavail * fs.f_frsize
+
+    lines = imagefs_thresholds()
+    # The kubelet's eviction off: its harness default (every hard threshold 0%), the same image GC age.
+    return Pressure("imagefs", DISK_HOG_SCRIPT, IMAGEFS_THRESHOLD_MIB * MiB, available, lines,
+                    "imageMinimumGCAge: 1s\n", lines, unused_image_mib=UNUSED_IMAGE_MIB)
 
 
 def pods_available(cgroup: Path) -> int:
@@ -142,6 +185,7 @@ class Trial:
     crossing_to_sigterm_s: float | None
     crossing_to_stopped_s: float | None  # the chosen pod's containers
     grace_s: float | None  # SIGTERM to the container stopped
+    crossing_to_reclaim_s: float | None = None  # the unused image gone (imagefs trials)
 
 
 class CrossingSampler:
@@ -164,6 +208,30 @@ class CrossingSampler:
     def close(self) -> None:
         self._stop.set()
         self._thread.join(timeout=2)
+
+
+class ImageWatcher:
+    """The first time `reference` is no longer in containerd's image list (epoch seconds)."""
+
+    def __init__(self, endpoint: str, reference: str) -> None:
+        self._client = CriClient(endpoint, 2.0)
+        self.reference = reference
+        self.gone_at: float | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            if not any(self.reference in image.repo_tags for image in self._client.list_images()):
+                self.gone_at = time.time()
+                return
+            time.sleep(0.05)
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=2)
+        self._client.close()
 
 
 class StopWatcher:
@@ -203,6 +271,16 @@ def sigterm_at(cluster: RealCluster, pod: PodRef) -> float | None:
     return None
 
 
+def remove_image(endpoint: str, reference: str) -> None:
+    client = CriClient(endpoint, 10.0)
+    try:
+        for image in client.list_images():
+            if reference in image.repo_tags:
+                client.remove_image(image.id)
+    finally:
+        client.close()
+
+
 def evicted_message(node: NodeUnderTest, pod: PodRef) -> str:
     events = node.events(pod, "Evicted")
     return str(events[0]["message"]) if events else ""
@@ -216,7 +294,9 @@ def cleanup(node: NodeUnderTest, pods: list[PodRef]) -> None:
         node.wait_gone(pod, 60)
 
 
-def one_trial(side: str, pressure: Pressure, cluster: RealCluster, node: RealNode, rng: random.Random) -> Trial:
+def one_trial(side: str, pressure: Pressure, cluster: RealCluster, node: RealNode, rng: random.Random,
+              unused_image: str | None) -> Trial:
+    images = None if unused_image is None else ImageWatcher(cluster.containerd_endpoint, unused_image)
     quiet = node.run_pod(new_name("quiet"), QUIET_SCRIPT, requests={"memory": "64Mi"})
     sampler = CrossingSampler(lambda: pressure.available(node), pressure.threshold)
     hog = node.run_pod(new_name("hog"), pressure.hog_script.format(wait_s=rng.uniform(*WAIT_S)),
@@ -242,32 +322,55 @@ def one_trial(side: str, pressure: Pressure, cluster: RealCluster, node: RealNod
             crossing_to_sigterm_s=None if term is None else term - crossed,
             crossing_to_stopped_s=watcher.stopped_at - crossed,
             grace_s=None if term is None else watcher.stopped_at - term,
+            crossing_to_reclaim_s=None if images is None or images.gone_at is None else images.gone_at - crossed,
         )
     finally:
         sampler.close()
         watcher.close()
         quiet_watcher.close()
+        if images is not None:
+            images.close()
+            if images.gone_at is None:  # not reclaimed: remove it, or the next trial's import fills the imagefs
+                remove_image(cluster.containerd_endpoint, images.reference)
         cleanup(node, [quiet, hog])
+        if images is not None:
+            restored = cluster.containerd.restore_standard_images()
+            if restored:
+                print(f"  image GC deleted {', '.join(restored)} (not pinned by containerd 1.6): imported again",
+                      flush=True)
         time.sleep(6)  # past the pressure transition period (5 s), the memory and tasks given back
         # Under its own PIDPressure (or DiskPressure) the kubelet rejects every new non-critical pod at
         # admission: the next trial waits until the kubelet's own condition is gone (its next 10 s tick).
         wait_until(lambda: all((node.condition(kind) or {}).get("status") != "True"
-                               for kind in ("MemoryPressure", "PIDPressure")), 60, "the kubelet's pressure to end")
+                               for kind in ("MemoryPressure", "DiskPressure", "PIDPressure")), 60,
+                   "the kubelet's pressure to end")
         time.sleep(12)  # and one more tick: a pod admitted right after the condition cleared was still rejected
 
 
 def run_side(side: str, pressure: Pressure, trials: int, cluster: RealCluster, rng: random.Random,
              folder: Path) -> list[Trial]:
-    cluster.restart_kubelet(pressure.kubelet_on if side == "kubelet" else pressure.kubelet_off)
+    kubelet_config = pressure.kubelet_on if side == "kubelet" else pressure.kubelet_off
+    cluster.restart_kubelet(kubelet_config)
     node = RealNode(cluster, folder / side)
     daemon = None
     try:
-        if side == "evictd":
-            daemon = node.start_evictd(pressure.evictd)
-            daemon.wait_event("evictd started", timeout=60)
         results = []
         for number in range(trials):
-            trial = one_trial(side, pressure, cluster, node, rng)
+            unused_image = None
+            if pressure.unused_image_mib:
+                # Image GC deletes only images first detected imageMinimumGCAge ago, and both the kubelet and
+                # evictd detect images when they start (and every 5 min): import the unused image, then
+                # (re)start whoever acts, so that its node-level reclaim may delete it at the crossing.
+                unused_image = cluster.containerd.import_big_image(pressure.unused_image_mib)
+                if side == "kubelet":
+                    cluster.restart_kubelet(kubelet_config)
+                elif daemon is not None:
+                    daemon.stop()
+                    daemon = None
+            if side == "evictd" and daemon is None:
+                daemon = node.start_evictd(pressure.evictd)
+                daemon.wait_event("evictd started", timeout=60)
+            trial = one_trial(side, pressure, cluster, node, rng, unused_image)
             print(json.dumps({"trial": number + 1, **asdict(trial)}), flush=True)
             results.append(trial)
         return results
@@ -275,6 +378,26 @@ def run_side(side: str, pressure: Pressure, trials: int, cluster: RealCluster, r
         if daemon is not None:
             daemon.stop()
         node.close()
+
+
+class SmallExt4:
+    """A loop-mounted ext4 of `size_mib` (no reserved blocks) in `folder`, removed by `close`."""
+
+    def __init__(self, folder: Path, size_mib: int) -> None:
+        folder.mkdir()
+        self.image = folder / "fs.img"
+        self.mountpoint = folder / "mnt"
+        self.mountpoint.mkdir()
+        subprocess.run(["truncate", "-s", f"{size_mib}M", str(self.image)], check=True)
+        subprocess.run(["mkfs.ext4", "-q", "-F", "-m", "0", str(self.image)], check=True)
+        self.device = subprocess.run(["losetup", "--find", "--show", str(self.image)], check=True,
+                                     capture_output=True, text=True).stdout.strip()
+        subprocess.run(["mount", "-t", "ext4", self.device, str(self.mountpoint)], check=True)
+
+    def close(self) -> None:
+        subprocess.run(["umount", "-l", str(self.mountpoint)], check=False)
+        subprocess.run(["losetup", "-d", self.device], check=False)
+        shutil.rmtree(self.image.parent, ignore_errors=True)
 
 
 def quantiles(values: list[float]) -> str:
@@ -292,8 +415,10 @@ def summary(results: dict[str, list[Trial]]) -> list[str]:
         chosen = {name: sum(t.chosen == name for t in trials) for name in ("hog", "quiet")}
         graces = [t.grace_s for t in trials if t.grace_s is not None]
         messages = {t.message.split("available: ")[0] for t in trials if t.message}
+        reclaims = [t.crossing_to_reclaim_s for t in trials if t.crossing_to_reclaim_s is not None]
         lines += [
             f"{side}: {len(trials)} trials, hog chosen {chosen['hog']}, quiet pod chosen {chosen['quiet']}",
+            *([f"  crossing -> unused image deleted : {quantiles(reclaims)}"] if reclaims else []),
             f"  crossing -> SIGTERM : {quantiles([t.crossing_to_sigterm_s for t in trials if t.crossing_to_sigterm_s is not None])}",  # noqa: E501
             f"  crossing -> chosen pod stopped : {quantiles([t.crossing_to_stopped_s for t in trials if t.crossing_to_stopped_s is not None])}",  # noqa: E501
             f"  SIGTERM -> stopped  : {quantiles(graces)}",
@@ -304,10 +429,13 @@ def summary(results: dict[str, list[Trial]]) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--signal", choices=("memory", "pid"), default="memory", help="the pressure (default memory)")
+    parser.add_argument("--signal", choices=("memory", "pid", "imagefs"), default="memory",
+                        help="the pressure (default memory)")
     parser.add_argument("--trials", type=int, default=8, help="trials per side (default 8)")
     parser.add_argument("--json", type=Path, help="write every trial and the machine here")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--sides", default="kubelet,evictd", help="which sides, in order (default kubelet,evictd)")
+    parser.add_argument("--keep", action="store_true", help="keep the cluster's folder (component logs) at the end")
     args = parser.parse_args(argv)
     import tempfile
 
@@ -315,17 +443,22 @@ def main(argv: list[str] | None = None) -> int:
 
     print("\n".join(machine_lines()), flush=True)
     rng = random.Random(args.seed)
-    cluster = RealCluster(Path(tempfile.mkdtemp(prefix=BASE_PREFIX)), k8s_bin_dir())
+    base = Path(tempfile.mkdtemp(prefix=BASE_PREFIX))
+    imagefs = SmallExt4(base.with_name(base.name + "-imagefs"), IMAGEFS_MIB) if args.signal == "imagefs" else None
+    cluster = RealCluster(base, k8s_bin_dir(), containerd_root=None if imagefs is None else imagefs.mountpoint / "root")
     cluster.start()
     folder = cluster.base / "bench"
     results: dict[str, list[Trial]] = {}
     try:
-        pressure = memory_pressure() if args.signal == "memory" else pid_pressure()
+        pressure = (memory_pressure() if args.signal == "memory" else pid_pressure() if args.signal == "pid"
+                    else imagefs_pressure(cluster))
         print(f"signal {pressure.signal}, threshold {pressure.threshold}", flush=True)
-        for side in ("kubelet", "evictd"):
+        for side in args.sides.split(","):
             results[side] = run_side(side, pressure, args.trials, cluster, rng, folder)
     finally:
-        problems = cluster.stop()
+        problems = cluster.stop(remove_base=not args.keep)
+        if imagefs is not None:
+            imagefs.close()
     lines = summary(results)
     print("\n".join(lines))
     if problems:

@@ -18,10 +18,11 @@ import pytest
 
 from builders import Gi, Mi, pod, pod_stats, stamp, summary
 from evictd.core.engine import EngineState, effective_thresholds
-from evictd.core.errors import SampleError
-from evictd.core.signals import FsLayout
+from evictd.core.errors import CRIError, KubeError, SampleError
+from evictd.core.fs_layout import FsLayout
+from evictd.core.pods import Pod
 from evictd.core.summary import Summary
-from evictd.manager import CycleReport, EvictionManager
+from evictd.manager import CycleReport, EvictionManager, LayoutSource, PodSource
 from evictd.simulate import (
     FakeClock,
     FixedLayout,
@@ -103,13 +104,28 @@ class FailingStats:
         raise SampleError("/sys/fs/cgroup/memory/memory.usage_in_bytes", "Permission denied")
 
 
-def failing_cycle(config: dict[str, Any]) -> CycleReport:
-    pods = ScriptedPods()
+class FailingLayout:
+    """A layout that cannot be detected (the container runtime does not answer ImageFsInfo)."""
+
+    def layout(self) -> FsLayout:
+        raise CRIError("/runtime.v1.ImageService/ImageFsInfo", "UNAVAILABLE", "connection refused")
+
+
+class FailingPods:
+    """A pod list that cannot be had (the Kubernetes API's pod cache is not synced)."""
+
+    def active_pods(self) -> Sequence[Pod]:
+        raise KubeError("list pods", None, "pod cache not synced")
+
+
+def failing_cycle(config: dict[str, Any], *, layout: LayoutSource | None = None,
+                  pods: PodSource | None = None) -> CycleReport:
+    """The report of a first cycle whose stats cannot be read (and its `layout` or `pods`, when given)."""
     manager = EvictionManager(
         parse_scenario({"config": config}).config,
         stats=FailingStats(),
-        layout=FixedLayout(FsLayout()),
-        pods=pods,
+        layout=layout or FixedLayout(FsLayout()),
+        pods=pods or ScriptedPods(),
         reclaimer=RecordingReclaimer(ScriptedStats()),
         evictor=RecordingEvictor(),
         clock=FakeClock(),

@@ -17,7 +17,7 @@ from evictd.adapters.node_stats import NodeStatsSource
 from evictd.composition import PathLayout, build_psi_notifiers, build_stats_source
 from evictd.config import load_configuration
 from evictd.core.errors import SampleError
-from evictd.core.signals import FsLayout
+from evictd.core.fs_layout import FsLayout
 
 FIXTURE_V1 = Path(__file__).resolve().parent / "fixtures" / "cgroup" / "v1-cgroupfs"
 FIXTURE_V2 = FIXTURE_V1.parent / "v2-cgroupfs"

@@ -6,8 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from evictd.config import EvictdSettings, load_configuration
+from evictd.adapters.cgroups import CgroupDriver
+from evictd.config import EvictdSettings, LogFormat, StatsOrigin, load_configuration
 from evictd.core.errors import ConfigError
+from evictd.core.node_status import ConditionMode
 
 KUBELET = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"
 EVICTD = "apiVersion: evictd.io/v1alpha1\nkind: EvictdConfiguration\n"
@@ -22,7 +24,7 @@ def write(tmp_path: Path, name: str, text: str) -> str:
 def test_no_file_means_all_defaults() -> None:
     configuration = load_configuration([])
     assert configuration.evictd == EvictdSettings()
-    assert str(configuration.thresholds[0].signal) == "memory.available"
+    assert str(configuration.eviction.thresholds()[0].signal) == "memory.available"
 
 
 def test_cgroup_and_log_settings_come_from_the_kubelet_unless_evictd_overrides(tmp_path: Path) -> None:
@@ -43,7 +45,7 @@ def test_one_stream_may_hold_both_kinds(tmp_path: Path) -> None:
     both = write(tmp_path, "both.yaml", KUBELET + "evictionHard: {pid.available: 1k}\n---\n" + EVICTD
                  + "housekeepingInterval: 500ms\ndryRun: true\npsiWindow: 4s\n")
     configuration = load_configuration([both])
-    assert [str(t.signal) for t in configuration.thresholds] == ["pid.available"]
+    assert [str(t.signal) for t in configuration.eviction.thresholds()] == ["pid.available"]
     assert configuration.evictd.housekeeping_interval_s == 0.5
     assert configuration.evictd.dry_run is True and configuration.evictd.psi_window_s == 4
 
@@ -70,6 +72,26 @@ def test_bad_documents_name_the_key(tmp_path: Path, text: str, key: str) -> None
     assert exc.value.key is not None and key in exc.value.key
 
 
+@pytest.mark.parametrize(
+    ("document", "key", "choices", "setting", "member"),
+    [
+        (EVICTD, "statsSource", "node, kubelet", "stats_source", StatsOrigin.KUBELET),
+        (EVICTD, "logFormat", "auto, json, console", "log_format", LogFormat.CONSOLE),
+        (EVICTD, "nodeConditionMode", "evictd, standard", "node_condition_mode", ConditionMode.STANDARD),
+        (KUBELET, "cgroupDriver", "cgroupfs, systemd", "cgroup_driver", CgroupDriver.SYSTEMD),  # inherited
+    ],
+    ids=["stats-source", "log-format", "node-condition-mode", "cgroup-driver"],
+)
+def test_a_choice_setting_is_one_of_its_values(
+    tmp_path: Path, document: str, key: str, choices: str, setting: str, member: object
+) -> None:
+    with pytest.raises(ConfigError) as exc:
+        load_configuration([write(tmp_path, "bad.yaml", f"{document}{key}: bogus\n")])
+    assert exc.value.describe() == f"EvictdConfiguration: {key}: invalid value 'bogus': must be one of {choices}"
+    chosen = load_configuration([write(tmp_path, "good.yaml", f"{document}{key}: {member}\n")]).evictd
+    assert getattr(chosen, setting) is member
+
+
 def test_a_document_that_is_not_a_mapping_names_the_file(tmp_path: Path) -> None:
     path = write(tmp_path, "list.yaml", "- a\n- b\n")
     with pytest.raises(ConfigError, match="must be a mapping") as exc:
@@ -85,7 +107,7 @@ def test_other_kinds_after_the_kubelets_document_are_ignored_as_the_kubelet_igno
     path = write(tmp_path, "kubeadm.yaml", KUBELET + "evictionHard: {memory.available: 200Mi}\n---\n" + KUBE_PROXY
                  + "---\n" + EVICTD + "housekeepingInterval: 5s\n")
     configuration = load_configuration([path])
-    assert [str(t.signal) for t in configuration.thresholds] == ["memory.available", "allocatableMemory.available"]
+    assert [str(t.signal) for t in configuration.eviction.thresholds()] == ["memory.available", "allocatableMemory.available"]
     assert configuration.evictd.housekeeping_interval_s == 5  # evictd's own document is kept
     assert configuration.warnings == (f"{path}[1]: kind 'KubeProxyConfiguration' ignored: the kubelet reads only "
                                       "the first document of its configuration file",)

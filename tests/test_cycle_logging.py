@@ -21,7 +21,8 @@ from cycle_reports import (
     run,
     without_pod_list,
 )
-from evictd.core.engine import EngineState, ReclaimAction
+from evictd.core.engine import EngineState, Skipped
+from evictd.core.fs_layout import ReclaimAction
 from evictd.core.kubelet_config import eviction_settings
 from evictd.cycle_logging import CycleLogger, describe_threshold
 from evictd.manager import ReclaimResult
@@ -123,7 +124,7 @@ def test_stats_errors_are_logged_and_the_frozen_conditions_are_not_reported_as_c
     log = RecordingLog()
     logger = CycleLogger(log, True)
     report = failing_cycle(MEMORY_CONFIG)
-    assert report.assessment.skipped == "stats unavailable"
+    assert report.assessment.next_step == Skipped("stats unavailable")
     logger.log_cycle(7, report, EngineState())
     assert log.take() == [("error", "cycle error", {
         "cycle": 7,

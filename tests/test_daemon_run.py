@@ -17,8 +17,8 @@ from clocks import ManualClock
 from evictd.after_cycle import Cycle, NotifierRefresh
 from evictd.config import eviction_settings
 from evictd.core.engine import EngineConfig, Eviction
+from evictd.core.fs_layout import FsLayout
 from evictd.core.pods import Pod, pod_from_dict
-from evictd.core.signals import FsLayout
 from evictd.core.summary import Summary, summary_from_dict
 from evictd.daemon import NOTIFICATION_FOLLOW_UPS_S, Daemon
 from evictd.http_endpoint import Health

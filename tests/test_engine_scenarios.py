@@ -11,13 +11,13 @@ from typing import Any
 import pytest
 
 from builders import Gi, Mi, fs, pod, pod_stats, stamp, summary
-from evictd.core.engine import EngineConfig, EngineState, assess
-from evictd.core.errors import SampleError
+from evictd.core.engine import EngineConfig, EngineState, ReclaimThenEvict, Skipped, assess
+from evictd.core.errors import SampleError, ScenarioError
+from evictd.core.fs_layout import FsLayout
 from evictd.core.kubelet_config import EvictionSettings, apply_flags
 from evictd.core.pods import pod_from_dict
-from evictd.core.signals import FsLayout
 from evictd.core.summary import summary_from_dict
-from evictd.manager import EvictionManager
+from evictd.manager import CycleStep, EvictionManager
 from evictd.render import step_json
 from evictd.simulate import (
     FakeClock,
@@ -353,8 +353,8 @@ def test_unreadable_stats_freeze_conditions_and_evict_nothing() -> None:
     clock.now = 400  # far past the transition period: conditions would clear if stats were read
     second = manager.synchronize()
     assert second.assessment.node_conditions == ("MemoryPressure",)
-    assert second.assessment.skipped == "stats unavailable" and len(evictor.evictions) == 1
-    assert "Permission denied" in second.errors[0]
+    assert second.assessment.next_step == Skipped("stats unavailable") and len(evictor.evictions) == 1
+    assert second.errors[0].step is CycleStep.STATS and "Permission denied" in second.errors[0].description
 
 
 def test_transition_period_zero_never_reports_a_condition() -> None:
@@ -363,13 +363,13 @@ def test_transition_period_zero_never_reports_a_condition() -> None:
     config = EngineConfig.from_settings(settings)
     node = summary_from_dict(summary(memory=100 * Mi))
     _, assessment = assess(EngineState(), config, FsLayout(), node, [], now=0.0)
-    assert assessment.node_conditions == () and assessment.thresholds_to_act
+    assert assessment.node_conditions == () and isinstance(assessment.next_step, ReclaimThenEvict)
 
 
 def test_no_thresholds_and_no_isolation_does_nothing() -> None:
     config = EngineConfig(thresholds=(), local_storage_capacity_isolation=False)
     state, assessment = assess(EngineState(), config, FsLayout(), None, [], now=0.0)
-    assert state == EngineState() and assessment.skipped
+    assert state == EngineState() and isinstance(assessment.next_step, Skipped)
 
 
 def test_terminal_pods_are_not_active() -> None:
@@ -378,3 +378,22 @@ def test_terminal_pods_are_not_active() -> None:
     (step,) = simulate({"config": {"evictionHard": {"memory.available": "1Gi"}}, "pods": [done, running],
                         "steps": [{"at": 0, "summary": summary(memory=Mi)}]})
     assert step["ranking"] == ["default/running"]
+
+
+@pytest.mark.parametrize(
+    ("scenario", "message"),
+    [
+        ({"pods": [{"metadata": {"name": 5}}]}, "pods[0].metadata.name: invalid value 5: must be a string"),
+        ({"steps": [{"at": 0, "summary": {"node": {"memory": {"availableBytes": -1}}}}]},
+         "steps[0].summary.node.memory.availableBytes: invalid value -1: must be between 0 and 9223372036854775807"),
+        ({"steps": [{"at": 0, "summary": []}]}, "steps[0].summary: invalid value []: must be a mapping"),
+        ({"steps": 5}, "steps: invalid value 5: must be a list"),
+    ],
+    ids=["bad-pod", "bad-summary", "summary-not-a-mapping", "steps-not-a-list"],
+)
+def test_a_bad_pod_or_summary_in_a_scenario_is_a_scenario_error_at_its_path(
+    scenario: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(ScenarioError) as caught:
+        parse_scenario(scenario)
+    assert str(caught.value) == message

@@ -15,7 +15,8 @@ from builders import Mi, summary
 from clocks import ManualClock
 from evictd.after_cycle import Cycle
 from evictd.core.engine import EngineConfig, EngineState, assess
-from evictd.core.signals import FsLayout, NodeCondition
+from evictd.core.fs_layout import FsLayout
+from evictd.core.signals import NodeCondition
 from evictd.core.summary import summary_from_dict
 from evictd.core.thresholds import parse_threshold_config
 from evictd.engine_state_file import (

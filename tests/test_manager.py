@@ -5,13 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 from builders import Gi, Mi, fs, pod, pod_stats, summary
-from evictd.core.engine import EngineConfig, Eviction, ReclaimAction, effective_thresholds
+from evictd.core.engine import EngineConfig, Eviction, ReclaimThenEvict, Skipped, effective_thresholds
 from evictd.core.errors import CRIError, KubeError, SampleError
+from evictd.core.fs_layout import FsLayout, ReclaimAction
 from evictd.core.kubelet_config import EvictionSettings
 from evictd.core.pods import pod_from_dict
-from evictd.core.signals import FsLayout
 from evictd.core.summary import Summary, summary_from_dict
-from evictd.manager import CycleReport, EvictionManager
+from evictd.manager import CycleError, CycleReport, CycleStep, EvictionManager
 from evictd.simulate import FakeClock
 
 
@@ -100,7 +100,7 @@ def test_unreadable_stats_after_reclaim_mean_reclaim_failed() -> None:
     report = manager(Stats(DISK_LOW, SampleError("/var/lib/kubelet", "statvfs: EIO")), evictor=evictor).synchronize()
     assert report.reclaim_succeeded is False
     assert [e.pod.name for e in evictor.calls] == ["victim"]
-    assert "after resource reclaim" in report.errors[0]
+    assert report.errors[0].step is CycleStep.STATS and "after resource reclaim" in report.errors[0].description
 
 
 def test_a_failed_eviction_still_counts_as_the_cycles_eviction() -> None:
@@ -116,8 +116,9 @@ def test_layout_detection_failure_skips_the_cycle_and_is_retried() -> None:
     layout = Layout(SampleError("/var/lib/containerd", "No such file or directory"), FsLayout())
     m = manager(Stats(DISK_LOW, DISK_LOW), layout=layout, reclaimer=Reclaimer())
     first = m.synchronize()
-    assert first.assessment.skipped is not None
-    assert first.assessment.skipped.startswith("eviction manager: failed to get HasDedicatedImageFs:")
+    assert isinstance(first.assessment.next_step, Skipped)
+    assert first.assessment.next_step.reason.startswith("eviction manager: failed to get HasDedicatedImageFs:")
+    assert first.errors == (CycleError(CycleStep.LAYOUT, first.assessment.next_step.reason),)
     assert m.state.layout is None and first.evictions == ()
     second = m.synchronize()
     assert m.state.layout == FsLayout() and layout.calls == 2
@@ -213,7 +214,7 @@ def test_without_a_pod_list_a_soft_threshold_evicts_nobody() -> None:
     m = without_pod_list(evictor, Pods(STATIC, VICTIM), soft={"memory.available": "1Gi"},
                          stats=Stats(MEMORY_LOW, MEMORY_LOW), clock=clock)
     report = after_grace_period(m, clock)
-    assert report.assessment.threshold_to_reclaim is not None  # met, its grace period over: it would act
+    assert isinstance(report.assessment.next_step, ReclaimThenEvict)  # met, its grace period over: it would act
     assert evictor.calls == [] and report.evictions == () and report.ranking == ()
     assert report.withheld == "a soft threshold evicts only from the Kubernetes API's pod list"
     assert report.pods_from_node
@@ -229,7 +230,8 @@ def test_without_a_pod_list_a_hard_threshold_acts_where_a_soft_one_comes_first()
     evictor.calls.clear()  # the first cycle: only the hard disk threshold acted
     clock.now += 61.0
     report = m.synchronize()
-    assert str(report.assessment.threshold_to_reclaim.signal) == "memory.available"  # type: ignore[union-attr]
+    step = report.assessment.next_step
+    assert isinstance(step, ReclaimThenEvict) and str(step.threshold.signal) == "memory.available"
     assert [(e.pod.name, e.signal) for e in evictor.calls] == [("victim", "nodefs.available")]
 
 
@@ -240,8 +242,9 @@ def test_without_a_pod_list_or_the_nodes_pods_nobody_is_evicted() -> None:
     report = m.synchronize()
     assert evictor.calls == [] and not report.pods_from_node
     assert report.degraded is not None and "no pod can be evicted" in report.degraded
-    assert len(report.errors) == 1 and "pods unavailable, no pod will be evicted" in report.errors[0]
-    assert "ListPodSandbox" in report.errors[0]
+    assert len(report.errors) == 1 and report.errors[0].step is CycleStep.PODS
+    assert "pods unavailable, no pod will be evicted" in report.errors[0].description
+    assert "ListPodSandbox" in report.errors[0].description
 
 
 def test_with_a_pod_list_the_nodes_pods_are_not_asked() -> None:

@@ -15,13 +15,16 @@ from cycle_reports import (
     MEMORY_CONFIG,
     MEMORY_STEPS,
     NOW_WALL,
+    FailingLayout,
+    FailingPods,
     Run,
     failing_cycle,
     run,
     without_pod_list,
 )
-from evictd.core.engine import ReclaimAction
+from evictd.core.engine import EngineState
 from evictd.core.errors import SampleError
+from evictd.core.fs_layout import ReclaimAction
 from evictd.core.signals import NodeCondition
 from evictd.manager import CycleReport, ReclaimResult
 from evictd.metrics import Metrics
@@ -118,6 +121,21 @@ def test_error_counters(memory_run: Run) -> None:
         "a failed eviction still counts, as the kubelet counts it"
     assert sample(metrics, "evictd_reclaimed_bytes_total", action="containerGC") == 5
     assert sample(metrics, "evictd_reclaimed_bytes_total", action="imageGC") == 0, "a failed reclaim frees nothing"
+
+
+def test_cycle_errors_are_counted_by_the_step_that_failed() -> None:
+    metrics = Metrics()
+    for source in ("layout", "pods"):
+        assert sample(metrics, "evictd_errors_total", source=source) == 0, "exported from the start"
+    no_layout = failing_cycle(MEMORY_CONFIG, layout=FailingLayout())
+    metrics.record_cycle(no_layout, EngineState(), 0.001, NOW_WALL, True)
+    assert sample(metrics, "evictd_errors_total", source="layout") == 1
+    assert sample(metrics, "evictd_errors_total", source="stats") == 0, "the cycle stopped before reading stats"
+    no_pods = failing_cycle(MEMORY_CONFIG, pods=FailingPods())
+    metrics.record_cycle(no_pods, EngineState(), 0.001, NOW_WALL, True)
+    assert sample(metrics, "evictd_errors_total", source="pods") == 1
+    assert sample(metrics, "evictd_errors_total", source="stats") == 1
+    assert sample(metrics, "evictd_errors_total", source="layout") == 1
 
 
 def test_each_signal_is_exported_in_the_unit_of_its_resource(memory_run: Run) -> None:

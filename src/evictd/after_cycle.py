@@ -17,6 +17,7 @@ from typing import Any, Protocol, TextIO
 from evictd.adapters.notifiers import MemcgNotifierSet, Notifier, Waiter
 from evictd.core.engine import EngineState
 from evictd.core.errors import SampleError
+from evictd.core.signals import Signal
 from evictd.core.summary import SYSTEM_CONTAINER_PODS
 from evictd.cycle_logging import CycleLogger
 from evictd.live_view import CLEAR_SCREEN, render
@@ -125,10 +126,10 @@ class Notifiers:
         problems: list[str] = []
         if self.memcg is not None and report.summary is not None:
             no_pods_container = SYSTEM_CONTAINER_PODS not in report.summary.node.system_containers
-            for description, error in self.memcg.update(report.summary, now):
-                if no_pods_container and "allocatable" in description:
+            for failure in self.memcg.update(report.summary, now):
+                if no_pods_container and failure.threshold.signal is Signal.ALLOCATABLE_MEMORY_AVAILABLE:
                     continue  # no pods cgroup on this node: nothing to watch, nothing wrong
-                problems.append(f"{description}: {error}")
+                problems.append(f"{failure.description}: {failure.error}")
         wanted = (*(self.memcg.notifiers if self.memcg else ()), *self.psi)
         if wanted != self.waiter.notifiers:
             self.waiter.set_notifiers(wanted)

@@ -92,7 +92,7 @@ def build_parser() -> argparse.ArgumentParser:
 def _check_config(args: argparse.Namespace) -> int:
     from evictd.config import load_configuration
     from evictd.core.engine import EngineConfig, effective_thresholds
-    from evictd.core.signals import FsLayout
+    from evictd.core.fs_layout import FsLayout
     from evictd.render import threshold_json, thresholds_text
 
     configuration = load_configuration(args.config, getattr(args, "kubelet_flags", None) or [])

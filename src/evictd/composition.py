@@ -51,13 +51,12 @@ from evictd.after_cycle import (
     record_metrics,
 )
 from evictd.clock import SYSTEM_CLOCK
-from evictd.config import Configuration, EvictdSettings
+from evictd.config import Configuration, EvictdSettings, StatsOrigin
 from evictd.core.container_gc import GCPolicy, PodState, PodStateFunc
-from evictd.core.engine import EngineConfig, Eviction, ReclaimAction
+from evictd.core.engine import EngineConfig, Eviction
 from evictd.core.errors import ConfigError, EvictdError, KubeError, SampleError
+from evictd.core.fs_layout import FsLayout, ReclaimAction
 from evictd.core.image_gc import image_gc_policy
-from evictd.core.node_status import ConditionMode
-from evictd.core.signals import FsLayout
 from evictd.cri import NO_RUNTIME, Runtime, RuntimeVersion
 from evictd.cri.client import CriClient
 from evictd.daemon import Daemon, Part
@@ -161,7 +160,7 @@ def build_stats_source(config: Configuration, cgroups: CgroupReader, pods: PodSo
     disk walker fills and, with `discovered` pods, measures the manager's listing of each cycle instead of
     listing the node again."""
     settings = config.evictd
-    if settings.stats_source == "kubelet":
+    if settings.stats_source is StatsOrigin.KUBELET:
         # One fetch ends in time for the next cycle (and for a clean stop), whatever the endpoint does.
         deadline_s = summary_deadline_s(settings.kubelet_summary_timeout_s, settings.housekeeping_interval_s,
                                         settings.shutdown_timeout_s)
@@ -314,7 +313,7 @@ def build_cluster(config: Configuration, node_name: str, metrics: Metrics, log: 
     kube_evictor = None if dry_run else KubePodEvictor(api_client, journal, events, runtime=runtime,
                                                        on_api_error=api_error)
     evictor: PodEvictor = kube_evictor if kube_evictor is not None else ReportOnlyEvictor()
-    node_writer = NodeStatusWriter(api_client, node_name, ConditionMode(settings.node_condition_mode),
+    node_writer = NodeStatusWriter(api_client, node_name, settings.node_condition_mode,
                                    update_period_s=settings.node_status_update_frequency_s, dry_run=dry_run)
     critical = CriticalPodRecord(None if dry_run else os.path.join(settings.state_dir, CRITICAL_PODS_FILE))
     if critical.problem is not None:
@@ -394,7 +393,7 @@ def build_daemon(
     link = RuntimeLink(client, lambda version: attach_runtime(config, client, version, metrics, log, manager, watcher),
                        log, slot=runtime)
     memcg = None
-    if settings.memcg_wakeups and layout.version == 1 and settings.stats_source == "node":
+    if settings.memcg_wakeups and layout.version == 1 and settings.stats_source is StatsOrigin.NODE:
         memcg = MemcgNotifierSet(
             engine_config.thresholds,
             memory_root=str(layout.memory_hierarchy),
@@ -488,7 +487,7 @@ def check_settings(config: Configuration) -> None:
     if not os.path.isdir(config.evictd.cgroupfs_path):
         raise ConfigError("no such folder (where cgroupfs is mounted)", key="cgroupfsPath",
                           value=config.evictd.cgroupfs_path)
-    if (config.evictd.stats_source == "kubelet" and not config.evictd.kubelet_summary_url
+    if (config.evictd.stats_source is StatsOrigin.KUBELET and not config.evictd.kubelet_summary_url
             and not api_configured(config.evictd)):
         raise ConfigError("needs kubeletSummaryURL, a kubeconfig, or to run inside a cluster",
                           key="statsSource", value="kubelet")

@@ -16,10 +16,12 @@ import os
 import stat
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
+from enum import StrEnum
 from typing import Any
 
 import yaml
 
+from evictd.adapters.cgroups import CgroupDriver
 from evictd.core.duration import parse_go_duration
 from evictd.core.errors import ConfigError, DurationError
 from evictd.core.kubelet_config import (
@@ -32,7 +34,7 @@ from evictd.core.kubelet_config import (
     image_gc_settings,
     merge_documents,
 )
-from evictd.core.thresholds import Threshold
+from evictd.core.node_status import ConditionMode
 from evictd.cri import DEFAULT_ENDPOINT, channel_target
 
 # A configuration file is a few KiB; anything past this is not one (and `/dev/zero` would never end).
@@ -42,6 +44,21 @@ EVICTD_KIND = "EvictdConfiguration"
 # The cluster CA in every pod with a service account: it signs the API server's certificate and, in most
 # clusters (kubelet serving certificates issued through the kubernetes.io/kubelet-serving signer), the kubelets'.
 SERVICE_ACCOUNT_CA_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt"
+
+
+class StatsOrigin(StrEnum):
+    """The `statsSource` setting: where evictd reads the node's stats."""
+
+    NODE = "node"  # cgroupfs, statvfs and procfs, read directly
+    KUBELET = "kubelet"  # the kubelet's Summary API
+
+
+class LogFormat(StrEnum):
+    """The `logFormat` setting: `auto` is a live view on a terminal, JSON lines otherwise."""
+
+    AUTO = "auto"
+    JSON = "json"
+    CONSOLE = "console"
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,7 +84,7 @@ class EvictdSettings:
     kubeconfig: str = field(default="", metadata={"yaml": "kubeconfig"})
     # "evictd": conditions EvictdMemoryPressure/... and evictd.io/*-pressure taints (the kubelet owns the
     # standard types); "standard": MemoryPressure/... for clusters where the kubelet's eviction is off.
-    node_condition_mode: str = field(default="evictd", metadata={"yaml": "nodeConditionMode"})
+    node_condition_mode: ConditionMode = field(default=ConditionMode.EVICTD, metadata={"yaml": "nodeConditionMode"})
     # The kubelet's nodeStatusUpdateFrequency: conditions are re-written at least this often.
     node_status_update_frequency_s: float = field(default=10.0, metadata={"yaml": "nodeStatusUpdateFrequency"})
     # Where decided-but-unwritten evictions are journaled, so neither an API outage nor a restart loses them,
@@ -82,14 +99,14 @@ class EvictdSettings:
     cgroupfs_path: str = field(default="/sys/fs/cgroup", metadata={"yaml": "cgroupfsPath"})
     # The kubelet's cgroupDriver and cgroupRoot (kubepods vs kubepods.slice, and their parent cgroup);
     # by default taken from the KubeletConfiguration, as the kubelet itself reads them.
-    cgroup_driver: str = field(default="cgroupfs", metadata={"yaml": "cgroupDriver"})
+    cgroup_driver: CgroupDriver = field(default=CgroupDriver.CGROUPFS, metadata={"yaml": "cgroupDriver"})
     cgroup_root: str = field(default="/", metadata={"yaml": "cgroupRoot"})
     # Where the runtime keeps images and writable layers until the CRI tells us (containerd's defaults);
     # a folder that does not exist yet is measured on the filesystem that would hold it.
     image_fs_path: str = field(default="/var/lib/containerd", metadata={"yaml": "imageFsPath"})
     container_fs_path: str = field(default="/var/lib/containerd", metadata={"yaml": "containerFsPath"})
     # "node" reads cgroupfs/statvfs/procfs directly; "kubelet" asks the kubelet's Summary API instead.
-    stats_source: str = field(default="node", metadata={"yaml": "statsSource"})
+    stats_source: StatsOrigin = field(default=StatsOrigin.NODE, metadata={"yaml": "statsSource"})
     # The kubelet's Summary API for statsSource "kubelet": empty means through the API server's node proxy.
     kubelet_summary_url: str = field(default="", metadata={"yaml": "kubeletSummaryURL"})
     # Bearer token file and CA bundle for a direct kubelet URL (a service account's, by default). The token
@@ -116,7 +133,7 @@ class EvictdSettings:
     # After SIGTERM the current cycle may finish; past this deadline evictd exits anyway.
     shutdown_timeout_s: float = field(default=15.0, metadata={"yaml": "shutdownTimeout"})
     # "auto": JSON lines when stdout is not a terminal (journald, DaemonSet logs), a live view otherwise.
-    log_format: str = field(default="auto", metadata={"yaml": "logFormat"})
+    log_format: LogFormat = field(default=LogFormat.AUTO, metadata={"yaml": "logFormat"})
     # The kubelet's dead-container policy (its --minimum-container-ttl-duration,
     # --maximum-dead-containers-per-container and --maximum-dead-containers flags, with their defaults).
     container_gc_min_age_s: float = field(
@@ -136,26 +153,17 @@ class EvictdSettings:
     image_gc_during_eviction: bool = field(default=True, metadata={"yaml": "imageGCDuringEviction"})
 
 
-_CHOICES: Mapping[str, tuple[str, ...]] = {
-    "cgroup_driver": ("cgroupfs", "systemd"),
-    "stats_source": ("node", "kubelet"),
-    "log_format": ("auto", "json", "console"),
-    "node_condition_mode": ("evictd", "standard"),
-}
-
-
 @dataclass(frozen=True, slots=True)
 class Configuration:
     """Everything evictd is configured with."""
 
     eviction: EvictionSettings
     evictd: EvictdSettings
-    thresholds: tuple[Threshold, ...]
     image_gc: ImageGCSettings = field(default_factory=ImageGCSettings)
     warnings: tuple[str, ...] = ()  # documents read as the kubelet reads them: ignored, and why
 
 
-def _decode_setting(name: str, yaml_name: str, default: object, value: object, allow_zero: bool) -> object:
+def _decode_setting(yaml_name: str, default: object, value: object, allow_zero: bool) -> object:
     """Return `value` decoded to the type of `default`, or raise ConfigError at `yaml_name`."""
     if isinstance(default, bool):
         if not isinstance(value, bool):
@@ -182,9 +190,12 @@ def _decode_setting(name: str, yaml_name: str, default: object, value: object, a
         return seconds
     if not isinstance(value, str):
         raise ConfigError("must be a string", key=yaml_name, value=value)
-    choices = _CHOICES.get(name)
-    if choices is not None and value not in choices:
-        raise ConfigError(f"must be one of {', '.join(choices)}", key=yaml_name, value=value)
+    if isinstance(default, StrEnum):  # a choice: the setting's type names the values
+        choices = type(default)
+        try:
+            return choices(value)
+        except ValueError:
+            raise ConfigError(f"must be one of {', '.join(choices)}", key=yaml_name, value=value) from None
     return value
 
 
@@ -210,7 +221,7 @@ def evictd_settings(document: Mapping[str, object], kubelet: Mapping[str, object
         if setting is None:
             raise ConfigError(f"unknown field in {EVICTD_KIND}", key=key, value=value)
         changes[setting.name] = _decode_setting(
-            setting.name, key, getattr(settings, setting.name), value, setting.metadata.get("allow_zero", False)
+            key, getattr(settings, setting.name), value, setting.metadata.get("allow_zero", False)
         )
     settings = replace(settings, **changes)
     channel_target(settings.container_runtime_endpoint)  # only Unix sockets: a bad endpoint is a config error
@@ -357,6 +368,5 @@ def load_configuration(paths: Sequence[str], flags: Sequence[tuple[str, str]] = 
         own = evictd_settings(merge_documents(evictd_docs), kubelet)
     except ConfigError as exc:
         raise _located(exc, EVICTD_KIND) from None
-    thresholds = tuple(eviction.thresholds())
-    return Configuration(eviction=eviction, evictd=own, thresholds=thresholds, image_gc=image_gc,
-                         warnings=tuple(warnings))
+    eviction.thresholds()  # a bad threshold fails the configuration here, not the first cycle
+    return Configuration(eviction=eviction, evictd=own, image_gc=image_gc, warnings=tuple(warnings))

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from evictd.core.engine import EngineState, Eviction, ThresholdStatus
+from evictd.core.engine import EngineState, Eviction, Skipped, ThresholdStatus
 from evictd.core.oom import ACTIVITY_TO_DESCRIPTION, TOO_LATE_ACTIVITIES, OomReport, outside_pods
 from evictd.core.thresholds import Threshold, threshold_quantity
 from evictd.manager import CycleReport
@@ -42,17 +42,17 @@ class CycleLogger:
                 self._warned.add(warning)
                 self._log.warning("configuration warning", detail=warning)
         for error in report.errors:
-            self._log.error("cycle error", cycle=number, error=error)
+            self._log.error("cycle error", cycle=number, error=error.description)
         self._pod_list(number, report)
         if report.oom is not None and report.oom.has_kills:
             self._oom_kills(number, report.oom)
+        if isinstance(assessment.next_step, Skipped):
+            return
         conditions = tuple(str(c) for c in assessment.node_conditions)
-        if conditions != self._conditions and assessment.skipped is None:
+        if conditions != self._conditions:
             self._log.info("node conditions changed", cycle=number, conditions=list(conditions),
                            previous=list(self._conditions))
             self._conditions = conditions
-        if assessment.skipped is not None:
-            return
         met = frozenset(status.threshold for status in assessment.thresholds)
         for status in assessment.thresholds:
             if status.threshold not in self._met:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from evictd.core.engine import EngineState, layout_of
+from evictd.core.engine import EngineState, ReclaimThenEvict, layout_of
 from evictd.core.pods import is_critical_pod
 from evictd.core.ranking import rank_pods
 from evictd.core.signals import BYTE_SIGNALS, Signal
@@ -100,8 +100,8 @@ def render(
         for eviction in report.evictions:
             verb = "would evict" if dry_run else "evicted"
             lines.append(f"{verb} {eviction.pod.key} ({eviction.signal}): {eviction.message}")
-    if assessment.threshold_to_reclaim is not None:
-        lines.append(f"acting on {describe_threshold(assessment.threshold_to_reclaim)}")
+    if isinstance(assessment.next_step, ReclaimThenEvict):
+        lines.append(f"acting on {describe_threshold(assessment.next_step.threshold)}")
     if recent:
         lines += ["", "recent events:", *recent]
     return "\n".join(lines)

@@ -16,6 +16,8 @@ from typing import Any, TextIO
 
 import structlog
 
+from evictd.config import LogFormat
+
 # How many recent events the live view keeps to show.
 RECENT_EVENTS = 8
 
@@ -33,10 +35,10 @@ class RecentEvents:
         raise structlog.DropEvent
 
 
-def resolve_format(setting: str, stdout: TextIO) -> str:
+def resolve_format(setting: LogFormat, stdout: TextIO) -> str:
     """Return the concrete format for the `logFormat` setting: json, console or live."""
-    if setting != "auto":
-        return setting
+    if setting != LogFormat.AUTO:
+        return str(setting)
     return "live" if stdout.isatty() else "json"
 
 

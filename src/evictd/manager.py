@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from enum import StrEnum
 from typing import Protocol
 
 from evictd.clock import Clock
@@ -24,16 +25,20 @@ from evictd.core.engine import (
     Assessment,
     EngineConfig,
     EngineState,
+    EvictForLocalStorage,
     Eviction,
-    ReclaimAction,
+    NoneStarved,
+    ReclaimThenEvict,
+    Skipped,
     assess,
     choose_eviction,
+    layout_of,
     reclaim_succeeded,
 )
 from evictd.core.errors import EvictdError
+from evictd.core.fs_layout import FsLayout, ReclaimAction
 from evictd.core.oom import OomReport
 from evictd.core.pods import Pod
-from evictd.core.signals import FsLayout
 from evictd.core.summary import Summary
 
 
@@ -87,6 +92,24 @@ class ReclaimResult:
     error: str | None = None
 
 
+class CycleStep(StrEnum):
+    """The step of a cycle that failed; its value is the `source` label of `evictd_errors_total`."""
+
+    LAYOUT = "layout"  # detecting the node's filesystem layout
+    PODS = "pods"  # listing the node's pods
+    STATS = "stats"  # reading the node's stats (before or after reclaim)
+    RECLAIM = "reclaim"  # a node-level reclaim action
+    EVICTION = "eviction"  # evicting a pod
+
+
+@dataclass(frozen=True, slots=True)
+class CycleError:
+    """One failure of a cycle: the step that failed and what went wrong (the kubelet's log text)."""
+
+    step: CycleStep
+    description: str
+
+
 # What a cycle without a usable pod list is called in /healthz and in the evictd_degraded metric's label.
 POD_LIST_UNAVAILABLE = "pod-list-unavailable"
 
@@ -105,7 +128,7 @@ class CycleReport:
     evictions: tuple[Eviction, ...] = ()
     eviction_errors: tuple[str, ...] = ()
     skipped_critical: tuple[Pod, ...] = ()
-    errors: tuple[str, ...] = ()
+    errors: tuple[CycleError, ...] = ()
     # The kernel's OOM kills since the last cycle (added by the daemon's OOM feedback; None without it).
     oom: OomReport | None = None
     # Why the pod list could not be used this cycle (None: it could); with `pods_from_node` the pods ranked
@@ -162,46 +185,57 @@ class EvictionManager:
     def synchronize(self) -> CycleReport:
         """Run one cycle: observe, decide, reclaim at node level, and evict at most one pod for thresholds."""
         now = self._clock.monotonic()
-        errors: list[str] = []
+        errors: list[CycleError] = []
         layout = self.state.layout
         if layout is None:
             try:
                 layout = self._layout.layout()
             except EvictdError as exc:
                 reason = f"eviction manager: failed to get HasDedicatedImageFs: {exc}"
-                return CycleReport(now=now, assessment=Assessment(skipped=reason), errors=(reason,))
+                return CycleReport(now=now, assessment=Assessment(Skipped(reason)),
+                                   errors=(CycleError(CycleStep.LAYOUT, reason),))
         pods, problem, from_node = self._list_pods()
         if problem is not None and not from_node:
-            errors.append(f"eviction manager: pods unavailable, no pod will be evicted: {problem}")
+            errors.append(CycleError(CycleStep.PODS,
+                                     f"eviction manager: pods unavailable, no pod will be evicted: {problem}"))
         self.listed.pods = pods
         summary: Summary | None
         try:
             summary = self._stats.summary()
         except EvictdError as exc:
             summary = None
-            errors.append(f"eviction manager: failed to get summary stats: {exc}")
+            errors.append(CycleError(CycleStep.STATS, f"eviction manager: failed to get summary stats: {exc}"))
         self.state, assessment = assess(self.state, self.config, layout, summary, pods, now)
         seen = CycleReport(now=now, assessment=assessment, summary=summary, pods=pods, errors=tuple(errors),
                            pod_list_problem=problem, pods_from_node=from_node)
-        if summary is None:
+        if summary is None:  # assess skipped the cycle (stats unavailable)
             return seen
-        if assessment.local_storage_evictions:
-            evicted, failures = self._evict(assessment.local_storage_evictions)
-            return replace(seen, evictions=evicted, eviction_errors=failures)
-        if assessment.threshold_to_reclaim is None:
-            return seen
-        reclaim = tuple(self._reclaim(action) for action in assessment.reclaim_actions)
+        match assessment.next_step:
+            case Skipped() | NoneStarved():
+                return seen
+            case EvictForLocalStorage(evictions=evictions):
+                evicted, failures = self._evict(evictions)
+                return replace(seen, evictions=evicted, eviction_errors=failures)
+            case ReclaimThenEvict() as step:
+                return self._reclaim_then_evict(seen, step, summary)
+
+    def _reclaim_then_evict(self, seen: CycleReport, step: ReclaimThenEvict, summary: Summary) -> CycleReport:
+        """Run the step's node-level reclaim; unless it resolved the pressure, evict the first ranked pod."""
+        errors = list(seen.errors)
+        reclaim = tuple(self._reclaim(action) for action in step.actions)
         succeeded: bool | None = None
-        if assessment.reclaim_actions:
+        if step.actions:
             try:
                 after = self._stats.summary()
             except EvictdError as exc:
                 after = None
-                errors.append(f"eviction manager: failed to get summary stats after resource reclaim: {exc}")
+                errors.append(CycleError(
+                    CycleStep.STATS, f"eviction manager: failed to get summary stats after resource reclaim: {exc}"))
             succeeded = reclaim_succeeded(self.state, after)
             if succeeded:
                 return replace(seen, reclaim=reclaim, reclaim_succeeded=True, errors=tuple(errors))
-        choice = choose_eviction(self.config, self.state, assessment, pods, summary, pods_from_node=from_node)
+        choice = choose_eviction(self.config, layout_of(self.state), step, seen.assessment.observations, seen.pods,
+                                 summary, pods_from_node=seen.pods_from_node)
         evicted, failures = self._evict((choice.eviction,) if choice.eviction else ())
         return replace(
             seen,

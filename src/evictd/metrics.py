@@ -19,8 +19,9 @@ from datetime import datetime
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from evictd.adapters.node_stats import RUNTIME_SOURCES
-from evictd.core.engine import EngineState, ReclaimAction
+from evictd.core.engine import EngineState, ReclaimThenEvict
 from evictd.core.errors import SampleError
+from evictd.core.fs_layout import ReclaimAction
 from evictd.core.oom import TOO_LATE_ACTIVITIES, OomReport, OomScope
 from evictd.core.signals import (
     CONTAINER_EPHEMERAL_LIMIT_SIGNAL,
@@ -33,13 +34,14 @@ from evictd.core.signals import (
 )
 from evictd.core.summary import Observation
 from evictd.core.thresholds import Threshold, threshold_quantity
-from evictd.manager import POD_LIST_UNAVAILABLE, CycleReport
+from evictd.manager import POD_LIST_UNAVAILABLE, CycleReport, CycleStep
 
 # Cycle durations span a cached cgroup read (~1 ms) to a slow filesystem walk (seconds).
 CYCLE_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
 WAKEUP_CAUSES = ("timer", "memcg", "psi", "signal", "eviction")
-ERROR_SOURCES = ("stats", "layout", "reclaim", "eviction", "notifier", "cycle", "runtime", "state")
+# A cycle's own failures are counted by the step that failed; the daemon's by the part of it that failed.
+ERROR_SOURCES = (*(str(step) for step in CycleStep), "notifier", "cycle", "runtime", "state")
 DEGRADED_REASONS = (POD_LIST_UNAVAILABLE,)
 # The local-storage limit evictions' labels, besides the signals (the kubelet's eviction_signal values).
 LOCAL_STORAGE_SIGNALS = (EMPTYDIR_LIMIT_SIGNAL, POD_EPHEMERAL_LIMIT_SIGNAL, CONTAINER_EPHEMERAL_LIMIT_SIGNAL)
@@ -175,18 +177,19 @@ class Metrics:
         self._thresholds(state.thresholds, assessment.observations, {s.threshold for s in assessment.thresholds})
         for condition in NodeCondition:
             self.condition.labels(str(condition)).set(1 if condition in assessment.node_conditions else 0)
-        if report.errors:
-            self.errors.labels("stats").inc(len(report.errors))
-        self.errors.labels("reclaim").inc(sum(1 for r in report.reclaim if r.error))
+        for error in report.errors:
+            self.errors.labels(str(error.step)).inc()
+        self.errors.labels(str(CycleStep.RECLAIM)).inc(sum(1 for r in report.reclaim if r.error))
         for result in report.reclaim:
             if result.error is None:
                 self.reclaimed.labels(str(result.action)).inc(result.freed_bytes)
-        self.errors.labels("eviction").inc(len(report.eviction_errors))
+        self.errors.labels(str(CycleStep.EVICTION)).inc(len(report.eviction_errors))
         for eviction in report.evictions:
             (self.would_evict if dry_run else self.evictions).labels(eviction.signal).inc()
         if report.oom is not None:
             self._oom(report.oom)
-        for threshold in assessment.thresholds_to_act if report.ranking else ():
+        step = assessment.next_step
+        for threshold in step.thresholds if isinstance(step, ReclaimThenEvict) and report.ranking else ():
             acted_on = assessment.observations.get(threshold.signal)
             if acted_on is not None and acted_on.time is not None:
                 age = max(0.0, (now_wall - acted_on.time).total_seconds())

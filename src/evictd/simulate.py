@@ -25,12 +25,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from evictd.core.decode import list_of, mapping, sequence
-from evictd.core.engine import EngineConfig, Eviction, ReclaimAction
-from evictd.core.errors import ConfigError, ScenarioError
+from evictd.core.engine import EngineConfig, Eviction
+from evictd.core.errors import ConfigError, DecodeError, ScenarioError
+from evictd.core.fs_layout import FsLayout, ReclaimAction
 from evictd.core.kubelet_config import KUBELET_API_VERSION, KUBELET_KIND, eviction_settings
 from evictd.core.pods import Pod, pod_from_dict
-from evictd.core.signals import FsLayout
-from evictd.core.summary import Summary, summary_from_dict
+from evictd.core.summary import ROOT_KEY, Summary, summary_from_dict
 from evictd.manager import CycleReport, EvictionManager
 
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
@@ -64,10 +64,11 @@ def _pods(value: object, key: str) -> tuple[Pod, ...]:
 
 
 def _summary(value: object, key: str) -> Summary:
+    document = mapping(value, key)
     try:
-        return summary_from_dict(mapping(value, key))
-    except ScenarioError as exc:
-        raise exc.at(f"{key}.{exc.key}" if exc.key and exc.key != "$" else key, exc.value) from None
+        return summary_from_dict(document)
+    except DecodeError as exc:
+        raise exc.at(key if exc.key == ROOT_KEY else f"{key}.{exc.key}") from None
 
 
 def _config(value: object) -> EngineConfig:
@@ -110,6 +111,13 @@ def _at(value: object, key: str, previous: float) -> float:
 
 def parse_scenario(document: object) -> Scenario:
     """Return the scenario in `document` (decoded YAML); raise ScenarioError naming the bad path."""
+    try:
+        return _scenario(document)
+    except DecodeError as exc:  # a bad pod or Summary, or a part of the scenario that is not the right type
+        raise ScenarioError(exc.reason, key=exc.key, value=exc.value) from None
+
+
+def _scenario(document: object) -> Scenario:
     root = mapping(document, "scenario")
     known = {"config", "layout", "pods", "steps"}
     # Top-level `x-...` keys are free for YAML anchors (shared pod stats and the like), as in Compose files.

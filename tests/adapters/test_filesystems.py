@@ -15,7 +15,7 @@ import pytest
 
 from evictd.adapters.filesystems import FsReading, detect_layout, statvfs_reading
 from evictd.core.errors import SampleError
-from evictd.core.signals import FsLayout
+from evictd.core.fs_layout import FsLayout
 
 MIB = 1024 * 1024
 WRITE_CHUNK_BYTES = 64 * 1024

@@ -504,7 +504,7 @@ def test_memcg_notifier_set_keeps_old_notifier_on_bad_readings_and_drops_it_on_f
 
         # No pods system container: the kubelet errors out before touching the allocatable notifier.
         errors = notifiers.refresh(summary_with(stats_for_level(0, 100 * MI, MI), None))
-        assert [(d, e.reason) for d, e in errors] == [
+        assert [(f.description, f.error.reason) for f in errors] == [
             ("hard allocatable memory eviction threshold", 'system container "pods" not found in metrics')
         ]
         assert node.closed, "the node notifier was re-armed"
@@ -516,8 +516,8 @@ def test_memcg_notifier_set_keeps_old_notifier_on_bad_readings_and_drops_it_on_f
             MemoryStats(available_bytes=0, working_set_bytes=MI, usage_bytes=MI),
         )
         errors = notifiers.refresh(negative)
-        assert [d for d, _ in errors] == ["hard allocatable memory eviction threshold"]
-        assert "negative threshold" in errors[0][1].reason
+        assert [f.description for f in errors] == ["hard allocatable memory eviction threshold"]
+        assert "negative threshold" in errors[0].error.reason
         assert pods.closed
         assert [n.description for n in notifiers.levels] == ["hard memory eviction threshold"]
     finally:

@@ -18,7 +18,7 @@ from builders import pod
 from clocks import ManualClock
 from evictd.adapters.cgroups import CgroupReader
 from evictd.adapters.oom_counters import OomCounters
-from evictd.core.engine import Assessment, EngineState, ThresholdStatus
+from evictd.core.engine import Assessment, EngineState, NoneStarved, ThresholdStatus
 from evictd.core.kubelet_config import eviction_settings
 from evictd.core.oom import Activity, OomScope, PodOomKill
 from evictd.core.pods import pod_from_dict
@@ -44,7 +44,7 @@ def real_pod(tmp_path: Path) -> Iterator[RealPodNode]:
 def test_a_real_oom_kill_in_a_pod_is_counted_once_and_attributed_to_its_pod(real_pod: RealPodNode) -> None:
     the_pod = pod_from_dict(pod(real_pod.name, namespace=real_pod.namespace, uid=real_pod.uid))
     bystander = pod_from_dict(pod("bystander", uid="uid-bystander"))
-    quiet = CycleReport(now=0.0, assessment=Assessment(), pods=(the_pod, bystander))
+    quiet = CycleReport(now=0.0, assessment=Assessment(NoneStarved()), pods=(the_pod, bystander))
     counters = OomCounters(CgroupReader(real_pod.layout))
     clock = ManualClock(0.0)
     feedback = OomFeedback(counters, dry_run=False, container_names=lambda uid: {real_pod.container_id: "app"}
@@ -59,7 +59,7 @@ def test_a_real_oom_kill_in_a_pod_is_counted_once_and_attributed_to_its_pod(real
     soft = next(t for t in eviction_settings({
         "evictionSoft": {"memory.available": "1Gi"}, "evictionSoftGracePeriod": {"memory.available": "1m"},
     }).thresholds())
-    pressure = CycleReport(now=10.0, assessment=Assessment(thresholds=(ThresholdStatus(soft, False, 5.0),)),
+    pressure = CycleReport(now=10.0, assessment=Assessment(NoneStarved(), thresholds=(ThresholdStatus(soft, False, 5.0),)),
                            pods=quiet.pods)
     clock.now_s = 10.0
     assert not feedback.observe(pressure).has_kills
@@ -67,7 +67,7 @@ def test_a_real_oom_kill_in_a_pod_is_counted_once_and_attributed_to_its_pod(real
     real_pod.oom_kill(process, POD_LIMIT_BYTES)
     clock.now_s = 20.0
     report = feedback.observe(pressure)
-    metrics.record_cycle(CycleReport(now=20.0, assessment=Assessment(), oom=report), EngineState(), 0.0,
+    metrics.record_cycle(CycleReport(now=20.0, assessment=Assessment(NoneStarved()), oom=report), EngineState(), 0.0,
                          datetime.now(UTC), dry_run=False)
 
     assert report.pod_kills == (PodOomKill(pod_uid=real_pod.uid, container_id=real_pod.container_id,

@@ -512,7 +512,9 @@ class RealCluster:
     the end of the component logs); ``stop()`` tears it down and returns what could not be cleaned.
     """
 
-    def __init__(self, base: Path, bin_dir: Path) -> None:
+    def __init__(self, base: Path, bin_dir: Path, containerd_root: Path | None = None) -> None:
+        """``containerd_root``: containerd's image store and writable layers (the node's imagefs) on a folder of
+        the caller's, e.g. on a small loop-mounted filesystem (default: under ``base``)."""
         self.base = base
         self.bin_dir = bin_dir
         self.node_name = socket.gethostname().strip().lower()
@@ -529,7 +531,8 @@ class RealCluster:
         self.audit_policy = base / "audit-policy.yaml"
         self.cgroup_root = f"{CGROUP_ROOT_PREFIX}{uuid.uuid4().hex[:8]}"
         self.busybox_image = BUSYBOX_IMAGE
-        self.containerd = Containerd(base / "ctrd", cgroup_root=self.cgroup_root, network_ready=True)
+        self.containerd = Containerd(base / "ctrd", root=containerd_root, cgroup_root=self.cgroup_root,
+                                     network_ready=True)
         self.containerd_endpoint = self.containerd.endpoint
         (self.api_port, self.etcd_port, self.etcd_peer_port, self.kubelet_port,
          self.kubelet_healthz_port, self.controller_manager_port) = (0, 0, 0, 0, 0, 0)

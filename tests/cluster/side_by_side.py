@@ -79,3 +79,22 @@ def kubelet_pid_evicting(threshold: int) -> str:
 def kubelet_pid_not_evicting() -> str:
     """The same pod PID limit, the kubelet's eviction off."""
     return f"podPidsLimit: {POD_PIDS_LIMIT}\n"
+
+
+# Disk pressure on a dedicated imagefs: containerd's root on a small ext4 of IMAGEFS_MIB, an unused image of
+# UNUSED_IMAGE_MIB (about twice that on the imagefs: its content blob and its unpacked snapshot) that node-level
+# reclaim can delete (`imageMinimumGCAge: 1s` on both sides, so a freshly imported image counts; 0s would be
+# defaulted to 2m), and a hog writing HOG_FIRST_WRITE_MIB then HOG_WRITE_MIB into its writable layer. The
+# second write takes `imagefs.available` about 150 MiB below the threshold: more than the image frees, so a pod
+# is evicted after the reclaim, and never so far that the filesystem fills (a full imagefs stops containerd).
+IMAGEFS_MIB = 800
+UNUSED_IMAGE_MIB = 50
+IMAGEFS_THRESHOLD_MIB = 300
+HOG_FIRST_WRITE_MIB = 60
+HOG_WRITE_MIB = 450
+
+
+def imagefs_thresholds() -> str:
+    """The imagefs eviction thresholds both sides use."""
+    return (f"evictionHard: {{imagefs.available: {IMAGEFS_THRESHOLD_MIB}Mi}}\nevictionPressureTransitionPeriod: 5s\n"
+            "imageMinimumGCAge: 1s\n")

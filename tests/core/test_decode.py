@@ -26,7 +26,7 @@ from evictd.core.decode import (
     sequence,
     string,
 )
-from evictd.core.errors import ScenarioError
+from evictd.core.errors import DecodeError
 
 HUGE = 10**5000  # repr() of this raises ValueError in CPython (int max str digits)
 
@@ -64,7 +64,7 @@ def test_printable_replaces_only_what_repr_refuses() -> None:
 
 def test_invalid_builds_a_printable_error_without_raising() -> None:
     error = invalid("must be an integer", "spec.priority", HUGE)
-    assert isinstance(error, ScenarioError)
+    assert isinstance(error, DecodeError)
     assert (error.reason, error.key, error.value) == ("must be an integer", "spec.priority", "<unprintable int>")
     assert str(error) == "spec.priority: invalid value '<unprintable int>': must be an integer"
 
@@ -95,7 +95,7 @@ Check = Callable[..., Any]
     ],
 )
 def test_checks_reject_with_one_wording(check: Check, value: Any, reason: str) -> None:
-    with pytest.raises(ScenarioError) as caught:
+    with pytest.raises(DecodeError) as caught:
         check(value, "a.b")
     assert (caught.value.reason, caught.value.key) == (reason, "a.b")
     assert str(caught.value)
@@ -134,14 +134,14 @@ def test_if_null_is_returned_for_null_only(check: Check, if_null: object) -> Non
     ],
 )
 def test_if_null_does_not_excuse_other_falsy_values(check: Check, value: Any, reason: str) -> None:
-    with pytest.raises(ScenarioError, match=reason):
+    with pytest.raises(DecodeError, match=reason):
         check(value, "k", if_null=None)
 
 
 def test_integer_bounds_are_inclusive_and_named() -> None:
     assert integer(INT32_MIN, "p", low=INT32_MIN, high=INT32_MAX) == INT32_MIN
     assert integer(INT32_MAX, "p", low=INT32_MIN, high=INT32_MAX) == INT32_MAX
-    with pytest.raises(ScenarioError) as caught:
+    with pytest.raises(DecodeError) as caught:
         integer(-1, "p", low=0, high=10)
     assert (caught.value.reason, caught.value.key, caught.value.value) == ("must be between 0 and 10", "p", -1)
 
@@ -154,10 +154,10 @@ def test_list_of_decodes_each_element_at_its_index() -> None:
     assert list_of([{"name": "a"}, {"name": "b"}], "items", _name) == ("a", "b")
     assert list_of([], "items", _name) == ()
     assert list_of(None, "items", _name, if_null=()) == ()
-    with pytest.raises(ScenarioError) as caught:
+    with pytest.raises(DecodeError) as caught:
         list_of([{"name": "a"}, {"name": 2}], "items", _name)
     assert caught.value.key == "items[1].name"
-    with pytest.raises(ScenarioError, match="must be a list"):
+    with pytest.raises(DecodeError, match="must be a list"):
         list_of(None, "items", _name)
 
 
@@ -175,6 +175,6 @@ def test_checks_raise_only_scenario_error_and_keep_input(value: Any) -> None:
     for check in (mapping, sequence, string, integer):
         try:
             check(value, "k")
-        except ScenarioError as exc:
+        except DecodeError as exc:
             assert exc.key == "k"
     assert value == before

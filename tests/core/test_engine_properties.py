@@ -9,11 +9,11 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from evictd.core.engine import EngineConfig, EngineState, assess, choose_eviction
+from evictd.core.engine import EngineConfig, EngineState, ReclaimThenEvict, assess, choose_eviction, layout_of
 from evictd.core.errors import ConfigError
+from evictd.core.fs_layout import FsLayout
 from evictd.core.kubelet_config import EvictionSettings
 from evictd.core.pods import is_critical_pod, pod_from_dict
-from evictd.core.signals import FsLayout
 from evictd.core.summary import summary_from_dict
 from evictd.simulate import parse_scenario
 
@@ -67,8 +67,9 @@ def test_critical_pods_are_never_chosen(node: tuple[list[dict[str, Any]], list[d
     config = EngineConfig.from_settings(EvictionSettings(hard={signal: "1"}, local_storage_capacity_isolation=False))
     layout = FsLayout(dedicated_imagefs=imagefs, split_containerfs=split and imagefs)
     state, assessment = assess(EngineState(), config, layout, summary, pods, now=0.0)
-    assert assessment.threshold_to_reclaim is not None
-    choice = choose_eviction(config, state, assessment, pods, summary)
+    step = assessment.next_step
+    assert isinstance(step, ReclaimThenEvict)
+    choice = choose_eviction(config, layout_of(state), step, assessment.observations, pods, summary)
     assert sorted(p.key for p in choice.ranking) == sorted(p.key for p in pods)
     candidates = [p for p in choice.ranking if not is_critical_pod(p)]
     if candidates:

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from evictd.core.fs_layout import FsLayout
 from evictd.core.local_storage import LocalStorageEviction, local_storage_evictions
 from evictd.core.pods import Pod, pod_from_dict
 from evictd.core.quantity import Quantity
@@ -97,7 +98,7 @@ def test_manager_with_local_storage_capacity_isolation_open() -> None:
         container_limit.name: uniform_stats(container_limit, 800 * MI),
         pod_limit.name: uniform_stats(pod_limit, 800 * MI * 2),
     }
-    evictions = local_storage_evictions([empty_dir, container_limit, pod_limit], lookup(stats), False)
+    evictions = local_storage_evictions([empty_dir, container_limit, pod_limit], lookup(stats), FsLayout())
     assert summary_of(evictions) == [
         ("empty-dir", "emptydirfs.limit", 'Usage of EmptyDir volume "local-volume" exceeds the limit "900Mi". '),
         (
@@ -140,14 +141,14 @@ def emptydir_stats(pod: Pod, used: int | None) -> PodStats:
 )
 def test_critical_pods_are_never_listed(annotations: dict[str, str], priority: int | None, evicted: bool) -> None:
     pod = make_pod("p", volumes=[BREAKS_EMPTYDIR], annotations=annotations, priority=priority)
-    evictions = local_storage_evictions([pod], lookup({"p": emptydir_stats(pod, 2 * MI)}), False)
+    evictions = local_storage_evictions([pod], lookup({"p": emptydir_stats(pod, 2 * MI)}), FsLayout())
     assert [e.pod.name for e in evictions] == (["p"] if evicted else [])
 
 
 def test_pods_without_stats_are_skipped_and_order_is_kept() -> None:
     pods = [make_pod(name, volumes=[BREAKS_EMPTYDIR]) for name in ("c", "a", "no-stats", "b")]
     stats = {pod.name: emptydir_stats(pod, 2 * MI) for pod in pods if pod.name != "no-stats"}
-    assert [e.pod.name for e in local_storage_evictions(pods, lookup(stats), False)] == ["c", "a", "b"]
+    assert [e.pod.name for e in local_storage_evictions(pods, lookup(stats), FsLayout())] == ["c", "a", "b"]
 
 
 def test_first_rule_wins() -> None:
@@ -162,12 +163,12 @@ def test_first_rule_wins() -> None:
         containers=(ContainerStats(name="app", logs=FsStats(used_bytes=2 * MI)),),
         ephemeral_storage=FsStats(used_bytes=4 * MI),
     )
-    evictions = local_storage_evictions([pod], lookup({"p": stats}), False)
+    evictions = local_storage_evictions([pod], lookup({"p": stats}), FsLayout())
     assert [e.signal for e in evictions] == ["emptydirfs.limit"]
     without_emptydir = PodStats(
         pod_ref=stats.pod_ref, containers=stats.containers, ephemeral_storage=stats.ephemeral_storage
     )
-    evictions = local_storage_evictions([pod], lookup({"p": without_emptydir}), False)
+    evictions = local_storage_evictions([pod], lookup({"p": without_emptydir}), FsLayout())
     assert [e.signal for e in evictions] == ["ephemeralpodfs.limit"]
 
 
@@ -214,7 +215,7 @@ def test_first_rule_wins() -> None:
 def test_emptydir_rule(volume: Json, volume_stats: list[VolumeStats], evicted: bool) -> None:
     pod = make_pod("p", volumes=[volume])
     stats = PodStats(pod_ref=PodReference("p", "default", "p"), volume_stats=tuple(volume_stats))
-    evictions = local_storage_evictions([pod], lookup({"p": stats}), False)
+    evictions = local_storage_evictions([pod], lookup({"p": stats}), FsLayout())
     if evicted:
         assert summary_of(evictions) == [
             ("p", "emptydirfs.limit", 'Usage of EmptyDir volume "cache" exceeds the limit "1Mi". ')
@@ -277,7 +278,7 @@ def test_pod_limit_rule(
 ) -> None:
     pod = make_pod("p", containers=containers, init_containers=init_containers, overhead=overhead)
     stats = PodStats(pod_ref=PodReference("p", "default", "p"), ephemeral_storage=FsStats(used_bytes=used))
-    evictions = local_storage_evictions([pod], lookup({"p": stats}), False)
+    evictions = local_storage_evictions([pod], lookup({"p": stats}), FsLayout())
     if limit_text is None:
         assert evictions == []
     else:
@@ -317,7 +318,7 @@ def test_container_limit_rule(dedicated_imagefs: bool, logs: int | None, rootfs:
     pod = make_pod("p", containers=[ctr("app", limits={"ephemeral-storage": "1Mi"})])
     # No ephemeral-storage pod stats: the pod rule sees usage 0 and stays quiet.
     stats = PodStats(pod_ref=PodReference("p", "default", "p"), containers=(container_stats("app", logs, rootfs),))
-    evictions = local_storage_evictions([pod], lookup({"p": stats}), dedicated_imagefs)
+    evictions = local_storage_evictions([pod], lookup({"p": stats}), FsLayout(dedicated_imagefs=dedicated_imagefs))
     if evicted:
         assert summary_of(evictions) == [
             (
@@ -350,7 +351,7 @@ def test_container_rule_walks_stats_order_and_ignores_init_and_unknown_container
             container_stats("first-in-spec", 2 * MI, 0),
         ),
     )
-    evictions = local_storage_evictions([pod], lookup({"p": stats}), False)
+    evictions = local_storage_evictions([pod], lookup({"p": stats}), FsLayout())
     assert summary_of(evictions) == [
         (
             "p",
@@ -377,7 +378,7 @@ def test_container_limit_value(limit: str, evicted: bool, printed: str | None) -
         # Keep the pod rule quiet: with a "0" limit it would otherwise fire on any usage.
         ephemeral_storage=FsStats(used_bytes=0),
     )
-    evictions = local_storage_evictions([pod], lookup({"p": stats}), False)
+    evictions = local_storage_evictions([pod], lookup({"p": stats}), FsLayout())
     if evicted:
         assert summary_of(evictions) == [
             ("p", "ephemeralcontainerfs.limit", f"Container app exceeded its local ephemeral storage limit {printed}. ")

@@ -7,7 +7,7 @@ from dataclasses import replace
 import pytest
 
 from builders import pod
-from evictd.core.engine import Assessment, Eviction, ThresholdStatus
+from evictd.core.engine import Assessment, Eviction, NoneStarved, ThresholdStatus
 from evictd.core.kubelet_config import eviction_settings
 from evictd.core.oom import (
     OOM_KILL_REASON,
@@ -45,7 +45,7 @@ HOG = pod_from_dict(pod("hog"))
 
 
 def met(*statuses: tuple[Threshold, bool]) -> Assessment:
-    return Assessment(thresholds=tuple(ThresholdStatus(t, grace_met=g, observed_for_s=0.0) for t, g in statuses))
+    return Assessment(NoneStarved(), thresholds=tuple(ThresholdStatus(t, grace_met=g, observed_for_s=0.0) for t, g in statuses))
 
 
 def eviction(threshold: Threshold | None) -> Eviction:
@@ -78,7 +78,7 @@ def test_cgroups_walk_needed(state: OomState, node: int | None, pods: int | None
 
 
 @pytest.mark.parametrize(("assessment", "evictions", "failed", "dry_run", "activity"), [
-    pytest.param(Assessment(), (), False, False, Activity.IDLE, id="nothing-met"),
+    pytest.param(Assessment(NoneStarved()), (), False, False, Activity.IDLE, id="nothing-met"),
     pytest.param(met((NODEFS, True)), (), False, False, Activity.IDLE, id="only-disk-met"),
     pytest.param(met((SOFT_ALLOCATABLE, False)), (), False, False, Activity.GRACE_PERIOD, id="soft-grace-running"),
     pytest.param(met((HARD_MEMORY, True)), (), False, False, Activity.NOT_EVICTED, id="met-nobody-evicted"),
@@ -89,7 +89,7 @@ def test_cgroups_walk_needed(state: OomState, node: int | None, pods: int | None
     pytest.param(met((HARD_MEMORY, True)), (eviction(HARD_MEMORY),), False, True, Activity.NOT_EVICTED,
                  id="dry-run"),
     pytest.param(met((NODEFS, True)), (eviction(NODEFS),), False, False, Activity.IDLE, id="disk-eviction"),
-    pytest.param(Assessment(), (eviction(None),), False, False, Activity.IDLE, id="local-storage-eviction"),
+    pytest.param(Assessment(NoneStarved()), (eviction(None),), False, False, Activity.IDLE, id="local-storage-eviction"),
 ])
 def test_activity_after_cycle(
     assessment: Assessment, evictions: tuple[Eviction, ...], failed: bool, dry_run: bool, activity: Activity

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from pod_json_builders import Json, ctr, make, q
 
-from evictd.core.errors import ScenarioError
+from evictd.core.errors import DecodeError
 from evictd.core.pods import (
     Container,
     FrozenMap,
@@ -268,7 +268,7 @@ def _with(path: list[str | int], value: Any) -> Json:
     ],
 )
 def test_pod_from_dict_rejects_malformed_pods(doc: Any, key: str, reason: str) -> None:
-    with pytest.raises(ScenarioError) as caught:
+    with pytest.raises(DecodeError) as caught:
         pod_from_dict(doc)
     assert caught.value.key == key
     assert reason in caught.value.reason
@@ -291,14 +291,14 @@ HUGE = 10**5000  # str()/repr() of this raises ValueError in CPython (int max st
     ],
 )
 def test_unprintable_values_still_give_scenario_error(doc: Json, key: str) -> None:
-    with pytest.raises(ScenarioError) as caught:
+    with pytest.raises(DecodeError) as caught:
         pod_from_dict(doc)
     assert caught.value.key == key
     assert str(caught.value)
 
 
 def test_error_keys_start_at_where() -> None:
-    with pytest.raises(ScenarioError) as caught:
+    with pytest.raises(DecodeError) as caught:
         pod_from_dict(_with(["spec", "containers", 0, "resources", "requests", "memory"], "x"), where="pods[3]")
     assert caught.value.key == "pods[3].spec.containers[0].resources.requests.memory"
     assert caught.value.value == "x"

@@ -1,4 +1,4 @@
-"""Property tests of evictd.core.pods.pod_from_dict: on any JSON-like input only ScenarioError escapes,
+"""Property tests of evictd.core.pods.pod_from_dict: on any JSON-like input only DecodeError escapes,
 the input is never mutated, and every rule runs on whatever parses.
 """
 
@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pod_json_builders import Json
 
-from evictd.core.errors import ScenarioError
+from evictd.core.errors import DecodeError
 from evictd.core.pods import Pod, QOSClass, counts_for_local_disk, pod_from_dict
 from evictd.core.resources import pod_limit, pod_request
 
@@ -110,7 +110,7 @@ def corrupted_pod(draw: st.DrawFn) -> Json:
 def _parse_or_scenario_error(doc: Any) -> Pod | None:
     try:
         return pod_from_dict(doc)
-    except ScenarioError:
+    except DecodeError:
         return None
 
 

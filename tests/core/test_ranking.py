@@ -14,18 +14,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from evictd.core.pods import Pod, pod_from_dict
-from evictd.core.quantity import Quantity
-from evictd.core.ranking import (
+from evictd.core.fs_layout import (
     IMAGEFS_SIGNAL_TO_FS_STATS,
     SINGLE_FS_SIGNAL_TO_FS_STATS,
     SPLIT_FS_SIGNAL_TO_FS_STATS,
+    FsLayout,
     FsStatsType,
-    disk_fs_stats,
-    pod_disk_usage,
-    rank_pods,
 )
-from evictd.core.signals import FsLayout, Resource, Signal
+from evictd.core.pods import Pod, pod_from_dict
+from evictd.core.quantity import Quantity
+from evictd.core.ranking import disk_fs_stats, pod_disk_usage, rank_pods
+from evictd.core.signals import Resource, Signal
 from evictd.core.summary import ContainerStats, FsStats, MemoryStats, PodReference, PodStats, VolumeStats
 
 Json = dict[str, Any]

@@ -7,7 +7,7 @@ documented tie-break: the pod source's order); soft thresholds whose stats times
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from hypothesis import given, settings
@@ -15,12 +15,22 @@ from hypothesis import strategies as st
 from pod_json_builders import ctr, make, pod_json
 
 from builders import Gi, Mi, fs, pod, pod_stats, stamp, summary
-from evictd.core.engine import EngineConfig, EngineState, assess, choose_eviction
+from evictd.core.engine import (
+    Assessment,
+    EngineConfig,
+    EngineState,
+    EvictForLocalStorage,
+    EvictionChoice,
+    ReclaimThenEvict,
+    assess,
+    choose_eviction,
+    layout_of,
+)
+from evictd.core.fs_layout import FsLayout
 from evictd.core.kubelet_config import EvictionSettings
-from evictd.core.pods import pod_from_dict
+from evictd.core.pods import Pod, pod_from_dict
 from evictd.core.resources import pod_request
-from evictd.core.signals import FsLayout
-from evictd.core.summary import summary_from_dict
+from evictd.core.summary import Summary, summary_from_dict
 from evictd.render import step_json
 from evictd.simulate import parse_scenario, run_scenario
 
@@ -148,6 +158,14 @@ def tied_pods(draw: st.DrawFn) -> list[dict[str, Any]]:
     ]
 
 
+def _choose(config: EngineConfig, state: EngineState, assessment: Assessment, pods: Sequence[Pod],
+            starved: Summary) -> EvictionChoice:
+    """choose_eviction for an assessment that must reclaim then evict."""
+    step = assessment.next_step
+    assert isinstance(step, ReclaimThenEvict)
+    return choose_eviction(config, layout_of(state), step, assessment.observations, pods, starved)
+
+
 def _memory_choice(entries: list[dict[str, Any]]) -> tuple[list[str], str | None]:
     docs = [pod(e["name"], priority=e["priority"], requests={"memory": f"{e['request']}Mi"} if e["request"] else None)
             for e in entries]
@@ -157,7 +175,7 @@ def _memory_choice(entries: list[dict[str, Any]]) -> tuple[list[str], str | None
     config = EngineConfig.from_settings(EvictionSettings(hard={"memory.available": "1Gi"},
                                                          local_storage_capacity_isolation=False))
     state, assessment = assess(EngineState(), config, FsLayout(), starved, pods, now=0.0)
-    choice = choose_eviction(config, state, assessment, pods, starved)
+    choice = _choose(config, state, assessment, pods, starved)
     evicted = choice.eviction.pod.name if choice.eviction is not None else None
     return [p.name for p in choice.ranking], evicted
 
@@ -215,10 +233,10 @@ def test_soft_threshold_grace_counts_in_evictds_own_time_whatever_the_stats_time
         met_since = (met_since if met_since is not None else now) if short else None
         newer = last_stamp is None or second > last_stamp
         last_stamp = second
-        acts = assessment.threshold_to_reclaim is not None
+        acts = isinstance(assessment.next_step, ReclaimThenEvict)
         assert acts == (met_since is not None and now - met_since >= grace_s and newer)
         if acts:
-            choice = choose_eviction(config, state, assessment, pods, parsed)
+            choice = _choose(config, state, assessment, pods, parsed)
             assert choice.eviction is not None
             # Upstream: a soft threshold with a 0 s grace period is hard (isHardEvictionThreshold): 1 s. Else the
             # override is evictionMaxPodGracePeriod, lowered to the pod's own grace period when the pod has one;
@@ -269,7 +287,7 @@ def test_disk_ranking_measures_the_parts_of_each_layout(entries: list[dict[str, 
     starved = summary_from_dict(summary(nodefs=fs(0, 100 * Gi), imagefs=fs(0, 100 * Gi), pods=stats))
     config = EngineConfig.from_settings(EvictionSettings(hard={signal: "1Gi"}, local_storage_capacity_isolation=False))
     state, assessment = assess(EngineState(), config, layout, starved, pods, now=0.0)
-    choice = choose_eviction(config, state, assessment, pods, starved)
+    choice = _choose(config, state, assessment, pods, starved)
 
     def key(e: dict[str, Any]) -> tuple[bool, int]:
         used = sum(e[part] for part in measured[signal])
@@ -371,8 +389,11 @@ def test_local_storage_limit_evictions_follow_the_kubelets_three_rules(entries: 
     _, assessment = assess(EngineState(), config, layout, summary_from_dict(summary(pods=stats)), pods, now=0.0)
     expected = [(e["name"], label) for e in entries
                 if (label := _oracle_local_storage(e, dedicated_imagefs)) is not None]
-    assert [(ev.pod.name, ev.signal) for ev in assessment.local_storage_evictions] == expected
-    assert all(ev.grace_period_override_s == 1 and not ev.conditions for ev in assessment.local_storage_evictions)
+    step = assessment.next_step
+    evictions = step.evictions if isinstance(step, EvictForLocalStorage) else ()
+    assert isinstance(step, EvictForLocalStorage) == bool(expected)
+    assert [(ev.pod.name, ev.signal) for ev in evictions] == expected
+    assert all(ev.grace_period_override_s == 1 and not ev.conditions for ev in evictions)
 
 
 # --- several thresholds actionable in one cycle; observedGeneration ------------------------------------------
@@ -400,15 +421,15 @@ def test_several_actionable_thresholds_act_on_memory_first_then_hard_before_soft
         state, assessment = assess(state, config, FsLayout(), starved, pods, now=now)
     actionable = [(SIGNALS_IN_CLASS[s], 0, s) for s in hard] + [(SIGNALS_IN_CLASS[s], 1, s) for s in soft]
     if not actionable:
-        assert assessment.threshold_to_reclaim is None
+        assert not isinstance(assessment.next_step, ReclaimThenEvict)
         return
     signal_class, softness, _ = min(actionable, key=lambda item: item[:2])
-    target = assessment.threshold_to_reclaim
-    assert target is not None
+    assert isinstance(assessment.next_step, ReclaimThenEvict)
+    target = assessment.next_step.threshold
     # Between nodefs and pid (same class) evictd keeps configuration order; only the class and hardness are fixed.
     assert (SIGNALS_IN_CLASS[str(target.signal)], target.is_hard) == (signal_class, softness == 0)
     assert (str(target.signal), softness) in {(s, soft) for _, soft, s in actionable}
-    choice = choose_eviction(config, state, assessment, pods, starved)
+    choice = _choose(config, state, assessment, pods, starved)
     assert choice.eviction is not None
     assert choice.eviction.grace_period_override_s == (1 if softness == 0 else 30)
     (condition,) = choice.eviction.conditions

@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 
 from builders import Gi, Mi, fs, summary
-from evictd.core.engine import EngineConfig, EngineState, assess
+from evictd.core.engine import Assessment, EngineConfig, EngineState, ReclaimThenEvict, assess
+from evictd.core.fs_layout import FsLayout
 from evictd.core.saved_state import (
     STATE_VERSION,
     Restored,
@@ -20,9 +21,9 @@ from evictd.core.saved_state import (
     restore_state,
     state_document,
 )
-from evictd.core.signals import FsLayout, NodeCondition, Signal
+from evictd.core.signals import NodeCondition, Signal
 from evictd.core.summary import Summary, summary_from_dict
-from evictd.core.thresholds import parse_threshold_config
+from evictd.core.thresholds import Threshold, parse_threshold_config
 
 NODE = "node-1"
 STATS_TIME = "2026-11-21T10:00:05Z"  # when the first process's stats were measured
@@ -61,11 +62,17 @@ def step(state: EngineState, cfg: EngineConfig, now: float, stats: Summary,
     return assess(state, cfg, layout, stats, [], now)
 
 
+def acted_on(assessment: Assessment) -> Threshold | None:
+    """The threshold the cycle acts on (reclaim, then evict), if any."""
+    step = assessment.next_step
+    return step.threshold if isinstance(step, ReclaimThenEvict) else None
+
+
 def test_a_restart_inside_the_grace_period_neither_resets_nor_shortens_it() -> None:
     # The first process (monotonic 1000 s) sees the threshold met, runs on for 30 s, and stops.
     state, _ = step(EngineState(), SOFT_MEMORY, 1000.0, memory(512 * Mi))
     state, seen = step(state, SOFT_MEMORY, 1030.0, memory(512 * Mi))
-    assert seen.thresholds[0].observed_for_s == 30 and seen.threshold_to_reclaim is None
+    assert seen.thresholds[0].observed_for_s == 30 and acted_on(seen) is None
     document = saved(state, now=1030.0)
     # The new process's monotonic clock starts near 0 (a reboot would do the same); 10 s went by on the wall.
     restored = restore(document, SOFT_MEMORY, now=5.0, wall=WALL + 10)
@@ -73,11 +80,11 @@ def test_a_restart_inside_the_grace_period_neither_resets_nor_shortens_it() -> N
     assert restored.thresholds == SOFT_MEMORY.thresholds
     assert restored.state.layout is None, "the layout is detected again by the first cycle"
     state, seen = step(restored.state, SOFT_MEMORY, 5.0, memory(512 * Mi))
-    assert seen.thresholds[0].observed_for_s == 40 and seen.threshold_to_reclaim is None
+    assert seen.thresholds[0].observed_for_s == 40 and acted_on(seen) is None
     state, seen = step(state, SOFT_MEMORY, 24.0, memory(512 * Mi))
-    assert seen.threshold_to_reclaim is None, "59 s since the crossing: not yet"
+    assert acted_on(seen) is None, "59 s since the crossing: not yet"
     state, seen = step(state, SOFT_MEMORY, 25.0, memory(512 * Mi))
-    assert seen.threshold_to_reclaim == SOFT_MEMORY.thresholds[0], "60 s since the crossing, as without the restart"
+    assert acted_on(seen) == SOFT_MEMORY.thresholds[0], "60 s since the crossing, as without the restart"
     _, seen = step(EngineState(), SOFT_MEMORY, 25.0, memory(512 * Mi))
     assert seen.thresholds[0].observed_for_s == 0, "what the kubelet does: the grace period starts again"
 
@@ -150,14 +157,14 @@ def test_no_restored_time_lies_in_the_future() -> None:
 def test_the_minimum_reclaim_extension_survives_a_restart() -> None:
     cfg = config(hard={"memory.available": "1Gi"}, min_reclaim={"memory.available": "500Mi"})
     state, seen = step(EngineState(), cfg, 1000.0, memory(900 * Mi))
-    assert seen.threshold_to_reclaim is not None
+    assert acted_on(seen) is not None
     restored = restore(saved(state, now=1000.0), cfg, now=3.0, wall=WALL + 2)
     assert restored.state.thresholds_met == cfg.thresholds
     # Above the threshold but short of its minimum reclaim: still met after the restart, as without it.
     _, seen = step(restored.state, cfg, 3.0, memory(1200 * Mi))
-    assert seen.threshold_to_reclaim == cfg.thresholds[0]
+    assert acted_on(seen) == cfg.thresholds[0]
     _, fresh = step(EngineState(), cfg, 3.0, memory(1200 * Mi))
-    assert fresh.threshold_to_reclaim is None
+    assert acted_on(fresh) is None
 
 
 def test_the_last_stats_times_survive_a_restart() -> None:
@@ -165,9 +172,9 @@ def test_the_last_stats_times_survive_a_restart() -> None:
     state, _ = step(EngineState(), cfg, 1000.0, memory(900 * Mi, time=STATS_TIME))
     restored = restore(saved(state, now=1000.0), cfg, now=3.0, wall=WALL + 2)
     _, seen = step(restored.state, cfg, 3.0, memory(900 * Mi, time=STATS_TIME))
-    assert seen.stale_signals == (Signal.MEMORY_AVAILABLE,) and seen.threshold_to_reclaim is None
+    assert seen.stale_signals == (Signal.MEMORY_AVAILABLE,) and acted_on(seen) is None
     _, seen = step(restored.state, cfg, 3.0, memory(900 * Mi, time="2026-11-21T10:00:06Z"))
-    assert seen.threshold_to_reclaim == cfg.thresholds[0]
+    assert acted_on(seen) == cfg.thresholds[0]
 
 
 def test_derived_containerfs_thresholds_are_restored_for_the_layout_detected_again() -> None:

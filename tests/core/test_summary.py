@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from evictd.core.errors import ScenarioError
+from evictd.core.errors import DecodeError
 from evictd.core.pods import Pod, pod_from_dict
 from evictd.core.quantity import QuantityFormat
 from evictd.core.signals import Signal
@@ -325,14 +325,14 @@ def test_time_parsing(text: str, expected: datetime | None) -> None:
     ],
 )
 def test_malformed_documents_name_the_key(doc: Any, key: str) -> None:
-    with pytest.raises(ScenarioError) as caught:
+    with pytest.raises(DecodeError) as caught:
         summary_from_dict(doc)
     assert caught.value.key == key
 
 
 def test_unprintable_counter_still_gives_scenario_error() -> None:
     # repr() of an int this long raises ValueError; the error must still describe itself.
-    with pytest.raises(ScenarioError) as caught:
+    with pytest.raises(DecodeError) as caught:
         summary_from_dict({"node": {"memory": {"availableBytes": 10**5000}}})
     assert caught.value.key == "node.memory.availableBytes"
     assert str(caught.value)
@@ -412,7 +412,7 @@ def test_summary_from_dict_raises_only_scenario_error_and_keeps_input(doc: Any) 
     before = copy.deepcopy(doc)
     try:
         summary = summary_from_dict(doc)
-    except ScenarioError as exc:
+    except DecodeError as exc:
         assert exc.key is not None
     else:
         assert isinstance(summary, Summary)

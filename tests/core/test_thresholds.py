@@ -10,6 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from evictd.core.errors import ConfigError
+from evictd.core.fs_layout import FsLayout
 from evictd.core.quantity import Quantity, QuantityFormat
 from evictd.core.signals import Signal
 from evictd.core.thresholds import (
@@ -288,7 +289,7 @@ def _derived(thresholds: list[Threshold], signal: str, hard: bool) -> Threshold:
 def test_containerfs_copies_by_layout(imagefs: bool, split: bool, source: str) -> None:
     base = parse(hard=DISK, soft={"nodefs.available": "20%", "imagefs.available": "25%"},
                  grace={"nodefs.available": "1m", "imagefs.available": "2m"})
-    derived, warnings = derive_containerfs_thresholds(base, imagefs, split)
+    derived, warnings = derive_containerfs_thresholds(base, FsLayout(imagefs, split))
     assert warnings == []
     for suffix in ("available", "inodesFree"):
         hard = _derived(derived, f"containerfs.{suffix}", True)
@@ -304,7 +305,7 @@ def test_containerfs_copies_by_layout(imagefs: bool, split: bool, source: str) -
 
 def test_user_containerfs_thresholds_are_overridden_with_warning() -> None:
     base = parse(hard={"nodefs.available": "10%", "containerfs.available": "50%"})
-    derived, warnings = derive_containerfs_thresholds(base, False, False)
+    derived, warnings = derive_containerfs_thresholds(base, FsLayout())
     assert warnings == ["found containerfs.available for hard eviction. ignoring"]
     replaced = derived[[str(t.signal) for t in derived].index("containerfs.available")]
     assert replaced.value == ThresholdValue(percentage=parse_percentage("10%"))
@@ -313,4 +314,4 @@ def test_user_containerfs_thresholds_are_overridden_with_warning() -> None:
 
 def test_split_without_imagefs_derives_nothing() -> None:
     base = parse(hard=DISK)
-    assert derive_containerfs_thresholds(base, False, True) == (base, [])
+    assert derive_containerfs_thresholds(base, FsLayout(split_containerfs=True)) == (base, [])

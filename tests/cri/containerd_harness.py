@@ -622,6 +622,19 @@ class Containerd:
         if BUSYBOX_IMAGE not in self._imported:
             self.import_image(BUSYBOX_IMAGE, cmd=("/bin/sh",))
 
+    def restore_standard_images(self) -> list[str]:
+        """Import again the standard images that image GC deleted; return their references.
+
+        containerd 1.6 does not pin the sandbox image, so the kubelet's image GC (and evictd's, which follows
+        it) may delete it under imagefs pressure; a node with a registry pulls it again, this offline one
+        imports it again.
+        """
+        present = {tag for image in self.cri.list_images() for tag in image.repo_tags}
+        missing = [reference for reference in (PAUSE_IMAGE, BUSYBOX_IMAGE) if reference not in present]
+        self._imported.difference_update(missing)
+        self.import_standard_images()
+        return missing
+
     def import_big_image(self, size_mib: int, tag: str | None = None) -> str:
         """Import an image with a padded layer of ``size_mib`` MiB; return its reference (unique per tag)."""
         reference = f"{BIG_IMAGE_REPOSITORY}:{tag or uuid.uuid4().hex[:8]}"

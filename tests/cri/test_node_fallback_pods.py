@@ -23,6 +23,7 @@ from evictd.core.errors import EvictdError
 from evictd.core.pods import (
     CONFIG_SOURCE_ANNOTATION,
     SYSTEM_CRITICAL_PRIORITY,
+    FrozenMap,
     Pod,
     is_critical_pod,
     is_static_pod,
@@ -58,7 +59,7 @@ def run(pods: PodFactory, name: str, *, namespace: str = "shop", annotations: di
 
 def evicted(pod: RunningPod) -> JournalEntry:
     return JournalEntry(uid=pod.uid, namespace=pod.namespace, name=pod.name, signal="memory.available",
-                        grace_period_s=1, message="", reason="Evicted", conditions=[], annotations={},
+                        grace_period_s=1, message="", reason="Evicted", conditions=(), annotations=FrozenMap(),
                         decided_at=0.0, stopped_locally=True)
 
 

@@ -43,8 +43,8 @@ from evictd.adapters.runtime_gc import (
     imagefs_usage,
 )
 from evictd.core.container_gc import GCPolicy, PodState
-from evictd.core.engine import ReclaimAction
 from evictd.core.errors import CRIError
+from evictd.core.fs_layout import ReclaimAction
 from evictd.core.image_gc import GCReason, ImageGCPolicy
 from evictd.core.runtime import (
     CONTAINER_NAME_LABEL,

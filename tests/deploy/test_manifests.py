@@ -675,7 +675,7 @@ def check_config(path: Path) -> subprocess.CompletedProcess[str]:
 
 def test_configmap_config_is_accepted_by_evictd(tmp_path: Path) -> None:
     config = load_configuration_text(config_text(), tmp_path)
-    assert config.thresholds, "the ConfigMap sets thresholds"
+    assert config.eviction.thresholds(), "the ConfigMap sets thresholds"
     done = check_config(tmp_path / "config.yaml")
     assert done.returncode == 0, done.stderr
     signals = {t["signal"] for t in json.loads(done.stdout)["thresholds"]}

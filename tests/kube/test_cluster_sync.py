@@ -20,11 +20,11 @@ from evictd_kube_support import evictd_api_client, pod_lists
 from kube_objects import node_manifest
 
 from builders import Gi, Mi, pod, pod_stats, summary
-from evictd.core.engine import Assessment, EngineConfig, ReclaimAction
+from evictd.core.engine import Assessment, EngineConfig, NoneStarved
+from evictd.core.fs_layout import FsLayout, ReclaimAction
 from evictd.core.kubelet_config import eviction_settings
 from evictd.core.node_status import ConditionMode
 from evictd.core.oom import Activity, OomReport, PodOomKill
-from evictd.core.signals import FsLayout
 from evictd.core.summary import Summary, summary_from_dict
 from evictd.kube.cluster import ClusterSync, EvictablePods
 from evictd.kube.critical_record import CriticalPodRecord
@@ -240,7 +240,7 @@ def test_the_critical_pods_of_the_pod_list_are_remembered_after_each_cycle(apise
     sync = ClusterSync(watcher=watcher, evictor=None, node_writer=NodeStatusWriter(client, NODE, ConditionMode.EVICTD),
                        events=EventRecorder(client, NODE), on_error=lambda error: None, log=RecordingLog(),
                        critical=CriticalPodRecord(str(path)))
-    quiet = CycleReport(now=0.0, assessment=Assessment())
+    quiet = CycleReport(now=0.0, assessment=Assessment(NoneStarved()))
     try:
         sync.after_cycle(quiet)  # before the first list: nothing known, nothing written
         assert not path.exists()
@@ -275,7 +275,7 @@ def test_no_pod_is_evicted_while_the_pod_list_is_unknown(apiserver: ApiServer, t
         report = manager.synchronize()
 
         assert report.evictions == () and report.assessment.node_conditions  # observed, but nobody evicted
-        assert any("pods unavailable" in error for error in report.errors)
+        assert any("pods unavailable" in error.description for error in report.errors)
         assert [r.method for r in apiserver.requests if r.method != "GET"] == []
     finally:
         watcher.stop()

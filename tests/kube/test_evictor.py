@@ -26,11 +26,11 @@ from kube_faults import RecordedRequest
 
 from builders import Gi, Mi, pod, pod_stats, summary
 from clocks import ManualClock
-from evictd.core.engine import Eviction
+from evictd.core.engine import EvictForLocalStorage, Eviction
 from evictd.core.errors import EvictdError, KubeError
 from evictd.kube.events import EventRecorder
 from evictd.kube.evictor import KubePodEvictor
-from evictd.kube.journal import EvictionJournal
+from evictd.kube.journal import ApiStep, EvictionJournal
 from evictd.simulate import parse_scenario, run_scenario
 
 NODE = "node-1"  # builders.pod binds pods to node-1
@@ -83,7 +83,7 @@ def empty_dir_eviction(doc: dict[str, Any]) -> Eviction:
         {"at": 0, "summary": summary(pods=[pod_stats(doc, volumes={"scratch": 200 * Mi})])}]})
     [report] = run_scenario(scenario)
     [eviction] = report.evictions
-    assert report.assessment.local_storage_evictions == (eviction,) and eviction.threshold is None
+    assert report.assessment.next_step == EvictForLocalStorage((eviction,)) and eviction.threshold is None
     return eviction
 
 
@@ -515,7 +515,7 @@ def test_a_journal_written_before_the_sequence_changed_is_read(apiserver: ApiSer
 
     journal, evictor = harness.restart()
     [pending] = journal.pending()
-    assert (pending.condition_written, pending.deleted, pending.event_written) == (True, True, False)
+    assert pending.done == {ApiStep.CONDITION, ApiStep.DELETION}
     assert evictor.replay() == [] and journal.pending() == []
     assert len(evicted_events(apiserver)) == 2
 

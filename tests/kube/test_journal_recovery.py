@@ -13,7 +13,7 @@ import json
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
-from dataclasses import asdict
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from types import SimpleNamespace
@@ -24,11 +24,12 @@ from apiserver import ApiServer
 from evictd_kube_support import evictd_api_client
 
 from builders import Gi, Mi, pod, pod_stats, summary
-from evictd.core.engine import Eviction
+from evictd.core.engine import Eviction, PodCondition
 from evictd.core.errors import KubeError
+from evictd.core.pods import FrozenMap
 from evictd.kube.events import EventRecorder
 from evictd.kube.evictor import KubePodEvictor
-from evictd.kube.journal import EvictionJournal, JournalEntry
+from evictd.kube.journal import ApiStep, EvictionJournal, JournalEntry, Outcome, entry_to_json
 from evictd.simulate import parse_scenario, run_scenario
 from full_filesystem import UnwritableFolder
 from recording_log import Counter, RecordingLog
@@ -40,13 +41,13 @@ CORRUPT_NAME = "evictions.json.corrupt-20261122T101500Z"
 def entry(uid: str = "uid-1", **changes: Any) -> JournalEntry:
     base = JournalEntry(uid=uid, namespace="default", name=f"pod-{uid}", signal="memory.available",
                         grace_period_s=1, message="The node was low on resource: memory.", reason="Evicted",
-                        conditions=[{"type": "DisruptionTarget", "status": "True"}],
-                        annotations={"starved_resource": "memory"}, decided_at=1_763_800_000.5)
-    return JournalEntry(**{**asdict(base), **changes})
+                        conditions=(PodCondition("DisruptionTarget", "True", "TerminationByKubelet", "low"),),
+                        annotations=FrozenMap({"starved_resource": "memory"}), decided_at=1_763_800_000.5)
+    return replace(base, **changes)
 
 
 def valid_document() -> dict[str, Any]:
-    return {"version": 1, "evictions": [asdict(entry())]}
+    return {"version": 1, "evictions": [entry_to_json(entry())]}
 
 
 def with_entry_field(name: str, value: Any) -> bytes:
@@ -67,7 +68,7 @@ BAD_FILES: dict[str, tuple[bytes, str]] = {
     "newer-version": (json.dumps({**valid_document(), "version": 2}).encode(), "written by a newer evictd"),
     "unknown-top-level-field": (json.dumps({**valid_document(), "checksum": "x"}).encode(), "unknown field"),
     "unknown-entry-field": (with_entry_field("priority_class", "high"), "unknown field 'priority_class'"),
-    "missing-uid": (json.dumps({"evictions": [{k: v for k, v in asdict(entry()).items() if k != "uid"}]}).encode(),
+    "missing-uid": (json.dumps({"evictions": [{k: v for k, v in entry_to_json(entry()).items() if k != "uid"}]}).encode(),
                     "entry 0 has no uid"),
     "grace-period-a-string": (with_entry_field("grace_period_s", "30"), "grace_period_s must be an integer"),
     "grace-period-a-bool": (with_entry_field("grace_period_s", True), "grace_period_s must be an integer"),
@@ -147,6 +148,70 @@ def test_a_journal_of_this_version_and_one_without_a_version_are_read(tmp_path: 
         assert log.lines == [] and corrupt.count == 0 and path.exists()
 
 
+FIXTURE_V1 = Path(__file__).resolve().parent.parent / "fixtures" / "journal" / "evictions-v1.json"
+
+
+def test_a_journal_written_before_entries_were_typed_is_read_and_written_back_the_same(tmp_path: Path) -> None:
+    """evictions-v1.json was written by evictd before its entries were typed (flags, `extra`, lists)."""
+    path = tmp_path / "evictions.json"
+    path.write_bytes(FIXTURE_V1.read_bytes())
+    log, corrupt = RecordingLog(), Counter()
+    journal = open_journal(path, log, corrupt)
+    assert log.lines == [] and corrupt.count == 0
+
+    web, batch, gone, logs = (journal.get(uid) for uid in ("uid-web", "uid-batch", "uid-gone", "uid-logs"))
+    assert web is not None and batch is not None and gone is not None and logs is not None
+    assert (web.done, web.delete_sent, web.stopped_locally, web.done_at) == (
+        {ApiStep.CONDITION}, True, True, None)
+    assert web.conditions == (PodCondition("DisruptionTarget", "True", "TerminationByKubelet",
+                                           "The node was low on resource: memory. Threshold quantity: 1Gi, "
+                                           "available: 500Mi. ", observed_generation=3),)
+    assert dict(web.annotations) == {"offending_containers": "app", "offending_containers_usage": "600Mi",
+                                     "starved_resource": "memory"}
+    assert batch.api_done and dict(batch.outcomes) == {Outcome.DELETED: '404: pods "batch" not found'}
+    assert batch.conditions[0].observed_generation == 0 and batch.done_at == 1763800012.75
+    assert gone.api_done and list(gone.outcomes) == [Outcome.ENDED] and gone.outcomes[Outcome.ENDED].startswith("409: ")
+    assert (logs.conditions, dict(logs.annotations), logs.done, logs.grace_period_s) == ((), {}, frozenset(), 0)
+    assert [e.uid for e in journal.pending()] == ["uid-web", "uid-logs"]
+
+    journal.record(web)  # written back as it was read
+    assert json.loads(path.read_text()) == json.loads(FIXTURE_V1.read_text())
+
+
+@pytest.mark.parametrize(("extra", "reason"), [
+    ({"retried": "x"}, "entry 0: extra has an unknown outcome 'retried'"),
+    ({"ended": 404}, "entry 0: extra.ended must be a string, not 404"),
+], ids=["unknown-outcome", "answer-not-a-string"])
+def test_an_outcome_that_is_not_one_evictd_writes_makes_the_journal_unusable(
+    tmp_path: Path, extra: dict[str, Any], reason: str
+) -> None:
+    state = tmp_path / "state"
+    state.mkdir()
+    (state / "evictions.json").write_bytes(with_entry_field("extra", extra))
+    log, corrupt = RecordingLog(), Counter()
+    open_journal(state / "evictions.json", log, corrupt)
+    assert_moved_aside_once(state, log, corrupt, reason)
+
+
+@pytest.mark.parametrize(("condition", "reason"), [
+    ({"status": "True"}, "entry 0: conditions[0] has no type"),
+    ({"type": "DisruptionTarget", "status": True}, "entry 0: conditions[0]: status must be a string"),
+    ({"type": "DisruptionTarget", "status": "True", "observedGeneration": "3"},
+     "entry 0: conditions[0]: observedGeneration must be an integer"),
+    ({"type": "DisruptionTarget", "status": "True", "lastProbeTime": None},
+     "entry 0: conditions[0] has an unknown field 'lastProbeTime'"),
+], ids=["no-type", "status-a-bool", "generation-a-string", "unknown-field"])
+def test_a_condition_evictd_never_writes_makes_the_journal_unusable(
+    tmp_path: Path, condition: dict[str, Any], reason: str
+) -> None:
+    state = tmp_path / "state"
+    state.mkdir()
+    (state / "evictions.json").write_bytes(with_entry_field("conditions", [condition]))
+    log, corrupt = RecordingLog(), Counter()
+    open_journal(state / "evictions.json", log, corrupt)
+    assert_moved_aside_once(state, log, corrupt, reason)
+
+
 def test_temporary_files_of_a_killed_write_are_removed_at_start(tmp_path: Path) -> None:
     state = tmp_path / "state"
     state.mkdir()
@@ -195,13 +260,13 @@ def test_a_journal_that_cannot_be_written_keeps_its_entries_and_writes_them_once
     journal = open_journal(path, log, failures=failures)
 
     journal.record(entry("uid-1"))
-    journal.update("uid-1", condition_written=True)
+    journal.note_step_done("uid-1", ApiStep.CONDITION)
     journal.record(entry("uid-2"))
     assert not journal.flush()
 
     assert failures.count == 4 and not path.exists()
     assert [e.uid for e in journal.pending()] == ["uid-1", "uid-2"]
-    assert journal.get("uid-1") == entry("uid-1", condition_written=True)
+    assert journal.get("uid-1") == entry("uid-1", done=frozenset({ApiStep.CONDITION}))
     [(event, fields)] = log.at("error")  # logged once, counted every time
     assert "not written" in event and fields["error"] == unwritable_state.write_error
     assert [p.name for p in unwritable_state.folder.iterdir() if p.name.startswith(".journal-")] == []
@@ -295,7 +360,7 @@ def test_with_the_api_down_and_an_unwritable_journal_the_pod_is_still_stopped_lo
 
     assert made.stopped == [eviction]
     [pending] = made.journal.pending()
-    assert pending.uid == eviction.pod.uid and pending.stopped_locally and not pending.deleted
+    assert pending.uid == eviction.pod.uid and pending.stopped_locally and ApiStep.DELETION not in pending.done
     assert not (unwritable_state.folder / "evictions.json").exists()
 
     apiserver.faults.clear()

@@ -31,6 +31,7 @@ LEAN_FIRST = """
     from evictd.adapters.cgroups import CgroupReader, detect_cgroup_layout
     from evictd.composition import build_cluster
     from evictd.config import load_configuration
+    from evictd.core.engine import Assessment, NoneStarved
     from evictd.core.signals import NodeCondition
     from evictd.kube.client import build_api_client
     from evictd.kube.lean_import import is_deferred
@@ -40,8 +41,7 @@ LEAN_FIRST = """
     parts = build_cluster(load_configuration([config_path]), node, Metrics(), structlog.get_logger(),
                           dry_run=False, cgroups=CgroupReader(detect_cgroup_layout()))
     parts.pod_watch.start()
-    assessment = types.SimpleNamespace(skipped=None, node_conditions=[NodeCondition.MEMORY_PRESSURE],
-                                       resource_to_reclaim=None, local_storage_evictions=[])
+    assessment = Assessment(NoneStarved(), node_conditions=(NodeCondition.MEMORY_PRESSURE,))
     parts.sync.after_cycle(types.SimpleNamespace(assessment=assessment, oom=None))
     result = {
         "pods": sorted(pod.name for pod in parts.pods.active_pods()),

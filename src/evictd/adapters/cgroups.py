@@ -43,13 +43,21 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 from typing import overload
 
 from evictd.core.errors import ConfigError, SampleError
 
-# Drivers the kubelet knows (--cgroup-driver / KubeletConfiguration.cgroupDriver).
-CGROUP_DRIVERS = ("cgroupfs", "systemd")
+
+class CgroupDriver(StrEnum):
+    """The cgroup drivers the kubelet knows (--cgroup-driver / KubeletConfiguration.cgroupDriver)."""
+
+    CGROUPFS = "cgroupfs"
+    SYSTEMD = "systemd"
+
+
+CGROUP_DRIVERS = tuple(CgroupDriver)
 CGROUP_VERSIONS = (1, 2)
 
 # A limit above this many bytes means "no limit": the kernel rounds 2**63-1 down to a page multiple,

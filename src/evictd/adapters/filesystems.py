@@ -21,7 +21,7 @@ import os
 from dataclasses import dataclass
 
 from evictd.core.errors import SampleError
-from evictd.core.signals import FsLayout
+from evictd.core.fs_layout import FsLayout
 
 
 @dataclass(frozen=True, slots=True)

@@ -42,7 +42,7 @@ import urllib.parse
 from typing import Any
 
 from evictd import user_agent
-from evictd.core.errors import ConfigError, KubeError, SampleError, ScenarioError, bounded_repr
+from evictd.core.errors import ConfigError, DecodeError, KubeError, SampleError, bounded_repr
 from evictd.core.summary import Summary, summary_from_dict
 
 # A Summary of 1000 pods with two containers and four volumes each, pretty-printed as the kubelet writes it,
@@ -221,7 +221,7 @@ def _summary_of(body: bytes | bytearray, source: str) -> Summary:
         raise SampleError(source, f"the Summary lists more than {MAX_SUMMARY_RECORDS} pods, containers and volumes")
     try:
         return summary_from_dict(document)
-    except ScenarioError as exc:
+    except DecodeError as exc:
         raise SampleError(source, f"bad Summary document: {exc}") from None
 
 

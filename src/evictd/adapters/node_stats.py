@@ -43,7 +43,7 @@ from evictd.adapters.filesystems import FsReading, statvfs_reading
 from evictd.adapters.pod_disk_usage import PodDiskFigures, PodDiskStore, PodKey, SpaceUsed
 from evictd.clock import SYSTEM_CLOCK, Clock
 from evictd.core.errors import EvictdError, SampleError
-from evictd.core.pods import Pod, derived
+from evictd.core.pods import Derived, Pod, derived
 from evictd.core.summary import (
     SYSTEM_CONTAINER_PODS,
     ContainerStats,
@@ -153,11 +153,11 @@ def _usage_fs(usage: SpaceUsed, at: datetime) -> FsStats:
 
 def pod_key(pod: Pod) -> PodKey:
     """Return what names the pod's folders (one object per pod object, so comparing lists of them is cheap)."""
-    return derived(pod, "node stats: pod key", lambda p: PodKey(p.uid, p.namespace, p.name))
+    return derived(pod, Derived.POD_KEY, lambda p: PodKey(p.uid, p.namespace, p.name))
 
 
 def _pod_reference(pod: Pod) -> PodReference:
-    return derived(pod, "node stats: pod reference",
+    return derived(pod, Derived.POD_REFERENCE,
                    lambda p: PodReference(name=p.name, namespace=p.namespace, uid=p.uid))
 
 

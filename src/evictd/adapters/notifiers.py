@@ -40,6 +40,7 @@ import queue
 import select
 import threading
 from collections.abc import Sequence
+from dataclasses import dataclass
 from types import TracebackType
 from typing import Protocol, Self
 
@@ -482,6 +483,26 @@ class Waiter:
 _Job = tuple[int, bool, int, int]
 
 
+def notifier_description(threshold: Threshold, drop_watch: bool) -> str:
+    """Return what the notifier of `threshold` (its drop watch when `drop_watch`) is called in logs."""
+    description = memcg_notifier_description(threshold)
+    return f"{description}: usage fell" if drop_watch else description
+
+
+@dataclass(frozen=True, slots=True)
+class NotifierFailure:
+    """A memcg notifier that could not be armed: the threshold it watches, whether it is the drop watch, why."""
+
+    threshold: Threshold
+    drop_watch: bool
+    error: SampleError
+
+    @property
+    def description(self) -> str:
+        """What the notifier is called in logs (`notifier_description`)."""
+        return notifier_description(self.threshold, self.drop_watch)
+
+
 class MemcgNotifierSet:
     """One memcg notifier per memory threshold, re-armed from the latest readings (the kubelet's UpdateThreshold),
     and beside each a drop watch that wakes the loop when usage fell since (see `evictd.core.memcg`).
@@ -519,7 +540,7 @@ class MemcgNotifierSet:
         self._lock = threading.Lock()  # the slots, `_by_fd` and the epoll set: the loop's and the thread's
         self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
         self._pending: set[tuple[int, bool]] = set()
-        self._failures: list[tuple[str, SampleError]] = []
+        self._failures: list[NotifierFailure] = []
         self._worker: threading.Thread | None = None
         self.cause = MEMCG_CAUSE
         self.description = "memory eviction thresholds"
@@ -575,8 +596,8 @@ class MemcgNotifierSet:
             return os.path.join(self.memory_root, self.pods_cgroup.strip("/"))
         return self.memory_root
 
-    def update(self, summary: Summary, now: float) -> list[tuple[str, SampleError]]:
-        """Follow the readings of a cycle; `now` is monotonic seconds. Return ``(description, error)`` failures.
+    def update(self, summary: Summary, now: float) -> list[NotifierFailure]:
+        """Follow the readings of a cycle; `now` is monotonic seconds. Return the notifiers that failed.
 
         The first time, `refresh` here and now. Then, when strictly more than 10 s passed since the last
         refresh, re-arm every threshold in the thread; otherwise re-arm a threshold's level when it moved by
@@ -597,7 +618,7 @@ class MemcgNotifierSet:
                 level, usage = memcg_level_and_usage(threshold, summary)
             except SampleError as exc:
                 if due:
-                    errors.append((memcg_notifier_description(threshold), exc))
+                    errors.append(NotifierFailure(threshold, False, exc))
                 continue
             with self._lock:
                 armed, watch = self._levels[index], self._drop_watches[index]
@@ -609,19 +630,19 @@ class MemcgNotifierSet:
                 self._submit((index, True, drop_watch_level(usage), usage))
         return errors
 
-    def refresh(self, summary: Summary) -> list[tuple[str, SampleError]]:
+    def refresh(self, summary: Summary) -> list[NotifierFailure]:
         """Re-arm every notifier at the level computed from `summary`, here and now; return the failures.
 
         As in the kubelet, incomplete readings leave that threshold's old notifier in place, while a
         failed registration leaves it with none. The drop watch follows the level: re-armed with it, closed
         when it fails.
         """
-        errors: list[tuple[str, SampleError]] = []
+        errors: list[NotifierFailure] = []
         for index, threshold in enumerate(self.thresholds):
             try:
                 level, usage = memcg_level_and_usage(threshold, summary)
             except SampleError as exc:
-                errors.append((memcg_notifier_description(threshold), exc))
+                errors.append(NotifierFailure(threshold, False, exc))
                 continue
             failure = self._arm((index, False, level, usage))
             if failure is not None:
@@ -633,11 +654,7 @@ class MemcgNotifierSet:
                 errors.append(failure)
         return errors
 
-    def _description(self, index: int, drop_watch: bool) -> str:
-        description = memcg_notifier_description(self.thresholds[index])
-        return f"{description}: usage fell" if drop_watch else description
-
-    def _arm(self, job: _Job) -> tuple[str, SampleError] | None:
+    def _arm(self, job: _Job) -> NotifierFailure | None:
         """Register what `job` asks for and put it in its place (a drop watch at a level <= 0: none); return
         the failure, after which the place is empty. Any thread."""
         index, drop_watch, level, usage = job
@@ -646,12 +663,13 @@ class MemcgNotifierSet:
             no_level = self._levels[index] is None
         if not (drop_watch and (level <= 0 or no_level)):  # a drop watch only beside a level
             try:
+                threshold = self.thresholds[index]
                 new = MemcgThresholdNotifier(
-                    self.cgroup_dir(self.thresholds[index]), level, self._description(index, drop_watch),
+                    self.cgroup_dir(threshold), level, notifier_description(threshold, drop_watch),
                     cause=MEMCG_REARM_CAUSE if drop_watch else MEMCG_CAUSE, usage_seen=usage)
             except SampleError as exc:
                 self._install(index, drop_watch, None)
-                return self._description(index, drop_watch), exc
+                return NotifierFailure(self.thresholds[index], drop_watch, exc)
         if not self._install(index, drop_watch, new) and new is not None:
             new.close()  # the set was closed meanwhile
         return None

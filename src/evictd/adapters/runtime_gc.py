@@ -42,8 +42,8 @@ from evictd.core.container_gc import (
     pod_log_dirs_to_remove,
     sandboxes_to_remove,
 )
-from evictd.core.engine import ReclaimAction
 from evictd.core.errors import CRIError, SampleError
+from evictd.core.fs_layout import ReclaimAction
 from evictd.core.image_gc import (
     MAX_INT64,
     GCReason,
@@ -60,7 +60,6 @@ from evictd.core.image_gc import (
 from evictd.core.runtime import Container, Image, Sandbox
 from evictd.cri import ContainerUsage, ImageFsInfo
 
-LEGACY_CONTAINER_LOGS_DIR = "/var/log/containers"  # the kubelet's legacyContainerLogsDir
 # Method names used in GCError for failures that are not CRI calls.
 REMOVE_LOG_DIR = "RemovePodLogsDirectory"
 READ_LOG_DIR = "ReadPodLogsDirectory"

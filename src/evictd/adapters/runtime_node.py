@@ -20,7 +20,7 @@ from evictd.adapters.node_stats import existing_ancestor
 from evictd.adapters.runtime_gc import CriContainerGC, CriImageGC
 from evictd.clock import SYSTEM_CLOCK, Clock
 from evictd.core.errors import EvictdError
-from evictd.core.signals import FsLayout
+from evictd.core.fs_layout import FsLayout
 from evictd.cri import ContainerUsage, SandboxUsage
 from evictd.cri.client import CriClient
 

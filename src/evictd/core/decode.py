@@ -2,12 +2,13 @@
 
 Job: the generic half of every parser in evictd (pods, Summary API documents, simulate scenarios): build the
 path of a value for error messages, check that a value is a mapping, a list, a string or an integer in
-range, decode each element of a list, and build the `ScenarioError` that names the path and the bad value.
+range, decode each element of a list, and build the `DecodeError` that names the path and the bad value
+(`evictd simulate` reports it as a `ScenarioError`, with the same path).
 Domain decoders (quantities, RFC 3339 times, stats blocks, volumes) live with their dataclasses and are
 built from these.
 
 Invariants:
-- Nothing here mutates its input or raises anything but `ScenarioError`; the error's `key` is the path of
+- Nothing here mutates its input or raises anything but `DecodeError`; the error's `key` is the path of
   the bad value (``pods[3].metadata.annotations[kubernetes.io/config.source]``) and its `value` can always
   be printed (a value `repr()` refuses, such as an int of more than 4300 digits, is replaced by a stand-in).
 - Reasons share one wording: "must be a mapping", "must be a list", "must be a string", "must be an
@@ -24,7 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Final, TypeVar, overload
 
-from evictd.core.errors import ScenarioError
+from evictd.core.errors import DecodeError
 
 # Go's integer ranges: the default bounds of `integer` are int64's, as for most Kubernetes API fields.
 INT64_MIN: Final = -(2**63)
@@ -72,9 +73,9 @@ def printable(value: object) -> object:
     return value
 
 
-def invalid(reason: str, key: str, value: object) -> ScenarioError:
-    """Return (not raise) the ScenarioError for `value` at `key`, so callers can `raise ... from exc`."""
-    return ScenarioError(reason, key=key, value=printable(value))
+def invalid(reason: str, key: str, value: object) -> DecodeError:
+    """Return (not raise) the DecodeError for `value` at `key`, so callers can `raise ... from exc`."""
+    return DecodeError(reason, key=key, value=printable(value))
 
 
 # --- checks ------------------------------------------------------------------------------------------------
@@ -87,7 +88,7 @@ def mapping(value: object, key: str, *, if_null: _D) -> Mapping[str, object] | _
 def mapping(value: object, key: str, *, if_null: object = _REJECT) -> object:
     """Return `value` as a string-keyed mapping, or `if_null` for None.
 
-    Raises ScenarioError "must be a mapping" (also for None without `if_null`) or "mapping keys must be
+    Raises DecodeError "must be a mapping" (also for None without `if_null`) or "mapping keys must be
     strings" (YAML allows other keys; JSON does not).
     """
     if value is None and if_null is not _REJECT:
@@ -107,7 +108,7 @@ def sequence(value: object, key: str, *, if_null: _D) -> Sequence[object] | _D: 
 def sequence(value: object, key: str, *, if_null: object = _REJECT) -> object:
     """Return `value` as a list (a list or tuple; never a string), or `if_null` for None.
 
-    Raises ScenarioError "must be a list" (also for None without `if_null`).
+    Raises DecodeError "must be a list" (also for None without `if_null`).
     """
     if value is None and if_null is not _REJECT:
         return if_null
@@ -127,7 +128,7 @@ def list_of(
 ) -> object:
     """Return `decode_item(item, "key[i]")` for each element of the list `value`, or `if_null` for None.
 
-    Raises ScenarioError "must be a list" (also for None without `if_null`), or whatever `decode_item` raises.
+    Raises DecodeError "must be a list" (also for None without `if_null`), or whatever `decode_item` raises.
     """
     if value is None and if_null is not _REJECT:
         return if_null
@@ -139,7 +140,7 @@ def string(value: object, key: str) -> str: ...
 @overload
 def string(value: object, key: str, *, if_null: _D) -> str | _D: ...
 def string(value: object, key: str, *, if_null: object = _REJECT) -> object:
-    """Return `value` as a string, or `if_null` for None. Raises ScenarioError "must be a string"."""
+    """Return `value` as a string, or `if_null` for None. Raises DecodeError "must be a string"."""
     if value is None and if_null is not _REJECT:
         return if_null
     if not isinstance(value, str):
@@ -156,7 +157,7 @@ def integer(
 ) -> object:
     """Return `value` as an int within [low, high] (default: Go's int64 range), or `if_null` for None.
 
-    Raises ScenarioError "must be an integer" (bools and floats included) or "must be between low and high".
+    Raises DecodeError "must be an integer" (bools and floats included) or "must be between low and high".
     """
     if value is None and if_null is not _REJECT:
         return if_null

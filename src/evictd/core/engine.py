@@ -6,23 +6,28 @@ at that point into three pure calls that the shell (`evictd.manager`) sequences:
     assess(state, config, layout, summary, pods, now) -> (new_state, Assessment)
         steps 1-19: observations, thresholds met (with the min-reclaim extension of last cycle's thresholds),
         first-observed times, node conditions with the transition period, grace periods, the only-updated-
-        stats rule, local-storage limit evictions, and the threshold to act on with its reclaim actions;
+        stats rule, local-storage limit evictions, and the threshold to act on with its reclaim actions.
+        `Assessment.next_step` is one of Skipped | NoneStarved | EvictForLocalStorage | ReclaimThenEvict;
     reclaim_succeeded(state, summary_after) -> bool
         step 20: every configured threshold re-checked with minimum reclaim on the post-reclaim stats;
-    choose_eviction(config, assessment, pods, summary) -> EvictionChoice
-        steps 21-25: rank, skip critical pods, and build the one eviction of the cycle.
+    choose_eviction(config, layout, step, observations, pods, summary, *, pods_from_node) -> EvictionChoice
+        steps 21-25, for a ReclaimThenEvict step: rank, skip critical pods, and build the cycle's one eviction.
+
+`assess` reads as the kubelet's synchronize: its helpers.go functions keep their names here in snake_case
+(thresholds_first_observed_at, node_conditions, node_conditions_last_observed_at,
+node_conditions_observed_since, thresholds_met_grace_period, thresholds_updated_stats), so the two can be
+compared line by line. What the filesystem layout changes is read from `evictd.core.fs_layout`.
 
 Invariants: inputs are never mutated; `now` is monotonic seconds supplied by the caller; the state returned
 by `assess` is complete (the shell commits it whatever happens next). Where the kubelet's order depends on Go
 map iteration, evictd uses configuration order, and acts on a hard threshold before a soft one.
 """
-
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from enum import StrEnum
 
+from evictd.core.fs_layout import FsLayout, ReclaimAction, meaning_of
 from evictd.core.kubelet_config import EvictionSettings
 from evictd.core.local_storage import local_storage_evictions
 from evictd.core.messages import eviction_message
@@ -33,7 +38,6 @@ from evictd.core.signals import (
     MEMORY_SIGNALS,
     SIGNAL_TO_CONDITION,
     SIGNAL_TO_RESOURCE,
-    FsLayout,
     NodeCondition,
     Resource,
     Signal,
@@ -55,13 +59,6 @@ IMMEDIATE_EVICTION_GRACE_PERIOD_S = 1
 EVICTED_REASON = "Evicted"
 DISRUPTION_TARGET = "DisruptionTarget"
 TERMINATION_BY_KUBELET = "TerminationByKubelet"
-
-
-class ReclaimAction(StrEnum):
-    """A node-level reclaim function (KUBELET_SPEC §8)."""
-
-    CONTAINER_GC = "containerGC"
-    IMAGE_GC = "imageGC"
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,26 +142,66 @@ class Eviction:
     threshold: Threshold | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class Assessment:
-    """The outcome of `assess`: what the cycle saw and what it should do next.
+# --- the outcome of `assess`: what the cycle saw, and its next step ------------------------------------
 
-    `skipped` is set (with a reason) when the cycle did nothing at all. `local_storage_evictions` non-empty
-    means evict those and stop. Otherwise, when `threshold_to_reclaim` is set, run `reclaim_actions`, then
-    (if they did not resolve the pressure) `choose_eviction`.
+
+@dataclass(frozen=True, slots=True)
+class Skipped:
+    """The cycle assessed nothing: no thresholds and no local-storage isolation, the stats unreadable, or the
+    filesystem layout unknown (`reason` says which)."""
+
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class NoneStarved:
+    """No threshold to act on: none met its grace period on updated stats (the kubelet's "no resources are
+    starved"), and no pod broke a local-storage limit."""
+
+
+@dataclass(frozen=True, slots=True)
+class EvictForLocalStorage:
+    """Evict these pods for their local-storage limits, and do nothing else this cycle."""
+
+    evictions: tuple[Eviction, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ReclaimThenEvict:
+    """Reclaim `resource` at node level with `actions` (in call order), then, unless the post-reclaim stats
+    show the pressure resolved, evict one pod (`choose_eviction`).
+
+    `thresholds` are those to act on (grace periods met, stats updated) in eviction priority; the first is
+    the one reclaimed (the kubelet's thresholdToReclaim).
     """
 
+    thresholds: tuple[Threshold, ...]
+    resource: Resource
+    actions: tuple[ReclaimAction, ...]
+
+    @property
+    def threshold(self) -> Threshold:
+        """The threshold whose resource is reclaimed."""
+        return self.thresholds[0]
+
+
+NextStep = Skipped | NoneStarved | EvictForLocalStorage | ReclaimThenEvict
+
+
+@dataclass(frozen=True, slots=True)
+class Assessment:
+    """The outcome of `assess`: what the cycle saw, and the next step of its synchronize (`next_step`).
+
+    `thresholds` are the thresholds met (grace period elapsed or not); `stale_signals` the signals of
+    thresholds that would act but whose stats are no newer than last cycle's.
+    """
+
+    next_step: NextStep
     observations: Mapping[Signal, Observation] = field(default_factory=dict)
     thresholds: tuple[ThresholdStatus, ...] = ()
     node_conditions: tuple[NodeCondition, ...] = ()
-    thresholds_to_act: tuple[Threshold, ...] = ()
-    threshold_to_reclaim: Threshold | None = None
-    resource_to_reclaim: Resource | None = None
-    reclaim_actions: tuple[ReclaimAction, ...] = ()
-    local_storage_evictions: tuple[Eviction, ...] = ()
     stale_signals: tuple[Signal, ...] = ()
     warnings: tuple[str, ...] = ()
-    skipped: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,27 +222,56 @@ class EvictionChoice:
 SOFT_WITHOUT_POD_LIST = "a soft threshold evicts only from the Kubernetes API's pod list"
 
 
-# --- reclaim plan (KUBELET_SPEC §8) ---------------------------------------------------------------------
-
-_GC_BOTH = (ReclaimAction.CONTAINER_GC, ReclaimAction.IMAGE_GC)
-_NODEFS_SIGNALS = frozenset({Signal.NODEFS_AVAILABLE, Signal.NODEFS_INODES_FREE})
-_IMAGEFS_SIGNALS = frozenset({Signal.IMAGEFS_AVAILABLE, Signal.IMAGEFS_INODES_FREE})
-_CONTAINERFS_SIGNALS = frozenset({Signal.CONTAINERFS_AVAILABLE, Signal.CONTAINERFS_INODES_FREE})
+# --- the kubelet's helpers.go, one for one ------------------------------------------------------------
 
 
-def reclaim_actions(signal: Signal, layout: FsLayout) -> tuple[ReclaimAction, ...]:
-    """Return the node-level reclaim functions the kubelet runs for `signal`, in call order."""
-    split = layout.dedicated_imagefs and layout.split_containerfs
-    imagefs_only = layout.dedicated_imagefs and not layout.split_containerfs
-    if signal in _CONTAINERFS_SIGNALS:
-        signal = Signal.IMAGEFS_AVAILABLE if imagefs_only else Signal.NODEFS_AVAILABLE
-    if signal in _NODEFS_SIGNALS:
-        if imagefs_only:
-            return ()
-        return (ReclaimAction.CONTAINER_GC,) if split else _GC_BOTH
-    if signal in _IMAGEFS_SIGNALS:
-        return (ReclaimAction.IMAGE_GC,) if split else _GC_BOTH
-    return ()
+def thresholds_first_observed_at(
+    thresholds: Sequence[Threshold], last_observed_at: Mapping[Threshold, float], now: float
+) -> dict[Threshold, float]:
+    """thresholdsFirstObservedAt: when each of `thresholds` was first met (now, unless it was already met)."""
+    return {threshold: last_observed_at.get(threshold, now) for threshold in thresholds}
+
+
+def node_conditions(thresholds: Sequence[Threshold]) -> list[NodeCondition]:
+    """nodeConditions: the node conditions `thresholds` trigger, each once, in threshold order."""
+    return list(dict.fromkeys(SIGNAL_TO_CONDITION[threshold.signal] for threshold in thresholds))
+
+
+def node_conditions_last_observed_at(
+    conditions: Sequence[NodeCondition], last_observed_at: Mapping[NodeCondition, float], now: float
+) -> dict[NodeCondition, float]:
+    """nodeConditionsLastObservedAt: `conditions` observed now, the others when they were last observed."""
+    return {**last_observed_at, **dict.fromkeys(conditions, now)}
+
+
+def node_conditions_observed_since(
+    observed_at: Mapping[NodeCondition, float], period_s: float, now: float
+) -> list[NodeCondition]:
+    """nodeConditionsObservedSince: the conditions observed within the last `period_s` seconds."""
+    return [condition for condition, at in observed_at.items() if now - at < period_s]
+
+
+def thresholds_met_grace_period(observed_at: Mapping[Threshold, float], now: float) -> list[Threshold]:
+    """thresholdsMetGracePeriod: the thresholds met for at least their grace period."""
+    return [threshold for threshold, at in observed_at.items() if now - at >= threshold.grace_period_s]
+
+
+def thresholds_updated_stats(
+    thresholds: Sequence[Threshold],
+    observations: Mapping[Signal, Observation],
+    last_observations: Mapping[Signal, Observation],
+) -> list[Threshold]:
+    """thresholdsUpdatedStats: the thresholds whose stats are newer than last cycle's, or carry no time (a
+    threshold without an observation is dropped)."""
+    updated = []
+    for threshold in thresholds:
+        observed = observations.get(threshold.signal)
+        if observed is None:
+            continue
+        last = last_observations.get(threshold.signal)
+        if last is None or observed.time is None or last.time is None or observed.time > last.time:
+            updated.append(threshold)
+    return updated
 
 
 # --- the cycle -----------------------------------------------------------------------------------------
@@ -216,16 +282,9 @@ def _eviction_priority(threshold: Threshold) -> tuple[int, int]:
     return (0 if threshold.signal in MEMORY_SIGNALS else 1, 0 if threshold.is_hard else 1)
 
 
-def _updated(observation: Observation, previous: Observation | None) -> bool:
-    """True unless the stats behind `observation` are no newer than last cycle's (the only-updated rule)."""
-    if previous is None or observation.time is None or previous.time is None:
-        return True
-    return observation.time > previous.time
-
-
 def effective_thresholds(config: EngineConfig, layout: FsLayout) -> tuple[list[Threshold], list[str]]:
     """Return the configured thresholds with containerfs derived for `layout`, and the kubelet's warnings."""
-    return derive_containerfs_thresholds(config.thresholds, layout.dedicated_imagefs, layout.split_containerfs)
+    return derive_containerfs_thresholds(config.thresholds, layout)
 
 
 def assess(
@@ -238,10 +297,11 @@ def assess(
 ) -> tuple[EngineState, Assessment]:
     """Run the synchronize step up to node-level reclaim; return the new state and what to do next.
 
-    `summary` None means the stats could not be read: nothing changes (node conditions stay frozen).
+    The steps are the kubelet's, in its order and under its helpers' names. `summary` None means the stats
+    could not be read: nothing changes (node conditions stay frozen).
     """
     if not config.thresholds and not config.local_storage_capacity_isolation:
-        return state, Assessment(skipped="no thresholds configured and local storage isolation is off")
+        return state, Assessment(Skipped("no thresholds configured and local storage isolation is off"))
     warnings: tuple[str, ...] = ()
     if state.layout is None:
         # The first cycle, or the first after the runtime was attached late (the layout is the runtime's):
@@ -250,72 +310,60 @@ def assess(
         state = replace(state, layout=layout, thresholds=tuple(derived))
         warnings = tuple(derive_warnings)
     if summary is None:
-        return state, Assessment(
-            node_conditions=state.node_conditions, warnings=warnings, skipped="stats unavailable"
-        )
+        return state, Assessment(Skipped("stats unavailable"), node_conditions=state.node_conditions,
+                                 warnings=warnings)
     observations = signal_observations(summary)
     met = thresholds_met(state.thresholds, observations, enforce_min_reclaim=False)
     if state.thresholds_met:
-        unresolved = thresholds_met(state.thresholds_met, observations, enforce_min_reclaim=True)
-        met = merge_thresholds(met, unresolved)
+        not_yet_resolved = thresholds_met(state.thresholds_met, observations, enforce_min_reclaim=True)
+        met = merge_thresholds(met, not_yet_resolved)
     met = unique_as_go_map_keys(met)
-    first_observed_at = {t: state.first_observed_at.get(t, now) for t in met}
-    observed_conditions = list(dict.fromkeys(SIGNAL_TO_CONDITION[t.signal] for t in met))
-    last_observed_at = {**state.condition_last_observed_at, **{c: now for c in observed_conditions}}
-    node_conditions = tuple(
-        condition
-        for condition, seen_at in last_observed_at.items()
-        if now - seen_at < config.pressure_transition_period_s
-    )
-    statuses = tuple(
-        ThresholdStatus(t, grace_met=now - at >= t.grace_period_s, observed_for_s=now - at)
-        for t, at in first_observed_at.items()
-    )
-    grace_met = tuple(status.threshold for status in statuses if status.grace_met)
-    to_act: list[Threshold] = []
-    stale: list[Signal] = []
-    for threshold in grace_met:
-        observation = observations.get(threshold.signal)
-        if observation is None:
-            continue
-        if _updated(observation, state.last_observations.get(threshold.signal)):
-            to_act.append(threshold)
-        elif threshold.signal not in stale:
-            stale.append(threshold.signal)
-    new_state = EngineState(
-        layout=state.layout,
-        thresholds=state.thresholds,
+    first_observed_at = thresholds_first_observed_at(met, state.first_observed_at, now)
+    last_observed_at = node_conditions_last_observed_at(node_conditions(met), state.condition_last_observed_at, now)
+    conditions = tuple(node_conditions_observed_since(last_observed_at, config.pressure_transition_period_s, now))
+    grace_met = thresholds_met_grace_period(first_observed_at, now)
+    to_act = thresholds_updated_stats(grace_met, observations, state.last_observations)
+    new_state = replace(
+        state,
         first_observed_at=first_observed_at,
         condition_last_observed_at=last_observed_at,
-        node_conditions=node_conditions,
-        thresholds_met=grace_met,
+        node_conditions=conditions,
+        thresholds_met=tuple(grace_met),
         last_observations=observations,
     )
-    assessment = Assessment(
+    statuses = tuple(
+        ThresholdStatus(t, grace_met=t in grace_met, observed_for_s=now - at) for t, at in first_observed_at.items()
+    )
+    stale = tuple(dict.fromkeys(t.signal for t in grace_met if t not in to_act and t.signal in observations))
+    return new_state, Assessment(
+        _next_step(config, layout_of(new_state), to_act, summary, pods),
         observations=observations,
         thresholds=statuses,
-        node_conditions=node_conditions,
-        stale_signals=tuple(stale),
+        node_conditions=conditions,
+        stale_signals=stale,
         warnings=warnings,
     )
-    stats_of = pod_stats_lookup(summary, pods)
+
+
+def _next_step(
+    config: EngineConfig, layout: FsLayout, to_act: Sequence[Threshold], summary: Summary, pods: Sequence[Pod]
+) -> NextStep:
+    """The end of the kubelet's synchronize before node-level reclaim: local-storage evictions first, then the
+    threshold to reclaim, memory first."""
     if config.local_storage_capacity_isolation:
+        stats_of = pod_stats_lookup(summary, pods)
         evictions = tuple(
             _local_storage_eviction(item.pod, item.signal, item.message)
-            for item in local_storage_evictions(pods, stats_of, layout_of(new_state).dedicated_imagefs)
+            for item in local_storage_evictions(pods, stats_of, layout)
         )
         if evictions:
-            return new_state, replace(assessment, local_storage_evictions=evictions)
+            return EvictForLocalStorage(evictions)
     if not to_act:
-        return new_state, assessment
-    to_act.sort(key=_eviction_priority)
-    target = to_act[0]
-    return new_state, replace(
-        assessment,
-        thresholds_to_act=tuple(to_act),
-        threshold_to_reclaim=target,
-        resource_to_reclaim=SIGNAL_TO_RESOURCE[target.signal],
-        reclaim_actions=reclaim_actions(target.signal, layout_of(new_state)),
+        return NoneStarved()
+    thresholds = tuple(sorted(to_act, key=_eviction_priority))
+    signal = thresholds[0].signal
+    return ReclaimThenEvict(
+        thresholds, SIGNAL_TO_RESOURCE[signal], meaning_of(layout).reclaim_actions.get(signal, ())
     )
 
 
@@ -386,27 +434,33 @@ def _threshold_figures(
 
 
 def choose_eviction(
-    config: EngineConfig, state: EngineState, assessment: Assessment, pods: Sequence[Pod], summary: Summary,
-    *, pods_from_node: bool = False,
+    config: EngineConfig,
+    layout: FsLayout,
+    step: ReclaimThenEvict,
+    observations: Mapping[Signal, Observation],
+    pods: Sequence[Pod],
+    summary: Summary,
+    *,
+    pods_from_node: bool = False,
 ) -> EvictionChoice:
-    """Rank the pods for the acted-on threshold and return the first non-critical one as the eviction.
+    """Rank the pods for the step's threshold and return the first non-critical one as the eviction.
 
-    `summary` is the cycle's (pre-reclaim) summary, as the kubelet ranks on it. `pods_from_node` means the pods
-    are what the node shows (the API gave no pod list): only a hard threshold evicts from them.
+    `layout` is the one fixed by the first cycle (`layout_of`); `observations` and `summary` are the cycle's
+    (pre-reclaim) ones, as the kubelet ranks on them. `pods_from_node` means the pods are what the node shows
+    (the API gave no pod list): only a hard threshold evicts from them.
     """
-    threshold = assessment.threshold_to_reclaim
-    resource = assessment.resource_to_reclaim
-    if threshold is None or resource is None or not pods:
+    threshold, resource = step.threshold, step.resource
+    if not pods:
         return EvictionChoice(ranking=(), eviction=None)
     if pods_from_node and not threshold.is_hard:
         # The first hard threshold to act on (they are sorted) evicts instead, if there is one.
-        hard = next((t for t in assessment.thresholds_to_act if t.is_hard), None)
+        hard = next((t for t in step.thresholds if t.is_hard), None)
         if hard is None:
             return EvictionChoice(ranking=(), eviction=None, withheld=SOFT_WITHOUT_POD_LIST)
         threshold, resource = hard, SIGNAL_TO_RESOURCE[hard.signal]
     stats_of = pod_stats_lookup(summary, pods)
-    ranking = tuple(rank_pods(threshold.signal, layout_of(state), pods, stats_of))
-    quantity, available = _threshold_figures(resource, assessment.thresholds_to_act, assessment.observations)
+    ranking = tuple(rank_pods(threshold.signal, layout, pods, stats_of))
+    quantity, available = _threshold_figures(resource, step.thresholds, observations)
     skipped: list[Pod] = []
     for pod in ranking:
         if is_critical_pod(pod):

@@ -4,7 +4,9 @@
      +-- ConfigError        a configuration value is invalid (names the key and the bad value)
      |    +-- QuantityError     a Kubernetes quantity string cannot be parsed
      |    +-- DurationError     a Go duration string cannot be parsed
-     +-- ScenarioError      a simulate scenario is malformed (it is a ConfigError: exit status 2)
+     |    +-- ScenarioError     a simulate scenario is malformed (exit status 2)
+     +-- DecodeError        a decoded JSON/YAML document holds a bad value (names the path and the value): a pod
+     |                      from the API, the kubelet's Summary; `simulate` reports it as a ScenarioError
      +-- SampleError        a stats source could not be read (the signal is skipped, never guessed)
      +-- CRIError           a container runtime call failed (method, gRPC status code)
      +-- KubeError          a Kubernetes API call failed (verb, HTTP status)
@@ -53,6 +55,15 @@ def bounded_repr(value: object) -> str:
     return shown
 
 
+def describe_bad_value(reason: str, key: str | None, value: object) -> str:
+    """Return one line: `key` and the bad `value` (when a key is known) followed by the `reason`."""
+    if key is None:
+        return reason
+    if value is MISSING:
+        return f"{key}: missing: {reason}"
+    return f"{key}: invalid value {bounded_repr(value)}: {reason}"
+
+
 class EvictdError(Exception):
     """Base of every error evictd raises on purpose."""
 
@@ -72,11 +83,7 @@ class ConfigError(EvictdError):
 
     def describe(self) -> str:
         """Return one line: the key and bad value (when known) followed by the kubelet-worded reason."""
-        if self.key is None:
-            return self.reason
-        if self.value is MISSING:
-            return f"{self.key}: missing: {self.reason}"
-        return f"{self.key}: invalid value {bounded_repr(self.value)}: {self.reason}"
+        return describe_bad_value(self.reason, self.key, self.value)
 
     def at(self, key: str, value: object) -> ConfigError:
         """Return a copy of this error located at `key` with `value` (keeps the subclass and reason)."""
@@ -95,6 +102,22 @@ class DurationError(ConfigError):
 
 class ScenarioError(ConfigError):
     """A `simulate` scenario file is malformed."""
+
+
+class DecodeError(EvictdError):
+    """A decoded JSON or YAML document holds a bad value. `key` is the value's path (e.g.
+    ``pods[3].spec.containers[0].resources.requests.memory``), `value` the value (always printable), `reason`
+    what is wrong with it; the message reads as a ConfigError's."""
+
+    def __init__(self, reason: str, *, key: str, value: object) -> None:
+        self.reason = reason
+        self.key = key
+        self.value = value
+        super().__init__(describe_bad_value(reason, key, value))
+
+    def at(self, key: str) -> DecodeError:
+        """Return this error with its value at `key` instead (its document sits inside a larger one)."""
+        return DecodeError(self.reason, key=key, value=self.value)
 
 
 class SampleError(EvictdError):

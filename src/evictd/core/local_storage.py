@@ -17,12 +17,13 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from evictd.core.fs_layout import FsLayout, meaning_of
 from evictd.core.messages import (
     container_ephemeral_limit_message,
     emptydir_limit_message,
     pod_ephemeral_limit_message,
 )
-from evictd.core.pods import Pod, derived, is_critical_pod
+from evictd.core.pods import Derived, Pod, derived, is_critical_pod
 from evictd.core.quantity import Quantity
 from evictd.core.resources import pod_limit
 from evictd.core.signals import (
@@ -57,7 +58,7 @@ def _limited_emptydirs(pod: Pod) -> tuple[tuple[str, Quantity], ...]:
 
 
 def _emptydir_eviction(pod: Pod, stats: PodStats) -> LocalStorageEviction | None:
-    limited = derived(pod, "local storage: limited emptyDirs", _limited_emptydirs)
+    limited = derived(pod, Derived.LIMITED_EMPTYDIRS, _limited_emptydirs)
     if not limited:
         return None
     # Upstream builds a name -> usage map, so a later stats entry of the same name wins. It dereferences
@@ -95,8 +96,8 @@ def _container_limits(pod: Pod) -> dict[str, Quantity]:
     return limits
 
 
-def _container_limit_eviction(pod: Pod, stats: PodStats, dedicated_imagefs: bool) -> LocalStorageEviction | None:
-    limits = derived(pod, "local storage: container limits", _container_limits)
+def _container_limit_eviction(pod: Pod, stats: PodStats, rootfs_counts: bool) -> LocalStorageEviction | None:
+    limits = derived(pod, Derived.CONTAINER_STORAGE_LIMITS, _container_limits)
     if not limits:
         return None
     # Walk the stats (not the spec), as upstream does: the first offending container in stats order wins.
@@ -104,8 +105,7 @@ def _container_limit_eviction(pod: Pod, stats: PodStats, dedicated_imagefs: bool
         usage = 0
         if container_stats.logs is not None:
             usage += container_stats.logs.used_bytes or 0
-        # With a dedicated imagefs the writable layer is not on nodefs, so only logs count.
-        if not dedicated_imagefs and container_stats.rootfs is not None:
+        if rootfs_counts and container_stats.rootfs is not None:
             usage += container_stats.rootfs.used_bytes or 0
         limit = limits.get(container_stats.name)
         if limit is not None and limit.value < usage:
@@ -118,13 +118,14 @@ def _container_limit_eviction(pod: Pod, stats: PodStats, dedicated_imagefs: bool
 
 
 def local_storage_evictions(
-    pods: Sequence[Pod], stats_of: Callable[[Pod], PodStats | None], dedicated_imagefs: bool
+    pods: Sequence[Pod], stats_of: Callable[[Pod], PodStats | None], layout: FsLayout
 ) -> list[LocalStorageEviction]:
     """Return the local-storage limit evictions of this cycle, in the order of `pods`.
 
-    Pods without stats and critical pods are skipped. `dedicated_imagefs` says whether container
-    writable layers live on a separate image filesystem (then only logs count against container limits).
+    Pods without stats and critical pods are skipped. A container's writable layer counts against its limit
+    where `layout` has it on nodefs (`LayoutMeaning.container_rootfs_counts`); its logs always count.
     """
+    rootfs_counts = meaning_of(layout).container_rootfs_counts
     evictions: list[LocalStorageEviction] = []
     for pod in pods:
         stats = stats_of(pod)
@@ -133,7 +134,7 @@ def local_storage_evictions(
         eviction = (
             _emptydir_eviction(pod, stats)
             or _pod_limit_eviction(pod, stats)
-            or _container_limit_eviction(pod, stats, dedicated_imagefs)
+            or _container_limit_eviction(pod, stats, rootfs_counts)
         )
         if eviction is not None:
             evictions.append(eviction)

@@ -6,16 +6,16 @@ evicted, always admitted), which priority does it rank with, is an init containe
 live on the node's disk. What a pod requests and limits is in `evictd.core.resources`.
 
 Invariants:
-- `pod_from_dict` never mutates its input and raises nothing but `ScenarioError` on any JSON-like input;
+- `pod_from_dict` never mutates its input and raises nothing but `DecodeError` on any JSON-like input;
   the error's `key` is a path such as ``pods[3].spec.containers[0].resources.requests.memory`` (map keys
   with dots or slashes in brackets: ``metadata.annotations[kubernetes.io/config.source]``). JSON null
   means "absent" (as Go's decoder treats it), except for a quantity in a resource list, where Go stores a
   present zero and so do we.
 - Every value is frozen and hashable (maps are `FrozenMap`), so pods can be dict keys and set members.
 - What is computed from a pod alone (its requests, its limits) can be remembered on the pod object by
-  `derived`: a pod never changes, so the value cannot go stale, and a pod source that hands out the same
-  objects cycle after cycle (the API pod watch) pays for the arithmetic once per pod version. The memo takes
-  no part in equality, hashing or repr.
+  `derived`, under its `Derived` key: a pod never changes, so the value cannot go stale, and a pod source
+  that hands out the same objects cycle after cycle (the API pod watch) pays for the arithmetic once per pod
+  version. The memo takes no part in equality, hashing or repr.
 - Feature gates are fixed as current upstream ships them: sidecar containers ON, LocalStorageCapacityIsolation
   ON, in-place resize status ignored (the spec is what counts).
 
@@ -30,7 +30,7 @@ Sources (kubernetes/kubernetes master; KUBELET_SPEC §9.2, §10.5, §12, §16):
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TypeVar
@@ -176,7 +176,7 @@ class Pod:
     status_termination_by_kubelet: str | None = None
     status_qos_class: QOSClass | None = None
     # Values derived from this pod alone (see `derived`); not part of the pod's identity.
-    _derived: dict[Hashable, object] = field(default_factory=dict, init=False, repr=False, compare=False)
+    _derived: dict[MemoKey, object] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @property
     def key(self) -> str:
@@ -189,11 +189,27 @@ class Pod:
         return _NO_QUANTITIES if self.resources is None else self.resources.requests
 
 
-def derived(pod: Pod, key: Hashable, compute: Callable[[Pod], _T]) -> _T:
+class Derived(StrEnum):
+    """The computations `derived` remembers on a pod, one member each, so that no two share a value."""
+
+    REQUEST = "request"  # evictd.core.resources.pod_request, per resource
+    LIMIT = "limit"  # evictd.core.resources.pod_limit, per resource
+    RANKING_REQUEST_VALUE = "ranking: request value"  # the exact request the ranking compares, per resource
+    LIMITED_EMPTYDIRS = "local storage: limited emptyDirs"
+    CONTAINER_STORAGE_LIMITS = "local storage: container limits"
+    POD_KEY = "node stats: pod key"
+    POD_REFERENCE = "node stats: pod reference"
+
+
+# What a value is remembered under: the computation, with its argument (a resource name) when it takes one.
+MemoKey = Derived | tuple[Derived, str]
+
+
+def derived(pod: Pod, key: MemoKey, compute: Callable[[Pod], _T]) -> _T:
     """Return `compute(pod)`, computed once per pod object and remembered under `key`.
 
     `compute` must depend on nothing but the pod (pods are immutable, so the value never goes stale) and
-    `key` must name that computation uniquely.
+    `key` must name that computation (and its argument) uniquely.
     """
     memo = pod._derived
     if key in memo:
@@ -384,7 +400,7 @@ def pod_from_dict(obj: Mapping[str, object], *, where: str = "pod") -> Pod:
     """Return the Pod described by a v1 Pod JSON object (as `kubectl get pod -o json` prints it).
 
     Unknown fields are ignored. metadata.name, container names and volume names are required; a missing or
-    empty namespace is "default". Raises ScenarioError (key = path below `where`) for anything malformed,
+    empty namespace is "default". Raises DecodeError (key = path below `where`) for anything malformed,
     including a document that is not a mapping at all.
     """
     root = mapping(obj, where)

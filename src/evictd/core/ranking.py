@@ -17,12 +17,12 @@ Invariants:
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from enum import StrEnum
 from fractions import Fraction
 
-from evictd.core.pods import Pod, counts_for_local_disk, derived, pod_priority
+from evictd.core.fs_layout import FsLayout, FsStatsType, meaning_of
+from evictd.core.pods import Derived, Pod, counts_for_local_disk, derived, pod_priority
 from evictd.core.resources import pod_request
-from evictd.core.signals import MEMORY_SIGNALS, SIGNAL_TO_RESOURCE, FsLayout, Resource, Signal
+from evictd.core.signals import MEMORY_SIGNALS, SIGNAL_TO_RESOURCE, Resource, Signal
 from evictd.core.summary import PodStats
 
 StatsOf = Callable[[Pod], PodStats | None]
@@ -35,66 +35,9 @@ _NO_STATS: _Key = (0, Fraction(0))
 _HAS_STATS = 1
 
 
-class FsStatsType(StrEnum):
-    """Which parts of a pod's disk usage a disk rank function measures (upstream fsStatsType)."""
-
-    ROOT = "root"
-    LOGS = "logs"
-    LOCAL_VOLUME_SOURCE = "localVolumeSource"
-    # Listed by upstream for image filesystems, but no code path reads it: it adds nothing.
-    IMAGES = "images"
-
-
-_ALL_FS_STATS = (
-    FsStatsType.IMAGES,
-    FsStatsType.ROOT,
-    FsStatsType.LOGS,
-    FsStatsType.LOCAL_VOLUME_SOURCE,
-)
-
-# buildSignalToRankFunc, one table per filesystem layout (KUBELET_SPEC §9.4).
-SINGLE_FS_SIGNAL_TO_FS_STATS: dict[Signal, tuple[FsStatsType, ...]] = {
-    Signal.NODEFS_AVAILABLE: _ALL_FS_STATS,
-    Signal.NODEFS_INODES_FREE: _ALL_FS_STATS,
-    Signal.IMAGEFS_AVAILABLE: _ALL_FS_STATS,
-    Signal.IMAGEFS_INODES_FREE: _ALL_FS_STATS,
-    Signal.CONTAINERFS_AVAILABLE: _ALL_FS_STATS,
-    Signal.CONTAINERFS_INODES_FREE: _ALL_FS_STATS,
-}
-
-IMAGEFS_SIGNAL_TO_FS_STATS: dict[Signal, tuple[FsStatsType, ...]] = {
-    Signal.NODEFS_AVAILABLE: (FsStatsType.LOGS, FsStatsType.LOCAL_VOLUME_SOURCE),
-    Signal.NODEFS_INODES_FREE: (FsStatsType.LOGS, FsStatsType.LOCAL_VOLUME_SOURCE),
-    Signal.IMAGEFS_AVAILABLE: (FsStatsType.ROOT, FsStatsType.IMAGES),
-    Signal.IMAGEFS_INODES_FREE: (FsStatsType.ROOT, FsStatsType.IMAGES),
-    Signal.CONTAINERFS_AVAILABLE: (FsStatsType.ROOT, FsStatsType.IMAGES),
-    Signal.CONTAINERFS_INODES_FREE: (FsStatsType.ROOT, FsStatsType.IMAGES),
-}
-
-SPLIT_FS_SIGNAL_TO_FS_STATS: dict[Signal, tuple[FsStatsType, ...]] = {
-    Signal.NODEFS_AVAILABLE: (FsStatsType.LOGS, FsStatsType.LOCAL_VOLUME_SOURCE, FsStatsType.ROOT),
-    Signal.NODEFS_INODES_FREE: (FsStatsType.LOGS, FsStatsType.LOCAL_VOLUME_SOURCE, FsStatsType.ROOT),
-    Signal.CONTAINERFS_AVAILABLE: (FsStatsType.LOGS, FsStatsType.LOCAL_VOLUME_SOURCE, FsStatsType.ROOT),
-    Signal.CONTAINERFS_INODES_FREE: (FsStatsType.LOGS, FsStatsType.LOCAL_VOLUME_SOURCE, FsStatsType.ROOT),
-    # With split image and container filesystems, imagefs ranking measures only "images": nothing.
-    Signal.IMAGEFS_AVAILABLE: (FsStatsType.IMAGES,),
-    Signal.IMAGEFS_INODES_FREE: (FsStatsType.IMAGES,),
-}
-
-
 def disk_fs_stats(signal: Signal, layout: FsLayout) -> tuple[FsStatsType, ...] | None:
-    """Return the fs stats types the disk rank function of `signal` measures, or None if not a disk signal.
-
-    Layout choice as upstream: dedicated imagefs without split -> imagefs table; dedicated imagefs with
-    split -> split table; no dedicated imagefs (split or not) -> single-filesystem table.
-    """
-    if layout.dedicated_imagefs and not layout.split_containerfs:
-        table = IMAGEFS_SIGNAL_TO_FS_STATS
-    elif layout.dedicated_imagefs:
-        table = SPLIT_FS_SIGNAL_TO_FS_STATS
-    else:
-        table = SINGLE_FS_SIGNAL_TO_FS_STATS
-    return table.get(signal)
+    """Return the fs stats types the disk rank function of `signal` measures, or None if not a disk signal."""
+    return meaning_of(layout).rank_fs_stats.get(signal)
 
 
 def pod_disk_usage(stats: PodStats, pod: Pod, fs_stats: Sequence[FsStatsType]) -> dict[Resource, int]:
@@ -151,7 +94,7 @@ def _exact(value: Fraction | int) -> Fraction | int:
 
 def _request_value(pod: Pod, resource: str) -> Fraction | int:
     """Return the exact value of the pod's request (remembered on the pod: a request never changes)."""
-    return derived(pod, ("ranking: request value", resource), lambda p: _exact(pod_request(p, resource).value))
+    return derived(pod, (Derived.RANKING_REQUEST_VALUE, resource), lambda p: _exact(pod_request(p, resource).value))
 
 
 def _memory_keys(pod: Pod, stats: PodStats | None) -> tuple[_Key, _Number, _Key]:

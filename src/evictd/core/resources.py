@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-from evictd.core.pods import Container, Pod, derived, is_restartable_init_container
+from evictd.core.pods import Container, Derived, Pod, derived, is_restartable_init_container
 from evictd.core.quantity import Quantity, QuantityFormat
 
 # Resources that pod-level spec.resources may set (component-helpers supportedPodLevelResources + hugepages).
@@ -117,7 +117,7 @@ def pod_request(pod: Pod, resource: str) -> Quantity:
     zero ephemeral-storage. Otherwise the KEP-753 aggregate of containers, sidecars and init containers.
     spec.overhead[resource] is added when the total is non-zero. A missing request is a zero quantity.
     """
-    return derived(pod, ("request", resource), lambda p: _pod_request(p, resource))
+    return derived(pod, (Derived.REQUEST, resource), lambda p: _pod_request(p, resource))
 
 
 def _pod_request(pod: Pod, resource: str) -> Quantity:
@@ -141,7 +141,7 @@ def pod_limit(pod: Pod, resource: str) -> Quantity | None:
     the pod-level limit for cpu/memory/hugepages when pod-level resources are set; spec.overhead is added
     only to a non-zero limit. A container limit of "0" still counts as "set" (the result is then zero).
     """
-    return derived(pod, ("limit", resource), lambda p: _pod_limit(p, resource))
+    return derived(pod, (Derived.LIMIT, resource), lambda p: _pod_limit(p, resource))
 
 
 def _pod_limit(pod: Pod, resource: str) -> Quantity | None:

@@ -30,7 +30,8 @@ from datetime import UTC, datetime
 
 from evictd.core.decode import child, invalid, list_of, mapping, string
 from evictd.core.engine import EngineState
-from evictd.core.errors import ConfigError, bounded_repr
+from evictd.core.errors import DecodeError, QuantityError, bounded_repr
+from evictd.core.fs_layout import FsLayout
 from evictd.core.quantity import Quantity
 from evictd.core.signals import NodeCondition, Signal
 from evictd.core.summary import Observation
@@ -38,8 +39,9 @@ from evictd.core.thresholds import Threshold, ThresholdValue, derive_containerfs
 
 # The document format this evictd writes and reads; any other version is foreign.
 STATE_VERSION = 1
-# Every layout the first cycle may detect: (dedicated imagefs, split containerfs).
-_LAYOUTS = ((False, False), (True, False), (True, True), (False, True))
+# Every layout the first cycle may detect.
+_LAYOUTS = tuple(FsLayout(dedicated_imagefs=dedicated, split_containerfs=split)
+                 for dedicated in (False, True) for split in (False, True))
 
 Record = dict[str, object]
 
@@ -117,8 +119,8 @@ def restorable_thresholds(configured: Iterable[Threshold]) -> tuple[Threshold, .
     """Return the configured thresholds and every containerfs copy any layout could derive from them."""
     configured = tuple(configured)
     found: dict[Threshold, None] = dict.fromkeys(configured)
-    for dedicated_imagefs, split_containerfs in _LAYOUTS:
-        derived, _ = derive_containerfs_thresholds(configured, dedicated_imagefs, split_containerfs)
+    for layout in _LAYOUTS:
+        derived, _ = derive_containerfs_thresholds(configured, layout)
         found.update(dict.fromkeys(derived))
     return tuple(found)
 
@@ -144,7 +146,7 @@ def _fields(value: object, key: str, known: tuple[str, ...]) -> Mapping[str, obj
 def _quantity(value: object, key: str) -> Quantity:
     try:
         return Quantity.parse(string(value, key))
-    except ConfigError as exc:
+    except QuantityError as exc:
         raise invalid(exc.reason, key, value) from None
 
 
@@ -211,7 +213,7 @@ def restore_state(
                             foreign=True)
     try:
         saved = _parse(document, now_wall)
-    except ConfigError as exc:
+    except DecodeError as exc:
         raise UnusableState(str(exc)) from None
 
     def monotonic(wall: float) -> float:
@@ -262,7 +264,7 @@ class _Saved:
 
 
 def _parse(document: Mapping[str, object], now_wall: float) -> _Saved:
-    """Return the checked contents of a document; raise ConfigError naming the bad field."""
+    """Return the checked contents of a document; raise DecodeError naming the bad field."""
     fields = _fields(document, "state", _DOCUMENT_FIELDS)
 
     def timer(value: object, key: str) -> tuple[Record, float]:

@@ -7,7 +7,6 @@ code at import time.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from enum import StrEnum
 
 
@@ -104,15 +103,3 @@ def parse_signal(name: str) -> Signal:
         return Signal(name)
     except ValueError:
         raise ValueError(f"unsupported eviction signal {name}") from None
-
-
-@dataclass(frozen=True, slots=True)
-class FsLayout:
-    """How the node's filesystems are laid out (KUBELET_SPEC §4.2).
-
-    `dedicated_imagefs`: the runtime's image filesystem is on another device than the kubelet root (nodefs).
-    `split_containerfs`: writable layers (containerfs) sit on a different filesystem than images.
-    """
-
-    dedicated_imagefs: bool = False
-    split_containerfs: bool = False

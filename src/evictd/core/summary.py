@@ -11,7 +11,7 @@ Invariants:
   ranking). Counters are non-negative ``int`` no larger than the int64 range.
 * A Go zero time (absent, ``null`` or ``0001-01-01T00:00:00Z``) is ``None``; every other time is a
   timezone-aware ``datetime`` (microsecond precision: nanoseconds are truncated).
-* ``summary_from_dict`` never mutates its input and raises only ``ScenarioError``, whose ``key`` is the
+* ``summary_from_dict`` never mutates its input and raises only ``DecodeError``, whose ``key`` is the
   JSON path of the bad value (``node.memory.availableBytes``, ``pods[2].volume[0].usedBytes``; ``$`` is the
   document itself). Unknown keys are ignored, as Go's JSON decoder ignores them; keys that are not strings
   (possible in YAML, never in JSON) are rejected. The generic checks are `evictd.core.decode`'s.
@@ -170,7 +170,7 @@ class Observation:
 def summary_from_dict(obj: Mapping[str, object]) -> Summary:
     """Return the Summary described by a decoded Summary API JSON document.
 
-    Raises ScenarioError (and nothing else) when a value has the wrong type, a counter is negative,
+    Raises DecodeError (and nothing else) when a value has the wrong type, a counter is negative,
     fractional or out of the int64 range, or a time is not RFC 3339.
     """
     doc = mapping(obj, ROOT_KEY)

@@ -23,6 +23,7 @@ from typing import Protocol
 
 from evictd.core.duration import parse_go_duration
 from evictd.core.errors import MISSING, ConfigError, DurationError
+from evictd.core.fs_layout import FsLayout, meaning_of
 from evictd.core.quantity import Quantity, QuantityFormat
 from evictd.core.signals import Operator, Signal, parse_signal
 
@@ -281,41 +282,33 @@ def parse_threshold_config(
 
 # --- containerfs derivation (KUBELET_SPEC §4.2) --------------------------------------------------------
 
-_CONTAINERFS_FOR = {
-    Signal.NODEFS_AVAILABLE: Signal.CONTAINERFS_AVAILABLE,
-    Signal.NODEFS_INODES_FREE: Signal.CONTAINERFS_INODES_FREE,
-    Signal.IMAGEFS_AVAILABLE: Signal.CONTAINERFS_AVAILABLE,
-    Signal.IMAGEFS_INODES_FREE: Signal.CONTAINERFS_INODES_FREE,
-}
-
 
 def derive_containerfs_thresholds(
-    thresholds: Sequence[Threshold], dedicated_imagefs: bool, split_containerfs: bool
+    thresholds: Sequence[Threshold], layout: FsLayout
 ) -> tuple[list[Threshold], list[str]]:
-    """Return the thresholds with `containerfs.*` set from the layout, and the warnings the kubelet logs.
+    """Return the thresholds with `containerfs.*` set for `layout`, and the warnings the kubelet logs.
 
     As upstream UpdateContainerFsThresholds: thresholds are classified hard or soft by their grace period
     (0 = hard), the last matching source wins, and a user containerfs threshold is replaced in place (the
-    last one of its kind) while missing ones are appended. The source is nodefs unless only the image
-    filesystem is dedicated (then imagefs). If the source is absent the copy has no operator and can never
-    be met. With `split_containerfs` but no dedicated imagefs nothing is derived.
+    last one of its kind) while missing ones are appended. The source of each containerfs signal is the
+    layout's (`LayoutMeaning.containerfs_sources`); where it has none, nothing is derived. If the source is
+    absent the copy has no operator and can never be met.
     """
-    if split_containerfs and not dedicated_imagefs:
+    sources = meaning_of(layout).containerfs_sources
+    if not sources:
         return list(thresholds), []
-    source_prefix = "imagefs." if dedicated_imagefs and not split_containerfs else "nodefs."
     result = list(thresholds)
     warnings: list[str] = []
     for threshold in thresholds:
-        if threshold.signal in (Signal.CONTAINERFS_AVAILABLE, Signal.CONTAINERFS_INODES_FREE):
+        if threshold.signal in sources:
             kind = "hard" if threshold.is_hard else "soft"
             warnings.append(f"found {threshold.signal} for {kind} eviction. ignoring")
-    for suffix in ("available", "inodesFree"):
+    for target, source in sources.items():
         for hard in (True, False):
-            target = Signal(f"containerfs.{suffix}")
-            sources = [t for t in thresholds if t.signal == f"{source_prefix}{suffix}" and t.is_hard == hard]
+            copied = [t for t in thresholds if t.signal == source and t.is_hard == hard]
             derived = (
-                replace(sources[-1], signal=target, hard=hard)
-                if sources
+                replace(copied[-1], signal=target, hard=hard)
+                if copied
                 else Threshold(signal=target, value=ThresholdValue(), operator=None, hard=hard)
             )
             slots = [i for i, t in enumerate(thresholds) if t.signal is target and t.is_hard == hard]

@@ -25,7 +25,7 @@ from typing import Any, Protocol
 
 from evictd.adapters.node_pods import DiscoveredPods
 from evictd.clock import SYSTEM_CLOCK, Clock
-from evictd.core.engine import Assessment, Eviction
+from evictd.core.engine import Assessment, Eviction, ReclaimThenEvict, Skipped
 from evictd.core.errors import EvictdError, KubeError
 from evictd.core.oom import OomReport, oom_kill_events
 from evictd.core.pods import CONFIG_SOURCE_ANNOTATION, Pod
@@ -148,7 +148,7 @@ class ClusterSync:
         pod list says are critical."""
         self._remember_critical_pods()
         assessment = report.assessment
-        if assessment.skipped is None:
+        if not isinstance(assessment.next_step, Skipped):
             try:
                 node = self._events.node_ref()
                 for reason, condition in self._node_writer.update(assessment.node_conditions):
@@ -158,9 +158,9 @@ class ClusterSync:
             except KubeError as exc:
                 self._on_error(exc)
                 self._log.warning("node status not written", error=str(exc))
-        if assessment.resource_to_reclaim is not None and not assessment.local_storage_evictions:
+        if isinstance(assessment.next_step, ReclaimThenEvict):
             self._event(self._events.node_ref(), "Warning", "EvictionThresholdMet",
-                        f"Attempting to reclaim {assessment.resource_to_reclaim}")
+                        f"Attempting to reclaim {assessment.next_step.resource}")
         if report.oom is not None:
             for reason, message in oom_kill_events(report.oom):
                 self._event(self._events.node_ref(), "Warning", reason, message)

@@ -34,11 +34,12 @@ from typing import Any
 from evictd.clock import SYSTEM_CLOCK, Clock
 from evictd.core.engine import Eviction
 from evictd.core.errors import EvictdError, KubeError
+from evictd.core.pods import FrozenMap
 from evictd.cri import NO_RUNTIME, Runtime
 from evictd.kube.api import KubeApi
 from evictd.kube.client import is_retryable
 from evictd.kube.events import EventRecorder, ObjectRef, rfc3339
-from evictd.kube.journal import EvictionJournal, JournalEntry
+from evictd.kube.journal import ApiStep, EvictionJournal, JournalEntry, Outcome, condition_to_json
 
 NOT_FOUND = 404
 CONFLICT = 409
@@ -51,20 +52,13 @@ IMMEDIATE_REQUEST_TIMEOUT_S = 2.0
 
 def condition_patch(entry: JournalEntry, now: str) -> dict[str, Any]:
     """Return the strategic-merge patch adding the eviction's pod conditions (merged by type) to the status."""
-    conditions = [{**condition, "lastTransitionTime": now} for condition in entry.conditions]
+    conditions = [{**condition_to_json(condition), "lastTransitionTime": now} for condition in entry.conditions]
     # The UID acts as a precondition (as in the kubelet's status patches): a same-named successor refuses it.
     return {"metadata": {"uid": entry.uid}, "status": {"conditions": conditions}}
 
 
 def journal_entry(eviction: Eviction, decided_at: float) -> JournalEntry:
     """Return the journal entry of a decided eviction."""
-    conditions = []
-    for condition in eviction.conditions:
-        item: dict[str, Any] = {"type": condition.type, "status": condition.status, "reason": condition.reason,
-                                "message": condition.message}
-        if condition.observed_generation:
-            item["observedGeneration"] = condition.observed_generation
-        conditions.append(item)
     return JournalEntry(
         uid=eviction.pod.uid,
         namespace=eviction.pod.namespace,
@@ -74,8 +68,8 @@ def journal_entry(eviction: Eviction, decided_at: float) -> JournalEntry:
         grace_period_s=eviction.effective_grace_period_s,
         message=eviction.message,
         reason=eviction.reason,
-        conditions=conditions,
-        annotations=dict(eviction.annotations),
+        conditions=eviction.conditions,
+        annotations=FrozenMap(eviction.annotations),
         decided_at=decided_at,
     )
 
@@ -117,7 +111,7 @@ class KubePodEvictor:
             return
         # Once the DELETE went through, the kubelet terminates the pod: only the status or event write is late.
         progress = self._journal.get(entry.uid)
-        deleted = progress is not None and progress.deleted
+        deleted = progress is not None and ApiStep.DELETION in progress.done
         # Whatever kept the API from taking the deletion (down, throttled, credentials or an admission policy
         # refusing it), a hard threshold cannot wait for a person to fix it: the runtime stops the pod now.
         if immediate and not deleted and self._runtime.attached:
@@ -125,7 +119,7 @@ class KubePodEvictor:
                 self._runtime.stop_pod(eviction)
             except EvictdError as exc:
                 raise EvictdError(f"API unreachable ({failure}) and local stop failed: {exc}") from None
-            self._journal.update(entry.uid, stopped_locally=True)
+            self._journal.note_stopped_locally(entry.uid)
             raise KubeError(failure.verb, failure.status,
                             f"{failure.detail}; pod stopped through the container runtime, API writes pending")
         raise failure
@@ -147,34 +141,33 @@ class KubePodEvictor:
         """Run the missing API steps of `entry`; return the error that stopped it, if any."""
         # Until the DELETE went through, an immediate eviction's local stop waits on these requests.
         timeout_s = min(self._timeout_s, immediate_timeout_s) if immediate_timeout_s else self._timeout_s
-        steps: tuple[tuple[str, Callable[[JournalEntry], None]], ...] = (
-            ("condition_written", lambda e: self._write_condition(e, timeout_s)),
-            ("deleted", lambda e: self._delete(e, timeout_s)),
-            ("event_written", self._record_event),
+        requests: tuple[tuple[ApiStep, Callable[[JournalEntry], None]], ...] = (
+            (ApiStep.CONDITION, lambda e: self._write_condition(e, timeout_s)),
+            (ApiStep.DELETION, lambda e: self._delete(e, timeout_s)),
+            (ApiStep.EVENT, self._record_event),
         )
-        for flag, step in steps:
-            if getattr(entry, flag):
+        for step, request in requests:
+            if step in entry.done:
                 continue
             try:
-                step(entry)
+                request(entry)
             except KubeError as exc:
                 if self._on_api_error is not None:
                     self._on_api_error(exc)
-                if exc.status not in (NOT_FOUND, CONFLICT, INVALID) or flag == "event_written":
+                if exc.status not in (NOT_FOUND, CONFLICT, INVALID) or step is ApiStep.EVENT:
                     return exc
+                answer = f"{exc.status}: {exc.detail}"
                 # `entry` is as it was before this step: delete_sent says a DELETE went out in an earlier attempt.
-                if flag == "deleted" and entry.delete_sent:
+                if step is ApiStep.DELETION and entry.delete_sent:
                     # An earlier DELETE of ours may have gone through without an answer (a timeout, a crash
                     # before the journal noted it): the kubelet has since removed the pod. It was evicted.
-                    entry = self._journal.update(entry.uid, deleted=True,
-                                                 extra={**entry.extra, "deleted": f"{exc.status}: {exc.detail}"})
+                    entry = self._journal.note_settled(entry.uid, Outcome.DELETED, answer, self._now())
                     continue
                 # Gone, or replaced by a pod of the same name, before evictd deleted it: nothing left to evict.
-                self._journal.update(entry.uid, condition_written=True, deleted=True, event_written=True,
-                                     done_at=self._now(), extra={**entry.extra, "ended": f"{exc.status}: {exc.detail}"})
+                self._journal.note_settled(entry.uid, Outcome.ENDED, answer, self._now())
                 return None
-            entry = self._journal.update(entry.uid, **{flag: True})
-        self._journal.update(entry.uid, done_at=self._now())
+            entry = self._journal.note_step_done(entry.uid, step)
+        self._journal.note_finished(entry.uid, self._now())
         return None
 
     def _write_condition(self, entry: JournalEntry, timeout_s: float) -> None:
@@ -185,7 +178,7 @@ class KubePodEvictor:
 
     def _delete(self, entry: JournalEntry, timeout_s: float) -> None:
         if not entry.delete_sent:
-            self._journal.update(entry.uid, delete_sent=True)
+            self._journal.note_delete_sent(entry.uid)
         body = {"gracePeriodSeconds": entry.grace_period_s, "preconditions": {"uid": entry.uid}}
         self._api.delete_pod(entry.namespace, entry.name, body, timeout_s=timeout_s)
 

@@ -6,6 +6,10 @@ only when every API step is done. When the API server is down, the journal keeps
 retries the missing steps every cycle, and a restarted daemon picks them up from the file. Finished evictions
 are remembered for a while so the same pod is never evicted twice while it terminates.
 
+In memory an entry is immutable and typed: the API steps done (`ApiStep`), what the API's refusals settled
+(`Outcome`). In the file each step is a flag and the outcomes sit in `extra`, as evictd has always written them
+(`entry_to_json`, `entry_from_json`).
+
 The file is JSON, replaced atomically (write to a temporary `.journal-*` file, fsync, rename), so a crash leaves
 either the old or the new journal, never half of one. Invariants, whatever is on disk:
 - a journal file that cannot be used (unreadable, not UTF-8, not JSON, empty, truncated, written by a newer
@@ -23,11 +27,14 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Callable
-from dataclasses import MISSING, asdict, dataclass, field, fields, replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from typing import Any
+from enum import StrEnum
+from typing import Any, Final
 
+from evictd.core.engine import PodCondition
 from evictd.core.errors import SampleError, bounded_repr
+from evictd.core.pods import FrozenMap
 from evictd.kube.atomic_file import move_aside, read_json_file, remove_temporaries, write_json_atomically
 
 # How long a finished eviction is remembered (longer than any pod's termination grace period in practice).
@@ -41,6 +48,24 @@ CORRUPT_SUFFIX = ".corrupt-"
 MAX_JOURNAL_BYTES = 16 << 20
 
 
+class ApiStep(StrEnum):
+    """The API writes of an eviction, in the order they are made; the value is the file's flag for it."""
+
+    CONDITION = "condition_written"  # the DisruptionTarget condition (none for a local-storage eviction)
+    DELETION = "deleted"  # the pod's deletion went through
+    EVENT = "event_written"  # the Evicted event
+
+
+class Outcome(StrEnum):
+    """How the API settled an eviction by refusing one of its steps; the key of the file's `extra` object."""
+
+    ENDED = "ended"  # the pod was gone or replaced before evictd's DELETE: nothing was evicted, the entry ended
+    DELETED = "deleted"  # a DELETE sent in an earlier attempt had gone through: the pod was evicted
+
+
+_NO_OUTCOMES: FrozenMap[Outcome, str] = FrozenMap()
+
+
 @dataclass(frozen=True, slots=True)
 class JournalEntry:
     """One decided eviction and how far it got."""
@@ -52,16 +77,15 @@ class JournalEntry:
     grace_period_s: int
     message: str
     reason: str
-    conditions: list[dict[str, Any]]
-    annotations: dict[str, str]
+    conditions: tuple[PodCondition, ...]
+    annotations: FrozenMap[str, str]
     decided_at: float  # wall-clock seconds since the epoch
-    condition_written: bool = False
+    done: frozenset[ApiStep] = frozenset()
     delete_sent: bool = False  # a DELETE went out (it may have gone through even when no answer came back)
-    deleted: bool = False
-    event_written: bool = False
     stopped_locally: bool = False
     done_at: float | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
+    # The API's answer ("404: pods \"web\" not found") to a step it refused, by what that answer settled.
+    outcomes: FrozenMap[Outcome, str] = _NO_OUTCOMES
 
     @property
     def key(self) -> str:
@@ -69,7 +93,50 @@ class JournalEntry:
 
     @property
     def api_done(self) -> bool:
-        return self.condition_written and self.deleted and self.event_written
+        return len(self.done) == len(ApiStep)
+
+    def with_done(self, step: ApiStep) -> JournalEntry:
+        """This entry with `step` done."""
+        return replace(self, done=self.done | {step})
+
+    def settled(self, outcome: Outcome, answer: str, now: float) -> JournalEntry:
+        """This entry once the API's `answer` to a step settled it as `outcome` at `now`."""
+        outcomes = FrozenMap({**self.outcomes, outcome: answer})
+        if outcome is Outcome.DELETED:
+            return replace(self, done=self.done | {ApiStep.DELETION}, outcomes=outcomes)
+        return replace(self, done=frozenset(ApiStep), done_at=now, outcomes=outcomes)
+
+
+def condition_to_json(condition: PodCondition) -> dict[str, object]:
+    """Return a pod condition as the API takes it (and as the file holds it)."""
+    item: dict[str, object] = {"type": condition.type, "status": condition.status, "reason": condition.reason,
+                               "message": condition.message}
+    if condition.observed_generation:
+        item["observedGeneration"] = condition.observed_generation
+    return item
+
+
+def entry_to_json(entry: JournalEntry) -> dict[str, object]:
+    """Return the file's object for `entry` (its fields in the order evictd has always written them)."""
+    return {
+        "uid": entry.uid,
+        "namespace": entry.namespace,
+        "name": entry.name,
+        "signal": entry.signal,
+        "grace_period_s": entry.grace_period_s,
+        "message": entry.message,
+        "reason": entry.reason,
+        "conditions": [condition_to_json(condition) for condition in entry.conditions],
+        "annotations": dict(entry.annotations),
+        "decided_at": entry.decided_at,
+        "condition_written": ApiStep.CONDITION in entry.done,
+        "delete_sent": entry.delete_sent,
+        "deleted": ApiStep.DELETION in entry.done,
+        "event_written": ApiStep.EVENT in entry.done,
+        "stopped_locally": entry.stopped_locally,
+        "done_at": entry.done_at,
+        "extra": {str(outcome): answer for outcome, answer in entry.outcomes.items()},
+    }
 
 
 def _is_int(value: object) -> bool:
@@ -92,17 +159,39 @@ def _is_strings(value: object) -> bool:
     return isinstance(value, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in value.items())
 
 
-# What a field of each annotation accepts in the file, and how an error says so.
-ANNOTATION_TO_CHECK: dict[str, tuple[str, Callable[[object], bool]]] = {
-    "str": ("a string", lambda value: isinstance(value, str)),
-    "int": ("an integer", _is_int),
-    "bool": ("true or false", lambda value: isinstance(value, bool)),
-    "float": ("a number of seconds", _is_seconds),
-    "float | None": ("a number of seconds or null", lambda value: value is None or _is_seconds(value)),
-    "list[dict[str, Any]]": ("a list of objects", _is_objects),
-    "dict[str, str]": ("an object of strings", _is_strings),
-    "dict[str, Any]": ("an object", _is_object),
+def _is_str(value: object) -> bool:
+    return isinstance(value, str)
+
+
+def _is_bool(value: object) -> bool:
+    return isinstance(value, bool)
+
+
+_STRING: Final = ("a string", _is_str)
+_FLAG: Final = ("true or false", _is_bool)
+# Each field of an entry in the file: what it must hold (as an error says it), and whether it must be there.
+FIELD_TO_CHECK: dict[str, tuple[tuple[str, Callable[[object], bool]], bool]] = {
+    "uid": (_STRING, True),
+    "namespace": (_STRING, True),
+    "name": (_STRING, True),
+    "signal": (_STRING, True),
+    "grace_period_s": (("an integer", _is_int), True),
+    "message": (_STRING, True),
+    "reason": (_STRING, True),
+    "conditions": (("a list of objects", _is_objects), True),
+    "annotations": (("an object of strings", _is_strings), True),
+    "decided_at": (("a number of seconds", _is_seconds), True),
+    "condition_written": (_FLAG, False),
+    "delete_sent": (_FLAG, False),
+    "deleted": (_FLAG, False),
+    "event_written": (_FLAG, False),
+    "stopped_locally": (_FLAG, False),
+    "done_at": (("a number of seconds or null", lambda value: value is None or _is_seconds(value)), False),
+    "extra": (("an object", _is_object), False),
 }
+# The fields of a pod condition in the file: its JSON name, and whether it must be there.
+CONDITION_FIELDS = (("type", True), ("status", True), ("reason", False), ("message", False),
+                    ("observedGeneration", False))
 
 
 def upgraded(item: dict[str, Any]) -> dict[str, Any]:
@@ -117,24 +206,72 @@ def upgraded(item: dict[str, Any]) -> dict[str, Any]:
     return item
 
 
+def _condition_from_json(item: dict[str, Any], where: str) -> PodCondition:
+    """Return the pod condition of one object of an entry's `conditions`; raise ValueError naming it."""
+    known = dict(CONDITION_FIELDS)
+    for name in item:
+        if name not in known:
+            raise ValueError(f"{where} has an unknown field {bounded_repr(name)} (written by a newer evictd?)")
+    for name, required in CONDITION_FIELDS:
+        if name not in item:
+            if required:
+                raise ValueError(f"{where} has no {name}")
+            continue
+        if not (_is_int(item[name]) if name == "observedGeneration" else isinstance(item[name], str)):
+            wanted = "an integer" if name == "observedGeneration" else "a string"
+            raise ValueError(f"{where}: {name} must be {wanted}, not {bounded_repr(item[name])}")
+    return PodCondition(type=item["type"], status=item["status"], reason=item.get("reason", ""),
+                        message=item.get("message", ""), observed_generation=item.get("observedGeneration", 0))
+
+
+def _outcomes_from_json(extra: dict[str, Any], index: int) -> FrozenMap[Outcome, str]:
+    """Return the outcomes of an entry's `extra` object; raise ValueError naming what is wrong."""
+    outcomes: dict[Outcome, str] = {}
+    for name, answer in extra.items():
+        try:
+            outcome = Outcome(name)
+        except ValueError:
+            raise ValueError(f"entry {index}: extra has an unknown outcome {bounded_repr(name)} (written by a newer "
+                             "evictd?)") from None
+        if not isinstance(answer, str):
+            raise ValueError(f"entry {index}: extra.{name} must be a string, not {bounded_repr(answer)}")
+        outcomes[outcome] = answer
+    return FrozenMap(outcomes)
+
+
 def entry_from_json(item: object, index: int) -> JournalEntry:
     """Return the entry of one item of the file's `evictions`; raise ValueError naming the item and field."""
     if not isinstance(item, dict):
         raise ValueError(f"entry {index} is not an object but {bounded_repr(item)}")
     item = upgraded(item)
-    known = {f.name: f for f in fields(JournalEntry)}
     for name in item:
-        if name not in known:
+        if name not in FIELD_TO_CHECK:
             raise ValueError(f"entry {index} has an unknown field {bounded_repr(name)} (written by a newer evictd?)")
-    for name, spec in known.items():
+    for name, ((wanted, check), required) in FIELD_TO_CHECK.items():
         if name not in item:
-            if spec.default is MISSING and spec.default_factory is MISSING:
+            if required:
                 raise ValueError(f"entry {index} has no {name}")
             continue
-        wanted, check = ANNOTATION_TO_CHECK[str(spec.type)]
         if not check(item[name]):
             raise ValueError(f"entry {index}: {name} must be {wanted}, not {bounded_repr(item[name])}")
-    return JournalEntry(**item)
+    return JournalEntry(
+        uid=item["uid"],
+        namespace=item["namespace"],
+        name=item["name"],
+        signal=item["signal"],
+        grace_period_s=item["grace_period_s"],
+        message=item["message"],
+        reason=item["reason"],
+        conditions=tuple(_condition_from_json(condition, f"entry {index}: conditions[{number}]")
+                         for number, condition in enumerate(item["conditions"])),
+        annotations=FrozenMap(item["annotations"]),
+        decided_at=item["decided_at"],
+        done=frozenset(step for step in ApiStep if item.get(str(step), False)),
+        delete_sent=item.get("delete_sent", False),
+        stopped_locally=item.get("stopped_locally", False),
+        done_at=item.get("done_at"),
+        outcomes=_outcomes_from_json(item.get("extra", {}), index),
+    )
 
 
 def entries_from_document(document: object) -> dict[str, JournalEntry]:
@@ -227,7 +364,7 @@ class EvictionJournal:
     def _write(self) -> None:
         """Replace the file with the entries in memory; raise OSError."""
         assert self._path is not None
-        document = {"version": JOURNAL_VERSION, "evictions": [asdict(entry) for entry in self._entries.values()]}
+        document = {"version": JOURNAL_VERSION, "evictions": [entry_to_json(entry) for entry in self._entries.values()]}
         write_json_atomically(self._path, document, prefix=TEMPORARY_PREFIX)
 
     def _save(self) -> bool:
@@ -256,17 +393,32 @@ class EvictionJournal:
         """Write the file if an earlier write failed; return whether the file holds every entry."""
         return self._save() if self._unwritten else True
 
-    def record(self, entry: JournalEntry) -> None:
-        """Add a decided eviction (written to the file before returning, when the file can be written)."""
+    def record(self, entry: JournalEntry) -> JournalEntry:
+        """Add a decided eviction, or its progress (written to the file before returning, when the file can be
+        written); return it."""
         self._entries[entry.uid] = entry
         self._save()
-
-    def update(self, uid: str, **changes: Any) -> JournalEntry:
-        """Record progress of the eviction of `uid`; return the updated entry."""
-        entry = replace(self._entries[uid], **changes)
-        self._entries[uid] = entry
-        self._save()
         return entry
+
+    def note_step_done(self, uid: str, step: ApiStep) -> JournalEntry:
+        """Record that `step` of the eviction of `uid` went through; return the updated entry."""
+        return self.record(self._entries[uid].with_done(step))
+
+    def note_delete_sent(self, uid: str) -> JournalEntry:
+        """Record that a DELETE of the pod of `uid` goes out (before it is sent); return the updated entry."""
+        return self.record(replace(self._entries[uid], delete_sent=True))
+
+    def note_stopped_locally(self, uid: str) -> JournalEntry:
+        """Record that the pod of `uid` was stopped through the container runtime; return the updated entry."""
+        return self.record(replace(self._entries[uid], stopped_locally=True))
+
+    def note_settled(self, uid: str, outcome: Outcome, answer: str, now: float) -> JournalEntry:
+        """Record the API's `answer` that settled the eviction of `uid` as `outcome`; return the updated entry."""
+        return self.record(self._entries[uid].settled(outcome, answer, now))
+
+    def note_finished(self, uid: str, now: float) -> JournalEntry:
+        """Record that every API step of the eviction of `uid` is done, at `now`; return the updated entry."""
+        return self.record(replace(self._entries[uid], done_at=now))
 
     def get(self, uid: str) -> JournalEntry | None:
         return self._entries.get(uid)

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from typing import Any
 
 from evictd.clock import SYSTEM_CLOCK, Clock
-from evictd.core.errors import KubeError, ScenarioError
+from evictd.core.errors import DecodeError, KubeError
 from evictd.core.pods import API_SERVER_SOURCE, CONFIG_SOURCE_ANNOTATION, Pod, pod_from_dict
 from evictd.kube.api import KubeApi
 
@@ -228,7 +228,7 @@ class PodWatcher:
     def _parse(obj: dict[str, Any]) -> Pod | None:
         try:
             pod = pod_from_dict(as_api_pod(obj))
-        except ScenarioError:
+        except DecodeError:
             return None  # an object the API server should never send; skipping it beats crashing the watch
         return pod if pod.uid else None
 

@@ -1,0 +1,185 @@
+"""The node's filesystem layout, and everything it changes in eviction, in one table (KUBELET_SPEC §4.2).
+
+The kubelet builds four things from `HasDedicatedImageFs` and `IsContainerFsSeparateFromImageFs`, each in
+its own place: where `containerfs.*` thresholds are copied from (`UpdateContainerFsThresholds`), which
+filesystem usage of a pod ranks it for each disk signal (`buildSignalToRankFunc`), which node-level reclaim
+functions run for each signal (`buildSignalToNodeReclaimFuncs`), and whether a container's writable layer
+counts against its ephemeral-storage limit (`containerEphemeralStorageLimitEviction`). evictd keeps the four
+in `MEANINGS`, one row per layout, and the rest of the core reads them there (`meaning_of`). Tables are
+literals, as in `evictd.core.signals`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+
+from evictd.core.signals import Signal
+
+
+@dataclass(frozen=True, slots=True)
+class FsLayout:
+    """How the node's filesystems are laid out (KUBELET_SPEC §4.2).
+
+    `dedicated_imagefs`: the runtime's image filesystem is on another device than the kubelet root (nodefs).
+    `split_containerfs`: writable layers (containerfs) sit on a different filesystem than images.
+    """
+
+    dedicated_imagefs: bool = False
+    split_containerfs: bool = False
+
+
+class FsStatsType(StrEnum):
+    """Which parts of a pod's disk usage a disk rank function measures (upstream fsStatsType)."""
+
+    ROOT = "root"
+    LOGS = "logs"
+    LOCAL_VOLUME_SOURCE = "localVolumeSource"
+    # Listed by upstream for image filesystems, but no code path reads it: it adds nothing.
+    IMAGES = "images"
+
+
+class ReclaimAction(StrEnum):
+    """A node-level reclaim function (KUBELET_SPEC §8)."""
+
+    CONTAINER_GC = "containerGC"
+    IMAGE_GC = "imageGC"
+
+
+@dataclass(frozen=True, slots=True)
+class LayoutMeaning:
+    """What one filesystem layout means to eviction.
+
+    `containerfs_sources`: each `containerfs.*` signal and the signal its thresholds are copied from (empty:
+    nothing is derived). `rank_fs_stats`: what the disk rank function of each disk signal measures.
+    `reclaim_actions`: the node-level reclaim functions each signal runs, in call order (none when absent).
+    `container_rootfs_counts`: a container's writable layer counts against its ephemeral-storage limit (it
+    is on nodefs); its logs always count.
+    """
+
+    containerfs_sources: Mapping[Signal, Signal]
+    rank_fs_stats: Mapping[Signal, tuple[FsStatsType, ...]]
+    reclaim_actions: Mapping[Signal, tuple[ReclaimAction, ...]]
+    container_rootfs_counts: bool
+
+
+# --- containerfs derivation (UpdateContainerFsThresholds) -------------------------------------------------
+
+CONTAINERFS_FROM_NODEFS: dict[Signal, Signal] = {
+    Signal.CONTAINERFS_AVAILABLE: Signal.NODEFS_AVAILABLE,
+    Signal.CONTAINERFS_INODES_FREE: Signal.NODEFS_INODES_FREE,
+}
+
+CONTAINERFS_FROM_IMAGEFS: dict[Signal, Signal] = {
+    Signal.CONTAINERFS_AVAILABLE: Signal.IMAGEFS_AVAILABLE,
+    Signal.CONTAINERFS_INODES_FREE: Signal.IMAGEFS_INODES_FREE,
+}
+
+# --- ranking (buildSignalToRankFunc, KUBELET_SPEC §9.4) -------------------------------------------------
+
+_ALL_FS_STATS = (
+    FsStatsType.IMAGES,
+    FsStatsType.ROOT,
+    FsStatsType.LOGS,
+    FsStatsType.LOCAL_VOLUME_SOURCE,
+)
+
+SINGLE_FS_SIGNAL_TO_FS_STATS: dict[Signal, tuple[FsStatsType, ...]] = {
+    Signal.NODEFS_AVAILABLE: _ALL_FS_STATS,
+    Signal.NODEFS_INODES_FREE: _ALL_FS_STATS,
+    Signal.IMAGEFS_AVAILABLE: _ALL_FS_STATS,
+    Signal.IMAGEFS_INODES_FREE: _ALL_FS_STATS,
+    Signal.CONTAINERFS_AVAILABLE: _ALL_FS_STATS,
+    Signal.CONTAINERFS_INODES_FREE: _ALL_FS_STATS,
+}
+
+IMAGEFS_SIGNAL_TO_FS_STATS: dict[Signal, tuple[FsStatsType, ...]] = {
+    Signal.NODEFS_AVAILABLE: (FsStatsType.LOGS, FsStatsType.LOCAL_VOLUME_SOURCE),
+    Signal.NODEFS_INODES_FREE: (FsStatsType.LOGS, FsStatsType.LOCAL_VOLUME_SOURCE),
+    Signal.IMAGEFS_AVAILABLE: (FsStatsType.ROOT, FsStatsType.IMAGES),
+    Signal.IMAGEFS_INODES_FREE: (FsStatsType.ROOT, FsStatsType.IMAGES),
+    Signal.CONTAINERFS_AVAILABLE: (FsStatsType.ROOT, FsStatsType.IMAGES),
+    Signal.CONTAINERFS_INODES_FREE: (FsStatsType.ROOT, FsStatsType.IMAGES),
+}
+
+SPLIT_FS_SIGNAL_TO_FS_STATS: dict[Signal, tuple[FsStatsType, ...]] = {
+    Signal.NODEFS_AVAILABLE: (FsStatsType.LOGS, FsStatsType.LOCAL_VOLUME_SOURCE, FsStatsType.ROOT),
+    Signal.NODEFS_INODES_FREE: (FsStatsType.LOGS, FsStatsType.LOCAL_VOLUME_SOURCE, FsStatsType.ROOT),
+    Signal.CONTAINERFS_AVAILABLE: (FsStatsType.LOGS, FsStatsType.LOCAL_VOLUME_SOURCE, FsStatsType.ROOT),
+    Signal.CONTAINERFS_INODES_FREE: (FsStatsType.LOGS, FsStatsType.LOCAL_VOLUME_SOURCE, FsStatsType.ROOT),
+    # With split image and container filesystems, imagefs ranking measures only "images": nothing.
+    Signal.IMAGEFS_AVAILABLE: (FsStatsType.IMAGES,),
+    Signal.IMAGEFS_INODES_FREE: (FsStatsType.IMAGES,),
+}
+
+# --- node-level reclaim (buildSignalToNodeReclaimFuncs, KUBELET_SPEC §8) ---------------------------------
+
+_GC_BOTH = (ReclaimAction.CONTAINER_GC, ReclaimAction.IMAGE_GC)
+
+SINGLE_FS_SIGNAL_TO_RECLAIM: dict[Signal, tuple[ReclaimAction, ...]] = {
+    Signal.NODEFS_AVAILABLE: _GC_BOTH,
+    Signal.NODEFS_INODES_FREE: _GC_BOTH,
+    Signal.IMAGEFS_AVAILABLE: _GC_BOTH,
+    Signal.IMAGEFS_INODES_FREE: _GC_BOTH,
+    Signal.CONTAINERFS_AVAILABLE: _GC_BOTH,
+    Signal.CONTAINERFS_INODES_FREE: _GC_BOTH,
+}
+
+# With an imagefs, nodefs pressure has nothing to collect (the kubelet would delete logs).
+IMAGEFS_SIGNAL_TO_RECLAIM: dict[Signal, tuple[ReclaimAction, ...]] = {
+    Signal.NODEFS_AVAILABLE: (),
+    Signal.NODEFS_INODES_FREE: (),
+    Signal.IMAGEFS_AVAILABLE: _GC_BOTH,
+    Signal.IMAGEFS_INODES_FREE: _GC_BOTH,
+    Signal.CONTAINERFS_AVAILABLE: _GC_BOTH,
+    Signal.CONTAINERFS_INODES_FREE: _GC_BOTH,
+}
+
+SPLIT_FS_SIGNAL_TO_RECLAIM: dict[Signal, tuple[ReclaimAction, ...]] = {
+    Signal.NODEFS_AVAILABLE: (ReclaimAction.CONTAINER_GC,),
+    Signal.NODEFS_INODES_FREE: (ReclaimAction.CONTAINER_GC,),
+    Signal.CONTAINERFS_AVAILABLE: (ReclaimAction.CONTAINER_GC,),
+    Signal.CONTAINERFS_INODES_FREE: (ReclaimAction.CONTAINER_GC,),
+    Signal.IMAGEFS_AVAILABLE: (ReclaimAction.IMAGE_GC,),
+    Signal.IMAGEFS_INODES_FREE: (ReclaimAction.IMAGE_GC,),
+}
+
+# --- the table ------------------------------------------------------------------------------------------
+
+MEANINGS: dict[FsLayout, LayoutMeaning] = {
+    # One filesystem for everything.
+    FsLayout(): LayoutMeaning(
+        containerfs_sources=CONTAINERFS_FROM_NODEFS,
+        rank_fs_stats=SINGLE_FS_SIGNAL_TO_FS_STATS,
+        reclaim_actions=SINGLE_FS_SIGNAL_TO_RECLAIM,
+        container_rootfs_counts=True,
+    ),
+    # Writable layers apart from images, images on nodefs: cannot happen in practice; upstream treats it as
+    # one filesystem but derives no containerfs thresholds.
+    FsLayout(split_containerfs=True): LayoutMeaning(
+        containerfs_sources={},
+        rank_fs_stats=SINGLE_FS_SIGNAL_TO_FS_STATS,
+        reclaim_actions=SINGLE_FS_SIGNAL_TO_RECLAIM,
+        container_rootfs_counts=True,
+    ),
+    # Images and writable layers on a dedicated image filesystem.
+    FsLayout(dedicated_imagefs=True): LayoutMeaning(
+        containerfs_sources=CONTAINERFS_FROM_IMAGEFS,
+        rank_fs_stats=IMAGEFS_SIGNAL_TO_FS_STATS,
+        reclaim_actions=IMAGEFS_SIGNAL_TO_RECLAIM,
+        container_rootfs_counts=False,
+    ),
+    # Images on a dedicated image filesystem, writable layers apart from them (containerfs, with nodefs).
+    FsLayout(dedicated_imagefs=True, split_containerfs=True): LayoutMeaning(
+        containerfs_sources=CONTAINERFS_FROM_NODEFS,
+        rank_fs_stats=SPLIT_FS_SIGNAL_TO_FS_STATS,
+        reclaim_actions=SPLIT_FS_SIGNAL_TO_RECLAIM,
+        container_rootfs_counts=False,
+    ),
+}
+
+
+def meaning_of(layout: FsLayout) -> LayoutMeaning:
+    """Return what `layout` means to eviction (every layout has a row)."""
+    return MEANINGS[layout]

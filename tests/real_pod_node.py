@@ -91,14 +91,14 @@ class RealPodNode:
     def log_dir(self) -> Path:
         return self.pod_logs_dir / f"{self.namespace}_{self.name}_{self.uid}" / self.container
 
+    def evictd_settings(self, runtime_dir: Path) -> str:
+        """The EvictdConfiguration lines that make `evictd run` watch this node (no runtime: `runtime_dir` is
+        where its image and container filesystems would be)."""
+        return (f"cgroupRoot: /{self.base}\nkubeletRootDir: {self.kubelet_root}\npodLogsDir: {self.pod_logs_dir}\n"
+                f"imageFsPath: {runtime_dir}\ncontainerFsPath: {runtime_dir}\n")
+
     def memory_file(self, cgroup: str, name: str) -> Path:
         return CGROUP_MOUNT / "memory" / cgroup / name
-
-    def evictd_settings(self, runtime_folder: Path) -> str:
-        """The EvictdConfiguration lines that point evictd at this node (the runtime's images and layers in
-        `runtime_folder`)."""
-        return (f"cgroupRoot: /{self.base}\nkubeletRootDir: {self.kubelet_root}\npodLogsDir: {self.pod_logs_dir}\n"
-                f"imageFsPath: {runtime_folder}\ncontainerFsPath: {runtime_folder}\n")
 
     def create(self, volume_files: dict[str, int], log_bytes: int) -> None:
         """Make the cgroups (pods cgroup limited), the emptyDir with `volume_files` and the container log."""

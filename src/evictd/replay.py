@@ -10,6 +10,8 @@ differs, the node's later readings (and pod lists) are still what really happene
 what the recording says it freed when it ran then (the Summary read after it), and nothing in cycles where only
 the candidate reclaims. Cycles whose stats could not be read are left out, as the manager's state stood still in
 them; a cycle whose pods came from the node (no pod list from the API) is replayed with those pods as a list.
+Each run starts from a fresh engine state: a run that restored its predecessor's (`engine_state_file`) may differ
+in its first cycles.
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-from evictd_process import ROOT, EvictdProcess
+from evictd_process import ROOT, EvictdProcess, start_evictd
 
 from evictd.recording import RECORDING_FOLDER, read_recording
 from full_filesystem import UnwritableFolder
@@ -34,16 +34,14 @@ def evictd(*args: str) -> subprocess.CompletedProcess[str]:
 
 def watching(tmp_path: Path, real_pod: RealPodNode, evictd_processes: list[EvictdProcess],
              extra: str = "") -> EvictdProcess:
-    daemon = EvictdProcess(
-        tmp_path,
+    """`evictd run` on the real pod's node: both thresholds, a cycle every 200 ms; returned after its first cycle."""
+    return start_evictd(
+        tmp_path, evictd_processes,
         kubelet="evictionHard: {allocatableMemory.available: 200Mi, nodefs.available: 50%}\n"
                 "enforceNodeAllocatable: []\n",
         evictd="housekeepingInterval: 200ms\npsiWakeups: false\n" + real_pod.evictd_settings(real_pod.kubelet_root)
                + extra,
     )
-    evictd_processes.append(daemon)
-    daemon.wait_event("evictd started")
-    return daemon
 
 
 def test_a_recording_of_real_memory_and_disk_pressure_replays_to_the_same_decisions(

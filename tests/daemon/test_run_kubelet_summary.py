@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from evictd_process import EvictdProcess
+from evictd_process import EvictdProcess, start_evictd
 
 from builders import Gi, Mi, pod, pod_stats, summary
 from evictd.config import SERVICE_ACCOUNT_CA_FILE, EvictdSettings
@@ -62,14 +62,6 @@ def cycles_within(process: EvictdProcess, seconds: float) -> float:
     return process.metric("evictd_cycles_total") - before
 
 
-def wait_for_cycles(process: EvictdProcess, count: int, timeout_s: float = 15.0) -> None:
-    """Return once `process` has completed `count` cycles (from /metrics); fail after `timeout_s`."""
-    deadline = time.monotonic() + timeout_s
-    while process.metric("evictd_cycles_total") < count:
-        assert time.monotonic() < deadline, f"fewer than {count} cycles within {timeout_s:g} s"
-        time.sleep(0.1)
-
-
 def test_a_summary_endpoint_trickling_one_byte_every_5s_does_not_slow_the_loop(
     tmp_path: Path, pki: dict[str, Path], token_file: Path, servers: list[HostileKubelet],
     evictd_processes: list[EvictdProcess],
@@ -100,7 +92,7 @@ def test_a_summary_nested_5000_deep_is_reported_once_and_never_as_a_traceback(
     process = EvictdProcess(tmp_path, evictd=kubelet_settings(kubelet.url(), token_file, pki["cert"], "200ms"))
     evictd_processes.append(process)
     process.wait_event("evictd started")
-    wait_for_cycles(process, 5)
+    process.wait_for_cycles(5, timeout=15)
     assert process.stop() == 0
     unreadable = [e for e in process.events if e.get("event") == UNREADABLE]
     assert [e["detail"] for e in unreadable] == [f"{kubelet.url()}: the Summary is not JSON: nested too deeply"]
@@ -143,7 +135,7 @@ def test_insecure_tls_must_be_asked_for_and_is_logged_loudly(
     assert warning["level"] == "warning"
     assert "the bearer token is sent to an unverified endpoint" in warning["detail"]
     assert warning["_received"] <= process.wait_event("evictd started")["_received"]
-    wait_for_cycles(process, 2)
+    process.wait_for_cycles(2, timeout=15)
     assert process.metric("evictd_signal_available_bytes", signal="memory.available") == 3 * Gi
     assert process.stop() == 0
     assert not [e for e in process.events if e.get("event") == UNREADABLE]
@@ -155,10 +147,8 @@ def test_the_kubelets_summary_is_recorded_as_it_was_served(
 ) -> None:
     kubelet = HostileKubelet(answer(http_response(SUMMARY_BODY)), cert=pki["cert"], key=pki["key"])
     servers.append(kubelet)
-    process = EvictdProcess(tmp_path, evictd=kubelet_settings(kubelet.url(), token_file, pki["cert"], "200ms"))
-    evictd_processes.append(process)
-    process.wait_event("evictd started")
-    wait_for_cycles(process, 3)
+    process = start_evictd(tmp_path, evictd_processes, cycles=3,
+                           evictd=kubelet_settings(kubelet.url(), token_file, pki["cert"], "200ms"))
     assert process.stop() == 0
     records, skipped = read_recording(str(process.state_dir / RECORDING_FOLDER))
     assert skipped == 0 and len(records) >= 3

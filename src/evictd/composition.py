@@ -384,7 +384,7 @@ def build_daemon(
         node_pods=cluster.node_pods if cluster is not None else None,
         listed=listed,
     )
-    # Grace periods and pressure history of the last run (not in dry-run, which writes nothing to stateDir).
+    # Grace periods and pressure history of the last run (not in dry-run, which saves no engine state).
     state_file = None if dry_run else EngineStateFile(os.path.join(settings.state_dir, STATE_FILE), node_name,
                                                       log=log, on_error=metrics.errors.labels("state").inc)
     if state_file is not None:

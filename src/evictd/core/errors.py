@@ -9,6 +9,7 @@
      |                      from the API, the kubelet's Summary; `simulate` reports it as a ScenarioError
      +-- SampleError        a stats source could not be read (the signal is skipped, never guessed)
      +-- CRIError           a container runtime call failed (method, gRPC status code)
+     |    +-- GCError           some removals of one GC pass failed (adapters/runtime_gc.py)
      +-- KubeError          a Kubernetes API call failed (verb, HTTP status)
      +-- StateLockError     another evictd still holds the stateDir lock (exit status 2)
 

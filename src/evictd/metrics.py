@@ -1,13 +1,8 @@
-"""Prometheus metrics of the daemon, fed from cycle reports.
+"""Prometheus metrics of the daemon, fed from cycle reports: README's metrics table says what each one means and
+which kubelet metric it matches (KUBELET_SPEC §14).
 
-Every metric lives in a registry of its own (not the process-global one), so a test can build as many
-daemons as it likes. Names follow Prometheus conventions: base units (bytes, seconds), `_total` for counters, one
-metric per unit, so a signal's available amount, capacity and threshold are exported as `_bytes`, `_inodes` or
-`_pids` by the resource the signal measures. `evictd_evictions_total`, `evictd_eviction_stats_age_seconds` and
-`evictd_image_garbage_collected_total` carry the meanings of the kubelet's `kubelet_evictions`,
-`kubelet_eviction_stats_age_seconds` and `kubelet_image_garbage_collected_total` (KUBELET_SPEC §14). Label
-values known in advance (signals, causes, sources, scopes) are exported at zero from the start, so that rates
-and dashboards have a series before the first event.
+Every metric lives in a registry of its own (not the process-global one), so a test can build as many daemons as
+it likes. Label values known in advance (signals, causes, sources, scopes) are exported at zero from the start.
 """
 
 from __future__ import annotations

@@ -56,6 +56,11 @@ def bounded_repr(value: object) -> str:
     return shown
 
 
+def os_error_reason(exc: OSError) -> str:
+    """Return the OS error's text without the path (the SampleError raised with it names the path)."""
+    return exc.strerror or str(exc)
+
+
 def describe_bad_value(reason: str, key: str | None, value: object) -> str:
     """Return one line: `key` and the bad `value` (when a key is known) followed by the `reason`."""
     if key is None:

@@ -19,7 +19,9 @@ Fixtures (function-scoped, so every test starts from an empty filesystem):
 * ``ext4_mount``: a 64 MiB ext4 image with 4096 inodes and no reserved blocks, attached to a loop device
   and mounted under the test's tmp dir;
 * ``mount_tmpfs_at``: a function mounting a small tmpfs on an existing folder (e.g. a memory-backed
-  emptyDir inside ``ext4_mount``).
+  emptyDir inside ``ext4_mount``);
+* ``unwritable_state``: a stateDir that takes no more writes, once full (ENOSPC) and once read-only (EROFS)
+  (tests/full_filesystem.py).
 
 Mounting needs root; when it fails the fixture errors (the test fails, it is never skipped). Everything
 mounted is unmounted lazily (``umount -l``, which also detaches submounts) and loop devices are detached in
@@ -33,6 +35,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+
+from full_filesystem import KINDS, UnwritableFolder
 
 pytest_plugins = ["cri_fixtures", "kube_fixtures", "cluster_fixtures", "cycle_reports"]
 
@@ -100,3 +104,14 @@ def mount_tmpfs_at() -> Iterator[Callable[[Path], Path]]:
     finally:
         for folder in reversed(mounted):
             _unmount(folder)
+
+
+@pytest.fixture(params=KINDS)
+def unwritable_state(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[UnwritableFolder]:
+    """`<tmp_path>/state` on a 64 KiB tmpfs, full or read-only."""
+    state = UnwritableFolder(tmp_path / "state", request.param)
+    try:
+        state.make_unwritable()
+        yield state
+    finally:
+        state.unmount()

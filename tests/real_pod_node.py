@@ -89,6 +89,12 @@ class RealPodNode:
     def log_dir(self) -> Path:
         return self.pod_logs_dir / f"{self.namespace}_{self.name}_{self.uid}" / self.container
 
+    def evictd_settings(self, runtime_dir: Path) -> str:
+        """The EvictdConfiguration lines that make `evictd run` watch this node (no runtime: `runtime_dir` is
+        where its image and container filesystems would be)."""
+        return (f"cgroupRoot: /{self.base}\nkubeletRootDir: {self.kubelet_root}\npodLogsDir: {self.pod_logs_dir}\n"
+                f"imageFsPath: {runtime_dir}\ncontainerFsPath: {runtime_dir}\n")
+
     def memory_file(self, cgroup: str, name: str) -> Path:
         return CGROUP_MOUNT / "memory" / cgroup / name
 

@@ -60,6 +60,7 @@ from evictd.core.image_gc import image_gc_policy
 from evictd.cri import NO_RUNTIME, Runtime, RuntimeVersion
 from evictd.cri.client import CriClient
 from evictd.daemon import Daemon, Part
+from evictd.engine_state_file import STATE_FILE, EngineStateFile, restore_window_s
 from evictd.http_endpoint import Health, HttpEndpoint
 from evictd.kube.client import build_api_client
 from evictd.kube.cluster import ClusterSync, EvictablePods, NodeFallbackPods
@@ -382,6 +383,11 @@ def build_daemon(
         node_pods=cluster.node_pods if cluster is not None else None,
         listed=listed,
     )
+    # Grace periods and pressure history of the last run (not in dry-run, which writes nothing to stateDir).
+    state_file = None if dry_run else EngineStateFile(os.path.join(settings.state_dir, STATE_FILE), node_name,
+                                                      log=log, on_error=metrics.errors.labels("state").inc)
+    if state_file is not None:
+        manager.state = state_file.restore(engine_config, restore_window_s(settings.housekeeping_interval_s))
     client = CriClient(settings.container_runtime_endpoint, settings.runtime_request_timeout_s)
     watcher = cluster.watcher if cluster is not None else None
     link = RuntimeLink(client, lambda version: attach_runtime(config, client, version, metrics, log, manager, watcher),
@@ -403,6 +409,8 @@ def build_daemon(
                                container_names=runtime.container_names)
     after_cycle: list[AfterCycle] = [record_metrics(metrics, evictions_reported_only),
                                      log_cycles(log, evictions_reported_only)]
+    if state_file is not None:
+        after_cycle.append(state_file)
     if fmt == "live":
         after_cycle.append(draw_live_view(stdout, node_name, evictions_reported_only, recent))
     after_cycle.append(log_sample_problems(log, metrics, stats.problems, lambda: oom_feedback.problems))

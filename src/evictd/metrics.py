@@ -36,7 +36,7 @@ CYCLE_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2
 
 WAKEUP_CAUSES = ("timer", "memcg", "memcg_rearm", "psi", "signal", "eviction")
 # A cycle's own failures are counted by the step that failed; the daemon's by the part of it that failed.
-ERROR_SOURCES = (*(str(step) for step in CycleStep), "notifier", "cycle", "runtime")
+ERROR_SOURCES = (*(str(step) for step in CycleStep), "notifier", "cycle", "runtime", "state")
 DEGRADED_REASONS = (POD_LIST_UNAVAILABLE,)
 # The local-storage limit evictions' labels, besides the signals (the kubelet's eviction_signal values).
 LOCAL_STORAGE_SIGNALS = (EMPTYDIR_LIMIT_SIGNAL, POD_EPHEMERAL_LIMIT_SIGNAL, CONTAINER_EPHEMERAL_LIMIT_SIGNAL)

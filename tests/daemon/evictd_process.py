@@ -31,11 +31,16 @@ def free_port() -> int:
 
 
 class EvictdProcess:
-    """`evictd run` with JSON logs on a pipe; every log line is parsed into an event as it arrives."""
+    """`evictd run` with JSON logs on a pipe; every log line is parsed into an event as it arrives.
+
+    Its stateDir is `<tmp_path>/state` unless `evictd` names one: processes of one test share it.
+    """
 
     def __init__(self, tmp_path: Path, kubelet: str = "", evictd: str = "", args: tuple[str, ...] = (),
                  env: dict[str, str] | None = None) -> None:
         self.port = free_port()
+        if "stateDir:" not in evictd:  # never the machine's /var/lib/evictd: each test its own state
+            evictd += f"stateDir: {tmp_path / 'state'}\n"
         config = tmp_path / "evictd.yaml"
         self.config_path = config
         config.write_text(
@@ -105,6 +110,13 @@ class EvictdProcess:
                 return float(line.split()[-1])
         raise AssertionError(f"{wanted} not in /metrics")
 
+    def wait_for_cycles(self, count: int, timeout: float = 10.0) -> None:
+        """Return once `count` cycles have finished (by /metrics); fail after `timeout` seconds."""
+        deadline = time.monotonic() + timeout
+        while self.metric("evictd_cycles_total") < count:
+            assert time.monotonic() < deadline, f"{count} cycles did not finish within {timeout}s"
+            time.sleep(0.05)
+
     def stop(self, timeout: float = 15.0) -> int:
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGTERM)
@@ -123,6 +135,17 @@ class EvictdProcess:
         if self.process.poll() is None:
             self.process.kill()
             self.process.wait()
+
+
+def start_evictd(tmp_path: Path, processes: list[EvictdProcess], *, kubelet: str = "", evictd: str = "",
+                 cycles: int = 1) -> EvictdProcess:
+    """Start `evictd run` (added to `processes`, the fixture that kills what is left) and return once it has
+    finished `cycles` cycles."""
+    daemon = EvictdProcess(tmp_path, kubelet=kubelet, evictd=evictd)
+    processes.append(daemon)
+    daemon.wait_event("evictd started")
+    daemon.wait_for_cycles(cycles)
+    return daemon
 
 
 def mem_available_bytes() -> int:

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from evictd_process import EvictdProcess
+from evictd_process import EvictdProcess, start_evictd
 
 from evictd.core.quantity import Quantity
 from evictd.daemon import NOTIFICATION_FOLLOW_UPS_S
@@ -50,19 +50,11 @@ def real_pod(tmp_path: Path, ext4_mount: Path) -> Iterator[RealPodNode]:
 def start_watching_the_pod(tmp_path: Path, real_pod: RealPodNode, evictd_processes: list[EvictdProcess]) -> EvictdProcess:
     """Start `evictd run` on the real pod's node (allocatableMemory.available < 200Mi, an hour between ticks, memcg
     wake-ups only) and return once its first cycle finished and the notifiers are armed."""
-    daemon = EvictdProcess(
-        tmp_path,
+    daemon = start_evictd(
+        tmp_path, evictd_processes,
         kubelet="evictionHard: {allocatableMemory.available: 200Mi}\nenforceNodeAllocatable: []\n",
-        evictd=f"housekeepingInterval: 1h\npsiWakeups: false\ncgroupRoot: /{real_pod.base}\n"
-               f"kubeletRootDir: {real_pod.kubelet_root}\npodLogsDir: {real_pod.pod_logs_dir}\n"
-               f"imageFsPath: {tmp_path / 'containerd'}\ncontainerFsPath: {tmp_path / 'containerd'}\n",
+        evictd="housekeepingInterval: 1h\npsiWakeups: false\n" + real_pod.evictd_settings(tmp_path / "containerd"),
     )
-    evictd_processes.append(daemon)
-    daemon.wait_event("evictd started")
-    deadline = time.monotonic() + 10
-    while daemon.metric("evictd_cycles_total") < 1:
-        assert time.monotonic() < deadline, "the first cycle never finished"
-        time.sleep(0.05)
     time.sleep(0.3)  # the notifiers are armed right after the first cycle
     return daemon
 

@@ -32,37 +32,11 @@ from evictd.kube.events import EventRecorder
 from evictd.kube.evictor import KubePodEvictor
 from evictd.kube.journal import ApiStep, EvictionJournal, JournalEntry, Outcome, entry_to_json
 from evictd.simulate import parse_scenario, run_scenario
-from full_filesystem import KINDS, UnwritableFolder
+from full_filesystem import UnwritableFolder
+from recording_log import Counter, RecordingLog
 
 NOW = datetime(2026, 11, 22, 10, 15, 0, tzinfo=UTC)
 CORRUPT_NAME = "evictions.json.corrupt-20261122T101500Z"
-
-
-class RecordingLog:
-    """Remembers every line logged, with its level."""
-
-    def __init__(self) -> None:
-        self.lines: list[tuple[str, str, dict[str, Any]]] = []
-
-    def info(self, event: str, **fields: Any) -> None:
-        self.lines.append(("info", event, fields))
-
-    def warning(self, event: str, **fields: Any) -> None:
-        self.lines.append(("warning", event, fields))
-
-    def error(self, event: str, **fields: Any) -> None:
-        self.lines.append(("error", event, fields))
-
-    def at(self, level: str) -> list[tuple[str, dict[str, Any]]]:
-        return [(event, fields) for lvl, event, fields in self.lines if lvl == level]
-
-
-class Counter:
-    def __init__(self) -> None:
-        self.count = 0
-
-    def __call__(self) -> None:
-        self.count += 1
 
 
 def entry(uid: str = "uid-1", **changes: Any) -> JournalEntry:
@@ -277,16 +251,6 @@ def test_temporary_files_left_by_a_process_killed_while_writing_are_removed(tmp_
 
 
 # --- a stateDir where nothing can be written -------------------------------------------------------------------
-
-
-@pytest.fixture(params=KINDS)
-def unwritable_state(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[UnwritableFolder]:
-    state = UnwritableFolder(tmp_path / "state", request.param)
-    try:
-        state.make_unwritable()
-        yield state
-    finally:
-        state.unmount()
 
 
 def test_a_journal_that_cannot_be_written_keeps_its_entries_and_writes_them_once_it_can(

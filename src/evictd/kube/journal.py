@@ -24,10 +24,8 @@ either the old or the new journal, never half of one. Invariants, whatever is on
 
 from __future__ import annotations
 
-import json
 import math
 import os
-import stat
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -38,7 +36,7 @@ from evictd.clock import SYSTEM_CLOCK, Clock
 from evictd.core.engine import PodCondition
 from evictd.core.errors import SampleError, bounded_repr
 from evictd.core.pods import FrozenMap
-from evictd.kube.atomic_file import write_json_atomically
+from evictd.kube.atomic_file import move_aside, read_json_file, remove_temporaries, write_json_atomically
 
 # How long a finished eviction is remembered (longer than any pod's termination grace period in practice).
 REMEMBER_DONE_S = 600.0
@@ -46,7 +44,6 @@ REMEMBER_DONE_S = 600.0
 JOURNAL_VERSION = 1
 TEMPORARY_PREFIX = ".journal-"
 CORRUPT_SUFFIX = ".corrupt-"
-CORRUPT_TIME_FORMAT = "%Y%m%dT%H%M%SZ"
 # An entry is about 1 KiB and lives at most REMEMBER_DONE_S after it finished: a real journal holds a few
 # hundred KiB at most. A bigger file is not one evictd wrote (and is not read into memory).
 MAX_JOURNAL_BYTES = 16 << 20
@@ -301,39 +298,9 @@ def entries_from_document(document: object) -> dict[str, JournalEntry]:
 def read_journal(path: str) -> dict[str, JournalEntry] | None:
     """Return the entries of the journal file at `path`, None when there is none; raise SampleError(path,
     reason) when the file cannot be used."""
-    try:
-        # Non-blocking: a FIFO put in its place would otherwise wait for a writer forever.
-        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    except FileNotFoundError:
+    document = read_json_file(path, MAX_JOURNAL_BYTES)
+    if document is None:
         return None
-    except OSError as exc:
-        raise SampleError(path, f"cannot be opened: {exc.strerror}") from None
-    try:
-        mode = os.fstat(descriptor).st_mode
-        if not stat.S_ISREG(mode):  # checked before reading: Python refuses to wrap a directory in a file
-            raise SampleError(path, "is a directory" if stat.S_ISDIR(mode) else "is not a regular file")
-        raw = b""
-        while len(raw) <= MAX_JOURNAL_BYTES:
-            chunk = os.read(descriptor, MAX_JOURNAL_BYTES + 1 - len(raw))
-            if not chunk:
-                break
-            raw += chunk
-    except OSError as exc:
-        raise SampleError(path, f"cannot be read: {exc.strerror}") from None
-    finally:
-        os.close(descriptor)
-    if not raw:
-        raise SampleError(path, "is empty")
-    if len(raw) > MAX_JOURNAL_BYTES:
-        raise SampleError(path, f"is larger than {MAX_JOURNAL_BYTES >> 20} MiB")
-    try:
-        document = json.loads(raw.decode("utf-8"))
-    except UnicodeDecodeError as exc:
-        raise SampleError(path, f"is not UTF-8 text (byte {exc.start})") from None
-    except ValueError as exc:  # JSONDecodeError: truncated, garbage
-        raise SampleError(path, f"is not JSON: {exc}") from None
-    except RecursionError:
-        raise SampleError(path, "is JSON nested too deeply") from None
     try:
         return entries_from_document(document)
     except ValueError as exc:
@@ -378,40 +345,16 @@ class EvictionJournal:
         self._failed_writes = 0
         if path is None:
             return
-        self._remove_temporaries(os.path.dirname(path) or ".")
+        remove_temporaries(os.path.dirname(path) or ".", TEMPORARY_PREFIX, self._log, "journal")
         try:
             self._entries = read_journal(path) or {}
         except SampleError as exc:
             on_corrupt()
             self._move_aside(path, exc.reason, clock.wall())
 
-    def _remove_temporaries(self, folder: str) -> None:
-        """Remove the temporary files of writes a killed process left behind (logged with their number)."""
-        try:
-            names = [name for name in os.listdir(folder) if name.startswith(TEMPORARY_PREFIX)]
-        except OSError:
-            return  # no folder yet, or none readable: nothing to clean, and a write will say what is wrong
-        removed = 0
-        for name in names:
-            try:
-                os.unlink(os.path.join(folder, name))
-                removed += 1
-            except OSError as exc:
-                self._log.warning("temporary journal file not removed", path=os.path.join(folder, name),
-                                  error=exc.strerror)
-        if removed:
-            self._log.info("removed temporary journal files left by an interrupted write", folder=folder,
-                           count=removed)
-
     def _move_aside(self, path: str, reason: str, now: datetime) -> None:
-        stamp = now.astimezone(UTC).strftime(CORRUPT_TIME_FORMAT)
-        target = f"{path}{CORRUPT_SUFFIX}{stamp}"
-        number = 1
-        while os.path.lexists(target):  # a second bad file within the same second
-            number += 1
-            target = f"{path}{CORRUPT_SUFFIX}{stamp}-{number}"
         try:
-            os.rename(path, target)
+            target = move_aside(path, CORRUPT_SUFFIX, now)
         except OSError as exc:
             self._log.error("eviction journal unusable and not moved aside; starting with an empty journal",
                             path=path, reason=reason, error=exc.strerror)

@@ -1,0 +1,152 @@
+"""`evictd run` restarted on a real node: the engine state in stateDir (src/evictd/engine_state_file.py).
+
+The node is a private test cgroup, ``memory/evictd-test-<random>/kubepods`` limited to 512 MiB, with one burstable
+pod in it (as in test_run_pods.py). The pod's real process allocates past ``allocatableMemory.available<200Mi``,
+a soft threshold with a 6 s grace period, and evictd (no API: the eviction is decided and logged) is restarted
+3 s into that grace period. The kubelet would start the grace period again (an eviction ~9 s after the
+crossing); evictd restores it from `<stateDir>/engine-state.json` and decides at ~6 s. A state file that is
+corrupt, or another node's or format version's, is renamed aside and evictd starts afresh.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from evictd_process import EvictdProcess, start_evictd
+
+from evictd.core.saved_state import STATE_VERSION
+from real_pod_node import MiB, RealPodNode
+
+POD_LIMIT_BYTES = 512 * MiB
+ALLOCATED_BYTES = 360 * MiB  # leaves ~150Mi: past the 200Mi threshold, well below the limit (no OOM kill)
+GRACE_S = 6.0
+RESTART_AFTER_S = 3.0
+INTERVAL = "200ms"
+THRESHOLD = "allocatableMemory.available<200Mi (soft, grace 6s)"
+# A cycle every 200 ms, a decision at most a cycle late; a restart costs the new process's start-up, not more.
+LATE_BY_AT_MOST_S = 1.5
+
+
+@pytest.fixture
+def real_pod(ext4_mount: Path) -> Iterator[RealPodNode]:
+    node = RealPodNode(kubelet_root=ext4_mount / "kubelet", pod_logs_dir=ext4_mount / "pods-logs",
+                       pods_limit_bytes=POD_LIMIT_BYTES)
+    try:
+        node.create(volume_files={"data.bin": 1 * MiB}, log_bytes=4096)
+        yield node
+    finally:
+        node.teardown()
+
+
+def start_on_the_node(tmp_path: Path, real_pod: RealPodNode, processes: list[EvictdProcess]) -> EvictdProcess:
+    """Start `evictd run` on the real pod's node with the soft allocatable threshold; return after its first cycle."""
+    return start_evictd(
+        tmp_path, processes,
+        kubelet="evictionHard: {memory.available: 1Mi}\nevictionSoft: {allocatableMemory.available: 200Mi}\n"
+                f"evictionSoftGracePeriod: {{allocatableMemory.available: {GRACE_S:g}s}}\nenforceNodeAllocatable: []\n",
+        evictd=f"housekeepingInterval: {INTERVAL}\npsiWakeups: false\n" + real_pod.evictd_settings(tmp_path / "containerd"),
+    )
+
+
+def test_a_restart_inside_a_soft_grace_period_neither_resets_nor_shortens_it(
+    tmp_path: Path, real_pod: RealPodNode, evictd_processes: list[EvictdProcess]
+) -> None:
+    pod_process = real_pod.start_process()
+    first = start_on_the_node(tmp_path, real_pod, evictd_processes)
+    pod_process.do(f"alloc {ALLOCATED_BYTES}")
+    crossed = first.wait_event("threshold met", timeout=10)
+    assert crossed["threshold"] == THRESHOLD
+    time.sleep(max(0.0, crossed["_received"] + RESTART_AFTER_S - time.time()))
+    assert first.stop() == 0
+    assert not [e for e in first.events if e.get("event") in ("would evict pod", "evicting pod")], \
+        "stopped before the grace period ended"
+    state = json.loads((tmp_path / "state" / "engine-state.json").read_text())
+    assert [item["threshold"]["signal"] for item in state["firstObservedAt"]] == ["allocatableMemory.available"]
+
+    restarted_at = time.time()
+    second = start_on_the_node(tmp_path, real_pod, evictd_processes)
+    restored = second.wait_event("engine state restored")
+    assert restored["grace_periods"] == [THRESHOLD]
+    assert restored["conditions"] == ["MemoryPressure"]
+    assert 0 < restored["age_s"] < RESTART_AFTER_S
+    evicted = second.wait_event("would evict pod", timeout=GRACE_S + 5)
+    assert evicted["pod"] == real_pod.key and evicted["threshold"] == THRESHOLD
+    after_crossing = evicted["_received"] - crossed["_received"]
+    print(f"crossing -> restart {restarted_at - crossed['_received']:.2f} s, crossing -> eviction "
+          f"{after_crossing:.2f} s (grace {GRACE_S:g} s)")
+    assert after_crossing >= GRACE_S - 0.3, "the restart shortened the grace period"
+    assert after_crossing < GRACE_S + LATE_BY_AT_MOST_S, "the restart started the grace period again"
+    # The restored condition never went away: no flap from MemoryPressure to nothing and back.
+    changes = [e["conditions"] for e in second.events if e.get("event") == "node conditions changed"]
+    assert changes == [["MemoryPressure"]]
+    assert second.metric("evictd_errors_total", source="state") == 0
+    assert second.stop() == 0
+
+
+def saved_document(node: str, version: int = STATE_VERSION) -> dict[str, object]:
+    """A well-formed state with the test's threshold met since a second ago."""
+    now = time.time()
+    record = {"signal": "allocatableMemory.available", "operator": "LessThan", "value": {"quantity": "200Mi"},
+              "gracePeriodSeconds": GRACE_S, "minReclaim": None, "hard": False}
+    return {"version": version, "node": node, "savedAt": now - 0.5,
+            "firstObservedAt": [{"threshold": record, "at": now - 1}], "thresholdsMet": [],
+            "conditionLastObservedAt": {"MemoryPressure": now - 1}, "lastObservations": {}}
+
+
+@pytest.mark.parametrize("case", ["corrupt", "other node", "other version"])
+def test_an_unusable_state_file_is_moved_aside_and_evictd_starts_afresh(
+    case: str, tmp_path: Path, real_pod: RealPodNode, evictd_processes: list[EvictdProcess]
+) -> None:
+    folder = tmp_path / "state"
+    folder.mkdir()
+    path = folder / "engine-state.json"
+    node = socket.gethostname()
+    if case == "corrupt":
+        path.write_bytes(b'{"version": 1, "node": "' + node.encode() + b'", "savedAt": 17')  # truncated
+    else:
+        document = saved_document("another-node" if case == "other node" else node,
+                                  STATE_VERSION + 1 if case == "other version" else STATE_VERSION)
+        path.write_text(json.dumps(document))
+    before = path.read_bytes()
+    daemon = start_on_the_node(tmp_path, real_pod, evictd_processes)
+    suffix = "corrupt" if case == "corrupt" else "foreign"
+    event = ("engine state file unusable: moved aside, starting afresh" if case == "corrupt"
+             else "engine state file of another node or format version: moved aside, starting afresh")
+    moved = daemon.wait_event(event)
+    assert Path(moved["moved_to"]).read_bytes() == before
+    assert Path(moved["moved_to"]).name.startswith(f"engine-state.json.{suffix}-")
+    assert moved["reason"], moved
+    assert daemon.metric("evictd_errors_total", source="state") == 1
+    assert not [e for e in daemon.events if e.get("event") == "engine state restored"]
+    # Afresh: the pod's crossing starts a whole grace period, and the new file is this node's.
+    pod_process = real_pod.start_process()
+    pod_process.do(f"alloc {ALLOCATED_BYTES}")
+    crossed = daemon.wait_event("threshold met", timeout=10)
+    evicted = daemon.wait_event("would evict pod", timeout=GRACE_S + 5)
+    assert evicted["_received"] - crossed["_received"] >= GRACE_S - 0.3
+    saved = json.loads(path.read_text())
+    assert saved["node"] == node and saved["version"] == STATE_VERSION
+    assert daemon.stop() == 0
+
+
+@pytest.mark.parametrize("dry_run", [False, True])
+def test_the_state_is_saved_unless_in_dry_run(tmp_path: Path, dry_run: bool,
+                                              evictd_processes: list[EvictdProcess]) -> None:
+    daemon = EvictdProcess(tmp_path, kubelet="evictionSoft: {memory.available: 1024Gi}\n"
+                           "evictionSoftGracePeriod: {memory.available: 1h}\n",
+                           evictd=f"housekeepingInterval: 50ms\ndryRun: {str(dry_run).lower()}\n", args=("--cycles", "3"))
+    evictd_processes.append(daemon)
+    assert daemon.process.wait(timeout=30) == 0
+    state = tmp_path / "state"
+    files = sorted(p.name for p in state.iterdir()) if state.exists() else []
+    if dry_run:
+        assert files == [], "dry-run writes nothing to stateDir"
+    else:
+        assert files == ["engine-state.json"]
+        saved = json.loads((state / "engine-state.json").read_text())
+        assert [item["threshold"]["signal"] for item in saved["firstObservedAt"]] == ["memory.available"]

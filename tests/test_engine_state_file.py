@@ -1,0 +1,152 @@
+"""The engine state file (src/evictd/engine_state_file.py) on real files: saved after cycles, restored at start,
+an unusable file moved aside, and a stateDir that takes no writes (a full and a read-only tmpfs) costing only the
+saving."""
+
+from __future__ import annotations
+
+import json
+import os
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from builders import Mi, summary
+from clocks import ManualClock
+from evictd.after_cycle import Cycle
+from evictd.core.engine import EngineConfig, EngineState, assess
+from evictd.core.fs_layout import FsLayout
+from evictd.core.signals import NodeCondition
+from evictd.core.summary import summary_from_dict
+from evictd.core.thresholds import parse_threshold_config
+from evictd.engine_state_file import (
+    MIN_RESTORE_WINDOW_S,
+    SAVE_EVERY_S,
+    STATE_FILE,
+    EngineStateFile,
+    restore_window_s,
+)
+from evictd.manager import CycleReport
+from full_filesystem import UnwritableFolder
+from recording_log import Counter, RecordingLog
+
+CONFIG = EngineConfig(thresholds=tuple(parse_threshold_config([], {}, {"memory.available": "1Gi"},
+                                                              {"memory.available": "60s"}, {})))
+WINDOW_S = restore_window_s(10.0)
+
+
+def cycle(state: EngineState, clock: ManualClock, available: int = 512 * Mi, number: int = 1) -> Cycle:
+    """Run the engine one cycle at the clock's time; return the finished cycle an after-cycle hook gets."""
+    new_state, assessment = assess(state, CONFIG, FsLayout(), summary_from_dict(summary(memory=available)), [],
+                                   clock.now_s)
+    report = CycleReport(now=clock.now_s, assessment=assessment)
+    return Cycle(number=number, report=report, state=new_state, started_at=clock.now_s, duration_s=0.0,
+                 wall=clock.wall())
+
+
+def state_file(path: Path, clock: ManualClock, log: RecordingLog | None = None,
+               errors: Counter | None = None) -> EngineStateFile:
+    return EngineStateFile(str(path), "node-1", log=log or RecordingLog(), on_error=errors or Counter(), clock=clock)
+
+
+def test_restore_window_is_three_intervals_and_at_least_thirty_seconds() -> None:
+    assert restore_window_s(10.0) == MIN_RESTORE_WINDOW_S == 30.0
+    assert restore_window_s(0.2) == 30.0
+    assert restore_window_s(60.0) == 180.0
+
+
+def test_a_saved_state_is_restored_by_the_next_process(tmp_path: Path) -> None:
+    path = tmp_path / "state" / STATE_FILE
+    clock = ManualClock(now_s=1000.0)
+    first = state_file(path, clock)
+    assert first.restore(CONFIG, WINDOW_S) == EngineState(), "no file: a fresh start"
+    finished = cycle(EngineState(), clock)
+    first(finished)
+    document = json.loads(path.read_text())
+    assert document["savedAt"] == clock.wall().timestamp() and document["node"] == "node-1"
+    # Another process 20 s later on the wall clock, its monotonic clock at 7 s.
+    later = ManualClock(now_s=7.0, wall_at_zero=clock.wall() + timedelta(seconds=20 - 7))
+    log = RecordingLog()
+    restored = state_file(path, later, log).restore(CONFIG, WINDOW_S)
+    assert restored.first_observed_at == {CONFIG.thresholds[0]: 7.0 - 20.0}
+    assert restored.node_conditions == (NodeCondition.MEMORY_PRESSURE,)
+    assert log.at("info") == [("engine state restored", {
+        "path": str(path), "age_s": 20.0, "restore_window_s": WINDOW_S,
+        "grace_periods": ["memory.available<1Gi (soft, grace 60s)"], "conditions": ["MemoryPressure"],
+        "thresholds_no_longer_configured": 0})]
+
+
+def test_a_cycle_that_changed_no_timer_is_saved_at_most_once_a_second(tmp_path: Path) -> None:
+    path = tmp_path / STATE_FILE
+    clock = ManualClock(now_s=1000.0)
+    hook = state_file(path, clock)
+    state = cycle(EngineState(), clock).state
+    hook(cycle(EngineState(), clock))
+    written = os.stat(path).st_ino
+    clock.advance(SAVE_EVERY_S / 2)
+    same = cycle(state, clock)
+    hook(same)
+    assert os.stat(path).st_ino == written, "a rename replaces the file: no rename, no write"
+    clock.advance(SAVE_EVERY_S / 2)
+    hook(cycle(same.state, clock))
+    assert os.stat(path).st_ino != written
+    written = os.stat(path).st_ino
+    clock.advance(0.01)
+    hook(cycle(same.state, clock, available=4096 * Mi))  # the threshold no longer met: written at once
+    assert os.stat(path).st_ino != written
+    assert json.loads(path.read_text())["firstObservedAt"] == []
+
+
+@pytest.mark.parametrize("case", ["corrupt", "a directory", "foreign"])
+def test_an_unusable_file_is_moved_aside_counted_and_logged_once(tmp_path: Path, case: str) -> None:
+    path = tmp_path / STATE_FILE
+    clock = ManualClock(now_s=1000.0)
+    if case == "corrupt":
+        path.write_bytes(b"\xff\xfe not json")
+    elif case == "a directory":
+        path.mkdir()
+    else:
+        state_file(path, clock)(cycle(EngineState(), clock))
+        document = json.loads(path.read_text())
+        path.write_text(json.dumps({**document, "node": "node-2"}))
+    log, errors = RecordingLog(), Counter()
+    assert state_file(path, clock, log, errors).restore(CONFIG, WINDOW_S) == EngineState()
+    assert errors.count == 1
+    [(event, fields)] = log.at("error")
+    suffix = "foreign" if case == "foreign" else "corrupt"
+    assert event == ("engine state file of another node or format version: moved aside, starting afresh"
+                     if case == "foreign" else "engine state file unusable: moved aside, starting afresh")
+    assert fields["moved_to"] == f"{path}.{suffix}-20260101T001640Z" and os.path.lexists(fields["moved_to"])
+    assert not os.path.lexists(path)
+    assert fields["reason"] == {"corrupt": "is not UTF-8 text (byte 0)", "a directory": "is a directory",
+                                "foreign": "saved by node 'node-2', this is node 'node-1'"}[case]
+
+
+def test_temporary_files_of_an_interrupted_write_are_removed(tmp_path: Path) -> None:
+    (tmp_path / ".engine-state-abc123").write_bytes(b'{"version": 1, "no')
+    (tmp_path / ".journal-keep").write_bytes(b"the journal's own")
+    log = RecordingLog()
+    state_file(tmp_path / STATE_FILE, ManualClock(), log).restore(CONFIG, WINDOW_S)
+    assert sorted(os.listdir(tmp_path)) == [".journal-keep"]
+    assert log.at("info") == [("removed temporary engine state files left by an interrupted write",
+                               {"folder": str(tmp_path), "count": 1})]
+
+
+def test_a_state_dir_that_takes_no_writes_costs_only_the_saving(unwritable_state: UnwritableFolder) -> None:
+    path = unwritable_state.folder / STATE_FILE
+    clock = ManualClock(now_s=1000.0)
+    log, errors = RecordingLog(), Counter()
+    hook = state_file(path, clock, log, errors)
+    state = EngineState()
+    for number in range(1, 4):
+        finished = cycle(state, clock, number=number)
+        hook(finished)  # never raises into the loop
+        state = finished.state
+        clock.advance(SAVE_EVERY_S)
+    assert errors.count == 3, "every failed write is counted"
+    assert log.at("warning") == [("engine state not saved: a restart now would start grace periods afresh",
+                                  {"path": str(path), "error": unwritable_state.write_error})], "logged once"
+    unwritable_state.make_writable()
+    hook(cycle(state, clock, number=4))
+    assert log.at("info") == [("engine state saved again", {"path": str(path), "failed_writes": 3})]
+    assert json.loads(path.read_text())["node"] == "node-1"

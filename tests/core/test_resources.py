@@ -36,12 +36,8 @@ def init(name: str, cpu: str) -> Json:
 @pytest.mark.parametrize(
     ("pod", "resource", "expected"),
     [
-        pytest.param(
-            core_pod(containers=[container(requests={"cpu": "1"})], init_containers=[init("i", "4")]),
-            "cpu",
-            "4",
-            id="nil-options-larger-init-container",
-        ),
+        pytest.param(core_pod(containers=[container(requests={"cpu": "1"})], init_containers=[init("i", "4")]),
+                     "cpu", "4", id="nil-options-larger-init-container"),
         pytest.param(
             core_pod(
                 containers=[container("a", {"cpu": "2"}), container("b", {"cpu": "3"})],
@@ -61,12 +57,8 @@ def init(name: str, cpu: str) -> Json:
             "6",
             id="pod-overhead-included",
         ),
-        pytest.param(
-            core_pod(containers=[container("a", {"cpu": "2"})], overhead={"memory": "1Gi"}),
-            "memory",
-            "0",
-            id="overhead-not-added-to-zero-request",
-        ),
+        pytest.param(core_pod(containers=[container("a", {"cpu": "2"})], overhead={"memory": "1Gi"}),
+                     "memory", "0", id="overhead-not-added-to-zero-request"),
         pytest.param(
             core_pod(
                 containers=[container("container-1", {"cpu": "1"})],
@@ -109,18 +101,10 @@ def init(name: str, cpu: str) -> Json:
             "210",
             id="restartable-init-init-and-regular",
         ),
-        pytest.param(
-            core_pod(containers=[container("a", {"memory": "1Gi"}), container("b", {"memory": "512Mi"})]),
-            "memory",
-            "1536Mi",
-            id="sum-keeps-binary-format",
-        ),
-        pytest.param(
-            core_pod(containers=[container("a", {"memory": "0"}), container("b", {"memory": "1Gi"})]),
-            "memory",
-            "1Gi",
-            id="zero-receiver-takes-addend-format",
-        ),
+        pytest.param(core_pod(containers=[container("a", {"memory": "1Gi"}), container("b", {"memory": "512Mi"})]),
+                     "memory", "1536Mi", id="sum-keeps-binary-format"),
+        pytest.param(core_pod(containers=[container("a", {"memory": "0"}), container("b", {"memory": "1Gi"})]),
+                     "memory", "1Gi", id="zero-receiver-takes-addend-format"),
         pytest.param(core_pod(containers=[container("a")]), "ephemeral-storage", "0", id="missing-is-zero"),
         pytest.param(
             core_pod(containers=[container("a", {"ephemeral-storage": "1Gi"})], overhead={"ephemeral-storage": "1Mi"}),
@@ -205,18 +189,10 @@ def lim(name: str, cpu: str = "", memory: str = "", *, side: bool = False) -> Js
 @pytest.mark.parametrize(
     ("pod", "resource", "expected"),
     [
-        pytest.param(
-            core_pod(containers=[lim("c", "1")], init_containers=[lim("i", "4")]),
-            "cpu",
-            "4",
-            id="nil-options-larger-init-container",
-        ),
-        pytest.param(
-            core_pod(containers=[lim("a", "2"), lim("b", "3")], init_containers=[lim("i", "2")]),
-            "cpu",
-            "5",
-            id="larger-containers",
-        ),
+        pytest.param(core_pod(containers=[lim("c", "1")], init_containers=[lim("i", "4")]),
+                     "cpu", "4", id="nil-options-larger-init-container"),
+        pytest.param(core_pod(containers=[lim("a", "2"), lim("b", "3")], init_containers=[lim("i", "2")]),
+                     "cpu", "5", id="larger-containers"),
         pytest.param(
             core_pod(
                 containers=[lim("a", "2"), lim("b", "3")],
@@ -227,40 +203,23 @@ def lim(name: str, cpu: str = "", memory: str = "", *, side: bool = False) -> Js
             "6",
             id="pod-overhead-included",
         ),
-        pytest.param(
-            core_pod(containers=[lim("a", "2"), lim("b", "3")], overhead={"cpu": "1", "memory": "1Gi"}),
-            "memory",
-            None,
-            id="overhead-only-on-non-zero-limits",
-        ),
+        pytest.param(core_pod(containers=[lim("a", "2"), lim("b", "3")], overhead={"cpu": "1", "memory": "1Gi"}),
+                     "memory", None, id="overhead-only-on-non-zero-limits"),
         pytest.param(core_pod(containers=[container("a")]), "cpu", None, id="no-limited-containers-no-pod-limit"),
-        pytest.param(
-            core_pod(containers=[lim("a", "2", "2Gi"), container("b")]),
-            "memory",
-            "2Gi",
-            id="one-limited-one-unlimited",
-        ),
+        pytest.param(core_pod(containers=[lim("a", "2", "2Gi"), container("b")]),
+                     "memory", "2Gi", id="one-limited-one-unlimited"),
         pytest.param(
             core_pod(containers=[lim("a", "1", "1Gi")], init_containers=[lim("i", "2", "2Gi"), container("j")]),
             "memory",
             "2Gi",
             id="one-limited-one-unlimited-init",
         ),
-        pytest.param(
-            core_pod(containers=[lim("c", "1")], init_containers=[lim("r1", "1", side=True)]),
-            "cpu",
-            "2",
-            id="restartable-init-container",
-        ),
+        pytest.param(core_pod(containers=[lim("c", "1")], init_containers=[lim("r1", "1", side=True)]),
+                     "cpu", "2", id="restartable-init-container"),
         pytest.param(
             core_pod(
                 containers=[lim("c", "1")],
-                init_containers=[
-                    lim("i1", "5"),
-                    lim("r1", "1", side=True),
-                    lim("r2", "2", side=True),
-                    lim("r3", "3", side=True),
-                ],
+                init_containers=[lim("i1", "5"), lim("r1", "1", side=True), lim("r2", "2", side=True), lim("r3", "3", side=True)],
             ),
             "cpu",
             "7",
@@ -305,24 +264,12 @@ def lim(name: str, cpu: str = "", memory: str = "", *, side: bool = False) -> Js
             "1536Mi",
             id="ephemeral-storage-plus-overhead",
         ),
-        pytest.param(
-            core_pod(containers=[lim("a", "1", "1Gi")], pod_resources={"limits": {"memory": "4Gi"}}),
-            "memory",
-            "4Gi",
-            id="pod-level-limit-wins",
-        ),
-        pytest.param(
-            core_pod(containers=[container("a")], pod_resources={"limits": {"memory": "4Gi"}}),
-            "memory",
-            "4Gi",
-            id="pod-level-limit-without-container-limits",
-        ),
-        pytest.param(
-            core_pod(containers=[lim("a", "1", "1Gi")], pod_resources={"requests": {"memory": "4Gi"}}),
-            "memory",
-            "1Gi",
-            id="pod-level-requests-only-keep-container-limit",
-        ),
+        pytest.param(core_pod(containers=[lim("a", "1", "1Gi")], pod_resources={"limits": {"memory": "4Gi"}}),
+                     "memory", "4Gi", id="pod-level-limit-wins"),
+        pytest.param(core_pod(containers=[container("a")], pod_resources={"limits": {"memory": "4Gi"}}),
+                     "memory", "4Gi", id="pod-level-limit-without-container-limits"),
+        pytest.param(core_pod(containers=[lim("a", "1", "1Gi")], pod_resources={"requests": {"memory": "4Gi"}}),
+                     "memory", "1Gi", id="pod-level-requests-only-keep-container-limit"),
         pytest.param(
             core_pod(
                 containers=[container("a", limits={"ephemeral-storage": "1Gi"})],

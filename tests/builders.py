@@ -8,6 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from evictd.core.pods import Pod, pod_from_dict
+
+Json = dict[str, Any]
+
 Gi = 1 << 30
 Mi = 1 << 20
 BASE_TIME = "2026-11-21T10:00:{:02d}Z"
@@ -16,6 +20,25 @@ BASE_TIME = "2026-11-21T10:00:{:02d}Z"
 def stamp(second: int) -> str:
     """Return an RFC 3339 timestamp `second` seconds after a fixed base (0-59)."""
     return BASE_TIME.format(second)
+
+
+def container(
+    name: str = "app",
+    requests: dict[str, str] | None = None,
+    limits: dict[str, str] | None = None,
+    *,
+    sidecar: bool = False,
+) -> Json:
+    """A v1 container running busybox; `sidecar` sets restartPolicy Always (meaningful among init containers)."""
+    resources: Json = {}
+    if requests is not None:
+        resources["requests"] = requests
+    if limits is not None:
+        resources["limits"] = limits
+    out: Json = {"name": name, "image": "busybox", "resources": resources}
+    if sidecar:
+        out["restartPolicy"] = "Always"
+    return out
 
 
 def pod(
@@ -28,23 +51,26 @@ def pod(
     limits: dict[str, str] | None = None,
     annotations: dict[str, str] | None = None,
     grace: int | None = 30,
-    volumes: list[dict[str, Any]] | None = None,
-    containers: list[dict[str, Any]] | None = None,
+    volumes: list[Json] | None = None,
+    containers: list[Json] | None = None,
+    init_containers: list[Json] | None = None,
+    overhead: dict[str, str] | None = None,
+    pod_resources: Json | None = None,
     phase: str = "Running",
     generation: int = 1,
     priority_class: str | None = None,
-) -> dict[str, Any]:
-    """Return a v1 Pod with one container `app` (unless `containers` is given)."""
-    resources: dict[str, Any] = {}
-    if requests:
-        resources["requests"] = requests
-    if limits:
-        resources["limits"] = limits
-    spec: dict[str, Any] = {
+) -> Json:
+    """Return a v1 Pod with one container `app` holding `requests` and `limits` (unless `containers` is given).
+
+    The uid is `uid-<name>` unless given; `uid=""` leaves it out. `pod_resources` is the pod-level
+    spec.resources, `overhead` the RuntimeClass overhead.
+    """
+    spec: Json = {
         "nodeName": "node-1",
-        "containers": containers if containers is not None else [{"name": "app", "image": "busybox",
-                                                                  "resources": resources}],
+        "containers": containers if containers is not None else [container("app", requests or None, limits or None)],
     }
+    if init_containers:
+        spec["initContainers"] = init_containers
     if priority is not None:
         spec["priority"] = priority
     if priority_class is not None:
@@ -53,11 +79,32 @@ def pod(
         spec["terminationGracePeriodSeconds"] = grace
     if volumes:
         spec["volumes"] = volumes
-    metadata: dict[str, Any] = {"name": name, "namespace": namespace, "uid": uid or f"uid-{name}",
-                                "generation": generation}
+    if overhead is not None:
+        spec["overhead"] = overhead
+    if pod_resources is not None:
+        spec["resources"] = pod_resources
+    metadata: Json = {"name": name, "namespace": namespace, "generation": generation}
+    if uid != "":
+        metadata["uid"] = f"uid-{name}" if uid is None else uid
     if annotations:
         metadata["annotations"] = annotations
     return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec, "status": {"phase": phase}}
+
+
+def core_pod(
+    name: str = "p",
+    *,
+    uid: str | None = None,
+    containers: list[Json] | None = None,
+    requests: dict[str, str] | None = None,
+    limits: dict[str, str] | None = None,
+    **fields: Any,
+) -> Pod:
+    """`pod(...)` parsed into the core's Pod, as upstream's newPod builds it: the uid and the one container
+    (holding `requests` and `limits`) take the pod's name unless given."""
+    if containers is None:
+        containers = [container(name, requests, limits)]
+    return pod_from_dict(pod(name, uid=name if uid is None else uid, containers=containers, **fields))
 
 
 def pod_stats(

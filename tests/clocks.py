@@ -1,7 +1,7 @@
-"""The one fake clock of the tests: it moves only when told, and serves both shapes the code takes.
+"""The one fake clock of the tests: an `evictd.clock.Clock` (`monotonic()` and `wall()`) that moves only when told.
 
-`evictd.clock.Clock` (the daemon, the manager, the evictor, the runtime link) reads `monotonic()` and `wall()`;
-adapters that take a `clock` callable (monotonic seconds) call the clock itself.
+Every clock the shell takes is that shape: the daemon, the manager, the adapters, the journal. `evictd.simulate`
+ships a clock of its own for scenarios; tests of anything else use this one.
 """
 
 from __future__ import annotations
@@ -21,9 +21,6 @@ class ManualClock:
         self.wall_at_zero = wall_at_zero
         # Called with the new time after each `sleep` (what the world does meanwhile).
         self.on_sleep: list[Callable[[float], object]] = []
-
-    def __call__(self) -> float:
-        return self.now_s
 
     def monotonic(self) -> float:
         return self.now_s

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from builders import Gi, Mi, pod, pod_stats, stamp, summary
+from clocks import ManualClock
 from evictd.core.engine import EngineState, effective_thresholds
 from evictd.core.errors import CRIError, KubeError, SampleError
 from evictd.core.fs_layout import FsLayout
@@ -24,7 +25,6 @@ from evictd.core.pods import Pod
 from evictd.core.summary import Summary
 from evictd.manager import CycleReport, EvictionManager, LayoutSource, PodSource
 from evictd.simulate import (
-    FakeClock,
     FixedLayout,
     RecordingEvictor,
     RecordingReclaimer,
@@ -128,7 +128,7 @@ def failing_cycle(config: dict[str, Any], *, layout: LayoutSource | None = None,
         pods=pods or ScriptedPods(),
         reclaimer=RecordingReclaimer(ScriptedStats()),
         evictor=RecordingEvictor(),
-        clock=FakeClock(),
+        clock=ManualClock(0.0),
     )
     return manager.synchronize()
 

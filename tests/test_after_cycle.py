@@ -5,6 +5,7 @@ The memcg notifiers are registered on this machine's root memory cgroup.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from dataclasses import replace
 
@@ -39,7 +40,7 @@ def memory_summary(*, pods_container: bool, usage: bool = True) -> Summary:
 
 @pytest.fixture
 def waiter() -> Iterator[Waiter]:
-    with Waiter() as real:
+    with contextlib.closing(Waiter()) as real:
         yield real
 
 
@@ -101,7 +102,7 @@ def test_refresh_reports_incomplete_node_memory(waiter: Waiter) -> None:
 
 def test_refresh_keeps_the_psi_notifiers_with_or_without_memcg_and_stats(waiter: Waiter) -> None:
     # A real PSI trigger on this machine's /proc/pressure/memory (a 2 s window: no CAP_SYS_RESOURCE here).
-    with PsiNotifier("/proc/pressure/memory", 150_000, 2_000_000) as psi:
+    with contextlib.closing(PsiNotifier("/proc/pressure/memory", 150_000, 2_000_000)) as psi:
         assert refresh(Notifiers(waiter=waiter, memcg=None, psi=(psi,)), memory_summary(pods_container=True)) == []
         assert waiter.notifiers == (psi,), "cgroup v2: PSI only"
         memcg = memcg_set("evictd-test-absent/kubepods")

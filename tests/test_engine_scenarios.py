@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from builders import Gi, Mi, fs, pod, pod_stats, stamp, summary
+from clocks import ManualClock
 from evictd.core.engine import EngineConfig, EngineState, ReclaimThenEvict, Skipped, assess
 from evictd.core.errors import SampleError, ScenarioError
 from evictd.core.fs_layout import FsLayout
@@ -20,7 +21,6 @@ from evictd.core.summary import summary_from_dict
 from evictd.manager import CycleStep, EvictionManager
 from evictd.render import step_json
 from evictd.simulate import (
-    FakeClock,
     FixedLayout,
     RecordingEvictor,
     RecordingReclaimer,
@@ -340,7 +340,7 @@ class BreakableStats(ScriptedStats):
 def test_unreadable_stats_freeze_conditions_and_evict_nothing() -> None:
     victim = pod_from_dict(pod("victim"))
     config = EngineConfig.from_settings(EvictionSettings(hard={"memory.available": "1Gi"}))
-    stats, pods, clock = BreakableStats(), ScriptedPods(), FakeClock()
+    stats, pods, clock = BreakableStats(), ScriptedPods(), ManualClock(0.0)
     manager = EvictionManager(config, stats=stats, layout=FixedLayout(FsLayout()), pods=pods,
                               reclaimer=RecordingReclaimer(stats), evictor=(evictor := RecordingEvictor()),
                               clock=clock)
@@ -350,7 +350,7 @@ def test_unreadable_stats_freeze_conditions_and_evict_nothing() -> None:
     first = manager.synchronize()
     assert first.assessment.node_conditions == ("MemoryPressure",) and len(evictor.evictions) == 1
     stats.broken = True
-    clock.now = 400  # far past the transition period: conditions would clear if stats were read
+    clock.now_s = 400  # far past the transition period: conditions would clear if stats were read
     second = manager.synchronize()
     assert second.assessment.node_conditions == ("MemoryPressure",)
     assert second.assessment.next_step == Skipped("stats unavailable") and len(evictor.evictions) == 1

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from builders import Gi, Mi, fs, pod, pod_stats, summary
+from clocks import ManualClock
 from evictd.core.engine import EngineConfig, Eviction, ReclaimThenEvict, Skipped, effective_thresholds
 from evictd.core.errors import CRIError, KubeError, SampleError
 from evictd.core.fs_layout import FsLayout, ReclaimAction
@@ -12,7 +13,6 @@ from evictd.core.kubelet_config import EvictionSettings
 from evictd.core.pods import pod_from_dict
 from evictd.core.summary import Summary, summary_from_dict
 from evictd.manager import CycleError, CycleReport, CycleStep, EvictionManager
-from evictd.simulate import FakeClock
 
 
 class Stats:
@@ -83,7 +83,7 @@ def manager(stats: Stats, *, layout: Layout | None = None, reclaimer: Reclaimer 
             evictor: Evictor | None = None, hard: dict[str, str] | None = None) -> EvictionManager:
     config = EngineConfig.from_settings(EvictionSettings(hard=hard or {"nodefs.available": "2Gi"}))
     return EvictionManager(config, stats=stats, layout=layout or Layout(FsLayout()), pods=Pods(VICTIM),
-                           reclaimer=reclaimer or Reclaimer(), evictor=evictor or Evictor(), clock=FakeClock())
+                           reclaimer=reclaimer or Reclaimer(), evictor=evictor or Evictor(), clock=ManualClock(0.0))
 
 
 def test_a_failing_reclaim_action_does_not_stop_the_others() -> None:
@@ -128,7 +128,7 @@ def test_layout_detection_failure_skips_the_cycle_and_is_retried() -> None:
 def test_a_runtime_attached_later_brings_its_layout_and_reclaimer_and_keeps_the_grace_periods() -> None:
     """The layout (and the containerfs thresholds derived from it) is detected again from the runtime's
     filesystems; a soft threshold already counting its grace period keeps counting from when it was met."""
-    clock = FakeClock()
+    clock = ManualClock(0.0)
     config = EngineConfig.from_settings(EvictionSettings(hard={}, soft={"nodefs.available": "2Gi"},
                                                          soft_grace_period={"nodefs.available": "1m"}))
     before, after = Reclaimer(), Reclaimer()
@@ -143,7 +143,7 @@ def test_a_runtime_attached_later_brings_its_layout_and_reclaimer_and_keeps_the_
     split = FsLayout(dedicated_imagefs=True, split_containerfs=True)
     runtime_layout = Layout(split)
     m.attach_runtime(runtime_layout, after)
-    clock.now = 61.0
+    clock.now_s = 61.0
     report = m.synchronize()
     assert runtime_layout.calls == 1 and m.state.layout == split
     assert m.state.thresholds == tuple(effective_thresholds(config, split)[0])
@@ -180,18 +180,18 @@ class Unlisted:
 
 def without_pod_list(evictor: Evictor, node_pods: Any, *, hard: dict[str, str] | None = None,
                      soft: dict[str, str] | None = None, stats: Stats | None = None,
-                     clock: FakeClock | None = None) -> EvictionManager:
+                     clock: ManualClock | None = None) -> EvictionManager:
     config = EngineConfig.from_settings(EvictionSettings(hard=hard or {}, soft=soft or {},
                                                          soft_grace_period={signal: "1m" for signal in soft or {}}))
     return EvictionManager(config, stats=stats or Stats(MEMORY_LOW), layout=Layout(FsLayout()),
                            pods=Unlisted(NO_POD_LIST), reclaimer=Reclaimer(), evictor=evictor,
-                           clock=clock or FakeClock(), node_pods=node_pods)
+                           clock=clock or ManualClock(0.0), node_pods=node_pods)
 
 
-def after_grace_period(m: EvictionManager, clock: FakeClock) -> CycleReport:
+def after_grace_period(m: EvictionManager, clock: ManualClock) -> CycleReport:
     """Run a cycle, then another once a soft threshold's 1 m grace period is over; return the second report."""
     m.synchronize()
-    clock.now += 61.0
+    clock.advance(61.0)
     return m.synchronize()
 
 
@@ -210,7 +210,7 @@ def test_without_a_pod_list_a_hard_threshold_evicts_from_the_pods_the_node_shows
 
 
 def test_without_a_pod_list_a_soft_threshold_evicts_nobody() -> None:
-    evictor, clock = Evictor(), FakeClock()
+    evictor, clock = Evictor(), ManualClock(0.0)
     m = without_pod_list(evictor, Pods(STATIC, VICTIM), soft={"memory.available": "1Gi"},
                          stats=Stats(MEMORY_LOW, MEMORY_LOW), clock=clock)
     report = after_grace_period(m, clock)
@@ -222,13 +222,13 @@ def test_without_a_pod_list_a_soft_threshold_evicts_nobody() -> None:
 
 def test_without_a_pod_list_a_hard_threshold_acts_where_a_soft_one_comes_first() -> None:
     """A soft memory threshold outranks a hard disk one; without the pod list the hard one evicts."""
-    evictor, clock = Evictor(), FakeClock()
+    evictor, clock = Evictor(), ManualClock(0.0)
     low = summary(memory=Mi, nodefs=fs(Gi, 100 * Gi), pods=[pod_stats(VICTIM, memory=Gi, rootfs=Gi)])
     m = without_pod_list(evictor, Pods(VICTIM), hard={"nodefs.available": "2Gi"}, soft={"memory.available": "1Gi"},
                          stats=Stats(*[low] * 4), clock=clock)
     m.synchronize()
     evictor.calls.clear()  # the first cycle: only the hard disk threshold acted
-    clock.now += 61.0
+    clock.advance(61.0)
     report = m.synchronize()
     step = report.assessment.next_step
     assert isinstance(step, ReclaimThenEvict) and str(step.threshold.signal) == "memory.available"
@@ -251,7 +251,7 @@ def test_with_a_pod_list_the_nodes_pods_are_not_asked() -> None:
     evictor = Evictor()
     config = EngineConfig.from_settings(EvictionSettings(hard={"memory.available": "1Gi"}))
     report = EvictionManager(config, stats=Stats(MEMORY_LOW), layout=Layout(FsLayout()), pods=Pods(VICTIM),
-                             reclaimer=Reclaimer(), evictor=evictor, clock=FakeClock(),
+                             reclaimer=Reclaimer(), evictor=evictor, clock=ManualClock(0.0),
                              node_pods=Unlisted(AssertionError("asked"))).synchronize()
     assert [e.pod.name for e in evictor.calls] == ["victim"]
     assert report.pod_list_problem is None and not report.pods_from_node and report.degraded is None

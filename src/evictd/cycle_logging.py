@@ -1,7 +1,7 @@
 """Turning cycle reports into log events that say which signal, which threshold, which pod and why.
 
 Quiet when nothing changes: node conditions are logged when they change, thresholds when they start or stop
-being met, and every reclaim, eviction and error as it happens. Values are formatted as the kubelet formats
+being met, and every reclaim, eviction, OOM kill and error as it happens. Values are formatted as the kubelet formats
 them (Kubernetes quantities), so log lines can be compared with kubelet events.
 """
 
@@ -94,6 +94,7 @@ class CycleLogger:
         if report.withheld != self._withheld and report.withheld is not None:
             self._log.warning("threshold not acted on", cycle=number, reason=report.withheld)
         self._withheld = report.withheld
+
     def _oom_kills(self, number: int, oom: OomReport) -> None:
         """One line per pod and container named, one for kills in no pod still present, one outside pods."""
         common: dict[str, Any] = {"cycle": number, "activity": str(oom.activity),

@@ -1,13 +1,8 @@
-"""Prometheus metrics of the daemon, fed from cycle reports.
+"""Prometheus metrics of the daemon, fed from cycle reports: README's metrics table says what each one means and
+which kubelet metric it matches (KUBELET_SPEC §14).
 
-Every metric lives in a registry of its own (not the process-global one), so a test can build as many
-daemons as it likes. Names follow Prometheus conventions: base units (bytes, seconds), `_total` for counters, one
-metric per unit, so a signal's available amount, capacity and threshold are exported as `_bytes`, `_inodes` or
-`_pids` by the resource the signal measures. `evictd_evictions_total`, `evictd_eviction_stats_age_seconds` and
-`evictd_image_garbage_collected_total` carry the meanings of the kubelet's `kubelet_evictions`,
-`kubelet_eviction_stats_age_seconds` and `kubelet_image_garbage_collected_total` (KUBELET_SPEC §14). Label
-values known in advance (signals, causes, sources, scopes) are exported at zero from the start, so that rates
-and dashboards have a series before the first event.
+Every metric lives in a registry of its own (not the process-global one), so a test can build as many daemons as
+it likes. Label values known in advance (signals, causes, sources, scopes) are exported at zero from the start.
 """
 
 from __future__ import annotations
@@ -39,7 +34,7 @@ from evictd.manager import POD_LIST_UNAVAILABLE, CycleReport, CycleStep
 # Cycle durations span a cached cgroup read (~1 ms) to a slow filesystem walk (seconds).
 CYCLE_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
-WAKEUP_CAUSES = ("timer", "memcg", "psi", "signal", "eviction")
+WAKEUP_CAUSES = ("timer", "memcg", "memcg_rearm", "psi", "signal", "eviction")
 # A cycle's own failures are counted by the step that failed; the daemon's by the part of it that failed.
 ERROR_SOURCES = (*(str(step) for step in CycleStep), "notifier", "cycle", "runtime", "state")
 DEGRADED_REASONS = (POD_LIST_UNAVAILABLE,)

@@ -1,21 +1,8 @@
 """`evictd simulate`: drive the real eviction manager through a scripted scenario on a fake clock.
 
-A scenario is YAML (or JSON) in real Kubernetes formats, so data copied from a live cluster can be pasted:
-
-    config: {...}            # a KubeletConfiguration document (apiVersion/kind optional)
-    layout: {dedicatedImageFs: false, splitContainerFs: false}
-    pods: [...]              # v1 Pod objects, as in `kubectl get pods -o json` .items
-    steps:
-    - at: 0                  # seconds on the fake clock; never decreasing
-      summary: {...}         # a kubelet Summary API document
-      afterReclaim: {...}    # optional: the Summary seen after node-level reclaim (default: unchanged)
-      pods: [...]            # optional: replaces the pod list from this step on
-    x-anything: ...          # ignored: a place for YAML anchors shared by steps
-
-The stand-ins here are the only fakes: `FakeClock`, `ScriptedStats`, `FixedLayout`, `ScriptedPods`,
-`RecordingReclaimer`, `RecordingEvictor`. Everything else is the daemon's own code (`EvictionManager`).
-Pods in phase Succeeded or Failed are not active and are left out, as the kubelet's GetActivePods does;
-evicting a pod does not remove it from the list. Malformed scenarios raise ScenarioError with the path.
+The scenario format and its rules are README's "`evictd simulate`" section. The stand-ins here are the only
+fakes: `FakeClock`, `ScriptedStats`, `FixedLayout`, `ScriptedPods`, `RecordingReclaimer`, `RecordingEvictor`.
+Everything else is the daemon's own code (`EvictionManager`). Malformed scenarios raise ScenarioError with the path.
 """
 
 from __future__ import annotations

@@ -45,7 +45,7 @@ from evictd.core.summary import (
 )
 from evictd.cri import NO_RUNTIME
 from evictd.manager import EvictionManager
-from evictd.simulate import FakeClock, RecordingEvictor
+from evictd.simulate import RecordingEvictor
 from real_pod_node import CGROUP_MOUNT, MiB, RealPodNode, du_bytes, du_inodes
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "cgroup"
@@ -664,7 +664,7 @@ def test_an_eviction_cycle_on_the_fixture_node(v1_node: Node) -> None:
         pods=pods,
         reclaimer=ReportOnlyReclaimer(),
         evictor=evictor,
-        clock=FakeClock(),
+        clock=ManualClock(0.0),
     )
     report = manager.synchronize()
     assert report.errors == ()

@@ -11,6 +11,7 @@ Measured figures (wake-up latencies, time for PSI to fire) are printed: run with
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import os
 import re
@@ -190,7 +191,7 @@ def spawn() -> Iterator[Callable[..., Child]]:
 
 @pytest.fixture
 def waiter() -> Iterator[Waiter]:
-    with Waiter() as instance:
+    with contextlib.closing(Waiter()) as instance:
         yield instance
 
 
@@ -586,14 +587,15 @@ def test_a_crossing_between_the_reading_and_the_registration_is_signalled(
     child.send(f"grow {usage_file} {seen + GROW_BYTES} {GROW_BYTES}")
     child.read("grown")
     level = seen + GROW_BYTES // 2  # crossed after the reading `seen`, before the registration
-    with MemcgThresholdNotifier(str(memcg_dir), level, "late", usage_seen=seen) as late:
+    with contextlib.closing(MemcgThresholdNotifier(str(memcg_dir), level, "late", usage_seen=seen)) as late:
         waiter.set_notifiers([late])
         assert waiter.wait(0) == ["memcg"]
         assert waiter.wait(0) == [], "signalled once"
-    with MemcgThresholdNotifier(str(memcg_dir), level, "in time", usage_seen=read_int(usage_file)) as in_time:
+    in_time = MemcgThresholdNotifier(str(memcg_dir), level, "in time", usage_seen=read_int(usage_file))
+    with contextlib.closing(in_time):
         waiter.set_notifiers([in_time])
         assert waiter.wait(0) == [], "no crossing since the reading: nothing to signal"
-    with MemcgThresholdNotifier(str(memcg_dir), level, "no reading") as plain:
+    with contextlib.closing(MemcgThresholdNotifier(str(memcg_dir), level, "no reading")) as plain:
         waiter.set_notifiers([plain])
         assert waiter.wait(0) == [], "without a reading, as the kernel: only later crossings"
 
@@ -735,8 +737,10 @@ def test_has_cap_sys_resource_errors(tmp_path: Path) -> None:
 def test_psi_fires_on_real_memory_stall(memcg_dir: Path, unified_dir: Path, waiter: Waiter) -> None:
     group_pressure = str(unified_dir / "memory.pressure")
     with (
-        PsiNotifier(group_pressure, PSI_STALL_US, PSI_WINDOW_US, description="group memory stall") as in_group,
-        PsiNotifier(SYSTEM_PRESSURE, PSI_STALL_US, PSI_WINDOW_US, description="machine memory stall") as machine,
+        contextlib.closing(PsiNotifier(group_pressure, PSI_STALL_US, PSI_WINDOW_US,
+                                       description="group memory stall")) as in_group,
+        contextlib.closing(PsiNotifier(SYSTEM_PRESSURE, PSI_STALL_US, PSI_WINDOW_US,
+                                       description="machine memory stall")) as machine,
     ):
         assert some_stall_total_us(group_pressure) == 0
         with memory_stall(memcg_dir, also_in=[unified_dir]):

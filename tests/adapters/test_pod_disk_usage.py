@@ -87,7 +87,7 @@ def test_a_round_measures_every_volume_and_log_folder_like_du(roots: tuple[Path,
     clock = ManualClock()
     (figures,) = walker_for(roots, clock, entry_budget=1000).run_pass([SMALL])
     assert figures == PodDiskFigures(
-        SMALL, clock(), WALL_AT + clock(),
+        SMALL, clock.now_s, WALL_AT + clock.now_s,
         volumes=(("cache", space(cache)), ("scratch", space(scratch))),
         logs=(("app", space(app)), ("sidecar", space(sidecar))))
 
@@ -109,7 +109,7 @@ def test_a_big_round_spans_passes_stamped_with_its_start_and_never_delays_a_smal
     clock = ManualClock()
     walker = walker_for(roots, clock, entry_budget=50)
 
-    started = clock()
+    started = clock.now_s
     first = list(walker.run_pass([BIG, SMALL]))
     assert [f.pod for f in first] == [SMALL], "the small pod's round ends in the first pass"
     assert walker.rounds_in_progress() == {BIG}
@@ -165,10 +165,10 @@ def test_fresh_figures_are_used_until_they_are_older_than_the_bound() -> None:
     clock = ManualClock()
     store = PodDiskStore(stale_after_s=STALE_AFTER_S, clock=clock)
     store.want([SMALL])
-    figures = figures_at(SMALL, clock())
+    figures = figures_at(SMALL, clock.now_s)
     store.record(figures)
-    assert store.reading(SMALL, clock() + STALE_AFTER_S) == PodDiskReading(figures=figures)
-    stale = store.reading(SMALL, clock() + STALE_AFTER_S + 1)
+    assert store.reading(SMALL, clock.now_s + STALE_AFTER_S) == PodDiskReading(figures=figures)
+    stale = store.reading(SMALL, clock.now_s + STALE_AFTER_S + 1)
     assert stale.figures is None and stale.problem is not None
     assert stale.problem.source == "disk usage of pod shop/small"
     assert stale.problem.reason.startswith("last measured 121 s ago, older than 120 s")
@@ -178,33 +178,33 @@ def test_a_pod_not_measured_yet_has_no_figures_and_no_problem_until_it_is_overdu
     clock = ManualClock()
     store = PodDiskStore(stale_after_s=STALE_AFTER_S, clock=clock)
     store.want([SMALL])
-    assert store.reading(SMALL, clock() + STALE_AFTER_S) is NOT_MEASURED_YET
-    overdue = store.reading(SMALL, clock() + STALE_AFTER_S + 5)
+    assert store.reading(SMALL, clock.now_s + STALE_AFTER_S) is NOT_MEASURED_YET
+    overdue = store.reading(SMALL, clock.now_s + STALE_AFTER_S + 5)
     assert overdue.figures is None and overdue.problem is not None
     assert "not measured in the 125 s since the pod was first seen" in overdue.problem.reason
     clock.now_s += 60
     store.want([SMALL, BIG])  # a pod wanted since earlier keeps its first time
-    assert store.reading(SMALL, clock() + STALE_AFTER_S).problem is not None
-    assert store.reading(BIG, clock() + STALE_AFTER_S) is NOT_MEASURED_YET
+    assert store.reading(SMALL, clock.now_s + STALE_AFTER_S).problem is not None
+    assert store.reading(BIG, clock.now_s + STALE_AFTER_S) is NOT_MEASURED_YET
 
 
 def test_a_failed_round_is_a_problem_not_old_figures() -> None:
     clock = ManualClock()
     store = PodDiskStore(stale_after_s=STALE_AFTER_S, clock=clock)
     store.want([SMALL])
-    store.record(figures_at(SMALL, clock()))
+    store.record(figures_at(SMALL, clock.now_s))
     failure = SampleError("/var/lib/kubelet/pods/x/volumes", "Too many levels of symbolic links")
-    store.record(PodDiskFigures(SMALL, clock() + 1, WALL_AT, problem=failure))
-    assert store.reading(SMALL, clock() + 2) == PodDiskReading(problem=failure)
+    store.record(PodDiskFigures(SMALL, clock.now_s + 1, WALL_AT, problem=failure))
+    assert store.reading(SMALL, clock.now_s + 2) == PodDiskReading(problem=failure)
 
 
 def test_only_wanted_pods_and_newer_figures_are_kept() -> None:
     clock = ManualClock()
     store = PodDiskStore(stale_after_s=STALE_AFTER_S, clock=clock)
     store.want([SMALL])
-    store.record(figures_at(BIG, clock()))
+    store.record(figures_at(BIG, clock.now_s))
     assert store.latest(BIG) is None, "figures of a pod nobody wants are dropped"
-    newer, older = figures_at(SMALL, clock() + 5, 8192), figures_at(SMALL, clock(), 4096)
+    newer, older = figures_at(SMALL, clock.now_s + 5, 8192), figures_at(SMALL, clock.now_s, 4096)
     store.record(newer)
     store.record(older)
     assert store.latest(SMALL) == newer

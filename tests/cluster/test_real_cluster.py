@@ -4,6 +4,7 @@ pod-bound token carries the node, and a deleted pod goes. Runs only in `make tes
 
 from __future__ import annotations
 
+import contextlib
 import json
 import uuid
 
@@ -36,7 +37,8 @@ def test_pod_runs_on_the_real_kubelet_and_goes(real_cluster: RealCluster) -> Non
     assert status["name"] == "app" and "running" in status["state"]
     container_id = status["containerID"]
     assert container_id.startswith("containerd://")
-    with CriClient(real_cluster.containerd_endpoint, 10.0) as cri:  # the kubelet's container is containerd's
+    # The kubelet's container is containerd's.
+    with contextlib.closing(CriClient(real_cluster.containerd_endpoint, 10.0)) as cri:
         assert container_id.removeprefix("containerd://") in {c.id for c in cri.list_containers()}
 
     kubeconfig = real_cluster.evictd_kubeconfig(IDENTITY_POD)

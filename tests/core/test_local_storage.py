@@ -7,49 +7,21 @@ pods, each breaking a different rule, all evicted in one cycle) with the message
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
 
 import pytest
 
+from builders import Json, container, core_pod
 from evictd.core.fs_layout import FsLayout
 from evictd.core.local_storage import LocalStorageEviction, local_storage_evictions
-from evictd.core.pods import Pod, pod_from_dict
+from evictd.core.pods import Pod
 from evictd.core.quantity import Quantity
 from evictd.core.summary import ContainerStats, FsStats, MemoryStats, PodReference, PodStats, VolumeStats
 
-Json = dict[str, Any]
 MI = 1024**2
 
 
 def q(text: str) -> int:
     return Quantity.parse(text).ceil_int()
-
-
-def make_pod(
-    name: str,
-    *,
-    containers: Sequence[Json] | None = None,
-    init_containers: Sequence[Json] = (),
-    volumes: Sequence[Json] = (),
-    annotations: Mapping[str, str] | None = None,
-    priority: int | None = None,
-    overhead: Mapping[str, str] | None = None,
-) -> Pod:
-    spec: Json = {
-        "containers": list(containers if containers is not None else [{"name": name}]),
-        "initContainers": list(init_containers),
-        "volumes": list(volumes),
-    }
-    if priority is not None:
-        spec["priority"] = priority
-    if overhead is not None:
-        spec["overhead"] = dict(overhead)
-    meta: Json = {"name": name, "uid": name, "annotations": dict(annotations or {})}
-    return pod_from_dict({"metadata": meta, "spec": spec})
-
-
-def ctr(name: str, requests: Mapping[str, str] | None = None, limits: Mapping[str, str] | None = None) -> Json:
-    return {"name": name, "resources": {"requests": dict(requests or {}), "limits": dict(limits or {})}}
 
 
 def uniform_stats(pod: Pod, used: int) -> PodStats:
@@ -76,21 +48,29 @@ def test_manager_with_local_storage_capacity_isolation_open() -> None:
         return {"name": "local-volume", "emptyDir": {"sizeLimit": size_limit}}
 
     # The emptyDir sizeLimit is the memory request (0 when there is none, which disables the rule).
-    empty_dir = make_pod(
+    empty_dir = core_pod(
         "empty-dir",
-        containers=[ctr("empty-dir", {"memory": "900Mi"}, {"memory": "1Gi"})],
+        containers=[container("empty-dir", {"memory": "900Mi"}, {"memory": "1Gi"})],
         volumes=[local_volume("900Mi")],
     )
-    container_limit = make_pod(
+    container_limit = core_pod(
         "container-ephemeral-storage-limit",
         containers=[
-            ctr("container-ephemeral-storage-limit", {"ephemeral-storage": "900Mi"}, {"ephemeral-storage": "800Mi"})
+            container(
+                "container-ephemeral-storage-limit",
+                {"ephemeral-storage": "900Mi"},
+                {"ephemeral-storage": "800Mi"},
+            )
         ],
         volumes=[local_volume("0")],
     )
-    pod_limit = make_pod(
+    pod_limit = core_pod(
         "pod-ephemeral-storage-limit",
-        containers=[ctr("pod-ephemeral-storage-limit", {"ephemeral-storage": "1Gi"}, {"ephemeral-storage": "800Mi"})],
+        containers=[container(
+            "pod-ephemeral-storage-limit",
+            {"ephemeral-storage": "1Gi"},
+            {"ephemeral-storage": "800Mi"},
+        )],
         volumes=[local_volume("0")],
     )
     stats = {
@@ -140,21 +120,21 @@ def emptydir_stats(pod: Pod, used: int | None) -> PodStats:
     ],
 )
 def test_critical_pods_are_never_listed(annotations: dict[str, str], priority: int | None, evicted: bool) -> None:
-    pod = make_pod("p", volumes=[BREAKS_EMPTYDIR], annotations=annotations, priority=priority)
+    pod = core_pod("p", volumes=[BREAKS_EMPTYDIR], annotations=annotations, priority=priority)
     evictions = local_storage_evictions([pod], lookup({"p": emptydir_stats(pod, 2 * MI)}), FsLayout())
     assert [e.pod.name for e in evictions] == (["p"] if evicted else [])
 
 
 def test_pods_without_stats_are_skipped_and_order_is_kept() -> None:
-    pods = [make_pod(name, volumes=[BREAKS_EMPTYDIR]) for name in ("c", "a", "no-stats", "b")]
+    pods = [core_pod(name, volumes=[BREAKS_EMPTYDIR]) for name in ("c", "a", "no-stats", "b")]
     stats = {pod.name: emptydir_stats(pod, 2 * MI) for pod in pods if pod.name != "no-stats"}
     assert [e.pod.name for e in local_storage_evictions(pods, lookup(stats), FsLayout())] == ["c", "a", "b"]
 
 
 def test_first_rule_wins() -> None:
-    pod = make_pod(
+    pod = core_pod(
         "p",
-        containers=[ctr("app", limits={"ephemeral-storage": "1Mi"})],
+        containers=[container("app", limits={"ephemeral-storage": "1Mi"})],
         volumes=[BREAKS_EMPTYDIR],
     )
     stats = PodStats(
@@ -213,7 +193,7 @@ def test_first_rule_wins() -> None:
     ],
 )
 def test_emptydir_rule(volume: Json, volume_stats: list[VolumeStats], evicted: bool) -> None:
-    pod = make_pod("p", volumes=[volume])
+    pod = core_pod("p", volumes=[volume])
     stats = PodStats(pod_ref=PodReference("p", "default", "p"), volume_stats=tuple(volume_stats))
     evictions = local_storage_evictions([pod], lookup({"p": stats}), FsLayout())
     if evicted:
@@ -231,12 +211,26 @@ def test_emptydir_rule(volume: Json, volume_stats: list[VolumeStats], evicted: b
 @pytest.mark.parametrize(
     ("containers", "init_containers", "overhead", "used", "limit_text"),
     [
-        pytest.param([ctr("a", limits={"ephemeral-storage": "1Mi"})], [], None, MI + 1, "1Mi", id="one-byte-over"),
-        pytest.param([ctr("a", limits={"ephemeral-storage": "1Mi"})], [], None, MI, None, id="equal-is-not-over"),
-        pytest.param([ctr("a", limits={"ephemeral-storage": "1Mi"})], [], None, None, None, id="no-usage-is-zero"),
-        pytest.param([ctr("a"), ctr("b")], [], None, 10 * MI, None, id="no-limit-no-rule"),
         pytest.param(
-            [ctr("a", limits={"ephemeral-storage": "1Mi"}), ctr("b", limits={"ephemeral-storage": "2Mi"})],
+            [container("a", limits={"ephemeral-storage": "1Mi"})],
+            [],
+            None,
+            MI + 1,
+            "1Mi",
+            id="one-byte-over",
+        ),
+        pytest.param([container("a", limits={"ephemeral-storage": "1Mi"})], [], None, MI, None, id="equal-is-not-over"),
+        pytest.param(
+            [container("a", limits={"ephemeral-storage": "1Mi"})],
+            [],
+            None,
+            None,
+            None,
+            id="no-usage-is-zero",
+        ),
+        pytest.param([container("a"), container("b")], [], None, 10 * MI, None, id="no-limit-no-rule"),
+        pytest.param(
+            [container("a", limits={"ephemeral-storage": "1Mi"}), container("b", limits={"ephemeral-storage": "2Mi"})],
             [],
             None,
             3 * MI + 1,
@@ -244,15 +238,15 @@ def test_emptydir_rule(volume: Json, volume_stats: list[VolumeStats], evicted: b
             id="sum-of-containers",
         ),
         pytest.param(
-            [ctr("a", limits={"ephemeral-storage": "1Mi"})],
-            [ctr("init", limits={"ephemeral-storage": "5Mi"})],
+            [container("a", limits={"ephemeral-storage": "1Mi"})],
+            [container("init", limits={"ephemeral-storage": "5Mi"})],
             None,
             5 * MI + 1,
             "5Mi",
             id="init-container-peak",
         ),
         pytest.param(
-            [ctr("a", limits={"ephemeral-storage": "1Mi"})],
+            [container("a", limits={"ephemeral-storage": "1Mi"})],
             [],
             {"ephemeral-storage": "1Mi"},
             2 * MI + 1,
@@ -260,7 +254,7 @@ def test_emptydir_rule(volume: Json, volume_stats: list[VolumeStats], evicted: b
             id="overhead-added",
         ),
         pytest.param(
-            [ctr("a", limits={"ephemeral-storage": "0"})],
+            [container("a", limits={"ephemeral-storage": "0"})],
             [],
             None,
             1,
@@ -276,7 +270,7 @@ def test_pod_limit_rule(
     used: int | None,
     limit_text: str | None,
 ) -> None:
-    pod = make_pod("p", containers=containers, init_containers=init_containers, overhead=overhead)
+    pod = core_pod("p", containers=containers, init_containers=init_containers, overhead=overhead)
     stats = PodStats(pod_ref=PodReference("p", "default", "p"), ephemeral_storage=FsStats(used_bytes=used))
     evictions = local_storage_evictions([pod], lookup({"p": stats}), FsLayout())
     if limit_text is None:
@@ -315,7 +309,7 @@ def container_stats(name: str, logs: int | None, rootfs: int | None) -> Containe
     ],
 )
 def test_container_limit_rule(dedicated_imagefs: bool, logs: int | None, rootfs: int | None, evicted: bool) -> None:
-    pod = make_pod("p", containers=[ctr("app", limits={"ephemeral-storage": "1Mi"})])
+    pod = core_pod("p", containers=[container("app", limits={"ephemeral-storage": "1Mi"})])
     # No ephemeral-storage pod stats: the pod rule sees usage 0 and stays quiet.
     stats = PodStats(pod_ref=PodReference("p", "default", "p"), containers=(container_stats("app", logs, rootfs),))
     evictions = local_storage_evictions([pod], lookup({"p": stats}), FsLayout(dedicated_imagefs=dedicated_imagefs))
@@ -332,14 +326,14 @@ def test_container_limit_rule(dedicated_imagefs: bool, logs: int | None, rootfs:
 
 
 def test_container_rule_walks_stats_order_and_ignores_init_and_unknown_containers() -> None:
-    pod = make_pod(
+    pod = core_pod(
         "p",
         containers=[
-            ctr("first-in-spec", limits={"ephemeral-storage": "1Mi"}),
-            ctr("second-in-spec", limits={"ephemeral-storage": "1Mi"}),
-            ctr("unlimited"),
+            container("first-in-spec", limits={"ephemeral-storage": "1Mi"}),
+            container("second-in-spec", limits={"ephemeral-storage": "1Mi"}),
+            container("unlimited"),
         ],
-        init_containers=[ctr("init", limits={"ephemeral-storage": "1"})],
+        init_containers=[container("init", limits={"ephemeral-storage": "1"})],
     )
     stats = PodStats(
         pod_ref=PodReference("p", "default", "p"),
@@ -371,7 +365,7 @@ def test_container_rule_walks_stats_order_and_ignores_init_and_unknown_container
 )
 def test_container_limit_value(limit: str, evicted: bool, printed: str | None) -> None:
     # Only containers whose limit rounds up to a non-zero integer take part (Quantity.Value() != 0).
-    pod = make_pod("p", containers=[ctr("app", limits={"ephemeral-storage": limit})])
+    pod = core_pod("p", containers=[container("app", limits={"ephemeral-storage": limit})])
     stats = PodStats(
         pod_ref=PodReference("p", "default", "p"),
         containers=(container_stats("app", 2048, 0),),

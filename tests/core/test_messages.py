@@ -7,11 +7,9 @@ the wild, where the numbers pin down the quantity formatting.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
-
 import pytest
 
+from builders import Json, container, core_pod
 from evictd.core.messages import (
     container_ephemeral_limit_message,
     emptydir_limit_message,
@@ -19,12 +17,11 @@ from evictd.core.messages import (
     go_quote,
     pod_ephemeral_limit_message,
 )
-from evictd.core.pods import Pod, pod_from_dict
+from evictd.core.pods import Pod
 from evictd.core.quantity import Quantity, QuantityFormat
 from evictd.core.signals import Resource
 from evictd.core.summary import ContainerStats, FsStats, MemoryStats, PodReference, PodStats
 
-Json = dict[str, Any]
 MI = 1024**2
 GI = 1024**3
 
@@ -35,22 +32,6 @@ def binary(value: int) -> Quantity:
 
 def decimal(value: int) -> Quantity:
     return Quantity.from_int(value, QuantityFormat.DECIMAL_SI)
-
-
-def container(name: str, requests: Json | None = None) -> Json:
-    return {"name": name, "resources": {"requests": requests or {}}}
-
-
-def make_pod(
-    name: str,
-    containers: Sequence[Json],
-    init_containers: Sequence[Json] = (),
-    pod_resources: Json | None = None,
-) -> Pod:
-    spec: Json = {"containers": list(containers), "initContainers": list(init_containers)}
-    if pod_resources is not None:
-        spec["resources"] = pod_resources
-    return pod_from_dict({"metadata": {"name": name, "uid": name}, "spec": spec})
 
 
 def disk(name: str, rootfs: int | None, logs: int | None) -> ContainerStats:
@@ -75,7 +56,7 @@ NO_OFFENDERS = {"offending_containers": "", "offending_containers_usage": ""}
 
 def test_memory_pressure_verify_pod_status() -> None:
     # newPodMemoryStats gives containers rootfs/logs but no memory stats: no container sentence.
-    pod = make_pod("above-requests", [container("above-requests", {"memory": "100Mi"})])
+    pod = core_pod("above-requests", containers=[container("above-requests", {"memory": "100Mi"})])
     stats = PodStats(
         pod_ref=PodReference("above-requests", "default", "above-requests"),
         memory=MemoryStats(working_set_bytes=700 * MI),
@@ -87,7 +68,7 @@ def test_memory_pressure_verify_pod_status() -> None:
 
 
 def test_pid_pressure_verify_pod_status() -> None:
-    pod = make_pod("pod1", [container("pod1")])
+    pod = core_pod("pod1", containers=[container("pod1")])
     message, annotations = eviction_message(
         Resource.PIDS, pod, stats_for(pod), Quantity.parse("1200"), decimal(1500 - 1000)
     )
@@ -123,7 +104,7 @@ def test_pid_pressure_verify_pod_status() -> None:
 def test_disk_pressure_verify_pod_status(
     threshold: str, available: int, es_request: str, rootfs: int, expected: str
 ) -> None:
-    pod = make_pod("above-requests", [container("above-requests", {"ephemeral-storage": es_request})])
+    pod = core_pod("above-requests", containers=[container("above-requests", {"ephemeral-storage": es_request})])
     stats = stats_for(pod, disk("above-requests", rootfs, 0))
     message, annotations = eviction_message(
         Resource.EPHEMERAL_STORAGE, pod, stats, Quantity.parse(threshold), binary(available)
@@ -139,7 +120,7 @@ def test_disk_pressure_verify_pod_status(
 def test_percentage_threshold_and_zero_request_as_seen_in_the_wild() -> None:
     # "Threshold quantity: 4902142351, available: 4528764Ki. Container sti-build was using 3888Ki, request
     # is 0": a percentage threshold is a BinarySI value that is not a multiple of 1024; no request prints 0.
-    pod = make_pod("build", [container("sti-build")])
+    pod = core_pod("build", containers=[container("sti-build")])
     message, annotations = eviction_message(
         Resource.EPHEMERAL_STORAGE,
         pod,
@@ -156,7 +137,7 @@ def test_percentage_threshold_and_zero_request_as_seen_in_the_wild() -> None:
 
 def test_several_offending_containers_in_stats_order() -> None:
     # Stats order decides (here it differs from spec order); each line and annotation entry follows it.
-    pod = make_pod("traefik-pod", [container("logrotate"), container("fluentbit"), container("traefik")])
+    pod = core_pod("traefik-pod", containers=[container("logrotate"), container("fluentbit"), container("traefik")])
     stats = stats_for(
         pod,
         disk("traefik", 52 * 1024, 0),
@@ -259,7 +240,7 @@ def test_memory_container_lines(
     offenders: str,
     usages: str,
 ) -> None:
-    pod = make_pod("p", containers, init_containers)
+    pod = core_pod("p", containers=containers, init_containers=init_containers)
     message, annotations = eviction_message(Resource.MEMORY, pod, stats_for(pod, *container_stats), None, None)
     assert message == HEADER + expected_tail
     assert annotations == {
@@ -274,7 +255,7 @@ def test_memory_container_lines(
     [pytest.param(None, 5 * MI, id="no-rootfs-usage"), pytest.param(5 * MI, None, id="no-logs-stats")],
 )
 def test_ephemeral_storage_needs_rootfs_and_logs(rootfs: int | None, logs: int | None) -> None:
-    pod = make_pod("p", [container("app")])
+    pod = core_pod("p", containers=[container("app")])
     message, _ = eviction_message(
         Resource.EPHEMERAL_STORAGE, pod, stats_for(pod, disk("app", rootfs, logs)), None, None
     )
@@ -283,7 +264,7 @@ def test_ephemeral_storage_needs_rootfs_and_logs(rootfs: int | None, logs: int |
 
 @pytest.mark.parametrize("resource", [Resource.INODES, Resource.PIDS])
 def test_no_container_lines_for_inodes_and_pids(resource: Resource) -> None:
-    pod = make_pod("p", [container("app")])
+    pod = core_pod("p", containers=[container("app")])
     stats = stats_for(pod, ContainerStats(name="app", rootfs=FsStats(used_bytes=GI, inodes_used=10**6)))
     message, annotations = eviction_message(resource, pod, stats, decimal(1000), decimal(5))
     assert message == f"The node was low on resource: {resource.value}. Threshold quantity: 1k, available: 5. "
@@ -301,7 +282,7 @@ def test_no_container_lines_for_inodes_and_pids(resource: Resource) -> None:
     ],
 )
 def test_threshold_sentence_and_no_stats(threshold: Quantity | None, available: Quantity | None, expected: str) -> None:
-    pod = make_pod("p", [container("app")])
+    pod = core_pod("p", containers=[container("app")])
     message, annotations = eviction_message(Resource.MEMORY, pod, None, threshold, available)
     assert message == expected
     assert annotations == {}
@@ -342,7 +323,7 @@ def test_pod_level_memory_line(
     expected_tail: str,
     pod_annotations: dict[str, str],
 ) -> None:
-    pod = make_pod("p", [container("app", {"memory": "100Mi"})], pod_resources=pod_resources)
+    pod = core_pod("p", containers=[container("app", {"memory": "100Mi"})], pod_resources=pod_resources)
     stats = stats_for(pod, mem("app", 200 * MI), pod_working_set=pod_working_set)
     message, annotations = eviction_message(resource, pod, stats, None, None)
     header = f"The node was low on resource: {resource.value}. "
@@ -361,7 +342,7 @@ def test_pod_level_memory_line(
 
 
 def test_pod_level_memory_line_usage_defaults_to_zero() -> None:
-    pod = make_pod("p", [container("app")], pod_resources=POD_LEVEL)
+    pod = core_pod("p", containers=[container("app")], pod_resources=POD_LEVEL)
     stats = PodStats(pod_ref=PodReference("p", "default", "p"), memory=MemoryStats())
     message, annotations = eviction_message(Resource.MEMORY, pod, stats, None, None)
     assert message == HEADER + "Pod p was using 0, request is 1Gi, has larger consumption of memory. "

@@ -11,8 +11,8 @@ import copy
 from typing import Any
 
 import pytest
-from pod_json_builders import Json, ctr, make, q
 
+from builders import Json, container, core_pod, pod
 from evictd.core.errors import DecodeError
 from evictd.core.pods import (
     Container,
@@ -30,6 +30,7 @@ from evictd.core.pods import (
     pod_priority,
     pod_to_dict,
 )
+from evictd.core.quantity import Quantity
 
 # --- parsing -----------------------------------------------------------------------------------------------
 
@@ -106,7 +107,8 @@ def test_pod_from_dict_reads_every_field_kubectl_prints() -> None:
     assert pod.tolerations == (
         Toleration(key="node.kubernetes.io/not-ready", operator="Exists", effect="NoExecute", toleration_seconds=300),
     )
-    assert pod.volumes[0] == Volume(name="scratch", kind="emptyDir", empty_dir_medium="", empty_dir_size_limit=q("1Gi"))
+    scratch = Volume(name="scratch", kind="emptyDir", empty_dir_medium="", empty_dir_size_limit=Quantity.parse("1Gi"))
+    assert pod.volumes[0] == scratch
     assert pod.volumes[1] == Volume(name="shm", kind="emptyDir", empty_dir_medium="Memory")
     assert pod.volumes[2] == Volume(name="kube-api-access-x", kind="projected")
     assert (pod.status_phase, pod.status_qos_class) == ("Running", QOSClass.BURSTABLE)
@@ -122,29 +124,33 @@ def test_pod_from_dict_defaults_for_a_minimal_pod() -> None:
 
 
 @pytest.mark.parametrize(
-    ("metadata", "namespace"),
+    ("written", "namespace"),
     [
-        pytest.param({"namespace": None}, "default", id="null-namespace"),
-        pytest.param({"namespace": ""}, "default", id="empty-namespace"),
-        pytest.param({"namespace": "kube-system"}, "kube-system", id="explicit"),
+        pytest.param(None, "default", id="null-namespace"),
+        pytest.param("", "default", id="empty-namespace"),
+        pytest.param("kube-system", "kube-system", id="explicit"),
     ],
 )
-def test_namespace_defaults_to_default(metadata: Json, namespace: str) -> None:
-    assert make(metadata=metadata).namespace == namespace
+def test_namespace_defaults_to_default(written: str | None, namespace: str) -> None:
+    doc = pod("p")
+    doc["metadata"]["namespace"] = written
+    assert pod_from_dict(doc).namespace == namespace
 
 
 def test_pod_level_resources_present_but_empty_is_kept_apart_from_absent() -> None:
-    assert make(spec={"resources": {}}).resources is not None
-    assert make(spec={"resources": None}).resources is None
+    assert core_pod(pod_resources={}).resources is not None
+    null_resources = pod("p")
+    null_resources["spec"]["resources"] = None
+    assert pod_from_dict(null_resources).resources is None
 
 
 def test_null_quantity_in_a_resource_list_is_a_present_zero_as_in_go() -> None:
-    pod = make([ctr(limits={"ephemeral-storage": None})])  # type: ignore[dict-item]
+    pod = core_pod(containers=[container(limits={"ephemeral-storage": None})])  # type: ignore[dict-item]
     assert pod.containers[0].limits["ephemeral-storage"].sign() == 0
 
 
 def test_numeric_quantities_are_accepted_like_go_unmarshal_json() -> None:
-    pod = make([ctr(requests={"memory": 1024, "cpu": 0.5})])  # type: ignore[dict-item]
+    pod = core_pod(containers=[container(requests={"memory": 1024, "cpu": 0.5})])  # type: ignore[dict-item]
     assert str(pod.containers[0].requests["memory"]) == "1024"
     assert str(pod.containers[0].requests["cpu"]) == "500m"
 
@@ -395,7 +401,7 @@ def test_local_volumes(volume: Volume, local_ephemeral: bool, local_disk: bool) 
 
 
 def test_emptydir_medium_parsed_from_json() -> None:
-    pod = make(spec={"volumes": [{"name": "a", "emptyDir": {}}, {"name": "b", "emptyDir": {"medium": "Memory"}}]})
+    pod = core_pod(volumes=[{"name": "a", "emptyDir": {}}, {"name": "b", "emptyDir": {"medium": "Memory"}}])
     assert [is_local_ephemeral_volume(v) for v in pod.volumes] == [True, False]
 
 

@@ -10,8 +10,8 @@ from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from pod_json_builders import Json
 
+from builders import Json
 from evictd.core.errors import DecodeError
 from evictd.core.pods import Pod, QOSClass, counts_for_local_disk, pod_from_dict, pod_to_dict
 from evictd.core.resources import pod_limit, pod_request

@@ -8,12 +8,12 @@ comparator, the extra comparators of the full function do not change the expecte
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from builders import Json, container, core_pod
 from evictd.core.fs_layout import (
     IMAGEFS_SIGNAL_TO_FS_STATS,
     SINGLE_FS_SIGNAL_TO_FS_STATS,
@@ -27,8 +27,6 @@ from evictd.core.ranking import disk_fs_stats, pod_disk_usage, rank_pods
 from evictd.core.signals import Resource, Signal
 from evictd.core.summary import ContainerStats, FsStats, MemoryStats, PodReference, PodStats, VolumeStats
 
-Json = dict[str, Any]
-
 LOW, DEFAULT, HIGH = -1, 0, 1  # eviction_manager_test.go lowPriority / defaultPriority / highPriority
 SINGLE = FsLayout()
 IMAGEFS = FsLayout(dedicated_imagefs=True)
@@ -38,26 +36,6 @@ LOCAL_VOLUME: Json = {"name": "local-volume", "emptyDir": {}}
 
 def q(text: str) -> int:
     return Quantity.parse(text).ceil_int()
-
-
-def make_pod(
-    name: str,
-    priority: int | None = DEFAULT,
-    requests: Mapping[str, str] | None = None,
-    volumes: Sequence[Json] = (),
-    containers: int = 1,
-) -> Pod:
-    """newPod of helpers_test.go: the name is also the uid; one container per `containers`."""
-    spec: Json = {
-        "containers": [
-            {"name": name if i == 0 else f"{name}-{i}", "resources": {"requests": dict(requests or {})}}
-            for i in range(containers)
-        ],
-        "volumes": list(volumes),
-    }
-    if priority is not None:
-        spec["priority"] = priority
-    return pod_from_dict({"metadata": {"name": name, "uid": name}, "spec": spec})
 
 
 def ref(pod: Pod) -> PodReference:
@@ -109,16 +87,16 @@ def names(pods: Sequence[Pod]) -> list[str]:
 
 
 def test_ordered_by_exceeds_request_memory() -> None:
-    below = make_pod("below-requests", LOW, {"memory": "200Mi"})
-    exceeds = make_pod("exceeds-requests", HIGH, {"memory": "100Mi"})
+    below = core_pod("below-requests", priority=LOW, requests={"memory": "200Mi"})
+    exceeds = core_pod("exceeds-requests", priority=HIGH, requests={"memory": "100Mi"})
     stats = {below.name: memory_stats(below, "199Mi"), exceeds.name: memory_stats(exceeds, "101Mi")}
     ranked = rank_pods(Signal.MEMORY_AVAILABLE, SINGLE, [below, exceeds], lookup(stats))
     assert names(ranked) == ["exceeds-requests", "below-requests"]
 
 
 def test_ordered_by_exceeds_request_disk() -> None:
-    below = make_pod("below-requests", LOW, {"ephemeral-storage": "200Mi"})
-    exceeds = make_pod("exceeds-requests", HIGH, {"ephemeral-storage": "100Mi"})
+    below = core_pod("below-requests", priority=LOW, requests={"ephemeral-storage": "200Mi"})
+    exceeds = core_pod("exceeds-requests", priority=HIGH, requests={"ephemeral-storage": "100Mi"})
     stats = {
         below.name: disk_stats(below, "100Mi", "99Mi", "0Mi"),
         exceeds.name: disk_stats(exceeds, "90Mi", "11Mi", "0Mi"),
@@ -128,9 +106,9 @@ def test_ordered_by_exceeds_request_disk() -> None:
 
 
 def test_ordered_by_priority() -> None:
-    low = make_pod("low-priority", -134)
-    medium = make_pod("medium-priority", 1, {"cpu": "100m", "memory": "100Mi"})
-    high = make_pod("high-priority", 12534, {"cpu": "200m", "memory": "200Mi"})
+    low = core_pod("low-priority", priority=-134)
+    medium = core_pod("medium-priority", priority=1, requests={"cpu": "100m", "memory": "100Mi"})
+    high = core_pod("high-priority", priority=12534, requests={"cpu": "200m", "memory": "200Mi"})
     # pid ranking is priority, then process count: with no stats at all, priority alone decides.
     ranked = rank_pods(Signal.PID_AVAILABLE, SINGLE, [high, medium, low], lookup({}))
     assert names(ranked) == ["low-priority", "medium-priority", "high-priority"]
@@ -140,12 +118,12 @@ def test_ordered_by_disk() -> None:
     # Upstream runs only the disk comparator; every pod here has default priority, and the exceed split
     # (pod5 and pod6 are below their requests) keeps the same order.
     pods = [
-        make_pod("best-effort-high", volumes=[LOCAL_VOLUME]),
-        make_pod("best-effort-low", volumes=[LOCAL_VOLUME]),
-        make_pod("burstable-high", requests={"ephemeral-storage": "100Mi"}, volumes=[LOCAL_VOLUME]),
-        make_pod("burstable-low", requests={"ephemeral-storage": "100Mi"}, volumes=[LOCAL_VOLUME]),
-        make_pod("guaranteed-high", requests={"ephemeral-storage": "400Mi"}, volumes=[LOCAL_VOLUME]),
-        make_pod("guaranteed-low", requests={"ephemeral-storage": "400Mi"}, volumes=[LOCAL_VOLUME]),
+        core_pod("best-effort-high", volumes=[LOCAL_VOLUME]),
+        core_pod("best-effort-low", volumes=[LOCAL_VOLUME]),
+        core_pod("burstable-high", requests={"ephemeral-storage": "100Mi"}, volumes=[LOCAL_VOLUME]),
+        core_pod("burstable-low", requests={"ephemeral-storage": "100Mi"}, volumes=[LOCAL_VOLUME]),
+        core_pod("guaranteed-high", requests={"ephemeral-storage": "400Mi"}, volumes=[LOCAL_VOLUME]),
+        core_pod("guaranteed-low", requests={"ephemeral-storage": "400Mi"}, volumes=[LOCAL_VOLUME]),
     ]
     usage = [  # rootfs, logs, local volume: usage - request
         ("50Mi", "100Mi", "150Mi"),  # 300Mi - 0
@@ -168,9 +146,9 @@ def test_ordered_by_disk() -> None:
 
 
 def test_ordered_by_inodes() -> None:
-    low = make_pod("low", volumes=[LOCAL_VOLUME])
-    medium = make_pod("medium", volumes=[LOCAL_VOLUME])
-    high = make_pod("high", volumes=[LOCAL_VOLUME])
+    low = core_pod("low", volumes=[LOCAL_VOLUME])
+    medium = core_pod("medium", volumes=[LOCAL_VOLUME])
+    high = core_pod("high", volumes=[LOCAL_VOLUME])
     stats = {
         low.name: inode_stats(low, "50000", "100000", "50000"),  # 200000
         medium.name: inode_stats(medium, "100000", "150000", "50000"),  # 300000
@@ -193,7 +171,8 @@ def test_ordered_by_priority_disk() -> None:
     ]
     pods, stats = [], {}
     for name, priority, request, usage in spec:
-        pod = make_pod(name, priority, {"ephemeral-storage": request} if request else None, [LOCAL_VOLUME])
+        requests = {"ephemeral-storage": request} if request else None
+        pod = core_pod(name, priority=priority, requests=requests, volumes=[LOCAL_VOLUME])
         pods.append(pod)
         stats[name] = disk_stats(pod, *usage)
     ranked = rank_pods(Signal.NODEFS_AVAILABLE, SINGLE, list(reversed(pods)), lookup(stats))
@@ -208,7 +187,7 @@ def test_ordered_by_priority_inodes() -> None:
         ("high-priority-high-usage", HIGH, ("150000", "150000", "50000")),  # 350000
         ("high-priority-low-usage", HIGH, ("10000", "40000", "100000")),  # 150000
     ]
-    pods = [make_pod(name, priority, volumes=[LOCAL_VOLUME]) for name, priority, _ in spec]
+    pods = [core_pod(name, priority=priority, volumes=[LOCAL_VOLUME]) for name, priority, _ in spec]
     stats = {pod.name: inode_stats(pod, *usage) for pod, (_, _, usage) in zip(pods, spec, strict=True)}
     ranked = rank_pods(Signal.IMAGEFS_INODES_FREE, SINGLE, list(reversed(pods)), lookup(stats))
     assert names(ranked) == [name for name, *_ in spec]
@@ -224,7 +203,7 @@ def test_ordered_by_memory() -> None:
         ("guaranteed-high", "1Gi", "800Mi"),  # -224
         ("guaranteed-low", "1Gi", "200Mi"),  # -824
     ]
-    pods = [make_pod(name, requests={"memory": req} if req else None) for name, req, _ in spec]
+    pods = [core_pod(name, requests={"memory": req} if req else None) for name, req, _ in spec]
     stats = {pod.name: memory_stats(pod, ws) for pod, (_, _, ws) in zip(pods, spec, strict=True)}
     ranked = rank_pods(Signal.MEMORY_AVAILABLE, SINGLE, pods, lookup(stats))
     assert names(ranked) == [
@@ -248,7 +227,7 @@ def test_ordered_by_priority_memory() -> None:
         ("below-requests-high-priority-high-usage", HIGH, "1Gi", "800Mi"),
         ("below-requests-high-priority-low-usage", HIGH, "1Gi", "200Mi"),
     ]
-    pods = [make_pod(name, prio, {"memory": req} if req else None) for name, prio, req, _ in spec]
+    pods = [core_pod(name, priority=prio, requests={"memory": req} if req else None) for name, prio, req, _ in spec]
     stats = {pod.name: memory_stats(pod, ws) for pod, (*_, ws) in zip(pods, spec, strict=True)}
     ranked = rank_pods(Signal.ALLOCATABLE_MEMORY_AVAILABLE, SINGLE, list(reversed(pods)), lookup(stats))
     assert names(ranked) == [name for name, *_ in spec]
@@ -261,7 +240,7 @@ def test_ordered_by_priority_process() -> None:
         ("high-priority-high-usage", HIGH, 20),
         ("high-priority-low-usage", HIGH, 5),
     ]
-    pods = [make_pod(name, prio) for name, prio, _ in spec]
+    pods = [core_pod(name, priority=prio) for name, prio, _ in spec]
     stats = {pod.name: process_stats(pod, n) for pod, (*_, n) in zip(pods, spec, strict=True)}
     ranked = rank_pods(Signal.PID_AVAILABLE, SINGLE, list(reversed(pods)), lookup(stats))
     assert names(ranked) == [name for name, *_ in spec]
@@ -276,7 +255,7 @@ def test_memory_pressure_victim_of_eviction_manager_test() -> None:
         ("best-effort-high-priority-high-usage", HIGH, None, "400Mi"),
         ("best-effort-low-priority-low-usage", LOW, None, "100Mi"),
     ]
-    pods = [make_pod(name, prio, {"memory": req} if req else None) for name, prio, req, _ in spec]
+    pods = [core_pod(name, priority=prio, requests={"memory": req} if req else None) for name, prio, req, _ in spec]
     stats = {pod.name: memory_stats(pod, ws) for pod, (*_, ws) in zip(pods, spec, strict=True)}
     ranked = rank_pods(Signal.MEMORY_AVAILABLE, SINGLE, pods, lookup(stats))
     assert names(ranked) == [
@@ -297,9 +276,9 @@ def test_memory_pressure_victim_of_eviction_manager_test() -> None:
     [Signal.MEMORY_AVAILABLE, Signal.PID_AVAILABLE, Signal.NODEFS_AVAILABLE, Signal.IMAGEFS_INODES_FREE],
 )
 def test_pods_without_stats_come_first_and_tie_among_themselves(signal: Signal) -> None:
-    with_stats = make_pod("with-stats", LOW)
-    no_stats_a = make_pod("no-stats-a", HIGH)
-    no_stats_b = make_pod("no-stats-b", HIGH)
+    with_stats = core_pod("with-stats", priority=LOW)
+    no_stats_a = core_pod("no-stats-a", priority=HIGH)
+    no_stats_b = core_pod("no-stats-b", priority=HIGH)
     stats = {
         with_stats.name: PodStats(
             pod_ref=ref(with_stats),
@@ -317,9 +296,9 @@ def test_pods_without_stats_come_first_and_tie_among_themselves(signal: Signal) 
 
 
 def test_nil_priority_counts_as_zero() -> None:
-    unset = make_pod("unset", priority=None)
-    negative = make_pod("negative", priority=-1)
-    positive = make_pod("positive", priority=1)
+    unset = core_pod("unset", priority=None)
+    negative = core_pod("negative", priority=-1)
+    positive = core_pod("positive", priority=1)
     ranked = rank_pods(Signal.PID_AVAILABLE, SINGLE, [positive, unset, negative], lookup({}))
     assert names(ranked) == ["negative", "unset", "positive"]
 
@@ -342,7 +321,7 @@ def test_qos_is_not_a_ranking_key() -> None:
             },
         }
     )
-    best_effort = make_pod("best-effort")
+    best_effort = core_pod("best-effort")
     stats = {"guaranteed": memory_stats(guaranteed, "101Mi"), "best-effort": memory_stats(best_effort, "0")}
     ranked = rank_pods(Signal.MEMORY_AVAILABLE, SINGLE, [best_effort, guaranteed], lookup(stats))
     assert names(ranked) == ["guaranteed", "best-effort"]
@@ -350,8 +329,8 @@ def test_qos_is_not_a_ranking_key() -> None:
 
 def test_inode_ranking_subtracts_the_ephemeral_storage_byte_request() -> None:
     # 1000 inodes with no request beat 5000 inodes minus a 1Mi (1048576) ephemeral-storage request.
-    few = make_pod("few-inodes")
-    many = make_pod("many-inodes", requests={"ephemeral-storage": "1Mi"})
+    few = core_pod("few-inodes")
+    many = core_pod("many-inodes", requests={"ephemeral-storage": "1Mi"})
     stats = {few.name: inode_stats(few, "1000", "0", "0"), many.name: inode_stats(many, "5000", "0", "0")}
     ranked = rank_pods(Signal.NODEFS_INODES_FREE, SINGLE, [many, few], lookup(stats))
     assert names(ranked) == ["few-inodes", "many-inodes"]
@@ -360,9 +339,9 @@ def test_inode_ranking_subtracts_the_ephemeral_storage_byte_request() -> None:
 def test_split_layout_imagefs_ranking_ignores_usage() -> None:
     # With images and containers on separate filesystems imagefs ranking measures "images": nothing. All
     # pods fall below their requests, then priority, then the smallest ephemeral-storage request first.
-    heavy = make_pod("heavy-user-no-request")
-    small = make_pod("small-request", requests={"ephemeral-storage": "10Mi"})
-    big = make_pod("big-request", requests={"ephemeral-storage": "1Gi"})
+    heavy = core_pod("heavy-user-no-request")
+    small = core_pod("small-request", requests={"ephemeral-storage": "10Mi"})
+    big = core_pod("big-request", requests={"ephemeral-storage": "1Gi"})
     stats = {
         heavy.name: disk_stats(heavy, "10Gi", "10Gi", "0"),
         small.name: disk_stats(small, "1Gi", "1Gi", "0"),
@@ -390,8 +369,8 @@ def test_split_layout_imagefs_ranking_ignores_usage() -> None:
     ],
 )
 def test_layout_selects_what_disk_ranking_measures(signal: Signal, layout: FsLayout, expected: list[str]) -> None:
-    rootfs_heavy = make_pod("rootfs-heavy")
-    logs_heavy = make_pod("logs-heavy")
+    rootfs_heavy = core_pod("rootfs-heavy")
+    logs_heavy = core_pod("logs-heavy")
     stats = {
         rootfs_heavy.name: disk_stats(rootfs_heavy, "900Mi", "10Mi", "0"),
         logs_heavy.name: disk_stats(logs_heavy, "10Mi", "100Mi", "0"),
@@ -494,7 +473,7 @@ def test_pod_disk_usage(fs_stats: tuple[FsStatsType, ...], expected_bytes: int, 
 
 
 def test_rank_returns_new_list_and_leaves_input_alone() -> None:
-    pods = [make_pod("a", HIGH), make_pod("b", LOW)]
+    pods = [core_pod("a", priority=HIGH), core_pod("b", priority=LOW)]
     before = list(pods)
     ranked = rank_pods(Signal.PID_AVAILABLE, SINGLE, pods, lookup({}))
     assert names(ranked) == ["b", "a"]
@@ -503,7 +482,7 @@ def test_rank_returns_new_list_and_leaves_input_alone() -> None:
 
 
 def test_ties_keep_input_order() -> None:
-    pods = [make_pod(f"p{i}") for i in range(20)]
+    pods = [core_pod(f"p{i}") for i in range(20)]
     stats = {pod.name: memory_stats(pod, "10Mi") for pod in pods}
     for signal in (Signal.MEMORY_AVAILABLE, Signal.NODEFS_AVAILABLE, Signal.PID_AVAILABLE):
         assert names(rank_pods(signal, SINGLE, pods, lookup(stats))) == names(pods)
@@ -531,7 +510,9 @@ def pods_and_stats(draw: st.DrawFn) -> tuple[list[Pod], dict[str, PodStats]]:
             )
         )
         volumes = draw(st.lists(st.sampled_from(VOLUMES), max_size=3, unique_by=lambda v: v["name"]))
-        pod = make_pod(f"pod-{i}", draw(st.none() | st.integers(-5, 5)), requests, volumes, draw(st.integers(1, 3)))
+        name = f"pod-{i}"
+        containers = [container(name if n == 0 else f"{name}-{n}", requests) for n in range(draw(st.integers(1, 3)))]
+        pod = core_pod(name, priority=draw(st.none() | st.integers(-5, 5)), containers=containers, volumes=volumes)
         pods.append(pod)
         if draw(st.booleans()):
             stats[pod.name] = PodStats(

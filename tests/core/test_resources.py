@@ -10,72 +10,77 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from pod_json_builders import Json, ctr, make, q, rl
 
+from builders import Json, container, core_pod
 from evictd.core.pods import Container, FrozenMap, Pod
+from evictd.core.quantity import Quantity
 from evictd.core.resources import pod_limit, pod_request
+
+
+def rl(cpu: str = "", memory: str = "") -> dict[str, str]:
+    """A resource list like upstream's getResourceList: empty strings are left out."""
+    return {name: value for name, value in (("cpu", cpu), ("memory", memory)) if value}
+
 
 # --- requests (GetResourceRequestQuantity over component-helpers PodRequests) -----------------------------
 
 
 def sidecar(name: str, cpu: str) -> Json:
-    return ctr(name, {"cpu": cpu}, sidecar=True)
+    return container(name, {"cpu": cpu}, sidecar=True)
 
 
 def init(name: str, cpu: str) -> Json:
-    return ctr(name, {"cpu": cpu})
+    return container(name, {"cpu": cpu})
 
 
 @pytest.mark.parametrize(
     ("pod", "resource", "expected"),
     [
+        pytest.param(core_pod(containers=[container(requests={"cpu": "1"})], init_containers=[init("i", "4")]),
+                     "cpu", "4", id="nil-options-larger-init-container"),
         pytest.param(
-            make([ctr(requests={"cpu": "1"})], [init("i", "4")]),
-            "cpu",
-            "4",
-            id="nil-options-larger-init-container",
-        ),
-        pytest.param(
-            make([ctr("a", {"cpu": "2"}), ctr("b", {"cpu": "3"})], [init("i", "2")]),
+            core_pod(
+                containers=[container("a", {"cpu": "2"}), container("b", {"cpu": "3"})],
+                init_containers=[init("i", "2")],
+            ),
             "cpu",
             "5",
             id="nil-options-larger-containers",
         ),
         pytest.param(
-            make(
-                [ctr("a", {"cpu": "2"}), ctr("b", {"cpu": "3"})],
-                [init("i", "2")],
-                spec={"overhead": {"cpu": "1", "memory": "1Gi"}},
+            core_pod(
+                containers=[container("a", {"cpu": "2"}), container("b", {"cpu": "3"})],
+                init_containers=[init("i", "2")],
+                overhead={"cpu": "1", "memory": "1Gi"},
             ),
             "cpu",
             "6",
             id="pod-overhead-included",
         ),
+        pytest.param(core_pod(containers=[container("a", {"cpu": "2"})], overhead={"memory": "1Gi"}),
+                     "memory", "0", id="overhead-not-added-to-zero-request"),
         pytest.param(
-            make([ctr("a", {"cpu": "2"})], spec={"overhead": {"memory": "1Gi"}}),
-            "memory",
-            "0",
-            id="overhead-not-added-to-zero-request",
-        ),
-        pytest.param(
-            make([ctr("container-1", {"cpu": "1"})], [sidecar("restartable-init-1", "1")]),
+            core_pod(
+                containers=[container("container-1", {"cpu": "1"})],
+                init_containers=[sidecar("restartable-init-1", "1")],
+            ),
             "cpu",
             "2",
             id="restartable-init-container",
         ),
         pytest.param(
-            make(
-                [ctr("container-1", {"cpu": "1"})],
-                [init("init-1", "5"), sidecar("r1", "1"), sidecar("r2", "2"), sidecar("r3", "3")],
+            core_pod(
+                containers=[container("container-1", {"cpu": "1"})],
+                init_containers=[init("init-1", "5"), sidecar("r1", "1"), sidecar("r2", "2"), sidecar("r3", "3")],
             ),
             "cpu",
             "7",
             id="multiple-restartable-init-containers",
         ),
         pytest.param(
-            make(
-                [ctr("container-1", {"cpu": "1"})],
-                [
+            core_pod(
+                containers=[container("container-1", {"cpu": "1"})],
+                init_containers=[
                     init("init-1", "5"),
                     sidecar("r1", "1"),
                     sidecar("r2", "2"),
@@ -88,82 +93,81 @@ def init(name: str, cpu: str) -> Json:
             id="multiple-restartable-and-regular-init-containers",
         ),
         pytest.param(
-            make([ctr("container-1", {"cpu": "100"})], [sidecar("r1", "10"), init("init-1", "200")]),
+            core_pod(
+                containers=[container("container-1", {"cpu": "100"})],
+                init_containers=[sidecar("r1", "10"), init("init-1", "200")],
+            ),
             "cpu",
             "210",
             id="restartable-init-init-and-regular",
         ),
+        pytest.param(core_pod(containers=[container("a", {"memory": "1Gi"}), container("b", {"memory": "512Mi"})]),
+                     "memory", "1536Mi", id="sum-keeps-binary-format"),
+        pytest.param(core_pod(containers=[container("a", {"memory": "0"}), container("b", {"memory": "1Gi"})]),
+                     "memory", "1Gi", id="zero-receiver-takes-addend-format"),
+        pytest.param(core_pod(containers=[container("a")]), "ephemeral-storage", "0", id="missing-is-zero"),
         pytest.param(
-            make([ctr("a", {"memory": "1Gi"}), ctr("b", {"memory": "512Mi"})]),
-            "memory",
-            "1536Mi",
-            id="sum-keeps-binary-format",
-        ),
-        pytest.param(
-            make([ctr("a", {"memory": "0"}), ctr("b", {"memory": "1Gi"})]),
-            "memory",
-            "1Gi",
-            id="zero-receiver-takes-addend-format",
-        ),
-        pytest.param(make([ctr("a")]), "ephemeral-storage", "0", id="missing-is-zero"),
-        pytest.param(
-            make([ctr("a", {"ephemeral-storage": "1Gi"})], spec={"overhead": {"ephemeral-storage": "1Mi"}}),
+            core_pod(containers=[container("a", {"ephemeral-storage": "1Gi"})], overhead={"ephemeral-storage": "1Mi"}),
             "ephemeral-storage",
             "1025Mi",
             id="overhead-added-to-non-zero",
         ),
         pytest.param(
-            make(
-                [ctr("a", {"memory": "1Gi", "ephemeral-storage": "1Gi"})],
-                spec={"resources": {"requests": {"memory": "3Gi"}}},
+            core_pod(
+                containers=[container("a", {"memory": "1Gi", "ephemeral-storage": "1Gi"})],
+                pod_resources={"requests": {"memory": "3Gi"}},
             ),
             "memory",
             "3Gi",
             id="pod-level-request-wins",
         ),
         pytest.param(
-            make(
-                [ctr("a", {"memory": "1Gi", "ephemeral-storage": "1Gi"})],
-                spec={"resources": {"requests": {"memory": "3Gi"}}},
+            core_pod(
+                containers=[container("a", {"memory": "1Gi", "ephemeral-storage": "1Gi"})],
+                pod_resources={"requests": {"memory": "3Gi"}},
             ),
             "ephemeral-storage",
             "0",
             id="pod-level-set-ignores-container-ephemeral-storage",
         ),
         pytest.param(
-            make([ctr("a", {"memory": "1Gi"})], spec={"resources": {"limits": {"memory": "3Gi"}}}),
+            core_pod(containers=[container("a", {"memory": "1Gi"})], pod_resources={"limits": {"memory": "3Gi"}}),
             "memory",
             "0",
             id="pod-level-limits-only-request-zero",
         ),
         pytest.param(
-            make([ctr("a", {"memory": "1Gi", "cpu": "1"})], spec={"resources": {"requests": {"memory": "3Gi"}}}),
+            core_pod(
+                containers=[container("a", {"memory": "1Gi", "cpu": "1"})],
+                pod_resources={"requests": {"memory": "3Gi"}},
+            ),
             "cpu",
             "0",
             id="pod-level-set-other-supported-resource-zero",
         ),
         pytest.param(
-            make(
-                [ctr("a", {"ephemeral-storage": "1Gi"})],
-                spec={"resources": {"requests": {"ephemeral-storage": "5Gi"}}},
+            core_pod(
+                containers=[container("a", {"ephemeral-storage": "1Gi"})],
+                pod_resources={"requests": {"ephemeral-storage": "5Gi"}},
             ),
             "ephemeral-storage",
             "1Gi",
             id="pod-level-unsupported-only-uses-containers",
         ),
         pytest.param(
-            make(
-                [ctr("a", {"hugepages-2Mi": "2Mi"})],
-                spec={"resources": {"requests": {"hugepages-2Mi": "4Mi"}}},
+            core_pod(
+                containers=[container("a", {"hugepages-2Mi": "2Mi"})],
+                pod_resources={"requests": {"hugepages-2Mi": "4Mi"}},
             ),
             "hugepages-2Mi",
             "4Mi",
             id="pod-level-hugepages",
         ),
         pytest.param(
-            make(
-                [ctr("a", {"memory": "1Gi"})],
-                spec={"resources": {"requests": {"memory": "3Gi"}}, "overhead": {"memory": "1Gi"}},
+            core_pod(
+                containers=[container("a", {"memory": "1Gi"})],
+                pod_resources={"requests": {"memory": "3Gi"}},
+                overhead={"memory": "1Gi"},
             ),
             "memory",
             "4Gi",
@@ -179,57 +183,52 @@ def test_pod_request(pod: Pod, resource: str, expected: str) -> None:
 
 
 def lim(name: str, cpu: str = "", memory: str = "", *, side: bool = False) -> Json:
-    return ctr(name, limits=rl(cpu, memory), sidecar=side)
+    return container(name, limits=rl(cpu, memory), sidecar=side)
 
 
 @pytest.mark.parametrize(
     ("pod", "resource", "expected"),
     [
-        pytest.param(make([lim("c", "1")], [lim("i", "4")]), "cpu", "4", id="nil-options-larger-init-container"),
-        pytest.param(make([lim("a", "2"), lim("b", "3")], [lim("i", "2")]), "cpu", "5", id="larger-containers"),
+        pytest.param(core_pod(containers=[lim("c", "1")], init_containers=[lim("i", "4")]),
+                     "cpu", "4", id="nil-options-larger-init-container"),
+        pytest.param(core_pod(containers=[lim("a", "2"), lim("b", "3")], init_containers=[lim("i", "2")]),
+                     "cpu", "5", id="larger-containers"),
         pytest.param(
-            make(
-                [lim("a", "2"), lim("b", "3")],
-                [lim("i", "2")],
-                spec={"overhead": {"cpu": "1", "memory": "1Gi"}},
+            core_pod(
+                containers=[lim("a", "2"), lim("b", "3")],
+                init_containers=[lim("i", "2")],
+                overhead={"cpu": "1", "memory": "1Gi"},
             ),
             "cpu",
             "6",
             id="pod-overhead-included",
         ),
+        pytest.param(core_pod(containers=[lim("a", "2"), lim("b", "3")], overhead={"cpu": "1", "memory": "1Gi"}),
+                     "memory", None, id="overhead-only-on-non-zero-limits"),
+        pytest.param(core_pod(containers=[container("a")]), "cpu", None, id="no-limited-containers-no-pod-limit"),
+        pytest.param(core_pod(containers=[lim("a", "2", "2Gi"), container("b")]),
+                     "memory", "2Gi", id="one-limited-one-unlimited"),
         pytest.param(
-            make([lim("a", "2"), lim("b", "3")], spec={"overhead": {"cpu": "1", "memory": "1Gi"}}),
-            "memory",
-            None,
-            id="overhead-only-on-non-zero-limits",
-        ),
-        pytest.param(make([ctr("a")]), "cpu", None, id="no-limited-containers-no-pod-limit"),
-        pytest.param(make([lim("a", "2", "2Gi"), ctr("b")]), "memory", "2Gi", id="one-limited-one-unlimited"),
-        pytest.param(
-            make([lim("a", "1", "1Gi")], [lim("i", "2", "2Gi"), ctr("j")]),
+            core_pod(containers=[lim("a", "1", "1Gi")], init_containers=[lim("i", "2", "2Gi"), container("j")]),
             "memory",
             "2Gi",
             id="one-limited-one-unlimited-init",
         ),
-        pytest.param(make([lim("c", "1")], [lim("r1", "1", side=True)]), "cpu", "2", id="restartable-init-container"),
+        pytest.param(core_pod(containers=[lim("c", "1")], init_containers=[lim("r1", "1", side=True)]),
+                     "cpu", "2", id="restartable-init-container"),
         pytest.param(
-            make(
-                [lim("c", "1")],
-                [
-                    lim("i1", "5"),
-                    lim("r1", "1", side=True),
-                    lim("r2", "2", side=True),
-                    lim("r3", "3", side=True),
-                ],
+            core_pod(
+                containers=[lim("c", "1")],
+                init_containers=[lim("i1", "5"), lim("r1", "1", side=True), lim("r2", "2", side=True), lim("r3", "3", side=True)],
             ),
             "cpu",
             "7",
             id="multiple-restartable-init-containers",
         ),
         pytest.param(
-            make(
-                [lim("c", "1")],
-                [
+            core_pod(
+                containers=[lim("c", "1")],
+                init_containers=[
                     lim("i1", "5"),
                     lim("r1", "1", side=True),
                     lim("r2", "2", side=True),
@@ -242,48 +241,39 @@ def lim(name: str, cpu: str = "", memory: str = "", *, side: bool = False) -> Js
             id="multiple-restartable-and-regular-init-containers",
         ),
         pytest.param(
-            make([lim("c", "100")], [lim("r1", "10", side=True), lim("i1", "200")]),
+            core_pod(containers=[lim("c", "100")], init_containers=[lim("r1", "10", side=True), lim("i1", "200")]),
             "cpu",
             "210",
             id="restartable-init-init-and-regular",
         ),
         pytest.param(
-            make([ctr("a", limits={"ephemeral-storage": "0"})], spec={"overhead": {"ephemeral-storage": "1Gi"}}),
+            core_pod(
+                containers=[container("a", limits={"ephemeral-storage": "0"})],
+                overhead={"ephemeral-storage": "1Gi"},
+            ),
             "ephemeral-storage",
             "0",
             id="zero-limit-is-set-and-gets-no-overhead",
         ),
         pytest.param(
-            make(
-                [ctr("a", limits={"ephemeral-storage": "1Gi"}), ctr("b")],
-                spec={"overhead": {"ephemeral-storage": "512Mi"}},
+            core_pod(
+                containers=[container("a", limits={"ephemeral-storage": "1Gi"}), container("b")],
+                overhead={"ephemeral-storage": "512Mi"},
             ),
             "ephemeral-storage",
             "1536Mi",
             id="ephemeral-storage-plus-overhead",
         ),
+        pytest.param(core_pod(containers=[lim("a", "1", "1Gi")], pod_resources={"limits": {"memory": "4Gi"}}),
+                     "memory", "4Gi", id="pod-level-limit-wins"),
+        pytest.param(core_pod(containers=[container("a")], pod_resources={"limits": {"memory": "4Gi"}}),
+                     "memory", "4Gi", id="pod-level-limit-without-container-limits"),
+        pytest.param(core_pod(containers=[lim("a", "1", "1Gi")], pod_resources={"requests": {"memory": "4Gi"}}),
+                     "memory", "1Gi", id="pod-level-requests-only-keep-container-limit"),
         pytest.param(
-            make([lim("a", "1", "1Gi")], spec={"resources": {"limits": {"memory": "4Gi"}}}),
-            "memory",
-            "4Gi",
-            id="pod-level-limit-wins",
-        ),
-        pytest.param(
-            make([ctr("a")], spec={"resources": {"limits": {"memory": "4Gi"}}}),
-            "memory",
-            "4Gi",
-            id="pod-level-limit-without-container-limits",
-        ),
-        pytest.param(
-            make([lim("a", "1", "1Gi")], spec={"resources": {"requests": {"memory": "4Gi"}}}),
-            "memory",
-            "1Gi",
-            id="pod-level-requests-only-keep-container-limit",
-        ),
-        pytest.param(
-            make(
-                [ctr("a", limits={"ephemeral-storage": "1Gi"})],
-                spec={"resources": {"limits": {"memory": "4Gi", "ephemeral-storage": "9Gi"}}},
+            core_pod(
+                containers=[container("a", limits={"ephemeral-storage": "1Gi"})],
+                pod_resources={"limits": {"memory": "4Gi", "ephemeral-storage": "9Gi"}},
             ),
             "ephemeral-storage",
             "1Gi",
@@ -300,7 +290,9 @@ def test_pod_limit(pod: Pod, resource: str, expected: str | None) -> None:
 
 
 def test_requests_and_limits_are_computed_once_per_pod_object() -> None:
-    pod = make([ctr("a", {"memory": "1Gi"}, {"memory": "2Gi"}), ctr("b", {"memory": "512Mi"})])
+    pod = core_pod(
+        containers=[container("a", {"memory": "1Gi"}, {"memory": "2Gi"}), container("b", {"memory": "512Mi"})],
+    )
     first_request, first_limit = pod_request(pod, "memory"), pod_limit(pod, "memory")
     assert (str(first_request), str(first_limit)) == ("1536Mi", "2Gi")
     assert pod_request(pod, "memory") is first_request, "a second ranking reuses the first answer"
@@ -310,16 +302,16 @@ def test_requests_and_limits_are_computed_once_per_pod_object() -> None:
 
 
 def test_a_changed_pod_is_a_new_object_with_its_own_answers() -> None:
-    pod = make([ctr("a", {"memory": "1Gi"})])
+    pod = core_pod(containers=[container("a", {"memory": "1Gi"})])
     assert str(pod_request(pod, "memory")) == "1Gi"
-    resized = replace(pod, containers=(Container(name="a", requests=FrozenMap({"memory": q("3Gi")})),))
+    resized = replace(pod, containers=(Container(name="a", requests=FrozenMap({"memory": Quantity.parse("3Gi")})),))
     assert str(pod_request(resized, "memory")) == "3Gi"
     assert str(pod_request(pod, "memory")) == "1Gi"
 
 
 def test_remembered_answers_take_no_part_in_identity() -> None:
-    asked = make([ctr("a", {"memory": "1Gi"})])
-    fresh = make([ctr("a", {"memory": "1Gi"})])
+    asked = core_pod(containers=[container("a", {"memory": "1Gi"})])
+    fresh = core_pod(containers=[container("a", {"memory": "1Gi"})])
     pod_request(asked, "memory")
     assert asked == fresh and hash(asked) == hash(fresh)
     assert repr(asked) == repr(fresh)

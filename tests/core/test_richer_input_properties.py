@@ -12,9 +12,8 @@ from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from pod_json_builders import ctr, make, pod_json
 
-from builders import Gi, Mi, fs, pod, pod_stats, stamp, summary
+from builders import Gi, Mi, container, core_pod, fs, pod, pod_stats, stamp, summary
 from evictd.core.engine import (
     Assessment,
     EngineConfig,
@@ -58,15 +57,13 @@ def resourced_pods(draw: st.DrawFn) -> tuple[dict[str, Any], dict[str, Any]]:
     def requests(value: int | None) -> dict[str, str] | None:
         return None if value is None else {"memory": f"{value}Mi", "ephemeral-storage": f"{value}Mi"}
 
-    containers = [ctr(f"c{i}", requests(v)) for i, v in enumerate(regular)]
-    inits = [ctr(f"i{i}", requests(v), sidecar=s) for i, (v, s) in enumerate(init)]
-    spec: dict[str, Any] = {}
-    if overhead is not None:
-        spec["overhead"] = {"memory": f"{overhead}Mi", "ephemeral-storage": f"{overhead}Mi"}
-    if pod_level is not None:
-        spec["resources"] = {"requests": {"memory": f"{pod_level}Mi"}}
+    containers = [container(f"c{i}", requests(v)) for i, v in enumerate(regular)]
+    inits = [container(f"i{i}", requests(v), sidecar=s) for i, (v, s) in enumerate(init)]
+    doc = pod("p", containers=containers, init_containers=inits,
+              overhead=None if overhead is None else {"memory": f"{overhead}Mi", "ephemeral-storage": f"{overhead}Mi"},
+              pod_resources=None if pod_level is None else {"requests": {"memory": f"{pod_level}Mi"}})
     plain = {"regular": regular, "init": init, "overhead": overhead, "pod_level": pod_level}
-    return pod_json(containers, inits, spec=spec), plain
+    return doc, plain
 
 
 def oracle_request_mib(plain: dict[str, Any], resource: str) -> int:
@@ -104,8 +101,9 @@ def test_pod_request_matches_upstream_resource_helpers(drawn: tuple[dict[str, An
 
 def test_pod_request_sidecar_started_before_a_large_init_container_counts_in_its_peak() -> None:
     # One worked example of the oracle: sidecar 10 + init 50 = 60 > regular 20 + sidecar 10 = 30; +5 overhead.
-    p = make([ctr("c", {"memory": "20Mi"})], [ctr("s", {"memory": "10Mi"}, sidecar=True), ctr("i", {"memory": "50Mi"})],
-             spec={"overhead": {"memory": "5Mi"}})
+    p = core_pod(containers=[container("c", {"memory": "20Mi"})],
+                 init_containers=[container("s", {"memory": "10Mi"}, sidecar=True), container("i", {"memory": "50Mi"})],
+                 overhead={"memory": "5Mi"})
     assert pod_request(p, "memory").value == 65 * Mi
 
 

@@ -15,8 +15,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from builders import core_pod
 from evictd.core.errors import DecodeError
-from evictd.core.pods import Pod, pod_from_dict
 from evictd.core.quantity import QuantityFormat
 from evictd.core.signals import Signal
 from evictd.core.summary import (
@@ -67,17 +67,6 @@ UPSTREAM_NODE: Json = {
         {"name": "pods", "memory": {"availableBytes": 7, "workingSetBytes": 7}},
     ],
 }
-
-
-def pod_json(name: str, namespace: str = "ns1", uid: str | None = None) -> Json:
-    meta: Json = {"name": name, "namespace": namespace}
-    if uid is not None:
-        meta["uid"] = uid
-    return {"metadata": meta, "spec": {"containers": [{"name": "ctr0"}]}}
-
-
-def make_pod(name: str, namespace: str = "ns1", uid: str | None = None) -> Pod:
-    return pod_from_dict(pod_json(name, namespace, uid))
 
 
 def stats_json(name: str, namespace: str = "ns1", uid: str | None = None, working_set: int = GI) -> Json:
@@ -559,7 +548,8 @@ def test_allocatable_uses_pods_system_container_not_node_memory() -> None:
 
 def test_lookup_matches_upstream_make_signal_observations_pods() -> None:
     # Two pods share the name "pod1" in different namespaces; stats are keyed by uid.
-    pods = [make_pod("pod1", "ns1", "uuid1"), make_pod("pod1", "ns2", "uuid2"), make_pod("pod3", "ns3", "uuid3")]
+    pods = [core_pod("pod1", namespace="ns1", uid="uuid1"), core_pod("pod1", namespace="ns2", uid="uuid2"),
+            core_pod("pod3", namespace="ns3", uid="uuid3")]
     summary = summary_from_dict(
         {
             "pods": [
@@ -592,7 +582,8 @@ def test_lookup_rules(
     stats: list[tuple[str, str, str | None, int]],
     expected_working_set: int | None,
 ) -> None:
-    the_pod = make_pod(*pod)
+    name, namespace, uid = pod
+    the_pod = core_pod(name, namespace=namespace, uid=uid or "")  # "": the pod has no uid
     summary = summary_from_dict({"pods": [stats_json(n, ns, uid, ws) for n, ns, uid, ws in stats]})
     found = pod_stats_lookup(summary, [the_pod])(the_pod)
     if expected_working_set is None:
@@ -603,7 +594,7 @@ def test_lookup_rules(
 
 
 def test_lookup_ignores_pods_not_in_the_list() -> None:
-    listed, unlisted = make_pod("a", uid="u1"), make_pod("b", uid="u2")
+    listed, unlisted = core_pod("a", namespace="ns1", uid="u1"), core_pod("b", namespace="ns1", uid="u2")
     summary = summary_from_dict({"pods": [stats_json("a", uid="u1"), stats_json("b", uid="u2")]})
     stats_of = pod_stats_lookup(summary, [listed])
     assert stats_of(listed) is not None

@@ -7,6 +7,7 @@ kubelet's labels, removed by the ``pods`` fixture at the end of each test.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import time
@@ -73,7 +74,7 @@ def _socket_without_listener(folder: Path) -> Path:
 @pytest.mark.parametrize("kind", ["no-socket-file", "nobody-listening"])
 def test_a_dead_socket_is_a_cri_error_unavailable(tmp_path: Path, kind: str) -> None:
     path = tmp_path / "missing.sock" if kind == "no-socket-file" else _socket_without_listener(tmp_path)
-    with CriClient(f"unix://{path}", DEAD_SOCKET_TIMEOUT_S) as client:
+    with contextlib.closing(CriClient(f"unix://{path}", DEAD_SOCKET_TIMEOUT_S)) as client:
         started = time.monotonic()
         with pytest.raises(CRIError) as caught:
             client.version()

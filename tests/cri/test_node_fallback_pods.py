@@ -9,6 +9,7 @@ cgroups under the harness's cgroup root, found by `DiscoveredPods` over the real
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 from types import SimpleNamespace
 from typing import Any
@@ -125,7 +126,7 @@ def test_without_a_pod_list_only_pods_the_node_vouches_for_are_candidates(contai
 
 def test_a_runtime_that_cannot_list_sandboxes_leaves_no_candidate(containerd: Containerd, pods: PodFactory) -> None:
     run(pods, "web", annotations=API)
-    with CriClient(NO_SUCH_RUNTIME, 1.0) as client:
+    with contextlib.closing(CriClient(NO_SUCH_RUNTIME, 1.0)) as client:
         slot = RuntimeSlot()
         slot.current = answering(client)
         discovered = discovered_on(containerd, slot)

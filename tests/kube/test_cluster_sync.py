@@ -20,6 +20,7 @@ from evictd_kube_support import evictd_api_client, pod_lists
 from kube_objects import node_manifest
 
 from builders import Gi, Mi, pod, pod_stats, summary
+from clocks import ManualClock
 from evictd.core.engine import Assessment, EngineConfig, NoneStarved
 from evictd.core.fs_layout import FsLayout, ReclaimAction
 from evictd.core.kubelet_config import eviction_settings
@@ -34,7 +35,7 @@ from evictd.kube.journal import EvictionJournal
 from evictd.kube.node_writer import NodeStatusWriter
 from evictd.kube.pod_watch import PodWatcher
 from evictd.manager import CycleReport, EvictionManager
-from evictd.simulate import FakeClock, FixedLayout
+from evictd.simulate import FixedLayout
 from polling import wait_until
 
 NODE = "node-1"
@@ -73,12 +74,12 @@ class Cluster:
     journal: EvictionJournal
     manager: EvictionManager
     sync: ClusterSync
-    clock: FakeClock
+    clock: ManualClock
     log: RecordingLog
     api_errors: list[Any]
 
     def cycle(self, seconds: float = 10.0) -> CycleReport:
-        self.clock.now += seconds
+        self.clock.advance(seconds)
         return self.manager.synchronize()
 
 
@@ -100,7 +101,7 @@ def cluster(apiserver: ApiServer, tmp_path: Path) -> Iterator[Cluster]:
                        on_error=api_errors.append, log=log)
     stats = FixedStats(summary(memory=512 * Mi, pods=[
         pod_stats(HOG, memory=2 * Gi), pod_stats(MODEST, memory=1200 * Mi), pod_stats(EVICTD, memory=3 * Gi)]))
-    clock = FakeClock()
+    clock = ManualClock(0.0)
     manager = EvictionManager(
         EngineConfig.from_settings(eviction_settings({"evictionHard": {"memory.available": "1Gi"}})),
         stats=stats, layout=FixedLayout(FsLayout()), pods=EvictablePods(watcher, journal, own_uid=OWN_UID),
@@ -270,7 +271,7 @@ def test_no_pod_is_evicted_while_the_pod_list_is_unknown(apiserver: ApiServer, t
         manager = EvictionManager(
             EngineConfig.from_settings(eviction_settings({"evictionHard": {"memory.available": "1Gi"}})),
             stats=FixedStats(summary(memory=512 * Mi)), layout=FixedLayout(FsLayout()),
-            pods=EvictablePods(watcher, journal), reclaimer=NoReclaim(), evictor=evictor, clock=FakeClock())
+            pods=EvictablePods(watcher, journal), reclaimer=NoReclaim(), evictor=evictor, clock=ManualClock(0.0))
 
         report = manager.synchronize()
 

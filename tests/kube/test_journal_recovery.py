@@ -24,6 +24,7 @@ from apiserver import ApiServer
 from evictd_kube_support import evictd_api_client
 
 from builders import Gi, Mi, pod, pod_stats, summary
+from clocks import ManualClock
 from evictd.core.engine import Eviction, PodCondition
 from evictd.core.errors import KubeError
 from evictd.core.pods import FrozenMap
@@ -86,7 +87,7 @@ BAD_FILES: dict[str, tuple[bytes, str]] = {
 def open_journal(path: Path, log: RecordingLog, corrupt: Counter | None = None,
                  failures: Counter | None = None) -> EvictionJournal:
     return EvictionJournal(str(path), log=log, on_corrupt=corrupt or Counter(), on_write_failure=failures or Counter(),
-                           wall_clock=lambda: NOW)
+                           clock=ManualClock(now_s=0, wall_at_zero=NOW))
 
 
 def assert_moved_aside_once(state: Path, log: RecordingLog, corrupt: Counter, reason: str) -> None:

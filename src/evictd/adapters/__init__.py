@@ -1,13 +1,6 @@
 """Adapters: the thin shell between evictd's pure core and the outside world.
 
-Each module here wraps exactly one outside system and nothing else, for example:
-
-* ``cgroups`` - the cgroup filesystem (v1 and v2; cgroupfs and systemd drivers): memory readings,
-  process counts, and discovery of pod and container cgroups;
-* ``procfs`` - ``/proc``: machine memory capacity, the task limit and the number of running tasks;
-* ``filesystems`` - ``statfs(2)``/``stat(2)`` for filesystem capacity; ``disk_usage`` - directory trees
-  measured for pod volumes and logs.
-
+Each module here wraps exactly one outside system and nothing else (README's "Project layout" lists them).
 Invariants shared by every adapter:
 
 * Filesystem readers take a ``root=`` argument (as prometheus_client's ``ProcessCollector(proc=...)``

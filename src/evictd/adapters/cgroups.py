@@ -243,8 +243,9 @@ class CgroupReader:
         if folder == self._memory_dir:
             return _v2_root_memory(folder + "/memory.stat")
         else:
-            usage = _parse_uint(folder + "/memory.current")
-            inactive_file = _stat_value(folder + "/memory.stat", V2_INACTIVE_FILE_KEY)
+            current, stat = folder + "/memory.current", folder + "/memory.stat"
+            usage = _uint(current, _read(current))
+            inactive_file = _stat_field(stat, _read(stat), V2_INACTIVE_FILE_KEY)
             limit = _v2_limit(folder + "/memory.max")
         return MemoryReading(
             usage_bytes=usage,
@@ -418,10 +419,6 @@ def _reason(exc: OSError) -> str:
 # Parsing
 
 
-def _parse_uint(path: str) -> int:
-    return _uint(path, _read(path))
-
-
 def _uint(path: str, raw: bytes) -> int:
     text = raw.strip()
     # bytes.isdigit() is ASCII-only and rejects signs, spaces and '_', which int() would accept.
@@ -433,10 +430,6 @@ def _uint(path: str, raw: bytes) -> int:
     if value >= UINT64_LIMIT:
         raise SampleError(path, f"out of the uint64 range: {_shown(raw)}")
     return value
-
-
-def _stat_value(path: str, key: bytes) -> int:
-    return _stat_field(path, _read(path), key)
 
 
 def _stat_field(path: str, data: bytes, key: bytes) -> int:

@@ -72,7 +72,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 
 from evictd.clock import SYSTEM_CLOCK, Clock
-from evictd.core.errors import ConfigError, SampleError
+from evictd.core.errors import ConfigError, SampleError, os_error_reason
 
 # st_blocks counts 512-byte units on Linux whatever the filesystem block size (stat(2)); upstream
 # multiplies by the same constant.
@@ -252,7 +252,7 @@ class DiskUsageCache:
             return None
         except OSError as exc:
             self._trees.pop(path, None)
-            raise SampleError(path, _reason(exc)) from exc
+            raise SampleError(path, os_error_reason(exc)) from exc
         budget.spend(1)
         if not stat.S_ISDIR(root_stat.st_mode):
             self._trees.pop(path, None)
@@ -340,7 +340,7 @@ class DiskUsageCache:
             except _GONE:
                 return None
             except OSError as exc:
-                raise SampleError(root, f"{child}: {_reason(exc)}") from exc
+                raise SampleError(root, f"{child}: {os_error_reason(exc)}") from exc
             if not stat.S_ISDIR(child_stat.st_mode) or child_stat.st_dev != device:
                 return None  # replaced or mounted over without the listing changing: list the parent again
             children.append((child, child_stat))
@@ -392,7 +392,7 @@ class DiskUsageCache:
             budget.spend(seen)
             return None, []
         except OSError as exc:
-            raise SampleError(root, f"{dir_path}: {_reason(exc)}") from exc
+            raise SampleError(root, f"{dir_path}: {os_error_reason(exc)}") from exc
         budget.spend(seen)
         record = _DirRecord(
             inode=dir_stat.st_ino,
@@ -463,7 +463,7 @@ def volume_dirs(kubelet_root: str, pod_uid: str) -> list[tuple[str, str]]:
     except _GONE:
         return []
     except OSError as exc:
-        raise SampleError(plugin_dir, _reason(exc)) from exc
+        raise SampleError(plugin_dir, os_error_reason(exc)) from exc
     if len(volumes) > 1:
         volumes.sort()
     return volumes
@@ -482,7 +482,7 @@ def container_log_dirs(pod_logs_dir: str, namespace: str, name: str, uid: str) -
     except FileNotFoundError:
         return []
     except OSError as exc:
-        raise SampleError(folder, _reason(exc)) from exc
+        raise SampleError(folder, os_error_reason(exc)) from exc
     return [(container, f"{folder}/{container}") for container in names]
 
 
@@ -501,8 +501,3 @@ def _component(base: str, what: str, value: str) -> str:
     if value in ("", ".", "..") or "/" in value or "\0" in value:
         raise SampleError(base, f"{what} {value!r} is not a single path component")
     return value
-
-
-def _reason(exc: OSError) -> str:
-    """Return the OS error text without the path (the SampleError carries the path)."""
-    return exc.strerror or str(exc)

@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from evictd.core.errors import SampleError
+from evictd.core.errors import SampleError, os_error_reason
 from evictd.core.fs_layout import FsLayout
 
 
@@ -47,12 +47,12 @@ def statvfs_reading(path: str) -> FsReading:
         # fstat and fstatvfs on it accept it since Linux 3.12.
         fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
     except OSError as exc:
-        raise SampleError(path, _reason(exc)) from exc
+        raise SampleError(path, os_error_reason(exc)) from exc
     try:
         vfs = os.fstatvfs(fd)
         device = os.fstat(fd).st_dev
     except OSError as exc:
-        raise SampleError(path, _reason(exc)) from exc
+        raise SampleError(path, os_error_reason(exc)) from exc
     finally:
         os.close(fd)
     return FsReading(
@@ -86,9 +86,4 @@ def _device(path: str) -> int:
     try:
         return os.stat(path).st_dev
     except OSError as exc:
-        raise SampleError(path, _reason(exc)) from exc
-
-
-def _reason(exc: OSError) -> str:
-    """Return the OS error text without the path (the SampleError already carries it)."""
-    return exc.strerror or str(exc)
+        raise SampleError(path, os_error_reason(exc)) from exc

@@ -42,7 +42,7 @@ import urllib.parse
 from typing import Any
 
 from evictd import user_agent
-from evictd.core.errors import ConfigError, DecodeError, KubeError, SampleError, bounded_repr
+from evictd.core.errors import ConfigError, DecodeError, KubeError, SampleError, bounded_repr, os_error_reason
 from evictd.core.summary import Summary, summary_from_dict
 
 # A Summary of 1000 pods with two containers and four volumes each, pretty-printed as the kubelet writes it,
@@ -118,7 +118,7 @@ class KubeletSummarySource:
             with open(self._token_file, encoding="utf-8") as handle:
                 token = handle.read(MAX_CREDENTIAL_FILE_BYTES).strip()
         except OSError as exc:
-            raise SampleError(self._token_file, exc.strerror or str(exc)) from None
+            raise SampleError(self._token_file, os_error_reason(exc)) from None
         except UnicodeDecodeError:
             raise SampleError(self._token_file, "the token is not UTF-8 text") from None
         if not (token.isascii() and token.isprintable()):

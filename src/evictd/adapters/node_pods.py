@@ -22,7 +22,7 @@ import os
 from collections.abc import Mapping, Sequence
 
 from evictd.adapters.cgroups import CgroupReader, PodCgroup
-from evictd.core.errors import EvictdError, SampleError
+from evictd.core.errors import EvictdError, SampleError, os_error_reason
 from evictd.core.pods import FrozenMap, Pod, QOSClass
 from evictd.core.runtime import Sandbox, SandboxState
 from evictd.cri import NO_RUNTIME, Runtime
@@ -38,7 +38,7 @@ def log_folder_names(pod_logs_dir: str) -> dict[str, tuple[str, str]]:
     except FileNotFoundError:
         return {}
     except OSError as exc:
-        raise SampleError(pod_logs_dir, exc.strerror or str(exc)) from exc
+        raise SampleError(pod_logs_dir, os_error_reason(exc)) from exc
     names: dict[str, tuple[str, str]] = {}
     for entry in entries:
         # Namespaces and pod names cannot contain "_" (DNS labels/subdomains), so the split is unambiguous.

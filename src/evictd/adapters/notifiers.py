@@ -41,8 +41,7 @@ import select
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
-from types import TracebackType
-from typing import Protocol, Self
+from typing import Protocol
 
 from evictd.core.errors import ConfigError, SampleError
 from evictd.core.memcg import (
@@ -80,8 +79,6 @@ MEMCG_REARM_CAUSE = "memcg_rearm"
 PSI_CAUSE = "psi"
 SIGNAL_CAUSE = "signal"
 
-# An eventfd counter is one unsigned 64-bit integer.
-EVENTFD_COUNTER_BYTES = 8
 # The self-pipe is drained in reads of this size; a pipe holds 64 KiB by default.
 PIPE_DRAIN_BYTES = 65536
 # poll(2) takes a C int of milliseconds; longer waits are cut to this (about 24 days).
@@ -138,7 +135,7 @@ def _close_quietly(fd: int) -> None:
 
 
 class _FdOwner:
-    """Shared descriptor bookkeeping of the notifiers: fileno, idempotent close, context manager."""
+    """Shared descriptor bookkeeping of the notifiers: fileno and an idempotent close."""
 
     _fd: int
     description: str
@@ -158,14 +155,6 @@ class _FdOwner:
         """Close the descriptor, which also removes the kernel registration. Idempotent."""
         fd, self._fd = self._fd, -1
         _close_quietly(fd)
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()
 
 
 class MemcgThresholdNotifier(_FdOwner):
@@ -469,14 +458,6 @@ class Waiter:
         self._read_fd = self._write_fd = -1
         _close_quietly(write_fd)
         _close_quietly(read_fd)
-
-    def __enter__(self) -> Waiter:
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()
 
 
 # What the re-arming thread is asked to register: (threshold index, is the drop watch, level, usage seen).

@@ -9,6 +9,7 @@
      |                      from the API, the kubelet's Summary; `simulate` reports it as a ScenarioError
      +-- SampleError        a stats source could not be read (the signal is skipped, never guessed)
      +-- CRIError           a container runtime call failed (method, gRPC status code)
+     |    +-- GCError           some removals of one GC pass failed (adapters/runtime_gc.py)
      +-- KubeError          a Kubernetes API call failed (verb, HTTP status)
      +-- StateLockError     another evictd still holds the stateDir lock (exit status 2)
 
@@ -53,6 +54,11 @@ def bounded_repr(value: object) -> str:
     if len(shown) > MAX_VALUE_CHARS:
         shown = shown[: MAX_VALUE_CHARS - 3] + "..."
     return shown
+
+
+def os_error_reason(exc: OSError) -> str:
+    """Return the OS error's text without the path (the SampleError raised with it names the path)."""
+    return exc.strerror or str(exc)
 
 
 def describe_bad_value(reason: str, key: str | None, value: object) -> str:

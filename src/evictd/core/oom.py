@@ -1,15 +1,8 @@
 """OOM-kill feedback: kernel OOM kills counted per cycle, attributed to pods, and judged against what evictd did.
 
-An OOM kill on the node is what an eviction manager exists to prevent. The kernel counts them in three places,
-which the adapter (`evictd.adapters.oom_counters`) reads into an `OomReading`:
-
-* `/proc/vmstat` `oom_kill`: every process the OOM killer killed on the machine (global or in a memory cgroup);
-* cgroup v2 `memory.events` `oom_kill` (and `oom_group_kill`): hierarchical, so the pods cgroup's counter counts
-  every kill below it, a pod cgroup's every kill in its containers, even those whose cgroups are gone;
-* cgroup v1 `memory.oom_control` `oom_kill`: local to the cgroup the killed process lived in (the kernel does not
-  propagate it to the parents on v1), so the pods total is the sum over every cgroup below the pods cgroup.
-
-This module does the arithmetic and the judging, without I/O:
+An OOM kill on the node is what an eviction manager exists to prevent. The kernel's counters (the machine's,
+cgroup v2's hierarchical ones, cgroup v1's local ones: `evictd.adapters.oom_counters` says which) arrive as an
+`OomReading`; this module does the arithmetic and the judging, without I/O:
 
 * `oom_feedback(state, reading, activity_now, now)` turns two readings into the kills of the interval between
   them (a counter that went down belongs to a cgroup made anew: its value is all new), attributes them to pods

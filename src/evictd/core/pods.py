@@ -56,7 +56,6 @@ CONFIG_MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
 API_SERVER_SOURCE = "api"
 # scheduling.SystemCriticalPriority: system-cluster-critical is exactly this, system-node-critical is +1000.
 SYSTEM_CRITICAL_PRIORITY = 2_000_000_000
-SYSTEM_NODE_CRITICAL = "system-node-critical"
 RESTART_POLICY_ALWAYS = "Always"
 DEFAULT_NAMESPACE = "default"
 EMPTY_DIR_MEDIUM_DEFAULT = ""

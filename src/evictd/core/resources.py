@@ -93,20 +93,12 @@ def is_pod_level_requests_set(pod: Pod) -> bool:
     return pod.resources is not None and _has_pod_level(pod.resources.requests)
 
 
-def _requests(container: Container) -> Mapping[str, Quantity]:
-    return container.requests
-
-
-def _limits(container: Container) -> Mapping[str, Quantity]:
-    return container.limits
-
-
 def aggregate_container_requests(pod: Pod, resource: str) -> Quantity | None:
     """Return the KEP-753 aggregate of the containers' own requests for `resource`, pod-level ones ignored.
 
     None when no container requests the resource (a request of "0" still counts as made).
     """
-    return _aggregate(pod, resource, _requests)
+    return _aggregate(pod, resource, lambda container: container.requests)
 
 
 def pod_request(pod: Pod, resource: str) -> Quantity:
@@ -145,7 +137,7 @@ def pod_limit(pod: Pod, resource: str) -> Quantity | None:
 
 
 def _pod_limit(pod: Pod, resource: str) -> Quantity | None:
-    limit = _aggregate(pod, resource, _limits)
+    limit = _aggregate(pod, resource, lambda container: container.limits)
     if is_pod_level_resources_set(pod) and _is_pod_level_resource(resource) and pod.resources is not None:
         limit = pod.resources.limits.get(resource, limit)
     overhead = pod.overhead.get(resource)

@@ -22,7 +22,6 @@ Invariants:
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from types import TracebackType
 from typing import Any
 
 import grpc
@@ -191,7 +190,7 @@ class CriClient:
 
     ``timeout_s`` is each call's deadline. The channel connects lazily: constructing a client never
     fails because the runtime is down; the first call does, with ``CRIError(..., "UNAVAILABLE", ...)``.
-    Thread-safe (gRPC channels are); ``close()`` (or ``with``) releases the channel.
+    Thread-safe (gRPC channels are); ``close()`` releases the channel.
     """
 
     def __init__(self, endpoint: str, timeout_s: float) -> None:
@@ -213,14 +212,6 @@ class CriClient:
     def close(self) -> None:
         """Close the channel; later calls fail."""
         self._channel.close()
-
-    def __enter__(self) -> CriClient:
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()
 
     def _call(self, stub: Any, method: str, request: Any, timeout_s: float | None = None) -> Any:
         rpc: Callable[..., Any] = getattr(stub, method)

@@ -1,21 +1,12 @@
 """Evicting a pod through the Kubernetes API, with a local fallback when the API cannot be reached.
 
-The kubelet evicts a pod by killing it and then writing its terminal status itself. From outside the kubelet
-only a DELETE makes the kubelet stop a pod, and the kubelet's status manager owns the pod's phase, reason and
-message: on a real v1.36 cluster, a Failed/Evicted status written by anyone else was overwritten within
-seconds (reason and message back to null, the phase back to Running while the containers ran) and the object
-was deleted once the containers were gone. So evictd writes only what survives, in this order:
-1. record the decision in the journal (before anything is sent; a journal that cannot be written keeps the
-   entry in memory and holds nothing up: see journal.py);
-2. for threshold evictions, `PATCH pods/{name}/status` with the `DisruptionTarget` condition alone (reason
-   TerminationByKubelet, the kubelet's message), as the kubelet, the taint manager and the scheduler's
-   preemption do before a pod is terminated: not a kubelet-owned condition, so the kubelet keeps it, and a
-   Job's `podFailurePolicy` sees the disruption when the pod ends. The patch carries the pod's UID, so it can
-   never land on a same-named successor. Local-storage evictions carry no condition (as in the kubelet);
-3. `DELETE pods/{name}` with the grace period the engine chose and a UID precondition, so the kubelet
-   terminates that very pod (never a same-named successor) with that grace period;
-4. a Warning `Evicted` Event on the pod with the offending-container annotations: the durable record of the
-   eviction, since the kubelet removes the pod object once its containers are gone.
+Why evictd writes only these, in this order, is README's "Evicting a pod through the API" (the kubelet's status
+manager overwrites a pod status written by anyone else):
+1. the decision goes to the journal before anything is sent (journal.py: an unwritable journal holds nothing up);
+2. threshold evictions only: `PATCH pods/{name}/status` with the `DisruptionTarget` condition alone (reason
+   TerminationByKubelet, the kubelet's message), carrying the pod's UID;
+3. `DELETE pods/{name}` with the grace period the engine chose and a UID precondition;
+4. a Warning `Evicted` Event on the pod with the offending-container annotations.
 A step that fails stays pending in the journal and is retried every cycle (`replay`). If that happens for a
 hard-threshold or local-storage eviction before the DELETE went through (the API unreachable, throttled or
 erroring, or refusing evictd: expired credentials, RBAC, an admission policy), the pod is stopped at once

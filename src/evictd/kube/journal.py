@@ -28,10 +28,11 @@ import math
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime
+from datetime import datetime
 from enum import StrEnum
 from typing import Any, Final
 
+from evictd.clock import SYSTEM_CLOCK, Clock
 from evictd.core.engine import PodCondition
 from evictd.core.errors import SampleError, bounded_repr
 from evictd.core.pods import FrozenMap
@@ -333,7 +334,7 @@ class EvictionJournal:
         log: Any = None,
         on_corrupt: Callable[[], None] = _nothing,
         on_write_failure: Callable[[], None] = _nothing,
-        wall_clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self._path = path
         self._log = log if log is not None else _Unlogged()
@@ -349,7 +350,7 @@ class EvictionJournal:
             self._entries = read_journal(path) or {}
         except SampleError as exc:
             on_corrupt()
-            self._move_aside(path, exc.reason, wall_clock())
+            self._move_aside(path, exc.reason, clock.wall())
 
     def _move_aside(self, path: str, reason: str, now: datetime) -> None:
         try:

@@ -53,9 +53,10 @@ def record_metrics(metrics: Metrics, dry_run: bool) -> AfterCycle:
     return record
 
 
-def log_cycles(log: Any, dry_run: bool) -> AfterCycle:
-    """Log what changed since the previous cycle (`CycleLogger`)."""
-    logger = CycleLogger(log, dry_run)
+def log_cycles(log: Any, dry_run: bool, run: str | None = None) -> AfterCycle:
+    """Log what changed since the previous cycle (`CycleLogger`; with `run`, the flight recorder's name of this
+    run, evictions name their decision)."""
+    logger = CycleLogger(log, dry_run, run)
 
     def log_cycle(cycle: Cycle) -> None:
         logger.log_cycle(cycle.number, cycle.report, cycle.state)
@@ -63,12 +64,13 @@ def log_cycles(log: Any, dry_run: bool) -> AfterCycle:
     return log_cycle
 
 
-def draw_live_view(output: TextIO, node_name: str, dry_run: bool, recent: RecentEvents | None) -> AfterCycle:
-    """Redraw the terminal's live view (`logFormat: live`)."""
+def draw_live_view(output: TextIO, node_name: str, dry_run: bool, recent: RecentEvents | None,
+                   run: str | None = None) -> AfterCycle:
+    """Redraw the terminal's live view (`logFormat: live`; with `run`, evictions name their decision)."""
 
     def draw(cycle: Cycle) -> None:
         screen = render(cycle.report, cycle.state, node_name=node_name, cycle=cycle.number, now_wall=cycle.wall,
-                        dry_run=dry_run, recent=list(recent.lines) if recent else ())
+                        dry_run=dry_run, recent=list(recent.lines) if recent else (), run=run)
         output.write(CLEAR_SCREEN + screen + "\n")
         output.flush()
 

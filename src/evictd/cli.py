@@ -1,5 +1,5 @@
-"""The `evictd` command line: `check-config`, `simulate`, `shadow-report`, `record export` and `replay` (offline),
-and `run` (the daemon).
+"""The `evictd` command line: `check-config`, `simulate`, `shadow-report`, `record export`, `replay` and `explain`
+(offline), and `run` (the daemon).
 
 Exit status: 0 success; 2 bad configuration or scenario (one line on stderr naming the key and the value,
 never a traceback), or `run` finding its stateDir still locked by another evictd (one line naming the holder's
@@ -105,6 +105,18 @@ def build_parser() -> argparse.ArgumentParser:
                         "or an RFC 3339 time)")
     replay.add_argument("--until", metavar="WHEN", help="only cycles until WHEN (as --since)")
     replay.add_argument("--output", choices=("text", "json"), default="text")
+
+    explain = commands.add_parser("explain", help="why a pod was evicted, or what would be evicted next "
+                                  "(from the flight recorder's recording)")
+    which = explain.add_mutually_exclusive_group(required=True)
+    which.add_argument("pod", metavar="POD", nargs="?", help="the evicted pod: namespace/name, name or UID "
+                       "(its last eviction)")
+    which.add_argument("--last", action="store_true", help="the last eviction recorded")
+    which.add_argument("--decision", metavar="ID", help="the eviction of decision ID (<run>/<cycle>, as logged)")
+    which.add_argument("--now", action="store_true", help="the newest recorded cycle: each signal's distance "
+                       "from its thresholds, and the pods next in the eviction order")
+    _add_recording_options(explain)
+    explain.add_argument("--output", choices=("text", "json"), default="text")
 
     simulate = commands.add_parser("simulate", help="run the engine through a scripted scenario")
     simulate.add_argument("scenario", metavar="SCENARIO", help="scenario YAML or JSON file")
@@ -233,6 +245,38 @@ def _replay(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _explain(args: argparse.Namespace) -> int:
+    from evictd.config import load_configuration
+    from evictd.explain import (
+        explanation_json,
+        explanation_text,
+        find_decision,
+        find_eviction,
+        now_json,
+        now_text,
+        replay_until,
+    )
+
+    state_dir = args.state_dir or load_configuration(args.config, getattr(args, "kubelet_flags", None) or [],
+                                                     ).evictd.state_dir
+    records = _read_recording(state_dir, args.since, args.until)
+    if args.now:
+        document = now_json(replay_until(records, len(records) - 1))
+        print(json.dumps(document, indent=2) if args.output == "json" else now_text(document))
+        return EXIT_OK
+    if args.decision is not None:
+        index = find_decision(records, args.decision)
+        evicted = records[index].decision.get("evicted")
+        if not isinstance(evicted, list) or not evicted:
+            raise EvictdError(f"decision {args.decision} evicted nobody (`evictd explain --now` shows a cycle)")
+        pod_key = f"{evicted[0].get('namespace')}/{evicted[0].get('name')}"
+    else:
+        index, pod_key = find_eviction(records, args.pod)
+    document = explanation_json(replay_until(records, index), pod_key)
+    print(json.dumps(document, indent=2) if args.output == "json" else explanation_text(document))
+    return EXIT_OK
+
+
 def _run(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
@@ -261,7 +305,7 @@ def _shadow_report(args: argparse.Namespace) -> int:
 
 
 COMMANDS = {"check-config": _check_config, "simulate": _simulate, "run": _run, "shadow-report": _shadow_report,
-            "record": _record, "replay": _replay}
+            "record": _record, "replay": _replay, "explain": _explain}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import os
 import socket
 import sys
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TextIO
@@ -76,6 +77,7 @@ from evictd.manager import EvictionManager, ListedPods, PodEvictor, PodSource, S
 from evictd.metrics import Metrics
 from evictd.oom_feedback import OomFeedback
 from evictd.recorder import FlightRecorder
+from evictd.recording import run_id
 from evictd.runtime_link import CriRuntime, RuntimeLink, RuntimeSlot
 from evictd.state_lock import StateLock, acquire_state_lock
 from evictd.stop_signal import StopSignal
@@ -408,12 +410,14 @@ def build_daemon(
                  pods_cgroup=cgroups.pods_cgroup())
     oom_feedback = OomFeedback(OomCounters(cgroups), dry_run=evictions_reported_only,
                                container_names=runtime.container_names)
+    # The flight recorder's name of this run: with it, evictions' log lines and the live view name their decision.
+    run = run_id(time.time()) if settings.recorder else None
     after_cycle: list[AfterCycle] = [record_metrics(metrics, evictions_reported_only),
-                                     log_cycles(log, evictions_reported_only)]
+                                     log_cycles(log, evictions_reported_only, run)]
     if state_file is not None:
         after_cycle.append(state_file)
     if fmt == "live":
-        after_cycle.append(draw_live_view(stdout, node_name, evictions_reported_only, recent))
+        after_cycle.append(draw_live_view(stdout, node_name, evictions_reported_only, recent, run))
     after_cycle.append(log_sample_problems(log, metrics, stats.problems, lambda: oom_feedback.problems))
     if cluster is not None:
         after_cycle.append(cluster_bookkeeping(cluster, metrics))
@@ -423,7 +427,7 @@ def build_daemon(
         # Last: what the other hooks do never waits for the recorder's disk.
         recorder = FlightRecorder(settings.state_dir, config.eviction, max_bytes=settings.recorder_max_bytes,
                                   max_age_s=settings.recorder_max_age_s, dry_run=evictions_reported_only, log=log,
-                                  on_error=metrics.errors.labels("recorder").inc)
+                                  on_error=metrics.errors.labels("recorder").inc, run=run)
         after_cycle.append(recorder)
         on_stop.append(recorder.close)
     parts: list[Part] = [cluster.pod_watch] if cluster is not None else []

@@ -13,6 +13,7 @@ from evictd.core.engine import EngineState, Eviction, Skipped, ThresholdStatus
 from evictd.core.oom import ACTIVITY_TO_DESCRIPTION, TOO_LATE_ACTIVITIES, OomReport, outside_pods
 from evictd.core.thresholds import Threshold, threshold_quantity
 from evictd.manager import CycleReport
+from evictd.recording import decision_id
 from evictd.render import value_text
 
 
@@ -25,9 +26,10 @@ def describe_threshold(threshold: Threshold) -> str:
 class CycleLogger:
     """Remembers the previous cycle so that only changes are logged."""
 
-    def __init__(self, log: Any, dry_run: bool) -> None:
+    def __init__(self, log: Any, dry_run: bool, run: str | None = None) -> None:
         self._log = log
         self._dry_run = dry_run
+        self._run = run  # the flight recorder's name of this run: evictions log their decision id
         self._conditions: tuple[str, ...] = ()
         self._met: frozenset[Threshold] = frozenset()
         self._warned: set[str] = set()
@@ -129,6 +131,8 @@ class CycleLogger:
             "message": eviction.message,
             "dry_run": self._dry_run,
         }
+        if self._run is not None:
+            fields["decision"] = decision_id(self._run, number)
         if eviction.threshold is not None:
             fields["threshold"] = describe_threshold(eviction.threshold)
             fields["ranking"] = [p.key for p in report.ranking[:5]]

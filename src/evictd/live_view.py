@@ -19,6 +19,7 @@ from evictd.core.summary import Observation, pod_stats_lookup
 from evictd.core.thresholds import Threshold, threshold_quantity
 from evictd.cycle_logging import describe_threshold
 from evictd.manager import CycleReport
+from evictd.recording import decision_id
 from evictd.render import table, value_text
 
 CLEAR_SCREEN = "\x1b[H\x1b[2J"
@@ -58,8 +59,10 @@ def render(
     now_wall: datetime,
     dry_run: bool,
     recent: Sequence[str] = (),
+    run: str | None = None,
 ) -> str:
-    """Return the whole screen for one cycle."""
+    """Return the whole screen for one cycle (with `run`, the flight recorder's name of this run, each eviction
+    names its decision, for `evictd explain --decision`)."""
     assessment = report.assessment
     mode = "dry-run: decisions are reported, nothing is changed" if dry_run else "acting"
     lines = [
@@ -100,6 +103,8 @@ def render(
         for eviction in report.evictions:
             verb = "would evict" if dry_run else "evicted"
             lines.append(f"{verb} {eviction.pod.key} ({eviction.signal}): {eviction.message}")
+        if run is not None:
+            lines.append(f"why: evictd explain --decision {decision_id(run, cycle)}")
     if isinstance(assessment.next_step, ReclaimThenEvict):
         lines.append(f"acting on {describe_threshold(assessment.next_step.threshold)}")
     if recent:

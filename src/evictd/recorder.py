@@ -38,6 +38,7 @@ from evictd.recording import (
     PodListEncoder,
     decision_json,
     layout_json,
+    run_id,
     segment_paths,
 )
 from evictd.render import JsonObject
@@ -57,7 +58,7 @@ class FlightRecorder:
 
     def __init__(self, state_dir: str, settings: EvictionSettings, *, max_bytes: int, max_age_s: float,
                  dry_run: bool, log: Any, on_error: Callable[[], None] = lambda: None,
-                 wall: Callable[[], float] = time.time) -> None:
+                 wall: Callable[[], float] = time.time, run: str | None = None) -> None:
         self.folder = os.path.join(state_dir, RECORDING_FOLDER)
         self._config = kubelet_config_document(settings)
         self._max_bytes = max_bytes
@@ -68,7 +69,7 @@ class FlightRecorder:
         self._log = log
         self._on_error = on_error
         self._wall = wall
-        self._run = f"{datetime.fromtimestamp(wall(), UTC):%Y%m%dT%H%M%SZ}-{os.getpid()}"
+        self._run = run if run is not None else run_id(wall())
         self._pods = PodListEncoder()
         self._summaries = SummaryEncoder(_dumps)
         self._layout: FsLayout | None = None

@@ -26,6 +26,7 @@ import os
 import zlib
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 from evictd.core.engine import ReclaimThenEvict
 from evictd.core.fs_layout import FsLayout
@@ -40,6 +41,17 @@ FORMAT_VERSION = 1
 RECORDING_FOLDER = "recording"
 OPEN_SUFFIX = ".jsonl"
 CLOSED_SUFFIX = ".jsonl.gz"
+
+
+def run_id(wall: float) -> str:
+    """The name of one run of evictd (start to stop): its start time in UTC and its PID."""
+    return f"{datetime.fromtimestamp(wall, UTC):%Y%m%dT%H%M%SZ}-{os.getpid()}"
+
+
+def decision_id(run: str, cycle: int) -> str:
+    """The id of one cycle's decision, `<run>/<cycle>`: what the eviction's log line and the live view print,
+    and `evictd explain --decision` takes."""
+    return f"{run}/{cycle}"
 
 
 def pod_id(pod: Pod) -> str:

@@ -16,12 +16,14 @@ in its first cycles.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from itertools import groupby
 
 from evictd.core.engine import EngineConfig
+from evictd.core.fs_layout import FsLayout
+from evictd.manager import CycleReport
 from evictd.recording import Record, decision_json, scenario_document
 from evictd.render import JsonObject, table
 from evictd.simulate import parse_scenario, run_scenario
@@ -100,6 +102,29 @@ def _intervals(timeline: Sequence[tuple[float, Sequence[str]]], condition: str) 
     return tuple(intervals)
 
 
+@dataclass(frozen=True, slots=True)
+class ReplayedRun:
+    """One run of evictd replayed: each recorded cycle with the manager's report of it; the configuration and
+    layout it ran with."""
+
+    config: EngineConfig
+    layout: FsLayout
+    cycles: tuple[tuple[Record, CycleReport], ...]
+
+
+def replayed_runs(records: Iterable[Record], config: EngineConfig | None = None) -> Iterator[ReplayedRun]:
+    """Run each run of evictd in `records` (in order) through the eviction manager, from a fresh state, with
+    `config` (None: the run's own recorded configuration); cycles without a Summary are left out."""
+    for _, group in groupby(records, key=lambda record: record.run):
+        kept = [record for record in group if record.summary is not None]
+        if not kept:
+            continue
+        scenario = parse_scenario(scenario_document(kept, exact_times=True))
+        if config is not None:
+            scenario = replace(scenario, config=config)
+        yield ReplayedRun(scenario.config, scenario.layout, tuple(zip(kept, run_scenario(scenario), strict=True)))
+
+
 def replay(records: Iterable[Record], config: EngineConfig | None = None) -> Replay:
     """Replay `records` (in order) with `config` (None: each run's own recorded configuration)."""
     differences: list[Difference] = []
@@ -108,20 +133,14 @@ def replay(records: Iterable[Record], config: EngineConfig | None = None) -> Rep
     cycles = runs = 0
     first_wall: float | None = None
     last_wall: float | None = None
-    for _, group in groupby(records, key=lambda record: record.run):
-        kept = [record for record in group if record.summary is not None]
-        if not kept:
-            continue
+    for run in replayed_runs(records, config):
         runs += 1
-        scenario = parse_scenario(scenario_document(kept, exact_times=True))
-        if config is not None:
-            scenario = replace(scenario, config=config)
-        for record, report in zip(kept, run_scenario(scenario), strict=True):
+        for record, report in run.cycles:
             cycles += 1
             first_wall = record.wall if first_wall is None else first_wall
             last_wall = record.wall
             recorded = _compared(record.decision)
-            replayed = _compared(decision_json(report, scenario.layout))
+            replayed = _compared(decision_json(report, run.layout))
             recorded_timeline.append((record.wall, recorded["conditions"]))
             replayed_timeline.append((record.wall, replayed["conditions"]))
             differences.extend(Difference(record.run, record.cycle, record.wall, what, tuple(recorded[what]),

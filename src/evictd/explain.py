@@ -1,0 +1,420 @@
+"""`evictd explain`: why a pod was evicted, or what would be evicted next, from the flight recorder's recording.
+
+An eviction is found in the recording (by pod, by decision id, or the last one) and the run of evictd that took
+it is replayed through the eviction manager up to that cycle with the recorded configuration
+(`replay.replayed_runs`), so that the explanation is the manager's own report of that cycle: the observations,
+each threshold met with the time it was first met and its grace period, the node-level reclaim (what it freed
+is the recorded figure: a replay frees nothing), the whole ranking with each pod's keys, and why the pods
+ranked above the evicted one were passed over. `--now` does the same for the newest recorded cycle: how far
+each signal is from each threshold, and the head of the eviction order.
+
+A decision id is `<run>/<cycle>`: the run of evictd (its start time and PID, as the recording names it) and
+the cycle number, as the eviction's log line and the live view print it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from evictd.core.engine import EngineConfig, Eviction, ReclaimThenEvict, effective_thresholds
+from evictd.core.errors import EvictdError
+from evictd.core.fs_layout import FsLayout
+from evictd.core.pods import SYSTEM_CRITICAL_PRIORITY, Pod, is_critical_pod, is_mirror_pod, is_static_pod
+from evictd.core.ranking import rank_pods, ranking_keys
+from evictd.core.signals import BYTE_SIGNALS, SIGNAL_TO_RESOURCE, Resource, Signal
+from evictd.core.summary import pod_stats_lookup
+from evictd.core.thresholds import Threshold, threshold_quantity
+from evictd.live_view import human
+from evictd.manager import CycleReport
+from evictd.recording import Record, decision_id
+from evictd.render import JsonObject, seconds_json, table, value_json
+from evictd.replay import ReplayedRun, replayed_runs, wall_text
+
+# Pods that are never in the ranking at all, whatever their usage (they are not in the pod list evictd ranks).
+NOT_RANKED = ("evictd's own pod", "pods evictd already evicted (its journal)", "pods that finished (Succeeded, "
+              "Failed)")
+RANKING_SHOWN_NOW = 5
+
+
+@dataclass(frozen=True, slots=True)
+class Explained:
+    """One recorded cycle, replayed: the manager's report of it, with the run's configuration and layout."""
+
+    record: Record
+    report: CycleReport
+    config: EngineConfig
+    layout: FsLayout
+
+
+# --- finding the cycle ---------------------------------------------------------------------------------------
+
+
+def _evicted(record: Record) -> list[Mapping[str, object]]:
+    evicted = record.decision.get("evicted")
+    return [e for e in evicted if isinstance(e, Mapping)] if isinstance(evicted, list) else []
+
+
+def _key(eviction: Mapping[str, object]) -> str:
+    return f"{eviction.get('namespace')}/{eviction.get('name')}"
+
+
+def _uids(record: Record) -> dict[str, str]:
+    """The UID of each pod of the cycle's list, by namespace/name."""
+    uids: dict[str, str] = {}
+    for pod in record.pods:
+        meta = pod.get("metadata") if isinstance(pod, Mapping) else None
+        if isinstance(meta, Mapping) and meta.get("uid"):
+            uids[f"{meta.get('namespace') or 'default'}/{meta.get('name')}"] = str(meta["uid"])
+    return uids
+
+
+def _matches(query: str, eviction: Mapping[str, object], record: Record) -> bool:
+    key = _key(eviction)
+    return query in (key, eviction.get("name")) or _uids(record).get(key) == query
+
+
+def find_eviction(records: Sequence[Record], pod: str | None) -> tuple[int, str]:
+    """Return the index of the last cycle that evicted `pod` (namespace/name, name or UID; None: any pod) and
+    the pod's namespace/name; raise EvictdError naming the pods evicted when there is none."""
+    for index in range(len(records) - 1, -1, -1):
+        for eviction in _evicted(records[index]):
+            if pod is None or _matches(pod, eviction, records[index]):
+                return index, _key(eviction)
+    evicted = sorted({_key(e) for record in records for e in _evicted(record)})
+    if pod is None:
+        raise EvictdError("no eviction in the recording")
+    known = f"evicted were: {', '.join(evicted)}" if evicted else "it holds no eviction"
+    raise EvictdError(f"no eviction of {pod} in the recording ({known})")
+
+
+def find_decision(records: Sequence[Record], decision: str) -> int:
+    """Return the index of the cycle `decision` (`<run>/<cycle>`); raise EvictdError when not recorded."""
+    for index, record in enumerate(records):
+        if decision_id(record.run, record.cycle) == decision:
+            return index
+    raise EvictdError(f"no decision {decision} in the recording (decision ids are <run>/<cycle>, as logged)")
+
+
+def replay_until(records: Sequence[Record], index: int) -> Explained:
+    """Replay the run of `records[index]` from its first recorded cycle up to that one."""
+    target = records[index]
+    if target.summary is None:
+        raise EvictdError(f"cycle {decision_id(target.run, target.cycle)} read no stats: nothing was decided")
+    run: ReplayedRun | None = next(replayed_runs([r for r in records[: index + 1] if r.run == target.run]), None)
+    assert run is not None and run.cycles[-1][0] is target
+    return Explained(target, run.cycles[-1][1], run.config, run.layout)
+
+
+# --- what a pod's ranking keys say ----------------------------------------------------------------------------
+
+
+def usage_unit(signal: Signal) -> str:
+    """The unit of the usage a signal ranks pods by."""
+    resource = SIGNAL_TO_RESOURCE[signal]
+    return {Resource.INODES: "inodes", Resource.PIDS: "processes"}.get(resource, "bytes")
+
+
+def _amount(value: object, signal: Signal) -> str:
+    if value is None:
+        return "no stats"
+    number = int(float(str(value)))
+    return human(number, signal) if signal in BYTE_SIGNALS else f"{number:,} {usage_unit(signal)}"
+
+
+def critical_reason(pod: Pod) -> str | None:
+    """Why the manager never evicts `pod` (None: it may)."""
+    if is_static_pod(pod):
+        return "a static pod"
+    if is_mirror_pod(pod):
+        return "a mirror pod"
+    if is_critical_pod(pod):
+        return f"priority {pod.priority} (system-critical, at least {SYSTEM_CRITICAL_PRIORITY})"
+    return None
+
+
+def _usage_key(keys: Mapping[str, object]) -> str:
+    return "processes" if "processes" in keys else "usageAboveRequest"
+
+
+def why_before(signal: Signal, first: Pod, first_keys: Mapping[str, object], second: Pod,
+               second_keys: Mapping[str, object]) -> str:
+    """Say which of `rank_pods`' keys put `first` before `second` (the first key that tells them apart)."""
+    a, b = first.key, second.key
+    resource = SIGNAL_TO_RESOURCE[signal]
+    if "exceedsRequests" in first_keys and first_keys["exceedsRequests"] != second_keys.get("exceedsRequests"):
+        if first_keys["exceedsRequests"] is None:
+            return f"{a} had no stats (pods without stats rank first)"
+        return f"{a} used more {resource} than it requests and {b} did not"
+    if first_keys["priority"] != second_keys["priority"]:
+        return f"{a} has a lower priority ({first_keys['priority']}) than {b} ({second_keys['priority']})"
+    usage = _usage_key(first_keys)
+    if first_keys[usage] != second_keys.get(usage):
+        if first_keys[usage] is None:
+            return f"{a} had no stats (pods without stats rank first)"
+        what = "processes" if usage == "processes" else "usage above its request"
+        return (f"{a} had more {what} ({_amount(first_keys[usage], signal)}) than {b} "
+                f"({_amount(second_keys[usage], signal)})")
+    return f"{a} and {b} tie on every key: the pod list's order decided"
+
+
+@dataclass(frozen=True, slots=True)
+class RankedPod:
+    """One pod of a ranking, with the keys it was sorted by and what became of it."""
+
+    pod: Pod
+    keys: Mapping[str, object]
+    outcome: str
+
+
+def ranked_pods(signal: Signal, layout: FsLayout, ranking: Sequence[Pod], report: CycleReport,
+                evicted: Pod | None) -> list[RankedPod]:
+    """The ranking with each pod's keys and outcome: evicted, skipped (why), or not reached."""
+    assert report.summary is not None
+    stats_of = pod_stats_lookup(report.summary, ranking)
+    rows = []
+    for pod in ranking:
+        reason = critical_reason(pod)
+        outcome = ("evicted" if evicted is not None and pod.key == evicted.key
+                   else f"skipped: {reason}" if reason is not None else "")
+        rows.append(RankedPod(pod, ranking_keys(signal, layout, pod, stats_of(pod)), outcome))
+    return rows
+
+
+# --- explaining an eviction -----------------------------------------------------------------------------------
+
+
+def _threshold_json(threshold: Threshold, explained: Explained) -> JsonObject:
+    status = next((s for s in explained.report.assessment.thresholds if s.threshold == threshold), None)
+    observation = explained.report.assessment.observations.get(threshold.signal)
+    item: JsonObject = {
+        "signal": str(threshold.signal),
+        "kind": "hard" if threshold.is_hard else "soft",
+        "value": value_json(threshold.value),
+        "gracePeriodSeconds": seconds_json(threshold.grace_period_s),
+        "minReclaim": value_json(threshold.min_reclaim) if threshold.min_reclaim is not None else None,
+    }
+    if observation is not None:
+        item["threshold"] = str(threshold_quantity(threshold.value, observation.capacity))
+        item["available"] = str(observation.available)
+        item["capacity"] = str(observation.capacity)
+    if status is not None:
+        item["firstMet"] = wall_text(explained.record.wall - status.observed_for_s)
+        item["metForSeconds"] = round(status.observed_for_s, 3)
+        item["graceMet"] = status.grace_met
+    return item
+
+
+def _eviction_of(explained: Explained, pod_key: str) -> Eviction:
+    eviction = next((e for e in explained.report.evictions if e.pod.key == pod_key), None)
+    if eviction is None:
+        replayed = ", ".join(e.pod.key for e in explained.report.evictions) or "nobody"
+        record = explained.record
+        raise EvictdError(
+            f"replaying run {record.run} up to cycle {record.cycle} evicted {replayed}, not {pod_key} as recorded "
+            "(the run may have restored an earlier run's grace periods); see `evictd replay` for the differences")
+    return eviction
+
+
+def explanation_json(explained: Explained, pod_key: str) -> JsonObject:
+    """The `--output json` document explaining the eviction of `pod_key` in the explained cycle."""
+    record, report = explained.record, explained.report
+    eviction = _eviction_of(explained, pod_key)
+    document: JsonObject = {
+        "decision": decision_id(record.run, record.cycle),
+        "time": wall_text(record.wall),
+        "dryRun": record.dry_run,
+        "pod": eviction.pod.key,
+        "uid": eviction.pod.uid,
+        "signal": eviction.signal,
+        "message": eviction.message,
+        "gracePeriodSeconds": eviction.grace_period_override_s,
+        "effectiveGracePeriodSeconds": eviction.effective_grace_period_s,
+        "threshold": _threshold_json(eviction.threshold, explained) if eviction.threshold is not None else None,
+        "thresholdsMet": [_threshold_json(s.threshold, explained) for s in report.assessment.thresholds],
+        "reclaim": _recorded_reclaim(record),
+        "reclaimSucceeded": report.reclaim_succeeded,
+    }
+    if eviction.threshold is None:  # a local-storage limit: no ranking, the pod itself broke its limit
+        document.update(ranking=[], why=[f"{eviction.pod.key} exceeded a local storage limit: {eviction.message}"])
+        return document
+    signal = eviction.threshold.signal
+    rows = ranked_pods(signal, explained.layout, report.ranking, report, eviction.pod)
+    document["unit"] = usage_unit(signal)
+    document["ranking"] = [{"rank": n, "pod": row.pod.key, "uid": row.pod.uid, **row.keys,
+                            "outcome": row.outcome or None} for n, row in enumerate(rows, start=1)]
+    document["why"] = _why(signal, rows)
+    document["notRanked"] = list(NOT_RANKED)
+    return document
+
+
+def _recorded_reclaim(record: Record) -> list[object]:
+    results = record.decision.get("reclaimResults")
+    return list(results) if isinstance(results, list) else []
+
+
+def _why(signal: Signal, rows: Sequence[RankedPod]) -> list[str]:
+    position = next(i for i, row in enumerate(rows) if row.outcome == "evicted")
+    chosen = rows[position]
+    why = [f"{row.pod.key} ranked above it but is never evicted: {row.outcome.removeprefix('skipped: ')}"
+           for row in rows[:position]]
+    # Against the next pod that could have gone instead (critical pods below it never could).
+    following = next((row for row in rows[position + 1:] if not row.outcome), None)
+    if following is not None:
+        why.append(why_before(signal, chosen.pod, chosen.keys, following.pod, following.keys))
+    else:
+        why.append(f"{chosen.pod.key} was the only pod that could be evicted")
+    return why
+
+
+def _threshold_line(item: Mapping[str, object]) -> str:
+    value = item["value"]
+    assert isinstance(value, Mapping)
+    shown = value.get("quantity") or f"{float(str(value.get('percentage'))) * 100:.6g}%"
+    line = f"{item['signal']} < {shown} ({item['kind']}"
+    line += ")" if item["kind"] == "hard" else f", grace {item['gracePeriodSeconds']}s)"
+    if "available" in item:
+        line += f": available {item['available']} of {item['capacity']}, threshold {item['threshold']}"
+    if "firstMet" in item:
+        line += f"; first met {item['firstMet']} ({item['metForSeconds']:g}s before)"
+    return line
+
+
+def explanation_text(document: Mapping[str, object]) -> str:
+    """The text form of `explanation_json`'s document."""
+    verb = "would have evicted" if document["dryRun"] else "evicted"
+    lines = [f"decision {document['decision']} at {document['time']}: {verb} {document['pod']} for "
+             f"{document['signal']}, grace {document['gracePeriodSeconds']}s "
+             f"(effective {document['effectiveGracePeriodSeconds']}s)",
+             f"  message: {document['message']}", ""]
+    threshold = document["threshold"]
+    if isinstance(threshold, Mapping):
+        lines.append(f"threshold acted on: {_threshold_line(threshold)}")
+    met = [t for t in document["thresholdsMet"] if isinstance(t, Mapping)]  # type: ignore[attr-defined]
+    others = [t for t in met if t != threshold]
+    if others:
+        lines += ["other thresholds met:", *(f"  {_threshold_line(t)}" for t in others)]
+    reclaim = [r for r in document["reclaim"] if isinstance(r, Mapping)]  # type: ignore[attr-defined]
+    if reclaim:
+        outcome = "enough" if document["reclaimSucceeded"] else "not enough"
+        ran = ", ".join(f"{r.get('action')} " + (f"failed: {r['error']}" if r.get("error") else
+                                                  f"freed {_bytes(r.get('freedBytes'))}") for r in reclaim)
+        lines.append(f"node-level reclaim: {ran} ({outcome})")
+    else:
+        lines.append("node-level reclaim: none for this signal")
+    ranking = [r for r in document["ranking"] if isinstance(r, Mapping)]  # type: ignore[attr-defined]
+    if ranking:
+        signal = Signal(str(document["signal"]))
+        lines += ["", f"ranking for {signal} (usage in {document['unit']}):", _ranking_table(signal, ranking)]
+    lines += ["", "why:", *(f"  {reason}" for reason in document["why"])]  # type: ignore[attr-defined]
+    if ranking:
+        lines.append(f"  never ranked at all: {', '.join(NOT_RANKED)}")
+    return "\n".join(lines)
+
+
+def _bytes(value: object) -> str:
+    return human(int(str(value or 0)), Signal.NODEFS_AVAILABLE)
+
+
+def _yes_no(value: object) -> str:
+    return "-" if value is None else "yes" if value else "no"
+
+
+def _ranking_table(signal: Signal, ranking: Sequence[Mapping[str, object]]) -> str:
+    headers: tuple[str, ...]
+    rows: list[tuple[str, ...]]
+    if signal is not Signal.PID_AVAILABLE:
+        headers = ("#", "POD", "EXCEEDS REQUEST", "PRIORITY", "USAGE - REQUEST", "OUTCOME")
+        rows = [(str(r["rank"]), str(r["pod"]), _yes_no(r.get("exceedsRequests")), str(r["priority"]),
+                 _amount(r.get("usageAboveRequest"), signal), str(r.get("outcome") or "")) for r in ranking]
+    else:
+        headers = ("#", "POD", "PRIORITY", "PROCESSES", "OUTCOME")
+        rows = [(str(r["rank"]), str(r["pod"]), str(r["priority"]), _amount(r.get("processes"), signal),
+                 str(r.get("outcome") or "")) for r in ranking]
+    return table(headers, rows)
+
+
+# --- what would be evicted next -------------------------------------------------------------------------------
+
+
+def now_json(explained: Explained) -> JsonObject:
+    """The `--now` document: each threshold's distance from its signal's reading, and the head of the eviction
+    order (this cycle's ranking, or the one for the signal nearest a threshold)."""
+    record, report = explained.record, explained.report
+    assessment = report.assessment
+    met = {status.threshold: status for status in assessment.thresholds}
+    thresholds, _ = effective_thresholds(explained.config, explained.layout)
+    signals: list[JsonObject] = []
+    nearest: tuple[float, Signal] | None = None
+    for threshold in thresholds:
+        if threshold.operator is None:
+            continue
+        observation = assessment.observations.get(threshold.signal)
+        item: JsonObject = {"signal": str(threshold.signal), "kind": "hard" if threshold.is_hard else "soft",
+                            "value": value_json(threshold.value),
+                            "gracePeriodSeconds": seconds_json(threshold.grace_period_s)}
+        status = met.get(threshold)
+        item["state"] = ("no reading" if observation is None else "ok" if status is None
+                         else "met" if threshold.is_hard or status.grace_met
+                         else f"in grace {status.observed_for_s:.0f}/{threshold.grace_period_s:g}s")
+        if observation is not None:
+            quantity = threshold_quantity(threshold.value, observation.capacity).ceil_int()
+            available = observation.available.ceil_int()
+            item.update(available=available, threshold=quantity, distance=available - quantity)
+            share = (available - quantity) / max(1, observation.capacity.ceil_int())
+            if nearest is None or share < nearest[0]:
+                nearest = (share, threshold.signal)
+        signals.append(item)
+    step = assessment.next_step
+    if report.ranking and isinstance(step, ReclaimThenEvict):
+        signal, ranking, why = step.threshold.signal, report.ranking, "this cycle's ranking"
+    elif nearest is not None and report.summary is not None:
+        signal = nearest[1]
+        stats_of = pod_stats_lookup(report.summary, report.pods)
+        ranking = tuple(rank_pods(signal, explained.layout, report.pods, stats_of))
+        why = f"the order if {signal} reached its threshold (the signal nearest one)"
+    else:
+        signal, ranking, why = Signal.MEMORY_AVAILABLE, (), "no thresholds with readings"
+    rows = ranked_pods(signal, explained.layout, ranking, report, None) if ranking else []
+    following = next((row.pod.key for row in rows if not row.outcome), None)
+    return {
+        "decision": decision_id(record.run, record.cycle),
+        "time": wall_text(record.wall),
+        "conditions": [str(c) for c in assessment.node_conditions],
+        "signals": signals,
+        "ranking": {"signal": str(signal), "basis": why, "unit": usage_unit(signal), "next": following,
+                    "pods": [{"rank": n, "pod": row.pod.key, **row.keys, "outcome": row.outcome or None}
+                             for n, row in enumerate(rows[:RANKING_SHOWN_NOW], start=1)],
+                    "more": max(0, len(rows) - RANKING_SHOWN_NOW)},
+    }
+
+
+def now_text(document: Mapping[str, object]) -> str:
+    """The text form of `now_json`'s document."""
+    conditions = document["conditions"]
+    lines = [f"as of cycle {document['decision']} at {document['time']} (the newest recorded)",
+             f"node conditions: {', '.join(conditions) or 'none'}", ""]  # type: ignore[arg-type]
+    rows = []
+    for item in document["signals"]:  # type: ignore[attr-defined]
+        signal = Signal(item["signal"])
+        value = item["value"]
+        shown = value.get("quantity") or f"{float(value.get('percentage')) * 100:.6g}%"
+        reading = "available" in item
+        rows.append((str(signal), f"{item['kind']} < {shown}",
+                     human(item["available"], signal) if reading else "no data",
+                     human(item["threshold"], signal) if reading else "-",
+                     human(item["distance"], signal) if reading else "-", item["state"]))
+    lines.append(table(("SIGNAL", "THRESHOLD", "AVAILABLE", "THRESHOLD NOW", "DISTANCE", "STATE"), rows))
+    ranking = document["ranking"]
+    assert isinstance(ranking, Mapping)
+    pods = ranking["pods"]
+    lines.append("")
+    if not pods:
+        lines.append(f"eviction order: none ({ranking['basis']})")
+        return "\n".join(lines)
+    signal = Signal(str(ranking["signal"]))
+    lines += [f"eviction order: {ranking['basis']}; next to go: {ranking['next'] or 'nobody (all critical)'}",
+              _ranking_table(signal, pods)]
+    if ranking["more"]:
+        lines.append(f"... and {ranking['more']} more")
+    return "\n".join(lines)

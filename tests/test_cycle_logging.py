@@ -110,6 +110,15 @@ def test_an_eviction_is_logged_with_pod_signal_threshold_and_message(memory_run:
     assert memory_run.reports[3].evictions[0].message == WEB_MESSAGE
 
 
+def test_an_eviction_names_its_decision_with_the_flight_recorders_run(memory_run: Run) -> None:
+    log = RecordingLog()
+    logger = CycleLogger(log, True, run="20261123T100000Z-42")
+    for number, report in enumerate(memory_run.reports, start=1):
+        logger.log_cycle(number, report, memory_run.state)
+    evictions = [fields for _, event, fields in log.take() if event == "would evict pod"]
+    assert [e["decision"] for e in evictions] == ["20261123T100000Z-42/4"]
+
+
 def test_only_critical_pods_left_is_logged_as_unable_to_evict() -> None:
     only_critical = run(MEMORY_CONFIG, [memory_step(0, 500 * Mi)], pods=[STATIC_PROXY])
     events = [(level, event, fields.get("ranking", fields.get("pod"))) for level, event, fields in

@@ -66,6 +66,18 @@ def test_live_view_ranking_marks_critical_pods(memory_run: Run) -> None:
     assert "acting on memory.available<1Gi (hard)" in acting
     assert f"evicted default/web (memory.available): {WEB_MESSAGE}" in screen_of(memory_run, 3, dry_run=False)
     assert screen_of(memory_run, 3, dry_run=False).splitlines()[0].endswith(" UTC - acting")
+    assert "explain" not in acting, "no flight recorder, no decision to explain"
+
+
+def test_live_view_names_the_decision_of_an_eviction(memory_run: Run) -> None:
+    def screen(index: int) -> str:
+        return render(memory_run.reports[index], memory_run.state, node_name="node-1", cycle=index + 1,
+                      now_wall=NOW_WALL, dry_run=True, run="20261123T100000Z-42")
+
+    lines = screen(3).splitlines()
+    assert lines[lines.index(f"would evict default/web (memory.available): {WEB_MESSAGE}") + 1] == \
+        "why: evictd explain --decision 20261123T100000Z-42/4"
+    assert "explain" not in screen(2), "no eviction, nothing to explain"
 
 
 def test_live_view_calm_node_and_recent_events(memory_run: Run) -> None:

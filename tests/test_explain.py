@@ -1,0 +1,164 @@
+"""`evictd explain`: why a recorded eviction happened, and what would go next, from a flight recording.
+
+The recordings are made by the real FlightRecorder from the example scenarios' cycles (as `test_recorder` makes
+them); the command runs as a user runs it. `tests/daemon/test_run_recording.py` explains a recording of a real
+`evictd run` under real memory and disk pressure.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from evictd.recording import RECORDING_FOLDER, read_recording
+from test_recorder import EXAMPLES, START, evictd, example, record, recorder
+
+
+def when(seconds: float) -> str:
+    """The RFC 3339 time of `seconds` into the example (as explain prints times)."""
+    return datetime.fromtimestamp(START + seconds, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def explained(state_dir: Path, *args: str) -> dict[str, Any]:
+    done = evictd("explain", *args, "--state-dir", str(state_dir), "--output", "json")
+    assert done.returncode == 0, done.stderr
+    document: dict[str, Any] = json.loads(done.stdout)
+    return document
+
+
+def memory_recording(tmp_path: Path, proxy_priority: int | None = None) -> Path:
+    """01-memory-pressure recorded: batch-job evicted at t=100 (soft, grace 90 s met), shop/web at t=110 (hard).
+    With `proxy_priority` the static kube-proxy pod gets that priority (a low one ranks it first)."""
+    _, scenario, settings = example(EXAMPLES[0])
+    if proxy_priority is not None:
+        steps = tuple(replace(step, pods=tuple(replace(p, priority=proxy_priority) if p.name.startswith("kube-proxy")
+                                               else p for p in step.pods)) for step in scenario.steps)
+        scenario = replace(scenario, steps=steps)
+    record(scenario, recorder(tmp_path, settings))
+    return tmp_path
+
+
+def test_explain_a_soft_eviction_by_pod_name(tmp_path: Path) -> None:
+    state_dir = memory_recording(tmp_path)
+    records, _ = read_recording(str(state_dir / RECORDING_FOLDER))
+    evicting = next(r for r in records if r.decision["evicted"])
+
+    document = explained(state_dir, "jobs/batch-job")
+    assert document["decision"] == f"{evicting.run}/{evicting.cycle}" and evicting.cycle == 4
+    assert (document["pod"], document["signal"], document["time"]) == ("jobs/batch-job", "memory.available", when(100))
+    assert document["dryRun"] is False and document["gracePeriodSeconds"] == 10
+    threshold = document["threshold"]
+    # Below 2Gi since t=10: first met then, acted on once its 90 s grace period had passed.
+    assert threshold == {**threshold, "kind": "soft", "value": {"quantity": "2Gi"}, "gracePeriodSeconds": 90,
+                         "threshold": "2Gi", "available": "1750Mi", "capacity": "16Gi", "firstMet": when(10),
+                         "metForSeconds": 90, "graceMet": True}
+    assert document["reclaim"] == [] and document["unit"] == "bytes"
+    ranking = document["ranking"]
+    assert [(r["pod"], r["exceedsRequests"], r["priority"], r["outcome"]) for r in ranking] == [
+        ("jobs/batch-job", True, 0, "evicted"),
+        ("shop/web", True, 0, None),
+        ("kube-system/kube-proxy-x7k2p", True, 2000001000, "skipped: a static pod"),
+        ("shop/db", False, 1000, None),
+    ]
+    assert ranking[0]["usageAboveRequest"] == 3 << 30 and ranking[0]["uid"].endswith("7a02")
+    assert document["why"] == ["jobs/batch-job had more usage above its request (3.0 GiB) than shop/web (644.0 MiB)"]
+
+    # The same eviction found by its UID, and by its name alone.
+    assert explained(state_dir, "0b0e7a43-0002-4c1e-9d39-1f0a5c1b7a02") == document
+    assert explained(state_dir, "batch-job") == document
+
+
+def test_explain_says_why_a_pod_ranked_above_the_evicted_one_was_skipped(tmp_path: Path) -> None:
+    state_dir = memory_recording(tmp_path, proxy_priority=-5)
+    document = explained(state_dir, "--last")
+    assert (document["pod"], document["time"]) == ("shop/web", when(110))
+    assert [r["pod"] for r in document["ranking"]][:2] == ["kube-system/kube-proxy-x7k2p", "shop/web"]
+    assert document["threshold"]["kind"] == "hard" and document["threshold"]["firstMet"] == when(110)
+    soft = [t for t in document["thresholdsMet"] if t["kind"] == "soft"]
+    assert soft == [{**soft[0], "firstMet": when(10), "metForSeconds": 100}]
+    assert document["why"] == [
+        "kube-system/kube-proxy-x7k2p ranked above it but is never evicted: a static pod",
+        "shop/web used more memory than it requests and shop/db did not",
+    ]
+
+    text = evictd("explain", "--last", "--state-dir", str(state_dir))
+    assert text.returncode == 0, text.stderr
+    lines = text.stdout.splitlines()
+    assert lines[0].startswith(f"decision {document['decision']} at {when(110)}: evicted shop/web for "
+                               "memory.available, grace 1s")
+    assert (f"threshold acted on: memory.available < 1Gi (hard): available 700Mi of 16Gi, threshold 1Gi; "
+            f"first met {when(110)} (0s before)") in lines
+    header = next(i for i, line in enumerate(lines) if line.startswith("#  POD"))
+    assert lines[header].split("  ")[0:2] == ["#", "POD"] and "USAGE - REQUEST" in lines[header]
+    assert lines[header + 1].split() == ["1", "kube-system/kube-proxy-x7k2p", "yes", "-5", "50.0", "MiB", "skipped:",
+                                         "a", "static", "pod"]
+    assert lines[header + 2].split() == ["2", "shop/web", "yes", "0", "644.0", "MiB", "evicted"]
+    assert "  shop/web used more memory than it requests and shop/db did not" in lines
+
+
+def test_explain_shows_node_level_reclaim_and_a_decision_by_its_id(tmp_path: Path) -> None:
+    _, scenario, settings = example(EXAMPLES[1])  # 02-disk-pressure-single-fs: reclaim, not enough, evict
+    record(scenario, recorder(tmp_path, settings))
+    records, _ = read_recording(str(tmp_path / RECORDING_FOLDER))
+    evicting = next(r for r in records if r.decision["evicted"])
+    document = explained(tmp_path, "--decision", f"{evicting.run}/{evicting.cycle}")
+    assert document["pod"] == "default/cache" and document["signal"] == "nodefs.available"
+    assert [r["action"] for r in document["reclaim"]] == ["containerGC", "imageGC"]
+    assert document["reclaim"] == evicting.decision["reclaimResults"] and document["reclaimSucceeded"] is False
+    assert document["why"] == ["default/cache has a lower priority (0) than default/api (100)"]
+
+
+def test_explain_now_shows_the_distance_to_each_threshold_and_the_next_pod(tmp_path: Path) -> None:
+    state_dir = memory_recording(tmp_path)
+    document = explained(state_dir, "--now")
+    assert document["time"] == when(410) and document["conditions"] == []
+    signals = {(s["signal"], s["kind"]): s for s in document["signals"]}
+    hard = signals[("memory.available", "hard")]
+    assert hard["distance"] == hard["available"] - hard["threshold"] and hard["threshold"] == 1 << 30
+    assert hard["state"] == "ok" and signals[("memory.available", "soft")]["threshold"] == 2 << 30
+    assert signals[("allocatableMemory.available", "hard")]["state"] == "no reading"
+    ranking = document["ranking"]
+    assert ranking["signal"] == "memory.available" and ranking["next"] == "shop/web"
+    assert [p["pod"] for p in ranking["pods"]] == ["shop/web", "kube-system/kube-proxy-x7k2p", "shop/db"]
+
+    text = evictd("explain", "--now", "--state-dir", str(state_dir))
+    assert text.returncode == 0, text.stderr
+    assert "next to go: shop/web" in text.stdout
+    row = next(line for line in text.stdout.splitlines() if line.startswith("memory.available") and "hard" in line)
+    assert row.split()[-3:] == ["5.0", "GiB", "ok"]
+
+
+def test_explain_under_pressure_now_shows_the_grace_period_under_way(tmp_path: Path) -> None:
+    state_dir = memory_recording(tmp_path)
+    document = explained(state_dir, "--now", "--until", when(60))
+    assert document["time"] == when(60) and document["conditions"] == ["MemoryPressure"]
+    soft = next(s for s in document["signals"] if s["kind"] == "soft")
+    assert soft["state"] == "in grace 50/90s" and soft["distance"] < 0
+
+
+def test_explain_without_a_recording_or_an_eviction_says_so(tmp_path: Path) -> None:
+    missing = evictd("explain", "--last", "--state-dir", str(tmp_path / "nowhere"))
+    assert (missing.returncode, missing.stdout) == (1, "")
+    assert missing.stderr == f"evictd: no recorded cycles in {tmp_path / 'nowhere'}\n"
+
+    state_dir = memory_recording(tmp_path)
+    unknown = evictd("explain", "shop/db", "--state-dir", str(state_dir))
+    assert unknown.returncode == 1
+    assert unknown.stderr == ("evictd: no eviction of shop/db in the recording "
+                              "(evicted were: jobs/batch-job, shop/web)\n")
+    calm = evictd("explain", "--last", "--state-dir", str(state_dir), "--until", when(60))
+    assert (calm.returncode, calm.stderr) == (1, "evictd: no eviction in the recording\n")
+    records, _ = read_recording(str(state_dir / RECORDING_FOLDER))
+    no_eviction = evictd("explain", "--decision", f"{records[0].run}/1", "--state-dir", str(state_dir))
+    assert no_eviction.returncode == 1 and "evicted nobody" in no_eviction.stderr
+    no_decision = evictd("explain", "--decision", "nope/3", "--state-dir", str(state_dir))
+    assert no_decision.returncode == 1 and no_decision.stderr.startswith("evictd: no decision nope/3")
+
+    # Usage errors: nothing to explain, or two things at once.
+    for args in ((), ("shop/web", "--last"), ("--last", "--now")):
+        usage = evictd("explain", *args, "--state-dir", str(state_dir))
+        assert usage.returncode == 2 and usage.stderr.startswith("evictd: "), usage.stderr
+        assert "Traceback" not in usage.stderr

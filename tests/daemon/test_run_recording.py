@@ -88,6 +88,30 @@ def test_a_recording_of_real_memory_and_disk_pressure_replays_to_the_same_decisi
         assert difference["replayed"][0].startswith(f"{real_pod.key} for nodefs.available")
     assert {d["what"] for d in differences} >= {"thresholdsMet", "evicted"}
 
+    # Each eviction's log line names its decision; `evictd explain` of it is that cycle, replayed.
+    for logged in (disk, memory):
+        explained = evictd("explain", "--decision", logged["decision"], "--state-dir", str(daemon.state_dir),
+                           "--output", "json")
+        assert explained.returncode == 0, explained.stderr
+        why = json.loads(explained.stdout)
+        assert (why["pod"], why["signal"], why["dryRun"]) == (real_pod.key, logged["signal"], True)
+        assert why["message"] == logged["message"] and why["ranking"][0]["pod"] == real_pod.key
+        assert why["ranking"][0]["outcome"] == "evicted" and why["threshold"]["firstMet"] <= why["time"]
+    disk_why = json.loads(evictd("explain", "--decision", disk["decision"], "--state-dir", str(daemon.state_dir),
+                                 "--output", "json").stdout)
+    assert disk_why["reclaim"] and disk_why["reclaimSucceeded"] is False, "reclaim ran and was not enough"
+    memory_why = json.loads(evictd("explain", real_pod.key, "--state-dir", str(daemon.state_dir),
+                                   "--output", "json").stdout)
+    assert memory_why["signal"] == "allocatableMemory.available", "the pod's last eviction: for memory"
+    assert memory_why["ranking"][0]["usageAboveRequest"] >= ALLOCATED_BYTES
+    now = evictd("explain", "--now", "--state-dir", str(daemon.state_dir), "--output", "json")
+    assert now.returncode == 0, now.stderr
+    signals = {s["signal"]: s for s in json.loads(now.stdout)["signals"]}
+    assert signals["allocatableMemory.available"]["state"] == "met"
+    assert signals["allocatableMemory.available"]["distance"] < 0 < 200 * MiB + signals[
+        "allocatableMemory.available"]["distance"]
+    assert json.loads(now.stdout)["ranking"]["next"] == real_pod.key
+
     # The recording exports as a scenario that `simulate` runs to the same decisions.
     exported = evictd("record", "export", "--state-dir", str(daemon.state_dir))
     assert exported.returncode == 0, exported.stderr

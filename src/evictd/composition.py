@@ -77,7 +77,7 @@ from evictd.manager import EvictionManager, ListedPods, PodEvictor, PodSource, S
 from evictd.metrics import Metrics
 from evictd.oom_feedback import OomFeedback
 from evictd.recorder import FlightRecorder
-from evictd.recording import run_id
+from evictd.recording import CurrentDecision, run_id
 from evictd.runtime_link import CriRuntime, RuntimeLink, RuntimeSlot
 from evictd.state_lock import StateLock, acquire_state_lock
 from evictd.stop_signal import StopSignal
@@ -295,7 +295,8 @@ def attach_runtime(config: Configuration, client: CriClient, version: RuntimeVer
 
 def build_cluster(config: Configuration, node_name: str, metrics: Metrics, log: Any, dry_run: bool,
                   cgroups: CgroupReader, runtime: Runtime = NO_RUNTIME,
-                  should_stop: Callable[[], bool] = lambda: False) -> ClusterParts:
+                  should_stop: Callable[[], bool] = lambda: False,
+                  decision: Callable[[], str | None] = lambda: None) -> ClusterParts:
     """Lock the stateDir, then build the pod watch, the journaled evictor, the node status writer, the event
     recorder and the node's pods for when the watch has no list (with the runtime slot: the local stop, the
     check that an evicted pod stopped, the sandboxes naming the node's pods). Raises StateLockError when another
@@ -314,7 +315,7 @@ def build_cluster(config: Configuration, node_name: str, metrics: Metrics, log: 
                               on_write_failure=metrics.journal_write_failures.inc)
     events = EventRecorder(api_client, node_name, dry_run=dry_run)
     kube_evictor = None if dry_run else KubePodEvictor(api_client, journal, events, runtime=runtime,
-                                                       on_api_error=api_error)
+                                                       on_api_error=api_error, decision=decision)
     evictor: PodEvictor = kube_evictor if kube_evictor is not None else ReportOnlyEvictor()
     node_writer = NodeStatusWriter(api_client, node_name, settings.node_condition_mode,
                                    update_period_s=settings.node_status_update_frequency_s, dry_run=dry_run)
@@ -357,7 +358,11 @@ def build_daemon(
     stop = StopSignal(waiter.wake, settings.shutdown_timeout_s, log)
     # The adapters hold the runtime slot; it answers as the runtime once one does (`link`, below).
     runtime = RuntimeSlot()
-    cluster = (build_cluster(config, node_name, metrics, log, dry_run, cgroups, runtime, stop.is_set)
+    # The flight recorder's name of this run: with it, evictions' log lines, the live view and Evicted events
+    # name their decision (`evictd explain --decision`).
+    run = run_id(time.time()) if settings.recorder else None
+    decision = CurrentDecision(run)
+    cluster = (build_cluster(config, node_name, metrics, log, dry_run, cgroups, runtime, stop.is_set, decision)
                if api_configured(settings) else None)
     discovered = cluster.discovered if cluster is not None else DiscoveredPods(cgroups, settings.pod_logs_dir, runtime)
     pods: PodSource = cluster.pods if cluster is not None else discovered
@@ -410,8 +415,6 @@ def build_daemon(
                  pods_cgroup=cgroups.pods_cgroup())
     oom_feedback = OomFeedback(OomCounters(cgroups), dry_run=evictions_reported_only,
                                container_names=runtime.container_names)
-    # The flight recorder's name of this run: with it, evictions' log lines and the live view name their decision.
-    run = run_id(time.time()) if settings.recorder else None
     after_cycle: list[AfterCycle] = [record_metrics(metrics, evictions_reported_only),
                                      log_cycles(log, evictions_reported_only, run)]
     if state_file is not None:
@@ -448,6 +451,7 @@ def build_daemon(
         parts=parts,
         oom_feedback=oom_feedback,
         log=log,
+        before_cycle=decision.start,
     )
 
 

@@ -103,6 +103,7 @@ class Daemon:
         clock: Clock = SYSTEM_CLOCK,
         systemd: SystemdNotifier | None = None,
         log: Any = None,
+        before_cycle: Callable[[int], None] = lambda number: None,
     ) -> None:
         self.manager = manager
         self.waiter = waiter
@@ -125,6 +126,8 @@ class Daemon:
         self.systemd = systemd if systemd is not None else SystemdNotifier()
         self.log = log if log is not None else structlog.get_logger("evictd")
         self._started: list[Part] | None = None
+        # Told each cycle's number before it runs (what an eviction's Event names as its decision).
+        self.before_cycle = before_cycle
 
     def start(self) -> None:
         """Start the parts in order; if one raises, stop those already started and raise."""
@@ -194,6 +197,7 @@ class Daemon:
         self._started = []
 
     def _cycle(self, number: int, started: float) -> CycleReport | None:
+        self.before_cycle(number)
         try:
             report = self.manager.synchronize()
         except Exception:  # the loop is the one place that survives anything; the next cycle retries

@@ -54,6 +54,22 @@ def decision_id(run: str, cycle: int) -> str:
     return f"{run}/{cycle}"
 
 
+class CurrentDecision:
+    """The decision id of the cycle under way (None before the first cycle, or without a run to name)."""
+
+    def __init__(self, run: str | None) -> None:
+        self.run = run
+        self.id: str | None = None
+
+    def start(self, cycle: int) -> None:
+        """A cycle starts."""
+        if self.run is not None:
+            self.id = decision_id(self.run, cycle)
+
+    def __call__(self) -> str | None:
+        return self.id
+
+
 def pod_id(pod: Pod) -> str:
     """The id a recording knows a pod by: its UID, or namespace/name for a pod without one."""
     return pod.uid or pod.key

@@ -474,6 +474,13 @@ def core_event(ref: ObjectRef | None = None, reporter: str = NODE, **changes: An
     return unstructured(body)
 
 
+def explained_event() -> dict[str, Any]:
+    """An Evicted Event as evictd writes it with the flight recorder on: the decision id among its annotations."""
+    event = core_event()
+    event["metadata"]["annotations"] = {"offending_containers": "app", "evictd.io/decision": "20261123T100000Z-42/7"}
+    return event
+
+
 def node_event(about: str = NODE, reporter: str = NODE) -> dict[str, Any]:
     ref = ObjectRef(kind="Node", name=about, namespace="", uid=about)
     body = recorder(reporter).record(ref, "Normal", "NodeHasInsufficientMemory",
@@ -678,6 +685,7 @@ CASES = [
     # ---- core/v1 events
     Case("create a pod event", lambda: create_core_event(core_event()), True),
     Case("create a node event", lambda: create_core_event(node_event()), True),
+    Case("create a pod event naming its decision", lambda: create_core_event(explained_event()), True),
     Case("repeat a pod event", lambda: repeat_core_event(core_event()), True),
     Case("repeat a node event", lambda: repeat_core_event(node_event()), True),
     Case("a pod event from another host", lambda: create_core_event(core_event(reporter=OTHER_NODE)), False,

@@ -19,6 +19,9 @@ leaves its conditions Unknown. Exactly one eviction.
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -110,10 +113,20 @@ def test_a_pod_hogging_memory_is_evicted_through_the_api_and_the_pressure_clears
         assert (event["type"], event["message"]) == ("Warning", evicting["message"])
         assert event["source"] == {"component": "evictd", "host": node.name}
         annotations = event["metadata"]["annotations"]
-        assert set(annotations) == {"offending_containers", "offending_containers_usage", "starved_resource"}
+        assert set(annotations) == {"offending_containers", "offending_containers_usage", "starved_resource",
+                                    "evictd.io/decision"}
         assert (annotations["offending_containers"], annotations["starved_resource"]) == ("hog", "memory")
         assert f"Container hog was using {annotations['offending_containers_usage']}, request is 32Mi" in \
             evicting["message"]
+        # The event and the log line name the same decision, which `evictd explain` finds in the recording.
+        assert annotations["evictd.io/decision"] == evicting["decision"]
+        explained = subprocess.run([sys.executable, "-m", "evictd", "explain", "--decision", evicting["decision"],
+                                    "--state-dir", str(node.state_dir), "--output", "json"],
+                                   capture_output=True, text=True, timeout=60, check=False)
+        assert explained.returncode == 0, explained.stderr
+        why = json.loads(explained.stdout)
+        assert (why["pod"], why["dryRun"], why["message"]) == (f"{hog.namespace}/{hog.name}", False,
+                                                             evicting["message"])
         # ... and the node: the reclaim event, the condition and the taint.
         wait_until(lambda: node.node_events("EvictionThresholdMet"), 10, "the EvictionThresholdMet event")
         reclaim = node.node_events("EvictionThresholdMet")[0]

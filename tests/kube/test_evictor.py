@@ -240,6 +240,22 @@ def test_a_soft_eviction_deletes_with_the_effective_grace_period(apiserver: ApiS
     assert conditions_by_type(stored)["DisruptionTarget"]["reason"] == "TerminationByKubelet"
 
 
+def test_the_evicted_event_names_the_decision_the_flight_recorder_can_explain(
+    apiserver: ApiServer, harness: Harness
+) -> None:
+    apiserver.store.create_pod(hog())
+    eviction = hard_eviction(hog())
+    events = EventRecorder(harness.client, NODE, clock=ManualClock(0.0, wall_at_zero=NOW))
+    evictor = KubePodEvictor(harness.client, harness.journal, events, decision=lambda: "20261123T100000Z-42/7",
+                             clock=ManualClock(0.0, wall_at_zero=NOW))
+
+    evictor.evict(eviction)
+
+    [recorded] = evicted_events(apiserver)
+    assert recorded["metadata"]["annotations"] == {**eviction.annotations,
+                                                   "evictd.io/decision": "20261123T100000Z-42/7"}
+
+
 def test_a_local_storage_eviction_writes_no_disruption_condition_and_no_annotations(
     apiserver: ApiServer, harness: Harness
 ) -> None:

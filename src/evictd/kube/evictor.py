@@ -6,7 +6,8 @@ manager overwrites a pod status written by anyone else):
 2. threshold evictions only: `PATCH pods/{name}/status` with the `DisruptionTarget` condition alone (reason
    TerminationByKubelet, the kubelet's message), carrying the pod's UID;
 3. `DELETE pods/{name}` with the grace period the engine chose and a UID precondition;
-4. a Warning `Evicted` Event on the pod with the offending-container annotations.
+4. a Warning `Evicted` Event on the pod with the offending-container annotations, and the decision id
+   (`evictd.io/decision`, for `evictd explain --decision`) when the flight recorder names the cycle.
 A step that fails stays pending in the journal and is retried every cycle (`replay`). If that happens for a
 hard-threshold or local-storage eviction before the DELETE went through (the API unreachable, throttled or
 erroring, or refusing evictd: expired credentials, RBAC, an admission policy), the pod is stopped at once
@@ -39,6 +40,8 @@ INVALID = 422
 # For an immediate eviction the condition write and the DELETE may each hang no longer than this before the pod
 # is stopped locally: a hung API must not leave the node unprotected for the whole request timeout.
 IMMEDIATE_REQUEST_TIMEOUT_S = 2.0
+# The Evicted Event's annotation naming the decision (`<run>/<cycle>` of the flight recording).
+DECISION_ANNOTATION = "evictd.io/decision"
 
 
 def condition_patch(entry: JournalEntry, now: str) -> dict[str, Any]:
@@ -48,8 +51,11 @@ def condition_patch(entry: JournalEntry, now: str) -> dict[str, Any]:
     return {"metadata": {"uid": entry.uid}, "status": {"conditions": conditions}}
 
 
-def journal_entry(eviction: Eviction, decided_at: float) -> JournalEntry:
-    """Return the journal entry of a decided eviction."""
+def journal_entry(eviction: Eviction, decided_at: float, decision: str | None = None) -> JournalEntry:
+    """Return the journal entry of a decided eviction (the Event's annotations name `decision`, if any)."""
+    annotations = dict(eviction.annotations)
+    if decision is not None:
+        annotations[DECISION_ANNOTATION] = decision
     return JournalEntry(
         uid=eviction.pod.uid,
         namespace=eviction.pod.namespace,
@@ -60,7 +66,7 @@ def journal_entry(eviction: Eviction, decided_at: float) -> JournalEntry:
         message=eviction.message,
         reason=eviction.reason,
         conditions=eviction.conditions,
-        annotations=FrozenMap(eviction.annotations),
+        annotations=FrozenMap(annotations),
         decided_at=decided_at,
     )
 
@@ -78,8 +84,10 @@ class KubePodEvictor:
         timeout_s: float = 10.0,
         on_api_error: Callable[[KubeError], None] | None = None,
         clock: Clock = SYSTEM_CLOCK,
+        decision: Callable[[], str | None] = lambda: None,
     ) -> None:
         self._api = api
+        self._decision = decision  # the id of the decision under way (`recording.CurrentDecision`)
         self._journal = journal
         self._events = events
         self._runtime = runtime
@@ -93,7 +101,7 @@ class KubePodEvictor:
 
     def evict(self, eviction: Eviction) -> None:
         """Carry out one eviction. Raises EvictdError when it could not be completed now (it stays pending)."""
-        entry = journal_entry(eviction, self._now())
+        entry = journal_entry(eviction, self._now(), self._decision())
         self._journal.record(entry)
         # Hard thresholds and local-storage limits act at once (1 s); soft ones can wait for the API.
         immediate = eviction.threshold is None or eviction.threshold.is_hard

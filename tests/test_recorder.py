@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 import yaml
 
+from clocks import ManualClock
 from evictd.after_cycle import Cycle
 from evictd.config import load_configuration, read_yaml_documents
 from evictd.core.engine import EngineState
@@ -77,7 +78,7 @@ def recorder(state_dir: Path, settings: EvictionSettings, *, log: Log | None = N
              max_bytes: int = 64 * MiB, max_age_s: float = 86400.0, wall: float = START) -> FlightRecorder:
     return FlightRecorder(str(state_dir), settings, max_bytes=max_bytes, max_age_s=max_age_s, dry_run=False,
                           log=log or Log(), on_error=lambda: (errors if errors is not None else []).append(1),
-                          wall=lambda: wall)
+                          clock=ManualClock(0.0, datetime.fromtimestamp(wall, UTC)))
 
 
 def record(scenario: Scenario, hook: FlightRecorder) -> None:
@@ -272,21 +273,22 @@ def test_the_recording_stays_within_its_size_closing_compressed_segments(tmp_pat
 
 def test_the_recording_keeps_nothing_older_than_its_age(tmp_path: Path) -> None:
     _, scenario, settings = example(EXAMPLES[0])
-    now = [START]
+    clock = ManualClock(0.0, datetime.fromtimestamp(START, UTC))
     hook = FlightRecorder(str(tmp_path), settings, max_bytes=64 * MiB, max_age_s=3600.0, dry_run=False, log=Log(),
-                          wall=lambda: now[0])
+                          clock=clock)
     folder = tmp_path / RECORDING_FOLDER
     for cycle in big_node_cycles(scenario, 3 * 360, 10.0):  # three hours, one cycle every 10 s
-        now[0] = cycle.wall.timestamp()
+        now = cycle.wall.timestamp()
+        clock.now_s = now - START
         hook(cycle)
         # Segment files carry their last write as mtime, as on a real node.
         for path in segment_paths(str(folder)):
-            if path.endswith(CLOSED_SUFFIX) and os.path.getmtime(path) > now[0]:
-                os.utime(path, (now[0], now[0]))
+            if path.endswith(CLOSED_SUFFIX) and os.path.getmtime(path) > now:
+                os.utime(path, (now, now))
     records, _ = read_recording(str(folder))
     # Segments go whole once their last cycle is older than maxAge, checked as each segment closes (every
     # maxAge/24): the oldest cycle kept is at most two segments' span older than that.
-    assert 3600 - 3600 / 24 <= now[0] - records[0].wall <= 3600 + 2 * 3600 / 24
+    assert 3600 - 3600 / 24 <= clock.wall().timestamp() - records[0].wall <= 3600 + 2 * 3600 / 24
 
 
 def test_a_full_state_dir_degrades_the_recorder_only(tmp_path: Path) -> None:

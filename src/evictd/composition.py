@@ -22,7 +22,6 @@ from __future__ import annotations
 import os
 import socket
 import sys
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TextIO
@@ -360,7 +359,7 @@ def build_daemon(
     runtime = RuntimeSlot()
     # The flight recorder's name of this run: with it, evictions' log lines, the live view and Evicted events
     # name their decision (`evictd explain --decision`).
-    run = run_id(time.time()) if settings.recorder else None
+    run = run_id(SYSTEM_CLOCK.wall().timestamp()) if settings.recorder else None
     decision = CurrentDecision(run)
     cluster = (build_cluster(config, node_name, metrics, log, dry_run, cgroups, runtime, stop.is_set, decision)
                if api_configured(settings) else None)

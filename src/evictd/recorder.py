@@ -21,12 +21,12 @@ import gzip
 import json
 import os
 import shutil
-import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
 from evictd.after_cycle import Cycle
+from evictd.clock import SYSTEM_CLOCK, Clock
 from evictd.core.fs_layout import FsLayout
 from evictd.core.kubelet_config import EvictionSettings, kubelet_config_document
 from evictd.core.summary import SummaryEncoder
@@ -58,7 +58,7 @@ class FlightRecorder:
 
     def __init__(self, state_dir: str, settings: EvictionSettings, *, max_bytes: int, max_age_s: float,
                  dry_run: bool, log: Any, on_error: Callable[[], None] = lambda: None,
-                 wall: Callable[[], float] = time.time, run: str | None = None) -> None:
+                 clock: Clock = SYSTEM_CLOCK, run: str | None = None) -> None:
         self.folder = os.path.join(state_dir, RECORDING_FOLDER)
         self._config = kubelet_config_document(settings)
         self._max_bytes = max_bytes
@@ -68,8 +68,8 @@ class FlightRecorder:
         self._dry_run = dry_run
         self._log = log
         self._on_error = on_error
-        self._wall = wall
-        self._run = run if run is not None else run_id(wall())
+        self._clock = clock
+        self._run = run if run is not None else run_id(clock.wall().timestamp())
         self._pods = PodListEncoder()
         self._summaries = SummaryEncoder(_dumps)
         self._layout: FsLayout | None = None
@@ -198,7 +198,7 @@ class FlightRecorder:
     def _enforce_bounds(self) -> None:
         """Delete the oldest closed segments until the rest, with room for a whole open segment, fit in
         `maxBytes`, and every segment older than `maxAge`."""
-        now = self._wall()
+        now = self._clock.wall().timestamp()
         sizes: list[tuple[str, int, float]] = []
         for path in segment_paths(self.folder):
             try:

@@ -20,6 +20,8 @@ one place each (`raise CRIError(...) from exc`). Errors carry data, not only tex
 from __future__ import annotations
 
 import reprlib
+from collections.abc import Callable
+from typing import TypeVar
 
 # A bad value is quoted in error messages up to this length, so one line stays readable.
 MAX_VALUE_CHARS = 80
@@ -133,6 +135,18 @@ class SampleError(EvictdError):
         self.source = source
         self.reason = reason
         super().__init__(f"{source}: {reason}")
+
+
+_T = TypeVar("_T")
+
+
+def attempt(read: Callable[[], _T], problems: list[SampleError]) -> _T | None:
+    """Return `read()`, or None once the SampleError it raised is added to `problems` (one reading of many)."""
+    try:
+        return read()
+    except SampleError as exc:
+        problems.append(exc)
+        return None
 
 
 class CRIError(EvictdError):

@@ -135,41 +135,25 @@ class Runtime(Protocol):
     """
 
     @property
-    def attached(self) -> bool:
-        """True once a runtime answered."""
-        ...
+    def attached(self) -> bool: ...  # True once a runtime answered
 
-    def list_sandboxes(self) -> Sequence[Sandbox]:
-        """Every pod sandbox (none without a runtime)."""
-        ...
+    def list_sandboxes(self) -> Sequence[Sandbox]: ...  # every pod sandbox (none without a runtime)
 
-    def filesystem_paths(self) -> tuple[str, str] | None:
-        """The runtime's image and container filesystems' folders; None: use the configured ones."""
-        ...
+    # The runtime's image and container filesystems' folders; None: use the configured ones.
+    def filesystem_paths(self) -> tuple[str, str] | None: ...
 
-    def container_stats(self) -> Mapping[str, Sequence[ContainerUsage]] | None:
-        """Pod UID -> its containers' usage; None without a runtime (nothing to ask)."""
-        ...
+    # Pod UID -> its containers' usage, or its sandbox's usage; None without a runtime (nothing to ask).
+    def container_stats(self) -> Mapping[str, Sequence[ContainerUsage]] | None: ...
 
-    def sandbox_stats(self) -> Mapping[str, SandboxUsage] | None:
-        """Pod UID -> its sandbox's usage; None without a runtime."""
-        ...
+    def sandbox_stats(self) -> Mapping[str, SandboxUsage] | None: ...
 
-    def container_names(self, pod_uid: str) -> dict[str, str]:
-        """Container ID -> name of a pod's containers (empty without a runtime)."""
-        ...
+    def container_names(self, pod_uid: str) -> dict[str, str]: ...  # container ID -> name (empty without one)
 
-    def pod_running(self, pod_uid: str) -> bool | None:
-        """Whether anything of the pod still runs; None when no runtime can tell."""
-        ...
+    def pod_running(self, pod_uid: str) -> bool | None: ...  # anything of the pod still runs; None: cannot tell
 
-    def stop_pod(self, eviction: Eviction) -> None:
-        """Stop the evicted pod through the runtime (only called when `attached`)."""
-        ...
+    def stop_pod(self, eviction: Eviction) -> None: ...  # stop the evicted pod (only called when `attached`)
 
-    def collect_garbage(self) -> None:
-        """Run the periodic container and image GC when due (nothing without a runtime)."""
-        ...
+    def collect_garbage(self) -> None: ...  # the periodic container and image GC when due (none without one)
 
 
 class NullRuntime:

@@ -102,34 +102,19 @@ SPLIT_FS_SIGNAL_TO_RECLAIM = _per_fs((ReclaimAction.CONTAINER_GC,), (ReclaimActi
 
 MEANINGS: dict[FsLayout, LayoutMeaning] = {
     # One filesystem for everything.
-    FsLayout(): LayoutMeaning(
-        containerfs_sources=CONTAINERFS_FROM_NODEFS,
-        rank_fs_stats=SINGLE_FS_SIGNAL_TO_FS_STATS,
-        reclaim_actions=SINGLE_FS_SIGNAL_TO_RECLAIM,
-        container_rootfs_counts=True,
-    ),
+    FsLayout(): LayoutMeaning(CONTAINERFS_FROM_NODEFS, SINGLE_FS_SIGNAL_TO_FS_STATS, SINGLE_FS_SIGNAL_TO_RECLAIM,
+                              container_rootfs_counts=True),
     # Writable layers apart from images, images on nodefs: cannot happen in practice; upstream treats it as
     # one filesystem but derives no containerfs thresholds.
-    FsLayout(split_containerfs=True): LayoutMeaning(
-        containerfs_sources={},
-        rank_fs_stats=SINGLE_FS_SIGNAL_TO_FS_STATS,
-        reclaim_actions=SINGLE_FS_SIGNAL_TO_RECLAIM,
-        container_rootfs_counts=True,
-    ),
+    FsLayout(split_containerfs=True): LayoutMeaning({}, SINGLE_FS_SIGNAL_TO_FS_STATS, SINGLE_FS_SIGNAL_TO_RECLAIM,
+                                                    container_rootfs_counts=True),
     # Images and writable layers on a dedicated image filesystem.
-    FsLayout(dedicated_imagefs=True): LayoutMeaning(
-        containerfs_sources=CONTAINERFS_FROM_IMAGEFS,
-        rank_fs_stats=IMAGEFS_SIGNAL_TO_FS_STATS,
-        reclaim_actions=IMAGEFS_SIGNAL_TO_RECLAIM,
-        container_rootfs_counts=False,
-    ),
+    FsLayout(dedicated_imagefs=True): LayoutMeaning(CONTAINERFS_FROM_IMAGEFS, IMAGEFS_SIGNAL_TO_FS_STATS,
+                                                    IMAGEFS_SIGNAL_TO_RECLAIM, container_rootfs_counts=False),
     # Images on a dedicated image filesystem, writable layers apart from them (containerfs, with nodefs).
     FsLayout(dedicated_imagefs=True, split_containerfs=True): LayoutMeaning(
-        containerfs_sources=CONTAINERFS_FROM_NODEFS,
-        rank_fs_stats=SPLIT_FS_SIGNAL_TO_FS_STATS,
-        reclaim_actions=SPLIT_FS_SIGNAL_TO_RECLAIM,
-        container_rootfs_counts=False,
-    ),
+        CONTAINERFS_FROM_NODEFS, SPLIT_FS_SIGNAL_TO_FS_STATS, SPLIT_FS_SIGNAL_TO_RECLAIM,
+        container_rootfs_counts=False),
 }
 
 

@@ -8,7 +8,7 @@ image/container filesystems (``ImageFsInfo``), per-container and per-pod usage (
 Layout of the package:
 
 * ``evictd.cri`` (this module): frozen values, the endpoint check and ``Runtime``, the runtime as adapters
-  use it (``NO_RUNTIME`` until one answers), standard library only. Shell modules and the
+  use it (``RuntimeSlot``, empty until one answers), standard library only. Shell modules and the
   ``LocalKiller`` adapter type against them without importing gRPC, so the offline commands
   (``check-config``, ``simulate``) never load ``grpc`` (tests/test_cli.py checks it).
 * ``evictd.cri.client``: ``CriClient``, the only module that imports ``grpc`` and the generated stubs.
@@ -127,9 +127,9 @@ class SandboxUsage:
 
 
 class Runtime(Protocol):
-    """The container runtime as evictd's adapters ask it. They hold the daemon's runtime slot
-    (`evictd.runtime_link.RuntimeLink`), which answers as `NO_RUNTIME` until a runtime answers on the CRI
-    endpoint and as that runtime from then on; no adapter is rewired when it comes.
+    """The container runtime as evictd's adapters ask it. They hold the daemon's `RuntimeSlot`, which answers
+    as no runtime until one answers on the CRI endpoint and as that runtime from then on; no adapter is rewired
+    when it comes.
 
     Calls that reach the runtime raise ``EvictdError`` (``CRIError``) when it fails to answer.
     """
@@ -156,35 +156,44 @@ class Runtime(Protocol):
     def collect_garbage(self) -> None: ...  # the periodic container and image GC when due (none without one)
 
 
-class NullRuntime:
-    """The runtime slot's answers while no runtime has answered: nothing to list, measure, stop or collect."""
+class RuntimeSlot:
+    """Where the adapters find the container runtime: empty (nothing to list, measure, stop or collect) until
+    `evictd.runtime_link.RuntimeLink` puts the runtime that answered in `current`; it then answers as that one."""
 
-    attached = False
+    def __init__(self) -> None:
+        self.current: Runtime | None = None
+
+    @property
+    def attached(self) -> bool:
+        return self.current is not None
 
     def list_sandboxes(self) -> Sequence[Sandbox]:
-        return ()
+        return self.current.list_sandboxes() if self.current else ()
 
     def filesystem_paths(self) -> tuple[str, str] | None:
-        return None
+        return self.current.filesystem_paths() if self.current else None
 
     def container_stats(self) -> Mapping[str, Sequence[ContainerUsage]] | None:
-        return None
+        return self.current.container_stats() if self.current else None
 
     def sandbox_stats(self) -> Mapping[str, SandboxUsage] | None:
-        return None
+        return self.current.sandbox_stats() if self.current else None
 
     def container_names(self, pod_uid: str) -> dict[str, str]:
-        return {}
+        return self.current.container_names(pod_uid) if self.current else {}
 
     def pod_running(self, pod_uid: str) -> bool | None:
-        return None
+        return self.current.pod_running(pod_uid) if self.current else None
 
     def stop_pod(self, eviction: Eviction) -> None:
-        raise EvictdError("no container runtime answers")
+        if self.current is None:
+            raise EvictdError("no container runtime answers")
+        self.current.stop_pod(eviction)
 
     def collect_garbage(self) -> None:
-        return None
+        if self.current is not None:
+            self.current.collect_garbage()
 
 
-NO_RUNTIME: Runtime = NullRuntime()
-
+# A slot never filled: the runtime of adapters built without one.
+NO_RUNTIME: Runtime = RuntimeSlot()

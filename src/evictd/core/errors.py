@@ -169,8 +169,6 @@ class KubeError(EvictdError):
         super().__init__(f"Kubernetes API {verb} failed ({status}): {detail}")
 
 
-
-
 class StateLockError(EvictdError):
     """Another process still holds the stateDir lock after the wait; carries the folder, the lock file, what
     the lock file names as its holder (its PID) and how long evictd waited."""

@@ -264,10 +264,6 @@ class _Unlogged:
     info = warning = error = _drop
 
 
-def _nothing() -> None:
-    return None
-
-
 class EvictionJournal:
     """Entries by pod UID, persisted to `path` (None keeps them in memory only, e.g. in dry-run).
 
@@ -280,8 +276,8 @@ class EvictionJournal:
         path: str | None,
         *,
         log: Any = None,
-        on_corrupt: Callable[[], None] = _nothing,
-        on_write_failure: Callable[[], None] = _nothing,
+        on_corrupt: Callable[[], None] = lambda: None,
+        on_write_failure: Callable[[], None] = lambda: None,
         clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self._path = path

@@ -136,6 +136,13 @@ class SyntheticNode:
         """Rewrite the root cgroup's usage (to put the node under memory pressure or take it out)."""
         _write_memory(self.memory_root, usage_bytes, inactive_file_bytes, V1_UNLIMITED)
 
+    def move_pod_memory(self, step: int) -> None:
+        """Rewrite every pod cgroup's memory usage to a value of its own that changes with `step` (readings that
+        move from cycle to cycle, as on a real node)."""
+        for index, cgroup in enumerate(self.pod_cgroups):
+            usage = (64 + (index * 7919 + step * 104729) % 256) * MiB + step * 4096 + index
+            _write_memory(self.memory_root / cgroup, usage, usage // 8, V1_UNLIMITED)
+
     def floor_operations(self) -> list[tuple[str, str]]:
         """Return the file operations of one steady-state cycle of NodeStatsSource over this node.
 
@@ -206,6 +213,7 @@ def write_config(node: SyntheticNode, *, kubelet: dict[str, Any] | None = None,
         "memcgWakeups": False,
         "psiWakeups": False,
         "logFormat": "json",
+        "stateDir": str(node.base / "state"),  # the flight recording: never the machine's /var/lib/evictd
         **(evictd or {}),
     }
     path = node.base / name

@@ -40,6 +40,8 @@ from evictd.adapters.disk_usage import DiskUsageCache
 from real_cgroups import CGROUP_MOUNT, HIERARCHIES, CgroupTree, ScriptedChild, new_test_cgroup_name
 
 MiB = 1 << 20
+# The pods cgroup limit (the node's allocatable memory) of the daemon tests' `real_pod` (tests/daemon/conftest.py).
+REAL_POD_LIMIT_BYTES = 512 * MiB
 EMPTY_DIR_PLUGIN = "kubernetes.io~empty-dir"
 
 

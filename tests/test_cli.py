@@ -107,9 +107,11 @@ def test_check_config_text_and_layouts(tmp_path: Path) -> None:
         ([], "kind: KubeletConfiguration\napiVersion: kubelet.config.k8s.io/v1\n",
          'no kind "KubeletConfiguration" is registered for version "kubelet.config.k8s.io/v1"'),
         ([], "evictionHard: [\n", "invalid YAML"),
+        ([], "apiVersion: evictd.io/v1alpha1\nkind: EvictdConfiguration\nrecorderMaxBytes: 1000\n",
+         "evictd: EvictdConfiguration: recorderMaxBytes: invalid value 1000: must be at least 1048576 (1 MiB)"),
     ],
     ids=["bad-flag", "bad-quantity", "soft-without-grace", "unknown-evictd-field", "negative-interval",
-         "wrong-api-version", "broken-yaml"],
+         "wrong-api-version", "broken-yaml", "recorder-too-small"],
 )
 def test_bad_configuration_exits_2_with_one_line(tmp_path: Path, args: list[str], contents: str | None,
                                                  expected: str) -> None:

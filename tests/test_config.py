@@ -61,15 +61,30 @@ def test_one_stream_may_hold_both_kinds(tmp_path: Path) -> None:
         ("apiVersion: v1\nkind: ConfigMap\n", "kind"),
         (EVICTD + "containerRuntimeEndpoint: tcp://10.0.0.1:3735\n", "containerRuntimeEndpoint"),
         (EVICTD + "containerRuntimeEndpoint: run/containerd.sock\n", "containerRuntimeEndpoint"),
+        (EVICTD + "recorder: 1\n", "recorder"),
+        (EVICTD + "recorderMaxBytes: 64Mi\n", "recorderMaxBytes"),
+        (EVICTD + "recorderMaxBytes: 4096\n", "recorderMaxBytes"),
+        (EVICTD + "recorderMaxAge: 0s\n", "recorderMaxAge"),
+        (EVICTD + "recorderMaxAge: 1d\n", "recorderMaxAge"),
     ],
     ids=["bool", "stats-source", "log-format", "string", "inherited-driver", "other-kind", "tcp-endpoint",
-         "relative-endpoint"],
+         "relative-endpoint", "recorder-bool", "recorder-size-string", "recorder-size-too-small",
+         "recorder-age-zero", "recorder-age-days"],
 )
 def test_bad_documents_name_the_key(tmp_path: Path, text: str, key: str) -> None:
     path = write(tmp_path, "bad.yaml", text)
     with pytest.raises(ConfigError) as exc:
         load_configuration([path])
     assert exc.value.key is not None and key in exc.value.key
+
+
+def test_the_flight_recorder_settings(tmp_path: Path) -> None:
+    path = write(tmp_path, "recorder.yaml", EVICTD + "recorderMaxBytes: 16777216\nrecorderMaxAge: 72h\n")
+    settings = load_configuration([path]).evictd
+    assert (settings.recorder, settings.recorder_max_bytes, settings.recorder_max_age_s) == (True, 16 << 20, 72 * 3600)
+    assert (EvictdSettings().recorder_max_bytes, EvictdSettings().recorder_max_age_s) == (64 << 20, 24 * 3600)
+    off = write(tmp_path, "off.yaml", EVICTD + "recorder: false\n")
+    assert load_configuration([off]).evictd.recorder is False
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,5 @@
-"""The `evictd` command line: `check-config`, `simulate` and `shadow-report` (offline), and `run` (the daemon).
+"""The `evictd` command line: `check-config`, `simulate`, `shadow-report`, `record export` and `replay` (offline),
+and `run` (the daemon).
 
 Exit status: 0 success; 2 bad configuration or scenario (one line on stderr naming the key and the value,
 never a traceback), or `run` finding its stateDir still locked by another evictd (one line naming the holder's
@@ -58,6 +59,14 @@ def _add_config_options(parser: argparse.ArgumentParser) -> None:
                             help="as the kubelet flag of the same name")
 
 
+def _add_recording_options(parser: argparse.ArgumentParser) -> None:
+    _add_config_options(parser)
+    parser.add_argument("--state-dir", metavar="DIR", help="evictd's stateDir (default: the configuration's)")
+    parser.add_argument("--since", metavar="WHEN",
+                        help="only cycles after WHEN (a duration ago such as 2h, or an RFC 3339 time)")
+    parser.add_argument("--until", metavar="WHEN", help="only cycles until WHEN (as --since)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """Return the argument parser of the `evictd` command."""
     parser = _Parser(prog="evictd", description="Kubernetes node-pressure eviction, outside the kubelet.")
@@ -82,6 +91,20 @@ def build_parser() -> argparse.ArgumentParser:
     _add_config_options(shadow)
     shadow.add_argument("--state-dir", metavar="DIR", help="evictd's stateDir (default: the configuration's)")
     shadow.add_argument("--output", choices=("text", "json"), default="text")
+
+    record = commands.add_parser("record", help="the flight recorder's recording (in stateDir)")
+    record_commands = record.add_subparsers(dest="record_command", required=True, parser_class=_Parser)
+    export = record_commands.add_parser("export", help="write the recording as a simulate scenario (YAML)")
+    _add_recording_options(export)
+
+    replay = commands.add_parser("replay", help="run a recording through another configuration, print what differs")
+    replay.add_argument("recording", metavar="RECORDING",
+                        help="a stateDir, its recording folder, or one segment file")
+    _add_config_options(replay)
+    replay.add_argument("--since", metavar="WHEN", help="only cycles after WHEN (a duration ago such as 2h, "
+                        "or an RFC 3339 time)")
+    replay.add_argument("--until", metavar="WHEN", help="only cycles until WHEN (as --since)")
+    replay.add_argument("--output", choices=("text", "json"), default="text")
 
     simulate = commands.add_parser("simulate", help="run the engine through a scripted scenario")
     simulate.add_argument("scenario", metavar="SCENARIO", help="scenario YAML or JSON file")
@@ -140,6 +163,77 @@ def _simulate(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _when(value: str | None, option: str) -> float | None:
+    """Return --since/--until as epoch seconds: a Go duration before now, or an RFC 3339 time."""
+    import time
+
+    from evictd.core.duration import parse_go_duration
+    from evictd.core.errors import DurationError
+
+    if value is None:
+        return None
+    try:
+        return time.time() - parse_go_duration(value)
+    except DurationError:
+        pass
+    from datetime import datetime
+
+    try:
+        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        moment = None
+    if moment is None or moment.tzinfo is None:
+        raise ConfigError("must be a duration (2h) or an RFC 3339 time (2026-11-23T01:00:00Z)", key=option,
+                          value=value)
+    return moment.timestamp()
+
+
+def _read_recording(path: str, since: str | None, until: str | None) -> list[Any]:
+    """Return the recorded cycles at `path` (a stateDir, its recording folder or a segment), warning on
+    stderr about lines that could not be read; raise EvictdError when there are none."""
+    from evictd.recording import RECORDING_FOLDER, read_recording
+
+    if os.path.isdir(os.path.join(path, RECORDING_FOLDER)):
+        path = os.path.join(path, RECORDING_FOLDER)
+    records, skipped = read_recording(path, _when(since, "--since"), _when(until, "--until"))
+    if skipped:
+        print(f"warning: {skipped} recorded lines could not be read and were skipped", file=sys.stderr)
+    if not records:
+        raise EvictdError(f"no recorded cycles in {path}" + (" in that time" if since or until else ""))
+    return records
+
+
+def _record(args: argparse.Namespace) -> int:
+    import yaml
+
+    from evictd.config import load_configuration
+    from evictd.recording import scenario_document
+
+    state_dir = args.state_dir or load_configuration(args.config, getattr(args, "kubelet_flags", None) or [],
+                                                     ).evictd.state_dir
+    records = _read_recording(state_dir, args.since, args.until)
+    if len({record.run for record in records}) > 1:
+        print("warning: the recording holds several runs of evictd; the scenario runs them as one",
+              file=sys.stderr)
+    dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+    yaml.dump(scenario_document(records), sys.stdout, Dumper=dumper, sort_keys=False)
+    return EXIT_OK
+
+
+def _replay(args: argparse.Namespace) -> int:
+    from evictd.config import load_configuration
+    from evictd.core.engine import EngineConfig
+    from evictd.replay import replay, replay_json, replay_text
+
+    flags = getattr(args, "kubelet_flags", None) or []
+    config = None
+    if args.config or flags:
+        config = EngineConfig.from_settings(load_configuration(args.config, flags).eviction)
+    result = replay(_read_recording(args.recording, args.since, args.until), config)
+    print(json.dumps(replay_json(result), indent=2) if args.output == "json" else replay_text(result))
+    return EXIT_OK
+
+
 def _run(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
@@ -167,7 +261,8 @@ def _shadow_report(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-COMMANDS = {"check-config": _check_config, "simulate": _simulate, "run": _run, "shadow-report": _shadow_report}
+COMMANDS = {"check-config": _check_config, "simulate": _simulate, "run": _run, "shadow-report": _shadow_report,
+            "record": _record, "replay": _replay}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

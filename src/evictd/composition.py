@@ -75,6 +75,7 @@ from evictd.logging_setup import configure_logging, resolve_format
 from evictd.manager import EvictionManager, ListedPods, PodEvictor, PodSource, StatsSource
 from evictd.metrics import Metrics
 from evictd.oom_feedback import OomFeedback
+from evictd.recorder import FlightRecorder
 from evictd.runtime_link import CriRuntime, RuntimeLink
 from evictd.state_lock import StateLock, acquire_state_lock
 from evictd.stop_signal import StopSignal
@@ -383,7 +384,7 @@ def build_daemon(
         node_pods=cluster.node_pods if cluster is not None else None,
         listed=listed,
     )
-    # Grace periods and pressure history of the last run (not in dry-run, which writes nothing to stateDir).
+    # Grace periods and pressure history of the last run (not in dry-run, which saves no engine state).
     state_file = None if dry_run else EngineStateFile(os.path.join(settings.state_dir, STATE_FILE), node_name,
                                                       log=log, on_error=metrics.errors.labels("state").inc)
     if state_file is not None:
@@ -417,6 +418,14 @@ def build_daemon(
     if cluster is not None:
         after_cycle.append(cluster_bookkeeping(cluster, metrics))
     after_cycle += [runtime_upkeep(link), NotifierRefresh(notifiers, metrics, log)]
+    on_stop: list[Callable[[], None]] = [cluster.sync.withdraw] if cluster is not None else []
+    if settings.recorder:
+        # Last: what the other hooks do never waits for the recorder's disk.
+        recorder = FlightRecorder(settings.state_dir, config.eviction, max_bytes=settings.recorder_max_bytes,
+                                  max_age_s=settings.recorder_max_age_s, dry_run=evictions_reported_only, log=log,
+                                  on_error=metrics.errors.labels("recorder").inc)
+        after_cycle.append(recorder)
+        on_stop.append(recorder.close)
     parts: list[Part] = [cluster.pod_watch] if cluster is not None else []
     parts.append(link)
     if serve_http:
@@ -431,7 +440,7 @@ def build_daemon(
         max_cycles=max_cycles,
         after_cycle=after_cycle,
         wait_for_cleanup=cluster.sync.wait_for_cleanup if cluster is not None else None,
-        on_stop=(cluster.sync.withdraw,) if cluster is not None else (),
+        on_stop=on_stop,
         parts=parts,
         oom_feedback=oom_feedback,
         log=log,

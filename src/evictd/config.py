@@ -41,6 +41,8 @@ from evictd.cri import DEFAULT_ENDPOINT, channel_target
 MAX_CONFIG_BYTES = 4 << 20
 EVICTD_API_VERSION = "evictd.io/v1alpha1"
 EVICTD_KIND = "EvictdConfiguration"
+# A flight recording smaller than this holds too few cycles of a real node to replay anything.
+MIN_RECORDER_BYTES = 1 << 20
 # The cluster CA in every pod with a service account: it signs the API server's certificate and, in most
 # clusters (kubelet serving certificates issued through the kubernetes.io/kubelet-serving signer), the kubelets'.
 SERVICE_ACCOUNT_CA_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt"
@@ -151,6 +153,12 @@ class EvictdSettings:
     # Whether node-level reclaim under disk pressure may delete images (the kubelet always does); with false,
     # image GC runs only periodically, and disk pressure goes from container GC straight to evictions.
     image_gc_during_eviction: bool = field(default=True, metadata={"yaml": "imageGCDuringEviction"})
+    # The flight recorder (`evictd.recorder`): every cycle's Summary, pods, configuration and decision, kept in
+    # stateDir/recording for `evictd record export` and `evictd replay`; bounded by size and by age (a day of
+    # cycles, the night an incident happened in).
+    recorder: bool = field(default=True, metadata={"yaml": "recorder"})
+    recorder_max_bytes: int = field(default=64 << 20, metadata={"yaml": "recorderMaxBytes"})
+    recorder_max_age_s: float = field(default=86400.0, metadata={"yaml": "recorderMaxAge"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -224,6 +232,9 @@ def evictd_settings(document: Mapping[str, object], kubelet: Mapping[str, object
             key, getattr(settings, setting.name), value, setting.metadata.get("allow_zero", False)
         )
     settings = replace(settings, **changes)
+    if settings.recorder_max_bytes < MIN_RECORDER_BYTES:
+        raise ConfigError(f"must be at least {MIN_RECORDER_BYTES} (1 MiB)", key="recorderMaxBytes",
+                          value=settings.recorder_max_bytes)
     channel_target(settings.container_runtime_endpoint)  # only Unix sockets: a bad endpoint is a config error
     return settings
 

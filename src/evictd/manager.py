@@ -124,6 +124,8 @@ class CycleReport:
     pods: tuple[Pod, ...] = ()
     reclaim: tuple[ReclaimResult, ...] = ()
     reclaim_succeeded: bool | None = None
+    # The Summary read after node-level reclaim, which decided whether it succeeded (None: none read).
+    after_reclaim: Summary | None = None
     ranking: tuple[Pod, ...] = ()
     evictions: tuple[Eviction, ...] = ()
     eviction_errors: tuple[str, ...] = ()
@@ -224,6 +226,7 @@ class EvictionManager:
         errors = list(seen.errors)
         reclaim = tuple(self._reclaim(action) for action in step.actions)
         succeeded: bool | None = None
+        after: Summary | None = None
         if step.actions:
             try:
                 after = self._stats.summary()
@@ -233,7 +236,8 @@ class EvictionManager:
                     CycleStep.STATS, f"eviction manager: failed to get summary stats after resource reclaim: {exc}"))
             succeeded = reclaim_succeeded(self.state, after)
             if succeeded:
-                return replace(seen, reclaim=reclaim, reclaim_succeeded=True, errors=tuple(errors))
+                return replace(seen, reclaim=reclaim, reclaim_succeeded=True, after_reclaim=after,
+                               errors=tuple(errors))
         choice = choose_eviction(self.config, layout_of(self.state), step, seen.assessment.observations, seen.pods,
                                  summary, pods_from_node=seen.pods_from_node)
         evicted, failures = self._evict((choice.eviction,) if choice.eviction else ())
@@ -241,6 +245,7 @@ class EvictionManager:
             seen,
             reclaim=reclaim,
             reclaim_succeeded=succeeded,
+            after_reclaim=after,
             ranking=choice.ranking,
             evictions=evicted,
             eviction_errors=failures,

@@ -28,6 +28,7 @@ from evictd.core.pods import (
     is_static_pod,
     pod_from_dict,
     pod_priority,
+    pod_to_dict,
 )
 from evictd.core.quantity import Quantity
 
@@ -402,3 +403,19 @@ def test_local_volumes(volume: Volume, local_ephemeral: bool, local_disk: bool) 
 def test_emptydir_medium_parsed_from_json() -> None:
     pod = core_pod(volumes=[{"name": "a", "emptyDir": {}}, {"name": "b", "emptyDir": {"medium": "Memory"}}])
     assert [is_local_ephemeral_volume(v) for v in pod.volumes] == [True, False]
+
+
+def test_pod_to_dict_writes_back_every_field_evictd_reads() -> None:
+    evicted = {**KUBECTL_POD, "status": {
+        "phase": "Failed", "reason": "Evicted", "message": "The node was low on resource: memory.",
+        "qosClass": "Burstable",
+        "conditions": [{"type": "Ready", "status": "False"},
+                       {"type": "DisruptionTarget", "status": "True", "reason": "TerminationByKubelet",
+                        "message": "The node was low on resource: memory."}]}}
+    with_pod_resources = {**KUBECTL_POD, "spec": {**KUBECTL_POD["spec"], "resources": {}}}
+    for document in (KUBECTL_POD, evicted, with_pod_resources):
+        pod = pod_from_dict(document)
+        assert pod_from_dict(pod_to_dict(pod)) == pod
+    # Present-but-empty pod-level resources stay present: they decide the QoS class differently from none.
+    assert pod_to_dict(pod_from_dict(with_pod_resources))["spec"]["resources"] == {}  # type: ignore[index]
+    assert "resources" not in pod_to_dict(pod_from_dict(KUBECTL_POD))["spec"]  # type: ignore[operator]

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from builders import Json
 from evictd.core.errors import DecodeError
-from evictd.core.pods import Pod, QOSClass, counts_for_local_disk, pod_from_dict
+from evictd.core.pods import Pod, QOSClass, counts_for_local_disk, pod_from_dict, pod_to_dict
 from evictd.core.resources import pod_limit, pod_request
 
 json_leaf = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8)
@@ -138,6 +138,7 @@ def test_valid_pods_parse_and_every_rule_runs(doc: Json) -> None:
     pod = pod_from_dict(doc)
     assert doc == before
     assert len(pod.containers) == len(doc["spec"]["containers"])
+    assert pod_from_dict(pod_to_dict(pod)) == pod, "a flight recording writes the pod back as it was read"
     _exercise(pod)
 
 

@@ -7,6 +7,7 @@ those of stats/v1alpha1 types.go.
 from __future__ import annotations
 
 import copy
+import json
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
@@ -27,10 +28,12 @@ from evictd.core.summary import (
     PodStats,
     RlimitStats,
     Summary,
+    SummaryEncoder,
     VolumeStats,
     pod_stats_lookup,
     signal_observations,
     summary_from_dict,
+    summary_to_dict,
 )
 
 Json = dict[str, Any]
@@ -121,6 +124,7 @@ def test_full_document_parses_every_field() -> None:
         ],
     }
     summary = summary_from_dict(doc)
+    assert summary_from_dict(summary_to_dict(summary)) == summary, "written back as it was read"
     when = datetime(2024, 5, 1, 10, 0, tzinfo=UTC)
     assert summary.node.node_name == "node-a"
     assert summary.node.memory == MemoryStats(time=when, available_bytes=GI, working_set_bytes=GI)
@@ -214,6 +218,7 @@ def test_full_document_parses_every_field() -> None:
 )
 def test_summary_from_dict_shapes(doc: Json, expected: Summary) -> None:
     assert summary_from_dict(doc) == expected
+    assert summary_from_dict(summary_to_dict(expected)) == expected
 
 
 @pytest.mark.parametrize(
@@ -405,8 +410,14 @@ def test_summary_from_dict_raises_only_scenario_error_and_keeps_input(doc: Any) 
         assert exc.key is not None
     else:
         assert isinstance(summary, Summary)
-        # Whatever parses also yields observations without error.
+        # Whatever parses also yields observations without error, and is written back (a flight recording)
+        # as a document that parses to the same Summary.
         signal_observations(summary)
+        assert summary_from_dict(summary_to_dict(summary)) == summary
+        # The recorder's text encoder writes the same document, the first time and from its memory of blocks.
+        encoder = SummaryEncoder(json.dumps)
+        assert json.loads(encoder.encode(summary)) == summary_to_dict(summary)
+        assert json.loads(encoder.encode(summary)) == summary_to_dict(summary)
     assert doc == before
 
 

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from evictd_process import EvictdProcess
+
+from real_pod_node import REAL_POD_LIMIT_BYTES, MiB, RealPodNode
 
 
 @pytest.fixture
@@ -15,3 +18,16 @@ def evictd_processes() -> Iterator[list[EvictdProcess]]:
     yield started
     for process in started:
         process.kill()
+
+
+@pytest.fixture
+def real_pod(ext4_mount: Path) -> Iterator[RealPodNode]:
+    """One burstable pod (a 2 MiB file in its emptyDir, a 64 KiB log) whose emptyDir, log folder and kubelet root
+    are on a loop-mounted ext4, under a pods cgroup limited to `REAL_POD_LIMIT_BYTES`."""
+    node = RealPodNode(kubelet_root=ext4_mount / "kubelet", pod_logs_dir=ext4_mount / "pods-logs",
+                       pods_limit_bytes=REAL_POD_LIMIT_BYTES)
+    try:
+        node.create(volume_files={"data.bin": 2 * MiB}, log_bytes=64 * 1024)
+        yield node
+    finally:
+        node.teardown()

@@ -43,6 +43,10 @@ class EvictdProcess:
             evictd += f"stateDir: {tmp_path / 'state'}\n"
         config = tmp_path / "evictd.yaml"
         self.config_path = config
+        # The test's own stateDir (the flight recording is written there), unless the test names one.
+        self.state_dir = tmp_path / "state"
+        if "stateDir:" not in evictd:
+            evictd = (evictd if evictd.endswith("\n") or not evictd else evictd + "\n") + f"stateDir: {self.state_dir}\n"
         config.write_text(
             KUBELET_HEADER + kubelet + "---\n" + EVICTD_HEADER + f"metricsBindAddress: 127.0.0.1:{self.port}\n"
             "logFormat: json\n" + evictd,

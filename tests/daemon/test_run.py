@@ -182,7 +182,8 @@ def test_live_view_on_a_terminal(tmp_path: Path) -> None:
     config = tmp_path / "k.yaml"
     config.write_text("apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"
                       "evictionSoft: {memory.available: 1Ti}\nevictionSoftGracePeriod: {memory.available: 1h}\n"
-                      "---\napiVersion: evictd.io/v1alpha1\nkind: EvictdConfiguration\nmetricsBindAddress: 127.0.0.1:0\n")
+                      "---\napiVersion: evictd.io/v1alpha1\nkind: EvictdConfiguration\nmetricsBindAddress: 127.0.0.1:0\n"
+                      f"stateDir: {tmp_path / 'state'}\n")
     controller, terminal = pty.openpty()
     child = subprocess.Popen([sys.executable, "-m", "evictd", "run", "--config", str(config), "--cycles", "2"],
                              cwd=ROOT, stdin=terminal, stdout=terminal, stderr=terminal)

@@ -14,10 +14,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from evictd_process import EvictdProcess
+from evictd_process import EvictdProcess, start_evictd
 
 from builders import Gi, Mi, pod, pod_stats, summary
 from evictd.config import SERVICE_ACCOUNT_CA_FILE, EvictdSettings
+from evictd.core.summary import summary_from_dict
+from evictd.recording import RECORDING_FOLDER, read_recording
 from hostile_kubelet import HostileKubelet, answer, http_response, self_signed, trickle
 
 SUMMARY_BODY = json.dumps(summary(memory=3 * Gi, allocatable=2 * Gi, pods=[pod_stats(pod("web"), memory=700 * Mi)])
@@ -90,10 +92,7 @@ def test_a_summary_nested_5000_deep_is_reported_once_and_never_as_a_traceback(
     process = EvictdProcess(tmp_path, evictd=kubelet_settings(kubelet.url(), token_file, pki["cert"], "200ms"))
     evictd_processes.append(process)
     process.wait_event("evictd started")
-    deadline = time.monotonic() + 15
-    while process.metric("evictd_cycles_total") < 5:
-        assert time.monotonic() < deadline, "cycles stopped"
-        time.sleep(0.1)
+    process.wait_for_cycles(5, timeout=15)
     assert process.stop() == 0
     unreadable = [e for e in process.events if e.get("event") == UNREADABLE]
     assert [e["detail"] for e in unreadable] == [f"{kubelet.url()}: the Summary is not JSON: nested too deeply"]
@@ -136,10 +135,22 @@ def test_insecure_tls_must_be_asked_for_and_is_logged_loudly(
     assert warning["level"] == "warning"
     assert "the bearer token is sent to an unverified endpoint" in warning["detail"]
     assert warning["_received"] <= process.wait_event("evictd started")["_received"]
-    deadline = time.monotonic() + 15
-    while process.metric("evictd_cycles_total") < 2:
-        assert time.monotonic() < deadline
-        time.sleep(0.1)
+    process.wait_for_cycles(2, timeout=15)
     assert process.metric("evictd_signal_available_bytes", signal="memory.available") == 3 * Gi
     assert process.stop() == 0
     assert not [e for e in process.events if e.get("event") == UNREADABLE]
+
+
+def test_the_kubelets_summary_is_recorded_as_it_was_served(
+    tmp_path: Path, pki: dict[str, Path], token_file: Path, servers: list[HostileKubelet],
+    evictd_processes: list[EvictdProcess],
+) -> None:
+    kubelet = HostileKubelet(answer(http_response(SUMMARY_BODY)), cert=pki["cert"], key=pki["key"])
+    servers.append(kubelet)
+    process = start_evictd(tmp_path, evictd_processes, cycles=3,
+                           evictd=kubelet_settings(kubelet.url(), token_file, pki["cert"], "200ms"))
+    assert process.stop() == 0
+    records, skipped = read_recording(str(process.state_dir / RECORDING_FOLDER))
+    assert skipped == 0 and len(records) >= 3
+    served = summary_from_dict(json.loads(SUMMARY_BODY))
+    assert all(r.summary is not None and summary_from_dict(r.summary) == served for r in records)

@@ -11,17 +11,15 @@ from __future__ import annotations
 
 import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
 from evictd_process import EvictdProcess, start_evictd
 
 from evictd.core.quantity import Quantity
 from evictd.daemon import NOTIFICATION_FOLLOW_UPS_S
-from real_pod_node import MiB, RealPodNode
+from real_pod_node import REAL_POD_LIMIT_BYTES, MiB, RealPodNode
 
-POD_LIMIT_BYTES = 512 * MiB
+POD_LIMIT_BYTES = REAL_POD_LIMIT_BYTES  # the real_pod fixture's
 ALLOCATED_BYTES = 360 * MiB  # leaves ~150Mi: past limit minus threshold, well below the limit (no OOM kill)
 SLACK_BYTES = 12 * MiB
 # A memcg wake-up takes under a millisecond; a cycle reading cgroups and a small ext4 a few more.
@@ -34,17 +32,6 @@ def message_available(event: dict[str, object]) -> int:
     message = str(event["message"])
     assert message.startswith(MESSAGE_PREFIX), message
     return Quantity.parse(message[len(MESSAGE_PREFIX):].split(". ")[0]).ceil_int()
-
-
-@pytest.fixture
-def real_pod(tmp_path: Path, ext4_mount: Path) -> Iterator[RealPodNode]:
-    node = RealPodNode(kubelet_root=ext4_mount / "kubelet", pod_logs_dir=ext4_mount / "pods-logs",
-                       pods_limit_bytes=POD_LIMIT_BYTES)
-    try:
-        node.create(volume_files={"data.bin": 2 * MiB}, log_bytes=64 * 1024)
-        yield node
-    finally:
-        node.teardown()
 
 
 def start_watching_the_pod(tmp_path: Path, real_pod: RealPodNode, evictd_processes: list[EvictdProcess]) -> EvictdProcess:

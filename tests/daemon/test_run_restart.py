@@ -20,6 +20,7 @@ import pytest
 from evictd_process import EvictdProcess, start_evictd
 
 from evictd.core.saved_state import STATE_VERSION
+from evictd.recording import RECORDING_FOLDER
 from real_pod_node import MiB, RealPodNode
 
 POD_LIMIT_BYTES = 512 * MiB
@@ -143,9 +144,11 @@ def test_the_state_is_saved_unless_in_dry_run(tmp_path: Path, dry_run: bool,
     evictd_processes.append(daemon)
     assert daemon.process.wait(timeout=30) == 0
     state = tmp_path / "state"
-    files = sorted(p.name for p in state.iterdir()) if state.exists() else []
+    # The flight recording is written in both modes (a dry-run's decisions are what an operator wants to replay).
+    assert (state / RECORDING_FOLDER).is_dir()
+    files = sorted(p.name for p in state.iterdir() if p.name != RECORDING_FOLDER)
     if dry_run:
-        assert files == [], "dry-run writes nothing to stateDir"
+        assert files == [], "dry-run writes no engine state to stateDir"
     else:
         assert files == ["engine-state.json"]
         saved = json.loads((state / "engine-state.json").read_text())

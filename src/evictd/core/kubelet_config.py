@@ -71,6 +71,21 @@ class EvictionSettings:
         )
 
 
+def kubelet_config_document(settings: EvictionSettings) -> dict[str, object]:
+    """Return a KubeletConfiguration document (without apiVersion and kind) whose `eviction_settings` are
+    `settings`: what a recording stores of the configuration, and what an exported scenario carries."""
+    return {
+        "evictionHard": dict(settings.hard),
+        "evictionSoft": dict(settings.soft),
+        "evictionSoftGracePeriod": dict(settings.soft_grace_period),
+        "evictionMinimumReclaim": dict(settings.minimum_reclaim),
+        "evictionPressureTransitionPeriod": format_go_duration(settings.pressure_transition_period_s),
+        "evictionMaxPodGracePeriod": settings.max_pod_grace_period_s,
+        "enforceNodeAllocatable": list(settings.enforce_node_allocatable),
+        "localStorageCapacityIsolation": settings.local_storage_capacity_isolation,
+        "kernelMemcgNotification": settings.kernel_memcg_notification,
+    }
+
 # --- decoding with Go's JSON typing -------------------------------------------------------------------
 
 

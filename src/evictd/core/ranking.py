@@ -149,3 +149,32 @@ def rank_pods(signal: Signal, layout: FsLayout, pods: Sequence[Pod], stats_of: S
         raise ValueError(f"no rank function for signal {signal}")
     resource = SIGNAL_TO_RESOURCE[signal]
     return sorted(pods, key=lambda pod: _disk_keys(pod, stats_of(pod), fs_stats, resource))
+
+
+def _key_json(key: _Key) -> int | str | None:
+    """A usage comparator's key as JSON: None without stats; the usage above request (negated back)."""
+    if key[0] != _HAS_STATS:
+        return None
+    value = -_exact(key[1])
+    return value if isinstance(value, int) else str(value)
+
+
+def _flag_json(key: _Key) -> bool | None:
+    return None if key[0] != _HAS_STATS else key[1] == _flag(True)
+
+
+def ranking_keys(signal: Signal, layout: FsLayout, pod: Pod, stats: PodStats | None) -> dict[str, object]:
+    """Return the keys `rank_pods` sorted `pod` by for `signal`, by name (None: the pod had no stats).
+
+    Memory and disk: exceedsRequests, priority, usageAboveRequest (bytes, or inodes for ``*.inodesFree``);
+    pid.available: priority, processes.
+    """
+    if signal in MEMORY_SIGNALS:
+        exceeds, priority, usage = _memory_keys(pod, stats)
+    elif signal is Signal.PID_AVAILABLE:
+        priority, processes = _pid_keys(pod, stats)
+        return {"priority": priority, "processes": _key_json(processes)}
+    else:
+        fs_stats = disk_fs_stats(signal, layout) or ()
+        exceeds, priority, usage = _disk_keys(pod, stats, fs_stats, SIGNAL_TO_RESOURCE[signal])
+    return {"exceedsRequests": _flag_json(exceeds), "priority": priority, "usageAboveRequest": _key_json(usage)}

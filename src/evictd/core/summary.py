@@ -424,3 +424,141 @@ def pod_stats_lookup(summary: Summary, pods: Sequence[Pod]) -> Callable[[Pod], P
         return index.get((pod.uid, pod.namespace, pod.name))
 
     return stats_of
+
+
+# --------------------------------------------------------------------------------------------------
+# Encoding: the inverse of `summary_from_dict`
+
+
+def _time_json(value: datetime | None) -> str | None:
+    """RFC 3339 with the time's own offset (to the microsecond), which `_time` reads back to the same instant."""
+    return None if value is None else value.isoformat()
+
+
+def _fields_json(pairs: Sequence[tuple[str, object]]) -> dict[str, object]:
+    """Return the pairs whose value is present (None is absent, as the kubelet omits nil pointers)."""
+    return {name: value for name, value in pairs if value is not None}
+
+
+# The counters of a memory block: JSON name, MemoryStats attribute.
+_MEMORY_COUNTERS = (("availableBytes", "available_bytes"), ("usageBytes", "usage_bytes"),
+                    ("workingSetBytes", "working_set_bytes"), ("rssBytes", "rss_bytes"),
+                    ("pageFaults", "page_faults"), ("majorPageFaults", "major_page_faults"))
+
+
+def _memory_json(memory: MemoryStats | None) -> dict[str, object] | None:
+    if memory is None:
+        return None
+    return _fields_json((("time", _time_json(memory.time)),
+                         *((name, getattr(memory, attribute)) for name, attribute in _MEMORY_COUNTERS)))
+
+
+def _memory_text(memory: MemoryStats) -> str:
+    """`_memory_json` as JSON text, written directly: a time and integers need no encoder."""
+    parts = [] if memory.time is None else [f'"time":"{memory.time.isoformat()}"']
+    parts += [f'"{name}":{value}' for name, attribute in _MEMORY_COUNTERS
+              if (value := getattr(memory, attribute)) is not None]
+    return "{" + ",".join(parts) + "}"
+
+
+def _fs_json(fs: FsStats | VolumeStats | None) -> dict[str, object] | None:
+    if fs is None:
+        return None
+    return _fields_json((("time", _time_json(fs.time)), ("availableBytes", fs.available_bytes),
+                         ("capacityBytes", fs.capacity_bytes), ("usedBytes", fs.used_bytes),
+                         ("inodesFree", fs.inodes_free), ("inodes", fs.inodes), ("inodesUsed", fs.inodes_used)))
+
+
+def _container_json(stats: ContainerStats) -> dict[str, object]:
+    return _fields_json((("name", stats.name), ("memory", _memory_json(stats.memory)),
+                         ("rootfs", _fs_json(stats.rootfs)), ("logs", _fs_json(stats.logs))))
+
+
+def _volumes_json(volumes: Sequence[VolumeStats]) -> list[dict[str, object]]:
+    return [{"name": volume.name, **(_fs_json(volume) or {})} for volume in volumes]
+
+
+def _pod_stats_json(stats: PodStats) -> dict[str, object]:
+    ref = stats.pod_ref
+    return _fields_json((
+        ("podRef", {"name": ref.name, "namespace": ref.namespace, "uid": ref.uid}),
+        ("memory", _memory_json(stats.memory)),
+        ("process_stats", None if stats.process_count is None else {"process_count": stats.process_count}),
+        ("containers", [_container_json(c) for c in stats.containers] or None),
+        ("volume", _volumes_json(stats.volume_stats) or None),
+        ("ephemeral-storage", _fs_json(stats.ephemeral_storage)),
+    ))
+
+
+def summary_to_dict(summary: Summary) -> dict[str, object]:
+    """Return the Summary API document of `summary`: `summary_from_dict` of it gives back an equal Summary.
+
+    Absent values are left out. A node system container named twice was kept once (the first), and is
+    written once.
+    """
+    node = summary.node
+    rlimit = node.rlimit
+    runtime = _fields_json((("imageFs", _fs_json(node.image_fs)), ("containerFs", _fs_json(node.container_fs))))
+    node_json = _fields_json((
+        ("nodeName", node.node_name),
+        ("memory", _memory_json(node.memory)),
+        ("fs", _fs_json(node.fs)),
+        ("runtime", runtime or None),
+        ("rlimit", None if rlimit is None else _fields_json((
+            ("time", _time_json(rlimit.time)), ("maxpid", rlimit.max_pid),
+            ("curproc", rlimit.num_of_running_processes)))),
+        ("systemContainers", [_container_json(c) for c in node.system_containers.values()] or None),
+    ))
+    return {"node": node_json, "pods": [_pod_stats_json(stats) for stats in summary.pods]}
+
+
+class SummaryEncoder:
+    """Encodes one Summary after another as JSON text (`json.loads` of it is `summary_to_dict`'s document),
+    reusing the text of each pod's containers, volumes and ephemeral storage when they are the very objects the
+    previous Summary held: a stats source keeps a pod's disk figures until it measures them again, so most of a
+    cycle's text is the last cycle's."""
+
+    def __init__(self, dumps: Callable[[object], str]) -> None:
+        self._dumps = dumps
+        self._previous: dict[int, tuple[object, str]] = {}
+        self._current: dict[int, tuple[object, str]] = {}
+        self._refs: dict[PodReference, str] = {}  # a pod's reference never changes: its text is kept
+
+    def encode(self, summary: Summary) -> str:
+        """Return `summary` as compact JSON text."""
+        self._current = {}
+        pods = ",".join(self._pod(stats) for stats in summary.pods)
+        self._previous = self._current
+        if len(self._refs) > 2 * len(summary.pods):  # the pods of long ago
+            self._refs = {stats.pod_ref: self._refs[stats.pod_ref] for stats in summary.pods}
+        return f'{{"node":{self._dumps(summary_to_dict(Summary(node=summary.node))["node"])},"pods":[{pods}]}}'
+
+    def _block(self, block: object, encode: Callable[[], object]) -> str:
+        """The text of `block`, encoded again only if it is not an object of the previous Summary."""
+        known = self._previous.get(id(block))
+        text = known[1] if known is not None and known[0] is block else self._dumps(encode())
+        self._current[id(block)] = (block, text)  # held, so its id cannot be reused while remembered
+        return text
+
+    def _pod(self, stats: PodStats) -> str:
+        """`_pod_stats_json` as text: what changes every cycle written directly, the rest from memory."""
+        ref = stats.pod_ref
+        ref_text = self._refs.get(ref)
+        if ref_text is None:
+            ref_text = self._refs[ref] = self._dumps({"name": ref.name, "namespace": ref.namespace, "uid": ref.uid})
+        parts = ['{"podRef":', ref_text]
+        if stats.memory is not None:
+            parts += [',"memory":', _memory_text(stats.memory)]
+        if stats.process_count is not None:
+            parts.append(f',"process_stats":{{"process_count":{stats.process_count}}}')
+        if stats.containers:
+            parts.append(',"containers":' + self._block(
+                stats.containers, lambda: [_container_json(c) for c in stats.containers]))
+        if stats.volume_stats:
+            parts.append(',"volume":' + self._block(
+                stats.volume_stats, lambda: _volumes_json(stats.volume_stats)))
+        if stats.ephemeral_storage is not None:
+            ephemeral = stats.ephemeral_storage
+            parts.append(',"ephemeral-storage":' + self._block(ephemeral, lambda: _fs_json(ephemeral)))
+        parts.append("}")
+        return "".join(parts)

@@ -1,0 +1,224 @@
+"""The flight recorder: an after-cycle hook that keeps what every cycle saw and decided, in stateDir.
+
+Each cycle becomes one line (`evictd.recording`) appended to the open segment with a single write and
+fdatasync, so a crash loses at most the cycle being written and never touches earlier lines (a line cut short
+is skipped on reading). A segment is closed (gzip-compressed beside it, fsynced, renamed, the plain file
+removed) before it would hold more than 1/16 of `maxBytes`, or once it spans 1/24 of `maxAge`; then the oldest
+closed segments are deleted until the recording, with room for a whole open segment, fits in `maxBytes`, and
+every segment whose last cycle is older than `maxAge` (segments go whole: the oldest cycle kept may be up to
+1/12 of `maxAge` older).
+
+The recorder never stops the loop: a full filesystem (ENOSPC) or an unwritable stateDir makes it log once
+(and once again when it writes again), count `evictd_errors_total{source="recorder"}`, cut off any partial
+line it left, and try again next cycle with the whole pod list. In dry-run it records too: the decisions are
+what an operator trying thresholds wants to see.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import json
+import os
+import shutil
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from evictd.after_cycle import Cycle
+from evictd.clock import SYSTEM_CLOCK, Clock
+from evictd.core.fs_layout import FsLayout
+from evictd.core.kubelet_config import EvictionSettings, kubelet_config_document
+from evictd.core.summary import SummaryEncoder
+from evictd.recording import (
+    CLOSED_SUFFIX,
+    FORMAT_VERSION,
+    OPEN_SUFFIX,
+    RECORDING_FOLDER,
+    PodListEncoder,
+    decision_json,
+    layout_json,
+    segment_paths,
+)
+from evictd.render import JsonObject
+
+# What one segment holds at most, as a share of the recorder's bounds.
+SEGMENT_SHARE_OF_BYTES = 16
+SEGMENT_SHARE_OF_AGE = 24
+MIN_SEGMENT_BYTES = 64 << 10
+
+
+def _dumps(value: object) -> str:
+    return json.dumps(value, separators=(",", ":"))
+
+
+class FlightRecorder:
+    """Appends every cycle to the recording in `<state_dir>/recording` (see the module's description)."""
+
+    def __init__(self, state_dir: str, settings: EvictionSettings, *, max_bytes: int, max_age_s: float,
+                 dry_run: bool, log: Any, on_error: Callable[[], None] = lambda: None,
+                 clock: Clock = SYSTEM_CLOCK) -> None:
+        self.folder = os.path.join(state_dir, RECORDING_FOLDER)
+        self._config = kubelet_config_document(settings)
+        self._max_bytes = max_bytes
+        self._max_age_s = max_age_s
+        self._segment_bytes = max(MIN_SEGMENT_BYTES, max_bytes // SEGMENT_SHARE_OF_BYTES)
+        self._segment_age_s = max_age_s / SEGMENT_SHARE_OF_AGE
+        self._dry_run = dry_run
+        self._log = log
+        self._on_error = on_error
+        self._clock = clock
+        self._run = f"{clock.wall():%Y%m%dT%H%M%SZ}-{os.getpid()}"
+        self._pods = PodListEncoder()
+        self._summaries = SummaryEncoder(_dumps)
+        self._layout: FsLayout | None = None
+        self._fd: int | None = None
+        self._path = ""
+        self._size = 0
+        self._opened_at = 0.0
+        self._failing: str | None = None
+        self._started = False
+
+    def __call__(self, cycle: Cycle) -> None:
+        """Record one finished cycle; a failure is logged and counted, never raised."""
+        wall = cycle.wall.timestamp()
+        try:
+            if self._fd is not None and wall - self._opened_at >= self._segment_age_s:
+                self._close_segment()
+            if self._fd is None:
+                self._open_segment(wall)
+            line, pods = self._line(cycle, wall)
+            if self._size and self._size + len(line) > self._segment_bytes:
+                self._close_segment()  # a segment never grows past its share, so neither does the recording
+                self._open_segment(wall)
+                line, pods = self._line(cycle, wall)
+            self._append(line)
+        except OSError as exc:
+            self._failed(exc)
+            return
+        self._pods.commit(pods)
+        self._layout = cycle.state.layout
+        if self._failing is not None:
+            self._log.info("flight recorder writing again", folder=self.folder)
+            self._failing = None
+
+    def close(self) -> None:
+        """Close the open segment (compressed); errors are logged and counted."""
+        try:
+            if self._fd is not None:
+                self._close_segment()
+        except OSError as exc:
+            self._failed(exc)
+
+    # --- one line --------------------------------------------------------------------------------------
+
+    def _line(self, cycle: Cycle, wall: float) -> tuple[bytes, tuple[Any, ...]]:
+        report = cycle.report
+        layout = cycle.state.layout
+        line: JsonObject = {"v": FORMAT_VERSION, "run": self._run, "cycle": cycle.number, "wall": wall,
+                            "now": report.now}
+        if self._size == 0:
+            line["dryRun"] = self._dry_run
+            line["config"] = self._config
+        if layout is not None and (self._size == 0 or layout != self._layout):
+            line["layout"] = layout_json(layout)
+        pods = self._pods.encode(report.pods)
+        if pods is not None:
+            line[pods[0]] = pods[1]
+        line["decision"] = decision_json(report, layout or FsLayout())
+        # The Summaries are most of a line: written as text their encoder keeps from cycle to cycle.
+        summary = self._summaries.encode(report.summary) if report.summary is not None else "null"
+        after = report.after_reclaim
+        text = [_dumps(line)[:-1], ',"summary":', summary]
+        if after is not None:
+            text += [',"afterReclaim":', self._summaries.encode(after)]
+        text.append("}\n")
+        return "".join(text).encode(), report.pods
+
+    def _append(self, data: bytes) -> None:
+        """Write `data` whole at the end of the segment and sync it; on failure cut off what was written."""
+        assert self._fd is not None
+        written = 0
+        try:
+            while written < len(data):
+                written += os.write(self._fd, data[written:])
+            os.fdatasync(self._fd)
+        except OSError:
+            if written:
+                try:
+                    os.ftruncate(self._fd, self._size)
+                except OSError:
+                    self._drop_segment()  # the next line starts a new segment: the cut one reads up to here
+            raise
+        self._size += len(data)
+
+    # --- segments ----------------------------------------------------------------------------------------
+
+    def _open_segment(self, wall: float) -> None:
+        os.makedirs(self.folder, exist_ok=True)
+        if not self._started:  # what earlier runs left may have aged out meanwhile
+            self._enforce_bounds()
+            self._started = True
+        stamp = datetime.fromtimestamp(wall, UTC).strftime("%Y%m%dT%H%M%S.%fZ")
+        self._path = os.path.join(self.folder, f"{stamp}-{os.getpid()}{OPEN_SUFFIX}")
+        self._fd = os.open(self._path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        self._size = os.fstat(self._fd).st_size
+        self._opened_at = wall
+        if self._size == 0:
+            self._pods.reset()
+
+    def _drop_segment(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+        self._fd = None
+        self._size = 0
+        self._pods.reset()
+
+    def _close_segment(self) -> None:
+        path = self._path
+        self._drop_segment()
+        compressed = path[: -len(OPEN_SUFFIX)] + CLOSED_SUFFIX
+        temporary = os.path.join(self.folder, "." + os.path.basename(compressed))
+        try:
+            with open(path, "rb") as source, open(temporary, "wb") as target:
+                with gzip.GzipFile(fileobj=target, mode="wb", compresslevel=6, mtime=0) as zipped:
+                    shutil.copyfileobj(source, zipped)
+                target.flush()
+                os.fsync(target.fileno())
+            os.replace(temporary, compressed)
+            os.unlink(path)  # a crash before this leaves both: readers take the compressed one
+        except OSError:
+            if os.path.exists(temporary):
+                os.unlink(temporary)
+            raise  # the plain segment stays, and is read as it is
+        finally:
+            self._enforce_bounds()
+
+    def _enforce_bounds(self) -> None:
+        """Delete the oldest closed segments until the rest, with room for a whole open segment, fit in
+        `maxBytes`, and every segment older than `maxAge`."""
+        now = self._clock.wall().timestamp()
+        sizes: list[tuple[str, int, float]] = []
+        for path in segment_paths(self.folder):
+            try:
+                status = os.stat(path)
+            except FileNotFoundError:
+                continue
+            sizes.append((path, status.st_size, status.st_mtime))
+        total = sum(size for _, size, _ in sizes) + self._segment_bytes
+        for path, size, modified in sizes:
+            if total <= self._max_bytes and now - modified <= self._max_age_s:
+                break
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
+            total -= size
+
+    def _failed(self, exc: OSError) -> None:
+        self._on_error()
+        self._pods.reset()
+        self._layout = None
+        reason = f"{exc.strerror or exc}"
+        if self._failing is None:
+            self._log.warning("flight recorder cannot write; the loop goes on without it", folder=self.folder,
+                              error=reason)
+        self._failing = reason

@@ -1,0 +1,182 @@
+"""`evictd replay`: run recorded cycles through the eviction manager with another configuration (backtesting).
+
+Each run of the recording (one `evictd run`, from start to stop) becomes a `simulate` scenario at the
+recorded monotonic times (`recording.scenario_document`), driven by `simulate.run_scenario` with the
+candidate configuration; each replayed cycle's decision (`recording.decision_json`) is compared with the
+recorded one. With the recording's own configuration the decisions are the recorded ones.
+
+A replay follows the recorded node, not the node the candidate would have made: after the first cycle that
+differs, the node's later readings (and pod lists) are still what really happened. Node-level reclaim frees
+what the recording says it freed when it ran then (the Summary read after it), and nothing in cycles where only
+the candidate reclaims. Cycles whose stats could not be read are left out, as the manager's state stood still in
+them; a cycle whose pods came from the node (no pod list from the API) is replayed with those pods as a list.
+Each run starts from a fresh engine state: a run that restored its predecessor's (`engine_state_file`) may differ
+in its first cycles.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from itertools import groupby
+
+from evictd.core.engine import EngineConfig
+from evictd.recording import Record, decision_json, scenario_document
+from evictd.render import JsonObject, table
+from evictd.simulate import parse_scenario, run_scenario
+
+# The parts of a decision compared, by name: what a person reads in a difference.
+COMPARED = ("thresholdsMet", "conditions", "reclaim", "evicted", "ranking")
+
+
+@dataclass(frozen=True, slots=True)
+class Difference:
+    """One part of one cycle's decision that the replay took differently."""
+
+    run: str
+    cycle: int
+    wall: float
+    what: str
+    recorded: tuple[str, ...]
+    replayed: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Replay:
+    """What a replay found: the cycles replayed, the differences, and each condition's pressure intervals."""
+
+    cycles: int
+    runs: int
+    first_wall: float | None
+    last_wall: float | None
+    differences: tuple[Difference, ...]
+    # condition -> (recorded intervals, replayed intervals), each (from wall, to wall or None: still reported)
+    pressure: Mapping[str, tuple[tuple[tuple[float, float | None], ...], tuple[tuple[float, float | None], ...]]]
+
+
+def _threshold_text(status: Mapping[str, object]) -> str:
+    value = status.get("value")
+    value = value if isinstance(value, Mapping) else {}
+    shown = value.get("quantity") if "quantity" in value else f"{float(value.get('percentage', 0)) * 100:.6g}%"
+    grace = status.get("gracePeriodSeconds")
+    kind = "" if not grace else (" (grace met)" if status.get("graceMet") else " (in grace)")
+    return f"{status.get('signal')}<{shown}{kind}"
+
+
+def _eviction_text(eviction: Mapping[str, object]) -> str:
+    return (f"{eviction.get('namespace')}/{eviction.get('name')} for {eviction.get('signal')}, grace "
+            f"{eviction.get('gracePeriodSeconds')}s: {eviction.get('message')}")
+
+
+def _compared(decision: Mapping[str, object]) -> dict[str, list[str]]:
+    """The compared parts of a decision, each as a list of short texts."""
+
+    def items(name: str) -> list[object]:
+        value = decision.get(name)
+        return value if isinstance(value, list) else []
+
+    return {
+        "thresholdsMet": [_threshold_text(s) for s in items("thresholdsMet") if isinstance(s, Mapping)],
+        "conditions": [str(c) for c in items("conditions")],
+        "reclaim": [str(a) for a in items("reclaim")],
+        "evicted": [_eviction_text(e) for e in items("evicted") if isinstance(e, Mapping)],
+        "ranking": [str(r.get("pod")) if isinstance(r, Mapping) else str(r) for r in items("ranking")],
+    }
+
+
+def _intervals(timeline: Sequence[tuple[float, Sequence[str]]], condition: str) -> tuple[tuple[float, float | None],
+                                                                                       ...]:
+    intervals: list[tuple[float, float | None]] = []
+    start: float | None = None
+    for wall, conditions in timeline:
+        if condition in conditions and start is None:
+            start = wall
+        elif condition not in conditions and start is not None:
+            intervals.append((start, wall))
+            start = None
+    if start is not None:
+        intervals.append((start, None))
+    return tuple(intervals)
+
+
+def replay(records: Iterable[Record], config: EngineConfig | None = None) -> Replay:
+    """Replay `records` (in order) with `config` (None: each run's own recorded configuration)."""
+    differences: list[Difference] = []
+    recorded_timeline: list[tuple[float, list[str]]] = []
+    replayed_timeline: list[tuple[float, list[str]]] = []
+    cycles = runs = 0
+    first_wall: float | None = None
+    last_wall: float | None = None
+    for _, group in groupby(records, key=lambda record: record.run):
+        kept = [record for record in group if record.summary is not None]
+        if not kept:
+            continue
+        runs += 1
+        scenario = parse_scenario(scenario_document(kept, exact_times=True))
+        if config is not None:
+            scenario = replace(scenario, config=config)
+        for record, report in zip(kept, run_scenario(scenario), strict=True):
+            cycles += 1
+            first_wall = record.wall if first_wall is None else first_wall
+            last_wall = record.wall
+            recorded = _compared(record.decision)
+            replayed = _compared(decision_json(report, scenario.layout))
+            recorded_timeline.append((record.wall, recorded["conditions"]))
+            replayed_timeline.append((record.wall, replayed["conditions"]))
+            differences.extend(Difference(record.run, record.cycle, record.wall, what, tuple(recorded[what]),
+                                          tuple(replayed[what]))
+                               for what in COMPARED if recorded[what] != replayed[what])
+    conditions = sorted({c for _, cs in (*recorded_timeline, *replayed_timeline) for c in cs})
+    pressure = {c: (_intervals(recorded_timeline, c), _intervals(replayed_timeline, c)) for c in conditions}
+    return Replay(cycles=cycles, runs=runs, first_wall=first_wall, last_wall=last_wall,
+                  differences=tuple(differences), pressure=pressure)
+
+
+# --- output --------------------------------------------------------------------------------------------------
+
+
+def wall_text(wall: float | None) -> str | None:
+    """An epoch time as RFC 3339 in UTC, to the millisecond."""
+    if wall is None:
+        return None
+    return datetime.fromtimestamp(wall, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def replay_json(result: Replay) -> JsonObject:
+    """The `--output json` document of a replay."""
+    return {
+        "cycles": result.cycles,
+        "runs": result.runs,
+        "from": wall_text(result.first_wall),
+        "to": wall_text(result.last_wall),
+        "identical": not result.differences,
+        "differences": [{"run": d.run, "cycle": d.cycle, "time": wall_text(d.wall), "what": d.what,
+                         "recorded": list(d.recorded), "replayed": list(d.replayed)} for d in result.differences],
+        "pressure": [{"condition": condition,
+                      "recorded": [{"from": wall_text(a), "to": wall_text(b)} for a, b in recorded],
+                      "replayed": [{"from": wall_text(a), "to": wall_text(b)} for a, b in replayed]}
+                     for condition, (recorded, replayed) in result.pressure.items()],
+    }
+
+
+def _intervals_text(intervals: Sequence[tuple[float, float | None]]) -> str:
+    return ", ".join(f"{wall_text(a)} - {wall_text(b) if b is not None else '(end)'}" for a, b in intervals) or "-"
+
+
+def replay_text(result: Replay) -> str:
+    """The text report of a replay: a summary line, the differing cycles, and the pressure each reported."""
+    changed = len({(d.run, d.cycle) for d in result.differences})
+    runs = f"{result.runs} run{'' if result.runs == 1 else 's'} of evictd"
+    lines = [f"replayed {result.cycles} cycles ({runs}) from {wall_text(result.first_wall)} "
+             f"to {wall_text(result.last_wall)}: "
+             + (f"{changed} cycles decided differently" if changed else "every decision as recorded")]
+    if result.differences:
+        rows = [(f"{d.cycle}", wall_text(d.wall) or "", d.what, "; ".join(d.recorded) or "-",
+                 "; ".join(d.replayed) or "-") for d in result.differences]
+        lines += ["", table(("CYCLE", "TIME", "WHAT", "RECORDED", "REPLAYED"), rows)]
+    if result.pressure:
+        pressure = [(condition, _intervals_text(recorded), _intervals_text(replayed))
+                    for condition, (recorded, replayed) in result.pressure.items()]
+        lines += ["", table(("CONDITION", "RECORDED", "REPLAYED"), pressure)]
+    return "\n".join(lines)

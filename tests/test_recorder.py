@@ -1,0 +1,352 @@
+"""The flight recorder (src/evictd/recorder.py) on real files: what the example scenarios' cycles leave in a
+stateDir, read back (`evictd record export`, `evictd replay`), bounded, cut by a crash, and on a full or
+unwritable stateDir.
+
+Each recording is made by the real hook from the reports of the real `EvictionManager` (driven by `simulate`
+through the example scenarios in config/examples), on the test's real folder.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import random
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from dataclasses import replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from clocks import ManualClock
+from evictd.after_cycle import Cycle
+from evictd.config import load_configuration, read_yaml_documents
+from evictd.core.engine import EngineState
+from evictd.core.kubelet_config import EvictionSettings, eviction_settings
+from evictd.core.pods import pod_from_dict
+from evictd.recorder import FlightRecorder
+from evictd.recording import CLOSED_SUFFIX, OPEN_SUFFIX, RECORDING_FOLDER, read_recording, segment_paths
+from evictd.render import step_json
+from evictd.replay import replay
+from evictd.simulate import Scenario, parse_scenario, run_scenario
+from full_filesystem import UnwritableFolder
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = sorted((ROOT / "config" / "examples").glob("*.yaml"))
+START = datetime(2026, 11, 22, 23, 0, tzinfo=UTC).timestamp()
+MiB = 1 << 20
+
+
+class Log:
+    """A structlog-like logger that keeps what it was told."""
+
+    def __init__(self) -> None:
+        self.lines: list[tuple[str, str, dict[str, Any]]] = []
+
+    def _add(self, level: str, event: str, **fields: Any) -> None:
+        self.lines.append((level, event, fields))
+
+    def warning(self, event: str, **fields: Any) -> None:
+        self._add("warning", event, **fields)
+
+    def info(self, event: str, **fields: Any) -> None:
+        self._add("info", event, **fields)
+
+
+def example(path: Path) -> tuple[dict[str, Any], Scenario, EvictionSettings]:
+    document = read_yaml_documents(str(path), key="scenario")[0]
+    settings = eviction_settings({k: v for k, v in document.get("config", {}).items()
+                                  if k not in ("apiVersion", "kind")})
+    return document, parse_scenario(document), settings
+
+
+def cycles(scenario: Scenario, start: float = START, first_number: int = 1) -> Iterator[Cycle]:
+    """The scenario's cycles as the daemon hands them to its after-cycle hooks (wall = start + at)."""
+    state = EngineState(layout=scenario.layout)
+    for number, (step, report) in enumerate(zip(scenario.steps, run_scenario(scenario), strict=True), first_number):
+        yield Cycle(number=number, report=report, state=state, started_at=report.now, duration_s=0.001,
+                    wall=datetime.fromtimestamp(start + step.at, UTC))
+
+
+def recorder(state_dir: Path, settings: EvictionSettings, *, log: Log | None = None, errors: list[int] | None = None,
+             max_bytes: int = 64 * MiB, max_age_s: float = 86400.0, wall: float = START) -> FlightRecorder:
+    return FlightRecorder(str(state_dir), settings, max_bytes=max_bytes, max_age_s=max_age_s, dry_run=False,
+                          log=log or Log(), on_error=lambda: (errors if errors is not None else []).append(1),
+                          clock=ManualClock(0.0, datetime.fromtimestamp(wall, UTC)))
+
+
+def record(scenario: Scenario, hook: FlightRecorder) -> None:
+    """Run the scenario's cycles through `hook`, as the daemon runs its after-cycle hooks."""
+    for cycle in cycles(scenario):
+        hook(cycle)
+
+
+def simulated(document: dict[str, Any]) -> list[dict[str, Any]]:
+    scenario = parse_scenario(document)
+    return [step_json(step.at, report) for step, report in zip(scenario.steps, run_scenario(scenario), strict=True)]
+
+
+def evictd(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "evictd", *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=60, check=False)
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=[p.stem for p in EXAMPLES])
+def test_an_exported_recording_simulates_to_the_recorded_decisions(tmp_path: Path, path: Path) -> None:
+    document, scenario, settings = example(path)
+    record(scenario, recorder(tmp_path, settings))
+
+    exported = evictd("record", "export", "--state-dir", str(tmp_path))
+    assert exported.returncode == 0, exported.stderr
+    scenario_file = tmp_path / "scenario.yaml"
+    scenario_file.write_text(exported.stdout)
+    again = evictd("simulate", str(scenario_file), "--output", "json")
+    assert again.returncode == 0, again.stderr
+    # The same decisions at the same times (the example's steps start at 0).
+    assert json.loads(again.stdout)["steps"] == simulated(document)
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=[p.stem for p in EXAMPLES])
+def test_replay_with_the_recorded_configuration_reproduces_every_decision(tmp_path: Path, path: Path) -> None:
+    _, scenario, settings = example(path)
+    record(scenario, recorder(tmp_path, settings))
+    records, skipped = read_recording(str(tmp_path / RECORDING_FOLDER))
+    assert (len(records), skipped) == (len(scenario.steps), 0)
+    result = replay(records)
+    assert result.cycles == len(scenario.steps) and result.differences == ()
+
+
+def test_replay_with_a_candidate_configuration_says_what_would_have_differed(tmp_path: Path) -> None:
+    _, scenario, settings = example(EXAMPLES[0])  # 01-memory-pressure
+    record(scenario, recorder(tmp_path, settings))
+    candidate = tmp_path / "candidate.yaml"
+    candidate.write_text("apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"
+                         "evictionHard: {memory.available: 1Gi}\n")  # the hard threshold only, no soft one
+
+    done = evictd("replay", str(tmp_path), "--config", str(candidate), "--output", "json")
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["cycles"] == len(scenario.steps) and result["identical"] is False
+    by_cycle = {(d["cycle"], d["what"]): d for d in result["differences"]}
+    # t=100s (cycle 4): the soft threshold's grace had passed and batch-job went; with no soft threshold, nobody.
+    batch = by_cycle[(4, "evicted")]
+    assert len(batch["recorded"]) == 1 and batch["recorded"][0].startswith("jobs/batch-job for memory.available")
+    assert batch["replayed"] == []
+    assert by_cycle[(2, "thresholdsMet")] == {**by_cycle[(2, "thresholdsMet")],
+                                              "recorded": ["memory.available<2Gi (in grace)"], "replayed": []}
+    # t=110s: the hard threshold evicts shop/web either way (with 1 s grace, not the soft threshold's).
+    assert (5, "evicted") not in by_cycle
+    pressure = {p["condition"]: p for p in result["pressure"]}["MemoryPressure"]
+    assert pressure["recorded"][0]["from"] == datetime.fromtimestamp(START + 10, UTC).isoformat(
+        timespec="milliseconds").replace("+00:00", "Z")
+    assert pressure["replayed"][0]["from"] == datetime.fromtimestamp(START + 110, UTC).isoformat(
+        timespec="milliseconds").replace("+00:00", "Z")
+
+    text = evictd("replay", str(tmp_path), "--config", str(candidate))
+    assert text.returncode == 0, text.stderr
+    assert "cycles decided differently" in text.stdout and "CONDITION" in text.stdout
+    same = evictd("replay", str(tmp_path))
+    assert "every decision as recorded" in same.stdout, same.stdout
+
+
+def test_the_pod_list_is_written_whole_once_then_only_its_changes(tmp_path: Path) -> None:
+    _, scenario, settings = example(EXAMPLES[0])
+    pods = scenario.steps[0].pods
+    moved = replace(pods[0], priority=(pods[0].priority or 0) + 1)
+    steps = list(scenario.steps)
+    steps[2] = replace(steps[2], pods=pods)  # the same pods again
+    steps[3] = replace(steps[3], pods=(moved, *pods[1:]))  # one pod changed
+    steps[4] = replace(steps[4], pods=(moved, *pods[2:]))  # one pod gone
+    steps[5] = replace(steps[5], pods=tuple(reversed((moved, *pods[2:]))))  # reordered
+    scenario = replace(scenario, steps=tuple(steps))
+    record(scenario, recorder(tmp_path, settings))
+
+    segment = Path(segment_paths(str(tmp_path / RECORDING_FOLDER))[0])
+    lines = [json.loads(line) for line in segment.read_bytes().splitlines()]
+    assert len(lines[0]["pods"]) == len(pods) and "podChanges" not in lines[0]
+    assert "pods" not in lines[1] and "podChanges" not in lines[1] and "pods" not in lines[2]
+    assert [pod_from_dict(p) for p in lines[3]["podChanges"]["set"]] == [moved]
+    assert lines[4]["podChanges"] == {"removed": [pods[1].uid or pods[1].key]}
+    assert lines[5]["podChanges"]["order"] == [p.uid or p.key for p in reversed((moved, *pods[2:]))]
+    assert "config" in lines[0] and "config" not in lines[1]
+    # Read back, each cycle has its whole list.
+    records, _ = read_recording(str(tmp_path / RECORDING_FOLDER))
+    assert [[pod_from_dict(p) for p in r.pods] for r in records] == [list(step.pods) for step in scenario.steps]
+
+
+def test_the_ranking_is_recorded_with_each_pods_keys(tmp_path: Path) -> None:
+    _, scenario, settings = example(EXAMPLES[1])  # 02-disk-pressure-single-fs: evicts at t=10
+    record(scenario, recorder(tmp_path, settings))
+    records, _ = read_recording(str(tmp_path / RECORDING_FOLDER))
+    evicting = next(r for r in records if r.decision["evicted"])
+    ranking = evicting.decision["ranking"]
+    assert [entry["pod"] for entry in ranking] == ["default/cache", "default/api", "default/logger"]
+    cache = ranking[0]["keys"]
+    assert cache["exceedsRequests"] is True and cache["priority"] == 0
+    assert cache["usageAboveRequest"] == (210 << 20) + (3 << 30) - (500 << 20)
+    evicted = evicting.decision["evicted"][0]
+    assert (evicted["name"], evicted["gracePeriodSeconds"]) == ("cache", 1)  # a hard threshold: 1 s
+    assert evicted["message"].startswith("The node was low on resource: ephemeral-storage.")
+    assert evicting.after_reclaim is not None, "the Summary read after reclaim decided that it was not enough"
+
+
+def test_a_cut_last_line_is_skipped_and_earlier_cycles_read(tmp_path: Path) -> None:
+    _, scenario, settings = example(EXAMPLES[0])
+    record(scenario, recorder(tmp_path, settings))
+    segment = segment_paths(str(tmp_path / RECORDING_FOLDER))[0]
+    whole = Path(segment).read_bytes()
+    last = whole.rstrip(b"\n").rsplit(b"\n", 1)[1]
+    Path(segment).write_bytes(whole[: len(whole) - len(last) // 2 - 1])  # a crash in the middle of the last write
+
+    records, skipped = read_recording(str(tmp_path / RECORDING_FOLDER))
+    assert skipped == 1
+    assert [r.cycle for r in records] == list(range(1, len(scenario.steps)))
+    # The next run appends to a segment of its own; both read back in order.
+    later = recorder(tmp_path, settings, wall=START + 3600)
+    for cycle in cycles(scenario, start=START + 3600, first_number=1):
+        later(cycle)
+    records, skipped = read_recording(str(tmp_path / RECORDING_FOLDER))
+    assert skipped == 1 and len(records) == 2 * len(scenario.steps) - 1
+    assert len({r.run for r in records}) == 2
+    assert replay(records).differences == ()
+    # A crash after a segment was compressed and before its plain file was removed: read once, not twice.
+    later.close()
+    closed = segment_paths(str(tmp_path / RECORDING_FOLDER))[-1]
+    with gzip.open(closed) as handle:
+        Path(closed[: -len(CLOSED_SUFFIX)] + OPEN_SUFFIX).write_bytes(handle.read())
+    assert len(read_recording(str(tmp_path / RECORDING_FOLDER))[0]) == len(records)
+
+
+def big_node_cycles(scenario: Scenario, count: int, seconds_apart: float) -> Iterator[Cycle]:
+    """`count` cycles of the scenario's first step, `seconds_apart` apart."""
+    base = next(iter(cycles(replace(scenario, steps=scenario.steps[:1]))))
+    for number in range(1, count + 1):
+        yield replace(base, number=number, report=replace(base.report, now=number * seconds_apart),
+                      wall=datetime.fromtimestamp(START + number * seconds_apart, UTC))
+
+
+def busy_node(pods: int, steps: int) -> dict[str, Any]:
+    """A scenario of a node whose pods' memory moves every 10 s (readings compress as little as real ones)."""
+    rng = random.Random(12)
+    names = [(f"pod-{i}", str(uuid.UUID(int=rng.getrandbits(128)))) for i in range(pods)]
+    return {
+        "config": {"evictionHard": {"memory.available": "1Gi"}},
+        "pods": [{"metadata": {"name": name, "namespace": "busy", "uid": uid},
+                  "spec": {"containers": [{"name": "app", "resources": {"requests": {"memory": "100Mi"}}}]}}
+                 for name, uid in names],
+        "steps": [{"at": 10 * step, "summary": {
+            "node": {"memory": {"availableBytes": rng.randrange(1 << 30, 4 << 30),
+                                "workingSetBytes": rng.randrange(1 << 30, 4 << 30)}},
+            "pods": [{"podRef": {"name": name, "namespace": "busy", "uid": uid},
+                      "memory": {"workingSetBytes": rng.randrange(1 << 30)},
+                      "containers": [{"name": "app", "memory": {"workingSetBytes": rng.randrange(1 << 30)},
+                                      "rootfs": {"usedBytes": rng.randrange(1 << 30)},
+                                      "logs": {"usedBytes": rng.randrange(1 << 30)}}]}
+                     for name, uid in names]}} for step in range(steps)],
+    }
+
+
+def test_the_recording_stays_within_its_size_closing_compressed_segments(tmp_path: Path) -> None:
+    scenario = parse_scenario(busy_node(pods=40, steps=1500))
+    hook = recorder(tmp_path, eviction_settings(busy_node(0, 0)["config"]), max_bytes=1 * MiB)
+    folder = tmp_path / RECORDING_FOLDER
+    for cycle in cycles(scenario):
+        hook(cycle)
+        assert sum(os.path.getsize(p) for p in segment_paths(str(folder))) <= 1 * MiB
+    paths = segment_paths(str(folder))
+    assert paths[-1].endswith(OPEN_SUFFIX) and all(p.endswith(CLOSED_SUFFIX) for p in paths[:-1])
+    for path in paths[:-1]:
+        with gzip.open(path) as handle:
+            assert len(json.loads(handle.readline())["pods"]) == 40, "every segment starts with the whole pod list"
+    records, skipped = read_recording(str(folder))
+    assert skipped == 0 and records[-1].cycle == 1500
+    assert [r.cycle for r in records] == list(range(records[0].cycle, 1501)), "the newest cycles, none missing"
+    assert records[0].cycle > 100, "the oldest were deleted"
+    assert replay(records).differences == ()
+
+
+def test_the_recording_keeps_nothing_older_than_its_age(tmp_path: Path) -> None:
+    _, scenario, settings = example(EXAMPLES[0])
+    clock = ManualClock(0.0, datetime.fromtimestamp(START, UTC))
+    hook = FlightRecorder(str(tmp_path), settings, max_bytes=64 * MiB, max_age_s=3600.0, dry_run=False, log=Log(),
+                          clock=clock)
+    folder = tmp_path / RECORDING_FOLDER
+    for cycle in big_node_cycles(scenario, 3 * 360, 10.0):  # three hours, one cycle every 10 s
+        now = cycle.wall.timestamp()
+        clock.now_s = now - START
+        hook(cycle)
+        # Segment files carry their last write as mtime, as on a real node.
+        for path in segment_paths(str(folder)):
+            if path.endswith(CLOSED_SUFFIX) and os.path.getmtime(path) > now:
+                os.utime(path, (now, now))
+    records, _ = read_recording(str(folder))
+    # Segments go whole once their last cycle is older than maxAge, checked as each segment closes (every
+    # maxAge/24): the oldest cycle kept is at most two segments' span older than that.
+    assert 3600 - 3600 / 24 <= clock.wall().timestamp() - records[0].wall <= 3600 + 2 * 3600 / 24
+
+
+def test_a_full_state_dir_degrades_the_recorder_only(tmp_path: Path) -> None:
+    document = busy_node(pods=20, steps=12)  # lines of several KiB: none fits in what a full page leaves
+    scenario, settings = parse_scenario(document), eviction_settings(document["config"])
+    state = UnwritableFolder(tmp_path / "state", "full")
+    try:
+        log, errors = Log(), []
+        hook = recorder(state.folder, settings, log=log, errors=errors)
+        all_cycles = list(cycles(scenario))
+        for cycle in all_cycles[:2]:
+            hook(cycle)
+        state.make_unwritable()
+        for cycle in all_cycles[2:8]:
+            hook(cycle)  # never raises
+        assert len(errors) == 6
+        warnings = [line for line in log.lines if line[0] == "warning"]
+        assert len(warnings) == 1 and warnings[0][2]["error"] == "No space left on device", "logged once"
+        state.make_writable()
+        for cycle in all_cycles[8:]:
+            hook(cycle)
+        assert [line[1] for line in log.lines if line[0] == "info"] == ["flight recorder writing again"]
+        records, skipped = read_recording(str(state.folder / RECORDING_FOLDER))
+        assert skipped == 0, "no cut line left behind by the failed writes"
+        assert [r.cycle for r in records] == [1, 2, 9, 10, 11, 12]
+        assert all(len(r.pods) == 20 for r in records)
+        assert replay(records).differences == ()
+    finally:
+        state.unmount()
+
+
+def test_an_unwritable_state_dir_degrades_the_recorder_only(tmp_path: Path) -> None:
+    _, scenario, settings = example(EXAMPLES[0])
+    (tmp_path / "not-a-folder").write_text("")
+    log, errors = Log(), []
+    hook = recorder(tmp_path / "not-a-folder" / "state", settings, log=log, errors=errors)
+    for cycle in cycles(scenario):
+        hook(cycle)
+    assert len(errors) == len(scenario.steps)
+    assert [line[2]["error"] for line in log.lines] == ["Not a directory"]
+
+
+def test_export_takes_the_configured_state_dir_and_a_time_window(tmp_path: Path) -> None:
+    _, scenario, settings = example(EXAMPLES[0])
+    record(scenario, recorder(tmp_path / "state", settings))
+    config = tmp_path / "evictd.yaml"
+    config.write_text(f"apiVersion: evictd.io/v1alpha1\nkind: EvictdConfiguration\nstateDir: {tmp_path / 'state'}\n")
+    since = datetime.fromtimestamp(START + scenario.steps[2].at, UTC).isoformat().replace("+00:00", "Z")
+    done = evictd("record", "export", "--config", str(config), "--since", since)
+    assert done.returncode == 0, done.stderr
+    exported = yaml.safe_load(done.stdout)
+    assert len(exported["steps"]) == len(scenario.steps) - 2 and exported["steps"][0]["at"] == 0
+    assert load_configuration([str(config)]).evictd.state_dir == str(tmp_path / "state")
+
+    assert evictd("record", "export", "--state-dir", str(tmp_path / "state"), "--since", "1h").returncode == 1, \
+        "nothing recorded in the last hour (the recording is of 2026-11-22)"
+    bad = evictd("record", "export", "--state-dir", str(tmp_path / "state"), "--since", "yesterday")
+    assert bad.returncode == 2 and "--since" in bad.stderr and "yesterday" in bad.stderr
+    empty = evictd("replay", str(tmp_path / "nowhere"))
+    assert empty.returncode == 1 and "no recorded cycles" in empty.stderr
+

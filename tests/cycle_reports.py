@@ -18,11 +18,12 @@ import pytest
 
 from builders import Gi, Mi, pod, pod_stats, stamp, summary
 from clocks import ManualClock
-from evictd.core.engine import EngineState, effective_thresholds
+from evictd.core.engine import EngineState
 from evictd.core.errors import CRIError, KubeError, SampleError
 from evictd.core.fs_layout import FsLayout
 from evictd.core.pods import Pod
 from evictd.core.summary import Summary
+from evictd.core.thresholds import derive_containerfs_thresholds
 from evictd.manager import CycleReport, EvictionManager, LayoutSource, PodSource
 from evictd.simulate import (
     FixedLayout,
@@ -88,7 +89,7 @@ def run(config: dict[str, Any], steps: list[dict[str, Any]], pods: Sequence[dict
         layout: dict[str, bool] | None = None) -> Run:
     scenario = parse_scenario({"config": config, "pods": list(pods), "steps": steps, "layout": layout or {}})
     # The thresholds are fixed by the first cycle (containerfs derivation): what the manager's state holds.
-    thresholds, _ = effective_thresholds(scenario.config, scenario.layout)
+    thresholds, _ = derive_containerfs_thresholds(scenario.config.thresholds, scenario.layout)
     return Run(run_scenario(scenario), EngineState(layout=scenario.layout, thresholds=tuple(thresholds)))
 
 

@@ -6,12 +6,13 @@ from typing import Any
 
 from builders import Gi, Mi, fs, pod, pod_stats, summary
 from clocks import ManualClock
-from evictd.core.engine import EngineConfig, Eviction, ReclaimThenEvict, Skipped, effective_thresholds
+from evictd.core.engine import EngineConfig, Eviction, ReclaimThenEvict, Skipped
 from evictd.core.errors import CRIError, KubeError, SampleError
 from evictd.core.fs_layout import FsLayout, ReclaimAction
 from evictd.core.kubelet_config import EvictionSettings
 from evictd.core.pods import pod_from_dict
 from evictd.core.summary import Summary, summary_from_dict
+from evictd.core.thresholds import derive_containerfs_thresholds
 from evictd.manager import CycleError, CycleReport, CycleStep, EvictionManager
 
 
@@ -146,7 +147,7 @@ def test_a_runtime_attached_later_brings_its_layout_and_reclaimer_and_keeps_the_
     clock.now_s = 61.0
     report = m.synchronize()
     assert runtime_layout.calls == 1 and m.state.layout == split
-    assert m.state.thresholds == tuple(effective_thresholds(config, split)[0])
+    assert m.state.thresholds == tuple(derive_containerfs_thresholds(config.thresholds, split)[0])
     assert m.state.first_observed_at[nodefs] == 0.0, "grace counted from the first cycle, not from the attach"
     assert m.state.node_conditions == kept_conditions
     assert before.calls == [] and after.calls == [r.action for r in report.reclaim] != []

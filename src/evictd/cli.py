@@ -126,14 +126,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _check_config(args: argparse.Namespace) -> int:
     from evictd.config import load_configuration
-    from evictd.core.engine import EngineConfig, effective_thresholds
+    from evictd.core.engine import EngineConfig
     from evictd.core.fs_layout import FsLayout
+    from evictd.core.thresholds import derive_containerfs_thresholds
     from evictd.render import threshold_json, thresholds_text
 
     configuration = load_configuration(args.config, getattr(args, "kubelet_flags", None) or [])
     layout = FsLayout(dedicated_imagefs=args.dedicated_imagefs, split_containerfs=args.split_containerfs)
     engine_config = EngineConfig.from_settings(configuration.eviction)
-    thresholds, warnings = effective_thresholds(engine_config, layout)
+    thresholds, warnings = derive_containerfs_thresholds(engine_config.thresholds, layout)
     # A derived containerfs threshold whose source is absent has no operator and can never be met.
     shown = [t for t in thresholds if t.operator is not None]
     for warning in (*configuration.warnings, *warnings):

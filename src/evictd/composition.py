@@ -57,7 +57,7 @@ from evictd.core.engine import EngineConfig, Eviction
 from evictd.core.errors import ConfigError, EvictdError, KubeError, SampleError
 from evictd.core.fs_layout import FsLayout, ReclaimAction
 from evictd.core.image_gc import image_gc_policy
-from evictd.cri import NO_RUNTIME, Runtime, RuntimeVersion
+from evictd.cri import NO_RUNTIME, Runtime, RuntimeSlot, RuntimeVersion
 from evictd.cri.client import CriClient
 from evictd.daemon import Daemon, Part
 from evictd.engine_state_file import STATE_FILE, EngineStateFile, restore_window_s
@@ -77,7 +77,7 @@ from evictd.metrics import Metrics
 from evictd.oom_feedback import OomFeedback
 from evictd.recorder import FlightRecorder
 from evictd.recording import CurrentDecision, run_id
-from evictd.runtime_link import CriRuntime, RuntimeLink, RuntimeSlot
+from evictd.runtime_link import CriRuntime, RuntimeLink
 from evictd.state_lock import StateLock, acquire_state_lock
 from evictd.stop_signal import StopSignal
 

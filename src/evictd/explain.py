@@ -17,14 +17,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from evictd.core.engine import EngineConfig, Eviction, ReclaimThenEvict, effective_thresholds
+from evictd.core.engine import EngineConfig, Eviction, ReclaimThenEvict
 from evictd.core.errors import EvictdError
 from evictd.core.fs_layout import FsLayout
 from evictd.core.pods import SYSTEM_CRITICAL_PRIORITY, Pod, is_critical_pod, is_mirror_pod, is_static_pod
 from evictd.core.ranking import rank_pods, ranking_keys
 from evictd.core.signals import BYTE_SIGNALS, SIGNAL_TO_RESOURCE, Resource, Signal
 from evictd.core.summary import pod_stats_lookup
-from evictd.core.thresholds import Threshold, threshold_quantity
+from evictd.core.thresholds import Threshold, derive_containerfs_thresholds, threshold_quantity
 from evictd.live_view import human
 from evictd.manager import CycleReport
 from evictd.recording import Record, decision_id
@@ -343,7 +343,7 @@ def now_json(explained: Explained) -> JsonObject:
     record, report = explained.record, explained.report
     assessment = report.assessment
     met = {status.threshold: status for status in assessment.thresholds}
-    thresholds, _ = effective_thresholds(explained.config, explained.layout)
+    thresholds, _ = derive_containerfs_thresholds(explained.config.thresholds, explained.layout)
     signals: list[JsonObject] = []
     nearest: tuple[float, Signal] | None = None
     for threshold in thresholds:

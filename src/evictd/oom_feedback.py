@@ -16,7 +16,7 @@ from dataclasses import replace
 from typing import Protocol
 
 from evictd.clock import SYSTEM_CLOCK, Clock
-from evictd.core.errors import EvictdError, SampleError
+from evictd.core.errors import EvictdError, SampleError, attempt
 from evictd.core.oom import (
     CgroupOomCount,
     OomReading,
@@ -67,22 +67,10 @@ class OomFeedback:
     def observe(self, report: CycleReport) -> OomReport:
         """Read the counters now; return the kills since the last call, attributed, named and classified."""
         problems: list[SampleError] = []
-
-        def attempt(read: Callable[[], int | None]) -> int | None:
-            try:
-                return read()
-            except SampleError as exc:
-                problems.append(exc)
-                return None
-
-        node = attempt(self._counters.node_kills)
-        pods = attempt(self._counters.pods_kills)
-        cgroups = None
-        if cgroups_walk_needed(self.state, node, pods):
-            try:
-                cgroups = self._counters.cgroup_kills()
-            except SampleError as exc:
-                problems.append(exc)
+        node = attempt(self._counters.node_kills, problems)
+        pods = attempt(self._counters.pods_kills, problems)
+        walk = cgroups_walk_needed(self.state, node, pods)
+        cgroups = attempt(self._counters.cgroup_kills, problems) if walk else None
         activity = activity_after_cycle(report.assessment, report.evictions, bool(report.eviction_errors),
                                         self._dry_run)
         self.state, found = oom_feedback(self.state, OomReading(node=node, pods=pods, cgroups=cgroups), activity,

@@ -1,4 +1,4 @@
-"""The container runtime slot: empty (`NO_RUNTIME`) until a runtime answers, at start or later while evictd runs.
+"""Filling the container runtime slot (`evictd.cri.RuntimeSlot`) when a runtime answers, at start or later.
 
 A node's runtime may come up after evictd (a systemd ordering that only orders, a runtime that failed to start
 and is restarted, a runtime being upgraded). Without the runtime evictd observes and reports; once `Version`
@@ -21,7 +21,7 @@ from evictd.clock import SYSTEM_CLOCK, Clock
 from evictd.core.engine import Eviction
 from evictd.core.errors import EvictdError
 from evictd.core.runtime import Sandbox, SandboxState
-from evictd.cri import NO_RUNTIME, ContainerUsage, Runtime, RuntimeVersion, SandboxUsage
+from evictd.cri import ContainerUsage, Runtime, RuntimeSlot, RuntimeVersion, SandboxUsage
 from evictd.cri.client import CriClient
 
 # How often an absent runtime is asked again, and how long one Version call may take.
@@ -76,42 +76,6 @@ class CriRuntime:
     def collect_garbage(self) -> None:
         if self._gc is not None:
             self._gc.tick()
-
-
-class RuntimeSlot:
-    """Where the adapters find the container runtime: it answers as `current`, `NO_RUNTIME` until `RuntimeLink`
-    fills it with the runtime that answered."""
-
-    def __init__(self) -> None:
-        self.current: Runtime = NO_RUNTIME
-
-    @property
-    def attached(self) -> bool:
-        return self.current.attached
-
-    def list_sandboxes(self) -> Sequence[Sandbox]:
-        return self.current.list_sandboxes()
-
-    def filesystem_paths(self) -> tuple[str, str] | None:
-        return self.current.filesystem_paths()
-
-    def container_stats(self) -> Mapping[str, Sequence[ContainerUsage]] | None:
-        return self.current.container_stats()
-
-    def sandbox_stats(self) -> Mapping[str, SandboxUsage] | None:
-        return self.current.sandbox_stats()
-
-    def container_names(self, pod_uid: str) -> dict[str, str]:
-        return self.current.container_names(pod_uid)
-
-    def pod_running(self, pod_uid: str) -> bool | None:
-        return self.current.pod_running(pod_uid)
-
-    def stop_pod(self, eviction: Eviction) -> None:
-        self.current.stop_pod(eviction)
-
-    def collect_garbage(self) -> None:
-        self.current.collect_garbage()
 
 
 class RuntimeLink:

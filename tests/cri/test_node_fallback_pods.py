@@ -29,11 +29,11 @@ from evictd.core.pods import (
     is_critical_pod,
     is_static_pod,
 )
+from evictd.cri import RuntimeSlot
 from evictd.cri.client import CriClient
 from evictd.kube.cluster import NodeFallbackPods
 from evictd.kube.critical_record import CriticalPodRecord
 from evictd.kube.journal import EvictionJournal, JournalEntry
-from evictd.runtime_link import RuntimeSlot
 
 API = {CONFIG_SOURCE_ANNOTATION: "api"}
 STATIC = {CONFIG_SOURCE_ANNOTATION: "file", "kubernetes.io/config.hash": "3f1e2d"}

@@ -15,7 +15,7 @@ from typing import Any
 from containerd_harness import Containerd
 
 from clocks import ManualClock
-from evictd.cri import NO_RUNTIME, RuntimeVersion
+from evictd.cri import RuntimeVersion
 from evictd.cri.client import CriClient
 from evictd.runtime_link import RuntimeLink
 
@@ -49,7 +49,7 @@ def test_a_runtime_that_starts_later_is_attached_once_it_answers(unstarted_conta
     link = RuntimeLink(client, attach, log, retry_s=RETRY_S, clock=clock)
     try:
         assert link.connect() is None
-        assert link.slot.current is NO_RUNTIME and not link.slot.attached and attach.versions == []
+        assert link.slot.current is None and not link.slot.attached and attach.versions == []
         ((event, fields),) = log.lines
         assert event.startswith("no container runtime answers")
         assert fields["endpoint"] == unstarted_containerd.endpoint and "UNAVAILABLE" in fields["error"]

@@ -42,7 +42,7 @@ from evictd.adapters.cgroups import CgroupReader, MemoryReading, PodCgroup
 from evictd.adapters.filesystems import FsReading, statvfs_reading
 from evictd.adapters.pod_disk_usage import PodDiskFigures, PodDiskStore, PodKey, SpaceUsed
 from evictd.clock import SYSTEM_CLOCK, Clock
-from evictd.core.errors import EvictdError, SampleError
+from evictd.core.errors import EvictdError, SampleError, attempt
 from evictd.core.pods import Derived, Pod, derived
 from evictd.core.summary import (
     SYSTEM_CONTAINER_PODS,
@@ -204,25 +204,18 @@ class NodeStatsSource:
         """Read the node now and return its Summary (parts that could not be read are absent)."""
         problems: list[SampleError] = []
         at = self._clock.wall()
-
-        def attempt(read: Callable[[], _T]) -> _T | None:
-            try:
-                return read()
-            except SampleError as exc:
-                problems.append(exc)
-                return None
-
-        node_memory = attempt(lambda: self._cgroups.memory(""))
-        capacity = attempt(lambda: procfs.mem_total_bytes(self._proc_root))
+        node_memory = attempt(lambda: self._cgroups.memory(""), problems)
+        capacity = attempt(lambda: procfs.mem_total_bytes(self._proc_root), problems)
         # No pods cgroup means no kubelet-managed pods here: allocatable memory is absent, not unreadable.
         has_pods_cgroup = self._cgroups.has_pods_cgroup()
-        pods_memory = attempt(lambda: self._cgroups.memory(self._cgroups.pods_cgroup())) if has_pods_cgroup else None
+        pods_memory = (attempt(lambda: self._cgroups.memory(self._cgroups.pods_cgroup()), problems)
+                       if has_pods_cgroup else None)
         image_path, container_path = self._runtime.filesystem_paths() or (self._image_fs_path, self._container_fs_path)
-        nodefs = attempt(lambda: statvfs_reading(existing_ancestor(self._kubelet_root)))
-        imagefs = attempt(lambda: statvfs_reading(existing_ancestor(image_path)))
-        containerfs = attempt(lambda: statvfs_reading(existing_ancestor(container_path)))
-        max_pid = attempt(lambda: procfs.pid_limit(self._proc_root))
-        tasks = attempt(lambda: procfs.running_tasks(self._proc_root))
+        nodefs = attempt(lambda: statvfs_reading(existing_ancestor(self._kubelet_root)), problems)
+        imagefs = attempt(lambda: statvfs_reading(existing_ancestor(image_path)), problems)
+        containerfs = attempt(lambda: statvfs_reading(existing_ancestor(container_path)), problems)
+        max_pid = attempt(lambda: procfs.pid_limit(self._proc_root), problems)
+        tasks = attempt(lambda: procfs.running_tasks(self._proc_root), problems)
         system_containers = {}
         if pods_memory is not None:
             system_containers[SYSTEM_CONTAINER_PODS] = ContainerStats(
@@ -246,11 +239,7 @@ class NodeStatsSource:
         keys = [pod_key(pod) for pod in pods]
         self.disk_usage.want(keys)
         now = self._clock.monotonic()
-        try:
-            cgroups = self._pod_cgroups()
-        except SampleError as exc:
-            problems.append(exc)
-            cgroups = {}
+        cgroups = attempt(self._pod_cgroups, problems) or {}
         runtime: Mapping[str, Sequence[ContainerUsage]] = {}
         # Containers to measure from their cgroups: those the runtime named last, when it does not answer now.
         remembered: Mapping[str, Sequence[ContainerUsage]] = {}
@@ -374,10 +363,8 @@ class NodeStatsSource:
     ) -> list[ContainerStats]:
         """Measure the containers the runtime last named in this pod from their cgroups, by name (their logs
         are taken out of `logs`). A container cgroup that is gone or unreadable is left out and recorded."""
-        try:
-            found = self._cgroups.container_cgroups(cgroup.path)
-        except SampleError as exc:
-            problems.append(exc)
+        found = attempt(lambda: self._cgroups.container_cgroups(cgroup.path), problems)
+        if found is None:
             return []
         measured = []
         for container in sorted(remembered, key=lambda usage: usage.name):

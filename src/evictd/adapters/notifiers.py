@@ -93,31 +93,19 @@ class Notifier(Protocol):
     """Something the housekeeping loop can poll: one descriptor that becomes ready when memory changes."""
 
     @property
-    def description(self) -> str:
-        """What crossed, in the kubelet's words (e.g. ``hard memory eviction threshold``)."""
-        ...
+    def description(self) -> str: ...  # what crossed, in the kubelet's words ("hard memory eviction threshold")
 
     @property
-    def cause(self) -> str:
-        """Metric label of the wake-up: ``memcg`` or ``psi``."""
-        ...
+    def cause(self) -> str: ...  # metric label of the wake-up: "memcg" or "psi"
 
     @property
-    def poll_events(self) -> int:
-        """The poll bits that mean "fired" (POLLIN for an eventfd, POLLPRI for a PSI trigger)."""
-        ...
+    def poll_events(self) -> int: ...  # the poll bits that mean "fired" (POLLIN: eventfd, POLLPRI: PSI trigger)
 
-    def fileno(self) -> int:
-        """Return the descriptor to poll."""
-        ...
+    def fileno(self) -> int: ...  # the descriptor to poll
 
-    def consume(self) -> None:
-        """Acknowledge a firing, so that the descriptor is not ready again until the next one."""
-        ...
+    def consume(self) -> None: ...  # acknowledge a firing: the descriptor is not ready again until the next one
 
-    def close(self) -> None:
-        """Release the descriptor (and with it the kernel registration); idempotent."""
-        ...
+    def close(self) -> None: ...  # release the descriptor (and with it the kernel registration); idempotent
 
 
 def _sample_error(path: str, exc: OSError) -> SampleError:

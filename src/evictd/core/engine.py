@@ -282,11 +282,6 @@ def _eviction_priority(threshold: Threshold) -> tuple[int, int]:
     return (0 if threshold.signal in MEMORY_SIGNALS else 1, 0 if threshold.is_hard else 1)
 
 
-def effective_thresholds(config: EngineConfig, layout: FsLayout) -> tuple[list[Threshold], list[str]]:
-    """Return the configured thresholds with containerfs derived for `layout`, and the kubelet's warnings."""
-    return derive_containerfs_thresholds(config.thresholds, layout)
-
-
 def assess(
     state: EngineState,
     config: EngineConfig,
@@ -306,7 +301,7 @@ def assess(
     if state.layout is None:
         # The first cycle, or the first after the runtime was attached late (the layout is the runtime's):
         # whatever the state already remembers (grace periods, conditions) is kept.
-        derived, derive_warnings = effective_thresholds(config, layout)
+        derived, derive_warnings = derive_containerfs_thresholds(config.thresholds, layout)
         state = replace(state, layout=layout, thresholds=tuple(derived))
         warnings = tuple(derive_warnings)
     if summary is None:

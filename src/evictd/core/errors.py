@@ -20,6 +20,8 @@ one place each (`raise CRIError(...) from exc`). Errors carry data, not only tex
 from __future__ import annotations
 
 import reprlib
+from collections.abc import Callable
+from typing import TypeVar
 
 # A bad value is quoted in error messages up to this length, so one line stays readable.
 MAX_VALUE_CHARS = 80
@@ -135,6 +137,18 @@ class SampleError(EvictdError):
         super().__init__(f"{source}: {reason}")
 
 
+_T = TypeVar("_T")
+
+
+def attempt(read: Callable[[], _T], problems: list[SampleError]) -> _T | None:
+    """Return `read()`, or None once the SampleError it raised is added to `problems` (one reading of many)."""
+    try:
+        return read()
+    except SampleError as exc:
+        problems.append(exc)
+        return None
+
+
 class CRIError(EvictdError):
     """A CRI call failed; carries the gRPC `method` and status `code`."""
 
@@ -153,8 +167,6 @@ class KubeError(EvictdError):
         self.status = status
         self.detail = detail
         super().__init__(f"Kubernetes API {verb} failed ({status}): {detail}")
-
-
 
 
 class StateLockError(EvictdError):

@@ -5,8 +5,7 @@ its own place: where `containerfs.*` thresholds are copied from (`UpdateContaine
 filesystem usage of a pod ranks it for each disk signal (`buildSignalToRankFunc`), which node-level reclaim
 functions run for each signal (`buildSignalToNodeReclaimFuncs`), and whether a container's writable layer
 counts against its ephemeral-storage limit (`containerEphemeralStorageLimitEviction`). evictd keeps the four
-in `MEANINGS`, one row per layout, and the rest of the core reads them there (`meaning_of`). Tables are
-literals, as in `evictd.core.signals`.
+in `MEANINGS`, one row per layout, and the rest of the core reads them there (`meaning_of`).
 """
 
 from __future__ import annotations
@@ -14,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import TypeVar
 
 from evictd.core.signals import Signal
 
@@ -64,119 +64,57 @@ class LayoutMeaning:
     container_rootfs_counts: bool
 
 
-# --- containerfs derivation (UpdateContainerFsThresholds) -------------------------------------------------
+_T = TypeVar("_T")
+_NODEFS = (Signal.NODEFS_AVAILABLE, Signal.NODEFS_INODES_FREE)
+_IMAGEFS = (Signal.IMAGEFS_AVAILABLE, Signal.IMAGEFS_INODES_FREE)
+_CONTAINERFS = (Signal.CONTAINERFS_AVAILABLE, Signal.CONTAINERFS_INODES_FREE)
 
-CONTAINERFS_FROM_NODEFS: dict[Signal, Signal] = {
-    Signal.CONTAINERFS_AVAILABLE: Signal.NODEFS_AVAILABLE,
-    Signal.CONTAINERFS_INODES_FREE: Signal.NODEFS_INODES_FREE,
-}
 
-CONTAINERFS_FROM_IMAGEFS: dict[Signal, Signal] = {
-    Signal.CONTAINERFS_AVAILABLE: Signal.IMAGEFS_AVAILABLE,
-    Signal.CONTAINERFS_INODES_FREE: Signal.IMAGEFS_INODES_FREE,
-}
+def _per_fs(nodefs: _T, imagefs: _T, containerfs: _T) -> dict[Signal, _T]:
+    """A row of the table for every disk signal: the value for nodefs, imagefs and containerfs signals."""
+    return {**dict.fromkeys(_NODEFS, nodefs), **dict.fromkeys(_IMAGEFS, imagefs),
+            **dict.fromkeys(_CONTAINERFS, containerfs)}
 
-# --- ranking (buildSignalToRankFunc, KUBELET_SPEC §9.4) -------------------------------------------------
 
-_ALL_FS_STATS = (
-    FsStatsType.IMAGES,
-    FsStatsType.ROOT,
-    FsStatsType.LOGS,
-    FsStatsType.LOCAL_VOLUME_SOURCE,
-)
+# containerfs derivation (UpdateContainerFsThresholds)
+CONTAINERFS_FROM_NODEFS: dict[Signal, Signal] = dict(zip(_CONTAINERFS, _NODEFS, strict=True))
+CONTAINERFS_FROM_IMAGEFS: dict[Signal, Signal] = dict(zip(_CONTAINERFS, _IMAGEFS, strict=True))
 
-SINGLE_FS_SIGNAL_TO_FS_STATS: dict[Signal, tuple[FsStatsType, ...]] = {
-    Signal.NODEFS_AVAILABLE: _ALL_FS_STATS,
-    Signal.NODEFS_INODES_FREE: _ALL_FS_STATS,
-    Signal.IMAGEFS_AVAILABLE: _ALL_FS_STATS,
-    Signal.IMAGEFS_INODES_FREE: _ALL_FS_STATS,
-    Signal.CONTAINERFS_AVAILABLE: _ALL_FS_STATS,
-    Signal.CONTAINERFS_INODES_FREE: _ALL_FS_STATS,
-}
+# ranking (buildSignalToRankFunc, KUBELET_SPEC §9.4)
+_ALL_FS_STATS = (FsStatsType.IMAGES, FsStatsType.ROOT, FsStatsType.LOGS, FsStatsType.LOCAL_VOLUME_SOURCE)
+_POD_FS_STATS = (FsStatsType.LOGS, FsStatsType.LOCAL_VOLUME_SOURCE)
+_LAYER_FS_STATS = (FsStatsType.ROOT, FsStatsType.IMAGES)
+SINGLE_FS_SIGNAL_TO_FS_STATS = _per_fs(_ALL_FS_STATS, _ALL_FS_STATS, _ALL_FS_STATS)
+IMAGEFS_SIGNAL_TO_FS_STATS = _per_fs(_POD_FS_STATS, _LAYER_FS_STATS, _LAYER_FS_STATS)
+# With split image and container filesystems, imagefs ranking measures only "images": nothing.
+SPLIT_FS_SIGNAL_TO_FS_STATS = _per_fs((*_POD_FS_STATS, FsStatsType.ROOT), (FsStatsType.IMAGES,),
+                                      (*_POD_FS_STATS, FsStatsType.ROOT))
 
-IMAGEFS_SIGNAL_TO_FS_STATS: dict[Signal, tuple[FsStatsType, ...]] = {
-    Signal.NODEFS_AVAILABLE: (FsStatsType.LOGS, FsStatsType.LOCAL_VOLUME_SOURCE),
-    Signal.NODEFS_INODES_FREE: (FsStatsType.LOGS, FsStatsType.LOCAL_VOLUME_SOURCE),
-    Signal.IMAGEFS_AVAILABLE: (FsStatsType.ROOT, FsStatsType.IMAGES),
-    Signal.IMAGEFS_INODES_FREE: (FsStatsType.ROOT, FsStatsType.IMAGES),
-    Signal.CONTAINERFS_AVAILABLE: (FsStatsType.ROOT, FsStatsType.IMAGES),
-    Signal.CONTAINERFS_INODES_FREE: (FsStatsType.ROOT, FsStatsType.IMAGES),
-}
-
-SPLIT_FS_SIGNAL_TO_FS_STATS: dict[Signal, tuple[FsStatsType, ...]] = {
-    Signal.NODEFS_AVAILABLE: (FsStatsType.LOGS, FsStatsType.LOCAL_VOLUME_SOURCE, FsStatsType.ROOT),
-    Signal.NODEFS_INODES_FREE: (FsStatsType.LOGS, FsStatsType.LOCAL_VOLUME_SOURCE, FsStatsType.ROOT),
-    Signal.CONTAINERFS_AVAILABLE: (FsStatsType.LOGS, FsStatsType.LOCAL_VOLUME_SOURCE, FsStatsType.ROOT),
-    Signal.CONTAINERFS_INODES_FREE: (FsStatsType.LOGS, FsStatsType.LOCAL_VOLUME_SOURCE, FsStatsType.ROOT),
-    # With split image and container filesystems, imagefs ranking measures only "images": nothing.
-    Signal.IMAGEFS_AVAILABLE: (FsStatsType.IMAGES,),
-    Signal.IMAGEFS_INODES_FREE: (FsStatsType.IMAGES,),
-}
-
-# --- node-level reclaim (buildSignalToNodeReclaimFuncs, KUBELET_SPEC §8) ---------------------------------
-
+# node-level reclaim (buildSignalToNodeReclaimFuncs, KUBELET_SPEC §8)
 _GC_BOTH = (ReclaimAction.CONTAINER_GC, ReclaimAction.IMAGE_GC)
-
-SINGLE_FS_SIGNAL_TO_RECLAIM: dict[Signal, tuple[ReclaimAction, ...]] = {
-    Signal.NODEFS_AVAILABLE: _GC_BOTH,
-    Signal.NODEFS_INODES_FREE: _GC_BOTH,
-    Signal.IMAGEFS_AVAILABLE: _GC_BOTH,
-    Signal.IMAGEFS_INODES_FREE: _GC_BOTH,
-    Signal.CONTAINERFS_AVAILABLE: _GC_BOTH,
-    Signal.CONTAINERFS_INODES_FREE: _GC_BOTH,
-}
-
+SINGLE_FS_SIGNAL_TO_RECLAIM = _per_fs(_GC_BOTH, _GC_BOTH, _GC_BOTH)
 # With an imagefs, nodefs pressure has nothing to collect (the kubelet would delete logs).
-IMAGEFS_SIGNAL_TO_RECLAIM: dict[Signal, tuple[ReclaimAction, ...]] = {
-    Signal.NODEFS_AVAILABLE: (),
-    Signal.NODEFS_INODES_FREE: (),
-    Signal.IMAGEFS_AVAILABLE: _GC_BOTH,
-    Signal.IMAGEFS_INODES_FREE: _GC_BOTH,
-    Signal.CONTAINERFS_AVAILABLE: _GC_BOTH,
-    Signal.CONTAINERFS_INODES_FREE: _GC_BOTH,
-}
-
-SPLIT_FS_SIGNAL_TO_RECLAIM: dict[Signal, tuple[ReclaimAction, ...]] = {
-    Signal.NODEFS_AVAILABLE: (ReclaimAction.CONTAINER_GC,),
-    Signal.NODEFS_INODES_FREE: (ReclaimAction.CONTAINER_GC,),
-    Signal.CONTAINERFS_AVAILABLE: (ReclaimAction.CONTAINER_GC,),
-    Signal.CONTAINERFS_INODES_FREE: (ReclaimAction.CONTAINER_GC,),
-    Signal.IMAGEFS_AVAILABLE: (ReclaimAction.IMAGE_GC,),
-    Signal.IMAGEFS_INODES_FREE: (ReclaimAction.IMAGE_GC,),
-}
+IMAGEFS_SIGNAL_TO_RECLAIM = _per_fs((), _GC_BOTH, _GC_BOTH)
+SPLIT_FS_SIGNAL_TO_RECLAIM = _per_fs((ReclaimAction.CONTAINER_GC,), (ReclaimAction.IMAGE_GC,),
+                                     (ReclaimAction.CONTAINER_GC,))
 
 # --- the table ------------------------------------------------------------------------------------------
 
 MEANINGS: dict[FsLayout, LayoutMeaning] = {
     # One filesystem for everything.
-    FsLayout(): LayoutMeaning(
-        containerfs_sources=CONTAINERFS_FROM_NODEFS,
-        rank_fs_stats=SINGLE_FS_SIGNAL_TO_FS_STATS,
-        reclaim_actions=SINGLE_FS_SIGNAL_TO_RECLAIM,
-        container_rootfs_counts=True,
-    ),
+    FsLayout(): LayoutMeaning(CONTAINERFS_FROM_NODEFS, SINGLE_FS_SIGNAL_TO_FS_STATS, SINGLE_FS_SIGNAL_TO_RECLAIM,
+                              container_rootfs_counts=True),
     # Writable layers apart from images, images on nodefs: cannot happen in practice; upstream treats it as
     # one filesystem but derives no containerfs thresholds.
-    FsLayout(split_containerfs=True): LayoutMeaning(
-        containerfs_sources={},
-        rank_fs_stats=SINGLE_FS_SIGNAL_TO_FS_STATS,
-        reclaim_actions=SINGLE_FS_SIGNAL_TO_RECLAIM,
-        container_rootfs_counts=True,
-    ),
+    FsLayout(split_containerfs=True): LayoutMeaning({}, SINGLE_FS_SIGNAL_TO_FS_STATS, SINGLE_FS_SIGNAL_TO_RECLAIM,
+                                                    container_rootfs_counts=True),
     # Images and writable layers on a dedicated image filesystem.
-    FsLayout(dedicated_imagefs=True): LayoutMeaning(
-        containerfs_sources=CONTAINERFS_FROM_IMAGEFS,
-        rank_fs_stats=IMAGEFS_SIGNAL_TO_FS_STATS,
-        reclaim_actions=IMAGEFS_SIGNAL_TO_RECLAIM,
-        container_rootfs_counts=False,
-    ),
+    FsLayout(dedicated_imagefs=True): LayoutMeaning(CONTAINERFS_FROM_IMAGEFS, IMAGEFS_SIGNAL_TO_FS_STATS,
+                                                    IMAGEFS_SIGNAL_TO_RECLAIM, container_rootfs_counts=False),
     # Images on a dedicated image filesystem, writable layers apart from them (containerfs, with nodefs).
     FsLayout(dedicated_imagefs=True, split_containerfs=True): LayoutMeaning(
-        containerfs_sources=CONTAINERFS_FROM_NODEFS,
-        rank_fs_stats=SPLIT_FS_SIGNAL_TO_FS_STATS,
-        reclaim_actions=SPLIT_FS_SIGNAL_TO_RECLAIM,
-        container_rootfs_counts=False,
-    ),
+        CONTAINERFS_FROM_NODEFS, SPLIT_FS_SIGNAL_TO_FS_STATS, SPLIT_FS_SIGNAL_TO_RECLAIM,
+        container_rootfs_counts=False),
 }
 
 

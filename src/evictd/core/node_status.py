@@ -138,7 +138,6 @@ def stopped_conditions(current: Sequence[Mapping[str, Any]], mode: ConditionMode
     return conditions
 
 
-
 def desired_taints(
     current: Sequence[Mapping[str, Any]], pressure: Sequence[NodeCondition], mode: ConditionMode
 ) -> list[dict[str, Any]]:

@@ -8,7 +8,7 @@ image/container filesystems (``ImageFsInfo``), per-container and per-pod usage (
 Layout of the package:
 
 * ``evictd.cri`` (this module): frozen values, the endpoint check and ``Runtime``, the runtime as adapters
-  use it (``NO_RUNTIME`` until one answers), standard library only. Shell modules and the
+  use it (``RuntimeSlot``, empty until one answers), standard library only. Shell modules and the
   ``LocalKiller`` adapter type against them without importing gRPC, so the offline commands
   (``check-config``, ``simulate``) never load ``grpc`` (tests/test_cli.py checks it).
 * ``evictd.cri.client``: ``CriClient``, the only module that imports ``grpc`` and the generated stubs.
@@ -127,80 +127,73 @@ class SandboxUsage:
 
 
 class Runtime(Protocol):
-    """The container runtime as evictd's adapters ask it. They hold the daemon's runtime slot
-    (`evictd.runtime_link.RuntimeLink`), which answers as `NO_RUNTIME` until a runtime answers on the CRI
-    endpoint and as that runtime from then on; no adapter is rewired when it comes.
+    """The container runtime as evictd's adapters ask it. They hold the daemon's `RuntimeSlot`, which answers
+    as no runtime until one answers on the CRI endpoint and as that runtime from then on; no adapter is rewired
+    when it comes.
 
     Calls that reach the runtime raise ``EvictdError`` (``CRIError``) when it fails to answer.
     """
 
     @property
+    def attached(self) -> bool: ...  # True once a runtime answered
+
+    def list_sandboxes(self) -> Sequence[Sandbox]: ...  # every pod sandbox (none without a runtime)
+
+    # The runtime's image and container filesystems' folders; None: use the configured ones.
+    def filesystem_paths(self) -> tuple[str, str] | None: ...
+
+    # Pod UID -> its containers' usage, or its sandbox's usage; None without a runtime (nothing to ask).
+    def container_stats(self) -> Mapping[str, Sequence[ContainerUsage]] | None: ...
+
+    def sandbox_stats(self) -> Mapping[str, SandboxUsage] | None: ...
+
+    def container_names(self, pod_uid: str) -> dict[str, str]: ...  # container ID -> name (empty without one)
+
+    def pod_running(self, pod_uid: str) -> bool | None: ...  # anything of the pod still runs; None: cannot tell
+
+    def stop_pod(self, eviction: Eviction) -> None: ...  # stop the evicted pod (only called when `attached`)
+
+    def collect_garbage(self) -> None: ...  # the periodic container and image GC when due (none without one)
+
+
+class RuntimeSlot:
+    """Where the adapters find the container runtime: empty (nothing to list, measure, stop or collect) until
+    `evictd.runtime_link.RuntimeLink` puts the runtime that answered in `current`; it then answers as that one."""
+
+    def __init__(self) -> None:
+        self.current: Runtime | None = None
+
+    @property
     def attached(self) -> bool:
-        """True once a runtime answered."""
-        ...
+        return self.current is not None
 
     def list_sandboxes(self) -> Sequence[Sandbox]:
-        """Every pod sandbox (none without a runtime)."""
-        ...
+        return self.current.list_sandboxes() if self.current else ()
 
     def filesystem_paths(self) -> tuple[str, str] | None:
-        """The runtime's image and container filesystems' folders; None: use the configured ones."""
-        ...
+        return self.current.filesystem_paths() if self.current else None
 
     def container_stats(self) -> Mapping[str, Sequence[ContainerUsage]] | None:
-        """Pod UID -> its containers' usage; None without a runtime (nothing to ask)."""
-        ...
+        return self.current.container_stats() if self.current else None
 
     def sandbox_stats(self) -> Mapping[str, SandboxUsage] | None:
-        """Pod UID -> its sandbox's usage; None without a runtime."""
-        ...
+        return self.current.sandbox_stats() if self.current else None
 
     def container_names(self, pod_uid: str) -> dict[str, str]:
-        """Container ID -> name of a pod's containers (empty without a runtime)."""
-        ...
+        return self.current.container_names(pod_uid) if self.current else {}
 
     def pod_running(self, pod_uid: str) -> bool | None:
-        """Whether anything of the pod still runs; None when no runtime can tell."""
-        ...
+        return self.current.pod_running(pod_uid) if self.current else None
 
     def stop_pod(self, eviction: Eviction) -> None:
-        """Stop the evicted pod through the runtime (only called when `attached`)."""
-        ...
+        if self.current is None:
+            raise EvictdError("no container runtime answers")
+        self.current.stop_pod(eviction)
 
     def collect_garbage(self) -> None:
-        """Run the periodic container and image GC when due (nothing without a runtime)."""
-        ...
+        if self.current is not None:
+            self.current.collect_garbage()
 
 
-class NullRuntime:
-    """The runtime slot's answers while no runtime has answered: nothing to list, measure, stop or collect."""
-
-    attached = False
-
-    def list_sandboxes(self) -> Sequence[Sandbox]:
-        return ()
-
-    def filesystem_paths(self) -> tuple[str, str] | None:
-        return None
-
-    def container_stats(self) -> Mapping[str, Sequence[ContainerUsage]] | None:
-        return None
-
-    def sandbox_stats(self) -> Mapping[str, SandboxUsage] | None:
-        return None
-
-    def container_names(self, pod_uid: str) -> dict[str, str]:
-        return {}
-
-    def pod_running(self, pod_uid: str) -> bool | None:
-        return None
-
-    def stop_pod(self, eviction: Eviction) -> None:
-        raise EvictdError("no container runtime answers")
-
-    def collect_garbage(self) -> None:
-        return None
-
-
-NO_RUNTIME: Runtime = NullRuntime()
-
+# A slot never filled: the runtime of adapters built without one.
+NO_RUNTIME: Runtime = RuntimeSlot()

@@ -119,25 +119,11 @@ def condition_to_json(condition: PodCondition) -> dict[str, object]:
 
 def entry_to_json(entry: JournalEntry) -> dict[str, object]:
     """Return the file's object for `entry` (its fields in the order evictd has always written them)."""
-    return {
-        "uid": entry.uid,
-        "namespace": entry.namespace,
-        "name": entry.name,
-        "signal": entry.signal,
-        "grace_period_s": entry.grace_period_s,
-        "message": entry.message,
-        "reason": entry.reason,
-        "conditions": [condition_to_json(condition) for condition in entry.conditions],
-        "annotations": dict(entry.annotations),
-        "decided_at": entry.decided_at,
-        "condition_written": ApiStep.CONDITION in entry.done,
-        "delete_sent": entry.delete_sent,
-        "deleted": ApiStep.DELETION in entry.done,
-        "event_written": ApiStep.EVENT in entry.done,
-        "stopped_locally": entry.stopped_locally,
-        "done_at": entry.done_at,
-        "extra": {str(outcome): answer for outcome, answer in entry.outcomes.items()},
-    }
+    converted = {"conditions": [condition_to_json(condition) for condition in entry.conditions],
+                 "annotations": dict(entry.annotations),
+                 "extra": {str(outcome): answer for outcome, answer in entry.outcomes.items()},
+                 **{str(step): step in entry.done for step in ApiStep}}
+    return {name: converted[name] if name in converted else getattr(entry, name) for name in ENTRY_FIELDS}
 
 
 def _is_int(value: object) -> bool:
@@ -152,47 +138,29 @@ def _is_object(value: object) -> bool:
     return isinstance(value, dict) and all(isinstance(key, str) for key in value)
 
 
-def _is_objects(value: object) -> bool:
-    return isinstance(value, list) and all(_is_object(item) for item in value)
-
-
-def _is_strings(value: object) -> bool:
-    return isinstance(value, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in value.items())
-
-
-def _is_str(value: object) -> bool:
-    return isinstance(value, str)
-
-
-def _is_bool(value: object) -> bool:
-    return isinstance(value, bool)
-
-
-_STRING: Final = ("a string", _is_str)
-_FLAG: Final = ("true or false", _is_bool)
-# Each field of an entry in the file: what it must hold (as an error says it), and whether it must be there.
-FIELD_TO_CHECK: dict[str, tuple[tuple[str, Callable[[object], bool]], bool]] = {
-    "uid": (_STRING, True),
-    "namespace": (_STRING, True),
-    "name": (_STRING, True),
-    "signal": (_STRING, True),
-    "grace_period_s": (("an integer", _is_int), True),
-    "message": (_STRING, True),
-    "reason": (_STRING, True),
-    "conditions": (("a list of objects", _is_objects), True),
-    "annotations": (("an object of strings", _is_strings), True),
-    "decided_at": (("a number of seconds", _is_seconds), True),
-    "condition_written": (_FLAG, False),
-    "delete_sent": (_FLAG, False),
-    "deleted": (_FLAG, False),
-    "event_written": (_FLAG, False),
-    "stopped_locally": (_FLAG, False),
-    "done_at": (("a number of seconds or null", lambda value: value is None or _is_seconds(value)), False),
-    "extra": (("an object", _is_object), False),
+_Check = tuple[str, Callable[[object], bool], bool]
+_STRING: Final = ("a string", lambda value: isinstance(value, str))
+_FLAG: Final = ("true or false", lambda value: isinstance(value, bool))
+# Each field of an entry in the file, in the order evictd writes them: what it must hold (as an error says it),
+# and whether it must be there.
+ENTRY_FIELDS: dict[str, _Check] = {
+    **dict.fromkeys(("uid", "namespace", "name", "signal"), (*_STRING, True)),
+    "grace_period_s": ("an integer", _is_int, True),
+    **dict.fromkeys(("message", "reason"), (*_STRING, True)),
+    "conditions": ("a list of objects", lambda value: isinstance(value, list) and all(map(_is_object, value)), True),
+    "annotations": ("an object of strings", lambda value: isinstance(value, dict) and all(
+        isinstance(k, str) and isinstance(v, str) for k, v in value.items()), True),
+    "decided_at": ("a number of seconds", _is_seconds, True),
+    **dict.fromkeys(("condition_written", "delete_sent", "deleted", "event_written", "stopped_locally"),
+                    (*_FLAG, False)),
+    "done_at": ("a number of seconds or null", lambda value: value is None or _is_seconds(value), False),
+    "extra": ("an object", _is_object, False),
 }
-# The fields of a pod condition in the file: its JSON name, and whether it must be there.
-CONDITION_FIELDS = (("type", True), ("status", True), ("reason", False), ("message", False),
-                    ("observedGeneration", False))
+# The fields of a pod condition in the file, likewise.
+CONDITION_FIELDS: dict[str, _Check] = {
+    "type": (*_STRING, True), "status": (*_STRING, True), "reason": (*_STRING, False), "message": (*_STRING, False),
+    "observedGeneration": ("an integer", _is_int, False),
+}
 
 
 def upgraded(item: dict[str, Any]) -> dict[str, Any]:
@@ -207,37 +175,35 @@ def upgraded(item: dict[str, Any]) -> dict[str, Any]:
     return item
 
 
-def _condition_from_json(item: dict[str, Any], where: str) -> PodCondition:
-    """Return the pod condition of one object of an entry's `conditions`; raise ValueError naming it."""
-    known = dict(CONDITION_FIELDS)
+def _check_fields(item: dict[str, Any], table: dict[str, _Check], where: str) -> None:
+    """Raise ValueError naming `where` and the field when `item` does not hold what `table` says."""
     for name in item:
-        if name not in known:
+        if name not in table:
             raise ValueError(f"{where} has an unknown field {bounded_repr(name)} (written by a newer evictd?)")
-    for name, required in CONDITION_FIELDS:
+    for name, (wanted, check, required) in table.items():
         if name not in item:
             if required:
                 raise ValueError(f"{where} has no {name}")
-            continue
-        if not (_is_int(item[name]) if name == "observedGeneration" else isinstance(item[name], str)):
-            wanted = "an integer" if name == "observedGeneration" else "a string"
+        elif not check(item[name]):
             raise ValueError(f"{where}: {name} must be {wanted}, not {bounded_repr(item[name])}")
+
+
+def _condition_from_json(item: dict[str, Any], where: str) -> PodCondition:
+    """Return the pod condition of one object of an entry's `conditions`; raise ValueError naming it."""
+    _check_fields(item, CONDITION_FIELDS, where)
     return PodCondition(type=item["type"], status=item["status"], reason=item.get("reason", ""),
                         message=item.get("message", ""), observed_generation=item.get("observedGeneration", 0))
 
 
 def _outcomes_from_json(extra: dict[str, Any], index: int) -> FrozenMap[Outcome, str]:
     """Return the outcomes of an entry's `extra` object; raise ValueError naming what is wrong."""
-    outcomes: dict[Outcome, str] = {}
     for name, answer in extra.items():
-        try:
-            outcome = Outcome(name)
-        except ValueError:
+        if name not in set(Outcome):
             raise ValueError(f"entry {index}: extra has an unknown outcome {bounded_repr(name)} (written by a newer "
-                             "evictd?)") from None
+                             "evictd?)")
         if not isinstance(answer, str):
             raise ValueError(f"entry {index}: extra.{name} must be a string, not {bounded_repr(answer)}")
-        outcomes[outcome] = answer
-    return FrozenMap(outcomes)
+    return FrozenMap((Outcome(name), answer) for name, answer in extra.items())
 
 
 def entry_from_json(item: object, index: int) -> JournalEntry:
@@ -245,34 +211,16 @@ def entry_from_json(item: object, index: int) -> JournalEntry:
     if not isinstance(item, dict):
         raise ValueError(f"entry {index} is not an object but {bounded_repr(item)}")
     item = upgraded(item)
-    for name in item:
-        if name not in FIELD_TO_CHECK:
-            raise ValueError(f"entry {index} has an unknown field {bounded_repr(name)} (written by a newer evictd?)")
-    for name, ((wanted, check), required) in FIELD_TO_CHECK.items():
-        if name not in item:
-            if required:
-                raise ValueError(f"entry {index} has no {name}")
-            continue
-        if not check(item[name]):
-            raise ValueError(f"entry {index}: {name} must be {wanted}, not {bounded_repr(item[name])}")
-    return JournalEntry(
-        uid=item["uid"],
-        namespace=item["namespace"],
-        name=item["name"],
-        signal=item["signal"],
-        grace_period_s=item["grace_period_s"],
-        message=item["message"],
-        reason=item["reason"],
-        conditions=tuple(_condition_from_json(condition, f"entry {index}: conditions[{number}]")
-                         for number, condition in enumerate(item["conditions"])),
-        annotations=FrozenMap(item["annotations"]),
-        decided_at=item["decided_at"],
-        done=frozenset(step for step in ApiStep if item.get(str(step), False)),
-        delete_sent=item.get("delete_sent", False),
-        stopped_locally=item.get("stopped_locally", False),
-        done_at=item.get("done_at"),
-        outcomes=_outcomes_from_json(item.get("extra", {}), index),
-    )
+    _check_fields(item, ENTRY_FIELDS, f"entry {index}")
+    plain = {name: value for name, value in item.items() if name in JournalEntry.__dataclass_fields__}
+    return JournalEntry(**{
+        **plain,
+        "conditions": tuple(_condition_from_json(condition, f"entry {index}: conditions[{number}]")
+                            for number, condition in enumerate(item["conditions"])),
+        "annotations": FrozenMap(item["annotations"]),
+        "done": frozenset(step for step in ApiStep if item.get(str(step), False)),
+        "outcomes": _outcomes_from_json(item.get("extra", {}), index),
+    })
 
 
 def entries_from_document(document: object) -> dict[str, JournalEntry]:
@@ -316,10 +264,6 @@ class _Unlogged:
     info = warning = error = _drop
 
 
-def _nothing() -> None:
-    return None
-
-
 class EvictionJournal:
     """Entries by pod UID, persisted to `path` (None keeps them in memory only, e.g. in dry-run).
 
@@ -332,8 +276,8 @@ class EvictionJournal:
         path: str | None,
         *,
         log: Any = None,
-        on_corrupt: Callable[[], None] = _nothing,
-        on_write_failure: Callable[[], None] = _nothing,
+        on_corrupt: Callable[[], None] = lambda: None,
+        on_write_failure: Callable[[], None] = lambda: None,
         clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self._path = path

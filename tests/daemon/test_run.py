@@ -12,6 +12,7 @@ from pathlib import Path
 
 from evictd_process import ROOT, EvictdProcess, mem_available_bytes, pid_available
 
+from evictd.metrics import WAKEUP_CAUSES
 from real_cgroups import CGROUP_MOUNT, memory_stall, temporary_cgroup
 
 GiB = 1 << 30
@@ -62,7 +63,10 @@ def test_metrics_and_health(tmp_path: Path, evictd_processes: list[EvictdProcess
     assert process.metric("evictd_signal_capacity_bytes", signal="nodefs.available") > 0
     assert process.metric("evictd_node_condition", condition="MemoryPressure") == 0
     assert process.metric("evictd_cycle_duration_seconds_count") >= 3
-    assert process.metric("evictd_wakeups_total", cause="timer") >= 2
+    # What woke the cycles after the first: the 100 ms timer, or (on a busy machine, whose page cache moves
+    # the whole-machine memcg levels) a memcg notification that came first; every wake-up is counted.
+    wakeups = {cause: process.metric("evictd_wakeups_total", cause=cause) for cause in WAKEUP_CAUSES}
+    assert sum(wakeups.values()) >= 2, wakeups
     assert process.http("/nothing")[0] == 404
     assert process.stop() == 0
 

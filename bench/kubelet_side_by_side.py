@@ -99,6 +99,7 @@ from polling import wait_until  # noqa: E402
 
 SAMPLE_S = 0.002
 STOP_POLL_S = 0.02
+IMAGE_POLL_S = 0.05
 BASE_MIB = 600
 SURGE_MIB = 200
 WAIT_S = (15.0, 25.0)
@@ -188,75 +189,48 @@ class Trial:
     crossing_to_reclaim_s: float | None = None  # the unused image gone (imagefs trials)
 
 
-class CrossingSampler:
-    """The first time the signal's available amount fell below the threshold (epoch seconds)."""
+class FirstTime:
+    """The first time (epoch seconds) `happened` returned true, polled every `period_s` in a thread of its own;
+    `close` stops the poll and then runs `cleanup`."""
 
-    def __init__(self, available: Callable[[], int], threshold: int) -> None:
-        self.available = available
-        self._threshold = threshold
-        self.crossed_at: float | None = None
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        while not self._stop.is_set() and self.crossed_at is None:
-            if self.available() < self._threshold:
-                self.crossed_at = time.time()
-            time.sleep(SAMPLE_S)
-
-    def close(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=2)
-
-
-class ImageWatcher:
-    """The first time `reference` is no longer in containerd's image list (epoch seconds)."""
-
-    def __init__(self, endpoint: str, reference: str) -> None:
-        self._client = CriClient(endpoint, 2.0)
-        self.reference = reference
-        self.gone_at: float | None = None
+    def __init__(self, happened: Callable[[], bool], period_s: float, cleanup: Callable[[], None] = lambda: None):
+        self._happened = happened
+        self._period_s = period_s
+        self._cleanup = cleanup
+        self.at: float | None = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            if not any(self.reference in image.repo_tags for image in self._client.list_images()):
-                self.gone_at = time.time()
+            if self._happened():
+                self.at = time.time()
                 return
-            time.sleep(0.05)
+            time.sleep(self._period_s)
 
     def close(self) -> None:
         self._stop.set()
         self._thread.join(timeout=2)
-        self._client.close()
+        self._cleanup()
 
 
-class StopWatcher:
-    """The first time no container of the pod runs any more, by containerd's CRI (epoch seconds)."""
+def image_gone(endpoint: str, reference: str) -> FirstTime:
+    """When `reference` left containerd's image list."""
+    client = CriClient(endpoint, 2.0)
+    return FirstTime(lambda: not any(reference in image.repo_tags for image in client.list_images()),
+                     IMAGE_POLL_S, client.close)
 
-    def __init__(self, endpoint: str, pod_uid: str) -> None:
-        self._client = CriClient(endpoint, 2.0)
-        self._uid = pod_uid
-        self.stopped_at: float | None = None
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
 
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            containers = self._client.list_containers(pod_uid=self._uid)
-            if containers and not any(c.state is ContainerState.RUNNING for c in containers):
-                self.stopped_at = time.time()
-                return
-            time.sleep(STOP_POLL_S)
+def pod_stopped(endpoint: str, pod_uid: str) -> FirstTime:
+    """When no container of the pod ran any more, by containerd's CRI."""
+    client = CriClient(endpoint, 2.0)
 
-    def close(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=2)
-        self._client.close()
+    def stopped() -> bool:
+        containers = client.list_containers(pod_uid=pod_uid)
+        return bool(containers) and not any(c.state is ContainerState.RUNNING for c in containers)
+
+    return FirstTime(stopped, STOP_POLL_S, client.close)
 
 
 def sigterm_at(cluster: RealCluster, pod: PodRef) -> float | None:
@@ -296,42 +270,42 @@ def cleanup(node: NodeUnderTest, pods: list[PodRef]) -> None:
 
 def one_trial(side: str, pressure: Pressure, cluster: RealCluster, node: RealNode, rng: random.Random,
               unused_image: str | None) -> Trial:
-    images = None if unused_image is None else ImageWatcher(cluster.containerd_endpoint, unused_image)
+    images = None if unused_image is None else image_gone(cluster.containerd_endpoint, unused_image)
     quiet = node.run_pod(new_name("quiet"), QUIET_SCRIPT, requests={"memory": "64Mi"})
-    sampler = CrossingSampler(lambda: pressure.available(node), pressure.threshold)
+    sampler = FirstTime(lambda: pressure.available(node) < pressure.threshold, SAMPLE_S)
     hog = node.run_pod(new_name("hog"), pressure.hog_script.format(wait_s=rng.uniform(*WAIT_S)),
                        requests={"memory": "32Mi"})
-    watcher = StopWatcher(cluster.containerd_endpoint, hog.uid)
-    quiet_watcher = StopWatcher(cluster.containerd_endpoint, quiet.uid)
+    watcher = pod_stopped(cluster.containerd_endpoint, hog.uid)
+    quiet_watcher = pod_stopped(cluster.containerd_endpoint, quiet.uid)
     try:
-        wait_until(lambda: sampler.crossed_at is not None, 60, "the hog to cross the threshold")
+        wait_until(lambda: sampler.at is not None, 60, "the hog to cross the threshold")
         # Whoever acts: the hog stopped, or (a wrong choice) the quiet pod evicted.
-        wait_until(lambda: watcher.stopped_at is not None or bool(node.events(quiet, "Evicted")), 60,
+        wait_until(lambda: watcher.at is not None or bool(node.events(quiet, "Evicted")), 60,
                    f"the {side} to act")
-        crossed = sampler.crossed_at
+        crossed = sampler.at
         assert crossed is not None
-        if watcher.stopped_at is None:
+        if watcher.at is None:
             # The wrong pod: the quiet one exits at once on SIGTERM, so its stop is when the signal came.
-            wait_until(lambda: quiet_watcher.stopped_at is not None, 30, "the quiet pod to stop")
-            assert quiet_watcher.stopped_at is not None
-            return Trial(side, "quiet", evicted_message(node, quiet), None, quiet_watcher.stopped_at - crossed, None)
+            wait_until(lambda: quiet_watcher.at is not None, 30, "the quiet pod to stop")
+            assert quiet_watcher.at is not None
+            return Trial(side, "quiet", evicted_message(node, quiet), None, quiet_watcher.at - crossed, None)
         wait_until(lambda: node.events(hog, "Evicted"), 30, "the Evicted event")
         term = sigterm_at(cluster, hog)
         return Trial(
             side, "hog", evicted_message(node, hog),
             crossing_to_sigterm_s=None if term is None else term - crossed,
-            crossing_to_stopped_s=watcher.stopped_at - crossed,
-            grace_s=None if term is None else watcher.stopped_at - term,
-            crossing_to_reclaim_s=None if images is None or images.gone_at is None else images.gone_at - crossed,
+            crossing_to_stopped_s=watcher.at - crossed,
+            grace_s=None if term is None else watcher.at - term,
+            crossing_to_reclaim_s=None if images is None or images.at is None else images.at - crossed,
         )
     finally:
         sampler.close()
         watcher.close()
         quiet_watcher.close()
-        if images is not None:
+        if images is not None and unused_image is not None:
             images.close()
-            if images.gone_at is None:  # not reclaimed: remove it, or the next trial's import fills the imagefs
-                remove_image(cluster.containerd_endpoint, images.reference)
+            if images.at is None:  # not reclaimed: remove it, or the next trial's import fills the imagefs
+                remove_image(cluster.containerd_endpoint, unused_image)
         cleanup(node, [quiet, hog])
         if images is not None:
             restored = cluster.containerd.restore_standard_images()

@@ -25,6 +25,7 @@ from evictd.core.pods import Pod
 from evictd.core.summary import Summary
 from evictd.core.thresholds import derive_containerfs_thresholds
 from evictd.manager import CycleReport, EvictionManager, LayoutSource, PodSource
+from evictd.render import step_json
 from evictd.simulate import (
     FixedLayout,
     RecordingEvictor,
@@ -137,3 +138,9 @@ def failing_cycle(config: dict[str, Any], *, layout: LayoutSource | None = None,
 def without_pod_list(report: CycleReport, *, pods_from_node: bool = True) -> CycleReport:
     return replace(report, pod_list_problem="Kubernetes API list pods failed (None): pod cache not synced",
                    pods_from_node=pods_from_node)
+
+
+def simulate_steps(scenario: dict[str, Any]) -> list[dict[str, Any]]:
+    """Run a scenario through `evictd simulate`'s engine and return each step as its JSON output shows it."""
+    parsed = parse_scenario(scenario)
+    return [step_json(step.at, report) for step, report in zip(parsed.steps, run_scenario(parsed), strict=True)]

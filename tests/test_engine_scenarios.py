@@ -12,6 +12,7 @@ import pytest
 
 from builders import Gi, Mi, fs, pod, pod_stats, stamp, summary
 from clocks import ManualClock
+from cycle_reports import simulate_steps
 from evictd.core.engine import EngineConfig, EngineState, ReclaimThenEvict, Skipped, assess
 from evictd.core.errors import SampleError, ScenarioError
 from evictd.core.fs_layout import FsLayout
@@ -19,7 +20,6 @@ from evictd.core.kubelet_config import EvictionSettings, apply_flags
 from evictd.core.pods import pod_from_dict
 from evictd.core.summary import summary_from_dict
 from evictd.manager import CycleStep, EvictionManager
-from evictd.render import step_json
 from evictd.simulate import (
     FixedLayout,
     RecordingEvictor,
@@ -27,14 +27,7 @@ from evictd.simulate import (
     ScriptedPods,
     ScriptedStats,
     parse_scenario,
-    run_scenario,
 )
-
-
-def simulate(scenario: dict[str, Any]) -> list[dict[str, Any]]:
-    parsed = parse_scenario(scenario)
-    reports = run_scenario(parsed)
-    return [step_json(step.at, report) for step, report in zip(parsed.steps, reports, strict=True)]
 
 
 def evicted(step: dict[str, Any]) -> list[str]:
@@ -75,7 +68,7 @@ def memory_step(at: float, available: int, second: int) -> dict[str, Any]:
 
 
 def test_memory_pressure_soft_then_hard_then_recovery() -> None:
-    steps = simulate({
+    steps = simulate_steps({
         "config": MEMORY_CONFIG,
         "pods": MEMORY_PODS,
         "steps": [
@@ -117,7 +110,7 @@ def test_memory_pressure_soft_then_hard_then_recovery() -> None:
 
 def test_hard_threshold_wins_over_soft_in_the_same_cycle() -> None:
     config = {**MEMORY_CONFIG, "evictionSoftGracePeriod": {"memory.available": "0s"}}
-    (step,) = simulate({"config": config, "pods": MEMORY_PODS, "steps": [memory_step(0, 500 * Mi, 0)]})
+    (step,) = simulate_steps({"config": config, "pods": MEMORY_PODS, "steps": [memory_step(0, 500 * Mi, 0)]})
     assert step["evicted"][0]["gracePeriodSeconds"] == 1
     assert "Threshold quantity: 1Gi" in step["evicted"][0]["message"]
 
@@ -135,7 +128,7 @@ def test_soft_grace_period_override(max_pod_grace: int, pod_grace: int | None, o
               "evictionSoftGracePeriod": {"memory.available": "10s"}, "evictionMaxPodGracePeriod": max_pod_grace}
     victim = pod("victim", grace=pod_grace)
     node = summary(memory=1500 * Mi, pods=[pod_stats(victim, memory=Gi)])
-    steps = simulate({"config": config, "pods": [victim],
+    steps = simulate_steps({"config": config, "pods": [victim],
                       "steps": [{"at": 0, "summary": node}, {"at": 10, "summary": node}]})
     assert steps[0]["evicted"] == []
     (eviction,) = steps[1]["evicted"]
@@ -143,7 +136,7 @@ def test_soft_grace_period_override(max_pod_grace: int, pod_grace: int | None, o
 
 
 def test_stale_stats_update_conditions_but_never_evict() -> None:
-    steps = simulate({
+    steps = simulate_steps({
         "config": {"evictionHard": {"memory.available": "1Gi"}},
         "pods": MEMORY_PODS,
         "steps": [memory_step(0, 500 * Mi, 0), memory_step(10, 500 * Mi, 0), memory_step(20, 500 * Mi, 1)],
@@ -159,7 +152,7 @@ def test_one_pod_per_cycle_and_critical_pods_skipped() -> None:
     victim = pod("victim", requests={"memory": "1Gi"})
     stats = [pod_stats(static, memory=3 * Gi), pod_stats(mirror, memory=3 * Gi), pod_stats(critical, memory=3 * Gi),
              pod_stats(victim, memory=100 * Mi)]
-    steps = simulate({
+    steps = simulate_steps({
         "config": {"evictionHard": {"memory.available": "1Gi"}},
         "pods": [static, mirror, critical, victim],
         "steps": [{"at": 0, "summary": summary(memory=100 * Mi, pods=stats)},
@@ -173,7 +166,7 @@ def test_one_pod_per_cycle_and_critical_pods_skipped() -> None:
 def test_pods_without_stats_are_ranked_first() -> None:
     quiet = pod("no-stats", requests={"memory": "4Gi"}, priority=100)
     hog = pod("hog")
-    (step,) = simulate({
+    (step,) = simulate_steps({
         "config": {"evictionHard": {"memory.available": "1Gi"}},
         "pods": [hog, quiet],
         "steps": [{"at": 0, "summary": summary(memory=100 * Mi, pods=[pod_stats(hog, memory=3 * Gi)])}],
@@ -187,7 +180,7 @@ def test_pods_without_stats_are_ranked_first() -> None:
 
 def test_allocatable_memory_copy_raises_memory_pressure() -> None:
     victim = pod("victim")
-    (step,) = simulate({
+    (step,) = simulate_steps({
         "config": {"evictionHard": {"memory.available": "500Mi"}},
         "pods": [victim],
         "steps": [{"at": 0, "summary": summary(memory=4 * Gi, allocatable=400 * Mi,
@@ -209,7 +202,7 @@ def disk_stats() -> list[dict[str, Any]]:
 
 
 def test_nodefs_pressure_reclaims_first_and_evicts_only_if_not_enough() -> None:
-    steps = simulate({
+    steps = simulate_steps({
         "config": {"evictionHard": {"nodefs.available": "2Gi"}, "evictionMinimumReclaim": {"nodefs.available": "1Gi"}},
         "pods": [DISK_OK, DISK_HOG],
         "steps": [
@@ -236,7 +229,7 @@ def test_nodefs_pressure_reclaims_first_and_evicts_only_if_not_enough() -> None:
 def test_min_reclaim_keeps_a_fired_threshold_met() -> None:
     stats = disk_stats()
     config = {"evictionHard": {"imagefs.available": "1Gi"}, "evictionMinimumReclaim": {"imagefs.available": "500Mi"}}
-    steps = simulate({
+    steps = simulate_steps({
         "config": config,
         "layout": {"dedicatedImageFs": True},
         "pods": [DISK_OK, DISK_HOG],
@@ -265,7 +258,7 @@ def test_reclaim_plan_per_layout(layout: dict[str, bool], signal: str, reclaim: 
     low, plenty = fs(Gi, 100 * Gi), fs(50 * Gi, 100 * Gi)
     node = summary(nodefs=low if signal.startswith("nodefs") else plenty,
                    imagefs=low if signal.startswith("imagefs") else plenty, pods=disk_stats())
-    (step,) = simulate({"config": {"evictionHard": {signal: "2Gi"}}, "layout": layout,
+    (step,) = simulate_steps({"config": {"evictionHard": {signal: "2Gi"}}, "layout": layout,
                         "pods": [DISK_OK, DISK_HOG], "steps": [{"at": 0, "summary": node}]})
     assert step["reclaim"] == reclaim
     assert step["reclaimSucceeded"] is (None if not reclaim else False)
@@ -276,7 +269,7 @@ def test_imagefs_ranking_with_split_layout_ignores_usage() -> None:
     small_request = pod("small-request", requests={"ephemeral-storage": "1Mi"})
     big_request = pod("big-request", requests={"ephemeral-storage": "1Gi"})
     stats = [pod_stats(big_request, rootfs=10 * Gi), pod_stats(small_request, rootfs=Mi)]
-    (step,) = simulate({
+    (step,) = simulate_steps({
         "config": {"evictionHard": {"imagefs.available": "2Gi"}},
         "layout": {"dedicatedImageFs": True, "splitContainerFs": True},
         "pods": [big_request, small_request],
@@ -293,7 +286,7 @@ def test_local_storage_limits_evict_many_pods_without_conditions() -> None:
                  limits={"ephemeral-storage": "1Mi"})
     stats = [pod_stats(empty_dir, volumes={"scratch": 200 * Mi}), pod_stats(over_limit, ephemeral=300 * Mi, logs=Mi),
              pod_stats(fine, ephemeral=100 * Mi), pod_stats(static, ephemeral=Gi, logs=Gi)]
-    (step,) = simulate({
+    (step,) = simulate_steps({
         "config": {"evictionHard": {"memory.available": "1Gi"}},
         "pods": [empty_dir, over_limit, fine, static],
         "steps": [{"at": 0, "summary": summary(memory=100 * Mi, pods=stats)}],
@@ -313,7 +306,7 @@ def test_pid_pressure_ranks_by_priority_then_process_count() -> None:
     many = pod("many", priority=0)
     important = pod("important", priority=100)
     stats = [pod_stats(few, processes=10), pod_stats(many, processes=500), pod_stats(important, processes=900)]
-    (step,) = simulate({
+    (step,) = simulate_steps({
         "config": {"evictionHard": {"pid.available": "1k"}},
         "pods": [few, important, many],
         "steps": [{"at": 0, "summary": summary(pids=(32768, 32000), pods=stats)}],
@@ -375,7 +368,7 @@ def test_no_thresholds_and_no_isolation_does_nothing() -> None:
 def test_terminal_pods_are_not_active() -> None:
     done = pod("done", phase="Succeeded")
     running = pod("running")
-    (step,) = simulate({"config": {"evictionHard": {"memory.available": "1Gi"}}, "pods": [done, running],
+    (step,) = simulate_steps({"config": {"evictionHard": {"memory.available": "1Gi"}}, "pods": [done, running],
                         "steps": [{"at": 0, "summary": summary(memory=Mi)}]})
     assert step["ranking"] == ["default/running"]
 

@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from builders import Gi, Mi, container, core_pod, fs, pod, pod_stats, stamp, summary
+from cycle_reports import simulate_steps
 from evictd.core.engine import (
     Assessment,
     EngineConfig,
@@ -30,15 +31,6 @@ from evictd.core.kubelet_config import EvictionSettings
 from evictd.core.pods import Pod, pod_from_dict
 from evictd.core.resources import pod_request
 from evictd.core.summary import Summary, summary_from_dict
-from evictd.render import step_json
-from evictd.simulate import parse_scenario, run_scenario
-
-
-def simulate_steps(scenario: dict[str, Any]) -> list[dict[str, Any]]:
-    """Run a scenario through `evictd simulate`'s engine and return each step as its JSON output shows it."""
-    parsed = parse_scenario(scenario)
-    return [step_json(step.at, report) for step, report in zip(parsed.steps, run_scenario(parsed), strict=True)]
-
 
 # --- pod requests: KEP-753 sidecars and init containers, overhead, pod-level resources -------------------
 

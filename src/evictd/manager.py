@@ -39,6 +39,8 @@ from evictd.core.errors import EvictdError
 from evictd.core.fs_layout import FsLayout, ReclaimAction
 from evictd.core.oom import OomReport
 from evictd.core.pods import Pod
+from evictd.core.ranking import SortKey
+from evictd.core.signals import Signal
 from evictd.core.summary import Summary
 
 
@@ -127,6 +129,9 @@ class CycleReport:
     # The Summary read after node-level reclaim, which decided whether it succeeded (None: none read).
     after_reclaim: Summary | None = None
     ranking: tuple[Pod, ...] = ()
+    # The signal the pods were ranked for and each one's sort key, in ranking order (`core.ranking.keys_json`).
+    ranking_signal: Signal | None = None
+    ranking_keys: tuple[SortKey, ...] = ()
     evictions: tuple[Eviction, ...] = ()
     eviction_errors: tuple[str, ...] = ()
     skipped_critical: tuple[Pod, ...] = ()
@@ -247,6 +252,8 @@ class EvictionManager:
             reclaim_succeeded=succeeded,
             after_reclaim=after,
             ranking=choice.ranking,
+            ranking_signal=choice.ranking_signal,
+            ranking_keys=choice.ranking_keys,
             evictions=evicted,
             eviction_errors=failures,
             skipped_critical=choice.skipped_critical,

@@ -29,13 +29,14 @@ from evictd.after_cycle import Cycle
 from evictd.clock import SYSTEM_CLOCK, Clock
 from evictd.core.fs_layout import FsLayout
 from evictd.core.kubelet_config import EvictionSettings, kubelet_config_document
-from evictd.core.summary import SummaryEncoder
+from evictd.core.summary_json import SummaryChangesEncoder
 from evictd.recording import (
     CLOSED_SUFFIX,
     FORMAT_VERSION,
     OPEN_SUFFIX,
     RECORDING_FOLDER,
     PodListEncoder,
+    RankingEncoder,
     decision_json,
     layout_json,
     run_id,
@@ -49,8 +50,8 @@ SEGMENT_SHARE_OF_AGE = 24
 MIN_SEGMENT_BYTES = 64 << 10
 
 
-def _dumps(value: object) -> str:
-    return json.dumps(value, separators=(",", ":"))
+# Compact JSON text (one encoder: `json.dumps` with separators builds one per call).
+_dumps = json.JSONEncoder(separators=(",", ":")).encode
 
 
 class FlightRecorder:
@@ -71,7 +72,8 @@ class FlightRecorder:
         self._clock = clock
         self._run = run if run is not None else run_id(clock.wall().timestamp())
         self._pods = PodListEncoder()
-        self._summaries = SummaryEncoder(_dumps)
+        self._summaries = SummaryChangesEncoder(_dumps)
+        self._ranking = RankingEncoder(_dumps)
         self._layout: FsLayout | None = None
         self._fd: int | None = None
         self._path = ""
@@ -98,6 +100,8 @@ class FlightRecorder:
             self._failed(exc)
             return
         self._pods.commit(pods)
+        if cycle.report.summary is not None:
+            self._summaries.commit()
         self._layout = cycle.state.layout
         if self._failing is not None:
             self._log.info("flight recorder writing again", folder=self.folder)
@@ -126,13 +130,16 @@ class FlightRecorder:
         pods = self._pods.encode(report.pods)
         if pods is not None:
             line[pods[0]] = pods[1]
-        line["decision"] = decision_json(report, layout or FsLayout())
-        # The Summaries are most of a line: written as text their encoder keeps from cycle to cycle.
-        summary = self._summaries.encode(report.summary) if report.summary is not None else "null"
+        # The Summaries are most of a line: written as text their encoder keeps from cycle to cycle, as what
+        # changed since the last line (whole on a segment's first line and after a failed write).
+        field, summary = self._summaries.encode(report.summary) if report.summary is not None else ("summary", "null")
         after = report.after_reclaim
-        text = [_dumps(line)[:-1], ',"summary":', summary]
+        # The ranking (every pod, under pressure) likewise, as text kept per pod.
+        decision = _dumps(decision_json(report, ranking=False))[:-1]
+        text = [_dumps(line)[:-1], ',"decision":', decision, ',"ranking":', self._ranking.encode(report), "}",
+                ',"', field, '":', summary]
         if after is not None:
-            text += [',"afterReclaim":', self._summaries.encode(after)]
+            text += [',"afterReclaim":', self._summaries.whole(after)]
         text.append("}\n")
         return "".join(text).encode(), report.pods
 
@@ -167,6 +174,7 @@ class FlightRecorder:
         self._opened_at = wall
         if self._size == 0:
             self._pods.reset()
+            self._summaries.reset()
 
     def _drop_segment(self) -> None:
         if self._fd is not None:
@@ -174,6 +182,7 @@ class FlightRecorder:
         self._fd = None
         self._size = 0
         self._pods.reset()
+        self._summaries.reset()
 
     def _close_segment(self) -> None:
         path = self._path
@@ -217,6 +226,7 @@ class FlightRecorder:
     def _failed(self, exc: OSError) -> None:
         self._on_error()
         self._pods.reset()
+        self._summaries.reset()
         self._layout = None
         reason = f"{exc.strerror or exc}"
         if self._failing is None:

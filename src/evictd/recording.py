@@ -4,10 +4,11 @@ A recording is a folder of segment files (`<stateDir>/recording/`), named by the
 their names sort in time order: `<start>-<pid>.jsonl` while written, `.jsonl.gz` once closed. Each line is one
 complete cycle:
 
-    {"v": 1, "run": "...", "cycle": 7, "wall": <epoch s>, "now": <monotonic s>,
+    {"v": 2, "run": "...", "cycle": 7, "wall": <epoch s>, "now": <monotonic s>,
      "dryRun": false, "config": {...}, "layout": {...},   # the first line of a segment, and after a failed write
      "pods": [...]  or  "podChanges": {"set": [...], "removed": [...], "order": [...]},
-     "summary": {...} or null, "afterReclaim": {...},      # Summary API documents, as `simulate` reads them
+     "summary": {...} or null  or  "summaryChanges": {"node": {...}, "pods": [...], "removed": [...], "order": [...]},
+     "afterReclaim": {...},                                # Summary API documents, as `simulate` reads them
      "decision": {...}}                                    # `decision_json`
 
 `pods` is the whole list (v1 Pod objects, as `simulate` reads them), written on a segment's first line (a segment
@@ -15,7 +16,12 @@ reads alone: older ones may have been deleted); after that only what changed: po
 the ids of pods gone (`removed`, an id being the UID, or namespace/name without one), and `order` (every id)
 only when the new list's order is not the old order with new pods at the end. `config` is the
 KubeletConfiguration the decisions were taken with, `layout` the filesystem layout (written again when it
-changes). A line that does not decode (the last one, cut by a crash) is skipped.
+changes). `summary` likewise is whole on a segment's first line and after a failed write, and after that
+`summaryChanges`: what changed since the last Summary written (`evictd.core.summary_json`: the node when it
+changed, each pod's blocks that changed, pods gone, the order when it is not the old one with new pods at the
+end); `summary` null (the stats could not be read) leaves the last Summary as what changes apply to. A line that
+does not decode (the last one, cut by a crash) is skipped, and so is every line of its segment after it that
+holds Summary changes, until one holds a whole Summary again. Version 1 lines (every Summary whole) are read too.
 """
 
 from __future__ import annotations
@@ -24,20 +30,21 @@ import gzip
 import json
 import os
 import zlib
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from evictd.core.engine import ReclaimThenEvict
 from evictd.core.fs_layout import FsLayout
 from evictd.core.kubelet_config import KUBELET_API_VERSION, KUBELET_KIND
 from evictd.core.pods import Pod, is_critical_pod, pod_to_dict
-from evictd.core.ranking import ranking_keys
-from evictd.core.summary import pod_stats_lookup
+from evictd.core.ranking import keys_json, keys_text
+from evictd.core.summary_json import apply_summary_changes
 from evictd.manager import CycleReport
 from evictd.render import JsonObject, step_json
 
-FORMAT_VERSION = 1
+# Version 2 writes a Summary as what changed since the line before; version 1 (every Summary whole) is read too.
+FORMAT_VERSION = 2
+READ_VERSIONS = (1, 2)
 RECORDING_FOLDER = "recording"
 OPEN_SUFFIX = ".jsonl"
 CLOSED_SUFFIX = ".jsonl.gz"
@@ -130,30 +137,56 @@ class PodListEncoder:
         self._order = ids
 
 
-def decision_json(report: CycleReport, layout: FsLayout) -> JsonObject:
+def decision_json(report: CycleReport, *, ranking: bool = True) -> JsonObject:
     """What a cycle decided, as a recording keeps it: `simulate`'s step (without `at`), the reclaim results,
-    and the full ranking with each pod's keys."""
+    and the full ranking with each pod's keys (`RankingEncoder` writes the same ranking as text; without
+    `ranking` it is left out)."""
     decision = step_json(report.now, report)
     del decision["at"]
     decision["reclaimResults"] = [
         {"action": str(r.action), "freedBytes": r.freed_bytes, "error": r.error} for r in report.reclaim]
-    ranking: list[JsonObject] = []
-    if report.ranking and report.summary is not None:
-        eviction = report.evictions[0] if report.evictions else None
-        step = report.assessment.next_step
-        threshold = eviction.threshold if eviction is not None and eviction.threshold is not None \
-            else step.threshold if isinstance(step, ReclaimThenEvict) else None
-        stats_of = pod_stats_lookup(report.summary, report.ranking)
-        for pod in report.ranking:
-            keys = ranking_keys(threshold.signal, layout, pod, stats_of(pod)) if threshold is not None else {}
-            ranking.append({"pod": pod.key, "uid": pod.uid, "critical": is_critical_pod(pod), "keys": keys})
-    decision["ranking"] = ranking
+    if ranking:
+        # The keys the cycle sorted each pod by, carried in the report (not computed again).
+        signal = report.ranking_signal
+        decision["ranking"] = [{**_ranked_pod_json(pod), "keys": keys_json(signal, key)}
+                               for pod, key in zip(report.ranking, report.ranking_keys, strict=True)
+                               if signal is not None]
     if report.errors or report.eviction_errors:
         decision["errors"] = [*(error.description for error in report.errors), *report.eviction_errors]
     if report.pod_list_problem is not None:
         decision["podListProblem"] = report.pod_list_problem
         decision["podsFromNode"] = report.pods_from_node
     return decision
+
+
+def _ranked_pod_json(pod: Pod) -> JsonObject:
+    return {"pod": pod.key, "uid": pod.uid, "critical": is_critical_pod(pod)}
+
+
+class RankingEncoder:
+    """Writes a decision's ranking (`decision_json`'s) as JSON text, keeping the text of each pod's name, UID and
+    criticality while it is the same pod object (the pod list keeps them between changes)."""
+
+    def __init__(self, dumps: Callable[[object], str]) -> None:
+        self._dumps = dumps
+        self._pods: dict[int, tuple[Pod, str]] = {}
+
+    def encode(self, report: CycleReport) -> str:
+        """Return the ranking of `report` as compact JSON text."""
+        signal = report.ranking_signal
+        if signal is None or not report.ranking:
+            return "[]"
+        known = self._pods
+        texts: dict[int, tuple[Pod, str]] = {}
+        parts = []
+        for pod, key in zip(report.ranking, report.ranking_keys, strict=True):
+            entry = known.get(id(pod))
+            if entry is None or entry[0] is not pod:
+                entry = (pod, self._dumps(_ranked_pod_json(pod))[:-1] + ',"keys":')
+            texts[id(pod)] = entry  # held, so that its id is not reused while remembered
+            parts.append(entry[1] + keys_text(signal, key) + "}")
+        self._pods = texts
+        return "[" + ",".join(parts) + "]"
 
 
 # --- reading -----------------------------------------------------------------------------------------------
@@ -213,6 +246,11 @@ class _SegmentReader:
         self.dry_run = False
         self.pods: dict[str, object] | None = None
         self.pod_list: list[object] = []
+        self.summary: Mapping[str, object] | None = None  # the last Summary, which changes apply to
+
+    def lost_line(self) -> None:
+        """A line of the segment could not be read: changes after it cannot be applied (to what?)."""
+        self.summary = None
 
     def record(self, line: Mapping[str, object]) -> Record | None:
         if "config" in line and isinstance(line["config"], Mapping):
@@ -222,15 +260,30 @@ class _SegmentReader:
         if isinstance(line.get("dryRun"), bool):
             self.dry_run = bool(line["dryRun"])
         self._pods(line)
+        summary = self._summary(line)
         if self.config is None or self.pods is None:
             return None
-        summary, after, decision = line.get("summary"), line.get("afterReclaim"), line.get("decision")
+        after, decision = line.get("afterReclaim"), line.get("decision")
         return Record(run=str(line.get("run", "")), cycle=int(line.get("cycle", 0)),  # type: ignore[call-overload]
                       wall=float(line["wall"]), now=float(line["now"]),  # type: ignore[arg-type]
                       dry_run=self.dry_run, config=self.config, layout=self.layout, pods=self.pod_list,
                       summary=summary if isinstance(summary, Mapping) else None,
                       after_reclaim=after if isinstance(after, Mapping) else None,
                       decision=decision if isinstance(decision, Mapping) else {})
+
+    def _summary(self, line: Mapping[str, object]) -> Mapping[str, object] | None:
+        """The line's Summary: written whole, or as changes from the last one (version 2)."""
+        changes = line.get("summaryChanges")
+        if isinstance(changes, Mapping):
+            if self.summary is None:
+                raise ValueError("summary changes without a whole summary before them")
+            self.summary = apply_summary_changes(self.summary, changes)
+            return self.summary
+        whole = line.get("summary")
+        if isinstance(whole, Mapping):
+            self.summary = whole
+            return whole
+        return None  # the stats could not be read: the next changes are still against the last Summary
 
     def _pods(self, line: Mapping[str, object]) -> None:
         full = line.get("pods")
@@ -268,11 +321,12 @@ def read_recording(folder: str, since: float | None = None, until: float | None 
         for raw in lines:
             try:
                 line = json.loads(raw)
-                if not isinstance(line, dict) or line.get("v") != FORMAT_VERSION:
-                    raise ValueError("not a version 1 line")
+                if not isinstance(line, dict) or line.get("v") not in READ_VERSIONS:
+                    raise ValueError(f"not a version {' or '.join(map(str, READ_VERSIONS))} line")
                 record = reader.record(line)
             except (ValueError, KeyError, TypeError):
                 skipped += 1
+                reader.lost_line()
                 continue
             if record is None or (since is not None and record.wall < since) or (
                     until is not None and record.wall > until):

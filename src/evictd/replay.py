@@ -140,7 +140,7 @@ def replay(records: Iterable[Record], config: EngineConfig | None = None) -> Rep
             first_wall = record.wall if first_wall is None else first_wall
             last_wall = record.wall
             recorded = _compared(record.decision)
-            replayed = _compared(decision_json(report, run.layout))
+            replayed = _compared(decision_json(report))
             recorded_timeline.append((record.wall, recorded["conditions"]))
             replayed_timeline.append((record.wall, replayed["conditions"]))
             differences.extend(Difference(record.run, record.cycle, record.wall, what, tuple(recorded[what]),

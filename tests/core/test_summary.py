@@ -28,13 +28,12 @@ from evictd.core.summary import (
     PodStats,
     RlimitStats,
     Summary,
-    SummaryEncoder,
     VolumeStats,
     pod_stats_lookup,
     signal_observations,
     summary_from_dict,
-    summary_to_dict,
 )
+from evictd.core.summary_json import SummaryChangesEncoder, apply_summary_changes, summary_to_dict
 
 Json = dict[str, Any]
 
@@ -414,10 +413,18 @@ def test_summary_from_dict_raises_only_scenario_error_and_keeps_input(doc: Any) 
         # as a document that parses to the same Summary.
         signal_observations(summary)
         assert summary_from_dict(summary_to_dict(summary)) == summary
-        # The recorder's text encoder writes the same document, the first time and from its memory of blocks.
-        encoder = SummaryEncoder(json.dumps)
-        assert json.loads(encoder.encode(summary)) == summary_to_dict(summary)
-        assert json.loads(encoder.encode(summary)) == summary_to_dict(summary)
+        # The recorder's text encoder writes the same document, the first time and from its memory of blocks,
+        # and as changes (none) from itself.
+        encoder = SummaryChangesEncoder(json.dumps)
+        field, text = encoder.encode(summary)
+        assert field == "summary" and json.loads(text) == summary_to_dict(summary)
+        encoder.commit()
+        field, text = encoder.encode(summary)
+        if field == "summaryChanges":
+            assert apply_summary_changes(summary_to_dict(summary), json.loads(text)) == summary_to_dict(summary)
+        else:  # two pods with one id: always whole
+            assert json.loads(text) == summary_to_dict(summary)
+        assert json.loads(encoder.whole(summary)) == summary_to_dict(summary)
     assert doc == before
 
 

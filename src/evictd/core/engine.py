@@ -33,7 +33,7 @@ from evictd.core.local_storage import local_storage_evictions
 from evictd.core.messages import eviction_message
 from evictd.core.pods import Pod, is_critical_pod
 from evictd.core.quantity import Quantity
-from evictd.core.ranking import rank_pods
+from evictd.core.ranking import SortKey, rank_pods_with_keys
 from evictd.core.signals import (
     MEMORY_SIGNALS,
     SIGNAL_TO_CONDITION,
@@ -215,6 +215,9 @@ class EvictionChoice:
     eviction: Eviction | None
     skipped_critical: tuple[Pod, ...] = ()
     withheld: str | None = None
+    # The signal the pods were ranked for and, in ranking order, the key each was sorted by.
+    ranking_signal: Signal | None = None
+    ranking_keys: tuple[SortKey, ...] = ()
 
 
 # Pods known only from the node carry no requests, priorities or grace periods: a soft threshold (which waits
@@ -454,7 +457,7 @@ def choose_eviction(
             return EvictionChoice(ranking=(), eviction=None, withheld=SOFT_WITHOUT_POD_LIST)
         threshold, resource = hard, SIGNAL_TO_RESOURCE[hard.signal]
     stats_of = pod_stats_lookup(summary, pods)
-    ranking = tuple(rank_pods(threshold.signal, layout, pods, stats_of))
+    ranking, keys = rank_pods_with_keys(threshold.signal, layout, pods, stats_of)
     quantity, available = _threshold_figures(resource, step.thresholds, observations)
     skipped: list[Pod] = []
     for pod in ranking:
@@ -465,8 +468,11 @@ def choose_eviction(
             ranking=ranking,
             eviction=_threshold_eviction(config, threshold, resource, pod, stats_of(pod), quantity, available),
             skipped_critical=tuple(skipped),
+            ranking_signal=threshold.signal,
+            ranking_keys=keys,
         )
-    return EvictionChoice(ranking=ranking, eviction=None, skipped_critical=tuple(skipped))
+    return EvictionChoice(ranking=ranking, eviction=None, skipped_critical=tuple(skipped),
+                          ranking_signal=threshold.signal, ranking_keys=keys)
 
 
 def _threshold_eviction(

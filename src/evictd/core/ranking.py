@@ -132,6 +132,34 @@ def _disk_keys(
     )
 
 
+# What `rank_pods` sorted one pod by: the key tuple of its signal's rank function (`keys_json` names its parts).
+SortKey = tuple[object, ...]
+
+
+def _sort_key_of(signal: Signal, layout: FsLayout) -> Callable[[Pod, PodStats | None], SortKey]:
+    """Return the function giving a pod's sort key under pressure on `signal`."""
+    if signal in MEMORY_SIGNALS:
+        return _memory_keys
+    if signal is Signal.PID_AVAILABLE:
+        return _pid_keys
+    fs_stats = disk_fs_stats(signal, layout)
+    if fs_stats is None:  # pragma: no cover - every Signal member is memory, pid or disk
+        raise ValueError(f"no rank function for signal {signal}")
+    resource = SIGNAL_TO_RESOURCE[signal]
+    return lambda pod, stats: _disk_keys(pod, stats, fs_stats, resource)
+
+
+def rank_pods_with_keys(
+    signal: Signal, layout: FsLayout, pods: Sequence[Pod], stats_of: StatsOf
+) -> tuple[tuple[Pod, ...], tuple[SortKey, ...]]:
+    """Return `rank_pods`' order and, in the same order, the key each pod was sorted by (`keys_json` turns one
+    into what `ranking_keys` returns), so that whoever shows the ranking need not compute the keys again."""
+    key_of = _sort_key_of(signal, layout)
+    keys = [key_of(pod, stats_of(pod)) for pod in pods]
+    order = sorted(range(len(keys)), key=keys.__getitem__)  # stable, as sorting the pods by their keys
+    return tuple(pods[i] for i in order), tuple(keys[i] for i in order)
+
+
 def rank_pods(signal: Signal, layout: FsLayout, pods: Sequence[Pod], stats_of: StatsOf) -> list[Pod]:
     """Return `pods` ordered for eviction under pressure on `signal` (first = evicted first).
 
@@ -140,15 +168,8 @@ def rank_pods(signal: Signal, layout: FsLayout, pods: Sequence[Pod], stats_of: S
     types of `layout` (see disk_fs_stats), measuring bytes for ``*.available`` and inodes for
     ``*.inodesFree``.
     """
-    if signal in MEMORY_SIGNALS:
-        return sorted(pods, key=lambda pod: _memory_keys(pod, stats_of(pod)))
-    if signal is Signal.PID_AVAILABLE:
-        return sorted(pods, key=lambda pod: _pid_keys(pod, stats_of(pod)))
-    fs_stats = disk_fs_stats(signal, layout)
-    if fs_stats is None:  # pragma: no cover - every Signal member is memory, pid or disk
-        raise ValueError(f"no rank function for signal {signal}")
-    resource = SIGNAL_TO_RESOURCE[signal]
-    return sorted(pods, key=lambda pod: _disk_keys(pod, stats_of(pod), fs_stats, resource))
+    key_of = _sort_key_of(signal, layout)
+    return sorted(pods, key=lambda pod: key_of(pod, stats_of(pod)))
 
 
 def _key_json(key: _Key) -> int | str | None:
@@ -163,18 +184,36 @@ def _flag_json(key: _Key) -> bool | None:
     return None if key[0] != _HAS_STATS else key[1] == _flag(True)
 
 
-def ranking_keys(signal: Signal, layout: FsLayout, pod: Pod, stats: PodStats | None) -> dict[str, object]:
-    """Return the keys `rank_pods` sorted `pod` by for `signal`, by name (None: the pod had no stats).
+def keys_json(signal: Signal, key: SortKey) -> dict[str, object]:
+    """Return a sort key of `rank_pods_with_keys` for `signal` by name (None: the pod had no stats).
 
     Memory and disk: exceedsRequests, priority, usageAboveRequest (bytes, or inodes for ``*.inodesFree``);
     pid.available: priority, processes.
     """
-    if signal in MEMORY_SIGNALS:
-        exceeds, priority, usage = _memory_keys(pod, stats)
-    elif signal is Signal.PID_AVAILABLE:
-        priority, processes = _pid_keys(pod, stats)
-        return {"priority": priority, "processes": _key_json(processes)}
-    else:
-        fs_stats = disk_fs_stats(signal, layout) or ()
-        exceeds, priority, usage = _disk_keys(pod, stats, fs_stats, SIGNAL_TO_RESOURCE[signal])
-    return {"exceedsRequests": _flag_json(exceeds), "priority": priority, "usageAboveRequest": _key_json(usage)}
+    if signal is Signal.PID_AVAILABLE:
+        priority, processes = key
+        return {"priority": priority, "processes": _key_json(processes)}  # type: ignore[arg-type]
+    exceeds, priority, usage = key
+    return {"exceedsRequests": _flag_json(exceeds), "priority": priority,  # type: ignore[arg-type]
+            "usageAboveRequest": _key_json(usage)}  # type: ignore[arg-type]
+
+
+def _usage_text(key: _Key) -> str:
+    value = _key_json(key)
+    return "null" if value is None else str(value) if isinstance(value, int) else f'"{value}"'
+
+
+def keys_text(signal: Signal, key: SortKey) -> str:
+    """`keys_json` as compact JSON text, written directly (the recorder writes one per ranked pod per cycle)."""
+    if signal is Signal.PID_AVAILABLE:
+        priority, processes = key
+        return f'{{"priority":{priority},"processes":{_usage_text(processes)}}}'  # type: ignore[arg-type]
+    exceeds, priority, usage = key
+    flag = _flag_json(exceeds)  # type: ignore[arg-type]
+    return (f'{{"exceedsRequests":{"null" if flag is None else "true" if flag else "false"},"priority":{priority},'
+            f'"usageAboveRequest":{_usage_text(usage)}}}')  # type: ignore[arg-type]
+
+
+def ranking_keys(signal: Signal, layout: FsLayout, pod: Pod, stats: PodStats | None) -> dict[str, object]:
+    """Return the keys `rank_pods` sorted `pod` by for `signal`, by name (`keys_json`)."""
+    return keys_json(signal, _sort_key_of(signal, layout)(pod, stats))

@@ -1,0 +1,390 @@
+"""Summary API documents written back as JSON: whole (`summary_to_dict`), and one after another as what changed.
+
+Job: the inverse of `evictd.core.summary.summary_from_dict`, for the flight recorder (which writes a Summary
+every cycle) and whoever reads a recording back. Kept apart from `evictd.core.summary` so that the commands
+that only read documents (check-config, simulate) do not load it.
+
+Invariants:
+* `json.loads` of any text written here, whole or rebuilt from changes (`apply_summary_changes`), equals
+  `summary_to_dict` of the Summary it was written from; `summary_from_dict` of that gives back an equal Summary.
+* `SummaryChangesEncoder` writes changes only against the Summary last committed (written for sure); after
+  `reset` (a new segment, a failed write) and while pods cannot be told apart (two with one id), it writes the
+  whole document.
+* Changes name a pod by its id (`summary_pod_id`: the UID, or namespace/name without one) and hold, for a pod
+  that changed, only the blocks that changed (`null`: a block now absent); a new pod is written whole.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime, timedelta
+
+from evictd.core.summary import (
+    ContainerStats,
+    FsStats,
+    MemoryStats,
+    NodeStats,
+    PodReference,
+    PodStats,
+    Summary,
+    VolumeStats,
+)
+
+Dumps = Callable[[object], str]
+
+
+def _time_json(value: datetime | None) -> str | None:
+    """RFC 3339 with the time's own offset (to the microsecond), which `_time` reads back to the same instant."""
+    return None if value is None else value.isoformat()
+
+
+def _fields_json(pairs: Sequence[tuple[str, object]]) -> dict[str, object]:
+    """Return the pairs whose value is present (None is absent, as the kubelet omits nil pointers)."""
+    return {name: value for name, value in pairs if value is not None}
+
+
+# The counters of a memory block: JSON name, MemoryStats attribute.
+_MEMORY_COUNTERS = (("availableBytes", "available_bytes"), ("usageBytes", "usage_bytes"),
+                    ("workingSetBytes", "working_set_bytes"), ("rssBytes", "rss_bytes"),
+                    ("pageFaults", "page_faults"), ("majorPageFaults", "major_page_faults"))
+
+
+def _memory_json(memory: MemoryStats | None) -> dict[str, object] | None:
+    if memory is None:
+        return None
+    return _fields_json((("time", _time_json(memory.time)),
+                         *((name, getattr(memory, attribute)) for name, attribute in _MEMORY_COUNTERS)))
+
+
+def _fs_json(fs: FsStats | VolumeStats | None) -> dict[str, object] | None:
+    if fs is None:
+        return None
+    return _fields_json((("time", _time_json(fs.time)), ("availableBytes", fs.available_bytes),
+                         ("capacityBytes", fs.capacity_bytes), ("usedBytes", fs.used_bytes),
+                         ("inodesFree", fs.inodes_free), ("inodes", fs.inodes), ("inodesUsed", fs.inodes_used)))
+
+
+def _container_json(stats: ContainerStats) -> dict[str, object]:
+    return _fields_json((("name", stats.name), ("memory", _memory_json(stats.memory)),
+                         ("rootfs", _fs_json(stats.rootfs)), ("logs", _fs_json(stats.logs))))
+
+
+def _volumes_json(volumes: Sequence[VolumeStats]) -> list[dict[str, object]]:
+    return [{"name": volume.name, **(_fs_json(volume) or {})} for volume in volumes]
+
+
+def _pod_ref_json(ref: PodReference) -> dict[str, object]:
+    return {"name": ref.name, "namespace": ref.namespace, "uid": ref.uid}
+
+
+def _pod_stats_json(stats: PodStats) -> dict[str, object]:
+    return _fields_json((
+        ("podRef", _pod_ref_json(stats.pod_ref)),
+        ("memory", _memory_json(stats.memory)),
+        ("process_stats", None if stats.process_count is None else {"process_count": stats.process_count}),
+        ("containers", [_container_json(c) for c in stats.containers] or None),
+        ("volume", _volumes_json(stats.volume_stats) or None),
+        ("ephemeral-storage", _fs_json(stats.ephemeral_storage)),
+    ))
+
+
+def _node_json(node: NodeStats) -> dict[str, object]:
+    rlimit = node.rlimit
+    runtime = _fields_json((("imageFs", _fs_json(node.image_fs)), ("containerFs", _fs_json(node.container_fs))))
+    return _fields_json((
+        ("nodeName", node.node_name),
+        ("memory", _memory_json(node.memory)),
+        ("fs", _fs_json(node.fs)),
+        ("runtime", runtime or None),
+        ("rlimit", None if rlimit is None else _fields_json((
+            ("time", _time_json(rlimit.time)), ("maxpid", rlimit.max_pid),
+            ("curproc", rlimit.num_of_running_processes)))),
+        ("systemContainers", [_container_json(c) for c in node.system_containers.values()] or None),
+    ))
+
+
+def summary_to_dict(summary: Summary) -> dict[str, object]:
+    """Return the Summary API document of `summary`: `summary_from_dict` of it gives back an equal Summary.
+
+    Absent values are left out. A node system container named twice was kept once (the first), and is
+    written once.
+    """
+    return {"node": _node_json(summary.node), "pods": [_pod_stats_json(stats) for stats in summary.pods]}
+
+
+# --- one Summary after another ------------------------------------------------------------------------------
+
+
+def summary_pod_id(ref: Mapping[str, object] | PodReference) -> str:
+    """The id changes know a pod's stats by: its UID, or namespace/name without one."""
+    if isinstance(ref, PodReference):
+        return ref.uid or f"{ref.namespace}/{ref.name}"
+    return str(ref.get("uid") or f"{ref.get('namespace') or ''}/{ref.get('name') or ''}")
+
+
+# A pod's blocks in the order of its document, by JSON name.
+_BLOCKS = ("memory", "process_stats", "containers", "volume", "ephemeral-storage")
+
+
+def _memory_text(memory: MemoryStats) -> str:
+    """`_memory_json` as JSON text, written directly: a time and integers need no encoder."""
+    parts = [] if memory.time is None else ['"time":"' + memory.time.isoformat() + '"']
+    for name, value in zip(_MEMORY_NAMES, (memory.available_bytes, memory.usage_bytes, memory.working_set_bytes,
+                                           memory.rss_bytes, memory.page_faults, memory.major_page_faults),
+                           strict=True):
+        if value is not None:
+            parts.append(name + str(value))
+    return "{" + ",".join(parts) + "}"
+
+
+_MEMORY_NAMES = tuple(f'"{name}":' for name, _ in _MEMORY_COUNTERS)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MICROSECOND = timedelta(microseconds=1)
+
+
+def _memory_row(index: int, memory: MemoryStats) -> list[int | None] | None:
+    """A pod's memory block in changes: `[index, time, availableBytes, usageBytes, workingSetBytes, rssBytes,
+    pageFaults, majorPageFaults]` (None: absent), `index` the pod's place in the Summary and the time in integer
+    microseconds since the epoch; None for a time not in UTC (written as a block, with its own offset). Rows are
+    what changes every cycle for every pod: all of them are written as one list of integers, at a fraction of
+    the cost of a block per pod."""
+    time = memory.time
+    if time is not None and time.tzinfo is not UTC:
+        return None
+    return [index, None if time is None else (time - _EPOCH) // _MICROSECOND, memory.available_bytes,
+            memory.usage_bytes, memory.working_set_bytes, memory.rss_bytes, memory.page_faults,
+            memory.major_page_faults]
+
+
+def _memory_from_row(row: Sequence[object]) -> dict[str, object]:
+    """The document of the memory block of a row `_memory_row` wrote (without its index)."""
+    if len(row) != 1 + len(_MEMORY_COUNTERS):
+        raise ValueError(f"a memory row of {len(row) + 1} values, not {2 + len(_MEMORY_COUNTERS)}")
+    time, *values = row
+    memory: dict[str, object] = {}
+    if time is not None:
+        if not isinstance(time, int):
+            raise ValueError(f"a memory row's time is not microseconds: {time!r:.40}")
+        memory["time"] = (_EPOCH + time * _MICROSECOND).isoformat()
+    memory.update((name, value) for (name, _), value in zip(_MEMORY_COUNTERS, values, strict=True)
+                  if value is not None)
+    return memory
+
+
+def _block_texts(dumps: Dumps, stats: PodStats, last: _Pod | None) -> tuple[str | None, str | None, str | None]:
+    """The text of a pod's containers, volumes and ephemeral storage (None: absent), kept from `last` for the
+    very objects it had."""
+    old = last[0] if last is not None else None
+    texts = last[1] if last is not None else (None, None, None)
+    containers, volumes, ephemeral = stats.containers, stats.volume_stats, stats.ephemeral_storage
+    return (
+        None if not containers else texts[0] if old is not None and containers is old.containers
+        else dumps([_container_json(c) for c in containers]),
+        None if not volumes else texts[1] if old is not None and volumes is old.volume_stats
+        else dumps(_volumes_json(volumes)),
+        None if ephemeral is None else texts[2] if old is not None and ephemeral is old.ephemeral_storage
+        else dumps(_fs_json(ephemeral)),
+    )
+
+
+# One pod as last encoded: its stats, and the text of their containers, volumes and ephemeral storage.
+_Pod = tuple[PodStats, tuple[str | None, str | None, str | None]]
+_Written = tuple[NodeStats, dict[str, _Pod], list[str]]
+
+
+class SummaryChangesEncoder:
+    """Encodes one Summary after another as JSON text: whole, or as what changed since the one last committed.
+
+    The text of each pod's containers, volumes and ephemeral storage is kept while they are the very objects
+    of the Summary encoded before (a stats source keeps a pod's disk figures until it measures them again).
+    Changes are `{"node": ..., "pods": [...], "memory": [...], "removed": [...], "order": [...]}`: `node` when it
+    changed, `pods` the pods that changed (`id` and the blocks that changed, `null` for one now absent; a new pod
+    with its `podRef` and every block), `memory` the rows of the pods' memory blocks that changed (`_memory_row`),
+    `removed` the ids of pods gone, `order` every id, only when the new order is not the old one with new pods
+    at the end. A memory block is written whenever it is not the very object written before (its readings move
+    every cycle: comparing them would cost about as much as writing them).
+    """
+
+    def __init__(self, dumps: Dumps) -> None:
+        self._dumps = dumps
+        # A pod's reference never changes: its id, the reference's text and the id's text.
+        self._refs: dict[tuple[str, str, str], tuple[str, str, str]] = {}
+        self._pods: dict[str, _Pod] = {}  # the last Summary encoded, by pod id
+        # The last Summary committed (written for sure): changes are against it; None: write it whole next.
+        self._written: _Written | None = None
+        self._pending: _Written | None = None
+
+    def reset(self) -> None:
+        """Write the whole document next time (a new segment, or after a failed write)."""
+        self._written = None
+
+    def commit(self) -> None:
+        """The text of the last `encode` was written: the next changes are against its Summary."""
+        self._written = self._pending
+
+    def encode(self, summary: Summary) -> tuple[str, str]:
+        """Return ("summary", whole document) or ("summaryChanges", changes) as compact JSON text."""
+        written = self._written
+        known_refs = self._refs.get
+        refs = [known_refs((ref.uid, ref.namespace, ref.name)) or self._ref(ref)
+                for ref in (stats.pod_ref for stats in summary.pods)]
+        ids = [ref[0] for ref in refs]
+        pods: dict[str, _Pod] = {}
+        if written is None or len(set(ids)) != len(ids):  # two pods with one id: changes could not say which
+            text = ("summary", self._whole(summary, refs, pods))
+        else:
+            text = ("summaryChanges", self._changes(summary, refs, ids, written, pods))
+        self._pods = pods
+        self._pending = (summary.node, pods, ids) if len(pods) == len(ids) else None
+        if len(self._refs) > 2 * len(ids) + 64:  # the pods of long ago
+            self._refs = {(ref.uid, ref.namespace, ref.name): known
+                          for ref, known in zip((stats.pod_ref for stats in summary.pods), refs, strict=True)}
+        return text
+
+    def whole(self, summary: Summary) -> str:
+        """Return `summary` whole, as compact JSON text (reusing the texts of the last `encode`), changing nothing
+        `encode` compares with."""
+        return self._whole(summary, [self._ref(stats.pod_ref) for stats in summary.pods], {})
+
+    def _whole(self, summary: Summary, refs: list[tuple[str, str, str]], pods: dict[str, _Pod]) -> str:
+        parts = ",".join(self._pod(stats, ref, pods) for stats, ref in zip(summary.pods, refs, strict=True))
+        return f'{{"node":{self._dumps(_node_json(summary.node))},"pods":[{parts}]}}'
+
+    def _pod(self, stats: PodStats, ref: tuple[str, str, str], pods: dict[str, _Pod]) -> str:
+        """A pod's whole document; its stats and texts go into `pods`."""
+        texts = _block_texts(self._dumps, stats, self._pods.get(ref[0]))
+        pods[ref[0]] = (stats, texts)
+        blocks = ['{"podRef":', ref[1]]
+        if stats.memory is not None:
+            blocks += [',"memory":', _memory_text(stats.memory)]
+        if stats.process_count is not None:
+            blocks.append(f',"process_stats":{{"process_count":{stats.process_count}}}')
+        for name, text in zip(_BLOCKS[2:], texts, strict=True):
+            if text is not None:
+                blocks += [',"', name, '":', text]
+        blocks.append("}")
+        return "".join(blocks)
+
+    def _ref(self, ref: PodReference) -> tuple[str, str, str]:
+        key = (ref.uid, ref.namespace, ref.name)
+        known = self._refs.get(key)
+        if known is None:
+            pod_id = summary_pod_id(ref)
+            known = self._refs[key] = (pod_id, self._dumps(_pod_ref_json(ref)), self._dumps(pod_id))
+        return known
+
+    def _changes(self, summary: Summary, refs: list[tuple[str, str, str]], ids: list[str], written: _Written,
+                 pods: dict[str, _Pod]) -> str:
+        old_node, old_pods, old_order = written
+        parts: list[str] = []
+        if summary.node != old_node:
+            parts.append('"node":' + self._dumps(_node_json(summary.node)))
+        changed: list[str] = []
+        rows: list[str] = []
+        known = self._pods
+        for index, (stats, ref) in enumerate(zip(summary.pods, refs, strict=True)):
+            pod_id = ref[0]
+            old_entry = old_pods.get(pod_id)
+            if old_entry is None:  # a new pod: whole
+                changed.append(self._pod(stats, ref, pods))
+                continue
+            old = old_entry[0]
+            memory = stats.memory
+            if stats.containers is old.containers and stats.volume_stats is old.volume_stats and \
+                    stats.ephemeral_storage is old.ephemeral_storage and stats.process_count == old.process_count \
+                    and memory is not None and (time := memory.time) is not None and time.tzinfo is UTC:
+                # What most pods are, most cycles: only the memory readings moved (a pod's Python per cycle).
+                pods[pod_id] = (stats, old_entry[1])
+                if memory is not old.memory:  # text, not a list: no object for the garbage collector to follow
+                    rows.append(f"[{index},{(time - _EPOCH) // _MICROSECOND},{memory.available_bytes},"
+                                f"{memory.usage_bytes},{memory.working_set_bytes},{memory.rss_bytes},"
+                                f"{memory.page_faults},{memory.major_page_faults}]")
+                continue
+            last = known.get(pod_id, old_entry)
+            blocks: list[str] = []
+            if memory is not old.memory:
+                row = None if memory is None else _memory_row(index, memory)
+                if row is not None:
+                    rows.append(self._dumps(row))
+                else:
+                    blocks += [',"memory":', "null" if memory is None else _memory_text(memory)]
+            if stats.process_count != old.process_count:
+                blocks.append(',"process_stats":null' if stats.process_count is None else
+                              f',"process_stats":{{"process_count":{stats.process_count}}}')
+            containers, volumes, ephemeral = stats.containers, stats.volume_stats, stats.ephemeral_storage
+            if containers is last[0].containers and volumes is last[0].volume_stats and \
+                    ephemeral is last[0].ephemeral_storage:
+                texts = last[1]
+            else:
+                texts = _block_texts(self._dumps, stats, last)
+            if containers is not old.containers and containers != old.containers:
+                blocks += [',"containers":', texts[0] or "null"]
+            if volumes is not old.volume_stats and volumes != old.volume_stats:
+                blocks += [',"volume":', texts[1] or "null"]
+            if ephemeral is not old.ephemeral_storage and ephemeral != old.ephemeral_storage:
+                blocks += [',"ephemeral-storage":', texts[2] or "null"]
+            pods[pod_id] = (stats, texts)
+            if blocks:
+                changed.append('{"id":' + ref[2] + "".join(blocks) + "}")
+        if changed:
+            parts.append('"pods":[' + ",".join(changed) + "]")
+        if rows:  # integers, and None (absent) as Python writes it
+            parts.append('"memory":[' + ",".join(rows).replace("None", "null") + "]")
+        if len(ids) != len(old_order) or ids != old_order:
+            current = pods.keys()
+            removed = [pod_id for pod_id in old_order if pod_id not in current]
+            if removed:
+                parts.append('"removed":' + self._dumps(removed))
+            predicted = [pod_id for pod_id in old_order if pod_id in current] + [
+                pod_id for pod_id in ids if pod_id not in old_pods]
+            if predicted != ids:
+                parts.append('"order":' + self._dumps(ids))
+        return "{" + ",".join(parts) + "}"
+
+
+def apply_summary_changes(document: Mapping[str, object], changes: Mapping[str, object]) -> dict[str, object]:
+    """Return the Summary document `changes` (`SummaryChangesEncoder`) make of `document`; `document` is left as
+    it is. Raises ValueError for changes that do not fit it."""
+    old_pods = document.get("pods")
+    if not isinstance(old_pods, list):
+        raise ValueError("summary changes without a whole summary before them")
+    pods: dict[str, object] = {}
+    for pod in old_pods:
+        ref = pod.get("podRef") if isinstance(pod, Mapping) else None
+        pods[summary_pod_id(ref if isinstance(ref, Mapping) else {})] = pod
+    before = list(pods)
+    known = set(before)
+    for changed in changes.get("pods") or ():  # type: ignore[attr-defined]
+        if not isinstance(changed, Mapping):
+            raise ValueError(f"a pod's changes are not an object: {changed!r:.80}")
+        if "id" not in changed:
+            ref = changed.get("podRef")
+            pods[summary_pod_id(ref if isinstance(ref, Mapping) else {})] = dict(changed)
+            continue
+        pod_id = str(changed["id"])
+        old = pods.get(pod_id)
+        if not isinstance(old, Mapping):
+            raise ValueError(f"changes of pod {pod_id!r:.80}, which the summary before did not have")
+        pod = dict(old)
+        for name, value in changed.items():
+            if name == "id":
+                continue
+            if value is None:
+                pod.pop(name, None)
+            else:
+                pod[name] = value
+        pods[pod_id] = pod
+    for gone in changes.get("removed") or ():  # type: ignore[attr-defined]
+        pods.pop(str(gone), None)
+    order = changes.get("order")
+    if not isinstance(order, list):
+        order = [i for i in before if i in pods] + [i for i in pods if i not in known]
+    listed = [pods[i] for i in order if i in pods]
+    for row in changes.get("memory") or ():  # type: ignore[attr-defined]
+        if not isinstance(row, list) or not row or not isinstance(row[0], int) or not 0 <= row[0] < len(listed):
+            raise ValueError(f"a memory row of no pod: {row!r:.80}")
+        pod = listed[row[0]]
+        if not isinstance(pod, Mapping):
+            raise ValueError(f"a memory row of a pod that is not an object: {pod!r:.80}")
+        listed[row[0]] = {**pod, "memory": _memory_from_row(row[1:])}
+    return {"node": changes.get("node", document.get("node")), "pods": listed}

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 
@@ -95,6 +96,41 @@ def test_a_cycle_that_changed_no_timer_is_saved_at_most_once_a_second(tmp_path: 
     hook(cycle(same.state, clock, available=4096 * Mi))  # the threshold no longer met: written at once
     assert os.stat(path).st_ino != written
     assert json.loads(path.read_text())["firstObservedAt"] == []
+
+
+def test_a_calm_node_is_saved_once_and_its_old_file_restores_what_a_fresh_one_would(tmp_path: Path) -> None:
+    path = tmp_path / STATE_FILE
+    clock = ManualClock(now_s=1000.0)
+    hook = state_file(path, clock)
+    calm = cycle(EngineState(), clock, available=4096 * Mi)
+    hook(calm)
+    written = os.stat(path).st_ino
+    for _ in range(10):  # a minute and a half of calm cycles, ten seconds apart: no write, no fsync
+        clock.advance(10.0)
+        calm = cycle(calm.state, clock, available=4096 * Mi)
+        hook(calm)
+    assert os.stat(path).st_ino == written
+    # A restart now finds a file 100 s old, past the restore window: it restores what a file just written would,
+    # apart from the last stats times (under which nothing was met), and says it restored it.
+    later = ManualClock(now_s=5.0, wall_at_zero=clock.wall() + timedelta(seconds=1 - 5))
+    log = RecordingLog()
+    restored = state_file(path, later, log).restore(CONFIG, WINDOW_S)
+    fresh_path = tmp_path / "fresh" / STATE_FILE
+    state_file(fresh_path, clock)(calm)
+    fresh = state_file(fresh_path, later).restore(CONFIG, WINDOW_S)
+    assert restored == EngineState() and fresh.last_observations
+    assert restored == replace(fresh, last_observations={})
+    assert [event for event, _ in log.at("info")] == ["engine state restored"]
+    # The threshold met: written at once, and while it is met at least once a second, as before.
+    clock.advance(10.0)
+    met = cycle(calm.state, clock)
+    hook(met)
+    assert os.stat(path).st_ino != written
+    assert json.loads(path.read_text())["firstObservedAt"] != []
+    written = os.stat(path).st_ino
+    clock.advance(SAVE_EVERY_S)
+    hook(cycle(met.state, clock))
+    assert os.stat(path).st_ino != written
 
 
 @pytest.mark.parametrize("case", ["corrupt", "a directory", "foreign"])

@@ -19,8 +19,13 @@ Invariants:
   never raised into the loop. Writes are atomic (temporary `.engine-state-*` file, fsync, rename); temporary
   files a killed process left are removed at start.
 - A write follows every cycle whose timers changed, otherwise at most one a second (notification follow-ups
-  run cycles milliseconds apart). In dry-run the composition root builds none of this: nothing is read or
-  written.
+  run cycles milliseconds apart) while a threshold is met, and none on a calm node (no threshold met: no
+  first-observed time, nothing kept for minimum reclaim). There the file's age changes nothing a restart
+  restores: it has no threshold timers to keep or drop, and its node conditions are restored by their own
+  times, whatever its age. Only the last stats times would be dropped with an old file; they decide whether a
+  threshold met at once after the restart acts on a reading not newer than the last one before it, and a reading
+  that old is one under which nothing was met (the kubelet, which keeps none, acts on it). In dry-run the
+  composition root builds none of this: nothing is read or written.
 """
 
 from __future__ import annotations
@@ -62,6 +67,11 @@ def _timers(state: EngineState) -> object:
             tuple(state.condition_last_observed_at), state.node_conditions)
 
 
+def _grace_periods(state: EngineState) -> bool:
+    """Whether `state` has threshold timers, which a restart restores only from a recent file."""
+    return bool(state.first_observed_at or state.thresholds_met)
+
+
 class EngineStateFile:
     """The state file at `path` of node `node_name`; called after each cycle, it saves the cycle's state.
 
@@ -98,7 +108,9 @@ class EngineStateFile:
         except UnusableState as exc:
             self._set_aside(exc.reason, foreign=exc.foreign)
             return EngineState()
-        self._log.info("engine state restored" if restored.timers_kept else
+        # A calm node's file is not rewritten while it stays calm: old, it still holds all there was to restore.
+        calm = isinstance(document, dict) and not document.get("firstObservedAt") and not document.get("thresholdsMet")
+        self._log.info("engine state restored" if restored.timers_kept or calm else
                        "engine state too old for grace periods: only node conditions restored",
                        path=self.path, age_s=round(restored.age_s, 3), restore_window_s=window_s,
                        grace_periods=[describe_threshold(t) for t in restored.thresholds],
@@ -122,7 +134,8 @@ class EngineStateFile:
         """Save the state after `cycle` when its timers changed or the last save is SAVE_EVERY_S old."""
         now = cycle.started_at + cycle.duration_s
         timers = _timers(cycle.state)
-        if timers == self._saved_timers and self._saved_at is not None and now - self._saved_at < SAVE_EVERY_S:
+        if timers == self._saved_timers and self._saved_at is not None and (
+                now - self._saved_at < SAVE_EVERY_S or not _grace_periods(cycle.state)):
             return
         document = state_document(cycle.state, node_name=self._node_name, now=now, now_wall=cycle.wall.timestamp())
         try:

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from evictd.adapters.cgroups import CgroupDriver
 from evictd.config import EvictdSettings, LogFormat, StatsOrigin, load_configuration
+from evictd.core.cgroup_driver import CgroupDriver
 from evictd.core.errors import ConfigError
 from evictd.core.node_status import ConditionMode
 

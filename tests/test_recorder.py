@@ -28,10 +28,18 @@ from clocks import ManualClock
 from evictd.after_cycle import Cycle
 from evictd.config import load_configuration, read_yaml_documents
 from evictd.core.engine import EngineState
-from evictd.core.kubelet_config import EvictionSettings, eviction_settings
-from evictd.core.pods import pod_from_dict
+from evictd.core.kubelet_config import EvictionSettings, eviction_settings, kubelet_config_document
+from evictd.core.pods import pod_from_dict, pod_to_dict
+from evictd.core.summary_json import summary_to_dict
 from evictd.recorder import FlightRecorder
-from evictd.recording import CLOSED_SUFFIX, OPEN_SUFFIX, RECORDING_FOLDER, read_recording, segment_paths
+from evictd.recording import (
+    CLOSED_SUFFIX,
+    OPEN_SUFFIX,
+    RECORDING_FOLDER,
+    decision_json,
+    read_recording,
+    segment_paths,
+)
 from evictd.render import step_json
 from evictd.replay import replay
 from evictd.simulate import Scenario, parse_scenario, run_scenario
@@ -180,6 +188,93 @@ def test_the_pod_list_is_written_whole_once_then_only_its_changes(tmp_path: Path
     assert [[pod_from_dict(p) for p in r.pods] for r in records] == [list(step.pods) for step in scenario.steps]
 
 
+def steady_node(pods: int, steps: int) -> dict[str, Any]:
+    """`busy_node` whose pods' disk figures stay as they were (only memory moves), each reading with its time;
+    then a pod's logs grow, a pod goes, one comes, the order changes, and one pod reads in another time zone."""
+    document = busy_node(pods, steps)
+    first = document["steps"][0]["summary"]["pods"]
+    for number, step in enumerate(document["steps"]):
+        for index, pod in enumerate(step["summary"]["pods"]):
+            pod["containers"] = first[index]["containers"]
+            pod["memory"]["time"] = f"2026-11-23T00:{number // 6:02}:{number % 6 * 10:02}.{index:06}Z"
+    steps = document["steps"]
+    grown = dict(first[1]["containers"][0], logs={"usedBytes": 1 << 30})
+    steps[3]["summary"]["pods"][1] = dict(steps[3]["summary"]["pods"][1], containers=[grown])
+    del steps[4]["summary"]["pods"][2]
+    steps[5]["summary"]["pods"] = steps[5]["summary"]["pods"][:2] + steps[5]["summary"]["pods"][3:] + [
+        {"podRef": {"name": "newcomer", "namespace": "busy", "uid": "n-1"}, "memory": {"workingSetBytes": 7}}]
+    steps[6]["summary"]["pods"] = list(reversed(steps[6]["summary"]["pods"]))
+    steps[7]["summary"]["pods"][0]["memory"]["time"] = "2026-11-23T02:00:00+02:00"
+    return document
+
+
+def test_summaries_after_a_segments_first_line_are_written_as_changes_and_read_back_whole(tmp_path: Path) -> None:
+    document = steady_node(pods=30, steps=12)
+    scenario, settings = parse_scenario(document), eviction_settings(document["config"])
+    all_cycles = list(cycles(scenario))
+    all_cycles[9] = replace(all_cycles[9], report=replace(all_cycles[9].report, summary=None))  # stats unreadable
+    hook = recorder(tmp_path, settings)
+    for cycle in all_cycles:
+        hook(cycle)
+
+    segment = Path(segment_paths(str(tmp_path / RECORDING_FOLDER))[0])
+    raw = segment.read_bytes().splitlines()
+    lines = [json.loads(line) for line in raw]
+    assert "summary" in lines[0] and "summaryChanges" not in lines[0]
+    assert all("summaryChanges" in line and "summary" not in line for line in lines[1:9] + lines[10:])
+    assert lines[9]["summary"] is None
+    # Only the memory readings moved: one row of integers per pod, no disk figures, a fraction of the bytes.
+    assert set(lines[1]["summaryChanges"]) == {"node", "memory"} and len(lines[1]["summaryChanges"]["memory"]) == 30
+    assert len(raw[1]) < len(raw[0]) / 3
+    assert [p["id"] for p in lines[3]["summaryChanges"]["pods"]] == [scenario.steps[3].summary.pods[1].pod_ref.uid]
+    assert lines[4]["summaryChanges"]["removed"] == [scenario.steps[3].summary.pods[2].pod_ref.uid]
+    assert lines[5]["summaryChanges"]["pods"][0]["podRef"]["name"] == "newcomer"
+    assert "order" in lines[6]["summaryChanges"] and "order" not in lines[5]["summaryChanges"]
+    assert lines[7]["summaryChanges"]["pods"][0]["memory"]["time"] == "2026-11-23T02:00:00+02:00"
+    # Read back, every cycle has its whole Summary, as `simulate` would read it.
+    records, skipped = read_recording(str(tmp_path / RECORDING_FOLDER))
+    assert skipped == 0
+    expected = [None if c.report.summary is None else summary_to_dict(c.report.summary) for c in all_cycles]
+    assert [r.summary for r in records] == expected
+    assert replay(records).differences == ()
+
+
+def test_a_line_lost_in_the_middle_of_a_segment_loses_the_changes_after_it_not_their_summaries(
+        tmp_path: Path) -> None:
+    document = steady_node(pods=5, steps=8)
+    scenario, settings = parse_scenario(document), eviction_settings(document["config"])
+    record(scenario, recorder(tmp_path, settings))
+    segment = Path(segment_paths(str(tmp_path / RECORDING_FOLDER))[0])
+    lines = segment.read_bytes().splitlines(keepends=True)
+    segment.write_bytes(b"".join(lines[:3]) + b"{not json\n" + b"".join(lines[4:]))
+    records, skipped = read_recording(str(tmp_path / RECORDING_FOLDER))
+    # No Summary is made of changes applied to the wrong one: those after the lost line are not read.
+    assert [r.cycle for r in records] == [1, 2, 3] and skipped == 5
+
+
+def test_a_recording_of_format_version_1_is_read(tmp_path: Path) -> None:
+    _, scenario, settings = example(EXAMPLES[0])
+    folder = tmp_path / RECORDING_FOLDER
+    folder.mkdir()
+    # What evictd wrote before Summaries were written as changes: every line with its whole Summary.
+    version_1 = []
+    for cycle in cycles(scenario):
+        report = cycle.report
+        line = {"v": 1, "run": "20261122T230000Z-1", "cycle": cycle.number, "wall": cycle.wall.timestamp(),
+                "now": report.now, "pods": [pod_to_dict(p) for p in report.pods],
+                "summary": None if report.summary is None else summary_to_dict(report.summary),
+                "decision": decision_json(report)}
+        if cycle.number == 1:
+            line.update(dryRun=False, config=kubelet_config_document(settings))
+        version_1.append(json.dumps(line))
+    (folder / f"20261122T230000.000000Z-1{OPEN_SUFFIX}").write_text("\n".join(version_1) + "\n")
+    (folder / f"20261122T240000.000000Z-1{OPEN_SUFFIX}").write_text(version_1[0].replace('"v": 1', '"v": 3') + "\n")
+    records, skipped = read_recording(str(folder))
+    assert skipped == 1, "a line of a format this evictd does not know"
+    assert [r.summary for r in records] == [summary_to_dict(c.report.summary) for c in cycles(scenario)]
+    assert replay(records).differences == ()
+
+
 def test_the_ranking_is_recorded_with_each_pods_keys(tmp_path: Path) -> None:
     _, scenario, settings = example(EXAMPLES[1])  # 02-disk-pressure-single-fs: evicts at t=10
     record(scenario, recorder(tmp_path, settings))
@@ -190,6 +285,9 @@ def test_the_ranking_is_recorded_with_each_pods_keys(tmp_path: Path) -> None:
     cache = ranking[0]["keys"]
     assert cache["exceedsRequests"] is True and cache["priority"] == 0
     assert cache["usageAboveRequest"] == (210 << 20) + (3 << 30) - (500 << 20)
+    # Written as text: the same ranking `decision_json` gives (what replay compares).
+    report = run_scenario(scenario)[records.index(evicting)]
+    assert ranking == decision_json(report)["ranking"]
     evicted = evicting.decision["evicted"][0]
     assert (evicted["name"], evicted["gracePeriodSeconds"]) == ("cache", 1)  # a hard threshold: 1 s
     assert evicted["message"].startswith("The node was low on resource: ephemeral-storage.")
@@ -313,6 +411,11 @@ def test_a_full_state_dir_degrades_the_recorder_only(tmp_path: Path) -> None:
         assert [line[1] for line in log.lines if line[0] == "info"] == ["flight recorder writing again"]
         records, skipped = read_recording(str(state.folder / RECORDING_FOLDER))
         assert skipped == 0, "no cut line left behind by the failed writes"
+        segment = Path(segment_paths(str(state.folder / RECORDING_FOLDER))[0])
+        lines = [json.loads(line) for line in segment.read_bytes().splitlines()]
+        assert [line["cycle"] for line in lines] == [1, 2, 9, 10, 11, 12]
+        assert ["summary" in line for line in lines] == [True, False, True, False, False, False], \
+            "whole again after the failed writes"
         assert [r.cycle for r in records] == [1, 2, 9, 10, 11, 12]
         assert all(len(r.pods) == 20 for r in records)
         assert replay(records).differences == ()

@@ -21,7 +21,7 @@ from typing import Any
 
 import yaml
 
-from evictd.adapters.cgroups import CgroupDriver
+from evictd.core.cgroup_driver import CgroupDriver
 from evictd.core.duration import parse_go_duration
 from evictd.core.errors import ConfigError, DurationError
 from evictd.core.kubelet_config import (

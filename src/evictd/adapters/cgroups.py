@@ -43,19 +43,11 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass
-from enum import StrEnum
 from pathlib import Path
 from typing import overload
 
+from evictd.core.cgroup_driver import CgroupDriver
 from evictd.core.errors import ConfigError, SampleError
-
-
-class CgroupDriver(StrEnum):
-    """The cgroup drivers the kubelet knows (--cgroup-driver / KubeletConfiguration.cgroupDriver)."""
-
-    CGROUPFS = "cgroupfs"
-    SYSTEMD = "systemd"
-
 
 CGROUP_DRIVERS = tuple(CgroupDriver)
 CGROUP_VERSIONS = (1, 2)

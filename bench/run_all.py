@@ -9,9 +9,10 @@ RSS after 100 cycles at 250 pods against the import floor), `detection_latency.p
 crossings to the engine's decision, wake-ups on and off), `earlyoom_side_by_side.py` (`evictd run` and
 earlyoom as processes on the same allocations, each timed against a 1 ms sampler), `disk_walk_isolation.py`
 (cycle duration and crossing-to-decision latency with a tenant's 0, 100,000 and 1,000,000 churning files, the
-walker process only; run it on its own for the comparison with the walk in the cycle) and `startup.py` (start-up of the
-offline commands). Prints a compact report and a line per target; exits 1 if a target is not met. Takes
-about eleven minutes. Needs root (the latency benchmarks create memory cgroups).
+walker process only; run it on its own for the comparison with the walk in the cycle), `recorder_cost.py` (the
+flight recorder's CPU next to the cycle's, its fdatasync wait and bytes per cycle) and `startup.py` (start-up of
+the offline commands). Prints a compact report and a line per target; exits 1 if a target is not met. Takes
+about twelve minutes. Needs root (the latency benchmarks create memory cgroups).
 """
 
 from __future__ import annotations
@@ -41,6 +42,8 @@ BENCHMARKS = (
     ("memory decisions against a tenant's file count (target: p99 the same at 0 and 1,000,000 files)",
      ["disk_walk_isolation.py", "--seconds", "15", "--ways", "walker process"],
      "cycle p99 independent of the file count, crossing p99 <= 50 ms"),
+    ("flight recorder (target: its CPU <= 15 % of the cycle's at every size)", ["recorder_cost.py"],
+     "recorder CPU <= 15 % of the cycle"),
     ("start-up of the offline commands", ["startup.py", "--runs", "20"], None),
 )
 

@@ -10,8 +10,13 @@ every segment whose last cycle is older than `maxAge` (segments go whole: the ol
 
 The recorder never stops the loop: a full filesystem (ENOSPC) or an unwritable stateDir makes it log once
 (and once again when it writes again), count `evictd_errors_total{source="recorder"}`, cut off any partial
-line it left, and try again next cycle with the whole pod list. In dry-run it records too: the decisions are
-what an operator trying thresholds wants to see.
+line it left, and try again next cycle with the whole pod list and Summary. In dry-run it records too: the
+decisions are what an operator trying thresholds wants to see.
+
+What makes a line cheap (it is written every cycle, beside a cycle of a few ms): the Summary and the pod list
+are written as what changed since the last line, the ranking's keys are the ones the cycle sorted by (carried in
+the report), and what stays from cycle to cycle (a pod's reference, disk figures, name and criticality in the
+ranking) is kept as text.
 """
 
 from __future__ import annotations

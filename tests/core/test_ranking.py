@@ -7,6 +7,7 @@ comparator, the extra comparators of the full function do not change the expecte
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping, Sequence
 
 import pytest
@@ -23,7 +24,15 @@ from evictd.core.fs_layout import (
 )
 from evictd.core.pods import Pod, pod_from_dict
 from evictd.core.quantity import Quantity
-from evictd.core.ranking import disk_fs_stats, pod_disk_usage, rank_pods
+from evictd.core.ranking import (
+    disk_fs_stats,
+    keys_json,
+    keys_text,
+    pod_disk_usage,
+    rank_pods,
+    rank_pods_with_keys,
+    ranking_keys,
+)
 from evictd.core.signals import Resource, Signal
 from evictd.core.summary import ContainerStats, FsStats, MemoryStats, PodReference, PodStats, VolumeStats
 
@@ -548,3 +557,27 @@ def test_ranking_is_a_permutation_of_its_input(
     assert len(ranked) == len(pods)
     # Ranking is idempotent: ranking the ranked list changes nothing (keys are a total preorder).
     assert names(rank_pods(signal, layout, ranked, lookup(stats))) == names(ranked)
+
+
+@pytest.mark.parametrize("signal", [Signal.MEMORY_AVAILABLE, Signal.PID_AVAILABLE, Signal.NODEFS_AVAILABLE,
+                                    Signal.NODEFS_INODES_FREE])
+def test_the_keys_ranked_by_are_given_with_the_order_and_written_as_json_and_text_alike(signal: Signal) -> None:
+    pods = [core_pod(f"p{i}", requests={"memory": f"{i}Mi" if i != 5 else "1500m",  # 1.5 bytes: a Fraction
+                                       "ephemeral-storage": f"{i}Mi"}, priority=i % 2)
+            for i in range(6)]
+    stats = {pod.name: PodStats(pod_ref=PodReference(name=pod.name, namespace=pod.namespace, uid=pod.uid),
+                                memory=MemoryStats(working_set_bytes=(5 - i) * 3 << 20),
+                                containers=(ContainerStats(name="c", rootfs=FsStats(used_bytes=i << 21,
+                                                                                     inodes_used=7 * i)),),
+                                process_count=i)
+             for i, pod in enumerate(pods) if i != 3}  # p3 has no stats
+
+    def stats_of(pod: Pod) -> PodStats | None:
+        return stats.get(pod.name)
+
+    layout = FsLayout()
+    ranked, keys = rank_pods_with_keys(signal, layout, pods, stats_of)
+    assert list(ranked) == rank_pods(signal, layout, pods, stats_of)
+    for pod, key in zip(ranked, keys, strict=True):
+        assert keys_json(signal, key) == ranking_keys(signal, layout, pod, stats_of(pod))
+        assert json.loads(keys_text(signal, key)) == keys_json(signal, key)

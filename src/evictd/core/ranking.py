@@ -199,8 +199,13 @@ def keys_json(signal: Signal, key: SortKey) -> dict[str, object]:
 
 
 def _usage_text(key: _Key) -> str:
-    value = _key_json(key)
-    return "null" if value is None else str(value) if isinstance(value, int) else f'"{value}"'
+    """`_key_json` as JSON text (an int checked by its type: `isinstance` of Fraction is an ABC check, slow)."""
+    if key[0] != _HAS_STATS:
+        return "null"
+    value = -key[1]
+    if type(value) is int or value.denominator == 1:
+        return str(value if type(value) is int else value.numerator)
+    return f'"{value}"'
 
 
 def keys_text(signal: Signal, key: SortKey) -> str:
@@ -209,9 +214,8 @@ def keys_text(signal: Signal, key: SortKey) -> str:
         priority, processes = key
         return f'{{"priority":{priority},"processes":{_usage_text(processes)}}}'  # type: ignore[arg-type]
     exceeds, priority, usage = key
-    flag = _flag_json(exceeds)  # type: ignore[arg-type]
-    return (f'{{"exceedsRequests":{"null" if flag is None else "true" if flag else "false"},"priority":{priority},'
-            f'"usageAboveRequest":{_usage_text(usage)}}}')  # type: ignore[arg-type]
+    flag = "null" if exceeds[0] != _HAS_STATS else "true" if exceeds[1] == _flag(True) else "false"  # type: ignore[index]
+    return f'{{"exceedsRequests":{flag},"priority":{priority},"usageAboveRequest":{_usage_text(usage)}}}'  # type: ignore[arg-type]
 
 
 def ranking_keys(signal: Signal, layout: FsLayout, pod: Pod, stats: PodStats | None) -> dict[str, object]:

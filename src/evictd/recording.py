@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import operator
 import os
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -102,6 +103,7 @@ class PodListEncoder:
     def __init__(self) -> None:
         self._written: dict[str, Pod] | None = None
         self._order: list[str] = []
+        self._list: tuple[Pod, ...] = ()  # the list written, pod by pod the same objects
 
     def reset(self) -> None:
         """Write the whole list next time (a new segment, or after a failed write)."""
@@ -109,8 +111,10 @@ class PodListEncoder:
 
     def encode(self, pods: Sequence[Pod]) -> tuple[str, object] | None:
         """Return (field, value) for the line, or None when the list is unchanged."""
-        ids = [pod_id(pod) for pod in pods]
         written = self._written
+        if written is not None and len(pods) == len(self._list) and all(map(operator.is_, pods, self._list)):
+            return None  # the very pods written (the API's list between watch events): nothing to compare
+        ids = [pod_id(pod) for pod in pods]
         if written is None or len(set(ids)) != len(ids):
             return "pods", [pod_to_dict(pod) for pod in pods]
         current = set(ids)
@@ -132,9 +136,12 @@ class PodListEncoder:
 
     def commit(self, pods: Sequence[Pod]) -> None:
         """Remember `pods` as written."""
+        if self._written is not None and len(pods) == len(self._list) and all(map(operator.is_, pods, self._list)):
+            return
         ids = [pod_id(pod) for pod in pods]
         self._written = dict(zip(ids, pods, strict=True))
         self._order = ids
+        self._list = tuple(pods)
 
 
 def decision_json(report: CycleReport, *, ranking: bool = True) -> JsonObject:

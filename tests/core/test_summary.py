@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import json
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
@@ -606,3 +607,50 @@ def test_lookup_ignores_pods_not_in_the_list() -> None:
     stats_of = pod_stats_lookup(summary, [listed])
     assert stats_of(listed) is not None
     assert stats_of(unlisted) is None
+
+
+# Summaries one after another, as a stats source gives them: pods that come, go and change order, pods whose
+# memory alone moves (their disk blocks the very objects of the Summary before), times in UTC or another zone.
+COUNTS = st.none() | st.integers(min_value=0, max_value=2**62)
+TIMES = st.none() | st.datetimes(min_value=datetime(2000, 1, 1), max_value=datetime(2100, 1, 1),
+                                 timezones=st.sampled_from([UTC, timezone(timedelta(hours=2))]))
+MEMORY_STATS = st.none() | st.builds(MemoryStats, time=TIMES, available_bytes=COUNTS, usage_bytes=COUNTS,
+                                     working_set_bytes=COUNTS, rss_bytes=COUNTS, page_faults=COUNTS)
+FS_STATS = st.none() | st.builds(FsStats, time=TIMES, used_bytes=COUNTS, inodes_used=COUNTS)
+POD_STATS = st.builds(
+    PodStats,
+    pod_ref=st.sampled_from([PodReference("a", "ns", "u1"), PodReference("b", "ns", "u2"),
+                             PodReference("c", "ns", ""), PodReference("d", "other", "u4")]),
+    memory=MEMORY_STATS, process_count=COUNTS, ephemeral_storage=FS_STATS,
+    containers=st.lists(st.builds(ContainerStats, name=st.sampled_from(["x", "y"]), memory=MEMORY_STATS,
+                                  rootfs=FS_STATS), max_size=2).map(tuple),
+    volume_stats=st.lists(st.builds(VolumeStats, name=st.just("v"), used_bytes=COUNTS), max_size=1).map(tuple))
+SUMMARIES = st.builds(Summary, node=st.builds(NodeStats, node_name=st.sampled_from(["", "n"]), memory=MEMORY_STATS,
+                                              fs=FS_STATS),
+                      pods=st.lists(POD_STATS, max_size=4).map(tuple))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.data())
+def test_summaries_written_as_changes_read_back_as_written_whole(data: st.DataObject) -> None:
+    encoder = SummaryChangesEncoder(json.dumps)
+    document: dict[str, Any] | None = None
+    previous: Summary | None = None
+    for _ in range(data.draw(st.integers(min_value=1, max_value=5))):
+        if previous is not None and data.draw(st.booleans()):  # only the memory readings moved
+            summary = Summary(node=previous.node, pods=tuple(
+                replace(stats, memory=data.draw(MEMORY_STATS)) for stats in previous.pods))
+        else:
+            summary = data.draw(SUMMARIES)
+        field, text = encoder.encode(summary)
+        if data.draw(st.booleans()):  # not written (a failed write): changes stay against the last one written
+            encoder.reset()
+            continue
+        encoder.commit()
+        if field == "summary":
+            document = json.loads(text)
+        else:
+            assert document is not None
+            document = apply_summary_changes(document, json.loads(text))
+        assert document == summary_to_dict(summary)
+        previous = summary

@@ -88,19 +88,26 @@ def _pod_stats_json(stats: PodStats) -> dict[str, object]:
     ))
 
 
-def _node_json(node: NodeStats) -> dict[str, object]:
+def _node_blocks(node: NodeStats) -> tuple[tuple[str, object, Callable[[], object]], ...]:
+    """The node's blocks: JSON name, the value compared with the last one written, and its document (None:
+    absent)."""
     rlimit = node.rlimit
-    runtime = _fields_json((("imageFs", _fs_json(node.image_fs)), ("containerFs", _fs_json(node.container_fs))))
-    return _fields_json((
-        ("nodeName", node.node_name),
-        ("memory", _memory_json(node.memory)),
-        ("fs", _fs_json(node.fs)),
-        ("runtime", runtime or None),
-        ("rlimit", None if rlimit is None else _fields_json((
+    return (
+        ("nodeName", node.node_name, lambda: node.node_name),
+        ("memory", node.memory, lambda: _memory_json(node.memory)),
+        ("fs", node.fs, lambda: _fs_json(node.fs)),
+        ("runtime", (node.image_fs, node.container_fs), lambda: _fields_json((
+            ("imageFs", _fs_json(node.image_fs)), ("containerFs", _fs_json(node.container_fs)))) or None),
+        ("rlimit", rlimit, lambda: None if rlimit is None else _fields_json((
             ("time", _time_json(rlimit.time)), ("maxpid", rlimit.max_pid),
             ("curproc", rlimit.num_of_running_processes)))),
-        ("systemContainers", [_container_json(c) for c in node.system_containers.values()] or None),
-    ))
+        ("systemContainers", node.system_containers,
+         lambda: [_container_json(c) for c in node.system_containers.values()] or None),
+    )
+
+
+def _node_json(node: NodeStats) -> dict[str, object]:
+    return _fields_json(tuple((name, document()) for name, _, document in _node_blocks(node)))
 
 
 def summary_to_dict(summary: Summary) -> dict[str, object]:
@@ -197,8 +204,8 @@ class SummaryChangesEncoder:
 
     The text of each pod's containers, volumes and ephemeral storage is kept while they are the very objects
     of the Summary encoded before (a stats source keeps a pod's disk figures until it measures them again).
-    Changes are `{"node": ..., "pods": [...], "memory": [...], "removed": [...], "order": [...]}`: `node` when it
-    changed, `pods` the pods that changed (`id` and the blocks that changed, `null` for one now absent; a new pod
+    Changes are `{"node": {...}, "pods": [...], "memory": [...], "removed": [...], "order": [...]}`: `node` the
+    node's blocks that changed (`null`: absent now), `pods` the pods that changed (`id` and the blocks that changed, `null` for one now absent; a new pod
     with its `podRef` and every block), `memory` the rows of the pods' memory blocks that changed (`_memory_row`),
     `removed` the ids of pods gone, `order` every id, only when the new order is not the old one with new pods
     at the end. A memory block is written whenever it is not the very object written before (its readings move
@@ -277,8 +284,12 @@ class SummaryChangesEncoder:
                  pods: dict[str, _Pod]) -> str:
         old_node, old_pods, old_order = written
         parts: list[str] = []
-        if summary.node != old_node:
-            parts.append('"node":' + self._dumps(_node_json(summary.node)))
+        if summary.node is not old_node:
+            node = [(name, document()) for (name, value, document), (_, before, _) in
+                    zip(_node_blocks(summary.node), _node_blocks(old_node), strict=True)
+                    if value is not before and value != before]
+            if node:
+                parts.append('"node":' + self._dumps(dict(node)))
         changed: list[str] = []
         rows: list[str] = []
         known = self._pods
@@ -387,4 +398,11 @@ def apply_summary_changes(document: Mapping[str, object], changes: Mapping[str, 
         if not isinstance(pod, Mapping):
             raise ValueError(f"a memory row of a pod that is not an object: {pod!r:.80}")
         listed[row[0]] = {**pod, "memory": _memory_from_row(row[1:])}
-    return {"node": changes.get("node", document.get("node")), "pods": listed}
+    node = document.get("node")
+    changed_node = changes.get("node")
+    if isinstance(changed_node, Mapping):
+        node = {**(node if isinstance(node, Mapping) else {}), **changed_node}
+        for name, value in changed_node.items():
+            if value is None:
+                del node[name]
+    return {"node": node, "pods": listed}

@@ -152,6 +152,7 @@ def decision_json(report: CycleReport, *, ranking: bool = True) -> JsonObject:
     del decision["at"]
     decision["reclaimResults"] = [
         {"action": str(r.action), "freedBytes": r.freed_bytes, "error": r.error} for r in report.reclaim]
+    del decision["ranking"]  # `step_json`'s names only: replaced by the ranking with each pod's keys
     if ranking:
         # The keys the cycle sorted each pod by, carried in the report (not computed again).
         signal = report.ranking_signal

@@ -52,8 +52,13 @@ _MEMORY_COUNTERS = (("availableBytes", "available_bytes"), ("usageBytes", "usage
 def _memory_json(memory: MemoryStats | None) -> dict[str, object] | None:
     if memory is None:
         return None
-    return _fields_json((("time", _time_json(memory.time)),
-                         *((name, getattr(memory, attribute)) for name, attribute in _MEMORY_COUNTERS)))
+    document: dict[str, object] = {} if memory.time is None else {"time": memory.time.isoformat()}
+    for (name, _), value in zip(_MEMORY_COUNTERS, (memory.available_bytes, memory.usage_bytes,
+                                                   memory.working_set_bytes, memory.rss_bytes, memory.page_faults,
+                                                   memory.major_page_faults), strict=True):
+        if value is not None:
+            document[name] = value
+    return document
 
 
 def _fs_json(fs: FsStats | VolumeStats | None) -> dict[str, object] | None:

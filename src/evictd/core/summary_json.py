@@ -210,11 +210,12 @@ class SummaryChangesEncoder:
     The text of each pod's containers, volumes and ephemeral storage is kept while they are the very objects
     of the Summary encoded before (a stats source keeps a pod's disk figures until it measures them again).
     Changes are `{"node": {...}, "pods": [...], "memory": [...], "removed": [...], "order": [...]}`: `node` the
-    node's blocks that changed (`null`: absent now), `pods` the pods that changed (`id` and the blocks that changed, `null` for one now absent; a new pod
-    with its `podRef` and every block), `memory` the rows of the pods' memory blocks that changed (`_memory_row`),
-    `removed` the ids of pods gone, `order` every id, only when the new order is not the old one with new pods
-    at the end. A memory block is written whenever it is not the very object written before (its readings move
-    every cycle: comparing them would cost about as much as writing them).
+    node's blocks that changed (`null`: absent now), `pods` the pods that changed (`id` and the blocks that
+    changed, `null` for one now absent; a new pod with its `podRef` and every block), `memory` the rows of the
+    pods' memory blocks that changed (`_memory_row`), `removed` the ids of pods gone, `order` every id, only when
+    the new order is not the old one with new pods at the end. A memory block is written whenever it is not the
+    very object written before (its readings move every cycle: comparing them would cost about as much as
+    writing them).
     """
 
     def __init__(self, dumps: Dumps) -> None:

@@ -219,14 +219,17 @@ def _record(args: argparse.Namespace) -> int:
     import yaml
 
     from evictd.config import load_configuration
-    from evictd.recording import scenario_document
+    from evictd.recording import scenario_document, unknown_start_state
 
     state_dir = args.state_dir or load_configuration(args.config, getattr(args, "kubelet_flags", None) or [],
                                                      ).evictd.state_dir
     records = _read_recording(state_dir, args.since, args.until)
     if len({record.run for record in records}) > 1:
-        print("warning: the recording holds several runs of evictd; the scenario runs them as one",
-              file=sys.stderr)
+        print("warning: the recording holds several runs of evictd; the scenario runs them as one (from the state "
+              "the first started from)", file=sys.stderr)
+    unknown = unknown_start_state(records)
+    if unknown is not None:
+        print(f"warning: {unknown}", file=sys.stderr)
     dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
     yaml.dump(scenario_document(records), sys.stdout, Dumper=dumper, sort_keys=False)
     return EXIT_OK

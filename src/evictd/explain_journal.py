@@ -65,11 +65,11 @@ def by_decision(entries: Sequence[JournalEntry], decision: str) -> JournalEntry 
 
 def why_not_recorded(entry: JournalEntry, records: Sequence[Record], recording: str | None) -> str:
     """Why the recording does not hold `entry`'s decision (`recording`: why there is none, if so)."""
-    if recording is not None:
-        return recording
     decision = _decision(entry)
     if decision is None:
         return "the run of evictd that decided it did not record (recorder: false)"
+    if recording is not None:
+        return f"the recording was deleted or cannot be read ({recording})"
     if records and entry.decided_at < records[0].wall:
         return (f"its cycle was rotated out of the recording (which starts at {wall_text(records[0].wall)}), or is "
                 "before --since")

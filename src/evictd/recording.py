@@ -314,7 +314,7 @@ def scenario_document(records: Iterable[Record], *, exact_times: bool = False) -
     wall clock between runs; with `exact_times` (one run) at the recorded monotonic times themselves, so that a
     replay compares exactly the durations the daemon compared. When the first record is the first of its run,
     the scenario starts from the engine state that run started from (`engineState`: the one it restored after a
-    restart); see `start_state_of` for what is known otherwise.
+    restart); `unknown_start_state` says when that is not known.
     """
     steps: list[JsonObject] = []
     start: Record | None = None
@@ -360,16 +360,13 @@ def scenario_document(records: Iterable[Record], *, exact_times: bool = False) -
     return document
 
 
-def start_state_of(records: Sequence[Record]) -> str:
-    """Say what engine state the scenario of `records` (`scenario_document`) starts from, as a person reads it."""
-    start = next((r for r in records if r.summary is not None), None)
-    start = next((r for r in records if start is not None and r.run == start.run), None)
-    if start is None:
-        return "a fresh engine state"
-    if start.engine_state is ABSENT:
-        return (f"a fresh engine state: the first cycle is not the first of its run of evictd ({start.run}), or "
-                "was recorded by an evictd that did not record it; grace periods under way then start again")
-    if start.engine_state is None:
-        return "a fresh engine state, as its run of evictd started"
-    return ("the engine state its run of evictd restored from engine-state.json at its start (grace periods and "
-            "conditions from before the restart)")
+def unknown_start_state(records: Sequence[Record]) -> str | None:
+    """Say why the scenario of `records` (`scenario_document`) starts from a fresh engine state although the run
+    of its first step may not have (None: it starts from the state that run started from)."""
+    first = next((r for r in records if r.summary is not None), None)
+    start = next((r for r in records if first is not None and r.run == first.run), None)
+    if start is None or start.engine_state is not ABSENT:
+        return None
+    return (f"the scenario starts from a fresh engine state: its first cycle ({start.run}/{start.cycle}) is not the "
+            "first of its run of evictd (rotated out, or before --since), or was recorded by an evictd that did not "
+            "record the state it started from; grace periods under way then start again")

@@ -61,7 +61,7 @@ def start_state(document: Mapping[str, object], config: EngineConfig, at: float)
                                  thresholds=restorable_thresholds(config.thresholds), now=at, now_wall=float(saved_at),
                                  restore_window_s=math.inf, transition_period_s=config.pressure_transition_period_s)
     except UnusableState as exc:
-        raise ScenarioError(f"not a usable engine state: {exc.reason}", key="engineState") from None
+        raise ScenarioError(f"engineState: not a usable engine state: {exc.reason}") from None
     return restored.state
 
 

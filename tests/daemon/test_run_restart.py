@@ -11,15 +11,17 @@ corrupt, or another node's or format version's, is renamed aside and evictd star
 from __future__ import annotations
 
 import json
+import math
 import socket
 import time
 from collections.abc import Iterator
 from dataclasses import replace
-from datetime import datetime
+from datetime import UTC, datetime
 from itertools import groupby
 from pathlib import Path
 
 import pytest
+import yaml
 from evictd_process import EvictdProcess, start_evictd
 from evictd_process import evictd_command as evictd
 
@@ -125,6 +127,20 @@ def test_a_restart_inside_a_soft_grace_period_neither_resets_nor_shortens_it(
     # From a fresh engine, as before the state was recorded, the grace period would start again at the restart.
     fresh = replay([replace(r, engine_state=ABSENT) if r is second_run_start else r for r in records])
     assert any(d.what == "evicted" and d.run == second_run_start.run for d in fresh.differences), fresh.differences
+
+    # Exported from the restarted run's first cycle on, the scenario starts from the restored state too, and
+    # `simulate` takes the recorded decisions.
+    since = datetime.fromtimestamp(math.floor(second_run_start.wall * 1000) / 1000, UTC).isoformat()
+    exported = evictd("record", "export", "--state-dir", str(state_dir), "--since", since)
+    assert exported.returncode == 0 and exported.stderr == "", exported.stderr
+    scenario = yaml.safe_load(exported.stdout)
+    # (its savedAt is the first exported step's moment: the run's first cycle's, unless that one read no stats)
+    assert {**scenario["engineState"], "savedAt": 0} == {**saved, "savedAt": 0}
+    (tmp_path / "restarted.yaml").write_text(exported.stdout)
+    simulated = evictd("simulate", str(tmp_path / "restarted.yaml"), "--output", "json")
+    assert simulated.returncode == 0, simulated.stderr
+    second_run = [r for r in records if r.run == second_run_start.run and r.summary is not None]
+    assert [s["evicted"] for s in json.loads(simulated.stdout)["steps"]] == [r.decision["evicted"] for r in second_run]
 
     # `explain --now` of a recording whose daemon stopped a moment ago: current; it says when that stops being so.
     now = evictd("explain", "--now", "--state-dir", str(state_dir), "--output", "json")

@@ -48,6 +48,7 @@ from evictd.recording import (
 )
 from evictd.render import JsonObject
 
+# The state of an engine that remembers nothing: what a run that restored nothing starts from.
 FRESH_STATE = EngineState()
 # What one segment holds at most, as a share of the recorder's bounds.
 SEGMENT_SHARE_OF_BYTES = 16

@@ -43,6 +43,8 @@ RANKING_SHOWN_NOW = 5
 # at least MIN_STALE_AFTER_S (a running daemon's recorder writes every cycle).
 STALE_AFTER_INTERVALS = 3
 MIN_STALE_AFTER_S = 30.0
+# A first-met time this close to the restored one is that one (the same float, give or take rounding).
+RESTORED_TIME_TOLERANCE_S = 1e-6
 
 
 @dataclass(frozen=True, slots=True)
@@ -212,8 +214,10 @@ def _threshold_json(threshold: Threshold, explained: Explained) -> JsonObject:
         item["firstMet"] = wall_text(explained.record.wall - status.observed_for_s)
         item["metForSeconds"] = round(status.observed_for_s, 3)
         item["graceMet"] = status.grace_met
-        # First met before this run of evictd started: the time came from the engine state it restored.
-        item["firstMetRestored"] = threshold in explained.start_state.first_observed_at
+        # First met before this run of evictd started: the time is the one it restored (not met again since).
+        restored = explained.start_state.first_observed_at.get(threshold)
+        item["firstMetRestored"] = restored is not None and abs(
+            explained.report.now - status.observed_for_s - restored) < RESTORED_TIME_TOLERANCE_S
     return item
 
 

@@ -35,6 +35,9 @@ OBSERVED_BY_TESTS = {
     "evictd.adapters.notifiers.MemcgNotifierSet.levels",
     "evictd.adapters.notifiers.MemcgNotifierSet.drop_watches",
     "evictd.adapters.notifiers.MemcgNotifierSet.rearming",
+    # a Summary's API document: what the recorder's text encoder (which writes text, not documents) and the
+    # changes it writes, read back, must equal; the tests check them against it
+    "evictd.core.summary_json.summary_to_dict",
 }
 
 

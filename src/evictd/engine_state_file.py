@@ -131,7 +131,8 @@ class EngineStateFile:
                         moved_to=target)
 
     def __call__(self, cycle: Cycle) -> None:
-        """Save the state after `cycle` when its timers changed or the last save is SAVE_EVERY_S old."""
+        """Save the state after `cycle` when its timers changed or, while a threshold is met, the last save is
+        SAVE_EVERY_S old."""
         now = cycle.started_at + cycle.duration_s
         timers = _timers(cycle.state)
         if timers == self._saved_timers and self._saved_at is not None and (

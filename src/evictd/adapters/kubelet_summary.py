@@ -78,8 +78,27 @@ def summary_deadline_s(timeout_s: float, interval_s: float, shutdown_timeout_s: 
     return min(timeout_s, interval_s * INTERVAL_SHARE, shutdown_timeout_s * SHUTDOWN_SHARE)
 
 
-class KubeletSummarySource:
-    """Reads `/stats/summary` from the kubelet's own port. `problems` holds why the last read failed, if it did."""
+class _RecordedSource:
+    """A Summary source whose `problems` holds why the last read failed, if it did."""
+
+    problems: tuple[SampleError, ...] = ()
+
+    def _read(self) -> Summary:
+        raise NotImplementedError
+
+    def summary(self) -> Summary:
+        """Fetch and parse the Summary. Raises SampleError, recorded in `problems` (cleared by the next success)."""
+        try:
+            summary = self._read()
+        except SampleError as exc:
+            self.problems = (exc,)
+            raise
+        self.problems = ()
+        return summary
+
+
+class KubeletSummarySource(_RecordedSource):
+    """Reads `/stats/summary` from the kubelet's own port."""
 
     def __init__(self, url: str, *, token_file: str = "", ca_file: str = "", insecure_tls: bool = False,
                  timeout_s: float = 5.0) -> None:
@@ -102,7 +121,6 @@ class KubeletSummarySource:
         self._token_file = token_file
         self._timeout_s = timeout_s
         self._context = _tls_context(ca_file, insecure_tls) if parts.scheme == "https" else None
-        self.problems: tuple[SampleError, ...] = ()
         if self._context is None:
             self.insecure_reason = "plain HTTP: the bearer token is sent unencrypted" if token_file else ""
         elif insecure_tls:
@@ -125,22 +143,12 @@ class KubeletSummarySource:
             raise SampleError(self._token_file, "the token is not one line of printable ASCII")
         return token
 
-    def summary(self) -> Summary:
-        """Fetch and parse the Summary (the token is re-read each time: projected tokens rotate).
-
-        Raises SampleError, and records it in `problems` (cleared by the next successful read).
-        """
-        try:
-            headers = {"Accept": "application/json", "User-Agent": user_agent(), "Connection": "close"}
-            token = self._token()
-            if token:
-                headers["Authorization"] = f"Bearer {token}"
-            summary = _summary_of(self._fetch(headers), self._url)
-        except SampleError as exc:
-            self.problems = (exc,)
-            raise
-        self.problems = ()
-        return summary
+    def _read(self) -> Summary:
+        headers = {"Accept": "application/json", "User-Agent": user_agent(), "Connection": "close"}
+        token = self._token()  # re-read each time: projected tokens rotate
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
+        return _summary_of(self._fetch(headers), self._url)
 
     def _fetch(self, headers: dict[str, str]) -> bytes | bytearray:
         """Return the body of a 200 answer, read within the deadline. Raises SampleError (the one mapping place
@@ -165,10 +173,8 @@ class KubeletSummarySource:
             connection.close()
 
 
-class ApiProxySummarySource:
-    """Reads the node's Summary through the API server's node proxy with evictd's API client.
-
-    `problems` holds why the last read failed, if it did."""
+class ApiProxySummarySource(_RecordedSource):
+    """Reads the node's Summary through the API server's node proxy with evictd's API client."""
 
     def __init__(self, node_name: str, *, kubeconfig: str = "", timeout_s: float = 10.0) -> None:
         from evictd.kube.client import build_api_client  # the kubernetes package, only for this mode
@@ -177,19 +183,8 @@ class ApiProxySummarySource:
         self._node = node_name
         self._timeout_s = timeout_s
         self._source = f"/api/v1/nodes/{node_name}/proxy/stats/summary"
-        self.problems: tuple[SampleError, ...] = ()
 
-    def summary(self) -> Summary:
-        """Fetch and parse the Summary through the API server. Raises SampleError, recorded in `problems`."""
-        try:
-            summary = _summary_of(self._fetch(), self._source)
-        except SampleError as exc:
-            self.problems = (exc,)
-            raise
-        self.problems = ()
-        return summary
-
-    def _fetch(self) -> bytes:
+    def _read(self) -> Summary:
         try:
             body = self._api.get_node_proxy(self._node, "stats/summary", timeout_s=self._timeout_s)
         except KubeError as exc:
@@ -198,7 +193,7 @@ class ApiProxySummarySource:
             raise SampleError(self._source, f"HTTP {exc.status} {_reason_phrase(exc.status)}: {exc.detail}") from None
         if len(body) > MAX_SUMMARY_BYTES:
             raise SampleError(self._source, _too_large(MAX_SUMMARY_BYTES))
-        return body
+        return _summary_of(body, self._source)
 
 
 # --------------------------------------------------------------------------------------------------

@@ -306,18 +306,13 @@ class EvictionJournal:
         self._log.error("eviction journal unusable: moved aside, starting with an empty journal", path=path,
                         reason=reason, moved_to=target)
 
-    def _write(self) -> None:
-        """Replace the file with the entries in memory; raise OSError."""
-        assert self._path is not None
-        document = {"version": JOURNAL_VERSION, "evictions": [entry_to_json(entry) for entry in self._entries.values()]}
-        write_json_atomically(self._path, document, prefix=TEMPORARY_PREFIX)
-
     def _save(self) -> bool:
         """Write the file; on failure keep the entries in memory for `flush`. Return whether it was written."""
         if self._path is None:
             return True
+        document = {"version": JOURNAL_VERSION, "evictions": [entry_to_json(entry) for entry in self._entries.values()]}
         try:
-            self._write()
+            write_json_atomically(self._path, document, prefix=TEMPORARY_PREFIX)
         except OSError as exc:
             self._unwritten = True
             self._failed_writes += 1

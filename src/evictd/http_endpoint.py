@@ -230,16 +230,14 @@ class HttpEndpoint:
         # Insertion order is accept order: the first entry is the connection that has waited longest.
         self._connections: dict[int, _Connection] = {}
         self._accepting_again_at: float | None = None
-        self._closed = False
         self._stop = False
         self._thread = threading.Thread(target=self._serve, name="evictd-http", daemon=True)
         self._thread.start()
 
     def close(self) -> None:
         """Stop serving: the listener and every connection are closed when this returns."""
-        if self._closed:
+        if self._stop:
             return
-        self._closed = True
         self._stop = True
         with contextlib.suppress(OSError):  # the loop has ended already
             self._wake_write.send(b"\0")

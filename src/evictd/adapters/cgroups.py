@@ -96,11 +96,8 @@ DRIVER_TO_QOS_CGROUPS = {
 # driver writes the UID with '_' for '-' ('-' separates slice levels in systemd unit names).
 # Static pods have md5-hex UIDs without dashes, so any alphanumeric UID is accepted.
 DRIVER_TO_POD_PATTERNS = {
-    "cgroupfs": {
-        QOS_GUARANTEED: re.compile(r"pod([0-9A-Za-z][0-9A-Za-z-]*)"),
-        QOS_BURSTABLE: re.compile(r"pod([0-9A-Za-z][0-9A-Za-z-]*)"),
-        QOS_BESTEFFORT: re.compile(r"pod([0-9A-Za-z][0-9A-Za-z-]*)"),
-    },
+    "cgroupfs": dict.fromkeys((QOS_GUARANTEED, QOS_BURSTABLE, QOS_BESTEFFORT),
+                              re.compile(r"pod([0-9A-Za-z][0-9A-Za-z-]*)")),
     "systemd": {
         QOS_GUARANTEED: re.compile(r"kubepods-pod([0-9A-Za-z][0-9A-Za-z_]*)\.slice"),
         QOS_BURSTABLE: re.compile(r"kubepods-burstable-pod([0-9A-Za-z][0-9A-Za-z_]*)\.slice"),
@@ -233,37 +230,26 @@ class CgroupReader:
             path = folder + "/memory.stat"
             inactive_file = _stat_field(path, _read(path), V1_INACTIVE_FILE_KEY)
             path = folder + "/memory.limit_in_bytes"
-            limit_bytes = _uint(path, _read(path))
-            return MemoryReading(
-                usage_bytes=usage,
-                inactive_file_bytes=inactive_file,
-                working_set_bytes=usage - inactive_file if usage > inactive_file else 0,
-                limit_bytes=None if limit_bytes > UNLIMITED_ABOVE_BYTES else limit_bytes,
-            )
-        if folder == self._memory_dir:
-            return _v2_root_memory(folder + "/memory.stat")
+            limit = _limit(_uint(path, _read(path)))
+        elif folder == self._memory_dir:  # the v2 root: runc's anon + file of memory.stat, no limit
+            path = folder + "/memory.stat"
+            data = _read(path)
+            usage = sum(_stat_field(path, data, key) for key in V2_ROOT_USAGE_KEYS)
+            inactive_file = _stat_field(path, data, V2_INACTIVE_FILE_KEY)
+            limit = None
         else:
-            current, stat = folder + "/memory.current", folder + "/memory.stat"
-            usage = _uint(current, _read(current))
-            inactive_file = _stat_field(stat, _read(stat), V2_INACTIVE_FILE_KEY)
+            path = folder + "/memory.current"
+            usage = _uint(path, _read(path))
+            path = folder + "/memory.stat"
+            inactive_file = _stat_field(path, _read(path), V2_INACTIVE_FILE_KEY)
             limit = _v2_limit(folder + "/memory.max")
-        return MemoryReading(
-            usage_bytes=usage,
-            inactive_file_bytes=inactive_file,
-            working_set_bytes=max(0, usage - inactive_file),
-            limit_bytes=limit,
-        )
+        return MemoryReading(usage_bytes=usage, inactive_file_bytes=inactive_file,
+                             working_set_bytes=max(0, usage - inactive_file), limit_bytes=limit)
 
     def process_count(self, cgroup: str) -> int:
-        """Return the number of tasks in ``cgroup`` and its descendants.
-
-        Reads ``pids.current`` of the pids controller (v1: the pids hierarchy; v2: the unified one).
-        Where that file does not exist (the root cgroup, or a v1 cgroup not created in the pids
-        hierarchy) it counts the processes listed in ``cgroup.procs`` of the cgroup and all its
-        descendants in the memory hierarchy. Note the units differ: ``pids.current`` counts tasks
-        (threads too, each holding a PID) while ``cgroup.procs`` lists processes, as cAdvisor's
-        ``ProcessCount`` does. Raises SampleError if neither can be read or either is malformed.
-        """
+        """Return the number of tasks in ``cgroup`` and its descendants: ``pids.current``, or where there is none
+        (the root cgroup, a v1 cgroup outside the pids hierarchy) the processes in the ``cgroup.procs`` below it.
+        The units differ (tasks vs processes), as in cAdvisor's ``ProcessCount``."""
         pids_current = _cgroup_folder(self._pids_dir, cgroup) + "/pids.current"
         data = _read_optional(pids_current)
         if data is not None:
@@ -456,18 +442,6 @@ def _v2_limit(path: str) -> int | None:
     if raw.strip() == b"max":
         return None
     return _limit(_uint(path, raw))
-
-
-def _v2_root_memory(stat_path: str) -> MemoryReading:
-    data = _read(stat_path)
-    usage = sum(_stat_field(stat_path, data, key) for key in V2_ROOT_USAGE_KEYS)
-    inactive_file = _stat_field(stat_path, data, V2_INACTIVE_FILE_KEY)
-    return MemoryReading(
-        usage_bytes=usage,
-        inactive_file_bytes=inactive_file,
-        working_set_bytes=max(0, usage - inactive_file),
-        limit_bytes=None,
-    )
 
 
 # --------------------------------------------------------------------------------------------------

@@ -35,12 +35,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from types import MappingProxyType
-from typing import Protocol, TypeVar
+from typing import Protocol
 
 from evictd.adapters import procfs
 from evictd.adapters.cgroups import CgroupReader, MemoryReading, PodCgroup
 from evictd.adapters.filesystems import FsReading, statvfs_reading
-from evictd.adapters.pod_disk_usage import PodDiskFigures, PodDiskStore, PodKey, SpaceUsed
+from evictd.adapters.pod_disk_usage import PodDiskFigures, PodDiskStore, PodKey
 from evictd.clock import SYSTEM_CLOCK, Clock
 from evictd.core.errors import EvictdError, SampleError, attempt
 from evictd.core.pods import Derived, Pod, derived
@@ -57,8 +57,6 @@ from evictd.core.summary import (
     VolumeStats,
 )
 from evictd.cri import NO_RUNTIME, ContainerUsage, Runtime
-
-_T = TypeVar("_T")
 
 # The sources of the problems recorded when the container runtime did not answer a stats call.
 CONTAINER_STATS_SOURCE = "CRI ListContainerStats"
@@ -133,7 +131,8 @@ def disk_blocks(figures: PodDiskFigures) -> DiskBlocks:
     used = sum(usage.used_bytes for _, usage in figures.volumes) + sum(usage.used_bytes for _, usage in figures.logs)
     inodes = (sum(usage.inodes_used for _, usage in figures.volumes)
               + sum(usage.inodes_used for _, usage in figures.logs))
-    logs = {name: _usage_fs(usage, at) for name, usage in figures.logs}
+    logs = {name: FsStats(time=at, used_bytes=usage.used_bytes, inodes_used=usage.inodes_used)
+            for name, usage in figures.logs}
     return DiskBlocks(
         figures=figures,
         measured_at=at,
@@ -145,10 +144,6 @@ def disk_blocks(figures: PodDiskFigures) -> DiskBlocks:
         log_containers=tuple(ContainerStats(name=name, logs=fs) for name, fs in logs.items()),
         ephemeral_storage=FsStats(time=at, used_bytes=used, inodes_used=inodes),
     )
-
-
-def _usage_fs(usage: SpaceUsed, at: datetime) -> FsStats:
-    return FsStats(time=at, used_bytes=usage.used_bytes, inodes_used=usage.inodes_used)
 
 
 def pod_key(pod: Pod) -> PodKey:

@@ -1,28 +1,14 @@
 """The kubelet's own Summary API as a stats source, for nodes where the kubelet's numbers are wanted exactly.
 
-Two ways to reach it:
-- directly: `GET <kubeletSummaryURL>` (e.g. `https://<node>:10250/stats/summary`) with a bearer token file. The
-  kubelet's serving certificate is verified against `kubeletCAFile` (by default the service account's
-  `ca.crt`, the cluster CA, which signs kubelet serving certificates in most clusters); without a CA bundle to
-  verify with, the source refuses to start unless `kubeletInsecureTLS` says so explicitly (the composition root
-  then warns that the token goes to an unverified endpoint). Redirects are not followed: the token is sent to
-  the configured endpoint only;
-- through the API server's node proxy: `GET /api/v1/nodes/<node>/proxy/stats/summary` with evictd's API client
-  (`evictd.kube`) and a kubeconfig or the in-cluster service account (RBAC: `nodes/proxy` get).
-
-Invariants of a direct fetch (the proxy goes through the kubernetes client, whose timeout is per socket
-operation; its body is held to the same size and parsing rules once read):
-- one deadline covers the whole request: name resolution, connect, TLS handshake, request, status line,
-  headers and body. Every socket operation gets only the time left (`_Deadline`), so a server trickling one
-  byte at a time cannot stretch a fetch past it. The composition root derives the deadline from the
-  housekeeping interval (`summary_deadline_s`), so the next cycle starts on time;
-- at most MAX_SUMMARY_BYTES of body are read, a document of more than MAX_SUMMARY_VALUES JSON values is not
-  parsed, and one listing more than MAX_SUMMARY_RECORDS pods, containers and volumes is not turned into a
-  Summary: memory and parsing time stay bounded whatever the endpoint sends.
-Any failure (connection, deadline, HTTP status, size, bad JSON, bad document) is a SampleError with a reason
-that is the same from one cycle to the next (the daemon logs an unreadable source once, from `problems`):
-the cycle then has no stats and the engine freezes its state, as the kubelet does when its summary provider
-fails.
+Directly (`KubeletSummarySource`: `kubeletSummaryURL`, a bearer token, the certificate verified against
+`kubeletCAFile`, redirects not followed) or through the API server's node proxy (`ApiProxySummarySource`);
+README's "Stats source" paragraph says how each is configured and bounded. In a direct fetch one deadline covers
+the whole request, from name resolution to the last byte: every socket operation gets only the time left
+(`_Deadline`), so a server trickling one byte at a time cannot stretch it. The proxy goes through the kubernetes
+client, whose timeout is per socket operation; its body is held to the same size and parsing limits once read.
+Any failure is a SampleError with a reason that is the same from one cycle to the next (the daemon logs an
+unreadable source once, from `problems`): the cycle has no stats and the engine freezes its state, as the
+kubelet does when its summary provider fails.
 """
 
 from __future__ import annotations

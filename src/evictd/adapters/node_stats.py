@@ -1,26 +1,14 @@
 """The node's own stats as a kubelet Summary: cgroupfs, statvfs, procfs and pod folders, read directly.
 
-Job: produce, once per cycle, the Summary the kubelet's stats provider would produce (KUBELET_SPEC §1), so
-the engine cannot tell the difference:
-- node memory: the root cgroup's working set (usage - inactive_file, floored at 0); capacity = MemTotal;
-  available = capacity - working set (floored at 0);
-- the `pods` system container (allocatableMemory.available): the pods cgroup (kubepods / kubepods.slice);
-  available = its limit - its working set, and no available figure when it has no limit; on a machine with
-  no pods cgroup (no kubelet) the container and every pod are simply absent, which is not a problem;
-- nodefs: statvfs of the kubelet root folder; imagefs and containerfs: statvfs of the runtime's folders.
-  A folder that does not exist yet is measured on the filesystem that would hold it (its nearest existing
-  ancestor), so a node without a runtime still shows its disks;
-- rlimit: min(pid_max, threads-max) and the kernel's task count, as the kubelet reads them;
-- per pod: pod cgroup working set and process count; emptyDir volumes and log folders as last measured by
-  the disk walker (`pod_disk_usage`: measured in another process, never waited for), stamped with the
-  time they were measured, and absent when that measurement is too old or failed (a problem is recorded);
-  with a container runtime, its containers by name with their working set and writable layer (one
-  ListContainerStats per cycle); ephemeral-storage = volumes + logs + writable layers, stamped with the
-  disk figures' time, and absent while the pod has no usable disk figures (its total is then unknown).
-  An unreadable pod cgroup leaves that pod's memory unknown rather than dropping its stats; with a runtime,
-  the sandbox's working set and process count (ListPodSandboxStats) stand in for it. In a cycle where the
-  runtime does not answer, the containers it named last time are measured from their own cgroups under the
-  pod cgroup (working set as for the pod; no writable layer), so memory messages still name them.
+Job: produce, once per cycle, the Summary the kubelet's stats provider would produce (KUBELET_SPEC §1; README's
+"Signals" paragraph lists what each figure is read from), so the engine cannot tell the difference. Beyond that
+list: a folder that does not exist yet is measured on the filesystem that would hold it; a node without a pods
+cgroup (no kubelet) has no `pods` system container and no pods, which is not a problem; with a container
+runtime, its containers are named with their working set and writable layer (one ListContainerStats a cycle),
+and ephemeral-storage = volumes + logs + writable layers is absent while the pod has no usable disk figures. An
+unreadable pod cgroup leaves that pod's memory unknown rather than dropping its stats; with a runtime, the
+sandbox's stats (ListPodSandboxStats) stand in for it. In a cycle where the runtime does not answer, the
+containers it named last time are measured from their own cgroups, so memory messages still name them.
 
 A part that cannot be read is left out of the Summary for this cycle (the signal is then absent: never
 guessed) and recorded in `problems` with its path and reason. Every block carries the time it was read.

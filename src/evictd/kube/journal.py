@@ -10,16 +10,9 @@ In memory an entry is immutable and typed: the API steps done (`ApiStep`), what 
 (`Outcome`). In the file each step is a flag and the outcomes sit in `extra`, as evictd has always written them
 (`entry_to_json`, `entry_from_json`).
 
-The file is JSON, replaced atomically (write to a temporary `.journal-*` file, fsync, rename), so a crash leaves
-either the old or the new journal, never half of one. Invariants, whatever is on disk:
-- a journal file that cannot be used (unreadable, not UTF-8, not JSON, empty, truncated, written by a newer
-  evictd, an entry with an unknown field or a value of the wrong type) never stops evictd: it is renamed aside
-  to `<file>.corrupt-<UTC time>`, logged once as an error with the reason, counted (`on_corrupt`), and evictd
-  starts with an empty journal, protecting the node at once;
-- a write that fails (ENOSPC, a read-only or missing stateDir) never blocks or hides an eviction: the entry is
-  kept in memory, the failure is logged (once per kind of error) and counted (`on_write_failure`), and the
-  write is retried by `flush` on later cycles;
-- temporary files left by a process killed during a write are removed when the journal is opened.
+The file is JSON, replaced atomically (`atomic_file`). README's "State" paragraph says what happens to a file
+evictd cannot use (moved aside, `on_corrupt`, an empty journal) and to a write that fails (the entry kept in
+memory, `on_write_failure`, retried by `flush` on later cycles): neither ever stops or hides an eviction.
 """
 
 from __future__ import annotations

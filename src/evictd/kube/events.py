@@ -10,7 +10,7 @@ annotations on Evicted events) go on the Event's metadata.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -117,10 +117,3 @@ class EventRecorder:
         for key in old:
             del self._recent[key]
 
-
-def record_quietly(recorder: EventRecorder, *args: Any, on_error: Callable[[KubeError], None], **kwargs: Any) -> None:
-    """Record an event; a failure is reported to `on_error`, never raised (events are best effort)."""
-    try:
-        recorder.record(*args, **kwargs)
-    except KubeError as exc:
-        on_error(exc)

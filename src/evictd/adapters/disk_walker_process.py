@@ -22,6 +22,7 @@ age and become unreadable, never silently old.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -208,11 +209,9 @@ def main(argv: Sequence[str]) -> int:
     except (IndexError, ValueError, TypeError, OSError, ConfigError) as exc:
         print(f"evictd disk walker: needs one JSON argument of settings: {exc}", file=sys.stderr)
         return 2
-    try:
+    with contextlib.suppress(BrokenPipeError):  # the daemon is gone
         child_main(walker, period_s, sys.stdin.buffer, sys.stdout.buffer)
-    except BrokenPipeError:
-        return 0  # the daemon is gone
-    return 0  # pragma: no cover - child_main never returns
+    return 0
 
 
 # --------------------------------------------------------------------------------------------------

@@ -134,11 +134,6 @@ class _FdOwner:
             raise ValueError(f"notifier {self.description!r} is closed")
         return self._fd
 
-    @property
-    def closed(self) -> bool:
-        """True after `close`."""
-        return self._fd < 0
-
     def close(self) -> None:
         """Close the descriptor, which also removes the kernel registration. Idempotent."""
         fd, self._fd = self._fd, -1
@@ -644,11 +639,6 @@ class MemcgNotifierSet:
                 self._pending.discard((job[0], job[1]))
                 if failure is not None:
                     self._failures.append(failure)
-
-    @property
-    def closed(self) -> bool:
-        """True after `close`."""
-        return self._epoll is None
 
     def close(self) -> None:
         """Stop the re-arming thread and close every notifier and the epoll descriptor. Idempotent."""

@@ -31,7 +31,7 @@ from evictd.cri import NO_RUNTIME, Runtime
 from evictd.kube.api import KubeApi
 from evictd.kube.client import is_retryable
 from evictd.kube.events import EventRecorder, ObjectRef, rfc3339
-from evictd.kube.journal import ApiStep, EvictionJournal, JournalEntry, Outcome, condition_to_json
+from evictd.kube.journal import ApiStep, EvictionJournal, JournalEntry, Outcome
 
 NOT_FOUND = 404
 CONFLICT = 409
@@ -46,7 +46,7 @@ DECISION_ANNOTATION = "evictd.io/decision"
 
 def condition_patch(entry: JournalEntry, now: str) -> dict[str, Any]:
     """Return the strategic-merge patch adding the eviction's pod conditions (merged by type) to the status."""
-    conditions = [{**condition_to_json(condition), "lastTransitionTime": now} for condition in entry.conditions]
+    conditions = [{**condition.to_json(), "lastTransitionTime": now} for condition in entry.conditions]
     # The UID acts as a precondition (as in the kubelet's status patches): a same-named successor refuses it.
     return {"metadata": {"uid": entry.uid}, "status": {"conditions": conditions}}
 

@@ -101,18 +101,9 @@ class JournalEntry:
         return replace(self, done=frozenset(ApiStep), done_at=now, outcomes=outcomes)
 
 
-def condition_to_json(condition: PodCondition) -> dict[str, object]:
-    """Return a pod condition as the API takes it (and as the file holds it)."""
-    item: dict[str, object] = {"type": condition.type, "status": condition.status, "reason": condition.reason,
-                               "message": condition.message}
-    if condition.observed_generation:
-        item["observedGeneration"] = condition.observed_generation
-    return item
-
-
 def entry_to_json(entry: JournalEntry) -> dict[str, object]:
     """Return the file's object for `entry` (its fields in the order evictd has always written them)."""
-    converted = {"conditions": [condition_to_json(condition) for condition in entry.conditions],
+    converted = {"conditions": [condition.to_json() for condition in entry.conditions],
                  "annotations": dict(entry.annotations),
                  "extra": {str(outcome): answer for outcome, answer in entry.outcomes.items()},
                  **{str(step): step in entry.done for step in ApiStep}}

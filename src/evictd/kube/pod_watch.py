@@ -60,7 +60,6 @@ class PodWatcher:
     ) -> None:
         self._api = api
         self._jitter = jitter
-        self._node = node_name
         self._selector = f"spec.nodeName={node_name}"
         self._timeout_s = request_timeout_s
         self._on_error = on_error

@@ -46,8 +46,7 @@ class OomCounterSource(Protocol):
 class OomFeedback:
     """Counts the OOM kills of each interval between cycles against what evictd was doing.
 
-    `dry_run` says evictions are decided but not carried out (so no eviction is waited for).
-    """
+    `dry_run` says evictions are decided but not carried out (so no eviction is waited for)."""
 
     def __init__(
         self,

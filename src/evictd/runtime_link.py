@@ -32,8 +32,7 @@ VERSION_PROBE_TIMEOUT_S = 2.0
 class CriRuntime:
     """A runtime that answered on the CRI endpoint, as the adapters use it (a `Runtime`).
 
-    `gc` is None where evictd must not collect (dry-run).
-    """
+    `gc` is None where evictd must not collect (dry-run)."""
 
     attached = True
 
@@ -82,8 +81,7 @@ class RuntimeLink:
     """Asks the CRI endpoint for the runtime until it answers, then attaches it once: `attach(version)` builds
     the runtime's parts and returns the runtime, which then fills `slot`.
 
-    As a daemon part, `start` asks the endpoint once before the first cycle.
-    """
+    As a daemon part, `start` asks the endpoint once before the first cycle."""
 
     def __init__(
         self,

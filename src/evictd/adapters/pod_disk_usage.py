@@ -53,8 +53,7 @@ class PodKey(NamedTuple):
     """What names a pod's folders: its UID (volumes) and namespace, name and UID (log folder).
 
     A named tuple rather than a dataclass: it is hashed and compared for every pod every cycle, which a tuple
-    does in C.
-    """
+    does in C."""
 
     uid: str
     namespace: str
@@ -74,8 +73,7 @@ class PodDiskFigures:
     """One completed round over a pod: its volumes and container log folders, or why it failed.
 
     `measured_at_monotonic` and `measured_at_wall` (seconds since the epoch) are when the round began.
-    `problem` is set when part of the pod could not be read; the figures are then empty and unusable.
-    """
+    `problem` is set when part of the pod could not be read; the figures are then empty and unusable."""
 
     pod: PodKey
     measured_at_monotonic: float
@@ -98,8 +96,7 @@ class _Round:
 class PodDiskWalker:
     """Measures pods' volumes and log folders in rounds of at most `entry_budget` entries per pod and pass.
 
-    Owns its `DiskUsageCache` (one thread only). Raises ConfigError for an `entry_budget` below 1.
-    """
+    Owns its `DiskUsageCache` (one thread only). Raises ConfigError for an `entry_budget` below 1."""
 
     def __init__(
         self,
@@ -172,8 +169,7 @@ def _space(usage: DirUsage) -> SpaceUsed:
 class PodDiskReading:
     """What the cycle may use of a pod's disk figures: `figures` when fresh, else `problem` when unreadable.
 
-    Both None: the pod has not been measured yet and is not overdue (no disk figures, nothing wrong).
-    """
+    Both None: the pod has not been measured yet and is not overdue (no disk figures, nothing wrong)."""
 
     figures: PodDiskFigures | None = None
     problem: SampleError | None = None
@@ -188,8 +184,7 @@ class PodDiskStore:
     `want` and `readings` are what the housekeeping cycle calls: each takes the lock once, for dictionary
     operations only. `record` is called with figures as they arrive; `wait_for_wanted` lets the thread that
     feeds the walker sleep until the wanted pods change. Raises ConfigError for a non-positive
-    `stale_after_s`.
-    """
+    `stale_after_s`."""
 
     def __init__(self, *, stale_after_s: float = DEFAULT_STALE_AFTER_S,
                  clock: Clock = SYSTEM_CLOCK) -> None:

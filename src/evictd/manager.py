@@ -153,19 +153,9 @@ class CycleReport:
 class EvictionManager:
     """Runs kubelet eviction cycles against the given adapters."""
 
-    def __init__(
-        self,
-        config: EngineConfig,
-        *,
-        stats: StatsSource,
-        layout: LayoutSource,
-        pods: PodSource,
-        reclaimer: NodeReclaimer,
-        evictor: PodEvictor,
-        clock: Clock,
-        node_pods: PodSource | None = None,
-        listed: ListedPods | None = None,
-    ) -> None:
+    def __init__(self, config: EngineConfig, *, stats: StatsSource, layout: LayoutSource, pods: PodSource,
+                 reclaimer: NodeReclaimer, evictor: PodEvictor, clock: Clock, node_pods: PodSource | None = None,
+                 listed: ListedPods | None = None) -> None:
         self.config = config
         self.state = EngineState()
         self._stats = stats

@@ -57,14 +57,8 @@ def _try_lock(descriptor: int) -> bool:
     return True
 
 
-def acquire_state_lock(
-    state_dir: str,
-    timeout_s: float,
-    log: Any,
-    *,
-    clock: Clock = SYSTEM_CLOCK,
-    sleep: Callable[[float], None] = time.sleep,
-) -> StateLock:
+def acquire_state_lock(state_dir: str, timeout_s: float, log: Any, *, clock: Clock = SYSTEM_CLOCK,
+                       sleep: Callable[[float], None] = time.sleep) -> StateLock:
     """Lock `state_dir` for this process, waiting up to `timeout_s` for another evictd holding it.
 
     Returns the held lock (or an unheld one when the lock file cannot be created: logged); raises

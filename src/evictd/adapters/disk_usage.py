@@ -184,14 +184,8 @@ class DiskUsageCache:
     seconds. `scandir`: lists one directory (tests inject a counting wrapper of ``os.scandir``).
     Raises ConfigError for a non-positive or non-finite `max_age_s` or a `keep_cycles` below 1."""
 
-    def __init__(
-        self,
-        *,
-        max_age_s: float = DEFAULT_MAX_AGE_S,
-        keep_cycles: int = DEFAULT_KEEP_CYCLES,
-        clock: Clock = SYSTEM_CLOCK,
-        scandir: Scandir = os.scandir,
-    ) -> None:
+    def __init__(self, *, max_age_s: float = DEFAULT_MAX_AGE_S, keep_cycles: int = DEFAULT_KEEP_CYCLES,
+                 clock: Clock = SYSTEM_CLOCK, scandir: Scandir = os.scandir) -> None:
         if not (math.isfinite(max_age_s) and max_age_s > 0):
             raise ConfigError("must be a positive number of seconds", key="max_age_s", value=max_age_s)
         if keep_cycles < 1:

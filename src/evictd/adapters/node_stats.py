@@ -149,21 +149,10 @@ class NodeStatsSource:
     `pods` names the pods to measure; `pod_cgroups` finds their cgroups (by default by listing the pods
     cgroup; with pods discovered from the node, the listing that discovered them is passed instead)."""
 
-    def __init__(
-        self,
-        *,
-        node_name: str,
-        cgroups: CgroupReader,
-        pods: PodList,
-        disk_usage: PodDiskStore,
-        kubelet_root: str,
-        image_fs_path: str,
-        container_fs_path: str,
-        proc_root: str = "/proc",
-        clock: Clock = SYSTEM_CLOCK,
-        pod_cgroups: Callable[[], Mapping[str, PodCgroup]] | None = None,
-        runtime: Runtime = NO_RUNTIME,
-    ) -> None:
+    def __init__(self, *, node_name: str, cgroups: CgroupReader, pods: PodList, disk_usage: PodDiskStore,
+                 kubelet_root: str, image_fs_path: str, container_fs_path: str, proc_root: str = "/proc",
+                 clock: Clock = SYSTEM_CLOCK, pod_cgroups: Callable[[], Mapping[str, PodCgroup]] | None = None,
+                 runtime: Runtime = NO_RUNTIME) -> None:
         self._node_name = node_name
         self._cgroups = cgroups
         self._pods = pods

@@ -145,15 +145,8 @@ class MemcgThresholdNotifier(_FdOwner):
 
     poll_events = select.POLLIN
 
-    def __init__(
-        self,
-        cgroup_dir: str,
-        threshold_bytes: int,
-        description: str,
-        *,
-        cause: str = MEMCG_CAUSE,
-        usage_seen: int | None = None,
-    ) -> None:
+    def __init__(self, cgroup_dir: str, threshold_bytes: int, description: str, *, cause: str = MEMCG_CAUSE,
+                 usage_seen: int | None = None) -> None:
         """Register the threshold on ``<cgroup_dir>/memory.usage_in_bytes``.
 
         `usage_seen` is the usage the level was computed from: when usage read after the registration is on
@@ -269,17 +262,8 @@ class PsiNotifier(_FdOwner):
     cause = PSI_CAUSE
     poll_events = select.POLLPRI
 
-    def __init__(
-        self,
-        path: str,
-        stall_us: int,
-        window_us: int,
-        kind: str = "some",
-        description: str = "",
-        *,
-        privileged: bool | None = None,
-        proc_root: str = "/proc",
-    ) -> None:
+    def __init__(self, path: str, stall_us: int, window_us: int, kind: str = "some", description: str = "", *,
+                 privileged: bool | None = None, proc_root: str = "/proc") -> None:
         """Open `path` and write the trigger.
 
         `privileged` says whether the kernel will see CAP_SYS_RESOURCE; None reads it from ``<proc_root>/self/status``.
@@ -450,13 +434,8 @@ class MemcgNotifierSet:
 
     poll_events = select.POLLIN
 
-    def __init__(
-        self,
-        thresholds: Sequence[Threshold],
-        *,
-        memory_root: str = DEFAULT_MEMORY_ROOT,
-        pods_cgroup: str = DEFAULT_PODS_CGROUP,
-    ) -> None:
+    def __init__(self, thresholds: Sequence[Threshold], *, memory_root: str = DEFAULT_MEMORY_ROOT,
+                 pods_cgroup: str = DEFAULT_PODS_CGROUP) -> None:
         self.thresholds = tuple(t for t in thresholds if t.signal in MEMORY_SIGNALS)
         self.memory_root = memory_root
         self.pods_cgroup = pods_cgroup

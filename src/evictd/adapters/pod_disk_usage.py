@@ -98,15 +98,8 @@ class PodDiskWalker:
 
     Owns its `DiskUsageCache` (one thread only). Raises ConfigError for an `entry_budget` below 1."""
 
-    def __init__(
-        self,
-        *,
-        kubelet_root: str,
-        pod_logs_dir: str,
-        entry_budget: int = DEFAULT_ENTRY_BUDGET,
-        cache: DiskUsageCache | None = None,
-        clock: Clock = SYSTEM_CLOCK,
-    ) -> None:
+    def __init__(self, *, kubelet_root: str, pod_logs_dir: str, entry_budget: int = DEFAULT_ENTRY_BUDGET,
+                 cache: DiskUsageCache | None = None, clock: Clock = SYSTEM_CLOCK) -> None:
         if entry_budget < 1:
             raise ConfigError("must be at least 1", key="entry_budget", value=entry_budget)
         self._kubelet_root = kubelet_root

@@ -143,17 +143,9 @@ class CriContainerGC:
     logs folder (`/var/log/pods`), None to leave log folders alone; `legacy_logs_root` the folder of legacy
     container log symlinks (`/var/log/containers`), None to skip it."""
 
-    def __init__(
-        self,
-        client: RuntimeGCClient,
-        policy: GCPolicy,
-        pod_state: PodStateFunc,
-        log_dirs_root: str | None,
-        *,
-        sources_ready: Callable[[], bool] = lambda: True,
-        legacy_logs_root: str | None = None,
-        clock: Clock = SYSTEM_CLOCK,
-    ) -> None:
+    def __init__(self, client: RuntimeGCClient, policy: GCPolicy, pod_state: PodStateFunc, log_dirs_root: str | None, *,
+                 sources_ready: Callable[[], bool] = lambda: True, legacy_logs_root: str | None = None,
+                 clock: Clock = SYSTEM_CLOCK) -> None:
         self.client = client
         self.policy = policy
         self.pod_state = pod_state
@@ -321,15 +313,9 @@ class CriImageGC:
     `imagefs_usage`). `on_image_removed` is called once per deleted image with its reason ("space" or
     "age"), for `evictd_image_garbage_collected_total{reason}`."""
 
-    def __init__(
-        self,
-        client: RuntimeGCClient,
-        policy: ImageGCPolicy,
-        *,
-        fs_usage: Callable[[], tuple[int, int]] | None = None,
-        on_image_removed: ImageRemovedHook = lambda reason: None,
-        clock: Clock = SYSTEM_CLOCK,
-    ) -> None:
+    def __init__(self, client: RuntimeGCClient, policy: ImageGCPolicy, *,
+                 fs_usage: Callable[[], tuple[int, int]] | None = None,
+                 on_image_removed: ImageRemovedHook = lambda reason: None, clock: Clock = SYSTEM_CLOCK) -> None:
         self.client = client
         self.policy = policy
         self.state = ImageGCState()

@@ -113,21 +113,10 @@ class NodeFallbackPods:
 class ClusterSync:
     """Node status, node events, journal replay and the record of critical pods, after every cycle."""
 
-    def __init__(
-        self,
-        *,
-        watcher: PodWatcher,
-        evictor: KubePodEvictor | None,
-        node_writer: NodeStatusWriter,
-        events: EventRecorder,
-        on_error: Callable[[KubeError], None],
-        log: Any,
-        runtime: Runtime = NO_RUNTIME,
-        critical: CriticalPodRecord | None = None,
-        should_stop: Callable[[], bool] = lambda: False,
-        clock: Clock = SYSTEM_CLOCK,
-        sleep: Callable[[float], None] = time.sleep,
-    ) -> None:
+    def __init__(self, *, watcher: PodWatcher, evictor: KubePodEvictor | None, node_writer: NodeStatusWriter,
+                 events: EventRecorder, on_error: Callable[[KubeError], None], log: Any, runtime: Runtime = NO_RUNTIME,
+                 critical: CriticalPodRecord | None = None, should_stop: Callable[[], bool] = lambda: False,
+                 clock: Clock = SYSTEM_CLOCK, sleep: Callable[[float], None] = time.sleep) -> None:
         # Polled during the wait after an eviction: a daemon asked to stop gives up waiting.
         self._should_stop = should_stop
         self._runtime = runtime

@@ -43,15 +43,8 @@ def rfc3339(moment: datetime) -> str:
 class EventRecorder:
     """Creates (or aggregates into) core/v1 Events. `dry_run` only returns what would be written."""
 
-    def __init__(
-        self,
-        api: KubeApi | None,
-        node_name: str,
-        *,
-        dry_run: bool = False,
-        timeout_s: float = 10.0,
-        clock: Clock = SYSTEM_CLOCK,
-    ) -> None:
+    def __init__(self, api: KubeApi | None, node_name: str, *, dry_run: bool = False, timeout_s: float = 10.0,
+                 clock: Clock = SYSTEM_CLOCK) -> None:
         self._api = api
         self._node = node_name
         self._dry_run = dry_run

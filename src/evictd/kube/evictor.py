@@ -74,18 +74,9 @@ def journal_entry(eviction: Eviction, decided_at: float, decision: str | None = 
 class KubePodEvictor:
     """A PodEvictor writing to the API, journaled, with a local fallback for immediate evictions."""
 
-    def __init__(
-        self,
-        api: KubeApi,
-        journal: EvictionJournal,
-        events: EventRecorder,
-        *,
-        runtime: Runtime = NO_RUNTIME,
-        timeout_s: float = 10.0,
-        on_api_error: Callable[[KubeError], None] | None = None,
-        clock: Clock = SYSTEM_CLOCK,
-        decision: Callable[[], str | None] = lambda: None,
-    ) -> None:
+    def __init__(self, api: KubeApi, journal: EvictionJournal, events: EventRecorder, *, runtime: Runtime = NO_RUNTIME,
+                 timeout_s: float = 10.0, on_api_error: Callable[[KubeError], None] | None = None,
+                 clock: Clock = SYSTEM_CLOCK, decision: Callable[[], str | None] = lambda: None) -> None:
         self._api = api
         self._decision = decision  # the id of the decision under way (`recording.CurrentDecision`)
         self._journal = journal

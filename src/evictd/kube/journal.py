@@ -253,15 +253,8 @@ class EvictionJournal:
     `log` receives the lines about the file (a bad file moved aside, stale temporary files, failed writes);
     `on_corrupt` and `on_write_failure` count those events (the daemon's metrics)."""
 
-    def __init__(
-        self,
-        path: str | None,
-        *,
-        log: Any = None,
-        on_corrupt: Callable[[], None] = lambda: None,
-        on_write_failure: Callable[[], None] = lambda: None,
-        clock: Clock = SYSTEM_CLOCK,
-    ) -> None:
+    def __init__(self, path: str | None, *, log: Any = None, on_corrupt: Callable[[], None] = lambda: None,
+                 on_write_failure: Callable[[], None] = lambda: None, clock: Clock = SYSTEM_CLOCK) -> None:
         self._path = path
         self._log = log if log is not None else _Unlogged()
         self._on_write_failure = on_write_failure

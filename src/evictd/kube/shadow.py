@@ -61,16 +61,9 @@ def comparison_record(comparison: Comparison, wall_s: float) -> dict[str, Any]:
 class ShadowComparer:
     """Compares after every dry-run cycle; `pods` returns every pod of the node the watch knows, terminal ones too."""
 
-    def __init__(
-        self,
-        pods: Callable[[], Iterable[Pod]],
-        record_folder: str | None,
-        on_comparison: Callable[[Comparison], None],
-        log: Any,
-        *,
-        window_s: float = DEFAULT_MATCH_WINDOW_S,
-        clock: Clock = SYSTEM_CLOCK,
-    ) -> None:
+    def __init__(self, pods: Callable[[], Iterable[Pod]], record_folder: str | None,
+                 on_comparison: Callable[[Comparison], None], log: Any, *, window_s: float = DEFAULT_MATCH_WINDOW_S,
+                 clock: Clock = SYSTEM_CLOCK) -> None:
         self._pods = pods
         self._path = os.path.join(record_folder, SHADOW_FILE) if record_folder else None
         self._on_comparison = on_comparison

@@ -33,6 +33,7 @@ from evictd.core.shadow import (
     kubelet_eviction_resource,
     resource_of_signal,
 )
+from evictd.kube.events import rfc3339
 
 SHADOW_FILE = "shadow.jsonl"
 RECORD_MAX_BYTES = 4 << 20
@@ -47,7 +48,7 @@ def comparison_record(comparison: Comparison, wall_s: float) -> dict[str, Any]:
         return {"pod": eviction.pod_key, "uid": eviction.pod_uid, "resource": eviction.resource}
 
     record: dict[str, Any] = {
-        "time": datetime.fromtimestamp(wall_s, UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "time": rfc3339(datetime.fromtimestamp(wall_s, UTC)),
         "outcome": str(comparison.outcome),
         "evictd": side(comparison.evictd),
         "kubelet": side(comparison.kubelet),

@@ -35,10 +35,6 @@ class StateLock:
         self.path = path
         self._descriptor = descriptor
 
-    @property
-    def held(self) -> bool:
-        return self._descriptor is not None
-
 
 def holder_pid(descriptor: int) -> str:
     """Return what the lock file says about its holder (its PID), or "unknown" while it is being written."""

@@ -233,10 +233,6 @@ class PodDiskStore:
             latest = self._latest.get(pod)
         return latest[0] if latest is not None else None
 
-    def reading(self, pod: PodKey, now: float) -> PodDiskReading:
-        """Return what the cycle may use of one pod's figures at `now` (see `readings`)."""
-        return self.readings([pod], now)[0]
-
     def readings(self, pods: Sequence[PodKey], now: float) -> list[PodDiskReading]:
         """Return, for each pod, its figures if they may be used at monotonic time `now`, or why they may not."""
         with self._lock:

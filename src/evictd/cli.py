@@ -27,13 +27,8 @@ EXIT_CONFIG = 2
 class _OrderedFlag(argparse.Action):
     """Collects kubelet flags as (name, value) pairs in command-line order, as pflag applies them."""
 
-    def __call__(
-        self,
-        parser: argparse.ArgumentParser,
-        namespace: argparse.Namespace,
-        values: str | Sequence[Any] | None,
-        option_string: str | None = None,
-    ) -> None:
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: str | Sequence[Any] | None, option_string: str | None = None) -> None:
         flags: list[tuple[str, str]] = getattr(namespace, "kubelet_flags", None) or []
         flags.append((self.dest.replace("_", "-"), str(values)))
         namespace.kubelet_flags = flags
@@ -47,13 +42,8 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _add_config_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--config",
-        action="append",
-        default=[],
-        metavar="FILE",
-        help="KubeletConfiguration/EvictdConfiguration YAML; repeat to layer files in order",
-    )
+    parser.add_argument("--config", action="append", default=[], metavar="FILE",
+                        help="KubeletConfiguration/EvictdConfiguration YAML; repeat to layer files in order")
     for name in FLAG_NAMES:
         parser.add_argument(f"--{name}", dest=name.replace("-", "_"), action=_OrderedFlag, metavar="VALUE",
                             help="as the kubelet flag of the same name")

@@ -47,17 +47,8 @@ def _threshold_cell(thresholds: Sequence[Threshold], observation: Observation | 
     return ", ".join(cells) or "-"
 
 
-def render(
-    report: CycleReport,
-    state: EngineState,
-    *,
-    node_name: str,
-    cycle: int,
-    now_wall: datetime,
-    dry_run: bool,
-    recent: Sequence[str] = (),
-    run: str | None = None,
-) -> str:
+def render(report: CycleReport, state: EngineState, *, node_name: str, cycle: int, now_wall: datetime, dry_run: bool,
+           recent: Sequence[str] = (), run: str | None = None) -> str:
     """Return the whole screen for one cycle (with `run`, the flight recorder's name of this run, each eviction
     names its decision, for `evictd explain --decision`)."""
     assessment = report.assessment
@@ -83,15 +74,9 @@ def render(
                 state_cell = "MET"
                 break
             state_cell = f"grace {status.observed_for_s:.0f}/{threshold.grace_period_s:.0f}s"
-        rows.append(
-            (
-                str(signal),
-                human(observation.available.ceil_int(), signal) if observation else "no data",
-                human(observation.capacity.ceil_int(), signal) if observation else "-",
-                _threshold_cell(thresholds, observation, signal),
-                state_cell,
-            )
-        )
+        available = human(observation.available.ceil_int(), signal) if observation else "no data"
+        capacity = human(observation.capacity.ceil_int(), signal) if observation else "-"
+        rows.append((str(signal), available, capacity, _threshold_cell(thresholds, observation, signal), state_cell))
     lines.append(table(("SIGNAL", "AVAILABLE", "CAPACITY", "THRESHOLDS", "STATE"), rows))
     lines.append("")
     lines.extend(_ranking_lines(report, state))

@@ -58,13 +58,8 @@ def table(headers: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
 def thresholds_text(thresholds: Sequence[Threshold]) -> str:
     """Return the thresholds as a table."""
     rows = [
-        (
-            str(t.signal),
-            "hard" if t.is_hard else "soft",
-            f"< {value_text(t.value)}",
-            f"{seconds_json(t.grace_period_s)}s",
-            value_text(t.min_reclaim) if t.min_reclaim is not None else "-",
-        )
+        (str(t.signal), "hard" if t.is_hard else "soft", f"< {value_text(t.value)}",
+         f"{seconds_json(t.grace_period_s)}s", value_text(t.min_reclaim) if t.min_reclaim is not None else "-")
         for t in thresholds
     ]
     return table(("SIGNAL", "KIND", "THRESHOLD", "GRACE", "MIN-RECLAIM"), rows)
@@ -123,15 +118,8 @@ def simulation_text(steps: Sequence[tuple[float, CycleReport]]) -> str:
             outcome = "ok" if report.reclaim_succeeded else "not enough"
             reclaim = f"{'+'.join(str(r.action) for r in report.reclaim)}: {outcome}"
         evicted = ", ".join(e.pod.key for e in report.evictions) or "-"
-        rows.append(
-            (
-                f"{seconds_json(at)}s",
-                ",".join(str(c) for c in assessment.node_conditions) or "-",
-                met or "-",
-                reclaim,
-                evicted,
-            )
-        )
+        conditions = ",".join(str(c) for c in assessment.node_conditions) or "-"
+        rows.append((f"{seconds_json(at)}s", conditions, met or "-", reclaim, evicted))
         for eviction in report.evictions:
             details.append(
                 f"t={seconds_json(at)}s evict {eviction.pod.key} for {eviction.signal}, grace "

@@ -262,10 +262,8 @@ class DiskUsageCache:
     # ----------------------------------------------------------------------------------------------
     # Walking
 
-    def _measure(
-        self, root: str, root_stat: os.stat_result, old_records: Mapping[str, _DirRecord], now: float,
-        budget: WalkBudget,
-    ) -> Generator[None, None, tuple[dict[str, _DirRecord], DirUsage, tuple[int, ...]]]:
+    def _measure(self, root: str, root_stat: os.stat_result, old_records: Mapping[str, _DirRecord], now: float,
+                 budget: WalkBudget) -> Generator[None, None, tuple[dict[str, _DirRecord], DirUsage, tuple[int, ...]]]:
         """Return the fresh records of the tree at `root`, its usage, and each recorded directory's blocks;
         pause before a directory whenever `budget` is spent."""
         device = root_stat.st_dev

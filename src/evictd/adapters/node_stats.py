@@ -72,25 +72,15 @@ def existing_ancestor(path: str) -> str:
 def memory_stats(reading: MemoryReading, capacity_bytes: int | None, at: datetime) -> MemoryStats:
     """Return the Summary memory block of a cgroup reading; `capacity_bytes` None means no available figure."""
     available = None if capacity_bytes is None else max(capacity_bytes - reading.working_set_bytes, 0)
-    return MemoryStats(
-        time=at,
-        available_bytes=available,
-        usage_bytes=reading.usage_bytes,
-        working_set_bytes=reading.working_set_bytes,
-    )
+    return MemoryStats(time=at, available_bytes=available, usage_bytes=reading.usage_bytes,
+                       working_set_bytes=reading.working_set_bytes)
 
 
 def fs_stats(reading: FsReading, at: datetime) -> FsStats:
     """Return the Summary filesystem block of a statvfs reading."""
-    return FsStats(
-        time=at,
-        available_bytes=reading.available_bytes,
-        capacity_bytes=reading.capacity_bytes,
-        used_bytes=reading.used_bytes,
-        inodes_free=reading.inodes_free,
-        inodes=reading.inodes,
-        inodes_used=reading.inodes_used,
-    )
+    return FsStats(time=at, available_bytes=reading.available_bytes, capacity_bytes=reading.capacity_bytes,
+                   used_bytes=reading.used_bytes, inodes_free=reading.inodes_free, inodes=reading.inodes,
+                   inodes_used=reading.inodes_used)
 
 
 @dataclass(frozen=True, slots=True)
@@ -260,16 +250,9 @@ class NodeStatsSource:
             filled.append(stats)
         return tuple(filled)
 
-    def _one_pod(
-        self,
-        pod: Pod,
-        cgroup: PodCgroup | None,
-        runtime: Sequence[ContainerUsage],
-        remembered: Sequence[ContainerUsage],
-        disk: DiskBlocks | None,
-        at: datetime,
-        problems: list[SampleError],
-    ) -> PodStats:
+    def _one_pod(self, pod: Pod, cgroup: PodCgroup | None, runtime: Sequence[ContainerUsage],
+                 remembered: Sequence[ContainerUsage], disk: DiskBlocks | None, at: datetime,
+                 problems: list[SampleError]) -> PodStats:
         # The per-pod hot path of a cycle (about a thousand pods): plain loops, no intermediate lists.
         memory = None
         process_count = None
@@ -322,14 +305,9 @@ class NodeStatsSource:
             process_count=process_count,
         )
 
-    def _containers_from_cgroups(
-        self,
-        cgroup: PodCgroup,
-        remembered: Sequence[ContainerUsage],
-        logs: dict[str, FsStats],
-        at: datetime,
-        problems: list[SampleError],
-    ) -> list[ContainerStats]:
+    def _containers_from_cgroups(self, cgroup: PodCgroup, remembered: Sequence[ContainerUsage],
+                                 logs: dict[str, FsStats], at: datetime,
+                                 problems: list[SampleError]) -> list[ContainerStats]:
         """Measure the containers the runtime last named in this pod from their cgroups, by name (their logs
         are taken out of `logs`). A container cgroup that is gone or unreadable is left out and recorded."""
         found = attempt(lambda: self._cgroups.container_cgroups(cgroup.path), problems)

@@ -184,14 +184,8 @@ class CriContainerGC:
         except CRIError as exc:
             failures.append(exc)
             return (), 0
-        plan = containers_to_remove(
-            containers,
-            self.policy,
-            self.pod_state,
-            all_sources_ready=ready,
-            evict_terminating_pods=evict_terminating_pods,
-            now_ns=_wall_ns(self._clock),
-        )
+        plan = containers_to_remove(containers, self.policy, self.pod_state, all_sources_ready=ready,
+                                    evict_terminating_pods=evict_terminating_pods, now_ns=_wall_ns(self._clock))
         layers = self._writable_layers() if plan else {}
         removed: list[str] = []
         freed = 0
@@ -354,15 +348,8 @@ class CriImageGC:
         images, in_use, now_s = self.detect()
         if self.policy.periodic_disabled:
             return ImageGCResult()
-        old = images_past_max_age(
-            self.state,
-            images,
-            in_use,
-            now_s,
-            self.policy.max_age_s,
-            began_gc_s=self.began_gc_s,
-            protected=self.policy.protected,
-        )
+        old = images_past_max_age(self.state, images, in_use, now_s, self.policy.max_age_s, began_gc_s=self.began_gc_s,
+                                  protected=self.policy.protected)
         aged, aged_freed, failures = self._free(old, MAX_INT64)
         if failures:
             raise GCError("image garbage collection by age", failures, aged_freed)

@@ -121,10 +121,8 @@ def _container(container: pb.Container) -> Container:
     )
 
 
-def _sandbox(
-    sandbox_id: str, metadata: pb.PodSandboxMetadata, state: int, created_at: int, labels: Mapping[str, str],
-    annotations: Mapping[str, str],
-) -> Sandbox:
+def _sandbox(sandbox_id: str, metadata: pb.PodSandboxMetadata, state: int, created_at: int, labels: Mapping[str, str],
+             annotations: Mapping[str, str]) -> Sandbox:
     return Sandbox(
         id=sandbox_id,
         name=metadata.name,

@@ -56,14 +56,8 @@ class EventRecorder:
         """The node as the kubelet refers to it in events (its name doubles as UID; namespace "")."""
         return ObjectRef(kind="Node", name=self._node, namespace="", uid=self._node)
 
-    def record(
-        self,
-        ref: ObjectRef,
-        event_type: str,
-        reason: str,
-        message: str,
-        annotations: Mapping[str, str] | None = None,
-    ) -> dict[str, Any]:
+    def record(self, ref: ObjectRef, event_type: str, reason: str, message: str,
+               annotations: Mapping[str, str] | None = None) -> dict[str, Any]:
         """Write one event (or count a repeat); return the Event body. Raises KubeError."""
         now = self._clock.wall()
         namespace = ref.namespace or "default"

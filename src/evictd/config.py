@@ -169,7 +169,8 @@ def evictd_settings(document: Mapping[str, object], kubelet: Mapping[str, object
     """Return the EvictdSettings of one (merged) EvictdConfiguration document; unknown fields are errors.
 
     `kubelet` is the merged KubeletConfiguration: its cgroupDriver, cgroupRoot and podLogsDir are the
-    defaults of the same-named evictd settings."""
+    defaults of the same-named evictd settings.
+    """
     by_yaml = {f.metadata["yaml"]: f for f in fields(EvictdSettings)}
     settings = EvictdSettings()
     changes: dict[str, Any] = {}
@@ -200,7 +201,8 @@ def read_documents(path: str, key: str = "--config") -> list[tuple[Any, tuple[st
     """Return each non-empty document of the YAML file at `path` with the mapping keys it holds twice.
 
     Only a regular file of at most MAX_CONFIG_BYTES is read (`/dev/zero` or a FIFO would never end); a number
-    too long to convert, nesting too deep to build, or invalid YAML are configuration errors. Raises ConfigError."""
+    too long to convert, nesting too deep to build, or invalid YAML are configuration errors. Raises ConfigError.
+    """
     try:
         # Non-blocking: opening a FIFO for reading would otherwise wait for a writer forever.
         with os.fdopen(os.open(path, os.O_RDONLY | os.O_NONBLOCK), "rb") as handle:
@@ -295,7 +297,8 @@ def load_configuration(paths: Sequence[str], flags: Sequence[tuple[str, str]] = 
     """Return the configuration from the files at `paths` (in order) and the kubelet eviction `flags`.
 
     With no file at all evictd behaves as a kubelet with an empty config file (the defaults apply; a
-    flags-only kubelet would have no hard thresholds at all: a documented difference). Raises ConfigError."""
+    flags-only kubelet would have no hard thresholds at all: a documented difference). Raises ConfigError.
+    """
     kubelet_docs: list[Mapping[str, object]] = []
     evictd_docs: list[Mapping[str, object]] = []
     warnings: list[str] = []

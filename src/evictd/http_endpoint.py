@@ -76,7 +76,8 @@ class Health:
 
     A loop working in a degraded mode (`degraded`, set by the loop: e.g. no pod list from the API) is still
     alive, 200, and says why: restarting it would not bring the API back, and would cost its protection.
-    `stopping` says whether the daemon was asked to stop (its `StopSignal`): from then on it is not healthy."""
+    `stopping` says whether the daemon was asked to stop (its `StopSignal`): from then on it is not healthy.
+    """
 
     def __init__(self, interval_s: float, stopping: Callable[[], bool] = lambda: False) -> None:
         self.allowed_gap_s = max(STALL_INTERVALS * interval_s, MIN_STALL_S)
@@ -133,7 +134,8 @@ def refusal(status: HTTPStatus, reason: str, *, head_only: bool = False,
 def answer(head: bytes, registry: CollectorRegistry, health: Health) -> tuple[bytes, bool]:
     """Return (response, clean) for one request head (without its blank line).
 
-    `clean` is False when the request was refused for its form, so the client may have sent more than was read."""
+    `clean` is False when the request was refused for its form, so the client may have sent more than was read.
+    """
     try:
         text = head.decode("ascii")
     except UnicodeDecodeError:

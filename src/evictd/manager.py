@@ -239,7 +239,8 @@ class EvictionManager:
         """Return (pods, why the pod list is unusable or None, whether the pods are the node's instead).
 
         A pod list known to be wrong is never acted on: without `node_pods` (or when they cannot be listed
-        either) the cycle still observes, but evicts nobody."""
+        either) the cycle still observes, but evicts nobody.
+        """
         try:
             return tuple(self._pods.active_pods()), None, False
         except EvictdError as exc:

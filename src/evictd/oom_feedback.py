@@ -46,7 +46,8 @@ class OomCounterSource(Protocol):
 class OomFeedback:
     """Counts the OOM kills of each interval between cycles against what evictd was doing.
 
-    `dry_run` says evictions are decided but not carried out (so no eviction is waited for)."""
+    `dry_run` says evictions are decided but not carried out (so no eviction is waited for).
+    """
 
     def __init__(self, counters: OomCounterSource, *, dry_run: bool, container_names: ContainerNames | None = None,
                  clock: Clock = SYSTEM_CLOCK) -> None:

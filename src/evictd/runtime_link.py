@@ -32,7 +32,8 @@ VERSION_PROBE_TIMEOUT_S = 2.0
 class CriRuntime:
     """A runtime that answered on the CRI endpoint, as the adapters use it (a `Runtime`).
 
-    `gc` is None where evictd must not collect (dry-run)."""
+    `gc` is None where evictd must not collect (dry-run).
+    """
 
     attached = True
 
@@ -81,7 +82,8 @@ class RuntimeLink:
     """Asks the CRI endpoint for the runtime until it answers, then attaches it once: `attach(version)` builds
     the runtime's parts and returns the runtime, which then fills `slot`.
 
-    As a daemon part, `start` asks the endpoint once before the first cycle."""
+    As a daemon part, `start` asks the endpoint once before the first cycle.
+    """
 
     def __init__(self, client: CriClient, attach: Callable[[RuntimeVersion], Runtime], log: Any, *,
                  slot: RuntimeSlot | None = None, retry_s: float = RUNTIME_RETRY_S,

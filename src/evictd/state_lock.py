@@ -58,7 +58,8 @@ def acquire_state_lock(state_dir: str, timeout_s: float, log: Any, *, clock: Clo
     """Lock `state_dir` for this process, waiting up to `timeout_s` for another evictd holding it.
 
     Returns the held lock (or an unheld one when the lock file cannot be created: logged); raises
-    StateLockError when another process still holds it after `timeout_s`."""
+    StateLockError when another process still holds it after `timeout_s`.
+    """
     path = os.path.join(state_dir, LOCK_FILE)
     try:
         os.makedirs(state_dir, exist_ok=True)

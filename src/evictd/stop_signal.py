@@ -26,7 +26,8 @@ class ShutdownDeadline:
     A watchdog thread, started before any signal can arrive, blocks reading a pipe. `arm` writes one byte
     (`os.write` takes no lock and is async-signal-safe); the thread then waits `timeout_s` for `disarm`'s byte
     and calls `on_expiry` if none came. Starting a `threading.Timer` in the handler instead could deadlock: it
-    takes threading's internal locks, which the interrupted main thread may be holding."""
+    takes threading's internal locks, which the interrupted main thread may be holding.
+    """
 
     ARM = b"a"
     DISARM = b"d"
@@ -63,7 +64,8 @@ class StopSignal:
     `wake` cuts the loop's sleep short (the Waiter's self-pipe). When the deadline passes, `log` says so and
     the process exits with status 1 at once (`exit`: `os._exit`, which no hung thread can hold up). The
     watchdog exists only between `install` and `close`: before `install` a request sets the flag and wakes
-    the loop, nothing more."""
+    the loop, nothing more.
+    """
 
     def __init__(self, wake: Callable[[], None], deadline_s: float, log: Any,
                  exit: Callable[[int], object] = os._exit) -> None:
@@ -82,7 +84,8 @@ class StopSignal:
     def request(self, reason: str = "stop requested") -> None:
         """Stop after the current cycle. Safe in a signal handler: no logging, no lock, no thread.
 
-        The deadline is armed before the loop is woken, so the loop's exit always finds it to disarm."""
+        The deadline is armed before the loop is woken, so the loop's exit always finds it to disarm.
+        """
         if self._requested:
             return
         self.reason = reason

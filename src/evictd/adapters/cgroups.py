@@ -127,7 +127,8 @@ class CgroupLayout:
     ``version`` is 1 or 2; ``root`` is the cgroup mount (``/sys/fs/cgroup``); ``driver`` is
     ``"cgroupfs"`` or ``"systemd"``; ``base`` is the kubelet's ``cgroupRoot`` relative to the hierarchy
     root (``""`` normally; tests use their own cgroup). Raises ConfigError for an unknown version or
-    driver, or a ``base`` that leaves the hierarchy."""
+    driver, or a ``base`` that leaves the hierarchy.
+    """
 
     version: int
     root: Path
@@ -183,7 +184,8 @@ def detect_cgroup_layout(
 
     v2 if ``root/cgroup.controllers`` exists and lists ``memory``; otherwise v1, which needs a
     ``root/memory`` hierarchy. Raises SampleError if ``cgroup.controllers`` cannot be read or neither
-    layout has a memory controller, ConfigError for a bad ``driver`` or ``base``."""
+    layout has a memory controller, ConfigError for a bad ``driver`` or ``base``.
+    """
     root_path = Path(root)
     controllers_path = str(root_path / "cgroup.controllers")
     controllers = read_file_if_present(controllers_path)
@@ -218,7 +220,8 @@ class CgroupReader:
     def memory(self, cgroup: str) -> MemoryReading:
         """Return the memory reading of ``cgroup`` (relative to the hierarchy root; ``""`` = root).
 
-        Raises SampleError naming the file that is missing, unreadable or malformed."""
+        Raises SampleError naming the file that is missing, unreadable or malformed.
+        """
         folder = cgroup_folder(self._memory_dir, cgroup)
         if self._v1:
             # The hot path of a cycle (three files per pod): one read per file, no helper layers.
@@ -269,7 +272,8 @@ class CgroupReader:
 
         Guaranteed pods sit in the pods cgroup, burstable and best-effort ones in their tier's cgroup
         (a missing tier cgroup holds no pods). Other folders are skipped. Raises SampleError if the
-        pods cgroup or a tier cgroup cannot be listed."""
+        pods cgroup or a tier cgroup cannot be listed.
+        """
         pods = self.pods_cgroup()
         found: dict[str, PodCgroup] = {}
         names = child_cgroups(cgroup_folder(self._memory_dir, pods))
@@ -283,7 +287,8 @@ class CgroupReader:
     def container_cgroups(self, pod_cgroup: str) -> dict[str, str]:
         """Return container ID -> cgroup path for the container cgroups directly under ``pod_cgroup``.
 
-        Raises SampleError if the pod cgroup cannot be listed."""
+        Raises SampleError if the pod cgroup cannot be listed.
+        """
         match = self._container_pattern.fullmatch
         found: dict[str, str] = {}
         for name in child_cgroups(cgroup_folder(self._memory_dir, pod_cgroup)):

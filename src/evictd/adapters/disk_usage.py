@@ -108,7 +108,8 @@ class WalkBudget:
     """How many more entries the walks of one pass may look at (`math.inf`: no limit).
 
     Shared by the walks of one pod and refilled by their caller before each resumption; a walk that finds
-    it spent pauses (yields) until then."""
+    it spent pauses (yields) until then.
+    """
 
     __slots__ = ("entries_left",)
 
@@ -154,7 +155,8 @@ class _Tree:
     `checks` holds, for every recorded directory but the root (whose stat the caller already has), its
     path and the (inode, mtime, blocks, device) it was counted with; `root_check` the same for the root.
     `fresh_until` is the earliest time one of its records reaches its age limit; `racy` whether any record
-    was listed too soon after its mtime to be trusted. Only `last_asked_cycle` changes after creation."""
+    was listed too soon after its mtime to be trusted. Only `last_asked_cycle` changes after creation.
+    """
 
     __slots__ = ("checks", "device", "fresh_until", "last_asked_cycle", "racy", "records", "result", "root_check")
 
@@ -182,7 +184,8 @@ class DiskUsageCache:
     `max_age_s`: every directory is listed again at least this often (in-place file growth is seen within
     it). `keep_cycles`: a path not asked for during this many cycles is forgotten. `clock`: monotonic
     seconds. `scandir`: lists one directory (tests inject a counting wrapper of ``os.scandir``).
-    Raises ConfigError for a non-positive or non-finite `max_age_s` or a `keep_cycles` below 1."""
+    Raises ConfigError for a non-positive or non-finite `max_age_s` or a `keep_cycles` below 1.
+    """
 
     def __init__(self, *, max_age_s: float = DEFAULT_MAX_AGE_S, keep_cycles: int = DEFAULT_KEEP_CYCLES,
                  clock: Clock = SYSTEM_CLOCK, scandir: Scandir = os.scandir) -> None:
@@ -215,7 +218,8 @@ class DiskUsageCache:
 
         Re-lists only the directories that changed or aged out (see the module docstring). A `path` that
         is not a directory counts as one entry. Raises SampleError(path, reason) when any part of the tree
-        cannot be read; the cached tree is then dropped."""
+        cannot be read; the cached tree is then dropped.
+        """
         walk = self.walk(path, WalkBudget(math.inf))
         try:
             next(walk)
@@ -229,7 +233,8 @@ class DiskUsageCache:
 
         Drive it with ``next()`` after refilling the budget; its return value (``StopIteration.value``) is
         the usage, or None if `path` does not exist. Raises SampleError as `usage` does. Closing a paused
-        walk closes the directory listing it holds."""
+        walk closes the directory listing it holds.
+        """
         now = self._clock.monotonic()
         try:
             root_stat = os.lstat(path)
@@ -335,7 +340,8 @@ class DiskUsageCache:
     ) -> Generator[None, None, tuple[_DirRecord | None, list[tuple[str, os.stat_result]]]]:
         """List `dir_path`; return its record (None if it vanished) and the stats of its subdirectories.
 
-        Pauses in the middle of the listing whenever `budget` is spent (the listing stays open meanwhile)."""
+        Pauses in the middle of the listing whenever `budget` is spent (the listing stays open meanwhile).
+        """
         files_bytes = 0
         files_inodes = 0
         linked: dict[int, int] = {}
@@ -426,7 +432,8 @@ def volume_dirs(kubelet_root: str, pod_uid: str) -> list[tuple[str, str]]:
     Lists ``<kubelet_root>/pods/<pod_uid>/volumes/kubernetes.io~empty-dir/``. Volume folders that are mount
     points of another filesystem (memory-backed emptyDirs) and entries that are not folders are left out; a
     pod without that folder has none. Raises SampleError when the folder cannot be read, or when `pod_uid`
-    is not a single path component."""
+    is not a single path component.
+    """
     uid = _component(kubelet_root, "pod uid", pod_uid)
     # Called for every pod every pass: plain string joins (os.path.join's result, without its cost).
     plugin_dir = f"{os.path.join(kubelet_root, '')}pods/{uid}/volumes/{EMPTY_DIR_PLUGIN_DIR}"
@@ -454,7 +461,8 @@ def container_log_dirs(pod_logs_dir: str, namespace: str, name: str, uid: str) -
     """Return (container, folder) of each ``<pod_logs_dir>/<namespace>_<name>_<uid>/<container>/``, by name.
 
     A pod without a log folder has none. Raises SampleError when the folder cannot be read, or when a part
-    of its name is not a single path component."""
+    of its name is not a single path component.
+    """
     parts = (("namespace", namespace), ("name", name), ("uid", uid))
     folder = os.path.join(pod_logs_dir, POD_LOG_DIR_DELIMITER.join(_component(pod_logs_dir, *part) for part in parts))
     try:

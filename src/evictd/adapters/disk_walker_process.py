@@ -222,7 +222,8 @@ class DiskWalkerProcess:
     """Keeps a disk walker child running and its figures flowing into `store`; `start` once, `stop` once.
 
     `log(event, **fields)` receives what went wrong (a child that exited, a line that could not be read).
-    `command` is the child's command line without its settings argument (tests may run another program)."""
+    `command` is the child's command line without its settings argument (tests may run another program).
+    """
 
     def __init__(self, store: PodDiskStore, settings: WalkerSettings, *,
                  log: Callable[..., object] | None = None, command: Sequence[str] | None = None) -> None:
@@ -246,7 +247,8 @@ class DiskWalkerProcess:
         """End the child (SIGTERM, SIGKILL after STOP_WAIT_S) and the threads talking to it.
 
         A signal, not closing its stdin: the feeding thread may be blocked writing to that pipe, and a
-        walker has nothing to finish."""
+        walker has nothing to finish.
+        """
         self._stopping.set()
         with self._lock:
             child = self._child

@@ -40,7 +40,8 @@ class FsReading:
 def statvfs_reading(path: str) -> FsReading:
     """Return the capacity, availability and inode counts of the filesystem that holds `path`.
 
-    Raises SampleError(path, reason) when `path` cannot be opened or its filesystem cannot be queried."""
+    Raises SampleError(path, reason) when `path` cannot be opened or its filesystem cannot be queried.
+    """
     try:
         # O_PATH opens without read permission and without side effects (no atime, works on any file type);
         # fstat and fstatvfs on it accept it since Linux 3.12.
@@ -73,7 +74,8 @@ def detect_layout(kubelet_root: str, imagefs_path: str, containerfs_path: str) -
     ``dedicated_imagefs``: the image filesystem is on another device than the kubelet root directory
     (the kubelet's ``HasDedicatedImageFs``). ``split_containerfs``: the container (writable layer)
     filesystem is on another device than the image filesystem (``HasDedicatedContainerFs``).
-    Raises SampleError naming the first path that cannot be stat'ed."""
+    Raises SampleError naming the first path that cannot be stat'ed.
+    """
     root_dev = _device(kubelet_root)
     image_dev = _device(imagefs_path)
     container_dev = _device(containerfs_path)

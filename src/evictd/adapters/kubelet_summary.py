@@ -271,7 +271,8 @@ def _one_line(text: str) -> str:
 def _tls_context(ca_file: str, insecure: bool) -> ssl.SSLContext:
     """Return the client context: verification against `ca_file`, or none at all when `insecure`.
 
-    Raises ConfigError at kubeletCAFile when verification is wanted and the bundle cannot be loaded."""
+    Raises ConfigError at kubeletCAFile when verification is wanted and the bundle cannot be loaded.
+    """
     if insecure:
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
         context.check_hostname = False
@@ -357,7 +358,8 @@ class _DeadlineSocket:
     deadline: the timeout is set to the time left before each send and each receive.
 
     As with a real socket, `close` leaves the socket open while a file made by `makefile` is: http.client
-    closes the connection as soon as an answer says `Connection: close`, and reads the body afterwards."""
+    closes the connection as soon as an answer says `Connection: close`, and reads the body afterwards.
+    """
 
     def __init__(self, sock: socket.socket, deadline: _Deadline) -> None:
         self._sock = sock
@@ -411,7 +413,8 @@ class _DeadlineConnection(http.client.HTTPConnection):
     """An HTTP(S) connection whose every step, from name resolution to the last byte, ends by `deadline`.
 
     The TLS handshake runs with the time left as its timeout, which CPython's ssl module applies to the whole
-    handshake rather than to each receive."""
+    handshake rather than to each receive.
+    """
 
     def __init__(self, host: str, port: int, deadline: _Deadline, context: ssl.SSLContext | None) -> None:
         super().__init__(host, port)

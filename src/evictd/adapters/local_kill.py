@@ -62,7 +62,8 @@ class KillResult:
     """What a local kill did: the pod, the grace period sent, what was stopped and how long it took.
 
     ``found`` is False when the runtime holds no sandbox of the pod (already gone, or never on this node);
-    ``container_ids``/``sandbox_ids`` are what was stopped (empty if the pod was found already stopped)."""
+    ``container_ids``/``sandbox_ids`` are what was stopped (empty if the pod was found already stopped).
+    """
 
     pod: str
     pod_uid: str
@@ -98,7 +99,8 @@ def sandboxes_to_stop(sandboxes: Sequence[Sandbox], stopped: Sequence[Container]
 class LocalKiller:
     """Kills evicted pods over the CRI (see the module docstring for the procedure).
 
-    ``clock`` (monotonic seconds) only times the kill for the result."""
+    ``clock`` (monotonic seconds) only times the kill for the result.
+    """
 
     def __init__(self, runtime: PodRuntime, *, clock: Clock = SYSTEM_CLOCK) -> None:
         self._runtime = runtime
@@ -122,7 +124,8 @@ class LocalKiller:
         """Stop the evicted pod's containers (with the grace period) and sandboxes; return what was done.
 
         Blocks until every container has stopped, i.e. at most the grace period plus the runtime's own
-        latency. Raises ``CRIError`` if listing fails, or (after trying everything) if any stop failed."""
+        latency. Raises ``CRIError`` if listing fails, or (after trying everything) if any stop failed.
+        """
         started = self._clock.monotonic()
         pod = eviction.pod
         grace_s = stop_grace_period_s(eviction)

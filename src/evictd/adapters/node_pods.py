@@ -62,7 +62,8 @@ class DiscoveredPods:
     """A PodSource listing the pods that have a cgroup on this node.
 
     `sandbox_problem` says why the runtime could not name the pods of the last listing (None when it did, or
-    when no runtime is attached)."""
+    when no runtime is attached).
+    """
 
     def __init__(self, cgroups: CgroupReader, pod_logs_dir: str, runtime: Runtime = NO_RUNTIME) -> None:
         self._cgroups = cgroups

@@ -90,7 +90,8 @@ class DiskBlocks:
     Built once per `PodDiskFigures` object and reused while the store hands out the same one (figures and
     Summary blocks are immutable), so an unchanged pod costs a cycle no allocation for its disk figures.
     `log_containers` are the container entries when the runtime names no container; `ephemeral_storage` is
-    volumes + logs, without writable layers."""
+    volumes + logs, without writable layers.
+    """
 
     figures: PodDiskFigures
     measured_at: datetime
@@ -137,7 +138,8 @@ class NodeStatsSource:
     """A StatsSource reading this node directly. `problems` lists what could not be read last cycle.
 
     `pods` names the pods to measure; `pod_cgroups` finds their cgroups (by default by listing the pods
-    cgroup; with pods discovered from the node, the listing that discovered them is passed instead)."""
+    cgroup; with pods discovered from the node, the listing that discovered them is passed instead).
+    """
 
     def __init__(self, *, node_name: str, cgroups: CgroupReader, pods: PodList, disk_usage: PodDiskStore,
                  kubelet_root: str, image_fs_path: str, container_fs_path: str, proc_root: str = "/proc",
@@ -232,7 +234,8 @@ class NodeStatsSource:
     ) -> tuple[PodStats, ...]:
         """Fill memory and process counts the pod cgroup could not give from the runtime's sandbox stats.
 
-        ListPodSandboxStats is asked only in a cycle where some pod lacks its cgroup readings."""
+        ListPodSandboxStats is asked only in a cycle where some pod lacks its cgroup readings.
+        """
         if not self._runtime.attached or all(p.memory is not None for p in pods):
             return pods
         try:

@@ -153,7 +153,8 @@ class MemcgThresholdNotifier(_FdOwner):
         the other side of the level, it crossed while the kernel was not yet watching (a registration waits
         for an RCU grace period), and the eventfd is signalled here as the kernel would have.
         Raises SampleError (naming the file) when the level is negative, when the cgroup or its v1
-        files are missing (e.g. on cgroup v2), or when the kernel refuses the registration."""
+        files are missing (e.g. on cgroup v2), or when the kernel refuses the registration.
+        """
         self._fd = -1
         self.cgroup_dir = cgroup_dir
         self.threshold_bytes = threshold_bytes
@@ -268,7 +269,8 @@ class PsiNotifier(_FdOwner):
 
         `privileged` says whether the kernel will see CAP_SYS_RESOURCE; None reads it from ``<proc_root>/self/status``.
         Raises ConfigError (before opening anything) for a trigger the kernel would refuse, and SampleError naming
-        `path` when it cannot be opened or the kernel refuses the trigger anyway."""
+        `path` when it cannot be opened or the kernel refuses the trigger anyway.
+        """
         self._fd = -1
         self.path = path
         self.kind = kind
@@ -346,7 +348,8 @@ class Waiter:
         Returns ``[]`` on timeout, ``"signal"`` for `wake`, and each firing notifier's cause once
         (``"memcg"``, ``"psi"``). Fired events are consumed, so they are not reported twice. A signal
         whose handler does not call `wake` does not end the wait early (the poll is resumed).
-        Raises SampleError if consuming an event fails."""
+        Raises SampleError if consuming an event fails.
+        """
         self._check_open()
         timeout_ms = max(0, math.ceil(min(timeout_s * _MS_PER_S, MAX_POLL_TIMEOUT_MS)))
         ready = self._poll.poll(timeout_ms)
@@ -430,7 +433,8 @@ class MemcgNotifierSet:
     ``memcg_rearm`` when only a drop watch did, and `description` names what fired. A registration waits
     for an RCU grace period (tens of milliseconds, more under load): once armed, the set re-arms in a thread
     of its own, which swaps the new eventfd into the epoll set, so the loop never waits for a registration
-    while a crossing is being decided, and the old notifier stays registered until the new one is."""
+    while a crossing is being decided, and the old notifier stays registered until the new one is.
+    """
 
     poll_events = select.POLLIN
 
@@ -510,7 +514,8 @@ class MemcgNotifierSet:
         refresh, re-arm every threshold in the thread; otherwise re-arm a threshold's level when it moved by
         a step, and its drop watch when `drop_watch_stale` says so. The thread's failures are returned by the
         next call. Readings that cannot give a level are reported at a refresh only; a threshold left without
-        a level by a failed registration waits for the next refresh."""
+        a level by a failed registration waits for the next refresh.
+        """
         with self._lock:
             errors, self._failures = self._failures, []
         if self._last_refresh_at is None:
@@ -541,7 +546,8 @@ class MemcgNotifierSet:
 
         As in the kubelet, incomplete readings leave that threshold's old notifier in place, while a
         failed registration leaves it with none. The drop watch follows the level: re-armed with it, closed
-        when it fails."""
+        when it fails.
+        """
         errors: list[NotifierFailure] = []
         for index, threshold in enumerate(self.thresholds):
             try:

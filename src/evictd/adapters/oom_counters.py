@@ -54,7 +54,8 @@ class OomCounters:
     def pods_kills(self) -> int | None:
         """Return the hierarchical OOM-kill counter of the pods cgroup (v2), None on v1 or without a pods cgroup.
 
-        Raises SampleError."""
+        Raises SampleError.
+        """
         if self._v1 or not self._cgroups.has_pods_cgroup():
             return None
         pods = self._cgroups.pods_cgroup()
@@ -67,7 +68,8 @@ class OomCounters:
         """Return the counters below the pods cgroup, tagged with their pods and containers (none without one).
 
         v1: every cgroup from the pods cgroup down (local counters). v2: each pod cgroup and the container
-        cgroups directly under it (hierarchical counters). Raises SampleError."""
+        cgroups directly under it (hierarchical counters). Raises SampleError.
+        """
         if not self._cgroups.has_pods_cgroup():
             return ()
         pods = self._cgroups.pod_cgroups()

@@ -53,7 +53,8 @@ class PodKey(NamedTuple):
     """What names a pod's folders: its UID (volumes) and namespace, name and UID (log folder).
 
     A named tuple rather than a dataclass: it is hashed and compared for every pod every cycle, which a tuple
-    does in C."""
+    does in C.
+    """
 
     uid: str
     namespace: str
@@ -73,7 +74,8 @@ class PodDiskFigures:
     """One completed round over a pod: its volumes and container log folders, or why it failed.
 
     `measured_at_monotonic` and `measured_at_wall` (seconds since the epoch) are when the round began.
-    `problem` is set when part of the pod could not be read; the figures are then empty and unusable."""
+    `problem` is set when part of the pod could not be read; the figures are then empty and unusable.
+    """
 
     pod: PodKey
     measured_at_monotonic: float
@@ -96,7 +98,8 @@ class _Round:
 class PodDiskWalker:
     """Measures pods' volumes and log folders in rounds of at most `entry_budget` entries per pod and pass.
 
-    Owns its `DiskUsageCache` (one thread only). Raises ConfigError for an `entry_budget` below 1."""
+    Owns its `DiskUsageCache` (one thread only). Raises ConfigError for an `entry_budget` below 1.
+    """
 
     def __init__(self, *, kubelet_root: str, pod_logs_dir: str, entry_budget: int = DEFAULT_ENTRY_BUDGET,
                  cache: DiskUsageCache | None = None, clock: Clock = SYSTEM_CLOCK) -> None:
@@ -162,7 +165,8 @@ def _space(usage: DirUsage) -> SpaceUsed:
 class PodDiskReading:
     """What the cycle may use of a pod's disk figures: `figures` when fresh, else `problem` when unreadable.
 
-    Both None: the pod has not been measured yet and is not overdue (no disk figures, nothing wrong)."""
+    Both None: the pod has not been measured yet and is not overdue (no disk figures, nothing wrong).
+    """
 
     figures: PodDiskFigures | None = None
     problem: SampleError | None = None
@@ -177,7 +181,8 @@ class PodDiskStore:
     `want` and `readings` are what the housekeeping cycle calls: each takes the lock once, for dictionary
     operations only. `record` is called with figures as they arrive; `wait_for_wanted` lets the thread that
     feeds the walker sleep until the wanted pods change. Raises ConfigError for a non-positive
-    `stale_after_s`."""
+    `stale_after_s`.
+    """
 
     def __init__(self, *, stale_after_s: float = DEFAULT_STALE_AFTER_S,
                  clock: Clock = SYSTEM_CLOCK) -> None:

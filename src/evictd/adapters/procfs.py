@@ -57,7 +57,8 @@ def pid_limit(root: str | Path = "/proc") -> int:
 def running_tasks(root: str | Path = "/proc") -> int:
     """Return the number of tasks (threads included) on the machine, from ``<root>/loadavg``.
 
-    Raises SampleError."""
+    Raises SampleError.
+    """
     path = Path(root) / "loadavg"
     text = _read_text(path)
     fields = text.split()

@@ -105,7 +105,8 @@ def _wall_ns(clock: Clock) -> int:
 class GCError(CRIError):
     """Some removals of one GC pass failed (all were tried); `failures` holds each, `freed_bytes` the rest.
 
-    `method` and `code` are those of the first failure; the detail counts and lists them all."""
+    `method` and `code` are those of the first failure; the detail counts and lists them all.
+    """
 
     def __init__(self, what: str, failures: Sequence[CRIError], freed_bytes: int) -> None:
         self.failures = tuple(failures)
@@ -141,7 +142,8 @@ class CriContainerGC:
     `pod_state` answers for each pod UID (see `evictd.core.container_gc.PodState`: pods the caller cannot
     vouch for must be ACTIVE); `sources_ready` is the kubelet's allSourcesReady. `log_dirs_root` is the pod
     logs folder (`/var/log/pods`), None to leave log folders alone; `legacy_logs_root` the folder of legacy
-    container log symlinks (`/var/log/containers`), None to skip it."""
+    container log symlinks (`/var/log/containers`), None to skip it.
+    """
 
     def __init__(self, client: RuntimeGCClient, policy: GCPolicy, pod_state: PodStateFunc, log_dirs_root: str | None, *,
                  sources_ready: Callable[[], bool] = lambda: True, legacy_logs_root: str | None = None,
@@ -288,7 +290,8 @@ class ImageGCResult:
     """What one image GC pass deleted and freed.
 
     `wanted_bytes` is what periodic GC aimed at (None: usage was below the high threshold, or the pass was
-    eviction-time reclaim); `shortfall` is the kubelet's FreeDiskSpaceFailed message when it freed less."""
+    eviction-time reclaim); `shortfall` is the kubelet's FreeDiskSpaceFailed message when it freed less.
+    """
 
     removed: tuple[ImageToFree, ...] = ()
     freed_bytes: int = 0
@@ -305,7 +308,8 @@ class CriImageGC:
 
     `fs_usage` returns the image filesystem's (capacity_bytes, available_bytes) for periodic GC (see
     `imagefs_usage`). `on_image_removed` is called once per deleted image with its reason ("space" or
-    "age"), for `evictd_image_garbage_collected_total{reason}`."""
+    "age"), for `evictd_image_garbage_collected_total{reason}`.
+    """
 
     def __init__(self, client: RuntimeGCClient, policy: ImageGCPolicy, *,
                  fs_usage: Callable[[], tuple[int, int]] | None = None,
@@ -344,7 +348,8 @@ class CriImageGC:
         """The kubelet's periodic GarbageCollect: images past the maximum age, then down to the low threshold.
 
         Raises CRIError when listing fails, GCError when a deletion failed (as the kubelet, age deletion
-        errors end the pass before the space step), SampleError when the filesystem cannot be read."""
+        errors end the pass before the space step), SampleError when the filesystem cannot be read.
+        """
         images, in_use, now_s = self.detect()
         if self.policy.periodic_disabled:
             return ImageGCResult()
@@ -403,7 +408,8 @@ def imagefs_usage(client: ImageFsClient) -> Callable[[], tuple[int, int]]:
     """Return a reader of the image filesystem's (capacity, available) bytes: statvfs of what ImageFsInfo names.
 
     The reader raises CRIError when the runtime does not answer, SampleError when it names no filesystem or
-    the folder cannot be read."""
+    the folder cannot be read.
+    """
 
     def read() -> tuple[int, int]:
         info = client.image_fs_info()
@@ -422,7 +428,8 @@ class RuntimeReclaimer:
     """Node-level reclaim for the eviction manager: containerGC and imageGC through the runtime.
 
     With `images.policy.include_in_eviction` false, IMAGE_GC deletes nothing and frees 0 (periodic image
-    GC is unaffected)."""
+    GC is unaffected).
+    """
 
     def __init__(self, containers: CriContainerGC, images: CriImageGC) -> None:
         self.containers = containers

@@ -44,7 +44,8 @@ class RuntimeFilesystems:
 
         After an answer naming the filesystems the runtime is asked again a minute later; after a failed
         call or an answer naming none (a runtime that has just started and not measured them yet) at the
-        next call."""
+        next call.
+        """
         now = self._clock.monotonic()
         if now - self._asked_at >= FILESYSTEM_REFRESH_S:
             try:

@@ -48,7 +48,8 @@ class PodState(StrEnum):
 
     ACTIVE: the pod exists and may run (or the caller cannot vouch for it: unknown pods must be ACTIVE until
     every pod source has been synced). TERMINATED: termination was requested or has finished, but the pod is
-    still in the API (`ShouldPodRuntimeBeRemoved`). DELETED: gone from the API (`ShouldPodContentBeRemoved`)."""
+    still in the API (`ShouldPodRuntimeBeRemoved`). DELETED: gone from the API (`ShouldPodContentBeRemoved`).
+    """
 
     ACTIVE = "active"
     TERMINATED = "terminated"
@@ -64,7 +65,8 @@ class GCPolicy:
 
     min_age_s: --minimum-container-ttl-duration (0: no minimum).
     max_per_pod_container: --maximum-dead-containers-per-container (negative: no limit).
-    max_containers: --maximum-dead-containers (negative: no limit)."""
+    max_containers: --maximum-dead-containers (negative: no limit).
+    """
 
     min_age_s: float = 0.0
     max_per_pod_container: int = 1
@@ -181,7 +183,8 @@ def sandboxes_to_remove(
     """Return the sandbox IDs the kubelet's evictSandboxes removes, oldest first per pod.
 
     `containers` are the containers that still exist (listed after the container removals): a sandbox any
-    of them belongs to is active, as is a READY one. Active sandboxes are never removed."""
+    of them belongs to is active, as is a READY one. Active sandboxes are never removed.
+    """
     referenced = {container.pod_sandbox_id for container in containers}
     by_pod: dict[str, list[Sandbox]] = {}
     for sandbox in sandboxes:
@@ -227,7 +230,8 @@ def legacy_log_symlinks_to_remove(dangling: Iterable[str], containers: Iterable[
 
     As upstream, a symlink whose container cannot be found (or whose name holds no ID) is removed; one whose
     container exists in any state but EXITED is kept (its log may be mid-rotation). IDs match by prefix, as
-    the CRI's ContainerStatus resolves them."""
+    the CRI's ContainerStatus resolves them.
+    """
     listed = tuple(containers)
     removed: list[str] = []
     for name in dangling:

@@ -89,7 +89,8 @@ def mapping(value: object, key: str, *, if_null: object = _REJECT) -> object:
     """Return `value` as a string-keyed mapping, or `if_null` for None.
 
     Raises DecodeError "must be a mapping" (also for None without `if_null`) or "mapping keys must be
-    strings" (YAML allows other keys; JSON does not)."""
+    strings" (YAML allows other keys; JSON does not).
+    """
     if value is None and if_null is not _REJECT:
         return if_null
     if not isinstance(value, Mapping):
@@ -107,7 +108,8 @@ def sequence(value: object, key: str, *, if_null: _D) -> Sequence[object] | _D: 
 def sequence(value: object, key: str, *, if_null: object = _REJECT) -> object:
     """Return `value` as a list (a list or tuple; never a string), or `if_null` for None.
 
-    Raises DecodeError "must be a list" (also for None without `if_null`)."""
+    Raises DecodeError "must be a list" (also for None without `if_null`).
+    """
     if value is None and if_null is not _REJECT:
         return if_null
     if not isinstance(value, list | tuple):
@@ -126,7 +128,8 @@ def list_of(
 ) -> object:
     """Return `decode_item(item, "key[i]")` for each element of the list `value`, or `if_null` for None.
 
-    Raises DecodeError "must be a list" (also for None without `if_null`), or whatever `decode_item` raises."""
+    Raises DecodeError "must be a list" (also for None without `if_null`), or whatever `decode_item` raises.
+    """
     if value is None and if_null is not _REJECT:
         return if_null
     return tuple(decode_item(item, element(key, i)) for i, item in enumerate(sequence(value, key)))
@@ -154,7 +157,8 @@ def integer(
 ) -> object:
     """Return `value` as an int within [low, high] (default: Go's int64 range), or `if_null` for None.
 
-    Raises DecodeError "must be an integer" (bools and floats included) or "must be between low and high"."""
+    Raises DecodeError "must be an integer" (bools and floats included) or "must be between low and high".
+    """
     if value is None and if_null is not _REJECT:
         return if_null
     if isinstance(value, bool) or not isinstance(value, int):

@@ -93,7 +93,8 @@ def parse_go_duration_ns(text: str) -> int:
     Accepts exactly what Go's `time.ParseDuration` accepts (units ns, us, µs, μs, ms, s, m, h; a lone `0`,
     optionally signed, needs no unit) and raises DurationError with Go's texts:
     `time: invalid duration "<text>"`, `time: missing unit in duration "<text>"`,
-    `time: unknown unit "<unit>" in duration "<text>"`."""
+    `time: unknown unit "<unit>" in duration "<text>"`.
+    """
     if not isinstance(text, str):
         raise TypeError(f"parse_go_duration_ns expects str, not {type(text).__name__}")
     invalid = f"time: invalid duration {_go_quote(text)}"

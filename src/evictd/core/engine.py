@@ -87,7 +87,8 @@ class EngineState:
 
     `layout` and `thresholds` are fixed by the first cycle (layout detection and containerfs derivation); a
     state whose `layout` is cleared has them detected and derived again by the next cycle, the rest kept.
-    Times are monotonic seconds."""
+    Times are monotonic seconds.
+    """
 
     layout: FsLayout | None = None
     thresholds: tuple[Threshold, ...] = ()
@@ -135,7 +136,8 @@ class Eviction:
     carries `reason`, `message` and `annotations`.
     `signal` is the label of the kubelet's evictions metric. `grace_period_override_s` is what the kubelet's
     eviction manager computes; `effective_grace_period_s` is what the pod gets after the pod worker resolves
-    an override of 0 or less (KUBELET_SPEC §10.2)."""
+    an override of 0 or less (KUBELET_SPEC §10.2).
+    """
 
     pod: Pod
     signal: str
@@ -178,7 +180,8 @@ class ReclaimThenEvict:
     show the pressure resolved, evict one pod (`choose_eviction`).
 
     `thresholds` are those to act on (grace periods met, stats updated) in eviction priority; the first is
-    the one reclaimed (the kubelet's thresholdToReclaim)."""
+    the one reclaimed (the kubelet's thresholdToReclaim).
+    """
 
     thresholds: tuple[Threshold, ...]
     resource: Resource
@@ -198,7 +201,8 @@ class Assessment:
     """The outcome of `assess`: what the cycle saw, and the next step of its synchronize (`next_step`).
 
     `thresholds` are the thresholds met (grace period elapsed or not); `stale_signals` the signals of
-    thresholds that would act but whose stats are no newer than last cycle's."""
+    thresholds that would act but whose stats are no newer than last cycle's.
+    """
 
     next_step: NextStep
     observations: Mapping[Signal, Observation] = field(default_factory=dict)
@@ -212,7 +216,8 @@ class Assessment:
 class EvictionChoice:
     """The ranked candidates and the one eviction of the cycle (None when every candidate is critical).
 
-    `withheld` says why nobody was even ranked although a threshold asked for an eviction."""
+    `withheld` says why nobody was even ranked although a threshold asked for an eviction.
+    """
 
     ranking: tuple[Pod, ...]
     eviction: Eviction | None
@@ -296,7 +301,8 @@ def assess(
     """Run the synchronize step up to node-level reclaim; return the new state and what to do next.
 
     The steps are the kubelet's, in its order and under its helpers' names. `summary` None means the stats
-    could not be read: nothing changes (node conditions stay frozen)."""
+    could not be read: nothing changes (node conditions stay frozen).
+    """
     if not config.thresholds and not config.local_storage_capacity_isolation:
         return state, Assessment(Skipped("no thresholds configured and local storage isolation is off"))
     warnings: tuple[str, ...] = ()
@@ -372,7 +378,8 @@ def layout_of(state: EngineState) -> FsLayout:
 def reclaim_succeeded(state: EngineState, summary_after: Summary | None) -> bool:
     """Return True when, on the post-reclaim stats, no configured threshold is met with minimum reclaim.
 
-    Grace periods are ignored and soft thresholds count too; unreadable stats mean reclaim failed."""
+    Grace periods are ignored and soft thresholds count too; unreadable stats mean reclaim failed.
+    """
     if summary_after is None:
         return False
     observations = signal_observations(summary_after)
@@ -385,7 +392,8 @@ def effective_grace_period_s(override_s: int, pod: Pod) -> int:
     v1.36.2's `calculateEffectiveGracePeriod`: the override only shortens (a deletion already under way with a
     shorter grace period keeps it); an explicit override, 0 included, is never replaced by the pod's own
     `terminationGracePeriodSeconds` (its `overridden` flag); anything below 1 s becomes 1 s. So a soft
-    eviction with the default `evictionMaxPodGracePeriod: 0` gives the pod 1 s, not its own grace period."""
+    eviction with the default `evictionMaxPodGracePeriod: 0` gives the pod 1 s, not its own grace period.
+    """
     grace = 0
     if pod.deletion_grace_period_s is not None:
         grace = pod.deletion_grace_period_s
@@ -442,7 +450,8 @@ def choose_eviction(
 
     `layout` is the one fixed by the first cycle (`layout_of`); `observations` and `summary` are the cycle's
     (pre-reclaim) ones, as the kubelet ranks on them. `pods_from_node` means the pods are what the node shows
-    (the API gave no pod list): only a hard threshold evicts from them."""
+    (the API gave no pod list): only a hard threshold evicts from them.
+    """
     threshold, resource = step.threshold, step.resource
     if not pods:
         return EvictionChoice(ranking=(), eviction=None)

@@ -83,7 +83,8 @@ class ConfigError(EvictdError):
     """A configuration value is invalid.
 
     `key` names where the bad value sits (e.g. ``evictionHard[memory.available]``, or a flag name),
-    `value` is the offending raw value, `reason` is the message in the kubelet's own wording."""
+    `value` is the offending raw value, `reason` is the message in the kubelet's own wording.
+    """
 
     def __init__(self, reason: str, *, key: str | None = None, value: object = None) -> None:
         self.reason = reason

@@ -23,7 +23,8 @@ class FsLayout:
     """How the node's filesystems are laid out (KUBELET_SPEC §4.2).
 
     `dedicated_imagefs`: the runtime's image filesystem is on another device than the kubelet root (nodefs).
-    `split_containerfs`: writable layers (containerfs) sit on a different filesystem than images."""
+    `split_containerfs`: writable layers (containerfs) sit on a different filesystem than images.
+    """
 
     dedicated_imagefs: bool = False
     split_containerfs: bool = False
@@ -54,7 +55,8 @@ class LayoutMeaning:
     nothing is derived). `rank_fs_stats`: what the disk rank function of each disk signal measures.
     `reclaim_actions`: the node-level reclaim functions each signal runs, in call order (none when absent).
     `container_rootfs_counts`: a container's writable layer counts against its ephemeral-storage limit (it
-    is on nodefs); its logs always count."""
+    is on nodefs); its logs always count.
+    """
 
     containerfs_sources: Mapping[Signal, Signal]
     rank_fs_stats: Mapping[Signal, tuple[FsStatsType, ...]]

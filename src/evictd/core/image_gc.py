@@ -57,7 +57,8 @@ class ImageGCPolicy:
     min_age_s: imageMinimumGCAge, images first detected more recently are kept (space-based paths).
     max_age_s: imageMaximumGCAge, images unused for longer are deleted by periodic GC (0: disabled).
     protected: references or shell patterns of images no GC path deletes.
-    include_in_eviction: whether disk-pressure reclaim (DeleteUnusedImages) may delete images at all."""
+    include_in_eviction: whether disk-pressure reclaim (DeleteUnusedImages) may delete images at all.
+    """
 
     high_threshold_percent: int = DEFAULT_IMAGE_GC_HIGH_PERCENT
     low_threshold_percent: int = DEFAULT_IMAGE_GC_LOW_PERCENT
@@ -126,7 +127,8 @@ def normalize_reference(reference: str) -> str:
     """Return the fully qualified form of an image reference (Docker's ParseNormalizedNamed + TagNameOnly).
 
     `busybox` -> `docker.io/library/busybox:latest`; `foo/bar@sha256:..` -> `docker.io/foo/bar@sha256:..`.
-    Image IDs (`sha256:...`) and empty strings come back unchanged."""
+    Image IDs (`sha256:...`) and empty strings come back unchanged.
+    """
     if not reference or reference.startswith(ID_ALGORITHM_PREFIX):
         return reference
     name, at, digest = reference.partition("@")
@@ -192,7 +194,8 @@ def images_in_use(images: Iterable[Image], containers: Iterable[Container]) -> f
     """Return the IDs of `images` used by any listed container, whatever its state.
 
     Upstream marks images by the container's ImageID only; evictd also matches the image as the pod spec
-    named it (`container.image`, normalized), so an image is never deleted under a container that names it."""
+    named it (`container.image`, normalized), so an image is never deleted under a container that names it.
+    """
     by_name: dict[str, set[str]] = {}
     for image in images:
         for name in image_names(image):
@@ -244,7 +247,8 @@ def images_in_eviction_order(
     """Return the IDs of the deletion candidates, least recently used first (ties: first detected, then ID).
 
     Excluded: images in use, pinned, protected, and records whose image is not in `images` (without its
-    names, protection could not be checked)."""
+    names, protection could not be checked).
+    """
     listed = {image.id: image for image in images}
     in_use = set(in_use_ids)
     candidates = [
@@ -275,7 +279,8 @@ def images_to_free(
     """Return the images freeSpace deletes, in order, assuming each deletion succeeds.
 
     Stops after the image that brings the total to `bytes_to_free` or more; as upstream checks only after a
-    deletion, a `bytes_to_free` of 0 or less still selects the first eligible image."""
+    deletion, a `bytes_to_free` of 0 or less still selects the first eligible image.
+    """
     chosen: list[ImageToFree] = []
     freed = 0
     for image_id in images_in_eviction_order(state, images, in_use_ids, protected):
@@ -304,7 +309,8 @@ def images_past_max_age(
     """Return the candidates unused for longer than `max_age_s` (imageMaximumGCAge), in eviction order.
 
     None while `max_age_s` is 0 (disabled) or GC has not been running for more than `max_age_s` since
-    `began_gc_s` (upstream waits, so a restart does not delete images it has not yet seen in use)."""
+    `began_gc_s` (upstream waits, so a restart does not delete images it has not yet seen in use).
+    """
     if max_age_s <= 0 or now_s - began_gc_s <= max_age_s:
         return ()
     chosen: list[ImageToFree] = []
@@ -323,7 +329,8 @@ def periodic_bytes_to_free(
     Integer arithmetic as upstream: available is clamped to capacity; usage% = 100 - available*100/capacity;
     at usage% >= high the amount is capacity*(100-low)/100 - available, which integer truncation can make 0
     or negative (upstream then still deletes one image, see `images_to_free`). Raises SampleError when the
-    capacity is 0 ("invalid capacity 0 on image filesystem")."""
+    capacity is 0 ("invalid capacity 0 on image filesystem").
+    """
     if capacity_bytes <= 0:
         raise SampleError("imagefs", f"invalid capacity {capacity_bytes} on image filesystem")
     available = max(min(available_bytes, capacity_bytes), 0)

@@ -200,7 +200,8 @@ def _validate_enforce_node_allocatable(values: tuple[str, ...]) -> None:
 def eviction_settings(document: Mapping[str, object]) -> EvictionSettings:
     """Return the defaulted eviction settings of one (merged) KubeletConfiguration document.
 
-    Fields other than the eviction ones are accepted and ignored. Raises ConfigError."""
+    Fields other than the eviction ones are accepted and ignored. Raises ConfigError.
+    """
     maps = {name: _string_map(name, document.get(name)) for name in MAP_FIELDS}
     merge_defaults = document.get("mergeDefaultEvictionSettings")
     merge = _bool("mergeDefaultEvictionSettings", merge_defaults) if merge_defaults is not None else False

@@ -86,7 +86,8 @@ def _pod_limit_eviction(pod: Pod, stats: PodStats) -> LocalStorageEviction | Non
 def _container_limits(pod: Pod) -> dict[str, Quantity]:
     """Return container name -> ephemeral-storage limit of the regular containers whose limit counts.
 
-    A limit whose integer value (rounded up) is 0 does not count."""
+    A limit whose integer value (rounded up) is 0 does not count.
+    """
     limits: dict[str, Quantity] = {}
     for container in pod.containers:
         limit = container.limits.get(Resource.EPHEMERAL_STORAGE.value)
@@ -122,7 +123,8 @@ def local_storage_evictions(
     """Return the local-storage limit evictions of this cycle, in the order of `pods`.
 
     Pods without stats and critical pods are skipped. A container's writable layer counts against its limit
-    where `layout` has it on nodefs (`LayoutMeaning.container_rootfs_counts`); its logs always count."""
+    where `layout` has it on nodefs (`LayoutMeaning.container_rootfs_counts`); its logs always count.
+    """
     rootfs_counts = meaning_of(layout).container_rootfs_counts
     evictions: list[LocalStorageEviction] = []
     for pod in pods:

@@ -59,7 +59,8 @@ def memcg_threshold_bytes(threshold: Threshold, available_bytes: int, working_se
 
     Quantities keep their exact value until the end and are rounded up once, as the kubelet's
     ``memcgThreshold.Value()`` does after ``Sub`` and ``Add``; percentages go through
-    `threshold_quantity` (float32 share of capacity, truncated)."""
+    `threshold_quantity` (float32 share of capacity, truncated).
+    """
     capacity = Quantity.from_int(available_bytes + working_set_bytes, QuantityFormat.BINARY_SI)
     inactive_file = Quantity.from_int(usage_bytes - working_set_bytes, QuantityFormat.BINARY_SI)
     level = capacity - threshold_quantity(threshold.value, capacity) + inactive_file
@@ -111,7 +112,8 @@ def drop_watch_stale(armed_watch: int | None, level: int, usage_bytes: int) -> b
 
     It should when usage fell below it (it fired) or rose more than two steps above it, or when there is none;
     but not while usage is within `MEMCG_NEAR_LEVEL_BYTES` below the level or above it (a crossing may be
-    about to be decided). When the new level would be <= 0, a watch still armed is stale (there is then none)."""
+    about to be decided). When the new level would be <= 0, a watch still armed is stale (there is then none).
+    """
     wanted = drop_watch_level(usage_bytes)
     if level - usage_bytes < MEMCG_NEAR_LEVEL_BYTES:
         return False

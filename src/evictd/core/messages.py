@@ -107,7 +107,8 @@ def eviction_message(
     `threshold_quantity` / `available` are those of the first acted-upon threshold whose signal starves
     `resource` and has an observation (upstream getThresholdMetInfo); pass None for both when there is
     none, and the "Threshold quantity" sentence is left out. Without stats the message stops after the
-    threshold sentence and the annotations are empty."""
+    threshold sentence and the annotations are empty.
+    """
     annotations: dict[str, str] = {}
     message = NODE_LOW_MESSAGE_FMT.format(resource=resource.value)
     if threshold_quantity is not None and available is not None:

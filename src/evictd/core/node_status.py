@@ -94,7 +94,8 @@ def desired_conditions(
 
     `current` is the node's `status.conditions`; `pressure` the conditions the engine reports; `now` an RFC
     3339 time. Each returned condition has status True/False, the kubelet's reason and message, heartbeat
-    `now`, and `lastTransitionTime` carried over unless the status flipped."""
+    `now`, and `lastTransitionTime` carried over unless the status flipped.
+    """
     by_type = {str(c.get("type")): c for c in current}
     conditions = []
     for condition, text in CONDITION_TO_TEXT.items():
@@ -122,7 +123,8 @@ def stopped_conditions(current: Sequence[Mapping[str, Any]], mode: ConditionMode
     """Return evictd's three node conditions as a clean stop leaves them: status Unknown, reason EvictdStopped.
 
     As the node lifecycle controller marks the conditions of a kubelet that stopped reporting: the last
-    observation no longer holds, and nobody is updating it. Transition times are kept when already Unknown."""
+    observation no longer holds, and nobody is updating it. Transition times are kept when already Unknown.
+    """
     by_type = {str(c.get("type")): c for c in current}
     conditions = []
     for condition in CONDITION_TO_TEXT:
@@ -142,7 +144,8 @@ def desired_taints(
     """Return the node's taint list with evictd's pressure taints added or removed; others kept in order.
 
     In standard mode evictd's own taints are removed and none added (the node lifecycle controller taints
-    for the standard conditions)."""
+    for the standard conditions).
+    """
     ours = set(CONDITION_TO_TAINT_KEY.values())
     wanted = [] if mode is ConditionMode.STANDARD else [
         CONDITION_TO_TAINT_KEY[c] for c in CONDITION_TO_TAINT_KEY if c in pressure

@@ -76,7 +76,8 @@ class CgroupOomCount:
     """The OOM-kill counters of one cgroup below the pods cgroup.
 
     `hierarchical` says the counter includes the cgroups below (v2 `memory.events`); v1 counters are local.
-    `pod_uid` and `container_id` are empty where the cgroup is not (inside) a pod or a container cgroup."""
+    `pod_uid` and `container_id` are empty where the cgroup is not (inside) a pod or a container cgroup.
+    """
 
     path: str
     oom_kills: int
@@ -91,7 +92,8 @@ class OomReading:
     """One reading of the kernel's counters; None where unreadable or, for `cgroups`, not read this cycle.
 
     `pods` is the hierarchical pods-cgroup counter (cgroup v2); on v1 it is None and the pods total is summed
-    from `cgroups`."""
+    from `cgroups`.
+    """
 
     node: int | None
     pods: int | None = None
@@ -103,7 +105,8 @@ class OomState:
     """The counters as last read, and what evictd was doing since its last cycle.
 
     `node_at_walk` and `pods_at_walk` are the machine's and the pods cgroup's counters as they were when the
-    per-cgroup counters were last read: a walk that could not be done leaves them, so the next cycle walks."""
+    per-cgroup counters were last read: a walk that could not be done leaves them, so the next cycle walks.
+    """
 
     node: int | None = None
     pods: int | None = None
@@ -169,7 +172,8 @@ def counter_delta(before: int | None, now: int | None) -> int:
     """Return how much a kernel counter moved; 0 when either reading is missing.
 
     A counter that went down was made anew (a cgroup removed and created again at the same path): everything it
-    holds happened since."""
+    holds happened since.
+    """
     if before is None or now is None:
         return 0
     return now - before if now >= before else now
@@ -180,7 +184,8 @@ def cgroups_walk_needed(state: OomState, node_now: int | None, pods_now: int | N
 
     With a hierarchical pods counter (v2), only when it moved since the last walk; otherwise (v1) when the
     machine's counter moved, since every kill in a pod moves it too. Always before the first walk, and while
-    neither counter can be read."""
+    neither counter can be read.
+    """
     if not state.walked:
         return True
     if pods_now is not None:
@@ -194,7 +199,8 @@ def activity_after_cycle(
     """Return what evictd is doing about memory after a cycle, until the next one.
 
     `eviction_failed` says the cycle's eviction raised (its API writes pending); `dry_run` that evictions are
-    decided but not carried out."""
+    decided but not carried out.
+    """
     if any(e.threshold is not None and e.threshold.signal in MEMORY_SIGNALS for e in evictions):
         if dry_run:
             return Activity.NOT_EVICTED
@@ -211,7 +217,8 @@ def classify(state: OomState, activity_now: Activity, now: float) -> Activity:
     """Return what evictd was doing between its last cycle and `now`.
 
     What the last cycle left it doing; else, within the window after an eviction for memory, AFTER_EVICTION;
-    else, when this cycle sees memory pressure the last did not, PRESSURE_UNSEEN."""
+    else, when this cycle sees memory pressure the last did not, PRESSURE_UNSEEN.
+    """
     if state.activity is not Activity.IDLE:
         return state.activity
     if state.last_memory_eviction_at is not None and now - state.last_memory_eviction_at <= TOO_LATE_WINDOW_S:
@@ -229,7 +236,8 @@ def pod_oom_kills(
     A cgroup absent from `before` is new since: all its kills are. A pod cgroup with a hierarchical counter
     gives the pod's total; the kills its container cgroups do not account for (a process in the pod cgroup
     itself, a container cgroup removed since) are the pod's with no container. With local counters (v1) the
-    pod's kills are the sum over its cgroups, and the sum of every local counter is the pods total."""
+    pod's kills are the sum over its cgroups, and the sum of every local counter is the pods total.
+    """
     local_total = 0
     # uid -> container id ("" for none) -> [kills, group kills]
     by_pod: dict[str, dict[str, list[int]]] = {}
@@ -273,7 +281,8 @@ def oom_feedback(
     `activity_now` is what the cycle just run leaves evictd doing (`activity_after_cycle`): it judges the next
     interval, and a pressure first seen now judges this one (PRESSURE_UNSEEN). `reading.cgroups` None means the
     per-cgroup counters were not read (not needed, or unreadable): no pod is named this cycle, and the next walk
-    finds the kills of both intervals."""
+    finds the kills of both intervals.
+    """
     node_kills = counter_delta(state.node, reading.node) if state.baseline else 0
     pod_kills: tuple[PodOomKill, ...] = ()
     summed_pods = 0

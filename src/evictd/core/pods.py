@@ -126,7 +126,8 @@ class PodResources:
 class Volume:
     """A pod volume: its name and source `kind` (the JSON key: "emptyDir", "hostPath", "configMap", ...).
 
-    `empty_dir_medium` and `empty_dir_size_limit` are set only for emptyDir volumes (medium "" = node disk)."""
+    `empty_dir_medium` and `empty_dir_size_limit` are set only for emptyDir volumes (medium "" = node disk).
+    """
 
     name: str
     kind: str
@@ -207,7 +208,8 @@ def derived(pod: Pod, key: MemoKey, compute: Callable[[Pod], _T]) -> _T:
     """Return `compute(pod)`, computed once per pod object and remembered under `key`.
 
     `compute` must depend on nothing but the pod (pods are immutable, so the value never goes stale) and
-    `key` must name that computation (and its argument) uniquely."""
+    `key` must name that computation (and its argument) uniquely.
+    """
     memo = pod._derived
     if key in memo:
         return memo[key]  # type: ignore[return-value]
@@ -252,7 +254,8 @@ def is_restartable_init_container(container: Container) -> bool:
 def is_local_ephemeral_volume(volume: Volume) -> bool:
     """Return IsLocalEphemeralVolume: gitRepo, configMap, or emptyDir on the default medium (node disk).
 
-    Memory and hugepages emptyDirs are not counted; neither are secrets, downwardAPI or projected volumes."""
+    Memory and hugepages emptyDirs are not counted; neither are secrets, downwardAPI or projected volumes.
+    """
     if volume.kind == "emptyDir":
         return volume.empty_dir_medium == EMPTY_DIR_MEDIUM_DEFAULT
     return volume.kind in ("gitRepo", "configMap")
@@ -397,7 +400,8 @@ def pod_from_dict(obj: Mapping[str, object], *, where: str = "pod") -> Pod:
 
     Unknown fields are ignored. metadata.name, container names and volume names are required; a missing or
     empty namespace is "default". Raises DecodeError (key = path below `where`) for anything malformed,
-    including a document that is not a mapping at all."""
+    including a document that is not a mapping at all.
+    """
     root = mapping(obj, where)
     meta_key, spec_key, status_key = (child(where, part) for part in ("metadata", "spec", "status"))
     meta = mapping(root.get("metadata"), meta_key, if_null=EMPTY_MAPPING)

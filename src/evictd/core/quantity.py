@@ -82,7 +82,8 @@ class Quantity:
 
     `verbatim`, when not None, is the text `str()` returns as is; only `parse` sets it, exactly where
     upstream `ParseQuantity` caches the input string (so `parse("+1Ki")` prints `+1Ki` and `parse("1.500")`
-    prints `1.500`, as in Go). Arithmetic results never carry it."""
+    prints `1.500`, as in Go). Arithmetic results never carry it.
+    """
 
     value: Fraction
     format: QuantityFormat
@@ -107,7 +108,8 @@ class Quantity:
         scanner's grammar), `ERR_SUFFIX` (unknown suffix, or a decimal exponent that is not an integer in
         [-(2**31-1), 2**31-1]), `ERR_NUMERIC` (a slow-path number without digits, e.g. `e-10` or `Ei`; and
         evictd's magnitude bound). Upstream quirks kept: `.`, `+`, `Ki`, `m` parse as zero; `1.` and `.5`
-        are numbers; a suffix letter's case matters (`1e3` is DecimalExponent, `1E` is DecimalSI exa)."""
+        are numbers; a suffix letter's case matters (`1e3` is DecimalExponent, `1E` is DecimalSI exa).
+        """
         if not isinstance(text, str):
             raise TypeError(f"Quantity.parse expects str, not {type(text).__name__}")
         if not text:
@@ -231,7 +233,8 @@ class Quantity:
     def ceil_int(self) -> int:
         """Upstream `Quantity.Value()`: the value rounded up, away from zero, to an integer.
 
-        Go returns an int64 (saturating or wrapping beyond its range); this returns the exact integer."""
+        Go returns an int64 (saturating or wrapping beyond its range); this returns the exact integer.
+        """
         num, den = self.value.numerator, self.value.denominator
         if den == 1:
             return num

@@ -45,7 +45,8 @@ def pod_disk_usage(stats: PodStats, pod: Pod, fs_stats: Sequence[FsStatsType]) -
 
     root: container rootfs; logs: container logs; localVolumeSource: the first stats entry of each
     hostPath or local ephemeral volume of the pod spec (in spec order); images: nothing. Missing
-    fields count as 0."""
+    fields count as 0.
+    """
     used_bytes = 0
     inodes_used = 0
     measure_root = FsStatsType.ROOT in fs_stats
@@ -137,7 +138,8 @@ def rank_pods(signal: Signal, layout: FsLayout, pods: Sequence[Pod], stats_of: S
     memory.available / allocatableMemory.available: exceedMemoryRequests, priority, memory.
     pid.available: priority, process. Disk signals: exceedDiskRequests, priority, disk over the fs stats
     types of `layout` (see disk_fs_stats), measuring bytes for ``*.available`` and inodes for
-    ``*.inodesFree``."""
+    ``*.inodesFree``.
+    """
     if signal in MEMORY_SIGNALS:
         return sorted(pods, key=lambda pod: _memory_keys(pod, stats_of(pod)))
     if signal is Signal.PID_AVAILABLE:
@@ -165,7 +167,8 @@ def ranking_keys(signal: Signal, layout: FsLayout, pod: Pod, stats: PodStats | N
     """Return the keys `rank_pods` sorted `pod` by for `signal`, by name (None: the pod had no stats).
 
     Memory and disk: exceedsRequests, priority, usageAboveRequest (bytes, or inodes for ``*.inodesFree``);
-    pid.available: priority, processes."""
+    pid.available: priority, processes.
+    """
     if signal in MEMORY_SIGNALS:
         exceeds, priority, usage = _memory_keys(pod, stats)
     elif signal is Signal.PID_AVAILABLE:

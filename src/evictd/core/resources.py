@@ -55,7 +55,8 @@ def _aggregate(
     """Return aggregateContainerResourcesByFn for one resource, or None when no container sets it.
 
     Regular containers and sidecars are summed; init container i needs its own value plus every sidecar
-    started before it; the pod needs the larger of the two (KEP-753)."""
+    started before it; the pod needs the larger of the two (KEP-753).
+    """
     total: Quantity | None = None
     for container in pod.containers:
         total = _add_opt(total, pick(container).get(resource))
@@ -95,7 +96,8 @@ def is_pod_level_requests_set(pod: Pod) -> bool:
 def aggregate_container_requests(pod: Pod, resource: str) -> Quantity | None:
     """Return the KEP-753 aggregate of the containers' own requests for `resource`, pod-level ones ignored.
 
-    None when no container requests the resource (a request of "0" still counts as made)."""
+    None when no container requests the resource (a request of "0" still counts as made).
+    """
     return _aggregate(pod, resource, lambda container: container.requests)
 
 
@@ -105,7 +107,8 @@ def pod_request(pod: Pod, resource: str) -> Quantity:
     When pod-level resources are set (for cpu, memory or hugepages), container requests are ignored
     altogether and only the pod-level request of a supported resource counts, so such a pod requests
     zero ephemeral-storage. Otherwise the KEP-753 aggregate of containers, sidecars and init containers.
-    spec.overhead[resource] is added when the total is non-zero. A missing request is a zero quantity."""
+    spec.overhead[resource] is added when the total is non-zero. A missing request is a zero quantity.
+    """
     return derived(pod, (Derived.REQUEST, resource), lambda p: _pod_request(p, resource))
 
 
@@ -128,7 +131,8 @@ def pod_limit(pod: Pod, resource: str) -> Quantity | None:
 
     The KEP-753 aggregate of container limits (sidecars summed, init containers by their peak), replaced by
     the pod-level limit for cpu/memory/hugepages when pod-level resources are set; spec.overhead is added
-    only to a non-zero limit. A container limit of "0" still counts as "set" (the result is then zero)."""
+    only to a non-zero limit. A container limit of "0" still counts as "set" (the result is then zero).
+    """
     return derived(pod, (Derived.LIMIT, resource), lambda p: _pod_limit(p, resource))
 
 

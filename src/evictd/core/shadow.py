@@ -97,7 +97,8 @@ def kubelet_eviction_resource(phase: str | None, reason: str | None, message: st
     condition (TerminationByKubelet) with the same message; a pod whose containers exit 0 on SIGTERM ends
     Succeeded with no reason and only the condition says it was evicted (kubernetes#120182). Admission
     rejections under pressure (also reason Evicted, "The node had condition: ...") are not evictions of a
-    running pod and give None. Only for a dry-run evictd: its own evictions carry the same condition."""
+    running pod and give None. Only for a dry-run evictd: its own evictions carry the same condition.
+    """
     if phase == FAILED_PHASE and reason == EVICTED_REASON and message:
         return _eviction_resource(message)
     if phase in TERMINAL_PHASES and termination_by_kubelet:

@@ -58,7 +58,8 @@ class Threshold:
 
     `operator` is None only for a derived containerfs threshold whose source did not exist: such a threshold
     can never be met (the kubelet copies an empty operator). `hard` records which list it came from, so a
-    hard threshold and a soft one with the same value and a 0 s grace period stay distinct."""
+    hard threshold and a soft one with the same value and a 0 s grace period stay distinct.
+    """
 
     signal: Signal
     value: ThresholdValue
@@ -111,7 +112,8 @@ def _round_to_float32(exact: Fraction) -> Fraction:
 def parse_go_float32(text: str) -> float:
     """Return `text` parsed like Go's `strconv.ParseFloat(text, 32)` (correctly rounded to float32).
 
-    Raises ConfigError with Go's text for bad syntax or for a value out of float32 range."""
+    Raises ConfigError with Go's text for bad syntax or for a value out of float32 range.
+    """
     if _NAN.fullmatch(text):
         return math.nan
     infinity = _INFINITY.fullmatch(text)
@@ -252,7 +254,8 @@ def parse_threshold_config(
 
     Order: hard thresholds, then soft ones (each in the order given), then the allocatable-memory copies.
     Raises ConfigError (located at the offending key) on the first invalid entry, in the kubelet's order:
-    hard entries, soft entries, grace periods, minimum reclaims, missing soft grace periods."""
+    hard entries, soft entries, grace periods, minimum reclaims, missing soft grace periods.
+    """
     hard_thresholds = _statements("evictionHard", hard, hard=True, grace_periods={})
     # Soft statement values are checked before grace periods are parsed, as upstream does; the grace check
     # itself (step 5 upstream) must wait until grace periods and min reclaims are known to be valid.
@@ -289,7 +292,8 @@ def derive_containerfs_thresholds(
     (0 = hard), the last matching source wins, and a user containerfs threshold is replaced in place (the
     last one of its kind) while missing ones are appended. The source of each containerfs signal is the
     layout's (`LayoutMeaning.containerfs_sources`); where it has none, nothing is derived. If the source is
-    absent the copy has no operator and can never be met."""
+    absent the copy has no operator and can never be met.
+    """
     sources = meaning_of(layout).containerfs_sources
     if not sources:
         return list(thresholds), []
@@ -342,7 +346,8 @@ def thresholds_met(
     """Return the thresholds (in input order) whose quantity exceeds the observed available amount.
 
     With `enforce_min_reclaim`, the minimum reclaim is added to the threshold quantity first. Thresholds
-    without an observation are not met."""
+    without an observation are not met.
+    """
     met: list[Threshold] = []
     for threshold in thresholds:
         observed = observations.get(threshold.signal)
@@ -363,7 +368,8 @@ def unique_as_go_map_keys(thresholds: Sequence[Threshold]) -> list[Threshold]:
     reclaim is a pointer: two percentage thresholds with no minimum reclaim (both pointers nil) and the same
     signal, operator, percentage and grace period are ONE key (e.g. a hard `allocatableMemory.available: 20%`
     and the allocatable copy of a soft `memory.available: 20%` with a 0 s grace period); a quantity or a
-    minimum reclaim makes a threshold a key of its own (../shared/kubelet-divergences/02)."""
+    minimum reclaim makes a threshold a key of its own (../shared/kubelet-divergences/02).
+    """
     seen: set[tuple[object, ...]] = set()
     unique = []
     for threshold in thresholds:

@@ -42,7 +42,8 @@ def channel_target(endpoint: str) -> str:
     """Return the gRPC target for a runtime endpoint; raise ``ConfigError`` for anything but a Unix socket.
 
     ``unix:///run/containerd/containerd.sock`` is taken as is; a bare absolute path gets the ``unix://``
-    scheme, as the kubelet used to accept before it required the scheme."""
+    scheme, as the kubelet used to accept before it required the scheme.
+    """
     if endpoint.startswith(UNIX_SCHEME) and len(endpoint) > len(UNIX_SCHEME):
         return endpoint
     if endpoint.startswith("/"):
@@ -69,7 +70,8 @@ class FilesystemUsage:
     ``mountpoint`` is the folder the runtime names (containerd: its snapshotter's folder), which need not
     be a mount point itself: statvfs it for capacity. ``used_bytes``/``inodes_used`` count only what the
     runtime stores there; ``None`` if the runtime left them out. containerd measures them in the
-    background every ``stats_collect_period`` seconds and reports 0 before its first measurement."""
+    background every ``stats_collect_period`` seconds and reports 0 before its first measurement.
+    """
 
     mountpoint: str
     used_bytes: int | None
@@ -82,7 +84,8 @@ class ImageFsInfo:
     """``ImageFsInfo``: the image filesystems and, when the runtime splits them, the container ones.
 
     An empty ``container_filesystems`` means writable layers live on the image filesystem (the kubelet's
-    "imagefs only" or "single fs" layouts); a non-empty one is the split imagefs/containerfs layout."""
+    "imagefs only" or "single fs" layouts); a non-empty one is the split imagefs/containerfs layout.
+    """
 
     image_filesystems: tuple[FilesystemUsage, ...]
     container_filesystems: tuple[FilesystemUsage, ...] = ()
@@ -95,7 +98,8 @@ class ContainerUsage:
     ``pod_sandbox_id`` comes from ``ListContainers`` (stats carry no sandbox ID) and is ``""`` when the
     container vanished between the two calls. ``pod_uid``/``pod_name``/``pod_namespace`` are the kubelet
     labels (``""`` for containers the kubelet did not create). ``timestamp_ns`` is the memory sample's
-    time, or the writable layer's when memory was not reported."""
+    time, or the writable layer's when memory was not reported.
+    """
 
     container_id: str
     pod_sandbox_id: str
@@ -127,7 +131,8 @@ class Runtime(Protocol):
     as no runtime until one answers on the CRI endpoint and as that runtime from then on; no adapter is rewired
     when it comes.
 
-    Calls that reach the runtime raise ``EvictdError`` (``CRIError``) when it fails to answer."""
+    Calls that reach the runtime raise ``EvictdError`` (``CRIError``) when it fails to answer.
+    """
 
     @property
     def attached(self) -> bool: ...  # True once a runtime answered

@@ -59,7 +59,8 @@ def map_rpc_error(method: str, exc: grpc.RpcError) -> CRIError:
 
     A runtime's answer and a channel failure (no socket, refused connection, deadline) both arrive as
     ``grpc.RpcError`` carrying a status code and details; an error without them (which gRPC does not
-    produce for unary calls) is reported as ``UNKNOWN`` with its text."""
+    produce for unary calls) is reported as ``UNKNOWN`` with its text.
+    """
     code_of = getattr(exc, "code", None)
     details_of = getattr(exc, "details", None)
     code = code_of() if callable(code_of) else None
@@ -178,7 +179,8 @@ class CriClient:
 
     ``timeout_s`` is each call's deadline. The channel connects lazily: constructing a client never
     fails because the runtime is down; the first call does, with ``CRIError(..., "UNAVAILABLE", ...)``.
-    Thread-safe (gRPC channels are); ``close()`` releases the channel."""
+    Thread-safe (gRPC channels are); ``close()`` releases the channel.
+    """
 
     def __init__(self, endpoint: str, timeout_s: float) -> None:
         if timeout_s <= 0:
@@ -250,7 +252,8 @@ class CriClient:
         """Stop a container: the stop signal, then SIGKILL after ``timeout_s`` seconds (0: at once).
 
         The call's deadline is the client timeout plus ``timeout_s``. Idempotent per the CRI (an exited
-        container stops without error). Raises ``CRIError``."""
+        container stops without error). Raises ``CRIError``.
+        """
         grace_s = max(0, int(timeout_s))
         self._call(
             self._runtime,
@@ -287,7 +290,8 @@ class CriClient:
     def list_container_stats(self) -> list[ContainerUsage]:
         """Return the usage of every running container, with its sandbox ID. Raises ``CRIError``.
 
-        Two calls: ``ListContainerStats`` (which carries no sandbox ID) and ``ListContainers``."""
+        Two calls: ``ListContainerStats`` (which carries no sandbox ID) and ``ListContainers``.
+        """
         reply: pb.ListContainerStatsResponse = self._call(
             self._runtime, "ListContainerStats", pb.ListContainerStatsRequest()
         )

@@ -24,7 +24,8 @@ def build_api_client(kubeconfig: str = "") -> KubeApi:
     """Return the API client for `kubeconfig`, or for the in-cluster service account when empty.
 
     urllib3's own retries are turned off: evictd decides what to retry (its journal replays every cycle).
-    Raises ConfigError when the credentials cannot be loaded."""
+    Raises ConfigError when the credentials cannot be loaded.
+    """
     configuration = import_module("kubernetes.client.configuration").Configuration()
     loaders = import_module("kubernetes.config.kube_config" if kubeconfig else "kubernetes.config.incluster_config")
     try:

@@ -70,7 +70,8 @@ class EvictablePods:
     A pod someone else is deleting stays a candidate, as in the kubelet (its containers run until its grace
     period ends, and they are what the node is short of): a tenant who deletes its own hog with a one-hour
     grace period and traps SIGTERM must not make evictd evict everybody else. Evicting such a pod shortens its
-    deletion (the DELETE with the eviction's grace period; the API server takes a shorter one)."""
+    deletion (the DELETE with the eviction's grace period; the API server takes a shorter one).
+    """
 
     def __init__(self, watcher: PodWatcher, journal: EvictionJournal, own_uid: str = "") -> None:
         self._watcher = watcher
@@ -90,7 +91,8 @@ class NodeFallbackPods:
     of unknown origin (no ready sandbox, or a sandbox no kubelet made), `kube-system` pods (their priority is
     unknown; see SYSTEM_NAMESPACE), pods an earlier pod list said are critical (`critical`), evictd's own
     pod, and pods evictd already evicted (journal). Raises EvictdError when no runtime is attached or it
-    cannot list sandboxes: then nothing could be stopped."""
+    cannot list sandboxes: then nothing could be stopped.
+    """
 
     def __init__(self, node: DiscoveredPods, journal: EvictionJournal, own_uid: str = "",
                  critical: CriticalPodRecord | None = None) -> None:
@@ -196,7 +198,8 @@ class ClusterSync:
     def _cleaned_up(self, uid: str) -> bool:
         """Gone from the API (its kubelet deletes it once its containers stopped), or nothing of it runs here.
 
-        Before the first pod list (a pod chosen from the node's pods) only the runtime can tell."""
+        Before the first pod list (a pod chosen from the node's pods) only the runtime can tell.
+        """
         if self._watcher.is_synced() and self._watcher.pod(uid) is None:
             return True
         return self._runtime.pod_running(uid) is False  # None: no runtime can tell

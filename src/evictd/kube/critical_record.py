@@ -45,7 +45,8 @@ class CriticalPodRecord:
     def remember(self, pods: Iterable[Pod]) -> bool:
         """Keep the critical pods of the API's current pod list; return whether the file was (re)written.
 
-        A failed write is kept in `problem` (the record in memory is current all the same)."""
+        A failed write is kept in `problem` (the record in memory is current all the same).
+        """
         uids = critical_uids(pods)
         if uids == self._uids and not self._unwritten:
             return False

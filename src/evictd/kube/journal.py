@@ -153,7 +153,8 @@ def upgraded(item: dict[str, Any]) -> dict[str, Any]:
     """An entry as written by evictd 0.1.0 before the eviction sequence changed, in today's fields.
 
     That version wrote the phase and a `status_written` flag; the status step it flagged is today's condition
-    step, and the phase is no longer written."""
+    step, and the phase is no longer written.
+    """
     item = {key: value for key, value in item.items() if key != "phase"}
     if "status_written" in item:
         item["condition_written"] = item.pop("status_written")
@@ -253,7 +254,8 @@ class EvictionJournal:
     """Entries by pod UID, persisted to `path` (None keeps them in memory only, e.g. in dry-run).
 
     `log` receives the lines about the file (a bad file moved aside, stale temporary files, failed writes);
-    `on_corrupt` and `on_write_failure` count those events (the daemon's metrics)."""
+    `on_corrupt` and `on_write_failure` count those events (the daemon's metrics).
+    """
 
     def __init__(self, path: str | None, *, log: Any = None, on_corrupt: Callable[[], None] = lambda: None,
                  on_write_failure: Callable[[], None] = lambda: None, clock: Clock = SYSTEM_CLOCK) -> None:

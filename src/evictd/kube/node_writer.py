@@ -55,7 +55,8 @@ class NodeStatusWriter:
     def update(self, pressure: Sequence[NodeCondition]) -> list[tuple[str, str]]:
         """Write conditions and taints if due or changed; return the (event reason, condition) transitions.
 
-        Raises KubeError when the node cannot be read or written (the next cycle tries again)."""
+        Raises KubeError when the node cannot be read or written (the next cycle tries again).
+        """
         current = tuple(c for c in NodeCondition if c in pressure)
         changed = current != self._written
         if not changed and self._clock.monotonic() - self._written_at < self._period_s:
@@ -77,7 +78,8 @@ class NodeStatusWriter:
     def withdraw(self, timeout_s: float) -> None:
         """On a clean stop: evictd's conditions to Unknown (EvictdStopped), its taints removed. Nothing in dry-run.
 
-        Each request waits at most `timeout_s`. Raises KubeError when the node cannot be read or written."""
+        Each request waits at most `timeout_s`. Raises KubeError when the node cannot be read or written.
+        """
         if self._dry_run:
             return
         node = self._get(timeout_s)

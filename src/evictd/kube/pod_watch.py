@@ -231,7 +231,8 @@ def as_api_pod(obj: dict[str, Any]) -> dict[str, Any]:
     The kubelet overwrites that annotation for every pod of the API source (pkg/kubelet/config/config.go), so
     a pod created or annotated with `kubernetes.io/config.source: file` is never taken for a static, critical
     pod. Anyone may write annotations; only where the pod came from counts. (Mirror pods stay mirror pods:
-    that is their own annotation, and the kubelet never runs a pod that carries it.)"""
+    that is their own annotation, and the kubelet never runs a pod that carries it.)
+    """
     metadata = obj.get("metadata")
     if not isinstance(metadata, dict):
         return obj
@@ -244,7 +245,8 @@ def as_api_pod(obj: dict[str, Any]) -> dict[str, Any]:
 def _interrupt(response: Any) -> None:
     """Unblock the thread reading a watch response by shutting its socket down.
 
-    `response.close()` cannot do it: it waits for the reader's buffer lock, i.e. for the next event or bookmark."""
+    `response.close()` cannot do it: it waits for the reader's buffer lock, i.e. for the next event or bookmark.
+    """
     sock = getattr(getattr(response, "connection", None), "sock", None)
     if sock is not None:
         with contextlib.suppress(OSError):

@@ -50,6 +50,8 @@ CREDENTIAL_LOADERS = {"kubeconfig": "kubernetes.config.kube_config", "in-cluster
 SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 # Loaded by `import kubernetes` or the generated API client; the daemon must never load them.
 KUBERNETES_HEAVY = ("kubernetes.client.api_client", "kubernetes.client.models", "kubernetes.watch", "pydantic")
+# What the kubeconfig loader imports for OIDC token refreshes alone; evictd defers them until a refresh.
+OIDC_MODULES = ("requests", "requests_oauthlib.oauth2_session", "oauthlib.oauth2.rfc6749")
 SAMPLE_EVERY = 10
 VARIANTS = (
     ("none", "without the Kubernetes API (pods discovered on the node, evictions reported):"),
@@ -146,7 +148,7 @@ def child(config_path: str, cycles: int, out_path: str, credentials: str) -> Non
                   kubernetes_modules=sum(name.split(".")[0] == "kubernetes" for name in sys.modules),
                   heavy_loaded=[name for name in KUBERNETES_HEAVY if name in sys.modules],
                   loaders_loaded=sorted(name for name in CREDENTIAL_LOADERS.values() if name in sys.modules),
-                  oauthlib_or_requests="oauthlib" in sys.modules or "requests" in sys.modules)
+                  oauthlib_or_requests=any(name in sys.modules for name in OIDC_MODULES))
     with open(out_path, "w", encoding="utf-8") as out:
         json.dump(result, out)
 
@@ -254,7 +256,7 @@ def report(result: dict[str, object], pods: int, credentials: str) -> tuple[list
                         else "no ApiClient, models, pydantic or package __init__ imports")
                      + f"; credential loaders: {', '.join(result['loaders_loaded'])}"  # type: ignore[arg-type]
                      + ("" if loaders_ok else " (WRONG)")
-                     + f"; oauthlib or requests loaded: {'yes' if result['oauthlib_or_requests'] else 'no'}")
+                     + f"; requests or oauthlib.oauth2 loaded: {'yes' if result['oauthlib_or_requests'] else 'no'}")
     return lines, ok
 
 

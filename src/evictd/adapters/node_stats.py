@@ -313,7 +313,7 @@ class NodeStatsSource:
                                      working_set_bytes=reading.working_set_bytes)
                 process_count = self._cgroups.process_count(cgroup.path)
             except SampleError as exc:
-                problems.append(exc)
+                problems.append(without_traceback(exc))
         if not runtime and not remembered:  # no runtime: the disk figures alone, as built once
             return PodStats(
                 pod_ref=_pod_reference(pod),
@@ -374,7 +374,7 @@ class NodeStatsSource:
             try:
                 reading = self._cgroups.memory(path)
             except SampleError as exc:
-                problems.append(exc)
+                problems.append(without_traceback(exc))
                 continue
             measured.append(ContainerStats(
                 name=container.name,

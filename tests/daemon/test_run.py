@@ -12,6 +12,7 @@ from pathlib import Path
 
 from evictd_process import ROOT, EvictdProcess, mem_available_bytes, pid_available
 
+from evictd.core.quantity import Quantity
 from evictd.metrics import WAKEUP_CAUSES
 from real_cgroups import CGROUP_MOUNT, memory_stall, temporary_cgroup
 
@@ -148,7 +149,7 @@ def test_nodefs_bytes_and_inodes_on_a_real_ext4(
         (root / f"f{index}").touch()
     inodes = process.wait_for(lambda e: e.get("event") == "threshold met"
                               and e["threshold"] == "nodefs.inodesFree<50% (hard)", timeout=10)
-    assert int(inodes["available"]) < 2048
+    assert Quantity.parse(inodes["available"]).value < 2048  # logged as a quantity: "2k" at 2000
     assert process.stop() == 0
 
 

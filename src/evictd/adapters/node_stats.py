@@ -42,7 +42,7 @@ from evictd.adapters.cgroups import CgroupReader, MemoryReading, PodCgroup
 from evictd.adapters.filesystems import FsReading, statvfs_reading
 from evictd.adapters.pod_disk_usage import PodDiskFigures, PodDiskStore, PodKey, SpaceUsed
 from evictd.clock import SYSTEM_CLOCK, Clock
-from evictd.core.errors import EvictdError, SampleError, attempt
+from evictd.core.errors import EvictdError, SampleError, attempt, without_traceback
 from evictd.core.pods import Derived, Pod, derived
 from evictd.core.summary import (
     SYSTEM_CONTAINER_PODS,

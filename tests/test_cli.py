@@ -8,6 +8,10 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
+
+from evictd.core.saved_state import STATE_VERSION, threshold_record
+from evictd.simulate import parse_scenario
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = sorted((ROOT / "config" / "examples").glob("*.yaml"))
@@ -156,6 +160,26 @@ def test_memory_example_story() -> None:
     assert "kube-system/kube-proxy-x7k2p" in steps[3]["ranking"]
 
 
+def test_a_scenario_starts_from_its_engine_state(tmp_path: Path) -> None:
+    """01-memory-pressure from t=60 on, its soft grace period (met since t=10) under way in `engineState`, as a
+    restarted daemon restores it: batch-job goes at t=100 as in the whole example; without it, not at all."""
+    document = yaml.safe_load((ROOT / "config" / "examples" / "01-memory-pressure.yaml").read_text())
+    steps = [{**step, "at": step["at"] - 60} for step in document["steps"] if step["at"] >= 60]
+    soft = next(t for t in parse_scenario(document).config.thresholds if not t.hard)
+    saved_at = 1_795_000_000.0  # the wall-clock time of the first step (t=60)
+    state = {"version": STATE_VERSION, "node": "node-1", "savedAt": saved_at,
+             "firstObservedAt": [{"threshold": threshold_record(soft), "at": saved_at - 50}], "thresholdsMet": [],
+             "conditionLastObservedAt": {"MemoryPressure": saved_at}, "lastObservations": {}}
+    evicted = {}
+    for name, scenario in (("restored", {**document, "steps": steps, "engineState": state}),
+                           ("fresh", {**document, "steps": steps})):
+        result = evictd("simulate", write(tmp_path, f"{name}.yaml", yaml.safe_dump(scenario)), "--output", "json")
+        assert result.returncode == 0, result.stderr
+        evicted[name] = [(s["at"], e["name"]) for s in json.loads(result.stdout)["steps"] for e in s["evicted"]]
+    assert evicted["restored"] == [(40, "batch-job"), (50, "web")]
+    assert evicted["fresh"] == [(50, "web")], "afresh, the grace period would have started again at t=60"
+
+
 @pytest.mark.parametrize(
     ("scenario", "expected"),
     [
@@ -167,8 +191,12 @@ def test_memory_example_story() -> None:
         ("steps: [{at: 0, summary: {node: {memory: {availableBytes: -1}}}}]\n",
          "steps[0].summary.node.memory.availableBytes"),
         ("layout: {dedicatedImageFs: 'yes'}\n", "layout.dedicatedImageFs"),
+        ("engineState: {savedAt: soon}\nsteps: [{at: 0}]\n", "engineState.savedAt: invalid value 'soon'"),
+        ("engineState: {version: 9, node: n, savedAt: 1}\nsteps: [{at: 0}]\n",
+         "engineState: not a usable engine state: format version 9"),
     ],
-    ids=["time-goes-back", "at-not-number", "unknown-field", "bad-config", "bad-pod", "bad-summary", "bad-layout"],
+    ids=["time-goes-back", "at-not-number", "unknown-field", "bad-config", "bad-pod", "bad-summary", "bad-layout",
+         "state-not-timed", "state-foreign"],
 )
 def test_bad_scenarios_exit_2_naming_the_path(tmp_path: Path, scenario: str, expected: str) -> None:
     result = evictd("simulate", write(tmp_path, "s.yaml", scenario), "--output", "json")

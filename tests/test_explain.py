@@ -8,13 +8,18 @@ them); the command runs as a user runs it. `tests/daemon/test_run_recording.py` 
 from __future__ import annotations
 
 import json
+import shutil
+import time
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from evictd.kube.evictor import journal_entry
+from evictd.kube.journal import JOURNAL_FILE, EvictionJournal
 from evictd.recording import RECORDING_FOLDER, read_recording
-from test_recorder import EXAMPLES, START, evictd, example, record, recorder
+from evictd.replay import replayed_runs
+from test_recorder import EXAMPLES, START, cycles, evictd, example, record, recorder
 
 
 def when(seconds: float) -> str:
@@ -142,15 +147,16 @@ def test_explain_under_pressure_now_shows_the_grace_period_under_way(tmp_path: P
 def test_explain_without_a_recording_or_an_eviction_says_so(tmp_path: Path) -> None:
     missing = evictd("explain", "--last", "--state-dir", str(tmp_path / "nowhere"))
     assert (missing.returncode, missing.stdout) == (1, "")
-    assert missing.stderr == f"evictd: no recorded cycles in {tmp_path / 'nowhere'}\n"
+    assert missing.stderr == (f"evictd: no recorded cycles in {tmp_path / 'nowhere'}; nor in the journal (it keeps "
+                              "evictions 10 minutes after they finish; none in dry-run)\n")
 
     state_dir = memory_recording(tmp_path)
     unknown = evictd("explain", "shop/db", "--state-dir", str(state_dir))
     assert unknown.returncode == 1
-    assert unknown.stderr == ("evictd: no eviction of shop/db in the recording "
-                              "(evicted were: jobs/batch-job, shop/web)\n")
+    assert unknown.stderr.startswith("evictd: no eviction of shop/db in the recording "
+                                     "(evicted were: jobs/batch-job, shop/web); nor in the journal")
     calm = evictd("explain", "--last", "--state-dir", str(state_dir), "--until", when(60))
-    assert (calm.returncode, calm.stderr) == (1, "evictd: no eviction in the recording\n")
+    assert calm.returncode == 1 and calm.stderr.startswith("evictd: no eviction in the recording; nor in the journal")
     records, _ = read_recording(str(state_dir / RECORDING_FOLDER))
     no_eviction = evictd("explain", "--decision", f"{records[0].run}/1", "--state-dir", str(state_dir))
     assert no_eviction.returncode == 1 and "evicted nobody" in no_eviction.stderr
@@ -162,3 +168,72 @@ def test_explain_without_a_recording_or_an_eviction_says_so(tmp_path: Path) -> N
         usage = evictd("explain", *args, "--state-dir", str(state_dir))
         assert usage.returncode == 2 and usage.stderr.startswith("evictd: "), usage.stderr
         assert "Traceback" not in usage.stderr
+
+
+def journal_of(state_dir: Path) -> None:
+    """Journal every eviction of the recording in `state_dir`, as the daemon's evictor does (with its decision
+    id and the cycle's time)."""
+    records, _ = read_recording(str(state_dir / RECORDING_FOLDER))
+    journal = EvictionJournal(str(state_dir / JOURNAL_FILE))
+    for run in replayed_runs(records):
+        for cycle_record, report in run.cycles:
+            decision = f"{cycle_record.run}/{cycle_record.cycle}"
+            for eviction in report.evictions:
+                journal.record(journal_entry(eviction, cycle_record.wall, decision))
+
+
+def test_explain_falls_back_to_the_journal_when_the_recording_is_gone(tmp_path: Path) -> None:
+    state_dir = memory_recording(tmp_path)
+    journal_of(state_dir)
+    recorded = explained(state_dir, "--last")
+    assert recorded["source"] == "recording", "the recording holds it: the journal is not needed"
+
+    shutil.rmtree(state_dir / RECORDING_FOLDER)
+    document = explained(state_dir, "--decision", recorded["decision"])
+    assert (document["source"], document["pod"], document["decision"]) == ("journal", "shop/web", recorded["decision"])
+    assert (document["signal"], document["message"], document["time"]) == (
+        "memory.available", recorded["message"], when(110))
+    assert document["effectiveGracePeriodSeconds"] == recorded["effectiveGracePeriodSeconds"] == 1
+    assert document["notRecorded"].startswith("the recording was deleted or cannot be read (no recorded cycles in ")
+    assert not document["apiSteps"]["deleted"] and document["apiSteps"]["finished"] is None
+    assert explained(state_dir, "--last") == document, "the last eviction: shop/web at 110 s"
+    assert explained(state_dir, "batch-job")["time"] == when(100)
+
+    text = evictd("explain", "jobs/batch-job", "--state-dir", str(state_dir))
+    assert text.returncode == 0, text.stderr
+    lines = text.stdout.splitlines()
+    assert lines[0].startswith(f"decision {document['decision'].split('/')[0]}/4 at {when(100)}: evicted jobs/batch-job"
+                               " for memory.available, grace 10s (from the eviction journal)")
+    assert "  API: nothing yet; API steps pending" in lines
+    assert lines[-1] == ("the ranked table, the thresholds' first-met times and grace timing, and what node-level "
+                         "reclaim ran and freed are not available: the recording does not hold that cycle.")
+
+    # A journal that cannot be read: said, exit status 1.
+    (state_dir / JOURNAL_FILE).write_text("{")
+    broken = evictd("explain", "--last", "--state-dir", str(state_dir))
+    assert broken.returncode == 1 and "the journal cannot be read either" in broken.stderr, broken.stderr
+
+
+def test_explain_now_says_when_the_newest_cycle_is_not_now(tmp_path: Path) -> None:
+    old = memory_recording(tmp_path / "old")  # recorded at 2026-11-22T23:00 + up to 410 s
+    stale = evictd("explain", "--now", "--state-dir", str(old), "--output", "json")
+    assert stale.returncode == 0, stale.stderr
+    document = json.loads(stale.stdout)
+    age = time.time() - datetime.fromisoformat(when(410).replace("Z", "+00:00")).timestamp()
+    assert document["current"] is False and abs(document["ageSeconds"] - age) < 60
+    assert stale.stderr.startswith("warning: the newest recorded cycle is ") and "this is not now" in stale.stderr
+    text = evictd("explain", "--now", "--state-dir", str(old))
+    assert text.stdout.startswith(f"NOT NOW: the newest recorded cycle, {document['decision']} at {when(410)}, is ")
+
+    # Recorded up to a moment ago (a daemon running with its recorder): current, with its age.
+    _, scenario, settings = example(EXAMPLES[0])
+    fresh_dir = tmp_path / "fresh"
+    hook = recorder(fresh_dir, settings)
+    for cycle in cycles(scenario, start=time.time() - scenario.steps[-1].at - 1):
+        hook(cycle)
+    fresh = evictd("explain", "--now", "--state-dir", str(fresh_dir), "--output", "json")
+    assert fresh.returncode == 0 and fresh.stderr == ""
+    document = json.loads(fresh.stdout)
+    assert document["current"] is True and 1 <= document["ageSeconds"] < 30
+    text = evictd("explain", "--now", "--state-dir", str(fresh_dir))
+    assert text.stdout.startswith(f"as of cycle {document['decision']} at ") and "s ago)" in text.stdout.split("\n")[0]

@@ -107,7 +107,7 @@ def build_parser() -> argparse.ArgumentParser:
     replay.add_argument("--output", choices=("text", "json"), default="text")
 
     explain = commands.add_parser("explain", help="why a pod was evicted, or what would be evicted next "
-                                  "(from the flight recorder's recording)")
+                                  "(from the flight recorder's recording, or the eviction journal)")
     which = explain.add_mutually_exclusive_group(required=True)
     which.add_argument("pod", metavar="POD", nargs="?", help="the evicted pod: namespace/name, name or UID "
                        "(its last eviction)")
@@ -219,14 +219,17 @@ def _record(args: argparse.Namespace) -> int:
     import yaml
 
     from evictd.config import load_configuration
-    from evictd.recording import scenario_document
+    from evictd.recording import scenario_document, unknown_start_state
 
     state_dir = args.state_dir or load_configuration(args.config, getattr(args, "kubelet_flags", None) or [],
                                                      ).evictd.state_dir
     records = _read_recording(state_dir, args.since, args.until)
     if len({record.run for record in records}) > 1:
-        print("warning: the recording holds several runs of evictd; the scenario runs them as one",
-              file=sys.stderr)
+        print("warning: the recording holds several runs of evictd; the scenario runs them as one (from the state "
+              "the first started from)", file=sys.stderr)
+    unknown = unknown_start_state(records)
+    if unknown is not None:
+        print(f"warning: {unknown}", file=sys.stderr)
     dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
     yaml.dump(scenario_document(records), sys.stdout, Dumper=dumper, sort_keys=False)
     return EXIT_OK
@@ -247,6 +250,8 @@ def _replay(args: argparse.Namespace) -> int:
 
 
 def _explain(args: argparse.Namespace) -> int:
+    import time
+
     from evictd.config import load_configuration
     from evictd.explain import (
         explanation_json,
@@ -256,26 +261,80 @@ def _explain(args: argparse.Namespace) -> int:
         now_json,
         now_text,
         replay_until,
+        stale_after_s,
     )
 
-    state_dir = args.state_dir or load_configuration(args.config, getattr(args, "kubelet_flags", None) or [],
-                                                     ).evictd.state_dir
-    records = _read_recording(state_dir, args.since, args.until)
+    configuration = load_configuration(args.config, getattr(args, "kubelet_flags", None) or [])
+    state_dir = args.state_dir or configuration.evictd.state_dir
     if args.now:
-        document = now_json(replay_until(records, len(records) - 1))
+        records = _read_recording(state_dir, args.since, args.until)
+        document = now_json(replay_until(records, len(records) - 1), now_wall=time.time(),
+                            stale_after=stale_after_s(configuration.evictd.housekeeping_interval_s))
+        if not document["current"]:
+            print(f"warning: the newest recorded cycle is {document['ageSeconds']:g} s old: this is not now",
+                  file=sys.stderr)
         print(json.dumps(document, indent=2) if args.output == "json" else now_text(document))
         return EXIT_OK
-    if args.decision is not None:
-        index = find_decision(records, args.decision)
-        evicted = records[index].decision.get("evicted")
-        if not isinstance(evicted, list) or not evicted:
-            raise EvictdError(f"decision {args.decision} evicted nobody (`evictd explain --now` shows a cycle)")
-        pod_key = f"{evicted[0].get('namespace')}/{evicted[0].get('name')}"
+    try:
+        records = _read_recording(state_dir, args.since, args.until)
+        recording_problem = None
+    except EvictdError as exc:  # no recording (recorder off, deleted): the journal may still know
+        records, recording_problem = [], str(exc)
+    try:
+        if args.decision is not None:
+            index = find_decision(records, args.decision)
+            evicted = records[index].decision.get("evicted")
+            if not isinstance(evicted, list) or not evicted:
+                raise EvictdError(f"decision {args.decision} evicted nobody (`evictd explain --now` shows a cycle)")
+            pod_key = f"{evicted[0].get('namespace')}/{evicted[0].get('name')}"
+        else:
+            index, pod_key = find_eviction(records, args.pod)
+    except EvictdError as exc:
+        not_found: EvictdError | None = exc if recording_problem is None else EvictdError(recording_problem)
+        index = -1
     else:
-        index, pod_key = find_eviction(records, args.pod)
+        not_found = None
+    if _explain_from_journal(args, state_dir, records, recording_problem, records[index].wall if index >= 0 else None,
+                             not_found):
+        return EXIT_OK
     document = explanation_json(replay_until(records, index), pod_key)
     print(json.dumps(document, indent=2) if args.output == "json" else explanation_text(document))
     return EXIT_OK
+
+
+def _explain_from_journal(args: argparse.Namespace, state_dir: str, records: list[Any], recording_problem: str | None,
+                          recorded_at: float | None, not_found: EvictdError | None) -> bool:
+    """Print the eviction asked for from the journal when the recording does not hold it, or holds only an
+    earlier one of the pod; return whether it did. Raise EvictdError when neither holds one."""
+    from evictd.explain_journal import (
+        by_decision,
+        journal_entries,
+        journal_json,
+        journal_text,
+        matches,
+        unrecorded,
+        why_not_recorded,
+    )
+
+    entries, journal_problem = journal_entries(state_dir)
+    since, until = _when(args.since, "--since"), _when(args.until, "--until")
+    entries = [e for e in unrecorded(entries, records)
+               if (since is None or e.decided_at >= since) and (until is None or e.decided_at <= until)]
+    if args.decision is not None:
+        entry = by_decision(entries, args.decision) if not_found is not None else None
+    else:
+        entry = next((e for e in reversed(entries) if matches(e, args.pod)), None)
+        if entry is not None and recorded_at is not None and entry.decided_at <= recorded_at:
+            entry = None  # the recorded eviction is the later one
+    if entry is None:
+        if not_found is not None:
+            either = f"the journal cannot be read either ({journal_problem})" if journal_problem else \
+                "nor in the journal (it keeps evictions 10 minutes after they finish; none in dry-run)"
+            raise EvictdError(f"{not_found}; {either}")
+        return False
+    document = journal_json(entry, why_not_recorded(entry, records, recording_problem))
+    print(json.dumps(document, indent=2) if args.output == "json" else journal_text(document))
+    return True
 
 
 def _run(args: argparse.Namespace) -> int:

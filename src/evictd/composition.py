@@ -67,7 +67,7 @@ from evictd.kube.cluster import ClusterSync, EvictablePods, NodeFallbackPods
 from evictd.kube.critical_record import CriticalPodRecord
 from evictd.kube.events import EventRecorder
 from evictd.kube.evictor import KubePodEvictor
-from evictd.kube.journal import EvictionJournal
+from evictd.kube.journal import JOURNAL_FILE, EvictionJournal
 from evictd.kube.node_writer import NodeStatusWriter
 from evictd.kube.pod_watch import TERMINAL_PHASES, PodWatcher
 from evictd.kube.shadow import ShadowComparer
@@ -87,7 +87,6 @@ NODE_NAME_ENV = "EVICTD_NODE_NAME"
 POD_UID_ENV = "EVICTD_POD_UID"
 # Set in every pod by the kubelet: evictd then uses the in-cluster service account.
 IN_CLUSTER_ENV = "KUBERNETES_SERVICE_HOST"
-JOURNAL_FILE = "evictions.json"
 CRITICAL_PODS_FILE = "critical-pods.json"
 # How long start-up waits for the first pod list before running cycles anyway (hard thresholds rank the pods
 # the node shows until then). A refused connection ends the wait at once.
@@ -429,7 +428,8 @@ def build_daemon(
         # Last: what the other hooks do never waits for the recorder's disk.
         recorder = FlightRecorder(settings.state_dir, config.eviction, max_bytes=settings.recorder_max_bytes,
                                   max_age_s=settings.recorder_max_age_s, dry_run=evictions_reported_only, log=log,
-                                  on_error=metrics.errors.labels("recorder").inc, run=run)
+                                  on_error=metrics.errors.labels("recorder").inc, run=run,
+                                  start_state=manager.state, node_name=node_name)
         after_cycle.append(recorder)
         on_stop.append(recorder.close)
     parts: list[Part] = [cluster.pod_watch] if cluster is not None else []

@@ -5,8 +5,12 @@ it is replayed through the eviction manager up to that cycle with the recorded c
 (`replay.replayed_runs`), so that the explanation is the manager's own report of that cycle: the observations,
 each threshold met with the time it was first met and its grace period, the node-level reclaim (what it freed
 is the recorded figure: a replay frees nothing), the whole ranking with each pod's keys, and why the pods
-ranked above the evicted one were passed over. `--now` does the same for the newest recorded cycle: how far
-each signal is from each threshold, and the head of the eviction order.
+ranked above the evicted one were passed over. The run is replayed from the engine state it started from (the
+one it restored after a restart, as its first recorded line says), so a grace period under way across a restart
+shows when it was first met, before the restart. `--now` does the same for the newest recorded cycle: how far
+each signal is from each threshold, and the head of the eviction order, saying how old that cycle is (and that
+it is not now when it is older than a few housekeeping intervals: the daemon stopped, or records nothing).
+An eviction the recording does not hold is explained from the journal (`explain_journal`).
 
 A decision id is `<run>/<cycle>`: the run of evictd (its start time and PID, as the recording names it) and
 the cycle number, as the eviction's log line and the live view print it.
@@ -17,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from evictd.core.engine import EngineConfig, Eviction, ReclaimThenEvict
+from evictd.core.engine import EngineConfig, EngineState, Eviction, ReclaimThenEvict
 from evictd.core.errors import EvictdError
 from evictd.core.fs_layout import FsLayout
 from evictd.core.pods import SYSTEM_CRITICAL_PRIORITY, Pod, is_critical_pod, is_mirror_pod, is_static_pod
@@ -35,6 +39,12 @@ from evictd.replay import ReplayedRun, replayed_runs, wall_text
 NOT_RANKED = ("evictd's own pod", "pods evictd already evicted (its journal)", "pods that finished (Succeeded, "
               "Failed)")
 RANKING_SHOWN_NOW = 5
+# `--now` calls the newest recorded cycle current while it is at most this many housekeeping intervals old, and
+# at least MIN_STALE_AFTER_S (a running daemon's recorder writes every cycle).
+STALE_AFTER_INTERVALS = 3
+MIN_STALE_AFTER_S = 30.0
+# A first-met time this close to the restored one is that one (the same float, give or take rounding).
+RESTORED_TIME_TOLERANCE_S = 1e-6
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +55,8 @@ class Explained:
     report: CycleReport
     config: EngineConfig
     layout: FsLayout
+    start_state: EngineState  # the state the run was replayed from
+    restored: bool | None  # the run started from a restored state (None: the recording does not say)
 
 
 # --- finding the cycle ---------------------------------------------------------------------------------------
@@ -103,7 +115,7 @@ def replay_until(records: Sequence[Record], index: int) -> Explained:
         raise EvictdError(f"cycle {decision_id(target.run, target.cycle)} read no stats: nothing was decided")
     run: ReplayedRun | None = next(replayed_runs([r for r in records[: index + 1] if r.run == target.run]), None)
     assert run is not None and run.cycles[-1][0] is target
-    return Explained(target, run.cycles[-1][1], run.config, run.layout)
+    return Explained(target, run.cycles[-1][1], run.config, run.layout, run.start_state, run.restored)
 
 
 # --- what a pod's ranking keys say ----------------------------------------------------------------------------
@@ -202,6 +214,10 @@ def _threshold_json(threshold: Threshold, explained: Explained) -> JsonObject:
         item["firstMet"] = wall_text(explained.record.wall - status.observed_for_s)
         item["metForSeconds"] = round(status.observed_for_s, 3)
         item["graceMet"] = status.grace_met
+        # First met before this run of evictd started: the time is the one it restored (not met again since).
+        restored = explained.start_state.first_observed_at.get(threshold)
+        item["firstMetRestored"] = restored is not None and abs(
+            explained.report.now - status.observed_for_s - restored) < RESTORED_TIME_TOLERANCE_S
     return item
 
 
@@ -210,9 +226,11 @@ def _eviction_of(explained: Explained, pod_key: str) -> Eviction:
     if eviction is None:
         replayed = ", ".join(e.pod.key for e in explained.report.evictions) or "nobody"
         record = explained.record
+        cause = (" (the recording does not hold the run's first cycle: it was replayed from a fresh engine state)"
+                 if explained.restored is None else "")
         raise EvictdError(
-            f"replaying run {record.run} up to cycle {record.cycle} evicted {replayed}, not {pod_key} as recorded "
-            "(the run may have restored an earlier run's grace periods); see `evictd replay` for the differences")
+            f"replaying run {record.run} up to cycle {record.cycle} evicted {replayed}, not {pod_key} as recorded"
+            f"{cause}; see `evictd replay` for the differences")
     return eviction
 
 
@@ -221,9 +239,11 @@ def explanation_json(explained: Explained, pod_key: str) -> JsonObject:
     record, report = explained.record, explained.report
     eviction = _eviction_of(explained, pod_key)
     document: JsonObject = {
+        "source": "recording",
         "decision": decision_id(record.run, record.cycle),
         "time": wall_text(record.wall),
         "dryRun": record.dry_run,
+        "restoredAtRunStart": explained.restored,
         "pod": eviction.pod.key,
         "uid": eviction.pod.uid,
         "signal": eviction.signal,
@@ -276,8 +296,21 @@ def _threshold_line(item: Mapping[str, object]) -> str:
     if "available" in item:
         line += f": available {item['available']} of {item['capacity']}, threshold {item['threshold']}"
     if "firstMet" in item:
-        line += f"; first met {item['firstMet']} ({item['metForSeconds']:g}s before)"
+        line += f"; first met {item['firstMet']} ({item['metForSeconds']:g}s before"
+        line += ", before this run of evictd started: restored from engine-state.json)" \
+            if item.get("firstMetRestored") else ")"
     return line
+
+
+def _run_start_text(restored: object) -> str | None:
+    """What the explanation says about the engine state the run was replayed from (None: nothing to say)."""
+    if restored is True:
+        return ("this run of evictd started from the engine state it restored after a restart (engine-state.json): "
+                "grace periods and conditions under way then went on")
+    if restored is None:
+        return ("the recording does not hold this run's first cycle (rotated out, or before --since): it was "
+                "replayed from a fresh engine state, so grace periods may show as first met later than they were")
+    return None
 
 
 def explanation_text(document: Mapping[str, object]) -> str:
@@ -287,6 +320,9 @@ def explanation_text(document: Mapping[str, object]) -> str:
              f"{document['signal']}, grace {document['gracePeriodSeconds']}s "
              f"(effective {document['effectiveGracePeriodSeconds']}s)",
              f"  message: {document['message']}", ""]
+    run_start = _run_start_text(document.get("restoredAtRunStart"))
+    if run_start is not None:
+        lines += [run_start, ""]
     threshold = document["threshold"]
     if isinstance(threshold, Mapping):
         lines.append(f"threshold acted on: {_threshold_line(threshold)}")
@@ -310,6 +346,17 @@ def explanation_text(document: Mapping[str, object]) -> str:
     if ranking:
         lines.append(f"  never ranked at all: {', '.join(NOT_RANKED)}")
     return "\n".join(lines)
+
+
+def duration_text(seconds: float) -> str:
+    """A duration as a person reads it: 4.2s, 3m12s, 5h07m, 2d03h."""
+    if seconds < 60:
+        return f"{max(seconds, 0.0):.1f}s"
+    whole = int(seconds)
+    for unit, size, smaller, small_size in (("d", 86400, "h", 3600), ("h", 3600, "m", 60), ("m", 60, "s", 1)):
+        if whole >= size:
+            return f"{whole // size}{unit}{whole % size // small_size:02d}{smaller}"
+    return f"{whole}s"
 
 
 def _bytes(value: object) -> str:
@@ -337,10 +384,17 @@ def _ranking_table(signal: Signal, ranking: Sequence[Mapping[str, object]]) -> s
 # --- what would be evicted next -------------------------------------------------------------------------------
 
 
-def now_json(explained: Explained) -> JsonObject:
-    """The `--now` document: each threshold's distance from its signal's reading, and the head of the eviction
-    order (this cycle's ranking, or the one for the signal nearest a threshold)."""
+def stale_after_s(housekeeping_interval_s: float) -> float:
+    """How old the newest recorded cycle may be and still be "now": a running recorder writes every cycle."""
+    return max(STALE_AFTER_INTERVALS * housekeeping_interval_s, MIN_STALE_AFTER_S)
+
+
+def now_json(explained: Explained, *, now_wall: float, stale_after: float) -> JsonObject:
+    """The `--now` document: how old the cycle is at `now_wall` and whether it is current (at most `stale_after`
+    seconds old), each threshold's distance from its signal's reading, and the head of the eviction order (this
+    cycle's ranking, or the one for the signal nearest a threshold)."""
     record, report = explained.record, explained.report
+    age_s = now_wall - record.wall
     assessment = report.assessment
     met = {status.threshold: status for status in assessment.thresholds}
     thresholds, _ = derive_containerfs_thresholds(explained.config.thresholds, explained.layout)
@@ -380,6 +434,8 @@ def now_json(explained: Explained) -> JsonObject:
     return {
         "decision": decision_id(record.run, record.cycle),
         "time": wall_text(record.wall),
+        "ageSeconds": round(age_s, 3),
+        "current": age_s <= stale_after,
         "conditions": [str(c) for c in assessment.node_conditions],
         "signals": signals,
         "ranking": {"signal": str(signal), "basis": why, "unit": usage_unit(signal), "next": following,
@@ -392,8 +448,14 @@ def now_json(explained: Explained) -> JsonObject:
 def now_text(document: Mapping[str, object]) -> str:
     """The text form of `now_json`'s document."""
     conditions = document["conditions"]
-    lines = [f"as of cycle {document['decision']} at {document['time']} (the newest recorded)",
-             f"node conditions: {', '.join(conditions) or 'none'}", ""]  # type: ignore[arg-type]
+    age = duration_text(float(document["ageSeconds"]))  # type: ignore[arg-type]
+    if document["current"]:
+        lines = [f"as of cycle {document['decision']} at {document['time']} (the newest recorded, {age} ago)"]
+    else:
+        lines = [f"NOT NOW: the newest recorded cycle, {document['decision']} at {document['time']}, is {age} old "
+                 "(evictd is not running with its recorder on, or --until asked for an earlier one); the node as it "
+                 "was then:"]
+    lines += [f"node conditions: {', '.join(conditions) or 'none'}", ""]  # type: ignore[arg-type]
     rows = []
     for item in document["signals"]:  # type: ignore[attr-defined]
         signal = Signal(item["signal"])

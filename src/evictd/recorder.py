@@ -12,6 +12,9 @@ The recorder never stops the loop: a full filesystem (ENOSPC) or an unwritable s
 (and once again when it writes again), count `evictd_errors_total{source="recorder"}`, cut off any partial
 line it left, and try again next cycle with the whole pod list. In dry-run it records too: the decisions are
 what an operator trying thresholds wants to see.
+
+The run's first line carries the engine state the run started from (`start_state`: what
+`engine_state_file` restored after a restart, or null), so that a replay of the run starts where the daemon did.
 """
 
 from __future__ import annotations
@@ -27,8 +30,10 @@ from typing import Any
 
 from evictd.after_cycle import Cycle
 from evictd.clock import SYSTEM_CLOCK, Clock
+from evictd.core.engine import EngineState
 from evictd.core.fs_layout import FsLayout
 from evictd.core.kubelet_config import EvictionSettings, kubelet_config_document
+from evictd.core.saved_state import state_document
 from evictd.core.summary import SummaryEncoder
 from evictd.recording import (
     CLOSED_SUFFIX,
@@ -43,6 +48,8 @@ from evictd.recording import (
 )
 from evictd.render import JsonObject
 
+# The state of an engine that remembers nothing: what a run that restored nothing starts from.
+FRESH_STATE = EngineState()
 # What one segment holds at most, as a share of the recorder's bounds.
 SEGMENT_SHARE_OF_BYTES = 16
 SEGMENT_SHARE_OF_AGE = 24
@@ -58,7 +65,8 @@ class FlightRecorder:
 
     def __init__(self, state_dir: str, settings: EvictionSettings, *, max_bytes: int, max_age_s: float,
                  dry_run: bool, log: Any, on_error: Callable[[], None] = lambda: None,
-                 clock: Clock = SYSTEM_CLOCK, run: str | None = None) -> None:
+                 clock: Clock = SYSTEM_CLOCK, run: str | None = None, start_state: EngineState = FRESH_STATE,
+                 node_name: str = "") -> None:
         self.folder = os.path.join(state_dir, RECORDING_FOLDER)
         self._config = kubelet_config_document(settings)
         self._max_bytes = max_bytes
@@ -79,6 +87,9 @@ class FlightRecorder:
         self._opened_at = 0.0
         self._failing: str | None = None
         self._started = False
+        # The engine state the run started from, written on the run's first line (None once written or tried).
+        self._start_state: EngineState | None = start_state
+        self._node_name = node_name
 
     def __call__(self, cycle: Cycle) -> None:
         """Record one finished cycle; a failure is logged and counted, never raised."""
@@ -97,6 +108,8 @@ class FlightRecorder:
         except OSError as exc:
             self._failed(exc)
             return
+        finally:
+            self._start_state = None  # the run's first cycle only: a later one did not start from it
         self._pods.commit(pods)
         self._layout = cycle.state.layout
         if self._failing is not None:
@@ -121,6 +134,9 @@ class FlightRecorder:
         if self._size == 0:
             line["dryRun"] = self._dry_run
             line["config"] = self._config
+        if self._start_state is not None:
+            line["engineState"] = None if self._start_state == FRESH_STATE else state_document(
+                self._start_state, node_name=self._node_name, now=report.now, now_wall=wall)
         if layout is not None and (self._size == 0 or layout != self._layout):
             line["layout"] = layout_json(layout)
         pods = self._pods.encode(report.pods)

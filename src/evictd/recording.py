@@ -6,6 +6,7 @@ complete cycle:
 
     {"v": 1, "run": "...", "cycle": 7, "wall": <epoch s>, "now": <monotonic s>,
      "dryRun": false, "config": {...}, "layout": {...},   # the first line of a segment, and after a failed write
+     "engineState": {...} or null,                       # the first line of a run only
      "pods": [...]  or  "podChanges": {"set": [...], "removed": [...], "order": [...]},
      "summary": {...} or null, "afterReclaim": {...},      # Summary API documents, as `simulate` reads them
      "decision": {...}}                                    # `decision_json`
@@ -15,7 +16,11 @@ reads alone: older ones may have been deleted); after that only what changed: po
 the ids of pods gone (`removed`, an id being the UID, or namespace/name without one), and `order` (every id)
 only when the new list's order is not the old order with new pods at the end. `config` is the
 KubeletConfiguration the decisions were taken with, `layout` the filesystem layout (written again when it
-changes). A line that does not decode (the last one, cut by a crash) is skipped.
+changes). `engineState`, on the first line a run of evictd writes, is the engine state that run started from:
+the one it restored from `engine-state.json` after a restart (`evictd.engine_state_file`), as a saved-state
+document (`evictd.core.saved_state`) whose `savedAt` is that line's `wall` (its times convert to the run's
+monotonic clock with that line's `wall` and `now`); null when it started afresh. A line that does not decode
+(the last one, cut by a crash) is skipped.
 """
 
 from __future__ import annotations
@@ -159,6 +164,16 @@ def decision_json(report: CycleReport, layout: FsLayout) -> JsonObject:
 # --- reading -----------------------------------------------------------------------------------------------
 
 
+class Absent:
+    """The type of ABSENT: a line that does not say (not None, which says "nothing")."""
+
+    def __repr__(self) -> str:
+        return "ABSENT"
+
+
+ABSENT = Absent()
+
+
 @dataclass(frozen=True, slots=True)
 class Record:
     """One recorded cycle, with the context its segment gave it (configuration, layout, whole pod list)."""
@@ -174,6 +189,9 @@ class Record:
     summary: Mapping[str, object] | None
     after_reclaim: Mapping[str, object] | None
     decision: Mapping[str, object]
+    # The run's first line: the engine state it started from (None: afresh). ABSENT on other lines, and in
+    # recordings written before evictd recorded it.
+    engine_state: Mapping[str, object] | Absent | None = ABSENT
 
 
 def segment_paths(folder: str) -> list[str]:
@@ -225,12 +243,16 @@ class _SegmentReader:
         if self.config is None or self.pods is None:
             return None
         summary, after, decision = line.get("summary"), line.get("afterReclaim"), line.get("decision")
+        state = line.get("engineState", ABSENT)
+        if state is not ABSENT and state is not None and not isinstance(state, Mapping):
+            raise ValueError("engineState is not an object")
         return Record(run=str(line.get("run", "")), cycle=int(line.get("cycle", 0)),  # type: ignore[call-overload]
                       wall=float(line["wall"]), now=float(line["now"]),  # type: ignore[arg-type]
                       dry_run=self.dry_run, config=self.config, layout=self.layout, pods=self.pod_list,
                       summary=summary if isinstance(summary, Mapping) else None,
                       after_reclaim=after if isinstance(after, Mapping) else None,
-                      decision=decision if isinstance(decision, Mapping) else {})
+                      decision=decision if isinstance(decision, Mapping) else {},
+                      engine_state=state)
 
     def _pods(self, line: Mapping[str, object]) -> None:
         full = line.get("pods")
@@ -290,13 +312,18 @@ def scenario_document(records: Iterable[Record], *, exact_times: bool = False) -
 
     Steps are at seconds since the first cycle, kept on the monotonic clock within one run of evictd and on the
     wall clock between runs; with `exact_times` (one run) at the recorded monotonic times themselves, so that a
-    replay compares exactly the durations the daemon compared.
+    replay compares exactly the durations the daemon compared. When the first record is the first of its run,
+    the scenario starts from the engine state that run started from (`engineState`: the one it restored after a
+    restart); `unknown_start_state` says when that is not known.
     """
     steps: list[JsonObject] = []
+    start: Record | None = None
     first: Record | None = None
     previous: Record | None = None
     base_at = base_now = 0.0
     for record in records:
+        if first is None and (start is None or start.run != record.run):
+            start = record  # the first record of the first scenario step's run
         if record.summary is None:
             continue
         if first is None:
@@ -314,11 +341,32 @@ def scenario_document(records: Iterable[Record], *, exact_times: bool = False) -
             step["pods"] = record.pods
         steps.append(step)
         previous = record
-    if first is None:
+    if first is None or start is None:
         return {"steps": []}
-    return {
+    document: JsonObject = {
         "config": {"apiVersion": KUBELET_API_VERSION, "kind": KUBELET_KIND, **first.config},
         "layout": dict(first.layout),
         "pods": first.pods,
         "steps": steps,
     }
+    state = start.engine_state
+    if isinstance(state, Mapping):
+        # Taken at the run's first cycle; the scenario starts at its first cycle with a Summary (the state stood
+        # still in between): the same times, seen from that cycle's moment.
+        saved_at = state.get("savedAt")
+        if isinstance(saved_at, int | float) and not isinstance(saved_at, bool):
+            state = {**state, "savedAt": saved_at + (first.now - start.now)}
+        document["engineState"] = dict(state)
+    return document
+
+
+def unknown_start_state(records: Sequence[Record]) -> str | None:
+    """Say why the scenario of `records` (`scenario_document`) starts from a fresh engine state although the run
+    of its first step may not have (None: it starts from the state that run started from)."""
+    first = next((r for r in records if r.summary is not None), None)
+    start = next((r for r in records if first is not None and r.run == first.run), None)
+    if start is None or start.engine_state is not ABSENT:
+        return None
+    return (f"the scenario starts from a fresh engine state: its first cycle ({start.run}/{start.cycle}) is not the "
+            "first of its run of evictd (rotated out, or before --since), or was recorded by an evictd that did not "
+            "record the state it started from; grace periods under way then start again")

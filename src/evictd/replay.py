@@ -10,8 +10,10 @@ differs, the node's later readings (and pod lists) are still what really happene
 what the recording says it freed when it ran then (the Summary read after it), and nothing in cycles where only
 the candidate reclaims. Cycles whose stats could not be read are left out, as the manager's state stood still in
 them; a cycle whose pods came from the node (no pod list from the API) is replayed with those pods as a list.
-Each run starts from a fresh engine state: a run that restored its predecessor's (`engine_state_file`) may differ
-in its first cycles.
+Each run starts from the engine state it started from, recorded on its first line: the one it restored from its
+predecessor's `engine-state.json` after a restart (for a candidate configuration, what that configuration would
+have restored: a changed threshold starts afresh), or a fresh one. A run whose first cycle is not in the
+recording (rotated out, before `--since`) starts from a fresh state at its first cycle there.
 """
 
 from __future__ import annotations
@@ -21,12 +23,12 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from itertools import groupby
 
-from evictd.core.engine import EngineConfig
+from evictd.core.engine import EngineConfig, EngineState
 from evictd.core.fs_layout import FsLayout
 from evictd.manager import CycleReport
-from evictd.recording import Record, decision_json, scenario_document
+from evictd.recording import ABSENT, Record, decision_json, scenario_document
 from evictd.render import JsonObject, table
-from evictd.simulate import parse_scenario, run_scenario
+from evictd.simulate import parse_scenario, run_scenario, start_state
 
 # The parts of a decision compared, by name: what a person reads in a difference.
 COMPARED = ("thresholdsMet", "conditions", "reclaim", "evicted", "ranking")
@@ -105,24 +107,34 @@ def _intervals(timeline: Sequence[tuple[float, Sequence[str]]], condition: str) 
 @dataclass(frozen=True, slots=True)
 class ReplayedRun:
     """One run of evictd replayed: each recorded cycle with the manager's report of it; the configuration and
-    layout it ran with."""
+    layout it ran with, and the engine state it started from (`restored`: the one the run restored at its start,
+    None when the recording does not hold the run's first cycle or does not say)."""
 
     config: EngineConfig
     layout: FsLayout
     cycles: tuple[tuple[Record, CycleReport], ...]
+    start_state: EngineState
+    restored: bool | None
 
 
 def replayed_runs(records: Iterable[Record], config: EngineConfig | None = None) -> Iterator[ReplayedRun]:
-    """Run each run of evictd in `records` (in order) through the eviction manager, from a fresh state, with
-    `config` (None: the run's own recorded configuration); cycles without a Summary are left out."""
-    for _, group in groupby(records, key=lambda record: record.run):
+    """Run each run of evictd in `records` (in order) through the eviction manager, from the state it started
+    from (see the module's description), with `config` (None: the run's own recorded configuration); cycles
+    without a Summary are left out."""
+    for _, grouped in groupby(records, key=lambda record: record.run):
+        group = list(grouped)
         kept = [record for record in group if record.summary is not None]
         if not kept:
             continue
-        scenario = parse_scenario(scenario_document(kept, exact_times=True))
+        scenario = parse_scenario(scenario_document(group, exact_times=True))
         if config is not None:
             scenario = replace(scenario, config=config)
-        yield ReplayedRun(scenario.config, scenario.layout, tuple(zip(kept, run_scenario(scenario), strict=True)))
+        state = EngineState() if scenario.engine_state is None else start_state(
+            scenario.engine_state, scenario.config, scenario.steps[0].at)
+        said = group[0].engine_state
+        restored = None if said is ABSENT else said is not None
+        yield ReplayedRun(scenario.config, scenario.layout, tuple(zip(kept, run_scenario(scenario), strict=True)),
+                          state, restored)
 
 
 def replay(records: Iterable[Record], config: EngineConfig | None = None) -> Replay:

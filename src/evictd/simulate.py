@@ -1,22 +1,28 @@
 """`evictd simulate`: drive the real eviction manager through a scripted scenario on a fake clock.
 
-The scenario format and its rules are README's "`evictd simulate`" section. The stand-ins here are the only
-fakes: `FakeClock`, `ScriptedStats`, `FixedLayout`, `ScriptedPods`, `RecordingReclaimer`, `RecordingEvictor`.
+The scenario format and its rules are README's "`evictd simulate`" section; `engineState` (optional) is the
+engine state the first step starts from, a document as `evictd run` saves it (`evictd.core.saved_state`) whose
+`savedAt` is the first step's wall-clock time: restored for the scenario's configuration as a restarted daemon
+restores it (thresholds it no longer has start afresh), its times placed on the fake clock. The stand-ins
+here are the only fakes: `FakeClock`, `ScriptedStats`, `FixedLayout`, `ScriptedPods`, `RecordingReclaimer`,
+`RecordingEvictor`.
 Everything else is the daemon's own code (`EvictionManager`). Malformed scenarios raise ScenarioError with the path.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from evictd.core.decode import list_of, mapping, sequence
-from evictd.core.engine import EngineConfig, Eviction
+from evictd.core.engine import EngineConfig, EngineState, Eviction
 from evictd.core.errors import ConfigError, DecodeError, ScenarioError
 from evictd.core.fs_layout import FsLayout, ReclaimAction
 from evictd.core.kubelet_config import KUBELET_API_VERSION, KUBELET_KIND, eviction_settings
 from evictd.core.pods import Pod, pod_from_dict
+from evictd.core.saved_state import UnusableState, restorable_thresholds, restore_state
 from evictd.core.summary import ROOT_KEY, Summary, summary_from_dict
 from evictd.manager import CycleReport, EvictionManager
 
@@ -40,6 +46,23 @@ class Scenario:
     config: EngineConfig
     layout: FsLayout
     steps: tuple[Step, ...]
+    engine_state: Mapping[str, object] | None = None  # the saved-state document the first step starts from
+
+
+def start_state(document: Mapping[str, object], config: EngineConfig, at: float) -> EngineState:
+    """Return the engine state a scenario's first step (at `at`) starts from: `document` (a saved engine state
+    whose `savedAt` is that step's wall-clock time) restored for `config`. Raises ScenarioError."""
+    saved_at = document.get("savedAt")
+    if isinstance(saved_at, bool) or not isinstance(saved_at, int | float) or not math.isfinite(saved_at):
+        raise ScenarioError("must be a number of seconds (the first step's wall-clock time)",
+                            key="engineState.savedAt", value=saved_at)
+    try:
+        restored = restore_state(document, node_name=str(document.get("node")),
+                                 thresholds=restorable_thresholds(config.thresholds), now=at, now_wall=float(saved_at),
+                                 restore_window_s=math.inf, transition_period_s=config.pressure_transition_period_s)
+    except UnusableState as exc:
+        raise ScenarioError(f"engineState: not a usable engine state: {exc.reason}") from None
+    return restored.state
 
 
 def _pod(value: object, key: str) -> Pod:
@@ -106,7 +129,7 @@ def parse_scenario(document: object) -> Scenario:
 
 def _scenario(document: object) -> Scenario:
     root = mapping(document, "scenario")
-    known = {"config", "layout", "pods", "steps"}
+    known = {"config", "layout", "pods", "steps", "engineState"}
     # Top-level `x-...` keys are free for YAML anchors (shared pod stats and the like), as in Compose files.
     unknown = sorted(key for key in set(root) - known if not str(key).startswith("x-"))
     if unknown:
@@ -130,7 +153,11 @@ def _scenario(document: object) -> Scenario:
         after = step.get("afterReclaim")
         after_reclaim = _summary(after, f"{key}.afterReclaim") if after is not None else None
         steps.append(Step(at=at, summary=summary, after_reclaim=after_reclaim, pods=pods))
-    return Scenario(config=config, layout=layout, steps=tuple(steps))
+    engine_state = root.get("engineState")
+    if engine_state is not None:
+        engine_state = mapping(engine_state, "engineState")
+        start_state(engine_state, config, steps[0].at if steps else 0.0)  # checked now, restored when run
+    return Scenario(config=config, layout=layout, steps=tuple(steps), engine_state=engine_state)
 
 
 # --- stand-ins -------------------------------------------------------------------------------------------
@@ -220,6 +247,8 @@ def run_scenario(scenario: Scenario) -> list[CycleReport]:
         evictor=RecordingEvictor(),
         clock=clock,
     )
+    if scenario.engine_state is not None and scenario.steps:
+        manager.state = start_state(scenario.engine_state, scenario.config, scenario.steps[0].at)
     reports: list[CycleReport] = []
     for step in scenario.steps:
         clock.now = step.at

@@ -152,6 +152,12 @@ def start_evictd(tmp_path: Path, processes: list[EvictdProcess], *, kubelet: str
     return daemon
 
 
+def evictd_command(*args: str) -> subprocess.CompletedProcess[str]:
+    """Run an offline `evictd` command (replay, explain, record export) to its end."""
+    return subprocess.run([sys.executable, "-m", "evictd", *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=120, check=False)
+
+
 def mem_available_bytes() -> int:
     """MemTotal minus the root memory cgroup's working set: the node's memory.available right now."""
     with open("/proc/meminfo", encoding="ascii") as handle:

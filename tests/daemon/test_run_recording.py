@@ -12,12 +12,11 @@ all the same.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import time
 from pathlib import Path
 
-from evictd_process import ROOT, EvictdProcess, start_evictd
+from evictd_process import EvictdProcess, start_evictd
+from evictd_process import evictd_command as evictd
 
 from evictd.recording import RECORDING_FOLDER, read_recording
 from full_filesystem import UnwritableFolder
@@ -25,11 +24,6 @@ from real_pod_node import MiB, RealPodNode
 
 ALLOCATED_BYTES = 360 * MiB  # leaves ~150Mi of real_pod's 512Mi: past the 200Mi threshold, no OOM kill
 THRESHOLDS = "allocatableMemory.available<200Mi,nodefs.available<50%"
-
-
-def evictd(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "evictd", *args], cwd=ROOT, capture_output=True, text=True,
-                          timeout=120, check=False)
 
 
 def watching(tmp_path: Path, real_pod: RealPodNode, evictd_processes: list[EvictdProcess],

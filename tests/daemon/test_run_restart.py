@@ -11,16 +11,23 @@ corrupt, or another node's or format version's, is renamed aside and evictd star
 from __future__ import annotations
 
 import json
+import math
 import socket
 import time
 from collections.abc import Iterator
+from dataclasses import replace
+from datetime import UTC, datetime
+from itertools import groupby
 from pathlib import Path
 
 import pytest
+import yaml
 from evictd_process import EvictdProcess, start_evictd
+from evictd_process import evictd_command as evictd
 
 from evictd.core.saved_state import STATE_VERSION
-from evictd.recording import RECORDING_FOLDER
+from evictd.recording import ABSENT, RECORDING_FOLDER, read_recording
+from evictd.replay import replay
 from real_pod_node import MiB, RealPodNode
 
 POD_LIMIT_BYTES = 512 * MiB
@@ -87,6 +94,57 @@ def test_a_restart_inside_a_soft_grace_period_neither_resets_nor_shortens_it(
     assert changes == [["MemoryPressure"]]
     assert second.metric("evictd_errors_total", source="state") == 0
     assert second.stop() == 0
+
+    # The restarted run's recording starts from the state it restored: replayed, every decision as recorded, and
+    # `explain` of the eviction shows the grace period first met before the restart.
+    state_dir = tmp_path / "state"
+    records, _ = read_recording(str(state_dir / RECORDING_FOLDER))
+    runs = [run for run, _ in groupby(records, key=lambda record: record.run)]
+    assert len(runs) == 2, "a restarted run records under a new run id"
+    first_run_start, second_run_start = (next(r for r in records if r.run == run) for run in runs)
+    assert first_run_start.engine_state is None, "the first run started afresh"
+    saved = second_run_start.engine_state
+    assert isinstance(saved, dict)
+    assert [item["threshold"]["signal"] for item in saved["firstObservedAt"]] == ["allocatableMemory.available"]
+    replayed = evictd("replay", str(state_dir), "--output", "json")
+    assert replayed.returncode == 0, replayed.stderr
+    result = json.loads(replayed.stdout)
+    assert result["runs"] == 2 and result["cycles"] == len([r for r in records if r.summary is not None])
+    assert result["identical"] is True, result["differences"][:5]
+    explained = evictd("explain", "--decision", evicted["decision"], "--state-dir", str(state_dir),
+                       "--output", "json")
+    assert explained.returncode == 0, explained.stderr
+    why = json.loads(explained.stdout)
+    assert (why["pod"], why["source"], why["restoredAtRunStart"]) == (real_pod.key, "recording", True)
+    threshold = why["threshold"]
+    assert threshold["signal"] == "allocatableMemory.available" and threshold["firstMetRestored"] is True
+    first_met = datetime.fromisoformat(threshold["firstMet"].replace("Z", "+00:00")).timestamp()
+    # Met at the crossing the first run logged (a cycle's duration apart at most), before the restart.
+    assert abs(first_met - crossed["_received"]) < 1.0 and first_met < restarted_at
+    assert threshold["metForSeconds"] >= GRACE_S and threshold["graceMet"] is True
+    text = evictd("explain", "--decision", evicted["decision"], "--state-dir", str(state_dir))
+    assert "before this run of evictd started: restored from engine-state.json" in text.stdout, text.stdout
+    # From a fresh engine, as before the state was recorded, the grace period would start again at the restart.
+    fresh = replay([replace(r, engine_state=ABSENT) if r is second_run_start else r for r in records])
+    assert any(d.what == "evicted" and d.run == second_run_start.run for d in fresh.differences), fresh.differences
+
+    # Exported from the restarted run's first cycle on, the scenario starts from the restored state too, and
+    # `simulate` takes the recorded decisions.
+    since = datetime.fromtimestamp(math.floor(second_run_start.wall * 1000) / 1000, UTC).isoformat()
+    exported = evictd("record", "export", "--state-dir", str(state_dir), "--since", since)
+    assert exported.returncode == 0 and exported.stderr == "", exported.stderr
+    scenario = yaml.safe_load(exported.stdout)
+    # (its savedAt is the first exported step's moment: the run's first cycle's, unless that one read no stats)
+    assert {**scenario["engineState"], "savedAt": 0} == {**saved, "savedAt": 0}
+    (tmp_path / "restarted.yaml").write_text(exported.stdout)
+    simulated = evictd("simulate", str(tmp_path / "restarted.yaml"), "--output", "json")
+    assert simulated.returncode == 0, simulated.stderr
+    second_run = [r for r in records if r.run == second_run_start.run and r.summary is not None]
+    assert [s["evicted"] for s in json.loads(simulated.stdout)["steps"]] == [r.decision["evicted"] for r in second_run]
+
+    # `explain --now` of a recording whose daemon stopped a moment ago: current; it says when that stops being so.
+    now = evictd("explain", "--now", "--state-dir", str(state_dir), "--output", "json")
+    assert now.returncode == 0 and json.loads(now.stdout)["current"] is True, now.stdout + now.stderr
 
 
 def saved_document(node: str, version: int = STATE_VERSION) -> dict[str, object]:

@@ -14,14 +14,13 @@ a graceful DELETE with 1 s and the pod's UID, a Warning Evicted event with the o
 annotations, the node event "Attempting to reclaim memory", the EvictdMemoryPressure condition and its
 NoSchedule taint. The kubelet stand-in then stops the pod and deletes its object, as the real kubelet does;
 the condition and the taint go only after the transition period; a clean stop of evictd removes the taint and
-leaves its conditions Unknown. Exactly one eviction.
+leaves its conditions Unknown. Exactly one eviction. With `recorder: false`, `evictd explain` of that eviction
+comes from the eviction journal.
 """
 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -31,6 +30,7 @@ from apiserver import ApiServer
 from containerd_harness import Containerd
 from cri_fixtures import PodFactory
 from e2e_node import ClusterNode, Container, MiB, hog_script, pods_memory_limit
+from evictd_process import evictd_command as evictd
 
 from polling import wait_until
 
@@ -120,9 +120,8 @@ def test_a_pod_hogging_memory_is_evicted_through_the_api_and_the_pressure_clears
             evicting["message"]
         # The event and the log line name the same decision, which `evictd explain` finds in the recording.
         assert annotations["evictd.io/decision"] == evicting["decision"]
-        explained = subprocess.run([sys.executable, "-m", "evictd", "explain", "--decision", evicting["decision"],
-                                    "--state-dir", str(node.state_dir), "--output", "json"],
-                                   capture_output=True, text=True, timeout=60, check=False)
+        explained = evictd("explain", "--decision", evicting["decision"], "--state-dir", str(node.state_dir),
+                           "--output", "json")
         assert explained.returncode == 0, explained.stderr
         why = json.loads(explained.stdout)
         assert (why["pod"], why["dryRun"], why["message"]) == (f"{hog.namespace}/{hog.name}", False,
@@ -190,3 +189,48 @@ def test_the_eviction_names_the_offending_container_as_the_kubelet_does(node: Cl
         asked = time.monotonic()
         assert daemon.stop() == 0
         assert time.monotonic() - asked < 2
+
+
+def test_explain_falls_back_to_the_journal_when_the_recorder_is_off(node: ClusterNode) -> None:
+    """With `recorder: false` nothing is recorded: `evictd explain --last` and `evictd explain POD` print what the
+    eviction journal holds (pod, signal, the kubelet's message, grace period, the API steps done) and say that
+    the ranked table, first-met times and reclaim are not available, the recording not holding that cycle."""
+    with pods_memory_limit(node, PODS_LIMIT_BYTES):
+        daemon = node.start_evictd(f"evictionHard: {{{SIGNAL}: {THRESHOLD}}}\n", "recorder: false\n")
+        daemon.wait_event("evictd started")
+        hog = node.run_pod("hog", [Container("hog", hog_script(HOG_MIB), requests={"memory": "32Mi"})])
+        key = f"{hog.namespace}/{hog.name}"
+        evicting = daemon.wait_event("evicting pod", timeout=20, pod=key)
+        assert "decision" not in evicting, "a run that does not record names no decision"
+        wait_until(lambda: node.pod_events(hog, "Evicted"), 10, "the Evicted event")
+        node.wait_gone(hog)
+        assert not (node.state_dir / "recording").exists(), "recorder: false writes no recording"
+
+        last = evictd("explain", "--last", "--state-dir", str(node.state_dir), "--output", "json")
+        assert last.returncode == 0, last.stderr
+        why = json.loads(last.stdout)
+        assert (why["source"], why["pod"], why["uid"], why["signal"]) == ("journal", key, hog.uid, SIGNAL)
+        assert why["message"] == evicting["message"] and why["decision"] is None
+        assert why["effectiveGracePeriodSeconds"] == evicting["grace_period_seconds"] == 1
+        assert why["annotations"]["offending_containers"] == "hog"
+        steps = why["apiSteps"]
+        assert steps["condition_written"] and steps["delete_sent"] and steps["deleted"] and steps["event_written"]
+        assert why["notRecorded"] == "the run of evictd that decided it did not record (recorder: false)"
+        assert "the recording does not hold that cycle" in why["notAvailable"]
+        assert "ranking" not in why and "threshold" not in why, "nothing made up that only the recording knows"
+
+        by_pod = evictd("explain", hog.name, "--state-dir", str(node.state_dir))
+        assert by_pod.returncode == 0, by_pod.stderr
+        lines = by_pod.stdout.splitlines()
+        assert lines[0].endswith(f"evicted {key} for {SIGNAL}, grace 1s (from the eviction journal)"), lines[0]
+        assert f"  message: {evicting['message']}" in lines
+        assert "ranked table" in by_pod.stdout and "the recording does not hold that cycle" in by_pod.stdout
+
+        # A pod evicted by neither: one line, exit status 1, naming both sources.
+        unknown = evictd("explain", "e2e/nobody", "--state-dir", str(node.state_dir))
+        assert unknown.returncode == 1 and unknown.stdout == ""
+        assert unknown.stderr.startswith("evictd: no recorded cycles in ") and "nor in the journal" in unknown.stderr
+        # `--now` needs the recording: there is none.
+        now = evictd("explain", "--now", "--state-dir", str(node.state_dir))
+        assert now.returncode == 1 and now.stderr.startswith("evictd: no recorded cycles in ")
+        assert daemon.stop() == 0

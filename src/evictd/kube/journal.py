@@ -38,6 +38,8 @@ from evictd.core.errors import SampleError, bounded_repr
 from evictd.core.pods import FrozenMap
 from evictd.kube.atomic_file import move_aside, read_json_file, remove_temporaries, write_json_atomically
 
+# The journal's file in stateDir.
+JOURNAL_FILE = "evictions.json"
 # How long a finished eviction is remembered (longer than any pod's termination grace period in practice).
 REMEMBER_DONE_S = 600.0
 # The file format this evictd writes and reads; a journal without a version is version 1 (evictd 0.1.0).

@@ -1,0 +1,119 @@
+"""`evictd explain` of an eviction the flight recording does not hold: what the eviction journal knows of it.
+
+The recording may not hold an eviction: the run that decided it had `recorder: false`, its segment was rotated
+out, or the recording was deleted. The journal (`<stateDir>/evictions.json`, `evictd.kube.journal`) keeps every
+eviction evictd carried out through the API until ten minutes after its last API step, with the pod, the
+signal, the message (which names the threshold quantity and the available amount), the grace period given, the
+decision id (when the run recorded) and how far the API steps got. That is what this explains, saying that the
+ranked table, the thresholds' first-met times and node-level reclaim are not known: they are in the recording
+alone. In dry-run, or without the API, nothing is journaled.
+
+A journal entry is in the recording when its `evictd.io/decision` annotation names a recorded cycle; an entry
+without one was decided by a run that did not record.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+
+from evictd.core.errors import SampleError
+from evictd.kube.evictor import DECISION_ANNOTATION
+from evictd.kube.journal import JOURNAL_FILE, ApiStep, JournalEntry, read_journal
+from evictd.recording import Record, decision_id
+from evictd.render import JsonObject
+from evictd.replay import wall_text
+
+NOT_KNOWN = ("the ranked table, the thresholds' first-met times and grace timing, and what node-level reclaim ran "
+             "and freed are not available: the recording does not hold that cycle")
+# The API steps as a person reads them, in the order they are made.
+STEP_TEXT = {ApiStep.CONDITION: "condition written", ApiStep.DELETION: "pod deleted", ApiStep.EVENT: "event written"}
+
+
+def journal_entries(state_dir: str) -> tuple[list[JournalEntry], str | None]:
+    """Return the journal's entries in `state_dir`, oldest decision first, and why there are none when the
+    journal cannot be read (None: read, or no journal at all)."""
+    path = os.path.join(state_dir, JOURNAL_FILE)
+    try:
+        entries = read_journal(path)
+    except SampleError as exc:
+        return [], f"the journal {path} cannot be read: {exc.reason}"
+    except OSError as exc:
+        return [], f"the journal {path} cannot be read: {exc.strerror or exc}"
+    return sorted((entries or {}).values(), key=lambda entry: entry.decided_at), None
+
+
+def _decision(entry: JournalEntry) -> str | None:
+    return entry.annotations.get(DECISION_ANNOTATION)
+
+
+def unrecorded(entries: Sequence[JournalEntry], records: Sequence[Record]) -> list[JournalEntry]:
+    """The entries whose decision the recording does not hold."""
+    recorded = {decision_id(record.run, record.cycle) for record in records}
+    return [entry for entry in entries if _decision(entry) not in recorded]
+
+
+def matches(entry: JournalEntry, pod: str | None) -> bool:
+    """Whether `entry` is the eviction of `pod` (namespace/name, name or UID; None: any pod)."""
+    return pod is None or pod in (entry.key, entry.name, entry.uid)
+
+
+def by_decision(entries: Sequence[JournalEntry], decision: str) -> JournalEntry | None:
+    """The entry of decision id `decision`, if the journal holds it."""
+    return next((entry for entry in entries if _decision(entry) == decision), None)
+
+
+def why_not_recorded(entry: JournalEntry, records: Sequence[Record], recording: str | None) -> str:
+    """Why the recording does not hold `entry`'s decision (`recording`: why there is none, if so)."""
+    decision = _decision(entry)
+    if decision is None:
+        return "the run of evictd that decided it did not record (recorder: false)"
+    if recording is not None:
+        return f"the recording was deleted or cannot be read ({recording})"
+    if records and entry.decided_at < records[0].wall:
+        return (f"its cycle was rotated out of the recording (which starts at {wall_text(records[0].wall)}), or is "
+                "before --since")
+    return f"the recording does not hold decision {decision} (its line was lost, or it is outside --since/--until)"
+
+
+def journal_json(entry: JournalEntry, not_recorded: str) -> JsonObject:
+    """The `--output json` document of an eviction known from the journal only."""
+    steps: JsonObject = {str(step): step in entry.done for step in ApiStep}
+    return {
+        "source": "journal",
+        "decision": _decision(entry),
+        "time": wall_text(entry.decided_at),
+        "dryRun": False,
+        "pod": entry.key,
+        "uid": entry.uid,
+        "signal": entry.signal,
+        "reason": entry.reason,
+        "message": entry.message,
+        "effectiveGracePeriodSeconds": entry.grace_period_s,
+        "annotations": {k: v for k, v in entry.annotations.items() if k != DECISION_ANNOTATION},
+        "apiSteps": {**steps, "delete_sent": entry.delete_sent, "stopped_locally": entry.stopped_locally,
+                     "finished": wall_text(entry.done_at)},
+        "apiAnswers": {str(outcome): answer for outcome, answer in entry.outcomes.items()},
+        "notRecorded": not_recorded,
+        "notAvailable": NOT_KNOWN,
+    }
+
+
+def journal_text(document: Mapping[str, object]) -> str:
+    """The text form of `journal_json`'s document."""
+    decision = document["decision"] or "(not named: the run did not record)"
+    steps = document["apiSteps"]
+    assert isinstance(steps, Mapping)
+    done = [text for step, text in STEP_TEXT.items() if steps.get(str(step))]
+    if steps.get("stopped_locally"):
+        done.append("stopped through the container runtime")
+    finished = f"; all API steps done at {steps['finished']}" if steps.get("finished") else "; API steps pending"
+    lines = [f"decision {decision} at {document['time']}: evicted {document['pod']} for {document['signal']}, "
+             f"grace {document['effectiveGracePeriodSeconds']}s (from the eviction journal)",
+             f"  message: {document['message']}",
+             f"  API: {', '.join(done) or 'nothing yet'}{finished}"]
+    answers = document["apiAnswers"]
+    assert isinstance(answers, Mapping)
+    lines += [f"  the API answered ({outcome}): {answer}" for outcome, answer in answers.items()]
+    lines += ["", f"not in the flight recording: {document['notRecorded']}.", f"{document['notAvailable']!s}."]
+    return "\n".join(lines)

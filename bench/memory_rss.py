@@ -31,9 +31,10 @@ Each process reports VmRSS from /proc/self/status at each step:
    runs (reported on its own line, not in the daemon's figures).
 
 Shared libraries count in RSS by the pages mapped, and a fault maps the neighbouring pages that are already
-in the page cache: with the libraries wholly cached (just installed, or read since) the same daemon measures
-about 3 MiB more than with them read from disk as it runs (measured 2026-11-23: grpc's import alone is 20 MiB
-cached, 14 MiB after `posix_fadvise(DONTNEED)` of its shared objects).
+in the page cache: with the libraries' files just written by `pip install` (still in the cache as written) the
+same daemon measured about 3 MiB more than once they had been dropped from the cache and read again (2026-11-23:
+grpc's import alone 20 MiB, then 14 MiB after `posix_fadvise(DONTNEED)` of its shared objects). Compare runs
+made in the same state.
 
 Target, for each: at most 64 MiB after 100 cycles, and no growth over the cycles (last sample - sample at
 cycle 10).

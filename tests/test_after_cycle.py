@@ -113,7 +113,7 @@ def test_refresh_keeps_the_psi_notifiers_with_or_without_memcg_and_stats(waiter:
             assert waiter.notifiers == (memcg, psi)
             assert refresh(notifiers, memory_summary(pods_container=False)) == []
             assert waiter.notifiers == (memcg, psi)
-            assert not memcg.closed and [n.description for n in memcg.levels] == ["hard memory eviction threshold"]
-            assert not psi.closed
+            assert memcg.fileno() >= 0 and psi.fileno() >= 0, "both still open (fileno raises once closed)"
+            assert [n.description for n in memcg.levels] == ["hard memory eviction threshold"]
         finally:
             memcg.close()

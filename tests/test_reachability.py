@@ -30,6 +30,13 @@ OBSERVED_BY_TESTS = {
     "evictd.adapters.disk_walker_process.DiskWalkerProcess.child_pid",
     # the pods whose resumable walks are mid-way: the tests of resumption read it
     "evictd.adapters.pod_disk_usage.PodDiskWalker.rounds_in_progress",
+    # the figures the store holds whatever their age, and the pods it was asked for: the walker process's tests
+    # and bench/cycle_cost.py read them
+    "evictd.adapters.pod_disk_usage.PodDiskStore.latest",
+    "evictd.adapters.pod_disk_usage.PodDiskStore.wanted",
+    # a whole tree measured in one go (a walk without a budget): the tests of the du counting rules and
+    # bench/disk_walk_isolation.py measure with it
+    "evictd.adapters.disk_usage.DiskUsageCache.usage",
     # the memcg levels and drop watches armed, and whether the re-arming thread is busy: the notifier tests read
     # them to wait for and check a re-arm
     "evictd.adapters.notifiers.MemcgNotifierSet.levels",
@@ -120,14 +127,15 @@ def definitions(module: str, tree: ast.Module) -> Iterator[Definition]:
                         yield Definition(module, f"{node.name}.{member.name}", member.name, member)
 
 
-def names_used(tree: ast.AST) -> Iterator[str]:
-    """Every name `tree` refers to (variables, attributes, imported names)."""
+def names_used(tree: ast.AST, *, attributes_only: bool = False) -> Iterator[str]:
+    """Every name `tree` refers to (variables, attributes, imported names), or only its attributes: a method is
+    reached through an attribute, so a variable of the same name does not count for it."""
     for node in ast.walk(tree):
-        if isinstance(node, ast.Name):
+        if isinstance(node, ast.Name) and not attributes_only:
             yield node.id
         elif isinstance(node, ast.Attribute):
             yield node.attr
-        elif isinstance(node, ast.ImportFrom):
+        elif isinstance(node, ast.ImportFrom) and not attributes_only:
             yield from (alias.name for alias in node.names)
 
 
@@ -135,14 +143,19 @@ def unreached(trees: dict[str, ast.Module], reachable: set[str], targets: set[st
     """The keys of the definitions in `reachable` modules that no reachable module names (nor runs as a script
     target)."""
     uses: dict[str, int] = {}
+    attribute_uses: dict[str, int] = {}
     for name in reachable:
         for used in names_used(trees[name]):
             uses[used] = uses.get(used, 0) + 1
+        for used in names_used(trees[name], attributes_only=True):
+            attribute_uses[used] = attribute_uses.get(used, 0) + 1
     found = []
     for module in sorted(reachable - GENERATED):
         for definition in definitions(module, trees[module]):
-            own = sum(1 for used in names_used(definition.node) if used == definition.name)
-            if uses.get(definition.name, 0) - own == 0 and definition.key not in targets:
+            method = "." in definition.qualname
+            own = sum(1 for used in names_used(definition.node, attributes_only=method) if used == definition.name)
+            counted = (attribute_uses if method else uses).get(definition.name, 0)
+            if counted - own == 0 and definition.key not in targets:
                 found.append(definition.key)
     return sorted(found)
 
@@ -169,11 +182,13 @@ def test_the_walk_finds_what_nothing_reaches() -> None:
         "evictd.cli": ast.parse("from evictd.used import Used, helper\n\ndef main():\n    Used().run()\n    helper()\n"),
         "evictd.used": ast.parse(
             "def helper():\n    pass\n\ndef unused():\n    unused()\n\n"
-            "class Used:\n    def run(self):\n        pass\n    def for_tests(self):\n        return self.for_tests\n"),
+            "class Used:\n    def run(self):\n        pass\n    def for_tests(self):\n        return self.for_tests\n"
+            "    def shadowed(self):\n        shadowed = 1\n        return shadowed\n"),
         "evictd.orphan": ast.parse("def main():\n    pass\n"),
         "evictd.tool": ast.parse("import evictd.used\n\nif __name__ == '__main__':\n    pass\n"),
     }
     entries = {"evictd.cli"} | {name for name, tree in trees.items() if runs_as_program(tree)}
     reachable = reachable_modules(trees, entries)
     assert sorted(reachable) == ["evictd.cli", "evictd.tool", "evictd.used"]
-    assert unreached(trees, reachable, {"evictd.cli.main"}) == ["evictd.used.Used.for_tests", "evictd.used.unused"]
+    assert unreached(trees, reachable, {"evictd.cli.main"}) == [
+        "evictd.used.Used.for_tests", "evictd.used.Used.shadowed", "evictd.used.unused"]

@@ -27,13 +27,8 @@ EXIT_CONFIG = 2
 class _OrderedFlag(argparse.Action):
     """Collects kubelet flags as (name, value) pairs in command-line order, as pflag applies them."""
 
-    def __call__(
-        self,
-        parser: argparse.ArgumentParser,
-        namespace: argparse.Namespace,
-        values: str | Sequence[Any] | None,
-        option_string: str | None = None,
-    ) -> None:
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: str | Sequence[Any] | None, option_string: str | None = None) -> None:
         flags: list[tuple[str, str]] = getattr(namespace, "kubelet_flags", None) or []
         flags.append((self.dest.replace("_", "-"), str(values)))
         namespace.kubelet_flags = flags
@@ -47,13 +42,8 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _add_config_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--config",
-        action="append",
-        default=[],
-        metavar="FILE",
-        help="KubeletConfiguration/EvictdConfiguration YAML; repeat to layer files in order",
-    )
+    parser.add_argument("--config", action="append", default=[], metavar="FILE",
+                        help="KubeletConfiguration/EvictdConfiguration YAML; repeat to layer files in order")
     for name in FLAG_NAMES:
         parser.add_argument(f"--{name}", dest=name.replace("-", "_"), action=_OrderedFlag, metavar="VALUE",
                             help="as the kubelet flag of the same name")
@@ -124,6 +114,17 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _flags(args: argparse.Namespace) -> list[tuple[str, str]]:
+    return list(getattr(args, "kubelet_flags", None) or [])
+
+
+def _state_dir(args: argparse.Namespace) -> str:
+    """Return --state-dir, else the configuration's stateDir."""
+    from evictd.config import load_configuration
+
+    return str(args.state_dir or load_configuration(args.config, _flags(args)).evictd.state_dir)
+
+
 def _check_config(args: argparse.Namespace) -> int:
     from evictd.config import load_configuration
     from evictd.core.engine import EngineConfig
@@ -131,7 +132,7 @@ def _check_config(args: argparse.Namespace) -> int:
     from evictd.core.thresholds import derive_containerfs_thresholds
     from evictd.render import threshold_json, thresholds_text
 
-    configuration = load_configuration(args.config, getattr(args, "kubelet_flags", None) or [])
+    configuration = load_configuration(args.config, _flags(args))
     layout = FsLayout(dedicated_imagefs=args.dedicated_imagefs, split_containerfs=args.split_containerfs)
     engine_config = EngineConfig.from_settings(configuration.eviction)
     thresholds, warnings = derive_containerfs_thresholds(engine_config.thresholds, layout)
@@ -218,12 +219,9 @@ def _read_recording(path: str, since: str | None, until: str | None) -> list[Any
 def _record(args: argparse.Namespace) -> int:
     import yaml
 
-    from evictd.config import load_configuration
     from evictd.recording import scenario_document, unknown_start_state
 
-    state_dir = args.state_dir or load_configuration(args.config, getattr(args, "kubelet_flags", None) or [],
-                                                     ).evictd.state_dir
-    records = _read_recording(state_dir, args.since, args.until)
+    records = _read_recording(_state_dir(args), args.since, args.until)
     if len({record.run for record in records}) > 1:
         print("warning: the recording holds several runs of evictd; the scenario runs them as one (from the state "
               "the first started from)", file=sys.stderr)
@@ -240,7 +238,7 @@ def _replay(args: argparse.Namespace) -> int:
     from evictd.core.engine import EngineConfig
     from evictd.replay import replay, replay_json, replay_text
 
-    flags = getattr(args, "kubelet_flags", None) or []
+    flags = _flags(args)
     config = None
     if args.config or flags:
         config = EngineConfig.from_settings(load_configuration(args.config, flags).eviction)
@@ -264,7 +262,7 @@ def _explain(args: argparse.Namespace) -> int:
         stale_after_s,
     )
 
-    configuration = load_configuration(args.config, getattr(args, "kubelet_flags", None) or [])
+    configuration = load_configuration(args.config, _flags(args))
     state_dir = args.state_dir or configuration.evictd.state_dir
     if args.now:
         records = _read_recording(state_dir, args.since, args.until)
@@ -344,7 +342,7 @@ def _run(args: argparse.Namespace) -> int:
     from evictd.config import load_configuration
     from evictd.daemon import serve
 
-    configuration = load_configuration(args.config, getattr(args, "kubelet_flags", None) or [])
+    configuration = load_configuration(args.config, _flags(args))
     if args.dry_run:
         configuration = replace(configuration, evictd=replace(configuration.evictd, dry_run=True))
     if args.cycles < 0:
@@ -354,12 +352,9 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _shadow_report(args: argparse.Namespace) -> int:
-    from evictd.config import load_configuration
     from evictd.shadow_report import read_comparisons, summary, summary_text
 
-    state_dir = args.state_dir or load_configuration(args.config, getattr(args, "kubelet_flags", None) or [],
-                                                     ).evictd.state_dir
-    report = summary(read_comparisons(state_dir))
+    report = summary(read_comparisons(_state_dir(args)))
     print(json.dumps(report, indent=2) if args.output == "json" else summary_text(report))
     return EXIT_OK
 

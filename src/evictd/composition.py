@@ -244,13 +244,13 @@ class HttpServing:
             self.endpoint.close()
 
 
-def build_runtime(config: Configuration, client: CriClient, version: RuntimeVersion, metrics: Metrics,
-                  log: Any, pod_state: PodStateFunc, sources_ready: Callable[[], bool]) -> tuple[CriRuntime,
-                                                                                                 RuntimeFilesystems,
-                                                                                                 RuntimeReclaimer]:
-    """Build node-level reclaim and periodic GC over a connected runtime; return the runtime, its filesystems
-    and its reclaimer."""
+def attach_runtime(config: Configuration, client: CriClient, version: RuntimeVersion, metrics: Metrics, log: Any,
+                   manager: EvictionManager, watcher: PodWatcher | None) -> CriRuntime:
+    """Build node-level reclaim and periodic GC over a runtime that answered, hand the manager its layout and
+    reclaimer (report-only in dry-run), and return the runtime, which the adapters' slot answers as from then on.
+    The same path serves a runtime that answers at start and one that answers later."""
     settings = config.evictd
+    pod_state, sources_ready = pod_states(watcher)
     metrics.runtime_info.labels(version.runtime_name, version.runtime_version, version.runtime_api_version).set(1)
     filesystems = RuntimeFilesystems(client, settings.image_fs_path, settings.container_fs_path)
     policy = GCPolicy(min_age_s=settings.container_gc_min_age_s,
@@ -269,26 +269,14 @@ def build_runtime(config: Configuration, client: CriClient, version: RuntimeVers
         log.warning("image detection failed when the runtime was attached", error=str(exc))
     periodic = PeriodicGC(containers, images, container_period_s=settings.container_gc_period_s,
                           image_period_s=settings.image_gc_period_s, log=log)
-    runtime = CriRuntime(client, filesystems, gc=None if settings.dry_run else periodic)
-    return runtime, filesystems, RuntimeReclaimer(containers, images)
+    manager.attach_runtime(RuntimeLayout(settings.kubelet_root_dir, filesystems),
+                           ReportOnlyReclaimer() if settings.dry_run else RuntimeReclaimer(containers, images))
+    return CriRuntime(client, filesystems, gc=None if settings.dry_run else periodic)
 
 
 def api_configured(settings: EvictdSettings) -> bool:
     """True when evictd should talk to a Kubernetes API: a kubeconfig, or running inside a pod."""
     return bool(settings.kubeconfig or os.environ.get(IN_CLUSTER_ENV))
-
-
-def attach_runtime(config: Configuration, client: CriClient, version: RuntimeVersion, metrics: Metrics, log: Any,
-                   manager: EvictionManager, watcher: PodWatcher | None) -> CriRuntime:
-    """Build the runtime's parts and hand the manager its layout and reclaimer (report-only in dry-run); the
-    adapters hold the runtime slot, which answers as the returned runtime from then on. The same path serves a
-    runtime that answers at start and one that answers later."""
-    settings = config.evictd
-    pod_state, sources_ready = pod_states(watcher)
-    runtime, filesystems, reclaimer = build_runtime(config, client, version, metrics, log, pod_state, sources_ready)
-    manager.attach_runtime(RuntimeLayout(settings.kubelet_root_dir, filesystems),
-                           ReportOnlyReclaimer() if settings.dry_run else reclaimer)
-    return runtime
 
 
 def build_cluster(config: Configuration, node_name: str, metrics: Metrics, log: Any, dry_run: bool,

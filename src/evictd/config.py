@@ -65,97 +65,50 @@ class LogFormat(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class EvictdSettings:
-    """evictd's own settings. Each field: YAML name in `metadata`, default, and why that default."""
+    """evictd's own settings, each with its YAML name in `metadata`. README's EvictdConfiguration table says what
+    each one does and why its default is what it is (keep the two in step)."""
 
-    # Name of this node in the Kubernetes API; empty means the machine's hostname (as the kubelet does).
     node_name: str = field(default="", metadata={"yaml": "nodeName"})
-    # The kubelet's evictionMonitoringPeriod: the same cadence the kubelet samples at.
     housekeeping_interval_s: float = field(default=10.0, metadata={"yaml": "housekeepingInterval"})
-    # Decide and report, but change nothing on the node or in the cluster.
     dry_run: bool = field(default=False, metadata={"yaml": "dryRun"})
-    # The kubelet's --root-dir: nodefs is the filesystem holding it; pod volumes live below it.
     kubelet_root_dir: str = field(default="/var/lib/kubelet", metadata={"yaml": "kubeletRootDir"})
-    # Container logs counted in pod disk usage (default: the KubeletConfiguration's podLogsDir).
     pod_logs_dir: str = field(default="/var/log/pods", metadata={"yaml": "podLogsDir"})
-    # containerd's default socket; CRI-O users set unix:///var/run/crio/crio.sock.
     container_runtime_endpoint: str = field(default=DEFAULT_ENDPOINT, metadata={"yaml": "containerRuntimeEndpoint"})
-    # Per-call CRI timeout; the kubelet's runtimeRequestTimeout is 2m, far too long for a pressure loop.
     runtime_request_timeout_s: float = field(default=10.0, metadata={"yaml": "runtimeRequestTimeout"})
-    # Path to a kubeconfig; empty means the in-cluster service account when running in a pod, and no
-    # Kubernetes API at all otherwise (pods are then discovered from the node and nothing is evicted).
     kubeconfig: str = field(default="", metadata={"yaml": "kubeconfig"})
-    # "evictd": conditions EvictdMemoryPressure/... and evictd.io/*-pressure taints (the kubelet owns the
-    # standard types); "standard": MemoryPressure/... for clusters where the kubelet's eviction is off.
     node_condition_mode: ConditionMode = field(default=ConditionMode.EVICTD, metadata={"yaml": "nodeConditionMode"})
-    # The kubelet's nodeStatusUpdateFrequency: conditions are re-written at least this often.
     node_status_update_frequency_s: float = field(default=10.0, metadata={"yaml": "nodeStatusUpdateFrequency"})
-    # Where decided-but-unwritten evictions are journaled, so neither an API outage nor a restart loses them,
-    # and the critical pods of the last pod list are remembered (for a restart during an API outage).
     state_dir: str = field(default="/var/lib/evictd", metadata={"yaml": "stateDir"})
-    # A second evictd on the same stateDir waits this long for the first to stop (a DaemonSet rolling update),
-    # then exits with status 2: two daemons must never share one journal.
     state_lock_timeout_s: float = field(default=30.0, metadata={"yaml": "stateLockTimeout", "allow_zero": True})
-    # /metrics and /healthz; loopback only by default so nothing is exposed without a decision.
     metrics_bind_address: str = field(default="127.0.0.1:10262", metadata={"yaml": "metricsBindAddress"})
-    # Where cgroupfs is mounted.
     cgroupfs_path: str = field(default="/sys/fs/cgroup", metadata={"yaml": "cgroupfsPath"})
-    # The kubelet's cgroupDriver and cgroupRoot (kubepods vs kubepods.slice, and their parent cgroup);
-    # by default taken from the KubeletConfiguration, as the kubelet itself reads them.
     cgroup_driver: CgroupDriver = field(default=CgroupDriver.CGROUPFS, metadata={"yaml": "cgroupDriver"})
     cgroup_root: str = field(default="/", metadata={"yaml": "cgroupRoot"})
-    # Where the runtime keeps images and writable layers until the CRI tells us (containerd's defaults);
-    # a folder that does not exist yet is measured on the filesystem that would hold it.
     image_fs_path: str = field(default="/var/lib/containerd", metadata={"yaml": "imageFsPath"})
     container_fs_path: str = field(default="/var/lib/containerd", metadata={"yaml": "containerFsPath"})
-    # "node" reads cgroupfs/statvfs/procfs directly; "kubelet" asks the kubelet's Summary API instead.
     stats_source: StatsOrigin = field(default=StatsOrigin.NODE, metadata={"yaml": "statsSource"})
-    # The kubelet's Summary API for statsSource "kubelet": empty means through the API server's node proxy.
     kubelet_summary_url: str = field(default="", metadata={"yaml": "kubeletSummaryURL"})
-    # Bearer token file and CA bundle for a direct kubelet URL (a service account's, by default). The token
-    # is only sent to a kubelet whose serving certificate this CA verifies.
     kubelet_token_file: str = field(
         default="/var/run/secrets/kubernetes.io/serviceaccount/token", metadata={"yaml": "kubeletTokenFile"}
     )
     kubelet_ca_file: str = field(default=SERVICE_ACCOUNT_CA_FILE, metadata={"yaml": "kubeletCAFile"})
-    # Skip verifying the kubelet's certificate (a self-signed one, as metrics-server's --kubelet-insecure-tls):
-    # the bearer token then goes to whoever answers, and kubeletCAFile is ignored. Off unless asked for, and
-    # logged as a warning at start.
     kubelet_insecure_tls: bool = field(default=False, metadata={"yaml": "kubeletInsecureTLS"})
-    # The whole Summary fetch (connect, TLS, answer) must end within this, within half the housekeeping
-    # interval and within a third of shutdownTimeout, so a stalled kubelet never delays the next cycle or a stop.
     kubelet_summary_timeout_s: float = field(default=5.0, metadata={"yaml": "kubeletSummaryTimeout"})
-    # Wake the loop at once on a cgroup v1 memory usage threshold crossing (the kubelet's memcg notifier
-    # levels), instead of waiting for the next housekeeping tick.
     memcg_wakeups: bool = field(default=True, metadata={"yaml": "memcgWakeups"})
-    # Wake the loop early on memory pressure stall (PSI) where the kernel has it; the kubelet has nothing
-    # equivalent on cgroup v2. Windows must be whole multiples of 2 s for a writer without CAP_SYS_RESOURCE.
     psi_wakeups: bool = field(default=True, metadata={"yaml": "psiWakeups"})
     psi_stall_threshold_s: float = field(default=0.1, metadata={"yaml": "psiStallThreshold"})
     psi_window_s: float = field(default=2.0, metadata={"yaml": "psiWindow"})
-    # After SIGTERM the current cycle may finish; past this deadline evictd exits anyway.
     shutdown_timeout_s: float = field(default=15.0, metadata={"yaml": "shutdownTimeout"})
-    # "auto": JSON lines when stdout is not a terminal (journald, DaemonSet logs), a live view otherwise.
     log_format: LogFormat = field(default=LogFormat.AUTO, metadata={"yaml": "logFormat"})
-    # The kubelet's dead-container policy (its --minimum-container-ttl-duration,
-    # --maximum-dead-containers-per-container and --maximum-dead-containers flags, with their defaults).
     container_gc_min_age_s: float = field(
         default=0.0, metadata={"yaml": "minimumContainerTTLDuration", "allow_zero": True}
     )
     max_dead_containers_per_container: int = field(default=1, metadata={"yaml": "maximumDeadContainersPerContainer"})
     max_dead_containers: int = field(default=-1, metadata={"yaml": "maximumDeadContainers"})
-    # How often the kubelet-style periodic garbage collection runs (the kubelet's ContainerGCPeriod and
-    # ImageGCPeriod constants).
     container_gc_period_s: float = field(default=60.0, metadata={"yaml": "containerGCPeriod"})
     image_gc_period_s: float = field(default=300.0, metadata={"yaml": "imageGCPeriod"})
-    # Images never deleted by any GC path: references or shell patterns (e.g. images loaded by hand with
-    # `ctr import` / `docker load`, which the kubelet would delete as soon as they look unused).
     protected_images: tuple[str, ...] = field(default=(), metadata={"yaml": "protectedImages"})
-    # Whether node-level reclaim under disk pressure may delete images (the kubelet always does); with false,
-    # image GC runs only periodically, and disk pressure goes from container GC straight to evictions.
     image_gc_during_eviction: bool = field(default=True, metadata={"yaml": "imageGCDuringEviction"})
-    # The flight recorder (`evictd.recorder`): every cycle's Summary, pods, configuration and decision, kept in
-    # stateDir/recording for `evictd record export` and `evictd replay`; bounded by size and by age (a day of
-    # cycles, the night an incident happened in).
     recorder: bool = field(default=True, metadata={"yaml": "recorder"})
     recorder_max_bytes: int = field(default=64 << 20, metadata={"yaml": "recorderMaxBytes"})
     recorder_max_age_s: float = field(default=86400.0, metadata={"yaml": "recorderMaxAge"})

@@ -83,28 +83,13 @@ CleanupWait = Callable[[Sequence[Eviction]], bool]
 class Daemon:
     """The running daemon; `run()` returns the process exit status."""
 
-    def __init__(
-        self,
-        manager: Manager,
-        waiter: Waiter,
-        stop: StopSignal,
-        metrics: Metrics,
-        health: Health,
-        *,
-        interval_s: float,
-        dry_run: bool,
-        node_name: str,
-        max_cycles: int = 0,
-        after_cycle: Sequence[AfterCycle] = (),
-        wait_for_cleanup: CleanupWait | None = None,
-        on_stop: Sequence[Callable[[], None]] = (),
-        parts: Sequence[Part] = (),
-        oom_feedback: OomFeedback | None = None,
-        clock: Clock = SYSTEM_CLOCK,
-        systemd: SystemdNotifier | None = None,
-        log: Any = None,
-        before_cycle: Callable[[int], None] = lambda number: None,
-    ) -> None:
+    def __init__(self, manager: Manager, waiter: Waiter, stop: StopSignal, metrics: Metrics, health: Health, *,
+                 interval_s: float, dry_run: bool, node_name: str, max_cycles: int = 0,
+                 after_cycle: Sequence[AfterCycle] = (), wait_for_cleanup: CleanupWait | None = None,
+                 on_stop: Sequence[Callable[[], None]] = (), parts: Sequence[Part] = (),
+                 oom_feedback: OomFeedback | None = None, clock: Clock = SYSTEM_CLOCK,
+                 systemd: SystemdNotifier | None = None, log: Any = None,
+                 before_cycle: Callable[[int], None] = lambda number: None) -> None:
         self.manager = manager
         self.waiter = waiter
         self.stop = stop

@@ -3,22 +3,12 @@
 Health answers are cheap: the loop records when its last cycle ended, and `/healthz` only compares that time
 with the clock (no I/O, no lock held by the loop).
 
-The endpoint listens on the pod IP (the kubelet probes it there), so any client that can reach it must not be
-able to hurt the node guard. Invariants, whatever clients do:
-
-- One thread, a `selectors` loop over non-blocking sockets: the thread count never depends on clients.
-- At most MAX_CONNECTIONS connections are open. A new one past that closes the connection that has waited
-  longest (a probe or a scrape sends its request at once; the one waiting longest is the likeliest idle or
-  hostile), so a crowd of idle connections never locks out the kubelet's probe.
-- A request head (request line and headers) must arrive whole within READ_TIMEOUT_S of the accept, and
-  within MAX_REQUEST_HEAD_BYTES; a slow sender (slowloris) is cut at the deadline. Bodies are refused.
-  A response must be taken by the client within WRITE_TIMEOUT_S. Every connection closes after one response.
-- Only GET and HEAD of `/metrics`, `/healthz`, `/livez`, `/readyz` are answered (anything else: 404/405).
-- A response is built whole before it is sent: `/metrics` takes the metrics' own locks only while the page is
-  generated (as the loop does for each update), never while a client reads, so a slow client delays neither
-  the loop nor other clients.
-- A client that resets or disconnects costs nothing but its socket: no traceback, no log line. An unexpected
-  error while answering is one log line, and the connection is closed; the server keeps serving.
+The endpoint listens on the pod IP (the kubelet probes it there), so no client that can reach it may hurt the
+node guard: README's `/metrics` and `/healthz` paragraph lists the limits (one `selectors` thread, at most
+MAX_CONNECTIONS connections, the oldest one closed past that, READ_TIMEOUT_S and WRITE_TIMEOUT_S, GET and HEAD
+only, no bodies). A response is built whole before it is sent, so `/metrics` takes the metrics' locks only
+while the page is generated, never while a client reads. A client that resets or disconnects costs nothing but
+its socket; an unexpected error while answering is one log line, and the server keeps serving.
 """
 
 from __future__ import annotations
@@ -230,16 +220,14 @@ class HttpEndpoint:
         # Insertion order is accept order: the first entry is the connection that has waited longest.
         self._connections: dict[int, _Connection] = {}
         self._accepting_again_at: float | None = None
-        self._closed = False
         self._stop = False
         self._thread = threading.Thread(target=self._serve, name="evictd-http", daemon=True)
         self._thread.start()
 
     def close(self) -> None:
         """Stop serving: the listener and every connection are closed when this returns."""
-        if self._closed:
+        if self._stop:
             return
-        self._closed = True
         self._stop = True
         with contextlib.suppress(OSError):  # the loop has ended already
             self._wake_write.send(b"\0")

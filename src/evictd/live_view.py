@@ -12,7 +12,6 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from evictd.core.engine import EngineState, ReclaimThenEvict, layout_of
-from evictd.core.pods import is_critical_pod
 from evictd.core.ranking import rank_pods
 from evictd.core.signals import BYTE_SIGNALS, Signal
 from evictd.core.summary import Observation, pod_stats_lookup
@@ -20,7 +19,7 @@ from evictd.core.thresholds import Threshold, threshold_quantity
 from evictd.cycle_logging import describe_threshold
 from evictd.manager import CycleReport
 from evictd.recording import decision_id
-from evictd.render import table, value_text
+from evictd.render import ranked, table, value_text
 
 CLEAR_SCREEN = "\x1b[H\x1b[2J"
 RANKING_SHOWN = 5
@@ -38,9 +37,7 @@ def human(value: int, signal: Signal) -> str:
 
 def _threshold_cell(thresholds: Sequence[Threshold], observation: Observation | None, signal: Signal) -> str:
     cells = []
-    for threshold in thresholds:
-        if threshold.signal is not signal or threshold.operator is None:
-            continue
+    for threshold in thresholds:  # the signal's, those that can be met
         kind = "hard" if threshold.is_hard else "soft"
         if observation is not None:
             quantity = threshold_quantity(threshold.value, observation.capacity)
@@ -50,17 +47,8 @@ def _threshold_cell(thresholds: Sequence[Threshold], observation: Observation | 
     return ", ".join(cells) or "-"
 
 
-def render(
-    report: CycleReport,
-    state: EngineState,
-    *,
-    node_name: str,
-    cycle: int,
-    now_wall: datetime,
-    dry_run: bool,
-    recent: Sequence[str] = (),
-    run: str | None = None,
-) -> str:
+def render(report: CycleReport, state: EngineState, *, node_name: str, cycle: int, now_wall: datetime, dry_run: bool,
+           recent: Sequence[str] = (), run: str | None = None) -> str:
     """Return the whole screen for one cycle (with `run`, the flight recorder's name of this run, each eviction
     names its decision, for `evictd explain --decision`)."""
     assessment = report.assessment
@@ -86,15 +74,9 @@ def render(
                 state_cell = "MET"
                 break
             state_cell = f"grace {status.observed_for_s:.0f}/{threshold.grace_period_s:.0f}s"
-        rows.append(
-            (
-                str(signal),
-                human(observation.available.ceil_int(), signal) if observation else "no data",
-                human(observation.capacity.ceil_int(), signal) if observation else "-",
-                _threshold_cell(thresholds, observation, signal),
-                state_cell,
-            )
-        )
+        available = human(observation.available.ceil_int(), signal) if observation else "no data"
+        capacity = human(observation.capacity.ceil_int(), signal) if observation else "-"
+        rows.append((str(signal), available, capacity, _threshold_cell(thresholds, observation, signal), state_cell))
     lines.append(table(("SIGNAL", "AVAILABLE", "CAPACITY", "THRESHOLDS", "STATE"), rows))
     lines.append("")
     lines.extend(_ranking_lines(report, state))
@@ -123,7 +105,6 @@ def _ranking_lines(report: CycleReport, state: EngineState) -> list[str]:
         title = "eviction order if memory ran short"
     else:
         return ["eviction order: unknown (stats unavailable)"]
-    shown = [f"  {i}. {p.key}{' (critical, never evicted)' if is_critical_pod(p) else ''}"
-             for i, p in enumerate(ranking[:RANKING_SHOWN], start=1)]
+    shown = [f"  {i}. {ranked(p)}" for i, p in enumerate(ranking[:RANKING_SHOWN], start=1)]
     more = len(ranking) - RANKING_SHOWN
     return [f"{title}:", *shown, *([f"  ... and {more} more"] if more > 0 else [])]

@@ -60,10 +60,6 @@ def configure_logging(fmt: str, stream: TextIO | None = None) -> RecentEvents | 
     else:
         processors += [structlog.processors.format_exc_info, structlog.processors.JSONRenderer()]
         output = stream or sys.stdout
-    structlog.configure(
-        processors=processors,
-        wrapper_class=structlog.make_filtering_bound_logger(logging.INFO),
-        logger_factory=structlog.PrintLoggerFactory(output),
-        cache_logger_on_first_use=False,
-    )
+    structlog.configure(processors=processors, wrapper_class=structlog.make_filtering_bound_logger(logging.INFO),
+                        logger_factory=structlog.PrintLoggerFactory(output), cache_logger_on_first_use=False)
     return recent

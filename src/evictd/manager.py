@@ -153,19 +153,9 @@ class CycleReport:
 class EvictionManager:
     """Runs kubelet eviction cycles against the given adapters."""
 
-    def __init__(
-        self,
-        config: EngineConfig,
-        *,
-        stats: StatsSource,
-        layout: LayoutSource,
-        pods: PodSource,
-        reclaimer: NodeReclaimer,
-        evictor: PodEvictor,
-        clock: Clock,
-        node_pods: PodSource | None = None,
-        listed: ListedPods | None = None,
-    ) -> None:
+    def __init__(self, config: EngineConfig, *, stats: StatsSource, layout: LayoutSource, pods: PodSource,
+                 reclaimer: NodeReclaimer, evictor: PodEvictor, clock: Clock, node_pods: PodSource | None = None,
+                 listed: ListedPods | None = None) -> None:
         self.config = config
         self.state = EngineState()
         self._stats = stats
@@ -241,18 +231,9 @@ class EvictionManager:
         choice = choose_eviction(self.config, layout_of(self.state), step, seen.assessment.observations, seen.pods,
                                  summary, pods_from_node=seen.pods_from_node)
         evicted, failures = self._evict((choice.eviction,) if choice.eviction else ())
-        return replace(
-            seen,
-            reclaim=reclaim,
-            reclaim_succeeded=succeeded,
-            after_reclaim=after,
-            ranking=choice.ranking,
-            evictions=evicted,
-            eviction_errors=failures,
-            skipped_critical=choice.skipped_critical,
-            withheld=choice.withheld,
-            errors=tuple(errors),
-        )
+        return replace(seen, reclaim=reclaim, reclaim_succeeded=succeeded, after_reclaim=after, ranking=choice.ranking,
+                       evictions=evicted, eviction_errors=failures, skipped_critical=choice.skipped_critical,
+                       withheld=choice.withheld, errors=tuple(errors))
 
     def _list_pods(self) -> tuple[tuple[Pod, ...], str | None, bool]:
         """Return (pods, why the pod list is unusable or None, whether the pods are the node's instead).

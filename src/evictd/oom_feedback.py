@@ -49,14 +49,8 @@ class OomFeedback:
     `dry_run` says evictions are decided but not carried out (so no eviction is waited for).
     """
 
-    def __init__(
-        self,
-        counters: OomCounterSource,
-        *,
-        dry_run: bool,
-        container_names: ContainerNames | None = None,
-        clock: Clock = SYSTEM_CLOCK,
-    ) -> None:
+    def __init__(self, counters: OomCounterSource, *, dry_run: bool, container_names: ContainerNames | None = None,
+                 clock: Clock = SYSTEM_CLOCK) -> None:
         self.state = OomState()
         self.problems: tuple[SampleError, ...] = ()
         self.container_names = container_names

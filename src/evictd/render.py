@@ -58,13 +58,8 @@ def table(headers: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
 def thresholds_text(thresholds: Sequence[Threshold]) -> str:
     """Return the thresholds as a table."""
     rows = [
-        (
-            str(t.signal),
-            "hard" if t.is_hard else "soft",
-            f"< {value_text(t.value)}",
-            f"{seconds_json(t.grace_period_s)}s",
-            value_text(t.min_reclaim) if t.min_reclaim is not None else "-",
-        )
+        (str(t.signal), "hard" if t.is_hard else "soft", f"< {value_text(t.value)}",
+         f"{seconds_json(t.grace_period_s)}s", value_text(t.min_reclaim) if t.min_reclaim is not None else "-")
         for t in thresholds
     ]
     return table(("SIGNAL", "KIND", "THRESHOLD", "GRACE", "MIN-RECLAIM"), rows)
@@ -72,17 +67,6 @@ def thresholds_text(thresholds: Sequence[Threshold]) -> str:
 
 def eviction_json(eviction: Eviction) -> JsonObject:
     """Return the JSON form of one eviction, with the pod status conditions that would be written."""
-    conditions: list[JsonObject] = []
-    for condition in eviction.conditions:
-        item: JsonObject = {
-            "type": condition.type,
-            "status": condition.status,
-            "reason": condition.reason,
-            "message": condition.message,
-        }
-        if condition.observed_generation:
-            item["observedGeneration"] = condition.observed_generation
-        conditions.append(item)
     return {
         "namespace": eviction.pod.namespace,
         "name": eviction.pod.name,
@@ -92,7 +76,7 @@ def eviction_json(eviction: Eviction) -> JsonObject:
         "reason": eviction.reason,
         "message": eviction.message,
         "annotations": dict(eviction.annotations),
-        "conditions": conditions,
+        "conditions": [condition.to_json() for condition in eviction.conditions],
     }
 
 
@@ -134,20 +118,13 @@ def simulation_text(steps: Sequence[tuple[float, CycleReport]]) -> str:
             outcome = "ok" if report.reclaim_succeeded else "not enough"
             reclaim = f"{'+'.join(str(r.action) for r in report.reclaim)}: {outcome}"
         evicted = ", ".join(e.pod.key for e in report.evictions) or "-"
-        rows.append(
-            (
-                f"{seconds_json(at)}s",
-                ",".join(str(c) for c in assessment.node_conditions) or "-",
-                met or "-",
-                reclaim,
-                evicted,
-            )
-        )
+        conditions = ",".join(str(c) for c in assessment.node_conditions) or "-"
+        rows.append((f"{seconds_json(at)}s", conditions, met or "-", reclaim, evicted))
         for eviction in report.evictions:
             details.append(
                 f"t={seconds_json(at)}s evict {eviction.pod.key} for {eviction.signal}, grace "
                 f"{eviction.grace_period_override_s}s (effective {eviction.effective_grace_period_s}s)\n"
-                f"  ranking: {' > '.join(_ranked(p) for p in report.ranking) or '-'}\n"
+                f"  ranking: {' > '.join(ranked(p) for p in report.ranking) or '-'}\n"
                 f"  message: {eviction.message}"
                 + _annotations_text(eviction.annotations)
             )
@@ -155,7 +132,8 @@ def simulation_text(steps: Sequence[tuple[float, CycleReport]]) -> str:
     return text + ("\n\n" + "\n".join(details) if details else "")
 
 
-def _ranked(pod: Pod) -> str:
+def ranked(pod: Pod) -> str:
+    """A pod in an eviction order: its key, and whether it is never evicted."""
     return f"{pod.key} (critical, never evicted)" if is_critical_pod(pod) else pod.key
 
 

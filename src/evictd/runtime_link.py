@@ -85,17 +85,9 @@ class RuntimeLink:
     As a daemon part, `start` asks the endpoint once before the first cycle.
     """
 
-    def __init__(
-        self,
-        client: CriClient,
-        attach: Callable[[RuntimeVersion], Runtime],
-        log: Any,
-        *,
-        slot: RuntimeSlot | None = None,
-        retry_s: float = RUNTIME_RETRY_S,
-        probe_timeout_s: float = VERSION_PROBE_TIMEOUT_S,
-        clock: Clock = SYSTEM_CLOCK,
-    ) -> None:
+    def __init__(self, client: CriClient, attach: Callable[[RuntimeVersion], Runtime], log: Any, *,
+                 slot: RuntimeSlot | None = None, retry_s: float = RUNTIME_RETRY_S,
+                 probe_timeout_s: float = VERSION_PROBE_TIMEOUT_S, clock: Clock = SYSTEM_CLOCK) -> None:
         self.client = client
         self.slot = slot if slot is not None else RuntimeSlot()
         self._attach = attach

@@ -1,8 +1,8 @@
 """`evictd shadow-report`: how far evictd's dry-run decisions agreed with the kubelet's own evictions.
 
 Reads the comparisons a dry-run `evictd run` recorded in `<stateDir>/shadow.jsonl` (and the rotated
-`shadow.jsonl.1`), optionally only those since a time, and summarises them: how many of each outcome, the
-agreement (agree / all comparisons), how much later the kubelet's record came, and the disagreements.
+`shadow.jsonl.1`) and summarises them: how many of each outcome, the agreement (agree / all comparisons), how
+much later the kubelet's record came, and the disagreements.
 """
 
 from __future__ import annotations

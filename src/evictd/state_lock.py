@@ -6,12 +6,8 @@ Two evictd sharing a stateDir would overwrite each other's eviction journal and 
 The kernel releases it when the holder's process ends, however it ends (SIGKILL, OOM kill), so a stale lock
 file never blocks anyone; the file itself stays (removing it would let two processes lock two different files).
 
-A second evictd waits up to `stateLockTimeout` (30 s by default: enough for an old DaemonSet pod to finish its
-`shutdownTimeout` while the new one starts), logging the holder's PID; if the lock is still held then, it gives
-up with `StateLockError` (exit status 2, one line naming the PID and the lock file). A stateDir where the lock
-file cannot be created (read-only, or not creatable) never keeps evictd from protecting the node: that is
-logged as an error and evictd runs without the lock (its journal cannot be written there either and stays in
-memory, see evictd.kube.journal).
+How a second evictd waits (`stateLockTimeout`, then `StateLockError`) and what happens when the lock file
+cannot be created (logged, evictd runs without the lock) is README's "State" paragraph.
 """
 
 from __future__ import annotations
@@ -39,10 +35,6 @@ class StateLock:
         self.path = path
         self._descriptor = descriptor
 
-    @property
-    def held(self) -> bool:
-        return self._descriptor is not None
-
 
 def holder_pid(descriptor: int) -> str:
     """Return what the lock file says about its holder (its PID), or "unknown" while it is being written."""
@@ -61,14 +53,8 @@ def _try_lock(descriptor: int) -> bool:
     return True
 
 
-def acquire_state_lock(
-    state_dir: str,
-    timeout_s: float,
-    log: Any,
-    *,
-    clock: Clock = SYSTEM_CLOCK,
-    sleep: Callable[[float], None] = time.sleep,
-) -> StateLock:
+def acquire_state_lock(state_dir: str, timeout_s: float, log: Any, *, clock: Clock = SYSTEM_CLOCK,
+                       sleep: Callable[[float], None] = time.sleep) -> StateLock:
     """Lock `state_dir` for this process, waiting up to `timeout_s` for another evictd holding it.
 
     Returns the held lock (or an unheld one when the lock file cannot be created: logged); raises

@@ -35,6 +35,11 @@ SMALL = PodKey("22222222-2222-4222-8222-222222222222", "shop", "small")
 WALL_AT = WALL_AT_ZERO.timestamp()  # the wall time of ManualClock at 0
 
 
+def reading(store: PodDiskStore, pod: PodKey, now: float) -> PodDiskReading:
+    """What the cycle may use of one pod's figures at `now`."""
+    return store.readings([pod], now)[0]
+
+
 def volume(kubelet: Path, pod: PodKey, name: str) -> Path:
     folder = kubelet / "pods" / pod.uid / "volumes" / EMPTY_DIR_PLUGIN_DIR / name
     folder.mkdir(parents=True, exist_ok=True)
@@ -167,8 +172,8 @@ def test_fresh_figures_are_used_until_they_are_older_than_the_bound() -> None:
     store.want([SMALL])
     figures = figures_at(SMALL, clock.now_s)
     store.record(figures)
-    assert store.reading(SMALL, clock.now_s + STALE_AFTER_S) == PodDiskReading(figures=figures)
-    stale = store.reading(SMALL, clock.now_s + STALE_AFTER_S + 1)
+    assert reading(store, SMALL, clock.now_s + STALE_AFTER_S) == PodDiskReading(figures=figures)
+    stale = reading(store, SMALL, clock.now_s + STALE_AFTER_S + 1)
     assert stale.figures is None and stale.problem is not None
     assert stale.problem.source == "disk usage of pod shop/small"
     assert stale.problem.reason.startswith("last measured 121 s ago, older than 120 s")
@@ -178,14 +183,14 @@ def test_a_pod_not_measured_yet_has_no_figures_and_no_problem_until_it_is_overdu
     clock = ManualClock()
     store = PodDiskStore(stale_after_s=STALE_AFTER_S, clock=clock)
     store.want([SMALL])
-    assert store.reading(SMALL, clock.now_s + STALE_AFTER_S) is NOT_MEASURED_YET
-    overdue = store.reading(SMALL, clock.now_s + STALE_AFTER_S + 5)
+    assert reading(store, SMALL, clock.now_s + STALE_AFTER_S) is NOT_MEASURED_YET
+    overdue = reading(store, SMALL, clock.now_s + STALE_AFTER_S + 5)
     assert overdue.figures is None and overdue.problem is not None
     assert "not measured in the 125 s since the pod was first seen" in overdue.problem.reason
     clock.now_s += 60
     store.want([SMALL, BIG])  # a pod wanted since earlier keeps its first time
-    assert store.reading(SMALL, clock.now_s + STALE_AFTER_S).problem is not None
-    assert store.reading(BIG, clock.now_s + STALE_AFTER_S) is NOT_MEASURED_YET
+    assert reading(store, SMALL, clock.now_s + STALE_AFTER_S).problem is not None
+    assert reading(store, BIG, clock.now_s + STALE_AFTER_S) is NOT_MEASURED_YET
 
 
 def test_a_failed_round_is_a_problem_not_old_figures() -> None:
@@ -195,7 +200,7 @@ def test_a_failed_round_is_a_problem_not_old_figures() -> None:
     store.record(figures_at(SMALL, clock.now_s))
     failure = SampleError("/var/lib/kubelet/pods/x/volumes", "Too many levels of symbolic links")
     store.record(PodDiskFigures(SMALL, clock.now_s + 1, WALL_AT, problem=failure))
-    assert store.reading(SMALL, clock.now_s + 2) == PodDiskReading(problem=failure)
+    assert reading(store, SMALL, clock.now_s + 2) == PodDiskReading(problem=failure)
 
 
 def test_only_wanted_pods_and_newer_figures_are_kept() -> None:

@@ -17,7 +17,7 @@ from kube_faults import RecordedRequest
 
 from clocks import ManualClock
 from evictd.core.errors import KubeError
-from evictd.kube.events import AGGREGATION_WINDOW_S, EventRecorder, ObjectRef, record_quietly
+from evictd.kube.events import AGGREGATION_WINDOW_S, EventRecorder, ObjectRef
 
 NODE = "node-1"
 START = datetime(2026, 11, 21, 10, 0, 0, tzinfo=UTC)
@@ -123,7 +123,7 @@ def test_dry_run_sends_nothing(apiserver: ApiServer, kube_api: Any, wall: Manual
     assert apiserver.requests == [] and apiserver.store.events() == []
 
 
-def test_failures_raise_kube_errors_and_record_quietly_reports_them(
+def test_failures_raise_kube_errors(
     apiserver: ApiServer, kube_api: Any, wall: ManualClock
 ) -> None:
     recorder = EventRecorder(kube_api, NODE, clock=wall)
@@ -132,10 +132,10 @@ def test_failures_raise_kube_errors_and_record_quietly_reports_them(
         recorder.record(POD, "Warning", "Evicted", EVICTED)
     assert (caught.value.verb, caught.value.status) == ("create events", 500)
 
-    reported: list[KubeError] = []
     apiserver.faults.throttle_next(1, method="POST")
-    record_quietly(recorder, POD, "Warning", "Evicted", EVICTED, on_error=reported.append)
-    assert [e.status for e in reported] == [429]
+    with pytest.raises(KubeError) as throttled:
+        recorder.record(POD, "Warning", "Evicted", EVICTED)
+    assert throttled.value.status == 429
 
     # Nothing was stored, so nothing is aggregated into: the next try creates the event.
     recorder.record(POD, "Warning", "Evicted", EVICTED)

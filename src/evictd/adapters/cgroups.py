@@ -96,11 +96,8 @@ DRIVER_TO_QOS_CGROUPS = {
 # driver writes the UID with '_' for '-' ('-' separates slice levels in systemd unit names).
 # Static pods have md5-hex UIDs without dashes, so any alphanumeric UID is accepted.
 DRIVER_TO_POD_PATTERNS = {
-    "cgroupfs": {
-        QOS_GUARANTEED: re.compile(r"pod([0-9A-Za-z][0-9A-Za-z-]*)"),
-        QOS_BURSTABLE: re.compile(r"pod([0-9A-Za-z][0-9A-Za-z-]*)"),
-        QOS_BESTEFFORT: re.compile(r"pod([0-9A-Za-z][0-9A-Za-z-]*)"),
-    },
+    "cgroupfs": dict.fromkeys((QOS_GUARANTEED, QOS_BURSTABLE, QOS_BESTEFFORT),
+                              re.compile(r"pod([0-9A-Za-z][0-9A-Za-z-]*)")),
     "systemd": {
         QOS_GUARANTEED: re.compile(r"kubepods-pod([0-9A-Za-z][0-9A-Za-z_]*)\.slice"),
         QOS_BURSTABLE: re.compile(r"kubepods-burstable-pod([0-9A-Za-z][0-9A-Za-z_]*)\.slice"),
@@ -191,7 +188,7 @@ def detect_cgroup_layout(
     """
     root_path = Path(root)
     controllers_path = str(root_path / "cgroup.controllers")
-    controllers = _read_optional(controllers_path)
+    controllers = read_file_if_present(controllers_path)
     if controllers is not None and b"memory" in controllers.split():
         return CgroupLayout(version=2, root=root_path, driver=driver, base=base)
     memory_path = root_path / V1_MEMORY_HIERARCHY
@@ -225,61 +222,50 @@ class CgroupReader:
 
         Raises SampleError naming the file that is missing, unreadable or malformed.
         """
-        folder = _cgroup_folder(self._memory_dir, cgroup)
+        folder = cgroup_folder(self._memory_dir, cgroup)
         if self._v1:
             # The hot path of a cycle (three files per pod): one read per file, no helper layers.
             path = folder + "/memory.usage_in_bytes"
-            usage = _uint(path, _read(path))
+            usage = _uint(path, read_file(path))
             path = folder + "/memory.stat"
-            inactive_file = _stat_field(path, _read(path), V1_INACTIVE_FILE_KEY)
+            inactive_file = flat_keyed_value(path, read_file(path), V1_INACTIVE_FILE_KEY)
             path = folder + "/memory.limit_in_bytes"
-            limit_bytes = _uint(path, _read(path))
-            return MemoryReading(
-                usage_bytes=usage,
-                inactive_file_bytes=inactive_file,
-                working_set_bytes=usage - inactive_file if usage > inactive_file else 0,
-                limit_bytes=None if limit_bytes > UNLIMITED_ABOVE_BYTES else limit_bytes,
-            )
-        if folder == self._memory_dir:
-            return _v2_root_memory(folder + "/memory.stat")
+            limit = _limit(_uint(path, read_file(path)))
+        elif folder == self._memory_dir:  # the v2 root: runc's anon + file of memory.stat, no limit
+            path = folder + "/memory.stat"
+            data = read_file(path)
+            usage = sum(flat_keyed_value(path, data, key) for key in V2_ROOT_USAGE_KEYS)
+            inactive_file = flat_keyed_value(path, data, V2_INACTIVE_FILE_KEY)
+            limit = None
         else:
-            current, stat = folder + "/memory.current", folder + "/memory.stat"
-            usage = _uint(current, _read(current))
-            inactive_file = _stat_field(stat, _read(stat), V2_INACTIVE_FILE_KEY)
+            path = folder + "/memory.current"
+            usage = _uint(path, read_file(path))
+            path = folder + "/memory.stat"
+            inactive_file = flat_keyed_value(path, read_file(path), V2_INACTIVE_FILE_KEY)
             limit = _v2_limit(folder + "/memory.max")
-        return MemoryReading(
-            usage_bytes=usage,
-            inactive_file_bytes=inactive_file,
-            working_set_bytes=max(0, usage - inactive_file),
-            limit_bytes=limit,
-        )
+        return MemoryReading(usage_bytes=usage, inactive_file_bytes=inactive_file,
+                             working_set_bytes=max(0, usage - inactive_file), limit_bytes=limit)
 
     def process_count(self, cgroup: str) -> int:
-        """Return the number of tasks in ``cgroup`` and its descendants.
-
-        Reads ``pids.current`` of the pids controller (v1: the pids hierarchy; v2: the unified one).
-        Where that file does not exist (the root cgroup, or a v1 cgroup not created in the pids
-        hierarchy) it counts the processes listed in ``cgroup.procs`` of the cgroup and all its
-        descendants in the memory hierarchy. Note the units differ: ``pids.current`` counts tasks
-        (threads too, each holding a PID) while ``cgroup.procs`` lists processes, as cAdvisor's
-        ``ProcessCount`` does. Raises SampleError if neither can be read or either is malformed.
-        """
-        pids_current = _cgroup_folder(self._pids_dir, cgroup) + "/pids.current"
-        data = _read_optional(pids_current)
+        """Return the number of tasks in ``cgroup`` and its descendants: ``pids.current``, or where there is none
+        (the root cgroup, a v1 cgroup outside the pids hierarchy) the processes in the ``cgroup.procs`` below it.
+        The units differ (tasks vs processes), as in cAdvisor's ``ProcessCount``."""
+        pids_current = cgroup_folder(self._pids_dir, cgroup) + "/pids.current"
+        data = read_file_if_present(pids_current)
         if data is not None:
             return _uint(pids_current, data)
-        return _count_procs_below(_cgroup_folder(self._memory_dir, cgroup))
+        return _count_procs_below(cgroup_folder(self._memory_dir, cgroup))
 
     # ----------------------------------------------------------------------------------------------
     # Discovery
 
     def pods_cgroup(self) -> str:
         """Return the cgroup that parents all pods: ``kubepods`` or ``kubepods.slice`` under ``base``."""
-        return _join(self.layout.base, DRIVER_TO_PODS_CGROUP[self.layout.driver])
+        return join_cgroup(self.layout.base, DRIVER_TO_PODS_CGROUP[self.layout.driver])
 
     def has_pods_cgroup(self) -> bool:
         """Return True when the pods cgroup exists (False on a machine where no kubelet manages pods)."""
-        return os.path.isdir(_cgroup_folder(self._memory_dir, self.pods_cgroup()))
+        return os.path.isdir(cgroup_folder(self._memory_dir, self.pods_cgroup()))
 
     def pod_cgroups(self) -> dict[str, PodCgroup]:
         """Return pod UID (dashed, as in the API) -> its cgroup, for every pod cgroup on the node.
@@ -290,12 +276,12 @@ class CgroupReader:
         """
         pods = self.pods_cgroup()
         found: dict[str, PodCgroup] = {}
-        names = _subfolders(_cgroup_folder(self._memory_dir, pods))
+        names = child_cgroups(cgroup_folder(self._memory_dir, pods))
         self._collect_pods(pods, names, QOS_GUARANTEED, found)
         for qos, tier_name in self._qos_cgroups.items():
             if tier_name in names:
-                tier = _join(pods, tier_name)
-                self._collect_pods(tier, _subfolders(_cgroup_folder(self._memory_dir, tier)), qos, found)
+                tier = join_cgroup(pods, tier_name)
+                self._collect_pods(tier, child_cgroups(cgroup_folder(self._memory_dir, tier)), qos, found)
         return found
 
     def container_cgroups(self, pod_cgroup: str) -> dict[str, str]:
@@ -305,10 +291,10 @@ class CgroupReader:
         """
         match = self._container_pattern.fullmatch
         found: dict[str, str] = {}
-        for name in _subfolders(_cgroup_folder(self._memory_dir, pod_cgroup)):
+        for name in child_cgroups(cgroup_folder(self._memory_dir, pod_cgroup)):
             hit = match(name)
             if hit is not None:
-                found[hit.group(1)] = _join(pod_cgroup, name)
+                found[hit.group(1)] = join_cgroup(pod_cgroup, name)
         return found
 
     def _collect_pods(self, parent: str, names: frozenset[str], qos: str, found: dict[str, PodCgroup]) -> None:
@@ -319,7 +305,7 @@ class CgroupReader:
             if hit is None:
                 continue
             uid = hit.group(1).replace("_", "-") if systemd else hit.group(1)
-            found[uid] = PodCgroup(path=_join(parent, name), qos=qos)
+            found[uid] = PodCgroup(path=join_cgroup(parent, name), qos=qos)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -329,7 +315,7 @@ class CgroupReader:
 _READ_FLAGS = os.O_RDONLY | os.O_CLOEXEC
 
 
-def _read(path: str) -> bytes:
+def read_file(path: str) -> bytes:
     try:
         fd = os.open(path, _READ_FLAGS)
     except OSError as exc:
@@ -337,7 +323,7 @@ def _read(path: str) -> bytes:
     return _read_and_close(path, fd)
 
 
-def _read_optional(path: str) -> bytes | None:
+def read_file_if_present(path: str) -> bytes | None:
     """Return the file's content, or None if it does not exist (other failures raise SampleError)."""
     try:
         fd = os.open(path, _READ_FLAGS)
@@ -369,10 +355,10 @@ def _read_rest(fd: int, first: bytes) -> bytes:
 
 
 @overload
-def _subfolders(folder: str) -> frozenset[str]: ...
+def child_cgroups(folder: str) -> frozenset[str]: ...
 @overload
-def _subfolders(folder: str, *, missing_ok: bool) -> frozenset[str] | None: ...
-def _subfolders(folder: str, *, missing_ok: bool = False) -> frozenset[str] | None:
+def child_cgroups(folder: str, *, missing_ok: bool) -> frozenset[str] | None: ...
+def child_cgroups(folder: str, *, missing_ok: bool = False) -> frozenset[str] | None:
     """Return the names of the child folders (child cgroups) of ``folder``."""
     try:
         with os.scandir(folder) as entries:
@@ -388,14 +374,14 @@ def _subfolders(folder: str, *, missing_ok: bool = False) -> frozenset[str] | No
 def _count_procs_below(folder: str) -> int:
     """Count the PIDs in cgroup.procs of ``folder`` and of every cgroup below it."""
     procs_path = folder + "/cgroup.procs"
-    total = _count_pids(procs_path, _read(procs_path))
-    stack = [folder + "/" + name for name in _subfolders(folder)]
+    total = _count_pids(procs_path, read_file(procs_path))
+    stack = [folder + "/" + name for name in child_cgroups(folder)]
     while stack:
         child = stack.pop()
         # A child removed while we walk held no processes (only empty cgroups can be removed), so
         # skipping it is exact, not a guess.
-        data = _read_optional(child + "/cgroup.procs")
-        names = _subfolders(child, missing_ok=True) if data is not None else None
+        data = read_file_if_present(child + "/cgroup.procs")
+        names = child_cgroups(child, missing_ok=True) if data is not None else None
         if data is None or names is None:
             continue
         total += _count_pids(child + "/cgroup.procs", data)
@@ -432,7 +418,7 @@ def _uint(path: str, raw: bytes) -> int:
     return value
 
 
-def _stat_field(path: str, data: bytes, key: bytes) -> int:
+def flat_keyed_value(path: str, data: bytes, key: bytes) -> int:
     """Return the value of ``key`` in a flat-keyed file (``memory.stat``) without splitting it all."""
     if data.startswith(key + b" "):
         start = len(key) + 1
@@ -452,29 +438,17 @@ def _limit(value: int) -> int | None:
 
 
 def _v2_limit(path: str) -> int | None:
-    raw = _read(path)
+    raw = read_file(path)
     if raw.strip() == b"max":
         return None
     return _limit(_uint(path, raw))
-
-
-def _v2_root_memory(stat_path: str) -> MemoryReading:
-    data = _read(stat_path)
-    usage = sum(_stat_field(stat_path, data, key) for key in V2_ROOT_USAGE_KEYS)
-    inactive_file = _stat_field(stat_path, data, V2_INACTIVE_FILE_KEY)
-    return MemoryReading(
-        usage_bytes=usage,
-        inactive_file_bytes=inactive_file,
-        working_set_bytes=max(0, usage - inactive_file),
-        limit_bytes=None,
-    )
 
 
 # --------------------------------------------------------------------------------------------------
 # Paths
 
 
-def _cgroup_folder(hierarchy: str, cgroup: str) -> str:
+def cgroup_folder(hierarchy: str, cgroup: str) -> str:
     relative = cgroup.strip("/")
     if not relative:
         return hierarchy
@@ -483,21 +457,10 @@ def _cgroup_folder(hierarchy: str, cgroup: str) -> str:
     return hierarchy + "/" + relative
 
 
-def _join(parent: str, child: str) -> str:
+def join_cgroup(parent: str, child: str) -> str:
     return f"{parent}/{child}" if parent else child
 
 
 def _shown(raw: bytes) -> str:
     shown = repr(raw[:MAX_SHOWN_BYTES])
     return shown + "..." if len(raw) > MAX_SHOWN_BYTES else shown
-
-
-# --------------------------------------------------------------------------------------------------
-# The same reading and parsing rules, for the other cgroupfs reader (evictd.adapters.oom_counters).
-
-read_file = _read
-read_file_if_present = _read_optional
-flat_keyed_value = _stat_field
-child_cgroups = _subfolders
-cgroup_folder = _cgroup_folder
-join_cgroup = _join

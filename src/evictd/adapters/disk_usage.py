@@ -187,14 +187,8 @@ class DiskUsageCache:
     Raises ConfigError for a non-positive or non-finite `max_age_s` or a `keep_cycles` below 1.
     """
 
-    def __init__(
-        self,
-        *,
-        max_age_s: float = DEFAULT_MAX_AGE_S,
-        keep_cycles: int = DEFAULT_KEEP_CYCLES,
-        clock: Clock = SYSTEM_CLOCK,
-        scandir: Scandir = os.scandir,
-    ) -> None:
+    def __init__(self, *, max_age_s: float = DEFAULT_MAX_AGE_S, keep_cycles: int = DEFAULT_KEEP_CYCLES,
+                 clock: Clock = SYSTEM_CLOCK, scandir: Scandir = os.scandir) -> None:
         if not (math.isfinite(max_age_s) and max_age_s > 0):
             raise ConfigError("must be a positive number of seconds", key="max_age_s", value=max_age_s)
         if keep_cycles < 1:
@@ -211,10 +205,7 @@ class DiskUsageCache:
         return frozenset(self._trees)
 
     def start_cycle(self) -> int:
-        """Begin a housekeeping cycle; forget paths not asked for in the last `keep_cycles` cycles.
-
-        Returns how many paths were forgotten.
-        """
+        """Begin a housekeeping cycle; forget paths not asked for in the last `keep_cycles` cycles (return how many)."""
         self._cycle += 1
         oldest_kept = self._cycle - self._keep_cycles
         stale = [path for path, tree in self._trees.items() if tree.last_asked_cycle < oldest_kept]
@@ -276,10 +267,8 @@ class DiskUsageCache:
     # ----------------------------------------------------------------------------------------------
     # Walking
 
-    def _measure(
-        self, root: str, root_stat: os.stat_result, old_records: Mapping[str, _DirRecord], now: float,
-        budget: WalkBudget,
-    ) -> Generator[None, None, tuple[dict[str, _DirRecord], DirUsage, tuple[int, ...]]]:
+    def _measure(self, root: str, root_stat: os.stat_result, old_records: Mapping[str, _DirRecord], now: float,
+                 budget: WalkBudget) -> Generator[None, None, tuple[dict[str, _DirRecord], DirUsage, tuple[int, ...]]]:
         """Return the fresh records of the tree at `root`, its usage, and each recorded directory's blocks;
         pause before a directory whenever `budget` is spent."""
         device = root_stat.st_dev
@@ -427,9 +416,8 @@ def _unchanged(tree: _Tree, root_stat: os.stat_result, now: float) -> bool:
             dir_stat = lstat(dir_path)
         except OSError:
             return False  # gone or unreadable: the full walk decides what that means
-        if (dir_stat.st_ino, dir_stat.st_mtime_ns, dir_stat.st_blocks, dir_stat.st_dev) != counted or not isdir(
-            dir_stat.st_mode
-        ):
+        if not isdir(dir_stat.st_mode) or (dir_stat.st_ino, dir_stat.st_mtime_ns, dir_stat.st_blocks,
+                                           dir_stat.st_dev) != counted:
             return False
     return True
 
@@ -475,7 +463,8 @@ def container_log_dirs(pod_logs_dir: str, namespace: str, name: str, uid: str) -
     A pod without a log folder has none. Raises SampleError when the folder cannot be read, or when a part
     of its name is not a single path component.
     """
-    folder = os.path.join(pod_logs_dir, _pod_log_folder_name(pod_logs_dir, namespace, name, uid))
+    parts = (("namespace", namespace), ("name", name), ("uid", uid))
+    folder = os.path.join(pod_logs_dir, POD_LOG_DIR_DELIMITER.join(_component(pod_logs_dir, *part) for part in parts))
     try:
         with os.scandir(folder) as entries:
             names = sorted([entry.name for entry in entries if entry.is_dir(follow_symlinks=False)])
@@ -484,16 +473,6 @@ def container_log_dirs(pod_logs_dir: str, namespace: str, name: str, uid: str) -
     except OSError as exc:
         raise SampleError(folder, os_error_reason(exc)) from exc
     return [(container, f"{folder}/{container}") for container in names]
-
-
-def _pod_log_folder_name(pod_logs_dir: str, namespace: str, name: str, uid: str) -> str:
-    """Return ``<namespace>_<name>_<uid>``; raise SampleError if a part is not a single path component."""
-    parts = (
-        _component(pod_logs_dir, "namespace", namespace),
-        _component(pod_logs_dir, "name", name),
-        _component(pod_logs_dir, "uid", uid),
-    )
-    return POD_LOG_DIR_DELIMITER.join(parts)
 
 
 def _component(base: str, what: str, value: str) -> str:

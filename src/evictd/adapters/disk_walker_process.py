@@ -12,21 +12,17 @@ Both ends speak JSON lines over the child's stdin and stdout:
   "at_wall": s, "volumes": [[name, bytes, inodes], ...], "logs": [[container, bytes, inodes], ...],
   "problem": null | [source, reason]}``.
 
-The child's schedule: a pass over the wanted pods (each advanced by one budget, see `pod_disk_usage`),
-then a rest of at least `period_s` from the pass's start and at least `REST_PER_WALK_SECOND` times the
-pass's own duration (so the walker uses at most half a core however big the trees; never less than
-`MIN_REST_S`), cut short only by newly wanted pods once that minimum rest is over. It exits when its
-stdin closes (the daemon stopped or died), or at SIGTERM from the daemon's `stop`, and ignores SIGINT (a
-Ctrl-C on the terminal is the daemon's to handle).
-
-The daemon's side (`DiskWalkerProcess`): one thread starts the child and reads its lines into the store;
-another writes the wanted pods to it whenever they change, so the cycle never writes to a pipe that could
-block. A child that exits or sends a line that cannot be read is logged and started again after a growing
-delay (1 s to 30 s); meanwhile figures age and become unreadable, never silently old.
+The child's schedule (passes and rests, at most half a core) is README's "Pod volumes and logs are walked
+beside the loop"; it exits when its stdin closes or at SIGTERM, and leaves SIGINT to the daemon. The daemon's
+side (`DiskWalkerProcess`): one thread starts the child and reads its lines into the store; another writes the
+wanted pods to it whenever they change, so the cycle never writes to a pipe that could block. A child that
+exits or sends a line that cannot be read is logged and started again after a growing delay; meanwhile figures
+age and become unreadable, never silently old.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -213,11 +209,9 @@ def main(argv: Sequence[str]) -> int:
     except (IndexError, ValueError, TypeError, OSError, ConfigError) as exc:
         print(f"evictd disk walker: needs one JSON argument of settings: {exc}", file=sys.stderr)
         return 2
-    try:
+    with contextlib.suppress(BrokenPipeError):  # the daemon is gone
         child_main(walker, period_s, sys.stdin.buffer, sys.stdout.buffer)
-    except BrokenPipeError:
-        return 0  # the daemon is gone
-    return 0  # pragma: no cover - child_main never returns
+    return 0
 
 
 # --------------------------------------------------------------------------------------------------

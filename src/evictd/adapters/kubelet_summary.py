@@ -1,28 +1,14 @@
 """The kubelet's own Summary API as a stats source, for nodes where the kubelet's numbers are wanted exactly.
 
-Two ways to reach it:
-- directly: `GET <kubeletSummaryURL>` (e.g. `https://<node>:10250/stats/summary`) with a bearer token file. The
-  kubelet's serving certificate is verified against `kubeletCAFile` (by default the service account's
-  `ca.crt`, the cluster CA, which signs kubelet serving certificates in most clusters); without a CA bundle to
-  verify with, the source refuses to start unless `kubeletInsecureTLS` says so explicitly (the composition root
-  then warns that the token goes to an unverified endpoint). Redirects are not followed: the token is sent to
-  the configured endpoint only;
-- through the API server's node proxy: `GET /api/v1/nodes/<node>/proxy/stats/summary` with evictd's API client
-  (`evictd.kube`) and a kubeconfig or the in-cluster service account (RBAC: `nodes/proxy` get).
-
-Invariants of a direct fetch (the proxy goes through the kubernetes client, whose timeout is per socket
-operation; its body is held to the same size and parsing rules once read):
-- one deadline covers the whole request: name resolution, connect, TLS handshake, request, status line,
-  headers and body. Every socket operation gets only the time left (`_Deadline`), so a server trickling one
-  byte at a time cannot stretch a fetch past it. The composition root derives the deadline from the
-  housekeeping interval (`summary_deadline_s`), so the next cycle starts on time;
-- at most MAX_SUMMARY_BYTES of body are read, a document of more than MAX_SUMMARY_VALUES JSON values is not
-  parsed, and one listing more than MAX_SUMMARY_RECORDS pods, containers and volumes is not turned into a
-  Summary: memory and parsing time stay bounded whatever the endpoint sends.
-Any failure (connection, deadline, HTTP status, size, bad JSON, bad document) is a SampleError with a reason
-that is the same from one cycle to the next (the daemon logs an unreadable source once, from `problems`):
-the cycle then has no stats and the engine freezes its state, as the kubelet does when its summary provider
-fails.
+Directly (`KubeletSummarySource`: `kubeletSummaryURL`, a bearer token, the certificate verified against
+`kubeletCAFile`, redirects not followed) or through the API server's node proxy (`ApiProxySummarySource`);
+README's "Stats source" paragraph says how each is configured and bounded. In a direct fetch one deadline covers
+the whole request, from name resolution to the last byte: every socket operation gets only the time left
+(`_Deadline`), so a server trickling one byte at a time cannot stretch it. The proxy goes through the kubernetes
+client, whose timeout is per socket operation; its body is held to the same size and parsing limits once read.
+Any failure is a SampleError with a reason that is the same from one cycle to the next (the daemon logs an
+unreadable source once, from `problems`): the cycle has no stats and the engine freezes its state, as the
+kubelet does when its summary provider fails.
 """
 
 from __future__ import annotations
@@ -78,8 +64,27 @@ def summary_deadline_s(timeout_s: float, interval_s: float, shutdown_timeout_s: 
     return min(timeout_s, interval_s * INTERVAL_SHARE, shutdown_timeout_s * SHUTDOWN_SHARE)
 
 
-class KubeletSummarySource:
-    """Reads `/stats/summary` from the kubelet's own port. `problems` holds why the last read failed, if it did."""
+class _RecordedSource:
+    """A Summary source whose `problems` holds why the last read failed, if it did."""
+
+    problems: tuple[SampleError, ...] = ()
+
+    def _read(self) -> Summary:
+        raise NotImplementedError
+
+    def summary(self) -> Summary:
+        """Fetch and parse the Summary. Raises SampleError, recorded in `problems` (cleared by the next success)."""
+        try:
+            summary = self._read()
+        except SampleError as exc:
+            self.problems = (exc,)
+            raise
+        self.problems = ()
+        return summary
+
+
+class KubeletSummarySource(_RecordedSource):
+    """Reads `/stats/summary` from the kubelet's own port."""
 
     def __init__(self, url: str, *, token_file: str = "", ca_file: str = "", insecure_tls: bool = False,
                  timeout_s: float = 5.0) -> None:
@@ -102,7 +107,6 @@ class KubeletSummarySource:
         self._token_file = token_file
         self._timeout_s = timeout_s
         self._context = _tls_context(ca_file, insecure_tls) if parts.scheme == "https" else None
-        self.problems: tuple[SampleError, ...] = ()
         if self._context is None:
             self.insecure_reason = "plain HTTP: the bearer token is sent unencrypted" if token_file else ""
         elif insecure_tls:
@@ -125,22 +129,12 @@ class KubeletSummarySource:
             raise SampleError(self._token_file, "the token is not one line of printable ASCII")
         return token
 
-    def summary(self) -> Summary:
-        """Fetch and parse the Summary (the token is re-read each time: projected tokens rotate).
-
-        Raises SampleError, and records it in `problems` (cleared by the next successful read).
-        """
-        try:
-            headers = {"Accept": "application/json", "User-Agent": user_agent(), "Connection": "close"}
-            token = self._token()
-            if token:
-                headers["Authorization"] = f"Bearer {token}"
-            summary = _summary_of(self._fetch(headers), self._url)
-        except SampleError as exc:
-            self.problems = (exc,)
-            raise
-        self.problems = ()
-        return summary
+    def _read(self) -> Summary:
+        headers = {"Accept": "application/json", "User-Agent": user_agent(), "Connection": "close"}
+        token = self._token()  # re-read each time: projected tokens rotate
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
+        return _summary_of(self._fetch(headers), self._url)
 
     def _fetch(self, headers: dict[str, str]) -> bytes | bytearray:
         """Return the body of a 200 answer, read within the deadline. Raises SampleError (the one mapping place
@@ -165,10 +159,8 @@ class KubeletSummarySource:
             connection.close()
 
 
-class ApiProxySummarySource:
-    """Reads the node's Summary through the API server's node proxy with evictd's API client.
-
-    `problems` holds why the last read failed, if it did."""
+class ApiProxySummarySource(_RecordedSource):
+    """Reads the node's Summary through the API server's node proxy with evictd's API client."""
 
     def __init__(self, node_name: str, *, kubeconfig: str = "", timeout_s: float = 10.0) -> None:
         from evictd.kube.client import build_api_client  # the kubernetes package, only for this mode
@@ -177,19 +169,8 @@ class ApiProxySummarySource:
         self._node = node_name
         self._timeout_s = timeout_s
         self._source = f"/api/v1/nodes/{node_name}/proxy/stats/summary"
-        self.problems: tuple[SampleError, ...] = ()
 
-    def summary(self) -> Summary:
-        """Fetch and parse the Summary through the API server. Raises SampleError, recorded in `problems`."""
-        try:
-            summary = _summary_of(self._fetch(), self._source)
-        except SampleError as exc:
-            self.problems = (exc,)
-            raise
-        self.problems = ()
-        return summary
-
-    def _fetch(self) -> bytes:
+    def _read(self) -> Summary:
         try:
             body = self._api.get_node_proxy(self._node, "stats/summary", timeout_s=self._timeout_s)
         except KubeError as exc:
@@ -198,7 +179,7 @@ class ApiProxySummarySource:
             raise SampleError(self._source, f"HTTP {exc.status} {_reason_phrase(exc.status)}: {exc.detail}") from None
         if len(body) > MAX_SUMMARY_BYTES:
             raise SampleError(self._source, _too_large(MAX_SUMMARY_BYTES))
-        return body
+        return _summary_of(body, self._source)
 
 
 # --------------------------------------------------------------------------------------------------

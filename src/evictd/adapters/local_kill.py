@@ -152,12 +152,7 @@ class LocalKiller:
                 first.add_note(f"also: {other}")
             first.add_note(f"while killing pod {pod.key} (uid {pod.uid}) locally with a {grace_s} s grace period")
             raise first
-        return KillResult(
-            pod=pod.key,
-            pod_uid=pod.uid,
-            found=True,
-            grace_period_s=grace_s,
-            container_ids=tuple(container.id for container in containers),
-            sandbox_ids=tuple(sandbox.id for sandbox in to_stop),
-            elapsed_s=self._clock.monotonic() - started,
-        )
+        return KillResult(pod=pod.key, pod_uid=pod.uid, found=True, grace_period_s=grace_s,
+                          container_ids=tuple(container.id for container in containers),
+                          sandbox_ids=tuple(sandbox.id for sandbox in to_stop),
+                          elapsed_s=self._clock.monotonic() - started)

@@ -1,26 +1,14 @@
 """The node's own stats as a kubelet Summary: cgroupfs, statvfs, procfs and pod folders, read directly.
 
-Job: produce, once per cycle, the Summary the kubelet's stats provider would produce (KUBELET_SPEC §1), so
-the engine cannot tell the difference:
-- node memory: the root cgroup's working set (usage - inactive_file, floored at 0); capacity = MemTotal;
-  available = capacity - working set (floored at 0);
-- the `pods` system container (allocatableMemory.available): the pods cgroup (kubepods / kubepods.slice);
-  available = its limit - its working set, and no available figure when it has no limit; on a machine with
-  no pods cgroup (no kubelet) the container and every pod are simply absent, which is not a problem;
-- nodefs: statvfs of the kubelet root folder; imagefs and containerfs: statvfs of the runtime's folders.
-  A folder that does not exist yet is measured on the filesystem that would hold it (its nearest existing
-  ancestor), so a node without a runtime still shows its disks;
-- rlimit: min(pid_max, threads-max) and the kernel's task count, as the kubelet reads them;
-- per pod: pod cgroup working set and process count; emptyDir volumes and log folders as last measured by
-  the disk walker (`pod_disk_usage`: measured in another process, never waited for), stamped with the
-  time they were measured, and absent when that measurement is too old or failed (a problem is recorded);
-  with a container runtime, its containers by name with their working set and writable layer (one
-  ListContainerStats per cycle); ephemeral-storage = volumes + logs + writable layers, stamped with the
-  disk figures' time, and absent while the pod has no usable disk figures (its total is then unknown).
-  An unreadable pod cgroup leaves that pod's memory unknown rather than dropping its stats; with a runtime,
-  the sandbox's working set and process count (ListPodSandboxStats) stand in for it. In a cycle where the
-  runtime does not answer, the containers it named last time are measured from their own cgroups under the
-  pod cgroup (working set as for the pod; no writable layer), so memory messages still name them.
+Job: produce, once per cycle, the Summary the kubelet's stats provider would produce (KUBELET_SPEC §1; README's
+"Signals" paragraph lists what each figure is read from), so the engine cannot tell the difference. Beyond that
+list: a folder that does not exist yet is measured on the filesystem that would hold it; a node without a pods
+cgroup (no kubelet) has no `pods` system container and no pods, which is not a problem; with a container
+runtime, its containers are named with their working set and writable layer (one ListContainerStats a cycle),
+and ephemeral-storage = volumes + logs + writable layers is absent while the pod has no usable disk figures. An
+unreadable pod cgroup leaves that pod's memory unknown rather than dropping its stats; with a runtime, the
+sandbox's stats (ListPodSandboxStats) stand in for it. In a cycle where the runtime does not answer, the
+containers it named last time are measured from their own cgroups, so memory messages still name them.
 
 A part that cannot be read is left out of the Summary for this cycle (the signal is then absent: never
 guessed) and recorded in `problems` with its path and reason. Every block carries the time it was read.
@@ -35,12 +23,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from types import MappingProxyType
-from typing import Protocol, TypeVar
+from typing import Protocol
 
 from evictd.adapters import procfs
 from evictd.adapters.cgroups import CgroupReader, MemoryReading, PodCgroup
 from evictd.adapters.filesystems import FsReading, statvfs_reading
-from evictd.adapters.pod_disk_usage import PodDiskFigures, PodDiskStore, PodKey, SpaceUsed
+from evictd.adapters.pod_disk_usage import PodDiskFigures, PodDiskStore, PodKey
 from evictd.clock import SYSTEM_CLOCK, Clock
 from evictd.core.errors import EvictdError, SampleError, attempt, without_traceback
 from evictd.core.pods import Derived, Pod, derived
@@ -57,8 +45,6 @@ from evictd.core.summary import (
     VolumeStats,
 )
 from evictd.cri import NO_RUNTIME, ContainerUsage, Runtime
-
-_T = TypeVar("_T")
 
 # The sources of the problems recorded when the container runtime did not answer a stats call.
 CONTAINER_STATS_SOURCE = "CRI ListContainerStats"
@@ -86,25 +72,15 @@ def existing_ancestor(path: str) -> str:
 def memory_stats(reading: MemoryReading, capacity_bytes: int | None, at: datetime) -> MemoryStats:
     """Return the Summary memory block of a cgroup reading; `capacity_bytes` None means no available figure."""
     available = None if capacity_bytes is None else max(capacity_bytes - reading.working_set_bytes, 0)
-    return MemoryStats(
-        time=at,
-        available_bytes=available,
-        usage_bytes=reading.usage_bytes,
-        working_set_bytes=reading.working_set_bytes,
-    )
+    return MemoryStats(time=at, available_bytes=available, usage_bytes=reading.usage_bytes,
+                       working_set_bytes=reading.working_set_bytes)
 
 
 def fs_stats(reading: FsReading, at: datetime) -> FsStats:
     """Return the Summary filesystem block of a statvfs reading."""
-    return FsStats(
-        time=at,
-        available_bytes=reading.available_bytes,
-        capacity_bytes=reading.capacity_bytes,
-        used_bytes=reading.used_bytes,
-        inodes_free=reading.inodes_free,
-        inodes=reading.inodes,
-        inodes_used=reading.inodes_used,
-    )
+    return FsStats(time=at, available_bytes=reading.available_bytes, capacity_bytes=reading.capacity_bytes,
+                   used_bytes=reading.used_bytes, inodes_free=reading.inodes_free, inodes=reading.inodes,
+                   inodes_used=reading.inodes_used)
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,7 +109,8 @@ def disk_blocks(figures: PodDiskFigures) -> DiskBlocks:
     used = sum(usage.used_bytes for _, usage in figures.volumes) + sum(usage.used_bytes for _, usage in figures.logs)
     inodes = (sum(usage.inodes_used for _, usage in figures.volumes)
               + sum(usage.inodes_used for _, usage in figures.logs))
-    logs = {name: _usage_fs(usage, at) for name, usage in figures.logs}
+    logs = {name: FsStats(time=at, used_bytes=usage.used_bytes, inodes_used=usage.inodes_used)
+            for name, usage in figures.logs}
     return DiskBlocks(
         figures=figures,
         measured_at=at,
@@ -145,10 +122,6 @@ def disk_blocks(figures: PodDiskFigures) -> DiskBlocks:
         log_containers=tuple(ContainerStats(name=name, logs=fs) for name, fs in logs.items()),
         ephemeral_storage=FsStats(time=at, used_bytes=used, inodes_used=inodes),
     )
-
-
-def _usage_fs(usage: SpaceUsed, at: datetime) -> FsStats:
-    return FsStats(time=at, used_bytes=usage.used_bytes, inodes_used=usage.inodes_used)
 
 
 def pod_key(pod: Pod) -> PodKey:
@@ -168,21 +141,10 @@ class NodeStatsSource:
     cgroup; with pods discovered from the node, the listing that discovered them is passed instead).
     """
 
-    def __init__(
-        self,
-        *,
-        node_name: str,
-        cgroups: CgroupReader,
-        pods: PodList,
-        disk_usage: PodDiskStore,
-        kubelet_root: str,
-        image_fs_path: str,
-        container_fs_path: str,
-        proc_root: str = "/proc",
-        clock: Clock = SYSTEM_CLOCK,
-        pod_cgroups: Callable[[], Mapping[str, PodCgroup]] | None = None,
-        runtime: Runtime = NO_RUNTIME,
-    ) -> None:
+    def __init__(self, *, node_name: str, cgroups: CgroupReader, pods: PodList, disk_usage: PodDiskStore,
+                 kubelet_root: str, image_fs_path: str, container_fs_path: str, proc_root: str = "/proc",
+                 clock: Clock = SYSTEM_CLOCK, pod_cgroups: Callable[[], Mapping[str, PodCgroup]] | None = None,
+                 runtime: Runtime = NO_RUNTIME) -> None:
         self._node_name = node_name
         self._cgroups = cgroups
         self._pods = pods
@@ -291,16 +253,9 @@ class NodeStatsSource:
             filled.append(stats)
         return tuple(filled)
 
-    def _one_pod(
-        self,
-        pod: Pod,
-        cgroup: PodCgroup | None,
-        runtime: Sequence[ContainerUsage],
-        remembered: Sequence[ContainerUsage],
-        disk: DiskBlocks | None,
-        at: datetime,
-        problems: list[SampleError],
-    ) -> PodStats:
+    def _one_pod(self, pod: Pod, cgroup: PodCgroup | None, runtime: Sequence[ContainerUsage],
+                 remembered: Sequence[ContainerUsage], disk: DiskBlocks | None, at: datetime,
+                 problems: list[SampleError]) -> PodStats:
         # The per-pod hot path of a cycle (about a thousand pods): plain loops, no intermediate lists.
         memory = None
         process_count = None
@@ -353,14 +308,9 @@ class NodeStatsSource:
             process_count=process_count,
         )
 
-    def _containers_from_cgroups(
-        self,
-        cgroup: PodCgroup,
-        remembered: Sequence[ContainerUsage],
-        logs: dict[str, FsStats],
-        at: datetime,
-        problems: list[SampleError],
-    ) -> list[ContainerStats]:
+    def _containers_from_cgroups(self, cgroup: PodCgroup, remembered: Sequence[ContainerUsage],
+                                 logs: dict[str, FsStats], at: datetime,
+                                 problems: list[SampleError]) -> list[ContainerStats]:
         """Measure the containers the runtime last named in this pod from their cgroups, by name (their logs
         are taken out of `logs`). A container cgroup that is gone or unreadable is left out and recorded."""
         found = attempt(lambda: self._cgroups.container_cgroups(cgroup.path), problems)

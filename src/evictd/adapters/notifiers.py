@@ -134,11 +134,6 @@ class _FdOwner:
             raise ValueError(f"notifier {self.description!r} is closed")
         return self._fd
 
-    @property
-    def closed(self) -> bool:
-        """True after `close`."""
-        return self._fd < 0
-
     def close(self) -> None:
         """Close the descriptor, which also removes the kernel registration. Idempotent."""
         fd, self._fd = self._fd, -1
@@ -150,15 +145,8 @@ class MemcgThresholdNotifier(_FdOwner):
 
     poll_events = select.POLLIN
 
-    def __init__(
-        self,
-        cgroup_dir: str,
-        threshold_bytes: int,
-        description: str,
-        *,
-        cause: str = MEMCG_CAUSE,
-        usage_seen: int | None = None,
-    ) -> None:
+    def __init__(self, cgroup_dir: str, threshold_bytes: int, description: str, *, cause: str = MEMCG_CAUSE,
+                 usage_seen: int | None = None) -> None:
         """Register the threshold on ``<cgroup_dir>/memory.usage_in_bytes``.
 
         `usage_seen` is the usage the level was computed from: when usage read after the registration is on
@@ -226,12 +214,7 @@ def _format_us(value_us: int) -> str:
 
 
 def psi_trigger(kind: str, stall_us: int, window_us: int, *, privileged: bool) -> str:
-    """Return the PSI trigger text ``"<kind> <stall_us> <window_us>"`` (without its NUL terminator).
-
-    Raises ConfigError naming the bad value when the kernel would refuse the trigger: an unknown kind,
-    a window outside 500 ms..10 s, a stall of 0 or longer than the window, or - unless `privileged`
-    (CAP_SYS_RESOURCE) - a window that is not a whole multiple of 2 s.
-    """
+    """Return the PSI trigger text (without its NUL terminator); ConfigError when the kernel would refuse it."""
     if kind not in PSI_KINDS:
         raise ConfigError(f"PSI trigger kind must be one of {', '.join(PSI_KINDS)}", key="psi.kind", value=kind)
     if not PSI_WINDOW_MIN_US <= window_us <= PSI_WINDOW_MAX_US:
@@ -257,10 +240,7 @@ def psi_trigger(kind: str, stall_us: int, window_us: int, *, privileged: bool) -
 
 
 def has_cap_sys_resource(proc_root: str = "/proc") -> bool:
-    """Return True when this process has CAP_SYS_RESOURCE in its effective set (``CapEff``).
-
-    Raises SampleError when ``<proc_root>/self/status`` cannot be read or has no CapEff line.
-    """
+    """Return True when this process has CAP_SYS_RESOURCE in its effective set; SampleError if unreadable."""
     path = os.path.join(proc_root, "self", "status")
     try:
         with open(path, encoding="ascii", errors="replace") as status:
@@ -277,44 +257,27 @@ def has_cap_sys_resource(proc_root: str = "/proc") -> bool:
     raise SampleError(path, "no CapEff line")
 
 
-def _pressure_resource(path: str) -> str:
-    """Return the resource a pressure file is about: ``memory`` for /proc/pressure/memory or memory.pressure."""
-    name = os.path.basename(path.rstrip("/"))
-    return name.removesuffix(".pressure")
-
-
 class PsiNotifier(_FdOwner):
     """A PSI trigger on /proc/pressure/memory or a v2 cgroup's memory.pressure; fires with POLLPRI."""
 
     cause = PSI_CAUSE
     poll_events = select.POLLPRI
 
-    def __init__(
-        self,
-        path: str,
-        stall_us: int,
-        window_us: int,
-        kind: str = "some",
-        description: str = "",
-        *,
-        privileged: bool | None = None,
-        proc_root: str = "/proc",
-    ) -> None:
+    def __init__(self, path: str, stall_us: int, window_us: int, kind: str = "some", description: str = "", *,
+                 privileged: bool | None = None, proc_root: str = "/proc") -> None:
         """Open `path` and write the trigger.
 
-        `privileged` says whether the kernel will see CAP_SYS_RESOURCE; None reads it from
-        ``<proc_root>/self/status``. The default description is e.g. ``psi memory some 150ms/2s``.
-        Raises ConfigError (before opening anything) for a trigger the kernel would refuse, and
-        SampleError naming `path` when it cannot be opened or the kernel refuses the trigger anyway.
+        `privileged` says whether the kernel will see CAP_SYS_RESOURCE; None reads it from ``<proc_root>/self/status``.
+        Raises ConfigError (before opening anything) for a trigger the kernel would refuse, and SampleError naming
+        `path` when it cannot be opened or the kernel refuses the trigger anyway.
         """
         self._fd = -1
         self.path = path
         self.kind = kind
         self.stall_us = stall_us
         self.window_us = window_us
-        self.description = description or (
-            f"psi {_pressure_resource(path)} {kind} {_format_us(stall_us)}/{_format_us(window_us)}"
-        )
+        resource = os.path.basename(path.rstrip("/")).removesuffix(".pressure")  # memory.pressure: memory
+        self.description = description or f"psi {resource} {kind} {_format_us(stall_us)}/{_format_us(window_us)}"
         if privileged is None:
             privileged = has_cap_sys_resource(proc_root)
         trigger = psi_trigger(kind, stall_us, window_us, privileged=privileged)
@@ -362,17 +325,11 @@ class Waiter:
         """Use `notifiers` from now on; previous notifiers that are not among them are closed."""
         self._check_open()
         # Duplicates are dropped by identity (notifiers need not be hashable); order is kept.
-        kept: set[int] = set()
-        unique: list[Notifier] = []
-        for notifier in notifiers:
-            if id(notifier) not in kept:
-                kept.add(id(notifier))
-                unique.append(notifier)
-        new = tuple(unique)
+        new = {id(notifier): notifier for notifier in notifiers}
         for old in self._notifiers:
-            if id(old) not in kept:
+            if id(old) not in new:
                 old.close()
-        self._notifiers = new
+        self._notifiers = tuple(new.values())
         self._by_fd = {}
         self._poll = self._new_poll()
 
@@ -381,12 +338,9 @@ class Waiter:
         fd = self._write_fd
         if fd < 0:
             return
-        try:
+        # A full pipe already holds a pending wake-up; a pipe closed under us by close() has nobody left to wake.
+        with contextlib.suppress(OSError):
             os.write(fd, b"\0")
-        except BlockingIOError:
-            pass  # the pipe is full, so a wake-up is already pending
-        except OSError:
-            pass  # closed under us by close(): nobody is left to wake
 
     def wait(self, timeout_s: float) -> list[str]:
         """Block until something fires or `timeout_s` passes; return the causes that fired, in order.
@@ -397,11 +351,7 @@ class Waiter:
         Raises SampleError if consuming an event fails.
         """
         self._check_open()
-        timeout_ms = (
-            MAX_POLL_TIMEOUT_MS
-            if timeout_s * _MS_PER_S >= MAX_POLL_TIMEOUT_MS
-            else max(0, math.ceil(timeout_s * _MS_PER_S))
-        )
+        timeout_ms = max(0, math.ceil(min(timeout_s * _MS_PER_S, MAX_POLL_TIMEOUT_MS)))
         ready = self._poll.poll(timeout_ms)
         causes: list[str] = []
         for fd, revents in ready:
@@ -425,12 +375,9 @@ class Waiter:
         return causes
 
     def _drain_pipe(self) -> None:
-        while True:
-            try:
-                if not os.read(self._read_fd, PIPE_DRAIN_BYTES):
-                    return
-            except BlockingIOError:
-                return
+        with contextlib.suppress(BlockingIOError):
+            while os.read(self._read_fd, PIPE_DRAIN_BYTES):
+                pass
 
     def _check_open(self) -> None:
         if self._read_fd < 0:
@@ -491,13 +438,8 @@ class MemcgNotifierSet:
 
     poll_events = select.POLLIN
 
-    def __init__(
-        self,
-        thresholds: Sequence[Threshold],
-        *,
-        memory_root: str = DEFAULT_MEMORY_ROOT,
-        pods_cgroup: str = DEFAULT_PODS_CGROUP,
-    ) -> None:
+    def __init__(self, thresholds: Sequence[Threshold], *, memory_root: str = DEFAULT_MEMORY_ROOT,
+                 pods_cgroup: str = DEFAULT_PODS_CGROUP) -> None:
         self.thresholds = tuple(t for t in thresholds if t.signal in MEMORY_SIGNALS)
         self.memory_root = memory_root
         self.pods_cgroup = pods_cgroup
@@ -676,11 +618,6 @@ class MemcgNotifierSet:
                 self._pending.discard((job[0], job[1]))
                 if failure is not None:
                     self._failures.append(failure)
-
-    @property
-    def closed(self) -> bool:
-        """True after `close`."""
-        return self._epoll is None
 
     def close(self) -> None:
         """Stop the re-arming thread and close every notifier and the epoll descriptor. Idempotent."""

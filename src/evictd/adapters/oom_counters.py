@@ -58,7 +58,11 @@ class OomCounters:
         """
         if self._v1 or not self._cgroups.has_pods_cgroup():
             return None
-        return self._read(self._cgroups.pods_cgroup())[0]
+        pods = self._cgroups.pods_cgroup()
+        found = self._read_if_present(pods)
+        if found is None:
+            raise SampleError(cgroup_folder(self._memory_dir, pods), "no such cgroup")
+        return found[0]
 
     def cgroup_kills(self) -> tuple[CgroupOomCount, ...]:
         """Return the counters below the pods cgroup, tagged with their pods and containers (none without one).
@@ -97,12 +101,6 @@ class OomCounters:
             counts.append(CgroupOomCount(path=path, oom_kills=read[0], pod_uid=owner[0], container_id=owner[1]))
             stack.extend((join_cgroup(path, name), owner) for name in names)
         return counts
-
-    def _read(self, cgroup: str) -> tuple[int, int]:
-        found = self._read_if_present(cgroup)
-        if found is None:
-            raise SampleError(cgroup_folder(self._memory_dir, cgroup), "no such cgroup")
-        return found
 
     def _read_if_present(self, cgroup: str) -> tuple[int, int] | None:
         """Return (OOM kills, group kills) of `cgroup`, None if the cgroup is gone."""

@@ -101,15 +101,8 @@ class PodDiskWalker:
     Owns its `DiskUsageCache` (one thread only). Raises ConfigError for an `entry_budget` below 1.
     """
 
-    def __init__(
-        self,
-        *,
-        kubelet_root: str,
-        pod_logs_dir: str,
-        entry_budget: int = DEFAULT_ENTRY_BUDGET,
-        cache: DiskUsageCache | None = None,
-        clock: Clock = SYSTEM_CLOCK,
-    ) -> None:
+    def __init__(self, *, kubelet_root: str, pod_logs_dir: str, entry_budget: int = DEFAULT_ENTRY_BUDGET,
+                 cache: DiskUsageCache | None = None, clock: Clock = SYSTEM_CLOCK) -> None:
         if entry_budget < 1:
             raise ConfigError("must be at least 1", key="entry_budget", value=entry_budget)
         self._kubelet_root = kubelet_root
@@ -244,10 +237,6 @@ class PodDiskStore:
         with self._lock:
             latest = self._latest.get(pod)
         return latest[0] if latest is not None else None
-
-    def reading(self, pod: PodKey, now: float) -> PodDiskReading:
-        """Return what the cycle may use of one pod's figures at `now` (see `readings`)."""
-        return self.readings([pod], now)[0]
 
     def readings(self, pods: Sequence[PodKey], now: float) -> list[PodDiskReading]:
         """Return, for each pod, its figures if they may be used at monotonic time `now`, or why they may not."""

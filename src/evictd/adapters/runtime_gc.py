@@ -121,10 +121,6 @@ def _os_failure(method: str, path: str, exc: OSError) -> CRIError:
     return CRIError(method, code, f"{path}: {exc.strerror or exc}")
 
 
-def _always_ready() -> bool:
-    return True
-
-
 # --- container GC --------------------------------------------------------------------------------------
 
 
@@ -149,17 +145,9 @@ class CriContainerGC:
     container log symlinks (`/var/log/containers`), None to skip it.
     """
 
-    def __init__(
-        self,
-        client: RuntimeGCClient,
-        policy: GCPolicy,
-        pod_state: PodStateFunc,
-        log_dirs_root: str | None,
-        *,
-        sources_ready: Callable[[], bool] = _always_ready,
-        legacy_logs_root: str | None = None,
-        clock: Clock = SYSTEM_CLOCK,
-    ) -> None:
+    def __init__(self, client: RuntimeGCClient, policy: GCPolicy, pod_state: PodStateFunc, log_dirs_root: str | None, *,
+                 sources_ready: Callable[[], bool] = lambda: True, legacy_logs_root: str | None = None,
+                 clock: Clock = SYSTEM_CLOCK) -> None:
         self.client = client
         self.policy = policy
         self.pod_state = pod_state
@@ -170,9 +158,7 @@ class CriContainerGC:
 
     def reclaim(self) -> int:
         """DeleteAllUnusedContainers: GC with terminated pods' containers too; return writable bytes freed.
-
-        Raises GCError when a removal failed (after trying all), CRIError when nothing could be listed.
-        """
+        Raises GCError when a removal failed (after trying all), CRIError when nothing could be listed."""
         return self.collect(evict_terminating_pods=True).freed_bytes
 
     def periodic(self) -> ContainerGCResult:
@@ -200,14 +186,8 @@ class CriContainerGC:
         except CRIError as exc:
             failures.append(exc)
             return (), 0
-        plan = containers_to_remove(
-            containers,
-            self.policy,
-            self.pod_state,
-            all_sources_ready=ready,
-            evict_terminating_pods=evict_terminating_pods,
-            now_ns=_wall_ns(self._clock),
-        )
+        plan = containers_to_remove(containers, self.policy, self.pod_state, all_sources_ready=ready,
+                                    evict_terminating_pods=evict_terminating_pods, now_ns=_wall_ns(self._clock))
         layers = self._writable_layers() if plan else {}
         removed: list[str] = []
         freed = 0
@@ -323,10 +303,6 @@ class ImageGCResult:
 ImageRemovedHook = Callable[[GCReason], None]
 
 
-def _ignore_removal(reason: GCReason) -> None:
-    return None
-
-
 class CriImageGC:
     """The kubelet's image GC manager (image_gc_manager.go) over a CRI client.
 
@@ -335,15 +311,9 @@ class CriImageGC:
     "age"), for `evictd_image_garbage_collected_total{reason}`.
     """
 
-    def __init__(
-        self,
-        client: RuntimeGCClient,
-        policy: ImageGCPolicy,
-        *,
-        fs_usage: Callable[[], tuple[int, int]] | None = None,
-        on_image_removed: ImageRemovedHook = _ignore_removal,
-        clock: Clock = SYSTEM_CLOCK,
-    ) -> None:
+    def __init__(self, client: RuntimeGCClient, policy: ImageGCPolicy, *,
+                 fs_usage: Callable[[], tuple[int, int]] | None = None,
+                 on_image_removed: ImageRemovedHook = lambda reason: None, clock: Clock = SYSTEM_CLOCK) -> None:
         self.client = client
         self.policy = policy
         self.state = ImageGCState()
@@ -355,9 +325,7 @@ class CriImageGC:
 
     def detect(self) -> tuple[Sequence[Image], frozenset[str], float]:
         """Update the records from the runtime; return the images, the IDs in use and the detection time.
-
-        Raises CRIError when images or containers cannot be listed (the records are then unchanged).
-        """
+        Raises CRIError when images or containers cannot be listed (the records are then unchanged)."""
         now_s = self._clock.monotonic()
         images = self.client.list_images()
         containers = self.client.list_containers()
@@ -365,19 +333,13 @@ class CriImageGC:
         return images, images_in_use(images, containers), now_s
 
     def reclaim(self) -> int:
-        """DeleteUnusedImages for the eviction manager: return the bytes of the images deleted.
-
-        Raises CRIError when listing fails, GCError when a deletion failed (after trying the others).
-        """
+        """DeleteUnusedImages for the eviction manager: return the bytes deleted (raises as `periodic`)."""
         return self.delete_unused().freed_bytes
 
     def delete_unused(self) -> ImageGCResult:
         """DeleteUnusedImages: delete every eligible unused image (in use, pinned, protected and young kept)."""
         images, in_use, now_s = self.detect()
-        candidates = images_to_free(
-            self.state, images, in_use, now_s, self.policy.min_age_s, MAX_INT64, self.policy.protected
-        )
-        removed, freed, failures = self._free(candidates, MAX_INT64)
+        removed, freed, failures = self._free(self._unused(images, in_use, now_s), MAX_INT64)
         if failures:
             raise GCError("image garbage collection", failures, freed)
         return ImageGCResult(removed=removed, freed_bytes=freed)
@@ -391,15 +353,8 @@ class CriImageGC:
         images, in_use, now_s = self.detect()
         if self.policy.periodic_disabled:
             return ImageGCResult()
-        old = images_past_max_age(
-            self.state,
-            images,
-            in_use,
-            now_s,
-            self.policy.max_age_s,
-            began_gc_s=self.began_gc_s,
-            protected=self.policy.protected,
-        )
+        old = images_past_max_age(self.state, images, in_use, now_s, self.policy.max_age_s, began_gc_s=self.began_gc_s,
+                                  protected=self.policy.protected)
         aged, aged_freed, failures = self._free(old, MAX_INT64)
         if failures:
             raise GCError("image garbage collection by age", failures, aged_freed)
@@ -411,10 +366,7 @@ class CriImageGC:
         )
         if wanted is None:
             return ImageGCResult(removed=aged, freed_bytes=aged_freed)
-        candidates = images_to_free(
-            self.state, images, in_use, now_s, self.policy.min_age_s, MAX_INT64, self.policy.protected
-        )
-        spaced, freed, failures = self._free(candidates, wanted)
+        spaced, freed, failures = self._free(self._unused(images, in_use, now_s), wanted)
         if failures:
             raise GCError("image garbage collection", failures, aged_freed + freed)
         shortfall = None
@@ -424,6 +376,11 @@ class CriImageGC:
                 f"but only found {freed} bytes eligible to free."
             )
         return ImageGCResult(aged + spaced, aged_freed + freed, wanted, shortfall)
+
+    def _unused(self, images: Sequence[Image], in_use: frozenset[str], now_s: float) -> tuple[ImageToFree, ...]:
+        """Every image freeSpace may delete, in the order it deletes them."""
+        return images_to_free(self.state, images, in_use, now_s, self.policy.min_age_s, MAX_INT64,
+                              self.policy.protected)
 
     def _free(
         self, candidates: Sequence[ImageToFree], bytes_to_free: int

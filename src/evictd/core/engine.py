@@ -118,6 +118,14 @@ class PodCondition:
     message: str
     observed_generation: int = 0
 
+    def to_json(self) -> dict[str, object]:
+        """Return the condition as the API takes it (and as the journal and `simulate --output json` show it)."""
+        item: dict[str, object] = {"type": self.type, "status": self.status, "reason": self.reason,
+                                   "message": self.message}
+        if self.observed_generation:
+            item["observedGeneration"] = self.observed_generation
+        return item
+
 
 @dataclass(frozen=True, slots=True)
 class Eviction:

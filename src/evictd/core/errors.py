@@ -64,12 +64,15 @@ def os_error_reason(exc: OSError) -> str:
 
 
 def describe_bad_value(reason: str, key: str | None, value: object) -> str:
-    """Return one line: `key` and the bad `value` (when a key is known) followed by the `reason`."""
+    """Return one line: `key` and the bad `value` (when a key is known) followed by the `reason`; a control
+    character that a key or reason quotes from the input is shown escaped, so the line stays one."""
     if key is None:
-        return reason
-    if value is MISSING:
-        return f"{key}: missing: {reason}"
-    return f"{key}: invalid value {bounded_repr(value)}: {reason}"
+        line = reason
+    elif value is MISSING:
+        line = f"{key}: missing: {reason}"
+    else:
+        line = f"{key}: invalid value {bounded_repr(value)}: {reason}"
+    return line if line.isprintable() else "".join(c if c.isprintable() else repr(c)[1:-1] for c in line)
 
 
 class EvictdError(Exception):

@@ -1,20 +1,10 @@
 """Image garbage collection: which images to delete, in which order, and how many bytes to aim for.
 
 The kubelet's `pkg/kubelet/images/image_gc_manager.go` as pure functions over an immutable record of the
-images seen so far (`ImageGCState`):
-
-* `detect_images` (detectImages): a new image is first detected now; an image used by a container gets
-  `last_used_s = now`; size and `pinned` follow the runtime; images that disappeared are forgotten.
-* `images_in_eviction_order` (imagesInEvictionOrder): every recorded image except those in use and those
-  pinned by the runtime, by `last_used` ascending (never used first), ties by `first_detected` ascending.
-* `images_to_free` (freeSpace): that order, skipping images used at/after `now` and images first detected
-  less than `min_age_s` ago, up to the first image that brings the freed total to `bytes_to_free`
-  (`MAX_INT64`: everything eligible, which is DeleteUnusedImages).
-* `images_past_max_age` (freeOldImages): with `max_age_s > 0`, once GC has run longer than `max_age_s`,
-  every candidate unused for longer than `max_age_s` (a never-used image counts as unused since the epoch,
-  upstream's zero time, so min age does not protect it on this path either).
-* `periodic_bytes_to_free` (GarbageCollect): usage = 100 - available*100/capacity (integer percent);
-  at or above the high threshold, free `capacity*(100-low)/100 - available`.
+images seen so far (`ImageGCState`), one for each of upstream's: `detect_images` (detectImages),
+`images_in_eviction_order` (imagesInEvictionOrder), `images_to_free` (freeSpace; with `MAX_INT64` bytes it is
+DeleteUnusedImages), `images_past_max_age` (freeOldImages: a never-used image counts as unused since the epoch,
+upstream's zero time, so min age does not protect it there) and `periodic_bytes_to_free` (GarbageCollect).
 
 evictd adds protected images: references or shell patterns (`fnmatch`) matched against every name of an
 image (ID, tags, digests, and their normalized and short Docker forms), for images loaded by hand (`ctr
@@ -226,7 +216,8 @@ def images_in_use(images: Iterable[Image], containers: Iterable[Container]) -> f
 def detect_images(
     state: ImageGCState, images: Sequence[Image], containers: Iterable[Container], now_s: float
 ) -> ImageGCState:
-    """Return the records after one detection at `now_s` (see the module docstring)."""
+    """Return the records after one detection at `now_s`: a new image is first detected now, one a container uses
+    gets `last_used_s = now_s`, size and `pinned` follow the runtime, images that disappeared are forgotten."""
     in_use = images_in_use(images, containers)
     records: dict[str, ImageRecord] = {}
     for image in images:

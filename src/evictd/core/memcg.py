@@ -68,22 +68,15 @@ def memcg_threshold_bytes(threshold: Threshold, available_bytes: int, working_se
 
 
 def memcg_notifier_description(threshold: Threshold) -> str:
-    """Return the kubelet's notifier description, e.g. ``hard memory eviction threshold``.
-
-    Hard means a 0 s grace period (isHardEvictionThreshold); allocatable means the signal is
-    ``allocatableMemory.available``.
-    """
+    """Return the kubelet's notifier description, e.g. ``hard memory eviction threshold`` (isHardEvictionThreshold)."""
     hard = "hard " if threshold.is_hard else "soft "
     allocatable = "allocatable " if threshold.signal is Signal.ALLOCATABLE_MEMORY_AVAILABLE else ""
     return f"{hard}{allocatable}memory eviction threshold"
 
 
 def memory_stats_for(threshold: Threshold, summary: Summary) -> tuple[int, int, int]:
-    """Return ``(available_bytes, working_set_bytes, usage_bytes)`` the notifier of `threshold` uses.
-
-    Raises SampleError with the kubelet's text when the ``pods`` system container is missing (for
-    ``allocatableMemory.available``) or when any of the three readings is absent.
-    """
+    """Return ``(available_bytes, working_set_bytes, usage_bytes)`` the notifier of `threshold` uses, or raise
+    SampleError with the kubelet's text when one is absent."""
     if threshold.signal is Signal.ALLOCATABLE_MEMORY_AVAILABLE:
         source = PODS_MEMORY_SOURCE
         container = summary.node.system_containers.get(SYSTEM_CONTAINER_PODS)
@@ -99,10 +92,7 @@ def memory_stats_for(threshold: Threshold, summary: Summary) -> tuple[int, int, 
 
 
 def memcg_level_and_usage(threshold: Threshold, summary: Summary) -> tuple[int, int]:
-    """Return ``(level, usage_bytes)``: `memcg_threshold_bytes` of `threshold` and the usage it was computed from.
-
-    Raises SampleError as `memory_stats_for` does.
-    """
+    """Return ``(level, usage_bytes)``: `memcg_threshold_bytes` of `threshold` and the usage it was computed from."""
     available, working_set, usage = memory_stats_for(threshold, summary)
     return memcg_threshold_bytes(threshold, available, working_set, usage), usage
 

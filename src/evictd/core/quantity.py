@@ -27,6 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import StrEnum
 from fractions import Fraction
+from functools import total_ordering
 from typing import Final
 
 from evictd.core.errors import QuantityError
@@ -74,6 +75,7 @@ _DECIMAL_SUFFIX_BY_EXPONENT: Final[dict[int, str]] = {exp: s for s, exp in _DECI
 _BINARY_SUFFIX_BY_POWER: Final[dict[int, str]] = {exp // 10: s for s, exp in _BINARY_SUFFIXES.items()}
 
 
+@total_ordering
 @dataclass(frozen=True, slots=True, eq=False, repr=False)
 class Quantity:
     """An exact Kubernetes quantity and the format it prints in.
@@ -266,27 +268,6 @@ class Quantity:
             return self.value < other.value
         if isinstance(other, int):
             return self.value < other
-        return NotImplemented
-
-    def __le__(self, other: Quantity | int) -> bool:
-        if isinstance(other, Quantity):
-            return self.value <= other.value
-        if isinstance(other, int):
-            return self.value <= other
-        return NotImplemented
-
-    def __gt__(self, other: Quantity | int) -> bool:
-        if isinstance(other, Quantity):
-            return self.value > other.value
-        if isinstance(other, int):
-            return self.value > other
-        return NotImplemented
-
-    def __ge__(self, other: Quantity | int) -> bool:
-        if isinstance(other, Quantity):
-            return self.value >= other.value
-        if isinstance(other, int):
-            return self.value >= other
         return NotImplemented
 
     # ----------------------------------------------------------------- arithmetic (exact, never capped)

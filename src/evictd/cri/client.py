@@ -69,16 +69,17 @@ def map_rpc_error(method: str, exc: grpc.RpcError) -> CRIError:
     return CRIError(method, code_name, str(detail) if detail else str(exc))
 
 
-def _wrapped(value: pb.UInt64Value, present: bool) -> int | None:
-    # Unset UInt64Value messages mean "not reported", which must stay distinguishable from 0.
-    return int(value.value) if present else None
+def _wrapped(message: Any, field: str, reported: bool = True) -> int | None:
+    """The UInt64Value `field` of `message`; None when it (or the message, `reported`) is unset: "not reported"
+    must stay distinguishable from 0."""
+    return int(getattr(message, field).value) if reported and message.HasField(field) else None
 
 
 def _filesystem_usage(usage: pb.FilesystemUsage) -> FilesystemUsage:
     return FilesystemUsage(
         mountpoint=usage.fs_id.mountpoint,
-        used_bytes=_wrapped(usage.used_bytes, usage.HasField("used_bytes")),
-        inodes_used=_wrapped(usage.inodes_used, usage.HasField("inodes_used")),
+        used_bytes=_wrapped(usage, "used_bytes"),
+        inodes_used=_wrapped(usage, "inodes_used"),
         timestamp_ns=int(usage.timestamp),
     )
 
@@ -121,10 +122,8 @@ def _container(container: pb.Container) -> Container:
     )
 
 
-def _sandbox(
-    sandbox_id: str, metadata: pb.PodSandboxMetadata, state: int, created_at: int, labels: Mapping[str, str],
-    annotations: Mapping[str, str],
-) -> Sandbox:
+def _sandbox(sandbox_id: str, metadata: pb.PodSandboxMetadata, state: int, created_at: int, labels: Mapping[str, str],
+             annotations: Mapping[str, str]) -> Sandbox:
     return Sandbox(
         id=sandbox_id,
         name=metadata.name,
@@ -151,15 +150,9 @@ def _container_usage(stats: pb.ContainerStats, sandbox_of: Mapping[str, str]) ->
         pod_uid=labels.get(POD_UID_LABEL, ""),
         pod_name=labels.get(POD_NAME_LABEL, ""),
         pod_namespace=labels.get(POD_NAMESPACE_LABEL, ""),
-        writable_layer_bytes=_wrapped(
-            stats.writable_layer.used_bytes, layer_reported and stats.writable_layer.HasField("used_bytes")
-        ),
-        writable_layer_inodes=_wrapped(
-            stats.writable_layer.inodes_used, layer_reported and stats.writable_layer.HasField("inodes_used")
-        ),
-        working_set_bytes=_wrapped(
-            stats.memory.working_set_bytes, memory_reported and stats.memory.HasField("working_set_bytes")
-        ),
+        writable_layer_bytes=_wrapped(stats.writable_layer, "used_bytes", layer_reported),
+        writable_layer_inodes=_wrapped(stats.writable_layer, "inodes_used", layer_reported),
+        working_set_bytes=_wrapped(stats.memory, "working_set_bytes", memory_reported),
         timestamp_ns=int(timestamp),
     )
 
@@ -175,12 +168,8 @@ def _sandbox_usage(stats: pb.PodSandboxStats) -> SandboxUsage:
         uid=metadata.uid,
         name=metadata.name,
         namespace=metadata.namespace,
-        working_set_bytes=_wrapped(
-            linux.memory.working_set_bytes, memory_reported and linux.memory.HasField("working_set_bytes")
-        ),
-        process_count=_wrapped(
-            linux.process.process_count, process_reported and linux.process.HasField("process_count")
-        ),
+        working_set_bytes=_wrapped(linux.memory, "working_set_bytes", memory_reported),
+        process_count=_wrapped(linux.process, "process_count", process_reported),
         timestamp_ns=int(timestamp),
     )
 

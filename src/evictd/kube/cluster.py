@@ -31,7 +31,7 @@ from evictd.core.oom import OomReport, oom_kill_events
 from evictd.core.pods import CONFIG_SOURCE_ANNOTATION, Pod
 from evictd.cri import NO_RUNTIME, Runtime
 from evictd.kube.critical_record import CriticalPodRecord
-from evictd.kube.events import EventRecorder, record_quietly
+from evictd.kube.events import EventRecorder
 from evictd.kube.evictor import KubePodEvictor
 from evictd.kube.journal import EvictionJournal
 from evictd.kube.node_writer import NodeStatusWriter
@@ -115,21 +115,10 @@ class NodeFallbackPods:
 class ClusterSync:
     """Node status, node events, journal replay and the record of critical pods, after every cycle."""
 
-    def __init__(
-        self,
-        *,
-        watcher: PodWatcher,
-        evictor: KubePodEvictor | None,
-        node_writer: NodeStatusWriter,
-        events: EventRecorder,
-        on_error: Callable[[KubeError], None],
-        log: Any,
-        runtime: Runtime = NO_RUNTIME,
-        critical: CriticalPodRecord | None = None,
-        should_stop: Callable[[], bool] = lambda: False,
-        clock: Clock = SYSTEM_CLOCK,
-        sleep: Callable[[float], None] = time.sleep,
-    ) -> None:
+    def __init__(self, *, watcher: PodWatcher, evictor: KubePodEvictor | None, node_writer: NodeStatusWriter,
+                 events: EventRecorder, on_error: Callable[[KubeError], None], log: Any, runtime: Runtime = NO_RUNTIME,
+                 critical: CriticalPodRecord | None = None, should_stop: Callable[[], bool] = lambda: False,
+                 clock: Clock = SYSTEM_CLOCK, sleep: Callable[[float], None] = time.sleep) -> None:
         # Polled during the wait after an eviction: a daemon asked to stop gives up waiting.
         self._should_stop = should_stop
         self._runtime = runtime
@@ -186,11 +175,12 @@ class ClusterSync:
         self._log.info("node conditions set to Unknown and taints removed at stop", node=self._events.node_ref().name)
 
     def _event(self, ref: Any, event_type: str, reason: str, message: str, **fields: Any) -> None:
-        def failed(exc: KubeError) -> None:
+        """Record an event; a failure is counted and logged, never raised (events are best effort)."""
+        try:
+            self._events.record(ref, event_type, reason, message)
+        except KubeError as exc:
             self._on_error(exc)
             self._log.warning("event not recorded", reason=reason, error=str(exc), **fields)
-
-        record_quietly(self._events, ref, event_type, reason, message, on_error=failed)
 
     def wait_for_cleanup(self, evictions: Sequence[Eviction]) -> bool:
         """Wait (at most 30 s, or until `should_stop`) for the evicted pods to be cleaned up; return if they were."""

@@ -10,7 +10,7 @@ annotations on Evicted events) go on the Event's metadata.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -43,15 +43,8 @@ def rfc3339(moment: datetime) -> str:
 class EventRecorder:
     """Creates (or aggregates into) core/v1 Events. `dry_run` only returns what would be written."""
 
-    def __init__(
-        self,
-        api: KubeApi | None,
-        node_name: str,
-        *,
-        dry_run: bool = False,
-        timeout_s: float = 10.0,
-        clock: Clock = SYSTEM_CLOCK,
-    ) -> None:
+    def __init__(self, api: KubeApi | None, node_name: str, *, dry_run: bool = False, timeout_s: float = 10.0,
+                 clock: Clock = SYSTEM_CLOCK) -> None:
         self._api = api
         self._node = node_name
         self._dry_run = dry_run
@@ -63,14 +56,8 @@ class EventRecorder:
         """The node as the kubelet refers to it in events (its name doubles as UID; namespace "")."""
         return ObjectRef(kind="Node", name=self._node, namespace="", uid=self._node)
 
-    def record(
-        self,
-        ref: ObjectRef,
-        event_type: str,
-        reason: str,
-        message: str,
-        annotations: Mapping[str, str] | None = None,
-    ) -> dict[str, Any]:
+    def record(self, ref: ObjectRef, event_type: str, reason: str, message: str,
+               annotations: Mapping[str, str] | None = None) -> dict[str, Any]:
         """Write one event (or count a repeat); return the Event body. Raises KubeError."""
         now = self._clock.wall()
         namespace = ref.namespace or "default"
@@ -117,10 +104,3 @@ class EventRecorder:
         for key in old:
             del self._recent[key]
 
-
-def record_quietly(recorder: EventRecorder, *args: Any, on_error: Callable[[KubeError], None], **kwargs: Any) -> None:
-    """Record an event; a failure is reported to `on_error`, never raised (events are best effort)."""
-    try:
-        recorder.record(*args, **kwargs)
-    except KubeError as exc:
-        on_error(exc)

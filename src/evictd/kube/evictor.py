@@ -31,7 +31,7 @@ from evictd.cri import NO_RUNTIME, Runtime
 from evictd.kube.api import KubeApi
 from evictd.kube.client import is_retryable
 from evictd.kube.events import EventRecorder, ObjectRef, rfc3339
-from evictd.kube.journal import ApiStep, EvictionJournal, JournalEntry, Outcome, condition_to_json
+from evictd.kube.journal import ApiStep, EvictionJournal, JournalEntry, Outcome
 
 NOT_FOUND = 404
 CONFLICT = 409
@@ -46,7 +46,7 @@ DECISION_ANNOTATION = "evictd.io/decision"
 
 def condition_patch(entry: JournalEntry, now: str) -> dict[str, Any]:
     """Return the strategic-merge patch adding the eviction's pod conditions (merged by type) to the status."""
-    conditions = [{**condition_to_json(condition), "lastTransitionTime": now} for condition in entry.conditions]
+    conditions = [{**condition.to_json(), "lastTransitionTime": now} for condition in entry.conditions]
     # The UID acts as a precondition (as in the kubelet's status patches): a same-named successor refuses it.
     return {"metadata": {"uid": entry.uid}, "status": {"conditions": conditions}}
 
@@ -74,18 +74,9 @@ def journal_entry(eviction: Eviction, decided_at: float, decision: str | None = 
 class KubePodEvictor:
     """A PodEvictor writing to the API, journaled, with a local fallback for immediate evictions."""
 
-    def __init__(
-        self,
-        api: KubeApi,
-        journal: EvictionJournal,
-        events: EventRecorder,
-        *,
-        runtime: Runtime = NO_RUNTIME,
-        timeout_s: float = 10.0,
-        on_api_error: Callable[[KubeError], None] | None = None,
-        clock: Clock = SYSTEM_CLOCK,
-        decision: Callable[[], str | None] = lambda: None,
-    ) -> None:
+    def __init__(self, api: KubeApi, journal: EvictionJournal, events: EventRecorder, *, runtime: Runtime = NO_RUNTIME,
+                 timeout_s: float = 10.0, on_api_error: Callable[[KubeError], None] | None = None,
+                 clock: Clock = SYSTEM_CLOCK, decision: Callable[[], str | None] = lambda: None) -> None:
         self._api = api
         self._decision = decision  # the id of the decision under way (`recording.CurrentDecision`)
         self._journal = journal

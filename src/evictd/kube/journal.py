@@ -10,16 +10,9 @@ In memory an entry is immutable and typed: the API steps done (`ApiStep`), what 
 (`Outcome`). In the file each step is a flag and the outcomes sit in `extra`, as evictd has always written them
 (`entry_to_json`, `entry_from_json`).
 
-The file is JSON, replaced atomically (write to a temporary `.journal-*` file, fsync, rename), so a crash leaves
-either the old or the new journal, never half of one. Invariants, whatever is on disk:
-- a journal file that cannot be used (unreadable, not UTF-8, not JSON, empty, truncated, written by a newer
-  evictd, an entry with an unknown field or a value of the wrong type) never stops evictd: it is renamed aside
-  to `<file>.corrupt-<UTC time>`, logged once as an error with the reason, counted (`on_corrupt`), and evictd
-  starts with an empty journal, protecting the node at once;
-- a write that fails (ENOSPC, a read-only or missing stateDir) never blocks or hides an eviction: the entry is
-  kept in memory, the failure is logged (once per kind of error) and counted (`on_write_failure`), and the
-  write is retried by `flush` on later cycles;
-- temporary files left by a process killed during a write are removed when the journal is opened.
+The file is JSON, replaced atomically (`atomic_file`). README's "State" paragraph says what happens to a file
+evictd cannot use (moved aside, `on_corrupt`, an empty journal) and to a write that fails (the entry kept in
+memory, `on_write_failure`, retried by `flush` on later cycles): neither ever stops or hides an eviction.
 """
 
 from __future__ import annotations
@@ -110,18 +103,9 @@ class JournalEntry:
         return replace(self, done=frozenset(ApiStep), done_at=now, outcomes=outcomes)
 
 
-def condition_to_json(condition: PodCondition) -> dict[str, object]:
-    """Return a pod condition as the API takes it (and as the file holds it)."""
-    item: dict[str, object] = {"type": condition.type, "status": condition.status, "reason": condition.reason,
-                               "message": condition.message}
-    if condition.observed_generation:
-        item["observedGeneration"] = condition.observed_generation
-    return item
-
-
 def entry_to_json(entry: JournalEntry) -> dict[str, object]:
     """Return the file's object for `entry` (its fields in the order evictd has always written them)."""
-    converted = {"conditions": [condition_to_json(condition) for condition in entry.conditions],
+    converted = {"conditions": [condition.to_json() for condition in entry.conditions],
                  "annotations": dict(entry.annotations),
                  "extra": {str(outcome): answer for outcome, answer in entry.outcomes.items()},
                  **{str(step): step in entry.done for step in ApiStep}}
@@ -273,15 +257,8 @@ class EvictionJournal:
     `on_corrupt` and `on_write_failure` count those events (the daemon's metrics).
     """
 
-    def __init__(
-        self,
-        path: str | None,
-        *,
-        log: Any = None,
-        on_corrupt: Callable[[], None] = lambda: None,
-        on_write_failure: Callable[[], None] = lambda: None,
-        clock: Clock = SYSTEM_CLOCK,
-    ) -> None:
+    def __init__(self, path: str | None, *, log: Any = None, on_corrupt: Callable[[], None] = lambda: None,
+                 on_write_failure: Callable[[], None] = lambda: None, clock: Clock = SYSTEM_CLOCK) -> None:
         self._path = path
         self._log = log if log is not None else _Unlogged()
         self._on_write_failure = on_write_failure
@@ -308,18 +285,13 @@ class EvictionJournal:
         self._log.error("eviction journal unusable: moved aside, starting with an empty journal", path=path,
                         reason=reason, moved_to=target)
 
-    def _write(self) -> None:
-        """Replace the file with the entries in memory; raise OSError."""
-        assert self._path is not None
-        document = {"version": JOURNAL_VERSION, "evictions": [entry_to_json(entry) for entry in self._entries.values()]}
-        write_json_atomically(self._path, document, prefix=TEMPORARY_PREFIX)
-
     def _save(self) -> bool:
         """Write the file; on failure keep the entries in memory for `flush`. Return whether it was written."""
         if self._path is None:
             return True
+        document = {"version": JOURNAL_VERSION, "evictions": [entry_to_json(entry) for entry in self._entries.values()]}
         try:
-            self._write()
+            write_json_atomically(self._path, document, prefix=TEMPORARY_PREFIX)
         except OSError as exc:
             self._unwritten = True
             self._failed_writes += 1

@@ -39,17 +39,9 @@ TAINT_CONFLICT_RETRIES = 3
 class NodeStatusWriter:
     """Keeps the node's evictd conditions and taints current. `dry_run` computes without writing."""
 
-    def __init__(
-        self,
-        api: KubeApi,
-        node_name: str,
-        mode: ConditionMode,
-        *,
-        update_period_s: float = NODE_STATUS_UPDATE_S,
-        dry_run: bool = False,
-        timeout_s: float = 10.0,
-        clock: Clock = SYSTEM_CLOCK,
-    ) -> None:
+    def __init__(self, api: KubeApi, node_name: str, mode: ConditionMode, *,
+                 update_period_s: float = NODE_STATUS_UPDATE_S, dry_run: bool = False, timeout_s: float = 10.0,
+                 clock: Clock = SYSTEM_CLOCK) -> None:
         self._api = api
         self._node = node_name
         self._mode = mode

@@ -48,19 +48,11 @@ class _Gone(Exception):
 class PodWatcher:
     """A PodSource fed by list+watch. `start()` runs the watch thread; `stop()` ends it."""
 
-    def __init__(
-        self,
-        api: KubeApi,
-        node_name: str,
-        *,
-        request_timeout_s: float = 10.0,
-        on_error: Callable[[KubeError], None] | None = None,
-        clock: Clock = SYSTEM_CLOCK,
-        jitter: Callable[[], float] = random.random,
-    ) -> None:
+    def __init__(self, api: KubeApi, node_name: str, *, request_timeout_s: float = 10.0,
+                 on_error: Callable[[KubeError], None] | None = None, clock: Clock = SYSTEM_CLOCK,
+                 jitter: Callable[[], float] = random.random) -> None:
         self._api = api
         self._jitter = jitter
-        self._node = node_name
         self._selector = f"spec.nodeName={node_name}"
         self._timeout_s = request_timeout_s
         self._on_error = on_error

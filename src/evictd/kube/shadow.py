@@ -33,6 +33,7 @@ from evictd.core.shadow import (
     kubelet_eviction_resource,
     resource_of_signal,
 )
+from evictd.kube.events import rfc3339
 
 SHADOW_FILE = "shadow.jsonl"
 RECORD_MAX_BYTES = 4 << 20
@@ -47,7 +48,7 @@ def comparison_record(comparison: Comparison, wall_s: float) -> dict[str, Any]:
         return {"pod": eviction.pod_key, "uid": eviction.pod_uid, "resource": eviction.resource}
 
     record: dict[str, Any] = {
-        "time": datetime.fromtimestamp(wall_s, UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "time": rfc3339(datetime.fromtimestamp(wall_s, UTC)),
         "outcome": str(comparison.outcome),
         "evictd": side(comparison.evictd),
         "kubelet": side(comparison.kubelet),
@@ -61,16 +62,9 @@ def comparison_record(comparison: Comparison, wall_s: float) -> dict[str, Any]:
 class ShadowComparer:
     """Compares after every dry-run cycle; `pods` returns every pod of the node the watch knows, terminal ones too."""
 
-    def __init__(
-        self,
-        pods: Callable[[], Iterable[Pod]],
-        record_folder: str | None,
-        on_comparison: Callable[[Comparison], None],
-        log: Any,
-        *,
-        window_s: float = DEFAULT_MATCH_WINDOW_S,
-        clock: Clock = SYSTEM_CLOCK,
-    ) -> None:
+    def __init__(self, pods: Callable[[], Iterable[Pod]], record_folder: str | None,
+                 on_comparison: Callable[[Comparison], None], log: Any, *, window_s: float = DEFAULT_MATCH_WINDOW_S,
+                 clock: Clock = SYSTEM_CLOCK) -> None:
         self._pods = pods
         self._path = os.path.join(record_folder, SHADOW_FILE) if record_folder else None
         self._on_comparison = on_comparison

@@ -175,7 +175,8 @@ def test_the_credential_loaders_get_a_working_api_client_stand_in(apiserver: Api
 def test_the_kubeconfig_loader_gets_working_oidc_stand_ins() -> None:
     """kube_config binds `OAuth2Session` and `oauthlib` at import time for OIDC token refreshes: a refresh builds a
     real OAuth2Session (loading requests then) and its `except oauthlib.oauth2.rfc6749.errors...` clause names the
-    real exception class."""
+    real exception class.
+    """
     code = """
         import json, sys
         from evictd.kube.lean_import import OAuth2SessionOnFirstUse, import_module, is_deferred

@@ -151,7 +151,8 @@ def without_traceback(exc: _E) -> _E:
     every frame it passed through, and through each frame's caller all the frames above it with their locals:
     the whole cycle's readings, whose list of problems holds the exception again. That is a reference cycle,
     freed only by the garbage collector's rare full collections, so each cycle's readings would pile up until
-    one runs (measured: RSS growing by 5-7 MiB over the first 70 cycles at 250 pods)."""
+    one runs (measured: RSS growing by 5-7 MiB over the first 70 cycles at 250 pods).
+    """
     pending: list[BaseException | None] = [exc]
     seen: set[int] = set()
     while pending:
@@ -165,7 +166,8 @@ def without_traceback(exc: _E) -> _E:
 
 def attempt(read: Callable[[], _T], problems: list[SampleError]) -> _T | None:
     """Return `read()`, or None once the SampleError it raised is added to `problems` (one reading of many),
-    without its traceback (see `without_traceback`)."""
+    without its traceback (see `without_traceback`).
+    """
     try:
         return read()
     except SampleError as exc:

@@ -64,7 +64,8 @@ class ApiClientOnFirstUse:
 
 class OAuth2SessionOnFirstUse:
     """`requests_oauthlib.OAuth2Session` as the kubeconfig loader sees it: calling it (an OIDC token refresh)
-    completes `requests_oauthlib`, with `requests`, and builds a real OAuth2Session."""
+    completes `requests_oauthlib`, with `requests`, and builds a real OAuth2Session.
+    """
 
     def __new__(cls, *args: Any, **kwargs: Any) -> Any:
         return importlib.import_module("requests_oauthlib").OAuth2Session(*args, **kwargs)

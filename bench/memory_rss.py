@@ -24,9 +24,17 @@ Each process reports VmRSS from /proc/self/status at each step:
 3. the daemon built by `evictd.composition.build_daemon` from a configuration pointing at the synthetic
    node, with its /metrics endpoint on a loopback port, JSON logs to /dev/null and memory wake-ups off (the
    synthetic tree is not a real cgroupfs);
-4. every 10 cycles while `Daemon.run()` runs 100 cycles back to back (the daemon records metrics and logs
-   each cycle as it always does; /metrics is scraped at each sample, as Prometheus would); beside it, the
-   RSS of the disk walker process the daemon runs (reported on its own line, not in the daemon's figures).
+4. every 10 cycles while the daemon runs 100 cycles back to back, served as `evictd run` serves it
+   (`evictd.daemon.serve`: its parts started, start-up objects frozen out of the garbage collector's sight,
+   then `Daemon.run()`; the daemon records metrics and logs each cycle as it always does; /metrics is
+   scraped at each sample, as Prometheus would); beside it, the RSS of the disk walker process the daemon
+   runs (reported on its own line, not in the daemon's figures).
+
+Shared libraries count in RSS by the pages mapped, and a fault maps the neighbouring pages that are already
+in the page cache: with the libraries' files just written by `pip install` (still in the cache as written) the
+same daemon measured about 3 MiB more than once they had been dropped from the cache and read again (2026-11-23:
+grpc's import alone 20 MiB, then 14 MiB after `posix_fadvise(DONTNEED)` of its shared objects). Compare runs
+made in the same state.
 
 Target, for each: at most 64 MiB after 100 cycles, and no growth over the cycles (last sample - sample at
 cycle 10).
@@ -50,6 +58,8 @@ CREDENTIAL_LOADERS = {"kubeconfig": "kubernetes.config.kube_config", "in-cluster
 SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 # Loaded by `import kubernetes` or the generated API client; the daemon must never load them.
 KUBERNETES_HEAVY = ("kubernetes.client.api_client", "kubernetes.client.models", "kubernetes.watch", "pydantic")
+# What the kubeconfig loader imports for OIDC token refreshes alone; evictd defers them until a refresh.
+OIDC_MODULES = ("requests", "requests_oauthlib.oauth2_session", "oauthlib.oauth2.rfc6749")
 SAMPLE_EVERY = 10
 VARIANTS = (
     ("none", "without the Kubernetes API (pods discovered on the node, evictions reported):"),
@@ -114,6 +124,7 @@ def child(config_path: str, cycles: int, out_path: str, credentials: str) -> Non
     from evictd.after_cycle import Cycle
     from evictd.composition import HttpServing, build_daemon
     from evictd.config import load_configuration
+    from evictd.daemon import serve
 
     config = load_configuration([config_path])
     with open(os.devnull, "w") as devnull:
@@ -140,13 +151,13 @@ def child(config_path: str, cycles: int, out_path: str, credentials: str) -> Non
                     walker_samples.append((number, process_rss_mib(pid)))
 
         daemon.after_cycle = (*daemon.after_cycle, sample)
-        status = daemon.run()
+        status = serve(daemon)  # as `evictd run` does (start the parts, stop on SIGTERM, gc.freeze(), run)
     result.update(samples=samples, walker_samples=walker_samples, status=status, pods_seen=sorted(set(pods_seen)),
                   split=status_mib("RssAnon", "RssFile", "VmHWM"),
                   kubernetes_modules=sum(name.split(".")[0] == "kubernetes" for name in sys.modules),
                   heavy_loaded=[name for name in KUBERNETES_HEAVY if name in sys.modules],
                   loaders_loaded=sorted(name for name in CREDENTIAL_LOADERS.values() if name in sys.modules),
-                  oauthlib_or_requests="oauthlib" in sys.modules or "requests" in sys.modules)
+                  oauthlib_or_requests=any(name in sys.modules for name in OIDC_MODULES))
     with open(out_path, "w", encoding="utf-8") as out:
         json.dump(result, out)
 
@@ -254,7 +265,7 @@ def report(result: dict[str, object], pods: int, credentials: str) -> tuple[list
                         else "no ApiClient, models, pydantic or package __init__ imports")
                      + f"; credential loaders: {', '.join(result['loaders_loaded'])}"  # type: ignore[arg-type]
                      + ("" if loaders_ok else " (WRONG)")
-                     + f"; oauthlib or requests loaded: {'yes' if result['oauthlib_or_requests'] else 'no'}")
+                     + f"; requests or oauthlib.oauth2 loaded: {'yes' if result['oauthlib_or_requests'] else 'no'}")
     return lines, ok
 
 

@@ -626,6 +626,8 @@ def test_an_unreadable_pod_cgroup_is_a_problem_and_the_other_pods_stay(v1_node: 
     source = v1_node.source()
     summary = source.summary()
     assert [p.source for p in source.problems] == [str(broken)]
+    # Kept without the frames it was raised through (they would hold the cycle's readings: core/errors.py).
+    assert [p.__traceback__ for p in source.problems] == [None]
     # The pod keeps its stats entry with its memory unknown: without an entry it would be ranked first,
     # evicted on data that could not be read.
     assert {p.pod_ref.uid for p in summary.pods} == {G_UID, B_UID, BE_UID}
@@ -641,6 +643,7 @@ def test_problems_are_those_of_the_last_cycle(v1_node: Node) -> None:
     usage.write_text("garbage\n")
     assert Signal.MEMORY_AVAILABLE not in signal_observations(source.summary())
     assert [p.source for p in source.problems] == [str(usage)]
+    assert [p.__traceback__ for p in source.problems] == [None]
     usage.write_text(good)
     assert Signal.MEMORY_AVAILABLE in signal_observations(source.summary())
     assert source.problems == ()

@@ -23,7 +23,9 @@ NODE = "node-1"
 # What the lean import must not load: the package __init__ files' imports, the ApiClient, its models, pydantic.
 HEAVY = ("kubernetes.client.api_client", "kubernetes.client.api", "kubernetes.client.models", "pydantic",
          "kubernetes.watch", "kubernetes.dynamic", "kubernetes.stream", "kubernetes.leaderelection",
-         "kubernetes.informer", "kubernetes.utils.create_from_yaml")
+         "kubernetes.informer", "kubernetes.utils.create_from_yaml",
+         # what the kubeconfig loader needs for OIDC token refreshes only
+         "requests", "requests_oauthlib.oauth2_session", "oauthlib.oauth2.rfc6749")
 
 LEAN_FIRST = """
     import json, sys, types
@@ -168,6 +170,34 @@ def test_the_credential_loaders_get_a_working_api_client_stand_in(apiserver: Api
     """
     result = run_child(code, str(apiserver.kubeconfig_path), NODE)
     assert result == {"bound": True, "left_on_package": False, "real": True, "node": NODE}
+
+
+def test_the_kubeconfig_loader_gets_working_oidc_stand_ins() -> None:
+    """kube_config binds `OAuth2Session` and `oauthlib` at import time for OIDC token refreshes: a refresh builds a
+    real OAuth2Session (loading requests then) and its `except oauthlib.oauth2.rfc6749.errors...` clause names the
+    real exception class.
+    """
+    code = """
+        import json, sys
+        from evictd.kube.lean_import import OAuth2SessionOnFirstUse, import_module, is_deferred
+        kube_config = import_module("kubernetes.config.kube_config")
+        result = {"bound": kube_config.OAuth2Session is OAuth2SessionOnFirstUse,
+                  "left_on_package": "OAuth2Session" in vars(sys.modules["requests_oauthlib"]),
+                  "loaded_before": sorted(name for name in ("requests", "oauthlib.oauth2.rfc6749") if name in sys.modules),
+                  "deferred": [name for name in ("oauthlib.oauth2", "requests_oauthlib") if is_deferred(name)]}
+        session = kube_config.OAuth2Session(client_id="evictd", token={"refresh_token": "r", "access_token": "a"},
+                                            auto_refresh_url="https://issuer.example/token")
+        from oauthlib.oauth2.rfc6749.errors import InvalidClientIdError
+        from requests_oauthlib import OAuth2Session
+        result["real_session"] = isinstance(session, OAuth2Session) and session.client_id == "evictd"
+        result["except_clause"] = kube_config.oauthlib.oauth2.rfc6749.errors.InvalidClientIdError is InvalidClientIdError
+        result["deferred_after"] = [name for name in ("oauthlib.oauth2", "requests_oauthlib") if is_deferred(name)]
+        print(json.dumps(result))
+    """
+    result = run_child(code)
+    assert result == {"bound": True, "left_on_package": False, "loaded_before": [],
+                      "deferred": ["oauthlib.oauth2", "requests_oauthlib"], "real_session": True,
+                      "except_clause": True, "deferred_after": []}
 
 
 def test_threads_completing_the_package_at_once_all_get_it() -> None:

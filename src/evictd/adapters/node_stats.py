@@ -30,7 +30,7 @@ from evictd.adapters.cgroups import CgroupReader, MemoryReading, PodCgroup
 from evictd.adapters.filesystems import FsReading, statvfs_reading
 from evictd.adapters.pod_disk_usage import PodDiskFigures, PodDiskStore, PodKey
 from evictd.clock import SYSTEM_CLOCK, Clock
-from evictd.core.errors import EvictdError, SampleError, attempt
+from evictd.core.errors import EvictdError, SampleError, attempt, without_traceback
 from evictd.core.pods import Derived, Pod, derived
 from evictd.core.summary import (
     SYSTEM_CONTAINER_PODS,
@@ -268,7 +268,7 @@ class NodeStatsSource:
                                      working_set_bytes=reading.working_set_bytes)
                 process_count = self._cgroups.process_count(cgroup.path)
             except SampleError as exc:
-                problems.append(exc)
+                problems.append(without_traceback(exc))
         if not runtime and not remembered:  # no runtime: the disk figures alone, as built once
             return PodStats(
                 pod_ref=_pod_reference(pod),
@@ -324,7 +324,7 @@ class NodeStatsSource:
             try:
                 reading = self._cgroups.memory(path)
             except SampleError as exc:
-                problems.append(exc)
+                problems.append(without_traceback(exc))
                 continue
             measured.append(ContainerStats(
                 name=container.name,

@@ -141,14 +141,37 @@ class SampleError(EvictdError):
 
 
 _T = TypeVar("_T")
+_E = TypeVar("_E", bound=BaseException)
+
+
+def without_traceback(exc: _E) -> _E:
+    """Return `exc` with no traceback on it or on the exceptions it was raised from or during.
+
+    An exception kept after its `except` block (a cycle's problems, a report's errors) would otherwise keep
+    every frame it passed through, and through each frame's caller all the frames above it with their locals:
+    the whole cycle's readings, whose list of problems holds the exception again. That is a reference cycle,
+    freed only by the garbage collector's rare full collections, so each cycle's readings would pile up until
+    one runs (measured: RSS growing by 5-7 MiB over the first 70 cycles at 250 pods).
+    """
+    pending: list[BaseException | None] = [exc]
+    seen: set[int] = set()
+    while pending:
+        link = pending.pop()
+        if link is not None and id(link) not in seen:
+            seen.add(id(link))
+            link.__traceback__ = None
+            pending += (link.__cause__, link.__context__)
+    return exc
 
 
 def attempt(read: Callable[[], _T], problems: list[SampleError]) -> _T | None:
-    """Return `read()`, or None once the SampleError it raised is added to `problems` (one reading of many)."""
+    """Return `read()`, or None once the SampleError it raised is added to `problems` (one reading of many),
+    without its traceback (see `without_traceback`).
+    """
     try:
         return read()
     except SampleError as exc:
-        problems.append(exc)
+        problems.append(without_traceback(exc))
         return None
 
 

@@ -18,6 +18,12 @@ The credential loaders import `ApiClient` and `Configuration` from `kubernetes.c
 `Configuration` is the real class. `ApiClient` is offered only while they are being imported, as
 `ApiClientOnFirstUse`, which builds a real ApiClient if a loader ever needs one (an OIDC token refresh); once they
 are imported, `kubernetes.client.ApiClient` is missing again, so asking for it completes the package.
+
+The kubeconfig loader also imports, for OIDC token refreshes only, `oauthlib.oauth2` and `requests_oauthlib`
+(which imports `requests`): about 5 MiB more. Both are registered as bare packages in the same way (unless already
+imported), and while the loader is imported `requests_oauthlib` offers `OAuth2SessionOnFirstUse`, which completes
+it and builds a real OAuth2Session when a refresh needs one; `oauthlib.oauth2`, named only in the refresh's
+`except` clause, completes when that clause is reached.
 """
 
 from __future__ import annotations
@@ -33,7 +39,12 @@ from typing import Any
 # The packages whose __init__.py is deferred, parents first.
 DEFERRED_PACKAGES = ("kubernetes", "kubernetes.client", "kubernetes.config", "kubernetes.utils")
 # The modules that import names from `kubernetes.client` at import time.
-CREDENTIAL_LOADERS = ("kubernetes.config.kube_config", "kubernetes.config.incluster_config")
+KUBECONFIG_LOADER = "kubernetes.config.kube_config"
+CREDENTIAL_LOADERS = (KUBECONFIG_LOADER, "kubernetes.config.incluster_config")
+# What the kubeconfig loader imports for OIDC token refreshes alone (`import oauthlib.oauth2`, `from
+# requests_oauthlib import OAuth2Session`): with `requests` about 5 MiB, deferred like the packages above until
+# a refresh uses them.
+OIDC_PACKAGES = ("oauthlib.oauth2", "requests_oauthlib")
 
 # Serializes registering the bare packages and running a deferred __init__.py (reentrant: an __init__.py
 # imports its siblings).
@@ -51,6 +62,20 @@ class ApiClientOnFirstUse:
         return importlib.import_module("kubernetes.client.api_client").ApiClient(*args, **kwargs)
 
 
+class OAuth2SessionOnFirstUse:
+    """`requests_oauthlib.OAuth2Session` as the kubeconfig loader sees it: calling it (an OIDC token refresh)
+    completes `requests_oauthlib`, with `requests`, and builds a real OAuth2Session.
+    """
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Any:
+        return importlib.import_module("requests_oauthlib").OAuth2Session(*args, **kwargs)
+
+
+def _is_installed(package: str) -> bool:
+    top = package.partition(".")[0]
+    return top in sys.modules or importlib.machinery.PathFinder.find_spec(top) is not None
+
+
 def import_module(name: str) -> ModuleType:
     """Import the module `name` of the kubernetes package; its packages' `__init__` files run only on demand."""
     with _lock:
@@ -61,11 +86,25 @@ def import_module(name: str) -> ModuleType:
             return importlib.import_module(name)
         client = sys.modules["kubernetes.client"]
         configuration = importlib.import_module("kubernetes.client.configuration").Configuration
-        vars(client).update(Configuration=configuration, ApiClient=ApiClientOnFirstUse)
+        vars(client).update(Configuration=configuration)
+        stand_ins = {client: {"ApiClient": ApiClientOnFirstUse}}
+        if name == KUBECONFIG_LOADER:
+            for package in OIDC_PACKAGES:
+                if package not in sys.modules and _is_installed(package):
+                    parent = package.rpartition(".")[0]
+                    if parent:
+                        importlib.import_module(parent)  # `oauthlib` itself is small: imported as usual
+                    _register_bare_package(package)
+            if is_deferred("requests_oauthlib"):
+                stand_ins[sys.modules["requests_oauthlib"]] = {"OAuth2Session": OAuth2SessionOnFirstUse}
+        for package_module, names in stand_ins.items():
+            vars(package_module).update(names)
         try:
             return importlib.import_module(name)
         finally:
-            del vars(client)["ApiClient"]
+            for package_module, names in stand_ins.items():
+                for stand_in in names:
+                    del vars(package_module)[stand_in]
 
 
 def is_deferred(name: str) -> bool:

@@ -154,18 +154,22 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICROSECOND = timedelta(microseconds=1)
 
 
-def _memory_row(index: int, memory: MemoryStats) -> list[int | None] | None:
-    """A pod's memory block in changes: `[index, time, availableBytes, usageBytes, workingSetBytes, rssBytes,
-    pageFaults, majorPageFaults]` (None: absent), `index` the pod's place in the Summary and the time in integer
-    microseconds since the epoch; None for a time not in UTC (written as a block, with its own offset). Rows are
-    what changes every cycle for every pod: all of them are written as one list of integers, at a fraction of
-    the cost of a block per pod."""
+def _memory_row(index: int, memory: MemoryStats) -> str | None:
+    """A pod's memory block in changes, as JSON text with Python's `None` for absent values (the caller writes the
+    rows out with `null`): `[index, time, availableBytes, usageBytes, workingSetBytes, rssBytes, pageFaults,
+    majorPageFaults]`, `index` the pod's place in the Summary and the time in integer microseconds since the
+    epoch; None for a time not in UTC (written as a block, with its own offset). Rows are what changes every
+    cycle for every pod: all of them are written as one list of integers, at a fraction of the cost of a block
+    per pod, and as text, not lists: no object for the garbage collector to follow."""
     time = memory.time
-    if time is not None and time.tzinfo is not UTC:
+    if time is None:
+        stamp = None
+    elif time.tzinfo is UTC:
+        stamp = (time - _EPOCH) // _MICROSECOND
+    else:
         return None
-    return [index, None if time is None else (time - _EPOCH) // _MICROSECOND, memory.available_bytes,
-            memory.usage_bytes, memory.working_set_bytes, memory.rss_bytes, memory.page_faults,
-            memory.major_page_faults]
+    return (f"[{index},{stamp},{memory.available_bytes},{memory.usage_bytes},{memory.working_set_bytes},"
+            f"{memory.rss_bytes},{memory.page_faults},{memory.major_page_faults}]")
 
 
 def _memory_from_row(row: Sequence[object]) -> dict[str, object]:
@@ -307,24 +311,20 @@ class SummaryChangesEncoder:
                 continue
             old = old_entry[0]
             memory = stats.memory
+            moved = memory is not old.memory
+            row = _memory_row(index, memory) if moved and memory is not None else None
+            if row is not None:
+                rows.append(row)
             if stats.containers is old.containers and stats.volume_stats is old.volume_stats and \
                     stats.ephemeral_storage is old.ephemeral_storage and stats.process_count == old.process_count \
-                    and memory is not None and (time := memory.time) is not None and time.tzinfo is UTC:
+                    and (row is not None or not moved):
                 # What most pods are, most cycles: only the memory readings moved (a pod's Python per cycle).
                 pods[pod_id] = (stats, old_entry[1])
-                if memory is not old.memory:  # text, not a list: no object for the garbage collector to follow
-                    rows.append(f"[{index},{(time - _EPOCH) // _MICROSECOND},{memory.available_bytes},"
-                                f"{memory.usage_bytes},{memory.working_set_bytes},{memory.rss_bytes},"
-                                f"{memory.page_faults},{memory.major_page_faults}]")
                 continue
             last = known.get(pod_id, old_entry)
             blocks: list[str] = []
-            if memory is not old.memory:
-                row = None if memory is None else _memory_row(index, memory)
-                if row is not None:
-                    rows.append(self._dumps(row))
-                else:
-                    blocks += [',"memory":', "null" if memory is None else _memory_text(memory)]
+            if moved and row is None:
+                blocks += [',"memory":', "null" if memory is None else _memory_text(memory)]
             if stats.process_count != old.process_count:
                 blocks.append(',"process_stats":null' if stats.process_count is None else
                               f',"process_stats":{{"process_count":{stats.process_count}}}')

@@ -117,7 +117,7 @@ class PodListEncoder:
     def encode(self, pods: Sequence[Pod]) -> tuple[str, object] | None:
         """Return (field, value) for the line, or None when the list is unchanged."""
         written = self._written
-        if written is not None and len(pods) == len(self._list) and all(map(operator.is_, pods, self._list)):
+        if self._same_list(pods):
             return None  # the very pods written (the API's list between watch events): nothing to compare
         ids = [pod_id(pod) for pod in pods]
         if written is None or len(set(ids)) != len(ids):
@@ -141,12 +141,16 @@ class PodListEncoder:
 
     def commit(self, pods: Sequence[Pod]) -> None:
         """Remember `pods` as written."""
-        if self._written is not None and len(pods) == len(self._list) and all(map(operator.is_, pods, self._list)):
+        if self._same_list(pods):
             return
         ids = [pod_id(pod) for pod in pods]
         self._written = dict(zip(ids, pods, strict=True))
         self._order = ids
         self._list = tuple(pods)
+
+    def _same_list(self, pods: Sequence[Pod]) -> bool:
+        """Whether `pods` are, one by one, the very pod objects last written."""
+        return self._written is not None and len(pods) == len(self._list) and all(map(operator.is_, pods, self._list))
 
 
 def decision_json(report: CycleReport, *, ranking: bool = True) -> JsonObject:
@@ -161,9 +165,9 @@ def decision_json(report: CycleReport, *, ranking: bool = True) -> JsonObject:
     if ranking:
         # The keys the cycle sorted each pod by, carried in the report (not computed again).
         signal = report.ranking_signal
-        decision["ranking"] = [{**_ranked_pod_json(pod), "keys": keys_json(signal, key)}
-                               for pod, key in zip(report.ranking, report.ranking_keys, strict=True)
-                               if signal is not None]
+        decision["ranking"] = [] if signal is None else [
+            {**_ranked_pod_json(pod), "keys": keys_json(signal, key)}
+            for pod, key in zip(report.ranking, report.ranking_keys, strict=True)]
     if report.errors or report.eviction_errors:
         decision["errors"] = [*(error.description for error in report.errors), *report.eviction_errors]
     if report.pod_list_problem is not None:

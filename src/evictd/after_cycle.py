@@ -59,7 +59,7 @@ def log_cycles(log: Any, dry_run: bool, run: str | None = None) -> AfterCycle:
     logger = CycleLogger(log, dry_run, run)
 
     def log_cycle(cycle: Cycle) -> None:
-        logger.log_cycle(cycle.number, cycle.report, cycle.state)
+        logger.log_cycle(cycle.number, cycle.report)
 
     return log_cycle
 

@@ -78,7 +78,7 @@ from evictd.oom_feedback import OomFeedback
 from evictd.recorder import FlightRecorder
 from evictd.recording import CurrentDecision, run_id
 from evictd.runtime_link import CriRuntime, RuntimeLink
-from evictd.state_lock import StateLock, acquire_state_lock
+from evictd.state_lock import acquire_state_lock
 from evictd.stop_signal import StopSignal
 
 MICROSECONDS = 1_000_000
@@ -200,7 +200,6 @@ class ClusterParts:
     sync: ClusterSync
     watcher: PodWatcher
     shadow: ShadowComparer | None  # dry-run decisions against the kubelet's own evictions; None when acting
-    state_lock: StateLock  # held for the daemon's life: no other evictd acts on this stateDir meanwhile
     journal: EvictionJournal
     pod_watch: Part  # starts the watch and waits for its first answer
 
@@ -211,14 +210,13 @@ class PodWatchStart:
     Its thread is not stopped: it holds nothing the process's exit does not release.
     """
 
-    def __init__(self, watcher: PodWatcher, log: Any, wait_s: float = POD_SYNC_WAIT_S) -> None:
+    def __init__(self, watcher: PodWatcher, log: Any) -> None:
         self._watcher = watcher
         self._log = log
-        self._wait_s = wait_s
 
     def start(self) -> None:
         self._watcher.start()
-        if not self._watcher.wait_first_answer(self._wait_s):
+        if not self._watcher.wait_first_answer(POD_SYNC_WAIT_S):
             self._log.warning("pod list not synced yet; until it is, hard thresholds act on the pods the node shows",
                               error=str(self._watcher.last_error))
 
@@ -289,7 +287,7 @@ def build_cluster(config: Configuration, node_name: str, metrics: Metrics, log: 
     evictd still holds the stateDir after stateLockTimeout."""
     settings = config.evictd
     # Before anything else: a second evictd on this stateDir waits here (or gives up) before it acts.
-    state_lock = acquire_state_lock(settings.state_dir, settings.state_lock_timeout_s, log)
+    acquire_state_lock(settings.state_dir, settings.state_lock_timeout_s, log)
     api_client = build_api_client(settings.kubeconfig)
 
     def api_error(error: KubeError) -> None:
@@ -317,7 +315,7 @@ def build_cluster(config: Configuration, node_name: str, metrics: Metrics, log: 
                             log) if dry_run else None
     return ClusterParts(pods=pods, node_pods=NodeFallbackPods(discovered, journal, own_uid, critical),
                         discovered=discovered, evictor=evictor, sync=sync, watcher=watcher, shadow=shadow,
-                        state_lock=state_lock, journal=journal, pod_watch=PodWatchStart(watcher, log))
+                        journal=journal, pod_watch=PodWatchStart(watcher, log))
 
 
 def build_daemon(

@@ -30,10 +30,10 @@ import structlog
 
 from evictd.after_cycle import AfterCycle, Cycle
 from evictd.clock import SYSTEM_CLOCK, Clock
-from evictd.core.engine import EngineState, Eviction
+from evictd.core.engine import Eviction
 from evictd.core.signals import MEMORY_SIGNALS
 from evictd.http_endpoint import Health
-from evictd.manager import CycleReport
+from evictd.manager import CycleReport, EvictionManager
 from evictd.metrics import Metrics
 from evictd.oom_feedback import OomFeedback
 from evictd.stop_signal import StopSignal
@@ -67,15 +67,6 @@ class Waiter(Protocol):
     def close(self) -> None: ...
 
 
-class Manager(Protocol):
-    """The eviction manager as the loop drives it."""
-
-    @property
-    def state(self) -> EngineState: ...
-
-    def synchronize(self) -> CycleReport: ...
-
-
 # Waits (bounded, and cut short by a stop request) for evicted pods to be gone; returns whether they went.
 CleanupWait = Callable[[Sequence[Eviction]], bool]
 
@@ -83,7 +74,7 @@ CleanupWait = Callable[[Sequence[Eviction]], bool]
 class Daemon:
     """The running daemon; `run()` returns the process exit status."""
 
-    def __init__(self, manager: Manager, waiter: Waiter, stop: StopSignal, metrics: Metrics, health: Health, *,
+    def __init__(self, manager: EvictionManager, waiter: Waiter, stop: StopSignal, metrics: Metrics, health: Health, *,
                  interval_s: float, dry_run: bool, node_name: str, max_cycles: int = 0,
                  after_cycle: Sequence[AfterCycle] = (), wait_for_cleanup: CleanupWait | None = None,
                  on_stop: Sequence[Callable[[], None]] = (), parts: Sequence[Part] = (),

@@ -23,7 +23,6 @@ import time
 from collections.abc import Callable
 from email.utils import formatdate
 from http import HTTPStatus
-from typing import Any
 
 import structlog
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
@@ -193,11 +192,11 @@ class _Connection:
 class HttpEndpoint:
     """The running HTTP server on its own thread; `close()` stops it."""
 
-    def __init__(self, address: str, registry: CollectorRegistry, health: Health, *, log: Any = None) -> None:
+    def __init__(self, address: str, registry: CollectorRegistry, health: Health) -> None:
         host, port = parse_bind_address(address)
         self._registry = registry
         self._health = health
-        self._log = log if log is not None else structlog.get_logger("evictd")
+        self._log = structlog.get_logger("evictd")
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         listener = socket.socket(family, socket.SOCK_STREAM)
         try:

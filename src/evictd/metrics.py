@@ -66,9 +66,8 @@ class GaugePerUnit:
 class Metrics:
     """The daemon's metrics, in their own registry."""
 
-    def __init__(self, registry: CollectorRegistry | None = None) -> None:
-        self.registry = registry if registry is not None else CollectorRegistry()
-        r = self.registry
+    def __init__(self) -> None:
+        self.registry = r = CollectorRegistry()
         self.available = GaugePerUnit("evictd_signal_available", "Available amount per eviction signal",
                                       ["signal"], r)
         self.capacity = GaugePerUnit("evictd_signal_capacity", "Capacity per eviction signal", ["signal"], r)

@@ -49,7 +49,7 @@ class OomFeedback:
     `dry_run` says evictions are decided but not carried out (so no eviction is waited for).
     """
 
-    def __init__(self, counters: OomCounterSource, *, dry_run: bool, container_names: ContainerNames | None = None,
+    def __init__(self, counters: OomCounterSource, *, dry_run: bool, container_names: ContainerNames,
                  clock: Clock = SYSTEM_CLOCK) -> None:
         self.state = OomState()
         self.problems: tuple[SampleError, ...] = ()
@@ -83,7 +83,7 @@ class OomFeedback:
         named = []
         for kill in kills:
             container_name = ""
-            if kill.container_id and self.container_names is not None:
+            if kill.container_id:
                 if kill.pod_uid not in names:
                     try:
                         names[kill.pod_uid] = self.container_names(kill.pod_uid)

@@ -23,10 +23,9 @@ from evictd.core.fs_layout import FsLayout, ReclaimAction
 from evictd.core.kubelet_config import KUBELET_API_VERSION, KUBELET_KIND, eviction_settings
 from evictd.core.pods import Pod, pod_from_dict
 from evictd.core.saved_state import UnusableState, restorable_thresholds, restore_state
+from evictd.core.shadow import TERMINAL_PHASES
 from evictd.core.summary import ROOT_KEY, Summary, summary_from_dict
 from evictd.manager import CycleReport, EvictionManager
-
-TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,12 +64,8 @@ def start_state(document: Mapping[str, object], config: EngineConfig, at: float)
     return restored.state
 
 
-def _pod(value: object, key: str) -> Pod:
-    return pod_from_dict(mapping(value, key), where=key)
-
-
 def _pods(value: object, key: str) -> tuple[Pod, ...]:
-    return list_of(value, key, _pod)
+    return list_of(value, key, lambda item, where: pod_from_dict(mapping(item, where), where=where))
 
 
 def _summary(value: object, key: str) -> Summary:
@@ -211,14 +206,12 @@ class ScriptedPods:
 
 
 class RecordingReclaimer:
-    """Remembers the reclaim actions run; frees nothing by itself (afterReclaim scripts the effect)."""
+    """Frees nothing by itself (afterReclaim scripts the effect): the step's stats read after it are afterReclaim."""
 
     def __init__(self, stats: ScriptedStats) -> None:
         self._stats = stats
-        self.actions: list[ReclaimAction] = []
 
     def reclaim(self, action: ReclaimAction) -> int:
-        self.actions.append(action)
         self._stats.reclaimed = True
         return 0
 

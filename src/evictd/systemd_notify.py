@@ -14,10 +14,10 @@ import socket
 
 
 class SystemdNotifier:
-    """Sends sd_notify messages to `$NOTIFY_SOCKET` (or the given address); a no-op when there is none."""
+    """Sends sd_notify messages to `$NOTIFY_SOCKET`; a no-op when there is none."""
 
-    def __init__(self, address: str | None = None) -> None:
-        address = address if address is not None else os.environ.get("NOTIFY_SOCKET", "")
+    def __init__(self) -> None:
+        address = os.environ.get("NOTIFY_SOCKET", "")
         self._address = "\0" + address[1:] if address.startswith("@") else address
         self._socket: socket.socket | None = None
         if self._address:

@@ -113,14 +113,18 @@ def log_sample_problems(log: Any, metrics: Metrics, signal_problems: Callable[[]
     return update
 
 
-class Notifiers:
+class NotifierRefresh:
     """The wake-up sources: memcg thresholds (following each cycle's readings, re-armed every 10 s at least) and
-    PSI triggers (armed once)."""
+    PSI triggers (armed once). After every cycle the memcg notifiers follow its readings; what fails is logged and
+    counted."""
 
-    def __init__(self, waiter: Waiter, memcg: MemcgNotifierSet | None, psi: Sequence[Notifier]) -> None:
+    def __init__(self, waiter: Waiter, memcg: MemcgNotifierSet | None, psi: Sequence[Notifier], metrics: Metrics,
+                 log: Any) -> None:
         self.waiter = waiter
         self.memcg = memcg
         self.psi = tuple(psi)
+        self._metrics = metrics
+        self._log = log
 
     def follow(self, report: CycleReport, now: float) -> list[str]:
         """Let the memcg notifiers follow the cycle's readings (`MemcgNotifierSet.update`, which keeps the
@@ -137,16 +141,7 @@ class Notifiers:
             self.waiter.set_notifiers(wanted)
         return problems
 
-
-class NotifierRefresh:
-    """After every cycle, lets the memory notifiers follow its readings (`Notifiers.follow`)."""
-
-    def __init__(self, notifiers: Notifiers, metrics: Metrics, log: Any) -> None:
-        self._notifiers = notifiers
-        self._metrics = metrics
-        self._log = log
-
     def __call__(self, cycle: Cycle) -> None:
-        for problem in self._notifiers.follow(cycle.report, cycle.started_at):
+        for problem in self.follow(cycle.report, cycle.started_at):
             self._metrics.errors.labels("notifier").inc()
             self._log.warning("memory notifier unavailable", detail=problem)

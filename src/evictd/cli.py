@@ -49,9 +49,10 @@ def _add_config_options(parser: argparse.ArgumentParser) -> None:
                             help="as the kubelet flag of the same name")
 
 
-def _add_recording_options(parser: argparse.ArgumentParser) -> None:
+def _add_recording_options(parser: argparse.ArgumentParser, *, state_dir: bool = True) -> None:
     _add_config_options(parser)
-    parser.add_argument("--state-dir", metavar="DIR", help="evictd's stateDir (default: the configuration's)")
+    if state_dir:
+        parser.add_argument("--state-dir", metavar="DIR", help="evictd's stateDir (default: the configuration's)")
     parser.add_argument("--since", metavar="WHEN",
                         help="only cycles after WHEN (a duration ago such as 2h, or an RFC 3339 time)")
     parser.add_argument("--until", metavar="WHEN", help="only cycles until WHEN (as --since)")
@@ -90,10 +91,7 @@ def build_parser() -> argparse.ArgumentParser:
     replay = commands.add_parser("replay", help="run a recording through another configuration, print what differs")
     replay.add_argument("recording", metavar="RECORDING",
                         help="a stateDir, its recording folder, or one segment file")
-    _add_config_options(replay)
-    replay.add_argument("--since", metavar="WHEN", help="only cycles after WHEN (a duration ago such as 2h, "
-                        "or an RFC 3339 time)")
-    replay.add_argument("--until", metavar="WHEN", help="only cycles until WHEN (as --since)")
+    _add_recording_options(replay, state_dir=False)
     replay.add_argument("--output", choices=("text", "json"), default="text")
 
     explain = commands.add_parser("explain", help="why a pod was evicted, or what would be evicted next "

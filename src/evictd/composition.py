@@ -27,7 +27,6 @@ from dataclasses import dataclass
 from typing import Any, TextIO
 
 import structlog
-from prometheus_client import CollectorRegistry
 
 from evictd.adapters.cgroups import CgroupLayout, CgroupReader, detect_cgroup_layout
 from evictd.adapters.disk_walker_process import DiskWalkerProcess, WalkerSettings
@@ -44,7 +43,6 @@ from evictd.after_cycle import (
     AfterCycle,
     Cycle,
     NotifierRefresh,
-    Notifiers,
     draw_live_view,
     log_cycles,
     log_sample_problems,
@@ -224,24 +222,6 @@ class PodWatchStart:
         return None
 
 
-class HttpServing:
-    """The /metrics and /healthz endpoint as a daemon part: listening from `start` (a bad address raises
-    ConfigError) until `stop`."""
-
-    def __init__(self, address: str, registry: CollectorRegistry, health: Health) -> None:
-        self._address = address
-        self._registry = registry
-        self._health = health
-        self.endpoint: HttpEndpoint | None = None
-
-    def start(self) -> None:
-        self.endpoint = HttpEndpoint(self._address, self._registry, self._health)
-
-    def stop(self) -> None:
-        if self.endpoint is not None:
-            self.endpoint.close()
-
-
 def attach_runtime(config: Configuration, client: CriClient, version: RuntimeVersion, metrics: Metrics, log: Any,
                    manager: EvictionManager, watcher: PodWatcher | None) -> CriRuntime:
     """Build node-level reclaim and periodic GC over a runtime that answered, hand the manager its layout and
@@ -391,7 +371,7 @@ def build_daemon(
             memory_root=str(layout.memory_hierarchy),
             pods_cgroup=cgroups.pods_cgroup(),
         )
-    notifiers = Notifiers(waiter, memcg, build_psi_notifiers(settings, layout, cgroups, log))
+    notifiers = NotifierRefresh(waiter, memcg, build_psi_notifiers(settings, layout, cgroups, log), metrics, log)
     health = Health(settings.housekeeping_interval_s, stopping=stop.is_set)
     metrics.watch_health(lambda: health.status()[0])
     if not cgroups.has_pods_cgroup():
@@ -408,7 +388,7 @@ def build_daemon(
     after_cycle.append(log_sample_problems(log, metrics, stats.problems, lambda: oom_feedback.problems))
     if cluster is not None:
         after_cycle.append(cluster_bookkeeping(cluster, metrics))
-    after_cycle += [runtime_upkeep(link), NotifierRefresh(notifiers, metrics, log)]
+    after_cycle += [runtime_upkeep(link), notifiers]
     on_stop: list[Callable[[], None]] = [cluster.sync.withdraw] if cluster is not None else []
     if settings.recorder:
         # Last: what the other hooks do never waits for the recorder's disk.
@@ -421,7 +401,7 @@ def build_daemon(
     parts: list[Part] = [cluster.pod_watch] if cluster is not None else []
     parts.append(link)
     if serve_http:
-        parts.append(HttpServing(settings.metrics_bind_address, metrics.registry, health))
+        parts.append(HttpEndpoint(settings.metrics_bind_address, metrics.registry, health))
     if stats.disk_walker is not None:
         parts.append(stats.disk_walker)
     return Daemon(

@@ -190,13 +190,18 @@ class _Connection:
 
 
 class HttpEndpoint:
-    """The running HTTP server on its own thread; `close()` stops it."""
+    """The HTTP server on its own thread, as a daemon part: listening from `start` (a bad address raises
+    ConfigError) until `stop`."""
 
     def __init__(self, address: str, registry: CollectorRegistry, health: Health) -> None:
-        host, port = parse_bind_address(address)
+        self._address = address
         self._registry = registry
         self._health = health
         self._log = structlog.get_logger("evictd")
+
+    def start(self) -> None:
+        address = self._address
+        host, port = parse_bind_address(address)
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         listener = socket.socket(family, socket.SOCK_STREAM)
         try:
@@ -210,7 +215,7 @@ class HttpEndpoint:
         listener.setblocking(False)
         self._listener = listener
         self.port = int(listener.getsockname()[1])
-        # close() wakes the loop through this pair (select() has no other way to be interrupted).
+        # stop() wakes the loop through this pair (select() has no other way to be interrupted).
         self._wake_read, self._wake_write = socket.socketpair()
         self._wake_read.setblocking(False)
         self._selector = selectors.DefaultSelector()
@@ -223,7 +228,7 @@ class HttpEndpoint:
         self._thread = threading.Thread(target=self._serve, name="evictd-http", daemon=True)
         self._thread.start()
 
-    def close(self) -> None:
+    def stop(self) -> None:
         """Stop serving: the listener and every connection are closed when this returns."""
         if self._stop:
             return
@@ -239,11 +244,9 @@ class HttpEndpoint:
         try:
             while not self._stop:
                 for key, events in self._selector.select(self._wait_s(time.monotonic())):
-                    if key.data == "wake":
-                        self._drain_wake()
-                    elif key.data == "listener":
+                    if key.data == "listener":
                         self._accept()
-                    else:
+                    elif key.data != "wake":  # only stop() wakes the loop: it ends after this turn
                         conn = key.data
                         if conn.sock.fileno() >= 0:  # not closed earlier in this turn (evicted)
                             self._on_ready(conn, events)
@@ -265,10 +268,6 @@ class HttpEndpoint:
         if not deadlines:
             return None
         return min(max(0.0, min(deadlines) - now), MAX_WAIT_S)
-
-    def _drain_wake(self) -> None:
-        with contextlib.suppress(OSError):
-            self._wake_read.recv(64)
 
     def _expire(self, now: float) -> None:
         for conn in [c for c in self._connections.values() if c.deadline <= now]:

@@ -226,7 +226,6 @@ class EvictionManager:
             try:
                 after = self._stats.summary()
             except EvictdError as exc:
-                after = None
                 errors.append(CycleError(
                     CycleStep.STATS, f"eviction manager: failed to get summary stats after resource reclaim: {exc}"))
             succeeded = reclaim_succeeded(self.state, after)

@@ -116,18 +116,17 @@ def parse_bind_address(address: str) -> tuple[str, int]:
 # ------------------------------------------------------------------------------------------ requests
 
 
-def response_bytes(status: HTTPStatus, content_type: str, body: bytes, *, head_only: bool = False,
-                   extra_headers: tuple[tuple[str, str], ...] = ()) -> bytes:
+def response_bytes(status: HTTPStatus, content_type: str, body: bytes, *, head_only: bool = False) -> bytes:
     """Return a whole HTTP/1.1 response that closes the connection (HEAD: the same headers, no body)."""
     lines = [f"HTTP/1.1 {status.value} {status.phrase}", f"Date: {formatdate(usegmt=True)}",
-             f"Content-Type: {content_type}", f"Content-Length: {len(body)}", "Connection: close",
-             *(f"{name}: {value}" for name, value in extra_headers)]
+             f"Content-Type: {content_type}", f"Content-Length: {len(body)}", "Connection: close"]
+    if status is HTTPStatus.METHOD_NOT_ALLOWED:
+        lines.append(f"Allow: {', '.join(ALLOWED_METHODS)}")
     return ("\r\n".join(lines) + "\r\n\r\n").encode("ascii") + (b"" if head_only else body)
 
 
-def refusal(status: HTTPStatus, reason: str, *, head_only: bool = False,
-            extra_headers: tuple[tuple[str, str], ...] = ()) -> bytes:
-    return response_bytes(status, TEXT, reason.encode(), head_only=head_only, extra_headers=extra_headers)
+def refusal(status: HTTPStatus, reason: str, *, head_only: bool = False) -> bytes:
+    return response_bytes(status, TEXT, reason.encode(), head_only=head_only)
 
 
 def answer(head: bytes, registry: CollectorRegistry, health: Health) -> tuple[bytes, bool]:
@@ -160,8 +159,7 @@ def answer(head: bytes, registry: CollectorRegistry, health: Health) -> tuple[by
                               head_only=head_only)
             return refused, False
     if method not in ALLOWED_METHODS:
-        return refusal(HTTPStatus.METHOD_NOT_ALLOWED, "GET or HEAD only",
-                       extra_headers=(("Allow", ", ".join(ALLOWED_METHODS)),)), True
+        return refusal(HTTPStatus.METHOD_NOT_ALLOWED, "GET or HEAD only"), True
     path = target.split("?", 1)[0]
     if path == METRICS_PATH:
         return response_bytes(HTTPStatus.OK, CONTENT_TYPE_LATEST, generate_latest(registry), head_only=head_only), True

@@ -111,8 +111,6 @@ class Metrics:
                                               registry=r)
         self.degraded = Gauge("evictd_degraded", "1 while evictd works in a degraded mode, by reason "
                               "(pod-list-unavailable: no pod list from the Kubernetes API).", ["reason"], registry=r)
-        for reason in DEGRADED_REASONS:
-            self.degraded.labels(reason).set(0)
         self.healthy = Gauge("evictd_healthy", "1 while /healthz answers 200: a cycle finished within the last "
                              "3 housekeeping intervals (at least 30 s) and evictd is not shutting down.", registry=r)
         self.reclaimed = Counter("evictd_reclaimed_bytes_total", "Bytes freed by node-level reclaim, by action "
@@ -126,21 +124,13 @@ class Metrics:
                                           "met and not yet relieved by an eviction, or soon after one, by what evictd "
                                           "was doing.", ["activity"], registry=r)
         self._exported_signals: set[Signal] = set()
-        for signal in (*(str(s) for s in Signal), *LOCAL_STORAGE_SIGNALS):
-            self.evictions.labels(signal)
-            self.would_evict.labels(signal)
-        for action in ReclaimAction:
-            self.reclaimed.labels(str(action))
-        for scope in OomScope:
-            self.oom_kills.labels(str(scope))
-        for activity in TOO_LATE_ACTIVITIES:
-            self.oom_kills_too_late.labels(str(activity))
-        for cause in WAKEUP_CAUSES:
-            self.wakeups.labels(cause)
-        for source in ERROR_SOURCES:
-            self.errors.labels(source)
-        for condition in NodeCondition:
-            self.condition.labels(str(condition)).set(0)
+        signals = (*Signal, *LOCAL_STORAGE_SIGNALS)
+        for metric, values in ((self.degraded, DEGRADED_REASONS), (self.evictions, signals),
+                               (self.would_evict, signals), (self.reclaimed, ReclaimAction), (self.oom_kills, OomScope),
+                               (self.oom_kills_too_late, TOO_LATE_ACTIVITIES), (self.wakeups, WAKEUP_CAUSES),
+                               (self.errors, ERROR_SOURCES), (self.condition, NodeCondition)):
+            for value in values:
+                metric.labels(str(value))  # a new child starts at zero
 
     def record_cycle(
         self,

@@ -101,9 +101,8 @@ class Systemd:
         self.sent: list[str] = []
         self.closed = False
 
-    def notify(self, state: str) -> bool:
+    def notify(self, state: str) -> None:
         self.sent.append(state)
-        return True
 
     def close(self) -> None:
         self.closed = True

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Protocol, TextIO
+from typing import Any, TextIO
 
 from evictd.adapters.notifiers import MemcgNotifierSet, Notifier, Waiter
 from evictd.core.engine import EngineState
@@ -38,10 +38,7 @@ class Cycle:
     wall: datetime  # when the cycle ended
 
 
-class AfterCycle(Protocol):
-    """Runs after every cycle that produced a report."""
-
-    def __call__(self, cycle: Cycle) -> None: ...
+AfterCycle = Callable[[Cycle], None]
 
 
 def record_metrics(metrics: Metrics, dry_run: bool) -> AfterCycle:

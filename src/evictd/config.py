@@ -165,7 +165,7 @@ def _decode_setting(yaml_name: str, default: object, value: object, allow_zero: 
 INHERITED_FROM_KUBELET = ("cgroupDriver", "cgroupRoot", "podLogsDir")
 
 
-def evictd_settings(document: Mapping[str, object], kubelet: Mapping[str, object] | None = None) -> EvictdSettings:
+def evictd_settings(document: Mapping[str, object], kubelet: Mapping[str, object]) -> EvictdSettings:
     """Return the EvictdSettings of one (merged) EvictdConfiguration document; unknown fields are errors.
 
     `kubelet` is the merged KubeletConfiguration: its cgroupDriver, cgroupRoot and podLogsDir are the
@@ -174,7 +174,7 @@ def evictd_settings(document: Mapping[str, object], kubelet: Mapping[str, object
     by_yaml = {f.metadata["yaml"]: f for f in fields(EvictdSettings)}
     settings = EvictdSettings()
     changes: dict[str, Any] = {}
-    inherited = {key: (kubelet or {})[key] for key in INHERITED_FROM_KUBELET if (kubelet or {}).get(key) is not None}
+    inherited = {key: kubelet[key] for key in INHERITED_FROM_KUBELET if kubelet.get(key) is not None}
     for key, value in {**inherited, **document}.items():
         if key in ("apiVersion", "kind"):
             continue

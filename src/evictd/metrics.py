@@ -37,7 +37,6 @@ CYCLE_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2
 WAKEUP_CAUSES = ("timer", "memcg", "memcg_rearm", "psi", "signal", "eviction")
 # A cycle's own failures are counted by the step that failed; the daemon's by the part of it that failed.
 ERROR_SOURCES = (*(str(step) for step in CycleStep), "notifier", "cycle", "runtime", "state")
-DEGRADED_REASONS = (POD_LIST_UNAVAILABLE,)
 # The local-storage limit evictions' labels, besides the signals (the kubelet's eviction_signal values).
 LOCAL_STORAGE_SIGNALS = (EMPTYDIR_LIMIT_SIGNAL, POD_EPHEMERAL_LIMIT_SIGNAL, CONTAINER_EPHEMERAL_LIMIT_SIGNAL)
 
@@ -48,7 +47,6 @@ RESOURCE_TO_UNIT = {
     Resource.INODES: "inodes",
     Resource.PIDS: "pids",
 }
-UNITS = ("bytes", "inodes", "pids")
 
 
 class GaugePerUnit:
@@ -56,7 +54,7 @@ class GaugePerUnit:
 
     def __init__(self, name: str, documentation: str, labels: Sequence[str], registry: CollectorRegistry) -> None:
         self._gauges = {unit: Gauge(f"{name}_{unit}", f"{documentation} ({unit}).", labels, registry=registry)
-                        for unit in UNITS}
+                        for unit in dict.fromkeys(RESOURCE_TO_UNIT.values())}
 
     def of(self, signal: Signal) -> Gauge:
         """Return the gauge of `signal`'s unit."""
@@ -125,7 +123,7 @@ class Metrics:
                                           "was doing.", ["activity"], registry=r)
         self._exported_signals: set[Signal] = set()
         signals = (*Signal, *LOCAL_STORAGE_SIGNALS)
-        for metric, values in ((self.degraded, DEGRADED_REASONS), (self.evictions, signals),
+        for metric, values in ((self.degraded, (POD_LIST_UNAVAILABLE,)), (self.evictions, signals),
                                (self.would_evict, signals), (self.reclaimed, ReclaimAction), (self.oom_kills, OomScope),
                                (self.oom_kills_too_late, TOO_LATE_ACTIVITIES), (self.wakeups, WAKEUP_CAUSES),
                                (self.errors, ERROR_SOURCES), (self.condition, NodeCondition)):

@@ -9,6 +9,7 @@ unreachable must never stop the eviction loop.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 
@@ -23,15 +24,11 @@ class SystemdNotifier:
         if self._address:
             self._socket = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC)
 
-    def notify(self, state: str) -> bool:
-        """Send `state` (e.g. "READY=1"); return whether it was delivered."""
-        if self._socket is None:
-            return False
-        try:
-            self._socket.sendto(state.encode(), self._address)
-        except OSError:
-            return False
-        return True
+    def notify(self, state: str) -> None:
+        """Send `state` (e.g. "READY=1")."""
+        if self._socket is not None:
+            with contextlib.suppress(OSError):
+                self._socket.sendto(state.encode(), self._address)
 
     def close(self) -> None:
         if self._socket is not None:

@@ -81,7 +81,6 @@ def build_parser() -> argparse.ArgumentParser:
                                  help="how a dry-run evictd agreed with the kubelet's own evictions")
     _add_config_options(shadow)
     shadow.add_argument("--state-dir", metavar="DIR", help="evictd's stateDir (default: the configuration's)")
-    shadow.add_argument("--output", choices=("text", "json"), default="text")
 
     record = commands.add_parser("record", help="the flight recorder's recording (in stateDir)")
     record_commands = record.add_subparsers(dest="record_command", required=True, parser_class=_Parser)
@@ -92,7 +91,6 @@ def build_parser() -> argparse.ArgumentParser:
     replay.add_argument("recording", metavar="RECORDING",
                         help="a stateDir, its recording folder, or one segment file")
     _add_recording_options(replay, state_dir=False)
-    replay.add_argument("--output", choices=("text", "json"), default="text")
 
     explain = commands.add_parser("explain", help="why a pod was evicted, or what would be evicted next "
                                   "(from the flight recorder's recording, or the eviction journal)")
@@ -104,11 +102,11 @@ def build_parser() -> argparse.ArgumentParser:
     which.add_argument("--now", action="store_true", help="the newest recorded cycle: each signal's distance "
                        "from its thresholds, and the pods next in the eviction order")
     _add_recording_options(explain)
-    explain.add_argument("--output", choices=("text", "json"), default="text")
 
     simulate = commands.add_parser("simulate", help="run the engine through a scripted scenario")
     simulate.add_argument("scenario", metavar="SCENARIO", help="scenario YAML or JSON file")
-    simulate.add_argument("--output", choices=("text", "json"), default="text")
+    for command in (shadow, replay, explain, simulate):  # last in each
+        command.add_argument("--output", choices=("text", "json"), default="text")
     return parser
 
 
@@ -153,15 +151,15 @@ def _check_config(args: argparse.Namespace) -> int:
 
 
 def _simulate(args: argparse.Namespace) -> int:
-    from evictd.config import read_yaml_documents
+    from evictd.config import read_documents
     from evictd.core.errors import ScenarioError
     from evictd.render import simulation_text, step_json
     from evictd.simulate import parse_scenario, run_scenario
 
-    documents = read_yaml_documents(args.scenario, key="scenario")
+    documents = read_documents(args.scenario, key="scenario")
     if len(documents) != 1:
         raise ScenarioError("a scenario file holds exactly one document", key="scenario", value=args.scenario)
-    scenario = parse_scenario(documents[0])
+    scenario = parse_scenario(documents[0][0])
     reports = run_scenario(scenario)
     steps = [(step.at, report) for step, report in zip(scenario.steps, reports, strict=True)]
     for _, report in steps:

@@ -192,11 +192,6 @@ def evictd_settings(document: Mapping[str, object], kubelet: Mapping[str, object
     return settings
 
 
-def read_yaml_documents(path: str, key: str = "--config") -> list[Any]:
-    """Return the documents of the YAML stream at `path` (empty documents dropped); raise ConfigError at `key`."""
-    return [document for document, _ in read_documents(path, key)]
-
-
 def read_documents(path: str, key: str = "--config") -> list[tuple[Any, tuple[str, ...]]]:
     """Return each non-empty document of the YAML file at `path` with the mapping keys it holds twice.
 

@@ -42,7 +42,6 @@ AfterCycle = Callable[[Cycle], None]
 
 
 def record_metrics(metrics: Metrics, dry_run: bool) -> AfterCycle:
-    """Export what the cycle saw and did."""
 
     def record(cycle: Cycle) -> None:
         metrics.record_cycle(cycle.report, cycle.state, cycle.duration_s, cycle.wall, dry_run)
@@ -84,7 +83,6 @@ class ProblemLog:
         self._seen: set[str] = set()
 
     def update(self, number: int, problems: Sequence[SampleError]) -> None:
-        """Log what changed since the last cycle's problems."""
         now = {f"{p.source}: {p.reason}" for p in problems}
         for problem in sorted(now - self._seen):
             self._log.warning(self._gone, cycle=number, detail=problem)

@@ -59,7 +59,6 @@ def _add_recording_options(parser: argparse.ArgumentParser, *, state_dir: bool =
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """Return the argument parser of the `evictd` command."""
     parser = _Parser(prog="evictd", description="Kubernetes node-pressure eviction, outside the kubelet.")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
@@ -115,7 +114,6 @@ def _flags(args: argparse.Namespace) -> list[tuple[str, str]]:
 
 
 def _state_dir(args: argparse.Namespace) -> str:
-    """Return --state-dir, else the configuration's stateDir."""
     from evictd.config import load_configuration
 
     return str(args.state_dir or load_configuration(args.config, _flags(args)).evictd.state_dir)
@@ -360,7 +358,6 @@ COMMANDS = {"check-config": _check_config, "simulate": _simulate, "run": _run, "
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the `evictd` command; return its exit status."""
     args = build_parser().parse_args(argv)
     try:
         return COMMANDS[args.command](args)

@@ -1,14 +1,7 @@
 """The composition root of `evictd run`: every dependency of the daemon, built from the configuration.
 
-Nothing else in evictd decides which adapter serves which role. With a Kubernetes API (a kubeconfig, or the
-in-cluster service account inside a pod) pods come from a watch, evictions go through the API and node
-conditions, taints and events are written; until the watch has a pod list (the API unreachable since start),
-hard thresholds rank the pods the node shows and the evictor stops the chosen one through the runtime,
-journaled. Without an API, pods are discovered from the node and evictions are reported only. With a
-container runtime answering the CRI endpoint (at start, or later: the runtime slot, `RuntimeLink`),
-node-level reclaim and the periodic garbage collection run (without the API, container GC cannot know which
-pods are gone, so it removes only dead containers beyond the policy). In dry-run nothing is changed
-anywhere: what would be is logged and counted.
+Nothing else in evictd decides which adapter serves which role: README's table "What `evictd run` acts
+through depends on what it finds" (the Kubernetes API, a container runtime, dry-run) is what is built here.
 
 Building starts no thread and waits for nothing, with one exception: with the API, evictd first takes the
 stateDir lock (`state_lock`; a second evictd on the same stateDir waits for it, or exits with status 2),
@@ -266,7 +259,6 @@ def build_cluster(config: Configuration, node_name: str, metrics: Metrics, log: 
     check that an evicted pod stopped, the sandboxes naming the node's pods). Raises StateLockError when another
     evictd still holds the stateDir after stateLockTimeout."""
     settings = config.evictd
-    # Before anything else: a second evictd on this stateDir waits here (or gives up) before it acts.
     acquire_state_lock(settings.state_dir, settings.state_lock_timeout_s, log)
     api_client = build_api_client(settings.kubeconfig)
 

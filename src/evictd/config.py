@@ -116,8 +116,6 @@ class EvictdSettings:
 
 @dataclass(frozen=True, slots=True)
 class Configuration:
-    """Everything evictd is configured with."""
-
     eviction: EvictionSettings
     evictd: EvictdSettings
     image_gc: ImageGCSettings = field(default_factory=ImageGCSettings)

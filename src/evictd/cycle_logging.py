@@ -37,7 +37,6 @@ class CycleLogger:
         self._withheld: str | None = None
 
     def log_cycle(self, number: int, report: CycleReport) -> None:
-        """Emit the events of one cycle."""
         assessment = report.assessment
         for warning in assessment.warnings:
             if warning not in self._warned:

@@ -7,16 +7,13 @@ notification is followed by cycles at short delays until one sees the crossing, 
 second later). After an eviction with the Kubernetes API the loop waits for the pod to go, then runs again at
 once, as the kubelet does.
 
-Building a `Daemon` starts nothing. `start` starts its parts in order (the stateDir lock, the pod watch, the
-container runtime link, the HTTP endpoint, the disk walker: whatever the composition root gave it; a part may
-block, and may raise to end the start-up); `run` starts them if that was not done, runs cycles until stopped,
+Building a `Daemon` starts nothing. `start` starts its parts in order (the pod watch, the container runtime
+link, the HTTP endpoint, the disk walker: whatever the composition root gave it; a part may block, and may
+raise to end the start-up); `run` starts them if that was not done, runs cycles until stopped,
 then runs the stop hooks (in the cluster: conditions to Unknown, taints removed) and stops the parts in
 reverse order. A stop request (`StopSignal`: SIGTERM/SIGINT) lets the current cycle finish and `run` returns
 0; the stop signal's deadline ends a hung shutdown with status 1. Only this loop catches broad exceptions: a
 failed cycle or hook is logged with the cycle number and counted, and the loop carries on.
-
-The composition root (`evictd.composition.build_daemon`) builds every dependency from the configuration;
-tests pass their own (tests/test_daemon_run.py steps the loop on a fake clock and waiter).
 """
 
 from __future__ import annotations
@@ -72,8 +69,6 @@ CleanupWait = Callable[[Sequence[Eviction]], bool]
 
 
 class Daemon:
-    """The running daemon; `run()` returns the process exit status."""
-
     def __init__(self, manager: EvictionManager, waiter: Waiter, stop: StopSignal, metrics: Metrics, health: Health, *,
                  interval_s: float, dry_run: bool, node_name: str, max_cycles: int = 0,
                  after_cycle: Sequence[AfterCycle] = (), wait_for_cleanup: CleanupWait | None = None,

@@ -156,8 +156,6 @@ class CycleReport:
 
 
 class EvictionManager:
-    """Runs kubelet eviction cycles against the given adapters."""
-
     def __init__(self, config: EngineConfig, *, stats: StatsSource, layout: LayoutSource, pods: PodSource,
                  reclaimer: NodeReclaimer, evictor: PodEvictor, clock: Clock, node_pods: PodSource | None = None,
                  listed: ListedPods | None = None) -> None:

@@ -57,13 +57,10 @@ class GaugePerUnit:
                         for unit in dict.fromkeys(RESOURCE_TO_UNIT.values())}
 
     def of(self, signal: Signal) -> Gauge:
-        """Return the gauge of `signal`'s unit."""
         return self._gauges[RESOURCE_TO_UNIT[SIGNAL_TO_RESOURCE[signal]]]
 
 
 class Metrics:
-    """The daemon's metrics, in their own registry."""
-
     def __init__(self) -> None:
         self.registry = r = CollectorRegistry()
         self.available = GaugePerUnit("evictd_signal_available", "Available amount per eviction signal",
@@ -138,7 +135,6 @@ class Metrics:
         now_wall: datetime,
         dry_run: bool,
     ) -> None:
-        """Export what one cycle saw and did."""
         assessment = report.assessment
         self.cycles.inc()
         self.cycle_duration.observe(duration_s)

@@ -56,7 +56,6 @@ def table(headers: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
 
 
 def thresholds_text(thresholds: Sequence[Threshold]) -> str:
-    """Return the thresholds as a table."""
     rows = [
         (str(t.signal), "hard" if t.is_hard else "soft", f"< {value_text(t.value)}",
          f"{seconds_json(t.grace_period_s)}s", value_text(t.min_reclaim) if t.min_reclaim is not None else "-")

@@ -30,8 +30,6 @@ from evictd.manager import CycleReport, EvictionManager
 
 @dataclass(frozen=True, slots=True)
 class Step:
-    """One scripted cycle."""
-
     at: float
     summary: Summary
     after_reclaim: Summary | None
@@ -40,8 +38,6 @@ class Step:
 
 @dataclass(frozen=True, slots=True)
 class Scenario:
-    """A parsed scenario."""
-
     config: EngineConfig
     layout: FsLayout
     steps: tuple[Step, ...]
@@ -172,8 +168,6 @@ class FakeClock:
 
 
 class FixedLayout:
-    """The scenario's filesystem layout."""
-
     def __init__(self, layout: FsLayout) -> None:
         self._layout = layout
 
@@ -217,8 +211,6 @@ class RecordingReclaimer:
 
 
 class RecordingEvictor:
-    """Remembers every eviction."""
-
     def __init__(self) -> None:
         self.evictions: list[Eviction] = []
 

@@ -78,7 +78,6 @@ class StopSignal:
         self._deadline: ShutdownDeadline | None = None
 
     def is_set(self) -> bool:
-        """True once a stop was requested."""
         return self._requested
 
     def request(self, reason: str = "stop requested") -> None:

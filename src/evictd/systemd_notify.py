@@ -25,7 +25,6 @@ class SystemdNotifier:
             self._socket = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC)
 
     def notify(self, state: str) -> None:
-        """Send `state` (e.g. "READY=1")."""
         if self._socket is not None:
             with contextlib.suppress(OSError):
                 self._socket.sendto(state.encode(), self._address)

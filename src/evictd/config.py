@@ -164,11 +164,8 @@ INHERITED_FROM_KUBELET = ("cgroupDriver", "cgroupRoot", "podLogsDir")
 
 
 def evictd_settings(document: Mapping[str, object], kubelet: Mapping[str, object]) -> EvictdSettings:
-    """Return the EvictdSettings of one (merged) EvictdConfiguration document; unknown fields are errors.
-
-    `kubelet` is the merged KubeletConfiguration: its cgroupDriver, cgroupRoot and podLogsDir are the
-    defaults of the same-named evictd settings.
-    """
+    """Return the EvictdSettings of one (merged) EvictdConfiguration document, whose defaults the merged
+    KubeletConfiguration `kubelet` gives for INHERITED_FROM_KUBELET; unknown fields are errors."""
     by_yaml = {f.metadata["yaml"]: f for f in fields(EvictdSettings)}
     settings = EvictdSettings()
     changes: dict[str, Any] = {}

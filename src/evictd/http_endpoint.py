@@ -113,9 +113,6 @@ def parse_bind_address(address: str) -> tuple[str, int]:
     return host or "0.0.0.0", int(port)
 
 
-# ------------------------------------------------------------------------------------------ requests
-
-
 def response_bytes(status: HTTPStatus, content_type: str, body: bytes, *, head_only: bool = False) -> bytes:
     """Return a whole HTTP/1.1 response that closes the connection (HEAD: the same headers, no body)."""
     lines = [f"HTTP/1.1 {status.value} {status.phrase}", f"Date: {formatdate(usegmt=True)}",
@@ -168,9 +165,6 @@ def answer(head: bytes, registry: CollectorRegistry, health: Health) -> tuple[by
         status = HTTPStatus.OK if healthy else HTTPStatus.SERVICE_UNAVAILABLE
         return response_bytes(status, TEXT, reason.encode(), head_only=head_only), True
     return refusal(HTTPStatus.NOT_FOUND, "not found", head_only=head_only), True
-
-
-# --------------------------------------------------------------------------------------- connections
 
 
 class _Connection:
@@ -235,8 +229,6 @@ class HttpEndpoint:
             self._wake_write.send(b"\0")
         self._thread.join()
         self._wake_write.close()
-
-    # ------------------------------------------------------------------------------------ the loop
 
     def _serve(self) -> None:
         try:

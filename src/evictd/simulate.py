@@ -4,9 +4,7 @@ The scenario format and its rules are README's "`evictd simulate`" section; `eng
 engine state the first step starts from, a document as `evictd run` saves it (`evictd.core.saved_state`) whose
 `savedAt` is the first step's wall-clock time: restored for the scenario's configuration as a restarted daemon
 restores it (thresholds it no longer has start afresh), its times placed on the fake clock. The stand-ins
-here are the only fakes: `FakeClock`, `ScriptedStats`, `FixedLayout`, `ScriptedPods`, `RecordingReclaimer`,
-`RecordingEvictor`.
-Everything else is the daemon's own code (`EvictionManager`). Malformed scenarios raise ScenarioError with the path.
+below are the only fakes; the manager is the daemon's own. Malformed scenarios raise ScenarioError with the path.
 """
 
 from __future__ import annotations
@@ -149,9 +147,6 @@ def _scenario(document: object) -> Scenario:
         engine_state = mapping(engine_state, "engineState")
         start_state(engine_state, config, steps[0].at if steps else 0.0)  # checked now, restored when run
     return Scenario(config=config, layout=layout, steps=tuple(steps), engine_state=engine_state)
-
-
-# --- stand-ins -------------------------------------------------------------------------------------------
 
 
 class FakeClock:

@@ -1,10 +1,5 @@
-"""How `evictd run` is asked to stop: one object owning the stop flag, the loop's wake-up and the hard deadline.
-
-SIGTERM/SIGINT (or a caller) `request` a stop: the flag is set, the shutdown deadline armed and the sleeping
-loop woken; the current cycle finishes and the daemon exits 0. The deadline (`ShutdownDeadline`, a watchdog
-thread reading a pipe) ends a shutdown that hangs with status 1. Everything `request` does is safe in a signal
-handler: it takes no lock and starts no thread.
-"""
+"""How `evictd run` is asked to stop: one object owning the stop flag, the loop's wake-up and the hard deadline
+(`StopSignal`, and `ShutdownDeadline` for the deadline)."""
 
 from __future__ import annotations
 

@@ -86,12 +86,10 @@ class Daemon:
         self.node_name = node_name
         self.max_cycles = max_cycles
         self.after_cycle = tuple(after_cycle)
-        # In the cluster: wait for evicted pods to go before the next cycle (None: nothing to wait for).
         self.wait_for_cleanup = wait_for_cleanup
         # In the cluster: what a clean stop leaves on the node (conditions Unknown, taints removed).
         self.on_stop = tuple(on_stop)
         self.parts = tuple(parts)
-        # The kernel's OOM kills since the last cycle, judged against what evictd was doing.
         self.oom_feedback = oom_feedback
         self.clock = clock
         self.systemd = systemd if systemd is not None else SystemdNotifier()

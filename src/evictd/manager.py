@@ -8,9 +8,7 @@ reclaim action is recorded and the others still run, and a failed eviction still
 eviction (as the kubelet counts it).
 
 A pod list that cannot be used (the Kubernetes API has given none) evicts nobody, unless `node_pods` is
-given: the pods the node shows are then ranked instead, for hard thresholds only (`choose_eviction`'s
-`pods_from_node`), and the report says so (`pod_list_problem`, `pods_from_node`). The stats source measures
-exactly the pods the cycle listed when it reads them from `ListedPods`.
+given: the pods the node shows are then ranked instead, for hard thresholds only (`_list_pods`).
 """
 
 from __future__ import annotations

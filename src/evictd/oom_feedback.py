@@ -33,10 +33,7 @@ ContainerNames = Callable[[str], Mapping[str, str]]
 
 
 class OomFeedback:
-    """Counts the OOM kills of each interval between cycles against what evictd was doing.
-
-    `dry_run` says evictions are decided but not carried out (so no eviction is waited for).
-    """
+    """`dry_run`: evictions are decided but not carried out (so no eviction is waited for)."""
 
     def __init__(self, counters: OomCounters, *, dry_run: bool, container_names: ContainerNames,
                  clock: Clock = SYSTEM_CLOCK) -> None:

@@ -186,7 +186,6 @@ class ClusterParts:
 
     pods: EvictablePods
     node_pods: NodeFallbackPods  # what hard thresholds rank while the watch has no pod list
-    discovered: DiscoveredPods  # the pods the node shows (named by the runtime once it answers)
     evictor: PodEvictor
     sync: ClusterSync
     watcher: PodWatcher
@@ -251,7 +250,7 @@ def api_configured(settings: EvictdSettings) -> bool:
 
 
 def build_cluster(config: Configuration, node_name: str, metrics: Metrics, log: Any, dry_run: bool,
-                  cgroups: CgroupReader, runtime: Runtime = NO_RUNTIME,
+                  discovered: DiscoveredPods, runtime: Runtime = NO_RUNTIME,
                   should_stop: Callable[[], bool] = lambda: False,
                   decision: Callable[[], str | None] = lambda: None) -> ClusterParts:
     """Lock the stateDir, then build the pod watch, the journaled evictor, the node status writer, the event
@@ -282,11 +281,10 @@ def build_cluster(config: Configuration, node_name: str, metrics: Metrics, log: 
                        on_error=api_error, log=log, runtime=runtime, critical=critical, should_stop=should_stop)
     own_uid = os.environ.get(POD_UID_ENV, "")
     pods = EvictablePods(watcher, journal, own_uid=own_uid)
-    discovered = DiscoveredPods(cgroups, settings.pod_logs_dir, runtime)
     shadow = ShadowComparer(watcher.pods, settings.state_dir, lambda c: metrics.shadow.labels(str(c.outcome)).inc(),
                             log) if dry_run else None
     return ClusterParts(pods=pods, node_pods=NodeFallbackPods(discovered, journal, own_uid, critical),
-                        discovered=discovered, evictor=evictor, sync=sync, watcher=watcher, shadow=shadow,
+                        evictor=evictor, sync=sync, watcher=watcher, shadow=shadow,
                         journal=journal, pod_watch=PodWatchStart(watcher, log))
 
 
@@ -318,9 +316,10 @@ def build_daemon(
     # name their decision (`evictd explain --decision`).
     run = run_id(SYSTEM_CLOCK.wall().timestamp()) if settings.recorder else None
     decision = CurrentDecision(run)
-    cluster = (build_cluster(config, node_name, metrics, log, dry_run, cgroups, runtime, stop.is_set, decision)
+    # The pods the node shows (named by the runtime once it answers).
+    discovered = DiscoveredPods(cgroups, settings.pod_logs_dir, runtime)
+    cluster = (build_cluster(config, node_name, metrics, log, dry_run, discovered, runtime, stop.is_set, decision)
                if api_configured(settings) else None)
-    discovered = cluster.discovered if cluster is not None else DiscoveredPods(cgroups, settings.pod_logs_dir, runtime)
     pods: PodSource = cluster.pods if cluster is not None else discovered
     # With the API, the stats measure the pods each cycle listed: the watch's, or the node's without a list.
     listed = ListedPods()

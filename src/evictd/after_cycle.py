@@ -50,8 +50,7 @@ def record_metrics(metrics: Metrics, dry_run: bool) -> AfterCycle:
 
 
 def log_cycles(log: Any, dry_run: bool, run: str | None = None) -> AfterCycle:
-    """Log what changed since the previous cycle (`CycleLogger`; with `run`, the flight recorder's name of this
-    run, evictions name their decision)."""
+    """Log what changed since the previous cycle (`CycleLogger`)."""
     logger = CycleLogger(log, dry_run, run)
 
     def log_cycle(cycle: Cycle) -> None:

@@ -87,7 +87,6 @@ class Daemon:
         self.max_cycles = max_cycles
         self.after_cycle = tuple(after_cycle)
         self.wait_for_cleanup = wait_for_cleanup
-        # In the cluster: what a clean stop leaves on the node (conditions Unknown, taints removed).
         self.on_stop = tuple(on_stop)
         self.parts = tuple(parts)
         self.oom_feedback = oom_feedback

@@ -4,11 +4,10 @@ Health answers are cheap: the loop records when its last cycle ended, and `/heal
 with the clock (no I/O, no lock held by the loop).
 
 The endpoint listens on the pod IP (the kubelet probes it there), so no client that can reach it may hurt the
-node guard: README's `/metrics` and `/healthz` paragraph lists the limits (one `selectors` thread, at most
-MAX_CONNECTIONS connections, the oldest one closed past that, READ_TIMEOUT_S and WRITE_TIMEOUT_S, GET and HEAD
-only, no bodies). A response is built whole before it is sent, so `/metrics` takes the metrics' locks only
-while the page is generated, never while a client reads. A client that resets or disconnects costs nothing but
-its socket; an unexpected error while answering is one log line, and the server keeps serving.
+node guard: README's `/metrics` and `/healthz` paragraph lists the limits (the constants below). A response is
+built whole before it is sent, so `/metrics` takes the metrics' locks only while the page is generated, never
+while a client reads. A client that resets or disconnects costs nothing but its socket; an unexpected error
+while answering is one log line, and the server keeps serving.
 """
 
 from __future__ import annotations

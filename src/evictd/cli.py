@@ -13,11 +13,21 @@ import argparse
 import json
 import os
 import sys
+import time
 from collections.abc import Sequence
+from dataclasses import replace
+from datetime import datetime
 from typing import Any
 
-from evictd.core.errors import ConfigError, EvictdError, StateLockError
+import yaml
+
+from evictd.config import load_configuration, read_documents
+from evictd.core.duration import parse_go_duration
+from evictd.core.engine import EngineConfig
+from evictd.core.errors import ConfigError, DurationError, EvictdError, ScenarioError, StateLockError
+from evictd.core.fs_layout import FsLayout
 from evictd.core.kubelet_config import FLAG_NAMES
+from evictd.core.thresholds import derive_containerfs_thresholds
 
 EXIT_OK = 0
 EXIT_FAILURE = 1
@@ -114,16 +124,10 @@ def _flags(args: argparse.Namespace) -> list[tuple[str, str]]:
 
 
 def _state_dir(args: argparse.Namespace) -> str:
-    from evictd.config import load_configuration
-
     return str(args.state_dir or load_configuration(args.config, _flags(args)).evictd.state_dir)
 
 
 def _check_config(args: argparse.Namespace) -> int:
-    from evictd.config import load_configuration
-    from evictd.core.engine import EngineConfig
-    from evictd.core.fs_layout import FsLayout
-    from evictd.core.thresholds import derive_containerfs_thresholds
     from evictd.render import threshold_json, thresholds_text
 
     configuration = load_configuration(args.config, _flags(args))
@@ -149,8 +153,6 @@ def _check_config(args: argparse.Namespace) -> int:
 
 
 def _simulate(args: argparse.Namespace) -> int:
-    from evictd.config import read_documents
-    from evictd.core.errors import ScenarioError
     from evictd.render import simulation_text, step_json
     from evictd.simulate import parse_scenario, run_scenario
 
@@ -172,19 +174,12 @@ def _simulate(args: argparse.Namespace) -> int:
 
 def _when(value: str | None, option: str) -> float | None:
     """Return --since/--until as epoch seconds: a Go duration before now, or an RFC 3339 time."""
-    import time
-
-    from evictd.core.duration import parse_go_duration
-    from evictd.core.errors import DurationError
-
     if value is None:
         return None
     try:
         return time.time() - parse_go_duration(value)
     except DurationError:
         pass
-    from datetime import datetime
-
     try:
         moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
     except ValueError:
@@ -211,8 +206,6 @@ def _read_recording(path: str, since: str | None, until: str | None) -> list[Any
 
 
 def _record(args: argparse.Namespace) -> int:
-    import yaml
-
     from evictd.recording import scenario_document, unknown_start_state
 
     records = _read_recording(_state_dir(args), args.since, args.until)
@@ -228,8 +221,6 @@ def _record(args: argparse.Namespace) -> int:
 
 
 def _replay(args: argparse.Namespace) -> int:
-    from evictd.config import load_configuration
-    from evictd.core.engine import EngineConfig
     from evictd.replay import replay, replay_json, replay_text
 
     flags = _flags(args)
@@ -242,9 +233,6 @@ def _replay(args: argparse.Namespace) -> int:
 
 
 def _explain(args: argparse.Namespace) -> int:
-    import time
-
-    from evictd.config import load_configuration
     from evictd.explain import (
         explanation_json,
         explanation_text,
@@ -330,10 +318,7 @@ def _explain_from_journal(args: argparse.Namespace, state_dir: str, records: lis
 
 
 def _run(args: argparse.Namespace) -> int:
-    from dataclasses import replace
-
     from evictd.composition import build_daemon, check_settings
-    from evictd.config import load_configuration
     from evictd.daemon import serve
 
     configuration = load_configuration(args.config, _flags(args))

@@ -90,8 +90,7 @@ class StopSignal:
 
     def install(self) -> None:
         """Start the deadline's watchdog, then stop on SIGTERM/SIGINT (a handler cannot start the watchdog)."""
-        if self._deadline is None:
-            self._deadline = ShutdownDeadline(self.deadline_s, self._deadline_passed)
+        self._deadline = ShutdownDeadline(self.deadline_s, self._deadline_passed)
 
         def handler(signum: int, frame: FrameType | None) -> None:
             self.request(signal.Signals(signum).name)

@@ -88,7 +88,6 @@ class Health:
         self.last_cycle_at = time.monotonic()
 
     def status(self) -> tuple[bool, str]:
-        """Return (healthy, reason)."""
         if self.stopping():
             return False, "shutting down"
         since = self.last_cycle_at if self.last_cycle_at is not None else self.started_at

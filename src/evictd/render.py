@@ -80,7 +80,6 @@ def eviction_json(eviction: Eviction) -> JsonObject:
 
 
 def step_json(at: float, report: CycleReport) -> JsonObject:
-    """Return the simulate JSON form of one cycle."""
     assessment = report.assessment
     return {
         "at": seconds_json(at),

@@ -214,7 +214,6 @@ class RecordingEvictor:
 
 
 def run_scenario(scenario: Scenario) -> list[CycleReport]:
-    """Run every step of `scenario` through a real EvictionManager; return one report per step."""
     clock = FakeClock()
     stats = ScriptedStats()
     pods = ScriptedPods()

@@ -135,12 +135,10 @@ def answer(head: bytes, registry: CollectorRegistry, health: Health) -> tuple[by
         return refusal(HTTPStatus.BAD_REQUEST, "request head is not ASCII"), False
     request_line, *header_lines = text.split("\n")
     parts = request_line.removesuffix("\r").split(" ")
-    if len(parts) != 3:
-        return refusal(HTTPStatus.BAD_REQUEST, "bad request line"), False
-    method, target, version = parts
-    matched = HTTP_VERSION.fullmatch(version)
+    matched = HTTP_VERSION.fullmatch(parts[2]) if len(parts) == 3 else None
     if matched is None:
         return refusal(HTTPStatus.BAD_REQUEST, "bad request line"), False
+    method, target, _ = parts
     if matched.group(1) != "1":
         return refusal(HTTPStatus.HTTP_VERSION_NOT_SUPPORTED, "HTTP/1.x only"), False
     head_only = method == "HEAD"

@@ -192,11 +192,10 @@ class EvictionManager:
             errors.append(CycleError(CycleStep.PODS,
                                      f"eviction manager: pods unavailable, no pod will be evicted: {problem}"))
         self.listed.pods = pods
-        summary: Summary | None
+        summary: Summary | None = None
         try:
             summary = self._stats.summary()
         except EvictdError as exc:
-            summary = None
             errors.append(CycleError(CycleStep.STATS, f"eviction manager: failed to get summary stats: {exc}"))
         self.state, assessment = assess(self.state, self.config, layout, summary, pods, now)
         seen = CycleReport(now=now, assessment=assessment, summary=summary, pods=pods, errors=tuple(errors),

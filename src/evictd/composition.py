@@ -114,15 +114,12 @@ def build_psi_notifiers(settings: EvictdSettings, layout: CgroupLayout, cgroups:
     memory.pressure (a stall of the pods alone). A trigger the kernel refuses is logged and left out."""
     if not settings.psi_wakeups:
         return ()
-    wanted = []
-    if os.path.exists(SYSTEM_MEMORY_PRESSURE):
-        wanted.append((SYSTEM_MEMORY_PRESSURE, "node memory pressure stall"))
+    wanted = [(SYSTEM_MEMORY_PRESSURE, "node memory pressure stall")]
     if layout.version == 2:
         pods_pressure = os.path.join(str(layout.memory_hierarchy), cgroups.pods_cgroup(), "memory.pressure")
-        if os.path.exists(pods_pressure):
-            wanted.append((pods_pressure, "pods cgroup memory pressure stall"))
+        wanted.append((pods_pressure, "pods cgroup memory pressure stall"))
     notifiers: list[Notifier] = []
-    for path, description in wanted:
+    for path, description in (w for w in wanted if os.path.exists(w[0])):
         try:
             notifiers.append(PsiNotifier(path, int(settings.psi_stall_threshold_s * MICROSECONDS),
                                          int(settings.psi_window_s * MICROSECONDS), description=description))

@@ -25,7 +25,7 @@ import errno
 import os
 import shutil
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Protocol, assert_never
@@ -133,7 +133,6 @@ class ContainerGCResult:
     log_dirs: tuple[str, ...] = ()
     legacy_log_symlinks: tuple[str, ...] = ()
     freed_bytes: int = 0
-    failures: tuple[CRIError, ...] = field(default=(), compare=False)
 
 
 class CriContainerGC:
@@ -173,10 +172,9 @@ class CriContainerGC:
         sandboxes, remaining = self._evict_sandboxes(evict_terminating_pods, failures)
         log_dirs = self._evict_log_dirs(ready, failures)
         symlinks = self._evict_legacy_symlinks(remaining, failures) if remaining is not None else ()
-        result = ContainerGCResult(removed, sandboxes, log_dirs, symlinks, freed, tuple(failures))
         if failures:
             raise GCError("container garbage collection", failures, freed)
-        return result
+        return ContainerGCResult(removed, sandboxes, log_dirs, symlinks, freed)
 
     def _evict_containers(
         self, ready: bool, evict_terminating_pods: bool, failures: list[CRIError]
@@ -297,7 +295,6 @@ class ImageGCResult:
     freed_bytes: int = 0
     wanted_bytes: int | None = None
     shortfall: str | None = None
-    failures: tuple[CRIError, ...] = field(default=(), compare=False)
 
 
 ImageRemovedHook = Callable[[GCReason], None]
@@ -333,16 +330,13 @@ class CriImageGC:
         return images, images_in_use(images, containers), now_s
 
     def reclaim(self) -> int:
-        """DeleteUnusedImages for the eviction manager: return the bytes deleted (raises as `periodic`)."""
-        return self.delete_unused().freed_bytes
-
-    def delete_unused(self) -> ImageGCResult:
-        """DeleteUnusedImages: delete every eligible unused image (in use, pinned, protected and young kept)."""
+        """DeleteUnusedImages for the eviction manager: delete every eligible unused image (in use, pinned,
+        protected and young kept); return the bytes deleted (raises as `periodic`)."""
         images, in_use, now_s = self.detect()
-        removed, freed, failures = self._free(self._unused(images, in_use, now_s), MAX_INT64)
+        _, freed, failures = self._free(self._unused(images, in_use, now_s), MAX_INT64)
         if failures:
             raise GCError("image garbage collection", failures, freed)
-        return ImageGCResult(removed=removed, freed_bytes=freed)
+        return freed
 
     def periodic(self) -> ImageGCResult:
         """The kubelet's periodic GarbageCollect: images past the maximum age, then down to the low threshold.

@@ -50,7 +50,6 @@ from evictd.core.cgroup_driver import CgroupDriver
 from evictd.core.errors import ConfigError, SampleError
 
 CGROUP_DRIVERS = tuple(CgroupDriver)
-CGROUP_VERSIONS = (1, 2)
 
 # A limit above this many bytes means "no limit": the kernel rounds 2**63-1 down to a page multiple,
 # so the kubelet compares with 2**62 instead of MaxInt64 (isMemoryUnlimited, pkg/kubelet/stats).
@@ -128,7 +127,7 @@ class CgroupLayout:
     base: str = ""
 
     def __post_init__(self) -> None:
-        if self.version not in CGROUP_VERSIONS:
+        if self.version not in (1, 2):
             raise ConfigError("cgroup version must be 1 or 2", key="cgroupVersion", value=self.version)
         if self.driver not in CGROUP_DRIVERS:
             raise ConfigError(
@@ -331,19 +330,16 @@ def _read_and_close(path: str, fd: int) -> bytes:
     try:
         data = os.read(fd, READ_CHUNK_BYTES)
         # cgroupfs (seq_file) hands out everything it has up to the buffer size in one read.
-        return data if len(data) < READ_CHUNK_BYTES else _read_rest(fd, data)
+        if len(data) < READ_CHUNK_BYTES:
+            return data
+        chunks = [data]
+        while chunk := os.read(fd, READ_CHUNK_BYTES):
+            chunks.append(chunk)
+        return b"".join(chunks)
     except OSError as exc:
         raise SampleError(path, _reason(exc)) from exc
     finally:
         os.close(fd)
-
-
-def _read_rest(fd: int, first: bytes) -> bytes:
-    """Return `first` followed by the rest of the file (raises OSError; the callers map it)."""
-    chunks = [first]
-    while chunk := os.read(fd, READ_CHUNK_BYTES):
-        chunks.append(chunk)
-    return b"".join(chunks)
 
 
 @overload

@@ -69,7 +69,6 @@ class WalkerSettings:
     pod_logs_dir: str
     entry_budget: int = DEFAULT_ENTRY_BUDGET
     period_s: float = DEFAULT_PERIOD_S
-    nice: int = DEFAULT_NICE
 
 
 class LineError(ValueError):
@@ -205,7 +204,7 @@ def main(argv: Sequence[str]) -> int:
         walker = PodDiskWalker(kubelet_root=settings.kubelet_root, pod_logs_dir=settings.pod_logs_dir,
                                entry_budget=settings.entry_budget)
         period_s = _finite(settings.period_s)
-        os.nice(settings.nice)
+        os.nice(DEFAULT_NICE)
     except (IndexError, ValueError, TypeError, OSError, ConfigError) as exc:
         print(f"evictd disk walker: needs one JSON argument of settings: {exc}", file=sys.stderr)
         return 2

@@ -195,9 +195,6 @@ class MemcgThresholdNotifier(_FdOwner):
         except OSError as exc:
             raise _sample_error(f"eventfd of {os.path.join(self.cgroup_dir, MEMORY_USAGE_FILE)}", exc) from exc
 
-    def __repr__(self) -> str:
-        return f"MemcgThresholdNotifier({self.cgroup_dir!r}, {self.threshold_bytes}, {self.description!r})"
-
 
 def _crossed(before: int, after: int, level: int) -> bool:
     """True when usage went from one side of `level` to the other (the kernel's notion: below vs at or above)."""
@@ -273,9 +270,6 @@ class PsiNotifier(_FdOwner):
         """
         self._fd = -1
         self.path = path
-        self.kind = kind
-        self.stall_us = stall_us
-        self.window_us = window_us
         resource = os.path.basename(path.rstrip("/")).removesuffix(".pressure")  # memory.pressure: memory
         self.description = description or f"psi {resource} {kind} {_format_us(stall_us)}/{_format_us(window_us)}"
         if privileged is None:
@@ -293,9 +287,6 @@ class PsiNotifier(_FdOwner):
 
     def consume(self) -> None:
         """Nothing to do: the kernel clears a trigger's event when poll reports it."""
-
-    def __repr__(self) -> str:
-        return f"PsiNotifier({self.path!r}, {self.stall_us}, {self.window_us}, {self.kind!r})"
 
 
 class Waiter:
@@ -636,6 +627,3 @@ class MemcgNotifierSet:
             epoll, self._epoll = self._epoll, None
         if epoll is not None:
             epoll.close()
-
-    def __repr__(self) -> str:
-        return f"MemcgNotifierSet({[t.signal.value for t in self.thresholds]}, {self.memory_root!r})"

@@ -153,29 +153,24 @@ def _usages(value: Any) -> tuple[tuple[str, SpaceUsed], ...]:
 
 
 class _WantedPods:
-    """The pods the daemon last asked for, set by the stdin thread and read by the walking loop."""
+    """The pods the daemon last asked for, set by the stdin thread and read by the walking loop (one reference,
+    replaced whole: no lock needed)."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._pods: tuple[PodKey, ...] = ()
+        self.pods: tuple[PodKey, ...] = ()
         self.arrived = threading.Event()  # set when a pods line came in since the loop last looked
-
-    def set(self, pods: Sequence[PodKey]) -> None:
-        with self._lock:
-            self._pods = tuple(pods)
-        self.arrived.set()
 
     def take(self) -> tuple[PodKey, ...]:
         self.arrived.clear()
-        with self._lock:
-            return self._pods
+        return self.pods
 
 
 def _read_requests(stream: IO[bytes], wanted: _WantedPods) -> None:
     """Read pods lines until the daemon closes the pipe, then end the process: nobody reads the figures."""
     for line in iter(lambda: stream.readline(MAX_LINE_BYTES), b""):
         try:
-            wanted.set(parse_pods_line(line))
+            wanted.pods = tuple(parse_pods_line(line))
+            wanted.arrived.set()
         except LineError as exc:
             print(f"evictd disk walker: ignored a line from the daemon: {exc}", file=sys.stderr, flush=True)
     os._exit(0)

@@ -58,9 +58,6 @@ from evictd.core.thresholds import Threshold
 
 MEMORY_USAGE_FILE = "memory.usage_in_bytes"
 EVENT_CONTROL_FILE = "cgroup.event_control"
-DEFAULT_MEMORY_ROOT = "/sys/fs/cgroup/memory"
-# The kubelet's PodCgroupRoot with the cgroupfs driver; it is appended to the memory mount point.
-DEFAULT_PODS_CGROUP = "/kubepods"
 
 SYSTEM_MEMORY_PRESSURE = "/proc/pressure/memory"
 PSI_KINDS = ("some", "full")
@@ -429,8 +426,7 @@ class MemcgNotifierSet:
 
     poll_events = select.POLLIN
 
-    def __init__(self, thresholds: Sequence[Threshold], *, memory_root: str = DEFAULT_MEMORY_ROOT,
-                 pods_cgroup: str = DEFAULT_PODS_CGROUP) -> None:
+    def __init__(self, thresholds: Sequence[Threshold], *, memory_root: str, pods_cgroup: str) -> None:
         self.thresholds = tuple(t for t in thresholds if t.signal in MEMORY_SIGNALS)
         self.memory_root = memory_root
         self.pods_cgroup = pods_cgroup

@@ -36,6 +36,7 @@ from evictd.core.summary import Summary, summary_from_dict
 # leaves room for some 1800 such pods while a fetch and its parsing stay well inside the DaemonSet's 128 MiB
 # memory limit. Reading stops past it.
 MAX_SUMMARY_BYTES = 8 << 20
+_TOO_LARGE = f"the Summary is larger than {MAX_SUMMARY_BYTES >> 20} MiB; not read further"
 # json.loads makes one Python object of 50-200 bytes for every value, however short in the text: 8 MiB of
 # `{},` would be 2.8 million objects, ~600 MiB with the Summary built from them. The 1000-pod Summary above
 # holds 344,000 values (as `_value_count` counts them); this is what 8 MiB of such pods hold.
@@ -146,7 +147,7 @@ class KubeletSummarySource(_RecordedSource):
             response = connection.getresponse()
             if response.status != http.HTTPStatus.OK:
                 raise SampleError(self._url, f"HTTP {response.status} {_reason_phrase(response.status)}".rstrip())
-            return _body(response, MAX_SUMMARY_BYTES, self._url)
+            return _body(response, self._url)
         except TimeoutError:
             raise SampleError(self._url, f"timed out: no complete answer within {self._timeout_s:g} s") from None
         except http.client.HTTPException as exc:  # not HTTP, or cut short (BadStatusLine, IncompleteRead)
@@ -178,7 +179,7 @@ class ApiProxySummarySource(_RecordedSource):
                 raise SampleError(self._source, f"cannot reach the API server: {exc.detail}") from None
             raise SampleError(self._source, f"HTTP {exc.status} {_reason_phrase(exc.status)}: {exc.detail}") from None
         if len(body) > MAX_SUMMARY_BYTES:
-            raise SampleError(self._source, _too_large(MAX_SUMMARY_BYTES))
+            raise SampleError(self._source, _TOO_LARGE)
         return _summary_of(body, self._source)
 
 
@@ -233,23 +234,19 @@ def _not_json(constant: str) -> Any:
     raise ValueError(f"{constant} is not a JSON value")
 
 
-def _body(response: http.client.HTTPResponse, limit: int, source: str) -> bytearray:
-    """Return the whole body of `response`, at most `limit` bytes. Raises SampleError when it is larger,
+def _body(response: http.client.HTTPResponse, source: str) -> bytearray:
+    """Return the whole body of `response`, at most MAX_SUMMARY_BYTES. Raises SampleError when it is larger,
     IncompleteRead when the connection ends before the declared length."""
-    if response.length is not None and response.length > limit:  # the declared Content-Length
-        raise SampleError(source, _too_large(limit))
+    if response.length is not None and response.length > MAX_SUMMARY_BYTES:  # the declared Content-Length
+        raise SampleError(source, _TOO_LARGE)
     body = bytearray()
     while piece := response.read(READ_CHUNK_BYTES):
-        if len(body) + len(piece) > limit:
-            raise SampleError(source, _too_large(limit))
+        if len(body) + len(piece) > MAX_SUMMARY_BYTES:
+            raise SampleError(source, _TOO_LARGE)
         body += piece
     if response.length:  # http.client counts down the declared length; what is left never came
         raise http.client.IncompleteRead(bytes(body), response.length)
     return body
-
-
-def _too_large(limit: int) -> str:
-    return f"the Summary is larger than {limit >> 20} MiB; not read further"
 
 
 def _reason_phrase(status: int) -> str:

@@ -141,12 +141,10 @@ class CgroupLayout:
 
     @property
     def memory_hierarchy(self) -> Path:
-        """Return the folder of the hierarchy that has the memory controller."""
         return self.root / V1_MEMORY_HIERARCHY if self.version == 1 else self.root
 
     @property
     def pids_hierarchy(self) -> Path:
-        """Return the folder of the hierarchy that has the pids controller."""
         return self.root / V1_PIDS_HIERARCHY if self.version == 1 else self.root
 
 

@@ -201,7 +201,6 @@ class DiskUsageCache:
         self._trees: dict[str, _Tree] = {}
 
     def cached_paths(self) -> frozenset[str]:
-        """Return the paths whose trees are currently cached."""
         return frozenset(self._trees)
 
     def start_cycle(self) -> int:

@@ -233,7 +233,6 @@ class DiskWalkerProcess:
         self.children_started = 0
 
     def start(self) -> None:
-        """Start the child and the threads that talk to it."""
         self._supervisor = threading.Thread(target=self._supervise, name="evictd-disk-walker", daemon=True)
         self._supervisor.start()
 
@@ -252,7 +251,6 @@ class DiskWalkerProcess:
             self._supervisor.join(STOP_WAIT_S)
 
     def child_pid(self) -> int | None:
-        """Return the PID of the running child, if any."""
         with self._lock:
             return self._child.pid if self._child is not None and self._child.poll() is None else None
 

@@ -258,10 +258,10 @@ class PsiNotifier(_FdOwner):
     poll_events = select.POLLPRI
 
     def __init__(self, path: str, stall_us: int, window_us: int, kind: str = "some", description: str = "", *,
-                 privileged: bool | None = None, proc_root: str = "/proc") -> None:
+                 privileged: bool | None = None) -> None:
         """Open `path` and write the trigger.
 
-        `privileged` says whether the kernel will see CAP_SYS_RESOURCE; None reads it from ``<proc_root>/self/status``.
+        `privileged` says whether the kernel will see CAP_SYS_RESOURCE; None reads it from ``/proc/self/status``.
         Raises ConfigError (before opening anything) for a trigger the kernel would refuse, and SampleError naming
         `path` when it cannot be opened or the kernel refuses the trigger anyway.
         """
@@ -270,7 +270,7 @@ class PsiNotifier(_FdOwner):
         resource = os.path.basename(path.rstrip("/")).removesuffix(".pressure")  # memory.pressure: memory
         self.description = description or f"psi {resource} {kind} {_format_us(stall_us)}/{_format_us(window_us)}"
         if privileged is None:
-            privileged = has_cap_sys_resource(proc_root)
+            privileged = has_cap_sys_resource()
         trigger = psi_trigger(kind, stall_us, window_us, privileged=privileged)
         fd = -1
         try:
@@ -457,7 +457,6 @@ class MemcgNotifierSet:
 
     @property
     def drop_watches(self) -> tuple[MemcgThresholdNotifier, ...]:
-        """The registered drop watches."""
         with self._lock:
             return tuple(n for n in self._drop_watches if n is not None)
 

@@ -268,9 +268,6 @@ class ImageGCResult:
     shortfall: str | None = None
 
 
-ImageRemovedHook = Callable[[GCReason], None]
-
-
 class CriImageGC:
     """The kubelet's image GC manager (image_gc_manager.go) over a CRI client.
 
@@ -281,7 +278,8 @@ class CriImageGC:
 
     def __init__(self, client: RuntimeGCClient, policy: ImageGCPolicy, *,
                  fs_usage: Callable[[], tuple[int, int]] | None = None,
-                 on_image_removed: ImageRemovedHook = lambda reason: None, clock: Clock = SYSTEM_CLOCK) -> None:
+                 on_image_removed: Callable[[GCReason], None] = lambda reason: None,
+                 clock: Clock = SYSTEM_CLOCK) -> None:
         self.client = client
         self.policy = policy
         self.state = ImageGCState()

@@ -99,7 +99,6 @@ class PeriodicGC:
         self._images_due = started + image_period_s
 
     def tick(self) -> None:
-        """Run whichever GC is due."""
         now = self._clock.monotonic()
         if now >= self._containers_due:
             self._containers_due = now + self._container_period_s

@@ -55,7 +55,7 @@ MIN_REST_S = 0.1
 DEFAULT_NICE = 10
 # Delays before starting a child again after one exited, doubling up to the last.
 RESTART_DELAYS_S = (1.0, 2.0, 4.0, 8.0, 16.0, 30.0)
-# How long `stop` waits for the child to exit after closing its stdin, before killing it.
+# How long `stop` waits for the child to exit after SIGTERM, before killing it.
 STOP_WAIT_S = 2.0
 # The longest line either side accepts (a round's figures of a pod with hundreds of volumes fit easily).
 MAX_LINE_BYTES = 1 << 20

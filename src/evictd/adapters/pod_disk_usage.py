@@ -171,14 +171,11 @@ class PodDiskStore:
 
     `want` and `readings` are what the housekeeping cycle calls: each takes the lock once, for dictionary
     operations only. `record` is called with figures as they arrive; `wait_for_wanted` lets the thread that
-    feeds the walker sleep until the wanted pods change. Raises ConfigError for a non-positive
-    `stale_after_s`.
+    feeds the walker sleep until the wanted pods change.
     """
 
     def __init__(self, *, stale_after_s: float = DEFAULT_STALE_AFTER_S,
                  clock: Clock = SYSTEM_CLOCK) -> None:
-        if not stale_after_s > 0:
-            raise ConfigError("must be a positive number of seconds", key="stale_after_s", value=stale_after_s)
         self.stale_after_s = stale_after_s
         self._clock = clock
         # A plain lock for the cycle's lookups (entered in C); the condition on it only wakes the feeder.

@@ -349,11 +349,9 @@ def child_cgroups(folder: str, *, missing_ok: bool = False) -> frozenset[str] | 
     try:
         with os.scandir(folder) as entries:
             return frozenset(entry.name for entry in entries if entry.is_dir(follow_symlinks=False))
-    except FileNotFoundError as exc:
-        if missing_ok:
-            return None
-        raise SampleError(folder, _reason(exc)) from exc
     except OSError as exc:
+        if missing_ok and isinstance(exc, FileNotFoundError):
+            return None
         raise SampleError(folder, _reason(exc)) from exc
 
 

@@ -232,11 +232,10 @@ class DiskUsageCache:
         now = self._clock.monotonic()
         try:
             root_stat = os.lstat(path)
-        except _GONE:
-            self._trees.pop(path, None)
-            return None
         except OSError as exc:
             self._trees.pop(path, None)
+            if isinstance(exc, _GONE):
+                return None
             raise SampleError(path, os_error_reason(exc)) from exc
         budget.spend(1)
         if not stat.S_ISDIR(root_stat.st_mode):

@@ -113,10 +113,9 @@ def _sample_error(path: str, exc: OSError) -> SampleError:
 
 
 def _close_quietly(fd: int) -> None:
-    # Nothing useful can be done about a failed close of a descriptor that is being given up.
-    if fd >= 0:
-        with contextlib.suppress(OSError):
-            os.close(fd)
+    # Nothing useful can be done about a failed close of a descriptor that is being given up (or of -1: none).
+    with contextlib.suppress(OSError):
+        os.close(fd)
 
 
 class _FdOwner:
@@ -323,12 +322,9 @@ class Waiter:
 
     def wake(self) -> None:
         """Make the current or next `wait` return ``["signal"]``. Async-signal-safe; no-op once closed."""
-        fd = self._write_fd
-        if fd < 0:
-            return
-        # A full pipe already holds a pending wake-up; a pipe closed under us by close() has nobody left to wake.
+        # A full pipe already holds a pending wake-up; a pipe closed by close() (-1) has nobody left to wake.
         with contextlib.suppress(OSError):
-            os.write(fd, b"\0")
+            os.write(self._write_fd, b"\0")
 
     def wait(self, timeout_s: float) -> list[str]:
         """Block until something fires or `timeout_s` passes; return the causes that fired, in order.

@@ -40,17 +40,9 @@ def statvfs_reading(path: str) -> FsReading:
     Raises SampleError(path, reason) when `path` cannot be opened or its filesystem cannot be queried.
     """
     try:
-        # O_PATH opens without read permission and without side effects (no atime, works on any file type);
-        # fstatvfs accepts it since Linux 3.12.
-        fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+        vfs = os.statvfs(path)
     except OSError as exc:
         raise SampleError(path, os_error_reason(exc)) from exc
-    try:
-        vfs = os.fstatvfs(fd)
-    except OSError as exc:
-        raise SampleError(path, os_error_reason(exc)) from exc
-    finally:
-        os.close(fd)
     return FsReading(
         capacity_bytes=vfs.f_blocks * vfs.f_frsize,
         available_bytes=vfs.f_bavail * vfs.f_frsize,

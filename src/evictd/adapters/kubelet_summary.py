@@ -4,7 +4,7 @@ Directly (`KubeletSummarySource`: `kubeletSummaryURL`, a bearer token, the certi
 `kubeletCAFile`, redirects not followed) or through the API server's node proxy (`ApiProxySummarySource`);
 README's "Stats source" paragraph says how each is configured and bounded. In a direct fetch one deadline covers
 the whole request, from name resolution to the last byte: every socket operation gets only the time left
-(`_Deadline`), so a server trickling one byte at a time cannot stretch it. The proxy goes through the kubernetes
+(`_remaining`), so a server trickling one byte at a time cannot stretch it. The proxy goes through the kubernetes
 client, whose timeout is per socket operation; its body is held to the same size and parsing limits once read.
 Any failure is a SampleError with a reason that is the same from one cycle to the next (the daemon logs an
 unreadable source once, from `problems`): the cycle has no stats and the engine freezes its state, as the
@@ -140,7 +140,7 @@ class KubeletSummarySource(_RecordedSource):
     def _fetch(self, headers: dict[str, str]) -> bytes | bytearray:
         """Return the body of a 200 answer, read within the deadline. Raises SampleError (the one mapping place
         of connection, TLS and HTTP errors)."""
-        connection = _DeadlineConnection(self._host, self._port, _Deadline(self._timeout_s), self._context)
+        connection = _DeadlineConnection(self._host, self._port, time.monotonic() + self._timeout_s, self._context)
         response: http.client.HTTPResponse | None = None
         try:
             connection.request("GET", self._target, headers=headers)
@@ -289,21 +289,16 @@ def _tls_context(ca_file: str, insecure: bool) -> ssl.SSLContext:
         raise ConfigError(f"cannot load CA bundle: {reason}; {remedy}", key="kubeletCAFile", value=ca_file) from None
 
 
-class _Deadline:
-    """A point in monotonic time that a whole request must finish by."""
-
-    def __init__(self, seconds: float) -> None:
-        self._at = time.monotonic() + seconds
-
-    def remaining(self) -> float:
-        """Return the seconds left. Raises TimeoutError once none are."""
-        left = self._at - time.monotonic()
-        if left <= 0:
-            raise TimeoutError("deadline passed")
-        return left
+def _remaining(deadline: float) -> float:
+    """Return the seconds left before `deadline`, the point in monotonic time that a whole request must finish
+    by. Raises TimeoutError once none are."""
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise TimeoutError("deadline passed")
+    return left
 
 
-def _addresses(host: str, port: int, deadline: _Deadline) -> list[Any]:
+def _addresses(host: str, port: int, deadline: float) -> list[Any]:
     """Return getaddrinfo's answer for `host`; a name is resolved in a helper thread, waited for only until the
     deadline (the system resolver has timeouts of its own, in seconds, that cannot be cut short). Raises
     TimeoutError or OSError."""
@@ -323,7 +318,7 @@ def _addresses(host: str, port: int, deadline: _Deadline) -> list[Any]:
 
     resolver = threading.Thread(target=resolve, name="evictd-kubelet-resolve", daemon=True)
     resolver.start()
-    resolver.join(deadline.remaining())
+    resolver.join(_remaining(deadline))
     if not answer:
         raise TimeoutError(f"resolving {host}")
     if isinstance(answer[0], OSError):
@@ -332,13 +327,13 @@ def _addresses(host: str, port: int, deadline: _Deadline) -> list[Any]:
     return addresses
 
 
-def _connect(host: str, port: int, deadline: _Deadline) -> socket.socket:
+def _connect(host: str, port: int, deadline: float) -> socket.socket:
     """Return a TCP socket connected to `host` (each address in turn) before the deadline. Raises OSError."""
     error: OSError = OSError(f"no address for {host}")
     for family, kind, proto, _, address in _addresses(host, port, deadline):
         sock = socket.socket(family, kind, proto)
         try:
-            sock.settimeout(deadline.remaining())
+            sock.settimeout(_remaining(deadline))
             sock.connect(address)
             return sock
         except TimeoutError:
@@ -358,18 +353,18 @@ class _DeadlineSocket:
     closes the connection as soon as an answer says `Connection: close`, and reads the body afterwards.
     """
 
-    def __init__(self, sock: socket.socket, deadline: _Deadline) -> None:
+    def __init__(self, sock: socket.socket, deadline: float) -> None:
         self._sock = sock
         self._deadline = deadline
         self._files = 0
         self._closed = False
 
     def sendall(self, data: bytes) -> None:
-        self._sock.settimeout(self._deadline.remaining())
+        self._sock.settimeout(_remaining(self._deadline))
         self._sock.sendall(data)
 
     def recv_into(self, buffer: Any) -> int:
-        self._sock.settimeout(self._deadline.remaining())
+        self._sock.settimeout(_remaining(self._deadline))
         return self._sock.recv_into(buffer)
 
     def makefile(self, mode: str) -> io.BufferedReader:
@@ -413,7 +408,7 @@ class _DeadlineConnection(http.client.HTTPConnection):
     handshake rather than to each receive.
     """
 
-    def __init__(self, host: str, port: int, deadline: _Deadline, context: ssl.SSLContext | None) -> None:
+    def __init__(self, host: str, port: int, deadline: float, context: ssl.SSLContext | None) -> None:
         super().__init__(host, port)
         self._deadline = deadline
         self._context = context
@@ -422,7 +417,7 @@ class _DeadlineConnection(http.client.HTTPConnection):
         sock = _connect(self.host, self.port, self._deadline)
         if self._context is not None:
             try:
-                sock.settimeout(self._deadline.remaining())
+                sock.settimeout(_remaining(self._deadline))
                 sock = self._context.wrap_socket(sock, server_hostname=self.host)
             except BaseException:
                 sock.close()

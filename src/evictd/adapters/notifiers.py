@@ -424,8 +424,10 @@ class MemcgNotifierSet:
 
     def __init__(self, thresholds: Sequence[Threshold], *, memory_root: str, pods_cgroup: str) -> None:
         self.thresholds = tuple(t for t in thresholds if t.signal in MEMORY_SIGNALS)
-        self.memory_root = memory_root
-        self.pods_cgroup = pods_cgroup
+        pods_dir = os.path.join(memory_root, pods_cgroup.strip("/"))
+        # The memory cgroup folder the notifiers of each threshold watch.
+        self._cgroup_dirs = [pods_dir if t.signal is Signal.ALLOCATABLE_MEMORY_AVAILABLE else memory_root
+                             for t in self.thresholds]
         self._levels: list[MemcgThresholdNotifier | None] = [None] * len(self.thresholds)
         self._drop_watches: list[MemcgThresholdNotifier | None] = [None] * len(self.thresholds)
         self._last_refresh_at: float | None = None
@@ -482,12 +484,6 @@ class MemcgNotifierSet:
         levels_fired = [n for n in fired if n.cause == MEMCG_CAUSE]
         self.cause = MEMCG_CAUSE if levels_fired or not fired else MEMCG_REARM_CAUSE
         self.description = ", ".join(n.description for n in (levels_fired or fired))
-
-    def cgroup_dir(self, threshold: Threshold) -> str:
-        """Return the memory cgroup folder the notifier of `threshold` watches."""
-        if threshold.signal is Signal.ALLOCATABLE_MEMORY_AVAILABLE:
-            return os.path.join(self.memory_root, self.pods_cgroup.strip("/"))
-        return self.memory_root
 
     def update(self, summary: Summary, now: float) -> list[NotifierFailure]:
         """Follow the readings of a cycle; `now` is monotonic seconds. Return the notifiers that failed.
@@ -558,7 +554,7 @@ class MemcgNotifierSet:
             try:
                 threshold = self.thresholds[index]
                 new = MemcgThresholdNotifier(
-                    self.cgroup_dir(threshold), level, notifier_description(threshold, drop_watch),
+                    self._cgroup_dirs[index], level, notifier_description(threshold, drop_watch),
                     cause=MEMCG_REARM_CAUSE if drop_watch else MEMCG_CAUSE, usage_seen=usage)
             except SampleError as exc:
                 self._install(index, drop_watch, None)

@@ -97,9 +97,6 @@ EMPTY_DIR_PLUGIN_DIR = "kubernetes.io~empty-dir"
 # The kubelet joins namespace, name and uid of a pod with "_" to name its log folder (BuildPodLogsDirectory).
 POD_LOG_DIR_DELIMITER = "_"
 
-# What DiskUsageCache calls to list a directory (os.scandir, or a counting wrapper in tests).
-Scandir = Callable[[str], AbstractContextManager[Iterator[os.DirEntry[str]]]]
-
 # Errors that mean "this path is not there (any more)": a missing entry or a component that is not a folder.
 _GONE = (FileNotFoundError, NotADirectoryError)
 
@@ -187,7 +184,8 @@ class DiskUsageCache:
     """
 
     def __init__(self, *, max_age_s: float = DEFAULT_MAX_AGE_S, keep_cycles: int = DEFAULT_KEEP_CYCLES,
-                 clock: Clock = SYSTEM_CLOCK, scandir: Scandir = os.scandir) -> None:
+                 clock: Clock = SYSTEM_CLOCK,
+                 scandir: Callable[[str], AbstractContextManager[Iterator[os.DirEntry[str]]]] = os.scandir) -> None:
         self._max_age_s = max_age_s
         self._keep_cycles = keep_cycles
         self._clock = clock

@@ -59,7 +59,6 @@ class EvictionSettings:
     minimum_reclaim: Mapping[str, str] = field(default_factory=dict)
     pressure_transition_period_s: float = DEFAULT_PRESSURE_TRANSITION_PERIOD_S
     max_pod_grace_period_s: int = 0
-    merge_default_eviction_settings: bool = False
     enforce_node_allocatable: tuple[str, ...] = DEFAULT_ENFORCE_NODE_ALLOCATABLE
     local_storage_capacity_isolation: bool = True
     kernel_memcg_notification: bool = False
@@ -215,7 +214,6 @@ def eviction_settings(document: Mapping[str, object]) -> EvictionSettings:
         soft=maps["evictionSoft"] or {},
         soft_grace_period=maps["evictionSoftGracePeriod"] or {},
         minimum_reclaim=maps["evictionMinimumReclaim"] or {},
-        merge_default_eviction_settings=merge,
     )
     period = document.get("evictionPressureTransitionPeriod")
     if period is not None:

@@ -19,13 +19,14 @@ import struct
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from fractions import Fraction
-from typing import Protocol, TypeVar
+from typing import TypeVar
 
 from evictd.core.duration import parse_go_duration
 from evictd.core.errors import MISSING, ConfigError
 from evictd.core.fs_layout import FsLayout, meaning_of
 from evictd.core.quantity import Quantity, QuantityFormat
 from evictd.core.signals import Operator, Signal, parse_signal
+from evictd.core.summary import Observation
 
 # `pods` in enforceNodeAllocatable makes the kubelet enforce allocatable memory (NodeAllocatableEnforcementKey).
 NODE_ALLOCATABLE_ENFORCEMENT_KEY = "pods"
@@ -297,18 +298,8 @@ def threshold_quantity(value: ThresholdValue, capacity: Quantity) -> Quantity:
     return Quantity.from_int(share, QuantityFormat.BINARY_SI)
 
 
-class Observed(Protocol):
-    """What thresholds_met needs of an observation: `available` and `capacity` quantities."""
-
-    @property
-    def available(self) -> Quantity: ...
-
-    @property
-    def capacity(self) -> Quantity: ...
-
-
 def thresholds_met(
-    thresholds: Sequence[Threshold], observations: Mapping[Signal, Observed], enforce_min_reclaim: bool
+    thresholds: Sequence[Threshold], observations: Mapping[Signal, Observation], enforce_min_reclaim: bool
 ) -> list[Threshold]:
     """Return the thresholds (in input order) whose quantity exceeds the observed available amount.
 

@@ -468,18 +468,13 @@ def choose_eviction(
     ranking, keys = rank_pods_with_keys(threshold.signal, layout, pods, stats_of)
     quantity, available = _threshold_figures(resource, step.thresholds, observations)
     skipped: list[Pod] = []
+    eviction = None
     for pod in ranking:
-        if is_critical_pod(pod):
-            skipped.append(pod)
-            continue
-        return EvictionChoice(
-            ranking=ranking,
-            eviction=_threshold_eviction(config, threshold, resource, pod, stats_of(pod), quantity, available),
-            skipped_critical=tuple(skipped),
-            ranking_signal=threshold.signal,
-            ranking_keys=keys,
-        )
-    return EvictionChoice(ranking=ranking, eviction=None, skipped_critical=tuple(skipped),
+        if not is_critical_pod(pod):
+            eviction = _threshold_eviction(config, threshold, resource, pod, stats_of(pod), quantity, available)
+            break
+        skipped.append(pod)
+    return EvictionChoice(ranking=ranking, eviction=eviction, skipped_critical=tuple(skipped),
                           ranking_signal=threshold.signal, ranking_keys=keys)
 
 

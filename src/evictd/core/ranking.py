@@ -35,11 +35,6 @@ _NO_STATS: _Key = (0, Fraction(0))
 _HAS_STATS = 1
 
 
-def disk_fs_stats(signal: Signal, layout: FsLayout) -> tuple[FsStatsType, ...] | None:
-    """Return the fs stats types the disk rank function of `signal` measures, or None if not a disk signal."""
-    return meaning_of(layout).rank_fs_stats.get(signal)
-
-
 def pod_disk_usage(stats: PodStats, pod: Pod, fs_stats: Sequence[FsStatsType]) -> dict[Resource, int]:
     """Return the pod's disk usage in bytes (ephemeral-storage) and inodes over `fs_stats` (podDiskUsage).
 
@@ -81,10 +76,6 @@ def _flag(value: bool) -> int:
     return 0 if value else 1
 
 
-def _priority_key(pod: Pod) -> int:
-    return pod_priority(pod)
-
-
 def _exact(value: Fraction | int) -> Fraction | int:
     """Return `value` as an int when it is whole: ints compare in C, Fractions in Python (same order)."""
     if isinstance(value, Fraction) and value.denominator == 1:
@@ -100,11 +91,11 @@ def _request_value(pod: Pod, resource: str) -> Fraction | int:
 def _memory_keys(pod: Pod, stats: PodStats | None) -> tuple[_Key, _Number, _Key]:
     """exceedMemoryRequests -> priority -> memory (larger usage above request first)."""
     if stats is None:
-        return _NO_STATS, _priority_key(pod), _NO_STATS
+        return _NO_STATS, pod_priority(pod), _NO_STATS
     above_request = _exact(_memory_usage(stats) - _request_value(pod, Resource.MEMORY))
     return (
         (_HAS_STATS, _flag(above_request > 0)),
-        _priority_key(pod),
+        pod_priority(pod),
         (_HAS_STATS, -above_request),
     )
 
@@ -112,8 +103,8 @@ def _memory_keys(pod: Pod, stats: PodStats | None) -> tuple[_Key, _Number, _Key]
 def _pid_keys(pod: Pod, stats: PodStats | None) -> tuple[_Number, _Key]:
     """priority -> process (more processes first)."""
     if stats is None:
-        return _priority_key(pod), _NO_STATS
-    return _priority_key(pod), (_HAS_STATS, -(stats.process_count or 0))
+        return pod_priority(pod), _NO_STATS
+    return pod_priority(pod), (_HAS_STATS, -(stats.process_count or 0))
 
 
 def _disk_keys(
@@ -121,13 +112,13 @@ def _disk_keys(
 ) -> tuple[_Key, _Number, _Key]:
     """exceedDiskRequests -> priority -> disk (larger usage minus ephemeral-storage request first)."""
     if stats is None:
-        return _NO_STATS, _priority_key(pod), _NO_STATS
+        return _NO_STATS, pod_priority(pod), _NO_STATS
     usage = pod_disk_usage(stats, pod, fs_stats)[resource]
     exceeds = usage > _request_value(pod, resource)
     above_request = usage - _request_value(pod, Resource.EPHEMERAL_STORAGE)
     return (
         (_HAS_STATS, _flag(exceeds)),
-        _priority_key(pod),
+        pod_priority(pod),
         (_HAS_STATS, -above_request),
     )
 
@@ -142,9 +133,7 @@ def _sort_key_of(signal: Signal, layout: FsLayout) -> Callable[[Pod, PodStats | 
         return _memory_keys
     if signal is Signal.PID_AVAILABLE:
         return _pid_keys
-    fs_stats = disk_fs_stats(signal, layout)
-    if fs_stats is None:  # pragma: no cover - every Signal member is memory, pid or disk
-        raise ValueError(f"no rank function for signal {signal}")
+    fs_stats = meaning_of(layout).rank_fs_stats[signal]  # every other signal is a disk signal
     resource = SIGNAL_TO_RESOURCE[signal]
     return lambda pod, stats: _disk_keys(pod, stats, fs_stats, resource)
 
@@ -165,7 +154,7 @@ def rank_pods(signal: Signal, layout: FsLayout, pods: Sequence[Pod], stats_of: S
 
     memory.available / allocatableMemory.available: exceedMemoryRequests, priority, memory.
     pid.available: priority, process. Disk signals: exceedDiskRequests, priority, disk over the fs stats
-    types of `layout` (see disk_fs_stats), measuring bytes for ``*.available`` and inodes for
+    types of `layout` (`LayoutMeaning.rank_fs_stats`), measuring bytes for ``*.available`` and inodes for
     ``*.inodesFree``.
     """
     key_of = _sort_key_of(signal, layout)

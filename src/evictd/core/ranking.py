@@ -16,6 +16,7 @@ Invariants:
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 from fractions import Fraction
 
@@ -123,7 +124,7 @@ def _disk_keys(
     )
 
 
-# What `rank_pods` sorted one pod by: the key tuple of its signal's rank function (`keys_json` names its parts).
+# What `rank_pods` sorted one pod by: the key tuple of its signal's rank function (`keys_text` names its parts).
 SortKey = tuple[object, ...]
 
 
@@ -161,34 +162,9 @@ def rank_pods(signal: Signal, layout: FsLayout, pods: Sequence[Pod], stats_of: S
     return sorted(pods, key=lambda pod: key_of(pod, stats_of(pod)))
 
 
-def _key_json(key: _Key) -> int | str | None:
-    """A usage comparator's key as JSON: None without stats; the usage above request (negated back)."""
-    if key[0] != _HAS_STATS:
-        return None
-    value = -_exact(key[1])
-    return value if isinstance(value, int) else str(value)
-
-
-def _flag_json(key: _Key) -> bool | None:
-    return None if key[0] != _HAS_STATS else key[1] == _flag(True)
-
-
-def keys_json(signal: Signal, key: SortKey) -> dict[str, object]:
-    """Return a sort key of `rank_pods_with_keys` for `signal` by name (None: the pod had no stats).
-
-    Memory and disk: exceedsRequests, priority, usageAboveRequest (bytes, or inodes for ``*.inodesFree``);
-    pid.available: priority, processes.
-    """
-    if signal is Signal.PID_AVAILABLE:
-        priority, processes = key
-        return {"priority": priority, "processes": _key_json(processes)}  # type: ignore[arg-type]
-    exceeds, priority, usage = key
-    return {"exceedsRequests": _flag_json(exceeds), "priority": priority,  # type: ignore[arg-type]
-            "usageAboveRequest": _key_json(usage)}  # type: ignore[arg-type]
-
-
 def _usage_text(key: _Key) -> str:
-    """`_key_json` as JSON text (an int checked by its type: `isinstance` of Fraction is an ABC check, slow)."""
+    """A usage comparator's key as JSON text: null without stats, else the usage above request (negated back), a
+    string where fractional (an int is checked by its type: `isinstance` of Fraction is an ABC check, slow)."""
     if key[0] != _HAS_STATS:
         return "null"
     value = -key[1]
@@ -198,13 +174,24 @@ def _usage_text(key: _Key) -> str:
 
 
 def keys_text(signal: Signal, key: SortKey) -> str:
-    """`keys_json` as compact JSON text, written directly (the recorder writes one per ranked pod per cycle)."""
+    """Return a sort key of `rank_pods_with_keys` for `signal` by name, as compact JSON text (the recorder writes
+    one per ranked pod per cycle); null where the pod had no stats.
+
+    Memory and disk: exceedsRequests, priority, usageAboveRequest (bytes, or inodes for ``*.inodesFree``);
+    pid.available: priority, processes.
+    """
     if signal is Signal.PID_AVAILABLE:
         priority, processes = key
         return f'{{"priority":{priority},"processes":{_usage_text(processes)}}}'  # type: ignore[arg-type]
     exceeds, priority, usage = key
     flag = "null" if exceeds[0] != _HAS_STATS else "true" if exceeds[1] == _flag(True) else "false"  # type: ignore[index]
     return f'{{"exceedsRequests":{flag},"priority":{priority},"usageAboveRequest":{_usage_text(usage)}}}'  # type: ignore[arg-type]
+
+
+def keys_json(signal: Signal, key: SortKey) -> dict[str, object]:
+    """`keys_text` as a JSON object."""
+    loaded: dict[str, object] = json.loads(keys_text(signal, key))
+    return loaded
 
 
 def ranking_keys(signal: Signal, layout: FsLayout, pod: Pod, stats: PodStats | None) -> dict[str, object]:

@@ -13,7 +13,7 @@ Every error is a ConfigError naming the key (or flag) and the bad value, worded 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -45,6 +45,9 @@ ENFORCEMENT_KEYS = (
     "kube-reserved-compressible",
     "none",
 )
+
+# Decodes the value of a field named by its first argument (raises ConfigError naming the field).
+_Decoder = Callable[[str, object], Any]
 
 MAP_FIELDS = ("evictionHard", "evictionSoft", "evictionSoftGracePeriod", "evictionMinimumReclaim")
 
@@ -136,11 +139,8 @@ def _duration_s(field_name: str, value: object) -> float:
 
 
 def _int32(field_name: str, value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise _type_error(field_name, value, "int32")
-    if isinstance(value, float) and not value.is_integer():
-        raise _type_error(field_name, value, "int32")
-    if not -INT32_MAX - 1 <= value <= INT32_MAX:
+    if (isinstance(value, bool) or not isinstance(value, int | float)
+            or (isinstance(value, float) and not value.is_integer()) or not -INT32_MAX - 1 <= value <= INT32_MAX):
         raise _type_error(field_name, value, "int32")
     return int(value)
 
@@ -158,6 +158,12 @@ def _string_list(field_name: str, value: object) -> tuple[str, ...]:
         if not isinstance(item, str):
             raise _type_error(field_name, item, "string").at(field_name, value)
     return tuple(value)
+
+
+def _decoded(document: Mapping[str, object], fields: Mapping[str, tuple[str, _Decoder]]) -> dict[str, Any]:
+    """Return attribute -> decoded value of each field (name -> (attribute, decoder)) that `document` sets."""
+    return {attribute: decode(name, document[name])
+            for name, (attribute, decode) in fields.items() if document.get(name) is not None}
 
 
 def merge_documents(documents: Sequence[Mapping[str, object]]) -> dict[str, object]:
@@ -221,18 +227,12 @@ def eviction_settings(document: Mapping[str, object]) -> EvictionSettings:
         settings = replace(
             settings, pressure_transition_period_s=seconds or DEFAULT_PRESSURE_TRANSITION_PERIOD_S
         )
-    optional = {
+    settings = replace(settings, **_decoded(document, {
         "evictionMaxPodGracePeriod": ("max_pod_grace_period_s", _int32),
         "localStorageCapacityIsolation": ("local_storage_capacity_isolation", _bool),
         "kernelMemcgNotification": ("kernel_memcg_notification", _bool),
         "enforceNodeAllocatable": ("enforce_node_allocatable", _string_list),
-    }
-    changes: dict[str, Any] = {}
-    for name, (attribute, decode) in optional.items():
-        value = document.get(name)
-        if value is not None:
-            changes[attribute] = decode(name, value)
-    settings = replace(settings, **changes)
+    }))
     _validate_enforce_node_allocatable(settings.enforce_node_allocatable)
     return settings
 
@@ -257,20 +257,13 @@ class ImageGCSettings:
 
 def image_gc_settings(document: Mapping[str, object]) -> ImageGCSettings:
     """Return the image GC settings of a (merged) KubeletConfiguration, validated as the kubelet does."""
-    high = document.get("imageGCHighThresholdPercent")
-    low = document.get("imageGCLowThresholdPercent")
-    min_age = document.get("imageMinimumGCAge")
-    max_age = document.get("imageMaximumGCAge")
-    settings = ImageGCSettings(
-        high_threshold_percent=_int32("imageGCHighThresholdPercent", high) if high is not None
-        else DEFAULT_IMAGE_GC_HIGH_PERCENT,
-        low_threshold_percent=_int32("imageGCLowThresholdPercent", low) if low is not None
-        else DEFAULT_IMAGE_GC_LOW_PERCENT,
-        minimum_gc_age_s=_duration_s("imageMinimumGCAge", min_age) if min_age is not None
-        else DEFAULT_IMAGE_MINIMUM_GC_AGE_S,
-        maximum_gc_age_s=_duration_s("imageMaximumGCAge", max_age) if max_age is not None
-        else DEFAULT_IMAGE_MAXIMUM_GC_AGE_S,
-    )
+    settings = ImageGCSettings(**_decoded(document, {
+        "imageGCHighThresholdPercent": ("high_threshold_percent", _int32),
+        "imageGCLowThresholdPercent": ("low_threshold_percent", _int32),
+        "imageMinimumGCAge": ("minimum_gc_age_s", _duration_s),
+        "imageMaximumGCAge": ("maximum_gc_age_s", _duration_s),
+    }))
+    min_age, max_age = document.get("imageMinimumGCAge"), document.get("imageMaximumGCAge")
     checks = (
         (not 0 <= settings.high_threshold_percent <= 100, "imageGCHighThresholdPercent",
          settings.high_threshold_percent,

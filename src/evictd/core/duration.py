@@ -22,21 +22,6 @@ from typing import Final
 
 from evictd.core.errors import DurationError
 
-__all__ = [
-    "HOUR",
-    "MAX_DURATION_NS",
-    "MICROSECOND",
-    "MILLISECOND",
-    "MINUTE",
-    "MIN_DURATION_NS",
-    "NANOSECOND",
-    "SECOND",
-    "format_go_duration",
-    "format_go_duration_ns",
-    "parse_go_duration",
-    "parse_go_duration_ns",
-]
-
 NANOSECOND: Final = 1
 MICROSECOND: Final = 1000 * NANOSECOND
 MILLISECOND: Final = 1000 * MICROSECOND

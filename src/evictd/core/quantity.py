@@ -32,16 +32,6 @@ from typing import Final
 
 from evictd.core.errors import QuantityError
 
-__all__ = [
-    "ERR_FORMAT_WRONG",
-    "ERR_NUMERIC",
-    "ERR_SUFFIX",
-    "MAX_ALLOWED",
-    "ZERO",
-    "Quantity",
-    "QuantityFormat",
-]
-
 ERR_FORMAT_WRONG: Final = (
     "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
 )

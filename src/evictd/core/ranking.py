@@ -158,8 +158,7 @@ def rank_pods(signal: Signal, layout: FsLayout, pods: Sequence[Pod], stats_of: S
     types of `layout` (`LayoutMeaning.rank_fs_stats`), measuring bytes for ``*.available`` and inodes for
     ``*.inodesFree``.
     """
-    key_of = _sort_key_of(signal, layout)
-    return sorted(pods, key=lambda pod: key_of(pod, stats_of(pod)))
+    return list(rank_pods_with_keys(signal, layout, pods, stats_of)[0])
 
 
 def _usage_text(key: _Key) -> str:

@@ -397,9 +397,7 @@ def effective_grace_period_s(override_s: int, pod: Pod) -> int:
     `terminationGracePeriodSeconds` (its `overridden` flag); anything below 1 s becomes 1 s. So a soft
     eviction with the default `evictionMaxPodGracePeriod: 0` gives the pod 1 s, not its own grace period.
     """
-    grace = 0
-    if pod.deletion_grace_period_s is not None:
-        grace = pod.deletion_grace_period_s
+    grace = pod.deletion_grace_period_s or 0
     if grace == 0 or override_s < grace:
         grace = override_s  # overridden: the pod's own grace period no longer applies
     return max(grace, 1)

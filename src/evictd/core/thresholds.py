@@ -263,8 +263,6 @@ def derive_containerfs_thresholds(
     absent the copy has no operator and can never be met.
     """
     sources = meaning_of(layout).containerfs_sources
-    if not sources:
-        return list(thresholds), []
     result = list(thresholds)
     warnings: list[str] = []
     for threshold in thresholds:

@@ -175,31 +175,19 @@ def merge_documents(documents: Sequence[Mapping[str, object]]) -> dict[str, obje
 
 
 def _validate_enforce_node_allocatable(values: tuple[str, ...]) -> None:
-    seen: set[str] = set()
-    for value in values:
-        if value in seen:
-            raise ConfigError(
-                f'invalid configuration: duplicated enforcements "{value}" in enforceNodeAllocatable '
-                "(--enforce-node-allocatable)",
-                key="enforceNodeAllocatable",
-                value=list(values),
-            )
-        seen.add(value)
-        if value not in ENFORCEMENT_KEYS:
+    for index, value in enumerate(values):
+        if value in values[:index]:
+            reason = f'duplicated enforcements "{value}" in enforceNodeAllocatable (--enforce-node-allocatable)'
+        elif value not in ENFORCEMENT_KEYS:
             options = ", ".join(f'"{key}"' for key in ENFORCEMENT_KEYS[:-1])
-            raise ConfigError(
-                f'invalid configuration: option "{value}" specified for enforceNodeAllocatable '
-                f'(--enforce-node-allocatable). Valid options are {options} or "{ENFORCEMENT_KEYS[-1]}"',
-                key="enforceNodeAllocatable",
-                value=list(values),
-            )
-        if value == "none" and len(values) > 1:
-            raise ConfigError(
-                "invalid configuration: enforceNodeAllocatable (--enforce-node-allocatable) may not contain "
-                'additional enforcements when "none" is specified',
-                key="enforceNodeAllocatable",
-                value=list(values),
-            )
+            reason = (f'option "{value}" specified for enforceNodeAllocatable (--enforce-node-allocatable). '
+                      f'Valid options are {options} or "{ENFORCEMENT_KEYS[-1]}"')
+        elif value == "none" and len(values) > 1:
+            reason = ("enforceNodeAllocatable (--enforce-node-allocatable) may not contain additional enforcements "
+                      'when "none" is specified')
+        else:
+            continue
+        raise ConfigError(f"invalid configuration: {reason}", key="enforceNodeAllocatable", value=list(values))
 
 
 def eviction_settings(document: Mapping[str, object]) -> EvictionSettings:

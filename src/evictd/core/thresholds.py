@@ -138,25 +138,13 @@ def parse_go_float32(text: str) -> float:
     return float(rounded)
 
 
-def to_float32(value: float) -> float:
-    """Return `value` rounded to the nearest float32 (as Go's float32(x) conversion does)."""
-    return float(struct.unpack("f", struct.pack("f", value))[0])
-
-
 def parse_percentage(text: str) -> float:
     """Return the kubelet's parsePercentage of `text`: trailing '%' stripped, float32 value / 100 in float32."""
     number = parse_go_float32(text.rstrip("%"))
-    return to_float32(number / 100.0)
+    return float(struct.unpack("f", struct.pack("f", number / 100.0))[0])  # Go's float32(x): round to nearest
 
 
 # --- statements and whole configurations ---------------------------------------------------------------
-
-
-def _signal(name: str) -> Signal:
-    try:
-        return parse_signal(name)
-    except ValueError as exc:
-        raise ConfigError(str(exc)) from None
 
 
 def _threshold_value(signal: Signal, raw: str) -> ThresholdValue | None:
@@ -203,7 +191,7 @@ def _per_signal(field: str, entries: Mapping[str, str], parse: Callable[[Signal,
     parsed: dict[Signal, _V] = {}
     for name, raw in entries.items():
         try:
-            signal = _signal(name)
+            signal = parse_signal(name)
             parsed[signal] = parse(signal, raw)
         except ConfigError as exc:
             raise exc.at(f"{field}[{name}]", raw) from None

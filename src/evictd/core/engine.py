@@ -189,7 +189,6 @@ class ReclaimThenEvict:
 
     @property
     def threshold(self) -> Threshold:
-        """The threshold whose resource is reclaimed."""
         return self.thresholds[0]
 
 

@@ -80,7 +80,6 @@ STOPPED_MESSAGE = "evictd stopped; this condition is not being updated"
 
 
 def condition_type(condition: NodeCondition, mode: ConditionMode) -> str:
-    """Return the condition type written for `condition` in `mode`."""
     return CONDITION_TO_EVICTD_TYPE[condition] if mode is ConditionMode.EVICTD else str(condition)
 
 

@@ -148,7 +148,6 @@ class OomReport:
 
     @property
     def attributed_kills(self) -> int:
-        """Return the kills attributed to a pod."""
         return sum(kill.kills for kill in self.pod_kills)
 
     @property
@@ -164,7 +163,6 @@ class OomReport:
 
     @property
     def has_kills(self) -> bool:
-        """Return True when any OOM kill was counted in this interval."""
         return bool(self.node_kills or self.pods_kills or self.pod_kills)
 
 

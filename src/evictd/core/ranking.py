@@ -188,7 +188,6 @@ def keys_text(signal: Signal, key: SortKey) -> str:
 
 
 def keys_json(signal: Signal, key: SortKey) -> dict[str, object]:
-    """`keys_text` as a JSON object."""
     loaded: dict[str, object] = json.loads(keys_text(signal, key))
     return loaded
 

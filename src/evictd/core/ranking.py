@@ -66,12 +66,6 @@ def pod_disk_usage(stats: PodStats, pod: Pod, fs_stats: Sequence[FsStatsType]) -
     return {Resource.EPHEMERAL_STORAGE: used_bytes, Resource.INODES: inodes_used}
 
 
-def _memory_usage(stats: PodStats) -> int:
-    if stats.memory is None or stats.memory.working_set_bytes is None:
-        return 0
-    return stats.memory.working_set_bytes
-
-
 def _flag(value: bool) -> int:
     """Key of a boolean comparator: True sorts first (upstream cmpBool)."""
     return 0 if value else 1
@@ -93,7 +87,8 @@ def _memory_keys(pod: Pod, stats: PodStats | None) -> tuple[_Key, _Number, _Key]
     """exceedMemoryRequests -> priority -> memory (larger usage above request first)."""
     if stats is None:
         return _NO_STATS, pod_priority(pod), _NO_STATS
-    above_request = _exact(_memory_usage(stats) - _request_value(pod, Resource.MEMORY))
+    usage = (stats.memory.working_set_bytes if stats.memory is not None else None) or 0
+    above_request = _exact(usage - _request_value(pod, Resource.MEMORY))
     return (
         (_HAS_STATS, _flag(above_request > 0)),
         pod_priority(pod),

@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from evictd.core.decode import INT32_MAX, INT32_MIN
 from evictd.core.duration import format_go_duration, parse_go_duration
 from evictd.core.errors import ConfigError, DurationError
 from evictd.core.thresholds import Threshold, parse_threshold_config
@@ -34,7 +35,6 @@ DEFAULT_EVICTION_HARD: Mapping[str, str] = {
 }
 DEFAULT_PRESSURE_TRANSITION_PERIOD_S = 300.0  # v1beta1 default: a zero value becomes 5m
 DEFAULT_ENFORCE_NODE_ALLOCATABLE: tuple[str, ...] = ("pods",)
-INT32_MAX = 2**31 - 1
 
 # Valid enforceNodeAllocatable entries (kubelet validation.go).
 ENFORCEMENT_KEYS = (
@@ -140,7 +140,7 @@ def _duration_s(field_name: str, value: object) -> float:
 
 def _int32(field_name: str, value: object) -> int:
     if (isinstance(value, bool) or not isinstance(value, int | float)
-            or (isinstance(value, float) and not value.is_integer()) or not -INT32_MAX - 1 <= value <= INT32_MAX):
+            or (isinstance(value, float) and not value.is_integer()) or not INT32_MIN <= value <= INT32_MAX):
         raise _type_error(field_name, value, "int32")
     return int(value)
 
@@ -311,7 +311,7 @@ def _parse_go_int32(text: str) -> int:
         number = None
     if number is None:
         raise ValueError(f'strconv.ParseInt: parsing "{text}": invalid syntax')
-    if not -INT32_MAX - 1 <= number <= INT32_MAX:
+    if not INT32_MIN <= number <= INT32_MAX:
         raise ValueError(f'strconv.ParseInt: parsing "{text}": value out of range')
     return number
 

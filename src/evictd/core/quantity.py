@@ -30,6 +30,7 @@ from fractions import Fraction
 from functools import total_ordering
 from typing import Final
 
+from evictd.core.decode import INT32_MAX
 from evictd.core.errors import QuantityError
 
 ERR_FORMAT_WRONG: Final = (
@@ -51,7 +52,6 @@ class QuantityFormat(StrEnum):
 
 
 _NANO: Final = 10**9
-_MAX_INT32: Final = 2**31 - 1
 _MAX_MAGNITUDE_DIGITS: Final = 1000  # evictd's own bound: |value| < 10**1000 (see module docstring)
 _STR_CHUNK: Final = 600  # below CPython's smallest possible int<->str digit limit (640)
 _STR_CHUNK_LIMIT: Final = 10**_STR_CHUNK
@@ -313,7 +313,7 @@ def _parse_exponent(text: str) -> int | None:
     if len(body) > 10:
         return None
     value = int(body)
-    if value > _MAX_INT32:
+    if value > INT32_MAX:
         return None
     return -value if text[0] == "-" else value
 

@@ -85,8 +85,8 @@ class Quantity:
         if not isinstance(self.format, QuantityFormat):
             raise TypeError(f"Quantity.format must be a QuantityFormat, not {type(self.format).__name__}")
         den = self.value.denominator
-        if den != 1 and _NANO % den != 0 and _decimal_places(den) is None:
-            raise ValueError(f"Quantity.value {self.value} is not a terminating decimal")
+        if den != 1 and _NANO % den != 0:
+            _decimal_places(self.value)  # raises unless the value is a terminating decimal
 
     # ----------------------------------------------------------------- construction
 
@@ -332,8 +332,9 @@ def _ceil_scaled(mantissa: int, shift: int) -> int:
     return quotient + (1 if remainder else 0)
 
 
-def _decimal_places(den: int) -> int | None:
-    """Smallest k with den | 10**k, or None when den has a prime factor other than 2 and 5."""
+def _decimal_places(value: Fraction) -> int:
+    """Smallest k with 10**k * value whole; ValueError when its denominator has a prime factor but 2 and 5."""
+    den = value.denominator
     twos = (den & -den).bit_length() - 1
     rest = den >> twos
     fives = 0
@@ -341,7 +342,7 @@ def _decimal_places(den: int) -> int | None:
         rest //= 5
         fives += 1
     if rest != 1:
-        return None
+        raise ValueError(f"Quantity.value {value} is not a terminating decimal")
     return max(twos, fives)
 
 
@@ -384,9 +385,7 @@ def _canonical(value: Fraction, fmt: QuantityFormat) -> str:
             fmt = QuantityFormat.DECIMAL_EXPONENT  # beyond Ei: exact decimal exponent form
 
     # Mantissa and base-10 exponent, the exponent lowered to a multiple of 3 (AsCanonicalBytes).
-    places = 9 if _NANO % den == 0 else _decimal_places(den)
-    if places is None:  # unreachable: __post_init__ guarantees a terminating decimal
-        raise ValueError(f"{value} is not a terminating decimal")
+    places = 9 if _NANO % den == 0 else _decimal_places(value)
     digits = _int_to_str(magnitude * (_pow10(places) // den))
     mantissa = digits.rstrip("0")
     exponent = len(digits) - len(mantissa) - places

@@ -120,8 +120,7 @@ def build_manager(node: SyntheticNode, *, discovered: bool) -> EvictionManager:
 def floor_pass(operations: Sequence[tuple[str, str]]) -> None:
     """Do the file operations of one cycle and nothing else."""
     open_, read, close, scandir, lstat, stat = os.open, os.read, os.close, os.scandir, os.lstat, os.stat
-    fstatvfs, fstat = os.fstatvfs, os.fstat
-    flags, path_flags = os.O_RDONLY | os.O_CLOEXEC, os.O_PATH | os.O_CLOEXEC
+    statvfs, flags = os.statvfs, os.O_RDONLY | os.O_CLOEXEC
     for kind, path in operations:
         if kind == "read":
             fd = open_(path, flags)
@@ -140,10 +139,7 @@ def floor_pass(operations: Sequence[tuple[str, str]]) -> None:
         elif kind == "stat":
             stat(path)
         else:  # statvfs, as statvfs_reading does it
-            fd = open_(path, path_flags)
-            fstatvfs(fd)
-            fstat(fd)
-            close(fd)
+            statvfs(path)
 
 
 def paired_cpu_times(step: Callable[[], object], floor: Callable[[], object],

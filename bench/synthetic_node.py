@@ -147,7 +147,7 @@ class SyntheticNode:
         """Return the file operations of one steady-state cycle of NodeStatsSource over this node.
 
         Kinds: ``read`` (open + one read + close), ``list`` (scandir, iterate), ``lstat``, ``stat``,
-        ``statvfs`` (open O_PATH + fstatvfs + fstat + close). Same files, same counts, nothing parsed.
+        ``statvfs``. Same files, same counts, nothing parsed.
         The pods' volumes and log folders are not read by the cycle: see `walk_operations`.
         """
         memory = str(self.memory_root)

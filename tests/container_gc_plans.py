@@ -15,7 +15,6 @@ from evictd.core.container_gc import (
     PodState,
     PodStateFunc,
     containers_to_remove,
-    legacy_log_symlinks_to_remove,
     pod_log_dirs_to_remove,
     sandboxes_to_remove,
 )
@@ -26,14 +25,12 @@ from evictd.core.runtime import Container, Sandbox
 class ContainerGCPlan:
     """Everything one container GC pass removes, in the order to remove it.
 
-    `log_dirs` are folder names under the pod logs root; `legacy_log_symlinks` are file names under the
-    legacy container logs folder.
+    `log_dirs` are folder names under the pod logs root.
     """
 
     containers: tuple[ContainerRemoval, ...] = ()
     sandboxes: tuple[str, ...] = ()
     log_dirs: tuple[str, ...] = ()
-    legacy_log_symlinks: tuple[str, ...] = ()
 
 
 
@@ -53,7 +50,6 @@ def plan_container_gc(
     evict_terminating_pods: bool,
     now_ns: int,
     log_dir_names: Iterable[str] = (),
-    dangling_legacy_symlinks: Iterable[str] = (),
 ) -> ContainerGCPlan:
     """Return the whole GarbageCollect pass as one plan, assuming every container removal succeeds.
 
@@ -73,7 +69,6 @@ def plan_container_gc(
         containers=removals,
         sandboxes=sandboxes_to_remove(sandboxes, left, pod_state, evict_terminating_pods=evict_terminating_pods),
         log_dirs=pod_log_dirs_to_remove(log_dir_names, pod_state, all_sources_ready=all_sources_ready),
-        legacy_log_symlinks=legacy_log_symlinks_to_remove(dangling_legacy_symlinks, left),
     )
 
 

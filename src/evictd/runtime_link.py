@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from evictd.adapters.local_kill import STOPPABLE_STATES, LocalKiller
-from evictd.adapters.runtime_node import PeriodicGC, RuntimeContainerStats, RuntimeFilesystems
+from evictd.adapters.runtime_node import PeriodicGC, RuntimeFilesystems, container_stats_by_pod
 from evictd.clock import SYSTEM_CLOCK, Clock
 from evictd.core.engine import Eviction
 from evictd.core.errors import EvictdError
@@ -40,7 +40,6 @@ class CriRuntime:
     def __init__(self, client: CriClient, filesystems: RuntimeFilesystems, gc: PeriodicGC | None) -> None:
         self._client = client
         self._filesystems = filesystems
-        self._stats = RuntimeContainerStats(client)
         self._killer = LocalKiller(client)
         self._gc = gc
 
@@ -51,10 +50,10 @@ class CriRuntime:
         return self._filesystems.paths()
 
     def container_stats(self) -> Mapping[str, Sequence[ContainerUsage]] | None:
-        return self._stats.by_pod()
+        return container_stats_by_pod(self._client)
 
     def sandbox_stats(self) -> Mapping[str, SandboxUsage] | None:
-        return self._stats.sandboxes_by_pod()
+        return {usage.uid: usage for usage in self._client.list_pod_sandbox_stats()}
 
     def container_names(self, pod_uid: str) -> dict[str, str]:
         return {container.id: container.name for container in self._client.list_containers(pod_uid=pod_uid)}

@@ -189,8 +189,6 @@ def test_detect_passes_base_through_normalised() -> None:
 @pytest.mark.parametrize(
     ("kwargs", "key"),
     [
-        pytest.param({"version": 3}, "cgroupVersion", id="version-3"),
-        pytest.param({"driver": "docker"}, "cgroupDriver", id="unknown-driver"),
         pytest.param({"base": "a/../../etc"}, "cgroupRoot", id="base-escapes"),
     ],
 )

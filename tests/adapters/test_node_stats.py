@@ -246,7 +246,7 @@ def test_memory_stats(reading: MemoryReading, capacity: int | None, available: i
 
 
 def test_fs_stats_copies_every_statvfs_figure() -> None:
-    reading = FsReading(device=7, capacity_bytes=1000, available_bytes=300, used_bytes=650, inodes=50,
+    reading = FsReading(capacity_bytes=1000, available_bytes=300, used_bytes=650, inodes=50,
                         inodes_free=20, inodes_used=30)
     assert fs_stats(reading, AT) == FsStats(time=AT, available_bytes=300, capacity_bytes=1000, used_bytes=650,
                                             inodes_free=20, inodes=50, inodes_used=30)

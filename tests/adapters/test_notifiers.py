@@ -549,7 +549,7 @@ def test_dropped_page_cache_fires_the_drop_watch_and_the_next_update_re_arms_the
     # The test cgroup plays the memory hierarchy root, with a capacity of 1 GiB and a 512Mi threshold: the level
     # is 512 MiB + the cgroup's inactive file pages, which the child's file puts at about 64 MiB.
     capacity = 1024 * MI
-    notifiers = MemcgNotifierSet([memory_threshold("512Mi")], memory_root=str(memcg_dir))
+    notifiers = MemcgNotifierSet([memory_threshold("512Mi")], memory_root=str(memcg_dir), pods_cgroup="kubepods")
     child = ScriptedChild("page cache writer")
     (memcg_dir / "cgroup.procs").write_text(f"{child.pid}\n")
     try:
@@ -881,7 +881,7 @@ def test_refreshing_notifiers_a_hundred_times_leaks_no_descriptors(
     memcg_dir: Path, unified_dir: Path, waiter: Waiter
 ) -> None:
     psi = PsiNotifier(str(unified_dir / "memory.pressure"), PSI_STALL_US, PSI_WINDOW_US)
-    notifiers = MemcgNotifierSet([memory_threshold("1Mi")], memory_root=str(memcg_dir))
+    notifiers = MemcgNotifierSet([memory_threshold("1Mi")], memory_root=str(memcg_dir), pods_cgroup="kubepods")
     summary = summary_with(stats_for_level(0, 100 * MI, MI), None)
     waiter.set_notifiers([psi])
     before = notifier_fd_count()

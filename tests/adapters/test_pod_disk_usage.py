@@ -233,7 +233,3 @@ def test_the_feeder_wakes_when_the_wanted_pods_change() -> None:
     waiter.join(timeout=10)
     assert got == [(changed + 1, (SMALL, BIG))]
 
-
-def test_a_bad_bound_is_a_config_error() -> None:
-    with pytest.raises(ConfigError):
-        PodDiskStore(stale_after_s=0)

@@ -22,10 +22,8 @@ from evictd.core.container_gc import (
     ContainerRemoval,
     GCPolicy,
     PodState,
-    container_id_from_legacy_symlink,
     containers_to_remove,
     evictable_units,
-    legacy_log_symlinks_to_remove,
     pod_log_dirs_to_remove,
     pod_uid_from_log_dir,
     sandboxes_to_remove,
@@ -304,7 +302,7 @@ def test_plan_removes_sandbox_emptied_by_container_removal() -> None:
     assert plan.log_dirs == ("ns_pod_gone",)
 
 
-# --- pod log folders (TestPodLogDirectoryGC) and legacy symlinks -----------------------------------------
+# --- pod log folders (TestPodLogDirectoryGC) ----------------------------------------------------------------
 
 
 def test_pod_log_directory_gc() -> None:
@@ -320,29 +318,6 @@ def test_pod_log_directory_gc() -> None:
 )
 def test_pod_uid_from_log_dir(name: str, uid: str) -> None:
     assert pod_uid_from_log_dir(name) == uid
-
-
-CID = "0123456789abcdef" * 4
-
-
-@pytest.mark.parametrize(
-    ("name", "expected"),
-    [
-        (f"web_default_nginx-{CID}.log", CID),
-        ("web_default_nginx-abcdef.log", "abcdef"),
-        ("web_default_nginx-abcde.log", None),  # shorter than 6 characters
-        (f"web_default_nginx-{CID}.txt", None),
-    ],
-)
-def test_container_id_from_legacy_symlink(name: str, expected: str | None) -> None:
-    assert container_id_from_legacy_symlink(name) == expected
-
-
-def test_legacy_symlinks_kept_only_for_containers_not_exited() -> None:
-    running = Container(id=CID, name="nginx", pod_sandbox_id="s", state=RUNNING, created_at_ns=0)
-    exited = Container(id="f" * 64, name="old", pod_sandbox_id="s", state=EXITED, created_at_ns=0)
-    dangling = [f"a_ns_nginx-{CID}.log", f"a_ns_old-{'f' * 64}.log", f"a_ns_gone-{'e' * 64}.log", "broken.log"]
-    assert legacy_log_symlinks_to_remove(dangling, [running, exited]) == tuple(dangling[1:])
 
 
 # --- properties ------------------------------------------------------------------------------------------

@@ -345,24 +345,6 @@ def test_layer_sizes_unknown_count_zero() -> None:
     assert runtime.removed("RemoveContainer") == ["gone-c-0"]
 
 
-def test_dangling_legacy_log_symlinks_of_dead_containers_are_removed(tmp_path: Path) -> None:
-    running_id, exited_id = "a" * 64, "b" * 64
-    runtime = FakeRuntime(containers=[
-        replace(dead("p", "run", 0, RUNNING), id=running_id), replace(dead("p", "old", 0), id=exited_id),
-    ])
-    legacy = tmp_path / "containers"
-    legacy.mkdir()
-    for name, target in ((f"p_ns_run-{running_id}.log", "missing1"), (f"p_ns_old-{exited_id}.log", "missing2"),
-                         (f"p_ns_gone-{'c' * 64}.log", "missing3"), (f"p_ns_live-{'d' * 64}.log", "present")):
-        (legacy / name).symlink_to(tmp_path / target)
-    (tmp_path / "present").write_text("log")
-    gc = CriContainerGC(runtime, GCPolicy(max_per_pod_container=-1), pod_state_from_mapping({}), None,
-                        legacy_logs_root=str(legacy), clock=gc_clock())
-    result = gc.periodic()
-    assert result.legacy_log_symlinks == (f"p_ns_gone-{'c' * 64}.log", f"p_ns_old-{exited_id}.log")
-    assert sorted(os.listdir(legacy)) == sorted([f"p_ns_run-{running_id}.log", f"p_ns_live-{'d' * 64}.log"])
-
-
 # --- real containerd: dead-container GC ------------------------------------------------------------------
 
 

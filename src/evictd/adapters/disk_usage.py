@@ -72,7 +72,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 
 from evictd.clock import SYSTEM_CLOCK, Clock
-from evictd.core.errors import ConfigError, SampleError, os_error_reason
+from evictd.core.errors import SampleError, os_error_reason
 
 # st_blocks counts 512-byte units on Linux whatever the filesystem block size (stat(2)); upstream
 # multiplies by the same constant.
@@ -96,9 +96,6 @@ EMPTY_DIR_PLUGIN_DIR = "kubernetes.io~empty-dir"
 
 # The kubelet joins namespace, name and uid of a pod with "_" to name its log folder (BuildPodLogsDirectory).
 POD_LOG_DIR_DELIMITER = "_"
-
-# What DiskUsageCache calls to list a directory (os.scandir, or a counting wrapper in tests).
-Scandir = Callable[[str], AbstractContextManager[Iterator[os.DirEntry[str]]]]
 
 # Errors that mean "this path is not there (any more)": a missing entry or a component that is not a folder.
 _GONE = (FileNotFoundError, NotADirectoryError)
@@ -184,15 +181,11 @@ class DiskUsageCache:
     `max_age_s`: every directory is listed again at least this often (in-place file growth is seen within
     it). `keep_cycles`: a path not asked for during this many cycles is forgotten. `clock`: monotonic
     seconds. `scandir`: lists one directory (tests inject a counting wrapper of ``os.scandir``).
-    Raises ConfigError for a non-positive or non-finite `max_age_s` or a `keep_cycles` below 1.
     """
 
     def __init__(self, *, max_age_s: float = DEFAULT_MAX_AGE_S, keep_cycles: int = DEFAULT_KEEP_CYCLES,
-                 clock: Clock = SYSTEM_CLOCK, scandir: Scandir = os.scandir) -> None:
-        if not (math.isfinite(max_age_s) and max_age_s > 0):
-            raise ConfigError("must be a positive number of seconds", key="max_age_s", value=max_age_s)
-        if keep_cycles < 1:
-            raise ConfigError("must be at least 1", key="keep_cycles", value=keep_cycles)
+                 clock: Clock = SYSTEM_CLOCK,
+                 scandir: Callable[[str], AbstractContextManager[Iterator[os.DirEntry[str]]]] = os.scandir) -> None:
         self._max_age_s = max_age_s
         self._keep_cycles = keep_cycles
         self._clock = clock
@@ -201,7 +194,6 @@ class DiskUsageCache:
         self._trees: dict[str, _Tree] = {}
 
     def cached_paths(self) -> frozenset[str]:
-        """Return the paths whose trees are currently cached."""
         return frozenset(self._trees)
 
     def start_cycle(self) -> int:
@@ -238,11 +230,10 @@ class DiskUsageCache:
         now = self._clock.monotonic()
         try:
             root_stat = os.lstat(path)
-        except _GONE:
-            self._trees.pop(path, None)
-            return None
         except OSError as exc:
             self._trees.pop(path, None)
+            if isinstance(exc, _GONE):
+                return None
             raise SampleError(path, os_error_reason(exc)) from exc
         budget.spend(1)
         if not stat.S_ISDIR(root_stat.st_mode):

@@ -55,7 +55,7 @@ MIN_REST_S = 0.1
 DEFAULT_NICE = 10
 # Delays before starting a child again after one exited, doubling up to the last.
 RESTART_DELAYS_S = (1.0, 2.0, 4.0, 8.0, 16.0, 30.0)
-# How long `stop` waits for the child to exit after closing its stdin, before killing it.
+# How long `stop` waits for the child to exit after SIGTERM, before killing it.
 STOP_WAIT_S = 2.0
 # The longest line either side accepts (a round's figures of a pod with hundreds of volumes fit easily).
 MAX_LINE_BYTES = 1 << 20
@@ -69,7 +69,6 @@ class WalkerSettings:
     pod_logs_dir: str
     entry_budget: int = DEFAULT_ENTRY_BUDGET
     period_s: float = DEFAULT_PERIOD_S
-    nice: int = DEFAULT_NICE
 
 
 class LineError(ValueError):
@@ -154,29 +153,24 @@ def _usages(value: Any) -> tuple[tuple[str, SpaceUsed], ...]:
 
 
 class _WantedPods:
-    """The pods the daemon last asked for, set by the stdin thread and read by the walking loop."""
+    """The pods the daemon last asked for, set by the stdin thread and read by the walking loop (one reference,
+    replaced whole: no lock needed)."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._pods: tuple[PodKey, ...] = ()
+        self.pods: tuple[PodKey, ...] = ()
         self.arrived = threading.Event()  # set when a pods line came in since the loop last looked
-
-    def set(self, pods: Sequence[PodKey]) -> None:
-        with self._lock:
-            self._pods = tuple(pods)
-        self.arrived.set()
 
     def take(self) -> tuple[PodKey, ...]:
         self.arrived.clear()
-        with self._lock:
-            return self._pods
+        return self.pods
 
 
 def _read_requests(stream: IO[bytes], wanted: _WantedPods) -> None:
     """Read pods lines until the daemon closes the pipe, then end the process: nobody reads the figures."""
     for line in iter(lambda: stream.readline(MAX_LINE_BYTES), b""):
         try:
-            wanted.set(parse_pods_line(line))
+            wanted.pods = tuple(parse_pods_line(line))
+            wanted.arrived.set()
         except LineError as exc:
             print(f"evictd disk walker: ignored a line from the daemon: {exc}", file=sys.stderr, flush=True)
     os._exit(0)
@@ -205,7 +199,7 @@ def main(argv: Sequence[str]) -> int:
         walker = PodDiskWalker(kubelet_root=settings.kubelet_root, pod_logs_dir=settings.pod_logs_dir,
                                entry_budget=settings.entry_budget)
         period_s = _finite(settings.period_s)
-        os.nice(settings.nice)
+        os.nice(DEFAULT_NICE)
     except (IndexError, ValueError, TypeError, OSError, ConfigError) as exc:
         print(f"evictd disk walker: needs one JSON argument of settings: {exc}", file=sys.stderr)
         return 2
@@ -239,7 +233,6 @@ class DiskWalkerProcess:
         self.children_started = 0
 
     def start(self) -> None:
-        """Start the child and the threads that talk to it."""
         self._supervisor = threading.Thread(target=self._supervise, name="evictd-disk-walker", daemon=True)
         self._supervisor.start()
 
@@ -258,7 +251,6 @@ class DiskWalkerProcess:
             self._supervisor.join(STOP_WAIT_S)
 
     def child_pid(self) -> int | None:
-        """Return the PID of the running child, if any."""
         with self._lock:
             return self._child.pid if self._child is not None and self._child.poll() is None else None
 

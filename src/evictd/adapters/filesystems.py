@@ -9,8 +9,6 @@ Invariants:
   writer can still use), ``used_bytes = (f_blocks - f_bfree) * f_frsize`` (what ``df`` shows as "Used"),
   ``inodes = f_files``, ``inodes_free = f_ffree``, ``inodes_used = f_files - f_ffree``. Because of reserved
   blocks, ``used_bytes + available_bytes`` may be less than ``capacity_bytes``.
-* The statfs numbers and the device number of one reading come from the same open file (an ``O_PATH``
-  descriptor), so a mount appearing at ``path`` between the two calls cannot mix two filesystems.
 * Every OS failure becomes ``SampleError(path, reason)``: a filesystem that cannot be read yields no
   observation, never a guess.
 """
@@ -26,9 +24,8 @@ from evictd.core.fs_layout import FsLayout
 
 @dataclass(frozen=True, slots=True)
 class FsReading:
-    """One statfs reading of the filesystem holding a path; ``device`` is that path's ``st_dev``."""
+    """One statfs reading of the filesystem holding a path."""
 
-    device: int
     capacity_bytes: int
     available_bytes: int
     used_bytes: int
@@ -43,20 +40,10 @@ def statvfs_reading(path: str) -> FsReading:
     Raises SampleError(path, reason) when `path` cannot be opened or its filesystem cannot be queried.
     """
     try:
-        # O_PATH opens without read permission and without side effects (no atime, works on any file type);
-        # fstat and fstatvfs on it accept it since Linux 3.12.
-        fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+        vfs = os.statvfs(path)
     except OSError as exc:
         raise SampleError(path, os_error_reason(exc)) from exc
-    try:
-        vfs = os.fstatvfs(fd)
-        device = os.fstat(fd).st_dev
-    except OSError as exc:
-        raise SampleError(path, os_error_reason(exc)) from exc
-    finally:
-        os.close(fd)
     return FsReading(
-        device=device,
         capacity_bytes=vfs.f_blocks * vfs.f_frsize,
         available_bytes=vfs.f_bavail * vfs.f_frsize,
         used_bytes=(vfs.f_blocks - vfs.f_bfree) * vfs.f_frsize,

@@ -4,7 +4,7 @@ Directly (`KubeletSummarySource`: `kubeletSummaryURL`, a bearer token, the certi
 `kubeletCAFile`, redirects not followed) or through the API server's node proxy (`ApiProxySummarySource`);
 README's "Stats source" paragraph says how each is configured and bounded. In a direct fetch one deadline covers
 the whole request, from name resolution to the last byte: every socket operation gets only the time left
-(`_Deadline`), so a server trickling one byte at a time cannot stretch it. The proxy goes through the kubernetes
+(`_remaining`), so a server trickling one byte at a time cannot stretch it. The proxy goes through the kubernetes
 client, whose timeout is per socket operation; its body is held to the same size and parsing limits once read.
 Any failure is a SampleError with a reason that is the same from one cycle to the next (the daemon logs an
 unreadable source once, from `problems`): the cycle has no stats and the engine freezes its state, as the
@@ -36,6 +36,7 @@ from evictd.core.summary import Summary, summary_from_dict
 # leaves room for some 1800 such pods while a fetch and its parsing stay well inside the DaemonSet's 128 MiB
 # memory limit. Reading stops past it.
 MAX_SUMMARY_BYTES = 8 << 20
+_TOO_LARGE = f"the Summary is larger than {MAX_SUMMARY_BYTES >> 20} MiB; not read further"
 # json.loads makes one Python object of 50-200 bytes for every value, however short in the text: 8 MiB of
 # `{},` would be 2.8 million objects, ~600 MiB with the Summary built from them. The 1000-pod Summary above
 # holds 344,000 values (as `_value_count` counts them); this is what 8 MiB of such pods hold.
@@ -139,14 +140,14 @@ class KubeletSummarySource(_RecordedSource):
     def _fetch(self, headers: dict[str, str]) -> bytes | bytearray:
         """Return the body of a 200 answer, read within the deadline. Raises SampleError (the one mapping place
         of connection, TLS and HTTP errors)."""
-        connection = _DeadlineConnection(self._host, self._port, _Deadline(self._timeout_s), self._context)
+        connection = _DeadlineConnection(self._host, self._port, time.monotonic() + self._timeout_s, self._context)
         response: http.client.HTTPResponse | None = None
         try:
             connection.request("GET", self._target, headers=headers)
             response = connection.getresponse()
             if response.status != http.HTTPStatus.OK:
                 raise SampleError(self._url, f"HTTP {response.status} {_reason_phrase(response.status)}".rstrip())
-            return _body(response, MAX_SUMMARY_BYTES, self._url)
+            return _body(response, self._url)
         except TimeoutError:
             raise SampleError(self._url, f"timed out: no complete answer within {self._timeout_s:g} s") from None
         except http.client.HTTPException as exc:  # not HTTP, or cut short (BadStatusLine, IncompleteRead)
@@ -178,7 +179,7 @@ class ApiProxySummarySource(_RecordedSource):
                 raise SampleError(self._source, f"cannot reach the API server: {exc.detail}") from None
             raise SampleError(self._source, f"HTTP {exc.status} {_reason_phrase(exc.status)}: {exc.detail}") from None
         if len(body) > MAX_SUMMARY_BYTES:
-            raise SampleError(self._source, _too_large(MAX_SUMMARY_BYTES))
+            raise SampleError(self._source, _TOO_LARGE)
         return _summary_of(body, self._source)
 
 
@@ -233,23 +234,19 @@ def _not_json(constant: str) -> Any:
     raise ValueError(f"{constant} is not a JSON value")
 
 
-def _body(response: http.client.HTTPResponse, limit: int, source: str) -> bytearray:
-    """Return the whole body of `response`, at most `limit` bytes. Raises SampleError when it is larger,
+def _body(response: http.client.HTTPResponse, source: str) -> bytearray:
+    """Return the whole body of `response`, at most MAX_SUMMARY_BYTES. Raises SampleError when it is larger,
     IncompleteRead when the connection ends before the declared length."""
-    if response.length is not None and response.length > limit:  # the declared Content-Length
-        raise SampleError(source, _too_large(limit))
+    if response.length is not None and response.length > MAX_SUMMARY_BYTES:  # the declared Content-Length
+        raise SampleError(source, _TOO_LARGE)
     body = bytearray()
     while piece := response.read(READ_CHUNK_BYTES):
-        if len(body) + len(piece) > limit:
-            raise SampleError(source, _too_large(limit))
+        if len(body) + len(piece) > MAX_SUMMARY_BYTES:
+            raise SampleError(source, _TOO_LARGE)
         body += piece
     if response.length:  # http.client counts down the declared length; what is left never came
         raise http.client.IncompleteRead(bytes(body), response.length)
     return body
-
-
-def _too_large(limit: int) -> str:
-    return f"the Summary is larger than {limit >> 20} MiB; not read further"
 
 
 def _reason_phrase(status: int) -> str:
@@ -292,21 +289,16 @@ def _tls_context(ca_file: str, insecure: bool) -> ssl.SSLContext:
         raise ConfigError(f"cannot load CA bundle: {reason}; {remedy}", key="kubeletCAFile", value=ca_file) from None
 
 
-class _Deadline:
-    """A point in monotonic time that a whole request must finish by."""
-
-    def __init__(self, seconds: float) -> None:
-        self._at = time.monotonic() + seconds
-
-    def remaining(self) -> float:
-        """Return the seconds left. Raises TimeoutError once none are."""
-        left = self._at - time.monotonic()
-        if left <= 0:
-            raise TimeoutError("deadline passed")
-        return left
+def _remaining(deadline: float) -> float:
+    """Return the seconds left before `deadline`, the point in monotonic time that a whole request must finish
+    by. Raises TimeoutError once none are."""
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise TimeoutError("deadline passed")
+    return left
 
 
-def _addresses(host: str, port: int, deadline: _Deadline) -> list[Any]:
+def _addresses(host: str, port: int, deadline: float) -> list[Any]:
     """Return getaddrinfo's answer for `host`; a name is resolved in a helper thread, waited for only until the
     deadline (the system resolver has timeouts of its own, in seconds, that cannot be cut short). Raises
     TimeoutError or OSError."""
@@ -326,7 +318,7 @@ def _addresses(host: str, port: int, deadline: _Deadline) -> list[Any]:
 
     resolver = threading.Thread(target=resolve, name="evictd-kubelet-resolve", daemon=True)
     resolver.start()
-    resolver.join(deadline.remaining())
+    resolver.join(_remaining(deadline))
     if not answer:
         raise TimeoutError(f"resolving {host}")
     if isinstance(answer[0], OSError):
@@ -335,13 +327,13 @@ def _addresses(host: str, port: int, deadline: _Deadline) -> list[Any]:
     return addresses
 
 
-def _connect(host: str, port: int, deadline: _Deadline) -> socket.socket:
+def _connect(host: str, port: int, deadline: float) -> socket.socket:
     """Return a TCP socket connected to `host` (each address in turn) before the deadline. Raises OSError."""
     error: OSError = OSError(f"no address for {host}")
     for family, kind, proto, _, address in _addresses(host, port, deadline):
         sock = socket.socket(family, kind, proto)
         try:
-            sock.settimeout(deadline.remaining())
+            sock.settimeout(_remaining(deadline))
             sock.connect(address)
             return sock
         except TimeoutError:
@@ -361,18 +353,18 @@ class _DeadlineSocket:
     closes the connection as soon as an answer says `Connection: close`, and reads the body afterwards.
     """
 
-    def __init__(self, sock: socket.socket, deadline: _Deadline) -> None:
+    def __init__(self, sock: socket.socket, deadline: float) -> None:
         self._sock = sock
         self._deadline = deadline
         self._files = 0
         self._closed = False
 
     def sendall(self, data: bytes) -> None:
-        self._sock.settimeout(self._deadline.remaining())
+        self._sock.settimeout(_remaining(self._deadline))
         self._sock.sendall(data)
 
     def recv_into(self, buffer: Any) -> int:
-        self._sock.settimeout(self._deadline.remaining())
+        self._sock.settimeout(_remaining(self._deadline))
         return self._sock.recv_into(buffer)
 
     def makefile(self, mode: str) -> io.BufferedReader:
@@ -416,7 +408,7 @@ class _DeadlineConnection(http.client.HTTPConnection):
     handshake rather than to each receive.
     """
 
-    def __init__(self, host: str, port: int, deadline: _Deadline, context: ssl.SSLContext | None) -> None:
+    def __init__(self, host: str, port: int, deadline: float, context: ssl.SSLContext | None) -> None:
         super().__init__(host, port)
         self._deadline = deadline
         self._context = context
@@ -425,7 +417,7 @@ class _DeadlineConnection(http.client.HTTPConnection):
         sock = _connect(self.host, self.port, self._deadline)
         if self._context is not None:
             try:
-                sock.settimeout(self._deadline.remaining())
+                sock.settimeout(_remaining(self._deadline))
                 sock = self._context.wrap_socket(sock, server_hostname=self.host)
             except BaseException:
                 sock.close()

@@ -19,7 +19,7 @@ and the log folders again, so the cycle's stats describe exactly the pods it ran
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 
 from evictd.adapters.cgroups import CgroupReader, PodCgroup
 from evictd.core.errors import EvictdError, SampleError, os_error_reason
@@ -49,15 +49,6 @@ def log_folder_names(pod_logs_dir: str) -> dict[str, tuple[str, str]]:
     return names
 
 
-def ready_sandboxes(sandboxes: Sequence[Sandbox]) -> dict[str, Sandbox]:
-    """Return pod UID -> its ready sandbox (the newest, should a pod have two), from a ListPodSandbox answer."""
-    ready: dict[str, Sandbox] = {}
-    for sandbox in sorted(sandboxes, key=lambda s: s.created_at_ns):
-        if sandbox.state is SandboxState.READY and sandbox.uid:
-            ready[sandbox.uid] = sandbox
-    return ready
-
-
 class DiscoveredPods:
     """A PodSource listing the pods that have a cgroup on this node.
 
@@ -84,11 +75,6 @@ class DiscoveredPods:
         """List the running pods now, named from their log folders. Unreadable cgroups mean no pods."""
         self._listed = self._list()
         return self._listed[0]
-
-    def listed_pods(self) -> list[Pod]:
-        """Return the pods of the last `active_pods()` call (listing now if there was none)."""
-        pods, _, _ = self._last()
-        return pods
 
     def listed_cgroups(self) -> Mapping[str, PodCgroup]:
         """Return pod UID -> cgroup of the last listing; raise the SampleError that listing met, if any."""
@@ -134,22 +120,25 @@ class DiscoveredPods:
         return pods, cgroups, None
 
     def _ready_sandboxes(self) -> dict[str, Sandbox]:
-        """The runtime's ready sandboxes by pod UID; empty (and `sandbox_problem` set) when it cannot answer."""
+        """Pod UID -> its ready sandbox (the newest, should a pod have two); empty (and `sandbox_problem` set)
+        when the runtime cannot answer."""
         self.sandbox_problem = None
         if not self._runtime.attached:
             return {}
         try:
-            return ready_sandboxes(self._runtime.list_sandboxes())
+            sandboxes = sorted(self._runtime.list_sandboxes(), key=lambda s: s.created_at_ns)
         except EvictdError as exc:
             self.sandbox_problem = f"the container runtime could not list the pod sandboxes: {exc}"
             return {}
+        return {s.uid: s for s in sandboxes if s.state is SandboxState.READY and s.uid}
 
 
 class _LastListing:
-    """The pods of a DiscoveredPods' last listing, as a pod list (for the stats source)."""
+    """The pods of a DiscoveredPods' last listing (listing now if there was none), as a pod list (for the stats
+    source)."""
 
     def __init__(self, discovered: DiscoveredPods) -> None:
         self._discovered = discovered
 
     def active_pods(self) -> list[Pod]:
-        return self._discovered.listed_pods()
+        return self._discovered._last()[0]

@@ -58,9 +58,6 @@ from evictd.core.thresholds import Threshold
 
 MEMORY_USAGE_FILE = "memory.usage_in_bytes"
 EVENT_CONTROL_FILE = "cgroup.event_control"
-DEFAULT_MEMORY_ROOT = "/sys/fs/cgroup/memory"
-# The kubelet's PodCgroupRoot with the cgroupfs driver; it is appended to the memory mount point.
-DEFAULT_PODS_CGROUP = "/kubepods"
 
 SYSTEM_MEMORY_PRESSURE = "/proc/pressure/memory"
 PSI_KINDS = ("some", "full")
@@ -116,10 +113,9 @@ def _sample_error(path: str, exc: OSError) -> SampleError:
 
 
 def _close_quietly(fd: int) -> None:
-    # Nothing useful can be done about a failed close of a descriptor that is being given up.
-    if fd >= 0:
-        with contextlib.suppress(OSError):
-            os.close(fd)
+    # Nothing useful can be done about a failed close of a descriptor that is being given up (or of -1: none).
+    with contextlib.suppress(OSError):
+        os.close(fd)
 
 
 class _FdOwner:
@@ -195,9 +191,6 @@ class MemcgThresholdNotifier(_FdOwner):
         except OSError as exc:
             raise _sample_error(f"eventfd of {os.path.join(self.cgroup_dir, MEMORY_USAGE_FILE)}", exc) from exc
 
-    def __repr__(self) -> str:
-        return f"MemcgThresholdNotifier({self.cgroup_dir!r}, {self.threshold_bytes}, {self.description!r})"
-
 
 def _crossed(before: int, after: int, level: int) -> bool:
     """True when usage went from one side of `level` to the other (the kernel's notion: below vs at or above)."""
@@ -264,22 +257,19 @@ class PsiNotifier(_FdOwner):
     poll_events = select.POLLPRI
 
     def __init__(self, path: str, stall_us: int, window_us: int, kind: str = "some", description: str = "", *,
-                 privileged: bool | None = None, proc_root: str = "/proc") -> None:
+                 privileged: bool | None = None) -> None:
         """Open `path` and write the trigger.
 
-        `privileged` says whether the kernel will see CAP_SYS_RESOURCE; None reads it from ``<proc_root>/self/status``.
+        `privileged` says whether the kernel will see CAP_SYS_RESOURCE; None reads it from ``/proc/self/status``.
         Raises ConfigError (before opening anything) for a trigger the kernel would refuse, and SampleError naming
         `path` when it cannot be opened or the kernel refuses the trigger anyway.
         """
         self._fd = -1
         self.path = path
-        self.kind = kind
-        self.stall_us = stall_us
-        self.window_us = window_us
         resource = os.path.basename(path.rstrip("/")).removesuffix(".pressure")  # memory.pressure: memory
         self.description = description or f"psi {resource} {kind} {_format_us(stall_us)}/{_format_us(window_us)}"
         if privileged is None:
-            privileged = has_cap_sys_resource(proc_root)
+            privileged = has_cap_sys_resource()
         trigger = psi_trigger(kind, stall_us, window_us, privileged=privileged)
         fd = -1
         try:
@@ -293,9 +283,6 @@ class PsiNotifier(_FdOwner):
 
     def consume(self) -> None:
         """Nothing to do: the kernel clears a trigger's event when poll reports it."""
-
-    def __repr__(self) -> str:
-        return f"PsiNotifier({self.path!r}, {self.stall_us}, {self.window_us}, {self.kind!r})"
 
 
 class Waiter:
@@ -335,12 +322,9 @@ class Waiter:
 
     def wake(self) -> None:
         """Make the current or next `wait` return ``["signal"]``. Async-signal-safe; no-op once closed."""
-        fd = self._write_fd
-        if fd < 0:
-            return
-        # A full pipe already holds a pending wake-up; a pipe closed under us by close() has nobody left to wake.
+        # A full pipe already holds a pending wake-up; a pipe closed by close() (-1) has nobody left to wake.
         with contextlib.suppress(OSError):
-            os.write(fd, b"\0")
+            os.write(self._write_fd, b"\0")
 
     def wait(self, timeout_s: float) -> list[str]:
         """Block until something fires or `timeout_s` passes; return the causes that fired, in order.
@@ -438,11 +422,12 @@ class MemcgNotifierSet:
 
     poll_events = select.POLLIN
 
-    def __init__(self, thresholds: Sequence[Threshold], *, memory_root: str = DEFAULT_MEMORY_ROOT,
-                 pods_cgroup: str = DEFAULT_PODS_CGROUP) -> None:
+    def __init__(self, thresholds: Sequence[Threshold], *, memory_root: str, pods_cgroup: str) -> None:
         self.thresholds = tuple(t for t in thresholds if t.signal in MEMORY_SIGNALS)
-        self.memory_root = memory_root
-        self.pods_cgroup = pods_cgroup
+        pods_dir = os.path.join(memory_root, pods_cgroup.strip("/"))
+        # The memory cgroup folder the notifiers of each threshold watch.
+        self._cgroup_dirs = [pods_dir if t.signal is Signal.ALLOCATABLE_MEMORY_AVAILABLE else memory_root
+                             for t in self.thresholds]
         self._levels: list[MemcgThresholdNotifier | None] = [None] * len(self.thresholds)
         self._drop_watches: list[MemcgThresholdNotifier | None] = [None] * len(self.thresholds)
         self._last_refresh_at: float | None = None
@@ -470,7 +455,6 @@ class MemcgNotifierSet:
 
     @property
     def drop_watches(self) -> tuple[MemcgThresholdNotifier, ...]:
-        """The registered drop watches."""
         with self._lock:
             return tuple(n for n in self._drop_watches if n is not None)
 
@@ -500,12 +484,6 @@ class MemcgNotifierSet:
         levels_fired = [n for n in fired if n.cause == MEMCG_CAUSE]
         self.cause = MEMCG_CAUSE if levels_fired or not fired else MEMCG_REARM_CAUSE
         self.description = ", ".join(n.description for n in (levels_fired or fired))
-
-    def cgroup_dir(self, threshold: Threshold) -> str:
-        """Return the memory cgroup folder the notifier of `threshold` watches."""
-        if threshold.signal is Signal.ALLOCATABLE_MEMORY_AVAILABLE:
-            return os.path.join(self.memory_root, self.pods_cgroup.strip("/"))
-        return self.memory_root
 
     def update(self, summary: Summary, now: float) -> list[NotifierFailure]:
         """Follow the readings of a cycle; `now` is monotonic seconds. Return the notifiers that failed.
@@ -576,7 +554,7 @@ class MemcgNotifierSet:
             try:
                 threshold = self.thresholds[index]
                 new = MemcgThresholdNotifier(
-                    self.cgroup_dir(threshold), level, notifier_description(threshold, drop_watch),
+                    self._cgroup_dirs[index], level, notifier_description(threshold, drop_watch),
                     cause=MEMCG_REARM_CAUSE if drop_watch else MEMCG_CAUSE, usage_seen=usage)
             except SampleError as exc:
                 self._install(index, drop_watch, None)
@@ -636,6 +614,3 @@ class MemcgNotifierSet:
             epoll, self._epoll = self._epoll, None
         if epoll is not None:
             epoll.close()
-
-    def __repr__(self) -> str:
-        return f"MemcgNotifierSet({[t.signal.value for t in self.thresholds]}, {self.memory_root!r})"

@@ -85,16 +85,6 @@ class PodDiskFigures:
     problem: SampleError | None = None
 
 
-class _Round:
-    """A pod's measurement in progress: the paused generator and the budget it draws on."""
-
-    __slots__ = ("budget", "steps")
-
-    def __init__(self, steps: Generator[None, None, PodDiskFigures], budget: WalkBudget) -> None:
-        self.steps = steps
-        self.budget = budget
-
-
 class PodDiskWalker:
     """Measures pods' volumes and log folders in rounds of at most `entry_budget` entries per pod and pass.
 
@@ -102,15 +92,16 @@ class PodDiskWalker:
     """
 
     def __init__(self, *, kubelet_root: str, pod_logs_dir: str, entry_budget: int = DEFAULT_ENTRY_BUDGET,
-                 cache: DiskUsageCache | None = None, clock: Clock = SYSTEM_CLOCK) -> None:
+                 clock: Clock = SYSTEM_CLOCK) -> None:
         if entry_budget < 1:
             raise ConfigError("must be at least 1", key="entry_budget", value=entry_budget)
         self._kubelet_root = kubelet_root
         self._pod_logs_dir = pod_logs_dir
         self._entry_budget = entry_budget
-        self._cache = cache if cache is not None else DiskUsageCache(clock=clock)
+        self._cache = DiskUsageCache(clock=clock)
         self._clock = clock
-        self._rounds: dict[PodKey, _Round] = {}
+        # A pod's measurement in progress: the paused generator and the budget it draws on.
+        self._rounds: dict[PodKey, tuple[Generator[None, None, PodDiskFigures], WalkBudget]] = {}
 
     def rounds_in_progress(self) -> frozenset[PodKey]:
         """Return the pods whose round paused on its budget and goes on next pass."""
@@ -121,16 +112,16 @@ class PodDiskWalker:
         completes, as it completes. Rounds of pods no longer listed are dropped."""
         wanted = dict.fromkeys(pods)
         for gone in [pod for pod in self._rounds if pod not in wanted]:
-            self._rounds.pop(gone).steps.close()
+            self._rounds.pop(gone)[0].close()
         self._cache.start_cycle()
         for pod in wanted:
-            current = self._rounds.get(pod)
-            if current is None:
+            if pod not in self._rounds:
                 budget = WalkBudget(self._entry_budget)
-                current = self._rounds[pod] = _Round(self._round(pod, budget), budget)
-            current.budget.entries_left = self._entry_budget
+                self._rounds[pod] = (self._round(pod, budget), budget)
+            steps, budget = self._rounds[pod]
+            budget.entries_left = self._entry_budget
             try:
-                next(current.steps)
+                next(steps)
             except StopIteration as done:
                 del self._rounds[pod]
                 yield done.value
@@ -180,14 +171,11 @@ class PodDiskStore:
 
     `want` and `readings` are what the housekeeping cycle calls: each takes the lock once, for dictionary
     operations only. `record` is called with figures as they arrive; `wait_for_wanted` lets the thread that
-    feeds the walker sleep until the wanted pods change. Raises ConfigError for a non-positive
-    `stale_after_s`.
+    feeds the walker sleep until the wanted pods change.
     """
 
     def __init__(self, *, stale_after_s: float = DEFAULT_STALE_AFTER_S,
                  clock: Clock = SYSTEM_CLOCK) -> None:
-        if not stale_after_s > 0:
-            raise ConfigError("must be a positive number of seconds", key="stale_after_s", value=stale_after_s)
         self.stale_after_s = stale_after_s
         self._clock = clock
         # A plain lock for the cycle's lookups (entered in C); the condition on it only wakes the feeder.

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from evictd.adapters.cgroups import UINT64_DIGITS
 from evictd.core.errors import SampleError
 
 # /proc/meminfo reports sizes in kibibytes, labelled "kB".
@@ -79,9 +80,6 @@ def _read_text(path: Path) -> str:
         raise SampleError(str(path), exc.strerror or type(exc).__name__) from exc
     except UnicodeDecodeError as exc:
         raise SampleError(str(path), f"not ASCII text: {exc.reason}") from exc
-
-
-UINT64_DIGITS = len(str(2**64 - 1))
 
 
 def _uint(path: Path, text: str) -> int:

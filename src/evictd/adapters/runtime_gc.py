@@ -25,9 +25,8 @@ import errno
 import os
 import shutil
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Protocol, assert_never
 
 from evictd.adapters.filesystems import statvfs_reading
@@ -38,7 +37,6 @@ from evictd.core.container_gc import (
     GCPolicy,
     PodStateFunc,
     containers_to_remove,
-    legacy_log_symlinks_to_remove,
     pod_log_dirs_to_remove,
     sandboxes_to_remove,
 )
@@ -63,7 +61,6 @@ from evictd.cri import ContainerUsage, ImageFsInfo
 # Method names used in GCError for failures that are not CRI calls.
 REMOVE_LOG_DIR = "RemovePodLogsDirectory"
 READ_LOG_DIR = "ReadPodLogsDirectory"
-REMOVE_LOG_SYMLINK = "RemoveContainerLogSymlink"
 
 
 class RuntimeGCClient(Protocol):
@@ -131,9 +128,7 @@ class ContainerGCResult:
     containers: tuple[str, ...] = ()
     sandboxes: tuple[str, ...] = ()
     log_dirs: tuple[str, ...] = ()
-    legacy_log_symlinks: tuple[str, ...] = ()
     freed_bytes: int = 0
-    failures: tuple[CRIError, ...] = field(default=(), compare=False)
 
 
 class CriContainerGC:
@@ -141,18 +136,15 @@ class CriContainerGC:
 
     `pod_state` answers for each pod UID (see `evictd.core.container_gc.PodState`: pods the caller cannot
     vouch for must be ACTIVE); `sources_ready` is the kubelet's allSourcesReady. `log_dirs_root` is the pod
-    logs folder (`/var/log/pods`), None to leave log folders alone; `legacy_logs_root` the folder of legacy
-    container log symlinks (`/var/log/containers`), None to skip it.
+    logs folder (`/var/log/pods`), None to leave log folders alone.
     """
 
     def __init__(self, client: RuntimeGCClient, policy: GCPolicy, pod_state: PodStateFunc, log_dirs_root: str | None, *,
-                 sources_ready: Callable[[], bool] = lambda: True, legacy_logs_root: str | None = None,
-                 clock: Clock = SYSTEM_CLOCK) -> None:
+                 sources_ready: Callable[[], bool] = lambda: True, clock: Clock = SYSTEM_CLOCK) -> None:
         self.client = client
         self.policy = policy
         self.pod_state = pod_state
         self.log_dirs_root = log_dirs_root
-        self.legacy_logs_root = legacy_logs_root
         self._sources_ready = sources_ready
         self._clock = clock
 
@@ -170,13 +162,11 @@ class CriContainerGC:
         ready = self._sources_ready()
         failures: list[CRIError] = []
         removed, freed = self._evict_containers(ready, evict_terminating_pods, failures)
-        sandboxes, remaining = self._evict_sandboxes(evict_terminating_pods, failures)
+        sandboxes = self._evict_sandboxes(evict_terminating_pods, failures)
         log_dirs = self._evict_log_dirs(ready, failures)
-        symlinks = self._evict_legacy_symlinks(remaining, failures) if remaining is not None else ()
-        result = ContainerGCResult(removed, sandboxes, log_dirs, symlinks, freed, tuple(failures))
         if failures:
             raise GCError("container garbage collection", failures, freed)
-        return result
+        return ContainerGCResult(removed, sandboxes, log_dirs, freed)
 
     def _evict_containers(
         self, ready: bool, evict_terminating_pods: bool, failures: list[CRIError]
@@ -215,15 +205,13 @@ class CriContainerGC:
             return False
         return True
 
-    def _evict_sandboxes(
-        self, evict_terminating_pods: bool, failures: list[CRIError]
-    ) -> tuple[tuple[str, ...], Sequence[Container] | None]:
+    def _evict_sandboxes(self, evict_terminating_pods: bool, failures: list[CRIError]) -> tuple[str, ...]:
         try:
             containers = self.client.list_containers()
             sandboxes = self.client.list_sandboxes()
         except CRIError as exc:
             failures.append(exc)
-            return (), None
+            return ()
         removed: list[str] = []
         plan = sandboxes_to_remove(sandboxes, containers, self.pod_state, evict_terminating_pods=evict_terminating_pods)
         for sandbox_id in plan:
@@ -235,7 +223,7 @@ class CriContainerGC:
                 failures.append(exc)
                 continue
             removed.append(sandbox_id)
-        return tuple(removed), containers
+        return tuple(removed)
 
     def _evict_log_dirs(self, ready: bool, failures: list[CRIError]) -> tuple[str, ...]:
         if self.log_dirs_root is None or not ready:
@@ -262,25 +250,6 @@ class CriContainerGC:
             removed.append(name)
         return tuple(removed)
 
-    def _evict_legacy_symlinks(self, containers: Sequence[Container], failures: list[CRIError]) -> tuple[str, ...]:
-        if self.legacy_logs_root is None:
-            return ()
-        root = Path(self.legacy_logs_root)
-        try:
-            candidates = sorted(p.name for p in root.glob("*.log"))
-        except OSError:
-            return ()  # upstream ignores the glob's error
-        dangling = [name for name in candidates if not (root / name).exists() and (root / name).is_symlink()]
-        removed: list[str] = []
-        for name in legacy_log_symlinks_to_remove(dangling, containers):
-            try:
-                (root / name).unlink()
-            except OSError as exc:
-                failures.append(_os_failure(REMOVE_LOG_SYMLINK, str(root / name), exc))
-                continue
-            removed.append(name)
-        return tuple(removed)
-
 
 # --- image GC ------------------------------------------------------------------------------------------
 
@@ -297,10 +266,6 @@ class ImageGCResult:
     freed_bytes: int = 0
     wanted_bytes: int | None = None
     shortfall: str | None = None
-    failures: tuple[CRIError, ...] = field(default=(), compare=False)
-
-
-ImageRemovedHook = Callable[[GCReason], None]
 
 
 class CriImageGC:
@@ -313,7 +278,8 @@ class CriImageGC:
 
     def __init__(self, client: RuntimeGCClient, policy: ImageGCPolicy, *,
                  fs_usage: Callable[[], tuple[int, int]] | None = None,
-                 on_image_removed: ImageRemovedHook = lambda reason: None, clock: Clock = SYSTEM_CLOCK) -> None:
+                 on_image_removed: Callable[[GCReason], None] = lambda reason: None,
+                 clock: Clock = SYSTEM_CLOCK) -> None:
         self.client = client
         self.policy = policy
         self.state = ImageGCState()
@@ -333,16 +299,13 @@ class CriImageGC:
         return images, images_in_use(images, containers), now_s
 
     def reclaim(self) -> int:
-        """DeleteUnusedImages for the eviction manager: return the bytes deleted (raises as `periodic`)."""
-        return self.delete_unused().freed_bytes
-
-    def delete_unused(self) -> ImageGCResult:
-        """DeleteUnusedImages: delete every eligible unused image (in use, pinned, protected and young kept)."""
+        """DeleteUnusedImages for the eviction manager: delete every eligible unused image (in use, pinned,
+        protected and young kept); return the bytes deleted (raises as `periodic`)."""
         images, in_use, now_s = self.detect()
-        removed, freed, failures = self._free(self._unused(images, in_use, now_s), MAX_INT64)
+        _, freed, failures = self._free(self._unused(images, in_use, now_s), MAX_INT64)
         if failures:
             raise GCError("image garbage collection", failures, freed)
-        return ImageGCResult(removed=removed, freed_bytes=freed)
+        return freed
 
     def periodic(self) -> ImageGCResult:
         """The kubelet's periodic GarbageCollect: images past the maximum age, then down to the low threshold.

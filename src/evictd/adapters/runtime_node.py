@@ -4,7 +4,7 @@
   snapshotter folders), re-asked at most every minute; the configured folders stand in until the runtime
   answers. Their statvfs give `imagefs.*` and `containerfs.*`.
 - `RuntimeLayout`: the filesystem layout by device id, from those folders and the kubelet root.
-- `RuntimeContainerStats`: one `ListContainerStats` per cycle, grouped by pod UID: writable-layer bytes
+- `container_stats_by_pod`: one `ListContainerStats` per cycle, grouped by pod UID: writable-layer bytes
   and inodes, working set, and the container names the kubelet gave (from the labels).
 - `PeriodicGC`: the kubelet's periodic garbage collection, run after cycles when due (container GC every
   minute, image GC every five by default).
@@ -21,7 +21,7 @@ from evictd.adapters.runtime_gc import CriContainerGC, CriImageGC
 from evictd.clock import SYSTEM_CLOCK, Clock
 from evictd.core.errors import EvictdError
 from evictd.core.fs_layout import FsLayout
-from evictd.cri import ContainerUsage, SandboxUsage
+from evictd.cri import ContainerUsage
 from evictd.cri.client import CriClient
 
 # How often the runtime is asked where its filesystems are (they move only on a runtime reconfiguration).
@@ -75,22 +75,12 @@ class RuntimeLayout:
                              existing_ancestor(container))
 
 
-class RuntimeContainerStats:
-    """Per-pod container usage from the runtime, read once per call."""
-
-    def __init__(self, client: CriClient) -> None:
-        self._client = client
-
-    def by_pod(self) -> Mapping[str, Sequence[ContainerUsage]]:
-        """Return pod UID -> its containers' usage. Raises CRIError."""
-        grouped: dict[str, list[ContainerUsage]] = {}
-        for usage in self._client.list_container_stats():
-            grouped.setdefault(usage.pod_uid, []).append(usage)
-        return grouped
-
-    def sandboxes_by_pod(self) -> Mapping[str, SandboxUsage]:
-        """Return pod UID -> its sandbox's usage (the fallback where cgroupfs cannot be read). Raises CRIError."""
-        return {usage.uid: usage for usage in self._client.list_pod_sandbox_stats()}
+def container_stats_by_pod(client: CriClient) -> Mapping[str, Sequence[ContainerUsage]]:
+    """Return pod UID -> its containers' usage, from one ListContainerStats. Raises CRIError."""
+    grouped: dict[str, list[ContainerUsage]] = {}
+    for usage in client.list_container_stats():
+        grouped.setdefault(usage.pod_uid, []).append(usage)
+    return grouped
 
 
 class PeriodicGC:
@@ -109,7 +99,6 @@ class PeriodicGC:
         self._images_due = started + image_period_s
 
     def tick(self) -> None:
-        """Run whichever GC is due."""
         now = self._clock.monotonic()
         if now >= self._containers_due:
             self._containers_due = now + self._container_period_s

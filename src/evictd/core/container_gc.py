@@ -16,7 +16,7 @@ functions over what the CRI lists (`evictd.core.runtime`) and what the caller kn
   ones are removed, all of them for DELETED pods (TERMINATED too at eviction time), all but the newest
   sandbox of the pod otherwise (`removeOldestNSandboxes`; the newest is kept even when inactive);
 * `evictPodLogsDirectories`: when all sources are ready, the `<namespace>_<name>_<uid>` folders of DELETED
-  pods; dangling legacy `/var/log/containers/*.log` symlinks of containers that are gone or EXITED.
+  pods.
 
 Invariants: a RUNNING container is never planned for removal; inputs are never mutated; the plan is a pure
 function of its arguments. Where upstream's order is Go map order or an unstable sort, evictd fixes it:
@@ -37,10 +37,6 @@ NANOSECONDS_PER_SECOND = 1_000_000_000
 UNKNOWN_CONTAINER_STOP_TIMEOUT_S = 2
 # Pod log folders are named <namespace>_<name>_<uid> (kubelet logPathDelimiter).
 LOG_PATH_DELIMITER = "_"
-# Legacy container log symlinks: /var/log/containers/<pod>_<namespace>_<container>-<containerID>.log.
-LEGACY_LOG_SUFFIX = ".log"
-# "container can be retrieved with container Id as short as 6 characters" (getContainerIDFromLegacyLogSymlink)
-MIN_CONTAINER_ID_PREFIX = 6
 
 
 class PodState(StrEnum):
@@ -102,11 +98,8 @@ def evictable_units(containers: Iterable[Container], min_age_s: float, now_ns: i
     newest_gc_time_ns = now_ns - round(min_age_s * NANOSECONDS_PER_SECOND)
     units: EvictUnits = {}
     for container in containers:
-        if container.state is ContainerState.RUNNING:
-            continue
-        if container.created_at_ns > newest_gc_time_ns:
-            continue
-        units.setdefault((container.pod_uid, container.name), []).append(container)
+        if container.state is not ContainerState.RUNNING and container.created_at_ns <= newest_gc_time_ns:
+            units.setdefault((container.pod_uid, container.name), []).append(container)
     return units
 
 
@@ -214,31 +207,3 @@ def pod_log_dirs_to_remove(
     if not all_sources_ready:
         return ()
     return tuple(name for name in dir_names if content_removable(pod_state(pod_uid_from_log_dir(name))))
-
-
-def container_id_from_legacy_symlink(name: str) -> str | None:
-    """getContainerIDFromLegacyLogSymlink: the ID between the last `-` and `.log`, or None if malformed."""
-    last = name.split("-")[-1]
-    if not last.endswith(LEGACY_LOG_SUFFIX):
-        return None
-    container_id = last[: -len(LEGACY_LOG_SUFFIX)]
-    return container_id if len(container_id) >= MIN_CONTAINER_ID_PREFIX else None
-
-
-def legacy_log_symlinks_to_remove(dangling: Iterable[str], containers: Iterable[Container]) -> tuple[str, ...]:
-    """Return the dangling legacy log symlinks to delete: all but those of containers that are not EXITED.
-
-    As upstream, a symlink whose container cannot be found (or whose name holds no ID) is removed; one whose
-    container exists in any state but EXITED is kept (its log may be mid-rotation). IDs match by prefix, as
-    the CRI's ContainerStatus resolves them.
-    """
-    listed = tuple(containers)
-    removed: list[str] = []
-    for name in dangling:
-        container_id = container_id_from_legacy_symlink(name)
-        if container_id is not None:
-            found = next((c for c in listed if c.id.startswith(container_id)), None)
-            if found is not None and found.state is not ContainerState.EXITED:
-                continue
-        removed.append(name)
-    return tuple(removed)

@@ -75,7 +75,7 @@ class KubePodEvictor:
     """A PodEvictor writing to the API, journaled, with a local fallback for immediate evictions."""
 
     def __init__(self, api: KubeApi, journal: EvictionJournal, events: EventRecorder, *, runtime: Runtime = NO_RUNTIME,
-                 timeout_s: float = 10.0, on_api_error: Callable[[KubeError], None] | None = None,
+                 timeout_s: float = 10.0, on_api_error: Callable[[KubeError], None] = lambda error: None,
                  clock: Clock = SYSTEM_CLOCK, decision: Callable[[], str | None] = lambda: None) -> None:
         self._api = api
         self._decision = decision  # the id of the decision under way (`recording.CurrentDecision`)
@@ -109,7 +109,7 @@ class KubePodEvictor:
                 self._runtime.stop_pod(eviction)
             except EvictdError as exc:
                 raise EvictdError(f"API unreachable ({failure}) and local stop failed: {exc}") from None
-            self._journal.note_stopped_locally(entry.uid)
+            self._journal.note(entry.uid, stopped_locally=True)
             raise KubeError(failure.verb, failure.status,
                             f"{failure.detail}; pod stopped through the container runtime, API writes pending")
         raise failure
@@ -142,8 +142,7 @@ class KubePodEvictor:
             try:
                 request(entry)
             except KubeError as exc:
-                if self._on_api_error is not None:
-                    self._on_api_error(exc)
+                self._on_api_error(exc)
                 if exc.status not in (NOT_FOUND, CONFLICT, INVALID) or step is ApiStep.EVENT:
                     return exc
                 answer = f"{exc.status}: {exc.detail}"
@@ -157,7 +156,7 @@ class KubePodEvictor:
                 self._journal.note_settled(entry.uid, Outcome.ENDED, answer, self._now())
                 return None
             entry = self._journal.note_step_done(entry.uid, step)
-        self._journal.note_finished(entry.uid, self._now())
+        self._journal.note(entry.uid, done_at=self._now())  # every API step done
         return None
 
     def _write_condition(self, entry: JournalEntry, timeout_s: float) -> None:
@@ -168,7 +167,7 @@ class KubePodEvictor:
 
     def _delete(self, entry: JournalEntry, timeout_s: float) -> None:
         if not entry.delete_sent:
-            self._journal.note_delete_sent(entry.uid)
+            self._journal.note(entry.uid, delete_sent=True)  # before it is sent
         body = {"gracePeriodSeconds": entry.grace_period_s, "preconditions": {"uid": entry.uid}}
         self._api.delete_pod(entry.namespace, entry.name, body, timeout_s=timeout_s)
 

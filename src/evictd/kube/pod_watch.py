@@ -36,11 +36,6 @@ BACKOFF_INITIAL_S = 0.5
 BACKOFF_MAX_S = 30.0
 
 
-def jittered(backoff_s: float, fraction: float) -> float:
-    """`backoff_s` plus `fraction` (0 to 1, random) of it again (client-go's wait.Jitter with factor 1.0)."""
-    return backoff_s * (1.0 + fraction)
-
-
 class _Gone(Exception):
     """The watch's resourceVersion has been compacted away: relist."""
 
@@ -52,7 +47,7 @@ class PodWatcher:
                  on_error: Callable[[KubeError], None] | None = None, clock: Clock = SYSTEM_CLOCK,
                  jitter: Callable[[], float] = random.random) -> None:
         self._api = api
-        self._jitter = jitter
+        self._jitter = jitter  # each backoff waits 1 + jitter() times itself: client-go's wait.Jitter, factor 1.0
         self._selector = f"spec.nodeName={node_name}"
         self._timeout_s = request_timeout_s
         self._on_error = on_error
@@ -134,7 +129,7 @@ class PodWatcher:
                 with self._changed:
                     self._resource_version = None
                 if self._events_since_list == 0:
-                    self._stopping.wait(jittered(backoff, self._jitter()))
+                    self._stopping.wait(backoff * (1.0 + self._jitter()))
                     backoff = min(backoff * 2, BACKOFF_MAX_S)
                 else:
                     backoff = BACKOFF_INITIAL_S
@@ -145,7 +140,7 @@ class PodWatcher:
                     # The API answered this time: only an unbroken run of failures grows the backoff.
                     backoff = BACKOFF_INITIAL_S
                 self._failed(error)
-                self._stopping.wait(jittered(backoff, self._jitter()))
+                self._stopping.wait(backoff * (1.0 + self._jitter()))
                 backoff = min(backoff * 2, BACKOFF_MAX_S)
 
     def _failed(self, error: KubeError) -> None:

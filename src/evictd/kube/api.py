@@ -133,7 +133,9 @@ class KubeApi:
         """Send one request; return the RESTResponse of a 2xx answer, its body read unless `stream`."""
         url = self._configuration.host + path
         if query:
-            url += "?" + "&".join(f"{key}={quote(_query_value(value))}" for key, value in query)
+            # Booleans as the generated client sends them: `true`, `false`.
+            url += "?" + "&".join(f"{key}={quote(str(value).lower() if isinstance(value, bool) else str(value))}"
+                                  for key, value in query)
         headers = {"Accept": accept}
         if content_type is not None:
             headers["Content-Type"] = content_type
@@ -157,10 +159,6 @@ class KubeApi:
         """The credentials' headers, as the ApiClient adds them (this runs the configuration's refresh hook)."""
         return {setting["key"]: setting["value"] for setting in self._configuration.auth_settings().values()
                 if setting.get("in") == "header" and setting.get("value")}
-
-
-def _query_value(value: str | int | bool) -> str:
-    return str(value).lower() if isinstance(value, bool) else str(value)
 
 
 def status_message(body: bytes | None, reason: str | None) -> str:

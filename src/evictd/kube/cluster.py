@@ -139,20 +139,19 @@ class ClusterSync:
         assessment = report.assessment
         if not isinstance(assessment.next_step, Skipped):
             try:
-                node = self._events.node_ref()
+                node = self._events.node_ref().name
                 for reason, condition in self._node_writer.update(assessment.node_conditions):
                     # The kubelet's recordNodeStatusEvent wording: "Node %s status is now: %s".
-                    self._event(node, "Normal", reason, f"Node {node.name} status is now: {reason}",
-                                condition=condition)
+                    self._node_event("Normal", reason, f"Node {node} status is now: {reason}", condition=condition)
             except KubeError as exc:
                 self._on_error(exc)
                 self._log.warning("node status not written", error=str(exc))
         if isinstance(assessment.next_step, ReclaimThenEvict):
-            self._event(self._events.node_ref(), "Warning", "EvictionThresholdMet",
-                        f"Attempting to reclaim {assessment.next_step.resource}")
+            self._node_event("Warning", "EvictionThresholdMet",
+                             f"Attempting to reclaim {assessment.next_step.resource}")
         if report.oom is not None:
             for reason, message in oom_kill_events(report.oom):
-                self._event(self._events.node_ref(), "Warning", reason, message)
+                self._node_event("Warning", reason, message)
         if self._evictor is not None:
             for error in self._evictor.replay():
                 self._log.warning("pending eviction writes still failing", error=str(error))
@@ -174,10 +173,10 @@ class ClusterSync:
             return
         self._log.info("node conditions set to Unknown and taints removed at stop", node=self._events.node_ref().name)
 
-    def _event(self, ref: Any, event_type: str, reason: str, message: str, **fields: Any) -> None:
-        """Record an event; a failure is counted and logged, never raised (events are best effort)."""
+    def _node_event(self, event_type: str, reason: str, message: str, **fields: Any) -> None:
+        """Record an event on the node; a failure is counted and logged, never raised (events are best effort)."""
         try:
-            self._events.record(ref, event_type, reason, message)
+            self._events.record(self._events.node_ref(), event_type, reason, message)
         except KubeError as exc:
             self._on_error(exc)
             self._log.warning("event not recorded", reason=reason, error=str(exc), **fields)

@@ -104,11 +104,8 @@ class ShadowComparer:
         record = comparison_record(comparison, self._clock.wall().timestamp())
         self._log.info("shadow comparison", outcome=record["outcome"], evictd=record["evictd"],
                        kubelet=record["kubelet"], kubelet_later_by_s=record.get("kubeletLaterBySeconds"))
-        if self._path is not None:
-            self._append(record)
-
-    def _append(self, record: dict[str, Any]) -> None:
-        assert self._path is not None
+        if self._path is None:
+            return
         try:
             if os.path.exists(self._path) and os.path.getsize(self._path) > RECORD_MAX_BYTES:
                 os.replace(self._path, self._path + ".1")

@@ -326,11 +326,10 @@ class EvictionJournal:
         """Every pod evicted (pending or recently finished): never a candidate again."""
         return frozenset(self._entries)
 
-    def forget_finished(self, now: float) -> int:
-        """Drop finished entries older than REMEMBER_DONE_S; return how many."""
+    def forget_finished(self, now: float) -> None:
+        """Drop finished entries older than REMEMBER_DONE_S."""
         old = [uid for uid, e in self._entries.items() if e.done_at is not None and now - e.done_at > REMEMBER_DONE_S]
         for uid in old:
             del self._entries[uid]
         if old:
             self._save()
-        return len(old)

@@ -44,7 +44,7 @@ class PodWatcher:
     """A PodSource fed by list+watch. `start()` runs the watch thread; `stop()` ends it."""
 
     def __init__(self, api: KubeApi, node_name: str, *, request_timeout_s: float = 10.0,
-                 on_error: Callable[[KubeError], None] | None = None, clock: Clock = SYSTEM_CLOCK,
+                 on_error: Callable[[KubeError], None] = lambda error: None, clock: Clock = SYSTEM_CLOCK,
                  jitter: Callable[[], float] = random.random) -> None:
         self._api = api
         self._jitter = jitter  # each backoff waits 1 + jitter() times itself: client-go's wait.Jitter, factor 1.0
@@ -151,8 +151,7 @@ class PodWatcher:
             if error.status == 410:  # relist; the cache stays the last correct view meanwhile
                 self._resource_version = None
             self._changed.notify_all()
-        if self._on_error is not None:
-            self._on_error(error)
+        self._on_error(error)
 
     def _relist(self) -> None:
         document = self._api.list_pods(self._selector, timeout_s=self._timeout_s)

@@ -213,7 +213,6 @@ class CriClient:
         )
 
     def list_images(self) -> list[Image]:
-        """Return every image the runtime stores. Raises ``CRIError``."""
         reply: pb.ListImagesResponse = self._call(self._images, "ListImages", pb.ListImagesRequest())
         return [_image(image) for image in reply.images]
 
@@ -223,10 +222,8 @@ class CriClient:
 
     def list_containers(self, *, pod_uid: str | None = None) -> list[Container]:
         """Return every container (in any state), or only those labelled with ``pod_uid``. Raises ``CRIError``."""
-        request = pb.ListContainersRequest()
-        if pod_uid is not None:
-            request.filter.label_selector[POD_UID_LABEL] = pod_uid
-        reply: pb.ListContainersResponse = self._call(self._runtime, "ListContainers", request)
+        reply: pb.ListContainersResponse = self._call(self._runtime, "ListContainers", pb.ListContainersRequest(
+            filter=None if pod_uid is None else {"label_selector": {POD_UID_LABEL: pod_uid}}))
         return [_container(container) for container in reply.containers]
 
     def stop_container(self, container_id: str, timeout_s: int) -> None:
@@ -249,10 +246,8 @@ class CriClient:
 
     def list_sandboxes(self, *, pod_uid: str | None = None) -> list[Sandbox]:
         """Return every pod sandbox (ready or not), or only those of ``pod_uid``. Raises ``CRIError``."""
-        request = pb.ListPodSandboxRequest()
-        if pod_uid is not None:
-            request.filter.label_selector[POD_UID_LABEL] = pod_uid
-        reply: pb.ListPodSandboxResponse = self._call(self._runtime, "ListPodSandbox", request)
+        reply: pb.ListPodSandboxResponse = self._call(self._runtime, "ListPodSandbox", pb.ListPodSandboxRequest(
+            filter=None if pod_uid is None else {"label_selector": {POD_UID_LABEL: pod_uid}}))
         return [_sandbox(item.id, item.metadata, item.state, item.created_at, item.labels, item.annotations)
                 for item in reply.items]
 
@@ -277,7 +272,6 @@ class CriClient:
         return [_container_usage(stats, sandbox_of) for stats in reply.stats]
 
     def list_pod_sandbox_stats(self) -> list[SandboxUsage]:
-        """Return the usage of every pod sandbox the runtime measures. Raises ``CRIError``."""
         reply: pb.ListPodSandboxStatsResponse = self._call(
             self._runtime, "ListPodSandboxStats", pb.ListPodSandboxStatsRequest()
         )

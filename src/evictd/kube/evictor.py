@@ -87,7 +87,6 @@ class KubePodEvictor:
         self._clock = clock
 
     def _now(self) -> float:
-        """Seconds since the epoch, as journal entries record times."""
         return self._clock.wall().timestamp()
 
     def evict(self, eviction: Eviction) -> None:
@@ -100,8 +99,7 @@ class KubePodEvictor:
         if failure is None:
             return
         # Once the DELETE went through, the kubelet terminates the pod: only the status or event write is late.
-        progress = self._journal.get(entry.uid)
-        deleted = progress is not None and ApiStep.DELETION in progress.done
+        deleted = ApiStep.DELETION in self._journal.get(entry.uid).done
         # Whatever kept the API from taking the deletion (down, throttled, credentials or an admission policy
         # refusing it), a hard threshold cannot wait for a person to fix it: the runtime stops the pod now.
         if immediate and not deleted and self._runtime.attached:

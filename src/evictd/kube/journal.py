@@ -308,15 +308,14 @@ class EvictionJournal:
         return self.record(replace(self._entries[uid], **progress))
 
     def note_step_done(self, uid: str, step: ApiStep) -> JournalEntry:
-        """Record that `step` of the eviction of `uid` went through; return the updated entry."""
         return self.note(uid, done=self._entries[uid].done | {step})
 
     def note_settled(self, uid: str, outcome: Outcome, answer: str, now: float) -> JournalEntry:
         """Record the API's `answer` that settled the eviction of `uid` as `outcome`; return the updated entry."""
         return self.record(self._entries[uid].settled(outcome, answer, now))
 
-    def get(self, uid: str) -> JournalEntry | None:
-        return self._entries.get(uid)
+    def get(self, uid: str) -> JournalEntry:
+        return self._entries[uid]
 
     def pending(self) -> list[JournalEntry]:
         """Entries with API steps still to do, oldest first."""
@@ -327,7 +326,6 @@ class EvictionJournal:
         return frozenset(self._entries)
 
     def forget_finished(self, now: float) -> None:
-        """Drop finished entries older than REMEMBER_DONE_S."""
         old = [uid for uid, e in self._entries.items() if e.done_at is not None and now - e.done_at > REMEMBER_DONE_S]
         for uid in old:
             del self._entries[uid]

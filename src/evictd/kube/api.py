@@ -50,7 +50,6 @@ class KubeApi:
         self._rest.close()
 
     def list_pods(self, field_selector: str, *, timeout_s: float) -> dict[str, Any]:
-        """`GET /api/v1/pods?fieldSelector=...`: the PodList across namespaces."""
         return self._json("list pods", "GET", PODS, query=[("fieldSelector", field_selector)], timeout_s=timeout_s)
 
     def watch_pods(self, field_selector: str, resource_version: str | None, *, timeout_seconds: int,
@@ -69,12 +68,10 @@ class KubeApi:
 
     def patch_pod_status(self, namespace: str, name: str, patch: Mapping[str, Any], *,
                          timeout_s: float) -> dict[str, Any]:
-        """Strategic-merge `patch` into `pods/{name}/status`."""
         return self._json("patch pods/status", "PATCH", self._path("namespaces", namespace, "pods", name, "status"),
                           body=patch, content_type=STRATEGIC_MERGE, timeout_s=timeout_s)
 
     def create_event(self, namespace: str, event: Mapping[str, Any], *, timeout_s: float) -> dict[str, Any]:
-        """`POST` a core/v1 Event."""
         return self._json("create events", "POST", self._path("namespaces", namespace, "events"), body=event,
                           timeout_s=timeout_s)
 
@@ -107,7 +104,6 @@ class KubeApi:
         return "/api/v1/" + "/".join(quote(segment, safe=safe) for segment in segments)
 
     def _json(self, verb: str, method: str, path: str, **request: Any) -> dict[str, Any]:
-        """`_send`, returning the answer's JSON object."""
         response = self._send(verb, method, path, **request)
         try:
             document = json.loads(response.data)

@@ -7,14 +7,10 @@ is the kubelet's wait after an eviction (`waitForPodsCleanup`, at most 30 s): un
 from the API or, with a container runtime, nothing of it runs on the node any more (the part of the kubelet's
 `podResourcesAreReclaimed` visible from outside it). The pod's phase is no evidence: a terminal phase can come
 before the last container stops, and a pod held by a finalizer stays.
-`EvictablePods` is the engine's pod source: the watched pods minus those evictd already evicted (journal), so
-no pod is evicted twice; pods others are deleting stay candidates, as in the kubelet.
 
-`NodeFallbackPods` is what the engine ranks instead while the watch has no pod list (the API unreachable since
-evictd started): the pods the node shows, only those the node vouches for, never those an earlier pod list
-said are critical (`critical_record`, kept up to date by `ClusterSync.after_cycle`). The manager acts on them for hard
-thresholds only, and the evictor stops the chosen pod through the container runtime, journaled, so the
-API writes follow when the API answers again.
+The engine ranks `EvictablePods`, or `NodeFallbackPods` while the watch has no pod list (the API unreachable since
+evictd started). The manager acts on the latter for hard thresholds only, and the evictor stops the chosen pod
+through the container runtime, journaled, so the API writes follow when the API answers again.
 """
 
 from __future__ import annotations

@@ -21,7 +21,6 @@ import math
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from datetime import datetime
 from enum import StrEnum
 from typing import Any, Final
 
@@ -257,17 +256,14 @@ class EvictionJournal:
             self._entries = read_journal(path) or {}
         except SampleError as exc:
             on_corrupt()
-            self._move_aside(path, exc.reason, clock.wall())
-
-    def _move_aside(self, path: str, reason: str, now: datetime) -> None:
-        try:
-            target = move_aside(path, CORRUPT_SUFFIX, now)
-        except OSError as exc:
-            self._log.error("eviction journal unusable and not moved aside; starting with an empty journal",
-                            path=path, reason=reason, error=exc.strerror)
-            return
-        self._log.error("eviction journal unusable: moved aside, starting with an empty journal", path=path,
-                        reason=reason, moved_to=target)
+            try:
+                target = move_aside(path, CORRUPT_SUFFIX, clock.wall())
+            except OSError as error:
+                self._log.error("eviction journal unusable and not moved aside; starting with an empty journal",
+                                path=path, reason=exc.reason, error=error.strerror)
+            else:
+                self._log.error("eviction journal unusable: moved aside, starting with an empty journal", path=path,
+                                reason=exc.reason, moved_to=target)
 
     def _save(self) -> bool:
         """Write the file; on failure keep the entries in memory for `flush`. Return whether it was written."""

@@ -21,7 +21,7 @@ Invariants:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import grpc
@@ -190,9 +190,8 @@ class CriClient:
         self._channel.close()
 
     def _call(self, stub: Any, method: str, request: Any, timeout_s: float | None = None) -> Any:
-        rpc: Callable[..., Any] = getattr(stub, method)
         try:
-            return rpc(request, timeout=self.timeout_s if timeout_s is None else timeout_s)
+            return getattr(stub, method)(request, timeout=self.timeout_s if timeout_s is None else timeout_s)
         except grpc.RpcError as exc:
             raise map_rpc_error(method, exc) from exc
 

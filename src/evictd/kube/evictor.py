@@ -30,10 +30,9 @@ from evictd.core.pods import FrozenMap
 from evictd.cri import NO_RUNTIME, Runtime
 from evictd.kube.api import KubeApi
 from evictd.kube.client import is_retryable
-from evictd.kube.events import EventRecorder, ObjectRef, rfc3339
+from evictd.kube.events import NOT_FOUND, EventRecorder, ObjectRef, rfc3339
 from evictd.kube.journal import ApiStep, EvictionJournal, JournalEntry, Outcome
 
-NOT_FOUND = 404
 CONFLICT = 409
 # A patch whose metadata.uid differs from the stored pod's is refused as an immutable-field change.
 INVALID = 422

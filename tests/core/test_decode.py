@@ -17,7 +17,6 @@ from evictd.core.decode import (
     INT64_MAX,
     INT64_MIN,
     child,
-    element,
     integer,
     invalid,
     list_of,
@@ -54,7 +53,7 @@ def test_child_brackets_keys_that_are_not_plain(path: str, name: str, expected: 
 
 
 def test_element() -> None:
-    assert element("spec.containers", 3) == "spec.containers[3]"
+    assert list_of([0, 0, 0, 0], "spec.containers", lambda _, key: key)[3] == "spec.containers[3]"
 
 
 def test_printable_replaces_only_what_repr_refuses() -> None:

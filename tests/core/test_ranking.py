@@ -21,11 +21,11 @@ from evictd.core.fs_layout import (
     SPLIT_FS_SIGNAL_TO_FS_STATS,
     FsLayout,
     FsStatsType,
+    meaning_of,
 )
 from evictd.core.pods import Pod, pod_from_dict
 from evictd.core.quantity import Quantity
 from evictd.core.ranking import (
-    disk_fs_stats,
     keys_json,
     keys_text,
     pod_disk_usage,
@@ -414,7 +414,7 @@ LOGS_LOCAL_ROOT = (FsStatsType.LOGS, FsStatsType.LOCAL_VOLUME_SOURCE, FsStatsTyp
     ids=lambda v: v.value if isinstance(v, Signal) else None,
 )
 def test_disk_fs_stats_table(signal: Signal, layout: FsLayout, expected: tuple[FsStatsType, ...] | None) -> None:
-    assert disk_fs_stats(signal, layout) == expected
+    assert meaning_of(layout).rank_fs_stats.get(signal) == expected
 
 
 def test_tables_cover_every_disk_signal() -> None:

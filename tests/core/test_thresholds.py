@@ -13,6 +13,7 @@ from evictd.core.errors import ConfigError
 from evictd.core.fs_layout import FsLayout
 from evictd.core.quantity import Quantity, QuantityFormat
 from evictd.core.signals import Signal
+from evictd.core.summary import Observation
 from evictd.core.thresholds import (
     Threshold,
     ThresholdValue,
@@ -34,10 +35,9 @@ def q(text: str) -> Quantity:
     return Quantity.parse(text)
 
 
-class Obs:
-    def __init__(self, available: int, capacity: int) -> None:
-        self.available = Quantity.from_int(available, QuantityFormat.BINARY_SI)
-        self.capacity = Quantity.from_int(capacity, QuantityFormat.BINARY_SI)
+def Obs(available: int, capacity: int) -> Observation:
+    return Observation(Quantity.from_int(available, QuantityFormat.BINARY_SI),
+                       Quantity.from_int(capacity, QuantityFormat.BINARY_SI), None)
 
 
 def parse(hard=None, soft=None, grace=None, reclaim=None, allocatable=("pods",)):  # type: ignore[no-untyped-def]

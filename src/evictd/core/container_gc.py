@@ -102,11 +102,8 @@ def evictable_units(containers: Iterable[Container], min_age_s: float, now_ns: i
     newest_gc_time_ns = now_ns - round(min_age_s * NANOSECONDS_PER_SECOND)
     units: EvictUnits = {}
     for container in containers:
-        if container.state is ContainerState.RUNNING:
-            continue
-        if container.created_at_ns > newest_gc_time_ns:
-            continue
-        units.setdefault((container.pod_uid, container.name), []).append(container)
+        if container.state is not ContainerState.RUNNING and container.created_at_ns <= newest_gc_time_ns:
+            units.setdefault((container.pod_uid, container.name), []).append(container)
     return units
 
 

@@ -59,11 +59,6 @@ def child(path: str, name: str) -> str:
     return f"{path}.{name}" if _PLAIN_KEY.match(name) else f"{path}[{name}]"
 
 
-def element(path: str, index: int) -> str:
-    """Return the path of list element `index` below `path`: ``path[index]``."""
-    return f"{path}[{index}]"
-
-
 def printable(value: object) -> object:
     """Return `value`, or a stand-in string when `repr()` refuses it (CPython's int-to-str digit limit)."""
     try:
@@ -132,7 +127,7 @@ def list_of(
     """
     if value is None and if_null is not _REJECT:
         return if_null
-    return tuple(decode_item(item, element(key, i)) for i, item in enumerate(sequence(value, key)))
+    return tuple(decode_item(item, f"{key}[{i}]") for i, item in enumerate(sequence(value, key)))
 
 
 @overload

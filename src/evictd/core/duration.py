@@ -22,21 +22,6 @@ from typing import Final
 
 from evictd.core.errors import DurationError
 
-__all__ = [
-    "HOUR",
-    "MAX_DURATION_NS",
-    "MICROSECOND",
-    "MILLISECOND",
-    "MINUTE",
-    "MIN_DURATION_NS",
-    "NANOSECOND",
-    "SECOND",
-    "format_go_duration",
-    "format_go_duration_ns",
-    "parse_go_duration",
-    "parse_go_duration_ns",
-]
-
 NANOSECOND: Final = 1
 MICROSECOND: Final = 1000 * NANOSECOND
 MILLISECOND: Final = 1000 * MICROSECOND
@@ -228,8 +213,6 @@ def format_go_duration_ns(ns: int) -> str:
 
 def format_go_duration(seconds: float) -> str:
     """Go `Duration.String()` of `seconds` (rounded to whole nanoseconds): 300 -> `5m0s`, 0.3 -> `300ms`."""
-    if isinstance(seconds, int) and not isinstance(seconds, bool):
-        return format_go_duration_ns(seconds * SECOND)
     if not math.isfinite(seconds):
         raise ValueError(f"duration {seconds!r} is not finite")
     return format_go_duration_ns(round(seconds * SECOND))

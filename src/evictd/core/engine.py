@@ -189,7 +189,6 @@ class ReclaimThenEvict:
 
     @property
     def threshold(self) -> Threshold:
-        """The threshold whose resource is reclaimed."""
         return self.thresholds[0]
 
 
@@ -397,9 +396,7 @@ def effective_grace_period_s(override_s: int, pod: Pod) -> int:
     `terminationGracePeriodSeconds` (its `overridden` flag); anything below 1 s becomes 1 s. So a soft
     eviction with the default `evictionMaxPodGracePeriod: 0` gives the pod 1 s, not its own grace period.
     """
-    grace = 0
-    if pod.deletion_grace_period_s is not None:
-        grace = pod.deletion_grace_period_s
+    grace = pod.deletion_grace_period_s or 0
     if grace == 0 or override_s < grace:
         grace = override_s  # overridden: the pod's own grace period no longer applies
     return max(grace, 1)
@@ -468,18 +465,13 @@ def choose_eviction(
     ranking, keys = rank_pods_with_keys(threshold.signal, layout, pods, stats_of)
     quantity, available = _threshold_figures(resource, step.thresholds, observations)
     skipped: list[Pod] = []
+    eviction = None
     for pod in ranking:
-        if is_critical_pod(pod):
-            skipped.append(pod)
-            continue
-        return EvictionChoice(
-            ranking=ranking,
-            eviction=_threshold_eviction(config, threshold, resource, pod, stats_of(pod), quantity, available),
-            skipped_critical=tuple(skipped),
-            ranking_signal=threshold.signal,
-            ranking_keys=keys,
-        )
-    return EvictionChoice(ranking=ranking, eviction=None, skipped_critical=tuple(skipped),
+        if not is_critical_pod(pod):
+            eviction = _threshold_eviction(config, threshold, resource, pod, stats_of(pod), quantity, available)
+            break
+        skipped.append(pod)
+    return EvictionChoice(ranking=ranking, eviction=eviction, skipped_critical=tuple(skipped),
                           ranking_signal=threshold.signal, ranking_keys=keys)
 
 

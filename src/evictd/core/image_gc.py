@@ -180,14 +180,11 @@ def is_protected(image: Image, patterns: Iterable[str]) -> bool:
     """Whether any pattern (a reference or a shell pattern, case-sensitive) matches any name of `image`."""
     names = image_names(image)
     for pattern in patterns:
-        candidates = {pattern, normalize_reference(pattern)} if _is_plain(pattern) else {pattern}
+        plain = not any(ch in pattern for ch in "*?[")  # a reference, not a shell pattern
+        candidates = {pattern, normalize_reference(pattern)} if plain else {pattern}
         if any(fnmatchcase(name, candidate) for name in names for candidate in candidates):
             return True
     return False
-
-
-def _is_plain(pattern: str) -> bool:
-    return not any(ch in pattern for ch in "*?[")
 
 
 def images_in_use(images: Iterable[Image], containers: Iterable[Container]) -> frozenset[str]:
@@ -237,10 +234,6 @@ def without_images(state: ImageGCState, image_ids: Iterable[str]) -> ImageGCStat
     return ImageGCState({image_id: r for image_id, r in state.records.items() if image_id not in gone})
 
 
-def _never_used_first(record: ImageRecord) -> float:
-    return float("-inf") if record.last_used_s is None else record.last_used_s
-
-
 def images_in_eviction_order(
     state: ImageGCState, images: Sequence[Image], in_use_ids: Iterable[str], protected: Sequence[str] = ()
 ) -> tuple[str, ...]:
@@ -262,7 +255,8 @@ def images_in_eviction_order(
 
     def order(image_id: str) -> tuple[float, float, str]:
         record = state.records[image_id]
-        return (_never_used_first(record), record.first_detected_s, image_id)
+        never_used_first = float("-inf") if record.last_used_s is None else record.last_used_s
+        return (never_used_first, record.first_detected_s, image_id)
 
     return tuple(sorted(candidates, key=order))
 

@@ -13,10 +13,11 @@ Every error is a ConfigError naming the key (or flag) and the bad value, worded 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from evictd.core.decode import INT32_MAX, INT32_MIN
 from evictd.core.duration import format_go_duration, parse_go_duration
 from evictd.core.errors import ConfigError, DurationError
 from evictd.core.thresholds import Threshold, parse_threshold_config
@@ -34,7 +35,6 @@ DEFAULT_EVICTION_HARD: Mapping[str, str] = {
 }
 DEFAULT_PRESSURE_TRANSITION_PERIOD_S = 300.0  # v1beta1 default: a zero value becomes 5m
 DEFAULT_ENFORCE_NODE_ALLOCATABLE: tuple[str, ...] = ("pods",)
-INT32_MAX = 2**31 - 1
 
 # Valid enforceNodeAllocatable entries (kubelet validation.go).
 ENFORCEMENT_KEYS = (
@@ -45,6 +45,9 @@ ENFORCEMENT_KEYS = (
     "kube-reserved-compressible",
     "none",
 )
+
+# Decodes the value of a field named by its first argument (raises ConfigError naming the field).
+_Decoder = Callable[[str, object], Any]
 
 MAP_FIELDS = ("evictionHard", "evictionSoft", "evictionSoftGracePeriod", "evictionMinimumReclaim")
 
@@ -59,7 +62,6 @@ class EvictionSettings:
     minimum_reclaim: Mapping[str, str] = field(default_factory=dict)
     pressure_transition_period_s: float = DEFAULT_PRESSURE_TRANSITION_PERIOD_S
     max_pod_grace_period_s: int = 0
-    merge_default_eviction_settings: bool = False
     enforce_node_allocatable: tuple[str, ...] = DEFAULT_ENFORCE_NODE_ALLOCATABLE
     local_storage_capacity_isolation: bool = True
     kernel_memcg_notification: bool = False
@@ -137,11 +139,8 @@ def _duration_s(field_name: str, value: object) -> float:
 
 
 def _int32(field_name: str, value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise _type_error(field_name, value, "int32")
-    if isinstance(value, float) and not value.is_integer():
-        raise _type_error(field_name, value, "int32")
-    if not -INT32_MAX - 1 <= value <= INT32_MAX:
+    if (isinstance(value, bool) or not isinstance(value, int | float)
+            or (isinstance(value, float) and not value.is_integer()) or not INT32_MIN <= value <= INT32_MAX):
         raise _type_error(field_name, value, "int32")
     return int(value)
 
@@ -161,6 +160,12 @@ def _string_list(field_name: str, value: object) -> tuple[str, ...]:
     return tuple(value)
 
 
+def _decoded(document: Mapping[str, object], fields: Mapping[str, tuple[str, _Decoder]]) -> dict[str, Any]:
+    """Return attribute -> decoded value of each field (name -> (attribute, decoder)) that `document` sets."""
+    return {attribute: decode(name, document[name])
+            for name, (attribute, decode) in fields.items() if document.get(name) is not None}
+
+
 def merge_documents(documents: Sequence[Mapping[str, object]]) -> dict[str, object]:
     """Return the documents merged in order: each top-level field replaces the one before it."""
     merged: dict[str, object] = {}
@@ -170,31 +175,19 @@ def merge_documents(documents: Sequence[Mapping[str, object]]) -> dict[str, obje
 
 
 def _validate_enforce_node_allocatable(values: tuple[str, ...]) -> None:
-    seen: set[str] = set()
-    for value in values:
-        if value in seen:
-            raise ConfigError(
-                f'invalid configuration: duplicated enforcements "{value}" in enforceNodeAllocatable '
-                "(--enforce-node-allocatable)",
-                key="enforceNodeAllocatable",
-                value=list(values),
-            )
-        seen.add(value)
-        if value not in ENFORCEMENT_KEYS:
+    for index, value in enumerate(values):
+        if value in values[:index]:
+            reason = f'duplicated enforcements "{value}" in enforceNodeAllocatable (--enforce-node-allocatable)'
+        elif value not in ENFORCEMENT_KEYS:
             options = ", ".join(f'"{key}"' for key in ENFORCEMENT_KEYS[:-1])
-            raise ConfigError(
-                f'invalid configuration: option "{value}" specified for enforceNodeAllocatable '
-                f'(--enforce-node-allocatable). Valid options are {options} or "{ENFORCEMENT_KEYS[-1]}"',
-                key="enforceNodeAllocatable",
-                value=list(values),
-            )
-        if value == "none" and len(values) > 1:
-            raise ConfigError(
-                "invalid configuration: enforceNodeAllocatable (--enforce-node-allocatable) may not contain "
-                'additional enforcements when "none" is specified',
-                key="enforceNodeAllocatable",
-                value=list(values),
-            )
+            reason = (f'option "{value}" specified for enforceNodeAllocatable (--enforce-node-allocatable). '
+                      f'Valid options are {options} or "{ENFORCEMENT_KEYS[-1]}"')
+        elif value == "none" and len(values) > 1:
+            reason = ("enforceNodeAllocatable (--enforce-node-allocatable) may not contain additional enforcements "
+                      'when "none" is specified')
+        else:
+            continue
+        raise ConfigError(f"invalid configuration: {reason}", key="enforceNodeAllocatable", value=list(values))
 
 
 def eviction_settings(document: Mapping[str, object]) -> EvictionSettings:
@@ -215,7 +208,6 @@ def eviction_settings(document: Mapping[str, object]) -> EvictionSettings:
         soft=maps["evictionSoft"] or {},
         soft_grace_period=maps["evictionSoftGracePeriod"] or {},
         minimum_reclaim=maps["evictionMinimumReclaim"] or {},
-        merge_default_eviction_settings=merge,
     )
     period = document.get("evictionPressureTransitionPeriod")
     if period is not None:
@@ -223,18 +215,12 @@ def eviction_settings(document: Mapping[str, object]) -> EvictionSettings:
         settings = replace(
             settings, pressure_transition_period_s=seconds or DEFAULT_PRESSURE_TRANSITION_PERIOD_S
         )
-    optional = {
+    settings = replace(settings, **_decoded(document, {
         "evictionMaxPodGracePeriod": ("max_pod_grace_period_s", _int32),
         "localStorageCapacityIsolation": ("local_storage_capacity_isolation", _bool),
         "kernelMemcgNotification": ("kernel_memcg_notification", _bool),
         "enforceNodeAllocatable": ("enforce_node_allocatable", _string_list),
-    }
-    changes: dict[str, Any] = {}
-    for name, (attribute, decode) in optional.items():
-        value = document.get(name)
-        if value is not None:
-            changes[attribute] = decode(name, value)
-    settings = replace(settings, **changes)
+    }))
     _validate_enforce_node_allocatable(settings.enforce_node_allocatable)
     return settings
 
@@ -259,20 +245,13 @@ class ImageGCSettings:
 
 def image_gc_settings(document: Mapping[str, object]) -> ImageGCSettings:
     """Return the image GC settings of a (merged) KubeletConfiguration, validated as the kubelet does."""
-    high = document.get("imageGCHighThresholdPercent")
-    low = document.get("imageGCLowThresholdPercent")
-    min_age = document.get("imageMinimumGCAge")
-    max_age = document.get("imageMaximumGCAge")
-    settings = ImageGCSettings(
-        high_threshold_percent=_int32("imageGCHighThresholdPercent", high) if high is not None
-        else DEFAULT_IMAGE_GC_HIGH_PERCENT,
-        low_threshold_percent=_int32("imageGCLowThresholdPercent", low) if low is not None
-        else DEFAULT_IMAGE_GC_LOW_PERCENT,
-        minimum_gc_age_s=_duration_s("imageMinimumGCAge", min_age) if min_age is not None
-        else DEFAULT_IMAGE_MINIMUM_GC_AGE_S,
-        maximum_gc_age_s=_duration_s("imageMaximumGCAge", max_age) if max_age is not None
-        else DEFAULT_IMAGE_MAXIMUM_GC_AGE_S,
-    )
+    settings = ImageGCSettings(**_decoded(document, {
+        "imageGCHighThresholdPercent": ("high_threshold_percent", _int32),
+        "imageGCLowThresholdPercent": ("low_threshold_percent", _int32),
+        "imageMinimumGCAge": ("minimum_gc_age_s", _duration_s),
+        "imageMaximumGCAge": ("maximum_gc_age_s", _duration_s),
+    }))
+    min_age, max_age = document.get("imageMinimumGCAge"), document.get("imageMaximumGCAge")
     checks = (
         (not 0 <= settings.high_threshold_percent <= 100, "imageGCHighThresholdPercent",
          settings.high_threshold_percent,
@@ -332,7 +311,7 @@ def _parse_go_int32(text: str) -> int:
         number = None
     if number is None:
         raise ValueError(f'strconv.ParseInt: parsing "{text}": invalid syntax')
-    if not -INT32_MAX - 1 <= number <= INT32_MAX:
+    if not INT32_MIN <= number <= INT32_MAX:
         raise ValueError(f'strconv.ParseInt: parsing "{text}": value out of range')
     return number
 

@@ -75,9 +75,7 @@ def _pod_limit_eviction(pod: Pod, stats: PodStats) -> LocalStorageEviction | Non
     limit = pod_limit(pod, Resource.EPHEMERAL_STORAGE.value)
     if limit is None:
         return None
-    usage = 0
-    if stats.ephemeral_storage is not None and stats.ephemeral_storage.used_bytes is not None:
-        usage = stats.ephemeral_storage.used_bytes
+    usage = (stats.ephemeral_storage.used_bytes if stats.ephemeral_storage is not None else None) or 0
     if usage > limit.value:
         return LocalStorageEviction(pod, POD_EPHEMERAL_LIMIT_SIGNAL, pod_ephemeral_limit_message(limit))
     return None

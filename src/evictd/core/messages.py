@@ -117,7 +117,8 @@ def eviction_message(
         return message, annotations
 
     if resource is Resource.MEMORY:
-        pod_request = _pod_level_memory_request(pod)
+        # The pod-level spec.resources.requests.memory, when pod-level resources are set.
+        pod_request = pod.pod_level_requests.get(resource.value) if is_pod_level_resources_set(pod) else None
         if pod_request is not None and stats.memory is not None:
             pod_usage = _bytes(stats.memory.working_set_bytes or 0)
             message += POD_MESSAGE_FMT.format(
@@ -146,11 +147,6 @@ def eviction_message(
     annotations[OFFENDING_CONTAINERS_USAGE_KEY] = ",".join(usages)
     annotations[STARVED_RESOURCE_KEY] = resource.value
     return message, annotations
-
-
-def _pod_level_memory_request(pod: Pod) -> Quantity | None:
-    """The pod-level ``spec.resources.requests.memory`` when pod-level resources are set, else None."""
-    return pod.pod_level_requests.get(Resource.MEMORY.value) if is_pod_level_resources_set(pod) else None
 
 
 def emptydir_limit_message(volume_name: str, size_limit: Quantity) -> str:

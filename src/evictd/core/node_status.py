@@ -80,8 +80,19 @@ STOPPED_MESSAGE = "evictd stopped; this condition is not being updated"
 
 
 def condition_type(condition: NodeCondition, mode: ConditionMode) -> str:
-    """Return the condition type written for `condition` in `mode`."""
     return CONDITION_TO_EVICTD_TYPE[condition] if mode is ConditionMode.EVICTD else str(condition)
+
+
+def _condition(
+    kind: str, status: str, reason: str, message: str, by_type: Mapping[str, Mapping[str, Any]], now: str
+) -> dict[str, Any]:
+    """Return a node condition heartbeating `now`, its `lastTransitionTime` carried over unless the status flipped."""
+    previous = by_type.get(kind)
+    transition = now
+    if previous is not None and previous.get("status") == status and previous.get("lastTransitionTime"):
+        transition = str(previous["lastTransitionTime"])
+    return {"type": kind, "status": status, "reason": reason, "message": message, "lastHeartbeatTime": now,
+            "lastTransitionTime": transition}
 
 
 def desired_conditions(
@@ -93,29 +104,16 @@ def desired_conditions(
     """Return evictd's three node conditions for this moment, keeping transition times that did not change.
 
     `current` is the node's `status.conditions`; `pressure` the conditions the engine reports; `now` an RFC
-    3339 time. Each returned condition has status True/False, the kubelet's reason and message, heartbeat
-    `now`, and `lastTransitionTime` carried over unless the status flipped.
+    3339 time. Each returned condition has status True/False and the kubelet's reason and message.
     """
     by_type = {str(c.get("type")): c for c in current}
     conditions = []
     for condition, text in CONDITION_TO_TEXT.items():
-        kind = condition_type(condition, mode)
-        active = condition in pressure
-        status = "True" if active else "False"
-        previous = by_type.get(kind)
-        transition = now
-        if previous is not None and previous.get("status") == status and previous.get("lastTransitionTime"):
-            transition = str(previous["lastTransitionTime"])
-        conditions.append(
-            {
-                "type": kind,
-                "status": status,
-                "reason": text.true_reason if active else text.false_reason,
-                "message": text.true_message if active else text.false_message,
-                "lastHeartbeatTime": now,
-                "lastTransitionTime": transition,
-            }
-        )
+        if condition in pressure:
+            status, reason, message = "True", text.true_reason, text.true_message
+        else:
+            status, reason, message = "False", text.false_reason, text.false_message
+        conditions.append(_condition(condition_type(condition, mode), status, reason, message, by_type, now))
     return conditions
 
 
@@ -126,16 +124,8 @@ def stopped_conditions(current: Sequence[Mapping[str, Any]], mode: ConditionMode
     observation no longer holds, and nobody is updating it. Transition times are kept when already Unknown.
     """
     by_type = {str(c.get("type")): c for c in current}
-    conditions = []
-    for condition in CONDITION_TO_TEXT:
-        kind = condition_type(condition, mode)
-        previous = by_type.get(kind)
-        transition = now
-        if previous is not None and previous.get("status") == STOPPED_STATUS and previous.get("lastTransitionTime"):
-            transition = str(previous["lastTransitionTime"])
-        conditions.append({"type": kind, "status": STOPPED_STATUS, "reason": STOPPED_REASON,
-                           "message": STOPPED_MESSAGE, "lastHeartbeatTime": now, "lastTransitionTime": transition})
-    return conditions
+    return [_condition(condition_type(condition, mode), STOPPED_STATUS, STOPPED_REASON, STOPPED_MESSAGE, by_type, now)
+            for condition in CONDITION_TO_TEXT]
 
 
 def desired_taints(

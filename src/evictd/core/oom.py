@@ -26,7 +26,7 @@ counter moved.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 from evictd.core.engine import Assessment, Eviction
@@ -148,7 +148,6 @@ class OomReport:
 
     @property
     def attributed_kills(self) -> int:
-        """Return the kills attributed to a pod."""
         return sum(kill.kills for kill in self.pod_kills)
 
     @property
@@ -164,7 +163,6 @@ class OomReport:
 
     @property
     def has_kills(self) -> bool:
-        """Return True when any OOM kill was counted in this interval."""
         return bool(self.node_kills or self.pods_kills or self.pod_kills)
 
 
@@ -284,18 +282,21 @@ def oom_feedback(
     finds the kills of both intervals.
     """
     node_kills = counter_delta(state.node, reading.node) if state.baseline else 0
+    evicted_now = activity_now in (Activity.WAITING_FOR_CLEANUP, Activity.EVICTION_FAILED)
+    new_state = replace(state, node=reading.node, pods=reading.pods, baseline=True, activity=activity_now,
+                        last_memory_eviction_at=now if evicted_now else state.last_memory_eviction_at)
     pod_kills: tuple[PodOomKill, ...] = ()
     summed_pods = 0
-    walked_state = (state.cgroups, state.group_kills, state.walked, state.node_at_walk, state.pods_at_walk)
     if reading.cgroups is not None:
         if state.walked:
             pod_kills, summed_pods = pod_oom_kills(state.cgroups, state.group_kills, reading.cgroups)
-        walked_state = (
-            {count.path: count.oom_kills for count in reading.cgroups},
-            {count.path: count.group_kills for count in reading.cgroups if count.group_kills},
-            True,
-            reading.node,
-            reading.pods,
+        new_state = replace(
+            new_state,
+            cgroups={count.path: count.oom_kills for count in reading.cgroups},
+            group_kills={count.path: count.group_kills for count in reading.cgroups if count.group_kills},
+            walked=True,
+            node_at_walk=reading.node,
+            pods_at_walk=reading.pods,
         )
     if reading.pods is not None:
         pods_kills = counter_delta(state.pods, reading.pods) if state.baseline else 0
@@ -304,20 +305,6 @@ def oom_feedback(
     activity = classify(state, activity_now, now)
     node_known = reading.node is not None and state.node is not None
     counted = node_kills if node_known else pods_kills
-    evicted_now = activity_now in (Activity.WAITING_FOR_CLEANUP, Activity.EVICTION_FAILED)
-    cgroups, group_kills, walked, node_at_walk, pods_at_walk = walked_state
-    new_state = OomState(
-        node=reading.node,
-        pods=reading.pods,
-        cgroups=cgroups,
-        group_kills=group_kills,
-        baseline=True,
-        walked=walked,
-        node_at_walk=node_at_walk,
-        pods_at_walk=pods_at_walk,
-        activity=activity_now,
-        last_memory_eviction_at=now if evicted_now else state.last_memory_eviction_at,
-    )
     report = OomReport(
         node_kills=node_kills,
         pods_kills=pods_kills,

@@ -184,7 +184,6 @@ class Pod:
 
     @property
     def pod_level_requests(self) -> Mapping[str, Quantity]:
-        """Return spec.resources.requests (empty when spec.resources is absent)."""
         return _NO_QUANTITIES if self.resources is None else self.resources.requests
 
 

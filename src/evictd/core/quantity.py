@@ -30,17 +30,8 @@ from fractions import Fraction
 from functools import total_ordering
 from typing import Final
 
+from evictd.core.decode import INT32_MAX
 from evictd.core.errors import QuantityError
-
-__all__ = [
-    "ERR_FORMAT_WRONG",
-    "ERR_NUMERIC",
-    "ERR_SUFFIX",
-    "MAX_ALLOWED",
-    "ZERO",
-    "Quantity",
-    "QuantityFormat",
-]
 
 ERR_FORMAT_WRONG: Final = (
     "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
@@ -61,7 +52,6 @@ class QuantityFormat(StrEnum):
 
 
 _NANO: Final = 10**9
-_MAX_INT32: Final = 2**31 - 1
 _MAX_MAGNITUDE_DIGITS: Final = 1000  # evictd's own bound: |value| < 10**1000 (see module docstring)
 _STR_CHUNK: Final = 600  # below CPython's smallest possible int<->str digit limit (640)
 _STR_CHUNK_LIMIT: Final = 10**_STR_CHUNK
@@ -95,8 +85,8 @@ class Quantity:
         if not isinstance(self.format, QuantityFormat):
             raise TypeError(f"Quantity.format must be a QuantityFormat, not {type(self.format).__name__}")
         den = self.value.denominator
-        if den != 1 and _NANO % den != 0 and _decimal_places(den) is None:
-            raise ValueError(f"Quantity.value {self.value} is not a terminating decimal")
+        if den != 1 and _NANO % den != 0:
+            _decimal_places(self.value)  # raises unless the value is a terminating decimal
 
     # ----------------------------------------------------------------- construction
 
@@ -323,7 +313,7 @@ def _parse_exponent(text: str) -> int | None:
     if len(body) > 10:
         return None
     value = int(body)
-    if value > _MAX_INT32:
+    if value > INT32_MAX:
         return None
     return -value if text[0] == "-" else value
 
@@ -342,8 +332,9 @@ def _ceil_scaled(mantissa: int, shift: int) -> int:
     return quotient + (1 if remainder else 0)
 
 
-def _decimal_places(den: int) -> int | None:
-    """Smallest k with den | 10**k, or None when den has a prime factor other than 2 and 5."""
+def _decimal_places(value: Fraction) -> int:
+    """Smallest k with 10**k * value whole; ValueError when its denominator has a prime factor but 2 and 5."""
+    den = value.denominator
     twos = (den & -den).bit_length() - 1
     rest = den >> twos
     fives = 0
@@ -351,7 +342,7 @@ def _decimal_places(den: int) -> int | None:
         rest //= 5
         fives += 1
     if rest != 1:
-        return None
+        raise ValueError(f"Quantity.value {value} is not a terminating decimal")
     return max(twos, fives)
 
 
@@ -394,9 +385,7 @@ def _canonical(value: Fraction, fmt: QuantityFormat) -> str:
             fmt = QuantityFormat.DECIMAL_EXPONENT  # beyond Ei: exact decimal exponent form
 
     # Mantissa and base-10 exponent, the exponent lowered to a multiple of 3 (AsCanonicalBytes).
-    places = 9 if _NANO % den == 0 else _decimal_places(den)
-    if places is None:  # unreachable: __post_init__ guarantees a terminating decimal
-        raise ValueError(f"{value} is not a terminating decimal")
+    places = 9 if _NANO % den == 0 else _decimal_places(value)
     digits = _int_to_str(magnitude * (_pow10(places) // den))
     mantissa = digits.rstrip("0")
     exponent = len(digits) - len(mantissa) - places

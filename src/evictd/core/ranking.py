@@ -16,6 +16,7 @@ Invariants:
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 from fractions import Fraction
 
@@ -33,11 +34,6 @@ _Number = Fraction | int
 _Key = tuple[int, _Number]
 _NO_STATS: _Key = (0, Fraction(0))
 _HAS_STATS = 1
-
-
-def disk_fs_stats(signal: Signal, layout: FsLayout) -> tuple[FsStatsType, ...] | None:
-    """Return the fs stats types the disk rank function of `signal` measures, or None if not a disk signal."""
-    return meaning_of(layout).rank_fs_stats.get(signal)
 
 
 def pod_disk_usage(stats: PodStats, pod: Pod, fs_stats: Sequence[FsStatsType]) -> dict[Resource, int]:
@@ -70,19 +66,9 @@ def pod_disk_usage(stats: PodStats, pod: Pod, fs_stats: Sequence[FsStatsType]) -
     return {Resource.EPHEMERAL_STORAGE: used_bytes, Resource.INODES: inodes_used}
 
 
-def _memory_usage(stats: PodStats) -> int:
-    if stats.memory is None or stats.memory.working_set_bytes is None:
-        return 0
-    return stats.memory.working_set_bytes
-
-
 def _flag(value: bool) -> int:
     """Key of a boolean comparator: True sorts first (upstream cmpBool)."""
     return 0 if value else 1
-
-
-def _priority_key(pod: Pod) -> int:
-    return pod_priority(pod)
 
 
 def _exact(value: Fraction | int) -> Fraction | int:
@@ -100,11 +86,12 @@ def _request_value(pod: Pod, resource: str) -> Fraction | int:
 def _memory_keys(pod: Pod, stats: PodStats | None) -> tuple[_Key, _Number, _Key]:
     """exceedMemoryRequests -> priority -> memory (larger usage above request first)."""
     if stats is None:
-        return _NO_STATS, _priority_key(pod), _NO_STATS
-    above_request = _exact(_memory_usage(stats) - _request_value(pod, Resource.MEMORY))
+        return _NO_STATS, pod_priority(pod), _NO_STATS
+    usage = (stats.memory.working_set_bytes if stats.memory is not None else None) or 0
+    above_request = _exact(usage - _request_value(pod, Resource.MEMORY))
     return (
         (_HAS_STATS, _flag(above_request > 0)),
-        _priority_key(pod),
+        pod_priority(pod),
         (_HAS_STATS, -above_request),
     )
 
@@ -112,8 +99,8 @@ def _memory_keys(pod: Pod, stats: PodStats | None) -> tuple[_Key, _Number, _Key]
 def _pid_keys(pod: Pod, stats: PodStats | None) -> tuple[_Number, _Key]:
     """priority -> process (more processes first)."""
     if stats is None:
-        return _priority_key(pod), _NO_STATS
-    return _priority_key(pod), (_HAS_STATS, -(stats.process_count or 0))
+        return pod_priority(pod), _NO_STATS
+    return pod_priority(pod), (_HAS_STATS, -(stats.process_count or 0))
 
 
 def _disk_keys(
@@ -121,18 +108,18 @@ def _disk_keys(
 ) -> tuple[_Key, _Number, _Key]:
     """exceedDiskRequests -> priority -> disk (larger usage minus ephemeral-storage request first)."""
     if stats is None:
-        return _NO_STATS, _priority_key(pod), _NO_STATS
+        return _NO_STATS, pod_priority(pod), _NO_STATS
     usage = pod_disk_usage(stats, pod, fs_stats)[resource]
     exceeds = usage > _request_value(pod, resource)
     above_request = usage - _request_value(pod, Resource.EPHEMERAL_STORAGE)
     return (
         (_HAS_STATS, _flag(exceeds)),
-        _priority_key(pod),
+        pod_priority(pod),
         (_HAS_STATS, -above_request),
     )
 
 
-# What `rank_pods` sorted one pod by: the key tuple of its signal's rank function (`keys_json` names its parts).
+# What `rank_pods` sorted one pod by: the key tuple of its signal's rank function (`keys_text` names its parts).
 SortKey = tuple[object, ...]
 
 
@@ -142,9 +129,7 @@ def _sort_key_of(signal: Signal, layout: FsLayout) -> Callable[[Pod, PodStats | 
         return _memory_keys
     if signal is Signal.PID_AVAILABLE:
         return _pid_keys
-    fs_stats = disk_fs_stats(signal, layout)
-    if fs_stats is None:  # pragma: no cover - every Signal member is memory, pid or disk
-        raise ValueError(f"no rank function for signal {signal}")
+    fs_stats = meaning_of(layout).rank_fs_stats[signal]  # every other signal is a disk signal
     resource = SIGNAL_TO_RESOURCE[signal]
     return lambda pod, stats: _disk_keys(pod, stats, fs_stats, resource)
 
@@ -165,41 +150,15 @@ def rank_pods(signal: Signal, layout: FsLayout, pods: Sequence[Pod], stats_of: S
 
     memory.available / allocatableMemory.available: exceedMemoryRequests, priority, memory.
     pid.available: priority, process. Disk signals: exceedDiskRequests, priority, disk over the fs stats
-    types of `layout` (see disk_fs_stats), measuring bytes for ``*.available`` and inodes for
+    types of `layout` (`LayoutMeaning.rank_fs_stats`), measuring bytes for ``*.available`` and inodes for
     ``*.inodesFree``.
     """
-    key_of = _sort_key_of(signal, layout)
-    return sorted(pods, key=lambda pod: key_of(pod, stats_of(pod)))
-
-
-def _key_json(key: _Key) -> int | str | None:
-    """A usage comparator's key as JSON: None without stats; the usage above request (negated back)."""
-    if key[0] != _HAS_STATS:
-        return None
-    value = -_exact(key[1])
-    return value if isinstance(value, int) else str(value)
-
-
-def _flag_json(key: _Key) -> bool | None:
-    return None if key[0] != _HAS_STATS else key[1] == _flag(True)
-
-
-def keys_json(signal: Signal, key: SortKey) -> dict[str, object]:
-    """Return a sort key of `rank_pods_with_keys` for `signal` by name (None: the pod had no stats).
-
-    Memory and disk: exceedsRequests, priority, usageAboveRequest (bytes, or inodes for ``*.inodesFree``);
-    pid.available: priority, processes.
-    """
-    if signal is Signal.PID_AVAILABLE:
-        priority, processes = key
-        return {"priority": priority, "processes": _key_json(processes)}  # type: ignore[arg-type]
-    exceeds, priority, usage = key
-    return {"exceedsRequests": _flag_json(exceeds), "priority": priority,  # type: ignore[arg-type]
-            "usageAboveRequest": _key_json(usage)}  # type: ignore[arg-type]
+    return list(rank_pods_with_keys(signal, layout, pods, stats_of)[0])
 
 
 def _usage_text(key: _Key) -> str:
-    """`_key_json` as JSON text (an int checked by its type: `isinstance` of Fraction is an ABC check, slow)."""
+    """A usage comparator's key as JSON text: null without stats, else the usage above request (negated back), a
+    string where fractional (an int is checked by its type: `isinstance` of Fraction is an ABC check, slow)."""
     if key[0] != _HAS_STATS:
         return "null"
     value = -key[1]
@@ -209,13 +168,23 @@ def _usage_text(key: _Key) -> str:
 
 
 def keys_text(signal: Signal, key: SortKey) -> str:
-    """`keys_json` as compact JSON text, written directly (the recorder writes one per ranked pod per cycle)."""
+    """Return a sort key of `rank_pods_with_keys` for `signal` by name, as compact JSON text (the recorder writes
+    one per ranked pod per cycle); null where the pod had no stats.
+
+    Memory and disk: exceedsRequests, priority, usageAboveRequest (bytes, or inodes for ``*.inodesFree``);
+    pid.available: priority, processes.
+    """
     if signal is Signal.PID_AVAILABLE:
         priority, processes = key
         return f'{{"priority":{priority},"processes":{_usage_text(processes)}}}'  # type: ignore[arg-type]
     exceeds, priority, usage = key
     flag = "null" if exceeds[0] != _HAS_STATS else "true" if exceeds[1] == _flag(True) else "false"  # type: ignore[index]
     return f'{{"exceedsRequests":{flag},"priority":{priority},"usageAboveRequest":{_usage_text(usage)}}}'  # type: ignore[arg-type]
+
+
+def keys_json(signal: Signal, key: SortKey) -> dict[str, object]:
+    loaded: dict[str, object] = json.loads(keys_text(signal, key))
+    return loaded
 
 
 def ranking_keys(signal: Signal, layout: FsLayout, pod: Pod, stats: PodStats | None) -> dict[str, object]:

@@ -88,19 +88,6 @@ def is_pod_level_resources_set(pod: Pod) -> bool:
     )
 
 
-def is_pod_level_requests_set(pod: Pod) -> bool:
-    """Return True when spec.resources.requests names a resource pod-level resources support."""
-    return pod.resources is not None and _has_pod_level(pod.resources.requests)
-
-
-def aggregate_container_requests(pod: Pod, resource: str) -> Quantity | None:
-    """Return the KEP-753 aggregate of the containers' own requests for `resource`, pod-level ones ignored.
-
-    None when no container requests the resource (a request of "0" still counts as made).
-    """
-    return _aggregate(pod, resource, lambda container: container.requests)
-
-
 def pod_request(pod: Pod, resource: str) -> Quantity:
     """Return GetResourceRequestQuantity(pod, resource): the request the eviction ranking uses.
 
@@ -113,8 +100,9 @@ def pod_request(pod: Pod, resource: str) -> Quantity:
 
 
 def _pod_request(pod: Pod, resource: str) -> Quantity:
-    aggregate = None if is_pod_level_resources_set(pod) else aggregate_container_requests(pod, resource)
-    if is_pod_level_requests_set(pod) and _is_pod_level_resource(resource) and pod.resources is not None:
+    # None when no container requests the resource (a request of "0" still counts as made).
+    aggregate = None if is_pod_level_resources_set(pod) else _aggregate(pod, resource, lambda c: c.requests)
+    if pod.resources is not None and _is_pod_level_resource(resource) and _has_pod_level(pod.resources.requests):
         aggregate = pod.resources.requests.get(resource, aggregate)
     fmt = QuantityFormat.BINARY_SI if resource in BINARY_RESOURCES else QuantityFormat.DECIMAL_SI
     total = Quantity.from_int(0, fmt)

@@ -45,7 +45,6 @@ class Image:
 
     @property
     def references(self) -> tuple[str, ...]:
-        """Every name the image is known by: its ID, tags and digests."""
         return (self.id, *self.repo_tags, *self.repo_digests)
 
 

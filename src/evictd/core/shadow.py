@@ -139,28 +139,25 @@ def compare(state: ShadowState, evictd: Iterable[ShadowEviction], kubelet: Itera
 
     # Held for a whole window without its own pod on the other side: another pod, or nothing at all.
     for held in [e for e in waiting_evictd if now - e.at > window_s]:
-        other = _same_resource(held, waiting_kubelet, window_s)
         waiting_evictd.remove(held)
-        if other is None:
-            settled.append(Comparison(Outcome.EVICTD_ONLY, held, None))
-        else:
-            waiting_kubelet.remove(other)
-            settled.append(Comparison(Outcome.DIFFERENT_POD, held, other))
+        other = _take_same_resource(held, waiting_kubelet, window_s)
+        settled.append(Comparison(Outcome.EVICTD_ONLY if other is None else Outcome.DIFFERENT_POD, held, other))
     for late in [k for k in waiting_kubelet if now - k.at > window_s]:
-        counterpart = _same_resource(late, waiting_evictd, window_s)
         waiting_kubelet.remove(late)
-        if counterpart is None:
-            settled.append(Comparison(Outcome.KUBELET_ONLY, None, late))
-        else:
-            waiting_evictd.remove(counterpart)
-            settled.append(Comparison(Outcome.DIFFERENT_POD, counterpart, late))
+        other = _take_same_resource(late, waiting_evictd, window_s)
+        settled.append(Comparison(Outcome.KUBELET_ONLY if other is None else Outcome.DIFFERENT_POD, other, late))
 
     new_state = replace(state, evictd=tuple(waiting_evictd), kubelet=tuple(waiting_kubelet),
                         decided=decided + tuple(fresh))
     return new_state, settled
 
 
-def _same_resource(eviction: ShadowEviction, others: list[ShadowEviction], window_s: float) -> ShadowEviction | None:
-    """The earliest eviction of the other side for the same resource within the window, if any."""
+def _take_same_resource(
+    eviction: ShadowEviction, others: list[ShadowEviction], window_s: float
+) -> ShadowEviction | None:
+    """Remove from `others` and return the earliest eviction for the same resource within the window, if any."""
     candidates = [o for o in others if o.resource == eviction.resource and abs(o.at - eviction.at) <= window_s]
-    return min(candidates, key=lambda o: o.at, default=None)
+    found = min(candidates, key=lambda o: o.at, default=None)
+    if found is not None:
+        others.remove(found)
+    return found

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from enum import StrEnum
 
+from evictd.core.errors import ConfigError
+
 
 class Signal(StrEnum):
     """An eviction signal (KUBELET_SPEC §1). Only these nine are accepted by the parser."""
@@ -98,8 +100,8 @@ CONTAINER_EPHEMERAL_LIMIT_SIGNAL = "ephemeralcontainerfs.limit"
 
 
 def parse_signal(name: str) -> Signal:
-    """Return the Signal named `name`; raise ValueError with the kubelet's text if it is not supported."""
+    """Return the Signal named `name`; raise ConfigError with the kubelet's text if it is not supported."""
     try:
         return Signal(name)
     except ValueError:
-        raise ValueError(f"unsupported eviction signal {name}") from None
+        raise ConfigError(f"unsupported eviction signal {name}") from None

@@ -415,10 +415,8 @@ def pod_stats_lookup(summary: Summary, pods: Sequence[Pod]) -> Callable[[Pod], P
             by_name[(ref.namespace, ref.name)] = stats
     index: dict[tuple[str, str, str], PodStats | None] = {}
     for pod in pods:
-        found = by_uid.get(pod.uid) if pod.uid else None
-        if found is None:
-            found = by_name.get((pod.namespace, pod.name))
-        index[(pod.uid, pod.namespace, pod.name)] = found
+        found = by_uid.get(pod.uid) if pod.uid else None  # PodStats are always true
+        index[(pod.uid, pod.namespace, pod.name)] = found or by_name.get((pod.namespace, pod.name))
 
     def stats_of(pod: Pod) -> PodStats | None:
         return index.get((pod.uid, pod.namespace, pod.name))

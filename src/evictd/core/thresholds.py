@@ -16,22 +16,25 @@ from __future__ import annotations
 import math
 import re
 import struct
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from fractions import Fraction
-from typing import Protocol
+from typing import TypeVar
 
 from evictd.core.duration import parse_go_duration
-from evictd.core.errors import MISSING, ConfigError, DurationError
+from evictd.core.errors import MISSING, ConfigError
 from evictd.core.fs_layout import FsLayout, meaning_of
 from evictd.core.quantity import Quantity, QuantityFormat
 from evictd.core.signals import Operator, Signal, parse_signal
+from evictd.core.summary import Observation
 
 # `pods` in enforceNodeAllocatable makes the kubelet enforce allocatable memory (NodeAllocatableEnforcementKey).
 NODE_ALLOCATABLE_ENFORCEMENT_KEY = "pods"
 
 # The threshold values that mean "no threshold at all" (compared as literal strings, not numbers).
 DISABLING_PERCENTAGES = frozenset({"0%", "100%"})
+
+_V = TypeVar("_V")
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,25 +138,13 @@ def parse_go_float32(text: str) -> float:
     return float(rounded)
 
 
-def to_float32(value: float) -> float:
-    """Return `value` rounded to the nearest float32 (as Go's float32(x) conversion does)."""
-    return float(struct.unpack("f", struct.pack("f", value))[0])
-
-
 def parse_percentage(text: str) -> float:
     """Return the kubelet's parsePercentage of `text`: trailing '%' stripped, float32 value / 100 in float32."""
     number = parse_go_float32(text.rstrip("%"))
-    return to_float32(number / 100.0)
+    return float(struct.unpack("f", struct.pack("f", number / 100.0))[0])  # Go's float32(x): round to nearest
 
 
 # --- statements and whole configurations ---------------------------------------------------------------
-
-
-def _signal(name: str) -> Signal:
-    try:
-        return parse_signal(name)
-    except ValueError as exc:
-        raise ConfigError(str(exc)) from None
 
 
 def _threshold_value(signal: Signal, raw: str) -> ThresholdValue | None:
@@ -188,59 +179,23 @@ def _min_reclaim_value(signal: Signal, raw: str) -> ThresholdValue:
     return ThresholdValue(quantity=quantity)
 
 
-def _statements(
-    field: str, entries: Mapping[str, str], *, hard: bool, grace_periods: Mapping[Signal, float]
-) -> list[Threshold]:
-    thresholds: list[Threshold] = []
+def _grace_period(signal: Signal, raw: str) -> float:
+    seconds = parse_go_duration(raw)
+    if seconds < 0:
+        raise ConfigError(f"invalid eviction grace period specified: {raw}, must be a positive value")
+    return seconds
+
+
+def _per_signal(field: str, entries: Mapping[str, str], parse: Callable[[Signal, str], _V]) -> dict[Signal, _V]:
+    """Return `parse(signal, raw)` of each entry of the map `field`; an error is located at the entry."""
+    parsed: dict[Signal, _V] = {}
     for name, raw in entries.items():
-        key = f"{field}[{name}]"
         try:
-            signal = _signal(name)
-            value = _threshold_value(signal, raw)
+            signal = parse_signal(name)
+            parsed[signal] = parse(signal, raw)
         except ConfigError as exc:
-            raise exc.at(key, raw) from None
-        if value is None:
-            continue
-        grace = 0.0
-        if not hard:
-            if signal not in grace_periods:
-                raise ConfigError(
-                    f"grace period must be specified for the soft eviction threshold {signal}",
-                    key=f"evictionSoftGracePeriod[{signal}]",
-                    value=MISSING,
-                )
-            grace = grace_periods[signal]
-        thresholds.append(Threshold(signal=signal, value=value, grace_period_s=grace, hard=hard))
-    return thresholds
-
-
-def _grace_periods(entries: Mapping[str, str]) -> dict[Signal, float]:
-    periods: dict[Signal, float] = {}
-    for name, raw in entries.items():
-        key = f"evictionSoftGracePeriod[{name}]"
-        try:
-            signal = _signal(name)
-            seconds = parse_go_duration(raw)
-        except (ConfigError, DurationError) as exc:
-            raise exc.at(key, raw) from None
-        if seconds < 0:
-            raise ConfigError(
-                f"invalid eviction grace period specified: {raw}, must be a positive value", key=key, value=raw
-            )
-        periods[signal] = seconds
-    return periods
-
-
-def _min_reclaims(entries: Mapping[str, str]) -> dict[Signal, ThresholdValue]:
-    reclaims: dict[Signal, ThresholdValue] = {}
-    for name, raw in entries.items():
-        key = f"evictionMinimumReclaim[{name}]"
-        try:
-            signal = _signal(name)
-            reclaims[signal] = _min_reclaim_value(signal, raw)
-        except ConfigError as exc:
-            raise exc.at(key, raw) from None
-    return reclaims
+            raise exc.at(f"{field}[{name}]", raw) from None
+    return parsed
 
 
 def parse_threshold_config(
@@ -256,21 +211,22 @@ def parse_threshold_config(
     Raises ConfigError (located at the offending key) on the first invalid entry, in the kubelet's order:
     hard entries, soft entries, grace periods, minimum reclaims, missing soft grace periods.
     """
-    hard_thresholds = _statements("evictionHard", hard, hard=True, grace_periods={})
-    # Soft statement values are checked before grace periods are parsed, as upstream does; the grace check
-    # itself (step 5 upstream) must wait until grace periods and min reclaims are known to be valid.
-    for name, raw in soft.items():
-        try:
-            _threshold_value(_signal(name), raw)
-        except ConfigError as exc:
-            raise exc.at(f"evictionSoft[{name}]", raw) from None
-    grace_periods = _grace_periods(soft_grace_periods)
-    reclaims = _min_reclaims(min_reclaims)
-    soft_thresholds = _statements("evictionSoft", soft, hard=False, grace_periods=grace_periods)
-    thresholds = [
-        replace(threshold, min_reclaim=reclaims.get(threshold.signal))
-        for threshold in hard_thresholds + soft_thresholds
-    ]
+    hard_values = _per_signal("evictionHard", hard, _threshold_value)
+    soft_values = _per_signal("evictionSoft", soft, _threshold_value)
+    grace_periods = _per_signal("evictionSoftGracePeriod", soft_grace_periods, _grace_period)
+    reclaims = _per_signal("evictionMinimumReclaim", min_reclaims, _min_reclaim_value)
+    thresholds = [Threshold(signal, value, min_reclaim=reclaims.get(signal))
+                  for signal, value in hard_values.items() if value is not None]
+    for signal, value in soft_values.items():
+        if value is None:
+            continue
+        if signal not in grace_periods:
+            raise ConfigError(
+                f"grace period must be specified for the soft eviction threshold {signal}",
+                key=f"evictionSoftGracePeriod[{signal}]",
+                value=MISSING,
+            )
+        thresholds.append(Threshold(signal, value, grace_periods[signal], reclaims.get(signal), hard=False))
     if NODE_ALLOCATABLE_ENFORCEMENT_KEY in enforce_node_allocatable:
         thresholds += [
             replace(threshold, signal=Signal.ALLOCATABLE_MEMORY_AVAILABLE)
@@ -295,8 +251,6 @@ def derive_containerfs_thresholds(
     absent the copy has no operator and can never be met.
     """
     sources = meaning_of(layout).containerfs_sources
-    if not sources:
-        return list(thresholds), []
     result = list(thresholds)
     warnings: list[str] = []
     for threshold in thresholds:
@@ -330,18 +284,8 @@ def threshold_quantity(value: ThresholdValue, capacity: Quantity) -> Quantity:
     return Quantity.from_int(share, QuantityFormat.BINARY_SI)
 
 
-class Observed(Protocol):
-    """What thresholds_met needs of an observation: `available` and `capacity` quantities."""
-
-    @property
-    def available(self) -> Quantity: ...
-
-    @property
-    def capacity(self) -> Quantity: ...
-
-
 def thresholds_met(
-    thresholds: Sequence[Threshold], observations: Mapping[Signal, Observed], enforce_min_reclaim: bool
+    thresholds: Sequence[Threshold], observations: Mapping[Signal, Observation], enforce_min_reclaim: bool
 ) -> list[Threshold]:
     """Return the thresholds (in input order) whose quantity exceeds the observed available amount.
 

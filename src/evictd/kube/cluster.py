@@ -17,13 +17,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from evictd.adapters.node_pods import DiscoveredPods
 from evictd.clock import SYSTEM_CLOCK, Clock
-from evictd.core.engine import Eviction, ReclaimThenEvict, Skipped
+from evictd.core.engine import Assessment, Eviction, ReclaimThenEvict, Skipped
 from evictd.core.errors import EvictdError, KubeError
-from evictd.core.oom import oom_kill_events
+from evictd.core.oom import OomReport, oom_kill_events
 from evictd.core.pods import CONFIG_SOURCE_ANNOTATION, Pod
 from evictd.cri import NO_RUNTIME, Runtime
 from evictd.kube.critical_record import CriticalPodRecord
@@ -32,7 +32,6 @@ from evictd.kube.evictor import KubePodEvictor
 from evictd.kube.journal import EvictionJournal
 from evictd.kube.node_writer import NodeStatusWriter
 from evictd.kube.pod_watch import PodWatcher
-from evictd.manager import CycleReport
 
 # The kubelet's podCleanupTimeout: how long it waits for evicted pods to disappear.
 POD_CLEANUP_TIMEOUT_S = 30.0
@@ -42,6 +41,16 @@ POD_CLEANUP_POLL_S = 0.2
 
 # On a clean stop each node request may wait this long: the stop must finish well inside the shutdown deadline.
 WITHDRAW_TIMEOUT_S = 2.0
+
+
+class CycleOutcome(Protocol):
+    """What the cluster bookkeeping reads of a cycle (the manager's `CycleReport` has it)."""
+
+    @property
+    def assessment(self) -> Assessment: ...
+
+    @property
+    def oom(self) -> OomReport | None: ...
 
 
 # Without the API a pod's priority is unknown. The system-node-critical and system-cluster-critical priority
@@ -119,7 +128,7 @@ class ClusterSync:
         self._log = log
         self._critical = critical
 
-    def after_cycle(self, report: CycleReport) -> None:
+    def after_cycle(self, report: CycleOutcome) -> None:
         """Write what the cycle decided about the node; retry pending eviction writes; remember which pods the
         pod list says are critical."""
         self._remember_critical_pods()

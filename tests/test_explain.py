@@ -19,6 +19,7 @@ from evictd.kube.evictor import journal_entry
 from evictd.kube.journal import JOURNAL_FILE, EvictionJournal
 from evictd.recording import RECORDING_FOLDER, read_recording
 from evictd.replay import replayed_runs
+from recording_log import RecordingLog
 from test_recorder import EXAMPLES, START, cycles, evictd, example, record, recorder
 
 
@@ -174,7 +175,7 @@ def journal_of(state_dir: Path) -> None:
     """Journal every eviction of the recording in `state_dir`, as the daemon's evictor does (with its decision
     id and the cycle's time)."""
     records, _ = read_recording(str(state_dir / RECORDING_FOLDER))
-    journal = EvictionJournal(str(state_dir / JOURNAL_FILE))
+    journal = EvictionJournal(str(state_dir / JOURNAL_FILE), log=RecordingLog())
     for run in replayed_runs(records):
         for cycle_record, report in run.cycles:
             decision = f"{cycle_record.run}/{cycle_record.cycle}"

@@ -1,4 +1,5 @@
-"""The decision core stays pure: it imports only the standard library and itself, and does no I/O.
+"""The decision core stays pure: it imports only the standard library and itself, and does no I/O. The
+adapters (adapters/, kube/, cri/) depend on the core and on each other, never on the shell that wires them.
 
 This is the contract STYLE.md describes (kopf enforces its layers the same way with import-linter).
 """
@@ -11,7 +12,11 @@ from pathlib import Path
 
 import pytest
 
-CORE = Path(__file__).resolve().parents[1] / "src" / "evictd" / "core"
+PACKAGE = Path(__file__).resolve().parents[1] / "src" / "evictd"
+CORE = PACKAGE / "core"
+ADAPTER_PACKAGES = ("adapters", "kube", "cri")
+# What an adapter may import of evictd: the core, the adapter packages, and the Clock protocol.
+ADAPTER_MAY_IMPORT = ("evictd.core", "evictd.clock", *(f"evictd.{name}" for name in ADAPTER_PACKAGES))
 
 # Standard-library modules that would let the core touch the outside world or the clock.
 FORBIDDEN_STDLIB = {
@@ -60,10 +65,27 @@ def test_core_calls_no_io_builtins(path: Path) -> None:
             assert node.func.id not in FORBIDDEN_CALLS, f"{path.name}:{node.lineno} calls {node.func.id}()"
 
 
+def adapter_modules() -> list[Path]:
+    return sorted(path for name in ADAPTER_PACKAGES for path in (PACKAGE / name).glob("*.py"))
+
+
+def shell_imports(tree: ast.AST) -> list[str]:
+    """Return the evictd modules `tree` imports that an adapter may not."""
+    return [name for name in imported_modules(tree) if name.startswith("evictd.")
+            and not any(name == allowed or name.startswith(allowed + ".") for allowed in ADAPTER_MAY_IMPORT)]
+
+
+@pytest.mark.parametrize("path", adapter_modules(), ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_adapters_do_not_import_the_shell(path: Path) -> None:
+    assert shell_imports(ast.parse(path.read_text(encoding="utf-8"))) == [], f"{path} imports the shell"
+
+
 def test_checker_catches_a_violation(tmp_path: Path) -> None:
     """The checks above must be able to fail: feed them a module that breaks every rule."""
     bad = ast.parse("import os\nfrom evictd.manager import X\nopen('f')\n")
     names = imported_modules(bad)
     assert "os" in names and "evictd.manager" in names
+    assert shell_imports(bad) == ["evictd.manager"]
+    assert shell_imports(ast.parse("from evictd.core.pods import Pod\nfrom evictd.clock import Clock\n")) == []
     calls = [n.func.id for n in ast.walk(bad) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)]
     assert "open" in calls

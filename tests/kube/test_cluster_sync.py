@@ -19,6 +19,7 @@ from apiserver import ApiServer
 from evictd_kube_support import evictd_api_client, pod_lists
 from kube_objects import node_manifest
 
+import recording_log
 from builders import Gi, Mi, pod, pod_stats, summary
 from clocks import ManualClock
 from evictd.core.engine import Assessment, EngineConfig, NoneStarved
@@ -92,7 +93,7 @@ def cluster(apiserver: ApiServer, tmp_path: Path) -> Iterator[Cluster]:
     api_errors: list[Any] = []
     watcher = PodWatcher(client, NODE, on_error=api_errors.append)
     watcher.start()
-    journal = EvictionJournal(str(tmp_path / "evictions.json"))
+    journal = EvictionJournal(str(tmp_path / "evictions.json"), log=recording_log.RecordingLog())
     events = EventRecorder(client, NODE)
     evictor = KubePodEvictor(client, journal, events, on_api_error=api_errors.append)
     log = RecordingLog()
@@ -266,7 +267,7 @@ def test_no_pod_is_evicted_while_the_pod_list_is_unknown(apiserver: ApiServer, t
     watcher.start()
     try:
         assert wait_until(lambda: len(pod_lists(apiserver)) >= 1)
-        journal = EvictionJournal(str(tmp_path / "evictions.json"))
+        journal = EvictionJournal(str(tmp_path / "evictions.json"), log=recording_log.RecordingLog())
         evictor = KubePodEvictor(client, journal, EventRecorder(client, NODE))
         manager = EvictionManager(
             EngineConfig.from_settings(eviction_settings({"evictionHard": {"memory.available": "1Gi"}})),

@@ -34,8 +34,6 @@ from evictd.core.runtime import Sandbox
 # The containerd default; CRI-O listens on unix:///var/run/crio/crio.sock and is reached the same way.
 DEFAULT_ENDPOINT = "unix:///run/containerd/containerd.sock"
 UNIX_SCHEME = "unix://"
-# Key under which a bad endpoint is reported, the kubelet's own configuration field.
-ENDPOINT_CONFIG_KEY = "containerRuntimeEndpoint"
 
 
 def channel_target(endpoint: str) -> str:
@@ -48,7 +46,7 @@ def channel_target(endpoint: str) -> str:
         return endpoint
     if endpoint.startswith("/"):
         return UNIX_SCHEME + endpoint
-    raise ConfigError("only unix:// endpoints are supported", key=ENDPOINT_CONFIG_KEY, value=endpoint)
+    raise ConfigError("only unix:// endpoints are supported", key="containerRuntimeEndpoint", value=endpoint)
 
 # The CRI version evictd speaks; runtimes answer Version with the one they serve.
 CRI_API_VERSION = "v1"
@@ -127,12 +125,8 @@ class SandboxUsage:
 
 
 class Runtime(Protocol):
-    """The container runtime as evictd's adapters ask it. They hold the daemon's `RuntimeSlot`, which answers
-    as no runtime until one answers on the CRI endpoint and as that runtime from then on; no adapter is rewired
-    when it comes.
-
-    Calls that reach the runtime raise ``EvictdError`` (``CRIError``) when it fails to answer.
-    """
+    """The container runtime as evictd's adapters ask it (they hold the daemon's `RuntimeSlot`). Calls that reach
+    the runtime raise ``EvictdError`` (``CRIError``) when it fails to answer."""
 
     @property
     def attached(self) -> bool: ...  # True once a runtime answered

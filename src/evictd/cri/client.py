@@ -21,12 +21,12 @@ Invariants:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import grpc
 
-from evictd.core.errors import ConfigError, CRIError
+from evictd.core.errors import CRIError
 from evictd.core.runtime import (
     CONTAINER_NAME_LABEL,
     POD_NAME_LABEL,
@@ -57,16 +57,10 @@ MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 def map_rpc_error(method: str, exc: grpc.RpcError) -> CRIError:
     """Return the ``CRIError`` for a failed RPC: the one place where gRPC failures become evictd errors.
 
-    A runtime's answer and a channel failure (no socket, refused connection, deadline) both arrive as
-    ``grpc.RpcError`` carrying a status code and details; an error without them (which gRPC does not
-    produce for unary calls) is reported as ``UNKNOWN`` with its text.
+    A runtime's answer and a channel failure (no socket, refused connection, deadline) both arrive as a
+    ``grpc.RpcError`` that a unary call raises as the call itself (a ``grpc.Call``): a status code and details.
     """
-    code_of = getattr(exc, "code", None)
-    details_of = getattr(exc, "details", None)
-    code = code_of() if callable(code_of) else None
-    detail = details_of() if callable(details_of) else None
-    code_name = code.name if isinstance(code, grpc.StatusCode) else "UNKNOWN"
-    return CRIError(method, code_name, str(detail) if detail else str(exc))
+    return CRIError(method, exc.code().name, exc.details() or str(exc))
 
 
 def _wrapped(message: Any, field: str, reported: bool = True) -> int | None:
@@ -90,11 +84,6 @@ def _container_state(value: int) -> ContainerState:
         return ContainerState(pb.ContainerState.Name(value))
     except ValueError:
         return ContainerState.UNKNOWN
-
-
-def _sandbox_state(value: int) -> SandboxState:
-    # Anything but READY is not ready.
-    return SandboxState.READY if value == pb.SANDBOX_READY else SandboxState.NOTREADY
 
 
 def _image(image: pb.Image) -> Image:
@@ -129,7 +118,7 @@ def _sandbox(sandbox_id: str, metadata: pb.PodSandboxMetadata, state: int, creat
         name=metadata.name,
         namespace=metadata.namespace,
         uid=metadata.uid,
-        state=_sandbox_state(state),
+        state=SandboxState.READY if state == pb.SANDBOX_READY else SandboxState.NOTREADY,  # anything else is not
         created_at_ns=int(created_at),
         attempt=int(metadata.attempt),
         labels=dict(labels),
@@ -177,14 +166,12 @@ def _sandbox_usage(stats: pb.PodSandboxStats) -> SandboxUsage:
 class CriClient:
     """A CRI runtime reached over ``endpoint`` (``unix:///run/containerd/containerd.sock``).
 
-    ``timeout_s`` is each call's deadline. The channel connects lazily: constructing a client never
-    fails because the runtime is down; the first call does, with ``CRIError(..., "UNAVAILABLE", ...)``.
+    ``timeout_s`` (positive: the configuration checks it) is each call's deadline. The channel connects lazily:
+    a client is built while the runtime is down; the first call fails, ``CRIError(..., "UNAVAILABLE", ...)``.
     Thread-safe (gRPC channels are); ``close()`` releases the channel.
     """
 
     def __init__(self, endpoint: str, timeout_s: float) -> None:
-        if timeout_s <= 0:
-            raise ConfigError("the CRI request timeout must be positive", key="runtimeRequestTimeout", value=timeout_s)
         self.endpoint = endpoint
         self.timeout_s = timeout_s
         self._channel: Any = grpc.insecure_channel(
@@ -203,13 +190,10 @@ class CriClient:
         self._channel.close()
 
     def _call(self, stub: Any, method: str, request: Any, timeout_s: float | None = None) -> Any:
-        rpc: Callable[..., Any] = getattr(stub, method)
         try:
-            return rpc(request, timeout=self.timeout_s if timeout_s is None else timeout_s)
+            return getattr(stub, method)(request, timeout=self.timeout_s if timeout_s is None else timeout_s)
         except grpc.RpcError as exc:
             raise map_rpc_error(method, exc) from exc
-
-    # --- runtime ------------------------------------------------------------------------------------------
 
     def version(self, timeout_s: float | None = None) -> RuntimeVersion:
         """Return the runtime's name, version and CRI API version (within ``timeout_s`` if given, else the
@@ -218,8 +202,6 @@ class CriClient:
             self._runtime, "Version", pb.VersionRequest(version=CRI_API_VERSION), timeout_s
         )
         return RuntimeVersion(reply.runtime_name, reply.runtime_version, reply.runtime_api_version)
-
-    # --- images -------------------------------------------------------------------------------------------
 
     def image_fs_info(self) -> ImageFsInfo:
         """Return the image (and container) filesystems with the runtime's usage of them. Raises ``CRIError``."""
@@ -230,7 +212,6 @@ class CriClient:
         )
 
     def list_images(self) -> list[Image]:
-        """Return every image the runtime stores. Raises ``CRIError``."""
         reply: pb.ListImagesResponse = self._call(self._images, "ListImages", pb.ListImagesRequest())
         return [_image(image) for image in reply.images]
 
@@ -238,14 +219,10 @@ class CriClient:
         """Remove an image by ID (or any of its references). Idempotent per the CRI. Raises ``CRIError``."""
         self._call(self._images, "RemoveImage", pb.RemoveImageRequest(image=pb.ImageSpec(image=image_id)))
 
-    # --- containers ---------------------------------------------------------------------------------------
-
     def list_containers(self, *, pod_uid: str | None = None) -> list[Container]:
         """Return every container (in any state), or only those labelled with ``pod_uid``. Raises ``CRIError``."""
-        request = pb.ListContainersRequest()
-        if pod_uid is not None:
-            request.filter.label_selector[POD_UID_LABEL] = pod_uid
-        reply: pb.ListContainersResponse = self._call(self._runtime, "ListContainers", request)
+        reply: pb.ListContainersResponse = self._call(self._runtime, "ListContainers", pb.ListContainersRequest(
+            filter=None if pod_uid is None else {"label_selector": {POD_UID_LABEL: pod_uid}}))
         return [_container(container) for container in reply.containers]
 
     def stop_container(self, container_id: str, timeout_s: int) -> None:
@@ -266,14 +243,10 @@ class CriClient:
         """Remove a container (a running one is killed first). Idempotent per the CRI. Raises ``CRIError``."""
         self._call(self._runtime, "RemoveContainer", pb.RemoveContainerRequest(container_id=container_id))
 
-    # --- sandboxes ----------------------------------------------------------------------------------------
-
     def list_sandboxes(self, *, pod_uid: str | None = None) -> list[Sandbox]:
         """Return every pod sandbox (ready or not), or only those of ``pod_uid``. Raises ``CRIError``."""
-        request = pb.ListPodSandboxRequest()
-        if pod_uid is not None:
-            request.filter.label_selector[POD_UID_LABEL] = pod_uid
-        reply: pb.ListPodSandboxResponse = self._call(self._runtime, "ListPodSandbox", request)
+        reply: pb.ListPodSandboxResponse = self._call(self._runtime, "ListPodSandbox", pb.ListPodSandboxRequest(
+            filter=None if pod_uid is None else {"label_selector": {POD_UID_LABEL: pod_uid}}))
         return [_sandbox(item.id, item.metadata, item.state, item.created_at, item.labels, item.annotations)
                 for item in reply.items]
 
@@ -284,8 +257,6 @@ class CriClient:
     def remove_sandbox(self, sandbox_id: str) -> None:
         """Remove a sandbox and its containers. Idempotent per the CRI. Raises ``CRIError``."""
         self._call(self._runtime, "RemovePodSandbox", pb.RemovePodSandboxRequest(pod_sandbox_id=sandbox_id))
-
-    # --- stats --------------------------------------------------------------------------------------------
 
     def list_container_stats(self) -> list[ContainerUsage]:
         """Return the usage of every running container, with its sandbox ID. Raises ``CRIError``.
@@ -300,7 +271,6 @@ class CriClient:
         return [_container_usage(stats, sandbox_of) for stats in reply.stats]
 
     def list_pod_sandbox_stats(self) -> list[SandboxUsage]:
-        """Return the usage of every pod sandbox the runtime measures. Raises ``CRIError``."""
         reply: pb.ListPodSandboxStatsResponse = self._call(
             self._runtime, "ListPodSandboxStats", pb.ListPodSandboxStatsRequest()
         )

@@ -49,10 +49,7 @@ class KubeApi:
     def close(self) -> None:
         self._rest.close()
 
-    # --- pods ---------------------------------------------------------------------------------------------
-
     def list_pods(self, field_selector: str, *, timeout_s: float) -> dict[str, Any]:
-        """`GET /api/v1/pods?fieldSelector=...`: the PodList across namespaces."""
         return self._json("list pods", "GET", PODS, query=[("fieldSelector", field_selector)], timeout_s=timeout_s)
 
     def watch_pods(self, field_selector: str, resource_version: str | None, *, timeout_seconds: int,
@@ -71,14 +68,10 @@ class KubeApi:
 
     def patch_pod_status(self, namespace: str, name: str, patch: Mapping[str, Any], *,
                          timeout_s: float) -> dict[str, Any]:
-        """Strategic-merge `patch` into `pods/{name}/status`."""
         return self._json("patch pods/status", "PATCH", self._path("namespaces", namespace, "pods", name, "status"),
                           body=patch, content_type=STRATEGIC_MERGE, timeout_s=timeout_s)
 
-    # --- events -------------------------------------------------------------------------------------------
-
     def create_event(self, namespace: str, event: Mapping[str, Any], *, timeout_s: float) -> dict[str, Any]:
-        """`POST` a core/v1 Event."""
         return self._json("create events", "POST", self._path("namespaces", namespace, "events"), body=event,
                           timeout_s=timeout_s)
 
@@ -86,8 +79,6 @@ class KubeApi:
         """Strategic-merge `patch` into a core/v1 Event (the generated client's default patch type for a map)."""
         return self._json("patch events", "PATCH", self._path("namespaces", namespace, "events", name), body=patch,
                           content_type=STRATEGIC_MERGE, timeout_s=timeout_s)
-
-    # --- nodes --------------------------------------------------------------------------------------------
 
     def read_node(self, name: str, *, timeout_s: float) -> dict[str, Any]:
         return self._json("get nodes", "GET", self._path("nodes", name), timeout_s=timeout_s)
@@ -104,22 +95,16 @@ class KubeApi:
 
     def get_node_proxy(self, name: str, path: str, *, timeout_s: float) -> bytes:
         """`GET nodes/{name}/proxy/{path}` (the path is one escaped segment, as the generated client sends it)."""
-        response = self._send("get nodes/proxy", "GET", self._path("nodes", name, "proxy", path), accept=ANY,
-                              timeout_s=timeout_s)
-        body: bytes = response.data
-        return body
-
-    # --- the HTTP exchange --------------------------------------------------------------------------------
+        return bytes(self._send("get nodes/proxy", "GET", self._path("nodes", name, "proxy", path), accept=ANY,
+                                timeout_s=timeout_s).data)
 
     def _path(self, *segments: str) -> str:
         """`/api/v1/` and the segments, each escaped as the generated client escapes path parameters."""
         safe = self._configuration.safe_chars_for_path_param
         return "/api/v1/" + "/".join(quote(segment, safe=safe) for segment in segments)
 
-    def _json(self, verb: str, method: str, path: str, *, query: Query = (), body: Mapping[str, Any] | None = None,
-              content_type: str | None = None, timeout_s: float) -> dict[str, Any]:
-        response = self._send(verb, method, path, query=query, body=body, content_type=content_type,
-                              timeout_s=timeout_s)
+    def _json(self, verb: str, method: str, path: str, **request: Any) -> dict[str, Any]:
+        response = self._send(verb, method, path, **request)
         try:
             document = json.loads(response.data)
         except ValueError as exc:  # also UnicodeDecodeError
@@ -133,7 +118,9 @@ class KubeApi:
         """Send one request; return the RESTResponse of a 2xx answer, its body read unless `stream`."""
         url = self._configuration.host + path
         if query:
-            url += "?" + "&".join(f"{key}={quote(_query_value(value))}" for key, value in query)
+            # Booleans as the generated client sends them: `true`, `false`.
+            url += "?" + "&".join(f"{key}={quote(str(value).lower() if isinstance(value, bool) else str(value))}"
+                                  for key, value in query)
         headers = {"Accept": accept}
         if content_type is not None:
             headers["Content-Type"] = content_type
@@ -157,10 +144,6 @@ class KubeApi:
         """The credentials' headers, as the ApiClient adds them (this runs the configuration's refresh hook)."""
         return {setting["key"]: setting["value"] for setting in self._configuration.auth_settings().values()
                 if setting.get("in") == "header" and setting.get("value")}
-
-
-def _query_value(value: str | int | bool) -> str:
-    return str(value).lower() if isinstance(value, bool) else str(value)
 
 
 def status_message(body: bytes | None, reason: str | None) -> str:

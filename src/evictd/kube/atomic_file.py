@@ -41,7 +41,7 @@ def write_json_atomically(path: str, document: Any, *, prefix: str = ".tmp-") ->
 
 def read_json_file(path: str, max_bytes: int) -> object | None:
     """Return the decoded JSON of the file at `path`, None when there is none; raise SampleError(path, reason)
-    when it cannot be used (not a regular file, unreadable, empty, larger than `max_bytes`, not UTF-8 JSON)."""
+    when it cannot be used (not a regular file, unreadable, empty, larger than `max_bytes` (whole MiB), not JSON)."""
     try:
         # Non-blocking: a FIFO put in its place would otherwise wait for a writer forever.
         descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
@@ -66,8 +66,7 @@ def read_json_file(path: str, max_bytes: int) -> object | None:
     if not raw:
         raise SampleError(path, "is empty")
     if len(raw) > max_bytes:
-        raise SampleError(path, f"is larger than {max_bytes >> 20} MiB" if max_bytes >= 1 << 20
-                          else f"is larger than {max_bytes} bytes")
+        raise SampleError(path, f"is larger than {max_bytes >> 20} MiB")
     try:
         document: object = json.loads(raw.decode("utf-8"))
     except UnicodeDecodeError as exc:

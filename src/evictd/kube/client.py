@@ -1,9 +1,5 @@
-"""Building evictd's Kubernetes API client from credentials, and which API failures are worth retrying.
-
-Credentials come from a kubeconfig file or, when none is configured, from the in-cluster service account, loaded
-by the `kubernetes` package's own loaders into its `Configuration` (imported lean: see `lean_import.py`). The
-client is `api.KubeApi`, where every failure becomes `KubeError(verb, status, detail)`.
-"""
+"""Building evictd's Kubernetes API client (`api.KubeApi`) from credentials, with the `kubernetes` package's own
+loaders (imported lean: see `lean_import.py`), and which API failures are worth retrying."""
 
 from __future__ import annotations
 

@@ -7,14 +7,10 @@ is the kubelet's wait after an eviction (`waitForPodsCleanup`, at most 30 s): un
 from the API or, with a container runtime, nothing of it runs on the node any more (the part of the kubelet's
 `podResourcesAreReclaimed` visible from outside it). The pod's phase is no evidence: a terminal phase can come
 before the last container stops, and a pod held by a finalizer stays.
-`EvictablePods` is the engine's pod source: the watched pods minus those evictd already evicted (journal), so
-no pod is evicted twice; pods others are deleting stay candidates, as in the kubelet.
 
-`NodeFallbackPods` is what the engine ranks instead while the watch has no pod list (the API unreachable since
-evictd started): the pods the node shows, only those the node vouches for, never those an earlier pod list
-said are critical (`critical_record`, kept up to date by `ClusterSync.after_cycle`). The manager acts on them for hard
-thresholds only, and the evictor stops the chosen pod through the container runtime, journaled, so the
-API writes follow when the API answers again.
+The engine ranks `EvictablePods`, or `NodeFallbackPods` while the watch has no pod list (the API unreachable since
+evictd started). The manager acts on the latter for hard thresholds only, and the evictor stops the chosen pod
+through the container runtime, journaled, so the API writes follow when the API answers again.
 """
 
 from __future__ import annotations
@@ -139,20 +135,19 @@ class ClusterSync:
         assessment = report.assessment
         if not isinstance(assessment.next_step, Skipped):
             try:
-                node = self._events.node_ref()
+                node = self._events.node_ref().name
                 for reason, condition in self._node_writer.update(assessment.node_conditions):
                     # The kubelet's recordNodeStatusEvent wording: "Node %s status is now: %s".
-                    self._event(node, "Normal", reason, f"Node {node.name} status is now: {reason}",
-                                condition=condition)
+                    self._node_event("Normal", reason, f"Node {node} status is now: {reason}", condition=condition)
             except KubeError as exc:
                 self._on_error(exc)
                 self._log.warning("node status not written", error=str(exc))
         if isinstance(assessment.next_step, ReclaimThenEvict):
-            self._event(self._events.node_ref(), "Warning", "EvictionThresholdMet",
-                        f"Attempting to reclaim {assessment.next_step.resource}")
+            self._node_event("Warning", "EvictionThresholdMet",
+                             f"Attempting to reclaim {assessment.next_step.resource}")
         if report.oom is not None:
             for reason, message in oom_kill_events(report.oom):
-                self._event(self._events.node_ref(), "Warning", reason, message)
+                self._node_event("Warning", reason, message)
         if self._evictor is not None:
             for error in self._evictor.replay():
                 self._log.warning("pending eviction writes still failing", error=str(error))
@@ -174,10 +169,10 @@ class ClusterSync:
             return
         self._log.info("node conditions set to Unknown and taints removed at stop", node=self._events.node_ref().name)
 
-    def _event(self, ref: Any, event_type: str, reason: str, message: str, **fields: Any) -> None:
-        """Record an event; a failure is counted and logged, never raised (events are best effort)."""
+    def _node_event(self, event_type: str, reason: str, message: str, **fields: Any) -> None:
+        """Record an event on the node; a failure is counted and logged, never raised (events are best effort)."""
         try:
-            self._events.record(ref, event_type, reason, message)
+            self._events.record(self._events.node_ref(), event_type, reason, message)
         except KubeError as exc:
             self._on_error(exc)
             self._log.warning("event not recorded", reason=reason, error=str(exc), **fields)

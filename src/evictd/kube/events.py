@@ -33,7 +33,6 @@ class ObjectRef:
     name: str
     namespace: str
     uid: str
-    api_version: str = "v1"
 
 
 def rfc3339(moment: datetime) -> str:
@@ -45,12 +44,12 @@ class EventRecorder:
 
     def __init__(self, api: KubeApi | None, node_name: str, *, dry_run: bool = False, timeout_s: float = 10.0,
                  clock: Clock = SYSTEM_CLOCK) -> None:
-        self._api = api
+        self._api = None if dry_run else api
         self._node = node_name
-        self._dry_run = dry_run
         self._timeout_s = timeout_s
         self._clock = clock
-        self._recent: dict[tuple[str, str, str, str], tuple[str, str, int, datetime]] = {}
+        # (object UID, type, reason, message) -> the Event's name, its count, when it was last written.
+        self._recent: dict[tuple[str, str, str, str], tuple[str, int, datetime]] = {}
 
     def node_ref(self) -> ObjectRef:
         """The node as the kubelet refers to it in events (its name doubles as UID; namespace "")."""
@@ -63,13 +62,13 @@ class EventRecorder:
         namespace = ref.namespace or "default"
         key = (ref.uid, event_type, reason, message)
         previous = self._recent.get(key)
-        if previous is not None and (now - previous[3]).total_seconds() < AGGREGATION_WINDOW_S:
-            name, first, count, _ = previous
+        if previous is not None and (now - previous[2]).total_seconds() < AGGREGATION_WINDOW_S:
+            name, count, _ = previous
             body: dict[str, Any] = {"count": count + 1, "lastTimestamp": rfc3339(now)}
             try:
-                if not self._dry_run and self._api is not None:
+                if self._api is not None:
                     self._api.patch_event(namespace, name, body, timeout_s=self._timeout_s)
-                self._recent[key] = (name, first, count + 1, now)
+                self._recent[key] = (name, count + 1, now)
                 return body
             except KubeError as exc:
                 if exc.status != NOT_FOUND:
@@ -82,7 +81,7 @@ class EventRecorder:
             "kind": "Event",
             "metadata": {"name": name, "namespace": namespace, "annotations": dict(annotations or {})},
             "involvedObject": {"kind": ref.kind, "name": ref.name, "namespace": ref.namespace, "uid": ref.uid,
-                               "apiVersion": ref.api_version},
+                               "apiVersion": "v1"},
             "reason": reason,
             "message": message,
             "type": event_type,
@@ -93,14 +92,9 @@ class EventRecorder:
             "reportingComponent": COMPONENT,
             "reportingInstance": self._node,
         }
-        if not self._dry_run and self._api is not None:
+        if self._api is not None:
             self._api.create_event(namespace, body, timeout_s=self._timeout_s)
-        self._recent[key] = (name, rfc3339(now), 1, now)
-        self._forget_old(now)
+        self._recent = {k: v for k, v in self._recent.items() if (now - v[2]).total_seconds() < AGGREGATION_WINDOW_S}
+        self._recent[key] = (name, 1, now)
         return body
-
-    def _forget_old(self, now: datetime) -> None:
-        old = [k for k, v in self._recent.items() if (now - v[3]).total_seconds() >= AGGREGATION_WINDOW_S]
-        for key in old:
-            del self._recent[key]
 

@@ -30,10 +30,9 @@ from evictd.core.pods import FrozenMap
 from evictd.cri import NO_RUNTIME, Runtime
 from evictd.kube.api import KubeApi
 from evictd.kube.client import is_retryable
-from evictd.kube.events import EventRecorder, ObjectRef, rfc3339
+from evictd.kube.events import NOT_FOUND, EventRecorder, ObjectRef, rfc3339
 from evictd.kube.journal import ApiStep, EvictionJournal, JournalEntry, Outcome
 
-NOT_FOUND = 404
 CONFLICT = 409
 # A patch whose metadata.uid differs from the stored pod's is refused as an immutable-field change.
 INVALID = 422
@@ -75,7 +74,7 @@ class KubePodEvictor:
     """A PodEvictor writing to the API, journaled, with a local fallback for immediate evictions."""
 
     def __init__(self, api: KubeApi, journal: EvictionJournal, events: EventRecorder, *, runtime: Runtime = NO_RUNTIME,
-                 timeout_s: float = 10.0, on_api_error: Callable[[KubeError], None] | None = None,
+                 timeout_s: float = 10.0, on_api_error: Callable[[KubeError], None] = lambda error: None,
                  clock: Clock = SYSTEM_CLOCK, decision: Callable[[], str | None] = lambda: None) -> None:
         self._api = api
         self._decision = decision  # the id of the decision under way (`recording.CurrentDecision`)
@@ -87,7 +86,6 @@ class KubePodEvictor:
         self._clock = clock
 
     def _now(self) -> float:
-        """Seconds since the epoch, as journal entries record times."""
         return self._clock.wall().timestamp()
 
     def evict(self, eviction: Eviction) -> None:
@@ -100,8 +98,7 @@ class KubePodEvictor:
         if failure is None:
             return
         # Once the DELETE went through, the kubelet terminates the pod: only the status or event write is late.
-        progress = self._journal.get(entry.uid)
-        deleted = progress is not None and ApiStep.DELETION in progress.done
+        deleted = ApiStep.DELETION in self._journal.get(entry.uid).done
         # Whatever kept the API from taking the deletion (down, throttled, credentials or an admission policy
         # refusing it), a hard threshold cannot wait for a person to fix it: the runtime stops the pod now.
         if immediate and not deleted and self._runtime.attached:
@@ -109,7 +106,7 @@ class KubePodEvictor:
                 self._runtime.stop_pod(eviction)
             except EvictdError as exc:
                 raise EvictdError(f"API unreachable ({failure}) and local stop failed: {exc}") from None
-            self._journal.note_stopped_locally(entry.uid)
+            self._journal.note(entry.uid, stopped_locally=True)
             raise KubeError(failure.verb, failure.status,
                             f"{failure.detail}; pod stopped through the container runtime, API writes pending")
         raise failure
@@ -142,8 +139,7 @@ class KubePodEvictor:
             try:
                 request(entry)
             except KubeError as exc:
-                if self._on_api_error is not None:
-                    self._on_api_error(exc)
+                self._on_api_error(exc)
                 if exc.status not in (NOT_FOUND, CONFLICT, INVALID) or step is ApiStep.EVENT:
                     return exc
                 answer = f"{exc.status}: {exc.detail}"
@@ -157,7 +153,7 @@ class KubePodEvictor:
                 self._journal.note_settled(entry.uid, Outcome.ENDED, answer, self._now())
                 return None
             entry = self._journal.note_step_done(entry.uid, step)
-        self._journal.note_finished(entry.uid, self._now())
+        self._journal.note(entry.uid, done_at=self._now())  # every API step done
         return None
 
     def _write_condition(self, entry: JournalEntry, timeout_s: float) -> None:
@@ -168,7 +164,7 @@ class KubePodEvictor:
 
     def _delete(self, entry: JournalEntry, timeout_s: float) -> None:
         if not entry.delete_sent:
-            self._journal.note_delete_sent(entry.uid)
+            self._journal.note(entry.uid, delete_sent=True)  # before it is sent
         body = {"gracePeriodSeconds": entry.grace_period_s, "preconditions": {"uid": entry.uid}}
         self._api.delete_pod(entry.namespace, entry.name, body, timeout_s=timeout_s)
 

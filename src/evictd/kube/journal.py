@@ -20,8 +20,7 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, replace
-from datetime import datetime
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any, Final
 
@@ -59,9 +58,6 @@ class Outcome(StrEnum):
     DELETED = "deleted"  # a DELETE sent in an earlier attempt had gone through: the pod was evicted
 
 
-_NO_OUTCOMES: FrozenMap[Outcome, str] = FrozenMap()
-
-
 @dataclass(frozen=True, slots=True)
 class JournalEntry:
     """One decided eviction and how far it got."""
@@ -81,7 +77,7 @@ class JournalEntry:
     stopped_locally: bool = False
     done_at: float | None = None
     # The API's answer ("404: pods \"web\" not found") to a step it refused, by what that answer settled.
-    outcomes: FrozenMap[Outcome, str] = _NO_OUTCOMES
+    outcomes: FrozenMap[Outcome, str] = field(default_factory=FrozenMap)
 
     @property
     def key(self) -> str:
@@ -90,10 +86,6 @@ class JournalEntry:
     @property
     def api_done(self) -> bool:
         return len(self.done) == len(ApiStep)
-
-    def with_done(self, step: ApiStep) -> JournalEntry:
-        """This entry with `step` done."""
-        return replace(self, done=self.done | {step})
 
     def settled(self, outcome: Outcome, answer: str, now: float) -> JournalEntry:
         """This entry once the API's `answer` to a step settled it as `outcome` at `now`."""
@@ -241,15 +233,6 @@ def read_journal(path: str) -> dict[str, JournalEntry] | None:
         raise SampleError(path, str(exc)) from None
 
 
-class _Unlogged:
-    """The log of a journal nobody watches (tests that look only at the file): every line dropped."""
-
-    def _drop(self, event: str, **fields: Any) -> None:
-        return None
-
-    info = warning = error = _drop
-
-
 class EvictionJournal:
     """Entries by pod UID, persisted to `path` (None keeps them in memory only, e.g. in dry-run).
 
@@ -257,10 +240,10 @@ class EvictionJournal:
     `on_corrupt` and `on_write_failure` count those events (the daemon's metrics).
     """
 
-    def __init__(self, path: str | None, *, log: Any = None, on_corrupt: Callable[[], None] = lambda: None,
+    def __init__(self, path: str | None, *, log: Any, on_corrupt: Callable[[], None] = lambda: None,
                  on_write_failure: Callable[[], None] = lambda: None, clock: Clock = SYSTEM_CLOCK) -> None:
         self._path = path
-        self._log = log if log is not None else _Unlogged()
+        self._log = log
         self._on_write_failure = on_write_failure
         self._entries: dict[str, JournalEntry] = {}
         self._unwritten = False  # the file is behind the entries in memory
@@ -273,17 +256,14 @@ class EvictionJournal:
             self._entries = read_journal(path) or {}
         except SampleError as exc:
             on_corrupt()
-            self._move_aside(path, exc.reason, clock.wall())
-
-    def _move_aside(self, path: str, reason: str, now: datetime) -> None:
-        try:
-            target = move_aside(path, CORRUPT_SUFFIX, now)
-        except OSError as exc:
-            self._log.error("eviction journal unusable and not moved aside; starting with an empty journal",
-                            path=path, reason=reason, error=exc.strerror)
-            return
-        self._log.error("eviction journal unusable: moved aside, starting with an empty journal", path=path,
-                        reason=reason, moved_to=target)
+            try:
+                target = move_aside(path, CORRUPT_SUFFIX, clock.wall())
+            except OSError as error:
+                self._log.error("eviction journal unusable and not moved aside; starting with an empty journal",
+                                path=path, reason=exc.reason, error=error.strerror)
+            else:
+                self._log.error("eviction journal unusable: moved aside, starting with an empty journal", path=path,
+                                reason=exc.reason, moved_to=target)
 
     def _save(self) -> bool:
         """Write the file; on failure keep the entries in memory for `flush`. Return whether it was written."""
@@ -319,28 +299,19 @@ class EvictionJournal:
         self._save()
         return entry
 
+    def note(self, uid: str, **progress: Any) -> JournalEntry:
+        """Record the eviction of `uid` with the `JournalEntry` fields in `progress` changed; return the entry."""
+        return self.record(replace(self._entries[uid], **progress))
+
     def note_step_done(self, uid: str, step: ApiStep) -> JournalEntry:
-        """Record that `step` of the eviction of `uid` went through; return the updated entry."""
-        return self.record(self._entries[uid].with_done(step))
-
-    def note_delete_sent(self, uid: str) -> JournalEntry:
-        """Record that a DELETE of the pod of `uid` goes out (before it is sent); return the updated entry."""
-        return self.record(replace(self._entries[uid], delete_sent=True))
-
-    def note_stopped_locally(self, uid: str) -> JournalEntry:
-        """Record that the pod of `uid` was stopped through the container runtime; return the updated entry."""
-        return self.record(replace(self._entries[uid], stopped_locally=True))
+        return self.note(uid, done=self._entries[uid].done | {step})
 
     def note_settled(self, uid: str, outcome: Outcome, answer: str, now: float) -> JournalEntry:
         """Record the API's `answer` that settled the eviction of `uid` as `outcome`; return the updated entry."""
         return self.record(self._entries[uid].settled(outcome, answer, now))
 
-    def note_finished(self, uid: str, now: float) -> JournalEntry:
-        """Record that every API step of the eviction of `uid` is done, at `now`; return the updated entry."""
-        return self.record(replace(self._entries[uid], done_at=now))
-
-    def get(self, uid: str) -> JournalEntry | None:
-        return self._entries.get(uid)
+    def get(self, uid: str) -> JournalEntry:
+        return self._entries[uid]
 
     def pending(self) -> list[JournalEntry]:
         """Entries with API steps still to do, oldest first."""
@@ -350,11 +321,9 @@ class EvictionJournal:
         """Every pod evicted (pending or recently finished): never a candidate again."""
         return frozenset(self._entries)
 
-    def forget_finished(self, now: float) -> int:
-        """Drop finished entries older than REMEMBER_DONE_S; return how many."""
+    def forget_finished(self, now: float) -> None:
         old = [uid for uid, e in self._entries.items() if e.done_at is not None and now - e.done_at > REMEMBER_DONE_S]
         for uid in old:
             del self._entries[uid]
         if old:
             self._save()
-        return len(old)

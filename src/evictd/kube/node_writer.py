@@ -15,7 +15,7 @@ moving instead.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from evictd.clock import SYSTEM_CLOCK, Clock
@@ -61,15 +61,8 @@ class NodeStatusWriter:
         changed = current != self._written
         if not changed and self._clock.monotonic() - self._written_at < self._period_s:
             return []
-        node = self._get()
-        now = rfc3339(self._clock.wall())
-        conditions = desired_conditions((node.get("status") or {}).get("conditions") or [], current, self._mode, now)
-        if not self._dry_run:
-            written = self._api.patch_node_status(self._node, {"status": {"conditions": conditions}},
-                                                  timeout_s=self._timeout_s)
-            # The status write moved the node's resourceVersion: the taint write starts from the node it returned,
-            # not from the one read before (whose version would always conflict).
-            self._sync_taints(written, current)
+        self._write(lambda existing, now: desired_conditions(existing, current, self._mode, now), current,
+                    self._timeout_s)
         transitions = condition_transitions(self._written or (), current) if changed else []
         self._written = current
         self._written_at = self._clock.monotonic()
@@ -80,30 +73,31 @@ class NodeStatusWriter:
 
         Each request waits at most `timeout_s`. Raises KubeError when the node cannot be read or written.
         """
+        if not self._dry_run:
+            self._write(lambda existing, now: stopped_conditions(existing, self._mode, now), (), timeout_s)
+
+    def _write(self, conditions: Callable[[list[Any], str], list[dict[str, Any]]], pressure: Sequence[NodeCondition],
+               timeout_s: float) -> None:
+        """Read the node and patch its status with `conditions(its conditions, now)` and its taints for `pressure`
+        (in dry-run only the read)."""
+        node = self._api.read_node(self._node, timeout_s=timeout_s)
+        patch = {"status": {"conditions": conditions((node.get("status") or {}).get("conditions") or [],
+                                                     rfc3339(self._clock.wall()))}}
         if self._dry_run:
             return
-        node = self._get(timeout_s)
-        conditions = stopped_conditions((node.get("status") or {}).get("conditions") or [], self._mode,
-                                        rfc3339(self._clock.wall()))
-        written = self._api.patch_node_status(self._node, {"status": {"conditions": conditions}}, timeout_s=timeout_s)
-        self._sync_taints(written, (), timeout_s)
-
-    def _get(self, timeout_s: float | None = None) -> dict[str, Any]:
-        return self._api.read_node(self._node, timeout_s=timeout_s or self._timeout_s)
-
-    def _sync_taints(self, node: dict[str, Any], pressure: Sequence[NodeCondition],
-                     timeout_s: float | None = None) -> None:
-        timeout_s = timeout_s or self._timeout_s
+        written = self._api.patch_node_status(self._node, patch, timeout_s=timeout_s)
+        # The status write moved the node's resourceVersion: the taint write starts from the node it returned, not
+        # from the one read before (whose version would always conflict).
         for attempt in range(TAINT_CONFLICT_RETRIES):
-            taints = (node.get("spec") or {}).get("taints") or []
+            taints = (written.get("spec") or {}).get("taints") or []
             wanted = desired_taints(taints, pressure, self._mode)
             if wanted == taints:
                 return
-            body = {"metadata": {"resourceVersion": node["metadata"]["resourceVersion"]}, "spec": {"taints": wanted}}
+            body = {"metadata": {"resourceVersion": written["metadata"]["resourceVersion"]}, "spec": {"taints": wanted}}
             try:
                 self._api.patch_node(self._node, body, timeout_s=timeout_s)
                 return
             except KubeError as exc:
                 if exc.status != 409 or attempt == TAINT_CONFLICT_RETRIES - 1:
                     raise
-            node = self._get(timeout_s)
+            written = self._api.read_node(self._node, timeout_s=timeout_s)

@@ -24,7 +24,6 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from evictd.clock import SYSTEM_CLOCK, Clock
 from evictd.core.errors import DecodeError, KubeError
 from evictd.core.pods import API_SERVER_SOURCE, CONFIG_SOURCE_ANNOTATION, Pod, pod_from_dict
 from evictd.kube.api import KubeApi
@@ -36,11 +35,6 @@ BACKOFF_INITIAL_S = 0.5
 BACKOFF_MAX_S = 30.0
 
 
-def jittered(backoff_s: float, fraction: float) -> float:
-    """`backoff_s` plus `fraction` (0 to 1, random) of it again (client-go's wait.Jitter with factor 1.0)."""
-    return backoff_s * (1.0 + fraction)
-
-
 class _Gone(Exception):
     """The watch's resourceVersion has been compacted away: relist."""
 
@@ -49,14 +43,13 @@ class PodWatcher:
     """A PodSource fed by list+watch. `start()` runs the watch thread; `stop()` ends it."""
 
     def __init__(self, api: KubeApi, node_name: str, *, request_timeout_s: float = 10.0,
-                 on_error: Callable[[KubeError], None] | None = None, clock: Clock = SYSTEM_CLOCK,
+                 on_error: Callable[[KubeError], None] = lambda error: None,
                  jitter: Callable[[], float] = random.random) -> None:
         self._api = api
-        self._jitter = jitter
+        self._jitter = jitter  # each backoff waits 1 + jitter() times itself: client-go's wait.Jitter, factor 1.0
         self._selector = f"spec.nodeName={node_name}"
         self._timeout_s = request_timeout_s
         self._on_error = on_error
-        self._clock = clock
         self._pods: dict[str, Pod] = {}
         self._resource_version: str | None = None
         self._events_since_list = 0
@@ -67,8 +60,6 @@ class PodWatcher:
         self._thread: threading.Thread | None = None
         self._response: Any = None
         self._watch_opened = False
-
-    # --- the PodSource side -------------------------------------------------------------------------------
 
     def active_pods(self) -> list[Pod]:
         """Return the node's non-terminal pods; raise KubeError while the cache is known to be wrong."""
@@ -94,16 +85,9 @@ class PodWatcher:
 
     def wait_first_answer(self, timeout_s: float) -> bool:
         """Wait until the first list succeeded or failed (at most `timeout_s`); return whether it succeeded."""
-        deadline = self._clock.monotonic() + timeout_s
         with self._changed:
-            while not (self._synced or self.last_error is not None):
-                remaining = deadline - self._clock.monotonic()
-                if remaining <= 0:
-                    return False
-                self._changed.wait(remaining)
+            self._changed.wait_for(lambda: self._synced or self.last_error is not None, timeout_s)
             return self._synced
-
-    # --- the thread ---------------------------------------------------------------------------------------
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name="evictd-pod-watch", daemon=True)
@@ -111,9 +95,7 @@ class PodWatcher:
 
     def stop(self) -> None:
         self._stopping.set()
-        response = self._response
-        if response is not None:
-            _interrupt(response)
+        _interrupt(self._response)  # None: no watch open
         if self._thread is not None:
             self._thread.join(timeout=5)
 
@@ -134,7 +116,7 @@ class PodWatcher:
                 with self._changed:
                     self._resource_version = None
                 if self._events_since_list == 0:
-                    self._stopping.wait(jittered(backoff, self._jitter()))
+                    self._stopping.wait(backoff * (1.0 + self._jitter()))
                     backoff = min(backoff * 2, BACKOFF_MAX_S)
                 else:
                     backoff = BACKOFF_INITIAL_S
@@ -145,7 +127,7 @@ class PodWatcher:
                     # The API answered this time: only an unbroken run of failures grows the backoff.
                     backoff = BACKOFF_INITIAL_S
                 self._failed(error)
-                self._stopping.wait(jittered(backoff, self._jitter()))
+                self._stopping.wait(backoff * (1.0 + self._jitter()))
                 backoff = min(backoff * 2, BACKOFF_MAX_S)
 
     def _failed(self, error: KubeError) -> None:
@@ -156,16 +138,11 @@ class PodWatcher:
             if error.status == 410:  # relist; the cache stays the last correct view meanwhile
                 self._resource_version = None
             self._changed.notify_all()
-        if self._on_error is not None:
-            self._on_error(error)
+        self._on_error(error)
 
     def _relist(self) -> None:
         document = self._api.list_pods(self._selector, timeout_s=self._timeout_s)
-        pods: dict[str, Pod] = {}
-        for item in document.get("items") or []:
-            pod = self._parse(item)
-            if pod is not None:
-                pods[pod.uid] = pod
+        pods = {pod.uid: pod for pod in map(self._parse, document.get("items") or []) if pod is not None}
         with self._changed:
             self._pods = pods
             self._events_since_list = 0

@@ -92,11 +92,10 @@ class ShadowComparer:
                                                  pod.status_termination_by_kubelet)
             if resource is not None:
                 evicted[pod.uid] = ShadowEviction(now, pod.uid, pod.key, resource)
-        if self._seen is None:  # evicted before evictd started: history
-            self._seen = set(evicted)
-            return []
-        new = [eviction for uid, eviction in evicted.items() if uid not in self._seen]
-        self._seen = set(evicted)  # pods deleted since are forgotten
+        # None before the first cycle: what the kubelet evicted before evictd started is history. Pods deleted
+        # since the last cycle are forgotten.
+        new = [] if self._seen is None else [e for uid, e in evicted.items() if uid not in self._seen]
+        self._seen = set(evicted)
         return new
 
     def _report(self, comparison: Comparison) -> None:
@@ -104,11 +103,8 @@ class ShadowComparer:
         record = comparison_record(comparison, self._clock.wall().timestamp())
         self._log.info("shadow comparison", outcome=record["outcome"], evictd=record["evictd"],
                        kubelet=record["kubelet"], kubelet_later_by_s=record.get("kubeletLaterBySeconds"))
-        if self._path is not None:
-            self._append(record)
-
-    def _append(self, record: dict[str, Any]) -> None:
-        assert self._path is not None
+        if self._path is None:
+            return
         try:
             if os.path.exists(self._path) and os.path.getsize(self._path) > RECORD_MAX_BYTES:
                 os.replace(self._path, self._path + ".1")

@@ -113,9 +113,11 @@ def test_check_config_text_and_layouts(tmp_path: Path) -> None:
         ([], "evictionHard: [\n", "invalid YAML"),
         ([], "apiVersion: evictd.io/v1alpha1\nkind: EvictdConfiguration\nrecorderMaxBytes: 1000\n",
          "evictd: EvictdConfiguration: recorderMaxBytes: invalid value 1000: must be at least 1048576 (1 MiB)"),
+        ([], "apiVersion: evictd.io/v1alpha1\nkind: EvictdConfiguration\npsiWindow: 30s\n",
+         "evictd: EvictdConfiguration: psiWindow: invalid value '30s': PSI trigger window must be between 500ms and 10s"),
     ],
     ids=["bad-flag", "bad-quantity", "soft-without-grace", "unknown-evictd-field", "negative-interval",
-         "wrong-api-version", "broken-yaml", "recorder-too-small"],
+         "wrong-api-version", "broken-yaml", "recorder-too-small", "psi-window-over-10s"],
 )
 def test_bad_configuration_exits_2_with_one_line(tmp_path: Path, args: list[str], contents: str | None,
                                                  expected: str) -> None:

@@ -66,10 +66,12 @@ def test_one_stream_may_hold_both_kinds(tmp_path: Path) -> None:
         (EVICTD + "recorderMaxBytes: 4096\n", "recorderMaxBytes"),
         (EVICTD + "recorderMaxAge: 0s\n", "recorderMaxAge"),
         (EVICTD + "recorderMaxAge: 1d\n", "recorderMaxAge"),
+        (EVICTD + "psiWindow: 30s\n", "psiWindow"),
+        (EVICTD + "psiWindow: 3s\npsiStallThreshold: 5s\n", "psiStallThreshold"),
     ],
     ids=["bool", "stats-source", "log-format", "string", "inherited-driver", "other-kind", "tcp-endpoint",
          "relative-endpoint", "recorder-bool", "recorder-size-string", "recorder-size-too-small",
-         "recorder-age-zero", "recorder-age-days"],
+         "recorder-age-zero", "recorder-age-days", "psi-window-over-10s", "psi-stall-over-window"],
 )
 def test_bad_documents_name_the_key(tmp_path: Path, text: str, key: str) -> None:
     path = write(tmp_path, "bad.yaml", text)

@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import gc
 import os
-import re
 import select
 import signal
 import statistics
@@ -36,7 +35,6 @@ from evictd.adapters.notifiers import (
     PsiNotifier,
     Waiter,
     has_cap_sys_resource,
-    psi_trigger,
 )
 from evictd.core.errors import ConfigError, SampleError
 from evictd.core.memcg import memcg_threshold_bytes
@@ -613,43 +611,6 @@ def test_a_crossing_between_the_reading_and_the_registration_is_signalled(
 # PSI triggers
 
 
-@pytest.mark.parametrize(
-    ("kind", "stall_us", "window_us", "privileged", "expected"),
-    [
-        pytest.param("some", 150_000, 2_000_000, False, "some 150000 2000000", id="some-150ms-2s"),
-        pytest.param("full", 10_000, 10_000_000, False, "full 10000 10000000", id="full-10s"),
-        pytest.param("some", 100_000, 1_000_000, True, "some 100000 1000000", id="privileged-1s"),
-        pytest.param("some", 500_000, 500_000, True, "some 500000 500000", id="privileged-minimum-window"),
-    ],
-)
-def test_psi_trigger_text(kind: str, stall_us: int, window_us: int, privileged: bool, expected: str) -> None:
-    assert psi_trigger(kind, stall_us, window_us, privileged=privileged) == expected
-
-
-@pytest.mark.parametrize(
-    ("kind", "stall_us", "window_us", "privileged", "key", "message"),
-    [
-        pytest.param("avg", 150_000, 2_000_000, False, "psi.kind", "one of some, full", id="unknown-kind"),
-        pytest.param("some", 100_000, 1_000_000, False, "psi.window_us", "whole multiple of 2s", id="unprivileged-1s"),
-        pytest.param("some", 100_000, 3_000_000, False, "psi.window_us", "whole multiple of 2s", id="unprivileged-3s"),
-        pytest.param("some", 100_000, 400_000, True, "psi.window_us", "between 500ms and 10s", id="window-too-short"),
-        pytest.param(
-            "some", 100_000, 12_000_000, False, "psi.window_us", "between 500ms and 10s", id="window-too-long"
-        ),
-        pytest.param("some", 0, 2_000_000, False, "psi.stall_us", "more than 0", id="zero-stall"),
-        pytest.param(
-            "some", 2_000_001, 2_000_000, False, "psi.stall_us", "at most the window (2s)", id="stall-over-window"
-        ),
-    ],
-)
-def test_psi_trigger_rejects_what_the_kernel_would_refuse(
-    kind: str, stall_us: int, window_us: int, privileged: bool, key: str, message: str
-) -> None:
-    with pytest.raises(ConfigError, match=re.escape(message)) as caught:
-        psi_trigger(kind, stall_us, window_us, privileged=privileged)
-    assert caught.value.key == key
-
-
 def test_psi_registration_on_system_pressure_and_idle_timeout(waiter: Waiter) -> None:
     stall_before = some_stall_total_us(SYSTEM_PRESSURE)
     notifier = PsiNotifier(SYSTEM_PRESSURE, PSI_STALL_US, PSI_WINDOW_US)
@@ -691,7 +652,7 @@ def test_psi_one_second_window_is_refused_before_anything_is_opened(tmp_path: Pa
     with pytest.raises(ConfigError) as caught:
         PsiNotifier(missing, 100_000, 1_000_000)
     assert str(caught.value) == (
-        "psi.window_us: invalid value 1000000: PSI trigger window must be a whole multiple of 2s without "
+        "psiWindow: invalid value '1s': PSI trigger window must be a whole multiple of 2s without "
         "CAP_SYS_RESOURCE (the kernel answers EINVAL otherwise)"
     )
 

@@ -67,6 +67,18 @@ def test_an_unreadable_record_is_ignored_and_named(tmp_path: Path, content: byte
     assert CriticalPodRecord(str(path)).uids() == {"uid-calico-node-x1"}
 
 
+def test_a_fifo_or_a_folder_in_the_records_place_is_named_and_never_waited_on(tmp_path: Path) -> None:
+    fifo = tmp_path / "fifo" / "critical-pods.json"
+    fifo.parent.mkdir()
+    os.mkfifo(fifo)  # a blocking open() would wait for a writer forever
+    folder = tmp_path / "folder" / "critical-pods.json"
+    folder.mkdir(parents=True)
+    for path, reason in ((fifo, "is not a regular file"), (folder, "is a directory")):
+        record = CriticalPodRecord(str(path))
+        assert record.uids() == frozenset()
+        assert record.problem == f"{path}: unreadable, ignored: {reason}"
+
+
 def test_a_record_that_cannot_be_written_stays_in_memory_and_is_written_later(tmp_path: Path) -> None:
     blocker = tmp_path / "state"
     blocker.write_text("")  # a file where the state folder should be

@@ -43,7 +43,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from evictd.core.errors import ConfigError, SampleError
+from evictd.core.errors import SampleError
 from evictd.core.memcg import (
     drop_watch_level,
     drop_watch_stale,
@@ -52,6 +52,7 @@ from evictd.core.memcg import (
     memcg_notifier_description,
     notifier_refresh_due,
 )
+from evictd.core.psi import format_us, psi_trigger
 from evictd.core.signals import MEMORY_SIGNALS, Signal
 from evictd.core.summary import Summary
 from evictd.core.thresholds import Threshold
@@ -60,13 +61,6 @@ MEMORY_USAGE_FILE = "memory.usage_in_bytes"
 EVENT_CONTROL_FILE = "cgroup.event_control"
 
 SYSTEM_MEMORY_PRESSURE = "/proc/pressure/memory"
-PSI_KINDS = ("some", "full")
-# Documented PSI trigger window range (Documentation/accounting/psi.rst); newer kernels accept less than
-# 500 ms, but a trigger that fine is not useful to a loop that samples every 10 s.
-PSI_WINDOW_MIN_US = 500_000
-PSI_WINDOW_MAX_US = 10_000_000
-# Without CAP_SYS_RESOURCE the kernel only takes windows that are multiples of its 2 s averaging period.
-PSI_UNPRIVILEGED_WINDOW_STEP_US = 2_000_000
 # Bit number of CAP_SYS_RESOURCE in the CapEff mask of /proc/<pid>/status (linux/capability.h).
 CAP_SYS_RESOURCE = 24
 
@@ -81,8 +75,6 @@ PIPE_DRAIN_BYTES = 65536
 # poll(2) takes a C int of milliseconds; longer waits are cut to this (about 24 days).
 MAX_POLL_TIMEOUT_MS = 2**31 - 1
 _BROKEN_EVENTS = select.POLLERR | select.POLLHUP | select.POLLNVAL
-_US_PER_S = 1_000_000
-_US_PER_MS = 1000
 _MS_PER_S = 1000
 
 
@@ -197,41 +189,6 @@ def _crossed(before: int, after: int, level: int) -> bool:
     return (before < level) != (after < level)
 
 
-def _format_us(value_us: int) -> str:
-    """Return a duration in microseconds in the largest unit that shows it exactly (2s, 150ms, 1500us)."""
-    if value_us % _US_PER_S == 0:
-        return f"{value_us // _US_PER_S}s"
-    if value_us % _US_PER_MS == 0:
-        return f"{value_us // _US_PER_MS}ms"
-    return f"{value_us}us"
-
-
-def psi_trigger(kind: str, stall_us: int, window_us: int, *, privileged: bool) -> str:
-    """Return the PSI trigger text (without its NUL terminator); ConfigError when the kernel would refuse it."""
-    if kind not in PSI_KINDS:
-        raise ConfigError(f"PSI trigger kind must be one of {', '.join(PSI_KINDS)}", key="psi.kind", value=kind)
-    if not PSI_WINDOW_MIN_US <= window_us <= PSI_WINDOW_MAX_US:
-        raise ConfigError(
-            f"PSI trigger window must be between {_format_us(PSI_WINDOW_MIN_US)} and {_format_us(PSI_WINDOW_MAX_US)}",
-            key="psi.window_us",
-            value=window_us,
-        )
-    if not privileged and window_us % PSI_UNPRIVILEGED_WINDOW_STEP_US:
-        raise ConfigError(
-            f"PSI trigger window must be a whole multiple of {_format_us(PSI_UNPRIVILEGED_WINDOW_STEP_US)} "
-            "without CAP_SYS_RESOURCE (the kernel answers EINVAL otherwise)",
-            key="psi.window_us",
-            value=window_us,
-        )
-    if not 0 < stall_us <= window_us:
-        raise ConfigError(
-            f"PSI trigger stall must be more than 0 and at most the window ({_format_us(window_us)})",
-            key="psi.stall_us",
-            value=stall_us,
-        )
-    return f"{kind} {stall_us} {window_us}"
-
-
 def has_cap_sys_resource(proc_root: str = "/proc") -> bool:
     """Return True when this process has CAP_SYS_RESOURCE in its effective set; SampleError if unreadable."""
     path = os.path.join(proc_root, "self", "status")
@@ -267,7 +224,7 @@ class PsiNotifier(_FdOwner):
         self._fd = -1
         self.path = path
         resource = os.path.basename(path.rstrip("/")).removesuffix(".pressure")  # memory.pressure: memory
-        self.description = description or f"psi {resource} {kind} {_format_us(stall_us)}/{_format_us(window_us)}"
+        self.description = description or f"psi {resource} {kind} {format_us(stall_us)}/{format_us(window_us)}"
         if privileged is None:
             privileged = has_cap_sys_resource()
         trigger = psi_trigger(kind, stall_us, window_us, privileged=privileged)

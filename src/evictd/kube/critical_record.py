@@ -13,14 +13,13 @@ memory, is reported, never raised, and is tried again after the next cycle.
 
 from __future__ import annotations
 
-import json
-import os
 from collections.abc import Iterable
 
+from evictd.core.errors import SampleError
 from evictd.core.pods import Pod, is_critical_pod, is_mirror_pod
-from evictd.kube.atomic_file import write_json_atomically
+from evictd.kube.atomic_file import read_json_file, write_json_atomically
 
-# The largest record read back (a node runs at most a few hundred pods: 40 bytes per UID).
+# The largest record read back (a node runs at most a few hundred pods: 40 bytes per UID); whole MiB.
 MAX_RECORD_BYTES = 1 << 20
 
 
@@ -62,17 +61,14 @@ class CriticalPodRecord:
         return True
 
     def _load(self) -> frozenset[str]:
-        if self._path is None or not os.path.exists(self._path):
+        if self._path is None:
             return frozenset()
         try:
-            with open(self._path, "rb") as handle:
-                raw = handle.read(MAX_RECORD_BYTES + 1)
-            if len(raw) > MAX_RECORD_BYTES:
-                raise ValueError(f"larger than {MAX_RECORD_BYTES} bytes")
-            uids = json.loads(raw)["criticalPodUIDs"]
-            if not isinstance(uids, list) or not all(isinstance(uid, str) for uid in uids):
-                raise ValueError("criticalPodUIDs is not a list of strings")
-            return frozenset(uids)
-        except (OSError, ValueError, KeyError, TypeError, RecursionError) as exc:
-            self.problem = f"{self._path}: unreadable, ignored: {exc}"
+            document = read_json_file(self._path, MAX_RECORD_BYTES)
+            uids = document.get("criticalPodUIDs") if isinstance(document, dict) else None
+            if document is not None and not (isinstance(uids, list) and all(isinstance(uid, str) for uid in uids)):
+                raise SampleError(self._path, "criticalPodUIDs is not a list of strings")
+        except SampleError as exc:
+            self.problem = f"{self._path}: unreadable, ignored: {exc.reason}"
             return frozenset()
+        return frozenset(uids or ())

@@ -122,9 +122,10 @@ def child(config_path: str, cycles: int, out_path: str, credentials: str) -> Non
 
     from evictd.adapters.disk_walker_process import DiskWalkerProcess
     from evictd.after_cycle import Cycle
-    from evictd.composition import HttpServing, build_daemon
+    from evictd.composition import build_daemon
     from evictd.config import load_configuration
     from evictd.daemon import serve
+    from evictd.http_endpoint import HttpEndpoint
 
     config = load_configuration([config_path])
     with open(os.devnull, "w") as devnull:
@@ -133,14 +134,14 @@ def child(config_path: str, cycles: int, out_path: str, credentials: str) -> Non
         samples: list[tuple[int, float]] = []
         walker_samples: list[tuple[int, float]] = []
         pods_seen: list[int] = []
-        http = next((part for part in daemon.parts if isinstance(part, HttpServing)), None)
+        http = next((part for part in daemon.parts if isinstance(part, HttpEndpoint)), None)
         walker = next((part for part in daemon.parts if isinstance(part, DiskWalkerProcess)), None)
 
         def sample(cycle: Cycle) -> None:
             number = cycle.number
             if number == 1 or number % SAMPLE_EVERY == 0:
-                if http is not None and http.endpoint is not None:
-                    url = f"http://127.0.0.1:{http.endpoint.port}/metrics"
+                if http is not None:
+                    url = f"http://127.0.0.1:{http.port}/metrics"
                     with urllib.request.urlopen(url, timeout=5) as answer:
                         answer.read()
                 summary = cycle.report.summary

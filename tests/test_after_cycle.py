@@ -19,10 +19,11 @@ from cycle_reports import (
     run,
 )
 from evictd.adapters.notifiers import MemcgNotifierSet, PsiNotifier, Waiter
-from evictd.after_cycle import Notifiers
+from evictd.after_cycle import NotifierRefresh
 from evictd.core.kubelet_config import eviction_settings
 from evictd.core.memcg import MEMCG_REARM_STEP_BYTES
 from evictd.core.summary import Summary, summary_from_dict
+from evictd.metrics import Metrics
 
 # --------------------------------------------------------------------------------------------------
 # Re-arming the memory notifiers
@@ -54,14 +55,14 @@ def memcg_set(pods_cgroup: str) -> MemcgNotifierSet:
 NODE_NOTIFIERS = ["hard memory eviction threshold", "hard memory eviction threshold: usage fell"]
 
 
-def refresh(notifiers: Notifiers, summary_: Summary | None) -> list[str]:
+def refresh(notifiers: NotifierRefresh, summary_: Summary | None) -> list[str]:
     report = replace(run(MEMORY_CONFIG, [memory_step(0, 8 * Gi)]).reports[0], summary=summary_)
     return notifiers.follow(report, 0.0)
 
 
 def test_refresh_ignores_missing_allocatable_notifiers_without_a_pods_container(waiter: Waiter) -> None:
     memcg = memcg_set("evictd-test-absent/kubepods")
-    notifiers = Notifiers(waiter=waiter, memcg=memcg, psi=())
+    notifiers = NotifierRefresh(waiter, memcg, (), Metrics(), None)
     try:
         assert refresh(notifiers, memory_summary(pods_container=False)) == []
         # Only the node-level notifier and its drop watch, registered on this machine's real root memory cgroup.
@@ -76,7 +77,7 @@ def test_refresh_ignores_missing_allocatable_notifiers_without_a_pods_container(
 
 def test_refresh_reports_a_pods_cgroup_it_cannot_watch(waiter: Waiter) -> None:
     memcg = memcg_set("evictd-test-absent/kubepods")
-    notifiers = Notifiers(waiter=waiter, memcg=memcg, psi=())
+    notifiers = NotifierRefresh(waiter, memcg, (), Metrics(), None)
     try:
         (problem,) = refresh(notifiers, memory_summary(pods_container=True))
         assert problem.startswith("hard allocatable memory eviction threshold: "
@@ -90,7 +91,7 @@ def test_refresh_reports_a_pods_cgroup_it_cannot_watch(waiter: Waiter) -> None:
 
 def test_refresh_reports_incomplete_node_memory(waiter: Waiter) -> None:
     memcg = memcg_set("evictd-test-absent/kubepods")
-    notifiers = Notifiers(waiter=waiter, memcg=memcg, psi=())
+    notifiers = NotifierRefresh(waiter, memcg, (), Metrics(), None)
     try:
         (problem,) = refresh(notifiers, memory_summary(pods_container=False, usage=False))
         assert problem.startswith("hard memory eviction threshold: summary node.memory: summary was incomplete.")
@@ -103,11 +104,11 @@ def test_refresh_reports_incomplete_node_memory(waiter: Waiter) -> None:
 def test_refresh_keeps_the_psi_notifiers_with_or_without_memcg_and_stats(waiter: Waiter) -> None:
     # A real PSI trigger on this machine's /proc/pressure/memory (a 2 s window: no CAP_SYS_RESOURCE here).
     with contextlib.closing(PsiNotifier("/proc/pressure/memory", 150_000, 2_000_000)) as psi:
-        assert refresh(Notifiers(waiter=waiter, memcg=None, psi=(psi,)), memory_summary(pods_container=True)) == []
+        assert refresh(NotifierRefresh(waiter, None, (psi,), Metrics(), None), memory_summary(pods_container=True)) == []
         assert waiter.notifiers == (psi,), "cgroup v2: PSI only"
         memcg = memcg_set("evictd-test-absent/kubepods")
         try:
-            notifiers = Notifiers(waiter=waiter, memcg=memcg, psi=(psi,))
+            notifiers = NotifierRefresh(waiter, memcg, (psi,), Metrics(), None)
             assert notifiers.follow(failing_cycle(MEMORY_CONFIG), 0.0) == []
             assert memcg.levels == (), "no stats: nothing to compute a level from"
             assert waiter.notifiers == (memcg, psi)

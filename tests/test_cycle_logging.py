@@ -21,7 +21,7 @@ from cycle_reports import (
     run,
     without_pod_list,
 )
-from evictd.core.engine import EngineState, Skipped
+from evictd.core.engine import Skipped
 from evictd.core.fs_layout import ReclaimAction
 from evictd.core.kubelet_config import eviction_settings
 from evictd.cycle_logging import CycleLogger, describe_threshold
@@ -59,7 +59,7 @@ def log_run(run_: Run, *, dry_run: bool = True) -> list[list[tuple[str, str, dic
     logger = CycleLogger(log, dry_run)
     per_cycle = []
     for number, report in enumerate(run_.reports, start=1):
-        logger.log_cycle(number, report, run_.state)
+        logger.log_cycle(number, report)
         per_cycle.append(log.take())
     return per_cycle
 
@@ -114,7 +114,7 @@ def test_an_eviction_names_its_decision_with_the_flight_recorders_run(memory_run
     log = RecordingLog()
     logger = CycleLogger(log, True, run="20261123T100000Z-42")
     for number, report in enumerate(memory_run.reports, start=1):
-        logger.log_cycle(number, report, memory_run.state)
+        logger.log_cycle(number, report)
     evictions = [fields for _, event, fields in log.take() if event == "would evict pod"]
     assert [e["decision"] for e in evictions] == ["20261123T100000Z-42/4"]
 
@@ -134,7 +134,7 @@ def test_stats_errors_are_logged_and_the_frozen_conditions_are_not_reported_as_c
     logger = CycleLogger(log, True)
     report = failing_cycle(MEMORY_CONFIG)
     assert report.assessment.next_step == Skipped("stats unavailable")
-    logger.log_cycle(7, report, EngineState())
+    logger.log_cycle(7, report)
     assert log.take() == [("error", "cycle error", {
         "cycle": 7,
         "error": "eviction manager: failed to get summary stats: "
@@ -146,20 +146,18 @@ def test_acting_on_the_nodes_pods_is_logged_when_it_starts_and_ends(memory_run: 
     log = RecordingLog()
     logger = CycleLogger(log, False)
     calm = memory_run.reports[0]
-    logger.log_cycle(1, calm, memory_run.state)
+    logger.log_cycle(1, calm)
     log.take()
     degraded = without_pod_list(calm)
     for number in (2, 3):
-        logger.log_cycle(number, degraded, memory_run.state)
+        logger.log_cycle(number, degraded)
     assert log.take() == [("warning", "no pod list from the Kubernetes API: hard thresholds act on the pods the "
                            "node shows", {"cycle": 2, "detail": degraded.pod_list_problem})]
-    logger.log_cycle(4, replace(degraded, withheld="a soft threshold evicts only from the Kubernetes API's pod list"),
-                     memory_run.state)
-    logger.log_cycle(5, replace(degraded, withheld="a soft threshold evicts only from the Kubernetes API's pod list"),
-                     memory_run.state)
+    logger.log_cycle(4, replace(degraded, withheld="a soft threshold evicts only from the Kubernetes API's pod list"))
+    logger.log_cycle(5, replace(degraded, withheld="a soft threshold evicts only from the Kubernetes API's pod list"))
     assert log.take() == [("warning", "threshold not acted on", {
         "cycle": 4, "reason": "a soft threshold evicts only from the Kubernetes API's pod list"})]
-    logger.log_cycle(6, calm, memory_run.state)
+    logger.log_cycle(6, calm)
     assert log.take() == [("info", "pod list from the Kubernetes API in use again", {"cycle": 6})]
 
 
@@ -181,14 +179,14 @@ def test_reclaim_is_logged_action_by_action() -> None:
     failed = replace(reclaimed.reports[0], reclaim=(ReclaimResult(ReclaimAction.IMAGE_GC, error="rpc error"),),
                      reclaim_succeeded=False)
     log = RecordingLog()
-    CycleLogger(log, True).log_cycle(1, failed, reclaimed.state)
+    CycleLogger(log, True).log_cycle(1, failed)
     assert ("error", "node-level reclaim failed", {"cycle": 1, "action": "imageGC", "error": "rpc error"}) in log.calls
 
 
 def test_eviction_failures_are_logged() -> None:
     failed = replace(run(MEMORY_CONFIG, MEMORY_STEPS[:4]).reports[3], eviction_errors=("default/web: HTTP 500",))
     log = RecordingLog()
-    CycleLogger(log, False).log_cycle(4, failed, EngineState())
+    CycleLogger(log, False).log_cycle(4, failed)
     assert ("error", "eviction failed (still counted, as the kubelet counts it)",
             {"cycle": 4, "error": "default/web: HTTP 500"}) in log.calls
 

@@ -101,9 +101,8 @@ class Systemd:
         self.sent: list[str] = []
         self.closed = False
 
-    def notify(self, state: str) -> bool:
+    def notify(self, state: str) -> None:
         self.sent.append(state)
-        return True
 
     def close(self) -> None:
         self.closed = True
@@ -241,20 +240,18 @@ def test_a_failed_cycle_is_logged_and_counted_its_hooks_skipped_and_the_loop_goe
 def test_the_notifiers_follow_every_cycle_with_its_start_time() -> None:
     # The 10 s re-arm and the re-arm when page cache moved a level are MemcgNotifierSet.update's
     # (tests/adapters/test_notifiers.py); the hook hands it every cycle's readings and start time.
-    class Notifiers:
-        def __init__(self) -> None:
-            self.followed: list[tuple[float, float]] = []
+    followed: list[tuple[float, float]] = []
 
+    class Notifiers(NotifierRefresh):
         def follow(self, report: CycleReport, now: float) -> list[str]:
-            self.followed.append((now, loop.clock.now_s))
-            return ["hard memory eviction threshold: no memory.usage_in_bytes"] if len(self.followed) == 1 else []
+            followed.append((now, loop.clock.now_s))
+            return ["hard memory eviction threshold: no memory.usage_in_bytes"] if len(followed) == 1 else []
 
-    notifiers = Notifiers()
     # 4 s between cycles: cycles start at 1000, 1004, 1008, 1012, 1016.
     loop = Loop(max_cycles=5, causes=[lambda: (loop.clock.advance(4.0 - CYCLE_S), ["psi"])[1]] * 4)
-    loop.daemon.after_cycle = (NotifierRefresh(notifiers, loop.metrics, loop.log),)  # type: ignore[arg-type]
+    loop.daemon.after_cycle = (Notifiers(loop.waiter, None, (), loop.metrics, loop.log),)  # type: ignore[arg-type]
     loop.run()
-    assert notifiers.followed == [(start, start + CYCLE_S) for start in (1000.0, 1004.0, 1008.0, 1012.0, 1016.0)]
+    assert followed == [(start, start + CYCLE_S) for start in (1000.0, 1004.0, 1008.0, 1012.0, 1016.0)]
     assert loop.log.named("memory notifier unavailable") == [
         {"detail": "hard memory eviction threshold: no memory.usage_in_bytes"}]
     assert loop.counted("evictd_errors_total", source="notifier") == 1

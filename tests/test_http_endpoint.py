@@ -44,10 +44,11 @@ def served() -> Iterator[tuple[HttpEndpoint, Metrics, Health]]:
     metrics = Metrics()
     health = Health(HOUR_S)  # healthy however long a test takes (no loop runs cycles here)
     endpoint = HttpEndpoint("127.0.0.1:0", metrics.registry, health)
+    endpoint.start()
     try:
         yield endpoint, metrics, health
     finally:
-        endpoint.close()
+        endpoint.stop()
 
 
 @pytest.fixture
@@ -58,10 +59,11 @@ def big_page() -> Iterator[HttpEndpoint]:
     for i in range(8):
         padding.labels(str(i) * 1_000_000).set(i)
     endpoint = HttpEndpoint("127.0.0.1:0", registry, Health(HOUR_S))
+    endpoint.start()
     try:
         yield endpoint
     finally:
-        endpoint.close()
+        endpoint.stop()
 
 
 def connect(port: int, *, rcvbuf: int | None = None) -> socket.socket:
@@ -346,10 +348,11 @@ def test_clients_that_vanish_print_nothing(big_page: HttpEndpoint, capfd: pytest
 
 def test_close_ends_open_connections_and_stops_listening() -> None:
     endpoint = HttpEndpoint("127.0.0.1:0", CollectorRegistry(), Health(10.0))
+    endpoint.start()
     idle = [connect(endpoint.port) for _ in range(4)]
     started = time.monotonic()
-    endpoint.close()
-    endpoint.close()  # twice is harmless (serve() and a test fixture may both close it)
+    endpoint.stop()
+    endpoint.stop()  # twice is harmless (serve() and a test fixture may both stop it)
     assert time.monotonic() - started < 2.0
     assert still_open_after(idle, wait_s=1.0) == []
     with pytest.raises(ConnectionRefusedError):
@@ -455,10 +458,11 @@ def endpoint() -> Iterator[tuple[HttpEndpoint, Metrics, Health]]:
     metrics = Metrics()
     health = Health(10.0)
     served = HttpEndpoint("127.0.0.1:0", metrics.registry, health)
+    served.start()
     try:
         yield served, metrics, health
     finally:
-        served.close()
+        served.stop()
 
 
 def test_endpoint_serves_metrics_health_and_404(endpoint: tuple[HttpEndpoint, Metrics, Health]) -> None:
@@ -480,17 +484,18 @@ def test_endpoint_serves_metrics_health_and_404(endpoint: tuple[HttpEndpoint, Me
 
 def test_endpoint_close_stops_listening(endpoint: tuple[HttpEndpoint, Metrics, Health]) -> None:
     served, _, _ = endpoint
-    served.close()
+    served.stop()
     with pytest.raises(urllib.error.URLError):
         urllib.request.urlopen(f"http://127.0.0.1:{served.port}/healthz", timeout=2)
 
 
 def test_endpoint_on_ipv6_loopback() -> None:
     served = HttpEndpoint("[::1]:0", CollectorRegistry(), Health(10.0))
+    served.start()
     try:
         assert get(f"http://[::1]:{served.port}/healthz") == (200, "text/plain; charset=utf-8", "ok")
     finally:
-        served.close()
+        served.stop()
 
 
 def test_endpoint_on_a_busy_port_is_a_config_error() -> None:
@@ -499,6 +504,6 @@ def test_endpoint_on_a_busy_port_is_a_config_error() -> None:
         busy.listen()
         address = f"127.0.0.1:{busy.getsockname()[1]}"
         with pytest.raises(ConfigError) as info:
-            HttpEndpoint(address, CollectorRegistry(), Health(10.0))
+            HttpEndpoint(address, CollectorRegistry(), Health(10.0)).start()
     assert (info.value.key, info.value.value) == ("metricsBindAddress", address)
     assert "Address already in use" in info.value.reason

@@ -26,7 +26,7 @@ import yaml
 
 from clocks import ManualClock
 from evictd.after_cycle import Cycle
-from evictd.config import load_configuration, read_yaml_documents
+from evictd.config import load_configuration, read_documents
 from evictd.core.engine import EngineState
 from evictd.core.kubelet_config import EvictionSettings, eviction_settings, kubelet_config_document
 from evictd.core.pods import pod_from_dict, pod_to_dict
@@ -68,7 +68,7 @@ class Log:
 
 
 def example(path: Path) -> tuple[dict[str, Any], Scenario, EvictionSettings]:
-    document = read_yaml_documents(str(path), key="scenario")[0]
+    document = read_documents(str(path), key="scenario")[0][0]
     settings = eviction_settings({k: v for k, v in document.get("config", {}).items()
                                   if k not in ("apiVersion", "kind")})
     return document, parse_scenario(document), settings

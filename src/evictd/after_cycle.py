@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Protocol, TextIO
+from typing import Any, TextIO
 
 from evictd.adapters.notifiers import MemcgNotifierSet, Notifier, Waiter
 from evictd.core.engine import EngineState
@@ -38,14 +38,10 @@ class Cycle:
     wall: datetime  # when the cycle ended
 
 
-class AfterCycle(Protocol):
-    """Runs after every cycle that produced a report."""
-
-    def __call__(self, cycle: Cycle) -> None: ...
+AfterCycle = Callable[[Cycle], None]
 
 
 def record_metrics(metrics: Metrics, dry_run: bool) -> AfterCycle:
-    """Export what the cycle saw and did."""
 
     def record(cycle: Cycle) -> None:
         metrics.record_cycle(cycle.report, cycle.state, cycle.duration_s, cycle.wall, dry_run)
@@ -54,12 +50,11 @@ def record_metrics(metrics: Metrics, dry_run: bool) -> AfterCycle:
 
 
 def log_cycles(log: Any, dry_run: bool, run: str | None = None) -> AfterCycle:
-    """Log what changed since the previous cycle (`CycleLogger`; with `run`, the flight recorder's name of this
-    run, evictions name their decision)."""
+    """Log what changed since the previous cycle (`CycleLogger`)."""
     logger = CycleLogger(log, dry_run, run)
 
     def log_cycle(cycle: Cycle) -> None:
-        logger.log_cycle(cycle.number, cycle.report, cycle.state)
+        logger.log_cycle(cycle.number, cycle.report)
 
     return log_cycle
 
@@ -87,7 +82,6 @@ class ProblemLog:
         self._seen: set[str] = set()
 
     def update(self, number: int, problems: Sequence[SampleError]) -> None:
-        """Log what changed since the last cycle's problems."""
         now = {f"{p.source}: {p.reason}" for p in problems}
         for problem in sorted(now - self._seen):
             self._log.warning(self._gone, cycle=number, detail=problem)
@@ -113,14 +107,18 @@ def log_sample_problems(log: Any, metrics: Metrics, signal_problems: Callable[[]
     return update
 
 
-class Notifiers:
+class NotifierRefresh:
     """The wake-up sources: memcg thresholds (following each cycle's readings, re-armed every 10 s at least) and
-    PSI triggers (armed once)."""
+    PSI triggers (armed once). After every cycle the memcg notifiers follow its readings; what fails is logged and
+    counted."""
 
-    def __init__(self, waiter: Waiter, memcg: MemcgNotifierSet | None, psi: Sequence[Notifier]) -> None:
+    def __init__(self, waiter: Waiter, memcg: MemcgNotifierSet | None, psi: Sequence[Notifier], metrics: Metrics,
+                 log: Any) -> None:
         self.waiter = waiter
         self.memcg = memcg
         self.psi = tuple(psi)
+        self._metrics = metrics
+        self._log = log
 
     def follow(self, report: CycleReport, now: float) -> list[str]:
         """Let the memcg notifiers follow the cycle's readings (`MemcgNotifierSet.update`, which keeps the
@@ -137,16 +135,7 @@ class Notifiers:
             self.waiter.set_notifiers(wanted)
         return problems
 
-
-class NotifierRefresh:
-    """After every cycle, lets the memory notifiers follow its readings (`Notifiers.follow`)."""
-
-    def __init__(self, notifiers: Notifiers, metrics: Metrics, log: Any) -> None:
-        self._notifiers = notifiers
-        self._metrics = metrics
-        self._log = log
-
     def __call__(self, cycle: Cycle) -> None:
-        for problem in self._notifiers.follow(cycle.report, cycle.started_at):
+        for problem in self.follow(cycle.report, cycle.started_at):
             self._metrics.errors.labels("notifier").inc()
             self._log.warning("memory notifier unavailable", detail=problem)

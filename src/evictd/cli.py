@@ -13,11 +13,21 @@ import argparse
 import json
 import os
 import sys
+import time
 from collections.abc import Sequence
+from dataclasses import replace
+from datetime import datetime
 from typing import Any
 
-from evictd.core.errors import ConfigError, EvictdError, StateLockError
+import yaml
+
+from evictd.config import load_configuration, read_documents
+from evictd.core.duration import parse_go_duration
+from evictd.core.engine import EngineConfig
+from evictd.core.errors import ConfigError, DurationError, EvictdError, ScenarioError, StateLockError
+from evictd.core.fs_layout import FsLayout
 from evictd.core.kubelet_config import FLAG_NAMES
+from evictd.core.thresholds import derive_containerfs_thresholds
 
 EXIT_OK = 0
 EXIT_FAILURE = 1
@@ -49,16 +59,16 @@ def _add_config_options(parser: argparse.ArgumentParser) -> None:
                             help="as the kubelet flag of the same name")
 
 
-def _add_recording_options(parser: argparse.ArgumentParser) -> None:
+def _add_recording_options(parser: argparse.ArgumentParser, *, state_dir: bool = True) -> None:
     _add_config_options(parser)
-    parser.add_argument("--state-dir", metavar="DIR", help="evictd's stateDir (default: the configuration's)")
+    if state_dir:
+        parser.add_argument("--state-dir", metavar="DIR", help="evictd's stateDir (default: the configuration's)")
     parser.add_argument("--since", metavar="WHEN",
                         help="only cycles after WHEN (a duration ago such as 2h, or an RFC 3339 time)")
     parser.add_argument("--until", metavar="WHEN", help="only cycles until WHEN (as --since)")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """Return the argument parser of the `evictd` command."""
     parser = _Parser(prog="evictd", description="Kubernetes node-pressure eviction, outside the kubelet.")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
@@ -80,7 +90,6 @@ def build_parser() -> argparse.ArgumentParser:
                                  help="how a dry-run evictd agreed with the kubelet's own evictions")
     _add_config_options(shadow)
     shadow.add_argument("--state-dir", metavar="DIR", help="evictd's stateDir (default: the configuration's)")
-    shadow.add_argument("--output", choices=("text", "json"), default="text")
 
     record = commands.add_parser("record", help="the flight recorder's recording (in stateDir)")
     record_commands = record.add_subparsers(dest="record_command", required=True, parser_class=_Parser)
@@ -90,11 +99,7 @@ def build_parser() -> argparse.ArgumentParser:
     replay = commands.add_parser("replay", help="run a recording through another configuration, print what differs")
     replay.add_argument("recording", metavar="RECORDING",
                         help="a stateDir, its recording folder, or one segment file")
-    _add_config_options(replay)
-    replay.add_argument("--since", metavar="WHEN", help="only cycles after WHEN (a duration ago such as 2h, "
-                        "or an RFC 3339 time)")
-    replay.add_argument("--until", metavar="WHEN", help="only cycles until WHEN (as --since)")
-    replay.add_argument("--output", choices=("text", "json"), default="text")
+    _add_recording_options(replay, state_dir=False)
 
     explain = commands.add_parser("explain", help="why a pod was evicted, or what would be evicted next "
                                   "(from the flight recorder's recording, or the eviction journal)")
@@ -106,11 +111,11 @@ def build_parser() -> argparse.ArgumentParser:
     which.add_argument("--now", action="store_true", help="the newest recorded cycle: each signal's distance "
                        "from its thresholds, and the pods next in the eviction order")
     _add_recording_options(explain)
-    explain.add_argument("--output", choices=("text", "json"), default="text")
 
     simulate = commands.add_parser("simulate", help="run the engine through a scripted scenario")
     simulate.add_argument("scenario", metavar="SCENARIO", help="scenario YAML or JSON file")
-    simulate.add_argument("--output", choices=("text", "json"), default="text")
+    for command in (shadow, replay, explain, simulate):  # last in each
+        command.add_argument("--output", choices=("text", "json"), default="text")
     return parser
 
 
@@ -119,17 +124,10 @@ def _flags(args: argparse.Namespace) -> list[tuple[str, str]]:
 
 
 def _state_dir(args: argparse.Namespace) -> str:
-    """Return --state-dir, else the configuration's stateDir."""
-    from evictd.config import load_configuration
-
     return str(args.state_dir or load_configuration(args.config, _flags(args)).evictd.state_dir)
 
 
 def _check_config(args: argparse.Namespace) -> int:
-    from evictd.config import load_configuration
-    from evictd.core.engine import EngineConfig
-    from evictd.core.fs_layout import FsLayout
-    from evictd.core.thresholds import derive_containerfs_thresholds
     from evictd.render import threshold_json, thresholds_text
 
     configuration = load_configuration(args.config, _flags(args))
@@ -155,15 +153,13 @@ def _check_config(args: argparse.Namespace) -> int:
 
 
 def _simulate(args: argparse.Namespace) -> int:
-    from evictd.config import read_yaml_documents
-    from evictd.core.errors import ScenarioError
     from evictd.render import simulation_text, step_json
     from evictd.simulate import parse_scenario, run_scenario
 
-    documents = read_yaml_documents(args.scenario, key="scenario")
+    documents = read_documents(args.scenario, key="scenario")
     if len(documents) != 1:
         raise ScenarioError("a scenario file holds exactly one document", key="scenario", value=args.scenario)
-    scenario = parse_scenario(documents[0])
+    scenario = parse_scenario(documents[0][0])
     reports = run_scenario(scenario)
     steps = [(step.at, report) for step, report in zip(scenario.steps, reports, strict=True)]
     for _, report in steps:
@@ -178,19 +174,12 @@ def _simulate(args: argparse.Namespace) -> int:
 
 def _when(value: str | None, option: str) -> float | None:
     """Return --since/--until as epoch seconds: a Go duration before now, or an RFC 3339 time."""
-    import time
-
-    from evictd.core.duration import parse_go_duration
-    from evictd.core.errors import DurationError
-
     if value is None:
         return None
     try:
         return time.time() - parse_go_duration(value)
     except DurationError:
         pass
-    from datetime import datetime
-
     try:
         moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
     except ValueError:
@@ -217,8 +206,6 @@ def _read_recording(path: str, since: str | None, until: str | None) -> list[Any
 
 
 def _record(args: argparse.Namespace) -> int:
-    import yaml
-
     from evictd.recording import scenario_document, unknown_start_state
 
     records = _read_recording(_state_dir(args), args.since, args.until)
@@ -234,8 +221,6 @@ def _record(args: argparse.Namespace) -> int:
 
 
 def _replay(args: argparse.Namespace) -> int:
-    from evictd.config import load_configuration
-    from evictd.core.engine import EngineConfig
     from evictd.replay import replay, replay_json, replay_text
 
     flags = _flags(args)
@@ -248,9 +233,6 @@ def _replay(args: argparse.Namespace) -> int:
 
 
 def _explain(args: argparse.Namespace) -> int:
-    import time
-
-    from evictd.config import load_configuration
     from evictd.explain import (
         explanation_json,
         explanation_text,
@@ -336,10 +318,7 @@ def _explain_from_journal(args: argparse.Namespace, state_dir: str, records: lis
 
 
 def _run(args: argparse.Namespace) -> int:
-    from dataclasses import replace
-
     from evictd.composition import build_daemon, check_settings
-    from evictd.config import load_configuration
     from evictd.daemon import serve
 
     configuration = load_configuration(args.config, _flags(args))
@@ -364,7 +343,6 @@ COMMANDS = {"check-config": _check_config, "simulate": _simulate, "run": _run, "
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the `evictd` command; return its exit status."""
     args = build_parser().parse_args(argv)
     try:
         return COMMANDS[args.command](args)

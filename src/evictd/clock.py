@@ -21,8 +21,6 @@ class Clock(Protocol):
 
 
 class SystemClock:
-    """The machine's clocks: `time.monotonic` and the current UTC time."""
-
     def monotonic(self) -> float:
         return time.monotonic()
 

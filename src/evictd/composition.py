@@ -1,14 +1,7 @@
 """The composition root of `evictd run`: every dependency of the daemon, built from the configuration.
 
-Nothing else in evictd decides which adapter serves which role. With a Kubernetes API (a kubeconfig, or the
-in-cluster service account inside a pod) pods come from a watch, evictions go through the API and node
-conditions, taints and events are written; until the watch has a pod list (the API unreachable since start),
-hard thresholds rank the pods the node shows and the evictor stops the chosen one through the runtime,
-journaled. Without an API, pods are discovered from the node and evictions are reported only. With a
-container runtime answering the CRI endpoint (at start, or later: the runtime slot, `RuntimeLink`),
-node-level reclaim and the periodic garbage collection run (without the API, container GC cannot know which
-pods are gone, so it removes only dead containers beyond the policy). In dry-run nothing is changed
-anywhere: what would be is logged and counted.
+Nothing else in evictd decides which adapter serves which role: README's table "What `evictd run` acts
+through depends on what it finds" (the Kubernetes API, a container runtime, dry-run) is what is built here.
 
 Building starts no thread and waits for nothing, with one exception: with the API, evictd first takes the
 stateDir lock (`state_lock`; a second evictd on the same stateDir waits for it, or exits with status 2),
@@ -27,7 +20,6 @@ from dataclasses import dataclass
 from typing import Any, TextIO
 
 import structlog
-from prometheus_client import CollectorRegistry
 
 from evictd.adapters.cgroups import CgroupLayout, CgroupReader, detect_cgroup_layout
 from evictd.adapters.disk_walker_process import DiskWalkerProcess, WalkerSettings
@@ -44,7 +36,6 @@ from evictd.after_cycle import (
     AfterCycle,
     Cycle,
     NotifierRefresh,
-    Notifiers,
     draw_live_view,
     log_cycles,
     log_sample_problems,
@@ -78,7 +69,7 @@ from evictd.oom_feedback import OomFeedback
 from evictd.recorder import FlightRecorder
 from evictd.recording import CurrentDecision, run_id
 from evictd.runtime_link import CriRuntime, RuntimeLink
-from evictd.state_lock import StateLock, acquire_state_lock
+from evictd.state_lock import acquire_state_lock
 from evictd.stop_signal import StopSignal
 
 MICROSECONDS = 1_000_000
@@ -123,15 +114,12 @@ def build_psi_notifiers(settings: EvictdSettings, layout: CgroupLayout, cgroups:
     memory.pressure (a stall of the pods alone). A trigger the kernel refuses is logged and left out."""
     if not settings.psi_wakeups:
         return ()
-    wanted = []
-    if os.path.exists(SYSTEM_MEMORY_PRESSURE):
-        wanted.append((SYSTEM_MEMORY_PRESSURE, "node memory pressure stall"))
+    wanted = [(SYSTEM_MEMORY_PRESSURE, "node memory pressure stall")]
     if layout.version == 2:
         pods_pressure = os.path.join(str(layout.memory_hierarchy), cgroups.pods_cgroup(), "memory.pressure")
-        if os.path.exists(pods_pressure):
-            wanted.append((pods_pressure, "pods cgroup memory pressure stall"))
+        wanted.append((pods_pressure, "pods cgroup memory pressure stall"))
     notifiers: list[Notifier] = []
-    for path, description in wanted:
+    for path, description in (w for w in wanted if os.path.exists(w[0])):
         try:
             notifiers.append(PsiNotifier(path, int(settings.psi_stall_threshold_s * MICROSECONDS),
                                          int(settings.psi_window_s * MICROSECONDS), description=description))
@@ -195,12 +183,10 @@ class ClusterParts:
 
     pods: EvictablePods
     node_pods: NodeFallbackPods  # what hard thresholds rank while the watch has no pod list
-    discovered: DiscoveredPods  # the pods the node shows (named by the runtime once it answers)
     evictor: PodEvictor
     sync: ClusterSync
     watcher: PodWatcher
     shadow: ShadowComparer | None  # dry-run decisions against the kubelet's own evictions; None when acting
-    state_lock: StateLock  # held for the daemon's life: no other evictd acts on this stateDir meanwhile
     journal: EvictionJournal
     pod_watch: Part  # starts the watch and waits for its first answer
 
@@ -211,37 +197,18 @@ class PodWatchStart:
     Its thread is not stopped: it holds nothing the process's exit does not release.
     """
 
-    def __init__(self, watcher: PodWatcher, log: Any, wait_s: float = POD_SYNC_WAIT_S) -> None:
+    def __init__(self, watcher: PodWatcher, log: Any) -> None:
         self._watcher = watcher
         self._log = log
-        self._wait_s = wait_s
 
     def start(self) -> None:
         self._watcher.start()
-        if not self._watcher.wait_first_answer(self._wait_s):
+        if not self._watcher.wait_first_answer(POD_SYNC_WAIT_S):
             self._log.warning("pod list not synced yet; until it is, hard thresholds act on the pods the node shows",
                               error=str(self._watcher.last_error))
 
     def stop(self) -> None:
         return None
-
-
-class HttpServing:
-    """The /metrics and /healthz endpoint as a daemon part: listening from `start` (a bad address raises
-    ConfigError) until `stop`."""
-
-    def __init__(self, address: str, registry: CollectorRegistry, health: Health) -> None:
-        self._address = address
-        self._registry = registry
-        self._health = health
-        self.endpoint: HttpEndpoint | None = None
-
-    def start(self) -> None:
-        self.endpoint = HttpEndpoint(self._address, self._registry, self._health)
-
-    def stop(self) -> None:
-        if self.endpoint is not None:
-            self.endpoint.close()
 
 
 def attach_runtime(config: Configuration, client: CriClient, version: RuntimeVersion, metrics: Metrics, log: Any,
@@ -280,7 +247,7 @@ def api_configured(settings: EvictdSettings) -> bool:
 
 
 def build_cluster(config: Configuration, node_name: str, metrics: Metrics, log: Any, dry_run: bool,
-                  cgroups: CgroupReader, runtime: Runtime = NO_RUNTIME,
+                  discovered: DiscoveredPods, runtime: Runtime = NO_RUNTIME,
                   should_stop: Callable[[], bool] = lambda: False,
                   decision: Callable[[], str | None] = lambda: None) -> ClusterParts:
     """Lock the stateDir, then build the pod watch, the journaled evictor, the node status writer, the event
@@ -288,8 +255,7 @@ def build_cluster(config: Configuration, node_name: str, metrics: Metrics, log: 
     check that an evicted pod stopped, the sandboxes naming the node's pods). Raises StateLockError when another
     evictd still holds the stateDir after stateLockTimeout."""
     settings = config.evictd
-    # Before anything else: a second evictd on this stateDir waits here (or gives up) before it acts.
-    state_lock = acquire_state_lock(settings.state_dir, settings.state_lock_timeout_s, log)
+    acquire_state_lock(settings.state_dir, settings.state_lock_timeout_s, log)
     api_client = build_api_client(settings.kubeconfig)
 
     def api_error(error: KubeError) -> None:
@@ -312,12 +278,11 @@ def build_cluster(config: Configuration, node_name: str, metrics: Metrics, log: 
                        on_error=api_error, log=log, runtime=runtime, critical=critical, should_stop=should_stop)
     own_uid = os.environ.get(POD_UID_ENV, "")
     pods = EvictablePods(watcher, journal, own_uid=own_uid)
-    discovered = DiscoveredPods(cgroups, settings.pod_logs_dir, runtime)
     shadow = ShadowComparer(watcher.pods, settings.state_dir, lambda c: metrics.shadow.labels(str(c.outcome)).inc(),
                             log) if dry_run else None
     return ClusterParts(pods=pods, node_pods=NodeFallbackPods(discovered, journal, own_uid, critical),
-                        discovered=discovered, evictor=evictor, sync=sync, watcher=watcher, shadow=shadow,
-                        state_lock=state_lock, journal=journal, pod_watch=PodWatchStart(watcher, log))
+                        evictor=evictor, sync=sync, watcher=watcher, shadow=shadow,
+                        journal=journal, pod_watch=PodWatchStart(watcher, log))
 
 
 def build_daemon(
@@ -348,9 +313,10 @@ def build_daemon(
     # name their decision (`evictd explain --decision`).
     run = run_id(SYSTEM_CLOCK.wall().timestamp()) if settings.recorder else None
     decision = CurrentDecision(run)
-    cluster = (build_cluster(config, node_name, metrics, log, dry_run, cgroups, runtime, stop.is_set, decision)
+    # The pods the node shows (named by the runtime once it answers).
+    discovered = DiscoveredPods(cgroups, settings.pod_logs_dir, runtime)
+    cluster = (build_cluster(config, node_name, metrics, log, dry_run, discovered, runtime, stop.is_set, decision)
                if api_configured(settings) else None)
-    discovered = cluster.discovered if cluster is not None else DiscoveredPods(cgroups, settings.pod_logs_dir, runtime)
     pods: PodSource = cluster.pods if cluster is not None else discovered
     # With the API, the stats measure the pods each cycle listed: the watch's, or the node's without a list.
     listed = ListedPods()
@@ -393,7 +359,7 @@ def build_daemon(
             memory_root=str(layout.memory_hierarchy),
             pods_cgroup=cgroups.pods_cgroup(),
         )
-    notifiers = Notifiers(waiter, memcg, build_psi_notifiers(settings, layout, cgroups, log))
+    notifiers = NotifierRefresh(waiter, memcg, build_psi_notifiers(settings, layout, cgroups, log), metrics, log)
     health = Health(settings.housekeeping_interval_s, stopping=stop.is_set)
     metrics.watch_health(lambda: health.status()[0])
     if not cgroups.has_pods_cgroup():
@@ -410,7 +376,7 @@ def build_daemon(
     after_cycle.append(log_sample_problems(log, metrics, stats.problems, lambda: oom_feedback.problems))
     if cluster is not None:
         after_cycle.append(cluster_bookkeeping(cluster, metrics))
-    after_cycle += [runtime_upkeep(link), NotifierRefresh(notifiers, metrics, log)]
+    after_cycle += [runtime_upkeep(link), notifiers]
     on_stop: list[Callable[[], None]] = [cluster.sync.withdraw] if cluster is not None else []
     if settings.recorder:
         # Last: what the other hooks do never waits for the recorder's disk.
@@ -423,7 +389,7 @@ def build_daemon(
     parts: list[Part] = [cluster.pod_watch] if cluster is not None else []
     parts.append(link)
     if serve_http:
-        parts.append(HttpServing(settings.metrics_bind_address, metrics.registry, health))
+        parts.append(HttpEndpoint(settings.metrics_bind_address, metrics.registry, health))
     if stats.disk_walker is not None:
         parts.append(stats.disk_walker)
     return Daemon(

@@ -117,8 +117,6 @@ class EvictdSettings:
 
 @dataclass(frozen=True, slots=True)
 class Configuration:
-    """Everything evictd is configured with."""
-
     eviction: EvictionSettings
     evictd: EvictdSettings
     image_gc: ImageGCSettings = field(default_factory=ImageGCSettings)
@@ -166,16 +164,13 @@ def _decode_setting(yaml_name: str, default: object, value: object, allow_zero: 
 INHERITED_FROM_KUBELET = ("cgroupDriver", "cgroupRoot", "podLogsDir")
 
 
-def evictd_settings(document: Mapping[str, object], kubelet: Mapping[str, object] | None = None) -> EvictdSettings:
-    """Return the EvictdSettings of one (merged) EvictdConfiguration document; unknown fields are errors.
-
-    `kubelet` is the merged KubeletConfiguration: its cgroupDriver, cgroupRoot and podLogsDir are the
-    defaults of the same-named evictd settings.
-    """
+def evictd_settings(document: Mapping[str, object], kubelet: Mapping[str, object]) -> EvictdSettings:
+    """Return the EvictdSettings of one (merged) EvictdConfiguration document, whose defaults the merged
+    KubeletConfiguration `kubelet` gives for INHERITED_FROM_KUBELET; unknown fields are errors."""
     by_yaml = {f.metadata["yaml"]: f for f in fields(EvictdSettings)}
     settings = EvictdSettings()
     changes: dict[str, Any] = {}
-    inherited = {key: (kubelet or {})[key] for key in INHERITED_FROM_KUBELET if (kubelet or {}).get(key) is not None}
+    inherited = {key: kubelet[key] for key in INHERITED_FROM_KUBELET if kubelet.get(key) is not None}
     for key, value in {**inherited, **document}.items():
         if key in ("apiVersion", "kind"):
             continue
@@ -194,11 +189,6 @@ def evictd_settings(document: Mapping[str, object], kubelet: Mapping[str, object
     psi_trigger("some", round(settings.psi_stall_threshold_s * 1e6), round(settings.psi_window_s * 1e6),
                 privileged=True)
     return settings
-
-
-def read_yaml_documents(path: str, key: str = "--config") -> list[Any]:
-    """Return the documents of the YAML stream at `path` (empty documents dropped); raise ConfigError at `key`."""
-    return [document for document, _ in read_documents(path, key)]
 
 
 def read_documents(path: str, key: str = "--config") -> list[tuple[Any, tuple[str, ...]]]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from evictd.core.engine import EngineState, Eviction, Skipped, ThresholdStatus
+from evictd.core.engine import Eviction, Skipped, ThresholdStatus
 from evictd.core.oom import ACTIVITY_TO_DESCRIPTION, TOO_LATE_ACTIVITIES, OomReport, outside_pods
 from evictd.core.thresholds import Threshold, threshold_quantity
 from evictd.manager import CycleReport
@@ -36,8 +36,7 @@ class CycleLogger:
         self._pods_from_node = False
         self._withheld: str | None = None
 
-    def log_cycle(self, number: int, report: CycleReport, state: EngineState) -> None:
-        """Emit the events of one cycle."""
+    def log_cycle(self, number: int, report: CycleReport) -> None:
         assessment = report.assessment
         for warning in assessment.warnings:
             if warning not in self._warned:

@@ -7,16 +7,13 @@ notification is followed by cycles at short delays until one sees the crossing, 
 second later). After an eviction with the Kubernetes API the loop waits for the pod to go, then runs again at
 once, as the kubelet does.
 
-Building a `Daemon` starts nothing. `start` starts its parts in order (the stateDir lock, the pod watch, the
-container runtime link, the HTTP endpoint, the disk walker: whatever the composition root gave it; a part may
-block, and may raise to end the start-up); `run` starts them if that was not done, runs cycles until stopped,
+Building a `Daemon` starts nothing. `start` starts its parts in order (the pod watch, the container runtime
+link, the HTTP endpoint, the disk walker: whatever the composition root gave it; a part may block, and may
+raise to end the start-up); `run` starts them if that was not done, runs cycles until stopped,
 then runs the stop hooks (in the cluster: conditions to Unknown, taints removed) and stops the parts in
 reverse order. A stop request (`StopSignal`: SIGTERM/SIGINT) lets the current cycle finish and `run` returns
 0; the stop signal's deadline ends a hung shutdown with status 1. Only this loop catches broad exceptions: a
 failed cycle or hook is logged with the cycle number and counted, and the loop carries on.
-
-The composition root (`evictd.composition.build_daemon`) builds every dependency from the configuration;
-tests pass their own (tests/test_daemon_run.py steps the loop on a fake clock and waiter).
 """
 
 from __future__ import annotations
@@ -30,10 +27,10 @@ import structlog
 
 from evictd.after_cycle import AfterCycle, Cycle
 from evictd.clock import SYSTEM_CLOCK, Clock
-from evictd.core.engine import EngineState, Eviction
+from evictd.core.engine import Eviction
 from evictd.core.signals import MEMORY_SIGNALS
 from evictd.http_endpoint import Health
-from evictd.manager import CycleReport
+from evictd.manager import CycleReport, EvictionManager
 from evictd.metrics import Metrics
 from evictd.oom_feedback import OomFeedback
 from evictd.stop_signal import StopSignal
@@ -67,23 +64,12 @@ class Waiter(Protocol):
     def close(self) -> None: ...
 
 
-class Manager(Protocol):
-    """The eviction manager as the loop drives it."""
-
-    @property
-    def state(self) -> EngineState: ...
-
-    def synchronize(self) -> CycleReport: ...
-
-
 # Waits (bounded, and cut short by a stop request) for evicted pods to be gone; returns whether they went.
 CleanupWait = Callable[[Sequence[Eviction]], bool]
 
 
 class Daemon:
-    """The running daemon; `run()` returns the process exit status."""
-
-    def __init__(self, manager: Manager, waiter: Waiter, stop: StopSignal, metrics: Metrics, health: Health, *,
+    def __init__(self, manager: EvictionManager, waiter: Waiter, stop: StopSignal, metrics: Metrics, health: Health, *,
                  interval_s: float, dry_run: bool, node_name: str, max_cycles: int = 0,
                  after_cycle: Sequence[AfterCycle] = (), wait_for_cleanup: CleanupWait | None = None,
                  on_stop: Sequence[Callable[[], None]] = (), parts: Sequence[Part] = (),
@@ -100,12 +86,9 @@ class Daemon:
         self.node_name = node_name
         self.max_cycles = max_cycles
         self.after_cycle = tuple(after_cycle)
-        # In the cluster: wait for evicted pods to go before the next cycle (None: nothing to wait for).
         self.wait_for_cleanup = wait_for_cleanup
-        # In the cluster: what a clean stop leaves on the node (conditions Unknown, taints removed).
         self.on_stop = tuple(on_stop)
         self.parts = tuple(parts)
-        # The kernel's OOM kills since the last cycle, judged against what evictd was doing.
         self.oom_feedback = oom_feedback
         self.clock = clock
         self.systemd = systemd if systemd is not None else SystemdNotifier()

@@ -4,11 +4,10 @@ Health answers are cheap: the loop records when its last cycle ended, and `/heal
 with the clock (no I/O, no lock held by the loop).
 
 The endpoint listens on the pod IP (the kubelet probes it there), so no client that can reach it may hurt the
-node guard: README's `/metrics` and `/healthz` paragraph lists the limits (one `selectors` thread, at most
-MAX_CONNECTIONS connections, the oldest one closed past that, READ_TIMEOUT_S and WRITE_TIMEOUT_S, GET and HEAD
-only, no bodies). A response is built whole before it is sent, so `/metrics` takes the metrics' locks only
-while the page is generated, never while a client reads. A client that resets or disconnects costs nothing but
-its socket; an unexpected error while answering is one log line, and the server keeps serving.
+node guard: README's `/metrics` and `/healthz` paragraph lists the limits (the constants below). A response is
+built whole before it is sent, so `/metrics` takes the metrics' locks only while the page is generated, never
+while a client reads. A client that resets or disconnects costs nothing but its socket; an unexpected error
+while answering is one log line, and the server keeps serving.
 """
 
 from __future__ import annotations
@@ -23,7 +22,6 @@ import time
 from collections.abc import Callable
 from email.utils import formatdate
 from http import HTTPStatus
-from typing import Any
 
 import structlog
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
@@ -90,7 +88,6 @@ class Health:
         self.last_cycle_at = time.monotonic()
 
     def status(self) -> tuple[bool, str]:
-        """Return (healthy, reason)."""
         if self.stopping():
             return False, "shutting down"
         since = self.last_cycle_at if self.last_cycle_at is not None else self.started_at
@@ -114,21 +111,17 @@ def parse_bind_address(address: str) -> tuple[str, int]:
     return host or "0.0.0.0", int(port)
 
 
-# ------------------------------------------------------------------------------------------ requests
-
-
-def response_bytes(status: HTTPStatus, content_type: str, body: bytes, *, head_only: bool = False,
-                   extra_headers: tuple[tuple[str, str], ...] = ()) -> bytes:
+def response_bytes(status: HTTPStatus, content_type: str, body: bytes, *, head_only: bool = False) -> bytes:
     """Return a whole HTTP/1.1 response that closes the connection (HEAD: the same headers, no body)."""
     lines = [f"HTTP/1.1 {status.value} {status.phrase}", f"Date: {formatdate(usegmt=True)}",
-             f"Content-Type: {content_type}", f"Content-Length: {len(body)}", "Connection: close",
-             *(f"{name}: {value}" for name, value in extra_headers)]
+             f"Content-Type: {content_type}", f"Content-Length: {len(body)}", "Connection: close"]
+    if status is HTTPStatus.METHOD_NOT_ALLOWED:
+        lines.append(f"Allow: {', '.join(ALLOWED_METHODS)}")
     return ("\r\n".join(lines) + "\r\n\r\n").encode("ascii") + (b"" if head_only else body)
 
 
-def refusal(status: HTTPStatus, reason: str, *, head_only: bool = False,
-            extra_headers: tuple[tuple[str, str], ...] = ()) -> bytes:
-    return response_bytes(status, TEXT, reason.encode(), head_only=head_only, extra_headers=extra_headers)
+def refusal(status: HTTPStatus, reason: str, *, head_only: bool = False) -> bytes:
+    return response_bytes(status, TEXT, reason.encode(), head_only=head_only)
 
 
 def answer(head: bytes, registry: CollectorRegistry, health: Health) -> tuple[bytes, bool]:
@@ -142,12 +135,10 @@ def answer(head: bytes, registry: CollectorRegistry, health: Health) -> tuple[by
         return refusal(HTTPStatus.BAD_REQUEST, "request head is not ASCII"), False
     request_line, *header_lines = text.split("\n")
     parts = request_line.removesuffix("\r").split(" ")
-    if len(parts) != 3:
-        return refusal(HTTPStatus.BAD_REQUEST, "bad request line"), False
-    method, target, version = parts
-    matched = HTTP_VERSION.fullmatch(version)
+    matched = HTTP_VERSION.fullmatch(parts[2]) if len(parts) == 3 else None
     if matched is None:
         return refusal(HTTPStatus.BAD_REQUEST, "bad request line"), False
+    method, target, _ = parts
     if matched.group(1) != "1":
         return refusal(HTTPStatus.HTTP_VERSION_NOT_SUPPORTED, "HTTP/1.x only"), False
     head_only = method == "HEAD"
@@ -161,8 +152,7 @@ def answer(head: bytes, registry: CollectorRegistry, health: Health) -> tuple[by
                               head_only=head_only)
             return refused, False
     if method not in ALLOWED_METHODS:
-        return refusal(HTTPStatus.METHOD_NOT_ALLOWED, "GET or HEAD only",
-                       extra_headers=(("Allow", ", ".join(ALLOWED_METHODS)),)), True
+        return refusal(HTTPStatus.METHOD_NOT_ALLOWED, "GET or HEAD only"), True
     path = target.split("?", 1)[0]
     if path == METRICS_PATH:
         return response_bytes(HTTPStatus.OK, CONTENT_TYPE_LATEST, generate_latest(registry), head_only=head_only), True
@@ -171,9 +161,6 @@ def answer(head: bytes, registry: CollectorRegistry, health: Health) -> tuple[by
         status = HTTPStatus.OK if healthy else HTTPStatus.SERVICE_UNAVAILABLE
         return response_bytes(status, TEXT, reason.encode(), head_only=head_only), True
     return refusal(HTTPStatus.NOT_FOUND, "not found", head_only=head_only), True
-
-
-# --------------------------------------------------------------------------------------- connections
 
 
 class _Connection:
@@ -191,13 +178,18 @@ class _Connection:
 
 
 class HttpEndpoint:
-    """The running HTTP server on its own thread; `close()` stops it."""
+    """The HTTP server on its own thread, as a daemon part: listening from `start` (a bad address raises
+    ConfigError) until `stop`."""
 
-    def __init__(self, address: str, registry: CollectorRegistry, health: Health, *, log: Any = None) -> None:
-        host, port = parse_bind_address(address)
+    def __init__(self, address: str, registry: CollectorRegistry, health: Health) -> None:
+        self._address = address
         self._registry = registry
         self._health = health
-        self._log = log if log is not None else structlog.get_logger("evictd")
+        self._log = structlog.get_logger("evictd")
+
+    def start(self) -> None:
+        address = self._address
+        host, port = parse_bind_address(address)
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         listener = socket.socket(family, socket.SOCK_STREAM)
         try:
@@ -211,7 +203,7 @@ class HttpEndpoint:
         listener.setblocking(False)
         self._listener = listener
         self.port = int(listener.getsockname()[1])
-        # close() wakes the loop through this pair (select() has no other way to be interrupted).
+        # stop() wakes the loop through this pair (select() has no other way to be interrupted).
         self._wake_read, self._wake_write = socket.socketpair()
         self._wake_read.setblocking(False)
         self._selector = selectors.DefaultSelector()
@@ -224,7 +216,7 @@ class HttpEndpoint:
         self._thread = threading.Thread(target=self._serve, name="evictd-http", daemon=True)
         self._thread.start()
 
-    def close(self) -> None:
+    def stop(self) -> None:
         """Stop serving: the listener and every connection are closed when this returns."""
         if self._stop:
             return
@@ -234,17 +226,13 @@ class HttpEndpoint:
         self._thread.join()
         self._wake_write.close()
 
-    # ------------------------------------------------------------------------------------ the loop
-
     def _serve(self) -> None:
         try:
             while not self._stop:
                 for key, events in self._selector.select(self._wait_s(time.monotonic())):
-                    if key.data == "wake":
-                        self._drain_wake()
-                    elif key.data == "listener":
+                    if key.data == "listener":
                         self._accept()
-                    else:
+                    elif key.data != "wake":  # only stop() wakes the loop: it ends after this turn
                         conn = key.data
                         if conn.sock.fileno() >= 0:  # not closed earlier in this turn (evicted)
                             self._on_ready(conn, events)
@@ -266,10 +254,6 @@ class HttpEndpoint:
         if not deadlines:
             return None
         return min(max(0.0, min(deadlines) - now), MAX_WAIT_S)
-
-    def _drain_wake(self) -> None:
-        with contextlib.suppress(OSError):
-            self._wake_read.recv(64)
 
     def _expire(self, now: float) -> None:
         for conn in [c for c in self._connections.values() if c.deadline <= now]:

@@ -1,9 +1,7 @@
 """The terminal live view of `evictd run`: what the node looks like to the eviction manager, redrawn each cycle.
 
-It shows every signal with its available amount, capacity and thresholds, how far each soft threshold is
-into its grace period, the node conditions, the top of the eviction order, and the latest log events. It is
-a pure function of a cycle report (plus the recent-events buffer), rendered to a string; the daemon writes
-it to the terminal.
+A pure function of a cycle report (plus the recent-events buffer), rendered to a string; the daemon writes it
+to the terminal.
 """
 
 from __future__ import annotations

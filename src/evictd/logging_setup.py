@@ -36,7 +36,6 @@ class RecentEvents:
 
 
 def resolve_format(setting: LogFormat, stdout: TextIO) -> str:
-    """Return the concrete format for the `logFormat` setting: json, console or live."""
     if setting != LogFormat.AUTO:
         return str(setting)
     return "live" if stdout.isatty() else "json"

@@ -8,9 +8,7 @@ reclaim action is recorded and the others still run, and a failed eviction still
 eviction (as the kubelet counts it).
 
 A pod list that cannot be used (the Kubernetes API has given none) evicts nobody, unless `node_pods` is
-given: the pods the node shows are then ranked instead, for hard thresholds only (`choose_eviction`'s
-`pods_from_node`), and the report says so (`pod_list_problem`, `pods_from_node`). The stats source measures
-exactly the pods the cycle listed when it reads them from `ListedPods`.
+given: the pods the node shows are then ranked instead, for hard thresholds only (`_list_pods`).
 """
 
 from __future__ import annotations
@@ -156,8 +154,6 @@ class CycleReport:
 
 
 class EvictionManager:
-    """Runs kubelet eviction cycles against the given adapters."""
-
     def __init__(self, config: EngineConfig, *, stats: StatsSource, layout: LayoutSource, pods: PodSource,
                  reclaimer: NodeReclaimer, evictor: PodEvictor, clock: Clock, node_pods: PodSource | None = None,
                  listed: ListedPods | None = None) -> None:
@@ -196,11 +192,10 @@ class EvictionManager:
             errors.append(CycleError(CycleStep.PODS,
                                      f"eviction manager: pods unavailable, no pod will be evicted: {problem}"))
         self.listed.pods = pods
-        summary: Summary | None
+        summary: Summary | None = None
         try:
             summary = self._stats.summary()
         except EvictdError as exc:
-            summary = None
             errors.append(CycleError(CycleStep.STATS, f"eviction manager: failed to get summary stats: {exc}"))
         self.state, assessment = assess(self.state, self.config, layout, summary, pods, now)
         seen = CycleReport(now=now, assessment=assessment, summary=summary, pods=pods, errors=tuple(errors),
@@ -226,7 +221,6 @@ class EvictionManager:
             try:
                 after = self._stats.summary()
             except EvictdError as exc:
-                after = None
                 errors.append(CycleError(
                     CycleStep.STATS, f"eviction manager: failed to get summary stats after resource reclaim: {exc}"))
             succeeded = reclaim_succeeded(self.state, after)

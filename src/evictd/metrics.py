@@ -37,7 +37,6 @@ CYCLE_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2
 WAKEUP_CAUSES = ("timer", "memcg", "memcg_rearm", "psi", "signal", "eviction")
 # A cycle's own failures are counted by the step that failed; the daemon's by the part of it that failed.
 ERROR_SOURCES = (*(str(step) for step in CycleStep), "notifier", "cycle", "runtime", "state")
-DEGRADED_REASONS = (POD_LIST_UNAVAILABLE,)
 # The local-storage limit evictions' labels, besides the signals (the kubelet's eviction_signal values).
 LOCAL_STORAGE_SIGNALS = (EMPTYDIR_LIMIT_SIGNAL, POD_EPHEMERAL_LIMIT_SIGNAL, CONTAINER_EPHEMERAL_LIMIT_SIGNAL)
 
@@ -48,7 +47,6 @@ RESOURCE_TO_UNIT = {
     Resource.INODES: "inodes",
     Resource.PIDS: "pids",
 }
-UNITS = ("bytes", "inodes", "pids")
 
 
 class GaugePerUnit:
@@ -56,19 +54,15 @@ class GaugePerUnit:
 
     def __init__(self, name: str, documentation: str, labels: Sequence[str], registry: CollectorRegistry) -> None:
         self._gauges = {unit: Gauge(f"{name}_{unit}", f"{documentation} ({unit}).", labels, registry=registry)
-                        for unit in UNITS}
+                        for unit in dict.fromkeys(RESOURCE_TO_UNIT.values())}
 
     def of(self, signal: Signal) -> Gauge:
-        """Return the gauge of `signal`'s unit."""
         return self._gauges[RESOURCE_TO_UNIT[SIGNAL_TO_RESOURCE[signal]]]
 
 
 class Metrics:
-    """The daemon's metrics, in their own registry."""
-
-    def __init__(self, registry: CollectorRegistry | None = None) -> None:
-        self.registry = registry if registry is not None else CollectorRegistry()
-        r = self.registry
+    def __init__(self) -> None:
+        self.registry = r = CollectorRegistry()
         self.available = GaugePerUnit("evictd_signal_available", "Available amount per eviction signal",
                                       ["signal"], r)
         self.capacity = GaugePerUnit("evictd_signal_capacity", "Capacity per eviction signal", ["signal"], r)
@@ -112,8 +106,6 @@ class Metrics:
                                               registry=r)
         self.degraded = Gauge("evictd_degraded", "1 while evictd works in a degraded mode, by reason "
                               "(pod-list-unavailable: no pod list from the Kubernetes API).", ["reason"], registry=r)
-        for reason in DEGRADED_REASONS:
-            self.degraded.labels(reason).set(0)
         self.healthy = Gauge("evictd_healthy", "1 while /healthz answers 200: a cycle finished within the last "
                              "3 housekeeping intervals (at least 30 s) and evictd is not shutting down.", registry=r)
         self.reclaimed = Counter("evictd_reclaimed_bytes_total", "Bytes freed by node-level reclaim, by action "
@@ -127,21 +119,13 @@ class Metrics:
                                           "met and not yet relieved by an eviction, or soon after one, by what evictd "
                                           "was doing.", ["activity"], registry=r)
         self._exported_signals: set[Signal] = set()
-        for signal in (*(str(s) for s in Signal), *LOCAL_STORAGE_SIGNALS):
-            self.evictions.labels(signal)
-            self.would_evict.labels(signal)
-        for action in ReclaimAction:
-            self.reclaimed.labels(str(action))
-        for scope in OomScope:
-            self.oom_kills.labels(str(scope))
-        for activity in TOO_LATE_ACTIVITIES:
-            self.oom_kills_too_late.labels(str(activity))
-        for cause in WAKEUP_CAUSES:
-            self.wakeups.labels(cause)
-        for source in ERROR_SOURCES:
-            self.errors.labels(source)
-        for condition in NodeCondition:
-            self.condition.labels(str(condition)).set(0)
+        signals = (*Signal, *LOCAL_STORAGE_SIGNALS)
+        for metric, values in ((self.degraded, (POD_LIST_UNAVAILABLE,)), (self.evictions, signals),
+                               (self.would_evict, signals), (self.reclaimed, ReclaimAction), (self.oom_kills, OomScope),
+                               (self.oom_kills_too_late, TOO_LATE_ACTIVITIES), (self.wakeups, WAKEUP_CAUSES),
+                               (self.errors, ERROR_SOURCES), (self.condition, NodeCondition)):
+            for value in values:
+                metric.labels(str(value))  # a new child starts at zero
 
     def record_cycle(
         self,
@@ -151,7 +135,6 @@ class Metrics:
         now_wall: datetime,
         dry_run: bool,
     ) -> None:
-        """Export what one cycle saw and did."""
         assessment = report.assessment
         self.cycles.inc()
         self.cycle_duration.observe(duration_s)

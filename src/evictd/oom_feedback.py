@@ -13,12 +13,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import replace
-from typing import Protocol
 
+from evictd.adapters.oom_counters import OomCounters
 from evictd.clock import SYSTEM_CLOCK, Clock
 from evictd.core.errors import EvictdError, SampleError, attempt
 from evictd.core.oom import (
-    CgroupOomCount,
     OomReading,
     OomReport,
     OomState,
@@ -33,23 +32,10 @@ from evictd.manager import CycleReport
 ContainerNames = Callable[[str], Mapping[str, str]]
 
 
-class OomCounterSource(Protocol):
-    """The kernel's OOM-kill counters (evictd.adapters.oom_counters.OomCounters); each raises SampleError."""
-
-    def node_kills(self) -> int: ...
-
-    def pods_kills(self) -> int | None: ...
-
-    def cgroup_kills(self) -> tuple[CgroupOomCount, ...]: ...
-
-
 class OomFeedback:
-    """Counts the OOM kills of each interval between cycles against what evictd was doing.
+    """`dry_run`: evictions are decided but not carried out (so no eviction is waited for)."""
 
-    `dry_run` says evictions are decided but not carried out (so no eviction is waited for).
-    """
-
-    def __init__(self, counters: OomCounterSource, *, dry_run: bool, container_names: ContainerNames | None = None,
+    def __init__(self, counters: OomCounters, *, dry_run: bool, container_names: ContainerNames,
                  clock: Clock = SYSTEM_CLOCK) -> None:
         self.state = OomState()
         self.problems: tuple[SampleError, ...] = ()
@@ -83,7 +69,7 @@ class OomFeedback:
         named = []
         for kill in kills:
             container_name = ""
-            if kill.container_id and self.container_names is not None:
+            if kill.container_id:
                 if kill.pod_uid not in names:
                     try:
                         names[kill.pod_uid] = self.container_names(kill.pod_uid)

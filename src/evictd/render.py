@@ -56,7 +56,6 @@ def table(headers: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
 
 
 def thresholds_text(thresholds: Sequence[Threshold]) -> str:
-    """Return the thresholds as a table."""
     rows = [
         (str(t.signal), "hard" if t.is_hard else "soft", f"< {value_text(t.value)}",
          f"{seconds_json(t.grace_period_s)}s", value_text(t.min_reclaim) if t.min_reclaim is not None else "-")
@@ -81,7 +80,6 @@ def eviction_json(eviction: Eviction) -> JsonObject:
 
 
 def step_json(at: float, report: CycleReport) -> JsonObject:
-    """Return the simulate JSON form of one cycle."""
     assessment = report.assessment
     return {
         "at": seconds_json(at),

@@ -78,11 +78,8 @@ class CriRuntime:
 
 
 class RuntimeLink:
-    """Asks the CRI endpoint for the runtime until it answers, then attaches it once: `attach(version)` builds
-    the runtime's parts and returns the runtime, which then fills `slot`.
-
-    As a daemon part, `start` asks the endpoint once before the first cycle.
-    """
+    """Asks the CRI endpoint for the runtime until it answers, then attaches it once (`attach(version)` builds
+    the runtime that then fills `slot`). As a daemon part, `start` asks once before the first cycle."""
 
     def __init__(self, client: CriClient, attach: Callable[[RuntimeVersion], Runtime], log: Any, *,
                  slot: RuntimeSlot | None = None, retry_s: float = RUNTIME_RETRY_S,

@@ -42,7 +42,6 @@ def read_comparisons(state_dir: str) -> list[dict[str, Any]]:
 
 
 def summary(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """The report as a JSON-ready document."""
     counts = Counter(str(r["outcome"]) for r in records)
     delays = sorted(float(r["kubeletLaterBySeconds"]) for r in records if "kubeletLaterBySeconds" in r)
     total = len(records)
@@ -59,7 +58,6 @@ def summary(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
 
 
 def summary_text(report: dict[str, Any]) -> str:
-    """The report for a person."""
     if not report["comparisons"]:
         return "no comparisons recorded yet"
     lines = [f"{report['comparisons']} comparisons from {report['from']} to {report['to']}: "

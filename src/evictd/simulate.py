@@ -4,9 +4,7 @@ The scenario format and its rules are README's "`evictd simulate`" section; `eng
 engine state the first step starts from, a document as `evictd run` saves it (`evictd.core.saved_state`) whose
 `savedAt` is the first step's wall-clock time: restored for the scenario's configuration as a restarted daemon
 restores it (thresholds it no longer has start afresh), its times placed on the fake clock. The stand-ins
-here are the only fakes: `FakeClock`, `ScriptedStats`, `FixedLayout`, `ScriptedPods`, `RecordingReclaimer`,
-`RecordingEvictor`.
-Everything else is the daemon's own code (`EvictionManager`). Malformed scenarios raise ScenarioError with the path.
+below are the only fakes; the manager is the daemon's own. Malformed scenarios raise ScenarioError with the path.
 """
 
 from __future__ import annotations
@@ -23,16 +21,13 @@ from evictd.core.fs_layout import FsLayout, ReclaimAction
 from evictd.core.kubelet_config import KUBELET_API_VERSION, KUBELET_KIND, eviction_settings
 from evictd.core.pods import Pod, pod_from_dict
 from evictd.core.saved_state import UnusableState, restorable_thresholds, restore_state
+from evictd.core.shadow import TERMINAL_PHASES
 from evictd.core.summary import ROOT_KEY, Summary, summary_from_dict
 from evictd.manager import CycleReport, EvictionManager
-
-TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 
 
 @dataclass(frozen=True, slots=True)
 class Step:
-    """One scripted cycle."""
-
     at: float
     summary: Summary
     after_reclaim: Summary | None
@@ -41,8 +36,6 @@ class Step:
 
 @dataclass(frozen=True, slots=True)
 class Scenario:
-    """A parsed scenario."""
-
     config: EngineConfig
     layout: FsLayout
     steps: tuple[Step, ...]
@@ -65,12 +58,8 @@ def start_state(document: Mapping[str, object], config: EngineConfig, at: float)
     return restored.state
 
 
-def _pod(value: object, key: str) -> Pod:
-    return pod_from_dict(mapping(value, key), where=key)
-
-
 def _pods(value: object, key: str) -> tuple[Pod, ...]:
-    return list_of(value, key, _pod)
+    return list_of(value, key, lambda item, where: pod_from_dict(mapping(item, where), where=where))
 
 
 def _summary(value: object, key: str) -> Summary:
@@ -160,9 +149,6 @@ def _scenario(document: object) -> Scenario:
     return Scenario(config=config, layout=layout, steps=tuple(steps), engine_state=engine_state)
 
 
-# --- stand-ins -------------------------------------------------------------------------------------------
-
-
 class FakeClock:
     """A clock that shows whatever time the scenario has reached (seconds since the epoch, on the wall)."""
 
@@ -177,8 +163,6 @@ class FakeClock:
 
 
 class FixedLayout:
-    """The scenario's filesystem layout."""
-
     def __init__(self, layout: FsLayout) -> None:
         self._layout = layout
 
@@ -211,21 +195,17 @@ class ScriptedPods:
 
 
 class RecordingReclaimer:
-    """Remembers the reclaim actions run; frees nothing by itself (afterReclaim scripts the effect)."""
+    """Frees nothing by itself (afterReclaim scripts the effect): the step's stats read after it are afterReclaim."""
 
     def __init__(self, stats: ScriptedStats) -> None:
         self._stats = stats
-        self.actions: list[ReclaimAction] = []
 
     def reclaim(self, action: ReclaimAction) -> int:
-        self.actions.append(action)
         self._stats.reclaimed = True
         return 0
 
 
 class RecordingEvictor:
-    """Remembers every eviction."""
-
     def __init__(self) -> None:
         self.evictions: list[Eviction] = []
 
@@ -234,7 +214,6 @@ class RecordingEvictor:
 
 
 def run_scenario(scenario: Scenario) -> list[CycleReport]:
-    """Run every step of `scenario` through a real EvictionManager; return one report per step."""
     clock = FakeClock()
     stats = ScriptedStats()
     pods = ScriptedPods()

@@ -15,10 +15,8 @@ from __future__ import annotations
 import fcntl
 import os
 import time
-from collections.abc import Callable
 from typing import Any
 
-from evictd.clock import SYSTEM_CLOCK, Clock
 from evictd.core.errors import StateLockError
 
 LOCK_FILE = "evictd.lock"
@@ -26,14 +24,6 @@ LOCK_FILE = "evictd.lock"
 RETRY_INTERVAL_S = 0.2
 # The lock file holds one PID: anything longer is not ours, and is shown cut.
 MAX_HOLDER_CHARS = 32
-
-
-class StateLock:
-    """The held lock on a stateDir (or, with `descriptor` None, none: the lock file could not be created)."""
-
-    def __init__(self, path: str, descriptor: int | None) -> None:
-        self.path = path
-        self._descriptor = descriptor
 
 
 def holder_pid(descriptor: int) -> str:
@@ -53,13 +43,10 @@ def _try_lock(descriptor: int) -> bool:
     return True
 
 
-def acquire_state_lock(state_dir: str, timeout_s: float, log: Any, *, clock: Clock = SYSTEM_CLOCK,
-                       sleep: Callable[[float], None] = time.sleep) -> StateLock:
-    """Lock `state_dir` for this process, waiting up to `timeout_s` for another evictd holding it.
-
-    Returns the held lock (or an unheld one when the lock file cannot be created: logged); raises
-    StateLockError when another process still holds it after `timeout_s`.
-    """
+def acquire_state_lock(state_dir: str, timeout_s: float, log: Any) -> None:
+    """Lock `state_dir` for the rest of this process's life, waiting up to `timeout_s` for another evictd holding
+    it (the lock file's descriptor is never closed). When the lock file cannot be created, logs it and returns
+    without the lock; raises StateLockError when another process still holds it after `timeout_s`."""
     path = os.path.join(state_dir, LOCK_FILE)
     try:
         os.makedirs(state_dir, exist_ok=True)
@@ -67,22 +54,21 @@ def acquire_state_lock(state_dir: str, timeout_s: float, log: Any, *, clock: Clo
     except OSError as exc:
         log.error("stateDir lock file cannot be created: running without the lock", lock_file=path,
                   error=exc.strerror or str(exc))
-        return StateLock(path, None)
-    deadline = clock.monotonic() + timeout_s
+        return
+    deadline = time.monotonic() + timeout_s
     if not _try_lock(descriptor):
         holder = holder_pid(descriptor)
         log.warning("stateDir is locked by another evictd: waiting for it to stop", holder_pid=holder,
                     lock_file=path, wait_s=timeout_s)
         while not _try_lock(descriptor):
-            if clock.monotonic() >= deadline:
+            if time.monotonic() >= deadline:
                 holder = holder_pid(descriptor)
                 os.close(descriptor)
                 raise StateLockError(state_dir, path, holder, timeout_s)
-            sleep(RETRY_INTERVAL_S)
+            time.sleep(RETRY_INTERVAL_S)
         log.info("stateDir lock taken over", previous_holder_pid=holder, lock_file=path)
     try:
         os.ftruncate(descriptor, 0)
         os.pwrite(descriptor, f"{os.getpid()}\n".encode("ascii"), 0)
     except OSError as exc:  # a full stateDir: the lock holds all the same, only the PID is not shown
         log.warning("PID not written to the stateDir lock file", lock_file=path, error=exc.strerror or str(exc))
-    return StateLock(path, descriptor)

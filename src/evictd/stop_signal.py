@@ -1,10 +1,5 @@
-"""How `evictd run` is asked to stop: one object owning the stop flag, the loop's wake-up and the hard deadline.
-
-SIGTERM/SIGINT (or a caller) `request` a stop: the flag is set, the shutdown deadline armed and the sleeping
-loop woken; the current cycle finishes and the daemon exits 0. The deadline (`ShutdownDeadline`, a watchdog
-thread reading a pipe) ends a shutdown that hangs with status 1. Everything `request` does is safe in a signal
-handler: it takes no lock and starts no thread.
-"""
+"""How `evictd run` is asked to stop: one object owning the stop flag, the loop's wake-up and the hard deadline
+(`StopSignal`, and `ShutdownDeadline` for the deadline)."""
 
 from __future__ import annotations
 
@@ -78,7 +73,6 @@ class StopSignal:
         self._deadline: ShutdownDeadline | None = None
 
     def is_set(self) -> bool:
-        """True once a stop was requested."""
         return self._requested
 
     def request(self, reason: str = "stop requested") -> None:
@@ -96,8 +90,7 @@ class StopSignal:
 
     def install(self) -> None:
         """Start the deadline's watchdog, then stop on SIGTERM/SIGINT (a handler cannot start the watchdog)."""
-        if self._deadline is None:
-            self._deadline = ShutdownDeadline(self.deadline_s, self._deadline_passed)
+        self._deadline = ShutdownDeadline(self.deadline_s, self._deadline_passed)
 
         def handler(signum: int, frame: FrameType | None) -> None:
             self.request(signal.Signals(signum).name)

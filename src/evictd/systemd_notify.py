@@ -9,29 +9,25 @@ unreachable must never stop the eviction loop.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 
 
 class SystemdNotifier:
-    """Sends sd_notify messages to `$NOTIFY_SOCKET` (or the given address); a no-op when there is none."""
+    """Sends sd_notify messages to `$NOTIFY_SOCKET`; a no-op when there is none."""
 
-    def __init__(self, address: str | None = None) -> None:
-        address = address if address is not None else os.environ.get("NOTIFY_SOCKET", "")
+    def __init__(self) -> None:
+        address = os.environ.get("NOTIFY_SOCKET", "")
         self._address = "\0" + address[1:] if address.startswith("@") else address
         self._socket: socket.socket | None = None
         if self._address:
             self._socket = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC)
 
-    def notify(self, state: str) -> bool:
-        """Send `state` (e.g. "READY=1"); return whether it was delivered."""
-        if self._socket is None:
-            return False
-        try:
-            self._socket.sendto(state.encode(), self._address)
-        except OSError:
-            return False
-        return True
+    def notify(self, state: str) -> None:
+        if self._socket is not None:
+            with contextlib.suppress(OSError):
+                self._socket.sendto(state.encode(), self._address)
 
     def close(self) -> None:
         if self._socket is not None:

@@ -31,6 +31,7 @@ LEAN_FIRST = """
     import json, sys, types
     import structlog
     from evictd.adapters.cgroups import CgroupReader, detect_cgroup_layout
+    from evictd.adapters.node_pods import DiscoveredPods
     from evictd.composition import build_cluster
     from evictd.config import load_configuration
     from evictd.core.engine import Assessment, NoneStarved
@@ -40,8 +41,9 @@ LEAN_FIRST = """
     from evictd.metrics import Metrics
 
     config_path, kubeconfig, node, heavy = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4].split(",")
-    parts = build_cluster(load_configuration([config_path]), node, Metrics(), structlog.get_logger(),
-                          dry_run=False, cgroups=CgroupReader(detect_cgroup_layout()))
+    config = load_configuration([config_path])
+    parts = build_cluster(config, node, Metrics(), structlog.get_logger(), dry_run=False,
+                          discovered=DiscoveredPods(CgroupReader(detect_cgroup_layout()), config.evictd.pod_logs_dir))
     parts.pod_watch.start()
     assessment = Assessment(NoneStarved(), node_conditions=(NodeCondition.MEMORY_PRESSURE,))
     parts.sync.after_cycle(types.SimpleNamespace(assessment=assessment, oom=None))

@@ -42,6 +42,7 @@ from evictd.adapters.runtime_gc import (
     RuntimeReclaimer,
     imagefs_usage,
 )
+from evictd.adapters.runtime_node import PeriodicGC
 from evictd.core.container_gc import GCPolicy, PodState
 from evictd.core.errors import CRIError
 from evictd.core.fs_layout import ReclaimAction
@@ -57,6 +58,7 @@ from evictd.core.runtime import (
 )
 from evictd.cri import ContainerUsage
 from polling import wait_until
+from recording_log import RecordingLog
 
 MiB = 1024 * 1024
 STATS_REFRESH_TIMEOUT_S = 5.0
@@ -230,6 +232,31 @@ def test_periodic_image_gc_deletes_by_age_then_by_space() -> None:
         "but only found 50 bytes eligible to free."
     )
     assert reasons == [GCReason.AGE, GCReason.AGE, GCReason.SPACE]
+
+
+def test_periodic_gc_logs_the_kubelets_shortfall_when_it_frees_less_than_wanted() -> None:
+    clock = gc_clock()
+    runtime = FakeRuntime(images=[Image("sha256:a", 30)])
+    usage = {"available": 50}  # 95 % of 1000 used: wants 150 bytes freed, down to 80 %
+    images = CriImageGC(runtime, ImageGCPolicy(90, 80, min_age_s=0), clock=clock,
+                        fs_usage=lambda: (1000, usage["available"]))
+    containers = CriContainerGC(runtime, GCPolicy(), pod_state_from_mapping({}), None, clock=clock)
+    log = RecordingLog()
+    periodic = PeriodicGC(containers, images, container_period_s=60.0, image_period_s=300.0, log=log, clock=clock)
+    clock.now_s = 300.0
+    periodic.tick()
+    assert log.at("info") == [("periodic image GC", {"images": 1, "freed_bytes": 30})]
+    assert log.at("warning") == [("periodic image GC freed less than wanted", {
+        "message": "Failed to garbage collect required amount of images. Attempted to free 150 bytes, "
+                   "but only found 30 bytes eligible to free.",
+        "wanted_bytes": 150})]
+
+    usage["available"] = 900  # below the high threshold: nothing wanted, nothing to say
+    runtime.images = [Image("sha256:b", 10)]
+    clock.now_s = 600.0
+    periodic.tick()
+    assert len(log.at("warning")) == 1
+    assert runtime.removed("RemoveImage") == ["sha256:a"]
 
 
 def test_periodic_image_gc_below_high_threshold_deletes_nothing() -> None:

@@ -115,5 +115,8 @@ class PeriodicGC:
                 images = self._images.periodic()
                 if images.removed:
                     self._log.info("periodic image GC", images=len(images.removed), freed_bytes=images.freed_bytes)
+                if images.shortfall:  # the kubelet's FreeDiskSpaceFailed: imagefs stays above the low threshold
+                    self._log.warning("periodic image GC freed less than wanted", message=images.shortfall,
+                                      wanted_bytes=images.wanted_bytes)
             except EvictdError as exc:
                 self._log.warning("periodic image GC failed", error=str(exc))

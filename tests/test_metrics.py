@@ -4,6 +4,9 @@
 from __future__ import annotations
 
 import copy
+import os
+import subprocess
+import sys
 from dataclasses import replace
 from datetime import datetime, timedelta
 
@@ -226,3 +229,17 @@ def test_the_degraded_gauge_follows_the_pod_list(memory_run: Run) -> None:
         assert sample(metrics, "evictd_degraded", reason="pod-list-unavailable") == 1
     metrics.record_cycle(memory_run.reports[2], memory_run.state, 0.001, NOW_WALL, False)
     assert sample(metrics, "evictd_degraded", reason="pod-list-unavailable") == 0
+
+
+FRESH_PAGE = ("from evictd.metrics import Metrics; from prometheus_client import generate_latest; "
+              "print(generate_latest(Metrics().registry).decode())")
+
+
+def test_a_fresh_metrics_page_lists_its_series_in_the_same_order_in_every_process() -> None:
+    pages = []
+    for seed in ("1", "2", "3"):
+        done = subprocess.run([sys.executable, "-c", FRESH_PAGE], env={**os.environ, "PYTHONHASHSEED": seed},
+                              capture_output=True, text=True, check=True)
+        pages.append([line for line in done.stdout.splitlines() if "_created" not in line])
+    assert pages[0] == pages[1] == pages[2]
+    assert 'evictd_oom_kills_too_late_total{activity="grace-period"} 0.0' in pages[0]

@@ -122,7 +122,7 @@ class Metrics:
         signals = (*Signal, *LOCAL_STORAGE_SIGNALS)
         for metric, values in ((self.degraded, (POD_LIST_UNAVAILABLE,)), (self.evictions, signals),
                                (self.would_evict, signals), (self.reclaimed, ReclaimAction), (self.oom_kills, OomScope),
-                               (self.oom_kills_too_late, TOO_LATE_ACTIVITIES), (self.wakeups, WAKEUP_CAUSES),
+                               (self.oom_kills_too_late, sorted(TOO_LATE_ACTIVITIES)), (self.wakeups, WAKEUP_CAUSES),
                                (self.errors, ERROR_SOURCES), (self.condition, NodeCondition)):
             for value in values:
                 metric.labels(str(value))  # a new child starts at zero

@@ -48,6 +48,7 @@ from evictd.core.engine import EngineConfig, Eviction
 from evictd.core.errors import ConfigError, EvictdError, KubeError, SampleError
 from evictd.core.fs_layout import FsLayout, ReclaimAction
 from evictd.core.image_gc import image_gc_policy
+from evictd.core.psi import microseconds
 from evictd.cri import NO_RUNTIME, Runtime, RuntimeSlot, RuntimeVersion
 from evictd.cri.client import CriClient
 from evictd.daemon import Daemon, Part
@@ -72,7 +73,6 @@ from evictd.runtime_link import CriRuntime, RuntimeLink
 from evictd.state_lock import acquire_state_lock
 from evictd.stop_signal import StopSignal
 
-MICROSECONDS = 1_000_000
 NODE_NAME_ENV = "EVICTD_NODE_NAME"
 # The DaemonSet passes evictd's own pod UID, so that it never evicts itself.
 POD_UID_ENV = "EVICTD_POD_UID"
@@ -119,10 +119,12 @@ def build_psi_notifiers(settings: EvictdSettings, layout: CgroupLayout, cgroups:
         pods_pressure = os.path.join(str(layout.memory_hierarchy), cgroups.pods_cgroup(), "memory.pressure")
         wanted.append((pods_pressure, "pods cgroup memory pressure stall"))
     notifiers: list[Notifier] = []
-    for path, description in (w for w in wanted if os.path.exists(w[0])):
+    for path, description in wanted:
+        if not os.path.exists(path):
+            continue
         try:
-            notifiers.append(PsiNotifier(path, int(settings.psi_stall_threshold_s * MICROSECONDS),
-                                         int(settings.psi_window_s * MICROSECONDS), description=description))
+            notifiers.append(PsiNotifier(path, microseconds(settings.psi_stall_threshold_s),
+                                         microseconds(settings.psi_window_s), description=description))
         except SampleError as exc:
             log.warning("PSI wake-ups unavailable", path=exc.source, reason=exc.reason)
     return tuple(notifiers)

@@ -35,7 +35,7 @@ from evictd.core.kubelet_config import (
     merge_documents,
 )
 from evictd.core.node_status import ConditionMode
-from evictd.core.psi import psi_trigger
+from evictd.core.psi import microseconds, psi_trigger
 from evictd.cri import DEFAULT_ENDPOINT, channel_target
 
 # A configuration file is a few KiB; anything past this is not one (and `/dev/zero` would never end).
@@ -186,7 +186,7 @@ def evictd_settings(document: Mapping[str, object], kubelet: Mapping[str, object
                           value=settings.recorder_max_bytes)
     channel_target(settings.container_runtime_endpoint)  # only Unix sockets: a bad endpoint is a config error
     # The kernel's limits, as a privileged process has them; `run` checks the unprivileged 2 s step too.
-    psi_trigger("some", round(settings.psi_stall_threshold_s * 1e6), round(settings.psi_window_s * 1e6),
+    psi_trigger("some", microseconds(settings.psi_stall_threshold_s), microseconds(settings.psi_window_s),
                 privileged=True)
     return settings
 

@@ -20,6 +20,11 @@ STALL_KEY = "psiStallThreshold"
 WINDOW_KEY = "psiWindow"
 
 
+def microseconds(seconds: float) -> int:
+    """Return a configured duration in the whole microseconds a trigger is written in (nearest)."""
+    return round(seconds * 1_000_000)
+
+
 def format_us(value_us: int) -> str:
     """Return a duration in microseconds as Go prints it (2s, 150ms, 1.5ms)."""
     return format_go_duration_ns(value_us * 1000)

@@ -103,8 +103,10 @@ class KubeApi:
         safe = self._configuration.safe_chars_for_path_param
         return "/api/v1/" + "/".join(quote(segment, safe=safe) for segment in segments)
 
-    def _json(self, verb: str, method: str, path: str, **request: Any) -> dict[str, Any]:
-        response = self._send(verb, method, path, **request)
+    def _json(self, verb: str, method: str, path: str, *, query: Query = (), body: Mapping[str, Any] | None = None,
+              content_type: str | None = None, timeout_s: float) -> dict[str, Any]:
+        response = self._send(verb, method, path, query=query, body=body, content_type=content_type,
+                              timeout_s=timeout_s)
         try:
             document = json.loads(response.data)
         except ValueError as exc:  # also UnicodeDecodeError

@@ -106,7 +106,7 @@ class KubePodEvictor:
                 self._runtime.stop_pod(eviction)
             except EvictdError as exc:
                 raise EvictdError(f"API unreachable ({failure}) and local stop failed: {exc}") from None
-            self._journal.note(entry.uid, stopped_locally=True)
+            self._journal.note_stopped_locally(entry.uid)
             raise KubeError(failure.verb, failure.status,
                             f"{failure.detail}; pod stopped through the container runtime, API writes pending")
         raise failure
@@ -153,7 +153,7 @@ class KubePodEvictor:
                 self._journal.note_settled(entry.uid, Outcome.ENDED, answer, self._now())
                 return None
             entry = self._journal.note_step_done(entry.uid, step)
-        self._journal.note(entry.uid, done_at=self._now())  # every API step done
+        self._journal.note_finished(entry.uid, self._now())
         return None
 
     def _write_condition(self, entry: JournalEntry, timeout_s: float) -> None:
@@ -164,7 +164,7 @@ class KubePodEvictor:
 
     def _delete(self, entry: JournalEntry, timeout_s: float) -> None:
         if not entry.delete_sent:
-            self._journal.note(entry.uid, delete_sent=True)  # before it is sent
+            self._journal.note_delete_sent(entry.uid)
         body = {"gracePeriodSeconds": entry.grace_period_s, "preconditions": {"uid": entry.uid}}
         self._api.delete_pod(entry.namespace, entry.name, body, timeout_s=timeout_s)
 

@@ -299,16 +299,26 @@ class EvictionJournal:
         self._save()
         return entry
 
-    def note(self, uid: str, **progress: Any) -> JournalEntry:
-        """Record the eviction of `uid` with the `JournalEntry` fields in `progress` changed; return the entry."""
-        return self.record(replace(self._entries[uid], **progress))
-
     def note_step_done(self, uid: str, step: ApiStep) -> JournalEntry:
-        return self.note(uid, done=self._entries[uid].done | {step})
+        """Record that `step` of the eviction of `uid` went through; return the updated entry."""
+        entry = self._entries[uid]
+        return self.record(replace(entry, done=entry.done | {step}))
+
+    def note_delete_sent(self, uid: str) -> JournalEntry:
+        """Record that a DELETE of the pod of `uid` goes out (before it is sent); return the updated entry."""
+        return self.record(replace(self._entries[uid], delete_sent=True))
+
+    def note_stopped_locally(self, uid: str) -> JournalEntry:
+        """Record that the pod of `uid` was stopped through the container runtime; return the updated entry."""
+        return self.record(replace(self._entries[uid], stopped_locally=True))
 
     def note_settled(self, uid: str, outcome: Outcome, answer: str, now: float) -> JournalEntry:
         """Record the API's `answer` that settled the eviction of `uid` as `outcome`; return the updated entry."""
         return self.record(self._entries[uid].settled(outcome, answer, now))
+
+    def note_finished(self, uid: str, now: float) -> JournalEntry:
+        """Record that every API step of the eviction of `uid` is done, at `now`; return the updated entry."""
+        return self.record(replace(self._entries[uid], done_at=now))
 
     def get(self, uid: str) -> JournalEntry:
         return self._entries[uid]

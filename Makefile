@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test test-cluster lint check-config system-deps clean
+.PHONY: run test test-cluster lint check-config system-deps uml-kernel clean
 
 # Debian packages the real-component tests need, as binary:package: a real containerd with runc, a static
 # busybox to build images from, systemd-analyze to verify the unit, mkfs.ext4/losetup for small filesystems,
@@ -21,6 +21,10 @@ system-deps:
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
 	fi
 
+# A user-mode Linux kernel that boots on this machine, in /var/tmp/evictd-uml (tests/uml/provision-uml.sh).
+uml-kernel: system-deps
+	tests/uml/provision-uml.sh
+
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --disable-pip-version-check --upgrade pip
@@ -31,8 +35,9 @@ $(STAMP): pyproject.toml
 run: $(STAMP)
 	$(BIN)/evictd run --config config/kubelet-config.yaml
 
-# The real-cluster tier (tests marked real_cluster) is left out: it needs kube-apiserver and kubelet binaries.
-test: $(STAMP) system-deps
+# The cgroup v2 tier (tests/uml) runs here, in user-mode Linux guests. The real-cluster tier (tests marked
+# real_cluster) is left out: it needs kube-apiserver and kubelet binaries.
+test: $(STAMP) system-deps uml-kernel
 	$(BIN)/python -m pytest -q -m "not real_cluster"
 	$(BIN)/ruff check src tests
 	$(BIN)/mypy

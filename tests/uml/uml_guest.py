@@ -116,3 +116,80 @@ def boot_guest(
     if returncode == -signal.SIGKILL:
         raise AssertionError(f"the guest did not halt within {timeout_s:.0f} s; console tail:\n{console_text[-4000:]}")
     return GuestRun(returncode, console_text, out, elapsed)
+
+
+
+# A systemd guest's machine: a private writable /etc (a copy of the host's, with no unit of the host's enabled)
+# and /var/lib. systemd loads units only from /etc/systemd/system and /run/systemd/system, so that a unit's
+# default dependencies (sysinit.target, basic.target: empty here) do not pull in the host's boot units (one of
+# them, systemd-remount-fs, would try to remount the root file system read-write). The journal runs, so that
+# `journalctl` works. multi-user.target, the one target started, holds the probe.
+SYSTEMD_GUEST = """
+mkdir -p /run/guest-etc
+mount -t tmpfs -o mode=0755 tmpfs /run/guest-etc
+cp -a /etc/. /run/guest-etc/
+mount --bind /run/guest-etc /etc
+umount /run/guest-etc
+rm -rf /etc/systemd/system/*
+mount -t tmpfs -o mode=0755 tmpfs /var/lib
+# A writable /tmp and /var/tmp, as on a real machine: PrivateTmp= and PrivateDevices= make their folders
+# there. $UML_OUT may be below /tmp: it is moved aside first, then mounted back inside the new /tmp.
+mkdir -p /run/guest-out
+mount --move "$UML_OUT" /run/guest-out
+mount -t tmpfs -o mode=1777 tmpfs /tmp
+mount -t tmpfs -o mode=1777 tmpfs /var/tmp
+mkdir -p "$UML_OUT"
+mount --move /run/guest-out "$UML_OUT"
+mkdir -p /run/systemd/system
+for unit in systemd-journald.service systemd-journald.socket systemd-journald-dev-log.socket \\
+    systemd-journald-audit.socket; do
+  ln -s "/lib/systemd/system/$unit" "/run/systemd/system/$unit"
+done
+for target in sysinit.target basic.target shutdown.target network-online.target; do
+  printf '[Unit]\\nDescription=%s (empty in the test guest)\\n' "$target" > "/run/systemd/system/$target"
+done
+cat > /run/systemd/system/multi-user.target <<UNIT
+[Unit]
+Description=the test guest's target: the journal, then the probe
+Wants=systemd-journald.service guest-probe.service
+UNIT
+cat > /run/systemd/system/guest-probe.service <<UNIT
+[Unit]
+DefaultDependencies=no
+After=systemd-journald.service
+[Service]
+Type=oneshot
+TimeoutStartSec=infinity
+Environment=UML_OUT=$UML_OUT EVICTD_REPO=$EVICTD_REPO EVICTD_PYTHON=$EVICTD_PYTHON PATH=$PATH
+ExecStart=/bin/sh -c '/bin/sh $UML_OUT/probe.sh > $UML_OUT/probe.log 2>&1; echo \\$\\$? > $UML_OUT/probe-exit; \\
+  systemctl halt --force --force'
+UNIT
+"""
+
+
+def boot_systemd_guest(
+    setup: str,
+    probe: str,
+    out: Path,
+    *,
+    mem_mib: int = DEFAULT_MEM_MIB,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    env: dict[str, str] | None = None,
+) -> GuestRun:
+    """Boots a guest whose PID 1 is systemd 252 (SYSTEMD_GUEST says what machine it gets).
+
+    `setup` runs first, as root in the guest before systemd starts: it installs files (a unit into
+    /etc/systemd/system, its configuration). Then systemd runs the probe, a shell body, as a oneshot service
+    (root, outside any sandbox) once the journal is up; it drives the units with systemctl like an operator.
+    Its output goes to `out`/probe.log, its exit status to `out`/probe-exit, and its end halts the guest.
+    systemd's own log is the console (`GuestRun.console`).
+    """
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "probe.sh").write_text(probe, encoding="utf-8")
+    body = (
+        SYSTEMD_GUEST
+        + setup
+        + "\nexport SYSTEMD_UNIT_PATH=/etc/systemd/system:/run/systemd/system\n"
+        + "exec /lib/systemd/systemd --unit=multi-user.target --log-target=console --show-status=no\n"
+    )
+    return boot_guest(body, out, mem_mib=mem_mib, timeout_s=timeout_s, env=env)

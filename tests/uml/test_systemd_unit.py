@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 import sysconfig
 from datetime import datetime
 from typing import Any
@@ -24,6 +26,7 @@ from typing import Any
 import pytest
 from uml_guest import REPO, GuestRun, boot_systemd_guest
 
+SYSTEM_PYTHON = "/usr/bin/python3"  # Debian's, outside /root (make system-deps installs it)
 SYSTEMD_README = REPO / "deploy" / "systemd" / "README.md"
 WATCHDOG_S = 60.0  # the shipped WatchdogSec=
 RESTART_S = 5.0  # the shipped RestartSec=
@@ -71,6 +74,8 @@ systemctl show evictd > "$UML_OUT/show-ready.txt"
 P=$(prop MainPID)
 cat /proc/$P/status > "$UML_OUT/status.txt"
 cat /proc/$P/mountinfo > "$UML_OUT/mountinfo.txt"
+echo "memory.max=$(cat $cgroup/memory.max) pids.max=$(cat $cgroup/pids.max) oom_score_adj=$(cat /proc/$P/oom_score_adj)" \
+  > "$UML_OUT/limits.txt"
 
 # The sandbox, from inside the service's own mount namespace (nsenter) and, for contrast, from outside it.
 attempt() {  # name, shell command: one line "name<TAB>inside<TAB>outside", each "ok" or the error
@@ -135,6 +140,10 @@ def fields(text: str) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def guest(tmp_path_factory: pytest.TempPathFactory) -> GuestRun:
+    # The venv of the system Python loads this interpreter's compiled packages: same minor version needed.
+    system = subprocess.run([SYSTEM_PYTHON, "-c", "import sys; print(sys.version_info[:2])"], capture_output=True,
+                            text=True, check=True).stdout.strip()
+    assert system == str(sys.version_info[:2]), f"{SYSTEM_PYTHON} is Python {system}, the tests run {sys.version}"
     setup = SETUP.format(purelib=sysconfig.get_paths()["purelib"])
     run = boot_systemd_guest(setup, PROBE, tmp_path_factory.mktemp("systemd-unit") / "out", timeout_s=400)
     assert run.text("probe-exit").strip() == "0", run.text("probe.log")
@@ -143,6 +152,15 @@ def guest(tmp_path_factory: pytest.TempPathFactory) -> GuestRun:
 
 def test_the_shipped_config_passes_check_config(guest: GuestRun) -> None:
     assert fields(guest.text("check-config.txt"))["exit"] == "0"
+
+
+def test_the_unit_runs_as_shipped_with_its_resource_settings(guest: GuestRun) -> None:
+    show = properties(guest.text("show-ready.txt"))
+    # No drop-in: `systemctl show` leaves DropInPaths= out when there is none.
+    assert show["FragmentPath"] == "/etc/systemd/system/evictd.service" and show.get("DropInPaths", "") == ""
+    assert show["ControlGroup"] == "/system.slice/evictd.service"
+    # MemoryMax=128M, TasksMax=256 and OOMScoreAdjust=-999 as the kernel holds them for the running service.
+    assert fields(guest.text("limits.txt")) == {"memory.max": str(128 << 20), "pids.max": "256", "oom_score_adj": "-999"}
 
 
 def test_it_becomes_active_only_after_ready_and_serves(guest: GuestRun) -> None:

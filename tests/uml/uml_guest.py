@@ -5,6 +5,7 @@ real OOM kills, pids.current). The guest's root is this machine's / through host
 .venv and the interpreter run unchanged inside it. A test hands `boot_guest` the body of a shell script: it
 becomes the guest's PID 1 after tests/uml/guest-prelude.sh, which keeps the host's files read-only to the
 guest and lets it write only to the folder it was given (`out`). The test then reads what the guest wrote.
+`boot_systemd_guest` boots one whose PID 1 is systemd instead, for units under a real service manager.
 
 The kernel is the one tests/uml/provision-uml.sh prepared (run by `make test`): without it the tier fails,
 it never skips.
@@ -133,7 +134,8 @@ umount /run/guest-etc
 rm -rf /etc/systemd/system/*
 mount -t tmpfs -o mode=0755 tmpfs /var/lib
 # A writable /tmp and /var/tmp, as on a real machine: PrivateTmp= and PrivateDevices= make their folders
-# there. $UML_OUT may be below /tmp: it is moved aside first, then mounted back inside the new /tmp.
+# there (on the read-only host /tmp a sandboxed unit fails with 226/NAMESPACE). $UML_OUT may be below /tmp: it
+# is moved aside first, then mounted back inside the new /tmp. The new /var/tmp hides the kernel's modules.
 mkdir -p /run/guest-out
 mount --move "$UML_OUT" /run/guest-out
 mount -t tmpfs -o mode=1777 tmpfs /tmp

@@ -13,6 +13,7 @@ logged ("would evict pod"), nothing is stopped.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 from collections.abc import Iterator
@@ -21,6 +22,7 @@ from pathlib import Path
 import pytest
 from apiserver import ApiServer
 from evictd_process import EvictdProcess
+from evictd_process import evictd_command as evictd
 from kube_objects import node_manifest
 
 from deep_tree import nest
@@ -81,3 +83,8 @@ def test_a_volume_nested_past_path_max_is_measured_and_its_size_limit_acts(
                   and e["detail"].startswith(f"{deep_pod.volume_dir}: counted without {deep_pod.volume_dir}"[:60])]
     assert len(unreadable) == 1, unreadable
     assert unreadable[0]["detail"].endswith("/d/d: File name too long")
+    # The recording explains it, with the figures the decision used and when they were measured.
+    done = evictd("explain", deep_pod.key, "--state-dir", str(daemon.state_dir), "--output", "json")
+    assert done.returncode == 0, done.stderr
+    figures = json.loads(done.stdout)["podDiskFigures"]
+    assert figures["usedBytes"] >= DATA_BYTES and 0 <= figures["ageSeconds"] < 60

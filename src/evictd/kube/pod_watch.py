@@ -37,7 +37,7 @@ BACKOFF_INITIAL_S = 0.5
 BACKOFF_MAX_S = 30.0
 # Pods per page of the list: at the API's 256 KiB of annotations per pod, a page is about 2.5 MiB of JSON, read and
 # decoded at once (a whole list of 100 such pods was 25 MiB, three times that while decoded: evictd's peak RSS
-# went from 55 to 154 MiB; with pages of 10 it is 62 MiB, bench/tenant_annotations.py). A relist of 110 ordinary
+# was about 150 MiB; with pages of 10 it is about 60 MiB, bench/tenant_annotations.py). A relist of 110 ordinary
 # pods costs 11 requests instead of one; relists are rare (start, 410). An expired page (410) relists from the
 # start, as any 410 does.
 LIST_PAGE_PODS = 10

@@ -232,7 +232,10 @@ def test_a_round_that_read_part_of_the_pod_gives_what_it_read_and_the_problem() 
     failure = SampleError("/var/lib/kubelet/pods/x/volumes", "Too many levels of symbolic links")
     partial = PodDiskFigures(SMALL, clock.now_s + 1, WALL_AT, logs=(("app", SpaceUsed(8192, 2)),), problem=failure)
     store.record(partial)
-    assert reading(store, SMALL, clock.now_s + 2) == PodDiskReading(figures=partial, problems=(failure,))
+    now = reading(store, SMALL, clock.now_s + 2)
+    assert now.figures is partial
+    assert [(p.source, p.reason) for p in now.problems] == [
+        ("disk usage of pod shop/small", f"{failure.source}: {failure.reason}")]
 
 
 def test_a_round_longer_than_the_limit_keeps_the_last_figures_and_is_logged_once_each_way(

@@ -48,6 +48,9 @@ from evictd.core.errors import ConfigError, SampleError
 # (2.6 us per entry). A bigger tree is measured over several passes; its figures only get older.
 DEFAULT_ENTRY_BUDGET = 250_000
 
+# What every problem of a pod's disk figures the store reports is the source of: then the pod's name.
+POD_DISK_SOURCE_PREFIX = "disk usage of pod "
+
 # Figures older than this are reported (still used). Twice the kubelet's volumeStatsAggPeriod (1 min), whose
 # own figures are routinely a minute old: with a pass every 10 s, a round may take 12 passes (3 million entries
 # at the default budget) before it is.
@@ -184,7 +187,8 @@ def _first(problems: Sequence[SampleError]) -> SampleError | None:
 @dataclass(frozen=True, slots=True)
 class PodDiskReading:
     """What the cycle uses of a pod's disk figures: its last `figures` (None: never measured), and `problems`
-    to report: part of the pod unreadable, figures older than the store's `stale_after_s`, or none yet after it.
+    to report, each with the pod as its source: part of the pod unreadable, figures older than the store's
+    `stale_after_s`, or none yet after it.
 
     No figures and no problems: the pod has not been measured yet and is not overdue.
     """
@@ -243,7 +247,9 @@ class PodDiskStore:
 
     def record(self, figures: PodDiskFigures) -> None:
         """Keep `figures` as the pod's latest, if the pod is still wanted and they are not older."""
-        reading = PodDiskReading(figures=figures, problems=() if figures.problem is None else (figures.problem,))
+        problem = figures.problem
+        reading = PodDiskReading(figures=figures, problems=() if problem is None else (
+            SampleError(_source(figures.pod), f"{problem.source}: {problem.reason}"),))
         with self._lock:
             previous = self._latest.get(figures.pod)
             if figures.pod in self._wanted and (
@@ -282,4 +288,4 @@ class PodDiskStore:
 
 
 def _source(pod: PodKey) -> str:
-    return f"disk usage of pod {pod.namespace}/{pod.name}"
+    return f"{POD_DISK_SOURCE_PREFIX}{pod.namespace}/{pod.name}"

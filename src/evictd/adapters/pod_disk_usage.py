@@ -48,12 +48,12 @@ from evictd.core.errors import ConfigError, SampleError
 # (2.6 us per entry). A bigger tree is measured over several passes; its figures only get older.
 DEFAULT_ENTRY_BUDGET = 250_000
 
-# What every problem of a pod's disk figures the store reports is the source of: then the pod's name.
+# The source of every problem the store reports about a pod's disk figures: this, then "<namespace>/<name>".
 POD_DISK_SOURCE_PREFIX = "disk usage of pod "
 
 # Figures older than this are reported (still used). Twice the kubelet's volumeStatsAggPeriod (1 min), whose
 # own figures are routinely a minute old: with a pass every 10 s, a round may take 12 passes (3 million entries
-# at the default budget) before it is.
+# at the default budget) before its figures are reported as old.
 DEFAULT_STALE_AFTER_S = 120.0
 
 
@@ -79,7 +79,7 @@ class SpaceUsed:
 
 @dataclass(frozen=True, slots=True)
 class PodDiskFigures:
-    """One completed round over a pod: its volumes and container log folders, or why it failed.
+    """One completed round over a pod: its volumes and container log folders, and what could not be read.
 
     `measured_at_monotonic` and `measured_at_wall` (seconds since the epoch) are when the round began.
     `problem` is set when part of the pod could not be read (the first part, and how many more): a folder that

@@ -10,8 +10,9 @@ crossings to the engine's decision, wake-ups on and off), `earlyoom_side_by_side
 earlyoom as processes on the same allocations, each timed against a 1 ms sampler), `disk_walk_isolation.py`
 (cycle duration and crossing-to-decision latency with a tenant's 0, 100,000 and 1,000,000 churning files, the
 walker process only; run it on its own for the comparison with the walk in the cycle), `recorder_cost.py` (the
-flight recorder's CPU next to the cycle's, its fdatasync wait and bytes per cycle) and `startup.py` (start-up of
-the offline commands). Prints a compact report and a line per target; exits 1 if a target is not met. Takes
+flight recorder's CPU next to the cycle's, its fdatasync wait and bytes per cycle), `tenant_annotations.py`
+(`evictd run` beside 100 pods with 250 KiB annotations: RSS, CPU, recording) and `startup.py` (start-up of the
+offline commands). Prints a compact report and a line per target; exits 1 if a target is not met. Takes
 about twelve minutes. Needs root (the latency benchmarks create memory cgroups).
 """
 
@@ -44,6 +45,8 @@ BENCHMARKS = (
      "cycle p99 independent of the file count, crossing p99 <= 50 ms"),
     ("flight recorder (target: its CPU <= 15 % of the cycle's at every size)", ["recorder_cost.py"],
      "recorder CPU <= 15 % of the cycle"),
+    ("pods with 250 KiB annotations (target: peak RSS < 128 MiB, recording not growing with them)",
+     ["tenant_annotations.py", "--seconds", "30"], None),
     ("start-up of the offline commands", ["startup.py", "--runs", "20"], None),
 )
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 from dataclasses import replace
+from datetime import UTC, datetime
 
 import pytest
 
@@ -19,11 +20,15 @@ from cycle_reports import (
     run,
 )
 from evictd.adapters.notifiers import MemcgNotifierSet, PsiNotifier, Waiter
-from evictd.after_cycle import NotifierRefresh
+from evictd.adapters.pod_disk_usage import POD_DISK_SOURCE_PREFIX
+from evictd.after_cycle import Cycle, NotifierRefresh, log_sample_problems
+from evictd.core.engine import EngineState
+from evictd.core.errors import SampleError
 from evictd.core.kubelet_config import eviction_settings
 from evictd.core.memcg import MEMCG_REARM_STEP_BYTES
 from evictd.core.summary import Summary, summary_from_dict
 from evictd.metrics import Metrics
+from recording_log import RecordingLog
 
 # --------------------------------------------------------------------------------------------------
 # Re-arming the memory notifiers
@@ -118,3 +123,33 @@ def test_refresh_keeps_the_psi_notifiers_with_or_without_memcg_and_stats(waiter:
             assert [n.description for n in memcg.levels] == ["hard memory eviction threshold"]
         finally:
             memcg.close()
+
+
+# --------------------------------------------------------------------------------------------------
+# Unreadable sources, logged once each way
+
+
+def test_pods_disk_problems_have_lines_of_their_own_each_logged_once() -> None:
+    """A pod's disk figures are used as measured (partly read, or old): "its signals are absent" would be untrue."""
+    log = RecordingLog()
+    problems: list[SampleError] = []
+    hook = log_sample_problems(log, Metrics(), lambda: problems, lambda: [])
+    report = run(MEMORY_CONFIG, [memory_step(0, 8 * Gi)]).reports[0]
+
+    def cycle(number: int) -> None:
+        hook(Cycle(number=number, report=report, state=EngineState(), started_at=0.0, duration_s=0.0,
+                   wall=datetime(2026, 11, 23, tzinfo=UTC)))
+
+    old = SampleError(f"{POD_DISK_SOURCE_PREFIX}shop/big", "last complete measurement older than 120 s: used as it is")
+    cgroup = SampleError("/sys/fs/cgroup/memory/kubepods/memory.stat", "Permission denied")
+    problems[:] = [old, cgroup]
+    for number in (1, 2, 3):
+        cycle(number)
+    problems[:] = []
+    cycle(4)
+    assert [(level, event, fields["detail"]) for level, event, fields in log.lines] == [
+        ("warning", "signal source unreadable; its signals are absent", f"{cgroup.source}: {cgroup.reason}"),
+        ("warning", "pod disk usage partly unreadable, old or not measured yet", f"{old.source}: {old.reason}"),
+        ("info", "signal source readable again", f"{cgroup.source}: {cgroup.reason}"),
+        ("info", "pod disk usage whole and current again", f"{old.source}: {old.reason}"),
+    ]

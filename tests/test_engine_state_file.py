@@ -133,7 +133,19 @@ def test_a_calm_node_is_saved_once_and_its_old_file_restores_what_a_fresh_one_wo
     assert os.stat(path).st_ino != written
 
 
-@pytest.mark.parametrize("case", ["corrupt", "a directory", "foreign"])
+OUT_OF_RANGE_TIMES = {
+    # A time no datetime can hold: before the fix `datetime.fromtimestamp` raised OverflowError out of `run`.
+    "observation time -1e20": ("lastObservations", {"memory.available": {
+        "available": "1Gi", "capacity": "2Gi", "time": -1e20}}, "state.lastObservations[memory.available].time"),
+    "observation time 1e300": ("lastObservations", {"memory.available": {
+        "available": "1Gi", "capacity": "2Gi", "time": 1e300}}, "state.lastObservations[memory.available].time"),
+    "first observed -1e20": ("firstObservedAt", "first observed", "state.firstObservedAt[0].at"),
+    "condition 1e20": ("conditionLastObservedAt", {"MemoryPressure": 1e20}, "state.conditionLastObservedAt.MemoryPressure"),
+    "savedAt -1e20": ("savedAt", -1e20, "state.savedAt"),
+}
+
+
+@pytest.mark.parametrize("case", ["corrupt", "a directory", "foreign", *sorted(OUT_OF_RANGE_TIMES)])
 def test_an_unusable_file_is_moved_aside_counted_and_logged_once(tmp_path: Path, case: str) -> None:
     path = tmp_path / STATE_FILE
     clock = ManualClock(now_s=1000.0)
@@ -141,6 +153,13 @@ def test_an_unusable_file_is_moved_aside_counted_and_logged_once(tmp_path: Path,
         path.write_bytes(b"\xff\xfe not json")
     elif case == "a directory":
         path.mkdir()
+    elif case in OUT_OF_RANGE_TIMES:
+        state_file(path, clock)(cycle(EngineState(), clock))
+        document = json.loads(path.read_text())
+        field, value, _ = OUT_OF_RANGE_TIMES[case]
+        if value == "first observed":
+            value = [{**document["firstObservedAt"][0], "at": -1e20}]
+        path.write_text(json.dumps({**document, field: value}))
     else:
         state_file(path, clock)(cycle(EngineState(), clock))
         document = json.loads(path.read_text())
@@ -154,6 +173,10 @@ def test_an_unusable_file_is_moved_aside_counted_and_logged_once(tmp_path: Path,
                      if case == "foreign" else "engine state file unusable: moved aside, starting afresh")
     assert fields["moved_to"] == f"{path}.{suffix}-20260101T001640Z" and os.path.lexists(fields["moved_to"])
     assert not os.path.lexists(path)
+    if case in OUT_OF_RANGE_TIMES:
+        assert fields["reason"].startswith(f"{OUT_OF_RANGE_TIMES[case][2]}: invalid value "), fields["reason"]
+        assert "a time" in fields["reason"]
+        return
     assert fields["reason"] == {"corrupt": "is not UTF-8 text (byte 0)", "a directory": "is a directory",
                                 "foreign": "saved by node 'node-2', this is node 'node-1'"}[case]
 

@@ -19,6 +19,7 @@ from evictd.kube.evictor import journal_entry
 from evictd.kube.journal import JOURNAL_FILE, EvictionJournal
 from evictd.recording import RECORDING_FOLDER, read_recording
 from evictd.replay import replayed_runs
+from evictd.simulate import parse_scenario
 from recording_log import RecordingLog
 from test_recorder import EXAMPLES, START, cycles, evictd, example, record, recorder
 
@@ -238,3 +239,22 @@ def test_explain_now_says_when_the_newest_cycle_is_not_now(tmp_path: Path) -> No
     assert document["current"] is True and 1 <= document["ageSeconds"] < 30
     text = evictd("explain", "--now", "--state-dir", str(fresh_dir))
     assert text.stdout.startswith(f"as of cycle {document['decision']} at ") and "s ago)" in text.stdout.split("\n")[0]
+
+
+def test_explain_a_disk_eviction_says_how_old_the_pods_disk_figures_were(tmp_path: Path) -> None:
+    """Issue #25: a pod whose walk takes longer than the staleness limit is decided on with its last complete
+    figures; explain says how old they were."""
+    document, _, settings = example(EXAMPLES[1])  # 02-disk-pressure-single-fs: default/cache evicted at t=10
+    [cache] = [stats for stats in document["x-pod-stats"] if stats["podRef"]["name"] == "cache"]
+    # Its last complete walk began ten minutes before the decision.
+    cache["ephemeral-storage"] = {"time": when(10 - 600), "usedBytes": 3_452_960_768, "inodesUsed": 1200}
+    record(parse_scenario(document), recorder(tmp_path, settings))
+
+    explanation = explained(tmp_path, "default/cache")
+    assert explanation["signal"] == "nodefs.available"
+    assert explanation["podDiskFigures"] == {"measured": when(10 - 600), "ageSeconds": 600.0,
+                                             "usedBytes": 3_452_960_768, "inodesUsed": 1200}
+    text = evictd("explain", "default/cache", "--state-dir", str(tmp_path))
+    assert text.returncode == 0, text.stderr
+    assert ("disk figures of default/cache: 3.2 GiB measured " + when(10 - 600) + " (10m00s before this decision); "
+            "older than 2m00s: its last complete measurement") in text.stdout

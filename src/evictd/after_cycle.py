@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import Any, TextIO
 
 from evictd.adapters.notifiers import MemcgNotifierSet, Notifier, Waiter
+from evictd.adapters.pod_disk_usage import POD_DISK_SOURCE_PREFIX
 from evictd.core.engine import EngineState
 from evictd.core.errors import SampleError
 from evictd.core.signals import Signal
@@ -92,15 +93,19 @@ class ProblemLog:
 
 def log_sample_problems(log: Any, metrics: Metrics, signal_problems: Callable[[], Sequence[SampleError]],
                         oom_problems: Callable[[], Sequence[SampleError]]) -> AfterCycle:
-    """Log the signal sources and OOM-kill counters that became unreadable (or readable again); count a
-    cycle whose runtime stats failed."""
+    """Log the signal sources and OOM-kill counters that became unreadable (or readable again), and pods' disk
+    figures that became incomplete, old or overdue (or whole and current again: they are used as measured, so
+    they have lines of their own); count a cycle whose runtime stats failed."""
     signals = ProblemLog(log, "signal source unreadable; its signals are absent", "signal source readable again")
+    disks = ProblemLog(log, "pod disk usage partly unreadable, old or not measured yet",
+                       "pod disk usage whole and current again")
     ooms = ProblemLog(log, "OOM-kill counter unreadable; kills it counts are not counted",
                       "OOM-kill counter readable again")
 
     def update(cycle: Cycle) -> None:
         problems = signal_problems()
-        signals.update(cycle.number, problems)
+        signals.update(cycle.number, [p for p in problems if not p.source.startswith(POD_DISK_SOURCE_PREFIX)])
+        disks.update(cycle.number, [p for p in problems if p.source.startswith(POD_DISK_SOURCE_PREFIX)])
         ooms.update(cycle.number, oom_problems())
         metrics.record_stats_problems(problems)
 

@@ -10,7 +10,9 @@ one it restored after a restart, as its first recorded line says), so a grace pe
 shows when it was first met, before the restart. `--now` does the same for the newest recorded cycle: how far
 each signal is from each threshold, and the head of the eviction order, saying how old that cycle is (and that
 it is not now when it is older than a few housekeeping intervals: the daemon stopped, or records nothing).
-An eviction the recording does not hold is explained from the journal (`explain_journal`).
+An eviction the recording does not hold is explained from the journal (`explain_journal`). An eviction for disk
+(a disk signal or a local-storage limit) also says when the evicted pod's disk figures were measured: a tree whose
+walk takes longer than the disk walker's staleness limit is decided on with its last complete figures, however old.
 
 A decision id is `<run>/<cycle>`: the run of evictd (its start time and PID, as the recording names it) and
 the cycle number, as the eviction's log line and the live view print it.
@@ -21,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from evictd.adapters.pod_disk_usage import DEFAULT_STALE_AFTER_S
 from evictd.core.engine import EngineConfig, EngineState, Eviction, ReclaimThenEvict
 from evictd.core.errors import EvictdError
 from evictd.core.fs_layout import FsLayout
@@ -255,6 +258,9 @@ def explanation_json(explained: Explained, pod_key: str) -> JsonObject:
         "reclaim": _recorded_reclaim(record),
         "reclaimSucceeded": report.reclaim_succeeded,
     }
+    signal_resource = None if eviction.threshold is None else SIGNAL_TO_RESOURCE.get(eviction.threshold.signal)
+    if eviction.threshold is None or signal_resource in (Resource.EPHEMERAL_STORAGE, Resource.INODES):
+        document["podDiskFigures"] = _pod_disk_json(explained, eviction.pod)
     if eviction.threshold is None:  # a local-storage limit: no ranking, the pod itself broke its limit
         document.update(ranking=[], why=[f"{eviction.pod.key} exceeded a local storage limit: {eviction.message}"])
         return document
@@ -266,6 +272,30 @@ def explanation_json(explained: Explained, pod_key: str) -> JsonObject:
     document["why"] = _why(signal, rows)
     document["notRanked"] = list(NOT_RANKED)
     return document
+
+
+def _pod_disk_json(explained: Explained, pod: Pod) -> JsonObject | None:
+    """When the pod's disk figures the decision used were measured, and how long before it (None: it had none)."""
+    summary = explained.report.summary
+    stats = None if summary is None else pod_stats_lookup(summary, [pod])(pod)
+    storage = None if stats is None else stats.ephemeral_storage
+    if storage is None or storage.time is None:
+        return None
+    measured = storage.time.timestamp()
+    return {"measured": wall_text(measured), "ageSeconds": round(explained.record.wall - measured, 3),
+            "usedBytes": storage.used_bytes, "inodesUsed": storage.inodes_used}
+
+
+def _pod_disk_text(pod: object, figures: object) -> str:
+    if not isinstance(figures, Mapping):
+        return f"disk figures of {pod}: none"
+    age = float(figures["ageSeconds"])
+    line = (f"disk figures of {pod}: {_bytes(figures['usedBytes'])} measured {figures['measured']} "
+            f"({duration_text(age)} before this decision)")
+    if age > DEFAULT_STALE_AFTER_S:
+        line += (f"; older than {duration_text(DEFAULT_STALE_AFTER_S)}: its last complete measurement (a walk that "
+                 "long, or the disk walker behind), used as the kubelet uses its last")
+    return line
 
 
 def _recorded_reclaim(record: Record) -> list[object]:
@@ -326,6 +356,8 @@ def explanation_text(document: Mapping[str, object]) -> str:
     threshold = document["threshold"]
     if isinstance(threshold, Mapping):
         lines.append(f"threshold acted on: {_threshold_line(threshold)}")
+    if "podDiskFigures" in document:
+        lines.append(_pod_disk_text(document["pod"], document["podDiskFigures"]))
     met = [t for t in document["thresholdsMet"] if isinstance(t, Mapping)]  # type: ignore[attr-defined]
     others = [t for t in met if t != threshold]
     if others:

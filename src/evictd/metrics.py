@@ -76,8 +76,8 @@ class Metrics:
                                ["signal"], registry=r)
         self.pod_disk_age = Gauge("evictd_pod_disk_usage_age_seconds", "Age of the oldest pod disk usage figures "
                                   "(emptyDir volumes and logs, measured by the disk walker) a cycle used.", registry=r)
-        self.pods_without_disk = Gauge("evictd_pods_without_disk_usage", "Pods a cycle had no usable disk usage "
-                                       "figures for (not measured yet, measured too long ago, or unreadable).",
+        self.pods_without_disk = Gauge("evictd_pods_without_disk_usage", "Pods a cycle had no disk usage figures "
+                                       "for (not measured yet; figures once measured are used however old).",
                                        registry=r)
         self.cycle_duration = Histogram("evictd_cycle_duration_seconds", "Duration of one housekeeping cycle.",
                                         buckets=CYCLE_BUCKETS, registry=r)

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from clocks import ManualClock
+from deep_tree import PAST_PATH_MAX_LEVELS, nest, reachable_levels
 from evictd.adapters.disk_usage import (
     AGE_JITTER_FRACTION,
     EMPTY_DIR_PLUGIN_DIR,
@@ -206,7 +207,8 @@ def test_unreadable_folders_are_sample_errors(ext4_mount: Path) -> None:
     assert log_error.value.source == str(ext4_mount / "loop" / f"{NAMESPACE}_{POD_NAME}_{POD_UID}")
 
 
-def test_a_subdirectory_that_cannot_be_listed_fails_the_measurement_and_drops_the_tree(ext4_mount: Path) -> None:
+def test_a_subdirectory_that_cannot_be_listed_is_left_out_and_the_tree_measured_afresh(ext4_mount: Path) -> None:
+    """As du does: the error is reported, the rest counted (upstream's walk would give up on the whole tree)."""
     root = ext4_mount / "vol"
     write(root / "ok" / "f", 100)
     write(root / "locked" / "g", 100)
@@ -218,14 +220,37 @@ def test_a_subdirectory_that_cannot_be_listed_fails_the_measurement_and_drops_th
         return os.scandir(path)
 
     cache = DiskUsageCache(scandir=scandir)
-    with pytest.raises(SampleError) as info:
-        cache.usage(str(root))
-    assert info.value.source == str(root)
-    assert info.value.reason == f"{root / 'locked'}: Permission denied"
-    assert cache.cached_paths() == frozenset()
+    measured = cache.usage(str(root))
+    assert measured is not None and measured.unreadable == f"{root / 'locked'}: Permission denied"
+    locked_file = root / "locked" / "g"
+    assert (measured.used_bytes, measured.inodes_used) == (
+        du_bytes(root) - locked_file.stat().st_blocks * 512, du_inodes(root) - 1), "all but the locked folder's files"
+    assert cache.cached_paths() == frozenset(), "not cached: the next walk reads it all again"
 
     fail_on.clear()
-    assert_matches_du(cache.usage(str(root)), root)
+    whole = cache.usage(str(root))
+    assert_matches_du(whole, root)
+    assert whole is not None and whole.unreadable is None
+
+
+def test_a_tree_nested_past_path_max_counts_what_a_path_can_reach(ext4_mount: Path) -> None:
+    """Issue #25: 2,100 nested folders made every walk of the volume fail with "File name too long"."""
+    root = ext4_mount / "vol"
+    data = write(root / "data.bin", 5 * 1024 * 1024)
+    nest(root, leaf_bytes=4096)
+    reachable = reachable_levels(root)
+    assert 1000 < reachable < PAST_PATH_MAX_LEVELS
+    cache = DiskUsageCache()
+    for _ in range(2):  # and again: the error is not hidden by the cache
+        measured = cache.usage(str(root))
+        assert measured is not None and measured.unreadable is not None
+        assert measured.unreadable.endswith(": File name too long")
+        # The root, data.bin and every folder a path can name (each of one block); nothing below them.
+        level_bytes = (root / "d").stat().st_blocks * 512
+        assert measured.inodes_used == 2 + reachable
+        assert measured.used_bytes == (root.stat().st_blocks + data.stat().st_blocks) * 512 + reachable * level_bytes
+        assert measured.used_bytes < du_bytes(root), "du reaches the whole chain (it walks by open folders)"
+    assert cache.cached_paths() == frozenset()
 
 
 @pytest.mark.parametrize("bad_uid", ["", ".", "..", "../other-pod", "a/b"])

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from clocks import WALL_AT_ZERO, ManualClock
+from deep_tree import nest, reachable_levels
 from evictd.adapters.disk_usage import EMPTY_DIR_PLUGIN_DIR
 from evictd.adapters.pod_disk_usage import (
     NOT_MEASURED_YET,
@@ -26,8 +27,10 @@ from evictd.adapters.pod_disk_usage import (
     PodKey,
     SpaceUsed,
 )
+from evictd.after_cycle import ProblemLog
 from evictd.core.errors import ConfigError, SampleError
 from real_pod_node import du_bytes, du_inodes
+from recording_log import RecordingLog
 
 STALE_AFTER_S = 120.0
 BIG = PodKey("11111111-1111-4111-8111-111111111111", "shop", "big")
@@ -142,15 +145,35 @@ def test_a_pod_no_longer_listed_loses_its_round(roots: tuple[Path, Path]) -> Non
     assert walker.rounds_in_progress() == frozenset()
 
 
-def test_a_folder_that_cannot_be_read_makes_the_round_a_problem(roots: tuple[Path, Path]) -> None:
-    kubelet, _ = roots
+def test_a_folder_that_cannot_be_read_costs_only_itself(roots: tuple[Path, Path]) -> None:
+    kubelet, logs = roots
     pod_volumes = kubelet / "pods" / SMALL.uid / "volumes"
     pod_volumes.parent.mkdir(parents=True)
     os.symlink("volumes", pod_volumes)  # root reads everything: a symlink loop is what cannot be read
+    app = fill(log_folder(logs, SMALL, "app"), 2, 5000)
     (figures,) = walker_for(roots, ManualClock(), entry_budget=10).run_pass([SMALL])
     assert figures.problem is not None
     assert figures.problem.source == str(pod_volumes / EMPTY_DIR_PLUGIN_DIR)
-    assert (figures.volumes, figures.logs) == ((), ())
+    assert (figures.volumes, figures.logs) == ((), (("app", space(app)),)), "the pod's logs are kept"
+
+
+def test_a_volume_nested_past_path_max_keeps_the_pods_figures(ext4_mount: Path) -> None:
+    """Issue #25: 2,100 nested folders in one emptyDir made every round of the pod fail, all its figures dropped."""
+    roots = (ext4_mount / "kubelet", ext4_mount / "logs")
+    kubelet, logs = roots
+    deep = fill(volume(kubelet, SMALL, "deep"), 3, 100_000)
+    nest(deep)
+    other = fill(volume(kubelet, SMALL, "other"), 2, 3000)
+    app = fill(log_folder(logs, SMALL, "app"), 1, 7000)
+    (figures,) = walker_for(roots, ManualClock(), entry_budget=100_000).run_pass([SMALL])
+    assert dict(figures.volumes)["other"] == space(other) and figures.logs == (("app", space(app)),)
+    counted = dict(figures.volumes)["deep"]
+    assert counted.inodes_used == 1 + 3 + reachable_levels(deep), "the volume, its files, the folders a path reaches"
+    assert counted.used_bytes > 300_000
+    assert figures.problem is not None and figures.problem.source == str(deep)
+    assert figures.problem.reason.startswith(f"counted without {str(deep)[:60]}")
+    assert figures.problem.reason.endswith("/d/d/d: File name too long")
+    assert len(figures.problem.reason) < 400, "the path is cut in the middle for the log line"
 
 
 def test_a_bad_budget_is_a_config_error(roots: tuple[Path, Path]) -> None:
@@ -166,7 +189,8 @@ def figures_at(pod: PodKey, at: float, used_bytes: int = 4096) -> PodDiskFigures
     return PodDiskFigures(pod, at, WALL_AT + at, volumes=(("data", SpaceUsed(used_bytes, 2)),))
 
 
-def test_fresh_figures_are_used_until_they_are_older_than_the_bound() -> None:
+def test_figures_are_used_however_old_and_their_age_reported_in_the_same_words() -> None:
+    """As the kubelet uses its last measurement of a volume: a pod whose walk takes longer never counts as 0."""
     clock = ManualClock()
     store = PodDiskStore(stale_after_s=STALE_AFTER_S, clock=clock)
     store.want([SMALL])
@@ -174,9 +198,13 @@ def test_fresh_figures_are_used_until_they_are_older_than_the_bound() -> None:
     store.record(figures)
     assert reading(store, SMALL, clock.now_s + STALE_AFTER_S) == PodDiskReading(figures=figures)
     stale = reading(store, SMALL, clock.now_s + STALE_AFTER_S + 1)
-    assert stale.figures is None and stale.problem is not None
-    assert stale.problem.source == "disk usage of pod shop/small"
-    assert stale.problem.reason.startswith("last measured 121 s ago, older than 120 s")
+    later = reading(store, SMALL, clock.now_s + 10 * STALE_AFTER_S)
+    assert stale.figures is figures and later.figures is figures
+    assert [(p.source, p.reason) for p in stale.problems] == [(p.source, p.reason) for p in later.problems], \
+        "worded the same every cycle: logged once"
+    [problem] = stale.problems
+    assert problem.source == "disk usage of pod shop/small"
+    assert problem.reason.startswith("last complete measurement older than 120 s: used as it is")
 
 
 def test_a_pod_not_measured_yet_has_no_figures_and_no_problem_until_it_is_overdue() -> None:
@@ -185,22 +213,72 @@ def test_a_pod_not_measured_yet_has_no_figures_and_no_problem_until_it_is_overdu
     store.want([SMALL])
     assert reading(store, SMALL, clock.now_s + STALE_AFTER_S) is NOT_MEASURED_YET
     overdue = reading(store, SMALL, clock.now_s + STALE_AFTER_S + 5)
-    assert overdue.figures is None and overdue.problem is not None
-    assert "not measured in the 125 s since the pod was first seen" in overdue.problem.reason
+    assert overdue.figures is None, "never measured: absent, as before"
+    again = reading(store, SMALL, clock.now_s + STALE_AFTER_S + 50)
+    assert [str(p) for p in overdue.problems] == [str(p) for p in again.problems], "worded the same: logged once"
+    [problem] = overdue.problems
+    assert problem.reason.startswith("not measured within 120 s of the pod being first seen: counted as absent")
     clock.now_s += 60
     store.want([SMALL, BIG])  # a pod wanted since earlier keeps its first time
-    assert reading(store, SMALL, clock.now_s + STALE_AFTER_S).problem is not None
+    assert reading(store, SMALL, clock.now_s + STALE_AFTER_S).problems != ()
     assert reading(store, BIG, clock.now_s + STALE_AFTER_S) is NOT_MEASURED_YET
 
 
-def test_a_failed_round_is_a_problem_not_old_figures() -> None:
+def test_a_round_that_read_part_of_the_pod_gives_what_it_read_and_the_problem() -> None:
     clock = ManualClock()
     store = PodDiskStore(stale_after_s=STALE_AFTER_S, clock=clock)
     store.want([SMALL])
     store.record(figures_at(SMALL, clock.now_s))
     failure = SampleError("/var/lib/kubelet/pods/x/volumes", "Too many levels of symbolic links")
-    store.record(PodDiskFigures(SMALL, clock.now_s + 1, WALL_AT, problem=failure))
-    assert reading(store, SMALL, clock.now_s + 2) == PodDiskReading(problem=failure)
+    partial = PodDiskFigures(SMALL, clock.now_s + 1, WALL_AT, logs=(("app", SpaceUsed(8192, 2)),), problem=failure)
+    store.record(partial)
+    now = reading(store, SMALL, clock.now_s + 2)
+    assert now.figures is partial
+    assert [(p.source, p.reason) for p in now.problems] == [
+        ("disk usage of pod shop/small", f"{failure.source}: {failure.reason}")]
+
+
+def test_a_round_longer_than_the_limit_keeps_the_last_figures_and_is_logged_once_each_way(
+        roots: tuple[Path, Path]) -> None:
+    """Issue #25: a tree measured over more passes than fit in the limit (3 million entries at the default budget)
+    counted as 0 under disk pressure, and logged two lines every cycle."""
+    kubelet, _ = roots
+    data = fill(volume(kubelet, SMALL, "data"), 30)
+    age_all_dirs(kubelet)  # old mtimes are trusted: once read, an unchanged tree is not listed again
+    clock = ManualClock()
+    walker = walker_for(roots, clock, entry_budget=40)
+    store = PodDiskStore(stale_after_s=30.0, clock=clock)
+    store.want([SMALL])
+    problem_log = ProblemLog(RecordingLog(), "gone", "back")
+
+    def cycle_then_pass(number: int) -> PodDiskReading:
+        for figures in walker.run_pass([SMALL]):
+            store.record(figures)
+        [now] = store.readings([SMALL], clock.now_s)
+        problem_log.update(number, now.problems)
+        clock.now_s += 10  # a pass every 10 s
+        return now
+
+    first = cycle_then_pass(1)
+    assert first.figures is not None and first.figures.volumes == (("data", space(data)),)
+    fill(data, 300, size=10)  # now a round takes 8 passes of 40 entries: 80 s, past the 30 s limit
+    age_all_dirs(kubelet)
+    readings = [cycle_then_pass(number) for number in range(2, 12)]
+    kept = [r for r in readings if r.figures is first.figures]
+    assert len(kept) >= 6, "the last complete figure all along the long round"
+    assert len([r for r in kept if r.problems]) >= 3, "used past the 30 s limit, however old"
+    assert all(r.figures is not None for r in readings), "never without figures"
+    done = readings[-1].figures
+    assert done is not None and done is not first.figures and done.volumes == (("data", space(data)),)
+    for index in range(30, 300):  # the tenant removes its files: a round fits in one pass again
+        (data / f"f{index:04d}").unlink()
+    age_all_dirs(kubelet)
+    after = [cycle_then_pass(number) for number in range(12, 24)]  # the round under way ends, then quick ones
+    fresh = next(r for r in after if not r.problems)
+    assert fresh.figures is not None and fresh.figures.volumes == (("data", space(data)),)
+    log = problem_log._log
+    assert [event for _, event, _ in log.lines] == ["gone", "back"], "once when stale, once when fresh again"
+    assert "last complete measurement older than 30 s" in log.lines[0][2]["detail"]
 
 
 def test_only_wanted_pods_and_newer_figures_are_kept() -> None:

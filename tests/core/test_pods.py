@@ -8,6 +8,7 @@ test_pods_properties.py.
 from __future__ import annotations
 
 import copy
+import json
 from typing import Any
 
 import pytest
@@ -15,6 +16,8 @@ import pytest
 from builders import Json, container, core_pod, pod
 from evictd.core.errors import DecodeError
 from evictd.core.pods import (
+    MAX_KEPT_MESSAGE_CHARS,
+    MAX_KEPT_VALUE_CHARS,
     Container,
     FrozenMap,
     Pod,
@@ -85,11 +88,33 @@ KUBECTL_POD: Json = {
 }
 
 
+def test_a_pod_keeps_only_what_decisions_read_however_much_its_owner_wrote() -> None:
+    """Issue #25: 250 KiB of annotations per pod made evictd hold, parse and record them all."""
+    tenant = "x" * (250 * 1024)
+    doc = _with(["metadata", "annotations"], {"tenant.example.com/blob": tenant,
+                                              "kubernetes.io/config.mirror": "m" * 5000,
+                                              "kubernetes.io/config.source": "file" + tenant})
+    doc = _with(["metadata", "labels"], {f"label-{i}": "v" * 63 for i in range(2000)}, doc)
+    doc = _with(["status"], {"phase": "Failed", "reason": "Evicted" + tenant, "message": "The node was low" + tenant,
+                             "conditions": [{"type": "DisruptionTarget", "status": "True",
+                                             "reason": "TerminationByKubelet", "message": tenant}]}, doc)
+    pod = pod_from_dict(doc)
+    assert dict(pod.annotations) == {"kubernetes.io/config.mirror": "m" * MAX_KEPT_VALUE_CHARS,
+                                     "kubernetes.io/config.source": ("file" + tenant)[:MAX_KEPT_VALUE_CHARS]}
+    assert is_static_pod(pod) and is_mirror_pod(pod), "what the cut values decide is unchanged"
+    assert pod.status_message == ("The node was low" + tenant)[:MAX_KEPT_MESSAGE_CHARS]
+    assert pod.status_reason is not None and len(pod.status_reason) == MAX_KEPT_MESSAGE_CHARS
+    assert pod.status_termination_by_kubelet == tenant[:MAX_KEPT_MESSAGE_CHARS]
+    recorded = json.dumps(pod_to_dict(pod))
+    # Three cut messages, two cut annotation values and the pod's own fields (about 1.1 KiB here).
+    assert len(recorded) < 3 * MAX_KEPT_MESSAGE_CHARS + 2 * MAX_KEPT_VALUE_CHARS + 2048, "bounded whatever its owner wrote"
+    assert pod_from_dict(pod_to_dict(pod)) == pod
+
+
 def test_pod_from_dict_reads_every_field_kubectl_prints() -> None:
     pod = pod_from_dict(KUBECTL_POD)
     assert (pod.namespace, pod.name, pod.uid, pod.key) == ("prod", "web-0", "6a1b2c3d", "prod/web-0")
-    assert dict(pod.annotations) == {"kubernetes.io/config.seen": "2024-01-01T00:00:00Z"}
-    assert dict(pod.labels) == {"app": "web"}
+    assert dict(pod.annotations) == {}, "config.seen is no annotation a decision reads; labels are not kept either"
     assert (pod.generation, pod.deletion_timestamp, pod.deletion_grace_period_s) == (
         3,
         "2024-01-01T00:05:00Z",
@@ -162,8 +187,8 @@ def test_pods_are_hashable_values() -> None:
     assert FrozenMap({"a": 1}) == {"a": 1} and hash(FrozenMap({"a": 1})) == hash(FrozenMap([("a", 1)]))
 
 
-def _with(path: list[str | int], value: Any) -> Json:
-    doc = copy.deepcopy(KUBECTL_POD)
+def _with(path: list[str | int], value: Any, base: Json | None = None) -> Json:
+    doc = copy.deepcopy(KUBECTL_POD if base is None else base)
     target: Any = doc
     for part in path[:-1]:
         target = target[part]
@@ -184,6 +209,12 @@ def _with(path: list[str | int], value: Any) -> Json:
             "pod.metadata.annotations.a",
             "must be a string",
             id="annotation-value-int",
+        ),
+        pytest.param(
+            _with(["metadata", "annotations"], {"tenant.example.com/not-kept": 1}),
+            "pod.metadata.annotations[tenant.example.com/not-kept]",
+            "must be a string",
+            id="annotation-not-kept-is-still-checked",
         ),
         pytest.param(
             _with(["metadata", "labels"], {"app.kubernetes.io/name": True}),

@@ -157,7 +157,7 @@ def saved_document(node: str, version: int = STATE_VERSION) -> dict[str, object]
             "conditionLastObservedAt": {"MemoryPressure": now - 1}, "lastObservations": {}}
 
 
-@pytest.mark.parametrize("case", ["corrupt", "other node", "other version"])
+@pytest.mark.parametrize("case", ["corrupt", "other node", "other version", "time out of range"])
 def test_an_unusable_state_file_is_moved_aside_and_evictd_starts_afresh(
     case: str, tmp_path: Path, real_pod: RealPodNode, evictd_processes: list[EvictdProcess]
 ) -> None:
@@ -167,14 +167,18 @@ def test_an_unusable_state_file_is_moved_aside_and_evictd_starts_afresh(
     node = socket.gethostname()
     if case == "corrupt":
         path.write_bytes(b'{"version": 1, "node": "' + node.encode() + b'", "savedAt": 17')  # truncated
+    elif case == "time out of range":  # before the fix: `run` exited 1 with an OverflowError at every start
+        document = saved_document(node) | {"lastObservations": {"memory.available": {
+            "available": "1Gi", "capacity": "2Gi", "time": -1e20}}}
+        path.write_text(json.dumps(document))
     else:
         document = saved_document("another-node" if case == "other node" else node,
                                   STATE_VERSION + 1 if case == "other version" else STATE_VERSION)
         path.write_text(json.dumps(document))
     before = path.read_bytes()
     daemon = start_on_the_node(tmp_path, real_pod, evictd_processes)
-    suffix = "corrupt" if case == "corrupt" else "foreign"
-    event = ("engine state file unusable: moved aside, starting afresh" if case == "corrupt"
+    suffix = "foreign" if case.startswith("other") else "corrupt"
+    event = ("engine state file unusable: moved aside, starting afresh" if suffix == "corrupt"
              else "engine state file of another node or format version: moved aside, starting afresh")
     moved = daemon.wait_event(event)
     assert Path(moved["moved_to"]).read_bytes() == before

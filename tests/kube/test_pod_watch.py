@@ -19,7 +19,7 @@ from evictd_kube_support import evictd_api_client, pod_lists, pod_watches
 from kube_objects import pod_manifest
 
 from evictd.core.errors import KubeError
-from evictd.kube.pod_watch import BACKOFF_INITIAL_S, PodWatcher
+from evictd.kube.pod_watch import BACKOFF_INITIAL_S, LIST_PAGE_PODS, PodWatcher
 from polling import wait_until
 
 NODE = "node-a"
@@ -115,6 +115,20 @@ def test_initial_list_sees_only_this_nodes_pods_and_active_pods_skip_terminal_on
     assert watched.param("fieldSelector") == f"spec.nodeName={NODE}"
     assert watched.param("resourceVersion") == list_rv
     assert watched.param("allowWatchBookmarks") in ("true", "True")
+
+
+def test_the_list_is_read_in_pages_of_one_snapshot(apiserver: ApiServer, start_watcher: StartWatcher) -> None:
+    """Pages bound what is read and decoded at once (issue #25: pods with 256 KiB of annotations each)."""
+    for i in range(2 * LIST_PAGE_PODS + 3):
+        apiserver.store.create_pod(pod_manifest(f"web-{i:03d}"))
+    list_rv = str(apiserver.store.resource_version)
+    watcher = start_watcher()
+    assert names(watcher) == [f"web-{i:03d}" for i in range(2 * LIST_PAGE_PODS + 3)]
+    pages = pod_lists(apiserver)
+    assert [page.param("limit") for page in pages] == [str(LIST_PAGE_PODS)] * 3
+    assert [page.param("continue") is None for page in pages] == [True, False, False]
+    assert wait_until(lambda: len(pod_watches(apiserver)) == 1)
+    assert pod_watches(apiserver)[0].param("resourceVersion") == list_rv
 
 
 def test_added_modified_and_deleted_pods_are_reflected(apiserver: ApiServer, start_watcher: StartWatcher) -> None:

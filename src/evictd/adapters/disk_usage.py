@@ -17,7 +17,12 @@ releases ran ``du -s -B 1`` and ``find -xdev -printf .`` instead, which differ o
   upstream returns ``filepath.SkipDir`` before counting them. (Upstream's ``SkipDir`` on a *file* on another
   device, a bind-mounted file, also skips the rest of its directory, a Go ``filepath.Walk`` quirk; here only
   that entry is skipped.)
-* entries that vanish while the walk runs are ignored; any other read error fails the whole measurement.
+* entries that vanish while the walk runs are ignored. An entry or folder that cannot be read (a path past
+  PATH_MAX in a tree nested thousands deep, ELOOP, EIO) is left out and the rest is counted, as ``du``
+  prints the error and counts the rest; the ``DirUsage`` says what was left out (``unreadable``). Upstream's
+  walk gives up on the whole volume instead; evictd keeps what it measured, a lower bound, so a tenant
+  cannot hide a volume's usage behind one folder it made unreadable. Only a root that cannot be read at all
+  fails the measurement.
 This is what ``du -s -x -B1`` and ``du -s -x --inodes`` print. Project quotas (upstream's ``fsquota``
 shortcut) are not used.
 
@@ -54,9 +59,11 @@ of any size is measured completely over as many pauses as it needs, never in one
 walk returns nothing: its figure is published only once the whole tree has been read. ``usage`` is a walk
 with no budget.
 
-Invariants: a ``DirUsage`` is built only from readings of one tree on one device; a failed measurement
-raises ``SampleError`` and drops the cached tree (the next call measures from scratch), so no partial
-figure is ever returned. The cache is not thread-safe: one thread owns it (the disk walker's).
+Invariants: a ``DirUsage`` is built only from readings of one tree on one device; a figure that left
+something out says so (``unreadable``) and its tree is not cached (the next call measures it from scratch,
+so the steady-state check never hides the error); a root that cannot be read raises ``SampleError`` and
+drops the cached tree. A paused walk returns nothing. The cache is not thread-safe: one thread owns it (the
+disk walker's).
 """
 
 from __future__ import annotations
@@ -100,6 +107,10 @@ POD_LOG_DIR_DELIMITER = "_"
 # Errors that mean "this path is not there (any more)": a missing entry or a component that is not a folder.
 _GONE = (FileNotFoundError, NotADirectoryError)
 
+# A path in a message is cut to its start and end past this many characters (one nested thousands deep is
+# longer than PATH_MAX, and it goes into log lines).
+MAX_SHOWN_PATH_CHARS = 240
+
 
 class WalkBudget:
     """How many more entries the walks of one pass may look at (`math.inf`: no limit).
@@ -124,11 +135,44 @@ Walk = Generator[None, None, "DirUsage | None"]
 
 @dataclass(frozen=True, slots=True)
 class DirUsage:
-    """Disk usage of a directory tree: allocated bytes, entries, and when its oldest part was read."""
+    """Disk usage of a directory tree: allocated bytes, entries, and when its oldest part was read.
+
+    `unreadable` names what could not be read (its first part, "<path>: <reason>", and how many there were);
+    the figures count everything else. None: the whole tree was read.
+    """
 
     used_bytes: int
     inodes_used: int
     measured_at_monotonic: float
+    unreadable: str | None = None
+
+
+class _Unreadable:
+    """The parts of one walk that could not be read: the first, and how many."""
+
+    __slots__ = ("count", "first")
+
+    def __init__(self) -> None:
+        self.first: str | None = None
+        self.count = 0
+
+    def add(self, path: str, exc: OSError) -> None:
+        if self.first is None:
+            self.first = f"{shown_path(path)}: {os_error_reason(exc)}"
+        self.count += 1
+
+    def summary(self) -> str | None:
+        if self.first is None:
+            return None
+        return self.first if self.count == 1 else f"{self.first} (and {self.count - 1} more)"
+
+
+def shown_path(path: str) -> str:
+    """Return `path`, its middle cut out when longer than MAX_SHOWN_PATH_CHARS."""
+    if len(path) <= MAX_SHOWN_PATH_CHARS:
+        return path
+    keep = MAX_SHOWN_PATH_CHARS // 2
+    return f"{path[:keep]}...({len(path) - 2 * keep} characters)...{path[-keep:]}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -209,8 +253,9 @@ class DiskUsageCache:
         """Return the disk usage of the tree at `path`, or None if `path` does not exist.
 
         Re-lists only the directories that changed or aged out (see the module docstring). A `path` that
-        is not a directory counts as one entry. Raises SampleError(path, reason) when any part of the tree
-        cannot be read; the cached tree is then dropped.
+        is not a directory counts as one entry. Parts of the tree that cannot be read are left out and named
+        in the result's `unreadable`. Raises SampleError(path, reason) when `path` itself cannot be read; the
+        cached tree is then dropped.
         """
         walk = self.walk(path, WalkBudget(math.inf))
         try:
@@ -247,12 +292,11 @@ class DiskUsageCache:
             old.last_asked_cycle = self._cycle
             return old.result
         old_records = old.records if old is not None and old.device == root_stat.st_dev else {}
-        try:
-            records, result, blocks = yield from self._measure(path, root_stat, old_records, now, budget)
-        except SampleError:
-            self._trees.pop(path, None)
-            raise
-        self._trees[path] = _Tree(root_stat.st_dev, MappingProxyType(records), self._cycle, result, blocks)
+        records, result, blocks = yield from self._measure(path, root_stat, old_records, now, budget)
+        if result.unreadable is not None:
+            self._trees.pop(path, None)  # measured afresh next time: a steady-state check would hide the error
+        else:
+            self._trees[path] = _Tree(root_stat.st_dev, MappingProxyType(records), self._cycle, result, blocks)
         return result
 
     # ----------------------------------------------------------------------------------------------
@@ -269,6 +313,7 @@ class DiskUsageCache:
         plain_inodes = 0
         linked: dict[int, int] = {}
         oldest = now
+        unreadable = _Unreadable()
         # An explicit stack, not recursion: a pod can create trees deeper than Python's recursion limit.
         pending: list[tuple[str, os.stat_result]] = [(root, root_stat)]
         while pending:
@@ -281,13 +326,13 @@ class DiskUsageCache:
             children = None
             if previous is not None and self._still_valid(previous, dir_stat, now):
                 budget.spend(len(previous.subdirs))
-                children = self._subdir_stats(root, dir_path, previous, device)
+                children = self._subdir_stats(dir_path, previous, device)
             if children is not None and previous is not None:
                 record = previous
             else:
-                scanned, children = yield from self._scan(root, dir_path, dir_stat, device, now, budget)
+                scanned, children = yield from self._scan(dir_path, dir_stat, device, now, budget, unreadable)
                 if scanned is None:
-                    continue  # vanished after its parent was listed: counted as an empty directory
+                    continue  # vanished after its parent was listed, or unreadable: counted as an empty directory
                 record = scanned
             records[dir_path] = record
             blocks.append(dir_stat.st_blocks)
@@ -296,7 +341,8 @@ class DiskUsageCache:
             linked.update(record.linked_bytes)
             oldest = min(oldest, record.scanned_at_monotonic)
             pending.extend(children)
-        return records, DirUsage(plain_bytes + sum(linked.values()), plain_inodes + len(linked), oldest), tuple(blocks)
+        usage = DirUsage(plain_bytes + sum(linked.values()), plain_inodes + len(linked), oldest, unreadable.summary())
+        return records, usage, tuple(blocks)
 
     @staticmethod
     def _still_valid(record: _DirRecord, dir_stat: os.stat_result, now: float) -> bool:
@@ -308,28 +354,27 @@ class DiskUsageCache:
         )
 
     @staticmethod
-    def _subdir_stats(
-        root: str, dir_path: str, record: _DirRecord, device: int
-    ) -> list[tuple[str, os.stat_result]] | None:
-        """Return the stats of the known subdirectories, or None if one of them is no longer as listed."""
+    def _subdir_stats(dir_path: str, record: _DirRecord, device: int) -> list[tuple[str, os.stat_result]] | None:
+        """Return the stats of the known subdirectories, or None if one of them is no longer as listed (or can
+        no longer be read: listing the parent again says what)."""
         children: list[tuple[str, os.stat_result]] = []
         for name in record.subdirs:
             child = os.path.join(dir_path, name)
             try:
                 child_stat = os.lstat(child)
-            except _GONE:
+            except OSError:
                 return None
-            except OSError as exc:
-                raise SampleError(root, f"{child}: {os_error_reason(exc)}") from exc
             if not stat.S_ISDIR(child_stat.st_mode) or child_stat.st_dev != device:
                 return None  # replaced or mounted over without the listing changing: list the parent again
             children.append((child, child_stat))
         return children
 
     def _scan(
-        self, root: str, dir_path: str, dir_stat: os.stat_result, device: int, now: float, budget: WalkBudget
+        self, dir_path: str, dir_stat: os.stat_result, device: int, now: float, budget: WalkBudget,
+        unreadable: _Unreadable,
     ) -> Generator[None, None, tuple[_DirRecord | None, list[tuple[str, os.stat_result]]]]:
-        """List `dir_path`; return its record (None if it vanished) and the stats of its subdirectories.
+        """List `dir_path`; return its record (None if it vanished or cannot be listed) and the stats of its
+        subdirectories. An entry or a listing that cannot be read is added to `unreadable` and left out.
 
         Pauses in the middle of the listing whenever `budget` is spent (the listing stays open meanwhile).
         """
@@ -358,6 +403,9 @@ class DiskUsageCache:
                         entry_stat = entry.stat(follow_symlinks=False)
                     except FileNotFoundError:
                         continue  # deleted after the directory was read, as upstream ignores it
+                    except OSError as exc:  # e.g. a path past PATH_MAX (ENAMETOOLONG): left out, as du does
+                        unreadable.add(entry.path, exc)
+                        continue
                     if entry_stat.st_dev != device:
                         continue  # a mount point: neither counted nor descended into
                     if stat.S_ISDIR(entry_stat.st_mode):
@@ -372,7 +420,9 @@ class DiskUsageCache:
             budget.spend(seen)
             return None, []
         except OSError as exc:
-            raise SampleError(root, f"{dir_path}: {os_error_reason(exc)}") from exc
+            budget.spend(seen)
+            unreadable.add(dir_path, exc)
+            return None, []
         budget.spend(seen)
         record = _DirRecord(
             inode=dir_stat.st_ino,

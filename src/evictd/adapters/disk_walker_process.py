@@ -17,7 +17,7 @@ beside the loop"; it exits when its stdin closes or at SIGTERM, and leaves SIGIN
 side (`DiskWalkerProcess`): one thread starts the child and reads its lines into the store; another writes the
 wanted pods to it whenever they change, so the cycle never writes to a pipe that could block. A child that
 exits or sends a line that cannot be read is logged and started again after a growing delay; meanwhile figures
-age and become unreadable, never silently old.
+age, used with their own time (the age in /metrics), and figures older than the store's limit are reported.
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ from collections.abc import Mapping
 
 from evictd.adapters.cgroups import CgroupReader, PodCgroup
 from evictd.core.errors import EvictdError, SampleError, os_error_reason
-from evictd.core.pods import FrozenMap, Pod, QOSClass
+from evictd.core.pods import FrozenMap, Pod, QOSClass, kept_annotations
 from evictd.core.runtime import Sandbox, SandboxState
 from evictd.cri import NO_RUNTIME, Runtime
 
@@ -112,7 +112,7 @@ class DiscoveredPods:
             pod = self._known.get(identity)
             if pod is None:
                 pod = Pod(name=name, namespace=namespace, uid=uid, status_phase="Running",
-                          annotations=FrozenMap(sandbox.annotations) if sandbox is not None else FrozenMap(),
+                          annotations=kept_annotations(sandbox.annotations) if sandbox is not None else FrozenMap(),
                           status_qos_class=_QOS_BY_TIER.get(cgroup.qos))
             known[identity] = pod
             pods.append(pod)

@@ -222,8 +222,7 @@ class NodeStatsSource:
                 if blocks is None or blocks.figures is not disk.figures:
                     blocks = disk_blocks(disk.figures)
                 blocks_now[key] = blocks
-            elif disk.problem is not None:
-                problems.append(disk.problem)
+            problems.extend(disk.problems)
             result.append(self._one_pod(pod, cgroups.get(pod.uid), runtime.get(pod.uid, ()),
                                         remembered.get(pod.uid, ()), blocks, at, problems))
         self._disk_blocks = blocks_now

@@ -11,12 +11,16 @@ taken. Two halves, joined by `PodDiskFigures` values:
   where it resumes where it stopped. A round's figures are published only when it completes, stamped with
   the time the round *began* (the kubelet stamps ``metav1.Now()`` before running ``du``): the figures are at
   least that recent. A pod's figures therefore never mix two rounds, and no pod can make another wait more
-  than one budget per pass.
+  than one budget per pass. A folder that cannot be read costs only itself: the round keeps the pod's other
+  volumes and logs (as the kubelet keeps a pod's other figures when one volume fails), and a tree read in
+  part counts what it could (`disk_usage`); the figures then carry a `problem` naming what was left out.
 * `PodDiskStore` (in the daemon): the pods the cycle wants measured, and the last figures of each. Reading
-  it takes a lock held only for dictionary lookups, never during a walk. ``readings(pods, now)`` judges
-  the figures' age: up to `stale_after_s` they are used, with their own measurement time; older ones, a
-  failed round, or a pod wanted for longer than `stale_after_s` without any figures, are *unreadable*: the
-  cycle gets no disk figures for that pod and a `SampleError` saying why (never an old value as fresh).
+  it takes a lock held only for dictionary lookups, never during a walk. ``readings(pods, now)`` gives each
+  pod its last figures, with their own measurement time, however old, as the kubelet uses its last
+  measurement of a volume however old: a tree whose round takes longer than `stale_after_s` (millions of
+  entries) keeps counting with its last complete figure, never as 0. Figures older than `stale_after_s`, and
+  a pod wanted that long without any figures (no figures: it counts as absent), also give a `SampleError`
+  saying so, worded the same every cycle so that it is logged once.
 
 Ages are on the monotonic clock, which is system-wide on Linux, so figures measured in another process
 compare with the daemon's own `now`.
@@ -25,7 +29,7 @@ compare with the daemon's own `now`.
 from __future__ import annotations
 
 import threading
-from collections.abc import Generator, Iterable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -34,6 +38,7 @@ from evictd.adapters.disk_usage import (
     DiskUsageCache,
     WalkBudget,
     container_log_dirs,
+    shown_path,
     volume_dirs,
 )
 from evictd.clock import SYSTEM_CLOCK, Clock
@@ -43,9 +48,12 @@ from evictd.core.errors import ConfigError, SampleError
 # (2.6 us per entry). A bigger tree is measured over several passes; its figures only get older.
 DEFAULT_ENTRY_BUDGET = 250_000
 
-# Figures older than this are unreadable. Twice the kubelet's volumeStatsAggPeriod (1 min), whose own
-# figures are routinely a minute old: with a pass every 10 s, a round may take 12 passes (3 million entries
-# at the default budget) and still be used.
+# The source of every problem the store reports about a pod's disk figures: this, then "<namespace>/<name>".
+POD_DISK_SOURCE_PREFIX = "disk usage of pod "
+
+# Figures older than this are reported (still used). Twice the kubelet's volumeStatsAggPeriod (1 min), whose
+# own figures are routinely a minute old: with a pass every 10 s, a round may take 12 passes (3 million entries
+# at the default budget) before its figures are reported as old.
 DEFAULT_STALE_AFTER_S = 120.0
 
 
@@ -71,10 +79,11 @@ class SpaceUsed:
 
 @dataclass(frozen=True, slots=True)
 class PodDiskFigures:
-    """One completed round over a pod: its volumes and container log folders, or why it failed.
+    """One completed round over a pod: its volumes and container log folders, and what could not be read.
 
     `measured_at_monotonic` and `measured_at_wall` (seconds since the epoch) are when the round began.
-    `problem` is set when part of the pod could not be read; the figures are then empty and unusable.
+    `problem` is set when part of the pod could not be read (the first part, and how many more): a folder that
+    could not be read at all is left out of `volumes` or `logs`, one read in part counts what could be.
     """
 
     pod: PodKey
@@ -130,37 +139,62 @@ class PodDiskWalker:
         """Measure every volume and log folder of `pod`, pausing whenever `budget` is spent."""
         started = self._clock.monotonic()
         started_wall = self._clock.wall().timestamp()
-        volumes: list[tuple[str, SpaceUsed]] = []
-        logs: list[tuple[str, SpaceUsed]] = []
+        problems: list[SampleError] = []
+        volumes: tuple[tuple[str, SpaceUsed], ...] = ()
+        logs: tuple[tuple[str, SpaceUsed], ...] = ()
+        if pod.uid:
+            volumes = yield from self._folders(lambda: volume_dirs(self._kubelet_root, pod.uid), budget, problems)
+        if pod.uid and pod.name and pod.namespace:
+            logs = yield from self._folders(
+                lambda: container_log_dirs(self._pod_logs_dir, pod.namespace, pod.name, pod.uid), budget, problems)
+        return PodDiskFigures(pod, started, started_wall, volumes, logs, _first(problems))
+
+    def _folders(self, listed: Callable[[], list[tuple[str, str]]], budget: WalkBudget,
+                 problems: list[SampleError]) -> Generator[None, None, tuple[tuple[str, SpaceUsed], ...]]:
+        """Measure each (name, folder) `listed` returns; what cannot be read is added to `problems`."""
         try:
-            if pod.uid:
-                for name, path in volume_dirs(self._kubelet_root, pod.uid):
-                    usage = yield from self._cache.walk(path, budget)
-                    if usage is not None:
-                        volumes.append((name, _space(usage)))
-            if pod.uid and pod.name and pod.namespace:
-                for container, path in container_log_dirs(self._pod_logs_dir, pod.namespace, pod.name, pod.uid):
-                    usage = yield from self._cache.walk(path, budget)
-                    if usage is not None:
-                        logs.append((container, _space(usage)))
+            folders = listed()
         except SampleError as exc:
-            return PodDiskFigures(pod, started, started_wall, problem=exc)
-        return PodDiskFigures(pod, started, started_wall, tuple(volumes), tuple(logs))
+            problems.append(exc)
+            return ()
+        measured = []
+        for name, path in folders:
+            try:
+                usage = yield from self._cache.walk(path, budget)
+            except SampleError as exc:
+                problems.append(exc)
+                continue
+            if usage is None:
+                continue
+            if usage.unreadable is not None:
+                problems.append(SampleError(shown_path(path), f"counted without {usage.unreadable}"))
+            measured.append((name, _space(usage)))
+        return tuple(measured)
 
 
 def _space(usage: DirUsage) -> SpaceUsed:
     return SpaceUsed(usage.used_bytes, usage.inodes_used)
 
 
+def _first(problems: Sequence[SampleError]) -> SampleError | None:
+    """One error for a round's problems: the first, saying how many more there were."""
+    if len(problems) <= 1:
+        return problems[0] if problems else None
+    first = problems[0]
+    return SampleError(first.source, f"{first.reason} (and {len(problems) - 1} more unreadable folders)")
+
+
 @dataclass(frozen=True, slots=True)
 class PodDiskReading:
-    """What the cycle may use of a pod's disk figures: `figures` when fresh, else `problem` when unreadable.
+    """What the cycle uses of a pod's disk figures: its last `figures` (None: never measured), and `problems`
+    to report, each with the pod as its source: part of the pod unreadable, figures older than the store's
+    `stale_after_s`, or none yet after it.
 
-    Both None: the pod has not been measured yet and is not overdue (no disk figures, nothing wrong).
+    No figures and no problems: the pod has not been measured yet and is not overdue.
     """
 
     figures: PodDiskFigures | None = None
-    problem: SampleError | None = None
+    problems: tuple[SampleError, ...] = ()
 
 
 NOT_MEASURED_YET = PodDiskReading()
@@ -213,7 +247,9 @@ class PodDiskStore:
 
     def record(self, figures: PodDiskFigures) -> None:
         """Keep `figures` as the pod's latest, if the pod is still wanted and they are not older."""
-        reading = PodDiskReading(problem=figures.problem) if figures.problem else PodDiskReading(figures=figures)
+        problem = figures.problem
+        reading = PodDiskReading(figures=figures, problems=() if problem is None else (
+            SampleError(_source(figures.pod), f"{problem.source}: {problem.reason}"),))
         with self._lock:
             previous = self._latest.get(figures.pod)
             if figures.pod in self._wanted and (
@@ -227,7 +263,7 @@ class PodDiskStore:
         return latest[0] if latest is not None else None
 
     def readings(self, pods: Sequence[PodKey], now: float) -> list[PodDiskReading]:
-        """Return, for each pod, its figures if they may be used at monotonic time `now`, or why they may not."""
+        """Return, for each pod, its last figures at monotonic time `now` (however old) and what to report."""
         with self._lock:
             latest = [self._latest.get(pod) for pod in pods]
             wanted = self._wanted  # `want` replaces this dictionary, never changes it: safe to read after
@@ -236,19 +272,20 @@ class PodDiskStore:
         for pod, found in zip(pods, latest, strict=True):
             if found is None:
                 waited = now - wanted.get(pod, now)
-                result.append(NOT_MEASURED_YET if waited <= stale_after_s else PodDiskReading(problem=SampleError(
-                    _source(pod), f"not measured in the {waited:.0f} s since the pod was first seen "
-                                  f"(limit {stale_after_s:.0f} s): the disk walker is behind or not running")))
+                result.append(NOT_MEASURED_YET if waited <= stale_after_s else PodDiskReading(problems=(SampleError(
+                    _source(pod), f"not measured within {stale_after_s:.0f} s of the pod being first seen: counted "
+                                  "as absent; the disk walker is behind or not running"),)))
                 continue
             figures, reading = found
-            age = now - figures.measured_at_monotonic
-            if age > stale_after_s and figures.problem is None:
-                reading = PodDiskReading(problem=SampleError(
-                    _source(pod), f"last measured {age:.0f} s ago, older than {stale_after_s:.0f} s: "
-                                  "the disk walker is behind or not running"))
+            if now - figures.measured_at_monotonic > stale_after_s:
+                # The same words every cycle (the age is in the figures' time and in /metrics): logged once.
+                reading = PodDiskReading(figures=figures, problems=(*reading.problems, SampleError(
+                    _source(pod), f"last complete measurement older than {stale_after_s:.0f} s: used as it is, as "
+                                  "the kubelet uses its last (a walk that long, or the disk walker behind or not "
+                                  "running)")))
             result.append(reading)
         return result
 
 
 def _source(pod: PodKey) -> str:
-    return f"disk usage of pod {pod.namespace}/{pod.name}"
+    return f"{POD_DISK_SOURCE_PREFIX}{pod.namespace}/{pod.name}"

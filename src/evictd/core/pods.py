@@ -12,6 +12,11 @@ Invariants:
   means "absent" (as Go's decoder treats it), except for a quantity in a resource list, where Go stores a
   present zero and so do we.
 - Every value is frozen and hashable (maps are `FrozenMap`), so pods can be dict keys and set members.
+- A pod holds what the decisions read and no more, bounded whatever its owner wrote: of its annotations (up to
+  256 KiB per pod in the API) only `DECISION_ANNOTATIONS`, each value cut to `MAX_KEPT_VALUE_CHARS`; no labels;
+  status reason and messages cut to `MAX_KEPT_MESSAGE_CHARS` (the shadow comparison reads their first sentence).
+  Every annotation and label is still checked to be a string, so a malformed document fails as before. So
+  neither evictd's memory, nor its cycles, nor the flight recording grow with a tenant's data.
 - What is computed from a pod alone (its requests, its limits) can be remembered on the pod object by
   `derived`, under its `Derived` key: a pod never changes, so the value cannot go stale, and a pod source
   that hands out the same objects cycle after cycle (the API pod watch) pays for the arithmetic once per pod
@@ -54,6 +59,14 @@ from evictd.core.quantity import ERR_NUMERIC, ZERO, Quantity
 CONFIG_SOURCE_ANNOTATION = "kubernetes.io/config.source"
 CONFIG_MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
 API_SERVER_SOURCE = "api"
+# The annotations any decision reads (static and mirror pods); a pod keeps no other.
+DECISION_ANNOTATIONS = frozenset({CONFIG_SOURCE_ANNOTATION, CONFIG_MIRROR_ANNOTATION})
+# The kubelet writes "api", "file" or "http" and a mirror pod's hash (32 hex digits): cut longer values (a cut
+# value longer than "api" still is not "api", so whether a pod is static never changes).
+MAX_KEPT_VALUE_CHARS = 256
+# The kubelet's eviction message names every container it was about; the shadow comparison reads only its first
+# sentence, the starved resource.
+MAX_KEPT_MESSAGE_CHARS = 1024
 # scheduling.SystemCriticalPriority: system-cluster-critical is exactly this, system-node-critical is +1000.
 SYSTEM_CRITICAL_PRIORITY = 2_000_000_000
 RESTART_POLICY_ALWAYS = "Always"
@@ -153,8 +166,8 @@ class Pod:
     name: str
     namespace: str = DEFAULT_NAMESPACE
     uid: str = ""
+    # Only DECISION_ANNOTATIONS, values cut to MAX_KEPT_VALUE_CHARS (`kept_annotations`).
     annotations: Mapping[str, str] = _NO_STRINGS
-    labels: Mapping[str, str] = _NO_STRINGS
     generation: int = 0
     deletion_timestamp: str | None = None
     deletion_grace_period_s: int | None = None
@@ -305,9 +318,28 @@ def _resource_list(value: object, key: str) -> FrozenMap[str, Quantity]:
     return FrozenMap({name: _quantity(raw, child(key, name)) for name, raw in entries.items()})
 
 
-def _string_map(value: object, key: str) -> FrozenMap[str, str]:
+def kept_annotations(annotations: Mapping[str, str]) -> FrozenMap[str, str]:
+    """Return what a pod keeps of `annotations`: DECISION_ANNOTATIONS only, values cut to MAX_KEPT_VALUE_CHARS."""
+    kept = {name: annotations[name][:MAX_KEPT_VALUE_CHARS] for name in DECISION_ANNOTATIONS if name in annotations}
+    return FrozenMap(sorted(kept.items())) if kept else _NO_STRINGS
+
+
+def _checked_string_map(value: object, key: str) -> Mapping[str, object]:
+    """Check that `value` maps strings to strings (null values are ""), as Go's decoder would; return it."""
     entries = mapping(value, key, if_null=EMPTY_MAPPING)
-    return FrozenMap({name: string(raw, child(key, name), if_null="") for name, raw in entries.items()})
+    for name, raw in entries.items():
+        string(raw, child(key, name), if_null="")
+    return entries
+
+
+def _annotations(value: object, key: str) -> FrozenMap[str, str]:
+    entries = _checked_string_map(value, key)
+    return kept_annotations({name: str(entries[name] or "") for name in DECISION_ANNOTATIONS if name in entries})
+
+
+def _message(value: object, key: str) -> str | None:
+    text = string(value, key, if_null=None)
+    return None if text is None else text[:MAX_KEPT_MESSAGE_CHARS]
 
 
 def _requests_and_limits(value: object, key: str) -> tuple[FrozenMap[str, Quantity], FrozenMap[str, Quantity]]:
@@ -391,7 +423,7 @@ def _kubelet_disruption(value: object, key: str) -> str | None:
     if (condition.get("type"), condition.get("status"), condition.get("reason")) != (
             "DisruptionTarget", "True", "TerminationByKubelet"):
         return None
-    return string(condition.get("message"), child(key, "message"), if_null="")
+    return _message(condition.get("message"), child(key, "message")) or ""
 
 
 def pod_from_dict(obj: Mapping[str, object], *, where: str = "pod") -> Pod:
@@ -406,12 +438,12 @@ def pod_from_dict(obj: Mapping[str, object], *, where: str = "pod") -> Pod:
     meta = mapping(root.get("metadata"), meta_key, if_null=EMPTY_MAPPING)
     spec = mapping(root.get("spec"), spec_key, if_null=EMPTY_MAPPING)
     status = mapping(root.get("status"), status_key, if_null=EMPTY_MAPPING)
+    _checked_string_map(meta.get("labels"), child(meta_key, "labels"))  # checked, not kept: no decision reads them
     return Pod(
         name=_required_name(meta, meta_key),
         namespace=string(meta.get("namespace"), child(meta_key, "namespace"), if_null="") or DEFAULT_NAMESPACE,
         uid=string(meta.get("uid"), child(meta_key, "uid"), if_null=""),
-        annotations=_string_map(meta.get("annotations"), child(meta_key, "annotations")),
-        labels=_string_map(meta.get("labels"), child(meta_key, "labels")),
+        annotations=_annotations(meta.get("annotations"), child(meta_key, "annotations")),
         generation=integer(meta.get("generation"), child(meta_key, "generation"), if_null=0),
         deletion_timestamp=string(meta.get("deletionTimestamp"), child(meta_key, "deletionTimestamp"), if_null=None),
         deletion_grace_period_s=integer(
@@ -434,8 +466,8 @@ def pod_from_dict(obj: Mapping[str, object], *, where: str = "pod") -> Pod:
         volumes=list_of(spec.get("volumes"), child(spec_key, "volumes"), _volume, if_null=()),
         tolerations=list_of(spec.get("tolerations"), child(spec_key, "tolerations"), _toleration, if_null=()),
         status_phase=string(status.get("phase"), child(status_key, "phase"), if_null=None),
-        status_reason=string(status.get("reason"), child(status_key, "reason"), if_null=None),
-        status_message=string(status.get("message"), child(status_key, "message"), if_null=None),
+        status_reason=_message(status.get("reason"), child(status_key, "reason")),
+        status_message=_message(status.get("message"), child(status_key, "message")),
         status_termination_by_kubelet=_termination_by_kubelet(status.get("conditions"),
                                                               child(status_key, "conditions")),
         status_qos_class=_qos_status(status.get("qosClass"), child(status_key, "qosClass")),
@@ -488,7 +520,7 @@ def pod_to_dict(pod: Pod) -> dict[str, object]:
     return _present((
         ("metadata", _present((
             ("name", pod.name), ("namespace", pod.namespace), ("uid", pod.uid or None),
-            ("annotations", dict(pod.annotations)), ("labels", dict(pod.labels)),
+            ("annotations", dict(pod.annotations)),
             ("generation", pod.generation or None), ("deletionTimestamp", pod.deletion_timestamp),
             ("deletionGracePeriodSeconds", pod.deletion_grace_period_s)))),
         ("spec", _present((

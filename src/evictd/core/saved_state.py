@@ -44,6 +44,8 @@ _LAYOUTS = tuple(FsLayout(dedicated_imagefs=dedicated, split_containerfs=split)
                  for dedicated in (False, True) for split in (False, True))
 
 Record = dict[str, object]
+# The first wall-clock second a datetime cannot hold (year 10000): every saved time lies before it.
+_WALL_TIME_END_S = 253_402_300_800  # 10000-01-01T00:00:00Z
 
 
 class UnusableState(ValueError):
@@ -125,9 +127,13 @@ def restorable_thresholds(configured: Iterable[Threshold]) -> tuple[Threshold, .
     return tuple(found)
 
 
-def _seconds(value: object, key: str) -> float:
+def _wall_time(value: object, key: str) -> float:
+    """Return a wall-clock time in seconds since the epoch; one no datetime holds (before 1970, after year 9999)
+    is not a time evictd wrote, and would raise OverflowError where it is converted."""
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         raise invalid("must be a number of seconds", key, value)
+    if not 0 <= value < _WALL_TIME_END_S:
+        raise invalid("must be a time between 1970 and 9999 (seconds since the epoch)", key, value)
     return float(value)
 
 
@@ -157,7 +163,7 @@ def _observation(value: object, key: str, now_wall: float) -> Observation:
         available=_quantity(fields["available"], child(key, "available")),
         capacity=_quantity(fields["capacity"], child(key, "capacity")),
         time=None if time is None else datetime.fromtimestamp(
-            min(_seconds(time, child(key, "time")), now_wall), UTC),
+            min(_wall_time(time, child(key, "time")), now_wall), UTC),
     )
 
 
@@ -269,15 +275,15 @@ def _parse(document: Mapping[str, object], now_wall: float) -> _Saved:
 
     def timer(value: object, key: str) -> tuple[Record, float]:
         item = _fields(value, key, ("threshold", "at"))
-        return _record(item["threshold"], child(key, "threshold")), _seconds(item["at"], child(key, "at"))
+        return _record(item["threshold"], child(key, "threshold")), _wall_time(item["at"], child(key, "at"))
 
     conditions_key, observations_key = "state.conditionLastObservedAt", "state.lastObservations"
     return _Saved(
-        saved_at=_seconds(fields["savedAt"], "state.savedAt"),
+        saved_at=_wall_time(fields["savedAt"], "state.savedAt"),
         first_observed=list_of(fields["firstObservedAt"], "state.firstObservedAt", timer),
         met=list_of(fields["thresholdsMet"], "state.thresholdsMet", _record),
         conditions={
-            _condition(name, child(conditions_key, name)): _seconds(at, child(conditions_key, name))
+            _condition(name, child(conditions_key, name)): _wall_time(at, child(conditions_key, name))
             for name, at in mapping(fields["conditionLastObservedAt"], conditions_key).items()
         },
         observations={

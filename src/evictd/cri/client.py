@@ -27,6 +27,7 @@ from typing import Any
 import grpc
 
 from evictd.core.errors import CRIError
+from evictd.core.pods import kept_annotations
 from evictd.core.runtime import (
     CONTAINER_NAME_LABEL,
     POD_NAME_LABEL,
@@ -122,7 +123,8 @@ def _sandbox(sandbox_id: str, metadata: pb.PodSandboxMetadata, state: int, creat
         created_at_ns=int(created_at),
         attempt=int(metadata.attempt),
         labels=dict(labels),
-        annotations=dict(annotations),
+        # Only what decisions read (a tenant's pod may carry 256 KiB of annotations, copied here by the kubelet).
+        annotations=dict(kept_annotations(annotations)),
     )
 
 

@@ -49,8 +49,15 @@ class KubeApi:
     def close(self) -> None:
         self._rest.close()
 
-    def list_pods(self, field_selector: str, *, timeout_s: float) -> dict[str, Any]:
-        return self._json("list pods", "GET", PODS, query=[("fieldSelector", field_selector)], timeout_s=timeout_s)
+    def list_pods(self, field_selector: str, *, limit: int | None = None, continue_token: str | None = None,
+                  timeout_s: float) -> dict[str, Any]:
+        """List pods; with `limit`, one page of at most that many, `continue_token` naming the page after the last
+        (the list's `metadata.continue`), parameters in the generated client's order."""
+        query: list[tuple[str, str | int | bool]] = [] if continue_token is None else [("continue", continue_token)]
+        query.append(("fieldSelector", field_selector))
+        if limit is not None:
+            query.append(("limit", limit))
+        return self._json("list pods", "GET", PODS, query=query, timeout_s=timeout_s)
 
     def watch_pods(self, field_selector: str, resource_version: str | None, *, timeout_seconds: int,
                    timeout_s: float) -> Any:

@@ -1,7 +1,9 @@
 """The pods bound to this node, kept current by a list and a watch on the Kubernetes API.
 
-A background thread lists `pods?fieldSelector=spec.nodeName=<node>` and then watches from the list's
-`resourceVersion`, resuming from the last version seen after every disconnection, relisting on `410 Gone`
+A background thread lists `pods?fieldSelector=spec.nodeName=<node>` in pages of `LIST_PAGE_PODS` (as client-go's
+reflector pages its lists; here so that what is read and decoded at once stays bounded whatever the pods carry: a
+tenant may give each pod 256 KiB of annotations, which `pod_from_dict` does not keep) and then watches from the
+list's `resourceVersion`, resuming from the last version seen after every disconnection, relisting on `410 Gone`
 (an expired version), and reconnecting with capped exponential backoff. Pods are parsed into core `Pod`
 values as events arrive, so a housekeeping cycle costs nothing here.
 
@@ -33,6 +35,12 @@ TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 WATCH_TIMEOUT_S = 300
 BACKOFF_INITIAL_S = 0.5
 BACKOFF_MAX_S = 30.0
+# Pods per page of the list: at the API's 256 KiB of annotations per pod, a page is about 2.5 MiB of JSON, read and
+# decoded at once (a whole list of 100 such pods was 25 MiB, three times that while decoded: evictd's peak RSS
+# was about 150 MiB; with pages of 10 it is about 60 MiB, bench/tenant_annotations.py). A relist of 110 ordinary
+# pods costs 11 requests instead of one; relists are rare (start, 410). An expired page (410) relists from the
+# start, as any 410 does.
+LIST_PAGE_PODS = 10
 
 
 class _Gone(Exception):
@@ -141,12 +149,23 @@ class PodWatcher:
         self._on_error(error)
 
     def _relist(self) -> None:
-        document = self._api.list_pods(self._selector, timeout_s=self._timeout_s)
-        pods = {pod.uid: pod for pod in map(self._parse, document.get("items") or []) if pod is not None}
+        pods: dict[str, Pod] = {}
+        token: str | None = None
+        while True:
+            document = self._api.list_pods(self._selector, limit=LIST_PAGE_PODS, continue_token=token,
+                                           timeout_s=self._timeout_s)
+            pods.update((pod.uid, pod) for pod in map(self._parse, document.get("items") or []) if pod is not None)
+            metadata = document.get("metadata") or {}
+            # Every page of a list is of the same snapshot, whose version the last page names too.
+            version = str(metadata.get("resourceVersion", ""))
+            token = metadata.get("continue") or None
+            del document
+            if token is None:
+                break
         with self._changed:
             self._pods = pods
             self._events_since_list = 0
-            self._resource_version = str(document.get("metadata", {}).get("resourceVersion", ""))
+            self._resource_version = version
             self._synced = True
             self.last_error = None
             self._changed.notify_all()

@@ -34,7 +34,7 @@ export PYTHONPATH="$EVICTD_REPO/tests/uml:$EVICTD_REPO/tests/daemon:$EVICTD_REPO
 
 def percentile(values: list[float], share: float) -> float:
     ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(share * (len(ordered) - 1))))]
+    return ordered[min(len(ordered) - 1, round(share * (len(ordered) - 1)))]
 
 
 def main() -> int:

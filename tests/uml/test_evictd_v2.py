@@ -19,11 +19,9 @@ start and end between the two counts); a pod's working set ±1 MiB and its proce
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
-
 from uml_guest import GuestRun, boot_guest
 
 MiB = 1 << 20
@@ -48,7 +46,7 @@ def guest_body(*runs: tuple[str, str]) -> str:
 @pytest.fixture(scope="module")
 def guest(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GuestRun]:
     out = tmp_path_factory.mktemp("evictd-v2")
-    yield boot_guest(guest_body(*((("node", d) for d in DRIVERS)), ("wakeup", "cgroupfs")), out, timeout_s=400)
+    yield boot_guest(guest_body(*(("node", d) for d in DRIVERS), ("wakeup", "cgroupfs")), out, timeout_s=400)
 
 
 def result(run: GuestRun, name: str) -> dict[str, Any]:

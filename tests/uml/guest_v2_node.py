@@ -326,7 +326,8 @@ def wakeup_counts(daemon: EvictdProcess) -> dict[str, float]:
 def cross(node: Node, daemon: EvictdProcess, pod: Pod, mib: int, kind: str, level_mib: int,
           *, grace_s: float) -> Crossing:
     """Make `pod` allocate `mib` MiB, which takes allocatableMemory.available below `level_mib`; return when
-    the kernel's figure crossed and when evictd decided the crossing and evicted a pod."""
+    the kernel's figure crossed and when evictd decided the crossing and evicted a pod, once evictd saw every
+    threshold it met clear again."""
     since = time.time()
     crossing = Crossing(kind, sent_at=since)
     pod.send(f"alloc {mib * MiB}")  # the answer may never come: evicted while it allocates
@@ -341,6 +342,12 @@ def cross(node: Node, daemon: EvictdProcess, pod: Pod, mib: int, kind: str, leve
     sample = node.first_sample(since, lambda s: s["allocatableMemory.available"] < level_mib * MiB)
     crossing.kernel_crossed_at = None if sample is None else sample["wall"]
     crossing.wakeups = wakeup_counts(daemon)
+    # Settled before the next crossing: every threshold this one met is no longer met in evictd's eyes (a soft
+    # threshold still met, its grace long run out, would evict the next hog before it reached its level).
+    for name in {str(e["threshold"]) for e in daemon.events
+                 if e.get("event") == "threshold met" and stamp(e) >= since}:
+        daemon.wait_for(lambda e, name=name: e.get("event") == "threshold no longer met"
+                        and e.get("threshold") == name and stamp(e) >= since, timeout=30)
     return crossing
 
 

@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable, Sequence
 
 from evictd.adapters.cgroups import CgroupReader
-from evictd.adapters.notifiers import _FdOwner, _sample_error
+from evictd.adapters.notifiers import FdOwner, os_sample_error
 from evictd.core.errors import SampleError
 from evictd.core.memory_watch import WatchTarget, watch_period_s, watch_targets
 from evictd.core.summary import Summary
@@ -32,7 +32,7 @@ from evictd.core.thresholds import Threshold
 MEMORY_WATCH_CAUSE = "memory_watch"
 
 
-class MemoryWatch(_FdOwner):
+class MemoryWatch(FdOwner):
     """A Notifier for the Waiter: its eventfd is signalled when a watched memory threshold is found met."""
 
     cause = MEMORY_WATCH_CAUSE
@@ -56,7 +56,7 @@ class MemoryWatch(_FdOwner):
         try:
             self._fd = os.eventfd(0, os.EFD_CLOEXEC | os.EFD_NONBLOCK)
         except OSError as exc:
-            raise _sample_error("eventfd", exc) from exc
+            raise os_sample_error("eventfd", exc) from exc
 
     def follow(self, summary: Summary | None, now: float) -> None:
         """Watch what a cycle that began at `now` and read `summary` left to watch (nothing without a Summary)."""
@@ -81,7 +81,7 @@ class MemoryWatch(_FdOwner):
         except BlockingIOError:
             pass  # already consumed
         except OSError as exc:
-            raise _sample_error("eventfd of the memory watch", exc) from exc
+            raise os_sample_error("eventfd of the memory watch", exc) from exc
 
     def _run(self) -> None:
         while True:

@@ -139,5 +139,5 @@ def test_without_psi_the_memory_watch_decides_crossings_well_before_the_tick(gue
         assert 0 <= crossing["decidedLateS"] <= TICK_S + 2.5, crossing
     assert off["wakeups"]["memory_watch"] == 0, "memcgWakeups off: no watch"
     for crossing in on["crossings"]:
-        assert crossing["decidedLateS"] <= 2.0, crossing  # the tick is 10 s; measured: 44 ms p50, 178 ms max
+        assert crossing["decidedLateS"] <= 2.0, crossing  # the tick is 10 s; measured: 84 ms p50, 153 ms max
     assert on["wakeups"]["memory_watch"] >= len(on["crossings"])

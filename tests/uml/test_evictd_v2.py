@@ -126,6 +126,7 @@ def test_soft_and_hard_crossings_are_decided_and_evicted_through_the_api(guest: 
     assert soft["evictedAt"] - soft["decidedAt"] >= 3.5, "the soft threshold's 4 s grace period (less a cycle)"
     assert hard["evictedAt"] - hard["decidedAt"] <= 1.0, "a hard threshold evicts in the cycle that saw it"
     assert {"soft-hog", "hard-hog"} <= set(node["deleted"]), "the stand-in kubelet carried the evictions out"
+    assert node["kubeletErrors"] == []
     assert "soft-hog" not in node["apiPods"] and "steady" in node["apiPods"]
     assert node["exit"] == 0
     assert node["problems"] == []

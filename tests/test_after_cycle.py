@@ -6,9 +6,11 @@ The memcg notifiers are registered on this machine's root memory cgroup.
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Iterator
 from dataclasses import replace
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 
@@ -19,6 +21,8 @@ from cycle_reports import (
     memory_step,
     run,
 )
+from evictd.adapters.cgroups import CgroupLayout, CgroupReader
+from evictd.adapters.memory_watch import MemoryWatch
 from evictd.adapters.notifiers import MemcgNotifierSet, PsiNotifier, Waiter
 from evictd.adapters.pod_disk_usage import POD_DISK_SOURCE_PREFIX
 from evictd.after_cycle import Cycle, NotifierRefresh, log_sample_problems
@@ -153,3 +157,23 @@ def test_pods_disk_problems_have_lines_of_their_own_each_logged_once() -> None:
         ("info", "signal source readable again", f"{cgroup.source}: {cgroup.reason}"),
         ("info", "pod disk usage whole and current again", f"{old.source}: {old.reason}"),
     ]
+
+
+def test_the_v2_memory_watch_is_handed_each_cycles_readings_and_polled_beside_the_rest(
+    waiter: Waiter, tmp_path: Path
+) -> None:
+    # A cgroup v2 tree of plain files whose pods cgroup is already past the allocatable threshold the cycle's
+    # readings (capacity 6Gi, threshold 1Gi) left 3 GiB away: the watch's first look finds it met.
+    (tmp_path / "kubepods").mkdir()
+    (tmp_path / "kubepods" / "memory.current").write_text(f"{5 * Gi + Gi // 2}\n")
+    (tmp_path / "kubepods" / "memory.stat").write_text("anon 0\nfile 0\ninactive_file 0\n")
+    (tmp_path / "kubepods" / "memory.max").write_text(f"{6 * Gi}\n")
+    settings = eviction_settings({"evictionHard": {"allocatableMemory.available": "1Gi"}, "enforceNodeAllocatable": []})
+    watch = MemoryWatch(CgroupReader(CgroupLayout(2, tmp_path)), tuple(settings.thresholds()), interval_s=10.0)
+    notifiers = NotifierRefresh(waiter, None, (), Metrics(), None, watch)
+    assert notifiers.follow(failing_cycle(MEMORY_CONFIG), time.monotonic()) == []
+    assert waiter.notifiers == (watch,)
+    assert waiter.wait(0.2) == [], "no stats: nothing watched"
+    assert refresh(notifiers, memory_summary(pods_container=True)) == []
+    assert waiter.wait(5.0) == ["memory_watch"]
+    assert watch.description == "hard allocatableMemory.available threshold"

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TextIO
 
+from evictd.adapters.memory_watch import MemoryWatch
 from evictd.adapters.notifiers import MemcgNotifierSet, Notifier, Waiter
 from evictd.adapters.pod_disk_usage import POD_DISK_SOURCE_PREFIX
 from evictd.core.engine import EngineState
@@ -113,14 +114,15 @@ def log_sample_problems(log: Any, metrics: Metrics, signal_problems: Callable[[]
 
 
 class NotifierRefresh:
-    """The wake-up sources: memcg thresholds (following each cycle's readings, re-armed every 10 s at least) and
-    PSI triggers (armed once). After every cycle the memcg notifiers follow its readings; what fails is logged and
-    counted."""
+    """The wake-up sources: memcg thresholds (following each cycle's readings, re-armed every 10 s at least), PSI
+    triggers (armed once) and on cgroup v2 the memory watch (handed each cycle's readings). After every cycle the
+    memcg notifiers follow its readings; what fails is logged and counted."""
 
     def __init__(self, waiter: Waiter, memcg: MemcgNotifierSet | None, psi: Sequence[Notifier], metrics: Metrics,
-                 log: Any) -> None:
+                 log: Any, memory_watch: MemoryWatch | None = None) -> None:
         self.waiter = waiter
         self.memcg = memcg
+        self.memory_watch = memory_watch
         self.psi = tuple(psi)
         self._metrics = metrics
         self._log = log
@@ -135,7 +137,10 @@ class NotifierRefresh:
                 if no_pods_container and failure.threshold.signal is Signal.ALLOCATABLE_MEMORY_AVAILABLE:
                     continue  # no pods cgroup on this node: nothing to watch, nothing wrong
                 problems.append(f"{failure.description}: {failure.error}")
-        wanted = (*(self.memcg.notifiers if self.memcg else ()), *self.psi)
+        if self.memory_watch is not None:
+            self.memory_watch.follow(report.summary, now)
+        wanted = (*(self.memcg.notifiers if self.memcg else ()), *self.psi,
+                  *((self.memory_watch,) if self.memory_watch is not None else ()))
         if wanted != self.waiter.notifiers:
             self.waiter.set_notifiers(wanted)
         return problems

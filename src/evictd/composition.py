@@ -25,6 +25,7 @@ from evictd.adapters.cgroups import CgroupLayout, CgroupReader, detect_cgroup_la
 from evictd.adapters.disk_walker_process import DiskWalkerProcess, WalkerSettings
 from evictd.adapters.filesystems import detect_layout
 from evictd.adapters.kubelet_summary import ApiProxySummarySource, KubeletSummarySource, summary_deadline_s
+from evictd.adapters.memory_watch import MemoryWatch
 from evictd.adapters.node_pods import DiscoveredPods
 from evictd.adapters.node_stats import NodeStatsSource, existing_ancestor
 from evictd.adapters.notifiers import SYSTEM_MEMORY_PRESSURE, MemcgNotifierSet, Notifier, PsiNotifier, Waiter
@@ -361,7 +362,12 @@ def build_daemon(
             memory_root=str(layout.memory_hierarchy),
             pods_cgroup=cgroups.pods_cgroup(),
         )
-    notifiers = NotifierRefresh(waiter, memcg, build_psi_notifiers(settings, layout, cgroups, log), metrics, log)
+    # cgroup v2 has no memcg threshold notifier: the memory watch looks closely while a crossing is near instead.
+    memory_watch = (MemoryWatch(cgroups, engine_config.thresholds, settings.housekeeping_interval_s)
+                    if settings.memcg_wakeups and layout.version == 2 and settings.stats_source is StatsOrigin.NODE
+                    else None)
+    notifiers = NotifierRefresh(waiter, memcg, build_psi_notifiers(settings, layout, cgroups, log), metrics, log,
+                                memory_watch)
     health = Health(settings.housekeeping_interval_s, stopping=stop.is_set)
     metrics.watch_health(lambda: health.status()[0])
     if not cgroups.has_pods_cgroup():

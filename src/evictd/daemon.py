@@ -43,7 +43,7 @@ from evictd.systemd_notify import SystemdNotifier
 # housekeeping interval. (One second alone left 2 of 50 black-box crossings decided ~1 s late; a first
 # follow-up 5 ms after a cycle of a few ms left some decided 15 ms late.)
 NOTIFICATION_FOLLOW_UPS_S = (0.001, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 1.0)
-NOTIFICATION_CAUSES = frozenset({"memcg", "psi"})
+NOTIFICATION_CAUSES = frozenset({"memcg", "psi", "memory_watch"})
 
 
 class Part(Protocol):

@@ -97,7 +97,7 @@ class Notifier(Protocol):
     def close(self) -> None: ...  # release the descriptor (and with it the kernel registration); idempotent
 
 
-def _sample_error(path: str, exc: OSError) -> SampleError:
+def os_sample_error(path: str, exc: OSError) -> SampleError:
     """Return the SampleError for an OSError raised while working on `path` (the one mapping place)."""
     name = errno.errorcode.get(exc.errno, "") if exc.errno is not None else ""
     reason = exc.strerror or str(exc)
@@ -110,7 +110,7 @@ def _close_quietly(fd: int) -> None:
         os.close(fd)
 
 
-class _FdOwner:
+class FdOwner:
     """Shared descriptor bookkeeping of the notifiers: fileno and an idempotent close."""
 
     _fd: int
@@ -128,7 +128,7 @@ class _FdOwner:
         _close_quietly(fd)
 
 
-class MemcgThresholdNotifier(_FdOwner):
+class MemcgThresholdNotifier(FdOwner):
     """A cgroup v1 memory usage threshold: an eventfd signalled when usage crosses `threshold_bytes`."""
 
     poll_events = select.POLLIN
@@ -168,7 +168,7 @@ class MemcgThresholdNotifier(_FdOwner):
             _close_quietly(event_fd)
             if isinstance(exc, ValueError):
                 raise SampleError(current, f"not a number: {exc}") from exc
-            raise _sample_error(current, exc) from exc
+            raise os_sample_error(current, exc) from exc
         finally:
             _close_quietly(control_fd)
             _close_quietly(watch_fd)
@@ -181,7 +181,7 @@ class MemcgThresholdNotifier(_FdOwner):
         except BlockingIOError:
             pass  # already consumed: nothing crossed since
         except OSError as exc:
-            raise _sample_error(f"eventfd of {os.path.join(self.cgroup_dir, MEMORY_USAGE_FILE)}", exc) from exc
+            raise os_sample_error(f"eventfd of {os.path.join(self.cgroup_dir, MEMORY_USAGE_FILE)}", exc) from exc
 
 
 def _crossed(before: int, after: int, level: int) -> bool:
@@ -196,7 +196,7 @@ def has_cap_sys_resource(proc_root: str = "/proc") -> bool:
         with open(path, encoding="ascii", errors="replace") as status:
             text = status.read()
     except OSError as exc:
-        raise _sample_error(path, exc) from exc
+        raise os_sample_error(path, exc) from exc
     for line in text.splitlines():
         if line.startswith("CapEff:"):
             try:
@@ -207,7 +207,7 @@ def has_cap_sys_resource(proc_root: str = "/proc") -> bool:
     raise SampleError(path, "no CapEff line")
 
 
-class PsiNotifier(_FdOwner):
+class PsiNotifier(FdOwner):
     """A PSI trigger on /proc/pressure/memory or a v2 cgroup's memory.pressure; fires with POLLPRI."""
 
     cause = PSI_CAUSE
@@ -235,7 +235,7 @@ class PsiNotifier(_FdOwner):
             os.write(fd, trigger.encode() + b"\0")
         except OSError as exc:
             _close_quietly(fd)
-            raise _sample_error(path, exc) from exc
+            raise os_sample_error(path, exc) from exc
         self._fd = fd
 
     def consume(self) -> None:

@@ -1,0 +1,86 @@
+"""The v2 memory watch's thread against a cgroup v2 tree of plain files: it looks only while a crossing is near,
+wakes a real Waiter once when one is met, then idles until the next cycle arms it again.
+
+(On a real v2 kernel, with the loop: tests/uml/test_evictd_v2.py.)
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from evictd.adapters.cgroups import CgroupLayout, CgroupReader
+from evictd.adapters.memory_watch import MEMORY_WATCH_CAUSE, MemoryWatch
+from evictd.adapters.notifiers import Waiter
+from evictd.core.memory_watch import WatchTarget
+from evictd.core.signals import Signal
+
+MI = 1 << 20
+
+
+def pods_cgroup(root: Path, current: int, inactive_file: int = 0) -> None:
+    (root / "kubepods").mkdir(exist_ok=True)
+    (root / "kubepods" / "memory.current").write_text(f"{current}\n")
+    (root / "kubepods" / "memory.stat").write_text(f"anon {current}\nfile 0\ninactive_file {inactive_file}\n")
+    (root / "kubepods" / "memory.max").write_text(f"{512 * MI}\n")
+
+
+def target(met_below: int) -> WatchTarget:
+    return WatchTarget(Signal.ALLOCATABLE_MEMORY_AVAILABLE, "kubepods", 512 * MI, met_below,
+                       "hard allocatableMemory.available threshold")
+
+
+def test_a_crossing_between_ticks_wakes_the_waiter_once(tmp_path: Path) -> None:
+    pods_cgroup(tmp_path, current=400 * MI)  # 112 MiB available, threshold at 100 MiB: a look every 20 ms
+    watch = MemoryWatch(CgroupReader(CgroupLayout(2, tmp_path)), (), interval_s=10.0)
+    waiter = Waiter()
+    waiter.set_notifiers([watch])
+    try:
+        watch.arm([target(100 * MI)], time.monotonic())
+        assert waiter.wait(0.3) == []
+        looks = watch.looks
+        assert looks >= 2, "near the threshold the watch keeps looking"
+        pods_cgroup(tmp_path, current=420 * MI, inactive_file=4 * MI)  # working set 416 MiB: 96 MiB available
+        started = time.monotonic()
+        assert waiter.wait(5.0) == [MEMORY_WATCH_CAUSE]
+        assert time.monotonic() - started < 2.0
+        assert watch.description == "hard allocatableMemory.available threshold"
+        # Met: nothing more until the next cycle arms it (which watches only thresholds not met).
+        looks = watch.looks
+        assert waiter.wait(0.3) == []
+        assert watch.looks == looks
+    finally:
+        waiter.close()
+
+
+def test_far_from_every_threshold_the_watch_reads_nothing(tmp_path: Path) -> None:
+    pods_cgroup(tmp_path, current=100 * MI)  # 412 MiB available, 100 MiB threshold, tick in 0.2 s
+    watch = MemoryWatch(CgroupReader(CgroupLayout(2, tmp_path)), (), interval_s=0.2)
+    try:
+        watch.arm([target(100 * MI)], time.monotonic())
+        time.sleep(0.3)
+        assert watch.looks == 1, "one look, then idle: 312 MiB cannot fill before the tick at 1 GiB/s"
+        pods_cgroup(tmp_path, current=500 * MI)
+        time.sleep(0.3)
+        assert watch.fired == 0 and watch.looks == 1
+        watch.arm([], time.monotonic())
+        time.sleep(0.1)
+        assert watch.looks == 1
+    finally:
+        watch.close()
+        watch.close()  # idempotent
+
+
+def test_an_unreadable_cgroup_is_skipped_and_the_watch_goes_on(tmp_path: Path) -> None:
+    watch = MemoryWatch(CgroupReader(CgroupLayout(2, tmp_path)), (), interval_s=10.0)
+    waiter = Waiter()
+    waiter.set_notifiers([watch])
+    try:
+        watch.arm([target(100 * MI)], time.monotonic())  # no kubepods folder yet
+        assert waiter.wait(0.2) == []
+        assert watch.looks == 0
+        pods_cgroup(tmp_path, current=500 * MI)
+        watch.arm([target(100 * MI)], time.monotonic())
+        assert waiter.wait(5.0) == [MEMORY_WATCH_CAUSE]
+    finally:
+        waiter.close()

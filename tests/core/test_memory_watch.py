@@ -1,0 +1,86 @@
+"""The v2 memory watch's arithmetic: which thresholds are watched after a cycle, and how soon the next look is."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from evictd.core.memory_watch import (
+    ASSUMED_FILL_BYTES_PER_S,
+    MIN_PERIOD_S,
+    watch_period_s,
+    watch_targets,
+)
+from evictd.core.quantity import Quantity
+from evictd.core.signals import Signal
+from evictd.core.summary import SYSTEM_CONTAINER_PODS, ContainerStats, MemoryStats, NodeStats, Summary
+from evictd.core.thresholds import Threshold, ThresholdValue, parse_percentage
+
+MI = 1 << 20
+GI = 1 << 30
+
+
+def threshold(text: str, signal: Signal = Signal.MEMORY_AVAILABLE, grace_period_s: float = 0.0) -> Threshold:
+    value = (ThresholdValue(percentage=parse_percentage(text)) if text.endswith("%")
+             else ThresholdValue(quantity=Quantity.parse(text)))
+    return Threshold(signal=signal, value=value, grace_period_s=grace_period_s)
+
+
+def summary(node_available: int, node_working_set: int, pods: tuple[int, int] | None = None) -> Summary:
+    containers = {} if pods is None else {SYSTEM_CONTAINER_PODS: ContainerStats(
+        name=SYSTEM_CONTAINER_PODS, memory=MemoryStats(available_bytes=pods[0], working_set_bytes=pods[1]))}
+    return Summary(node=NodeStats(memory=MemoryStats(available_bytes=node_available, working_set_bytes=node_working_set),
+                                  system_containers=containers))
+
+
+def test_each_unmet_memory_threshold_is_watched_in_the_cgroup_its_signal_is_read_from() -> None:
+    thresholds = [threshold("100Mi"), threshold("200Mi", Signal.ALLOCATABLE_MEMORY_AVAILABLE, grace_period_s=30),
+                  threshold("10%", Signal.NODEFS_AVAILABLE)]
+    targets = watch_targets(thresholds, summary(3 * GI, 1 * GI, pods=(1 * GI, 512 * MI)), "kubepods")
+
+    assert [(t.signal, t.cgroup, t.capacity_bytes, t.met_below_bytes, t.description) for t in targets] == [
+        (Signal.MEMORY_AVAILABLE, "", 4 * GI, 100 * MI, "hard memory.available threshold"),
+        (Signal.ALLOCATABLE_MEMORY_AVAILABLE, "kubepods", 1 * GI + 512 * MI, 200 * MI,
+         "soft allocatableMemory.available threshold"),
+    ]
+
+
+def test_a_threshold_met_in_the_cycle_or_without_an_observation_is_not_watched() -> None:
+    met = threshold("100Mi")
+    allocatable = threshold("100Mi", Signal.ALLOCATABLE_MEMORY_AVAILABLE)
+
+    assert watch_targets([met, allocatable], summary(100 * MI - 1, 1 * GI), "kubepods") == ()
+    # Exactly at the quantity is not met (available < quantity): watched, one byte from a crossing.
+    (target,) = watch_targets([met], summary(100 * MI, 1 * GI), "kubepods")
+    assert target.margin_bytes(1 * GI) == 1
+    assert target.margin_bytes(1 * GI + 1) == 0
+
+
+def test_a_percentage_is_taken_of_the_capacity_the_cycle_saw() -> None:
+    (target,) = watch_targets([threshold("10%")], summary(9 * GI, 1 * GI), "")
+    # float32 10% of 10Gi, truncated, as the kubelet's GetThresholdQuantity.
+    assert target.met_below_bytes == GI + 16
+    assert target.margin_bytes(1 * GI) == 8 * GI - 16 + 1
+
+
+def test_far_from_the_threshold_there_is_no_look_before_the_tick() -> None:
+    assert watch_period_s(20 * GI, until_tick_s=10.0) is None
+    assert watch_period_s(ASSUMED_FILL_BYTES_PER_S * 10, until_tick_s=10.0) is None
+    assert watch_period_s(0, until_tick_s=10.0) is None, "met: the cycle decides it"
+    assert watch_period_s(100 * MI, until_tick_s=0.0) is None
+
+
+def test_the_next_look_is_when_the_margin_could_be_used_up_and_never_sooner_than_the_minimum() -> None:
+    assert watch_period_s(512 * MI, until_tick_s=10.0) == 0.5
+    assert watch_period_s(1 * MI, until_tick_s=10.0) == MIN_PERIOD_S
+    assert watch_period_s(1, until_tick_s=10.0) == MIN_PERIOD_S
+
+
+@given(st.integers(min_value=1, max_value=1 << 45), st.floats(min_value=0.001, max_value=60.0))
+def test_a_look_never_comes_later_than_the_margin_allows_nor_after_the_tick(margin: int, until_tick_s: float) -> None:
+    period = watch_period_s(margin, until_tick_s)
+    if period is None:
+        assert max(margin / ASSUMED_FILL_BYTES_PER_S, MIN_PERIOD_S) >= until_tick_s
+    else:
+        assert MIN_PERIOD_S <= period < until_tick_s
+        assert period <= max(margin / ASSUMED_FILL_BYTES_PER_S, MIN_PERIOD_S)

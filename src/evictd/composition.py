@@ -364,7 +364,13 @@ def build_daemon(
     notifiers = NotifierRefresh(waiter, memcg, build_psi_notifiers(settings, layout, cgroups, log), metrics, log)
     health = Health(settings.housekeeping_interval_s, stopping=stop.is_set)
     metrics.watch_health(lambda: health.status()[0])
-    if not cgroups.has_pods_cgroup():
+    other_driver = None if cgroups.has_pods_cgroup() else cgroups.other_driver_pods_cgroup()
+    if other_driver is not None:
+        log.warning("no pods cgroup for the configured cgroupDriver but one for the other driver: no pods will be "
+                    "found unless cgroupDriver is the kubelet's",
+                    cgroup_driver=str(settings.cgroup_driver), pods_cgroup=cgroups.pods_cgroup(),
+                    other_driver=other_driver[0], other_pods_cgroup=other_driver[1])
+    elif not cgroups.has_pods_cgroup():
         log.info("no pods cgroup on this node (no kubelet?): allocatableMemory.available and pod stats are absent",
                  pods_cgroup=cgroups.pods_cgroup())
     oom_feedback = OomFeedback(OomCounters(cgroups), dry_run=evictions_reported_only,

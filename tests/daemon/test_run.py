@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from evictd_process import ROOT, EvictdProcess, mem_available_bytes, pid_available
+from evictd_process import ROOT, EvictdProcess, mem_available_bytes, pid_available, start_evictd
 
 from evictd.core.quantity import Quantity
 from evictd.metrics import WAKEUP_CAUSES
@@ -230,3 +230,18 @@ def test_systemd_notifications(tmp_path: Path, evictd_processes: list[EvictdProc
         while not messages or messages[-1] != "STOPPING=1":
             messages.append(listener.recv(4096).decode())
     assert messages == ["READY=1", "WATCHDOG=1", "WATCHDOG=1", "WATCHDOG=1", "STOPPING=1"]
+
+
+def test_a_pods_cgroup_of_the_other_cgroup_driver_is_named_in_a_warning(
+        tmp_path: Path, evictd_processes: list[EvictdProcess]) -> None:
+    # A systemd-driver node (kubepods.slice) while evictd is told cgroupfs: it would silently find no pods.
+    with temporary_cgroup(CGROUP_MOUNT / "memory") as base:
+        (base / "kubepods.slice").mkdir()
+        daemon = start_evictd(tmp_path, evictd_processes,
+                              evictd=f"cgroupDriver: cgroupfs\ncgroupRoot: /{base.name}\n")
+        event = daemon.wait_for(lambda e: e.get("level") == "warning" and e.get("other_driver") is not None)
+        assert event["cgroup_driver"] == "cgroupfs" and event["pods_cgroup"] == f"{base.name}/kubepods"
+        assert event["other_driver"] == "systemd" and event["other_pods_cgroup"] == f"{base.name}/kubepods.slice"
+        assert "cgroupDriver" in event["event"]
+        assert daemon.stop() == 0
+        assert not any("no pods cgroup on this node" in str(e.get("event")) for e in daemon.events)

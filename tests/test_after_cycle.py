@@ -6,8 +6,10 @@ The memcg notifiers are registered on this machine's root memory cgroup.
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Iterator
 from dataclasses import replace
+from datetime import UTC, datetime
 
 import pytest
 
@@ -19,11 +21,13 @@ from cycle_reports import (
     run,
 )
 from evictd.adapters.notifiers import MemcgNotifierSet, PsiNotifier, Waiter
-from evictd.after_cycle import NotifierRefresh
+from evictd.after_cycle import Cycle, NotifierRefresh
+from evictd.core.engine import EngineState
 from evictd.core.kubelet_config import eviction_settings
 from evictd.core.memcg import MEMCG_REARM_STEP_BYTES
 from evictd.core.summary import Summary, summary_from_dict
 from evictd.metrics import Metrics
+from real_cgroups import CGROUP_MOUNT, temporary_cgroup
 
 # --------------------------------------------------------------------------------------------------
 # Re-arming the memory notifiers
@@ -116,5 +120,49 @@ def test_refresh_keeps_the_psi_notifiers_with_or_without_memcg_and_stats(waiter:
             assert waiter.notifiers == (memcg, psi)
             assert memcg.fileno() >= 0 and psi.fileno() >= 0, "both still open (fileno raises once closed)"
             assert [n.description for n in memcg.levels] == ["hard memory eviction threshold"]
+        finally:
+            memcg.close()
+
+
+class KeptLog:
+    """A structlog-like logger that keeps (level, event, fields)."""
+
+    def __init__(self) -> None:
+        self.lines: list[tuple[str, str, dict[str, object]]] = []
+
+    def warning(self, event: str, **fields: object) -> None:
+        self.lines.append(("warning", event, fields))
+
+    def info(self, event: str, **fields: object) -> None:
+        self.lines.append(("info", event, fields))
+
+
+def test_a_notifier_that_stays_unavailable_is_logged_once_and_once_more_when_it_is_armed(waiter: Waiter) -> None:
+    with temporary_cgroup(CGROUP_MOUNT / "memory") as base:
+        memcg = memcg_set(f"{base.name}/kubepods")  # not there yet: the pods notifier cannot be armed
+        log = KeptLog()
+        notifiers = NotifierRefresh(waiter, memcg, (), Metrics(), log)
+        base_report = run(MEMORY_CONFIG, [memory_step(0, 8 * Gi)]).reports[0]
+
+        def cycle(number: int) -> None:
+            # 11 s apart: past the 10 s re-arm every time; the registrations (made in the notifier set's thread)
+            # are given time to finish before the next cycle.
+            report = replace(base_report, summary=memory_summary(pods_container=True))
+            notifiers(Cycle(number=number, report=report, state=EngineState(), started_at=number * 11.0,
+                            duration_s=0.01, wall=datetime.now(UTC)))
+            deadline = time.monotonic() + 10
+            while memcg.rearming and time.monotonic() < deadline:
+                time.sleep(0.05)
+
+        try:
+            for number in range(1, 7):
+                cycle(number)
+            assert [(level, event) for level, event, _ in log.lines] == [("warning", "memory notifier unavailable")]
+            assert log.lines[0][2]["cycle"] == 1 and f"{base.name}/kubepods" in str(log.lines[0][2]["detail"])
+            (base / "kubepods").mkdir()
+            for number in range(7, 10):
+                cycle(number)
+            assert [(level, event) for level, event, _ in log.lines[1:]] == [("info", "memory notifier available again")]
+            assert log.lines[1][2]["notifier"] == "hard allocatable memory eviction threshold"
         finally:
             memcg.close()

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TextIO
 
-from evictd.adapters.notifiers import MemcgNotifierSet, Notifier, Waiter
+from evictd.adapters.notifiers import MemcgNotifierSet, Notifier, NotifierFailure, Waiter
 from evictd.core.engine import EngineState
 from evictd.core.errors import SampleError
 from evictd.core.signals import Signal
@@ -119,23 +119,37 @@ class NotifierRefresh:
         self.psi = tuple(psi)
         self._metrics = metrics
         self._log = log
+        self._unavailable: set[str] = set()  # the notifiers that failed and are not armed since
 
     def follow(self, report: CycleReport, now: float) -> list[str]:
         """Let the memcg notifiers follow the cycle's readings (`MemcgNotifierSet.update`, which keeps the
         kubelet's 10 s re-arm and re-arms between when page cache moved a level); return what failed."""
-        problems: list[str] = []
+        return [f"{failure.description}: {failure.error}" for failure in self._follow(report, now)]
+
+    def _follow(self, report: CycleReport, now: float) -> list[NotifierFailure]:
+        failures: list[NotifierFailure] = []
         if self.memcg is not None and report.summary is not None:
             no_pods_container = SYSTEM_CONTAINER_PODS not in report.summary.node.system_containers
             for failure in self.memcg.update(report.summary, now):
                 if no_pods_container and failure.threshold.signal is Signal.ALLOCATABLE_MEMORY_AVAILABLE:
                     continue  # no pods cgroup on this node: nothing to watch, nothing wrong
-                problems.append(f"{failure.description}: {failure.error}")
+                failures.append(failure)
         wanted = (*(self.memcg.notifiers if self.memcg else ()), *self.psi)
         if wanted != self.waiter.notifiers:
             self.waiter.set_notifiers(wanted)
-        return problems
+        return failures
 
     def __call__(self, cycle: Cycle) -> None:
-        for problem in self.follow(cycle.report, cycle.started_at):
+        """Count every failure; log a notifier when it first fails and again once it is armed (a failed one is
+        retried only at the next 10 s refresh, so a cycle without its failure does not mean it works)."""
+        for failure in self._follow(cycle.report, cycle.started_at):
             self._metrics.errors.labels("notifier").inc()
-            self._log.warning("memory notifier unavailable", detail=problem)
+            if failure.description not in self._unavailable:
+                self._unavailable.add(failure.description)
+                self._log.warning("memory notifier unavailable", cycle=cycle.number,
+                                  detail=f"{failure.description}: {failure.error}")
+        if self._unavailable and self.memcg is not None:
+            armed = {n.description for n in (*self.memcg.levels, *self.memcg.drop_watches)}
+            for description in sorted(self._unavailable & armed):
+                self._unavailable.discard(description)
+                self._log.info("memory notifier available again", cycle=cycle.number, notifier=description)

@@ -46,6 +46,38 @@ ENFORCEMENT_KEYS = (
     "none",
 )
 
+# Every top-level field of the v1beta1 KubeletConfiguration of Kubernetes v1.36.2 besides apiVersion and kind (the
+# json names in k8s.io/kubelet config/v1beta1/types.go at v0.36.2): a key outside it is what the kubelet's strict
+# decoding reports as an unknown field (and its lenient fallback then ignores).
+KUBELET_FIELDS = frozenset((
+    "enableServer", "staticPodPath", "podLogsDir", "syncFrequency", "fileCheckFrequency", "httpCheckFrequency",
+    "staticPodURL", "staticPodURLHeader", "address", "port", "readOnlyPort", "tlsCertFile", "tlsPrivateKeyFile",
+    "tlsCipherSuites", "tlsCurvePreferences", "tlsMinVersion", "rotateCertificates", "serverTLSBootstrap",
+    "authentication", "authorization", "registryPullQPS", "registryBurst", "imagePullCredentialsVerificationPolicy",
+    "preloadedImagesVerificationAllowlist", "eventRecordQPS", "eventBurst", "enableDebuggingHandlers",
+    "enableContentionProfiling", "healthzPort", "healthzBindAddress", "oomScoreAdj", "clusterDomain", "clusterDNS",
+    "streamingConnectionIdleTimeout", "nodeStatusUpdateFrequency", "nodeStatusReportFrequency",
+    "nodeLeaseDurationSeconds", "imageMinimumGCAge", "imageMaximumGCAge", "imageGCHighThresholdPercent",
+    "imageGCLowThresholdPercent", "volumeStatsAggPeriod", "kubeletCgroups", "systemCgroups", "cgroupRoot",
+    "cgroupsPerQOS", "cgroupDriver", "cpuManagerPolicy", "singleProcessOOMKill", "cpuManagerPolicyOptions",
+    "cpuManagerReconcilePeriod", "memoryManagerPolicy", "topologyManagerPolicy", "topologyManagerScope",
+    "topologyManagerPolicyOptions", "qosReserved", "runtimeRequestTimeout", "hairpinMode", "maxPods", "podCIDR",
+    "podPidsLimit", "resolvConf", "runOnce", "cpuCFSQuota", "cpuCFSQuotaPeriod", "nodeStatusMaxImages",
+    "maxOpenFiles", "contentType", "kubeAPIQPS", "kubeAPIBurst", "serializeImagePulls", "maxParallelImagePulls",
+    "evictionHard", "evictionSoft", "evictionSoftGracePeriod", "evictionPressureTransitionPeriod",
+    "evictionMaxPodGracePeriod", "evictionMinimumReclaim", "mergeDefaultEvictionSettings", "podsPerCore",
+    "enableControllerAttachDetach", "protectKernelDefaults", "makeIPTablesUtilChains", "iptablesMasqueradeBit",
+    "iptablesDropBit", "featureGates", "failSwapOn", "memorySwap", "containerLogMaxSize", "containerLogMaxFiles",
+    "containerLogMaxWorkers", "containerLogMonitorInterval", "configMapAndSecretChangeDetectionStrategy",
+    "systemReserved", "kubeReserved", "reservedSystemCPUs", "showHiddenMetricsForVersion", "systemReservedCgroup",
+    "kubeReservedCgroup", "enforceNodeAllocatable", "allowedUnsafeSysctls", "volumePluginDir", "providerID",
+    "kernelMemcgNotification", "logging", "enableSystemLogHandler", "enableSystemLogQuery", "shutdownGracePeriod",
+    "shutdownGracePeriodCriticalPods", "shutdownGracePeriodByPodPriority", "crashLoopBackOff", "reservedMemory",
+    "enableProfilingHandler", "enableDebugFlagsHandler", "seccompDefault", "memoryThrottlingFactor",
+    "memoryReservationPolicy", "registerWithTaints", "registerNode", "tracing", "localStorageCapacityIsolation",
+    "containerRuntimeEndpoint", "imageServiceEndpoint", "failCgroupV1", "userNamespaces",
+))
+
 # Decodes the value of a field named by its first argument (raises ConfigError naming the field).
 _Decoder = Callable[[str, object], Any]
 

@@ -327,3 +327,14 @@ def test_kubelet_flags_are_offered_only_where_thresholds_matter_and_options_are_
     assert "unrecognized arguments: --conf" in abbreviated.stderr
     short = evictd("check-config", "-o", "json", "--config", "config/kubelet-config.yaml")
     assert short.returncode == 0 and json.loads(short.stdout)["thresholds"]
+
+
+def test_a_missing_kubeconfig_file_is_named_with_the_reason(tmp_path: Path) -> None:
+    missing = tmp_path / "no-such-kubeconfig"
+    config = write(tmp_path, "e.yaml", "apiVersion: evictd.io/v1alpha1\nkind: EvictdConfiguration\n"
+                   f"kubeconfig: {missing}\nstateDir: {tmp_path / 'state'}\nmetricsBindAddress: 127.0.0.1:0\n")
+    result = evictd("run", "--config", config, "--cycles", "1")
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert result.stderr.strip().splitlines()[-1] == (f"evictd: kubeconfig: invalid value "
+                                                      f"'{missing}': cannot read file: No such file or directory"), \
+        result.stderr

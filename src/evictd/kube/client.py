@@ -30,7 +30,7 @@ def build_api_client(kubeconfig: str = "") -> KubeApi:
             with open(os.path.expanduser(kubeconfig), "rb"):
                 pass
         except OSError as exc:
-            raise ConfigError(f"cannot read file: {exc.strerror}", key="kubeconfig", value=kubeconfig) from None
+            raise ConfigError(f"cannot read {kubeconfig}: {exc.strerror}", key="kubeconfig", value=kubeconfig) from None
     configuration = import_module("kubernetes.client.configuration").Configuration()
     loaders = import_module("kubernetes.config.kube_config" if kubeconfig else "kubernetes.config.incluster_config")
     try:

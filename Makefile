@@ -28,8 +28,14 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 # The main job: the eviction daemon observing this machine (a live view on a terminal, JSON logs otherwise).
+# CONFIG lists the files it reads, in order; ARGS adds options (ARGS="--cycles 3"). Its stateDir is .state/ in
+# this checkout unless one of the files names a stateDir: never /var/lib/evictd, which another evictd may use.
+CONFIG ?= config/kubelet-config.yaml
+STATE  ?= .state
 run: $(STAMP)
-	$(BIN)/evictd run --config config/kubelet-config.yaml
+	@echo "make run: evictd is $(BIN)/evictd (for 'evictd ...' in this shell: . $(BIN)/activate)"
+	$(BIN)/evictd run $(foreach file,$(CONFIG),--config $(file)) \
+		$(if $(shell grep -ls '^stateDir:' $(CONFIG) 2>/dev/null),,--state-dir $(STATE)) $(ARGS)
 
 # The real-cluster tier (tests marked real_cluster) is left out: it needs kube-apiserver and kubelet binaries.
 test: $(STAMP) system-deps
@@ -67,4 +73,4 @@ check-config: $(STAMP)
 	$(BIN)/evictd check-config --config config/kubelet-config.yaml
 
 clean:
-	rm -rf $(VENV) build src/*.egg-info .pytest_cache .mypy_cache .hypothesis
+	rm -rf $(VENV) $(STATE) build src/*.egg-info .pytest_cache .mypy_cache .hypothesis

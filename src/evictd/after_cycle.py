@@ -20,7 +20,7 @@ from evictd.core.errors import SampleError
 from evictd.core.signals import Signal
 from evictd.core.summary import SYSTEM_CONTAINER_PODS
 from evictd.cycle_logging import CycleLogger
-from evictd.live_view import CLEAR_SCREEN, render
+from evictd.live_view import CLEAR_SCREEN, ENTER_ALTERNATE_SCREEN, LEAVE_ALTERNATE_SCREEN, render
 from evictd.logging_setup import RecentEvents
 from evictd.manager import CycleReport
 from evictd.metrics import Metrics
@@ -59,17 +59,34 @@ def log_cycles(log: Any, dry_run: bool, run: str | None = None) -> AfterCycle:
     return log_cycle
 
 
-def draw_live_view(output: TextIO, node_name: str, dry_run: bool, recent: RecentEvents | None,
-                   run: str | None = None) -> AfterCycle:
-    """Redraw the terminal's live view (`logFormat: live`; with `run`, evictions name their decision)."""
+class LiveView:
+    """Redraws the terminal's live view after each cycle (`logFormat: live`; with `run`, evictions name their
+    decision), on the terminal's alternate screen so that frames do not pile up in the scrollback; `close` goes
+    back to the normal screen and leaves the last frame there, once."""
 
-    def draw(cycle: Cycle) -> None:
-        screen = render(cycle.report, cycle.state, node_name=node_name, cycle=cycle.number, now_wall=cycle.wall,
-                        dry_run=dry_run, recent=list(recent.lines) if recent else (), run=run)
-        output.write(CLEAR_SCREEN + screen + "\n")
-        output.flush()
+    def __init__(self, output: TextIO, node_name: str, *, dry_run: bool, no_api: bool, recent: RecentEvents | None,
+                 run: str | None = None) -> None:
+        self._output = output
+        self._node_name = node_name
+        self._dry_run = dry_run
+        self._no_api = no_api
+        self._recent = recent
+        self._run = run
+        self._last: str | None = None
 
-    return draw
+    def __call__(self, cycle: Cycle) -> None:
+        screen = render(cycle.report, cycle.state, node_name=self._node_name, cycle=cycle.number, now_wall=cycle.wall,
+                        dry_run=self._dry_run, no_api=self._no_api,
+                        recent=list(self._recent.lines) if self._recent else (), run=self._run)
+        self._output.write((ENTER_ALTERNATE_SCREEN if self._last is None else "") + CLEAR_SCREEN + screen + "\n")
+        self._output.flush()
+        self._last = screen
+
+    def close(self) -> None:
+        if self._last is not None:
+            self._output.write(LEAVE_ALTERNATE_SCREEN + self._last + "\n")
+            self._output.flush()
+            self._last = None
 
 
 class ProblemLog:

@@ -35,8 +35,8 @@ from evictd.adapters.runtime_node import PeriodicGC, RuntimeFilesystems, Runtime
 from evictd.after_cycle import (
     AfterCycle,
     Cycle,
+    LiveView,
     NotifierRefresh,
-    draw_live_view,
     log_cycles,
     log_sample_problems,
     record_metrics,
@@ -379,13 +379,17 @@ def build_daemon(
                                      log_cycles(log, evictions_reported_only, run)]
     if state_file is not None:
         after_cycle.append(state_file)
+    live_view = None
     if fmt == "live":
-        after_cycle.append(draw_live_view(stdout, node_name, evictions_reported_only, recent, run))
+        live_view = LiveView(stdout, node_name, dry_run=dry_run, no_api=cluster is None, recent=recent, run=run)
+        after_cycle.append(live_view)
     after_cycle.append(log_sample_problems(log, metrics, stats.problems, lambda: oom_feedback.problems))
     if cluster is not None:
         after_cycle.append(cluster_bookkeeping(cluster, metrics))
     after_cycle += [runtime_upkeep(link), notifiers]
     on_stop: list[Callable[[], None]] = [cluster.sync.withdraw] if cluster is not None else []
+    if live_view is not None:
+        on_stop.append(live_view.close)
     if settings.recorder:
         # Last: what the other hooks do never waits for the recorder's disk.
         recorder = FlightRecorder(settings.state_dir, config.eviction, max_bytes=settings.recorder_max_bytes,

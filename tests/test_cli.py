@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -338,3 +339,47 @@ def test_a_missing_kubeconfig_file_is_named_with_the_reason(tmp_path: Path) -> N
     (line,) = result.stderr.strip().splitlines()
     assert line.startswith("evictd: kubeconfig: invalid value ") and "Invalid kube-config" not in line
     assert line.endswith(f": cannot read {missing}: No such file or directory"), line
+
+
+def completions(*words: str) -> list[str]:
+    """What bash completes for `words` (the last one being completed) with `evictd completion bash` loaded."""
+    script = evictd("completion", "bash")
+    assert script.returncode == 0, script.stderr
+    shell = (f"{script.stdout}\ncomplete -p evictd >/dev/null || exit 3\n"
+             f"COMP_WORDS=({' '.join(shlex.quote(w) for w in words)}); COMP_CWORD={len(words) - 1}\n"
+             '_evictd; printf "%s\\n" "${COMPREPLY[@]}"\n')
+    done = subprocess.run(["bash", "--norc", "--noprofile", "-c", shell], cwd=ROOT, capture_output=True, text=True,
+                          timeout=60, check=False)
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+    return sorted(line for line in done.stdout.splitlines() if line)
+
+
+def test_bash_completion_generated_from_the_parser() -> None:
+    assert completions("evictd", "che") == ["check-config"]
+    assert completions("evictd", "--v") == ["--version"]
+    assert completions("evictd", "check-config", "--out") == ["--output"]
+    assert completions("evictd", "check-config", "--output", "") == ["json", "text"]
+    assert completions("evictd", "replay", "-o", "j") == ["json"]
+    assert completions("evictd", "record", "") == ["--help", "-h", "export"]
+    assert completions("evictd", "record", "export", "--s") == ["--since", "--state-dir"]
+    assert completions("evictd", "explain", "--eviction") == [], "no kubelet flags where they mean nothing"
+    assert "--eviction-soft-grace-period" in completions("evictd", "run", "--eviction")
+    assert completions("evictd", "check-config", "--config", "config/kubelet-c") == ["config/kubelet-config.yaml"]
+    assert completions("evictd", "run", "--eviction-hard", "") == [], "a threshold is not a file name"
+
+
+def test_the_man_page_generated_from_the_parser_renders_without_warnings() -> None:
+    page = evictd("man")
+    assert page.returncode == 0, page.stderr
+    checked = subprocess.run(["groff", "-man", "-ww", "-z"], input=page.stdout, capture_output=True, text=True,
+                             timeout=60, check=False)
+    assert checked.returncode == 0 and checked.stderr == "", checked.stderr
+    shown = subprocess.run(["man", "-l", "-"], input=page.stdout, capture_output=True, text=True, timeout=60,
+                           check=False, env={**os.environ, "MANPAGER": "cat", "MANWIDTH": "100"})
+    assert shown.returncode == 0, shown.stderr
+    text = " ".join(shown.stdout.split())
+    assert text.startswith("EVICTD(8)") and "evictd - Kubernetes node-pressure eviction, outside the kubelet" in text
+    for command in ("check-config", "run", "shadow-report", "record export", "replay", "explain", "simulate"):
+        assert f"usage: evictd {command}" not in text and f"evictd {command} [-h]" in text, command
+    assert "--strict an unknown or duplicate KubeletConfiguration key is an error" in text
+    assert "evictd record export --state-dir /var/lib/evictd | evictd simulate -" in text

@@ -141,9 +141,10 @@ class NotifierRefresh:
     def follow(self, report: CycleReport, now: float) -> list[str]:
         """Let the memcg notifiers follow the cycle's readings (`MemcgNotifierSet.update`, which keeps the
         kubelet's 10 s re-arm and re-arms between when page cache moved a level); return what failed."""
-        return [f"{failure.description}: {failure.error}" for failure in self._follow(report, now)]
+        return [f"{failure.description}: {failure.error}" for failure in self.follow_failures(report, now)]
 
-    def _follow(self, report: CycleReport, now: float) -> list[NotifierFailure]:
+    def follow_failures(self, report: CycleReport, now: float) -> list[NotifierFailure]:
+        """`follow`, returning the notifiers that failed."""
         failures: list[NotifierFailure] = []
         if self.memcg is not None and report.summary is not None:
             no_pods_container = SYSTEM_CONTAINER_PODS not in report.summary.node.system_containers
@@ -159,7 +160,7 @@ class NotifierRefresh:
     def __call__(self, cycle: Cycle) -> None:
         """Count every failure; log a notifier when it first fails and again once it is armed (a failed one is
         retried only at the next 10 s refresh, so a cycle without its failure does not mean it works)."""
-        for failure in self._follow(cycle.report, cycle.started_at):
+        for failure in self.follow_failures(cycle.report, cycle.started_at):
             self._metrics.errors.labels("notifier").inc()
             if failure.description not in self._unavailable:
                 self._unavailable.add(failure.description)

@@ -179,6 +179,14 @@ def build_parser() -> argparse.ArgumentParser:
     simulate.add_argument("scenario", metavar="SCENARIO", help="scenario YAML or JSON file, or - for stdin")
     for command in (shadow, replay, explain, simulate):  # last in each
         _add_output_option(command)
+
+    completion = _command(commands, "completion", "print a shell completion script for evictd",
+                          "Generated from this command line's own parser.",
+                          ["evictd completion bash > /etc/bash_completion.d/evictd",
+                           'source <(evictd completion bash)'])
+    completion.add_argument("shell", choices=("bash",), help="the shell (bash)")
+    _command(commands, "man", "print evictd's man page (roff)", "Generated from this command line's own parser.",
+             ["evictd man | man -l -", "evictd man > /usr/local/share/man/man8/evictd.8"])
     return parser
 
 
@@ -411,8 +419,22 @@ def _shadow_report(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _completion(args: argparse.Namespace) -> int:
+    from evictd.parser_docs import bash_completion
+
+    sys.stdout.write(bash_completion(build_parser()))
+    return EXIT_OK
+
+
+def _man(args: argparse.Namespace) -> int:
+    from evictd.parser_docs import man_page
+
+    sys.stdout.write(man_page(build_parser(), __version__))
+    return EXIT_OK
+
+
 COMMANDS = {"check-config": _check_config, "simulate": _simulate, "run": _run, "shadow-report": _shadow_report,
-            "record": _record, "replay": _replay, "explain": _explain}
+            "record": _record, "replay": _replay, "explain": _explain, "completion": _completion, "man": _man}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

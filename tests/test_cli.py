@@ -383,3 +383,11 @@ def test_the_man_page_generated_from_the_parser_renders_without_warnings() -> No
         assert f"usage: evictd {command}" not in text and f"evictd {command} [-h]" in text, command
     assert "--strict an unknown or duplicate KubeletConfiguration key is an error" in text
     assert "evictd record export --state-dir /var/lib/evictd | evictd simulate -" in text
+
+
+def test_a_typo_in_a_scenarios_config_is_a_warning_as_in_a_config_file(tmp_path: Path) -> None:
+    scenario = write(tmp_path, "s.yaml", "config:\n  evictionHardd: {memory.available: 1Gi}\nsteps: []\n")
+    result = evictd("simulate", scenario)
+    assert result.returncode == 0, result.stderr
+    (line,) = result.stderr.splitlines()
+    assert line.startswith("warning: config.evictionHardd: ") and 'did you mean "evictionHard"?' in line

@@ -231,6 +231,8 @@ def _simulate(args: argparse.Namespace) -> int:
     if len(documents) != 1:
         raise ScenarioError("a scenario file holds exactly one document", key="scenario", value=args.scenario)
     scenario = parse_scenario(documents[0][0])
+    for warning in scenario.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
     reports = run_scenario(scenario)
     steps = [(step.at, report) for step, report in zip(scenario.steps, reports, strict=True)]
     for _, report in steps:

@@ -12,11 +12,10 @@ Kubelet eviction flags apply after all files. Every problem is a ConfigError nam
 
 from __future__ import annotations
 
-import difflib
 import os
 import stat
 import sys
-from collections.abc import Hashable, Iterable, Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from enum import StrEnum
 from typing import Any
@@ -28,14 +27,15 @@ from evictd.core.duration import parse_go_duration
 from evictd.core.errors import MISSING, ConfigError, DurationError
 from evictd.core.kubelet_config import (
     KUBELET_API_VERSION,
-    KUBELET_FIELDS,
     KUBELET_KIND,
     EvictionSettings,
     ImageGCSettings,
     apply_flags,
+    did_you_mean,
     eviction_settings,
     image_gc_settings,
     merge_documents,
+    unknown_kubelet_fields,
 )
 from evictd.core.node_status import ConditionMode
 from evictd.core.psi import microseconds, psi_trigger
@@ -192,20 +192,6 @@ def evictd_settings(document: Mapping[str, object], kubelet: Mapping[str, object
     psi_trigger("some", microseconds(settings.psi_stall_threshold_s), microseconds(settings.psi_window_s),
                 privileged=True)
     return settings
-
-
-def did_you_mean(key: object, known: Iterable[str]) -> str:
-    """Return ` (did you mean "<nearest known name>"?)`, or "" when no known name is close to `key`."""
-    nearest = difflib.get_close_matches(str(key), list(known), n=1, cutoff=0.6)
-    return f' (did you mean "{nearest[0]}"?)' if nearest else ""
-
-
-def unknown_kubelet_fields(document: Mapping[str, object], where: str) -> list[ConfigError]:
-    """Return an error for each top-level key of a KubeletConfiguration document that the kubelet does not know."""
-    return [ConfigError(f"unknown field in {KUBELET_KIND} ({where}){did_you_mean(key, KUBELET_FIELDS)}; the kubelet's "
-                        "strict decoding reports it and its lenient fallback ignores it", key=str(key),
-                        value=document[key])
-            for key in document if key not in KUBELET_FIELDS and key not in ("apiVersion", "kind")]
 
 
 STDIN_PATHS = ("-", "/dev/stdin")

@@ -13,7 +13,8 @@ Every error is a ConfigError naming the key (or flag) and the bad value, worded 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+import difflib
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -119,6 +120,21 @@ def kubelet_config_document(settings: EvictionSettings) -> dict[str, object]:
         "localStorageCapacityIsolation": settings.local_storage_capacity_isolation,
         "kernelMemcgNotification": settings.kernel_memcg_notification,
     }
+
+
+def did_you_mean(key: object, known: Iterable[str]) -> str:
+    """Return ` (did you mean "<nearest known name>"?)`, or "" when no known name is close to `key`."""
+    nearest = difflib.get_close_matches(str(key), list(known), n=1, cutoff=0.6)
+    return f' (did you mean "{nearest[0]}"?)' if nearest else ""
+
+
+def unknown_kubelet_fields(document: Mapping[str, object], where: str) -> list[ConfigError]:
+    """Return an error for each top-level key of a KubeletConfiguration document that the kubelet does not know."""
+    return [ConfigError(f"unknown field in {KUBELET_KIND} ({where}){did_you_mean(key, KUBELET_FIELDS)}; the kubelet's "
+                        "strict decoding reports it and its lenient fallback ignores it", key=str(key),
+                        value=document[key])
+            for key in document if key not in KUBELET_FIELDS and key not in ("apiVersion", "kind")]
+
 
 # --- decoding with Go's JSON typing -------------------------------------------------------------------
 

@@ -9,11 +9,11 @@ STAMP  := $(VENV)/.installed
 # Debian packages the real-component tests need, as binary:package: a real containerd with runc, a static
 # busybox to build images from, systemd-analyze to verify the unit, mkfs.ext4/losetup for small filesystems,
 # openssl for the test API server's certificates, Prometheus and promtool for the alert rules, the dashboard
-# and the metrics (deploy/monitoring), groff and man to render `evictd man`. Installed only when missing (CI
-# machines start empty).
+# and the metrics (deploy/monitoring), groff and man to render `evictd man`, tmux as the terminal the live view
+# is tested in. Installed only when missing (CI machines start empty).
 SYSTEM_DEPS := containerd:containerd runc:runc busybox:busybox-static ctr:containerd \
 	systemd-analyze:systemd mkfs.ext4:e2fsprogs losetup:mount openssl:openssl \
-	prometheus:prometheus promtool:prometheus groff:groff-base man:man-db
+	prometheus:prometheus promtool:prometheus groff:groff-base man:man-db tmux:tmux
 system-deps:
 	@missing=""; for pair in $(SYSTEM_DEPS); do bin=$${pair%%:*}; pkg=$${pair##*:}; \
 		command -v $$bin >/dev/null 2>&1 || missing="$$missing $$pkg"; done; \

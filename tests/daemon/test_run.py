@@ -303,3 +303,29 @@ def test_make_run_keeps_its_state_in_the_checkout_unless_the_config_names_a_stat
     assert named.returncode == 0, named.stderr
     assert len(runs_in(tmp_path / "state")) == 1
     assert runs_in(ROOT / ".state") == checkout_runs | {new_run}
+
+
+def test_the_live_view_leaves_one_frame_in_a_real_terminals_scrollback(tmp_path: Path) -> None:
+    # tmux is the terminal: it interprets what evictd writes, and its history is what a person scrolls back to.
+    config = tmp_path / "e.yaml"
+    config.write_text("apiVersion: evictd.io/v1alpha1\nkind: EvictdConfiguration\nhousekeepingInterval: 1s\n"
+                      f"metricsBindAddress: 127.0.0.1:0\nstateDir: {tmp_path / 'state'}\n")
+    socket_name = f"evictd-test-{os.getpid()}"
+    tmux = ["tmux", "-L", socket_name]
+    command = (f"cd {ROOT} && echo before && {sys.executable} -m evictd run --config {config} --cycles 3; "
+               "echo after-$?; sleep 60")
+    subprocess.run([*tmux, "new-session", "-d", "-x", "140", "-y", "45", command], check=True, timeout=30)
+    try:
+        deadline = time.monotonic() + 60
+        history = ""
+        while time.monotonic() < deadline and "after-" not in history:
+            time.sleep(0.5)
+            history = subprocess.run([*tmux, "capture-pane", "-p", "-S", "-1000"], capture_output=True, text=True,
+                                     check=True, timeout=30).stdout
+    finally:
+        subprocess.run([*tmux, "kill-server"], check=False, timeout=30)
+    assert "after-0" in history, history
+    lines = history.splitlines()
+    headers = [line for line in lines if line.startswith("evictd on ")]
+    assert len(headers) == 1 and " cycle 3 " in headers[0], history
+    assert lines.index(headers[0]) > lines.index("before") and lines.index("after-0") > lines.index(headers[0])

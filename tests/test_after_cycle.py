@@ -28,6 +28,7 @@ from evictd.core.memcg import MEMCG_REARM_STEP_BYTES
 from evictd.core.summary import Summary, summary_from_dict
 from evictd.metrics import Metrics
 from real_cgroups import CGROUP_MOUNT, temporary_cgroup
+from recording_log import RecordingLog
 
 # --------------------------------------------------------------------------------------------------
 # Re-arming the memory notifiers
@@ -124,23 +125,10 @@ def test_refresh_keeps_the_psi_notifiers_with_or_without_memcg_and_stats(waiter:
             memcg.close()
 
 
-class KeptLog:
-    """A structlog-like logger that keeps (level, event, fields)."""
-
-    def __init__(self) -> None:
-        self.lines: list[tuple[str, str, dict[str, object]]] = []
-
-    def warning(self, event: str, **fields: object) -> None:
-        self.lines.append(("warning", event, fields))
-
-    def info(self, event: str, **fields: object) -> None:
-        self.lines.append(("info", event, fields))
-
-
 def test_a_notifier_that_stays_unavailable_is_logged_once_and_once_more_when_it_is_armed(waiter: Waiter) -> None:
     with temporary_cgroup(CGROUP_MOUNT / "memory") as base:
         memcg = memcg_set(f"{base.name}/kubepods")  # not there yet: the pods notifier cannot be armed
-        log = KeptLog()
+        log = RecordingLog()
         notifiers = NotifierRefresh(waiter, memcg, (), Metrics(), log)
         base_report = run(MEMORY_CONFIG, [memory_step(0, 8 * Gi)]).reports[0]
 

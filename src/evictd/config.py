@@ -3,7 +3,8 @@
 A configuration file is a YAML stream. Each document is either
 - `apiVersion: kubelet.config.k8s.io/v1beta1`, `kind: KubeletConfiguration`: read exactly as the kubelet reads
   it for eviction (`evictd.core.kubelet_config`); every other kubelet field is accepted and ignored, so a
-  node's own kubelet config file works unchanged; or
+  node's own kubelet config file works unchanged, and a key the kubelet does not know is a warning (an error
+  when strict); or
 - `apiVersion: evictd.io/v1alpha1`, `kind: EvictdConfiguration`: evictd's own settings (`EvictdSettings`),
   strictly checked, since a typo there would otherwise go unnoticed.
 Several files apply in order; in each kind, a top-level field replaces the same field of earlier documents.

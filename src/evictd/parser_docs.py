@@ -19,6 +19,8 @@ PATH_METAVARS = frozenset({"FILE", "DIR"})
 
 @dataclass(frozen=True, slots=True)
 class Option:
+    """One option (or positional) of a command, as the documents show it."""
+
     names: tuple[str, ...]
     takes_value: bool
     choices: tuple[str, ...]
@@ -28,8 +30,9 @@ class Option:
 
 @dataclass(frozen=True, slots=True)
 class Command:
-    path: tuple[str, ...]  # () for evictd itself
-    summary: str
+    """One command: its path below `evictd` (() for evictd itself), usage line, texts, options and subcommands."""
+
+    path: tuple[str, ...]
     usage: str
     description: str
     epilog: str
@@ -45,23 +48,21 @@ def _option(action: argparse.Action) -> Option:
                   help=" ".join((action.help or "").split()))
 
 
-def commands(parser: argparse.ArgumentParser, path: tuple[str, ...] = (), summary: str = "") -> Iterator[Command]:
+def commands(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()) -> Iterator[Command]:
     """Yield `parser`'s command and then, depth first, each of its subcommands'."""
     options: list[Option] = []
     positionals: list[Option] = []
     children: dict[str, argparse.ArgumentParser] = {}
-    helps: dict[str, str] = {}
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
             children = dict(action.choices)
-            helps = {choice.dest: choice.help or "" for choice in action._choices_actions}
         elif action.help != argparse.SUPPRESS:
             (options if action.option_strings else positionals).append(_option(action))
-    yield Command(path=path, summary=summary, usage=" ".join(parser.format_usage().split())[len("usage: "):],
+    yield Command(path=path, usage=" ".join(parser.format_usage().split())[len("usage: "):],
                   description=parser.description or "", epilog=parser.epilog or "", options=tuple(options),
                   positionals=tuple(positionals), subcommands=tuple(children))
     for name, child in children.items():
-        yield from commands(child, (*path, name), helps.get(name, ""))
+        yield from commands(child, (*path, name))
 
 
 # --- bash completion ------------------------------------------------------------------------------------------

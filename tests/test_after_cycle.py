@@ -62,7 +62,7 @@ NODE_NOTIFIERS = ["hard memory eviction threshold", "hard memory eviction thresh
 
 def refresh(notifiers: NotifierRefresh, summary_: Summary | None) -> list[str]:
     report = replace(run(MEMORY_CONFIG, [memory_step(0, 8 * Gi)]).reports[0], summary=summary_)
-    return notifiers.follow(report, 0.0)
+    return [f"{failure.description}: {failure.error}" for failure in notifiers.follow_failures(report, 0.0)]
 
 
 def test_refresh_ignores_missing_allocatable_notifiers_without_a_pods_container(waiter: Waiter) -> None:
@@ -114,7 +114,7 @@ def test_refresh_keeps_the_psi_notifiers_with_or_without_memcg_and_stats(waiter:
         memcg = memcg_set("evictd-test-absent/kubepods")
         try:
             notifiers = NotifierRefresh(waiter, memcg, (psi,), Metrics(), None)
-            assert notifiers.follow(failing_cycle(MEMORY_CONFIG), 0.0) == []
+            assert notifiers.follow_failures(failing_cycle(MEMORY_CONFIG), 0.0) == []
             assert memcg.levels == (), "no stats: nothing to compute a level from"
             assert waiter.notifiers == (memcg, psi)
             assert refresh(notifiers, memory_summary(pods_container=False)) == []

@@ -138,13 +138,9 @@ class NotifierRefresh:
         self._log = log
         self._unavailable: set[str] = set()  # the notifiers that failed and are not armed since
 
-    def follow(self, report: CycleReport, now: float) -> list[str]:
-        """Let the memcg notifiers follow the cycle's readings (`MemcgNotifierSet.update`, which keeps the
-        kubelet's 10 s re-arm and re-arms between when page cache moved a level); return what failed."""
-        return [f"{failure.description}: {failure.error}" for failure in self.follow_failures(report, now)]
-
     def follow_failures(self, report: CycleReport, now: float) -> list[NotifierFailure]:
-        """`follow`, returning the notifiers that failed."""
+        """Let the memcg notifiers follow the cycle's readings (`MemcgNotifierSet.update`, which keeps the
+        kubelet's 10 s re-arm and re-arms between when page cache moved a level); return the ones that failed."""
         failures: list[NotifierFailure] = []
         if self.memcg is not None and report.summary is not None:
             no_pods_container = SYSTEM_CONTAINER_PODS not in report.summary.node.system_containers

@@ -33,7 +33,7 @@ class Command:
     """One command: its path below `evictd` (() for evictd itself), usage line, texts, options and subcommands."""
 
     path: tuple[str, ...]
-    usage: str
+    usage_line: str
     description: str
     epilog: str
     options: tuple[Option, ...]
@@ -58,7 +58,7 @@ def commands(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()) -> Ite
             children = dict(action.choices)
         elif action.help != argparse.SUPPRESS:
             (options if action.option_strings else positionals).append(_option(action))
-    yield Command(path=path, usage=" ".join(parser.format_usage().split())[len("usage: "):],
+    yield Command(path=path, usage_line=" ".join(parser.format_usage().split())[len("usage: "):],
                   description=parser.description or "", epilog=parser.epilog or "", options=tuple(options),
                   positionals=tuple(positionals), subcommands=tuple(children))
     for name, child in children.items():
@@ -130,10 +130,10 @@ def man_page(parser: argparse.ArgumentParser, version: str, today: date | None =
     top = tree[0]
     when = (today or date.today()).isoformat()
     lines = [f'.TH EVICTD 8 "{when}" "evictd {version}" "System Administration"', ".SH NAME",
-             f"evictd \\- {_roff(top.description.rstrip('.'))}", ".SH SYNOPSIS", f".B {_roff(top.usage)}",
+             f"evictd \\- {_roff(top.description.rstrip('.'))}", ".SH SYNOPSIS", f".B {_roff(top.usage_line)}",
              ".SH COMMANDS"]
     for command in tree[1:]:
-        lines += [f".SS {_roff(' '.join(command.path))}", f".B {_roff(command.usage)}", ".PP",
+        lines += [f".SS {_roff(' '.join(command.path))}", f".B {_roff(command.usage_line)}", ".PP",
                   _roff(" ".join(command.description.split()))]
         for option in (*command.positionals, *command.options):
             names = ", ".join(option.names) or option.metavar

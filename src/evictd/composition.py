@@ -300,7 +300,7 @@ def build_daemon(
     recent = configure_logging(fmt)
     log = structlog.get_logger("evictd")
     for warning in config.warnings:
-        log.warning("configuration document ignored", detail=warning)
+        log.warning("configuration warning", detail=warning)
     # The DaemonSet passes spec.nodeName through the downward API; otherwise the hostname, as the kubelet.
     node_name = settings.node_name or os.environ.get(NODE_NAME_ENV, "") or socket.gethostname()
     layout = detect_cgroup_layout(settings.cgroupfs_path, settings.cgroup_driver, base=settings.cgroup_root.strip("/"))

@@ -124,7 +124,7 @@ class Configuration:
     eviction: EvictionSettings
     evictd: EvictdSettings
     image_gc: ImageGCSettings = field(default_factory=ImageGCSettings)
-    warnings: tuple[str, ...] = ()  # documents read as the kubelet reads them: ignored, and why
+    warnings: tuple[str, ...] = ()  # what the kubelet lets pass: ignored documents, unknown or repeated keys
 
 
 def _decode_setting(yaml_name: str, default: object, value: object, allow_zero: bool) -> object:

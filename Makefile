@@ -10,10 +10,11 @@ STAMP  := $(VENV)/.installed
 # busybox to build images from, systemd-analyze to verify the unit, mkfs.ext4/losetup for small filesystems,
 # openssl for the test API server's certificates, Prometheus and promtool for the alert rules, the dashboard
 # and the metrics (deploy/monitoring), Debian's Python for the systemd unit's /opt/evictd (tests/uml: the unit's
-# ProtectHome=yes hides a pyenv under /root). Installed only when missing (CI machines start empty).
+# ProtectHome=yes hides a pyenv under /root), groff and man to render `evictd man`, tmux as the terminal the
+# live view is tested in. Installed only when missing (CI machines start empty).
 SYSTEM_DEPS := containerd:containerd runc:runc busybox:busybox-static ctr:containerd \
 	systemd-analyze:systemd mkfs.ext4:e2fsprogs losetup:mount openssl:openssl \
-	prometheus:prometheus promtool:prometheus /usr/bin/python3:python3
+	prometheus:prometheus promtool:prometheus /usr/bin/python3:python3 groff:groff-base man:man-db tmux:tmux
 system-deps:
 	@missing=""; for pair in $(SYSTEM_DEPS); do bin=$${pair%%:*}; pkg=$${pair##*:}; \
 		command -v $$bin >/dev/null 2>&1 || missing="$$missing $$pkg"; done; \
@@ -33,8 +34,14 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 # The main job: the eviction daemon observing this machine (a live view on a terminal, JSON logs otherwise).
+# CONFIG lists the files it reads, in order; ARGS adds options (ARGS="--cycles 3"). Its stateDir is .state/ in
+# this checkout unless one of the files names a stateDir: never /var/lib/evictd, which another evictd may use.
+CONFIG ?= config/kubelet-config.yaml
+STATE  ?= .state
 run: $(STAMP)
-	$(BIN)/evictd run --config config/kubelet-config.yaml
+	@echo "make run: evictd is $(BIN)/evictd (for 'evictd ...' in this shell: . $(BIN)/activate)"
+	$(BIN)/evictd run $(foreach file,$(CONFIG),--config $(file)) \
+		$(if $(shell grep -ls '^stateDir:' $(CONFIG) 2>/dev/null),,--state-dir $(STATE)) $(ARGS)
 
 # The cgroup v2 tier (tests/uml) runs here, in user-mode Linux guests. The real-cluster tier (tests marked
 # real_cluster) is left out: it needs kube-apiserver and kubelet binaries.
@@ -73,4 +80,4 @@ check-config: $(STAMP)
 	$(BIN)/evictd check-config --config config/kubelet-config.yaml
 
 clean:
-	rm -rf $(VENV) build src/*.egg-info .pytest_cache .mypy_cache .hypothesis
+	rm -rf $(VENV) $(STATE) build src/*.egg-info .pytest_cache .mypy_cache .hypothesis

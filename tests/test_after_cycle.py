@@ -32,6 +32,7 @@ from evictd.core.kubelet_config import eviction_settings
 from evictd.core.memcg import MEMCG_REARM_STEP_BYTES
 from evictd.core.summary import Summary, summary_from_dict
 from evictd.metrics import Metrics
+from real_cgroups import CGROUP_MOUNT, temporary_cgroup
 from recording_log import RecordingLog
 
 # --------------------------------------------------------------------------------------------------
@@ -66,7 +67,7 @@ NODE_NOTIFIERS = ["hard memory eviction threshold", "hard memory eviction thresh
 
 def refresh(notifiers: NotifierRefresh, summary_: Summary | None) -> list[str]:
     report = replace(run(MEMORY_CONFIG, [memory_step(0, 8 * Gi)]).reports[0], summary=summary_)
-    return notifiers.follow(report, 0.0)
+    return [f"{failure.description}: {failure.error}" for failure in notifiers.follow_failures(report, 0.0)]
 
 
 def test_refresh_ignores_missing_allocatable_notifiers_without_a_pods_container(waiter: Waiter) -> None:
@@ -118,7 +119,7 @@ def test_refresh_keeps_the_psi_notifiers_with_or_without_memcg_and_stats(waiter:
         memcg = memcg_set("evictd-test-absent/kubepods")
         try:
             notifiers = NotifierRefresh(waiter, memcg, (psi,), Metrics(), None)
-            assert notifiers.follow(failing_cycle(MEMORY_CONFIG), 0.0) == []
+            assert notifiers.follow_failures(failing_cycle(MEMORY_CONFIG), 0.0) == []
             assert memcg.levels == (), "no stats: nothing to compute a level from"
             assert waiter.notifiers == (memcg, psi)
             assert refresh(notifiers, memory_summary(pods_container=False)) == []
@@ -171,9 +172,40 @@ def test_the_v2_memory_watch_is_handed_each_cycles_readings_and_polled_beside_th
     settings = eviction_settings({"evictionHard": {"allocatableMemory.available": "1Gi"}, "enforceNodeAllocatable": []})
     watch = MemoryWatch(CgroupReader(CgroupLayout(2, tmp_path)), tuple(settings.thresholds()), interval_s=10.0)
     notifiers = NotifierRefresh(waiter, None, (), Metrics(), None, watch)
-    assert notifiers.follow(failing_cycle(MEMORY_CONFIG), time.monotonic()) == []
+    assert notifiers.follow_failures(failing_cycle(MEMORY_CONFIG), time.monotonic()) == []
     assert waiter.notifiers == (watch,)
     assert waiter.wait(0.2) == [], "no stats: nothing watched"
     assert refresh(notifiers, memory_summary(pods_container=True)) == []
     assert waiter.wait(5.0) == ["memory_watch"]
     assert watch.description == "hard allocatableMemory.available threshold"
+
+
+def test_a_notifier_that_stays_unavailable_is_logged_once_and_once_more_when_it_is_armed(waiter: Waiter) -> None:
+    with temporary_cgroup(CGROUP_MOUNT / "memory") as base:
+        memcg = memcg_set(f"{base.name}/kubepods")  # not there yet: the pods notifier cannot be armed
+        log = RecordingLog()
+        notifiers = NotifierRefresh(waiter, memcg, (), Metrics(), log)
+        base_report = run(MEMORY_CONFIG, [memory_step(0, 8 * Gi)]).reports[0]
+
+        def cycle(number: int) -> None:
+            # 11 s apart: past the 10 s re-arm every time; the registrations (made in the notifier set's thread)
+            # are given time to finish before the next cycle.
+            report = replace(base_report, summary=memory_summary(pods_container=True))
+            notifiers(Cycle(number=number, report=report, state=EngineState(), started_at=number * 11.0,
+                            duration_s=0.01, wall=datetime.now(UTC)))
+            deadline = time.monotonic() + 10
+            while memcg.rearming and time.monotonic() < deadline:
+                time.sleep(0.05)
+
+        try:
+            for number in range(1, 7):
+                cycle(number)
+            assert [(level, event) for level, event, _ in log.lines] == [("warning", "memory notifier unavailable")]
+            assert log.lines[0][2]["cycle"] == 1 and f"{base.name}/kubepods" in str(log.lines[0][2]["detail"])
+            (base / "kubepods").mkdir()
+            for number in range(7, 10):
+                cycle(number)
+            assert [(level, event) for level, event, _ in log.lines[1:]] == [("info", "memory notifier available again")]
+            assert log.lines[1][2]["notifier"] == "hard allocatable memory eviction threshold"
+        finally:
+            memcg.close()

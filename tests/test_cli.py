@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -105,7 +107,8 @@ def test_check_config_text_and_layouts(tmp_path: Path) -> None:
          "evictd: evictionSoftGracePeriod[memory.available]: missing: grace period must be specified "
          "for the soft eviction threshold memory.available"),
         ([], "apiVersion: evictd.io/v1alpha1\nkind: EvictdConfiguration\nhousekeepingIntervl: 5s\n",
-         "evictd: EvictdConfiguration: housekeepingIntervl: invalid value '5s': unknown field in EvictdConfiguration"),
+         "evictd: EvictdConfiguration: housekeepingIntervl: invalid value '5s': unknown field in EvictdConfiguration "
+         '(did you mean "housekeepingInterval"?)'),
         ([], "apiVersion: evictd.io/v1alpha1\nkind: EvictdConfiguration\nhousekeepingInterval: -5s\n",
          "evictd: EvictdConfiguration: housekeepingInterval: invalid value '-5s': must be a positive duration"),
         ([], "kind: KubeletConfiguration\napiVersion: kubelet.config.k8s.io/v1\n",
@@ -128,6 +131,59 @@ def test_bad_configuration_exits_2_with_one_line(tmp_path: Path, args: list[str]
     assert "Traceback" not in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
     assert expected in result.stderr
+
+
+KUBELET_HEADER = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"
+
+
+def test_a_kubelet_config_typo_is_a_warning_naming_the_nearest_field_and_an_error_with_strict(tmp_path: Path) -> None:
+    config = write(tmp_path, "k.yaml", KUBELET_HEADER + "evictionHardd: {memory.available: 1Gi}\n")
+    lenient = evictd("check-config", "--config", config)
+    assert lenient.returncode == 0, lenient.stderr
+    assert lenient.stderr.count("\n") == 1, lenient.stderr
+    assert "evictionHardd" in lenient.stderr and 'did you mean "evictionHard"?' in lenient.stderr
+    assert lenient.stderr.startswith("warning: ")
+    strict = evictd("check-config", "--strict", "--config", config)
+    assert strict.returncode == 2 and strict.stdout == ""
+    assert strict.stderr.count("\n") == 1 and "Traceback" not in strict.stderr
+    assert "evictionHardd" in strict.stderr and 'did you mean "evictionHard"?' in strict.stderr
+
+
+def test_every_kubelet_field_of_v1_36_is_accepted_without_a_warning(tmp_path: Path) -> None:
+    # Fields from all over the v1beta1 type, the newest among them (userNamespaces, failCgroupV1,
+    # imagePullCredentialsVerificationPolicy, memoryReservationPolicy), and a node's ordinary ones.
+    config = write(tmp_path, "k.yaml", KUBELET_HEADER + """
+authentication: {anonymous: {enabled: false}, webhook: {enabled: true}, x509: {clientCAFile: /etc/ca.crt}}
+authorization: {mode: Webhook}
+cgroupDriver: systemd
+clusterDNS: [10.96.0.10]
+clusterDomain: cluster.local
+containerRuntimeEndpoint: unix:///run/containerd/containerd.sock
+crashLoopBackOff: {maxContainerRestartPeriod: 30s}
+failCgroupV1: false
+featureGates: {NodeSwap: true}
+imagePullCredentialsVerificationPolicy: NeverVerifyPreloadedImages
+logging: {format: text}
+memoryReservationPolicy: None
+memorySwap: {swapBehavior: NoSwap}
+resolvConf: /run/systemd/resolve/resolv.conf
+rotateCertificates: true
+staticPodPath: /etc/kubernetes/manifests
+tracing: {samplingRatePerMillion: 0}
+userNamespaces: {idsPerPod: 65536}
+""")
+    result = evictd("check-config", "--strict", "--config", config)
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == ""
+    assert evictd("check-config", "--strict", "--config", "config/kubelet-config.yaml").stderr == ""
+
+
+def test_a_config_document_without_kind_says_what_a_config_file_needs(tmp_path: Path) -> None:
+    result = evictd("check-config", "--config", write(tmp_path, "k.yaml", "evictionHard: {memory.available: 1Gi}\n"))
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr.count("\n") == 1 and "None" not in result.stderr
+    assert "kind: missing:" in result.stderr and "kind: KubeletConfiguration" in result.stderr
+    assert "only a scenario's config may leave them out" in result.stderr
 
 
 def test_missing_config_file_exits_2(tmp_path: Path) -> None:
@@ -222,3 +278,116 @@ def test_offline_commands_do_not_import_kubernetes_or_grpc() -> None:
                             check=False)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[]"
+
+
+# --- the command line itself ------------------------------------------------------------------------------
+
+def test_a_reader_that_closes_the_pipe_ends_evictd_quietly_with_the_sigpipe_status() -> None:
+    reader, writer = os.pipe()
+    os.close(reader)  # like `| head -3` once it has its lines: every write meets a closed pipe
+    try:
+        result = subprocess.run([sys.executable, "-m", "evictd", "check-config", "--config",
+                                 "config/kubelet-config.yaml"], cwd=ROOT, stdout=writer, stderr=subprocess.PIPE,
+                                text=True, timeout=60, check=False)
+    finally:
+        os.close(writer)
+    assert result.stderr == ""
+    assert result.returncode == 141
+    shell = subprocess.run(f"{sys.executable} -m evictd check-config --config config/kubelet-config.yaml | head -1",
+                           shell=True, cwd=ROOT, capture_output=True, text=True, timeout=60, check=False)
+    assert shell.returncode == 0 and shell.stderr == "" and shell.stdout.split() == ["SIGNAL", "KIND", "THRESHOLD",
+                                                                                      "GRACE", "MIN-RECLAIM"]
+
+
+def test_version_and_every_subcommands_help_has_a_description_and_examples() -> None:
+    version = evictd("--version")
+    assert version.returncode == 0 and version.stdout.strip() == "evictd 0.1.0"
+    for command in (["check-config"], ["run"], ["shadow-report"], ["record"], ["record", "export"], ["replay"],
+                    ["explain"], ["simulate"]):
+        shown = evictd(*command, "--help")
+        assert shown.returncode == 0, shown.stderr
+        usage, description = shown.stdout.split("\n\n")[:2]
+        assert usage.startswith(f"usage: evictd {' '.join(command)}")
+        assert not description.lstrip().startswith(("positional arguments", "options")), shown.stdout
+        examples = shown.stdout.split("examples:\n")[1].splitlines()
+        assert examples and all(line.startswith(f"  evictd {command[0]}") or "| evictd" in line
+                                for line in examples), shown.stdout
+        if "--output" in shown.stdout:
+            assert "-o {text,json}, --output {text,json}" in shown.stdout
+            assert "json: one JSON document alone on stdout" in " ".join(shown.stdout.split())
+
+
+def test_kubelet_flags_are_offered_only_where_thresholds_matter_and_options_are_never_abbreviated() -> None:
+    for command, has_flags in ((["check-config"], True), (["run"], True), (["replay"], True), (["explain"], False),
+                               (["record", "export"], False), (["shadow-report"], False), (["simulate"], False)):
+        assert ("--eviction-hard" in evictd(*command, "--help").stdout) is has_flags, command
+    refused = evictd("explain", "--last", "--eviction-hard=memory.available<1Gi")
+    assert refused.returncode == 2 and "unrecognized arguments: --eviction-hard" in refused.stderr
+    abbreviated = evictd("check-config", "--conf", "config/kubelet-config.yaml")
+    assert abbreviated.returncode == 2 and abbreviated.stdout == ""
+    assert "unrecognized arguments: --conf" in abbreviated.stderr
+    short = evictd("check-config", "-o", "json", "--config", "config/kubelet-config.yaml")
+    assert short.returncode == 0 and json.loads(short.stdout)["thresholds"]
+
+
+def test_a_missing_kubeconfig_file_is_named_with_the_reason(tmp_path: Path) -> None:
+    missing = tmp_path / "no-such-kubeconfig"
+    config = write(tmp_path, "e.yaml", "apiVersion: evictd.io/v1alpha1\nkind: EvictdConfiguration\n"
+                   f"kubeconfig: {missing}\nstateDir: {tmp_path / 'state'}\nmetricsBindAddress: 127.0.0.1:0\n")
+    result = evictd("run", "--config", config, "--cycles", "1")
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith("evictd: kubeconfig: invalid value ") and "Invalid kube-config" not in line
+    assert line.endswith(f": cannot read {missing}: No such file or directory"), line
+
+
+def completions(*words: str) -> list[str]:
+    """What bash completes for `words` (the last one being completed) with `evictd completion bash` loaded."""
+    script = evictd("completion", "bash")
+    assert script.returncode == 0, script.stderr
+    shell = (f"{script.stdout}\ncomplete -p evictd >/dev/null || exit 3\n"
+             f"COMP_WORDS=({' '.join(shlex.quote(w) for w in words)}); COMP_CWORD={len(words) - 1}\n"
+             '_evictd; printf "%s\\n" "${COMPREPLY[@]}"\n')
+    done = subprocess.run(["bash", "--norc", "--noprofile", "-c", shell], cwd=ROOT, capture_output=True, text=True,
+                          timeout=60, check=False)
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+    return sorted(line for line in done.stdout.splitlines() if line)
+
+
+def test_bash_completion_generated_from_the_parser() -> None:
+    assert completions("evictd", "che") == ["check-config"]
+    assert completions("evictd", "--v") == ["--version"]
+    assert completions("evictd", "check-config", "--out") == ["--output"]
+    assert completions("evictd", "check-config", "--output", "") == ["json", "text"]
+    assert completions("evictd", "replay", "-o", "j") == ["json"]
+    assert completions("evictd", "record", "") == ["--help", "-h", "export"]
+    assert completions("evictd", "record", "export", "--s") == ["--since", "--state-dir"]
+    assert completions("evictd", "explain", "--eviction") == [], "no kubelet flags where they mean nothing"
+    assert "--eviction-soft-grace-period" in completions("evictd", "run", "--eviction")
+    assert completions("evictd", "check-config", "--config", "config/kubelet-c") == ["config/kubelet-config.yaml"]
+    assert completions("evictd", "run", "--eviction-hard", "") == [], "a threshold is not a file name"
+
+
+def test_the_man_page_generated_from_the_parser_renders_without_warnings() -> None:
+    page = evictd("man")
+    assert page.returncode == 0, page.stderr
+    checked = subprocess.run(["groff", "-man", "-ww", "-z"], input=page.stdout, capture_output=True, text=True,
+                             timeout=60, check=False)
+    assert checked.returncode == 0 and checked.stderr == "", checked.stderr
+    shown = subprocess.run(["man", "-l", "-"], input=page.stdout, capture_output=True, text=True, timeout=60,
+                           check=False, env={**os.environ, "MANPAGER": "cat", "MANWIDTH": "100"})
+    assert shown.returncode == 0, shown.stderr
+    text = " ".join(shown.stdout.split())
+    assert text.startswith("EVICTD(8)") and "evictd - Kubernetes node-pressure eviction, outside the kubelet" in text
+    for command in ("check-config", "run", "shadow-report", "record export", "replay", "explain", "simulate"):
+        assert f"usage: evictd {command}" not in text and f"evictd {command} [-h]" in text, command
+    assert "--strict an unknown or duplicate KubeletConfiguration key is an error" in text
+    assert "evictd record export --state-dir /var/lib/evictd | evictd simulate -" in text
+
+
+def test_a_typo_in_a_scenarios_config_is_a_warning_as_in_a_config_file(tmp_path: Path) -> None:
+    scenario = write(tmp_path, "s.yaml", "config:\n  evictionHardd: {memory.available: 1Gi}\nsteps: []\n")
+    result = evictd("simulate", scenario)
+    assert result.returncode == 0, result.stderr
+    (line,) = result.stderr.splitlines()
+    assert line.startswith("warning: config.evictionHardd: ") and 'did you mean "evictionHard"?' in line

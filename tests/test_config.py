@@ -157,3 +157,16 @@ def test_a_yaml_alias_bomb_is_refused_with_a_short_message(tmp_path: Path) -> No
     message = str(exc.value)
     assert message.startswith("KubeletConfiguration: evictionHard[memory.available]: invalid value [[[[...], ")
     assert len(message) < 300 and "cannot unmarshal array" in message
+
+
+SAMPLE_EVICTD_CONFIG = Path(__file__).resolve().parents[1] / "config" / "evictd-config.yaml"
+
+
+def test_the_sample_evictd_config_after_a_systemd_kubelet_config_keeps_the_systemd_driver(tmp_path: Path) -> None:
+    kubelet = write(tmp_path, "k.yaml", KUBELET + "cgroupDriver: systemd\ncgroupRoot: /custom\npodLogsDir: /logs\n")
+    settings = load_configuration([kubelet, str(SAMPLE_EVICTD_CONFIG)]).evictd
+    assert (settings.cgroup_driver, settings.cgroup_root, settings.pod_logs_dir) == ("systemd", "/custom", "/logs")
+
+
+def test_the_sample_evictd_config_alone_is_the_defaults() -> None:
+    assert load_configuration([str(SAMPLE_EVICTD_CONFIG)]).evictd == EvictdSettings()

@@ -14,9 +14,11 @@ import pytest
 
 from builders import Gi, Mi, pod, pod_stats, summary
 from clocks import ManualClock
+from evictd.adapters.notifiers import NotifierFailure
 from evictd.after_cycle import Cycle, NotifierRefresh
 from evictd.config import eviction_settings
 from evictd.core.engine import EngineConfig, Eviction
+from evictd.core.errors import SampleError
 from evictd.core.fs_layout import FsLayout
 from evictd.core.pods import Pod, pod_from_dict
 from evictd.core.summary import Summary, summary_from_dict
@@ -242,10 +244,13 @@ def test_the_notifiers_follow_every_cycle_with_its_start_time() -> None:
     # (tests/adapters/test_notifiers.py); the hook hands it every cycle's readings and start time.
     followed: list[tuple[float, float]] = []
 
+    failure = NotifierFailure(eviction_settings({}).thresholds()[0], False,
+                              SampleError("memory.usage_in_bytes", "no such file"))
+
     class Notifiers(NotifierRefresh):
-        def follow(self, report: CycleReport, now: float) -> list[str]:
+        def follow_failures(self, report: CycleReport, now: float) -> list[NotifierFailure]:
             followed.append((now, loop.clock.now_s))
-            return ["hard memory eviction threshold: no memory.usage_in_bytes"] if len(followed) == 1 else []
+            return [failure] if len(followed) == 1 else []
 
     # 4 s between cycles: cycles start at 1000, 1004, 1008, 1012, 1016.
     loop = Loop(max_cycles=5, causes=[lambda: (loop.clock.advance(4.0 - CYCLE_S), ["psi"])[1]] * 4)
@@ -253,7 +258,7 @@ def test_the_notifiers_follow_every_cycle_with_its_start_time() -> None:
     loop.run()
     assert followed == [(start, start + CYCLE_S) for start in (1000.0, 1004.0, 1008.0, 1012.0, 1016.0)]
     assert loop.log.named("memory notifier unavailable") == [
-        {"detail": "hard memory eviction threshold: no memory.usage_in_bytes"}]
+        {"cycle": 1, "detail": "hard memory eviction threshold: memory.usage_in_bytes: no such file"}]
     assert loop.counted("evictd_errors_total", source="notifier") == 1
 
 

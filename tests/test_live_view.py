@@ -41,16 +41,17 @@ def screen_of(run_: Run, index: int, *, dry_run: bool = True, recent: Sequence[s
 def test_live_view_shows_signals_thresholds_and_grace_progress(memory_run: Run) -> None:
     screen = screen_of(memory_run, 2)
     lines = screen.splitlines()
-    assert lines[0] == "evictd on node-1 - cycle 3 at 10:00:42 UTC - dry-run: decisions are reported, nothing is changed"
+    assert lines[0] == ("evictd on node-1 - cycle 3 at 10:00:42 UTC - dry-run (dryRun: true or --dry-run): "
+                        "decisions are reported, nothing is changed")
     assert lines[1] == "node conditions: MemoryPressure"
     assert lines[3].split() == ["SIGNAL", "AVAILABLE", "CAPACITY", "THRESHOLDS", "STATE"]
     table = rows(screen)
     assert table["memory.available"] == ["1.5 GiB", "16.0 GiB", "hard 1.0 GiB, soft 2.0 GiB", "grace 10/90s"]
-    assert table["nodefs.available"] == ["80.0 GiB", "100.0 GiB", "hard 10.0 GiB", "ok"]
+    assert table["nodefs.available"] == ["80.0 GiB", "100.0 GiB", "hard 10.0 GiB (10%)", "ok"]
     assert table["imagefs.available"] == ["80.0 GiB", "100.0 GiB", "-", "ok"]
     assert table["nodefs.inodesFree"] == ["1,000,000", "2,000,000", "-", "ok"]
     # Configured (the enforceNodeAllocatable copy) but not observed: this summary has no pods container.
-    assert table["allocatableMemory.available"] == ["no data", "-", "hard 1Gi", "-"]
+    assert table["allocatableMemory.available"] == ["no data", "-", "hard 1.0 GiB", "-"]
     assert "containerfs.available" in table and "pid.available" not in table, "pid: neither observed nor configured"
 
 
@@ -92,7 +93,8 @@ def test_live_view_without_pods_or_stats(memory_run: Run) -> None:
     assert "eviction order: no pods found on this node" in screen_of(no_pods, 0)
     stats_failed = replace(failing_cycle(MEMORY_CONFIG), pods=memory_run.reports[0].pods)
     screen = render(stats_failed, memory_run.state, node_name="node-1", cycle=1, now_wall=NOW_WALL, dry_run=True)
-    assert rows(screen)["memory.available"] == ["no data", "-", "hard 1Gi, soft 2Gi", "-"]
+    # A quantity in the units of every other row, with or without data; a percentage as itself without capacity.
+    assert rows(screen)["memory.available"] == ["no data", "-", "hard 1.0 GiB, soft 2.0 GiB", "-"]
     assert "eviction order: unknown (stats unavailable)" in screen
 
 

@@ -37,10 +37,7 @@ OBSERVED_BY_TESTS = {
     # a whole tree measured in one go (a walk without a budget): the tests of the du counting rules and
     # bench/disk_walk_isolation.py measure with it
     "evictd.adapters.disk_usage.DiskUsageCache.usage",
-    # the memcg levels and drop watches armed, and whether the re-arming thread is busy: the notifier tests read
-    # them to wait for and check a re-arm
-    "evictd.adapters.notifiers.MemcgNotifierSet.levels",
-    "evictd.adapters.notifiers.MemcgNotifierSet.drop_watches",
+    # whether the re-arming thread is busy: the notifier tests read it to wait for a re-arm
     "evictd.adapters.notifiers.MemcgNotifierSet.rearming",
     # a Summary's API document: what the recorder's text encoder (which writes text, not documents) and the
     # changes it writes, read back, must equal; the tests check them against it

@@ -453,3 +453,52 @@ def test_export_takes_the_configured_state_dir_and_a_time_window(tmp_path: Path)
     empty = evictd("replay", str(tmp_path / "nowhere"))
     assert empty.returncode == 1 and "no recorded cycles" in empty.stderr
 
+
+
+def test_an_export_piped_into_simulate_from_stdin_and_a_since_in_days(tmp_path: Path) -> None:
+    document, scenario, settings = example(EXAMPLES[0])
+    an_hour_ago = datetime.now(UTC).timestamp() - 3600
+    hook = recorder(tmp_path, settings, wall=an_hour_ago)
+    for cycle in cycles(scenario, start=an_hour_ago):
+        hook(cycle)
+    hook.close()
+    expected = simulated(document)
+    for stdin_name in ("-", "/dev/stdin"):
+        piped = subprocess.run(
+            f"{sys.executable} -m evictd record export --state-dir {tmp_path} --since 1d "
+            f"| {sys.executable} -m evictd simulate {stdin_name} -o json",
+            shell=True, cwd=ROOT, capture_output=True, text=True, timeout=120, check=False)
+        assert piped.returncode == 0, piped.stderr
+        assert json.loads(piped.stdout)["steps"] == expected
+    assert evictd("record", "export", "--state-dir", str(tmp_path), "--since", "1d2h").returncode == 0
+    none = evictd("record", "export", "--state-dir", str(tmp_path), "--since", "30m")
+    assert none.returncode == 1 and "no recorded cycles" in none.stderr and "in that time" in none.stderr
+
+
+def test_replay_text_names_the_run_of_each_cycle_when_the_recording_holds_several(tmp_path: Path) -> None:
+    _, scenario, settings = example(EXAMPLES[0])
+    runs = ("20261122T230000Z-101", "20261122T233000Z-202")
+    for number, run in enumerate(runs):
+        start = START + number * 1800
+        hook = FlightRecorder(str(tmp_path), settings, max_bytes=64 * MiB, max_age_s=86400.0, dry_run=False,
+                              log=Log(), run=run, clock=ManualClock(0.0, datetime.fromtimestamp(start, UTC)))
+        for cycle in cycles(scenario, start=start):
+            hook(cycle)
+        hook.close()
+    candidate = tmp_path / "candidate.yaml"
+    candidate.write_text("apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"
+                         "evictionHard: {memory.available: 1Gi}\n")
+    text = evictd("replay", str(tmp_path), "--config", str(candidate))
+    assert text.returncode == 0, text.stderr
+    lines = text.stdout.splitlines()
+    header = next(line for line in lines if "CYCLE" in line)
+    assert header.split()[:2] == ["RUN", "CYCLE"]
+    rows = [line.split() for line in lines[lines.index(header) + 1:] if line.split()[:1] and line.split()[0] in runs]
+    assert {row[0] for row in rows} == set(runs), text.stdout
+    assert {(runs[0], "4"), (runs[1], "4")} <= {(row[0], row[1]) for row in rows}, "cycle 4 of each run, told apart"
+    single = tmp_path / "single"
+    hook = recorder(single, settings)
+    record(scenario, hook)
+    hook.close()
+    one = evictd("replay", str(single), "--config", str(candidate))
+    assert next(line for line in one.stdout.splitlines() if "CYCLE" in line).split()[0] == "CYCLE"

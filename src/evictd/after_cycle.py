@@ -15,14 +15,14 @@ from datetime import datetime
 from typing import Any, TextIO
 
 from evictd.adapters.memory_watch import MemoryWatch
-from evictd.adapters.notifiers import MemcgNotifierSet, Notifier, Waiter
+from evictd.adapters.notifiers import MemcgNotifierSet, Notifier, NotifierFailure, Waiter
 from evictd.adapters.pod_disk_usage import POD_DISK_SOURCE_PREFIX
 from evictd.core.engine import EngineState
 from evictd.core.errors import SampleError
 from evictd.core.signals import Signal
 from evictd.core.summary import SYSTEM_CONTAINER_PODS
 from evictd.cycle_logging import CycleLogger
-from evictd.live_view import CLEAR_SCREEN, render
+from evictd.live_view import CLEAR_SCREEN, ENTER_ALTERNATE_SCREEN, LEAVE_ALTERNATE_SCREEN, render
 from evictd.logging_setup import RecentEvents
 from evictd.manager import CycleReport
 from evictd.metrics import Metrics
@@ -61,17 +61,34 @@ def log_cycles(log: Any, dry_run: bool, run: str | None = None) -> AfterCycle:
     return log_cycle
 
 
-def draw_live_view(output: TextIO, node_name: str, dry_run: bool, recent: RecentEvents | None,
-                   run: str | None = None) -> AfterCycle:
-    """Redraw the terminal's live view (`logFormat: live`; with `run`, evictions name their decision)."""
+class LiveView:
+    """Redraws the terminal's live view after each cycle (`logFormat: live`; with `run`, evictions name their
+    decision), on the terminal's alternate screen so that frames do not pile up in the scrollback; `close` goes
+    back to the normal screen and leaves the last frame there, once."""
 
-    def draw(cycle: Cycle) -> None:
-        screen = render(cycle.report, cycle.state, node_name=node_name, cycle=cycle.number, now_wall=cycle.wall,
-                        dry_run=dry_run, recent=list(recent.lines) if recent else (), run=run)
-        output.write(CLEAR_SCREEN + screen + "\n")
-        output.flush()
+    def __init__(self, output: TextIO, node_name: str, *, dry_run: bool, no_api: bool, recent: RecentEvents | None,
+                 run: str | None = None) -> None:
+        self._output = output
+        self._node_name = node_name
+        self._dry_run = dry_run
+        self._no_api = no_api
+        self._recent = recent
+        self._run = run
+        self._last: str | None = None
 
-    return draw
+    def __call__(self, cycle: Cycle) -> None:
+        screen = render(cycle.report, cycle.state, node_name=self._node_name, cycle=cycle.number, now_wall=cycle.wall,
+                        dry_run=self._dry_run, no_api=self._no_api,
+                        recent=list(self._recent.lines) if self._recent else (), run=self._run)
+        self._output.write((ENTER_ALTERNATE_SCREEN if self._last is None else "") + CLEAR_SCREEN + screen + "\n")
+        self._output.flush()
+        self._last = screen
+
+    def close(self) -> None:
+        if self._last is not None:
+            self._output.write(LEAVE_ALTERNATE_SCREEN + self._last + "\n")
+            self._output.flush()
+            self._last = None
 
 
 class ProblemLog:
@@ -126,26 +143,37 @@ class NotifierRefresh:
         self.psi = tuple(psi)
         self._metrics = metrics
         self._log = log
+        self._unavailable: set[str] = set()  # the notifiers that failed and are not armed since
 
-    def follow(self, report: CycleReport, now: float) -> list[str]:
+    def follow_failures(self, report: CycleReport, now: float) -> list[NotifierFailure]:
         """Let the memcg notifiers follow the cycle's readings (`MemcgNotifierSet.update`, which keeps the
-        kubelet's 10 s re-arm and re-arms between when page cache moved a level); return what failed."""
-        problems: list[str] = []
+        kubelet's 10 s re-arm and re-arms between when page cache moved a level); return the ones that failed."""
+        failures: list[NotifierFailure] = []
         if self.memcg is not None and report.summary is not None:
             no_pods_container = SYSTEM_CONTAINER_PODS not in report.summary.node.system_containers
             for failure in self.memcg.update(report.summary, now):
                 if no_pods_container and failure.threshold.signal is Signal.ALLOCATABLE_MEMORY_AVAILABLE:
                     continue  # no pods cgroup on this node: nothing to watch, nothing wrong
-                problems.append(f"{failure.description}: {failure.error}")
+                failures.append(failure)
         if self.memory_watch is not None:
             self.memory_watch.follow(report.summary, now)
         wanted = (*(self.memcg.notifiers if self.memcg else ()), *self.psi,
                   *((self.memory_watch,) if self.memory_watch is not None else ()))
         if wanted != self.waiter.notifiers:
             self.waiter.set_notifiers(wanted)
-        return problems
+        return failures
 
     def __call__(self, cycle: Cycle) -> None:
-        for problem in self.follow(cycle.report, cycle.started_at):
+        """Count every failure; log a notifier when it first fails and again once it is armed (a failed one is
+        retried only at the next 10 s refresh, so a cycle without its failure does not mean it works)."""
+        for failure in self.follow_failures(cycle.report, cycle.started_at):
             self._metrics.errors.labels("notifier").inc()
-            self._log.warning("memory notifier unavailable", detail=problem)
+            if failure.description not in self._unavailable:
+                self._unavailable.add(failure.description)
+                self._log.warning("memory notifier unavailable", cycle=cycle.number,
+                                  detail=f"{failure.description}: {failure.error}")
+        if self._unavailable and self.memcg is not None:
+            armed = {n.description for n in (*self.memcg.levels, *self.memcg.drop_watches)}
+            for description in sorted(self._unavailable & armed):
+                self._unavailable.discard(description)
+                self._log.info("memory notifier available again", cycle=cycle.number, notifier=description)

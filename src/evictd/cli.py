@@ -13,14 +13,16 @@ import argparse
 import json
 import os
 import sys
+import textwrap
 import time
 from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 import yaml
 
+from evictd import __version__
 from evictd.config import load_configuration, read_documents
 from evictd.core.duration import parse_go_duration
 from evictd.core.engine import EngineConfig
@@ -32,6 +34,7 @@ from evictd.core.thresholds import derive_containerfs_thresholds
 EXIT_OK = 0
 EXIT_FAILURE = 1
 EXIT_CONFIG = 2
+EXIT_BROKEN_PIPE = 128 + 13  # as the shell reports a process that SIGPIPE ended
 
 
 class _OrderedFlag(argparse.Action):
@@ -45,64 +48,120 @@ class _OrderedFlag(argparse.Action):
 
 
 class _Parser(argparse.ArgumentParser):
-    """An argument parser whose usage errors exit with the configuration status (2) and one line."""
+    """An argument parser whose usage errors exit with the configuration status (2) and one line, that takes no
+    abbreviation of a long option (`--conf` is not `--config`) and keeps the examples of its epilog as written."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        kwargs.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> Any:
         self.exit(EXIT_CONFIG, f"evictd: {message}\n")
 
 
-def _add_config_options(parser: argparse.ArgumentParser) -> None:
+def _add_config_options(parser: argparse.ArgumentParser, *, kubelet_flags: bool = False) -> None:
+    """Add --config and, where the eviction thresholds matter (`kubelet_flags`), the kubelet's eviction flags."""
     parser.add_argument("--config", action="append", default=[], metavar="FILE",
                         help="KubeletConfiguration/EvictdConfiguration YAML; repeat to layer files in order")
-    for name in FLAG_NAMES:
-        parser.add_argument(f"--{name}", dest=name.replace("-", "_"), action=_OrderedFlag, metavar="VALUE",
-                            help="as the kubelet flag of the same name")
+    if kubelet_flags:
+        for name in FLAG_NAMES:
+            parser.add_argument(f"--{name}", dest=name.replace("-", "_"), action=_OrderedFlag, metavar="VALUE",
+                                help="as the kubelet flag of the same name (applies after the files)")
+
+
+def _add_output_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("-o", "--output", choices=("text", "json"), default="text",
+                        help="text for people (default), or json: one JSON document alone on stdout")
+
+
+def _add_state_dir_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--state-dir", metavar="DIR", help="evictd's stateDir (default: the configuration's)")
 
 
 def _add_recording_options(parser: argparse.ArgumentParser, *, state_dir: bool = True) -> None:
-    _add_config_options(parser)
     if state_dir:
-        parser.add_argument("--state-dir", metavar="DIR", help="evictd's stateDir (default: the configuration's)")
-    parser.add_argument("--since", metavar="WHEN",
-                        help="only cycles after WHEN (a duration ago such as 2h, or an RFC 3339 time)")
+        _add_state_dir_option(parser)
+    parser.add_argument("--since", metavar="WHEN", help="only cycles after WHEN (a duration ago such as 2h or 1d, "
+                        "or an RFC 3339 time)")
     parser.add_argument("--until", metavar="WHEN", help="only cycles until WHEN (as --since)")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="evictd", description="Kubernetes node-pressure eviction, outside the kubelet.")
-    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+def _command(commands: Any, name: str, summary: str, description: str, examples: Sequence[str]) -> _Parser:
+    """Add the subcommand `name`: `summary` in `evictd --help`, `description` and `examples` in its own --help."""
+    epilog = "examples:\n" + "\n".join(f"  {example}" for example in examples)
+    text = textwrap.fill(f"{summary[0].upper()}{summary[1:]}. {description}", width=100)
+    return cast(_Parser, commands.add_parser(name, help=summary, description=text, epilog=epilog))
 
-    check = commands.add_parser("check-config", help="print the effective eviction thresholds")
-    _add_config_options(check)
-    check.add_argument("--output", choices=("text", "json"), default="text")
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="evictd", description="Kubernetes node-pressure eviction, outside the kubelet.",
+                     epilog="examples:\n  evictd check-config --config /var/lib/kubelet/config.yaml\n"
+                     "  evictd run --dry-run --config /var/lib/kubelet/config.yaml\n  evictd COMMAND --help")
+    parser.add_argument("--version", action="version", version=f"evictd {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser, metavar="COMMAND")
+
+    check = _command(commands, "check-config", "print the effective eviction thresholds",
+                     "The files and flags are read as the kubelet reads them; problems the kubelet's lenient "
+                     "decoding lets pass (an unknown or duplicate key) are warnings on stderr.",
+                     ["evictd check-config --config /var/lib/kubelet/config.yaml",
+                      "evictd check-config --config kubelet.yaml --config evictd.yaml --eviction-hard "
+                      "memory.available<500Mi",
+                      "evictd check-config --strict -o json --config /var/lib/kubelet/config.yaml"])
+    _add_config_options(check, kubelet_flags=True)
+    check.add_argument("--strict", action="store_true",
+                       help="an unknown or duplicate KubeletConfiguration key is an error (exit 2), as in the "
+                       "kubelet's strict decoding")
     check.add_argument("--dedicated-imagefs", action="store_true",
                        help="derive containerfs thresholds for a dedicated image filesystem")
     check.add_argument("--split-containerfs", action="store_true",
                        help="derive containerfs thresholds for split image/container filesystems")
+    _add_output_option(check)
 
-    run = commands.add_parser("run", help="run the eviction daemon on this node")
-    _add_config_options(run)
+    run = _command(commands, "run", "run the eviction daemon on this node",
+                   "A live view on a terminal, JSON log lines otherwise; stops on SIGTERM or SIGINT.",
+                   ["evictd run --dry-run --config /var/lib/kubelet/config.yaml",
+                    "evictd run --config /etc/evictd/config.yaml --state-dir /tmp/evictd-state --cycles 3"])
+    _add_config_options(run, kubelet_flags=True)
+    _add_state_dir_option(run)
     run.add_argument("--dry-run", action="store_true", help="decide and report, change nothing")
     run.add_argument("--cycles", type=int, default=0, metavar="N",
                      help="stop after N housekeeping cycles (0: run until SIGTERM/SIGINT)")
 
-    shadow = commands.add_parser("shadow-report",
-                                 help="how a dry-run evictd agreed with the kubelet's own evictions")
+    shadow = _command(commands, "shadow-report", "how a dry-run evictd agreed with the kubelet's own evictions",
+                      "Reads shadow.jsonl in the stateDir (written by `run` in dry-run with the Kubernetes API).",
+                      ["evictd shadow-report --config /etc/evictd/config.yaml", "evictd shadow-report --state-dir "
+                       "/var/lib/evictd -o json"])
     _add_config_options(shadow)
-    shadow.add_argument("--state-dir", metavar="DIR", help="evictd's stateDir (default: the configuration's)")
+    _add_state_dir_option(shadow)
 
-    record = commands.add_parser("record", help="the flight recorder's recording (in stateDir)")
-    record_commands = record.add_subparsers(dest="record_command", required=True, parser_class=_Parser)
-    export = record_commands.add_parser("export", help="write the recording as a simulate scenario (YAML)")
+    record = _command(commands, "record", "the flight recorder's recording (in stateDir)",
+                      "`record export` writes recorded cycles as a `simulate` scenario.",
+                      ["evictd record export --config /etc/evictd/config.yaml --since 2h > scenario.yaml",
+                       "evictd record export --state-dir /var/lib/evictd | evictd simulate -"])
+    record_commands = record.add_subparsers(dest="record_command", required=True, parser_class=_Parser,
+                                            metavar="SUBCOMMAND")
+    export = _command(record_commands, "export", "write the recording as a simulate scenario (YAML)",
+                      "Cycles of several runs play as one scenario (a warning says so).",
+                      ["evictd record export --config /etc/evictd/config.yaml --since 1d > scenario.yaml",
+                       "evictd record export --state-dir /var/lib/evictd --since 2026-11-23T04:00:00Z "
+                       "--until 2026-11-23T04:30:00Z"])
+    _add_config_options(export)
     _add_recording_options(export)
 
-    replay = commands.add_parser("replay", help="run a recording through another configuration, print what differs")
+    replay = _command(commands, "replay", "run a recording through another configuration, print what differs",
+                      "Without --config or flags, the recorded configuration itself (a check of determinism).",
+                      ["evictd replay /var/lib/evictd --config candidate.yaml --since 2h",
+                       "evictd replay /var/lib/evictd --eviction-hard memory.available<1Gi -o json"])
     replay.add_argument("recording", metavar="RECORDING",
                         help="a stateDir, its recording folder, or one segment file")
+    _add_config_options(replay, kubelet_flags=True)
     _add_recording_options(replay, state_dir=False)
 
-    explain = commands.add_parser("explain", help="why a pod was evicted, or what would be evicted next "
-                                  "(from the flight recorder's recording, or the eviction journal)")
+    explain = _command(commands, "explain", "why a pod was evicted, or what would be evicted next",
+                       "From the flight recorder's recording, or the eviction journal.",
+                       ["evictd explain shop/cart-7d9f --config /etc/evictd/config.yaml", "evictd explain --last",
+                        "evictd explain --decision 20261123T040102Z-4242/17", "evictd explain --now -o json"])
     which = explain.add_mutually_exclusive_group(required=True)
     which.add_argument("pod", metavar="POD", nargs="?", help="the evicted pod: namespace/name, name or UID "
                        "(its last eviction)")
@@ -110,12 +169,24 @@ def build_parser() -> argparse.ArgumentParser:
     which.add_argument("--decision", metavar="ID", help="the eviction of decision ID (<run>/<cycle>, as logged)")
     which.add_argument("--now", action="store_true", help="the newest recorded cycle: each signal's distance "
                        "from its thresholds, and the pods next in the eviction order")
+    _add_config_options(explain)
     _add_recording_options(explain)
 
-    simulate = commands.add_parser("simulate", help="run the engine through a scripted scenario")
-    simulate.add_argument("scenario", metavar="SCENARIO", help="scenario YAML or JSON file")
+    simulate = _command(commands, "simulate", "run the engine through a scripted scenario",
+                        "The scenario format is in README (`evictd simulate`); `-` reads it from stdin.",
+                        ["evictd simulate scenario.yaml",
+                         "evictd record export --since 1h | evictd simulate - -o json"])
+    simulate.add_argument("scenario", metavar="SCENARIO", help="scenario YAML or JSON file, or - for stdin")
     for command in (shadow, replay, explain, simulate):  # last in each
-        command.add_argument("--output", choices=("text", "json"), default="text")
+        _add_output_option(command)
+
+    completion = _command(commands, "completion", "print a shell completion script for evictd",
+                          "Generated from this command line's own parser.",
+                          ["evictd completion bash > /etc/bash_completion.d/evictd",
+                           'source <(evictd completion bash)'])
+    completion.add_argument("shell", choices=("bash",), help="the shell (bash)")
+    _command(commands, "man", "print evictd's man page (roff)", "Generated from this command line's own parser.",
+             ["evictd man | man -l -", "evictd man > /usr/local/share/man/man8/evictd.8"])
     return parser
 
 
@@ -130,7 +201,7 @@ def _state_dir(args: argparse.Namespace) -> str:
 def _check_config(args: argparse.Namespace) -> int:
     from evictd.render import threshold_json, thresholds_text
 
-    configuration = load_configuration(args.config, _flags(args))
+    configuration = load_configuration(args.config, _flags(args), strict=args.strict)
     layout = FsLayout(dedicated_imagefs=args.dedicated_imagefs, split_containerfs=args.split_containerfs)
     engine_config = EngineConfig.from_settings(configuration.eviction)
     thresholds, warnings = derive_containerfs_thresholds(engine_config.thresholds, layout)
@@ -156,10 +227,12 @@ def _simulate(args: argparse.Namespace) -> int:
     from evictd.render import simulation_text, step_json
     from evictd.simulate import parse_scenario, run_scenario
 
-    documents = read_documents(args.scenario, key="scenario")
+    documents = read_documents(args.scenario, key="scenario", stdin_ok=True)
     if len(documents) != 1:
         raise ScenarioError("a scenario file holds exactly one document", key="scenario", value=args.scenario)
     scenario = parse_scenario(documents[0][0])
+    for warning in scenario.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
     reports = run_scenario(scenario)
     steps = [(step.at, report) for step, report in zip(scenario.steps, reports, strict=True)]
     for _, report in steps:
@@ -172,12 +245,20 @@ def _simulate(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _days_and_duration(text: str) -> float:
+    """Return the seconds of a Go duration that may start with whole days (`1d`, `2d12h`); raise DurationError."""
+    days, separator, rest = text.partition("d")
+    if separator and days.isdigit() and days.isascii():
+        return int(days) * 86400.0 + (parse_go_duration(rest) if rest else 0.0)
+    return parse_go_duration(text)
+
+
 def _when(value: str | None, option: str) -> float | None:
     """Return --since/--until as epoch seconds: a Go duration before now, or an RFC 3339 time."""
     if value is None:
         return None
     try:
-        return time.time() - parse_go_duration(value)
+        return time.time() - _days_and_duration(value)
     except DurationError:
         pass
     try:
@@ -185,7 +266,7 @@ def _when(value: str | None, option: str) -> float | None:
     except ValueError:
         moment = None
     if moment is None or moment.tzinfo is None:
-        raise ConfigError("must be a duration (2h) or an RFC 3339 time (2026-11-23T01:00:00Z)", key=option,
+        raise ConfigError("must be a duration (2h, 1d) or an RFC 3339 time (2026-11-23T01:00:00Z)", key=option,
                           value=value)
     return moment.timestamp()
 
@@ -324,6 +405,8 @@ def _run(args: argparse.Namespace) -> int:
     configuration = load_configuration(args.config, _flags(args))
     if args.dry_run:
         configuration = replace(configuration, evictd=replace(configuration.evictd, dry_run=True))
+    if args.state_dir:
+        configuration = replace(configuration, evictd=replace(configuration.evictd, state_dir=args.state_dir))
     if args.cycles < 0:
         raise ConfigError("must not be negative", key="--cycles", value=args.cycles)
     check_settings(configuration)
@@ -338,14 +421,35 @@ def _shadow_report(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _completion(args: argparse.Namespace) -> int:
+    from evictd.parser_docs import bash_completion
+
+    sys.stdout.write(bash_completion(build_parser()))
+    return EXIT_OK
+
+
+def _man(args: argparse.Namespace) -> int:
+    from evictd.parser_docs import man_page
+
+    sys.stdout.write(man_page(build_parser(), __version__))
+    return EXIT_OK
+
+
 COMMANDS = {"check-config": _check_config, "simulate": _simulate, "run": _run, "shadow-report": _shadow_report,
-            "record": _record, "replay": _replay, "explain": _explain}
+            "record": _record, "replay": _replay, "explain": _explain, "completion": _completion, "man": _man}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        return COMMANDS[args.command](args)
+        status = COMMANDS[args.command](args)
+        sys.stdout.flush()  # here, where a closed pipe is handled, not at the interpreter's exit
+        return status
+    except BrokenPipeError:
+        # The reader went away (`evictd ... | head`): stop quietly with the status of a process SIGPIPE ended,
+        # as other CLIs do. Later writes and the interpreter's last flush go to /dev/null.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE
     except (ConfigError, StateLockError) as exc:
         print(f"evictd: {exc}", file=sys.stderr)
         return EXIT_CONFIG

@@ -36,8 +36,8 @@ from evictd.adapters.runtime_node import PeriodicGC, RuntimeFilesystems, Runtime
 from evictd.after_cycle import (
     AfterCycle,
     Cycle,
+    LiveView,
     NotifierRefresh,
-    draw_live_view,
     log_cycles,
     log_sample_problems,
     record_metrics,
@@ -301,7 +301,7 @@ def build_daemon(
     recent = configure_logging(fmt)
     log = structlog.get_logger("evictd")
     for warning in config.warnings:
-        log.warning("configuration document ignored", detail=warning)
+        log.warning("configuration warning", detail=warning)
     # The DaemonSet passes spec.nodeName through the downward API; otherwise the hostname, as the kubelet.
     node_name = settings.node_name or os.environ.get(NODE_NAME_ENV, "") or socket.gethostname()
     layout = detect_cgroup_layout(settings.cgroupfs_path, settings.cgroup_driver, base=settings.cgroup_root.strip("/"))
@@ -370,7 +370,13 @@ def build_daemon(
                                 memory_watch)
     health = Health(settings.housekeeping_interval_s, stopping=stop.is_set)
     metrics.watch_health(lambda: health.status()[0])
-    if not cgroups.has_pods_cgroup():
+    other_driver = None if cgroups.has_pods_cgroup() else cgroups.other_driver_pods_cgroup()
+    if other_driver is not None:
+        log.warning("no pods cgroup for the configured cgroupDriver but one for the other driver: no pods will be "
+                    "found unless cgroupDriver is the kubelet's",
+                    cgroup_driver=str(settings.cgroup_driver), pods_cgroup=cgroups.pods_cgroup(),
+                    other_driver=other_driver[0], other_pods_cgroup=other_driver[1])
+    elif not cgroups.has_pods_cgroup():
         log.info("no pods cgroup on this node (no kubelet?): allocatableMemory.available and pod stats are absent",
                  pods_cgroup=cgroups.pods_cgroup())
     oom_feedback = OomFeedback(OomCounters(cgroups), dry_run=evictions_reported_only,
@@ -379,13 +385,17 @@ def build_daemon(
                                      log_cycles(log, evictions_reported_only, run)]
     if state_file is not None:
         after_cycle.append(state_file)
+    live_view = None
     if fmt == "live":
-        after_cycle.append(draw_live_view(stdout, node_name, evictions_reported_only, recent, run))
+        live_view = LiveView(stdout, node_name, dry_run=dry_run, no_api=cluster is None, recent=recent, run=run)
+        after_cycle.append(live_view)
     after_cycle.append(log_sample_problems(log, metrics, stats.problems, lambda: oom_feedback.problems))
     if cluster is not None:
         after_cycle.append(cluster_bookkeeping(cluster, metrics))
     after_cycle += [runtime_upkeep(link), notifiers]
     on_stop: list[Callable[[], None]] = [cluster.sync.withdraw] if cluster is not None else []
+    if live_view is not None:
+        on_stop.append(live_view.close)
     if settings.recorder:
         # Last: what the other hooks do never waits for the recorder's disk.
         recorder = FlightRecorder(settings.state_dir, config.eviction, max_bytes=settings.recorder_max_bytes,

@@ -3,7 +3,8 @@
 A configuration file is a YAML stream. Each document is either
 - `apiVersion: kubelet.config.k8s.io/v1beta1`, `kind: KubeletConfiguration`: read exactly as the kubelet reads
   it for eviction (`evictd.core.kubelet_config`); every other kubelet field is accepted and ignored, so a
-  node's own kubelet config file works unchanged; or
+  node's own kubelet config file works unchanged, and a key the kubelet does not know is a warning (an error
+  when strict); or
 - `apiVersion: evictd.io/v1alpha1`, `kind: EvictdConfiguration`: evictd's own settings (`EvictdSettings`),
   strictly checked, since a typo there would otherwise go unnoticed.
 Several files apply in order; in each kind, a top-level field replaces the same field of earlier documents.
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import os
 import stat
+import sys
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from enum import StrEnum
@@ -23,16 +25,18 @@ import yaml
 
 from evictd.core.cgroup_driver import CgroupDriver
 from evictd.core.duration import parse_go_duration
-from evictd.core.errors import ConfigError, DurationError
+from evictd.core.errors import MISSING, ConfigError, DurationError
 from evictd.core.kubelet_config import (
     KUBELET_API_VERSION,
     KUBELET_KIND,
     EvictionSettings,
     ImageGCSettings,
     apply_flags,
+    did_you_mean,
     eviction_settings,
     image_gc_settings,
     merge_documents,
+    unknown_kubelet_fields,
 )
 from evictd.core.node_status import ConditionMode
 from evictd.core.psi import microseconds, psi_trigger
@@ -120,7 +124,7 @@ class Configuration:
     eviction: EvictionSettings
     evictd: EvictdSettings
     image_gc: ImageGCSettings = field(default_factory=ImageGCSettings)
-    warnings: tuple[str, ...] = ()  # documents read as the kubelet reads them: ignored, and why
+    warnings: tuple[str, ...] = ()  # what the kubelet lets pass: ignored documents, unknown or repeated keys
 
 
 def _decode_setting(yaml_name: str, default: object, value: object, allow_zero: bool) -> object:
@@ -176,7 +180,7 @@ def evictd_settings(document: Mapping[str, object], kubelet: Mapping[str, object
             continue
         setting = by_yaml.get(key)
         if setting is None:
-            raise ConfigError(f"unknown field in {EVICTD_KIND}", key=key, value=value)
+            raise ConfigError(f"unknown field in {EVICTD_KIND}{did_you_mean(key, by_yaml)}", key=key, value=value)
         changes[setting.name] = _decode_setting(
             key, getattr(settings, setting.name), value, setting.metadata.get("allow_zero", False)
         )
@@ -191,12 +195,26 @@ def evictd_settings(document: Mapping[str, object], kubelet: Mapping[str, object
     return settings
 
 
-def read_documents(path: str, key: str = "--config") -> list[tuple[Any, tuple[str, ...]]]:
+STDIN_PATHS = ("-", "/dev/stdin")
+
+
+def read_documents(path: str, key: str = "--config", *, stdin_ok: bool = False) -> list[tuple[Any, tuple[str, ...]]]:
     """Return each non-empty document of the YAML file at `path` with the mapping keys it holds twice.
 
-    Only a regular file of at most MAX_CONFIG_BYTES is read (`/dev/zero` or a FIFO would never end); a number
+    Only a regular file of at most MAX_CONFIG_BYTES is read (`/dev/zero` or a FIFO would never end), or with
+    `stdin_ok` and a path of STDIN_PATHS standard input up to its end (a pipe from `evictd record export`); a number
     too long to convert, nesting too deep to build, or invalid YAML are configuration errors. Raises ConfigError.
     """
+    if stdin_ok and path in STDIN_PATHS:
+        raw = sys.stdin.buffer.read(MAX_CONFIG_BYTES + 1)
+    else:
+        raw = _read_regular_file(path, key)
+    if len(raw) > MAX_CONFIG_BYTES:
+        raise ConfigError(f"file larger than {MAX_CONFIG_BYTES >> 20} MiB", key=key, value=path)
+    return _documents(raw, path, key)
+
+
+def _read_regular_file(path: str, key: str) -> bytes:
     try:
         # Non-blocking: opening a FIFO for reading would otherwise wait for a writer forever.
         with os.fdopen(os.open(path, os.O_RDONLY | os.O_NONBLOCK), "rb") as handle:
@@ -205,8 +223,10 @@ def read_documents(path: str, key: str = "--config") -> list[tuple[Any, tuple[st
             raw = handle.read(MAX_CONFIG_BYTES + 1)
     except OSError as exc:
         raise ConfigError(f"cannot read file: {exc.strerror}", key=key, value=path) from None
-    if len(raw) > MAX_CONFIG_BYTES:
-        raise ConfigError(f"file larger than {MAX_CONFIG_BYTES >> 20} MiB", key=key, value=path)
+    return raw
+
+
+def _documents(raw: bytes, path: str, key: str) -> list[tuple[Any, tuple[str, ...]]]:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
@@ -260,7 +280,10 @@ def classify_document(document: object, where: str) -> str:
     api_version = document.get("apiVersion")
     expected = {KUBELET_KIND: KUBELET_API_VERSION, EVICTD_KIND: EVICTD_API_VERSION}
     if kind is None:
-        raise ConfigError(f"Object 'Kind' is missing in document ({where})", key=f"{where}.kind", value=None)
+        raise ConfigError(f"each document of a --config file names its kind (kind: {KUBELET_KIND} with "
+                          f"apiVersion: {KUBELET_API_VERSION}, or kind: {EVICTD_KIND} with apiVersion: "
+                          f"{EVICTD_API_VERSION}); only a scenario's config may leave them out", key=f"{where}.kind",
+                          value=MISSING)
     if not isinstance(kind, str) or kind not in expected:
         raise ConfigError(
             f"unknown kind; expected {KUBELET_KIND} or {EVICTD_KIND}", key=f"{where}.kind", value=kind
@@ -287,11 +310,14 @@ def _located(exc: ConfigError, where: str) -> ConfigError:
     return exc.at(f"{where}: {exc.key}", exc.value)
 
 
-def load_configuration(paths: Sequence[str], flags: Sequence[tuple[str, str]] = ()) -> Configuration:
+def load_configuration(paths: Sequence[str], flags: Sequence[tuple[str, str]] = (), *,
+                       strict: bool = False) -> Configuration:
     """Return the configuration from the files at `paths` (in order) and the kubelet eviction `flags`.
 
     With no file at all evictd behaves as a kubelet with an empty config file (the defaults apply; a
-    flags-only kubelet would have no hard thresholds at all: a documented difference). Raises ConfigError.
+    flags-only kubelet would have no hard thresholds at all: a documented difference). What the kubelet's
+    strict decoding rejects and its lenient fallback accepts (an unknown or duplicate KubeletConfiguration key) is
+    a warning, or with `strict` an error. Raises ConfigError.
     """
     kubelet_docs: list[Mapping[str, object]] = []
     evictd_docs: list[Mapping[str, object]] = []
@@ -309,11 +335,16 @@ def load_configuration(paths: Sequence[str], flags: Sequence[tuple[str, str]] = 
             kind = classify_document(document, where)
             kubelet_file = kubelet_file or (index == 0 and kind == KUBELET_KIND)
             for key in duplicates:
-                if kind == EVICTD_KIND:  # strictly checked: which of the two was meant?
-                    raise ConfigError(f"duplicate key in {EVICTD_KIND} ({where})", key=key,
+                if kind == EVICTD_KIND or strict:  # strictly checked: which of the two was meant?
+                    raise ConfigError(f"duplicate key in {kind} ({where})", key=key,
                                       value=document.get(key) if isinstance(document, Mapping) else None)
                 # The kubelet's strict decoding fails on it and its lenient fallback keeps the last value.
                 warnings.append(f"{where}: key {key!r} given twice; the last value is used, as the kubelet does")
+            if kind == KUBELET_KIND:
+                unknown = unknown_kubelet_fields(document, where)
+                if unknown and strict:
+                    raise unknown[0]
+                warnings += [str(problem) for problem in unknown]
             (kubelet_docs if kind == KUBELET_KIND else evictd_docs).append(document)
     try:
         kubelet = merge_documents(kubelet_docs)

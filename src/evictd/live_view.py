@@ -20,6 +20,9 @@ from evictd.recording import decision_id
 from evictd.render import ranked, table, value_text
 
 CLEAR_SCREEN = "\x1b[H\x1b[2J"
+# The terminal's alternate screen (xterm, VT100 descendants): frames drawn there never reach the scrollback.
+ENTER_ALTERNATE_SCREEN = "\x1b[?1049h"
+LEAVE_ALTERNATE_SCREEN = "\x1b[?1049l"
 RANKING_SHOWN = 5
 
 
@@ -34,23 +37,38 @@ def human(value: int, signal: Signal) -> str:
 
 
 def _threshold_cell(thresholds: Sequence[Threshold], observation: Observation | None, signal: Signal) -> str:
+    """Each threshold in the units of the AVAILABLE column; a percentage also as itself, and alone where the
+    capacity is unknown."""
     cells = []
     for threshold in thresholds:  # the signal's, those that can be met
         kind = "hard" if threshold.is_hard else "soft"
-        if observation is not None:
+        if threshold.value.quantity is not None:
+            cells.append(f"{kind} {human(threshold.value.quantity.ceil_int(), signal)}")
+        elif observation is not None:
             quantity = threshold_quantity(threshold.value, observation.capacity)
-            cells.append(f"{kind} {human(quantity.ceil_int(), signal)}")
+            cells.append(f"{kind} {human(quantity.ceil_int(), signal)} ({value_text(threshold.value)})")
         else:
             cells.append(f"{kind} {value_text(threshold.value)}")
     return ", ".join(cells) or "-"
 
 
+def mode_text(dry_run: bool, no_api: bool) -> str:
+    """The header's last part: whether evictd acts, and if not, why."""
+    if dry_run:
+        return "dry-run (dryRun: true or --dry-run): decisions are reported, nothing is changed"
+    if no_api:
+        return "no Kubernetes API (no kubeconfig, not in a pod): evictions are reported, not carried out"
+    return "acting"
+
+
 def render(report: CycleReport, state: EngineState, *, node_name: str, cycle: int, now_wall: datetime, dry_run: bool,
-           recent: Sequence[str] = (), run: str | None = None) -> str:
+           recent: Sequence[str] = (), run: str | None = None, no_api: bool = False) -> str:
     """Return the whole screen for one cycle (with `run`, the flight recorder's name of this run, each eviction
-    names its decision, for `evictd explain --decision`)."""
+    names its decision, for `evictd explain --decision`). Evictions are only reported with `dry_run` or `no_api`
+    (no Kubernetes API to evict through); the header says which."""
     assessment = report.assessment
-    mode = "dry-run: decisions are reported, nothing is changed" if dry_run else "acting"
+    mode = mode_text(dry_run, no_api)
+    dry_run = dry_run or no_api
     lines = [
         f"evictd on {node_name} - cycle {cycle} at {now_wall:%H:%M:%S} UTC - {mode}",
         f"node conditions: {', '.join(str(c) for c in assessment.node_conditions) or 'none'}",

@@ -203,9 +203,13 @@ def replay_text(result: Replay) -> str:
              f"to {wall_text(result.last_wall)}: "
              + (f"{changed} cycles decided differently" if changed else "every decision as recorded")]
     if result.differences:
-        rows = [(f"{d.cycle}", wall_text(d.wall) or "", d.what, "; ".join(d.recorded) or "-",
-                 "; ".join(d.replayed) or "-") for d in result.differences]
-        lines += ["", table(("CYCLE", "TIME", "WHAT", "RECORDED", "REPLAYED"), rows)]
+        # Cycle numbers restart with each run: with several runs, a cycle is named by its run too.
+        run_column = result.runs > 1
+        rows = [((d.run,) if run_column else ()) + (f"{d.cycle}", wall_text(d.wall) or "", d.what,
+                                                     "; ".join(d.recorded) or "-", "; ".join(d.replayed) or "-")
+                for d in result.differences]
+        header = ("RUN",) * run_column + ("CYCLE", "TIME", "WHAT", "RECORDED", "REPLAYED")
+        lines += ["", table(header, rows)]
     if result.pressure:
         pressure = [(condition, _intervals_text(recorded), _intervals_text(replayed))
                     for condition, (recorded, replayed) in result.pressure.items()]

@@ -18,7 +18,7 @@ from evictd.core.decode import list_of, mapping, sequence
 from evictd.core.engine import EngineConfig, EngineState, Eviction
 from evictd.core.errors import ConfigError, DecodeError, ScenarioError
 from evictd.core.fs_layout import FsLayout, ReclaimAction
-from evictd.core.kubelet_config import KUBELET_API_VERSION, KUBELET_KIND, eviction_settings
+from evictd.core.kubelet_config import KUBELET_API_VERSION, KUBELET_KIND, eviction_settings, unknown_kubelet_fields
 from evictd.core.pods import Pod, pod_from_dict
 from evictd.core.saved_state import UnusableState, restorable_thresholds, restore_state
 from evictd.core.shadow import TERMINAL_PHASES
@@ -40,6 +40,7 @@ class Scenario:
     layout: FsLayout
     steps: tuple[Step, ...]
     engine_state: Mapping[str, object] | None = None  # the saved-state document the first step starts from
+    warnings: tuple[str, ...] = ()  # what the kubelet's lenient decoding of `config` lets pass (unknown fields)
 
 
 def start_state(document: Mapping[str, object], config: EngineConfig, at: float) -> EngineState:
@@ -146,7 +147,11 @@ def _scenario(document: object) -> Scenario:
     if engine_state is not None:
         engine_state = mapping(engine_state, "engineState")
         start_state(engine_state, config, steps[0].at if steps else 0.0)  # checked now, restored when run
-    return Scenario(config=config, layout=layout, steps=tuple(steps), engine_state=engine_state)
+    config_document = root.get("config", {})
+    warnings = tuple(str(problem.at(f"config.{problem.key}", problem.value))
+                     for problem in unknown_kubelet_fields(config_document, "config")) \
+        if isinstance(config_document, Mapping) else ()
+    return Scenario(config=config, layout=layout, steps=tuple(steps), engine_state=engine_state, warnings=warnings)
 
 
 class FakeClock:

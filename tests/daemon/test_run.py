@@ -5,12 +5,13 @@ from __future__ import annotations
 import os
 import pty
 import select
+import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-from evictd_process import ROOT, EvictdProcess, mem_available_bytes, pid_available
+from evictd_process import ROOT, EvictdProcess, mem_available_bytes, pid_available, start_evictd
 
 from evictd.core.quantity import Quantity
 from evictd.metrics import WAKEUP_CAUSES
@@ -196,13 +197,16 @@ def test_live_view_on_a_terminal(tmp_path: Path) -> None:
     screen = b""
     try:
         deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and b"cycle 2" not in screen:
+        while time.monotonic() < deadline:  # to the end: what evictd writes as it stops counts too
             ready, _, _ = select.select([controller], [], [], 0.5)
             if ready:
                 try:
-                    screen += os.read(controller, 65536)
-                except OSError:
+                    chunk = os.read(controller, 65536)
+                except OSError:  # EIO: the child is gone and the terminal closed
                     break
+                if not chunk:
+                    break
+                screen += chunk
         assert child.wait(timeout=30) == 0
     finally:
         child.kill()
@@ -213,6 +217,18 @@ def test_live_view_on_a_terminal(tmp_path: Path) -> None:
     assert "MemoryPressure" in text and "grace 0/3600s" in text
     assert "\x1b[H\x1b[2J" in text, "the view is redrawn in place"
     assert '{"event"' not in text, "no JSON lines on a terminal"
+    # On the alternate screen, entered before the first frame and left after the last: no frame reaches the
+    # scrollback but the last one, written once more on the normal screen.
+    assert text.count("\x1b[?1049h") == 1 and text.count("\x1b[?1049l") == 1
+    assert text.index("\x1b[?1049h") < text.index("\x1b[H\x1b[2J") < text.rindex("\x1b[H\x1b[2J") < text.index(
+        "\x1b[?1049l")
+    after = text[text.index("\x1b[?1049l"):]
+    assert "cycle 2" in after and "cycle 1 " not in after and "\x1b[2J" not in after
+    # Why evictions are only reported, and every threshold in the units of its row.
+    assert "no Kubernetes API (no kubeconfig, not in a pod): evictions are reported, not carried out" in text
+    allocatable = next(line for line in after.splitlines() if line.startswith("allocatableMemory.available"))
+    assert "hard 100.0 MiB" in allocatable, allocatable
+    assert "100Mi" not in after, "the default hard threshold shown as MiB, like the others"
 
 
 def test_systemd_notifications(tmp_path: Path, evictd_processes: list[EvictdProcess]) -> None:
@@ -230,3 +246,86 @@ def test_systemd_notifications(tmp_path: Path, evictd_processes: list[EvictdProc
         while not messages or messages[-1] != "STOPPING=1":
             messages.append(listener.recv(4096).decode())
     assert messages == ["READY=1", "WATCHDOG=1", "WATCHDOG=1", "WATCHDOG=1", "STOPPING=1"]
+
+
+def test_a_pods_cgroup_of_the_other_cgroup_driver_is_named_in_a_warning(
+        tmp_path: Path, evictd_processes: list[EvictdProcess]) -> None:
+    # A systemd-driver node (kubepods.slice) while evictd is told cgroupfs: it would silently find no pods.
+    with temporary_cgroup(CGROUP_MOUNT / "memory") as base:
+        (base / "kubepods.slice").mkdir()
+        daemon = start_evictd(tmp_path, evictd_processes,
+                              evictd=f"cgroupDriver: cgroupfs\ncgroupRoot: /{base.name}\n")
+        event = daemon.wait_for(lambda e: e.get("level") == "warning" and e.get("other_driver") is not None)
+        assert event["cgroup_driver"] == "cgroupfs" and event["pods_cgroup"] == f"{base.name}/kubepods"
+        assert event["other_driver"] == "systemd" and event["other_pods_cgroup"] == f"{base.name}/kubepods.slice"
+        assert "cgroupDriver" in event["event"]
+        assert daemon.stop() == 0
+        assert not any("no pods cgroup on this node" in str(e.get("event")) for e in daemon.events)
+
+
+def make_run(*variables: str) -> subprocess.CompletedProcess[str]:
+    """`make run` in the checkout, as README tells a newcomer to type it (with variables to end it)."""
+    process = subprocess.Popen(["make", "-s", "run", *variables], cwd=ROOT, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        stdout, stderr = process.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)  # make and the evictd it started
+        process.communicate()
+        raise
+    return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
+
+
+def runs_in(state_dir: Path) -> set[str]:
+    from evictd.recording import RECORDING_FOLDER, read_recording
+
+    folder = state_dir / RECORDING_FOLDER
+    return {record.run for record in read_recording(str(folder))[0]} if folder.is_dir() else set()
+
+
+def test_make_run_keeps_its_state_in_the_checkout_unless_the_config_names_a_state_dir(tmp_path: Path) -> None:
+    # Another port than the default: other evictd processes on this machine may hold 10262.
+    port_only = tmp_path / "port.yaml"
+    port_only.write_text("apiVersion: evictd.io/v1alpha1\nkind: EvictdConfiguration\nmetricsBindAddress: 127.0.0.1:0\n")
+    machine_runs = runs_in(Path("/var/lib/evictd"))
+    checkout_runs = runs_in(ROOT / ".state")
+    done = make_run(f"CONFIG=config/kubelet-config.yaml {port_only}", "ARGS=--cycles 2")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[0] == ("make run: evictd is .venv/bin/evictd (for 'evictd ...' in this shell: "
+                                           ". .venv/bin/activate)")
+    (new_run,) = runs_in(ROOT / ".state") - checkout_runs
+    assert runs_in(Path("/var/lib/evictd")) == machine_runs, "nothing of this run in the machine's stateDir"
+    assert subprocess.run(["git", "check-ignore", "-q", ".state/"], cwd=ROOT, check=False).returncode == 0
+
+    own = tmp_path / "own.yaml"
+    own.write_text(port_only.read_text() + f"stateDir: {tmp_path / 'state'}\n")
+    named = make_run(f"CONFIG=config/kubelet-config.yaml {own}", "ARGS=--cycles 1")
+    assert named.returncode == 0, named.stderr
+    assert len(runs_in(tmp_path / "state")) == 1
+    assert runs_in(ROOT / ".state") == checkout_runs | {new_run}
+
+
+def test_the_live_view_leaves_one_frame_in_a_real_terminals_scrollback(tmp_path: Path) -> None:
+    # tmux is the terminal: it interprets what evictd writes, and its history is what a person scrolls back to.
+    config = tmp_path / "e.yaml"
+    config.write_text("apiVersion: evictd.io/v1alpha1\nkind: EvictdConfiguration\nhousekeepingInterval: 1s\n"
+                      f"metricsBindAddress: 127.0.0.1:0\nstateDir: {tmp_path / 'state'}\n")
+    socket_name = f"evictd-test-{os.getpid()}"
+    tmux = ["tmux", "-L", socket_name]
+    command = (f"cd {ROOT} && echo before && {sys.executable} -m evictd run --config {config} --cycles 3; "
+               "echo after-$?; sleep 60")
+    subprocess.run([*tmux, "new-session", "-d", "-x", "140", "-y", "45", command], check=True, timeout=30)
+    try:
+        deadline = time.monotonic() + 60
+        history = ""
+        while time.monotonic() < deadline and "after-" not in history:
+            time.sleep(0.5)
+            history = subprocess.run([*tmux, "capture-pane", "-p", "-S", "-1000"], capture_output=True, text=True,
+                                     check=True, timeout=30).stdout
+    finally:
+        subprocess.run([*tmux, "kill-server"], check=False, timeout=30)
+    assert "after-0" in history, history
+    lines = history.splitlines()
+    headers = [line for line in lines if line.startswith("evictd on ")]
+    assert len(headers) == 1 and " cycle 3 " in headers[0], history
+    assert lines.index(headers[0]) > lines.index("before") and lines.index("after-0") > lines.index(headers[0])

@@ -247,6 +247,15 @@ class CgroupReader:
         """Return True when the pods cgroup exists (False on a machine where no kubelet manages pods)."""
         return os.path.isdir(cgroup_folder(self._memory_dir, self.pods_cgroup()))
 
+    def other_driver_pods_cgroup(self) -> tuple[str, str] | None:
+        """Return (driver, pods cgroup) of the other cgroup driver when its pods cgroup exists here: a kubelet
+        configured with that driver runs this node's pods, not the one evictd was told of."""
+        for driver, name in DRIVER_TO_PODS_CGROUP.items():
+            cgroup = join_cgroup(self.layout.base, name)
+            if driver != self.layout.driver and os.path.isdir(cgroup_folder(self._memory_dir, cgroup)):
+                return driver, cgroup
+        return None
+
     def pod_cgroups(self) -> dict[str, PodCgroup]:
         """Return pod UID (dashed, as in the API) -> its cgroup, for every pod cgroup on the node.
 

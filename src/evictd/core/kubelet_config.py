@@ -13,7 +13,8 @@ Every error is a ConfigError naming the key (or flag) and the bad value, worded 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+import difflib
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -45,6 +46,38 @@ ENFORCEMENT_KEYS = (
     "kube-reserved-compressible",
     "none",
 )
+
+# Every top-level field of the v1beta1 KubeletConfiguration of Kubernetes v1.36.2 besides apiVersion and kind (the
+# json names in k8s.io/kubelet config/v1beta1/types.go at v0.36.2): a key outside it is what the kubelet's strict
+# decoding reports as an unknown field (and its lenient fallback then ignores).
+KUBELET_FIELDS = frozenset((
+    "enableServer", "staticPodPath", "podLogsDir", "syncFrequency", "fileCheckFrequency", "httpCheckFrequency",
+    "staticPodURL", "staticPodURLHeader", "address", "port", "readOnlyPort", "tlsCertFile", "tlsPrivateKeyFile",
+    "tlsCipherSuites", "tlsCurvePreferences", "tlsMinVersion", "rotateCertificates", "serverTLSBootstrap",
+    "authentication", "authorization", "registryPullQPS", "registryBurst", "imagePullCredentialsVerificationPolicy",
+    "preloadedImagesVerificationAllowlist", "eventRecordQPS", "eventBurst", "enableDebuggingHandlers",
+    "enableContentionProfiling", "healthzPort", "healthzBindAddress", "oomScoreAdj", "clusterDomain", "clusterDNS",
+    "streamingConnectionIdleTimeout", "nodeStatusUpdateFrequency", "nodeStatusReportFrequency",
+    "nodeLeaseDurationSeconds", "imageMinimumGCAge", "imageMaximumGCAge", "imageGCHighThresholdPercent",
+    "imageGCLowThresholdPercent", "volumeStatsAggPeriod", "kubeletCgroups", "systemCgroups", "cgroupRoot",
+    "cgroupsPerQOS", "cgroupDriver", "cpuManagerPolicy", "singleProcessOOMKill", "cpuManagerPolicyOptions",
+    "cpuManagerReconcilePeriod", "memoryManagerPolicy", "topologyManagerPolicy", "topologyManagerScope",
+    "topologyManagerPolicyOptions", "qosReserved", "runtimeRequestTimeout", "hairpinMode", "maxPods", "podCIDR",
+    "podPidsLimit", "resolvConf", "runOnce", "cpuCFSQuota", "cpuCFSQuotaPeriod", "nodeStatusMaxImages",
+    "maxOpenFiles", "contentType", "kubeAPIQPS", "kubeAPIBurst", "serializeImagePulls", "maxParallelImagePulls",
+    "evictionHard", "evictionSoft", "evictionSoftGracePeriod", "evictionPressureTransitionPeriod",
+    "evictionMaxPodGracePeriod", "evictionMinimumReclaim", "mergeDefaultEvictionSettings", "podsPerCore",
+    "enableControllerAttachDetach", "protectKernelDefaults", "makeIPTablesUtilChains", "iptablesMasqueradeBit",
+    "iptablesDropBit", "featureGates", "failSwapOn", "memorySwap", "containerLogMaxSize", "containerLogMaxFiles",
+    "containerLogMaxWorkers", "containerLogMonitorInterval", "configMapAndSecretChangeDetectionStrategy",
+    "systemReserved", "kubeReserved", "reservedSystemCPUs", "showHiddenMetricsForVersion", "systemReservedCgroup",
+    "kubeReservedCgroup", "enforceNodeAllocatable", "allowedUnsafeSysctls", "volumePluginDir", "providerID",
+    "kernelMemcgNotification", "logging", "enableSystemLogHandler", "enableSystemLogQuery", "shutdownGracePeriod",
+    "shutdownGracePeriodCriticalPods", "shutdownGracePeriodByPodPriority", "crashLoopBackOff", "reservedMemory",
+    "enableProfilingHandler", "enableDebugFlagsHandler", "seccompDefault", "memoryThrottlingFactor",
+    "memoryReservationPolicy", "registerWithTaints", "registerNode", "tracing", "localStorageCapacityIsolation",
+    "containerRuntimeEndpoint", "imageServiceEndpoint", "failCgroupV1", "userNamespaces",
+))
 
 # Decodes the value of a field named by its first argument (raises ConfigError naming the field).
 _Decoder = Callable[[str, object], Any]
@@ -87,6 +120,21 @@ def kubelet_config_document(settings: EvictionSettings) -> dict[str, object]:
         "localStorageCapacityIsolation": settings.local_storage_capacity_isolation,
         "kernelMemcgNotification": settings.kernel_memcg_notification,
     }
+
+
+def did_you_mean(key: object, known: Iterable[str]) -> str:
+    """Return ` (did you mean "<nearest known name>"?)`, or "" when no known name is close to `key`."""
+    nearest = difflib.get_close_matches(str(key), list(known), n=1, cutoff=0.6)
+    return f' (did you mean "{nearest[0]}"?)' if nearest else ""
+
+
+def unknown_kubelet_fields(document: Mapping[str, object], where: str) -> list[ConfigError]:
+    """Return an error for each top-level key of a KubeletConfiguration document that the kubelet does not know."""
+    return [ConfigError(f"unknown field in {KUBELET_KIND} ({where}){did_you_mean(key, KUBELET_FIELDS)}; the kubelet's "
+                        "strict decoding reports it and its lenient fallback ignores it", key=str(key),
+                        value=document[key])
+            for key in document if key not in KUBELET_FIELDS and key not in ("apiVersion", "kind")]
+
 
 # --- decoding with Go's JSON typing -------------------------------------------------------------------
 

@@ -3,6 +3,8 @@ loaders (imported lean: see `lean_import.py`), and which API failures are worth 
 
 from __future__ import annotations
 
+import os
+
 from evictd.core.errors import ConfigError, KubeError
 from evictd.kube.api import KubeApi
 from evictd.kube.lean_import import import_module
@@ -22,6 +24,13 @@ def build_api_client(kubeconfig: str = "") -> KubeApi:
     urllib3's own retries are turned off: evictd decides what to retry (its journal replays every cycle).
     Raises ConfigError when the credentials cannot be loaded.
     """
+    if kubeconfig:
+        # The loader calls a missing or unreadable file "Invalid kube-config file. No configuration found.".
+        try:
+            with open(os.path.expanduser(kubeconfig), "rb"):
+                pass
+        except OSError as exc:
+            raise ConfigError(f"cannot read {kubeconfig}: {exc.strerror}", key="kubeconfig", value=kubeconfig) from None
     configuration = import_module("kubernetes.client.configuration").Configuration()
     loaders = import_module("kubernetes.config.kube_config" if kubeconfig else "kubernetes.config.incluster_config")
     try:

@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test test-cluster lint check-config system-deps clean
+.PHONY: run test test-cluster lint check-config system-deps image-deps image clean
 
 # Debian packages the real-component tests need, as binary:package: a real containerd with runc, a static
 # busybox to build images from, systemd-analyze to verify the unit, mkfs.ext4/losetup for small filesystems,
@@ -13,13 +13,24 @@ STAMP  := $(VENV)/.installed
 SYSTEM_DEPS := containerd:containerd runc:runc busybox:busybox-static ctr:containerd \
 	systemd-analyze:systemd mkfs.ext4:e2fsprogs losetup:mount openssl:openssl \
 	prometheus:prometheus promtool:prometheus
-system-deps:
-	@missing=""; for pair in $(SYSTEM_DEPS); do bin=$${pair%%:*}; pkg=$${pair##*:}; \
-		command -v $$bin >/dev/null 2>&1 || missing="$$missing $$pkg"; done; \
+# $(call install-missing,PAIRS): apt-get install the packages of the PAIRS whose binary is not on PATH.
+install-missing = missing=""; for pair in $(1); do bin=$${pair%%:*}; pkg=$${pair\#\#*:}; \
+	command -v $$bin >/dev/null 2>&1 || missing="$$missing $$pkg"; done; \
 	if [ -n "$$missing" ]; then \
 		echo "installing Debian packages:$$missing"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
 	fi
+system-deps:
+	@$(call install-missing,$(SYSTEM_DEPS) $(IMAGE_DEPS))
+
+# The image (deploy/Containerfile) with buildah, on the registry's base when one answers, else on a Debian
+# base made by mmdebstrap from this machine's apt sources; written as an OCI archive for
+# `ctr -n k8s.io images import` (deploy/build-image.sh says how). Needs PyPI and a Debian mirror.
+IMAGE_DEPS := buildah:buildah mmdebstrap:mmdebstrap
+image-deps:
+	@$(call install-missing,$(IMAGE_DEPS))
+image: image-deps
+	deploy/build-image.sh
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)

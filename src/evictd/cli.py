@@ -21,6 +21,7 @@ from typing import Any
 
 import yaml
 
+from evictd import __version__
 from evictd.config import load_configuration, read_documents
 from evictd.core.duration import parse_go_duration
 from evictd.core.engine import EngineConfig
@@ -70,6 +71,7 @@ def _add_recording_options(parser: argparse.ArgumentParser, *, state_dir: bool =
 
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="evictd", description="Kubernetes node-pressure eviction, outside the kubelet.")
+    parser.add_argument("--version", action="version", version=f"evictd {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     check = commands.add_parser("check-config", help="print the effective eviction thresholds")

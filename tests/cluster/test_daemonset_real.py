@@ -28,6 +28,7 @@ manifests as they are.
 from __future__ import annotations
 
 import json
+import os
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -64,9 +65,9 @@ class Deployed:
     state_dir: Path
 
 
-def shipped_config_with(cluster: RealCluster) -> str:
-    """The ConfigMap's config.yaml with this node's lines and the trial's threshold."""
-    configmap = yaml.safe_load((DEPLOY_DIR / "configmap.yaml").read_text())
+def shipped_config_with(base: Path, cluster: RealCluster) -> str:
+    """The ConfigMap's config.yaml (of ``base``) with this node's lines and the trial's threshold."""
+    configmap = yaml.safe_load((base / "configmap.yaml").read_text())
     kubelet, evictd = list(yaml.safe_load_all(configmap["data"]["config.yaml"]))
     for key in [k for k in kubelet if k.startswith("eviction")]:
         del kubelet[key]
@@ -77,10 +78,11 @@ def shipped_config_with(cluster: RealCluster) -> str:
     return yaml.safe_dump_all([kubelet, evictd], sort_keys=False)
 
 
-def write_overlay(folder: Path, cluster: RealCluster, state_dir: Path, tag: str) -> Path:
-    """An overlay of deploy/kubernetes: the image tag, this node's folders and configuration."""
+def write_overlay(folder: Path, base: Path, cluster: RealCluster, state_dir: Path, tag: str) -> Path:
+    """An overlay of ``base`` (deploy/kubernetes of the clone the image was built from): the image tag, this
+    node's folders and configuration."""
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "config.yaml").write_text(shipped_config_with(cluster))
+    (folder / "config.yaml").write_text(shipped_config_with(base, cluster))
     host_paths = {"kubelet": cluster.kubelet_root, "pod-logs": cluster.pod_logs_dir,
                   "containerd": cluster.containerd.base, "state": state_dir}
     patch = {"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": NAME, "namespace": EVICTD_NAMESPACE},
@@ -89,7 +91,7 @@ def write_overlay(folder: Path, cluster: RealCluster, state_dir: Path, tag: str)
     (folder / "node-layout.yaml").write_text(yaml.safe_dump(patch, sort_keys=False))
     kustomization = {
         "apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
-        "resources": [str(DEPLOY_DIR)],
+        "resources": [os.path.relpath(base, folder)],  # kustomize takes relative paths only
         "images": [{"name": "ghcr.io/evictd/evictd", "newTag": tag}],
         "configMapGenerator": [{"name": "evictd-config", "namespace": EVICTD_NAMESPACE, "behavior": "replace",
                                 "files": ["config.yaml"]}],
@@ -170,7 +172,8 @@ def deployed(real_cluster: RealCluster, tmp_path_factory: pytest.TempPathFactory
     # The pods cgroup made small as for the standalone trials (side_by_side.py); the kubelet evicts nothing.
     real_cluster.restart_kubelet(kubelet_not_evicting())
     node = RealNode(real_cluster, tmp_path_factory.mktemp("node"))
-    overlay = write_overlay(tmp_path_factory.mktemp("overlay"), real_cluster, state_dir,
+    overlay = write_overlay(tmp_path_factory.mktemp("overlay"), image.clone / "deploy" / "kubernetes", real_cluster,
+                            state_dir,
                             image.reference.rsplit(":", 1)[1])
     try:
         real_cluster.kubectl("apply", "-k", str(overlay))
@@ -280,7 +283,8 @@ def test_rolling_update_hands_over_through_the_state_lock(deployed: Deployed) ->
     assert lock_holder_pod_uid(deployed.state_dir) == old["metadata"]["uid"]
     repository = deployed.image.reference.rsplit(":", 1)[0]
     rolled = f"{repository}:{ROLLED_TAG}"
-    write_overlay(deployed.overlay, cluster, deployed.state_dir, ROLLED_TAG)
+    write_overlay(deployed.overlay, deployed.image.clone / "deploy" / "kubernetes", cluster, deployed.state_dir,
+                  ROLLED_TAG)
     cluster.kubectl("apply", "-k", str(deployed.overlay))
     # A hog filling memory while the pods change hands: one of them evicts it, once.
     hog = node.run_pod(new_name("hog"), memory_hog(HOG_MIB, steps=9, step_s=2.5), requests={"memory": "32Mi"})

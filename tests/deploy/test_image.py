@@ -97,6 +97,18 @@ def test_image_from_a_fresh_clone_runs_evictd(image: ImageBuild, imported: Conta
     assert (code, output) == (0, f"evictd {__version__}")
 
 
+def test_image_holds_what_the_daemon_imports(image: ImageBuild, imported: Containerd, pods: PodFactory) -> None:
+    # `evictd run` in a cluster loads the CRI client (grpc, a C++ extension) and the kubernetes client, which
+    # the offline commands above never import: the base must carry their shared libraries (libstdc++).
+    pod = pods.run("evictd-imports", [ContainerSpec(
+        name="evictd", image=image.reference, command=["python3"],
+        args=["-c", "import evictd.cri.client, evictd.kube.client, kubernetes.client, grpc; print('imported')"])])
+    container_id = pod.container_ids["evictd"]
+    imported.wait_for_container_state(container_id, ContainerState.EXITED, timeout_s=RUN_TIMEOUT_S)
+    output = imported.container_output(pod, "evictd")
+    assert (imported.cri.container_status(container_id).exit_code, output) == (0, "imported"), output
+
+
 def test_image_reads_the_shipped_configmap_as_the_host_does(image: ImageBuild, imported: Containerd,
                                                             pods: PodFactory, tmp_path: Path) -> None:
     # The ConfigMap's config.yaml, mounted where the DaemonSet mounts it: the image's evictd derives the same

@@ -4,7 +4,7 @@
 #
 # The base: the registry's image named by `ARG BASE` in deploy/Containerfile when a registry answers for it;
 # otherwise a base made of Debian's own packages: mmdebstrap builds a root filesystem of this machine's Debian
-# release with python3 and python3-venv from the machine's apt sources, imported into buildah as
+# release with python3, python3-venv and libstdc++6 from the machine's apt sources, imported into buildah as
 # localhost/evictd-base:<release> (built once, then reused; IMAGE_REBUILD_BASE=1 builds it again).
 #
 # Settings (environment): IMAGE (the reference, default ghcr.io/evictd/evictd:0.1.0), IMAGE_ARCHIVE (default
@@ -35,7 +35,8 @@ debian_base() {
     [ -r "$sources" ] || sources=/etc/apt/sources.list
     local rootfs; rootfs=$(mktemp --tmpdir evictd-base.XXXXXX.tar)
     echo "make image: building the Debian $release base ($tag) with mmdebstrap from $sources" >&2
-    mmdebstrap --quiet --variant=essential --include=python3,python3-venv \
+    # libstdc++6: grpcio's extension needs it (python:3.11-slim has it, Debian's essential set does not).
+    mmdebstrap --quiet --variant=essential --include=python3,python3-venv,libstdc++6 \
         --dpkgopt='path-exclude=/usr/share/doc/*' --dpkgopt='path-exclude=/usr/share/man/*' \
         --dpkgopt='path-exclude=/usr/share/locale/*' --dpkgopt='path-include=/usr/share/doc/*/copyright' \
         "$release" "$rootfs" "$sources" >&2

@@ -1,6 +1,6 @@
 """Build time and size of the evictd image: `make image` in a fresh clone of HEAD, cold and warm.
 
-Cold: the Debian base (mmdebstrap) removed from buildah's storage first, as on a machine that never built it;
+Cold: the Debian base (mmdebstrap) built again (IMAGE_REBUILD_BASE=1), as on a machine that never built it;
 warm: the base kept, the image built again. Prints the machine, the load average, each build's wall time and
 `make image`'s own summary (base, unpacked image size, OCI archive size). Needs root, buildah and mmdebstrap
 (`make image-deps`), PyPI and a Debian mirror. Not in run_all.py (it measures the network as much as this code).
@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import platform
-import subprocess
 import sys
 import tempfile
 import time
@@ -20,7 +19,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from image_build import build_from_fresh_clone  # noqa: E402
+from image_build import build_from_fresh_clone
 
 
 def load() -> str:
@@ -28,19 +27,11 @@ def load() -> str:
         return " ".join(loadavg.read().split()[:3])
 
 
-def debian_base() -> str:
-    release = ""
-    for line in Path("/etc/os-release").read_text(encoding="utf-8").splitlines():
-        if line.startswith("VERSION_CODENAME="):
-            release = line.split("=", 1)[1].strip('"')
-    return f"localhost/evictd-base:{release}"
-
-
 def main() -> None:
     print(f"machine: {platform.machine()}, {os.cpu_count()} CPUs, {platform.system()} {platform.release()}, "
           f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC, load average at start {load()}")
-    subprocess.run(["buildah", "rmi", debian_base()], capture_output=True, check=False)
-    for run in ("cold (Debian base built first)", "warm (Debian base kept)"):
+    for run, rebuild_base in (("cold (Debian base built first)", "1"), ("warm (Debian base kept)", "0")):
+        os.environ["IMAGE_REBUILD_BASE"] = rebuild_base  # read by deploy/build-image.sh
         with tempfile.TemporaryDirectory(prefix="evictd-image-bench-") as folder:
             started = time.monotonic()
             built = build_from_fresh_clone(Path(folder))

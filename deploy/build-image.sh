@@ -5,7 +5,8 @@
 # The base: the registry's image named by `ARG BASE` in deploy/Containerfile when a registry answers for it;
 # otherwise a base made of Debian's own packages: mmdebstrap builds a root filesystem of this machine's Debian
 # release with python3, python3-venv and libstdc++6 from the machine's apt sources, imported into buildah as
-# localhost/evictd-base:<release> (built once, then reused; IMAGE_REBUILD_BASE=1 builds it again).
+# localhost/evictd-base:<release>-<hash of the package list> (built once, then reused; IMAGE_REBUILD_BASE=1
+# builds it again).
 #
 # Settings (environment): IMAGE (the reference, default ghcr.io/evictd/evictd:0.1.0), IMAGE_ARCHIVE (default
 # build/evictd-image.oci.tar), IMAGE_BASE (skip the probe: use this base), BUILD_CA (a CA bundle pip trusts
@@ -19,6 +20,8 @@ ARCHIVE=${IMAGE_ARCHIVE:-build/evictd-image.oci.tar}
 BUILD_CA=${BUILD_CA:-/etc/ssl/certs/ca-certificates.crt}
 CONTAINERFILE=deploy/Containerfile
 REGISTRY_PROBE_TIMEOUT_S=60
+# The Debian base's packages; libstdc++6 because grpcio's extension needs it (python:3.11-slim has it).
+BASE_PACKAGES=python3,python3-venv,libstdc++6
 
 start=$(date +%s)
 mkdir -p "$(dirname "$ARCHIVE")"
@@ -26,7 +29,8 @@ mkdir -p "$(dirname "$ARCHIVE")"
 debian_base() {
     # shellcheck disable=SC1091
     local release; release=$(. /etc/os-release && echo "$VERSION_CODENAME")
-    local tag="localhost/evictd-base:$release"
+    # The tag names the package set: a base made with another set (an older build-image.sh) is not reused.
+    local tag; tag="localhost/evictd-base:$release-$(echo "$BASE_PACKAGES" | sha256sum | cut -c1-8)"
     if [ "${IMAGE_REBUILD_BASE:-0}" != 1 ] && buildah inspect --type image "$tag" >/dev/null 2>&1; then
         echo "$tag"; return
     fi
@@ -35,8 +39,7 @@ debian_base() {
     [ -r "$sources" ] || sources=/etc/apt/sources.list
     local rootfs; rootfs=$(mktemp --tmpdir evictd-base.XXXXXX.tar)
     echo "make image: building the Debian $release base ($tag) with mmdebstrap from $sources" >&2
-    # libstdc++6: grpcio's extension needs it (python:3.11-slim has it, Debian's essential set does not).
-    mmdebstrap --quiet --variant=essential --include=python3,python3-venv,libstdc++6 \
+    mmdebstrap --quiet --variant=essential --include="$BASE_PACKAGES" \
         --dpkgopt='path-exclude=/usr/share/doc/*' --dpkgopt='path-exclude=/usr/share/man/*' \
         --dpkgopt='path-exclude=/usr/share/locale/*' --dpkgopt='path-include=/usr/share/doc/*/copyright' \
         "$release" "$rootfs" "$sources" >&2

@@ -48,13 +48,16 @@ test: $(STAMP) system-deps
 	$(BIN)/ruff check src tests
 	$(BIN)/mypy
 
-# The real-cluster tier (not part of `make test` or CI): a real kube-apiserver, kubelet and kube-controller-manager
-# (Job and ReplicaSet controllers) v1.36.2 from the folder
+# The real-cluster tier (not part of `make test` or CI): a real kube-apiserver, kubelet, kube-scheduler and
+# kube-controller-manager (Job, ReplicaSet and DaemonSet controllers) v1.36.2 from the folder
 # EVICTD_K8S_BIN, etcd from Debian's etcd-server package (fetched by the harness with `apt-get download` into
 # /var/tmp/evictd-k8s-cache, unpacked, not installed), the private containerd of the CRI tests; started and
 # stopped by the tests themselves (tests/cluster/real_cluster.py). Runs tests/cluster and the contract tests
 # (tests/contract) against that cluster.
 CLUSTER_TEST_DIRS := $(wildcard tests/cluster tests/contract)
+# The pod network of the DaemonSet tests (tests/cluster/pod_network.py): a bridge, Debian's CNI plugins (not on
+# PATH: /usr/lib/cni/bridge), a DNAT rule for the kubernetes Service.
+CLUSTER_DEPS := ip:iproute2 iptables:iptables /usr/lib/cni/bridge:containernetworking-plugins
 test-cluster: $(STAMP) system-deps
 	@if [ -z "$$EVICTD_K8S_BIN" ] || [ ! -x "$$EVICTD_K8S_BIN/kube-apiserver" ] || [ ! -x "$$EVICTD_K8S_BIN/kubelet" ] \
 			|| [ ! -x "$$EVICTD_K8S_BIN/kube-controller-manager" ] || [ ! -x "$$EVICTD_K8S_BIN/kube-scheduler" ]; then \
@@ -68,6 +71,7 @@ test-cluster: $(STAMP) system-deps
 	fi
 	@command -v apt-get >/dev/null && command -v dpkg >/dev/null && command -v unshare >/dev/null || \
 		{ echo "make test-cluster needs apt-get and dpkg (etcd comes from Debian's etcd-server) and unshare" >&2; exit 2; }
+	@$(call install-missing,$(CLUSTER_DEPS))
 	EVICTD_CLUSTER=real $(BIN)/python -m pytest -q $(CLUSTER_TEST_DIRS)
 
 lint: $(STAMP)

@@ -127,10 +127,12 @@ def pod_logs(cluster: RealCluster, pod: dict[str, Any]) -> list[dict[str, Any]]:
     return [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
 
 
-def daemonset_event(cluster: RealCluster, pod: dict[str, Any], name: str, timeout_s: float = 60.0,
+def daemonset_event(cluster: RealCluster, evictd_pod: dict[str, Any], name: str, timeout_s: float = 60.0,
                     **fields: Any) -> dict[str, Any]:
+    """The first log line ``name`` (with ``fields``) of the evictd pod, read through `kubectl logs`."""
+
     def found() -> dict[str, Any] | None:
-        return next((e for e in pod_logs(cluster, pod) if e.get("event") == name
+        return next((e for e in pod_logs(cluster, evictd_pod) if e.get("event") == name
                      and all(e.get(k) == v for k, v in fields.items())), None)
 
     event = wait_until(found, timeout_s, f"{name!r} in the evictd pod's log")

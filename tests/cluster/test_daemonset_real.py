@@ -175,8 +175,7 @@ def deployed(real_cluster: RealCluster, tmp_path_factory: pytest.TempPathFactory
     real_cluster.restart_kubelet(kubelet_not_evicting())
     node = RealNode(real_cluster, tmp_path_factory.mktemp("node"))
     overlay = write_overlay(tmp_path_factory.mktemp("overlay"), image.clone / "deploy" / "kubernetes", real_cluster,
-                            state_dir,
-                            image.reference.rsplit(":", 1)[1])
+                            state_dir, image.reference.rsplit(":", 1)[1])
     try:
         real_cluster.kubectl("apply", "-k", str(overlay))
         yield Deployed(real_cluster, node, image, overlay, state_dir)

@@ -75,8 +75,12 @@ def test_dockerignore_keeps_only_what_the_package_build_reads(tmp_path: Path) ->
     probe = tmp_path / "Containerfile"
     probe.write_text("FROM scratch\nCOPY . /context/\n", encoding="utf-8")
     out = tmp_path / "out"
-    subprocess.run([buildah(), "bud", "--quiet", "--isolation", "chroot", "--output", f"type=local,dest={out}",
-                    "-f", str(probe), str(context)], check=True, capture_output=True, timeout=300)
+    tag = f"localhost/evictd-context-probe:{tmp_path.name}"
+    try:
+        subprocess.run([buildah(), "bud", "--quiet", "--isolation", "chroot", "--output", f"type=local,dest={out}",
+                        "-t", tag, "-f", str(probe), str(context)], check=True, capture_output=True, timeout=300)
+    finally:
+        subprocess.run([buildah(), "rmi", tag], capture_output=True, check=False)  # the image buildah kept too
     copied = sorted(str(p.relative_to(out / "context")) for p in (out / "context").rglob("*") if p.is_file())
     tracked = subprocess.run(["git", "ls-files"], cwd=context, check=True, capture_output=True, text=True).stdout
     expected = sorted(path for path in tracked.splitlines() if path.startswith(BUILD_INPUTS))

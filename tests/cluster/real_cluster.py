@@ -909,7 +909,13 @@ class RealCluster:
                 return pod
             return None
 
-        pod = wait_for(running, timeout_s, f"pod {namespace}/{name} to be Running")
+        try:
+            pod = wait_for(running, timeout_s, f"pod {namespace}/{name} to be Running")
+        except ClusterError as exc:  # say where it stands: phase, conditions, each container's state
+            status = (self.pod(name, namespace) or {}).get("status") or {}
+            states = {s.get("name"): s.get("state") for s in status.get("containerStatuses") or []}
+            raise ClusterError(f"{exc}; phase {status.get('phase')}, conditions {status.get('conditions')}, "
+                               f"containers {states}") from None
         assert pod is not None
         return pod
 

@@ -9,7 +9,8 @@ STAMP  := $(VENV)/.installed
 # Debian packages the real-component tests need, as binary:package: a real containerd with runc, a static
 # busybox to build images from, systemd-analyze to verify the unit, mkfs.ext4/losetup for small filesystems,
 # openssl for the test API server's certificates, Prometheus and promtool for the alert rules, the dashboard
-# and the metrics (deploy/monitoring). Installed only when missing (CI machines start empty).
+# and the metrics (deploy/monitoring); with IMAGE_DEPS, buildah and mmdebstrap for the image test
+# (tests/deploy/test_image.py). Installed only when missing (CI machines start empty).
 SYSTEM_DEPS := containerd:containerd runc:runc busybox:busybox-static ctr:containerd \
 	systemd-analyze:systemd mkfs.ext4:e2fsprogs losetup:mount openssl:openssl \
 	prometheus:prometheus promtool:prometheus
@@ -49,7 +50,7 @@ test: $(STAMP) system-deps
 	$(BIN)/mypy
 
 # The real-cluster tier (not part of `make test` or CI): a real kube-apiserver, kubelet, kube-scheduler and
-# kube-controller-manager (Job, ReplicaSet and DaemonSet controllers) v1.36.2 from the folder
+# kube-controller-manager (Job, ReplicaSet, DaemonSet and garbage-collector controllers) v1.36.2 from the folder
 # EVICTD_K8S_BIN, etcd from Debian's etcd-server package (fetched by the harness with `apt-get download` into
 # /var/tmp/evictd-k8s-cache, unpacked, not installed), the private containerd of the CRI tests; started and
 # stopped by the tests themselves (tests/cluster/real_cluster.py). Runs tests/cluster and the contract tests

@@ -4,24 +4,36 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test test-cluster lint check-config system-deps uml-kernel clean
+.PHONY: run test test-cluster lint check-config system-deps image-deps image uml-kernel clean
 
 # Debian packages the real-component tests need, as binary:package: a real containerd with runc, a static
 # busybox to build images from, systemd-analyze to verify the unit, mkfs.ext4/losetup for small filesystems,
 # openssl for the test API server's certificates, Prometheus and promtool for the alert rules, the dashboard
 # and the metrics (deploy/monitoring), Debian's Python for the systemd unit's /opt/evictd (tests/uml: the unit's
 # ProtectHome=yes hides a pyenv under /root), groff and man to render `evictd man`, tmux as the terminal the
-# live view is tested in. Installed only when missing (CI machines start empty).
+# live view is tested in; with IMAGE_DEPS, buildah and mmdebstrap for the image test (tests/deploy/test_image.py).
+# Installed only when missing (CI machines start empty).
 SYSTEM_DEPS := containerd:containerd runc:runc busybox:busybox-static ctr:containerd \
 	systemd-analyze:systemd mkfs.ext4:e2fsprogs losetup:mount openssl:openssl \
 	prometheus:prometheus promtool:prometheus /usr/bin/python3:python3 groff:groff-base man:man-db tmux:tmux
-system-deps:
-	@missing=""; for pair in $(SYSTEM_DEPS); do bin=$${pair%%:*}; pkg=$${pair##*:}; \
-		command -v $$bin >/dev/null 2>&1 || missing="$$missing $$pkg"; done; \
+# $(call install-missing,PAIRS): apt-get install the packages of the PAIRS whose binary is not on PATH.
+install-missing = missing=""; for pair in $(1); do bin=$${pair%%:*}; pkg=$${pair\#\#*:}; \
+	command -v $$bin >/dev/null 2>&1 || missing="$$missing $$pkg"; done; \
 	if [ -n "$$missing" ]; then \
 		echo "installing Debian packages:$$missing"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
 	fi
+system-deps:
+	@$(call install-missing,$(SYSTEM_DEPS) $(IMAGE_DEPS))
+
+# The image (deploy/Containerfile) with buildah, on the registry's base when one answers, else on a Debian
+# base made by mmdebstrap from this machine's apt sources; written as an OCI archive for
+# `ctr -n k8s.io images import` (deploy/build-image.sh says how). Needs PyPI and a Debian mirror.
+IMAGE_DEPS := buildah:buildah mmdebstrap:mmdebstrap
+image-deps:
+	@$(call install-missing,$(IMAGE_DEPS))
+image: image-deps
+	deploy/build-image.sh
 
 # A user-mode Linux kernel that boots on this machine, in /var/tmp/evictd-uml (tests/uml/provision-uml.sh).
 uml-kernel: system-deps
@@ -50,26 +62,30 @@ test: $(STAMP) system-deps uml-kernel
 	$(BIN)/ruff check src tests
 	$(BIN)/mypy
 
-# The real-cluster tier (not part of `make test` or CI): a real kube-apiserver, kubelet and kube-controller-manager
-# (Job and ReplicaSet controllers) v1.36.2 from the folder
+# The real-cluster tier (not part of `make test` or CI): a real kube-apiserver, kubelet, kube-scheduler and
+# kube-controller-manager (Job, ReplicaSet, DaemonSet and garbage-collector controllers) v1.36.2 from the folder
 # EVICTD_K8S_BIN, etcd from Debian's etcd-server package (fetched by the harness with `apt-get download` into
 # /var/tmp/evictd-k8s-cache, unpacked, not installed), the private containerd of the CRI tests; started and
 # stopped by the tests themselves (tests/cluster/real_cluster.py). Runs tests/cluster and the contract tests
 # (tests/contract) against that cluster.
 CLUSTER_TEST_DIRS := $(wildcard tests/cluster tests/contract)
+# The pod network of the DaemonSet tests (tests/cluster/pod_network.py): a bridge, Debian's CNI plugins (not on
+# PATH: /usr/lib/cni/bridge), a DNAT rule for the kubernetes Service.
+CLUSTER_DEPS := ip:iproute2 iptables:iptables /usr/lib/cni/bridge:containernetworking-plugins
 test-cluster: $(STAMP) system-deps
 	@if [ -z "$$EVICTD_K8S_BIN" ] || [ ! -x "$$EVICTD_K8S_BIN/kube-apiserver" ] || [ ! -x "$$EVICTD_K8S_BIN/kubelet" ] \
-			|| [ ! -x "$$EVICTD_K8S_BIN/kube-controller-manager" ]; then \
-		echo "make test-cluster needs kube-apiserver, kubelet and kube-controller-manager v1.36.2 in the folder EVICTD_K8S_BIN (now: '$$EVICTD_K8S_BIN')." >&2; \
+			|| [ ! -x "$$EVICTD_K8S_BIN/kube-controller-manager" ] || [ ! -x "$$EVICTD_K8S_BIN/kube-scheduler" ]; then \
+		echo "make test-cluster needs kube-apiserver, kubelet, kube-controller-manager and kube-scheduler v1.36.2 in the folder EVICTD_K8S_BIN (now: '$$EVICTD_K8S_BIN')." >&2; \
 		echo "Get the official release binaries into a folder:" >&2; \
-		for b in kube-apiserver kubelet kube-controller-manager; do \
+		for b in kube-apiserver kubelet kube-controller-manager kube-scheduler; do \
 			echo "  curl -fLO https://dl.k8s.io/release/v1.36.2/bin/linux/amd64/$$b" >&2; done; \
-		echo "  chmod +x kube-apiserver kubelet kube-controller-manager" >&2; \
+		echo "  chmod +x kube-apiserver kubelet kube-controller-manager kube-scheduler" >&2; \
 		echo "then run: EVICTD_K8S_BIN=/that/folder make test-cluster" >&2; \
 		exit 2; \
 	fi
 	@command -v apt-get >/dev/null && command -v dpkg >/dev/null && command -v unshare >/dev/null || \
 		{ echo "make test-cluster needs apt-get and dpkg (etcd comes from Debian's etcd-server) and unshare" >&2; exit 2; }
+	@$(call install-missing,$(CLUSTER_DEPS))
 	EVICTD_CLUSTER=real $(BIN)/python -m pytest -q $(CLUSTER_TEST_DIRS)
 
 lint: $(STAMP)

@@ -7,6 +7,7 @@ import os
 import shlex
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -260,6 +261,16 @@ def test_bad_scenarios_exit_2_naming_the_path(tmp_path: Path, scenario: str, exp
     result = evictd("simulate", write(tmp_path, "s.yaml", scenario), "--output", "json")
     assert result.returncode == 2, result.stderr
     assert expected in result.stderr and "Traceback" not in result.stderr and result.stdout == ""
+
+
+# --- --version ------------------------------------------------------------------------------------------------
+
+def test_version_prints_the_installed_distribution_version() -> None:
+    # The version the package metadata carries (pyproject.toml), so an image shows which evictd it holds.
+    expected = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["version"]
+    result = evictd("--version")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == f"evictd {expected}\n" and result.stderr == ""
 
 
 # --- start-up contract --------------------------------------------------------------------------------------

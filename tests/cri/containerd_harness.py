@@ -32,6 +32,7 @@ Choices and why:
   its own state ``Root``; CNI folders are empty (pods use the host network, so CNI is never called).
   ``network_ready=True`` (for a real kubelet, which calls its node Ready only when the runtime reports
   NetworkReady) writes one CNI conflist the CRI loads but never calls; no CNI plugin binary is needed.
+  ``cni=(plugin folder, conflist)`` gives pods off the host network a real one (the real cluster's bridge).
 * Pods run under a test cgroup root ``/evictd-test-<random>`` (``cgroup_parent`` =
   ``/evictd-test-<random>/kubepods/<qos>/pod<uid>``); containerd never removes pod cgroup folders, so
   ``remove_pod`` and ``stop`` remove them bottom-up in every hierarchy.
@@ -95,7 +96,7 @@ _COPY_CHUNK_BYTES = MiB
 LOG_TAIL_CHARS = 4000
 
 # A network configuration the CRI loads (so it reports NetworkReady) and never uses: pods use the host network.
-UNUSED_CNI_CONFLIST_NAME = "10-unused.conflist"
+CNI_CONFLIST_NAME = "10-pods.conflist"
 UNUSED_CNI_CONFLIST = '{"cniVersion": "0.4.0", "name": "unused", "plugins": [{"type": "loopback"}]}\n'
 
 T = TypeVar("T")
@@ -395,9 +396,13 @@ class Containerd:
         snapshotter: str = DEFAULT_SNAPSHOTTER,
         cgroup_root: str | None = None,
         network_ready: bool = False,
+        cni: tuple[Path, str] | None = None,
     ) -> None:
+        """``cni``: a real pod network, as (the folder of the CNI plugin binaries, the conflist to load)."""
         self.base = base
-        self.network_ready = network_ready
+        self.network_ready = network_ready or cni is not None
+        self.cni_bin_dir = cni[0] if cni is not None else base / "cni" / "bin"
+        self.cni_conflist = cni[1] if cni is not None else UNUSED_CNI_CONFLIST
         self.root = root if root is not None else base / "root"
         self.state = base / "state"
         self.snapshotter = snapshotter
@@ -467,7 +472,7 @@ class Containerd:
                 "  SystemdCgroup = false",
                 f"  Root = {_toml_string(self.base / 'runc')}",
                 f"{cri[:-1]}.cni]",
-                f"  bin_dir = {_toml_string(self.base / 'cni' / 'bin')}",
+                f"  bin_dir = {_toml_string(self.cni_bin_dir)}",
                 f"  conf_dir = {_toml_string(self.base / 'cni' / 'conf')}",
                 "",
             ]
@@ -484,7 +489,7 @@ class Containerd:
             folder.mkdir(parents=True, exist_ok=True)
         self.config_path.write_text(self.config_text())
         if self.network_ready:
-            (self.base / "cni" / "conf" / UNUSED_CNI_CONFLIST_NAME).write_text(UNUSED_CNI_CONFLIST)
+            (self.base / "cni" / "conf" / CNI_CONFLIST_NAME).write_text(self.cni_conflist)
         with self.log_path.open("ab") as log:
             self.process = subprocess.Popen(
                 [CONTAINERD_BINARY, "--config", str(self.config_path)],

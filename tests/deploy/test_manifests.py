@@ -693,6 +693,15 @@ def test_systemd_example_config_is_accepted_by_evictd() -> None:
     assert done.returncode == 0, done.stderr
 
 
+def test_shipped_configurations_start_in_dry_run(tmp_path: Path) -> None:
+    # Safe to apply as shipped: the hand-over (README.md, "Handing eviction over from the kubelet") starts with
+    # evictd deciding beside the kubelet, evicting nothing, and switching dryRun off is a step of its own.
+    configmap = load_configuration_text(config_text(), tmp_path).evictd
+    systemd = load_configuration([str(SYSTEMD / "config.yaml")]).evictd
+    assert configmap.dry_run is True
+    assert systemd.dry_run is True
+
+
 # ------------------------------------------------------------------------------------- toleration patches
 
 
@@ -832,10 +841,12 @@ def containerfile() -> list[tuple[str, str]]:
     return instructions
 
 
-def test_containerfile_builds_evictd_from_python_slim() -> None:
+def test_containerfile_builds_evictd_from_python_slim_or_the_base_given() -> None:
     instructions = containerfile()
+    # The registry's python:3.11-slim unless `--build-arg BASE=...` names another (make image's Debian base).
+    assert instructions[0] == ("ARG", "BASE=python:3.11-slim")
     bases = [rest.split()[0] for keyword, rest in instructions if keyword == "FROM"]
-    assert bases == ["python:3.11-slim", "python:3.11-slim"]
+    assert bases == ["${BASE}", "${BASE}"]
     assert ("ENTRYPOINT", '["evictd"]') in instructions
     cmd = json.loads(next(rest for keyword, rest in instructions if keyword == "CMD"))
     assert ["evictd", *cmd] == COMMAND

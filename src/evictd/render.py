@@ -6,6 +6,7 @@ aligned tables. Nothing here decides anything.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 
 from evictd.core.engine import Eviction
@@ -14,6 +15,28 @@ from evictd.core.thresholds import Threshold, ThresholdValue
 from evictd.manager import CycleReport
 
 JsonObject = dict[str, object]
+
+
+# What a terminal would act on in text from a recording or a journal: C0 and C1 controls (escapes, newlines,
+# carriage returns), DEL, and the bidirectional overrides that reorder what is shown.
+_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def printable(text: str) -> str:
+    """`text` with every character a terminal would act on shown as an escape (\\x1b, \\n, \\u202e)."""
+    return _UNPRINTABLE.sub(lambda found: repr(found[0])[1:-1] if ord(found[0]) < 0x100 else
+                            f"\\u{ord(found[0]):04x}", text)
+
+
+def printable_document(value: object) -> object:
+    """`value` (a JSON document) with every string in it `printable`, keys too: for text output."""
+    if isinstance(value, str):
+        return printable(value)
+    if isinstance(value, Mapping):
+        return {printable(str(key)): printable_document(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [printable_document(item) for item in value]
+    return value
 
 
 def seconds_json(seconds: float) -> int | float:

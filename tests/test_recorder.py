@@ -17,7 +17,7 @@ import sys
 import uuid
 from collections.abc import Iterator
 from dataclasses import replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -453,3 +453,75 @@ def test_export_takes_the_configured_state_dir_and_a_time_window(tmp_path: Path)
     empty = evictd("replay", str(tmp_path / "nowhere"))
     assert empty.returncode == 1 and "no recorded cycles" in empty.stderr
 
+
+
+def test_a_wall_clock_stepped_back_at_a_segment_rotation_is_read_in_cycle_order(tmp_path: Path) -> None:
+    _, scenario, settings = example(EXAMPLES[0])
+    hook = recorder(tmp_path, settings)
+    recorded = list(cycles(scenario))
+    half = len(recorded) // 2
+    for cycle in recorded[:half]:
+        hook(cycle)
+    hook.close()  # a rotation; then the clock is stepped back an hour (NTP), the monotonic clock goes on
+    for cycle in recorded[half:]:
+        hook(replace(cycle, wall=cycle.wall - timedelta(hours=1)))
+    hook.close()
+    names = sorted(os.listdir(tmp_path / RECORDING_FOLDER))
+    first_line = gzip.decompress((tmp_path / RECORDING_FOLDER / names[0]).read_bytes()).splitlines()[0]
+    assert len(names) == 2 and json.loads(first_line)["cycle"] == half + 1, "the second segment is named first"
+
+    records, skipped = read_recording(str(tmp_path / RECORDING_FOLDER))
+    assert skipped == 0 and [r.cycle for r in records] == list(range(1, len(recorded) + 1))
+    replayed = evictd("replay", str(tmp_path))
+    assert replayed.returncode == 0, replayed.stderr
+    assert "every decision as recorded" in replayed.stdout.splitlines()[0]
+    explained = evictd("explain", "--last", "--state-dir", str(tmp_path), "--output", "json")
+    assert explained.returncode == 0, explained.stderr
+    assert json.loads(explained.stdout)["pod"] == "shop/web"
+
+
+def test_segments_dated_in_the_future_age_out_once_the_clock_is_back(tmp_path: Path) -> None:
+    """Written while the clock ran a year ahead: dated now when the recorder next looks, gone maxAge later."""
+    _, scenario, settings = example(EXAMPLES[0])
+    hook = recorder(tmp_path, settings, max_age_s=3600.0)
+    record(scenario, hook)
+    hook.close()
+    folder = tmp_path / RECORDING_FOLDER
+    ahead = START + 365 * 86400
+    for path in segment_paths(str(folder)):
+        os.utime(path, (ahead, ahead))
+    clock = ManualClock(0.0, datetime.fromtimestamp(START + 86400, UTC))
+    later = FlightRecorder(str(tmp_path), settings, max_bytes=64 * MiB, max_age_s=3600.0, dry_run=False, log=Log(),
+                           clock=clock)
+    first = next(cycles(scenario, start=START + 86400, first_number=100))
+    later(first)  # the start: what earlier runs left is looked at
+    old = [p for p in segment_paths(str(folder)) if "-" in p and p.endswith(CLOSED_SUFFIX)]
+    assert old, "kept: an hour has not passed since the clock was back"
+    assert all(os.path.getmtime(p) == START + 86400 for p in old)
+    clock.advance(2 * 3600)
+    later(replace(first, number=101, wall=clock.wall()))
+    later.close()  # a rotation looks again
+    assert not any(os.path.exists(p) for p in old)
+
+
+def test_closed_segments_are_owner_only_whatever_the_umask_and_crash_leftovers_are_removed(tmp_path: Path) -> None:
+    _, scenario, settings = example(EXAMPLES[0])
+    folder = tmp_path / RECORDING_FOLDER
+    folder.mkdir()
+    leftover = folder / ".20261122T230000.000000Z-1.jsonl.gz"  # a crash while compressing
+    leftover.write_bytes(b"partial")
+    log = Log()
+    previous = os.umask(0)  # the DaemonSet's container sets none
+    try:
+        hook = recorder(tmp_path, settings, log=log)
+        record(scenario, hook)
+        hook.close()
+    finally:
+        os.umask(previous)
+    assert not leftover.exists()
+    assert ("info", "removed temporary recording files left by an interrupted write",
+            {"folder": str(folder), "count": 1}) in log.lines
+    paths = segment_paths(str(folder))
+    assert paths and all(p.endswith(CLOSED_SUFFIX) for p in paths)
+    assert {oct(os.stat(p).st_mode & 0o777) for p in paths} == {"0o600"}
+    assert [name for name in os.listdir(folder) if name.startswith(".")] == []

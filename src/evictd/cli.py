@@ -311,7 +311,7 @@ def _explain(args: argparse.Namespace) -> int:
     state_dir = args.state_dir or configuration.evictd.state_dir
     recording = _recording(state_dir, args.since, args.until)
     # First what cycles there are (their heads only), then the run of the one explained, replayed up to it.
-    heads = [record_head(record) for record in recording]
+    heads = [record_head(record) for record in recording.cycles(summaries=False)]
     try:
         _read(recording, heads)
         recording_problem = None

@@ -48,6 +48,9 @@ ROOT_KEY = "$"
 _RFC3339 = re.compile(r"(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(?:[.,](\d{1,9}))?(?:(Z)|([+-])(\d{2}):(\d{2}))")
 _MICROSECOND_DIGITS = 6
 _GO_ZERO_TIME = datetime(1, 1, 1, tzinfo=UTC)
+# Times already parsed (every pod of a Summary carries the same few): at most this many, then forgotten.
+_TIMES: dict[str, datetime | None] = {}
+_TIMES_KEPT = 4096
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,9 +197,18 @@ def _time(obj: Mapping[str, object], name: str, parent: str) -> datetime | None:
     value = obj.get(name)
     if value is None:
         return None
+    if isinstance(value, str) and value in _TIMES:
+        return _TIMES[value]
     key = child(parent, name)
     if not isinstance(value, str):
         raise invalid("must be an RFC 3339 time string", key, value)
+    if len(_TIMES) >= _TIMES_KEPT:
+        _TIMES.clear()
+    _TIMES[value] = _parse_time(value, key)
+    return _TIMES[value]
+
+
+def _parse_time(value: str, key: str) -> datetime | None:
     match = _RFC3339.fullmatch(value)
     if match is None:
         raise invalid("must be an RFC 3339 time (e.g. 2024-01-02T03:04:05Z)", key, value)

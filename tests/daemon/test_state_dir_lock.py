@@ -20,21 +20,24 @@ NODE = "lock-node"
 LOCK_WAIT_S = 2.0
 
 
-def start(tmp_path: Path, name: str, apiserver: ApiServer, state: Path, evictd_processes: list[EvictdProcess],
-          extra: str = "") -> EvictdProcess:
+def start(tmp_path: Path, name: str, apiserver: ApiServer | None, state: Path,
+          evictd_processes: list[EvictdProcess], extra: str = "", node_lock: Path | None = None) -> EvictdProcess:
+    """`evictd run` with `state` as stateDir, with the test API server unless None (then it only reports), and
+    `node_lock` as its node lock (None: one of its own)."""
     work = tmp_path / name
     work.mkdir()
     daemon = EvictdProcess(
         work,
         kubelet="evictionHard: {}\nenforceNodeAllocatable: []\n",
         evictd=(f"nodeName: {NODE}\n"
-                f"kubeconfig: {apiserver.kubeconfig_path}\n"
-                f"stateDir: {state}\n"
+                + (f"kubeconfig: {apiserver.kubeconfig_path}\n" if apiserver is not None else "")
+                + f"stateDir: {state}\n"
                 f"containerRuntimeEndpoint: unix://{tmp_path}/no-runtime.sock\n"
                 "housekeepingInterval: 1s\n"
                 "psiWakeups: false\n"
                 "memcgWakeups: false\n"
                 "shutdownTimeout: 5s\n" + extra),
+        env={"EVICTD_NODE_LOCK": str(node_lock)} if node_lock is not None else None,
     )
     evictd_processes.append(daemon)
     return daemon
@@ -131,19 +134,8 @@ def test_a_state_dir_that_cannot_be_created_is_logged_and_evictd_runs_without_th
 
 def start_alone(tmp_path: Path, name: str, state: Path, node_lock: Path, evictd_processes: list[EvictdProcess],
                 extra: str = "") -> EvictdProcess:
-    """`evictd run` without an API (it only reports), with `state` as stateDir and `node_lock` as its node lock."""
-    work = tmp_path / name
-    work.mkdir()
-    daemon = EvictdProcess(
-        work,
-        kubelet="evictionHard: {}\nenforceNodeAllocatable: []\n",
-        evictd=(f"nodeName: {NODE}\nstateDir: {state}\n"
-                f"containerRuntimeEndpoint: unix://{tmp_path}/no-runtime.sock\n"
-                "housekeepingInterval: 1s\npsiWakeups: false\nmemcgWakeups: false\nshutdownTimeout: 5s\n" + extra),
-        env={"EVICTD_NODE_LOCK": str(node_lock)},
-    )
-    evictd_processes.append(daemon)
-    return daemon
+    """`evictd run` without an API, with `state` as stateDir and `node_lock` as its node lock."""
+    return start(tmp_path, name, None, state, evictd_processes, extra, node_lock)
 
 
 def test_two_evictd_with_different_state_dirs_on_one_node_the_second_waits_on_the_node_lock(

@@ -2,9 +2,10 @@
 (offline), and `run` (the daemon).
 
 Exit status: 0 success; 2 bad configuration or scenario (one line on stderr naming the key and the value,
-never a traceback), or `run` finding its stateDir still locked by another evictd (one line naming the holder's
-PID and the lock file); 1 any other failure. The offline commands import neither the kubernetes client nor
-grpc, so they start fast; with `--output json` stdout carries only the JSON document.
+never a traceback), or `run` finding the node or its stateDir still locked by another evictd (one line naming
+the holder's PID and the lock file) or a lock file that is not a regular file; 1 any other failure. The
+offline commands import neither the kubernetes client nor grpc, so they start fast; with `--output json` stdout
+carries only the JSON document.
 """
 
 from __future__ import annotations

@@ -184,7 +184,10 @@ def summary_from_dict(obj: Mapping[str, object]) -> Summary:
 
 def _counter(obj: Mapping[str, object], name: str, parent: str) -> int | None:
     """Read an unsigned counter (Go *uint64 later converted with int64(), so at most MAX_COUNTER)."""
-    return integer(obj.get(name), child(parent, name), low=0, high=MAX_COUNTER, if_null=None)
+    value = obj.get(name)
+    if value is None or (type(value) is int and 0 <= value <= MAX_COUNTER):
+        return value  # the common case, without building the key an error would name
+    return integer(value, child(parent, name), low=0, high=MAX_COUNTER, if_null=None)
 
 
 def _signed(obj: Mapping[str, object], name: str, parent: str) -> int | None:

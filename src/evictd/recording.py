@@ -482,7 +482,8 @@ def _scenario_steps(first: Record, records: Iterator[Record], exact_times: bool)
         step: JsonObject = {"at": at if exact_times else round(at, 3), "summary": record.summary}
         if record.after_reclaim is not None:
             step["afterReclaim"] = record.after_reclaim
-        if previous is not None and record.pods is not previous.pods:
+        # A segment's first line holds the whole list again: written (and decoded) only when it changed.
+        if previous is not None and record.pods is not previous.pods and record.pods != previous.pods:
             step["pods"] = record.pods
         yield record, step
         previous = record

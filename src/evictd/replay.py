@@ -183,7 +183,10 @@ def replay(records: Iterable[Record], config: EngineConfig | None = None,
             first_wall = record.wall if first_wall is None else first_wall
             last_wall = record.wall
             recorded = _compared(record.decision)
-            replayed = _compared(decision_json(report))
+            # The ranking is compared by pod (`_compared`): its keys are not rendered.
+            replayed = _compared({**decision_json(report, ranking=False),
+                                  "ranking": [] if report.ranking_signal is None else [
+                                      {"pod": pod.key} for pod in report.ranking]})
             recorded_timeline.append((record.wall, recorded["conditions"]))
             replayed_timeline.append((record.wall, replayed["conditions"]))
             differences.extend(Difference(record.run, record.cycle, record.wall, what, tuple(recorded[what]),

@@ -250,7 +250,9 @@ def test_strings_from_a_recording_are_printed_with_terminal_controls_escaped(tmp
         run = json.loads(text.splitlines()[0])["run"]
         path.unlink()
         plain = path.with_suffix("") if path.suffix == ".gz" else path
-        plain.write_bytes(text.replace(json.dumps(run).encode(), json.dumps(evil).encode()))
+        # The run id, and the recorded eviction messages (so that `replay` shows them as differences).
+        text = text.replace(json.dumps(run).encode(), json.dumps(evil).encode())
+        plain.write_bytes(text.replace(b'"message":"', b'"message":"\\u001b[2J\\nFAKE LINE'))
     for reader in (("explain", "--last", "--state-dir", str(state)), ("replay", str(state)),
                    ("explain", "--now", "--state-dir", str(state))):
         done = evictd(*reader)
@@ -258,5 +260,7 @@ def test_strings_from_a_recording_are_printed_with_terminal_controls_escaped(tmp
         for output in (done.stdout, done.stderr):
             assert not any(ch in output for ch in "\x1b\x07\u202e"), (reader, output)
             assert "\nFAKE LINE" not in output
+    replayed = evictd("replay", str(state))
+    assert "\\x1b[2J\\nFAKE LINE" in replayed.stdout, replayed.stdout
     explained = evictd("explain", "--last", "--state-dir", str(state))
     assert explained.stdout.splitlines()[0].startswith("decision run\\x1b]0;owned\\x07\\x1b[2J\\nFAKE LINE\\u202e/")

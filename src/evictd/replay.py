@@ -30,7 +30,7 @@ from evictd.core.fs_layout import FsLayout
 from evictd.core.pods import Pod
 from evictd.manager import CycleReport
 from evictd.recording import ABSENT, Record, decision_id, decision_json, scenario_parts
-from evictd.render import JsonObject, table
+from evictd.render import JsonObject, printable, table
 from evictd.simulate import ScenarioRunner, parse_head, parse_step, scenario_pods, start_state
 
 # The parts of a decision compared, by name: what a person reads in a difference.
@@ -237,11 +237,12 @@ def replay_text(result: Replay) -> str:
              f"to {wall_text(result.last_wall)}: "
              + (f"{changed} cycles decided differently" if changed else "every decision as recorded")]
     if result.differences:
-        rows = [(f"{d.cycle}", wall_text(d.wall) or "", d.what, "; ".join(d.recorded) or "-",
-                 "; ".join(d.replayed) or "-") for d in result.differences]
+        # What was recorded is shown with terminal controls escaped (`printable`): a recording is input.
+        rows = [(f"{d.cycle}", wall_text(d.wall) or "", d.what, printable("; ".join(d.recorded)) or "-",
+                 printable("; ".join(d.replayed)) or "-") for d in result.differences]
         lines += ["", table(("CYCLE", "TIME", "WHAT", "RECORDED", "REPLAYED"), rows)]
     if result.pressure:
-        pressure = [(condition, _intervals_text(recorded), _intervals_text(replayed))
+        pressure = [(printable(condition), _intervals_text(recorded), _intervals_text(replayed))
                     for condition, (recorded, replayed) in result.pressure.items()]
         lines += ["", table(("CONDITION", "RECORDED", "REPLAYED"), pressure)]
     return "\n".join(lines)

@@ -252,7 +252,9 @@ def test_strings_from_a_recording_are_printed_with_terminal_controls_escaped(tmp
         plain = path.with_suffix("") if path.suffix == ".gz" else path
         # The run id, and the recorded eviction messages (so that `replay` shows them as differences).
         text = text.replace(json.dumps(run).encode(), json.dumps(evil).encode())
-        plain.write_bytes(text.replace(b'"message":"', b'"message":"\\u001b[2J\\nFAKE LINE'))
+        text = text.replace(b'"message":"', b'"message":"\\u001b[2J\\nFAKE LINE')
+        # A namespace too: errors name recorded pods.
+        plain.write_bytes(text.replace(b'"namespace":"jobs"', b'"namespace":"jobs\\u001b[2J"'))
     for reader in (("explain", "--last", "--state-dir", str(state)), ("replay", str(state)),
                    ("explain", "--now", "--state-dir", str(state))):
         done = evictd(*reader)
@@ -260,6 +262,9 @@ def test_strings_from_a_recording_are_printed_with_terminal_controls_escaped(tmp
         for output in (done.stdout, done.stderr):
             assert not any(ch in output for ch in "\x1b\x07\u202e"), (reader, output)
             assert "\nFAKE LINE" not in output
+    not_found = evictd("explain", "nobody", "--state-dir", str(state))
+    assert not_found.returncode == 1 and "jobs\\x1b[2J/batch-job" in not_found.stderr, not_found.stderr
+    assert "\x1b" not in not_found.stderr
     replayed = evictd("replay", str(state))
     assert "\\x1b[2J\\nFAKE LINE" in replayed.stdout, replayed.stdout
     explained = evictd("explain", "--last", "--state-dir", str(state))

@@ -412,15 +412,22 @@ COMMANDS = {"check-config": _check_config, "simulate": _simulate, "run": _run, "
             "record": _record, "replay": _replay, "explain": _explain}
 
 
+def _one_line(exc: EvictdError) -> str:
+    """An error's message as one line: what it quotes (a recorded pod name, a path) may hold terminal controls."""
+    from evictd.render import printable
+
+    return printable(str(exc))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return COMMANDS[args.command](args)
     except (ConfigError, StateLockError) as exc:
-        print(f"evictd: {exc}", file=sys.stderr)
+        print(f"evictd: {_one_line(exc)}", file=sys.stderr)
         return EXIT_CONFIG
     except EvictdError as exc:
-        print(f"evictd: {exc}", file=sys.stderr)
+        print(f"evictd: {_one_line(exc)}", file=sys.stderr)
         return EXIT_FAILURE
     except Exception as exc:  # the last line of defence: one line, never a traceback, unless asked for
         if os.environ.get("EVICTD_DEBUG"):

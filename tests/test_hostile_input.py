@@ -16,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -267,5 +268,10 @@ def test_strings_from_a_recording_are_printed_with_terminal_controls_escaped(tmp
     assert "\x1b" not in not_found.stderr
     replayed = evictd("replay", str(state))
     assert "\\x1b[2J\\nFAKE LINE" in replayed.stdout, replayed.stdout
+    # The export keeps recorded strings as they are, escaped as YAML escapes them, and reads back the same.
+    exported = evictd("record", "export", "--state-dir", str(state))
+    assert exported.returncode == 0 and "\x1b" not in exported.stdout
+    scenario = yaml.safe_load(exported.stdout)
+    assert "jobs\x1b[2J" in {pod["metadata"]["namespace"] for pod in scenario["pods"]}
     explained = evictd("explain", "--last", "--state-dir", str(state))
     assert explained.stdout.splitlines()[0].startswith("decision run\\x1b]0;owned\\x07\\x1b[2J\\nFAKE LINE\\u202e/")

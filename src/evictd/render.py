@@ -41,16 +41,18 @@ def printable_document(value: object) -> object:
 
 
 # What a YAML reader does not take raw inside a double-quoted string (JSON escapes the rest: controls, quotes,
-# backslashes): DEL and C1 controls, the line breaks NEL, LS and PS, lone surrogates, the BOM and non-characters.
+# backslashes): DEL and C1 controls, the line breaks NEL, LS and PS, the BOM and non-characters; and a lone
+# surrogate (not text: a JSON escape can make one), which YAML cannot hold at all and becomes U+FFFD.
 _NOT_YAML = re.compile("[\x7f-\x9f\u2028\u2029\ud800-\udfff\ufeff\ufffe\uffff]")
 # A JSON number with an exponent and no point (1e-05), which YAML 1.1 reads as a string; and JSON's tokens to
 # find it outside strings.
-_EXPONENT_HINT = re.compile(r"(?<![\w.-])-?\d+[eE]")
+_EXPONENT_HINT = re.compile(r"(?:^|[:,] |\[)-?\d+[eE]")  # where JSON puts a number (or a string says so)
 _STRING_OR_BARE_EXPONENT = re.compile(r'"(?:[^"\\]|\\.)*"|(?<![\d.])(-?\d+)(?=[eE])')
 
 
 def _yaml_escape(found: re.Match[str]) -> str:
-    return f"\\u{ord(found[0]):04x}"
+    code = ord(found[0])
+    return "\\ufffd" if 0xD800 <= code <= 0xDFFF else f"\\u{code:04x}"
 
 
 def _point(found: re.Match[str]) -> str:

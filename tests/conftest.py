@@ -23,6 +23,10 @@ Fixtures (function-scoped, so every test starts from an empty filesystem):
 * ``unwritable_state``: a stateDir that takes no more writes, once full (ENOSPC) and once read-only (EROFS)
   (tests/full_filesystem.py).
 
+``evictd run`` processes take the node lock at ``EVICTD_NODE_LOCK``: the session sets it to a file of its own
+(``node_lock_of_the_session``), so that test sessions run side by side on one machine never wait for each other
+on /run/evictd/node.lock; tests/daemon's ``EvictdProcess`` gives each process its own unless told.
+
 Mounting needs root; when it fails the fixture errors (the test fails, it is never skipped). Everything
 mounted is unmounted lazily (``umount -l``, which also detaches submounts) and loop devices are detached in
 finalizers, whatever the test's outcome.
@@ -30,6 +34,7 @@ finalizers, whatever the test's outcome.
 
 from __future__ import annotations
 
+import os
 import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -45,6 +50,18 @@ TMPFS_NR_INODES = 2000
 EXT4_IMAGE_SIZE = "64M"
 EXT4_INODES = 4096
 NESTED_TMPFS_SIZE = "8m"
+
+
+@pytest.fixture(autouse=True, scope="session")
+def node_lock_of_the_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Every `evictd run` of the session takes its node lock in the session's tmp dir (see above)."""
+    before = os.environ.get("EVICTD_NODE_LOCK")
+    os.environ["EVICTD_NODE_LOCK"] = str(tmp_path_factory.mktemp("node-lock") / "node.lock")
+    yield
+    if before is None:
+        os.environ.pop("EVICTD_NODE_LOCK", None)
+    else:
+        os.environ["EVICTD_NODE_LOCK"] = before
 
 
 def _run(*argv: str) -> str:

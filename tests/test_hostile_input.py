@@ -4,13 +4,19 @@ report an impossible number as an unreadable source instead of failing every cyc
 
 from __future__ import annotations
 
+import gzip
+import json
 import os
+import resource
 import subprocess
 import sys
+import time
+import zlib
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -18,6 +24,8 @@ from evictd.adapters import procfs
 from evictd.adapters.cgroups import _uint
 from evictd.config import load_configuration
 from evictd.core.errors import ConfigError, SampleError
+from evictd.recording import segment_paths
+from test_explain import memory_recording
 
 ROOT = Path(__file__).resolve().parents[1]
 KUBELET = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"
@@ -59,6 +67,12 @@ CONFIGS = {
                            "unreadable value: Exceeds the limit (4300 digits)"),
     "nested-5000-deep": (file_with(KUBELET + "x: " + "[" * 5000 + "]" * 5000 + "\n"), "YAML nested too deeply"),
     "kind-is-a-list": (file_with("apiVersion: v1\nkind: [a]\n"), ".kind: invalid value ['a']: unknown kind"),
+    "interval-of-292-years": (file_with(EVICTD + "housekeepingInterval: 9223372036s\n"),
+                              "housekeepingInterval: invalid value '9223372036s': must be at most 24h0m0s"),
+    "recording-of-90-tib": (file_with(EVICTD + "recorderMaxBytes: 99999999999999\n"),
+                            "recorderMaxBytes: invalid value 99999999999999: must be at most 4,294,967,296"),
+    "5000-digit-quantity": (file_with(KUBELET + 'evictionHard: {memory.available: "' + "0" * 4999 + '1Gi"}\n'),
+                            "longer than 64 characters (evictd's bound)"),
     "duplicate-evictd-key": (file_with(EVICTD + "dryRun: true\ndryRun: false\n"),
                              "dryRun: invalid value False: duplicate key in EvictdConfiguration"),
     "cgroupfs-path-missing": (file_with(EVICTD + "cgroupfsPath: /nonexistent-cgroupfs\n"),
@@ -148,3 +162,116 @@ def test_a_number_no_kernel_writes_is_an_unreadable_cgroup_file(raw: bytes) -> N
 def test_a_number_no_kernel_writes_is_an_unreadable_proc_file() -> None:
     with pytest.raises(SampleError, match="out of the uint64 range"):
         procfs._uint(Path("/proc/sys/kernel/pid_max"), "9" * 5001)
+
+
+# --- a recording in stateDir as hostile input: `explain`, `replay` and `record export` ---------------------------
+
+READERS = (("explain", "--last", "--state-dir", "{state}"), ("replay", "{state}"),
+           ("record", "export", "--state-dir", "{state}"))
+# A reader's address space: far above what reading a small recording takes, far below what the hostile files
+# below would make it take.
+READER_ADDRESS_SPACE = 1 << 30
+LAST_NAME = "20991231T000000.000000Z-1"  # sorts after the recorded segments
+
+
+def read_with(*args: str, state: Path) -> subprocess.CompletedProcess[str]:
+    """Run a reader with its address space limited (a memory bomb fails it: MemoryError, exit 1)."""
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (READER_ADDRESS_SPACE, READER_ADDRESS_SPACE))
+
+    return subprocess.run([sys.executable, "-m", "evictd", *(a.format(state=state) for a in args)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=TIMEOUT_S, check=False, preexec_fn=limit)
+
+
+def a_recording(tmp_path: Path) -> Path:
+    """01-memory-pressure recorded by the real recorder: batch-job and shop/web evicted."""
+    return memory_recording(tmp_path)
+
+
+def fifo_segment(folder: Path) -> str:
+    os.mkfifo(folder / f"{LAST_NAME}.jsonl")
+    return "a FIFO, not a regular file: not read"
+
+
+def dev_zero_segment(folder: Path) -> str:
+    (folder / f"{LAST_NAME}.jsonl").symlink_to("/dev/zero")
+    return "a symlink, not a regular file: not read"
+
+
+def gzip_bomb_segment(folder: Path) -> str:
+    """2 GiB of zeros, and no newline, in a 2 MiB gzip file."""
+    packer = zlib.compressobj(9, zlib.DEFLATED, 31)
+    chunk = bytes(1 << 20)
+    with open(folder / f"{LAST_NAME}.jsonl.gz", "wb") as target:
+        for _ in range(2048):
+            target.write(packer.compress(chunk))
+        target.write(packer.flush())
+    return "more than 256 MiB of lines: the rest is not read"
+
+
+def bad_lines_segment(folder: Path) -> str:
+    """A segment of the recording's own lines, with lines no evictd writes between them."""
+    first = Path(segment_paths(str(folder))[0])
+    raw = gzip.decompress(first.read_bytes()) if first.suffix == ".gz" else first.read_bytes()
+    lines = raw.splitlines(keepends=True)
+    nested = b"[" * 200_000 + b"]" * 200_000 + b"\n"
+    overflowing = lines[1].replace(b'"wall":', b'"wall":1e999,"x":', 1)
+    huge = lines[2].replace(b'"cycle":', b'"cycle":' + b"9" * 4000 + b',"y":', 1)
+    (folder / f"{LAST_NAME}.jsonl").write_bytes(b"".join([lines[0], nested, overflowing, huge, *lines[3:]]))
+    return "a line cannot be read (nested too deeply): skipped"
+
+
+HOSTILE_SEGMENTS = {"fifo": fifo_segment, "dev-zero-symlink": dev_zero_segment, "gzip-bomb": gzip_bomb_segment,
+                    "bad-lines": bad_lines_segment}
+
+
+@pytest.mark.parametrize("case", sorted(HOSTILE_SEGMENTS))
+@pytest.mark.parametrize("reader", READERS, ids=[r[0] for r in READERS])
+def test_a_hostile_segment_is_skipped_with_a_message_and_the_rest_is_read(tmp_path: Path, case: str,
+                                                                         reader: tuple[str, ...]) -> None:
+    state = a_recording(tmp_path)
+    folder = state / "recording"
+    expected = HOSTILE_SEGMENTS[case](folder)
+    started = time.monotonic()
+    done = read_with(*reader, state=state)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "Traceback" not in done.stderr
+    assert any(line.startswith("warning: ") and expected in line for line in done.stderr.splitlines()), done.stderr
+    assert len(done.stderr) < 10_000
+    if reader[0] == "explain":
+        assert done.stdout.startswith("decision ") and "evicted shop/web for memory.available" in done.stdout
+    print(f"{case}, {reader[0]}: {time.monotonic() - started:.1f} s")
+
+
+def test_strings_from_a_recording_are_printed_with_terminal_controls_escaped(tmp_path: Path) -> None:
+    state = a_recording(tmp_path)
+    evil = "run\x1b]0;owned\x07\x1b[2J\nFAKE LINE\u202e"
+    for path in map(Path, segment_paths(str(state / "recording"))):
+        text = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
+        run = json.loads(text.splitlines()[0])["run"]
+        path.unlink()
+        plain = path.with_suffix("") if path.suffix == ".gz" else path
+        # The run id, and the recorded eviction messages (so that `replay` shows them as differences).
+        text = text.replace(json.dumps(run).encode(), json.dumps(evil).encode())
+        text = text.replace(b'"message":"', b'"message":"\\u001b[2J\\nFAKE LINE')
+        # A namespace too: errors name recorded pods.
+        plain.write_bytes(text.replace(b'"namespace":"jobs"', b'"namespace":"jobs\\u001b[2J"'))
+    for reader in (("explain", "--last", "--state-dir", str(state)), ("replay", str(state)),
+                   ("explain", "--now", "--state-dir", str(state))):
+        done = evictd(*reader)
+        assert done.returncode == 0, done.stderr
+        for output in (done.stdout, done.stderr):
+            assert not any(ch in output for ch in "\x1b\x07\u202e"), (reader, output)
+            assert "\nFAKE LINE" not in output
+    not_found = evictd("explain", "nobody", "--state-dir", str(state))
+    assert not_found.returncode == 1 and "jobs\\x1b[2J/batch-job" in not_found.stderr, not_found.stderr
+    assert "\x1b" not in not_found.stderr
+    replayed = evictd("replay", str(state))
+    assert "\\x1b[2J\\nFAKE LINE" in replayed.stdout, replayed.stdout
+    # The export keeps recorded strings as they are, escaped as YAML escapes them, and reads back the same.
+    exported = evictd("record", "export", "--state-dir", str(state))
+    assert exported.returncode == 0 and "\x1b" not in exported.stdout
+    scenario = yaml.safe_load(exported.stdout)
+    assert "jobs\x1b[2J" in {pod["metadata"]["namespace"] for pod in scenario["pods"]}
+    explained = evictd("explain", "--last", "--state-dir", str(state))
+    assert explained.stdout.splitlines()[0].startswith("decision run\\x1b]0;owned\\x07\\x1b[2J\\nFAKE LINE\\u202e/")

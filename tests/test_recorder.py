@@ -17,12 +17,15 @@ import sys
 import uuid
 from collections.abc import Iterator
 from dataclasses import replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import hypothesis
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from clocks import ManualClock
 from evictd.after_cycle import Cycle
@@ -40,7 +43,7 @@ from evictd.recording import (
     read_recording,
     segment_paths,
 )
-from evictd.render import step_json
+from evictd.render import step_json, yaml_flow
 from evictd.replay import replay
 from evictd.simulate import Scenario, parse_scenario, run_scenario
 from full_filesystem import UnwritableFolder
@@ -502,3 +505,99 @@ def test_replay_text_names_the_run_of_each_cycle_when_the_recording_holds_severa
     hook.close()
     one = evictd("replay", str(single), "--config", str(candidate))
     assert next(line for line in one.stdout.splitlines() if "CYCLE" in line).split()[0] == "CYCLE"
+
+
+def test_a_wall_clock_stepped_back_at_a_segment_rotation_is_read_in_cycle_order(tmp_path: Path) -> None:
+    _, scenario, settings = example(EXAMPLES[0])
+    hook = recorder(tmp_path, settings)
+    recorded = list(cycles(scenario))
+    half = len(recorded) // 2
+    for cycle in recorded[:half]:
+        hook(cycle)
+    hook.close()  # a rotation; then the clock is stepped back an hour (NTP), the monotonic clock goes on
+    for cycle in recorded[half:]:
+        hook(replace(cycle, wall=cycle.wall - timedelta(hours=1)))
+    hook.close()
+    names = sorted(os.listdir(tmp_path / RECORDING_FOLDER))
+    first_line = gzip.decompress((tmp_path / RECORDING_FOLDER / names[0]).read_bytes()).splitlines()[0]
+    assert len(names) == 2 and json.loads(first_line)["cycle"] == half + 1, "the second segment is named first"
+
+    records, skipped = read_recording(str(tmp_path / RECORDING_FOLDER))
+    assert skipped == 0 and [r.cycle for r in records] == list(range(1, len(recorded) + 1))
+    replayed = evictd("replay", str(tmp_path))
+    assert replayed.returncode == 0, replayed.stderr
+    assert "every decision as recorded" in replayed.stdout.splitlines()[0]
+    explained = evictd("explain", "--last", "--state-dir", str(tmp_path), "--output", "json")
+    assert explained.returncode == 0, explained.stderr
+    assert json.loads(explained.stdout)["pod"] == "shop/web"
+
+
+def test_segments_dated_in_the_future_age_out_once_the_clock_is_back(tmp_path: Path) -> None:
+    """Written while the clock ran a year ahead: dated now when the recorder next looks, gone maxAge later."""
+    _, scenario, settings = example(EXAMPLES[0])
+    hook = recorder(tmp_path, settings, max_age_s=3600.0)
+    record(scenario, hook)
+    hook.close()
+    folder = tmp_path / RECORDING_FOLDER
+    ahead = START + 365 * 86400
+    for path in segment_paths(str(folder)):
+        os.utime(path, (ahead, ahead))
+    clock = ManualClock(0.0, datetime.fromtimestamp(START + 86400, UTC))
+    later = FlightRecorder(str(tmp_path), settings, max_bytes=64 * MiB, max_age_s=3600.0, dry_run=False, log=Log(),
+                           clock=clock)
+    first = next(cycles(scenario, start=START + 86400, first_number=100))
+    later(first)  # the start: what earlier runs left is looked at
+    old = [p for p in segment_paths(str(folder)) if "-" in p and p.endswith(CLOSED_SUFFIX)]
+    assert old, "kept: an hour has not passed since the clock was back"
+    assert all(os.path.getmtime(p) == START + 86400 for p in old)
+    clock.advance(2 * 3600)
+    later(replace(first, number=101, wall=clock.wall()))
+    later.close()  # a rotation looks again
+    assert not any(os.path.exists(p) for p in old)
+
+
+def test_closed_segments_are_owner_only_whatever_the_umask_and_crash_leftovers_are_removed(tmp_path: Path) -> None:
+    _, scenario, settings = example(EXAMPLES[0])
+    folder = tmp_path / RECORDING_FOLDER
+    folder.mkdir()
+    leftover = folder / ".20261122T230000.000000Z-1.jsonl.gz"  # a crash while compressing
+    leftover.write_bytes(b"partial")
+    log = Log()
+    previous = os.umask(0)  # the DaemonSet's container sets none
+    try:
+        hook = recorder(tmp_path, settings, log=log)
+        record(scenario, hook)
+        hook.close()
+    finally:
+        os.umask(previous)
+    assert not leftover.exists()
+    assert ("info", "removed temporary recording files left by an interrupted write",
+            {"folder": str(folder), "count": 1}) in log.lines
+    paths = segment_paths(str(folder))
+    assert paths and all(p.endswith(CLOSED_SUFFIX) for p in paths)
+    assert {oct(os.stat(p).st_mode & 0o777) for p in paths} == {"0o600"}
+    assert [name for name in os.listdir(folder) if name.startswith(".")] == []
+
+
+TEXT = st.text(st.characters(blacklist_categories=("Cs",)))  # lone surrogates: see the last test below
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | TEXT,
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(TEXT, children, max_size=4),
+    max_leaves=20)
+
+
+@settings(max_examples=300, deadline=None)
+@given(JSON_VALUES)
+@hypothesis.example(1e-05)
+@hypothesis.example({"f": [2e+20, -1.5e-07], "uid": "12e4-9d39", "text": "a: 1e5, [3e-2", "nel": "\x85\u2028\x7f"})
+def test_an_exported_step_reads_back_as_the_same_value(value: object) -> None:
+    """`record export` writes each step as one line of flow style (render.yaml_flow): any recorded value, any
+    string (controls, line separators, lone surrogates, quotes), any number (1e-05 too) reads back the same."""
+    line = yaml_flow(value)
+    assert "\n" not in line
+    assert yaml.load("- " + line, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)) == [value]
+
+
+def test_a_lone_surrogate_which_yaml_cannot_hold_is_exported_as_the_replacement_character() -> None:
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    assert yaml.load("- " + yaml_flow({"name": "a\ud800b"}), Loader=loader) == [{"name": "a\ufffdb"}]

@@ -3,9 +3,9 @@
 Nothing else in evictd decides which adapter serves which role: README's table "What `evictd run` acts
 through depends on what it finds" (the Kubernetes API, a container runtime, dry-run) is what is built here.
 
-Building starts no thread and waits for nothing, with one exception: with the API, evictd first takes the
-stateDir lock (`state_lock`; a second evictd on the same stateDir waits for it, or exits with status 2),
-because the journal and the record of critical pods are read from that folder as they are built. What runs
+Building starts no thread and waits for nothing, with one exception: evictd first takes the node lock and the
+stateDir lock (`state_lock`; a second evictd on the node waits for them, or exits with status 2), because
+the engine state, the journal and the record of critical pods are read from stateDir as they are built. What runs
 beside the loop or may wait (the pod watch and its first list, the runtime's first answer, the HTTP
 endpoint, the disk walker) are the daemon's parts, started in that order by `Daemon.start`.
 """
@@ -71,7 +71,7 @@ from evictd.oom_feedback import OomFeedback
 from evictd.recorder import FlightRecorder
 from evictd.recording import CurrentDecision, run_id
 from evictd.runtime_link import CriRuntime, RuntimeLink
-from evictd.state_lock import acquire_state_lock
+from evictd.state_lock import acquire_node_lock, acquire_state_lock
 from evictd.stop_signal import StopSignal
 
 NODE_NAME_ENV = "EVICTD_NODE_NAME"
@@ -253,12 +253,10 @@ def build_cluster(config: Configuration, node_name: str, metrics: Metrics, log: 
                   discovered: DiscoveredPods, runtime: Runtime = NO_RUNTIME,
                   should_stop: Callable[[], bool] = lambda: False,
                   decision: Callable[[], str | None] = lambda: None) -> ClusterParts:
-    """Lock the stateDir, then build the pod watch, the journaled evictor, the node status writer, the event
+    """Build the pod watch, the journaled evictor, the node status writer, the event
     recorder and the node's pods for when the watch has no list (with the runtime slot: the local stop, the
-    check that an evicted pod stopped, the sandboxes naming the node's pods). Raises StateLockError when another
-    evictd still holds the stateDir after stateLockTimeout."""
+    check that an evicted pod stopped, the sandboxes naming the node's pods)."""
     settings = config.evictd
-    acquire_state_lock(settings.state_dir, settings.state_lock_timeout_s, log)
     api_client = build_api_client(settings.kubeconfig)
 
     def api_error(error: KubeError) -> None:
@@ -295,11 +293,16 @@ def build_daemon(
     stdout: TextIO = sys.stdout,
     serve_http: bool = True,
 ) -> Daemon:
-    """Build the daemon from `config` (its parts not started). Raises ConfigError for unusable settings."""
+    """Take the node and stateDir locks, then build the daemon from `config` (its parts not started). Raises
+    ConfigError for unusable settings, StateLockError when another evictd still holds a lock after
+    stateLockTimeout."""
     settings = config.evictd
     fmt = resolve_format(settings.log_format, stdout)
     recent = configure_logging(fmt)
     log = structlog.get_logger("evictd")
+    # One evictd per node, whatever its stateDir; then nothing in stateDir is read or written before its lock.
+    acquire_node_lock(settings.state_lock_timeout_s, log)
+    acquire_state_lock(settings.state_dir, settings.state_lock_timeout_s, log)
     for warning in config.warnings:
         log.warning("configuration warning", detail=warning)
     # The DaemonSet passes spec.nodeName through the downward API; otherwise the hostname, as the kubelet.

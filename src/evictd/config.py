@@ -24,7 +24,7 @@ from typing import Any
 import yaml
 
 from evictd.core.cgroup_driver import CgroupDriver
-from evictd.core.duration import parse_go_duration
+from evictd.core.duration import format_go_duration_ns, parse_go_duration
 from evictd.core.errors import MISSING, ConfigError, DurationError
 from evictd.core.kubelet_config import (
     KUBELET_API_VERSION,
@@ -48,6 +48,14 @@ EVICTD_API_VERSION = "evictd.io/v1alpha1"
 EVICTD_KIND = "EvictdConfiguration"
 # A flight recording smaller than this holds too few cycles of a real node to replay anything.
 MIN_RECORDER_BYTES = 1 << 20
+# Bounds of evictd's own settings (README's EvictdConfiguration table): a duration is at most a day, those that
+# are ages or waits at most a year; a count at most a million; the recording at most 4 GiB (so a segment is at
+# most 256 MiB: what `evictd.segment_files` reads of one). Beyond them a value is a typo or an attack, and some
+# overflow what they reach (a sleep of 9223372036 s).
+MAX_DURATION_S = 86400.0
+LONG_DURATION_S = 366 * 86400.0
+MAX_COUNT = 1_000_000
+MAX_RECORDER_BYTES = 4 << 30
 # The cluster CA in every pod with a service account: it signs the API server's certificate and, in most
 # clusters (kubelet serving certificates issued through the kubernetes.io/kubelet-serving signer), the kubelets'.
 SERVICE_ACCOUNT_CA_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt"
@@ -84,7 +92,8 @@ class EvictdSettings:
     node_condition_mode: ConditionMode = field(default=ConditionMode.EVICTD, metadata={"yaml": "nodeConditionMode"})
     node_status_update_frequency_s: float = field(default=10.0, metadata={"yaml": "nodeStatusUpdateFrequency"})
     state_dir: str = field(default="/var/lib/evictd", metadata={"yaml": "stateDir"})
-    state_lock_timeout_s: float = field(default=30.0, metadata={"yaml": "stateLockTimeout", "allow_zero": True})
+    state_lock_timeout_s: float = field(default=30.0, metadata={"yaml": "stateLockTimeout", "allow_zero": True,
+                                                                "max": LONG_DURATION_S})
     metrics_bind_address: str = field(default="127.0.0.1:10262", metadata={"yaml": "metricsBindAddress"})
     cgroupfs_path: str = field(default="/sys/fs/cgroup", metadata={"yaml": "cgroupfsPath"})
     cgroup_driver: CgroupDriver = field(default=CgroupDriver.CGROUPFS, metadata={"yaml": "cgroupDriver"})
@@ -106,17 +115,19 @@ class EvictdSettings:
     shutdown_timeout_s: float = field(default=15.0, metadata={"yaml": "shutdownTimeout"})
     log_format: LogFormat = field(default=LogFormat.AUTO, metadata={"yaml": "logFormat"})
     container_gc_min_age_s: float = field(
-        default=0.0, metadata={"yaml": "minimumContainerTTLDuration", "allow_zero": True}
+        default=0.0, metadata={"yaml": "minimumContainerTTLDuration", "allow_zero": True, "max": LONG_DURATION_S}
     )
-    max_dead_containers_per_container: int = field(default=1, metadata={"yaml": "maximumDeadContainersPerContainer"})
-    max_dead_containers: int = field(default=-1, metadata={"yaml": "maximumDeadContainers"})
+    max_dead_containers_per_container: int = field(default=1, metadata={"yaml": "maximumDeadContainersPerContainer",
+                                                                          "max": MAX_COUNT})
+    max_dead_containers: int = field(default=-1, metadata={"yaml": "maximumDeadContainers", "max": MAX_COUNT})
     container_gc_period_s: float = field(default=60.0, metadata={"yaml": "containerGCPeriod"})
     image_gc_period_s: float = field(default=300.0, metadata={"yaml": "imageGCPeriod"})
     protected_images: tuple[str, ...] = field(default=(), metadata={"yaml": "protectedImages"})
     image_gc_during_eviction: bool = field(default=True, metadata={"yaml": "imageGCDuringEviction"})
     recorder: bool = field(default=True, metadata={"yaml": "recorder"})
-    recorder_max_bytes: int = field(default=64 << 20, metadata={"yaml": "recorderMaxBytes"})
-    recorder_max_age_s: float = field(default=86400.0, metadata={"yaml": "recorderMaxAge"})
+    recorder_max_bytes: int = field(default=64 << 20, metadata={"yaml": "recorderMaxBytes",
+                                                                "max": MAX_RECORDER_BYTES})
+    recorder_max_age_s: float = field(default=86400.0, metadata={"yaml": "recorderMaxAge", "max": LONG_DURATION_S})
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,8 +138,10 @@ class Configuration:
     warnings: tuple[str, ...] = ()  # what the kubelet lets pass: ignored documents, unknown or repeated keys
 
 
-def _decode_setting(yaml_name: str, default: object, value: object, allow_zero: bool) -> object:
-    """Return `value` decoded to the type of `default`, or raise ConfigError at `yaml_name`."""
+def _decode_setting(yaml_name: str, default: object, value: object, allow_zero: bool,
+                    highest: float | None = None) -> object:
+    """Return `value` decoded to the type of `default` (at most `highest`: by default MAX_DURATION_S for a
+    duration, none for an integer), or raise ConfigError at `yaml_name`."""
     if isinstance(default, bool):
         if not isinstance(value, bool):
             raise ConfigError("must be true or false", key=yaml_name, value=value)
@@ -136,6 +149,8 @@ def _decode_setting(yaml_name: str, default: object, value: object, allow_zero: 
     if isinstance(default, int):
         if isinstance(value, bool) or not isinstance(value, int):
             raise ConfigError("must be an integer", key=yaml_name, value=value)
+        if highest is not None and value > highest:
+            raise ConfigError(f"must be at most {highest:,.0f}", key=yaml_name, value=value)
         return value
     if isinstance(default, tuple):
         if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
@@ -151,6 +166,10 @@ def _decode_setting(yaml_name: str, default: object, value: object, allow_zero: 
             raise exc.at(yaml_name, value) from None
         if seconds < 0 or (seconds == 0 and not allow_zero):
             raise ConfigError("must be a positive duration", key=yaml_name, value=value)
+        highest = MAX_DURATION_S if highest is None else highest
+        if seconds > highest:
+            raise ConfigError(f"must be at most {format_go_duration_ns(int(highest * 1e9))}", key=yaml_name,
+                              value=value)
         return seconds
     if not isinstance(value, str):
         raise ConfigError("must be a string", key=yaml_name, value=value)
@@ -182,7 +201,8 @@ def evictd_settings(document: Mapping[str, object], kubelet: Mapping[str, object
         if setting is None:
             raise ConfigError(f"unknown field in {EVICTD_KIND}{did_you_mean(key, by_yaml)}", key=key, value=value)
         changes[setting.name] = _decode_setting(
-            key, getattr(settings, setting.name), value, setting.metadata.get("allow_zero", False)
+            key, getattr(settings, setting.name), value, setting.metadata.get("allow_zero", False),
+            setting.metadata.get("max"),
         )
     settings = replace(settings, **changes)
     if settings.recorder_max_bytes < MIN_RECORDER_BYTES:

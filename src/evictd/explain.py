@@ -20,7 +20,7 @@ the cycle number, as the eviction's log line and the live view print it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from evictd.adapters.pod_disk_usage import DEFAULT_STALE_AFTER_S
@@ -36,7 +36,7 @@ from evictd.live_view import human
 from evictd.manager import CycleReport
 from evictd.recording import Record, decision_id
 from evictd.render import JsonObject, seconds_json, table, value_json
-from evictd.replay import ReplayedRun, replayed_runs, wall_text
+from evictd.replay import replayed_runs, wall_text
 
 # Pods that are never in the ranking at all, whatever their usage (they are not in the pod list evictd ranks).
 NOT_RANKED = ("evictd's own pod", "pods evictd already evicted (its journal)", "pods that finished (Succeeded, "
@@ -65,9 +65,25 @@ class Explained:
 # --- finding the cycle ---------------------------------------------------------------------------------------
 
 
-def _evicted(record: Record) -> list[Mapping[str, object]]:
+@dataclass(frozen=True, slots=True)
+class RecordHead:
+    """What finding a cycle takes of a recorded one: a record without its readings, so that the heads of a whole
+    recording fit in a reader's memory (the cycle itself is read again, replayed: `replay_until`)."""
+
+    run: str
+    cycle: int
+    wall: float
+    read_stats: bool
+    evicted: tuple[tuple[str, str, str], ...]  # each pod evicted: namespace/name, name, UID ("" unknown)
+
+
+def record_head(record: Record) -> RecordHead:
+    """The head of `record`."""
     evicted = record.decision.get("evicted")
-    return [e for e in evicted if isinstance(e, Mapping)] if isinstance(evicted, list) else []
+    evictions = [e for e in evicted if isinstance(e, Mapping)] if isinstance(evicted, list) else []
+    uids = _uids(record) if evictions else {}
+    return RecordHead(record.run, record.cycle, record.wall, record.summary is not None,
+                      tuple((_key(e), str(e.get("name")), uids.get(_key(e), "")) for e in evictions))
 
 
 def _key(eviction: Mapping[str, object]) -> str:
@@ -84,41 +100,50 @@ def _uids(record: Record) -> dict[str, str]:
     return uids
 
 
-def _matches(query: str, eviction: Mapping[str, object], record: Record) -> bool:
-    key = _key(eviction)
-    return query in (key, eviction.get("name")) or _uids(record).get(key) == query
-
-
-def find_eviction(records: Sequence[Record], pod: str | None) -> tuple[int, str]:
+def find_eviction(heads: Sequence[RecordHead], pod: str | None) -> tuple[int, str]:
     """Return the index of the last cycle that evicted `pod` (namespace/name, name or UID; None: any pod) and
     the pod's namespace/name; raise EvictdError naming the pods evicted when there is none."""
-    for index in range(len(records) - 1, -1, -1):
-        for eviction in _evicted(records[index]):
-            if pod is None or _matches(pod, eviction, records[index]):
-                return index, _key(eviction)
-    evicted = sorted({_key(e) for record in records for e in _evicted(record)})
+    for index in range(len(heads) - 1, -1, -1):
+        for key, name, uid in heads[index].evicted:
+            if pod is None or pod in (key, name) or (uid and uid == pod):
+                return index, key
+    evicted = sorted({key for head in heads for key, _, _ in head.evicted})
     if pod is None:
         raise EvictdError("no eviction in the recording")
     known = f"evicted were: {', '.join(evicted)}" if evicted else "it holds no eviction"
     raise EvictdError(f"no eviction of {pod} in the recording ({known})")
 
 
-def find_decision(records: Sequence[Record], decision: str) -> int:
+def find_decision(heads: Sequence[RecordHead], decision: str) -> int:
     """Return the index of the cycle `decision` (`<run>/<cycle>`); raise EvictdError when not recorded."""
-    for index, record in enumerate(records):
-        if decision_id(record.run, record.cycle) == decision:
+    for index, head in enumerate(heads):
+        if decision_id(head.run, head.cycle) == decision:
             return index
     raise EvictdError(f"no decision {decision} in the recording (decision ids are <run>/<cycle>, as logged)")
 
 
-def replay_until(records: Sequence[Record], index: int) -> Explained:
-    """Replay the run of `records[index]` from its first recorded cycle up to that one."""
-    target = records[index]
-    if target.summary is None:
+def replay_until(run: Iterable[Record], target: RecordHead) -> Explained:
+    """Replay the run of `target` from its first recorded cycle up to that one; `run` reads that run's records
+    (it may hold others, and cycles after the target: they are not read)."""
+    if not target.read_stats:
         raise EvictdError(f"cycle {decision_id(target.run, target.cycle)} read no stats: nothing was decided")
-    run: ReplayedRun | None = next(replayed_runs([r for r in records[: index + 1] if r.run == target.run]), None)
-    assert run is not None and run.cycles[-1][0] is target
-    return Explained(target, run.cycles[-1][1], run.config, run.layout, run.start_state, run.restored)
+
+    def until_target() -> Iterator[Record]:
+        for record in run:
+            if record.run == target.run:
+                yield record
+                if record.cycle == target.cycle and record.wall == target.wall:
+                    return
+
+    last: tuple[Record, CycleReport] | None = None
+    replayed = next(replayed_runs(until_target()), None)
+    if replayed is not None:
+        for last in replayed.cycles:  # noqa: B007 (the last one is the one explained)
+            pass
+    if replayed is None or last is None or (last[0].cycle, last[0].wall) != (target.cycle, target.wall):
+        raise EvictdError(f"cycle {decision_id(target.run, target.cycle)} cannot be replayed (the recording changed "
+                          "while it was read, or its readings do not decode)")
+    return Explained(last[0], last[1], replayed.config, replayed.layout, replayed.start_state, replayed.restored)
 
 
 # --- what a pod's ranking keys say ----------------------------------------------------------------------------

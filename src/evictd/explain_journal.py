@@ -18,9 +18,10 @@ import os
 from collections.abc import Mapping, Sequence
 
 from evictd.core.errors import SampleError
+from evictd.explain import RecordHead
 from evictd.kube.evictor import DECISION_ANNOTATION
 from evictd.kube.journal import JOURNAL_FILE, ApiStep, JournalEntry, read_journal
-from evictd.recording import Record, decision_id
+from evictd.recording import decision_id
 from evictd.render import JsonObject
 from evictd.replay import wall_text
 
@@ -47,7 +48,7 @@ def _decision(entry: JournalEntry) -> str | None:
     return entry.annotations.get(DECISION_ANNOTATION)
 
 
-def unrecorded(entries: Sequence[JournalEntry], records: Sequence[Record]) -> list[JournalEntry]:
+def unrecorded(entries: Sequence[JournalEntry], records: Sequence[RecordHead]) -> list[JournalEntry]:
     """The entries whose decision the recording does not hold."""
     recorded = {decision_id(record.run, record.cycle) for record in records}
     return [entry for entry in entries if _decision(entry) not in recorded]
@@ -63,7 +64,7 @@ def by_decision(entries: Sequence[JournalEntry], decision: str) -> JournalEntry 
     return next((entry for entry in entries if _decision(entry) == decision), None)
 
 
-def why_not_recorded(entry: JournalEntry, records: Sequence[Record], recording: str | None) -> str:
+def why_not_recorded(entry: JournalEntry, records: Sequence[RecordHead], recording: str | None) -> str:
     """Why the recording does not hold `entry`'s decision (`recording`: why there is none, if so)."""
     decision = _decision(entry)
     if decision is None:

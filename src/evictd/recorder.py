@@ -40,6 +40,7 @@ from evictd.core.fs_layout import FsLayout
 from evictd.core.kubelet_config import EvictionSettings, kubelet_config_document
 from evictd.core.saved_state import state_document
 from evictd.core.summary_json import SummaryChangesEncoder
+from evictd.kube.atomic_file import remove_temporaries
 from evictd.recording import (
     CLOSED_SUFFIX,
     FORMAT_VERSION,
@@ -60,6 +61,10 @@ FRESH_STATE = EngineState()
 SEGMENT_SHARE_OF_BYTES = 16
 SEGMENT_SHARE_OF_AGE = 24
 MIN_SEGMENT_BYTES = 64 << 10
+# A compressed segment is written under this prefix, then renamed; one a crash left is removed at start.
+TEMPORARY_PREFIX = "."
+# A segment dated more than this after the clock's now was written while the clock ran ahead.
+FUTURE_SLACK_S = 60.0
 
 
 # Compact JSON text (one encoder: `json.dumps` with separators builds one per call).
@@ -185,7 +190,8 @@ class FlightRecorder:
 
     def _open_segment(self, wall: float) -> None:
         os.makedirs(self.folder, exist_ok=True)
-        if not self._started:  # what earlier runs left may have aged out meanwhile
+        if not self._started:  # what earlier runs left may have aged out meanwhile, or was cut by a crash
+            remove_temporaries(self.folder, TEMPORARY_PREFIX, self._log, "recording")
             self._enforce_bounds()
             self._started = True
         stamp = datetime.fromtimestamp(wall, UTC).strftime("%Y%m%dT%H%M%S.%fZ")
@@ -209,9 +215,13 @@ class FlightRecorder:
         path = self._path
         self._drop_segment()
         compressed = path[: -len(OPEN_SUFFIX)] + CLOSED_SUFFIX
-        temporary = os.path.join(self.folder, "." + os.path.basename(compressed))
+        temporary = os.path.join(self.folder, TEMPORARY_PREFIX + os.path.basename(compressed))
         try:
-            with open(path, "rb") as source, open(temporary, "wb") as target:
+            # Owner-only, whatever the umask (the DaemonSet sets none): a recording holds every pod's details.
+            descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC,
+                                 0o600)
+            os.fchmod(descriptor, 0o600)
+            with open(path, "rb") as source, os.fdopen(descriptor, "wb") as target:
                 with gzip.GzipFile(fileobj=target, mode="wb", compresslevel=6, mtime=0) as zipped:
                     shutil.copyfileobj(source, zipped)
                 target.flush()
@@ -227,22 +237,26 @@ class FlightRecorder:
 
     def _enforce_bounds(self) -> None:
         """Delete the oldest closed segments until the rest, with room for a whole open segment, fit in
-        `maxBytes`, and every segment older than `maxAge`."""
+        `maxBytes`, and every segment older than `maxAge`. A segment dated in the future (written while the
+        clock ran ahead) is dated now, so that it ages out `maxAge` from now."""
         now = self._clock.wall().timestamp()
         sizes: list[tuple[str, int, float]] = []
         for path in segment_paths(self.folder):
             try:
                 status = os.stat(path)
-            except FileNotFoundError:
+                modified = status.st_mtime
+                if modified > now + FUTURE_SLACK_S:
+                    os.utime(path, (now, now))
+                    modified = now
+            except OSError:
                 continue
-            sizes.append((path, status.st_size, status.st_mtime))
+            sizes.append((path, status.st_size, modified))
         total = sum(size for _, size, _ in sizes) + self._segment_bytes
         for path, size, modified in sizes:
-            if total <= self._max_bytes and now - modified <= self._max_age_s:
-                break
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(path)
-            total -= size
+            if total > self._max_bytes or now - modified > self._max_age_s:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(path)
+                total -= size
 
     def _failed(self, exc: OSError) -> None:
         self._on_error()

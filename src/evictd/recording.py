@@ -31,11 +31,10 @@ Summary changes, until one holds a whole Summary again. Version 1 lines (every S
 
 from __future__ import annotations
 
-import gzip
+import itertools
 import json
 import operator
 import os
-import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -47,6 +46,7 @@ from evictd.core.ranking import keys_json, keys_text
 from evictd.core.summary_json import apply_summary_changes
 from evictd.manager import CycleReport
 from evictd.render import JsonObject, step_json
+from evictd.segment_files import Problem, in_time_order, segment_lines
 
 # Version 2 writes a Summary as what changed since the line before; version 1 (every Summary whole) is read too.
 FORMAT_VERSION = 2
@@ -54,6 +54,14 @@ READ_VERSIONS = (1, 2)
 RECORDING_FOLDER = "recording"
 OPEN_SUFFIX = ".jsonl"
 CLOSED_SUFFIX = ".jsonl.gz"
+# What a line may say (a line saying more is not one evictd wrote: skipped): a run id's length, a cycle number,
+# a wall or monotonic time in seconds (before the year 10000).
+MAX_RUN_CHARS = 64
+MAX_CYCLE = 1 << 63
+MAX_WALL_S = 253402300800.0
+# So many unreadable lines in a row end the reading of a segment (a file of garbage, or of empty lines).
+MAX_LOST_LINES_IN_A_ROW = 100
+MAX_REASON_CHARS = 120
 
 
 def run_id(wall: float) -> str:
@@ -240,13 +248,10 @@ class Record:
 
 
 def segment_paths(folder: str) -> list[str]:
-    """The segments in `folder`, oldest first (a missing folder holds none; a file is one segment)."""
-    if os.path.isfile(folder):
-        return [folder]
-    try:
-        names = os.listdir(folder)
-    except FileNotFoundError:
-        return []
+    """The segments in `folder`, by name (a missing folder holds none; anything but a folder is one segment)."""
+    if not os.path.isdir(folder):
+        return [folder] if os.path.lexists(folder) else []
+    names = os.listdir(folder)
     present = set(names)
     # A plain segment beside its compressed copy is what a crash between the two left: the copy is whole.
     return [os.path.join(folder, name) for name in sorted(names)
@@ -254,23 +259,23 @@ def segment_paths(folder: str) -> list[str]:
                 name.endswith(OPEN_SUFFIX) and name[: -len(OPEN_SUFFIX)] + CLOSED_SUFFIX not in present))]
 
 
-def _lines(path: str) -> Iterator[bytes]:
-    """The lines of a segment; a compressed one cut short (a crash while closing it) yields what it holds."""
-    if not path.endswith(".gz"):
-        with open(path, "rb") as handle:
-            yield from handle
-        return
-    with gzip.open(path, "rb") as handle:
-        try:
-            yield from handle
-        except (EOFError, OSError, zlib.error):
-            return
+def _number(line: Mapping[str, object], name: str, low: float, high: float) -> float:
+    value = line[name]
+    if isinstance(value, bool) or not isinstance(value, int | float) or not low <= value < high:
+        raise ValueError(f"{name} is not a number from {low:g} to {high:g}")
+    return float(value)
+
+
+def _no_constant(name: str) -> object:
+    raise ValueError(f"{name} is not JSON")
 
 
 class _SegmentReader:
-    """Rebuilds each line's whole context from the lines before it in the same segment."""
+    """Rebuilds each line's whole context from the lines before it in the same segment (without `summaries`, a
+    record's summary is only a stand-in saying that the cycle read stats: the changes are not applied)."""
 
-    def __init__(self) -> None:
+    def __init__(self, summaries: bool = True) -> None:
+        self.summaries = summaries
         self.config: Mapping[str, object] | None = None
         self.layout: Mapping[str, object] = {}
         self.dry_run = False
@@ -297,8 +302,13 @@ class _SegmentReader:
         state = line.get("engineState", ABSENT)
         if state is not ABSENT and state is not None and not isinstance(state, Mapping):
             raise ValueError("engineState is not an object")
-        return Record(run=str(line.get("run", "")), cycle=int(line.get("cycle", 0)),  # type: ignore[call-overload]
-                      wall=float(line["wall"]), now=float(line["now"]),  # type: ignore[arg-type]
+        run, cycle = line.get("run", ""), line.get("cycle", 0)
+        if not isinstance(run, str) or len(run) > MAX_RUN_CHARS:
+            raise ValueError("run is not a run id")
+        if isinstance(cycle, bool) or not isinstance(cycle, int) or not 0 <= cycle < MAX_CYCLE:
+            raise ValueError("cycle is not a cycle number")
+        return Record(run=run, cycle=cycle, wall=_number(line, "wall", 0, MAX_WALL_S),
+                      now=_number(line, "now", -MAX_WALL_S, MAX_WALL_S),
                       dry_run=self.dry_run, config=self.config, layout=self.layout, pods=self.pod_list,
                       summary=summary if isinstance(summary, Mapping) else None,
                       after_reclaim=after if isinstance(after, Mapping) else None,
@@ -311,6 +321,8 @@ class _SegmentReader:
         if isinstance(changes, Mapping):
             if self.summary is None:
                 raise ValueError("summary changes without a whole summary before them")
+            if not self.summaries:
+                return self.summary
             self.summary = apply_summary_changes(self.summary, changes)
             return self.summary
         whole = line.get("summary")
@@ -340,80 +352,108 @@ class _SegmentReader:
         self.pod_list = list(self.pods.values())
 
 
+class Recording:
+    """The recording at `folder` (a recording folder, or one segment file) between wall times `since` and `until`
+    (epoch seconds): iterating it reads its cycles from disk, in order, holding only the line being read and its
+    segment's context, so a reader's memory does not grow with the recording. Files and lines that cannot be
+    read are skipped (`segment_files`), each told to `problem`, and counted in `skipped` (by the last pass)."""
+
+    def __init__(self, folder: str, since: float | None = None, until: float | None = None,
+                 problem: Problem = lambda message: None) -> None:
+        self.folder = folder
+        self.since = since
+        self.until = until
+        self.problem = problem
+        self.skipped = 0
+
+    def __iter__(self) -> Iterator[Record]:
+        return self.cycles()
+
+    def cycles(self, run: str | None = None, *, summaries: bool = True) -> Iterator[Record]:
+        """The recorded cycles, in order (with `run`, that run's only: other runs' segments are not read; without
+        `summaries`, each record's summary is only a stand-in saying whether the cycle read stats: faster)."""
+        self.skipped = 0
+        try:
+            segments = in_time_order(segment_paths(self.folder))
+        except OSError as exc:
+            self.problem(f"{self.folder}: {exc.strerror or exc}")
+            self.skipped += 1
+            return
+        for path, head in segments:
+            if run is None or head is None or head[0] == run:
+                yield from self._segment(path, run, summaries)
+
+    def _segment(self, path: str, run: str | None, summaries: bool) -> Iterator[Record]:
+        reader = _SegmentReader(summaries)
+        lost = 0
+        for raw in segment_lines(path, self.problem):
+            readable, record = (False, None) if raw is None else self._decode(path, raw, reader)
+            if not readable:
+                self.skipped += 1
+                reader.lost_line()
+                lost += 1
+                if lost >= MAX_LOST_LINES_IN_A_ROW:
+                    self.problem(f"{path}: {lost} lines in a row cannot be read: the rest is not read")
+                    return
+                continue
+            lost = 0
+            if record is None:
+                continue
+            if run is not None and record.run != run:
+                return  # a segment holds one run
+            if (self.since is None or record.wall >= self.since) and (self.until is None or record.wall <= self.until):
+                yield record
+
+    def _decode(self, path: str, raw: bytes, reader: _SegmentReader) -> tuple[bool, Record | None]:
+        """Whether the line could be read, and its record (None: it gives context only); `problem` is told why
+        a line cannot be read."""
+        try:
+            line = json.loads(raw, parse_constant=_no_constant)
+            if not isinstance(line, dict) or line.get("v") not in READ_VERSIONS:
+                raise ValueError(f"not a version {' or '.join(map(str, READ_VERSIONS))} line")
+            return True, reader.record(line)
+        except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
+            if not raw.endswith(b"\n"):
+                self.problem(f"{path}: the last line is cut short (a crash while writing it): skipped")
+            else:
+                reason = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)[:MAX_REASON_CHARS]
+                self.problem(f"{path}: a line cannot be read ({reason}): skipped")
+            return False, None
+
+
 def read_recording(folder: str, since: float | None = None, until: float | None = None) -> tuple[list[Record], int]:
     """Return the cycles recorded in `folder` between wall times `since` and `until` (epoch seconds), in order,
-    and how many lines could not be read (a cut last line, a line written by a newer evictd)."""
-    records: list[Record] = []
-    skipped = 0
-    for path in segment_paths(folder):
-        reader = _SegmentReader()
-        try:
-            lines = list(_lines(path))
-        except OSError:
-            skipped += 1
-            continue
-        for raw in lines:
-            try:
-                line = json.loads(raw)
-                if not isinstance(line, dict) or line.get("v") not in READ_VERSIONS:
-                    raise ValueError(f"not a version {' or '.join(map(str, READ_VERSIONS))} line")
-                record = reader.record(line)
-            except (ValueError, KeyError, TypeError):
-                skipped += 1
-                reader.lost_line()
-                continue
-            if record is None or (since is not None and record.wall < since) or (
-                    until is not None and record.wall > until):
-                continue
-            records.append(record)
-    return records, skipped
+    and how many lines could not be read (a cut last line, a line written by a newer evictd). Holds them all:
+    for tests and small recordings (the commands iterate a `Recording`)."""
+    recording = Recording(folder, since, until)
+    records = list(recording)
+    return records, recording.skipped
 
 
 # --- as scenarios ------------------------------------------------------------------------------------------
 
 
-def scenario_document(records: Iterable[Record], *, exact_times: bool = False) -> JsonObject:
-    """Return the `simulate` scenario of `records` (cycles without a Summary, when stats could not be read and
-    the manager's state stood still, are left out).
-
-    Steps are at seconds since the first cycle, kept on the monotonic clock within one run of evictd and on the
-    wall clock between runs; with `exact_times` (one run) at the recorded monotonic times themselves, so that a
-    replay compares exactly the durations the daemon compared. When the first record is the first of its run,
-    the scenario starts from the engine state that run started from (`engineState`: the one it restored after a
-    restart); `unknown_start_state` says when that is not known.
-    """
-    steps: list[JsonObject] = []
+def scenario_parts(records: Iterable[Record], *, exact_times: bool = False) -> tuple[
+        JsonObject | None, Record | None, Iterator[tuple[Record, JsonObject]]]:
+    """The `simulate` scenario of `records` in parts, reading them as it goes (see `scenario_document`): its head
+    (config, layout, pods, engineState; None when no record has a Summary), the record its state was started
+    from (the first of the first step's run, read: for `unknown_start_state`), and its steps, each with its
+    record."""
+    records = iter(records)
     start: Record | None = None
     first: Record | None = None
-    previous: Record | None = None
-    base_at = base_now = 0.0
     for record in records:
-        if first is None and (start is None or start.run != record.run):
+        if start is None or start.run != record.run:
             start = record  # the first record of the first scenario step's run
-        if record.summary is None:
-            continue
-        if first is None:
+        if record.summary is not None:
             first = record
-            base_now = 0.0 if exact_times else record.now
-        elif previous is not None and record.run != previous.run:
-            base_at = steps[-1]["at"] + max(0.0, record.wall - previous.wall)  # type: ignore[operator]
-            base_now = record.now
-        at = base_at + (record.now - base_now)
-        # Exported, to the millisecond (a person reads them); replayed, the very times the daemon compared.
-        step: JsonObject = {"at": at if exact_times else round(at, 3), "summary": record.summary}
-        if record.after_reclaim is not None:
-            step["afterReclaim"] = record.after_reclaim
-        if previous is not None and record.pods is not previous.pods:
-            step["pods"] = record.pods
-        steps.append(step)
-        previous = record
+            break
     if first is None or start is None:
-        return {"steps": []}
-    document: JsonObject = {
+        return None, start, iter(())
+    head: JsonObject = {
         "config": {"apiVersion": KUBELET_API_VERSION, "kind": KUBELET_KIND, **first.config},
         "layout": dict(first.layout),
         "pods": first.pods,
-        "steps": steps,
     }
     state = start.engine_state
     if isinstance(state, Mapping):
@@ -422,15 +462,52 @@ def scenario_document(records: Iterable[Record], *, exact_times: bool = False) -
         saved_at = state.get("savedAt")
         if isinstance(saved_at, int | float) and not isinstance(saved_at, bool):
             state = {**state, "savedAt": saved_at + (first.now - start.now)}
-        document["engineState"] = dict(state)
-    return document
+        head["engineState"] = dict(state)
+    return head, start, _scenario_steps(first, records, exact_times)
 
 
-def unknown_start_state(records: Sequence[Record]) -> str | None:
-    """Say why the scenario of `records` (`scenario_document`) starts from a fresh engine state although the run
-    of its first step may not have (None: it starts from the state that run started from)."""
-    first = next((r for r in records if r.summary is not None), None)
-    start = next((r for r in records if first is not None and r.run == first.run), None)
+def _scenario_steps(first: Record, records: Iterator[Record], exact_times: bool) -> Iterator[tuple[Record, JsonObject]]:
+    previous: Record | None = None
+    base_at = 0.0
+    base_now = 0.0 if exact_times else first.now
+    last_at = 0.0
+    for record in itertools.chain((first,), records):
+        if record.summary is None:
+            continue
+        if previous is not None and record.run != previous.run:
+            base_at = last_at + max(0.0, record.wall - previous.wall)
+            base_now = record.now
+        at = last_at = base_at + (record.now - base_now)
+        # Exported, to the millisecond (a person reads them); replayed, the very times the daemon compared.
+        step: JsonObject = {"at": at if exact_times else round(at, 3), "summary": record.summary}
+        if record.after_reclaim is not None:
+            step["afterReclaim"] = record.after_reclaim
+        # A segment's first line holds the whole list again: written (and decoded) only when it changed.
+        if previous is not None and record.pods is not previous.pods and record.pods != previous.pods:
+            step["pods"] = record.pods
+        yield record, step
+        previous = record
+
+
+def scenario_document(records: Iterable[Record], *, exact_times: bool = False) -> JsonObject:
+    """Return the `simulate` scenario of `records` (cycles without a Summary, when stats could not be read and
+    the manager's state stood still, are left out), whole (`scenario_parts` gives it in parts).
+
+    Steps are at seconds since the first cycle, kept on the monotonic clock within one run of evictd and on the
+    wall clock between runs; with `exact_times` (one run) at the recorded monotonic times themselves, so that a
+    replay compares exactly the durations the daemon compared. When the first record is the first of its run,
+    the scenario starts from the engine state that run started from (`engineState`: the one it restored after a
+    restart); `unknown_start_state` says when that is not known.
+    """
+    head, _, steps = scenario_parts(records, exact_times=exact_times)
+    if head is None:
+        return {"steps": []}
+    return {**head, "steps": [step for _, step in steps]}
+
+
+def unknown_start_state(start: Record | None) -> str | None:
+    """Say why a scenario whose state was started from `start` (`scenario_parts`) starts from a fresh engine state
+    although the run of its first step may not have (None: it starts from the state that run started from)."""
     if start is None or start.engine_state is not ABSENT:
         return None
     return (f"the scenario starts from a fresh engine state: its first cycle ({start.run}/{start.cycle}) is not the "

@@ -6,6 +6,8 @@ aligned tables. Nothing here decides anything.
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Iterable, Mapping, Sequence
 
 from evictd.core.engine import Eviction
@@ -14,6 +16,58 @@ from evictd.core.thresholds import Threshold, ThresholdValue
 from evictd.manager import CycleReport
 
 JsonObject = dict[str, object]
+
+
+# What a terminal would act on in text from a recording or a journal: C0 and C1 controls (escapes, newlines,
+# carriage returns), DEL, and the bidirectional overrides that reorder what is shown.
+_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def printable(text: str) -> str:
+    """`text` with every character a terminal would act on shown as an escape (\\x1b, \\n, \\u202e)."""
+    return _UNPRINTABLE.sub(lambda found: repr(found[0])[1:-1] if ord(found[0]) < 0x100 else
+                            f"\\u{ord(found[0]):04x}", text)
+
+
+def printable_document(value: object) -> object:
+    """`value` (a JSON document) with every string in it `printable`, keys too: for text output."""
+    if isinstance(value, str):
+        return printable(value)
+    if isinstance(value, Mapping):
+        return {printable(str(key)): printable_document(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [printable_document(item) for item in value]
+    return value
+
+
+# What a YAML reader does not take raw inside a double-quoted string (JSON escapes the rest: controls, quotes,
+# backslashes): DEL and C1 controls, the line breaks NEL, LS and PS, the BOM and non-characters; and a lone
+# surrogate (not text: a JSON escape can make one), which YAML cannot hold at all and becomes U+FFFD.
+_NOT_YAML = re.compile("[\x7f-\x9f\u2028\u2029\ud800-\udfff\ufeff\ufffe\uffff]")
+# A JSON number with an exponent and no point (1e-05), which YAML 1.1 reads as a string; and JSON's tokens to
+# find it outside strings.
+_EXPONENT_HINT = re.compile(r"(?:^|[:,] |\[)-?\d+[eE]")  # where JSON puts a number (or a string says so)
+_STRING_OR_BARE_EXPONENT = re.compile(r'"(?:[^"\\]|\\.)*"|(?<![\d.])(-?\d+)(?=[eE])')
+
+
+def _yaml_escape(found: re.Match[str]) -> str:
+    code = ord(found[0])
+    return "\\ufffd" if 0xD800 <= code <= 0xDFFF else f"\\u{code:04x}"
+
+
+def _point(found: re.Match[str]) -> str:
+    return found[0] if found[1] is None else found[1] + ".0"
+
+
+def yaml_flow(value: object) -> str:
+    """`value` (a JSON document) as one line of YAML flow style that a YAML reader takes back as the same value:
+    JSON text with the characters YAML does not take raw escaped, and a point in every number with an exponent.
+    Many times faster than PyYAML's representer, for `record export`'s steps. Raises ValueError for NaN or
+    infinity."""
+    text = json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(", ", ": "))
+    if _EXPONENT_HINT.search(text):
+        text = _STRING_OR_BARE_EXPONENT.sub(_point, text)
+    return _NOT_YAML.sub(_yaml_escape, text)
 
 
 def seconds_json(seconds: float) -> int | float:

@@ -18,17 +18,20 @@ recording (rotated out, before `--since`) starts from a fresh state at its first
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+import itertools
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from itertools import groupby
 
 from evictd.core.engine import EngineConfig, EngineState
+from evictd.core.errors import DecodeError, ScenarioError
 from evictd.core.fs_layout import FsLayout
+from evictd.core.pods import Pod
 from evictd.manager import CycleReport
-from evictd.recording import ABSENT, Record, decision_json, scenario_document
-from evictd.render import JsonObject, table
-from evictd.simulate import parse_scenario, run_scenario, start_state
+from evictd.recording import ABSENT, Record, decision_id, decision_json, scenario_parts
+from evictd.render import JsonObject, printable, table
+from evictd.simulate import ScenarioRunner, parse_head, parse_step, scenario_pods, start_state
 
 # The parts of a decision compared, by name: what a person reads in a difference.
 COMPARED = ("thresholdsMet", "conditions", "reclaim", "evicted", "ranking")
@@ -106,53 +109,84 @@ def _intervals(timeline: Sequence[tuple[float, Sequence[str]]], condition: str) 
 
 @dataclass(frozen=True, slots=True)
 class ReplayedRun:
-    """One run of evictd replayed: each recorded cycle with the manager's report of it; the configuration and
-    layout it ran with, and the engine state it started from (`restored`: the one the run restored at its start,
-    None when the recording does not hold the run's first cycle or does not say)."""
+    """One run of evictd replayed: each recorded cycle with the manager's report of it (replayed as they are
+    iterated, once); the configuration and layout it ran with, and the engine state it started from (`restored`:
+    the one the run restored at its start, None when the recording does not hold the run's first cycle or does
+    not say)."""
 
     config: EngineConfig
     layout: FsLayout
-    cycles: tuple[tuple[Record, CycleReport], ...]
+    cycles: Iterator[tuple[Record, CycleReport]]
     start_state: EngineState
     restored: bool | None
 
 
-def replayed_runs(records: Iterable[Record], config: EngineConfig | None = None) -> Iterator[ReplayedRun]:
+def replayed_runs(records: Iterable[Record], config: EngineConfig | None = None,
+                  problem: Callable[[str], None] = lambda message: None) -> Iterator[ReplayedRun]:
     """Run each run of evictd in `records` (in order) through the eviction manager, from the state it started
     from (see the module's description), with `config` (None: the run's own recorded configuration); cycles
-    without a Summary are left out."""
-    for _, grouped in groupby(records, key=lambda record: record.run):
-        group = list(grouped)
-        kept = [record for record in group if record.summary is not None]
-        if not kept:
+    without a Summary are left out, and so are cycles whose readings or pods do not decode (`problem` is told).
+    Each run's cycles are read and replayed as they are iterated, before the next run."""
+    for _, group in groupby(records, key=lambda record: record.run):
+        head, start, steps = scenario_parts(group, exact_times=True)
+        if head is None or start is None:
             continue
-        scenario = parse_scenario(scenario_document(group, exact_times=True))
+        try:
+            scenario = parse_head(head)
+            pods = scenario_pods(head)
+        except (ScenarioError, DecodeError) as exc:
+            problem(f"run {start.run} cannot be replayed: {exc}")
+            continue
         if config is not None:
             scenario = replace(scenario, config=config)
-        state = EngineState() if scenario.engine_state is None else start_state(
-            scenario.engine_state, scenario.config, scenario.steps[0].at)
-        said = group[0].engine_state
+        first = next(steps)
+        try:
+            state = EngineState() if scenario.engine_state is None else start_state(
+                scenario.engine_state, scenario.config, float(first[1]["at"]))  # type: ignore[arg-type]
+        except ScenarioError as exc:
+            problem(f"run {start.run} is replayed from a fresh engine state: {exc}")
+            state = EngineState()
+        said = start.engine_state
         restored = None if said is ABSENT else said is not None
-        yield ReplayedRun(scenario.config, scenario.layout, tuple(zip(kept, run_scenario(scenario), strict=True)),
-                          state, restored)
+        runner = ScenarioRunner(scenario.config, scenario.layout, state)
+        yield ReplayedRun(scenario.config, scenario.layout,
+                          _replayed_cycles(runner, itertools.chain((first,), steps), pods, problem), state, restored)
 
 
-def replay(records: Iterable[Record], config: EngineConfig | None = None) -> Replay:
-    """Replay `records` (in order) with `config` (None: each run's own recorded configuration)."""
+def _replayed_cycles(runner: ScenarioRunner, steps: Iterator[tuple[Record, JsonObject]], pods: tuple[Pod, ...],
+                     problem: Callable[[str], None]) -> Iterator[tuple[Record, CycleReport]]:
+    previous = float("-inf")
+    for record, raw in steps:
+        try:
+            step = parse_step(raw, f"cycle {record.cycle}", previous, pods)
+        except (ScenarioError, DecodeError) as exc:
+            problem(f"cycle {decision_id(record.run, record.cycle)} cannot be replayed: {exc}")
+            continue
+        previous, pods = step.at, step.pods
+        yield record, runner.step(step)
+
+
+def replay(records: Iterable[Record], config: EngineConfig | None = None,
+           problem: Callable[[str], None] = lambda message: None) -> Replay:
+    """Replay `records` (in order) with `config` (None: each run's own recorded configuration); `problem` is
+    told about cycles that cannot be replayed."""
     differences: list[Difference] = []
     recorded_timeline: list[tuple[float, list[str]]] = []
     replayed_timeline: list[tuple[float, list[str]]] = []
     cycles = runs = 0
     first_wall: float | None = None
     last_wall: float | None = None
-    for run in replayed_runs(records, config):
+    for run in replayed_runs(records, config, problem):
         runs += 1
         for record, report in run.cycles:
             cycles += 1
             first_wall = record.wall if first_wall is None else first_wall
             last_wall = record.wall
             recorded = _compared(record.decision)
-            replayed = _compared(decision_json(report))
+            # The ranking is compared by pod (`_compared`): its keys are not rendered.
+            replayed = _compared({**decision_json(report, ranking=False),
+                                  "ranking": [] if report.ranking_signal is None else [
+                                      {"pod": pod.key} for pod in report.ranking]})
             recorded_timeline.append((record.wall, recorded["conditions"]))
             replayed_timeline.append((record.wall, replayed["conditions"]))
             differences.extend(Difference(record.run, record.cycle, record.wall, what, tuple(recorded[what]),
@@ -203,15 +237,17 @@ def replay_text(result: Replay) -> str:
              f"to {wall_text(result.last_wall)}: "
              + (f"{changed} cycles decided differently" if changed else "every decision as recorded")]
     if result.differences:
-        # Cycle numbers restart with each run: with several runs, a cycle is named by its run too.
+        # Cycle numbers restart with each run: with several runs, a cycle is named by its run too. What was
+        # recorded is shown with terminal controls escaped (`printable`): a recording is input.
         run_column = result.runs > 1
-        rows = [((d.run,) if run_column else ()) + (f"{d.cycle}", wall_text(d.wall) or "", d.what,
-                                                     "; ".join(d.recorded) or "-", "; ".join(d.replayed) or "-")
+        rows = [((printable(d.run),) if run_column else ()) + (
+                    f"{d.cycle}", wall_text(d.wall) or "", d.what, printable("; ".join(d.recorded)) or "-",
+                    printable("; ".join(d.replayed)) or "-")
                 for d in result.differences]
         header = ("RUN",) * run_column + ("CYCLE", "TIME", "WHAT", "RECORDED", "REPLAYED")
         lines += ["", table(header, rows)]
     if result.pressure:
-        pressure = [(condition, _intervals_text(recorded), _intervals_text(replayed))
+        pressure = [(printable(condition), _intervals_text(recorded), _intervals_text(replayed))
                     for condition, (recorded, replayed) in result.pressure.items()]
         lines += ["", table(("CONDITION", "RECORDED", "REPLAYED"), pressure)]
     return "\n".join(lines)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
 from evictd.core.decode import list_of, mapping, sequence
@@ -117,6 +117,42 @@ def parse_scenario(document: object) -> Scenario:
         raise ScenarioError(exc.reason, key=exc.key, value=exc.value) from None
 
 
+def parse_head(document: Mapping[str, object]) -> Scenario:
+    """The scenario of `document` without its steps (config, layout, engine state); raises ScenarioError or
+    DecodeError. Its first pods are `scenario_pods`."""
+    config = _config(document.get("config", {}))
+    layout = _layout(document.get("layout", {}))
+    engine_state = document.get("engineState")
+    if engine_state is not None:
+        engine_state = mapping(engine_state, "engineState")
+    config_document = document.get("config", {})
+    warnings = tuple(str(problem.at(f"config.{problem.key}", problem.value))
+                     for problem in unknown_kubelet_fields(config_document, "config")) \
+        if isinstance(config_document, Mapping) else ()
+    return Scenario(config=config, layout=layout, steps=(), engine_state=engine_state, warnings=warnings)
+
+
+def scenario_pods(document: Mapping[str, object]) -> tuple[Pod, ...]:
+    """The pods a scenario starts with; raises DecodeError."""
+    return _pods(document.get("pods", []), "pods")
+
+
+def parse_step(raw: object, key: str, previous: float, pods: tuple[Pod, ...]) -> Step:
+    """One step of a scenario (`key` names it in errors), after a step at `previous` with `pods`; raises
+    ScenarioError or DecodeError."""
+    step = mapping(raw, key)
+    unknown = sorted(set(step) - {"at", "summary", "afterReclaim", "pods"})
+    if unknown:
+        raise ScenarioError("unknown field", key=f"{key}.{unknown[0]}", value=step[unknown[0]])
+    at = _at(step.get("at"), f"{key}.at", previous)
+    if "pods" in step:
+        pods = _pods(step["pods"], f"{key}.pods")
+    summary = _summary(step.get("summary", {}), f"{key}.summary")
+    after = step.get("afterReclaim")
+    after_reclaim = _summary(after, f"{key}.afterReclaim") if after is not None else None
+    return Step(at=at, summary=summary, after_reclaim=after_reclaim, pods=pods)
+
+
 def _scenario(document: object) -> Scenario:
     root = mapping(document, "scenario")
     known = {"config", "layout", "pods", "steps", "engineState"}
@@ -124,34 +160,17 @@ def _scenario(document: object) -> Scenario:
     unknown = sorted(key for key in set(root) - known if not str(key).startswith("x-"))
     if unknown:
         raise ScenarioError("unknown field", key=unknown[0], value=root[unknown[0]])
-    config = _config(root.get("config", {}))
-    layout = _layout(root.get("layout", {}))
-    pods = _pods(root.get("pods", []), "pods")
+    head = parse_head(root)
+    pods = scenario_pods(root)
     steps: list[Step] = []
     previous = float("-inf")
     for index, raw in enumerate(sequence(root.get("steps", []), "steps")):
-        key = f"steps[{index}]"
-        step = mapping(raw, key)
-        unknown = sorted(set(step) - {"at", "summary", "afterReclaim", "pods"})
-        if unknown:
-            raise ScenarioError("unknown field", key=f"{key}.{unknown[0]}", value=step[unknown[0]])
-        at = _at(step.get("at"), f"{key}.at", previous)
-        previous = at
-        if "pods" in step:
-            pods = _pods(step["pods"], f"{key}.pods")
-        summary = _summary(step.get("summary", {}), f"{key}.summary")
-        after = step.get("afterReclaim")
-        after_reclaim = _summary(after, f"{key}.afterReclaim") if after is not None else None
-        steps.append(Step(at=at, summary=summary, after_reclaim=after_reclaim, pods=pods))
-    engine_state = root.get("engineState")
-    if engine_state is not None:
-        engine_state = mapping(engine_state, "engineState")
-        start_state(engine_state, config, steps[0].at if steps else 0.0)  # checked now, restored when run
-    config_document = root.get("config", {})
-    warnings = tuple(str(problem.at(f"config.{problem.key}", problem.value))
-                     for problem in unknown_kubelet_fields(config_document, "config")) \
-        if isinstance(config_document, Mapping) else ()
-    return Scenario(config=config, layout=layout, steps=tuple(steps), engine_state=engine_state, warnings=warnings)
+        step = parse_step(raw, f"steps[{index}]", previous, pods)
+        previous, pods = step.at, step.pods
+        steps.append(step)
+    if head.engine_state is not None:
+        start_state(head.engine_state, head.config, steps[0].at if steps else 0.0)  # checked now, restored when run
+    return replace(head, steps=tuple(steps))
 
 
 class FakeClock:
@@ -218,26 +237,38 @@ class RecordingEvictor:
         self.evictions.append(eviction)
 
 
+class ScenarioRunner:
+    """The eviction manager driven step by step by a scenario's readings (`run_scenario`, and a replay that reads
+    its steps as it goes)."""
+
+    def __init__(self, config: EngineConfig, layout: FsLayout, state: EngineState | None = None) -> None:
+        self._clock = FakeClock()
+        self._stats = ScriptedStats()
+        self._pods = ScriptedPods()
+        self.manager = EvictionManager(
+            config,
+            stats=self._stats,
+            layout=FixedLayout(layout),
+            pods=self._pods,
+            reclaimer=RecordingReclaimer(self._stats),
+            evictor=RecordingEvictor(),
+            clock=self._clock,
+        )
+        if state is not None:
+            self.manager.state = state
+
+    def step(self, step: Step) -> CycleReport:
+        """Run one cycle on `step`'s readings."""
+        self._clock.now = step.at
+        self._stats.step = step
+        self._stats.reclaimed = False
+        self._pods.pods = step.pods
+        return self.manager.synchronize()
+
+
 def run_scenario(scenario: Scenario) -> list[CycleReport]:
-    clock = FakeClock()
-    stats = ScriptedStats()
-    pods = ScriptedPods()
-    manager = EvictionManager(
-        scenario.config,
-        stats=stats,
-        layout=FixedLayout(scenario.layout),
-        pods=pods,
-        reclaimer=RecordingReclaimer(stats),
-        evictor=RecordingEvictor(),
-        clock=clock,
-    )
+    state = None
     if scenario.engine_state is not None and scenario.steps:
-        manager.state = start_state(scenario.engine_state, scenario.config, scenario.steps[0].at)
-    reports: list[CycleReport] = []
-    for step in scenario.steps:
-        clock.now = step.at
-        stats.step = step
-        stats.reclaimed = False
-        pods.pods = step.pods
-        reports.append(manager.synchronize())
-    return reports
+        state = start_state(scenario.engine_state, scenario.config, scenario.steps[0].at)
+    runner = ScenarioRunner(scenario.config, scenario.layout, state)
+    return [runner.step(step) for step in scenario.steps]

@@ -1,25 +1,34 @@
-"""The exclusive lock on stateDir: at most one evictd acts on a node's state folder at a time.
+"""The locks that keep evictd to one per node: the node lock, then the stateDir lock, both taken at start.
 
-Two evictd sharing a stateDir would overwrite each other's eviction journal and both evict on the same node
-(a DaemonSet pod next to a systemd unit, or two pods during a rolling update). The lock is `flock(LOCK_EX)` on
-`<stateDir>/evictd.lock`, which holds the holder's PID (a host PID in the DaemonSet, which runs with hostPID).
-The kernel releases it when the holder's process ends, however it ends (SIGKILL, OOM kill), so a stale lock
+Two evictd on one node would both evict (2 pods for one pressure), and two sharing a stateDir would overwrite
+each other's engine state, journal and recording (a DaemonSet pod next to a systemd unit, or two pods during a
+rolling update). Each lock is `flock(LOCK_EX)` on a file holding the holder's PID (a host PID in the DaemonSet,
+which runs with hostPID): the node lock at a fixed host path, `/run/evictd/node.lock` (whatever stateDir each
+instance is given; `EVICTD_NODE_LOCK` names another path, for tests and hosts without /run), and
+`<stateDir>/evictd.lock`, taken with or without an API before evictd reads or writes anything in stateDir.
+The kernel releases a lock when the holder's process ends, however it ends (SIGKILL, OOM kill), so a stale lock
 file never blocks anyone; the file itself stays (removing it would let two processes lock two different files).
 
-How a second evictd waits (`stateLockTimeout`, then `StateLockError`) and what happens when the lock file
-cannot be created (logged, evictd runs without the lock) is README's "State" paragraph.
+A lock file is opened without following a symlink and must be a regular file: a symlink (whose target would be
+overwritten with the PID), a folder, a FIFO or a device is refused (`LockFileError`, exit status 2). How a
+second evictd waits (`stateLockTimeout`, then `StateLockError`) and what happens when a lock file cannot be
+created (logged, evictd runs without that lock) is README's "State" paragraph.
 """
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
+import stat
 import time
 from typing import Any
 
-from evictd.core.errors import StateLockError
+from evictd.core.errors import LockFileError, StateLockError
 
 LOCK_FILE = "evictd.lock"
+NODE_LOCK_FILE = "/run/evictd/node.lock"
+NODE_LOCK_ENV = "EVICTD_NODE_LOCK"
 # How often a waiting evictd tries the lock again: a rolling update is seconds, not milliseconds.
 RETRY_INTERVAL_S = 0.2
 # The lock file holds one PID: anything longer is not ours, and is shown cut.
@@ -32,7 +41,7 @@ def holder_pid(descriptor: int) -> str:
         text = os.pread(descriptor, MAX_HOLDER_CHARS, 0).decode("ascii", errors="replace").strip()
     except OSError:
         return "unknown"
-    return text or "unknown"
+    return text if text.isdigit() else "unknown"
 
 
 def _try_lock(descriptor: int) -> bool:
@@ -43,32 +52,69 @@ def _try_lock(descriptor: int) -> bool:
     return True
 
 
-def acquire_state_lock(state_dir: str, timeout_s: float, log: Any) -> None:
-    """Lock `state_dir` for the rest of this process's life, waiting up to `timeout_s` for another evictd holding
-    it (the lock file's descriptor is never closed). When the lock file cannot be created, logs it and returns
-    without the lock; raises StateLockError when another process still holds it after `timeout_s`."""
-    path = os.path.join(state_dir, LOCK_FILE)
+def _kind(mode: int) -> str:
+    kinds = ((stat.S_ISDIR, "a folder"), (stat.S_ISLNK, "a symlink"), (stat.S_ISFIFO, "a FIFO"),
+             (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
+    return next((name for test, name in kinds if test(mode)), "not a regular file")
+
+
+def _open_lock_file(path: str, locked: str) -> int:
+    """Open (create) the lock file at `path`, refusing anything but a regular file (LockFileError)."""
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
     try:
-        os.makedirs(state_dir, exist_ok=True)
-        descriptor = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        descriptor = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK, 0o644)
     except OSError as exc:
-        log.error("stateDir lock file cannot be created: running without the lock", lock_file=path,
+        if exc.errno in (errno.ELOOP, errno.EISDIR, errno.ENXIO):  # a symlink, a folder, a socket
+            raise LockFileError(locked, path, _kind(os.lstat(path).st_mode)) from exc
+        raise
+    mode = os.fstat(descriptor).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(descriptor)
+        raise LockFileError(locked, path, _kind(mode))
+    return descriptor
+
+
+def _acquire(path: str, label: str, locked: str, timeout_s: float, log: Any) -> None:
+    """Lock `path` for the rest of this process's life (the descriptor is never closed), waiting up to
+    `timeout_s` for another evictd holding it; `label` ("node", "stateDir") names the lock in log events, `locked`
+    what it locks in errors."""
+    try:
+        descriptor = _open_lock_file(path, locked)
+    except OSError as exc:
+        log.error(f"{label} lock file cannot be created: running without the lock", lock_file=path,
                   error=exc.strerror or str(exc))
         return
     deadline = time.monotonic() + timeout_s
     if not _try_lock(descriptor):
         holder = holder_pid(descriptor)
-        log.warning("stateDir is locked by another evictd: waiting for it to stop", holder_pid=holder,
+        log.warning(f"{label} is locked by another evictd: waiting for it to stop", holder_pid=holder,
                     lock_file=path, wait_s=timeout_s)
         while not _try_lock(descriptor):
             if time.monotonic() >= deadline:
                 holder = holder_pid(descriptor)
                 os.close(descriptor)
-                raise StateLockError(state_dir, path, holder, timeout_s)
+                raise StateLockError(locked, path, holder, timeout_s)
             time.sleep(RETRY_INTERVAL_S)
-        log.info("stateDir lock taken over", previous_holder_pid=holder, lock_file=path)
+        log.info(f"{label} lock taken over", previous_holder_pid=holder, lock_file=path)
     try:
         os.ftruncate(descriptor, 0)
         os.pwrite(descriptor, f"{os.getpid()}\n".encode("ascii"), 0)
-    except OSError as exc:  # a full stateDir: the lock holds all the same, only the PID is not shown
-        log.warning("PID not written to the stateDir lock file", lock_file=path, error=exc.strerror or str(exc))
+    except OSError as exc:  # a full filesystem: the lock holds all the same, only the PID is not shown
+        log.warning("PID not written to the lock file", lock_file=path, error=exc.strerror or str(exc))
+
+
+def node_lock_path() -> str:
+    """Where the node lock is: `/run/evictd/node.lock`, or what `EVICTD_NODE_LOCK` names."""
+    return os.environ.get(NODE_LOCK_ENV) or NODE_LOCK_FILE
+
+
+def acquire_node_lock(timeout_s: float, log: Any) -> None:
+    """Take the node lock (see the module's description): one evictd per node, whatever its stateDir."""
+    _acquire(node_lock_path(), "node", "the node", timeout_s, log)
+
+
+def acquire_state_lock(state_dir: str, timeout_s: float, log: Any) -> None:
+    """Take `state_dir`'s lock (see the module's description). When the lock file cannot be created, logs it and
+    returns without the lock; raises StateLockError when another process still holds it after `timeout_s`, and
+    LockFileError when it is not a regular file."""
+    _acquire(os.path.join(state_dir, LOCK_FILE), "stateDir", f"stateDir {state_dir}", timeout_s, log)

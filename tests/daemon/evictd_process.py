@@ -22,6 +22,7 @@ KUBELET_HEADER = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfig
 EVICTD_HEADER = "apiVersion: evictd.io/v1alpha1\nkind: EvictdConfiguration\n"
 
 Event = dict[str, Any]
+NODE_LOCK_ENV = "EVICTD_NODE_LOCK"
 
 
 def free_port() -> int:
@@ -57,7 +58,8 @@ class EvictdProcess:
         self.process = subprocess.Popen(
             [sys.executable, "-m", "evictd", "run", "--config", str(config), *args],
             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-            env={**os.environ, **(env or {})},
+            # Each process its own node lock unless the test names one (tests stand for several nodes at once).
+            env={**os.environ, NODE_LOCK_ENV: str(tmp_path / "node.lock"), **(env or {})},
         )
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()

@@ -208,7 +208,9 @@ def test_the_state_is_saved_unless_in_dry_run(tmp_path: Path, dry_run: bool,
     state = tmp_path / "state"
     # The flight recording is written in both modes (a dry-run's decisions are what an operator wants to replay).
     assert (state / RECORDING_FOLDER).is_dir()
-    files = sorted(p.name for p in state.iterdir() if p.name != RECORDING_FOLDER)
+    # The stateDir lock is taken in both modes, with or without an API (src/evictd/state_lock.py).
+    assert (state / "evictd.lock").is_file()
+    files = sorted(p.name for p in state.iterdir() if p.name not in (RECORDING_FOLDER, "evictd.lock"))
     if dry_run:
         assert files == [], "dry-run writes no engine state to stateDir"
     else:

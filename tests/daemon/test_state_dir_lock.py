@@ -20,21 +20,24 @@ NODE = "lock-node"
 LOCK_WAIT_S = 2.0
 
 
-def start(tmp_path: Path, name: str, apiserver: ApiServer, state: Path, evictd_processes: list[EvictdProcess],
-          extra: str = "") -> EvictdProcess:
+def start(tmp_path: Path, name: str, apiserver: ApiServer | None, state: Path,
+          evictd_processes: list[EvictdProcess], extra: str = "", node_lock: Path | None = None) -> EvictdProcess:
+    """`evictd run` with `state` as stateDir, with the test API server unless None (then it only reports), and
+    `node_lock` as its node lock (None: one of its own)."""
     work = tmp_path / name
     work.mkdir()
     daemon = EvictdProcess(
         work,
         kubelet="evictionHard: {}\nenforceNodeAllocatable: []\n",
         evictd=(f"nodeName: {NODE}\n"
-                f"kubeconfig: {apiserver.kubeconfig_path}\n"
-                f"stateDir: {state}\n"
+                + (f"kubeconfig: {apiserver.kubeconfig_path}\n" if apiserver is not None else "")
+                + f"stateDir: {state}\n"
                 f"containerRuntimeEndpoint: unix://{tmp_path}/no-runtime.sock\n"
                 "housekeepingInterval: 1s\n"
                 "psiWakeups: false\n"
                 "memcgWakeups: false\n"
                 "shutdownTimeout: 5s\n" + extra),
+        env={"EVICTD_NODE_LOCK": str(node_lock)} if node_lock is not None else None,
     )
     evictd_processes.append(daemon)
     return daemon
@@ -124,3 +127,82 @@ def test_a_state_dir_that_cannot_be_created_is_logged_and_evictd_runs_without_th
     daemon.wait_event("evictd started")
     assert daemon.http("/healthz")[0] == 200
     assert daemon.stop() == 0
+
+
+# --- one evictd per node, with or without an API, whatever its stateDir ----------------------------------------
+
+
+def start_alone(tmp_path: Path, name: str, state: Path, node_lock: Path, evictd_processes: list[EvictdProcess],
+                extra: str = "") -> EvictdProcess:
+    """`evictd run` without an API, with `state` as stateDir and `node_lock` as its node lock."""
+    return start(tmp_path, name, None, state, evictd_processes, extra, node_lock)
+
+
+def test_two_evictd_with_different_state_dirs_on_one_node_the_second_waits_on_the_node_lock(
+    tmp_path: Path, evictd_processes: list[EvictdProcess]
+) -> None:
+    node_lock = tmp_path / "run" / "node.lock"
+    first = start_alone(tmp_path, "first", tmp_path / "state-1", node_lock, evictd_processes)
+    first.wait_event("evictd started")
+    assert node_lock.read_text() == f"{first.process.pid}\n"
+
+    second = start_alone(tmp_path, "second", tmp_path / "state-2", node_lock, evictd_processes,
+                         f"stateLockTimeout: {LOCK_WAIT_S:g}s\n")
+    waiting = second.wait_event("node is locked by another evictd: waiting for it to stop")
+    assert (waiting["holder_pid"], waiting["lock_file"]) == (str(first.process.pid), str(node_lock))
+    assert second.process.wait(timeout=30) == 2
+    assert second.stderr().splitlines() == [
+        f"evictd: the node is still locked by another evictd (PID {first.process.pid}) after 2 s; "
+        f"lock file {node_lock}"]
+    assert not any(e.get("event") == "evictd started" for e in second.events)
+    assert not (tmp_path / "state-2" / "recording").exists()  # it wrote nothing
+    assert first.process.poll() is None and first.stop() == 0
+
+
+def test_two_evictd_on_one_state_dir_without_an_api_the_second_waits_on_the_state_dir_lock(
+    tmp_path: Path, evictd_processes: list[EvictdProcess]
+) -> None:
+    """Without an API the stateDir still holds the engine state and the recording: locked all the same (here the
+    two are given two node locks, as two nodes sharing a stateDir over NFS would be)."""
+    state = tmp_path / "state"
+    first = start_alone(tmp_path, "first", state, tmp_path / "node-1.lock", evictd_processes)
+    first.wait_event("evictd started")
+    lock_file = state / "evictd.lock"
+    assert lock_file.read_text() == f"{first.process.pid}\n"
+
+    second = start_alone(tmp_path, "second", state, tmp_path / "node-2.lock", evictd_processes,
+                         f"stateLockTimeout: {LOCK_WAIT_S:g}s\n")
+    second.wait_event("stateDir is locked by another evictd: waiting for it to stop")
+    assert second.process.wait(timeout=30) == 2
+    assert second.stderr().splitlines() == [
+        f"evictd: stateDir {state} is still locked by another evictd (PID {first.process.pid}) after 2 s; "
+        f"lock file {lock_file}"]
+    assert not any(e.get("event") == "engine state restored" for e in second.events)
+    assert all(path.name.endswith(f"-{first.process.pid}.jsonl") for path in (state / "recording").iterdir())
+    assert first.stop() == 0
+
+
+def test_a_lock_file_that_is_a_symlink_is_refused_and_its_target_left_alone(
+    tmp_path: Path, evictd_processes: list[EvictdProcess]
+) -> None:
+    state = tmp_path / "state"
+    state.mkdir()
+    target = tmp_path / "precious"
+    target.write_text("do not overwrite\n")
+    (state / "evictd.lock").symlink_to(target)
+    daemon = start_alone(tmp_path, "daemon", state, tmp_path / "node.lock", evictd_processes)
+    assert daemon.process.wait(timeout=30) == 2
+    assert daemon.stderr().splitlines() == [
+        f"evictd: the lock file of stateDir {state}, {state / 'evictd.lock'}, is a symlink, not a regular file: "
+        "evictd does not start (remove it)"]
+    assert target.read_text() == "do not overwrite\n"
+
+
+def test_a_lock_file_that_is_a_folder_is_refused(tmp_path: Path, evictd_processes: list[EvictdProcess]) -> None:
+    node_lock = tmp_path / "node.lock"
+    node_lock.mkdir()
+    daemon = start_alone(tmp_path, "daemon", tmp_path / "state", node_lock, evictd_processes)
+    assert daemon.process.wait(timeout=30) == 2
+    assert daemon.stderr().splitlines() == [
+        f"evictd: the lock file of the node, {node_lock}, is a folder, not a regular file: evictd does not start "
+        "(remove it)"]

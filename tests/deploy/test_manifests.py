@@ -549,6 +549,9 @@ def test_daemonset_mounts() -> None:
     assert not mounts["/sys/fs/cgroup"].get("readOnly", False)
     assert host_path("/var/lib/evictd") == "/var/lib/evictd"
     assert not mounts["/var/lib/evictd"].get("readOnly", False)
+    # The node lock's folder, the same host path for every evictd on the node.
+    assert host_path("/run/evictd") == "/run/evictd"
+    assert not mounts["/run/evictd"].get("readOnly", False)
     # The runtime socket through its folder (a restarted containerd makes a new socket file).
     assert host_path("/run/containerd") == "/run/containerd"
     # A scratch /tmp under the read-only root filesystem.
@@ -556,7 +559,7 @@ def test_daemonset_mounts() -> None:
     # Nothing else of the host.
     host_mounts = {path for path, m in mounts.items() if "hostPath" in volumes[m["name"]]}
     assert host_mounts == {"/sys/fs/cgroup", "/var/lib/kubelet", "/var/log/pods", "/run/containerd",
-                           "/var/lib/evictd"}
+                           "/var/lib/evictd", "/run/evictd"}
     assert set(mounts) == host_mounts | {"/etc/evictd", "/tmp"}
 
 
@@ -819,6 +822,8 @@ def test_unit_hardening() -> None:
     assert "User" not in last and "DynamicUser" not in last
     # The eviction journal's folder, /var/lib/evictd, is the only other writable place.
     assert last["StateDirectory"] == "evictd"
+    # And the node lock's, /run/evictd, kept when the unit stops (another evictd may hold the lock).
+    assert (last["RuntimeDirectory"], last["RuntimeDirectoryPreserve"]) == ("evictd", "yes")
 
 
 # ------------------------------------------------------------------------------------------- image

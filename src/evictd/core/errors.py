@@ -11,7 +11,8 @@
      +-- CRIError           a container runtime call failed (method, gRPC status code)
      |    +-- GCError           some removals of one GC pass failed (adapters/runtime_gc.py)
      +-- KubeError          a Kubernetes API call failed (verb, HTTP status)
-     +-- StateLockError     another evictd still holds the stateDir lock (exit status 2)
+     +-- StateLockError     another evictd still holds the node or stateDir lock (exit status 2)
+          +-- LockFileError     a lock file is not a regular file (a symlink, a folder...): refused (exit 2)
 
 The tree lives in the core so that pure parsers can raise it; adapters map foreign exceptions into it in
 one place each (`raise CRIError(...) from exc`). Errors carry data, not only text.
@@ -196,13 +197,25 @@ class KubeError(EvictdError):
 
 
 class StateLockError(EvictdError):
-    """Another process still holds the stateDir lock after the wait; carries the folder, the lock file, what
-    the lock file names as its holder (its PID) and how long evictd waited."""
+    """Another process still holds a lock of evictd's after the wait; carries what is locked ("stateDir <path>",
+    "the node"), the lock file, what the lock file names as its holder (its PID) and how long evictd waited."""
 
-    def __init__(self, state_dir: str, lock_file: str, holder_pid: str, waited_s: float) -> None:
-        self.state_dir = state_dir
+    def __init__(self, locked: str, lock_file: str, holder_pid: str, waited_s: float) -> None:
+        self.locked = locked
         self.lock_file = lock_file
         self.holder_pid = holder_pid
         self.waited_s = waited_s
-        super().__init__(f"stateDir {state_dir} is still locked by another evictd (PID {holder_pid}) after "
+        super().__init__(f"{locked} is still locked by another evictd (PID {holder_pid}) after "
                          f"{waited_s:g} s; lock file {lock_file}")
+
+
+class LockFileError(StateLockError):
+    """A lock file evictd will not use: not a regular file (a symlink, a folder, a FIFO, a device)."""
+
+    def __init__(self, locked: str, lock_file: str, what: str) -> None:
+        EvictdError.__init__(self, f"the lock file of {locked}, {lock_file}, is {what}, not a regular file: "
+                                   "evictd does not start (remove it)")
+        self.locked = locked
+        self.lock_file = lock_file
+        self.holder_pid = "unknown"
+        self.waited_s = 0.0

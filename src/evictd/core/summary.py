@@ -48,6 +48,9 @@ ROOT_KEY = "$"
 _RFC3339 = re.compile(r"(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(?:[.,](\d{1,9}))?(?:(Z)|([+-])(\d{2}):(\d{2}))")
 _MICROSECOND_DIGITS = 6
 _GO_ZERO_TIME = datetime(1, 1, 1, tzinfo=UTC)
+# Times already parsed (every pod of a Summary carries the same few): at most this many, then forgotten.
+_TIMES: dict[str, datetime | None] = {}
+_TIMES_KEPT = 4096
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,7 +184,10 @@ def summary_from_dict(obj: Mapping[str, object]) -> Summary:
 
 def _counter(obj: Mapping[str, object], name: str, parent: str) -> int | None:
     """Read an unsigned counter (Go *uint64 later converted with int64(), so at most MAX_COUNTER)."""
-    return integer(obj.get(name), child(parent, name), low=0, high=MAX_COUNTER, if_null=None)
+    value = obj.get(name)
+    if value is None or (type(value) is int and 0 <= value <= MAX_COUNTER):
+        return value  # the common case, without building the key an error would name
+    return integer(value, child(parent, name), low=0, high=MAX_COUNTER, if_null=None)
 
 
 def _signed(obj: Mapping[str, object], name: str, parent: str) -> int | None:
@@ -194,9 +200,18 @@ def _time(obj: Mapping[str, object], name: str, parent: str) -> datetime | None:
     value = obj.get(name)
     if value is None:
         return None
+    if isinstance(value, str) and value in _TIMES:
+        return _TIMES[value]
     key = child(parent, name)
     if not isinstance(value, str):
         raise invalid("must be an RFC 3339 time string", key, value)
+    if len(_TIMES) >= _TIMES_KEPT:
+        _TIMES.clear()
+    _TIMES[value] = _parse_time(value, key)
+    return _TIMES[value]
+
+
+def _parse_time(value: str, key: str) -> datetime | None:
     match = _RFC3339.fullmatch(value)
     if match is None:
         raise invalid("must be an RFC 3339 time (e.g. 2024-01-02T03:04:05Z)", key, value)

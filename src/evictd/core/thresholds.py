@@ -186,11 +186,18 @@ def _grace_period(signal: Signal, raw: str) -> float:
     return seconds
 
 
+# evictd's bound on one statement's text (a quantity, a percentage, a duration): the kubelet takes a 5,000-digit
+# quantity, which then shows whole in every message.
+MAX_STATEMENT_CHARS = 64
+
+
 def _per_signal(field: str, entries: Mapping[str, str], parse: Callable[[Signal, str], _V]) -> dict[Signal, _V]:
     """Return `parse(signal, raw)` of each entry of the map `field`; an error is located at the entry."""
     parsed: dict[Signal, _V] = {}
     for name, raw in entries.items():
         try:
+            if isinstance(raw, str) and len(raw) > MAX_STATEMENT_CHARS:
+                raise ConfigError(f"longer than {MAX_STATEMENT_CHARS} characters (evictd's bound)")
             signal = parse_signal(name)
             parsed[signal] = parse(signal, raw)
         except ConfigError as exc:

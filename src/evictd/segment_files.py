@@ -1,0 +1,123 @@
+"""Reading a flight recording's segment files as hostile input: bounded, never blocking, in time order.
+
+A recording folder is in stateDir, but what is in it is whatever someone put there: the readers (`explain`,
+`replay`, `record export`) run during an incident on the node and must neither hang nor exhaust its memory. A
+segment is opened without following a symlink and without blocking (a FIFO would wait for a writer forever) and
+read only when it is a regular file; anything else (a FIFO, a symlink to /dev/zero, a folder) is refused with a
+message. A line is at most MAX_LINE_BYTES (a longer one is skipped, read through without being held) and a
+segment at most MAX_SEGMENT_BYTES once decompressed (a gzip bomb stops there); both are far above what the
+recorder writes (`recorderMaxBytes` is at most 4 GiB, so a segment at most 256 MiB, and a line of 1,000 pods is
+well under 16 MiB).
+
+Segments are named by the wall-clock time they were opened, so a clock stepped back at a rotation names the
+next segment of a run before the last one. Each segment's first line starts with its run and cycle
+(`{"v":2,"run":"...","cycle":N,...`, as the recorder writes it): segments are ordered by their run's start (the
+run id begins with it) and, within a run, by their first cycle; a segment whose first line says neither keeps
+its name's place.
+"""
+
+from __future__ import annotations
+
+import errno
+import gzip
+import os
+import re
+import stat
+import zlib
+from collections.abc import Callable, Iterator, Sequence
+from typing import IO, BinaryIO
+
+MAX_LINE_BYTES = 16 << 20
+MAX_SEGMENT_BYTES = 256 << 20
+# What is read of a segment to find its run and first cycle.
+HEAD_BYTES = 4096
+_HEAD = re.compile(rb'\{"v":\d{1,3},"run":"([0-9A-Za-z._-]{1,64})","cycle":(\d{1,18})[,}]')
+# A segment's name and a run id both begin with a UTC time, to the second: 20261123T101500.
+_STAMP_CHARS = 15
+
+Problem = Callable[[str], None]
+
+
+class NotRegularFile(OSError):
+    """A segment that is not a regular file (a FIFO, a device, a symlink, a folder): never read."""
+
+
+def _kind(mode: int) -> str:
+    kinds = ((stat.S_ISDIR, "a folder"), (stat.S_ISLNK, "a symlink"), (stat.S_ISFIFO, "a FIFO"),
+             (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
+    return next((name for test, name in kinds if test(mode)), "not a regular file")
+
+
+def open_segment(path: str) -> BinaryIO:
+    """Open `path` for reading, refusing anything but a regular file (NotRegularFile). Raises OSError."""
+    try:
+        descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise NotRegularFile(errno.ELOOP, "a symlink, not a regular file: not read") from None
+        raise
+    mode = os.fstat(descriptor).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(descriptor)
+        raise NotRegularFile(errno.EINVAL, f"{_kind(mode)}, not a regular file: not read")
+    return os.fdopen(descriptor, "rb")
+
+
+def segment_lines(path: str, problem: Problem) -> Iterator[bytes | None]:
+    """The lines of the segment at `path`; None for a line that could not be read (the reader loses its context),
+    with `problem` told why. A compressed segment cut short (a crash while closing it) yields what it holds."""
+    try:
+        handle = open_segment(path)
+    except OSError as exc:
+        problem(f"{path}: {exc.strerror or exc}")
+        yield None
+        return
+    with handle:
+        stream: IO[bytes] = handle
+        if path.endswith(".gz"):
+            stream = gzip.GzipFile(fileobj=handle, mode="rb")  # type: ignore[assignment]
+        total = 0
+        try:
+            while line := stream.readline(MAX_LINE_BYTES + 1):
+                total += len(line)
+                too_long = len(line) > MAX_LINE_BYTES
+                while too_long and line and not line.endswith(b"\n") and total <= MAX_SEGMENT_BYTES:
+                    line = stream.readline(MAX_LINE_BYTES)  # read through, not held
+                    total += len(line)
+                if total > MAX_SEGMENT_BYTES:
+                    problem(f"{path}: more than {MAX_SEGMENT_BYTES >> 20} MiB of lines: the rest is not read")
+                    yield None
+                    return
+                if too_long:
+                    problem(f"{path}: a line longer than {MAX_LINE_BYTES >> 20} MiB: skipped")
+                    yield None
+                    continue
+                yield line
+        except (EOFError, OSError, zlib.error):
+            return
+
+
+def _head(path: str) -> tuple[str, int] | None:
+    """The run and cycle the segment's first line starts with (None: it does not say, or cannot be read)."""
+    try:
+        with open_segment(path) as handle:
+            stream = gzip.GzipFile(fileobj=handle, mode="rb") if path.endswith(".gz") else handle
+            start = stream.read(HEAD_BYTES)
+    except (EOFError, OSError, zlib.error):
+        return None
+    found = _HEAD.match(start)
+    return (found[1].decode("ascii"), int(found[2])) if found else None
+
+
+def in_time_order(paths: Sequence[str]) -> list[tuple[str, tuple[str, int] | None]]:
+    """`paths` (segments sorted by name) ordered by their run's start and, within a run, their first cycle, each
+    with the run and first cycle its first line says (None: it does not say)."""
+    heads = [(position, path, _head(path)) for position, path in enumerate(paths)]
+
+    def key(item: tuple[int, str, tuple[str, int] | None]) -> tuple[str, str, int, int]:
+        position, path, head = item
+        if head is None:
+            return os.path.basename(path)[:_STAMP_CHARS], "", -1, position
+        return head[0][:_STAMP_CHARS], head[0], head[1], position
+
+    return [(path, head) for _, path, head in sorted(heads, key=key)]

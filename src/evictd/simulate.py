@@ -10,7 +10,7 @@ below are the only fakes; the manager is the daemon's own. Malformed scenarios r
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -18,7 +18,13 @@ from evictd.core.decode import list_of, mapping, sequence
 from evictd.core.engine import EngineConfig, EngineState, Eviction
 from evictd.core.errors import ConfigError, DecodeError, ScenarioError
 from evictd.core.fs_layout import FsLayout, ReclaimAction
-from evictd.core.kubelet_config import KUBELET_API_VERSION, KUBELET_KIND, eviction_settings, unknown_kubelet_fields
+from evictd.core.kubelet_config import (
+    KUBELET_API_VERSION,
+    KUBELET_KIND,
+    EvictionSettings,
+    eviction_settings,
+    unknown_kubelet_fields,
+)
 from evictd.core.pods import Pod, pod_from_dict
 from evictd.core.saved_state import UnusableState, restorable_thresholds, restore_state
 from evictd.core.shadow import TERMINAL_PHASES
@@ -39,6 +45,7 @@ class Scenario:
     config: EngineConfig
     layout: FsLayout
     steps: tuple[Step, ...]
+    settings: EvictionSettings  # what `config` was built from (what a recording of the scenario keeps)
     engine_state: Mapping[str, object] | None = None  # the saved-state document the first step starts from
     warnings: tuple[str, ...] = ()  # what the kubelet's lenient decoding of `config` lets pass (unknown fields)
 
@@ -71,7 +78,7 @@ def _summary(value: object, key: str) -> Summary:
         raise exc.at(key if exc.key == ROOT_KEY else f"{key}.{exc.key}") from None
 
 
-def _config(value: object) -> EngineConfig:
+def _config(value: object) -> tuple[EvictionSettings, EngineConfig]:
     document = dict(mapping(value, "config"))
     kind = document.pop("kind", KUBELET_KIND)
     api_version = document.pop("apiVersion", KUBELET_API_VERSION)
@@ -80,7 +87,8 @@ def _config(value: object) -> EngineConfig:
     if api_version != KUBELET_API_VERSION:
         raise ScenarioError(f"must be {KUBELET_API_VERSION}", key="config.apiVersion", value=api_version)
     try:
-        return EngineConfig.from_settings(eviction_settings(document))
+        settings = eviction_settings(document)
+        return settings, EngineConfig.from_settings(settings)
     except ConfigError as exc:
         if exc.key is None:
             raise ScenarioError(f"config: {exc.reason}") from None
@@ -124,7 +132,7 @@ def _scenario(document: object) -> Scenario:
     unknown = sorted(key for key in set(root) - known if not str(key).startswith("x-"))
     if unknown:
         raise ScenarioError("unknown field", key=unknown[0], value=root[unknown[0]])
-    config = _config(root.get("config", {}))
+    settings, config = _config(root.get("config", {}))
     layout = _layout(root.get("layout", {}))
     pods = _pods(root.get("pods", []), "pods")
     steps: list[Step] = []
@@ -151,7 +159,8 @@ def _scenario(document: object) -> Scenario:
     warnings = tuple(str(problem.at(f"config.{problem.key}", problem.value))
                      for problem in unknown_kubelet_fields(config_document, "config")) \
         if isinstance(config_document, Mapping) else ()
-    return Scenario(config=config, layout=layout, steps=tuple(steps), engine_state=engine_state, warnings=warnings)
+    return Scenario(config=config, layout=layout, steps=tuple(steps), settings=settings, engine_state=engine_state,
+                    warnings=warnings)
 
 
 class FakeClock:
@@ -218,7 +227,12 @@ class RecordingEvictor:
         self.evictions.append(eviction)
 
 
-def run_scenario(scenario: Scenario) -> list[CycleReport]:
+# Told after each step's cycle: its report, and the manager's state after it.
+AfterStep = Callable[[CycleReport, EngineState], None]
+
+
+def run_scenario(scenario: Scenario, after_step: AfterStep | None = None) -> list[CycleReport]:
+    """Run the scenario's steps through the eviction manager, one cycle each; return the cycles' reports."""
     clock = FakeClock()
     stats = ScriptedStats()
     pods = ScriptedPods()
@@ -240,4 +254,6 @@ def run_scenario(scenario: Scenario) -> list[CycleReport]:
         stats.reclaimed = False
         pods.pods = step.pods
         reports.append(manager.synchronize())
+        if after_step is not None:
+            after_step(reports[-1], manager.state)
     return reports

@@ -239,6 +239,23 @@ def test_a_scenario_starts_from_its_engine_state(tmp_path: Path) -> None:
     assert evicted["fresh"] == [(50, "web")], "afresh, the grace period would have started again at t=60"
 
 
+def test_simulate_record_takes_a_new_folder_and_says_when_it_cannot_write(tmp_path: Path) -> None:
+    example = "config/examples/01-memory-pressure.yaml"
+    assert evictd("simulate", example, "--record", str(tmp_path / "state")).returncode == 0
+    segments = sorted((tmp_path / "state" / "recording").iterdir())
+    again = evictd("simulate", example, "--record", str(tmp_path / "state"))
+    assert (again.returncode, again.stdout) == (2, "")
+    assert again.stderr == (f"evictd: --record: invalid value '{tmp_path / 'state'}': already holds a recording "
+                            f"({tmp_path / 'state' / 'recording'}); record into a new folder\n")
+    assert sorted((tmp_path / "state" / "recording").iterdir()) == segments  # left as it was
+
+    (tmp_path / "file").write_text("")
+    unwritable = evictd("simulate", example, "--record", str(tmp_path / "file" / "state"))
+    assert (unwritable.returncode, unwritable.stdout) == (1, "")
+    assert unwritable.stderr == (f"evictd: cannot write the recording into {tmp_path / 'file' / 'state' / 'recording'}"
+                                 ": Not a directory\n")
+
+
 @pytest.mark.parametrize(
     ("scenario", "expected"),
     [

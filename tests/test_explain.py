@@ -21,7 +21,7 @@ from evictd.recording import RECORDING_FOLDER, read_recording
 from evictd.replay import replayed_runs
 from evictd.simulate import parse_scenario
 from recording_log import RecordingLog
-from test_recorder import EXAMPLES, START, cycles, evictd, example, record, recorder
+from test_recorder import EXAMPLES, SAMPLE, START, cycles, evictd, example, record, recorder
 
 
 def when(seconds: float) -> str:
@@ -258,3 +258,29 @@ def test_explain_a_disk_eviction_says_how_old_the_pods_disk_figures_were(tmp_pat
     assert text.returncode == 0, text.stderr
     assert ("disk figures of default/cache: 3.2 GiB measured " + when(10 - 600) + " (10m00s before this decision); "
             "older than 2m00s: its last complete measurement") in text.stdout
+
+
+def test_explain_last_on_the_shipped_sample_recording() -> None:
+    """The sample (config/examples/recorded/, 01-memory-pressure recorded by `simulate --record`) explains as a
+    daemon's recording does: its last eviction is shop/web, at t=110, for the hard memory threshold."""
+    before = sorted(p for p in SAMPLE.rglob("*"))
+    document = explained(SAMPLE, "--last")
+    assert (document["decision"], document["time"], document["dryRun"]) == (
+        "19700101T000000Z-simulate/5", "1970-01-01T00:01:50.000Z", True)
+    assert (document["pod"], document["signal"], document["threshold"]["kind"]) == (
+        "shop/web", "memory.available", "hard")
+    message = ("The node was low on resource: memory. Threshold quantity: 1Gi, available: 700Mi. Container nginx was "
+               "using 900Mi, request is 256Mi, has larger consumption of memory. ")
+    assert document["message"] == message
+    assert [(r["pod"], r["outcome"]) for r in document["ranking"]] == [
+        ("shop/web", "evicted"), ("kube-system/kube-proxy-x7k2p", "skipped: a static pod"), ("shop/db", None)]
+
+    text = evictd("explain", "--state-dir", str(SAMPLE), "--last")
+    assert text.returncode == 0, text.stderr
+    lines = text.stdout.splitlines()
+    assert lines[0] == ("decision 19700101T000000Z-simulate/5 at 1970-01-01T00:01:50.000Z: would have evicted shop/web "
+                        "for memory.available, grace 1s (effective 1s)")
+    assert lines[1] == f"  message: {message}"
+    # The earlier eviction, by name; and reading the sample leaves nothing in the checkout.
+    assert explained(SAMPLE, "batch-job")["threshold"]["kind"] == "soft"
+    assert sorted(p for p in SAMPLE.rglob("*")) == before

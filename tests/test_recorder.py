@@ -33,6 +33,7 @@ from evictd.config import load_configuration, read_documents
 from evictd.core.engine import EngineState
 from evictd.core.kubelet_config import EvictionSettings, eviction_settings, kubelet_config_document
 from evictd.core.pods import pod_from_dict, pod_to_dict
+from evictd.core.saved_state import STATE_VERSION, threshold_record
 from evictd.core.summary_json import summary_to_dict
 from evictd.recorder import FlightRecorder
 from evictd.recording import (
@@ -50,6 +51,9 @@ from full_filesystem import UnwritableFolder
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = sorted((ROOT / "config" / "examples").glob("*.yaml"))
+# The shipped sample: `evictd simulate config/examples/01-memory-pressure.yaml --record` of it (a stateDir).
+SAMPLE = ROOT / "config" / "examples" / "recorded" / "01-memory-pressure"
+SAMPLE_SEGMENT = Path(RECORDING_FOLDER) / "19700101T000000.000000Z-simulate.jsonl"
 START = datetime(2026, 11, 22, 23, 0, tzinfo=UTC).timestamp()
 MiB = 1 << 20
 
@@ -601,3 +605,94 @@ def test_an_exported_step_reads_back_as_the_same_value(value: object) -> None:
 def test_a_lone_surrogate_which_yaml_cannot_hold_is_exported_as_the_replacement_character() -> None:
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     assert yaml.load("- " + yaml_flow({"name": "a\ud800b"}), Loader=loader) == [{"name": "a\ufffdb"}]
+
+
+# --- simulate --record, and the sample recording made with it ----------------------------------------------
+
+
+def test_simulate_record_writes_the_recording_the_daemons_recorder_makes_of_the_same_cycles(tmp_path: Path) -> None:
+    _, scenario, settings = example(EXAMPLES[0])  # 01-memory-pressure
+    done = evictd("simulate", str(EXAMPLES[0]), "--record", str(tmp_path / "simulated"))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == evictd("simulate", str(EXAMPLES[0])).stdout  # what simulate prints anyway
+    assert [Path(p).relative_to(tmp_path / "simulated") for p in
+            segment_paths(str(tmp_path / "simulated" / RECORDING_FOLDER))] == [SAMPLE_SEGMENT]
+    records, skipped = read_recording(str(tmp_path / "simulated" / RECORDING_FOLDER))
+
+    # The same cycles handed to the recorder as the daemon hands them.
+    record(scenario, recorder(tmp_path / "daemon", settings))
+    expected, _ = read_recording(str(tmp_path / "daemon" / RECORDING_FOLDER))
+    assert skipped == 0 and len(records) == len(expected) == len(scenario.steps) == 8
+    assert [r.decision for r in records] == [r.decision for r in expected]
+    assert [(r.config, r.layout, r.pods, r.summary, r.after_reclaim) for r in records] == \
+        [(r.config, r.layout, r.pods, r.summary, r.after_reclaim) for r in expected]
+    # On the scenario's clock (wall: `at` seconds since the epoch), named by `simulate`, as a dry run's.
+    assert [(r.run, r.cycle, r.wall, r.now, r.dry_run) for r in records] == [
+        ("19700101T000000Z-simulate", number, step.at, step.at, True)
+        for number, step in enumerate(scenario.steps, 1)]
+    assert records[0].engine_state is None  # started afresh, as the scenario does
+    evicted = [(r.cycle, e["namespace"], e["name"]) for r in records for e in r.decision["evicted"]]
+    assert evicted == [(4, "jobs", "batch-job"), (5, "shop", "web")]
+
+
+def test_simulate_record_starts_from_the_scenarios_engine_state(tmp_path: Path) -> None:
+    """01-memory-pressure from t=60 on, its soft grace period (met since t=10) under way in `engineState`: the
+    recording's first line carries that state, so that a replay takes the same decisions (batch-job at t=40)."""
+    document, full, _ = example(EXAMPLES[0])
+    document["steps"] = [{**step, "at": step["at"] - 60} for step in document["steps"] if step["at"] >= 60]
+    soft = next(t for t in full.config.thresholds if not t.hard)
+    document["engineState"] = {
+        "version": STATE_VERSION, "node": "node-1", "savedAt": START,  # the first step's wall-clock time (t=0)
+        "firstObservedAt": [{"threshold": threshold_record(soft), "at": START - 50}], "thresholdsMet": [],
+        "conditionLastObservedAt": {"MemoryPressure": START}, "lastObservations": {}}
+    scenario_file = tmp_path / "scenario.yaml"
+    scenario_file.write_text(yaml.safe_dump(document))
+    done = evictd("simulate", str(scenario_file), "--record", str(tmp_path / "state"))
+    assert done.returncode == 0, done.stderr
+    records, _ = read_recording(str(tmp_path / "state" / RECORDING_FOLDER))
+    state = records[0].engine_state
+    assert isinstance(state, dict) and state["node"] == "node-1" and state["savedAt"] == START
+    # The recording's wall clock is the one the engine state gives the scenario.
+    assert records[0].run == f"{datetime.fromtimestamp(START, UTC):%Y%m%dT%H%M%SZ}-simulate"
+    assert [(r.wall - START, e["name"]) for r in records for e in r.decision["evicted"]] == [
+        (40.0, "batch-job"), (50.0, "web")]
+    assert replay(records).differences == ()  # replayed from the recorded state, to the same decisions
+
+
+def test_the_shipped_sample_recording_is_its_scenario_recorded_byte_for_byte(tmp_path: Path) -> None:
+    """Made with `evictd simulate config/examples/01-memory-pressure.yaml --record SAMPLE`: remade (in another
+    process, at another time) it is the same bytes, so the sample stays what the code and the scenario make."""
+    done = evictd("simulate", "config/examples/01-memory-pressure.yaml", "--record", str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    shipped = sorted(p.relative_to(SAMPLE) for p in SAMPLE.rglob("*") if p.is_file())
+    made = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*") if p.is_file())
+    assert shipped == made == [SAMPLE_SEGMENT]
+    assert (SAMPLE / SAMPLE_SEGMENT).read_bytes() == (tmp_path / SAMPLE_SEGMENT).read_bytes(), \
+        "regenerate: rm -r config/examples/recorded/01-memory-pressure && evictd simulate " \
+        "config/examples/01-memory-pressure.yaml --record config/examples/recorded/01-memory-pressure"
+    assert (SAMPLE / SAMPLE_SEGMENT).stat().st_size < 16 << 10  # kept small
+
+
+def test_replay_of_the_shipped_sample(tmp_path: Path) -> None:
+    done = evictd("replay", str(SAMPLE))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[0] == ("replayed 8 cycles (1 run of evictd) from 1970-01-01T00:00:00.000Z to "
+                                           "1970-01-01T00:06:50.000Z: every decision as recorded")
+    assert "MemoryPressure  1970-01-01T00:00:10.000Z - 1970-01-01T00:06:50.000Z" in done.stdout
+
+    # A hard threshold of 500Mi alone: neither pod would have been evicted.
+    candidate = evictd("replay", str(SAMPLE), "--eviction-hard", "memory.available<500Mi", "--output", "json")
+    assert candidate.returncode == 0, candidate.stderr
+    document = json.loads(candidate.stdout)
+    assert document["cycles"] == 8 and document["identical"] is False
+    evicted = [(d["cycle"], d["recorded"], d["replayed"]) for d in document["differences"] if d["what"] == "evicted"]
+    assert evicted == [
+        (4, ["jobs/batch-job for memory.available, grace 10s: The node was low on resource: memory. Threshold "
+             "quantity: 2Gi, available: 1750Mi. Container worker was using 3Gi, request is 0, has larger consumption "
+             "of memory. "], []),
+        (5, ["shop/web for memory.available, grace 1s: The node was low on resource: memory. Threshold quantity: "
+             "1Gi, available: 700Mi. Container nginx was using 900Mi, request is 256Mi, has larger consumption of "
+             "memory. "], []),
+    ]
+    assert document["pressure"] == [{"condition": "MemoryPressure", "recorded": [
+        {"from": "1970-01-01T00:00:10.000Z", "to": "1970-01-01T00:06:50.000Z"}], "replayed": []}]

@@ -178,8 +178,12 @@ def build_parser() -> argparse.ArgumentParser:
     simulate = _command(commands, "simulate", "run the engine through a scripted scenario",
                         "The scenario format is in README (`evictd simulate`); `-` reads it from stdin.",
                         ["evictd simulate scenario.yaml",
-                         "evictd record export --since 1h | evictd simulate - -o json"])
+                         "evictd record export --since 1h | evictd simulate - -o json",
+                         "evictd simulate scenario.yaml --record /tmp/sample && evictd explain --state-dir "
+                         "/tmp/sample --last"])
     simulate.add_argument("scenario", metavar="SCENARIO", help="scenario YAML or JSON file, or - for stdin")
+    simulate.add_argument("--record", metavar="DIR", help="also write the cycles' flight recording into DIR (a new "
+                          "stateDir), for `explain --state-dir DIR` and `replay DIR`")
     for command in (shadow, replay, explain, simulate):  # last in each
         _add_output_option(command)
 
@@ -236,7 +240,12 @@ def _simulate(args: argparse.Namespace) -> int:
     scenario = parse_scenario(documents[0][0])
     for warning in scenario.warnings:
         print(f"warning: {warning}", file=sys.stderr)
-    reports = run_scenario(scenario)
+    if args.record is not None:
+        from evictd.scenario_recording import record_scenario
+
+        reports = record_scenario(scenario, args.record)
+    else:
+        reports = run_scenario(scenario)
     steps = [(step.at, report) for step, report in zip(scenario.steps, reports, strict=True)]
     for _, report in steps:
         for warning in report.assessment.warnings:

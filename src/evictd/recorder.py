@@ -77,7 +77,7 @@ class FlightRecorder:
     def __init__(self, state_dir: str, settings: EvictionSettings, *, max_bytes: int, max_age_s: float,
                  dry_run: bool, log: Any, on_error: Callable[[], None] = lambda: None,
                  clock: Clock = SYSTEM_CLOCK, run: str | None = None, start_state: EngineState = FRESH_STATE,
-                 node_name: str = "") -> None:
+                 node_name: str = "", process: str | None = None) -> None:
         self.folder = os.path.join(state_dir, RECORDING_FOLDER)
         self._config = kubelet_config_document(settings)
         self._max_bytes = max_bytes
@@ -88,7 +88,9 @@ class FlightRecorder:
         self._log = log
         self._on_error = on_error
         self._clock = clock
-        self._run = run if run is not None else run_id(clock.wall().timestamp())
+        # What names this process in segment names and the run's name: its PID, or what `process` says.
+        self._process = process or str(os.getpid())
+        self._run = run if run is not None else run_id(clock.wall().timestamp(), self._process)
         self._pods = PodListEncoder()
         self._summaries = SummaryChangesEncoder(_dumps)
         self._ranking = RankingEncoder(_dumps)
@@ -130,11 +132,15 @@ class FlightRecorder:
             self._log.info("flight recorder writing again", folder=self.folder)
             self._failing = None
 
-    def close(self) -> None:
-        """Close the open segment (compressed); errors are logged and counted."""
+    def close(self, *, compress: bool = True) -> None:
+        """Close the open segment, compressed (without `compress`, left as plain lines, as readers read an open
+        segment); errors are logged and counted."""
         try:
             if self._fd is not None:
-                self._close_segment()
+                if compress:
+                    self._close_segment()
+                else:
+                    self._drop_segment()
         except OSError as exc:
             self._failed(exc)
 
@@ -195,7 +201,7 @@ class FlightRecorder:
             self._enforce_bounds()
             self._started = True
         stamp = datetime.fromtimestamp(wall, UTC).strftime("%Y%m%dT%H%M%S.%fZ")
-        self._path = os.path.join(self.folder, f"{stamp}-{os.getpid()}{OPEN_SUFFIX}")
+        self._path = os.path.join(self.folder, f"{stamp}-{self._process}{OPEN_SUFFIX}")
         self._fd = os.open(self._path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
         self._size = os.fstat(self._fd).st_size
         self._opened_at = wall

@@ -64,9 +64,10 @@ MAX_LOST_LINES_IN_A_ROW = 100
 MAX_REASON_CHARS = 120
 
 
-def run_id(wall: float) -> str:
-    """The name of one run of evictd (start to stop): its start time in UTC and its PID."""
-    return f"{datetime.fromtimestamp(wall, UTC):%Y%m%dT%H%M%SZ}-{os.getpid()}"
+def run_id(wall: float, process: str | None = None) -> str:
+    """The name of one run of evictd (start to stop): its start time in UTC and its PID (or `process`, the name
+    a run that is not a daemon's goes by: `simulate`)."""
+    return f"{datetime.fromtimestamp(wall, UTC):%Y%m%dT%H%M%SZ}-{process or os.getpid()}"
 
 
 def decision_id(run: str, cycle: int) -> str:

@@ -10,7 +10,7 @@ below are the only fakes; the manager is the daemon's own. Malformed scenarios r
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
@@ -18,7 +18,13 @@ from evictd.core.decode import list_of, mapping, sequence
 from evictd.core.engine import EngineConfig, EngineState, Eviction
 from evictd.core.errors import ConfigError, DecodeError, ScenarioError
 from evictd.core.fs_layout import FsLayout, ReclaimAction
-from evictd.core.kubelet_config import KUBELET_API_VERSION, KUBELET_KIND, eviction_settings, unknown_kubelet_fields
+from evictd.core.kubelet_config import (
+    KUBELET_API_VERSION,
+    KUBELET_KIND,
+    EvictionSettings,
+    eviction_settings,
+    unknown_kubelet_fields,
+)
 from evictd.core.pods import Pod, pod_from_dict
 from evictd.core.saved_state import UnusableState, restorable_thresholds, restore_state
 from evictd.core.shadow import TERMINAL_PHASES
@@ -39,6 +45,7 @@ class Scenario:
     config: EngineConfig
     layout: FsLayout
     steps: tuple[Step, ...]
+    settings: EvictionSettings  # what `config` was built from (what a recording of the scenario keeps)
     engine_state: Mapping[str, object] | None = None  # the saved-state document the first step starts from
     warnings: tuple[str, ...] = ()  # what the kubelet's lenient decoding of `config` lets pass (unknown fields)
 
@@ -71,7 +78,7 @@ def _summary(value: object, key: str) -> Summary:
         raise exc.at(key if exc.key == ROOT_KEY else f"{key}.{exc.key}") from None
 
 
-def _config(value: object) -> EngineConfig:
+def _config(value: object) -> tuple[EvictionSettings, EngineConfig]:
     document = dict(mapping(value, "config"))
     kind = document.pop("kind", KUBELET_KIND)
     api_version = document.pop("apiVersion", KUBELET_API_VERSION)
@@ -80,7 +87,8 @@ def _config(value: object) -> EngineConfig:
     if api_version != KUBELET_API_VERSION:
         raise ScenarioError(f"must be {KUBELET_API_VERSION}", key="config.apiVersion", value=api_version)
     try:
-        return EngineConfig.from_settings(eviction_settings(document))
+        settings = eviction_settings(document)
+        return settings, EngineConfig.from_settings(settings)
     except ConfigError as exc:
         if exc.key is None:
             raise ScenarioError(f"config: {exc.reason}") from None
@@ -120,7 +128,7 @@ def parse_scenario(document: object) -> Scenario:
 def parse_head(document: Mapping[str, object]) -> Scenario:
     """The scenario of `document` without its steps (config, layout, engine state); raises ScenarioError or
     DecodeError. Its first pods are `scenario_pods`."""
-    config = _config(document.get("config", {}))
+    settings, config = _config(document.get("config", {}))
     layout = _layout(document.get("layout", {}))
     engine_state = document.get("engineState")
     if engine_state is not None:
@@ -129,7 +137,8 @@ def parse_head(document: Mapping[str, object]) -> Scenario:
     warnings = tuple(str(problem.at(f"config.{problem.key}", problem.value))
                      for problem in unknown_kubelet_fields(config_document, "config")) \
         if isinstance(config_document, Mapping) else ()
-    return Scenario(config=config, layout=layout, steps=(), engine_state=engine_state, warnings=warnings)
+    return Scenario(config=config, layout=layout, steps=(), settings=settings, engine_state=engine_state,
+                    warnings=warnings)
 
 
 def scenario_pods(document: Mapping[str, object]) -> tuple[Pod, ...]:
@@ -266,9 +275,19 @@ class ScenarioRunner:
         return self.manager.synchronize()
 
 
-def run_scenario(scenario: Scenario) -> list[CycleReport]:
+# Told after each step's cycle: its report, and the manager's state after it.
+AfterStep = Callable[[CycleReport, EngineState], None]
+
+
+def run_scenario(scenario: Scenario, after_step: AfterStep | None = None) -> list[CycleReport]:
+    """Run the scenario's steps through the eviction manager, one cycle each; return the cycles' reports."""
     state = None
     if scenario.engine_state is not None and scenario.steps:
         state = start_state(scenario.engine_state, scenario.config, scenario.steps[0].at)
     runner = ScenarioRunner(scenario.config, scenario.layout, state)
-    return [runner.step(step) for step in scenario.steps]
+    reports: list[CycleReport] = []
+    for step in scenario.steps:
+        reports.append(runner.step(step))
+        if after_step is not None:
+            after_step(reports[-1], runner.manager.state)
+    return reports

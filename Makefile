@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test test-cluster lint check-config system-deps image-deps image uml-kernel clean
+.PHONY: run test test-cluster lint docs check-config system-deps image-deps image uml-kernel clean
 
 # Debian packages the real-component tests need, as binary:package: a real containerd with runc, a static
 # busybox to build images from, systemd-analyze to verify the unit, mkfs.ext4/losetup for small filesystems,
@@ -61,6 +61,12 @@ test: $(STAMP) system-deps uml-kernel
 	$(BIN)/python -m pytest -q -m "not real_cluster"
 	$(BIN)/ruff check src tests
 	$(BIN)/mypy
+	$(BIN)/mkdocs build --strict --quiet
+
+# The documentation site (mkdocs.yml): docs/ into site/ (gitignored). --strict fails the build on a link to a
+# page or file that does not exist, an #anchor no heading of its page gives, or a page left out of the navigation.
+docs: $(STAMP)
+	$(BIN)/mkdocs build --strict --quiet
 
 # The real-cluster tier (not part of `make test` or CI): a real kube-apiserver, kubelet, kube-scheduler and
 # kube-controller-manager (Job, ReplicaSet, DaemonSet and garbage-collector controllers) v1.36.2 from the folder
@@ -96,4 +102,4 @@ check-config: $(STAMP)
 	$(BIN)/evictd check-config --config config/kubelet-config.yaml
 
 clean:
-	rm -rf $(VENV) $(STATE) build src/*.egg-info .pytest_cache .mypy_cache .hypothesis
+	rm -rf $(VENV) $(STATE) build site src/*.egg-info .pytest_cache .mypy_cache .hypothesis

@@ -1,7 +1,7 @@
 """Where evictd and the kubelet's own eviction code (v1.32.10 and v1.36.2, run on the same scenarios) decided
 differently: one row per divergence, decided, with the scenario (tests/fixtures/kubelet-divergences, copied
 from ../shared/kubelet-divergences), what the kubelet does, what evictd does, and for a deliberate difference
-the README line that documents it. A row whose evictd outcome equals the kubelet's was fixed to match."""
+the line of docs/kubelet-differences.md that documents it. A row whose evictd outcome equals the kubelet's was fixed to match."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 SCENARIOS = ROOT / "tests" / "fixtures" / "kubelet-divergences"
-README = (ROOT / "README.md").read_text(encoding="utf-8")
+DIFFERENCES = (ROOT / "docs" / "kubelet-differences.md").read_text(encoding="utf-8")
 
 Outcome = Callable[[dict[str, Any]], object]
 
@@ -41,7 +41,7 @@ class Divergence:
     outcome: Outcome | None  # None: the scenario is refused (exit 2)
     kubelet: object  # the kubelet's outcome on the scenario
     evictd: object  # evictd's outcome, as decided
-    readme: str | None  # the README line of a deliberate difference
+    readme: str | None  # the line of docs/kubelet-differences.md documenting a deliberate difference
 
 
 DIVERGENCES = {
@@ -86,7 +86,8 @@ def test_each_divergence_is_decided(name: str) -> None:
     if divergence.evictd == divergence.kubelet:
         assert divergence.readme is None, "a difference that no longer exists is not documented as one"
     else:
-        assert divergence.readme is not None and divergence.readme in README, "a deliberate difference is in README"
+        assert divergence.readme is not None and divergence.readme in DIFFERENCES, \
+            "a deliberate difference is in docs/kubelet-differences.md"
 
 
 def test_every_shared_scenario_has_a_row() -> None:

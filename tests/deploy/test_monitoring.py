@@ -2,7 +2,7 @@
 
 - `promtool check rules` on the plain rules file and on the PrometheusRule's groups, which must be identical;
 - `promtool test rules` on tests/deploy/monitoring/evictd.rules.test.yaml, which must cover every alert, each
-  firing and not firing; each alert names a runbook that is a section of README.md;
+  firing and not firing; each alert names a runbook that is a section of docs/runbooks.md;
 - `promtool check metrics` on a real scrape of `evictd run` (naming conventions, units, `_total` counters);
 - the PodMonitor selects the DaemonSet's pods and port and gives the labels the rules and dashboard expect;
 - the dashboard's panels and variables are well formed (their queries run on a real Prometheus in
@@ -23,9 +23,11 @@ from evictd_process import EvictdProcess
 from monitoring_files import DASHBOARD, PODMONITOR, PROMETHEUS_RULE, REPO, RULES, dashboard_queries
 from prometheus_server import PROMTOOL, debian_binary
 
+from markdown_anchors import anchors
+
 RULE_TESTS = Path(__file__).resolve().parent / "monitoring" / "evictd.rules.test.yaml"
 DAEMONSET = REPO / "deploy" / "kubernetes" / "daemonset.yaml"
-README = REPO / "README.md"
+RUNBOOKS = REPO / "docs" / "runbooks.md"
 
 
 def promtool(*args: str, stdin: str | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
@@ -35,11 +37,6 @@ def promtool(*args: str, stdin: str | None = None, cwd: Path | None = None) -> s
 
 def alerts(groups: dict[str, Any]) -> list[dict[str, Any]]:
     return [rule for group in groups["groups"] for rule in group["rules"] if "alert" in rule]
-
-
-def github_anchor(heading: str) -> str:
-    """Return the anchor GitHub gives a Markdown heading."""
-    return re.sub(r"[^a-z0-9 _-]", "", heading.strip().lower()).replace(" ", "-")
 
 
 def test_rules_file_and_prometheus_rule_pass_promtool_and_are_identical(tmp_path: Path) -> None:
@@ -72,13 +69,13 @@ def test_every_alert_is_unit_tested_firing_and_quiet_and_promtool_passes() -> No
     assert done.returncode == 0 and "SUCCESS" in done.stdout, done.stdout + done.stderr
 
 
-def test_every_alert_has_a_severity_and_a_runbook_section_in_the_readme() -> None:
-    anchors = {github_anchor(line.lstrip("#")) for line in README.read_text().splitlines() if line.startswith("#")}
+def test_every_alert_has_a_severity_and_a_runbook_section_in_the_docs() -> None:
+    sections = anchors(RUNBOOKS)
     for rule in alerts(yaml.safe_load(RULES.read_text())):
         assert rule["labels"]["severity"] in ("warning", "critical"), rule["alert"]
         runbook = rule["annotations"]["runbook"]
-        assert runbook == f"README.md#{rule['alert'].lower()}", runbook
-        assert runbook.split("#")[1] in anchors, f"README.md has no section for {rule['alert']}"
+        assert runbook == f"docs/runbooks.md#{rule['alert'].lower()}", runbook
+        assert runbook.split("#")[1] in sections, f"docs/runbooks.md has no section for {rule['alert']}"
 
 
 def test_podmonitor_scrapes_the_daemonset_as_the_rules_expect() -> None:

@@ -13,7 +13,7 @@ line only its absence is written. Bytes per cycle are the segment's growth; comp
 (gzip) segments over the cycles they hold.
 
 Target: the recorder adds at most 15 % to the CPU time of the cycle at every size (so the cycle-CPU figures
-stay where README has them), and RSS: see `memory_rss.py`, whose daemon records as `evictd run` does.
+stay where docs/measured-figures.md has them), and RSS: see `memory_rss.py`, whose daemon records as `evictd run` does.
 
     .venv/bin/python bench/recorder_cost.py [--sizes 110,250,1000] [--seconds 1.0] [--state-dir DIR]
 """

@@ -176,7 +176,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_recording_options(explain)
 
     simulate = _command(commands, "simulate", "run the engine through a scripted scenario",
-                        "The scenario format is in README (`evictd simulate`); `-` reads it from stdin.",
+                        "The scenario format is in docs/commands.md (`evictd simulate`); `-` reads it from stdin.",
                         ["evictd simulate scenario.yaml",
                          "evictd record export --since 1h | evictd simulate - -o json",
                          "evictd simulate scenario.yaml --record /tmp/sample && evictd explain --state-dir "

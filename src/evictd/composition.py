@@ -1,6 +1,6 @@
 """The composition root of `evictd run`: every dependency of the daemon, built from the configuration.
 
-Nothing else in evictd decides which adapter serves which role: README's table "What `evictd run` acts
+Nothing else in evictd decides which adapter serves which role: docs/daemon.md's table "What `evictd run` acts
 through depends on what it finds" (the Kubernetes API, a container runtime, dry-run) is what is built here.
 
 Building starts no thread and waits for nothing, with one exception: evictd first takes the node lock and the

@@ -48,10 +48,10 @@ EVICTD_API_VERSION = "evictd.io/v1alpha1"
 EVICTD_KIND = "EvictdConfiguration"
 # A flight recording smaller than this holds too few cycles of a real node to replay anything.
 MIN_RECORDER_BYTES = 1 << 20
-# Bounds of evictd's own settings (README's EvictdConfiguration table): a duration is at most a day, those that
-# are ages or waits at most a year; a count at most a million; the recording at most 4 GiB (so a segment is at
-# most 256 MiB: what `evictd.segment_files` reads of one). Beyond them a value is a typo or an attack, and some
-# overflow what they reach (a sleep of 9223372036 s).
+# Bounds of evictd's own settings (docs/configuration.md's EvictdConfiguration table): a duration is at most a
+# day, those that are ages or waits at most a year; a count at most a million; the recording at most 4 GiB (so a
+# segment is at most 256 MiB: what `evictd.segment_files` reads of one). Beyond them a value is a typo or an
+# attack, and some overflow what they reach (a sleep of 9223372036 s).
 MAX_DURATION_S = 86400.0
 LONG_DURATION_S = 366 * 86400.0
 MAX_COUNT = 1_000_000
@@ -78,8 +78,8 @@ class LogFormat(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class EvictdSettings:
-    """evictd's own settings, each with its YAML name in `metadata`. README's EvictdConfiguration table says what
-    each one does and why its default is what it is (keep the two in step)."""
+    """evictd's own settings, each with its YAML name in `metadata`. docs/configuration.md's EvictdConfiguration
+    table says what each one does and why its default is what it is (keep the two in step)."""
 
     node_name: str = field(default="", metadata={"yaml": "nodeName"})
     housekeeping_interval_s: float = field(default=10.0, metadata={"yaml": "housekeepingInterval"})

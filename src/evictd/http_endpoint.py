@@ -4,7 +4,7 @@ Health answers are cheap: the loop records when its last cycle ended, and `/heal
 with the clock (no I/O, no lock held by the loop).
 
 The endpoint listens on the pod IP (the kubelet probes it there), so no client that can reach it may hurt the
-node guard: README's `/metrics` and `/healthz` paragraph lists the limits (the constants below). A response is
+node guard: docs/daemon.md's `/metrics` and `/healthz` paragraph lists the limits (the constants below). A response is
 built whole before it is sent, so `/metrics` takes the metrics' locks only while the page is generated, never
 while a client reads. A client that resets or disconnects costs nothing but its socket; an unexpected error
 while answering is one log line, and the server keeps serving.

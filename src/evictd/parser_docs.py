@@ -147,5 +147,5 @@ def man_page(parser: argparse.ArgumentParser, version: str, today: date | None =
         lines += [".TP", f"\\fB{_roff(', '.join(option.names))}\\fR", _roff(option.help)]
     lines += [".SH EXIT STATUS", "0 success; 2 bad configuration, scenario or usage (one line on stderr naming the "
               "key and the value); 141 standard output closed early; 1 any other failure.",
-              ".SH SEE ALSO", "README.md of evictd; kubelet(8)", ""]
+              ".SH SEE ALSO", "README.md and docs/ of evictd; kubelet(8)", ""]
     return "\n".join(lines)

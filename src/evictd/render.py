@@ -1,7 +1,7 @@
 """Rendering decisions for people and programs: the JSON documents and text tables of the commands.
 
-The JSON shapes are a public contract (README "Output formats"); text output shows the same facts as
-aligned tables. Nothing here decides anything.
+The JSON shapes are a public contract (docs/commands.md, the JSON output of each command); text output shows the
+same facts as aligned tables. Nothing here decides anything.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """`evictd simulate`: drive the real eviction manager through a scripted scenario on a fake clock.
 
-The scenario format and its rules are README's "`evictd simulate`" section; `engineState` (optional) is the
+The scenario format and its rules are docs/commands.md's "`evictd simulate`" section; `engineState` (optional) is the
 engine state the first step starts from, a document as `evictd run` saves it (`evictd.core.saved_state`) whose
 `savedAt` is the first step's wall-clock time: restored for the scenario's configuration as a restarted daemon
 restores it (thresholds it no longer has start afresh), its times placed on the fake clock. The stand-ins

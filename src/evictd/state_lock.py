@@ -12,7 +12,7 @@ file never blocks anyone; the file itself stays (removing it would let two proce
 A lock file is opened without following a symlink and must be a regular file: a symlink (whose target would be
 overwritten with the PID), a folder, a FIFO or a device is refused (`LockFileError`, exit status 2). How a
 second evictd waits (`stateLockTimeout`, then `StateLockError`) and what happens when a lock file cannot be
-created (logged, evictd runs without that lock) is README's "State" paragraph.
+created (logged, evictd runs without that lock) is docs/daemon.md's "State" paragraph.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The hand-over README describes ("Handing eviction over from the kubelet"), run step by step on the real
+"""The hand-over docs/deployment.md describes ("Handing eviction over from the kubelet"), run step by step on the real
 kube-apiserver and kubelet v1.36.2, with real memory pressure. Runs only in `make test-cluster`.
 
 1. evictd in dry-run beside the kubelet that evicts: the kubelet evicts the hog, evictd's shadow mode decides

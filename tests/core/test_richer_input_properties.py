@@ -397,7 +397,7 @@ SIGNALS_IN_CLASS = {"memory.available": 0, "nodefs.available": 1, "pid.available
 def test_several_actionable_thresholds_act_on_memory_first_then_hard_before_soft(
     hard: set[str], soft: set[str], generation: int
 ) -> None:
-    """Where the kubelet's choice follows Go map order, evictd's is fixed (README): memory before other signals,
+    """Where the kubelet's choice follows Go map order, evictd's is fixed (docs/kubelet-differences.md): memory before other signals,
     then hard before soft. The DisruptionTarget condition carries the pod's metadata.generation."""
     victim = pod("victim", generation=generation, grace=60)
     config = EngineConfig.from_settings(EvictionSettings(

@@ -697,7 +697,7 @@ def test_systemd_example_config_is_accepted_by_evictd() -> None:
 
 
 def test_shipped_configurations_start_in_dry_run(tmp_path: Path) -> None:
-    # Safe to apply as shipped: the hand-over (README.md, "Handing eviction over from the kubelet") starts with
+    # Safe to apply as shipped: the hand-over (docs/deployment.md, "Handing eviction over from the kubelet") starts with
     # evictd deciding beside the kubelet, evicting nothing, and switching dryRun off is a step of its own.
     configmap = load_configuration_text(config_text(), tmp_path).evictd
     systemd = load_configuration([str(SYSTEMD / "config.yaml")]).evictd

@@ -1,6 +1,6 @@
 """Adapters: the thin shell between evictd's pure core and the outside world.
 
-Each module here wraps exactly one outside system and nothing else (README's "Project layout" lists them).
+Each module here wraps exactly one outside system and nothing else (docs/development.md's "Project layout" lists them).
 Invariants shared by every adapter:
 
 * Filesystem readers take a ``root=`` argument (as prometheus_client's ``ProcessCollector(proc=...)``

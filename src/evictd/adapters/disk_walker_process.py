@@ -12,7 +12,7 @@ Both ends speak JSON lines over the child's stdin and stdout:
   "at_wall": s, "volumes": [[name, bytes, inodes], ...], "logs": [[container, bytes, inodes], ...],
   "problem": null | [source, reason]}``.
 
-The child's schedule (passes and rests, at most half a core) is README's "Pod volumes and logs are walked
+The child's schedule (passes and rests, at most half a core) is docs/daemon.md's "Pod volumes and logs are walked
 beside the loop"; it exits when its stdin closes or at SIGTERM, and leaves SIGINT to the daemon. The daemon's
 side (`DiskWalkerProcess`): one thread starts the child and reads its lines into the store; another writes the
 wanted pods to it whenever they change, so the cycle never writes to a pipe that could block. A child that

@@ -2,7 +2,7 @@
 
 Directly (`KubeletSummarySource`: `kubeletSummaryURL`, a bearer token, the certificate verified against
 `kubeletCAFile`, redirects not followed) or through the API server's node proxy (`ApiProxySummarySource`);
-README's "Stats source" paragraph says how each is configured and bounded. In a direct fetch one deadline covers
+docs/daemon.md's "Stats source" paragraph says how each is configured and bounded. In a direct fetch one deadline covers
 the whole request, from name resolution to the last byte: every socket operation gets only the time left
 (`_remaining`), so a server trickling one byte at a time cannot stretch it. The proxy goes through the kubernetes
 client, whose timeout is per socket operation; its body is held to the same size and parsing limits once read.

@@ -1,6 +1,6 @@
 """The node's own stats as a kubelet Summary: cgroupfs, statvfs, procfs and pod folders, read directly.
 
-Job: produce, once per cycle, the Summary the kubelet's stats provider would produce (KUBELET_SPEC §1; README's
+Job: produce, once per cycle, the Summary the kubelet's stats provider would produce (KUBELET_SPEC §1; docs/daemon.md's
 "Signals" paragraph lists what each figure is read from), so the engine cannot tell the difference. Beyond that
 list: a folder that does not exist yet is measured on the filesystem that would hold it; a node without a pods
 cgroup (no kubelet) has no `pods` system container and no pods, which is not a problem; with a container

@@ -154,7 +154,8 @@ def _threshold_value(signal: Signal, raw: str) -> ThresholdValue | None:
             return None
         percentage = parse_percentage(raw)
         if math.isnan(percentage):
-            # Upstream accepts NaN and then behaves differently per platform; evictd refuses it (README).
+            # Upstream accepts NaN and then behaves differently per platform; evictd refuses it
+            # (docs/kubelet-differences.md).
             raise ConfigError(f"eviction percentage threshold {signal} must be a number: {raw}")
         if percentage < 0:
             raise ConfigError(f"eviction percentage threshold {signal} must be >= 0%: {raw}")

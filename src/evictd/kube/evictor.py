@@ -1,6 +1,6 @@
 """Evicting a pod through the Kubernetes API, with a local fallback when the API cannot be reached.
 
-Why evictd writes only these, in this order, is README's "Evicting a pod through the API" (the kubelet's status
+Why evictd writes only these, in this order, is docs/daemon.md's "Evicting a pod through the API" (the kubelet's status
 manager overwrites a pod status written by anyone else):
 1. the decision goes to the journal before anything is sent (journal.py: an unwritable journal holds nothing up);
 2. threshold evictions only: `PATCH pods/{name}/status` with the `DisruptionTarget` condition alone (reason

@@ -10,7 +10,7 @@ In memory an entry is immutable and typed: the API steps done (`ApiStep`), what 
 (`Outcome`). In the file each step is a flag and the outcomes sit in `extra`, as evictd has always written them
 (`entry_to_json`, `entry_from_json`).
 
-The file is JSON, replaced atomically (`atomic_file`). README's "State" paragraph says what happens to a file
+The file is JSON, replaced atomically (`atomic_file`). docs/daemon.md's "State" paragraph says what happens to a file
 evictd cannot use (moved aside, `on_corrupt`, an empty journal) and to a write that fails (the entry kept in
 memory, `on_write_failure`, retried by `flush` on later cycles): neither ever stops or hides an eviction.
 """

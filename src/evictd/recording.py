@@ -436,10 +436,17 @@ def read_recording(folder: str, since: float | None = None, until: float | None 
 
 def scenario_parts(records: Iterable[Record], *, exact_times: bool = False) -> tuple[
         JsonObject | None, Record | None, Iterator[tuple[Record, JsonObject]]]:
-    """The `simulate` scenario of `records` in parts, reading them as it goes (see `scenario_document`): its head
-    (config, layout, pods, engineState; None when no record has a Summary), the record its state was started
-    from (the first of the first step's run, read: for `unknown_start_state`), and its steps, each with its
-    record."""
+    """The `simulate` scenario of `records` in parts, reading them as it goes: its head (config, layout, pods,
+    engineState; None when no record has a Summary), the record its state was started from (the first of the
+    first step's run, read: for `unknown_start_state`), and its steps, each with its record. Cycles without a
+    Summary (stats could not be read, the manager's state stood still) are left out.
+
+    Steps are at seconds since the first cycle, kept on the monotonic clock within one run of evictd and on the
+    wall clock between runs; with `exact_times` (one run) at the recorded monotonic times themselves, so that a
+    replay compares exactly the durations the daemon compared. When the first record is the first of its run,
+    the scenario starts from the engine state that run started from (`engineState`: the one it restored after a
+    restart); `unknown_start_state` says when that is not known.
+    """
     records = iter(records)
     start: Record | None = None
     first: Record | None = None
@@ -488,22 +495,6 @@ def _scenario_steps(first: Record, records: Iterator[Record], exact_times: bool)
             step["pods"] = record.pods
         yield record, step
         previous = record
-
-
-def scenario_document(records: Iterable[Record], *, exact_times: bool = False) -> JsonObject:
-    """Return the `simulate` scenario of `records` (cycles without a Summary, when stats could not be read and
-    the manager's state stood still, are left out), whole (`scenario_parts` gives it in parts).
-
-    Steps are at seconds since the first cycle, kept on the monotonic clock within one run of evictd and on the
-    wall clock between runs; with `exact_times` (one run) at the recorded monotonic times themselves, so that a
-    replay compares exactly the durations the daemon compared. When the first record is the first of its run,
-    the scenario starts from the engine state that run started from (`engineState`: the one it restored after a
-    restart); `unknown_start_state` says when that is not known.
-    """
-    head, _, steps = scenario_parts(records, exact_times=exact_times)
-    if head is None:
-        return {"steps": []}
-    return {**head, "steps": [step for _, step in steps]}
 
 
 def unknown_start_state(start: Record | None) -> str | None:

@@ -1,7 +1,7 @@
 """`evictd replay`: run recorded cycles through the eviction manager with another configuration (backtesting).
 
 Each run of the recording (one `evictd run`, from start to stop) becomes a `simulate` scenario at the
-recorded monotonic times (`recording.scenario_document`), driven by `simulate.run_scenario` with the
+recorded monotonic times (`recording.scenario_parts`), driven by `simulate.run_scenario` with the
 candidate configuration; each replayed cycle's decision (`recording.decision_json`) is compared with the
 recorded one. With the recording's own configuration the decisions are the recorded ones.
 

@@ -42,6 +42,20 @@ def tasks(pid: int) -> int:
     return len(os.listdir(f"/proc/{pid}/task"))
 
 
+def settled_tasks(pid: int, quiet_s: float = 1.0, timeout_s: float = 15.0) -> int:
+    """The thread count once it held still for `quiet_s`: threads the daemon starts lazily after its first cycles
+    (a re-arm, a walker's reader) come up slower on a loaded machine than a fixed pause allows."""
+    deadline = time.monotonic() + timeout_s
+    count, since = tasks(pid), time.monotonic()
+    while time.monotonic() - since < quiet_s:
+        assert time.monotonic() < deadline, "the thread count never held still"
+        time.sleep(0.05)
+        now = tasks(pid)
+        if now != count:
+            count, since = now, time.monotonic()
+    return count
+
+
 def rss_kib(pid: int) -> int:
     with open(f"/proc/{pid}/status", encoding="ascii") as status:
         return next(int(line.split()[1]) for line in status if line.startswith("VmRSS:"))
@@ -62,8 +76,8 @@ def test_idle_connection_flood_costs_no_thread_and_little_memory(
         tmp_path: Path, evictd_processes: list[EvictdProcess]) -> None:
     process = started(tmp_path, evictd_processes)
     pid = process.process.pid
-    time.sleep(1.0)  # past start-up allocations
-    tasks_before, rss_before = tasks(pid), rss_kib(pid)
+    tasks_before = settled_tasks(pid)  # past start-up threads and allocations
+    rss_before = rss_kib(pid)
     cycles_before, began = process.metric("evictd_cycles_total"), time.monotonic()
     idle: list[socket.socket] = []
     try:

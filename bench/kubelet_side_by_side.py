@@ -58,6 +58,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -67,10 +68,11 @@ from pathlib import Path
 from typing import Any
 
 TESTS = Path(__file__).resolve().parents[1] / "tests"
-for _folder in (TESTS, *(TESTS / name for name in ("cri", "kube", "daemon", "e2e", "contract", "cluster"))):
+for _folder in (TESTS, *(TESTS / name for name in ("cri", "kube", "daemon", "e2e", "contract", "cluster", "uml"))):
     sys.path.insert(0, str(_folder))
 
 from backends import RealNode  # noqa: E402
+from evictd_process import EvictdProcess, shadow_report  # noqa: E402
 from node_under_test import MiB, NodeUnderTest, PodRef, new_name  # noqa: E402
 from real_cluster import BASE_PREFIX, RealCluster, k8s_bin_dir  # noqa: E402
 from side_by_side import (  # noqa: E402
@@ -169,13 +171,20 @@ def imagefs_pressure(cluster: RealCluster) -> Pressure:
 
 
 def pods_available(cgroup: Path) -> int:
-    """The pods cgroup's limit minus its working set: `allocatableMemory.available` as both compute it."""
-    limit = int((cgroup / "memory.limit_in_bytes").read_text())
-    usage = int((cgroup / "memory.usage_in_bytes").read_text())
+    """The pods cgroup's limit minus its working set: `allocatableMemory.available` as both compute it.
+
+    cgroup v1: memory.limit_in_bytes, memory.usage_in_bytes, total_inactive_file of memory.stat; v2:
+    memory.max, memory.current, inactive_file.
+    """
+    v2 = (cgroup / "memory.current").is_file()
+    limit_file, usage_file, inactive = (("memory.max", "memory.current", "inactive_file ") if v2 else
+                                        ("memory.limit_in_bytes", "memory.usage_in_bytes", "total_inactive_file "))
+    limit = int((cgroup / limit_file).read_text())  # "max" (no limit) is an error: the kubelet sets one
+    usage = int((cgroup / usage_file).read_text())
     for line in (cgroup / "memory.stat").read_text().splitlines():
-        if line.startswith("total_inactive_file "):
+        if line.startswith(inactive):
             return limit - max(usage - int(line.split()[1]), 0)
-    raise RuntimeError("no total_inactive_file in memory.stat")
+    raise RuntimeError(f"no {inactive.strip()} in {cgroup / 'memory.stat'}")
 
 
 @dataclass
@@ -321,13 +330,31 @@ def one_trial(side: str, pressure: Pressure, cluster: RealCluster, node: RealNod
         time.sleep(12)  # and one more tick: a pod admitted right after the condition cleared was still rejected
 
 
+def wait_events(daemon: EvictdProcess, name: str, count: int, timeout_s: float) -> list[dict[str, Any]]:
+    """The daemon's first `count` log events called `name`, waiting up to `timeout_s` for them."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        found = [event for event in daemon.events if event.get("event") == name]
+        if len(found) >= count:
+            return found[:count]
+        seen = [id(event) for event in found]
+        daemon.wait_for(lambda event, seen=seen: event.get("event") == name and id(event) not in seen,
+                        timeout=max(0.1, deadline - time.monotonic()))
+
+
 def run_side(side: str, pressure: Pressure, trials: int, cluster: RealCluster, rng: random.Random,
-             folder: Path) -> list[Trial]:
+             folder: Path, shadows: dict[str, Any] | None = None) -> list[Trial]:
+    """`trials` trials with `side` acting. With `shadows` on the kubelet's side, evictd runs beside it in dry-run
+    (shadow mode, the same thresholds) and its `shadow-report` goes into `shadows["report"]`."""
     kubelet_config = pressure.kubelet_on if side == "kubelet" else pressure.kubelet_off
     cluster.restart_kubelet(kubelet_config)
     node = RealNode(cluster, folder / side)
     daemon = None
+    shadow = None
     try:
+        if side == "kubelet" and shadows is not None:
+            shadow = node.start_evictd(pressure.evictd, "dryRun: true\n")
+            shadow.wait_event("evictd started", timeout=60)
         results = []
         for number in range(trials):
             unused_image = None
@@ -347,10 +374,16 @@ def run_side(side: str, pressure: Pressure, trials: int, cluster: RealCluster, r
             trial = one_trial(side, pressure, cluster, node, rng, unused_image)
             print(json.dumps({"trial": number + 1, **asdict(trial)}), flush=True)
             results.append(trial)
+        if shadow is not None and shadows is not None:
+            # One comparison per kubelet eviction, settled once the kubelet's record (Failed/Evicted) is seen.
+            shadows["comparisons"] = wait_events(shadow, "shadow comparison", trials, 90)
+            shadow.stop()
+            shadows["report"] = shadow_report(shadow.state_dir)
         return results
     finally:
-        if daemon is not None:
-            daemon.stop()
+        for process in (daemon, shadow):
+            if process is not None:
+                process.stop()
         node.close()
 
 
@@ -401,6 +434,24 @@ def summary(results: dict[str, list[Trial]]) -> list[str]:
     return lines
 
 
+def in_guest(args: argparse.Namespace, argv: list[str]) -> int:
+    """`--cgroup-v2`: the same run inside a cgroup v2 guest (tests/cluster/guest_cluster.py); its results here."""
+    from guest_cluster import side_by_side_in_guest
+
+    inner = [word for word in argv if word != "--cgroup-v2"]
+    if args.json:  # the guest writes its own results file; this one gets a copy
+        at = inner.index("--json") if "--json" in inner else -1
+        inner = inner[:at] + inner[at + 2:] if at >= 0 else [w for w in inner if not w.startswith("--json=")]
+    folder = Path(tempfile.mkdtemp(prefix="evictd-v2-bench-"))
+    timeout_s = 600 + 240 * args.trials * len(args.sides.split(","))
+    run, document = side_by_side_in_guest(folder, inner, timeout_s)
+    print(run.text("bench.log"))
+    print(f"(guest run {run.elapsed_s:.0f} s; its console and logs in {folder})")
+    if args.json:
+        args.json.write_text(json.dumps(document, indent=1))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--signal", choices=("memory", "pid", "imagefs"), default="memory",
@@ -410,8 +461,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--sides", default="kubelet,evictd", help="which sides, in order (default kubelet,evictd)")
     parser.add_argument("--keep", action="store_true", help="keep the cluster's folder (component logs) at the end")
+    parser.add_argument("--shadow", action="store_true",
+                        help="on the kubelet's side, evictd beside it in dry-run (shadow mode): its shadow-report")
+    parser.add_argument("--cgroup-v2", action="store_true",
+                        help="run everything inside a cgroup v2 guest (user-mode Linux, tests/uml)")
+    argv = sys.argv[1:] if argv is None else argv
     args = parser.parse_args(argv)
-    import tempfile
+    if args.cgroup_v2:
+        return in_guest(args, argv)
 
     from run_all import machine_lines
 
@@ -423,23 +480,31 @@ def main(argv: list[str] | None = None) -> int:
     cluster.start()
     folder = cluster.base / "bench"
     results: dict[str, list[Trial]] = {}
+    shadows: dict[str, Any] | None = {} if args.shadow else None
+    configz = cluster.kubelet_configz()
+    kubelet = {"cgroup_version": cluster.cgroup_version, "failCgroupV1": configz.get("failCgroupV1"),
+               "cgroupDriver": configz.get("cgroupDriver")}
+    print(f"kubelet: {kubelet}", flush=True)
     try:
         pressure = (memory_pressure() if args.signal == "memory" else pid_pressure() if args.signal == "pid"
                     else imagefs_pressure(cluster))
         print(f"signal {pressure.signal}, threshold {pressure.threshold}", flush=True)
         for side in args.sides.split(","):
-            results[side] = run_side(side, pressure, args.trials, cluster, rng, folder)
+            results[side] = run_side(side, pressure, args.trials, cluster, rng, folder, shadows)
     finally:
         problems = cluster.stop(remove_base=not args.keep)
         if imagefs is not None:
             imagefs.close()
     lines = summary(results)
+    if shadows is not None:
+        lines.append(f"shadow (evictd dry-run beside the kubelet): {json.dumps(shadows.get('report'))}")
     print("\n".join(lines))
     if problems:
         print("teardown problems: " + "; ".join(problems), file=sys.stderr)
     if args.json:
-        document: dict[str, Any] = {"machine": machine_lines(), "signal": args.signal,
-                                    "trials": {side: [asdict(t) for t in trials] for side, trials in results.items()}}
+        document: dict[str, Any] = {"machine": machine_lines(), "signal": args.signal, "kubelet": kubelet,
+                                    "trials": {side: [asdict(t) for t in trials] for side, trials in results.items()},
+                                    "shadow": shadows}
         args.json.write_text(json.dumps(document, indent=1))
     return 0
 

@@ -84,6 +84,7 @@ from containerd_harness import (
     unmount_under,
 )
 
+from evictd.adapters.cgroups import detect_cgroup_layout
 from evictd.core.errors import CRIError
 from polling import wait_until
 
@@ -530,6 +531,7 @@ class RealCluster:
         self.audit_log = self.run_dir / "audit.log"
         self.audit_policy = base / "audit-policy.yaml"
         self.cgroup_root = f"{CGROUP_ROOT_PREFIX}{uuid.uuid4().hex[:8]}"
+        self.cgroup_version = detect_cgroup_layout().version  # 2 in a cgroup v2 guest (tests/uml), 1 on this host
         self.busybox_image = BUSYBOX_IMAGE
         self.containerd = Containerd(base / "ctrd", root=containerd_root, cgroup_root=self.cgroup_root,
                                      network_ready=True)
@@ -721,7 +723,8 @@ class RealCluster:
             raise ClusterError(f"containerd: {exc}") from exc
 
     def _make_cgroup_root(self) -> None:
-        """Create the kubelet's cgroupRoot in every hierarchy (cpuset: with its parent's cpus and mems)."""
+        """Create the kubelet's cgroupRoot in every hierarchy (cpuset: with its parent's cpus and mems; on cgroup
+        v2 with every controller it has handed down to its children, as the kubelet's QoS cgroups need)."""
         self._cgroups_made = True
         for hierarchy in cgroup_hierarchies():
             folder = hierarchy / self.cgroup_root.strip("/")
@@ -729,6 +732,9 @@ class RealCluster:
             for name in ("cpuset.cpus", "cpuset.mems"):
                 if (hierarchy / name).is_file() and (folder / name).is_file():
                     (folder / name).write_text((hierarchy / name).read_text())
+            if (folder / "cgroup.subtree_control").is_file():
+                enabled = (folder / "cgroup.controllers").read_text().split()
+                (folder / "cgroup.subtree_control").write_text(" ".join(f"+{name}" for name in enabled))
 
     def _make_kubelet_root_shared(self) -> None:
         """Make the kubelet's root folder a shared bind mount of itself (what the kubelet's MakeRShared does)."""
@@ -754,12 +760,13 @@ class RealCluster:
             "cgroupDriver": "cgroupfs",
             "cgroupRoot": self.cgroup_root,
             "failSwapOn": False,
-            "failCgroupV1": False,
             "containerRuntimeEndpoint": self.containerd_endpoint,
             "podLogsDir": str(self.pod_logs_dir),
             "resolvConf": "/etc/resolv.conf",
             "evictionHard": dict(EVICTION_OFF),
         }
+        if self.cgroup_version == 1:
+            config["failCgroupV1"] = False  # v1.36 refuses a cgroup v1 host by default; on v2 its default stays
         if extra.strip():
             more = yaml.safe_load(extra)
             if not isinstance(more, dict):
@@ -771,6 +778,8 @@ class RealCluster:
         self.kubelet_config_path.write_text(yaml.safe_dump(self.kubelet_config(extra), sort_keys=False))
         binds = []
         for relative, value in KUBELET_SYSCTLS.items():
+            if not (PROC_SYS / relative).is_file():  # not in this kernel (a guest's): nothing of the host's to keep
+                continue
             fake = self.sysctl_dir / relative.replace("/", "_")
             fake.write_text(f"{value}\n")
             binds.append(f"mount --bind {shlex.quote(str(fake))} {PROC_SYS / relative}")
@@ -931,6 +940,14 @@ class RealCluster:
         token = self.evictd_token(bound_pod_name, namespace)
         path = self.base / f"evictd-{namespace}-{bound_pod_name}.kubeconfig"
         return write_kubeconfig(path, self.api_url, self.ca_path, {"token": token}, namespace=namespace)
+
+    def kubelet_configz(self) -> dict[str, Any]:
+        """The running kubelet's configuration as it reports it (``/configz``, asked with the admin certificate),
+        defaults included: what it runs with, not what it was given."""
+        url = f"https://127.0.0.1:{self.kubelet_port}/configz"
+        with urllib.request.urlopen(url, context=self.api.context, timeout=API_TIMEOUT_S) as response:
+            answer: dict[str, Any] = json.loads(response.read())["kubeletconfig"]
+        return answer
 
     def create_second_node(self, name: str) -> None:
         """Create a Node object ``name`` with no kubelet behind it (for admission-policy tests)."""

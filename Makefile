@@ -49,7 +49,7 @@ test: $(STAMP) system-deps uml-kernel
 # stopped by the tests themselves (tests/cluster/real_cluster.py). Runs tests/cluster and the contract tests
 # (tests/contract) against that cluster.
 CLUSTER_TEST_DIRS := $(wildcard tests/cluster tests/contract)
-test-cluster: $(STAMP) system-deps
+test-cluster: $(STAMP) system-deps uml-kernel
 	@if [ -z "$$EVICTD_K8S_BIN" ] || [ ! -x "$$EVICTD_K8S_BIN/kube-apiserver" ] || [ ! -x "$$EVICTD_K8S_BIN/kubelet" ] \
 			|| [ ! -x "$$EVICTD_K8S_BIN/kube-controller-manager" ]; then \
 		echo "make test-cluster needs kube-apiserver, kubelet and kube-controller-manager v1.36.2 in the folder EVICTD_K8S_BIN (now: '$$EVICTD_K8S_BIN')." >&2; \

@@ -1,7 +1,7 @@
 """The real kubelet's own eviction against evictd's, on the same real node, under the same memory or PID pressure.
 
     EVICTD_K8S_BIN=/folder/with/kube-apiserver-and-kubelet .venv/bin/python bench/kubelet_side_by_side.py \
-        [--signal memory|pid|imagefs] [--trials 8] [--json results.json]
+        [--signal memory|pid|imagefs] [--trials 8] [--json results.json] [--shadow] [--cgroup-v2]
 
 Starts the real cluster of `make test-cluster` (tests/cluster/real_cluster.py: kube-apiserver and kubelet
 v1.36.2, etcd, a private containerd), then runs the same trial `--trials` times on each side:
@@ -24,7 +24,16 @@ Timed against the node itself, not against either daemon's report:
 * stopped: a poll of containerd's CRI every 20 ms until no container of the pod runs.
 Reported per side: which pod was chosen, the message (up to the observed amount, which differs by moments),
 the grace the container got (SIGTERM to stopped), and the distributions of crossing to SIGTERM and crossing to
-stopped. Needs root (cgroups, mounts) and about 1 minute per trial.
+stopped; where evictd runs, also crossing to its decision (the time of its "evicting pod" log line). Needs root
+(cgroups, mounts) and about 1 minute per trial.
+
+`--shadow`: on the kubelet's side, evictd runs beside it in dry-run (shadow mode, the same thresholds); its
+`evictd shadow-report` and one `shadow comparison` per trial go into the results.
+
+`--cgroup-v2`: the same run inside a cgroup v2 guest (user-mode Linux, tests/uml; tests/cluster/guest_cluster.py)
+of 3 GiB and one CPU, where the cluster starts as here but for the detected layout (the kubelet keeps its
+default `failCgroupV1: true`) and the sampler reads the v2 files (`memory.max`, `memory.current`,
+`inactive_file`). The guest's kernel has no PSI, so evictd there is woken by its housekeeping cycle only.
 
 `--signal pid`: the same trial under PID pressure. Both sides get `evictionHard: {pid.available: T}` with T
 set PID_HEADROOM (400) tasks below what the node has free when the run starts (tests/cluster/side_by_side.py)
@@ -62,7 +71,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -102,6 +111,7 @@ from polling import wait_until  # noqa: E402
 SAMPLE_S = 0.002
 STOP_POLL_S = 0.02
 IMAGE_POLL_S = 0.05
+TERM_LINE_WAIT_S = 10.0
 BASE_MIB = 600
 SURGE_MIB = 200
 WAIT_S = (15.0, 25.0)
@@ -196,6 +206,9 @@ class Trial:
     crossing_to_stopped_s: float | None  # the chosen pod's containers
     grace_s: float | None  # SIGTERM to the container stopped
     crossing_to_reclaim_s: float | None = None  # the unused image gone (imagefs trials)
+    pod: str = ""  # the chosen pod, namespace/name
+    crossed_at: float | None = None  # epoch seconds
+    crossing_to_decision_s: float | None = None  # evictd's "evicting pod" (or in dry-run "would evict pod") log line
 
 
 class FirstTime:
@@ -254,6 +267,14 @@ def sigterm_at(cluster: RealCluster, pod: PodRef) -> float | None:
     return None
 
 
+def poll_for(read: Callable[[], float | None], timeout_s: float) -> float | None:
+    """`read()` until it gives a value or `timeout_s` passed (then None)."""
+    deadline = time.monotonic() + timeout_s
+    while (value := read()) is None and time.monotonic() < deadline:
+        time.sleep(STOP_POLL_S)
+    return value
+
+
 def remove_image(endpoint: str, reference: str) -> None:
     client = CriClient(endpoint, 10.0)
     try:
@@ -297,15 +318,18 @@ def one_trial(side: str, pressure: Pressure, cluster: RealCluster, node: RealNod
             # The wrong pod: the quiet one exits at once on SIGTERM, so its stop is when the signal came.
             wait_until(lambda: quiet_watcher.at is not None, 30, "the quiet pod to stop")
             assert quiet_watcher.at is not None
-            return Trial(side, "quiet", evicted_message(node, quiet), None, quiet_watcher.at - crossed, None)
+            return Trial(side, "quiet", evicted_message(node, quiet), None, quiet_watcher.at - crossed, None,
+                         pod=f"{quiet.namespace}/{quiet.name}", crossed_at=crossed)
         wait_until(lambda: node.events(hog, "Evicted"), 30, "the Evicted event")
-        term = sigterm_at(cluster, hog)
+        # containerd writes the log line on its own: on a slow node (a one-CPU guest) it can land after the stop.
+        term = poll_for(lambda: sigterm_at(cluster, hog), TERM_LINE_WAIT_S)
         return Trial(
             side, "hog", evicted_message(node, hog),
             crossing_to_sigterm_s=None if term is None else term - crossed,
             crossing_to_stopped_s=watcher.at - crossed,
             grace_s=None if term is None else watcher.at - term,
             crossing_to_reclaim_s=None if images is None or images.at is None else images.at - crossed,
+            pod=f"{hog.namespace}/{hog.name}", crossed_at=crossed,
         )
     finally:
         sampler.close()
@@ -328,6 +352,14 @@ def one_trial(side: str, pressure: Pressure, cluster: RealCluster, node: RealNod
                                for kind in ("MemoryPressure", "DiskPressure", "PIDPressure")), 60,
                    "the kubelet's pressure to end")
         time.sleep(12)  # and one more tick: a pod admitted right after the condition cleared was still rejected
+
+
+def with_decision(trial: Trial, daemon: EvictdProcess | None, event: str) -> Trial:
+    """The trial with the time from the crossing to evictd's first log line `event` for the chosen pod."""
+    assert daemon is not None and trial.crossed_at is not None
+    decided = daemon.wait_event(event, timeout=30, pod=trial.pod)
+    at = datetime.fromisoformat(str(decided["timestamp"]).replace("Z", "+00:00")).timestamp()
+    return replace(trial, crossing_to_decision_s=at - trial.crossed_at)
 
 
 def wait_events(daemon: EvictdProcess, name: str, count: int, timeout_s: float) -> list[dict[str, Any]]:
@@ -372,6 +404,8 @@ def run_side(side: str, pressure: Pressure, trials: int, cluster: RealCluster, r
                 daemon = node.start_evictd(pressure.evictd)
                 daemon.wait_event("evictd started", timeout=60)
             trial = one_trial(side, pressure, cluster, node, rng, unused_image)
+            if daemon is not None or shadow is not None:
+                trial = with_decision(trial, daemon or shadow, "evicting pod" if daemon else "would evict pod")
             print(json.dumps({"trial": number + 1, **asdict(trial)}), flush=True)
             results.append(trial)
         if shadow is not None and shadows is not None:
@@ -384,6 +418,9 @@ def run_side(side: str, pressure: Pressure, trials: int, cluster: RealCluster, r
         for process in (daemon, shadow):
             if process is not None:
                 process.stop()
+                # Its log, for a look afterwards (the guest copies these out: tests/cluster/guest_cluster.py).
+                (process.config_path.parent / "events.jsonl").write_text(
+                    "".join(json.dumps(event, default=str) + "\n" for event in process.events))
         node.close()
 
 
@@ -423,9 +460,11 @@ def summary(results: dict[str, list[Trial]]) -> list[str]:
         graces = [t.grace_s for t in trials if t.grace_s is not None]
         messages = {t.message.split("available: ")[0] for t in trials if t.message}
         reclaims = [t.crossing_to_reclaim_s for t in trials if t.crossing_to_reclaim_s is not None]
+        decisions = [t.crossing_to_decision_s for t in trials if t.crossing_to_decision_s is not None]
         lines += [
             f"{side}: {len(trials)} trials, hog chosen {chosen['hog']}, quiet pod chosen {chosen['quiet']}",
             *([f"  crossing -> unused image deleted : {quantiles(reclaims)}"] if reclaims else []),
+            *([f"  crossing -> evictd's decision : {quantiles(decisions)}"] if decisions else []),
             f"  crossing -> SIGTERM : {quantiles([t.crossing_to_sigterm_s for t in trials if t.crossing_to_sigterm_s is not None])}",  # noqa: E501
             f"  crossing -> chosen pod stopped : {quantiles([t.crossing_to_stopped_s for t in trials if t.crossing_to_stopped_s is not None])}",  # noqa: E501
             f"  SIGTERM -> stopped  : {quantiles(graces)}",

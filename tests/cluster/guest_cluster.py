@@ -6,8 +6,8 @@ on this host, unchanged but for what it detects (cgroup v2: the kubelet keeps it
 and run ``bench/kubelet_side_by_side.py`` there with the arguments given; return the guest's run and the
 results file the bench wrote. The guest has no network to this host: the binaries are this host's, read
 through hostfs (the kube binaries from ``EVICTD_K8S_BIN``, etcd from the cache ``etcd_binary`` fills here
-first); everything the cluster writes is in the guest's own /run, and the bench's output, its results and
-the component logs go to ``out``. tests/uml/guest-node.sh gives the guest what a kubelet needs of a node.
+first); everything the cluster writes is in the guest's own /run, and the bench's output, its results, the
+component logs and each evictd's configuration and log events go to ``out``. tests/uml/guest-node.sh gives the guest what a kubelet needs of a node.
 """
 
 from __future__ import annotations
@@ -35,6 +35,10 @@ cd "$EVICTD_REPO"
 echo "$?" > "$UML_OUT/bench-exit"
 for base in /run/tmp/evictd-rk-*; do
 	cp "$base"/run/*.log "$base"/ctrd/containerd.log "$UML_OUT/" 2>/dev/null
+	for daemon in "$base"/bench/*/evictd-*; do
+		mkdir -p "$UML_OUT/${{daemon#$base/bench/}}"
+		cp "$daemon"/events.jsonl "$daemon"/evictd.yaml "$daemon"/state/shadow.jsonl "$UML_OUT/${{daemon#$base/bench/}}/" 2>/dev/null
+	done
 done
 """
 

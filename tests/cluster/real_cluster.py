@@ -19,6 +19,10 @@ start-kubelet, start-all, stop-all, make-evictd-kubeconfig). Choices and why:
 * Ports are free ones chosen at start (the recipe's fixed ports may be in use by another cluster), the
   kubelet's port and healthz port included; every server binds 127.0.0.1 only. The kubelet's cgroupRoot is
   ``/evictd-rk-<random>`` (created in every hierarchy before it starts, kubepods below it).
+* The cgroup layout is detected (evictd's own ``detect_cgroup_layout``): on this cgroup v1 host the kubelet
+  gets ``failCgroupV1: false`` (v1.36 refuses v1 otherwise); on cgroup v2 (the guest of guest_cluster.py) it
+  keeps its default, and the cgroupRoot hands its controllers down to the kubelet's cgroups. A sysctl the
+  kernel lacks is not faked (a guest kernel's; there is no host value to protect).
 * The kubelet runs in its own mount namespace where the /proc/sys files it would write (vm.overcommit_memory,
   vm.panic_on_oom, kernel.panic, kernel.panic_on_oops, and kernel.keys.root_max{keys,bytes}) are bind mounts
   of files already holding the values it wants, so it never writes the host's (/proc is made private there

@@ -6,7 +6,8 @@
 #   with a default route through it (no packet leaves the guest);
 # - overlayfs, containerd's snapshotter, loaded from the kernel's modules;
 # - a writable /var/lib/kubelet: the kubelet's device-plugin folder is there whatever its --root-dir. A tmpfs on
-#   /var/lib (guest only) whose entries are links to the host's, which stay read-only, seen through a bind.
+#   /var/lib (guest only) whose entries are links to the host's, which stay read-only, seen through a bind,
+#   but for the host's own /var/lib/kubelet (a kubelet run on the host leaves one).
 hostname "${GUEST_HOSTNAME:-evictd-v2}"
 if ! grep -q 'cpu MHz' /proc/cpuinfo; then
 	{ sed '/^$/d' /proc/cpuinfo; printf 'cpu MHz\t\t: 2000.000\n\n'; } > /run/cpuinfo
@@ -22,7 +23,7 @@ mkdir -p /run/host-var-lib
 mount --bind /var/lib /run/host-var-lib
 mount -t tmpfs tmpfs /var/lib
 for entry in /run/host-var-lib/* /run/host-var-lib/.[!.]*; do
-	[ -e "$entry" ] && ln -s "$entry" "/var/lib/${entry##*/}"
+	[ -e "$entry" ] && [ "${entry##*/}" != kubelet ] && ln -s "$entry" "/var/lib/${entry##*/}"
 done
 mkdir -p /var/lib/kubelet
 guest_log "node ready: host name $(hostname), cgroup $(stat -f -c %T /sys/fs/cgroup)"

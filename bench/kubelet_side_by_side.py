@@ -321,6 +321,11 @@ def one_trial(side: str, pressure: Pressure, cluster: RealCluster, node: RealNod
             return Trial(side, "quiet", evicted_message(node, quiet), None, quiet_watcher.at - crossed, None,
                          pod=f"{quiet.namespace}/{quiet.name}", crossed_at=crossed)
         wait_until(lambda: node.events(hog, "Evicted"), 30, "the Evicted event")
+        if side == "kubelet":
+            # The kubelet's record of its eviction (Failed/Evicted), written once the containers are dead, after
+            # its event: what a shadow evictd compares with, so the pod must not be deleted before it.
+            wait_until(lambda: ((node.pod(hog) or {}).get("status") or {}).get("phase") in ("Failed", "Succeeded"),
+                       30, "the kubelet's terminal status of the hog")
         # containerd writes the log line on its own: on a slow node (a one-CPU guest) it can land after the stop.
         term = poll_for(lambda: sigterm_at(cluster, hog), TERM_LINE_WAIT_S)
         return Trial(

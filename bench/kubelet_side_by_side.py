@@ -208,6 +208,7 @@ class Trial:
     crossing_to_reclaim_s: float | None = None  # the unused image gone (imagefs trials)
     pod: str = ""  # the chosen pod, namespace/name
     crossed_at: float | None = None  # epoch seconds
+    log_tail: tuple[str, ...] = ()  # the end of the chosen pod's log when no SIGTERM line was found in it
     crossing_to_decision_s: float | None = None  # evictd's "evicting pod" (or in dry-run "would evict pod") log line
 
 
@@ -265,6 +266,14 @@ def sigterm_at(cluster: RealCluster, pod: PodRef) -> float | None:
                 head, _, fraction = stamp.rstrip("Z").partition(".")
                 return datetime.fromisoformat(f"{head}.{fraction[:6]:0<6}+00:00").timestamp()
     return None
+
+
+def log_tail(cluster: RealCluster, pod: PodRef, lines: int = 4) -> tuple[str, ...]:
+    """The last lines of each of the pod's container log files, with the files' names."""
+    found: list[str] = []
+    for log in sorted((cluster.pod_logs_dir / f"{pod.namespace}_{pod.name}_{pod.uid}").glob("*/*.log")):
+        found += [f"{log.parent.name}/{log.name}:", *log.read_text().splitlines()[-lines:]]
+    return tuple(found) or ("(no log file)",)
 
 
 def poll_for(read: Callable[[], float | None], timeout_s: float) -> float | None:
@@ -328,13 +337,14 @@ def one_trial(side: str, pressure: Pressure, cluster: RealCluster, node: RealNod
                        30, "the kubelet's terminal status of the hog")
         # containerd writes the log line on its own: on a slow node (a one-CPU guest) it can land after the stop.
         term = poll_for(lambda: sigterm_at(cluster, hog), TERM_LINE_WAIT_S)
+        tail = () if term is not None else log_tail(cluster, hog)
         return Trial(
             side, "hog", evicted_message(node, hog),
             crossing_to_sigterm_s=None if term is None else term - crossed,
             crossing_to_stopped_s=watcher.at - crossed,
             grace_s=None if term is None else watcher.at - term,
             crossing_to_reclaim_s=None if images is None or images.at is None else images.at - crossed,
-            pod=f"{hog.namespace}/{hog.name}", crossed_at=crossed,
+            pod=f"{hog.namespace}/{hog.name}", crossed_at=crossed, log_tail=tail,
         )
     finally:
         sampler.close()

@@ -209,6 +209,7 @@ class Trial:
     pod: str = ""  # the chosen pod, namespace/name
     crossed_at: float | None = None  # epoch seconds
     log_tail: tuple[str, ...] = ()  # the end of the chosen pod's log when no SIGTERM line was found in it
+    evicted_by: str = ""  # the source component of the pod's Evicted event
     crossing_to_decision_s: float | None = None  # evictd's "evicting pod" (or in dry-run "would evict pod") log line
 
 
@@ -299,6 +300,12 @@ def evicted_message(node: NodeUnderTest, pod: PodRef) -> str:
     return str(events[0]["message"]) if events else ""
 
 
+def evicted_by(node: NodeUnderTest, pod: PodRef) -> str:
+    """Who wrote the pod's Evicted event: its source component (kubelet or evictd)."""
+    events = node.events(pod, "Evicted")
+    return str((events[0].get("source") or {}).get("component", "")) if events else ""
+
+
 def cleanup(node: NodeUnderTest, pods: list[PodRef]) -> None:
     for pod in pods:
         if node.pod(pod) is not None:
@@ -328,7 +335,7 @@ def one_trial(side: str, pressure: Pressure, cluster: RealCluster, node: RealNod
             wait_until(lambda: quiet_watcher.at is not None, 30, "the quiet pod to stop")
             assert quiet_watcher.at is not None
             return Trial(side, "quiet", evicted_message(node, quiet), None, quiet_watcher.at - crossed, None,
-                         pod=f"{quiet.namespace}/{quiet.name}", crossed_at=crossed)
+                         pod=f"{quiet.namespace}/{quiet.name}", crossed_at=crossed, evicted_by=evicted_by(node, quiet))
         wait_until(lambda: node.events(hog, "Evicted"), 30, "the Evicted event")
         if side == "kubelet":
             # The kubelet's record of its eviction (Failed/Evicted), written once the containers are dead, after
@@ -344,7 +351,7 @@ def one_trial(side: str, pressure: Pressure, cluster: RealCluster, node: RealNod
             crossing_to_stopped_s=watcher.at - crossed,
             grace_s=None if term is None else watcher.at - term,
             crossing_to_reclaim_s=None if images is None or images.at is None else images.at - crossed,
-            pod=f"{hog.namespace}/{hog.name}", crossed_at=crossed, log_tail=tail,
+            pod=f"{hog.namespace}/{hog.name}", crossed_at=crossed, log_tail=tail, evicted_by=evicted_by(node, hog),
         )
     finally:
         sampler.close()

@@ -60,6 +60,7 @@ not pin the sandbox image, so both sides' image GC deletes it too; it is importe
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import random
@@ -112,6 +113,7 @@ SAMPLE_S = 0.002
 STOP_POLL_S = 0.02
 IMAGE_POLL_S = 0.05
 TERM_LINE_WAIT_S = 10.0
+TERM_POLL_S = 0.05
 BASE_MIB = 600
 SURGE_MIB = 200
 WAIT_S = (15.0, 25.0)
@@ -269,6 +271,26 @@ def sigterm_at(cluster: RealCluster, pod: PodRef) -> float | None:
     return None
 
 
+class TermLine:
+    """The CRI log timestamp of the hog's "term" line (`at`), looked for every TERM_POLL_S from the hog's start
+    until `close`: the kubelet removes the containers of a pod it evicted, and their logs, soon after they stopped
+    (on the one-CPU v2 guest the log was gone by the time the kubelet's terminal status was seen)."""
+
+    def __init__(self, cluster: RealCluster, pod: PodRef) -> None:
+        self.at: float | None = None
+        self._cluster = cluster
+        self._pod = pod
+        self._poll = FirstTime(self._logged, TERM_POLL_S)
+
+    def _logged(self) -> bool:
+        with contextlib.suppress(OSError):  # the folder or file removed while read
+            self.at = sigterm_at(self._cluster, self._pod)
+        return self.at is not None
+
+    def close(self) -> None:
+        self._poll.close()
+
+
 def log_tail(cluster: RealCluster, pod: PodRef, lines: int = 4) -> tuple[str, ...]:
     """The last lines of each of the pod's container log files, with the files' names."""
     found: list[str] = []
@@ -323,6 +345,7 @@ def one_trial(side: str, pressure: Pressure, cluster: RealCluster, node: RealNod
                        requests={"memory": "32Mi"})
     watcher = pod_stopped(cluster.containerd_endpoint, hog.uid)
     quiet_watcher = pod_stopped(cluster.containerd_endpoint, quiet.uid)
+    term = TermLine(cluster, hog)
     try:
         wait_until(lambda: sampler.at is not None, 60, "the hog to cross the threshold")
         # Whoever acts: the hog stopped, or (a wrong choice) the quiet pod evicted.
@@ -343,13 +366,13 @@ def one_trial(side: str, pressure: Pressure, cluster: RealCluster, node: RealNod
             wait_until(lambda: ((node.pod(hog) or {}).get("status") or {}).get("phase") in ("Failed", "Succeeded"),
                        30, "the kubelet's terminal status of the hog")
         # containerd writes the log line on its own: on a slow node (a one-CPU guest) it can land after the stop.
-        term = poll_for(lambda: sigterm_at(cluster, hog), TERM_LINE_WAIT_S)
-        tail = () if term is not None else log_tail(cluster, hog)
+        termed = poll_for(lambda: term.at, TERM_LINE_WAIT_S)
+        tail = () if termed is not None else log_tail(cluster, hog)
         return Trial(
             side, "hog", evicted_message(node, hog),
-            crossing_to_sigterm_s=None if term is None else term - crossed,
+            crossing_to_sigterm_s=None if termed is None else termed - crossed,
             crossing_to_stopped_s=watcher.at - crossed,
-            grace_s=None if term is None else watcher.at - term,
+            grace_s=None if termed is None else watcher.at - termed,
             crossing_to_reclaim_s=None if images is None or images.at is None else images.at - crossed,
             pod=f"{hog.namespace}/{hog.name}", crossed_at=crossed, log_tail=tail, evicted_by=evicted_by(node, hog),
         )
@@ -357,6 +380,7 @@ def one_trial(side: str, pressure: Pressure, cluster: RealCluster, node: RealNod
         sampler.close()
         watcher.close()
         quiet_watcher.close()
+        term.close()
         if images is not None and unused_image is not None:
             images.close()
             if images.at is None:  # not reclaimed: remove it, or the next trial's import fills the imagefs

@@ -36,6 +36,7 @@ echo "$?" > "$UML_OUT/bench-exit"
 for base in /run/tmp/evictd-rk-*; do
 	cp "$base"/run/*.log "$base"/ctrd/containerd.log "$UML_OUT/" 2>/dev/null
 	for daemon in "$base"/bench/*/evictd-*; do
+		[ -d "$daemon" ] || continue
 		mkdir -p "$UML_OUT/${{daemon#$base/bench/}}"
 		cp "$daemon"/events.jsonl "$daemon"/evictd.yaml "$daemon"/state/shadow.jsonl "$UML_OUT/${{daemon#$base/bench/}}/" 2>/dev/null
 	done

@@ -166,6 +166,8 @@ AUDIT_POLICY = {
 # A container that exits at once on SIGTERM (the shell is PID 1: without a trap it would ignore it).
 IDENTITY_POD_SCRIPT = "trap 'exit 0' TERM; while true; do sleep 1; done"
 
+# The kubelet's log line when its CSINode initialisation gave up (pkg/volume/csi/csi_plugin.go).
+CSINODE_GAVE_UP = "Failed to initialize CSINode"
 ETCD_START_TIMEOUT_S = 30.0
 APISERVER_START_TIMEOUT_S = 120.0
 KUBELET_HEALTHY_TIMEOUT_S = 90.0
@@ -616,7 +618,7 @@ class RealCluster:
         self._make_cgroup_root()
         self._make_kubelet_root_shared()
         self._timed("kubelet", lambda: self._start_kubelet(""))
-        self._timed("node-ready", lambda: self._wait_node_ready(since=0.0))
+        self._timed("node-ready", self._wait_first_ready)
         self._timed("cluster-objects", self._make_cluster_objects)
 
     def _make_certificates(self) -> None:
@@ -807,6 +809,20 @@ class RealCluster:
                 return False
 
         wait_for(healthy, KUBELET_HEALTHY_TIMEOUT_S, f"the kubelet to be healthy on {healthz}")
+
+    def _wait_first_ready(self) -> None:
+        """Wait for the new Node to be Ready; restart the kubelet once if it gave up on its CSINode.
+
+        On a slow start (seen in the one-CPU cgroup v2 guest) the kubelet's CSINode initialisation can give up
+        before its Node is registered (CSINODE_GAVE_UP in its log); the Node then stays NotReady ("CSINode is
+        not yet initialized") until the kubelet restarts.
+        """
+        try:
+            self._wait_node_ready(since=0.0)
+        except ClusterError:
+            if CSINODE_GAVE_UP not in self.log_path("kubelet").read_text(errors="replace"):
+                raise
+            self.restart_kubelet()
 
     def _wait_node_ready(self, since: float) -> None:
         """Wait until the Node is Ready with a heartbeat at or after ``since`` (epoch seconds)."""

@@ -167,7 +167,7 @@ AUDIT_POLICY = {
 IDENTITY_POD_SCRIPT = "trap 'exit 0' TERM; while true; do sleep 1; done"
 
 # The kubelet's log line when an attempt to initialise its CSINode failed (pkg/volume/csi/csi_plugin.go).
-CSINODE_GAVE_UP = "Failed to initialize CSINode"
+CSINODE_ATTEMPT_FAILED = "Failed to initialize CSINode"
 ETCD_START_TIMEOUT_S = 30.0
 APISERVER_START_TIMEOUT_S = 120.0
 KUBELET_HEALTHY_TIMEOUT_S = 90.0
@@ -813,14 +813,14 @@ class RealCluster:
     def _wait_first_ready(self) -> None:
         """Wait for the new Node to be Ready; restart the kubelet once if it gave up on its CSINode.
 
-        The kubelet retries its CSINode initialisation a few times only (CSINODE_GAVE_UP logged on each failure;
+        The kubelet retries its CSINode initialisation a few times only (CSINODE_ATTEMPT_FAILED logged on each failure;
         5 attempts in 20 s seen). On a slow start (seen in the one-CPU cgroup v2 guest: its Node registered 40 ms
         after the last attempt) the Node stays NotReady ("CSINode is not yet initialized") until it restarts.
         """
         try:
             self._wait_node_ready(since=0.0)
         except ClusterError:
-            if CSINODE_GAVE_UP not in self.log_path("kubelet").read_text(errors="replace"):
+            if CSINODE_ATTEMPT_FAILED not in self.log_path("kubelet").read_text(errors="replace"):
                 raise
             self.restart_kubelet()
 

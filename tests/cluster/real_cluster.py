@@ -738,8 +738,8 @@ class RealCluster:
             for name in ("cpuset.cpus", "cpuset.mems"):
                 if (hierarchy / name).is_file() and (folder / name).is_file():
                     (folder / name).write_text((hierarchy / name).read_text())
-            if (folder / "cgroup.subtree_control").is_file():
-                enabled = (folder / "cgroup.controllers").read_text().split()
+            enabled = (folder / "cgroup.controllers").read_text().split() if self.cgroup_version == 2 else []
+            if enabled:  # (a v1 host's cgroup2 mount, if any, has none)
                 (folder / "cgroup.subtree_control").write_text(" ".join(f"+{name}" for name in enabled))
 
     def _make_kubelet_root_shared(self) -> None:

@@ -813,9 +813,9 @@ class RealCluster:
     def _wait_first_ready(self) -> None:
         """Wait for the new Node to be Ready; restart the kubelet once if it gave up on its CSINode.
 
-        The kubelet retries its CSINode initialisation a few times only (CSINODE_ATTEMPT_FAILED logged on each failure;
-        5 attempts in 20 s seen). On a slow start (seen in the one-CPU cgroup v2 guest: its Node registered 40 ms
-        after the last attempt) the Node stays NotReady ("CSINode is not yet initialized") until it restarts.
+        The kubelet retries its CSINode initialisation a few times only (CSINODE_ATTEMPT_FAILED logged on each
+        failure; 5 attempts in 20 s seen). On a slow start (seen once in the one-CPU cgroup v2 guest: its Node
+        registered 40 ms after the last attempt) the Node stays NotReady until the kubelet restarts.
         """
         try:
             self._wait_node_ready(since=0.0)

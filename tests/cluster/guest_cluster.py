@@ -7,7 +7,8 @@ and run ``bench/kubelet_side_by_side.py`` there with the arguments given; return
 results file the bench wrote. The guest has no network to this host: the binaries are this host's, read
 through hostfs (the kube binaries from ``EVICTD_K8S_BIN``, etcd from the cache ``etcd_binary`` fills here
 first); everything the cluster writes is in the guest's own /run, and the bench's output, its results, the
-component logs and each evictd's configuration and log events go to ``out``. tests/uml/guest-node.sh gives the guest what a kubelet needs of a node.
+component logs and each evictd's configuration and log events go to ``out``. tests/uml/guest-node.sh gives the
+guest what a kubelet needs of a node.
 """
 
 from __future__ import annotations
@@ -37,8 +38,9 @@ for base in /run/tmp/evictd-rk-*; do
 	cp "$base"/run/*.log "$base"/ctrd/containerd.log "$UML_OUT/" 2>/dev/null
 	for daemon in "$base"/bench/*/evictd-*; do
 		[ -d "$daemon" ] || continue
-		mkdir -p "$UML_OUT/${{daemon#$base/bench/}}"
-		cp "$daemon"/events.jsonl "$daemon"/evictd.yaml "$daemon"/state/shadow.jsonl "$UML_OUT/${{daemon#$base/bench/}}/" 2>/dev/null
+		kept="$UML_OUT/${{daemon#$base/bench/}}"
+		mkdir -p "$kept"
+		cp "$daemon"/events.jsonl "$daemon"/evictd.yaml "$daemon"/state/shadow.jsonl "$kept/" 2>/dev/null
 	done
 done
 """

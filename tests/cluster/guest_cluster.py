@@ -35,7 +35,7 @@ cd "$EVICTD_REPO"
 "$EVICTD_PYTHON" bench/kubelet_side_by_side.py {args} --keep --json "$UML_OUT/{results}" > "$UML_OUT/{log}" 2>&1
 echo "$?" > "$UML_OUT/bench-exit"
 for base in /run/tmp/evictd-rk-*; do
-	cp "$base"/run/*.log "$base"/ctrd/containerd.log "$UML_OUT/" 2>/dev/null
+	cp "$base"/run/*.log "$UML_OUT/" 2>/dev/null  # (containerd's own folder is gone after its clean stop)
 	for daemon in "$base"/bench/*/evictd-*; do
 		[ -d "$daemon" ] || continue
 		kept="$UML_OUT/${{daemon#$base/bench/}}"

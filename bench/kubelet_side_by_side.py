@@ -83,6 +83,7 @@ for _folder in (TESTS, *(TESTS / name for name in ("cri", "kube", "daemon", "e2e
 
 from backends import RealNode  # noqa: E402
 from evictd_process import EvictdProcess, shadow_report  # noqa: E402
+from kubernetes.client.exceptions import ApiException  # noqa: E402
 from node_under_test import MiB, NodeUnderTest, PodRef, new_name  # noqa: E402
 from real_cluster import BASE_PREFIX, RealCluster, k8s_bin_dir  # noqa: E402
 from side_by_side import (  # noqa: E402
@@ -330,8 +331,11 @@ def evicted_by(node: NodeUnderTest, pod: PodRef) -> str:
 
 def cleanup(node: NodeUnderTest, pods: list[PodRef]) -> None:
     for pod in pods:
-        if node.pod(pod) is not None:
+        try:
             node.core.delete_namespaced_pod(pod.name, pod.namespace, grace_period_seconds=0)
+        except ApiException as exc:
+            if exc.status != 404:  # gone already: the kubelet removes a pod evictd deleted once it stopped
+                raise
     for pod in pods:
         node.wait_gone(pod, 60)
 

@@ -78,7 +78,7 @@ CLUSTER_TEST_DIRS := $(wildcard tests/cluster tests/contract)
 # The pod network of the DaemonSet tests (tests/cluster/pod_network.py): a bridge, Debian's CNI plugins (not on
 # PATH: /usr/lib/cni/bridge), a DNAT rule for the kubernetes Service.
 CLUSTER_DEPS := ip:iproute2 iptables:iptables /usr/lib/cni/bridge:containernetworking-plugins
-test-cluster: $(STAMP) system-deps
+test-cluster: $(STAMP) system-deps uml-kernel
 	@if [ -z "$$EVICTD_K8S_BIN" ] || [ ! -x "$$EVICTD_K8S_BIN/kube-apiserver" ] || [ ! -x "$$EVICTD_K8S_BIN/kubelet" ] \
 			|| [ ! -x "$$EVICTD_K8S_BIN/kube-controller-manager" ] || [ ! -x "$$EVICTD_K8S_BIN/kube-scheduler" ]; then \
 		echo "make test-cluster needs kube-apiserver, kubelet, kube-controller-manager and kube-scheduler v1.36.2 in the folder EVICTD_K8S_BIN (now: '$$EVICTD_K8S_BIN')." >&2; \

@@ -1,7 +1,7 @@
 """The real kubelet's own eviction against evictd's, on the same real node, under the same memory or PID pressure.
 
     EVICTD_K8S_BIN=/folder/with/kube-apiserver-and-kubelet .venv/bin/python bench/kubelet_side_by_side.py \
-        [--signal memory|pid|imagefs] [--trials 8] [--json results.json]
+        [--signal memory|pid|imagefs] [--trials 8] [--json results.json] [--shadow] [--cgroup-v2]
 
 Starts the real cluster of `make test-cluster` (tests/cluster/real_cluster.py: kube-apiserver and kubelet
 v1.36.2, etcd, a private containerd), then runs the same trial `--trials` times on each side:
@@ -24,7 +24,16 @@ Timed against the node itself, not against either daemon's report:
 * stopped: a poll of containerd's CRI every 20 ms until no container of the pod runs.
 Reported per side: which pod was chosen, the message (up to the observed amount, which differs by moments),
 the grace the container got (SIGTERM to stopped), and the distributions of crossing to SIGTERM and crossing to
-stopped. Needs root (cgroups, mounts) and about 1 minute per trial.
+stopped; where evictd runs, also crossing to its decision (the time of its "evicting pod" log line). Needs root
+(cgroups, mounts) and about 1 minute per trial.
+
+`--shadow`: on the kubelet's side, evictd runs beside it in dry-run (shadow mode, the same thresholds); its
+`evictd shadow-report` and one `shadow comparison` per trial go into the results.
+
+`--cgroup-v2`: the same run inside a cgroup v2 guest (user-mode Linux, tests/uml; tests/cluster/guest_cluster.py)
+of 3 GiB and one CPU, where the cluster starts as here but for the detected layout (the kubelet keeps its
+default `failCgroupV1: true`) and the sampler reads the v2 files (`memory.max`, `memory.current`,
+`inactive_file`). The guest's kernel has no PSI, so evictd there is woken by its housekeeping cycle only.
 
 `--signal pid`: the same trial under PID pressure. Both sides get `evictionHard: {pid.available: T}` with T
 set PID_HEADROOM (400) tasks below what the node has free when the run starts (tests/cluster/side_by_side.py)
@@ -51,6 +60,7 @@ not pin the sandbox image, so both sides' image GC deletes it too; it is importe
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import random
@@ -58,19 +68,22 @@ import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 TESTS = Path(__file__).resolve().parents[1] / "tests"
-for _folder in (TESTS, *(TESTS / name for name in ("cri", "kube", "daemon", "e2e", "contract", "cluster"))):
+for _folder in (TESTS, *(TESTS / name for name in ("cri", "kube", "daemon", "e2e", "contract", "cluster", "uml"))):
     sys.path.insert(0, str(_folder))
 
 from backends import RealNode  # noqa: E402
+from evictd_process import EvictdProcess, shadow_report  # noqa: E402
+from kubernetes.client.exceptions import ApiException  # noqa: E402
 from node_under_test import MiB, NodeUnderTest, PodRef, new_name  # noqa: E402
 from real_cluster import BASE_PREFIX, RealCluster, k8s_bin_dir  # noqa: E402
 from side_by_side import (  # noqa: E402
@@ -100,6 +113,8 @@ from polling import wait_until  # noqa: E402
 SAMPLE_S = 0.002
 STOP_POLL_S = 0.02
 IMAGE_POLL_S = 0.05
+TERM_LINE_WAIT_S = 10.0
+TERM_POLL_S = 0.05
 BASE_MIB = 600
 SURGE_MIB = 200
 WAIT_S = (15.0, 25.0)
@@ -169,13 +184,20 @@ def imagefs_pressure(cluster: RealCluster) -> Pressure:
 
 
 def pods_available(cgroup: Path) -> int:
-    """The pods cgroup's limit minus its working set: `allocatableMemory.available` as both compute it."""
-    limit = int((cgroup / "memory.limit_in_bytes").read_text())
-    usage = int((cgroup / "memory.usage_in_bytes").read_text())
+    """The pods cgroup's limit minus its working set: `allocatableMemory.available` as both compute it.
+
+    cgroup v1: memory.limit_in_bytes, memory.usage_in_bytes, total_inactive_file of memory.stat; v2:
+    memory.max, memory.current, inactive_file.
+    """
+    v2 = (cgroup / "memory.current").is_file()
+    limit_file, usage_file, inactive = (("memory.max", "memory.current", "inactive_file ") if v2 else
+                                        ("memory.limit_in_bytes", "memory.usage_in_bytes", "total_inactive_file "))
+    limit = int((cgroup / limit_file).read_text())  # "max" (no limit) is an error: the kubelet sets one
+    usage = int((cgroup / usage_file).read_text())
     for line in (cgroup / "memory.stat").read_text().splitlines():
-        if line.startswith("total_inactive_file "):
+        if line.startswith(inactive):
             return limit - max(usage - int(line.split()[1]), 0)
-    raise RuntimeError("no total_inactive_file in memory.stat")
+    raise RuntimeError(f"no {inactive.strip()} in {cgroup / 'memory.stat'}")
 
 
 @dataclass
@@ -187,6 +209,11 @@ class Trial:
     crossing_to_stopped_s: float | None  # the chosen pod's containers
     grace_s: float | None  # SIGTERM to the container stopped
     crossing_to_reclaim_s: float | None = None  # the unused image gone (imagefs trials)
+    pod: str = ""  # the chosen pod, namespace/name
+    crossed_at: float | None = None  # epoch seconds
+    log_tail: tuple[str, ...] = ()  # the end of the chosen pod's log when no SIGTERM line was found in it
+    evicted_by: str = ""  # the source component of the pod's Evicted event
+    crossing_to_decision_s: float | None = None  # evictd's "evicting pod" (or in dry-run "would evict pod") log line
 
 
 class FirstTime:
@@ -245,6 +272,42 @@ def sigterm_at(cluster: RealCluster, pod: PodRef) -> float | None:
     return None
 
 
+class TermLine:
+    """The CRI log timestamp of the hog's "term" line (`at`), looked for every TERM_POLL_S from the hog's start
+    until `close`: the kubelet removes the containers of a pod it evicted, and their logs, soon after they stopped
+    (on the one-CPU v2 guest the log was gone by the time the kubelet's terminal status was seen)."""
+
+    def __init__(self, cluster: RealCluster, pod: PodRef) -> None:
+        self.at: float | None = None
+        self._cluster = cluster
+        self._pod = pod
+        self._poll = FirstTime(self._logged, TERM_POLL_S)
+
+    def _logged(self) -> bool:
+        with contextlib.suppress(OSError):  # the folder or file removed while read
+            self.at = sigterm_at(self._cluster, self._pod)
+        return self.at is not None
+
+    def close(self) -> None:
+        self._poll.close()
+
+
+def log_tail(cluster: RealCluster, pod: PodRef, lines: int = 4) -> tuple[str, ...]:
+    """The last lines of each of the pod's container log files, with the files' names."""
+    found: list[str] = []
+    for log in sorted((cluster.pod_logs_dir / f"{pod.namespace}_{pod.name}_{pod.uid}").glob("*/*.log")):
+        found += [f"{log.parent.name}/{log.name}:", *log.read_text().splitlines()[-lines:]]
+    return tuple(found) or ("(no log file)",)
+
+
+def poll_for(read: Callable[[], float | None], timeout_s: float) -> float | None:
+    """`read()` until it gives a value or `timeout_s` passed (then None)."""
+    deadline = time.monotonic() + timeout_s
+    while (value := read()) is None and time.monotonic() < deadline:
+        time.sleep(STOP_POLL_S)
+    return value
+
+
 def remove_image(endpoint: str, reference: str) -> None:
     client = CriClient(endpoint, 10.0)
     try:
@@ -260,16 +323,25 @@ def evicted_message(node: NodeUnderTest, pod: PodRef) -> str:
     return str(events[0]["message"]) if events else ""
 
 
+def evicted_by(node: NodeUnderTest, pod: PodRef) -> str:
+    """Who wrote the pod's Evicted event: its source component (kubelet or evictd)."""
+    events = node.events(pod, "Evicted")
+    return str((events[0].get("source") or {}).get("component", "")) if events else ""
+
+
 def cleanup(node: NodeUnderTest, pods: list[PodRef]) -> None:
     for pod in pods:
-        if node.pod(pod) is not None:
+        try:
             node.core.delete_namespaced_pod(pod.name, pod.namespace, grace_period_seconds=0)
+        except ApiException as exc:
+            if exc.status != 404:  # gone already: the kubelet removes a pod evictd deleted once it stopped
+                raise
     for pod in pods:
         node.wait_gone(pod, 60)
 
 
 def one_trial(side: str, pressure: Pressure, cluster: RealCluster, node: RealNode, rng: random.Random,
-              unused_image: str | None) -> Trial:
+              unused_image: str | None, shadow: EvictdProcess | None = None) -> Trial:
     images = None if unused_image is None else image_gone(cluster.containerd_endpoint, unused_image)
     quiet = node.run_pod(new_name("quiet"), QUIET_SCRIPT, requests={"memory": "64Mi"})
     sampler = FirstTime(lambda: pressure.available(node) < pressure.threshold, SAMPLE_S)
@@ -277,6 +349,7 @@ def one_trial(side: str, pressure: Pressure, cluster: RealCluster, node: RealNod
                        requests={"memory": "32Mi"})
     watcher = pod_stopped(cluster.containerd_endpoint, hog.uid)
     quiet_watcher = pod_stopped(cluster.containerd_endpoint, quiet.uid)
+    term = TermLine(cluster, hog)
     try:
         wait_until(lambda: sampler.at is not None, 60, "the hog to cross the threshold")
         # Whoever acts: the hog stopped, or (a wrong choice) the quiet pod evicted.
@@ -288,20 +361,37 @@ def one_trial(side: str, pressure: Pressure, cluster: RealCluster, node: RealNod
             # The wrong pod: the quiet one exits at once on SIGTERM, so its stop is when the signal came.
             wait_until(lambda: quiet_watcher.at is not None, 30, "the quiet pod to stop")
             assert quiet_watcher.at is not None
-            return Trial(side, "quiet", evicted_message(node, quiet), None, quiet_watcher.at - crossed, None)
+            return Trial(side, "quiet", evicted_message(node, quiet), None, quiet_watcher.at - crossed, None,
+                         pod=f"{quiet.namespace}/{quiet.name}", crossed_at=crossed, evicted_by=evicted_by(node, quiet))
         wait_until(lambda: node.events(hog, "Evicted"), 30, "the Evicted event")
-        term = sigterm_at(cluster, hog)
+        pod_key = f"{hog.namespace}/{hog.name}"
+        if side == "kubelet":
+            # The kubelet's record of its eviction (Failed/Evicted), written once the containers are dead, after
+            # its event: what a shadow evictd compares with, so the pod must not be deleted before it.
+            wait_until(lambda: ((node.pod(hog) or {}).get("status") or {}).get("phase") in ("Failed", "Succeeded"),
+                       30, "the kubelet's terminal status of the hog")
+            if shadow is not None:
+                # The shadow takes in the kubelet's evictions from the pods its watch holds at the end of a cycle:
+                # a pod deleted before that is never seen as evicted (2 of 4 times on the v2 guest when the pod
+                # went right after the kubelet's status). A node's evicted pods stay until the pod GC; so here.
+                shadow.wait_for(lambda event: event.get("event") == "shadow comparison" and pod_key in (
+                    (event.get("evictd") or {}).get("pod"), (event.get("kubelet") or {}).get("pod")), timeout=90)
+        # containerd writes the log line on its own: on a slow node (a one-CPU guest) it can land after the stop.
+        termed = poll_for(lambda: term.at, TERM_LINE_WAIT_S)
+        tail = () if termed is not None else log_tail(cluster, hog)
         return Trial(
             side, "hog", evicted_message(node, hog),
-            crossing_to_sigterm_s=None if term is None else term - crossed,
+            crossing_to_sigterm_s=None if termed is None else termed - crossed,
             crossing_to_stopped_s=watcher.at - crossed,
-            grace_s=None if term is None else watcher.at - term,
+            grace_s=None if termed is None else watcher.at - termed,
             crossing_to_reclaim_s=None if images is None or images.at is None else images.at - crossed,
+            pod=f"{hog.namespace}/{hog.name}", crossed_at=crossed, log_tail=tail, evicted_by=evicted_by(node, hog),
         )
     finally:
         sampler.close()
         watcher.close()
         quiet_watcher.close()
+        term.close()
         if images is not None and unused_image is not None:
             images.close()
             if images.at is None:  # not reclaimed: remove it, or the next trial's import fills the imagefs
@@ -321,13 +411,39 @@ def one_trial(side: str, pressure: Pressure, cluster: RealCluster, node: RealNod
         time.sleep(12)  # and one more tick: a pod admitted right after the condition cleared was still rejected
 
 
+def with_decision(trial: Trial, daemon: EvictdProcess | None, event: str) -> Trial:
+    """The trial with the time from the crossing to evictd's first log line `event` for the chosen pod."""
+    assert daemon is not None and trial.crossed_at is not None
+    decided = daemon.wait_event(event, timeout=30, pod=trial.pod)
+    at = datetime.fromisoformat(str(decided["timestamp"]).replace("Z", "+00:00")).timestamp()
+    return replace(trial, crossing_to_decision_s=at - trial.crossed_at)
+
+
+def wait_events(daemon: EvictdProcess, name: str, count: int, timeout_s: float) -> list[dict[str, Any]]:
+    """The daemon's first `count` log events called `name`, waiting up to `timeout_s` for them."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        found = [event for event in daemon.events if event.get("event") == name]
+        if len(found) >= count:
+            return found[:count]
+        seen = [id(event) for event in found]
+        daemon.wait_for(lambda event, seen=seen: event.get("event") == name and id(event) not in seen,
+                        timeout=max(0.1, deadline - time.monotonic()))
+
+
 def run_side(side: str, pressure: Pressure, trials: int, cluster: RealCluster, rng: random.Random,
-             folder: Path) -> list[Trial]:
+             folder: Path, shadows: dict[str, Any] | None = None) -> list[Trial]:
+    """`trials` trials with `side` acting. With `shadows` on the kubelet's side, evictd runs beside it in dry-run
+    (shadow mode, the same thresholds) and its `shadow-report` goes into `shadows["report"]`."""
     kubelet_config = pressure.kubelet_on if side == "kubelet" else pressure.kubelet_off
     cluster.restart_kubelet(kubelet_config)
     node = RealNode(cluster, folder / side)
     daemon = None
+    shadow = None
     try:
+        if side == "kubelet" and shadows is not None:
+            shadow = node.start_evictd(pressure.evictd, "dryRun: true\n")
+            shadow.wait_event("evictd started", timeout=60)
         results = []
         for number in range(trials):
             unused_image = None
@@ -344,13 +460,24 @@ def run_side(side: str, pressure: Pressure, trials: int, cluster: RealCluster, r
             if side == "evictd" and daemon is None:
                 daemon = node.start_evictd(pressure.evictd)
                 daemon.wait_event("evictd started", timeout=60)
-            trial = one_trial(side, pressure, cluster, node, rng, unused_image)
+            trial = one_trial(side, pressure, cluster, node, rng, unused_image, shadow)
+            if daemon is not None or shadow is not None:
+                trial = with_decision(trial, daemon or shadow, "evicting pod" if daemon else "would evict pod")
             print(json.dumps({"trial": number + 1, **asdict(trial)}), flush=True)
             results.append(trial)
+        if shadow is not None and shadows is not None:
+            # One comparison per kubelet eviction, settled once the kubelet's record (Failed/Evicted) is seen.
+            shadows["comparisons"] = wait_events(shadow, "shadow comparison", trials, 90)
+            shadow.stop()
+            shadows["report"] = shadow_report(shadow.state_dir)
         return results
     finally:
-        if daemon is not None:
-            daemon.stop()
+        for process in (daemon, shadow):
+            if process is not None:
+                process.stop()
+                # Its log, for a look afterwards (the guest copies these out: tests/cluster/guest_cluster.py).
+                (process.config_path.parent / "events.jsonl").write_text(
+                    "".join(json.dumps(event, default=str) + "\n" for event in process.events))
         node.close()
 
 
@@ -390,15 +517,35 @@ def summary(results: dict[str, list[Trial]]) -> list[str]:
         graces = [t.grace_s for t in trials if t.grace_s is not None]
         messages = {t.message.split("available: ")[0] for t in trials if t.message}
         reclaims = [t.crossing_to_reclaim_s for t in trials if t.crossing_to_reclaim_s is not None]
+        decisions = [t.crossing_to_decision_s for t in trials if t.crossing_to_decision_s is not None]
         lines += [
             f"{side}: {len(trials)} trials, hog chosen {chosen['hog']}, quiet pod chosen {chosen['quiet']}",
             *([f"  crossing -> unused image deleted : {quantiles(reclaims)}"] if reclaims else []),
+            *([f"  crossing -> evictd's decision : {quantiles(decisions)}"] if decisions else []),
             f"  crossing -> SIGTERM : {quantiles([t.crossing_to_sigterm_s for t in trials if t.crossing_to_sigterm_s is not None])}",  # noqa: E501
             f"  crossing -> chosen pod stopped : {quantiles([t.crossing_to_stopped_s for t in trials if t.crossing_to_stopped_s is not None])}",  # noqa: E501
             f"  SIGTERM -> stopped  : {quantiles(graces)}",
             f"  messages (up to the observed amount): {sorted(messages)}",
         ]
     return lines
+
+
+def in_guest(args: argparse.Namespace, argv: list[str]) -> int:
+    """`--cgroup-v2`: the same run inside a cgroup v2 guest (tests/cluster/guest_cluster.py); its results here."""
+    from guest_cluster import side_by_side_in_guest
+
+    inner = [word for word in argv if word != "--cgroup-v2"]
+    if args.json:  # the guest writes its own results file; this one gets a copy
+        at = inner.index("--json") if "--json" in inner else -1
+        inner = inner[:at] + inner[at + 2:] if at >= 0 else [w for w in inner if not w.startswith("--json=")]
+    folder = Path(tempfile.mkdtemp(prefix="evictd-v2-bench-"))
+    timeout_s = 600 + 240 * args.trials * len(args.sides.split(","))
+    run, document = side_by_side_in_guest(folder, inner, timeout_s)
+    print(run.text("bench.log"))
+    print(f"(guest run {run.elapsed_s:.0f} s; its console and logs in {folder})")
+    if args.json:
+        args.json.write_text(json.dumps(document, indent=1))
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -410,8 +557,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--sides", default="kubelet,evictd", help="which sides, in order (default kubelet,evictd)")
     parser.add_argument("--keep", action="store_true", help="keep the cluster's folder (component logs) at the end")
+    parser.add_argument("--shadow", action="store_true",
+                        help="on the kubelet's side, evictd beside it in dry-run (shadow mode): its shadow-report")
+    parser.add_argument("--cgroup-v2", action="store_true",
+                        help="run everything inside a cgroup v2 guest (user-mode Linux, tests/uml)")
+    argv = sys.argv[1:] if argv is None else argv
     args = parser.parse_args(argv)
-    import tempfile
+    if args.cgroup_v2:
+        return in_guest(args, argv)
 
     from run_all import machine_lines
 
@@ -423,23 +576,31 @@ def main(argv: list[str] | None = None) -> int:
     cluster.start()
     folder = cluster.base / "bench"
     results: dict[str, list[Trial]] = {}
+    shadows: dict[str, Any] | None = {} if args.shadow else None
+    configz = cluster.kubelet_configz()
+    kubelet = {"cgroup_version": cluster.cgroup_version, "failCgroupV1": configz.get("failCgroupV1"),
+               "cgroupDriver": configz.get("cgroupDriver")}
+    print(f"kubelet: {kubelet}", flush=True)
     try:
         pressure = (memory_pressure() if args.signal == "memory" else pid_pressure() if args.signal == "pid"
                     else imagefs_pressure(cluster))
         print(f"signal {pressure.signal}, threshold {pressure.threshold}", flush=True)
         for side in args.sides.split(","):
-            results[side] = run_side(side, pressure, args.trials, cluster, rng, folder)
+            results[side] = run_side(side, pressure, args.trials, cluster, rng, folder, shadows)
     finally:
         problems = cluster.stop(remove_base=not args.keep)
         if imagefs is not None:
             imagefs.close()
     lines = summary(results)
+    if shadows is not None:
+        lines.append(f"shadow (evictd dry-run beside the kubelet): {json.dumps(shadows.get('report'))}")
     print("\n".join(lines))
     if problems:
         print("teardown problems: " + "; ".join(problems), file=sys.stderr)
     if args.json:
-        document: dict[str, Any] = {"machine": machine_lines(), "signal": args.signal,
-                                    "trials": {side: [asdict(t) for t in trials] for side, trials in results.items()}}
+        document: dict[str, Any] = {"machine": machine_lines(), "signal": args.signal, "kubelet": kubelet,
+                                    "trials": {side: [asdict(t) for t in trials] for side, trials in results.items()},
+                                    "shadow": shadows}
         args.json.write_text(json.dumps(document, indent=1))
     return 0
 

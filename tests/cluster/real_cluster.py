@@ -20,6 +20,10 @@ start-kubelet, start-all, stop-all, make-evictd-kubeconfig). Choices and why:
 * Ports are free ones chosen at start (the recipe's fixed ports may be in use by another cluster), the
   kubelet's port and healthz port included; every server binds 127.0.0.1 only. The kubelet's cgroupRoot is
   ``/evictd-rk-<random>`` (created in every hierarchy before it starts, kubepods below it).
+* The cgroup layout is detected (evictd's own ``detect_cgroup_layout``): on this cgroup v1 host the kubelet
+  gets ``failCgroupV1: false`` (v1.36 refuses v1 otherwise); on cgroup v2 (the guest of guest_cluster.py) it
+  keeps its default, and the cgroupRoot hands its controllers down to the kubelet's cgroups. A sysctl the
+  kernel lacks is not faked (a guest kernel's; there is no host value to protect).
 * The kubelet runs in its own mount namespace where the /proc/sys files it would write (vm.overcommit_memory,
   vm.panic_on_oom, kernel.panic, kernel.panic_on_oops, and kernel.keys.root_max{keys,bytes}) are bind mounts
   of files already holding the values it wants, so it never writes the host's (/proc is made private there
@@ -88,6 +92,7 @@ from containerd_harness import (
 )
 from pod_network import CNI_BIN_DIR, PodNetwork, PodNetworkError
 
+from evictd.adapters.cgroups import detect_cgroup_layout
 from evictd.core.errors import CRIError
 from polling import wait_until
 
@@ -167,6 +172,8 @@ AUDIT_POLICY = {
 # A container that exits at once on SIGTERM (the shell is PID 1: without a trap it would ignore it).
 IDENTITY_POD_SCRIPT = "trap 'exit 0' TERM; while true; do sleep 1; done"
 
+# The kubelet's log line when an attempt to initialise its CSINode failed (pkg/volume/csi/csi_plugin.go).
+CSINODE_ATTEMPT_FAILED = "Failed to initialize CSINode"
 ETCD_START_TIMEOUT_S = 30.0
 APISERVER_START_TIMEOUT_S = 120.0
 KUBELET_HEALTHY_TIMEOUT_S = 90.0
@@ -538,6 +545,7 @@ class RealCluster:
         self.audit_log = self.run_dir / "audit.log"
         self.audit_policy = base / "audit-policy.yaml"
         self.cgroup_root = f"{CGROUP_ROOT_PREFIX}{uuid.uuid4().hex[:8]}"
+        self.cgroup_version = detect_cgroup_layout().version  # 2 in a cgroup v2 guest (tests/uml), 1 on this host
         self.busybox_image = BUSYBOX_IMAGE
         self.pod_network = PodNetwork(self.cgroup_root.removeprefix(CGROUP_ROOT_PREFIX), base / "cni-ipam")
         self.containerd = Containerd(base / "ctrd", root=containerd_root, cgroup_root=self.cgroup_root,
@@ -623,7 +631,7 @@ class RealCluster:
         self._make_cgroup_root()
         self._make_kubelet_root_shared()
         self._timed("kubelet", lambda: self._start_kubelet(""))
-        self._timed("node-ready", lambda: self._wait_node_ready(since=0.0))
+        self._timed("node-ready", self._wait_first_ready)
         self._timed("cluster-objects", self._make_cluster_objects)
 
     def _make_certificates(self) -> None:
@@ -754,7 +762,8 @@ class RealCluster:
             raise ClusterError(f"containerd: {exc}") from exc
 
     def _make_cgroup_root(self) -> None:
-        """Create the kubelet's cgroupRoot in every hierarchy (cpuset: with its parent's cpus and mems)."""
+        """Create the kubelet's cgroupRoot in every hierarchy (cpuset: with its parent's cpus and mems; on cgroup
+        v2 with every controller it has handed down to its children, as the kubelet's QoS cgroups need)."""
         self._cgroups_made = True
         for hierarchy in cgroup_hierarchies():
             folder = hierarchy / self.cgroup_root.strip("/")
@@ -762,6 +771,9 @@ class RealCluster:
             for name in ("cpuset.cpus", "cpuset.mems"):
                 if (hierarchy / name).is_file() and (folder / name).is_file():
                     (folder / name).write_text((hierarchy / name).read_text())
+            enabled = (folder / "cgroup.controllers").read_text().split() if self.cgroup_version == 2 else []
+            if enabled:  # (a v1 host's cgroup2 mount, if any, has none)
+                (folder / "cgroup.subtree_control").write_text(" ".join(f"+{name}" for name in enabled))
 
     def _make_kubelet_root_shared(self) -> None:
         """Make the kubelet's root folder a shared bind mount of itself (what the kubelet's MakeRShared does)."""
@@ -787,12 +799,13 @@ class RealCluster:
             "cgroupDriver": "cgroupfs",
             "cgroupRoot": self.cgroup_root,
             "failSwapOn": False,
-            "failCgroupV1": False,
             "containerRuntimeEndpoint": self.containerd_endpoint,
             "podLogsDir": str(self.pod_logs_dir),
             "resolvConf": "/etc/resolv.conf",
             "evictionHard": dict(EVICTION_OFF),
         }
+        if self.cgroup_version == 1:
+            config["failCgroupV1"] = False  # v1.36 refuses a cgroup v1 host by default; on v2 its default stays
         if extra.strip():
             more = yaml.safe_load(extra)
             if not isinstance(more, dict):
@@ -804,6 +817,8 @@ class RealCluster:
         self.kubelet_config_path.write_text(yaml.safe_dump(self.kubelet_config(extra), sort_keys=False))
         binds = []
         for relative, value in KUBELET_SYSCTLS.items():
+            if not (PROC_SYS / relative).is_file():  # not in this kernel (a guest's): nothing of the host's to keep
+                continue
             fake = self.sysctl_dir / relative.replace("/", "_")
             fake.write_text(f"{value}\n")
             binds.append(f"mount --bind {shlex.quote(str(fake))} {PROC_SYS / relative}")
@@ -827,6 +842,20 @@ class RealCluster:
                 return False
 
         wait_for(healthy, KUBELET_HEALTHY_TIMEOUT_S, f"the kubelet to be healthy on {healthz}")
+
+    def _wait_first_ready(self) -> None:
+        """Wait for the new Node to be Ready; restart the kubelet once if it gave up on its CSINode.
+
+        The kubelet retries its CSINode initialisation a few times only (CSINODE_ATTEMPT_FAILED logged on each
+        failure; 5 attempts in 20 s seen). On a slow start (seen once in the one-CPU cgroup v2 guest: its Node
+        registered 40 ms after the last attempt) the Node stays NotReady until the kubelet restarts.
+        """
+        try:
+            self._wait_node_ready(since=0.0)
+        except ClusterError:
+            if CSINODE_ATTEMPT_FAILED not in self.log_path("kubelet").read_text(errors="replace"):
+                raise
+            self.restart_kubelet()
 
     def _wait_node_ready(self, since: float) -> None:
         """Wait until the Node is Ready with a heartbeat at or after ``since`` (epoch seconds)."""
@@ -970,6 +999,14 @@ class RealCluster:
         token = self.evictd_token(bound_pod_name, namespace)
         path = self.base / f"evictd-{namespace}-{bound_pod_name}.kubeconfig"
         return write_kubeconfig(path, self.api_url, self.ca_path, {"token": token}, namespace=namespace)
+
+    def kubelet_configz(self) -> dict[str, Any]:
+        """The running kubelet's configuration as it reports it (``/configz``, asked with the admin certificate),
+        defaults included: what it runs with, not what it was given."""
+        url = f"https://127.0.0.1:{self.kubelet_port}/configz"
+        with urllib.request.urlopen(url, context=self.api.context, timeout=API_TIMEOUT_S) as response:
+            answer: dict[str, Any] = json.loads(response.read())["kubeletconfig"]
+        return answer
 
     def create_second_node(self, name: str) -> None:
         """Create a Node object ``name`` with no kubelet behind it (for admission-policy tests)."""

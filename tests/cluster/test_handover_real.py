@@ -10,37 +10,19 @@ kube-apiserver and kubelet v1.36.2, with real memory pressure. Runs only in `mak
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 from backends import RealNode
-from evictd_process import EvictdProcess
+from evictd_process import shadow_report
 from node_under_test import PodRef, memory_hog, new_name, wait_until
 from real_cluster import RealCluster
 from side_by_side import HOG_MIB, kubelet_evicting, kubelet_not_evicting, thresholds
 
 pytestmark = pytest.mark.real_cluster
 
-ROOT = Path(__file__).resolve().parents[2]
 QUIET = 'trap "exit 0" TERM; echo ready; while true; do sleep 1; done'
-
-
-def state_dir_of(daemon: EvictdProcess) -> Path:
-    for line in daemon.config_path.read_text().splitlines():
-        if line.startswith("stateDir: "):
-            return Path(line.removeprefix("stateDir: "))
-    raise AssertionError("no stateDir in the daemon's configuration")
-
-
-def shadow_report(state_dir: Path) -> dict[str, Any]:
-    done = subprocess.run([sys.executable, "-m", "evictd", "shadow-report", "--state-dir", str(state_dir),
-                           "--output", "json"], cwd=ROOT, capture_output=True, text=True, check=True)
-    report: dict[str, Any] = json.loads(done.stdout)
-    return report
 
 
 def gradual_hog(node: RealNode) -> PodRef:
@@ -81,7 +63,7 @@ def test_handing_eviction_over_from_the_kubelet_step_by_step(real_cluster: RealC
         assert comparison["kubelet_later_by_s"] >= 0
         assert node.pod(quiet) is not None and not node.events(quiet, "Evicted")
         assert shadow.stop() == 0
-        report = shadow_report(state_dir_of(shadow))
+        report = shadow_report(shadow.state_dir)
         assert report["outcomes"]["agree"] == 1 and report["agreement"] == 1.0 and report["disagreements"] == []
         node.core.delete_namespaced_pod(hog.name, hog.namespace, grace_period_seconds=0)  # no pod GC here
         node.wait_gone(hog)

@@ -13,7 +13,8 @@ from e2e_node import ClusterNode, Container, pods_memory_limit
 from evictd_process import EvictdProcess
 from node_under_test import NAMESPACE, MiB, NodeUnderTest, PodRef, new_name, wait_until
 
-CGROUP_MEMORY = Path("/sys/fs/cgroup/memory")
+from evictd.adapters.cgroups import detect_cgroup_layout
+
 # The stand-in kubelet limits its pods cgroup as a kubelet limits it to the node's allocatable memory.
 STAND_IN_ALLOCATABLE_BYTES = 600 * MiB
 POD_START_TIMEOUT_S = 60.0
@@ -119,7 +120,7 @@ class RealNode(NodeUnderTest):
         return daemon
 
     def pods_cgroup(self) -> Path:
-        return CGROUP_MEMORY / self.cluster.cgroup_root.strip("/") / "kubepods"
+        return detect_cgroup_layout().memory_hierarchy / self.cluster.cgroup_root.strip("/") / "kubepods"
 
     def close(self) -> None:
         super().close()

@@ -160,6 +160,15 @@ def evictd_command(*args: str) -> subprocess.CompletedProcess[str]:
                           timeout=120, check=False)
 
 
+def shadow_report(state_dir: Path) -> dict[str, Any]:
+    """`evictd shadow-report --output json` of a dry-run evictd's state folder (its shadow.jsonl)."""
+    done = evictd_command("shadow-report", "--state-dir", str(state_dir), "--output", "json")
+    if done.returncode != 0:
+        raise AssertionError(f"evictd shadow-report exited {done.returncode}: {done.stderr.strip()}")
+    report: dict[str, Any] = json.loads(done.stdout)
+    return report
+
+
 def mem_available_bytes() -> int:
     """MemTotal minus the root memory cgroup's working set: the node's memory.available right now."""
     with open("/proc/meminfo", encoding="ascii") as handle:

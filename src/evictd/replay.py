@@ -28,6 +28,7 @@ from evictd.core.engine import EngineConfig, EngineState
 from evictd.core.errors import DecodeError, ScenarioError
 from evictd.core.fs_layout import FsLayout
 from evictd.core.pods import Pod
+from evictd.core.summary import SummaryDecoder
 from evictd.manager import CycleReport
 from evictd.recording import ABSENT, Record, decision_id, decision_json, scenario_parts
 from evictd.render import JsonObject, printable, table
@@ -156,9 +157,10 @@ def replayed_runs(records: Iterable[Record], config: EngineConfig | None = None,
 def _replayed_cycles(runner: ScenarioRunner, steps: Iterator[tuple[Record, JsonObject]], pods: tuple[Pod, ...],
                      problem: Callable[[str], None]) -> Iterator[tuple[Record, CycleReport]]:
     previous = float("-inf")
+    summaries = SummaryDecoder()  # a recording's Summaries share their unchanged blocks: decoded once
     for record, raw in steps:
         try:
-            step = parse_step(raw, f"cycle {record.cycle}", previous, pods)
+            step = parse_step(raw, f"cycle {record.cycle}", previous, pods, summaries)
         except (ScenarioError, DecodeError) as exc:
             problem(f"cycle {decision_id(record.run, record.cycle)} cannot be replayed: {exc}")
             continue

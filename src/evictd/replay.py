@@ -89,7 +89,8 @@ def _compared(decision: Mapping[str, object]) -> dict[str, list[str]]:
         "conditions": [str(c) for c in items("conditions")],
         "reclaim": [str(a) for a in items("reclaim")],
         "evicted": [_eviction_text(e) for e in items("evicted") if isinstance(e, Mapping)],
-        "ranking": [str(r.get("pod")) if isinstance(r, Mapping) else str(r) for r in items("ranking")],
+        "ranking": [str(r.get("pod")) if type(r) is dict or isinstance(r, Mapping) else str(r)
+                    for r in items("ranking")],
     }
 
 
@@ -185,10 +186,9 @@ def replay(records: Iterable[Record], config: EngineConfig | None = None,
             first_wall = record.wall if first_wall is None else first_wall
             last_wall = record.wall
             recorded = _compared(record.decision)
-            # The ranking is compared by pod (`_compared`): its keys are not rendered.
-            replayed = _compared({**decision_json(report, ranking=False),
-                                  "ranking": [] if report.ranking_signal is None else [
-                                      {"pod": pod.key} for pod in report.ranking]})
+            # The ranking is compared by pod name (as `_compared` reads the recorded one): its keys are not rendered.
+            replayed = _compared(decision_json(report, ranking=False))
+            replayed["ranking"] = [] if report.ranking_signal is None else [pod.key for pod in report.ranking]
             recorded_timeline.append((record.wall, recorded["conditions"]))
             replayed_timeline.append((record.wall, replayed["conditions"]))
             differences.extend(Difference(record.run, record.cycle, record.wall, what, tuple(recorded[what]),

@@ -296,6 +296,21 @@ def _parse_time(value: str, key: str) -> datetime | None:
 
 
 def _memory_stats(value: object, key: str) -> MemoryStats | None:
+    if type(value) is dict:  # the common case (a JSON object whose values are all plainly valid), checked at once
+        get = value.get
+        time = get("time")
+        time = _TIMES.get(time, _MISSING) if type(time) is str else _MISSING if time is not None else None
+        counters = (get("availableBytes"), get("usageBytes"), get("workingSetBytes"), get("rssBytes"),
+                    get("pageFaults"), get("majorPageFaults"))
+        plain = time is not _MISSING
+        for counter in counters:
+            if counter is not None and (type(counter) is not int or not 0 <= counter <= MAX_COUNTER):
+                plain = False
+        for name in value:
+            if type(name) is not str:
+                plain = False
+        if plain:
+            return MemoryStats(time, *counters)  # type: ignore[arg-type]
     obj = mapping(value, key, if_null=None)
     if obj is None:
         return None

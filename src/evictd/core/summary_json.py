@@ -378,9 +378,10 @@ def apply_summary_changes(document: Mapping[str, object], changes: Mapping[str, 
     if not isinstance(old_pods, list):
         raise ValueError("summary changes without a whole summary before them")
     pods: dict[str, object] = {}
+    # (`type(...) is dict` first: a plain dict, every pod every cycle, skips the Mapping ABC check.)
     for pod in old_pods:
-        ref = pod.get("podRef") if isinstance(pod, Mapping) else None
-        pods[summary_pod_id(ref if isinstance(ref, Mapping) else {})] = pod
+        ref = pod.get("podRef") if type(pod) is dict or isinstance(pod, Mapping) else None
+        pods[summary_pod_id(ref if type(ref) is dict or isinstance(ref, Mapping) else {})] = pod
     before = list(pods)
     known = set(before)
     for changed in changes.get("pods") or ():  # type: ignore[attr-defined]
@@ -413,7 +414,7 @@ def apply_summary_changes(document: Mapping[str, object], changes: Mapping[str, 
         if not isinstance(row, list) or not row or not isinstance(row[0], int) or not 0 <= row[0] < len(listed):
             raise ValueError(f"a memory row of no pod: {row!r:.80}")
         pod = listed[row[0]]
-        if not isinstance(pod, Mapping):
+        if type(pod) is not dict and not isinstance(pod, Mapping):
             raise ValueError(f"a memory row of a pod that is not an object: {pod!r:.80}")
         listed[row[0]] = {**pod, "memory": _memory_from_row(row[1:])}
     node = document.get("node")

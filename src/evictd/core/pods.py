@@ -211,6 +211,7 @@ class Derived(StrEnum):
     POD_KEY = "node stats: pod key"
     POD_REFERENCE = "node stats: pod reference"
     CRITICAL = "critical"  # is_critical_pod
+    STORAGE_LIMITED = "local storage: any limit"
 
 
 # What a value is remembered under: the computation, with its argument (a resource name) when it takes one.

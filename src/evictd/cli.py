@@ -11,6 +11,7 @@ carries only the JSON document.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import sys
@@ -38,6 +39,8 @@ EXIT_CONFIG = 2
 EXIT_BROKEN_PIPE = 128 + 13  # as the shell reports a process that SIGPIPE ended
 # What could not be read of a recording: so many problems are told on stderr, then that there are more.
 MAX_PROBLEMS_SHOWN = 20
+# The young generation's threshold while a recording is read (see `_recording`).
+READER_GC_THRESHOLD = 50_000
 
 
 class _OrderedFlag(argparse.Action):
@@ -313,6 +316,10 @@ def _printable(document: Any) -> Any:
 def _recording(path: str, since: str | None, until: str | None) -> Any:
     """The recording at `path` (a stateDir, its recording folder or a segment), read as it is iterated."""
     from evictd.recording import RECORDING_FOLDER, Recording
+
+    # A reader builds and drops each cycle's objects by the thousand, freed as they go (no reference cycles): the
+    # collector's passes every 700 new objects (Python's default) were a sixth of its time.
+    gc.set_threshold(READER_GC_THRESHOLD, 10, 10)
 
     if os.path.isdir(os.path.join(path, RECORDING_FOLDER)):
         path = os.path.join(path, RECORDING_FOLDER)

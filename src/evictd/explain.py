@@ -91,13 +91,22 @@ def _key(eviction: Mapping[str, object]) -> str:
 
 
 def _uids(record: Record) -> dict[str, str]:
-    """The UID of each pod of the cycle's list, by namespace/name."""
+    """The UID of each pod of the cycle's list, by namespace/name (kept for the very list of the cycle before:
+    records carry the same list object until it changes)."""
+    last = _LAST_UIDS[0]
+    if last is not None and last[0] is record.pods:
+        return last[1]
     uids: dict[str, str] = {}
     for pod in record.pods:
         meta = pod.get("metadata") if isinstance(pod, Mapping) else None
         if isinstance(meta, Mapping) and meta.get("uid"):
             uids[f"{meta.get('namespace') or 'default'}/{meta.get('name')}"] = str(meta["uid"])
+    _LAST_UIDS[0] = (record.pods, uids)
     return uids
+
+
+# The last pod list `_uids` read, and its UIDs.
+_LAST_UIDS: list[tuple[Sequence[object], dict[str, str]] | None] = [None]
 
 
 def find_eviction(heads: Sequence[RecordHead], pod: str | None) -> tuple[int, str]:

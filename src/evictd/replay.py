@@ -28,6 +28,7 @@ from evictd.core.engine import EngineConfig, EngineState
 from evictd.core.errors import DecodeError, ScenarioError
 from evictd.core.fs_layout import FsLayout
 from evictd.core.pods import Pod
+from evictd.core.summary import SummaryDecoder
 from evictd.manager import CycleReport
 from evictd.recording import ABSENT, Record, decision_id, decision_json, scenario_parts
 from evictd.render import JsonObject, printable, table
@@ -88,7 +89,8 @@ def _compared(decision: Mapping[str, object]) -> dict[str, list[str]]:
         "conditions": [str(c) for c in items("conditions")],
         "reclaim": [str(a) for a in items("reclaim")],
         "evicted": [_eviction_text(e) for e in items("evicted") if isinstance(e, Mapping)],
-        "ranking": [str(r.get("pod")) if isinstance(r, Mapping) else str(r) for r in items("ranking")],
+        "ranking": [str(r.get("pod")) if type(r) is dict or isinstance(r, Mapping) else str(r)
+                    for r in items("ranking")],
     }
 
 
@@ -156,9 +158,10 @@ def replayed_runs(records: Iterable[Record], config: EngineConfig | None = None,
 def _replayed_cycles(runner: ScenarioRunner, steps: Iterator[tuple[Record, JsonObject]], pods: tuple[Pod, ...],
                      problem: Callable[[str], None]) -> Iterator[tuple[Record, CycleReport]]:
     previous = float("-inf")
+    summaries = SummaryDecoder()  # a recording's Summaries share their unchanged blocks: decoded once
     for record, raw in steps:
         try:
-            step = parse_step(raw, f"cycle {record.cycle}", previous, pods)
+            step = parse_step(raw, f"cycle {record.cycle}", previous, pods, summaries)
         except (ScenarioError, DecodeError) as exc:
             problem(f"cycle {decision_id(record.run, record.cycle)} cannot be replayed: {exc}")
             continue
@@ -183,10 +186,9 @@ def replay(records: Iterable[Record], config: EngineConfig | None = None,
             first_wall = record.wall if first_wall is None else first_wall
             last_wall = record.wall
             recorded = _compared(record.decision)
-            # The ranking is compared by pod (`_compared`): its keys are not rendered.
-            replayed = _compared({**decision_json(report, ranking=False),
-                                  "ranking": [] if report.ranking_signal is None else [
-                                      {"pod": pod.key} for pod in report.ranking]})
+            # The ranking is compared by pod name (as `_compared` reads the recorded one): its keys are not rendered.
+            replayed = _compared(decision_json(report, ranking=False))
+            replayed["ranking"] = [] if report.ranking_signal is None else [pod.key for pod in report.ranking]
             recorded_timeline.append((record.wall, recorded["conditions"]))
             replayed_timeline.append((record.wall, replayed["conditions"]))
             differences.extend(Difference(record.run, record.cycle, record.wall, what, tuple(recorded[what]),

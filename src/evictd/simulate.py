@@ -70,10 +70,10 @@ def _pods(value: object, key: str) -> tuple[Pod, ...]:
     return list_of(value, key, lambda item, where: pod_from_dict(mapping(item, where), where=where))
 
 
-def _summary(value: object, key: str) -> Summary:
+def _summary(value: object, key: str, decode: Callable[[Mapping[str, object]], Summary] = summary_from_dict) -> Summary:
     document = mapping(value, key)
     try:
-        return summary_from_dict(document)
+        return decode(document)
     except DecodeError as exc:
         raise exc.at(key if exc.key == ROOT_KEY else f"{key}.{exc.key}") from None
 
@@ -146,9 +146,11 @@ def scenario_pods(document: Mapping[str, object]) -> tuple[Pod, ...]:
     return _pods(document.get("pods", []), "pods")
 
 
-def parse_step(raw: object, key: str, previous: float, pods: tuple[Pod, ...]) -> Step:
-    """One step of a scenario (`key` names it in errors), after a step at `previous` with `pods`; raises
-    ScenarioError or DecodeError."""
+def parse_step(raw: object, key: str, previous: float, pods: tuple[Pod, ...],
+               summaries: Callable[[Mapping[str, object]], Summary] = summary_from_dict) -> Step:
+    """One step of a scenario (`key` names it in errors), after a step at `previous` with `pods`, its Summary
+    decoded by `summaries` (a `SummaryDecoder`, for steps that share blocks); raises ScenarioError or
+    DecodeError."""
     step = mapping(raw, key)
     unknown = sorted(set(step) - {"at", "summary", "afterReclaim", "pods"})
     if unknown:
@@ -156,7 +158,7 @@ def parse_step(raw: object, key: str, previous: float, pods: tuple[Pod, ...]) ->
     at = _at(step.get("at"), f"{key}.at", previous)
     if "pods" in step:
         pods = _pods(step["pods"], f"{key}.pods")
-    summary = _summary(step.get("summary", {}), f"{key}.summary")
+    summary = _summary(step.get("summary", {}), f"{key}.summary", summaries)
     after = step.get("afterReclaim")
     after_reclaim = _summary(after, f"{key}.afterReclaim") if after is not None else None
     return Step(at=at, summary=summary, after_reclaim=after_reclaim, pods=pods)

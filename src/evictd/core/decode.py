@@ -88,7 +88,7 @@ def mapping(value: object, key: str, *, if_null: object = _REJECT) -> object:
     """
     if value is None and if_null is not _REJECT:
         return if_null
-    if not isinstance(value, Mapping):
+    if type(value) is not dict and not isinstance(value, Mapping):  # a plain dict (most values) skips the ABC check
         raise invalid("must be a mapping", key, value)
     for name in value:
         if not isinstance(name, str):

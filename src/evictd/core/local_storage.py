@@ -115,6 +115,13 @@ def _container_limit_eviction(pod: Pod, stats: PodStats, rootfs_counts: bool) ->
     return None
 
 
+def _storage_limited(pod: Pod) -> bool:
+    """Whether any local-storage limit of the pod can evict it (a limited emptyDir, a pod or container limit)."""
+    return bool(derived(pod, Derived.LIMITED_EMPTYDIRS, _limited_emptydirs)) or \
+        pod_limit(pod, Resource.EPHEMERAL_STORAGE.value) is not None or \
+        bool(derived(pod, Derived.CONTAINER_STORAGE_LIMITS, _container_limits))
+
+
 def local_storage_evictions(
     pods: Sequence[Pod], stats_of: Callable[[Pod], PodStats | None], layout: FsLayout
 ) -> list[LocalStorageEviction]:
@@ -126,6 +133,8 @@ def local_storage_evictions(
     rootfs_counts = meaning_of(layout).container_rootfs_counts
     evictions: list[LocalStorageEviction] = []
     for pod in pods:
+        if not derived(pod, Derived.STORAGE_LIMITED, _storage_limited):
+            continue  # most pods, every cycle: nothing to compare
         stats = stats_of(pod)
         if stats is None or is_critical_pod(pod):
             continue

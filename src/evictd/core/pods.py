@@ -210,6 +210,8 @@ class Derived(StrEnum):
     CONTAINER_STORAGE_LIMITS = "local storage: container limits"
     POD_KEY = "node stats: pod key"
     POD_REFERENCE = "node stats: pod reference"
+    CRITICAL = "critical"  # is_critical_pod
+    STORAGE_LIMITED = "local storage: any limit"
 
 
 # What a value is remembered under: the computation, with its argument (a resource name) when it takes one.
@@ -245,6 +247,10 @@ def is_mirror_pod(pod: Pod) -> bool:
 
 def is_critical_pod(pod: Pod) -> bool:
     """Return True for pods the eviction manager never evicts and always admits (KUBELET_SPEC §10.5)."""
+    return derived(pod, Derived.CRITICAL, _is_critical_pod)
+
+
+def _is_critical_pod(pod: Pod) -> bool:
     if is_static_pod(pod) or is_mirror_pod(pod):
         return True
     return pod.priority is not None and pod.priority >= SYSTEM_CRITICAL_PRIORITY

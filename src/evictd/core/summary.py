@@ -26,7 +26,7 @@ from datetime import UTC, datetime, timedelta, timezone
 from types import MappingProxyType
 from typing import TYPE_CHECKING
 
-from evictd.core.decode import EMPTY_MAPPING, INT64_MAX, child, integer, invalid, list_of, mapping, string
+from evictd.core.decode import EMPTY_MAPPING, INT64_MAX, child, integer, invalid, list_of, mapping, sequence, string
 from evictd.core.quantity import Quantity, QuantityFormat
 from evictd.core.signals import Signal
 
@@ -182,6 +182,66 @@ def summary_from_dict(obj: Mapping[str, object]) -> Summary:
     return Summary(node=node, pods=pods)
 
 
+class SummaryDecoder:
+    """`summary_from_dict` for one document after another that share their unchanged blocks (a recording's
+    Summaries, each rebuilt from the one before by `apply_summary_changes`): the node, when it is the very object
+    of the document before, and a pod whose values other than `memory` are the very objects of the pod with the
+    same `podRef` object in the document before, are not decoded again (its memory is). The same result and
+    errors as `summary_from_dict`, as long as the documents are not changed in place between calls."""
+
+    def __init__(self) -> None:
+        self._node: tuple[object, NodeStats] | None = None
+        # The pods of the document before, by the identity of their `podRef` object (held: ids stay unique).
+        self._pods: dict[int, tuple[Mapping[str, object], PodStats]] = {}
+
+    def __call__(self, obj: Mapping[str, object]) -> Summary:
+        doc = mapping(obj, ROOT_KEY)
+        value = doc.get("node")
+        last = self._node
+        node = last[1] if last is not None and last[0] is value else _node_stats(value, "node")
+        self._node = (value, node)
+        items = doc.get("pods")
+        if items is None:
+            self._pods = {}
+            return Summary(node=node, pods=())
+        before = self._pods
+        known: dict[int, tuple[Mapping[str, object], PodStats]] = {}
+        pods: list[PodStats] = []
+        for index, item in enumerate(sequence(items, "pods")):
+            if type(item) is not dict:
+                pods.append(_pod_stats(item, f"pods[{index}]"))
+                continue
+            ref = item.get("podRef")
+            seen = before.get(id(ref))
+            if seen is not None and _same_but_memory(seen[0], item):
+                old = seen[1]
+                stats = PodStats(pod_ref=old.pod_ref, memory=_memory_stats(item.get("memory"), f"pods[{index}].memory"),
+                                 containers=old.containers, volume_stats=old.volume_stats,
+                                 ephemeral_storage=old.ephemeral_storage, process_count=old.process_count)
+            else:
+                stats = _pod_stats(item, f"pods[{index}]")
+            known[id(ref)] = (item, stats)
+            pods.append(stats)
+        self._pods = known
+        return Summary(node=node, pods=tuple(pods))
+
+
+_MISSING = object()
+
+
+def _same_but_memory(before: Mapping[str, object], pod: Mapping[str, object]) -> bool:
+    """Whether `pod` has the keys of `before`, each value but `memory` the very same object."""
+    if len(before) != len(pod):
+        return False
+    for name, block in pod.items():
+        if name == "memory":
+            if name not in before:
+                return False
+        elif before.get(name, _MISSING) is not block:
+            return False
+    return True
+
+
 def _counter(obj: Mapping[str, object], name: str, parent: str) -> int | None:
     """Read an unsigned counter (Go *uint64 later converted with int64(), so at most MAX_COUNTER)."""
     value = obj.get(name)
@@ -236,6 +296,21 @@ def _parse_time(value: str, key: str) -> datetime | None:
 
 
 def _memory_stats(value: object, key: str) -> MemoryStats | None:
+    if type(value) is dict:  # the common case (a JSON object whose values are all plainly valid), checked at once
+        get = value.get
+        time = get("time")
+        time = _TIMES.get(time, _MISSING) if type(time) is str else _MISSING if time is not None else None
+        counters = (get("availableBytes"), get("usageBytes"), get("workingSetBytes"), get("rssBytes"),
+                    get("pageFaults"), get("majorPageFaults"))
+        plain = time is not _MISSING
+        for counter in counters:
+            if counter is not None and (type(counter) is not int or not 0 <= counter <= MAX_COUNTER):
+                plain = False
+        for name in value:
+            if type(name) is not str:
+                plain = False
+        if plain:
+            return MemoryStats(time, *counters)  # type: ignore[arg-type]
     obj = mapping(value, key, if_null=None)
     if obj is None:
         return None

@@ -176,15 +176,27 @@ def _memory_from_row(row: Sequence[object]) -> dict[str, object]:
     """The document of the memory block of a row `_memory_row` wrote (without its index)."""
     if len(row) != 1 + len(_MEMORY_COUNTERS):
         raise ValueError(f"a memory row of {len(row) + 1} values, not {2 + len(_MEMORY_COUNTERS)}")
-    time, *values = row
+    time = row[0]
     memory: dict[str, object] = {}
     if time is not None:
         if not isinstance(time, int):
             raise ValueError(f"a memory row's time is not microseconds: {time!r:.40}")
-        memory["time"] = (_EPOCH + time * _MICROSECOND).isoformat()
-    memory.update((name, value) for (name, _), value in zip(_MEMORY_COUNTERS, values, strict=True)
-                  if value is not None)
+        text = _ROW_TIMES.get(time)
+        if text is None:  # every pod of a cycle has the same few times: each written once
+            if len(_ROW_TIMES) >= _ROW_TIMES_KEPT:
+                _ROW_TIMES.clear()
+            text = _ROW_TIMES[time] = (_EPOCH + time * _MICROSECOND).isoformat()
+        memory["time"] = text
+    for name, value in zip(_MEMORY_KEYS, row[1:]):  # noqa: B905 (the length is checked above)
+        if value is not None:
+            memory[name] = value
     return memory
+
+
+_MEMORY_KEYS = tuple(name for name, _ in _MEMORY_COUNTERS)
+# The text of the times of memory rows read lately, by integer microseconds: at most so many, then forgotten.
+_ROW_TIMES: dict[int, str] = {}
+_ROW_TIMES_KEPT = 4096
 
 
 def _block_texts(dumps: Dumps, stats: PodStats, last: _Pod | None) -> tuple[str | None, str | None, str | None]:
@@ -366,9 +378,10 @@ def apply_summary_changes(document: Mapping[str, object], changes: Mapping[str, 
     if not isinstance(old_pods, list):
         raise ValueError("summary changes without a whole summary before them")
     pods: dict[str, object] = {}
+    # (`type(...) is dict` first: a plain dict, every pod every cycle, skips the Mapping ABC check.)
     for pod in old_pods:
-        ref = pod.get("podRef") if isinstance(pod, Mapping) else None
-        pods[summary_pod_id(ref if isinstance(ref, Mapping) else {})] = pod
+        ref = pod.get("podRef") if type(pod) is dict or isinstance(pod, Mapping) else None
+        pods[summary_pod_id(ref if type(ref) is dict or isinstance(ref, Mapping) else {})] = pod
     before = list(pods)
     known = set(before)
     for changed in changes.get("pods") or ():  # type: ignore[attr-defined]
@@ -401,7 +414,7 @@ def apply_summary_changes(document: Mapping[str, object], changes: Mapping[str, 
         if not isinstance(row, list) or not row or not isinstance(row[0], int) or not 0 <= row[0] < len(listed):
             raise ValueError(f"a memory row of no pod: {row!r:.80}")
         pod = listed[row[0]]
-        if not isinstance(pod, Mapping):
+        if type(pod) is not dict and not isinstance(pod, Mapping):
             raise ValueError(f"a memory row of a pod that is not an object: {pod!r:.80}")
         listed[row[0]] = {**pod, "memory": _memory_from_row(row[1:])}
     node = document.get("node")

@@ -572,7 +572,10 @@ def main(argv: list[str] | None = None) -> int:
     rng = random.Random(args.seed)
     base = Path(tempfile.mkdtemp(prefix=BASE_PREFIX))
     imagefs = SmallExt4(base.with_name(base.name + "-imagefs"), IMAGEFS_MIB) if args.signal == "imagefs" else None
-    cluster = RealCluster(base, k8s_bin_dir(), containerd_root=None if imagefs is None else imagefs.mountpoint / "root")
+    # Every pod of a trial is on the host network: no pod network (none can be made in the v2 guest, whose kernel
+    # has no IPv4 NAT).
+    cluster = RealCluster(base, k8s_bin_dir(), containerd_root=None if imagefs is None else imagefs.mountpoint / "root",
+                          pod_network=False)
     cluster.start()
     folder = cluster.base / "bench"
     results: dict[str, list[Trial]] = {}

@@ -5,8 +5,9 @@ Real kernel, real daemon: one user-mode Linux guest (tests/uml/uml_guest.py; cgr
 the ``wakeup`` scenario of tests/uml/guest_v2_node.py: `evictd run` with the kubelet's 10 s housekeeping
 interval and a hard ``allocatableMemory.available<60Mi`` threshold on a 320 MiB pods cgroup, the test API
 server, a stand-in kubelet; for each crossing a new pod gets 270 MiB at once (one mmap with MAP_POPULATE:
-every page charged), at a different point of the tick, and is evicted. The kernel's figure is sampled every 5 ms beside it: latency =
-the time evictd logged the threshold met - the first sample showing it met (resolution: the 5 ms sampler).
+every page charged), at a different point of the tick, and is evicted. The kernel's figure is sampled every 5 ms
+beside it: latency = the time evictd logged the threshold met - the first sample showing it met (resolution: the
+5 ms sampler).
 First with ``memcgWakeups: false`` (the tick alone: what evictd did on v2 before the watch, and what the
 kubelet does on v2 without PSI), then with the default ``memcgWakeups: true`` (the memory watch).
 

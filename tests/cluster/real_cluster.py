@@ -527,7 +527,8 @@ class RealCluster:
     the end of the component logs); ``stop()`` tears it down and returns what could not be cleaned.
     """
 
-    def __init__(self, base: Path, bin_dir: Path, containerd_root: Path | None = None) -> None:
+    def __init__(self, base: Path, bin_dir: Path, containerd_root: Path | None = None, *,
+                 pod_network: bool = True) -> None:
         """``containerd_root``: containerd's image store and writable layers (the node's imagefs) on a folder of
         the caller's, e.g. on a small loop-mounted filesystem (default: under ``base``)."""
         self.base = base
@@ -547,9 +548,14 @@ class RealCluster:
         self.cgroup_root = f"{CGROUP_ROOT_PREFIX}{uuid.uuid4().hex[:8]}"
         self.cgroup_version = detect_cgroup_layout().version  # 2 in a cgroup v2 guest (tests/uml), 1 on this host
         self.busybox_image = BUSYBOX_IMAGE
-        self.pod_network = PodNetwork(self.cgroup_root.removeprefix(CGROUP_ROOT_PREFIX), base / "cni-ipam")
+        # The pod network (a bridge and a DNAT rule for the kubernetes Service) is for pods off the host network:
+        # the DaemonSet's. Without it (`pod_network=False`: hostNetwork pods only, as the side by side's), the
+        # cluster needs no bridge or NAT in the kernel: the v2 guest's has no IPv4 NAT.
+        self.pod_network = PodNetwork(self.cgroup_root.removeprefix(CGROUP_ROOT_PREFIX), base / "cni-ipam") \
+            if pod_network else None
         self.containerd = Containerd(base / "ctrd", root=containerd_root, cgroup_root=self.cgroup_root,
-                                     cni=(CNI_BIN_DIR, self.pod_network.conflist()))
+                                     network_ready=True,
+                                     cni=(CNI_BIN_DIR, self.pod_network.conflist()) if self.pod_network else None)
         self.containerd_endpoint = self.containerd.endpoint
         (self.api_port, self.etcd_port, self.etcd_peer_port, self.kubelet_port,
          self.kubelet_healthz_port, self.controller_manager_port, self.scheduler_port) = (0, 0, 0, 0, 0, 0, 0)
@@ -626,7 +632,8 @@ class RealCluster:
         self._timed("kube-apiserver", self._start_apiserver)
         self._timed("kube-controller-manager", self._start_controller_manager)
         self._timed("kube-scheduler", self._start_scheduler)
-        self._timed("pod-network", self._start_pod_network)
+        if self.pod_network is not None:
+            self._timed("pod-network", self._start_pod_network)
         self._timed("containerd", self._start_containerd)
         self._make_cgroup_root()
         self._make_kubelet_root_shared()
@@ -749,6 +756,7 @@ class RealCluster:
         wait_for(healthy, timeout_s, f"{name} to be healthy on {healthz}")
 
     def _start_pod_network(self) -> None:
+        assert self.pod_network is not None
         try:
             self.pod_network.start(self.api_port)
         except (PodNetworkError, OSError) as exc:
@@ -1118,7 +1126,7 @@ class RealCluster:
             with contextlib.suppress(FileNotFoundError):
                 shim_socket(str(self.containerd.socket), K8S_NAMESPACE, sandbox_id).unlink()
         problems += [f"containerd shim {pid} still running" for pid in shim_pids(str(self.containerd.socket))]
-        problems += self.pod_network.stop()
+        problems += self.pod_network.stop() if self.pod_network is not None else []
         unmount_under(self.base)
         if self._cgroups_made:
             problems += [f"cgroup not removed: {folder}" for folder in remove_cgroup_tree(self.cgroup_root)]

@@ -201,6 +201,7 @@ def test_pod_is_scheduled_on_the_node_and_ready_by_its_probe(deployed: Deployed)
     # Ready through the readiness probe on /healthz: the container is running and evictd is cycling.
     status = pod["status"]["containerStatuses"][0]
     assert status["ready"] is True and "running" in status["state"]
+    assert cluster.pod_network is not None
     assert pod["status"]["podIP"].startswith(cluster.pod_network.subnet.rsplit(".", 1)[0])
 
 

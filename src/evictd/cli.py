@@ -306,13 +306,6 @@ class _Problems:
             print("warning: more lines cannot be read: not shown", file=sys.stderr)
 
 
-def _printable(document: Any) -> Any:
-    """A document for text output: every string in it printable (see `render.printable`)."""
-    from evictd.render import printable_document
-
-    return printable_document(document)
-
-
 def _recording(path: str, since: str | None, until: str | None) -> Any:
     """The recording at `path` (a stateDir, its recording folder or a segment), read as it is iterated."""
     from evictd.recording import RECORDING_FOLDER, Recording
@@ -403,6 +396,7 @@ def _explain(args: argparse.Namespace) -> int:
         replay_until,
         stale_after_s,
     )
+    from evictd.render import printable_document
 
     configuration = load_configuration(args.config, _flags(args))
     state_dir = args.state_dir or configuration.evictd.state_dir
@@ -423,7 +417,7 @@ def _explain(args: argparse.Namespace) -> int:
         if not document["current"]:
             print(f"warning: the newest recorded cycle is {document['ageSeconds']:g} s old: this is not now",
                   file=sys.stderr)
-        print(json.dumps(document, indent=2) if args.output == "json" else now_text(_printable(document)))
+        print(json.dumps(document, indent=2) if args.output == "json" else now_text(printable_document(document)))
         return EXIT_OK
     try:
         if args.decision is not None:
@@ -443,7 +437,7 @@ def _explain(args: argparse.Namespace) -> int:
         return EXIT_OK
     target = heads[index]
     document = explanation_json(replay_until(recording.cycles(run=target.run), target), pod_key)
-    print(json.dumps(document, indent=2) if args.output == "json" else explanation_text(_printable(document)))
+    print(json.dumps(document, indent=2) if args.output == "json" else explanation_text(printable_document(document)))
     return EXIT_OK
 
 
@@ -461,6 +455,7 @@ def _explain_from_journal(args: argparse.Namespace, state_dir: str, records: Seq
         unrecorded,
         why_not_recorded,
     )
+    from evictd.render import printable_document
 
     entries, journal_problem = journal_entries(state_dir)
     since, until = _when(args.since, "--since"), _when(args.until, "--until")
@@ -479,7 +474,7 @@ def _explain_from_journal(args: argparse.Namespace, state_dir: str, records: Seq
             raise EvictdError(f"{not_found}; {either}")
         return False
     document = journal_json(entry, why_not_recorded(entry, records, recording_problem))
-    print(json.dumps(document, indent=2) if args.output == "json" else journal_text(_printable(document)))
+    print(json.dumps(document, indent=2) if args.output == "json" else journal_text(printable_document(document)))
     return True
 
 

@@ -29,14 +29,18 @@ def printable(text: str) -> str:
                             f"\\u{ord(found[0]):04x}", text)
 
 
-def printable_document(value: object) -> object:
-    """`value` (a JSON document) with every string in it `printable`, keys too: for text output."""
+def printable_document(document: Mapping[str, object]) -> JsonObject:
+    """`document` (a JSON object) with every string in it `printable`, keys too: for text output."""
+    return {printable(str(key)): _printable_value(item) for key, item in document.items()}
+
+
+def _printable_value(value: object) -> object:
     if isinstance(value, str):
         return printable(value)
     if isinstance(value, Mapping):
-        return {printable(str(key)): printable_document(item) for key, item in value.items()}
+        return printable_document(value)
     if isinstance(value, list | tuple):
-        return [printable_document(item) for item in value]
+        return [_printable_value(item) for item in value]
     return value
 
 
@@ -44,11 +48,10 @@ def printable_document(value: object) -> object:
 # backslashes): DEL and C1 controls, the line breaks NEL, LS and PS, the BOM and non-characters; and a lone
 # surrogate (not text: a JSON escape can make one), which YAML cannot hold at all and becomes U+FFFD.
 _NOT_YAML = re.compile("[\x7f-\x9f\u2028\u2029\ud800-\udfff\ufeff\ufffe\uffff]")
-# A JSON number with an exponent and no point (1e-05), which YAML 1.1 reads as a string; and JSON's tokens to
-# find it outside strings.
 # An exponent and its sign: JSON text (json.dumps) writes an exponent only for a float, always with its sign (1e-05,
 # 1e+16). Found with `str.find` (mostly in strings: a UID's hex), each then looked back on (`_exponent_hint`).
 _SIGNED_EXPONENTS = ("e-", "e+", "E-", "E+")
+# A JSON number with an exponent and no point (1e-05), which YAML 1.1 reads as a string, found outside strings.
 _STRING_OR_BARE_EXPONENT = re.compile(r'"(?:[^"\\]|\\.)*"|(?<![\d.])(-?\d+)(?=[eE])')
 
 

@@ -27,6 +27,8 @@ import zlib
 from collections.abc import Callable, Iterator, Sequence
 from typing import IO, BinaryIO
 
+from evictd.kube.atomic_file import file_kind
+
 MAX_LINE_BYTES = 16 << 20
 MAX_SEGMENT_BYTES = 256 << 20
 # What is read of a segment to find its run and first cycle.
@@ -42,12 +44,6 @@ class NotRegularFile(OSError):
     """A segment that is not a regular file (a FIFO, a device, a symlink, a folder): never read."""
 
 
-def _kind(mode: int) -> str:
-    kinds = ((stat.S_ISDIR, "a folder"), (stat.S_ISLNK, "a symlink"), (stat.S_ISFIFO, "a FIFO"),
-             (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
-    return next((name for test, name in kinds if test(mode)), "not a regular file")
-
-
 def open_segment(path: str) -> BinaryIO:
     """Open `path` for reading, refusing anything but a regular file (NotRegularFile). Raises OSError."""
     try:
@@ -59,7 +55,7 @@ def open_segment(path: str) -> BinaryIO:
     mode = os.fstat(descriptor).st_mode
     if not stat.S_ISREG(mode):
         os.close(descriptor)
-        raise NotRegularFile(errno.EINVAL, f"{_kind(mode)}, not a regular file: not read")
+        raise NotRegularFile(errno.EINVAL, f"{file_kind(mode)}, not a regular file: not read")
     return os.fdopen(descriptor, "rb")
 
 

@@ -25,6 +25,7 @@ import time
 from typing import Any
 
 from evictd.core.errors import LockFileError, StateLockError
+from evictd.kube.atomic_file import file_kind
 
 LOCK_FILE = "evictd.lock"
 NODE_LOCK_FILE = "/run/evictd/node.lock"
@@ -52,12 +53,6 @@ def _try_lock(descriptor: int) -> bool:
     return True
 
 
-def _kind(mode: int) -> str:
-    kinds = ((stat.S_ISDIR, "a folder"), (stat.S_ISLNK, "a symlink"), (stat.S_ISFIFO, "a FIFO"),
-             (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
-    return next((name for test, name in kinds if test(mode)), "not a regular file")
-
-
 def _open_lock_file(path: str, locked: str) -> int:
     """Open (create) the lock file at `path`, refusing anything but a regular file (LockFileError)."""
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
@@ -65,12 +60,12 @@ def _open_lock_file(path: str, locked: str) -> int:
         descriptor = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK, 0o644)
     except OSError as exc:
         if exc.errno in (errno.ELOOP, errno.EISDIR, errno.ENXIO):  # a symlink, a folder, a socket
-            raise LockFileError(locked, path, _kind(os.lstat(path).st_mode)) from exc
+            raise LockFileError(locked, path, file_kind(os.lstat(path).st_mode)) from exc
         raise
     mode = os.fstat(descriptor).st_mode
     if not stat.S_ISREG(mode):
         os.close(descriptor)
-        raise LockFileError(locked, path, _kind(mode))
+        raise LockFileError(locked, path, file_kind(mode))
     return descriptor
 
 

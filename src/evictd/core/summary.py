@@ -260,15 +260,18 @@ def _time(obj: Mapping[str, object], name: str, parent: str) -> datetime | None:
     value = obj.get(name)
     if value is None:
         return None
-    if isinstance(value, str) and value in _TIMES:
-        return _TIMES[value]
+    if isinstance(value, str):
+        try:
+            return _TIMES[value]
+        except KeyError:  # not parsed yet (or forgotten meanwhile, by another thread's `clear`)
+            pass
     key = child(parent, name)
     if not isinstance(value, str):
         raise invalid("must be an RFC 3339 time string", key, value)
     if len(_TIMES) >= _TIMES_KEPT:
         _TIMES.clear()
-    _TIMES[value] = _parse_time(value, key)
-    return _TIMES[value]
+    parsed = _TIMES[value] = _parse_time(value, key)
+    return parsed
 
 
 def _parse_time(value: str, key: str) -> datetime | None:

@@ -18,8 +18,17 @@ from typing import Any
 
 from evictd.core.errors import SampleError
 
+# What a file that is not a regular one is called in messages (a lock file, a recording's segment, ...).
+_KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISLNK, "a symlink"), (stat.S_ISFIFO, "a FIFO"),
+          (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
+
 # The UTC time in the name of a file moved aside, e.g. `evictions.json.corrupt-20261122T101500Z`.
 ASIDE_TIME_FORMAT = "%Y%m%dT%H%M%SZ"
+
+
+def file_kind(mode: int) -> str:
+    """What a file of `st_mode` `mode` that is not a regular file is ("a FIFO", "a symlink", ...), for messages."""
+    return next((name for test, name in _KINDS if test(mode)), "not a regular file")
 
 
 def write_json_atomically(path: str, document: Any, *, prefix: str = ".tmp-") -> None:

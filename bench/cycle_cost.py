@@ -11,7 +11,7 @@ against the floor of its own file operations, in the steady state of its disk-us
   as the daemon's pod watch cache hands it out); no threshold is met.
 * `API pod list, memory.available met`: the root cgroup is rewritten so that `memory.available` is 50Mi
   (< the default hard 100Mi): every cycle ranks all pods, builds the eviction message and decides an eviction.
-* `discovered pods (no API)`: the daemon as `evictd.composition` builds it without a Kubernetes API (pods
+* `discovered pods (no API)`: the daemon as `evictd.run.composition` builds it without a Kubernetes API (pods
   discovered from pod cgroups and log folders by `DiscoveredPods`, whose listing the stats source reuses);
   no threshold met.
 
@@ -47,17 +47,17 @@ from evictd.adapters.node_pods import DiscoveredPods
 from evictd.adapters.node_stats import NodeStatsSource
 from evictd.adapters.pod_disk_usage import PodDiskWalker
 from evictd.clock import SYSTEM_CLOCK
-from evictd.composition import (
+from evictd.config import load_configuration
+from evictd.core.engine import EngineConfig
+from evictd.core.pods import Pod
+from evictd.core.signals import Signal
+from evictd.run.composition import (
     PathLayout,
     ReportOnlyEvictor,
     ReportOnlyReclaimer,
     build_stats_source,
 )
-from evictd.config import load_configuration
-from evictd.core.engine import EngineConfig
-from evictd.core.pods import Pod
-from evictd.core.signals import Signal
-from evictd.manager import CycleReport, EvictionManager
+from evictd.run.manager import CycleReport, EvictionManager
 
 SIZES = (110, 250, 1000)
 TARGET_RATIO = 2.0
@@ -103,7 +103,7 @@ def disk_pass_for(node: SyntheticNode, manager: EvictionManager) -> DiskPass:
 
 
 def build_manager(node: SyntheticNode, *, discovered: bool) -> EvictionManager:
-    """Return an EvictionManager wired as `evictd.composition.build_daemon` wires it, over `node`."""
+    """Return an EvictionManager wired as `evictd.run.composition.build_daemon` wires it, over `node`."""
     config = load_configuration([str(write_config(node))])
     settings = config.evictd
     cgroups = CgroupReader(node.layout())

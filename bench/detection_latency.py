@@ -1,6 +1,6 @@
 """Detection latency: from a real memory threshold crossing to the engine's decision.
 
-Real memory, real daemon: `evictd.composition.build_daemon` over this machine's cgroup v1 hierarchy, /proc and
+Real memory, real daemon: `evictd.run.composition.build_daemon` over this machine's cgroup v1 hierarchy, /proc and
 filesystems, run in a thread of this process (JSON logs to /dev/null, no HTTP endpoint, PSI wake-ups off), with
 one hard threshold. A child process allocates real memory (anonymous mmap, every page written): first a base
 that stays allocated, up to about 96 MiB above the threshold, then, for each crossing, 256 KiB steps until
@@ -314,10 +314,10 @@ def running_daemon(target: Target, *, wakeups: bool, interval: str, workdir: Pat
                    prepare: Callable[[Any], None] | None = None) -> Iterator[Recorder]:
     """Run the real daemon in a thread with one hard threshold; yield its recorder. `prepare(daemon)` runs
     after the recorder is installed and before the loop starts (bench/disk_walk_isolation.py uses it)."""
-    from evictd.composition import build_daemon
     from evictd.config import load_configuration
     from evictd.core.signals import Signal
-    from evictd.logging_setup import configure_logging
+    from evictd.observe.logging_setup import configure_logging
+    from evictd.run.composition import build_daemon
 
     kubelet = {"apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration",
                "evictionHard": {target.signal_name: str(target.threshold)}, "enforceNodeAllocatable": []}

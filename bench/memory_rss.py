@@ -16,16 +16,16 @@ imported counts), on the same synthetic 250-pod node (`synthetic_node.py`):
 Each process reports VmRSS from /proc/self/status at each step:
 
 1. bare interpreter;
-2. the import floor: evictd.daemon, evictd.composition, prometheus_client, structlog and grpc (each "not
+2. the import floor: evictd.run.daemon, evictd.run.composition, prometheus_client, structlog and grpc (each "not
    installed" if missing) and, with the API, the modules of the `kubernetes` package the daemon uses
    (`kubernetes.client.configuration`, `.rest`, `.exceptions`, and the credential loader:
    `kubernetes.config.kube_config` or `.incluster_config`, imported as the daemon imports them:
    `evictd.kube.lean_import`), nothing built;
-3. the daemon built by `evictd.composition.build_daemon` from a configuration pointing at the synthetic
+3. the daemon built by `evictd.run.composition.build_daemon` from a configuration pointing at the synthetic
    node, with its /metrics endpoint on a loopback port, JSON logs to /dev/null and memory wake-ups off (the
    synthetic tree is not a real cgroupfs);
 4. every 10 cycles while the daemon runs 100 cycles back to back, served as `evictd run` serves it
-   (`evictd.daemon.serve`: its parts started, start-up objects frozen out of the garbage collector's sight,
+   (`evictd.run.daemon.serve`: its parts started, start-up objects frozen out of the garbage collector's sight,
    then `Daemon.run()`; the daemon records metrics and logs each cycle as it always does; /metrics is
    scraped at each sample, as Prometheus would); beside it, the RSS of the disk walker process the daemon
    runs (reported on its own line, not in the daemon's figures).
@@ -50,7 +50,7 @@ import os
 import sys
 
 TARGET_MIB = 64.0
-LIBRARIES = ("evictd.daemon", "evictd.composition", "prometheus_client", "structlog", "grpc")
+LIBRARIES = ("evictd.run.daemon", "evictd.run.composition", "prometheus_client", "structlog", "grpc")
 # The modules of the kubernetes package the daemon imports to reach the API, and the credential loader of each
 # way of reaching it.
 KUBERNETES_MODULES = ("kubernetes.client.configuration", "kubernetes.client.rest", "kubernetes.client.exceptions")
@@ -121,11 +121,11 @@ def child(config_path: str, cycles: int, out_path: str, credentials: str) -> Non
     result["floor_mib"] = rss_mib()
 
     from evictd.adapters.disk_walker_process import DiskWalkerProcess
-    from evictd.after_cycle import Cycle
-    from evictd.composition import build_daemon
     from evictd.config import load_configuration
-    from evictd.daemon import serve
-    from evictd.http_endpoint import HttpEndpoint
+    from evictd.observe.http_endpoint import HttpEndpoint
+    from evictd.run.after_cycle import Cycle
+    from evictd.run.composition import build_daemon
+    from evictd.run.daemon import serve
 
     config = load_configuration([config_path])
     with open(os.devnull, "w") as devnull:

@@ -30,10 +30,10 @@ from cycle_cost import PRESSURE_AVAILABLE_BYTES, PRESSURE_INACTIVE_FILE_BYTES, b
 from synthetic_node import MiB, build_node, write_config
 
 from evictd.adapters import procfs
-from evictd.after_cycle import Cycle
 from evictd.config import load_configuration
-from evictd.recorder import FlightRecorder
-from evictd.recording import CLOSED_SUFFIX, RECORDING_FOLDER, segment_paths
+from evictd.record.recorder import FlightRecorder
+from evictd.record.recording import CLOSED_SUFFIX, RECORDING_FOLDER, segment_paths
+from evictd.run.after_cycle import Cycle
 
 ROOT = Path(__file__).resolve().parents[1]
 TARGET_S = 15.0

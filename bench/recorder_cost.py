@@ -41,10 +41,10 @@ from cycle_cost import (
 from synthetic_node import MiB, build_node, write_config
 
 from evictd.adapters import procfs
-from evictd.after_cycle import Cycle
 from evictd.config import load_configuration
-from evictd.recorder import FlightRecorder
-from evictd.recording import RECORDING_FOLDER, segment_paths
+from evictd.record.recorder import FlightRecorder
+from evictd.record.recording import RECORDING_FOLDER, segment_paths
+from evictd.run.after_cycle import Cycle
 
 SIZES = (110, 250, 1000)
 TARGET_SHARE = 0.15

@@ -1,6 +1,6 @@
 """The one fake clock of the tests: an `evictd.clock.Clock` (`monotonic()` and `wall()`) that moves only when told.
 
-Every clock the shell takes is that shape: the daemon, the manager, the adapters, the journal. `evictd.simulate`
+Every clock the shell takes is that shape: the daemon, the manager, the adapters, the journal. `evictd.commands.simulate`
 ships a clock of its own for scenarios; tests of anything else use this one.
 """
 

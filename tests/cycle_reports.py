@@ -1,7 +1,7 @@
 """Cycle reports from the real EvictionManager, for the tests of what the daemon does with them (metrics, cycle
 logs, the live view, the after-cycle hooks).
 
-Builders' Kubernetes documents go through `evictd.simulate.parse_scenario` and `run_scenario` (its scripted
+Builders' Kubernetes documents go through `evictd.commands.simulate.parse_scenario` and `run_scenario` (its scripted
 stats and fake clock are the only stand-ins), or through a manager whose stats source fails, exactly as the
 daemon would see them. `memory_run` (a fixture, registered in conftest.py) is the memory story below.
 """
@@ -18,15 +18,8 @@ import pytest
 
 from builders import Gi, Mi, pod, pod_stats, stamp, summary
 from clocks import ManualClock
-from evictd.core.engine import EngineState
-from evictd.core.errors import CRIError, KubeError, SampleError
-from evictd.core.fs_layout import FsLayout
-from evictd.core.pods import Pod
-from evictd.core.summary import Summary
-from evictd.core.thresholds import derive_containerfs_thresholds
-from evictd.manager import CycleReport, EvictionManager, LayoutSource, PodSource
-from evictd.render import step_json
-from evictd.simulate import (
+from evictd.commands.render import step_json
+from evictd.commands.simulate import (
     FixedLayout,
     RecordingEvictor,
     RecordingReclaimer,
@@ -35,6 +28,13 @@ from evictd.simulate import (
     parse_scenario,
     run_scenario,
 )
+from evictd.core.engine import EngineState
+from evictd.core.errors import CRIError, KubeError, SampleError
+from evictd.core.fs_layout import FsLayout
+from evictd.core.pods import Pod
+from evictd.core.summary import Summary
+from evictd.core.thresholds import derive_containerfs_thresholds
+from evictd.run.manager import CycleReport, EvictionManager, LayoutSource, PodSource
 
 CAPACITY = 16 * Gi
 NOW_WALL = datetime(2026, 11, 21, 10, 0, 42, tzinfo=UTC)

@@ -1,4 +1,4 @@
-"""The after-cycle hooks (src/evictd/after_cycle.py): re-arming the memory notifiers from a cycle's readings.
+"""The after-cycle hooks (src/evictd/run/after_cycle.py): re-arming the memory notifiers from a cycle's readings.
 
 The memcg notifiers are registered on this machine's root memory cgroup.
 """
@@ -25,13 +25,13 @@ from evictd.adapters.cgroups import CgroupLayout, CgroupReader
 from evictd.adapters.memory_watch import MemoryWatch
 from evictd.adapters.notifiers import MemcgNotifierSet, PsiNotifier, Waiter
 from evictd.adapters.pod_disk_usage import POD_DISK_SOURCE_PREFIX
-from evictd.after_cycle import Cycle, NotifierRefresh, log_sample_problems
 from evictd.core.engine import EngineState
 from evictd.core.errors import SampleError
 from evictd.core.kubelet_config import eviction_settings
 from evictd.core.memcg import MEMCG_REARM_STEP_BYTES
 from evictd.core.summary import Summary, summary_from_dict
-from evictd.metrics import Metrics
+from evictd.observe.metrics import Metrics
+from evictd.run.after_cycle import Cycle, NotifierRefresh, log_sample_problems
 from real_cgroups import CGROUP_MOUNT, temporary_cgroup
 from recording_log import RecordingLog
 

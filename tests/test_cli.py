@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from evictd.commands.simulate import parse_scenario
 from evictd.core.saved_state import STATE_VERSION, threshold_record
-from evictd.simulate import parse_scenario
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = sorted((ROOT / "config" / "examples").glob("*.yaml"))

@@ -1,4 +1,4 @@
-"""The composition root (src/evictd/composition.py): PSI wake-ups, layout detection and the stats-source choice.
+"""The composition root (src/evictd/run/composition.py): PSI wake-ups, layout detection and the stats-source choice.
 """
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ from evictd.adapters.cgroups import CgroupLayout, CgroupReader
 from evictd.adapters.kubelet_summary import ApiProxySummarySource, KubeletSummarySource
 from evictd.adapters.node_pods import DiscoveredPods
 from evictd.adapters.node_stats import NodeStatsSource
-from evictd.composition import PathLayout, build_psi_notifiers, build_stats_source
 from evictd.config import load_configuration
 from evictd.core.errors import SampleError
 from evictd.core.fs_layout import FsLayout
+from evictd.run.composition import PathLayout, build_psi_notifiers, build_stats_source
 
 FIXTURE_V1 = Path(__file__).resolve().parent / "fixtures" / "cgroup" / "v1-cgroupfs"
 FIXTURE_V2 = FIXTURE_V1.parent / "v2-cgroupfs"

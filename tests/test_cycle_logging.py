@@ -1,4 +1,4 @@
-"""Cycle logs (src/evictd/cycle_logging.py): only what changed is logged, with pod, signal, threshold and why.
+"""Cycle logs (src/evictd/observe/cycle_logging.py): only what changed is logged, with pod, signal, threshold and why.
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ from cycle_reports import (
 from evictd.core.engine import Skipped
 from evictd.core.fs_layout import ReclaimAction
 from evictd.core.kubelet_config import eviction_settings
-from evictd.cycle_logging import CycleLogger, describe_threshold
-from evictd.manager import ReclaimResult
+from evictd.observe.cycle_logging import CycleLogger, describe_threshold
+from evictd.run.manager import ReclaimResult
 
 # --------------------------------------------------------------------------------------------------
 # Cycle logs

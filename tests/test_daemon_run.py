@@ -15,19 +15,19 @@ import pytest
 from builders import Gi, Mi, pod, pod_stats, summary
 from clocks import ManualClock
 from evictd.adapters.notifiers import NotifierFailure
-from evictd.after_cycle import Cycle, NotifierRefresh
+from evictd.commands.simulate import FixedLayout
 from evictd.config import eviction_settings
 from evictd.core.engine import EngineConfig, Eviction
 from evictd.core.errors import SampleError
 from evictd.core.fs_layout import FsLayout
 from evictd.core.pods import Pod, pod_from_dict
 from evictd.core.summary import Summary, summary_from_dict
-from evictd.daemon import NOTIFICATION_FOLLOW_UPS_S, Daemon
-from evictd.http_endpoint import Health
-from evictd.manager import CycleReport, EvictionManager
-from evictd.metrics import Metrics
-from evictd.simulate import FixedLayout
-from evictd.stop_signal import StopSignal
+from evictd.observe.http_endpoint import Health
+from evictd.observe.metrics import Metrics
+from evictd.run.after_cycle import Cycle, NotifierRefresh
+from evictd.run.daemon import NOTIFICATION_FOLLOW_UPS_S, Daemon
+from evictd.run.manager import CycleReport, EvictionManager
+from evictd.run.stop_signal import StopSignal
 
 INTERVAL_S = 10.0
 CYCLE_S = 0.25  # what one cycle costs on the fake clock

@@ -89,9 +89,9 @@ def test_layout_lists_every_module_under_src_evictd_once_and_nothing_else() -> N
 def test_layout_check_sees_a_renamed_a_misplaced_and_a_repeated_module() -> None:
     text = DEVELOPMENT.read_text(encoding="utf-8")
     renamed = text.replace("\n  psi.py ", "\n  xyz.py ", 1)
-    misplaced = text.replace("\n  state_lock.py ", "\n   ", 1).replace("\n  journal.py ", "\n  journal.py, state_lock.py ", 1)
+    misplaced = text.replace("\n  lock.py ", "\n   ", 1).replace("\n  journal.py ", "\n  journal.py, lock.py ", 1)
     repeated = text.replace("\n  events.py ", "\n  events.py, events.py ", 1)
     assert text != renamed and text != misplaced and text != repeated
     assert layout_mismatch(renamed) == (["core/psi.py"], ["core/xyz.py"], [])
-    assert layout_mismatch(misplaced) == (["state_lock.py"], ["kube/state_lock.py"], [])
+    assert layout_mismatch(misplaced) == (["run/lock.py"], ["kube/lock.py"], [])
     assert layout_mismatch(repeated) == ([], [], ["kube/events.py"])

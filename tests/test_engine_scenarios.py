@@ -13,14 +13,7 @@ import pytest
 from builders import Gi, Mi, fs, pod, pod_stats, stamp, summary
 from clocks import ManualClock
 from cycle_reports import simulate_steps
-from evictd.core.engine import EngineConfig, EngineState, ReclaimThenEvict, Skipped, assess
-from evictd.core.errors import SampleError, ScenarioError
-from evictd.core.fs_layout import FsLayout
-from evictd.core.kubelet_config import EvictionSettings, apply_flags
-from evictd.core.pods import pod_from_dict
-from evictd.core.summary import summary_from_dict
-from evictd.manager import CycleStep, EvictionManager
-from evictd.simulate import (
+from evictd.commands.simulate import (
     FixedLayout,
     RecordingEvictor,
     RecordingReclaimer,
@@ -28,6 +21,13 @@ from evictd.simulate import (
     ScriptedStats,
     parse_scenario,
 )
+from evictd.core.engine import EngineConfig, EngineState, ReclaimThenEvict, Skipped, assess
+from evictd.core.errors import SampleError, ScenarioError
+from evictd.core.fs_layout import FsLayout
+from evictd.core.kubelet_config import EvictionSettings, apply_flags
+from evictd.core.pods import pod_from_dict
+from evictd.core.summary import summary_from_dict
+from evictd.run.manager import CycleStep, EvictionManager
 
 
 def evicted(step: dict[str, Any]) -> list[str]:

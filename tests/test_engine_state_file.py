@@ -1,4 +1,4 @@
-"""The engine state file (src/evictd/engine_state_file.py) on real files: saved after cycles, restored at start,
+"""The engine state file (src/evictd/record/engine_state.py) on real files: saved after cycles, restored at start,
 an unusable file moved aside, and a stateDir that takes no writes (a full and a read-only tmpfs) costing only the
 saving."""
 
@@ -14,20 +14,20 @@ import pytest
 
 from builders import Mi, summary
 from clocks import ManualClock
-from evictd.after_cycle import Cycle
 from evictd.core.engine import EngineConfig, EngineState, assess
 from evictd.core.fs_layout import FsLayout
 from evictd.core.signals import NodeCondition
 from evictd.core.summary import summary_from_dict
 from evictd.core.thresholds import parse_threshold_config
-from evictd.engine_state_file import (
+from evictd.record.engine_state import (
     MIN_RESTORE_WINDOW_S,
     SAVE_EVERY_S,
     STATE_FILE,
     EngineStateFile,
     restore_window_s,
 )
-from evictd.manager import CycleReport
+from evictd.run.after_cycle import Cycle
+from evictd.run.manager import CycleReport
 from full_filesystem import UnwritableFolder
 from recording_log import Counter, RecordingLog
 

@@ -15,11 +15,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from evictd.commands.simulate import parse_scenario
 from evictd.kube.evictor import journal_entry
 from evictd.kube.journal import JOURNAL_FILE, EvictionJournal
-from evictd.recording import RECORDING_FOLDER, read_recording
-from evictd.replay import replayed_runs
-from evictd.simulate import parse_scenario
+from evictd.record.recording import RECORDING_FOLDER, read_recording
+from evictd.record.replay import replayed_runs
 from recording_log import RecordingLog
 from test_recorder import EXAMPLES, SAMPLE, START, cycles, evictd, example, record, recorder
 

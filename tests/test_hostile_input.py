@@ -24,7 +24,7 @@ from evictd.adapters import procfs
 from evictd.adapters.cgroups import _uint
 from evictd.config import load_configuration
 from evictd.core.errors import ConfigError, SampleError
-from evictd.recording import segment_paths
+from evictd.record.recording import segment_paths
 from test_explain import memory_recording
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -1,6 +1,6 @@
 """The HTTP endpoint against hostile and careless clients: real sockets on 127.0.0.1, a real HttpEndpoint.
 
-What the endpoint promises (the module docstring of evictd.http_endpoint): no thread per connection, at most 16
+What the endpoint promises (the module docstring of evictd.observe.http_endpoint): no thread per connection, at most 16
 connections open (a new one past that closes the one waiting longest), 5 s to send a request head of at most
 8 KiB, 5 s to take the answer, GET/HEAD only and no bodies, and a client that goes away costs no output.
 Then what it serves: `/healthz` (the Health rule: a cycle within three intervals, not shutting down) and
@@ -23,10 +23,10 @@ import pytest
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Gauge
 
 from clocks import ManualClock
-from evictd import http_endpoint
 from evictd.core.errors import ConfigError
-from evictd.http_endpoint import Health, HttpEndpoint, parse_bind_address
-from evictd.metrics import Metrics
+from evictd.observe import http_endpoint
+from evictd.observe.http_endpoint import Health, HttpEndpoint, parse_bind_address
+from evictd.observe.metrics import Metrics
 
 # The limits the endpoint must keep (written out here: the test states the requirement, not the code's value).
 CAP = 16
@@ -365,7 +365,7 @@ def test_close_ends_open_connections_and_stops_listening() -> None:
 
 @pytest.fixture
 def clock(monkeypatch: pytest.MonkeyPatch) -> ManualClock:
-    """Stands in for the `time` module inside evictd.http_endpoint: a monotonic clock the test moves."""
+    """Stands in for the `time` module inside evictd.observe.http_endpoint: a monotonic clock the test moves."""
     fake = ManualClock()
     monkeypatch.setattr(http_endpoint, "time", fake)
     return fake

@@ -82,10 +82,10 @@ def test_adapters_do_not_import_the_shell(path: Path) -> None:
 
 def test_checker_catches_a_violation(tmp_path: Path) -> None:
     """The checks above must be able to fail: feed them a module that breaks every rule."""
-    bad = ast.parse("import os\nfrom evictd.manager import X\nopen('f')\n")
+    bad = ast.parse("import os\nfrom evictd.run.manager import X\nopen('f')\n")
     names = imported_modules(bad)
-    assert "os" in names and "evictd.manager" in names
-    assert shell_imports(bad) == ["evictd.manager"]
+    assert "os" in names and "evictd.run.manager" in names
+    assert shell_imports(bad) == ["evictd.run.manager"]
     assert shell_imports(ast.parse("from evictd.core.pods import Pod\nfrom evictd.clock import Clock\n")) == []
     calls = [n.func.id for n in ast.walk(bad) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)]
     assert "open" in calls

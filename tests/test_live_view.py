@@ -1,4 +1,4 @@
-"""The live view (src/evictd/live_view.py): signals, thresholds, grace progress, the ranking and recent events.
+"""The live view (src/evictd/observe/live_view.py): signals, thresholds, grace progress, the ranking and recent events.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from cycle_reports import (
     memory_step,
     run,
 )
-from evictd.live_view import render
+from evictd.observe.live_view import render
 
 # --------------------------------------------------------------------------------------------------
 # The live view

@@ -1,4 +1,4 @@
-"""Metrics (src/evictd/metrics.py): what one cycle's report exports, on the real manager's reports.
+"""Metrics (src/evictd/observe/metrics.py): what one cycle's report exports, on the real manager's reports.
 """
 
 from __future__ import annotations
@@ -29,8 +29,8 @@ from evictd.core.engine import EngineState
 from evictd.core.errors import SampleError
 from evictd.core.fs_layout import ReclaimAction
 from evictd.core.signals import NodeCondition
-from evictd.manager import CycleReport, ReclaimResult
-from evictd.metrics import Metrics
+from evictd.observe.metrics import Metrics
+from evictd.run.manager import CycleReport, ReclaimResult
 
 # --------------------------------------------------------------------------------------------------
 # Metrics
@@ -231,7 +231,7 @@ def test_the_degraded_gauge_follows_the_pod_list(memory_run: Run) -> None:
     assert sample(metrics, "evictd_degraded", reason="pod-list-unavailable") == 0
 
 
-FRESH_PAGE = ("from evictd.metrics import Metrics; from prometheus_client import generate_latest; "
+FRESH_PAGE = ("from evictd.observe.metrics import Metrics; from prometheus_client import generate_latest; "
               "print(generate_latest(Metrics().registry).decode())")
 
 

@@ -41,10 +41,10 @@ OBSERVED_BY_TESTS = {
     "evictd.adapters.notifiers.MemcgNotifierSet.rearming",
     # a Summary's API document: what the recorder's text encoder (which writes text, not documents) and the
     # changes it writes, read back, must equal; the tests check them against it
-    "evictd.core.summary_json.summary_to_dict",
+    "evictd.record.summary_json.summary_to_dict",
     # a whole recording read at once, with its count of unreadable lines: the commands stream (`Recording`),
     # the recorder's and the daemon's tests read back what was written with it
-    "evictd.recording.read_recording",
+    "evictd.record.recording.read_recording",
 }
 
 

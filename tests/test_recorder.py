@@ -1,4 +1,4 @@
-"""The flight recorder (src/evictd/recorder.py) on real files: what the example scenarios' cycles leave in a
+"""The flight recorder (src/evictd/record/recorder.py) on real files: what the example scenarios' cycles leave in a
 stateDir, read back (`evictd record export`, `evictd replay`), bounded, cut by a crash, and on a full or
 unwritable stateDir.
 
@@ -28,15 +28,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from clocks import ManualClock
-from evictd.after_cycle import Cycle
+from evictd.commands.render import step_json, yaml_flow
+from evictd.commands.simulate import Scenario, parse_scenario, run_scenario
 from evictd.config import load_configuration, read_documents
 from evictd.core.engine import EngineState
 from evictd.core.kubelet_config import EvictionSettings, eviction_settings, kubelet_config_document
 from evictd.core.pods import pod_from_dict, pod_to_dict
 from evictd.core.saved_state import STATE_VERSION, threshold_record
-from evictd.core.summary_json import summary_to_dict
-from evictd.recorder import FlightRecorder
-from evictd.recording import (
+from evictd.record.recorder import FlightRecorder
+from evictd.record.recording import (
     CLOSED_SUFFIX,
     OPEN_SUFFIX,
     RECORDING_FOLDER,
@@ -44,9 +44,9 @@ from evictd.recording import (
     read_recording,
     segment_paths,
 )
-from evictd.render import step_json, yaml_flow
-from evictd.replay import replay
-from evictd.simulate import Scenario, parse_scenario, run_scenario
+from evictd.record.replay import replay
+from evictd.record.summary_json import summary_to_dict
+from evictd.run.after_cycle import Cycle
 from full_filesystem import UnwritableFolder
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -1,4 +1,4 @@
-"""The stop signal of `evictd run` and its shutdown deadline (evictd.stop_signal)."""
+"""The stop signal of `evictd run` and its shutdown deadline (evictd.run.stop_signal)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import signal
 import threading
 from typing import Any
 
-from evictd.stop_signal import ShutdownDeadline, StopSignal
+from evictd.run.stop_signal import ShutdownDeadline, StopSignal
 
 
 def test_an_armed_deadline_expires_and_a_disarmed_one_does_not() -> None:

@@ -1,7 +1,9 @@
 """evictd: a standalone, kubelet-compatible node-pressure eviction daemon.
 
 `evictd.core` is the pure decision engine (standard library only, no I/O, no clock); everything else is the
-shell around it: configuration loading, the command line, and adapters to the outside world.
+shell around it: `adapters`, `cri` and `kube` talk to one outside system each, `run` is the live daemon,
+`record` what it writes down and reads back, `observe` what people see of it, and `commands` with `cli` the
+command line.
 """
 
 from __future__ import annotations

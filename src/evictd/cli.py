@@ -209,7 +209,7 @@ def _state_dir(args: argparse.Namespace) -> str:
 
 
 def _check_config(args: argparse.Namespace) -> int:
-    from evictd.render import threshold_json, thresholds_text
+    from evictd.commands.render import threshold_json, thresholds_text
 
     configuration = load_configuration(args.config, _flags(args), strict=args.strict)
     layout = FsLayout(dedicated_imagefs=args.dedicated_imagefs, split_containerfs=args.split_containerfs)
@@ -234,8 +234,8 @@ def _check_config(args: argparse.Namespace) -> int:
 
 
 def _simulate(args: argparse.Namespace) -> int:
-    from evictd.render import simulation_text, step_json
-    from evictd.simulate import parse_scenario, run_scenario
+    from evictd.commands.render import simulation_text, step_json
+    from evictd.commands.simulate import parse_scenario, run_scenario
 
     documents = read_documents(args.scenario, key="scenario", stdin_ok=True)
     if len(documents) != 1:
@@ -244,7 +244,7 @@ def _simulate(args: argparse.Namespace) -> int:
     for warning in scenario.warnings:
         print(f"warning: {warning}", file=sys.stderr)
     if args.record is not None:
-        from evictd.scenario_recording import record_scenario
+        from evictd.record.scenario_recording import record_scenario
 
         reports = record_scenario(scenario, args.record)
     else:
@@ -295,7 +295,7 @@ class _Problems:
         self.quiet = False
 
     def __call__(self, message: str) -> None:
-        from evictd.render import printable
+        from evictd.commands.render import printable
 
         if self.quiet:
             return
@@ -308,7 +308,7 @@ class _Problems:
 
 def _recording(path: str, since: str | None, until: str | None) -> Any:
     """The recording at `path` (a stateDir, its recording folder or a segment), read as it is iterated."""
-    from evictd.recording import RECORDING_FOLDER, Recording
+    from evictd.record.recording import RECORDING_FOLDER, Recording
 
     # A reader builds and drops each cycle's objects by the thousand, freed as they go (no reference cycles): the
     # collector's passes every 700 new objects (Python's default) were a sixth of its time.
@@ -329,7 +329,7 @@ def _counted(records: Iterable[Any], seen: list[str]) -> Iterator[Any]:
 def _read(recording: Any, seen: Sequence[object]) -> None:
     """After reading `recording` (`seen`: its cycles): warn about skipped lines; raise EvictdError when it held no
     cycle."""
-    from evictd.render import printable
+    from evictd.commands.render import printable
 
     if recording.skipped:
         print(f"warning: {recording.skipped} recorded lines could not be read and were skipped", file=sys.stderr)
@@ -339,8 +339,8 @@ def _read(recording: Any, seen: Sequence[object]) -> None:
 
 
 def _record(args: argparse.Namespace) -> int:
-    from evictd.recording import scenario_parts, unknown_start_state
-    from evictd.render import printable, yaml_flow
+    from evictd.commands.render import printable, yaml_flow
+    from evictd.record.recording import scenario_parts, unknown_start_state
 
     recording = _recording(_state_dir(args), args.since, args.until)
     runs: list[str] = []
@@ -370,7 +370,7 @@ def _record(args: argparse.Namespace) -> int:
 
 
 def _replay(args: argparse.Namespace) -> int:
-    from evictd.replay import replay, replay_json, replay_text
+    from evictd.record.replay import replay, replay_json, replay_text
 
     flags = _flags(args)
     config = None
@@ -385,7 +385,8 @@ def _replay(args: argparse.Namespace) -> int:
 
 
 def _explain(args: argparse.Namespace) -> int:
-    from evictd.explain import (
+    from evictd.commands.render import printable_document
+    from evictd.record.explain import (
         explanation_json,
         explanation_text,
         find_decision,
@@ -396,7 +397,6 @@ def _explain(args: argparse.Namespace) -> int:
         replay_until,
         stale_after_s,
     )
-    from evictd.render import printable_document
 
     configuration = load_configuration(args.config, _flags(args))
     state_dir = args.state_dir or configuration.evictd.state_dir
@@ -446,7 +446,8 @@ def _explain_from_journal(args: argparse.Namespace, state_dir: str, records: Seq
                           not_found: EvictdError | None) -> bool:
     """Print the eviction asked for from the journal when the recording does not hold it, or holds only an
     earlier one of the pod; return whether it did. Raise EvictdError when neither holds one."""
-    from evictd.explain_journal import (
+    from evictd.commands.render import printable_document
+    from evictd.record.explain_journal import (
         by_decision,
         journal_entries,
         journal_json,
@@ -455,7 +456,6 @@ def _explain_from_journal(args: argparse.Namespace, state_dir: str, records: Seq
         unrecorded,
         why_not_recorded,
     )
-    from evictd.render import printable_document
 
     entries, journal_problem = journal_entries(state_dir)
     since, until = _when(args.since, "--since"), _when(args.until, "--until")
@@ -479,8 +479,8 @@ def _explain_from_journal(args: argparse.Namespace, state_dir: str, records: Seq
 
 
 def _run(args: argparse.Namespace) -> int:
-    from evictd.composition import build_daemon, check_settings
-    from evictd.daemon import serve
+    from evictd.run.composition import build_daemon, check_settings
+    from evictd.run.daemon import serve
 
     configuration = load_configuration(args.config, _flags(args))
     if args.dry_run:
@@ -494,7 +494,7 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _shadow_report(args: argparse.Namespace) -> int:
-    from evictd.shadow_report import read_comparisons, summary, summary_text
+    from evictd.commands.shadow_report import read_comparisons, summary, summary_text
 
     report = summary(read_comparisons(_state_dir(args)))
     print(json.dumps(report, indent=2) if args.output == "json" else summary_text(report))
@@ -502,14 +502,14 @@ def _shadow_report(args: argparse.Namespace) -> int:
 
 
 def _completion(args: argparse.Namespace) -> int:
-    from evictd.parser_docs import bash_completion
+    from evictd.commands.parser_docs import bash_completion
 
     sys.stdout.write(bash_completion(build_parser()))
     return EXIT_OK
 
 
 def _man(args: argparse.Namespace) -> int:
-    from evictd.parser_docs import man_page
+    from evictd.commands.parser_docs import man_page
 
     sys.stdout.write(man_page(build_parser(), __version__))
     return EXIT_OK
@@ -521,7 +521,7 @@ COMMANDS = {"check-config": _check_config, "simulate": _simulate, "run": _run, "
 
 def _one_line(exc: EvictdError) -> str:
     """An error's message as one line: what it quotes (a recorded pod name, a path) may hold terminal controls."""
-    from evictd.render import printable
+    from evictd.commands.render import printable
 
     return printable(str(exc))
 

@@ -50,7 +50,7 @@ EVICTD_KIND = "EvictdConfiguration"
 MIN_RECORDER_BYTES = 1 << 20
 # Bounds of evictd's own settings (docs/configuration.md's EvictdConfiguration table): a duration is at most a
 # day, those that are ages or waits at most a year; a count at most a million; the recording at most 4 GiB (so a
-# segment is at most 256 MiB: what `evictd.segment_files` reads of one). Beyond them a value is a typo or an
+# segment is at most 256 MiB: what `evictd.record.segment_files` reads of one). Beyond them a value is a typo or an
 # attack, and some overflow what they reach (a sleep of 9223372036 s).
 MAX_DURATION_S = 86400.0
 LONG_DURATION_S = 366 * 86400.0

@@ -39,11 +39,11 @@ from evictd.adapters.kubelet_summary import (
     _summary_of,
     summary_deadline_s,
 )
-from evictd.composition import build_stats_source
 from evictd.config import SERVICE_ACCOUNT_CA_FILE, EvictdSettings, load_configuration
 from evictd.core.errors import ConfigError, SampleError
 from evictd.core.signals import Signal
 from evictd.core.summary import signal_observations, summary_from_dict
+from evictd.run.composition import build_stats_source
 from hostile_kubelet import self_signed
 
 TOKEN = "kubelet-reader-token-1"

@@ -17,10 +17,10 @@ import pytest
 
 from builders import Gi, Mi, pod, pod_stats, summary
 from evictd.adapters.kubelet_summary import KubeletSummarySource
-from evictd.composition import build_stats_source
 from evictd.config import Configuration, load_configuration
 from evictd.core.errors import SampleError
-from evictd.manager import StatsSource
+from evictd.run.composition import build_stats_source
+from evictd.run.manager import StatsSource
 from hostile_kubelet import (
     Behaviour,
     HostileKubelet,

@@ -26,7 +26,7 @@ from evictd.adapters.filesystems import FsReading
 from evictd.adapters.node_pods import UNKNOWN_NAMESPACE, DiscoveredPods, log_folder_names
 from evictd.adapters.node_stats import NodeStatsSource, PodList, existing_ancestor, fs_stats, memory_stats
 from evictd.adapters.pod_disk_usage import PodDiskStore, PodDiskWalker, PodKey
-from evictd.composition import PathLayout, ReportOnlyReclaimer
+from evictd.commands.simulate import RecordingEvictor
 from evictd.core.engine import EngineConfig
 from evictd.core.errors import SampleError
 from evictd.core.kubelet_config import eviction_settings
@@ -44,8 +44,8 @@ from evictd.core.summary import (
     signal_observations,
 )
 from evictd.cri import NO_RUNTIME
-from evictd.manager import EvictionManager
-from evictd.simulate import RecordingEvictor
+from evictd.run.composition import PathLayout, ReportOnlyReclaimer
+from evictd.run.manager import EvictionManager
 from real_pod_node import CGROUP_MOUNT, MiB, RealPodNode, du_bytes, du_inodes
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "cgroup"

@@ -27,8 +27,8 @@ from evictd.adapters.pod_disk_usage import (
     PodKey,
     SpaceUsed,
 )
-from evictd.after_cycle import ProblemLog
 from evictd.core.errors import ConfigError, SampleError
+from evictd.run.after_cycle import ProblemLog
 from real_pod_node import du_bytes, du_inodes
 from recording_log import RecordingLog
 

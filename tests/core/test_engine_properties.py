@@ -9,13 +9,13 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from evictd.commands.simulate import parse_scenario
 from evictd.core.engine import EngineConfig, EngineState, ReclaimThenEvict, assess, choose_eviction, layout_of
 from evictd.core.errors import ConfigError
 from evictd.core.fs_layout import FsLayout
 from evictd.core.kubelet_config import EvictionSettings
 from evictd.core.pods import is_critical_pod, pod_from_dict
 from evictd.core.summary import summary_from_dict
-from evictd.simulate import parse_scenario
 
 SIGNALS = ["memory.available", "nodefs.available", "nodefs.inodesFree", "imagefs.available",
            "imagefs.inodesFree", "pid.available"]

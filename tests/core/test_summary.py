@@ -34,7 +34,7 @@ from evictd.core.summary import (
     signal_observations,
     summary_from_dict,
 )
-from evictd.core.summary_json import SummaryChangesEncoder, apply_summary_changes, summary_to_dict
+from evictd.record.summary_json import SummaryChangesEncoder, apply_summary_changes, summary_to_dict
 
 Json = dict[str, Any]
 

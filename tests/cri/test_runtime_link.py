@@ -17,7 +17,7 @@ from containerd_harness import Containerd
 from clocks import ManualClock
 from evictd.cri import RuntimeVersion
 from evictd.cri.client import CriClient
-from evictd.runtime_link import RuntimeLink
+from evictd.run.runtime_link import RuntimeLink
 
 RETRY_S = 5.0
 

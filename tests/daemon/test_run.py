@@ -14,7 +14,7 @@ from pathlib import Path
 from evictd_process import ROOT, EvictdProcess, mem_available_bytes, pid_available, start_evictd
 
 from evictd.core.quantity import Quantity
-from evictd.metrics import WAKEUP_CAUSES
+from evictd.observe.metrics import WAKEUP_CAUSES
 from real_cgroups import CGROUP_MOUNT, memory_stall, temporary_cgroup
 
 GiB = 1 << 30
@@ -277,7 +277,7 @@ def make_run(*variables: str) -> subprocess.CompletedProcess[str]:
 
 
 def runs_in(state_dir: Path) -> set[str]:
-    from evictd.recording import RECORDING_FOLDER, read_recording
+    from evictd.record.recording import RECORDING_FOLDER, read_recording
 
     folder = state_dir / RECORDING_FOLDER
     return {record.run for record in read_recording(str(folder))[0]} if folder.is_dir() else set()

@@ -21,7 +21,7 @@ import pytest
 from evictd_process import EvictdProcess
 
 from evictd.adapters.pod_disk_usage import DEFAULT_STALE_AFTER_S
-from evictd.metrics import CYCLE_BUCKETS
+from evictd.observe.metrics import CYCLE_BUCKETS
 from real_pod_node import MiB, RealPodNode, crowded_pod, walk_time_s
 
 TENANT_FILES = 100_000

@@ -1,4 +1,4 @@
-"""`evictd run` restarted on a real node: the engine state in stateDir (src/evictd/engine_state_file.py).
+"""`evictd run` restarted on a real node: the engine state in stateDir (src/evictd/record/engine_state.py).
 
 The node is a private test cgroup, ``memory/evictd-test-<random>/kubepods`` limited to 512 MiB, with one burstable
 pod in it (as in test_run_pods.py). The pod's real process allocates past ``allocatableMemory.available<200Mi``,
@@ -26,8 +26,8 @@ from evictd_process import EvictdProcess, start_evictd
 from evictd_process import evictd_command as evictd
 
 from evictd.core.saved_state import STATE_VERSION
-from evictd.recording import ABSENT, RECORDING_FOLDER, read_recording
-from evictd.replay import replay
+from evictd.record.recording import ABSENT, RECORDING_FOLDER, read_recording
+from evictd.record.replay import replay
 from real_pod_node import MiB, RealPodNode
 
 POD_LIMIT_BYTES = 512 * MiB
@@ -208,7 +208,7 @@ def test_the_state_is_saved_unless_in_dry_run(tmp_path: Path, dry_run: bool,
     state = tmp_path / "state"
     # The flight recording is written in both modes (a dry-run's decisions are what an operator wants to replay).
     assert (state / RECORDING_FOLDER).is_dir()
-    # The stateDir lock is taken in both modes, with or without an API (src/evictd/state_lock.py).
+    # The stateDir lock is taken in both modes, with or without an API (src/evictd/run/lock.py).
     assert (state / "evictd.lock").is_file()
     files = sorted(p.name for p in state.iterdir() if p.name not in (RECORDING_FOLDER, "evictd.lock"))
     if dry_run:

@@ -1,4 +1,4 @@
-"""Two real `evictd run` processes on one stateDir (src/evictd/state_lock.py): one acts, the other waits.
+"""Two real `evictd run` processes on one stateDir (src/evictd/run/lock.py): one acts, the other waits.
 
 Both talk to the test API server (with the API, the stateDir holds the eviction journal), have no eviction
 threshold and no container runtime (a socket that does not exist), so nothing on the machine is touched. The
@@ -9,12 +9,18 @@ and one line naming the PID and the lock file.
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
+import structlog
 from apiserver import ApiServer
 from evictd_process import EvictdProcess
 from kube_objects import node_manifest
+
+from evictd.run.lock import acquire_state_lock
 
 NODE = "lock-node"
 LOCK_WAIT_S = 2.0
@@ -206,3 +212,27 @@ def test_a_lock_file_that_is_a_folder_is_refused(tmp_path: Path, evictd_processe
     assert daemon.stderr().splitlines() == [
         f"evictd: the lock file of the node, {node_lock}, is a folder, not a regular file: evictd does not start "
         "(remove it)"]
+
+
+def test_a_second_daemon_built_in_the_same_process_shares_its_locks_and_another_process_still_waits(
+        tmp_path: Path) -> None:
+    """The locks are per process: a benchmark or a test building two daemons in one process does not wait on its
+    own lock, while any other process does and gives up after its timeout."""
+    log = structlog.get_logger("test")
+    state = tmp_path / "state"
+    acquire_state_lock(str(state), 5.0, log)
+    started = time.monotonic()
+    acquire_state_lock(str(state), 5.0, log)
+    assert time.monotonic() - started < 0.5
+    other = subprocess.run(
+        [sys.executable, "-c",
+         "import structlog, sys\n"
+         "from evictd.core.errors import StateLockError\n"
+         "from evictd.run.lock import acquire_state_lock\n"
+         "try:\n"
+         f"    acquire_state_lock({str(state)!r}, 0.5, structlog.get_logger('other'))\n"
+         "except StateLockError as exc:\n"
+         "    print(exc)\n    sys.exit(3)\n"],
+        capture_output=True, text=True, timeout=30)
+    assert other.returncode == 3, other
+    assert f"PID {os.getpid()}" in other.stdout

@@ -22,6 +22,7 @@ from kube_objects import node_manifest
 import recording_log
 from builders import Gi, Mi, pod, pod_stats, summary
 from clocks import ManualClock
+from evictd.commands.simulate import FixedLayout
 from evictd.core.engine import Assessment, EngineConfig, NoneStarved
 from evictd.core.fs_layout import FsLayout, ReclaimAction
 from evictd.core.kubelet_config import eviction_settings
@@ -35,8 +36,7 @@ from evictd.kube.evictor import KubePodEvictor
 from evictd.kube.journal import EvictionJournal
 from evictd.kube.node_writer import NodeStatusWriter
 from evictd.kube.pod_watch import PodWatcher
-from evictd.manager import CycleReport, EvictionManager
-from evictd.simulate import FixedLayout
+from evictd.run.manager import CycleReport, EvictionManager
 from polling import wait_until
 
 NODE = "node-1"

@@ -1,6 +1,6 @@
 """KubePodEvictor and EvictionJournal (src/evictd/kube/evictor.py, journal.py) against the test API server.
 
-Evictions are decided by the real engine (`evictd.simulate` on documents from tests/builders.py) for pods
+Evictions are decided by the real engine (`evictd.commands.simulate` on documents from tests/builders.py) for pods
 seeded into the server with the same UIDs; they are carried out with evictd's API client. Checked:
 what is sent and in which order (from the server's request log), what the pod, its events and the journal
 file look like afterwards, and how API failures, restarts and replays play out.
@@ -26,12 +26,12 @@ from kube_faults import RecordedRequest
 
 from builders import Gi, Mi, pod, pod_stats, summary
 from clocks import ManualClock
+from evictd.commands.simulate import parse_scenario, run_scenario
 from evictd.core.engine import EvictForLocalStorage, Eviction
 from evictd.core.errors import EvictdError, KubeError
 from evictd.kube.events import EventRecorder
 from evictd.kube.evictor import KubePodEvictor
 from evictd.kube.journal import ApiStep, EvictionJournal
-from evictd.simulate import parse_scenario, run_scenario
 from recording_log import RecordingLog
 
 NODE = "node-1"  # builders.pod binds pods to node-1

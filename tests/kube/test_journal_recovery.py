@@ -25,13 +25,13 @@ from evictd_kube_support import evictd_api_client
 
 from builders import Gi, Mi, pod, pod_stats, summary
 from clocks import ManualClock
+from evictd.commands.simulate import parse_scenario, run_scenario
 from evictd.core.engine import Eviction, PodCondition
 from evictd.core.errors import KubeError
 from evictd.core.pods import FrozenMap
 from evictd.kube.events import EventRecorder
 from evictd.kube.evictor import KubePodEvictor
 from evictd.kube.journal import ApiStep, EvictionJournal, JournalEntry, Outcome, entry_to_json
-from evictd.simulate import parse_scenario, run_scenario
 from full_filesystem import UnwritableFolder
 from recording_log import Counter, RecordingLog
 

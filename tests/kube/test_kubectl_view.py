@@ -20,13 +20,13 @@ from kube_objects import node_manifest
 
 from builders import Gi, Mi, pod, pod_stats, summary
 from clocks import ManualClock
+from evictd.commands.simulate import parse_scenario, run_scenario
 from evictd.core.node_status import ConditionMode
 from evictd.core.signals import NodeCondition
 from evictd.kube.events import EventRecorder
 from evictd.kube.evictor import KubePodEvictor
 from evictd.kube.journal import EvictionJournal
 from evictd.kube.node_writer import NodeStatusWriter
-from evictd.simulate import parse_scenario, run_scenario
 from recording_log import RecordingLog
 
 NODE = "node-1"

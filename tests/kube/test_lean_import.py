@@ -32,13 +32,13 @@ LEAN_FIRST = """
     import structlog
     from evictd.adapters.cgroups import CgroupReader, detect_cgroup_layout
     from evictd.adapters.node_pods import DiscoveredPods
-    from evictd.composition import build_cluster
+    from evictd.run.composition import build_cluster
     from evictd.config import load_configuration
     from evictd.core.engine import Assessment, NoneStarved
     from evictd.core.signals import NodeCondition
     from evictd.kube.client import build_api_client
     from evictd.kube.lean_import import is_deferred
-    from evictd.metrics import Metrics
+    from evictd.observe.metrics import Metrics
 
     config_path, kubeconfig, node, heavy = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4].split(",")
     config = load_configuration([config_path])

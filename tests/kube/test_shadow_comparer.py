@@ -1,4 +1,4 @@
-"""Shadow mode in the daemon (evictd.kube.shadow) and `evictd shadow-report` (evictd.shadow_report).
+"""Shadow mode in the daemon (evictd.kube.shadow) and `evictd shadow-report` (evictd.commands.shadow_report).
 
 The comparer is fed what a dry-run cycle decided (real `Eviction`s from the engine) and the node's pods as the
 watch holds them (parsed from Pod documents as the kubelet leaves them after its own evictions); the record
@@ -17,10 +17,10 @@ import pytest
 from builders import Gi, Mi, pod, pod_stats, summary
 from clocks import ManualClock
 from evictd.cli import main
+from evictd.commands.simulate import parse_scenario, run_scenario
 from evictd.core.engine import Eviction
 from evictd.core.pods import Pod, pod_from_dict
 from evictd.kube.shadow import SHADOW_FILE, ShadowComparer
-from evictd.simulate import parse_scenario, run_scenario
 
 KUBELET_MESSAGE = "The node was low on resource: memory. Threshold quantity: 1Gi, available: 512Mi. "
 

@@ -41,7 +41,7 @@ from kube_objects import node_manifest, pod_manifest
 
 from evictd.core.signals import Signal
 from evictd.core.summary import signal_observations, summary_from_dict
-from evictd.recording import read_recording
+from evictd.record.recording import read_recording
 from real_cgroups import CHILD_SCRIPT
 
 CGROUP = Path("/sys/fs/cgroup")

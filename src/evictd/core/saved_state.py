@@ -1,4 +1,4 @@
-"""The engine state that survives a restart, as a JSON document (the file itself: `evictd.engine_state_file`).
+"""The engine state that survives a restart, as a JSON document (the file itself: `evictd.record.engine_state`).
 
 Job: turn the parts of `EngineState` a restart would otherwise lose (when each threshold was first observed
 met, when each node condition was last observed, last cycle's thresholds kept met until their minimum reclaim,

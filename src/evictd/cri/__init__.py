@@ -152,7 +152,7 @@ class Runtime(Protocol):
 
 class RuntimeSlot:
     """Where the adapters find the container runtime: empty (nothing to list, measure, stop or collect) until
-    `evictd.runtime_link.RuntimeLink` puts the runtime that answered in `current`; it then answers as that one."""
+    `evictd.run.runtime_link.RuntimeLink` puts the runtime that answered in `current`; it then answers as that one."""
 
     def __init__(self) -> None:
         self.current: Runtime | None = None

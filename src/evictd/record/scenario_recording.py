@@ -15,14 +15,14 @@ import os
 from datetime import UTC, datetime
 from typing import Any
 
-from evictd.after_cycle import Cycle
+from evictd.commands.simulate import FakeClock, Scenario, run_scenario, start_state
 from evictd.config import EvictdSettings
 from evictd.core.engine import EngineState
 from evictd.core.errors import ConfigError, EvictdError
-from evictd.manager import CycleReport
-from evictd.recorder import FRESH_STATE, FlightRecorder
-from evictd.recording import RECORDING_FOLDER, run_id, segment_paths
-from evictd.simulate import FakeClock, Scenario, run_scenario, start_state
+from evictd.record.recorder import FRESH_STATE, FlightRecorder
+from evictd.record.recording import RECORDING_FOLDER, run_id, segment_paths
+from evictd.run.after_cycle import Cycle
+from evictd.run.manager import CycleReport
 
 # What names the run and its segment where the daemon's PID would.
 PROCESS = "simulate"

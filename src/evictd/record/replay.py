@@ -24,15 +24,15 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from itertools import groupby
 
+from evictd.commands.render import JsonObject, printable, table
+from evictd.commands.simulate import ScenarioRunner, parse_head, parse_step, scenario_pods, start_state
 from evictd.core.engine import EngineConfig, EngineState
 from evictd.core.errors import DecodeError, ScenarioError
 from evictd.core.fs_layout import FsLayout
 from evictd.core.pods import Pod
 from evictd.core.summary import SummaryDecoder
-from evictd.manager import CycleReport
-from evictd.recording import ABSENT, Record, decision_id, decision_json, scenario_parts
-from evictd.render import JsonObject, printable, table
-from evictd.simulate import ScenarioRunner, parse_head, parse_step, scenario_pods, start_state
+from evictd.record.recording import ABSENT, Record, decision_id, decision_json, scenario_parts
+from evictd.run.manager import CycleReport
 
 # The parts of a decision compared, by name: what a person reads in a difference.
 COMPARED = ("thresholdsMet", "conditions", "reclaim", "evicted", "ranking")

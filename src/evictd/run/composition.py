@@ -33,15 +33,6 @@ from evictd.adapters.oom_counters import OomCounters
 from evictd.adapters.pod_disk_usage import PodDiskStore
 from evictd.adapters.runtime_gc import CriContainerGC, CriImageGC, RuntimeReclaimer, imagefs_usage
 from evictd.adapters.runtime_node import PeriodicGC, RuntimeFilesystems, RuntimeLayout
-from evictd.after_cycle import (
-    AfterCycle,
-    Cycle,
-    LiveView,
-    NotifierRefresh,
-    log_cycles,
-    log_sample_problems,
-    record_metrics,
-)
 from evictd.clock import SYSTEM_CLOCK
 from evictd.config import Configuration, EvictdSettings, StatsOrigin
 from evictd.core.container_gc import GCPolicy, PodState, PodStateFunc
@@ -52,9 +43,6 @@ from evictd.core.image_gc import image_gc_policy
 from evictd.core.psi import microseconds
 from evictd.cri import NO_RUNTIME, Runtime, RuntimeSlot, RuntimeVersion
 from evictd.cri.client import CriClient
-from evictd.daemon import Daemon, Part
-from evictd.engine_state_file import STATE_FILE, EngineStateFile, restore_window_s
-from evictd.http_endpoint import Health, HttpEndpoint
 from evictd.kube.client import build_api_client
 from evictd.kube.cluster import ClusterSync, EvictablePods, NodeFallbackPods
 from evictd.kube.critical_record import CriticalPodRecord
@@ -64,15 +52,27 @@ from evictd.kube.journal import JOURNAL_FILE, EvictionJournal
 from evictd.kube.node_writer import NodeStatusWriter
 from evictd.kube.pod_watch import TERMINAL_PHASES, PodWatcher
 from evictd.kube.shadow import ShadowComparer
-from evictd.logging_setup import configure_logging, resolve_format
-from evictd.manager import EvictionManager, ListedPods, PodEvictor, PodSource, StatsSource
-from evictd.metrics import Metrics
-from evictd.oom_feedback import OomFeedback
-from evictd.recorder import FlightRecorder
-from evictd.recording import CurrentDecision, run_id
-from evictd.runtime_link import CriRuntime, RuntimeLink
-from evictd.state_lock import acquire_node_lock, acquire_state_lock
-from evictd.stop_signal import StopSignal
+from evictd.observe.http_endpoint import Health, HttpEndpoint
+from evictd.observe.logging_setup import configure_logging, resolve_format
+from evictd.observe.metrics import Metrics
+from evictd.record.engine_state import STATE_FILE, EngineStateFile, restore_window_s
+from evictd.record.recorder import FlightRecorder
+from evictd.record.recording import CurrentDecision, run_id
+from evictd.run.after_cycle import (
+    AfterCycle,
+    Cycle,
+    LiveView,
+    NotifierRefresh,
+    log_cycles,
+    log_sample_problems,
+    record_metrics,
+)
+from evictd.run.daemon import Daemon, Part
+from evictd.run.lock import acquire_node_lock, acquire_state_lock
+from evictd.run.manager import EvictionManager, ListedPods, PodEvictor, PodSource, StatsSource
+from evictd.run.oom_feedback import OomFeedback
+from evictd.run.runtime_link import CriRuntime, RuntimeLink
+from evictd.run.stop_signal import StopSignal
 
 NODE_NAME_ENV = "EVICTD_NODE_NAME"
 # The DaemonSet passes evictd's own pod UID, so that it never evicts itself.

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from evictd.core.engine import Eviction
 from evictd.core.pods import Pod, is_critical_pod
 from evictd.core.thresholds import Threshold, ThresholdValue
-from evictd.manager import CycleReport
+from evictd.run.manager import CycleReport
 
 JsonObject = dict[str, object]
 

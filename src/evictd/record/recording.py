@@ -18,11 +18,11 @@ the ids of pods gone (`removed`, an id being the UID, or namespace/name without 
 only when the new list's order is not the old order with new pods at the end. `config` is the
 KubeletConfiguration the decisions were taken with, `layout` the filesystem layout (written again when it
 changes). `engineState`, on the first line a run of evictd writes, is the engine state that run started from:
-the one it restored from `engine-state.json` after a restart (`evictd.engine_state_file`), as a saved-state
+the one it restored from `engine-state.json` after a restart (`evictd.record.engine_state`), as a saved-state
 document (`evictd.core.saved_state`) whose `savedAt` is that line's `wall` (its times convert to the run's
 monotonic clock with that line's `wall` and `now`); null when it started afresh. `summary` is whole on a
 segment's first line and after a failed write, and after that `summaryChanges`: what changed since the last
-Summary written (`evictd.core.summary_json`: the node's blocks that changed, each pod's blocks that changed,
+Summary written (`evictd.record.summary_json`: the node's blocks that changed, each pod's blocks that changed,
 its memory as a row of integers, pods gone, the order when it is not the old one with new pods at the end);
 `summary` null (the stats could not be read) leaves the last Summary as what changes apply to. A line that does
 not decode (the last one, cut by a crash) is skipped, and so is every line of its segment after it that holds
@@ -39,14 +39,14 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from evictd.commands.render import JsonObject, step_json
 from evictd.core.fs_layout import FsLayout
 from evictd.core.kubelet_config import KUBELET_API_VERSION, KUBELET_KIND
 from evictd.core.pods import Pod, is_critical_pod, pod_to_dict
 from evictd.core.ranking import keys_json, keys_text
-from evictd.core.summary_json import apply_summary_changes
-from evictd.manager import CycleReport
-from evictd.render import JsonObject, step_json
-from evictd.segment_files import Problem, in_time_order, segment_lines
+from evictd.record.segment_files import Problem, in_time_order, segment_lines
+from evictd.record.summary_json import apply_summary_changes
+from evictd.run.manager import CycleReport
 
 # Version 2 writes a Summary as what changed since the line before; version 1 (every Summary whole) is read too.
 FORMAT_VERSION = 2

@@ -2,7 +2,7 @@
 
 One synchronous loop: run a cycle (the eviction manager over the adapters), run the after-cycle hooks
 (metrics, the cycle log, the live view, cluster bookkeeping, garbage collection, the memory notifiers' re-arming:
-`evictd.after_cycle`), then sleep until the next tick or until a notifier or a stop request wakes it (a
+`evictd.run.after_cycle`), then sleep until the next tick or until a notifier or a stop request wakes it (a
 notification is followed by cycles at short delays until one sees the crossing, then one confirming cycle a
 second later). After an eviction with the Kubernetes API the loop waits for the pod to go, then runs again at
 once, as the kubelet does.
@@ -25,16 +25,16 @@ from typing import Any, Protocol
 
 import structlog
 
-from evictd.after_cycle import AfterCycle, Cycle
 from evictd.clock import SYSTEM_CLOCK, Clock
 from evictd.core.engine import Eviction
 from evictd.core.signals import MEMORY_SIGNALS
-from evictd.http_endpoint import Health
-from evictd.manager import CycleReport, EvictionManager
-from evictd.metrics import Metrics
-from evictd.oom_feedback import OomFeedback
-from evictd.stop_signal import StopSignal
-from evictd.systemd_notify import SystemdNotifier
+from evictd.observe.http_endpoint import Health
+from evictd.observe.metrics import Metrics
+from evictd.run.after_cycle import AfterCycle, Cycle
+from evictd.run.manager import CycleReport, EvictionManager
+from evictd.run.notify import SystemdNotifier
+from evictd.run.oom_feedback import OomFeedback
+from evictd.run.stop_signal import StopSignal
 
 # A memory notification fires at the moment usage crosses a level, often while the kernel is still
 # charging or freeing pages; the cycle it triggers may see the old side. Cycles follow at these delays after

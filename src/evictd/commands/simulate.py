@@ -29,7 +29,7 @@ from evictd.core.pods import Pod, pod_from_dict
 from evictd.core.saved_state import UnusableState, restorable_thresholds, restore_state
 from evictd.core.shadow import TERMINAL_PHASES
 from evictd.core.summary import ROOT_KEY, Summary, summary_from_dict
-from evictd.manager import CycleReport, EvictionManager
+from evictd.run.manager import CycleReport, EvictionManager
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,11 +21,11 @@ from evictd.core.engine import EngineState
 from evictd.core.errors import SampleError
 from evictd.core.signals import Signal
 from evictd.core.summary import SYSTEM_CONTAINER_PODS
-from evictd.cycle_logging import CycleLogger
-from evictd.live_view import CLEAR_SCREEN, ENTER_ALTERNATE_SCREEN, LEAVE_ALTERNATE_SCREEN, render
-from evictd.logging_setup import RecentEvents
-from evictd.manager import CycleReport
-from evictd.metrics import Metrics
+from evictd.observe.cycle_logging import CycleLogger
+from evictd.observe.live_view import CLEAR_SCREEN, ENTER_ALTERNATE_SCREEN, LEAVE_ALTERNATE_SCREEN, render
+from evictd.observe.logging_setup import RecentEvents
+from evictd.observe.metrics import Metrics
+from evictd.run.manager import CycleReport
 
 
 @dataclass(frozen=True, slots=True)

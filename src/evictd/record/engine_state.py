@@ -34,13 +34,13 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from evictd.after_cycle import Cycle
 from evictd.clock import SYSTEM_CLOCK, Clock
 from evictd.core.engine import EngineConfig, EngineState
 from evictd.core.errors import SampleError
 from evictd.core.saved_state import UnusableState, restorable_thresholds, restore_state, state_document
-from evictd.cycle_logging import describe_threshold
 from evictd.kube.atomic_file import move_aside, read_json_file, remove_temporaries, write_json_atomically
+from evictd.observe.cycle_logging import describe_threshold
+from evictd.run.after_cycle import Cycle
 
 STATE_FILE = "engine-state.json"
 TEMPORARY_PREFIX = ".engine-state-"

@@ -34,6 +34,9 @@ NODE_LOCK_ENV = "EVICTD_NODE_LOCK"
 RETRY_INTERVAL_S = 0.2
 # The lock file holds one PID: anything longer is not ours, and is shown cut.
 MAX_HOLDER_CHARS = 32
+# The lock files this process holds, by (device, inode): a second daemon built in the same process (a benchmark,
+# a test) is the same evictd, and flock would otherwise make it wait for its own first descriptor.
+_HELD: set[tuple[int, int]] = set()
 
 
 def holder_pid(descriptor: int) -> str:
@@ -51,6 +54,11 @@ def _try_lock(descriptor: int) -> bool:
     except BlockingIOError:
         return False
     return True
+
+
+def _file_identity(descriptor: int) -> tuple[int, int]:
+    status = os.fstat(descriptor)
+    return status.st_dev, status.st_ino
 
 
 def _open_lock_file(path: str, locked: str) -> int:
@@ -79,6 +87,10 @@ def _acquire(path: str, label: str, locked: str, timeout_s: float, log: Any) -> 
         log.error(f"{label} lock file cannot be created: running without the lock", lock_file=path,
                   error=exc.strerror or str(exc))
         return
+    identity = _file_identity(descriptor)
+    if identity in _HELD:
+        os.close(descriptor)
+        return
     deadline = time.monotonic() + timeout_s
     if not _try_lock(descriptor):
         holder = holder_pid(descriptor)
@@ -91,6 +103,7 @@ def _acquire(path: str, label: str, locked: str, timeout_s: float, log: Any) -> 
                 raise StateLockError(locked, path, holder, timeout_s)
             time.sleep(RETRY_INTERVAL_S)
         log.info(f"{label} lock taken over", previous_holder_pid=holder, lock_file=path)
+    _HELD.add(identity)
     try:
         os.ftruncate(descriptor, 0)
         os.pwrite(descriptor, f"{os.getpid()}\n".encode("ascii"), 0)

@@ -24,6 +24,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from evictd.adapters.pod_disk_usage import DEFAULT_STALE_AFTER_S
+from evictd.commands.render import JsonObject, seconds_json, table, value_json
 from evictd.core.engine import EngineConfig, EngineState, Eviction, ReclaimThenEvict
 from evictd.core.errors import EvictdError
 from evictd.core.fs_layout import FsLayout
@@ -32,11 +33,10 @@ from evictd.core.ranking import rank_pods, ranking_keys
 from evictd.core.signals import BYTE_SIGNALS, SIGNAL_TO_RESOURCE, Resource, Signal
 from evictd.core.summary import pod_stats_lookup
 from evictd.core.thresholds import Threshold, derive_containerfs_thresholds, threshold_quantity
-from evictd.live_view import human
-from evictd.manager import CycleReport
-from evictd.recording import Record, decision_id
-from evictd.render import JsonObject, seconds_json, table, value_json
-from evictd.replay import replayed_runs, wall_text
+from evictd.observe.live_view import human
+from evictd.record.recording import Record, decision_id
+from evictd.record.replay import replayed_runs, wall_text
+from evictd.run.manager import CycleReport
 
 # Pods that are never in the ranking at all, whatever their usage (they are not in the pod list evictd ranks).
 NOT_RANKED = ("evictd's own pod", "pods evictd already evicted (its journal)", "pods that finished (Succeeded, "

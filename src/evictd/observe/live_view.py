@@ -9,15 +9,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
+from evictd.commands.render import ranked, table, value_text
 from evictd.core.engine import EngineState, ReclaimThenEvict, layout_of
 from evictd.core.ranking import rank_pods
 from evictd.core.signals import BYTE_SIGNALS, Signal
 from evictd.core.summary import Observation, pod_stats_lookup
 from evictd.core.thresholds import Threshold, threshold_quantity
-from evictd.cycle_logging import describe_threshold
-from evictd.manager import CycleReport
-from evictd.recording import decision_id
-from evictd.render import ranked, table, value_text
+from evictd.observe.cycle_logging import describe_threshold
+from evictd.record.recording import decision_id
+from evictd.run.manager import CycleReport
 
 CLEAR_SCREEN = "\x1b[H\x1b[2J"
 # The terminal's alternate screen (xterm, VT100 descendants): frames drawn there never reach the scrollback.

@@ -1,6 +1,6 @@
 """The flight recorder: an after-cycle hook that keeps what every cycle saw and decided, in stateDir.
 
-Each cycle becomes one line (`evictd.recording`) appended to the open segment with a single write and
+Each cycle becomes one line (`evictd.record.recording`) appended to the open segment with a single write and
 fdatasync, so a crash loses at most the cycle being written and never touches earlier lines (a line cut short
 is skipped on reading). A segment is closed (gzip-compressed beside it, fsynced, renamed, the plain file
 removed) before it would hold more than 1/16 of `maxBytes`, or once it spans 1/24 of `maxAge`; then the oldest
@@ -33,15 +33,14 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from evictd.after_cycle import Cycle
 from evictd.clock import SYSTEM_CLOCK, Clock
+from evictd.commands.render import JsonObject
 from evictd.core.engine import EngineState
 from evictd.core.fs_layout import FsLayout
 from evictd.core.kubelet_config import EvictionSettings, kubelet_config_document
 from evictd.core.saved_state import state_document
-from evictd.core.summary_json import SummaryChangesEncoder
 from evictd.kube.atomic_file import remove_temporaries
-from evictd.recording import (
+from evictd.record.recording import (
     CLOSED_SUFFIX,
     FORMAT_VERSION,
     OPEN_SUFFIX,
@@ -53,7 +52,8 @@ from evictd.recording import (
     run_id,
     segment_paths,
 )
-from evictd.render import JsonObject
+from evictd.record.summary_json import SummaryChangesEncoder
+from evictd.run.after_cycle import Cycle
 
 # The state of an engine that remembers nothing: what a run that restored nothing starts from.
 FRESH_STATE = EngineState()

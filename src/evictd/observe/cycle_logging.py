@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from evictd.commands.render import value_text
 from evictd.core.engine import Eviction, Skipped, ThresholdStatus
 from evictd.core.oom import ACTIVITY_TO_DESCRIPTION, TOO_LATE_ACTIVITIES, OomReport, outside_pods
 from evictd.core.thresholds import Threshold, threshold_quantity
-from evictd.manager import CycleReport
-from evictd.recording import decision_id
-from evictd.render import value_text
+from evictd.record.recording import decision_id
+from evictd.run.manager import CycleReport
 
 
 def describe_threshold(threshold: Threshold) -> str:

@@ -13,7 +13,6 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 from evictd.adapters.filesystems import detect_layout
 from evictd.adapters.node_stats import existing_ancestor
@@ -23,6 +22,7 @@ from evictd.core.errors import EvictdError
 from evictd.core.fs_layout import FsLayout
 from evictd.cri import ContainerUsage
 from evictd.cri.client import CriClient
+from evictd.log import Log
 
 # How often the runtime is asked where its filesystems are (they move only on a runtime reconfiguration).
 FILESYSTEM_REFRESH_S = 60.0
@@ -87,7 +87,7 @@ class PeriodicGC:
     """Runs the kubelet's periodic container and image GC when due; failures are logged, never raised."""
 
     def __init__(self, containers: CriContainerGC, images: CriImageGC, *, container_period_s: float,
-                 image_period_s: float, log: Any, clock: Clock = SYSTEM_CLOCK) -> None:
+                 image_period_s: float, log: Log, clock: Clock = SYSTEM_CLOCK) -> None:
         self._containers = containers
         self._images = images
         self._container_period_s = container_period_s

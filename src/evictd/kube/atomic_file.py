@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from evictd.core.errors import SampleError
+from evictd.log import Log
 
 # What a file that is not a regular one is called in messages (a lock file, a recording's segment, ...).
 _KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISLNK, "a symlink"), (stat.S_ISFIFO, "a FIFO"),
@@ -100,7 +101,7 @@ def move_aside(path: str, suffix: str, now: datetime) -> str:
     return target
 
 
-def remove_temporaries(folder: str, prefix: str, log: Any, kind: str) -> None:
+def remove_temporaries(folder: str, prefix: str, log: Log, kind: str) -> None:
     """Remove the temporary files (`prefix`) of writes a killed process left in `folder`, logging how many (and
     each one that could not be removed) as the `kind` of file ("journal"). A missing or unreadable folder has
     none."""

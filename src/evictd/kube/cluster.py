@@ -32,6 +32,7 @@ from evictd.kube.evictor import KubePodEvictor
 from evictd.kube.journal import EvictionJournal
 from evictd.kube.node_writer import NodeStatusWriter
 from evictd.kube.pod_watch import PodWatcher
+from evictd.log import Log
 
 # The kubelet's podCleanupTimeout: how long it waits for evicted pods to disappear.
 POD_CLEANUP_TIMEOUT_S = 30.0
@@ -112,7 +113,7 @@ class ClusterSync:
     """Node status, node events, journal replay and the record of critical pods, after every cycle."""
 
     def __init__(self, *, watcher: PodWatcher, evictor: KubePodEvictor | None, node_writer: NodeStatusWriter,
-                 events: EventRecorder, on_error: Callable[[KubeError], None], log: Any, runtime: Runtime = NO_RUNTIME,
+                 events: EventRecorder, on_error: Callable[[KubeError], None], log: Log, runtime: Runtime = NO_RUNTIME,
                  critical: CriticalPodRecord | None = None, should_stop: Callable[[], bool] = lambda: False,
                  clock: Clock = SYSTEM_CLOCK, sleep: Callable[[float], None] = time.sleep) -> None:
         # Polled during the wait after an eviction: a daemon asked to stop gives up waiting.

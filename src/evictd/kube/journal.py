@@ -29,6 +29,7 @@ from evictd.core.engine import PodCondition
 from evictd.core.errors import SampleError, bounded_repr
 from evictd.core.pods import FrozenMap
 from evictd.kube.atomic_file import move_aside, read_json_file, remove_temporaries, write_json_atomically
+from evictd.log import Log
 
 # The journal's file in stateDir.
 JOURNAL_FILE = "evictions.json"
@@ -240,7 +241,7 @@ class EvictionJournal:
     `on_corrupt` and `on_write_failure` count those events (the daemon's metrics).
     """
 
-    def __init__(self, path: str | None, *, log: Any, on_corrupt: Callable[[], None] = lambda: None,
+    def __init__(self, path: str | None, *, log: Log, on_corrupt: Callable[[], None] = lambda: None,
                  on_write_failure: Callable[[], None] = lambda: None, clock: Clock = SYSTEM_CLOCK) -> None:
         self._path = path
         self._log = log

@@ -34,6 +34,7 @@ from evictd.core.shadow import (
     resource_of_signal,
 )
 from evictd.kube.events import rfc3339
+from evictd.log import Log
 
 SHADOW_FILE = "shadow.jsonl"
 RECORD_MAX_BYTES = 4 << 20
@@ -63,7 +64,7 @@ class ShadowComparer:
     """Compares after every dry-run cycle; `pods` returns every pod of the node the watch knows, terminal ones too."""
 
     def __init__(self, pods: Callable[[], Iterable[Pod]], record_folder: str | None,
-                 on_comparison: Callable[[Comparison], None], log: Any, *, window_s: float = DEFAULT_MATCH_WINDOW_S,
+                 on_comparison: Callable[[Comparison], None], log: Log, *, window_s: float = DEFAULT_MATCH_WINDOW_S,
                  clock: Clock = SYSTEM_CLOCK) -> None:
         self._pods = pods
         self._path = os.path.join(record_folder, SHADOW_FILE) if record_folder else None

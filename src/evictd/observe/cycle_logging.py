@@ -13,6 +13,7 @@ from evictd.commands.render import value_text
 from evictd.core.engine import Eviction, Skipped, ThresholdStatus
 from evictd.core.oom import ACTIVITY_TO_DESCRIPTION, TOO_LATE_ACTIVITIES, OomReport, outside_pods
 from evictd.core.thresholds import Threshold, threshold_quantity
+from evictd.log import Log
 from evictd.record.recording import decision_id
 from evictd.run.manager import CycleReport
 
@@ -26,7 +27,7 @@ def describe_threshold(threshold: Threshold) -> str:
 class CycleLogger:
     """Remembers the previous cycle so that only changes are logged."""
 
-    def __init__(self, log: Any, dry_run: bool, run: str | None = None) -> None:
+    def __init__(self, log: Log, dry_run: bool, run: str | None = None) -> None:
         self._log = log
         self._dry_run = dry_run
         self._run = run  # the flight recorder's name of this run: evictions log their decision id

@@ -32,13 +32,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from typing import Any
 
 from evictd.clock import SYSTEM_CLOCK, Clock
 from evictd.core.engine import EngineConfig, EngineState
 from evictd.core.errors import SampleError
 from evictd.core.saved_state import UnusableState, restorable_thresholds, restore_state, state_document
 from evictd.kube.atomic_file import move_aside, read_json_file, remove_temporaries, write_json_atomically
+from evictd.log import Log
 from evictd.observe.cycle_logging import describe_threshold
 from evictd.run.after_cycle import Cycle
 
@@ -78,7 +78,7 @@ class EngineStateFile:
     `on_error` counts an unusable file or a failed write (the daemon's `evictd_errors_total{source="state"}`).
     """
 
-    def __init__(self, path: str, node_name: str, *, log: Any, on_error: Callable[[], None],
+    def __init__(self, path: str, node_name: str, *, log: Log, on_error: Callable[[], None],
                  clock: Clock = SYSTEM_CLOCK) -> None:
         self.path = path
         self._node_name = node_name

@@ -40,6 +40,7 @@ from evictd.core.fs_layout import FsLayout
 from evictd.core.kubelet_config import EvictionSettings, kubelet_config_document
 from evictd.core.saved_state import state_document
 from evictd.kube.atomic_file import remove_temporaries
+from evictd.log import Log
 from evictd.record.recording import (
     CLOSED_SUFFIX,
     FORMAT_VERSION,
@@ -75,7 +76,7 @@ class FlightRecorder:
     """Appends every cycle to the recording in `<state_dir>/recording` (see the module's description)."""
 
     def __init__(self, state_dir: str, settings: EvictionSettings, *, max_bytes: int, max_age_s: float,
-                 dry_run: bool, log: Any, on_error: Callable[[], None] = lambda: None,
+                 dry_run: bool, log: Log, on_error: Callable[[], None] = lambda: None,
                  clock: Clock = SYSTEM_CLOCK, run: str | None = None, start_state: EngineState = FRESH_STATE,
                  node_name: str = "", process: str | None = None) -> None:
         self.folder = os.path.join(state_dir, RECORDING_FOLDER)

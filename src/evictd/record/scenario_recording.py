@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 from datetime import UTC, datetime
-from typing import Any
 
 from evictd.commands.simulate import FakeClock, Scenario, run_scenario, start_state
 from evictd.config import EvictdSettings
@@ -34,11 +33,15 @@ class _Problems:
     def __init__(self) -> None:
         self.errors: list[str] = []
 
-    def warning(self, event: str, **fields: Any) -> None:
+    def warning(self, event: str, **fields: object) -> None:
         self.errors.append(str(fields.get("error", event)))
 
-    def info(self, event: str, **fields: Any) -> None:
+    error = exception = warning
+
+    def info(self, event: str, **fields: object) -> None:
         pass
+
+    debug = info
 
 
 class _ScenarioWall(FakeClock):

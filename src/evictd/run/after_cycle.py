@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, TextIO
+from typing import TextIO
 
 from evictd.adapters.memory_watch import MemoryWatch
 from evictd.adapters.notifiers import MemcgNotifierSet, Notifier, NotifierFailure, Waiter
@@ -21,6 +21,7 @@ from evictd.core.engine import EngineState
 from evictd.core.errors import SampleError
 from evictd.core.signals import Signal
 from evictd.core.summary import SYSTEM_CONTAINER_PODS
+from evictd.log import Log
 from evictd.observe.cycle_logging import CycleLogger
 from evictd.observe.live_view import CLEAR_SCREEN, ENTER_ALTERNATE_SCREEN, LEAVE_ALTERNATE_SCREEN, render
 from evictd.observe.logging_setup import RecentEvents
@@ -51,7 +52,7 @@ def record_metrics(metrics: Metrics, dry_run: bool) -> AfterCycle:
     return record
 
 
-def log_cycles(log: Any, dry_run: bool, run: str | None = None) -> AfterCycle:
+def log_cycles(log: Log, dry_run: bool, run: str | None = None) -> AfterCycle:
     """Log what changed since the previous cycle (`CycleLogger`)."""
     logger = CycleLogger(log, dry_run, run)
 
@@ -94,7 +95,7 @@ class LiveView:
 class ProblemLog:
     """Logs each unreadable source once when it becomes unreadable, and once when it is readable again."""
 
-    def __init__(self, log: Any, gone: str, back: str) -> None:
+    def __init__(self, log: Log, gone: str, back: str) -> None:
         self._log = log
         self._gone = gone
         self._back = back
@@ -109,7 +110,7 @@ class ProblemLog:
         self._seen = now
 
 
-def log_sample_problems(log: Any, metrics: Metrics, signal_problems: Callable[[], Sequence[SampleError]],
+def log_sample_problems(log: Log, metrics: Metrics, signal_problems: Callable[[], Sequence[SampleError]],
                         oom_problems: Callable[[], Sequence[SampleError]]) -> AfterCycle:
     """Log the signal sources and OOM-kill counters that became unreadable (or readable again), and pods' disk
     figures that became incomplete, old or overdue (or whole and current again: they are used as measured, so
@@ -136,7 +137,7 @@ class NotifierRefresh:
     memcg notifiers follow its readings; what fails is logged and counted."""
 
     def __init__(self, waiter: Waiter, memcg: MemcgNotifierSet | None, psi: Sequence[Notifier], metrics: Metrics,
-                 log: Any, memory_watch: MemoryWatch | None = None) -> None:
+                 log: Log, memory_watch: MemoryWatch | None = None) -> None:
         self.waiter = waiter
         self.memcg = memcg
         self.memory_watch = memory_watch

@@ -17,7 +17,7 @@ import socket
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, TextIO
+from typing import TextIO
 
 import structlog
 
@@ -52,6 +52,7 @@ from evictd.kube.journal import JOURNAL_FILE, EvictionJournal
 from evictd.kube.node_writer import NodeStatusWriter
 from evictd.kube.pod_watch import TERMINAL_PHASES, PodWatcher
 from evictd.kube.shadow import ShadowComparer
+from evictd.log import Log
 from evictd.observe.http_endpoint import Health, HttpEndpoint
 from evictd.observe.logging_setup import configure_logging, resolve_format
 from evictd.observe.metrics import Metrics
@@ -146,7 +147,7 @@ class StatsParts:
 
 def build_stats_source(config: Configuration, cgroups: CgroupReader, pods: PodSource, node_name: str, *,
                        discovered: DiscoveredPods | None = None, runtime: Runtime = NO_RUNTIME,
-                       log: Any = None) -> StatsParts:
+                       log: Log | None = None) -> StatsParts:
     """Return the configured stats source: the node itself, or the kubelet's Summary API. The node's own
     source measures with the runtime slot's runtime once one answers, reads pods' disk figures from a store its
     disk walker fills and, with `discovered` pods, measures the manager's listing of each cycle instead of
@@ -200,7 +201,7 @@ class PodWatchStart:
     Its thread is not stopped: it holds nothing the process's exit does not release.
     """
 
-    def __init__(self, watcher: PodWatcher, log: Any) -> None:
+    def __init__(self, watcher: PodWatcher, log: Log) -> None:
         self._watcher = watcher
         self._log = log
 
@@ -214,7 +215,7 @@ class PodWatchStart:
         return None
 
 
-def attach_runtime(config: Configuration, client: CriClient, version: RuntimeVersion, metrics: Metrics, log: Any,
+def attach_runtime(config: Configuration, client: CriClient, version: RuntimeVersion, metrics: Metrics, log: Log,
                    manager: EvictionManager, watcher: PodWatcher | None) -> CriRuntime:
     """Build node-level reclaim and periodic GC over a runtime that answered, hand the manager its layout and
     reclaimer (report-only in dry-run), and return the runtime, which the adapters' slot answers as from then on.
@@ -249,7 +250,7 @@ def api_configured(settings: EvictdSettings) -> bool:
     return bool(settings.kubeconfig or os.environ.get(IN_CLUSTER_ENV))
 
 
-def build_cluster(config: Configuration, node_name: str, metrics: Metrics, log: Any, dry_run: bool,
+def build_cluster(config: Configuration, node_name: str, metrics: Metrics, log: Log, dry_run: bool,
                   discovered: DiscoveredPods, runtime: Runtime = NO_RUNTIME,
                   should_stop: Callable[[], bool] = lambda: False,
                   decision: Callable[[], str | None] = lambda: None) -> ClusterParts:

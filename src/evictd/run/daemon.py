@@ -21,13 +21,14 @@ from __future__ import annotations
 import gc
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import Any, Protocol
+from typing import Protocol
 
 import structlog
 
 from evictd.clock import SYSTEM_CLOCK, Clock
 from evictd.core.engine import Eviction
 from evictd.core.signals import MEMORY_SIGNALS
+from evictd.log import Log
 from evictd.observe.http_endpoint import Health
 from evictd.observe.metrics import Metrics
 from evictd.run.after_cycle import AfterCycle, Cycle
@@ -74,7 +75,7 @@ class Daemon:
                  after_cycle: Sequence[AfterCycle] = (), wait_for_cleanup: CleanupWait | None = None,
                  on_stop: Sequence[Callable[[], None]] = (), parts: Sequence[Part] = (),
                  oom_feedback: OomFeedback | None = None, clock: Clock = SYSTEM_CLOCK,
-                 systemd: SystemdNotifier | None = None, log: Any = None,
+                 systemd: SystemdNotifier | None = None, log: Log | None = None,
                  before_cycle: Callable[[int], None] = lambda number: None) -> None:
         self.manager = manager
         self.waiter = waiter

@@ -22,10 +22,10 @@ import fcntl
 import os
 import stat
 import time
-from typing import Any
 
 from evictd.core.errors import LockFileError, StateLockError
 from evictd.kube.atomic_file import file_kind
+from evictd.log import Log
 
 LOCK_FILE = "evictd.lock"
 NODE_LOCK_FILE = "/run/evictd/node.lock"
@@ -77,7 +77,7 @@ def _open_lock_file(path: str, locked: str) -> int:
     return descriptor
 
 
-def _acquire(path: str, label: str, locked: str, timeout_s: float, log: Any) -> None:
+def _acquire(path: str, label: str, locked: str, timeout_s: float, log: Log) -> None:
     """Lock `path` for the rest of this process's life (the descriptor is never closed), waiting up to
     `timeout_s` for another evictd holding it; `label` ("node", "stateDir") names the lock in log events, `locked`
     what it locks in errors."""
@@ -116,12 +116,12 @@ def node_lock_path() -> str:
     return os.environ.get(NODE_LOCK_ENV) or NODE_LOCK_FILE
 
 
-def acquire_node_lock(timeout_s: float, log: Any) -> None:
+def acquire_node_lock(timeout_s: float, log: Log) -> None:
     """Take the node lock (see the module's description): one evictd per node, whatever its stateDir."""
     _acquire(node_lock_path(), "node", "the node", timeout_s, log)
 
 
-def acquire_state_lock(state_dir: str, timeout_s: float, log: Any) -> None:
+def acquire_state_lock(state_dir: str, timeout_s: float, log: Log) -> None:
     """Take `state_dir`'s lock (see the module's description). When the lock file cannot be created, logs it and
     returns without the lock; raises StateLockError when another process still holds it after `timeout_s`, and
     LockFileError when it is not a regular file."""

@@ -13,7 +13,6 @@ restarts, and every CRI call already treats an unanswered call as a failure of t
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
 
 from evictd.adapters.local_kill import STOPPABLE_STATES, LocalKiller
 from evictd.adapters.runtime_node import PeriodicGC, RuntimeFilesystems, container_stats_by_pod
@@ -23,6 +22,7 @@ from evictd.core.errors import EvictdError
 from evictd.core.runtime import Sandbox, SandboxState
 from evictd.cri import ContainerUsage, Runtime, RuntimeSlot, RuntimeVersion, SandboxUsage
 from evictd.cri.client import CriClient
+from evictd.log import Log
 
 # How often an absent runtime is asked again, and how long one Version call may take.
 RUNTIME_RETRY_S = 5.0
@@ -81,7 +81,7 @@ class RuntimeLink:
     """Asks the CRI endpoint for the runtime until it answers, then attaches it once (`attach(version)` builds
     the runtime that then fills `slot`). As a daemon part, `start` asks once before the first cycle."""
 
-    def __init__(self, client: CriClient, attach: Callable[[RuntimeVersion], Runtime], log: Any, *,
+    def __init__(self, client: CriClient, attach: Callable[[RuntimeVersion], Runtime], log: Log, *,
                  slot: RuntimeSlot | None = None, retry_s: float = RUNTIME_RETRY_S,
                  probe_timeout_s: float = VERSION_PROBE_TIMEOUT_S, clock: Clock = SYSTEM_CLOCK) -> None:
         self.client = client

@@ -9,7 +9,8 @@ import signal
 import threading
 from collections.abc import Callable
 from types import FrameType
-from typing import Any
+
+from evictd.log import Log
 
 # Exit status when the shutdown deadline passes with the cycle still running.
 EXIT_SHUTDOWN_DEADLINE = 1
@@ -62,7 +63,7 @@ class StopSignal:
     the loop, nothing more.
     """
 
-    def __init__(self, wake: Callable[[], None], deadline_s: float, log: Any,
+    def __init__(self, wake: Callable[[], None], deadline_s: float, log: Log,
                  exit: Callable[[int], object] = os._exit) -> None:
         self.deadline_s = deadline_s
         self.reason = ""

@@ -86,7 +86,7 @@ def test_the_flight_recorder_settings(tmp_path: Path) -> None:
     assert (settings.recorder, settings.recorder_max_bytes, settings.recorder_max_age_s) == (True, 16 << 20, 72 * 3600)
     assert (EvictdSettings().recorder_max_bytes, EvictdSettings().recorder_max_age_s) == (64 << 20, 24 * 3600)
     off = write(tmp_path, "off.yaml", EVICTD + "recorder: false\n")
-    assert load_configuration([off]).evictd.record.recorder is False
+    assert load_configuration([off]).evictd.recorder is False
 
 
 @pytest.mark.parametrize(

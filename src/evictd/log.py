@@ -11,9 +11,7 @@ from typing import Protocol
 
 
 class Log(Protocol):
-    """debug / info / warning / error / exception, each an event and its fields (structlog's call shape)."""
-
-    def debug(self, event: str, **fields: object) -> object: ...
+    """info / warning / error / exception, each an event and its fields (structlog's call shape)."""
 
     def info(self, event: str, **fields: object) -> object: ...
 

@@ -41,8 +41,6 @@ class _Problems:
     def info(self, event: str, **fields: object) -> None:
         pass
 
-    debug = info
-
 
 class _ScenarioWall(FakeClock):
     """The scenario's clock, its wall time `offset` seconds ahead of its `at` (monotonic) time."""

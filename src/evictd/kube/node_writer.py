@@ -1,8 +1,9 @@
 """Writing evictd's pressure conditions and taints to the Node object.
 
-Every `nodeStatusUpdateFrequency` (10 s, the kubelet's default) and at once when the set of pressure
-conditions changes, the writer patches `nodes/{name}/status` with a strategic merge of evictd's three
-conditions (merged by `type`, so the kubelet's and everyone else's conditions survive), and keeps evictd's
+Every `nodeStatusUpdateFrequency` (10 s, the kubelet's default; at the first cycle past each mark, however
+often evictd cycles) and at once when the set of pressure conditions changes, the writer patches
+`nodes/{name}/status` with a strategic merge of evictd's three conditions (merged by `type`, so the kubelet's
+and everyone else's conditions survive), and keeps evictd's
 `NoSchedule` taints in step with them. `spec.taints` has no merge key in the API (a patch replaces the whole
 list), so taints are read-modify-written with the node's `resourceVersion` as a precondition and retried on
 a conflict. Condition changes also produce the kubelet's node events (NodeHasInsufficientMemory, ...).
@@ -50,7 +51,9 @@ class NodeStatusWriter:
         self._timeout_s = timeout_s
         self._clock = clock
         self._written: tuple[NodeCondition, ...] | None = None
-        self._written_at = float("-inf")
+        # When the next heartbeat write is due: a fixed rate, so that a cycle a little early does not put it off
+        # by a whole cycle (with the interval equal to the period, every other cycle would write).
+        self._due_at = float("-inf")
 
     def update(self, pressure: Sequence[NodeCondition]) -> list[tuple[str, str]]:
         """Write conditions and taints if due or changed; return the (event reason, condition) transitions.
@@ -59,13 +62,16 @@ class NodeStatusWriter:
         """
         current = tuple(c for c in NodeCondition if c in pressure)
         changed = current != self._written
-        if not changed and self._clock.monotonic() - self._written_at < self._period_s:
+        now_s = self._clock.monotonic()
+        if not changed and now_s < self._due_at:
             return []
         self._write(lambda existing, now: desired_conditions(existing, current, self._mode, now), current,
                     self._timeout_s)
         transitions = condition_transitions(self._written or (), current) if changed else []
         self._written = current
-        self._written_at = self._clock.monotonic()
+        # A change restarts the period; a heartbeat keeps its marks unless cycles stopped for a period or more.
+        self._due_at = now_s + self._period_s if changed or now_s >= self._due_at + self._period_s \
+            else self._due_at + self._period_s
         return transitions
 
     def withdraw(self, timeout_s: float) -> None:

@@ -34,6 +34,8 @@ from evictd.kube.events import rfc3339
 
 # The kubelet's nodeStatusUpdateFrequency default.
 NODE_STATUS_UPDATE_S = 10.0
+# A heartbeat may be written this part of the period before it is due (0.4 s of 10 s: more than cycles vary by).
+HEARTBEAT_EARLY_FRACTION = 0.04
 TAINT_CONFLICT_RETRIES = 3
 
 
@@ -51,9 +53,11 @@ class NodeStatusWriter:
         self._timeout_s = timeout_s
         self._clock = clock
         self._written: tuple[NodeCondition, ...] | None = None
-        # When the next heartbeat write is due: a fixed rate, so that a cycle a little early does not put it off
-        # by a whole cycle (with the interval equal to the period, every other cycle would write).
+        # When the next heartbeat write is due, on a fixed rate, and how early a cycle may write it: a cycle a
+        # little before the mark must not put the write off by a whole cycle (with the housekeeping interval equal
+        # to the period, every other cycle would write). Early writes move the phase, never the rate.
         self._due_at = float("-inf")
+        self._early_s = update_period_s * HEARTBEAT_EARLY_FRACTION
 
     def update(self, pressure: Sequence[NodeCondition]) -> list[tuple[str, str]]:
         """Write conditions and taints if due or changed; return the (event reason, condition) transitions.
@@ -63,7 +67,7 @@ class NodeStatusWriter:
         current = tuple(c for c in NodeCondition if c in pressure)
         changed = current != self._written
         now_s = self._clock.monotonic()
-        if not changed and now_s < self._due_at:
+        if not changed and now_s < self._due_at - self._early_s:
             return []
         self._write(lambda existing, now: desired_conditions(existing, current, self._mode, now), current,
                     self._timeout_s)

@@ -36,6 +36,16 @@ def test_cgroup_and_log_settings_come_from_the_kubelet_unless_evictd_overrides(t
     assert (overridden.cgroup_driver, overridden.cgroup_root) == ("cgroupfs", "/custom")
 
 
+def test_the_node_status_update_frequency_comes_from_the_kubelet_unless_evictd_overrides(tmp_path: Path) -> None:
+    kubelet = write(tmp_path, "k.yaml", KUBELET + "nodeStatusUpdateFrequency: 20s\n")
+    assert load_configuration([kubelet]).evictd.node_status_update_frequency_s == 20.0
+    own = write(tmp_path, "e.yaml", EVICTD + "nodeStatusUpdateFrequency: 5s\n")
+    assert load_configuration([kubelet, own]).evictd.node_status_update_frequency_s == 5.0
+    # The kubelet's defaulting: a zero frequency is its default, 10 s.
+    zero = write(tmp_path, "z.yaml", KUBELET + "nodeStatusUpdateFrequency: 0s\n")
+    assert load_configuration([zero]).evictd.node_status_update_frequency_s == 10.0
+
+
 def test_a_runtime_endpoint_may_be_a_bare_socket_path(tmp_path: Path) -> None:
     path = write(tmp_path, "e.yaml", EVICTD + "containerRuntimeEndpoint: /var/run/crio/crio.sock\n")
     assert load_configuration([path]).evictd.container_runtime_endpoint == "/var/run/crio/crio.sock"

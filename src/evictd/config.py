@@ -184,7 +184,27 @@ def _decode_setting(yaml_name: str, default: object, value: object, allow_zero: 
 
 # Settings the kubelet's own configuration already states; evictd takes them from there unless its own
 # EvictdConfiguration says otherwise.
-INHERITED_FROM_KUBELET = ("cgroupDriver", "cgroupRoot", "podLogsDir")
+INHERITED_FROM_KUBELET = ("cgroupDriver", "cgroupRoot", "podLogsDir", "nodeStatusUpdateFrequency")
+# Of those, the durations the kubelet's defaulting (v1beta1 SetDefaults_KubeletConfiguration) replaces when zero:
+# a zero there is the kubelet's default, which is evictd's default too.
+ZERO_IS_KUBELET_DEFAULT = ("nodeStatusUpdateFrequency",)
+
+
+def _inherited_from_kubelet(kubelet: Mapping[str, object]) -> dict[str, object]:
+    inherited = {}
+    for key in INHERITED_FROM_KUBELET:
+        value = kubelet.get(key)
+        if value is None or (key in ZERO_IS_KUBELET_DEFAULT and _is_zero_duration(value)):
+            continue
+        inherited[key] = value
+    return inherited
+
+
+def _is_zero_duration(value: object) -> bool:
+    try:
+        return isinstance(value, str) and parse_go_duration(value) == 0
+    except DurationError:
+        return False  # reported when the value is decoded
 
 
 def evictd_settings(document: Mapping[str, object], kubelet: Mapping[str, object]) -> EvictdSettings:
@@ -193,7 +213,7 @@ def evictd_settings(document: Mapping[str, object], kubelet: Mapping[str, object
     by_yaml = {f.metadata["yaml"]: f for f in fields(EvictdSettings)}
     settings = EvictdSettings()
     changes: dict[str, Any] = {}
-    inherited = {key: kubelet[key] for key in INHERITED_FROM_KUBELET if kubelet.get(key) is not None}
+    inherited = _inherited_from_kubelet(kubelet)
     for key, value in {**inherited, **document}.items():
         if key in ("apiVersion", "kind"):
             continue

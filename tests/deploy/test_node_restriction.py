@@ -470,6 +470,7 @@ def core_event(ref: ObjectRef | None = None, reporter: str = NODE, **changes: An
     """A core/v1 Event as evictd's EventRecorder writes it, reported by `reporter`."""
     events = recorder(reporter)
     body = events.record(ref or POD_REF, "Warning", "Evicted", "The node was low on resource: memory.")
+    assert body is not None
     body.update(changes)
     return unstructured(body)
 
@@ -485,6 +486,7 @@ def node_event(about: str = NODE, reporter: str = NODE) -> dict[str, Any]:
     ref = ObjectRef(kind="Node", name=about, namespace="", uid=about)
     body = recorder(reporter).record(ref, "Normal", "NodeHasInsufficientMemory",
                                      f"Node {about} status is now: NodeHasInsufficientMemory")
+    assert body is not None
     return unstructured(body)
 
 
@@ -495,14 +497,15 @@ def create_core_event(event: dict[str, Any]) -> Review:
 
 
 def repeat_core_event(old: dict[str, Any], **changes: Any) -> Review:
-    """The count bump of a repeated event: evictd's strategic merge {count, lastTimestamp} applied to `old`."""
+    """The count bump of a repeated event: evictd's strategic merge {count, lastTimestamp, message} applied to
+    `old`."""
     events = recorder()
     involved = old["involvedObject"]
     ref = ObjectRef(kind=involved["kind"], name=involved["name"], namespace=involved.get("namespace", ""),
                     uid=involved["uid"])
     events.record(ref, old["type"], old["reason"], old["message"])
     patch = events.record(ref, old["type"], old["reason"], old["message"])
-    assert set(patch) == {"count", "lastTimestamp"}
+    assert patch is not None and set(patch) == {"count", "lastTimestamp", "message"}
     new = {**copy.deepcopy(old), **patch, **changes}
     request = admission_request("UPDATE", "events", old["metadata"]["name"], namespace=old["metadata"]["namespace"])
     return Review(request, unstructured(new), old)

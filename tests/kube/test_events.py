@@ -1,13 +1,14 @@
 """EventRecorder (src/evictd/kube/events.py) against the test API server with evictd's API client.
 
 core/v1 Events as the kubelet records them (involvedObject, source, reportingComponent/Instance), with
-client-go's aggregation: a repeat within ten minutes PATCHes the existing Event's count instead of creating one.
+client-go's event correlator: a repeat PATCHes the existing Event's count, similar events past ten are combined, and
+each object's token bucket (25, one more per 300 s) bounds the writes about it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -17,7 +18,7 @@ from kube_faults import RecordedRequest
 
 from clocks import ManualClock
 from evictd.core.errors import KubeError
-from evictd.kube.events import AGGREGATION_WINDOW_S, EventRecorder, ObjectRef
+from evictd.kube.events import EventRecorder, ObjectRef
 
 NODE = "node-1"
 START = datetime(2026, 11, 21, 10, 0, 0, tzinfo=UTC)
@@ -50,6 +51,7 @@ def test_a_pod_event_is_created_as_the_kubelet_writes_it(apiserver: ApiServer, k
 
     body = recorder.record(POD, "Warning", "Evicted", EVICTED, {"starved_resource": "memory"})
 
+    assert body is not None
     [stored] = apiserver.store.events("shop")
     assert stored["metadata"]["name"] == body["metadata"]["name"]
     assert stored["metadata"]["name"].startswith("web-7d9f.")
@@ -76,14 +78,14 @@ def test_node_events_go_to_the_default_namespace(apiserver: ApiServer, kube_api:
     assert stored["type"] == "Normal" and not stored["metadata"].get("annotations")
 
 
-def test_a_repeat_within_the_window_is_counted_on_the_same_event(
+def test_a_repeat_is_counted_on_the_same_event_however_late(
     apiserver: ApiServer, kube_api: Any, wall: ManualClock
 ) -> None:
     recorder = EventRecorder(kube_api, NODE, clock=wall)
     recorder.record(POD, "Warning", "Evicted", EVICTED)
     second = stamp(wall.advance(30))
     recorder.record(POD, "Warning", "Evicted", EVICTED)
-    third = stamp(wall.advance(AGGREGATION_WINDOW_S - 31))
+    third = stamp(wall.advance(3600))  # client-go's event logger has no window: an hour later still counts
     recorder.record(POD, "Warning", "Evicted", EVICTED)
 
     [stored] = apiserver.store.events("shop")
@@ -92,19 +94,19 @@ def test_a_repeat_within_the_window_is_counted_on_the_same_event(
     assert [(r.method, r.status) for r in writes] == [("POST", 201), ("PATCH", 200), ("PATCH", 200)]
     name = stored["metadata"]["name"]
     assert writes[1].path == f"/api/v1/namespaces/shop/events/{name}"
-    assert writes[1].body == {"count": 2, "lastTimestamp": second}
-    assert writes[2].body == {"count": 3, "lastTimestamp": third}
+    # client-go's two-way merge patch of a repeat: count, lastTimestamp and message.
+    assert writes[1].body == {"count": 2, "lastTimestamp": second, "message": EVICTED}
+    assert writes[2].body == {"count": 3, "lastTimestamp": third, "message": EVICTED}
 
 
-def test_a_repeat_after_the_window_or_with_other_text_creates_a_new_event(
+def test_other_text_or_another_object_creates_a_new_event(
     apiserver: ApiServer, kube_api: Any, wall: ManualClock
 ) -> None:
     recorder = EventRecorder(kube_api, NODE, clock=wall)
     recorder.record(POD, "Warning", "Evicted", EVICTED)
     recorder.record(POD, "Warning", "Evicted", EVICTED + "Container app was using 2Gi. ")  # other message
+    recorder.record(POD, "Warning", "EvictionTooLate", EVICTED)  # other reason
     recorder.record(ObjectRef("Pod", "web-7d9f", "shop", "another-uid"), "Warning", "Evicted", EVICTED)  # other pod
-    wall.advance(AGGREGATION_WINDOW_S)
-    recorder.record(POD, "Warning", "Evicted", EVICTED)  # the window has passed
 
     assert [r.method for r in event_writes(apiserver)] == ["POST"] * 4
     stored = apiserver.store.events("shop")
@@ -118,8 +120,8 @@ def test_dry_run_sends_nothing(apiserver: ApiServer, kube_api: Any, wall: Manual
     wall.advance(1)
     repeated = recorder.record(POD, "Warning", "Evicted", EVICTED)
 
-    assert created["reason"] == "Evicted" and created["metadata"]["annotations"] == {"starved_resource": "memory"}
-    assert repeated["count"] == 2  # what would have been sent
+    assert created is not None and created["reason"] == "Evicted" and created["metadata"]["annotations"] == {"starved_resource": "memory"}
+    assert repeated is not None and repeated["count"] == 2  # what would have been sent
     assert apiserver.requests == [] and apiserver.store.events() == []
 
 
@@ -148,6 +150,7 @@ def test_a_repeat_of_an_event_deleted_meanwhile_creates_it_again(
 ) -> None:
     recorder = EventRecorder(kube_api, NODE, clock=wall)
     first = recorder.record(POD, "Warning", "Evicted", EVICTED)
+    assert first is not None
     core_v1.delete_namespaced_event(first["metadata"]["name"], "shop")  # an operator cleaned events up
     wall.advance(5)
 
@@ -162,3 +165,86 @@ def test_a_repeat_of_an_event_deleted_meanwhile_creates_it_again(
     recorder.record(POD, "Warning", "Evicted", EVICTED)  # and later repeats count on the new one
     [stored] = apiserver.store.events("shop")
     assert stored["count"] == 2
+
+
+# --- client-go's event correlator: count, spam filter, aggregation ------------------------------------------------
+
+
+def test_a_burst_of_identical_events_is_one_event_whose_count_grows_until_the_object_runs_out_of_tokens(
+    apiserver: ApiServer, kube_api: Any, wall: ManualClock
+) -> None:
+    recorder = EventRecorder(kube_api, NODE, clock=wall)
+    node = recorder.node_ref()
+    for _ in range(40):  # ten cycles a second, each saying the same thing
+        recorder.record(node, "Warning", "EvictionThresholdMet", "Attempting to reclaim memory")
+        wall.advance(0.1)
+
+    [stored] = apiserver.store.events("default")
+    writes = event_writes(apiserver)
+    # One create, then a PATCH of count per repeat while the node's 25 tokens last; the other 15 are not sent.
+    assert [r.method for r in writes] == ["POST"] + ["PATCH"] * 24
+    assert stored["count"] == 25 and stored["message"] == "Attempting to reclaim memory"
+
+    wall.advance(300)  # one token back
+    last = stamp(wall.wall())
+    recorder.record(node, "Warning", "EvictionThresholdMet", "Attempting to reclaim memory")
+    [stored] = apiserver.store.events("default")
+    # The count says how often it happened, the dropped occurrences included (client-go counts before filtering).
+    assert (stored["count"], stored["lastTimestamp"]) == (41, last)
+    assert len(event_writes(apiserver)) == 26
+
+
+def test_more_than_25_events_about_one_object_are_cut_by_its_token_bucket(
+    apiserver: ApiServer, kube_api: Any, wall: ManualClock
+) -> None:
+    recorder = EventRecorder(kube_api, NODE, clock=wall)
+    for n in range(30):  # thirty different events about one pod within three seconds
+        recorder.record(POD, "Warning", f"Reason{n}", f"message {n}")
+        wall.advance(0.1)
+    other = ObjectRef("Pod", "db-0", "shop", "another-uid")
+    recorder.record(other, "Warning", "Reason0", "message 0")  # another object has a bucket of its own
+    recorder.record(POD, "Normal", "Started", "started")  # and so has another type about the same object
+
+    stored = apiserver.store.events("shop")
+    about_pod = sorted(int(e["reason"].removeprefix("Reason")) for e in stored
+                       if e["involvedObject"]["uid"] == POD.uid and e["type"] == "Warning")
+    assert about_pod == list(range(25))
+    assert {(e["involvedObject"]["name"], e["type"]) for e in stored} == {
+        ("web-7d9f", "Warning"), ("db-0", "Warning"), ("web-7d9f", "Normal")}
+    assert [r.method for r in event_writes(apiserver)] == ["POST"] * 27
+
+    wall.advance(290)  # the bucket refills at one token per 300 s: not quite one yet
+    assert recorder.record(POD, "Warning", "Reason30", "message 30") is None
+    wall.advance(10)
+    assert recorder.record(POD, "Warning", "Reason31", "message 31") is not None
+    assert len(event_writes(apiserver)) == 28
+
+
+def test_ten_similar_events_with_different_messages_are_combined_into_one(
+    apiserver: ApiServer, kube_api: Any, wall: ManualClock
+) -> None:
+    recorder = EventRecorder(kube_api, NODE, clock=wall)
+    for n in range(14):
+        recorder.record(POD, "Warning", "Evicted", f"{EVICTED}attempt {n}", {"starved_resource": "memory"})
+        wall.advance(1)
+
+    stored = apiserver.store.events("shop")
+    single = sorted(e["message"] for e in stored if e["count"] == 1 and not e["message"].startswith("("))
+    assert single == sorted(f"{EVICTED}attempt {n}" for n in range(9))
+    [combined] = [e for e in stored if e["message"].startswith("(combined")]
+    # The tenth similar event opens the combined one; every later one counts on it and brings its message.
+    assert combined["message"] == f"(combined from similar events): {EVICTED}attempt 13"
+    assert combined["count"] == 5 and combined["reason"] == "Evicted" and combined["type"] == "Warning"
+    assert combined["involvedObject"]["uid"] == POD.uid and combined["source"] == {"component": "evictd",
+                                                                                  "host": NODE}
+    assert combined["firstTimestamp"] == stamp(START + timedelta(seconds=9))
+    assert combined["lastTimestamp"] == stamp(START + timedelta(seconds=13))
+    writes = event_writes(apiserver)
+    assert [r.method for r in writes] == ["POST"] * 10 + ["PATCH"] * 4
+    assert writes[-1].body == {"count": 5, "lastTimestamp": stamp(START + timedelta(seconds=13)),
+                               "message": f"(combined from similar events): {EVICTED}attempt 13"}
+
+    wall.advance(601)  # ten minutes without a similar event: each message is an event of its own again
+    recorder.record(POD, "Warning", "Evicted", f"{EVICTED}attempt 14")
+    assert [r.method for r in event_writes(apiserver)][-1] == "POST"
+    assert any(e["message"] == f"{EVICTED}attempt 14" for e in apiserver.store.events("shop"))

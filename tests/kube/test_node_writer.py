@@ -153,6 +153,24 @@ def test_transition_times_are_kept_and_rewrites_wait_for_the_update_period(
         cleared, first)
 
 
+def test_the_heartbeat_keeps_its_period_when_cycles_come_a_little_early(
+    apiserver: ApiServer, make_writer: MakeWriter, clocks: ManualClock
+) -> None:
+    # A cycle every 10 s (housekeepingInterval = nodeStatusUpdateFrequency) whose writes land 0.3 s before
+    # each 10 s mark: each writes, not every other one; then four cycles a second: still one write per period.
+    writer = make_writer(update_period_s=10.0)
+    writer.update([MEMORY])
+    for gap_s in (9.7, 10.0, 10.0, 10.0):
+        clocks.advance(gap_s)
+        writer.update([MEMORY])
+    assert len([r for r in writes(apiserver) if r.path == STATUS_PATH]) == 5
+    for _ in range(44):  # eleven seconds of cycles four times a second: one write, within a second of the 50 s mark
+        clocks.advance(0.25)
+        writer.update([MEMORY])
+    assert len([r for r in writes(apiserver) if r.path == STATUS_PATH]) == 6
+    assert conditions(apiserver)["EvictdMemoryPressure"]["lastHeartbeatTime"] == stamp(START + timedelta(seconds=49))
+
+
 def test_a_new_writer_keeps_the_transition_times_on_the_node(
     apiserver: ApiServer, make_writer: MakeWriter, clocks: ManualClock
 ) -> None:

@@ -1,10 +1,11 @@
 """Kubernetes Events, as the kubelet records them: on pods (Evicted) and on the node (pressure, reclaim).
 
 core/v1 Events with `source.component: evictd` and `reportingComponent: evictd`, the node as
-`source.host`/`reportingInstance`. Like client-go's event correlator, a repeat of the same event (object,
-type, reason, message) within ten minutes is aggregated into the existing Event (`count` + 1, new
-`lastTimestamp`) instead of creating another one. Annotations (the kubelet's offending-container
-annotations on Evicted events) go on the Event's metadata.
+`source.host`/`reportingInstance`. What is written is what client-go's event correlator would write
+(`evictd.kube.event_correlator`): a repeat of an event PATCHes its `count`, `lastTimestamp` and `message`;
+similar events (another message) past ten are combined; each object's token bucket bounds the writes about
+it (25, then one per 5 minutes). Annotations (the kubelet's offending-container annotations on Evicted
+events) go on the Event's metadata.
 """
 
 from __future__ import annotations
@@ -18,10 +19,9 @@ from typing import Any
 from evictd.clock import SYSTEM_CLOCK, Clock
 from evictd.core.errors import KubeError
 from evictd.kube.api import KubeApi
+from evictd.kube.event_correlator import Drop, EventCorrelator, Occurrence, Patch
 
 COMPONENT = "evictd"
-# client-go's event correlator aggregates identical events within this window (maxLruCacheEntries aside).
-AGGREGATION_WINDOW_S = 600.0
 NOT_FOUND = 404
 
 
@@ -40,7 +40,7 @@ def rfc3339(moment: datetime) -> str:
 
 
 class EventRecorder:
-    """Creates (or aggregates into) core/v1 Events. `dry_run` only returns what would be written."""
+    """Creates, counts on, combines or drops core/v1 Events. `dry_run` only returns what would be written."""
 
     def __init__(self, api: KubeApi | None, node_name: str, *, dry_run: bool = False, timeout_s: float = 10.0,
                  clock: Clock = SYSTEM_CLOCK) -> None:
@@ -48,42 +48,46 @@ class EventRecorder:
         self._node = node_name
         self._timeout_s = timeout_s
         self._clock = clock
-        # (object UID, type, reason, message) -> the Event's name, its count, when it was last written.
-        self._recent: dict[tuple[str, str, str, str], tuple[str, int, datetime]] = {}
+        self._correlator = EventCorrelator()
 
     def node_ref(self) -> ObjectRef:
         """The node as the kubelet refers to it in events (its name doubles as UID; namespace "")."""
         return ObjectRef(kind="Node", name=self._node, namespace="", uid=self._node)
 
     def record(self, ref: ObjectRef, event_type: str, reason: str, message: str,
-               annotations: Mapping[str, str] | None = None) -> dict[str, Any]:
-        """Write one event (or count a repeat); return the Event body. Raises KubeError."""
+               annotations: Mapping[str, str] | None = None) -> dict[str, Any] | None:
+        """Write one event (create it, or PATCH its count); return the body sent, or None when the object's
+        token bucket is empty and nothing was. Raises KubeError."""
+        occurrence = Occurrence((ref.kind, ref.namespace, ref.name, ref.uid), event_type, reason, message)
+        verdict = self._correlator.decide(occurrence, self._clock.monotonic())
         now = self._clock.wall()
         namespace = ref.namespace or "default"
-        key = (ref.uid, event_type, reason, message)
-        previous = self._recent.get(key)
-        if previous is not None and (now - previous[2]).total_seconds() < AGGREGATION_WINDOW_S:
-            name, count, _ = previous
-            body: dict[str, Any] = {"count": count + 1, "lastTimestamp": rfc3339(now)}
+        if isinstance(verdict, Drop):
+            return None
+        if isinstance(verdict, Patch):
+            # client-go's patch of a repeat: count, lastTimestamp and message (a combined event's changes).
+            patch: dict[str, Any] = {"count": verdict.count, "lastTimestamp": rfc3339(now), "message": verdict.message}
             try:
                 if self._api is not None:
-                    self._api.patch_event(namespace, name, body, timeout_s=self._timeout_s)
-                self._recent[key] = (name, count + 1, now)
-                return body
+                    self._api.patch_event(namespace, verdict.name, patch, timeout_s=self._timeout_s)
+                return patch
             except KubeError as exc:
                 if exc.status != NOT_FOUND:
-                    raise
+                    raise  # still counted: the next PATCH carries the count
                 # The event was removed meanwhile: create it anew, as client-go's recorder does.
-                del self._recent[key]
+                self._correlator.forget(verdict.key)
+        # A combined event carries no annotations (client-go builds it from the object, type, reason and source).
+        combined = verdict.key.message is None
         name = f"{ref.name}.{uuid.uuid4().hex[:16]}"
         body = {
             "apiVersion": "v1",
             "kind": "Event",
-            "metadata": {"name": name, "namespace": namespace, "annotations": dict(annotations or {})},
+            "metadata": {"name": name, "namespace": namespace,
+                         "annotations": {} if combined else dict(annotations or {})},
             "involvedObject": {"kind": ref.kind, "name": ref.name, "namespace": ref.namespace, "uid": ref.uid,
                                "apiVersion": "v1"},
             "reason": reason,
-            "message": message,
+            "message": verdict.message,
             "type": event_type,
             "source": {"component": COMPONENT, "host": self._node},
             "firstTimestamp": rfc3339(now),
@@ -93,8 +97,10 @@ class EventRecorder:
             "reportingInstance": self._node,
         }
         if self._api is not None:
-            self._api.create_event(namespace, body, timeout_s=self._timeout_s)
-        self._recent = {k: v for k, v in self._recent.items() if (now - v[2]).total_seconds() < AGGREGATION_WINDOW_S}
-        self._recent[key] = (name, 1, now)
+            try:
+                self._api.create_event(namespace, body, timeout_s=self._timeout_s)
+            except KubeError:
+                self._correlator.forget(verdict.key)
+                raise
+        self._correlator.created(verdict.key, name)
         return body
-

@@ -1,8 +1,9 @@
 """Writing evictd's pressure conditions and taints to the Node object.
 
-Every `nodeStatusUpdateFrequency` (10 s, the kubelet's default) and at once when the set of pressure
-conditions changes, the writer patches `nodes/{name}/status` with a strategic merge of evictd's three
-conditions (merged by `type`, so the kubelet's and everyone else's conditions survive), and keeps evictd's
+Every `nodeStatusUpdateFrequency` (10 s, the kubelet's default; at the first cycle past each mark, however
+often evictd cycles) and at once when the set of pressure conditions changes, the writer patches
+`nodes/{name}/status` with a strategic merge of evictd's three conditions (merged by `type`, so the kubelet's
+and everyone else's conditions survive), and keeps evictd's
 `NoSchedule` taints in step with them. `spec.taints` has no merge key in the API (a patch replaces the whole
 list), so taints are read-modify-written with the node's `resourceVersion` as a precondition and retried on
 a conflict. Condition changes also produce the kubelet's node events (NodeHasInsufficientMemory, ...).
@@ -33,6 +34,8 @@ from evictd.kube.events import rfc3339
 
 # The kubelet's nodeStatusUpdateFrequency default.
 NODE_STATUS_UPDATE_S = 10.0
+# A heartbeat may be written this part of the period before it is due (0.4 s of 10 s: more than cycles vary by).
+HEARTBEAT_EARLY_FRACTION = 0.04
 TAINT_CONFLICT_RETRIES = 3
 
 
@@ -50,7 +53,11 @@ class NodeStatusWriter:
         self._timeout_s = timeout_s
         self._clock = clock
         self._written: tuple[NodeCondition, ...] | None = None
-        self._written_at = float("-inf")
+        # When the next heartbeat write is due, on a fixed rate, and how early a cycle may write it: a cycle a
+        # little before the mark must not put the write off by a whole cycle (with the housekeeping interval equal
+        # to the period, every other cycle would write). Early writes move the phase, never the rate.
+        self._due_at = float("-inf")
+        self._early_s = update_period_s * HEARTBEAT_EARLY_FRACTION
 
     def update(self, pressure: Sequence[NodeCondition]) -> list[tuple[str, str]]:
         """Write conditions and taints if due or changed; return the (event reason, condition) transitions.
@@ -59,13 +66,16 @@ class NodeStatusWriter:
         """
         current = tuple(c for c in NodeCondition if c in pressure)
         changed = current != self._written
-        if not changed and self._clock.monotonic() - self._written_at < self._period_s:
+        now_s = self._clock.monotonic()
+        if not changed and now_s < self._due_at - self._early_s:
             return []
         self._write(lambda existing, now: desired_conditions(existing, current, self._mode, now), current,
                     self._timeout_s)
         transitions = condition_transitions(self._written or (), current) if changed else []
         self._written = current
-        self._written_at = self._clock.monotonic()
+        # A change restarts the period; a heartbeat keeps its marks unless cycles stopped for a period or more.
+        self._due_at = now_s + self._period_s if changed or now_s >= self._due_at + self._period_s \
+            else self._due_at + self._period_s
         return transitions
 
     def withdraw(self, timeout_s: float) -> None:

@@ -14,6 +14,7 @@ from evictd.core.pods import pod_from_dict
 from evictd.core.summary import Summary, summary_from_dict
 from evictd.core.thresholds import derive_containerfs_thresholds
 from evictd.run.manager import CycleError, CycleReport, CycleStep, EvictionManager
+from evictd.run.runtime_link import NodeLevel
 
 
 class Stats:
@@ -133,8 +134,9 @@ def test_a_runtime_attached_later_brings_its_layout_and_reclaimer_and_keeps_the_
     config = EngineConfig.from_settings(EvictionSettings(hard={}, soft={"nodefs.available": "2Gi"},
                                                          soft_grace_period={"nodefs.available": "1m"}))
     before, after = Reclaimer(), Reclaimer()
-    m = EvictionManager(config, stats=Stats(DISK_LOW, DISK_LOW, DISK_OK), layout=Layout(FsLayout()),
-                        pods=Pods(VICTIM), reclaimer=before, evictor=Evictor(), clock=clock)
+    node = NodeLevel(Layout(FsLayout()), before)
+    m = EvictionManager(config, stats=Stats(DISK_LOW, DISK_LOW, DISK_OK), layout=node, pods=Pods(VICTIM),
+                        reclaimer=node, evictor=Evictor(), clock=clock, layout_changes=lambda: node.changes)
     m.synchronize()
     (nodefs,) = [t for t in m.state.thresholds if str(t.signal) == "nodefs.available"]
     assert m.state.first_observed_at == {nodefs: 0.0}
@@ -143,7 +145,7 @@ def test_a_runtime_attached_later_brings_its_layout_and_reclaimer_and_keeps_the_
 
     split = FsLayout(dedicated_imagefs=True, split_containerfs=True)
     runtime_layout = Layout(split)
-    m.attach_runtime(runtime_layout, after)
+    node.attach(runtime_layout, after)
     clock.now_s = 61.0
     report = m.synchronize()
     assert runtime_layout.calls == 1 and m.state.layout == split

@@ -26,8 +26,9 @@ from evictd_process import EvictdProcess, start_evictd
 from evictd_process import evictd_command as evictd
 
 from evictd.core.saved_state import STATE_VERSION
-from evictd.record.recording import ABSENT, RECORDING_FOLDER, read_recording
+from evictd.record.recording import ABSENT, read_recording
 from evictd.record.replay import replay
+from evictd.state_dir import RECORDING_FOLDER
 from real_pod_node import MiB, RealPodNode
 
 POD_LIMIT_BYTES = 512 * MiB

@@ -15,7 +15,7 @@ from typing import Any
 
 from evictd.core.errors import ConfigError
 from evictd.core.shadow import Outcome
-from evictd.kube.shadow import SHADOW_FILE
+from evictd.state_dir import SHADOW_FILE
 
 # How many disagreements the text report lists (the JSON report has them all).
 SHOWN_DISAGREEMENTS = 20

@@ -20,10 +20,11 @@ from collections.abc import Mapping, Sequence
 from evictd.commands.render import JsonObject
 from evictd.core.errors import SampleError
 from evictd.kube.evictor import DECISION_ANNOTATION
-from evictd.kube.journal import JOURNAL_FILE, ApiStep, JournalEntry, read_journal
+from evictd.kube.journal import ApiStep, JournalEntry, read_journal
 from evictd.record.explain import RecordHead
 from evictd.record.recording import decision_id
 from evictd.record.replay import wall_text
+from evictd.state_dir import JOURNAL_FILE
 
 NOT_KNOWN = ("the ranked table, the thresholds' first-met times and grace timing, and what node-level reclaim ran "
              "and freed are not available: the recording does not hold that cycle")

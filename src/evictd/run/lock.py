@@ -26,8 +26,8 @@ import time
 from evictd.core.errors import LockFileError, StateLockError
 from evictd.kube.atomic_file import file_kind
 from evictd.log import Log
+from evictd.state_dir import StateDir
 
-LOCK_FILE = "evictd.lock"
 NODE_LOCK_FILE = "/run/evictd/node.lock"
 NODE_LOCK_ENV = "EVICTD_NODE_LOCK"
 # How often a waiting evictd tries the lock again: a rolling update is seconds, not milliseconds.
@@ -125,4 +125,4 @@ def acquire_state_lock(state_dir: str, timeout_s: float, log: Log) -> None:
     """Take `state_dir`'s lock (see the module's description). When the lock file cannot be created, logs it and
     returns without the lock; raises StateLockError when another process still holds it after `timeout_s`, and
     LockFileError when it is not a regular file."""
-    _acquire(os.path.join(state_dir, LOCK_FILE), "stateDir", f"stateDir {state_dir}", timeout_s, log)
+    _acquire(StateDir(state_dir).lock, "stateDir", f"stateDir {state_dir}", timeout_s, log)

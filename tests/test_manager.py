@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from builders import Gi, Mi, fs, pod, pod_stats, summary
@@ -258,3 +259,23 @@ def test_with_a_pod_list_the_nodes_pods_are_not_asked() -> None:
                              node_pods=Unlisted(AssertionError("asked"))).synchronize()
     assert [e.pod.name for e in evictor.calls] == ["victim"]
     assert report.pod_list_problem is None and not report.pods_from_node and report.degraded is None
+
+
+def test_a_manager_starts_from_the_state_it_is_built_with() -> None:
+    """What a restart restored is given at construction: a soft threshold's grace period goes on counting from
+    when the last run first saw it met, and no layout detected by the last run is kept over this one's."""
+    config = EngineConfig.from_settings(EvictionSettings(hard={}, soft={"nodefs.available": "2Gi"},
+                                                         soft_grace_period={"nodefs.available": "1m"}))
+    first = EvictionManager(config, stats=Stats(DISK_LOW, DISK_LOW), layout=Layout(FsLayout()), pods=Pods(VICTIM),
+                            reclaimer=Reclaimer(), evictor=Evictor(), clock=ManualClock(0.0))
+    first.synchronize()
+    restored = replace(first.state, layout=None)
+    evictor = Evictor()
+    second = EvictionManager(config, stats=Stats(DISK_LOW, DISK_LOW), layout=Layout(FsLayout()), pods=Pods(VICTIM),
+                             reclaimer=Reclaimer(), evictor=evictor, clock=ManualClock(61.0), state=restored)
+    assert second.state is restored
+    report = second.synchronize()
+    assert [e.pod.name for e in report.evictions] == ["victim"] == [e.pod.name for e in evictor.calls]
+    fresh = EvictionManager(config, stats=Stats(DISK_LOW, DISK_LOW), layout=Layout(FsLayout()), pods=Pods(VICTIM),
+                            reclaimer=Reclaimer(), evictor=Evictor(), clock=ManualClock(61.0))
+    assert fresh.synchronize().evictions == (), "a fresh manager's grace period has only just started"

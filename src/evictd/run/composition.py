@@ -8,6 +8,11 @@ stateDir lock (`state_lock`; a second evictd on the node waits for them, or exit
 the engine state, the journal and the record of critical pods are read from stateDir as they are built. What runs
 beside the loop or may wait (the pod watch and its first list, the runtime's first answer, the HTTP
 endpoint, the disk walker) are the daemon's parts, started in that order by `Daemon.start`.
+
+`build_daemon` reads as its builders, each building one side whole: `build_basics` (node name, cgroups, metrics,
+waiter, stop), `build_cluster`, `build_stats_source`, `build_engine_state` (the state restored), `build_manager`
+(given that state and the `NodeLevel` a runtime attaches to later: never patched), `build_runtime`,
+`build_notifiers`, `build_hooks`, `build_parts`.
 """
 
 from __future__ import annotations
@@ -326,8 +331,8 @@ def build_basics(config: Configuration, log: Log) -> Basics:
                   decision=CurrentDecision(run), cgroup_layout=layout, cgroups=CgroupReader(layout))
 
 
-def build_manager(basics: Basics, engine_config: EngineConfig, stats: StatsParts, cluster: ClusterParts | None,
-                  pods: PodSource, listed: ListedPods, node: NodeLevel, state: EngineState) -> EvictionManager:
+def build_manager(engine_config: EngineConfig, stats: StatsParts, cluster: ClusterParts | None, pods: PodSource,
+                  listed: ListedPods, node: NodeLevel, state: EngineState) -> EvictionManager:
     """The eviction manager, whole: what it reads and acts through, and the state it starts from."""
     return EvictionManager(
         engine_config,
@@ -491,7 +496,7 @@ def build_daemon(
     state_file, start_state = build_engine_state(basics, engine_config)
     node = NodeLevel(PathLayout(settings.kubelet_root_dir, settings.image_fs_path, settings.container_fs_path),
                      ReportOnlyReclaimer())
-    manager = build_manager(basics, engine_config, stats, cluster, pods, listed, node, start_state)
+    manager = build_manager(engine_config, stats, cluster, pods, listed, node, start_state)
     link = build_runtime(basics, node, cluster)
     notifiers = build_notifiers(basics, engine_config)
     health = Health(settings.housekeeping_interval_s, stopping=basics.stop.is_set)

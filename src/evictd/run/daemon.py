@@ -111,6 +111,10 @@ NO_HOOKS = Hooks()
 
 
 class Daemon:
+    """The housekeeping loop over `manager` (see the module's description); built from a few groups: what it is
+    told (`LoopSettings`), what it waits on (`Wakeups`), where it reports (`Reporting`), what runs around each
+    cycle (`Hooks`) and what it starts and stops (`parts`)."""
+
     def __init__(self, manager: EvictionManager, settings: LoopSettings, wakeups: Wakeups, reporting: Reporting,
                  hooks: Hooks = NO_HOOKS, parts: Sequence[Part] = ()) -> None:
         self.manager = manager

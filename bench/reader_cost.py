@@ -32,8 +32,9 @@ from synthetic_node import MiB, build_node, write_config
 from evictd.adapters import procfs
 from evictd.config import load_configuration
 from evictd.record.recorder import FlightRecorder
-from evictd.record.recording import CLOSED_SUFFIX, RECORDING_FOLDER, segment_paths
+from evictd.record.recording import CLOSED_SUFFIX, segment_paths
 from evictd.run.after_cycle import Cycle
+from evictd.state_dir import RECORDING_FOLDER
 
 ROOT = Path(__file__).resolve().parents[1]
 TARGET_S = 15.0

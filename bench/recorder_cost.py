@@ -43,8 +43,9 @@ from synthetic_node import MiB, build_node, write_config
 from evictd.adapters import procfs
 from evictd.config import load_configuration
 from evictd.record.recorder import FlightRecorder
-from evictd.record.recording import RECORDING_FOLDER, segment_paths
+from evictd.record.recording import segment_paths
 from evictd.run.after_cycle import Cycle
+from evictd.state_dir import RECORDING_FOLDER
 
 SIZES = (110, 250, 1000)
 TARGET_SHARE = 0.15

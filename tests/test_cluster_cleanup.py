@@ -46,7 +46,7 @@ def sync(watch: ScriptedWatch, clock: ManualClock, pod_running: Any = None,
     runtime = SimpleNamespace(pod_running=pod_running or (lambda uid: None))  # the runtime slot, as the sync asks it
     return ClusterSync(watcher=watch, evictor=None, node_writer=None, events=None,  # type: ignore[arg-type]
                        on_error=lambda error: None, log=None, runtime=runtime, should_stop=should_stop,
-                       clock=clock, sleep=clock.sleep)
+                       clock=clock)
 
 
 def test_a_failed_pod_whose_containers_still_run_is_waited_for_until_they_stop() -> None:

@@ -25,7 +25,8 @@ from evictd.core.summary import Summary, summary_from_dict
 from evictd.observe.http_endpoint import Health
 from evictd.observe.metrics import Metrics
 from evictd.run.after_cycle import Cycle, NotifierRefresh
-from evictd.run.daemon import NOTIFICATION_FOLLOW_UPS_S, Daemon
+from evictd.run.cadence import NOTIFICATION_FOLLOW_UPS_S
+from evictd.run.daemon import Daemon, Hooks, LoopSettings, Reporting, Wakeups
 from evictd.run.manager import CycleReport, EvictionManager
 from evictd.run.stop_signal import StopSignal
 
@@ -140,7 +141,8 @@ class Loop:
     """A daemon over the real manager, with everything it talks to recorded."""
 
     def __init__(self, *, causes: Sequence[list[str] | Callable[[], list[str]]] = (), crossed_at_cycle: int = 1000,
-                 failing: Sequence[int] = (), dry_run: bool = True, **daemon: Any) -> None:
+                 failing: Sequence[int] = (), dry_run: bool = True, max_cycles: int = 0, parts: Sequence[Any] = (),
+                 **hooks: Any) -> None:
         self.clock = ManualClock()
         self.stats = MemoryStats(self.clock, crossed_at_cycle, failing)
         self.evictor = RecordingEvictor()
@@ -154,9 +156,10 @@ class Loop:
         self.stop = StopSignal(self.waiter.wake, 15.0, self.log)
         self.health = Health(INTERVAL_S, stopping=self.stop.is_set)
         self.systemd = Systemd()
-        self.daemon = Daemon(self.manager, self.waiter, self.stop, self.metrics, self.health, interval_s=INTERVAL_S,
-                             dry_run=dry_run, node_name="n", clock=self.clock, systemd=self.systemd,  # type: ignore[arg-type]
-                             log=self.log, **daemon)
+        self.daemon = Daemon(self.manager, LoopSettings(INTERVAL_S, "n", dry_run, max_cycles),
+                             Wakeups(self.waiter, self.stop, self.clock),
+                             Reporting(self.metrics, self.health, self.log, self.systemd),  # type: ignore[arg-type]
+                             Hooks(**hooks), parts)
 
     def run(self) -> int:
         return self.daemon.run()

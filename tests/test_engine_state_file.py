@@ -19,21 +19,17 @@ from evictd.core.fs_layout import FsLayout
 from evictd.core.signals import NodeCondition
 from evictd.core.summary import summary_from_dict
 from evictd.core.thresholds import parse_threshold_config
-from evictd.record.engine_state import (
-    MIN_RESTORE_WINDOW_S,
-    SAVE_EVERY_S,
-    STATE_FILE,
-    EngineStateFile,
-    restore_window_s,
-)
+from evictd.record.engine_state import SAVE_EVERY_S, EngineStateFile
 from evictd.run.after_cycle import Cycle
+from evictd.run.cadence import stale_after_s
 from evictd.run.manager import CycleReport
+from evictd.state_dir import ENGINE_STATE_FILE
 from full_filesystem import UnwritableFolder
 from recording_log import Counter, RecordingLog
 
 CONFIG = EngineConfig(thresholds=tuple(parse_threshold_config([], {}, {"memory.available": "1Gi"},
                                                               {"memory.available": "60s"}, {})))
-WINDOW_S = restore_window_s(10.0)
+WINDOW_S = stale_after_s(10.0)
 
 
 def cycle(state: EngineState, clock: ManualClock, available: int = 512 * Mi, number: int = 1) -> Cycle:
@@ -50,14 +46,8 @@ def state_file(path: Path, clock: ManualClock, log: RecordingLog | None = None,
     return EngineStateFile(str(path), "node-1", log=log or RecordingLog(), on_error=errors or Counter(), clock=clock)
 
 
-def test_restore_window_is_three_intervals_and_at_least_thirty_seconds() -> None:
-    assert restore_window_s(10.0) == MIN_RESTORE_WINDOW_S == 30.0
-    assert restore_window_s(0.2) == 30.0
-    assert restore_window_s(60.0) == 180.0
-
-
 def test_a_saved_state_is_restored_by_the_next_process(tmp_path: Path) -> None:
-    path = tmp_path / "state" / STATE_FILE
+    path = tmp_path / "state" / ENGINE_STATE_FILE
     clock = ManualClock(now_s=1000.0)
     first = state_file(path, clock)
     assert first.restore(CONFIG, WINDOW_S) == EngineState(), "no file: a fresh start"
@@ -78,7 +68,7 @@ def test_a_saved_state_is_restored_by_the_next_process(tmp_path: Path) -> None:
 
 
 def test_a_cycle_that_changed_no_timer_is_saved_at_most_once_a_second(tmp_path: Path) -> None:
-    path = tmp_path / STATE_FILE
+    path = tmp_path / ENGINE_STATE_FILE
     clock = ManualClock(now_s=1000.0)
     hook = state_file(path, clock)
     state = cycle(EngineState(), clock).state
@@ -99,7 +89,7 @@ def test_a_cycle_that_changed_no_timer_is_saved_at_most_once_a_second(tmp_path: 
 
 
 def test_a_calm_node_is_saved_once_and_its_old_file_restores_what_a_fresh_one_would(tmp_path: Path) -> None:
-    path = tmp_path / STATE_FILE
+    path = tmp_path / ENGINE_STATE_FILE
     clock = ManualClock(now_s=1000.0)
     hook = state_file(path, clock)
     calm = cycle(EngineState(), clock, available=4096 * Mi)
@@ -115,7 +105,7 @@ def test_a_calm_node_is_saved_once_and_its_old_file_restores_what_a_fresh_one_wo
     later = ManualClock(now_s=5.0, wall_at_zero=clock.wall() + timedelta(seconds=1 - 5))
     log = RecordingLog()
     restored = state_file(path, later, log).restore(CONFIG, WINDOW_S)
-    fresh_path = tmp_path / "fresh" / STATE_FILE
+    fresh_path = tmp_path / "fresh" / ENGINE_STATE_FILE
     state_file(fresh_path, clock)(calm)
     fresh = state_file(fresh_path, later).restore(CONFIG, WINDOW_S)
     assert restored == EngineState() and fresh.last_observations
@@ -147,7 +137,7 @@ OUT_OF_RANGE_TIMES = {
 
 @pytest.mark.parametrize("case", ["corrupt", "a directory", "foreign", *sorted(OUT_OF_RANGE_TIMES)])
 def test_an_unusable_file_is_moved_aside_counted_and_logged_once(tmp_path: Path, case: str) -> None:
-    path = tmp_path / STATE_FILE
+    path = tmp_path / ENGINE_STATE_FILE
     clock = ManualClock(now_s=1000.0)
     if case == "corrupt":
         path.write_bytes(b"\xff\xfe not json")
@@ -185,14 +175,14 @@ def test_temporary_files_of_an_interrupted_write_are_removed(tmp_path: Path) -> 
     (tmp_path / ".engine-state-abc123").write_bytes(b'{"version": 1, "no')
     (tmp_path / ".journal-keep").write_bytes(b"the journal's own")
     log = RecordingLog()
-    state_file(tmp_path / STATE_FILE, ManualClock(), log).restore(CONFIG, WINDOW_S)
+    state_file(tmp_path / ENGINE_STATE_FILE, ManualClock(), log).restore(CONFIG, WINDOW_S)
     assert sorted(os.listdir(tmp_path)) == [".journal-keep"]
     assert log.at("info") == [("removed temporary engine state files left by an interrupted write",
                                {"folder": str(tmp_path), "count": 1})]
 
 
 def test_a_state_dir_that_takes_no_writes_costs_only_the_saving(unwritable_state: UnwritableFolder) -> None:
-    path = unwritable_state.folder / STATE_FILE
+    path = unwritable_state.folder / ENGINE_STATE_FILE
     clock = ManualClock(now_s=1000.0)
     log, errors = RecordingLog(), Counter()
     hook = state_file(path, clock, log, errors)

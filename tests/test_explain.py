@@ -17,9 +17,10 @@ from typing import Any
 
 from evictd.commands.simulate import parse_scenario
 from evictd.kube.evictor import journal_entry
-from evictd.kube.journal import JOURNAL_FILE, EvictionJournal
-from evictd.record.recording import RECORDING_FOLDER, read_recording
+from evictd.kube.journal import EvictionJournal
+from evictd.record.recording import read_recording
 from evictd.record.replay import replayed_runs
+from evictd.state_dir import JOURNAL_FILE, RECORDING_FOLDER
 from recording_log import RecordingLog
 from test_recorder import EXAMPLES, SAMPLE, START, cycles, evictd, example, record, recorder
 

@@ -15,8 +15,10 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "evictd"
 CORE = PACKAGE / "core"
 ADAPTER_PACKAGES = ("adapters", "kube", "cri")
-# What an adapter may import of evictd: the core, the adapter packages, and the Clock and Log protocols.
-ADAPTER_MAY_IMPORT = ("evictd.core", "evictd.clock", "evictd.log", *(f"evictd.{name}" for name in ADAPTER_PACKAGES))
+# What an adapter may import of evictd: the core, the adapter packages, the Clock and Log protocols and the
+# stateDir's names.
+ADAPTER_MAY_IMPORT = ("evictd.core", "evictd.clock", "evictd.log", "evictd.state_dir",
+                      *(f"evictd.{name}" for name in ADAPTER_PACKAGES))
 
 # Standard-library modules that would let the core touch the outside world or the clock.
 FORBIDDEN_STDLIB = {

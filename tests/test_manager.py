@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from builders import Gi, Mi, fs, pod, pod_stats, summary
@@ -14,6 +15,7 @@ from evictd.core.pods import pod_from_dict
 from evictd.core.summary import Summary, summary_from_dict
 from evictd.core.thresholds import derive_containerfs_thresholds
 from evictd.run.manager import CycleError, CycleReport, CycleStep, EvictionManager
+from evictd.run.runtime_link import NodeLevel
 
 
 class Stats:
@@ -133,8 +135,9 @@ def test_a_runtime_attached_later_brings_its_layout_and_reclaimer_and_keeps_the_
     config = EngineConfig.from_settings(EvictionSettings(hard={}, soft={"nodefs.available": "2Gi"},
                                                          soft_grace_period={"nodefs.available": "1m"}))
     before, after = Reclaimer(), Reclaimer()
-    m = EvictionManager(config, stats=Stats(DISK_LOW, DISK_LOW, DISK_OK), layout=Layout(FsLayout()),
-                        pods=Pods(VICTIM), reclaimer=before, evictor=Evictor(), clock=clock)
+    node = NodeLevel(Layout(FsLayout()), before)
+    m = EvictionManager(config, stats=Stats(DISK_LOW, DISK_LOW, DISK_OK), layout=node, pods=Pods(VICTIM),
+                        reclaimer=node, evictor=Evictor(), clock=clock, layout_changes=lambda: node.changes)
     m.synchronize()
     (nodefs,) = [t for t in m.state.thresholds if str(t.signal) == "nodefs.available"]
     assert m.state.first_observed_at == {nodefs: 0.0}
@@ -143,7 +146,7 @@ def test_a_runtime_attached_later_brings_its_layout_and_reclaimer_and_keeps_the_
 
     split = FsLayout(dedicated_imagefs=True, split_containerfs=True)
     runtime_layout = Layout(split)
-    m.attach_runtime(runtime_layout, after)
+    node.attach(runtime_layout, after)
     clock.now_s = 61.0
     report = m.synchronize()
     assert runtime_layout.calls == 1 and m.state.layout == split
@@ -256,3 +259,23 @@ def test_with_a_pod_list_the_nodes_pods_are_not_asked() -> None:
                              node_pods=Unlisted(AssertionError("asked"))).synchronize()
     assert [e.pod.name for e in evictor.calls] == ["victim"]
     assert report.pod_list_problem is None and not report.pods_from_node and report.degraded is None
+
+
+def test_a_manager_starts_from_the_state_it_is_built_with() -> None:
+    """What a restart restored is given at construction: a soft threshold's grace period goes on counting from
+    when the last run first saw it met, and no layout detected by the last run is kept over this one's."""
+    config = EngineConfig.from_settings(EvictionSettings(hard={}, soft={"nodefs.available": "2Gi"},
+                                                         soft_grace_period={"nodefs.available": "1m"}))
+    first = EvictionManager(config, stats=Stats(DISK_LOW, DISK_LOW), layout=Layout(FsLayout()), pods=Pods(VICTIM),
+                            reclaimer=Reclaimer(), evictor=Evictor(), clock=ManualClock(0.0))
+    first.synchronize()
+    restored = replace(first.state, layout=None)
+    evictor = Evictor()
+    second = EvictionManager(config, stats=Stats(DISK_LOW, DISK_LOW), layout=Layout(FsLayout()), pods=Pods(VICTIM),
+                             reclaimer=Reclaimer(), evictor=evictor, clock=ManualClock(61.0), state=restored)
+    assert second.state is restored
+    report = second.synchronize()
+    assert [e.pod.name for e in report.evictions] == ["victim"] == [e.pod.name for e in evictor.calls]
+    fresh = EvictionManager(config, stats=Stats(DISK_LOW, DISK_LOW), layout=Layout(FsLayout()), pods=Pods(VICTIM),
+                            reclaimer=Reclaimer(), evictor=Evictor(), clock=ManualClock(61.0))
+    assert fresh.synchronize().evictions == (), "a fresh manager's grace period has only just started"

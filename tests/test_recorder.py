@@ -39,7 +39,6 @@ from evictd.record.recorder import FlightRecorder
 from evictd.record.recording import (
     CLOSED_SUFFIX,
     OPEN_SUFFIX,
-    RECORDING_FOLDER,
     decision_json,
     read_recording,
     segment_paths,
@@ -47,6 +46,7 @@ from evictd.record.recording import (
 from evictd.record.replay import replay
 from evictd.record.summary_json import summary_to_dict
 from evictd.run.after_cycle import Cycle
+from evictd.state_dir import RECORDING_FOLDER
 from full_filesystem import UnwritableFolder
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -308,7 +308,8 @@ class _Problems:
 
 def _recording(path: str, since: str | None, until: str | None) -> Any:
     """The recording at `path` (a stateDir, its recording folder or a segment), read as it is iterated."""
-    from evictd.record.recording import RECORDING_FOLDER, Recording
+    from evictd.record.recording import Recording
+    from evictd.state_dir import RECORDING_FOLDER
 
     # A reader builds and drops each cycle's objects by the thousand, freed as they go (no reference cycles): the
     # collector's passes every 700 new objects (Python's default) were a sixth of its time.
@@ -395,8 +396,8 @@ def _explain(args: argparse.Namespace) -> int:
         now_text,
         record_head,
         replay_until,
-        stale_after_s,
     )
+    from evictd.run.cadence import stale_after_s
 
     configuration = load_configuration(args.config, _flags(args))
     state_dir = args.state_dir or configuration.evictd.state_dir

@@ -42,7 +42,7 @@ from node_under_test import PodRef, memory_hog, new_name, wait_until
 from real_cluster import DEPLOY_DIR, EVICTD_NAMESPACE, RealCluster, write_kubeconfig
 from side_by_side import HOG_MIB, kubelet_not_evicting, thresholds
 
-from evictd.run.lock import LOCK_FILE
+from evictd.state_dir import LOCK_FILE
 from image_build import ImageBuild, build_from_fresh_clone
 
 pytestmark = pytest.mark.real_cluster

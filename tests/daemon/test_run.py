@@ -277,7 +277,8 @@ def make_run(*variables: str) -> subprocess.CompletedProcess[str]:
 
 
 def runs_in(state_dir: Path) -> set[str]:
-    from evictd.record.recording import RECORDING_FOLDER, read_recording
+    from evictd.record.recording import read_recording
+    from evictd.state_dir import RECORDING_FOLDER
 
     folder = state_dir / RECORDING_FOLDER
     return {record.run for record in read_recording(str(folder))[0]} if folder.is_dir() else set()

@@ -18,7 +18,8 @@ from pathlib import Path
 from evictd_process import EvictdProcess, start_evictd
 from evictd_process import evictd_command as evictd
 
-from evictd.record.recording import RECORDING_FOLDER, read_recording
+from evictd.record.recording import read_recording
+from evictd.state_dir import RECORDING_FOLDER
 from full_filesystem import UnwritableFolder
 from real_pod_node import MiB, RealPodNode
 

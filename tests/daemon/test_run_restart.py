@@ -26,8 +26,9 @@ from evictd_process import EvictdProcess, start_evictd
 from evictd_process import evictd_command as evictd
 
 from evictd.core.saved_state import STATE_VERSION
-from evictd.record.recording import ABSENT, RECORDING_FOLDER, read_recording
+from evictd.record.recording import ABSENT, read_recording
 from evictd.record.replay import replay
+from evictd.state_dir import LOCK_FILE, RECORDING_FOLDER
 from real_pod_node import MiB, RealPodNode
 
 POD_LIMIT_BYTES = 512 * MiB
@@ -210,7 +211,7 @@ def test_the_state_is_saved_unless_in_dry_run(tmp_path: Path, dry_run: bool,
     assert (state / RECORDING_FOLDER).is_dir()
     # The stateDir lock is taken in both modes, with or without an API (src/evictd/run/lock.py).
     assert (state / "evictd.lock").is_file()
-    files = sorted(p.name for p in state.iterdir() if p.name not in (RECORDING_FOLDER, "evictd.lock"))
+    files = sorted(p.name for p in state.iterdir() if p.name not in (RECORDING_FOLDER, LOCK_FILE))
     if dry_run:
         assert files == [], "dry-run writes no engine state to stateDir"
     else:

@@ -22,7 +22,7 @@ from apiserver import ApiServer
 from evictd_process import EvictdProcess
 from kube_objects import node_manifest
 
-from evictd.record.recording import RECORDING_FOLDER
+from evictd.state_dir import RECORDING_FOLDER
 
 NODE = "tenant-node"
 PODS = 100

@@ -38,7 +38,7 @@ from e2e_node import (
 from evictd_process import EvictdProcess
 
 from evictd.adapters.local_kill import MINIMUM_GRACE_PERIOD_S
-from evictd.record.recording import RECORDING_FOLDER
+from evictd.state_dir import RECORDING_FOLDER
 from full_filesystem import UnwritableFolder
 
 MiB = 1 << 20

@@ -20,7 +20,8 @@ from evictd.cli import main
 from evictd.commands.simulate import parse_scenario, run_scenario
 from evictd.core.engine import Eviction
 from evictd.core.pods import Pod, pod_from_dict
-from evictd.kube.shadow import SHADOW_FILE, ShadowComparer
+from evictd.kube.shadow import ShadowComparer
+from evictd.state_dir import SHADOW_FILE
 
 KUBELET_MESSAGE = "The node was low on resource: memory. Threshold quantity: 1Gi, available: 512Mi. "
 

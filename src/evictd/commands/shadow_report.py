@@ -15,7 +15,7 @@ from typing import Any
 
 from evictd.core.errors import ConfigError
 from evictd.core.shadow import Outcome
-from evictd.kube.shadow import SHADOW_FILE
+from evictd.state_dir import SHADOW_FILE, StateDir
 
 # How many disagreements the text report lists (the JSON report has them all).
 SHOWN_DISAGREEMENTS = 20
@@ -23,7 +23,7 @@ SHOWN_DISAGREEMENTS = 20
 
 def read_comparisons(state_dir: str) -> list[dict[str, Any]]:
     """Every recorded comparison, oldest first. Raises ConfigError when there is no record at all."""
-    paths = [os.path.join(state_dir, SHADOW_FILE + ".1"), os.path.join(state_dir, SHADOW_FILE)]
+    paths = [StateDir(state_dir).shadow_rotated, StateDir(state_dir).shadow]
     found = [p for p in paths if os.path.isfile(p)]
     if not found:
         raise ConfigError("holds no shadow comparisons (evictd run in dry-run with the Kubernetes API writes "

@@ -196,6 +196,10 @@ class FakeClock:
     def wall(self) -> datetime:
         return datetime.fromtimestamp(self.now, UTC)
 
+    def sleep(self, seconds: float) -> None:
+        """Nothing waits in a scenario: its time moves on at once."""
+        self.now += seconds
+
 
 class FixedLayout:
     def __init__(self, layout: FsLayout) -> None:

@@ -15,7 +15,6 @@ through the container runtime, journaled, so the API writes follow when the API 
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
@@ -115,12 +114,11 @@ class ClusterSync:
     def __init__(self, *, watcher: PodWatcher, evictor: KubePodEvictor | None, node_writer: NodeStatusWriter,
                  events: EventRecorder, on_error: Callable[[KubeError], None], log: Log, runtime: Runtime = NO_RUNTIME,
                  critical: CriticalPodRecord | None = None, should_stop: Callable[[], bool] = lambda: False,
-                 clock: Clock = SYSTEM_CLOCK, sleep: Callable[[float], None] = time.sleep) -> None:
+                 clock: Clock = SYSTEM_CLOCK) -> None:
         # Polled during the wait after an eviction: a daemon asked to stop gives up waiting.
         self._should_stop = should_stop
         self._runtime = runtime
         self._clock = clock
-        self._sleep = sleep
         self._watcher = watcher
         self._evictor = evictor
         self._node_writer = node_writer
@@ -189,7 +187,7 @@ class ClusterSync:
             remaining = deadline - self._clock.monotonic()
             if remaining <= 0 or self._should_stop():
                 return False
-            self._sleep(min(POD_CLEANUP_POLL_S, remaining))
+            self._clock.sleep(min(POD_CLEANUP_POLL_S, remaining))
 
     def _cleaned_up(self, uid: str) -> bool:
         """Gone from the API (its kubelet deletes it once its containers stopped), or nothing of it runs here.

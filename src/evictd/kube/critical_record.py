@@ -18,6 +18,7 @@ from collections.abc import Iterable
 from evictd.core.errors import SampleError
 from evictd.core.pods import Pod, is_critical_pod, is_mirror_pod
 from evictd.kube.atomic_file import read_json_file, write_json_atomically
+from evictd.state_dir import CRITICAL_PODS_TEMPORARY_PREFIX
 
 # The largest record read back (a node runs at most a few hundred pods: 40 bytes per UID); whole MiB.
 MAX_RECORD_BYTES = 1 << 20
@@ -52,7 +53,8 @@ class CriticalPodRecord:
         self._uids = uids
         if self._path is not None:
             try:
-                write_json_atomically(self._path, {"criticalPodUIDs": sorted(uids)})
+                write_json_atomically(self._path, {"criticalPodUIDs": sorted(uids)},
+                                      prefix=CRITICAL_PODS_TEMPORARY_PREFIX)
                 self.problem = None
                 self._unwritten = False
             except OSError as exc:

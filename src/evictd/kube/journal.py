@@ -30,15 +30,12 @@ from evictd.core.errors import SampleError, bounded_repr
 from evictd.core.pods import FrozenMap
 from evictd.kube.atomic_file import move_aside, read_json_file, remove_temporaries, write_json_atomically
 from evictd.log import Log
+from evictd.state_dir import CORRUPT_SUFFIX, JOURNAL_TEMPORARY_PREFIX
 
-# The journal's file in stateDir.
-JOURNAL_FILE = "evictions.json"
 # How long a finished eviction is remembered (longer than any pod's termination grace period in practice).
 REMEMBER_DONE_S = 600.0
 # The file format this evictd writes and reads; a journal without a version is version 1 (evictd 0.1.0).
 JOURNAL_VERSION = 1
-TEMPORARY_PREFIX = ".journal-"
-CORRUPT_SUFFIX = ".corrupt-"
 # An entry is about 1 KiB and lives at most REMEMBER_DONE_S after it finished: a real journal holds a few
 # hundred KiB at most. A bigger file is not one evictd wrote (and is not read into memory).
 MAX_JOURNAL_BYTES = 16 << 20
@@ -252,7 +249,7 @@ class EvictionJournal:
         self._failed_writes = 0
         if path is None:
             return
-        remove_temporaries(os.path.dirname(path) or ".", TEMPORARY_PREFIX, self._log, "journal")
+        remove_temporaries(os.path.dirname(path) or ".", JOURNAL_TEMPORARY_PREFIX, self._log, "journal")
         try:
             self._entries = read_journal(path) or {}
         except SampleError as exc:
@@ -272,7 +269,7 @@ class EvictionJournal:
             return True
         document = {"version": JOURNAL_VERSION, "evictions": [entry_to_json(entry) for entry in self._entries.values()]}
         try:
-            write_json_atomically(self._path, document, prefix=TEMPORARY_PREFIX)
+            write_json_atomically(self._path, document, prefix=JOURNAL_TEMPORARY_PREFIX)
         except OSError as exc:
             self._unwritten = True
             self._failed_writes += 1

@@ -35,8 +35,8 @@ from evictd.core.shadow import (
 )
 from evictd.kube.events import rfc3339
 from evictd.log import Log
+from evictd.state_dir import ROTATED_SUFFIX, SHADOW_FILE
 
-SHADOW_FILE = "shadow.jsonl"
 RECORD_MAX_BYTES = 4 << 20
 
 
@@ -108,7 +108,7 @@ class ShadowComparer:
             return
         try:
             if os.path.exists(self._path) and os.path.getsize(self._path) > RECORD_MAX_BYTES:
-                os.replace(self._path, self._path + ".1")
+                os.replace(self._path, self._path + ROTATED_SUFFIX)
             os.makedirs(os.path.dirname(self._path) or ".", exist_ok=True)
             with open(self._path, "a", encoding="utf-8") as handle:
                 handle.write(json.dumps(record) + "\n")

@@ -27,12 +27,7 @@ import structlog
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from evictd.core.errors import ConfigError
-
-# A loop that has not finished a cycle for this many housekeeping intervals is reported unhealthy
-# (a slow filesystem walk or a hung runtime call is worth a restart by the supervisor).
-STALL_INTERVALS = 3
-# ...but never less than this, so a 1 s interval does not flap on one slow cycle.
-MIN_STALL_S = 30.0
+from evictd.run.cadence import stale_after_s
 
 # Two probes (liveness, readiness) and a scrape or two need a handful; the rest is headroom. Each open
 # connection costs at most MAX_REQUEST_HEAD_BYTES plus one response (a /metrics page, tens of KiB).
@@ -78,7 +73,7 @@ class Health:
     """
 
     def __init__(self, interval_s: float, stopping: Callable[[], bool] = lambda: False) -> None:
-        self.allowed_gap_s = max(STALL_INTERVALS * interval_s, MIN_STALL_S)
+        self.allowed_gap_s = stale_after_s(interval_s)
         self.started_at = time.monotonic()
         self.last_cycle_at: float | None = None
         self.stopping = stopping

@@ -7,8 +7,8 @@ that a restart inside a soft threshold's grace period neither resets nor shorten
 not flap. The kubelet loses all of this on a restart.
 
 Invariants:
-- Restored: threshold timers only when the file was saved at most `restore_window_s` ago (three housekeeping
-  intervals, and at least 30 s: a restart, not an outage) and only for thresholds the configuration still
+- Restored: threshold timers only when the file was saved at most `restore_window_s` ago (before it is stale,
+  `evictd.run.cadence.stale_after_s`: a restart, not an outage) and only for thresholds the configuration still
   has; node conditions while younger than the pressure transition period. No restored time lies in the future.
 - A file that cannot be used (corrupt, empty, truncated, not a regular file, another format version, another
   node) never stops evictd: it is renamed aside to `engine-state.json.corrupt-<UTC time>` (or `.foreign-`),
@@ -41,24 +41,12 @@ from evictd.kube.atomic_file import move_aside, read_json_file, remove_temporari
 from evictd.log import Log
 from evictd.observe.cycle_logging import describe_threshold
 from evictd.run.after_cycle import Cycle
+from evictd.state_dir import CORRUPT_SUFFIX, ENGINE_STATE_TEMPORARY_PREFIX, FOREIGN_SUFFIX
 
-STATE_FILE = "engine-state.json"
-TEMPORARY_PREFIX = ".engine-state-"
-CORRUPT_SUFFIX = ".corrupt-"
-FOREIGN_SUFFIX = ".foreign-"
 # A node's state is a few KiB (nine signals, a few thresholds): a larger file is not one evictd wrote.
 MAX_STATE_BYTES = 1 << 20
-# Threshold timers are restored after a gap of at most this many housekeeping intervals, and at least
-# MIN_RESTORE_WINDOW_S (the time a restart takes: a DaemonSet pod replaced, a unit restarted).
-RESTORE_WINDOW_INTERVALS = 3
-MIN_RESTORE_WINDOW_S = 30.0
 # Between cycles whose timers did not change, a write at most this often.
 SAVE_EVERY_S = 1.0
-
-
-def restore_window_s(housekeeping_interval_s: float) -> float:
-    """Return how old a saved state may be for its threshold timers to be restored."""
-    return max(RESTORE_WINDOW_INTERVALS * housekeeping_interval_s, MIN_RESTORE_WINDOW_S)
 
 
 def _timers(state: EngineState) -> object:
@@ -92,7 +80,7 @@ class EngineStateFile:
 
     def restore(self, config: EngineConfig, window_s: float) -> EngineState:
         """Return the engine state to start from: what the file still holds for `config`, or a fresh one."""
-        remove_temporaries(os.path.dirname(self.path) or ".", TEMPORARY_PREFIX, self._log, "engine state")
+        remove_temporaries(os.path.dirname(self.path) or ".", ENGINE_STATE_TEMPORARY_PREFIX, self._log, "engine state")
         try:
             document = read_json_file(self.path, MAX_STATE_BYTES)
             if document is None:
@@ -140,7 +128,7 @@ class EngineStateFile:
             return
         document = state_document(cycle.state, node_name=self._node_name, now=now, now_wall=cycle.wall.timestamp())
         try:
-            write_json_atomically(self.path, document, prefix=TEMPORARY_PREFIX)
+            write_json_atomically(self.path, document, prefix=ENGINE_STATE_TEMPORARY_PREFIX)
         except OSError as exc:
             self._on_error()
             self._failed_writes += 1

@@ -42,10 +42,6 @@ from evictd.run.manager import CycleReport
 NOT_RANKED = ("evictd's own pod", "pods evictd already evicted (its journal)", "pods that finished (Succeeded, "
               "Failed)")
 RANKING_SHOWN_NOW = 5
-# `--now` calls the newest recorded cycle current while it is at most this many housekeeping intervals old, and
-# at least MIN_STALE_AFTER_S (a running daemon's recorder writes every cycle).
-STALE_AFTER_INTERVALS = 3
-MIN_STALE_AFTER_S = 30.0
 # A first-met time this close to the restored one is that one (the same float, give or take rounding).
 RESTORED_TIME_TOLERANCE_S = 1e-6
 
@@ -448,11 +444,6 @@ def _ranking_table(signal: Signal, ranking: Sequence[Mapping[str, object]]) -> s
 
 
 # --- what would be evicted next -------------------------------------------------------------------------------
-
-
-def stale_after_s(housekeeping_interval_s: float) -> float:
-    """How old the newest recorded cycle may be and still be "now": a running recorder writes every cycle."""
-    return max(STALE_AFTER_INTERVALS * housekeeping_interval_s, MIN_STALE_AFTER_S)
 
 
 def now_json(explained: Explained, *, now_wall: float, stale_after: float) -> JsonObject:

@@ -14,16 +14,16 @@ without one was decided by a run that did not record.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping, Sequence
 
 from evictd.commands.render import JsonObject
 from evictd.core.errors import SampleError
 from evictd.kube.evictor import DECISION_ANNOTATION
-from evictd.kube.journal import JOURNAL_FILE, ApiStep, JournalEntry, read_journal
+from evictd.kube.journal import ApiStep, JournalEntry, read_journal
 from evictd.record.explain import RecordHead
 from evictd.record.recording import decision_id
 from evictd.record.replay import wall_text
+from evictd.state_dir import StateDir
 
 NOT_KNOWN = ("the ranked table, the thresholds' first-met times and grace timing, and what node-level reclaim ran "
              "and freed are not available: the recording does not hold that cycle")
@@ -34,7 +34,7 @@ STEP_TEXT = {ApiStep.CONDITION: "condition written", ApiStep.DELETION: "pod dele
 def journal_entries(state_dir: str) -> tuple[list[JournalEntry], str | None]:
     """Return the journal's entries in `state_dir`, oldest decision first, and why there are none when the
     journal cannot be read (None: read, or no journal at all)."""
-    path = os.path.join(state_dir, JOURNAL_FILE)
+    path = StateDir(state_dir).journal
     try:
         entries = read_journal(path)
     except SampleError as exc:

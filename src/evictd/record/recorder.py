@@ -45,7 +45,6 @@ from evictd.record.recording import (
     CLOSED_SUFFIX,
     FORMAT_VERSION,
     OPEN_SUFFIX,
-    RECORDING_FOLDER,
     PodListEncoder,
     RankingEncoder,
     decision_json,
@@ -55,15 +54,13 @@ from evictd.record.recording import (
 )
 from evictd.record.summary_json import SummaryChangesEncoder
 from evictd.run.after_cycle import Cycle
+from evictd.run.manager import FRESH_STATE
+from evictd.state_dir import RECORDING_FOLDER, RECORDING_TEMPORARY_PREFIX
 
-# The state of an engine that remembers nothing: what a run that restored nothing starts from.
-FRESH_STATE = EngineState()
 # What one segment holds at most, as a share of the recorder's bounds.
 SEGMENT_SHARE_OF_BYTES = 16
 SEGMENT_SHARE_OF_AGE = 24
 MIN_SEGMENT_BYTES = 64 << 10
-# A compressed segment is written under this prefix, then renamed; one a crash left is removed at start.
-TEMPORARY_PREFIX = "."
 # A segment dated more than this after the clock's now was written while the clock ran ahead.
 FUTURE_SLACK_S = 60.0
 
@@ -198,7 +195,7 @@ class FlightRecorder:
     def _open_segment(self, wall: float) -> None:
         os.makedirs(self.folder, exist_ok=True)
         if not self._started:  # what earlier runs left may have aged out meanwhile, or was cut by a crash
-            remove_temporaries(self.folder, TEMPORARY_PREFIX, self._log, "recording")
+            remove_temporaries(self.folder, RECORDING_TEMPORARY_PREFIX, self._log, "recording")
             self._enforce_bounds()
             self._started = True
         stamp = datetime.fromtimestamp(wall, UTC).strftime("%Y%m%dT%H%M%S.%fZ")
@@ -222,7 +219,7 @@ class FlightRecorder:
         path = self._path
         self._drop_segment()
         compressed = path[: -len(OPEN_SUFFIX)] + CLOSED_SUFFIX
-        temporary = os.path.join(self.folder, TEMPORARY_PREFIX + os.path.basename(compressed))
+        temporary = os.path.join(self.folder, RECORDING_TEMPORARY_PREFIX + os.path.basename(compressed))
         try:
             # Owner-only, whatever the umask (the DaemonSet sets none): a recording holds every pod's details.
             descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC,

@@ -51,7 +51,6 @@ from evictd.run.manager import CycleReport
 # Version 2 writes a Summary as what changed since the line before; version 1 (every Summary whole) is read too.
 FORMAT_VERSION = 2
 READ_VERSIONS = (1, 2)
-RECORDING_FOLDER = "recording"
 OPEN_SUFFIX = ".jsonl"
 CLOSED_SUFFIX = ".jsonl.gz"
 # What a line may say (a line saying more is not one evictd wrote: skipped): a run id's length, a cycle number,

@@ -18,10 +18,11 @@ from evictd.commands.simulate import FakeClock, Scenario, run_scenario, start_st
 from evictd.config import EvictdSettings
 from evictd.core.engine import EngineState
 from evictd.core.errors import ConfigError, EvictdError
-from evictd.record.recorder import FRESH_STATE, FlightRecorder
-from evictd.record.recording import RECORDING_FOLDER, run_id, segment_paths
+from evictd.record.recorder import FlightRecorder
+from evictd.record.recording import run_id, segment_paths
 from evictd.run.after_cycle import Cycle
-from evictd.run.manager import CycleReport
+from evictd.run.manager import FRESH_STATE, CycleReport
+from evictd.state_dir import RECORDING_FOLDER
 
 # What names the run and its segment where the daemon's PID would.
 PROCESS = "simulate"

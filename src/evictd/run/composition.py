@@ -8,6 +8,11 @@ stateDir lock (`state_lock`; a second evictd on the node waits for them, or exit
 the engine state, the journal and the record of critical pods are read from stateDir as they are built. What runs
 beside the loop or may wait (the pod watch and its first list, the runtime's first answer, the HTTP
 endpoint, the disk walker) are the daemon's parts, started in that order by `Daemon.start`.
+
+`build_daemon` reads as its builders, each building one side whole: `build_basics` (node name, cgroups, metrics,
+waiter, stop), `build_cluster`, `build_stats_source`, `build_engine_state` (the state restored), `build_manager`
+(given that state and the `NodeLevel` a runtime attaches to later: never patched), `build_runtime`,
+`build_notifiers`, `build_hooks`, `build_parts`.
 """
 
 from __future__ import annotations
@@ -36,7 +41,7 @@ from evictd.adapters.runtime_node import PeriodicGC, RuntimeFilesystems, Runtime
 from evictd.clock import SYSTEM_CLOCK
 from evictd.config import Configuration, EvictdSettings, StatsOrigin
 from evictd.core.container_gc import GCPolicy, PodState, PodStateFunc
-from evictd.core.engine import EngineConfig, Eviction
+from evictd.core.engine import EngineConfig, EngineState, Eviction
 from evictd.core.errors import ConfigError, EvictdError, KubeError, SampleError
 from evictd.core.fs_layout import FsLayout, ReclaimAction
 from evictd.core.image_gc import image_gc_policy
@@ -48,15 +53,15 @@ from evictd.kube.cluster import ClusterSync, EvictablePods, NodeFallbackPods
 from evictd.kube.critical_record import CriticalPodRecord
 from evictd.kube.events import EventRecorder
 from evictd.kube.evictor import KubePodEvictor
-from evictd.kube.journal import JOURNAL_FILE, EvictionJournal
+from evictd.kube.journal import EvictionJournal
 from evictd.kube.node_writer import NodeStatusWriter
 from evictd.kube.pod_watch import TERMINAL_PHASES, PodWatcher
 from evictd.kube.shadow import ShadowComparer
 from evictd.log import Log
 from evictd.observe.http_endpoint import Health, HttpEndpoint
-from evictd.observe.logging_setup import configure_logging, resolve_format
+from evictd.observe.logging_setup import RecentEvents, configure_logging, resolve_format
 from evictd.observe.metrics import Metrics
-from evictd.record.engine_state import STATE_FILE, EngineStateFile, restore_window_s
+from evictd.record.engine_state import EngineStateFile
 from evictd.record.recorder import FlightRecorder
 from evictd.record.recording import CurrentDecision, run_id
 from evictd.run.after_cycle import (
@@ -68,19 +73,20 @@ from evictd.run.after_cycle import (
     log_sample_problems,
     record_metrics,
 )
-from evictd.run.daemon import Daemon, Part
+from evictd.run.cadence import stale_after_s
+from evictd.run.daemon import Daemon, Hooks, LoopSettings, Part, Reporting, Wakeups
 from evictd.run.lock import acquire_node_lock, acquire_state_lock
-from evictd.run.manager import EvictionManager, ListedPods, PodEvictor, PodSource, StatsSource
+from evictd.run.manager import FRESH_STATE, EvictionManager, ListedPods, PodEvictor, PodSource, StatsSource
 from evictd.run.oom_feedback import OomFeedback
-from evictd.run.runtime_link import CriRuntime, RuntimeLink
+from evictd.run.runtime_link import CriRuntime, NodeLevel, RuntimeLink
 from evictd.run.stop_signal import StopSignal
+from evictd.state_dir import StateDir
 
 NODE_NAME_ENV = "EVICTD_NODE_NAME"
 # The DaemonSet passes evictd's own pod UID, so that it never evicts itself.
 POD_UID_ENV = "EVICTD_POD_UID"
 # Set in every pod by the kubelet: evictd then uses the in-cluster service account.
 IN_CLUSTER_ENV = "KUBERNETES_SERVICE_HOST"
-CRITICAL_PODS_FILE = "critical-pods.json"
 # How long start-up waits for the first pod list before running cycles anyway (hard thresholds rank the pods
 # the node shows until then). A refused connection ends the wait at once.
 POD_SYNC_WAIT_S = 10.0
@@ -111,7 +117,7 @@ class ReportOnlyEvictor:
 
 
 def build_psi_notifiers(settings: EvictdSettings, layout: CgroupLayout, cgroups: CgroupReader,
-                        log: structlog.typing.FilteringBoundLogger) -> tuple[Notifier, ...]:
+                        log: Log) -> tuple[Notifier, ...]:
     """Return the PSI wake-ups: the machine's /proc/pressure/memory and, on cgroup v2, the pods cgroup's
     memory.pressure (a stall of the pods alone). A trigger the kernel refuses is logged and left out."""
     if not settings.psi_wakeups:
@@ -216,10 +222,10 @@ class PodWatchStart:
 
 
 def attach_runtime(config: Configuration, client: CriClient, version: RuntimeVersion, metrics: Metrics, log: Log,
-                   manager: EvictionManager, watcher: PodWatcher | None) -> CriRuntime:
-    """Build node-level reclaim and periodic GC over a runtime that answered, hand the manager its layout and
-    reclaimer (report-only in dry-run), and return the runtime, which the adapters' slot answers as from then on.
-    The same path serves a runtime that answers at start and one that answers later."""
+                   node: NodeLevel, watcher: PodWatcher | None) -> CriRuntime:
+    """Build node-level reclaim and periodic GC over a runtime that answered, hand the manager's node level its
+    layout and reclaimer (report-only in dry-run), and return the runtime, which the adapters' slot answers as
+    from then on. The same path serves a runtime that answers at start and one that answers later."""
     settings = config.evictd
     pod_state, sources_ready = pod_states(watcher)
     metrics.runtime_info.labels(version.runtime_name, version.runtime_version, version.runtime_api_version).set(1)
@@ -240,8 +246,8 @@ def attach_runtime(config: Configuration, client: CriClient, version: RuntimeVer
         log.warning("image detection failed when the runtime was attached", error=str(exc))
     periodic = PeriodicGC(containers, images, container_period_s=settings.container_gc_period_s,
                           image_period_s=settings.image_gc_period_s, log=log)
-    manager.attach_runtime(RuntimeLayout(settings.kubelet_root_dir, filesystems),
-                           ReportOnlyReclaimer() if settings.dry_run else RuntimeReclaimer(containers, images))
+    node.attach(RuntimeLayout(settings.kubelet_root_dir, filesystems),
+                ReportOnlyReclaimer() if settings.dry_run else RuntimeReclaimer(containers, images))
     return CriRuntime(client, filesystems, gc=None if settings.dry_run else periodic)
 
 
@@ -264,7 +270,7 @@ def build_cluster(config: Configuration, node_name: str, metrics: Metrics, log: 
         metrics.api_errors.labels(error.verb).inc()
 
     watcher = PodWatcher(api_client, node_name, on_error=api_error)
-    journal = EvictionJournal(None if dry_run else os.path.join(settings.state_dir, JOURNAL_FILE), log=log,
+    journal = EvictionJournal(None if dry_run else StateDir(settings.state_dir).journal, log=log,
                               on_corrupt=metrics.journal_corrupt.inc,
                               on_write_failure=metrics.journal_write_failures.inc)
     events = EventRecorder(api_client, node_name, dry_run=dry_run)
@@ -273,7 +279,7 @@ def build_cluster(config: Configuration, node_name: str, metrics: Metrics, log: 
     evictor: PodEvictor = kube_evictor if kube_evictor is not None else ReportOnlyEvictor()
     node_writer = NodeStatusWriter(api_client, node_name, settings.node_condition_mode,
                                    update_period_s=settings.node_status_update_frequency_s, dry_run=dry_run)
-    critical = CriticalPodRecord(None if dry_run else os.path.join(settings.state_dir, CRITICAL_PODS_FILE))
+    critical = CriticalPodRecord(None if dry_run else StateDir(settings.state_dir).critical_pods)
     if critical.problem is not None:
         log.warning("critical pods remembered from the last pod list unreadable", error=critical.problem)
     sync = ClusterSync(watcher=watcher, evictor=kube_evictor, node_writer=node_writer, events=events,
@@ -285,6 +291,167 @@ def build_cluster(config: Configuration, node_name: str, metrics: Metrics, log: 
     return ClusterParts(pods=pods, node_pods=NodeFallbackPods(discovered, journal, own_uid, critical),
                         evictor=evictor, sync=sync, watcher=watcher, shadow=shadow,
                         journal=journal, pod_watch=PodWatchStart(watcher, log))
+
+
+@dataclass(frozen=True)
+class Basics:
+    """What every builder of `build_daemon` may need: the configuration, the node, the logger and the metrics,
+    the loop's waiter and stop signal, the runtime slot, the run's name and the cgroups."""
+
+    config: Configuration
+    node_name: str
+    log: Log
+    metrics: Metrics
+    waiter: Waiter
+    stop: StopSignal
+    # The adapters hold the runtime slot; it answers as the runtime once one does (`build_runtime`).
+    runtime: RuntimeSlot
+    # The flight recorder's name of this run (None without the recorder): with it, evictions' log lines, the
+    # live view and Evicted events name their decision (`evictd explain --decision`).
+    run: str | None
+    decision: CurrentDecision
+    cgroup_layout: CgroupLayout
+    cgroups: CgroupReader
+
+    @property
+    def settings(self) -> EvictdSettings:
+        return self.config.evictd
+
+
+def build_basics(config: Configuration, log: Log) -> Basics:
+    """The node's name, cgroups, metrics, waiter, stop signal, runtime slot and run name."""
+    settings = config.evictd
+    # The DaemonSet passes spec.nodeName through the downward API; otherwise the hostname, as the kubelet.
+    node_name = settings.node_name or os.environ.get(NODE_NAME_ENV, "") or socket.gethostname()
+    layout = detect_cgroup_layout(settings.cgroupfs_path, settings.cgroup_driver, base=settings.cgroup_root.strip("/"))
+    waiter = Waiter()
+    run = run_id(SYSTEM_CLOCK.wall().timestamp()) if settings.recorder else None
+    return Basics(config=config, node_name=node_name, log=log, metrics=Metrics(), waiter=waiter,
+                  stop=StopSignal(waiter.wake, settings.shutdown_timeout_s, log), runtime=RuntimeSlot(), run=run,
+                  decision=CurrentDecision(run), cgroup_layout=layout, cgroups=CgroupReader(layout))
+
+
+def build_manager(engine_config: EngineConfig, stats: StatsParts, cluster: ClusterParts | None, pods: PodSource,
+                  listed: ListedPods, node: NodeLevel, state: EngineState) -> EvictionManager:
+    """The eviction manager, whole: what it reads and acts through, and the state it starts from."""
+    return EvictionManager(
+        engine_config,
+        stats=stats.source,
+        layout=node,
+        pods=pods,
+        reclaimer=node,
+        evictor=cluster.evictor if cluster is not None else ReportOnlyEvictor(),
+        clock=SYSTEM_CLOCK,
+        node_pods=cluster.node_pods if cluster is not None else None,
+        listed=listed,
+        state=state,
+        layout_changes=lambda: node.changes,
+    )
+
+
+def build_engine_state(basics: Basics, engine_config: EngineConfig) -> tuple[EngineStateFile | None, EngineState]:
+    """The engine state file (None in dry-run, which saves no engine state) and the state restored from it:
+    grace periods and pressure history of the last run."""
+    settings = basics.settings
+    if settings.dry_run:
+        return None, FRESH_STATE
+    state_file = EngineStateFile(StateDir(settings.state_dir).engine_state, basics.node_name, log=basics.log,
+                                 on_error=basics.metrics.errors.labels("state").inc)
+    return state_file, state_file.restore(engine_config, stale_after_s(settings.housekeeping_interval_s))
+
+
+def build_runtime(basics: Basics, node: NodeLevel, cluster: ClusterParts | None) -> RuntimeLink:
+    """The link to the container runtime, which attaches it to `node` and the slot once it answers."""
+    settings = basics.settings
+    client = CriClient(settings.container_runtime_endpoint, settings.runtime_request_timeout_s)
+    watcher = cluster.watcher if cluster is not None else None
+    return RuntimeLink(client, lambda version: attach_runtime(basics.config, client, version, basics.metrics,
+                                                              basics.log, node, watcher),
+                       basics.log, slot=basics.runtime)
+
+
+def build_notifiers(basics: Basics, engine_config: EngineConfig) -> NotifierRefresh:
+    """The memory wake-ups: memcg thresholds (cgroup v1) or the memory watch (v2), and PSI."""
+    settings, layout, cgroups = basics.settings, basics.cgroup_layout, basics.cgroups
+    node_stats = settings.memcg_wakeups and settings.stats_source is StatsOrigin.NODE
+    memcg = None
+    if node_stats and layout.version == 1:
+        memcg = MemcgNotifierSet(engine_config.thresholds, memory_root=str(layout.memory_hierarchy),
+                                 pods_cgroup=cgroups.pods_cgroup())
+    # cgroup v2 has no memcg threshold notifier: the memory watch looks closely while a crossing is near instead.
+    memory_watch = (MemoryWatch(cgroups, engine_config.thresholds, settings.housekeeping_interval_s)
+                    if node_stats and layout.version == 2 else None)
+    return NotifierRefresh(basics.waiter, memcg, build_psi_notifiers(settings, layout, cgroups, basics.log),
+                           basics.metrics, basics.log, memory_watch)
+
+
+def warn_about_pods_cgroup(basics: Basics) -> None:
+    """Say so when the pods cgroup is missing: another cgroupDriver's, or no kubelet on this node."""
+    settings, cgroups, log = basics.settings, basics.cgroups, basics.log
+    other_driver = None if cgroups.has_pods_cgroup() else cgroups.other_driver_pods_cgroup()
+    if other_driver is not None:
+        log.warning("no pods cgroup for the configured cgroupDriver but one for the other driver: no pods will be "
+                    "found unless cgroupDriver is the kubelet's",
+                    cgroup_driver=str(settings.cgroup_driver), pods_cgroup=cgroups.pods_cgroup(),
+                    other_driver=other_driver[0], other_pods_cgroup=other_driver[1])
+    elif not cgroups.has_pods_cgroup():
+        log.info("no pods cgroup on this node (no kubelet?): allocatableMemory.available and pod stats are absent",
+                 pods_cgroup=cgroups.pods_cgroup())
+
+
+@dataclass(frozen=True)
+class Observers:
+    """How cycles are shown: the output format, the live view (with `live`), the recent log lines it shows."""
+
+    fmt: str
+    stdout: TextIO
+    recent: RecentEvents | None
+
+
+def build_hooks(basics: Basics, observers: Observers, *, reported_only: bool, stats: StatsParts,
+                cluster: ClusterParts | None, state_file: EngineStateFile | None, link: RuntimeLink,
+                notifiers: NotifierRefresh, start_state: EngineState) -> Hooks:
+    """What runs around each cycle and at stop: metrics, logs, the saved state, the live view, the cluster's
+    bookkeeping, the runtime's upkeep, the notifiers' re-arming, the OOM feedback and, last, the flight recorder."""
+    settings, metrics, log = basics.settings, basics.metrics, basics.log
+    oom_feedback = OomFeedback(OomCounters(basics.cgroups), dry_run=reported_only,
+                               container_names=basics.runtime.container_names)
+    after_cycle: list[AfterCycle] = [record_metrics(metrics, reported_only), log_cycles(log, reported_only, basics.run)]
+    if state_file is not None:
+        after_cycle.append(state_file)
+    on_stop: list[Callable[[], None]] = [cluster.sync.withdraw] if cluster is not None else []
+    if observers.fmt == "live":
+        live_view = LiveView(observers.stdout, basics.node_name, dry_run=settings.dry_run, no_api=cluster is None,
+                             recent=observers.recent, run=basics.run)
+        after_cycle.append(live_view)
+        on_stop.append(live_view.close)
+    after_cycle.append(log_sample_problems(log, metrics, stats.problems, lambda: oom_feedback.problems))
+    if cluster is not None:
+        after_cycle.append(cluster_bookkeeping(cluster, metrics))
+    after_cycle += [runtime_upkeep(link), notifiers]
+    if settings.recorder:
+        # Last: what the other hooks do never waits for the recorder's disk.
+        recorder = FlightRecorder(settings.state_dir, basics.config.eviction, max_bytes=settings.recorder_max_bytes,
+                                  max_age_s=settings.recorder_max_age_s, dry_run=reported_only, log=log,
+                                  on_error=metrics.errors.labels("recorder").inc, run=basics.run,
+                                  start_state=start_state, node_name=basics.node_name)
+        after_cycle.append(recorder)
+        on_stop.append(recorder.close)
+    return Hooks(before_cycle=basics.decision.start, after_cycle=after_cycle, oom_feedback=oom_feedback,
+                 wait_for_cleanup=cluster.sync.wait_for_cleanup if cluster is not None else None, on_stop=on_stop)
+
+
+def build_parts(basics: Basics, cluster: ClusterParts | None, link: RuntimeLink, stats: StatsParts,
+                health: Health, serve_http: bool) -> list[Part]:
+    """What the daemon starts before its first cycle, in order: the pod watch, the runtime link, the HTTP
+    endpoint, the disk walker."""
+    parts: list[Part] = [cluster.pod_watch] if cluster is not None else []
+    parts.append(link)
+    if serve_http:
+        parts.append(HttpEndpoint(basics.settings.metrics_bind_address, basics.metrics.registry, health))
+    if stats.disk_walker is not None:
+        parts.append(stats.disk_walker)
+    return parts
 
 
 def build_daemon(
@@ -299,135 +466,47 @@ def build_daemon(
     stateLockTimeout."""
     settings = config.evictd
     fmt = resolve_format(settings.log_format, stdout)
-    recent = configure_logging(fmt)
+    observers = Observers(fmt, stdout, configure_logging(fmt))
     log = structlog.get_logger("evictd")
     # One evictd per node, whatever its stateDir; then nothing in stateDir is read or written before its lock.
     acquire_node_lock(settings.state_lock_timeout_s, log)
     acquire_state_lock(settings.state_dir, settings.state_lock_timeout_s, log)
     for warning in config.warnings:
         log.warning("configuration warning", detail=warning)
-    # The DaemonSet passes spec.nodeName through the downward API; otherwise the hostname, as the kubelet.
-    node_name = settings.node_name or os.environ.get(NODE_NAME_ENV, "") or socket.gethostname()
-    layout = detect_cgroup_layout(settings.cgroupfs_path, settings.cgroup_driver, base=settings.cgroup_root.strip("/"))
-    cgroups = CgroupReader(layout)
-    metrics = Metrics()
-    dry_run = settings.dry_run
-    waiter = Waiter()
-    stop = StopSignal(waiter.wake, settings.shutdown_timeout_s, log)
-    # The adapters hold the runtime slot; it answers as the runtime once one does (`link`, below).
-    runtime = RuntimeSlot()
-    # The flight recorder's name of this run: with it, evictions' log lines, the live view and Evicted events
-    # name their decision (`evictd explain --decision`).
-    run = run_id(SYSTEM_CLOCK.wall().timestamp()) if settings.recorder else None
-    decision = CurrentDecision(run)
+    basics = build_basics(config, log)
     # The pods the node shows (named by the runtime once it answers).
-    discovered = DiscoveredPods(cgroups, settings.pod_logs_dir, runtime)
-    cluster = (build_cluster(config, node_name, metrics, log, dry_run, discovered, runtime, stop.is_set, decision)
+    discovered = DiscoveredPods(basics.cgroups, settings.pod_logs_dir, basics.runtime)
+    cluster = (build_cluster(config, basics.node_name, basics.metrics, log, settings.dry_run, discovered,
+                             basics.runtime, basics.stop.is_set, basics.decision)
                if api_configured(settings) else None)
-    pods: PodSource = cluster.pods if cluster is not None else discovered
-    # With the API, the stats measure the pods each cycle listed: the watch's, or the node's without a list.
-    listed = ListedPods()
-    evictor: PodEvictor = cluster.evictor if cluster is not None else ReportOnlyEvictor()
     # Evictions need the API; node-level reclaim and periodic GC need only the runtime (unless dry-run).
-    evictions_reported_only = dry_run or cluster is None
+    reported_only = settings.dry_run or cluster is None
     if cluster is None:
         log.info("no Kubernetes API configured (no kubeconfig, not in a pod): evictions are reported, "
                  "not carried out")
-    stats = build_stats_source(config, cgroups, listed if cluster is not None else pods, node_name,
-                               discovered=discovered if cluster is None else None, runtime=runtime, log=log)
+    pods: PodSource = cluster.pods if cluster is not None else discovered
+    # With the API, the stats measure the pods each cycle listed: the watch's, or the node's without a list.
+    listed = ListedPods()
+    stats = build_stats_source(config, basics.cgroups, listed if cluster is not None else pods, basics.node_name,
+                               discovered=discovered if cluster is None else None, runtime=basics.runtime, log=log)
     if stats.insecure_reason:
         log.warning("kubelet Summary endpoint not verified", detail=stats.insecure_reason,
                     url=settings.kubelet_summary_url, token_file=settings.kubelet_token_file)
     engine_config = EngineConfig.from_settings(config.eviction)
-    manager = EvictionManager(
-        engine_config,
-        stats=stats.source,
-        layout=PathLayout(settings.kubelet_root_dir, settings.image_fs_path, settings.container_fs_path),
-        pods=pods,
-        reclaimer=ReportOnlyReclaimer(),
-        evictor=evictor,
-        clock=SYSTEM_CLOCK,
-        node_pods=cluster.node_pods if cluster is not None else None,
-        listed=listed,
-    )
-    # Grace periods and pressure history of the last run (not in dry-run, which saves no engine state).
-    state_file = None if dry_run else EngineStateFile(os.path.join(settings.state_dir, STATE_FILE), node_name,
-                                                      log=log, on_error=metrics.errors.labels("state").inc)
-    if state_file is not None:
-        manager.state = state_file.restore(engine_config, restore_window_s(settings.housekeeping_interval_s))
-    client = CriClient(settings.container_runtime_endpoint, settings.runtime_request_timeout_s)
-    watcher = cluster.watcher if cluster is not None else None
-    link = RuntimeLink(client, lambda version: attach_runtime(config, client, version, metrics, log, manager, watcher),
-                       log, slot=runtime)
-    memcg = None
-    if settings.memcg_wakeups and layout.version == 1 and settings.stats_source is StatsOrigin.NODE:
-        memcg = MemcgNotifierSet(
-            engine_config.thresholds,
-            memory_root=str(layout.memory_hierarchy),
-            pods_cgroup=cgroups.pods_cgroup(),
-        )
-    # cgroup v2 has no memcg threshold notifier: the memory watch looks closely while a crossing is near instead.
-    memory_watch = (MemoryWatch(cgroups, engine_config.thresholds, settings.housekeeping_interval_s)
-                    if settings.memcg_wakeups and layout.version == 2 and settings.stats_source is StatsOrigin.NODE
-                    else None)
-    notifiers = NotifierRefresh(waiter, memcg, build_psi_notifiers(settings, layout, cgroups, log), metrics, log,
-                                memory_watch)
-    health = Health(settings.housekeeping_interval_s, stopping=stop.is_set)
-    metrics.watch_health(lambda: health.status()[0])
-    other_driver = None if cgroups.has_pods_cgroup() else cgroups.other_driver_pods_cgroup()
-    if other_driver is not None:
-        log.warning("no pods cgroup for the configured cgroupDriver but one for the other driver: no pods will be "
-                    "found unless cgroupDriver is the kubelet's",
-                    cgroup_driver=str(settings.cgroup_driver), pods_cgroup=cgroups.pods_cgroup(),
-                    other_driver=other_driver[0], other_pods_cgroup=other_driver[1])
-    elif not cgroups.has_pods_cgroup():
-        log.info("no pods cgroup on this node (no kubelet?): allocatableMemory.available and pod stats are absent",
-                 pods_cgroup=cgroups.pods_cgroup())
-    oom_feedback = OomFeedback(OomCounters(cgroups), dry_run=evictions_reported_only,
-                               container_names=runtime.container_names)
-    after_cycle: list[AfterCycle] = [record_metrics(metrics, evictions_reported_only),
-                                     log_cycles(log, evictions_reported_only, run)]
-    if state_file is not None:
-        after_cycle.append(state_file)
-    live_view = None
-    if fmt == "live":
-        live_view = LiveView(stdout, node_name, dry_run=dry_run, no_api=cluster is None, recent=recent, run=run)
-        after_cycle.append(live_view)
-    after_cycle.append(log_sample_problems(log, metrics, stats.problems, lambda: oom_feedback.problems))
-    if cluster is not None:
-        after_cycle.append(cluster_bookkeeping(cluster, metrics))
-    after_cycle += [runtime_upkeep(link), notifiers]
-    on_stop: list[Callable[[], None]] = [cluster.sync.withdraw] if cluster is not None else []
-    if live_view is not None:
-        on_stop.append(live_view.close)
-    if settings.recorder:
-        # Last: what the other hooks do never waits for the recorder's disk.
-        recorder = FlightRecorder(settings.state_dir, config.eviction, max_bytes=settings.recorder_max_bytes,
-                                  max_age_s=settings.recorder_max_age_s, dry_run=evictions_reported_only, log=log,
-                                  on_error=metrics.errors.labels("recorder").inc, run=run,
-                                  start_state=manager.state, node_name=node_name)
-        after_cycle.append(recorder)
-        on_stop.append(recorder.close)
-    parts: list[Part] = [cluster.pod_watch] if cluster is not None else []
-    parts.append(link)
-    if serve_http:
-        parts.append(HttpEndpoint(settings.metrics_bind_address, metrics.registry, health))
-    if stats.disk_walker is not None:
-        parts.append(stats.disk_walker)
-    return Daemon(
-        manager, waiter, stop, metrics, health,
-        interval_s=settings.housekeeping_interval_s,
-        dry_run=evictions_reported_only,
-        node_name=node_name,
-        max_cycles=max_cycles,
-        after_cycle=after_cycle,
-        wait_for_cleanup=cluster.sync.wait_for_cleanup if cluster is not None else None,
-        on_stop=on_stop,
-        parts=parts,
-        oom_feedback=oom_feedback,
-        log=log,
-        before_cycle=decision.start,
-    )
+    state_file, start_state = build_engine_state(basics, engine_config)
+    node = NodeLevel(PathLayout(settings.kubelet_root_dir, settings.image_fs_path, settings.container_fs_path),
+                     ReportOnlyReclaimer())
+    manager = build_manager(engine_config, stats, cluster, pods, listed, node, start_state)
+    link = build_runtime(basics, node, cluster)
+    notifiers = build_notifiers(basics, engine_config)
+    health = Health(settings.housekeeping_interval_s, stopping=basics.stop.is_set)
+    basics.metrics.watch_health(lambda: health.status()[0])
+    warn_about_pods_cgroup(basics)
+    hooks = build_hooks(basics, observers, reported_only=reported_only, stats=stats, cluster=cluster,
+                        state_file=state_file, link=link, notifiers=notifiers, start_state=start_state)
+    return Daemon(manager, LoopSettings(settings.housekeeping_interval_s, basics.node_name, reported_only, max_cycles),
+                  Wakeups(basics.waiter, basics.stop), Reporting(basics.metrics, health, log), hooks,
+                  build_parts(basics, cluster, link, stats, health, serve_http))
 
 
 def pod_states(watcher: PodWatcher | None) -> tuple[PodStateFunc, Callable[[], bool]]:

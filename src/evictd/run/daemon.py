@@ -2,10 +2,10 @@
 
 One synchronous loop: run a cycle (the eviction manager over the adapters), run the after-cycle hooks
 (metrics, the cycle log, the live view, cluster bookkeeping, garbage collection, the memory notifiers' re-arming:
-`evictd.run.after_cycle`), then sleep until the next tick or until a notifier or a stop request wakes it (a
-notification is followed by cycles at short delays until one sees the crossing, then one confirming cycle a
-second later). After an eviction with the Kubernetes API the loop waits for the pod to go, then runs again at
-once, as the kubelet does.
+`evictd.run.after_cycle`), then wait for the next cycle, which `evictd.run.cadence` schedules: the next tick, a
+notifier or a stop request (a notification is followed by cycles at short delays until one sees the crossing,
+then one confirming cycle a second later). After an eviction with the Kubernetes API the loop waits for the pod
+to go, then runs again at once, as the kubelet does.
 
 Building a `Daemon` starts nothing. `start` starts its parts in order (the pod watch, the container runtime
 link, the HTTP endpoint, the disk walker: whatever the composition root gave it; a part may block, and may
@@ -20,10 +20,8 @@ from __future__ import annotations
 
 import gc
 from collections.abc import Callable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Protocol
-
-import structlog
 
 from evictd.clock import SYSTEM_CLOCK, Clock
 from evictd.core.engine import Eviction
@@ -32,19 +30,11 @@ from evictd.log import Log
 from evictd.observe.http_endpoint import Health
 from evictd.observe.metrics import Metrics
 from evictd.run.after_cycle import AfterCycle, Cycle
+from evictd.run.cadence import Cadence
 from evictd.run.manager import CycleReport, EvictionManager
 from evictd.run.notify import SystemdNotifier
 from evictd.run.oom_feedback import OomFeedback
 from evictd.run.stop_signal import StopSignal
-
-# A memory notification fires at the moment usage crosses a level, often while the kernel is still
-# charging or freeing pages; the cycle it triggers may see the old side. Cycles follow at these delays after
-# a notification until one sees a memory threshold met: a crossing that was a few pages short is decided
-# within milliseconds, and the last one confirms the settled state a second later, instead of waiting a whole
-# housekeeping interval. (One second alone left 2 of 50 black-box crossings decided ~1 s late; a first
-# follow-up 5 ms after a cycle of a few ms left some decided 15 ms late.)
-NOTIFICATION_FOLLOW_UPS_S = (0.001, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 1.0)
-NOTIFICATION_CAUSES = frozenset({"memcg", "psi", "memory_watch"})
 
 
 class Part(Protocol):
@@ -69,34 +59,80 @@ class Waiter(Protocol):
 CleanupWait = Callable[[Sequence[Eviction]], bool]
 
 
+@dataclass(frozen=True, slots=True)
+class LoopSettings:
+    """What the loop is told once: its housekeeping interval, the node it runs for, whether its evictions are
+    reported only (dry-run, or no Kubernetes API), and how many cycles to run (0: until stopped)."""
+
+    interval_s: float
+    node_name: str
+    dry_run: bool
+    max_cycles: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Wakeups:
+    """What the loop waits on between cycles: the notifiers' waiter (cut short by a notifier or a stop
+    request), the stop signal, and the clock that measures the interval."""
+
+    waiter: Waiter
+    stop: StopSignal
+    clock: Clock = SYSTEM_CLOCK
+
+
+@dataclass(frozen=True, slots=True)
+class Reporting:
+    """Where the loop tells how it goes: metrics, /healthz, the log, systemd (None: from $NOTIFY_SOCKET)."""
+
+    metrics: Metrics
+    health: Health
+    log: Log
+    systemd: SystemdNotifier | None = None
+
+
+def _no_decision(number: int) -> None:
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class Hooks:
+    """What runs around each cycle and at stop, besides the manager (see the module's description)."""
+
+    # Told each cycle's number before it runs (what an eviction's Event names as its decision).
+    before_cycle: Callable[[int], None] = _no_decision
+    after_cycle: Sequence[AfterCycle] = ()
+    oom_feedback: OomFeedback | None = None
+    # The wait after an eviction for the evicted pods to go (None: no API to tell).
+    wait_for_cleanup: CleanupWait | None = None
+    on_stop: Sequence[Callable[[], None]] = ()
+
+
+NO_HOOKS = Hooks()
+
+
 class Daemon:
-    def __init__(self, manager: EvictionManager, waiter: Waiter, stop: StopSignal, metrics: Metrics, health: Health, *,
-                 interval_s: float, dry_run: bool, node_name: str, max_cycles: int = 0,
-                 after_cycle: Sequence[AfterCycle] = (), wait_for_cleanup: CleanupWait | None = None,
-                 on_stop: Sequence[Callable[[], None]] = (), parts: Sequence[Part] = (),
-                 oom_feedback: OomFeedback | None = None, clock: Clock = SYSTEM_CLOCK,
-                 systemd: SystemdNotifier | None = None, log: Log | None = None,
-                 before_cycle: Callable[[int], None] = lambda number: None) -> None:
+    """The housekeeping loop over `manager` (see the module's description); built from a few groups: what it is
+    told (`LoopSettings`), what it waits on (`Wakeups`), where it reports (`Reporting`), what runs around each
+    cycle (`Hooks`) and what it starts and stops (`parts`)."""
+
+    def __init__(self, manager: EvictionManager, settings: LoopSettings, wakeups: Wakeups, reporting: Reporting,
+                 hooks: Hooks = NO_HOOKS, parts: Sequence[Part] = ()) -> None:
         self.manager = manager
-        self.waiter = waiter
-        self.stop = stop
-        self.metrics = metrics
-        self.health = health
-        self.interval_s = interval_s
-        self.dry_run = dry_run
-        self.node_name = node_name
-        self.max_cycles = max_cycles
-        self.after_cycle = tuple(after_cycle)
-        self.wait_for_cleanup = wait_for_cleanup
-        self.on_stop = tuple(on_stop)
+        self.settings = settings
+        self.waiter = wakeups.waiter
+        self.stop = wakeups.stop
+        self.clock = wakeups.clock
+        self.metrics = reporting.metrics
+        self.health = reporting.health
+        self.log = reporting.log
+        self.systemd = reporting.systemd if reporting.systemd is not None else SystemdNotifier()
+        self.before_cycle = hooks.before_cycle
+        self.after_cycle = tuple(hooks.after_cycle)
+        self.oom_feedback = hooks.oom_feedback
+        self.wait_for_cleanup = hooks.wait_for_cleanup
+        self.on_stop = tuple(hooks.on_stop)
         self.parts = tuple(parts)
-        self.oom_feedback = oom_feedback
-        self.clock = clock
-        self.systemd = systemd if systemd is not None else SystemdNotifier()
-        self.log = log if log is not None else structlog.get_logger("evictd")
         self._started: list[Part] | None = None
-        # Told each cycle's number before it runs (what an eviction's Event names as its decision).
-        self.before_cycle = before_cycle
 
     def start(self) -> None:
         """Start the parts in order; if one raises, stop those already started and raise."""
@@ -114,9 +150,11 @@ class Daemon:
     def run(self) -> int:
         """Run cycles until stopped (or `max_cycles` ran); return the exit status."""
         self.start()
-        follow_ups: list[float] = []
+        settings = self.settings
+        cadence = Cadence(settings.interval_s)
         cycle = 0
-        self.log.info("evictd started", node=self.node_name, interval_s=self.interval_s, dry_run=self.dry_run)
+        self.log.info("evictd started", node=settings.node_name, interval_s=settings.interval_s,
+                      dry_run=settings.dry_run)
         try:
             while not self.stop.is_set():
                 cycle += 1
@@ -125,25 +163,21 @@ class Daemon:
                 if cycle == 1:
                     self.systemd.notify("READY=1")
                 self.systemd.notify("WATCHDOG=1")
-                if (self.max_cycles and cycle >= self.max_cycles) or self.stop.is_set():
+                if (settings.max_cycles and cycle >= settings.max_cycles) or self.stop.is_set():
                     break
-                if report is not None and report.evictions and self.wait_for_cleanup is not None and not self.dry_run:
+                if report is None:
+                    cadence = cadence.after_failure(started, self.clock.monotonic())
+                elif report.evictions and self.wait_for_cleanup is not None and not settings.dry_run:
                     # The kubelet waits for evicted pods to go (at most 30 s), then runs again at once.
                     gone = self.wait_for_cleanup(report.evictions)
                     self.log.info("evicted pods cleaned up" if gone else "evicted pods still present after wait",
                                   pods=[e.pod.key for e in report.evictions])
                     self.metrics.wakeups.labels("eviction").inc()
-                    continue
-                if report is not None and memory_threshold_met(report):
-                    follow_ups = follow_ups[-1:]  # the crossing is decided: only the settled-state check is left
-                timeout = max(0.0, self.interval_s - (self.clock.monotonic() - started))
-                if follow_ups:
-                    timeout = min(timeout, follow_ups.pop(0))
-                causes = self.waiter.wait(timeout)
-                if NOTIFICATION_CAUSES.intersection(causes):
-                    follow_ups = list(NOTIFICATION_FOLLOW_UPS_S)
-                for cause in causes or ["timer"]:
-                    self.metrics.wakeups.labels(cause).inc()
+                    cadence = cadence.after_cleanup()
+                else:
+                    cadence = cadence.after_cycle(started, self.clock.monotonic(),
+                                                  memory_threshold_met=memory_threshold_met(report))
+                cadence = self._wait(cadence)
         finally:
             if self.stop.is_set():
                 self.log.info("shutting down", reason=self.stop.reason, deadline_s=self.stop.deadline_s)
@@ -159,6 +193,18 @@ class Daemon:
             self.stop.close()
         self.log.info("evictd stopped", cycles=cycle)
         return 0
+
+    def _wait(self, cadence: Cadence) -> Cadence:
+        """Wait until `cadence` makes the next cycle due (or a stop is requested); count what woke the loop."""
+        while not self.stop.is_set():
+            wait_s = cadence.wait_s(self.clock.monotonic())
+            if wait_s is None:
+                break
+            causes = self.waiter.wait(wait_s)
+            for cause in causes or ["timer"]:
+                self.metrics.wakeups.labels(cause).inc()
+            cadence = cadence.woken(causes)
+        return cadence
 
     def _stop_parts(self) -> None:
         for part in reversed(self._started or []):

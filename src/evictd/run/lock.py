@@ -21,13 +21,13 @@ import errno
 import fcntl
 import os
 import stat
-import time
 
+from evictd.clock import SYSTEM_CLOCK, Clock
 from evictd.core.errors import LockFileError, StateLockError
 from evictd.kube.atomic_file import file_kind
 from evictd.log import Log
+from evictd.state_dir import StateDir
 
-LOCK_FILE = "evictd.lock"
 NODE_LOCK_FILE = "/run/evictd/node.lock"
 NODE_LOCK_ENV = "EVICTD_NODE_LOCK"
 # How often a waiting evictd tries the lock again: a rolling update is seconds, not milliseconds.
@@ -77,7 +77,7 @@ def _open_lock_file(path: str, locked: str) -> int:
     return descriptor
 
 
-def _acquire(path: str, label: str, locked: str, timeout_s: float, log: Log) -> None:
+def _acquire(path: str, label: str, locked: str, timeout_s: float, log: Log, clock: Clock) -> None:
     """Lock `path` for the rest of this process's life (the descriptor is never closed), waiting up to
     `timeout_s` for another evictd holding it; `label` ("node", "stateDir") names the lock in log events, `locked`
     what it locks in errors."""
@@ -91,17 +91,17 @@ def _acquire(path: str, label: str, locked: str, timeout_s: float, log: Log) -> 
     if identity in _HELD:
         os.close(descriptor)
         return
-    deadline = time.monotonic() + timeout_s
+    deadline = clock.monotonic() + timeout_s
     if not _try_lock(descriptor):
         holder = holder_pid(descriptor)
         log.warning(f"{label} is locked by another evictd: waiting for it to stop", holder_pid=holder,
                     lock_file=path, wait_s=timeout_s)
         while not _try_lock(descriptor):
-            if time.monotonic() >= deadline:
+            if clock.monotonic() >= deadline:
                 holder = holder_pid(descriptor)
                 os.close(descriptor)
                 raise StateLockError(locked, path, holder, timeout_s)
-            time.sleep(RETRY_INTERVAL_S)
+            clock.sleep(RETRY_INTERVAL_S)
         log.info(f"{label} lock taken over", previous_holder_pid=holder, lock_file=path)
     _HELD.add(identity)
     try:
@@ -116,13 +116,13 @@ def node_lock_path() -> str:
     return os.environ.get(NODE_LOCK_ENV) or NODE_LOCK_FILE
 
 
-def acquire_node_lock(timeout_s: float, log: Log) -> None:
+def acquire_node_lock(timeout_s: float, log: Log, clock: Clock = SYSTEM_CLOCK) -> None:
     """Take the node lock (see the module's description): one evictd per node, whatever its stateDir."""
-    _acquire(node_lock_path(), "node", "the node", timeout_s, log)
+    _acquire(node_lock_path(), "node", "the node", timeout_s, log, clock)
 
 
-def acquire_state_lock(state_dir: str, timeout_s: float, log: Log) -> None:
+def acquire_state_lock(state_dir: str, timeout_s: float, log: Log, clock: Clock = SYSTEM_CLOCK) -> None:
     """Take `state_dir`'s lock (see the module's description). When the lock file cannot be created, logs it and
     returns without the lock; raises StateLockError when another process still holds it after `timeout_s`, and
     LockFileError when it is not a regular file."""
-    _acquire(os.path.join(state_dir, LOCK_FILE), "stateDir", f"stateDir {state_dir}", timeout_s, log)
+    _acquire(StateDir(state_dir).lock, "stateDir", f"stateDir {state_dir}", timeout_s, log, clock)

@@ -13,7 +13,7 @@ given: the pods the node shows are then ranked instead, for hard thresholds only
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Protocol
@@ -40,6 +40,9 @@ from evictd.core.pods import Pod
 from evictd.core.ranking import SortKey
 from evictd.core.signals import Signal
 from evictd.core.summary import Summary
+
+# The state of an engine that remembers nothing: what a manager without a restored state starts from.
+FRESH_STATE = EngineState()
 
 
 class StatsSource(Protocol):
@@ -156,9 +159,16 @@ class CycleReport:
 class EvictionManager:
     def __init__(self, config: EngineConfig, *, stats: StatsSource, layout: LayoutSource, pods: PodSource,
                  reclaimer: NodeReclaimer, evictor: PodEvictor, clock: Clock, node_pods: PodSource | None = None,
-                 listed: ListedPods | None = None) -> None:
+                 listed: ListedPods | None = None, state: EngineState = FRESH_STATE,
+                 layout_changes: Callable[[], int] = lambda: 0) -> None:
         self.config = config
-        self.state = EngineState()
+        # The state restored from the last run (grace periods, pressure history), or a fresh one.
+        self.state = state
+        # How many times `layout` and `reclaimer` changed (a container runtime answering after the manager
+        # was built): after a change the next cycle detects the layout again and derives the thresholds again,
+        # grace periods and conditions kept (`evictd.run.runtime_link.NodeLevel`).
+        self._layout_changes = layout_changes
+        self._layout_changes_seen = layout_changes()
         self._stats = stats
         self._layout = layout
         self._pods = pods
@@ -168,17 +178,14 @@ class EvictionManager:
         self._evictor = evictor
         self._clock = clock
 
-    def attach_runtime(self, layout: LayoutSource, reclaimer: NodeReclaimer) -> None:
-        """Use a container runtime that answered after the manager was built: its layout (detected again by
-        the next cycle, thresholds derived again; grace periods and conditions kept) and its reclaimer."""
-        self._layout = layout
-        self._reclaimer = reclaimer
-        self.state = replace(self.state, layout=None)
-
     def synchronize(self) -> CycleReport:
         """Run one cycle: observe, decide, reclaim at node level, and evict at most one pod for thresholds."""
         now = self._clock.monotonic()
         errors: list[CycleError] = []
+        changes = self._layout_changes()
+        if changes != self._layout_changes_seen:
+            self._layout_changes_seen = changes
+            self.state = replace(self.state, layout=None)
         layout = self.state.layout
         if layout is None:
             try:

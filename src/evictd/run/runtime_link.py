@@ -19,14 +19,40 @@ from evictd.adapters.runtime_node import PeriodicGC, RuntimeFilesystems, contain
 from evictd.clock import SYSTEM_CLOCK, Clock
 from evictd.core.engine import Eviction
 from evictd.core.errors import EvictdError
+from evictd.core.fs_layout import FsLayout, ReclaimAction
 from evictd.core.runtime import Sandbox, SandboxState
 from evictd.cri import ContainerUsage, Runtime, RuntimeSlot, RuntimeVersion, SandboxUsage
 from evictd.cri.client import CriClient
 from evictd.log import Log
+from evictd.run.manager import LayoutSource, NodeReclaimer
 
 # How often an absent runtime is asked again, and how long one Version call may take.
 RUNTIME_RETRY_S = 5.0
 VERSION_PROBE_TIMEOUT_S = 2.0
+
+
+class NodeLevel:
+    """What the eviction manager acts through at node level: a layout source and a reclaimer, the ones given
+    first (the configured folders' layout, a reclaimer that frees nothing) until a container runtime that answers
+    brings its own (`attach`). `changes` counts the attachments: the manager detects the layout again after
+    each (`EvictionManager`'s `layout_changes`), so it is built whole and never patched."""
+
+    def __init__(self, layout: LayoutSource, reclaimer: NodeReclaimer) -> None:
+        self._layout = layout
+        self._reclaimer = reclaimer
+        self.changes = 0
+
+    def attach(self, layout: LayoutSource, reclaimer: NodeReclaimer) -> None:
+        """Act through a runtime's layout and reclaimer from the next cycle on."""
+        self._layout = layout
+        self._reclaimer = reclaimer
+        self.changes += 1
+
+    def layout(self) -> FsLayout:
+        return self._layout.layout()
+
+    def reclaim(self, action: ReclaimAction) -> int:
+        return self._reclaimer.reclaim(action)
 
 
 class CriRuntime:

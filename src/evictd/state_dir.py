@@ -1,0 +1,76 @@
+"""The stateDir's layout: every name evictd gives a file or folder there, said once.
+
+stateDir (`/var/lib/evictd` by default) holds what outlives a run of evictd. Each entry's format is owned by
+the module named beside it; only the names live here, so that the daemon, the commands that read stateDir
+(`explain`, `export`, `shadow-report`) and the tests agree on them:
+
+| entry | what | format |
+|---|---|---|
+| `evictd.lock` | the stateDir lock, holding the holder's PID | `evictd.run.lock` |
+| `engine-state.json` | grace periods and pressure history for a restart | `evictd.record.engine_state` |
+| `evictions.json` | the eviction journal (API writes still pending) | `evictd.kube.journal` |
+| `critical-pods.json` | the UIDs of critical pods, for an API outage | `evictd.kube.critical_record` |
+| `shadow.jsonl` (`.1`: the rotated one) | dry-run comparisons with the kubelet | `evictd.kube.shadow` |
+| `recording/` | the flight recorder's segments | `evictd.record.recording` |
+
+A file replaced atomically is first written under its temporary prefix beside it (removed at start when a killed
+process left one); an unusable file is renamed aside with a suffix and the UTC time (`<name>.corrupt-<time>`,
+`.foreign-` for another node's or format version's). The disk walker keeps nothing in stateDir.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+LOCK_FILE = "evictd.lock"
+ENGINE_STATE_FILE = "engine-state.json"
+ENGINE_STATE_TEMPORARY_PREFIX = ".engine-state-"
+JOURNAL_FILE = "evictions.json"
+JOURNAL_TEMPORARY_PREFIX = ".journal-"
+CRITICAL_PODS_FILE = "critical-pods.json"
+CRITICAL_PODS_TEMPORARY_PREFIX = ".tmp-"
+SHADOW_FILE = "shadow.jsonl"
+# Appended to the shadow record's name when it is rotated (one older record kept).
+ROTATED_SUFFIX = ".1"
+RECORDING_FOLDER = "recording"
+# A recording segment being compressed, inside the recording folder.
+RECORDING_TEMPORARY_PREFIX = "."
+# What an unusable file is renamed aside with (followed by the UTC time).
+CORRUPT_SUFFIX = ".corrupt-"
+FOREIGN_SUFFIX = ".foreign-"
+
+
+@dataclass(frozen=True, slots=True)
+class StateDir:
+    """The paths of the entries of the stateDir at `path`."""
+
+    path: str
+
+    @property
+    def lock(self) -> str:
+        return os.path.join(self.path, LOCK_FILE)
+
+    @property
+    def engine_state(self) -> str:
+        return os.path.join(self.path, ENGINE_STATE_FILE)
+
+    @property
+    def journal(self) -> str:
+        return os.path.join(self.path, JOURNAL_FILE)
+
+    @property
+    def critical_pods(self) -> str:
+        return os.path.join(self.path, CRITICAL_PODS_FILE)
+
+    @property
+    def shadow(self) -> str:
+        return os.path.join(self.path, SHADOW_FILE)
+
+    @property
+    def shadow_rotated(self) -> str:
+        return self.shadow + ROTATED_SUFFIX
+
+    @property
+    def recording(self) -> str:
+        return os.path.join(self.path, RECORDING_FOLDER)

@@ -1,0 +1,94 @@
+"""The housekeeping loop's schedule (src/evictd/run/cadence.py), situation by situation, with the exact waits.
+
+Cycles here take no time unless a test says so (started and ended at the same instant), so that every wait is
+the schedule's own figure, with no float rounding from a clock.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from evictd.run.cadence import MIN_STALE_AFTER_S, NOTIFICATION_FOLLOW_UPS_S, Cadence, stale_after_s
+
+INTERVAL_S = 10.0
+
+
+def test_after_a_cycle_the_next_starts_one_interval_after_this_one_started() -> None:
+    cadence = Cadence(INTERVAL_S).after_cycle(100.0, 100.25, memory_threshold_met=False)
+    assert cadence.wait_s(100.25) == 9.75
+    assert cadence.wait_s(105.0) == 5.0, "a wait cut short waits only what is left of the interval"
+
+
+def test_after_a_cycle_longer_than_the_interval_the_loop_only_looks_for_wake_ups() -> None:
+    cadence = Cadence(INTERVAL_S).after_cycle(100.0, 112.0, memory_threshold_met=False)
+    assert cadence.wait_s(112.0) == 0.0  # 0: poll the notifiers once; None would be "no wait at all"
+
+
+def test_after_a_failed_cycle_the_next_tick_retries_without_back_off() -> None:
+    cadence = Cadence(INTERVAL_S).after_failure(100.0, 100.5)
+    assert cadence.wait_s(100.5) == 9.5
+    assert cadence.after_failure(110.0, 110.0).after_failure(120.0, 120.0).wait_s(120.0) == 10.0
+
+
+def test_a_memory_notification_makes_the_next_cycle_due_and_cycles_follow_it_at_short_delays() -> None:
+    cadence = Cadence(INTERVAL_S).after_cycle(0.0, 0.0, memory_threshold_met=False).woken(["memcg"])
+    assert cadence.wait_s(0.0) is None, "woken: the next cycle runs at once"
+    waits = []
+    for _ in range(len(NOTIFICATION_FOLLOW_UPS_S) + 1):
+        cadence = cadence.after_cycle(0.0, 0.0, memory_threshold_met=False)
+        waits.append(cadence.wait_s(0.0))
+        cadence = cadence.woken([])  # the timer
+    assert waits == [0.001, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 1.0, INTERVAL_S]
+    assert tuple(waits[:-1]) == NOTIFICATION_FOLLOW_UPS_S
+
+
+@pytest.mark.parametrize("cause", ["memcg", "psi", "memory_watch"])
+def test_every_memory_notification_starts_the_follow_ups_afresh(cause: str) -> None:
+    cadence = Cadence(INTERVAL_S).woken(["memcg"])
+    for _ in range(4):
+        cadence = cadence.after_cycle(0.0, 0.0, memory_threshold_met=False).woken([])
+    assert cadence.after_cycle(0.0, 0.0, memory_threshold_met=False).wait_s(0.0) == 0.01
+    restarted = cadence.woken(["signal", cause]).after_cycle(0.0, 0.0, memory_threshold_met=False)
+    assert restarted.wait_s(0.0) == NOTIFICATION_FOLLOW_UPS_S[0]
+
+
+def test_once_a_cycle_sees_a_memory_threshold_met_only_the_confirming_cycle_a_second_later_is_left() -> None:
+    cadence = Cadence(INTERVAL_S).woken(["psi"])
+    cadence = cadence.after_cycle(0.0, 0.0, memory_threshold_met=False).woken([])  # 1 ms: not crossed yet
+    cadence = cadence.after_cycle(0.0, 0.0, memory_threshold_met=True)
+    assert cadence.wait_s(0.0) == 1.0
+    cadence = cadence.woken([]).after_cycle(1.0, 1.0, memory_threshold_met=True)
+    assert cadence.wait_s(1.0) == INTERVAL_S, "confirmed: back to the interval"
+
+
+def test_a_follow_up_never_comes_later_than_the_tick() -> None:
+    cadence = Cadence(INTERVAL_S).woken(["memcg"]).after_cycle(0.0, 9.5, memory_threshold_met=True)
+    assert cadence.wait_s(9.5) == 0.5  # the 1 s confirmation would be after the tick at 10 s
+
+
+def test_a_failed_cycle_keeps_the_follow_ups_under_way() -> None:
+    cadence = Cadence(INTERVAL_S).woken(["memcg"]).after_failure(0.0, 0.0)
+    assert cadence.wait_s(0.0) == NOTIFICATION_FOLLOW_UPS_S[0]
+    assert cadence.woken([]).after_failure(0.0, 0.0).wait_s(0.0) == NOTIFICATION_FOLLOW_UPS_S[1]
+
+
+def test_after_an_eviction_and_the_wait_for_its_pods_the_next_cycle_runs_at_once_without_waiting() -> None:
+    cadence = Cadence(INTERVAL_S).after_cycle(0.0, 0.0, memory_threshold_met=False).after_cleanup()
+    assert cadence.wait_s(0.0) is None and cadence.wait_s(1e6) is None
+    pending = Cadence(INTERVAL_S).woken(["memcg"]).after_cleanup()
+    assert pending.after_cycle(0.0, 0.0, memory_threshold_met=False).wait_s(0.0) == NOTIFICATION_FOLLOW_UPS_S[0], \
+        "the notification's follow-ups are still to come after the clean-up"
+
+
+def test_any_wake_up_makes_the_next_cycle_due_but_only_a_memory_notification_starts_follow_ups() -> None:
+    waiting = Cadence(INTERVAL_S).after_cycle(0.0, 0.0, memory_threshold_met=False)
+    for causes in ([], ["signal"], ["memcg_rearm"]):
+        woken = waiting.woken(causes)
+        assert woken.wait_s(3.0) is None
+        assert woken.after_cycle(3.0, 3.0, memory_threshold_met=False).wait_s(3.0) == INTERVAL_S
+
+
+def test_stale_after_three_intervals_and_never_before_thirty_seconds() -> None:
+    assert stale_after_s(10.0) == MIN_STALE_AFTER_S == 30.0
+    assert stale_after_s(0.2) == 30.0
+    assert stale_after_s(60.0) == 180.0

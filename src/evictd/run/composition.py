@@ -162,7 +162,7 @@ def build_stats_source(config: Configuration, cgroups: CgroupReader, pods: PodSo
                                            ca_file=settings.kubelet_ca_file,
                                            insecure_tls=settings.kubelet_insecure_tls, timeout_s=deadline_s)
             return StatsParts(kubelet, lambda: kubelet.problems, insecure_reason=kubelet.insecure_reason)
-        proxy = ApiProxySummarySource(node_name, kubeconfig=settings.kubeconfig, timeout_s=deadline_s)
+        proxy = ApiProxySummarySource(node_name, api=build_api_client(settings.kubeconfig), timeout_s=deadline_s)
         return StatsParts(proxy, lambda: proxy.problems)
     node = NodeStatsSource(
         node_name=node_name,

@@ -177,7 +177,7 @@ def build_stats_source(config: Configuration, cgroups: CgroupReader, pods: PodSo
     )
     walker = DiskWalkerProcess(node.disk_usage, WalkerSettings(kubelet_root=settings.kubelet_root_dir,
                                                                pod_logs_dir=settings.pod_logs_dir),
-                               log=(log if log is not None else structlog.get_logger("evictd")).warning)
+                               log=log if log is not None else structlog.get_logger("evictd"))
     return StatsParts(node, lambda: node.problems, disk_walker=walker)
 
 

@@ -161,13 +161,13 @@ def _declared(signal: Signal) -> SignalSpec:
             assert_never(signal)
 
 
-# Each signal's spec, looked up once per signal rather than matched on every call (derived from `_declared`).
-_SPECS: Mapping[Signal, SignalSpec] = MappingProxyType({signal: _declared(signal) for signal in Signal})
+# Every signal's spec in `Signal` order, matched once rather than on every call (derived from `_declared`).
+SIGNAL_SPECS: Mapping[Signal, SignalSpec] = MappingProxyType({signal: _declared(signal) for signal in Signal})
 
 
 def spec_of(signal: Signal) -> SignalSpec:
     """Return the facts of `signal` (every signal has them: a type error otherwise, never a KeyError)."""
-    return _SPECS[signal]
+    return SIGNAL_SPECS[signal]
 
 
 # Metric label values of local-storage limit evictions (KUBELET_SPEC §12).

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, assert_never
 
 from evictd.core.decode import EMPTY_MAPPING, INT64_MAX, child, integer, invalid, list_of, mapping, sequence, string
 from evictd.core.quantity import Quantity, QuantityFormat
-from evictd.core.signals import Filesystem, Reading, Signal, SignalSpec, spec_of
+from evictd.core.signals import SIGNAL_SPECS, Filesystem, Reading, Signal, SignalSpec
 
 if TYPE_CHECKING:
     from evictd.core.pods import Pod
@@ -496,9 +496,10 @@ def signal_observations(summary: Summary) -> dict[Signal, Observation]:
     working set (Linux); allocatableMemory.available: the same from the ``pods`` system container (absent if it is
     missing); pid.available = maxpid - curproc (may be negative).
     """
+    node = summary.node
     result: dict[Signal, Observation] = {}
-    for signal in Signal:
-        observation = _observation(spec_of(signal), summary.node)
+    for signal, spec in SIGNAL_SPECS.items():
+        observation = _observation(spec, node)
         if observation is not None:
             result[signal] = observation
     return result

@@ -32,8 +32,8 @@ from evictd.core.memcg import MEMCG_REARM_STEP_BYTES
 from evictd.core.summary import Summary, summary_from_dict
 from evictd.observe.metrics import Metrics
 from evictd.run.after_cycle import Cycle, NotifierRefresh, log_sample_problems
+from log_capture import LogCapture
 from real_cgroups import CGROUP_MOUNT, temporary_cgroup
-from recording_log import RecordingLog
 
 # --------------------------------------------------------------------------------------------------
 # Re-arming the memory notifiers
@@ -136,7 +136,7 @@ def test_refresh_keeps_the_psi_notifiers_with_or_without_memcg_and_stats(waiter:
 
 def test_pods_disk_problems_have_lines_of_their_own_each_logged_once() -> None:
     """A pod's disk figures are used as measured (partly read, or old): "its signals are absent" would be untrue."""
-    log = RecordingLog()
+    log = LogCapture()
     problems: list[SampleError] = []
     hook = log_sample_problems(log, Metrics(), lambda: problems, lambda: [])
     report = run(MEMORY_CONFIG, [memory_step(0, 8 * Gi)]).reports[0]
@@ -183,7 +183,7 @@ def test_the_v2_memory_watch_is_handed_each_cycles_readings_and_polled_beside_th
 def test_a_notifier_that_stays_unavailable_is_logged_once_and_once_more_when_it_is_armed(waiter: Waiter) -> None:
     with temporary_cgroup(CGROUP_MOUNT / "memory") as base:
         memcg = memcg_set(f"{base.name}/kubepods")  # not there yet: the pods notifier cannot be armed
-        log = RecordingLog()
+        log = LogCapture()
         notifiers = NotifierRefresh(waiter, memcg, (), Metrics(), log)
         base_report = run(MEMORY_CONFIG, [memory_step(0, 8 * Gi)]).reports[0]
 

@@ -15,7 +15,7 @@ from evictd.adapters.kubelet_summary import ApiProxySummarySource, KubeletSummar
 from evictd.adapters.node_pods import DiscoveredPods
 from evictd.adapters.node_stats import NodeStatsSource
 from evictd.config import load_configuration
-from evictd.core.errors import SampleError
+from evictd.core.errors import ConfigError, SampleError
 from evictd.core.fs_layout import FsLayout
 from evictd.run.composition import PathLayout, build_psi_notifiers, build_stats_source
 
@@ -94,3 +94,13 @@ def test_build_stats_source_picks_the_configured_source(tmp_path: Path) -> None:
         proxy.source.summary()
     assert proxy.problems() == (info.value,)
     assert info.value.source == "/api/v1/nodes/node-1/proxy/stats/summary"
+
+
+def test_stats_through_the_api_with_an_unreadable_kubeconfig_is_a_config_error(tmp_path: Path) -> None:
+    cgroups = CgroupReader(CgroupLayout(version=1, root=FIXTURE_V1))
+    pods = DiscoveredPods(cgroups, str(tmp_path / "logs"))
+    missing = tmp_path / "no-kubeconfig"
+    with pytest.raises(ConfigError) as info:
+        build_stats_source(configuration(tmp_path, f"statsSource: kubelet\nkubeconfig: {missing}\n"), cgroups, pods,
+                           "node-1")
+    assert (info.value.key, info.value.value) == ("kubeconfig", str(missing))

@@ -26,36 +26,15 @@ from evictd.core.fs_layout import ReclaimAction
 from evictd.core.kubelet_config import eviction_settings
 from evictd.observe.cycle_logging import CycleLogger, describe_threshold
 from evictd.run.manager import ReclaimResult
+from log_capture import LogCapture
 
 # --------------------------------------------------------------------------------------------------
 # Cycle logs
 
 
-class RecordingLog:
-    """A structlog-like logger that remembers (level, event, fields) of every call."""
-
-    def __init__(self) -> None:
-        self.calls: list[tuple[str, str, dict[str, Any]]] = []
-
-    def _record(self, level: str) -> Any:
-        def log(event: str, **fields: Any) -> None:
-            self.calls.append((level, event, fields))
-
-        return log
-
-    def __getattr__(self, level: str) -> Any:
-        if level not in ("debug", "info", "warning", "error", "exception"):
-            raise AttributeError(level)
-        return self._record(level)
-
-    def take(self) -> list[tuple[str, str, dict[str, Any]]]:
-        calls, self.calls = self.calls, []
-        return calls
-
-
 def log_run(run_: Run, *, dry_run: bool = True) -> list[list[tuple[str, str, dict[str, Any]]]]:
     """Return the log calls of each cycle of a run."""
-    log = RecordingLog()
+    log = LogCapture()
     logger = CycleLogger(log, dry_run)
     per_cycle = []
     for number, report in enumerate(run_.reports, start=1):
@@ -111,7 +90,7 @@ def test_an_eviction_is_logged_with_pod_signal_threshold_and_message(memory_run:
 
 
 def test_an_eviction_names_its_decision_with_the_flight_recorders_run(memory_run: Run) -> None:
-    log = RecordingLog()
+    log = LogCapture()
     logger = CycleLogger(log, True, run="20261123T100000Z-42")
     for number, report in enumerate(memory_run.reports, start=1):
         logger.log_cycle(number, report)
@@ -130,7 +109,7 @@ def test_only_critical_pods_left_is_logged_as_unable_to_evict() -> None:
 
 
 def test_stats_errors_are_logged_and_the_frozen_conditions_are_not_reported_as_changes() -> None:
-    log = RecordingLog()
+    log = LogCapture()
     logger = CycleLogger(log, True)
     report = failing_cycle(MEMORY_CONFIG)
     assert report.assessment.next_step == Skipped("stats unavailable")
@@ -143,7 +122,7 @@ def test_stats_errors_are_logged_and_the_frozen_conditions_are_not_reported_as_c
 
 
 def test_acting_on_the_nodes_pods_is_logged_when_it_starts_and_ends(memory_run: Run) -> None:
-    log = RecordingLog()
+    log = LogCapture()
     logger = CycleLogger(log, False)
     calm = memory_run.reports[0]
     logger.log_cycle(1, calm)
@@ -178,17 +157,17 @@ def test_reclaim_is_logged_action_by_action() -> None:
         "containerGC", "imageGC"]
     failed = replace(reclaimed.reports[0], reclaim=(ReclaimResult(ReclaimAction.IMAGE_GC, error="rpc error"),),
                      reclaim_succeeded=False)
-    log = RecordingLog()
+    log = LogCapture()
     CycleLogger(log, True).log_cycle(1, failed)
-    assert ("error", "node-level reclaim failed", {"cycle": 1, "action": "imageGC", "error": "rpc error"}) in log.calls
+    assert ("error", "node-level reclaim failed", {"cycle": 1, "action": "imageGC", "error": "rpc error"}) in log.lines
 
 
 def test_eviction_failures_are_logged() -> None:
     failed = replace(run(MEMORY_CONFIG, MEMORY_STEPS[:4]).reports[3], eviction_errors=("default/web: HTTP 500",))
-    log = RecordingLog()
+    log = LogCapture()
     CycleLogger(log, False).log_cycle(4, failed)
     assert ("error", "eviction failed (still counted, as the kubelet counts it)",
-            {"cycle": 4, "error": "default/web: HTTP 500"}) in log.calls
+            {"cycle": 4, "error": "default/web: HTTP 500"}) in log.lines
 
 
 def test_stale_stats_are_logged() -> None:

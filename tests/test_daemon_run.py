@@ -29,6 +29,7 @@ from evictd.run.cadence import NOTIFICATION_FOLLOW_UPS_S
 from evictd.run.daemon import Daemon, Hooks, LoopSettings, Reporting, Wakeups
 from evictd.run.manager import CycleReport, EvictionManager
 from evictd.run.stop_signal import StopSignal
+from log_capture import LogCapture
 
 INTERVAL_S = 10.0
 CYCLE_S = 0.25  # what one cycle costs on the fake clock
@@ -111,19 +112,6 @@ class Systemd:
         self.closed = True
 
 
-class Log:
-    """Records every event the daemon logs, with its level."""
-
-    def __init__(self) -> None:
-        self.events: list[tuple[str, str, dict[str, Any]]] = []
-
-    def __getattr__(self, level: str) -> Callable[..., None]:
-        return lambda event, **fields: self.events.append((level, event, fields))
-
-    def named(self, event: str) -> list[dict[str, Any]]:
-        return [fields for _, name, fields in self.events if name == event]
-
-
 class Part:
     def __init__(self, name: str, journal: list[str], fail: bool = False) -> None:
         self.name, self.journal, self.fail = name, journal, fail
@@ -151,7 +139,7 @@ class Loop:
             stats=self.stats, layout=FixedLayout(FsLayout()), pods=OnePod(),
             reclaimer=NoReclaim(), evictor=self.evictor, clock=self.clock)
         self.waiter = ScriptedWaiter(self.clock, causes)
-        self.log = Log()
+        self.log = LogCapture()
         self.metrics = Metrics()
         self.stop = StopSignal(self.waiter.wake, 15.0, self.log)
         self.health = Health(INTERVAL_S, stopping=self.stop.is_set)
@@ -180,7 +168,7 @@ def test_the_loop_sleeps_what_is_left_of_the_interval_and_counts_timer_wake_ups(
     assert loop.counted("evictd_wakeups_total", cause="timer") == 2
     assert loop.systemd.sent == ["READY=1", "WATCHDOG=1", "WATCHDOG=1", "WATCHDOG=1", "STOPPING=1"]
     assert loop.systemd.closed and loop.waiter.closed
-    assert [event for _, event, _ in loop.log.events] == ["evictd started", "evictd stopped"]
+    assert loop.log.events() == ["evictd started", "evictd stopped"]
     assert loop.log.named("evictd stopped") == [{"cycles": 3}]
 
 

@@ -14,6 +14,7 @@ import pytest
 
 from builders import Mi, summary
 from clocks import ManualClock
+from counter import Counter
 from evictd.core.engine import EngineConfig, EngineState, assess
 from evictd.core.fs_layout import FsLayout
 from evictd.core.signals import NodeCondition
@@ -25,7 +26,7 @@ from evictd.run.cadence import stale_after_s
 from evictd.run.manager import CycleReport
 from evictd.state_dir import ENGINE_STATE_FILE
 from full_filesystem import UnwritableFolder
-from recording_log import Counter, RecordingLog
+from log_capture import LogCapture
 
 CONFIG = EngineConfig(thresholds=tuple(parse_threshold_config([], {}, {"memory.available": "1Gi"},
                                                               {"memory.available": "60s"}, {})))
@@ -41,9 +42,9 @@ def cycle(state: EngineState, clock: ManualClock, available: int = 512 * Mi, num
                  wall=clock.wall())
 
 
-def state_file(path: Path, clock: ManualClock, log: RecordingLog | None = None,
+def state_file(path: Path, clock: ManualClock, log: LogCapture | None = None,
                errors: Counter | None = None) -> EngineStateFile:
-    return EngineStateFile(str(path), "node-1", log=log or RecordingLog(), on_error=errors or Counter(), clock=clock)
+    return EngineStateFile(str(path), "node-1", log=log or LogCapture(), on_error=errors or Counter(), clock=clock)
 
 
 def test_a_saved_state_is_restored_by_the_next_process(tmp_path: Path) -> None:
@@ -57,7 +58,7 @@ def test_a_saved_state_is_restored_by_the_next_process(tmp_path: Path) -> None:
     assert document["savedAt"] == clock.wall().timestamp() and document["node"] == "node-1"
     # Another process 20 s later on the wall clock, its monotonic clock at 7 s.
     later = ManualClock(now_s=7.0, wall_at_zero=clock.wall() + timedelta(seconds=20 - 7))
-    log = RecordingLog()
+    log = LogCapture()
     restored = state_file(path, later, log).restore(CONFIG, WINDOW_S)
     assert restored.first_observed_at == {CONFIG.thresholds[0]: 7.0 - 20.0}
     assert restored.node_conditions == (NodeCondition.MEMORY_PRESSURE,)
@@ -103,7 +104,7 @@ def test_a_calm_node_is_saved_once_and_its_old_file_restores_what_a_fresh_one_wo
     # A restart now finds a file 100 s old, past the restore window: it restores what a file just written would,
     # apart from the last stats times (under which nothing was met), and says it restored it.
     later = ManualClock(now_s=5.0, wall_at_zero=clock.wall() + timedelta(seconds=1 - 5))
-    log = RecordingLog()
+    log = LogCapture()
     restored = state_file(path, later, log).restore(CONFIG, WINDOW_S)
     fresh_path = tmp_path / "fresh" / ENGINE_STATE_FILE
     state_file(fresh_path, clock)(calm)
@@ -154,7 +155,7 @@ def test_an_unusable_file_is_moved_aside_counted_and_logged_once(tmp_path: Path,
         state_file(path, clock)(cycle(EngineState(), clock))
         document = json.loads(path.read_text())
         path.write_text(json.dumps({**document, "node": "node-2"}))
-    log, errors = RecordingLog(), Counter()
+    log, errors = LogCapture(), Counter()
     assert state_file(path, clock, log, errors).restore(CONFIG, WINDOW_S) == EngineState()
     assert errors.count == 1
     [(event, fields)] = log.at("error")
@@ -174,7 +175,7 @@ def test_an_unusable_file_is_moved_aside_counted_and_logged_once(tmp_path: Path,
 def test_temporary_files_of_an_interrupted_write_are_removed(tmp_path: Path) -> None:
     (tmp_path / ".engine-state-abc123").write_bytes(b'{"version": 1, "no')
     (tmp_path / ".journal-keep").write_bytes(b"the journal's own")
-    log = RecordingLog()
+    log = LogCapture()
     state_file(tmp_path / ENGINE_STATE_FILE, ManualClock(), log).restore(CONFIG, WINDOW_S)
     assert sorted(os.listdir(tmp_path)) == [".journal-keep"]
     assert log.at("info") == [("removed temporary engine state files left by an interrupted write",
@@ -184,7 +185,7 @@ def test_temporary_files_of_an_interrupted_write_are_removed(tmp_path: Path) -> 
 def test_a_state_dir_that_takes_no_writes_costs_only_the_saving(unwritable_state: UnwritableFolder) -> None:
     path = unwritable_state.folder / ENGINE_STATE_FILE
     clock = ManualClock(now_s=1000.0)
-    log, errors = RecordingLog(), Counter()
+    log, errors = LogCapture(), Counter()
     hook = state_file(path, clock, log, errors)
     state = EngineState()
     for number in range(1, 4):

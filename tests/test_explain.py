@@ -21,7 +21,7 @@ from evictd.kube.journal import EvictionJournal
 from evictd.record.recording import read_recording
 from evictd.record.replay import replayed_runs
 from evictd.state_dir import JOURNAL_FILE, RECORDING_FOLDER
-from recording_log import RecordingLog
+from log_capture import LogCapture
 from test_recorder import EXAMPLES, SAMPLE, START, cycles, evictd, example, record, recorder
 
 
@@ -177,7 +177,7 @@ def journal_of(state_dir: Path) -> None:
     """Journal every eviction of the recording in `state_dir`, as the daemon's evictor does (with its decision
     id and the cycle's time)."""
     records, _ = read_recording(str(state_dir / RECORDING_FOLDER))
-    journal = EvictionJournal(str(state_dir / JOURNAL_FILE), log=RecordingLog())
+    journal = EvictionJournal(str(state_dir / JOURNAL_FILE), log=LogCapture())
     for run in replayed_runs(records):
         for cycle_record, report in run.cycles:
             decision = f"{cycle_record.run}/{cycle_record.cycle}"

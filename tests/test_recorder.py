@@ -48,6 +48,7 @@ from evictd.record.summary_json import summary_to_dict
 from evictd.run.after_cycle import Cycle
 from evictd.state_dir import RECORDING_FOLDER
 from full_filesystem import UnwritableFolder
+from log_capture import LogCapture
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = sorted((ROOT / "config" / "examples").glob("*.yaml"))
@@ -56,22 +57,6 @@ SAMPLE = ROOT / "config" / "examples" / "recorded" / "01-memory-pressure"
 SAMPLE_SEGMENT = Path(RECORDING_FOLDER) / "19700101T000000.000000Z-simulate.jsonl"
 START = datetime(2026, 11, 22, 23, 0, tzinfo=UTC).timestamp()
 MiB = 1 << 20
-
-
-class Log:
-    """A structlog-like logger that keeps what it was told."""
-
-    def __init__(self) -> None:
-        self.lines: list[tuple[str, str, dict[str, Any]]] = []
-
-    def _add(self, level: str, event: str, **fields: Any) -> None:
-        self.lines.append((level, event, fields))
-
-    def warning(self, event: str, **fields: Any) -> None:
-        self._add("warning", event, **fields)
-
-    def info(self, event: str, **fields: Any) -> None:
-        self._add("info", event, **fields)
 
 
 def example(path: Path) -> tuple[dict[str, Any], Scenario, EvictionSettings]:
@@ -89,10 +74,10 @@ def cycles(scenario: Scenario, start: float = START, first_number: int = 1) -> I
                     wall=datetime.fromtimestamp(start + step.at, UTC))
 
 
-def recorder(state_dir: Path, settings: EvictionSettings, *, log: Log | None = None, errors: list[int] | None = None,
+def recorder(state_dir: Path, settings: EvictionSettings, *, log: LogCapture | None = None, errors: list[int] | None = None,
              max_bytes: int = 64 * MiB, max_age_s: float = 86400.0, wall: float = START) -> FlightRecorder:
     return FlightRecorder(str(state_dir), settings, max_bytes=max_bytes, max_age_s=max_age_s, dry_run=False,
-                          log=log or Log(), on_error=lambda: (errors if errors is not None else []).append(1),
+                          log=log or LogCapture(), on_error=lambda: (errors if errors is not None else []).append(1),
                           clock=ManualClock(0.0, datetime.fromtimestamp(wall, UTC)))
 
 
@@ -379,7 +364,7 @@ def test_the_recording_stays_within_its_size_closing_compressed_segments(tmp_pat
 def test_the_recording_keeps_nothing_older_than_its_age(tmp_path: Path) -> None:
     _, scenario, settings = example(EXAMPLES[0])
     clock = ManualClock(0.0, datetime.fromtimestamp(START, UTC))
-    hook = FlightRecorder(str(tmp_path), settings, max_bytes=64 * MiB, max_age_s=3600.0, dry_run=False, log=Log(),
+    hook = FlightRecorder(str(tmp_path), settings, max_bytes=64 * MiB, max_age_s=3600.0, dry_run=False, log=LogCapture(),
                           clock=clock)
     folder = tmp_path / RECORDING_FOLDER
     for cycle in big_node_cycles(scenario, 3 * 360, 10.0):  # three hours, one cycle every 10 s
@@ -401,7 +386,7 @@ def test_a_full_state_dir_degrades_the_recorder_only(tmp_path: Path) -> None:
     scenario, settings = parse_scenario(document), eviction_settings(document["config"])
     state = UnwritableFolder(tmp_path / "state", "full")
     try:
-        log, errors = Log(), []
+        log, errors = LogCapture(), []
         hook = recorder(state.folder, settings, log=log, errors=errors)
         all_cycles = list(cycles(scenario))
         for cycle in all_cycles[:2]:
@@ -433,7 +418,7 @@ def test_a_full_state_dir_degrades_the_recorder_only(tmp_path: Path) -> None:
 def test_an_unwritable_state_dir_degrades_the_recorder_only(tmp_path: Path) -> None:
     _, scenario, settings = example(EXAMPLES[0])
     (tmp_path / "not-a-folder").write_text("")
-    log, errors = Log(), []
+    log, errors = LogCapture(), []
     hook = recorder(tmp_path / "not-a-folder" / "state", settings, log=log, errors=errors)
     for cycle in cycles(scenario):
         hook(cycle)
@@ -488,7 +473,7 @@ def test_replay_text_names_the_run_of_each_cycle_when_the_recording_holds_severa
     for number, run in enumerate(runs):
         start = START + number * 1800
         hook = FlightRecorder(str(tmp_path), settings, max_bytes=64 * MiB, max_age_s=86400.0, dry_run=False,
-                              log=Log(), run=run, clock=ManualClock(0.0, datetime.fromtimestamp(start, UTC)))
+                              log=LogCapture(), run=run, clock=ManualClock(0.0, datetime.fromtimestamp(start, UTC)))
         for cycle in cycles(scenario, start=start):
             hook(cycle)
         hook.close()
@@ -547,7 +532,7 @@ def test_segments_dated_in_the_future_age_out_once_the_clock_is_back(tmp_path: P
     for path in segment_paths(str(folder)):
         os.utime(path, (ahead, ahead))
     clock = ManualClock(0.0, datetime.fromtimestamp(START + 86400, UTC))
-    later = FlightRecorder(str(tmp_path), settings, max_bytes=64 * MiB, max_age_s=3600.0, dry_run=False, log=Log(),
+    later = FlightRecorder(str(tmp_path), settings, max_bytes=64 * MiB, max_age_s=3600.0, dry_run=False, log=LogCapture(),
                            clock=clock)
     first = next(cycles(scenario, start=START + 86400, first_number=100))
     later(first)  # the start: what earlier runs left is looked at
@@ -566,7 +551,7 @@ def test_closed_segments_are_owner_only_whatever_the_umask_and_crash_leftovers_a
     folder.mkdir()
     leftover = folder / ".20261122T230000.000000Z-1.jsonl.gz"  # a crash while compressing
     leftover.write_bytes(b"partial")
-    log = Log()
+    log = LogCapture()
     previous = os.umask(0)  # the DaemonSet's container sets none
     try:
         hook = recorder(tmp_path, settings, log=log)

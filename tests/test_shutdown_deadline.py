@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import signal
 import threading
-from typing import Any
 
 from evictd.run.stop_signal import ShutdownDeadline, StopSignal
+from log_capture import LogCapture
 
 
 def test_an_armed_deadline_expires_and_a_disarmed_one_does_not() -> None:
@@ -47,16 +47,8 @@ def test_a_stop_request_starts_no_thread_and_takes_no_lock() -> None:
         signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
-class Log:
-    def __init__(self) -> None:
-        self.errors: list[tuple[str, dict[str, Any]]] = []
-
-    def error(self, event: str, **fields: Any) -> None:
-        self.errors.append((event, fields))
-
-
 def test_a_stop_that_outlives_its_deadline_logs_and_exits_with_status_1() -> None:
-    log, exited = Log(), threading.Event()
+    log, exited = LogCapture(), threading.Event()
     statuses: list[int] = []
 
     def exit_(status: int) -> None:
@@ -70,7 +62,7 @@ def test_a_stop_that_outlives_its_deadline_logs_and_exits_with_status_1() -> Non
         stop.request("SIGTERM")
         assert exited.wait(5), "the deadline never passed"
         assert statuses == [1]
-        assert log.errors == [("shutdown deadline passed with the cycle still running; exiting", {"deadline_s": 0.2})]
+        assert log.lines == [("error", "shutdown deadline passed with the cycle still running; exiting", {"deadline_s": 0.2})]
     finally:
         stop.close()
         signal.signal(signal.SIGTERM, signal.SIG_DFL)

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from builders import pod
 from clocks import ManualClock
+from counter import Counter
 from evictd.core.engine import EngineConfig, EngineState
 from evictd.core.kubelet_config import eviction_settings
 from evictd.core.pods import SYSTEM_CRITICAL_PRIORITY, pod_from_dict
@@ -25,7 +26,7 @@ from evictd.state_dir import (
     RECORDING_TEMPORARY_PREFIX,
     StateDir,
 )
-from recording_log import Counter, RecordingLog
+from log_capture import LogCapture
 
 CONFIG = EngineConfig.from_settings(eviction_settings({"evictionHard": {"memory.available": "1Gi"}}))
 
@@ -54,7 +55,7 @@ def test_the_writers_put_their_files_where_the_state_dir_names_them(tmp_path: Pa
     leftover = tmp_path / f"{ENGINE_STATE_TEMPORARY_PREFIX}killed"
     leftover.write_text("{")  # what a process killed in the middle of a write left
     (tmp_path / "engine-state.json").write_text("not JSON")
-    log = RecordingLog()
+    log = LogCapture()
     engine_state = EngineStateFile(state.engine_state, "node-1", log=log, on_error=Counter(), clock=ManualClock())
     assert engine_state.restore(CONFIG, 30.0) == FRESH_STATE == EngineState()
     critical = CriticalPodRecord(state.critical_pods)

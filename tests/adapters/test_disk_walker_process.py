@@ -40,25 +40,13 @@ from evictd.adapters.node_stats import NodeStatsSource
 from evictd.adapters.pod_disk_usage import PodDiskFigures, PodDiskStore, PodKey, SpaceUsed
 from evictd.core.errors import SampleError
 from evictd.core.summary import SYSTEM_CONTAINER_PODS
+from log_capture import LogCapture
 from polling import wait_until
 from real_pod_node import MiB, RealPodNode, crowded_pod, du_bytes, du_inodes, walk_time_s
 
 POD = PodKey("33333333-3333-4333-8333-333333333333", "shop", "cart")
 WAIT_S = 20.0
 TENANT_FILES = 100_000
-
-
-class RecordingLog:
-    """The walker's `log`: remembers each event and its fields."""
-
-    def __init__(self) -> None:
-        self.events: list[tuple[str, dict[str, Any]]] = []
-
-    def __call__(self, event: str, **fields: Any) -> None:
-        self.events.append((event, fields))
-
-    def names(self) -> list[str]:
-        return [event for event, _ in self.events]
 
 
 def nice_of(pid: int) -> int:
@@ -93,7 +81,7 @@ def walkers() -> Iterator[list[DiskWalkerProcess]]:
 
 
 def start_walker(walkers: list[DiskWalkerProcess], store: PodDiskStore, settings: WalkerSettings,
-                 log: RecordingLog, command: list[str] | None = None) -> DiskWalkerProcess:
+                 log: LogCapture, command: list[str] | None = None) -> DiskWalkerProcess:
     walker = DiskWalkerProcess(store, settings, log=log, command=command)
     walkers.append(walker)
     walker.start()
@@ -155,7 +143,7 @@ def test_the_child_measures_the_wanted_pods_at_a_lower_priority(
     kubelet, logs = pod_folders
     store = PodDiskStore()
     settings = WalkerSettings(kubelet_root=str(kubelet), pod_logs_dir=str(logs), period_s=0.1)
-    walker = start_walker(walkers, store, settings, RecordingLog())
+    walker = start_walker(walkers, store, settings, LogCapture())
     asked_at = time.monotonic()
     store.want([POD])
     wait_until(lambda: store.latest(POD) is not None, WAIT_S, "the first figures")
@@ -182,7 +170,7 @@ def test_a_child_that_dies_is_started_again_and_the_figures_flow_again(
         pod_folders: tuple[Path, Path], walkers: list[DiskWalkerProcess]) -> None:
     kubelet, logs = pod_folders
     store = PodDiskStore()
-    log = RecordingLog()
+    log = LogCapture()
     walker = start_walker(walkers, store, WalkerSettings(str(kubelet), str(logs), period_s=0.1), log)
     store.want([POD])
     wait_until(lambda: store.latest(POD) is not None, WAIT_S, "the first figures")
@@ -190,8 +178,8 @@ def test_a_child_that_dies_is_started_again_and_the_figures_flow_again(
     assert first_pid is not None
     os.kill(first_pid, signal.SIGKILL)
     wait_until(lambda: walker.child_pid() not in (None, first_pid), WAIT_S, "a new child")
-    assert log.names() == ["disk walker exited; starting it again"]
-    assert log.events[0][1] == {"status": -signal.SIGKILL}
+    assert log.events() == ["disk walker exited; starting it again"]
+    assert log.at("warning")[0][1] == {"status": -signal.SIGKILL}
     killed_at = time.monotonic()
     wait_until(lambda: (store.latest(POD) or PodDiskFigures(POD, 0, 0)).measured_at_monotonic > killed_at, WAIT_S,
                "figures from the new child (it was told the wanted pods)")
@@ -200,21 +188,21 @@ def test_a_child_that_dies_is_started_again_and_the_figures_flow_again(
 
 def test_a_child_that_talks_nonsense_is_logged_and_replaced(walkers: list[DiskWalkerProcess]) -> None:
     store = PodDiskStore()
-    log = RecordingLog()
+    log = LogCapture()
     nonsense = [sys.executable, "-c", "import sys, time; print('not a figures line', flush=True); time.sleep(60)"]
     walker = start_walker(walkers, store, WalkerSettings("/nonexistent", "/nonexistent"), log, command=nonsense)
     wait_until(lambda: walker.children_started >= 2, WAIT_S, "a second child after the first sent nonsense")
-    assert log.names()[:2] == ["disk walker sent a line that cannot be read; restarting it",
+    assert log.events()[:2] == ["disk walker sent a line that cannot be read; restarting it",
                                "disk walker exited; starting it again"]
     assert store.latest(POD) is None
 
 
 def test_a_child_that_cannot_start_is_logged_and_tried_again(walkers: list[DiskWalkerProcess]) -> None:
-    log = RecordingLog()
+    log = LogCapture()
     start_walker(walkers, PodDiskStore(), WalkerSettings("/x", "/y"), log, command=["/nonexistent/python"])
-    wait_until(lambda: len(log.events) >= 2, 10, "two attempts (1 s apart)")
-    assert set(log.names()) == {"disk walker could not be started"}
-    assert "No such file or directory" in log.events[0][1]["error"]
+    wait_until(lambda: len(log.lines) >= 2, 10, "two attempts (1 s apart)")
+    assert set(log.events()) == {"disk walker could not be started"}
+    assert "No such file or directory" in log.at("warning")[0][1]["error"]
 
 
 def test_the_child_ends_when_the_daemon_closes_its_pipe_and_ignores_ctrl_c(pod_folders: tuple[Path, Path]) -> None:
@@ -276,7 +264,7 @@ def test_a_summary_never_waits_for_a_walk_and_carries_the_last_completed_figures
         image_fs_path=str(tmp_path / "containerd"), container_fs_path=str(tmp_path / "containerd"))
     # No pause between passes beyond the walker's own rest (as long as it walked): it walks half the time.
     settings = WalkerSettings(str(tenant_pod.kubelet_root), str(tenant_pod.pod_logs_dir), period_s=0.0)
-    start_walker(walkers, store, settings, RecordingLog())
+    start_walker(walkers, store, settings, LogCapture())
     key = PodKey(tenant_pod.uid, tenant_pod.namespace, tenant_pod.name)
     (first,) = source.summary().pods
     assert first.volume_stats == () and first.ephemeral_storage is None, "not measured yet: no disk figures"

@@ -43,6 +43,7 @@ from evictd.config import SERVICE_ACCOUNT_CA_FILE, EvictdSettings, load_configur
 from evictd.core.errors import ConfigError, SampleError
 from evictd.core.signals import Signal
 from evictd.core.summary import signal_observations, summary_from_dict
+from evictd.kube.client import build_api_client
 from evictd.run.composition import build_stats_source
 from hostile_kubelet import self_signed
 
@@ -586,7 +587,7 @@ def kubeconfig(folder: Path, server: str, token: str = TOKEN) -> Path:
 def proxy_source(apiserver: Server, tmp_path: Path) -> Callable[..., ApiProxySummarySource]:
     def make(node: str = NODE, token: str = TOKEN, timeout_s: float = 10.0) -> ApiProxySummarySource:
         config = kubeconfig(tmp_path, f"http://127.0.0.1:{apiserver.port}", token)
-        return ApiProxySummarySource(node, kubeconfig=str(config), timeout_s=timeout_s)
+        return ApiProxySummarySource(node, api=build_api_client(str(config)), timeout_s=timeout_s)
 
     return make
 
@@ -626,13 +627,6 @@ def test_proxy_failures_are_sample_errors(
 def test_proxy_unreachable_api_server_is_a_sample_error(tmp_path: Path) -> None:
     config = kubeconfig(tmp_path, f"http://127.0.0.1:{closed_port()}")
     with pytest.raises(SampleError) as info:
-        ApiProxySummarySource(NODE, kubeconfig=str(config), timeout_s=2.0).summary()
+        ApiProxySummarySource(NODE, api=build_api_client(str(config)), timeout_s=2.0).summary()
     assert info.value.source == PROXY_PATH
     assert info.value.reason.startswith("cannot reach the API server: ")
-
-
-def test_proxy_unreadable_kubeconfig_is_a_config_error(tmp_path: Path) -> None:
-    missing = tmp_path / "no-kubeconfig"
-    with pytest.raises(ConfigError) as info:
-        ApiProxySummarySource(NODE, kubeconfig=str(missing))
-    assert (info.value.key, info.value.value) == ("kubeconfig", str(missing))

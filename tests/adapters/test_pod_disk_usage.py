@@ -29,8 +29,8 @@ from evictd.adapters.pod_disk_usage import (
 )
 from evictd.core.errors import ConfigError, SampleError
 from evictd.run.after_cycle import ProblemLog
+from log_capture import LogCapture
 from real_pod_node import du_bytes, du_inodes
-from recording_log import RecordingLog
 
 STALE_AFTER_S = 120.0
 BIG = PodKey("11111111-1111-4111-8111-111111111111", "shop", "big")
@@ -249,7 +249,7 @@ def test_a_round_longer_than_the_limit_keeps_the_last_figures_and_is_logged_once
     walker = walker_for(roots, clock, entry_budget=40)
     store = PodDiskStore(stale_after_s=30.0, clock=clock)
     store.want([SMALL])
-    problem_log = ProblemLog(RecordingLog(), "gone", "back")
+    problem_log = ProblemLog(LogCapture(), "gone", "back")
 
     def cycle_then_pass(number: int) -> PodDiskReading:
         for figures in walker.run_pass([SMALL]):

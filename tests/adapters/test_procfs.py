@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from evictd.adapters.procfs import mem_total_bytes, pid_limit, running_tasks
+from evictd.adapters.procfs import mem_total_bytes, meminfo_bytes, pid_limit, running_tasks
 from evictd.core.errors import SampleError
 
 # Copied from this kind of machine (Debian 12 VM, 24 GiB, kernel 6.x).
@@ -57,6 +57,17 @@ def fake_proc(
 
 def test_mem_total_bytes(tmp_path: Path) -> None:
     assert mem_total_bytes(fake_proc(tmp_path)) == 24682416 * 1024
+
+
+@pytest.mark.parametrize(("field", "kib"), [("MemFree", 23936752), ("Cached", 597516), ("SwapCached", 0)])
+def test_any_meminfo_field_in_bytes(tmp_path: Path, field: str, kib: int) -> None:
+    assert meminfo_bytes(field, fake_proc(tmp_path)) == kib * 1024
+
+
+def test_a_missing_meminfo_field_is_named(tmp_path: Path) -> None:
+    with pytest.raises(SampleError) as info:
+        meminfo_bytes("NoSuchField", fake_proc(tmp_path))
+    assert info.value.reason == "no NoSuchField line"
 
 
 def test_mem_total_accepts_a_string_root(tmp_path: Path) -> None:

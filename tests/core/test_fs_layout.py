@@ -6,13 +6,13 @@ from __future__ import annotations
 import pytest
 
 from evictd.core.fs_layout import MEANINGS, FsLayout, ReclaimAction, meaning_of
-from evictd.core.signals import MEMORY_SIGNALS, Signal
+from evictd.core.signals import Ranking, Signal, spec_of
 
 SINGLE = FsLayout()
 IMAGEFS = FsLayout(dedicated_imagefs=True)
 SPLIT = FsLayout(dedicated_imagefs=True, split_containerfs=True)
 SPLIT_WITHOUT_IMAGEFS = FsLayout(split_containerfs=True)  # cannot happen in practice; the kubelet copes
-DISK_SIGNALS = {s for s in Signal if s not in MEMORY_SIGNALS and s is not Signal.PID_AVAILABLE}
+DISK_SIGNALS = {s for s in Signal if spec_of(s).ranking is Ranking.DISK}
 CONTAINERS, IMAGES = ReclaimAction.CONTAINER_GC, ReclaimAction.IMAGE_GC
 
 
@@ -48,7 +48,7 @@ def test_reclaim_actions_per_layout(layout: FsLayout, signal: Signal, expected: 
 
 def test_memory_and_pid_signals_have_no_node_level_reclaim() -> None:
     for meaning in MEANINGS.values():
-        assert not any(signal in meaning.reclaim_actions for signal in (*MEMORY_SIGNALS, Signal.PID_AVAILABLE))
+        assert not any(signal in meaning.reclaim_actions for signal in Signal if signal not in DISK_SIGNALS)
 
 
 @pytest.mark.parametrize(

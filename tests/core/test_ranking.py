@@ -33,7 +33,7 @@ from evictd.core.ranking import (
     rank_pods_with_keys,
     ranking_keys,
 )
-from evictd.core.signals import Resource, Signal
+from evictd.core.signals import Ranking, Resource, Signal, spec_of
 from evictd.core.summary import ContainerStats, FsStats, MemoryStats, PodReference, PodStats, VolumeStats
 
 LOW, DEFAULT, HIGH = -1, 0, 1  # eviction_manager_test.go lowPriority / defaultPriority / highPriority
@@ -418,8 +418,7 @@ def test_disk_fs_stats_table(signal: Signal, layout: FsLayout, expected: tuple[F
 
 
 def test_tables_cover_every_disk_signal() -> None:
-    disk_signals = {s for s in Signal if s not in {Signal.MEMORY_AVAILABLE, Signal.ALLOCATABLE_MEMORY_AVAILABLE}}
-    disk_signals.discard(Signal.PID_AVAILABLE)
+    disk_signals = {s for s in Signal if spec_of(s).ranking is Ranking.DISK}
     for table in (SINGLE_FS_SIGNAL_TO_FS_STATS, IMAGEFS_SIGNAL_TO_FS_STATS, SPLIT_FS_SIGNAL_TO_FS_STATS):
         assert set(table) == disk_signals
 

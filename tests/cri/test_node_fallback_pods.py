@@ -34,7 +34,7 @@ from evictd.cri.client import CriClient
 from evictd.kube.cluster import NodeFallbackPods
 from evictd.kube.critical_record import CriticalPodRecord
 from evictd.kube.journal import EvictionJournal, JournalEntry
-from recording_log import RecordingLog
+from log_capture import LogCapture
 
 API = {CONFIG_SOURCE_ANNOTATION: "api"}
 STATIC = {CONFIG_SOURCE_ANNOTATION: "file", "kubernetes.io/config.hash": "3f1e2d"}
@@ -106,7 +106,7 @@ def test_without_a_pod_list_only_pods_the_node_vouches_for_are_candidates(contai
     unknown = run(pods, "made-by-hand")  # a sandbox no kubelet made: no config.source
     stopped = run(pods, "stopped", annotations=API)
     containerd.cri.stop_sandbox(stopped.sandbox_id)  # its cgroup stays (containerd leaves it), nothing runs
-    journal = EvictionJournal(None, log=RecordingLog())
+    journal = EvictionJournal(None, log=LogCapture())
     journal.record(evicted(done))
     slot = RuntimeSlot()
     discovered = discovered_on(containerd, slot)
@@ -132,7 +132,7 @@ def test_a_runtime_that_cannot_list_sandboxes_leaves_no_candidate(containerd: Co
         slot = RuntimeSlot()
         slot.current = answering(client)
         discovered = discovered_on(containerd, slot)
-        fallback = NodeFallbackPods(discovered, EvictionJournal(None, log=RecordingLog()), own_uid=str(uuid.uuid4()))
+        fallback = NodeFallbackPods(discovered, EvictionJournal(None, log=LogCapture()), own_uid=str(uuid.uuid4()))
         with pytest.raises(EvictdError, match="could not list the pod sandboxes"):
             fallback.active_pods()
         assert discovered.active_pods(), "the node still shows its pods (unnamed by the runtime)"

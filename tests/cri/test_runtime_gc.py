@@ -57,8 +57,8 @@ from evictd.core.runtime import (
     SandboxState,
 )
 from evictd.cri import ContainerUsage
+from log_capture import LogCapture
 from polling import wait_until
-from recording_log import RecordingLog
 
 MiB = 1024 * 1024
 STATS_REFRESH_TIMEOUT_S = 5.0
@@ -241,7 +241,7 @@ def test_periodic_gc_logs_the_kubelets_shortfall_when_it_frees_less_than_wanted(
     images = CriImageGC(runtime, ImageGCPolicy(90, 80, min_age_s=0), clock=clock,
                         fs_usage=lambda: (1000, usage["available"]))
     containers = CriContainerGC(runtime, GCPolicy(), pod_state_from_mapping({}), None, clock=clock)
-    log = RecordingLog()
+    log = LogCapture()
     periodic = PeriodicGC(containers, images, container_period_s=60.0, image_period_s=300.0, log=log, clock=clock)
     clock.now_s = 300.0
     periodic.tick()

@@ -10,7 +10,6 @@ from __future__ import annotations
 import socket
 import time
 from pathlib import Path
-from typing import Any
 
 from containerd_harness import Containerd
 
@@ -18,18 +17,9 @@ from clocks import ManualClock
 from evictd.cri import RuntimeVersion
 from evictd.cri.client import CriClient
 from evictd.run.runtime_link import RuntimeLink
+from log_capture import LogCapture
 
 RETRY_S = 5.0
-
-
-class Log:
-    """Records what the link logs (event, fields)."""
-
-    def __init__(self) -> None:
-        self.lines: list[tuple[str, dict[str, Any]]] = []
-
-    def info(self, event: str, **fields: Any) -> None:
-        self.lines.append((event, fields))
 
 
 class Attach:
@@ -44,13 +34,14 @@ class Attach:
 
 
 def test_a_runtime_that_starts_later_is_attached_once_it_answers(unstarted_containerd: Containerd) -> None:
-    clock, log, attach = ManualClock(), Log(), Attach()
+    clock, log, attach = ManualClock(), LogCapture(), Attach()
     client = CriClient(unstarted_containerd.endpoint, 10.0)
     link = RuntimeLink(client, attach, log, retry_s=RETRY_S, clock=clock)
     try:
         assert link.connect() is None
         assert link.slot.current is None and not link.slot.attached and attach.versions == []
-        ((event, fields),) = log.lines
+        ((level, event, fields),) = log.lines
+        assert level == "info"
         assert event.startswith("no container runtime answers")
         assert fields["endpoint"] == unstarted_containerd.endpoint and "UNAVAILABLE" in fields["error"]
 
@@ -63,7 +54,7 @@ def test_a_runtime_that_starts_later_is_attached_once_it_answers(unstarted_conta
         assert link.slot.current == "parts of containerd", "the slot answers as the attached runtime"
         (version,) = attach.versions
         assert (version.runtime_name, version.runtime_api_version) == ("containerd", "v1")
-        assert log.lines[-1] == ("container runtime", {
+        assert log.lines[-1] == ("info", "container runtime", {
             "endpoint": unstarted_containerd.endpoint, "runtime": "containerd", "version": version.runtime_version,
             "api": "v1", "unanswered_attempts": 1})
 
@@ -75,7 +66,7 @@ def test_a_runtime_that_starts_later_is_attached_once_it_answers(unstarted_conta
 
 
 def test_failed_attempts_are_logged_once(tmp_path: Path) -> None:
-    clock, log, attach = ManualClock(), Log(), Attach()
+    clock, log, attach = ManualClock(), LogCapture(), Attach()
     client = CriClient(f"unix://{tmp_path}/nothing.sock", 10.0)
     link = RuntimeLink(client, attach, log, retry_s=RETRY_S, clock=clock)
     try:
@@ -93,7 +84,7 @@ def test_a_runtime_that_never_answers_costs_the_loop_one_probe_deadline(tmp_path
         listener.bind(str(path))
         listener.listen(8)  # accepts (the kernel completes the connection) but never speaks HTTP/2
         client = CriClient(f"unix://{path}", 10.0)
-        link = RuntimeLink(client, Attach(), Log(), probe_timeout_s=0.5, clock=ManualClock())
+        link = RuntimeLink(client, Attach(), LogCapture(), probe_timeout_s=0.5, clock=ManualClock())
         try:
             started = time.monotonic()
             assert link.connect() is None

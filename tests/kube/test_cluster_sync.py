@@ -19,7 +19,6 @@ from apiserver import ApiServer
 from evictd_kube_support import evictd_api_client, pod_lists
 from kube_objects import node_manifest
 
-import recording_log
 from builders import Gi, Mi, pod, pod_stats, summary
 from clocks import ManualClock
 from evictd.commands.simulate import FixedLayout
@@ -37,6 +36,7 @@ from evictd.kube.journal import EvictionJournal
 from evictd.kube.node_writer import NodeStatusWriter
 from evictd.kube.pod_watch import PodWatcher
 from evictd.run.manager import CycleReport, EvictionManager
+from log_capture import LogCapture
 from polling import wait_until
 
 NODE = "node-1"
@@ -61,14 +61,6 @@ class NoReclaim:
         return 0
 
 
-class RecordingLog:
-    def __init__(self) -> None:
-        self.warnings: list[tuple[str, dict[str, Any]]] = []
-
-    def warning(self, event: str, **fields: Any) -> None:
-        self.warnings.append((event, fields))
-
-
 @dataclass
 class Cluster:
     watcher: PodWatcher
@@ -76,7 +68,7 @@ class Cluster:
     manager: EvictionManager
     sync: ClusterSync
     clock: ManualClock
-    log: RecordingLog
+    log: LogCapture
     api_errors: list[Any]
 
     def cycle(self, seconds: float = 10.0) -> CycleReport:
@@ -93,10 +85,10 @@ def cluster(apiserver: ApiServer, tmp_path: Path) -> Iterator[Cluster]:
     api_errors: list[Any] = []
     watcher = PodWatcher(client, NODE, on_error=api_errors.append)
     watcher.start()
-    journal = EvictionJournal(str(tmp_path / "evictions.json"), log=recording_log.RecordingLog())
+    journal = EvictionJournal(str(tmp_path / "evictions.json"), log=LogCapture())
     events = EventRecorder(client, NODE)
     evictor = KubePodEvictor(client, journal, events, on_api_error=api_errors.append)
-    log = RecordingLog()
+    log = LogCapture()
     sync = ClusterSync(watcher=watcher, evictor=evictor,
                        node_writer=NodeStatusWriter(client, NODE, ConditionMode.EVICTD), events=events,
                        on_error=api_errors.append, log=log)
@@ -156,7 +148,7 @@ def test_a_cycle_evicts_through_the_api_and_after_cycle_reports_on_the_node(
     assert [e["reason"] for e in apiserver.store.events("default") if e["reason"] == "Evicted"] == ["Evicted"] * 2
     own = apiserver.store.get_pod("default", "evictd-abc12")
     assert own is not None and "deletionTimestamp" not in own["metadata"]
-    assert cluster.log.warnings == [] and cluster.api_errors == []
+    assert cluster.log.at("warning") == [] and cluster.api_errors == []
 
 
 def test_a_terminating_pod_is_not_evicted_again(apiserver: ApiServer, cluster: Cluster) -> None:
@@ -240,7 +232,7 @@ def test_the_critical_pods_of_the_pod_list_are_remembered_after_each_cycle(apise
     watcher = PodWatcher(client, NODE)
     path = tmp_path / "critical-pods.json"
     sync = ClusterSync(watcher=watcher, evictor=None, node_writer=NodeStatusWriter(client, NODE, ConditionMode.EVICTD),
-                       events=EventRecorder(client, NODE), on_error=lambda error: None, log=RecordingLog(),
+                       events=EventRecorder(client, NODE), on_error=lambda error: None, log=LogCapture(),
                        critical=CriticalPodRecord(str(path)))
     quiet = CycleReport(now=0.0, assessment=Assessment(NoneStarved()))
     try:
@@ -267,7 +259,7 @@ def test_no_pod_is_evicted_while_the_pod_list_is_unknown(apiserver: ApiServer, t
     watcher.start()
     try:
         assert wait_until(lambda: len(pod_lists(apiserver)) >= 1)
-        journal = EvictionJournal(str(tmp_path / "evictions.json"), log=recording_log.RecordingLog())
+        journal = EvictionJournal(str(tmp_path / "evictions.json"), log=LogCapture())
         evictor = KubePodEvictor(client, journal, EventRecorder(client, NODE))
         manager = EvictionManager(
             EngineConfig.from_settings(eviction_settings({"evictionHard": {"memory.available": "1Gi"}})),
@@ -300,4 +292,4 @@ def test_oom_kills_become_warning_events_on_the_node(apiserver: ApiServer, clust
         ("Warning", "EvictionTooLate", "OOM killer killed 2 processes in pod default/modest (container app) while "
                                        "evictd was waiting for a pod evicted for memory to go"),
     ]
-    assert cluster.log.warnings == [] and cluster.api_errors == []
+    assert cluster.log.at("warning") == [] and cluster.api_errors == []

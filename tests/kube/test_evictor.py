@@ -32,7 +32,7 @@ from evictd.core.errors import EvictdError, KubeError
 from evictd.kube.events import EventRecorder
 from evictd.kube.evictor import KubePodEvictor
 from evictd.kube.journal import ApiStep, EvictionJournal
-from recording_log import RecordingLog
+from log_capture import LogCapture
 
 NODE = "node-1"  # builders.pod binds pods to node-1
 NOW = datetime(2026, 11, 21, 10, 0, 0, tzinfo=UTC)
@@ -118,7 +118,7 @@ class Harness:
 
     def restart(self) -> tuple[EvictionJournal, KubePodEvictor]:
         """A new journal read from the same file and a new evictor: what a restarted daemon builds."""
-        self.journal = EvictionJournal(str(self.journal_path), log=RecordingLog())
+        self.journal = EvictionJournal(str(self.journal_path), log=LogCapture())
         events = EventRecorder(self.client, NODE, clock=ManualClock(0.0, wall_at_zero=NOW))
         self.evictor = KubePodEvictor(self.client, self.journal, events, runtime=self.local_kill,  # type: ignore[arg-type]
                                       timeout_s=self.timeout_s, on_api_error=self._api_error,
@@ -365,7 +365,7 @@ from evictd.kube.client import build_api_client
 from evictd.kube.events import EventRecorder
 from evictd.kube.evictor import KubePodEvictor
 from evictd.kube.journal import EvictionJournal
-from recording_log import RecordingLog
+from log_capture import LogCapture
 from test_evictor import NODE, hog, soft_eviction
 
 kubeconfig, journal_path = sys.argv[1:]
@@ -377,7 +377,7 @@ def delete_then_die(*args, **kwargs):
     os.kill(os.getpid(), signal.SIGKILL)
 
 client.delete_pod = delete_then_die
-evictor = KubePodEvictor(client, EvictionJournal(journal_path, log=RecordingLog()), EventRecorder(client, NODE))
+evictor = KubePodEvictor(client, EvictionJournal(journal_path, log=LogCapture()), EventRecorder(client, NODE))
 evictor.evict(soft_eviction(hog()))
 """
 

@@ -25,6 +25,7 @@ from evictd_kube_support import evictd_api_client
 
 from builders import Gi, Mi, pod, pod_stats, summary
 from clocks import ManualClock
+from counter import Counter
 from evictd.commands.simulate import parse_scenario, run_scenario
 from evictd.core.engine import Eviction, PodCondition
 from evictd.core.errors import KubeError
@@ -33,7 +34,7 @@ from evictd.kube.events import EventRecorder
 from evictd.kube.evictor import KubePodEvictor
 from evictd.kube.journal import ApiStep, EvictionJournal, JournalEntry, Outcome, entry_to_json
 from full_filesystem import UnwritableFolder
-from recording_log import Counter, RecordingLog
+from log_capture import LogCapture
 
 NOW = datetime(2026, 11, 22, 10, 15, 0, tzinfo=UTC)
 CORRUPT_NAME = "evictions.json.corrupt-20261122T101500Z"
@@ -84,13 +85,13 @@ BAD_FILES: dict[str, tuple[bytes, str]] = {
 }
 
 
-def open_journal(path: Path, log: RecordingLog, corrupt: Counter | None = None,
+def open_journal(path: Path, log: LogCapture, corrupt: Counter | None = None,
                  failures: Counter | None = None) -> EvictionJournal:
     return EvictionJournal(str(path), log=log, on_corrupt=corrupt or Counter(), on_write_failure=failures or Counter(),
                            clock=ManualClock(now_s=0, wall_at_zero=NOW))
 
 
-def assert_moved_aside_once(state: Path, log: RecordingLog, corrupt: Counter, reason: str) -> None:
+def assert_moved_aside_once(state: Path, log: LogCapture, corrupt: Counter, reason: str) -> None:
     assert sorted(p.name for p in state.iterdir()) == [CORRUPT_NAME]
     [(event, fields)] = log.at("error")
     assert "moved aside" in event and reason in fields["reason"], (event, fields)
@@ -104,7 +105,7 @@ def test_a_bad_journal_file_is_moved_aside_and_evictd_starts_empty(tmp_path: Pat
     state = tmp_path / "state"
     state.mkdir()
     (state / "evictions.json").write_bytes(content)
-    log, corrupt = RecordingLog(), Counter()
+    log, corrupt = LogCapture(), Counter()
 
     journal = open_journal(state / "evictions.json", log, corrupt)
 
@@ -114,14 +115,14 @@ def test_a_bad_journal_file_is_moved_aside_and_evictd_starts_empty(tmp_path: Pat
     journal.record(entry("uid-2"))  # the new journal is written where the bad one was
     written = json.loads((state / "evictions.json").read_text())
     assert written["version"] == 1 and [e["uid"] for e in written["evictions"]] == ["uid-2"]
-    assert open_journal(state / "evictions.json", RecordingLog()).evicted_uids() == {"uid-2"}
+    assert open_journal(state / "evictions.json", LogCapture()).evicted_uids() == {"uid-2"}
 
 
 def test_a_directory_in_place_of_the_journal_file_is_moved_aside(tmp_path: Path) -> None:
     state = tmp_path / "state"
     (state / "evictions.json").mkdir(parents=True)
     (state / "evictions.json" / "inside").write_text("x")
-    log, corrupt = RecordingLog(), Counter()
+    log, corrupt = LogCapture(), Counter()
 
     journal = open_journal(state / "evictions.json", log, corrupt)
 
@@ -135,7 +136,7 @@ def test_a_second_bad_file_within_the_same_second_does_not_replace_the_first(tmp
     path = tmp_path / "evictions.json"
     for content in (b"first", b"second"):
         path.write_bytes(content)
-        open_journal(path, RecordingLog())
+        open_journal(path, LogCapture())
     assert (tmp_path / CORRUPT_NAME).read_bytes() == b"first"
     assert (tmp_path / f"{CORRUPT_NAME}-2").read_bytes() == b"second"
 
@@ -144,7 +145,7 @@ def test_a_journal_of_this_version_and_one_without_a_version_are_read(tmp_path: 
     path = tmp_path / "evictions.json"
     for document in (valid_document(), {"evictions": valid_document()["evictions"]}):
         path.write_text(json.dumps(document))
-        log, corrupt = RecordingLog(), Counter()
+        log, corrupt = LogCapture(), Counter()
         assert open_journal(path, log, corrupt).get("uid-1") == entry()
         assert log.lines == [] and corrupt.count == 0 and path.exists()
 
@@ -156,7 +157,7 @@ def test_a_journal_written_before_entries_were_typed_is_read_and_written_back_th
     """evictions-v1.json was written by evictd before its entries were typed (flags, `extra`, lists)."""
     path = tmp_path / "evictions.json"
     path.write_bytes(FIXTURE_V1.read_bytes())
-    log, corrupt = RecordingLog(), Counter()
+    log, corrupt = LogCapture(), Counter()
     journal = open_journal(path, log, corrupt)
     assert log.lines == [] and corrupt.count == 0
 
@@ -189,7 +190,7 @@ def test_an_outcome_that_is_not_one_evictd_writes_makes_the_journal_unusable(
     state = tmp_path / "state"
     state.mkdir()
     (state / "evictions.json").write_bytes(with_entry_field("extra", extra))
-    log, corrupt = RecordingLog(), Counter()
+    log, corrupt = LogCapture(), Counter()
     open_journal(state / "evictions.json", log, corrupt)
     assert_moved_aside_once(state, log, corrupt, reason)
 
@@ -208,7 +209,7 @@ def test_a_condition_evictd_never_writes_makes_the_journal_unusable(
     state = tmp_path / "state"
     state.mkdir()
     (state / "evictions.json").write_bytes(with_entry_field("conditions", [condition]))
-    log, corrupt = RecordingLog(), Counter()
+    log, corrupt = LogCapture(), Counter()
     open_journal(state / "evictions.json", log, corrupt)
     assert_moved_aside_once(state, log, corrupt, reason)
 
@@ -223,7 +224,7 @@ def test_temporary_files_of_a_killed_write_are_removed_at_start(tmp_path: Path) 
         (state / leftover).write_bytes(VALID[:40])
     (state / "evictd.lock").write_text("123\n")
     (state / "shadow.jsonl").write_text("{}\n")
-    log = RecordingLog()
+    log = LogCapture()
 
     journal = open_journal(path, log)
 
@@ -242,7 +243,7 @@ def test_temporary_files_left_by_a_process_killed_while_writing_are_removed(tmp_
     done = subprocess.run([sys.executable, "-c", code, str(tmp_path)], check=False)
     assert done.returncode == -9
     assert [p.name.startswith(".journal-") for p in tmp_path.iterdir()] == [True]
-    log = RecordingLog()
+    log = LogCapture()
 
     open_journal(tmp_path / "evictions.json", log)
 
@@ -257,7 +258,7 @@ def test_a_journal_that_cannot_be_written_keeps_its_entries_and_writes_them_once
     unwritable_state: UnwritableFolder
 ) -> None:
     path = unwritable_state.folder / "evictions.json"
-    log, failures = RecordingLog(), Counter()
+    log, failures = LogCapture(), Counter()
     journal = open_journal(path, log, failures=failures)
 
     journal.record(entry("uid-1"))
@@ -300,7 +301,7 @@ class Evictor:
 
     def __init__(self, apiserver: ApiServer, folder: Path) -> None:
         self.client = evictd_api_client(apiserver)
-        self.log, self.failures = RecordingLog(), Counter()
+        self.log, self.failures = LogCapture(), Counter()
         self.journal = open_journal(folder / "evictions.json", self.log, failures=self.failures)
         self.stopped: list[Eviction] = []
         self.evictor = KubePodEvictor(self.client, self.journal, EventRecorder(self.client, "node-1"),

@@ -27,7 +27,7 @@ from evictd.kube.events import EventRecorder
 from evictd.kube.evictor import KubePodEvictor
 from evictd.kube.journal import EvictionJournal
 from evictd.kube.node_writer import NodeStatusWriter
-from recording_log import RecordingLog
+from log_capture import LogCapture
 
 NODE = "node-1"
 
@@ -51,7 +51,7 @@ def test_kubectl_shows_the_evicted_pod_and_its_event(apiserver: ApiServer, kube_
     scenario = parse_scenario({"config": {"evictionHard": {"memory.available": "1Gi"}}, "pods": [doc], "steps": [
         {"at": 0, "summary": summary(memory=512 * Mi, pods=[pod_stats(doc, memory=2 * Gi)])}]})
     [eviction] = run_scenario(scenario)[0].evictions
-    evictor = KubePodEvictor(kube_api, EvictionJournal(str(tmp_path / "evictions.json"), log=RecordingLog()),
+    evictor = KubePodEvictor(kube_api, EvictionJournal(str(tmp_path / "evictions.json"), log=LogCapture()),
                              EventRecorder(kube_api, NODE))
 
     evictor.evict(eviction)

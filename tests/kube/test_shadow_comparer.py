@@ -22,18 +22,9 @@ from evictd.core.engine import Eviction
 from evictd.core.pods import Pod, pod_from_dict
 from evictd.kube.shadow import ShadowComparer
 from evictd.state_dir import SHADOW_FILE
+from log_capture import LogCapture
 
 KUBELET_MESSAGE = "The node was low on resource: memory. Threshold quantity: 1Gi, available: 512Mi. "
-
-
-class RecordingLog:
-    def __init__(self) -> None:
-        self.lines: list[tuple[str, dict[str, Any]]] = []
-
-    def info(self, event: str, **fields: Any) -> None:
-        self.lines.append((event, fields))
-
-    warning = info
 
 
 class Node:
@@ -43,7 +34,7 @@ class Node:
         self.docs: dict[str, dict[str, Any]] = {}
         # Monotonic 1000 s at the wall time 1_763_800_000 (epoch seconds).
         self.clock = ManualClock(1000.0, wall_at_zero=datetime.fromtimestamp(1_763_800_000.0 - 1000.0, UTC))
-        self.log = RecordingLog()
+        self.log = LogCapture()
         self.outcomes: list[str] = []
         self.comparer = ShadowComparer(self.pods, str(folder), lambda c: self.outcomes.append(str(c.outcome)),
                                        self.log, window_s=60, clock=self.clock)
@@ -83,7 +74,7 @@ def test_the_same_pod_evicted_by_the_kubelet_later_agrees_and_is_recorded(tmp_pa
     assert node.tick(8) == ["agree"]
     assert node.tick(120) == []  # nothing left pending, "old" never counted
     assert node.outcomes == ["agree"]
-    [(event, fields)] = node.log.lines
+    [(_, event, fields)] = node.log.lines
     assert event == "shadow comparison" and fields["outcome"] == "agree"
     assert fields["kubelet_later_by_s"] == 9.0
 
@@ -140,5 +131,5 @@ def test_an_unwritable_record_is_logged_once_and_the_comparison_goes_on(tmp_path
         node.kubelet_evicts(name)
         assert node.tick(1) == []
         assert node.tick(61) == ["kubelet-only"]
-    assert [e for e, _ in node.log.lines].count("shadow comparison not recorded") == 1
+    assert node.log.events().count("shadow comparison not recorded") == 1
     assert node.outcomes == ["kubelet-only", "kubelet-only"]

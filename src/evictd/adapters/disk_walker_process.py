@@ -44,6 +44,7 @@ from evictd.adapters.pod_disk_usage import (
     SpaceUsed,
 )
 from evictd.core.errors import ConfigError, SampleError
+from evictd.log import Log
 
 # A pass every 10 s: the housekeeping interval's default, so figures are as fresh as when every cycle walked.
 DEFAULT_PERIOD_S = 10.0
@@ -215,15 +216,15 @@ def main(argv: Sequence[str]) -> int:
 class DiskWalkerProcess:
     """Keeps a disk walker child running and its figures flowing into `store`; `start` once, `stop` once.
 
-    `log(event, **fields)` receives what went wrong (a child that exited, a line that could not be read).
+    `log` is told, as warnings, what went wrong (a child that exited, a line that could not be read).
     `command` is the child's command line without its settings argument (tests may run another program).
     """
 
     def __init__(self, store: PodDiskStore, settings: WalkerSettings, *,
-                 log: Callable[..., object] | None = None, command: Sequence[str] | None = None) -> None:
+                 log: Log | None = None, command: Sequence[str] | None = None) -> None:
         self.store = store
         self.settings = settings
-        self._log = log if log is not None else (lambda event, **fields: None)
+        self._warn: Callable[..., object] = log.warning if log is not None else (lambda event, **fields: None)
         self._command = list(command) if command is not None else [
             sys.executable, "-m", "evictd.adapters.disk_walker_process"]
         self._stopping = threading.Event()
@@ -269,7 +270,7 @@ class DiskWalkerProcess:
                 feeder.join()
                 if self._stopping.is_set():
                     return
-                self._log("disk walker exited; starting it again", status=status)
+                self._warn("disk walker exited; starting it again", status=status)
             delay = next(delays, delay)
             self._stopping.wait(delay)
 
@@ -278,7 +279,7 @@ class DiskWalkerProcess:
         try:
             child = subprocess.Popen([*self._command, argument], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
         except OSError as exc:
-            self._log("disk walker could not be started", error=str(exc))
+            self._warn("disk walker could not be started", error=str(exc))
             return None
         with self._lock:
             self._child = child
@@ -296,7 +297,7 @@ class DiskWalkerProcess:
                 self.store.record(parse_figures_line(line))
                 got_any = True
             except LineError as exc:
-                self._log("disk walker sent a line that cannot be read; restarting it", error=str(exc))
+                self._warn("disk walker sent a line that cannot be read; restarting it", error=str(exc))
                 child.kill()
                 break
         return got_any

@@ -25,7 +25,7 @@ import stat
 import threading
 import time
 import urllib.parse
-from typing import Any
+from typing import Any, Protocol
 
 from evictd import user_agent
 from evictd.core.errors import ConfigError, DecodeError, KubeError, SampleError, bounded_repr, os_error_reason
@@ -160,13 +160,18 @@ class KubeletSummarySource(_RecordedSource):
             connection.close()
 
 
+class NodeProxy(Protocol):
+    """The API server's node proxy (`evictd.kube.api.KubeApi` has it): raises KubeError."""
+
+    def get_node_proxy(self, name: str, path: str, *, timeout_s: float) -> bytes: ...
+
+
 class ApiProxySummarySource(_RecordedSource):
-    """Reads the node's Summary through the API server's node proxy with evictd's API client."""
+    """Reads the node's Summary through the API server's node proxy with evictd's API client (passed in: the
+    adapters do not build Kubernetes clients)."""
 
-    def __init__(self, node_name: str, *, kubeconfig: str = "", timeout_s: float = 10.0) -> None:
-        from evictd.kube.client import build_api_client  # the kubernetes package, only for this mode
-
-        self._api = build_api_client(kubeconfig)
+    def __init__(self, node_name: str, *, api: NodeProxy, timeout_s: float = 10.0) -> None:
+        self._api = api
         self._node = node_name
         self._timeout_s = timeout_s
         self._source = f"/api/v1/nodes/{node_name}/proxy/stats/summary"

@@ -53,7 +53,7 @@ from evictd.core.memcg import (
     notifier_refresh_due,
 )
 from evictd.core.psi import format_us, psi_trigger
-from evictd.core.signals import MEMORY_SIGNALS, Signal
+from evictd.core.signals import Reading, spec_of
 from evictd.core.summary import Summary
 from evictd.core.thresholds import Threshold
 
@@ -380,10 +380,10 @@ class MemcgNotifierSet:
     poll_events = select.POLLIN
 
     def __init__(self, thresholds: Sequence[Threshold], *, memory_root: str, pods_cgroup: str) -> None:
-        self.thresholds = tuple(t for t in thresholds if t.signal in MEMORY_SIGNALS)
+        self.thresholds = tuple(t for t in thresholds if spec_of(t.signal).memcg_watched)
         pods_dir = os.path.join(memory_root, pods_cgroup.strip("/"))
         # The memory cgroup folder the notifiers of each threshold watch.
-        self._cgroup_dirs = [pods_dir if t.signal is Signal.ALLOCATABLE_MEMORY_AVAILABLE else memory_root
+        self._cgroup_dirs = [pods_dir if spec_of(t.signal).reading is Reading.PODS_MEMORY else memory_root
                              for t in self.thresholds]
         self._levels: list[MemcgThresholdNotifier | None] = [None] * len(self.thresholds)
         self._drop_watches: list[MemcgThresholdNotifier | None] = [None] * len(self.thresholds)

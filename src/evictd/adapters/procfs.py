@@ -3,7 +3,8 @@
 Job: read the three node-wide numbers the kubelet takes from ``/proc`` for eviction signals:
 
 * ``mem_total_bytes`` - ``MemTotal`` of ``/proc/meminfo``, the node memory capacity (cAdvisor's
-  machine info ``MemoryCapacity``, the "limit" of the root cgroup in ``memory.available``);
+  machine info ``MemoryCapacity``, the "limit" of the root cgroup in ``memory.available``); any other
+  field of ``/proc/meminfo`` in bytes with ``meminfo_bytes``;
 * ``pid_limit`` - the smaller of ``kernel.pid_max`` and ``kernel.threads-max``, both system-wide limits
   on tasks (``pkg/kubelet/stats/pidlimit/pidlimit_linux.go`` ``Stats``: ``Rlimit.MaxPID``);
 * ``running_tasks`` - the task count after the ``/`` in the fourth field of ``/proc/loadavg``
@@ -35,18 +36,23 @@ LOADAVG_FIELDS = 5
 LOADAVG_TASKS_FIELD = 3
 
 
-def mem_total_bytes(root: str | Path = "/proc") -> int:
-    """Return ``MemTotal`` of ``<root>/meminfo`` in bytes. Raises SampleError."""
+def meminfo_bytes(field: str, root: str | Path = "/proc") -> int:
+    """Return the `field` line (``MemTotal``, ``SwapFree``...) of ``<root>/meminfo`` in bytes. Raises SampleError."""
     path = Path(root) / "meminfo"
     for line in _read_text(path).splitlines():
         name, sep, rest = line.partition(":")
-        if name != "MemTotal" or not sep:
+        if name != field or not sep:
             continue
         parts = rest.split()
         if len(parts) != 2 or parts[1] != MEMINFO_UNIT:
-            raise SampleError(str(path), f"MemTotal is not '<n> kB': {rest.strip()!r}")
+            raise SampleError(str(path), f"{field} is not '<n> kB': {rest.strip()!r}")
         return _uint(path, parts[0]) * MEMINFO_UNIT_BYTES
-    raise SampleError(str(path), "no MemTotal line")
+    raise SampleError(str(path), f"no {field} line")
+
+
+def mem_total_bytes(root: str | Path = "/proc") -> int:
+    """Return ``MemTotal`` of ``<root>/meminfo`` in bytes. Raises SampleError."""
+    return meminfo_bytes("MemTotal", root)
 
 
 def pid_limit(root: str | Path = "/proc") -> int:

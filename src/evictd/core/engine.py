@@ -34,14 +34,7 @@ from evictd.core.messages import eviction_message
 from evictd.core.pods import Pod, is_critical_pod
 from evictd.core.quantity import Quantity
 from evictd.core.ranking import SortKey, rank_pods_with_keys
-from evictd.core.signals import (
-    MEMORY_SIGNALS,
-    SIGNAL_TO_CONDITION,
-    SIGNAL_TO_RESOURCE,
-    NodeCondition,
-    Resource,
-    Signal,
-)
+from evictd.core.signals import NodeCondition, Resource, Signal, spec_of
 from evictd.core.summary import Observation, PodStats, Summary, pod_stats_lookup, signal_observations
 from evictd.core.thresholds import (
     Threshold,
@@ -244,7 +237,7 @@ def thresholds_first_observed_at(
 
 def node_conditions(thresholds: Sequence[Threshold]) -> list[NodeCondition]:
     """nodeConditions: the node conditions `thresholds` trigger, each once, in threshold order."""
-    return list(dict.fromkeys(SIGNAL_TO_CONDITION[threshold.signal] for threshold in thresholds))
+    return list(dict.fromkeys(spec_of(threshold.signal).condition for threshold in thresholds))
 
 
 def node_conditions_last_observed_at(
@@ -289,7 +282,7 @@ def thresholds_updated_stats(
 
 def _eviction_priority(threshold: Threshold) -> tuple[int, int]:
     """Sort key: memory signals first (as the kubelet), then hard before soft (evictd's choice)."""
-    return (0 if threshold.signal in MEMORY_SIGNALS else 1, 0 if threshold.is_hard else 1)
+    return (0 if spec_of(threshold.signal).is_memory else 1, 0 if threshold.is_hard else 1)
 
 
 def assess(
@@ -368,7 +361,7 @@ def _next_step(
     thresholds = tuple(sorted(to_act, key=_eviction_priority))
     signal = thresholds[0].signal
     return ReclaimThenEvict(
-        thresholds, SIGNAL_TO_RESOURCE[signal], meaning_of(layout).reclaim_actions.get(signal, ())
+        thresholds, spec_of(signal).resource, meaning_of(layout).reclaim_actions.get(signal, ())
     )
 
 
@@ -428,7 +421,7 @@ def _threshold_figures(
 ) -> tuple[Quantity | None, Quantity | None]:
     """Return the threshold quantity and available amount the eviction message quotes for `resource`."""
     for threshold in thresholds:
-        if SIGNAL_TO_RESOURCE[threshold.signal] is not resource:
+        if spec_of(threshold.signal).resource is not resource:
             continue
         observation = observations.get(threshold.signal)
         if observation is not None:
@@ -460,7 +453,7 @@ def choose_eviction(
         hard = next((t for t in step.thresholds if t.is_hard), None)
         if hard is None:
             return EvictionChoice(ranking=(), eviction=None, withheld=SOFT_WITHOUT_POD_LIST)
-        threshold, resource = hard, SIGNAL_TO_RESOURCE[hard.signal]
+        threshold, resource = hard, spec_of(hard.signal).resource
     stats_of = pod_stats_lookup(summary, pods)
     ranking, keys = rank_pods_with_keys(threshold.signal, layout, pods, stats_of)
     quantity, available = _threshold_figures(resource, step.thresholds, observations)

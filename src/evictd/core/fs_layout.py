@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import TypeVar
 
-from evictd.core.signals import Signal
+from evictd.core.signals import Filesystem, Reading, Signal, spec_of
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,20 +65,28 @@ class LayoutMeaning:
 
 
 _T = TypeVar("_T")
-_NODEFS = (Signal.NODEFS_AVAILABLE, Signal.NODEFS_INODES_FREE)
-_IMAGEFS = (Signal.IMAGEFS_AVAILABLE, Signal.IMAGEFS_INODES_FREE)
-_CONTAINERFS = (Signal.CONTAINERFS_AVAILABLE, Signal.CONTAINERFS_INODES_FREE)
+
+
+def _signals_on(filesystem: Filesystem) -> dict[Reading, Signal]:
+    """The signals observing `filesystem`, by what they read of it (bytes, inodes): from the signals' specs."""
+    return {spec_of(signal).reading: signal for signal in Signal if spec_of(signal).filesystem is filesystem}
 
 
 def _per_fs(nodefs: _T, imagefs: _T, containerfs: _T) -> dict[Signal, _T]:
     """A row of the table for every disk signal: the value for nodefs, imagefs and containerfs signals."""
-    return {**dict.fromkeys(_NODEFS, nodefs), **dict.fromkeys(_IMAGEFS, imagefs),
-            **dict.fromkeys(_CONTAINERFS, containerfs)}
+    by_filesystem = {Filesystem.NODEFS: nodefs, Filesystem.IMAGEFS: imagefs, Filesystem.CONTAINERFS: containerfs}
+    return {signal: value for filesystem, value in by_filesystem.items() for signal in _signals_on(filesystem).values()}
+
+
+def _containerfs_from(source: Filesystem) -> dict[Signal, Signal]:
+    """Each containerfs signal and the signal of `source` reading the same figure (UpdateContainerFsThresholds)."""
+    on_source = _signals_on(source)
+    return {signal: on_source[reading] for reading, signal in _signals_on(Filesystem.CONTAINERFS).items()}
 
 
 # containerfs derivation (UpdateContainerFsThresholds)
-CONTAINERFS_FROM_NODEFS: dict[Signal, Signal] = dict(zip(_CONTAINERFS, _NODEFS, strict=True))
-CONTAINERFS_FROM_IMAGEFS: dict[Signal, Signal] = dict(zip(_CONTAINERFS, _IMAGEFS, strict=True))
+CONTAINERFS_FROM_NODEFS: dict[Signal, Signal] = _containerfs_from(Filesystem.NODEFS)
+CONTAINERFS_FROM_IMAGEFS: dict[Signal, Signal] = _containerfs_from(Filesystem.IMAGEFS)
 
 # ranking (buildSignalToRankFunc, KUBELET_SPEC §9.4)
 _ALL_FS_STATS = (FsStatsType.IMAGES, FsStatsType.ROOT, FsStatsType.LOGS, FsStatsType.LOCAL_VOLUME_SOURCE)

@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from evictd.core.signals import MEMORY_SIGNALS, Operator, Signal
+from evictd.core.signals import Operator, Reading, Signal, spec_of
 from evictd.core.summary import Summary, signal_observations
 from evictd.core.thresholds import Threshold, threshold_quantity
 
@@ -60,13 +60,14 @@ def watch_targets(thresholds: Sequence[Threshold], summary: Summary, pods_cgroup
     targets = []
     for threshold in thresholds:
         observed = observations.get(threshold.signal)
-        if threshold.signal not in MEMORY_SIGNALS or observed is None or threshold.operator is not Operator.LESS_THAN:
+        spec = spec_of(threshold.signal)
+        if not spec.memcg_watched or observed is None or threshold.operator is not Operator.LESS_THAN:
             continue
         met_below = threshold_quantity(threshold.value, observed.capacity).ceil_int()
         available = observed.available.ceil_int()
         if available < met_below:
             continue  # met already: decided by this cycle, not a crossing to catch
-        cgroup = pods_cgroup if threshold.signal is Signal.ALLOCATABLE_MEMORY_AVAILABLE else ""
+        cgroup = pods_cgroup if spec.reading is Reading.PODS_MEMORY else ""
         kind = "hard" if threshold.is_hard else "soft"
         targets.append(WatchTarget(threshold.signal, cgroup, observed.capacity.ceil_int(), met_below,
                                    f"{kind} {threshold.signal} threshold"))

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 from evictd.core.engine import Assessment, Eviction
-from evictd.core.signals import MEMORY_SIGNALS
+from evictd.core.signals import spec_of
 
 # The kubelet waits at most 30 s for an evicted pod to be cleaned up (podCleanupTimeout); a kill within twice
 # that after an eviction for memory means the eviction came too late to relieve the pressure that caused it.
@@ -199,11 +199,11 @@ def activity_after_cycle(
     `eviction_failed` says the cycle's eviction raised (its API writes pending); `dry_run` that evictions are
     decided but not carried out.
     """
-    if any(e.threshold is not None and e.threshold.signal in MEMORY_SIGNALS for e in evictions):
+    if any(e.threshold is not None and spec_of(e.threshold.signal).is_memory for e in evictions):
         if dry_run:
             return Activity.NOT_EVICTED
         return Activity.EVICTION_FAILED if eviction_failed else Activity.WAITING_FOR_CLEANUP
-    memory = [status for status in assessment.thresholds if status.threshold.signal in MEMORY_SIGNALS]
+    memory = [status for status in assessment.thresholds if spec_of(status.threshold.signal).is_memory]
     if not memory:
         return Activity.IDLE
     if any(status.grace_met for status in memory):

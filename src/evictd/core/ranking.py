@@ -19,11 +19,12 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Sequence
 from fractions import Fraction
+from typing import assert_never
 
 from evictd.core.fs_layout import FsLayout, FsStatsType, meaning_of
 from evictd.core.pods import Derived, Pod, counts_for_local_disk, derived, pod_priority
 from evictd.core.resources import pod_request
-from evictd.core.signals import MEMORY_SIGNALS, SIGNAL_TO_RESOURCE, Resource, Signal
+from evictd.core.signals import Ranking, Resource, Signal, spec_of
 from evictd.core.summary import PodStats
 
 StatsOf = Callable[[Pod], PodStats | None]
@@ -125,13 +126,18 @@ SortKey = tuple[object, ...]
 
 def _sort_key_of(signal: Signal, layout: FsLayout) -> Callable[[Pod, PodStats | None], SortKey]:
     """Return the function giving a pod's sort key under pressure on `signal`."""
-    if signal in MEMORY_SIGNALS:
-        return _memory_keys
-    if signal is Signal.PID_AVAILABLE:
-        return _pid_keys
-    fs_stats = meaning_of(layout).rank_fs_stats[signal]  # every other signal is a disk signal
-    resource = SIGNAL_TO_RESOURCE[signal]
-    return lambda pod, stats: _disk_keys(pod, stats, fs_stats, resource)
+    spec = spec_of(signal)
+    match spec.ranking:
+        case Ranking.MEMORY:
+            return _memory_keys
+        case Ranking.PIDS:
+            return _pid_keys
+        case Ranking.DISK:
+            fs_stats = meaning_of(layout).rank_fs_stats[signal]  # every layout has a row for every disk signal
+            resource = spec.resource
+            return lambda pod, stats: _disk_keys(pod, stats, fs_stats, resource)
+        case _:
+            assert_never(spec.ranking)
 
 
 def rank_pods_with_keys(
@@ -148,8 +154,8 @@ def rank_pods_with_keys(
 def rank_pods(signal: Signal, layout: FsLayout, pods: Sequence[Pod], stats_of: StatsOf) -> list[Pod]:
     """Return `pods` ordered for eviction under pressure on `signal` (first = evicted first).
 
-    memory.available / allocatableMemory.available: exceedMemoryRequests, priority, memory.
-    pid.available: priority, process. Disk signals: exceedDiskRequests, priority, disk over the fs stats
+    The signal's `Ranking` chooses. Memory: exceedMemoryRequests, priority, memory.
+    Pids: priority, process. Disk: exceedDiskRequests, priority, disk over the fs stats
     types of `layout` (`LayoutMeaning.rank_fs_stats`), measuring bytes for ``*.available`` and inodes for
     ``*.inodesFree``.
     """

@@ -29,9 +29,9 @@ from evictd.core.signals import (
     CONTAINER_EPHEMERAL_LIMIT_SIGNAL,
     EMPTYDIR_LIMIT_SIGNAL,
     POD_EPHEMERAL_LIMIT_SIGNAL,
-    SIGNAL_TO_RESOURCE,
     Resource,
     Signal,
+    spec_of,
 )
 
 # Long enough for the kubelet's 10 s tick plus a termination grace period of 30 s and the status write.
@@ -86,7 +86,7 @@ def resource_of_signal(signal: str) -> str:
     """Return the starved resource of an evictd eviction's signal label (local-storage limits: storage)."""
     if signal in LOCAL_STORAGE_SIGNALS:
         return Resource.EPHEMERAL_STORAGE.value
-    return SIGNAL_TO_RESOURCE[Signal(signal)].value
+    return spec_of(Signal(signal)).resource.value
 
 
 def kubelet_eviction_resource(phase: str | None, reason: str | None, message: str | None,

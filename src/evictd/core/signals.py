@@ -1,13 +1,20 @@
-"""Vocabulary of eviction: signals, node conditions, starved resources and the tables between them.
+"""Vocabulary of eviction: signals, node conditions, starved resources, and every signal's facts in one table.
 
 Strings are the kubelet's own (`pkg/kubelet/eviction/api/types.go`, `helpers.go` init tables), so they can
-be compared with kubelet configuration, metrics and messages unchanged. Tables are literals, never built by
-code at import time.
+be compared with kubelet configuration, metrics and messages unchanged.
+
+Invariants: each signal is declared once, in `_declared` (its condition, resource, unit, Summary reading and
+rank function: a `SignalSpec`); everything else asks `spec_of` and dispatches on the spec's enums with
+`match` ending in `assert_never`, so a signal or a rule without its case is a mypy error, not a KeyError.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
 from enum import StrEnum
+from types import MappingProxyType
+from typing import assert_never
 
 from evictd.core.errors import ConfigError
 
@@ -53,45 +60,115 @@ class Operator(StrEnum):
     LESS_THAN = "LessThan"
 
 
-SIGNAL_TO_CONDITION: dict[Signal, NodeCondition] = {
-    Signal.MEMORY_AVAILABLE: NodeCondition.MEMORY_PRESSURE,
-    Signal.ALLOCATABLE_MEMORY_AVAILABLE: NodeCondition.MEMORY_PRESSURE,
-    Signal.NODEFS_AVAILABLE: NodeCondition.DISK_PRESSURE,
-    Signal.NODEFS_INODES_FREE: NodeCondition.DISK_PRESSURE,
-    Signal.IMAGEFS_AVAILABLE: NodeCondition.DISK_PRESSURE,
-    Signal.IMAGEFS_INODES_FREE: NodeCondition.DISK_PRESSURE,
-    Signal.CONTAINERFS_AVAILABLE: NodeCondition.DISK_PRESSURE,
-    Signal.CONTAINERFS_INODES_FREE: NodeCondition.DISK_PRESSURE,
-    Signal.PID_AVAILABLE: NodeCondition.PID_PRESSURE,
-}
+class Unit(StrEnum):
+    """What a signal's values count: bytes are formatted BinarySI, inodes and pids DecimalSI (KUBELET_SPEC §1
+    rule 3); the value is the suffix of the signal's metrics."""
 
-SIGNAL_TO_RESOURCE: dict[Signal, Resource] = {
-    Signal.MEMORY_AVAILABLE: Resource.MEMORY,
-    Signal.ALLOCATABLE_MEMORY_AVAILABLE: Resource.MEMORY,
-    Signal.NODEFS_AVAILABLE: Resource.EPHEMERAL_STORAGE,
-    Signal.NODEFS_INODES_FREE: Resource.INODES,
-    Signal.IMAGEFS_AVAILABLE: Resource.EPHEMERAL_STORAGE,
-    Signal.IMAGEFS_INODES_FREE: Resource.INODES,
-    Signal.CONTAINERFS_AVAILABLE: Resource.EPHEMERAL_STORAGE,
-    Signal.CONTAINERFS_INODES_FREE: Resource.INODES,
-    Signal.PID_AVAILABLE: Resource.PIDS,
-}
+    BYTES = "bytes"
+    INODES = "inodes"
+    PIDS = "pids"
 
-# Signals whose observed values are bytes (BinarySI when formatted); the others count inodes or pids and
-# are formatted DecimalSI (KUBELET_SPEC §1 rule 3).
-BYTE_SIGNALS: frozenset[Signal] = frozenset(
-    {
-        Signal.MEMORY_AVAILABLE,
-        Signal.ALLOCATABLE_MEMORY_AVAILABLE,
-        Signal.NODEFS_AVAILABLE,
-        Signal.IMAGEFS_AVAILABLE,
-        Signal.CONTAINERFS_AVAILABLE,
-    }
-)
 
-MEMORY_SIGNALS: frozenset[Signal] = frozenset(
-    {Signal.MEMORY_AVAILABLE, Signal.ALLOCATABLE_MEMORY_AVAILABLE}
-)
+class Filesystem(StrEnum):
+    """The filesystem a disk signal observes (its Summary block, and its row in `evictd.core.fs_layout`)."""
+
+    NODEFS = "nodefs"
+    IMAGEFS = "imagefs"
+    CONTAINERFS = "containerfs"
+
+
+class Reading(StrEnum):
+    """Which figures of the Summary a signal is observed from (`evictd.core.summary.signal_observations`)."""
+
+    NODE_MEMORY = "node memory"  # node.memory: available of available + working set
+    PODS_MEMORY = "pods memory"  # the same of the `pods` system container (node allocatable)
+    FS_BYTES = "filesystem bytes"  # the signal's filesystem: availableBytes of capacityBytes
+    FS_INODES = "filesystem inodes"  # the signal's filesystem: inodesFree of inodes
+    PIDS = "pids"  # rlimit: maxpid - curproc of maxpid
+
+
+class Ranking(StrEnum):
+    """Which rank function orders pods under pressure on a signal (`evictd.core.ranking`, KUBELET_SPEC §9)."""
+
+    MEMORY = "memory"  # exceedMemoryRequests, priority, memory
+    PIDS = "pids"  # priority, process
+    DISK = "disk"  # exceedDiskRequests, priority, disk over the layout's fs stats types of the signal
+
+
+# The readings of memory cgroups: the signals the memcg notifiers and the memory watch follow.
+MEMCG_READINGS = frozenset({Reading.NODE_MEMORY, Reading.PODS_MEMORY})
+
+
+@dataclass(frozen=True, slots=True)
+class SignalSpec:
+    """Everything evictd knows of one signal; the rest of evictd derives from it (docs/development.md).
+
+    `condition`: the node condition it triggers. `resource`: the resource it starves (the ranking's usage and the
+    eviction message's "low on resource" and offending usage). `unit`: what its values count. `reading`: which
+    Summary figures observe it, on `filesystem` for a disk signal. `ranking`: the rank function of its pods.
+    """
+
+    condition: NodeCondition
+    resource: Resource
+    unit: Unit
+    reading: Reading
+    ranking: Ranking
+    filesystem: Filesystem | None = None
+
+    @property
+    def is_memory(self) -> bool:
+        """A memory signal: acted on before the others, judged by the OOM feedback (MemoryPressure)."""
+        return self.condition is NodeCondition.MEMORY_PRESSURE
+
+    @property
+    def memcg_watched(self) -> bool:
+        """Observed from a memory cgroup, so the memcg notifiers and the memory watch can follow it."""
+        return self.reading in MEMCG_READINGS
+
+
+def _disk(resource: Resource, filesystem: Filesystem) -> SignalSpec:
+    """A disk signal: bytes (ephemeral-storage) or inodes of `filesystem`."""
+    if resource is Resource.INODES:
+        return SignalSpec(NodeCondition.DISK_PRESSURE, resource, Unit.INODES, Reading.FS_INODES, Ranking.DISK,
+                          filesystem)
+    return SignalSpec(NodeCondition.DISK_PRESSURE, resource, Unit.BYTES, Reading.FS_BYTES, Ranking.DISK, filesystem)
+
+
+def _declared(signal: Signal) -> SignalSpec:
+    """The table: one case per signal, so that mypy reports a signal without one (`assert_never`)."""
+    match signal:
+        case Signal.MEMORY_AVAILABLE:
+            return SignalSpec(NodeCondition.MEMORY_PRESSURE, Resource.MEMORY, Unit.BYTES, Reading.NODE_MEMORY,
+                              Ranking.MEMORY)
+        case Signal.ALLOCATABLE_MEMORY_AVAILABLE:
+            return SignalSpec(NodeCondition.MEMORY_PRESSURE, Resource.MEMORY, Unit.BYTES, Reading.PODS_MEMORY,
+                              Ranking.MEMORY)
+        case Signal.NODEFS_AVAILABLE:
+            return _disk(Resource.EPHEMERAL_STORAGE, Filesystem.NODEFS)
+        case Signal.NODEFS_INODES_FREE:
+            return _disk(Resource.INODES, Filesystem.NODEFS)
+        case Signal.IMAGEFS_AVAILABLE:
+            return _disk(Resource.EPHEMERAL_STORAGE, Filesystem.IMAGEFS)
+        case Signal.IMAGEFS_INODES_FREE:
+            return _disk(Resource.INODES, Filesystem.IMAGEFS)
+        case Signal.CONTAINERFS_AVAILABLE:
+            return _disk(Resource.EPHEMERAL_STORAGE, Filesystem.CONTAINERFS)
+        case Signal.CONTAINERFS_INODES_FREE:
+            return _disk(Resource.INODES, Filesystem.CONTAINERFS)
+        case Signal.PID_AVAILABLE:
+            return SignalSpec(NodeCondition.PID_PRESSURE, Resource.PIDS, Unit.PIDS, Reading.PIDS, Ranking.PIDS)
+        case _:
+            assert_never(signal)
+
+
+# Every signal's spec in `Signal` order, matched once rather than on every call (derived from `_declared`).
+SIGNAL_SPECS: Mapping[Signal, SignalSpec] = MappingProxyType({signal: _declared(signal) for signal in Signal})
+
+
+def spec_of(signal: Signal) -> SignalSpec:
+    """Return the facts of `signal` (every signal has them: a type error otherwise, never a KeyError)."""
+    return SIGNAL_SPECS[signal]
+
 
 # Metric label values of local-storage limit evictions (KUBELET_SPEC §12).
 EMPTYDIR_LIMIT_SIGNAL = "emptydirfs.limit"

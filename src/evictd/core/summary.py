@@ -24,11 +24,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta, timezone
 from types import MappingProxyType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, assert_never
 
 from evictd.core.decode import EMPTY_MAPPING, INT64_MAX, child, integer, invalid, list_of, mapping, sequence, string
 from evictd.core.quantity import Quantity, QuantityFormat
-from evictd.core.signals import Signal
+from evictd.core.signals import SIGNAL_SPECS, Filesystem, Reading, Signal, SignalSpec
 
 if TYPE_CHECKING:
     from evictd.core.pods import Pod
@@ -435,17 +435,6 @@ def _count(value: int) -> Quantity:
     return Quantity.from_int(value, QuantityFormat.DECIMAL_SI)
 
 
-def _fs_observations(fs: FsStats | None, available_signal: Signal, inodes_signal: Signal) -> dict[Signal, Observation]:
-    result: dict[Signal, Observation] = {}
-    if fs is None:
-        return result
-    if fs.available_bytes is not None and fs.capacity_bytes is not None:
-        result[available_signal] = Observation(_bytes(fs.available_bytes), _bytes(fs.capacity_bytes), fs.time)
-    if fs.inodes_free is not None and fs.inodes is not None:
-        result[inodes_signal] = Observation(_count(fs.inodes_free), _count(fs.inodes), fs.time)
-    return result
-
-
 def _memory_observation(memory: MemoryStats | None) -> Observation | None:
     if memory is None or memory.available_bytes is None or memory.working_set_bytes is None:
         return None
@@ -456,34 +445,63 @@ def _memory_observation(memory: MemoryStats | None) -> Observation | None:
     )
 
 
-def signal_observations(summary: Summary) -> dict[Signal, Observation]:
-    """Return the observation of every signal the summary can support (makeSignalObservations).
+def _filesystem(node: NodeStats, filesystem: Filesystem | None) -> FsStats | None:
+    """The Summary block of `filesystem` (None: the signal observes no filesystem, or the block is absent)."""
+    match filesystem:
+        case Filesystem.NODEFS:
+            return node.fs
+        case Filesystem.IMAGEFS:
+            return node.image_fs
+        case Filesystem.CONTAINERFS:
+            return node.container_fs
+        case None:
+            return None
+        case _:
+            assert_never(filesystem)
 
-    A signal is present only when both of its fields are present. Byte quantities are BinarySI,
-    inode and pid quantities DecimalSI. memory.available: capacity = available + working set (Linux);
-    allocatableMemory.available: the same from the ``pods`` system container (absent if it is missing);
-    pid.available = maxpid - curproc (may be negative).
+
+def _observation(spec: SignalSpec, node: NodeStats) -> Observation | None:
+    """The observation of a signal declared `spec` in `node` (None: a figure it needs is absent)."""
+    match spec.reading:
+        case Reading.NODE_MEMORY:
+            return _memory_observation(node.memory)
+        case Reading.PODS_MEMORY:
+            pods_container = node.system_containers.get(SYSTEM_CONTAINER_PODS)
+            return None if pods_container is None else _memory_observation(pods_container.memory)
+        case Reading.FS_BYTES:
+            fs = _filesystem(node, spec.filesystem)
+            if fs is None or fs.available_bytes is None or fs.capacity_bytes is None:
+                return None
+            return Observation(_bytes(fs.available_bytes), _bytes(fs.capacity_bytes), fs.time)
+        case Reading.FS_INODES:
+            fs = _filesystem(node, spec.filesystem)
+            if fs is None or fs.inodes_free is None or fs.inodes is None:
+                return None
+            return Observation(_count(fs.inodes_free), _count(fs.inodes), fs.time)
+        case Reading.PIDS:
+            rlimit = node.rlimit
+            if rlimit is None or rlimit.max_pid is None or rlimit.num_of_running_processes is None:
+                return None
+            return Observation(_count(rlimit.max_pid - rlimit.num_of_running_processes), _count(rlimit.max_pid),
+                               rlimit.time)
+        case _:
+            assert_never(spec.reading)
+
+
+def signal_observations(summary: Summary) -> dict[Signal, Observation]:
+    """Return the observation of every signal the summary can support (makeSignalObservations), in `Signal` order.
+
+    Each signal is read as its `Reading` says, and is present only when both of its figures are present. Byte
+    quantities are BinarySI, inode and pid quantities DecimalSI. memory.available: capacity = available +
+    working set (Linux); allocatableMemory.available: the same from the ``pods`` system container (absent if it is
+    missing); pid.available = maxpid - curproc (may be negative).
     """
     node = summary.node
     result: dict[Signal, Observation] = {}
-    memory = _memory_observation(node.memory)
-    if memory is not None:
-        result[Signal.MEMORY_AVAILABLE] = memory
-    pods_container = node.system_containers.get(SYSTEM_CONTAINER_PODS)
-    if pods_container is not None:
-        allocatable = _memory_observation(pods_container.memory)
-        if allocatable is not None:
-            result[Signal.ALLOCATABLE_MEMORY_AVAILABLE] = allocatable
-    result.update(_fs_observations(node.fs, Signal.NODEFS_AVAILABLE, Signal.NODEFS_INODES_FREE))
-    result.update(_fs_observations(node.image_fs, Signal.IMAGEFS_AVAILABLE, Signal.IMAGEFS_INODES_FREE))
-    result.update(_fs_observations(node.container_fs, Signal.CONTAINERFS_AVAILABLE, Signal.CONTAINERFS_INODES_FREE))
-    rlimit = node.rlimit
-    if rlimit is not None and rlimit.max_pid is not None and rlimit.num_of_running_processes is not None:
-        result[Signal.PID_AVAILABLE] = Observation(
-            available=_count(rlimit.max_pid - rlimit.num_of_running_processes),
-            capacity=_count(rlimit.max_pid),
-            time=rlimit.time,
-        )
+    for signal, spec in SIGNAL_SPECS.items():
+        observation = _observation(spec, node)
+        if observation is not None:
+            result[signal] = observation
     return result
 
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
-from evictd.adapters.node_pods import DiscoveredPods
 from evictd.clock import SYSTEM_CLOCK, Clock
 from evictd.core.engine import Assessment, Eviction, ReclaimThenEvict, Skipped
 from evictd.core.errors import EvictdError, KubeError
@@ -79,6 +78,19 @@ class EvictablePods:
         return [p for p in self._watcher.active_pods() if p.uid not in excluded]
 
 
+class NodePods(Protocol):
+    """The pods found on the node without the API (`evictd.adapters.node_pods.DiscoveredPods`), named by the
+    container runtime: `sandbox_problem` says why the runtime could not name those of the last listing."""
+
+    @property
+    def runtime_attached(self) -> bool: ...
+
+    @property
+    def sandbox_problem(self) -> str | None: ...
+
+    def active_pods(self) -> Sequence[Pod]: ...
+
+
 class NodeFallbackPods:
     """The engine's PodSource while the API has given no pod list: the pods the node shows that may be stopped.
 
@@ -90,7 +102,7 @@ class NodeFallbackPods:
     cannot list sandboxes: then nothing could be stopped.
     """
 
-    def __init__(self, node: DiscoveredPods, journal: EvictionJournal, own_uid: str = "",
+    def __init__(self, node: NodePods, journal: EvictionJournal, own_uid: str = "",
                  critical: CriticalPodRecord | None = None) -> None:
         self._node = node
         self._journal = journal

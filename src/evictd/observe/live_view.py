@@ -12,7 +12,7 @@ from datetime import datetime
 from evictd.commands.render import ranked, table, value_text
 from evictd.core.engine import EngineState, ReclaimThenEvict, layout_of
 from evictd.core.ranking import rank_pods
-from evictd.core.signals import BYTE_SIGNALS, Signal
+from evictd.core.signals import Signal, Unit, spec_of
 from evictd.core.summary import Observation, pod_stats_lookup
 from evictd.core.thresholds import Threshold, threshold_quantity
 from evictd.observe.cycle_logging import describe_threshold
@@ -28,7 +28,7 @@ RANKING_SHOWN = 5
 
 def human(value: int, signal: Signal) -> str:
     """Return bytes as GiB/MiB with one decimal, counts as plain numbers."""
-    if signal not in BYTE_SIGNALS:
+    if spec_of(signal).unit is not Unit.BYTES:
         return f"{value:,}"
     for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
         if abs(value) >= size:

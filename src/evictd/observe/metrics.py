@@ -22,10 +22,10 @@ from evictd.core.signals import (
     CONTAINER_EPHEMERAL_LIMIT_SIGNAL,
     EMPTYDIR_LIMIT_SIGNAL,
     POD_EPHEMERAL_LIMIT_SIGNAL,
-    SIGNAL_TO_RESOURCE,
     NodeCondition,
-    Resource,
     Signal,
+    Unit,
+    spec_of,
 )
 from evictd.core.summary import Observation
 from evictd.core.thresholds import Threshold, threshold_quantity
@@ -40,24 +40,17 @@ ERROR_SOURCES = (*(str(step) for step in CycleStep), "notifier", "cycle", "runti
 # The local-storage limit evictions' labels, besides the signals (the kubelet's eviction_signal values).
 LOCAL_STORAGE_SIGNALS = (EMPTYDIR_LIMIT_SIGNAL, POD_EPHEMERAL_LIMIT_SIGNAL, CONTAINER_EPHEMERAL_LIMIT_SIGNAL)
 
-# The unit of each resource's signal values: the suffix of its metrics.
-RESOURCE_TO_UNIT = {
-    Resource.MEMORY: "bytes",
-    Resource.EPHEMERAL_STORAGE: "bytes",
-    Resource.INODES: "inodes",
-    Resource.PIDS: "pids",
-}
 
 
 class GaugePerUnit:
-    """One gauge per unit (`<name>_bytes`, `<name>_inodes`, `<name>_pids`), chosen by the signal's resource."""
+    """One gauge per unit (`<name>_bytes`, `<name>_inodes`, `<name>_pids`), chosen by the signal's unit."""
 
     def __init__(self, name: str, documentation: str, labels: Sequence[str], registry: CollectorRegistry) -> None:
         self._gauges = {unit: Gauge(f"{name}_{unit}", f"{documentation} ({unit}).", labels, registry=registry)
-                        for unit in dict.fromkeys(RESOURCE_TO_UNIT.values())}
+                        for unit in Unit}
 
     def of(self, signal: Signal) -> Gauge:
-        return self._gauges[RESOURCE_TO_UNIT[SIGNAL_TO_RESOURCE[signal]]]
+        return self._gauges[spec_of(signal).unit]
 
 
 class Metrics:

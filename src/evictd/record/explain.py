@@ -30,7 +30,7 @@ from evictd.core.errors import EvictdError
 from evictd.core.fs_layout import FsLayout
 from evictd.core.pods import SYSTEM_CRITICAL_PRIORITY, Pod, is_critical_pod, is_mirror_pod, is_static_pod
 from evictd.core.ranking import rank_pods, ranking_keys
-from evictd.core.signals import BYTE_SIGNALS, SIGNAL_TO_RESOURCE, Resource, Signal
+from evictd.core.signals import Ranking, Resource, Signal, Unit, spec_of
 from evictd.core.summary import pod_stats_lookup
 from evictd.core.thresholds import Threshold, derive_containerfs_thresholds, threshold_quantity
 from evictd.observe.live_view import human
@@ -156,15 +156,15 @@ def replay_until(run: Iterable[Record], target: RecordHead) -> Explained:
 
 def usage_unit(signal: Signal) -> str:
     """The unit of the usage a signal ranks pods by."""
-    resource = SIGNAL_TO_RESOURCE[signal]
-    return {Resource.INODES: "inodes", Resource.PIDS: "processes"}.get(resource, "bytes")
+    unit = spec_of(signal).unit
+    return "processes" if unit is Unit.PIDS else unit.value
 
 
 def _amount(value: object, signal: Signal) -> str:
     if value is None:
         return "no stats"
     number = int(float(str(value)))
-    return human(number, signal) if signal in BYTE_SIGNALS else f"{number:,} {usage_unit(signal)}"
+    return human(number, signal) if spec_of(signal).unit is Unit.BYTES else f"{number:,} {usage_unit(signal)}"
 
 
 def critical_reason(pod: Pod) -> str | None:
@@ -186,7 +186,7 @@ def why_before(signal: Signal, first: Pod, first_keys: Mapping[str, object], sec
                second_keys: Mapping[str, object]) -> str:
     """Say which of `rank_pods`' keys put `first` before `second` (the first key that tells them apart)."""
     a, b = first.key, second.key
-    resource = SIGNAL_TO_RESOURCE[signal]
+    resource = spec_of(signal).resource
     if "exceedsRequests" in first_keys and first_keys["exceedsRequests"] != second_keys.get("exceedsRequests"):
         if first_keys["exceedsRequests"] is None:
             return f"{a} had no stats (pods without stats rank first)"
@@ -288,7 +288,7 @@ def explanation_json(explained: Explained, pod_key: str) -> JsonObject:
         "reclaim": _recorded_reclaim(record),
         "reclaimSucceeded": report.reclaim_succeeded,
     }
-    signal_resource = None if eviction.threshold is None else SIGNAL_TO_RESOURCE.get(eviction.threshold.signal)
+    signal_resource = None if eviction.threshold is None else spec_of(eviction.threshold.signal).resource
     if eviction.threshold is None or signal_resource in (Resource.EPHEMERAL_STORAGE, Resource.INODES):
         document["podDiskFigures"] = _pod_disk_json(explained, eviction.pod)
     if eviction.threshold is None:  # a local-storage limit: no ranking, the pod itself broke its limit
@@ -432,7 +432,7 @@ def _yes_no(value: object) -> str:
 def _ranking_table(signal: Signal, ranking: Sequence[Mapping[str, object]]) -> str:
     headers: tuple[str, ...]
     rows: list[tuple[str, ...]]
-    if signal is not Signal.PID_AVAILABLE:
+    if spec_of(signal).ranking is not Ranking.PIDS:
         headers = ("#", "POD", "EXCEEDS REQUEST", "PRIORITY", "USAGE - REQUEST", "OUTCOME")
         rows = [(str(r["rank"]), str(r["pod"]), _yes_no(r.get("exceedsRequests")), str(r["priority"]),
                  _amount(r.get("usageAboveRequest"), signal), str(r.get("outcome") or "")) for r in ranking]

@@ -168,7 +168,7 @@ def build_stats_source(config: Configuration, cgroups: CgroupReader, pods: PodSo
                                            ca_file=settings.kubelet_ca_file,
                                            insecure_tls=settings.kubelet_insecure_tls, timeout_s=deadline_s)
             return StatsParts(kubelet, lambda: kubelet.problems, insecure_reason=kubelet.insecure_reason)
-        proxy = ApiProxySummarySource(node_name, kubeconfig=settings.kubeconfig, timeout_s=deadline_s)
+        proxy = ApiProxySummarySource(node_name, api=build_api_client(settings.kubeconfig), timeout_s=deadline_s)
         return StatsParts(proxy, lambda: proxy.problems)
     node = NodeStatsSource(
         node_name=node_name,
@@ -183,7 +183,7 @@ def build_stats_source(config: Configuration, cgroups: CgroupReader, pods: PodSo
     )
     walker = DiskWalkerProcess(node.disk_usage, WalkerSettings(kubelet_root=settings.kubelet_root_dir,
                                                                pod_logs_dir=settings.pod_logs_dir),
-                               log=(log if log is not None else structlog.get_logger("evictd")).warning)
+                               log=log if log is not None else structlog.get_logger("evictd"))
     return StatsParts(node, lambda: node.problems, disk_walker=walker)
 
 

@@ -25,7 +25,7 @@ from typing import Protocol
 
 from evictd.clock import SYSTEM_CLOCK, Clock
 from evictd.core.engine import Eviction
-from evictd.core.signals import MEMORY_SIGNALS
+from evictd.core.signals import spec_of
 from evictd.log import Log
 from evictd.observe.http_endpoint import Health
 from evictd.observe.metrics import Metrics
@@ -245,7 +245,7 @@ def hook_name(hook: AfterCycle) -> str:
 
 def memory_threshold_met(report: CycleReport) -> bool:
     """True when the cycle saw a memory threshold met (what a memory notification announces)."""
-    return any(status.threshold.signal in MEMORY_SIGNALS for status in report.assessment.thresholds)
+    return any(spec_of(status.threshold.signal).is_memory for status in report.assessment.thresholds)
 
 
 def serve(daemon: Daemon) -> int:

@@ -124,6 +124,11 @@ class EvictdSettings:
     image_gc_period_s: float = field(default=300.0, metadata={"yaml": "imageGCPeriod"})
     protected_images: tuple[str, ...] = field(default=(), metadata={"yaml": "protectedImages"})
     image_gc_during_eviction: bool = field(default=True, metadata={"yaml": "imageGCDuringEviction"})
+    soft_evictions_through_eviction_api: bool = field(default=False,
+                                                      metadata={"yaml": "softEvictionsThroughEvictionAPI"})
+    eviction_api_max_candidates: int = field(default=3, metadata={"yaml": "evictionAPIMaxCandidates", "max": 100})
+    eviction_api_deadline_s: float = field(default=300.0, metadata={"yaml": "evictionAPIDeadline",
+                                                                    "allow_zero": True})
     recorder: bool = field(default=True, metadata={"yaml": "recorder"})
     recorder_max_bytes: int = field(default=64 << 20, metadata={"yaml": "recorderMaxBytes",
                                                                 "max": MAX_RECORDER_BYTES})
@@ -228,6 +233,9 @@ def evictd_settings(document: Mapping[str, object], kubelet: Mapping[str, object
     if settings.recorder_max_bytes < MIN_RECORDER_BYTES:
         raise ConfigError(f"must be at least {MIN_RECORDER_BYTES} (1 MiB)", key="recorderMaxBytes",
                           value=settings.recorder_max_bytes)
+    if settings.eviction_api_max_candidates < 1:
+        raise ConfigError("must be at least 1", key="evictionAPIMaxCandidates",
+                          value=settings.eviction_api_max_candidates)
     channel_target(settings.container_runtime_endpoint)  # only Unix sockets: a bad endpoint is a config error
     # The kernel's limits, as a privileged process has them; `run` checks the unprivileged 2 s step too.
     psi_trigger("some", microseconds(settings.psi_stall_threshold_s), microseconds(settings.psi_window_s),

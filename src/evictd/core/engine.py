@@ -218,6 +218,9 @@ class EvictionChoice:
     # The signal the pods were ranked for and, in ranking order, the key each was sorted by.
     ranking_signal: Signal | None = None
     ranking_keys: tuple[SortKey, ...] = ()
+    # The next non-critical candidates after `eviction`, in ranking order (asked for by `choose_eviction`'s
+    # `candidates`: where the Eviction API may refuse one, evictd tries the next within the cycle).
+    alternates: tuple[Eviction, ...] = ()
 
 
 # Pods known only from the node carry no requests, priorities or grace periods: a soft threshold (which waits
@@ -438,8 +441,10 @@ def choose_eviction(
     summary: Summary,
     *,
     pods_from_node: bool = False,
+    candidates: int = 1,
 ) -> EvictionChoice:
-    """Rank the pods for the step's threshold and return the first non-critical one as the eviction.
+    """Rank the pods for the step's threshold and return the first non-critical one as the eviction (and, with
+    `candidates` above 1, up to that many minus one next non-critical ones as `alternates`).
 
     `layout` is the one fixed by the first cycle (`layout_of`); `observations` and `summary` are the cycle's
     (pre-reclaim) ones, as the kubelet ranks on them. `pods_from_node` means the pods are what the node shows
@@ -458,14 +463,16 @@ def choose_eviction(
     ranking, keys = rank_pods_with_keys(threshold.signal, layout, pods, stats_of)
     quantity, available = _threshold_figures(resource, step.thresholds, observations)
     skipped: list[Pod] = []
-    eviction = None
+    chosen: list[Eviction] = []
     for pod in ranking:
-        if not is_critical_pod(pod):
-            eviction = _threshold_eviction(config, threshold, resource, pod, stats_of(pod), quantity, available)
+        if len(chosen) >= candidates:
             break
-        skipped.append(pod)
-    return EvictionChoice(ranking=ranking, eviction=eviction, skipped_critical=tuple(skipped),
-                          ranking_signal=threshold.signal, ranking_keys=keys)
+        if not is_critical_pod(pod):
+            chosen.append(_threshold_eviction(config, threshold, resource, pod, stats_of(pod), quantity, available))
+        elif not chosen:
+            skipped.append(pod)
+    return EvictionChoice(ranking=ranking, eviction=chosen[0] if chosen else None, skipped_critical=tuple(skipped),
+                          ranking_signal=threshold.signal, ranking_keys=keys, alternates=tuple(chosen[1:]))
 
 
 def _threshold_eviction(

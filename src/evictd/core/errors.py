@@ -10,7 +10,8 @@
      +-- SampleError        a stats source could not be read (the signal is skipped, never guessed)
      +-- CRIError           a container runtime call failed (method, gRPC status code)
      |    +-- GCError           some removals of one GC pass failed (adapters/runtime_gc.py)
-     +-- KubeError          a Kubernetes API call failed (verb, HTTP status)
+     +-- KubeError          a Kubernetes API call failed (verb, HTTP status, the Status reason and causes)
+     |    +-- EvictionRefused   the Eviction API said "not now" (a disruption budget, a webhook): nothing evicted
      +-- StateLockError     another evictd still holds the node or stateDir lock (exit status 2)
           +-- LockFileError     a lock file is not a regular file (a symlink, a folder...): refused (exit 2)
 
@@ -189,11 +190,25 @@ class CRIError(EvictdError):
 class KubeError(EvictdError):
     """A Kubernetes API call failed; carries the `verb`, the HTTP `status` (None if no answer) and detail."""
 
-    def __init__(self, verb: str, status: int | None, detail: str) -> None:
+    def __init__(self, verb: str, status: int | None, detail: str, *, reason: str = "",
+                 causes: tuple[tuple[str, str], ...] = ()) -> None:
         self.verb = verb
         self.status = status
         self.detail = detail
+        # The Status body's `reason` (TooManyRequests, Forbidden...) and `details.causes` as (reason, message).
+        self.reason = reason
+        self.causes = causes
         super().__init__(f"Kubernetes API {verb} failed ({status}): {detail}")
+
+
+class EvictionRefused(KubeError):
+    """The Eviction API refused to evict `pod` now (429 for a disruption budget, 403 from an admission webhook);
+    `budget` names the PodDisruptionBudget when the API's answer does."""
+
+    def __init__(self, pod: str, error: KubeError, budget: str = "") -> None:
+        super().__init__(error.verb, error.status, error.detail, reason=error.reason, causes=error.causes)
+        self.pod = pod
+        self.budget = budget
 
 
 class StateLockError(EvictdError):

@@ -73,6 +73,13 @@ class KubeApi:
         return self._json("delete pods", "DELETE", self._path("namespaces", namespace, "pods", name), body=options,
                           timeout_s=timeout_s)
 
+    def evict_pod(self, namespace: str, name: str, eviction: Mapping[str, Any], *,
+                  timeout_s: float) -> dict[str, Any]:
+        """`POST pods/{name}/eviction` with a policy/v1 Eviction (its deleteOptions: grace period, preconditions):
+        the API server deletes the pod only if its disruption budgets and admission webhooks allow it."""
+        return self._json("create pods/eviction", "POST", self._path("namespaces", namespace, "pods", name,
+                                                                      "eviction"), body=eviction, timeout_s=timeout_s)
+
     def patch_pod_status(self, namespace: str, name: str, patch: Mapping[str, Any], *,
                          timeout_s: float) -> dict[str, Any]:
         return self._json("patch pods/status", "PATCH", self._path("namespaces", namespace, "pods", name, "status"),
@@ -146,7 +153,9 @@ class KubeApi:
         except Exception as exc:  # urllib3/ssl/socket errors, timeouts, credential refresh failures: no answer
             raise KubeError(verb, None, f"{type(exc).__name__}: {exc}") from None
         if not 200 <= response.status <= 299:
-            raise KubeError(verb, response.status, status_message(response.data, response.reason))
+            reason, causes = status_reason(response.data)
+            raise KubeError(verb, response.status, status_message(response.data, response.reason), reason=reason,
+                            causes=causes)
         return response
 
     def _auth_headers(self) -> dict[str, str]:
@@ -155,13 +164,28 @@ class KubeApi:
                 if setting.get("in") == "header" and setting.get("value")}
 
 
+def _status(body: bytes | None) -> dict[str, Any]:
+    """The metav1.Status of an error body ({} when it is none)."""
+    if not body:
+        return {}
+    try:
+        status = json.loads(body)
+    except ValueError:
+        return {}
+    return status if isinstance(status, dict) else {}
+
+
 def status_message(body: bytes | None, reason: str | None) -> str:
     """The API's Status message from an error body, else the HTTP reason phrase."""
-    if body:
-        try:
-            status = json.loads(body)
-        except ValueError:
-            status = None
-        if isinstance(status, dict) and status.get("message"):
-            return str(status["message"])
-    return str(reason or "")
+    message = _status(body).get("message")
+    return str(message) if message else str(reason or "")
+
+
+def status_reason(body: bytes | None) -> tuple[str, tuple[tuple[str, str], ...]]:
+    """The Status `reason` of an error body and its `details.causes` as (reason, message) pairs."""
+    status = _status(body)
+    details = status.get("details")
+    causes = details.get("causes") if isinstance(details, dict) else None
+    pairs = tuple((str(cause.get("reason", "")), str(cause.get("message", "")))
+                  for cause in (causes if isinstance(causes, list) else ()) if isinstance(cause, dict))
+    return str(status.get("reason") or ""), pairs

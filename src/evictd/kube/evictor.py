@@ -16,16 +16,25 @@ event are written when the API answers again. A pod that is gone (404) or was re
 before evictd's DELETE was sent ends the entry: nothing is ever evicted twice. Once the DELETE was sent (it
 may have gone through even when no answer came back), a 404 or a refused UID means the kubelet already removed
 the pod: the eviction happened, and its event is still recorded.
+
+A soft eviction with `softEvictionsThroughEvictionAPI` (`request_eviction`) is journaled the same way, but asks
+the API instead: `POST pods/{name}/eviction` (policy/v1, the same grace period and UID precondition) in place of
+the condition and the DELETE, so PodDisruptionBudgets and eviction webhooks have their say (the API server writes
+the DisruptionTarget condition itself). A refusal (429: a budget allows no disruption now; 403: an admission
+webhook said no) raises EvictionRefused and drops the journal entry: nothing was evicted and the pod stays a
+candidate. Such an eviction is never stopped locally.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from evictd.clock import SYSTEM_CLOCK, Clock
 from evictd.core.engine import Eviction
-from evictd.core.errors import EvictdError, KubeError
+from evictd.core.errors import EvictdError, EvictionRefused, KubeError
 from evictd.core.pods import FrozenMap
 from evictd.cri import NO_RUNTIME, Runtime
 from evictd.kube.api import KubeApi
@@ -39,6 +48,13 @@ INVALID = 422
 # For an immediate eviction the condition write and the DELETE may each hang no longer than this before the pod
 # is stopped locally: a hung API must not leave the node unprotected for the whole request timeout.
 IMMEDIATE_REQUEST_TIMEOUT_S = 2.0
+# The Eviction API's answers that mean "not now": a disruption budget (429 TooManyRequests, also the API's own
+# throttling) or an admission webhook's denial (403 Forbidden). The pod stays; the next candidate is asked.
+EVICTION_REFUSALS = (429, 403)
+# The cause the API server adds to a 429 for a disruption budget (policyv1.DisruptionBudgetCause); its message
+# names the budget: "The disruption budget web needs 2 healthy pods and has 2 currently".
+DISRUPTION_BUDGET_CAUSE = "DisruptionBudget"
+_BUDGET_NAME = re.compile(r"The disruption budget (\S+) ")
 # The Evicted Event's annotation naming the decision (`<run>/<cycle>` of the flight recording).
 DECISION_ANNOTATION = "evictd.io/decision"
 
@@ -68,6 +84,22 @@ def journal_entry(eviction: Eviction, decided_at: float, decision: str | None = 
         annotations=FrozenMap(annotations),
         decided_at=decided_at,
     )
+
+
+def eviction_body(entry: JournalEntry) -> dict[str, Any]:
+    """Return the policy/v1 Eviction of `entry`: the grace period and UID precondition its DELETE would carry."""
+    return {"apiVersion": "policy/v1", "kind": "Eviction",
+            "metadata": {"name": entry.name, "namespace": entry.namespace},
+            "deleteOptions": {"gracePeriodSeconds": entry.grace_period_s, "preconditions": {"uid": entry.uid}}}
+
+
+def refused_budget(error: KubeError) -> str:
+    """The PodDisruptionBudget an Eviction API refusal names ("" when it names none)."""
+    for reason, message in error.causes:
+        match = _BUDGET_NAME.match(message)
+        if reason == DISRUPTION_BUDGET_CAUSE and match:
+            return match.group(1)
+    return ""
 
 
 class KubePodEvictor:
@@ -111,6 +143,15 @@ class KubePodEvictor:
                             f"{failure.detail}; pod stopped through the container runtime, API writes pending")
         raise failure
 
+    def request_eviction(self, eviction: Eviction) -> None:
+        """Ask the Eviction API to evict a soft eviction's pod. Raises EvictionRefused when the API will not now
+        (the decision is dropped from the journal), EvictdError when it could not be asked (it stays pending)."""
+        entry = replace(journal_entry(eviction, self._now(), self._decision()), eviction_api=True)
+        self._journal.record(entry)
+        failure = self._advance(entry)
+        if failure is not None:
+            raise failure
+
     def replay(self) -> list[KubeError]:
         """Retry the missing API steps of every pending eviction; return the errors of this round."""
         errors = []
@@ -118,7 +159,7 @@ class KubePodEvictor:
             failure = self._advance(entry)
             if failure is not None:
                 errors.append(failure)
-                if is_retryable(failure):
+                if is_retryable(failure) and not isinstance(failure, EvictionRefused):
                     break  # the API is still unwell: the rest waits for the next cycle
         self._journal.forget_finished(self._now())
         self._journal.flush()  # a journal that could not be written is written as soon as it can be
@@ -139,6 +180,9 @@ class KubePodEvictor:
             try:
                 request(entry)
             except KubeError as exc:
+                if step is ApiStep.DELETION and entry.eviction_api and exc.status in EVICTION_REFUSALS:
+                    self._journal.forget(entry.uid)
+                    return EvictionRefused(entry.key, exc, refused_budget(exc))
                 self._on_api_error(exc)
                 if exc.status not in (NOT_FOUND, CONFLICT, INVALID) or step is ApiStep.EVENT:
                     return exc
@@ -157,7 +201,9 @@ class KubePodEvictor:
         return None
 
     def _write_condition(self, entry: JournalEntry, timeout_s: float) -> None:
-        if not entry.conditions:  # local-storage evictions: the kubelet adds no condition either
+        # Local-storage evictions: the kubelet adds no condition either. Through the Eviction API, the API server
+        # writes the pod's DisruptionTarget condition when it evicts.
+        if not entry.conditions or entry.eviction_api:
             return
         self._api.patch_pod_status(entry.namespace, entry.name, condition_patch(entry, rfc3339(self._clock.wall())),
                                    timeout_s=timeout_s)
@@ -165,6 +211,9 @@ class KubePodEvictor:
     def _delete(self, entry: JournalEntry, timeout_s: float) -> None:
         if not entry.delete_sent:
             self._journal.note_delete_sent(entry.uid)
+        if entry.eviction_api:
+            self._api.evict_pod(entry.namespace, entry.name, eviction_body(entry), timeout_s=timeout_s)
+            return
         body = {"gracePeriodSeconds": entry.grace_period_s, "preconditions": {"uid": entry.uid}}
         self._api.delete_pod(entry.namespace, entry.name, body, timeout_s=timeout_s)
 

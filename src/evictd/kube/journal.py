@@ -74,6 +74,9 @@ class JournalEntry:
     delete_sent: bool = False  # a DELETE went out (it may have gone through even when no answer came back)
     stopped_locally: bool = False
     done_at: float | None = None
+    # Sent as an Eviction (`pods/{name}/eviction`, the API server writes the DisruptionTarget condition) rather
+    # than the kubelet's condition and DELETE: a soft eviction with `softEvictionsThroughEvictionAPI`.
+    eviction_api: bool = False
     # The API's answer ("404: pods \"web\" not found") to a step it refused, by what that answer settled.
     outcomes: FrozenMap[Outcome, str] = field(default_factory=FrozenMap)
 
@@ -99,7 +102,10 @@ def entry_to_json(entry: JournalEntry) -> dict[str, object]:
                  "annotations": dict(entry.annotations),
                  "extra": {str(outcome): answer for outcome, answer in entry.outcomes.items()},
                  **{str(step): step in entry.done for step in ApiStep}}
-    return {name: converted[name] if name in converted else getattr(entry, name) for name in ENTRY_FIELDS}
+    document = {name: converted[name] if name in converted else getattr(entry, name) for name in ENTRY_FIELDS}
+    if not entry.eviction_api:  # written only when set: the journal of an evictd without the option is unchanged
+        del document["eviction_api"]
+    return document
 
 
 def _is_int(value: object) -> bool:
@@ -127,8 +133,8 @@ ENTRY_FIELDS: dict[str, _Check] = {
     "annotations": ("an object of strings", lambda value: isinstance(value, dict) and all(
         isinstance(k, str) and isinstance(v, str) for k, v in value.items()), True),
     "decided_at": ("a number of seconds", _is_seconds, True),
-    **dict.fromkeys(("condition_written", "delete_sent", "deleted", "event_written", "stopped_locally"),
-                    (*_FLAG, False)),
+    **dict.fromkeys(("condition_written", "delete_sent", "deleted", "event_written", "stopped_locally",
+                     "eviction_api"), (*_FLAG, False)),
     "done_at": ("a number of seconds or null", lambda value: value is None or _is_seconds(value), False),
     "extra": ("an object", _is_object, False),
 }
@@ -317,6 +323,11 @@ class EvictionJournal:
     def note_finished(self, uid: str, now: float) -> JournalEntry:
         """Record that every API step of the eviction of `uid` is done, at `now`; return the updated entry."""
         return self.record(replace(self._entries[uid], done_at=now))
+
+    def forget(self, uid: str) -> None:
+        """Drop the entry of `uid`: the Eviction API refused it, nothing was evicted and the pod stays a candidate."""
+        if self._entries.pop(uid, None) is not None:
+            self._save()
 
     def get(self, uid: str) -> JournalEntry:
         return self._entries[uid]

@@ -76,12 +76,13 @@ class CycleLogger:
             self._log.info("node-level reclaim resolved the pressure; no pod evicted", cycle=number)
         for pod in report.skipped_critical:
             self._log.info("cannot evict a critical pod", cycle=number, pod=pod.key)
+        self._eviction_api(number, report)
         for eviction in report.evictions:
             self._eviction(number, eviction, report)
         for failure in report.eviction_errors:
             self._log.error("eviction failed (still counted, as the kubelet counts it)", cycle=number,
                             error=failure)
-        if report.ranking and not report.evictions:
+        if report.ranking and not report.evictions and not report.refusals:
             self._log.warning("unable to evict any pods from the node", cycle=number,
                               ranking=[p.key for p in report.ranking])
 
@@ -122,6 +123,20 @@ class CycleLogger:
             fields["threshold_quantity"] = str(threshold_quantity(status.threshold.value, observation.capacity))
         self._log.warning("threshold met", **fields)
 
+    def _eviction_api(self, number: int, report: CycleReport) -> None:
+        """Log each refusal of the Eviction API, a cycle whose every candidate was refused, and a soft eviction
+        that went the kubelet's way although soft evictions go through the Eviction API."""
+        for refusal in report.refusals:
+            self._log.warning("Eviction API refused to evict pod; trying the next candidate", cycle=number,
+                              pod=refusal.pod, budget=refusal.budget or None, reason=refusal.reason,
+                              status=refusal.status, message=refusal.message)
+        if report.refusals and not report.evictions:
+            self._log.warning("Eviction API refused every candidate; no pod evicted this cycle", cycle=number,
+                              refused=[refusal.pod for refusal in report.refusals])
+        if report.eviction_api_bypassed is not None:
+            self._log.warning("soft eviction not through the Eviction API: evicting as the kubelet does",
+                              cycle=number, reason=report.eviction_api_bypassed)
+
     def _eviction(self, number: int, eviction: Eviction, report: CycleReport) -> None:
         fields: dict[str, Any] = {
             "cycle": number,
@@ -136,4 +151,6 @@ class CycleLogger:
         if eviction.threshold is not None:
             fields["threshold"] = describe_threshold(eviction.threshold)
             fields["ranking"] = [p.key for p in report.ranking[:5]]
+        if report.through_eviction_api:
+            fields["through_eviction_api"] = True
         self._log.warning("would evict pod" if self._dry_run else "evicting pod", **fields)

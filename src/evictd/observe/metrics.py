@@ -86,6 +86,9 @@ class Metrics:
                                             ["eviction_signal"], registry=r)
         self.runtime_info = Gauge("evictd_runtime_info", "The container runtime evictd talks to (always 1).",
                                   ["runtime_name", "runtime_version", "runtime_api_version"], registry=r)
+        self.eviction_api_refusals = Counter("evictd_eviction_api_refusals_total", "Soft evictions the Eviction "
+                                             "API refused (softEvictionsThroughEvictionAPI), by reason "
+                                             "(DisruptionBudget, TooManyRequests, Forbidden).", ["reason"], registry=r)
         self.api_errors = Counter("evictd_api_errors_total", "Kubernetes API errors by verb.", ["verb"], registry=r)
         self.image_gc = Counter("evictd_image_garbage_collected_total", "Images deleted by garbage collection, by "
                                 "reason (space, age).", ["reason"], registry=r)
@@ -155,6 +158,8 @@ class Metrics:
             if result.error is None:
                 self.reclaimed.labels(str(result.action)).inc(result.freed_bytes)
         self.errors.labels(str(CycleStep.EVICTION)).inc(len(report.eviction_errors))
+        for refusal in report.refusals:
+            self.eviction_api_refusals.labels(refusal.reason).inc()
         for eviction in report.evictions:
             (self.would_evict if dry_run else self.evictions).labels(eviction.signal).inc()
         if report.oom is not None:

@@ -178,10 +178,20 @@ def decision_json(report: CycleReport, *, ranking: bool = True) -> JsonObject:
             for pod, key in zip(report.ranking, report.ranking_keys, strict=True)]
     if report.errors or report.eviction_errors:
         decision["errors"] = [*(error.description for error in report.errors), *report.eviction_errors]
+    if report.through_eviction_api or report.eviction_api_bypassed is not None:
+        decision["evictionApi"] = eviction_api_json(report)
     if report.pod_list_problem is not None:
         decision["podListProblem"] = report.pod_list_problem
         decision["podsFromNode"] = report.pods_from_node
     return decision
+
+
+def eviction_api_json(report: CycleReport) -> JsonObject:
+    """How a soft eviction used the Eviction API: each refusal in order, or why it went the kubelet's way."""
+    if report.eviction_api_bypassed is not None:
+        return {"bypassed": report.eviction_api_bypassed}
+    return {"refusals": [{"pod": r.pod, "status": r.status, "reason": r.reason, "budget": r.budget,
+                          "message": r.message} for r in report.refusals]}
 
 
 def _ranked_pod_json(pod: Pod) -> JsonObject:

@@ -76,7 +76,15 @@ from evictd.run.after_cycle import (
 from evictd.run.cadence import stale_after_s
 from evictd.run.daemon import Daemon, Hooks, LoopSettings, Part, Reporting, Wakeups
 from evictd.run.lock import acquire_node_lock, acquire_state_lock
-from evictd.run.manager import FRESH_STATE, EvictionManager, ListedPods, PodEvictor, PodSource, StatsSource
+from evictd.run.manager import (
+    FRESH_STATE,
+    EvictionApiRoute,
+    EvictionManager,
+    ListedPods,
+    PodEvictor,
+    PodSource,
+    StatsSource,
+)
 from evictd.run.oom_feedback import OomFeedback
 from evictd.run.runtime_link import CriRuntime, NodeLevel, RuntimeLink
 from evictd.run.stop_signal import StopSignal
@@ -199,6 +207,8 @@ class ClusterParts:
     shadow: ShadowComparer | None  # dry-run decisions against the kubelet's own evictions; None when acting
     journal: EvictionJournal
     pod_watch: Part  # starts the watch and waits for its first answer
+    # Soft evictions through the Eviction API (`softEvictionsThroughEvictionAPI`, never in dry-run); None: off.
+    eviction_api: EvictionApiRoute | None = None
 
 
 class PodWatchStart:
@@ -288,9 +298,12 @@ def build_cluster(config: Configuration, node_name: str, metrics: Metrics, log: 
     pods = EvictablePods(watcher, journal, own_uid=own_uid)
     shadow = ShadowComparer(watcher.pods, settings.state_dir, lambda c: metrics.shadow.labels(str(c.outcome)).inc(),
                             log) if dry_run else None
+    route = None
+    if kube_evictor is not None and settings.soft_evictions_through_eviction_api:
+        route = EvictionApiRoute(kube_evictor, settings.eviction_api_max_candidates, settings.eviction_api_deadline_s)
     return ClusterParts(pods=pods, node_pods=NodeFallbackPods(discovered, journal, own_uid, critical),
                         evictor=evictor, sync=sync, watcher=watcher, shadow=shadow,
-                        journal=journal, pod_watch=PodWatchStart(watcher, log))
+                        journal=journal, pod_watch=PodWatchStart(watcher, log), eviction_api=route)
 
 
 @dataclass(frozen=True)
@@ -346,6 +359,7 @@ def build_manager(engine_config: EngineConfig, stats: StatsParts, cluster: Clust
         listed=listed,
         state=state,
         layout_changes=lambda: node.changes,
+        eviction_api=cluster.eviction_api if cluster is not None else None,
     )
 
 

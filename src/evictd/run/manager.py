@@ -9,6 +9,11 @@ eviction (as the kubelet counts it).
 
 A pod list that cannot be used (the Kubernetes API has given none) evicts nobody, unless `node_pods` is
 given: the pods the node shows are then ranked instead, for hard thresholds only (`_list_pods`).
+
+With an `EvictionApiRoute` (`softEvictionsThroughEvictionAPI`), a soft threshold's eviction asks the Eviction API
+instead (`_through_eviction_api` says when): a refusal moves to the next candidate in ranking order, at most
+`max_candidates` per cycle; every refusal is in the report. Hard thresholds, and a soft one once a hard threshold
+is met or once it has stayed met `deadline_s` past its grace period, evict as the kubelet does.
 """
 
 from __future__ import annotations
@@ -33,7 +38,7 @@ from evictd.core.engine import (
     layout_of,
     reclaim_succeeded,
 )
-from evictd.core.errors import EvictdError
+from evictd.core.errors import EvictdError, EvictionRefused
 from evictd.core.fs_layout import FsLayout, ReclaimAction
 from evictd.core.oom import OomReport
 from evictd.core.pods import Pod
@@ -84,6 +89,41 @@ class PodEvictor(Protocol):
     """Evicts one pod as decided (raises EvictdError on failure)."""
 
     def evict(self, eviction: Eviction) -> None: ...
+
+
+class ApiEvictor(Protocol):
+    """Asks the Eviction API to evict one pod (raises EvictionRefused when it will not now, EvictdError when it
+    could not be asked)."""
+
+    def request_eviction(self, eviction: Eviction) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class EvictionApiRoute:
+    """Soft evictions through the Eviction API: who asks, how many candidates a cycle may ask at most, and how
+    long past its grace period a soft threshold may stay met before evictd evicts as the kubelet does."""
+
+    evictor: ApiEvictor
+    max_candidates: int
+    deadline_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class EvictionRefusal:
+    """The Eviction API's refusal to evict `pod`: the HTTP status, the Status reason (or the cause's, such as
+    DisruptionBudget), the budget it names ("" when none) and the API's message."""
+
+    pod: str
+    status: int | None
+    reason: str
+    budget: str
+    message: str
+
+    @classmethod
+    def of(cls, error: EvictionRefused) -> EvictionRefusal:
+        causes = [reason for reason, _ in error.causes if reason]
+        reason = causes[0] if causes else error.reason or str(error.status)
+        return cls(pod=error.pod, status=error.status, reason=reason, budget=error.budget, message=error.detail)
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,6 +185,11 @@ class CycleReport:
     pods_from_node: bool = False
     # Why nobody was ranked although a threshold asked for an eviction (a soft one, with the node's pods).
     withheld: str | None = None
+    # With soft evictions through the Eviction API: whether this cycle's eviction went through it, the refusals it
+    # met (in ranking order), and why a soft eviction went the kubelet's way instead (None: it did not).
+    through_eviction_api: bool = False
+    refusals: tuple[EvictionRefusal, ...] = ()
+    eviction_api_bypassed: str | None = None
 
     @property
     def degraded(self) -> str | None:
@@ -160,7 +205,7 @@ class EvictionManager:
     def __init__(self, config: EngineConfig, *, stats: StatsSource, layout: LayoutSource, pods: PodSource,
                  reclaimer: NodeReclaimer, evictor: PodEvictor, clock: Clock, node_pods: PodSource | None = None,
                  listed: ListedPods | None = None, state: EngineState = FRESH_STATE,
-                 layout_changes: Callable[[], int] = lambda: 0) -> None:
+                 layout_changes: Callable[[], int] = lambda: 0, eviction_api: EvictionApiRoute | None = None) -> None:
         self.config = config
         # The state restored from the last run (grace periods, pressure history), or a fresh one.
         self.state = state
@@ -176,6 +221,7 @@ class EvictionManager:
         self.listed = listed if listed is not None else ListedPods()
         self._reclaimer = reclaimer
         self._evictor = evictor
+        self._eviction_api = eviction_api
         self._clock = clock
 
     def synchronize(self) -> CycleReport:
@@ -234,13 +280,25 @@ class EvictionManager:
             if succeeded:
                 return replace(seen, reclaim=reclaim, reclaim_succeeded=True, after_reclaim=after,
                                errors=tuple(errors))
+        route = self._eviction_api
         choice = choose_eviction(self.config, layout_of(self.state), step, seen.assessment.observations, seen.pods,
-                                 summary, pods_from_node=seen.pods_from_node)
-        evicted, failures = self._evict((choice.eviction,) if choice.eviction else ())
+                                 summary, pods_from_node=seen.pods_from_node,
+                                 candidates=route.max_candidates if route is not None else 1)
+        bypassed = None
+        refusals: tuple[EvictionRefusal, ...] = ()
+        through_api = False
+        if route is not None and choice.eviction is not None and is_soft(choice.eviction):
+            bypassed = _eviction_api_bypassed(route, seen.assessment, choice.eviction)
+            through_api = bypassed is None
+        if through_api and route is not None and choice.eviction is not None:
+            evicted, failures, refusals = _evict_through_api(route.evictor, (choice.eviction, *choice.alternates))
+        else:
+            evicted, failures = self._evict((choice.eviction,) if choice.eviction else ())
         return replace(seen, reclaim=reclaim, reclaim_succeeded=succeeded, after_reclaim=after, ranking=choice.ranking,
                        ranking_signal=choice.ranking_signal, ranking_keys=choice.ranking_keys, evictions=evicted,
                        eviction_errors=failures, skipped_critical=choice.skipped_critical, withheld=choice.withheld,
-                       errors=tuple(errors))
+                       errors=tuple(errors), through_eviction_api=through_api, refusals=refusals,
+                       eviction_api_bypassed=bypassed)
 
     def _list_pods(self) -> tuple[tuple[Pod, ...], str | None, bool]:
         """Return (pods, why the pod list is unusable or None, whether the pods are the node's instead).
@@ -274,3 +332,41 @@ class EvictionManager:
             except EvictdError as exc:
                 failures.append(f"{eviction.pod.key}: {exc}")
         return tuple(evictions), tuple(failures)
+
+
+def is_soft(eviction: Eviction) -> bool:
+    """Whether `eviction` was decided by a soft threshold."""
+    return eviction.threshold is not None and not eviction.threshold.is_hard
+
+
+def _eviction_api_bypassed(route: EvictionApiRoute, assessment: Assessment, eviction: Eviction) -> str | None:
+    """Why a soft eviction goes the kubelet's way although soft evictions go through the Eviction API (None: it
+    goes through the API): a hard threshold is met, or the soft one has stayed met past its grace period for
+    longer than the route's deadline."""
+    hard = [status.threshold for status in assessment.thresholds if status.threshold.is_hard]
+    if hard:
+        return f"hard threshold {hard[0].signal} met"
+    for status in assessment.thresholds:
+        if status.threshold == eviction.threshold:
+            past_grace_s = status.observed_for_s - status.threshold.grace_period_s
+            if past_grace_s > route.deadline_s:
+                return (f"soft threshold {status.threshold.signal} met {past_grace_s:.0f} s past its grace period, "
+                        f"beyond the Eviction API deadline of {route.deadline_s:g} s")
+    return None
+
+
+def _evict_through_api(evictor: ApiEvictor, candidates: Sequence[Eviction]
+                       ) -> tuple[tuple[Eviction, ...], tuple[str, ...], tuple[EvictionRefusal, ...]]:
+    """Ask the Eviction API for each candidate in turn until one is not refused; return (the eviction, its failure,
+    the refusals). A failure other than a refusal ends the cycle and counts as its eviction, as in `_evict`."""
+    refusals: list[EvictionRefusal] = []
+    for eviction in candidates:
+        try:
+            evictor.request_eviction(eviction)
+        except EvictionRefused as exc:
+            refusals.append(EvictionRefusal.of(exc))
+            continue
+        except EvictdError as exc:
+            return (eviction,), (f"{eviction.pod.key}: {exc}",), tuple(refusals)
+        return (eviction,), (), tuple(refusals)
+    return (), (), tuple(refusals)

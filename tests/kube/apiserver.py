@@ -15,6 +15,7 @@ events with the real semantics: see the modules it is built from:
     kube_discovery  /version, legacy and aggregated discovery
     kube_tables     server-side printing for kubectl get
     kube_status     metav1.Status failure bodies
+    kube_budgets    PodDisruptionBudgets as the eviction subresource enforces them
     kube_faults     fault switches (429/500/timeouts/resets, watch drops and expiry) and the request log
 
 `ApiServer` is the handle tests use (the `apiserver` fixture in kube_fixtures.py yields one, started):
@@ -25,7 +26,7 @@ events with the real semantics: see the modules it is built from:
 
 Known differences from kube-apiserver, none of which evictd relies on: no namespaces resource (any namespace
 name is accepted), no managedFields, no server-side apply (415), no service-account admission, only pods, nodes
-and events; and a client certificate from an unknown CA fails the TLS handshake here, where the real server
+and events, and PodDisruptionBudgets only as the eviction subresource obeys them (`store.add_disruption_budget`); and a client certificate from an unknown CA fails the TLS handshake here, where the real server
 completes it and answers 401 (Python's ssl cannot request a certificate without verifying it).
 """
 
@@ -45,6 +46,7 @@ from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from kube_budgets import DisruptionBudget, DisruptionBudgets
 from kube_faults import Faults, RecordedRequest, RequestLog
 from kube_http import ApiHandler
 from kube_pki import Pki, write_kubeconfig
@@ -64,6 +66,7 @@ class ApiServerCore:
     def __init__(self, history_limit: int, aggregated_discovery: bool) -> None:
         self.store = Store(history_limit)
         self.registry = Registry(self.store)
+        self.budgets = DisruptionBudgets()
         self.faults = Faults()
         self.requests = RequestLog()
         self.tokens: dict[str, str] = {}
@@ -132,6 +135,13 @@ class ClusterStore:
         """Store a pod as a scheduler and kubelet left it: spec defaults filled, the given status kept."""
         namespace = (pod.get("metadata") or {}).get("namespace", "default")
         return self._core.registry.create(PODS, namespace, copy.deepcopy(pod), seed=True)
+
+    def add_disruption_budget(self, budget: DisruptionBudget) -> None:
+        """State a PodDisruptionBudget as the disruption controller left it: the eviction subresource obeys it."""
+        self._core.budgets.add(budget)
+
+    def disruption_budget(self, namespace: str, name: str) -> DisruptionBudget | None:
+        return self._core.budgets.get(namespace, name)
 
     def get_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
         return self._get(PODS, namespace, name)

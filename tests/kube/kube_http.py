@@ -403,8 +403,10 @@ class ApiHandler(WatchStreamMixin, BaseHTTPRequestHandler):
         body_name = (body.get("metadata") or {}).get("name", "")
         if body_name != name:
             raise bad_request("name in URL does not match name in Eviction object")
-        if self.core.store.get(info.storage, (namespace, name)) is None:
+        stored = self.core.store.get(info.storage, (namespace, name))
+        if stored is None:
             raise not_found(info.name, name)
+        self.core.budgets.admit(stored)
         self.core.registry.delete(info, namespace, name, dict(body.get("deleteOptions") or {}))
         self._send_json(201, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
                               "code": 201})

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from apiserver import ApiServer
+from kube_budgets import DisruptionBudget
 from kube_objects import node_manifest, pod_manifest
 from kubernetes import client
 from kubernetes.client.rest import ApiException
@@ -619,6 +620,38 @@ def test_eviction_subresource_deletes_gracefully(apiserver: ApiServer, core_v1: 
     core_v1.create_namespaced_pod_eviction("victim", "default", eviction)
     assert apiserver.store.get_pod("default", "victim")["metadata"]["deletionGracePeriodSeconds"] == 3
     assert apiserver.request_log.matching("POST", r".*/eviction")[0].status == 201
+
+
+def test_eviction_subresource_obeys_a_disruption_budget_as_the_real_server(apiserver: ApiServer, core_v1: Any) -> None:
+    """A budget allowing no disruption refuses with the real server's 429 and cause; one allowing one lets one
+    eviction through and then refuses; a pod that is not running ignores its budget."""
+    for name, app in (("guarded", "db"), ("second", "web"), ("third", "web")):
+        apiserver.store.create_pod(pod_manifest(name, labels={"app": app}))
+    apiserver.store.add_disruption_budget(DisruptionBudget("default", "db-pdb", {"app": "db"}, 1, 1, 0))
+    apiserver.store.add_disruption_budget(DisruptionBudget("default", "web-pdb", {"app": "web"}, 1, 2, 1))
+
+    def evict(name: str) -> None:
+        core_v1.create_namespaced_pod_eviction(name, "default", client.V1Eviction(
+            metadata=client.V1ObjectMeta(name=name, namespace="default")))
+
+    with pytest.raises(ApiException) as refused:
+        evict("guarded")
+    assert refused.value.status == 429
+    body = json.loads(refused.value.body)
+    assert (body["reason"], body["message"], body["code"]) == (
+        "TooManyRequests", "Cannot evict pod as it would violate the pod's disruption budget.", 429)
+    assert body["details"]["causes"] == [{"reason": "DisruptionBudget",
+                                          "message": "The disruption budget db-pdb needs 1 healthy pods and has 1 "
+                                                     "currently"}]
+    assert "deletionTimestamp" not in apiserver.store.get_pod("default", "guarded")["metadata"]
+    evict("second")  # web-pdb allows one disruption: used up
+    assert apiserver.store.get_pod("default", "second")["metadata"]["deletionTimestamp"]
+    with pytest.raises(ApiException) as again:
+        evict("third")
+    assert again.value.status == 429
+    apiserver.store.set_pod_status("default", "guarded", {"phase": "Succeeded"})
+    evict("guarded")  # a pod that no longer runs is evicted whatever its budget (a terminal pod goes at once)
+    assert apiserver.store.get_pod("default", "guarded") is None
 
 
 # -- nodes ---------------------------------------------------------------------------------------------------------

@@ -1,0 +1,237 @@
+"""Soft evictions through the Eviction API (`softEvictionsThroughEvictionAPI`) against the test API server.
+
+The real EvictionManager, KubePodEvictor and journal over the real `kubernetes` client; the test server's
+eviction subresource obeys PodDisruptionBudgets as kube-apiserver does (kube_budgets.py). Only the stats (a
+Summary document) and the clock are scripted. The cycle's report goes through the daemon's own CycleLogger and
+Metrics, so the refusals are checked where an operator sees them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from apiserver import ApiServer
+from evictd_kube_support import evictd_api_client, read_json
+from kube_budgets import DisruptionBudget
+
+from builders import Gi, Json, Mi, pod, pod_stats, summary
+from clocks import ManualClock
+from evictd.commands.simulate import FixedLayout
+from evictd.core.engine import EngineConfig
+from evictd.core.fs_layout import FsLayout, ReclaimAction
+from evictd.core.kubelet_config import eviction_settings
+from evictd.core.summary import summary_from_dict
+from evictd.kube.cluster import EvictablePods
+from evictd.kube.events import EventRecorder
+from evictd.kube.evictor import KubePodEvictor
+from evictd.kube.journal import EvictionJournal
+from evictd.kube.pod_watch import PodWatcher
+from evictd.observe.cycle_logging import CycleLogger
+from evictd.observe.metrics import Metrics
+from evictd.record.recording import decision_json
+from evictd.run.manager import CycleReport, EvictionApiRoute, EvictionManager, EvictionRefusal
+from log_capture import LogCapture
+from polling import wait_until
+
+NODE = "node-1"
+BUDGET_MESSAGE = "Cannot evict pod as it would violate the pod's disruption budget."
+
+
+def labelled(document: Json, **labels: str) -> Json:
+    return {**document, "metadata": {**document["metadata"], "labels": labels}}
+
+
+# Ranked for memory: best-effort hog first, then the modest burstable pod, then the small one.
+HOG = labelled(pod("hog", grace=60), app="db")
+MODEST = labelled(pod("modest", requests={"memory": "100Mi"}, grace=60), app="web")
+SMALL = labelled(pod("small", requests={"memory": "1Gi"}, grace=5), app="cache")
+PODS = [HOG, MODEST, SMALL]
+SOFT = {"evictionSoft": {"memory.available": "1Gi"}, "evictionSoftGracePeriod": {"memory.available": "30s"},
+        "evictionMaxPodGracePeriod": 20}
+
+
+class FixedStats:
+    def __init__(self, available: int) -> None:
+        self.available = available
+
+    def summary(self) -> Any:
+        return summary_from_dict(summary(memory=self.available, pods=[
+            pod_stats(HOG, memory=2 * Gi), pod_stats(MODEST, memory=1200 * Mi), pod_stats(SMALL, memory=900 * Mi)]))
+
+
+class NoReclaim:
+    def reclaim(self, action: ReclaimAction) -> int:
+        return 0
+
+
+@dataclass
+class Node:
+    manager: EvictionManager
+    stats: FixedStats
+    clock: ManualClock
+    log: LogCapture
+    logger: CycleLogger
+    metrics: Metrics
+    journal_path: Path
+    cycles: int = 0
+
+    def cycle(self, seconds: float) -> CycleReport:
+        self.clock.advance(seconds)
+        report = self.manager.synchronize()
+        self.cycles += 1
+        self.logger.log_cycle(self.cycles, report)
+        self.metrics.record_cycle(report, self.manager.state, 0.01, self.clock.wall(), dry_run=False)
+        return report
+
+    def refusals_counted(self, reason: str) -> float:
+        value = self.metrics.registry.get_sample_value("evictd_eviction_api_refusals_total", {"reason": reason})
+        return value or 0.0
+
+
+def build_node(apiserver: ApiServer, tmp_path: Path, kubelet: dict[str, Any], *, deadline_s: float = 300.0,
+               max_candidates: int = 3) -> Iterator[Node]:
+    for document in PODS:
+        apiserver.store.create_pod(document)
+    client = evictd_api_client(apiserver)
+    watcher = PodWatcher(client, NODE)
+    watcher.start()
+    assert wait_until(watcher.is_synced, 5.0)
+    journal_path = tmp_path / "evictions.json"
+    journal = EvictionJournal(str(journal_path), log=LogCapture())
+    evictor = KubePodEvictor(client, journal, EventRecorder(client, NODE))
+    clock = ManualClock(0.0)
+    stats = FixedStats(512 * Mi)
+    manager = EvictionManager(
+        EngineConfig.from_settings(eviction_settings(kubelet)), stats=stats, layout=FixedLayout(FsLayout()),
+        pods=EvictablePods(watcher, journal, own_uid=""), reclaimer=NoReclaim(), evictor=evictor, clock=clock,
+        eviction_api=EvictionApiRoute(evictor, max_candidates=max_candidates, deadline_s=deadline_s))
+    log = LogCapture()
+    yield Node(manager, stats, clock, log, CycleLogger(log, dry_run=False), Metrics(), journal_path)
+    watcher.stop()
+    client.close()
+
+
+@pytest.fixture
+def node(apiserver: ApiServer, tmp_path: Path) -> Iterator[Node]:
+    yield from build_node(apiserver, tmp_path, SOFT)
+
+
+def deleting(apiserver: ApiServer, name: str) -> bool:
+    stored = apiserver.store.get_pod("default", name)
+    return stored is not None and bool(stored["metadata"].get("deletionTimestamp"))
+
+
+def evictions_posted(apiserver: ApiServer) -> list[tuple[str, Any]]:
+    return [(r.path.split("/")[-2], r.body) for r in apiserver.request_log.matching("POST", r".*/eviction")]
+
+
+def budget(name: str, app: str) -> DisruptionBudget:
+    return DisruptionBudget("default", name, {"app": app}, desired_healthy=1, current_healthy=1, disruptions_allowed=0)
+
+
+def test_a_budget_refusal_moves_to_the_next_candidate_logged_counted_and_recorded(
+    apiserver: ApiServer, node: Node
+) -> None:
+    apiserver.store.add_disruption_budget(budget("db-pdb", "db"))
+    assert node.cycle(10).evictions == ()  # the soft threshold's grace period starts
+    report = node.cycle(30)
+
+    assert report.refusals == (EvictionRefusal(pod="default/hog", status=429, reason="DisruptionBudget",
+                                               budget="db-pdb", message=BUDGET_MESSAGE),)
+    assert [e.pod.name for e in report.evictions] == ["modest"] and report.eviction_errors == ()
+    assert report.through_eviction_api
+    # Both asked through the Eviction API, with the kubelet's soft grace period min(60, 20) and the UID.
+    assert evictions_posted(apiserver) == [
+        (name, {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name, "namespace": "default"},
+                "deleteOptions": {"gracePeriodSeconds": 20, "preconditions": {"uid": f"uid-{name}"}}})
+        for name in ("hog", "modest")]
+    assert apiserver.request_log.matching("DELETE", r".*/pods/.*") == []  # never the kubelet's DELETE
+    assert not deleting(apiserver, "hog") and deleting(apiserver, "modest")
+    assert [e["involvedObject"]["name"] for e in apiserver.store.events("default") if e["reason"] == "Evicted"] == [
+        "modest"]
+    # The refused decision left the journal (hog stays a candidate); the accepted one is there, marked.
+    entries = read_json(node.journal_path)["evictions"]
+    assert [(e["name"], e.get("eviction_api"), e["deleted"]) for e in entries] == [("modest", True, True)]
+
+    refused = [fields for event, fields in node.log.at("warning")
+               if event == "Eviction API refused to evict pod; trying the next candidate"]
+    assert refused == [{"cycle": 2, "pod": "default/hog", "budget": "db-pdb", "reason": "DisruptionBudget",
+                        "status": 429, "message": BUDGET_MESSAGE}]
+    assert node.refusals_counted("DisruptionBudget") == 1
+    assert decision_json(report)["evictionApi"] == {"refusals": [
+        {"pod": "default/hog", "status": 429, "reason": "DisruptionBudget", "budget": "db-pdb",
+         "message": BUDGET_MESSAGE}]}
+
+
+def test_every_candidate_refused_evicts_nobody_and_says_so(apiserver: ApiServer, tmp_path: Path) -> None:
+    nodes = build_node(apiserver, tmp_path, SOFT, max_candidates=2)
+    node = next(nodes)
+    for name, app in (("db-pdb", "db"), ("web-pdb", "web"), ("cache-pdb", "cache")):
+        apiserver.store.add_disruption_budget(budget(name, app))
+    node.cycle(10)
+    report = node.cycle(30)
+
+    assert report.evictions == () and report.eviction_errors == ()
+    # At most evictionAPIMaxCandidates (2) asked in a cycle, in ranking order: small is never asked.
+    assert [(r.pod, r.budget) for r in report.refusals] == [("default/hog", "db-pdb"), ("default/modest", "web-pdb")]
+    assert [name for name, _ in evictions_posted(apiserver)] == ["hog", "modest"]
+    assert not any(deleting(apiserver, name) for name in ("hog", "modest", "small"))
+    assert read_json(node.journal_path)["evictions"] == []
+    assert ("Eviction API refused every candidate; no pod evicted this cycle",
+            {"cycle": 2, "refused": ["default/hog", "default/modest"]}) in node.log.at("warning")
+    assert node.refusals_counted("DisruptionBudget") == 2
+
+    # The next cycle asks again (a refusal is not remembered): the budgets still say no.
+    assert [r.pod for r in node.cycle(10).refusals] == ["default/hog", "default/modest"]
+    assert node.refusals_counted("DisruptionBudget") == 4
+    next(nodes, None)
+
+
+def test_soft_evictions_past_the_deadline_evict_as_the_kubelet(apiserver: ApiServer, tmp_path: Path) -> None:
+    nodes = build_node(apiserver, tmp_path, SOFT, deadline_s=60.0)
+    node = next(nodes)
+    apiserver.store.add_disruption_budget(budget("db-pdb", "db"))
+    apiserver.store.add_disruption_budget(budget("web-pdb", "web"))
+    apiserver.store.add_disruption_budget(budget("cache-pdb", "cache"))
+    node.cycle(10)
+    assert [r.pod for r in node.cycle(30).refusals] == ["default/hog", "default/modest", "default/small"]
+    assert node.cycle(60).evictions == ()  # 60 s past the grace period: still within the deadline
+    report = node.cycle(10)  # 70 s past it
+
+    assert report.refusals == () and not report.through_eviction_api
+    assert report.eviction_api_bypassed == ("soft threshold memory.available met 70 s past its grace period, "
+                                            "beyond the Eviction API deadline of 60 s")
+    assert [e.pod.name for e in report.evictions] == ["hog"] and report.eviction_errors == ()
+    deletes = apiserver.request_log.matching("DELETE", r".*/pods/hog")
+    assert [d.body for d in deletes] == [{"gracePeriodSeconds": 20, "preconditions": {"uid": "uid-hog"}}]
+    assert ("soft eviction not through the Eviction API: evicting as the kubelet does",
+            {"cycle": 4, "reason": report.eviction_api_bypassed}) in node.log.at("warning")
+    next(nodes, None)
+
+
+def test_a_hard_threshold_never_uses_the_eviction_api(apiserver: ApiServer, tmp_path: Path) -> None:
+    nodes = build_node(apiserver, tmp_path, {**SOFT, "evictionHard": {"memory.available": "600Mi"}})
+    node = next(nodes)
+    apiserver.store.add_disruption_budget(budget("db-pdb", "db"))
+    node.stats.available = 800 * Mi  # only the soft threshold: its grace period runs
+    node.cycle(10)
+    node.stats.available = 500 * Mi  # the hard threshold is met too: evictd acts as the kubelet, at once
+    report = node.cycle(10)
+
+    assert [e.pod.name for e in report.evictions] == ["hog"] and report.refusals == ()
+    assert evictions_posted(apiserver) == []
+    assert [d.body for d in apiserver.request_log.matching("DELETE", r".*/pods/hog")] == [
+        {"gracePeriodSeconds": 1, "preconditions": {"uid": "uid-hog"}}]
+    assert deleting(apiserver, "hog")
+
+    # The soft grace period running into the hard threshold: once the soft one is due too, the hard one acts.
+    report = node.cycle(30)
+    assert [e.pod.name for e in report.evictions] == ["modest"] and report.refusals == ()
+    assert [d.body for d in apiserver.request_log.matching("DELETE", r".*/pods/modest")] == [
+        {"gracePeriodSeconds": 1, "preconditions": {"uid": "uid-modest"}}]
+    assert evictions_posted(apiserver) == []
+    next(nodes, None)

@@ -73,6 +73,7 @@ EXPECTED_RBAC = frozenset(
         ("", "pods", "watch"),
         ("", "pods/status", "patch"),
         ("", "pods", "delete"),
+        ("", "pods/eviction", "create"),
         ("", "nodes", "get"),
         ("", "nodes", "patch"),
         ("", "nodes/status", "get"),
@@ -89,6 +90,7 @@ EXPECTED_RBAC = frozenset(
 EXPECTED_WRITES = frozenset(
     {
         ("", "pods", "DELETE"),
+        ("", "pods/eviction", "CREATE"),
         ("", "pods/status", "UPDATE"),
         ("", "nodes", "UPDATE"),
         ("", "nodes/status", "UPDATE"),

@@ -306,6 +306,18 @@ def delete_pod(target: dict[str, Any]) -> Review:
     return Review(request, None, target)
 
 
+def evict_pod(target: dict[str, Any], **delete_options: Any) -> Review:
+    """CREATE pods/eviction as evictd sends it (`evictor.eviction_body`); `delete_options` replace its own."""
+    name, namespace = target["metadata"]["name"], target["metadata"]["namespace"]
+    request = admission_request("CREATE", "pods", name, subresource="eviction", namespace=namespace,
+                                kind="Eviction")
+    request["kind"] = request["requestKind"] = {"group": "policy", "version": "v1", "kind": "Eviction"}
+    options = {"gracePeriodSeconds": 30, "preconditions": {"uid": target["metadata"]["uid"]}, **delete_options}
+    eviction = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name, "namespace": namespace},
+                "deleteOptions": options}
+    return Review(request, unstructured(eviction), None)
+
+
 def patch_pod_status(old: dict[str, Any], change: Callable[[dict[str, Any]], None]) -> Review:
     new = copy.deepcopy(old)
     change(new)
@@ -574,6 +586,13 @@ CASES = [
     Case("delete with an unbound token", lambda: delete_pod(pod()), False, NO_NODE, extra=UNBOUND_TOKEN),
     Case("delete with two node names", lambda: delete_pod(pod()), False, NO_NODE,
          extra={**POD_TOKEN, "authentication.kubernetes.io/node-name": [NODE, OTHER_NODE]}),
+    # ---- pods/eviction: a soft eviction through the Eviction API (the pod's node is not visible: README)
+    Case("evict a pod with a UID precondition and a grace period", lambda: evict_pod(pod()), True),
+    Case("evict without a UID precondition", lambda: evict_pod(pod(), preconditions=None), False,
+         "may only evict the pod it names with a UID precondition"),
+    Case("evict with a forced deletion", lambda: evict_pod(pod(), gracePeriodSeconds=0), False,
+         "a grace period of at least 1 s"),
+    Case("evict with a Secret token", lambda: evict_pod(pod()), False, NO_NODE, extra=SECRET_TOKEN),
     # ---- pods/status: the DisruptionTarget condition only
     Case("add DisruptionTarget on its node", lambda: patch_pod_status(pod(), add_conditions(disruption_target())),
          True),
@@ -768,7 +787,6 @@ def test_other_identities_are_not_matched(username: str, extra: dict[str, list[s
     ("operation", "resource", "subresource", "group"),
     [
         ("UPDATE", "pods", "", ""),  # evictd never updates a pod's spec or metadata (nor may it: RBAC)
-        ("CREATE", "pods", "eviction", ""),  # the Eviction API: not used, not granted
         ("CREATE", "pods", "", ""),
         ("DELETE", "nodes", "", ""),
         ("DELETE", "events", "", ""),

@@ -32,8 +32,8 @@ start-kubelet, start-all, stop-all, make-evictd-kubeconfig). Choices and why:
 * The kubelet's own eviction is off by default: every ``evictionHard`` signal ``"0%"``. ``restart_kubelet``
   takes a KubeletConfiguration fragment whose top-level keys replace the defaults (an ``evictionHard`` given
   there replaces the whole default map).
-* A kube-controller-manager runs only the Job, ReplicaSet, DaemonSet and garbage-collector controllers
-  (``CONTROLLERS``), for the workload and DaemonSet tests; kube-scheduler binds the DaemonSet's pods (the
+* A kube-controller-manager runs only the Job, ReplicaSet, DaemonSet, garbage-collector and disruption
+  controllers (``CONTROLLERS``), for the workload, DaemonSet and soft-eviction tests; kube-scheduler binds the DaemonSet's pods (the
   tests' own pods set ``spec.nodeName``). Pods off the host network get a bridge network and the
   ``kubernetes`` Service (tests/cluster/pod_network.py). A thread does what the serviceaccounts and
   root-ca-cert-publisher controllers do, for every namespace as it appears: the ``default`` ServiceAccount
@@ -105,9 +105,10 @@ K8S_VERSION = "v1.36.2"
 REQUIRED_BINARIES = ("kube-apiserver", "kubelet", "kube-controller-manager", "kube-scheduler")
 # The controllers the workload tests need (a Job's podFailurePolicy, a ReplicaSet's replacement pod), the
 # DaemonSet's, and the garbage collector, which deletes a deleted DaemonSet's pods
-# (tests/cluster/test_daemonset_real.py); no node lifecycle controller (its taints would mix with evictd's), no
+# (tests/cluster/test_daemonset_real.py), and the disruption controller, which computes PodDisruptionBudgets
+# status for the Eviction API (tests/cluster/test_soft_evictions_real.py); no node lifecycle controller (its taints would mix with evictd's), no
 # pod GC, no service-account tokens.
-CONTROLLERS = "job,replicaset,daemonset,garbagecollector"
+CONTROLLERS = "job,replicaset,daemonset,garbagecollector,disruption"
 ETCD_CACHE = Path("/var/tmp/evictd-k8s-cache")
 ETCD_PACKAGE = "etcd-server"
 
@@ -719,7 +720,7 @@ class RealCluster:
         self._namespaces.start()
 
     def _start_controller_manager(self) -> None:
-        """The Job, ReplicaSet and DaemonSet controllers, as the admin (no leader election: one instance)."""
+        """The controllers of CONTROLLERS, as the admin (no leader election: one instance)."""
         self._spawn("kube-controller-manager", [
             str(self.bin_dir / "kube-controller-manager"),
             "--kubeconfig", str(self.admin_kubeconfig), "--controllers", CONTROLLERS, "--leader-elect=false",

@@ -78,10 +78,15 @@ def test_one_stream_may_hold_both_kinds(tmp_path: Path) -> None:
         (EVICTD + "recorderMaxAge: 1d\n", "recorderMaxAge"),
         (EVICTD + "psiWindow: 30s\n", "psiWindow"),
         (EVICTD + "psiWindow: 3s\npsiStallThreshold: 5s\n", "psiStallThreshold"),
+        (EVICTD + "softEvictionsThroughEvictionAPI: 'on'\n", "softEvictionsThroughEvictionAPI"),
+        (EVICTD + "evictionAPIMaxCandidates: 0\n", "evictionAPIMaxCandidates"),
+        (EVICTD + "evictionAPIMaxCandidates: 101\n", "evictionAPIMaxCandidates"),
+        (EVICTD + "evictionAPIDeadline: 5\n", "evictionAPIDeadline"),
     ],
     ids=["bool", "stats-source", "log-format", "string", "inherited-driver", "other-kind", "tcp-endpoint",
          "relative-endpoint", "recorder-bool", "recorder-size-string", "recorder-size-too-small",
-         "recorder-age-zero", "recorder-age-days", "psi-window-over-10s", "psi-stall-over-window"],
+         "recorder-age-zero", "recorder-age-days", "psi-window-over-10s", "psi-stall-over-window",
+         "eviction-api-bool", "eviction-api-no-candidate", "eviction-api-too-many", "eviction-api-deadline-number"],
 )
 def test_bad_documents_name_the_key(tmp_path: Path, text: str, key: str) -> None:
     path = write(tmp_path, "bad.yaml", text)
@@ -97,6 +102,17 @@ def test_the_flight_recorder_settings(tmp_path: Path) -> None:
     assert (EvictdSettings().recorder_max_bytes, EvictdSettings().recorder_max_age_s) == (64 << 20, 24 * 3600)
     off = write(tmp_path, "off.yaml", EVICTD + "recorder: false\n")
     assert load_configuration([off]).evictd.recorder is False
+
+
+def test_soft_evictions_through_the_eviction_api_are_off_by_default_and_settable(tmp_path: Path) -> None:
+    defaults = EvictdSettings()
+    assert (defaults.soft_evictions_through_eviction_api, defaults.eviction_api_max_candidates,
+            defaults.eviction_api_deadline_s) == (False, 3, 300.0)
+    path = write(tmp_path, "api.yaml", EVICTD + "softEvictionsThroughEvictionAPI: true\nevictionAPIMaxCandidates: 5\n"
+                 "evictionAPIDeadline: 0s\n")
+    settings = load_configuration([path]).evictd
+    assert (settings.soft_evictions_through_eviction_api, settings.eviction_api_max_candidates,
+            settings.eviction_api_deadline_s) == (True, 5, 0.0)
 
 
 @pytest.mark.parametrize(

@@ -77,6 +77,7 @@ class Node:
     logger: CycleLogger
     metrics: Metrics
     journal_path: Path
+    evictor: KubePodEvictor
     cycles: int = 0
 
     def cycle(self, seconds: float) -> CycleReport:
@@ -110,7 +111,7 @@ def build_node(apiserver: ApiServer, tmp_path: Path, kubelet: dict[str, Any], *,
         pods=EvictablePods(watcher, journal, own_uid=""), reclaimer=NoReclaim(), evictor=evictor, clock=clock,
         eviction_api=EvictionApiRoute(evictor, max_candidates=max_candidates, deadline_s=deadline_s))
     log = LogCapture()
-    yield Node(manager, stats, clock, log, CycleLogger(log, dry_run=False), Metrics(), journal_path)
+    yield Node(manager, stats, clock, log, CycleLogger(log, dry_run=False), Metrics(), journal_path, evictor)
     watcher.stop()
     client.close()
 
@@ -235,3 +236,31 @@ def test_a_hard_threshold_never_uses_the_eviction_api(apiserver: ApiServer, tmp_
         {"gracePeriodSeconds": 1, "preconditions": {"uid": "uid-modest"}}]
     assert evictions_posted(apiserver) == []
     next(nodes, None)
+
+
+def test_an_eviction_the_api_did_not_answer_is_journaled_and_asked_again(apiserver: ApiServer, node: Node) -> None:
+    """The decision is journaled before the request; a request without an answer is retried as an Eviction (never
+    the kubelet's DELETE), and a refusal on the retry drops the decision."""
+    apiserver.faults.fail_next(1, code=503, method="POST", path=r".*/pods/hog/eviction")
+    node.cycle(10)
+    report = node.cycle(30)
+    assert [e.pod.name for e in report.evictions] == ["hog"] and len(report.eviction_errors) == 1
+    assert report.refusals == ()  # a 503 is no refusal: it counts as the cycle's eviction, as a failed DELETE does
+    [entry] = read_json(node.journal_path)["evictions"]
+    assert (entry["name"], entry["eviction_api"], entry["deleted"]) == ("hog", True, False)
+
+    assert node.evictor.replay() == []
+    assert [name for name, _ in evictions_posted(apiserver)] == ["hog", "hog"]
+    assert apiserver.request_log.matching("DELETE", r".*/pods/.*") == []
+    assert deleting(apiserver, "hog")
+    assert [e["involvedObject"]["name"] for e in apiserver.store.events("default") if e["reason"] == "Evicted"] == [
+        "hog"]
+
+    # A pending eviction the budget refuses on the retry ends: nothing evicted, the pod a candidate again.
+    apiserver.faults.fail_next(1, code=503, method="POST", path=r".*/pods/modest/eviction")
+    apiserver.store.add_disruption_budget(budget("web-pdb", "web"))
+    assert [e.pod.name for e in node.cycle(10).evictions] == ["modest"]
+    [refusal] = node.evictor.replay()
+    assert (refusal.status, refusal.reason) == (429, "TooManyRequests")
+    assert [e["name"] for e in read_json(node.journal_path)["evictions"]] == ["hog"]
+    assert not deleting(apiserver, "modest")

@@ -20,6 +20,7 @@ from evictd.kube.evictor import journal_entry
 from evictd.kube.journal import EvictionJournal
 from evictd.record.recording import read_recording
 from evictd.record.replay import replayed_runs
+from evictd.run.manager import EvictionRefusal
 from evictd.state_dir import JOURNAL_FILE, RECORDING_FOLDER
 from log_capture import LogCapture
 from test_recorder import EXAMPLES, SAMPLE, START, cycles, evictd, example, record, recorder
@@ -285,3 +286,26 @@ def test_explain_last_on_the_shipped_sample_recording() -> None:
     # The earlier eviction, by name; and reading the sample leaves nothing in the checkout.
     assert explained(SAMPLE, "batch-job")["threshold"]["kind"] == "soft"
     assert sorted(p for p in SAMPLE.rglob("*")) == before
+
+
+def test_explain_shows_what_the_eviction_api_answered(tmp_path: Path) -> None:
+    """With softEvictionsThroughEvictionAPI the cycle's decision records the API's refusals; explain shows them as
+    recorded (a replay cannot ask the API again)."""
+    _, scenario, settings = example(EXAMPLES[0])
+    hook = recorder(tmp_path, settings)
+    refusal = EvictionRefusal(pod="shop/other", status=429, reason="DisruptionBudget", budget="other-pdb",
+                              message="Cannot evict pod as it would violate the pod's disruption budget.")
+    for cycle in cycles(scenario):
+        if [e.pod.name for e in cycle.report.evictions] == ["batch-job"]:
+            cycle = replace(cycle, report=replace(cycle.report, through_eviction_api=True, refusals=(refusal,)))
+        hook(cycle)
+
+    document = explained(tmp_path, "jobs/batch-job")
+    assert document["evictionApi"] == {"refusals": [
+        {"pod": "shop/other", "status": 429, "reason": "DisruptionBudget", "budget": "other-pdb",
+         "message": "Cannot evict pod as it would violate the pod's disruption budget."}]}
+    assert "evictionApi" not in explained(tmp_path, "shop/web")  # the hard eviction: the kubelet's way
+    text = evictd("explain", "jobs/batch-job", "--state-dir", str(tmp_path))
+    assert text.returncode == 0, text.stderr
+    assert ("through the Eviction API, after refusals:\n  shop/other: 429 DisruptionBudget (budget other-pdb): "
+            "Cannot evict pod as it would violate the pod's disruption budget.\n") in text.stdout

@@ -288,6 +288,8 @@ def explanation_json(explained: Explained, pod_key: str) -> JsonObject:
         "reclaim": _recorded_reclaim(record),
         "reclaimSucceeded": report.reclaim_succeeded,
     }
+    if "evictionApi" in record.decision:  # softEvictionsThroughEvictionAPI: as recorded (replay cannot ask the API)
+        document["evictionApi"] = record.decision["evictionApi"]
     signal_resource = None if eviction.threshold is None else spec_of(eviction.threshold.signal).resource
     if eviction.threshold is None or signal_resource in (Resource.EPHEMERAL_STORAGE, Resource.INODES):
         document["podDiskFigures"] = _pod_disk_json(explained, eviction.pod)
@@ -400,6 +402,7 @@ def explanation_text(document: Mapping[str, object]) -> str:
         lines.append(f"node-level reclaim: {ran} ({outcome})")
     else:
         lines.append("node-level reclaim: none for this signal")
+    lines += _eviction_api_lines(document.get("evictionApi"))
     ranking = [r for r in document["ranking"] if isinstance(r, Mapping)]  # type: ignore[attr-defined]
     if ranking:
         signal = Signal(str(document["signal"]))
@@ -408,6 +411,19 @@ def explanation_text(document: Mapping[str, object]) -> str:
     if ranking:
         lines.append(f"  never ranked at all: {', '.join(NOT_RANKED)}")
     return "\n".join(lines)
+
+
+def _eviction_api_lines(recorded: object) -> list[str]:
+    """What the Eviction API answered in the cycle (softEvictionsThroughEvictionAPI), as recorded."""
+    if not isinstance(recorded, Mapping):
+        return []
+    if recorded.get("bypassed"):
+        return [f"Eviction API not used: {recorded['bypassed']}"]
+    refusals = [r for r in recorded.get("refusals") or [] if isinstance(r, Mapping)]
+    return ["through the Eviction API" + (", after refusals:" if refusals else ""),
+            *(f"  {r.get('pod')}: {r.get('status')} {r.get('reason')}"
+              + (f" (budget {r['budget']})" if r.get("budget") else "") + f": {r.get('message')}"
+              for r in refusals)]
 
 
 def duration_text(seconds: float) -> str:

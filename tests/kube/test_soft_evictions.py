@@ -57,9 +57,10 @@ SOFT = {"evictionSoft": {"memory.available": "1Gi"}, "evictionSoftGracePeriod": 
 class FixedStats:
     def __init__(self, available: int) -> None:
         self.available = available
+        self.pids = (10000, 100)  # (maxpid, running)
 
     def summary(self) -> Any:
-        return summary_from_dict(summary(memory=self.available, pods=[
+        return summary_from_dict(summary(memory=self.available, pids=self.pids, pods=[
             pod_stats(HOG, memory=2 * Gi), pod_stats(MODEST, memory=1200 * Mi), pod_stats(SMALL, memory=900 * Mi)]))
 
 
@@ -230,6 +231,7 @@ def test_a_hard_threshold_never_uses_the_eviction_api(apiserver: ApiServer, tmp_
     assert deleting(apiserver, "hog")
 
     # The soft grace period running into the hard threshold: once the soft one is due too, the hard one acts.
+    # (Another signal's hard threshold, met while the soft memory one acts, is in the next test.)
     report = node.cycle(30)
     assert [e.pod.name for e in report.evictions] == ["modest"] and report.refusals == ()
     assert [d.body for d in apiserver.request_log.matching("DELETE", r".*/pods/modest")] == [
@@ -264,3 +266,23 @@ def test_an_eviction_the_api_did_not_answer_is_journaled_and_asked_again(apiserv
     assert (refusal.status, refusal.reason) == (429, "TooManyRequests")
     assert [e["name"] for e in read_json(node.journal_path)["evictions"]] == ["hog"]
     assert not deleting(apiserver, "modest")
+
+
+def test_a_soft_eviction_while_a_hard_threshold_is_met_evicts_as_the_kubelet(apiserver: ApiServer,
+                                                                            tmp_path: Path) -> None:
+    """Memory acts first (as the kubelet), so the soft memory threshold's eviction is the cycle's while a hard PID
+    threshold is met too: the node is past a hard threshold, so no budget is asked."""
+    nodes = build_node(apiserver, tmp_path, {**SOFT, "evictionHard": {"pid.available": "500"}})
+    node = next(nodes)
+    apiserver.store.add_disruption_budget(budget("db-pdb", "db"))
+    node.cycle(10)
+    node.stats.pids = (10000, 9800)  # 200 PIDs left: the hard pid.available<500 is met
+    report = node.cycle(30)
+
+    assert report.eviction_api_bypassed == "hard threshold pid.available met"
+    assert [e.pod.name for e in report.evictions] == ["hog"] and report.refusals == ()
+    assert report.evictions[0].signal == "memory.available"
+    assert evictions_posted(apiserver) == []
+    assert [d.body for d in apiserver.request_log.matching("DELETE", r".*/pods/hog")] == [
+        {"gracePeriodSeconds": 20, "preconditions": {"uid": "uid-hog"}}]
+    next(nodes, None)

@@ -13,13 +13,11 @@ budget and counted in evictd_eviction_api_refusals_total.
 from __future__ import annotations
 
 import uuid
-from pathlib import Path
 from typing import Any
 
 import pytest
 from backends import RealNode
 from node_under_test import NAMESPACE, MiB, memory_hog, wait_until
-from real_cluster import RealCluster
 
 pytestmark = pytest.mark.real_cluster
 
@@ -27,15 +25,6 @@ GUARDED_MIB = 200
 FREE_MIB = 60
 SIGNAL = "allocatableMemory.available"
 BUDGET_MESSAGE = "Cannot evict pod as it would violate the pod's disruption budget."
-
-
-@pytest.fixture
-def node(real_cluster: RealCluster, tmp_path: Path) -> Any:
-    found = RealNode(real_cluster, tmp_path)
-    try:
-        yield found
-    finally:
-        found.close()
 
 
 def budget_status(node: RealNode, name: str) -> dict[str, Any]:

@@ -21,7 +21,6 @@ import pytest
 from backends import RealNode
 from evictd_process import EvictdProcess
 from node_under_test import NAMESPACE, MiB, PodRef, memory_hog, wait_until
-from real_cluster import RealCluster
 
 pytestmark = pytest.mark.real_cluster
 
@@ -73,15 +72,6 @@ def running_replacement(node: RealNode, app: str, evicted_uid: str) -> dict[str,
         if pod["metadata"]["uid"] != evicted_uid and statuses and "running" in statuses[0]["state"]:
             return pod
     return None
-
-
-@pytest.fixture
-def node(real_cluster: RealCluster, tmp_path: Path) -> Any:
-    found = RealNode(real_cluster, tmp_path)
-    try:
-        yield found
-    finally:
-        found.close()
 
 
 def test_a_job_ignoring_disruptions_does_not_count_the_evicted_pod_as_a_failure(node: RealNode,

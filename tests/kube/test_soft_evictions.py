@@ -22,7 +22,7 @@ from builders import Gi, Json, Mi, pod, pod_stats, summary
 from clocks import ManualClock
 from evictd.commands.simulate import FixedLayout
 from evictd.core.engine import EngineConfig
-from evictd.core.fs_layout import FsLayout, ReclaimAction
+from evictd.core.fs_layout import FsLayout
 from evictd.core.kubelet_config import eviction_settings
 from evictd.core.summary import summary_from_dict
 from evictd.kube.cluster import EvictablePods
@@ -33,6 +33,7 @@ from evictd.kube.pod_watch import PodWatcher
 from evictd.observe.cycle_logging import CycleLogger
 from evictd.observe.metrics import Metrics
 from evictd.record.recording import decision_json
+from evictd.run.composition import ReportOnlyReclaimer
 from evictd.run.manager import CycleReport, EvictionApiRoute, EvictionManager, EvictionRefusal
 from log_capture import LogCapture
 from polling import wait_until
@@ -62,11 +63,6 @@ class FixedStats:
     def summary(self) -> Any:
         return summary_from_dict(summary(memory=self.available, pids=self.pids, pods=[
             pod_stats(HOG, memory=2 * Gi), pod_stats(MODEST, memory=1200 * Mi), pod_stats(SMALL, memory=900 * Mi)]))
-
-
-class NoReclaim:
-    def reclaim(self, action: ReclaimAction) -> int:
-        return 0
 
 
 @dataclass
@@ -109,7 +105,7 @@ def build_node(apiserver: ApiServer, tmp_path: Path, kubelet: dict[str, Any], *,
     stats = FixedStats(512 * Mi)
     manager = EvictionManager(
         EngineConfig.from_settings(eviction_settings(kubelet)), stats=stats, layout=FixedLayout(FsLayout()),
-        pods=EvictablePods(watcher, journal, own_uid=""), reclaimer=NoReclaim(), evictor=evictor, clock=clock,
+        pods=EvictablePods(watcher, journal, own_uid=""), reclaimer=ReportOnlyReclaimer(), evictor=evictor, clock=clock,
         eviction_api=EvictionApiRoute(evictor, max_candidates=max_candidates, deadline_s=deadline_s))
     log = LogCapture()
     yield Node(manager, stats, clock, log, CycleLogger(log, dry_run=False), Metrics(), journal_path, evictor)

@@ -1,5 +1,6 @@
 """Property tests of the whole decision: for any pods and stats, critical pods are never chosen, the
-ranking is a permutation of the active pods, and at most one pod goes per threshold-driven cycle."""
+ranking is a permutation of the active pods, and at most one pod goes per threshold-driven cycle; the candidates
+the Eviction API may be asked for after it are the next non-critical pods in ranking order."""
 
 from __future__ import annotations
 
@@ -54,9 +55,9 @@ def nodes(draw: st.DrawFn) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
 
 
 @settings(max_examples=150, deadline=None)
-@given(nodes(), st.sampled_from(SIGNALS), st.booleans(), st.booleans())
+@given(nodes(), st.sampled_from(SIGNALS), st.booleans(), st.booleans(), st.integers(1, 4))
 def test_critical_pods_are_never_chosen(node: tuple[list[dict[str, Any]], list[dict[str, Any]]], signal: str,
-                                        imagefs: bool, split: bool) -> None:
+                                        imagefs: bool, split: bool, wanted: int) -> None:
     pod_docs, stats = node
     pods = [pod_from_dict(p) for p in pod_docs]
     starved = {"availableBytes": 0, "capacityBytes": 100 << 30, "inodesFree": 0, "inodes": 10**6}
@@ -78,6 +79,12 @@ def test_critical_pods_are_never_chosen(node: tuple[list[dict[str, Any]], list[d
         assert not is_critical_pod(choice.eviction.pod)
     else:
         assert choice.eviction is None
+    assert choice.alternates == ()
+    # Asking for more candidates changes nothing of the decision, and adds the next non-critical pods in order.
+    more = choose_eviction(config, layout_of(state), step, assessment.observations, pods, summary, candidates=wanted)
+    assert (more.ranking, more.eviction, more.skipped_critical) == (choice.ranking, choice.eviction,
+                                                                    choice.skipped_critical)
+    assert [e.pod for e in more.alternates] == candidates[1:wanted]
 
 
 scenario_values = st.recursive(

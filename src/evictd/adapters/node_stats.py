@@ -12,7 +12,7 @@ containers it named last time are measured from their own cgroups, so memory mes
 
 With `memory_pressure` (a stall threshold is configured), the node's memory block carries the kernel's
 ``pressure/memory`` and the `pods` container's its cgroup's ``memory.pressure`` (cgroup v2 only); where the kernel
-has none, the block has no `psi` and the stall signal is absent (`pressure_missing` names those files at start).
+has none, the block has no `psi` and the stall signal is absent (`pressure_missing` names them at start).
 
 A part that cannot be read is left out of the Summary for this cycle (the signal is then absent: never
 guessed) and recorded in `problems` with its path and reason. Every block carries the time it was read.
@@ -23,7 +23,7 @@ The cycle reads no pod folder itself: the pods it lists are handed to the disk w
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from types import MappingProxyType
@@ -36,6 +36,7 @@ from evictd.adapters.pod_disk_usage import PodDiskFigures, PodDiskStore, PodKey
 from evictd.clock import SYSTEM_CLOCK, Clock
 from evictd.core.errors import EvictdError, SampleError, attempt, without_traceback
 from evictd.core.pods import Derived, Pod, derived
+from evictd.core.signals import Reading, Signal, spec_of
 from evictd.core.summary import (
     SYSTEM_CONTAINER_PODS,
     ContainerStats,
@@ -176,13 +177,19 @@ class NodeStatsSource:
         folder = cgroup_folder(str(self._cgroups.layout.memory_hierarchy), self._cgroups.pods_cgroup())
         return node, folder + "/memory.pressure"
 
-    def pressure_missing(self) -> tuple[str, ...]:
-        """The memory pressure files the stall signals would read that the kernel does not give (no PSI)."""
+    def pressure_missing(self, signals: Iterable[Signal]) -> tuple[tuple[Signal, str], ...]:
+        """Each stall signal of `signals` whose memory pressure file the kernel does not give (no PSI, or no
+        pods cgroup's on cgroup v1), with the file or why there is none."""
+        node, pods = self._pressure_paths()
         missing = []
-        for path in self._pressure_paths():
+        for signal in signals:
+            path = pods if spec_of(signal).reading is Reading.PODS_MEMORY_STALL else node
+            if path is None:
+                missing.append((signal, f"no pods cgroup memory.pressure (cgroup v{self._cgroups.layout.version})"))
+                continue
             try:
-                if path is not None and procfs.memory_pressure(path) is None:
-                    missing.append(path)
+                if procfs.memory_pressure(path) is None:
+                    missing.append((signal, path))
             except SampleError:
                 pass  # there but unreadable: a problem of every cycle, logged as such
         return tuple(missing)

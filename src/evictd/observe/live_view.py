@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
+from typing import assert_never
 
 from evictd.commands.render import ranked, table, value_text
 from evictd.core.engine import EngineState, ReclaimThenEvict, layout_of
@@ -27,9 +28,21 @@ RANKING_SHOWN = 5
 
 
 def human(value: int, signal: Signal) -> str:
-    """Return bytes as GiB/MiB with one decimal, counts as plain numbers."""
-    if spec_of(signal).unit is not Unit.BYTES:
-        return f"{value:,}"
+    """Return a value of `signal`: bytes as GiB/MiB with one decimal, basis points (stall headroom) as a percentage,
+    counts as plain numbers."""
+    match spec_of(signal).unit:
+        case Unit.BYTES:
+            return human_bytes(value)
+        case Unit.BASIS_POINTS:
+            return f"{value / 100:.2f}%"
+        case Unit.INODES | Unit.PIDS:
+            return f"{value:,}"
+        case unit:
+            assert_never(unit)
+
+
+def human_bytes(value: int) -> str:
+    """Return bytes as GiB/MiB/KiB with one decimal, or B."""
     for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
         if abs(value) >= size:
             return f"{value / size:.1f} {unit}"

@@ -12,7 +12,8 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from evictd.core.engine import Eviction
 from evictd.core.pods import Pod, is_critical_pod
-from evictd.core.thresholds import Threshold, ThresholdValue
+from evictd.core.signals import Signal, spec_of
+from evictd.core.thresholds import Threshold, ThresholdValue, stall_share_text
 from evictd.run.manager import CycleReport
 
 JsonObject = dict[str, object]
@@ -113,6 +114,14 @@ def value_text(value: ThresholdValue) -> str:
     return f"{value.percentage * 100:.6g}%"
 
 
+def condition_text(signal: Signal, value: ThresholdValue) -> str:
+    """Return what a threshold checks as a person reads it: `memory.available<1Gi`, or for a stall signal (whose
+    value is a headroom threshold) the stall share it stands for, `evictd.io/memory.stall.some>=40%`."""
+    if spec_of(signal).stall is not None:
+        return f"{signal}>={stall_share_text(value)}"
+    return f"{signal}<{value_text(value)}"
+
+
 def threshold_json(threshold: Threshold) -> JsonObject:
     """Return the check-config JSON form of one threshold."""
     return {
@@ -185,7 +194,7 @@ def simulation_text(steps: Sequence[tuple[float, CycleReport]]) -> str:
     for at, report in steps:
         assessment = report.assessment
         met = ", ".join(
-            f"{s.threshold.signal}<{value_text(s.threshold.value)}"
+            condition_text(s.threshold.signal, s.threshold.value)
             + ("" if s.threshold.is_hard else (" (grace met)" if s.grace_met else " (in grace)"))
             for s in assessment.thresholds
         )

@@ -277,6 +277,12 @@ def _stall_value(signal: Signal, raw: str) -> ThresholdValue:
                                             QuantityFormat.DECIMAL_SI))
 
 
+def stall_share_text(value: ThresholdValue) -> str:
+    """Return the stall share a stall threshold's value (`_stall_value`) stands for, as configured ("40%")."""
+    points = STALL_BASIS_POINTS + 1 - (value.quantity.ceil_int() if value.quantity is not None else 0)
+    return f"{points / 100:g}%"
+
+
 def _stall_min_reclaim(signal: Signal, raw: str) -> ThresholdValue:
     """A minimum reclaim of Y%: the stall must fall Y below the threshold's share before the signal is relieved."""
     return ThresholdValue(Quantity.from_int(_stall_basis_points(signal, raw), QuantityFormat.DECIMAL_SI))

@@ -12,7 +12,8 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from evictd.core.engine import Eviction
 from evictd.core.pods import Pod, is_critical_pod
-from evictd.core.signals import Signal, spec_of
+from evictd.core.quantity import Quantity, QuantityFormat
+from evictd.core.signals import EVICTD_SIGNALS, Signal, spec_of
 from evictd.core.thresholds import Threshold, ThresholdValue, stall_share_text
 from evictd.run.manager import CycleReport
 
@@ -120,6 +121,15 @@ def condition_text(signal: Signal, value: ThresholdValue) -> str:
     if spec_of(signal).stall is not None:
         return f"{signal}>={stall_share_text(value)}"
     return f"{signal}<{value_text(value)}"
+
+
+def recorded_stall_text(signal: object, quantity: object) -> str | None:
+    """`condition_text` of a recorded stall threshold (its signal's name and quantity text); None when it is not
+    one (another signal, or a quantity that is not a stall threshold's plain number)."""
+    if signal not in EVICTD_SIGNALS or not isinstance(quantity, str) or not (quantity.isascii() and quantity.isdigit()):
+        return None
+    return condition_text(Signal(str(signal)), ThresholdValue(Quantity.from_int(int(quantity),
+                                                                                QuantityFormat.DECIMAL_SI)))
 
 
 def threshold_json(threshold: Threshold) -> JsonObject:

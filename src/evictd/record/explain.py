@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import assert_never
 
 from evictd.adapters.pod_disk_usage import DEFAULT_STALE_AFTER_S
-from evictd.commands.render import JsonObject, seconds_json, table, value_json
+from evictd.commands.render import JsonObject, recorded_stall_text, seconds_json, table, value_json
 from evictd.core.engine import EngineConfig, EngineState, Eviction, ReclaimThenEvict
 from evictd.core.errors import EvictdError
 from evictd.core.fs_layout import FsLayout
@@ -360,10 +360,13 @@ def _threshold_line(item: Mapping[str, object]) -> str:
     value = item["value"]
     assert isinstance(value, Mapping)
     shown = value.get("quantity") or f"{float(str(value.get('percentage'))) * 100:.6g}%"
-    line = f"{item['signal']} < {shown} ({item['kind']}"
+    stall = recorded_stall_text(item["signal"], shown)
+    line = f"{stall or str(item['signal']) + ' < ' + str(shown)} ({item['kind']}"
     line += ")" if item["kind"] == "hard" else f", grace {item['gracePeriodSeconds']}s)"
     if "available" in item:
         line += f": available {item['available']} of {item['capacity']}, threshold {item['threshold']}"
+        if stall is not None:
+            line += " (stall headroom in basis points of the kernel's 10 s window)"
     if "firstMet" in item:
         line += f"; first met {item['firstMet']} ({item['metForSeconds']:g}s before"
         line += ", before this run of evictd started: restored from engine-state.json)" \

@@ -24,16 +24,13 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from itertools import groupby
 
-from evictd.commands.render import JsonObject, condition_text, printable, table
+from evictd.commands.render import JsonObject, printable, recorded_stall_text, table
 from evictd.commands.simulate import ScenarioRunner, parse_head, parse_step, scenario_pods, start_state
 from evictd.core.engine import EngineConfig, EngineState
 from evictd.core.errors import DecodeError, ScenarioError
 from evictd.core.fs_layout import FsLayout
 from evictd.core.pods import Pod
-from evictd.core.quantity import Quantity, QuantityFormat
-from evictd.core.signals import EVICTD_SIGNALS, Signal
 from evictd.core.summary import SummaryDecoder
-from evictd.core.thresholds import ThresholdValue
 from evictd.record.recording import ABSENT, Record, decision_id, decision_json, scenario_parts
 from evictd.run.manager import CycleReport
 
@@ -72,12 +69,8 @@ def _threshold_text(status: Mapping[str, object]) -> str:
     shown = value.get("quantity") if "quantity" in value else f"{float(value.get('percentage', 0)) * 100:.6g}%"
     grace = status.get("gracePeriodSeconds")
     kind = "" if not grace else (" (grace met)" if status.get("graceMet") else " (in grace)")
-    signal = status.get("signal")
-    if signal in EVICTD_SIGNALS and isinstance(shown, str) and shown.isascii() and shown.isdigit():
-        # A stall threshold (a headroom quantity, as recorded): the share it stands for.
-        value = ThresholdValue(Quantity.from_int(int(shown), QuantityFormat.DECIMAL_SI))
-        return f"{condition_text(Signal(str(signal)), value)}{kind}"
-    return f"{signal}<{shown}{kind}"
+    stall = recorded_stall_text(status.get("signal"), shown)  # a stall threshold: the share it stands for
+    return f"{stall or str(status.get('signal')) + '<' + str(shown)}{kind}"
 
 
 def _eviction_text(eviction: Mapping[str, object]) -> str:

@@ -185,7 +185,8 @@ class NodeStatsSource:
         for signal in signals:
             path = pods if spec_of(signal).reading is Reading.PODS_MEMORY_STALL else node
             if path is None:
-                missing.append((signal, f"no pods cgroup memory.pressure (cgroup v{self._cgroups.layout.version})"))
+                why = "cgroup v1" if self._cgroups.layout.version == 1 else "no pods cgroup"
+                missing.append((signal, f"no pods cgroup memory.pressure ({why})"))
                 continue
             try:
                 if procfs.memory_pressure(path) is None:

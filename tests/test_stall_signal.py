@@ -6,6 +6,7 @@ soft stall thresholds decide exactly as memory.available's do (condition, grace,
 from __future__ import annotations
 
 import copy
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -14,7 +15,7 @@ from typing import Any
 import pytest
 
 from builders import Gi, Mi, pod, pod_stats, stamp, summary
-from cycle_reports import simulate_steps
+from cycle_reports import NOW_WALL, run, simulate_steps
 from evictd.adapters.procfs import memory_pressure
 from evictd.config import load_configuration
 from evictd.core.errors import ConfigError, SampleError
@@ -23,6 +24,7 @@ from evictd.core.quantity import Quantity, QuantityFormat
 from evictd.core.signals import Signal
 from evictd.core.summary import Observation, signal_observations, summary_from_dict
 from evictd.core.thresholds import parse_stall_thresholds, thresholds_met
+from evictd.observe.live_view import render
 
 ROOT = Path(__file__).resolve().parents[1]
 KUBELET = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"
@@ -229,3 +231,18 @@ def test_stall_thresholds_decide_as_memory_available_does() -> None:
     assert soft["message"].startswith("The node was low on resource: memory. Threshold quantity: 6001, "
                                       "available: 6k. Container app was using 1Gi, request is 100Mi")
     assert soft["annotations"]["starved_resource"] == "memory"
+
+
+def test_the_live_view_shows_the_stall_headroom_and_the_share_each_threshold_stands_for() -> None:
+    steps = []
+    for second, (at, state) in enumerate(SEQUENCE[:3]):
+        document = summary(memory=3 * Gi, time=stamp(second), pods=STATS)
+        document["node"]["memory"]["psi"] = copy.deepcopy(PSI_BY_STATE[state])
+        steps.append({"at": at, "summary": document})
+    ran = run(STALL_CONFIG, steps, pods=PODS)
+    screen = render(ran.reports[1], ran.state, node_name="node-1", cycle=2, now_wall=NOW_WALL, dry_run=True,
+                    recent=())
+    cells = {line.split()[0]: re.split(r"\s{2,}", line.strip())[1:] for line in screen.splitlines()
+             if line.startswith("evictd.io/")}
+    assert cells[SOME] == ["60.00%", "100.00%", "soft 60.01% (stall>=40%)", "grace 0/30s"]
+    assert cells[FULL] == ["80.01%", "100.00%", "hard 80.01% (stall>=20%)", "ok"]

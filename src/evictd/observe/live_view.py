@@ -15,7 +15,7 @@ from evictd.core.engine import EngineState, ReclaimThenEvict, layout_of
 from evictd.core.ranking import rank_pods
 from evictd.core.signals import Signal, Unit, spec_of
 from evictd.core.summary import Observation, pod_stats_lookup
-from evictd.core.thresholds import Threshold, threshold_quantity
+from evictd.core.thresholds import Threshold, stall_share_text, threshold_quantity
 from evictd.observe.cycle_logging import describe_threshold
 from evictd.record.recording import decision_id
 from evictd.run.manager import CycleReport
@@ -55,7 +55,10 @@ def _threshold_cell(thresholds: Sequence[Threshold], observation: Observation | 
     cells = []
     for threshold in thresholds:  # the signal's, those that can be met
         kind = "hard" if threshold.is_hard else "soft"
-        if threshold.value.quantity is not None:
+        if threshold.value.quantity is not None and spec_of(signal).stall is not None:  # headroom, and its share
+            cells.append(f"{kind} {human(threshold.value.quantity.ceil_int(), signal)} "
+                         f"(stall>={stall_share_text(threshold.value)})")
+        elif threshold.value.quantity is not None:
             cells.append(f"{kind} {human(threshold.value.quantity.ceil_int(), signal)}")
         elif observation is not None:
             quantity = threshold_quantity(threshold.value, observation.capacity)

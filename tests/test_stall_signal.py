@@ -18,7 +18,7 @@ from builders import Gi, Mi, pod, pod_stats, stamp, summary
 from cycle_reports import NOW_WALL, run, simulate_steps
 from evictd.adapters.procfs import memory_pressure
 from evictd.config import load_configuration
-from evictd.core.errors import ConfigError, SampleError
+from evictd.core.errors import ConfigError, DecodeError, SampleError
 from evictd.core.kubelet_config import EvictionSettings, kubelet_config_document
 from evictd.core.quantity import Quantity, QuantityFormat
 from evictd.core.signals import Signal
@@ -246,3 +246,21 @@ def test_the_live_view_shows_the_stall_headroom_and_the_share_each_threshold_sta
              if line.startswith("evictd.io/")}
     assert cells[SOME] == ["60.00%", "100.00%", "soft 60.01% (stall>=40%)", "grace 0/30s"]
     assert cells[FULL] == ["80.01%", "100.00%", "hard 80.01% (stall>=20%)", "ok"]
+
+
+@pytest.mark.parametrize(
+    ("block", "key"),
+    [({"some": {"total": 1, "avg10": 101, "avg60": 0, "avg300": 0}}, "node.memory.psi.some.avg10"),
+     ({"some": {"total": 1, "avg10": True, "avg60": 0, "avg300": 0}}, "node.memory.psi.some.avg10"),
+     ({"some": {"total": -1, "avg10": 1, "avg60": 0, "avg300": 0}}, "node.memory.psi.some.total"),
+     ({"some": {"avg10": 1, "avg60": 0, "avg300": 0}}, "node.memory.psi.some.total"),
+     ({"some": {"total": 1, "avg10": 1, "avg60": 0, "avg300": 0}}, "node.memory.psi.full"),
+     ("high", "node.memory.psi")],
+    ids=["over-100", "bool", "negative-total", "no-total", "no-full", "not-a-map"],
+)
+def test_a_bad_psi_block_is_refused_naming_its_path(block: object, key: str) -> None:
+    document = summary()
+    document["node"]["memory"]["psi"] = block
+    with pytest.raises(DecodeError) as exc:
+        summary_from_dict(document)
+    assert exc.value.key == key

@@ -61,9 +61,8 @@ MiB = 1 << 20
 
 def example(path: Path) -> tuple[dict[str, Any], Scenario, EvictionSettings]:
     document = read_documents(str(path), key="scenario")[0][0]
-    settings = eviction_settings({k: v for k, v in document.get("config", {}).items()
-                                  if k not in ("apiVersion", "kind")})
-    return document, parse_scenario(document), settings
+    scenario = parse_scenario(document)
+    return document, scenario, scenario.settings  # what a recording of it keeps (stall maps included)
 
 
 def cycles(scenario: Scenario, start: float = START, first_number: int = 1) -> Iterator[Cycle]:

@@ -37,9 +37,11 @@ from evictd.core.kubelet_config import (
     image_gc_settings,
     merge_documents,
     unknown_kubelet_fields,
+    with_stall_settings,
 )
 from evictd.core.node_status import ConditionMode
 from evictd.core.psi import microseconds, psi_trigger
+from evictd.core.thresholds import STALL_FIELDS
 from evictd.cri import DEFAULT_ENDPOINT, channel_target
 
 # A configuration file is a few KiB; anything past this is not one (and `/dev/zero` would never end).
@@ -220,11 +222,12 @@ def evictd_settings(document: Mapping[str, object], kubelet: Mapping[str, object
     changes: dict[str, Any] = {}
     inherited = _inherited_from_kubelet(kubelet)
     for key, value in {**inherited, **document}.items():
-        if key in ("apiVersion", "kind"):
+        if key in ("apiVersion", "kind") or key in STALL_FIELDS:  # the stall maps are eviction settings
             continue
         setting = by_yaml.get(key)
         if setting is None:
-            raise ConfigError(f"unknown field in {EVICTD_KIND}{did_you_mean(key, by_yaml)}", key=key, value=value)
+            raise ConfigError(f"unknown field in {EVICTD_KIND}{did_you_mean(key, [*by_yaml, *STALL_FIELDS])}",
+                              key=key, value=value)
         changes[setting.name] = _decode_setting(
             key, getattr(settings, setting.name), value, setting.metadata.get("allow_zero", False),
             setting.metadata.get("max"),
@@ -401,9 +404,13 @@ def load_configuration(paths: Sequence[str], flags: Sequence[tuple[str, str]] = 
     except ConfigError as exc:
         raise _located(exc, KUBELET_KIND) from None
     eviction = apply_flags(eviction, flags)
+    eviction.thresholds()  # a bad threshold fails the configuration here, not the first cycle
     try:
-        own = evictd_settings(merge_documents(evictd_docs), kubelet)
+        evictd_document = merge_documents(evictd_docs)
+        own = evictd_settings(evictd_document, kubelet)
+        # evictd's stall thresholds are eviction settings, but only an EvictdConfiguration states them.
+        eviction = with_stall_settings(eviction, evictd_document)
+        eviction.thresholds()
     except ConfigError as exc:
         raise _located(exc, EVICTD_KIND) from None
-    eviction.thresholds()  # a bad threshold fails the configuration here, not the first cycle
     return Configuration(eviction=eviction, evictd=own, image_gc=image_gc, warnings=tuple(warnings))

@@ -32,7 +32,7 @@ from evictd.core.errors import SampleError
 from evictd.core.kubelet_config import eviction_settings
 from evictd.core.pods import Pod, QOSClass
 from evictd.core.quantity import Quantity, QuantityFormat
-from evictd.core.signals import Signal
+from evictd.core.signals import EVICTD_SIGNALS, Signal
 from evictd.core.summary import (
     SYSTEM_CONTAINER_PODS,
     ContainerStats,
@@ -70,7 +70,8 @@ PODS_LIMIT = 22528 * MiB
 UID_TO_WORKING_SET = {G_UID: 200 * MiB, B_UID: 384 * MiB, BE_UID: 10 * MiB}
 UID_TO_PROCESSES = {G_UID: 3, B_UID: 7, BE_UID: 1}
 UID_TO_QOS = {G_UID: QOSClass.GUARANTEED, B_UID: QOSClass.BURSTABLE, BE_UID: QOSClass.BEST_EFFORT}
-ALL_SIGNALS = frozenset(Signal)
+# What the node gives without a stall threshold configured (no PSI read): the kubelet's signals.
+ALL_SIGNALS = frozenset(Signal) - EVICTD_SIGNALS
 
 
 @dataclass(frozen=True)
@@ -162,8 +163,9 @@ class Node:
 
     def source(self, pods: PodList | None = None,
                pod_cgroups: Callable[[], Mapping[str, PodCgroup]] | None = None,
-               runtime: Any = NO_RUNTIME) -> NodeStatsSource:
+               runtime: Any = NO_RUNTIME, memory_pressure: bool = False) -> NodeStatsSource:
         return NodeStatsSource(
+            memory_pressure=memory_pressure,
             node_name="node-1",
             cgroups=self.reader,
             pods=pods if pods is not None else self.discovered(),
@@ -677,6 +679,81 @@ def test_an_eviction_cycle_on_the_fixture_node(v1_node: Node) -> None:
     (eviction,) = evictor.evictions
     assert eviction.pod.key == "shop/cart-7d9f"
     assert eviction.message == "The node was low on resource: memory. Threshold quantity: 21200Mi, available: 21192Mi. "
+
+
+# --------------------------------------------------------------------------------------------------
+# Memory pressure (PSI) for evictd's stall signals
+
+NODE_PSI = ("some avg10=12.44 avg60=3.10 avg300=0.81 total=58761459\n"
+            "full avg10=4.01 avg60=1.00 avg300=0.26 total=20123456\n")
+PODS_PSI = ("some avg10=30.00 avg60=9.50 avg300=2.00 total=7000000\n"
+            "full avg10=0.00 avg60=0.00 avg300=0.00 total=0\n")
+STALL_SIGNALS = (Signal.MEMORY_STALL_SOME, Signal.MEMORY_STALL_FULL, Signal.ALLOCATABLE_MEMORY_STALL_SOME,
+                 Signal.ALLOCATABLE_MEMORY_STALL_FULL)
+
+
+def headroom(stalled_points: int) -> tuple[Quantity, Quantity]:
+    return decimal(10_000 - stalled_points), decimal(10_000)
+
+
+def observed(summary: Summary, signal: Signal) -> tuple[Quantity, Quantity] | None:
+    observation = signal_observations(summary).get(signal)
+    return None if observation is None else (observation.available, observation.capacity)
+
+
+@pytest.mark.parametrize("tree", TREES, ids=tree_ids)
+def test_stall_signals_read_the_kernels_pressure_files(tmp_path: Path, tree: Tree) -> None:
+    node = make_node(tmp_path, tree, copy=True)
+    (node.proc / "pressure").mkdir()
+    (node.proc / "pressure" / "memory").write_text(NODE_PSI)
+    pods_pressure = node.cgroup_root / tree.pods / "memory.pressure"
+    if tree.version == 2:
+        pods_pressure.write_text(PODS_PSI)
+    source = node.source(memory_pressure=True)
+    summary = source.summary()
+    assert source.problems == ()
+    assert node.source().summary().node.memory.psi is None  # not asked: not read  # type: ignore[union-attr]
+    psi = summary.node.memory.psi  # type: ignore[union-attr]
+    assert psi is not None and (psi.some.total, psi.some.avg10, psi.full.avg60) == (58761459, 12.44, 1.00)
+    assert observed(summary, Signal.MEMORY_STALL_SOME) == headroom(1244)
+    assert observed(summary, Signal.MEMORY_STALL_FULL) == headroom(401)
+    if tree.version == 2:
+        assert observed(summary, Signal.ALLOCATABLE_MEMORY_STALL_SOME) == headroom(3000)
+        assert observed(summary, Signal.ALLOCATABLE_MEMORY_STALL_FULL) == headroom(0)
+        assert source.pressure_missing(STALL_SIGNALS) == ()
+    else:  # cgroup v1 has no per-cgroup pressure: the pods stall signals are absent and said to be at start
+        assert observed(summary, Signal.ALLOCATABLE_MEMORY_STALL_SOME) is None
+        assert source.pressure_missing(STALL_SIGNALS) == tuple(
+            (signal, "no pods cgroup memory.pressure (cgroup v1)") for signal in STALL_SIGNALS[2:])
+    # Everything else reads as it does without PSI.
+    assert set(signal_observations(summary)) - EVICTD_SIGNALS == ALL_SIGNALS
+
+
+def test_without_psi_the_stall_signals_are_absent_and_named_at_start(tmp_path: Path) -> None:
+    node = make_node(tmp_path, V2, copy=True)
+    (node.cgroup_root / V2.pods / "memory.pressure").unlink()
+    source = node.source(memory_pressure=True)
+    summary = source.summary()
+    assert source.problems == ()  # no PSI is not a problem of each cycle: the start says so once
+    assert not set(signal_observations(summary)) & EVICTD_SIGNALS
+    assert source.pressure_missing(STALL_SIGNALS) == (
+        (Signal.MEMORY_STALL_SOME, str(node.proc / "pressure" / "memory")),
+        (Signal.MEMORY_STALL_FULL, str(node.proc / "pressure" / "memory")),
+        (Signal.ALLOCATABLE_MEMORY_STALL_SOME, str(node.cgroup_root / V2.pods / "memory.pressure")),
+        (Signal.ALLOCATABLE_MEMORY_STALL_FULL, str(node.cgroup_root / V2.pods / "memory.pressure")),
+    )
+
+
+def test_an_unreadable_pressure_file_is_a_problem_naming_it(tmp_path: Path) -> None:
+    node = make_node(tmp_path, V1, copy=True)
+    (node.proc / "pressure").mkdir()
+    (node.proc / "pressure" / "memory").write_text("some avg10=garbage\n")
+    source = node.source(memory_pressure=True)
+    summary = source.summary()
+    assert [(problem.source, problem.reason) for problem in source.problems] == [
+        (str(node.proc / "pressure" / "memory"), "not a PSI line: 'some avg10=garbage'")]
+    assert observed(summary, Signal.MEMORY_STALL_SOME) is None
+    assert observed(summary, Signal.MEMORY_AVAILABLE) is not None
 
 
 # --------------------------------------------------------------------------------------------------

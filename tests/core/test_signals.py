@@ -13,8 +13,10 @@ from evictd.core.signals import (
     Reading,
     Resource,
     Signal,
+    StallKind,
     Unit,
     parse_signal,
+    parse_stall_signal,
     spec_of,
 )
 
@@ -37,14 +39,47 @@ UPSTREAM = {
 }
 
 
-@pytest.mark.parametrize("signal", list(Signal), ids=str)
+# evictd's memory stall signals: MemoryPressure, memory, ranked as memory.available (reading, PSI line).
+STALL = {
+    Signal.MEMORY_STALL_SOME: (Reading.NODE_MEMORY_STALL, StallKind.SOME),
+    Signal.MEMORY_STALL_FULL: (Reading.NODE_MEMORY_STALL, StallKind.FULL),
+    Signal.ALLOCATABLE_MEMORY_STALL_SOME: (Reading.PODS_MEMORY_STALL, StallKind.SOME),
+    Signal.ALLOCATABLE_MEMORY_STALL_FULL: (Reading.PODS_MEMORY_STALL, StallKind.FULL),
+}
+
+
+@pytest.mark.parametrize("signal", list(UPSTREAM), ids=str)
 def test_each_signal_is_declared_with_the_kubelets_facts(signal: Signal) -> None:
     spec = spec_of(signal)
     assert (spec.condition, spec.resource, spec.unit, spec.reading, spec.ranking, spec.filesystem) == UPSTREAM[signal]
+    assert spec.stall is None
 
 
-def test_the_nine_signals_are_the_kubelets_usable_ones() -> None:
-    assert set(Signal) == set(UPSTREAM)
+def test_the_signals_are_the_kubelets_usable_nine_and_evictds_four_stall_signals() -> None:
+    assert set(Signal) == set(UPSTREAM) | set(STALL)
+    assert not set(UPSTREAM) & set(STALL)
+
+
+@pytest.mark.parametrize("signal", list(STALL), ids=str)
+def test_a_stall_signal_sets_memory_pressure_and_ranks_as_memory(signal: Signal) -> None:
+    spec = spec_of(signal)
+    assert (spec.condition, spec.resource, spec.unit, spec.ranking, spec.filesystem) == (
+        MEMORY, Resource.MEMORY, Unit.BASIS_POINTS, Ranking.MEMORY, None)
+    assert (spec.reading, spec.stall) == STALL[signal]
+    assert spec.is_memory and not spec.memcg_watched
+    assert "/" in signal and parse_stall_signal(signal) is signal
+
+
+@pytest.mark.parametrize("signal", list(STALL), ids=str)
+def test_a_kubelet_configuration_cannot_name_a_stall_signal(signal: Signal) -> None:
+    with pytest.raises(ConfigError, match=f"^unsupported eviction signal {signal}$"):
+        parse_signal(signal)
+
+
+@pytest.mark.parametrize("name", ["memory.available", "evictd.io/memory.stall", "memory.stall.some"])
+def test_the_stall_maps_name_only_stall_signals(name: str) -> None:
+    with pytest.raises(ConfigError, match=f"^unsupported stall signal {name} \\(one of evictd.io/"):
+        parse_stall_signal(name)
 
 
 @pytest.mark.parametrize(

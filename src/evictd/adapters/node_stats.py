@@ -10,6 +10,10 @@ unreadable pod cgroup leaves that pod's memory unknown rather than dropping its 
 sandbox's stats (ListPodSandboxStats) stand in for it. In a cycle where the runtime does not answer, the
 containers it named last time are measured from their own cgroups, so memory messages still name them.
 
+With `memory_pressure` (a stall threshold is configured), the node's memory block carries the kernel's
+``pressure/memory`` and the `pods` container's its cgroup's ``memory.pressure`` (cgroup v2 only); where the kernel
+has none, the block has no `psi` and the stall signal is absent (`pressure_missing` names them at start).
+
 A part that cannot be read is left out of the Summary for this cycle (the signal is then absent: never
 guessed) and recorded in `problems` with its path and reason. Every block carries the time it was read.
 The cycle reads no pod folder itself: the pods it lists are handed to the disk walker
@@ -19,19 +23,20 @@ The cycle reads no pod folder itself: the pods it lists are handed to the disk w
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from types import MappingProxyType
 from typing import Protocol
 
 from evictd.adapters import procfs
-from evictd.adapters.cgroups import CgroupReader, MemoryReading, PodCgroup
+from evictd.adapters.cgroups import CgroupReader, MemoryReading, PodCgroup, cgroup_folder
 from evictd.adapters.filesystems import FsReading, statvfs_reading
 from evictd.adapters.pod_disk_usage import PodDiskFigures, PodDiskStore, PodKey
 from evictd.clock import SYSTEM_CLOCK, Clock
 from evictd.core.errors import EvictdError, SampleError, attempt, without_traceback
 from evictd.core.pods import Derived, Pod, derived
+from evictd.core.signals import Reading, Signal, spec_of
 from evictd.core.summary import (
     SYSTEM_CONTAINER_PODS,
     ContainerStats,
@@ -40,6 +45,7 @@ from evictd.core.summary import (
     NodeStats,
     PodReference,
     PodStats,
+    PsiStats,
     RlimitStats,
     Summary,
     VolumeStats,
@@ -144,8 +150,9 @@ class NodeStatsSource:
     def __init__(self, *, node_name: str, cgroups: CgroupReader, pods: PodList, disk_usage: PodDiskStore,
                  kubelet_root: str, image_fs_path: str, container_fs_path: str, proc_root: str = "/proc",
                  clock: Clock = SYSTEM_CLOCK, pod_cgroups: Callable[[], Mapping[str, PodCgroup]] | None = None,
-                 runtime: Runtime = NO_RUNTIME) -> None:
+                 runtime: Runtime = NO_RUNTIME, memory_pressure: bool = False) -> None:
         self._node_name = node_name
+        self._memory_pressure = memory_pressure
         self._cgroups = cgroups
         self._pods = pods
         self.disk_usage = disk_usage
@@ -161,6 +168,37 @@ class NodeStatsSource:
         # Each pod's disk figures as Summary blocks, as built last cycle (see DiskBlocks).
         self._disk_blocks: dict[PodKey, DiskBlocks] = {}
         self.problems: tuple[SampleError, ...] = ()
+
+    def _pressure_paths(self) -> tuple[str, str | None]:
+        """The node's memory pressure file, and the pods cgroup's (None: cgroup v1 or no pods cgroup)."""
+        node = os.path.join(self._proc_root, "pressure", "memory")
+        if self._cgroups.layout.version == 1 or not self._cgroups.has_pods_cgroup():
+            return node, None
+        folder = cgroup_folder(str(self._cgroups.layout.memory_hierarchy), self._cgroups.pods_cgroup())
+        return node, folder + "/memory.pressure"
+
+    def pressure_missing(self, signals: Iterable[Signal]) -> tuple[tuple[Signal, str], ...]:
+        """Each stall signal of `signals` whose memory pressure file the kernel does not give (no PSI, or no
+        pods cgroup's on cgroup v1), with the file or why there is none."""
+        node, pods = self._pressure_paths()
+        missing = []
+        for signal in signals:
+            path = pods if spec_of(signal).reading is Reading.PODS_MEMORY_STALL else node
+            if path is None:
+                why = "cgroup v1" if self._cgroups.layout.version == 1 else "no pods cgroup"
+                missing.append((signal, f"no pods cgroup memory.pressure ({why})"))
+                continue
+            try:
+                if procfs.memory_pressure(path) is None:
+                    missing.append((signal, path))
+            except SampleError:
+                pass  # there but unreadable: a problem of every cycle, logged as such
+        return tuple(missing)
+
+    def _pressure(self, path: str | None, problems: list[SampleError]) -> PsiStats | None:
+        if not self._memory_pressure or path is None:
+            return None
+        return attempt(lambda: procfs.memory_pressure(path), problems)
 
     def summary(self) -> Summary:
         """Read the node now and return its Summary (parts that could not be read are absent)."""
@@ -178,14 +216,16 @@ class NodeStatsSource:
         containerfs = attempt(lambda: statvfs_reading(existing_ancestor(container_path)), problems)
         max_pid = attempt(lambda: procfs.pid_limit(self._proc_root), problems)
         tasks = attempt(lambda: procfs.running_tasks(self._proc_root), problems)
+        node_pressure, pods_pressure = self._pressure_paths() if self._memory_pressure else (None, None)
         system_containers = {}
         if pods_memory is not None:
             system_containers[SYSTEM_CONTAINER_PODS] = ContainerStats(
-                name=SYSTEM_CONTAINER_PODS, memory=memory_stats(pods_memory, pods_memory.limit_bytes, at)
-            )
+                name=SYSTEM_CONTAINER_PODS, memory=replace(memory_stats(pods_memory, pods_memory.limit_bytes, at),
+                                                           psi=self._pressure(pods_pressure, problems)))
         node = NodeStats(
             node_name=self._node_name,
-            memory=memory_stats(node_memory, capacity, at) if node_memory is not None and capacity else None,
+            memory=replace(memory_stats(node_memory, capacity, at), psi=self._pressure(node_pressure, problems))
+            if node_memory is not None and capacity else None,
             fs=fs_stats(nodefs, at) if nodefs is not None else None,
             image_fs=fs_stats(imagefs, at) if imagefs is not None else None,
             container_fs=fs_stats(containerfs, at) if containerfs is not None else None,

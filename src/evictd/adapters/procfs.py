@@ -11,6 +11,9 @@ Job: read the three node-wide numbers the kubelet takes from ``/proc`` for evict
   (``runningTaskCount``: ``Rlimit.NumOfRunningProcesses``). The kubelet prefers it to ``sysinfo(2)``,
   whose ``procs`` is a 16-bit field that wraps past 65535 tasks (kubernetes/kubernetes#107107).
 
+And, for evictd's memory stall signals, a memory pressure file: ``pressure/memory`` (node-wide) or a v2 cgroup's
+``memory.pressure``, with ``memory_pressure`` (None where the kernel has no PSI: the file is absent).
+
 Invariants:
 
 * Every function takes ``root`` (the procfs mount, ``/proc``) so tests point it at fixture files.
@@ -22,10 +25,13 @@ Invariants:
 
 from __future__ import annotations
 
+import errno
+import re
 from pathlib import Path
 
 from evictd.adapters.cgroups import UINT64_DIGITS
 from evictd.core.errors import SampleError
+from evictd.core.summary import PsiData, PsiStats
 
 # /proc/meminfo reports sizes in kibibytes, labelled "kB".
 MEMINFO_UNIT_BYTES = 1024
@@ -48,6 +54,37 @@ def meminfo_bytes(field: str, root: str | Path = "/proc") -> int:
             raise SampleError(str(path), f"{field} is not '<n> kB': {rest.strip()!r}")
         return _uint(path, parts[0]) * MEMINFO_UNIT_BYTES
     raise SampleError(str(path), f"no {field} line")
+
+
+# A PSI line (Documentation/accounting/psi.rst): "some avg10=0.22 avg60=0.17 avg300=1.11 total=58761459".
+_PSI_LINE = re.compile(r"(some|full) avg10=(\d{1,3}\.\d\d) avg60=(\d{1,3}\.\d\d) avg300=(\d{1,3}\.\d\d) total=(\d+)")
+
+
+def memory_pressure(path: str | Path) -> PsiStats | None:
+    """Return the ``some`` and ``full`` lines of the PSI file at `path`; None when the kernel has none there (no
+    file: no PSI, or a cgroup v1 hierarchy; EOPNOTSUPP: PSI disabled at boot with ``psi=0``). Raises SampleError
+    for a file that cannot be read or parsed."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="ascii")
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError as exc:
+        if exc.errno == errno.EOPNOTSUPP:
+            return None
+        raise SampleError(str(path), exc.strerror or type(exc).__name__) from exc
+    except UnicodeDecodeError as exc:
+        raise SampleError(str(path), f"not ASCII text: {exc.reason}") from exc
+    lines = {}
+    for line in text.splitlines():
+        found = _PSI_LINE.fullmatch(line.strip())
+        if found is None:
+            raise SampleError(str(path), f"not a PSI line: {line[:80]!r}")
+        kind, avg10, avg60, avg300, total = found.groups()
+        lines[kind] = PsiData(_uint(path, total), float(avg10), float(avg60), float(avg300))
+    if set(lines) != {"some", "full"}:
+        raise SampleError(str(path), "not both a some and a full line")
+    return PsiStats(some=lines["some"], full=lines["full"])
 
 
 def mem_total_bytes(root: str | Path = "/proc") -> int:

@@ -12,7 +12,9 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from evictd.core.engine import Eviction
 from evictd.core.pods import Pod, is_critical_pod
-from evictd.core.thresholds import Threshold, ThresholdValue
+from evictd.core.quantity import Quantity, QuantityFormat
+from evictd.core.signals import EVICTD_SIGNALS, Signal, spec_of
+from evictd.core.thresholds import Threshold, ThresholdValue, stall_share_text
 from evictd.run.manager import CycleReport
 
 JsonObject = dict[str, object]
@@ -113,6 +115,23 @@ def value_text(value: ThresholdValue) -> str:
     return f"{value.percentage * 100:.6g}%"
 
 
+def condition_text(signal: Signal, value: ThresholdValue) -> str:
+    """Return what a threshold checks as a person reads it: `memory.available<1Gi`, or for a stall signal (whose
+    value is a headroom threshold) the stall share it stands for, `evictd.io/memory.stall.some>=40%`."""
+    if spec_of(signal).stall is not None:
+        return f"{signal}>={stall_share_text(value)}"
+    return f"{signal}<{value_text(value)}"
+
+
+def recorded_stall_text(signal: object, quantity: object) -> str | None:
+    """`condition_text` of a recorded stall threshold (its signal's name and quantity text); None when it is not
+    one (another signal, or a quantity that is not a stall threshold's plain number)."""
+    if signal not in EVICTD_SIGNALS or not isinstance(quantity, str) or not (quantity.isascii() and quantity.isdigit()):
+        return None
+    return condition_text(Signal(str(signal)), ThresholdValue(Quantity.from_int(int(quantity),
+                                                                                QuantityFormat.DECIMAL_SI)))
+
+
 def threshold_json(threshold: Threshold) -> JsonObject:
     """Return the check-config JSON form of one threshold."""
     return {
@@ -185,7 +204,7 @@ def simulation_text(steps: Sequence[tuple[float, CycleReport]]) -> str:
     for at, report in steps:
         assessment = report.assessment
         met = ", ".join(
-            f"{s.threshold.signal}<{value_text(s.threshold.value)}"
+            condition_text(s.threshold.signal, s.threshold.value)
             + ("" if s.threshold.is_hard else (" (grace met)" if s.grace_met else " (in grace)"))
             for s in assessment.thresholds
         )

@@ -24,11 +24,13 @@ from evictd.core.kubelet_config import (
     EvictionSettings,
     eviction_settings,
     unknown_kubelet_fields,
+    with_stall_settings,
 )
 from evictd.core.pods import Pod, pod_from_dict
 from evictd.core.saved_state import UnusableState, restorable_thresholds, restore_state
 from evictd.core.shadow import TERMINAL_PHASES
 from evictd.core.summary import ROOT_KEY, Summary, summary_from_dict
+from evictd.core.thresholds import STALL_FIELDS
 from evictd.run.manager import CycleReport, EvictionManager
 
 
@@ -87,7 +89,7 @@ def _config(value: object) -> tuple[EvictionSettings, EngineConfig]:
     if api_version != KUBELET_API_VERSION:
         raise ScenarioError(f"must be {KUBELET_API_VERSION}", key="config.apiVersion", value=api_version)
     try:
-        settings = eviction_settings(document)
+        settings = with_stall_settings(eviction_settings(document), document)
         return settings, EngineConfig.from_settings(settings)
     except ConfigError as exc:
         if exc.key is None:
@@ -134,8 +136,10 @@ def parse_head(document: Mapping[str, object]) -> Scenario:
     if engine_state is not None:
         engine_state = mapping(engine_state, "engineState")
     config_document = document.get("config", {})
+    # A scenario's config is a KubeletConfiguration with evictd's stall maps beside it (`with_stall_settings`).
     warnings = tuple(str(problem.at(f"config.{problem.key}", problem.value))
-                     for problem in unknown_kubelet_fields(config_document, "config")) \
+                     for problem in unknown_kubelet_fields({key: value for key, value in config_document.items()
+                                                            if key not in STALL_FIELDS}, "config")) \
         if isinstance(config_document, Mapping) else ()
     return Scenario(config=config, layout=layout, steps=(), settings=settings, engine_state=engine_state,
                     warnings=warnings)

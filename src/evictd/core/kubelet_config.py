@@ -9,6 +9,8 @@ Input is already-decoded YAML/JSON (plain dicts), so this module stays pure. The
    `[pods]`; `localStorageCapacityIsolation` defaults to true;
 3. apply the kubelet's eviction flags (KUBELET_SPEC §2.2): the first use of a map flag replaces the map.
 Every error is a ConfigError naming the key (or flag) and the bad value, worded as the kubelet words it.
+EvictionSettings also carries evictd's memory stall maps (`with_stall_settings`): an EvictdConfiguration's, or a
+scenario's or recording's configuration's; `eviction_settings` never reads them from a KubeletConfiguration.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from typing import Any
 from evictd.core.decode import INT32_MAX, INT32_MIN
 from evictd.core.duration import format_go_duration, parse_go_duration
 from evictd.core.errors import ConfigError, DurationError
-from evictd.core.thresholds import Threshold, parse_threshold_config
+from evictd.core.thresholds import STALL_FIELDS, Threshold, parse_stall_thresholds, parse_threshold_config
 
 KUBELET_API_VERSION = "kubelet.config.k8s.io/v1beta1"
 KUBELET_KIND = "KubeletConfiguration"
@@ -98,12 +100,32 @@ class EvictionSettings:
     enforce_node_allocatable: tuple[str, ...] = DEFAULT_ENFORCE_NODE_ALLOCATABLE
     local_storage_capacity_isolation: bool = True
     kernel_memcg_notification: bool = False
+    # evictd's memory stall thresholds (EvictdConfiguration's STALL_FIELDS, never the kubelet's): empty unless asked.
+    stall_hard: Mapping[str, str] = field(default_factory=dict)
+    stall_soft: Mapping[str, str] = field(default_factory=dict)
+    stall_soft_grace_period: Mapping[str, str] = field(default_factory=dict)
+    stall_minimum_reclaim: Mapping[str, str] = field(default_factory=dict)
 
     def thresholds(self) -> list[Threshold]:
-        """Return the configured thresholds (before the layout-dependent containerfs derivation)."""
+        """Return the configured thresholds (before the layout-dependent containerfs derivation), the kubelet's
+        then evictd's stall thresholds."""
         return parse_threshold_config(
             self.enforce_node_allocatable, self.hard, self.soft, self.soft_grace_period, self.minimum_reclaim
-        )
+        ) + parse_stall_thresholds(self.stall_hard, self.stall_soft, self.stall_soft_grace_period,
+                                   self.stall_minimum_reclaim)
+
+    def stall_maps(self) -> dict[str, Mapping[str, str]]:
+        """The stall maps by their EvictdConfiguration key, those that are not empty."""
+        maps = (self.stall_hard, self.stall_soft, self.stall_soft_grace_period, self.stall_minimum_reclaim)
+        return {key: values for key, values in zip(STALL_FIELDS, maps, strict=True) if values}
+
+
+def with_stall_settings(settings: EvictionSettings, document: Mapping[str, object]) -> EvictionSettings:
+    """Return `settings` with the stall maps (STALL_FIELDS) of `document`: an EvictdConfiguration, or a scenario's
+    or recording's configuration. Raises ConfigError (a value that is not a map of strings)."""
+    hard, soft, grace, reclaim = (_string_map(key, document.get(key)) or {} for key in STALL_FIELDS)
+    return replace(settings, stall_hard=hard, stall_soft=soft, stall_soft_grace_period=grace,
+                   stall_minimum_reclaim=reclaim)
 
 
 def kubelet_config_document(settings: EvictionSettings) -> dict[str, object]:
@@ -119,6 +141,7 @@ def kubelet_config_document(settings: EvictionSettings) -> dict[str, object]:
         "enforceNodeAllocatable": list(settings.enforce_node_allocatable),
         "localStorageCapacityIsolation": settings.local_storage_capacity_isolation,
         "kernelMemcgNotification": settings.kernel_memcg_notification,
+        **{key: dict(values) for key, values in settings.stall_maps().items()},
     }
 
 

@@ -20,7 +20,8 @@ from evictd.core.errors import ConfigError
 
 
 class Signal(StrEnum):
-    """An eviction signal (KUBELET_SPEC §1). Only these nine are accepted by the parser."""
+    """An eviction signal (KUBELET_SPEC §1): the kubelet's nine, which alone a KubeletConfiguration may name, and
+    evictd's memory stall signals (EVICTD_SIGNALS), named only by EvictdConfiguration's stall maps."""
 
     MEMORY_AVAILABLE = "memory.available"
     ALLOCATABLE_MEMORY_AVAILABLE = "allocatableMemory.available"
@@ -31,10 +32,16 @@ class Signal(StrEnum):
     CONTAINERFS_AVAILABLE = "containerfs.available"
     CONTAINERFS_INODES_FREE = "containerfs.inodesFree"
     PID_AVAILABLE = "pid.available"
+    # evictd's own: the memory pressure stall (PSI) of the node and of the pods cgroup, `some` or `full`. The
+    # domain prefix keeps them apart from any signal a kubelet may add (none of the kubelet's has a '/').
+    MEMORY_STALL_SOME = "evictd.io/memory.stall.some"
+    MEMORY_STALL_FULL = "evictd.io/memory.stall.full"
+    ALLOCATABLE_MEMORY_STALL_SOME = "evictd.io/allocatableMemory.stall.some"
+    ALLOCATABLE_MEMORY_STALL_FULL = "evictd.io/allocatableMemory.stall.full"
 
 
 # api/types.go also declares `swap.available`, but it is not in the signal->resource table, so the
-# kubelet rejects it as unsupported; the enum holds only the nine usable signals.
+# kubelet rejects it as unsupported; the enum holds only usable signals.
 
 
 class NodeCondition(StrEnum):
@@ -67,6 +74,8 @@ class Unit(StrEnum):
     BYTES = "bytes"
     INODES = "inodes"
     PIDS = "pids"
+    # Stall headroom (the window's share NOT stalled) in basis points: 10000 - the kernel's avg10 x 100.
+    BASIS_POINTS = "basis_points"
 
 
 class Filesystem(StrEnum):
@@ -85,6 +94,15 @@ class Reading(StrEnum):
     FS_BYTES = "filesystem bytes"  # the signal's filesystem: availableBytes of capacityBytes
     FS_INODES = "filesystem inodes"  # the signal's filesystem: inodesFree of inodes
     PIDS = "pids"  # rlimit: maxpid - curproc of maxpid
+    NODE_MEMORY_STALL = "node memory stall"  # node.memory.psi: 100% - the stall share, of 100%
+    PODS_MEMORY_STALL = "pods memory stall"  # the same of the `pods` system container (its memory.pressure)
+
+
+class StallKind(StrEnum):
+    """Which PSI line a stall signal reads: some task stalled on memory, or all non-idle tasks at once."""
+
+    SOME = "some"
+    FULL = "full"
 
 
 class Ranking(StrEnum):
@@ -105,7 +123,8 @@ class SignalSpec:
 
     `condition`: the node condition it triggers. `resource`: the resource it starves (the ranking's usage and the
     eviction message's "low on resource" and offending usage). `unit`: what its values count. `reading`: which
-    Summary figures observe it, on `filesystem` for a disk signal. `ranking`: the rank function of its pods.
+    Summary figures observe it, on `filesystem` for a disk signal, of the `stall` line for a stall signal.
+    `ranking`: the rank function of its pods.
     """
 
     condition: NodeCondition
@@ -114,6 +133,7 @@ class SignalSpec:
     reading: Reading
     ranking: Ranking
     filesystem: Filesystem | None = None
+    stall: StallKind | None = None
 
     @property
     def is_memory(self) -> bool:
@@ -132,6 +152,12 @@ def _disk(resource: Resource, filesystem: Filesystem) -> SignalSpec:
         return SignalSpec(NodeCondition.DISK_PRESSURE, resource, Unit.INODES, Reading.FS_INODES, Ranking.DISK,
                           filesystem)
     return SignalSpec(NodeCondition.DISK_PRESSURE, resource, Unit.BYTES, Reading.FS_BYTES, Ranking.DISK, filesystem)
+
+
+def _stall(reading: Reading, kind: StallKind) -> SignalSpec:
+    """A memory stall signal: MemoryPressure, reclaimed and ranked as memory.available is."""
+    return SignalSpec(NodeCondition.MEMORY_PRESSURE, Resource.MEMORY, Unit.BASIS_POINTS, reading, Ranking.MEMORY,
+                      stall=kind)
 
 
 def _declared(signal: Signal) -> SignalSpec:
@@ -157,6 +183,14 @@ def _declared(signal: Signal) -> SignalSpec:
             return _disk(Resource.INODES, Filesystem.CONTAINERFS)
         case Signal.PID_AVAILABLE:
             return SignalSpec(NodeCondition.PID_PRESSURE, Resource.PIDS, Unit.PIDS, Reading.PIDS, Ranking.PIDS)
+        case Signal.MEMORY_STALL_SOME:
+            return _stall(Reading.NODE_MEMORY_STALL, StallKind.SOME)
+        case Signal.MEMORY_STALL_FULL:
+            return _stall(Reading.NODE_MEMORY_STALL, StallKind.FULL)
+        case Signal.ALLOCATABLE_MEMORY_STALL_SOME:
+            return _stall(Reading.PODS_MEMORY_STALL, StallKind.SOME)
+        case Signal.ALLOCATABLE_MEMORY_STALL_FULL:
+            return _stall(Reading.PODS_MEMORY_STALL, StallKind.FULL)
         case _:
             assert_never(signal)
 
@@ -176,9 +210,28 @@ POD_EPHEMERAL_LIMIT_SIGNAL = "ephemeralpodfs.limit"
 CONTAINER_EPHEMERAL_LIMIT_SIGNAL = "ephemeralcontainerfs.limit"
 
 
+# The signals only EvictdConfiguration names (docs/configuration.md "Memory stall thresholds").
+EVICTD_SIGNALS = frozenset(signal for signal, spec in SIGNAL_SPECS.items() if spec.stall is not None)
+
+
 def parse_signal(name: str) -> Signal:
-    """Return the Signal named `name`; raise ConfigError with the kubelet's text if it is not supported."""
+    """Return the kubelet's Signal named `name`; raise ConfigError with the kubelet's text if the kubelet does not
+    support it (evictd's own signals included: a KubeletConfiguration is read as the kubelet reads it)."""
     try:
-        return Signal(name)
+        signal = Signal(name)
     except ValueError:
-        raise ConfigError(f"unsupported eviction signal {name}") from None
+        signal = None
+    if signal is None or signal in EVICTD_SIGNALS:
+        raise ConfigError(f"unsupported eviction signal {name}")
+    return signal
+
+
+def parse_stall_signal(name: str) -> Signal:
+    """Return the memory stall signal named `name`; raise ConfigError listing them otherwise."""
+    try:
+        signal = Signal(name)
+    except ValueError:
+        signal = None
+    if signal is None or signal not in EVICTD_SIGNALS:
+        raise ConfigError(f"unsupported stall signal {name} (one of {', '.join(sorted(EVICTD_SIGNALS))})")
+    return signal

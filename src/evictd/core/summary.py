@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, assert_never
 
 from evictd.core.decode import EMPTY_MAPPING, INT64_MAX, child, integer, invalid, list_of, mapping, sequence, string
 from evictd.core.quantity import Quantity, QuantityFormat
-from evictd.core.signals import SIGNAL_SPECS, Filesystem, Reading, Signal, SignalSpec
+from evictd.core.signals import SIGNAL_SPECS, Filesystem, Reading, Signal, SignalSpec, StallKind
 
 if TYPE_CHECKING:
     from evictd.core.pods import Pod
@@ -54,8 +54,27 @@ _TIMES_KEPT = 4096
 
 
 @dataclass(frozen=True, slots=True)
+class PsiData:
+    """One line of a PSI file (KEP-4205's ``PSIData``): stalled time in microseconds since boot (``total``) and
+    the kernel's running averages of the stalled share over 10, 60 and 300 s, in percent."""
+
+    total: int
+    avg10: float
+    avg60: float
+    avg300: float
+
+
+@dataclass(frozen=True, slots=True)
+class PsiStats:
+    """A memory pressure file (``/proc/pressure/memory``, a cgroup's ``memory.pressure``): JSON ``psi``."""
+
+    some: PsiData
+    full: PsiData
+
+
+@dataclass(frozen=True, slots=True)
 class MemoryStats:
-    """Memory usage of the node, a system container, a pod or a container."""
+    """Memory usage of the node, a system container, a pod or a container; `psi`: its pressure stall."""
 
     time: datetime | None = None
     available_bytes: int | None = None
@@ -64,6 +83,7 @@ class MemoryStats:
     rss_bytes: int | None = None
     page_faults: int | None = None
     major_page_faults: int | None = None
+    psi: PsiStats | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -305,7 +325,7 @@ def _memory_stats(value: object, key: str) -> MemoryStats | None:
         time = _TIMES.get(time, _MISSING) if type(time) is str else _MISSING if time is not None else None
         counters = (get("availableBytes"), get("usageBytes"), get("workingSetBytes"), get("rssBytes"),
                     get("pageFaults"), get("majorPageFaults"))
-        plain = time is not _MISSING
+        plain = time is not _MISSING and get("psi") is None
         for counter in counters:
             if counter is not None and (type(counter) is not int or not 0 <= counter <= MAX_COUNTER):
                 plain = False
@@ -325,7 +345,34 @@ def _memory_stats(value: object, key: str) -> MemoryStats | None:
         rss_bytes=_counter(obj, "rssBytes", key),
         page_faults=_counter(obj, "pageFaults", key),
         major_page_faults=_counter(obj, "majorPageFaults", key),
+        psi=_psi_stats(obj.get("psi"), child(key, "psi")),
     )
+
+
+# The share of a PSI average, in percent.
+PSI_SHARE_MAX = 100.0
+
+
+def _psi_data(value: object, key: str) -> PsiData:
+    obj = mapping(value, key)
+    total = _counter(obj, "total", key)
+    if total is None:
+        raise invalid("must be present", child(key, "total"), None)
+    averages = []
+    for name in ("avg10", "avg60", "avg300"):
+        share = obj.get(name)
+        if isinstance(share, bool) or not isinstance(share, int | float) or not 0 <= share <= PSI_SHARE_MAX:
+            raise invalid(f"must be a share in percent (0 to {PSI_SHARE_MAX:g})", child(key, name), share)
+        averages.append(float(share))
+    return PsiData(total, *averages)
+
+
+def _psi_stats(value: object, key: str) -> PsiStats | None:
+    obj = mapping(value, key, if_null=None)
+    if obj is None:
+        return None
+    return PsiStats(some=_psi_data(obj.get("some"), child(key, "some")),
+                    full=_psi_data(obj.get("full"), child(key, "full")))
 
 
 def _fs_stats(value: object, key: str) -> FsStats | None:
@@ -445,6 +492,28 @@ def _memory_observation(memory: MemoryStats | None) -> Observation | None:
     )
 
 
+# A stall observation counts the window in basis points: the kernel prints its averages to two decimals.
+STALL_BASIS_POINTS = 10_000
+
+
+def _stall_observation(memory: MemoryStats | None, kind: StallKind | None) -> Observation | None:
+    """Stall headroom: the share of the kernel's 10 s window NOT stalled (100% - avg10), of the whole window, in
+    basis points; a stall threshold of X% is met when the headroom is at most 100% - X (core/thresholds.py)."""
+    if memory is None or memory.psi is None:
+        return None
+    match kind:
+        case StallKind.SOME:
+            line = memory.psi.some
+        case StallKind.FULL:
+            line = memory.psi.full
+        case None:
+            return None
+        case _:
+            assert_never(kind)
+    stalled = min(round(line.avg10 * STALL_BASIS_POINTS / 100), STALL_BASIS_POINTS)
+    return Observation(_count(STALL_BASIS_POINTS - stalled), _count(STALL_BASIS_POINTS), memory.time)
+
+
 def _filesystem(node: NodeStats, filesystem: Filesystem | None) -> FsStats | None:
     """The Summary block of `filesystem` (None: the signal observes no filesystem, or the block is absent)."""
     match filesystem:
@@ -484,6 +553,11 @@ def _observation(spec: SignalSpec, node: NodeStats) -> Observation | None:
                 return None
             return Observation(_count(rlimit.max_pid - rlimit.num_of_running_processes), _count(rlimit.max_pid),
                                rlimit.time)
+        case Reading.NODE_MEMORY_STALL:
+            return _stall_observation(node.memory, spec.stall)
+        case Reading.PODS_MEMORY_STALL:
+            pods_container = node.system_containers.get(SYSTEM_CONTAINER_PODS)
+            return None if pods_container is None else _stall_observation(pods_container.memory, spec.stall)
         case _:
             assert_never(spec.reading)
 

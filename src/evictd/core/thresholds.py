@@ -25,8 +25,8 @@ from evictd.core.duration import parse_go_duration
 from evictd.core.errors import MISSING, ConfigError
 from evictd.core.fs_layout import FsLayout, meaning_of
 from evictd.core.quantity import Quantity, QuantityFormat
-from evictd.core.signals import Operator, Signal, parse_signal
-from evictd.core.summary import Observation
+from evictd.core.signals import Operator, Signal, parse_signal, parse_stall_signal
+from evictd.core.summary import STALL_BASIS_POINTS, Observation
 
 # `pods` in enforceNodeAllocatable makes the kubelet enforce allocatable memory (NodeAllocatableEnforcementKey).
 NODE_ALLOCATABLE_ENFORCEMENT_KEY = "pods"
@@ -192,18 +192,36 @@ def _grace_period(signal: Signal, raw: str) -> float:
 MAX_STATEMENT_CHARS = 64
 
 
-def _per_signal(field: str, entries: Mapping[str, str], parse: Callable[[Signal, str], _V]) -> dict[Signal, _V]:
+def _per_signal(field: str, entries: Mapping[str, str], parse: Callable[[Signal, str], _V],
+                signal_named: Callable[[str], Signal] = parse_signal) -> dict[Signal, _V]:
     """Return `parse(signal, raw)` of each entry of the map `field`; an error is located at the entry."""
     parsed: dict[Signal, _V] = {}
     for name, raw in entries.items():
         try:
             if isinstance(raw, str) and len(raw) > MAX_STATEMENT_CHARS:
                 raise ConfigError(f"longer than {MAX_STATEMENT_CHARS} characters (evictd's bound)")
-            signal = parse_signal(name)
+            signal = signal_named(name)
             parsed[signal] = parse(signal, raw)
         except ConfigError as exc:
             raise exc.at(f"{field}[{name}]", raw) from None
     return parsed
+
+
+def _with_grace_periods(thresholds: list[Threshold], soft_values: Mapping[Signal, ThresholdValue | None],
+                        grace_periods: Mapping[Signal, float], reclaims: Mapping[Signal, ThresholdValue],
+                        grace_field: str) -> list[Threshold]:
+    """Return `thresholds` followed by the soft ones, each with its grace period (ConfigError if one has none)."""
+    for signal, value in soft_values.items():
+        if value is None:
+            continue
+        if signal not in grace_periods:
+            raise ConfigError(
+                f"grace period must be specified for the soft eviction threshold {signal}",
+                key=f"{grace_field}[{signal}]",
+                value=MISSING,
+            )
+        thresholds.append(Threshold(signal, value, grace_periods[signal], reclaims.get(signal), hard=False))
+    return thresholds
 
 
 def parse_threshold_config(
@@ -225,16 +243,7 @@ def parse_threshold_config(
     reclaims = _per_signal("evictionMinimumReclaim", min_reclaims, _min_reclaim_value)
     thresholds = [Threshold(signal, value, min_reclaim=reclaims.get(signal))
                   for signal, value in hard_values.items() if value is not None]
-    for signal, value in soft_values.items():
-        if value is None:
-            continue
-        if signal not in grace_periods:
-            raise ConfigError(
-                f"grace period must be specified for the soft eviction threshold {signal}",
-                key=f"evictionSoftGracePeriod[{signal}]",
-                value=MISSING,
-            )
-        thresholds.append(Threshold(signal, value, grace_periods[signal], reclaims.get(signal), hard=False))
+    thresholds = _with_grace_periods(thresholds, soft_values, grace_periods, reclaims, "evictionSoftGracePeriod")
     if NODE_ALLOCATABLE_ENFORCEMENT_KEY in enforce_node_allocatable:
         thresholds += [
             replace(threshold, signal=Signal.ALLOCATABLE_MEMORY_AVAILABLE)
@@ -242,6 +251,55 @@ def parse_threshold_config(
             if threshold.signal is Signal.MEMORY_AVAILABLE and threshold.grace_period_s == 0
         ]
     return thresholds
+
+
+# --- memory stall thresholds (evictd's own, docs/configuration.md "Memory stall thresholds") ------------
+
+# The keys of EvictdConfiguration's stall maps: hard, soft, soft grace periods, minimum reclaims.
+STALL_FIELDS = ("stallEvictionHard", "stallEvictionSoft", "stallEvictionSoftGracePeriod", "stallEvictionMinimumReclaim")
+_STALL_PERCENT = re.compile(r"(\d{1,3})(?:\.(\d{1,2}))?%")
+
+
+def _stall_basis_points(signal: Signal, raw: str) -> int:
+    """Return a stall share "<n>%" (0 to 100, at most two decimals: the kernel's precision) in basis points."""
+    found = _STALL_PERCENT.fullmatch(raw) if isinstance(raw, str) else None
+    points = None if found is None else int(found.group(1)) * 100 + int((found.group(2) or "0").ljust(2, "0"))
+    if points is None or points > STALL_BASIS_POINTS:
+        raise ConfigError(f"stall threshold {signal} must be a share of the window from 0% to 100%, with at most "
+                          f"two decimals: {raw}")
+    return points
+
+
+def _stall_value(signal: Signal, raw: str) -> ThresholdValue:
+    """A stall share of X% as the headroom threshold it is: met when the headroom (10000 - stalled basis points)
+    is below 10000 - X + 1, i.e. when the stall is at or above X (so 0% is always met, 100% only at a full stall)."""
+    return ThresholdValue(Quantity.from_int(STALL_BASIS_POINTS - _stall_basis_points(signal, raw) + 1,
+                                            QuantityFormat.DECIMAL_SI))
+
+
+def stall_share_text(value: ThresholdValue) -> str:
+    """Return the stall share a stall threshold's value (`_stall_value`) stands for, as configured ("40%")."""
+    points = STALL_BASIS_POINTS + 1 - (value.quantity.ceil_int() if value.quantity is not None else 0)
+    return f"{points / 100:g}%"
+
+
+def _stall_min_reclaim(signal: Signal, raw: str) -> ThresholdValue:
+    """A minimum reclaim of Y%: the stall must fall Y below the threshold's share before the signal is relieved."""
+    return ThresholdValue(Quantity.from_int(_stall_basis_points(signal, raw), QuantityFormat.DECIMAL_SI))
+
+
+def parse_stall_thresholds(hard: Mapping[str, str], soft: Mapping[str, str], soft_grace_periods: Mapping[str, str],
+                           min_reclaims: Mapping[str, str]) -> list[Threshold]:
+    """Return the memory stall thresholds of EvictdConfiguration's stall maps (STALL_FIELDS), hard ones then soft,
+    as LessThan thresholds on the stall headroom; ConfigError located at the offending entry."""
+    hard_field, soft_field, grace_field, reclaim_field = STALL_FIELDS
+    hard_values = _per_signal(hard_field, hard, _stall_value, parse_stall_signal)
+    soft_values: dict[Signal, ThresholdValue | None] = {
+        **_per_signal(soft_field, soft, _stall_value, parse_stall_signal)}
+    grace_periods = _per_signal(grace_field, soft_grace_periods, _grace_period, parse_stall_signal)
+    reclaims = _per_signal(reclaim_field, min_reclaims, _stall_min_reclaim, parse_stall_signal)
+    thresholds = [Threshold(signal, value, min_reclaim=reclaims.get(signal)) for signal, value in hard_values.items()]
+    return _with_grace_periods(thresholds, soft_values, grace_periods, reclaims, grace_field)
 
 
 # --- containerfs derivation (KUBELET_SPEC §4.2) --------------------------------------------------------

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from evictd.commands.render import value_text
+from evictd.commands.render import condition_text
 from evictd.core.engine import Eviction, Skipped, ThresholdStatus
 from evictd.core.oom import ACTIVITY_TO_DESCRIPTION, TOO_LATE_ACTIVITIES, OomReport, outside_pods
 from evictd.core.thresholds import Threshold, threshold_quantity
@@ -21,7 +21,7 @@ from evictd.run.manager import CycleReport
 def describe_threshold(threshold: Threshold) -> str:
     """Return e.g. `memory.available<1Gi (hard)` or `nodefs.available<15% (soft, grace 120s)`."""
     kind = "hard" if threshold.is_hard else f"soft, grace {threshold.grace_period_s:g}s"
-    return f"{threshold.signal}<{value_text(threshold.value)} ({kind})"
+    return f"{condition_text(threshold.signal, threshold.value)} ({kind})"
 
 
 class CycleLogger:

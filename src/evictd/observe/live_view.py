@@ -8,13 +8,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
+from typing import assert_never
 
 from evictd.commands.render import ranked, table, value_text
 from evictd.core.engine import EngineState, ReclaimThenEvict, layout_of
 from evictd.core.ranking import rank_pods
 from evictd.core.signals import Signal, Unit, spec_of
 from evictd.core.summary import Observation, pod_stats_lookup
-from evictd.core.thresholds import Threshold, threshold_quantity
+from evictd.core.thresholds import Threshold, stall_share_text, threshold_quantity
 from evictd.observe.cycle_logging import describe_threshold
 from evictd.record.recording import decision_id
 from evictd.run.manager import CycleReport
@@ -27,9 +28,21 @@ RANKING_SHOWN = 5
 
 
 def human(value: int, signal: Signal) -> str:
-    """Return bytes as GiB/MiB with one decimal, counts as plain numbers."""
-    if spec_of(signal).unit is not Unit.BYTES:
-        return f"{value:,}"
+    """Return a value of `signal`: bytes as GiB/MiB with one decimal, basis points (stall headroom) as a percentage,
+    counts as plain numbers."""
+    match spec_of(signal).unit:
+        case Unit.BYTES:
+            return human_bytes(value)
+        case Unit.BASIS_POINTS:
+            return f"{value / 100:.2f}%"
+        case Unit.INODES | Unit.PIDS:
+            return f"{value:,}"
+        case unit:
+            assert_never(unit)
+
+
+def human_bytes(value: int) -> str:
+    """Return bytes as GiB/MiB/KiB with one decimal, or B."""
     for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
         if abs(value) >= size:
             return f"{value / size:.1f} {unit}"
@@ -42,7 +55,10 @@ def _threshold_cell(thresholds: Sequence[Threshold], observation: Observation | 
     cells = []
     for threshold in thresholds:  # the signal's, those that can be met
         kind = "hard" if threshold.is_hard else "soft"
-        if threshold.value.quantity is not None:
+        if threshold.value.quantity is not None and spec_of(signal).stall is not None:  # headroom, and its share
+            cells.append(f"{kind} {human(threshold.value.quantity.ceil_int(), signal)} "
+                         f"(stall>={stall_share_text(threshold.value)})")
+        elif threshold.value.quantity is not None:
             cells.append(f"{kind} {human(threshold.value.quantity.ceil_int(), signal)}")
         elif observation is not None:
             quantity = threshold_quantity(threshold.value, observation.capacity)

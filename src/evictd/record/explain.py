@@ -22,18 +22,19 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import assert_never
 
 from evictd.adapters.pod_disk_usage import DEFAULT_STALE_AFTER_S
-from evictd.commands.render import JsonObject, seconds_json, table, value_json
+from evictd.commands.render import JsonObject, recorded_stall_text, seconds_json, table, value_json
 from evictd.core.engine import EngineConfig, EngineState, Eviction, ReclaimThenEvict
 from evictd.core.errors import EvictdError
 from evictd.core.fs_layout import FsLayout
 from evictd.core.pods import SYSTEM_CRITICAL_PRIORITY, Pod, is_critical_pod, is_mirror_pod, is_static_pod
 from evictd.core.ranking import rank_pods, ranking_keys
-from evictd.core.signals import Ranking, Resource, Signal, Unit, spec_of
+from evictd.core.signals import Ranking, Resource, Signal, spec_of
 from evictd.core.summary import pod_stats_lookup
 from evictd.core.thresholds import Threshold, derive_containerfs_thresholds, threshold_quantity
-from evictd.observe.live_view import human
+from evictd.observe.live_view import human, human_bytes
 from evictd.record.recording import Record, decision_id
 from evictd.record.replay import replayed_runs, wall_text
 from evictd.run.manager import CycleReport
@@ -155,16 +156,24 @@ def replay_until(run: Iterable[Record], target: RecordHead) -> Explained:
 
 
 def usage_unit(signal: Signal) -> str:
-    """The unit of the usage a signal ranks pods by."""
-    unit = spec_of(signal).unit
-    return "processes" if unit is Unit.PIDS else unit.value
+    """The unit of the usage a signal ranks pods by: that of the resource it starves."""
+    match spec_of(signal).resource:
+        case Resource.MEMORY | Resource.EPHEMERAL_STORAGE:
+            return "bytes"
+        case Resource.INODES:
+            return "inodes"
+        case Resource.PIDS:
+            return "processes"
+        case resource:
+            assert_never(resource)
 
 
 def _amount(value: object, signal: Signal) -> str:
     if value is None:
         return "no stats"
     number = int(float(str(value)))
-    return human(number, signal) if spec_of(signal).unit is Unit.BYTES else f"{number:,} {usage_unit(signal)}"
+    unit = usage_unit(signal)
+    return human_bytes(number) if unit == "bytes" else f"{number:,} {unit}"
 
 
 def critical_reason(pod: Pod) -> str | None:
@@ -353,10 +362,13 @@ def _threshold_line(item: Mapping[str, object]) -> str:
     value = item["value"]
     assert isinstance(value, Mapping)
     shown = value.get("quantity") or f"{float(str(value.get('percentage'))) * 100:.6g}%"
-    line = f"{item['signal']} < {shown} ({item['kind']}"
+    stall = recorded_stall_text(item["signal"], shown)
+    line = f"{stall or str(item['signal']) + ' < ' + str(shown)} ({item['kind']}"
     line += ")" if item["kind"] == "hard" else f", grace {item['gracePeriodSeconds']}s)"
     if "available" in item:
         line += f": available {item['available']} of {item['capacity']}, threshold {item['threshold']}"
+        if stall is not None:
+            line += " (stall headroom in basis points of the kernel's 10 s window)"
     if "firstMet" in item:
         line += f"; first met {item['firstMet']} ({item['metForSeconds']:g}s before"
         line += ", before this run of evictd started: restored from engine-state.json)" \

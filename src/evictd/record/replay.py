@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from itertools import groupby
 
-from evictd.commands.render import JsonObject, printable, table
+from evictd.commands.render import JsonObject, printable, recorded_stall_text, table
 from evictd.commands.simulate import ScenarioRunner, parse_head, parse_step, scenario_pods, start_state
 from evictd.core.engine import EngineConfig, EngineState
 from evictd.core.errors import DecodeError, ScenarioError
@@ -69,7 +69,8 @@ def _threshold_text(status: Mapping[str, object]) -> str:
     shown = value.get("quantity") if "quantity" in value else f"{float(value.get('percentage', 0)) * 100:.6g}%"
     grace = status.get("gracePeriodSeconds")
     kind = "" if not grace else (" (grace met)" if status.get("graceMet") else " (in grace)")
-    return f"{status.get('signal')}<{shown}{kind}"
+    stall = recorded_stall_text(status.get("signal"), shown)  # a stall threshold: the share it stands for
+    return f"{stall or str(status.get('signal')) + '<' + str(shown)}{kind}"
 
 
 def _eviction_text(eviction: Mapping[str, object]) -> str:

@@ -58,6 +58,10 @@ def _memory_json(memory: MemoryStats | None) -> dict[str, object] | None:
                                                    memory.major_page_faults), strict=True):
         if value is not None:
             document[name] = value
+    if memory.psi is not None:
+        document["psi"] = {kind: {"total": line.total, "avg10": line.avg10, "avg60": line.avg60,
+                                  "avg300": line.avg300}
+                           for kind, line in (("some", memory.psi.some), ("full", memory.psi.full))}
     return document
 
 

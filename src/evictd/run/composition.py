@@ -46,6 +46,7 @@ from evictd.core.errors import ConfigError, EvictdError, KubeError, SampleError
 from evictd.core.fs_layout import FsLayout, ReclaimAction
 from evictd.core.image_gc import image_gc_policy
 from evictd.core.psi import microseconds
+from evictd.core.signals import EVICTD_SIGNALS
 from evictd.cri import NO_RUNTIME, Runtime, RuntimeSlot, RuntimeVersion
 from evictd.cri.client import CriClient
 from evictd.kube.client import build_api_client
@@ -178,6 +179,7 @@ def build_stats_source(config: Configuration, cgroups: CgroupReader, pods: PodSo
             return StatsParts(kubelet, lambda: kubelet.problems, insecure_reason=kubelet.insecure_reason)
         proxy = ApiProxySummarySource(node_name, api=build_api_client(settings.kubeconfig), timeout_s=deadline_s)
         return StatsParts(proxy, lambda: proxy.problems)
+    stall_signals = sorted({threshold.signal for threshold in config.eviction.thresholds()} & EVICTD_SIGNALS)
     node = NodeStatsSource(
         node_name=node_name,
         cgroups=cgroups,
@@ -188,7 +190,11 @@ def build_stats_source(config: Configuration, cgroups: CgroupReader, pods: PodSo
         image_fs_path=settings.image_fs_path,
         container_fs_path=settings.container_fs_path,
         runtime=runtime,
+        memory_pressure=bool(stall_signals),
     )
+    for signal, path in node.pressure_missing(stall_signals):
+        (log or structlog.get_logger("evictd")).warning(
+            "stall signal absent: the kernel gives no memory pressure (PSI)", signal=str(signal), path=path)
     walker = DiskWalkerProcess(node.disk_usage, WalkerSettings(kubelet_root=settings.kubelet_root_dir,
                                                                pod_logs_dir=settings.pod_logs_dir),
                                log=log if log is not None else structlog.get_logger("evictd"))

@@ -1,0 +1,94 @@
+"""`evictd run` with evictd's memory stall signals, on this machine's real PSI (cgroup v1, node-wide
+/proc/pressure/memory): a 0% stall threshold (always met) decided on in dry-run against a real pod, with the start
+saying the pods cgroup's stall signal is absent (cgroup v1 has no memory.pressure); and a real memory stall
+(a thrashing memory cgroup) raising the node's stall share past a threshold while memory.available stays fine."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from evictd_process import EvictdProcess, evictd_command, start_evictd
+
+from evictd.adapters.procfs import memory_pressure
+from real_cgroups import CGROUP_MOUNT, memory_stall, temporary_cgroup
+from real_pod_node import RealPodNode
+
+SOME = "evictd.io/memory.stall.some"
+PODS_SOME = "evictd.io/allocatableMemory.stall.some"
+# The real stall of `memory_stall` raises this 2-core VM's node-wide `some` avg10 to ~15% within 10 s.
+STALL_THRESHOLD_PERCENT = 5
+QUIET_PERCENT = 3.0
+
+
+def test_a_zero_stall_threshold_is_always_met_and_decided_on_in_dry_run(
+    tmp_path: Path, real_pod: RealPodNode, evictd_processes: list[EvictdProcess]
+) -> None:
+    daemon = start_evictd(
+        tmp_path, evictd_processes, kubelet="evictionHard: {}\nenforceNodeAllocatable: []\n",
+        evictd=(f"housekeepingInterval: 500ms\npsiWakeups: false\nstallEvictionHard: {{{SOME}: '0%', "
+                f"{PODS_SOME}: '0%'}}\n" + real_pod.evictd_settings(tmp_path / "containerd")),
+    )
+    # cgroup v1: the pods cgroup has no memory.pressure; the start says so, once, naming the signal.
+    absent = daemon.wait_event("stall signal absent: the kernel gives no memory pressure (PSI)")
+    assert (absent["signal"], absent["path"]) == (PODS_SOME, "no pods cgroup memory.pressure (cgroup v1)")
+    assert sum(e.get("event") == absent["event"] for e in daemon.events) == 1
+
+    met = daemon.wait_event("threshold met", timeout=10)
+    assert met["threshold"] == f"{SOME}>=0% (hard)"
+    evicted = daemon.wait_event("would evict pod", timeout=10)
+    assert (evicted["pod"], evicted["signal"], evicted["dry_run"]) == (real_pod.key, SOME, True)
+    assert evicted["message"].startswith("The node was low on resource: memory. Threshold quantity: 10001, "
+                                         "available: "), evicted["message"]
+    assert daemon.wait_event("node conditions changed")["conditions"] == ["MemoryPressure"]
+
+    # Metrics: the signal's name is the label; the observation is the headroom in basis points of 10000.
+    headroom = daemon.metric("evictd_signal_available_basis_points", signal=SOME)
+    assert 0 <= headroom <= 10_000
+    assert daemon.metric("evictd_signal_capacity_basis_points", signal=SOME) == 10_000
+    assert daemon.metric("evictd_threshold_met", signal=SOME, kind="hard") == 1
+    assert daemon.metric("evictd_node_condition", condition="MemoryPressure") == 1
+    assert daemon.stop() == 0
+
+    # The recording holds the observation: explain finds the decision on it.
+    explained = evictd_command("explain", real_pod.key, "--state-dir", str(daemon.state_dir), "--output", "json")
+    assert explained.returncode == 0, explained.stderr
+    document = json.loads(explained.stdout)
+    assert (document["signal"], document["pod"], document["unit"]) == (SOME, real_pod.key, "bytes")
+    assert document["threshold"]["capacity"] == "10k" and document["threshold"]["threshold"] == "10001"
+
+
+def node_some_avg10() -> float:
+    stats = memory_pressure("/proc/pressure/memory")
+    assert stats is not None, "this machine's kernel has no /proc/pressure/memory"
+    return stats.some.avg10
+
+
+def test_a_real_memory_stall_meets_a_stall_threshold_while_memory_available_does_not(
+    tmp_path: Path, evictd_processes: list[EvictdProcess]
+) -> None:
+    # Start from a quiet node (other work on this machine may stall it for a while).
+    deadline = time.monotonic() + 60
+    while node_some_avg10() >= QUIET_PERCENT:
+        assert time.monotonic() < deadline, "the node's memory never went quiet"
+        time.sleep(1)
+    daemon = start_evictd(
+        tmp_path, evictd_processes, kubelet="evictionHard: {memory.available: 100Mi}\n",
+        evictd=(f"housekeepingInterval: 1s\nstallEvictionHard: {{{SOME}: '{STALL_THRESHOLD_PERCENT}%'}}\n"),
+    )
+    assert daemon.metric("evictd_threshold_met", signal=SOME, kind="hard") == 0
+    with temporary_cgroup(CGROUP_MOUNT / "memory") as memcg, memory_stall(memcg):
+        stalled_at = time.monotonic()
+        met = daemon.wait_event("threshold met", timeout=60)
+        assert met["threshold"] == f"{SOME}>={STALL_THRESHOLD_PERCENT}% (hard)"
+        assert daemon.wait_event("node conditions changed")["conditions"] == ["MemoryPressure"]
+        headroom = daemon.metric("evictd_signal_available_basis_points", signal=SOME)
+        assert headroom <= 10_000 - STALL_THRESHOLD_PERCENT * 100
+        # memory.available (default 100Mi) is nowhere near its threshold: only the stall signal sees this.
+        assert daemon.metric("evictd_threshold_met", signal="memory.available", kind="hard") == 0
+        print(f"stall threshold met {met['_received'] - time.time() + time.monotonic() - stalled_at:.1f} s "
+              f"into the stall; headroom {headroom:.0f} basis points")
+    gone = daemon.wait_event("threshold no longer met", timeout=90)
+    assert gone["threshold"] == met["threshold"]
+    assert daemon.stop() == 0

@@ -16,7 +16,6 @@ Invariants:
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
 from fractions import Fraction
 
@@ -119,7 +118,7 @@ def _disk_keys(
     )
 
 
-# What `rank_pods` sorted one pod by: the key tuple of its signal's rank function (`keys_text` names its parts).
+# What `rank_pods` sorted one pod by: the key tuple of its signal's rank function (`named_key_parts`: its parts).
 SortKey = tuple[object, ...]
 
 
@@ -137,8 +136,8 @@ def _sort_key_of(signal: Signal, layout: FsLayout) -> Callable[[Pod, PodStats | 
 def rank_pods_with_keys(
     signal: Signal, layout: FsLayout, pods: Sequence[Pod], stats_of: StatsOf
 ) -> tuple[tuple[Pod, ...], tuple[SortKey, ...]]:
-    """Return `rank_pods`' order and, in the same order, the key each pod was sorted by (`keys_json` turns one
-    into what `ranking_keys` returns), so that whoever shows the ranking need not compute the keys again."""
+    """Return `rank_pods`' order and, in the same order, the key each pod was sorted by (`named_key_parts`
+    names its parts), so that whoever shows the ranking need not compute the keys again."""
     key_of = _sort_key_of(signal, layout)
     keys = [key_of(pod, stats_of(pod)) for pod in pods]
     order = sorted(range(len(keys)), key=keys.__getitem__)  # stable, as sorting the pods by their keys
@@ -156,37 +155,42 @@ def rank_pods(signal: Signal, layout: FsLayout, pods: Sequence[Pod], stats_of: S
     return list(rank_pods_with_keys(signal, layout, pods, stats_of)[0])
 
 
-def _usage_text(key: _Key) -> str:
-    """A usage comparator's key as JSON text: null without stats, else the usage above request (negated back), a
-    string where fractional (an int is checked by its type: `isinstance` of Fraction is an ABC check, slow)."""
+def sort_key(signal: Signal, layout: FsLayout, pod: Pod, stats: PodStats | None) -> SortKey:
+    """Return the key `rank_pods` sorts `pod` by under pressure on `signal`."""
+    return _sort_key_of(signal, layout)(pod, stats)
+
+
+# A part of a sort key as plain data: a flag or number (usage above request: negated back), None without stats.
+KeyPart = bool | int | Fraction | None
+
+
+def _usage(key: _Key) -> int | Fraction | None:
     if key[0] != _HAS_STATS:
-        return "null"
+        return None
     value = -key[1]
-    if type(value) is int or value.denominator == 1:
-        return str(value if type(value) is int else value.numerator)
-    return f'"{value}"'
+    return value if type(value) is int or value.denominator != 1 else value.numerator
 
 
-def keys_text(signal: Signal, key: SortKey) -> str:
-    """Return a sort key of `rank_pods_with_keys` for `signal` by name, as compact JSON text (the recorder writes
-    one per ranked pod per cycle); null where the pod had no stats.
+def named_key_parts(signal: Signal, key: SortKey) -> dict[str, KeyPart]:
+    """Return the parts of a sort key of `rank_pods_with_keys` for `signal` by name, None where the pod had no stats.
 
     Memory and disk: exceedsRequests, priority, usageAboveRequest (bytes, or inodes for ``*.inodesFree``);
     pid.available: priority, processes.
     """
     if signal is Signal.PID_AVAILABLE:
         priority, processes = key
-        return f'{{"priority":{priority},"processes":{_usage_text(processes)}}}'  # type: ignore[arg-type]
+        return {"priority": _priority(priority), "processes": _usage(_part(processes))}
     exceeds, priority, usage = key
-    flag = "null" if exceeds[0] != _HAS_STATS else "true" if exceeds[1] == _flag(True) else "false"  # type: ignore[index]
-    return f'{{"exceedsRequests":{flag},"priority":{priority},"usageAboveRequest":{_usage_text(usage)}}}'  # type: ignore[arg-type]
+    exceeds = _part(exceeds)
+    flag = None if exceeds[0] != _HAS_STATS else exceeds[1] == _flag(True)
+    return {"exceedsRequests": flag, "priority": _priority(priority), "usageAboveRequest": _usage(_part(usage))}
 
 
-def keys_json(signal: Signal, key: SortKey) -> dict[str, object]:
-    loaded: dict[str, object] = json.loads(keys_text(signal, key))
-    return loaded
+def _part(value: object) -> _Key:
+    assert isinstance(value, tuple)
+    return value
 
 
-def ranking_keys(signal: Signal, layout: FsLayout, pod: Pod, stats: PodStats | None) -> dict[str, object]:
-    """Return the keys `rank_pods` sorted `pod` by for `signal`, by name (`keys_json`)."""
-    return keys_json(signal, _sort_key_of(signal, layout)(pod, stats))
+def _priority(value: object) -> int:
+    assert isinstance(value, int)
+    return value

@@ -26,7 +26,8 @@ from evictd_process import EvictdProcess, start_evictd
 from evictd_process import evictd_command as evictd
 
 from evictd.core.saved_state import STATE_VERSION
-from evictd.record.recording import ABSENT, RECORDING_FOLDER, read_recording
+from evictd.record.model import ABSENT, decision_document
+from evictd.record.recording import RECORDING_FOLDER, read_recording
 from evictd.record.replay import replay
 from real_pod_node import MiB, RealPodNode
 
@@ -140,7 +141,7 @@ def test_a_restart_inside_a_soft_grace_period_neither_resets_nor_shortens_it(
     simulated = evictd("simulate", str(tmp_path / "restarted.yaml"), "--output", "json")
     assert simulated.returncode == 0, simulated.stderr
     second_run = [r for r in records if r.run == second_run_start.run and r.summary is not None]
-    assert [s["evicted"] for s in json.loads(simulated.stdout)["steps"]] == [r.decision["evicted"] for r in second_run]
+    assert [s["evicted"] for s in json.loads(simulated.stdout)["steps"]] == [decision_document(r.decision)["evicted"] for r in second_run]
 
     # `explain --now` of a recording whose daemon stopped a moment ago: current; it says when that stops being so.
     now = evictd("explain", "--now", "--state-dir", str(state_dir), "--output", "json")

@@ -20,7 +20,7 @@ the cycle number, as the eviction's log line and the live view print it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from evictd.adapters.pod_disk_usage import DEFAULT_STALE_AFTER_S
@@ -29,13 +29,16 @@ from evictd.core.engine import EngineConfig, EngineState, Eviction, ReclaimThenE
 from evictd.core.errors import EvictdError
 from evictd.core.fs_layout import FsLayout
 from evictd.core.pods import SYSTEM_CRITICAL_PRIORITY, Pod, is_critical_pod, is_mirror_pod, is_static_pod
-from evictd.core.ranking import rank_pods, ranking_keys
+from evictd.core.ranking import rank_pods, sort_key
 from evictd.core.signals import BYTE_SIGNALS, SIGNAL_TO_RESOURCE, Resource, Signal
 from evictd.core.summary import pod_stats_lookup
 from evictd.core.thresholds import Threshold, derive_containerfs_thresholds, threshold_quantity
 from evictd.observe.live_view import human
-from evictd.record.recording import Record, decision_id
+from evictd.record.explain_journal import from_journal, journal_text
+from evictd.record.model import Document, rank_keys
+from evictd.record.recording import Record, Recording, decision_id
 from evictd.record.replay import replayed_runs, wall_text
+from evictd.record.segment_files import Problem
 from evictd.run.manager import CycleReport
 
 # Pods that are never in the ranking at all, whatever their usage (they are not in the pod list evictd ranks).
@@ -79,15 +82,10 @@ class RecordHead:
 
 def record_head(record: Record) -> RecordHead:
     """The head of `record`."""
-    evicted = record.decision.get("evicted")
-    evictions = [e for e in evicted if isinstance(e, Mapping)] if isinstance(evicted, list) else []
+    evictions = record.decision.evicted
     uids = _uids(record) if evictions else {}
     return RecordHead(record.run, record.cycle, record.wall, record.summary is not None,
-                      tuple((_key(e), str(e.get("name")), uids.get(_key(e), "")) for e in evictions))
-
-
-def _key(eviction: Mapping[str, object]) -> str:
-    return f"{eviction.get('namespace')}/{eviction.get('name')}"
+                      tuple((e.key, e.name, uids.get(e.key, "")) for e in evictions))
 
 
 def _uids(record: Record) -> dict[str, str]:
@@ -98,7 +96,7 @@ def _uids(record: Record) -> dict[str, str]:
         return last[1]
     uids: dict[str, str] = {}
     for pod in record.pods:
-        meta = pod.get("metadata") if isinstance(pod, Mapping) else None
+        meta = pod.get("metadata")
         if isinstance(meta, Mapping) and meta.get("uid"):
             uids[f"{meta.get('namespace') or 'default'}/{meta.get('name')}"] = str(meta["uid"])
     _LAST_UIDS[0] = (record.pods, uids)
@@ -106,7 +104,7 @@ def _uids(record: Record) -> dict[str, str]:
 
 
 # The last pod list `_uids` read, and its UIDs.
-_LAST_UIDS: list[tuple[Sequence[object], dict[str, str]] | None] = [None]
+_LAST_UIDS: list[tuple[Sequence[Document], dict[str, str]] | None] = [None]
 
 
 def find_eviction(heads: Sequence[RecordHead], pod: str | None) -> tuple[int, str]:
@@ -149,10 +147,8 @@ def replay_until(run: Iterable[Record], target: RecordHead) -> Explained:
     if replayed is not None:
         for last in replayed.cycles:  # noqa: B007 (the last one is the one explained)
             pass
-    if replayed is None or last is None or (last[0].cycle, last[0].wall) != (target.cycle, target.wall):
-        raise EvictdError(f"cycle {decision_id(target.run, target.cycle)} cannot be replayed (the recording changed "
-                          "while it was read, or its readings do not decode)")
-    return Explained(last[0], last[1], replayed.config, replayed.layout, replayed.start_state, replayed.restored)
+    return _replayed(None if replayed is None or last is None else Explained(
+        last[0], last[1], replayed.config, replayed.layout, replayed.start_state, replayed.restored), target)
 
 
 # --- what a pod's ranking keys say ----------------------------------------------------------------------------
@@ -226,7 +222,8 @@ def ranked_pods(signal: Signal, layout: FsLayout, ranking: Sequence[Pod], report
         reason = critical_reason(pod)
         outcome = ("evicted" if evicted is not None and pod.key == evicted.key
                    else f"skipped: {reason}" if reason is not None else "")
-        rows.append(RankedPod(pod, ranking_keys(signal, layout, pod, stats_of(pod)), outcome))
+        rows.append(RankedPod(pod, rank_keys(signal, sort_key(signal, layout, pod, stats_of(pod))).document(),
+                              outcome))
     return rows
 
 
@@ -333,8 +330,7 @@ def _pod_disk_text(pod: object, figures: object) -> str:
 
 
 def _recorded_reclaim(record: Record) -> list[object]:
-    results = record.decision.get("reclaimResults")
-    return list(results) if isinstance(results, list) else []
+    return [result.document() for result in record.decision.reclaim_results]
 
 
 def _why(signal: Signal, rows: Sequence[RankedPod]) -> list[str]:
@@ -546,3 +542,103 @@ def now_text(document: Mapping[str, object]) -> str:
     if ranking["more"]:
         lines.append(f"... and {ranking['more']} more")
     return "\n".join(lines)
+
+
+# --- the command ------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Explanation:
+    """What `evictd explain` prints: its `--output json` document, and the function writing that as text."""
+
+    document: JsonObject
+    text: Callable[[Mapping[str, object]], str]
+
+
+@dataclass(frozen=True, slots=True)
+class _Pass:
+    """One pass over a recording: each cycle's head, and the last cycle and the last eviction replayed."""
+
+    heads: list[RecordHead]
+    last: Explained | None
+    last_eviction: Explained | None
+
+
+def _replay_all(records: Iterable[Record]) -> _Pass:
+    """Read `records` once, keeping each one's head and replaying every run (`--last` and `--now` explain the
+    newest: one pass instead of one for the heads and one more for the run explained)."""
+    heads: list[RecordHead] = []
+
+    def counted() -> Iterator[Record]:
+        for record in records:
+            heads.append(record_head(record))
+            yield record
+
+    last = last_eviction = None
+    for run in replayed_runs(counted()):
+        for record, report in run.cycles:
+            last = Explained(record, report, run.config, run.layout, run.start_state, run.restored)
+            if record.decision.evicted:
+                last_eviction = last
+    return _Pass(heads, last, last_eviction)
+
+
+def _replayed(explained: Explained | None, target: RecordHead) -> Explained:
+    """`explained`, when it is the cycle `target` (else an EvictdError saying why that cycle is not replayed)."""
+    if not target.read_stats:
+        raise EvictdError(f"cycle {decision_id(target.run, target.cycle)} read no stats: nothing was decided")
+    if explained is None or (explained.record.run, explained.record.cycle, explained.record.wall) != (
+            target.run, target.cycle, target.wall):
+        raise EvictdError(f"cycle {decision_id(target.run, target.cycle)} cannot be replayed (the recording changed "
+                          "while it was read, or its readings do not decode)")
+    return explained
+
+
+def explain(recording: Recording, state_dir: str, *, pod: str | None = None, decision: str | None = None,
+            now: bool = False, housekeeping_interval_s: float, now_wall: float, warn: Problem) -> Explanation:
+    """Explain the eviction of `pod` (namespace/name, name or UID), of decision id `decision`, the last one (neither),
+    or with `now` the newest cycle, from `recording` or, when it does not hold it, the journal in `state_dir`;
+    `warn` is told what a person should know. Raises EvictdError when neither holds it."""
+    # --last and --now: one pass, replaying as it reads. A pod or a decision: first what cycles there are (their
+    # heads only), then the run of the one explained, replayed up to it.
+    newest = now or (pod is None and decision is None)
+    passed = _replay_all(recording) if newest else None
+    heads = passed.heads if passed is not None else [
+        record_head(record) for record in recording.cycles(summaries=False)]
+    try:
+        recording.check_read(bool(heads), warn)
+        recording_problem = None
+    except EvictdError as exc:  # no recording (recorder off, deleted): the journal may still know
+        if now:
+            raise
+        recording_problem = str(exc)
+    recording.quiet = True
+    if now:
+        assert passed is not None
+        document = now_json(_replayed(passed.last, heads[-1]), now_wall=now_wall,
+                            stale_after=stale_after_s(housekeeping_interval_s))
+        if not document["current"]:
+            warn(f"the newest recorded cycle is {document['ageSeconds']:g} s old: this is not now")
+        return Explanation(document, now_text)
+    try:
+        if decision is not None:
+            index = find_decision(heads, decision)
+            if not heads[index].evicted:
+                raise EvictdError(f"decision {decision} evicted nobody (`evictd explain --now` shows a cycle)")
+            pod_key = heads[index].evicted[0][0]
+        else:
+            index, pod_key = find_eviction(heads, pod)
+    except EvictdError as exc:
+        not_found: EvictdError | None = exc if recording_problem is None else EvictdError(recording_problem)
+        index = -1
+    else:
+        not_found = None
+    journal = from_journal(state_dir, heads, pod=pod, decision=decision, since=recording.since, until=recording.until,
+                           recording_problem=recording_problem, recorded_at=heads[index].wall if index >= 0 else None,
+                           not_found=not_found)
+    if journal is not None:
+        return Explanation(journal, journal_text)
+    target = heads[index]
+    explained = _replayed(passed.last_eviction, target) if passed is not None else replay_until(
+        recording.cycles(run=target.run), target)
+    return Explanation(explanation_json(explained, pod_key), explanation_text)

@@ -16,14 +16,17 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from evictd.commands.render import JsonObject
-from evictd.core.errors import SampleError
+from evictd.core.errors import EvictdError, SampleError
 from evictd.kube.evictor import DECISION_ANNOTATION
 from evictd.kube.journal import JOURNAL_FILE, ApiStep, JournalEntry, read_journal
-from evictd.record.explain import RecordHead
 from evictd.record.recording import decision_id
 from evictd.record.replay import wall_text
+
+if TYPE_CHECKING:  # `explain` imports this module
+    from evictd.record.explain import RecordHead
 
 NOT_KNOWN = ("the ranked table, the thresholds' first-met times and grace timing, and what node-level reclaim ran "
              "and freed are not available: the recording does not hold that cycle")
@@ -98,6 +101,31 @@ def journal_json(entry: JournalEntry, not_recorded: str) -> JsonObject:
         "notRecorded": not_recorded,
         "notAvailable": NOT_KNOWN,
     }
+
+
+def from_journal(state_dir: str, heads: Sequence[RecordHead], *, pod: str | None, decision: str | None,
+                 since: float | None, until: float | None, recording_problem: str | None, recorded_at: float | None,
+                 not_found: EvictdError | None) -> JsonObject | None:
+    """The `journal_json` document of the eviction asked for (`pod`, or `decision`; neither: the last) when the
+    recording (`heads`: its cycles) does not hold it, or holds only an earlier one of the pod (at `recorded_at`);
+    None when the recording's is the one. Raise EvictdError when neither holds one (`not_found`: why the recording
+    does not)."""
+    entries, journal_problem = journal_entries(state_dir)
+    entries = [e for e in unrecorded(entries, heads)
+               if (since is None or e.decided_at >= since) and (until is None or e.decided_at <= until)]
+    if decision is not None:
+        entry = by_decision(entries, decision) if not_found is not None else None
+    else:
+        entry = next((e for e in reversed(entries) if matches(e, pod)), None)
+        if entry is not None and recorded_at is not None and entry.decided_at <= recorded_at:
+            entry = None  # the recorded eviction is the later one
+    if entry is None:
+        if not_found is not None:
+            either = f"the journal cannot be read either ({journal_problem})" if journal_problem else \
+                "nor in the journal (it keeps evictions 10 minutes after they finish; none in dry-run)"
+            raise EvictdError(f"{not_found}; {either}")
+        return None
+    return journal_json(entry, why_not_recorded(entry, heads, recording_problem))
 
 
 def journal_text(document: Mapping[str, object]) -> str:

@@ -109,6 +109,10 @@ class ReclaimResult:
     freed_bytes: int
     error: str | None
 
+    def document(self) -> dict[str, object]:
+        """The result as the recording writes it."""
+        return {"action": self.action, "freedBytes": self.freed_bytes, "error": self.error}
+
 
 @dataclass(frozen=True, slots=True)
 class RankKeys:
@@ -221,21 +225,29 @@ def layout_document(layout: FsLayout) -> dict[str, object]:
     return {"dedicatedImageFs": layout.dedicated_imagefs, "splitContainerFs": layout.split_containerfs}
 
 
-def _decision_document(decision: Decision) -> dict[str, object]:
+def decision_document(decision: Decision) -> dict[str, object]:
+    """The decision as the recording writes it, its ranking last."""
+    document = _decision_head(decision)
+    document["ranking"] = json.loads(decision.ranking.text) if decision.ranking.text is not None else list(
+        decision.ranking.items)
+    return document
+
+
+def _decision_head(decision: Decision) -> dict[str, object]:
     document: dict[str, object] = {
         "conditions": list(decision.conditions),
-        "thresholdsMet": [{"signal": t.signal,
-                           "value": {"quantity": t.quantity} if t.quantity is not None else {"percentage": t.percentage},
+        "thresholdsMet": [{"signal": t.signal, "value": {"quantity": t.quantity} if t.quantity is not None
+                           else {"percentage": t.percentage},
                            "gracePeriodSeconds": t.grace_period_s, "graceMet": t.grace_met}
                           for t in decision.thresholds_met],
         "reclaim": list(decision.reclaim),
         "reclaimSucceeded": decision.reclaim_succeeded,
-        "evicted": [{"namespace": e.namespace, "name": e.name, "signal": e.signal, "gracePeriodSeconds": e.grace_period_s,
+        "evicted": [{"namespace": e.namespace, "name": e.name, "signal": e.signal,
+                     "gracePeriodSeconds": e.grace_period_s,
                      "effectiveGracePeriodSeconds": e.effective_grace_period_s, "reason": e.reason,
                      "message": e.message, "annotations": dict(e.annotations), "conditions": list(e.conditions)}
                     for e in decision.evicted],
-        "reclaimResults": [{"action": r.action, "freedBytes": r.freed_bytes, "error": r.error}
-                           for r in decision.reclaim_results],
+        "reclaimResults": [r.document() for r in decision.reclaim_results],
     }
     if decision.errors is not None:
         document["errors"] = list(decision.errors)
@@ -267,7 +279,7 @@ def encode_line(line: Line) -> bytes:
         changes = line.pod_changes
         head["podChanges"] = {name: list(value) for name, value in (
             ("set", changes.set), ("removed", changes.removed), ("order", changes.order)) if value is not None}
-    text = [dumps(head)[:-1], ',"decision":', dumps(_decision_document(line.decision))[:-1], ',"ranking":',
+    text = [dumps(head)[:-1], ',"decision":', dumps(_decision_head(line.decision))[:-1], ',"ranking":',
             line.decision.ranking.encode(), "}"]
     if line.summary_changes is not None:
         text += [',"summaryChanges":', _text(line.summary_changes)]
@@ -305,7 +317,8 @@ def _key_part_text(part: KeyPart) -> str:
 
 def rank_keys_text(signal: Signal, key: SortKey) -> str:
     """`rank_keys` as compact JSON text, written directly (the recorder writes one per ranked pod per cycle)."""
-    return "{" + ",".join(f'"{name}":{_key_part_text(part)}' for name, part in named_key_parts(signal, key).items()) + "}"
+    parts = named_key_parts(signal, key)
+    return "{" + ",".join(f'"{name}":{_key_part_text(part)}' for name, part in parts.items()) + "}"
 
 
 # --- decoding ------------------------------------------------------------------------------------------------

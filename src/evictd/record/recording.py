@@ -31,6 +31,7 @@ Summary changes, until one holds a whole Summary again. Version 1 lines (every S
 
 from __future__ import annotations
 
+import gc
 import itertools
 import operator
 import os
@@ -38,7 +39,8 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from evictd.commands.render import JsonObject, seconds_json
+from evictd.commands.render import JsonObject, printable, seconds_json
+from evictd.core.errors import EvictdError
 from evictd.core.fs_layout import FsLayout
 from evictd.core.kubelet_config import KUBELET_API_VERSION, KUBELET_KIND
 from evictd.core.pods import Pod, is_critical_pod, pod_to_dict
@@ -70,6 +72,8 @@ CLOSED_SUFFIX = ".jsonl.gz"
 # So many unreadable lines in a row end the reading of a segment (a file of garbage, or of empty lines).
 MAX_LOST_LINES_IN_A_ROW = 100
 MAX_REASON_CHARS = 120
+# The young generation's threshold while a command reads a recording (see `open_recording`).
+READER_GC_THRESHOLD = 50_000
 
 
 def run_id(wall: float, process: str | None = None) -> str:
@@ -340,8 +344,23 @@ class Recording:
         self.folder = folder
         self.since = since
         self.until = until
-        self.problem = problem
+        self._problem = problem
         self.skipped = 0
+        self.quiet = False  # while it is read again: its problems were told the first time
+
+    def problem(self, message: str) -> None:
+        """Tell `problem` what cannot be read (unless `quiet`)."""
+        if not self.quiet:
+            self._problem(message)
+
+    def check_read(self, seen: bool, warn: Problem) -> None:
+        """After reading the recording (`seen`: whether it held a cycle): `warn` about skipped lines; raise
+        EvictdError when it held no cycle."""
+        if self.skipped:
+            warn(f"{self.skipped} recorded lines could not be read and were skipped")
+        if not seen:
+            raise EvictdError(f"no recorded cycles in {printable(self.folder)}" + (
+                " in that time" if self.since is not None or self.until is not None else ""))
 
     def __iter__(self) -> Iterator[Record]:
         return self.cycles()
@@ -393,6 +412,17 @@ class Recording:
                 reason = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)[:MAX_REASON_CHARS]
                 self.problem(f"{path}: a line cannot be read ({reason}): skipped")
             return False, None
+
+
+def open_recording(path: str, since: float | None, until: float | None, problem: Problem) -> Recording:
+    """The recording at `path` (a stateDir, its recording folder or a segment), read as it is iterated, for a
+    command that reads it whole (the collector tuned for it)."""
+    # A reader builds and drops each cycle's objects by the thousand, freed as they go (no reference cycles): the
+    # collector's passes every 700 new objects (Python's default) were a sixth of its time.
+    gc.set_threshold(READER_GC_THRESHOLD, 10, 10)
+    if os.path.isdir(os.path.join(path, RECORDING_FOLDER)):
+        path = os.path.join(path, RECORDING_FOLDER)
+    return Recording(path, since, until, problem=problem)
 
 
 def read_recording(folder: str, since: float | None = None, until: float | None = None) -> tuple[list[Record], int]:

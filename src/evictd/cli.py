@@ -341,7 +341,6 @@ def _replay(args: argparse.Namespace) -> int:
 
 
 def _explain(args: argparse.Namespace) -> int:
-    from evictd.commands.render import printable_document
     from evictd.record.explain import explain
 
     configuration = load_configuration(args.config, _flags(args))
@@ -349,8 +348,7 @@ def _explain(args: argparse.Namespace) -> int:
     explanation = explain(_recording(state_dir, args), state_dir, pod=args.pod, decision=args.decision, now=args.now,
                           housekeeping_interval_s=configuration.evictd.housekeeping_interval_s, now_wall=time.time(),
                           warn=_warn)
-    document = explanation.document
-    print(json.dumps(document, indent=2) if args.output == "json" else explanation.text(printable_document(document)))
+    print(json.dumps(explanation.document(), indent=2) if args.output == "json" else explanation.text())
     return EXIT_OK
 
 

@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from evictd.commands.render import JsonObject
+from evictd.commands.render import JsonObject, printable_document
 from evictd.core.errors import EvictdError, SampleError
 from evictd.kube.evictor import DECISION_ANNOTATION
 from evictd.kube.journal import JOURNAL_FILE, ApiStep, JournalEntry, read_journal
@@ -146,3 +147,16 @@ def journal_text(document: Mapping[str, object]) -> str:
     lines += [f"  the API answered ({outcome}): {answer}" for outcome, answer in answers.items()]
     lines += ["", f"not in the flight recording: {document['notRecorded']}.", f"{document['notAvailable']!s}."]
     return "\n".join(lines)
+
+
+@dataclass(frozen=True, slots=True)
+class JournalExplanation:
+    """An eviction explained from the journal: `journal_json`'s document, and its text."""
+
+    journal_document: JsonObject
+
+    def document(self) -> JsonObject:
+        return self.journal_document
+
+    def text(self) -> str:
+        return journal_text(printable_document(self.journal_document))

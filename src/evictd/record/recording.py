@@ -10,7 +10,7 @@ complete cycle:
      "pods": [...]  or  "podChanges": {"set": [...], "removed": [...], "order": [...]},
      "summary": {...} or null  or  "summaryChanges": {"node": {...}, "pods": [...], "removed": [...], "order": [...]},
      "afterReclaim": {...},                                # Summary API documents, as `simulate` reads them
-     "decision": {...}}                                    # `decision_json`
+     "decision": {...}}                                    # `decision_of` (`evictd.record.model`)
 
 `pods` is the whole list (v1 Pod objects, as `simulate` reads them), written on a segment's first line (a segment
 reads alone: older ones may have been deleted); after that only what changed: pods added or changed (`set`),

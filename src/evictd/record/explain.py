@@ -37,7 +37,7 @@ from evictd.core.signals import BYTE_SIGNALS, SIGNAL_TO_RESOURCE, Resource, Sign
 from evictd.core.summary import pod_stats_lookup
 from evictd.core.thresholds import Threshold, derive_containerfs_thresholds, threshold_quantity
 from evictd.observe.live_view import human
-from evictd.record.explain_journal import JournalExplanation, from_journal
+from evictd.record.explain_journal import from_journal
 from evictd.record.model import ABSENT, Absent, Document, KeyValue, RankKeys, rank_keys
 from evictd.record.recording import Record, Recording, decision_id
 from evictd.record.replay import replayed_runs, wall_text
@@ -725,7 +725,7 @@ def explain(recording: Recording, state_dir: str, *, pod: str | None = None, dec
                            recording_problem=recording_problem, recorded_at=heads[index].wall if index >= 0 else None,
                            not_found=not_found)
     if journal is not None:
-        return JournalExplanation(journal)
+        return journal
     target = heads[index]
     explained = _replayed(passed.last_eviction, target) if passed is not None else replay_until(
         recording.cycles(run=target.run), target)

@@ -35,7 +35,7 @@ from evictd.core.engine import EngineState
 from evictd.core.kubelet_config import EvictionSettings, eviction_settings, kubelet_config_document
 from evictd.core.pods import pod_from_dict, pod_to_dict
 from evictd.core.saved_state import STATE_VERSION, threshold_record
-from evictd.record.model import RankKeys, decision_document
+from evictd.record.model import RankKeys
 from evictd.record.recorder import FlightRecorder
 from evictd.record.recording import (
     CLOSED_SUFFIX,
@@ -49,6 +49,7 @@ from evictd.record.replay import replay
 from evictd.record.summary_json import summary_to_dict
 from evictd.run.after_cycle import Cycle
 from full_filesystem import UnwritableFolder
+from recorded_lines import decision_document
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = sorted((ROOT / "config" / "examples").glob("*.yaml"))

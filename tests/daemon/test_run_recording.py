@@ -18,10 +18,10 @@ from pathlib import Path
 from evictd_process import EvictdProcess, start_evictd
 from evictd_process import evictd_command as evictd
 
-from evictd.record.model import decision_document
 from evictd.record.recording import RECORDING_FOLDER, read_recording
 from full_filesystem import UnwritableFolder
 from real_pod_node import MiB, RealPodNode
+from recorded_lines import decision_document
 
 ALLOCATED_BYTES = 360 * MiB  # leaves ~150Mi of real_pod's 512Mi: past the 200Mi threshold, no OOM kill
 THRESHOLDS = "allocatableMemory.available<200Mi,nodefs.available<50%"

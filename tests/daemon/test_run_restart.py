@@ -26,10 +26,11 @@ from evictd_process import EvictdProcess, start_evictd
 from evictd_process import evictd_command as evictd
 
 from evictd.core.saved_state import STATE_VERSION
-from evictd.record.model import ABSENT, decision_document
+from evictd.record.model import ABSENT
 from evictd.record.recording import RECORDING_FOLDER, read_recording
 from evictd.record.replay import replay
 from real_pod_node import MiB, RealPodNode
+from recorded_lines import decision_document
 
 POD_LIMIT_BYTES = 512 * MiB
 ALLOCATED_BYTES = 360 * MiB  # leaves ~150Mi: past the 200Mi threshold, well below the limit (no OOM kill)

@@ -225,14 +225,6 @@ def layout_document(layout: FsLayout) -> dict[str, object]:
     return {"dedicatedImageFs": layout.dedicated_imagefs, "splitContainerFs": layout.split_containerfs}
 
 
-def decision_document(decision: Decision) -> dict[str, object]:
-    """The decision as the recording writes it, its ranking last."""
-    document = _decision_head(decision)
-    document["ranking"] = json.loads(decision.ranking.text) if decision.ranking.text is not None else list(
-        decision.ranking.items)
-    return document
-
-
 def _decision_head(decision: Decision) -> dict[str, object]:
     document: dict[str, object] = {
         "conditions": list(decision.conditions),

@@ -32,9 +32,10 @@ from evictd.commands.render import step_json, yaml_flow
 from evictd.commands.simulate import Scenario, parse_scenario, run_scenario
 from evictd.config import load_configuration, read_documents
 from evictd.core.engine import EngineState
-from evictd.core.kubelet_config import EvictionSettings, eviction_settings, kubelet_config_document
-from evictd.core.pods import pod_from_dict, pod_to_dict
+from evictd.core.kubelet_config import EvictionSettings, eviction_settings
+from evictd.core.pods import pod_from_dict
 from evictd.core.saved_state import STATE_VERSION, threshold_record
+from evictd.record.documents import kubelet_config_document, pod_to_dict
 from evictd.record.model import RankKeys
 from evictd.record.recorder import FlightRecorder
 from evictd.record.recording import (

@@ -35,11 +35,12 @@ from datetime import UTC, datetime
 from evictd.clock import SYSTEM_CLOCK, Clock
 from evictd.core.engine import EngineState
 from evictd.core.fs_layout import FsLayout
-from evictd.core.kubelet_config import EvictionSettings, kubelet_config_document
+from evictd.core.kubelet_config import EvictionSettings
 from evictd.core.pods import Pod
 from evictd.core.saved_state import state_document
 from evictd.kube.atomic_file import remove_temporaries
 from evictd.log import Log
+from evictd.record.documents import kubelet_config_document
 from evictd.record.model import ABSENT, Encoded, Line, dumps, encode_line
 from evictd.record.recording import (
     CLOSED_SUFFIX,

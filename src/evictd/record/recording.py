@@ -43,7 +43,8 @@ from evictd.commands.render import JsonObject, printable, seconds_json
 from evictd.core.errors import EvictdError
 from evictd.core.fs_layout import FsLayout
 from evictd.core.kubelet_config import KUBELET_API_VERSION, KUBELET_KIND
-from evictd.core.pods import Pod, is_critical_pod, pod_to_dict
+from evictd.core.pods import Pod, is_critical_pod
+from evictd.record.documents import pod_to_dict
 from evictd.record.model import (
     ABSENT,
     Absent,

@@ -13,9 +13,10 @@ import pytest
 from evictd.commands.simulate import parse_scenario
 from evictd.config import read_documents
 from evictd.core.fs_layout import FsLayout
+from evictd.core.pods import Pod, pod_from_dict
 from evictd.core.ranking import rank_pods_with_keys
 from evictd.core.signals import Signal
-from evictd.core.summary import pod_stats_lookup
+from evictd.core.summary import PodStats, pod_stats_lookup
 from evictd.record.model import (
     ABSENT,
     FORMAT_VERSION,
@@ -119,9 +120,21 @@ def test_rank_keys_written_as_text_are_the_keys_as_json(signal: Signal) -> None:
     scenario = parse_scenario(read_documents(str(EXAMPLES[0]), key="scenario")[0][0])
     step = scenario.steps[3]
     assert step.summary is not None
-    pods = step.pods if step.pods is not None else scenario.pods
-    _, keys = rank_pods_with_keys(signal, FsLayout(), pods, pod_stats_lookup(step.summary, pods))
-    assert keys
-    for key in keys:
-        assert json.loads(rank_keys_text(signal, key)) == rank_keys(signal, key).document()
-        assert rank_keys_text(signal, key) == dumps(rank_keys(signal, key).document())
+    # A pod requesting 1.5 bytes (its usage above request a fraction) with another's stats, and one without stats.
+    fraction = pod_from_dict({"metadata": {"name": "fraction", "namespace": "default", "uid": "f"}, "spec": {
+        "containers": [{"name": "c", "resources": {"requests": {"memory": "1500m"}}}]}})
+    pods = [*(step.pods if step.pods is not None else scenario.pods), fraction]
+    lookup = pod_stats_lookup(step.summary, pods)
+
+    def stats_of(pod: Pod) -> PodStats | None:
+        return lookup(pods[0]) if pod is fraction else None if pod is pods[1] else lookup(pod)
+
+    _, keys = rank_pods_with_keys(signal, FsLayout(), pods, stats_of)
+    documents = [rank_keys(signal, key).document() for key in keys]
+    for key, document in zip(keys, documents, strict=True):
+        assert json.loads(rank_keys_text(signal, key)) == document
+        assert rank_keys_text(signal, key) == dumps(document)
+    usage = "processes" if signal is Signal.PID_AVAILABLE else "usageAboveRequest"
+    assert any(document[usage] is None for document in documents), "a pod without stats"
+    if signal is Signal.MEMORY_AVAILABLE:
+        assert any(isinstance(document[usage], str) and "/" in document[usage] for document in documents)

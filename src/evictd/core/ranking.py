@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from fractions import Fraction
+from typing import cast
 
 from evictd.core.fs_layout import FsLayout, FsStatsType, meaning_of
 from evictd.core.pods import Derived, Pod, counts_for_local_disk, derived, pod_priority
@@ -162,35 +163,39 @@ def sort_key(signal: Signal, layout: FsLayout, pod: Pod, stats: PodStats | None)
 
 # A part of a sort key as plain data: a flag or number (usage above request: negated back), None without stats.
 KeyPart = bool | int | Fraction | None
+# The names of a sort key's parts: memory and disk signals, pid.available.
+_PARTS = ("exceedsRequests", "priority", "usageAboveRequest")
+_PID_PARTS = ("priority", "processes")
 
 
-def _usage(key: _Key) -> int | Fraction | None:
-    if key[0] != _HAS_STATS:
-        return None
-    value = -key[1]
-    return value if type(value) is int or value.denominator != 1 else value.numerator
+def key_part_names(signal: Signal) -> tuple[str, ...]:
+    """The names of the parts of a sort key for `signal`, in order (`key_parts`)."""
+    return _PID_PARTS if signal is Signal.PID_AVAILABLE else _PARTS
+
+
+def key_parts(signal: Signal, key: SortKey) -> tuple[KeyPart, ...]:
+    """Return the parts of a sort key of `rank_pods_with_keys` for `signal` as plain data, in the order of
+    `key_part_names`: whether the pod exceeds its request, its priority, its usage above its request (bytes, or
+    inodes for ``*.inodesFree``) or its processes; None where the pod had no stats. (Called for every ranked pod
+    every cycle by the recorder: plain code.)"""
+    if signal is Signal.PID_AVAILABLE:
+        priority, processes = cast(tuple[int, _Key], key)
+        return priority, None if processes[0] != _HAS_STATS else _plain(processes[1])
+    exceeds, priority, usage = cast(tuple[_Key, int, _Key], key)
+    above = usage[1]  # an int, most often: negated back here, without a call
+    return (None if exceeds[0] != _HAS_STATS else exceeds[1] == _TRUE_FLAG, priority,
+            None if usage[0] != _HAS_STATS else -above if type(above) is int else _plain(above))
 
 
 def named_key_parts(signal: Signal, key: SortKey) -> dict[str, KeyPart]:
-    """Return the parts of a sort key of `rank_pods_with_keys` for `signal` by name, None where the pod had no stats.
-
-    Memory and disk: exceedsRequests, priority, usageAboveRequest (bytes, or inodes for ``*.inodesFree``);
-    pid.available: priority, processes.
-    """
-    if signal is Signal.PID_AVAILABLE:
-        priority, processes = key
-        return {"priority": _priority(priority), "processes": _usage(_part(processes))}
-    exceeds, priority, usage = key
-    exceeds = _part(exceeds)
-    flag = None if exceeds[0] != _HAS_STATS else exceeds[1] == _flag(True)
-    return {"exceedsRequests": flag, "priority": _priority(priority), "usageAboveRequest": _usage(_part(usage))}
+    """Return `key_parts` by name."""
+    return dict(zip(key_part_names(signal), key_parts(signal, key), strict=True))
 
 
-def _part(value: object) -> _Key:
-    assert isinstance(value, tuple)
-    return value
+_TRUE_FLAG = _flag(True)
 
 
-def _priority(value: object) -> int:
-    assert isinstance(value, int)
-    return value
+def _plain(negated: _Number) -> int | Fraction:
+    """A usage key's value negated back: an int where whole."""
+    return -negated if type(negated) is int or negated.denominator != 1 else -negated.numerator
+

@@ -14,6 +14,10 @@ An eviction the recording does not hold is explained from the journal (`explain_
 (a disk signal or a local-storage limit) also says when the evicted pod's disk figures were measured: a tree whose
 walk takes longer than the disk walker's staleness limit is decided on with its last complete figures, however old.
 
+The last eviction and the newest cycle (`--last`, `--now`) are found and replayed in one reading of the
+recording, each run replayed as it is read (its cycles are read once, not once to find the cycle and once more
+to replay it); an eviction by pod or decision id is found first, then its run alone is replayed up to it.
+
 A decision id is `<run>/<cycle>`: the run of evictd (its start time and PID, as the recording names it) and
 the cycle number, as the eviction's log line and the live view print it.
 """

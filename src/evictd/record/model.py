@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 
 from evictd.core.fs_layout import FsLayout
-from evictd.core.ranking import KeyPart, SortKey, named_key_parts
+from evictd.core.ranking import KeyPart, SortKey, key_part_names, key_parts, named_key_parts
 from evictd.core.signals import Signal
 
 # Version 2 writes a Summary as what changed since the line before; version 1 (every Summary whole) is read too.
@@ -299,18 +299,27 @@ def rank_keys(signal: Signal, key: SortKey) -> RankKeys:
     return RankKeys(priority=priority, usage=_key_value_of(parts["usageAboveRequest"]), exceeds_requests=exceeds)
 
 
-def _key_part_text(part: KeyPart) -> str:
-    if part is None:
-        return "null"
-    if part is True or part is False:
-        return "true" if part else "false"
-    return str(part) if type(part) is int else f'"{part}"'
+# The text of a sort key's parts, by signal: a template with a `%s` for each part (`key_part_names`).
+_TEMPLATES: dict[Signal, str] = {}
+_FLAG_TEXTS: dict[KeyPart, str] = {None: "null", True: "true", False: "false"}
+
+
+def _number_text(part: KeyPart) -> str:
+    """A usage part that is not an int: null (no stats), or a fraction (a string)."""
+    return "null" if part is None else f'"{part}"'
 
 
 def rank_keys_text(signal: Signal, key: SortKey) -> str:
     """`rank_keys` as compact JSON text, written directly (the recorder writes one per ranked pod per cycle)."""
-    parts = named_key_parts(signal, key)
-    return "{" + ",".join(f'"{name}":{_key_part_text(part)}' for name, part in parts.items()) + "}"
+    template = _TEMPLATES.get(signal)
+    if template is None:
+        template = _TEMPLATES[signal] = "{" + ",".join(f'"{name}":%s' for name in key_part_names(signal)) + "}"
+    parts = key_parts(signal, key)
+    if len(parts) == 2:  # priority, processes
+        priority, usage = parts
+        return template % (priority, usage if type(usage) is int else _number_text(usage))
+    exceeds, priority, usage = parts  # exceedsRequests, priority, usageAboveRequest
+    return template % (_FLAG_TEXTS[exceeds], priority, usage if type(usage) is int else _number_text(usage))
 
 
 # --- decoding ------------------------------------------------------------------------------------------------

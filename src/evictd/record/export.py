@@ -13,7 +13,7 @@ from typing import TextIO
 
 import yaml
 
-from evictd.commands.render import printable, yaml_flow
+from evictd.commands.render import yaml_flow
 from evictd.record.recording import Record, Recording, scenario_parts, unknown_start_state
 from evictd.record.segment_files import Problem
 
@@ -51,4 +51,4 @@ def export(recording: Recording, out: TextIO, warn: Problem) -> None:
         warn(SEVERAL_RUNS)
     unknown = unknown_start_state(start)
     if unknown is not None:
-        warn(printable(unknown))
+        warn(unknown)

@@ -53,7 +53,7 @@ def memory_recording(tmp_path: Path, proxy_priority: int | None = None) -> Path:
 def test_explain_a_soft_eviction_by_pod_name(tmp_path: Path) -> None:
     state_dir = memory_recording(tmp_path)
     records, _ = read_recording(str(state_dir / RECORDING_FOLDER))
-    evicting = next(r for r in records if r.decision["evicted"])
+    evicting = next(r for r in records if r.decision.evicted)
 
     document = explained(state_dir, "jobs/batch-job")
     assert document["decision"] == f"{evicting.run}/{evicting.cycle}" and evicting.cycle == 4
@@ -112,11 +112,11 @@ def test_explain_shows_node_level_reclaim_and_a_decision_by_its_id(tmp_path: Pat
     _, scenario, settings = example(EXAMPLES[1])  # 02-disk-pressure-single-fs: reclaim, not enough, evict
     record(scenario, recorder(tmp_path, settings))
     records, _ = read_recording(str(tmp_path / RECORDING_FOLDER))
-    evicting = next(r for r in records if r.decision["evicted"])
+    evicting = next(r for r in records if r.decision.evicted)
     document = explained(tmp_path, "--decision", f"{evicting.run}/{evicting.cycle}")
     assert document["pod"] == "default/cache" and document["signal"] == "nodefs.available"
     assert [r["action"] for r in document["reclaim"]] == ["containerGC", "imageGC"]
-    assert document["reclaim"] == evicting.decision["reclaimResults"] and document["reclaimSucceeded"] is False
+    assert document["reclaim"] == [r.document() for r in evicting.decision.reclaim_results] and document["reclaimSucceeded"] is False
     assert document["why"] == ["default/cache has a lower priority (0) than default/api (100)"]
 
 

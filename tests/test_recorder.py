@@ -32,14 +32,16 @@ from evictd.commands.render import step_json, yaml_flow
 from evictd.commands.simulate import Scenario, parse_scenario, run_scenario
 from evictd.config import load_configuration, read_documents
 from evictd.core.engine import EngineState
-from evictd.core.kubelet_config import EvictionSettings, eviction_settings, kubelet_config_document
-from evictd.core.pods import pod_from_dict, pod_to_dict
+from evictd.core.kubelet_config import EvictionSettings, eviction_settings
+from evictd.core.pods import pod_from_dict
 from evictd.core.saved_state import STATE_VERSION, threshold_record
+from evictd.record.documents import kubelet_config_document, pod_to_dict
+from evictd.record.model import RankKeys
 from evictd.record.recorder import FlightRecorder
 from evictd.record.recording import (
     CLOSED_SUFFIX,
     OPEN_SUFFIX,
-    decision_json,
+    decision_of,
     read_recording,
     segment_paths,
 )
@@ -49,6 +51,7 @@ from evictd.run.after_cycle import Cycle
 from evictd.state_dir import RECORDING_FOLDER
 from full_filesystem import UnwritableFolder
 from log_capture import LogCapture
+from recorded_lines import decision_document
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = sorted((ROOT / "config" / "examples").glob("*.yaml"))
@@ -254,7 +257,7 @@ def test_a_recording_of_format_version_1_is_read(tmp_path: Path) -> None:
         line = {"v": 1, "run": "20261122T230000Z-1", "cycle": cycle.number, "wall": cycle.wall.timestamp(),
                 "now": report.now, "pods": [pod_to_dict(p) for p in report.pods],
                 "summary": None if report.summary is None else summary_to_dict(report.summary),
-                "decision": decision_json(report)}
+                "decision": decision_document(decision_of(report))}
         if cycle.number == 1:
             line.update(dryRun=False, config=kubelet_config_document(settings))
         version_1.append(json.dumps(line))
@@ -270,18 +273,17 @@ def test_the_ranking_is_recorded_with_each_pods_keys(tmp_path: Path) -> None:
     _, scenario, settings = example(EXAMPLES[1])  # 02-disk-pressure-single-fs: evicts at t=10
     record(scenario, recorder(tmp_path, settings))
     records, _ = read_recording(str(tmp_path / RECORDING_FOLDER))
-    evicting = next(r for r in records if r.decision["evicted"])
-    ranking = evicting.decision["ranking"]
-    assert [entry["pod"] for entry in ranking] == ["default/cache", "default/api", "default/logger"]
-    cache = ranking[0]["keys"]
-    assert cache["exceedsRequests"] is True and cache["priority"] == 0
-    assert cache["usageAboveRequest"] == (210 << 20) + (3 << 30) - (500 << 20)
-    # Written as text: the same ranking `decision_json` gives (what replay compares).
+    evicting = next(r for r in records if r.decision.evicted)
+    ranking = evicting.decision.ranking.entries()
+    assert [entry.pod for entry in ranking] == ["default/cache", "default/api", "default/logger"]
+    cache = ranking[0].keys
+    assert cache == RankKeys(exceeds_requests=True, priority=0, ranked_usage=(210 << 20) + (3 << 30) - (500 << 20))
+    # Written as text: the same ranking `decision_of` gives (what replay compares).
     report = run_scenario(scenario)[records.index(evicting)]
-    assert ranking == decision_json(report)["ranking"]
-    evicted = evicting.decision["evicted"][0]
-    assert (evicted["name"], evicted["gracePeriodSeconds"]) == ("cache", 1)  # a hard threshold: 1 s
-    assert evicted["message"].startswith("The node was low on resource: ephemeral-storage.")
+    assert evicting.decision.ranking == decision_of(report).ranking
+    evicted = evicting.decision.evicted[0]
+    assert (evicted.name, evicted.grace_period_s) == ("cache", 1)  # a hard threshold: 1 s
+    assert evicted.message.startswith("The node was low on resource: ephemeral-storage.")
     assert evicting.after_reclaim is not None, "the Summary read after reclaim decided that it was not enough"
 
 
@@ -615,7 +617,7 @@ def test_simulate_record_writes_the_recording_the_daemons_recorder_makes_of_the_
         ("19700101T000000Z-simulate", number, step.at, step.at, True)
         for number, step in enumerate(scenario.steps, 1)]
     assert records[0].engine_state is None  # started afresh, as the scenario does
-    evicted = [(r.cycle, e["namespace"], e["name"]) for r in records for e in r.decision["evicted"]]
+    evicted = [(r.cycle, e.namespace, e.name) for r in records for e in r.decision.evicted]
     assert evicted == [(4, "jobs", "batch-job"), (5, "shop", "web")]
 
 
@@ -638,7 +640,7 @@ def test_simulate_record_starts_from_the_scenarios_engine_state(tmp_path: Path) 
     assert isinstance(state, dict) and state["node"] == "node-1" and state["savedAt"] == START
     # The recording's wall clock is the one the engine state gives the scenario.
     assert records[0].run == f"{datetime.fromtimestamp(START, UTC):%Y%m%dT%H%M%SZ}-simulate"
-    assert [(r.wall - START, e["name"]) for r in records for e in r.decision["evicted"]] == [
+    assert [(r.wall - START, e.name) for r in records for e in r.decision.evicted] == [
         (40.0, "batch-job"), (50.0, "web")]
     assert replay(records).differences == ()  # replayed from the recorded state, to the same decisions
 

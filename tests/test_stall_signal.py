@@ -19,12 +19,13 @@ from cycle_reports import NOW_WALL, run, simulate_steps
 from evictd.adapters.procfs import memory_pressure
 from evictd.config import load_configuration
 from evictd.core.errors import ConfigError, DecodeError, SampleError
-from evictd.core.kubelet_config import EvictionSettings, kubelet_config_document
+from evictd.core.kubelet_config import EvictionSettings
 from evictd.core.quantity import Quantity, QuantityFormat
 from evictd.core.signals import Signal
 from evictd.core.summary import Observation, signal_observations, summary_from_dict
 from evictd.core.thresholds import parse_stall_thresholds, thresholds_met
 from evictd.observe.live_view import render
+from evictd.record.documents import kubelet_config_document
 
 ROOT = Path(__file__).resolve().parents[1]
 KUBELET = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"

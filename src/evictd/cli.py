@@ -11,7 +11,6 @@ carries only the JSON document.
 from __future__ import annotations
 
 import argparse
-import gc
 import json
 import os
 import sys
@@ -20,9 +19,7 @@ import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import replace
 from datetime import datetime
-from typing import Any, cast
-
-import yaml
+from typing import TYPE_CHECKING, Any, cast
 
 from evictd import __version__
 from evictd.config import load_configuration, read_documents
@@ -33,14 +30,15 @@ from evictd.core.fs_layout import FsLayout
 from evictd.core.kubelet_config import FLAG_NAMES
 from evictd.core.thresholds import derive_containerfs_thresholds
 
+if TYPE_CHECKING:  # the offline commands import what they need when they run
+    from evictd.record.recording import Record, Recording
+
 EXIT_OK = 0
 EXIT_FAILURE = 1
 EXIT_CONFIG = 2
 EXIT_BROKEN_PIPE = 128 + 13  # as the shell reports a process that SIGPIPE ended
 # What could not be read of a recording: so many problems are told on stderr, then that there are more.
 MAX_PROBLEMS_SHOWN = 20
-# The young generation's threshold while a recording is read (see `_recording`).
-READER_GC_THRESHOLD = 50_000
 
 
 class _OrderedFlag(argparse.Action):
@@ -288,85 +286,36 @@ def _when(value: str | None, option: str) -> float | None:
 
 class _Problems:
     """Tells stderr what of a recording could not be read (printable: paths and reasons come from the folder),
-    the first MAX_PROBLEMS_SHOWN of them; `quiet` while it is read a second time."""
+    the first MAX_PROBLEMS_SHOWN of them."""
 
     def __init__(self) -> None:
         self.told = 0
-        self.quiet = False
 
     def __call__(self, message: str) -> None:
-        from evictd.commands.render import printable
-
-        if self.quiet:
-            return
         self.told += 1
         if self.told <= MAX_PROBLEMS_SHOWN:
-            print(f"warning: {printable(message)}", file=sys.stderr)
+            _warn(message)
         elif self.told == MAX_PROBLEMS_SHOWN + 1:
-            print("warning: more lines cannot be read: not shown", file=sys.stderr)
+            _warn("more lines cannot be read: not shown")
 
 
-def _recording(path: str, since: str | None, until: str | None) -> Any:
-    """The recording at `path` (a stateDir, its recording folder or a segment), read as it is iterated."""
-    from evictd.record.recording import Recording
-    from evictd.state_dir import RECORDING_FOLDER
-
-    # A reader builds and drops each cycle's objects by the thousand, freed as they go (no reference cycles): the
-    # collector's passes every 700 new objects (Python's default) were a sixth of its time.
-    gc.set_threshold(READER_GC_THRESHOLD, 10, 10)
-
-    if os.path.isdir(os.path.join(path, RECORDING_FOLDER)):
-        path = os.path.join(path, RECORDING_FOLDER)
-    return Recording(path, _when(since, "--since"), _when(until, "--until"), problem=_Problems())
-
-
-def _counted(records: Iterable[Any], seen: list[str]) -> Iterator[Any]:
-    """`records`, appending each one's run to `seen` as it goes by."""
-    for record in records:
-        seen.append(record.run)
-        yield record
-
-
-def _read(recording: Any, seen: Sequence[object]) -> None:
-    """After reading `recording` (`seen`: its cycles): warn about skipped lines; raise EvictdError when it held no
-    cycle."""
+def _warn(message: str) -> None:
     from evictd.commands.render import printable
 
-    if recording.skipped:
-        print(f"warning: {recording.skipped} recorded lines could not be read and were skipped", file=sys.stderr)
-    if not seen:
-        raise EvictdError(f"no recorded cycles in {printable(recording.folder)}" + (
-            " in that time" if recording.since is not None or recording.until is not None else ""))
+    print(f"warning: {printable(message)}", file=sys.stderr)
+
+
+def _recording(path: str, args: argparse.Namespace) -> Recording:
+    """The recording at `path` (a stateDir, its recording folder or a segment) between --since and --until."""
+    from evictd.record.recording import open_recording
+
+    return open_recording(path, _when(args.since, "--since"), _when(args.until, "--until"), _Problems())
 
 
 def _record(args: argparse.Namespace) -> int:
-    from evictd.commands.render import printable, yaml_flow
-    from evictd.record.recording import scenario_parts, unknown_start_state
+    from evictd.record.export import export
 
-    recording = _recording(_state_dir(args), args.since, args.until)
-    runs: list[str] = []
-    head, start, steps = scenario_parts(_counted(recording, runs))
-    dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
-    if head is None:
-        _read(recording, runs)
-        yaml.dump({"steps": []}, sys.stdout, Dumper=dumper)
-        return EXIT_OK
-    # Written step by step, as read: the head, then each step as an item of `steps`, one line of flow style each
-    # (a Summary of 1,000 pods is 25 times faster to write so than through PyYAML's representer).
-    yaml.dump(head, sys.stdout, Dumper=dumper, sort_keys=False)
-    sys.stdout.write("steps:\n")
-    for _, step in steps:
-        try:
-            sys.stdout.write(f"- {yaml_flow(step)}\n")
-        except (RecursionError, ValueError):
-            print("warning: a recorded step that cannot be written (nested too deeply): left out", file=sys.stderr)
-    _read(recording, runs)
-    if len(set(runs)) > 1:
-        print("warning: the recording holds several runs of evictd; the scenario runs them as one (from the state "
-              "the first started from)", file=sys.stderr)
-    unknown = unknown_start_state(start)
-    if unknown is not None:
-        print(f"warning: {printable(unknown)}", file=sys.stderr)
+    export(_recording(_state_dir(args), args), sys.stdout, _warn)
     return EXIT_OK
 
 
@@ -377,106 +326,30 @@ def _replay(args: argparse.Namespace) -> int:
     config = None
     if args.config or flags:
         config = EngineConfig.from_settings(load_configuration(args.config, flags).eviction)
-    recording = _recording(args.recording, args.since, args.until)
-    seen: list[str] = []
-    result = replay(_counted(recording, seen), config, recording.problem)
-    _read(recording, seen)
+    recording = _recording(args.recording, args)
+    seen = [False]
+
+    def counted(records: Iterable[Record]) -> Iterator[Record]:
+        for record in records:
+            seen[0] = True
+            yield record
+
+    result = replay(counted(recording), config, recording.problem)
+    recording.check_read(seen[0], _warn)
     print(json.dumps(replay_json(result), indent=2) if args.output == "json" else replay_text(result))
     return EXIT_OK
 
 
 def _explain(args: argparse.Namespace) -> int:
-    from evictd.commands.render import printable_document
-    from evictd.record.explain import (
-        explanation_json,
-        explanation_text,
-        find_decision,
-        find_eviction,
-        now_json,
-        now_text,
-        record_head,
-        replay_until,
-    )
-    from evictd.run.cadence import stale_after_s
+    from evictd.record.explain import explain
 
     configuration = load_configuration(args.config, _flags(args))
     state_dir = args.state_dir or configuration.evictd.state_dir
-    recording = _recording(state_dir, args.since, args.until)
-    # First what cycles there are (their heads only), then the run of the one explained, replayed up to it.
-    heads = [record_head(record) for record in recording.cycles(summaries=False)]
-    try:
-        _read(recording, heads)
-        recording_problem = None
-    except EvictdError as exc:  # no recording (recorder off, deleted): the journal may still know
-        if args.now:
-            raise
-        recording_problem = str(exc)
-    recording.problem.quiet = True
-    if args.now:
-        document = now_json(replay_until(recording.cycles(run=heads[-1].run), heads[-1]), now_wall=time.time(),
-                            stale_after=stale_after_s(configuration.evictd.housekeeping_interval_s))
-        if not document["current"]:
-            print(f"warning: the newest recorded cycle is {document['ageSeconds']:g} s old: this is not now",
-                  file=sys.stderr)
-        print(json.dumps(document, indent=2) if args.output == "json" else now_text(printable_document(document)))
-        return EXIT_OK
-    try:
-        if args.decision is not None:
-            index = find_decision(heads, args.decision)
-            if not heads[index].evicted:
-                raise EvictdError(f"decision {args.decision} evicted nobody (`evictd explain --now` shows a cycle)")
-            pod_key = heads[index].evicted[0][0]
-        else:
-            index, pod_key = find_eviction(heads, args.pod)
-    except EvictdError as exc:
-        not_found: EvictdError | None = exc if recording_problem is None else EvictdError(recording_problem)
-        index = -1
-    else:
-        not_found = None
-    if _explain_from_journal(args, state_dir, heads, recording_problem, heads[index].wall if index >= 0 else None,
-                             not_found):
-        return EXIT_OK
-    target = heads[index]
-    document = explanation_json(replay_until(recording.cycles(run=target.run), target), pod_key)
-    print(json.dumps(document, indent=2) if args.output == "json" else explanation_text(printable_document(document)))
+    explanation = explain(_recording(state_dir, args), state_dir, pod=args.pod, decision=args.decision, now=args.now,
+                          housekeeping_interval_s=configuration.evictd.housekeeping_interval_s, now_wall=time.time(),
+                          warn=_warn)
+    print(json.dumps(explanation.document(), indent=2) if args.output == "json" else explanation.text())
     return EXIT_OK
-
-
-def _explain_from_journal(args: argparse.Namespace, state_dir: str, records: Sequence[Any],
-                          recording_problem: str | None, recorded_at: float | None,
-                          not_found: EvictdError | None) -> bool:
-    """Print the eviction asked for from the journal when the recording does not hold it, or holds only an
-    earlier one of the pod; return whether it did. Raise EvictdError when neither holds one."""
-    from evictd.commands.render import printable_document
-    from evictd.record.explain_journal import (
-        by_decision,
-        journal_entries,
-        journal_json,
-        journal_text,
-        matches,
-        unrecorded,
-        why_not_recorded,
-    )
-
-    entries, journal_problem = journal_entries(state_dir)
-    since, until = _when(args.since, "--since"), _when(args.until, "--until")
-    entries = [e for e in unrecorded(entries, records)
-               if (since is None or e.decided_at >= since) and (until is None or e.decided_at <= until)]
-    if args.decision is not None:
-        entry = by_decision(entries, args.decision) if not_found is not None else None
-    else:
-        entry = next((e for e in reversed(entries) if matches(e, args.pod)), None)
-        if entry is not None and recorded_at is not None and entry.decided_at <= recorded_at:
-            entry = None  # the recorded eviction is the later one
-    if entry is None:
-        if not_found is not None:
-            either = f"the journal cannot be read either ({journal_problem})" if journal_problem else \
-                "nor in the journal (it keeps evictions 10 minutes after they finish; none in dry-run)"
-            raise EvictdError(f"{not_found}; {either}")
-        return False
-    document = journal_json(entry, why_not_recorded(entry, records, recording_problem))
-    print(json.dumps(document, indent=2) if args.output == "json" else journal_text(printable_document(document)))
-    return True
 
 
 def _run(args: argparse.Namespace) -> int:

@@ -31,9 +31,9 @@ from evictd.core.pods import (
     is_static_pod,
     pod_from_dict,
     pod_priority,
-    pod_to_dict,
 )
 from evictd.core.quantity import Quantity
+from evictd.record.documents import pod_to_dict
 
 # --- parsing -----------------------------------------------------------------------------------------------
 

@@ -13,8 +13,9 @@ from hypothesis import strategies as st
 
 from builders import Json
 from evictd.core.errors import DecodeError
-from evictd.core.pods import Pod, QOSClass, counts_for_local_disk, pod_from_dict, pod_to_dict
+from evictd.core.pods import Pod, QOSClass, counts_for_local_disk, pod_from_dict
 from evictd.core.resources import pod_limit, pod_request
+from evictd.record.documents import pod_to_dict
 
 json_leaf = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8)
 json_value = st.recursive(

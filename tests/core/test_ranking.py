@@ -7,8 +7,8 @@ comparator, the extra comparators of the full function do not change the expecte
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping, Sequence
+from fractions import Fraction
 
 import pytest
 from hypothesis import given, settings
@@ -26,12 +26,11 @@ from evictd.core.fs_layout import (
 from evictd.core.pods import Pod, pod_from_dict
 from evictd.core.quantity import Quantity
 from evictd.core.ranking import (
-    keys_json,
-    keys_text,
+    named_key_parts,
     pod_disk_usage,
     rank_pods,
     rank_pods_with_keys,
-    ranking_keys,
+    sort_key,
 )
 from evictd.core.signals import Ranking, Resource, Signal, spec_of
 from evictd.core.summary import ContainerStats, FsStats, MemoryStats, PodReference, PodStats, VolumeStats
@@ -560,7 +559,7 @@ def test_ranking_is_a_permutation_of_its_input(
 
 @pytest.mark.parametrize("signal", [Signal.MEMORY_AVAILABLE, Signal.PID_AVAILABLE, Signal.NODEFS_AVAILABLE,
                                     Signal.NODEFS_INODES_FREE])
-def test_the_keys_ranked_by_are_given_with_the_order_and_written_as_json_and_text_alike(signal: Signal) -> None:
+def test_the_keys_ranked_by_are_given_with_the_order_and_named_by_their_parts(signal: Signal) -> None:
     pods = [core_pod(f"p{i}", requests={"memory": f"{i}Mi" if i != 5 else "1500m",  # 1.5 bytes: a Fraction
                                        "ephemeral-storage": f"{i}Mi"}, priority=i % 2)
             for i in range(6)]
@@ -578,5 +577,13 @@ def test_the_keys_ranked_by_are_given_with_the_order_and_written_as_json_and_tex
     ranked, keys = rank_pods_with_keys(signal, layout, pods, stats_of)
     assert list(ranked) == rank_pods(signal, layout, pods, stats_of)
     for pod, key in zip(ranked, keys, strict=True):
-        assert keys_json(signal, key) == ranking_keys(signal, layout, pod, stats_of(pod))
-        assert json.loads(keys_text(signal, key)) == keys_json(signal, key)
+        assert key == sort_key(signal, layout, pod, stats_of(pod))
+    parts = {pod.name: named_key_parts(signal, key) for pod, key in zip(ranked, keys, strict=True)}
+    usage = "processes" if signal is Signal.PID_AVAILABLE else "usageAboveRequest"
+    assert parts["p3"][usage] is None and parts["p3"].get("exceedsRequests") is None  # no stats
+    assert {name: p["priority"] for name, p in parts.items()} == {f"p{i}": i % 2 for i in range(6)}
+    if signal is Signal.MEMORY_AVAILABLE:  # working set (5 - i) * 3 MiB above a request of i MiB
+        assert parts["p1"] == {"exceedsRequests": True, "priority": 1, "usageAboveRequest": (12 - 1) << 20}
+        assert parts["p5"]["usageAboveRequest"] == Fraction(-3, 2)  # 1.5 bytes requested, none used
+    if signal is Signal.PID_AVAILABLE:
+        assert parts["p4"] == {"priority": 0, "processes": 4}

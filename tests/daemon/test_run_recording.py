@@ -22,6 +22,7 @@ from evictd.record.recording import read_recording
 from evictd.state_dir import RECORDING_FOLDER
 from full_filesystem import UnwritableFolder
 from real_pod_node import MiB, RealPodNode
+from recorded_lines import decision_document
 
 ALLOCATED_BYTES = 360 * MiB  # leaves ~150Mi of real_pod's 512Mi: past the 200Mi threshold, no OOM kill
 THRESHOLDS = "allocatableMemory.available<200Mi,nodefs.available<50%"
@@ -59,10 +60,10 @@ def test_a_recording_of_real_memory_and_disk_pressure_replays_to_the_same_decisi
     assert skipped == 0 and len(records) >= 5
     assert [r.cycle for r in records] == list(range(1, len(records) + 1)), "every cycle, in order"
     assert all(r.dry_run for r in records), "no API: evictions reported only, and recorded as such"
-    signals = {e["signal"] for r in records for e in r.decision["evicted"]}
+    signals = {e.signal for r in records for e in r.decision.evicted}
     assert signals == {"nodefs.available", "allocatableMemory.available"}
     assert any(r.after_reclaim is not None for r in records), "the Summary read after node-level reclaim"
-    assert {str(c) for r in records for c in r.decision["conditions"]} == {"MemoryPressure", "DiskPressure"}
+    assert {c for r in records for c in r.decision.conditions} == {"MemoryPressure", "DiskPressure"}
 
     # Replayed with its own configuration: every decision exactly as recorded.
     same = evictd("replay", str(daemon.state_dir), "--output", "json")
@@ -114,8 +115,8 @@ def test_a_recording_of_real_memory_and_disk_pressure_replays_to_the_same_decisi
     simulated = evictd("simulate", str(tmp_path / "night.yaml"), "--output", "json")
     assert simulated.returncode == 0, simulated.stderr
     steps = json.loads(simulated.stdout)["steps"]
-    assert [s["evicted"] for s in steps] == [r.decision["evicted"] for r in records]
-    assert [s["conditions"] for s in steps] == [r.decision["conditions"] for r in records]
+    assert [s["evicted"] for s in steps] == [decision_document(r.decision)["evicted"] for r in records]
+    assert [s["conditions"] for s in steps] == [list(r.decision.conditions) for r in records]
 
 
 def test_a_full_state_dir_stops_the_recorder_not_the_loop(

@@ -26,10 +26,12 @@ from evictd_process import EvictdProcess, start_evictd
 from evictd_process import evictd_command as evictd
 
 from evictd.core.saved_state import STATE_VERSION
-from evictd.record.recording import ABSENT, read_recording
+from evictd.record.model import ABSENT
+from evictd.record.recording import read_recording
 from evictd.record.replay import replay
 from evictd.state_dir import LOCK_FILE, RECORDING_FOLDER
 from real_pod_node import MiB, RealPodNode
+from recorded_lines import decision_document
 
 POD_LIMIT_BYTES = 512 * MiB
 ALLOCATED_BYTES = 360 * MiB  # leaves ~150Mi: past the 200Mi threshold, well below the limit (no OOM kill)
@@ -141,7 +143,7 @@ def test_a_restart_inside_a_soft_grace_period_neither_resets_nor_shortens_it(
     simulated = evictd("simulate", str(tmp_path / "restarted.yaml"), "--output", "json")
     assert simulated.returncode == 0, simulated.stderr
     second_run = [r for r in records if r.run == second_run_start.run and r.summary is not None]
-    assert [s["evicted"] for s in json.loads(simulated.stdout)["steps"]] == [r.decision["evicted"] for r in second_run]
+    assert [s["evicted"] for s in json.loads(simulated.stdout)["steps"]] == [decision_document(r.decision)["evicted"] for r in second_run]
 
     # `explain --now` of a recording whose daemon stopped a moment ago: current; it says when that stops being so.
     now = evictd("explain", "--now", "--state-dir", str(state_dir), "--output", "json")

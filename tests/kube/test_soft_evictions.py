@@ -32,11 +32,12 @@ from evictd.kube.journal import EvictionJournal
 from evictd.kube.pod_watch import PodWatcher
 from evictd.observe.cycle_logging import CycleLogger
 from evictd.observe.metrics import Metrics
-from evictd.record.recording import decision_json
+from evictd.record.recording import decision_of
 from evictd.run.composition import ReportOnlyReclaimer
 from evictd.run.manager import CycleReport, EvictionApiRoute, EvictionManager, EvictionRefusal
 from log_capture import LogCapture
 from polling import wait_until
+from recorded_lines import decision_document
 
 NODE = "node-1"
 BUDGET_MESSAGE = "Cannot evict pod as it would violate the pod's disruption budget."
@@ -160,7 +161,7 @@ def test_a_budget_refusal_moves_to_the_next_candidate_logged_counted_and_recorde
     assert refused == [{"cycle": 2, "pod": "default/hog", "budget": "db-pdb", "reason": "DisruptionBudget",
                         "status": 429, "message": BUDGET_MESSAGE}]
     assert node.refusals_counted("DisruptionBudget") == 1
-    assert decision_json(report)["evictionApi"] == {"refusals": [
+    assert decision_document(decision_of(report))["evictionApi"] == {"refusals": [
         {"pod": "default/hog", "status": 429, "reason": "DisruptionBudget", "budget": "db-pdb",
          "message": BUDGET_MESSAGE}]}
 

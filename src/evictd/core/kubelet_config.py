@@ -128,23 +128,6 @@ def with_stall_settings(settings: EvictionSettings, document: Mapping[str, objec
                    stall_minimum_reclaim=reclaim)
 
 
-def kubelet_config_document(settings: EvictionSettings) -> dict[str, object]:
-    """Return a KubeletConfiguration document (without apiVersion and kind) whose `eviction_settings` are
-    `settings`: what a recording stores of the configuration, and what an exported scenario carries."""
-    return {
-        "evictionHard": dict(settings.hard),
-        "evictionSoft": dict(settings.soft),
-        "evictionSoftGracePeriod": dict(settings.soft_grace_period),
-        "evictionMinimumReclaim": dict(settings.minimum_reclaim),
-        "evictionPressureTransitionPeriod": format_go_duration(settings.pressure_transition_period_s),
-        "evictionMaxPodGracePeriod": settings.max_pod_grace_period_s,
-        "enforceNodeAllocatable": list(settings.enforce_node_allocatable),
-        "localStorageCapacityIsolation": settings.local_storage_capacity_isolation,
-        "kernelMemcgNotification": settings.kernel_memcg_notification,
-        **{key: dict(values) for key, values in settings.stall_maps().items()},
-    }
-
-
 def did_you_mean(key: object, known: Iterable[str]) -> str:
     """Return ` (did you mean "<nearest known name>"?)`, or "" when no known name is close to `key`."""
     nearest = difflib.get_close_matches(str(key), list(known), n=1, cutoff=0.6)

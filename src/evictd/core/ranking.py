@@ -16,10 +16,9 @@ Invariants:
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
 from fractions import Fraction
-from typing import assert_never
+from typing import assert_never, cast
 
 from evictd.core.fs_layout import FsLayout, FsStatsType, meaning_of
 from evictd.core.pods import Derived, Pod, counts_for_local_disk, derived, pod_priority
@@ -120,7 +119,7 @@ def _disk_keys(
     )
 
 
-# What `rank_pods` sorted one pod by: the key tuple of its signal's rank function (`keys_text` names its parts).
+# What `rank_pods` sorted one pod by: the key tuple of its signal's rank function (`named_key_parts`: its parts).
 SortKey = tuple[object, ...]
 
 
@@ -143,8 +142,8 @@ def _sort_key_of(signal: Signal, layout: FsLayout) -> Callable[[Pod, PodStats | 
 def rank_pods_with_keys(
     signal: Signal, layout: FsLayout, pods: Sequence[Pod], stats_of: StatsOf
 ) -> tuple[tuple[Pod, ...], tuple[SortKey, ...]]:
-    """Return `rank_pods`' order and, in the same order, the key each pod was sorted by (`keys_json` turns one
-    into what `ranking_keys` returns), so that whoever shows the ranking need not compute the keys again."""
+    """Return `rank_pods`' order and, in the same order, the key each pod was sorted by (`named_key_parts`
+    names its parts), so that whoever shows the ranking need not compute the keys again."""
     key_of = _sort_key_of(signal, layout)
     keys = [key_of(pod, stats_of(pod)) for pod in pods]
     order = sorted(range(len(keys)), key=keys.__getitem__)  # stable, as sorting the pods by their keys
@@ -162,37 +161,46 @@ def rank_pods(signal: Signal, layout: FsLayout, pods: Sequence[Pod], stats_of: S
     return list(rank_pods_with_keys(signal, layout, pods, stats_of)[0])
 
 
-def _usage_text(key: _Key) -> str:
-    """A usage comparator's key as JSON text: null without stats, else the usage above request (negated back), a
-    string where fractional (an int is checked by its type: `isinstance` of Fraction is an ABC check, slow)."""
-    if key[0] != _HAS_STATS:
-        return "null"
-    value = -key[1]
-    if type(value) is int or value.denominator == 1:
-        return str(value if type(value) is int else value.numerator)
-    return f'"{value}"'
+def sort_key(signal: Signal, layout: FsLayout, pod: Pod, stats: PodStats | None) -> SortKey:
+    """Return the key `rank_pods` sorts `pod` by under pressure on `signal`."""
+    return _sort_key_of(signal, layout)(pod, stats)
 
 
-def keys_text(signal: Signal, key: SortKey) -> str:
-    """Return a sort key of `rank_pods_with_keys` for `signal` by name, as compact JSON text (the recorder writes
-    one per ranked pod per cycle); null where the pod had no stats.
+# A part of a sort key as plain data: a flag or number (usage above request: negated back), None without stats.
+KeyPart = bool | int | Fraction | None
+# The names of a sort key's parts: memory and disk signals, pid.available.
+_PARTS = ("exceedsRequests", "priority", "usageAboveRequest")
+_PID_PARTS = ("priority", "processes")
 
-    Memory and disk: exceedsRequests, priority, usageAboveRequest (bytes, or inodes for ``*.inodesFree``);
-    pid.available: priority, processes.
-    """
+
+def key_part_names(signal: Signal) -> tuple[str, ...]:
+    """The names of the parts of a sort key for `signal`, in order (`key_parts`)."""
+    return _PID_PARTS if signal is Signal.PID_AVAILABLE else _PARTS
+
+
+def key_parts(signal: Signal, key: SortKey) -> tuple[KeyPart, ...]:
+    """Return the parts of a sort key of `rank_pods_with_keys` for `signal` as plain data, in the order of
+    `key_part_names`: whether the pod exceeds its request, its priority, its usage above its request (bytes, or
+    inodes for ``*.inodesFree``) or its processes; None where the pod had no stats. (Called for every ranked pod
+    every cycle by the recorder: plain code.)"""
     if signal is Signal.PID_AVAILABLE:
-        priority, processes = key
-        return f'{{"priority":{priority},"processes":{_usage_text(processes)}}}'  # type: ignore[arg-type]
-    exceeds, priority, usage = key
-    flag = "null" if exceeds[0] != _HAS_STATS else "true" if exceeds[1] == _flag(True) else "false"  # type: ignore[index]
-    return f'{{"exceedsRequests":{flag},"priority":{priority},"usageAboveRequest":{_usage_text(usage)}}}'  # type: ignore[arg-type]
+        priority, processes = cast(tuple[int, _Key], key)
+        return priority, None if processes[0] != _HAS_STATS else _plain(processes[1])
+    exceeds, priority, usage = cast(tuple[_Key, int, _Key], key)
+    above = usage[1]  # an int, most often: negated back here, without a call
+    return (None if exceeds[0] != _HAS_STATS else exceeds[1] == _TRUE_FLAG, priority,
+            None if usage[0] != _HAS_STATS else -above if type(above) is int else _plain(above))
 
 
-def keys_json(signal: Signal, key: SortKey) -> dict[str, object]:
-    loaded: dict[str, object] = json.loads(keys_text(signal, key))
-    return loaded
+def named_key_parts(signal: Signal, key: SortKey) -> dict[str, KeyPart]:
+    """Return `key_parts` by name."""
+    return dict(zip(key_part_names(signal), key_parts(signal, key), strict=True))
 
 
-def ranking_keys(signal: Signal, layout: FsLayout, pod: Pod, stats: PodStats | None) -> dict[str, object]:
-    """Return the keys `rank_pods` sorted `pod` by for `signal`, by name (`keys_json`)."""
-    return keys_json(signal, _sort_key_of(signal, layout)(pod, stats))
+_TRUE_FLAG = _flag(True)
+
+
+def _plain(negated: _Number) -> int | Fraction:
+    """A usage key's value negated back: an int where whole."""
+    return -negated if type(negated) is int or negated.denominator != 1 else -negated.numerator
+

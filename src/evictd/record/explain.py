@@ -14,6 +14,10 @@ An eviction the recording does not hold is explained from the journal (`explain_
 (a disk signal or a local-storage limit) also says when the evicted pod's disk figures were measured: a tree whose
 walk takes longer than the disk walker's staleness limit is decided on with its last complete figures, however old.
 
+The last eviction and the newest cycle (`--last`, `--now`) are found and replayed in one reading of the
+recording, each run replayed as it is read (its cycles are read once, not once to find the cycle and once more
+to replay it); an eviction by pod or decision id is found first, then its run alone is replayed up to it.
+
 A decision id is `<run>/<cycle>`: the run of evictd (its start time and PID, as the recording names it) and
 the cycle number, as the eviction's log line and the live view print it.
 """
@@ -22,21 +26,35 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import assert_never
+from fractions import Fraction
+from typing import Protocol, assert_never
 
 from evictd.adapters.pod_disk_usage import DEFAULT_STALE_AFTER_S
-from evictd.commands.render import JsonObject, recorded_stall_text, seconds_json, table, value_json
+from evictd.commands.render import (
+    JsonObject,
+    condition_text,
+    printable,
+    seconds_json,
+    table,
+    value_json,
+    value_text,
+)
 from evictd.core.engine import EngineConfig, EngineState, Eviction, ReclaimThenEvict
 from evictd.core.errors import EvictdError
 from evictd.core.fs_layout import FsLayout
 from evictd.core.pods import SYSTEM_CRITICAL_PRIORITY, Pod, is_critical_pod, is_mirror_pod, is_static_pod
-from evictd.core.ranking import rank_pods, ranking_keys
+from evictd.core.quantity import Quantity
+from evictd.core.ranking import rank_pods, sort_key
 from evictd.core.signals import Ranking, Resource, Signal, spec_of
 from evictd.core.summary import pod_stats_lookup
 from evictd.core.thresholds import Threshold, derive_containerfs_thresholds, threshold_quantity
 from evictd.observe.live_view import human, human_bytes
-from evictd.record.recording import Record, decision_id
+from evictd.record.explain_journal import from_journal
+from evictd.record.model import ABSENT, Absent, Document, EvictionApiUse, KeyValue, RankKeys, rank_keys
+from evictd.record.recording import Record, Recording, decision_id
 from evictd.record.replay import replayed_runs, wall_text
+from evictd.record.segment_files import Problem
+from evictd.run.cadence import stale_after_s
 from evictd.run.manager import CycleReport
 
 # Pods that are never in the ranking at all, whatever their usage (they are not in the pod list evictd ranks).
@@ -76,15 +94,10 @@ class RecordHead:
 
 def record_head(record: Record) -> RecordHead:
     """The head of `record`."""
-    evicted = record.decision.get("evicted")
-    evictions = [e for e in evicted if isinstance(e, Mapping)] if isinstance(evicted, list) else []
+    evictions = record.decision.evicted
     uids = _uids(record) if evictions else {}
     return RecordHead(record.run, record.cycle, record.wall, record.summary is not None,
-                      tuple((_key(e), str(e.get("name")), uids.get(_key(e), "")) for e in evictions))
-
-
-def _key(eviction: Mapping[str, object]) -> str:
-    return f"{eviction.get('namespace')}/{eviction.get('name')}"
+                      tuple((e.key, e.name, uids.get(e.key, "")) for e in evictions))
 
 
 def _uids(record: Record) -> dict[str, str]:
@@ -95,7 +108,7 @@ def _uids(record: Record) -> dict[str, str]:
         return last[1]
     uids: dict[str, str] = {}
     for pod in record.pods:
-        meta = pod.get("metadata") if isinstance(pod, Mapping) else None
+        meta = pod.get("metadata")
         if isinstance(meta, Mapping) and meta.get("uid"):
             uids[f"{meta.get('namespace') or 'default'}/{meta.get('name')}"] = str(meta["uid"])
     _LAST_UIDS[0] = (record.pods, uids)
@@ -103,7 +116,7 @@ def _uids(record: Record) -> dict[str, str]:
 
 
 # The last pod list `_uids` read, and its UIDs.
-_LAST_UIDS: list[tuple[Sequence[object], dict[str, str]] | None] = [None]
+_LAST_UIDS: list[tuple[Sequence[Document], dict[str, str]] | None] = [None]
 
 
 def find_eviction(heads: Sequence[RecordHead], pod: str | None) -> tuple[int, str]:
@@ -146,10 +159,8 @@ def replay_until(run: Iterable[Record], target: RecordHead) -> Explained:
     if replayed is not None:
         for last in replayed.cycles:  # noqa: B007 (the last one is the one explained)
             pass
-    if replayed is None or last is None or (last[0].cycle, last[0].wall) != (target.cycle, target.wall):
-        raise EvictdError(f"cycle {decision_id(target.run, target.cycle)} cannot be replayed (the recording changed "
-                          "while it was read, or its readings do not decode)")
-    return Explained(last[0], last[1], replayed.config, replayed.layout, replayed.start_state, replayed.restored)
+    return _replayed(None if replayed is None or last is None else Explained(
+        last[0], last[1], replayed.config, replayed.layout, replayed.start_state, replayed.restored), target)
 
 
 # --- what a pod's ranking keys say ----------------------------------------------------------------------------
@@ -168,10 +179,10 @@ def usage_unit(signal: Signal) -> str:
             assert_never(resource)
 
 
-def _amount(value: object, signal: Signal) -> str:
+def _amount(value: KeyValue, signal: Signal) -> str:
     if value is None:
         return "no stats"
-    number = int(float(str(value)))
+    number = int(Fraction(str(value)))
     unit = usage_unit(signal)
     return human_bytes(number) if unit == "bytes" else f"{number:,} {unit}"
 
@@ -187,28 +198,22 @@ def critical_reason(pod: Pod) -> str | None:
     return None
 
 
-def _usage_key(keys: Mapping[str, object]) -> str:
-    return "processes" if "processes" in keys else "usageAboveRequest"
-
-
-def why_before(signal: Signal, first: Pod, first_keys: Mapping[str, object], second: Pod,
-               second_keys: Mapping[str, object]) -> str:
+def why_before(signal: Signal, first: Pod, first_keys: RankKeys, second: Pod, second_keys: RankKeys) -> str:
     """Say which of `rank_pods`' keys put `first` before `second` (the first key that tells them apart)."""
     a, b = first.key, second.key
     resource = spec_of(signal).resource
-    if "exceedsRequests" in first_keys and first_keys["exceedsRequests"] != second_keys.get("exceedsRequests"):
-        if first_keys["exceedsRequests"] is None:
+    if first_keys.exceeds_requests is not ABSENT and first_keys.exceeds_requests != second_keys.exceeds_requests:
+        if first_keys.exceeds_requests is None:
             return f"{a} had no stats (pods without stats rank first)"
         return f"{a} used more {resource} than it requests and {b} did not"
-    if first_keys["priority"] != second_keys["priority"]:
-        return f"{a} has a lower priority ({first_keys['priority']}) than {b} ({second_keys['priority']})"
-    usage = _usage_key(first_keys)
-    if first_keys[usage] != second_keys.get(usage):
-        if first_keys[usage] is None:
+    if first_keys.priority != second_keys.priority:
+        return f"{a} has a lower priority ({first_keys.priority}) than {b} ({second_keys.priority})"
+    if first_keys.ranked_usage != second_keys.ranked_usage:
+        if first_keys.ranked_usage is None:
             return f"{a} had no stats (pods without stats rank first)"
-        what = "processes" if usage == "processes" else "usage above its request"
-        return (f"{a} had more {what} ({_amount(first_keys[usage], signal)}) than {b} "
-                f"({_amount(second_keys[usage], signal)})")
+        what = "processes" if first_keys.usage_name == "processes" else "usage above its request"
+        return (f"{a} had more {what} ({_amount(first_keys.ranked_usage, signal)}) than {b} "
+                f"({_amount(second_keys.ranked_usage, signal)})")
     return f"{a} and {b} tie on every key: the pod list's order decided"
 
 
@@ -217,8 +222,13 @@ class RankedPod:
     """One pod of a ranking, with the keys it was sorted by and what became of it."""
 
     pod: Pod
-    keys: Mapping[str, object]
+    keys: RankKeys
     outcome: str
+
+    def document(self, rank: int, *, uid: bool) -> JsonObject:
+        """The row as the `--output json` documents give it (`uid`: with the pod's UID)."""
+        return {"rank": rank, "pod": self.pod.key, **({"uid": self.pod.uid} if uid else {}), **self.keys.document(),
+                "outcome": self.outcome or None}
 
 
 def ranked_pods(signal: Signal, layout: FsLayout, ranking: Sequence[Pod], report: CycleReport,
@@ -231,36 +241,236 @@ def ranked_pods(signal: Signal, layout: FsLayout, ranking: Sequence[Pod], report
         reason = critical_reason(pod)
         outcome = ("evicted" if evicted is not None and pod.key == evicted.key
                    else f"skipped: {reason}" if reason is not None else "")
-        rows.append(RankedPod(pod, ranking_keys(signal, layout, pod, stats_of(pod)), outcome))
+        rows.append(RankedPod(pod, rank_keys(signal, sort_key(signal, layout, pod, stats_of(pod))), outcome))
     return rows
+
+
+def _ranking_table(signal: Signal, rows: Sequence[RankedPod]) -> str:
+    headers: tuple[str, ...]
+    cells: list[tuple[str, ...]]
+    if spec_of(signal).ranking is not Ranking.PIDS:
+        headers = ("#", "POD", "EXCEEDS REQUEST", "PRIORITY", "USAGE - REQUEST", "OUTCOME")
+        cells = [(str(n), row.pod.key, _yes_no(row.keys.exceeds_requests), str(row.keys.priority),
+                  _amount(row.keys.ranked_usage, signal), row.outcome) for n, row in enumerate(rows, start=1)]
+    else:
+        headers = ("#", "POD", "PRIORITY", "PROCESSES", "OUTCOME")
+        cells = [(str(n), row.pod.key, str(row.keys.priority), _amount(row.keys.ranked_usage, signal), row.outcome)
+                 for n, row in enumerate(rows, start=1)]
+    return table(headers, [tuple(printable(cell) for cell in row) for row in cells])
+
+
+def _yes_no(value: bool | Absent | None) -> str:
+    return "-" if value is None or value is ABSENT else "yes" if value else "no"
+
+
+def duration_text(seconds: float) -> str:
+    """A duration as a person reads it: 4.2s, 3m12s, 5h07m, 2d03h."""
+    if seconds < 60:
+        return f"{max(seconds, 0.0):.1f}s"
+    whole = int(seconds)
+    for unit, size, smaller, small_size in (("d", 86400, "h", 3600), ("h", 3600, "m", 60), ("m", 60, "s", 1)):
+        if whole >= size:
+            return f"{whole // size}{unit}{whole % size // small_size:02d}{smaller}"
+    return f"{whole}s"
+
+
+def _bytes(value: int | None) -> str:
+    return human_bytes(value or 0)
+
+
+def _kind(threshold: Threshold) -> str:
+    return "hard" if threshold.is_hard else "soft"
 
 
 # --- explaining an eviction -----------------------------------------------------------------------------------
 
 
-def _threshold_json(threshold: Threshold, explained: Explained) -> JsonObject:
+@dataclass(frozen=True, slots=True)
+class ThresholdView:
+    """One threshold in an explanation: what the cycle read against it (`observation`), and since when it was met
+    (`met`: None when it was not)."""
+
+    threshold: Threshold
+    observation: tuple[Quantity, Quantity, Quantity] | None  # threshold quantity, available, capacity
+    met: tuple[float, float, bool, bool] | None  # first met (wall), met for (s), grace met, restored at run start
+
+    def document(self) -> JsonObject:
+        threshold = self.threshold
+        item: JsonObject = {
+            "signal": str(threshold.signal), "kind": _kind(threshold), "value": value_json(threshold.value),
+            "gracePeriodSeconds": seconds_json(threshold.grace_period_s),
+            "minReclaim": value_json(threshold.min_reclaim) if threshold.min_reclaim is not None else None,
+        }
+        if self.observation is not None:
+            quantity, available, capacity = self.observation
+            item.update(threshold=str(quantity), available=str(available), capacity=str(capacity))
+        if self.met is not None:
+            first_met, met_for, grace_met, restored = self.met
+            item.update(firstMet=wall_text(first_met), metForSeconds=round(met_for, 3), graceMet=grace_met,
+                        firstMetRestored=restored)
+        return item
+
+    def text(self) -> str:
+        threshold = self.threshold
+        stall = spec_of(threshold.signal).stall is not None
+        checks = condition_text(threshold.signal, threshold.value) if stall else \
+            f"{threshold.signal} < {value_text(threshold.value)}"
+        line = f"{checks} ({_kind(threshold)}"
+        line += ")" if threshold.is_hard else f", grace {seconds_json(threshold.grace_period_s)}s)"
+        if self.observation is not None:
+            quantity, available, capacity = self.observation
+            line += f": available {available} of {capacity}, threshold {quantity}"
+            if stall:
+                line += " (stall headroom in basis points of the kernel's 10 s window)"
+        if self.met is not None:
+            first_met, met_for, _, restored = self.met
+            line += f"; first met {wall_text(first_met)} ({round(met_for, 3):g}s before"
+            line += ", before this run of evictd started: restored from engine-state.json)" if restored else ")"
+        return line
+
+
+def _threshold_view(threshold: Threshold, explained: Explained) -> ThresholdView:
     status = next((s for s in explained.report.assessment.thresholds if s.threshold == threshold), None)
     observation = explained.report.assessment.observations.get(threshold.signal)
-    item: JsonObject = {
-        "signal": str(threshold.signal),
-        "kind": "hard" if threshold.is_hard else "soft",
-        "value": value_json(threshold.value),
-        "gracePeriodSeconds": seconds_json(threshold.grace_period_s),
-        "minReclaim": value_json(threshold.min_reclaim) if threshold.min_reclaim is not None else None,
-    }
-    if observation is not None:
-        item["threshold"] = str(threshold_quantity(threshold.value, observation.capacity))
-        item["available"] = str(observation.available)
-        item["capacity"] = str(observation.capacity)
+    met = None
     if status is not None:
-        item["firstMet"] = wall_text(explained.record.wall - status.observed_for_s)
-        item["metForSeconds"] = round(status.observed_for_s, 3)
-        item["graceMet"] = status.grace_met
         # First met before this run of evictd started: the time is the one it restored (not met again since).
         restored = explained.start_state.first_observed_at.get(threshold)
-        item["firstMetRestored"] = restored is not None and abs(
-            explained.report.now - status.observed_for_s - restored) < RESTORED_TIME_TOLERANCE_S
-    return item
+        met = (explained.record.wall - status.observed_for_s, status.observed_for_s, status.grace_met,
+               restored is not None and abs(explained.report.now - status.observed_for_s - restored)
+               < RESTORED_TIME_TOLERANCE_S)
+    return ThresholdView(threshold, None if observation is None else (
+        threshold_quantity(threshold.value, observation.capacity), observation.available, observation.capacity), met)
+
+
+@dataclass(frozen=True, slots=True)
+class PodDiskFigures:
+    """When the evicted pod's disk figures the decision used were measured, and how long before it."""
+
+    measured: float
+    age_s: float
+    used_bytes: int | None
+    inodes_used: int | None
+
+    def document(self) -> JsonObject:
+        return {"measured": wall_text(self.measured), "ageSeconds": round(self.age_s, 3), "usedBytes": self.used_bytes,
+                "inodesUsed": self.inodes_used}
+
+    def text(self, pod: str) -> str:
+        age = round(self.age_s, 3)
+        line = (f"disk figures of {pod}: {_bytes(self.used_bytes)} measured {wall_text(self.measured)} "
+                f"({duration_text(age)} before this decision)")
+        if age > DEFAULT_STALE_AFTER_S:
+            line += (f"; older than {duration_text(DEFAULT_STALE_AFTER_S)}: its last complete measurement (a walk "
+                     "that long, or the disk walker behind), used as the kubelet uses its last")
+        return line
+
+
+def _pod_disk_figures(explained: Explained, pod: Pod) -> PodDiskFigures | None:
+    summary = explained.report.summary
+    stats = None if summary is None else pod_stats_lookup(summary, [pod])(pod)
+    storage = None if stats is None else stats.ephemeral_storage
+    if storage is None or storage.time is None:
+        return None
+    measured = storage.time.timestamp()
+    return PodDiskFigures(measured, explained.record.wall - measured, storage.used_bytes, storage.inodes_used)
+
+
+@dataclass(frozen=True, slots=True)
+class EvictionExplanation:
+    """Why a recorded cycle evicted a pod: the eviction as replayed, the thresholds, the recorded reclaim, the
+    pod's disk figures (for disk), and the ranking with each pod's keys and why the pods above it were passed over
+    (`signal` None: a local-storage limit, no ranking)."""
+
+    record: Record
+    restored: bool | None
+    eviction: Eviction
+    threshold: ThresholdView | None
+    thresholds_met: tuple[ThresholdView, ...]
+    reclaim_succeeded: bool | None
+    disk: PodDiskFigures | Absent | None  # ABSENT: not a disk eviction
+    signal: Signal | None
+    ranking: tuple[RankedPod, ...]
+    why: tuple[str, ...]
+
+    def document(self) -> JsonObject:
+        record, eviction = self.record, self.eviction
+        document: JsonObject = {
+            "source": "recording",
+            "decision": decision_id(record.run, record.cycle),
+            "time": wall_text(record.wall),
+            "dryRun": record.dry_run,
+            "restoredAtRunStart": self.restored,
+            "pod": eviction.pod.key,
+            "uid": eviction.pod.uid,
+            "signal": eviction.signal,
+            "message": eviction.message,
+            "gracePeriodSeconds": eviction.grace_period_override_s,
+            "effectiveGracePeriodSeconds": eviction.effective_grace_period_s,
+            "threshold": None if self.threshold is None else self.threshold.document(),
+            "thresholdsMet": [view.document() for view in self.thresholds_met],
+            "reclaim": [result.document() for result in record.decision.reclaim_results],
+            "reclaimSucceeded": self.reclaim_succeeded,
+        }
+        if record.decision.eviction_api is not None:  # as recorded (replay cannot ask the API)
+            document["evictionApi"] = record.decision.eviction_api.document()
+        if not isinstance(self.disk, Absent):
+            document["podDiskFigures"] = None if self.disk is None else self.disk.document()
+        if self.signal is None:
+            document.update(ranking=[], why=list(self.why))
+            return document
+        document["unit"] = usage_unit(self.signal)
+        document["ranking"] = [row.document(n, uid=True) for n, row in enumerate(self.ranking, start=1)]
+        document["why"] = list(self.why)
+        document["notRanked"] = list(NOT_RANKED)
+        return document
+
+    def text(self) -> str:
+        """The explanation for people, what the recording says escaped (`printable`)."""
+        record, eviction = self.record, self.eviction
+        verb = "would have evicted" if record.dry_run else "evicted"
+        lines = [f"decision {decision_id(record.run, record.cycle)} at {wall_text(record.wall)}: {verb} "
+                 f"{eviction.pod.key} for {eviction.signal}, grace {eviction.grace_period_override_s}s "
+                 f"(effective {eviction.effective_grace_period_s}s)", f"  message: {eviction.message}", ""]
+        run_start = _run_start_text(self.restored)
+        if run_start is not None:
+            lines += [run_start, ""]
+        if self.threshold is not None:
+            lines.append(f"threshold acted on: {self.threshold.text()}")
+        if not isinstance(self.disk, Absent):
+            lines.append(f"disk figures of {eviction.pod.key}: none" if self.disk is None
+                         else self.disk.text(eviction.pod.key))
+        others = [view for view in self.thresholds_met if view != self.threshold]
+        if others:
+            lines += ["other thresholds met:", *(f"  {view.text()}" for view in others)]
+        reclaim = record.decision.reclaim_results
+        if reclaim:
+            outcome = "enough" if self.reclaim_succeeded else "not enough"
+            ran = ", ".join(f"{r.action} " + (f"failed: {r.error}" if r.error else f"freed {_bytes(r.freed_bytes)}")
+                            for r in reclaim)
+            lines.append(f"node-level reclaim: {ran} ({outcome})")
+        else:
+            lines.append("node-level reclaim: none for this signal")
+        lines += _eviction_api_lines(record.decision.eviction_api)
+        lines = [printable(line) for line in lines]
+        if self.signal is not None and self.ranking:
+            lines += ["", f"ranking for {self.signal} (usage in {usage_unit(self.signal)}):",
+                      _ranking_table(self.signal, self.ranking)]
+        lines += ["", "why:", *(printable(f"  {reason}") for reason in self.why)]
+        if self.ranking:
+            lines.append(f"  never ranked at all: {', '.join(NOT_RANKED)}")
+        return "\n".join(lines)
+
+
+def _eviction_api_lines(use: EvictionApiUse | None) -> list[str]:
+    """What the Eviction API answered in the cycle (softEvictionsThroughEvictionAPI), as recorded."""
+    if use is None:
+        return []
+    if use.bypassed is not None:
+        return [f"Eviction API not used: {use.bypassed}"]
+    return ["through the Eviction API" + (", after refusals:" if use.refusals else ""),
+            *(f"  {r.pod}: {r.status} {r.reason}" + (f" (budget {r.budget})" if r.budget else "") + f": {r.message}"
+              for r in use.refusals)]
 
 
 def _eviction_of(explained: Explained, pod_key: str) -> Eviction:
@@ -276,75 +486,28 @@ def _eviction_of(explained: Explained, pod_key: str) -> Eviction:
     return eviction
 
 
-def explanation_json(explained: Explained, pod_key: str) -> JsonObject:
-    """The `--output json` document explaining the eviction of `pod_key` in the explained cycle."""
-    record, report = explained.record, explained.report
+def explain_eviction(explained: Explained, pod_key: str) -> EvictionExplanation:
+    """Explain the eviction of `pod_key` in the explained cycle."""
+    report = explained.report
     eviction = _eviction_of(explained, pod_key)
-    document: JsonObject = {
-        "source": "recording",
-        "decision": decision_id(record.run, record.cycle),
-        "time": wall_text(record.wall),
-        "dryRun": record.dry_run,
-        "restoredAtRunStart": explained.restored,
-        "pod": eviction.pod.key,
-        "uid": eviction.pod.uid,
-        "signal": eviction.signal,
-        "message": eviction.message,
-        "gracePeriodSeconds": eviction.grace_period_override_s,
-        "effectiveGracePeriodSeconds": eviction.effective_grace_period_s,
-        "threshold": _threshold_json(eviction.threshold, explained) if eviction.threshold is not None else None,
-        "thresholdsMet": [_threshold_json(s.threshold, explained) for s in report.assessment.thresholds],
-        "reclaim": _recorded_reclaim(record),
-        "reclaimSucceeded": report.reclaim_succeeded,
-    }
-    if "evictionApi" in record.decision:  # softEvictionsThroughEvictionAPI: as recorded (replay cannot ask the API)
-        document["evictionApi"] = record.decision["evictionApi"]
-    signal_resource = None if eviction.threshold is None else spec_of(eviction.threshold.signal).resource
-    if eviction.threshold is None or signal_resource in (Resource.EPHEMERAL_STORAGE, Resource.INODES):
-        document["podDiskFigures"] = _pod_disk_json(explained, eviction.pod)
-    if eviction.threshold is None:  # a local-storage limit: no ranking, the pod itself broke its limit
-        document.update(ranking=[], why=[f"{eviction.pod.key} exceeded a local storage limit: {eviction.message}"])
-        return document
-    signal = eviction.threshold.signal
-    rows = ranked_pods(signal, explained.layout, report.ranking, report, eviction.pod)
-    document["unit"] = usage_unit(signal)
-    document["ranking"] = [{"rank": n, "pod": row.pod.key, "uid": row.pod.uid, **row.keys,
-                            "outcome": row.outcome or None} for n, row in enumerate(rows, start=1)]
-    document["why"] = _why(signal, rows)
-    document["notRanked"] = list(NOT_RANKED)
-    return document
+    threshold = eviction.threshold
+    resource = None if threshold is None else spec_of(threshold.signal).resource
+    disk: PodDiskFigures | Absent | None = ABSENT
+    if threshold is None or resource in (Resource.EPHEMERAL_STORAGE, Resource.INODES):
+        disk = _pod_disk_figures(explained, eviction.pod)
+    signal = None if threshold is None else threshold.signal
+    rows = () if signal is None else tuple(ranked_pods(signal, explained.layout, report.ranking, report, eviction.pod))
+    # A local-storage limit: no ranking, the pod itself broke its limit.
+    why = (f"{eviction.pod.key} exceeded a local storage limit: {eviction.message}",) if signal is None else \
+        _why(signal, rows)
+    return EvictionExplanation(
+        record=explained.record, restored=explained.restored, eviction=eviction,
+        threshold=None if threshold is None else _threshold_view(threshold, explained),
+        thresholds_met=tuple(_threshold_view(s.threshold, explained) for s in report.assessment.thresholds),
+        reclaim_succeeded=report.reclaim_succeeded, disk=disk, signal=signal, ranking=rows, why=why)
 
 
-def _pod_disk_json(explained: Explained, pod: Pod) -> JsonObject | None:
-    """When the pod's disk figures the decision used were measured, and how long before it (None: it had none)."""
-    summary = explained.report.summary
-    stats = None if summary is None else pod_stats_lookup(summary, [pod])(pod)
-    storage = None if stats is None else stats.ephemeral_storage
-    if storage is None or storage.time is None:
-        return None
-    measured = storage.time.timestamp()
-    return {"measured": wall_text(measured), "ageSeconds": round(explained.record.wall - measured, 3),
-            "usedBytes": storage.used_bytes, "inodesUsed": storage.inodes_used}
-
-
-def _pod_disk_text(pod: object, figures: object) -> str:
-    if not isinstance(figures, Mapping):
-        return f"disk figures of {pod}: none"
-    age = float(figures["ageSeconds"])
-    line = (f"disk figures of {pod}: {_bytes(figures['usedBytes'])} measured {figures['measured']} "
-            f"({duration_text(age)} before this decision)")
-    if age > DEFAULT_STALE_AFTER_S:
-        line += (f"; older than {duration_text(DEFAULT_STALE_AFTER_S)}: its last complete measurement (a walk that "
-                 "long, or the disk walker behind), used as the kubelet uses its last")
-    return line
-
-
-def _recorded_reclaim(record: Record) -> list[object]:
-    results = record.decision.get("reclaimResults")
-    return list(results) if isinstance(results, list) else []
-
-
-def _why(signal: Signal, rows: Sequence[RankedPod]) -> list[str]:
+def _why(signal: Signal, rows: Sequence[RankedPod]) -> tuple[str, ...]:
     position = next(i for i, row in enumerate(rows) if row.outcome == "evicted")
     chosen = rows[position]
     why = [f"{row.pod.key} ranked above it but is never evicted: {row.outcome.removeprefix('skipped: ')}"
@@ -355,28 +518,10 @@ def _why(signal: Signal, rows: Sequence[RankedPod]) -> list[str]:
         why.append(why_before(signal, chosen.pod, chosen.keys, following.pod, following.keys))
     else:
         why.append(f"{chosen.pod.key} was the only pod that could be evicted")
-    return why
+    return tuple(why)
 
 
-def _threshold_line(item: Mapping[str, object]) -> str:
-    value = item["value"]
-    assert isinstance(value, Mapping)
-    shown = value.get("quantity") or f"{float(str(value.get('percentage'))) * 100:.6g}%"
-    stall = recorded_stall_text(item["signal"], shown)
-    line = f"{stall or str(item['signal']) + ' < ' + str(shown)} ({item['kind']}"
-    line += ")" if item["kind"] == "hard" else f", grace {item['gracePeriodSeconds']}s)"
-    if "available" in item:
-        line += f": available {item['available']} of {item['capacity']}, threshold {item['threshold']}"
-        if stall is not None:
-            line += " (stall headroom in basis points of the kernel's 10 s window)"
-    if "firstMet" in item:
-        line += f"; first met {item['firstMet']} ({item['metForSeconds']:g}s before"
-        line += ", before this run of evictd started: restored from engine-state.json)" \
-            if item.get("firstMetRestored") else ")"
-    return line
-
-
-def _run_start_text(restored: object) -> str | None:
+def _run_start_text(restored: bool | None) -> str | None:
     """What the explanation says about the engine state the run was replayed from (None: nothing to say)."""
     if restored is True:
         return ("this run of evictd started from the engine state it restored after a restart (engine-state.json): "
@@ -387,123 +532,120 @@ def _run_start_text(restored: object) -> str | None:
     return None
 
 
-def explanation_text(document: Mapping[str, object]) -> str:
-    """The text form of `explanation_json`'s document."""
-    verb = "would have evicted" if document["dryRun"] else "evicted"
-    lines = [f"decision {document['decision']} at {document['time']}: {verb} {document['pod']} for "
-             f"{document['signal']}, grace {document['gracePeriodSeconds']}s "
-             f"(effective {document['effectiveGracePeriodSeconds']}s)",
-             f"  message: {document['message']}", ""]
-    run_start = _run_start_text(document.get("restoredAtRunStart"))
-    if run_start is not None:
-        lines += [run_start, ""]
-    threshold = document["threshold"]
-    if isinstance(threshold, Mapping):
-        lines.append(f"threshold acted on: {_threshold_line(threshold)}")
-    if "podDiskFigures" in document:
-        lines.append(_pod_disk_text(document["pod"], document["podDiskFigures"]))
-    met = [t for t in document["thresholdsMet"] if isinstance(t, Mapping)]  # type: ignore[attr-defined]
-    others = [t for t in met if t != threshold]
-    if others:
-        lines += ["other thresholds met:", *(f"  {_threshold_line(t)}" for t in others)]
-    reclaim = [r for r in document["reclaim"] if isinstance(r, Mapping)]  # type: ignore[attr-defined]
-    if reclaim:
-        outcome = "enough" if document["reclaimSucceeded"] else "not enough"
-        ran = ", ".join(f"{r.get('action')} " + (f"failed: {r['error']}" if r.get("error") else
-                                                  f"freed {_bytes(r.get('freedBytes'))}") for r in reclaim)
-        lines.append(f"node-level reclaim: {ran} ({outcome})")
-    else:
-        lines.append("node-level reclaim: none for this signal")
-    lines += _eviction_api_lines(document.get("evictionApi"))
-    ranking = [r for r in document["ranking"] if isinstance(r, Mapping)]  # type: ignore[attr-defined]
-    if ranking:
-        signal = Signal(str(document["signal"]))
-        lines += ["", f"ranking for {signal} (usage in {document['unit']}):", _ranking_table(signal, ranking)]
-    lines += ["", "why:", *(f"  {reason}" for reason in document["why"])]  # type: ignore[attr-defined]
-    if ranking:
-        lines.append(f"  never ranked at all: {', '.join(NOT_RANKED)}")
-    return "\n".join(lines)
-
-
-def _eviction_api_lines(recorded: object) -> list[str]:
-    """What the Eviction API answered in the cycle (softEvictionsThroughEvictionAPI), as recorded."""
-    if not isinstance(recorded, Mapping):
-        return []
-    if recorded.get("bypassed"):
-        return [f"Eviction API not used: {recorded['bypassed']}"]
-    refusals = [r for r in recorded.get("refusals") or [] if isinstance(r, Mapping)]
-    return ["through the Eviction API" + (", after refusals:" if refusals else ""),
-            *(f"  {r.get('pod')}: {r.get('status')} {r.get('reason')}"
-              + (f" (budget {r['budget']})" if r.get("budget") else "") + f": {r.get('message')}"
-              for r in refusals)]
-
-
-def duration_text(seconds: float) -> str:
-    """A duration as a person reads it: 4.2s, 3m12s, 5h07m, 2d03h."""
-    if seconds < 60:
-        return f"{max(seconds, 0.0):.1f}s"
-    whole = int(seconds)
-    for unit, size, smaller, small_size in (("d", 86400, "h", 3600), ("h", 3600, "m", 60), ("m", 60, "s", 1)):
-        if whole >= size:
-            return f"{whole // size}{unit}{whole % size // small_size:02d}{smaller}"
-    return f"{whole}s"
-
-
-def _bytes(value: object) -> str:
-    return human(int(str(value or 0)), Signal.NODEFS_AVAILABLE)
-
-
-def _yes_no(value: object) -> str:
-    return "-" if value is None else "yes" if value else "no"
-
-
-def _ranking_table(signal: Signal, ranking: Sequence[Mapping[str, object]]) -> str:
-    headers: tuple[str, ...]
-    rows: list[tuple[str, ...]]
-    if spec_of(signal).ranking is not Ranking.PIDS:
-        headers = ("#", "POD", "EXCEEDS REQUEST", "PRIORITY", "USAGE - REQUEST", "OUTCOME")
-        rows = [(str(r["rank"]), str(r["pod"]), _yes_no(r.get("exceedsRequests")), str(r["priority"]),
-                 _amount(r.get("usageAboveRequest"), signal), str(r.get("outcome") or "")) for r in ranking]
-    else:
-        headers = ("#", "POD", "PRIORITY", "PROCESSES", "OUTCOME")
-        rows = [(str(r["rank"]), str(r["pod"]), str(r["priority"]), _amount(r.get("processes"), signal),
-                 str(r.get("outcome") or "")) for r in ranking]
-    return table(headers, rows)
-
-
 # --- what would be evicted next -------------------------------------------------------------------------------
 
 
-def now_json(explained: Explained, *, now_wall: float, stale_after: float) -> JsonObject:
-    """The `--now` document: how old the cycle is at `now_wall` and whether it is current (at most `stale_after`
-    seconds old), each threshold's distance from its signal's reading, and the head of the eviction order (this
-    cycle's ranking, or the one for the signal nearest a threshold)."""
+@dataclass(frozen=True, slots=True)
+class SignalDistance:
+    """One threshold at the newest cycle: its state, and (with a reading) how far the signal is from it."""
+
+    threshold: Threshold
+    state: str
+    reading: tuple[int, int] | None  # available, threshold quantity
+
+    def document(self) -> JsonObject:
+        threshold = self.threshold
+        item: JsonObject = {"signal": str(threshold.signal), "kind": _kind(threshold),
+                            "value": value_json(threshold.value),
+                            "gracePeriodSeconds": seconds_json(threshold.grace_period_s), "state": self.state}
+        if self.reading is not None:
+            available, quantity = self.reading
+            item.update(available=available, threshold=quantity, distance=available - quantity)
+        return item
+
+    def row(self) -> tuple[str, ...]:
+        signal = self.threshold.signal
+        cells = (str(signal), f"{_kind(self.threshold)} < {value_text(self.threshold.value)}")
+        if self.reading is None:
+            return (*cells, "no data", "-", "-", self.state)
+        available, quantity = self.reading
+        return (*cells, human(available, signal), human(quantity, signal), human(available - quantity, signal),
+                self.state)
+
+
+@dataclass(frozen=True, slots=True)
+class NowExplanation:
+    """The newest recorded cycle: how old it is at the time asked (`current`: recent enough to be now), each
+    threshold's distance from its signal's reading, and the head of the eviction order (`basis`: which)."""
+
+    record: Record
+    age_s: float
+    current: bool
+    conditions: tuple[str, ...]
+    signals: tuple[SignalDistance, ...]
+    signal: Signal
+    basis: str
+    ranking: tuple[RankedPod, ...]
+
+    @property
+    def next_to_go(self) -> str | None:
+        return next((row.pod.key for row in self.ranking if not row.outcome), None)
+
+    def document(self) -> JsonObject:
+        record = self.record
+        return {
+            "decision": decision_id(record.run, record.cycle),
+            "time": wall_text(record.wall),
+            "ageSeconds": round(self.age_s, 3),
+            "current": self.current,
+            "conditions": list(self.conditions),
+            "signals": [item.document() for item in self.signals],
+            "ranking": {"signal": str(self.signal), "basis": self.basis, "unit": usage_unit(self.signal),
+                        "next": self.next_to_go,
+                        "pods": [row.document(n, uid=False)
+                                 for n, row in enumerate(self.ranking[:RANKING_SHOWN_NOW], start=1)],
+                        "more": max(0, len(self.ranking) - RANKING_SHOWN_NOW)},
+        }
+
+    def text(self) -> str:
+        """The newest cycle for people, what the recording says escaped (`printable`)."""
+        record = self.record
+        decision, time = decision_id(record.run, record.cycle), wall_text(record.wall)
+        age = duration_text(round(self.age_s, 3))
+        if self.current:
+            lines = [f"as of cycle {decision} at {time} (the newest recorded, {age} ago)"]
+        else:
+            lines = [f"NOT NOW: the newest recorded cycle, {decision} at {time}, is {age} old (evictd is not running "
+                     "with its recorder on, or --until asked for an earlier one); the node as it was then:"]
+        lines = [printable(line) for line in (*lines, f"node conditions: {', '.join(self.conditions) or 'none'}")]
+        lines += ["", table(("SIGNAL", "THRESHOLD", "AVAILABLE", "THRESHOLD NOW", "DISTANCE", "STATE"),
+                            [item.row() for item in self.signals]), ""]
+        if not self.ranking:
+            lines.append(f"eviction order: none ({self.basis})")
+            return "\n".join(lines)
+        lines += [printable(f"eviction order: {self.basis}; next to go: {self.next_to_go or 'nobody (all critical)'}"),
+                  _ranking_table(self.signal, self.ranking[:RANKING_SHOWN_NOW])]
+        if len(self.ranking) > RANKING_SHOWN_NOW:
+            lines.append(f"... and {len(self.ranking) - RANKING_SHOWN_NOW} more")
+        return "\n".join(lines)
+
+
+def explain_now(explained: Explained, *, now_wall: float, stale_after: float) -> NowExplanation:
+    """The newest cycle at `now_wall`, current when it is at most `stale_after` seconds old; the eviction order is
+    this cycle's ranking, or the one for the signal nearest a threshold."""
     record, report = explained.record, explained.report
-    age_s = now_wall - record.wall
     assessment = report.assessment
     met = {status.threshold: status for status in assessment.thresholds}
     thresholds, _ = derive_containerfs_thresholds(explained.config.thresholds, explained.layout)
-    signals: list[JsonObject] = []
+    signals: list[SignalDistance] = []
     nearest: tuple[float, Signal] | None = None
     for threshold in thresholds:
         if threshold.operator is None:
             continue
         observation = assessment.observations.get(threshold.signal)
-        item: JsonObject = {"signal": str(threshold.signal), "kind": "hard" if threshold.is_hard else "soft",
-                            "value": value_json(threshold.value),
-                            "gracePeriodSeconds": seconds_json(threshold.grace_period_s)}
         status = met.get(threshold)
-        item["state"] = ("no reading" if observation is None else "ok" if status is None
-                         else "met" if threshold.is_hard or status.grace_met
-                         else f"in grace {status.observed_for_s:.0f}/{threshold.grace_period_s:g}s")
+        state = ("no reading" if observation is None else "ok" if status is None
+                 else "met" if threshold.is_hard or status.grace_met
+                 else f"in grace {status.observed_for_s:.0f}/{threshold.grace_period_s:g}s")
+        reading = None
         if observation is not None:
             quantity = threshold_quantity(threshold.value, observation.capacity).ceil_int()
             available = observation.available.ceil_int()
-            item.update(available=available, threshold=quantity, distance=available - quantity)
+            reading = (available, quantity)
             share = (available - quantity) / max(1, observation.capacity.ceil_int())
             if nearest is None or share < nearest[0]:
                 nearest = (share, threshold.signal)
-        signals.append(item)
+        signals.append(SignalDistance(threshold, state, reading))
     step = assessment.next_step
     if report.ranking and isinstance(step, ReclaimThenEvict):
         signal, ranking, why = step.threshold.signal, report.ranking, "this cycle's ranking"
@@ -515,53 +657,107 @@ def now_json(explained: Explained, *, now_wall: float, stale_after: float) -> Js
     else:
         signal, ranking, why = Signal.MEMORY_AVAILABLE, (), "no thresholds with readings"
     rows = ranked_pods(signal, explained.layout, ranking, report, None) if ranking else []
-    following = next((row.pod.key for row in rows if not row.outcome), None)
-    return {
-        "decision": decision_id(record.run, record.cycle),
-        "time": wall_text(record.wall),
-        "ageSeconds": round(age_s, 3),
-        "current": age_s <= stale_after,
-        "conditions": [str(c) for c in assessment.node_conditions],
-        "signals": signals,
-        "ranking": {"signal": str(signal), "basis": why, "unit": usage_unit(signal), "next": following,
-                    "pods": [{"rank": n, "pod": row.pod.key, **row.keys, "outcome": row.outcome or None}
-                             for n, row in enumerate(rows[:RANKING_SHOWN_NOW], start=1)],
-                    "more": max(0, len(rows) - RANKING_SHOWN_NOW)},
-    }
+    age_s = now_wall - record.wall
+    return NowExplanation(record=record, age_s=age_s, current=age_s <= stale_after,
+                          conditions=tuple(str(c) for c in assessment.node_conditions), signals=tuple(signals),
+                          signal=signal, basis=why, ranking=tuple(rows))
 
 
-def now_text(document: Mapping[str, object]) -> str:
-    """The text form of `now_json`'s document."""
-    conditions = document["conditions"]
-    age = duration_text(float(document["ageSeconds"]))  # type: ignore[arg-type]
-    if document["current"]:
-        lines = [f"as of cycle {document['decision']} at {document['time']} (the newest recorded, {age} ago)"]
+# --- the command ------------------------------------------------------------------------------------------------
+
+
+class Explanation(Protocol):
+    """What `evictd explain` prints: its `--output json` document, or its text."""
+
+    def document(self) -> JsonObject: ...
+
+    def text(self) -> str: ...
+
+
+@dataclass(frozen=True, slots=True)
+class _Pass:
+    """One pass over a recording: each cycle's head, and the last cycle and the last eviction replayed."""
+
+    heads: list[RecordHead]
+    last: Explained | None
+    last_eviction: Explained | None
+
+
+def _replay_all(records: Iterable[Record]) -> _Pass:
+    """Read `records` once, keeping each one's head and replaying every run (`--last` and `--now` explain the
+    newest: one pass instead of one for the heads and one more for the run explained)."""
+    heads: list[RecordHead] = []
+
+    def counted() -> Iterator[Record]:
+        for record in records:
+            heads.append(record_head(record))
+            yield record
+
+    last = last_eviction = None
+    for run in replayed_runs(counted()):
+        for record, report in run.cycles:
+            last = Explained(record, report, run.config, run.layout, run.start_state, run.restored)
+            if record.decision.evicted:
+                last_eviction = last
+    return _Pass(heads, last, last_eviction)
+
+
+def _replayed(explained: Explained | None, target: RecordHead) -> Explained:
+    """`explained`, when it is the cycle `target` (else an EvictdError saying why that cycle is not replayed)."""
+    if not target.read_stats:
+        raise EvictdError(f"cycle {decision_id(target.run, target.cycle)} read no stats: nothing was decided")
+    if explained is None or (explained.record.run, explained.record.cycle, explained.record.wall) != (
+            target.run, target.cycle, target.wall):
+        raise EvictdError(f"cycle {decision_id(target.run, target.cycle)} cannot be replayed (the recording changed "
+                          "while it was read, or its readings do not decode)")
+    return explained
+
+
+def explain(recording: Recording, state_dir: str, *, pod: str | None = None, decision: str | None = None,
+            now: bool = False, housekeeping_interval_s: float, now_wall: float, warn: Problem) -> Explanation:
+    """Explain the eviction of `pod` (namespace/name, name or UID), of decision id `decision`, the last one (neither),
+    or with `now` the newest cycle, from `recording` or, when it does not hold it, the journal in `state_dir`;
+    `warn` is told what a person should know. Raises EvictdError when neither holds it."""
+    # --last and --now: one pass, replaying as it reads. A pod or a decision: first what cycles there are (their
+    # heads only), then the run of the one explained, replayed up to it.
+    newest = now or (pod is None and decision is None)
+    passed = _replay_all(recording) if newest else None
+    heads = passed.heads if passed is not None else [
+        record_head(record) for record in recording.cycles(summaries=False)]
+    try:
+        recording.check_read(bool(heads), warn)
+        recording_problem = None
+    except EvictdError as exc:  # no recording (recorder off, deleted): the journal may still know
+        if now:
+            raise
+        recording_problem = str(exc)
+    recording.quiet = True
+    if now:
+        assert passed is not None
+        newest_cycle = explain_now(_replayed(passed.last, heads[-1]), now_wall=now_wall,
+                                   stale_after=stale_after_s(housekeeping_interval_s))
+        if not newest_cycle.current:
+            warn(f"the newest recorded cycle is {round(newest_cycle.age_s, 3):g} s old: this is not now")
+        return newest_cycle
+    try:
+        if decision is not None:
+            index = find_decision(heads, decision)
+            if not heads[index].evicted:
+                raise EvictdError(f"decision {decision} evicted nobody (`evictd explain --now` shows a cycle)")
+            pod_key = heads[index].evicted[0][0]
+        else:
+            index, pod_key = find_eviction(heads, pod)
+    except EvictdError as exc:
+        not_found: EvictdError | None = exc if recording_problem is None else EvictdError(recording_problem)
+        index = -1
     else:
-        lines = [f"NOT NOW: the newest recorded cycle, {document['decision']} at {document['time']}, is {age} old "
-                 "(evictd is not running with its recorder on, or --until asked for an earlier one); the node as it "
-                 "was then:"]
-    lines += [f"node conditions: {', '.join(conditions) or 'none'}", ""]  # type: ignore[arg-type]
-    rows = []
-    for item in document["signals"]:  # type: ignore[attr-defined]
-        signal = Signal(item["signal"])
-        value = item["value"]
-        shown = value.get("quantity") or f"{float(value.get('percentage')) * 100:.6g}%"
-        reading = "available" in item
-        rows.append((str(signal), f"{item['kind']} < {shown}",
-                     human(item["available"], signal) if reading else "no data",
-                     human(item["threshold"], signal) if reading else "-",
-                     human(item["distance"], signal) if reading else "-", item["state"]))
-    lines.append(table(("SIGNAL", "THRESHOLD", "AVAILABLE", "THRESHOLD NOW", "DISTANCE", "STATE"), rows))
-    ranking = document["ranking"]
-    assert isinstance(ranking, Mapping)
-    pods = ranking["pods"]
-    lines.append("")
-    if not pods:
-        lines.append(f"eviction order: none ({ranking['basis']})")
-        return "\n".join(lines)
-    signal = Signal(str(ranking["signal"]))
-    lines += [f"eviction order: {ranking['basis']}; next to go: {ranking['next'] or 'nobody (all critical)'}",
-              _ranking_table(signal, pods)]
-    if ranking["more"]:
-        lines.append(f"... and {ranking['more']} more")
-    return "\n".join(lines)
+        not_found = None
+    journal = from_journal(state_dir, heads, pod=pod, decision=decision, since=recording.since, until=recording.until,
+                           recording_problem=recording_problem, recorded_at=heads[index].wall if index >= 0 else None,
+                           not_found=not_found)
+    if journal is not None:
+        return journal
+    target = heads[index]
+    explained = _replayed(passed.last_eviction, target) if passed is not None else replay_until(
+        recording.cycles(run=target.run), target)
+    return explain_eviction(explained, pod_key)

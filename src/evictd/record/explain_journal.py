@@ -14,16 +14,20 @@ without one was decided by a run that did not record.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from evictd.commands.render import JsonObject
-from evictd.core.errors import SampleError
+from evictd.commands.render import JsonObject, printable
+from evictd.core.errors import EvictdError, SampleError
 from evictd.kube.evictor import DECISION_ANNOTATION
 from evictd.kube.journal import ApiStep, JournalEntry, read_journal
-from evictd.record.explain import RecordHead
 from evictd.record.recording import decision_id
 from evictd.record.replay import wall_text
 from evictd.state_dir import StateDir
+
+if TYPE_CHECKING:  # `explain` imports this module
+    from evictd.record.explain import RecordHead
 
 NOT_KNOWN = ("the ranked table, the thresholds' first-met times and grace timing, and what node-level reclaim ran "
              "and freed are not available: the recording does not hold that cycle")
@@ -100,21 +104,53 @@ def journal_json(entry: JournalEntry, not_recorded: str) -> JsonObject:
     }
 
 
-def journal_text(document: Mapping[str, object]) -> str:
-    """The text form of `journal_json`'s document."""
-    decision = document["decision"] or "(not named: the run did not record)"
-    steps = document["apiSteps"]
-    assert isinstance(steps, Mapping)
-    done = [text for step, text in STEP_TEXT.items() if steps.get(str(step))]
-    if steps.get("stopped_locally"):
-        done.append("stopped through the container runtime")
-    finished = f"; all API steps done at {steps['finished']}" if steps.get("finished") else "; API steps pending"
-    lines = [f"decision {decision} at {document['time']}: evicted {document['pod']} for {document['signal']}, "
-             f"grace {document['effectiveGracePeriodSeconds']}s (from the eviction journal)",
-             f"  message: {document['message']}",
-             f"  API: {', '.join(done) or 'nothing yet'}{finished}"]
-    answers = document["apiAnswers"]
-    assert isinstance(answers, Mapping)
-    lines += [f"  the API answered ({outcome}): {answer}" for outcome, answer in answers.items()]
-    lines += ["", f"not in the flight recording: {document['notRecorded']}.", f"{document['notAvailable']!s}."]
-    return "\n".join(lines)
+def from_journal(state_dir: str, heads: Sequence[RecordHead], *, pod: str | None, decision: str | None,
+                 since: float | None, until: float | None, recording_problem: str | None, recorded_at: float | None,
+                 not_found: EvictdError | None) -> JournalExplanation | None:
+    """The explanation of the eviction asked for (`pod`, or `decision`; neither: the last) when the
+    recording (`heads`: its cycles) does not hold it, or holds only an earlier one of the pod (at `recorded_at`);
+    None when the recording's is the one. Raise EvictdError when neither holds one (`not_found`: why the recording
+    does not)."""
+    entries, journal_problem = journal_entries(state_dir)
+    entries = [e for e in unrecorded(entries, heads)
+               if (since is None or e.decided_at >= since) and (until is None or e.decided_at <= until)]
+    if decision is not None:
+        entry = by_decision(entries, decision) if not_found is not None else None
+    else:
+        entry = next((e for e in reversed(entries) if matches(e, pod)), None)
+        if entry is not None and recorded_at is not None and entry.decided_at <= recorded_at:
+            entry = None  # the recorded eviction is the later one
+    if entry is None:
+        if not_found is not None:
+            either = f"the journal cannot be read either ({journal_problem})" if journal_problem else \
+                "nor in the journal (it keeps evictions 10 minutes after they finish; none in dry-run)"
+            raise EvictdError(f"{not_found}; {either}")
+        return None
+    return JournalExplanation(entry, why_not_recorded(entry, heads, recording_problem))
+
+
+@dataclass(frozen=True, slots=True)
+class JournalExplanation:
+    """An eviction explained from the journal: its entry, and why the recording does not hold it."""
+
+    entry: JournalEntry
+    not_recorded: str
+
+    def document(self) -> JsonObject:
+        return journal_json(self.entry, self.not_recorded)
+
+    def text(self) -> str:
+        """The explanation for people, what the journal says escaped (`printable`)."""
+        entry = self.entry
+        done = [text for step, text in STEP_TEXT.items() if step in entry.done]
+        if entry.stopped_locally:
+            done.append("stopped through the container runtime")
+        finished = f"; all API steps done at {wall_text(entry.done_at)}" if entry.done_at else "; API steps pending"
+        lines = [f"decision {_decision(entry) or '(not named: the run did not record)'} at "
+                 f"{wall_text(entry.decided_at)}: evicted {entry.key} for {entry.signal}, grace "
+                 f"{entry.grace_period_s}s (from the eviction journal)",
+                 f"  message: {entry.message}",
+                 f"  API: {', '.join(done) or 'nothing yet'}{finished}"]
+        lines += [f"  the API answered ({outcome}): {answer}" for outcome, answer in entry.outcomes.items()]
+        lines += ["", f"not in the flight recording: {self.not_recorded}.", f"{NOT_KNOWN}."]
+        return "\n".join(printable(line) for line in lines)

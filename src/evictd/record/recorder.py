@@ -26,29 +26,28 @@ from __future__ import annotations
 
 import contextlib
 import gzip
-import json
 import os
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
-from typing import Any
 
 from evictd.clock import SYSTEM_CLOCK, Clock
-from evictd.commands.render import JsonObject
 from evictd.core.engine import EngineState
 from evictd.core.fs_layout import FsLayout
-from evictd.core.kubelet_config import EvictionSettings, kubelet_config_document
+from evictd.core.kubelet_config import EvictionSettings
+from evictd.core.pods import Pod
 from evictd.core.saved_state import state_document
 from evictd.kube.atomic_file import remove_temporaries
 from evictd.log import Log
+from evictd.record.documents import kubelet_config_document
+from evictd.record.model import ABSENT, Encoded, Line, dumps, encode_line
 from evictd.record.recording import (
     CLOSED_SUFFIX,
-    FORMAT_VERSION,
     OPEN_SUFFIX,
     PodListEncoder,
     RankingEncoder,
-    decision_json,
-    layout_json,
+    decision_of,
     run_id,
     segment_paths,
 )
@@ -63,10 +62,6 @@ SEGMENT_SHARE_OF_AGE = 24
 MIN_SEGMENT_BYTES = 64 << 10
 # A segment dated more than this after the clock's now was written while the clock ran ahead.
 FUTURE_SLACK_S = 60.0
-
-
-# Compact JSON text (one encoder: `json.dumps` with separators builds one per call).
-_dumps = json.JSONEncoder(separators=(",", ":")).encode
 
 
 class FlightRecorder:
@@ -90,8 +85,8 @@ class FlightRecorder:
         self._process = process or str(os.getpid())
         self._run = run if run is not None else run_id(clock.wall().timestamp(), self._process)
         self._pods = PodListEncoder()
-        self._summaries = SummaryChangesEncoder(_dumps)
-        self._ranking = RankingEncoder(_dumps)
+        self._summaries = SummaryChangesEncoder(dumps)
+        self._ranking = RankingEncoder()
         self._layout: FsLayout | None = None
         self._fd: int | None = None
         self._path = ""
@@ -144,34 +139,29 @@ class FlightRecorder:
 
     # --- one line --------------------------------------------------------------------------------------
 
-    def _line(self, cycle: Cycle, wall: float) -> tuple[bytes, tuple[Any, ...]]:
+    def _line(self, cycle: Cycle, wall: float) -> tuple[bytes, Sequence[Pod]]:
         report = cycle.report
         layout = cycle.state.layout
-        line: JsonObject = {"v": FORMAT_VERSION, "run": self._run, "cycle": cycle.number, "wall": wall,
-                            "now": report.now}
-        if self._size == 0:
-            line["dryRun"] = self._dry_run
-            line["config"] = self._config
-        if self._start_state is not None:
-            line["engineState"] = None if self._start_state == FRESH_STATE else state_document(
-                self._start_state, node_name=self._node_name, now=report.now, now_wall=wall)
-        if layout is not None and (self._size == 0 or layout != self._layout):
-            line["layout"] = layout_json(layout)
+        first = self._size == 0
         pods = self._pods.encode(report.pods)
-        if pods is not None:
-            line[pods[0]] = pods[1]
         # The Summaries are most of a line: written as text their encoder keeps from cycle to cycle, as what
         # changed since the last line (whole on a segment's first line and after a failed write).
         field, summary = self._summaries.encode(report.summary) if report.summary is not None else ("summary", "null")
         after = report.after_reclaim
+        start = self._start_state
         # The ranking (every pod, under pressure) likewise, as text kept per pod.
-        decision = _dumps(decision_json(report, ranking=False))[:-1]
-        text = [_dumps(line)[:-1], ',"decision":', decision, ',"ranking":', self._ranking.encode(report), "}",
-                ',"', field, '":', summary]
-        if after is not None:
-            text += [',"afterReclaim":', self._summaries.whole(after)]
-        text.append("}\n")
-        return "".join(text).encode(), report.pods
+        decision = replace(decision_of(report, ranking=False), ranking=self._ranking.encode(report))
+        line = Line(
+            run=self._run, cycle=cycle.number, wall=wall, now=report.now, decision=decision,
+            dry_run=self._dry_run if first else None, config=self._config if first else None,
+            engine_state=ABSENT if start is None else None if start == FRESH_STATE else state_document(
+                start, node_name=self._node_name, now=report.now, now_wall=wall),
+            layout=layout if layout is not None and (first or layout != self._layout) else None,
+            pods=pods if isinstance(pods, list) else None, pod_changes=None if isinstance(pods, list) else pods,
+            summary=Encoded(summary) if field == "summary" else None,
+            summary_changes=Encoded(summary) if field == "summaryChanges" else None,
+            after_reclaim=None if after is None else Encoded(self._summaries.whole(after)))
+        return encode_line(line), report.pods
 
     def _append(self, data: bytes) -> None:
         """Write `data` whole at the end of the segment and sync it; on failure cut off what was written."""

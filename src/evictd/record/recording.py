@@ -10,7 +10,7 @@ complete cycle:
      "pods": [...]  or  "podChanges": {"set": [...], "removed": [...], "order": [...]},
      "summary": {...} or null  or  "summaryChanges": {"node": {...}, "pods": [...], "removed": [...], "order": [...]},
      "afterReclaim": {...},                                # Summary API documents, as `simulate` reads them
-     "decision": {...}}                                    # `decision_json`
+     "decision": {...}}                                    # `decision_of` (`evictd.record.model`)
 
 `pods` is the whole list (v1 Pod objects, as `simulate` reads them), written on a segment's first line (a segment
 reads alone: older ones may have been deleted); after that only what changed: pods added or changed (`set`),
@@ -31,36 +31,52 @@ Summary changes, until one holds a whole Summary again. Version 1 lines (every S
 
 from __future__ import annotations
 
+import gc
 import itertools
-import json
 import operator
 import os
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from evictd.commands.render import JsonObject, step_json
+from evictd.commands.render import JsonObject, printable, seconds_json
+from evictd.core.errors import EvictdError
 from evictd.core.fs_layout import FsLayout
 from evictd.core.kubelet_config import KUBELET_API_VERSION, KUBELET_KIND
-from evictd.core.pods import Pod, is_critical_pod, pod_to_dict
-from evictd.core.ranking import keys_json, keys_text
+from evictd.core.pods import Pod, is_critical_pod
+from evictd.record.documents import pod_to_dict
+from evictd.record.model import (
+    ABSENT,
+    Absent,
+    Decision,
+    Document,
+    Encoded,
+    EvictionApiRefusal,
+    EvictionApiUse,
+    Line,
+    PodChanges,
+    Ranking,
+    ReclaimResult,
+    RecordedEviction,
+    ThresholdMet,
+    decode_line,
+    dumps,
+    layout_document,
+    rank_keys,
+    rank_keys_text,
+)
 from evictd.record.segment_files import Problem, in_time_order, segment_lines
 from evictd.record.summary_json import apply_summary_changes
 from evictd.run.manager import CycleReport
+from evictd.state_dir import RECORDING_FOLDER
 
-# Version 2 writes a Summary as what changed since the line before; version 1 (every Summary whole) is read too.
-FORMAT_VERSION = 2
-READ_VERSIONS = (1, 2)
 OPEN_SUFFIX = ".jsonl"
 CLOSED_SUFFIX = ".jsonl.gz"
-# What a line may say (a line saying more is not one evictd wrote: skipped): a run id's length, a cycle number,
-# a wall or monotonic time in seconds (before the year 10000).
-MAX_RUN_CHARS = 64
-MAX_CYCLE = 1 << 63
-MAX_WALL_S = 253402300800.0
 # So many unreadable lines in a row end the reading of a segment (a file of garbage, or of empty lines).
 MAX_LOST_LINES_IN_A_ROW = 100
 MAX_REASON_CHARS = 120
+# The young generation's threshold while a command reads a recording (see `open_recording`).
+READER_GC_THRESHOLD = 50_000
 
 
 def run_id(wall: float, process: str | None = None) -> str:
@@ -96,15 +112,10 @@ def pod_id(pod: Pod) -> str:
     return pod.uid or pod.key
 
 
-def _dict_pod_id(pod: Mapping[str, object]) -> str:
+def _dict_pod_id(pod: Document) -> str:
     meta = pod.get("metadata")
     meta = meta if isinstance(meta, Mapping) else {}
     return str(meta.get("uid") or f"{meta.get('namespace') or 'default'}/{meta.get('name')}")
-
-
-def layout_json(layout: FsLayout) -> JsonObject:
-    """The scenario form of a filesystem layout."""
-    return {"dedicatedImageFs": layout.dedicated_imagefs, "splitContainerFs": layout.split_containerfs}
 
 
 # --- writing -----------------------------------------------------------------------------------------------
@@ -122,14 +133,14 @@ class PodListEncoder:
         """Write the whole list next time (a new segment, or after a failed write)."""
         self._written = None
 
-    def encode(self, pods: Sequence[Pod]) -> tuple[str, object] | None:
-        """Return (field, value) for the line, or None when the list is unchanged."""
+    def encode(self, pods: Sequence[Pod]) -> list[Document] | PodChanges | None:
+        """Return the whole list or its changes for the line, or None when the list is unchanged."""
         written = self._written
         if self._same_list(pods):
             return None  # the very pods written (the API's list between watch events): nothing to compare
         ids = [pod_id(pod) for pod in pods]
         if written is None or len(set(ids)) != len(ids):
-            return "pods", [pod_to_dict(pod) for pod in pods]
+            return [pod_to_dict(pod) for pod in pods]
         current = set(ids)
         removed = [i for i in self._order if i not in current]
         changed = [pod_to_dict(pod) for i, pod in zip(ids, pods, strict=True)
@@ -138,14 +149,8 @@ class PodListEncoder:
         predicted = kept + [i for i in ids if i not in written]
         if not removed and not changed and predicted == ids:
             return None
-        changes: JsonObject = {}
-        if changed:
-            changes["set"] = changed
-        if removed:
-            changes["removed"] = removed
-        if predicted != ids:
-            changes["order"] = ids
-        return "podChanges", changes
+        return PodChanges(set=tuple(changed) or None, removed=tuple(removed) or None,
+                          order=tuple(ids) if predicted != ids else None)
 
     def commit(self, pods: Sequence[Pod]) -> None:
         """Remember `pods` as written."""
@@ -161,37 +166,48 @@ class PodListEncoder:
         return self._written is not None and len(pods) == len(self._list) and all(map(operator.is_, pods, self._list))
 
 
-def decision_json(report: CycleReport, *, ranking: bool = True) -> JsonObject:
-    """What a cycle decided, as a recording keeps it: `simulate`'s step (without `at`), the reclaim results,
-    and the full ranking with each pod's keys (`RankingEncoder` writes the same ranking as text; without
-    `ranking` it is left out)."""
-    decision = step_json(report.now, report)
-    del decision["at"]
-    decision["reclaimResults"] = [
-        {"action": str(r.action), "freedBytes": r.freed_bytes, "error": r.error} for r in report.reclaim]
-    del decision["ranking"]  # `step_json`'s names only: replaced by the ranking with each pod's keys
-    if ranking:
-        # The keys the cycle sorted each pod by, carried in the report (not computed again).
-        signal = report.ranking_signal
-        decision["ranking"] = [] if signal is None else [
-            {**_ranked_pod_json(pod), "keys": keys_json(signal, key)}
-            for pod, key in zip(report.ranking, report.ranking_keys, strict=True)]
-    if report.errors or report.eviction_errors:
-        decision["errors"] = [*(error.description for error in report.errors), *report.eviction_errors]
-    if report.through_eviction_api or report.eviction_api_bypassed is not None:
-        decision["evictionApi"] = eviction_api_json(report)
-    if report.pod_list_problem is not None:
-        decision["podListProblem"] = report.pod_list_problem
-        decision["podsFromNode"] = report.pods_from_node
-    return decision
+def decision_of(report: CycleReport, *, ranking: bool = True) -> Decision:
+    """What a cycle decided, as a recording keeps it: `simulate`'s step, the reclaim results, errors, and the full
+    ranking with each pod's keys (`RankingEncoder` writes the same ranking as text; without `ranking` it is left
+    out)."""
+    assessment = report.assessment
+    signal = report.ranking_signal
+    # The keys the cycle sorted each pod by, carried in the report (not computed again).
+    items: list[object] = [] if signal is None or not ranking else [
+        {**_ranked_pod_json(pod), "keys": rank_keys(signal, key).document()}
+        for pod, key in zip(report.ranking, report.ranking_keys, strict=True)]
+    errors = [*(error.description for error in report.errors), *report.eviction_errors]
+    return Decision(
+        conditions=tuple(str(c) for c in assessment.node_conditions),
+        thresholds_met=tuple(ThresholdMet(
+            signal=str(status.threshold.signal), quantity=None if (q := status.threshold.value.quantity) is None
+            else str(q), percentage=None if q is not None else status.threshold.value.percentage,
+            grace_period_s=seconds_json(status.threshold.grace_period_s), grace_met=status.grace_met)
+            for status in assessment.thresholds),
+        reclaim=tuple(str(result.action) for result in report.reclaim),
+        reclaim_succeeded=report.reclaim_succeeded,
+        evicted=tuple(RecordedEviction(
+            namespace=e.pod.namespace, name=e.pod.name, signal=e.signal, grace_period_s=e.grace_period_override_s,
+            effective_grace_period_s=e.effective_grace_period_s, reason=e.reason, message=e.message,
+            annotations=dict(e.annotations), conditions=tuple(c.to_json() for c in e.conditions))
+            for e in report.evictions),
+        reclaim_results=tuple(ReclaimResult(action=str(r.action), freed_bytes=r.freed_bytes, error=r.error)
+                              for r in report.reclaim),
+        errors=tuple(errors) if errors else None,
+        eviction_api=_eviction_api_use(report),
+        pod_list_problem=report.pod_list_problem, pods_from_node=report.pods_from_node,
+        ranking=Ranking(items=items))
 
 
-def eviction_api_json(report: CycleReport) -> JsonObject:
-    """How a soft eviction used the Eviction API: each refusal in order, or why it went the kubelet's way."""
+def _eviction_api_use(report: CycleReport) -> EvictionApiUse | None:
+    """How the cycle's soft eviction used the Eviction API (None: it did not come into it)."""
     if report.eviction_api_bypassed is not None:
-        return {"bypassed": report.eviction_api_bypassed}
-    return {"refusals": [{"pod": r.pod, "status": r.status, "reason": r.reason, "budget": r.budget,
-                          "message": r.message} for r in report.refusals]}
+        return EvictionApiUse(bypassed=report.eviction_api_bypassed)
+    if not report.through_eviction_api:
+        return None
+    return EvictionApiUse(refusals=tuple(EvictionApiRefusal(pod=r.pod, status=r.status, reason=r.reason,
+                                                            budget=r.budget, message=r.message)
+                                         for r in report.refusals))
 
 
 def _ranked_pod_json(pod: Pod) -> JsonObject:
@@ -199,42 +215,31 @@ def _ranked_pod_json(pod: Pod) -> JsonObject:
 
 
 class RankingEncoder:
-    """Writes a decision's ranking (`decision_json`'s) as JSON text, keeping the text of each pod's name, UID and
+    """Writes a decision's ranking (`decision_of`'s) as JSON text, keeping the text of each pod's name, UID and
     criticality while it is the same pod object (the pod list keeps them between changes)."""
 
-    def __init__(self, dumps: Callable[[object], str]) -> None:
-        self._dumps = dumps
+    def __init__(self) -> None:
         self._pods: dict[int, tuple[Pod, str]] = {}
 
-    def encode(self, report: CycleReport) -> str:
-        """Return the ranking of `report` as compact JSON text."""
+    def encode(self, report: CycleReport) -> Ranking:
+        """Return the ranking of `report`, as compact JSON text."""
         signal = report.ranking_signal
         if signal is None or not report.ranking:
-            return "[]"
+            return Ranking(text="[]")
         known = self._pods
         texts: dict[int, tuple[Pod, str]] = {}
         parts = []
         for pod, key in zip(report.ranking, report.ranking_keys, strict=True):
             entry = known.get(id(pod))
             if entry is None or entry[0] is not pod:
-                entry = (pod, self._dumps(_ranked_pod_json(pod))[:-1] + ',"keys":')
+                entry = (pod, dumps(_ranked_pod_json(pod))[:-1] + ',"keys":')
             texts[id(pod)] = entry  # held, so that its id is not reused while remembered
-            parts.append(entry[1] + keys_text(signal, key) + "}")
+            parts.append(entry[1] + rank_keys_text(signal, key) + "}")
         self._pods = texts
-        return "[" + ",".join(parts) + "]"
+        return Ranking(text="[" + ",".join(parts) + "]")
 
 
 # --- reading -----------------------------------------------------------------------------------------------
-
-
-class Absent:
-    """The type of ABSENT: a line that does not say (not None, which says "nothing")."""
-
-    def __repr__(self) -> str:
-        return "ABSENT"
-
-
-ABSENT = Absent()
 
 
 @dataclass(frozen=True, slots=True)
@@ -246,15 +251,15 @@ class Record:
     wall: float
     now: float
     dry_run: bool
-    config: Mapping[str, object]
-    layout: Mapping[str, object]
-    pods: Sequence[object]  # v1 Pod objects; the same list object until it changes
-    summary: Mapping[str, object] | None
-    after_reclaim: Mapping[str, object] | None
-    decision: Mapping[str, object]
+    config: Document
+    layout: FsLayout
+    pods: Sequence[Document]  # v1 Pod objects; the same list object until it changes
+    summary: Document | None
+    after_reclaim: Document | None
+    decision: Decision
     # The run's first line: the engine state it started from (None: afresh). ABSENT on other lines, and in
     # recordings written before evictd recorded it.
-    engine_state: Mapping[str, object] | Absent | None = ABSENT
+    engine_state: Document | Absent | None = ABSENT
 
 
 def segment_paths(folder: str) -> list[str]:
@@ -269,15 +274,10 @@ def segment_paths(folder: str) -> list[str]:
                 name.endswith(OPEN_SUFFIX) and name[: -len(OPEN_SUFFIX)] + CLOSED_SUFFIX not in present))]
 
 
-def _number(line: Mapping[str, object], name: str, low: float, high: float) -> float:
-    value = line[name]
-    if isinstance(value, bool) or not isinstance(value, int | float) or not low <= value < high:
-        raise ValueError(f"{name} is not a number from {low:g} to {high:g}")
-    return float(value)
-
-
-def _no_constant(name: str) -> object:
-    raise ValueError(f"{name} is not JSON")
+def _decoded(value: Document | Encoded | None, name: str) -> Document | None:
+    if isinstance(value, Encoded):
+        raise ValueError(f"{name} is encoded text, not a decoded line")
+    return value
 
 
 class _SegmentReader:
@@ -286,78 +286,64 @@ class _SegmentReader:
 
     def __init__(self, summaries: bool = True) -> None:
         self.summaries = summaries
-        self.config: Mapping[str, object] | None = None
-        self.layout: Mapping[str, object] = {}
+        self.config: Document | None = None
+        self.layout = FsLayout()
         self.dry_run = False
-        self.pods: dict[str, object] | None = None
-        self.pod_list: list[object] = []
-        self.summary: Mapping[str, object] | None = None  # the last Summary, which changes apply to
+        self.pods: dict[str, Document] | None = None
+        self.pod_list: Sequence[Document] = []
+        self.summary: Document | None = None  # the last Summary, which changes apply to
 
     def lost_line(self) -> None:
         """A line of the segment could not be read: changes after it cannot be applied (to what?)."""
         self.summary = None
 
-    def record(self, line: Mapping[str, object]) -> Record | None:
-        if "config" in line and isinstance(line["config"], Mapping):
-            self.config = line["config"]
-        if isinstance(line.get("layout"), Mapping):
-            self.layout = line["layout"]  # type: ignore[assignment]
-        if isinstance(line.get("dryRun"), bool):
-            self.dry_run = bool(line["dryRun"])
+    def record(self, line: Line) -> Record | None:
+        if line.config is not None:
+            self.config = line.config
+        if line.layout is not None:
+            self.layout = line.layout
+        if line.dry_run is not None:
+            self.dry_run = line.dry_run
         self._pods(line)
         summary = self._summary(line)
         if self.config is None or self.pods is None:
             return None
-        after, decision = line.get("afterReclaim"), line.get("decision")
-        state = line.get("engineState", ABSENT)
-        if state is not ABSENT and state is not None and not isinstance(state, Mapping):
-            raise ValueError("engineState is not an object")
-        run, cycle = line.get("run", ""), line.get("cycle", 0)
-        if not isinstance(run, str) or len(run) > MAX_RUN_CHARS:
-            raise ValueError("run is not a run id")
-        if isinstance(cycle, bool) or not isinstance(cycle, int) or not 0 <= cycle < MAX_CYCLE:
-            raise ValueError("cycle is not a cycle number")
-        return Record(run=run, cycle=cycle, wall=_number(line, "wall", 0, MAX_WALL_S),
-                      now=_number(line, "now", -MAX_WALL_S, MAX_WALL_S),
-                      dry_run=self.dry_run, config=self.config, layout=self.layout, pods=self.pod_list,
-                      summary=summary if isinstance(summary, Mapping) else None,
-                      after_reclaim=after if isinstance(after, Mapping) else None,
-                      decision=decision if isinstance(decision, Mapping) else {},
-                      engine_state=state)
+        return Record(run=line.run, cycle=line.cycle, wall=line.wall, now=line.now, dry_run=self.dry_run,
+                      config=self.config, layout=self.layout, pods=self.pod_list, summary=summary,
+                      after_reclaim=_decoded(line.after_reclaim, "afterReclaim"), decision=line.decision,
+                      engine_state=line.engine_state)
 
-    def _summary(self, line: Mapping[str, object]) -> Mapping[str, object] | None:
+    def _summary(self, line: Line) -> Document | None:
         """The line's Summary: written whole, or as changes from the last one (version 2)."""
-        changes = line.get("summaryChanges")
-        if isinstance(changes, Mapping):
+        changes = _decoded(line.summary_changes, "summaryChanges")
+        if changes is not None:
             if self.summary is None:
                 raise ValueError("summary changes without a whole summary before them")
             if not self.summaries:
                 return self.summary
             self.summary = apply_summary_changes(self.summary, changes)
             return self.summary
-        whole = line.get("summary")
-        if isinstance(whole, Mapping):
+        whole = _decoded(line.summary, "summary")
+        if whole is not None:
             self.summary = whole
-            return whole
-        return None  # the stats could not be read: the next changes are still against the last Summary
+        return whole  # None: the stats could not be read: the next changes are still against the last Summary
 
-    def _pods(self, line: Mapping[str, object]) -> None:
-        full = line.get("pods")
-        if isinstance(full, list):
-            self.pods = {_dict_pod_id(pod): pod for pod in full}
-            self.pod_list = full
+    def _pods(self, line: Line) -> None:
+        if line.pods is not None:
+            self.pods = {_dict_pod_id(pod): pod for pod in line.pods}
+            self.pod_list = line.pods
             return
-        changes = line.get("podChanges")
-        if not isinstance(changes, Mapping) or self.pods is None:
+        changes = line.pod_changes
+        if changes is None or self.pods is None:
             return
         pods = dict(self.pods)
-        for pod in changes.get("set", ()):
+        for pod in changes.set or ():
             pods[_dict_pod_id(pod)] = pod
-        for gone in changes.get("removed", ()):
+        for gone in changes.removed or ():
             pods.pop(gone, None)
-        order = changes.get("order")
-        if not isinstance(order, list):
-            order = [i for i in self.pods if i in pods] + [i for i in pods if i not in self.pods]
+        order = changes.order
+        if order is None:
+            order = (*(i for i in self.pods if i in pods), *(i for i in pods if i not in self.pods))
         self.pods = {i: pods[i] for i in order if i in pods}
         self.pod_list = list(self.pods.values())
 
@@ -373,8 +359,23 @@ class Recording:
         self.folder = folder
         self.since = since
         self.until = until
-        self.problem = problem
+        self._problem = problem
         self.skipped = 0
+        self.quiet = False  # while it is read again: its problems were told the first time
+
+    def problem(self, message: str) -> None:
+        """Tell `problem` what cannot be read (unless `quiet`)."""
+        if not self.quiet:
+            self._problem(message)
+
+    def check_read(self, seen: bool, warn: Problem) -> None:
+        """After reading the recording (`seen`: whether it held a cycle): `warn` about skipped lines; raise
+        EvictdError when it held no cycle."""
+        if self.skipped:
+            warn(f"{self.skipped} recorded lines could not be read and were skipped")
+        if not seen:
+            raise EvictdError(f"no recorded cycles in {printable(self.folder)}" + (
+                " in that time" if self.since is not None or self.until is not None else ""))
 
     def __iter__(self) -> Iterator[Record]:
         return self.cycles()
@@ -418,10 +419,7 @@ class Recording:
         """Whether the line could be read, and its record (None: it gives context only); `problem` is told why
         a line cannot be read."""
         try:
-            line = json.loads(raw, parse_constant=_no_constant)
-            if not isinstance(line, dict) or line.get("v") not in READ_VERSIONS:
-                raise ValueError(f"not a version {' or '.join(map(str, READ_VERSIONS))} line")
-            return True, reader.record(line)
+            return True, reader.record(decode_line(raw))
         except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
             if not raw.endswith(b"\n"):
                 self.problem(f"{path}: the last line is cut short (a crash while writing it): skipped")
@@ -429,6 +427,17 @@ class Recording:
                 reason = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)[:MAX_REASON_CHARS]
                 self.problem(f"{path}: a line cannot be read ({reason}): skipped")
             return False, None
+
+
+def open_recording(path: str, since: float | None, until: float | None, problem: Problem) -> Recording:
+    """The recording at `path` (a stateDir, its recording folder or a segment), read as it is iterated, for a
+    command that reads it whole (the collector tuned for it)."""
+    # A reader builds and drops each cycle's objects by the thousand, freed as they go (no reference cycles): the
+    # collector's passes every 700 new objects (Python's default) were a sixth of its time.
+    gc.set_threshold(READER_GC_THRESHOLD, 10, 10)
+    if os.path.isdir(os.path.join(path, RECORDING_FOLDER)):
+        path = os.path.join(path, RECORDING_FOLDER)
+    return Recording(path, since, until, problem=problem)
 
 
 def read_recording(folder: str, since: float | None = None, until: float | None = None) -> tuple[list[Record], int]:
@@ -469,7 +478,7 @@ def scenario_parts(records: Iterable[Record], *, exact_times: bool = False) -> t
         return None, start, iter(())
     head: JsonObject = {
         "config": {"apiVersion": KUBELET_API_VERSION, "kind": KUBELET_KIND, **first.config},
-        "layout": dict(first.layout),
+        "layout": layout_document(first.layout),
         "pods": first.pods,
     }
     state = start.engine_state

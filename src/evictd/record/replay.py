@@ -2,7 +2,7 @@
 
 Each run of the recording (one `evictd run`, from start to stop) becomes a `simulate` scenario at the
 recorded monotonic times (`recording.scenario_parts`), driven by `simulate.run_scenario` with the
-candidate configuration; each replayed cycle's decision (`recording.decision_json`) is compared with the
+candidate configuration; each replayed cycle's decision (`recording.decision_of`) is compared with the
 recorded one. With the recording's own configuration the decisions are the recorded ones.
 
 A replay follows the recorded node, not the node the candidate would have made: after the first cycle that
@@ -31,7 +31,8 @@ from evictd.core.errors import DecodeError, ScenarioError
 from evictd.core.fs_layout import FsLayout
 from evictd.core.pods import Pod
 from evictd.core.summary import SummaryDecoder
-from evictd.record.recording import ABSENT, Record, decision_id, decision_json, scenario_parts
+from evictd.record.model import ABSENT, Decision, RecordedEviction, ThresholdMet
+from evictd.record.recording import Record, decision_id, decision_of, scenario_parts
 from evictd.run.manager import CycleReport
 
 # The parts of a decision compared, by name: what a person reads in a difference.
@@ -63,35 +64,25 @@ class Replay:
     pressure: Mapping[str, tuple[tuple[tuple[float, float | None], ...], tuple[tuple[float, float | None], ...]]]
 
 
-def _threshold_text(status: Mapping[str, object]) -> str:
-    value = status.get("value")
-    value = value if isinstance(value, Mapping) else {}
-    shown = value.get("quantity") if "quantity" in value else f"{float(value.get('percentage', 0)) * 100:.6g}%"
-    grace = status.get("gracePeriodSeconds")
-    kind = "" if not grace else (" (grace met)" if status.get("graceMet") else " (in grace)")
-    stall = recorded_stall_text(status.get("signal"), shown)  # a stall threshold: the share it stands for
-    return f"{stall or str(status.get('signal')) + '<' + str(shown)}{kind}"
+def _threshold_text(status: ThresholdMet) -> str:
+    shown = status.quantity if status.quantity is not None else f"{(status.percentage or 0.0) * 100:.6g}%"
+    kind = "" if not status.grace_period_s else (" (grace met)" if status.grace_met else " (in grace)")
+    stall = recorded_stall_text(status.signal, shown)  # a stall threshold: the share it stands for
+    return f"{stall or status.signal + '<' + shown}{kind}"
 
 
-def _eviction_text(eviction: Mapping[str, object]) -> str:
-    return (f"{eviction.get('namespace')}/{eviction.get('name')} for {eviction.get('signal')}, grace "
-            f"{eviction.get('gracePeriodSeconds')}s: {eviction.get('message')}")
+def _eviction_text(eviction: RecordedEviction) -> str:
+    return (f"{eviction.key} for {eviction.signal}, grace {eviction.grace_period_s}s: {eviction.message}")
 
 
-def _compared(decision: Mapping[str, object]) -> dict[str, list[str]]:
-    """The compared parts of a decision, each as a list of short texts."""
-
-    def items(name: str) -> list[object]:
-        value = decision.get(name)
-        return value if isinstance(value, list) else []
-
+def _compared(decision: Decision, ranking: list[str]) -> dict[str, list[str]]:
+    """The compared parts of a decision (`ranking`: its pods' names), each as a list of short texts."""
     return {
-        "thresholdsMet": [_threshold_text(s) for s in items("thresholdsMet") if isinstance(s, Mapping)],
-        "conditions": [str(c) for c in items("conditions")],
-        "reclaim": [str(a) for a in items("reclaim")],
-        "evicted": [_eviction_text(e) for e in items("evicted") if isinstance(e, Mapping)],
-        "ranking": [str(r.get("pod")) if type(r) is dict or isinstance(r, Mapping) else str(r)
-                    for r in items("ranking")],
+        "thresholdsMet": [_threshold_text(s) for s in decision.thresholds_met],
+        "conditions": list(decision.conditions),
+        "reclaim": list(decision.reclaim),
+        "evicted": [_eviction_text(e) for e in decision.evicted],
+        "ranking": ranking,
     }
 
 
@@ -144,8 +135,10 @@ def replayed_runs(records: Iterable[Record], config: EngineConfig | None = None,
             scenario = replace(scenario, config=config)
         first = next(steps)
         try:
+            at = first[1]["at"]
+            assert isinstance(at, float)  # `scenario_parts` writes each step's time
             state = EngineState() if scenario.engine_state is None else start_state(
-                scenario.engine_state, scenario.config, float(first[1]["at"]))  # type: ignore[arg-type]
+                scenario.engine_state, scenario.config, at)
         except ScenarioError as exc:
             problem(f"run {start.run} is replayed from a fresh engine state: {exc}")
             state = EngineState()
@@ -186,10 +179,10 @@ def replay(records: Iterable[Record], config: EngineConfig | None = None,
             cycles += 1
             first_wall = record.wall if first_wall is None else first_wall
             last_wall = record.wall
-            recorded = _compared(record.decision)
-            # The ranking is compared by pod name (as `_compared` reads the recorded one): its keys are not rendered.
-            replayed = _compared(decision_json(report, ranking=False))
-            replayed["ranking"] = [] if report.ranking_signal is None else [pod.key for pod in report.ranking]
+            recorded = _compared(record.decision, record.decision.ranking.pods())
+            # The ranking is compared by pod name: its keys are not rendered.
+            replayed = _compared(decision_of(report, ranking=False),
+                                 [] if report.ranking_signal is None else [pod.key for pod in report.ranking])
             recorded_timeline.append((record.wall, recorded["conditions"]))
             replayed_timeline.append((record.wall, replayed["conditions"]))
             differences.extend(Difference(record.run, record.cycle, record.wall, what, tuple(recorded[what]),

@@ -72,7 +72,9 @@ def record_scenario(scenario: Scenario, state_dir: str) -> list[CycleReport]:
     if scenario.engine_state is not None:
         state = start_state(scenario.engine_state, scenario.config, first_at)  # checked: savedAt is a number
         node_name = str(scenario.engine_state.get("node"))
-        wall_offset = float(scenario.engine_state["savedAt"]) - first_at  # type: ignore[arg-type]
+        saved_at = scenario.engine_state["savedAt"]
+        assert isinstance(saved_at, int | float)  # `start_state` checked it
+        wall_offset = saved_at - first_at
     clock = _ScenarioWall(wall_offset)
     clock.now = first_at
     defaults = EvictdSettings()

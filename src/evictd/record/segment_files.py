@@ -69,9 +69,9 @@ def segment_lines(path: str, problem: Problem) -> Iterator[bytes | None]:
         yield None
         return
     with handle:
-        stream: IO[bytes] = handle
+        stream: IO[bytes] | gzip.GzipFile = handle
         if path.endswith(".gz"):
-            stream = gzip.GzipFile(fileobj=handle, mode="rb")  # type: ignore[assignment]
+            stream = gzip.GzipFile(fileobj=handle, mode="rb")
         total = 0
         try:
             while line := stream.readline(MAX_LINE_BYTES + 1):

@@ -375,6 +375,15 @@ class SummaryChangesEncoder:
         return "{" + ",".join(parts) + "}"
 
 
+def _listed(changes: Mapping[str, object], name: str) -> list[object]:
+    value = changes.get(name)
+    if value is None:
+        return []
+    if type(value) is not list:
+        raise ValueError(f"summary changes' {name} is not a list")
+    return value
+
+
 def apply_summary_changes(document: Mapping[str, object], changes: Mapping[str, object]) -> dict[str, object]:
     """Return the Summary document `changes` (`SummaryChangesEncoder`) make of `document`; `document` is left as
     it is. Raises ValueError for changes that do not fit it."""
@@ -388,7 +397,7 @@ def apply_summary_changes(document: Mapping[str, object], changes: Mapping[str, 
         pods[summary_pod_id(ref if type(ref) is dict or isinstance(ref, Mapping) else {})] = pod
     before = list(pods)
     known = set(before)
-    for changed in changes.get("pods") or ():  # type: ignore[attr-defined]
+    for changed in _listed(changes, "pods"):
         if not isinstance(changed, Mapping):
             raise ValueError(f"a pod's changes are not an object: {changed!r:.80}")
         if "id" not in changed:
@@ -408,13 +417,13 @@ def apply_summary_changes(document: Mapping[str, object], changes: Mapping[str, 
             else:
                 pod[name] = value
         pods[pod_id] = pod
-    for gone in changes.get("removed") or ():  # type: ignore[attr-defined]
+    for gone in _listed(changes, "removed"):
         pods.pop(str(gone), None)
     order = changes.get("order")
     if not isinstance(order, list):
         order = [i for i in before if i in pods] + [i for i in pods if i not in known]
     listed = [pods[i] for i in order if i in pods]
-    for row in changes.get("memory") or ():  # type: ignore[attr-defined]
+    for row in _listed(changes, "memory"):
         if not isinstance(row, list) or not row or not isinstance(row[0], int) or not 0 <= row[0] < len(listed):
             raise ValueError(f"a memory row of no pod: {row!r:.80}")
         pod = listed[row[0]]

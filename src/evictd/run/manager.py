@@ -170,7 +170,7 @@ class CycleReport:
     # The Summary read after node-level reclaim, which decided whether it succeeded (None: none read).
     after_reclaim: Summary | None = None
     ranking: tuple[Pod, ...] = ()
-    # The signal the pods were ranked for and each one's sort key, in ranking order (`core.ranking.keys_json`).
+    # The signal the pods were ranked for and each one's sort key, in ranking order (`core.ranking.named_key_parts`).
     ranking_signal: Signal | None = None
     ranking_keys: tuple[SortKey, ...] = ()
     evictions: tuple[Eviction, ...] = ()

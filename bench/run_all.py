@@ -14,6 +14,13 @@ flight recorder's CPU next to the cycle's, its fdatasync wait and bytes per cycl
 (`evictd run` beside 100 pods with 250 KiB annotations: RSS, CPU, recording) and `startup.py` (start-up of the
 offline commands). Prints a compact report and a line per target; exits 1 if a target is not met. Takes
 about twelve minutes. Needs root (the latency benchmarks create memory cgroups).
+
+    .venv/bin/python bench/run_all.py --baseline /tmp/before
+
+Before and after in one run: `--baseline` names another checkout of evictd (e.g. `git worktree add /tmp/before
+<commit>`); each benchmark runs there first (its own bench/ script over its own src/, same interpreter), then
+here, one after the other, so both see the same machine at the same moment. The report starts with the source
+line counts of both, per package; the targets are judged on this checkout only.
 """
 
 from __future__ import annotations
@@ -107,21 +114,77 @@ def machine_lines() -> list[str]:
     ]
 
 
+def source_lines(checkout: Path) -> dict[str, int]:
+    """Lines of Python under `checkout`/src/evictd per package ("(top)" for the modules beside them), without
+    the generated CRI stubs."""
+    package = checkout / "src" / "evictd"
+    counts: dict[str, int] = {}
+    for path in sorted(package.rglob("*.py")):
+        if path.name.startswith("api_pb2"):
+            continue
+        parts = path.relative_to(package).parts
+        name = parts[0] if len(parts) > 1 else "(top)"
+        with open(path, "rb") as source:
+            counts[name] = counts.get(name, 0) + sum(1 for _ in source)
+    return counts
+
+
+def revision(checkout: Path) -> str:
+    done = subprocess.run(["git", "-C", str(checkout), "log", "-1", "--format=%h %cs"], capture_output=True,
+                          text=True, check=False)
+    return done.stdout.strip() or "(not a git checkout)"
+
+
+def line_count_lines(baseline: Path) -> list[str]:
+    before, after = source_lines(baseline), source_lines(HERE.parent)
+    names = sorted(set(before) | set(after), key=lambda name: (name == "(top)", name))
+    rows = [f"  {name:<12}{before.get(name, 0):>8}{after.get(name, 0):>8}" for name in names]
+    return ["", f"source lines of src/evictd     baseline {revision(baseline)}, this checkout {revision(HERE.parent)}",
+            f"  {'package':<12}{'baseline':>8}{'now':>8}", *rows,
+            f"  {'all':<12}{sum(before.values()):>8}{sum(after.values()):>8}",
+            f"  modules at the top: {len(list((baseline / 'src' / 'evictd').glob('*.py')))} then "
+            f"{len(list((HERE.parent / 'src' / 'evictd').glob('*.py')))}"]
+
+
+def run_benchmark(checkout: Path, command: list[str]) -> subprocess.CompletedProcess[str]:
+    """Run one benchmark script of `checkout` over that checkout's src/."""
+    environment = dict(os.environ, PYTHONPATH=str(checkout / "src"))
+    return subprocess.run([sys.executable, str(checkout / "bench" / command[0]), *command[1:]], cwd=checkout,
+                          capture_output=True, text=True, check=False, env=environment)
+
+
+def report(done: subprocess.CompletedProcess[str]) -> bool:
+    """Print a benchmark's output; return whether it crashed (rather than met or missed its target)."""
+    print(done.stdout.rstrip(), flush=True)
+    crashed = "Traceback" in done.stderr or done.returncode not in (0, 1)
+    if crashed:
+        last = done.stderr.strip().splitlines()[-3:] or [f"exit status {done.returncode}"]
+        print("(did not finish:\n  " + "\n  ".join(last) + ")")
+    return crashed
+
+
 def main() -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--baseline", type=Path, help="another checkout of evictd, each benchmark run there first")
+    args = parser.parse_args()
     print("\n".join(machine_lines()), flush=True)
+    if args.baseline is not None:
+        print("\n".join(line_count_lines(args.baseline.resolve())), flush=True)
     started = time.monotonic()
     verdicts: list[tuple[str, bool]] = []
     for title, command, target in BENCHMARKS:
         began = time.monotonic()
-        done = subprocess.run([sys.executable, str(HERE / command[0]), *command[1:]], cwd=HERE.parent,
-                              capture_output=True, text=True, check=False)
+        baseline = None if args.baseline is None else run_benchmark(args.baseline.resolve(), command)
+        done = run_benchmark(HERE.parent, command)
         if title:
             print(f"\n== {title}  [{time.monotonic() - began:.0f} s]")
-        print(done.stdout.rstrip(), flush=True)
-        crashed = "Traceback" in done.stderr or done.returncode not in (0, 1)
-        if crashed:
-            last = done.stderr.strip().splitlines()[-3:] or [f"exit status {done.returncode}"]
-            print("(did not finish:\n  " + "\n  ".join(last) + ")")
+        if baseline is not None:
+            print(f"-- baseline ({revision(args.baseline.resolve())})")
+            report(baseline)
+            print(f"-- this checkout ({revision(HERE.parent)})")
+        crashed = report(done)
         if target is not None:
             verdicts.append((target + (" (did not finish)" if crashed else ""), done.returncode == 0))
     print(f"\ntargets (load average at end {load()}, {time.monotonic() - started:.0f} s in all):")

@@ -298,3 +298,17 @@ def test_a_summary_never_waits_for_a_walk_and_carries_the_last_completed_figures
 
 def wall(figures: PodDiskFigures) -> datetime:
     return datetime.fromtimestamp(figures.measured_at_wall, UTC)
+
+
+def test_names_are_one_object_across_the_lines_that_name_them() -> None:
+    """Issue #25: 5,000 pods measured every pass made a new copy of each pod's names per line; the figures of
+    successive passes share them, and every name reads as it was written."""
+    def line(at: float) -> bytes:
+        return figures_line(PodDiskFigures(pod=PodKey("uid-1", "shop", "web-0"), measured_at_monotonic=at,
+                                           measured_at_wall=at, volumes=(("cache", SpaceUsed(4096, 2)),),
+                                           logs=(("app", SpaceUsed(512, 1)),), problem=None))
+
+    first, second = parse_figures_line(line(1.0)), parse_figures_line(line(2.0))
+    assert first.pod == PodKey("uid-1", "shop", "web-0") and first.volumes[0][0] == "cache"
+    assert all(a is b for a, b in zip(first.pod, second.pod, strict=True))
+    assert first.volumes[0][0] is second.volumes[0][0] and first.logs[0][0] is second.logs[0][0]

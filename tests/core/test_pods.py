@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from builders import Json, container, core_pod, pod
+from evictd.core import pods as pods_module
 from evictd.core.errors import DecodeError
 from evictd.core.pods import (
     MAX_KEPT_MESSAGE_CHARS,
@@ -450,3 +451,34 @@ def test_pod_to_dict_writes_back_every_field_evictd_reads() -> None:
     # Present-but-empty pod-level resources stay present: they decide the QoS class differently from none.
     assert pod_to_dict(pod_from_dict(with_pod_resources))["spec"]["resources"] == {}  # type: ignore[index]
     assert "resources" not in pod_to_dict(pod_from_dict(KUBECTL_POD))["spec"]  # type: ignore[operator]
+
+
+def _resource_pod(name: str, memory: object, namespace: str = "shop") -> dict[str, Any]:
+    return {"metadata": {"name": name, "namespace": "".join(namespace), "uid": f"uid-{name}"},
+            "spec": {"nodeName": "".join(["node-", "a"]),
+                     "containers": [{"name": "".join(["app"]), "resources": {"requests": {"memory": memory}}}]}}
+
+
+def test_pods_share_equal_resource_lists_and_repeated_names() -> None:
+    """Issue #25 (5,000 pods): what many pods carry alike is held once, not once per pod."""
+    first, second = (pod_from_dict(_resource_pod(name, "64Mi")) for name in ("a", "b"))
+    assert first.containers[0].requests is second.containers[0].requests
+    assert first.namespace is second.namespace and first.node_name is second.node_name
+    assert first.containers[0].name is second.containers[0].name
+    assert first.annotations is second.annotations
+
+
+def test_shared_resource_lists_keep_each_value_as_written(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Equal dict keys that are different JSON values (1, 1.0, True) never share a resource list: each pod's
+    quantities are those a parse without sharing gives, and a bool is refused even after 1 was shared."""
+    values: tuple[object, ...] = (1, 1.0, "1", "1.0", 1.5, "1500m", "64Mi", "67108864", 67108864)
+    shared = [pod_from_dict(_resource_pod(f"p{i}", value)) for i, value in enumerate(values)]
+    with pytest.raises(DecodeError):
+        pod_from_dict(_resource_pod("bad", True))
+    monkeypatch.setattr(pods_module, "_SHARED_MAX_ENTRIES", 0)
+    monkeypatch.setattr(pods_module, "_SHARED_RESOURCE_LISTS", {})
+    alone = [pod_from_dict(_resource_pod(f"p{i}", value)) for i, value in enumerate(values)]
+    for one, other in zip(shared, alone, strict=True):
+        quantity, expected = one.containers[0].requests["memory"], other.containers[0].requests["memory"]
+        assert (str(quantity), quantity.format, quantity.value) == (str(expected), expected.format, expected.value)
+        assert pod_to_dict(one) == pod_to_dict(other)

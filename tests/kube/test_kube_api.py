@@ -29,7 +29,7 @@ from kube_pki import write_kubeconfig
 
 import evictd
 from evictd.core.errors import ConfigError, KubeError
-from evictd.kube.api import KubeApi
+from evictd.kube.api import AnswerTooLarge, KubeApi
 from evictd.kube.client import build_api_client
 from evictd.kube.lean_import import import_module
 
@@ -158,6 +158,22 @@ def test_every_operation_sends_what_the_generated_client_sent(seeded: ApiServer,
         # evictd's own name, so that the API server's managedFields show its writes as manager "evictd".
         assert re.fullmatch(r"evictd/\d+\.\d+\.\d+ \(linux/[a-z0-9_]+\)", sent_now.headers["User-Agent"]), verb
         assert sent_now.headers["User-Agent"] == f"evictd/{evictd.__version__} (linux/{platform.machine()})", verb
+
+
+def test_a_bounded_page_is_read_within_its_bound_and_its_size_returned(seeded: ApiServer, kube_api: KubeApi) -> None:
+    for i in range(20):
+        seeded.store.create_pod(pod_manifest(f"extra-{i:02d}", node_name=NODE))
+    page, size = kube_api.list_pods_page(SELECTOR, limit=5, continue_token=None, max_bytes=1 << 20, timeout_s=10)
+    whole = kube_api.list_pods(SELECTOR, limit=5, timeout_s=10)
+    assert page == whole and len(page["items"]) == 5
+    # The size is the answer's: the same page is read whole at exactly that bound.
+    assert kube_api.list_pods_page(SELECTOR, limit=5, continue_token=None, max_bytes=size, timeout_s=10) == (page, size)
+    with pytest.raises(AnswerTooLarge) as raised:
+        kube_api.list_pods_page(SELECTOR, limit=20, continue_token=None, max_bytes=size, timeout_s=10)
+    assert raised.value.verb == "list pods" and f"larger than {size} bytes" in raised.value.detail
+    # The client carries on: the dropped answer's connection does not serve the next request.
+    again, _ = kube_api.list_pods_page(SELECTOR, limit=20, continue_token=None, max_bytes=1 << 20, timeout_s=10)
+    assert len(again["items"]) == 20
 
 
 def test_results_are_the_parsed_objects(seeded: ApiServer, kube_api: KubeApi) -> None:

@@ -7,6 +7,7 @@ backing off while the API errors, serving the last known pods meanwhile.
 
 from __future__ import annotations
 
+import itertools
 import random
 import threading
 import time
@@ -19,7 +20,13 @@ from evictd_kube_support import evictd_api_client, pod_lists, pod_watches
 from kube_objects import pod_manifest
 
 from evictd.core.errors import KubeError
-from evictd.kube.pod_watch import BACKOFF_INITIAL_S, LIST_PAGE_PODS, PodWatcher
+from evictd.kube.pod_watch import (
+    BACKOFF_INITIAL_S,
+    LIST_FIRST_PAGE_PODS,
+    LIST_PAGE_MAX_BYTES,
+    LIST_PAGE_MAX_PODS,
+    PodWatcher,
+)
 from polling import wait_until
 
 NODE = "node-a"
@@ -119,16 +126,52 @@ def test_initial_list_sees_only_this_nodes_pods_and_active_pods_skip_terminal_on
 
 def test_the_list_is_read_in_pages_of_one_snapshot(apiserver: ApiServer, start_watcher: StartWatcher) -> None:
     """Pages bound what is read and decoded at once (issue #25: pods with 256 KiB of annotations each)."""
-    for i in range(2 * LIST_PAGE_PODS + 3):
+    count = LIST_FIRST_PAGE_PODS + 3
+    for i in range(count):
         apiserver.store.create_pod(pod_manifest(f"web-{i:03d}"))
     list_rv = str(apiserver.store.resource_version)
     watcher = start_watcher()
-    assert names(watcher) == [f"web-{i:03d}" for i in range(2 * LIST_PAGE_PODS + 3)]
+    assert names(watcher) == [f"web-{i:03d}" for i in range(count)]
     pages = pod_lists(apiserver)
-    assert [page.param("limit") for page in pages] == [str(LIST_PAGE_PODS)] * 3
-    assert [page.param("continue") is None for page in pages] == [True, False, False]
+    assert [page.param("limit") for page in pages] == [str(LIST_FIRST_PAGE_PODS), str(LIST_PAGE_MAX_PODS)]
+    assert [page.param("continue") is None for page in pages] == [True, False]
     assert wait_until(lambda: len(pod_watches(apiserver)) == 1)
     assert pod_watches(apiserver)[0].param("resourceVersion") == list_rv
+
+
+def test_a_long_list_of_ordinary_pods_takes_a_few_requests(apiserver: ApiServer,
+                                                           start_watcher: StartWatcher) -> None:
+    """Issue #25: at 5,000 pods, pages of 10 pods took 500 requests, longer than the daemon's first cycles."""
+    for i in range(1200):
+        apiserver.store.create_pod(pod_manifest(f"web-{i:04d}"))
+    watcher = start_watcher()
+    assert len(watcher.active_pods()) == 1200
+    assert len(pod_lists(apiserver)) <= 4, [page.param("limit") for page in pod_lists(apiserver)]
+
+
+def test_large_pods_after_small_ones_are_asked_again_in_smaller_pages(apiserver: ApiServer,
+                                                                      start_watcher: StartWatcher) -> None:
+    """A page grown on small pods that meets large ones is dropped once over the bound and asked again smaller,
+    so no answer larger than LIST_PAGE_MAX_BYTES is held whatever order the pods come in."""
+    blob_bytes = 200 * 1024
+    for i in range(LIST_FIRST_PAGE_PODS):
+        apiserver.store.create_pod(pod_manifest(f"a-small-{i:02d}"))
+    for i in range(30):
+        pod = pod_manifest(f"b-large-{i:02d}")
+        pod["metadata"]["annotations"] = {"tenant.example.com/blob": f"{i:02d}" * (blob_bytes // 2)}
+        apiserver.store.create_pod(pod)
+    watcher = start_watcher()
+    assert len(watcher.active_pods()) == LIST_FIRST_PAGE_PODS + 30
+    pages = [(page.param("continue"), int(page.param("limit") or 0)) for page in pod_lists(apiserver)]
+    second = pages[1]
+    assert second[1] == LIST_PAGE_MAX_PODS
+    again = [limit for token, limit in pages[2:] if token == second[0]]
+    assert again and again[0] < LIST_PAGE_MAX_PODS, pages
+    # Every page over the bound was dropped and its page asked again for fewer pods.
+    for (token, limit), (next_token, next_limit) in itertools.pairwise(pages[1:]):
+        if limit * blob_bytes > LIST_PAGE_MAX_BYTES:
+            assert (next_token, next_limit < limit) == (token, True), pages
+    assert pages[-1][1] * blob_bytes <= LIST_PAGE_MAX_BYTES, pages
 
 
 def test_added_modified_and_deleted_pods_are_reflected(apiserver: ApiServer, start_watcher: StartWatcher) -> None:

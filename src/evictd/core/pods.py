@@ -35,6 +35,7 @@ Sources (kubernetes/kubernetes master; KUBELET_SPEC §9.2, §10.5, §12, §16):
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -291,6 +292,39 @@ def counts_for_local_disk(volume: Volume) -> bool:
 _MAX_QUANTITY_INT_BITS = 3400
 
 
+# Pods share what many of them carry alike (issue #25, 5,000 pods: 3 KiB a pod, most of it the same namespaces,
+# container names, quantities and resource lists, once per pod): a repeated string is one interned object, an
+# equal resource list (same names, same JSON values) one FrozenMap of the same Quantity objects, equal kept
+# annotations one FrozenMap. All are immutable, so sharing changes nothing a decision or an encoding sees. The
+# tables are bounded in entries and in the length of what a key holds (a tenant writes these values).
+_SHARED_MAX_ENTRIES = 4096
+_SHARED_MAX_CHARS = 64
+_SHARED_RESOURCE_LISTS: dict[tuple[tuple[str, type, object], ...], FrozenMap[str, Quantity]] = {}
+# The kept annotations (`kept_annotations`: two names, values of at most MAX_KEPT_VALUE_CHARS), shared alike.
+_SHARED_ANNOTATIONS: dict[tuple[tuple[str, str], ...], FrozenMap[str, str]] = {}
+
+
+def _shared(text: str) -> str:
+    """`text` as the one object all pods share for it (a name or kind many pods repeat)."""
+    return sys.intern(text) if len(text) <= _SHARED_MAX_CHARS else text
+
+
+def _shared_or_none(text: str | None) -> str | None:
+    return None if text is None else _shared(text)
+
+
+def _shareable_key(entries: Mapping[str, object]) -> tuple[tuple[str, type, object], ...] | None:
+    """The key of a resource list in the shared table (its names, and its values with their JSON types, so that
+    1, 1.0 and "1" stay apart), or None when it is not worth sharing or not hashable."""
+    key = []
+    for name, raw in entries.items():
+        if not isinstance(raw, str | int | float) or len(name) > _SHARED_MAX_CHARS or (
+                isinstance(raw, str) and len(raw) > _SHARED_MAX_CHARS):
+            return None
+        key.append((name, type(raw), raw))
+    return tuple(key)
+
+
 def _required_name(obj: Mapping[str, object], path: str) -> str:
     key = child(path, "name")
     name = string(obj.get("name"), key, if_null="")
@@ -321,13 +355,31 @@ def _quantity(value: object, key: str) -> Quantity:
 
 def _resource_list(value: object, key: str) -> FrozenMap[str, Quantity]:
     entries = mapping(value, key, if_null=EMPTY_MAPPING)
-    return FrozenMap({name: _quantity(raw, child(key, name)) for name, raw in entries.items()})
+    if not entries:
+        return _NO_QUANTITIES
+    shared_key = _shareable_key(entries)
+    shared = _SHARED_RESOURCE_LISTS.get(shared_key) if shared_key is not None else None
+    if shared is not None:
+        return shared
+    resources = FrozenMap({_shared(name): _quantity(raw, child(key, name)) for name, raw in entries.items()})
+    if shared_key is not None and len(_SHARED_RESOURCE_LISTS) < _SHARED_MAX_ENTRIES:
+        _SHARED_RESOURCE_LISTS[shared_key] = resources
+    return resources
 
 
 def kept_annotations(annotations: Mapping[str, str]) -> FrozenMap[str, str]:
     """Return what a pod keeps of `annotations`: DECISION_ANNOTATIONS only, values cut to MAX_KEPT_VALUE_CHARS."""
-    kept = {name: annotations[name][:MAX_KEPT_VALUE_CHARS] for name in DECISION_ANNOTATIONS if name in annotations}
-    return FrozenMap(sorted(kept.items())) if kept else _NO_STRINGS
+    kept = sorted((name, annotations[name][:MAX_KEPT_VALUE_CHARS]) for name in DECISION_ANNOTATIONS
+                  if name in annotations)
+    if not kept:
+        return _NO_STRINGS
+    shared_key = tuple(kept)
+    shared = _SHARED_ANNOTATIONS.get(shared_key)
+    if shared is None:
+        shared = FrozenMap(kept)
+        if len(_SHARED_ANNOTATIONS) < _SHARED_MAX_ENTRIES:
+            _SHARED_ANNOTATIONS[shared_key] = shared
+    return shared
 
 
 def _checked_string_map(value: object, key: str) -> Mapping[str, object]:
@@ -359,11 +411,12 @@ def _requests_and_limits(value: object, key: str) -> tuple[FrozenMap[str, Quanti
 def _container(value: object, key: str) -> Container:
     obj = mapping(value, key, if_null=EMPTY_MAPPING)
     requests, limits = _requests_and_limits(obj.get("resources"), child(key, "resources"))
+    restart_policy = string(obj.get("restartPolicy"), child(key, "restartPolicy"), if_null=None)
     return Container(
-        name=_required_name(obj, key),
+        name=_shared(_required_name(obj, key)),
         requests=requests,
         limits=limits,
-        restart_policy=string(obj.get("restartPolicy"), child(key, "restartPolicy"), if_null=None),
+        restart_policy=None if restart_policy is None else _shared(restart_policy),
     )
 
 
@@ -377,12 +430,12 @@ def _pod_resources(value: object, key: str) -> PodResources | None:
 
 def _volume(value: object, key: str) -> Volume:
     obj = mapping(value, key, if_null=EMPTY_MAPPING)
-    name = _required_name(obj, key)
+    name = _shared(_required_name(obj, key))
     # A v1.Volume is its name plus exactly one source (validation: "must specify exactly 1 volume type").
     sources = [kind for kind, raw in obj.items() if kind != "name" and raw is not None]
     if len(sources) != 1:
         raise invalid("must specify exactly 1 volume type", key, sorted(sources))
-    kind = sources[0]
+    kind = _shared(sources[0])
     source_key = child(key, kind)
     source = mapping(obj[kind], source_key)
     if kind != "emptyDir":
@@ -447,7 +500,8 @@ def pod_from_dict(obj: Mapping[str, object], *, where: str = "pod") -> Pod:
     _checked_string_map(meta.get("labels"), child(meta_key, "labels"))  # checked, not kept: no decision reads them
     return Pod(
         name=_required_name(meta, meta_key),
-        namespace=string(meta.get("namespace"), child(meta_key, "namespace"), if_null="") or DEFAULT_NAMESPACE,
+        namespace=_shared(string(meta.get("namespace"), child(meta_key, "namespace"), if_null="")
+                          or DEFAULT_NAMESPACE),
         uid=string(meta.get("uid"), child(meta_key, "uid"), if_null=""),
         annotations=_annotations(meta.get("annotations"), child(meta_key, "annotations")),
         generation=integer(meta.get("generation"), child(meta_key, "generation"), if_null=0),
@@ -458,11 +512,12 @@ def pod_from_dict(obj: Mapping[str, object], *, where: str = "pod") -> Pod:
         priority=integer(
             spec.get("priority"), child(spec_key, "priority"), low=INT32_MIN, high=INT32_MAX, if_null=None
         ),
-        priority_class_name=string(spec.get("priorityClassName"), child(spec_key, "priorityClassName"), if_null=""),
+        priority_class_name=_shared(string(spec.get("priorityClassName"), child(spec_key, "priorityClassName"),
+                                           if_null="")),
         termination_grace_period_s=integer(
             spec.get("terminationGracePeriodSeconds"), child(spec_key, "terminationGracePeriodSeconds"), if_null=None
         ),
-        node_name=string(spec.get("nodeName"), child(spec_key, "nodeName"), if_null=""),
+        node_name=_shared(string(spec.get("nodeName"), child(spec_key, "nodeName"), if_null="")),
         containers=list_of(spec.get("containers"), child(spec_key, "containers"), _container, if_null=()),
         init_containers=list_of(
             spec.get("initContainers"), child(spec_key, "initContainers"), _container, if_null=()
@@ -471,7 +526,7 @@ def pod_from_dict(obj: Mapping[str, object], *, where: str = "pod") -> Pod:
         resources=_pod_resources(spec.get("resources"), child(spec_key, "resources")),
         volumes=list_of(spec.get("volumes"), child(spec_key, "volumes"), _volume, if_null=()),
         tolerations=list_of(spec.get("tolerations"), child(spec_key, "tolerations"), _toleration, if_null=()),
-        status_phase=string(status.get("phase"), child(status_key, "phase"), if_null=None),
+        status_phase=_shared_or_none(string(status.get("phase"), child(status_key, "phase"), if_null=None)),
         status_reason=_message(status.get("reason"), child(status_key, "reason")),
         status_message=_message(status.get("message"), child(status_key, "message")),
         status_termination_by_kubelet=_termination_by_kubelet(status.get("conditions"),

@@ -35,6 +35,12 @@ ANY = "*/*"
 PODS = "/api/v1/pods"
 
 Query = Sequence[tuple[str, str | int | bool]]
+# A bounded answer is read in chunks of this size.
+ANSWER_CHUNK_BYTES = 65536
+
+
+class AnswerTooLarge(KubeError):
+    """An answer was larger than the bound its caller set; it was not read beyond the bound."""
 
 
 class KubeApi:
@@ -53,11 +59,37 @@ class KubeApi:
                   timeout_s: float) -> dict[str, Any]:
         """List pods; with `limit`, one page of at most that many, `continue_token` naming the page after the last
         (the list's `metadata.continue`), parameters in the generated client's order."""
-        query: list[tuple[str, str | int | bool]] = [] if continue_token is None else [("continue", continue_token)]
-        query.append(("fieldSelector", field_selector))
-        if limit is not None:
-            query.append(("limit", limit))
-        return self._json("list pods", "GET", PODS, query=query, timeout_s=timeout_s)
+        return self._json("list pods", "GET", PODS, query=_list_query(field_selector, limit, continue_token),
+                          timeout_s=timeout_s)
+
+    def list_pods_page(self, field_selector: str, *, limit: int, continue_token: str | None, max_bytes: int,
+                       timeout_s: float) -> tuple[dict[str, Any], int]:
+        """One page of pods as `list_pods` asks for it, read only while its answer stays within `max_bytes`; return
+        the page and the size of its answer in bytes. Raise AnswerTooLarge (its connection dropped, the answer
+        unread beyond `max_bytes`) when the answer is larger."""
+        verb = "list pods"
+        response = self._send(verb, "GET", PODS, query=_list_query(field_selector, limit, continue_token),
+                              stream=True, timeout_s=timeout_s)
+        stream = response.response  # the urllib3 response, its body not read yet
+        chunks: list[bytes] = []
+        size = 0
+        try:
+            while chunk := stream.read(ANSWER_CHUNK_BYTES):
+                size += len(chunk)
+                if size > max_bytes:
+                    stream.close()  # the rest is never read: the connection cannot serve another request
+                    raise AnswerTooLarge(verb, None, f"the answer of a page of {limit} pods is larger than "
+                                                     f"{max_bytes} bytes")
+                chunks.append(chunk)
+        except AnswerTooLarge:
+            raise
+        except Exception as exc:  # a broken stream (reset, timeout, truncated chunk)
+            raise KubeError(verb, None, f"{type(exc).__name__}: {exc}") from None
+        finally:
+            stream.release_conn()
+        data = b"".join(chunks)
+        del chunks
+        return _json_object(verb, data), size
 
     def watch_pods(self, field_selector: str, resource_version: str | None, *, timeout_seconds: int,
                    timeout_s: float) -> Any:
@@ -121,13 +153,7 @@ class KubeApi:
               content_type: str | None = None, timeout_s: float) -> dict[str, Any]:
         response = self._send(verb, method, path, query=query, body=body, content_type=content_type,
                               timeout_s=timeout_s)
-        try:
-            document = json.loads(response.data)
-        except ValueError as exc:  # also UnicodeDecodeError
-            raise KubeError(verb, None, f"the API server's answer is not JSON: {exc}") from None
-        if not isinstance(document, dict):
-            raise KubeError(verb, None, "the API server's answer is not a JSON object")
-        return document
+        return _json_object(verb, response.data)
 
     def _send(self, verb: str, method: str, path: str, *, query: Query = (), body: Mapping[str, Any] | None = None,
               content_type: str | None = None, accept: str = JSON, stream: bool = False, timeout_s: float) -> Any:
@@ -173,6 +199,26 @@ def _status(body: bytes | None) -> dict[str, Any]:
     except ValueError:
         return {}
     return status if isinstance(status, dict) else {}
+
+
+def _list_query(field_selector: str, limit: int | None, continue_token: str | None) -> Query:
+    """A pod list's query parameters, in the generated client's order."""
+    query: list[tuple[str, str | int | bool]] = [] if continue_token is None else [("continue", continue_token)]
+    query.append(("fieldSelector", field_selector))
+    if limit is not None:
+        query.append(("limit", limit))
+    return query
+
+
+def _json_object(verb: str, data: bytes) -> dict[str, Any]:
+    """An answer's body as the JSON object it must be; KubeError when it is not."""
+    try:
+        document = json.loads(data)
+    except ValueError as exc:  # also UnicodeDecodeError
+        raise KubeError(verb, None, f"the API server's answer is not JSON: {exc}") from None
+    if not isinstance(document, dict):
+        raise KubeError(verb, None, "the API server's answer is not a JSON object")
+    return document
 
 
 def status_message(body: bytes | None, reason: str | None) -> str:

@@ -1,6 +1,6 @@
 """The pods bound to this node, kept current by a list and a watch on the Kubernetes API.
 
-A background thread lists `pods?fieldSelector=spec.nodeName=<node>` in pages of `LIST_PAGE_PODS` (as client-go's
+A background thread lists `pods?fieldSelector=spec.nodeName=<node>` in pages bounded in bytes (as client-go's
 reflector pages its lists; here so that what is read and decoded at once stays bounded whatever the pods carry: a
 tenant may give each pod 256 KiB of annotations, which `pod_from_dict` does not keep) and then watches from the
 list's `resourceVersion`, resuming from the last version seen after every disconnection, relisting on `410 Gone`
@@ -28,19 +28,27 @@ from typing import Any
 
 from evictd.core.errors import DecodeError, KubeError
 from evictd.core.pods import API_SERVER_SOURCE, CONFIG_SOURCE_ANNOTATION, Pod, pod_from_dict
-from evictd.kube.api import KubeApi
+from evictd.kube.api import AnswerTooLarge, KubeApi
 
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 # Server-side watch timeout: the API server ends the watch after this; the watcher resumes at once.
 WATCH_TIMEOUT_S = 300
 BACKOFF_INITIAL_S = 0.5
 BACKOFF_MAX_S = 30.0
-# Pods per page of the list: at the API's 256 KiB of annotations per pod, a page is about 2.5 MiB of JSON, read and
-# decoded at once (a whole list of 100 such pods was 25 MiB, three times that while decoded: evictd's peak RSS
-# was about 150 MiB; with pages of 10 it is about 60 MiB, bench/tenant_annotations.py). A relist of 110 ordinary
-# pods costs 11 requests instead of one; relists are rare (start, 410). An expired page (410) relists from the
-# start, as any 410 does.
-LIST_PAGE_PODS = 10
+# The list's pages. Each answer is read only while it stays within LIST_PAGE_MAX_BYTES: at the API's 256 KiB of
+# annotations per pod, a whole list of 100 such pods was 25 MiB, three times that while decoded (evictd's peak RSS
+# was about 150 MiB; with pages of 10 it is about 60 MiB, bench/tenant_annotations.py). The first page asks for
+# LIST_FIRST_PAGE_PODS pods; each next page for as many pods of the last page's mean size as fill
+# LIST_PAGE_TARGET_BYTES, at most LIST_PAGE_MAX_PODS (client-go's reflector's page): ordinary pods (1-5 KiB) are
+# listed 500 at a time (pages of 10 made 500 requests for 5,000 pods, which took longer than a test API server
+# could answer before the daemon's first cycles, and cost a real API server as many requests per relist). An
+# answer over the bound (large pods after small ones) is dropped unread and its page asked again for
+# LIST_PAGE_SHRINK times fewer pods. An expired page (410) relists from the start, as any 410 does.
+LIST_FIRST_PAGE_PODS = 10
+LIST_PAGE_MAX_PODS = 500
+LIST_PAGE_TARGET_BYTES = 2 << 20
+LIST_PAGE_MAX_BYTES = 4 << 20
+LIST_PAGE_SHRINK = 8
 
 
 class _Gone(Exception):
@@ -151,15 +159,24 @@ class PodWatcher:
     def _relist(self) -> None:
         pods: dict[str, Pod] = {}
         token: str | None = None
+        limit = LIST_FIRST_PAGE_PODS
         while True:
-            document = self._api.list_pods(self._selector, limit=LIST_PAGE_PODS, continue_token=token,
-                                           timeout_s=self._timeout_s)
-            pods.update((pod.uid, pod) for pod in map(self._parse, document.get("items") or []) if pod is not None)
+            try:
+                document, size = self._api.list_pods_page(self._selector, limit=limit, continue_token=token,
+                                                          max_bytes=LIST_PAGE_MAX_BYTES, timeout_s=self._timeout_s)
+            except AnswerTooLarge:
+                if limit == 1:
+                    raise  # one pod larger than the bound: the API server's own limit on objects is far below it
+                limit = max(1, limit // LIST_PAGE_SHRINK)
+                continue
+            items = document.get("items") or []
+            pods.update((pod.uid, pod) for pod in map(self._parse, items) if pod is not None)
             metadata = document.get("metadata") or {}
             # Every page of a list is of the same snapshot, whose version the last page names too.
             version = str(metadata.get("resourceVersion", ""))
             token = metadata.get("continue") or None
-            del document
+            limit = next_page_limit(size, len(items))
+            del document, items
             if token is None:
                 break
         with self._changed:
@@ -219,6 +236,13 @@ class PodWatcher:
         except DecodeError:
             return None  # an object the API server should never send; skipping it beats crashing the watch
         return pod if pod.uid else None
+
+
+def next_page_limit(size_bytes: int, pods: int) -> int:
+    """How many pods the next page of a list asks for, after a page of `pods` pods answered in `size_bytes`."""
+    if pods == 0:
+        return LIST_PAGE_MAX_PODS
+    return max(1, min(LIST_PAGE_MAX_PODS, LIST_PAGE_TARGET_BYTES * pods // max(size_bytes, 1)))
 
 
 def as_api_pod(obj: dict[str, Any]) -> dict[str, Any]:

@@ -43,14 +43,19 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from evictd.adapters.cgroups import v1_usage_and_inactive_file
 from evictd.core.errors import SampleError
 from evictd.core.memcg import (
-    drop_watch_level,
     drop_watch_stale,
+    drop_watch_wanted,
+    firing_is_a_crossing,
+    firing_needs_cycle,
     level_moved,
-    memcg_level_and_usage,
     memcg_notifier_description,
+    memcg_threshold_bytes,
+    memory_stats_for,
     notifier_refresh_due,
+    working_set_level,
 )
 from evictd.core.psi import format_us, psi_trigger
 from evictd.core.signals import Reading, spec_of
@@ -65,7 +70,8 @@ SYSTEM_MEMORY_PRESSURE = "/proc/pressure/memory"
 CAP_SYS_RESOURCE = 24
 
 MEMCG_CAUSE = "memcg"
-# A drop watch fired: usage fell, so the memcg levels are re-armed from fresh readings (no crossing announced).
+# A memcg notifier fired for page cache coming and going only: the set re-armed itself from two fresh figures,
+# no cycle is needed (`evictd.core.memcg.firing_needs_cycle`). Also the cause of a drop watch's eventfd.
 MEMCG_REARM_CAUSE = "memcg_rearm"
 PSI_CAUSE = "psi"
 SIGNAL_CAUSE = "signal"
@@ -148,6 +154,7 @@ class MemcgThresholdNotifier(FdOwner):
         self.threshold_bytes = threshold_bytes
         self.description = description
         self.cause = cause
+        self.usage_seen = usage_seen
         usage_path = os.path.join(cgroup_dir, MEMORY_USAGE_FILE)
         control_path = os.path.join(cgroup_dir, EVENT_CONTROL_FILE)
         if threshold_bytes < 0:
@@ -370,8 +377,9 @@ class MemcgNotifierSet:
     nothing to register; the composition root should not build this set there.
 
     The set is one Notifier for the Waiter: an epoll descriptor holding every registered eventfd, ready
-    when any of them is. After a firing, `cause` is ``memcg`` when a threshold level fired and
-    ``memcg_rearm`` when only a drop watch did, and `description` names what fired. A registration waits
+    when any of them is. A firing is judged first (`consume`): `cause` is ``memcg`` when it may change the
+    decision (a cycle is due) and ``memcg_rearm`` when it was page cache coming and going (the set re-armed
+    itself, no cycle), and `description` names what fired. A registration waits
     for an RCU grace period (tens of milliseconds, more under load): once armed, the set re-arms in a thread
     of its own, which swaps the new eventfd into the epoll set, so the loop never waits for a registration
     while a crossing is being decided, and the old notifier stays registered until the new one is.
@@ -389,7 +397,10 @@ class MemcgNotifierSet:
         self._drop_watches: list[MemcgThresholdNotifier | None] = [None] * len(self.thresholds)
         self._last_refresh_at: float | None = None
         self._epoll: select.epoll | None = select.epoll(flags=select.EPOLL_CLOEXEC)
-        self._by_fd: dict[int, MemcgThresholdNotifier] = {}
+        # Each registered eventfd's notifier and the index of its threshold.
+        self._by_fd: dict[int, tuple[int, MemcgThresholdNotifier]] = {}
+        # Each threshold's working-set level (`evictd.core.memcg.working_set_level`), from the latest readings.
+        self._working_set_levels: list[int | None] = [None] * len(self.thresholds)
         self._lock = threading.Lock()  # the slots, `_by_fd` and the epoll set: the loop's and the thread's
         self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
         self._pending: set[tuple[int, bool]] = set()
@@ -428,26 +439,71 @@ class MemcgNotifierSet:
         return self._epoll.fileno()
 
     def consume(self) -> None:
-        """Acknowledge every eventfd that fired; set `cause` and `description` from what fired."""
-        fired: list[MemcgThresholdNotifier] = []
+        """Acknowledge every eventfd that fired and judge each firing (`firing_needs_cycle`; all but a crossing on
+        two fresh figures of its cgroup, usage and inactive file). When one may change the decision, `cause` is
+        ``memcg``; otherwise it is ``memcg_rearm`` and what fired is re-armed from those figures (in the thread).
+        `description` names the firings that need the cycle, or else all that fired."""
+        fired: list[tuple[int, MemcgThresholdNotifier]] = []
         with self._lock:
             if self._epoll is None:
                 return
             for fd, _ in self._epoll.poll(0):
-                notifier = self._by_fd.get(fd)
-                if notifier is not None:
-                    notifier.consume()
-                    fired.append(notifier)
-        levels_fired = [n for n in fired if n.cause == MEMCG_CAUSE]
-        self.cause = MEMCG_CAUSE if levels_fired or not fired else MEMCG_REARM_CAUSE
-        self.description = ", ".join(n.description for n in (levels_fired or fired))
+                slot = self._by_fd.get(fd)
+                if slot is not None:
+                    slot[1].consume()
+                    fired.append(slot)
+        figures: dict[str, tuple[int, int] | None] = {}  # each cgroup's (usage, inactive file), read once
+        needing = [notifier for index, notifier in fired if self._needs_cycle(index, notifier, figures)]
+        self.cause = MEMCG_CAUSE if needing or not fired else MEMCG_REARM_CAUSE
+        self.description = ", ".join(n.description for n in (needing or [n for _, n in fired]))
+        if fired and not needing:
+            for index, notifier in fired:
+                self._rearm_from(index, notifier, figures.get(notifier.cgroup_dir))
+
+    def _needs_cycle(self, index: int, notifier: MemcgThresholdNotifier,
+                     figures: dict[str, tuple[int, int] | None]) -> bool:
+        """Whether a firing needs a cycle; True whenever it cannot be judged (no level known, a failed read)."""
+        drop_watch = notifier.cause == MEMCG_REARM_CAUSE
+        with self._lock:
+            working_set_level_bytes = self._working_set_levels[index]
+        if notifier.usage_seen is None or working_set_level_bytes is None or firing_is_a_crossing(
+                notifier.threshold_bytes, notifier.usage_seen, drop_watch=drop_watch):
+            return True
+        folder = notifier.cgroup_dir
+        if folder not in figures:
+            try:
+                figures[folder] = v1_usage_and_inactive_file(folder)
+            except SampleError:
+                figures[folder] = None
+        read = figures[folder]
+        if read is None:
+            return True
+        usage, inactive_file = read
+        return firing_needs_cycle(notifier.threshold_bytes, notifier.usage_seen, drop_watch=drop_watch,
+                                  working_set_level_bytes=working_set_level_bytes,
+                                  working_set_bytes=max(0, usage - inactive_file))
+
+    def _rearm_from(self, index: int, fired: MemcgThresholdNotifier, read: tuple[int, int] | None) -> None:
+        """Re-arm threshold `index`'s level (when it fired or moved) and drop watch (when stale) from `read`."""
+        with self._lock:
+            working_set_level_bytes = self._working_set_levels[index]
+            armed, watch = self._levels[index], self._drop_watches[index]
+        if read is None or working_set_level_bytes is None:
+            return
+        usage, inactive_file = read
+        level = working_set_level_bytes + inactive_file
+        if armed is not None and (armed is fired or level_moved(armed.threshold_bytes, level)):
+            self._submit((index, False, level, usage))
+        if drop_watch_stale(watch.threshold_bytes if watch is not None else None, level, usage):
+            self._submit((index, True, drop_watch_wanted(level, usage), usage))
 
     def update(self, summary: Summary, now: float) -> list[NotifierFailure]:
         """Follow the readings of a cycle; `now` is monotonic seconds. Return the notifiers that failed.
 
         The first time, `refresh` here and now. Then, when strictly more than 10 s passed since the last
         refresh, re-arm every threshold in the thread; otherwise re-arm a threshold's level when it moved by
-        a step, and its drop watch when `drop_watch_stale` says so. The thread's failures are returned by the
+        a step, and its drop watch when `drop_watch_stale` says so (a threshold met in the readings has none:
+        `drop_watch_wanted`). The thread's failures are returned by the
         next call. Readings that cannot give a level are reported at a refresh only; a threshold left without
         a level by a failed registration waits for the next refresh.
         """
@@ -461,7 +517,7 @@ class MemcgNotifierSet:
             self._last_refresh_at = now
         for index, threshold in enumerate(self.thresholds):
             try:
-                level, usage = memcg_level_and_usage(threshold, summary)
+                level, usage = self._readings(index, summary)
             except SampleError as exc:
                 if due:
                     errors.append(NotifierFailure(threshold, False, exc))
@@ -473,20 +529,29 @@ class MemcgNotifierSet:
             if due or (armed is not None and level_moved(armed.threshold_bytes, level)):
                 self._submit((index, False, level, usage))
             if due or drop_watch_stale(watch.threshold_bytes if watch is not None else None, level, usage):
-                self._submit((index, True, drop_watch_level(usage), usage))
+                self._submit((index, True, drop_watch_wanted(level, usage), usage))
         return errors
+
+    def _readings(self, index: int, summary: Summary) -> tuple[int, int]:
+        """Return threshold `index`'s level and the usage it was computed from, and keep its working-set level.
+        Raises SampleError with the kubelet's text when the readings are incomplete."""
+        available, working_set, usage = memory_stats_for(self.thresholds[index], summary)
+        level = memcg_threshold_bytes(self.thresholds[index], available, working_set, usage)
+        with self._lock:
+            self._working_set_levels[index] = working_set_level(level, usage, working_set)
+        return level, usage
 
     def refresh(self, summary: Summary) -> list[NotifierFailure]:
         """Re-arm every notifier at the level computed from `summary`, here and now; return the failures.
 
         As in the kubelet, incomplete readings leave that threshold's old notifier in place, while a
-        failed registration leaves it with none. The drop watch follows the level: re-armed with it, closed
-        when it fails.
+        failed registration leaves it with none. The drop watch follows the level: re-armed with it (none for a
+        threshold met in `summary`), closed when it fails.
         """
         errors: list[NotifierFailure] = []
         for index, threshold in enumerate(self.thresholds):
             try:
-                level, usage = memcg_level_and_usage(threshold, summary)
+                level, usage = self._readings(index, summary)
             except SampleError as exc:
                 errors.append(NotifierFailure(threshold, False, exc))
                 continue
@@ -495,7 +560,7 @@ class MemcgNotifierSet:
                 errors.append(failure)
                 self._install(index, True, None)
                 continue
-            failure = self._arm((index, True, drop_watch_level(usage), usage))
+            failure = self._arm((index, True, drop_watch_wanted(level, usage), usage))
             if failure is not None:
                 errors.append(failure)
         return errors
@@ -528,7 +593,7 @@ class MemcgNotifierSet:
             slots = self._drop_watches if drop_watch else self._levels
             old, slots[index] = slots[index], new
             if new is not None:
-                self._by_fd[new.fileno()] = new
+                self._by_fd[new.fileno()] = (index, new)
                 self._epoll.register(new.fileno(), select.EPOLLIN)
             if old is not None:
                 del self._by_fd[old.fileno()]

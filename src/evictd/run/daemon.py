@@ -4,7 +4,8 @@ One synchronous loop: run a cycle (the eviction manager over the adapters), run 
 (metrics, the cycle log, the live view, cluster bookkeeping, garbage collection, the memory notifiers' re-arming:
 `evictd.run.after_cycle`), then wait for the next cycle, which `evictd.run.cadence` schedules: the next tick, a
 notifier or a stop request (a notification is followed by cycles at short delays until one sees the crossing,
-then one confirming cycle a second later). After an eviction with the Kubernetes API the loop waits for the pod
+then one confirming cycle a second later; under held pressure only what can change the decision cuts the wait
+short). After an eviction with the Kubernetes API the loop waits for the pod
 to go, then runs again at once, as the kubelet does.
 
 Building a `Daemon` starts nothing. `start` starts its parts in order (the pod watch, the container runtime
@@ -176,7 +177,8 @@ class Daemon:
                     cadence = cadence.after_cleanup()
                 else:
                     cadence = cadence.after_cycle(started, self.clock.monotonic(),
-                                                  memory_threshold_met=memory_threshold_met(report))
+                                                  memory_threshold_met=memory_threshold_met(report),
+                                                  held=pressure_held(report))
                 cadence = self._wait(cadence)
         finally:
             if self.stop.is_set():
@@ -246,6 +248,12 @@ def hook_name(hook: AfterCycle) -> str:
 def memory_threshold_met(report: CycleReport) -> bool:
     """True when the cycle saw a memory threshold met (what a memory notification announces)."""
     return any(spec_of(status.threshold.signal).is_memory for status in report.assessment.thresholds)
+
+
+def pressure_held(report: CycleReport) -> bool:
+    """True when the cycle saw a threshold met and acted on it or had nothing left to act on: not when the stats
+    it would act on were stale or an eviction failed (the next cycle may act after all)."""
+    return bool(report.assessment.thresholds and not report.assessment.stale_signals and not report.eviction_errors)
 
 
 def serve(daemon: Daemon) -> int:

@@ -636,7 +636,7 @@ def test_a_drop_watch_firing_near_the_threshold_needs_a_cycle(memcg_dir: Path, w
             child.stop()
 
 
-def test_a_met_threshold_has_no_drop_watch_and_its_level_wakes_the_loop_only_when_no_longer_met(
+def test_a_met_threshold_has_no_drop_watch_and_its_level_wakes_the_loop_only_when_no_longer_met_or_met_again(
     memcg_dir: Path, waiter: Waiter
 ) -> None:
     notifiers = MemcgNotifierSet([memory_threshold("512Mi")], memory_root=str(memcg_dir), pods_cgroup="kubepods")
@@ -645,7 +645,8 @@ def test_a_met_threshold_has_no_drop_watch_and_its_level_wakes_the_loop_only_whe
         try:
             working_set = real_memory_stats(memcg_dir, 1024 * MI).working_set_bytes or 0
             # Met by 16 MiB: the level sits 16 MiB below the working set plus the cache.
-            met = real_memory_stats(memcg_dir, working_set + 512 * MI - 16 * MI)
+            capacity = working_set + 512 * MI - 16 * MI
+            met = real_memory_stats(memcg_dir, capacity)
             assert notifiers.update(summary_with(met, None), now=0.0) == []
             (level,) = notifiers.levels
             assert notifiers.drop_watches == (), "usage falling cannot make a met threshold met"
@@ -657,6 +658,11 @@ def test_a_met_threshold_has_no_drop_watch_and_its_level_wakes_the_loop_only_whe
             (new_level,) = notifiers.levels
             assert is_closed(level) and new_level.threshold_bytes < level.threshold_bytes - 56 * MI
             child.do("free")  # the working set falls 32 MiB: no longer met
+            causes, _, _ = wait_for_descriptions(waiter, notifiers.notifiers, {level.description}, LONG_WAIT_S)
+            assert causes == {"memcg"}
+            assert notifiers.update(summary_with(real_memory_stats(memcg_dir, capacity), None), now=1.0) == []
+            wait_rearmed(notifiers)  # the cycle saw it no longer met
+            child.do(f"alloc {32 * MI}")  # met again: the same level, crossed the other way, is a crossing
             causes, _, _ = wait_for_descriptions(waiter, notifiers.notifiers, {level.description}, LONG_WAIT_S)
             assert causes == {"memcg"}
         finally:

@@ -276,19 +276,19 @@ def test_the_working_set_level_is_the_level_without_its_inactive_file() -> None:
 
 
 @pytest.mark.parametrize(
-    ("armed_level", "armed_usage", "drop_watch", "working_set", "cycle"),
+    ("met", "drop_watch", "working_set", "cycle"),
     [
         # Working-set level 4 GiB throughout.
-        pytest.param(2 * GI - 8 * MI, 2 * GI, True, 1 * GI, False, id="drop-watch-far-page-cache"),
-        pytest.param(2 * GI - 8 * MI, 2 * GI, True, 4 * GI - 64 * MI + 1, True, id="drop-watch-within-64Mi"),
-        pytest.param(2 * GI - 8 * MI, 2 * GI, True, 4 * GI - 64 * MI, False, id="drop-watch-64Mi-away"),
-        pytest.param(5 * GI, 4 * GI, False, 3 * GI, True, id="level-armed-unmet-always-a-crossing"),
-        pytest.param(4 * GI + 300 * MI, 5 * GI, False, 4 * GI + 100 * MI, False, id="met-level-page-cache-fell"),
-        pytest.param(4 * GI + 300 * MI, 5 * GI, False, 4 * GI, False, id="met-level-still-met-at-the-level"),
-        pytest.param(4 * GI + 300 * MI, 5 * GI, False, 4 * GI - 1, True, id="met-level-no-longer-met"),
+        pytest.param(False, True, 1 * GI, False, id="drop-watch-far-page-cache"),
+        pytest.param(False, True, 4 * GI - 64 * MI + 1, True, id="drop-watch-within-64Mi"),
+        pytest.param(False, True, 4 * GI - 64 * MI, False, id="drop-watch-64Mi-away"),
+        pytest.param(False, False, 3 * GI, True, id="level-not-met-always-a-crossing"),
+        pytest.param(True, False, 4 * GI + 100 * MI, False, id="met-level-page-cache-fell"),
+        pytest.param(True, False, 4 * GI, False, id="met-level-still-met-at-the-level"),
+        pytest.param(True, False, 4 * GI - 1, True, id="met-level-no-longer-met"),
+        pytest.param(True, True, 4 * GI + 100 * MI, False, id="met-a-drop-watch-not-closed-yet"),
     ],
 )
-def test_firing_needs_cycle(armed_level: int, armed_usage: int, drop_watch: bool, working_set: int,
-                            cycle: bool) -> None:
-    assert firing_needs_cycle(armed_level, armed_usage, drop_watch=drop_watch, working_set_level_bytes=4 * GI,
+def test_firing_needs_cycle(met: bool, drop_watch: bool, working_set: int, cycle: bool) -> None:
+    assert firing_needs_cycle(met, drop_watch=drop_watch, working_set_level_bytes=4 * GI,
                               working_set_bytes=working_set) is cycle

@@ -154,7 +154,6 @@ class MemcgThresholdNotifier(FdOwner):
         self.threshold_bytes = threshold_bytes
         self.description = description
         self.cause = cause
-        self.usage_seen = usage_seen
         usage_path = os.path.join(cgroup_dir, MEMORY_USAGE_FILE)
         control_path = os.path.join(cgroup_dir, EVENT_CONTROL_FILE)
         if threshold_bytes < 0:
@@ -399,8 +398,10 @@ class MemcgNotifierSet:
         self._epoll: select.epoll | None = select.epoll(flags=select.EPOLL_CLOEXEC)
         # Each registered eventfd's notifier and the index of its threshold.
         self._by_fd: dict[int, tuple[int, MemcgThresholdNotifier]] = {}
-        # Each threshold's working-set level (`evictd.core.memcg.working_set_level`), from the latest readings.
+        # Each threshold's working-set level (`evictd.core.memcg.working_set_level`) and whether it was met, in the
+        # latest readings (None: none yet).
         self._working_set_levels: list[int | None] = [None] * len(self.thresholds)
+        self._met = [False] * len(self.thresholds)
         self._lock = threading.Lock()  # the slots, `_by_fd` and the epoll set: the loop's and the thread's
         self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
         self._pending: set[tuple[int, bool]] = set()
@@ -465,9 +466,8 @@ class MemcgNotifierSet:
         """Whether a firing needs a cycle; True whenever it cannot be judged (no level known, a failed read)."""
         drop_watch = notifier.cause == MEMCG_REARM_CAUSE
         with self._lock:
-            working_set_level_bytes = self._working_set_levels[index]
-        if notifier.usage_seen is None or working_set_level_bytes is None or firing_is_a_crossing(
-                notifier.threshold_bytes, notifier.usage_seen, drop_watch=drop_watch):
+            working_set_level_bytes, met = self._working_set_levels[index], self._met[index]
+        if working_set_level_bytes is None or firing_is_a_crossing(met, drop_watch=drop_watch):
             return True
         folder = notifier.cgroup_dir
         if folder not in figures:
@@ -479,8 +479,7 @@ class MemcgNotifierSet:
         if read is None:
             return True
         usage, inactive_file = read
-        return firing_needs_cycle(notifier.threshold_bytes, notifier.usage_seen, drop_watch=drop_watch,
-                                  working_set_level_bytes=working_set_level_bytes,
+        return firing_needs_cycle(met, drop_watch=drop_watch, working_set_level_bytes=working_set_level_bytes,
                                   working_set_bytes=max(0, usage - inactive_file))
 
     def _rearm_from(self, index: int, fired: MemcgThresholdNotifier, read: tuple[int, int] | None) -> None:
@@ -533,12 +532,13 @@ class MemcgNotifierSet:
         return errors
 
     def _readings(self, index: int, summary: Summary) -> tuple[int, int]:
-        """Return threshold `index`'s level and the usage it was computed from, and keep its working-set level.
-        Raises SampleError with the kubelet's text when the readings are incomplete."""
+        """Return threshold `index`'s level and the usage it was computed from; keep its working-set level and
+        whether it is met. Raises SampleError with the kubelet's text when the readings are incomplete."""
         available, working_set, usage = memory_stats_for(self.thresholds[index], summary)
         level = memcg_threshold_bytes(self.thresholds[index], available, working_set, usage)
         with self._lock:
             self._working_set_levels[index] = working_set_level(level, usage, working_set)
+            self._met[index] = usage >= level
         return level, usage
 
     def refresh(self, summary: Summary) -> list[NotifierFailure]:

@@ -27,10 +27,11 @@ Wake-ups earn their cycle (issue #29): a threshold met in a cycle's readings has
 cannot make it met; its level, below usage, still fires when usage falls past it), and a notifier that fires is
 first judged on two fresh figures of its cgroup, usage and inactive file (`firing_needs_cycle`): the working set
 they give against the threshold's *working-set level* (``capacity - thresholdQuantity(capacity)``, the level
-without the inactive file). Only a firing that can change the decision runs a cycle: a level armed below the
-threshold (a crossing: always, its latency is the point), a drop watch whose working set is within 64 MiB of
-the threshold, a level armed above it that the working set fell below (no longer met). Anything else was page
-cache coming and going: both are re-armed from those figures and the loop sleeps on.
+without the inactive file), and against whether the last cycle's readings had it met. Only a firing that can
+change the decision runs a cycle: the level of a threshold not met (a crossing: always, its latency is the
+point), a drop watch whose working set is within 64 MiB of the threshold, anything of a met threshold whose
+working set fell below it (no longer met). Anything else was page cache coming and going: what fired is re-armed
+from those figures and the loop sleeps on.
 
 Invariants: no I/O, no clock (``now`` is an argument, monotonic seconds); errors use the kubelet's texts.
 The result of `memcg_threshold_bytes` can be zero or negative (a threshold larger than capacity plus
@@ -113,28 +114,28 @@ def working_set_level(level: int, usage_bytes: int, working_set_bytes: int) -> i
     return level - (usage_bytes - working_set_bytes)
 
 
-def firing_needs_cycle(armed_level: int, armed_usage: int, *, drop_watch: bool, working_set_level_bytes: int,
-                       working_set_bytes: int) -> bool:
+def firing_needs_cycle(met: bool, *, drop_watch: bool, working_set_level_bytes: int, working_set_bytes: int) -> bool:
     """True when a notifier that fired may have changed the decision, judged on the working set read after it
     fired; False when it was page cache coming and going (re-arm and sleep on).
 
-    `armed_level` and `armed_usage` are the notifier's level and the usage it was armed from. A drop watch
-    needs a cycle when the working set is within `MEMCG_NEAR_LEVEL_BYTES` of the working-set level (the level it
-    stands beside may have been too high); a threshold level armed below usage (the threshold was met) when the
-    working set is now below the working-set level (no longer met); a level armed above usage, always (a
-    crossing a few pages short may read as not met yet: the cycle and its follow-ups decide).
+    `met` is whether the threshold was met in the readings of the last cycle (what the decision stands on). A
+    met threshold needs a cycle when the working set is now below its working-set level (no longer met),
+    whichever notifier fired. Of a threshold not met, a level that fired always needs one (a crossing: one a
+    few pages short may read as not met yet; the cycle and its follow-ups decide), a drop watch when the
+    working set is within `MEMCG_NEAR_LEVEL_BYTES` of the working-set level (the level beside it may have been
+    too high).
     """
-    if firing_is_a_crossing(armed_level, armed_usage, drop_watch=drop_watch):
+    if met:
+        return working_set_bytes < working_set_level_bytes
+    if firing_is_a_crossing(met, drop_watch=drop_watch):
         return True
-    if drop_watch:
-        return working_set_level_bytes - working_set_bytes < MEMCG_NEAR_LEVEL_BYTES
-    return working_set_bytes < working_set_level_bytes
+    return working_set_level_bytes - working_set_bytes < MEMCG_NEAR_LEVEL_BYTES
 
 
-def firing_is_a_crossing(armed_level: int, armed_usage: int, *, drop_watch: bool) -> bool:
-    """True when a notifier that fired is a threshold level armed below usage: a crossing, whose cycle needs no
+def firing_is_a_crossing(met: bool, *, drop_watch: bool) -> bool:
+    """True when a notifier that fired is the level of a threshold not met: a crossing, whose cycle needs no
     reading first (`firing_needs_cycle`)."""
-    return not drop_watch and armed_usage < armed_level
+    return not met and not drop_watch
 
 
 def drop_watch_wanted(level: int, usage_bytes: int) -> int:

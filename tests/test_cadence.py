@@ -88,9 +88,10 @@ def test_the_timer_and_a_stop_make_the_next_cycle_due_but_only_a_memory_notifica
         assert woken.after_cycle(3.0, 3.0, memory_threshold_met=False).wait_s(3.0) == INTERVAL_S
 
 
-def test_a_memcg_re_arm_never_earns_a_cycle_the_loop_waits_for_what_is_left_of_the_interval() -> None:
+def test_a_memcg_re_arm_or_a_far_stall_never_earns_a_cycle_the_loop_waits_for_what_is_left_of_the_interval() -> None:
     waiting = Cadence(INTERVAL_S).after_cycle(0.0, 0.0, memory_threshold_met=False)
     assert waiting.woken(["memcg_rearm"]).wait_s(3.0) == 7.0
+    assert waiting.woken(["psi_far", "memcg_rearm"]).wait_s(3.0) == 7.0, "nor a stall far from every threshold"
     following = Cadence(INTERVAL_S).woken(["memcg"]).after_cycle(0.0, 0.0, memory_threshold_met=False)
     assert following.woken(["memcg_rearm"]).wait_s(0.0) == NOTIFICATION_FOLLOW_UPS_S[0], \
         "the follow-ups under way are kept, not restarted"

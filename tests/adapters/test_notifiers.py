@@ -670,6 +670,24 @@ def test_a_met_threshold_has_no_drop_watch_and_its_level_wakes_the_loop_only_whe
             child.stop()
 
 
+def test_a_stall_is_judged_on_fresh_figures_against_the_threshold(memcg_dir: Path) -> None:
+    notifiers = MemcgNotifierSet([memory_threshold("512Mi")], memory_root=str(memcg_dir), pods_cgroup="kubepods")
+    child = ScriptedChild("allocator")
+    (memcg_dir / "cgroup.procs").write_text(f"{child.pid}\n")
+    try:
+        assert notifiers.may_change_decision(), "no readings yet: a cycle"
+        child.do(f"alloc {32 * MI}")
+        working_set = real_memory_stats(memcg_dir, 1024 * MI).working_set_bytes or 0
+        # A capacity that puts the working set 48 MiB short of the threshold: within 64 MiB, a cycle.
+        assert notifiers.update(summary_with(real_memory_stats(memcg_dir, working_set + 560 * MI), None), 0.0) == []
+        assert notifiers.may_change_decision()
+        child.do("free")  # 32 MiB further away, read afresh: far
+        assert not notifiers.may_change_decision()
+    finally:
+        notifiers.close()
+        child.stop()
+
+
 def test_a_crossing_between_the_reading_and_the_registration_is_signalled(
     memcg_dir: Path, spawn: Callable[..., Child], waiter: Waiter
 ) -> None:
@@ -794,8 +812,9 @@ def test_has_cap_sys_resource_errors(tmp_path: Path) -> None:
 def test_psi_fires_on_real_memory_stall(memcg_dir: Path, unified_dir: Path, waiter: Waiter) -> None:
     group_pressure = str(unified_dir / "memory.pressure")
     with (
+        # The group's trigger is judged far from any threshold (what `MemcgNotifierSet.may_change_decision` says).
         contextlib.closing(PsiNotifier(group_pressure, PSI_STALL_US, PSI_WINDOW_US,
-                                       description="group memory stall")) as in_group,
+                                       description="group memory stall", judge=lambda: False)) as in_group,
         contextlib.closing(PsiNotifier(SYSTEM_PRESSURE, PSI_STALL_US, PSI_WINDOW_US,
                                        description="machine memory stall")) as machine,
     ):
@@ -806,7 +825,7 @@ def test_psi_fires_on_real_memory_stall(memcg_dir: Path, unified_dir: Path, wait
             )
             group_stall_us = some_stall_total_us(group_pressure)
     print(f"PSI some 150ms/2s fired after {elapsed:.2f} s of thrashing; group stall {group_stall_us / 1e6:.2f} s")
-    assert causes == {"psi"}
+    assert causes == {"psi", "psi_far"}
     assert seen == {"group memory stall", "machine memory stall"}
     assert group_stall_us >= PSI_STALL_US
     assert read_int(memcg_dir / "memory.failcnt") > 0, "the thrashers hit their limit"

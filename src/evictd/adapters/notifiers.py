@@ -39,7 +39,7 @@ import os
 import queue
 import select
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -74,6 +74,8 @@ MEMCG_CAUSE = "memcg"
 # no cycle is needed (`evictd.core.memcg.firing_needs_cycle`). Also the cause of a drop watch's eventfd.
 MEMCG_REARM_CAUSE = "memcg_rearm"
 PSI_CAUSE = "psi"
+# A PSI trigger fired while every memory threshold was far from met (`MemcgNotifierSet.may_change_decision`).
+PSI_FAR_CAUSE = "psi_far"
 SIGNAL_CAUSE = "signal"
 
 # The self-pipe is drained in reads of this size; a pipe holds 64 KiB by default.
@@ -216,19 +218,22 @@ def has_cap_sys_resource(proc_root: str = "/proc") -> bool:
 class PsiNotifier(FdOwner):
     """A PSI trigger on /proc/pressure/memory or a v2 cgroup's memory.pressure; fires with POLLPRI."""
 
-    cause = PSI_CAUSE
     poll_events = select.POLLPRI
 
     def __init__(self, path: str, stall_us: int, window_us: int, kind: str = "some", description: str = "", *,
-                 privileged: bool | None = None) -> None:
+                 privileged: bool | None = None, judge: Callable[[], bool] | None = None) -> None:
         """Open `path` and write the trigger.
 
         `privileged` says whether the kernel will see CAP_SYS_RESOURCE; None reads it from ``/proc/self/status``.
+        `judge`, when given, is asked at each firing whether it may change the decision: when it says no, the
+        firing's cause is ``psi_far`` (a cycle is not due) instead of ``psi``.
         Raises ConfigError (before opening anything) for a trigger the kernel would refuse, and SampleError naming
         `path` when it cannot be opened or the kernel refuses the trigger anyway.
         """
         self._fd = -1
         self.path = path
+        self.cause = PSI_CAUSE
+        self._judge = judge
         resource = os.path.basename(path.rstrip("/")).removesuffix(".pressure")  # memory.pressure: memory
         self.description = description or f"psi {resource} {kind} {format_us(stall_us)}/{format_us(window_us)}"
         if privileged is None:
@@ -245,7 +250,9 @@ class PsiNotifier(FdOwner):
         self._fd = fd
 
     def consume(self) -> None:
-        """Nothing to do: the kernel clears a trigger's event when poll reports it."""
+        """Judge the firing (`judge`); nothing else to do: the kernel clears a trigger's event when poll reports
+        it."""
+        self.cause = PSI_CAUSE if self._judge is None or self._judge() else PSI_FAR_CAUSE
 
 
 class Waiter:
@@ -461,15 +468,24 @@ class MemcgNotifierSet:
             for index, notifier in fired:
                 self._rearm_from(index, notifier, figures.get(notifier.cgroup_dir))
 
+    def may_change_decision(self) -> bool:
+        """Whether a wake-up that names no threshold (a PSI trigger) may change the decision: a threshold met in
+        the last cycle's readings and no longer met, or one not met within 64 MiB of it, on two fresh figures of
+        each watched cgroup (judged as a drop watch's firing is). True whenever that cannot be told."""
+        figures: dict[str, tuple[int, int] | None] = {}
+        return not self.thresholds or any(self._judged(index, True, figures) for index in range(len(self.thresholds)))
+
     def _needs_cycle(self, index: int, notifier: MemcgThresholdNotifier,
                      figures: dict[str, tuple[int, int] | None]) -> bool:
         """Whether a firing needs a cycle; True whenever it cannot be judged (no level known, a failed read)."""
-        drop_watch = notifier.cause == MEMCG_REARM_CAUSE
+        return self._judged(index, notifier.cause == MEMCG_REARM_CAUSE, figures)
+
+    def _judged(self, index: int, drop_watch: bool, figures: dict[str, tuple[int, int] | None]) -> bool:
         with self._lock:
             working_set_level_bytes, met = self._working_set_levels[index], self._met[index]
         if working_set_level_bytes is None or firing_is_a_crossing(met, drop_watch=drop_watch):
             return True
-        folder = notifier.cgroup_dir
+        folder = self._cgroup_dirs[index]
         if folder not in figures:
             try:
                 figures[folder] = v1_usage_and_inactive_file(folder)

@@ -18,10 +18,11 @@ The loop tells the cadence how each cycle ended and what woke it; the cadence an
   and the memory watch make the next cycle due.
 - Wake-ups that earn no cycle keep the deadline, and the loop waits again for what is left of it (issue #29):
   ``memcg_rearm`` never earns one (page cache coming and going: the memcg notifier set re-armed itself on two
-  fresh figures); while pressure is held (the last cycle saw a threshold met and acted on it, or had nothing left
-  to act on: `after_cycle`'s `held`), PSI does not either (the stall of a pressure already decided). So a node
-  under sustained pressure cycles once per interval (and the 1 s confirmation after a memory notification),
-  unless a crossing of another threshold, a threshold no longer met or a stop wakes it.
+  fresh figures), nor ``psi_far`` (a stall with every memory threshold far from met, judged the same way);
+  while pressure is held (the last cycle saw a threshold met and acted on it, or had nothing left to act on:
+  `after_cycle`'s `held`), ``psi`` does not either (the stall of a pressure already decided). So a node under
+  sustained pressure cycles once per interval (and the 1 s confirmation after a memory notification), unless
+  a crossing of another threshold, a threshold no longer met or a stop wakes it.
 """
 
 from __future__ import annotations
@@ -38,8 +39,9 @@ from dataclasses import dataclass, replace
 NOTIFICATION_FOLLOW_UPS_S = (0.001, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 1.0)
 # The Waiter's causes that are memory notifications (the others: "signal", a stop request or a wake).
 NOTIFICATION_CAUSES = frozenset({"memcg", "psi", "memory_watch"})
-# Wake-ups that never earn a cycle: the memcg notifier set re-armed itself, the decision cannot have changed.
-NO_CYCLE_CAUSES = frozenset({"memcg_rearm"})
+# Wake-ups that never earn a cycle: the memcg notifier set re-armed itself, or a PSI trigger fired with every
+# memory threshold far from met (judged on fresh figures: the decision cannot have changed).
+NO_CYCLE_CAUSES = frozenset({"memcg_rearm", "psi_far"})
 # ...and those that earn none while pressure is held (`Cadence.held`): a stall of memory already under pressure.
 HELD_NO_CYCLE_CAUSES = NO_CYCLE_CAUSES | {"psi"}
 

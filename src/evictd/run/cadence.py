@@ -10,8 +10,9 @@ The loop tells the cadence how each cycle ended and what woke it; the cadence an
   follow-ups of a notification under way go on).
 - After a memory notification (memcg, PSI, the memory watch) the kernel may still be charging or freeing the pages
   that crossed the level, so the cycle it triggers may see the old side. Cycles then follow at the short delays
-  `NOTIFICATION_FOLLOW_UPS_S` (never later than the interval's tick) until one sees a memory threshold met; from
-  then only the last delay is left: one cycle confirms the settled state a second later.
+  `NOTIFICATION_FOLLOW_UPS_S` (never later than the interval's tick) until one sees a memory threshold met (newly:
+  the loop tells, one held met before is not this crossing); from then only the last delay is left: one cycle
+  confirms the settled state a second later.
 - After an eviction and the wait for its pods to go (the kubelet's `waitForPodsCleanup`), the next cycle runs at
   once, with no wait at all (as the kubelet).
 - The timer, a stop request, a memcg crossing (``memcg``: the notifier set judged it may change the decision)

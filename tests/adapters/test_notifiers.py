@@ -675,7 +675,7 @@ def test_a_stall_is_judged_on_fresh_figures_against_the_threshold(memcg_dir: Pat
     child = ScriptedChild("allocator")
     (memcg_dir / "cgroup.procs").write_text(f"{child.pid}\n")
     try:
-        assert notifiers.may_change_decision(), "no readings yet: a cycle"
+        assert not notifiers.may_change_decision(), "no readings yet: nothing a cycle could decide on either"
         child.do(f"alloc {32 * MI}")
         working_set = real_memory_stats(memcg_dir, 1024 * MI).working_set_bytes or 0
         # A capacity that puts the working set 48 MiB short of the threshold: within 64 MiB, a cycle.

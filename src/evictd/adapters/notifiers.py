@@ -471,9 +471,12 @@ class MemcgNotifierSet:
     def may_change_decision(self) -> bool:
         """Whether a wake-up that names no threshold (a PSI trigger) may change the decision: a threshold met in
         the last cycle's readings and no longer met, or one not met within 64 MiB of it, on two fresh figures of
-        each watched cgroup (judged as a drop watch's firing is). True whenever that cannot be told."""
+        each watched cgroup (judged as a drop watch's firing is; True when a read fails). A threshold that never
+        had readings (e.g. ``allocatableMemory.available`` without a pods cgroup) cannot be met by a cycle either."""
         figures: dict[str, tuple[int, int] | None] = {}
-        return not self.thresholds or any(self._judged(index, True, figures) for index in range(len(self.thresholds)))
+        with self._lock:
+            known = [index for index, level in enumerate(self._working_set_levels) if level is not None]
+        return not self.thresholds or any(self._judged(index, True, figures) for index in known)
 
     def _needs_cycle(self, index: int, notifier: MemcgThresholdNotifier,
                      figures: dict[str, tuple[int, int] | None]) -> bool:

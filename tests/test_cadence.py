@@ -80,12 +80,50 @@ def test_after_an_eviction_and_the_wait_for_its_pods_the_next_cycle_runs_at_once
         "the notification's follow-ups are still to come after the clean-up"
 
 
-def test_any_wake_up_makes_the_next_cycle_due_but_only_a_memory_notification_starts_follow_ups() -> None:
+def test_the_timer_and_a_stop_make_the_next_cycle_due_but_only_a_memory_notification_starts_follow_ups() -> None:
     waiting = Cadence(INTERVAL_S).after_cycle(0.0, 0.0, memory_threshold_met=False)
-    for causes in ([], ["signal"], ["memcg_rearm"]):
+    for causes in ([], ["signal"], ["signal", "memcg_rearm"]):
         woken = waiting.woken(causes)
         assert woken.wait_s(3.0) is None
         assert woken.after_cycle(3.0, 3.0, memory_threshold_met=False).wait_s(3.0) == INTERVAL_S
+
+
+def test_a_memcg_re_arm_or_a_far_stall_never_earns_a_cycle_the_loop_waits_for_what_is_left_of_the_interval() -> None:
+    waiting = Cadence(INTERVAL_S).after_cycle(0.0, 0.0, memory_threshold_met=False)
+    assert waiting.woken(["memcg_rearm"]).wait_s(3.0) == 7.0
+    assert waiting.woken(["psi_far", "memcg_rearm"]).wait_s(3.0) == 7.0, "nor a stall far from every threshold"
+    following = Cadence(INTERVAL_S).woken(["memcg"]).after_cycle(0.0, 0.0, memory_threshold_met=False)
+    assert following.woken(["memcg_rearm"]).wait_s(0.0) == NOTIFICATION_FOLLOW_UPS_S[0], \
+        "the follow-ups under way are kept, not restarted"
+    assert waiting.woken(["memcg_rearm"]).woken([]).wait_s(10.0) is None, "the tick still comes"
+
+
+def test_while_pressure_is_held_psi_earns_no_cycle_but_a_crossing_the_memory_watch_and_a_stop_do() -> None:
+    held = Cadence(INTERVAL_S).after_cycle(0.0, 0.0, memory_threshold_met=True, held=True)
+    assert held.woken(["psi"]).wait_s(2.0) == 8.0
+    assert held.woken(["psi", "memcg_rearm"]).wait_s(4.0) == 6.0
+    for causes in (["memcg"], ["memory_watch"], ["signal"], ["psi", "memcg"], []):
+        assert held.woken(causes).wait_s(2.0) is None, causes
+    not_held = Cadence(INTERVAL_S).after_cycle(0.0, 0.0, memory_threshold_met=True)
+    assert not_held.woken(["psi"]).wait_s(2.0) is None, "without held pressure a stall may announce a crossing"
+
+
+def test_a_held_minute_of_psi_and_re_arm_wake_ups_costs_one_cycle_per_interval() -> None:
+    cadence, now, cycles = Cadence(INTERVAL_S), 0.0, 0
+    while now < 60.0:
+        cycles += 1
+        cadence = cadence.after_cycle(now, now, memory_threshold_met=True, held=True)
+        while (wait := cadence.wait_s(now)) is not None:
+            step = min(wait, 0.25)  # a PSI trigger or a re-arm every 250 ms of the wait
+            now += step
+            cadence = cadence.woken([] if step == wait else ["psi", "memcg_rearm"])
+    assert cycles == 6
+
+
+def test_held_ends_with_a_cycle_that_holds_nothing_or_fails() -> None:
+    held = Cadence(INTERVAL_S).after_cycle(0.0, 0.0, memory_threshold_met=True, held=True)
+    assert held.after_cycle(10.0, 10.0, memory_threshold_met=False).woken(["psi"]).wait_s(12.0) is None
+    assert held.after_failure(10.0, 10.0).woken(["psi"]).wait_s(12.0) is None
 
 
 def test_stale_after_three_intervals_and_never_before_thirty_seconds() -> None:

@@ -583,6 +583,111 @@ def test_dropped_page_cache_fires_the_drop_watch_and_the_next_update_re_arms_the
         child.stop()
 
 
+def cached_child(memcg_dir: Path, folder: str) -> tuple[ScriptedChild, Path]:
+    """A child in the test cgroup holding 32 MiB of its own and 64 MiB of clean page cache (a file in `folder`)."""
+    child = ScriptedChild("page cache writer")
+    (memcg_dir / "cgroup.procs").write_text(f"{child.pid}\n")
+    cached = Path(folder) / "cache.bin"
+    child.do(f"alloc {32 * MI}")
+    child.do(f"write {cached} {64 * MI}")
+    return child, cached
+
+
+def test_page_cache_dropped_past_the_drop_watch_re_arms_the_set_itself_without_a_cycle(
+    memcg_dir: Path, waiter: Waiter
+) -> None:
+    # Capacity 1 GiB, a 512Mi threshold: the working set (about 32 MiB) is far from the 512 MiB it is met at.
+    capacity = 1024 * MI
+    notifiers = MemcgNotifierSet([memory_threshold("512Mi")], memory_root=str(memcg_dir), pods_cgroup="kubepods")
+    with tempfile.TemporaryDirectory(dir="/var/tmp", prefix="evictd-cache-") as folder:  # a disk, not tmpfs
+        child, cached = cached_child(memcg_dir, folder)
+        try:
+            assert notifiers.update(summary_with(real_memory_stats(memcg_dir, capacity), None), now=0.0) == []
+            (level,), (drop_watch,) = notifiers.levels, notifiers.drop_watches
+            cached.unlink()  # usage falls by 64 MiB, past the drop watch
+            causes, _, _ = wait_for_descriptions(waiter, notifiers.notifiers, {drop_watch.description}, LONG_WAIT_S)
+            assert causes == {"memcg_rearm"}, "page cache only: no cycle"
+            wait_rearmed(notifiers)  # no update: the firing re-armed the set on its own reading
+            after = real_memory_stats(memcg_dir, capacity)
+            (new_level,), (new_drop_watch,) = notifiers.levels, notifiers.drop_watches
+            assert is_closed(drop_watch) and is_closed(level)
+            assert abs(new_drop_watch.threshold_bytes - ((after.usage_bytes or 0) - 8 * MI)) < 8 * MI
+            assert new_level.threshold_bytes < level.threshold_bytes - 56 * MI, "the level followed the cache"
+        finally:
+            notifiers.close()
+            child.stop()
+
+
+def test_a_drop_watch_firing_near_the_threshold_needs_a_cycle(memcg_dir: Path, waiter: Waiter) -> None:
+    notifiers = MemcgNotifierSet([memory_threshold("512Mi")], memory_root=str(memcg_dir), pods_cgroup="kubepods")
+    with tempfile.TemporaryDirectory(dir="/var/tmp", prefix="evictd-cache-") as folder:
+        child, cached = cached_child(memcg_dir, folder)
+        try:
+            before = real_memory_stats(memcg_dir, 1024 * MI)
+            # A capacity that puts the working set 32 MiB short of the threshold: met after 32 MiB more.
+            near = real_memory_stats(memcg_dir, (before.working_set_bytes or 0) + 512 * MI + 32 * MI)
+            assert notifiers.update(summary_with(near, None), now=0.0) == []
+            (drop_watch,) = notifiers.drop_watches
+            cached.unlink()
+            causes, seen, _ = wait_for_descriptions(waiter, notifiers.notifiers, {drop_watch.description}, LONG_WAIT_S)
+            assert causes == {"memcg"} and seen == {drop_watch.description}
+        finally:
+            notifiers.close()
+            child.stop()
+
+
+def test_a_met_threshold_has_no_drop_watch_and_its_level_wakes_the_loop_only_when_no_longer_met_or_met_again(
+    memcg_dir: Path, waiter: Waiter
+) -> None:
+    notifiers = MemcgNotifierSet([memory_threshold("512Mi")], memory_root=str(memcg_dir), pods_cgroup="kubepods")
+    with tempfile.TemporaryDirectory(dir="/var/tmp", prefix="evictd-cache-") as folder:
+        child, cached = cached_child(memcg_dir, folder)
+        try:
+            working_set = real_memory_stats(memcg_dir, 1024 * MI).working_set_bytes or 0
+            # Met by 16 MiB: the level sits 16 MiB below the working set plus the cache.
+            capacity = working_set + 512 * MI - 16 * MI
+            met = real_memory_stats(memcg_dir, capacity)
+            assert notifiers.update(summary_with(met, None), now=0.0) == []
+            (level,) = notifiers.levels
+            assert notifiers.drop_watches == (), "usage falling cannot make a met threshold met"
+            assert level.threshold_bytes < (met.usage_bytes or 0)
+            cached.unlink()  # usage falls 64 MiB, past the level, but the working set is where it was
+            causes, _, _ = wait_for_descriptions(waiter, notifiers.notifiers, {level.description}, LONG_WAIT_S)
+            assert causes == {"memcg_rearm"}, "still met: no cycle"
+            wait_rearmed(notifiers)
+            (new_level,) = notifiers.levels
+            assert is_closed(level) and new_level.threshold_bytes < level.threshold_bytes - 56 * MI
+            child.do("free")  # the working set falls 32 MiB: no longer met
+            causes, _, _ = wait_for_descriptions(waiter, notifiers.notifiers, {level.description}, LONG_WAIT_S)
+            assert causes == {"memcg"}
+            assert notifiers.update(summary_with(real_memory_stats(memcg_dir, capacity), None), now=1.0) == []
+            wait_rearmed(notifiers)  # the cycle saw it no longer met
+            child.do(f"alloc {32 * MI}")  # met again: the same level, crossed the other way, is a crossing
+            causes, _, _ = wait_for_descriptions(waiter, notifiers.notifiers, {level.description}, LONG_WAIT_S)
+            assert causes == {"memcg"}
+        finally:
+            notifiers.close()
+            child.stop()
+
+
+def test_a_stall_is_judged_on_fresh_figures_against_the_threshold(memcg_dir: Path) -> None:
+    notifiers = MemcgNotifierSet([memory_threshold("512Mi")], memory_root=str(memcg_dir), pods_cgroup="kubepods")
+    child = ScriptedChild("allocator")
+    (memcg_dir / "cgroup.procs").write_text(f"{child.pid}\n")
+    try:
+        assert not notifiers.may_change_decision(), "no readings yet: nothing a cycle could decide on either"
+        child.do(f"alloc {32 * MI}")
+        working_set = real_memory_stats(memcg_dir, 1024 * MI).working_set_bytes or 0
+        # A capacity that puts the working set 48 MiB short of the threshold: within 64 MiB, a cycle.
+        assert notifiers.update(summary_with(real_memory_stats(memcg_dir, working_set + 560 * MI), None), 0.0) == []
+        assert notifiers.may_change_decision()
+        child.do("free")  # 32 MiB further away, read afresh: far
+        assert not notifiers.may_change_decision()
+    finally:
+        notifiers.close()
+        child.stop()
+
+
 def test_a_crossing_between_the_reading_and_the_registration_is_signalled(
     memcg_dir: Path, spawn: Callable[..., Child], waiter: Waiter
 ) -> None:
@@ -707,8 +812,9 @@ def test_has_cap_sys_resource_errors(tmp_path: Path) -> None:
 def test_psi_fires_on_real_memory_stall(memcg_dir: Path, unified_dir: Path, waiter: Waiter) -> None:
     group_pressure = str(unified_dir / "memory.pressure")
     with (
+        # The group's trigger is judged far from any threshold (what `MemcgNotifierSet.may_change_decision` says).
         contextlib.closing(PsiNotifier(group_pressure, PSI_STALL_US, PSI_WINDOW_US,
-                                       description="group memory stall")) as in_group,
+                                       description="group memory stall", judge=lambda: False)) as in_group,
         contextlib.closing(PsiNotifier(SYSTEM_PRESSURE, PSI_STALL_US, PSI_WINDOW_US,
                                        description="machine memory stall")) as machine,
     ):
@@ -719,7 +825,7 @@ def test_psi_fires_on_real_memory_stall(memcg_dir: Path, unified_dir: Path, wait
             )
             group_stall_us = some_stall_total_us(group_pressure)
     print(f"PSI some 150ms/2s fired after {elapsed:.2f} s of thrashing; group stall {group_stall_us / 1e6:.2f} s")
-    assert causes == {"psi"}
+    assert causes == {"psi", "psi_far"}
     assert seen == {"group memory stall", "machine memory stall"}
     assert group_stall_us >= PSI_STALL_US
     assert read_int(memcg_dir / "memory.failcnt") > 0, "the thrashers hit their limit"

@@ -18,12 +18,15 @@ from evictd.core.memcg import (
     NOTIFIER_REFRESH_INTERVAL_S,
     drop_watch_level,
     drop_watch_stale,
+    drop_watch_wanted,
+    firing_needs_cycle,
     level_moved,
     memcg_level_and_usage,
     memcg_notifier_description,
     memcg_threshold_bytes,
     memory_stats_for,
     notifier_refresh_due,
+    working_set_level,
 )
 from evictd.core.quantity import Quantity
 from evictd.core.signals import Signal
@@ -242,7 +245,8 @@ def test_level_moved(armed: int, level: int, moved: bool) -> None:
         pytest.param(1 * GI - 8 * MI, 2 * GI, 1 * GI + 8 * MI, False, id="usage-rose-a-step"),
         pytest.param(1 * GI - 8 * MI, 2 * GI, 1 * GI + 8 * MI + 1, True, id="usage-rose-more-than-a-step"),
         pytest.param(None, 1 * GI + 64 * MI - 1, 1 * GI, False, id="near-the-level-no-registration-delay"),
-        pytest.param(1 * GI - 8 * MI, 1 * GI, 2 * GI, False, id="threshold-met"),
+        pytest.param(1 * GI - 8 * MI, 1 * GI, 2 * GI, True, id="threshold-met-close-it"),
+        pytest.param(None, 1 * GI, 1 * GI, False, id="threshold-met-none-armed"),
         pytest.param(1 * GI - 8 * MI, 2 * GI, 4 * MI, True, id="usage-too-low-for-one-close-it"),
         pytest.param(None, 2 * GI, 4 * MI, False, id="usage-too-low-none-armed"),
     ],
@@ -254,3 +258,37 @@ def test_drop_watch_stale(armed_watch: int | None, level: int, usage: int, stale
 def test_drop_watch_level_is_a_step_below_usage() -> None:
     assert drop_watch_level(1 * GI) == 1 * GI - 8 * MI
     assert drop_watch_level(8 * MI) == 0
+
+
+def test_a_threshold_met_in_the_readings_has_no_drop_watch() -> None:
+    assert drop_watch_wanted(2 * GI, 1 * GI) == 1 * GI - 8 * MI
+    assert drop_watch_wanted(1 * GI, 1 * GI) == 0, "usage at the level: met"
+    assert drop_watch_wanted(1 * GI, 2 * GI) == 0
+
+
+def test_the_working_set_level_is_the_level_without_its_inactive_file() -> None:
+    # 4 GiB available, 1 GiB working set, 300 MiB inactive file: capacity 5 GiB, threshold 1 GiB.
+    level = memcg_threshold_bytes(quantity_threshold("1Gi"), 4 * GI, 1 * GI, 1 * GI + 300 * MI)
+    assert working_set_level(level, 1 * GI + 300 * MI, 1 * GI) == 4 * GI
+    percent = Threshold(signal=Signal.MEMORY_AVAILABLE, value=ThresholdValue(percentage=0.1))
+    level = memcg_threshold_bytes(percent, 4 * GI + 1, 1 * GI, 1 * GI + 7)
+    assert working_set_level(level, 1 * GI + 7, 1 * GI) == memcg_threshold_bytes(percent, 4 * GI + 1, 1 * GI, 1 * GI)
+
+
+@pytest.mark.parametrize(
+    ("met", "drop_watch", "working_set", "cycle"),
+    [
+        # Working-set level 4 GiB throughout.
+        pytest.param(False, True, 1 * GI, False, id="drop-watch-far-page-cache"),
+        pytest.param(False, True, 4 * GI - 64 * MI + 1, True, id="drop-watch-within-64Mi"),
+        pytest.param(False, True, 4 * GI - 64 * MI, False, id="drop-watch-64Mi-away"),
+        pytest.param(False, False, 3 * GI, True, id="level-not-met-always-a-crossing"),
+        pytest.param(True, False, 4 * GI + 100 * MI, False, id="met-level-page-cache-fell"),
+        pytest.param(True, False, 4 * GI, False, id="met-level-still-met-at-the-level"),
+        pytest.param(True, False, 4 * GI - 1, True, id="met-level-no-longer-met"),
+        pytest.param(True, True, 4 * GI + 100 * MI, False, id="met-a-drop-watch-not-closed-yet"),
+    ],
+)
+def test_firing_needs_cycle(met: bool, drop_watch: bool, working_set: int, cycle: bool) -> None:
+    assert firing_needs_cycle(met, drop_watch=drop_watch, working_set_level_bytes=4 * GI,
+                              working_set_bytes=working_set) is cycle

@@ -179,6 +179,15 @@ def mem_available_bytes() -> int:
     return total - max(usage - inactive, 0)
 
 
+def allocate(size: int) -> subprocess.Popen[str]:
+    """Start a process that fills `size` bytes (every page touched), prints the time, and holds them."""
+    code = ("import sys, time\n"
+            f"block = b'\\x01' * {size}\n"
+            "print(time.time(), flush=True)\n"
+            "sys.stdin.read()\n")
+    return subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+
+
 def pid_available() -> int:
     limits = [int(Path(f"/proc/sys/kernel/{name}").read_text()) for name in ("pid_max", "threads-max")]
     tasks = int(Path("/proc/loadavg").read_text().split()[3].split("/")[1])

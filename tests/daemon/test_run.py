@@ -11,7 +11,7 @@ import sys
 import time
 from pathlib import Path
 
-from evictd_process import ROOT, EvictdProcess, mem_available_bytes, pid_available, start_evictd
+from evictd_process import ROOT, EvictdProcess, allocate, mem_available_bytes, pid_available, start_evictd
 
 from evictd.core.quantity import Quantity
 from evictd.observe.metrics import WAKEUP_CAUSES
@@ -71,15 +71,6 @@ def test_metrics_and_health(tmp_path: Path, evictd_processes: list[EvictdProcess
     assert sum(wakeups.values()) >= 2, wakeups
     assert process.http("/nothing")[0] == 404
     assert process.stop() == 0
-
-
-def allocate(size: int) -> subprocess.Popen[str]:
-    """Start a process that fills `size` bytes (every page touched), prints the time, and holds them."""
-    code = ("import sys, time\n"
-            f"block = b'\\x01' * {size}\n"
-            "print(time.time(), flush=True)\n"
-            "sys.stdin.read()\n")
-    return subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
 
 
 def test_a_real_memory_crossing_wakes_the_loop_and_the_decision_follows(

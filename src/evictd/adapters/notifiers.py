@@ -39,18 +39,23 @@ import os
 import queue
 import select
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from evictd.adapters.cgroups import v1_usage_and_inactive_file
 from evictd.core.errors import SampleError
 from evictd.core.memcg import (
-    drop_watch_level,
     drop_watch_stale,
+    drop_watch_wanted,
+    firing_is_a_crossing,
+    firing_needs_cycle,
     level_moved,
-    memcg_level_and_usage,
     memcg_notifier_description,
+    memcg_threshold_bytes,
+    memory_stats_for,
     notifier_refresh_due,
+    working_set_level,
 )
 from evictd.core.psi import format_us, psi_trigger
 from evictd.core.signals import Reading, spec_of
@@ -65,9 +70,12 @@ SYSTEM_MEMORY_PRESSURE = "/proc/pressure/memory"
 CAP_SYS_RESOURCE = 24
 
 MEMCG_CAUSE = "memcg"
-# A drop watch fired: usage fell, so the memcg levels are re-armed from fresh readings (no crossing announced).
+# A memcg notifier fired for page cache coming and going only: the set re-armed itself from two fresh figures,
+# no cycle is needed (`evictd.core.memcg.firing_needs_cycle`). Also the cause of a drop watch's eventfd.
 MEMCG_REARM_CAUSE = "memcg_rearm"
 PSI_CAUSE = "psi"
+# A PSI trigger fired while every memory threshold was far from met (`MemcgNotifierSet.may_change_decision`).
+PSI_FAR_CAUSE = "psi_far"
 SIGNAL_CAUSE = "signal"
 
 # The self-pipe is drained in reads of this size; a pipe holds 64 KiB by default.
@@ -210,19 +218,22 @@ def has_cap_sys_resource(proc_root: str = "/proc") -> bool:
 class PsiNotifier(FdOwner):
     """A PSI trigger on /proc/pressure/memory or a v2 cgroup's memory.pressure; fires with POLLPRI."""
 
-    cause = PSI_CAUSE
     poll_events = select.POLLPRI
 
     def __init__(self, path: str, stall_us: int, window_us: int, kind: str = "some", description: str = "", *,
-                 privileged: bool | None = None) -> None:
+                 privileged: bool | None = None, judge: Callable[[], bool] | None = None) -> None:
         """Open `path` and write the trigger.
 
         `privileged` says whether the kernel will see CAP_SYS_RESOURCE; None reads it from ``/proc/self/status``.
+        `judge`, when given, is asked at each firing whether it may change the decision: when it says no, the
+        firing's cause is ``psi_far`` (a cycle is not due) instead of ``psi``.
         Raises ConfigError (before opening anything) for a trigger the kernel would refuse, and SampleError naming
         `path` when it cannot be opened or the kernel refuses the trigger anyway.
         """
         self._fd = -1
         self.path = path
+        self.cause = PSI_CAUSE
+        self._judge = judge
         resource = os.path.basename(path.rstrip("/")).removesuffix(".pressure")  # memory.pressure: memory
         self.description = description or f"psi {resource} {kind} {format_us(stall_us)}/{format_us(window_us)}"
         if privileged is None:
@@ -239,7 +250,9 @@ class PsiNotifier(FdOwner):
         self._fd = fd
 
     def consume(self) -> None:
-        """Nothing to do: the kernel clears a trigger's event when poll reports it."""
+        """Judge the firing (`judge`); nothing else to do: the kernel clears a trigger's event when poll reports
+        it."""
+        self.cause = PSI_CAUSE if self._judge is None or self._judge() else PSI_FAR_CAUSE
 
 
 class Waiter:
@@ -370,8 +383,9 @@ class MemcgNotifierSet:
     nothing to register; the composition root should not build this set there.
 
     The set is one Notifier for the Waiter: an epoll descriptor holding every registered eventfd, ready
-    when any of them is. After a firing, `cause` is ``memcg`` when a threshold level fired and
-    ``memcg_rearm`` when only a drop watch did, and `description` names what fired. A registration waits
+    when any of them is. A firing is judged first (`consume`): `cause` is ``memcg`` when it may change the
+    decision (a cycle is due) and ``memcg_rearm`` when it was page cache coming and going (the set re-armed
+    itself, no cycle), and `description` names what fired. A registration waits
     for an RCU grace period (tens of milliseconds, more under load): once armed, the set re-arms in a thread
     of its own, which swaps the new eventfd into the epoll set, so the loop never waits for a registration
     while a crossing is being decided, and the old notifier stays registered until the new one is.
@@ -389,7 +403,12 @@ class MemcgNotifierSet:
         self._drop_watches: list[MemcgThresholdNotifier | None] = [None] * len(self.thresholds)
         self._last_refresh_at: float | None = None
         self._epoll: select.epoll | None = select.epoll(flags=select.EPOLL_CLOEXEC)
-        self._by_fd: dict[int, MemcgThresholdNotifier] = {}
+        # Each registered eventfd's notifier and the index of its threshold.
+        self._by_fd: dict[int, tuple[int, MemcgThresholdNotifier]] = {}
+        # Each threshold's working-set level (`evictd.core.memcg.working_set_level`) and whether it was met, in the
+        # latest readings (None: none yet).
+        self._working_set_levels: list[int | None] = [None] * len(self.thresholds)
+        self._met = [False] * len(self.thresholds)
         self._lock = threading.Lock()  # the slots, `_by_fd` and the epoll set: the loop's and the thread's
         self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
         self._pending: set[tuple[int, bool]] = set()
@@ -428,26 +447,81 @@ class MemcgNotifierSet:
         return self._epoll.fileno()
 
     def consume(self) -> None:
-        """Acknowledge every eventfd that fired; set `cause` and `description` from what fired."""
-        fired: list[MemcgThresholdNotifier] = []
+        """Acknowledge every eventfd that fired and judge each firing (`firing_needs_cycle`; all but a crossing on
+        two fresh figures of its cgroup, usage and inactive file). When one may change the decision, `cause` is
+        ``memcg``; otherwise it is ``memcg_rearm`` and what fired is re-armed from those figures (in the thread).
+        `description` names the firings that need the cycle, or else all that fired."""
+        fired: list[tuple[int, MemcgThresholdNotifier]] = []
         with self._lock:
             if self._epoll is None:
                 return
             for fd, _ in self._epoll.poll(0):
-                notifier = self._by_fd.get(fd)
-                if notifier is not None:
-                    notifier.consume()
-                    fired.append(notifier)
-        levels_fired = [n for n in fired if n.cause == MEMCG_CAUSE]
-        self.cause = MEMCG_CAUSE if levels_fired or not fired else MEMCG_REARM_CAUSE
-        self.description = ", ".join(n.description for n in (levels_fired or fired))
+                slot = self._by_fd.get(fd)
+                if slot is not None:
+                    slot[1].consume()
+                    fired.append(slot)
+        figures: dict[str, tuple[int, int] | None] = {}  # each cgroup's (usage, inactive file), read once
+        needing = [notifier for index, notifier in fired if self._needs_cycle(index, notifier, figures)]
+        self.cause = MEMCG_CAUSE if needing or not fired else MEMCG_REARM_CAUSE
+        self.description = ", ".join(n.description for n in (needing or [n for _, n in fired]))
+        if fired and not needing:
+            for index, notifier in fired:
+                self._rearm_from(index, notifier, figures.get(notifier.cgroup_dir))
+
+    def may_change_decision(self) -> bool:
+        """Whether a wake-up that names no threshold (a PSI trigger) may change the decision: a threshold met in
+        the last cycle's readings and no longer met, or one not met within 64 MiB of it, on two fresh figures of
+        each watched cgroup (judged as a drop watch's firing is; True when a read fails). A threshold that never
+        had readings (e.g. ``allocatableMemory.available`` without a pods cgroup) cannot be met by a cycle either."""
+        figures: dict[str, tuple[int, int] | None] = {}
+        with self._lock:
+            known = [index for index, level in enumerate(self._working_set_levels) if level is not None]
+        return not self.thresholds or any(self._judged(index, True, figures) for index in known)
+
+    def _needs_cycle(self, index: int, notifier: MemcgThresholdNotifier,
+                     figures: dict[str, tuple[int, int] | None]) -> bool:
+        """Whether a firing needs a cycle; True whenever it cannot be judged (no level known, a failed read)."""
+        return self._judged(index, notifier.cause == MEMCG_REARM_CAUSE, figures)
+
+    def _judged(self, index: int, drop_watch: bool, figures: dict[str, tuple[int, int] | None]) -> bool:
+        with self._lock:
+            working_set_level_bytes, met = self._working_set_levels[index], self._met[index]
+        if working_set_level_bytes is None or firing_is_a_crossing(met, drop_watch=drop_watch):
+            return True
+        folder = self._cgroup_dirs[index]
+        if folder not in figures:
+            try:
+                figures[folder] = v1_usage_and_inactive_file(folder)
+            except SampleError:
+                figures[folder] = None
+        read = figures[folder]
+        if read is None:
+            return True
+        usage, inactive_file = read
+        return firing_needs_cycle(met, drop_watch=drop_watch, working_set_level_bytes=working_set_level_bytes,
+                                  working_set_bytes=max(0, usage - inactive_file))
+
+    def _rearm_from(self, index: int, fired: MemcgThresholdNotifier, read: tuple[int, int] | None) -> None:
+        """Re-arm threshold `index`'s level (when it fired or moved) and drop watch (when stale) from `read`."""
+        with self._lock:
+            working_set_level_bytes = self._working_set_levels[index]
+            armed, watch = self._levels[index], self._drop_watches[index]
+        if read is None or working_set_level_bytes is None:
+            return
+        usage, inactive_file = read
+        level = working_set_level_bytes + inactive_file
+        if armed is not None and (armed is fired or level_moved(armed.threshold_bytes, level)):
+            self._submit((index, False, level, usage))
+        if drop_watch_stale(watch.threshold_bytes if watch is not None else None, level, usage):
+            self._submit((index, True, drop_watch_wanted(level, usage), usage))
 
     def update(self, summary: Summary, now: float) -> list[NotifierFailure]:
         """Follow the readings of a cycle; `now` is monotonic seconds. Return the notifiers that failed.
 
         The first time, `refresh` here and now. Then, when strictly more than 10 s passed since the last
         refresh, re-arm every threshold in the thread; otherwise re-arm a threshold's level when it moved by
-        a step, and its drop watch when `drop_watch_stale` says so. The thread's failures are returned by the
+        a step, and its drop watch when `drop_watch_stale` says so (a threshold met in the readings has none:
+        `drop_watch_wanted`). The thread's failures are returned by the
         next call. Readings that cannot give a level are reported at a refresh only; a threshold left without
         a level by a failed registration waits for the next refresh.
         """
@@ -461,7 +535,7 @@ class MemcgNotifierSet:
             self._last_refresh_at = now
         for index, threshold in enumerate(self.thresholds):
             try:
-                level, usage = memcg_level_and_usage(threshold, summary)
+                level, usage = self._readings(index, summary)
             except SampleError as exc:
                 if due:
                     errors.append(NotifierFailure(threshold, False, exc))
@@ -473,20 +547,30 @@ class MemcgNotifierSet:
             if due or (armed is not None and level_moved(armed.threshold_bytes, level)):
                 self._submit((index, False, level, usage))
             if due or drop_watch_stale(watch.threshold_bytes if watch is not None else None, level, usage):
-                self._submit((index, True, drop_watch_level(usage), usage))
+                self._submit((index, True, drop_watch_wanted(level, usage), usage))
         return errors
+
+    def _readings(self, index: int, summary: Summary) -> tuple[int, int]:
+        """Return threshold `index`'s level and the usage it was computed from; keep its working-set level and
+        whether it is met. Raises SampleError with the kubelet's text when the readings are incomplete."""
+        available, working_set, usage = memory_stats_for(self.thresholds[index], summary)
+        level = memcg_threshold_bytes(self.thresholds[index], available, working_set, usage)
+        with self._lock:
+            self._working_set_levels[index] = working_set_level(level, usage, working_set)
+            self._met[index] = usage >= level
+        return level, usage
 
     def refresh(self, summary: Summary) -> list[NotifierFailure]:
         """Re-arm every notifier at the level computed from `summary`, here and now; return the failures.
 
         As in the kubelet, incomplete readings leave that threshold's old notifier in place, while a
-        failed registration leaves it with none. The drop watch follows the level: re-armed with it, closed
-        when it fails.
+        failed registration leaves it with none. The drop watch follows the level: re-armed with it (none for a
+        threshold met in `summary`), closed when it fails.
         """
         errors: list[NotifierFailure] = []
         for index, threshold in enumerate(self.thresholds):
             try:
-                level, usage = memcg_level_and_usage(threshold, summary)
+                level, usage = self._readings(index, summary)
             except SampleError as exc:
                 errors.append(NotifierFailure(threshold, False, exc))
                 continue
@@ -495,7 +579,7 @@ class MemcgNotifierSet:
                 errors.append(failure)
                 self._install(index, True, None)
                 continue
-            failure = self._arm((index, True, drop_watch_level(usage), usage))
+            failure = self._arm((index, True, drop_watch_wanted(level, usage), usage))
             if failure is not None:
                 errors.append(failure)
         return errors
@@ -528,7 +612,7 @@ class MemcgNotifierSet:
             slots = self._drop_watches if drop_watch else self._levels
             old, slots[index] = slots[index], new
             if new is not None:
-                self._by_fd[new.fileno()] = new
+                self._by_fd[new.fileno()] = (index, new)
                 self._epoll.register(new.fileno(), select.EPOLLIN)
             if old is not None:
                 del self._by_fd[old.fileno()]

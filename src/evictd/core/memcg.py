@@ -23,6 +23,16 @@ the drop watch up when usage rose by more than a step, unless usage is within 64
 (registering a threshold waits for an RCU grace period, tens of milliseconds, which a crossing about to be
 decided should not wait for).
 
+Wake-ups earn their cycle (issue #29): a threshold met in a cycle's readings has no drop watch (usage falling
+cannot make it met; its level, below usage, still fires when usage falls past it), and a notifier that fires is
+first judged on two fresh figures of its cgroup, usage and inactive file (`firing_needs_cycle`): the working set
+they give against the threshold's *working-set level* (``capacity - thresholdQuantity(capacity)``, the level
+without the inactive file), and against whether the last cycle's readings had it met. Only a firing that can
+change the decision runs a cycle: the level of a threshold not met (a crossing: always, its latency is the
+point), a drop watch whose working set is within 64 MiB of the threshold, anything of a met threshold whose
+working set fell below it (no longer met). Anything else was page cache coming and going: what fired is re-armed
+from those figures and the loop sleeps on.
+
 Invariants: no I/O, no clock (``now`` is an argument, monotonic seconds); errors use the kubelet's texts.
 The result of `memcg_threshold_bytes` can be zero or negative (a threshold larger than capacity plus
 inactive file); the caller, not this module, decides that such a level cannot be registered.
@@ -97,6 +107,43 @@ def memcg_level_and_usage(threshold: Threshold, summary: Summary) -> tuple[int, 
     return memcg_threshold_bytes(threshold, available, working_set, usage), usage
 
 
+def working_set_level(level: int, usage_bytes: int, working_set_bytes: int) -> int:
+    """Return the working set at which the threshold armed at `level` from these readings is met: the level
+    less the inactive file it holds (``ceil(capacity - threshold)``; the inactive file is a whole number of
+    bytes, so the rounding up of `memcg_threshold_bytes` carries over unchanged)."""
+    return level - (usage_bytes - working_set_bytes)
+
+
+def firing_needs_cycle(met: bool, *, drop_watch: bool, working_set_level_bytes: int, working_set_bytes: int) -> bool:
+    """True when a notifier that fired may have changed the decision, judged on the working set read after it
+    fired; False when it was page cache coming and going (re-arm and sleep on).
+
+    `met` is whether the threshold was met in the readings of the last cycle (what the decision stands on). A
+    met threshold needs a cycle when the working set is now below its working-set level (no longer met),
+    whichever notifier fired. Of a threshold not met, a level that fired always needs one (a crossing: one a
+    few pages short may read as not met yet; the cycle and its follow-ups decide), a drop watch when the
+    working set is within `MEMCG_NEAR_LEVEL_BYTES` of the working-set level (the level beside it may have been
+    too high).
+    """
+    if met:
+        return working_set_bytes < working_set_level_bytes
+    if firing_is_a_crossing(met, drop_watch=drop_watch):
+        return True
+    return working_set_level_bytes - working_set_bytes < MEMCG_NEAR_LEVEL_BYTES
+
+
+def firing_is_a_crossing(met: bool, *, drop_watch: bool) -> bool:
+    """True when a notifier that fired is the level of a threshold not met: a crossing, whose cycle needs no
+    reading first (`firing_needs_cycle`)."""
+    return not met and not drop_watch
+
+
+def drop_watch_wanted(level: int, usage_bytes: int) -> int:
+    """Return the drop watch's level beside a threshold level computed from `usage_bytes` (<= 0: none). A
+    threshold met in these readings has none: usage falling cannot make it met."""
+    return 0 if usage_bytes >= level else drop_watch_level(usage_bytes)
+
+
 def drop_watch_level(usage_bytes: int) -> int:
     """Return the usage level of the drop watch armed at `usage_bytes` (may be <= 0: then there is none)."""
     return usage_bytes - MEMCG_REARM_STEP_BYTES
@@ -111,9 +158,12 @@ def drop_watch_stale(armed_watch: int | None, level: int, usage_bytes: int) -> b
     """True when the drop watch should move to `drop_watch_level(usage_bytes)`.
 
     It should when usage fell below it (it fired) or rose more than two steps above it, or when there is none;
-    but not while usage is within `MEMCG_NEAR_LEVEL_BYTES` below the level or above it (a crossing may be
-    about to be decided). When the new level would be <= 0, a watch still armed is stale (there is then none).
+    but not while usage is within `MEMCG_NEAR_LEVEL_BYTES` below the level (a crossing may be about to be
+    decided). When usage is at or above the level (met) or the new level would be <= 0, a watch still armed is
+    stale (there is then none).
     """
+    if usage_bytes >= level:
+        return armed_watch is not None  # met: a watch still armed is to be closed (`drop_watch_wanted`)
     wanted = drop_watch_level(usage_bytes)
     if level - usage_bytes < MEMCG_NEAR_LEVEL_BYTES:
         return False

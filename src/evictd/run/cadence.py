@@ -10,14 +10,20 @@ The loop tells the cadence how each cycle ended and what woke it; the cadence an
   follow-ups of a notification under way go on).
 - After a memory notification (memcg, PSI, the memory watch) the kernel may still be charging or freeing the pages
   that crossed the level, so the cycle it triggers may see the old side. Cycles then follow at the short delays
-  `NOTIFICATION_FOLLOW_UPS_S` (never later than the interval's tick) until one sees a memory threshold met; from
-  then only the last delay is left: one cycle confirms the settled state a second later.
+  `NOTIFICATION_FOLLOW_UPS_S` (never later than the interval's tick) until one sees a memory threshold met (newly:
+  the loop tells, one held met before is not this crossing); from then only the last delay is left: one cycle
+  confirms the settled state a second later.
 - After an eviction and the wait for its pods to go (the kubelet's `waitForPodsCleanup`), the next cycle runs at
   once, with no wait at all (as the kubelet).
-- Any wake-up (a notifier, a stop request) or the timer makes the next cycle due.
-
-The last rule is the one place to say "this wake-up does not earn a cycle": `woken` may keep the deadline
-instead, and the loop then waits again for what is left of it (issue #29's bound under sustained pressure).
+- The timer, a stop request, a memcg crossing (``memcg``: the notifier set judged it may change the decision)
+  and the memory watch make the next cycle due.
+- Wake-ups that earn no cycle keep the deadline, and the loop waits again for what is left of it (issue #29):
+  ``memcg_rearm`` never earns one (page cache coming and going: the memcg notifier set re-armed itself on two
+  fresh figures), nor ``psi_far`` (a stall with every memory threshold far from met, judged the same way);
+  while pressure is held (the last cycle saw a threshold met and acted on it, or had nothing left to act on:
+  `after_cycle`'s `held`), ``psi`` does not either (the stall of a pressure already decided). So a node under
+  sustained pressure cycles once per interval (and the 1 s confirmation after a memory notification), unless
+  a crossing of another threshold, a threshold no longer met or a stop wakes it.
 """
 
 from __future__ import annotations
@@ -34,6 +40,11 @@ from dataclasses import dataclass, replace
 NOTIFICATION_FOLLOW_UPS_S = (0.001, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 1.0)
 # The Waiter's causes that are memory notifications (the others: "signal", a stop request or a wake).
 NOTIFICATION_CAUSES = frozenset({"memcg", "psi", "memory_watch"})
+# Wake-ups that never earn a cycle: the memcg notifier set re-armed itself, or a PSI trigger fired with every
+# memory threshold far from met (judged on fresh figures: the decision cannot have changed).
+NO_CYCLE_CAUSES = frozenset({"memcg_rearm", "psi_far"})
+# ...and those that earn none while pressure is held (`Cadence.held`): a stall of memory already under pressure.
+HELD_NO_CYCLE_CAUSES = NO_CYCLE_CAUSES | {"psi"}
 
 # What the loop has not done for this many housekeeping intervals is stale (a loop that finished no cycle, a
 # recording whose newest cycle is that old, a saved engine state that old: an outage, not a restart)...
@@ -57,18 +68,22 @@ class Cadence:
     due_at: float | None = None
     # The delays of the notification's follow-up cycles still to come, the next first.
     follow_ups: tuple[float, ...] = ()
+    # The last cycle saw a threshold met and acted on it or had nothing left to act on: pressure is held.
+    held: bool = False
 
-    def after_cycle(self, started_at: float, now: float, *, memory_threshold_met: bool) -> Cadence:
-        """A cycle that started at `started_at` ended at `now`; it saw a memory threshold met or not."""
+    def after_cycle(self, started_at: float, now: float, *, memory_threshold_met: bool, held: bool = False) -> Cadence:
+        """A cycle that started at `started_at` ended at `now`; it saw a memory threshold met or not, and held
+        pressure or not (a threshold met, acted on or with nothing left to act on)."""
         follow_ups = self.follow_ups[-1:] if memory_threshold_met else self.follow_ups
         due_at = started_at + self.interval_s
         if follow_ups:
             due_at = min(due_at, now + follow_ups[0])
             follow_ups = follow_ups[1:]
-        return replace(self, due_at=due_at, follow_ups=follow_ups)
+        return replace(self, due_at=due_at, follow_ups=follow_ups, held=held)
 
     def after_failure(self, started_at: float, now: float) -> Cadence:
-        """A cycle that started at `started_at` failed at `now`: the next tick retries."""
+        """A cycle that started at `started_at` failed at `now`: the next tick retries (it decided nothing, so it
+        holds nothing)."""
         return self.after_cycle(started_at, now, memory_threshold_met=False)
 
     def after_cleanup(self) -> Cadence:
@@ -81,8 +96,10 @@ class Cadence:
         return None if self.due_at is None else max(0.0, self.due_at - now)
 
     def woken(self, causes: Iterable[str]) -> Cadence:
-        """The wait ended with `causes` (none: the timer). Every wake-up makes the next cycle due; a memory
-        notification starts its follow-ups afresh."""
+        """The wait ended with `causes` (none: the timer). A wake-up that earns a cycle makes it due (a memory
+        notification starts its follow-ups afresh); one that does not keeps the deadline."""
         causes = frozenset(causes)
+        if causes and causes <= (HELD_NO_CYCLE_CAUSES if self.held else NO_CYCLE_CAUSES):
+            return self
         follow_ups = NOTIFICATION_FOLLOW_UPS_S if NOTIFICATION_CAUSES & causes else self.follow_ups
         return replace(self, due_at=None, follow_ups=follow_ups)

@@ -126,9 +126,10 @@ class ReportOnlyEvictor:
 
 
 def build_psi_notifiers(settings: EvictdSettings, layout: CgroupLayout, cgroups: CgroupReader,
-                        log: Log) -> tuple[Notifier, ...]:
+                        log: Log, memcg: MemcgNotifierSet | None = None) -> tuple[Notifier, ...]:
     """Return the PSI wake-ups: the machine's /proc/pressure/memory and, on cgroup v2, the pods cgroup's
-    memory.pressure (a stall of the pods alone). A trigger the kernel refuses is logged and left out."""
+    memory.pressure (a stall of the pods alone). A trigger the kernel refuses is logged and left out. With
+    `memcg`, each firing is judged first (`MemcgNotifierSet.may_change_decision`)."""
     if not settings.psi_wakeups:
         return ()
     wanted = [(SYSTEM_MEMORY_PRESSURE, "node memory pressure stall")]
@@ -141,7 +142,8 @@ def build_psi_notifiers(settings: EvictdSettings, layout: CgroupLayout, cgroups:
             continue
         try:
             notifiers.append(PsiNotifier(path, microseconds(settings.psi_stall_threshold_s),
-                                         microseconds(settings.psi_window_s), description=description))
+                                         microseconds(settings.psi_window_s), description=description,
+                                         judge=memcg.may_change_decision if memcg is not None else None))
         except SampleError as exc:
             log.warning("PSI wake-ups unavailable", path=exc.source, reason=exc.reason)
     return tuple(notifiers)
@@ -401,7 +403,7 @@ def build_notifiers(basics: Basics, engine_config: EngineConfig) -> NotifierRefr
     # cgroup v2 has no memcg threshold notifier: the memory watch looks closely while a crossing is near instead.
     memory_watch = (MemoryWatch(cgroups, engine_config.thresholds, settings.housekeeping_interval_s)
                     if node_stats and layout.version == 2 else None)
-    return NotifierRefresh(basics.waiter, memcg, build_psi_notifiers(settings, layout, cgroups, basics.log),
+    return NotifierRefresh(basics.waiter, memcg, build_psi_notifiers(settings, layout, cgroups, basics.log, memcg),
                            basics.metrics, basics.log, memory_watch)
 
 

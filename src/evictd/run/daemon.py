@@ -4,7 +4,8 @@ One synchronous loop: run a cycle (the eviction manager over the adapters), run 
 (metrics, the cycle log, the live view, cluster bookkeeping, garbage collection, the memory notifiers' re-arming:
 `evictd.run.after_cycle`), then wait for the next cycle, which `evictd.run.cadence` schedules: the next tick, a
 notifier or a stop request (a notification is followed by cycles at short delays until one sees the crossing,
-then one confirming cycle a second later). After an eviction with the Kubernetes API the loop waits for the pod
+then one confirming cycle a second later; under held pressure only what can change the decision cuts the wait
+short). After an eviction with the Kubernetes API the loop waits for the pod
 to go, then runs again at once, as the kubelet does.
 
 Building a `Daemon` starts nothing. `start` starts its parts in order (the pod watch, the container runtime
@@ -26,6 +27,7 @@ from typing import Protocol
 from evictd.clock import SYSTEM_CLOCK, Clock
 from evictd.core.engine import Eviction
 from evictd.core.signals import spec_of
+from evictd.core.thresholds import Threshold
 from evictd.log import Log
 from evictd.observe.http_endpoint import Health
 from evictd.observe.metrics import Metrics
@@ -152,6 +154,7 @@ class Daemon:
         self.start()
         settings = self.settings
         cadence = Cadence(settings.interval_s)
+        memory_met: frozenset[Threshold] = frozenset()  # the memory thresholds the last cycle saw met
         cycle = 0
         self.log.info("evictd started", node=settings.node_name, interval_s=settings.interval_s,
                       dry_run=settings.dry_run)
@@ -175,8 +178,12 @@ class Daemon:
                     self.metrics.wakeups.labels("eviction").inc()
                     cadence = cadence.after_cleanup()
                 else:
-                    cadence = cadence.after_cycle(started, self.clock.monotonic(),
-                                                  memory_threshold_met=memory_threshold_met(report))
+                    # Follow-ups end with a threshold newly met: one held met before says nothing of this crossing.
+                    newly_met = memory_thresholds_met(report) - memory_met
+                    cadence = cadence.after_cycle(started, self.clock.monotonic(), memory_threshold_met=bool(newly_met),
+                                                  held=pressure_held(report))
+                if report is not None:
+                    memory_met = memory_thresholds_met(report)
                 cadence = self._wait(cadence)
         finally:
             if self.stop.is_set():
@@ -243,9 +250,16 @@ def hook_name(hook: AfterCycle) -> str:
     return str(getattr(hook, "__qualname__", type(hook).__qualname__))
 
 
-def memory_threshold_met(report: CycleReport) -> bool:
-    """True when the cycle saw a memory threshold met (what a memory notification announces)."""
-    return any(spec_of(status.threshold.signal).is_memory for status in report.assessment.thresholds)
+def memory_thresholds_met(report: CycleReport) -> frozenset[Threshold]:
+    """The memory thresholds the cycle saw met (what a memory notification announces)."""
+    return frozenset(status.threshold for status in report.assessment.thresholds
+                     if spec_of(status.threshold.signal).is_memory)
+
+
+def pressure_held(report: CycleReport) -> bool:
+    """True when the cycle saw a threshold met and acted on it or had nothing left to act on: not when the stats
+    it would act on were stale or an eviction failed (the next cycle may act after all)."""
+    return bool(report.assessment.thresholds and not report.assessment.stale_signals and not report.eviction_errors)
 
 
 def serve(daemon: Daemon) -> int:

@@ -6,24 +6,24 @@ as a kubelet with the cgroupfs driver lays its pods out:
     evictd-arena-<random>/kubepods               memory.limit_in_bytes = the arena (--limit-mib, 1024)
     evictd-arena-<random>/kubepods/burstable/pod<uid>/<64-hex container id>   one per pod
 
-with each pod's log folder (`<podLogsDir>/arena_<name>_<uid>/<container>/0.log`), so that `evictd run` without
-the API (`cgroupRoot` = the arena) discovers the pods and names them. The pods cgroup's limit plays the node's
+with each pod's log folder (`<podLogsDir>/arena_<name>_<uid>/<container>/0.log`); `evictd run` is pointed at it
+(`cgroupRoot` = the arena) and measures the pods there. The pods cgroup's limit plays the node's
 allocatable memory: the kubelet's `allocatableMemory.available` (limit - (usage - total_inactive_file)) is the
 arena's own `memory.available`. Two pods:
 
-* `arena/reader`: reads a file on disk (--file-mib, 640, in /var/tmp) page after page through mmap, in a loop;
-  its working set is page cache. It is started and reads the file once into the cache before the window.
-* `arena/grower`: from the window's start grows anonymous memory (--grow-mib-per-s, 16 MiB every second,
-  every page written) up to twice the arena, then holds. Past `limit - file` it squeezes the reader's pages
-  out: every fault of the reader reclaims one and refaults another (a thrash), until the kernel's OOM killer
-  ends it inside the arena (memcg OOM, at the arena's limit) or someone stops a pod.
+* `arena/reader`: two processes (--readers) read a file on disk (--file-mib, 640, in /var/tmp) page after page
+  through mmap, in a loop; its working set is page cache. It reads the file once into the cache before the window.
+* `arena/grower`: from the window's start grows anonymous memory (--grow-mib-per-s, 16 MiB a second, every page
+  written) to --grow-to-mib (448), then holds. Past `limit - file` it squeezes the reader's pages out: a loop
+  over more file than fits misses on every page (each fault reclaims a page and refaults another), and the
+  machine's memory stall (PSI) climbs while the arena's memory keeps being "available" (inactive file pages).
 
 Each variant runs in turn on a fresh arena, for a fixed window (--seconds, 60) from the grower's start:
 * `kernel`: nothing watching (the kernel alone);
-* `kubelet`: `evictd run` with the kubelet's defaults for memory (`evictionHard: memory.available<100Mi`,
-  `enforceNodeAllocatable: [pods]`, which copies it to `allocatableMemory.available<100Mi` on the arena;
-  100Mi is the kubelet's default on any node, about 10 % of this arena), housekeeping 10 s, memcg and PSI
-  wake-ups as shipped;
+* `kubelet`: `evictd run` with the kubelet's default for memory, `memory.available<100Mi`, scaled from this
+  machine's memory to the arena (100Mi x limit / MemTotal: 4.3 MiB for 1 GiB of 23.5 GiB), and
+  `enforceNodeAllocatable: [pods]`, which copies it to `allocatableMemory.available` of the arena; housekeeping
+  10 s, memcg and PSI wake-ups as shipped;
 * `stall`: the same plus evictd's stall signal (`stallEvictionHard: evictd.io/memory.stall.<kind>: <share>`,
   --stall, default `some: 20%`). On cgroup v1 there is no per-cgroup PSI: the signal is the node-wide
   /proc/pressure/memory, which other work on this machine moves too (its level before each window is printed);
@@ -31,11 +31,13 @@ Each variant runs in turn on a fresh arena, for a fixed window (--seconds, 60) f
   earlyoom watches only the machine's MemAvailable, so `-M` is set to MemAvailable at the window's start minus
   90 % of the arena (`-m 99 -s 99` keep its percentage defaults from applying; this machine has no swap).
 
-Who stops a pod: evictd without the API decides in dry-run ("would evict pod": evictd's local stop needs a
-container runtime and an API it has lost, see docs/daemon.md), and earlyoom runs with `--dryrun` (it would pick
-its victim among all of the machine's processes). The harness acts on the first decision at once, as the
-detector's own stop would: SIGKILL to every process of the chosen pod's cgroup, only inside the arena; a victim
-earlyoom names outside the arena is reported and nothing is killed.
+Who stops a pod. evictd runs as deployed, with the Kubernetes API: the test API server (tests/kube/apiserver.py)
+in this process holds the node and the two pods (burstable, no memory requests, the UIDs of their cgroups), and
+evictd evicts through it (status, DELETE, events) and then waits for the pod's cleanup, as the kubelet does. The
+harness plays the kubelet: when the API marks an arena pod for deletion, it SIGKILLs every process in the pod's
+cgroup and removes the pod from the API (which ends evictd's wait). earlyoom runs with `--dryrun` (it picks its
+victim among all of the machine's processes): the harness SIGKILLs the victim's pod if it is in the arena, and
+reports a victim outside the arena without touching it. Nothing outside the arena is ever stopped.
 
 Measured per variant over the window: the machine's PSI memory `some` and `full` totals (seconds stalled, from
 /proc/pressure/memory), the peak avg10 of both, kernel OOM kills in the arena (`oom_kill` of the pods cgroup's
@@ -43,7 +45,7 @@ memory.oom_control) and on the machine (`oom_kill` of /proc/vmstat: other work's
 `allocatableMemory.available` of the arena (a 100 ms sampler), which pods were stopped, by whom and when, and
 the reader's work (MiB read through its mapping). Load average is printed with each variant.
 
-Needs root and cgroup v1 (memory and pids hierarchies); holds at most the arena's limit of memory.
+Needs root and cgroup v1 (memory and pids hierarchies); holds at most the arena's limit of memory; about 6 minutes.
 
     .venv/bin/python bench/thrash_arena.py [--seconds 60] [--variants kernel,kubelet,stall,earlyoom]
 """
@@ -69,6 +71,10 @@ from pathlib import Path
 from detection_latency import mem_total_bytes
 from earlyoom_side_by_side import Lines, ensure_earlyoom, evictd_event, free_port, load, meminfo_available_bytes
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "kube"))
+from apiserver import ApiServer
+from kube_objects import node_manifest, pod_manifest
+
 MiB = 1 << 20
 CGROUPS = Path("/sys/fs/cgroup")
 HIERARCHIES = ("memory", "pids")
@@ -82,6 +88,7 @@ QUIET_SOME_PERCENT = 3.0
 QUIET_TIMEOUT_S = 60.0
 REMOVE_TIMEOUT_S = 20.0
 NAMESPACE = "arena"
+NODE = "arena-node"
 KUBELET_HARD_BYTES = 100 * MiB
 
 # Run inside a pod: join the container cgroup of each hierarchy first, so every page is charged to the pod.
@@ -345,6 +352,9 @@ class Detector:
     def decisions(self, arena: Arena, after: int) -> tuple[int, list[tuple[ArenaPod | str, float]]]:
         return after, []
 
+    def acted(self, pod: ArenaPod) -> None:
+        """Called once the harness stopped `pod` on this detector's decision."""
+
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:
             self.process.terminate()
@@ -356,15 +366,23 @@ class Detector:
 
 
 class Evictd(Detector):
-    def __init__(self, name: str, arena: Arena, hard: int, stall: str | None) -> None:
+    def __init__(self, name: str, arena: Arena, hard: int, stall: str | None, server: ApiServer) -> None:
         self.name = name
+        self.server = server
+        server.store.create_node(node_manifest(NODE))
+        for pod in arena.pods.values():
+            manifest = pod_manifest(pod.name, NAMESPACE, node_name=NODE, requests={"cpu": "100m"})
+            manifest["metadata"]["uid"] = pod.uid
+            manifest["status"]["qosClass"] = "Burstable"
+            server.store.create_pod(manifest)
         kubelet = {"apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration",
                    "evictionHard": {"memory.available": str(hard)}, "enforceNodeAllocatable": ["pods"],
                    "cgroupRoot": f"/{arena.base}"}
-        workdir = arena.workdir / name
+        workdir = arena.workdir / "evictd"
         workdir.mkdir()
         own: dict[str, object] = {
-            "apiVersion": "evictd.io/v1alpha1", "kind": "EvictdConfiguration", "nodeName": "arena-node",
+            "apiVersion": "evictd.io/v1alpha1", "kind": "EvictdConfiguration", "nodeName": NODE,
+            "kubeconfig": str(server.kubeconfig_path),
             "logFormat": "json", "metricsBindAddress": f"127.0.0.1:{free_port()}", "stateDir": str(workdir / "state"),
             "kubeletRootDir": str(arena.kubelet_root), "podLogsDir": str(arena.pod_logs),
             "imageFsPath": str(workdir), "containerFsPath": str(workdir),
@@ -384,17 +402,17 @@ class Evictd(Detector):
             raise RuntimeError(f"evictd did not start: {self.lines.lines[-5:]}")
 
     def decisions(self, arena: Arena, after: int) -> tuple[int, list[tuple[ArenaPod | str, float]]]:
-        assert self.lines is not None
+        """The arena's pods the API marks for deletion (evictd's DELETE), seen as the kubelet would see them."""
         found: list[tuple[ArenaPod | str, float]] = []
-        with self.lines.changed:
-            new = self.lines.lines[after:]
-        for _, line in new:
-            event = evictd_event(line) or {}
-            if event.get("event") in ("would evict pod", "evicted pod"):
-                decided = datetime.fromisoformat(str(event["timestamp"]).replace("Z", "+00:00")).timestamp()
-                pod = next((p for p in arena.pods.values() if p.key == event.get("pod")), None)
-                found.append((pod if pod is not None else f"{event.get('pod')} ({event.get('signal')})", decided))
-        return after + len(new), found
+        for pod in arena.pods.values():
+            stored = self.server.store.get_pod(NAMESPACE, pod.name)
+            if stored is not None and stored["metadata"].get("deletionTimestamp") and pod.pids():
+                found.append((pod, time.time()))
+        return after, found
+
+    def acted(self, pod: ArenaPod) -> None:
+        """The pod's containers are gone: remove it from the API, as the kubelet does, which ends evictd's wait."""
+        self.server.store.finish_deletion(NAMESPACE, pod.name)
 
     def events(self, name: str) -> list[dict[str, object]]:
         assert self.lines is not None
@@ -452,64 +470,74 @@ def kubelet_hard_bytes(limit: int) -> int:
 
 def run_variant(variant: str, args: argparse.Namespace, data: Path, workdir: Path) -> Outcome:
     arena = Arena(workdir / variant, args.limit_mib * MiB)
-    detector: Detector = Detector()
-    try:
+    with contextlib.ExitStack() as stack:
+        stack.callback(arena.remove)
         drop_cache(data)
         reader = arena.start("reader", READER, str(data), str(args.readers))
         assert reader.lines is not None
         if reader.lines.wait_for(lambda line: line == "warm", 0, WARM_TIMEOUT_S) is None:
             raise RuntimeError("the reader did not read its file once")
         grower = arena.start("grower", GROWER, str(MiB), str(args.grow_mib_per_s * MiB), str(args.grow_to_mib * MiB))
+        detector = Detector()
         if variant in ("kubelet", "stall"):
+            server = stack.enter_context(ApiServer(arena.workdir / "apiserver"))
             stall = args.stall if variant == "stall" else None
-            detector = Evictd(variant, arena, kubelet_hard_bytes(arena.limit), stall)
+            detector = Evictd(variant, arena, kubelet_hard_bytes(arena.limit), stall, server)
         elif variant == "earlyoom":
             detector = Earlyoom(arena)
-        some_before = wait_quiet()
-        outcome = Outcome(variant, load(), some_before)
-        sampler = Sampler(arena, args.verbose)
-        some0, full0 = pressure_totals()
-        machine_ooms0, arena_ooms0 = vmstat_oom_kills(), arena.oom_kills()
-        pages_at_start = reader_pages(reader)
-        assert grower.process is not None and grower.process.stdin is not None
-        started = time.time()
-        grower.process.stdin.write("go\n")
-        grower.process.stdin.flush()
-        sampler.start()
-        seen, outside = 0, set()
-        while time.time() < started + args.seconds:
-            seen, found = detector.decisions(arena, seen)
-            for target, decided in found:
-                if isinstance(target, ArenaPod):
-                    if target.pids() and target.key not in {stop.pod for stop in outcome.stops}:
-                        target.stop()
-                        outcome.stops.append(Stop(target.key, decided - started, detector.name))
-                elif target not in outside:
-                    outside.add(target)
-                    outcome.notes.append(f"{detector.name} would stop {target} at {decided - started:.1f} s "
-                                         "(outside the arena: not stopped)")
-            if grower.process.poll() is not None and not any(s.pod == grower.key for s in outcome.stops):
-                outcome.stops.append(Stop(grower.key, time.time() - started, "kernel OOM killer"))
-            time.sleep(0.05)
-        some1, full1 = pressure_totals()
-        sampler.done.set()
-        sampler.join()
-        outcome.stall_some_s = (some1 - some0) / 1e6
-        outcome.stall_full_s = (full1 - full0) / 1e6
-        outcome.peak_some, outcome.peak_full = sampler.peak
-        outcome.arena_oom_kills = arena.oom_kills() - arena_ooms0
-        outcome.machine_oom_kills = vmstat_oom_kills() - machine_ooms0
-        outcome.min_available_mib = sampler.min_available / MiB
-        outcome.reader_mib = (reader_pages(reader) - pages_at_start) * os.sysconf("SC_PAGE_SIZE") / MiB
-        if isinstance(detector, Evictd):
-            for event in detector.events("threshold met") + detector.events("threshold no longer met"):
-                at = datetime.fromisoformat(str(event["timestamp"]).replace("Z", "+00:00")).timestamp() - started
-                outcome.notes.append(f"{variant}: {event['event']} {event.get('threshold')} at {at:.1f} s")
-        outcome.load_after = load()
-        return outcome
-    finally:
-        detector.stop()
-        arena.remove()
+        stack.callback(detector.stop)
+        return measure(variant, args, arena, reader, grower, detector)
+    raise AssertionError("unreachable")
+
+
+def measure(variant: str, args: argparse.Namespace, arena: Arena, reader: ArenaPod, grower: ArenaPod,
+            detector: Detector) -> Outcome:
+    """Start the grower and, for the window, act on the detector's decisions; return what was measured."""
+    some_before = wait_quiet()
+    outcome = Outcome(variant, load(), some_before)
+    sampler = Sampler(arena, args.verbose)
+    some0, full0 = pressure_totals()
+    machine_ooms0, arena_ooms0 = vmstat_oom_kills(), arena.oom_kills()
+    pages_at_start = reader_pages(reader)
+    assert grower.process is not None and grower.process.stdin is not None
+    started = time.time()
+    grower.process.stdin.write("go\n")
+    grower.process.stdin.flush()
+    sampler.start()
+    seen, outside = 0, set()
+    while time.time() < started + args.seconds:
+        seen, found = detector.decisions(arena, seen)
+        for target, decided in found:
+            if isinstance(target, ArenaPod):
+                if target.pids() and target.key not in {stop.pod for stop in outcome.stops}:
+                    target.stop()
+                    outcome.stops.append(Stop(target.key, decided - started, detector.name))
+                    detector.acted(target)
+            elif target not in outside:
+                outside.add(target)
+                outcome.notes.append(f"{detector.name} would stop {target} at {decided - started:.1f} s "
+                                     "(outside the arena: not stopped)")
+        if grower.process.poll() is not None and not any(s.pod == grower.key for s in outcome.stops):
+            outcome.stops.append(Stop(grower.key, time.time() - started, "kernel OOM killer"))
+        time.sleep(0.05)
+    some1, full1 = pressure_totals()
+    sampler.done.set()
+    sampler.join()
+    outcome.stall_some_s = (some1 - some0) / 1e6
+    outcome.stall_full_s = (full1 - full0) / 1e6
+    outcome.peak_some, outcome.peak_full = sampler.peak
+    outcome.arena_oom_kills = arena.oom_kills() - arena_ooms0
+    outcome.machine_oom_kills = vmstat_oom_kills() - machine_ooms0
+    outcome.min_available_mib = sampler.min_available / MiB
+    outcome.reader_mib = (reader_pages(reader) - pages_at_start) * os.sysconf("SC_PAGE_SIZE") / MiB
+    if isinstance(detector, Evictd):
+        for event in (detector.events("threshold met") + detector.events("threshold no longer met")
+                      + detector.events("evicting pod")):
+            at = datetime.fromisoformat(str(event["timestamp"]).replace("Z", "+00:00")).timestamp() - started
+            what = event.get("pod") if event["event"] == "evicting pod" else event.get("threshold")
+            outcome.notes.append(f"{variant}: {event['event']} {what} at {at:.1f} s")
+    outcome.load_after = load()
+    return outcome
 
 
 def reader_pages(reader: ArenaPod) -> int:

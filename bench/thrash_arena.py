@@ -472,6 +472,8 @@ def run_variant(variant: str, args: argparse.Namespace, data: Path, workdir: Pat
     arena = Arena(workdir / variant, args.limit_mib * MiB)
     with contextlib.ExitStack() as stack:
         stack.callback(arena.remove)
+        # The previous variant's stall must have decayed before a detector starts, or it acts on that one.
+        wait_quiet()
         drop_cache(data)
         reader = arena.start("reader", READER, str(data), str(args.readers))
         assert reader.lines is not None

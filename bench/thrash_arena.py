@@ -393,8 +393,11 @@ class Evictd(Detector):
             own["stallEvictionHard"] = {f"evictd.io/memory.stall.{kind.strip()}": share.strip()}
         config = workdir / "evictd.yaml"
         config.write_text(json.dumps(kubelet) + "\n---\n" + json.dumps(own) + "\n", encoding="utf-8")
+        # A node lock of its own: the arena is a node of its own, beside whatever evictd this machine runs.
+        env = {**os.environ, "EVICTD_NODE_LOCK": str(workdir / "node.lock")}
         self.process = subprocess.Popen([str(Path(sys.executable).with_name("evictd")), "run", "--config", str(config)],
-                                        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, bufsize=1)
+                                        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, bufsize=1,
+                                        env=env)
         assert self.process.stdout is not None
         self.lines = Lines(self.process.stdout)
         if self.lines.wait_for(lambda line: (evictd_event(line) or {}).get("event") == "evictd started", 0,

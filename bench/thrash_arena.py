@@ -42,8 +42,8 @@ reports a victim outside the arena without touching it. Nothing outside the aren
 Measured per variant over the window: the machine's PSI memory `some` and `full` totals (seconds stalled, from
 /proc/pressure/memory), the peak avg10 of both, kernel OOM kills in the arena (`oom_kill` of the pods cgroup's
 memory.oom_control) and on the machine (`oom_kill` of /proc/vmstat: other work's kills count there), the lowest
-`allocatableMemory.available` of the arena (a 100 ms sampler), which pods were stopped, by whom and when, and
-the reader's work (MiB read through its mapping). Load average is printed with each variant.
+`allocatableMemory.available` of the arena (a 100 ms sampler), which pods were stopped, by whom and when. Load
+average is printed with each variant.
 
 Needs root and cgroup v1 (memory and pids hierarchies); holds at most the arena's limit of memory; about 6 minutes.
 
@@ -71,9 +71,15 @@ from pathlib import Path
 from detection_latency import mem_total_bytes
 from earlyoom_side_by_side import Lines, ensure_earlyoom, evictd_event, free_port, load, meminfo_available_bytes
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "kube"))
-from apiserver import ApiServer
-from kube_objects import node_manifest, pod_manifest
+from evictd.adapters.procfs import memory_pressure
+from evictd.core.summary import PsiStats
+
+TESTS = Path(__file__).resolve().parents[1] / "tests"
+sys.path[:0] = [str(TESTS), str(TESTS / "kube")]
+from apiserver import ApiServer  # noqa: E402
+from kube_objects import node_manifest, pod_manifest  # noqa: E402
+
+from real_cgroups import CgroupTree  # noqa: E402
 
 MiB = 1 << 20
 CGROUPS = Path("/sys/fs/cgroup")
@@ -91,12 +97,17 @@ NAMESPACE = "arena"
 NODE = "arena-node"
 KUBELET_HARD_BYTES = 100 * MiB
 
-# Run inside a pod: join the container cgroup of each hierarchy first, so every page is charged to the pod.
-READER = r"""
-import mmap, os, sys, time
-for procs in sys.argv[3:]:
-    with open(procs, "w") as f:
-        f.write(str(os.getpid()))
+# Each pod's script starts by joining its container cgroup in each hierarchy (the cgroup.procs files named by
+# ARENA_PROCS), so that every page it touches is charged to the pod.
+JOIN = r"""
+import os
+for procs in os.environ["ARENA_PROCS"].split(":"):
+    with open(procs, "w") as joined:
+        joined.write(str(os.getpid()))
+"""
+
+READER = JOIN + r"""
+import mmap, sys
 with open(sys.argv[1], "rb") as f:
     data = mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ)
 readers, index = int(sys.argv[2]), 0
@@ -104,27 +115,21 @@ for other in range(1, readers):
     if os.fork() == 0:
         index = other
         break
-step, pages, report = mmap.PAGESIZE, 0, 4096
-first = index * (len(data) // readers) // step * step
+step = mmap.PAGESIZE
+first = index * (len(data) // readers) // step * step  # each reader starts at its own share of the file
 if index == 0:
     print("ready", flush=True)
 passes = 0
 while True:
     for offset in (*range(first, len(data), step), *range(0, first, step)):
         data[offset]
-        pages += 1
-        if pages % report == 0:
-            os.write(1, f"pages {index} {pages}\n".encode())  # one write: the readers share the pipe
     passes += 1
     if passes == 1 and index == 0:
         os.write(1, b"warm\n")
 """
 
-GROWER = r"""
-import mmap, os, sys, time
-for procs in sys.argv[4:]:
-    with open(procs, "w") as f:
-        f.write(str(os.getpid()))
+GROWER = JOIN + r"""
+import mmap, sys, time
 step, rate, cap = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
 print("ready", flush=True)
 sys.stdin.readline()
@@ -183,11 +188,11 @@ class Arena:
         self.workdir = workdir
         self.kubelet_root = workdir / "kubelet"
         self.pod_logs = workdir / "logs"
-        self.made: list[Path] = []
+        self.tree = CgroupTree()
         self.pods = {name: ArenaPod(name, "") for name in ("reader", "grower")}
         for pod in self.pods.values():
             pod.cgroup = f"{self.pods_cgroup}/burstable/pod{pod.uid}/{uuid.uuid4().hex}{uuid.uuid4().hex}"
-            self._make(pod.cgroup)
+            self.tree.make(pod.cgroup, HIERARCHIES)
             log_dir = self.pod_logs / f"{NAMESPACE}_{pod.name}_{pod.uid}" / "main"
             log_dir.mkdir(parents=True)
             (log_dir / "0.log").write_text("2026-11-23T00:00:00Z stdout F started\n", encoding="utf-8")
@@ -201,19 +206,11 @@ class Arena:
     def memory(self, cgroup: str) -> Path:
         return CGROUPS / "memory" / cgroup
 
-    def _make(self, cgroup: str) -> None:
-        for hierarchy in HIERARCHIES:
-            parts = cgroup.split("/")
-            for depth in range(1, len(parts) + 1):
-                folder = CGROUPS / hierarchy / "/".join(parts[:depth])
-                if not folder.exists():
-                    folder.mkdir()
-                    self.made.append(folder)
-
     def start(self, pod_name: str, script: str, *args: str) -> ArenaPod:
         pod = self.pods[pod_name]
-        pod.process = subprocess.Popen([sys.executable, "-c", script, *args, *pod.procs_files()],
-                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
+        pod.process = subprocess.Popen([sys.executable, "-c", script, *args], stdin=subprocess.PIPE,
+                                       stdout=subprocess.PIPE, text=True, bufsize=1,
+                                       env={**os.environ, "ARENA_PROCS": ":".join(pod.procs_files())})
         assert pod.process.stdout is not None
         pod.lines = Lines(pod.process.stdout)
         if pod.lines.wait_for(lambda line: line == "ready", 0, READY_TIMEOUT_S) is None:
@@ -246,36 +243,19 @@ class Arena:
             if pod.process is not None:
                 with contextlib.suppress(subprocess.TimeoutExpired):
                     pod.process.wait(timeout=REMOVE_TIMEOUT_S)
-        deadline = time.monotonic() + REMOVE_TIMEOUT_S
-        for folder in reversed(self.made):
-            while folder.exists():
-                try:
-                    folder.rmdir()
-                except OSError:
-                    if time.monotonic() > deadline:
-                        raise
-                    time.sleep(0.05)
+        self.tree.remove()
 
 
 # --------------------------------------------------------------------------------------------------
 # What is measured
 
 
-def pressure_totals() -> tuple[int, int]:
-    """The machine's memory stall totals (microseconds): (some, full)."""
-    totals = {}
-    for line in PRESSURE.read_text().splitlines():
-        kind, *fields = line.split()
-        totals[kind] = int(dict(f.split("=") for f in fields)["total"])
-    return totals["some"], totals["full"]
-
-
-def pressure_avg10() -> tuple[float, float]:
-    shares = {}
-    for line in PRESSURE.read_text().splitlines():
-        kind, *fields = line.split()
-        shares[kind] = float(dict(f.split("=") for f in fields)["avg10"])
-    return shares["some"], shares["full"]
+def machine_pressure() -> PsiStats:
+    """The machine's memory stall lines, read as evictd reads them."""
+    stats = memory_pressure(PRESSURE)
+    if stats is None:
+        raise RuntimeError(f"{PRESSURE} is gone")
+    return stats
 
 
 def vmstat_oom_kills() -> int:
@@ -306,7 +286,6 @@ class Outcome:
     min_available_mib: float = 0.0
     stops: list[Stop] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
-    reader_mib: float = 0.0
     load_after: str = ""
 
 
@@ -324,7 +303,8 @@ class Sampler(threading.Thread):
     def run(self) -> None:
         started, printed = time.monotonic(), 0
         while not self.done.wait(SAMPLE_PERIOD_S):
-            some, full = pressure_avg10()
+            stats = machine_pressure()
+            some, full = stats.some.avg10, stats.full.avg10
             self.peak = (max(self.peak[0], some), max(self.peak[1], full))
             with contextlib.suppress(OSError, ValueError):
                 available = self.arena.available_bytes()
@@ -456,7 +436,7 @@ class Earlyoom(Detector):
 
 def wait_quiet() -> float:
     deadline = time.monotonic() + QUIET_TIMEOUT_S
-    while (some := pressure_avg10()[0]) >= QUIET_SOME_PERCENT and time.monotonic() < deadline:
+    while (some := machine_pressure().some.avg10) >= QUIET_SOME_PERCENT and time.monotonic() < deadline:
         time.sleep(1)
     return some
 
@@ -491,19 +471,18 @@ def run_variant(variant: str, args: argparse.Namespace, data: Path, workdir: Pat
         elif variant == "earlyoom":
             detector = Earlyoom(arena)
         stack.callback(detector.stop)
-        return measure(variant, args, arena, reader, grower, detector)
+        return measure(variant, args, arena, grower, detector)
     raise AssertionError("unreachable")
 
 
-def measure(variant: str, args: argparse.Namespace, arena: Arena, reader: ArenaPod, grower: ArenaPod,
+def measure(variant: str, args: argparse.Namespace, arena: Arena, grower: ArenaPod,
             detector: Detector) -> Outcome:
     """Start the grower and, for the window, act on the detector's decisions; return what was measured."""
     some_before = wait_quiet()
     outcome = Outcome(variant, load(), some_before)
     sampler = Sampler(arena, args.verbose)
-    some0, full0 = pressure_totals()
+    before = machine_pressure()
     machine_ooms0, arena_ooms0 = vmstat_oom_kills(), arena.oom_kills()
-    pages_at_start = reader_pages(reader)
     assert grower.process is not None and grower.process.stdin is not None
     started = time.time()
     grower.process.stdin.write("go\n")
@@ -525,16 +504,15 @@ def measure(variant: str, args: argparse.Namespace, arena: Arena, reader: ArenaP
         if grower.process.poll() is not None and not any(s.pod == grower.key for s in outcome.stops):
             outcome.stops.append(Stop(grower.key, time.time() - started, "kernel OOM killer"))
         time.sleep(0.05)
-    some1, full1 = pressure_totals()
+    after = machine_pressure()
     sampler.done.set()
     sampler.join()
-    outcome.stall_some_s = (some1 - some0) / 1e6
-    outcome.stall_full_s = (full1 - full0) / 1e6
+    outcome.stall_some_s = (after.some.total - before.some.total) / 1e6
+    outcome.stall_full_s = (after.full.total - before.full.total) / 1e6
     outcome.peak_some, outcome.peak_full = sampler.peak
     outcome.arena_oom_kills = arena.oom_kills() - arena_ooms0
     outcome.machine_oom_kills = vmstat_oom_kills() - machine_ooms0
     outcome.min_available_mib = sampler.min_available / MiB
-    outcome.reader_mib = (reader_pages(reader) - pages_at_start) * os.sysconf("SC_PAGE_SIZE") / MiB
     if isinstance(detector, Evictd):
         for event in (detector.events("threshold met") + detector.events("threshold no longer met")
                       + detector.events("evicting pod")):
@@ -543,18 +521,6 @@ def measure(variant: str, args: argparse.Namespace, arena: Arena, reader: ArenaP
             outcome.notes.append(f"{variant}: {event['event']} {what} at {at:.1f} s")
     outcome.load_after = load()
     return outcome
-
-
-def reader_pages(reader: ArenaPod) -> int:
-    """Pages read so far by all the reader pod's processes (each reports its own count every 4096 pages)."""
-    assert reader.lines is not None
-    counts: dict[str, int] = {}
-    with reader.lines.changed:
-        for _, line in reader.lines.lines:
-            if line.startswith("pages "):
-                _, index, pages = line.split()
-                counts[index] = int(pages)
-    return sum(counts.values())
 
 
 # --------------------------------------------------------------------------------------------------
@@ -567,14 +533,14 @@ def table(outcomes: list[Outcome], args: argparse.Namespace) -> str:
         f"grower adds {args.grow_mib_per_s} MiB/s of anonymous memory; {args.seconds} s window per variant; "
         f"stall variant: {args.stall}",
         "| variant | stall `some` s | stall `full` s | peak avg10 some/full % | kernel OOM kills (arena/machine) "
-        "| lowest allocatable avail. MiB | stopped (by, s into window) | reader MiB read | load before -> after |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| lowest allocatable avail. MiB | stopped (by, s into window) | load before -> after |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for o in outcomes:
         stops = ", ".join(f"{s.pod} ({s.by}, {s.at_s:.1f})" for s in o.stops) or "none"
         rows.append(f"| {o.variant} | {o.stall_some_s:.1f} | {o.stall_full_s:.1f} | {o.peak_some:.0f}/{o.peak_full:.0f}"
                     f" | {o.arena_oom_kills}/{o.machine_oom_kills} | {o.min_available_mib:.0f} | {stops} "
-                    f"| {o.reader_mib:.0f} | {o.load_before} -> {o.load_after} |")
+                    f"| {o.load_before} -> {o.load_after} |")
     notes = [f"  {o.variant}: node some avg10 {o.some_before:.1f}% before the window" for o in outcomes]
     notes += [f"  {note}" for o in outcomes for note in o.notes]
     return "\n".join(rows + notes)

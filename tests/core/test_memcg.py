@@ -21,7 +21,6 @@ from evictd.core.memcg import (
     drop_watch_wanted,
     firing_needs_cycle,
     level_moved,
-    memcg_level_and_usage,
     memcg_notifier_description,
     memcg_threshold_bytes,
     memory_stats_for,
@@ -37,6 +36,11 @@ KI = 1024
 MI = 1024**2
 GI = 1024**3
 
+
+def memcg_level_and_usage(threshold: Threshold, summary_: Summary) -> tuple[int, int]:
+    """The level the notifier arms for `threshold` and the usage it was computed from."""
+    available, working_set, usage = memory_stats_for(threshold, summary_)
+    return memcg_threshold_bytes(threshold, available, working_set, usage), usage
 
 def level_of(threshold: Threshold, summary_: Summary) -> int:
     return memcg_level_and_usage(threshold, summary_)[0]

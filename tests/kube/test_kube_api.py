@@ -101,10 +101,10 @@ def operations(uid: str) -> list[tuple[str, Callable[[Any], Any], Callable[[Kube
     return [
         ("list pods",
          lambda g: g.list_pod_for_all_namespaces(field_selector=SELECTOR, _preload_content=False).data,
-         lambda k: k.list_pods(SELECTOR, timeout_s=10)),
+         lambda k: k.list_pods_page(SELECTOR, limit=None, continue_token=None, max_bytes=1 << 26, timeout_s=10)),
         ("list pods, a page",
          lambda g: g.list_pod_for_all_namespaces(field_selector=SELECTOR, limit=25, _preload_content=False).data,
-         lambda k: k.list_pods(SELECTOR, limit=25, timeout_s=10)),
+         lambda k: k.list_pods_page(SELECTOR, limit=25, continue_token=None, max_bytes=1 << 26, timeout_s=10)),
         ("watch pods",
          lambda g: g.list_pod_for_all_namespaces(field_selector=SELECTOR, watch=True, allow_watch_bookmarks=True,
                                                  resource_version="1", timeout_seconds=1,
@@ -164,7 +164,7 @@ def test_a_bounded_page_is_read_within_its_bound_and_its_size_returned(seeded: A
     for i in range(20):
         seeded.store.create_pod(pod_manifest(f"extra-{i:02d}", node_name=NODE))
     page, size = kube_api.list_pods_page(SELECTOR, limit=5, continue_token=None, max_bytes=1 << 20, timeout_s=10)
-    whole = kube_api.list_pods(SELECTOR, limit=5, timeout_s=10)
+    whole, _ = kube_api.list_pods_page(SELECTOR, limit=5, continue_token=None, max_bytes=1 << 26, timeout_s=10)
     assert page == whole and len(page["items"]) == 5
     # The size is the answer's: the same page is read whole at exactly that bound.
     assert kube_api.list_pods_page(SELECTOR, limit=5, continue_token=None, max_bytes=size, timeout_s=10) == (page, size)
@@ -177,7 +177,8 @@ def test_a_bounded_page_is_read_within_its_bound_and_its_size_returned(seeded: A
 
 
 def test_results_are_the_parsed_objects(seeded: ApiServer, kube_api: KubeApi) -> None:
-    listed = kube_api.list_pods(SELECTOR, timeout_s=10)
+    listed, _ = kube_api.list_pods_page(SELECTOR, limit=None, continue_token=None, max_bytes=1 << 26,
+                                        timeout_s=10)
     assert [p["metadata"]["name"] for p in listed["items"]] == ["web"]
     assert listed["metadata"]["resourceVersion"] == str(seeded.store.resource_version)
     node = kube_api.read_node(NODE, timeout_s=10)
@@ -371,6 +372,7 @@ def test_an_unreachable_server_is_no_answer(tmp_path: Path, kube_pki: Any) -> No
     kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", "https://127.0.0.1:1", kube_pki.ca_cert,
                                   client=kube_pki.client)
     with pytest.raises(KubeError) as caught:
-        build_api_client(str(kubeconfig)).list_pods(SELECTOR, timeout_s=2)
+        build_api_client(str(kubeconfig)).list_pods_page(SELECTOR, limit=None, continue_token=None,
+                                                          max_bytes=1 << 26, timeout_s=2)
     assert (caught.value.verb, caught.value.status) == ("list pods", None)
     assert caught.value.detail.startswith("NewConnectionError: ")

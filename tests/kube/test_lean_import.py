@@ -72,7 +72,7 @@ LEAN_FIRST = """
                      if is_deferred(name)],
     }
     # evictd's own client keeps working next to the complete package.
-    listed = build_api_client(kubeconfig).list_pods("spec.nodeName=" + node, timeout_s=10)
+    listed = build_api_client(kubeconfig).list_pods_page("spec.nodeName=" + node, limit=None, continue_token=None, max_bytes=1 << 26, timeout_s=10)[0]
     result["evictd_after_full"] = sorted(item["metadata"]["name"] for item in listed["items"])
     parts.watcher.stop()
     print(json.dumps(result))
@@ -90,7 +90,7 @@ FULL_FIRST = """
     result = {
         "node": api.read_node(node, timeout_s=10)["metadata"]["name"],
         "pods": sorted(item["metadata"]["name"]
-                       for item in api.list_pods("spec.nodeName=" + node, timeout_s=10)["items"]),
+                       for item in api.list_pods_page("spec.nodeName=" + node, limit=None, continue_token=None, max_bytes=1 << 26, timeout_s=10)[0]["items"]),
         "deferred": is_deferred("kubernetes") or is_deferred("kubernetes.client"),
         "same_package": sys.modules["kubernetes"] is kubernetes and kubernetes.client is client,
         "core_v1": client.CoreV1Api.__name__,

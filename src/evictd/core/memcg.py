@@ -101,12 +101,6 @@ def memory_stats_for(threshold: Threshold, summary: Summary) -> tuple[int, int, 
     return stats.available_bytes, stats.working_set_bytes, stats.usage_bytes
 
 
-def memcg_level_and_usage(threshold: Threshold, summary: Summary) -> tuple[int, int]:
-    """Return ``(level, usage_bytes)``: `memcg_threshold_bytes` of `threshold` and the usage it was computed from."""
-    available, working_set, usage = memory_stats_for(threshold, summary)
-    return memcg_threshold_bytes(threshold, available, working_set, usage), usage
-
-
 def working_set_level(level: int, usage_bytes: int, working_set_bytes: int) -> int:
     """Return the working set at which the threshold armed at `level` from these readings is met: the level
     less the inactive file it holds (``ceil(capacity - threshold)``; the inactive file is a whole number of

@@ -55,18 +55,12 @@ class KubeApi:
     def close(self) -> None:
         self._rest.close()
 
-    def list_pods(self, field_selector: str, *, limit: int | None = None, continue_token: str | None = None,
-                  timeout_s: float) -> dict[str, Any]:
-        """List pods; with `limit`, one page of at most that many, `continue_token` naming the page after the last
-        (the list's `metadata.continue`), parameters in the generated client's order."""
-        return self._json("list pods", "GET", PODS, query=_list_query(field_selector, limit, continue_token),
-                          timeout_s=timeout_s)
-
-    def list_pods_page(self, field_selector: str, *, limit: int, continue_token: str | None, max_bytes: int,
+    def list_pods_page(self, field_selector: str, *, limit: int | None, continue_token: str | None, max_bytes: int,
                        timeout_s: float) -> tuple[dict[str, Any], int]:
-        """One page of pods as `list_pods` asks for it, read only while its answer stays within `max_bytes`; return
-        the page and the size of its answer in bytes. Raise AnswerTooLarge (its connection dropped, the answer
-        unread beyond `max_bytes`) when the answer is larger."""
+        """List pods (with `limit`, one page of at most that many; `continue_token` names the page after the last,
+        the list's `metadata.continue`; parameters in the generated client's order), reading the answer only
+        while it stays within `max_bytes`; return the page and the size of its answer in bytes. Raise
+        AnswerTooLarge (its connection dropped, the answer unread beyond `max_bytes`) when it is larger."""
         verb = "list pods"
         response = self._send(verb, "GET", PODS, query=_list_query(field_selector, limit, continue_token),
                               stream=True, timeout_s=timeout_s)

@@ -273,8 +273,10 @@ class Detectors:
         config = workdir / "evictd.yaml"
         config.write_text(json.dumps(kubelet) + "\n---\n" + json.dumps(own) + "\n", encoding="utf-8")
         evictd = Path(sys.executable).with_name("evictd")
+        # A node lock of its own: other evictd processes on this shared machine must not hold up its start.
         self.evictd = subprocess.Popen([str(evictd), "run", "--config", str(config)], stdout=subprocess.PIPE,
-                                       stderr=subprocess.DEVNULL, text=True, bufsize=1)
+                                       stderr=subprocess.DEVNULL, text=True, bufsize=1,
+                                       env={**os.environ, "EVICTD_NODE_LOCK": str(workdir / "node.lock")})
         self.earlyoom = subprocess.Popen(
             [earlyoom, "--dryrun", "-r", "0", "-M", str(self.earlyoom_threshold // 1024), "-m", "99", "-s", "99"],
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, bufsize=1)

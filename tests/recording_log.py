@@ -20,6 +20,9 @@ class RecordingLog:
     def error(self, event: str, **fields: Any) -> None:
         self.lines.append(("error", event, fields))
 
+    def exception(self, event: str, **fields: Any) -> None:
+        self.lines.append(("exception", event, fields))
+
     def at(self, level: str) -> list[tuple[str, dict[str, Any]]]:
         return [(event, fields) for lvl, event, fields in self.lines if lvl == level]
 

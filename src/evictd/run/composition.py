@@ -74,6 +74,7 @@ from evictd.run.manager import EvictionManager, ListedPods, PodEvictor, PodSourc
 from evictd.run.oom_feedback import OomFeedback
 from evictd.run.runtime_link import CriRuntime, RuntimeLink
 from evictd.run.stop_signal import StopSignal
+from evictd.run.write_behind import WriteBehind
 
 NODE_NAME_ENV = "EVICTD_NODE_NAME"
 # The DaemonSet passes evictd's own pod UID, so that it never evicts itself.
@@ -351,8 +352,12 @@ def build_daemon(
         listed=listed,
     )
     # Grace periods and pressure history of the last run (not in dry-run, which saves no engine state).
+    # The engine state file's writes and the recorder's fdatasync, off the loop (issue #29: one fsync on a node
+    # writing hard waits hundreds of ms, and the next crossing's decision waited behind it).
+    write_behind = WriteBehind(log)
     state_file = None if dry_run else EngineStateFile(os.path.join(settings.state_dir, STATE_FILE), node_name,
-                                                      log=log, on_error=metrics.errors.labels("state").inc)
+                                                      log=log, on_error=metrics.errors.labels("state").inc,
+                                                      writer=write_behind)
     if state_file is not None:
         manager.state = state_file.restore(engine_config, restore_window_s(settings.housekeeping_interval_s))
     client = CriClient(settings.container_runtime_endpoint, settings.runtime_request_timeout_s)
@@ -405,9 +410,11 @@ def build_daemon(
         recorder = FlightRecorder(settings.state_dir, config.eviction, max_bytes=settings.recorder_max_bytes,
                                   max_age_s=settings.recorder_max_age_s, dry_run=evictions_reported_only, log=log,
                                   on_error=metrics.errors.labels("recorder").inc, run=run,
-                                  start_state=manager.state, node_name=node_name)
+                                  start_state=manager.state, node_name=node_name, writer=write_behind)
         after_cycle.append(recorder)
         on_stop.append(recorder.close)
+    if state_file is not None:
+        on_stop.append(state_file.close)
     parts: list[Part] = [cluster.pod_watch] if cluster is not None else []
     parts.append(link)
     if serve_http:

@@ -8,8 +8,9 @@ wake-up's decision; handed to a `WriteBehind`, it does not.
 Bounded by construction: at most one job waits per key, and a newer job for a key replaces the one waiting (the
 latest engine state replaces an older one; one fdatasync covers every write before it). A job's failure is the
 job's to report (each catches its own `OSError`). `flush` waits until nothing waits or runs (before a file
-descriptor a job uses is closed, and at stop); a flush at interpreter exit bounds the loss to nothing on a clean
-exit. What must be durable before an action (the eviction journal, before an eviction is sent) never goes here.
+descriptor a job uses is closed, and at stop); the thread is a daemon thread, flushed (at most 5 s) at
+interpreter exit. What must be durable before an action (the eviction journal, before an eviction is sent)
+never goes here.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ EXIT_FLUSH_S = 5.0
 
 
 class WriteBehind:
-    """One thread running the latest job handed over per key, in the order the keys were first handed over."""
+    """One thread running the latest job handed over per key, oldest hand-over first."""
 
     def __init__(self, log: Log, name: str = "evictd-write-behind") -> None:
         self._log = log
@@ -34,25 +35,18 @@ class WriteBehind:
         self._running = False
         self._changed = threading.Condition()
         self._thread: threading.Thread | None = None
-        self._closed = False
 
     def submit(self, key: str, job: Callable[[], None]) -> None:
         """Run `job` off the caller's thread, replacing a job for `key` that has not started yet. Never waits for
-        a job to run. After `close`, runs `job` at once on the caller's thread."""
+        a job to run."""
         with self._changed:
-            if self._closed:
-                run_now = True
-            else:
-                run_now = False
-                self._jobs.pop(key, None)
-                self._jobs[key] = job
-                if self._thread is None:
-                    self._thread = threading.Thread(target=self._work, name=self._name, daemon=True)
-                    self._thread.start()
-                    atexit.register(self.flush, EXIT_FLUSH_S)
-                self._changed.notify_all()
-        if run_now:
-            job()
+            self._jobs.pop(key, None)
+            self._jobs[key] = job
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._work, name=self._name, daemon=True)
+                self._thread.start()
+                atexit.register(self.flush, EXIT_FLUSH_S)
+            self._changed.notify_all()
 
     def pending(self) -> int:
         """How many jobs wait or run."""
@@ -64,20 +58,10 @@ class WriteBehind:
         with self._changed:
             return self._changed.wait_for(lambda: not self._jobs and not self._running, timeout_s)
 
-    def close(self, timeout_s: float | None = None) -> bool:
-        """Flush, then run later jobs on the caller's thread; return whether the flush finished in time."""
-        flushed = self.flush(timeout_s)
-        with self._changed:
-            self._closed = True
-            self._changed.notify_all()
-        return flushed
-
     def _work(self) -> None:
         while True:
             with self._changed:
-                self._changed.wait_for(lambda: bool(self._jobs) or self._closed)
-                if not self._jobs:
-                    return
+                self._changed.wait_for(lambda: bool(self._jobs))
                 key = next(iter(self._jobs))
                 job = self._jobs.pop(key)
                 self._running = True

@@ -28,6 +28,7 @@ of a crossing is counted as a miss (evictd's timer alone would decide within 10 
 in a loop; `write` one process that writes 256 MiB, fdatasyncs it and deletes it, in a loop, in a folder beside
 evictd's `stateDir` (the same filesystem), so dirty-page write-back and fsyncs compete with evictd's own writes;
 `both` starts both. The load starts before the detectors and runs until the end; the output names it.
+`--evictd-nice -5` runs evictd at the nice value the shipped systemd unit gives it.
 
 Target: evictd's p99 at most 20 ms over at least 50 crossings. The ratio printed is earlyoom's lag over
 evictd's at p50 and at p99. Needs root (reads the root memory cgroup) and cgroup v1; holds at most 3 GiB.
@@ -260,7 +261,7 @@ def is_evictd_event(name: str) -> Callable[[str], bool]:
 class Detectors:
     """evictd and earlyoom running side by side, with thresholds set from the memory free when they started."""
 
-    def __init__(self, earlyoom: str, workdir: Path) -> None:
+    def __init__(self, earlyoom: str, workdir: Path, nice: int = 0) -> None:
         self.evictd_threshold = available_bytes(mem_total_bytes(), MEMORY_ROOT) - TRIP_BYTES
         self.earlyoom_threshold = meminfo_available_bytes() - TRIP_BYTES
         port = self.port = free_port()
@@ -274,7 +275,8 @@ class Detectors:
         config.write_text(json.dumps(kubelet) + "\n---\n" + json.dumps(own) + "\n", encoding="utf-8")
         evictd = Path(sys.executable).with_name("evictd")
         # A node lock of its own: other evictd processes on this shared machine must not hold up its start.
-        self.evictd = subprocess.Popen([str(evictd), "run", "--config", str(config)], stdout=subprocess.PIPE,
+        self.evictd = subprocess.Popen([*(["nice", "-n", str(nice)] if nice else []), str(evictd), "run", "--config",
+                                        str(config)], stdout=subprocess.PIPE,
                                        stderr=subprocess.DEVNULL, text=True, bufsize=1,
                                        env={**os.environ, "EVICTD_NODE_LOCK": str(workdir / "node.lock")})
         self.earlyoom = subprocess.Popen(
@@ -439,6 +441,8 @@ def main() -> int:
     parser.add_argument("--crossings", type=int, default=50)
     parser.add_argument("--load", choices=("none", "cpu", "write", "both"), default="none",
                         help="background load during the trials (default none)")
+    parser.add_argument("--evictd-nice", type=int, default=0,
+                        help="run evictd at this nice value (the systemd unit ships -5; default 0)")
     parser.add_argument("--verbose", action="store_true", help="print each crossing on stderr")
     parser.add_argument("--sampler", nargs=2, type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -460,11 +464,11 @@ def main() -> int:
         loads = start_load(args.load, workdir)
         while len(result.evictd_s) + result.evictd_missed < args.crossings:
             if detectors is None:
-                detectors = Detectors(earlyoom, workdir)
+                detectors = Detectors(earlyoom, workdir, args.evictd_nice)
             elif not all(TRIP_RANGE_BYTES[0] <= d <= TRIP_RANGE_BYTES[1] for d in detectors.distances()):
                 detectors.stop()
                 result.restarts += 1
-                detectors = Detectors(earlyoom, workdir)
+                detectors = Detectors(earlyoom, workdir, args.evictd_nice)
                 if args.verbose:
                     print("restarted both with re-based thresholds", file=sys.stderr)
             time.sleep(random.uniform(*PAUSE_S))
@@ -492,7 +496,8 @@ def main() -> int:
         f"earlyoom side by side: {crossings} crossings of about {TRIP_BYTES // GiB} GiB allocated past the free memory "
         f"(restarted {result.restarts} times to re-base, {result.disturbed} disturbed and retried), "
         f"{time.monotonic() - started:.0f} s, load average {load_at_start} -> {load()}"
-        + ("" if args.load == "none" else f"; under load: {describe_load(args.load)}"),
+        + ("" if args.load == "none" else f"; under load: {describe_load(args.load)}")
+        + (f"; evictd at nice {args.evictd_nice}" if args.evictd_nice else ""),
         "  lag = detector's decision - the 1 ms sampler's first reading of its metric below its threshold "
         f"(sampler period median {statistics.median(result.sampler_periods_s or [0.0]) * 1000:.2f} ms)",
         distribution("evictd", result.evictd_s, result.evictd_missed),

@@ -24,10 +24,16 @@ free memory so far that a threshold is no longer about 2 GiB away (1.5 to 2.5 Gi
 thresholds re-based on the memory free then (counted in the output). A detector that says nothing within 15 s
 of a crossing is counted as a miss (evictd's timer alone would decide within 10 s).
 
+`--load` runs the same trials on a busy machine (issue #29): `cpu` starts CPU-count + 1 processes that each spin
+in a loop; `write` one process that writes 256 MiB, fdatasyncs it and deletes it, in a loop, in a folder beside
+evictd's `stateDir` (the same filesystem), so dirty-page write-back and fsyncs compete with evictd's own writes;
+`both` starts both. The load starts before the detectors and runs until the end; the output names it.
+`--evictd-nice -5` runs evictd at the nice value the shipped systemd unit gives it.
+
 Target: evictd's p99 at most 20 ms over at least 50 crossings. The ratio printed is earlyoom's lag over
 evictd's at p50 and at p99. Needs root (reads the root memory cgroup) and cgroup v1; holds at most 3 GiB.
 
-    .venv/bin/python bench/earlyoom_side_by_side.py [--crossings 50] [--verbose]
+    .venv/bin/python bench/earlyoom_side_by_side.py [--crossings 50] [--load none|cpu|write|both] [--verbose]
 """
 
 from __future__ import annotations
@@ -144,6 +150,53 @@ for line in sys.stdin:
 """
 
 
+# The loads (`--load`): children of this script, stopped at the end
+
+SPIN = "while True:\n    pass\n"
+WRITE_BYTES = 256 * MiB
+WRITER = r"""
+import os, sys
+path, size = sys.argv[1], int(sys.argv[2])
+block = os.urandom(1 << 20)
+while True:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        for _ in range(size // len(block)):
+            os.write(fd, block)
+        os.fdatasync(fd)
+    finally:
+        os.close(fd)
+    os.unlink(path)
+"""
+
+
+def start_load(kind: str, workdir: Path) -> list[subprocess.Popen[bytes]]:
+    """Start the background load `kind` (none, cpu, write, both); the writer's file lives in `workdir`."""
+    processes: list[subprocess.Popen[bytes]] = []
+    if kind in ("cpu", "both"):
+        for _ in range((os.cpu_count() or 1) + 1):
+            processes.append(subprocess.Popen([sys.executable, "-c", SPIN]))
+    if kind in ("write", "both"):
+        processes.append(subprocess.Popen([sys.executable, "-c", WRITER, str(workdir / "writer.data"),
+                                           str(WRITE_BYTES)]))
+    return processes
+
+
+def stop_load(processes: list[subprocess.Popen[bytes]]) -> None:
+    for process in processes:
+        process.kill()
+    for process in processes:
+        process.wait()
+
+
+def describe_load(kind: str) -> str:
+    return {"none": "no load of its own",
+            "cpu": f"{(os.cpu_count() or 1) + 1} CPU-bound loops",
+            "write": f"a loop writing {WRITE_BYTES // MiB} MiB with fdatasync, then deleting it, beside stateDir",
+            "both": f"{(os.cpu_count() or 1) + 1} CPU-bound loops and a loop writing {WRITE_BYTES // MiB} MiB with "
+                    "fdatasync beside stateDir"}[kind]
+
+
 # --------------------------------------------------------------------------------------------------
 # The detectors
 
@@ -208,7 +261,7 @@ def is_evictd_event(name: str) -> Callable[[str], bool]:
 class Detectors:
     """evictd and earlyoom running side by side, with thresholds set from the memory free when they started."""
 
-    def __init__(self, earlyoom: str, workdir: Path) -> None:
+    def __init__(self, earlyoom: str, workdir: Path, nice: int = 0) -> None:
         self.evictd_threshold = available_bytes(mem_total_bytes(), MEMORY_ROOT) - TRIP_BYTES
         self.earlyoom_threshold = meminfo_available_bytes() - TRIP_BYTES
         port = self.port = free_port()
@@ -221,8 +274,11 @@ class Detectors:
         config = workdir / "evictd.yaml"
         config.write_text(json.dumps(kubelet) + "\n---\n" + json.dumps(own) + "\n", encoding="utf-8")
         evictd = Path(sys.executable).with_name("evictd")
-        self.evictd = subprocess.Popen([str(evictd), "run", "--config", str(config)], stdout=subprocess.PIPE,
-                                       stderr=subprocess.DEVNULL, text=True, bufsize=1)
+        # A node lock of its own: other evictd processes on this shared machine must not hold up its start.
+        self.evictd = subprocess.Popen([*(["nice", "-n", str(nice)] if nice else []), str(evictd), "run", "--config",
+                                        str(config)], stdout=subprocess.PIPE,
+                                       stderr=subprocess.DEVNULL, text=True, bufsize=1,
+                                       env={**os.environ, "EVICTD_NODE_LOCK": str(workdir / "node.lock")})
         self.earlyoom = subprocess.Popen(
             [earlyoom, "--dryrun", "-r", "0", "-M", str(self.earlyoom_threshold // 1024), "-m", "99", "-s", "99"],
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, bufsize=1)
@@ -383,6 +439,10 @@ def load() -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--crossings", type=int, default=50)
+    parser.add_argument("--load", choices=("none", "cpu", "write", "both"), default="none",
+                        help="background load during the trials (default none)")
+    parser.add_argument("--evictd-nice", type=int, default=0,
+                        help="run evictd at this nice value (the systemd unit ships -5; default 0)")
     parser.add_argument("--verbose", action="store_true", help="print each crossing on stderr")
     parser.add_argument("--sampler", nargs=2, type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -398,40 +458,46 @@ def main() -> int:
     started = time.monotonic()
     allocator = child("-c", ALLOCATOR, str(CHUNK_BYTES))
     detectors: Detectors | None = None
+    loads: list[subprocess.Popen[bytes]] = []
+    workdir = Path(tempfile.mkdtemp(prefix="evictd-bench-earlyoom-"))
     try:
-        with tempfile.TemporaryDirectory(prefix="evictd-bench-earlyoom-") as workdir:
-            while len(result.evictd_s) + result.evictd_missed < args.crossings:
-                if detectors is None:
-                    detectors = Detectors(earlyoom, Path(workdir))
-                elif not all(TRIP_RANGE_BYTES[0] <= d <= TRIP_RANGE_BYTES[1] for d in detectors.distances()):
-                    detectors.stop()
-                    result.restarts += 1
-                    detectors = Detectors(earlyoom, Path(workdir))
-                    if args.verbose:
-                        print("restarted both with re-based thresholds", file=sys.stderr)
-                time.sleep(random.uniform(*PAUSE_S))
-                try:
-                    one_crossing(detectors, allocator, result, args.verbose)
-                except Disturbed as disturbed:
-                    result.disturbed += 1
-                    if args.verbose:
-                        print(f"disturbed: {disturbed}; retried", file=sys.stderr)
-                    if result.disturbed > 5 * args.crossings:
-                        raise RuntimeError("other processes keep moving free memory: no clean crossing") from None
+        loads = start_load(args.load, workdir)
+        while len(result.evictd_s) + result.evictd_missed < args.crossings:
+            if detectors is None:
+                detectors = Detectors(earlyoom, workdir, args.evictd_nice)
+            elif not all(TRIP_RANGE_BYTES[0] <= d <= TRIP_RANGE_BYTES[1] for d in detectors.distances()):
+                detectors.stop()
+                result.restarts += 1
+                detectors = Detectors(earlyoom, workdir, args.evictd_nice)
+                if args.verbose:
+                    print("restarted both with re-based thresholds", file=sys.stderr)
+            time.sleep(random.uniform(*PAUSE_S))
+            try:
+                one_crossing(detectors, allocator, result, args.verbose)
+            except Disturbed as disturbed:
+                result.disturbed += 1
+                if args.verbose:
+                    print(f"disturbed: {disturbed}; retried", file=sys.stderr)
+                if result.disturbed > 5 * args.crossings:
+                    raise RuntimeError("other processes keep moving free memory: no clean crossing") from None
     finally:
         if detectors is not None:
             detectors.stop()
+        stop_load(loads)
         with contextlib.suppress(OSError, ValueError):
             assert allocator.stdin is not None
             allocator.stdin.close()
         allocator.wait(timeout=30)
+        shutil.rmtree(workdir, ignore_errors=True)
     crossings = len(result.evictd_s) + result.evictd_missed
     evictd_p99 = percentile(result.evictd_s, 0.99) if result.evictd_s and not result.evictd_missed else float("inf")
     met = crossings >= 50 and evictd_p99 <= TARGET_P99_S
     lines = [
         f"earlyoom side by side: {crossings} crossings of about {TRIP_BYTES // GiB} GiB allocated past the free memory "
         f"(restarted {result.restarts} times to re-base, {result.disturbed} disturbed and retried), "
-        f"{time.monotonic() - started:.0f} s, load average {load_at_start} -> {load()}",
+        f"{time.monotonic() - started:.0f} s, load average {load_at_start} -> {load()}"
+        + ("" if args.load == "none" else f"; under load: {describe_load(args.load)}")
+        + (f"; evictd at nice {args.evictd_nice}" if args.evictd_nice else ""),
         "  lag = detector's decision - the 1 ms sampler's first reading of its metric below its threshold "
         f"(sampler period median {statistics.median(result.sampler_periods_s or [0.0]) * 1000:.2f} ms)",
         distribution("evictd", result.evictd_s, result.evictd_missed),

@@ -75,6 +75,7 @@ P=$(prop MainPID)
 cat /proc/$P/status > "$UML_OUT/status.txt"
 cat /proc/$P/mountinfo > "$UML_OUT/mountinfo.txt"
 echo "memory.max=$(cat $cgroup/memory.max) pids.max=$(cat $cgroup/pids.max) oom_score_adj=$(cat /proc/$P/oom_score_adj)" \
+  "nice=$(cut -d' ' -f19 /proc/$P/stat) ioprio=$(ionice -p $P | tr -d ' ')" \
   > "$UML_OUT/limits.txt"
 
 # The sandbox, from inside the service's own mount namespace (nsenter) and, for contrast, from outside it.
@@ -159,8 +160,10 @@ def test_the_unit_runs_as_shipped_with_its_resource_settings(guest: GuestRun) ->
     # No drop-in: `systemctl show` leaves DropInPaths= out when there is none.
     assert show["FragmentPath"] == "/etc/systemd/system/evictd.service" and show.get("DropInPaths", "") == ""
     assert show["ControlGroup"] == "/system.slice/evictd.service"
-    # MemoryMax=128M, TasksMax=256 and OOMScoreAdjust=-999 as the kernel holds them for the running service.
-    assert fields(guest.text("limits.txt")) == {"memory.max": str(128 << 20), "pids.max": "256", "oom_score_adj": "-999"}
+    # MemoryMax=128M, TasksMax=256, OOMScoreAdjust=-999, Nice=-5 and the I/O priority as the kernel holds them for
+    # the running service.
+    assert fields(guest.text("limits.txt")) == {"memory.max": str(128 << 20), "pids.max": "256", "oom_score_adj": "-999",
+                                               "nice": "-5", "ioprio": "best-effort:prio0"}
 
 
 def test_it_becomes_active_only_after_ready_and_serves(guest: GuestRun) -> None:

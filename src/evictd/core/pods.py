@@ -35,7 +35,6 @@ Sources (kubernetes/kubernetes master; KUBELET_SPEC §9.2, §10.5, §12, §16):
 from __future__ import annotations
 
 import math
-import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -299,6 +298,8 @@ _MAX_QUANTITY_INT_BITS = 3400
 # tables are bounded in entries and in the length of what a key holds (a tenant writes these values).
 _SHARED_MAX_ENTRIES = 4096
 _SHARED_MAX_CHARS = 64
+# Strings are shared through a table of their own (the core does not use `sys.intern`: no `sys` in the core).
+_SHARED_STRINGS: dict[str, str] = {}
 _SHARED_RESOURCE_LISTS: dict[tuple[tuple[str, type, object], ...], FrozenMap[str, Quantity]] = {}
 # The kept annotations (`kept_annotations`: two names, values of at most MAX_KEPT_VALUE_CHARS), shared alike.
 _SHARED_ANNOTATIONS: dict[tuple[tuple[str, str], ...], FrozenMap[str, str]] = {}
@@ -306,7 +307,14 @@ _SHARED_ANNOTATIONS: dict[tuple[tuple[str, str], ...], FrozenMap[str, str]] = {}
 
 def _shared(text: str) -> str:
     """`text` as the one object all pods share for it (a name or kind many pods repeat)."""
-    return sys.intern(text) if len(text) <= _SHARED_MAX_CHARS else text
+    if len(text) > _SHARED_MAX_CHARS:
+        return text
+    shared = _SHARED_STRINGS.get(text)
+    if shared is not None:
+        return shared
+    if len(_SHARED_STRINGS) < _SHARED_MAX_ENTRIES:
+        _SHARED_STRINGS[text] = text
+    return text
 
 
 def _shared_or_none(text: str | None) -> str | None:

@@ -18,6 +18,9 @@ Invariants:
   `evictd_errors_total{source="state"}`, logged once per kind of error (and once when writing works again),
   never raised into the loop. Writes are atomic (temporary `.engine-state-*` file, fsync, rename); temporary
   files a killed process left are removed at start.
+- With a `WriteBehind` (as `evictd run` builds it) the write runs on its thread, off the loop: the loop only
+  builds the document; a newer document replaces one not yet written; `close` (at stop) writes the last one. A
+  failed write makes the next cycle hand its state over again.
 - A write follows every cycle whose timers changed, otherwise at most one a second (notification follow-ups
   run cycles milliseconds apart) while a threshold is met, and none on a calm node (no threshold met: no
   first-observed time, nothing kept for minimum reclaim). There the file's age changes nothing a restart
@@ -41,6 +44,7 @@ from evictd.kube.atomic_file import move_aside, read_json_file, remove_temporari
 from evictd.log import Log
 from evictd.observe.cycle_logging import describe_threshold
 from evictd.run.after_cycle import Cycle
+from evictd.run.write_behind import WriteBehind
 from evictd.state_dir import CORRUPT_SUFFIX, ENGINE_STATE_TEMPORARY_PREFIX, FOREIGN_SUFFIX
 
 # A node's state is a few KiB (nine signals, a few thresholds): a larger file is not one evictd wrote.
@@ -67,8 +71,9 @@ class EngineStateFile:
     """
 
     def __init__(self, path: str, node_name: str, *, log: Log, on_error: Callable[[], None],
-                 clock: Clock = SYSTEM_CLOCK) -> None:
+                 clock: Clock = SYSTEM_CLOCK, writer: WriteBehind | None = None) -> None:
         self.path = path
+        self._writer = writer  # None: written in the caller's thread
         self._node_name = node_name
         self._log = log
         self._on_error = on_error
@@ -127,6 +132,20 @@ class EngineStateFile:
                 now - self._saved_at < SAVE_EVERY_S or not _grace_periods(cycle.state)):
             return
         document = state_document(cycle.state, node_name=self._node_name, now=now, now_wall=cycle.wall.timestamp())
+        # Handed over: the next cycle does not hand the same timers over again unless this write fails.
+        self._saved_timers = timers
+        self._saved_at = now
+        if self._writer is None:
+            self._write(document)
+        else:
+            self._writer.submit(self.path, lambda: self._write(document))
+
+    def close(self) -> None:
+        """Write what was handed over and not yet written (at stop)."""
+        if self._writer is not None:
+            self._writer.flush()
+
+    def _write(self, document: object) -> None:
         try:
             write_json_atomically(self.path, document, prefix=ENGINE_STATE_TEMPORARY_PREFIX)
         except OSError as exc:
@@ -136,10 +155,9 @@ class EngineStateFile:
                 self._log.warning("engine state not saved: a restart now would start grace periods afresh",
                                   path=self.path, error=exc.strerror or str(exc))
             self._write_errno = exc.errno
+            self._saved_timers = self._saved_at = None  # the next cycle hands its state over again
             return
         if self._write_errno is not None:
             self._log.info("engine state saved again", path=self.path, failed_writes=self._failed_writes)
         self._write_errno = None
         self._failed_writes = 0
-        self._saved_timers = timers
-        self._saved_at = now

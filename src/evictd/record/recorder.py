@@ -8,6 +8,11 @@ closed segments are deleted until the recording, with room for a whole open segm
 every segment whose last cycle is older than `maxAge` (segments go whole: the oldest cycle kept may be up to
 1/12 of `maxAge` older).
 
+With a `WriteBehind` (as `evictd run` builds it) the fdatasync runs on its thread, off the loop (a line is
+written in the loop, to the page cache); a crash then loses at most the lines written since the last sync that
+finished. A failed sync is raised at the next line (as a failed write is), and the fd is closed only once no
+sync on it waits or runs.
+
 The recorder never stops the loop: a full filesystem (ENOSPC) or an unwritable stateDir makes it log once
 (and once again when it writes again), count `evictd_errors_total{source="recorder"}`, cut off any partial
 line it left, and try again next cycle with the whole pod list and Summary. In dry-run it records too: the
@@ -54,6 +59,7 @@ from evictd.record.recording import (
 from evictd.record.summary_json import SummaryChangesEncoder
 from evictd.run.after_cycle import Cycle
 from evictd.run.manager import FRESH_STATE
+from evictd.run.write_behind import WriteBehind
 from evictd.state_dir import RECORDING_FOLDER, RECORDING_TEMPORARY_PREFIX
 
 # What one segment holds at most, as a share of the recorder's bounds.
@@ -70,7 +76,7 @@ class FlightRecorder:
     def __init__(self, state_dir: str, settings: EvictionSettings, *, max_bytes: int, max_age_s: float,
                  dry_run: bool, log: Log, on_error: Callable[[], None] = lambda: None,
                  clock: Clock = SYSTEM_CLOCK, run: str | None = None, start_state: EngineState = FRESH_STATE,
-                 node_name: str = "", process: str | None = None) -> None:
+                 node_name: str = "", process: str | None = None, writer: WriteBehind | None = None) -> None:
         self.folder = os.path.join(state_dir, RECORDING_FOLDER)
         self._config = kubelet_config_document(settings)
         self._max_bytes = max_bytes
@@ -97,6 +103,8 @@ class FlightRecorder:
         # The engine state the run started from, written on the run's first line (None once written or tried).
         self._start_state: EngineState | None = start_state
         self._node_name = node_name
+        self._writer = writer  # None: fdatasync in the caller's thread
+        self._sync_error: OSError | None = None  # what the last fdatasync off the loop raised
 
     def __call__(self, cycle: Cycle) -> None:
         """Record one finished cycle; a failure is logged and counted, never raised."""
@@ -166,11 +174,18 @@ class FlightRecorder:
     def _append(self, data: bytes) -> None:
         """Write `data` whole at the end of the segment and sync it; on failure cut off what was written."""
         assert self._fd is not None
+        if self._sync_error is not None:
+            failed, self._sync_error = self._sync_error, None
+            raise failed
         written = 0
+        fd = self._fd
         try:
             while written < len(data):
-                written += os.write(self._fd, data[written:])
-            os.fdatasync(self._fd)
+                written += os.write(fd, data[written:])
+            if self._writer is None:
+                os.fdatasync(fd)
+            else:
+                self._writer.submit(self.folder, lambda: self._sync(fd))
         except OSError:
             if written:
                 try:
@@ -179,6 +194,12 @@ class FlightRecorder:
                     self._drop_segment()  # the next line starts a new segment: the cut one reads up to here
             raise
         self._size += len(data)
+
+    def _sync(self, fd: int) -> None:
+        try:
+            os.fdatasync(fd)
+        except OSError as exc:
+            self._sync_error = exc
 
     # --- segments ----------------------------------------------------------------------------------------
 
@@ -199,6 +220,8 @@ class FlightRecorder:
 
     def _drop_segment(self) -> None:
         if self._fd is not None:
+            if self._writer is not None:
+                self._writer.flush()  # no sync may run on a closed (or reused) descriptor
             os.close(self._fd)
         self._fd = None
         self._size = 0

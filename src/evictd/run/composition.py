@@ -89,6 +89,7 @@ from evictd.run.manager import (
 from evictd.run.oom_feedback import OomFeedback
 from evictd.run.runtime_link import CriRuntime, NodeLevel, RuntimeLink
 from evictd.run.stop_signal import StopSignal
+from evictd.run.write_behind import WriteBehind
 from evictd.state_dir import StateDir
 
 NODE_NAME_ENV = "EVICTD_NODE_NAME"
@@ -333,6 +334,9 @@ class Basics:
     decision: CurrentDecision
     cgroup_layout: CgroupLayout
     cgroups: CgroupReader
+    # The engine state file's writes and the recorder's fdatasync, off the loop (issue #29: one fsync on a node
+    # writing hard waits hundreds of ms, and the next crossing's decision waited behind it).
+    write_behind: WriteBehind
 
     @property
     def settings(self) -> EvictdSettings:
@@ -349,7 +353,8 @@ def build_basics(config: Configuration, log: Log) -> Basics:
     run = run_id(SYSTEM_CLOCK.wall().timestamp()) if settings.recorder else None
     return Basics(config=config, node_name=node_name, log=log, metrics=Metrics(), waiter=waiter,
                   stop=StopSignal(waiter.wake, settings.shutdown_timeout_s, log), runtime=RuntimeSlot(), run=run,
-                  decision=CurrentDecision(run), cgroup_layout=layout, cgroups=CgroupReader(layout))
+                  decision=CurrentDecision(run), cgroup_layout=layout, cgroups=CgroupReader(layout),
+                  write_behind=WriteBehind(log))
 
 
 def build_manager(engine_config: EngineConfig, stats: StatsParts, cluster: ClusterParts | None, pods: PodSource,
@@ -378,7 +383,7 @@ def build_engine_state(basics: Basics, engine_config: EngineConfig) -> tuple[Eng
     if settings.dry_run:
         return None, FRESH_STATE
     state_file = EngineStateFile(StateDir(settings.state_dir).engine_state, basics.node_name, log=basics.log,
-                                 on_error=basics.metrics.errors.labels("state").inc)
+                                 on_error=basics.metrics.errors.labels("state").inc, writer=basics.write_behind)
     return state_file, state_file.restore(engine_config, stale_after_s(settings.housekeeping_interval_s))
 
 
@@ -456,9 +461,11 @@ def build_hooks(basics: Basics, observers: Observers, *, reported_only: bool, st
         recorder = FlightRecorder(settings.state_dir, basics.config.eviction, max_bytes=settings.recorder_max_bytes,
                                   max_age_s=settings.recorder_max_age_s, dry_run=reported_only, log=log,
                                   on_error=metrics.errors.labels("recorder").inc, run=basics.run,
-                                  start_state=start_state, node_name=basics.node_name)
+                                  start_state=start_state, node_name=basics.node_name, writer=basics.write_behind)
         after_cycle.append(recorder)
         on_stop.append(recorder.close)
+    if state_file is not None:
+        on_stop.append(state_file.close)
     return Hooks(before_cycle=basics.decision.start, after_cycle=after_cycle, oom_feedback=oom_feedback,
                  wait_for_cleanup=cluster.sync.wait_for_cleanup if cluster is not None else None, on_stop=on_stop)
 

@@ -1,0 +1,228 @@
+"""Write-behind (evictd.run.write_behind) and the writers that use it, against a disk that really stalls.
+
+The stalling disk: ext4 on a loop device whose backing file lives on another loop-mounted ext4; `fsfreeze` of
+that outer filesystem holds every write the loop device makes until it is thawed, while the inner filesystem's
+page cache still takes writes: an fsync there waits as it waits for a disk busy with other processes'
+write-back (issue #29). A hook that returns while the disk is held did not wait for it. Filling the outer
+filesystem makes the inner one's write-back fail (ENOSPC from the loop device), as a failing disk does.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from builders import Mi, summary
+from clocks import ManualClock
+from counter import Counter
+from evictd.core.engine import EngineConfig, EngineState, assess
+from evictd.core.fs_layout import FsLayout
+from evictd.core.kubelet_config import eviction_settings
+from evictd.core.summary import summary_from_dict
+from evictd.core.thresholds import parse_threshold_config
+from evictd.record.engine_state import EngineStateFile
+from evictd.record.recorder import FlightRecorder
+from evictd.record.recording import OPEN_SUFFIX
+from evictd.run.after_cycle import Cycle
+from evictd.run.manager import CycleReport
+from evictd.run.write_behind import WriteBehind
+from evictd.state_dir import ENGINE_STATE_FILE, RECORDING_FOLDER
+from log_capture import LogCapture
+
+# A hook must return within this while the disk is held (generous: the machine is shared and loaded).
+RETURNS_WITHIN_S = 2.0
+# How long the disk is held before the test looks: a write that waits for it waits at least this long.
+HELD_S = 1.0
+# After the disk is released, how long the held writes may take to finish.
+FINISH_S = 30.0
+CONFIG = EngineConfig(thresholds=tuple(parse_threshold_config([], {}, {"memory.available": "1Gi"},
+                                                              {"memory.available": "60s"}, {})))
+
+
+@dataclass
+class StallableDisk:
+    mountpoint: Path  # the inner filesystem, where the writers write
+    outer: Path
+
+    def hold(self) -> None:
+        subprocess.run(["fsfreeze", "--freeze", str(self.outer)], check=True, capture_output=True)
+
+    def release(self) -> None:
+        subprocess.run(["fsfreeze", "--unfreeze", str(self.outer)], check=True, capture_output=True)
+
+    def fail(self) -> None:
+        """From now on the disk's blocks not written yet fail to write (the outer filesystem is full)."""
+        for name, block in (("filler", "1M"), ("filler-small", "4k")):  # dd stops at ENOSPC: the last bytes too
+            subprocess.run(["dd", "if=/dev/zero", f"of={self.outer / name}", f"bs={block}"], check=False,
+                           capture_output=True)
+
+
+def loop_mount(image: Path, mountpoint: Path, size: str) -> str:
+    subprocess.run(["truncate", "-s", size, str(image)], check=True)
+    subprocess.run(["mkfs.ext4", "-q", "-F", "-m", "0", str(image)], check=True, capture_output=True)
+    device = subprocess.run(["losetup", "--find", "--show", str(image)], check=True, capture_output=True,
+                            text=True).stdout.strip()
+    mountpoint.mkdir()
+    try:
+        subprocess.run(["mount", "-t", "ext4", device, str(mountpoint)], check=True)
+    except BaseException:
+        subprocess.run(["losetup", "-d", device], capture_output=True, check=False)
+        raise
+    return device
+
+
+def unmount(mountpoint: Path, device: str) -> None:
+    """Unmount (retried: a loop device on it lets go of its backing file a moment after it is detached)."""
+    for _ in range(50):
+        if subprocess.run(["umount", str(mountpoint)], capture_output=True, check=False).returncode == 0:
+            break
+        time.sleep(0.1)
+    subprocess.run(["losetup", "-d", device], capture_output=True, check=False)
+
+
+@pytest.fixture
+def stallable_disk(tmp_path: Path) -> Iterator[StallableDisk]:
+    outer = tmp_path / "outer"
+    outer_device = loop_mount(tmp_path / "outer.img", outer, "48M")
+    try:
+        inner = tmp_path / "inner"
+        inner_device = loop_mount(outer / "inner.img", inner, "96M")  # sparse: larger than the outer
+        disk = StallableDisk(inner, outer)
+        try:
+            yield disk
+        finally:
+            subprocess.run(["fsfreeze", "--unfreeze", str(outer)], capture_output=True, check=False)
+            for name in ("filler", "filler-small"):
+                (outer / name).unlink(missing_ok=True)
+            unmount(inner, inner_device)
+    finally:
+        unmount(outer, outer_device)
+
+
+def returns_within(call: Callable[[], None], timeout_s: float) -> tuple[bool, threading.Thread]:
+    """Run `call` on a thread; return whether it returned within `timeout_s` (and the thread, to join later)."""
+    thread = threading.Thread(target=call, daemon=True)
+    thread.start()
+    thread.join(timeout_s)
+    return not thread.is_alive(), thread
+
+
+def cycle(state: EngineState, clock: ManualClock, number: int, available: int) -> Cycle:
+    """Run the engine one cycle at the clock's time; return the finished cycle an after-cycle hook gets."""
+    new_state, assessment = assess(state, CONFIG, FsLayout(), summary_from_dict(summary(memory=available)), [],
+                                   clock.now_s)
+    return Cycle(number=number, report=CycleReport(now=clock.now_s, assessment=assessment, summary=None),
+                 state=new_state, started_at=clock.now_s, duration_s=0.0, wall=clock.wall())
+
+
+def test_a_job_waiting_for_a_key_is_replaced_by_a_newer_one_and_flush_waits_for_all() -> None:
+    writer = WriteBehind(LogCapture())
+    gate = threading.Event()
+    ran: list[str] = []
+    started = threading.Event()
+    writer.submit("a", lambda: (started.set(), gate.wait(FINISH_S), ran.append("a1")))
+    assert started.wait(FINISH_S)  # a1 runs, held by the gate: nothing waits
+    writer.submit("a", lambda: ran.append("a2"))
+    writer.submit("b", lambda: ran.append("b1"))
+    writer.submit("a", lambda: ran.append("a3"))  # replaces a2, which has not started
+    assert writer.pending() == 3
+    assert not writer.flush(0.2), "a1 is still held"
+    gate.set()
+    assert writer.flush(FINISH_S)
+    assert ran == ["a1", "b1", "a3"]
+
+
+def test_a_job_that_raises_is_logged_and_the_next_one_runs() -> None:
+    log = LogCapture()
+    writer = WriteBehind(log)
+    ran: list[str] = []
+    writer.submit("a", lambda: [][0])
+    writer.submit("b", lambda: ran.append("b"))
+    assert writer.flush(FINISH_S)
+    assert ran == ["b"]
+    assert [line[1] for line in log.lines] == ["write-behind job failed"]
+
+
+def test_the_engine_state_is_saved_off_the_loop_while_the_disk_is_held(stallable_disk: StallableDisk) -> None:
+    path = stallable_disk.mountpoint / ENGINE_STATE_FILE
+    clock = ManualClock(now_s=1000.0)
+    writer = WriteBehind(LogCapture())
+    hook = EngineStateFile(str(path), "node-1", log=LogCapture(), on_error=Counter(), clock=clock, writer=writer)
+    met = cycle(EngineState(), clock, 1, available=512 * Mi)  # memory.available met: a first-observed time
+    stallable_disk.hold()
+    try:
+        returned, thread = returns_within(lambda: hook(met), RETURNS_WITHIN_S)
+        time.sleep(HELD_S)
+        assert returned, "the cycle's hook waited for the held disk"
+        assert writer.pending() == 1, "the write waits for the disk"
+    finally:
+        stallable_disk.release()
+    thread.join(FINISH_S)
+    hook.close()
+    assert writer.pending() == 0
+    restored = EngineStateFile(str(path), "node-1", log=LogCapture(), on_error=Counter(), clock=clock).restore(
+        CONFIG, 60.0)
+    assert restored.first_observed_at == met.state.first_observed_at != {}
+
+
+def test_the_recorder_syncs_off_the_loop_while_the_disk_is_held(stallable_disk: StallableDisk) -> None:
+    clock = ManualClock(now_s=1000.0)
+    writer = WriteBehind(LogCapture())
+    errors = Counter()
+    recorder = FlightRecorder(str(stallable_disk.mountpoint), eviction_settings({}), max_bytes=64 << 20,
+                              max_age_s=86400.0, dry_run=True, log=LogCapture(), on_error=errors, clock=clock,
+                              writer=writer)
+    state = EngineState()
+    recorder(first := cycle(state, clock, 1, available=4096 * Mi))  # the segment is created before the disk is held
+    assert writer.flush(FINISH_S)
+    stallable_disk.hold()
+    try:
+        def three_cycles() -> None:
+            for number in (2, 3, 4):
+                clock.advance(0.01)
+                recorder(cycle(first.state, clock, number, available=512 * Mi))
+
+        returned, thread = returns_within(three_cycles, RETURNS_WITHIN_S)
+        time.sleep(HELD_S)
+        assert returned, "the recorder's hook waited for the held disk"
+        assert 1 <= writer.pending() <= 2, "one fdatasync runs, held, and at most one waits (later ones replace it)"
+    finally:
+        stallable_disk.release()
+    thread.join(FINISH_S)
+    recorder.close(compress=False)
+    assert writer.pending() == 0 and errors.count == 0
+    [segment] = (stallable_disk.mountpoint / RECORDING_FOLDER).glob(f"*{OPEN_SUFFIX}")
+    lines = [json.loads(line) for line in segment.read_text().splitlines()]
+    assert [line["cycle"] for line in lines] == [1, 2, 3, 4]
+
+
+def test_a_sync_that_fails_off_the_loop_is_counted_and_logged_at_the_next_line(stallable_disk: StallableDisk) -> None:
+    clock = ManualClock(now_s=1000.0)
+    writer = WriteBehind(LogCapture())
+    errors = Counter()
+    log = LogCapture()
+    recorder = FlightRecorder(str(stallable_disk.mountpoint), eviction_settings({}), max_bytes=64 << 20,
+                              max_age_s=86400.0, dry_run=True, log=log, on_error=errors, clock=clock, writer=writer)
+    first = cycle(EngineState(), clock, 1, available=4096 * Mi)
+    recorder(first)
+    assert writer.flush(FINISH_S) and errors.count == 0
+    stallable_disk.fail()
+    # Each line goes to the page cache; once one reaches a block the disk cannot write, its sync fails off the
+    # loop, and the next line says so.
+    for number in range(2, 200):
+        clock.advance(1.0)
+        recorder(cycle(first.state, clock, number, available=512 * Mi))
+        assert writer.flush(FINISH_S)
+        if errors.count:
+            break
+    recorder.close(compress=False)
+    assert errors.count >= 1
+    assert ("warning", "flight recorder cannot write; the loop goes on without it") in [
+        (level, event) for level, event, _ in log.lines]

@@ -10,7 +10,7 @@ import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 
-from evictd.core.engine import Eviction
+from evictd.core.engine import STALL_SETTLE_S, Eviction
 from evictd.core.pods import Pod, is_critical_pod
 from evictd.core.quantity import Quantity, QuantityFormat
 from evictd.core.signals import EVICTD_SIGNALS, Signal, spec_of
@@ -178,7 +178,7 @@ def eviction_json(eviction: Eviction) -> JsonObject:
 
 def step_json(at: float, report: CycleReport) -> JsonObject:
     assessment = report.assessment
-    return {
+    step: JsonObject = {
         "at": seconds_json(at),
         "conditions": [str(c) for c in assessment.node_conditions],
         "thresholdsMet": [
@@ -195,6 +195,9 @@ def step_json(at: float, report: CycleReport) -> JsonObject:
         "ranking": [pod.key for pod in report.ranking],
         "evicted": [eviction_json(eviction) for eviction in report.evictions],
     }
+    if assessment.stall_settling:  # evictd's own: only where a stall eviction waited (STALL_SETTLE_S)
+        step["stallSettling"] = [str(s) for s in assessment.stall_settling]
+    return step
 
 
 def simulation_text(steps: Sequence[tuple[float, CycleReport]]) -> str:
@@ -212,7 +215,8 @@ def simulation_text(steps: Sequence[tuple[float, CycleReport]]) -> str:
         if report.reclaim:
             outcome = "ok" if report.reclaim_succeeded else "not enough"
             reclaim = f"{'+'.join(str(r.action) for r in report.reclaim)}: {outcome}"
-        evicted = ", ".join(e.pod.key for e in report.evictions) or "-"
+        evicted = ", ".join(e.pod.key for e in report.evictions) or (
+            f"- (stall settling, {STALL_SETTLE_S:g}s)" if assessment.stall_settling else "-")
         conditions = ",".join(str(c) for c in assessment.node_conditions) or "-"
         rows.append((f"{seconds_json(at)}s", conditions, met or "-", reclaim, evicted))
         for eviction in report.evictions:

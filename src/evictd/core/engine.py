@@ -11,7 +11,9 @@ at that point into three pure calls that the shell (`evictd.run.manager`) sequen
     reclaim_succeeded(state, summary_after) -> bool
         step 20: every configured threshold re-checked with minimum reclaim on the post-reclaim stats;
     choose_eviction(config, layout, step, observations, pods, summary, *, pods_from_node) -> EvictionChoice
-        steps 21-25, for a ReclaimThenEvict step: rank, skip critical pods, and build the cycle's one eviction.
+        steps 21-25, for a ReclaimThenEvict step: rank, skip critical pods, and build the cycle's one eviction;
+    note_evictions(state, evictions, now) -> new_state
+        evictd's own: remembers when a memory stall signal last evicted (the settle rule, `STALL_SETTLE_S`).
 
 `assess` reads as the kubelet's synchronize: its helpers.go functions keep their names here in snake_case
 (thresholds_first_observed_at, node_conditions, node_conditions_last_observed_at,
@@ -53,6 +55,12 @@ EVICTED_REASON = "Evicted"
 DISRUPTION_TARGET = "DisruptionTarget"
 TERMINATION_BY_KUBELET = "TerminationByKubelet"
 
+# evictd's memory stall signals read the kernel's avg10, which lags the relief an eviction brings: the kernel
+# updates it every 2 s and it decays over 10 s. So after an eviction for a stall signal, a stall threshold starts
+# no other eviction until this long after it (two updates: the relief shows, by 18% of the share per update
+# once the stall stops); it stays met and keeps its node condition meanwhile. The kubelet's signals never wait.
+STALL_SETTLE_S = 4.0
+
 
 @dataclass(frozen=True, slots=True)
 class EngineConfig:
@@ -90,6 +98,8 @@ class EngineState:
     node_conditions: tuple[NodeCondition, ...] = ()
     thresholds_met: tuple[Threshold, ...] = ()
     last_observations: Mapping[Signal, Observation] = field(default_factory=dict)
+    # evictd's own: when the last eviction for a memory stall signal was decided (`note_evictions`).
+    stall_evicted_at: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,7 +203,8 @@ class Assessment:
     """The outcome of `assess`: what the cycle saw, and the next step of its synchronize (`next_step`).
 
     `thresholds` are the thresholds met (grace period elapsed or not); `stale_signals` the signals of
-    thresholds that would act but whose stats are no newer than last cycle's.
+    thresholds that would act but whose stats are no newer than last cycle's; `stall_settling` the memory stall
+    signals of thresholds that would act but wait for the last stall eviction to settle (`STALL_SETTLE_S`).
     """
 
     next_step: NextStep
@@ -202,6 +213,7 @@ class Assessment:
     node_conditions: tuple[NodeCondition, ...] = ()
     stale_signals: tuple[Signal, ...] = ()
     warnings: tuple[str, ...] = ()
+    stall_settling: tuple[Signal, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -324,6 +336,8 @@ def assess(
     conditions = tuple(node_conditions_observed_since(last_observed_at, config.pressure_transition_period_s, now))
     grace_met = thresholds_met_grace_period(first_observed_at, now)
     to_act = thresholds_updated_stats(grace_met, observations, state.last_observations)
+    settling = stall_settling(to_act, state.stall_evicted_at, now)
+    to_act = [threshold for threshold in to_act if threshold not in settling]
     new_state = replace(
         state,
         first_observed_at=first_observed_at,
@@ -343,7 +357,28 @@ def assess(
         node_conditions=conditions,
         stale_signals=stale,
         warnings=warnings,
+        stall_settling=tuple(dict.fromkeys(t.signal for t in settling)),
     )
+
+
+def is_stall(threshold: Threshold) -> bool:
+    """Whether `threshold` is on one of evictd's memory stall signals."""
+    return spec_of(threshold.signal).stall is not None
+
+
+def stall_settling(thresholds: Sequence[Threshold], stall_evicted_at: float | None, now: float) -> list[Threshold]:
+    """The stall thresholds among `thresholds` that start no eviction yet: the last stall eviction was decided
+    less than STALL_SETTLE_S before `now`."""
+    if stall_evicted_at is None or now - stall_evicted_at >= STALL_SETTLE_S:
+        return []
+    return [threshold for threshold in thresholds if is_stall(threshold)]
+
+
+def note_evictions(state: EngineState, evictions: Sequence[Eviction], now: float) -> EngineState:
+    """Return `state` remembering that `evictions` were decided at `now` (only one for a stall signal counts)."""
+    if any(e.threshold is not None and is_stall(e.threshold) for e in evictions):
+        return replace(state, stall_evicted_at=now)
+    return state
 
 
 def _next_step(

@@ -111,6 +111,7 @@ def state_document(state: EngineState, *, node_name: str, now: float, now_wall: 
         "thresholdsMet": [threshold_record(t) for t in state.thresholds_met],
         "conditionLastObservedAt": {str(c): at + offset for c, at in state.condition_last_observed_at.items()},
         "lastObservations": {str(s): _observation_record(o) for s, o in state.last_observations.items()},
+        "stallEvictedAt": None if state.stall_evicted_at is None else state.stall_evicted_at + offset,
     }
 
 
@@ -137,11 +138,11 @@ def _wall_time(value: object, key: str) -> float:
     return float(value)
 
 
-def _fields(value: object, key: str, known: tuple[str, ...]) -> Mapping[str, object]:
-    """Return `value` as a mapping with only `known` fields, all present."""
+def _fields(value: object, key: str, known: tuple[str, ...], optional: tuple[str, ...] = ()) -> Mapping[str, object]:
+    """Return `value` as a mapping with only `known` and `optional` fields, every `known` one present."""
     fields = mapping(value, key)
     for name in fields:
-        if name not in known:
+        if name not in known and name not in optional:
             raise invalid("unknown field (written by a newer evictd?)", child(key, name), fields[name])
     for name in known:
         if name not in fields:
@@ -184,6 +185,8 @@ def _condition(name: str, key: str) -> NodeCondition:
 _RECORD_FIELDS = ("signal", "operator", "value", "gracePeriodSeconds", "minReclaim", "hard")
 _DOCUMENT_FIELDS = ("version", "node", "savedAt", "firstObservedAt", "thresholdsMet", "conditionLastObservedAt",
                     "lastObservations")
+# Fields an older evictd did not write (absent = unset).
+_OPTIONAL_FIELDS = ("stallEvictedAt",)
 
 
 def _record(value: object, key: str) -> Record:
@@ -253,6 +256,8 @@ def restore_state(
         node_conditions=tuple(kept_conditions),
         thresholds_met=tuple(thresholds_met),
         last_observations=saved.observations if timers_kept else {},
+        stall_evicted_at=monotonic(saved.stall_evicted_at) if timers_kept and saved.stall_evicted_at is not None
+        else None,
     )
     return Restored(state=state, age_s=age_s, timers_kept=timers_kept, thresholds=tuple(first_observed_at),
                     conditions=tuple(kept_conditions), dropped=dropped)
@@ -267,11 +272,13 @@ class _Saved:
     met: tuple[Record, ...]
     conditions: Mapping[NodeCondition, float]
     observations: Mapping[Signal, Observation]
+    stall_evicted_at: float | None = None
 
 
 def _parse(document: Mapping[str, object], now_wall: float) -> _Saved:
     """Return the checked contents of a document; raise DecodeError naming the bad field."""
-    fields = _fields(document, "state", _DOCUMENT_FIELDS)
+    fields = _fields(document, "state", _DOCUMENT_FIELDS, _OPTIONAL_FIELDS)
+    stall_evicted_at = fields.get("stallEvictedAt")
 
     def timer(value: object, key: str) -> tuple[Record, float]:
         item = _fields(value, key, ("threshold", "at"))
@@ -290,5 +297,6 @@ def _parse(document: Mapping[str, object], now_wall: float) -> _Saved:
             _signal(name, child(observations_key, name)): _observation(value, child(observations_key, name), now_wall)
             for name, value in mapping(fields["lastObservations"], observations_key).items()
         },
+        stall_evicted_at=None if stall_evicted_at is None else _wall_time(stall_evicted_at, "state.stallEvictedAt"),
     )
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from evictd.commands.render import condition_text
-from evictd.core.engine import Eviction, Skipped, ThresholdStatus
+from evictd.core.engine import STALL_SETTLE_S, Eviction, Skipped, ThresholdStatus
 from evictd.core.oom import ACTIVITY_TO_DESCRIPTION, TOO_LATE_ACTIVITIES, OomReport, outside_pods
 from evictd.core.thresholds import Threshold, threshold_quantity
 from evictd.log import Log
@@ -65,6 +65,9 @@ class CycleLogger:
         if assessment.stale_signals:
             self._log.info("stats not updated since last cycle; not acting on them", cycle=number,
                            signals=[str(s) for s in assessment.stale_signals])
+        if assessment.stall_settling:
+            self._log.info("a stall eviction waits for the last one to settle", cycle=number,
+                           signals=[str(s) for s in assessment.stall_settling], settle_s=STALL_SETTLE_S)
         for result in report.reclaim:
             if result.error:
                 self._log.error("node-level reclaim failed", cycle=number, action=str(result.action),

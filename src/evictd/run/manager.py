@@ -36,6 +36,7 @@ from evictd.core.engine import (
     assess,
     choose_eviction,
     layout_of,
+    note_evictions,
     reclaim_succeeded,
 )
 from evictd.core.errors import EvictdError, EvictionRefused
@@ -294,6 +295,7 @@ class EvictionManager:
             evicted, failures, refusals = _evict_through_api(route.evictor, (choice.eviction, *choice.alternates))
         else:
             evicted, failures = self._evict((choice.eviction,) if choice.eviction else ())
+        self.state = note_evictions(self.state, evicted, seen.now)
         return replace(seen, reclaim=reclaim, reclaim_succeeded=succeeded, after_reclaim=after, ranking=choice.ranking,
                        ranking_signal=choice.ranking_signal, ranking_keys=choice.ranking_keys, evictions=evicted,
                        eviction_errors=failures, skipped_critical=choice.skipped_critical, withheld=choice.withheld,

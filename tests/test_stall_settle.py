@@ -1,0 +1,120 @@
+"""After an eviction for a memory stall signal, the next stall eviction waits for the kernel's average to settle.
+
+The kernel's avg10 lags the relief an eviction brings (updated every 2 s, decaying over 10 s), so a stall
+threshold still met on the cycle right after an eviction must not evict a second pod until STALL_SETTLE_S has
+passed (docs/configuration.md "After an eviction"); the kubelet's signals never wait.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from datetime import UTC, datetime
+from typing import Any
+
+from builders import Gi, Mi, pod, pod_stats, stamp, summary
+from cycle_reports import simulate_steps
+from evictd.core.engine import STALL_SETTLE_S, EngineState, Eviction, note_evictions, stall_settling
+from evictd.core.pods import pod_from_dict
+from evictd.core.saved_state import restore_state, state_document
+from evictd.core.thresholds import Threshold, parse_stall_thresholds, parse_threshold_config
+
+SOME = "evictd.io/memory.stall.some"
+HOG = pod("hog", requests={"memory": "100Mi"}, priority=0)
+VICTIM = pod("victim", requests={"memory": "1Gi"}, priority=0)
+OTHER = pod("other", requests={"memory": "1Gi"}, priority=0)
+PODS = [HOG, VICTIM, OTHER]
+STATS = [pod_stats(HOG, memory=1 * Gi), pod_stats(VICTIM, memory=800 * Mi), pod_stats(OTHER, memory=500 * Mi)]
+STALL_CONFIG = {"evictionHard": {}, "stallEvictionHard": {SOME: "20%"}, "evictionPressureTransitionPeriod": "5m"}
+MEMORY_CONFIG = {"evictionHard": {"memory.available": "1Gi"}, "evictionPressureTransitionPeriod": "5m"}
+
+
+def psi(some10: float) -> dict[str, Any]:
+    return {"some": {"total": 1000, "avg10": some10, "avg60": 0.0, "avg300": 0.0},
+            "full": {"total": 500, "avg10": 0.0, "avg60": 0.0, "avg300": 0.0}}
+
+
+def steps(config: dict[str, Any], shares: list[tuple[float, float, list[dict[str, Any]]]], *,
+          available: int = 3 * Gi) -> list[dict[str, Any]]:
+    """One cycle per (second, avg10 `some` share, the pods listed then: those not evicted yet)."""
+    scenario: list[dict[str, Any]] = []
+    for index, (at, share, pods) in enumerate(shares):
+        document = summary(memory=available, time=stamp(index), pods=STATS)
+        document["node"]["memory"]["psi"] = psi(share)
+        scenario.append({"at": at, "summary": document, "pods": pods})
+    return simulate_steps({"config": config, "pods": PODS, "steps": scenario})
+
+
+AFTER_HOG = [VICTIM, OTHER]
+
+
+def evicted(out: list[dict[str, Any]]) -> list[list[str]]:
+    return [[e["name"] for e in s["evicted"]] for s in out]
+
+
+def test_the_settle_time_is_two_updates_of_the_kernels_averages() -> None:
+    assert STALL_SETTLE_S == 4.0
+
+
+def test_a_stall_still_met_for_3s_after_the_eviction_then_cleared_evicts_once() -> None:
+    out = steps(STALL_CONFIG, [(0, 30.0, PODS), (0.5, 28.0, AFTER_HOG), (1.5, 26.0, AFTER_HOG), (3, 23.0, AFTER_HOG),
+                                (5, 10.0, AFTER_HOG), (7, 2.0, AFTER_HOG)])
+    assert evicted(out) == [["hog"], [], [], [], [], []]
+    # The threshold stays met and keeps the node condition while the eviction waits; the report says why.
+    assert [s["conditions"] for s in out][:4] == [["MemoryPressure"]] * 4
+    assert [s.get("stallSettling") for s in out] == [None, [SOME], [SOME], [SOME], None, None]
+
+
+def test_a_stall_met_past_the_settle_time_evicts_the_next_pod_then() -> None:
+    out = steps(STALL_CONFIG, [(0, 30.0, PODS), (1, 29.0, AFTER_HOG), (3.9, 28.0, AFTER_HOG), (4, 27.0, AFTER_HOG),
+                                (5, 26.0, [OTHER])])
+    assert evicted(out) == [["hog"], [], [], ["victim"], []]
+
+
+def test_the_kubelets_memory_signal_never_waits() -> None:
+    out = steps(MEMORY_CONFIG, [(0, 90.0, PODS), (0.5, 90.0, AFTER_HOG), (1, 90.0, [OTHER])],
+                available=500 * Mi)
+    assert evicted(out) == [["hog"], ["victim"], ["other"]]
+    assert all(s.get("stallSettling") is None for s in out)
+
+
+# --- the rule, unit by unit ------------------------------------------------------------------------------------
+
+(STALL,) = parse_stall_thresholds({SOME: "20%"}, {}, {}, {})
+(MEMORY,) = parse_threshold_config([], {"memory.available": "1Gi"}, {}, {}, {})
+
+
+def eviction(threshold: Threshold | None) -> Eviction:
+    return Eviction(pod=pod_from_dict(HOG), signal=str(threshold.signal) if threshold else "ephemeral-storage",
+                    grace_period_override_s=1, effective_grace_period_s=1, message="", annotations={},
+                    conditions=(), threshold=threshold)
+
+
+def test_only_a_stall_threshold_waits_and_only_within_the_settle_time() -> None:
+    assert stall_settling([STALL, MEMORY], None, 100.0) == [], "no stall eviction yet"
+    assert stall_settling([STALL, MEMORY], 100.0, 100.0) == [STALL]
+    assert stall_settling([STALL, MEMORY], 100.0, 100.0 + STALL_SETTLE_S - 0.001) == [STALL]
+    assert stall_settling([STALL, MEMORY], 100.0, 100.0 + STALL_SETTLE_S) == []
+    assert stall_settling([MEMORY], 100.0, 101.0) == []
+
+
+def test_only_an_eviction_for_a_stall_signal_starts_the_settle_time() -> None:
+    state = EngineState()
+    assert note_evictions(state, [eviction(MEMORY), eviction(None)], 50.0) is state
+    assert note_evictions(state, [], 50.0) is state
+    assert note_evictions(state, [eviction(STALL)], 50.0).stall_evicted_at == 50.0
+
+
+def test_the_settle_time_survives_a_restart_and_an_older_file_reads_as_none() -> None:
+    wall = datetime(2026, 11, 21, 10, 0, 10, tzinfo=UTC).timestamp()
+    state = replace(EngineState(), stall_evicted_at=998.5)
+    document = json.loads(json.dumps(state_document(state, node_name="n", now=1000.0, now_wall=wall)))
+    assert document["stallEvictedAt"] == wall - 1.5
+
+    def restored(doc: object, now: float, at_wall: float) -> float | None:
+        return restore_state(doc, node_name="n", thresholds=(STALL,), now=now, now_wall=at_wall,
+                             restore_window_s=30.0, transition_period_s=300.0).state.stall_evicted_at
+
+    assert restored(document, 5.0, wall + 1) == 5.0 - 2.5, "2.5 s since the eviction on the new clock too"
+    assert restored(document, 5.0, wall + 31) is None, "timers of a state older than the window are dropped"
+    del document["stallEvictedAt"]
+    assert restored(document, 5.0, wall + 1) is None

@@ -32,9 +32,10 @@ from evictd.record.model import (
     rank_keys,
     rank_keys_text,
 )
-from evictd.record.recording import RECORDING_FOLDER, Recording, segment_paths
+from evictd.record.recording import Recording, segment_paths
 from evictd.record.scenario_recording import record_scenario
 from evictd.record.segment_files import segment_lines
+from evictd.state_dir import RECORDING_FOLDER
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = sorted((ROOT / "config" / "examples").glob("*.yaml"))

@@ -60,7 +60,7 @@ from evictd.record.summary_json import SummaryChangesEncoder
 from evictd.run.after_cycle import Cycle
 from evictd.run.manager import FRESH_STATE
 from evictd.run.write_behind import WriteBehind
-from evictd.state_dir import RECORDING_FOLDER, RECORDING_TEMPORARY_PREFIX
+from evictd.state_dir import RECORDING_TEMPORARY_PREFIX, StateDir
 
 # What one segment holds at most, as a share of the recorder's bounds.
 SEGMENT_SHARE_OF_BYTES = 16
@@ -77,7 +77,7 @@ class FlightRecorder:
                  dry_run: bool, log: Log, on_error: Callable[[], None] = lambda: None,
                  clock: Clock = SYSTEM_CLOCK, run: str | None = None, start_state: EngineState = FRESH_STATE,
                  node_name: str = "", process: str | None = None, writer: WriteBehind | None = None) -> None:
-        self.folder = os.path.join(state_dir, RECORDING_FOLDER)
+        self.folder = StateDir(state_dir).recording
         self._config = kubelet_config_document(settings)
         self._max_bytes = max_bytes
         self._max_age_s = max_age_s

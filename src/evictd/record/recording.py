@@ -68,7 +68,7 @@ from evictd.record.model import (
 from evictd.record.segment_files import Problem, in_time_order, segment_lines
 from evictd.record.summary_json import apply_summary_changes
 from evictd.run.manager import CycleReport
-from evictd.state_dir import RECORDING_FOLDER
+from evictd.state_dir import StateDir
 
 OPEN_SUFFIX = ".jsonl"
 CLOSED_SUFFIX = ".jsonl.gz"
@@ -435,8 +435,8 @@ def open_recording(path: str, since: float | None, until: float | None, problem:
     # A reader builds and drops each cycle's objects by the thousand, freed as they go (no reference cycles): the
     # collector's passes every 700 new objects (Python's default) were a sixth of its time.
     gc.set_threshold(READER_GC_THRESHOLD, 10, 10)
-    if os.path.isdir(os.path.join(path, RECORDING_FOLDER)):
-        path = os.path.join(path, RECORDING_FOLDER)
+    if os.path.isdir(StateDir(path).recording):
+        path = StateDir(path).recording
     return Recording(path, since, until, problem=problem)
 
 

@@ -11,7 +11,6 @@ an open segment). The decisions are recorded as a dry run's: a simulation evicts
 
 from __future__ import annotations
 
-import os
 from datetime import UTC, datetime
 
 from evictd.commands.simulate import FakeClock, Scenario, run_scenario, start_state
@@ -22,7 +21,7 @@ from evictd.record.recorder import FlightRecorder
 from evictd.record.recording import run_id, segment_paths
 from evictd.run.after_cycle import Cycle
 from evictd.run.manager import FRESH_STATE, CycleReport
-from evictd.state_dir import RECORDING_FOLDER
+from evictd.state_dir import StateDir
 
 # What names the run and its segment where the daemon's PID would.
 PROCESS = "simulate"
@@ -57,7 +56,7 @@ class _ScenarioWall(FakeClock):
 def record_scenario(scenario: Scenario, state_dir: str) -> list[CycleReport]:
     """Run `scenario` with the flight recorder writing its cycles into `state_dir`; return the cycles' reports.
     Raise ConfigError when `state_dir` already holds a recording, EvictdError when it cannot be written."""
-    folder = os.path.join(state_dir, RECORDING_FOLDER)
+    folder = StateDir(state_dir).recording
     try:
         existing = segment_paths(folder)
     except OSError as exc:  # not a folder, or unreadable: the recorder could not write there either

@@ -618,6 +618,38 @@ def test_page_cache_dropped_past_the_drop_watch_re_arms_the_set_itself_without_a
             child.stop()
 
 
+def test_a_re_arm_asked_while_one_is_in_hand_follows_it_instead_of_being_dropped(memcg_dir: Path) -> None:
+    # Page cache dropped in two steps: the second firing asks for the level again while the thread still
+    # registers the first (a registration waits for an RCU grace period). Dropping that request left the level
+    # armed from the older figures, too high, and the crossing below it woke nothing (a flaky end-to-end test).
+    notifiers = MemcgNotifierSet([memory_threshold("512Mi")], memory_root=str(memcg_dir), pods_cgroup="kubepods")
+    in_hand, release = threading.Event(), threading.Event()
+    arm = notifiers._arm
+
+    def slow_arm(job: tuple[int, bool, int, int]) -> object:
+        in_hand.set()
+        assert release.wait(LONG_WAIT_S)
+        return arm(job)
+
+    try:
+        assert notifiers.update(summary_with(stats_for_level(0, 900 * MI, 512 * MI), None), now=0.0) == []
+        (first,) = notifiers.levels
+        assert first.threshold_bytes == 900 * MI
+        notifiers._arm = slow_arm  # type: ignore[method-assign]
+        # Two later cycles' readings, the level a step and more lower each time (not yet due for a refresh).
+        notifiers.update(summary_with(stats_for_level(0, 800 * MI, 512 * MI), None), now=1.0)
+        assert in_hand.wait(LONG_WAIT_S)
+        notifiers.update(summary_with(stats_for_level(0, 700 * MI, 512 * MI), None), now=2.0)
+        release.set()
+        wait_rearmed(notifiers)
+        (level,) = notifiers.levels
+        assert level.threshold_bytes == 700 * MI, "the newest figures' level, not the one in hand when asked"
+        assert is_closed(first)
+    finally:
+        release.set()
+        notifiers.close()
+
+
 def test_a_drop_watch_firing_near_the_threshold_needs_a_cycle(memcg_dir: Path, waiter: Waiter) -> None:
     notifiers = MemcgNotifierSet([memory_threshold("512Mi")], memory_root=str(memcg_dir), pods_cgroup="kubepods")
     with tempfile.TemporaryDirectory(dir="/var/tmp", prefix="evictd-cache-") as folder:

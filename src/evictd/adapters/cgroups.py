@@ -47,6 +47,7 @@ from pathlib import Path
 from typing import overload
 
 from evictd.core.errors import ConfigError, SampleError
+from evictd.core.memcg import working_set_from
 
 # A limit above this many bytes means "no limit": the kernel rounds 2**63-1 down to a page multiple,
 # so the kubelet compares with 2**62 instead of MaxInt64 (isMemoryUnlimited, pkg/kubelet/stats).
@@ -221,7 +222,7 @@ class CgroupReader:
             inactive_file = flat_keyed_value(path, read_file(path), V2_INACTIVE_FILE_KEY)
             limit = _v2_limit(folder + "/memory.max")
         return MemoryReading(usage_bytes=usage, inactive_file_bytes=inactive_file,
-                             working_set_bytes=max(0, usage - inactive_file), limit_bytes=limit)
+                             working_set_bytes=working_set_from(usage, inactive_file), limit_bytes=limit)
 
     def process_count(self, cgroup: str) -> int:
         """Return the number of tasks in ``cgroup`` and its descendants: ``pids.current``, or where there is none

@@ -50,11 +50,13 @@ from evictd.core.memcg import (
     drop_watch_wanted,
     firing_is_a_crossing,
     firing_needs_cycle,
+    level_from,
     level_moved,
     memcg_notifier_description,
     memcg_threshold_bytes,
     memory_stats_for,
     notifier_refresh_due,
+    working_set_from,
     working_set_level,
 )
 from evictd.core.psi import format_us, psi_trigger
@@ -411,7 +413,8 @@ class MemcgNotifierSet:
         self._met = [False] * len(self.thresholds)
         self._lock = threading.Lock()  # the slots, `_by_fd` and the epoll set: the loop's and the thread's
         self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
-        self._pending: set[tuple[int, bool]] = set()
+        # The places with a registration in the thread's hands, each with the newer one asked for meanwhile.
+        self._pending: dict[tuple[int, bool], _Job | None] = {}
         self._failures: list[NotifierFailure] = []
         self._worker: threading.Thread | None = None
         self.cause = MEMCG_CAUSE
@@ -499,7 +502,7 @@ class MemcgNotifierSet:
             return True
         usage, inactive_file = read
         return firing_needs_cycle(met, drop_watch=drop_watch, working_set_level_bytes=working_set_level_bytes,
-                                  working_set_bytes=max(0, usage - inactive_file))
+                                  working_set_bytes=working_set_from(usage, inactive_file))
 
     def _rearm_from(self, index: int, fired: MemcgThresholdNotifier, read: tuple[int, int] | None) -> None:
         """Re-arm threshold `index`'s level (when it fired or moved) and drop watch (when stale) from `read`."""
@@ -509,7 +512,7 @@ class MemcgNotifierSet:
         if read is None or working_set_level_bytes is None:
             return
         usage, inactive_file = read
-        level = working_set_level_bytes + inactive_file
+        level = level_from(working_set_level_bytes, usage, inactive_file)
         if armed is not None and (armed is fired or level_moved(armed.threshold_bytes, level)):
             self._submit((index, False, level, usage))
         if drop_watch_stale(watch.threshold_bytes if watch is not None else None, level, usage):
@@ -623,8 +626,11 @@ class MemcgNotifierSet:
         key = (job[0], job[1])
         with self._lock:
             if key in self._pending:
-                return  # one registration at a time per place; the next cycle asks again if still needed
-            self._pending.add(key)
+                # One registration at a time per place: the newest asked for follows the one in hand (dropping it
+                # would leave the place armed from older figures until the next cycle, an hour away maybe).
+                self._pending[key] = job
+                return
+            self._pending[key] = None
         if self._worker is None:
             self._worker = threading.Thread(target=self._rearm, name="evictd-memcg-rearm", daemon=True)
             self._worker.start()
@@ -633,8 +639,12 @@ class MemcgNotifierSet:
     def _rearm(self) -> None:
         while (job := self._jobs.get()) is not None:
             failure = self._arm(job)
+            key = (job[0], job[1])
             with self._lock:
-                self._pending.discard((job[0], job[1]))
+                newer = self._pending.pop(key, None)
+                if newer is not None:
+                    self._pending[key] = None
+                    self._jobs.put(newer)
                 if failure is not None:
                     self._failures.append(failure)
 

@@ -32,7 +32,8 @@ from synthetic_node import MiB, build_node, write_config
 from evictd.adapters import procfs
 from evictd.config import load_configuration
 from evictd.record.recorder import FlightRecorder
-from evictd.record.recording import CLOSED_SUFFIX, segment_paths
+from evictd.record.recording import segment_paths
+from evictd.record.segment_files import CLOSED_SUFFIX
 from evictd.run.after_cycle import Cycle
 from evictd.state_dir import RECORDING_FOLDER
 

@@ -38,14 +38,9 @@ from evictd.core.saved_state import STATE_VERSION, threshold_record
 from evictd.record.documents import kubelet_config_document, pod_to_dict
 from evictd.record.model import RankKeys
 from evictd.record.recorder import FlightRecorder
-from evictd.record.recording import (
-    CLOSED_SUFFIX,
-    OPEN_SUFFIX,
-    decision_of,
-    read_recording,
-    segment_paths,
-)
+from evictd.record.recording import decision_of, read_recording, segment_paths
 from evictd.record.replay import replay
+from evictd.record.segment_files import CLOSED_SUFFIX, OPEN_SUFFIX
 from evictd.record.summary_json import summary_to_dict
 from evictd.run.after_cycle import Cycle
 from evictd.state_dir import RECORDING_FOLDER

@@ -30,8 +30,8 @@ from evictd.core.summary import summary_from_dict
 from evictd.core.thresholds import parse_threshold_config
 from evictd.record.engine_state import EngineStateFile
 from evictd.record.recorder import FlightRecorder
-from evictd.record.recording import CLOSED_SUFFIX, OPEN_SUFFIX, read_recording, segment_paths
-from evictd.record.segment_files import in_time_order, segment_lines
+from evictd.record.recording import read_recording, segment_paths
+from evictd.record.segment_files import CLOSED_SUFFIX, OPEN_SUFFIX, in_time_order, segment_lines
 from evictd.run.after_cycle import Cycle
 from evictd.run.manager import CycleReport
 from evictd.run.write_behind import WriteBehind

@@ -234,6 +234,13 @@ def test_a_sync_that_fails_off_the_loop_is_counted_and_logged_at_the_next_line(s
 SEGMENT_AGE_S = 100.0
 
 
+def rotate(recorder: FlightRecorder, clock: ManualClock, first: Cycle) -> None:
+    """Cycle 2 comes past the first segment's age (a rotation), cycle 3 a second after it."""
+    for number, seconds in ((2, 1.5 * SEGMENT_AGE_S), (3, 1.0)):
+        clock.advance(seconds)
+        recorder(cycle(first.state, clock, number, available=512 * Mi))
+
+
 @dataclass
 class HeldRecorder:
     """A recorder whose write-behind thread is held by a job waiting on `gate` (as a disk that stalls holds it)."""
@@ -242,15 +249,13 @@ class HeldRecorder:
     writer: WriteBehind
     clock: ManualClock
     errors: Counter
+    log: LogCapture
     folder: Path
     gate: threading.Event
     first: Cycle
 
     def rotate(self) -> None:
-        """Cycle 2 comes past the first segment's age (a rotation), cycle 3 a second after it."""
-        for number, seconds in ((2, 1.5 * SEGMENT_AGE_S), (3, 1.0)):
-            self.clock.advance(seconds)
-            self.recorder(cycle(self.first.state, self.clock, number, available=512 * Mi))
+        rotate(self.recorder, self.clock, self.first)
 
     def names(self) -> list[str]:
         return sorted(os.listdir(self.folder))
@@ -260,9 +265,9 @@ class HeldRecorder:
 def held_recorder(tmp_path: Path) -> Iterator[HeldRecorder]:
     clock = ManualClock(now_s=1000.0)
     writer = WriteBehind(LogCapture())
-    errors = Counter()
+    errors, log = Counter(), LogCapture()
     recorder = FlightRecorder(str(tmp_path), eviction_settings({}), max_bytes=64 << 20,
-                              max_age_s=24 * SEGMENT_AGE_S, dry_run=True, log=LogCapture(), on_error=errors,
+                              max_age_s=24 * SEGMENT_AGE_S, dry_run=True, log=log, on_error=errors,
                               clock=clock, writer=writer)
     first = cycle(EngineState(), clock, 1, available=4096 * Mi)
     recorder(first)
@@ -271,7 +276,7 @@ def held_recorder(tmp_path: Path) -> Iterator[HeldRecorder]:
     writer.submit("held", lambda: (started.set(), gate.wait(FINISH_S)))
     assert started.wait(FINISH_S)
     try:
-        yield HeldRecorder(recorder, writer, clock, errors, tmp_path / RECORDING_FOLDER, gate, first)
+        yield HeldRecorder(recorder, writer, clock, errors, log, tmp_path / RECORDING_FOLDER, gate, first)
     finally:
         gate.set()
         writer.flush(FINISH_S)
@@ -325,3 +330,54 @@ def test_a_stop_finishes_a_pending_close_and_compresses_the_open_segment(held_re
         "as a stop leaves it: every segment compressed, no plain or temporary file"
     assert [r.cycle for r in read_recording(str(held.folder))[0]] == [1, 2, 3]
     assert held.writer.pending() == 0 and held.errors.count == 0
+
+
+def test_a_close_that_fails_off_the_loop_is_reported_at_the_next_line_and_the_plain_segment_kept(
+        held_recorder: HeldRecorder) -> None:
+    held = held_recorder
+    held.rotate()
+    old = held.names()[0]
+    (held.folder / ("." + old.removesuffix(OPEN_SUFFIX) + CLOSED_SUFFIX)).mkdir()  # its temporary cannot be written
+    held.gate.set()
+    assert held.writer.flush(FINISH_S)
+    assert held.errors.count == 0 and held.log.lines == [], "nothing said in the thread"
+    for number in (4, 5):
+        held.clock.advance(1.0)
+        held.recorder(cycle(held.first.state, held.clock, number, available=512 * Mi))  # never raises
+    assert held.errors.count == 1
+    assert [(level, event) for level, event, _ in held.log.lines] == [
+        ("warning", "flight recorder cannot write; the loop goes on without it"), ("info", "flight recorder writing again")]
+    assert old in held.names(), "the plain segment stays, and is read as it is"
+    records, skipped = read_recording(str(held.folder))
+    assert skipped == 0 and [r.cycle for r in records] == [1, 2, 3, 5], "the line that reported it is lost, as a failed sync's"
+
+
+def test_a_rotation_returns_while_the_disk_is_held_and_the_old_segment_is_compressed_after(
+        stallable_disk: StallableDisk) -> None:
+    clock = ManualClock(now_s=1000.0)
+    writer = WriteBehind(LogCapture())
+    errors = Counter()
+    recorder = FlightRecorder(str(stallable_disk.mountpoint), eviction_settings({}), max_bytes=64 << 20,
+                              max_age_s=24 * SEGMENT_AGE_S, dry_run=True, log=LogCapture(), on_error=errors,
+                              clock=clock, writer=writer)
+    folder = stallable_disk.mountpoint / RECORDING_FOLDER
+    try:
+        first = cycle(EngineState(), clock, 1, available=4096 * Mi)
+        recorder(first)
+        assert writer.flush(FINISH_S)
+        stallable_disk.hold()
+        try:
+            returned, thread = returns_within(lambda: rotate(recorder, clock, first), RETURNS_WITHIN_S)
+            time.sleep(HELD_S)
+            pending = writer.pending()
+        finally:
+            stallable_disk.release()
+        thread.join(FINISH_S)
+        assert writer.flush(FINISH_S)
+        assert returned, "the rotation waited for the held disk"
+        assert pending >= 1, "the old segment's close waited for the disk"
+        old, new = sorted(os.listdir(folder))
+        assert old.endswith(CLOSED_SUFFIX) and new.endswith(OPEN_SUFFIX)
+        assert [r.cycle for r in read_recording(str(folder))[0]] == [1, 2, 3] and errors.count == 0
+    finally:
+        recorder.close()  # nothing left open on the disk before it is unmounted, whatever the outcome

@@ -346,10 +346,12 @@ def test_a_close_that_fails_off_the_loop_is_reported_at_the_next_line_and_the_pl
         held.recorder(cycle(held.first.state, held.clock, number, available=512 * Mi))  # never raises
     assert held.errors.count == 1
     assert [(level, event) for level, event, _ in held.log.lines] == [
-        ("warning", "flight recorder cannot write; the loop goes on without it"), ("info", "flight recorder writing again")]
+        ("warning", "flight recorder cannot write; the loop goes on without it"),
+        ("info", "flight recorder writing again")]
     assert old in held.names(), "the plain segment stays, and is read as it is"
     records, skipped = read_recording(str(held.folder))
-    assert skipped == 0 and [r.cycle for r in records] == [1, 2, 3, 5], "the line that reported it is lost, as a failed sync's"
+    assert skipped == 0 and [r.cycle for r in records] == [1, 2, 3, 5], \
+        "the line that reported it is lost, as a failed sync's is"
 
 
 def test_a_rotation_returns_while_the_disk_is_held_and_the_old_segment_is_compressed_after(

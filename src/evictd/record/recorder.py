@@ -287,11 +287,15 @@ class FlightRecorder:
         self._enforce_bounds()
 
     def _finish(self, segment: _Segment, *, compress: bool) -> None:
-        """Close `segment`'s file and, with `compress`, compress it, then enforce the bounds (off the loop)."""
+        """Sync and close `segment`'s file and, with `compress`, compress it, then enforce the bounds (off the
+        loop)."""
         fd, segment.fd = segment.fd, None
         try:
             if fd is not None:
-                os.close(fd)
+                try:
+                    os.fdatasync(fd)  # a sync handed over before and replaced by the next segment's did not run
+                finally:
+                    os.close(fd)
             if compress:
                 self._compress(segment.path)
         finally:

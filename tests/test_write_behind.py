@@ -279,7 +279,7 @@ def held_recorder(tmp_path: Path) -> Iterator[HeldRecorder]:
         yield HeldRecorder(recorder, writer, clock, errors, log, tmp_path / RECORDING_FOLDER, gate, first)
     finally:
         gate.set()
-        writer.flush(FINISH_S)
+        recorder.close()
 
 
 def test_a_segment_rotation_does_not_wait_for_the_write_behind_thread(held_recorder: HeldRecorder) -> None:

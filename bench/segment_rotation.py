@@ -32,17 +32,15 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 
 from cycle_cost import (
-    PRESSURE_AVAILABLE_BYTES,
-    PRESSURE_INACTIVE_FILE_BYTES,
     WARMUP_CYCLES,
     build_manager,
     check,
     disk_pass_for,
+    hold_memory_pressure,
 )
 from synthetic_node import build_node, write_config
 
 import evictd
-from evictd.adapters import procfs
 from evictd.config import load_configuration
 from evictd.record.recorder import FlightRecorder
 from evictd.run.after_cycle import Cycle
@@ -93,9 +91,7 @@ def measure(rotations: int, state_parent: str, write_load: int, log: Problems) -
     closing: list[float] = []
     with build_node(PODS) as node:
         config = load_configuration([str(write_config(node))])
-        capacity = procfs.mem_total_bytes()
-        node.set_root_usage(capacity - PRESSURE_AVAILABLE_BYTES + PRESSURE_INACTIVE_FILE_BYTES,
-                            PRESSURE_INACTIVE_FILE_BYTES)
+        hold_memory_pressure(node)
         manager = build_manager(node, discovered=False)
         disk_pass = disk_pass_for(node, manager)
         state_dir = tempfile.mkdtemp(prefix="evictd-rotation-bench-", dir=state_parent)

@@ -10,8 +10,13 @@ every segment whose last cycle is older than `maxAge` (segments go whole: the ol
 
 With a `WriteBehind` (as `evictd run` builds it) the fdatasync runs on its thread, off the loop (a line is
 written in the loop, to the page cache); a crash then loses at most the lines written since the last sync that
-finished. A failed sync is raised at the next line (as a failed write is), and the fd is closed only once no
-sync on it waits or runs.
+finished. So does a segment's close: at a rotation the loop only hands the segment over (its fd with it: the
+thread closes it after any sync handed over before) and opens the next one, whose lines go on at once; the
+thread then compresses the old one and enforces the bounds, in that order (its jobs run one at a time, in the
+order handed over). Until then the closed segment sits plain beside the open one, and readers read both (by
+run and first cycle: `segment_files`); a name still closing is never opened again. A stop (`close`) waits for
+what is pending, at most STOP_FLUSH_S (what is left then is what a crash leaves, read as it is). A failed sync
+or close is raised at the next line (as a failed write is), never in the thread.
 
 The recorder never stops the loop: a full filesystem (ENOSPC) or an unwritable stateDir makes it log once
 (and once again when it writes again), count `evictd_errors_total{source="recorder"}`, cut off any partial
@@ -33,9 +38,11 @@ import contextlib
 import gzip
 import os
 import shutil
+import threading
+from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import replace
-from datetime import UTC, datetime
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime, timedelta
 
 from evictd.clock import SYSTEM_CLOCK, Clock
 from evictd.core.engine import EngineState
@@ -48,14 +55,13 @@ from evictd.log import Log
 from evictd.record.documents import kubelet_config_document
 from evictd.record.model import ABSENT, Encoded, Line, dumps, encode_line
 from evictd.record.recording import (
-    CLOSED_SUFFIX,
-    OPEN_SUFFIX,
     PodListEncoder,
     RankingEncoder,
     decision_of,
     run_id,
     segment_paths,
 )
+from evictd.record.segment_files import CLOSED_SUFFIX, OPEN_SUFFIX
 from evictd.record.summary_json import SummaryChangesEncoder
 from evictd.run.after_cycle import Cycle
 from evictd.run.manager import FRESH_STATE
@@ -68,6 +74,16 @@ SEGMENT_SHARE_OF_AGE = 24
 MIN_SEGMENT_BYTES = 64 << 10
 # A segment dated more than this after the clock's now was written while the clock ran ahead.
 FUTURE_SLACK_S = 60.0
+# At stop, how long the segments' closes handed over may still take (the shutdown deadline bounds the whole stop).
+STOP_FLUSH_S = 5.0
+
+
+@dataclass(slots=True)
+class _Segment:
+    """A segment file being written, or handed over to be closed."""
+
+    path: str
+    fd: int | None  # None once closed: a sync handed over before its close finds nothing left to sync
 
 
 class FlightRecorder:
@@ -94,8 +110,7 @@ class FlightRecorder:
         self._summaries = SummaryChangesEncoder(dumps)
         self._ranking = RankingEncoder()
         self._layout: FsLayout | None = None
-        self._fd: int | None = None
-        self._path = ""
+        self._segment: _Segment | None = None
         self._size = 0
         self._opened_at = 0.0
         self._failing: str | None = None
@@ -103,16 +118,19 @@ class FlightRecorder:
         # The engine state the run started from, written on the run's first line (None once written or tried).
         self._start_state: EngineState | None = start_state
         self._node_name = node_name
-        self._writer = writer  # None: fdatasync in the caller's thread
-        self._sync_error: OSError | None = None  # what the last fdatasync off the loop raised
+        self._writer = writer  # None: fdatasync and closes in the caller's thread
+        self._off_loop_errors: deque[OSError] = deque()  # what jobs off the loop raised, for the next line
+        # The plain segments open or handed over to be closed: never deleted, nor opened again, until closed.
+        self._live: set[str] = set()
+        self._live_lock = threading.Lock()
 
     def __call__(self, cycle: Cycle) -> None:
         """Record one finished cycle; a failure is logged and counted, never raised."""
         wall = cycle.wall.timestamp()
         try:
-            if self._fd is not None and wall - self._opened_at >= self._segment_age_s:
+            if self._segment is not None and wall - self._opened_at >= self._segment_age_s:
                 self._close_segment()
-            if self._fd is None:
+            if self._segment is None:
                 self._open_segment(wall)
             line, pods = self._line(cycle, wall)
             if self._size and self._size + len(line) > self._segment_bytes:
@@ -135,13 +153,13 @@ class FlightRecorder:
 
     def close(self, *, compress: bool = True) -> None:
         """Close the open segment, compressed (without `compress`, left as plain lines, as readers read an open
-        segment); errors are logged and counted."""
+        segment), and wait (at most STOP_FLUSH_S) for the closes handed over; errors are logged and counted."""
         try:
-            if self._fd is not None:
-                if compress:
-                    self._close_segment()
-                else:
-                    self._drop_segment()
+            self._close_segment(compress=compress)
+            if self._writer is not None and not self._writer.flush(STOP_FLUSH_S):
+                self._log.warning("flight recorder: a segment still closing at stop, left as a crash leaves it",
+                                  folder=self.folder)
+            self._raise_off_loop_error()
         except OSError as exc:
             self._failed(exc)
 
@@ -173,64 +191,120 @@ class FlightRecorder:
 
     def _append(self, data: bytes) -> None:
         """Write `data` whole at the end of the segment and sync it; on failure cut off what was written."""
-        assert self._fd is not None
-        if self._sync_error is not None:
-            failed, self._sync_error = self._sync_error, None
-            raise failed
+        segment = self._segment
+        assert segment is not None and segment.fd is not None
+        self._raise_off_loop_error()
         written = 0
-        fd = self._fd
+        fd = segment.fd
         try:
             while written < len(data):
                 written += os.write(fd, data[written:])
-            if self._writer is None:
-                os.fdatasync(fd)
-            else:
-                self._writer.submit(self.folder, lambda: self._sync(fd))
+            self._off_loop(self.folder, lambda: self._sync(segment))
         except OSError:
             if written:
                 try:
-                    os.ftruncate(self._fd, self._size)
+                    os.ftruncate(fd, self._size)
                 except OSError:
-                    self._drop_segment()  # the next line starts a new segment: the cut one reads up to here
+                    # The next line starts a new segment: the cut one reads up to here.
+                    self._close_segment(compress=False)
             raise
         self._size += len(data)
 
-    def _sync(self, fd: int) -> None:
-        try:
-            os.fdatasync(fd)
-        except OSError as exc:
-            self._sync_error = exc
+    @staticmethod
+    def _sync(segment: _Segment) -> None:
+        if segment.fd is not None:
+            os.fdatasync(segment.fd)
+
+    # --- off the loop ----------------------------------------------------------------------------------
+
+    def _off_loop(self, key: str, job: Callable[[], None]) -> None:
+        """Run `job` on the write-behind thread, as `key` (without one, now, raising what it raises); an OSError
+        it raises there is raised at the next line."""
+        if self._writer is None:
+            job()
+            return
+
+        def reported() -> None:
+            try:
+                job()
+            except OSError as exc:
+                self._off_loop_errors.append(exc)
+
+        self._writer.submit(key, reported)
+
+    def _raise_off_loop_error(self) -> None:
+        """Raise the first error of the jobs off the loop since the last line, counting the others."""
+        errors = self._off_loop_errors
+        if not errors:
+            return
+        first = errors.popleft()
+        while errors:
+            errors.popleft()
+            self._on_error()
+        raise first
 
     # --- segments ----------------------------------------------------------------------------------------
 
     def _open_segment(self, wall: float) -> None:
         os.makedirs(self.folder, exist_ok=True)
         if not self._started:  # what earlier runs left may have aged out meanwhile, or was cut by a crash
-            remove_temporaries(self.folder, RECORDING_TEMPORARY_PREFIX, self._log, "recording")
-            self._enforce_bounds()
+            self._off_loop(f"tidy {self.folder}", self._tidy)
             self._started = True
-        stamp = datetime.fromtimestamp(wall, UTC).strftime("%Y%m%dT%H%M%S.%fZ")
-        self._path = os.path.join(self.folder, f"{stamp}-{self._process}{OPEN_SUFFIX}")
-        self._fd = os.open(self._path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
-        self._size = os.fstat(self._fd).st_size
+        opened = datetime.fromtimestamp(wall, UTC)
+        with self._live_lock:
+            while (path := self._segment_path(opened)) in self._live:  # the clock stepped back onto one closing
+                opened += timedelta(microseconds=1)
+            self._live.add(path)
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        except OSError:
+            with self._live_lock:
+                self._live.discard(path)
+            raise
+        self._segment = _Segment(path, fd)
+        self._size = os.fstat(fd).st_size
         self._opened_at = wall
         if self._size == 0:
             self._pods.reset()
             self._summaries.reset()
 
-    def _drop_segment(self) -> None:
-        if self._fd is not None:
-            if self._writer is not None:
-                self._writer.flush()  # no sync may run on a closed (or reused) descriptor
-            os.close(self._fd)
-        self._fd = None
+    def _segment_path(self, opened: datetime) -> str:
+        return os.path.join(self.folder, f"{opened:%Y%m%dT%H%M%S.%fZ}-{self._process}{OPEN_SUFFIX}")
+
+    def _close_segment(self, *, compress: bool = True) -> None:
+        """Hand the open segment (if any) over to be closed and, with `compress`, compressed; the bounds are
+        enforced after it. Raises what that raises only without a writer (with one: at the next line)."""
+        segment = self._segment
+        self._segment = None
         self._size = 0
         self._pods.reset()
         self._summaries.reset()
+        if segment is not None:
+            self._off_loop(f"close {segment.path}", lambda: self._finish(segment, compress=compress))
 
-    def _close_segment(self) -> None:
-        path = self._path
-        self._drop_segment()
+    def _tidy(self) -> None:
+        remove_temporaries(self.folder, RECORDING_TEMPORARY_PREFIX, self._log, "recording")
+        self._enforce_bounds()
+
+    def _finish(self, segment: _Segment, *, compress: bool) -> None:
+        """Sync and close `segment`'s file and, with `compress`, compress it, then enforce the bounds (off the
+        loop)."""
+        fd, segment.fd = segment.fd, None
+        try:
+            if fd is not None:
+                try:
+                    os.fdatasync(fd)  # a sync handed over before and replaced by the next segment's did not run
+                finally:
+                    os.close(fd)
+            if compress:
+                self._compress(segment.path)
+        finally:
+            with self._live_lock:
+                self._live.discard(segment.path)
+            if compress:
+                self._enforce_bounds()
+
+    def _compress(self, path: str) -> None:
         compressed = path[: -len(OPEN_SUFFIX)] + CLOSED_SUFFIX
         temporary = os.path.join(self.folder, RECORDING_TEMPORARY_PREFIX + os.path.basename(compressed))
         try:
@@ -249,14 +323,15 @@ class FlightRecorder:
             if os.path.exists(temporary):
                 os.unlink(temporary)
             raise  # the plain segment stays, and is read as it is
-        finally:
-            self._enforce_bounds()
 
     def _enforce_bounds(self) -> None:
         """Delete the oldest closed segments until the rest, with room for a whole open segment, fit in
         `maxBytes`, and every segment older than `maxAge`. A segment dated in the future (written while the
-        clock ran ahead) is dated now, so that it ages out `maxAge` from now."""
+        clock ran ahead) is dated now, so that it ages out `maxAge` from now. A segment open or still closing
+        counts, and stays."""
         now = self._clock.wall().timestamp()
+        with self._live_lock:
+            live = set(self._live)
         sizes: list[tuple[str, int, float]] = []
         for path in segment_paths(self.folder):
             try:
@@ -270,7 +345,7 @@ class FlightRecorder:
             sizes.append((path, status.st_size, modified))
         total = sum(size for _, size, _ in sizes) + self._segment_bytes
         for path, size, modified in sizes:
-            if total > self._max_bytes or now - modified > self._max_age_s:
+            if path not in live and (total > self._max_bytes or now - modified > self._max_age_s):
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(path)
                 total -= size

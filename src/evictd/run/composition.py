@@ -334,8 +334,8 @@ class Basics:
     decision: CurrentDecision
     cgroup_layout: CgroupLayout
     cgroups: CgroupReader
-    # The engine state file's writes and the recorder's fdatasync, off the loop (issue #29: one fsync on a node
-    # writing hard waits hundreds of ms, and the next crossing's decision waited behind it).
+    # The engine state file's writes, the recorder's fdatasync and segment closes, off the loop (issue #29: one
+    # fsync on a node writing hard waits hundreds of ms, and the next crossing's decision waited behind it).
     write_behind: WriteBehind
 
     @property

@@ -8,9 +8,11 @@ closed segments are deleted until the recording, with room for a whole open segm
 every segment whose last cycle is older than `maxAge` (segments go whole: the oldest cycle kept may be up to
 1/12 of `maxAge` older).
 
-With a `WriteBehind` (as `evictd run` builds it) the fdatasync runs on its thread, off the loop (a line is
-written in the loop, to the page cache); a crash then loses at most the lines written since the last sync that
-finished. So does a segment's close: at a rotation the loop only hands the segment over (its fd with it: the
+With a `WriteBehind` (as `evictd run` builds it) the loop only hands each line over: the thread opens the segment,
+writes and fdatasyncs (a write to the page cache too can wait for the disk: a page under writeback, the
+filesystem's block allocation); a crash then loses at most the lines handed over since the last sync that
+finished. Lines handed over wait in memory, at most `MIN_PENDING_BYTES` or two segments' worth: past that a
+cycle is not recorded (counted and logged as a write failure) and the next line recorded is whole. So does a segment's close: at a rotation the loop only hands the segment over (its fd with it: the
 thread closes it after any sync handed over before) and opens the next one, whose lines go on at once; the
 thread then compresses the old one and enforces the bounds, in that order (its jobs run one at a time, in the
 order handed over). Until then the closed segment sits plain beside the open one, and readers read both (by
@@ -35,13 +37,14 @@ ranking) is kept as text.
 from __future__ import annotations
 
 import contextlib
+import errno
 import gzip
 import os
 import shutil
 import threading
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 
 from evictd.clock import SYSTEM_CLOCK, Clock
@@ -78,12 +81,27 @@ FUTURE_SLACK_S = 60.0
 STOP_FLUSH_S = 5.0
 
 
+# With a writer: the lines handed over and not yet written may hold this much (a disk stalled for longer than that
+# costs cycles their lines, never the loop its time: the next line recorded is whole).
+MIN_PENDING_BYTES = 16 << 20
+
+
 @dataclass(slots=True)
 class _Segment:
-    """A segment file being written, or handed over to be closed."""
+    """A segment file being written, or handed over to be closed. With a writer, its file is opened, written and
+    synced by the writer's thread only (`FlightRecorder._write_out`); the loop only hands lines over."""
 
     path: str
     fd: int | None  # None once closed: a sync handed over before its close finds nothing left to sync
+    # The lines handed over, not yet written; how many bytes; the size of what was written whole.
+    pending: list[bytes] = field(default_factory=list)
+    pending_bytes: int = 0
+    written: int = 0
+    opened: bool = False  # the writer's thread opened the file (it opens it at the first line)
+    # A write failed: the lines handed over after it are dropped (they say what changed since a line the file does
+    # not hold); the loop then starts a new segment.
+    broken: bool = False
+    lock: threading.Lock = field(default_factory=threading.Lock)
 
 
 class FlightRecorder:
@@ -120,6 +138,11 @@ class FlightRecorder:
         self._node_name = node_name
         self._writer = writer  # None: fdatasync and closes in the caller's thread
         self._off_loop_errors: deque[OSError] = deque()  # what jobs off the loop raised, for the next line
+        self._pending_limit = max(MIN_PENDING_BYTES, 2 * self._segment_bytes)
+        # Lines known written (by the writer's thread, or here), and how many were when the last failure was told:
+        # "writing again" is said once a line after it is written, not handed over.
+        self._lines_written = 0
+        self._lines_written_at_failure = 0
         # The plain segments open or handed over to be closed: never deleted, nor opened again, until closed.
         self._live: set[str] = set()
         self._live_lock = threading.Lock()
@@ -147,7 +170,7 @@ class FlightRecorder:
         if cycle.report.summary is not None:
             self._summaries.commit()
         self._layout = cycle.state.layout
-        if self._failing is not None:
+        if self._failing is not None and self._lines_written > self._lines_written_at_failure:
             self._log.info("flight recorder writing again", folder=self.folder)
             self._failing = None
 
@@ -190,16 +213,39 @@ class FlightRecorder:
         return encode_line(line), report.pods
 
     def _append(self, data: bytes) -> None:
-        """Write `data` whole at the end of the segment and sync it; on failure cut off what was written."""
+        """Write `data` whole at the end of the segment and sync it; on failure cut off what was written. With a
+        writer, hand it over instead (`_write_out`); a failure there is raised at a later line."""
         segment = self._segment
-        assert segment is not None and segment.fd is not None
+        assert segment is not None
+        if self._writer is not None:
+            with segment.lock:
+                failed = bool(self._off_loop_errors)
+                if not failed:
+                    if segment.pending_bytes + len(data) > self._pending_limit:
+                        raise OSError(errno.ENOBUFS, f"{segment.pending_bytes} bytes of earlier lines not written yet")
+                    segment.pending.append(data)
+                    segment.pending_bytes += len(data)
+            if failed:
+                # What failed may have cut this segment's lines short: the next line starts a segment of its own
+                # (the same one while nothing was written to it).
+                if segment.written:
+                    self._close_segment(compress=False)
+                else:
+                    self._size = 0
+                    segment.broken = False
+                self._raise_off_loop_error()
+            self._writer.submit(self.folder, lambda: self._write_out(segment))
+            self._size += len(data)
+            return
         self._raise_off_loop_error()
+        assert segment.fd is not None
         written = 0
         fd = segment.fd
         try:
             while written < len(data):
                 written += os.write(fd, data[written:])
-            self._off_loop(self.folder, lambda: self._sync(segment))
+            os.fdatasync(fd)
+            self._lines_written += 1
         except OSError:
             if written:
                 try:
@@ -210,10 +256,38 @@ class FlightRecorder:
             raise
         self._size += len(data)
 
-    @staticmethod
-    def _sync(segment: _Segment) -> None:
-        if segment.fd is not None:
-            os.fdatasync(segment.fd)
+    def _write_out(self, segment: _Segment) -> None:
+        """Write and sync the lines handed over for `segment` (the writer's thread). A failure cuts off what was
+        written of the line, drops the lines after it (they say what changed since a line the file does not hold;
+        the loop, learning of it at its next line, starts a new segment: `_append`) and is kept for that line; the
+        file is opened at its first line."""
+        with segment.lock:
+            lines, segment.pending, segment.pending_bytes = segment.pending, [], 0
+            if segment.broken or (segment.opened and segment.fd is None):
+                return  # after a failure, or closed
+        written = 0
+        try:
+            if not segment.opened:
+                segment.fd = os.open(segment.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+                segment.opened = True
+                segment.written = os.fstat(segment.fd).st_size
+            assert segment.fd is not None
+            for line in lines:
+                written = 0
+                while written < len(line):
+                    written += os.write(segment.fd, line[written:])
+                segment.written += len(line)
+            if lines:
+                os.fdatasync(segment.fd)
+                self._lines_written += len(lines)
+        except OSError as exc:
+            if written and segment.fd is not None:
+                with contextlib.suppress(OSError):  # what is left of a cut line is skipped on reading
+                    os.ftruncate(segment.fd, segment.written)
+            with segment.lock:
+                segment.broken = True
+                segment.pending, segment.pending_bytes = [], 0
+                self._off_loop_errors.append(exc)
 
     # --- off the loop ----------------------------------------------------------------------------------
 
@@ -255,14 +329,18 @@ class FlightRecorder:
             while (path := self._segment_path(opened)) in self._live:  # the clock stepped back onto one closing
                 opened += timedelta(microseconds=1)
             self._live.add(path)
-        try:
-            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
-        except OSError:
-            with self._live_lock:
-                self._live.discard(path)
-            raise
-        self._segment = _Segment(path, fd)
-        self._size = os.fstat(fd).st_size
+        if self._writer is not None:
+            self._segment = _Segment(path, None)  # opened by the writer's thread, at its first line
+            self._size = 0  # a name not used before (`_live`, the microseconds and the process in it)
+        else:
+            try:
+                fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            except OSError:
+                with self._live_lock:
+                    self._live.discard(path)
+                raise
+            self._segment = _Segment(path, fd, opened=True)
+            self._size = os.fstat(fd).st_size
         self._opened_at = wall
         if self._size == 0:
             self._pods.reset()
@@ -289,7 +367,11 @@ class FlightRecorder:
     def _finish(self, segment: _Segment, *, compress: bool) -> None:
         """Sync and close `segment`'s file and, with `compress`, compress it, then enforce the bounds (off the
         loop)."""
-        fd, segment.fd = segment.fd, None
+        if self._writer is not None:
+            self._write_out(segment)  # lines handed over after the last write-out ran
+        with segment.lock:
+            fd, segment.fd, opened, segment.opened = segment.fd, None, segment.opened, True
+        compress = compress and opened  # a segment whose first line was never written has no file
         try:
             if fd is not None:
                 try:
@@ -356,6 +438,7 @@ class FlightRecorder:
         self._summaries.reset()
         self._layout = None
         reason = f"{exc.strerror or exc}"
+        self._lines_written_at_failure = self._lines_written
         if self._failing is None:
             self._log.warning("flight recorder cannot write; the loop goes on without it", folder=self.folder,
                               error=reason)

@@ -356,17 +356,22 @@ def test_a_close_that_fails_off_the_loop_is_reported_at_the_next_line_and_the_pl
         "the line that reported it is lost, as a failed sync's is"
 
 
+def recorder_on(disk: StallableDisk) -> tuple[ManualClock, WriteBehind, Counter, FlightRecorder, Path]:
+    """A flight recorder with a write-behind, recording on `disk`: its clock, writer, error count, itself, folder."""
+    clock = ManualClock(now_s=1000.0)
+    writer = WriteBehind(LogCapture())
+    errors = Counter()
+    recorder = FlightRecorder(str(disk.mountpoint), eviction_settings({}), max_bytes=64 << 20,
+                              max_age_s=24 * SEGMENT_AGE_S, dry_run=True, log=LogCapture(), on_error=errors,
+                              clock=clock, writer=writer)
+    return clock, writer, errors, recorder, disk.mountpoint / RECORDING_FOLDER
+
+
 def test_a_line_does_not_wait_for_a_held_disk(stallable_disk: StallableDisk) -> None:
     # Appending to the segment was the loop's last file write: under a writer's load it waited in the kernel for
     # the disk (traced in D state: a page under writeback, ext4's block allocation; up to 237 ms between a
     # crossing and its wake-up). The recording's own filesystem frozen holds any write to it as long as it is.
-    clock = ManualClock(now_s=1000.0)
-    writer = WriteBehind(LogCapture())
-    errors = Counter()
-    recorder = FlightRecorder(str(stallable_disk.mountpoint), eviction_settings({}), max_bytes=64 << 20,
-                              max_age_s=24 * SEGMENT_AGE_S, dry_run=True, log=LogCapture(), on_error=errors,
-                              clock=clock, writer=writer)
-    folder = stallable_disk.mountpoint / RECORDING_FOLDER
+    clock, writer, errors, recorder, folder = recorder_on(stallable_disk)
     try:
         first = cycle(EngineState(), clock, 1, available=4096 * Mi)
         recorder(first)
@@ -410,13 +415,7 @@ def test_lines_past_the_pending_bound_are_not_recorded_and_the_next_one_is_whole
 
 def test_a_rotation_returns_while_the_disk_is_held_and_the_old_segment_is_compressed_after(
         stallable_disk: StallableDisk) -> None:
-    clock = ManualClock(now_s=1000.0)
-    writer = WriteBehind(LogCapture())
-    errors = Counter()
-    recorder = FlightRecorder(str(stallable_disk.mountpoint), eviction_settings({}), max_bytes=64 << 20,
-                              max_age_s=24 * SEGMENT_AGE_S, dry_run=True, log=LogCapture(), on_error=errors,
-                              clock=clock, writer=writer)
-    folder = stallable_disk.mountpoint / RECORDING_FOLDER
+    clock, writer, errors, recorder, folder = recorder_on(stallable_disk)
     try:
         first = cycle(EngineState(), clock, 1, available=4096 * Mi)
         recorder(first)

@@ -12,8 +12,9 @@ With a `WriteBehind` (as `evictd run` builds it) the loop only hands each line o
 writes and fdatasyncs (a write to the page cache too can wait for the disk: a page under writeback, the
 filesystem's block allocation); a crash then loses at most the lines handed over since the last sync that
 finished. Lines handed over wait in memory, at most `MIN_PENDING_BYTES` or two segments' worth: past that a
-cycle is not recorded (counted and logged as a write failure) and the next line recorded is whole. So does a segment's close: at a rotation the loop only hands the segment over (its fd with it: the
-thread closes it after any sync handed over before) and opens the next one, whose lines go on at once; the
+cycle is not recorded (counted and logged as a write failure) and the next line recorded is whole. A
+segment's close too: at a rotation the loop only hands the segment over (the thread writes what is left of it,
+syncs and closes it) and starts the next one, whose lines are handed over at once; the
 thread then compresses the old one and enforces the bounds, in that order (its jobs run one at a time, in the
 order handed over). Until then the closed segment sits plain beside the open one, and readers read both (by
 run and first cycle: `segment_files`); a name still closing is never opened again. A stop (`close`) waits for

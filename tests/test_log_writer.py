@@ -25,8 +25,8 @@ import structlog
 from evictd.observe.log_writer import MAX_QUEUED_CHARS, LogWriter
 from evictd.observe.logging_setup import configure_logging, flush_logs
 from evictd.observe.metrics import Metrics
+from full_pipe import fill_pipe
 
-FILLER = b'{"event": "filler"}\n'
 # Generous under load: a call that waited for the pipe would take the whole 2 s the reader is stopped.
 PROMPT_S = 0.5
 
@@ -40,17 +40,7 @@ class Pipe:
     received: bytearray = field(default_factory=bytearray)
 
     def fill(self) -> int:
-        """Fill the pipe to the brim through a non-blocking descriptor of its own; return the bytes written."""
-        side = os.open(f"/proc/self/fd/{self.stream.fileno()}", os.O_WRONLY | os.O_NONBLOCK)
-        written = 0
-        try:
-            while True:
-                try:
-                    written += os.write(side, FILLER)
-                except BlockingIOError:
-                    return written
-        finally:
-            os.close(side)
+        return fill_pipe(f"/proc/self/fd/{self.stream.fileno()}")
 
     def read_until(self, text: str, timeout_s: float = 20.0) -> list[dict[str, Any]]:
         """Read until a line holding `text` has arrived; return every event read so far but the filler."""

@@ -25,6 +25,7 @@ import structlog
 from evictd.observe.log_writer import MAX_QUEUED_CHARS, LogWriter
 from evictd.observe.logging_setup import configure_logging, flush_logs
 from evictd.observe.metrics import Metrics
+from evictd.run.composition import DEADLINE_LOG_FLUSH_S
 from full_pipe import fill_pipe
 
 # Generous under load: a call that waited for the pipe would take the whole 2 s the reader is stopped.
@@ -189,23 +190,44 @@ def test_a_failed_write_stops_the_writer_quietly(pipe: Pipe, failure: str) -> No
 
 
 EXITING = """
-import structlog, sys
+import structlog, sys, time
 from evictd.observe.logging_setup import configure_logging
+from evictd.run.composition import exit_after_logs
 configure_logging("json", queued=True)
 log = structlog.get_logger("evictd")
 for n in range(1000):
     log.info("numbered", n=n, padding="z" * 200)
 log.info("evictd stopped")
+if sys.argv[1] == "deadline":
+    if sys.argv[2:]:
+        print(time.monotonic(), file=sys.stderr, flush=True)
+    exit_after_logs(1)
 """
 
 
-def test_at_interpreter_exit_the_queued_lines_are_written(tmp_path: Any) -> None:
-    # 230 KiB queued when the interpreter exits; the reader starts a second later.
-    child = subprocess.Popen([sys.executable, "-c", EXITING], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+@pytest.mark.parametrize(("how", "status"), [("interpreter exit", 0), ("deadline", 1)])
+def test_at_exit_the_queued_lines_are_written(how: str, status: int) -> None:
+    # 230 KiB queued when the process exits (normally, or at once as the shutdown deadline ends it); the reader
+    # starts a second later.
+    child = subprocess.Popen([sys.executable, "-c", EXITING, how], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     time.sleep(1.0)
     out, err = child.communicate(timeout=30)
-    assert child.returncode == 0, err.decode()
+    assert child.returncode == status, err.decode()
     got = events(out)
     assert [e.get("n") for e in got] == [*range(1000), None]
     assert got[-1]["event"] == "evictd stopped"
     assert err == b""
+
+
+def test_at_the_deadline_exit_a_reader_that_never_reads_holds_evictd_2_s_at_most() -> None:
+    child = subprocess.Popen([sys.executable, "-c", EXITING, "deadline", "say when"], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+    assert child.stderr is not None and child.stdout is not None
+    exiting_at = float(child.stderr.readline())  # the same system-wide monotonic clock
+    while child.poll() is None:
+        assert time.monotonic() - exiting_at < DEADLINE_LOG_FLUSH_S + 2.0, "the exit waited beyond its bound"
+        time.sleep(0.05)
+    assert child.returncode == 1
+    assert time.monotonic() - exiting_at >= DEADLINE_LOG_FLUSH_S - 0.1, "it gave the lines their time"
+    child.stdout.close()
+    child.stderr.close()

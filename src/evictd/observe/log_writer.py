@@ -8,9 +8,9 @@ writes the queue to the stream, in order, as fast as the reader takes it.
 
 - Bounded in characters (`MAX_QUEUED_CHARS`, 4 Mi: JSON lines are ASCII, so 4 MiB; lines waiting and being
   written both count), whatever the lines' sizes. A line that does not fit is dropped, never waited for, and so
-  is every line after it until the writer takes the queue: then the writer writes what was queued, then one line
-  saying how many were dropped (`notice`, rendered like any other line), so the gap is where it shows.
-  `on_drop` counts the dropped lines (`evictd_log_lines_dropped_total`).
+  is every line after it until the writer has caught up (written every line queued before the drop, at most
+  `BATCH_CHARS` at a time); then it writes one line saying how many were dropped (`notice`, rendered like any
+  other line), so the gap is where it shows. `on_drop` counts the dropped lines (`evictd_log_lines_dropped_total`).
 - `flush` waits (bounded) until everything queued is written; `atexit` flushes for at most `EXIT_FLUSH_S`.
 - A stream with a file descriptor is written with `os.write` on that descriptor, not through Python's buffered
   file: a writer blocked in a buffered write would hold the buffer's lock, and the interpreter's last flush of
@@ -23,6 +23,7 @@ writes the queue to the stream, in order, as fast as the reader takes it.
 from __future__ import annotations
 
 import atexit
+import collections
 import io
 import os
 import select
@@ -34,6 +35,9 @@ from typing import TextIO
 MAX_QUEUED_CHARS = 4 * 1024 * 1024
 # At interpreter exit, how long the last lines may still take.
 EXIT_FLUSH_S = 5.0
+# What the writer takes at a time: joining and encoding a batch holds the interpreter's lock, which the caller's
+# thread then waits for; a small batch keeps that wait short (tens of microseconds).
+BATCH_CHARS = 64 * 1024
 
 
 def _file_descriptor(stream: TextIO) -> int | None:
@@ -54,7 +58,7 @@ class LogWriter:
         self._notice = notice
         self._max_chars = max_chars
         self._on_drop = on_drop
-        self._lines: list[str] = []  # waiting, oldest first
+        self._lines: collections.deque[str] = collections.deque()  # waiting, oldest first
         self._chars = 0  # of the lines waiting and being written
         self._unsaid = 0  # lines dropped since the writer last took the queue
         self._busy = False
@@ -119,20 +123,27 @@ class LogWriter:
                     self._stopped = True
                     self._changed.notify_all()
                     return
-                lines, self._lines = self._lines, []
-                unsaid, self._unsaid = self._unsaid, 0
+                lines: list[str] = []
+                size = 0
+                while self._lines and (not lines or size + len(self._lines[0]) <= BATCH_CHARS):
+                    lines.append(self._lines.popleft())
+                    size += len(lines[-1])
+                unsaid = 0
+                if not self._lines:  # every line waiting came before the ones dropped: the notice follows them
+                    unsaid, self._unsaid = self._unsaid, 0
                 self._busy = True
             text = "".join(lines)
-            if unsaid:  # every line waiting came before the ones dropped: the notice follows them
+            if unsaid:
                 text += self._notice(unsaid) + "\n"
             error = self._write(text)
             with self._changed:
-                self._chars -= sum(len(line) for line in lines)
+                self._chars -= size
                 self._busy = False
                 lost = 0
                 if error is not None:
                     lost = len(lines) + len(self._lines)
-                    self._failed, self._stopped, self._lines, self._chars, self._unsaid = error, True, [], 0, 0
+                    self._failed, self._stopped, self._chars, self._unsaid = error, True, 0, 0
+                    self._lines.clear()
                 self._changed.notify_all()
             if error is not None:
                 self._dropped(lost)

@@ -29,8 +29,12 @@ def test_a_memory_crossing_is_decided_and_the_loop_goes_on_while_nobody_reads_th
     try:
         assert hog.stdout is not None
         hog.stdout.readline()
-        wait_until(lambda: process.metric("evictd_threshold_met", signal="memory.available", kind="hard") == 1,
-                   10, "the crossing's decision")
+        cycles = process.metric("evictd_cycles_total")
+        met = wait_until(lambda: process.metric("evictd_threshold_met", signal="memory.available", kind="hard"), 10)
+        assert met == 1, (f"the crossing was not decided within 10 s: cycles {cycles:.0f} then "
+                          f"{process.metric('evictd_cycles_total'):.0f}, available {mem_available_bytes()} "
+                          f"(evictd: {process.metric('evictd_signal_available_bytes', signal='memory.available'):.0f})"
+                          f", threshold {threshold}")
         decided = process.metric("evictd_cycles_total")
         # The decision's lines wait in evictd's queue; the loop does not: a cycle a second goes on.
         wait_until(lambda: process.metric("evictd_cycles_total") >= decided + 3, 15,

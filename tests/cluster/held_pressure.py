@@ -179,8 +179,8 @@ def hold_a_minute(cluster: RealCluster, node: RealNode) -> HeldMinute:
             raise AssertionError(f"pressure before the hog (allocatableMemory.available {before} MiB, conditions "
                                  f"{pressure})")
         cycles_before, wakeups_before = daemon.metric("evictd_cycles_total"), wakeups(daemon)
-        node.run_pod(new_name("held"), f"sleep {HOG_DELAY_S}; " + memory_hog(HOG_MIB),
-                     priority_class="system-node-critical")
+        hog = node.run_pod(new_name("held"), f"sleep {HOG_DELAY_S}; " + memory_hog(HOG_MIB),
+                           priority_class="system-node-critical")
         sampler = MetricSampler(daemon)
         try:
             wait_until(lambda: node.allocatable_available_bytes() < THRESHOLD_MIB * MiB, CROSSING_TIMEOUT_S,
@@ -196,6 +196,8 @@ def hold_a_minute(cluster: RealCluster, node: RealNode) -> HeldMinute:
             conditions = [str((node.condition(kind) or {}).get("status")) for kind in PRESSURE_CONDITIONS]
         finally:
             sampler.stop()
+            node.core.delete_namespaced_pod(hog.name, hog.namespace, grace_period_seconds=0)
+            node.wait_gone(hog)
     finally:
         daemon.stop()
     rises, last = [], cycles_before

@@ -46,8 +46,8 @@ CROSSING_POLL_S = 0.01
 # The kubelet's restart writes its start-up events and node status; the minute starts after they are done.
 KUBELET_SETTLE_S = 15.0
 SAMPLE_S = 0.25
-# The kubelet's and evictd's memory pressure conditions: both False before the hog fills, or the minute is not one of
-# a crossing (a condition that turned holds for evictionPressureTransitionPeriod, 5 min).
+# The kubelet's and evictd's memory pressure conditions: both False before the hog fills, or the minute would not
+# hold the crossing and the transition.
 PRESSURE_CONDITIONS = ("MemoryPressure", "EvictdMemoryPressure")
 EVICTD_USER = f"system:serviceaccount:{EVICTD_NAMESPACE}:{EVICTD_SERVICE_ACCOUNT}"
 WRITE_VERBS = frozenset({"create", "update", "patch"})

@@ -67,7 +67,7 @@ def test_a_minute_of_held_pressure_costs_a_cycle_per_interval_and_no_more_writes
     assert len(held) <= math.ceil((MINUTE_S - times[0] - CROSSING_S) / INTERVAL_S), times
     gaps = [later - earlier for earlier, later in zip([crossing[0], *held], held, strict=False)]
     assert all(gap >= INTERVAL_S - SAMPLE_SLACK_S for gap in gaps), times
-    assert minute.cycles <= 2 + MINUTE_S / INTERVAL_S, times  # what it comes to without follow-ups: 8, not 240
+    assert minute.cycles <= CROSSING_CYCLES + math.ceil(MINUTE_S / INTERVAL_S), times  # issue #29 saw 4 a second
 
     # Events of the pressure: no more than the kubelet's minute. Any other is a report of an OOM kill somewhere on
     # this shared machine (other jobs' memory cgroups), which evictd reports as it happens, pressure or not.

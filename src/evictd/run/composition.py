@@ -304,7 +304,8 @@ def build_cluster(config: Configuration, node_name: str, metrics: Metrics, log: 
     if critical.problem is not None:
         log.warning("critical pods remembered from the last pod list unreadable", error=critical.problem)
     sync = ClusterSync(watcher=watcher, evictor=kube_evictor, node_writer=node_writer, events=events,
-                       on_error=api_error, log=log, runtime=runtime, critical=critical, should_stop=should_stop)
+                       on_error=api_error, log=log, runtime=runtime, critical=critical, should_stop=should_stop,
+                       reclaim_event_period_s=settings.housekeeping_interval_s)
     own_uid = os.environ.get(POD_UID_ENV, "")
     pods = EvictablePods(watcher, journal, own_uid=own_uid)
     shadow = ShadowComparer(watcher.pods, settings.state_dir, lambda c: metrics.shadow.labels(str(c.outcome)).inc(),

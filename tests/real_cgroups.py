@@ -198,8 +198,8 @@ class CgroupTree:
 # fault reclaims a page and refaults another, which the kernel accounts as memory stall of the thrashers,
 # in their cgroups and machine-wide (/proc/pressure/memory).
 MiB = 1 << 20
-THRASH_FILE_BYTES = 64 * MiB
-THRASH_LIMIT_BYTES = 16 * MiB
+THRASH_FILE_BYTES = 128 * MiB
+THRASH_LIMIT_BYTES = 40 * MiB
 THRASHERS = 2
 THRASHER = r"""
 import mmap, os, sys

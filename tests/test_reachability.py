@@ -48,6 +48,8 @@ OBSERVED_BY_TESTS = {
     # a whole recording read at once, with its count of unreadable lines: the commands stream (`Recording`),
     # the recorder's and the daemon's tests read back what was written with it
     "evictd.record.recording.read_recording",
+    # the error that stopped the log writer (a closed or broken stdout): its tests read which one it was
+    "evictd.observe.log_writer.LogWriter.failed",
 }
 
 

@@ -679,9 +679,12 @@ class MemcgNotifierSet:
     def _submit(self, job: _Job) -> None:
         key = (job[0], job[1])
         with self._lock:
-            index, drop_watch, level, _ = job
+            index, drop_watch, level, usage = job
             armed = self._levels[index]
-            if not drop_watch and armed is not None and level < armed.threshold_bytes:
+            # Only a crossing from below can go unannounced (a met threshold's level, below usage, announces usage
+            # falling past it: the old level, higher, does so first).
+            if (not drop_watch and armed is not None and level < armed.threshold_bytes and not self._met[index]
+                    and usage < level):
                 self._unwatched[index] = (self._cgroup_dirs[index], level)
             elif not drop_watch:
                 self._unwatched.pop(index, None)

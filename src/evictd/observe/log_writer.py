@@ -71,8 +71,8 @@ class LogWriter:
         self._thread.start()
         atexit.register(self.flush, EXIT_FLUSH_S)
 
-    def msg(self, message: str) -> None:
-        """Queue one line; never waits for the stream."""
+    def _queue(self, message: str) -> None:
+        """Queue one line; never waits for the stream (structlog calls it by its level's name: `msg`, `info`...)."""
         line = message + "\n"
         with self._changed:
             queued = not self._stopped and not self._unsaid and self._chars + len(line) <= self._max_chars
@@ -85,8 +85,8 @@ class LogWriter:
         if not queued:
             self._dropped(1)
 
-    log = debug = info = warn = warning = msg
-    fatal = failure = err = error = critical = exception = msg
+    msg = log = debug = info = warn = warning = _queue
+    fatal = failure = err = error = critical = exception = _queue
 
     @property
     def failed(self) -> Exception | None:

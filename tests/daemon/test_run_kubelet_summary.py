@@ -129,7 +129,9 @@ def test_insecure_tls_must_be_asked_for_and_is_logged_loudly(
     servers.append(kubelet)
     # "localhost" is not in the certificate, and no CA is given: only an explicit insecure setting reads it.
     url = f"https://localhost:{kubelet.port}/stats/summary"
-    process = EvictdProcess(tmp_path, evictd=kubelet_settings(url, token_file, None, "200ms") +
+    # A 1 s interval: the fetch's deadline is half of it, room for a TLS handshake on a loaded machine (at 200 ms,
+    # 0.1 s, one ran out under a full test run and read as an unreadable source).
+    process = EvictdProcess(tmp_path, evictd=kubelet_settings(url, token_file, None, "1s") +
                             "kubeletInsecureTLS: true\n")
     evictd_processes.append(process)
     warning = process.wait_event("kubelet Summary endpoint not verified")

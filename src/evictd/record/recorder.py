@@ -1,12 +1,12 @@
 """The flight recorder: an after-cycle hook that keeps what every cycle saw and decided, in stateDir.
 
-Each cycle becomes one line (`evictd.record.recording`) appended to the open segment with a single write and
-fdatasync, so a crash loses at most the cycle being written and never touches earlier lines (a line cut short
-is skipped on reading). A segment is closed (gzip-compressed beside it, fsynced, renamed, the plain file
-removed) before it would hold more than 1/16 of `maxBytes`, or once it spans 1/24 of `maxAge`; then the oldest
-closed segments are deleted until the recording, with room for a whole open segment, fits in `maxBytes`, and
-every segment whose last cycle is older than `maxAge` (segments go whole: the oldest cycle kept may be up to
-1/12 of `maxAge` older).
+Each cycle becomes one line (`evictd.record.recording`) appended to the open segment (in chunks of at most 1 MiB:
+a line is never built whole as bytes) and fdatasynced, so a crash loses at most the cycle being written and
+never touches earlier lines (a line cut short is skipped on reading). A segment is closed (gzip-compressed beside
+it, fsynced, renamed, the plain file removed) before it would hold more than 1/16 of `maxBytes`, or once it spans
+1/24 of `maxAge`; then the oldest closed segments are deleted until the recording, with room for a whole open
+segment, fits in `maxBytes`, and every segment whose last cycle is older than `maxAge` (segments go whole: the
+oldest cycle kept may be up to 1/12 of `maxAge` older).
 
 With a `WriteBehind` (as `evictd run` builds it) the fdatasync runs on its thread, off the loop (a line is
 written in the loop, to the page cache); a crash then loses at most the lines written since the last sync that
@@ -33,7 +33,7 @@ import contextlib
 import gzip
 import os
 import shutil
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 
@@ -46,7 +46,7 @@ from evictd.core.saved_state import state_document
 from evictd.kube.atomic_file import remove_temporaries
 from evictd.log import Log
 from evictd.record.documents import kubelet_config_document
-from evictd.record.model import ABSENT, Encoded, Line, dumps, encode_line
+from evictd.record.model import ABSENT, Encoded, Line, PodChanges, dumps, encode_line_parts
 from evictd.record.recording import (
     CLOSED_SUFFIX,
     OPEN_SUFFIX,
@@ -68,6 +68,8 @@ SEGMENT_SHARE_OF_AGE = 24
 MIN_SEGMENT_BYTES = 64 << 10
 # A segment dated more than this after the clock's now was written while the clock ran ahead.
 FUTURE_SLACK_S = 60.0
+# A line is written in chunks of at most this many characters (UTF-8 bytes: at most 4 times as many).
+WRITE_CHUNK_CHARS = 1 << 20
 
 
 class FlightRecorder:
@@ -115,7 +117,8 @@ class FlightRecorder:
             if self._fd is None:
                 self._open_segment(wall)
             line, pods = self._line(cycle, wall)
-            if self._size and self._size + len(line) > self._segment_bytes:
+            if self._size and self._size + _size(line) > self._segment_bytes:
+                del line  # (before the whole line is built)
                 self._close_segment()  # a segment never grows past its share, so neither does the recording
                 self._open_segment(wall)
                 line, pods = self._line(cycle, wall)
@@ -147,7 +150,8 @@ class FlightRecorder:
 
     # --- one line --------------------------------------------------------------------------------------
 
-    def _line(self, cycle: Cycle, wall: float) -> tuple[bytes, Sequence[Pod]]:
+    def _line(self, cycle: Cycle, wall: float) -> tuple[list[str], Sequence[Pod]]:
+        """The cycle's line as the text parts `_append` writes, and the pods it holds."""
         report = cycle.report
         layout = cycle.state.layout
         first = self._size == 0
@@ -165,14 +169,17 @@ class FlightRecorder:
             engine_state=ABSENT if start is None else None if start == FRESH_STATE else state_document(
                 start, node_name=self._node_name, now=report.now, now_wall=wall),
             layout=layout if layout is not None and (first or layout != self._layout) else None,
-            pods=pods if isinstance(pods, list) else None, pod_changes=None if isinstance(pods, list) else pods,
+            pods=None if pods is None or isinstance(pods, PodChanges) else pods,
+            pod_changes=pods if isinstance(pods, PodChanges) else None,
             summary=Encoded(summary) if field == "summary" else None,
             summary_changes=Encoded(summary) if field == "summaryChanges" else None,
             after_reclaim=None if after is None else Encoded(self._summaries.whole(after)))
-        return encode_line(line), report.pods
+        return encode_line_parts(line), report.pods
 
-    def _append(self, data: bytes) -> None:
-        """Write `data` whole at the end of the segment and sync it; on failure cut off what was written."""
+    def _append(self, line: Sequence[str]) -> None:
+        """Write the parts of `line` at the end of the segment (a chunk of at most WRITE_CHUNK_CHARS characters at
+        a time: a segment's first line is megabytes at thousands of pods, and bytes of it all at once would be
+        one more copy of it in memory) and sync it; on failure cut off what was written."""
         assert self._fd is not None
         if self._sync_error is not None:
             failed, self._sync_error = self._sync_error, None
@@ -180,8 +187,10 @@ class FlightRecorder:
         written = 0
         fd = self._fd
         try:
-            while written < len(data):
-                written += os.write(fd, data[written:])
+            for chunk in _chunks(line):
+                end = written + len(chunk)
+                while written < end:
+                    written += os.write(fd, chunk[len(chunk) - (end - written):])
             if self._writer is None:
                 os.fdatasync(fd)
             else:
@@ -193,7 +202,7 @@ class FlightRecorder:
                 except OSError:
                     self._drop_segment()  # the next line starts a new segment: the cut one reads up to here
             raise
-        self._size += len(data)
+        self._size += written
 
     def _sync(self, fd: int) -> None:
         try:
@@ -285,3 +294,25 @@ class FlightRecorder:
             self._log.warning("flight recorder cannot write; the loop goes on without it", folder=self.folder,
                               error=reason)
         self._failing = reason
+
+
+def _size(line: Sequence[str]) -> int:
+    """The length of `line` in bytes, UTF-8-encoded (without encoding it: a line is ASCII but for strings the JSON
+    encoder was told to keep, and `isascii` reads a flag)."""
+    return sum(len(part) if part.isascii() else len(part.encode()) for part in line)
+
+
+def _chunks(line: Sequence[str]) -> Iterator[bytes]:
+    """The parts of `line` as UTF-8 bytes, in chunks of about WRITE_CHUNK_CHARS characters (a longer part is cut)."""
+    pending: list[str] = []
+    count = 0
+    for part in line:
+        for start in range(0, len(part), WRITE_CHUNK_CHARS):
+            piece = part if len(part) <= WRITE_CHUNK_CHARS else part[start:start + WRITE_CHUNK_CHARS]
+            pending.append(piece)
+            count += len(piece)
+            if count >= WRITE_CHUNK_CHARS:
+                yield "".join(pending).encode()
+                pending, count = [], 0
+    if pending:
+        yield "".join(pending).encode()

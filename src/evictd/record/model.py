@@ -306,9 +306,14 @@ def encode_line_parts(line: Line) -> list[str]:
         head["layout"] = layout_document(line.layout)
     pods: list[str] = []
     if line.pods is not None:
-        # Pod by pod: the recorder's list makes each pod's document as it is asked for (`PodDocuments`), so the
-        # documents of a whole list are never all built at once.
-        pods = [',"pods":[', ",".join(map(dumps, line.pods)), "]"]
+        # Pod by pod, each its own part: the recorder's list makes each pod's document as it is asked for
+        # (`PodDocuments`), so the documents of a whole list are never all built at once, nor its text joined.
+        pods.append(',"pods":[')
+        for index, pod in enumerate(line.pods):
+            if index:
+                pods.append(",")
+            pods.append(dumps(pod))
+        pods.append("]")
     elif line.pod_changes is not None:
         changes = line.pod_changes
         head["podChanges"] = {name: list(value) for name, value in (

@@ -304,6 +304,9 @@ def _size(line: Sequence[str]) -> int:
 
 def _chunks(line: Sequence[str]) -> Iterator[bytes]:
     """The parts of `line` as UTF-8 bytes, in chunks of about WRITE_CHUNK_CHARS characters (a longer part is cut)."""
+    if sum(map(len, line)) <= WRITE_CHUNK_CHARS:  # most lines: one chunk
+        yield "".join(line).encode()
+        return
     pending: list[str] = []
     count = 0
     for part in line:

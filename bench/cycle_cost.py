@@ -95,6 +95,12 @@ class DiskPass:
             self._store.record(parse_figures_line(figures_line(figures)))
 
 
+def hold_memory_pressure(node: SyntheticNode) -> None:
+    """Set the node's root memory usage so that memory.available is PRESSURE_AVAILABLE_BYTES: met."""
+    node.set_root_usage(procfs.mem_total_bytes() - PRESSURE_AVAILABLE_BYTES + PRESSURE_INACTIVE_FILE_BYTES,
+                        PRESSURE_INACTIVE_FILE_BYTES)
+
+
 def disk_pass_for(node: SyntheticNode, manager: EvictionManager) -> DiskPass:
     """Return the disk walker pass feeding `manager`'s stats source."""
     stats = manager._stats
@@ -196,9 +202,7 @@ def measure_size(pods: int, seconds: float) -> dict[str, tuple[float, int, float
 
         run(WALK_MEASURED_WITH, build_manager(node, discovered=False), False)
         run("cycle, discovered pods (no API), none met", build_manager(node, discovered=True), False)
-        capacity = procfs.mem_total_bytes()
-        node.set_root_usage(capacity - PRESSURE_AVAILABLE_BYTES + PRESSURE_INACTIVE_FILE_BYTES,
-                            PRESSURE_INACTIVE_FILE_BYTES)
+        hold_memory_pressure(node)
         run("cycle, API pod list, memory.available met", build_manager(node, discovered=False), True)
     walk = {name: results.pop(name) for name in (WALK_FLOOR, WALK)}
     return {"floor: read the same files": (statistics.median(floor_times), len(floor_times), 1.0), **results,

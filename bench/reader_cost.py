@@ -26,13 +26,13 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from cycle_cost import PRESSURE_AVAILABLE_BYTES, PRESSURE_INACTIVE_FILE_BYTES, build_manager, disk_pass_for
+from cycle_cost import build_manager, disk_pass_for, hold_memory_pressure
 from synthetic_node import MiB, build_node, write_config
 
-from evictd.adapters import procfs
 from evictd.config import load_configuration
 from evictd.record.recorder import FlightRecorder
-from evictd.record.recording import CLOSED_SUFFIX, segment_paths
+from evictd.record.recording import segment_paths
+from evictd.record.segment_files import CLOSED_SUFFIX
 from evictd.run.after_cycle import Cycle
 from evictd.state_dir import RECORDING_FOLDER
 
@@ -65,9 +65,7 @@ def write_recording(state_dir: str, pods: int, megabytes: float) -> int:
     number of cycles written."""
     with build_node(pods) as node:
         config = load_configuration([str(write_config(node))])
-        capacity = procfs.mem_total_bytes()
-        node.set_root_usage(capacity - PRESSURE_AVAILABLE_BYTES + PRESSURE_INACTIVE_FILE_BYTES,
-                            PRESSURE_INACTIVE_FILE_BYTES)
+        hold_memory_pressure(node)
         manager = build_manager(node, discovered=False)
         disk_pass = disk_pass_for(node, manager)
         disk_pass()

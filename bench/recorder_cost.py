@@ -31,16 +31,14 @@ import time
 from datetime import UTC, datetime
 
 from cycle_cost import (
-    PRESSURE_AVAILABLE_BYTES,
-    PRESSURE_INACTIVE_FILE_BYTES,
     WARMUP_CYCLES,
     build_manager,
     check,
     disk_pass_for,
+    hold_memory_pressure,
 )
 from synthetic_node import MiB, build_node, write_config
 
-from evictd.adapters import procfs
 from evictd.config import load_configuration
 from evictd.record.recorder import FlightRecorder
 from evictd.record.recording import segment_paths
@@ -121,9 +119,7 @@ def measure(pods: int, seconds: float, state_parent: str) -> dict[str, dict[str,
                 shutil.rmtree(state_dir, ignore_errors=True)
 
         run("no threshold met", False)
-        capacity = procfs.mem_total_bytes()
-        node.set_root_usage(capacity - PRESSURE_AVAILABLE_BYTES + PRESSURE_INACTIVE_FILE_BYTES,
-                            PRESSURE_INACTIVE_FILE_BYTES)
+        hold_memory_pressure(node)
         run("memory.available met (ranking)", True)
     return results
 

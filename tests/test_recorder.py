@@ -39,16 +39,12 @@ from evictd.record import recorder as recorder_module
 from evictd.record.documents import kubelet_config_document, pod_to_dict
 from evictd.record.model import RankKeys
 from evictd.record.recorder import FlightRecorder
-from evictd.record.recording import (
-    CLOSED_SUFFIX,
-    OPEN_SUFFIX,
-    decision_of,
-    read_recording,
-    segment_paths,
-)
+from evictd.record.recording import decision_of, read_recording, segment_paths
 from evictd.record.replay import replay
+from evictd.record.segment_files import CLOSED_SUFFIX, OPEN_SUFFIX
 from evictd.record.summary_json import summary_to_dict
 from evictd.run.after_cycle import Cycle
+from evictd.run.write_behind import WriteBehind
 from evictd.state_dir import RECORDING_FOLDER
 from full_filesystem import UnwritableFolder
 from log_capture import LogCapture
@@ -78,10 +74,11 @@ def cycles(scenario: Scenario, start: float = START, first_number: int = 1) -> I
 
 
 def recorder(state_dir: Path, settings: EvictionSettings, *, log: LogCapture | None = None, errors: list[int] | None = None,
-             max_bytes: int = 64 * MiB, max_age_s: float = 86400.0, wall: float = START) -> FlightRecorder:
+             max_bytes: int = 64 * MiB, max_age_s: float = 86400.0, wall: float = START,
+             writer: WriteBehind | None = None) -> FlightRecorder:
     return FlightRecorder(str(state_dir), settings, max_bytes=max_bytes, max_age_s=max_age_s, dry_run=False,
                           log=log or LogCapture(), on_error=lambda: (errors if errors is not None else []).append(1),
-                          clock=ManualClock(0.0, datetime.fromtimestamp(wall, UTC)))
+                          clock=ManualClock(0.0, datetime.fromtimestamp(wall, UTC)), writer=writer)
 
 
 def record(scenario: Scenario, hook: FlightRecorder) -> None:
@@ -243,12 +240,15 @@ def test_a_line_written_chunk_by_chunk_is_the_line_written_at_once(tmp_path: Pat
     record(scenario, recorder(tmp_path / "at-once", settings))
     monkeypatch.setattr(recorder_module, "WRITE_CHUNK_CHARS", 97)
     record(scenario, recorder(tmp_path / "chunked", settings))
+    writer = WriteBehind(LogCapture())  # as `evictd run` records: the chunks handed over, written off the loop
+    record(scenario, recorder(tmp_path / "handed-over", settings, writer=writer))
+    assert writer.flush(60.0)
 
-    at_once, chunked = (Path(segment_paths(str(tmp_path / name / RECORDING_FOLDER))[0]).read_bytes()
-                        for name in ("at-once", "chunked"))
+    at_once, chunked, handed_over = (Path(segment_paths(str(tmp_path / name / RECORDING_FOLDER))[0]).read_bytes()
+                                     for name in ("at-once", "chunked", "handed-over"))
     assert len(at_once.splitlines()[0]) > 100 * 97  # the first line went out in more than a hundred chunks
-    assert chunked == at_once
-    records, skipped = read_recording(str(tmp_path / "chunked" / RECORDING_FOLDER))
+    assert chunked == at_once and handed_over == at_once
+    records, skipped = read_recording(str(tmp_path / "handed-over" / RECORDING_FOLDER))
     assert skipped == 0 and len(records) == len(scenario.steps)
     assert [[pod_from_dict(p) for p in r.pods] for r in records] == [list(step.pods) for step in scenario.steps]
 
@@ -380,6 +380,29 @@ def test_the_recording_stays_within_its_size_closing_compressed_segments(tmp_pat
     assert [r.cycle for r in records] == list(range(records[0].cycle, 1501)), "the newest cycles, none missing"
     assert records[0].cycle > 100, "the oldest were deleted"
     assert replay(records).differences == ()
+
+
+def test_with_a_write_behind_each_close_compresses_then_enforces_the_size(tmp_path: Path) -> None:
+    scenario = parse_scenario(busy_node(pods=40, steps=400))
+    writer = WriteBehind(LogCapture())
+    errors: list[int] = []
+    hook = recorder(tmp_path, eviction_settings(busy_node(0, 0)["config"]), max_bytes=256 << 10, errors=errors,
+                    writer=writer)
+    folder = tmp_path / RECORDING_FOLDER
+    segments = set()
+    for cycle in cycles(scenario):
+        hook(cycle)
+        assert writer.flush(60.0)
+        paths = segment_paths(str(folder))
+        segments.update(paths)
+        assert sum(os.path.getsize(p) for p in paths) <= 256 << 10
+        assert paths[-1].endswith(OPEN_SUFFIX) and all(p.endswith(CLOSED_SUFFIX) for p in paths[:-1])
+    assert len(segments) > 2 * len(paths), "the oldest were deleted"
+    records, skipped = read_recording(str(folder))
+    assert skipped == 0 and errors == []
+    assert [r.cycle for r in records] == list(range(records[0].cycle, 401)), "the newest cycles, none missing"
+    hook.close()
+    assert all(p.endswith(CLOSED_SUFFIX) for p in segment_paths(str(folder)))
 
 
 def test_the_recording_keeps_nothing_older_than_its_age(tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ filesystem makes the inner one's write-back fail (ENOSPC from the loop device), 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import threading
 import time
@@ -29,7 +30,8 @@ from evictd.core.summary import summary_from_dict
 from evictd.core.thresholds import parse_threshold_config
 from evictd.record.engine_state import EngineStateFile
 from evictd.record.recorder import FlightRecorder
-from evictd.record.recording import OPEN_SUFFIX
+from evictd.record.recording import read_recording, segment_paths
+from evictd.record.segment_files import CLOSED_SUFFIX, OPEN_SUFFIX, in_time_order, segment_lines
 from evictd.run.after_cycle import Cycle
 from evictd.run.manager import CycleReport
 from evictd.run.write_behind import WriteBehind
@@ -226,3 +228,211 @@ def test_a_sync_that_fails_off_the_loop_is_counted_and_logged_at_the_next_line(s
     assert errors.count >= 1
     assert ("warning", "flight recorder cannot write; the loop goes on without it") in [
         (level, event) for level, event, _ in log.lines]
+
+
+# The recorder's segments span 1/24 of maxAge: 100 s here, so a cycle 150 s after the last one rotates.
+SEGMENT_AGE_S = 100.0
+
+
+def rotate(recorder: FlightRecorder, clock: ManualClock, first: Cycle) -> None:
+    """Cycle 2 comes past the first segment's age (a rotation), cycle 3 a second after it."""
+    for number, seconds in ((2, 1.5 * SEGMENT_AGE_S), (3, 1.0)):
+        clock.advance(seconds)
+        recorder(cycle(first.state, clock, number, available=512 * Mi))
+
+
+@dataclass
+class HeldRecorder:
+    """A recorder whose write-behind thread is held by a job waiting on `gate` (as a disk that stalls holds it)."""
+
+    recorder: FlightRecorder
+    writer: WriteBehind
+    clock: ManualClock
+    errors: Counter
+    log: LogCapture
+    folder: Path
+    gate: threading.Event
+    first: Cycle
+
+    def rotate(self) -> None:
+        rotate(self.recorder, self.clock, self.first)
+
+    def names(self) -> list[str]:
+        return sorted(os.listdir(self.folder))
+
+
+@pytest.fixture
+def held_recorder(tmp_path: Path) -> Iterator[HeldRecorder]:
+    clock = ManualClock(now_s=1000.0)
+    writer = WriteBehind(LogCapture())
+    errors, log = Counter(), LogCapture()
+    recorder = FlightRecorder(str(tmp_path), eviction_settings({}), max_bytes=64 << 20,
+                              max_age_s=24 * SEGMENT_AGE_S, dry_run=True, log=log, on_error=errors,
+                              clock=clock, writer=writer)
+    first = cycle(EngineState(), clock, 1, available=4096 * Mi)
+    recorder(first)
+    assert writer.flush(FINISH_S)
+    gate, started = threading.Event(), threading.Event()
+    writer.submit("held", lambda: (started.set(), gate.wait(FINISH_S)))
+    assert started.wait(FINISH_S)
+    try:
+        yield HeldRecorder(recorder, writer, clock, errors, log, tmp_path / RECORDING_FOLDER, gate, first)
+    finally:
+        gate.set()
+        recorder.close()
+
+
+def test_a_segment_rotation_does_not_wait_for_the_write_behind_thread(held_recorder: HeldRecorder) -> None:
+    held = held_recorder
+    returned, thread = returns_within(held.rotate, RETURNS_WITHIN_S)
+    assert returned, "the rotation waited for the write-behind thread"
+    (old,) = held.names()
+    assert old.endswith(OPEN_SUFFIX), "the old segment waits to be compressed; the next lines, to be written"
+    held.gate.set()
+    thread.join(FINISH_S)
+    assert held.writer.flush(FINISH_S)
+    compressed, new = held.names()
+    assert compressed == old.removesuffix(OPEN_SUFFIX) + CLOSED_SUFFIX, "compressed once released"
+    assert [json.loads(line)["cycle"] for line in (held.folder / new).read_text().splitlines()] == [2, 3], \
+        "the next lines went on into the new segment"
+    assert held.errors.count == 0
+
+
+def test_readers_read_a_segment_still_closing_beside_the_open_one_and_after_its_close(
+        held_recorder: HeldRecorder) -> None:
+    held = held_recorder
+    held.rotate()
+    assert all(name.endswith(OPEN_SUFFIX) for name in held.names()) and len(held.names()) == 1
+    records, skipped = read_recording(str(held.folder))
+    assert skipped == 0 and [r.cycle for r in records] == [1], "the lines after it are not written yet"
+    listed = segment_paths(str(held.folder))  # a reader lists the folder; the close finishes before it reads
+    held.gate.set()
+    assert held.writer.flush(FINISH_S)
+    assert not os.path.exists(listed[0]), "compressed, and the plain file removed"
+    problems: list[str] = []
+    lines = [json.loads(raw) for path, _ in in_time_order(listed) for raw in segment_lines(path, problems.append)
+             if raw is not None]
+    assert problems == [] and [line["cycle"] for line in lines] == [1], "read from the compressed copy"
+    records, skipped = read_recording(str(held.folder))
+    assert skipped == 0 and [r.cycle for r in records] == [1, 2, 3]
+    assert held.errors.count == 0
+
+
+def test_a_stop_finishes_a_pending_close_and_compresses_the_open_segment(held_recorder: HeldRecorder) -> None:
+    held = held_recorder
+    held.rotate()
+    stopped, thread = returns_within(held.recorder.close, HELD_S)
+    assert not stopped, "the stop waits for the pending close"
+    held.gate.set()
+    thread.join(FINISH_S)
+    assert not thread.is_alive()
+    names = held.names()
+    assert len(names) == 2 and all(name.endswith(CLOSED_SUFFIX) for name in names), \
+        "as a stop leaves it: every segment compressed, no plain or temporary file"
+    assert [r.cycle for r in read_recording(str(held.folder))[0]] == [1, 2, 3]
+    assert held.writer.pending() == 0 and held.errors.count == 0
+
+
+def test_a_close_that_fails_off_the_loop_is_reported_at_the_next_line_and_the_plain_segment_kept(
+        held_recorder: HeldRecorder) -> None:
+    held = held_recorder
+    held.rotate()
+    old = held.names()[0]
+    (held.folder / ("." + old.removesuffix(OPEN_SUFFIX) + CLOSED_SUFFIX)).mkdir()  # its temporary cannot be written
+    held.gate.set()
+    assert held.writer.flush(FINISH_S)
+    assert held.errors.count == 0 and held.log.lines == [], "nothing said in the thread"
+    for number in (4, 5, 6):
+        held.clock.advance(1.0)
+        held.recorder(cycle(held.first.state, held.clock, number, available=512 * Mi))  # never raises
+        assert held.writer.flush(FINISH_S), "the lines are written by the write-behind thread"
+    assert held.errors.count == 1
+    assert [(level, event) for level, event, _ in held.log.lines] == [
+        ("warning", "flight recorder cannot write; the loop goes on without it"),
+        ("info", "flight recorder writing again")], "said again once a line after it is written (5, seen at 6)"
+    assert old in held.names(), "the plain segment stays, and is read as it is"
+    records, skipped = read_recording(str(held.folder))
+    assert skipped == 0 and [r.cycle for r in records] == [1, 2, 3, 5, 6], \
+        "the line that reported it is lost, as a failed sync's is"
+
+
+def recorder_on(disk: StallableDisk) -> tuple[ManualClock, WriteBehind, Counter, FlightRecorder, Path]:
+    """A flight recorder with a write-behind, recording on `disk`: its clock, writer, error count, itself, folder."""
+    clock = ManualClock(now_s=1000.0)
+    writer = WriteBehind(LogCapture())
+    errors = Counter()
+    recorder = FlightRecorder(str(disk.mountpoint), eviction_settings({}), max_bytes=64 << 20,
+                              max_age_s=24 * SEGMENT_AGE_S, dry_run=True, log=LogCapture(), on_error=errors,
+                              clock=clock, writer=writer)
+    return clock, writer, errors, recorder, disk.mountpoint / RECORDING_FOLDER
+
+
+def test_a_line_does_not_wait_for_a_held_disk(stallable_disk: StallableDisk) -> None:
+    # Appending to the segment was the loop's last file write: under a writer's load it waited in the kernel for
+    # the disk (traced in D state: a page under writeback, ext4's block allocation; up to 237 ms between a
+    # crossing and its wake-up). The recording's own filesystem frozen holds any write to it as long as it is.
+    clock, writer, errors, recorder, folder = recorder_on(stallable_disk)
+    try:
+        first = cycle(EngineState(), clock, 1, available=4096 * Mi)
+        recorder(first)
+        assert writer.flush(FINISH_S)
+        freeze = ["fsfreeze", "--freeze", str(stallable_disk.mountpoint)]
+        subprocess.run(freeze, check=True, capture_output=True)
+        try:
+            clock.advance(1.0)
+            returned, thread = returns_within(
+                lambda: recorder(cycle(first.state, clock, 2, available=512 * Mi)), RETURNS_WITHIN_S)
+            time.sleep(HELD_S)
+            on_disk = [r.cycle for r in read_recording(str(folder))[0]]
+        finally:
+            subprocess.run(["fsfreeze", "--unfreeze", str(stallable_disk.mountpoint)], check=True, capture_output=True)
+        thread.join(FINISH_S)
+        assert returned, "the line waited for the held disk"
+        assert on_disk == [1], "written by the write-behind thread, once the disk lets it"
+        assert writer.flush(FINISH_S)
+        assert [r.cycle for r in read_recording(str(folder))[0]] == [1, 2] and errors.count == 0
+    finally:
+        recorder.close()
+
+
+def test_lines_past_the_pending_bound_are_not_recorded_and_the_next_one_is_whole(
+        held_recorder: HeldRecorder) -> None:
+    held = held_recorder
+    held.recorder._pending_limit = 1  # the thread is held: the next line is past it
+    held.clock.advance(1.0)
+    held.recorder(cycle(held.first.state, held.clock, 2, available=512 * Mi))  # never raises
+    assert held.errors.count == 1
+    assert held.log.lines[0][2]["error"] == "0 bytes of earlier lines not written yet"
+    held.recorder._pending_limit = 16 << 20
+    held.clock.advance(1.0)
+    held.recorder(cycle(held.first.state, held.clock, 3, available=512 * Mi))
+    held.gate.set()
+    assert held.writer.flush(FINISH_S)
+    records, skipped = read_recording(str(held.folder))
+    assert skipped == 0 and [r.cycle for r in records] == [1, 3]
+    assert records[-1].pods == records[0].pods, "cycle 3 whole: its pod list is not changes since cycle 2"
+
+
+def test_a_rotation_returns_while_the_disk_is_held_and_the_old_segment_is_compressed_after(
+        stallable_disk: StallableDisk) -> None:
+    clock, writer, errors, recorder, folder = recorder_on(stallable_disk)
+    try:
+        first = cycle(EngineState(), clock, 1, available=4096 * Mi)
+        recorder(first)
+        assert writer.flush(FINISH_S)
+        stallable_disk.hold()
+        try:
+            returned, thread = returns_within(lambda: rotate(recorder, clock, first), RETURNS_WITHIN_S)
+            time.sleep(HELD_S)
+            pending = writer.pending()
+        finally:
+            stallable_disk.release()
+        thread.join(FINISH_S)
+        assert writer.flush(FINISH_S)
+        assert returned, "the rotation waited for the held disk"
+        assert pending >= 1, "the old segment's close waited for the disk"
+        old, new = sorted(os.listdir(folder))
+        assert old.endswith(CLOSED_SUFFIX) and new.endswith(OPEN_SUFFIX)
+        assert [r.cycle for r in read_recording(str(folder))[0]] == [1, 2, 3] and errors.count == 0
+    finally:
+        recorder.close()  # nothing left open on the disk before it is unmounted, whatever the outcome

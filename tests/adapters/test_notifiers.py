@@ -650,6 +650,45 @@ def test_a_re_arm_asked_while_one_is_in_hand_follows_it_instead_of_being_dropped
         notifiers.close()
 
 
+def test_a_crossing_while_a_lower_level_is_being_registered_wakes_the_loop(memcg_dir: Path, waiter: Waiter) -> None:
+    # Page cache dropped: the level is re-armed lower, and the kernel's registration waits for an RCU grace
+    # period (100 ms and more on a loaded node; held here). Until it is in place only the old level, too high,
+    # is watched: a crossing of the new one must still wake the loop, from usage read in its place.
+    notifiers = MemcgNotifierSet([memory_threshold("512Mi")], memory_root=str(memcg_dir), pods_cgroup="kubepods")
+    child = ScriptedChild("allocator")
+    (memcg_dir / "cgroup.procs").write_text(f"{child.pid}\n")
+    in_hand, release = threading.Event(), threading.Event()
+    arm = notifiers._arm
+
+    def held_arm(job: tuple[int, bool, int, int]) -> object:
+        in_hand.set()
+        assert release.wait(LONG_WAIT_S)
+        return arm(job)
+
+    try:
+        usage = read_int(memcg_dir / "memory.usage_in_bytes")
+        assert notifiers.update(summary_with(stats_for_level(usage, 200 * MI, 512 * MI), None), now=0.0) == []
+        assert notifiers.recheck_s is None, "the kernel watches the level: nothing to read in its place"
+        notifiers._arm = held_arm  # type: ignore[method-assign]
+        notifiers.update(summary_with(stats_for_level(usage, 40 * MI, 512 * MI), None), now=1.0)
+        assert in_hand.wait(LONG_WAIT_S)
+        waiter.set_notifiers([notifiers])
+        assert waiter.wait(0.05) == [], "not crossed yet"
+        child.do(f"alloc {64 * MI}")  # past the new level, 136 MiB short of the old one
+        started = time.monotonic()
+        assert waiter.wait(LONG_WAIT_S) == ["memcg"]
+        assert time.monotonic() - started < MAX_WAKE_LATENCY_S
+        assert notifiers.description == "hard memory eviction threshold (crossed while re-armed)"
+        release.set()
+        wait_rearmed(notifiers)
+        assert notifiers.recheck_s is None, "registered: the kernel watches it again"
+    finally:
+        release.set()
+        waiter.set_notifiers([])
+        notifiers.close()
+        child.stop()
+
+
 def test_a_drop_watch_firing_near_the_threshold_needs_a_cycle(memcg_dir: Path, waiter: Waiter) -> None:
     notifiers = MemcgNotifierSet([memory_threshold("512Mi")], memory_root=str(memcg_dir), pods_cgroup="kubepods")
     with tempfile.TemporaryDirectory(dir="/var/tmp", prefix="evictd-cache-") as folder:

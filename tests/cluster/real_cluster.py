@@ -46,7 +46,8 @@ start-kubelet, start-all, stop-all, make-evictd-kubeconfig). Choices and why:
   hostname resolves to a loopback address, as it does here. The API server's node proxy
   (``nodes/<n>/proxy/...``) refuses loopback addresses whatever is done; ask the kubelet directly
   (``https://127.0.0.1:<kubelet_port>/configz`` with the admin certificate).
-* The API server audits pod, pods/status, pods/eviction and event writes (``audit_log``).
+* The API server audits pod, pods/status, pods/eviction, event, node, nodes/status and lease writes
+  (``audit_log``).
 * Timeouts are generous for a busy machine; measured on a 2-core VM: start about 5 s (etcd cached),
   ``restart_kubelet`` about 1 s, stop about 3 s.
 """
@@ -152,7 +153,8 @@ SERVICE_CA_CONFIGMAP = "openshift-service-ca.crt"
 DEFAULT_SERVICE_ACCOUNT = "default"
 
 # The audit policy of the recipe (audit-policy.yaml): every write to pods, their status and eviction
-# subresources, and events; nothing else.
+# subresources, and events; and, to count the node writes of evictd and the kubelet (held_pressure.py), every
+# write to nodes, their status, and leases (the kubelet's heartbeat); nothing else.
 AUDIT_POLICY = {
     "apiVersion": "audit.k8s.io/v1",
     "kind": "Policy",
@@ -162,8 +164,10 @@ AUDIT_POLICY = {
             "level": "Request",
             "verbs": ["create", "update", "patch", "delete", "deletecollection"],
             "resources": [
-                {"group": "", "resources": ["pods", "pods/status", "pods/eviction", "events"]},
+                {"group": "", "resources": ["pods", "pods/status", "pods/eviction", "events", "nodes",
+                                            "nodes/status"]},
                 {"group": "events.k8s.io", "resources": ["events"]},
+                {"group": "coordination.k8s.io", "resources": ["leases"]},
             ],
         },
         {"level": "None"},

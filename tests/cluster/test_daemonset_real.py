@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -201,6 +202,11 @@ def test_pod_is_scheduled_on_the_node_and_ready_by_its_probe(deployed: Deployed)
     # Ready through the readiness probe on /healthz: the container is running and evictd is cycling.
     status = pod["status"]["containerStatuses"][0]
     assert status["ready"] is True and "running" in status["state"]
+    # At the priorities its command gives it (hostPID: the process is this host's): nice -5, best-effort 0.
+    pid = int((deployed.state_dir / LOCK_FILE).read_text().strip())
+    assert int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[16]) == -5
+    assert subprocess.run(["ionice", "-p", str(pid)], capture_output=True, text=True, check=True).stdout.strip() \
+        == "best-effort: prio 0"
     assert cluster.pod_network is not None
     assert pod["status"]["podIP"].startswith(cluster.pod_network.subnet.rsplit(".", 1)[0])
 

@@ -18,10 +18,13 @@ from evictd.adapters.cgroups import detect_cgroup_layout
 # The stand-in kubelet limits its pods cgroup as a kubelet limits it to the node's allocatable memory.
 STAND_IN_ALLOCATABLE_BYTES = 600 * MiB
 POD_START_TIMEOUT_S = 60.0
+# The tests' cadence: a cycle every second, no PSI wake-ups (a stall elsewhere on the machine would add cycles).
+# An empty cadence leaves evictd's shipped defaults (10 s, every wake-up on).
+TEST_CADENCE = "housekeepingInterval: 1s\npsiWakeups: false\n"
 
 
 def daemon_settings(node_name: str, kubeconfig: Path, endpoint: str, cgroup_root: str, kubelet_root: Path,
-                    pod_logs_dir: Path, state_dir: Path) -> str:
+                    pod_logs_dir: Path, state_dir: Path, cadence: str = TEST_CADENCE) -> str:
     """The EvictdConfiguration lines of `evictd run` on a node, the same for both backends."""
     return (f"nodeName: {node_name}\n"
             f"kubeconfig: {kubeconfig}\n"
@@ -30,9 +33,8 @@ def daemon_settings(node_name: str, kubeconfig: Path, endpoint: str, cgroup_root
             f"kubeletRootDir: {kubelet_root}\n"
             f"podLogsDir: {pod_logs_dir}\n"
             f"stateDir: {state_dir}\n"
-            "housekeepingInterval: 1s\n"
-            "psiWakeups: false\n"
-            "shutdownTimeout: 5s\n")
+            + cadence
+            + "shutdownTimeout: 5s\n")
 
 
 class StandInNode(NodeUnderTest):
@@ -81,11 +83,13 @@ class RealNode(NodeUnderTest):
         super().__init__(config.new_client_from_config(config_file=str(cluster.admin_kubeconfig)))
 
     def run_pod(self, name: str, script: str, *, requests: Mapping[str, str] | None = None,
-                finalizers: Sequence[str] = ()) -> PodRef:
+                finalizers: Sequence[str] = (), priority_class: str = "") -> PodRef:
+        """Run the pod (see NodeUnderTest); `priority_class` names its PriorityClass (`system-node-critical`: a
+        pod neither the kubelet nor evictd evicts)."""
         metadata: dict[str, Any] = {"name": name, "labels": {"app": name}}
         if finalizers:
             metadata["finalizers"] = list(finalizers)
-        body = {
+        body: dict[str, Any] = {
             "apiVersion": "v1", "kind": "Pod", "metadata": metadata,
             "spec": {
                 "nodeName": self.name, "hostNetwork": True, "terminationGracePeriodSeconds": 30,
@@ -94,6 +98,8 @@ class RealNode(NodeUnderTest):
                                 "resources": {"requests": dict(requests)} if requests else {}}],
             },
         }
+        if priority_class:
+            body["spec"]["priorityClassName"] = priority_class
         created = self.core.create_namespaced_pod(NAMESPACE, body, _preload_content=False)
         uid = json.loads(created.data)["metadata"]["uid"]
         ref = PodRef(NAMESPACE, name, uid)
@@ -107,14 +113,15 @@ class RealNode(NodeUnderTest):
         time.sleep(0.3)  # the shell's trap is set before it prints; give it the moment the stand-in waits for
         return ref
 
-    def start_evictd(self, kubelet: str, evictd: str = "") -> EvictdProcess:
+    def start_evictd(self, kubelet: str, evictd: str = "", *, cadence: str = TEST_CADENCE) -> EvictdProcess:
+        """Start `evictd run` with the node's settings; `cadence=""` runs it with the shipped interval and wake-ups."""
         self.cluster.ensure_identity_pod(self.IDENTITY_POD)
         work = self.folder / new_name("evictd")
         work.mkdir(parents=True)
         (work / "state").mkdir()
         settings = daemon_settings(self.name, self.cluster.evictd_kubeconfig(self.IDENTITY_POD),
                                    self.cluster.containerd_endpoint, self.cluster.cgroup_root,
-                                   self.cluster.kubelet_root, self.cluster.pod_logs_dir, work / "state")
+                                   self.cluster.kubelet_root, self.cluster.pod_logs_dir, work / "state", cadence)
         daemon = EvictdProcess(work, kubelet=kubelet, evictd=settings + evictd)
         self.daemons.append(daemon)
         return daemon

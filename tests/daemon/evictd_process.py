@@ -55,6 +55,8 @@ class EvictdProcess:
         )
         self.events: list[Event] = []
         self._queue: queue.Queue[Event | None] = queue.Queue()
+        self._reading = threading.Event()  # cleared: the log pipe is not read (`pause_reading`)
+        self._reading.set()
         self.process = subprocess.Popen(
             [sys.executable, "-m", "evictd", "run", "--config", str(config), *args],
             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -67,6 +69,7 @@ class EvictdProcess:
     def _read(self) -> None:
         assert self.process.stdout is not None
         for line in self.process.stdout:
+            self._reading.wait()
             try:
                 event = json.loads(line)
             except json.JSONDecodeError:
@@ -74,6 +77,13 @@ class EvictdProcess:
             event["_received"] = time.time()
             self._queue.put(event)
         self._queue.put(None)
+
+    def pause_reading(self) -> None:
+        """Stop reading evictd's stdout (after the line in hand): the pipe fills as a stalled journald's would."""
+        self._reading.clear()
+
+    def resume_reading(self) -> None:
+        self._reading.set()
 
     def wait_for(self, predicate: Callable[[Event], bool], timeout: float = 20.0) -> Event:
         """Return the first event (old or new) matching `predicate`; fail after `timeout` seconds."""

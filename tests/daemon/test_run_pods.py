@@ -62,6 +62,8 @@ def test_a_pod_allocating_past_allocatable_wakes_the_loop_and_would_be_evicted(
     assert met["threshold"] == "allocatableMemory.available<200Mi (hard)"
     assert met["threshold_quantity"] == "200Mi"
     assert met["_received"] - allocated_at < DECISION_WITHIN_S, "only the memcg notification can wake it this soon"
+    assert met["woken_by"] == ["memcg"], "the line names what woke the loop"
+    assert 0 <= met["decided_after_ms"] < DECISION_WITHIN_S * 1000, "wake-up to decision, in the line"
     evicted = daemon.wait_event("would evict pod", timeout=5)
     assert evicted["pod"] == real_pod.key == "shop/cart-7d9f"
     assert evicted["signal"] == "allocatableMemory.available"

@@ -13,7 +13,7 @@ import json
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -27,6 +27,7 @@ from evictd.core.runtime import ContainerState
 from image_build import REPO, ImageBuild, build_from_fresh_clone
 
 CONFIGMAP = REPO / "deploy" / "kubernetes" / "configmap.yaml"
+DAEMONSET = REPO / "deploy" / "kubernetes" / "daemonset.yaml"
 # What the package build reads (deploy/Containerfile's COPY lines): all .dockerignore lets into the context.
 BUILD_INPUTS = ("pyproject.toml", "README.md", "LICENSE", "src/")
 RUN_TIMEOUT_S = 120.0
@@ -47,9 +48,10 @@ def image(tmp_path_factory: pytest.TempPathFactory) -> ImageBuild:
 
 
 def run_in_image(runtime: Containerd, pods: PodFactory, image: ImageBuild, name: str, args: list[str],
-                 mounts: list[tuple[str, str, bool]] | None = None) -> tuple[int, str]:
-    """Run `evictd ARGS` from the image as a container; return its exit code and output."""
-    pod = pods.run(name, [ContainerSpec(name="evictd", image=image.reference, command=["evictd"], args=args,
+                 mounts: list[tuple[str, str, bool]] | None = None,
+                 command: Sequence[str] = ("evictd",)) -> tuple[int, str]:
+    """Run `evictd ARGS` (or `command` ARGS) from the image as a container; return its exit code and output."""
+    pod = pods.run(name, [ContainerSpec(name="evictd", image=image.reference, command=list(command), args=args,
                                         mounts=mounts or [])])
     container_id = pod.container_ids["evictd"]
     runtime.wait_for_container_state(container_id, ContainerState.EXITED, timeout_s=RUN_TIMEOUT_S)
@@ -99,6 +101,15 @@ def test_image_from_a_fresh_clone_runs_evictd(image: ImageBuild, imported: Conta
     assert image.reference in tags
     code, output = run_in_image(imported, pods, image, "evictd-version", ["--version"])
     assert (code, output) == (0, f"evictd {__version__}")
+
+
+def test_image_runs_the_daemonsets_command(image: ImageBuild, imported: Containerd, pods: PodFactory) -> None:
+    # The DaemonSet starts evictd through nice(1) and ionice(1) (its priorities): both must be in the image. This
+    # container is not privileged, so nice may not raise the priority and says so; evictd still runs.
+    command = yaml.safe_load(DAEMONSET.read_text(encoding="utf-8"))["spec"]["template"]["spec"]["containers"][0]
+    code, output = run_in_image(imported, pods, image, "evictd-priorities", ["--version"], command=command["command"])
+    assert code == 0, output
+    assert output.splitlines()[-1] == f"evictd {__version__}"
 
 
 def test_image_holds_what_the_daemon_imports(image: ImageBuild, imported: Containerd, pods: PodFactory) -> None:

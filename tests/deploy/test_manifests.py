@@ -49,7 +49,9 @@ PATCHES = ("essential-daemonset-tolerations.yaml", "essential-daemonset-tolerati
 NAMESPACE = "evictd-system"
 NAME = "evictd"
 IMAGE = "ghcr.io/evictd/evictd:0.1.0"
-COMMAND = ["evictd", "run", "--config", "/etc/evictd/config.yaml"]
+# nice -5 and best-effort I/O priority 0, as the systemd unit gives them (Nice=, IOScheduling*=).
+PRIORITY_PREFIX = ["nice", "-n", "-5", "ionice", "-c", "2", "-n", "0"]
+COMMAND = [*PRIORITY_PREFIX, "evictd", "run", "--config", "/etc/evictd/config.yaml"]
 PORT = 10262
 # The namespace label that lets a namespace's pods (Prometheus) connect to evictd's port (networkpolicy.yaml).
 SCRAPER_LABEL = ("evictd.io/metrics-scraper", "true")
@@ -468,6 +470,16 @@ def test_daemonset_runs_evictd_privileged_in_the_host_pid_namespace() -> None:
     assert {"name": "metrics", "containerPort": PORT, "protocol": "TCP"} in c["ports"]
 
 
+def test_daemonset_runs_evictd_at_the_priorities_the_unit_gives_it() -> None:
+    # Kubernetes has no field for a process's nice value or I/O priority: the container's command sets them
+    # (nice(1), ionice(1)), and they must be the unit's, so that both ways of installing evictd decide as fast.
+    service = {key: values[-1] for key, values in unit_sections(UNIT)["Service"].items()}
+    io_class = {"realtime": "1", "best-effort": "2", "idle": "3"}[service["IOSchedulingClass"]]
+    assert container()["command"] == ["nice", "-n", service["Nice"], "ionice", "-c", io_class,
+                                      "-n", service["IOSchedulingPriority"], "evictd"]
+    assert int(service["Nice"]) < 0, "ahead of the node's processes at the default nice 0"
+
+
 def test_daemonset_image_tag_is_the_project_version() -> None:
     version = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]["version"]
     assert container()["image"].rsplit(":", 1)[1] == version
@@ -856,7 +868,7 @@ def test_containerfile_builds_evictd_from_python_slim_or_the_base_given() -> Non
     assert bases == ["${BASE}", "${BASE}"]
     assert ("ENTRYPOINT", '["evictd"]') in instructions
     cmd = json.loads(next(rest for keyword, rest in instructions if keyword == "CMD"))
-    assert ["evictd", *cmd] == COMMAND
+    assert [*PRIORITY_PREFIX, "evictd", *cmd] == COMMAND, "the image's default command is the DaemonSet's"
     users = [rest for keyword, rest in instructions if keyword == "USER"]
     assert users in ([], ["0"], ["root"]), "evictd needs root (cgroups, PSI, every pod's files)"
     assert any(keyword == "RUN" and "pip install /src" in rest for keyword, rest in instructions)

@@ -293,3 +293,33 @@ def test_oom_kills_become_warning_events_on_the_node(apiserver: ApiServer, clust
                                        "evictd was waiting for a pod evicted for memory to go"),
     ]
     assert cluster.log.at("warning") == [] and cluster.api_errors == []
+
+
+def test_held_pressure_records_one_eviction_threshold_met_per_housekeeping_interval(apiserver: ApiServer,
+                                                                                    cluster: Cluster) -> None:
+    """The kubelet records EvictionThresholdMet once per monitoring period; evictd's cycles after a memory
+    notification (its follow-ups, the confirmation a second later) add no write of their own (issue #29)."""
+    assert wait_until(cluster.watcher.is_synced, 5.0)
+    report = cluster.cycle()
+    client = evictd_api_client(apiserver)
+    clock = ManualClock(0.0)
+    sync = ClusterSync(watcher=cluster.watcher, evictor=None,
+                       node_writer=NodeStatusWriter(client, NODE, ConditionMode.EVICTD, clock=clock),
+                       events=EventRecorder(client, NODE, clock=clock), on_error=cluster.api_errors.append,
+                       log=cluster.log, reclaim_event_period_s=10.0, clock=clock)
+    before = len(apiserver.requests)
+    try:
+        # The crossing, its confirmation 1 s later, the ticks (a cycle ending up to 0.4 s early counts), and a
+        # cycle cut short by another crossing 2 s after a tick.
+        for at in (0.0, 1.0, 11.0, 20.7, 22.7, 31.0):
+            clock.advance(at - clock.monotonic())
+            sync.after_cycle(report)
+    finally:
+        client.close()
+
+    [reclaim] = [e for e in apiserver.store.events("default") if e["reason"] == "EvictionThresholdMet"]
+    writes = [r.method for r in apiserver.requests[before:]
+              if (r.method == "POST" and (r.body or {}).get("reason") == "EvictionThresholdMet")
+              or (r.method == "PATCH" and r.path.endswith("/events/" + reclaim["metadata"]["name"]))]
+    assert (writes, reclaim["count"]) == (["POST", "PATCH", "PATCH", "PATCH"], 4)
+    assert cluster.log.at("warning") == [] and cluster.api_errors == []

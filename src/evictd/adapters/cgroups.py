@@ -302,11 +302,16 @@ class CgroupReader:
 _READ_FLAGS = os.O_RDONLY | os.O_CLOEXEC
 
 
+def v1_usage(folder: str) -> int:
+    """Return a v1 memory cgroup folder's ``memory.usage_in_bytes`` (one read). Raises SampleError naming the file."""
+    path = folder + "/memory.usage_in_bytes"
+    return _uint(path, read_file(path))
+
+
 def v1_usage_and_inactive_file(folder: str) -> tuple[int, int]:
     """Return a v1 memory cgroup folder's ``memory.usage_in_bytes`` and its ``total_inactive_file``: two reads,
     what a memcg notifier's firing is judged on. Raises SampleError naming the file."""
-    path = folder + "/memory.usage_in_bytes"
-    usage = _uint(path, read_file(path))
+    usage = v1_usage(folder)
     path = folder + "/memory.stat"
     return usage, flat_keyed_value(path, read_file(path), V1_INACTIVE_FILE_KEY)
 

@@ -39,11 +39,12 @@ import os
 import queue
 import select
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
-from evictd.adapters.cgroups import v1_usage_and_inactive_file
+from evictd.adapters.cgroups import v1_usage, v1_usage_and_inactive_file
 from evictd.core.errors import SampleError
 from evictd.core.memcg import (
     drop_watch_stale,
@@ -79,6 +80,8 @@ PSI_CAUSE = "psi"
 # A PSI trigger fired while every memory threshold was far from met (`MemcgNotifierSet.may_change_decision`).
 PSI_FAR_CAUSE = "psi_far"
 SIGNAL_CAUSE = "signal"
+# While a lower memcg level is being registered, usage is read this often in its place.
+UNWATCHED_RECHECK_S = 0.002
 
 # The self-pipe is drained in reads of this size; a pipe holds 64 KiB by default.
 PIPE_DRAIN_BYTES = 65536
@@ -105,6 +108,17 @@ class Notifier(Protocol):
     def consume(self) -> None: ...  # acknowledge a firing: the descriptor is not ready again until the next one
 
     def close(self) -> None: ...  # release the descriptor (and with it the kernel registration); idempotent
+
+
+@runtime_checkable
+class Rechecking(Protocol):
+    """A notifier that is sometimes blind (`MemcgNotifierSet` while the kernel registers a lower level): the Waiter
+    then polls at most `recheck_s` apart and asks `recheck` whether what it would have announced happened."""
+
+    @property
+    def recheck_s(self) -> float | None: ...  # None: not blind, the descriptor alone says it
+
+    def recheck(self) -> bool: ...  # True: it fired (its `cause` and `description` say what)
 
 
 def os_sample_error(path: str, exc: OSError) -> SampleError:
@@ -307,8 +321,20 @@ class Waiter:
         Raises SampleError if consuming an event fails.
         """
         self._check_open()
-        timeout_ms = max(0, math.ceil(min(timeout_s * _MS_PER_S, MAX_POLL_TIMEOUT_MS)))
-        ready = self._poll.poll(timeout_ms)
+        deadline = time.monotonic() + timeout_s
+        while True:
+            blind = [n for n in self._notifiers if isinstance(n, Rechecking) and n.recheck_s is not None]
+            left_s = max(0.0, deadline - time.monotonic())
+            step_s = min([left_s, *(n.recheck_s for n in blind if n.recheck_s is not None)])
+            timeout_ms = max(0, math.ceil(min(step_s * _MS_PER_S, MAX_POLL_TIMEOUT_MS)))
+            ready = self._poll.poll(timeout_ms)
+            if ready:
+                return self._fired(ready)
+            rechecked = [n.cause for n in blind if n.recheck()]
+            if rechecked or step_s >= left_s:
+                return list(dict.fromkeys(rechecked))
+
+    def _fired(self, ready: list[tuple[int, int]]) -> list[str]:
         causes: list[str] = []
         for fd, revents in ready:
             if fd == self._read_fd:
@@ -416,6 +442,10 @@ class MemcgNotifierSet:
         # The places with a registration in the thread's hands, each with the newer one asked for meanwhile.
         self._pending: dict[tuple[int, bool], _Job | None] = {}
         self._failures: list[NotifierFailure] = []
+        # Each threshold whose level is being lowered (`_submit`, until `_rearm` installed it): the usage level the
+        # kernel is not watching yet, as (cgroup folder, level). A registration waits for an RCU grace period, which
+        # under load takes 100 ms and more; meanwhile the old level, too high, would let a crossing go unannounced.
+        self._unwatched: dict[int, tuple[str, int]] = {}
         self._worker: threading.Thread | None = None
         self.cause = MEMCG_CAUSE
         self.description = "memory eviction thresholds"
@@ -470,6 +500,30 @@ class MemcgNotifierSet:
         if fired and not needing:
             for index, notifier in fired:
                 self._rearm_from(index, notifier, figures.get(notifier.cgroup_dir))
+
+    @property
+    def recheck_s(self) -> float | None:
+        """`UNWATCHED_RECHECK_S` while a lower level is being registered (the Waiter then polls usage), else None."""
+        with self._lock:
+            return UNWATCHED_RECHECK_S if self._unwatched else None
+
+    def recheck(self) -> bool:
+        """Whether usage crossed a level the kernel is not watching yet (one read of ``memory.usage_in_bytes`` per
+        cgroup): then `cause` is ``memcg`` and `description` names the threshold, as a firing of that level would."""
+        with self._lock:
+            unwatched = dict(self._unwatched)
+        crossed = []
+        for index, (folder, level) in unwatched.items():
+            try:
+                usage = v1_usage(folder)
+            except SampleError:
+                continue  # the registration under way reports what is wrong with the folder
+            if usage >= level:
+                crossed.append(self.thresholds[index])
+        if crossed:
+            self.cause = MEMCG_CAUSE
+            self.description = ", ".join(f"{memcg_notifier_description(t)} (crossed while re-armed)" for t in crossed)
+        return bool(crossed)
 
     def may_change_decision(self) -> bool:
         """Whether a wake-up that names no threshold (a PSI trigger) may change the decision: a threshold met in
@@ -625,6 +679,12 @@ class MemcgNotifierSet:
     def _submit(self, job: _Job) -> None:
         key = (job[0], job[1])
         with self._lock:
+            index, drop_watch, level, _ = job
+            armed = self._levels[index]
+            if not drop_watch and armed is not None and level < armed.threshold_bytes:
+                self._unwatched[index] = (self._cgroup_dirs[index], level)
+            elif not drop_watch:
+                self._unwatched.pop(index, None)
             if key in self._pending:
                 # One registration at a time per place: the newest asked for follows the one in hand (dropping it
                 # would leave the place armed from older figures until the next cycle, an hour away maybe).
@@ -645,6 +705,8 @@ class MemcgNotifierSet:
                 if newer is not None:
                     self._pending[key] = None
                     self._jobs.put(newer)
+                elif not job[1]:
+                    self._unwatched.pop(job[0], None)  # the kernel watches the newest level now (or it failed)
                 if failure is not None:
                     self._failures.append(failure)
 
@@ -662,6 +724,7 @@ class MemcgNotifierSet:
             self._drop_watches = [None] * len(self.thresholds)
             self._by_fd = {}
             self._pending.clear()
+            self._unwatched.clear()
             epoll, self._epoll = self._epoll, None
         if epoll is not None:
             epoll.close()

@@ -1,9 +1,10 @@
 """What the daemon does in the cluster after each cycle, and the pods it offers the engine.
 
 `ClusterSync.after_cycle` writes the node's conditions and taints, records the kubelet's node events
-(pressure transitions, `EvictionThresholdMet: Attempting to reclaim <resource>`) and evictd's own Warning events
-for OOM kills (`EvictionTooLate`, `OOMKill`), and retries the journal's pending API writes. `wait_for_cleanup`
-is the kubelet's wait after an eviction (`waitForPodsCleanup`, at most 30 s): until each evicted pod is gone
+(pressure transitions, `EvictionThresholdMet: Attempting to reclaim <resource>`, at most once per housekeeping
+interval, as the kubelet records it once per monitoring period) and evictd's own Warning events for OOM kills
+(`EvictionTooLate`, `OOMKill`), and retries the journal's pending API writes. `wait_for_cleanup` is the kubelet's
+wait after an eviction (`waitForPodsCleanup`, at most 30 s): until each evicted pod is gone
 from the API or, with a container runtime, nothing of it runs on the node any more (the part of the kubelet's
 `podResourcesAreReclaimed` visible from outside it). The pod's phase is no evidence: a terminal phase can come
 before the last container stops, and a pod held by a finalizer stays.
@@ -40,6 +41,11 @@ POD_CLEANUP_POLL_S = 0.2
 
 # On a clean stop each node request may wait this long: the stop must finish well inside the shutdown deadline.
 WITHDRAW_TIMEOUT_S = 2.0
+# The kubelet records EvictionThresholdMet once per synchronize, one per monitoring period; the cycles evictd adds
+# after a memory notification (its follow-ups, the confirmation a second later) would each write a repeat the
+# kubelet never makes. So one per resource per `reclaim_event_period_s` (the housekeeping interval), the first at
+# once; a cycle ending this part of the period early still counts as the next (cycle ends vary by their durations).
+RECLAIM_EVENT_EARLY_FRACTION = 0.04
 
 
 class CycleOutcome(Protocol):
@@ -126,7 +132,7 @@ class ClusterSync:
     def __init__(self, *, watcher: PodWatcher, evictor: KubePodEvictor | None, node_writer: NodeStatusWriter,
                  events: EventRecorder, on_error: Callable[[KubeError], None], log: Log, runtime: Runtime = NO_RUNTIME,
                  critical: CriticalPodRecord | None = None, should_stop: Callable[[], bool] = lambda: False,
-                 clock: Clock = SYSTEM_CLOCK) -> None:
+                 reclaim_event_period_s: float = 0.0, clock: Clock = SYSTEM_CLOCK) -> None:
         # Polled during the wait after an eviction: a daemon asked to stop gives up waiting.
         self._should_stop = should_stop
         self._runtime = runtime
@@ -138,6 +144,8 @@ class ClusterSync:
         self._on_error = on_error
         self._log = log
         self._critical = critical
+        self._reclaim_event_period_s = reclaim_event_period_s
+        self._reclaim_events_at: dict[str, float] = {}  # the last EvictionThresholdMet recorded, by resource
 
     def after_cycle(self, report: CycleOutcome) -> None:
         """Write what the cycle decided about the node; retry pending eviction writes; remember which pods the
@@ -154,14 +162,22 @@ class ClusterSync:
                 self._on_error(exc)
                 self._log.warning("node status not written", error=str(exc))
         if isinstance(assessment.next_step, ReclaimThenEvict):
-            self._node_event("Warning", "EvictionThresholdMet",
-                             f"Attempting to reclaim {assessment.next_step.resource}")
+            self._reclaim_event(assessment.next_step.resource)
         if report.oom is not None:
             for reason, message in oom_kill_events(report.oom):
                 self._node_event("Warning", reason, message)
         if self._evictor is not None:
             for error in self._evictor.replay():
                 self._log.warning("pending eviction writes still failing", error=str(error))
+
+    def _reclaim_event(self, resource: str) -> None:
+        """`EvictionThresholdMet` for `resource`, unless one was recorded less than a period ago."""
+        now_s = self._clock.monotonic()
+        last_s = self._reclaim_events_at.get(resource)
+        if last_s is not None and now_s - last_s < self._reclaim_event_period_s * (1 - RECLAIM_EVENT_EARLY_FRACTION):
+            return
+        self._reclaim_events_at[resource] = now_s
+        self._node_event("Warning", "EvictionThresholdMet", f"Attempting to reclaim {resource}")
 
     def _remember_critical_pods(self) -> None:
         if self._critical is None or not self._watcher.is_synced():

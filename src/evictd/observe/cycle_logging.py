@@ -7,6 +7,7 @@ them (Kubernetes quantities), so log lines can be compared with kubelet events.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from evictd.commands.render import condition_text
@@ -24,6 +25,16 @@ def describe_threshold(threshold: Threshold) -> str:
     return f"{condition_text(threshold.signal, threshold.value)} ({kind})"
 
 
+@dataclass(frozen=True, slots=True)
+class WakeUp:
+    """What woke the loop for a cycle (`evictd_wakeups_total` causes, e.g. ``memcg``, ``timer``) and how long from
+    that wake-up to the end of the cycle, its decision: logged with "threshold met", so that a line says how fast
+    it was decided, and a slow one whether the wait was evictd's or the kernel's."""
+
+    causes: tuple[str, ...]
+    decided_after_s: float
+
+
 class CycleLogger:
     """Remembers the previous cycle so that only changes are logged."""
 
@@ -37,7 +48,7 @@ class CycleLogger:
         self._pods_from_node = False
         self._withheld: str | None = None
 
-    def log_cycle(self, number: int, report: CycleReport) -> None:
+    def log_cycle(self, number: int, report: CycleReport, wake: WakeUp | None = None) -> None:
         assessment = report.assessment
         for warning in assessment.warnings:
             if warning not in self._warned:
@@ -58,7 +69,7 @@ class CycleLogger:
         met = frozenset(status.threshold for status in assessment.thresholds)
         for status in assessment.thresholds:
             if status.threshold not in self._met:
-                self._threshold_met(number, status, report)
+                self._threshold_met(number, status, report, wake)
         for threshold in self._met - met:
             self._log.info("threshold no longer met", cycle=number, threshold=describe_threshold(threshold))
         self._met = met
@@ -118,12 +129,15 @@ class CycleLogger:
         if oom.outside_pods_kills:
             self._log.warning(f"OOM kill {outside_pods(oom)}", kills=oom.outside_pods_kills, **common)
 
-    def _threshold_met(self, number: int, status: ThresholdStatus, report: CycleReport) -> None:
+    def _threshold_met(self, number: int, status: ThresholdStatus, report: CycleReport, wake: WakeUp | None) -> None:
         observation = report.assessment.observations.get(status.threshold.signal)
         fields: dict[str, Any] = {"cycle": number, "threshold": describe_threshold(status.threshold)}
         if observation is not None:
             fields["available"] = str(observation.available)
             fields["threshold_quantity"] = str(threshold_quantity(status.threshold.value, observation.capacity))
+        if wake is not None:
+            fields["woken_by"] = list(wake.causes)
+            fields["decided_after_ms"] = round(wake.decided_after_s * 1000, 1)
         self._log.warning("threshold met", **fields)
 
     def _eviction_api(self, number: int, report: CycleReport) -> None:

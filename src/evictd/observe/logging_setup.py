@@ -4,6 +4,9 @@
 - `console`: structlog's console renderer on stderr.
 - `live`: nothing is printed; events go to a ring buffer that the terminal live view shows under its table.
 `auto` picks `live` when stdout is a terminal and `json` otherwise.
+
+`evictd run` asks for `queued` output: its lines go through a `LogWriter` (evictd.observe.log_writer), so the loop
+never waits for a slow reader of stdout; the offline commands print as they go, before they exit.
 """
 
 from __future__ import annotations
@@ -11,15 +14,18 @@ from __future__ import annotations
 import collections
 import logging
 import sys
-from collections.abc import MutableMapping
+from collections.abc import Callable, MutableMapping
 from typing import Any, TextIO
 
 import structlog
 
 from evictd.config import LogFormat
+from evictd.observe.log_writer import LogWriter
 
 # How many recent events the live view keeps to show.
 RECENT_EVENTS = 8
+# The queued output of the current configuration (None: lines are printed by the thread that logs them).
+_writer: LogWriter | None = None
 
 
 class RecentEvents:
@@ -41,8 +47,13 @@ def resolve_format(setting: LogFormat, stdout: TextIO) -> str:
     return "live" if stdout.isatty() else "json"
 
 
-def configure_logging(fmt: str, stream: TextIO | None = None) -> RecentEvents | None:
-    """Configure structlog for `fmt` (json, console or live); return the ring buffer in live mode."""
+def configure_logging(fmt: str, stream: TextIO | None = None, *, queued: bool = False,
+                      on_drop: Callable[[int], object] | None = None) -> RecentEvents | None:
+    """Configure structlog for `fmt` (json, console or live); return the ring buffer in live mode.
+
+    `queued`: lines are written by a `LogWriter` thread, never waited for; `on_drop` counts the lines it drops.
+    """
+    global _writer
     recent: RecentEvents | None = None
     processors: list[Any] = [
         structlog.contextvars.merge_contextvars,
@@ -59,6 +70,28 @@ def configure_logging(fmt: str, stream: TextIO | None = None) -> RecentEvents | 
     else:
         processors += [structlog.processors.format_exc_info, structlog.processors.JSONRenderer()]
         output = stream or sys.stdout
-    structlog.configure(processors=processors, wrapper_class=structlog.make_filtering_bound_logger(logging.INFO),
-                        logger_factory=structlog.PrintLoggerFactory(output), cache_logger_on_first_use=False)
+    wrapper = structlog.make_filtering_bound_logger(logging.INFO)
+    if _writer is not None:
+        _writer.close()
+        _writer = None
+    factory: Callable[..., Any] = structlog.PrintLoggerFactory(output)
+    if queued and recent is None:  # the live view prints nothing
+        render = structlog.wrap_logger(structlog.ReturnLogger(), processors=processors, wrapper_class=wrapper)
+        _writer = LogWriter(output, lambda count: str(render.warning("log lines dropped", dropped=count)),
+                            on_drop=on_drop)
+        factory = _logger_factory(_writer)
+    structlog.configure(processors=processors, wrapper_class=wrapper, logger_factory=factory,
+                        cache_logger_on_first_use=False)
     return recent
+
+
+def _logger_factory(writer: LogWriter) -> Callable[..., LogWriter]:
+    def factory(*args: object) -> LogWriter:
+        return writer
+
+    return factory
+
+
+def flush_logs(timeout_s: float) -> bool:
+    """Wait (at most `timeout_s`) until the queued log lines are written; return whether they were."""
+    return _writer is None or _writer.flush(timeout_s)

@@ -114,6 +114,9 @@ class Metrics:
         self.oom_kills_too_late = Counter("evictd_oom_kills_too_late_total", "OOM kills while a memory threshold was "
                                           "met and not yet relieved by an eviction, or soon after one, by what evictd "
                                           "was doing.", ["activity"], registry=r)
+        self.log_lines_dropped = Counter("evictd_log_lines_dropped_total", "Log lines dropped because the reader "
+                                         "of evictd's output fell 4 MiB behind (the loop never waits for it).",
+                                         registry=r)
         self._exported_signals: set[Signal] = set()
         signals = (*Signal, *LOCAL_STORAGE_SIGNALS)
         for metric, values in ((self.degraded, (POD_LIST_UNAVAILABLE,)), (self.evictions, signals),

@@ -8,10 +8,18 @@ it, fsynced, renamed, the plain file removed) before it would hold more than 1/1
 segment, fits in `maxBytes`, and every segment whose last cycle is older than `maxAge` (segments go whole: the
 oldest cycle kept may be up to 1/12 of `maxAge` older).
 
-With a `WriteBehind` (as `evictd run` builds it) the fdatasync runs on its thread, off the loop (a line is
-written in the loop, to the page cache); a crash then loses at most the lines written since the last sync that
-finished. A failed sync is raised at the next line (as a failed write is), and the fd is closed only once no
-sync on it waits or runs.
+With a `WriteBehind` (as `evictd run` builds it) the loop only hands each line over (as its chunks): the thread
+opens the segment, writes and fdatasyncs (a write to the page cache too can wait for the disk: a page under
+writeback, the filesystem's block allocation); a crash then loses at most the lines handed over since the last sync that
+finished. Lines handed over wait in memory, at most `MIN_PENDING_BYTES` or two segments' worth: past that a
+cycle is not recorded (counted and logged as a write failure) and the next line recorded is whole. A
+segment's close too: at a rotation the loop only hands the segment over (the thread writes what is left of it,
+syncs and closes it) and starts the next one, whose lines are handed over at once; the
+thread then compresses the old one and enforces the bounds, in that order (its jobs run one at a time, in the
+order handed over). Until then the closed segment sits plain beside the open one, and readers read both (by
+run and first cycle: `segment_files`); a name still closing is never opened again. A stop (`close`) waits for
+what is pending, at most STOP_FLUSH_S (what is left then is what a crash leaves, read as it is). A failed sync
+or close is raised at the next line (as a failed write is), never in the thread.
 
 The recorder never stops the loop: a full filesystem (ENOSPC) or an unwritable stateDir makes it log once
 (and once again when it writes again), count `evictd_errors_total{source="recorder"}`, cut off any partial
@@ -30,12 +38,15 @@ ranking) is kept as text.
 from __future__ import annotations
 
 import contextlib
+import errno
 import gzip
 import os
 import shutil
+import threading
+from collections import deque
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import replace
-from datetime import UTC, datetime
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
 
 from evictd.clock import SYSTEM_CLOCK, Clock
 from evictd.core.engine import EngineState
@@ -48,14 +59,13 @@ from evictd.log import Log
 from evictd.record.documents import kubelet_config_document
 from evictd.record.model import ABSENT, Encoded, Line, PodChanges, dumps, encode_line_parts
 from evictd.record.recording import (
-    CLOSED_SUFFIX,
-    OPEN_SUFFIX,
     PodListEncoder,
     RankingEncoder,
     decision_of,
     run_id,
     segment_paths,
 )
+from evictd.record.segment_files import CLOSED_SUFFIX, OPEN_SUFFIX
 from evictd.record.summary_json import SummaryChangesEncoder
 from evictd.run.after_cycle import Cycle
 from evictd.run.manager import FRESH_STATE
@@ -70,6 +80,32 @@ MIN_SEGMENT_BYTES = 64 << 10
 FUTURE_SLACK_S = 60.0
 # A line is written in chunks of at most this many characters (UTF-8 bytes: at most 4 times as many).
 WRITE_CHUNK_CHARS = 1 << 20
+# At stop, how long the segments' closes handed over may still take (the shutdown deadline bounds the whole stop).
+STOP_FLUSH_S = 5.0
+
+
+# With a writer: the lines handed over and not yet written may hold this much (a disk stalled for longer than that
+# costs cycles their lines, never the loop its time: the next line recorded is whole).
+MIN_PENDING_BYTES = 16 << 20
+
+
+@dataclass(slots=True)
+class _Segment:
+    """A segment file being written, or handed over to be closed. With a writer, its file is opened, written and
+    synced by the writer's thread only (`FlightRecorder._write_out`); the loop only hands lines over."""
+
+    path: str
+    fd: int | None  # None once closed: a sync handed over before its close finds nothing left to sync
+    # The lines handed over (each as its chunks), not yet written; how many bytes; the size of what was written
+    # whole.
+    pending: list[tuple[bytes, ...]] = field(default_factory=list)
+    pending_bytes: int = 0
+    written: int = 0
+    opened: bool = False  # the writer's thread opened the file (it opens it at the first line)
+    # A write failed: the lines handed over after it are dropped (they say what changed since a line the file does
+    # not hold); the loop then starts a new segment.
+    broken: bool = False
+    lock: threading.Lock = field(default_factory=threading.Lock)
 
 
 class FlightRecorder:
@@ -96,8 +132,7 @@ class FlightRecorder:
         self._summaries = SummaryChangesEncoder(dumps)
         self._ranking = RankingEncoder()
         self._layout: FsLayout | None = None
-        self._fd: int | None = None
-        self._path = ""
+        self._segment: _Segment | None = None
         self._size = 0
         self._opened_at = 0.0
         self._failing: str | None = None
@@ -105,16 +140,24 @@ class FlightRecorder:
         # The engine state the run started from, written on the run's first line (None once written or tried).
         self._start_state: EngineState | None = start_state
         self._node_name = node_name
-        self._writer = writer  # None: fdatasync in the caller's thread
-        self._sync_error: OSError | None = None  # what the last fdatasync off the loop raised
+        self._writer = writer  # None: fdatasync and closes in the caller's thread
+        self._off_loop_errors: deque[OSError] = deque()  # what jobs off the loop raised, for the next line
+        self._pending_limit = max(MIN_PENDING_BYTES, 2 * self._segment_bytes)
+        # Lines known written (by the writer's thread, or here), and how many were when the last failure was told:
+        # "writing again" is said once a line after it is written, not handed over.
+        self._lines_written = 0
+        self._lines_written_at_failure = 0
+        # The plain segments open or handed over to be closed: never deleted, nor opened again, until closed.
+        self._live: set[str] = set()
+        self._live_lock = threading.Lock()
 
     def __call__(self, cycle: Cycle) -> None:
         """Record one finished cycle; a failure is logged and counted, never raised."""
         wall = cycle.wall.timestamp()
         try:
-            if self._fd is not None and wall - self._opened_at >= self._segment_age_s:
+            if self._segment is not None and wall - self._opened_at >= self._segment_age_s:
                 self._close_segment()
-            if self._fd is None:
+            if self._segment is None:
                 self._open_segment(wall)
             line, pods = self._line(cycle, wall)
             if self._size and self._size + _size(line) > self._segment_bytes:
@@ -132,19 +175,19 @@ class FlightRecorder:
         if cycle.report.summary is not None:
             self._summaries.commit()
         self._layout = cycle.state.layout
-        if self._failing is not None:
+        if self._failing is not None and self._lines_written > self._lines_written_at_failure:
             self._log.info("flight recorder writing again", folder=self.folder)
             self._failing = None
 
     def close(self, *, compress: bool = True) -> None:
         """Close the open segment, compressed (without `compress`, left as plain lines, as readers read an open
-        segment); errors are logged and counted."""
+        segment), and wait (at most STOP_FLUSH_S) for the closes handed over; errors are logged and counted."""
         try:
-            if self._fd is not None:
-                if compress:
-                    self._close_segment()
-                else:
-                    self._drop_segment()
+            self._close_segment(compress=compress)
+            if self._writer is not None and not self._writer.flush(STOP_FLUSH_S):
+                self._log.warning("flight recorder: a segment still closing at stop, left as a crash leaves it",
+                                  folder=self.folder)
+            self._raise_off_loop_error()
         except OSError as exc:
             self._failed(exc)
 
@@ -179,67 +222,186 @@ class FlightRecorder:
     def _append(self, line: Sequence[str]) -> None:
         """Write the parts of `line` at the end of the segment (a chunk of at most WRITE_CHUNK_CHARS characters at
         a time: a segment's first line is megabytes at thousands of pods, and bytes of it all at once would be
-        one more copy of it in memory) and sync it; on failure cut off what was written."""
-        assert self._fd is not None
-        if self._sync_error is not None:
-            failed, self._sync_error = self._sync_error, None
-            raise failed
+        one more copy of it in memory) and sync it; on failure cut off what was written. With a writer, hand its
+        chunks over instead (`_write_out`); a failure there is raised at a later line."""
+        segment = self._segment
+        assert segment is not None
+        if self._writer is not None:
+            chunks = tuple(_chunks(line))
+            size = sum(map(len, chunks))
+            with segment.lock:
+                failed = bool(self._off_loop_errors)
+                if not failed:
+                    if segment.pending_bytes + size > self._pending_limit:
+                        raise OSError(errno.ENOBUFS, f"{segment.pending_bytes} bytes of earlier lines not written yet")
+                    segment.pending.append(chunks)
+                    segment.pending_bytes += size
+            if failed:
+                # What failed may have cut this segment's lines short: the next line starts a segment of its own
+                # (the same one while nothing was written to it).
+                if segment.written:
+                    self._close_segment(compress=False)
+                else:
+                    self._size = 0
+                    segment.broken = False
+                self._raise_off_loop_error()
+            self._writer.submit(self.folder, lambda: self._write_out(segment))
+            self._size += size
+            return
+        self._raise_off_loop_error()
+        assert segment.fd is not None
         written = 0
-        fd = self._fd
+        fd = segment.fd
         try:
             for chunk in _chunks(line):
                 end = written + len(chunk)
                 while written < end:
                     written += os.write(fd, chunk[len(chunk) - (end - written):])
-            if self._writer is None:
-                os.fdatasync(fd)
-            else:
-                self._writer.submit(self.folder, lambda: self._sync(fd))
+            os.fdatasync(fd)
+            self._lines_written += 1
         except OSError:
             if written:
                 try:
-                    os.ftruncate(self._fd, self._size)
+                    os.ftruncate(fd, self._size)
                 except OSError:
-                    self._drop_segment()  # the next line starts a new segment: the cut one reads up to here
+                    # The next line starts a new segment: the cut one reads up to here.
+                    self._close_segment(compress=False)
             raise
         self._size += written
 
-    def _sync(self, fd: int) -> None:
+    def _write_out(self, segment: _Segment) -> None:
+        """Write and sync the lines handed over for `segment` (the writer's thread). A failure cuts off what was
+        written of the line, drops the lines after it (they say what changed since a line the file does not hold;
+        the loop, learning of it at its next line, starts a new segment: `_append`) and is kept for that line; the
+        file is opened at its first line."""
+        with segment.lock:
+            lines, segment.pending, segment.pending_bytes = segment.pending, [], 0
+            if segment.broken or (segment.opened and segment.fd is None):
+                return  # after a failure, or closed
+        written = 0
         try:
-            os.fdatasync(fd)
+            if not segment.opened:
+                segment.fd = os.open(segment.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+                segment.opened = True
+                segment.written = os.fstat(segment.fd).st_size
+            assert segment.fd is not None
+            for line in lines:
+                written = 0
+                for chunk in line:
+                    end = written + len(chunk)
+                    while written < end:
+                        written += os.write(segment.fd, chunk[len(chunk) - (end - written):])
+                segment.written += written
+            if lines:
+                os.fdatasync(segment.fd)
+                self._lines_written += len(lines)
         except OSError as exc:
-            self._sync_error = exc
+            if written and segment.fd is not None:
+                with contextlib.suppress(OSError):  # what is left of a cut line is skipped on reading
+                    os.ftruncate(segment.fd, segment.written)
+            with segment.lock:
+                segment.broken = True
+                segment.pending, segment.pending_bytes = [], 0
+                self._off_loop_errors.append(exc)
+
+    # --- off the loop ----------------------------------------------------------------------------------
+
+    def _off_loop(self, key: str, job: Callable[[], None]) -> None:
+        """Run `job` on the write-behind thread, as `key` (without one, now, raising what it raises); an OSError
+        it raises there is raised at the next line."""
+        if self._writer is None:
+            job()
+            return
+
+        def reported() -> None:
+            try:
+                job()
+            except OSError as exc:
+                self._off_loop_errors.append(exc)
+
+        self._writer.submit(key, reported)
+
+    def _raise_off_loop_error(self) -> None:
+        """Raise the first error of the jobs off the loop since the last line, counting the others."""
+        errors = self._off_loop_errors
+        if not errors:
+            return
+        first = errors.popleft()
+        while errors:
+            errors.popleft()
+            self._on_error()
+        raise first
 
     # --- segments ----------------------------------------------------------------------------------------
 
     def _open_segment(self, wall: float) -> None:
         os.makedirs(self.folder, exist_ok=True)
         if not self._started:  # what earlier runs left may have aged out meanwhile, or was cut by a crash
-            remove_temporaries(self.folder, RECORDING_TEMPORARY_PREFIX, self._log, "recording")
-            self._enforce_bounds()
+            self._off_loop(f"tidy {self.folder}", self._tidy)
             self._started = True
-        stamp = datetime.fromtimestamp(wall, UTC).strftime("%Y%m%dT%H%M%S.%fZ")
-        self._path = os.path.join(self.folder, f"{stamp}-{self._process}{OPEN_SUFFIX}")
-        self._fd = os.open(self._path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
-        self._size = os.fstat(self._fd).st_size
+        opened = datetime.fromtimestamp(wall, UTC)
+        with self._live_lock:
+            while (path := self._segment_path(opened)) in self._live:  # the clock stepped back onto one closing
+                opened += timedelta(microseconds=1)
+            self._live.add(path)
+        if self._writer is not None:
+            self._segment = _Segment(path, None)  # opened by the writer's thread, at its first line
+            self._size = 0  # a name not used before (`_live`, the microseconds and the process in it)
+        else:
+            try:
+                fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            except OSError:
+                with self._live_lock:
+                    self._live.discard(path)
+                raise
+            self._segment = _Segment(path, fd, opened=True)
+            self._size = os.fstat(fd).st_size
         self._opened_at = wall
         if self._size == 0:
             self._pods.reset()
             self._summaries.reset()
 
-    def _drop_segment(self) -> None:
-        if self._fd is not None:
-            if self._writer is not None:
-                self._writer.flush()  # no sync may run on a closed (or reused) descriptor
-            os.close(self._fd)
-        self._fd = None
+    def _segment_path(self, opened: datetime) -> str:
+        return os.path.join(self.folder, f"{opened:%Y%m%dT%H%M%S.%fZ}-{self._process}{OPEN_SUFFIX}")
+
+    def _close_segment(self, *, compress: bool = True) -> None:
+        """Hand the open segment (if any) over to be closed and, with `compress`, compressed; the bounds are
+        enforced after it. Raises what that raises only without a writer (with one: at the next line)."""
+        segment = self._segment
+        self._segment = None
         self._size = 0
         self._pods.reset()
         self._summaries.reset()
+        if segment is not None:
+            self._off_loop(f"close {segment.path}", lambda: self._finish(segment, compress=compress))
 
-    def _close_segment(self) -> None:
-        path = self._path
-        self._drop_segment()
+    def _tidy(self) -> None:
+        remove_temporaries(self.folder, RECORDING_TEMPORARY_PREFIX, self._log, "recording")
+        self._enforce_bounds()
+
+    def _finish(self, segment: _Segment, *, compress: bool) -> None:
+        """Sync and close `segment`'s file and, with `compress`, compress it, then enforce the bounds (off the
+        loop)."""
+        if self._writer is not None:
+            self._write_out(segment)  # lines handed over after the last write-out ran
+        with segment.lock:
+            fd, segment.fd, opened, segment.opened = segment.fd, None, segment.opened, True
+        compress = compress and opened  # a segment whose first line was never written has no file
+        try:
+            if fd is not None:
+                try:
+                    os.fdatasync(fd)  # a sync handed over before and replaced by the next segment's did not run
+                finally:
+                    os.close(fd)
+            if compress:
+                self._compress(segment.path)
+        finally:
+            with self._live_lock:
+                self._live.discard(segment.path)
+            if compress:
+                self._enforce_bounds()
+
+    def _compress(self, path: str) -> None:
         compressed = path[: -len(OPEN_SUFFIX)] + CLOSED_SUFFIX
         temporary = os.path.join(self.folder, RECORDING_TEMPORARY_PREFIX + os.path.basename(compressed))
         try:
@@ -258,14 +420,15 @@ class FlightRecorder:
             if os.path.exists(temporary):
                 os.unlink(temporary)
             raise  # the plain segment stays, and is read as it is
-        finally:
-            self._enforce_bounds()
 
     def _enforce_bounds(self) -> None:
         """Delete the oldest closed segments until the rest, with room for a whole open segment, fit in
         `maxBytes`, and every segment older than `maxAge`. A segment dated in the future (written while the
-        clock ran ahead) is dated now, so that it ages out `maxAge` from now."""
+        clock ran ahead) is dated now, so that it ages out `maxAge` from now. A segment open or still closing
+        counts, and stays."""
         now = self._clock.wall().timestamp()
+        with self._live_lock:
+            live = set(self._live)
         sizes: list[tuple[str, int, float]] = []
         for path in segment_paths(self.folder):
             try:
@@ -279,7 +442,7 @@ class FlightRecorder:
             sizes.append((path, status.st_size, modified))
         total = sum(size for _, size, _ in sizes) + self._segment_bytes
         for path, size, modified in sizes:
-            if total > self._max_bytes or now - modified > self._max_age_s:
+            if path not in live and (total > self._max_bytes or now - modified > self._max_age_s):
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(path)
                 total -= size
@@ -290,6 +453,7 @@ class FlightRecorder:
         self._summaries.reset()
         self._layout = None
         reason = f"{exc.strerror or exc}"
+        self._lines_written_at_failure = self._lines_written
         if self._failing is None:
             self._log.warning("flight recorder cannot write; the loop goes on without it", folder=self.folder,
                               error=reason)

@@ -65,13 +65,11 @@ from evictd.record.model import (
     rank_keys,
     rank_keys_text,
 )
-from evictd.record.segment_files import Problem, in_time_order, segment_lines
+from evictd.record.segment_files import CLOSED_SUFFIX, OPEN_SUFFIX, Problem, in_time_order, segment_lines
 from evictd.record.summary_json import apply_summary_changes
 from evictd.run.manager import CycleReport
 from evictd.state_dir import StateDir
 
-OPEN_SUFFIX = ".jsonl"
-CLOSED_SUFFIX = ".jsonl.gz"
 # So many unreadable lines in a row end the reading of a segment (a file of garbage, or of empty lines).
 MAX_LOST_LINES_IN_A_ROW = 100
 MAX_REASON_CHARS = 120

@@ -14,6 +14,10 @@ next segment of a run before the last one. Each segment's first line starts with
 (`{"v":2,"run":"...","cycle":N,...`, as the recorder writes it): segments are ordered by their run's start (the
 run id begins with it) and, within a run, by their first cycle; a segment whose first line says neither keeps
 its name's place.
+
+A plain segment listed while it was being closed may be gone by the time it is read (compressed beside it, then
+removed: the recorder closes segments off its loop, while the next one is written): it is then read from its
+compressed copy, which is complete once it has its name (written under a hidden temporary name, then renamed).
 """
 
 from __future__ import annotations
@@ -29,6 +33,9 @@ from typing import IO, BinaryIO
 
 from evictd.kube.atomic_file import file_kind
 
+# A segment's name ends so while it is written, and once closed.
+OPEN_SUFFIX = ".jsonl"
+CLOSED_SUFFIX = ".jsonl.gz"
 MAX_LINE_BYTES = 16 << 20
 MAX_SEGMENT_BYTES = 256 << 20
 # What is read of a segment to find its run and first cycle.
@@ -59,18 +66,32 @@ def open_segment(path: str) -> BinaryIO:
     return os.fdopen(descriptor, "rb")
 
 
+def _open_listed(path: str) -> tuple[BinaryIO, bool]:
+    """Open the segment listed as `path` (`open_segment`), or its compressed copy when it was closed since it was
+    listed; return it and whether it is compressed."""
+    try:
+        return open_segment(path), path.endswith(".gz")
+    except FileNotFoundError as gone:
+        if not path.endswith(OPEN_SUFFIX):
+            raise
+        try:
+            return open_segment(path[: -len(OPEN_SUFFIX)] + CLOSED_SUFFIX), True
+        except FileNotFoundError:
+            raise gone from None  # deleted whole (the recording's bounds): say so of the name listed
+
+
 def segment_lines(path: str, problem: Problem) -> Iterator[bytes | None]:
     """The lines of the segment at `path`; None for a line that could not be read (the reader loses its context),
     with `problem` told why. A compressed segment cut short (a crash while closing it) yields what it holds."""
     try:
-        handle = open_segment(path)
+        handle, compressed = _open_listed(path)
     except OSError as exc:
         problem(f"{path}: {exc.strerror or exc}")
         yield None
         return
     with handle:
         stream: IO[bytes] | gzip.GzipFile = handle
-        if path.endswith(".gz"):
+        if compressed:
             stream = gzip.GzipFile(fileobj=handle, mode="rb")
         total = 0
         try:
@@ -96,8 +117,9 @@ def segment_lines(path: str, problem: Problem) -> Iterator[bytes | None]:
 def _head(path: str) -> tuple[str, int] | None:
     """The run and cycle the segment's first line starts with (None: it does not say, or cannot be read)."""
     try:
-        with open_segment(path) as handle:
-            stream = gzip.GzipFile(fileobj=handle, mode="rb") if path.endswith(".gz") else handle
+        handle, compressed = _open_listed(path)
+        with handle:
+            stream = gzip.GzipFile(fileobj=handle, mode="rb") if compressed else handle
             start = stream.read(HEAD_BYTES)
     except (EOFError, OSError, zlib.error):
         return None

@@ -22,7 +22,7 @@ from evictd.core.errors import SampleError
 from evictd.core.signals import Signal
 from evictd.core.summary import SYSTEM_CONTAINER_PODS
 from evictd.log import Log
-from evictd.observe.cycle_logging import CycleLogger
+from evictd.observe.cycle_logging import CycleLogger, WakeUp
 from evictd.observe.live_view import CLEAR_SCREEN, ENTER_ALTERNATE_SCREEN, LEAVE_ALTERNATE_SCREEN, render
 from evictd.observe.logging_setup import RecentEvents
 from evictd.observe.metrics import Metrics
@@ -39,6 +39,10 @@ class Cycle:
     started_at: float  # monotonic seconds
     duration_s: float
     wall: datetime  # when the cycle ended
+    # What woke the loop for this cycle (`evictd_wakeups_total` causes; empty: the first cycle, or one that did
+    # not wait) and when the wait returned (monotonic seconds; None: no wait).
+    woken_by: tuple[str, ...] = ()
+    woken_at: float | None = None
 
 
 AfterCycle = Callable[[Cycle], None]
@@ -57,9 +61,16 @@ def log_cycles(log: Log, dry_run: bool, run: str | None = None) -> AfterCycle:
     logger = CycleLogger(log, dry_run, run)
 
     def log_cycle(cycle: Cycle) -> None:
-        logger.log_cycle(cycle.number, cycle.report)
+        logger.log_cycle(cycle.number, cycle.report, wake_up(cycle))
 
     return log_cycle
+
+
+def wake_up(cycle: Cycle) -> WakeUp | None:
+    """What woke the loop for `cycle`, and how long from that wake-up to the cycle's end (its decision)."""
+    if cycle.woken_at is None:
+        return None
+    return WakeUp(causes=cycle.woken_by, decided_after_s=cycle.started_at + cycle.duration_s - cycle.woken_at)
 
 
 class LiveView:

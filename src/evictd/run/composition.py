@@ -9,7 +9,7 @@ the engine state, the journal and the record of critical pods are read from stat
 beside the loop or may wait (the pod watch and its first list, the runtime's first answer, the HTTP
 endpoint, the disk walker) are the daemon's parts, started in that order by `Daemon.start`.
 
-`build_daemon` reads as its builders, each building one side whole: `build_basics` (node name, cgroups, metrics,
+`build_daemon` reads as its builders, each building one side whole: `build_basics` (node name, cgroups,
 waiter, stop), `build_cluster`, `build_stats_source`, `build_engine_state` (the state restored), `build_manager`
 (given that state and the `NodeLevel` a runtime attaches to later: never patched), `build_runtime`,
 `build_notifiers`, `build_hooks`, `build_parts`.
@@ -60,7 +60,7 @@ from evictd.kube.pod_watch import TERMINAL_PHASES, PodWatcher
 from evictd.kube.shadow import ShadowComparer
 from evictd.log import Log
 from evictd.observe.http_endpoint import Health, HttpEndpoint
-from evictd.observe.logging_setup import RecentEvents, configure_logging, resolve_format
+from evictd.observe.logging_setup import RecentEvents, configure_logging, flush_logs, resolve_format
 from evictd.observe.metrics import Metrics
 from evictd.record.engine_state import EngineStateFile
 from evictd.record.recorder import FlightRecorder
@@ -101,6 +101,8 @@ IN_CLUSTER_ENV = "KUBERNETES_SERVICE_HOST"
 # How long start-up waits for the first pod list before running cycles anyway (hard thresholds rank the pods
 # the node shows until then). A refused connection ends the wait at once.
 POD_SYNC_WAIT_S = 10.0
+# When the shutdown deadline ends evictd, how long its queued log lines (the deadline's own error last) may take.
+DEADLINE_LOG_FLUSH_S = 2.0
 
 
 class PathLayout:
@@ -303,7 +305,8 @@ def build_cluster(config: Configuration, node_name: str, metrics: Metrics, log: 
     if critical.problem is not None:
         log.warning("critical pods remembered from the last pod list unreadable", error=critical.problem)
     sync = ClusterSync(watcher=watcher, evictor=kube_evictor, node_writer=node_writer, events=events,
-                       on_error=api_error, log=log, runtime=runtime, critical=critical, should_stop=should_stop)
+                       on_error=api_error, log=log, runtime=runtime, critical=critical, should_stop=should_stop,
+                       reclaim_event_period_s=settings.housekeeping_interval_s)
     own_uid = os.environ.get(POD_UID_ENV, "")
     pods = EvictablePods(watcher, journal, own_uid=own_uid)
     shadow = ShadowComparer(watcher.pods, settings.state_dir, lambda c: metrics.shadow.labels(str(c.outcome)).inc(),
@@ -335,8 +338,8 @@ class Basics:
     decision: CurrentDecision
     cgroup_layout: CgroupLayout
     cgroups: CgroupReader
-    # The engine state file's writes and the recorder's fdatasync, off the loop (issue #29: one fsync on a node
-    # writing hard waits hundreds of ms, and the next crossing's decision waited behind it).
+    # The engine state file's writes, the recorder's fdatasync and segment closes, off the loop (issue #29: one
+    # fsync on a node writing hard waits hundreds of ms, and the next crossing's decision waited behind it).
     write_behind: WriteBehind
 
     @property
@@ -344,16 +347,17 @@ class Basics:
         return self.config.evictd
 
 
-def build_basics(config: Configuration, log: Log) -> Basics:
-    """The node's name, cgroups, metrics, waiter, stop signal, runtime slot and run name."""
+def build_basics(config: Configuration, log: Log, metrics: Metrics) -> Basics:
+    """The node's name, cgroups, waiter, stop signal, runtime slot and run name, beside `log` and `metrics`."""
     settings = config.evictd
     # The DaemonSet passes spec.nodeName through the downward API; otherwise the hostname, as the kubelet.
     node_name = settings.node_name or os.environ.get(NODE_NAME_ENV, "") or socket.gethostname()
     layout = detect_cgroup_layout(settings.cgroupfs_path, settings.cgroup_driver, base=settings.cgroup_root.strip("/"))
     waiter = Waiter()
     run = run_id(SYSTEM_CLOCK.wall().timestamp()) if settings.recorder else None
-    return Basics(config=config, node_name=node_name, log=log, metrics=Metrics(), waiter=waiter,
-                  stop=StopSignal(waiter.wake, settings.shutdown_timeout_s, log), runtime=RuntimeSlot(), run=run,
+    return Basics(config=config, node_name=node_name, log=log, metrics=metrics, waiter=waiter,
+                  stop=StopSignal(waiter.wake, settings.shutdown_timeout_s, log, exit=exit_after_logs),
+                  runtime=RuntimeSlot(), run=run,
                   decision=CurrentDecision(run), cgroup_layout=layout, cgroups=CgroupReader(layout),
                   write_behind=WriteBehind(log))
 
@@ -500,14 +504,16 @@ def build_daemon(
     stateLockTimeout."""
     settings = config.evictd
     fmt = resolve_format(settings.log_format, stdout)
-    observers = Observers(fmt, stdout, configure_logging(fmt))
+    metrics = Metrics()
+    # Queued: the loop never waits for a slow reader of its log (issue #29).
+    observers = Observers(fmt, stdout, configure_logging(fmt, queued=True, on_drop=metrics.log_lines_dropped.inc))
     log = structlog.get_logger("evictd")
     # One evictd per node, whatever its stateDir; then nothing in stateDir is read or written before its lock.
     acquire_node_lock(settings.state_lock_timeout_s, log)
     acquire_state_lock(settings.state_dir, settings.state_lock_timeout_s, log)
     for warning in config.warnings:
         log.warning("configuration warning", detail=warning)
-    basics = build_basics(config, log)
+    basics = build_basics(config, log, metrics)
     # The pods the node shows (named by the runtime once it answers).
     discovered = DiscoveredPods(basics.cgroups, settings.pod_logs_dir, basics.runtime)
     cluster = (build_cluster(config, basics.node_name, basics.metrics, log, settings.dry_run, discovered,
@@ -541,6 +547,13 @@ def build_daemon(
     return Daemon(manager, LoopSettings(settings.housekeeping_interval_s, basics.node_name, reported_only, max_cycles),
                   Wakeups(basics.waiter, basics.stop), Reporting(basics.metrics, health, log), hooks,
                   build_parts(basics, cluster, link, stats, health, serve_http))
+
+
+def exit_after_logs(status: int) -> None:
+    """The shutdown deadline's exit: the queued log lines get `DEADLINE_LOG_FLUSH_S`, then the process ends
+    at once (`os._exit`: no hung thread can hold it up)."""
+    flush_logs(DEADLINE_LOG_FLUSH_S)
+    os._exit(status)
 
 
 def pod_states(watcher: PodWatcher | None) -> tuple[PodStateFunc, Callable[[], bool]]:

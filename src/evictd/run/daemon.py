@@ -135,6 +135,8 @@ class Daemon:
         self.on_stop = tuple(hooks.on_stop)
         self.parts = tuple(parts)
         self._started: list[Part] | None = None
+        # What woke the loop last and when (monotonic), for the next cycle; ((), None) when it did not wait.
+        self._woken: tuple[tuple[str, ...], float | None] = ((), None)
 
     def start(self) -> None:
         """Start the parts in order; if one raises, stop those already started and raise."""
@@ -208,7 +210,8 @@ class Daemon:
             if wait_s is None:
                 break
             causes = self.waiter.wait(wait_s)
-            for cause in causes or ["timer"]:
+            self._woken = (tuple(causes or ["timer"]), self.clock.monotonic())
+            for cause in self._woken[0]:
                 self.metrics.wakeups.labels(cause).inc()
             cadence = cadence.woken(causes)
         return cadence
@@ -232,8 +235,11 @@ class Daemon:
             except Exception:  # a bug in the feedback must not cost the cycle its metrics, logs and events
                 self.metrics.errors.labels("cycle").inc()
                 self.log.exception("OOM-kill feedback failed", cycle=number)
+        woken_by, woken_at = self._woken
+        self._woken = ((), None)
         finished = Cycle(number=number, report=report, state=self.manager.state, started_at=started,
-                         duration_s=self.clock.monotonic() - started, wall=self.clock.wall())
+                         duration_s=self.clock.monotonic() - started, wall=self.clock.wall(), woken_by=woken_by,
+                         woken_at=woken_at)
         self.health.degraded = report.degraded
         self.health.cycle_done()
         for hook in self.after_cycle:

@@ -35,6 +35,7 @@ from evictd.core.engine import EngineState
 from evictd.core.kubelet_config import EvictionSettings, eviction_settings
 from evictd.core.pods import pod_from_dict
 from evictd.core.saved_state import STATE_VERSION, threshold_record
+from evictd.record import recorder as recorder_module
 from evictd.record.documents import kubelet_config_document, pod_to_dict
 from evictd.record.model import RankKeys
 from evictd.record.recorder import FlightRecorder
@@ -228,6 +229,28 @@ def test_summaries_after_a_segments_first_line_are_written_as_changes_and_read_b
     expected = [None if c.report.summary is None else summary_to_dict(c.report.summary) for c in all_cycles]
     assert [r.summary for r in records] == expected
     assert replay(records).differences == ()
+
+
+def test_a_line_written_chunk_by_chunk_is_the_line_written_at_once(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    # A segment's first line (the whole pod list and Summary: megabytes at thousands of pods) is written a chunk at
+    # a time, never built whole as bytes; chunks far smaller than its parts must still give the very same lines.
+    document = steady_node(pods=30, steps=12)
+    scenario, settings = parse_scenario(document), eviction_settings(document["config"])
+    record(scenario, recorder(tmp_path / "at-once", settings))
+    monkeypatch.setattr(recorder_module, "WRITE_CHUNK_CHARS", 97)
+    record(scenario, recorder(tmp_path / "chunked", settings))
+    writer = WriteBehind(LogCapture())  # as `evictd run` records: the chunks handed over, written off the loop
+    record(scenario, recorder(tmp_path / "handed-over", settings, writer=writer))
+    assert writer.flush(60.0)
+
+    at_once, chunked, handed_over = (Path(segment_paths(str(tmp_path / name / RECORDING_FOLDER))[0]).read_bytes()
+                                     for name in ("at-once", "chunked", "handed-over"))
+    assert len(at_once.splitlines()[0]) > 100 * 97  # the first line went out in more than a hundred chunks
+    assert chunked == at_once and handed_over == at_once
+    records, skipped = read_recording(str(tmp_path / "handed-over" / RECORDING_FOLDER))
+    assert skipped == 0 and len(records) == len(scenario.steps)
+    assert [[pod_from_dict(p) for p in r.pods] for r in records] == [list(step.pods) for step in scenario.steps]
 
 
 def test_a_line_lost_in_the_middle_of_a_segment_loses_the_changes_after_it_not_their_summaries(

@@ -1,11 +1,13 @@
 """The documents a recording holds that evictd writes from its own values: a pod as a v1 Pod object (the inverse
-of `core.pods.pod_from_dict`) and the eviction settings as a KubeletConfiguration (the inverse of
-`core.kubelet_config.eviction_settings`). `simulate` reads both back, as a recording exported or replayed is.
+of `core.pods.pod_from_dict`; `PodDocuments`, a pod list's objects made one at a time) and the eviction settings
+as a KubeletConfiguration (the inverse of `core.kubelet_config.eviction_settings`). `simulate` reads both back,
+as a recording exported or replayed is.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import overload
 
 from evictd.core.duration import format_go_duration
 from evictd.core.kubelet_config import EvictionSettings
@@ -62,6 +64,33 @@ def _toleration_json(toleration: Toleration) -> dict[str, object]:
     return _present((("key", toleration.key or None), ("operator", toleration.operator or None),
                      ("value", toleration.value or None), ("effect", toleration.effect or None),
                      ("tolerationSeconds", toleration.toleration_seconds)))
+
+
+class PodDocuments(Sequence[Mapping[str, object]]):
+    """The v1 Pod objects of a pod list (`pod_to_dict`), each made when it is asked for and not kept: writing a
+    whole list of 5,000 pods one object after another holds one object at a time, not 12 MiB of them."""
+
+    __slots__ = ("_pods",)
+
+    def __init__(self, pods: Sequence[Pod]) -> None:
+        self._pods = pods
+
+    def __len__(self) -> int:
+        return len(self._pods)
+
+    @overload
+    def __getitem__(self, index: int) -> Mapping[str, object]: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[Mapping[str, object]]: ...
+
+    def __getitem__(self, index: int | slice) -> Mapping[str, object] | list[Mapping[str, object]]:
+        if isinstance(index, slice):
+            return [pod_to_dict(pod) for pod in self._pods[index]]
+        return pod_to_dict(self._pods[index])
+
+    def __iter__(self) -> Iterator[Mapping[str, object]]:
+        return map(pod_to_dict, self._pods)
 
 
 def pod_to_dict(pod: Pod) -> dict[str, object]:

@@ -5,7 +5,8 @@ its run, cycle and times, the context written on a segment's first line (dry-run
 engine state the run started from), the pod list or its changes, the `Decision` (thresholds met, conditions,
 node-level reclaim and its results, evictions, errors, the ranking with each pod's keys), and the Summaries.
 `encode_line` writes a `Line` back as the very bytes the recorder writes; the recorder hands it parts it keeps as
-text from cycle to cycle (`Encoded`: the Summaries, the ranking), which `encode_line` writes as they are.
+text from cycle to cycle (`Encoded`: the Summaries, the ranking), which `encode_line` writes as they are
+(`encode_line_parts`: the same text as the parts the recorder writes a chunk at a time).
 
 What is read lazily, because a command may not need it: the ranking (a thousand pods every cycle under pressure)
 is kept as the decoded JSON list and turned into `RankedEntry` values only when asked (`Ranking.entries`);
@@ -286,6 +287,13 @@ def _text(value: Document | Encoded | None) -> str:
 
 def encode_line(line: Line) -> bytes:
     """The line as the recorder writes it: compact JSON, its fields in the recorder's order, a newline."""
+    return "".join(encode_line_parts(line)).encode()
+
+
+def encode_line_parts(line: Line) -> list[str]:
+    """`encode_line`'s text as the parts it is made of, not joined: the recorder writes them a bounded chunk at a
+    time, so that a large line (a segment's first, with the whole pod list and Summary) is never one more copy
+    of itself in memory, twice (text, then bytes)."""
     head: dict[str, object] = {"v": line.version, "run": line.run, "cycle": line.cycle, "wall": line.wall,
                                "now": line.now}
     if line.dry_run is not None:
@@ -296,13 +304,21 @@ def encode_line(line: Line) -> bytes:
         head["engineState"] = line.engine_state
     if line.layout is not None:
         head["layout"] = layout_document(line.layout)
+    pods: list[str] = []
     if line.pods is not None:
-        head["pods"] = list(line.pods)
+        # Pod by pod, each its own part: the recorder's list makes each pod's document as it is asked for
+        # (`PodDocuments`), so the documents of a whole list are never all built at once, nor its text joined.
+        pods.append(',"pods":[')
+        for index, pod in enumerate(line.pods):
+            if index:
+                pods.append(",")
+            pods.append(dumps(pod))
+        pods.append("]")
     elif line.pod_changes is not None:
         changes = line.pod_changes
         head["podChanges"] = {name: list(value) for name, value in (
             ("set", changes.set), ("removed", changes.removed), ("order", changes.order)) if value is not None}
-    text = [dumps(head)[:-1], ',"decision":', dumps(_decision_head(line.decision))[:-1], ',"ranking":',
+    text = [dumps(head)[:-1], *pods, ',"decision":', dumps(_decision_head(line.decision))[:-1], ',"ranking":',
             line.decision.ranking.encode(), "}"]
     if line.summary_changes is not None:
         text += [',"summaryChanges":', _text(line.summary_changes)]
@@ -311,7 +327,7 @@ def encode_line(line: Line) -> bytes:
     if line.after_reclaim is not None:
         text += [',"afterReclaim":', _text(line.after_reclaim)]
     text.append("}\n")
-    return "".join(text).encode()
+    return text
 
 
 def _key_value_of(part: KeyPart) -> KeyValue:

@@ -1,16 +1,16 @@
 """The flight recorder: an after-cycle hook that keeps what every cycle saw and decided, in stateDir.
 
-Each cycle becomes one line (`evictd.record.recording`) appended to the open segment with a single write and
-fdatasync, so a crash loses at most the cycle being written and never touches earlier lines (a line cut short
-is skipped on reading). A segment is closed (gzip-compressed beside it, fsynced, renamed, the plain file
-removed) before it would hold more than 1/16 of `maxBytes`, or once it spans 1/24 of `maxAge`; then the oldest
-closed segments are deleted until the recording, with room for a whole open segment, fits in `maxBytes`, and
-every segment whose last cycle is older than `maxAge` (segments go whole: the oldest cycle kept may be up to
-1/12 of `maxAge` older).
+Each cycle becomes one line (`evictd.record.recording`) appended to the open segment (in chunks of at most 1 MiB:
+a line is never built whole as bytes) and fdatasynced, so a crash loses at most the cycle being written and
+never touches earlier lines (a line cut short is skipped on reading). A segment is closed (gzip-compressed beside
+it, fsynced, renamed, the plain file removed) before it would hold more than 1/16 of `maxBytes`, or once it spans
+1/24 of `maxAge`; then the oldest closed segments are deleted until the recording, with room for a whole open
+segment, fits in `maxBytes`, and every segment whose last cycle is older than `maxAge` (segments go whole: the
+oldest cycle kept may be up to 1/12 of `maxAge` older).
 
-With a `WriteBehind` (as `evictd run` builds it) the loop only hands each line over: the thread opens the segment,
-writes and fdatasyncs (a write to the page cache too can wait for the disk: a page under writeback, the
-filesystem's block allocation); a crash then loses at most the lines handed over since the last sync that
+With a `WriteBehind` (as `evictd run` builds it) the loop only hands each line over (as its chunks): the thread
+opens the segment, writes and fdatasyncs (a write to the page cache too can wait for the disk: a page under
+writeback, the filesystem's block allocation); a crash then loses at most the lines handed over since the last sync that
 finished. Lines handed over wait in memory, at most `MIN_PENDING_BYTES` or two segments' worth: past that a
 cycle is not recorded (counted and logged as a write failure) and the next line recorded is whole. A
 segment's close too: at a rotation the loop only hands the segment over (the thread writes what is left of it,
@@ -44,7 +44,7 @@ import os
 import shutil
 import threading
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 
@@ -57,7 +57,7 @@ from evictd.core.saved_state import state_document
 from evictd.kube.atomic_file import remove_temporaries
 from evictd.log import Log
 from evictd.record.documents import kubelet_config_document
-from evictd.record.model import ABSENT, Encoded, Line, dumps, encode_line
+from evictd.record.model import ABSENT, Encoded, Line, PodChanges, dumps, encode_line_parts
 from evictd.record.recording import (
     PodListEncoder,
     RankingEncoder,
@@ -78,6 +78,8 @@ SEGMENT_SHARE_OF_AGE = 24
 MIN_SEGMENT_BYTES = 64 << 10
 # A segment dated more than this after the clock's now was written while the clock ran ahead.
 FUTURE_SLACK_S = 60.0
+# A line is written in chunks of at most this many characters (UTF-8 bytes: at most 4 times as many).
+WRITE_CHUNK_CHARS = 1 << 20
 # At stop, how long the segments' closes handed over may still take (the shutdown deadline bounds the whole stop).
 STOP_FLUSH_S = 5.0
 
@@ -94,8 +96,9 @@ class _Segment:
 
     path: str
     fd: int | None  # None once closed: a sync handed over before its close finds nothing left to sync
-    # The lines handed over, not yet written; how many bytes; the size of what was written whole.
-    pending: list[bytes] = field(default_factory=list)
+    # The lines handed over (each as its chunks), not yet written; how many bytes; the size of what was written
+    # whole.
+    pending: list[tuple[bytes, ...]] = field(default_factory=list)
     pending_bytes: int = 0
     written: int = 0
     opened: bool = False  # the writer's thread opened the file (it opens it at the first line)
@@ -157,7 +160,8 @@ class FlightRecorder:
             if self._segment is None:
                 self._open_segment(wall)
             line, pods = self._line(cycle, wall)
-            if self._size and self._size + len(line) > self._segment_bytes:
+            if self._size and self._size + _size(line) > self._segment_bytes:
+                del line  # (before the whole line is built)
                 self._close_segment()  # a segment never grows past its share, so neither does the recording
                 self._open_segment(wall)
                 line, pods = self._line(cycle, wall)
@@ -189,7 +193,8 @@ class FlightRecorder:
 
     # --- one line --------------------------------------------------------------------------------------
 
-    def _line(self, cycle: Cycle, wall: float) -> tuple[bytes, Sequence[Pod]]:
+    def _line(self, cycle: Cycle, wall: float) -> tuple[list[str], Sequence[Pod]]:
+        """The cycle's line as the text parts `_append` writes, and the pods it holds."""
         report = cycle.report
         layout = cycle.state.layout
         first = self._size == 0
@@ -207,25 +212,30 @@ class FlightRecorder:
             engine_state=ABSENT if start is None else None if start == FRESH_STATE else state_document(
                 start, node_name=self._node_name, now=report.now, now_wall=wall),
             layout=layout if layout is not None and (first or layout != self._layout) else None,
-            pods=pods if isinstance(pods, list) else None, pod_changes=None if isinstance(pods, list) else pods,
+            pods=None if pods is None or isinstance(pods, PodChanges) else pods,
+            pod_changes=pods if isinstance(pods, PodChanges) else None,
             summary=Encoded(summary) if field == "summary" else None,
             summary_changes=Encoded(summary) if field == "summaryChanges" else None,
             after_reclaim=None if after is None else Encoded(self._summaries.whole(after)))
-        return encode_line(line), report.pods
+        return encode_line_parts(line), report.pods
 
-    def _append(self, data: bytes) -> None:
-        """Write `data` whole at the end of the segment and sync it; on failure cut off what was written. With a
-        writer, hand it over instead (`_write_out`); a failure there is raised at a later line."""
+    def _append(self, line: Sequence[str]) -> None:
+        """Write the parts of `line` at the end of the segment (a chunk of at most WRITE_CHUNK_CHARS characters at
+        a time: a segment's first line is megabytes at thousands of pods, and bytes of it all at once would be
+        one more copy of it in memory) and sync it; on failure cut off what was written. With a writer, hand its
+        chunks over instead (`_write_out`); a failure there is raised at a later line."""
         segment = self._segment
         assert segment is not None
         if self._writer is not None:
+            chunks = tuple(_chunks(line))
+            size = sum(map(len, chunks))
             with segment.lock:
                 failed = bool(self._off_loop_errors)
                 if not failed:
-                    if segment.pending_bytes + len(data) > self._pending_limit:
+                    if segment.pending_bytes + size > self._pending_limit:
                         raise OSError(errno.ENOBUFS, f"{segment.pending_bytes} bytes of earlier lines not written yet")
-                    segment.pending.append(data)
-                    segment.pending_bytes += len(data)
+                    segment.pending.append(chunks)
+                    segment.pending_bytes += size
             if failed:
                 # What failed may have cut this segment's lines short: the next line starts a segment of its own
                 # (the same one while nothing was written to it).
@@ -236,15 +246,17 @@ class FlightRecorder:
                     segment.broken = False
                 self._raise_off_loop_error()
             self._writer.submit(self.folder, lambda: self._write_out(segment))
-            self._size += len(data)
+            self._size += size
             return
         self._raise_off_loop_error()
         assert segment.fd is not None
         written = 0
         fd = segment.fd
         try:
-            while written < len(data):
-                written += os.write(fd, data[written:])
+            for chunk in _chunks(line):
+                end = written + len(chunk)
+                while written < end:
+                    written += os.write(fd, chunk[len(chunk) - (end - written):])
             os.fdatasync(fd)
             self._lines_written += 1
         except OSError:
@@ -255,7 +267,7 @@ class FlightRecorder:
                     # The next line starts a new segment: the cut one reads up to here.
                     self._close_segment(compress=False)
             raise
-        self._size += len(data)
+        self._size += written
 
     def _write_out(self, segment: _Segment) -> None:
         """Write and sync the lines handed over for `segment` (the writer's thread). A failure cuts off what was
@@ -275,9 +287,11 @@ class FlightRecorder:
             assert segment.fd is not None
             for line in lines:
                 written = 0
-                while written < len(line):
-                    written += os.write(segment.fd, line[written:])
-                segment.written += len(line)
+                for chunk in line:
+                    end = written + len(chunk)
+                    while written < end:
+                        written += os.write(segment.fd, chunk[len(chunk) - (end - written):])
+                segment.written += written
             if lines:
                 os.fdatasync(segment.fd)
                 self._lines_written += len(lines)
@@ -444,3 +458,28 @@ class FlightRecorder:
             self._log.warning("flight recorder cannot write; the loop goes on without it", folder=self.folder,
                               error=reason)
         self._failing = reason
+
+
+def _size(line: Sequence[str]) -> int:
+    """The length of `line` in bytes, UTF-8-encoded (without encoding it: a line is ASCII but for strings the JSON
+    encoder was told to keep, and `isascii` reads a flag)."""
+    return sum(len(part) if part.isascii() else len(part.encode()) for part in line)
+
+
+def _chunks(line: Sequence[str]) -> Iterator[bytes]:
+    """The parts of `line` as UTF-8 bytes, in chunks of about WRITE_CHUNK_CHARS characters (a longer part is cut)."""
+    if sum(map(len, line)) <= WRITE_CHUNK_CHARS:  # most lines: one chunk
+        yield "".join(line).encode()
+        return
+    pending: list[str] = []
+    count = 0
+    for part in line:
+        for start in range(0, len(part), WRITE_CHUNK_CHARS):
+            piece = part if len(part) <= WRITE_CHUNK_CHARS else part[start:start + WRITE_CHUNK_CHARS]
+            pending.append(piece)
+            count += len(piece)
+            if count >= WRITE_CHUNK_CHARS:
+                yield "".join(pending).encode()
+                pending, count = [], 0
+    if pending:
+        yield "".join(pending).encode()

@@ -44,7 +44,7 @@ from evictd.core.errors import EvictdError
 from evictd.core.fs_layout import FsLayout
 from evictd.core.kubelet_config import KUBELET_API_VERSION, KUBELET_KIND
 from evictd.core.pods import Pod, is_critical_pod
-from evictd.record.documents import pod_to_dict
+from evictd.record.documents import PodDocuments, pod_to_dict
 from evictd.record.model import (
     ABSENT,
     Absent,
@@ -131,14 +131,15 @@ class PodListEncoder:
         """Write the whole list next time (a new segment, or after a failed write)."""
         self._written = None
 
-    def encode(self, pods: Sequence[Pod]) -> list[Document] | PodChanges | None:
-        """Return the whole list or its changes for the line, or None when the list is unchanged."""
+    def encode(self, pods: Sequence[Pod]) -> PodDocuments | PodChanges | None:
+        """Return the whole list (its documents made as they are written) or its changes for the line, or None when
+        the list is unchanged."""
         written = self._written
         if self._same_list(pods):
             return None  # the very pods written (the API's list between watch events): nothing to compare
         ids = [pod_id(pod) for pod in pods]
         if written is None or len(set(ids)) != len(ids):
-            return [pod_to_dict(pod) for pod in pods]
+            return PodDocuments(pods)
         current = set(ids)
         removed = [i for i in self._order if i not in current]
         changed = [pod_to_dict(pod) for i, pod in zip(ids, pods, strict=True)

@@ -76,6 +76,7 @@ from evictd.run.after_cycle import (
 )
 from evictd.run.cadence import stale_after_s
 from evictd.run.daemon import Daemon, Hooks, LoopSettings, Part, Reporting, Wakeups
+from evictd.run.heap_trim import heap_trimmer
 from evictd.run.lock import acquire_node_lock, acquire_state_lock
 from evictd.run.manager import (
     FRESH_STATE,
@@ -443,7 +444,8 @@ def build_hooks(basics: Basics, observers: Observers, *, reported_only: bool, st
                 cluster: ClusterParts | None, state_file: EngineStateFile | None, link: RuntimeLink,
                 notifiers: NotifierRefresh, start_state: EngineState) -> Hooks:
     """What runs around each cycle and at stop: metrics, logs, the saved state, the live view, the cluster's
-    bookkeeping, the runtime's upkeep, the notifiers' re-arming, the OOM feedback and, last, the flight recorder."""
+    bookkeeping, the runtime's upkeep, the notifiers' re-arming, the OOM feedback, the flight recorder and, last,
+    the C heap's trim."""
     settings, metrics, log = basics.settings, basics.metrics, basics.log
     oom_feedback = OomFeedback(OomCounters(basics.cgroups), dry_run=reported_only,
                                container_names=basics.runtime.container_names)
@@ -461,13 +463,16 @@ def build_hooks(basics: Basics, observers: Observers, *, reported_only: bool, st
         after_cycle.append(cluster_bookkeeping(cluster, metrics))
     after_cycle += [runtime_upkeep(link), notifiers]
     if settings.recorder:
-        # Last: what the other hooks do never waits for the recorder's disk.
+        # After the others: what they do never waits for the recorder's disk.
         recorder = FlightRecorder(settings.state_dir, basics.config.eviction, max_bytes=settings.recorder_max_bytes,
                                   max_age_s=settings.recorder_max_age_s, dry_run=reported_only, log=log,
                                   on_error=metrics.errors.labels("recorder").inc, run=basics.run,
                                   start_state=start_state, node_name=basics.node_name, writer=basics.write_behind)
         after_cycle.append(recorder)
         on_stop.append(recorder.close)
+    trim = heap_trimmer()
+    if trim is not None:  # after the recorder: its line on a new segment is the largest peak a cycle has
+        after_cycle.append(trim)
     if state_file is not None:
         on_stop.append(state_file.close)
     return Hooks(before_cycle=basics.decision.start, after_cycle=after_cycle, oom_feedback=oom_feedback,

@@ -382,6 +382,23 @@ def test_the_recording_stays_within_its_size_closing_compressed_segments(tmp_pat
     assert replay(records).differences == ()
 
 
+def test_a_first_line_larger_than_a_segments_share_does_not_close_every_segment_after_one_line(
+        tmp_path: Path) -> None:
+    # 400 pods: a whole line (the pod list and the Summary) is more than a 1 MiB recording's 64 KiB share. Closing a
+    # segment whenever a line did not fit after it made every cycle a segment of its own, whole and compressed:
+    # at 5,000 pods and the default 64 MiB, 6.6 MiB written and compressed each cycle.
+    scenario = parse_scenario(steady_node(pods=400, steps=12))
+    hook = recorder(tmp_path, eviction_settings(busy_node(0, 0)["config"]), max_bytes=1 * MiB)
+    record(scenario, hook)
+    folder = tmp_path / RECORDING_FOLDER
+    segments = segment_paths(str(folder))
+    lines = Path(segments[-1]).read_bytes().splitlines()
+    assert len(lines[0]) > 1 * MiB // 16, "the whole first line is more than a share"
+    assert len(lines) > 1 and len(segments) <= 12 // 3, "a segment holds its first line and changes after it"
+    records, skipped = read_recording(str(folder))
+    assert skipped == 0 and [r.cycle for r in records] == list(range(1, 13))
+
+
 def test_with_a_write_behind_each_close_compresses_then_enforces_the_size(tmp_path: Path) -> None:
     scenario = parse_scenario(busy_node(pods=40, steps=400))
     writer = WriteBehind(LogCapture())

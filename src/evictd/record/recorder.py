@@ -3,10 +3,10 @@
 Each cycle becomes one line (`evictd.record.recording`) appended to the open segment (in chunks of at most 1 MiB:
 a line is never built whole as bytes) and fdatasynced, so a crash loses at most the cycle being written and
 never touches earlier lines (a line cut short is skipped on reading). A segment is closed (gzip-compressed beside
-it, fsynced, renamed, the plain file removed) before it would hold more than 1/16 of `maxBytes`, or once it spans
-1/24 of `maxAge`; then the oldest closed segments are deleted until the recording, with room for a whole open
-segment, fits in `maxBytes`, and every segment whose last cycle is older than `maxAge` (segments go whole: the
-oldest cycle kept may be up to 1/12 of `maxAge` older).
+it, fsynced, renamed, the plain file removed) before it would hold more than its first line (whole) and 1/16 of
+`maxBytes` after it, or once it spans 1/24 of `maxAge`; then the oldest closed segments are deleted until the
+recording, with room for a whole open segment, fits in `maxBytes`, and every segment whose last cycle is older
+than `maxAge` (segments go whole: the oldest cycle kept may be up to 1/12 of `maxAge` older).
 
 With a `WriteBehind` (as `evictd run` builds it) the loop only hands each line over (as its chunks): the thread
 opens the segment, writes and fdatasyncs (a write to the page cache too can wait for the disk: a page under
@@ -134,6 +134,7 @@ class FlightRecorder:
         self._layout: FsLayout | None = None
         self._segment: _Segment | None = None
         self._size = 0
+        self._first_line_bytes = 0  # the open segment's first line: it and a share of changes make a segment
         self._opened_at = 0.0
         self._failing: str | None = None
         self._started = False
@@ -160,9 +161,12 @@ class FlightRecorder:
             if self._segment is None:
                 self._open_segment(wall)
             line, pods = self._line(cycle, wall)
-            if self._size and self._size + _size(line) > self._segment_bytes:
+            if self._size and self._size - self._first_line_bytes + _size(line) > self._segment_bytes:
                 del line  # (before the whole line is built)
-                self._close_segment()  # a segment never grows past its share, so neither does the recording
+                # A segment holds its first line (whole: megabytes at thousands of pods, more than a share of a
+                # small recording) and its share of changes after it; so the recording keeps hours, not one
+                # segment a cycle.
+                self._close_segment()
                 self._open_segment(wall)
                 line, pods = self._line(cycle, wall)
             self._append(line)
@@ -246,6 +250,8 @@ class FlightRecorder:
                     segment.broken = False
                 self._raise_off_loop_error()
             self._writer.submit(self.folder, lambda: self._write_out(segment))
+            if not self._size:
+                self._first_line_bytes = size
             self._size += size
             return
         self._raise_off_loop_error()
@@ -267,6 +273,8 @@ class FlightRecorder:
                     # The next line starts a new segment: the cut one reads up to here.
                     self._close_segment(compress=False)
             raise
+        if not self._size:
+            self._first_line_bytes = written
         self._size += written
 
     def _write_out(self, segment: _Segment) -> None:
@@ -357,6 +365,7 @@ class FlightRecorder:
             self._segment = _Segment(path, fd, opened=True)
             self._size = os.fstat(fd).st_size
         self._opened_at = wall
+        self._first_line_bytes = 0
         if self._size == 0:
             self._pods.reset()
             self._summaries.reset()
@@ -422,7 +431,8 @@ class FlightRecorder:
             raise  # the plain segment stays, and is read as it is
 
     def _enforce_bounds(self) -> None:
-        """Delete the oldest closed segments until the rest, with room for a whole open segment, fit in
+        """Delete the oldest closed segments until the rest, with room for a whole open segment (its first line and
+        a share), fit in
         `maxBytes`, and every segment older than `maxAge`. A segment dated in the future (written while the
         clock ran ahead) is dated now, so that it ages out `maxAge` from now. A segment open or still closing
         counts, and stays."""
@@ -440,7 +450,7 @@ class FlightRecorder:
             except OSError:
                 continue
             sizes.append((path, status.st_size, modified))
-        total = sum(size for _, size, _ in sizes) + self._segment_bytes
+        total = sum(size for _, size, _ in sizes) + self._segment_bytes + self._first_line_bytes
         for path, size, modified in sizes:
             if path not in live and (total > self._max_bytes or now - modified > self._max_age_s):
                 with contextlib.suppress(FileNotFoundError):

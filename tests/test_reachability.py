@@ -50,6 +50,9 @@ OBSERVED_BY_TESTS = {
     "evictd.record.recording.read_recording",
     # the error that stopped the log writer (a closed or broken stdout): its tests read which one it was
     "evictd.observe.log_writer.LogWriter.failed",
+    # a line as the bytes the recorder writes, joined: the recorder writes its parts a chunk at a time
+    # (`encode_line_parts`); the codec's tests and test helpers round-trip whole lines with it
+    "evictd.record.model.encode_line",
 }
 
 

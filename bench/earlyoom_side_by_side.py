@@ -40,10 +40,12 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import ctypes
 import json
 import os
 import random
 import shutil
+import signal
 import socket
 import statistics
 import subprocess
@@ -153,6 +155,7 @@ for line in sys.stdin:
 # The loads (`--load`): children of this script, stopped at the end
 
 SPIN = "while True:\n    pass\n"
+PR_SET_PDEATHSIG = 1  # prctl(2)
 WRITE_BYTES = 256 * MiB
 WRITER = r"""
 import os, sys
@@ -170,15 +173,21 @@ while True:
 """
 
 
+def die_with_parent() -> None:
+    """In a child before exec: be killed when this script dies, however it dies (a load left behind by a
+    killed run went on writing beside every later run)."""
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
 def start_load(kind: str, workdir: Path) -> list[subprocess.Popen[bytes]]:
     """Start the background load `kind` (none, cpu, write, both); the writer's file lives in `workdir`."""
     processes: list[subprocess.Popen[bytes]] = []
     if kind in ("cpu", "both"):
         for _ in range((os.cpu_count() or 1) + 1):
-            processes.append(subprocess.Popen([sys.executable, "-c", SPIN]))
+            processes.append(subprocess.Popen([sys.executable, "-c", SPIN], preexec_fn=die_with_parent))
     if kind in ("write", "both"):
         processes.append(subprocess.Popen([sys.executable, "-c", WRITER, str(workdir / "writer.data"),
-                                           str(WRITE_BYTES)]))
+                                           str(WRITE_BYTES)], preexec_fn=die_with_parent))
     return processes
 
 

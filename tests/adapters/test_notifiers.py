@@ -618,24 +618,32 @@ def test_page_cache_dropped_past_the_drop_watch_re_arms_the_set_itself_without_a
             child.stop()
 
 
+def held_registrations(notifiers: MemcgNotifierSet, in_hand: threading.Event,
+                       release: threading.Event) -> Callable[[tuple[int, bool, int, int]], object]:
+    """The set's registration, held as an RCU grace period on a loaded node holds it: it sets `in_hand`, then waits
+    for `release` before registering. The tests put it in place of the set's `_arm` once armed."""
+    arm = notifiers._arm
+
+    def held_arm(job: tuple[int, bool, int, int]) -> object:
+        in_hand.set()
+        assert release.wait(LONG_WAIT_S)
+        return arm(job)
+
+    return held_arm
+
+
 def test_a_re_arm_asked_while_one_is_in_hand_follows_it_instead_of_being_dropped(memcg_dir: Path) -> None:
     # Page cache dropped in two steps: the second firing asks for the level again while the thread still
     # registers the first (a registration waits for an RCU grace period). Dropping that request left the level
     # armed from the older figures, too high, and the crossing below it woke nothing (a flaky end-to-end test).
     notifiers = MemcgNotifierSet([memory_threshold("512Mi")], memory_root=str(memcg_dir), pods_cgroup="kubepods")
     in_hand, release = threading.Event(), threading.Event()
-    arm = notifiers._arm
-
-    def slow_arm(job: tuple[int, bool, int, int]) -> object:
-        in_hand.set()
-        assert release.wait(LONG_WAIT_S)
-        return arm(job)
-
+    held_arm = held_registrations(notifiers, in_hand, release)
     try:
         assert notifiers.update(summary_with(stats_for_level(0, 900 * MI, 512 * MI), None), now=0.0) == []
         (first,) = notifiers.levels
         assert first.threshold_bytes == 900 * MI
-        notifiers._arm = slow_arm  # type: ignore[method-assign]
+        notifiers._arm = held_arm  # type: ignore[method-assign]
         # Two later cycles' readings, the level a step and more lower each time (not yet due for a refresh).
         notifiers.update(summary_with(stats_for_level(0, 800 * MI, 512 * MI), None), now=1.0)
         assert in_hand.wait(LONG_WAIT_S)
@@ -658,13 +666,7 @@ def test_a_crossing_while_a_lower_level_is_being_registered_wakes_the_loop(memcg
     child = ScriptedChild("allocator")
     (memcg_dir / "cgroup.procs").write_text(f"{child.pid}\n")
     in_hand, release = threading.Event(), threading.Event()
-    arm = notifiers._arm
-
-    def held_arm(job: tuple[int, bool, int, int]) -> object:
-        in_hand.set()
-        assert release.wait(LONG_WAIT_S)
-        return arm(job)
-
+    held_arm = held_registrations(notifiers, in_hand, release)
     try:
         usage = read_int(memcg_dir / "memory.usage_in_bytes")
         assert notifiers.update(summary_with(stats_for_level(usage, 200 * MI, 512 * MI), None), now=0.0) == []

@@ -14,10 +14,14 @@ from evictd.adapters.cgroups import CgroupLayout, CgroupReader
 from evictd.adapters.kubelet_summary import ApiProxySummarySource, KubeletSummarySource
 from evictd.adapters.node_pods import DiscoveredPods
 from evictd.adapters.node_stats import NodeStatsSource
+from evictd.adapters.procfs import inactive_file_bytes
 from evictd.config import load_configuration
 from evictd.core.errors import ConfigError, SampleError
 from evictd.core.fs_layout import FsLayout
-from evictd.run.composition import PathLayout, build_psi_notifiers, build_stats_source
+from evictd.core.quantity import Quantity
+from evictd.core.signals import Signal
+from evictd.core.thresholds import Threshold, ThresholdValue
+from evictd.run.composition import PathLayout, build_memcg_notifiers, build_psi_notifiers, build_stats_source
 
 FIXTURE_V1 = Path(__file__).resolve().parent / "fixtures" / "cgroup" / "v1-cgroupfs"
 FIXTURE_V2 = FIXTURE_V1.parent / "v2-cgroupfs"
@@ -51,6 +55,20 @@ def test_psi_wakeups_watch_the_machine_and_on_cgroup_v2_the_pods_cgroup(tmp_path
             notifier.close()
     off = configuration(tmp_path, "psiWakeups: false\n").evictd
     assert build_psi_notifiers(off, v2, CgroupReader(v2), log) == ()
+
+
+def test_memcg_levels_of_the_machines_own_hierarchy_are_armed_with_meminfos_inactive_file() -> None:
+    thresholds = [Threshold(signal=Signal.MEMORY_AVAILABLE, value=ThresholdValue(quantity=Quantity.parse("1Gi")))]
+    real = CgroupLayout(version=1, root=Path("/sys/fs/cgroup"))
+    machine = build_memcg_notifiers(thresholds, real, CgroupReader(real))
+    fixture = CgroupLayout(version=1, root=FIXTURE_V1)
+    elsewhere = build_memcg_notifiers(thresholds, fixture, CgroupReader(fixture))
+    try:
+        assert machine.fresh_inactive_file is inactive_file_bytes
+        assert elsewhere.fresh_inactive_file is None, "not the machine's hierarchy: /proc/meminfo is not its figure"
+    finally:
+        machine.close()
+        elsewhere.close()
 
 
 def test_path_layout_compares_the_filesystems_of_the_configured_folders(

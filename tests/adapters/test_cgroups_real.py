@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from evictd.adapters.cgroups import CgroupLayout, CgroupReader, PodCgroup, detect_cgroup_layout
+from evictd.adapters.cgroups import CgroupLayout, CgroupReader, PodCgroup, detect_cgroup_layout, v1_hierarchy_root
 from evictd.adapters.procfs import mem_total_bytes
 from real_cgroups import CGROUP_MOUNT, HIERARCHIES, CgroupTree, ScriptedChild, new_test_cgroup_name
 
@@ -92,6 +92,12 @@ def test_machine_is_v1_hybrid_with_unlimited_root() -> None:
     root = CgroupReader(layout).memory("")
     assert root.limit_bytes is None
     assert 0 < root.working_set_bytes <= root.usage_bytes < mem_total_bytes()
+
+
+def test_only_the_root_of_the_memory_hierarchy_is_its_root(node: RealNode) -> None:
+    # Where the machine's /proc/meminfo speaks for the memory cgroup (evictd.core.memcg.armed_inactive_file).
+    assert v1_hierarchy_root(str(CGROUP_MOUNT / "memory"))
+    assert not v1_hierarchy_root(str(CGROUP_MOUNT / "memory" / node.base))
 
 
 def test_root_process_count_counts_every_process(tmp_path: Path) -> None:

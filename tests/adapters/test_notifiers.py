@@ -37,7 +37,7 @@ from evictd.adapters.notifiers import (
     has_cap_sys_resource,
 )
 from evictd.core.errors import ConfigError, SampleError
-from evictd.core.memcg import memcg_threshold_bytes
+from evictd.core.memcg import STATS_CATCH_UP_S, memcg_threshold_bytes
 from evictd.core.quantity import Quantity
 from evictd.core.signals import Signal
 from evictd.core.summary import ContainerStats, MemoryStats, NodeStats, Summary
@@ -696,6 +696,130 @@ def test_a_crossing_while_a_lower_level_is_being_registered_wakes_the_loop(memcg
         waiter.set_notifiers([])
         notifiers.close()
         child.stop()
+
+
+def test_a_raised_level_is_read_in_its_place_once_the_old_one_fired(memcg_dir: Path, waiter: Waiter) -> None:
+    # Page cache written: usage reaches the level although the working set did not (the level fired early), and the
+    # cycle raises it. The old level, now below usage, announces nothing more while usage rises, and the new one
+    # waits for an RCU grace period (held here): a crossing meanwhile must still wake the loop.
+    notifiers = MemcgNotifierSet([memory_threshold("512Mi")], memory_root=str(memcg_dir), pods_cgroup="kubepods")
+    child = ScriptedChild("allocator")
+    (memcg_dir / "cgroup.procs").write_text(f"{child.pid}\n")
+    in_hand, release = threading.Event(), threading.Event()
+    held_arm = held_registrations(notifiers, in_hand, release)
+    try:
+        usage = read_int(memcg_dir / "memory.usage_in_bytes")
+        assert notifiers.update(summary_with(stats_for_level(usage, 16 * MI, 512 * MI), None), now=0.0) == []
+        (old,) = notifiers.levels
+        child.do(f"alloc {32 * MI}")  # past the old level
+        causes, _, _ = wait_for_descriptions(waiter, notifiers.notifiers, {old.description}, LONG_WAIT_S)
+        assert causes == {"memcg"}
+        notifiers._arm = held_arm  # type: ignore[method-assign]
+        now_usage = read_int(memcg_dir / "memory.usage_in_bytes")
+        # The cycle's readings: that was page cache, the level is now 40 MiB above usage.
+        notifiers.update(summary_with(stats_for_level(now_usage, 40 * MI, 512 * MI), None), now=1.0)
+        assert in_hand.wait(LONG_WAIT_S)
+        assert notifiers.recheck_s == 0.002, "the old level is below usage: usage is read in the new one's place"
+        waiter.set_notifiers([notifiers])
+        assert waiter.wait(0.05) == [], "not crossed yet"
+        child.do(f"alloc {64 * MI}")  # past the new level
+        started = time.monotonic()
+        assert waiter.wait(LONG_WAIT_S) == ["memcg"]
+        assert time.monotonic() - started < MAX_WAKE_LATENCY_S
+        assert notifiers.description == "hard memory eviction threshold (crossed while re-armed)"
+    finally:
+        release.set()
+        waiter.set_notifiers([])
+        notifiers.close()
+        child.stop()
+
+
+def test_a_level_armed_below_usage_by_stale_statistics_is_not_read_in_its_place(memcg_dir: Path) -> None:
+    # A level raised while the one armed is still above usage: that one fires first, nothing to read meanwhile.
+    notifiers = MemcgNotifierSet([memory_threshold("512Mi")], memory_root=str(memcg_dir), pods_cgroup="kubepods")
+    in_hand, release = threading.Event(), threading.Event()
+    held_arm = held_registrations(notifiers, in_hand, release)
+    try:
+        usage = read_int(memcg_dir / "memory.usage_in_bytes")
+        assert notifiers.update(summary_with(stats_for_level(usage, 40 * MI, 512 * MI), None), now=0.0) == []
+        notifiers._arm = held_arm  # type: ignore[method-assign]
+        notifiers.update(summary_with(stats_for_level(usage, 80 * MI, 512 * MI), None), now=1.0)
+        assert in_hand.wait(LONG_WAIT_S)
+        assert notifiers.recheck_s is None
+    finally:
+        release.set()
+        notifiers.close()
+
+
+def stats_behind_setup(memcg_dir: Path, folder: str, fresh_inactive: Callable[[], int] | None
+                       ) -> tuple[MemcgNotifierSet, ScriptedChild, MemoryStats]:
+    """The test cgroup as the memory root, 32 MiB of the child's own and 64 MiB of page cache that memory.stat
+    counts, and a threshold 32 MiB above the working set memory.stat gives: met if the cache were gone (as a fresh
+    figure of 0 says)."""
+    notifiers = MemcgNotifierSet([memory_threshold("512Mi")], memory_root=str(memcg_dir), pods_cgroup="kubepods",
+                                 fresh_inactive_file=fresh_inactive)
+    child, _ = cached_child(memcg_dir, folder)
+    working_set = real_memory_stats(memcg_dir, 1024 * MI).working_set_bytes or 0
+    readings = real_memory_stats(memcg_dir, working_set + 512 * MI + 32 * MI)
+    assert (readings.usage_bytes or 0) - working_set > 56 * MI, "memory.stat counts the cache"
+    return notifiers, child, readings
+
+
+def test_a_threshold_met_on_the_fresh_inactive_file_is_read_until_the_statistics_say_so(
+    memcg_dir: Path, waiter: Waiter
+) -> None:
+    # Beside a writer, the root's memory.stat counted a deleted file's 256 MiB of page cache for up to 2 s after
+    # /proc/meminfo had let it go (bench/memcg_stat_lag.py). The level is armed as if the cache were gone, and
+    # until the statistics say met (no usage threshold announces that: usage does not move), they are read.
+    with tempfile.TemporaryDirectory(dir="/var/tmp", prefix="evictd-cache-") as folder:
+        notifiers, child, readings = stats_behind_setup(memcg_dir, folder, lambda: 0)
+        try:
+            assert notifiers.update(summary_with(readings, None), now=0.0) == []
+            (level,) = notifiers.levels
+            working_set_level = (readings.working_set_bytes or 0) + 32 * MI
+            assert level.threshold_bytes == working_set_level, "armed without the cache memory.stat still counts"
+            assert notifiers.recheck_s == 0.002
+            waiter.set_notifiers([notifiers])
+            assert waiter.wait(0.05) == [], "memory.stat does not say met yet"
+            child.do(f"alloc {48 * MI}")  # memory.stat's working set passes the threshold
+            started = time.monotonic()
+            assert waiter.wait(LONG_WAIT_S) == ["memcg"]
+            assert time.monotonic() - started < MAX_WAKE_LATENCY_S
+            assert notifiers.description == \
+                "hard memory eviction threshold (met once the kernel's statistics caught up)"
+            assert notifiers.recheck_s is None, "said once"
+        finally:
+            waiter.set_notifiers([])
+            notifiers.close()
+            child.stop()
+
+
+def test_the_statistics_are_read_for_a_bounded_time_and_not_at_all_without_a_fresh_figure(
+    memcg_dir: Path, waiter: Waiter
+) -> None:
+    with tempfile.TemporaryDirectory(dir="/var/tmp", prefix="evictd-cache-") as folder:
+        notifiers, child, readings = stats_behind_setup(memcg_dir, folder, lambda: 0)
+        try:
+            assert notifiers.update(summary_with(readings, None), now=0.0) == []
+            waiter.set_notifiers([notifiers])
+            started = time.monotonic()
+            assert waiter.wait(STATS_CATCH_UP_S + 0.5) == []
+            assert time.monotonic() - started >= STATS_CATCH_UP_S
+            assert notifiers.recheck_s is None, "the statistics never caught up: no reading past 2.5 s"
+        finally:
+            waiter.set_notifiers([])
+            notifiers.close()
+            child.stop()
+        notifiers, child, readings = stats_behind_setup(memcg_dir, folder, None)
+        try:
+            assert notifiers.update(summary_with(readings, None), now=0.0) == []
+            (level,) = notifiers.levels
+            # The working-set level plus memory.stat's inactive file: 32 MiB above usage.
+            assert level.threshold_bytes == (readings.usage_bytes or 0) + 32 * MI
+            assert notifiers.recheck_s is None
+        finally:
+            notifiers.close()
+            child.stop()
 
 
 def test_a_drop_watch_firing_near_the_threshold_needs_a_cycle(memcg_dir: Path, waiter: Waiter) -> None:

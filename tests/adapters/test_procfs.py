@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from evictd.adapters.procfs import mem_total_bytes, meminfo_bytes, pid_limit, running_tasks
+from evictd.adapters.procfs import inactive_file_bytes, mem_total_bytes, meminfo_bytes, pid_limit, running_tasks
 from evictd.core.errors import SampleError
 
 # Copied from this kind of machine (Debian 12 VM, 24 GiB, kernel 6.x).
@@ -22,6 +22,7 @@ Cached:           597516 kB
 SwapCached:            0 kB
 Active:           219540 kB
 Inactive:         356924 kB
+Inactive(file):   301312 kB
 SwapTotal:             0 kB
 SwapFree:              0 kB
 HugePages_Total:       0
@@ -68,6 +69,10 @@ def test_a_missing_meminfo_field_is_named(tmp_path: Path) -> None:
     with pytest.raises(SampleError) as info:
         meminfo_bytes("NoSuchField", fake_proc(tmp_path))
     assert info.value.reason == "no NoSuchField line"
+
+
+def test_inactive_file_bytes(tmp_path: Path) -> None:
+    assert inactive_file_bytes(fake_proc(tmp_path)) == 301312 * 1024
 
 
 def test_mem_total_accepts_a_string_root(tmp_path: Path) -> None:

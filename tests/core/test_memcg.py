@@ -16,16 +16,19 @@ from hypothesis import strategies as st
 from evictd.core.errors import SampleError
 from evictd.core.memcg import (
     NOTIFIER_REFRESH_INTERVAL_S,
+    armed_inactive_file,
     drop_watch_level,
     drop_watch_stale,
     drop_watch_wanted,
     firing_needs_cycle,
     level_from,
     level_moved,
+    level_unwatched_until_registered,
     memcg_notifier_description,
     memcg_threshold_bytes,
     memory_stats_for,
     notifier_refresh_due,
+    stats_behind,
     working_set_from,
     working_set_level,
 )
@@ -307,3 +310,46 @@ def test_a_lagging_inactive_file_counts_for_no_more_than_usage() -> None:
 def test_firing_needs_cycle(met: bool, drop_watch: bool, working_set: int, cycle: bool) -> None:
     assert firing_needs_cycle(met, drop_watch=drop_watch, working_set_level_bytes=4 * GI,
                               working_set_bytes=working_set) is cycle
+
+
+def test_a_level_is_armed_with_the_lower_of_the_two_inactive_files() -> None:
+    # Seen on the root memory cgroup beside a writer: memory.stat still counting a deleted file's 256 MiB of page
+    # cache, /proc/meminfo no longer. The level is armed as if the file were gone (the earliest crossing).
+    assert armed_inactive_file(1086 * MI, 830 * MI) == 830 * MI
+    # Page cache just written, not yet in memory.stat: the decision reads memory.stat, so the level does too.
+    assert armed_inactive_file(830 * MI, 1086 * MI) == 830 * MI
+    assert armed_inactive_file(830 * MI, None) == 830 * MI, "no fresh figure (a cgroup below the root)"
+
+
+@pytest.mark.parametrize(
+    ("usage", "stat_inactive", "fresh_inactive", "behind"),
+    [
+        # Working-set level 4 GiB throughout.
+        pytest.param(5 * GI, 1 * GI + 256 * MI, 1 * GI, True, id="met-on-fresh-not-on-stat"),
+        pytest.param(5 * GI + 8 * MI, 1 * GI + 256 * MI, 1 * GI + 8 * MI, True, id="met-on-fresh-exactly-at-the-level"),
+        pytest.param(5 * GI, 1 * GI + 8 * MI, 1 * GI, False, id="a-step-apart-is-noise"),
+        pytest.param(5 * GI, 1 * GI + 9 * MI, 1 * GI, True, id="more-than-a-step-apart"),
+        pytest.param(5 * GI, 1 * GI, 1 * GI, False, id="met-on-both"),
+        pytest.param(5 * GI, 1 * GI + 256 * MI, 1 * GI + 200 * MI, False, id="not-met-on-either"),
+        pytest.param(5 * GI, 1 * GI, 1 * GI + 256 * MI, False, id="stat-behind-the-other-way"),
+        pytest.param(5 * GI, 2 * GI, None, False, id="no-fresh-figure"),
+    ],
+)
+def test_stats_behind(usage: int, stat_inactive: int, fresh_inactive: int | None, behind: bool) -> None:
+    assert stats_behind(4 * GI, usage, stat_inactive, fresh_inactive) is behind
+
+
+@pytest.mark.parametrize(
+    ("level", "usage", "armed", "met", "unwatched"),
+    [
+        pytest.param(900 * MI, 500 * MI, 1000 * MI, False, True, id="lowered-the-old-level-is-too-high"),
+        pytest.param(900 * MI, 500 * MI, 800 * MI, False, False, id="raised-the-old-level-fires-first"),
+        pytest.param(900 * MI, 850 * MI, 800 * MI, False, True, id="raised-after-the-old-one-fired"),
+        pytest.param(900 * MI, 500 * MI, None, False, True, id="none-armed"),
+        pytest.param(900 * MI, 950 * MI, 1000 * MI, False, False, id="usage-already-past-the-new-level"),
+        pytest.param(900 * MI, 500 * MI, 1000 * MI, True, False, id="met-usage-falling-is-announced"),
+    ],
+)
+def test_level_unwatched_until_registered(level: int, usage: int, armed: int | None, met: bool,
+                                          unwatched: bool) -> None:
+    assert level_unwatched_until_registered(level, usage, armed, met) is unwatched

@@ -316,6 +316,11 @@ def v1_usage_and_inactive_file(folder: str) -> tuple[int, int]:
     return usage, flat_keyed_value(path, read_file(path), V1_INACTIVE_FILE_KEY)
 
 
+def v1_hierarchy_root(folder: str) -> bool:
+    """True when `folder` is the root of its cgroup v1 hierarchy: only the root holds ``release_agent``."""
+    return os.path.exists(folder + "/release_agent")
+
+
 def read_file(path: str) -> bytes:
     try:
         fd = os.open(path, _READ_FLAGS)

@@ -47,16 +47,20 @@ from typing import Protocol, runtime_checkable
 from evictd.adapters.cgroups import v1_usage, v1_usage_and_inactive_file
 from evictd.core.errors import SampleError
 from evictd.core.memcg import (
+    STATS_CATCH_UP_S,
+    armed_inactive_file,
     drop_watch_stale,
     drop_watch_wanted,
     firing_is_a_crossing,
     firing_needs_cycle,
     level_from,
     level_moved,
+    level_unwatched_until_registered,
     memcg_notifier_description,
     memcg_threshold_bytes,
     memory_stats_for,
     notifier_refresh_due,
+    stats_behind,
     working_set_from,
     working_set_level,
 )
@@ -80,7 +84,7 @@ PSI_CAUSE = "psi"
 # A PSI trigger fired while every memory threshold was far from met (`MemcgNotifierSet.may_change_decision`).
 PSI_FAR_CAUSE = "psi_far"
 SIGNAL_CAUSE = "signal"
-# While a lower memcg level is being registered, usage is read this often in its place.
+# While a memcg level is being registered, or the kernel's statistics are behind, usage is read this often.
 UNWATCHED_RECHECK_S = 0.002
 
 # The self-pipe is drained in reads of this size; a pipe holds 64 KiB by default.
@@ -421,12 +425,18 @@ class MemcgNotifierSet:
 
     poll_events = select.POLLIN
 
-    def __init__(self, thresholds: Sequence[Threshold], *, memory_root: str, pods_cgroup: str) -> None:
+    def __init__(self, thresholds: Sequence[Threshold], *, memory_root: str, pods_cgroup: str,
+                 fresh_inactive_file: Callable[[], int] | None = None) -> None:
+        """`fresh_inactive_file` reads `memory_root`'s inactive file as it is now (``Inactive(file)`` of
+        /proc/meminfo), for a memory root that is the hierarchy's root; None: no such figure (see
+        `evictd.core.memcg.armed_inactive_file`)."""
         self.thresholds = tuple(t for t in thresholds if spec_of(t.signal).memcg_watched)
         pods_dir = os.path.join(memory_root, pods_cgroup.strip("/"))
         # The memory cgroup folder the notifiers of each threshold watch.
         self._cgroup_dirs = [pods_dir if spec_of(t.signal).reading is Reading.PODS_MEMORY else memory_root
                              for t in self.thresholds]
+        self._memory_root = memory_root
+        self.fresh_inactive_file = fresh_inactive_file  # None: memory.stat's figure alone
         self._levels: list[MemcgThresholdNotifier | None] = [None] * len(self.thresholds)
         self._drop_watches: list[MemcgThresholdNotifier | None] = [None] * len(self.thresholds)
         self._last_refresh_at: float | None = None
@@ -446,6 +456,9 @@ class MemcgNotifierSet:
         # kernel is not watching yet, as (cgroup folder, level). A registration waits for an RCU grace period, which
         # under load takes 100 ms and more; meanwhile the old level, too high, would let a crossing go unannounced.
         self._unwatched: dict[int, tuple[str, int]] = {}
+        # Each threshold not met on memory.stat's inactive file but met on the fresh one (`stats_behind`): until
+        # when (monotonic) usage and memory.stat are read in a notifier's place, waiting for the statistics.
+        self._stats_behind: dict[int, float] = {}
         self._worker: threading.Thread | None = None
         self.cause = MEMCG_CAUSE
         self.description = "memory eviction thresholds"
@@ -503,15 +516,18 @@ class MemcgNotifierSet:
 
     @property
     def recheck_s(self) -> float | None:
-        """`UNWATCHED_RECHECK_S` while a lower level is being registered (the Waiter then polls usage), else None."""
+        """`UNWATCHED_RECHECK_S` while a level is being registered that the one armed cannot stand in for, or while
+        the kernel's statistics are behind (the Waiter then polls `recheck`), else None."""
         with self._lock:
-            return UNWATCHED_RECHECK_S if self._unwatched else None
+            return UNWATCHED_RECHECK_S if self._unwatched or self._stats_behind else None
 
     def recheck(self) -> bool:
         """Whether usage crossed a level the kernel is not watching yet (one read of ``memory.usage_in_bytes`` per
-        cgroup): then `cause` is ``memcg`` and `description` names the threshold, as a firing of that level would."""
+        cgroup), or the statistics caught up with a threshold met on the fresh figure (usage and memory.stat): then
+        `cause` is ``memcg`` and `description` names the threshold, as a firing of its level would."""
         with self._lock:
             unwatched = dict(self._unwatched)
+            behind = dict(self._stats_behind)
         crossed = []
         for index, (folder, level) in unwatched.items():
             try:
@@ -519,11 +535,30 @@ class MemcgNotifierSet:
             except SampleError:
                 continue  # the registration under way reports what is wrong with the folder
             if usage >= level:
-                crossed.append(self.thresholds[index])
+                crossed.append(f"{memcg_notifier_description(self.thresholds[index])} (crossed while re-armed)")
+        now = time.monotonic()
+        for index, until in behind.items():
+            if self._stats_caught_up(index, until, now):
+                crossed.append(f"{memcg_notifier_description(self.thresholds[index])} (met once the kernel's "
+                               "statistics caught up)")
         if crossed:
             self.cause = MEMCG_CAUSE
-            self.description = ", ".join(f"{memcg_notifier_description(t)} (crossed while re-armed)" for t in crossed)
+            self.description = ", ".join(crossed)
         return bool(crossed)
+
+    def _stats_caught_up(self, index: int, until: float, now: float) -> bool:
+        """Whether memory.stat now says threshold `index` is met; its watch ends then, or at `until`."""
+        try:
+            usage, inactive_file = v1_usage_and_inactive_file(self._cgroup_dirs[index])
+        except SampleError:
+            usage, inactive_file = 0, 0  # judged below as not met: the next cycle reports the unreadable file
+        with self._lock:
+            working_set_level_bytes = self._working_set_levels[index]
+            met = working_set_level_bytes is not None and \
+                working_set_from(usage, inactive_file) >= working_set_level_bytes
+            if met or now >= until:
+                self._stats_behind.pop(index, None)
+        return met
 
     def may_change_decision(self) -> bool:
         """Whether a wake-up that names no threshold (a PSI trigger) may change the decision: a threshold met in
@@ -545,18 +580,33 @@ class MemcgNotifierSet:
             working_set_level_bytes, met = self._working_set_levels[index], self._met[index]
         if working_set_level_bytes is None or firing_is_a_crossing(met, drop_watch=drop_watch):
             return True
-        folder = self._cgroup_dirs[index]
-        if folder not in figures:
-            try:
-                figures[folder] = v1_usage_and_inactive_file(folder)
-            except SampleError:
-                figures[folder] = None
-        read = figures[folder]
+        read = self._figures(index, figures)
         if read is None:
             return True
         usage, inactive_file = read
         return firing_needs_cycle(met, drop_watch=drop_watch, working_set_level_bytes=working_set_level_bytes,
                                   working_set_bytes=working_set_from(usage, inactive_file))
+
+    def _figures(self, index: int, figures: dict[str, tuple[int, int] | None]) -> tuple[int, int] | None:
+        """Usage and the inactive file to arm with (`armed_inactive_file`) of threshold `index`'s cgroup, read once
+        per cgroup into `figures`; None when a read failed."""
+        folder = self._cgroup_dirs[index]
+        if folder not in figures:
+            try:
+                usage, inactive_file = v1_usage_and_inactive_file(folder)
+                figures[folder] = usage, armed_inactive_file(inactive_file, self._fresh_inactive(index))
+            except SampleError:
+                figures[folder] = None
+        return figures[folder]
+
+    def _fresh_inactive(self, index: int) -> int | None:
+        """The fresh inactive file of threshold `index`'s cgroup when there is one (the memory root's), else None."""
+        if self.fresh_inactive_file is None or self._cgroup_dirs[index] != self._memory_root:
+            return None
+        try:
+            return self.fresh_inactive_file()
+        except SampleError:
+            return None  # memory.stat's figure alone, as without one
 
     def _rearm_from(self, index: int, fired: MemcgThresholdNotifier, read: tuple[int, int] | None) -> None:
         """Re-arm threshold `index`'s level (when it fired or moved) and drop watch (when stale) from `read`."""
@@ -612,10 +662,17 @@ class MemcgNotifierSet:
         whether it is met. Raises SampleError with the kubelet's text when the readings are incomplete."""
         available, working_set, usage = memory_stats_for(self.thresholds[index], summary)
         level = memcg_threshold_bytes(self.thresholds[index], available, working_set, usage)
+        working_set_level_bytes = working_set_level(level, usage, working_set)
+        fresh = self._fresh_inactive(index)
+        behind = stats_behind(working_set_level_bytes, usage, usage - working_set, fresh)
         with self._lock:
-            self._working_set_levels[index] = working_set_level(level, usage, working_set)
-            self._met[index] = usage >= level
-        return level, usage
+            self._working_set_levels[index] = working_set_level_bytes
+            self._met[index] = usage >= level  # what the decision saw: memory.stat's figure
+            if behind:
+                self._stats_behind.setdefault(index, time.monotonic() + STATS_CATCH_UP_S)
+            else:
+                self._stats_behind.pop(index, None)
+        return level_from(working_set_level_bytes, usage, armed_inactive_file(usage - working_set, fresh)), usage
 
     def refresh(self, summary: Summary) -> list[NotifierFailure]:
         """Re-arm every notifier at the level computed from `summary`, here and now; return the failures.
@@ -682,9 +739,9 @@ class MemcgNotifierSet:
             index, drop_watch, level, usage = job
             armed = self._levels[index]
             # Only a crossing from below can go unannounced (a met threshold's level, below usage, announces usage
-            # falling past it: the old level, higher, does so first).
-            if (not drop_watch and armed is not None and level < armed.threshold_bytes and not self._met[index]
-                    and usage < level):
+            # falling past it).
+            if not drop_watch and level_unwatched_until_registered(
+                    level, usage, armed.threshold_bytes if armed is not None else None, self._met[index]):
                 self._unwatched[index] = (self._cgroup_dirs[index], level)
             elif not drop_watch:
                 self._unwatched.pop(index, None)
@@ -728,6 +785,7 @@ class MemcgNotifierSet:
             self._by_fd = {}
             self._pending.clear()
             self._unwatched.clear()
+            self._stats_behind.clear()
             epoll, self._epoll = self._epoll, None
         if epoll is not None:
             epoll.close()

@@ -4,7 +4,8 @@ Job: read the three node-wide numbers the kubelet takes from ``/proc`` for evict
 
 * ``mem_total_bytes`` - ``MemTotal`` of ``/proc/meminfo``, the node memory capacity (cAdvisor's
   machine info ``MemoryCapacity``, the "limit" of the root cgroup in ``memory.available``); any other
-  field of ``/proc/meminfo`` in bytes with ``meminfo_bytes``;
+  field of ``/proc/meminfo`` in bytes with ``meminfo_bytes`` (``inactive_file_bytes``: the fresh inactive file
+  the memcg notifiers arm the root's levels with);
 * ``pid_limit`` - the smaller of ``kernel.pid_max`` and ``kernel.threads-max``, both system-wide limits
   on tasks (``pkg/kubelet/stats/pidlimit/pidlimit_linux.go`` ``Stats``: ``Rlimit.MaxPID``);
 * ``running_tasks`` - the task count after the ``/`` in the fourth field of ``/proc/loadavg``
@@ -85,6 +86,12 @@ def memory_pressure(path: str | Path) -> PsiStats | None:
     if set(lines) != {"some", "full"}:
         raise SampleError(str(path), "not both a some and a full line")
     return PsiStats(some=lines["some"], full=lines["full"])
+
+
+def inactive_file_bytes(root: str | Path = "/proc") -> int:
+    """Return ``Inactive(file)`` of ``<root>/meminfo`` in bytes: the machine's inactive page cache as it is now (the
+    root memory cgroup's ``total_inactive_file`` counts the same pages, up to 2 s late). Raises SampleError."""
+    return meminfo_bytes("Inactive(file)", root)
 
 
 def mem_total_bytes(root: str | Path = "/proc") -> int:

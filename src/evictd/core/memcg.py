@@ -33,6 +33,17 @@ point), a drop watch whose working set is within 64 MiB of the threshold, anythi
 working set fell below it (no longer met). Anything else was page cache coming and going: what fired is re-armed
 from those figures and the loop sleeps on.
 
+The kernel's statistics lag its usage (a deliberate difference, measured in docs/measured-figures.md): usage of
+the root memory cgroup is counted at once, but ``memory.stat`` folds each CPU's counts in only when they grew past
+a batch, and at least every 2 s; beside a writer whose files come and go, the root's ``total_inactive_file``
+was seen 263 MiB behind ``/proc/meminfo``'s ``Inactive(file)`` and up to 2 s late. The working set (usage less
+that inactive file, as cAdvisor reads it and the decision uses it) then jumps when the statistics catch up, and
+a level armed from the stale figure fires hundreds of megabytes late. Where the fresh figure exists (the memory
+hierarchy's root: the whole machine's ``Inactive(file)``), a level is armed with the lower of the two
+(`armed_inactive_file`: the earliest the threshold can be met), and a threshold met on the fresh figure but not
+yet on ``memory.stat``'s (`stats_behind`) is read every few milliseconds until the statistics catch up or
+`STATS_CATCH_UP_S` passed.
+
 Invariants: no I/O, no clock (``now`` is an argument, monotonic seconds); errors use the kubelet's texts.
 The result of `memcg_threshold_bytes` can be zero or negative (a threshold larger than capacity plus
 inactive file); the caller, not this module, decides that such a level cannot be registered.
@@ -54,6 +65,10 @@ NOTIFIER_REFRESH_INTERVAL_S = 10.0
 MEMCG_REARM_STEP_BYTES = 8 << 20
 # Within this distance of the level the drop watch is not moved (a registration takes tens of milliseconds).
 MEMCG_NEAR_LEVEL_BYTES = 64 << 20
+
+# The kernel folds per-CPU memory cgroup statistics into memory.stat at least this often (FLUSH_TIME, 2 s), plus a
+# margin: how long a threshold met on the fresh inactive file is watched for memory.stat to say so too.
+STATS_CATCH_UP_S = 2.5
 
 # Error texts of UpdateThreshold / getSysContainer (two spaces after the period are the kubelet's).
 INCOMPLETE_SUMMARY = "summary was incomplete.  Expected MemoryStats and all subfields to be non-nil, but got {stats}"
@@ -122,6 +137,28 @@ def level_from(working_set_level_bytes: int, usage_bytes: int, inactive_file_byt
     return working_set_level_bytes + usage_bytes - working_set_from(usage_bytes, inactive_file_bytes)
 
 
+def armed_inactive_file(stat_inactive_file_bytes: int, fresh_inactive_file_bytes: int | None) -> int:
+    """Return the inactive file a level is armed with: ``memory.stat``'s, or the fresh figure when that is lower (the
+    statistics still count page cache already gone, which would leave the level too high). A fresh figure above
+    the statistics' (page cache just written, not yet counted) is not used: the decision reads the statistics."""
+    if fresh_inactive_file_bytes is None:
+        return stat_inactive_file_bytes
+    return min(stat_inactive_file_bytes, fresh_inactive_file_bytes)
+
+
+def stats_behind(working_set_level_bytes: int, usage_bytes: int, stat_inactive_file_bytes: int,
+                 fresh_inactive_file_bytes: int | None) -> bool:
+    """True when the threshold is not met on ``memory.stat``'s inactive file but is on the fresh one, and the two
+    differ by more than a step (`MEMCG_REARM_STEP_BYTES`): the statistics, when they catch up, will say met, and
+    no usage threshold announces that moment (usage does not move)."""
+    if fresh_inactive_file_bytes is None:
+        return False
+    if stat_inactive_file_bytes - fresh_inactive_file_bytes <= MEMCG_REARM_STEP_BYTES:
+        return False
+    return (working_set_from(usage_bytes, stat_inactive_file_bytes) < working_set_level_bytes
+            <= working_set_from(usage_bytes, fresh_inactive_file_bytes))
+
+
 def firing_needs_cycle(met: bool, *, drop_watch: bool, working_set_level_bytes: int, working_set_bytes: int) -> bool:
     """True when a notifier that fired may have changed the decision, judged on the working set read after it
     fired; False when it was page cache coming and going (re-arm and sleep on).
@@ -144,6 +181,16 @@ def firing_is_a_crossing(met: bool, *, drop_watch: bool) -> bool:
     """True when a notifier that fired is the level of a threshold not met: a crossing, whose cycle needs no
     reading first (`firing_needs_cycle`)."""
     return not met and not drop_watch
+
+
+def level_unwatched_until_registered(level: int, usage_bytes: int, armed_level: int | None, met: bool) -> bool:
+    """True when, until the kernel watches `level` (a registration waits for an RCU grace period, 100 ms and more
+    under load), a crossing of it could go unannounced: the threshold is not met, usage is below the new level,
+    and the level still armed does not stand in its way (there is none, it is higher, or usage is already past
+    it: it fired once and announces nothing more while usage rises)."""
+    if met or usage_bytes >= level:
+        return False
+    return armed_level is None or level < armed_level or usage_bytes >= armed_level
 
 
 def drop_watch_wanted(level: int, usage_bytes: int) -> int:

@@ -26,7 +26,7 @@ from typing import TextIO
 
 import structlog
 
-from evictd.adapters.cgroups import CgroupLayout, CgroupReader, detect_cgroup_layout
+from evictd.adapters.cgroups import CgroupLayout, CgroupReader, detect_cgroup_layout, v1_hierarchy_root
 from evictd.adapters.disk_walker_process import DiskWalkerProcess, WalkerSettings
 from evictd.adapters.filesystems import detect_layout
 from evictd.adapters.kubelet_summary import ApiProxySummarySource, KubeletSummarySource, summary_deadline_s
@@ -36,6 +36,7 @@ from evictd.adapters.node_stats import NodeStatsSource, existing_ancestor
 from evictd.adapters.notifiers import SYSTEM_MEMORY_PRESSURE, MemcgNotifierSet, Notifier, PsiNotifier, Waiter
 from evictd.adapters.oom_counters import OomCounters
 from evictd.adapters.pod_disk_usage import PodDiskStore
+from evictd.adapters.procfs import inactive_file_bytes
 from evictd.adapters.runtime_gc import CriContainerGC, CriImageGC, RuntimeReclaimer, imagefs_usage
 from evictd.adapters.runtime_node import PeriodicGC, RuntimeFilesystems, RuntimeLayout
 from evictd.clock import SYSTEM_CLOCK
@@ -47,6 +48,7 @@ from evictd.core.fs_layout import FsLayout, ReclaimAction
 from evictd.core.image_gc import image_gc_policy
 from evictd.core.psi import microseconds
 from evictd.core.signals import EVICTD_SIGNALS
+from evictd.core.thresholds import Threshold
 from evictd.cri import NO_RUNTIME, Runtime, RuntimeSlot, RuntimeVersion
 from evictd.cri.client import CriClient
 from evictd.kube.client import build_api_client
@@ -406,15 +408,22 @@ def build_notifiers(basics: Basics, engine_config: EngineConfig) -> NotifierRefr
     """The memory wake-ups: memcg thresholds (cgroup v1) or the memory watch (v2), and PSI."""
     settings, layout, cgroups = basics.settings, basics.cgroup_layout, basics.cgroups
     node_stats = settings.memcg_wakeups and settings.stats_source is StatsOrigin.NODE
-    memcg = None
-    if node_stats and layout.version == 1:
-        memcg = MemcgNotifierSet(engine_config.thresholds, memory_root=str(layout.memory_hierarchy),
-                                 pods_cgroup=cgroups.pods_cgroup())
+    memcg = build_memcg_notifiers(engine_config.thresholds, layout, cgroups) \
+        if node_stats and layout.version == 1 else None
     # cgroup v2 has no memcg threshold notifier: the memory watch looks closely while a crossing is near instead.
     memory_watch = (MemoryWatch(cgroups, engine_config.thresholds, settings.housekeeping_interval_s)
                     if node_stats and layout.version == 2 else None)
     return NotifierRefresh(basics.waiter, memcg, build_psi_notifiers(settings, layout, cgroups, basics.log, memcg),
                            basics.metrics, basics.log, memory_watch)
+
+
+def build_memcg_notifiers(thresholds: Sequence[Threshold], layout: CgroupLayout,
+                          cgroups: CgroupReader) -> MemcgNotifierSet:
+    """The memcg thresholds of a cgroup v1 node; where the memory hierarchy is the machine's own (its root), armed
+    with /proc/meminfo's inactive file too, fresher than the root's memory.stat (`evictd.core.memcg`)."""
+    memory_root = str(layout.memory_hierarchy)
+    return MemcgNotifierSet(thresholds, memory_root=memory_root, pods_cgroup=cgroups.pods_cgroup(),
+                            fresh_inactive_file=inactive_file_bytes if v1_hierarchy_root(memory_root) else None)
 
 
 def warn_about_pods_cgroup(basics: Basics) -> None:

@@ -1,0 +1,114 @@
+"""How far the root memory cgroup's memory.stat lags /proc/meminfo beside a writer whose files come and go.
+
+The kubelet (through cAdvisor) and evictd take a node's working set as the root memory cgroup's usage less its
+``total_inactive_file`` of memory.stat. The kernel counts usage at once, but folds each CPU's statistics into
+memory.stat only past a batch and at least every 2 s. This measures that lag, where the memcg notifier's level
+(armed with memory.stat's figure) would fire late and the working set jumps when the statistics catch up
+(`evictd.core.memcg.armed_inactive_file`, `stats_behind`).
+
+It runs the load of `bench/earlyoom_side_by_side.py --load write` (a loop writing a file with fdatasync, then
+deleting it) in a folder given or a temporary one under /var/tmp, and reads every millisecond the root's
+memory.stat ``total_inactive_file`` and /proc/meminfo's ``Inactive(file)``. It prints how far apart they were
+(p50, p99, max), and each stretch during which memory.stat was more than 8 MiB *above* /proc/meminfo (page
+cache already gone that it still counted: the case that delays a crossing), with how long it lasted.
+Needs cgroup v1 and read access to the root memory cgroup.
+
+    .venv/bin/python bench/memcg_stat_lag.py [--seconds 30] [--file-mib 256]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+MiB = 1 << 20
+ROOT_STAT = Path("/sys/fs/cgroup/memory/memory.stat")
+STEP_BYTES = 8 * MiB  # evictd.core.memcg.MEMCG_REARM_STEP_BYTES: a smaller difference is not acted on
+WRITER = r"""
+import os, sys
+path, size = sys.argv[1], int(sys.argv[2])
+block = os.urandom(1 << 20)
+while True:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        for _ in range(size // len(block)):
+            os.write(fd, block)
+        os.fdatasync(fd)
+    finally:
+        os.close(fd)
+    os.unlink(path)
+"""
+
+
+def stat_inactive_file() -> int:
+    with open(ROOT_STAT, encoding="ascii") as stat:
+        for line in stat:
+            if line.startswith("total_inactive_file "):
+                return int(line.split()[1])
+    raise RuntimeError(f"no total_inactive_file in {ROOT_STAT}")
+
+
+def meminfo_inactive_file() -> int:
+    with open("/proc/meminfo", encoding="ascii") as meminfo:
+        for line in meminfo:
+            if line.startswith("Inactive(file):"):
+                return int(line.split()[1]) * 1024
+    raise RuntimeError("no Inactive(file) in /proc/meminfo")
+
+
+def percentile(values: list[float], share: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--seconds", type=float, default=30.0)
+    parser.add_argument("--file-mib", type=int, default=256)
+    parser.add_argument("--folder", type=Path, default=None, help="where the writer writes (default: under /var/tmp)")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(dir=args.folder or "/var/tmp", prefix="evictd-stat-lag-") as folder:
+        writer = subprocess.Popen([sys.executable, "-c", WRITER, os.path.join(folder, "writer.data"),
+                                   str(args.file_mib * MiB)])
+        try:
+            differences: list[int] = []
+            stretches: list[tuple[float, int]] = []  # (how long, the largest difference in it)
+            started_at: float | None = None
+            largest = 0
+            end = time.monotonic() + args.seconds
+            while (now := time.monotonic()) < end:
+                difference = stat_inactive_file() - meminfo_inactive_file()
+                differences.append(difference)
+                if difference > STEP_BYTES:
+                    started_at = now if started_at is None else started_at
+                    largest = max(largest, difference)
+                elif started_at is not None:
+                    stretches.append((now - started_at, largest))
+                    started_at, largest = None, 0
+                time.sleep(0.001)
+        finally:
+            writer.kill()
+            writer.wait()
+    absolute = [abs(d) / MiB for d in differences]
+    print(f"{len(differences)} readings over {args.seconds:.0f} s beside a writer of {args.file_mib} MiB files "
+          f"(load {' '.join(Path('/proc/loadavg').read_text(encoding='ascii').split()[:3])})")
+    print(f"  |memory.stat - /proc/meminfo| inactive file: p50 {statistics.median(absolute):.1f} MiB, "
+          f"p99 {percentile(absolute, 0.99):.1f} MiB, max {max(absolute):.1f} MiB")
+    if stretches:
+        durations = [d for d, _ in stretches]
+        print(f"  memory.stat more than {STEP_BYTES // MiB} MiB above /proc/meminfo: {len(stretches)} times, "
+              f"lasting p50 {statistics.median(durations) * 1000:.0f} ms, max {max(durations) * 1000:.0f} ms, "
+              f"by up to {max(m for _, m in stretches) / MiB:.0f} MiB")
+    else:
+        print(f"  memory.stat was never more than {STEP_BYTES // MiB} MiB above /proc/meminfo")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

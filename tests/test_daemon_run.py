@@ -14,7 +14,7 @@ import pytest
 
 from builders import Gi, Mi, pod, pod_stats, summary
 from clocks import ManualClock
-from evictd.adapters.notifiers import NotifierFailure
+from evictd.adapters.notifiers import NotifierFailure, Watch
 from evictd.commands.simulate import FixedLayout
 from evictd.config import eviction_settings
 from evictd.core.engine import EngineConfig, Eviction
@@ -235,7 +235,7 @@ def test_the_notifiers_follow_every_cycle_with_its_start_time() -> None:
     # (tests/adapters/test_notifiers.py); the hook hands it every cycle's readings and start time.
     followed: list[tuple[float, float]] = []
 
-    failure = NotifierFailure(eviction_settings({}).thresholds()[0], False,
+    failure = NotifierFailure(eviction_settings({}).thresholds()[0], Watch.LEVEL,
                               SampleError("memory.usage_in_bytes", "no such file"))
 
     class Notifiers(NotifierRefresh):

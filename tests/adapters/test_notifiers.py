@@ -34,6 +34,7 @@ from evictd.adapters.notifiers import (
     Notifier,
     PsiNotifier,
     Waiter,
+    Watch,
     has_cap_sys_resource,
 )
 from evictd.core.errors import ConfigError, SampleError
@@ -619,12 +620,12 @@ def test_page_cache_dropped_past_the_drop_watch_re_arms_the_set_itself_without_a
 
 
 def held_registrations(notifiers: MemcgNotifierSet, in_hand: threading.Event,
-                       release: threading.Event) -> Callable[[tuple[int, bool, int, int]], object]:
+                       release: threading.Event) -> Callable[[tuple[int, Watch, int, int]], object]:
     """The set's registration, held as an RCU grace period on a loaded node holds it: it sets `in_hand`, then waits
     for `release` before registering. The tests put it in place of the set's `_arm` once armed."""
     arm = notifiers._arm
 
-    def held_arm(job: tuple[int, bool, int, int]) -> object:
+    def held_arm(job: tuple[int, Watch, int, int]) -> object:
         in_hand.set()
         assert release.wait(LONG_WAIT_S)
         return arm(job)
@@ -818,6 +819,42 @@ def test_the_statistics_are_read_for_a_bounded_time_and_not_at_all_without_a_fre
             assert level.threshold_bytes == (readings.usage_bytes or 0) + 32 * MI
             assert notifiers.recheck_s is None
         finally:
+            notifiers.close()
+            child.stop()
+
+
+def test_page_cache_dropped_while_usage_rises_is_caught_by_the_approach_watch(memcg_dir: Path, waiter: Waiter) -> None:
+    # The level holds the page cache of its arming. When that cache goes while anonymous memory grows by more,
+    # usage never falls past the drop watch, and the level stays too high by the cache: the crossing below it
+    # woke nothing (seen black-box beside a writer whose files come and go: a crossing decided 51 ms late). The
+    # approach watch, halfway to the level, re-judges it on fresh figures as usage rises.
+    notifiers = MemcgNotifierSet([memory_threshold("512Mi")], memory_root=str(memcg_dir), pods_cgroup="kubepods")
+    with tempfile.TemporaryDirectory(dir="/var/tmp", prefix="evictd-cache-") as folder:
+        child, cached = cached_child(memcg_dir, folder)
+        try:
+            working_set = real_memory_stats(memcg_dir, 1024 * MI).working_set_bytes or 0
+            # Met when the working set grows by 400 MiB.
+            readings = real_memory_stats(memcg_dir, working_set + 512 * MI + 400 * MI)
+            assert notifiers.update(summary_with(readings, None), now=0.0) == []
+            (level,), (approach,) = notifiers.levels, notifiers.approach_watches
+            usage = readings.usage_bytes or 0
+            assert approach.threshold_bytes == usage + (level.threshold_bytes - usage) // 2
+            assert approach.description == "hard memory eviction threshold: usage rose halfway"
+            waiter.set_notifiers([notifiers])
+            child.do(f"alloc {80 * MI}")
+            cached.unlink()  # 64 MiB of cache gone, usage still 16 MiB above where the level was armed
+            child.do(f"alloc {200 * MI}")  # past the approach watch: the level is judged again
+            assert "memcg_rearm" in waiter.wait(LONG_WAIT_S) or notifiers.description.endswith("usage rose halfway")
+            wait_rearmed(notifiers)
+            assert notifiers.levels[0].threshold_bytes < level.threshold_bytes - 56 * MI, "the cache left the level"
+            child.do(f"alloc {136 * MI}")  # the working set is 416 MiB up: met
+            causes: list[str] = []
+            deadline = time.monotonic() + LONG_WAIT_S
+            while "memcg" not in causes and time.monotonic() < deadline:
+                causes = waiter.wait(deadline - time.monotonic())
+            assert "memcg" in causes, "the crossing woke the loop"
+        finally:
+            waiter.set_notifiers([])
             notifiers.close()
             child.stop()
 

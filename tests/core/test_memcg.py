@@ -16,7 +16,10 @@ from hypothesis import strategies as st
 from evictd.core.errors import SampleError
 from evictd.core.memcg import (
     NOTIFIER_REFRESH_INTERVAL_S,
+    approach_watch_level,
+    approach_watch_stale,
     armed_inactive_file,
+    close_reading_wanted,
     drop_watch_level,
     drop_watch_stale,
     drop_watch_wanted,
@@ -353,3 +356,32 @@ def test_stats_behind(usage: int, stat_inactive: int, fresh_inactive: int | None
 def test_level_unwatched_until_registered(level: int, usage: int, armed: int | None, met: bool,
                                           unwatched: bool) -> None:
     assert level_unwatched_until_registered(level, usage, armed, met) is unwatched
+
+
+def test_the_approach_watch_sits_halfway_to_the_level_until_it_is_near() -> None:
+    assert approach_watch_level(3 * GI, 1 * GI) == 2 * GI
+    assert approach_watch_level(1 * GI + 129 * MI, 1 * GI) == 1 * GI + 64 * MI + MI // 2
+    assert approach_watch_level(1 * GI + 128 * MI, 1 * GI) == 0, "within 128 MiB: read closely instead"
+    assert approach_watch_level(1 * GI, 2 * GI) == 0, "met: none"
+
+
+@pytest.mark.parametrize(
+    ("armed", "level", "usage", "stale"),
+    [
+        pytest.param(None, 3 * GI, 1 * GI, True, id="none-armed-one-wanted"),
+        pytest.param(None, 1 * GI + 100 * MI, 1 * GI, False, id="none-armed-none-wanted"),
+        pytest.param(2 * GI, 1 * GI + 100 * MI, 1 * GI, True, id="armed-none-wanted"),
+        pytest.param(2 * GI, 3 * GI, 2 * GI, True, id="usage-passed-it"),
+        pytest.param(2 * GI, 3 * GI, 1 * GI + 100 * MI, False, id="usage-rose-less-than-128Mi"),
+        pytest.param(2 * GI, 3 * GI, 1 * GI + 130 * MI, True, id="usage-rose-more-than-128Mi"),
+        pytest.param(2 * GI, 3 * GI - 200 * MI, 1 * GI, True, id="the-level-fell-200Mi"),
+    ],
+)
+def test_approach_watch_stale(armed: int | None, level: int, usage: int, stale: bool) -> None:
+    assert approach_watch_stale(armed, level, usage) is stale
+
+
+def test_close_reading_within_128Mi_of_a_threshold_not_met() -> None:
+    assert close_reading_wanted(False, 4 * GI, 4 * GI - 127 * MI)
+    assert not close_reading_wanted(False, 4 * GI, 4 * GI - 128 * MI)
+    assert not close_reading_wanted(True, 4 * GI, 4 * GI - 1), "met: the decision already stands on it"

@@ -42,13 +42,18 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Protocol, runtime_checkable
 
 from evictd.adapters.cgroups import v1_usage, v1_usage_and_inactive_file
 from evictd.core.errors import SampleError
 from evictd.core.memcg import (
+    CLOSE_READING_S,
     STATS_CATCH_UP_S,
+    approach_watch_level,
+    approach_watch_stale,
     armed_inactive_file,
+    close_reading_wanted,
     drop_watch_stale,
     drop_watch_wanted,
     firing_is_a_crossing,
@@ -381,33 +386,45 @@ class Waiter:
         _close_quietly(read_fd)
 
 
-# What the re-arming thread is asked to register: (threshold index, is the drop watch, level, usage seen).
-_Job = tuple[int, bool, int, int]
+class Watch(StrEnum):
+    """What a memcg notifier of a threshold is: its level, or one of the two watches beside it, whose firing is page
+    cache coming and going unless judged otherwise (`evictd.core.memcg`)."""
+
+    LEVEL = "level"  # the threshold's level: a crossing
+    DROP = "drop"  # a step below usage: usage fell (page cache dropped leaves the level too high)
+    APPROACH = "approach"  # halfway from usage to the level: usage rose (the level is judged again on fresh figures)
 
 
-def notifier_description(threshold: Threshold, drop_watch: bool) -> str:
-    """Return what the notifier of `threshold` (its drop watch when `drop_watch`) is called in logs."""
-    description = memcg_notifier_description(threshold)
-    return f"{description}: usage fell" if drop_watch else description
+# How each watch is named in logs after its threshold's description.
+_WATCH_SUFFIXES = {Watch.LEVEL: "", Watch.DROP: ": usage fell", Watch.APPROACH: ": usage rose halfway"}
+
+# What the re-arming thread is asked to register: (threshold index, which notifier, level, usage seen).
+_Job = tuple[int, Watch, int, int]
+
+
+def notifier_description(threshold: Threshold, watch: Watch) -> str:
+    """Return what the notifier `watch` of `threshold` is called in logs."""
+    return memcg_notifier_description(threshold) + _WATCH_SUFFIXES[watch]
 
 
 @dataclass(frozen=True, slots=True)
 class NotifierFailure:
-    """A memcg notifier that could not be armed: the threshold it watches, whether it is the drop watch, why."""
+    """A memcg notifier that could not be armed: the threshold it watches, which notifier of it, why."""
 
     threshold: Threshold
-    drop_watch: bool
+    watch: Watch
     error: SampleError
 
     @property
     def description(self) -> str:
         """What the notifier is called in logs (`notifier_description`)."""
-        return notifier_description(self.threshold, self.drop_watch)
+        return notifier_description(self.threshold, self.watch)
 
 
 class MemcgNotifierSet:
     """One memcg notifier per memory threshold, re-armed from the latest readings (the kubelet's UpdateThreshold),
-    and beside each a drop watch that wakes the loop when usage fell since (see `evictd.core.memcg`).
+    and beside each two watches: one wakes the loop when usage fell since, one when it rose halfway to the level
+    (see `evictd.core.memcg`).
 
     ``memory.available`` thresholds watch the memory hierarchy's root (`memory_root`), and
     ``allocatableMemory.available`` thresholds watch the pods cgroup under it (`pods_cgroup`, the
@@ -420,7 +437,9 @@ class MemcgNotifierSet:
     itself, no cycle), and `description` names what fired. A registration waits
     for an RCU grace period (tens of milliseconds, more under load): once armed, the set re-arms in a thread
     of its own, which swaps the new eventfd into the epoll set, so the loop never waits for a registration
-    while a crossing is being decided, and the old notifier stays registered until the new one is.
+    while a crossing is being decided, and the old notifier stays registered until the new one is. Where the
+    kernel cannot say in time (a level being registered, statistics behind, a watch that fired near the level),
+    the set reads the figures itself every 2 ms for a bounded time (`recheck`).
     """
 
     poll_events = select.POLLIN
@@ -437,12 +456,12 @@ class MemcgNotifierSet:
                              for t in self.thresholds]
         self._memory_root = memory_root
         self.fresh_inactive_file = fresh_inactive_file  # None: memory.stat's figure alone
-        self._levels: list[MemcgThresholdNotifier | None] = [None] * len(self.thresholds)
-        self._drop_watches: list[MemcgThresholdNotifier | None] = [None] * len(self.thresholds)
+        self._slots: dict[Watch, list[MemcgThresholdNotifier | None]] = {
+            watch: [None] * len(self.thresholds) for watch in Watch}
         self._last_refresh_at: float | None = None
         self._epoll: select.epoll | None = select.epoll(flags=select.EPOLL_CLOEXEC)
-        # Each registered eventfd's notifier and the index of its threshold.
-        self._by_fd: dict[int, tuple[int, MemcgThresholdNotifier]] = {}
+        # Each registered eventfd's threshold index, which notifier of it, and the notifier.
+        self._by_fd: dict[int, tuple[int, Watch, MemcgThresholdNotifier]] = {}
         # Each threshold's working-set level (`evictd.core.memcg.working_set_level`) and whether it was met, in the
         # latest readings (None: none yet).
         self._working_set_levels: list[int | None] = [None] * len(self.thresholds)
@@ -450,15 +469,15 @@ class MemcgNotifierSet:
         self._lock = threading.Lock()  # the slots, `_by_fd` and the epoll set: the loop's and the thread's
         self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
         # The places with a registration in the thread's hands, each with the newer one asked for meanwhile.
-        self._pending: dict[tuple[int, bool], _Job | None] = {}
+        self._pending: dict[tuple[int, Watch], _Job | None] = {}
         self._failures: list[NotifierFailure] = []
-        # Each threshold whose level is being lowered (`_submit`, until `_rearm` installed it): the usage level the
-        # kernel is not watching yet, as (cgroup folder, level). A registration waits for an RCU grace period, which
-        # under load takes 100 ms and more; meanwhile the old level, too high, would let a crossing go unannounced.
+        # Each threshold whose new level the one armed cannot stand in for (`_submit`, until `_rearm` installed it):
+        # the usage level the kernel is not watching yet, as (cgroup folder, level). A registration waits for an RCU
+        # grace period, which under load takes 100 ms and more; meanwhile a crossing would go unannounced.
         self._unwatched: dict[int, tuple[str, int]] = {}
-        # Each threshold not met on memory.stat's inactive file but met on the fresh one (`stats_behind`): until
-        # when (monotonic) usage and memory.stat are read in a notifier's place, waiting for the statistics.
-        self._stats_behind: dict[int, float] = {}
+        # Each threshold read closely (usage and memory.stat, every 2 ms) until it is met or until when (monotonic),
+        # and why: the statistics behind (`stats_behind`), or a watch that fired near the level.
+        self._read_closely: dict[int, tuple[float, str]] = {}
         self._worker: threading.Thread | None = None
         self.cause = MEMCG_CAUSE
         self.description = "memory eviction thresholds"
@@ -469,16 +488,22 @@ class MemcgNotifierSet:
         Waiter while nothing is registered, so that the Waiter never closes it."""
         return () if self._epoll is None else (self,)
 
+    def _armed(self, watch: Watch) -> tuple[MemcgThresholdNotifier, ...]:
+        with self._lock:
+            return tuple(n for n in self._slots[watch] if n is not None)
+
     @property
     def levels(self) -> tuple[MemcgThresholdNotifier, ...]:
         """The registered threshold levels (where the last arming succeeded)."""
-        with self._lock:
-            return tuple(n for n in self._levels if n is not None)
+        return self._armed(Watch.LEVEL)
 
     @property
     def drop_watches(self) -> tuple[MemcgThresholdNotifier, ...]:
-        with self._lock:
-            return tuple(n for n in self._drop_watches if n is not None)
+        return self._armed(Watch.DROP)
+
+    @property
+    def approach_watches(self) -> tuple[MemcgThresholdNotifier, ...]:
+        return self._armed(Watch.APPROACH)
 
     @property
     def rearming(self) -> bool:
@@ -496,38 +521,42 @@ class MemcgNotifierSet:
         """Acknowledge every eventfd that fired and judge each firing (`firing_needs_cycle`; all but a crossing on
         two fresh figures of its cgroup, usage and inactive file). When one may change the decision, `cause` is
         ``memcg``; otherwise it is ``memcg_rearm`` and what fired is re-armed from those figures (in the thread).
+        A watch that fired within `CLOSE_READING_BYTES` of its threshold starts a close reading.
         `description` names the firings that need the cycle, or else all that fired."""
-        fired: list[tuple[int, MemcgThresholdNotifier]] = []
+        fired: list[tuple[int, Watch, MemcgThresholdNotifier]] = []
         with self._lock:
             if self._epoll is None:
                 return
             for fd, _ in self._epoll.poll(0):
                 slot = self._by_fd.get(fd)
                 if slot is not None:
-                    slot[1].consume()
+                    slot[2].consume()
                     fired.append(slot)
         figures: dict[str, tuple[int, int] | None] = {}  # each cgroup's (usage, inactive file), read once
-        needing = [notifier for index, notifier in fired if self._needs_cycle(index, notifier, figures)]
+        needing = [notifier for index, watch, notifier in fired if self._judged(index, watch, figures)]
         self.cause = MEMCG_CAUSE if needing or not fired else MEMCG_REARM_CAUSE
-        self.description = ", ".join(n.description for n in (needing or [n for _, n in fired]))
+        self.description = ", ".join(n.description for n in (needing or [n for _, _, n in fired]))
+        for index, watch, _ in fired:
+            if watch is not Watch.LEVEL:
+                self._read_closely_if_near(index, figures)
         if fired and not needing:
-            for index, notifier in fired:
+            for index, _, notifier in fired:
                 self._rearm_from(index, notifier, figures.get(notifier.cgroup_dir))
 
     @property
     def recheck_s(self) -> float | None:
         """`UNWATCHED_RECHECK_S` while a level is being registered that the one armed cannot stand in for, or while
-        the kernel's statistics are behind (the Waiter then polls `recheck`), else None."""
+        a threshold is read closely (the Waiter then polls `recheck`), else None."""
         with self._lock:
-            return UNWATCHED_RECHECK_S if self._unwatched or self._stats_behind else None
+            return UNWATCHED_RECHECK_S if self._unwatched or self._read_closely else None
 
     def recheck(self) -> bool:
         """Whether usage crossed a level the kernel is not watching yet (one read of ``memory.usage_in_bytes`` per
-        cgroup), or the statistics caught up with a threshold met on the fresh figure (usage and memory.stat): then
-        `cause` is ``memcg`` and `description` names the threshold, as a firing of its level would."""
+        cgroup), or a threshold read closely is met on usage and memory.stat: then `cause` is ``memcg`` and
+        `description` names the threshold, as a firing of its level would."""
         with self._lock:
             unwatched = dict(self._unwatched)
-            behind = dict(self._stats_behind)
+            closely = dict(self._read_closely)
         crossed = []
         for index, (folder, level) in unwatched.items():
             try:
@@ -537,17 +566,17 @@ class MemcgNotifierSet:
             if usage >= level:
                 crossed.append(f"{memcg_notifier_description(self.thresholds[index])} (crossed while re-armed)")
         now = time.monotonic()
-        for index, until in behind.items():
-            if self._stats_caught_up(index, until, now):
-                crossed.append(f"{memcg_notifier_description(self.thresholds[index])} (met once the kernel's "
-                               "statistics caught up)")
+        for index, (until, why) in closely.items():
+            if self._met_on_close_reading(index, until, now):
+                crossed.append(f"{memcg_notifier_description(self.thresholds[index])} ({why})")
         if crossed:
             self.cause = MEMCG_CAUSE
             self.description = ", ".join(crossed)
         return bool(crossed)
 
-    def _stats_caught_up(self, index: int, until: float, now: float) -> bool:
-        """Whether memory.stat now says threshold `index` is met; its watch ends then, or at `until`."""
+    def _met_on_close_reading(self, index: int, until: float, now: float) -> bool:
+        """Whether usage and memory.stat now say threshold `index` is met; its close reading ends then, or at
+        `until`."""
         try:
             usage, inactive_file = v1_usage_and_inactive_file(self._cgroup_dirs[index])
         except SampleError:
@@ -557,8 +586,19 @@ class MemcgNotifierSet:
             met = working_set_level_bytes is not None and \
                 working_set_from(usage, inactive_file) >= working_set_level_bytes
             if met or now >= until:
-                self._stats_behind.pop(index, None)
+                self._read_closely.pop(index, None)
         return met
+
+    def _read_closely_if_near(self, index: int, figures: dict[str, tuple[int, int] | None]) -> None:
+        """Start a close reading of threshold `index` (`CLOSE_READING_S`) when `figures` put it within
+        `CLOSE_READING_BYTES` of its working-set level and not met."""
+        read = figures.get(self._cgroup_dirs[index])
+        with self._lock:
+            working_set_level_bytes, met = self._working_set_levels[index], self._met[index]
+            if read is None or working_set_level_bytes is None:
+                return
+            if close_reading_wanted(met, working_set_level_bytes, working_set_from(*read)):
+                self._read_closely[index] = (time.monotonic() + CLOSE_READING_S, "met while read closely")
 
     def may_change_decision(self) -> bool:
         """Whether a wake-up that names no threshold (a PSI trigger) may change the decision: a threshold met in
@@ -568,16 +608,14 @@ class MemcgNotifierSet:
         figures: dict[str, tuple[int, int] | None] = {}
         with self._lock:
             known = [index for index, level in enumerate(self._working_set_levels) if level is not None]
-        return not self.thresholds or any(self._judged(index, True, figures) for index in known)
+        return not self.thresholds or any(self._judged(index, Watch.DROP, figures) for index in known)
 
-    def _needs_cycle(self, index: int, notifier: MemcgThresholdNotifier,
-                     figures: dict[str, tuple[int, int] | None]) -> bool:
-        """Whether a firing needs a cycle; True whenever it cannot be judged (no level known, a failed read)."""
-        return self._judged(index, notifier.cause == MEMCG_REARM_CAUSE, figures)
-
-    def _judged(self, index: int, drop_watch: bool, figures: dict[str, tuple[int, int] | None]) -> bool:
+    def _judged(self, index: int, watch: Watch, figures: dict[str, tuple[int, int] | None]) -> bool:
+        """Whether a firing of `watch` needs a cycle; True whenever it cannot be judged (no level known, a failed
+        read). The figures read are kept in `figures`."""
         with self._lock:
             working_set_level_bytes, met = self._working_set_levels[index], self._met[index]
+        drop_watch = watch is not Watch.LEVEL
         if working_set_level_bytes is None or firing_is_a_crossing(met, drop_watch=drop_watch):
             return True
         read = self._figures(index, figures)
@@ -609,26 +647,35 @@ class MemcgNotifierSet:
             return None  # memory.stat's figure alone, as without one
 
     def _rearm_from(self, index: int, fired: MemcgThresholdNotifier, read: tuple[int, int] | None) -> None:
-        """Re-arm threshold `index`'s level (when it fired or moved) and drop watch (when stale) from `read`."""
+        """Re-arm threshold `index`'s level (when it fired or moved) and watches (when stale) from `read`."""
         with self._lock:
             working_set_level_bytes = self._working_set_levels[index]
-            armed, watch = self._levels[index], self._drop_watches[index]
+            armed = self._slots[Watch.LEVEL][index]
         if read is None or working_set_level_bytes is None:
             return
         usage, inactive_file = read
         level = level_from(working_set_level_bytes, usage, inactive_file)
         if armed is not None and (armed is fired or level_moved(armed.threshold_bytes, level)):
-            self._submit((index, False, level, usage))
-        if drop_watch_stale(watch.threshold_bytes if watch is not None else None, level, usage):
-            self._submit((index, True, drop_watch_wanted(level, usage), usage))
+            self._submit((index, Watch.LEVEL, level, usage))
+        self._submit_stale_watches(index, level, usage, due=False)
+
+    def _submit_stale_watches(self, index: int, level: int, usage: int, *, due: bool) -> None:
+        """Ask for the drop and approach watches of threshold `index` beside `level` where they are stale (all of
+        them when `due`)."""
+        with self._lock:
+            drop, approach = self._slots[Watch.DROP][index], self._slots[Watch.APPROACH][index]
+        if due or drop_watch_stale(drop.threshold_bytes if drop is not None else None, level, usage):
+            self._submit((index, Watch.DROP, drop_watch_wanted(level, usage), usage))
+        if due or approach_watch_stale(approach.threshold_bytes if approach is not None else None, level, usage):
+            self._submit((index, Watch.APPROACH, approach_watch_level(level, usage), usage))
 
     def update(self, summary: Summary, now: float) -> list[NotifierFailure]:
         """Follow the readings of a cycle; `now` is monotonic seconds. Return the notifiers that failed.
 
         The first time, `refresh` here and now. Then, when strictly more than 10 s passed since the last
         refresh, re-arm every threshold in the thread; otherwise re-arm a threshold's level when it moved by
-        a step, and its drop watch when `drop_watch_stale` says so (a threshold met in the readings has none:
-        `drop_watch_wanted`). The thread's failures are returned by the
+        a step, and its watches when stale (`drop_watch_stale`, `approach_watch_stale`; a threshold met in the
+        readings has neither). The thread's failures are returned by the
         next call. Readings that cannot give a level are reported at a refresh only; a threshold left without
         a level by a failed registration waits for the next refresh.
         """
@@ -645,16 +692,15 @@ class MemcgNotifierSet:
                 level, usage = self._readings(index, summary)
             except SampleError as exc:
                 if due:
-                    errors.append(NotifierFailure(threshold, False, exc))
+                    errors.append(NotifierFailure(threshold, Watch.LEVEL, exc))
                 continue
             with self._lock:
-                armed, watch = self._levels[index], self._drop_watches[index]
+                armed = self._slots[Watch.LEVEL][index]
             if not due and armed is None:
                 continue
             if due or (armed is not None and level_moved(armed.threshold_bytes, level)):
-                self._submit((index, False, level, usage))
-            if due or drop_watch_stale(watch.threshold_bytes if watch is not None else None, level, usage):
-                self._submit((index, True, drop_watch_wanted(level, usage), usage))
+                self._submit((index, Watch.LEVEL, level, usage))
+            self._submit_stale_watches(index, level, usage, due=due)
         return errors
 
     def _readings(self, index: int, summary: Summary) -> tuple[int, int]:
@@ -669,16 +715,17 @@ class MemcgNotifierSet:
             self._working_set_levels[index] = working_set_level_bytes
             self._met[index] = usage >= level  # what the decision saw: memory.stat's figure
             if behind:
-                self._stats_behind.setdefault(index, time.monotonic() + STATS_CATCH_UP_S)
-            else:
-                self._stats_behind.pop(index, None)
+                self._read_closely.setdefault(
+                    index, (time.monotonic() + STATS_CATCH_UP_S, "met once the kernel's statistics caught up"))
+            elif self._met[index]:
+                self._read_closely.pop(index, None)
         return level_from(working_set_level_bytes, usage, armed_inactive_file(usage - working_set, fresh)), usage
 
     def refresh(self, summary: Summary) -> list[NotifierFailure]:
         """Re-arm every notifier at the level computed from `summary`, here and now; return the failures.
 
         As in the kubelet, incomplete readings leave that threshold's old notifier in place, while a
-        failed registration leaves it with none. The drop watch follows the level: re-armed with it (none for a
+        failed registration leaves it with none. The watches follow the level: re-armed with it (none for a
         threshold met in `summary`), closed when it fails.
         """
         errors: list[NotifierFailure] = []
@@ -686,47 +733,50 @@ class MemcgNotifierSet:
             try:
                 level, usage = self._readings(index, summary)
             except SampleError as exc:
-                errors.append(NotifierFailure(threshold, False, exc))
+                errors.append(NotifierFailure(threshold, Watch.LEVEL, exc))
                 continue
-            failure = self._arm((index, False, level, usage))
+            failure = self._arm((index, Watch.LEVEL, level, usage))
             if failure is not None:
                 errors.append(failure)
-                self._install(index, True, None)
+                self._install(index, Watch.DROP, None)
+                self._install(index, Watch.APPROACH, None)
                 continue
-            failure = self._arm((index, True, drop_watch_wanted(level, usage), usage))
-            if failure is not None:
-                errors.append(failure)
+            for watch, wanted in ((Watch.DROP, drop_watch_wanted(level, usage)),
+                                  (Watch.APPROACH, approach_watch_level(level, usage))):
+                failure = self._arm((index, watch, wanted, usage))
+                if failure is not None:
+                    errors.append(failure)
         return errors
 
     def _arm(self, job: _Job) -> NotifierFailure | None:
-        """Register what `job` asks for and put it in its place (a drop watch at a level <= 0: none); return
+        """Register what `job` asks for and put it in its place (a watch at a level <= 0: none); return
         the failure, after which the place is empty. Any thread."""
-        index, drop_watch, level, usage = job
+        index, watch, level, usage = job
         new = None
         with self._lock:
-            no_level = self._levels[index] is None
-        if not (drop_watch and (level <= 0 or no_level)):  # a drop watch only beside a level
+            no_level = self._slots[Watch.LEVEL][index] is None
+        if watch is Watch.LEVEL or not (level <= 0 or no_level):  # a watch only beside a level
             try:
                 threshold = self.thresholds[index]
                 new = MemcgThresholdNotifier(
-                    self._cgroup_dirs[index], level, notifier_description(threshold, drop_watch),
-                    cause=MEMCG_REARM_CAUSE if drop_watch else MEMCG_CAUSE, usage_seen=usage)
+                    self._cgroup_dirs[index], level, notifier_description(threshold, watch),
+                    cause=MEMCG_CAUSE if watch is Watch.LEVEL else MEMCG_REARM_CAUSE, usage_seen=usage)
             except SampleError as exc:
-                self._install(index, drop_watch, None)
-                return NotifierFailure(self.thresholds[index], drop_watch, exc)
-        if not self._install(index, drop_watch, new) and new is not None:
+                self._install(index, watch, None)
+                return NotifierFailure(self.thresholds[index], watch, exc)
+        if not self._install(index, watch, new) and new is not None:
             new.close()  # the set was closed meanwhile
         return None
 
-    def _install(self, index: int, drop_watch: bool, new: MemcgThresholdNotifier | None) -> bool:
+    def _install(self, index: int, watch: Watch, new: MemcgThresholdNotifier | None) -> bool:
         """Swap `new` into its place and into the epoll set; close the one it replaces. False once closed."""
         with self._lock:
             if self._epoll is None:
                 return False
-            slots = self._drop_watches if drop_watch else self._levels
+            slots = self._slots[watch]
             old, slots[index] = slots[index], new
             if new is not None:
-                self._by_fd[new.fileno()] = (index, new)
+                self._by_fd[new.fileno()] = (index, watch, new)
                 self._epoll.register(new.fileno(), select.EPOLLIN)
             if old is not None:
                 del self._by_fd[old.fileno()]
@@ -736,14 +786,14 @@ class MemcgNotifierSet:
     def _submit(self, job: _Job) -> None:
         key = (job[0], job[1])
         with self._lock:
-            index, drop_watch, level, usage = job
-            armed = self._levels[index]
+            index, watch, level, usage = job
+            armed = self._slots[Watch.LEVEL][index]
             # Only a crossing from below can go unannounced (a met threshold's level, below usage, announces usage
             # falling past it).
-            if not drop_watch and level_unwatched_until_registered(
+            if watch is Watch.LEVEL and level_unwatched_until_registered(
                     level, usage, armed.threshold_bytes if armed is not None else None, self._met[index]):
                 self._unwatched[index] = (self._cgroup_dirs[index], level)
-            elif not drop_watch:
+            elif watch is Watch.LEVEL:
                 self._unwatched.pop(index, None)
             if key in self._pending:
                 # One registration at a time per place: the newest asked for follows the one in hand (dropping it
@@ -765,7 +815,7 @@ class MemcgNotifierSet:
                 if newer is not None:
                     self._pending[key] = None
                     self._jobs.put(newer)
-                elif not job[1]:
+                elif job[1] is Watch.LEVEL:
                     self._unwatched.pop(job[0], None)  # the kernel watches the newest level now (or it failed)
                 if failure is not None:
                     self._failures.append(failure)
@@ -777,15 +827,15 @@ class MemcgNotifierSet:
             self._worker.join()
             self._worker = None
         with self._lock:
-            for notifier in (*self._levels, *self._drop_watches):
-                if notifier is not None:
-                    notifier.close()
-            self._levels = [None] * len(self.thresholds)
-            self._drop_watches = [None] * len(self.thresholds)
+            for slots in self._slots.values():
+                for notifier in slots:
+                    if notifier is not None:
+                        notifier.close()
+            self._slots = {watch: [None] * len(self.thresholds) for watch in Watch}
             self._by_fd = {}
             self._pending.clear()
             self._unwatched.clear()
-            self._stats_behind.clear()
+            self._read_closely.clear()
             epoll, self._epoll = self._epoll, None
         if epoll is not None:
             epoll.close()

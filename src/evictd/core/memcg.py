@@ -66,6 +66,11 @@ MEMCG_REARM_STEP_BYTES = 8 << 20
 # Within this distance of the level the drop watch is not moved (a registration takes tens of milliseconds).
 MEMCG_NEAR_LEVEL_BYTES = 64 << 20
 
+# Within this distance of the working-set level (2 x MEMCG_NEAR_LEVEL_BYTES), a watch that fired starts a close
+# reading: usage and memory.stat read every few milliseconds for CLOSE_READING_S, in case the level is stale.
+CLOSE_READING_BYTES = 2 * MEMCG_NEAR_LEVEL_BYTES
+CLOSE_READING_S = 1.0
+
 # The kernel folds per-CPU memory cgroup statistics into memory.stat at least this often (FLUSH_TIME, 2 s), plus a
 # margin: how long a threshold met on the fresh inactive file is watched for memory.stat to say so too.
 STATS_CATCH_UP_S = 2.5
@@ -202,6 +207,33 @@ def drop_watch_wanted(level: int, usage_bytes: int) -> int:
 def drop_watch_level(usage_bytes: int) -> int:
     """Return the usage level of the drop watch armed at `usage_bytes` (may be <= 0: then there is none)."""
     return usage_bytes - MEMCG_REARM_STEP_BYTES
+
+
+def approach_watch_level(level: int, usage_bytes: int) -> int:
+    """Return the usage level of the approach watch beside a threshold level computed from `usage_bytes` (<= 0:
+    none): halfway from usage to the level, while the level is more than `CLOSE_READING_BYTES` above usage. Each
+    time usage rises past it the level is judged again on fresh figures (page cache dropped since it was armed,
+    with usage rising all the same, leaves it too high), and the next watch sits halfway again: a ramp from 2 GiB
+    away fires it about five times."""
+    gap = level - usage_bytes
+    return usage_bytes + gap // 2 if gap > CLOSE_READING_BYTES else 0
+
+
+def approach_watch_stale(armed_watch: int | None, level: int, usage_bytes: int) -> bool:
+    """True when the approach watch should move to `approach_watch_level(level, usage_bytes)`: usage passed it (it
+    fired), there is none and one is wanted, one is armed and none is wanted, or the wanted one is more than
+    `MEMCG_NEAR_LEVEL_BYTES` away from it (the level or usage moved)."""
+    wanted = approach_watch_level(level, usage_bytes)
+    if armed_watch is None:
+        return wanted > 0
+    if wanted <= 0 or usage_bytes >= armed_watch:
+        return True
+    return abs(wanted - armed_watch) > MEMCG_NEAR_LEVEL_BYTES
+
+
+def close_reading_wanted(met: bool, working_set_level_bytes: int, working_set_bytes: int) -> bool:
+    """True when a threshold not met is within `CLOSE_READING_BYTES` of its working-set level."""
+    return not met and working_set_level_bytes - working_set_bytes < CLOSE_READING_BYTES
 
 
 def level_moved(armed_level: int, level: int) -> bool:

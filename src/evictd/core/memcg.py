@@ -21,7 +21,11 @@ its arming: usage falling past it (page cache dropped, or anything else freed) w
 re-arms both from fresh readings. A cycle also re-arms the level when it moved by a step or more, and moves
 the drop watch up when usage rose by more than a step, unless usage is within 64 MiB of the level
 (registering a threshold waits for an RCU grace period, tens of milliseconds, which a crossing about to be
-decided should not wait for).
+decided should not wait for). A third usage threshold, the *approach watch*, sits halfway from usage to the level
+(`approach_watch_level`): page cache dropped while anonymous memory grows by more crosses no drop watch, and
+usage rising past the approach watch has the level judged again on fresh figures. A watch that fires within
+`CLOSE_READING_BYTES` of a threshold not met starts a close reading (usage and memory.stat every few
+milliseconds for `CLOSE_READING_S`).
 
 Wake-ups earn their cycle (issue #29): a threshold met in a cycle's readings has no drop watch (usage falling
 cannot make it met; its level, below usage, still fires when usage falls past it), and a notifier that fires is

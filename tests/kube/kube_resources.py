@@ -227,6 +227,26 @@ def node_fields(node: dict[str, Any]) -> dict[str, str]:
     return {"metadata.name": meta.get("name", ""), "spec.unschedulable": "true" if spec.get("unschedulable") else "false"}
 
 
+def generic_fields(obj: dict[str, Any]) -> dict[str, str]:
+    """`DefaultNamespaceScopedAttr`: what any namespaced resource without its own selectable fields offers."""
+    meta = obj.get("metadata") or {}
+    return {"metadata.name": meta.get("name", ""), "metadata.namespace": meta.get("namespace", "")}
+
+
+def validate_lease(lease: dict[str, Any]) -> list[FieldError]:
+    """`ValidateLeaseSpec` (pkg/apis/coordination/validation) without the feature-gated strategy fields."""
+    errors: list[FieldError] = []
+    spec = lease.get("spec") or {}
+    duration = spec.get("leaseDurationSeconds")
+    if duration is not None and duration <= 0:
+        errors.append(FieldError("invalid", "spec.leaseDurationSeconds", "must be greater than 0", duration))
+    transitions = spec.get("leaseTransitions")
+    if transitions is not None and transitions < 0:
+        errors.append(FieldError("invalid", "spec.leaseTransitions", "must be greater than or equal to 0",
+                                 transitions))
+    return errors
+
+
 def event_fields(event: dict[str, Any]) -> dict[str, str]:
     """`ToSelectableFields` of core/v1 Events (the events.k8s.io view selects on the same stored fields)."""
     meta, involved, source = event.get("metadata") or {}, event.get("involvedObject") or {}, event.get("source") or {}
@@ -375,7 +395,7 @@ def default_core_event(event: dict[str, Any]) -> None:
 TIME_KEYS = frozenset({"creationTimestamp", "deletionTimestamp", "lastTransitionTime", "lastProbeTime",
                        "lastHeartbeatTime", "startTime", "startedAt", "finishedAt", "timeAdded", "firstTimestamp",
                        "lastTimestamp", "deprecatedFirstTimestamp", "deprecatedLastTimestamp", "time"})
-MICRO_TIME_KEYS = frozenset({"eventTime", "lastObservedTime"})
+MICRO_TIME_KEYS = frozenset({"eventTime", "lastObservedTime", "acquireTime", "renewTime"})
 
 
 def _normal_time(value: str, micro: bool) -> str:

@@ -1,7 +1,11 @@
 """Writing evictd's pressure conditions and taints to the Node object.
 
-Every `nodeStatusUpdateFrequency` (10 s, the kubelet's default; at the first cycle past each mark, however
-often evictd cycles) and at once when the set of pressure conditions changes, the writer patches
+At once when the set of pressure conditions changes, and otherwise as the kubelet writes its node status: while
+evictd's node Lease is renewed (`evictd.kube.node_lease`: the heartbeat is the Lease's), every
+`nodeStatusReportFrequency` (5 m; after a change, the first one with the kubelet's one-time jitter of up to half a
+period either way); without a renewed Lease, every `nodeStatusUpdateFrequency` (10 s, the kubelet's default; at
+the first cycle past each mark, however often evictd cycles), the conditions' `lastHeartbeatTime` then being
+the heartbeat. The writer patches
 `nodes/{name}/status` with a strategic merge of evictd's three conditions (merged by `type`, so the kubelet's
 and everyone else's conditions survive), and keeps evictd's
 `NoSchedule` taints in step with them. `spec.taints` has no merge key in the API (a patch replaces the whole
@@ -10,14 +14,15 @@ a conflict. Condition changes also produce the kubelet's node events (NodeHasIns
 
 On a clean stop (`withdraw`) evictd's taints are removed and its conditions set to Unknown (reason
 EvictdStopped): a stopped evictd must not keep the scheduler away from the node forever, and nobody should read
-its last observation as current. A crashed evictd cannot do that; its conditions' `lastHeartbeatTime` stops
-moving instead.
+its last observation as current. A crashed evictd cannot do that; its Lease's `renewTime` stops moving instead
+(without a Lease, its conditions' `lastHeartbeatTime`).
 """
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from evictd.clock import SYSTEM_CLOCK, Clock
 from evictd.core.errors import KubeError
@@ -32,19 +37,34 @@ from evictd.core.signals import NodeCondition
 from evictd.kube.api import KubeApi
 from evictd.kube.events import rfc3339
 
-# The kubelet's nodeStatusUpdateFrequency default.
+# The kubelet's nodeStatusUpdateFrequency and nodeStatusReportFrequency defaults.
 NODE_STATUS_UPDATE_S = 10.0
+NODE_STATUS_REPORT_S = 300.0
 # A heartbeat may be written this part of the period before it is due (0.4 s of 10 s: more than cycles vary by).
 HEARTBEAT_EARLY_FRACTION = 0.04
 TAINT_CONFLICT_RETRIES = 3
 
 
+class Heartbeat(Protocol):
+    """evictd's node Lease, as the writer asks it: is it being renewed (`evictd.kube.node_lease.NodeLease`)?"""
+
+    def renewing(self) -> bool: ...
+
+
+def kubelet_report_jitter() -> float:
+    """The kubelet's one-time delay after a status change, as a part of nodeStatusReportFrequency: uniform in
+    [-0.5, 0.5) (`delayAfterNodeStatusChange`)."""
+    return random.random() - 0.5
+
+
 class NodeStatusWriter:
-    """Keeps the node's evictd conditions and taints current. `dry_run` computes without writing."""
+    """Keeps the node's evictd conditions and taints current. `dry_run` computes without writing. With a
+    `heartbeat` (the node Lease) being renewed, the unchanged conditions are written every `report_period_s`."""
 
     def __init__(self, api: KubeApi, node_name: str, mode: ConditionMode, *,
-                 update_period_s: float = NODE_STATUS_UPDATE_S, dry_run: bool = False, timeout_s: float = 10.0,
-                 clock: Clock = SYSTEM_CLOCK) -> None:
+                 update_period_s: float = NODE_STATUS_UPDATE_S, report_period_s: float = NODE_STATUS_REPORT_S,
+                 heartbeat: Heartbeat | None = None, jitter: Callable[[], float] = kubelet_report_jitter,
+                 dry_run: bool = False, timeout_s: float = 10.0, clock: Clock = SYSTEM_CLOCK) -> None:
         self._api = api
         self._node = node_name
         self._mode = mode
@@ -58,6 +78,11 @@ class NodeStatusWriter:
         # to the period, every other cycle would write). Early writes move the phase, never the rate.
         self._due_at = float("-inf")
         self._early_s = update_period_s * HEARTBEAT_EARLY_FRACTION
+        # With the Lease renewed: when the next report of unchanged conditions is due.
+        self._report_period_s = report_period_s
+        self._report_due_at = float("-inf")
+        self._heartbeat = heartbeat
+        self._jitter = jitter
 
     def update(self, pressure: Sequence[NodeCondition]) -> list[tuple[str, str]]:
         """Write conditions and taints if due or changed; return the (event reason, condition) transitions.
@@ -67,7 +92,8 @@ class NodeStatusWriter:
         current = tuple(c for c in NodeCondition if c in pressure)
         changed = current != self._written
         now_s = self._clock.monotonic()
-        if not changed and now_s < self._due_at - self._early_s:
+        leased = self._heartbeat is not None and self._heartbeat.renewing()
+        if not changed and now_s < (self._report_due_at if leased else self._due_at) - self._early_s:
             return []
         self._write(lambda existing, now: desired_conditions(existing, current, self._mode, now), current,
                     self._timeout_s)
@@ -76,6 +102,8 @@ class NodeStatusWriter:
         # A change restarts the period; a heartbeat keeps its marks unless cycles stopped for a period or more.
         self._due_at = now_s + self._period_s if changed or now_s >= self._due_at + self._period_s \
             else self._due_at + self._period_s
+        # The kubelet's report: a change (or the first write) adds its one-time jitter to the next one.
+        self._report_due_at = now_s + self._report_period_s * (1 + (self._jitter() if changed else 0.0))
         return transitions
 
     def withdraw(self, timeout_s: float) -> None:

@@ -404,3 +404,82 @@ def test_a_clean_stop_against_a_hung_api_gives_up_after_its_timeout(
     with pytest.raises(KubeError):
         writer.withdraw(timeout_s=0.5)
     assert time.monotonic() - started < 2.0
+
+
+# --- with evictd's node Lease renewed: the kubelet's status cadence -------------------------------------------
+
+
+class Lease:
+    """The node Lease as the writer asks it (`NodeLease.renewing`), switched by the test."""
+
+    def __init__(self) -> None:
+        self.renewed = True
+
+    def renewing(self) -> bool:
+        return self.renewed
+
+
+def status_writes(apiserver: ApiServer) -> int:
+    return len([r for r in writes(apiserver) if r.path == STATUS_PATH])
+
+
+def test_with_the_lease_renewed_a_change_is_written_at_once_and_the_rest_every_report_period(
+    apiserver: ApiServer, make_writer: MakeWriter, clocks: ManualClock
+) -> None:
+    jitters = [0.2]  # the kubelet's one-time delay after a change: +0.2 of the report period (60 s)
+    writer = make_writer(update_period_s=10.0, report_period_s=300.0, heartbeat=Lease(), jitter=jitters.pop)
+    writer.update([])  # the first write (the kubelet's, at start, has the jitter too)
+    assert status_writes(apiserver) == 1
+    jitters.append(-0.5)
+    clocks.advance(5)
+    assert writer.update([MEMORY]) == [("NodeHasInsufficientMemory", "MemoryPressure")]  # a change: at once
+    assert status_writes(apiserver) == 2
+    changed_at = clocks.now_s
+    # A held minute of cycles every 10 s (and more between): nothing, where the heartbeat wrote 6 before.
+    for _ in range(6 * 4):
+        clocks.advance(2.5)
+        writer.update([MEMORY])
+    assert status_writes(apiserver) == 2
+    # The next report: 300 s after the change, less the one-time jitter (-0.5: 150 s), then every 300 s.
+    while clocks.now_s < changed_at + 150 - 1:
+        clocks.advance(1)
+        writer.update([MEMORY])
+    assert status_writes(apiserver) == 2
+    clocks.advance(1)
+    writer.update([MEMORY])
+    assert status_writes(apiserver) == 3
+    reported_at = clocks.now_s
+    while clocks.now_s < reported_at + 600:
+        clocks.advance(1)
+        writer.update([MEMORY])
+    assert status_writes(apiserver) == 5
+    assert conditions(apiserver)["EvictdMemoryPressure"]["lastHeartbeatTime"] == stamp(clocks.wall())
+    assert taints(apiserver) == [FOREIGN_TAINT, MEMORY_TAINT]  # the taint written with the change, and kept
+
+
+def test_a_lease_no_longer_renewed_brings_the_heartbeat_back_to_the_update_period(
+    apiserver: ApiServer, make_writer: MakeWriter, clocks: ManualClock
+) -> None:
+    lease = Lease()
+    writer = make_writer(update_period_s=10.0, report_period_s=300.0, heartbeat=lease, jitter=lambda: 0.0)
+    writer.update([DISK])
+    for _ in range(3):
+        clocks.advance(10)
+        writer.update([DISK])
+    assert status_writes(apiserver) == 1
+    lease.renewed = False  # the API refused the renewals (403) or stopped answering them
+    clocks.advance(10)
+    writer.update([DISK])  # at once: the last write is 40 s old
+    assert status_writes(apiserver) == 2
+    for _ in range(3):
+        clocks.advance(10)
+        writer.update([DISK])
+    assert status_writes(apiserver) == 5
+    lease.renewed = True  # renewed again: the next report 300 s after the last write
+    for _ in range(29):
+        clocks.advance(10)
+        writer.update([DISK])
+    assert status_writes(apiserver) == 5
+    clocks.advance(10)
+    writer.update([DISK])
+    assert status_writes(apiserver) == 6

@@ -311,29 +311,43 @@ class NodeLease:
                               failed_attempts=self._failures)
 
     def _new_lease(self) -> dict[str, Any]:
-        now = micro_time(self._clock.wall())
-        return {"apiVersion": LEASES_GROUP_VERSION, "kind": "Lease",
-                "metadata": {"name": self.name, "namespace": self.namespace,
-                             "labels": {"app.kubernetes.io/name": "evictd"}},
-                "spec": {"holderIdentity": self.identity, "leaseDurationSeconds": self.duration_s,
-                         "acquireTime": now, "renewTime": now, "leaseTransitions": 0}}
+        return new_lease(self.namespace, self.name, self.identity, self.duration_s, self._clock.wall())
 
     def _renewed(self, lease: Mapping[str, Any]) -> dict[str, Any]:
-        renewed = _copy(lease)
-        renewed["spec"].update(renewTime=micro_time(self._clock.wall()), leaseDurationSeconds=self.duration_s)
-        return renewed
+        return renewed_lease(lease, self.duration_s, self._clock.wall())
 
     def _taken(self, lease: Mapping[str, Any]) -> dict[str, Any]:
-        """`lease` (ours, or released, expired or crashed) as ours: a transition counted when it was another's."""
-        taken = self._renewed(lease)
-        spec = taken["spec"]
-        if spec.get("holderIdentity") != self.identity:
-            if spec.get("holderIdentity"):
-                transitions = spec.get("leaseTransitions")
-                spec["leaseTransitions"] = (transitions if isinstance(transitions, int) else 0) + 1
-            spec["holderIdentity"] = self.identity
-            spec["acquireTime"] = spec["renewTime"]
-        return taken
+        return taken_lease(lease, self.identity, self.duration_s, self._clock.wall())
+
+
+def new_lease(namespace: str, name: str, identity: str, duration_s: int, now: datetime) -> dict[str, Any]:
+    """The Lease evictd creates for node `name`: held by `identity`, acquired and renewed `now`."""
+    at = micro_time(now)
+    return {"apiVersion": LEASES_GROUP_VERSION, "kind": "Lease",
+            "metadata": {"name": name, "namespace": namespace, "labels": {"app.kubernetes.io/name": "evictd"}},
+            "spec": {"holderIdentity": identity, "leaseDurationSeconds": duration_s, "acquireTime": at,
+                     "renewTime": at, "leaseTransitions": 0}}
+
+
+def renewed_lease(lease: Mapping[str, Any], duration_s: int, now: datetime) -> dict[str, Any]:
+    """`lease` renewed `now` (its resourceVersion kept: the update's precondition)."""
+    renewed = _copy(lease)
+    renewed["spec"].update(renewTime=micro_time(now), leaseDurationSeconds=duration_s)
+    return renewed
+
+
+def taken_lease(lease: Mapping[str, Any], identity: str, duration_s: int, now: datetime) -> dict[str, Any]:
+    """`lease` (ours, or released, expired or crashed) renewed as `identity`'s: acquired now and a transition
+    counted when it was another's, as leader election counts them."""
+    taken = renewed_lease(lease, duration_s, now)
+    spec = taken["spec"]
+    if spec.get("holderIdentity") != identity:
+        if spec.get("holderIdentity"):
+            transitions = spec.get("leaseTransitions")
+            spec["leaseTransitions"] = (transitions if isinstance(transitions, int) else 0) + 1
+        spec["holderIdentity"] = identity
+        spec["acquireTime"] = spec["renewTime"]
+    return taken
 
 
 def _copy(lease: Mapping[str, Any]) -> dict[str, Any]:

@@ -244,6 +244,7 @@ class Registry:
         """POST: returns the stored object. `seed` keeps a pod's status (writing storage directly, for tests)."""
         if not isinstance(body, dict):
             raise bad_request("the object provided is unrecognized")
+        _check_decodable(info, body)
         obj = res.normalize_times(info.to_storage(copy.deepcopy(body)))
         obj["kind"], obj["apiVersion"] = info.storage_kind, info.storage_api_version
         meta = obj.setdefault("metadata", {})
@@ -330,7 +331,9 @@ class Registry:
         stored = self.store.get(info.storage, key)
         if stored is None:
             raise not_found(info.name, name, info.group)
-        new = res.normalize_times(info.to_storage(change(info.view(stored))))
+        changed = change(info.view(stored))
+        _check_decodable(info, changed)
+        new = res.normalize_times(info.to_storage(changed))
         new["kind"], new["apiVersion"] = info.storage_kind, info.storage_api_version
         meta = new.setdefault("metadata", {})
         old_meta = stored["metadata"]
@@ -468,6 +471,14 @@ class Registry:
             details["group"] = info.group
         details.update({"kind": info.name, "uid": removed["metadata"].get("uid", "")})
         return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": details}
+
+
+def _check_decodable(info: ResourceInfo, body: dict[str, Any]) -> None:
+    """What decoding a Lease refuses (400): MicroTimes other than RFC3339Micro."""
+    if info.storage == "leases":
+        problem = res.micro_time_problem(body, info.kind, ("acquireTime", "renewTime"))
+        if problem is not None:
+            raise bad_request(problem)
 
 
 TOO_LARGE_RV_WAIT_S = 3.0  # the watch cache waits this long for a future resourceVersion before failing

@@ -227,6 +227,25 @@ def node_fields(node: dict[str, Any]) -> dict[str, str]:
     return {"metadata.name": meta.get("name", ""), "spec.unschedulable": "true" if spec.get("unschedulable") else "false"}
 
 
+# metav1.MicroTime's UnmarshalJSON parses with RFC3339Micro: exactly six fraction digits.
+MICRO_TIME_LAYOUT = "2006-01-02T15:04:05.000000Z07:00"
+_RFC3339_MICRO = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}(Z|[+-]\d{2}:\d{2})$")
+
+
+def micro_time_problem(obj: dict[str, Any], kind: str, keys: tuple[str, ...]) -> str | None:
+    """The decoding error of the first of `obj["spec"][key]` that is not an RFC3339Micro time, worded as the
+    API server words it (400 BadRequest), or None."""
+    spec = obj.get("spec") or {}
+    for key in keys:
+        value = spec.get(key)
+        if isinstance(value, str) and not _RFC3339_MICRO.match(value):
+            fraction = re.search(r"(\.\d*)?(Z|[+-]\d{2}:\d{2})?$", value)
+            rest = fraction.group(0) if fraction and fraction.group(0) else value[19:]
+            return (f'{kind} in version "v1" cannot be handled as a {kind}: parsing time "{value}" as '
+                    f'"{MICRO_TIME_LAYOUT}": cannot parse "{rest}" as ".000000"')
+    return None
+
+
 def generic_fields(obj: dict[str, Any]) -> dict[str, str]:
     """`DefaultNamespaceScopedAttr`: what any namespaced resource without its own selectable fields offers."""
     meta = obj.get("metadata") or {}

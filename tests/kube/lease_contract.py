@@ -1,6 +1,6 @@
 """What evictd relies on of coordination.k8s.io/v1 Leases, checked the same way against the test API server
 (tests/kube/test_apiserver_leases.py) and the real kube-apiserver v1.36.2 (tests/cluster/test_node_lease_real.py):
-discovery, create (201, the stored Lease), get (200; 404 with a NotFound Status naming the resource and group),
+discovery, create (201, the stored Lease; 400 for a MicroTime that is not RFC3339Micro), get (200; 404 with a NotFound Status naming the resource and group),
 create of an existing name (409 AlreadyExists), update (PUT) with the stored resourceVersion (200, a new version)
 and with a stale one (409 Conflict), validation (422 Invalid), MicroTime normalisation."""
 
@@ -32,7 +32,7 @@ def check_lease_semantics(api_client: Any, namespace: str, name: str) -> None:
     status, resources = raw(api_client, "GET", f"/apis/{GROUP_VERSION}")
     assert status == 200 and resources["groupVersion"] == GROUP_VERSION, resources
     leases = next(r for r in resources["resources"] if r["name"] == "leases")
-    assert (leases["kind"], leases["namespaced"]) == ("Lease", True)
+    assert (leases["kind"], leases["namespaced"], leases["storageVersionHash"]) == ("Lease", True, "gqkMMb/YqFM=")
     assert {"create", "get", "update", "patch", "list", "watch"} <= set(leases["verbs"])
 
     path = f"/apis/{GROUP_VERSION}/namespaces/{namespace}/leases"
@@ -42,11 +42,18 @@ def check_lease_semantics(api_client: Any, namespace: str, name: str) -> None:
     assert missing["message"] == f'leases.coordination.k8s.io "{name}" not found'
     assert missing["details"] == {"name": name, "group": "coordination.k8s.io", "kind": "leases"}
 
-    status, created = raw(api_client, "POST", path, lease_body(namespace, name, "a", "2026-11-24T05:00:00.5Z"))
+    # A MicroTime is RFC3339Micro, six fraction digits exactly (evictd's `micro_time`); anything else is refused.
+    status, refused = raw(api_client, "POST", path, lease_body(namespace, name, "a", "2026-11-24T05:00:00.5Z"))
+    assert (status, refused["reason"]) == (400, "BadRequest"), refused
+    assert refused["message"] == ('Lease in version "v1" cannot be handled as a Lease: parsing time '
+                                  '"2026-11-24T05:00:00.5Z" as "2006-01-02T15:04:05.000000Z07:00": cannot parse '
+                                  '".5Z" as ".000000"')
+    status, created = raw(api_client, "POST", path,
+                          lease_body(namespace, name, "a", "2026-11-24T07:00:00.500000+02:00"))
     assert status == 201, created
     assert (created["apiVersion"], created["kind"]) == (GROUP_VERSION, "Lease")
     assert created["metadata"]["resourceVersion"] and created["metadata"]["uid"]
-    assert created["spec"]["renewTime"] == "2026-11-24T05:00:00.500000Z"  # MicroTime: six digits, Z
+    assert created["spec"]["renewTime"] == "2026-11-24T05:00:00.500000Z"  # stored in UTC
     assert created["spec"]["holderIdentity"] == "a" and created["spec"]["leaseDurationSeconds"] == 40
 
     status, again = raw(api_client, "POST", path, lease_body(namespace, name, "b", "2026-11-24T05:00:01.000000Z"))

@@ -46,6 +46,9 @@ FIRST_RETRY_S = 1.0
 # While waiting at start for another evictd's Lease to expire, how often it is read again.
 WAIT_POLL_S = 1.0
 REQUEST_TIMEOUT_S = 10.0
+# At start each request waits less: an API that does not answer must not hold the first cycle up for long (the
+# thread goes on trying).
+START_REQUEST_TIMEOUT_S = 3.0
 # A Lease evictd may not write (403) is tried again this seldom: an RBAC fixed later is picked up.
 FORBIDDEN_RETRY_S = 300.0
 # At stop: how long the thread's last request may hold the stop up, and the release's own deadline.
@@ -191,7 +194,7 @@ class NodeLease:
         waited_for: tuple[str, str] | None = None
         while True:
             try:
-                foreign = self._sync()
+                foreign = self._sync(START_REQUEST_TIMEOUT_S)
             except KubeError as exc:
                 self._failed(exc, starting=True)
                 return
@@ -261,12 +264,13 @@ class NodeLease:
 
     # -- writing the Lease -----------------------------------------------------------------------------------
 
-    def _sync(self) -> tuple[str, str] | None:
-        """Renew or take the Lease; return (holder, renewTime) of another live holder instead. Raises KubeError."""
+    def _sync(self, timeout_s: float = REQUEST_TIMEOUT_S) -> tuple[str, str] | None:
+        """Renew or take the Lease; return (holder, renewTime) of another live holder instead (each request waits
+        at most `timeout_s`). Raises KubeError."""
         if self._latest is not None:
             try:
                 self._written(self._api.replace_lease(self.namespace, self.name, self._renewed(self._latest),
-                                                      timeout_s=REQUEST_TIMEOUT_S))
+                                                      timeout_s=timeout_s))
                 return None
             except KubeError as exc:
                 if exc.status != CONFLICT:
@@ -274,18 +278,18 @@ class NodeLease:
                 self._on_error(exc)  # written by someone else meanwhile: read it again
                 self._latest = None
         try:
-            current = self._api.read_lease(self.namespace, self.name, timeout_s=REQUEST_TIMEOUT_S)
+            current = self._api.read_lease(self.namespace, self.name, timeout_s=timeout_s)
         except KubeError as exc:
             if exc.status != NOT_FOUND:
                 raise
-            self._written(self._api.create_lease(self.namespace, self._new_lease(), timeout_s=REQUEST_TIMEOUT_S))
+            self._written(self._api.create_lease(self.namespace, self._new_lease(), timeout_s=timeout_s))
             return None
         now = self._clock.wall()
         holder = live_holder(current, self.identity, now)
         if holder is not None and not crashed_on_this_host(holder, self.identity, self._pid_runs):
             return holder, str((current.get("spec") or {}).get("renewTime"))
         self._written(self._api.replace_lease(self.namespace, self.name, self._taken(current),
-                                              timeout_s=REQUEST_TIMEOUT_S))
+                                              timeout_s=timeout_s))
         return None
 
     def _written(self, lease: dict[str, Any]) -> None:

@@ -4,7 +4,7 @@ node locks (as on two hosts, or with two `EVICTD_NODE_LOCK`s): the second waits 
 naming the Lease and its holder, and the first never notices. A clean stop releases the Lease (the next evictd
 takes it at once, counting a transition); a SIGKILLed holder on this host is taken over at once.
 
-Like tests/daemon/test_state_dir_lock.py: no eviction threshold, no container runtime (a socket that does not
+Started as tests/daemon/test_state_dir_lock.py starts them: no eviction threshold, no container runtime (a socket that does not
 exist), so nothing on the machine is touched.
 """
 
@@ -18,8 +18,9 @@ from apiserver import ApiServer
 from evictd_process import EvictdProcess
 from kube_objects import node_manifest
 from lease_contract import raw
+from test_state_dir_lock import NODE
+from test_state_dir_lock import start as start_with_state
 
-NODE = "lease-node"
 WAIT_S = 2.0
 LEASE = f"/apis/coordination.k8s.io/v1/namespaces/evictd-system/leases/{NODE}"
 
@@ -27,22 +28,7 @@ LEASE = f"/apis/coordination.k8s.io/v1/namespaces/evictd-system/leases/{NODE}"
 def start(tmp_path: Path, name: str, apiserver: ApiServer, evictd_processes: list[EvictdProcess],
           extra: str = "") -> EvictdProcess:
     """`evictd run` for NODE with a stateDir and a node lock of its own (another host, as far as locks go)."""
-    work = tmp_path / name
-    work.mkdir()
-    daemon = EvictdProcess(
-        work,
-        kubelet="evictionHard: {}\nenforceNodeAllocatable: []\n",
-        evictd=(f"nodeName: {NODE}\n"
-                f"kubeconfig: {apiserver.kubeconfig_path}\n"
-                f"stateDir: {work / 'state'}\n"
-                f"containerRuntimeEndpoint: unix://{tmp_path}/no-runtime.sock\n"
-                "housekeepingInterval: 1s\n"
-                "psiWakeups: false\n"
-                "memcgWakeups: false\n"
-                "shutdownTimeout: 5s\n" + extra),
-    )
-    evictd_processes.append(daemon)
-    return daemon
+    return start_with_state(tmp_path, name, apiserver, tmp_path / name / "state", evictd_processes, extra)
 
 
 def lease_spec(apiserver: ApiServer) -> dict[str, Any]:

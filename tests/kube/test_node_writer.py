@@ -423,6 +423,14 @@ def status_writes(apiserver: ApiServer) -> int:
     return len([r for r in writes(apiserver) if r.path == STATUS_PATH])
 
 
+def cycles_until(writer: NodeStatusWriter, clocks: ManualClock, until_s: float, pressure: list[NodeCondition],
+                 step_s: float = 1.0) -> None:
+    """A cycle every `step_s` until the clock reaches `until_s`, each updating the writer with `pressure`."""
+    while clocks.now_s < until_s:
+        clocks.advance(step_s)
+        writer.update(pressure)
+
+
 def test_with_the_lease_renewed_a_change_is_written_at_once_and_the_rest_every_report_period(
     apiserver: ApiServer, make_writer: MakeWriter, clocks: ManualClock
 ) -> None:
@@ -435,23 +443,15 @@ def test_with_the_lease_renewed_a_change_is_written_at_once_and_the_rest_every_r
     assert writer.update([MEMORY]) == [("NodeHasInsufficientMemory", "MemoryPressure")]  # a change: at once
     assert status_writes(apiserver) == 2
     changed_at = clocks.now_s
-    # A held minute of cycles every 10 s (and more between): nothing, where the heartbeat wrote 6 before.
-    for _ in range(6 * 4):
-        clocks.advance(2.5)
-        writer.update([MEMORY])
+    # A held minute of cycles every 2.5 s: nothing, where the heartbeat wrote 6 before.
+    cycles_until(writer, clocks, changed_at + 60, [MEMORY], step_s=2.5)
     assert status_writes(apiserver) == 2
     # The next report: 300 s after the change, less the one-time jitter (-0.5: 150 s), then every 300 s.
-    while clocks.now_s < changed_at + 150 - 1:
-        clocks.advance(1)
-        writer.update([MEMORY])
+    cycles_until(writer, clocks, changed_at + 150 - 1, [MEMORY])
     assert status_writes(apiserver) == 2
-    clocks.advance(1)
-    writer.update([MEMORY])
+    cycles_until(writer, clocks, changed_at + 150, [MEMORY])
     assert status_writes(apiserver) == 3
-    reported_at = clocks.now_s
-    while clocks.now_s < reported_at + 600:
-        clocks.advance(1)
-        writer.update([MEMORY])
+    cycles_until(writer, clocks, clocks.now_s + 600, [MEMORY])
     assert status_writes(apiserver) == 5
     assert conditions(apiserver)["EvictdMemoryPressure"]["lastHeartbeatTime"] == stamp(clocks.wall())
     assert taints(apiserver) == [FOREIGN_TAINT, MEMORY_TAINT]  # the taint written with the change, and kept
@@ -463,23 +463,17 @@ def test_a_lease_no_longer_renewed_brings_the_heartbeat_back_to_the_update_perio
     lease = Lease()
     writer = make_writer(update_period_s=10.0, report_period_s=300.0, heartbeat=lease, jitter=lambda: 0.0)
     writer.update([DISK])
-    for _ in range(3):
-        clocks.advance(10)
-        writer.update([DISK])
+    cycles_until(writer, clocks, clocks.now_s + 30, [DISK], step_s=10)
     assert status_writes(apiserver) == 1
     lease.renewed = False  # the API refused the renewals (403) or stopped answering them
     clocks.advance(10)
     writer.update([DISK])  # at once: the last write is 40 s old
     assert status_writes(apiserver) == 2
-    for _ in range(3):
-        clocks.advance(10)
-        writer.update([DISK])
+    cycles_until(writer, clocks, clocks.now_s + 30, [DISK], step_s=10)
     assert status_writes(apiserver) == 5
     lease.renewed = True  # renewed again: the next report 300 s after the last write
-    for _ in range(29):
-        clocks.advance(10)
-        writer.update([DISK])
+    last_write_s = clocks.now_s
+    cycles_until(writer, clocks, last_write_s + 290, [DISK], step_s=10)
     assert status_writes(apiserver) == 5
-    clocks.advance(10)
-    writer.update([DISK])
+    cycles_until(writer, clocks, last_write_s + 300, [DISK], step_s=10)
     assert status_writes(apiserver) == 6

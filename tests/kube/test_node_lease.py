@@ -314,3 +314,14 @@ def test_the_holder_identity_names_host_boot_and_pid(tmp_path: Any) -> None:
     host, boot_id, pid = holder_identity(4242, str(boot)).split("/")
     assert (boot_id, pid) == ("1b2c3d4e-aaaa-bbbb-cccc-111122223333", "4242") and host
     assert holder_identity(1, str(tmp_path / "missing")).split("/")[1] == "unknown"
+
+
+def test_a_lease_created_by_another_evictd_meanwhile_is_read_again_not_overwritten(
+        apiserver: ApiServer, api_client: Any, make_lease: MakeLease) -> None:
+    seed(api_client, THEIRS, START - timedelta(seconds=1))
+    # The read answers 404 as if before the other evictd's create: the create then finds it (409 AlreadyExists).
+    apiserver.faults.fail_next(1, code=404, method="GET", path="/leases/")
+    with pytest.raises(NodeLeaseHeldError):
+        make_lease(wait_s=0.0).acquire()
+    assert stored(api_client)["spec"]["holderIdentity"] == THEIRS
+    assert [r.status for r in apiserver.requests if r.method == "POST"][-1] == 409

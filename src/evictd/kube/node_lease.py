@@ -282,8 +282,13 @@ class NodeLease:
         except KubeError as exc:
             if exc.status != NOT_FOUND:
                 raise
-            self._written(self._api.create_lease(self.namespace, self._new_lease(), timeout_s=timeout_s))
-            return None
+            try:
+                self._written(self._api.create_lease(self.namespace, self._new_lease(), timeout_s=timeout_s))
+                return None
+            except KubeError as created:
+                if created.status != CONFLICT:  # AlreadyExists: another evictd created it meanwhile
+                    raise
+            current = self._api.read_lease(self.namespace, self.name, timeout_s=timeout_s)
         now = self._clock.wall()
         holder = live_holder(current, self.identity, now)
         if holder is not None and not crashed_on_this_host(holder, self.identity, self._pid_runs):

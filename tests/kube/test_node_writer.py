@@ -20,6 +20,7 @@ from evictd_kube_support import evictd_api_client
 from kube_faults import RecordedRequest
 from kube_objects import node_manifest
 from kube_pki import write_kubeconfig
+from kubernetes import client as kubernetes_client
 
 from clocks import ManualClock
 from evictd.core.errors import KubeError
@@ -420,7 +421,9 @@ class Lease:
 
 
 def status_writes(apiserver: ApiServer) -> int:
-    return len([r for r in writes(apiserver) if r.path == STATUS_PATH])
+    """evictd's node status writes (not the test's own)."""
+    return len([r for r in writes(apiserver) if r.path == STATUS_PATH
+                and r.headers.get("User-Agent", "").startswith("evictd")])
 
 
 def cycles_until(writer: NodeStatusWriter, clocks: ManualClock, until_s: float, pressure: list[NodeCondition],
@@ -477,3 +480,24 @@ def test_a_lease_no_longer_renewed_brings_the_heartbeat_back_to_the_update_perio
     assert status_writes(apiserver) == 5
     cycles_until(writer, clocks, last_write_s + 300, [DISK], step_s=10)
     assert status_writes(apiserver) == 6
+
+
+def test_with_the_lease_what_someone_else_changed_is_written_back_within_the_update_period(
+    apiserver: ApiServer, api_client: Any, make_writer: MakeWriter, clocks: ManualClock
+) -> None:
+    writer = make_writer(update_period_s=10.0, report_period_s=300.0, heartbeat=Lease(), jitter=lambda: 0.0)
+    writer.update([MEMORY])
+    start_s = clocks.now_s
+    # Between reports the Node is read once per update period, not written.
+    cycles_until(writer, clocks, start_s + 60, [MEMORY], step_s=2.5)
+    evictd_gets = [r for r in apiserver.requests if r.method == "GET" and r.path == NODE_PATH
+                   and r.headers.get("User-Agent", "").startswith("evictd")]
+    assert status_writes(apiserver) == 1 and 6 <= len(evictd_gets) <= 7
+    # A restarted kubelet rewrites the taints (evictd's gone), and someone flips evictd's condition.
+    core = kubernetes_client.CoreV1Api(api_client)
+    core.patch_node(NODE, {"spec": {"taints": [FOREIGN_TAINT]}})
+    core.patch_node_status(NODE, {"status": {"conditions": [{"type": "EvictdMemoryPressure", "status": "False"}]}})
+    cycles_until(writer, clocks, clocks.now_s + 10, [MEMORY], step_s=2.5)
+    assert taints(apiserver) == [FOREIGN_TAINT, MEMORY_TAINT]
+    assert conditions(apiserver)["EvictdMemoryPressure"]["status"] == "True"
+    assert status_writes(apiserver) == 2

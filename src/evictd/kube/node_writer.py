@@ -3,7 +3,9 @@
 At once when the set of pressure conditions changes, and otherwise as the kubelet writes its node status: while
 evictd's node Lease is renewed (`evictd.kube.node_lease`: the heartbeat is the Lease's), every
 `nodeStatusReportFrequency` (5 m; after a change, the first one with the kubelet's one-time jitter of up to half a
-period either way); without a renewed Lease, every `nodeStatusUpdateFrequency` (10 s, the kubelet's default; at
+period either way), the Node being read (not written) every `nodeStatusUpdateFrequency` between them so that
+conditions or taints someone else changed are written back within that period; without a renewed Lease, every
+`nodeStatusUpdateFrequency` (10 s, the kubelet's default; at
 the first cycle past each mark, however often evictd cycles), the conditions' `lastHeartbeatTime` then being
 the heartbeat. The writer patches
 `nodes/{name}/status` with a strategic merge of evictd's three conditions (merged by `type`, so the kubelet's
@@ -31,6 +33,7 @@ from evictd.core.node_status import (
     condition_transitions,
     desired_conditions,
     desired_taints,
+    shows_pressure,
     stopped_conditions,
 )
 from evictd.core.signals import NodeCondition
@@ -81,6 +84,7 @@ class NodeStatusWriter:
         # With the Lease renewed: when the next report of unchanged conditions is due.
         self._report_period_s = report_period_s
         self._report_due_at = float("-inf")
+        self._check_due_at = float("-inf")  # the next read of the Node between reports
         self._heartbeat = heartbeat
         self._jitter = jitter
 
@@ -93,10 +97,19 @@ class NodeStatusWriter:
         changed = current != self._written
         now_s = self._clock.monotonic()
         leased = self._heartbeat is not None and self._heartbeat.renewing()
+        node = None
         if not changed and now_s < (self._report_due_at if leased else self._due_at) - self._early_s:
-            return []
+            # With the Lease, the Node is still read once per update period: what someone else changed meanwhile
+            # (a restarted kubelet rewriting the taints) is written back then, not minutes later.
+            if not leased or now_s < self._check_due_at - self._early_s:
+                return []
+            self._check_due_at = now_s + self._period_s
+            node = self._api.read_node(self._node, timeout_s=self._timeout_s)
+            if shows_pressure((node.get("status") or {}).get("conditions") or [],
+                              (node.get("spec") or {}).get("taints") or [], current, self._mode):
+                return []
         self._write(lambda existing, now: desired_conditions(existing, current, self._mode, now), current,
-                    self._timeout_s)
+                    self._timeout_s, node)
         transitions = condition_transitions(self._written or (), current) if changed else []
         self._written = current
         # A change restarts the period; a heartbeat keeps its marks unless cycles stopped for a period or more.
@@ -104,6 +117,7 @@ class NodeStatusWriter:
             else self._due_at + self._period_s
         # The kubelet's report: a change (or the first write) adds its one-time jitter to the next one.
         self._report_due_at = now_s + self._report_period_s * (1 + (self._jitter() if changed else 0.0))
+        self._check_due_at = now_s + self._period_s
         return transitions
 
     def withdraw(self, timeout_s: float) -> None:
@@ -115,10 +129,11 @@ class NodeStatusWriter:
             self._write(lambda existing, now: stopped_conditions(existing, self._mode, now), (), timeout_s)
 
     def _write(self, conditions: Callable[[list[Any], str], list[dict[str, Any]]], pressure: Sequence[NodeCondition],
-               timeout_s: float) -> None:
-        """Read the node and patch its status with `conditions(its conditions, now)` and its taints for `pressure`
-        (in dry-run only the read)."""
-        node = self._api.read_node(self._node, timeout_s=timeout_s)
+               timeout_s: float, node: dict[str, Any] | None = None) -> None:
+        """Read the node (unless `node` was just read) and patch its status with `conditions(its conditions, now)`
+        and its taints for `pressure` (in dry-run only the read)."""
+        if node is None:
+            node = self._api.read_node(self._node, timeout_s=timeout_s)
         patch = {"status": {"conditions": conditions((node.get("status") or {}).get("conditions") or [],
                                                      rfc3339(self._clock.wall()))}}
         if self._dry_run:

@@ -11,8 +11,9 @@ memcg re-arm wake-ups with a 10 s interval). Memory and PSI wake-ups are off, so
 Reported, from the server's request log: event creates (POST) and PATCHes, node status PATCHes, node
 (taint) PATCHes, node GETs, the cycles run (`evictd_cycles_total`), and the events stored at the end with their
 counts. For comparison, the kubelet's writes for the same minute: one EvictionThresholdMet per 10 s
-monitoring period through the same correlator plus the NodeHasInsufficientMemory transition event, and one
-node status write per nodeStatusUpdateFrequency (10 s). To measure the code of another commit:
+monitoring period through the same correlator plus the NodeHasInsufficientMemory transition event, one node
+status write on the change (the next every nodeStatusReportFrequency, 5 min) and a Lease renewal per 10 s (evictd's
+own node Lease: its lease PUTs are reported too). To measure the code of another commit:
 `git archive COMMIT src | tar -x -C DIR` and run with `PYTHONPATH=DIR/src` (the daemon process inherits it).
 
     .venv/bin/python bench/api_writes.py [--duration 60] [--interval 0.25]
@@ -37,6 +38,7 @@ from kube_objects import node_manifest  # noqa: E402
 NODE = "bench-node"
 EVENTS_PATH = r"/api/v1/namespaces/[^/]+/events(/[^/]+)?"
 NODE_PATH = f"/api/v1/nodes/{NODE}"
+LEASES_PATH = r"/apis/coordination.k8s.io/v1/namespaces/[^/]+/leases(/[^/]+)?"
 
 
 def measure(folder: Path, duration_s: float, interval_s: float) -> dict[str, object]:
@@ -70,6 +72,7 @@ def measure(folder: Path, duration_s: float, interval_s: float) -> dict[str, obj
                 "node_status_patches": len(log.matching("PATCH", NODE_PATH + "/status")),
                 "node_patches": len(log.matching("PATCH", NODE_PATH)),
                 "node_gets": len(log.matching("GET", NODE_PATH)),
+                "lease_writes": len(log.matching("PUT", LEASES_PATH)) + len(log.matching("POST", LEASES_PATH)),
                 "events_stored": sorted((e["reason"], e["count"]) for e in events),
             }
         finally:
@@ -78,9 +81,11 @@ def measure(folder: Path, duration_s: float, interval_s: float) -> dict[str, obj
 
 def kubelet_reference(duration_s: float) -> dict[str, int]:
     """The kubelet's writes in `duration_s` of held pressure: one EvictionThresholdMet per 10 s monitoring period
-    (within its 25 tokens), the NodeHasInsufficientMemory transition event, one status write per 10 s."""
+    (within its 25 tokens), the NodeHasInsufficientMemory transition event, its status on the change (then one
+    per nodeStatusReportFrequency, 5 min) and a Lease renewal per 10 s."""
     periods = int(duration_s // 10.0) + 1
-    return {"event_writes": min(periods, 25) + 1, "node_status_patches": periods}
+    return {"event_writes": min(periods, 25) + 1, "node_status_patches": 1 + int(duration_s // 300.0),
+            "lease_writes": int(duration_s // 10.0)}
 
 
 def main() -> None:

@@ -46,6 +46,48 @@ def test_the_node_status_update_frequency_comes_from_the_kubelet_unless_evictd_o
     assert load_configuration([zero]).evictd.node_status_update_frequency_s == 10.0
 
 
+def test_the_report_frequency_and_lease_duration_are_the_kubelets(tmp_path: Path) -> None:
+    defaults = load_configuration([]).evictd
+    assert (defaults.node_status_report_frequency_s, defaults.node_lease_duration_s, defaults.lease_namespace) == (
+        300.0, 40, "")
+    kubelet = write(tmp_path, "k.yaml", KUBELET + "nodeStatusReportFrequency: 1m\nnodeLeaseDurationSeconds: 60\n")
+    inherited = load_configuration([kubelet]).evictd
+    assert (inherited.node_status_report_frequency_s, inherited.node_lease_duration_s) == (60.0, 60)
+    own = write(tmp_path, "e.yaml", EVICTD + "nodeStatusReportFrequency: 2m\nnodeLeaseDurationSeconds: 20\n"
+                "leaseNamespace: ops\n")
+    overridden = load_configuration([kubelet, own]).evictd
+    assert (overridden.node_status_report_frequency_s, overridden.node_lease_duration_s,
+            overridden.lease_namespace) == (120.0, 20, "ops")
+    # The kubelet's defaulting: zero is the default (5m, 40 s)...
+    zero = load_configuration([write(tmp_path, "z.yaml", KUBELET + "nodeStatusReportFrequency: 0s\n"
+                                     "nodeLeaseDurationSeconds: 0\n")]).evictd
+    assert (zero.node_status_report_frequency_s, zero.node_lease_duration_s) == (300.0, 40)
+    # ... and the report frequency, when not given, is an explicitly given update frequency (backward
+    # compatibility: whoever set nodeStatusUpdateFrequency keeps a status write per update).
+    update_only = write(tmp_path, "u.yaml", KUBELET + "nodeStatusUpdateFrequency: 20s\n")
+    assert load_configuration([update_only]).evictd.node_status_report_frequency_s == 20.0
+    own_update = write(tmp_path, "ou.yaml", EVICTD + "nodeStatusUpdateFrequency: 5s\n")
+    assert load_configuration([own_update]).evictd.node_status_report_frequency_s == 5.0
+
+
+@pytest.mark.parametrize(("line", "key", "says"), [
+    ("nodeLeaseDurationSeconds: 0", "nodeLeaseDurationSeconds", "must be at least 1"),
+    ("nodeLeaseDurationSeconds: -5", "nodeLeaseDurationSeconds", "must be at least 1"),
+    ("nodeLeaseDurationSeconds: 40s", "nodeLeaseDurationSeconds", "must be an integer"),
+    ("nodeLeaseDurationSeconds: 100000", "nodeLeaseDurationSeconds", "must be at most 86,400"),
+    ("nodeStatusReportFrequency: 5", "nodeStatusReportFrequency", "duration string"),
+    ("nodeStatusReportFrequency: -1m", "nodeStatusReportFrequency", "positive"),
+    ("leaseNamespace: Evictd_System", "leaseNamespace", "must be a namespace name"),
+    ("leaseNamespace: " + "a" * 64, "leaseNamespace", "must be a namespace name"),
+])
+def test_bad_lease_settings_name_the_key_and_value(tmp_path: Path, line: str, key: str, says: str) -> None:
+    path = write(tmp_path, "e.yaml", EVICTD + line + "\n")
+    with pytest.raises(ConfigError) as exc:
+        load_configuration([path])
+    assert exc.value.key is not None and exc.value.key.endswith(key), exc.value
+    assert says in str(exc.value) and line.split(": ", 1)[1][:10] in str(exc.value), exc.value
+
+
 def test_a_runtime_endpoint_may_be_a_bare_socket_path(tmp_path: Path) -> None:
     path = write(tmp_path, "e.yaml", EVICTD + "containerRuntimeEndpoint: /var/run/crio/crio.sock\n")
     assert load_configuration([path]).evictd.container_runtime_endpoint == "/var/run/crio/crio.sock"

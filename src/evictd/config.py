@@ -14,6 +14,7 @@ Kubelet eviction flags apply after all files. Every problem is a ConfigError nam
 from __future__ import annotations
 
 import os
+import re
 import stat
 import sys
 from collections.abc import Hashable, Mapping, Sequence
@@ -58,6 +59,10 @@ MAX_DURATION_S = 86400.0
 LONG_DURATION_S = 366 * 86400.0
 MAX_COUNT = 1_000_000
 MAX_RECORDER_BYTES = 4 << 30
+# nodeLeaseDurationSeconds is an int32 in the KubeletConfiguration; evictd holds it to a day, as its durations.
+MAX_LEASE_DURATION_S = 86400
+# A namespace name: an RFC 1123 label.
+NAMESPACE_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 # The cluster CA in every pod with a service account: it signs the API server's certificate and, in most
 # clusters (kubelet serving certificates issued through the kubernetes.io/kubelet-serving signer), the kubelets'.
 SERVICE_ACCOUNT_CA_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt"
@@ -93,6 +98,10 @@ class EvictdSettings:
     kubeconfig: str = field(default="", metadata={"yaml": "kubeconfig"})
     node_condition_mode: ConditionMode = field(default=ConditionMode.EVICTD, metadata={"yaml": "nodeConditionMode"})
     node_status_update_frequency_s: float = field(default=10.0, metadata={"yaml": "nodeStatusUpdateFrequency"})
+    node_status_report_frequency_s: float = field(default=300.0, metadata={"yaml": "nodeStatusReportFrequency"})
+    node_lease_duration_s: int = field(default=40, metadata={"yaml": "nodeLeaseDurationSeconds",
+                                                              "max": MAX_LEASE_DURATION_S})
+    lease_namespace: str = field(default="", metadata={"yaml": "leaseNamespace"})
     state_dir: str = field(default="/var/lib/evictd", metadata={"yaml": "stateDir"})
     state_lock_timeout_s: float = field(default=30.0, metadata={"yaml": "stateLockTimeout", "allow_zero": True,
                                                                 "max": LONG_DURATION_S})
@@ -191,23 +200,43 @@ def _decode_setting(yaml_name: str, default: object, value: object, allow_zero: 
 
 # Settings the kubelet's own configuration already states; evictd takes them from there unless its own
 # EvictdConfiguration says otherwise.
-INHERITED_FROM_KUBELET = ("cgroupDriver", "cgroupRoot", "podLogsDir", "nodeStatusUpdateFrequency")
-# Of those, the durations the kubelet's defaulting (v1beta1 SetDefaults_KubeletConfiguration) replaces when zero:
-# a zero there is the kubelet's default, which is evictd's default too.
-ZERO_IS_KUBELET_DEFAULT = ("nodeStatusUpdateFrequency",)
+INHERITED_FROM_KUBELET = ("cgroupDriver", "cgroupRoot", "podLogsDir", "nodeStatusUpdateFrequency",
+                          "nodeStatusReportFrequency", "nodeLeaseDurationSeconds")
+# Of those, the ones the kubelet's defaulting (v1beta1 SetDefaults_KubeletConfiguration) replaces when zero: a zero
+# there is the kubelet's default, which is evictd's default too.
+ZERO_IS_KUBELET_DEFAULT = ("nodeStatusUpdateFrequency", "nodeStatusReportFrequency", "nodeLeaseDurationSeconds")
+UPDATE_FREQUENCY = "nodeStatusUpdateFrequency"
+REPORT_FREQUENCY = "nodeStatusReportFrequency"
 
 
 def _inherited_from_kubelet(kubelet: Mapping[str, object]) -> dict[str, object]:
     inherited = {}
     for key in INHERITED_FROM_KUBELET:
         value = kubelet.get(key)
-        if value is None or (key in ZERO_IS_KUBELET_DEFAULT and _is_zero_duration(value)):
+        if value is None or (key in ZERO_IS_KUBELET_DEFAULT and _is_zero(value)):
             continue
         inherited[key] = value
     return inherited
 
 
-def _is_zero_duration(value: object) -> bool:
+def _with_report_frequency(settings: Mapping[str, object]) -> dict[str, object]:
+    """The kubelet's defaulting of nodeStatusReportFrequency: absent (or zero) while nodeStatusUpdateFrequency is
+    given, it is that frequency ("for backward compatibility": whoever set the update frequency keeps a status
+    write per update), else 5m."""
+    merged = dict(settings)
+    update = merged.get(UPDATE_FREQUENCY)
+    report = merged.get(REPORT_FREQUENCY)
+    if (report is None or _is_zero(report)) and update is not None and not _is_zero(update):
+        merged[REPORT_FREQUENCY] = update
+    elif report is not None and _is_zero(report):
+        del merged[REPORT_FREQUENCY]
+    return merged
+
+
+def _is_zero(value: object) -> bool:
+    """A zero duration string or the integer 0 (what the kubelet's defaulting replaces)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value == 0
     try:
         return isinstance(value, str) and parse_go_duration(value) == 0
     except DurationError:
@@ -221,7 +250,7 @@ def evictd_settings(document: Mapping[str, object], kubelet: Mapping[str, object
     settings = EvictdSettings()
     changes: dict[str, Any] = {}
     inherited = _inherited_from_kubelet(kubelet)
-    for key, value in {**inherited, **document}.items():
+    for key, value in _with_report_frequency({**inherited, **document}).items():
         if key in ("apiVersion", "kind") or key in STALL_FIELDS:  # the stall maps are eviction settings
             continue
         setting = by_yaml.get(key)
@@ -236,6 +265,13 @@ def evictd_settings(document: Mapping[str, object], kubelet: Mapping[str, object
     if settings.recorder_max_bytes < MIN_RECORDER_BYTES:
         raise ConfigError(f"must be at least {MIN_RECORDER_BYTES} (1 MiB)", key="recorderMaxBytes",
                           value=settings.recorder_max_bytes)
+    if settings.node_lease_duration_s < 1:
+        raise ConfigError("must be at least 1 (seconds)", key="nodeLeaseDurationSeconds",
+                          value=settings.node_lease_duration_s)
+    if settings.lease_namespace and (len(settings.lease_namespace) > 63
+                                     or not NAMESPACE_NAME.match(settings.lease_namespace)):
+        raise ConfigError("must be a namespace name (lower case letters, digits and '-', at most 63)",
+                          key="leaseNamespace", value=settings.lease_namespace)
     if settings.eviction_api_max_candidates < 1:
         raise ConfigError("must be at least 1", key="evictionAPIMaxCandidates",
                           value=settings.eviction_api_max_candidates)

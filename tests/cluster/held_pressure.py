@@ -14,8 +14,8 @@ the held pressure, as a node living through it would.
 
 Counted in the minute from the audit log (every write the API server answered, by each side's user): event
 writes (creates and PATCHes, both event APIs) by reason, node status writes (`nodes/status`), node writes
-(taints), lease writes (the kubelet's heartbeat; evictd has none: its heartbeat is its conditions'
-`lastHeartbeatTime`); evictd's cycles and wake-ups by cause from its metrics, sampled through the minute.
+(taints), lease writes (each side's heartbeat: the kubelet's in kube-node-lease, evictd's in its own namespace);
+evictd's cycles and wake-ups by cause from its metrics, sampled through the minute.
 """
 
 from __future__ import annotations

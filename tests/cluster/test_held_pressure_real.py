@@ -7,7 +7,11 @@ The minute is tests/cluster/held_pressure.py's: the kubelet's own eviction on an
 crossed by a critical pod that then holds its memory, nothing either may evict. The kubelet's writes for that
 minute: one `EvictionThresholdMet` per 10 s monitoring period through client-go's correlator (6 in a minute),
 the `NodeHasInsufficientMemory` transition, its node status on that change and a Lease renewal every 10 s
-(bench/cluster_api_writes.py prints both columns as measured).
+(bench/cluster_api_writes.py prints both columns as measured). evictd's, since its node Lease: the same events, its
+status on the change only (the Lease renewed every 10 s is its heartbeat, the status reported every 5 min) and
+its taint: the kubelet's pressure taints are written by the node lifecycle controller (in
+kube-controller-manager, as another user), evictd's own by evictd, so evictd's Node writes may be the kubelet's
+plus one.
 """
 
 from __future__ import annotations
@@ -22,13 +26,15 @@ from real_cluster import RealCluster
 from side_by_side import THRESHOLD_MIB
 
 from evictd.core.oom import OOM_KILL_REASON, TOO_LATE_REASON
+from evictd.kube.node_lease import DEFAULT_LEASE_DURATION_S, RENEW_INTERVAL_FRACTION
 from evictd.kube.node_writer import TAINT_CONFLICT_RETRIES
 from evictd.run.cadence import NOTIFICATION_FOLLOW_UPS_S
 
 pytestmark = pytest.mark.real_cluster
 
 INTERVAL_S = 10.0  # housekeepingInterval as shipped
-NODE_STATUS_UPDATE_S = 10.0  # nodeStatusUpdateFrequency, the KubeletConfiguration's default
+# evictd's Lease renewal interval as shipped (a quarter of nodeLeaseDurationSeconds, 40 s), up to 4 % later.
+LEASE_RENEW_S = DEFAULT_LEASE_DURATION_S * RENEW_INTERVAL_FRACTION
 # The crossing's cycles: the one the memcg notification woke, its follow-ups until one sees the threshold met,
 # and the confirmation a second later, all within the follow-up delays' sum after the first (docs/daemon.md,
 # "The rule under sustained pressure").
@@ -76,8 +82,13 @@ def test_a_minute_of_held_pressure_costs_a_cycle_per_interval_and_no_more_writes
     assert evictd.events["EvictionThresholdMet"] <= MINUTE_S / INTERVAL_S, evictd.events
     assert set(evictd.events) <= PRESSURE_REASONS | OOM_REASONS, evictd.events
 
-    # Node writes: the status once per nodeStatusUpdateFrequency (the transition restarts the period) and the
-    # taint at the transition (retried on a conflict with the kubelet's status write).
-    assert evictd.node_status <= math.ceil(MINUTE_S / NODE_STATUS_UPDATE_S) + 1, evictd.as_dict()
+    # Node writes no more than the kubelet's: the status at the transition only (the heartbeat is the Lease's; the
+    # next report is minutes away), as the kubelet's; and the taint at the transition (retried on a conflict with
+    # the kubelet's status write), which for the kubelet's own taints the node lifecycle controller writes.
+    assert evictd.node_status == 1, evictd.as_dict()
     assert 1 <= evictd.node <= TAINT_CONFLICT_RETRIES, evictd.as_dict()
-    assert evictd.leases == 0
+    assert evictd.node_status + evictd.node <= kubelet.node_status + kubelet.node + 1, minute.as_dict()
+    # The heartbeat: a Lease renewal about every 10 s, as the kubelet's (5 or 6 in a minute; a conflict would add
+    # a read, not a write).
+    renewals = MINUTE_S / (LEASE_RENEW_S * 1.04)
+    assert math.floor(renewals) - 1 <= evictd.leases <= math.ceil(MINUTE_S / LEASE_RENEW_S), minute.as_dict()

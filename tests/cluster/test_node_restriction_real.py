@@ -1,17 +1,18 @@
 """deploy/kubernetes/node-restriction.yaml on the real kube-apiserver v1.36.2: evictd's identity (its
 ServiceAccount with a token bound to a pod on its node, as a DaemonSet pod gets) may make every write evictd
-makes on its own node and none on another Node or its pods. Each write is sent by evictd's own API client
-(`evictd.kube.api.KubeApi`), the same requests the daemon sends. Runs only in `make test-cluster`."""
+makes on its own node and none on another Node, its pods or its Lease. Each write is sent by evictd's own API
+client (`evictd.kube.api.KubeApi`), the same requests the daemon sends. Runs only in `make test-cluster`."""
 
 from __future__ import annotations
 
 import json
 import uuid
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from real_cluster import RealCluster
+from real_cluster import EVICTD_NAMESPACE, RealCluster
 
 from evictd.core.errors import KubeError
 from evictd.core.node_status import ConditionMode
@@ -19,7 +20,9 @@ from evictd.core.signals import NodeCondition
 from evictd.kube.api import KubeApi
 from evictd.kube.client import build_api_client
 from evictd.kube.events import EventRecorder, ObjectRef
+from evictd.kube.node_lease import NodeLease, new_lease, renewed_lease
 from evictd.kube.node_writer import NodeStatusWriter
+from log_capture import LogCapture
 
 pytestmark = pytest.mark.real_cluster
 
@@ -72,6 +75,28 @@ def make_pod(cluster: RealCluster, name: str, node: str) -> dict[str, Any]:
     return pod
 
 
+LEASES = f"/apis/coordination.k8s.io/v1/namespaces/{EVICTD_NAMESPACE}/leases"
+
+
+def foreign_lease(cluster: RealCluster, node: str) -> dict[str, Any]:
+    """The Lease of `node`'s evictd (created as the admin, as that node's evictd would have): stored."""
+    cluster.api.create(LEASES, new_lease(EVICTD_NAMESPACE, node, f"{node}/boot/1", 40, datetime.now(UTC)))
+    stored = cluster.api.get(f"{LEASES}/{node}")
+    assert stored is not None
+    return stored
+
+
+def hold_own_lease(cluster: RealCluster, api: KubeApi, node: str) -> None:
+    """Take, renew and release its own node's Lease as the daemon does (`NodeLease`); raise when it could not."""
+    lease = NodeLease(api, EVICTD_NAMESPACE, node, log=LogCapture(), wait_s=0.0)
+    lease.acquire()
+    lease.renew()
+    held = (cluster.api.get(f"{LEASES}/{node}") or {}).get("spec", {}).get("holderIdentity")
+    lease.release()
+    if held != lease.identity:
+        raise AssertionError(f"own Lease not held: holder {held!r}")
+
+
 def status_of(call: Callable[[], object]) -> int:
     try:
         call()
@@ -91,6 +116,8 @@ def test_evictd_may_write_only_on_its_own_node(real_cluster: RealCluster, evictd
     o = (NAMESPACE, ours["metadata"]["name"])
     own_writer = writer(evictd_api, own)
     timeout = {"timeout_s": 10.0}
+    theirs_lease = foreign_lease(real_cluster, other_node)
+    now = datetime.now(UTC)
 
     refused = {
         "patch the status of a pod on another node": lambda: evictd_api.patch_pod_status(*t, disruption(theirs),
@@ -106,6 +133,12 @@ def test_evictd_may_write_only_on_its_own_node(real_cluster: RealCluster, evictd
             "conditions": [{"type": "MemoryPressure", "status": "True", "reason": "x", "message": "x"}]}}, **timeout),
         "add a foreign taint on its own node": lambda: evictd_api.patch_node(own, {"spec": {"taints": [
             {"key": "dedicated", "value": "x", "effect": "NoExecute"}]}}, **timeout),
+        "renew another node's Lease": lambda: evictd_api.replace_lease(
+            EVICTD_NAMESPACE, other_node, renewed_lease(theirs_lease, 40, now), **timeout),
+        "create a Lease for a third node": lambda: evictd_api.create_lease(
+            EVICTD_NAMESPACE, new_lease(EVICTD_NAMESPACE, f"{other_node}-x", "me", 40, now), **timeout),
+        "write a Lease in another namespace": lambda: evictd_api.create_lease(
+            NAMESPACE, new_lease(NAMESPACE, own, "me", 40, now), **timeout),
     }
     for what, call in refused.items():
         assert status_of(call) == FORBIDDEN, what
@@ -116,6 +149,7 @@ def test_evictd_may_write_only_on_its_own_node(real_cluster: RealCluster, evictd
         "record an event about its own node": lambda: record_node_event(evictd_api, own),
         "record an event about its own node's pod": lambda: record_pod_event(evictd_api, own, ours),
         "set its conditions Unknown and remove its taint at a clean stop": lambda: own_writer.withdraw(10.0),
+        "take, renew and release its own node's Lease": lambda: hold_own_lease(real_cluster, evictd_api, own),
         "delete its own node's pod": lambda: evictd_api.delete_pod(*o, {"gracePeriodSeconds": 1, "preconditions": {
             "uid": ours["metadata"]["uid"]}}, **timeout),
     }
@@ -126,3 +160,4 @@ def test_evictd_may_write_only_on_its_own_node(real_cluster: RealCluster, evictd
             raise AssertionError(f"{what}: {exc}") from None
     still = real_cluster.pod(t[1], NAMESPACE)
     assert still is not None and "deletionTimestamp" not in still["metadata"]
+    assert (real_cluster.api.get(f"{LEASES}/{other_node}") or {})["spec"] == theirs_lease["spec"]

@@ -7,6 +7,7 @@ from evictd.core.node_status import (
     condition_transitions,
     desired_conditions,
     desired_taints,
+    shows_pressure,
     stopped_conditions,
 )
 from evictd.core.signals import NodeCondition
@@ -74,3 +75,16 @@ def test_a_clean_stop_in_standard_mode_writes_the_standard_types() -> None:
     stopped = stopped_conditions([], ConditionMode.STANDARD, T0)
     assert [(c["type"], c["status"]) for c in stopped] == [
         ("MemoryPressure", "Unknown"), ("DiskPressure", "Unknown"), ("PIDPressure", "Unknown")]
+
+
+def test_shows_pressure_tells_whether_the_node_still_shows_what_evictd_wrote() -> None:
+    memory = [NodeCondition.MEMORY_PRESSURE]
+    conditions = desired_conditions([], memory, ConditionMode.EVICTD, T0)
+    foreign = {"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}
+    taints = desired_taints([foreign], memory, ConditionMode.EVICTD)
+    assert shows_pressure([*conditions, {"type": "Ready", "status": "True"}], taints, memory, ConditionMode.EVICTD)
+    assert not shows_pressure(conditions, [foreign], memory, ConditionMode.EVICTD)  # its taint removed
+    flipped = [dict(c, status="False") if c["type"] == "EvictdMemoryPressure" else c for c in conditions]
+    assert not shows_pressure(flipped, taints, memory, ConditionMode.EVICTD)
+    assert not shows_pressure(conditions[1:], taints, memory, ConditionMode.EVICTD)  # a condition gone
+    assert not shows_pressure(conditions, taints, [], ConditionMode.EVICTD)  # the pressure cleared since

@@ -87,6 +87,15 @@ EXPECTED_RBAC = frozenset(
     }
 )
 
+# The Role in evictd's namespace: its node Leases (created, renewed with PUT, read after a conflict).
+EXPECTED_ROLE = frozenset(
+    {
+        ("coordination.k8s.io", "leases", "get"),
+        ("coordination.k8s.io", "leases", "create"),
+        ("coordination.k8s.io", "leases", "update"),
+    }
+)
+
 # What evictd writes, as the admission requests it makes (a PATCH is an UPDATE there), as
 # (apiGroup, resource[/subresource], operation): what node-restriction.yaml must match, nothing else.
 EXPECTED_WRITES = frozenset(
@@ -100,6 +109,8 @@ EXPECTED_WRITES = frozenset(
         ("", "events", "UPDATE"),
         ("events.k8s.io", "events", "CREATE"),
         ("events.k8s.io", "events", "UPDATE"),
+        ("coordination.k8s.io", "leases", "CREATE"),
+        ("coordination.k8s.io", "leases", "UPDATE"),
     }
 )
 # The admission operation of each RBAC write verb (get, list and watch never reach admission).
@@ -328,6 +339,16 @@ def test_rbac_comparison_catches_a_rule_too_few() -> None:
     assert rbac_triples(rules) < EXPECTED_RBAC
 
 
+def test_role_grants_exactly_the_lease_rules_in_evictd_namespace() -> None:
+    role = the("Role", K8S / "rbac.yaml")
+    assert (role["metadata"]["name"], role["metadata"]["namespace"]) == (NAME, NAMESPACE)
+    assert rbac_triples(role["rules"]) == EXPECTED_ROLE
+    binding = the("RoleBinding", K8S / "rbac.yaml")
+    assert (binding["metadata"]["name"], binding["metadata"]["namespace"]) == (NAME, NAMESPACE)
+    assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": NAME}
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": NAME, "namespace": NAMESPACE}]
+
+
 def test_cluster_role_binding_binds_the_service_account() -> None:
     binding = the("ClusterRoleBinding", K8S / "rbac.yaml")
     assert binding["metadata"]["name"] == NAME
@@ -367,7 +388,7 @@ def test_node_restriction_matches_exactly_what_evictd_writes() -> None:
     constraints = spec["matchConstraints"]
     assert policy_writes(constraints["resourceRules"]) == EXPECTED_WRITES
     # Every write RBAC grants is restricted, and the policy matches nothing RBAC does not grant.
-    granted = {(group, resource, VERB_TO_OPERATION[verb]) for group, resource, verb in EXPECTED_RBAC
+    granted = {(group, resource, VERB_TO_OPERATION[verb]) for group, resource, verb in EXPECTED_RBAC | EXPECTED_ROLE
                if verb in VERB_TO_OPERATION}
     assert granted == EXPECTED_WRITES
     # Everywhere: no namespace or object selector, nothing excluded; another version is converted, not missed.

@@ -41,6 +41,7 @@ from clocks import ManualClock
 from evictd.core.node_status import ConditionMode, desired_conditions, desired_taints, stopped_conditions
 from evictd.core.signals import NodeCondition
 from evictd.kube.events import EventRecorder, ObjectRef
+from evictd.kube.node_lease import new_lease, renewed_lease, taken_lease
 
 REPO = Path(__file__).resolve().parents[2]
 K8S = REPO / "deploy" / "kubernetes"
@@ -559,6 +560,45 @@ def update_events_event(old: dict[str, Any], **changes: Any) -> Review:
     return Review(request, unstructured(new), old)
 
 
+# ----------------------------------------------------------------------------------------------- leases
+
+LEASE_NAMESPACE = "evictd-system"
+HOLDER = f"evictd-x7k2p/boot-a/{4242}"
+OTHER_HOLDER = "evictd-q9z8w/boot-b/777"
+LEASE_NOW = datetime(2026, 3, 1, 12, 0, 10, tzinfo=UTC)
+
+
+def stored_lease(name: str = NODE, holder: str = HOLDER) -> dict[str, Any]:
+    """A Lease as stored: evictd's create, with what the API server added."""
+    lease = new_lease(LEASE_NAMESPACE, name, holder, 40, datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC))
+    lease["metadata"].update(uid="5e4d3c2b-1a09-4f8e-b7d6-c5b4a3928170", resourceVersion="812",
+                             creationTimestamp=NOW)
+    return unstructured(lease)
+
+
+def create_lease(name: str) -> Review:
+    """CREATE of evictd's Lease for node `name` (`node_lease.new_lease`)."""
+    lease = new_lease(LEASE_NAMESPACE, name, HOLDER, 40, LEASE_NOW)
+    request = admission_request("CREATE", "leases", name, group="coordination.k8s.io", namespace=LEASE_NAMESPACE,
+                                kind="Lease")
+    return Review(request, unstructured(lease), None)
+
+
+def update_lease(old: dict[str, Any], change: Callable[[dict[str, Any]], dict[str, Any]]) -> Review:
+    """UPDATE (PUT) of a stored Lease as evictd renews or takes it."""
+    request = admission_request("UPDATE", "leases", old["metadata"]["name"], group="coordination.k8s.io",
+                                namespace=LEASE_NAMESPACE, kind="Lease")
+    return Review(request, unstructured(change(copy.deepcopy(old))), old)
+
+
+def renew(lease: dict[str, Any]) -> dict[str, Any]:
+    return renewed_lease(lease, 40, LEASE_NOW)
+
+
+def take(lease: dict[str, Any]) -> dict[str, Any]:
+    return taken_lease(lease, HOLDER, 40, LEASE_NOW)
+
+
 # ------------------------------------------------------------------------------------------------ table
 
 
@@ -736,6 +776,19 @@ CASES = [
          "reportingInstance"),
     Case("an events.k8s.io event with an unbound token", lambda: create_events_event(events_event()), False,
          NO_NODE, extra=UNBOUND_TOKEN),
+    # ---- coordination.k8s.io/v1 leases: the one named after its node
+    Case("create its node's lease", lambda: create_lease(NODE), True),
+    Case("renew its node's lease", lambda: update_lease(stored_lease(), renew), True),
+    Case("take over its node's lease from another holder",
+         lambda: update_lease(stored_lease(holder=OTHER_HOLDER), take), True),
+    Case("create another node's lease", lambda: create_lease(OTHER_NODE), False,
+         "evictd on node node-a may only write the Lease named after that node, not node-b"),
+    Case("renew another node's lease", lambda: update_lease(stored_lease(OTHER_NODE), renew), False,
+         "may only write the Lease named after that node, not node-b"),
+    Case("take over another node's lease", lambda: update_lease(stored_lease(OTHER_NODE, OTHER_HOLDER), take),
+         False, "may only write the Lease named after that node"),
+    Case("renew its lease with a Secret token", lambda: update_lease(stored_lease(), renew), False, NO_NODE,
+         extra=SECRET_TOKEN),
 ]
 
 

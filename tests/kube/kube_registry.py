@@ -93,6 +93,12 @@ class ResourceInfo:
         """The kind of the stored core/v1 form (the same Kind for every view served here)."""
         return self.kind
 
+    @property
+    def storage_api_version(self) -> str:
+        """The apiVersion of the stored form: core/v1 for pods, nodes and both views of events; the group's for
+        a resource stored only in its group (leases)."""
+        return self.api_version if self.storage == self.name and self.group and self.view is _identity else "v1"
+
 
 def _info(**kwargs: Any) -> ResourceInfo:
     sample = kwargs["fields"]({})
@@ -112,8 +118,12 @@ EVENTS_V1 = _info(name="events", kind="Event", group="events.k8s.io", version="v
                   singular="event", short_names=("ev",), categories=(), storage_version_hash="r2yiGXH7wu8=",
                   storage="events", fields=res.event_fields, to_storage=res.event_from_events_v1,
                   view=res.event_to_events_v1)
+LEASES = _info(name="leases", kind="Lease", group="coordination.k8s.io", version="v1", namespaced=True,
+               singular="lease", short_names=(), categories=(), storage_version_hash="gqkMMb/YqFM=", storage="leases",
+               fields=res.generic_fields)
 CORE_RESOURCES = (PODS, NODES, EVENTS)
-GROUP_RESOURCES = {"events.k8s.io": (EVENTS_V1,)}
+# In the real server's discovery order (events.k8s.io before coordination.k8s.io).
+GROUP_RESOURCES = {"events.k8s.io": (EVENTS_V1,), "coordination.k8s.io": (LEASES,)}
 
 
 def find_resource(group: str, name: str) -> ResourceInfo | None:
@@ -234,8 +244,9 @@ class Registry:
         """POST: returns the stored object. `seed` keeps a pod's status (writing storage directly, for tests)."""
         if not isinstance(body, dict):
             raise bad_request("the object provided is unrecognized")
+        _check_decodable(info, body)
         obj = res.normalize_times(info.to_storage(copy.deepcopy(body)))
-        obj["kind"], obj["apiVersion"] = info.storage_kind, "v1"
+        obj["kind"], obj["apiVersion"] = info.storage_kind, info.storage_api_version
         meta = obj.setdefault("metadata", {})
         if info.namespaced:
             if meta.get("namespace") and meta["namespace"] != namespace:
@@ -270,6 +281,8 @@ class Registry:
         elif info.storage == "events":
             res.default_core_event(obj)
             errors += res.validate_event(obj, info.group)
+        elif info.storage == "leases":
+            errors += res.validate_lease(obj)
         if errors:
             raise invalid(info.kind, meta.get("name", ""), errors, info.group)
         stored = self.store.create(info.storage, object_key(info, obj), obj)
@@ -318,8 +331,10 @@ class Registry:
         stored = self.store.get(info.storage, key)
         if stored is None:
             raise not_found(info.name, name, info.group)
-        new = res.normalize_times(info.to_storage(change(info.view(stored))))
-        new["kind"], new["apiVersion"] = info.storage_kind, "v1"
+        changed = change(info.view(stored))
+        _check_decodable(info, changed)
+        new = res.normalize_times(info.to_storage(changed))
+        new["kind"], new["apiVersion"] = info.storage_kind, info.storage_api_version
         meta = new.setdefault("metadata", {})
         old_meta = stored["metadata"]
         wanted_rv = meta.get("resourceVersion")
@@ -358,6 +373,8 @@ class Registry:
             elif info.storage == "events":
                 res.default_core_event(new)
                 errors = res.validate_event(new, "")
+            elif info.storage == "leases":
+                errors = res.validate_lease(new)
         if errors:
             raise invalid(info.kind, name, errors, info.group)
         if new == stored:
@@ -454,6 +471,14 @@ class Registry:
             details["group"] = info.group
         details.update({"kind": info.name, "uid": removed["metadata"].get("uid", "")})
         return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": details}
+
+
+def _check_decodable(info: ResourceInfo, body: dict[str, Any]) -> None:
+    """What decoding a Lease refuses (400): MicroTimes other than RFC3339Micro."""
+    if info.storage == "leases":
+        problem = res.micro_time_problem(body, info.kind, ("acquireTime", "renewTime"))
+        if problem is not None:
+            raise bad_request(problem)
 
 
 TOO_LARGE_RV_WAIT_S = 3.0  # the watch cache waits this long for a future resourceVersion before failing

@@ -227,6 +227,45 @@ def node_fields(node: dict[str, Any]) -> dict[str, str]:
     return {"metadata.name": meta.get("name", ""), "spec.unschedulable": "true" if spec.get("unschedulable") else "false"}
 
 
+# metav1.MicroTime's UnmarshalJSON parses with RFC3339Micro: exactly six fraction digits.
+MICRO_TIME_LAYOUT = "2006-01-02T15:04:05.000000Z07:00"
+_RFC3339_MICRO = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}(Z|[+-]\d{2}:\d{2})$")
+
+
+def micro_time_problem(obj: dict[str, Any], kind: str, keys: tuple[str, ...]) -> str | None:
+    """The decoding error of the first of `obj["spec"][key]` that is not an RFC3339Micro time, worded as the
+    API server words it (400 BadRequest), or None."""
+    spec = obj.get("spec") or {}
+    for key in keys:
+        value = spec.get(key)
+        if isinstance(value, str) and not _RFC3339_MICRO.match(value):
+            fraction = re.search(r"(\.\d*)?(Z|[+-]\d{2}:\d{2})?$", value)
+            rest = fraction.group(0) if fraction and fraction.group(0) else value[19:]
+            return (f'{kind} in version "v1" cannot be handled as a {kind}: parsing time "{value}" as '
+                    f'"{MICRO_TIME_LAYOUT}": cannot parse "{rest}" as ".000000"')
+    return None
+
+
+def generic_fields(obj: dict[str, Any]) -> dict[str, str]:
+    """`DefaultNamespaceScopedAttr`: what any namespaced resource without its own selectable fields offers."""
+    meta = obj.get("metadata") or {}
+    return {"metadata.name": meta.get("name", ""), "metadata.namespace": meta.get("namespace", "")}
+
+
+def validate_lease(lease: dict[str, Any]) -> list[FieldError]:
+    """`ValidateLeaseSpec` (pkg/apis/coordination/validation) without the feature-gated strategy fields."""
+    errors: list[FieldError] = []
+    spec = lease.get("spec") or {}
+    duration = spec.get("leaseDurationSeconds")
+    if duration is not None and duration <= 0:
+        errors.append(FieldError("invalid", "spec.leaseDurationSeconds", "must be greater than 0", duration))
+    transitions = spec.get("leaseTransitions")
+    if transitions is not None and transitions < 0:
+        errors.append(FieldError("invalid", "spec.leaseTransitions", "must be greater than or equal to 0",
+                                 transitions))
+    return errors
+
+
 def event_fields(event: dict[str, Any]) -> dict[str, str]:
     """`ToSelectableFields` of core/v1 Events (the events.k8s.io view selects on the same stored fields)."""
     meta, involved, source = event.get("metadata") or {}, event.get("involvedObject") or {}, event.get("source") or {}
@@ -375,7 +414,7 @@ def default_core_event(event: dict[str, Any]) -> None:
 TIME_KEYS = frozenset({"creationTimestamp", "deletionTimestamp", "lastTransitionTime", "lastProbeTime",
                        "lastHeartbeatTime", "startTime", "startedAt", "finishedAt", "timeAdded", "firstTimestamp",
                        "lastTimestamp", "deprecatedFirstTimestamp", "deprecatedLastTimestamp", "time"})
-MICRO_TIME_KEYS = frozenset({"eventTime", "lastObservedTime"})
+MICRO_TIME_KEYS = frozenset({"eventTime", "lastObservedTime", "acquireTime", "renewTime"})
 
 
 def _normal_time(value: str, micro: bool) -> str:

@@ -59,7 +59,8 @@ def test_core_discovery_lists_resources_with_verbs_kinds_and_short_names(api_cli
 
 def test_group_discovery_serves_events_k8s_io(api_client: Any) -> None:
     groups = client.ApisApi(api_client).get_api_versions().groups
-    assert [(g.name, g.preferred_version.group_version) for g in groups] == [("events.k8s.io", "events.k8s.io/v1")]
+    assert [(g.name, g.preferred_version.group_version) for g in groups] == [
+        ("events.k8s.io", "events.k8s.io/v1"), ("coordination.k8s.io", "coordination.k8s.io/v1")]
     group = client.EventsApi(api_client).get_api_group()
     assert group.name == "events.k8s.io" and group.versions[0].version == "v1"
     resources = client.EventsV1Api(api_client).get_api_resources()
@@ -90,7 +91,7 @@ def test_aggregated_discovery_is_served_only_when_asked_for(api_client: Any) -> 
     assert pods["scope"] == "Namespaced" and pods["responseKind"] == {"group": "", "version": "v1", "kind": "Pod"}
     assert {s["subresource"] for s in pods["subresources"]} == {"status", "eviction"}
     _, _, groups = raw_get(api_client, "/apis", aggregated)
-    assert [item["metadata"]["name"] for item in groups["items"]] == ["events.k8s.io"]
+    assert [item["metadata"]["name"] for item in groups["items"]] == ["events.k8s.io", "coordination.k8s.io"]
     code, content_type, legacy = raw_get(api_client, "/api", "application/json")
     assert (code, content_type, legacy["kind"]) == (200, "application/json", "APIVersions")
 

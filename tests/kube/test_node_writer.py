@@ -20,6 +20,7 @@ from evictd_kube_support import evictd_api_client
 from kube_faults import RecordedRequest
 from kube_objects import node_manifest
 from kube_pki import write_kubeconfig
+from kubernetes import client as kubernetes_client
 
 from clocks import ManualClock
 from evictd.core.errors import KubeError
@@ -404,3 +405,99 @@ def test_a_clean_stop_against_a_hung_api_gives_up_after_its_timeout(
     with pytest.raises(KubeError):
         writer.withdraw(timeout_s=0.5)
     assert time.monotonic() - started < 2.0
+
+
+# --- with evictd's node Lease renewed: the kubelet's status cadence -------------------------------------------
+
+
+class Lease:
+    """The node Lease as the writer asks it (`NodeLease.renewing`), switched by the test."""
+
+    def __init__(self) -> None:
+        self.renewed = True
+
+    def renewing(self) -> bool:
+        return self.renewed
+
+
+def status_writes(apiserver: ApiServer) -> int:
+    """evictd's node status writes (not the test's own)."""
+    return len([r for r in writes(apiserver) if r.path == STATUS_PATH
+                and r.headers.get("User-Agent", "").startswith("evictd")])
+
+
+def cycles_until(writer: NodeStatusWriter, clocks: ManualClock, until_s: float, pressure: list[NodeCondition],
+                 step_s: float = 1.0) -> None:
+    """A cycle every `step_s` until the clock reaches `until_s`, each updating the writer with `pressure`."""
+    while clocks.now_s < until_s:
+        clocks.advance(step_s)
+        writer.update(pressure)
+
+
+def test_with_the_lease_renewed_a_change_is_written_at_once_and_the_rest_every_report_period(
+    apiserver: ApiServer, make_writer: MakeWriter, clocks: ManualClock
+) -> None:
+    jitters = [0.2]  # the kubelet's one-time delay after a change: +0.2 of the report period (60 s)
+    writer = make_writer(update_period_s=10.0, report_period_s=300.0, heartbeat=Lease(), jitter=jitters.pop)
+    writer.update([])  # the first write (the kubelet's, at start, has the jitter too)
+    assert status_writes(apiserver) == 1
+    jitters.append(-0.5)
+    clocks.advance(5)
+    assert writer.update([MEMORY]) == [("NodeHasInsufficientMemory", "MemoryPressure")]  # a change: at once
+    assert status_writes(apiserver) == 2
+    changed_at = clocks.now_s
+    # A held minute of cycles every 2.5 s: nothing, where the heartbeat wrote 6 before.
+    cycles_until(writer, clocks, changed_at + 60, [MEMORY], step_s=2.5)
+    assert status_writes(apiserver) == 2
+    # The next report: 300 s after the change, less the one-time jitter (-0.5: 150 s), then every 300 s.
+    cycles_until(writer, clocks, changed_at + 150 - 1, [MEMORY])
+    assert status_writes(apiserver) == 2
+    cycles_until(writer, clocks, changed_at + 150, [MEMORY])
+    assert status_writes(apiserver) == 3
+    cycles_until(writer, clocks, clocks.now_s + 600, [MEMORY])
+    assert status_writes(apiserver) == 5
+    assert conditions(apiserver)["EvictdMemoryPressure"]["lastHeartbeatTime"] == stamp(clocks.wall())
+    assert taints(apiserver) == [FOREIGN_TAINT, MEMORY_TAINT]  # the taint written with the change, and kept
+
+
+def test_a_lease_no_longer_renewed_brings_the_heartbeat_back_to_the_update_period(
+    apiserver: ApiServer, make_writer: MakeWriter, clocks: ManualClock
+) -> None:
+    lease = Lease()
+    writer = make_writer(update_period_s=10.0, report_period_s=300.0, heartbeat=lease, jitter=lambda: 0.0)
+    writer.update([DISK])
+    cycles_until(writer, clocks, clocks.now_s + 30, [DISK], step_s=10)
+    assert status_writes(apiserver) == 1
+    lease.renewed = False  # the API refused the renewals (403) or stopped answering them
+    clocks.advance(10)
+    writer.update([DISK])  # at once: the last write is 40 s old
+    assert status_writes(apiserver) == 2
+    cycles_until(writer, clocks, clocks.now_s + 30, [DISK], step_s=10)
+    assert status_writes(apiserver) == 5
+    lease.renewed = True  # renewed again: the next report 300 s after the last write
+    last_write_s = clocks.now_s
+    cycles_until(writer, clocks, last_write_s + 290, [DISK], step_s=10)
+    assert status_writes(apiserver) == 5
+    cycles_until(writer, clocks, last_write_s + 300, [DISK], step_s=10)
+    assert status_writes(apiserver) == 6
+
+
+def test_with_the_lease_what_someone_else_changed_is_written_back_within_the_update_period(
+    apiserver: ApiServer, api_client: Any, make_writer: MakeWriter, clocks: ManualClock
+) -> None:
+    writer = make_writer(update_period_s=10.0, report_period_s=300.0, heartbeat=Lease(), jitter=lambda: 0.0)
+    writer.update([MEMORY])
+    start_s = clocks.now_s
+    # Between reports the Node is read once per update period, not written.
+    cycles_until(writer, clocks, start_s + 60, [MEMORY], step_s=2.5)
+    evictd_gets = [r for r in apiserver.requests if r.method == "GET" and r.path == NODE_PATH
+                   and r.headers.get("User-Agent", "").startswith("evictd")]
+    assert status_writes(apiserver) == 1 and 6 <= len(evictd_gets) <= 7
+    # A restarted kubelet rewrites the taints (evictd's gone), and someone flips evictd's condition.
+    core = kubernetes_client.CoreV1Api(api_client)
+    core.patch_node(NODE, {"spec": {"taints": [FOREIGN_TAINT]}})
+    core.patch_node_status(NODE, {"status": {"conditions": [{"type": "EvictdMemoryPressure", "status": "False"}]}})
+    cycles_until(writer, clocks, clocks.now_s + 10, [MEMORY], step_s=2.5)
+    assert taints(apiserver) == [FOREIGN_TAINT, MEMORY_TAINT]
+    assert conditions(apiserver)["EvictdMemoryPressure"]["status"] == "True"
+    assert status_writes(apiserver) == 2

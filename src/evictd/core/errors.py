@@ -14,6 +14,7 @@
      |    +-- EvictionRefused   the Eviction API said "not now" (a disruption budget, a webhook): nothing evicted
      +-- StateLockError     another evictd still holds the node or stateDir lock (exit status 2)
           +-- LockFileError     a lock file is not a regular file (a symlink, a folder...): refused (exit 2)
+          +-- NodeLeaseHeldError  another evictd still renews the node's Lease in the API (exit 2)
 
 The tree lives in the core so that pure parsers can raise it; adapters map foreign exceptions into it in
 one place each (`raise CRIError(...) from exc`). Errors carry data, not only text.
@@ -234,3 +235,17 @@ class LockFileError(StateLockError):
         self.lock_file = lock_file
         self.holder_pid = "unknown"
         self.waited_s = 0.0
+
+
+class NodeLeaseHeldError(StateLockError):
+    """Another evictd still renews this node's Lease after the wait: it runs for this node on another host or
+    beside this one with another node lock. Carries the Lease (`namespace/name`), its holder and its last renewal."""
+
+    def __init__(self, lease: str, holder: str, renew_time: str, waited_s: float) -> None:
+        EvictdError.__init__(self, f"the node's Lease {lease} is still renewed by another evictd (holder {holder!r}, "
+                                   f"last renewed {renew_time}) after {waited_s:g} s: evictd does not start "
+                                   "(one evictd per node)")
+        self.locked = "the node"
+        self.lock_file = f"Lease {lease}"
+        self.holder_pid = holder
+        self.waited_s = waited_s

@@ -148,6 +148,19 @@ def desired_taints(
     return kept
 
 
+def shows_pressure(conditions: Sequence[Mapping[str, Any]], taints: Sequence[Mapping[str, Any]],
+                   pressure: Sequence[NodeCondition], mode: ConditionMode) -> bool:
+    """True when a node's `conditions` and `taints` show `pressure` as evictd writes it: each of its three
+    conditions with the status for `pressure`, and its taints as `desired_taints` would leave them. False when
+    someone else changed them (a kubelet restart rewriting the taints, an edit) since evictd wrote them."""
+    by_type = {str(c.get("type")): c for c in conditions}
+    for condition in CONDITION_TO_TEXT:
+        wanted = "True" if condition in pressure else "False"
+        if (by_type.get(condition_type(condition, mode)) or {}).get("status") != wanted:
+            return False
+    return desired_taints(taints, pressure, mode) == [dict(t) for t in taints]
+
+
 def condition_transitions(before: Sequence[NodeCondition], after: Sequence[NodeCondition]) -> list[tuple[str, str]]:
     """Return (event reason, condition) for each pressure condition that appeared or cleared."""
     transitions = []

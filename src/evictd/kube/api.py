@@ -33,6 +33,7 @@ MERGE_PATCH = "application/merge-patch+json"
 JSON = "application/json"
 ANY = "*/*"
 PODS = "/api/v1/pods"
+LEASES_GROUP_VERSION = "coordination.k8s.io/v1"
 
 Query = Sequence[tuple[str, str | int | bool]]
 # A bounded answer is read in chunks of this size.
@@ -138,10 +139,29 @@ class KubeApi:
         return bytes(self._send("get nodes/proxy", "GET", self._path("nodes", name, "proxy", path), accept=ANY,
                                 timeout_s=timeout_s).data)
 
-    def _path(self, *segments: str) -> str:
-        """`/api/v1/` and the segments, each escaped as the generated client escapes path parameters."""
+    def read_lease(self, namespace: str, name: str, *, timeout_s: float) -> dict[str, Any]:
+        """`GET` a coordination.k8s.io/v1 Lease."""
+        return self._json("get leases", "GET", self._lease_path(namespace, name), timeout_s=timeout_s)
+
+    def create_lease(self, namespace: str, lease: Mapping[str, Any], *, timeout_s: float) -> dict[str, Any]:
+        """`POST` a Lease; return it as stored."""
+        return self._json("create leases", "POST", self._lease_path(namespace), body=lease, timeout_s=timeout_s)
+
+    def replace_lease(self, namespace: str, name: str, lease: Mapping[str, Any], *,
+                      timeout_s: float) -> dict[str, Any]:
+        """`PUT` the whole Lease (its `metadata.resourceVersion` is the precondition: 409 when it moved meanwhile),
+        as the kubelet renews its own; return it as stored."""
+        return self._json("update leases", "PUT", self._lease_path(namespace, name), body=lease, timeout_s=timeout_s)
+
+    def _lease_path(self, namespace: str, name: str = "") -> str:
+        return self._path("namespaces", namespace, "leases", *([name] if name else []),
+                          root=f"/apis/{LEASES_GROUP_VERSION}/")
+
+    def _path(self, *segments: str, root: str = "/api/v1/") -> str:
+        """`root` (the core group's by default) and the segments, each escaped as the generated client escapes
+        path parameters."""
         safe = self._configuration.safe_chars_for_path_param
-        return "/api/v1/" + "/".join(quote(segment, safe=safe) for segment in segments)
+        return root + "/".join(quote(segment, safe=safe) for segment in segments)
 
     def _json(self, verb: str, method: str, path: str, *, query: Query = (), body: Mapping[str, Any] | None = None,
               content_type: str | None = None, timeout_s: float) -> dict[str, Any]:

@@ -1,7 +1,13 @@
 """Writing evictd's pressure conditions and taints to the Node object.
 
-Every `nodeStatusUpdateFrequency` (10 s, the kubelet's default; at the first cycle past each mark, however
-often evictd cycles) and at once when the set of pressure conditions changes, the writer patches
+At once when the set of pressure conditions changes, and otherwise as the kubelet writes its node status: while
+evictd's node Lease is renewed (`evictd.kube.node_lease`: the heartbeat is the Lease's), every
+`nodeStatusReportFrequency` (5 m; after a change, the first one with the kubelet's one-time jitter of up to half a
+period either way), the Node being read (not written) every `nodeStatusUpdateFrequency` between them so that
+conditions or taints someone else changed are written back within that period; without a renewed Lease, every
+`nodeStatusUpdateFrequency` (10 s, the kubelet's default; at
+the first cycle past each mark, however often evictd cycles), the conditions' `lastHeartbeatTime` then being
+the heartbeat. The writer patches
 `nodes/{name}/status` with a strategic merge of evictd's three conditions (merged by `type`, so the kubelet's
 and everyone else's conditions survive), and keeps evictd's
 `NoSchedule` taints in step with them. `spec.taints` has no merge key in the API (a patch replaces the whole
@@ -10,14 +16,15 @@ a conflict. Condition changes also produce the kubelet's node events (NodeHasIns
 
 On a clean stop (`withdraw`) evictd's taints are removed and its conditions set to Unknown (reason
 EvictdStopped): a stopped evictd must not keep the scheduler away from the node forever, and nobody should read
-its last observation as current. A crashed evictd cannot do that; its conditions' `lastHeartbeatTime` stops
-moving instead.
+its last observation as current. A crashed evictd cannot do that; its Lease's `renewTime` stops moving instead
+(without a Lease, its conditions' `lastHeartbeatTime`).
 """
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from evictd.clock import SYSTEM_CLOCK, Clock
 from evictd.core.errors import KubeError
@@ -26,25 +33,41 @@ from evictd.core.node_status import (
     condition_transitions,
     desired_conditions,
     desired_taints,
+    shows_pressure,
     stopped_conditions,
 )
 from evictd.core.signals import NodeCondition
 from evictd.kube.api import KubeApi
 from evictd.kube.events import rfc3339
 
-# The kubelet's nodeStatusUpdateFrequency default.
+# The kubelet's nodeStatusUpdateFrequency and nodeStatusReportFrequency defaults.
 NODE_STATUS_UPDATE_S = 10.0
+NODE_STATUS_REPORT_S = 300.0
 # A heartbeat may be written this part of the period before it is due (0.4 s of 10 s: more than cycles vary by).
 HEARTBEAT_EARLY_FRACTION = 0.04
 TAINT_CONFLICT_RETRIES = 3
 
 
+class Heartbeat(Protocol):
+    """evictd's node Lease, as the writer asks it: is it being renewed (`evictd.kube.node_lease.NodeLease`)?"""
+
+    def renewing(self) -> bool: ...
+
+
+def kubelet_report_jitter() -> float:
+    """The kubelet's one-time delay after a status change, as a part of nodeStatusReportFrequency: uniform in
+    [-0.5, 0.5) (`delayAfterNodeStatusChange`)."""
+    return random.random() - 0.5
+
+
 class NodeStatusWriter:
-    """Keeps the node's evictd conditions and taints current. `dry_run` computes without writing."""
+    """Keeps the node's evictd conditions and taints current. `dry_run` computes without writing. With a
+    `heartbeat` (the node Lease) being renewed, the unchanged conditions are written every `report_period_s`."""
 
     def __init__(self, api: KubeApi, node_name: str, mode: ConditionMode, *,
-                 update_period_s: float = NODE_STATUS_UPDATE_S, dry_run: bool = False, timeout_s: float = 10.0,
-                 clock: Clock = SYSTEM_CLOCK) -> None:
+                 update_period_s: float = NODE_STATUS_UPDATE_S, report_period_s: float = NODE_STATUS_REPORT_S,
+                 heartbeat: Heartbeat | None = None, jitter: Callable[[], float] = kubelet_report_jitter,
+                 dry_run: bool = False, timeout_s: float = 10.0, clock: Clock = SYSTEM_CLOCK) -> None:
         self._api = api
         self._node = node_name
         self._mode = mode
@@ -58,6 +81,12 @@ class NodeStatusWriter:
         # to the period, every other cycle would write). Early writes move the phase, never the rate.
         self._due_at = float("-inf")
         self._early_s = update_period_s * HEARTBEAT_EARLY_FRACTION
+        # With the Lease renewed: when the next report of unchanged conditions is due.
+        self._report_period_s = report_period_s
+        self._report_due_at = float("-inf")
+        self._check_due_at = float("-inf")  # the next read of the Node between reports
+        self._heartbeat = heartbeat
+        self._jitter = jitter
 
     def update(self, pressure: Sequence[NodeCondition]) -> list[tuple[str, str]]:
         """Write conditions and taints if due or changed; return the (event reason, condition) transitions.
@@ -67,15 +96,28 @@ class NodeStatusWriter:
         current = tuple(c for c in NodeCondition if c in pressure)
         changed = current != self._written
         now_s = self._clock.monotonic()
-        if not changed and now_s < self._due_at - self._early_s:
-            return []
+        leased = self._heartbeat is not None and self._heartbeat.renewing()
+        node = None
+        if not changed and now_s < (self._report_due_at if leased else self._due_at) - self._early_s:
+            # With the Lease, the Node is still read once per update period: what someone else changed meanwhile
+            # (a restarted kubelet rewriting the taints) is written back then, not minutes later.
+            if not leased or now_s < self._check_due_at - self._early_s:
+                return []
+            self._check_due_at = now_s + self._period_s
+            node = self._api.read_node(self._node, timeout_s=self._timeout_s)
+            if shows_pressure((node.get("status") or {}).get("conditions") or [],
+                              (node.get("spec") or {}).get("taints") or [], current, self._mode):
+                return []
         self._write(lambda existing, now: desired_conditions(existing, current, self._mode, now), current,
-                    self._timeout_s)
+                    self._timeout_s, node)
         transitions = condition_transitions(self._written or (), current) if changed else []
         self._written = current
         # A change restarts the period; a heartbeat keeps its marks unless cycles stopped for a period or more.
         self._due_at = now_s + self._period_s if changed or now_s >= self._due_at + self._period_s \
             else self._due_at + self._period_s
+        # The kubelet's report: a change (or the first write) adds its one-time jitter to the next one.
+        self._report_due_at = now_s + self._report_period_s * (1 + (self._jitter() if changed else 0.0))
+        self._check_due_at = now_s + self._period_s
         return transitions
 
     def withdraw(self, timeout_s: float) -> None:
@@ -87,10 +129,11 @@ class NodeStatusWriter:
             self._write(lambda existing, now: stopped_conditions(existing, self._mode, now), (), timeout_s)
 
     def _write(self, conditions: Callable[[list[Any], str], list[dict[str, Any]]], pressure: Sequence[NodeCondition],
-               timeout_s: float) -> None:
-        """Read the node and patch its status with `conditions(its conditions, now)` and its taints for `pressure`
-        (in dry-run only the read)."""
-        node = self._api.read_node(self._node, timeout_s=timeout_s)
+               timeout_s: float, node: dict[str, Any] | None = None) -> None:
+        """Read the node (unless `node` was just read) and patch its status with `conditions(its conditions, now)`
+        and its taints for `pressure` (in dry-run only the read)."""
+        if node is None:
+            node = self._api.read_node(self._node, timeout_s=timeout_s)
         patch = {"status": {"conditions": conditions((node.get("status") or {}).get("conditions") or [],
                                                      rfc3339(self._clock.wall()))}}
         if self._dry_run:

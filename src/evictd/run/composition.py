@@ -57,6 +57,7 @@ from evictd.kube.critical_record import CriticalPodRecord
 from evictd.kube.events import EventRecorder
 from evictd.kube.evictor import KubePodEvictor
 from evictd.kube.journal import EvictionJournal
+from evictd.kube.node_lease import NodeLease, lease_namespace
 from evictd.kube.node_writer import NodeStatusWriter
 from evictd.kube.pod_watch import TERMINAL_PHASES, PodWatcher
 from evictd.kube.shadow import ShadowComparer
@@ -223,6 +224,8 @@ class ClusterParts:
     pod_watch: Part  # starts the watch and waits for its first answer
     # Soft evictions through the Eviction API (`softEvictionsThroughEvictionAPI`, never in dry-run); None: off.
     eviction_api: EvictionApiRoute | None = None
+    # evictd's Lease for the node (its heartbeat, and one evictd per node); None in dry-run, which writes nothing.
+    lease: NodeLease | None = None
 
 
 class PodWatchStart:
@@ -301,8 +304,13 @@ def build_cluster(config: Configuration, node_name: str, metrics: Metrics, log: 
     kube_evictor = None if dry_run else KubePodEvictor(api_client, journal, events, runtime=runtime,
                                                        on_api_error=api_error, decision=decision)
     evictor: PodEvictor = kube_evictor if kube_evictor is not None else ReportOnlyEvictor()
+    lease = None if dry_run else NodeLease(
+        api_client, lease_namespace(settings.lease_namespace, bool(os.environ.get(IN_CLUSTER_ENV))), node_name,
+        log=log, duration_s=settings.node_lease_duration_s, wait_s=settings.state_lock_timeout_s, on_error=api_error)
     node_writer = NodeStatusWriter(api_client, node_name, settings.node_condition_mode,
-                                   update_period_s=settings.node_status_update_frequency_s, dry_run=dry_run)
+                                   update_period_s=settings.node_status_update_frequency_s,
+                                   report_period_s=settings.node_status_report_frequency_s, heartbeat=lease,
+                                   dry_run=dry_run)
     critical = CriticalPodRecord(None if dry_run else StateDir(settings.state_dir).critical_pods)
     if critical.problem is not None:
         log.warning("critical pods remembered from the last pod list unreadable", error=critical.problem)
@@ -318,7 +326,7 @@ def build_cluster(config: Configuration, node_name: str, metrics: Metrics, log: 
         route = EvictionApiRoute(kube_evictor, settings.eviction_api_max_candidates, settings.eviction_api_deadline_s)
     return ClusterParts(pods=pods, node_pods=NodeFallbackPods(discovered, journal, own_uid, critical),
                         evictor=evictor, sync=sync, watcher=watcher, shadow=shadow,
-                        journal=journal, pod_watch=PodWatchStart(watcher, log), eviction_api=route)
+                        journal=journal, pod_watch=PodWatchStart(watcher, log), eviction_api=route, lease=lease)
 
 
 @dataclass(frozen=True)
@@ -490,9 +498,13 @@ def build_hooks(basics: Basics, observers: Observers, *, reported_only: bool, st
 
 def build_parts(basics: Basics, cluster: ClusterParts | None, link: RuntimeLink, stats: StatsParts,
                 health: Health, serve_http: bool) -> list[Part]:
-    """What the daemon starts before its first cycle, in order: the pod watch, the runtime link, the HTTP
-    endpoint, the disk walker."""
-    parts: list[Part] = [cluster.pod_watch] if cluster is not None else []
+    """What the daemon starts before its first cycle, in order: the node Lease (another evictd renewing it: wait,
+    then refuse), the pod watch, the runtime link, the HTTP endpoint, the disk walker."""
+    parts: list[Part] = []
+    if cluster is not None and cluster.lease is not None:
+        parts.append(cluster.lease)
+    if cluster is not None:
+        parts.append(cluster.pod_watch)
     parts.append(link)
     if serve_http:
         parts.append(HttpEndpoint(basics.settings.metrics_bind_address, basics.metrics.registry, health))

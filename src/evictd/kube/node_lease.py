@@ -1,0 +1,367 @@
+"""evictd's Lease for its node: its heartbeat in the API, and the guard that keeps one evictd per node.
+
+As the kubelet's node lease (a coordination.k8s.io/v1 Lease in `kube-node-lease`, renewed every quarter of
+`nodeLeaseDurationSeconds`, 10 s of 40 s), evictd holds a Lease named after its node in its own namespace
+(`leaseNamespace`: by default the namespace of its pod, `evictd-system` outside a cluster) and renews it on a thread
+of its own, never on the loop's path to a decision. While the Lease is renewed, the Node's conditions are written
+only on a change and every `nodeStatusReportFrequency` (`NodeStatusWriter`), as the kubelet writes its status.
+A renewal is a PUT of the Lease last written (its resourceVersion the precondition, no GET first, as the
+kubelet's controller does); a conflict re-reads it. A failed renewal is logged and retried a second later, then
+at doubling intervals up to the renewal period; it is never fatal. A Lease evictd may not write (403: the RBAC of
+an older install has no leases) is logged once; the Node heartbeat then stays at `nodeStatusUpdateFrequency`.
+
+One evictd per node: the Lease names its holder (`<host name>/<boot id>/<PID>`). At start (`start`, before the
+first cycle), a Lease renewed by another holder within its `leaseDurationSeconds` means another evictd runs for
+this node: evictd waits up to `stateLockTimeout` for it to stop renewing, then refuses to start
+(`NodeLeaseHeldError`, exit status 2), as with the node and stateDir locks. A holder on this host (the same boot
+id) whose PID no longer runs crashed: its Lease is taken over at once (a DaemonSet pod and the systemd unit see
+host PIDs). A Lease taken over from another holder counts a transition (`leaseTransitions`, `acquireTime`), as
+leader election does. On a clean stop the Lease is released (holder emptied). When the API does not answer at
+start, evictd starts all the same (it cannot tell) and the thread keeps trying; a Lease found held by another
+live evictd later is never overwritten (logged as an error) until it expires.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import socket
+import threading
+from collections.abc import Callable, Mapping
+from datetime import datetime, timedelta
+from typing import Any
+
+from evictd.clock import SYSTEM_CLOCK, Clock
+from evictd.core.errors import KubeError, NodeLeaseHeldError
+from evictd.kube.api import LEASES_GROUP_VERSION, KubeApi
+from evictd.log import Log
+
+# The kubelet's nodeLeaseDurationSeconds default and its renewal interval: a quarter of the duration
+# (NodeLeaseRenewIntervalFraction), with up to 4 % jitter added (wait.JitterUntil's 0.04).
+DEFAULT_LEASE_DURATION_S = 40
+RENEW_INTERVAL_FRACTION = 0.25
+RENEW_JITTER_FRACTION = 0.04
+# After a failed renewal: the first retry after this, doubling up to the renewal interval.
+FIRST_RETRY_S = 1.0
+# While waiting at start for another evictd's Lease to expire, how often it is read again.
+WAIT_POLL_S = 1.0
+REQUEST_TIMEOUT_S = 10.0
+# At start each request waits less: an API that does not answer must not hold the first cycle up for long (the
+# thread goes on trying).
+START_REQUEST_TIMEOUT_S = 3.0
+# A Lease evictd may not write (403) is tried again this seldom: an RBAC fixed later is picked up.
+FORBIDDEN_RETRY_S = 300.0
+# At stop: how long the thread's last request may hold the stop up, and the release's own deadline.
+STOP_WAIT_S = 2.0
+# Where a pod's service account names the pod's namespace; outside a pod, the namespace deploy/kubernetes uses.
+SERVICE_ACCOUNT_NAMESPACE_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+DEFAULT_NAMESPACE = "evictd-system"
+BOOT_ID_FILE = "/proc/sys/kernel/random/boot_id"
+FORBIDDEN = 403
+CONFLICT = 409
+NOT_FOUND = 404
+
+
+def lease_namespace(configured: str, in_cluster: bool, namespace_file: str = SERVICE_ACCOUNT_NAMESPACE_FILE) -> str:
+    """The namespace of evictd's node Leases: `configured`, else (in a pod) the pod's, else DEFAULT_NAMESPACE."""
+    if configured:
+        return configured
+    if in_cluster:
+        try:
+            with open(namespace_file, encoding="utf-8") as handle:
+                found = handle.read(256).strip()
+        except OSError:
+            found = ""
+        if found:
+            return found
+    return DEFAULT_NAMESPACE
+
+
+def holder_identity(pid: int | None = None, boot_id_file: str = BOOT_ID_FILE) -> str:
+    """This process as a Lease holder: `<host name>/<boot id>/<PID>` (the boot id tells a holder on this host)."""
+    try:
+        with open(boot_id_file, encoding="ascii") as handle:
+            boot_id = handle.read(64).strip() or "unknown"
+    except OSError:
+        boot_id = "unknown"
+    return f"{socket.gethostname()}/{boot_id}/{os.getpid() if pid is None else pid}"
+
+
+def _pid_runs(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # EPERM: it runs, as someone else
+        return True
+    return True
+
+
+def crashed_on_this_host(holder: str, identity: str, pid_runs: Callable[[int], bool] = _pid_runs) -> bool:
+    """True when `holder` names this host's boot (as `identity` does) and a PID that no longer runs."""
+    theirs, ours = holder.split("/"), identity.split("/")
+    if len(theirs) != 3 or len(ours) != 3 or theirs[1] != ours[1] or ours[1] == "unknown":
+        return False
+    return theirs[2].isdigit() and theirs[2] != ours[2] and not pid_runs(int(theirs[2]))
+
+
+def micro_time(moment: datetime) -> str:
+    """A metav1.MicroTime as the API writes it."""
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _parse_time(text: object) -> datetime | None:
+    if not isinstance(text, str) or not text:
+        return None
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+def live_holder(lease: Mapping[str, Any], identity: str, now: datetime) -> str | None:
+    """The holder of `lease` when it is another than `identity` and renewed within its leaseDurationSeconds; else
+    None (ours, released, expired, or unreadable times: free to take)."""
+    spec = lease.get("spec") or {}
+    holder = spec.get("holderIdentity") or ""
+    if not isinstance(holder, str) or not holder or holder == identity:
+        return None
+    renewed = _parse_time(spec.get("renewTime"))
+    duration = spec.get("leaseDurationSeconds")
+    if renewed is None or not isinstance(duration, int) or isinstance(duration, bool):
+        return None
+    return holder if renewed + timedelta(seconds=duration) > now else None
+
+
+class NodeLease:
+    """Holds and renews evictd's Lease for one node (see the module's description); a daemon Part."""
+
+    def __init__(self, api: KubeApi, namespace: str, node_name: str, *, log: Log,
+                 duration_s: int = DEFAULT_LEASE_DURATION_S, wait_s: float = 30.0, identity: str | None = None,
+                 on_error: Callable[[KubeError], None] = lambda error: None, clock: Clock = SYSTEM_CLOCK,
+                 jitter: Callable[[], float] = random.random, pid_runs: Callable[[int], bool] = _pid_runs) -> None:
+        self._api = api
+        self.namespace = namespace
+        self.name = node_name
+        self.identity = identity if identity is not None else holder_identity()
+        self._log = log
+        self.duration_s = duration_s
+        self.renew_interval_s = duration_s * RENEW_INTERVAL_FRACTION
+        self._wait_s = wait_s
+        self._on_error = on_error
+        self._clock = clock
+        self._jitter = jitter
+        self._pid_runs = pid_runs
+        self._latest: dict[str, Any] | None = None  # the Lease as last written by us
+        self._renewed_at: float | None = None  # monotonic time of the last successful write
+        self._failures = 0  # consecutive failed renewals
+        self._forbidden = False  # the last attempt was refused (403)
+        self._forbidden_logged = False
+        self._foreign_logged = ""
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    @property
+    def where(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    def renewing(self) -> bool:
+        """True while the Lease was renewed by us within its duration (what the Node heartbeat's period follows)."""
+        renewed_at = self._renewed_at
+        return renewed_at is not None and self._clock.monotonic() - renewed_at < self.duration_s
+
+    # -- the daemon Part -------------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Take the Lease, waiting up to `wait_s` for another live holder (NodeLeaseHeldError after), then renew it
+        on a thread."""
+        self.acquire()
+        self._thread = threading.Thread(target=self._run, name="evictd-node-lease", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop renewing and release the Lease (logged, never raised)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=STOP_WAIT_S)
+            if self._thread.is_alive():  # a renewal still waiting for the API: the Lease expires by itself
+                return
+        self.release()
+
+    def acquire(self) -> None:
+        """The start-up guard (see the module's description)."""
+        deadline = self._clock.monotonic() + self._wait_s
+        waited_for: tuple[str, str] | None = None
+        while True:
+            try:
+                foreign = self._sync(START_REQUEST_TIMEOUT_S)
+            except KubeError as exc:
+                self._failed(exc, starting=True)
+                return
+            if foreign is None:
+                if waited_for is not None:
+                    self._log.info("node lease taken over", lease=self.where, previous_holder=waited_for[0])
+                return
+            holder, renew_time = foreign
+            if waited_for is None:
+                self._log.warning("node lease held by another evictd: waiting for it to stop renewing",
+                                  lease=self.where, holder=holder, renew_time=renew_time, wait_s=self._wait_s)
+            waited_for = foreign
+            remaining = deadline - self._clock.monotonic()
+            if remaining <= 0:
+                raise NodeLeaseHeldError(self.where, holder, renew_time, self._wait_s)
+            self._clock.sleep(min(WAIT_POLL_S, remaining))
+
+    def renew(self) -> None:
+        """One renewal (the thread's step): logged when it fails, never raised."""
+        try:
+            foreign = self._sync()
+        except KubeError as exc:
+            self._failed(exc, starting=False)
+            return
+        if foreign is not None:
+            self._failures += 1
+            if self._foreign_logged != foreign[0]:
+                self._foreign_logged = foreign[0]
+                self._log.error("node lease held by another evictd: two evictd may act on this node; not taken "
+                                "over until it expires", lease=self.where, holder=foreign[0], renew_time=foreign[1])
+            return
+        if self._failures or self._foreign_logged:
+            self._log.info("node lease renewed again: the Node heartbeat back to nodeStatusReportFrequency",
+                           lease=self.where, failed_attempts=self._failures)
+        self._failures = 0
+        self._forbidden = False
+        self._foreign_logged = ""
+
+    def release(self) -> None:
+        """On a clean stop: the Lease's holder emptied, so that the next evictd takes it at once."""
+        if self._latest is None:
+            return
+        lease = _copy(self._latest)
+        lease["spec"]["holderIdentity"] = ""
+        try:
+            self._api.replace_lease(self.namespace, self.name, lease, timeout_s=STOP_WAIT_S)
+        except KubeError as exc:
+            self._on_error(exc)
+            self._log.warning("node lease not released at stop (it expires by itself)", lease=self.where,
+                              error=str(exc))
+            return
+        self._latest = None
+        self._renewed_at = None
+        self._log.info("node lease released", lease=self.where)
+
+    def next_delay_s(self) -> float:
+        """When the thread renews next: the renewal interval with its jitter, sooner after a failure."""
+        if self._forbidden:
+            return FORBIDDEN_RETRY_S
+        if self._failures:
+            return min(FIRST_RETRY_S * 2.0 ** min(self._failures - 1, 16), self.renew_interval_s)
+        return self.renew_interval_s * (1 + RENEW_JITTER_FRACTION * self._jitter())
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.next_delay_s()):
+            self.renew()
+
+    # -- writing the Lease -----------------------------------------------------------------------------------
+
+    def _sync(self, timeout_s: float = REQUEST_TIMEOUT_S) -> tuple[str, str] | None:
+        """Renew or take the Lease; return (holder, renewTime) of another live holder instead (each request waits
+        at most `timeout_s`). Raises KubeError."""
+        if self._latest is not None:
+            try:
+                self._written(self._api.replace_lease(self.namespace, self.name, self._renewed(self._latest),
+                                                      timeout_s=timeout_s))
+                return None
+            except KubeError as exc:
+                if exc.status != CONFLICT:
+                    raise
+                self._on_error(exc)  # written by someone else meanwhile: read it again
+                self._latest = None
+        try:
+            current = self._api.read_lease(self.namespace, self.name, timeout_s=timeout_s)
+        except KubeError as exc:
+            if exc.status != NOT_FOUND:
+                raise
+            try:
+                self._written(self._api.create_lease(self.namespace, self._new_lease(), timeout_s=timeout_s))
+                return None
+            except KubeError as created:
+                if created.status != CONFLICT:  # AlreadyExists: another evictd created it meanwhile
+                    raise
+            current = self._api.read_lease(self.namespace, self.name, timeout_s=timeout_s)
+        now = self._clock.wall()
+        holder = live_holder(current, self.identity, now)
+        if holder is not None and not crashed_on_this_host(holder, self.identity, self._pid_runs):
+            return holder, str((current.get("spec") or {}).get("renewTime"))
+        self._written(self._api.replace_lease(self.namespace, self.name, self._taken(current),
+                                              timeout_s=timeout_s))
+        return None
+
+    def _written(self, lease: dict[str, Any]) -> None:
+        self._latest = lease
+        self._renewed_at = self._clock.monotonic()
+
+    def _failed(self, exc: KubeError, *, starting: bool) -> None:
+        self._on_error(exc)
+        self._failures += 1
+        self._forbidden = exc.status == FORBIDDEN
+        if self._forbidden:
+            if not self._forbidden_logged:
+                self._forbidden_logged = True
+                self._log.error("node lease may not be written (403): the Node heartbeat stays at "
+                                "nodeStatusUpdateFrequency; grant evictd's Role in deploy/kubernetes/rbac.yaml",
+                                lease=self.where, error=str(exc))
+            return
+        if starting:
+            self._log.warning("node lease not taken at start (the API does not answer?): starting without knowing "
+                              "whether another evictd runs for this node; retrying", lease=self.where, error=str(exc))
+        elif self._failures == 1 or self._failures % 10 == 0:
+            self._log.warning("node lease not renewed; retrying", lease=self.where, error=str(exc),
+                              failed_attempts=self._failures)
+
+    def _new_lease(self) -> dict[str, Any]:
+        return new_lease(self.namespace, self.name, self.identity, self.duration_s, self._clock.wall())
+
+    def _renewed(self, lease: Mapping[str, Any]) -> dict[str, Any]:
+        return renewed_lease(lease, self.duration_s, self._clock.wall())
+
+    def _taken(self, lease: Mapping[str, Any]) -> dict[str, Any]:
+        return taken_lease(lease, self.identity, self.duration_s, self._clock.wall())
+
+
+def new_lease(namespace: str, name: str, identity: str, duration_s: int, now: datetime) -> dict[str, Any]:
+    """The Lease evictd creates for node `name`: held by `identity`, acquired and renewed `now`."""
+    at = micro_time(now)
+    return {"apiVersion": LEASES_GROUP_VERSION, "kind": "Lease",
+            "metadata": {"name": name, "namespace": namespace, "labels": {"app.kubernetes.io/name": "evictd"}},
+            "spec": {"holderIdentity": identity, "leaseDurationSeconds": duration_s, "acquireTime": at,
+                     "renewTime": at, "leaseTransitions": 0}}
+
+
+def renewed_lease(lease: Mapping[str, Any], duration_s: int, now: datetime) -> dict[str, Any]:
+    """`lease` renewed `now` (its resourceVersion kept: the update's precondition)."""
+    renewed = _copy(lease)
+    renewed["spec"].update(renewTime=micro_time(now), leaseDurationSeconds=duration_s)
+    return renewed
+
+
+def taken_lease(lease: Mapping[str, Any], identity: str, duration_s: int, now: datetime) -> dict[str, Any]:
+    """`lease` (ours, or released, expired or crashed) renewed as `identity`'s: acquired now and a transition
+    counted when it was another's, as leader election counts them."""
+    taken = renewed_lease(lease, duration_s, now)
+    spec = taken["spec"]
+    if spec.get("holderIdentity") != identity:
+        if spec.get("holderIdentity"):
+            transitions = spec.get("leaseTransitions")
+            spec["leaseTransitions"] = (transitions if isinstance(transitions, int) else 0) + 1
+        spec["holderIdentity"] = identity
+        spec["acquireTime"] = spec["renewTime"]
+    return taken
+
+
+def _copy(lease: Mapping[str, Any]) -> dict[str, Any]:
+    """A Lease with its own metadata and spec (the parts a write changes)."""
+    copied = dict(lease)
+    copied["metadata"] = dict(lease.get("metadata") or {})
+    copied["spec"] = dict(lease.get("spec") or {})
+    return copied

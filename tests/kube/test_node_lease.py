@@ -1,0 +1,327 @@
+"""NodeLease (src/evictd/kube/node_lease.py) against the test API server with evictd's API client: the Lease it
+creates and renews, when it renews, the start-up guard (a live Lease of another evictd: wait, then refuse; an
+expired, released or crashed one: taken over), the 403 fallback, and the release at stop. Time is a ManualClock
+(monotonic for the renewal's bookkeeping, wall for the Lease's times) except in the one test of the thread."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from apiserver import ApiServer
+from evictd_kube_support import evictd_api_client
+from lease_contract import lease_body, raw
+
+from clocks import ManualClock
+from evictd.core.errors import NodeLeaseHeldError
+from evictd.kube.node_lease import (
+    FIRST_RETRY_S,
+    FORBIDDEN_RETRY_S,
+    NodeLease,
+    crashed_on_this_host,
+    holder_identity,
+    lease_namespace,
+    micro_time,
+)
+from log_capture import LogCapture
+
+NODE = "node-1"
+NAMESPACE = "evictd-system"
+LEASE_PATH = f"/apis/coordination.k8s.io/v1/namespaces/{NAMESPACE}/leases"
+START = datetime(2026, 11, 24, 5, 0, 0, tzinfo=UTC)
+OURS = "host-a/boot-1/100"
+THEIRS = "host-b/boot-2/200"
+
+MakeLease = Callable[..., NodeLease]
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    return ManualClock(500.0, wall_at_zero=START - timedelta(seconds=500.0))
+
+
+@pytest.fixture
+def log() -> LogCapture:
+    return LogCapture()
+
+
+@pytest.fixture
+def make_lease(apiserver: ApiServer, clock: ManualClock, log: LogCapture) -> Iterator[MakeLease]:
+    clients: list[Any] = []
+
+    def make(**kwargs: Any) -> NodeLease:
+        client = evictd_api_client(apiserver)
+        clients.append(client)
+        options: dict[str, Any] = {"identity": OURS, "clock": clock, "log": log, "jitter": lambda: 0.5,
+                                   "pid_runs": lambda pid: True, **kwargs}
+        return NodeLease(client, NAMESPACE, NODE, **options)
+
+    yield make
+    for client in clients:
+        client.close()
+
+
+def stored(api_client: Any) -> dict[str, Any]:
+    status, lease = raw(api_client, "GET", f"{LEASE_PATH}/{NODE}")
+    assert status == 200, lease
+    return lease
+
+
+def seed(api_client: Any, holder: str, renewed: datetime, transitions: int = 0) -> None:
+    body = lease_body(NAMESPACE, NODE, holder, micro_time(renewed))
+    body["spec"]["leaseTransitions"] = transitions
+    status, created = raw(api_client, "POST", LEASE_PATH, body)
+    assert status == 201, created
+
+
+def lease_requests(apiserver: ApiServer) -> list[tuple[str, str]]:
+    """evictd's requests to the Lease (by its User-Agent: not the test's own reads)."""
+    return [(r.method, r.path) for r in apiserver.requests
+            if "/leases" in r.path and r.headers.get("User-Agent", "").startswith("evictd")]
+
+
+# --- creating and renewing -----------------------------------------------------------------------------------
+
+
+def test_the_lease_is_created_then_renewed_with_a_put_of_the_last_one_written(
+        apiserver: ApiServer, api_client: Any, make_lease: MakeLease, clock: ManualClock) -> None:
+    lease = make_lease()
+    assert not lease.renewing()
+    lease.acquire()
+    created = stored(api_client)
+    assert created["spec"] == {"holderIdentity": OURS, "leaseDurationSeconds": 40, "acquireTime": micro_time(START),
+                               "renewTime": micro_time(START), "leaseTransitions": 0}
+    assert created["metadata"]["labels"] == {"app.kubernetes.io/name": "evictd"}
+    assert lease.renewing()
+
+    for _ in range(3):
+        clock.advance(10)
+        lease.renew()
+    renewed = stored(api_client)
+    assert renewed["spec"]["renewTime"] == micro_time(START + timedelta(seconds=30))
+    assert renewed["spec"]["acquireTime"] == micro_time(START)  # acquired once
+    # A GET (404) and a POST at start; then each renewal one PUT, no GET first (as the kubelet's controller).
+    assert lease_requests(apiserver) == [("GET", f"{LEASE_PATH}/{NODE}"), ("POST", LEASE_PATH)] + [
+        ("PUT", f"{LEASE_PATH}/{NODE}")] * 3
+
+
+def test_renewing_lasts_a_lease_duration_after_the_last_renewal(make_lease: MakeLease, clock: ManualClock) -> None:
+    lease = make_lease(duration_s=40)
+    lease.acquire()
+    clock.advance(39.9)
+    assert lease.renewing()
+    clock.advance(0.2)
+    assert not lease.renewing()
+
+
+def test_renewal_timing_is_the_kubelets_and_a_failure_is_retried_sooner(
+        apiserver: ApiServer, make_lease: MakeLease, log: LogCapture) -> None:
+    jitter = [0.0]
+    lease = make_lease(duration_s=40, jitter=lambda: jitter[0])
+    lease.acquire()
+    # A quarter of nodeLeaseDurationSeconds, plus up to 4 % (wait.JitterUntil's 0.04).
+    assert lease.renew_interval_s == 10.0
+    assert lease.next_delay_s() == 10.0
+    jitter[0] = 1.0
+    assert lease.next_delay_s() == pytest.approx(10.4)
+
+    apiserver.faults.fail_next(5, code=503, path="/leases")
+    delays = []
+    for _ in range(5):
+        lease.renew()
+        delays.append(lease.next_delay_s())
+    assert delays == [FIRST_RETRY_S, 2.0, 4.0, 8.0, 10.0]
+    warned = [fields for event, fields in log.at("warning") if event == "node lease not renewed; retrying"]
+    assert [fields["failed_attempts"] for fields in warned] == [1]  # then every tenth, not every time
+    lease.renew()
+    assert lease.renewing() and lease.next_delay_s() == pytest.approx(10.4)
+    assert ("node lease renewed again: the Node heartbeat back to nodeStatusReportFrequency",
+            {"lease": f"{NAMESPACE}/{NODE}", "failed_attempts": 5}) in log.at("info")
+
+
+def test_a_conflict_reads_the_lease_again_and_renews_it(
+        apiserver: ApiServer, api_client: Any, make_lease: MakeLease, clock: ManualClock) -> None:
+    lease = make_lease()
+    lease.acquire()
+    # Someone (an admin's edit) writes the Lease meanwhile: its resourceVersion moves.
+    current = stored(api_client)
+    current["metadata"]["labels"]["edited"] = "yes"
+    assert raw(api_client, "PUT", f"{LEASE_PATH}/{NODE}", current)[0] == 200
+    clock.advance(10)
+    lease.renew()
+    after = stored(api_client)
+    assert after["spec"]["renewTime"] == micro_time(START + timedelta(seconds=10))
+    assert after["metadata"]["labels"]["edited"] == "yes" and lease.renewing()
+    assert [r.status for r in apiserver.requests if r.method == "PUT"][-2:] == [409, 200]
+
+
+def test_the_thread_renews_every_quarter_of_the_duration(apiserver: ApiServer, log: LogCapture) -> None:
+    client = evictd_api_client(apiserver)
+    lease = NodeLease(client, NAMESPACE, NODE, log=log, duration_s=2, wait_s=0.0)  # renewed every 0.5 s
+    try:
+        lease.start()
+        time.sleep(2.6)
+        puts = [r for r in apiserver.requests if r.method == "PUT"]
+        # 5 renewals in 2.6 s at 0.5-0.52 s each; a loaded machine may be a little late, never early.
+        assert 3 <= len(puts) <= 5, len(puts)
+        assert lease.renewing()
+    finally:
+        lease.stop()
+        client.close()
+    assert stored(apiserver.api_client())["spec"]["holderIdentity"] == ""  # released at stop
+
+
+# --- one evictd per node ---------------------------------------------------------------------------------------
+
+
+def test_a_live_lease_of_another_evictd_refuses_the_start_after_the_wait(
+        apiserver: ApiServer, api_client: Any, make_lease: MakeLease, clock: ManualClock, log: LogCapture) -> None:
+    seed(api_client, THEIRS, START - timedelta(seconds=5))  # renewed 5 s ago, for 40 s
+    lease = make_lease(wait_s=3.0)
+    with pytest.raises(NodeLeaseHeldError) as refused:
+        lease.acquire()
+    assert str(refused.value) == (
+        f"the node's Lease {NAMESPACE}/{NODE} is still renewed by another evictd (holder '{THEIRS}', last renewed "
+        f"{micro_time(START - timedelta(seconds=5))}) after 3 s: evictd does not start (one evictd per node)")
+    assert clock.now_s == pytest.approx(503.0)
+    assert log.at("warning")[0] == ("node lease held by another evictd: waiting for it to stop renewing", {
+        "lease": f"{NAMESPACE}/{NODE}", "holder": THEIRS, "renew_time": micro_time(START - timedelta(seconds=5)),
+        "wait_s": 3.0})
+    assert stored(api_client)["spec"]["holderIdentity"] == THEIRS  # never overwritten
+    assert {method for method, _ in lease_requests(apiserver)} == {"GET"}  # read, never written
+
+
+def test_a_lease_that_expires_during_the_wait_is_taken_over(
+        api_client: Any, make_lease: MakeLease, clock: ManualClock, log: LogCapture) -> None:
+    seed(api_client, THEIRS, START - timedelta(seconds=38), transitions=2)  # 2 s left
+    lease = make_lease(wait_s=30.0)
+    lease.acquire()
+    assert 502.0 <= clock.now_s <= 503.0
+    spec = stored(api_client)["spec"]
+    assert (spec["holderIdentity"], spec["leaseTransitions"]) == (OURS, 3)
+    assert spec["acquireTime"] == spec["renewTime"] == micro_time(clock.wall())
+    assert ("node lease taken over", {"lease": f"{NAMESPACE}/{NODE}", "previous_holder": THEIRS}) in log.at("info")
+
+
+@pytest.mark.parametrize("holder", ["", THEIRS], ids=["released", "expired"])
+def test_a_released_or_expired_lease_is_taken_at_once(
+        api_client: Any, make_lease: MakeLease, clock: ManualClock, holder: str) -> None:
+    seed(api_client, holder, START - timedelta(seconds=41))
+    make_lease().acquire()
+    spec = stored(api_client)["spec"]
+    assert clock.now_s == 500.0 and spec["holderIdentity"] == OURS
+    assert spec["leaseTransitions"] == (1 if holder else 0)  # a released Lease has no holder to transition from
+
+
+def test_a_crashed_evictd_on_this_host_is_taken_over_at_once(
+        api_client: Any, make_lease: MakeLease, clock: ManualClock) -> None:
+    crashed = "host-a/boot-1/4321"  # this boot, a PID that no longer runs
+    seed(api_client, crashed, START - timedelta(seconds=1))
+    make_lease(pid_runs=lambda pid: pid != 4321).acquire()
+    assert clock.now_s == 500.0 and stored(api_client)["spec"]["holderIdentity"] == OURS
+
+
+def test_which_holders_crashed_on_this_host() -> None:
+    gone = {4321}.__contains__
+    assert crashed_on_this_host("h/boot-1/4321", "h/boot-1/100", lambda pid: not gone(pid))
+    assert not crashed_on_this_host("h/boot-1/4322", "h/boot-1/100", lambda pid: not gone(pid))  # still runs
+    assert not crashed_on_this_host("h/boot-2/4321", "h/boot-1/100", lambda pid: False)  # another host or boot
+    assert not crashed_on_this_host("h/unknown/4321", "h/unknown/100", lambda pid: False)  # boot not known
+    assert not crashed_on_this_host("kubelet-node-1", "h/boot-1/100", lambda pid: False)  # not evictd's shape
+
+
+def test_a_lease_found_held_by_another_at_renewal_is_not_overwritten(
+        apiserver: ApiServer, api_client: Any, make_lease: MakeLease, clock: ManualClock, log: LogCapture) -> None:
+    lease = make_lease()
+    lease.acquire()
+    # Another evictd (started while the API did not answer ours, say) takes the Lease over.
+    current = stored(api_client)
+    current["spec"].update(holderIdentity=THEIRS, renewTime=micro_time(clock.wall()))
+    assert raw(api_client, "PUT", f"{LEASE_PATH}/{NODE}", current)[0] == 200
+    clock.advance(10)
+    lease.renew()
+    lease.renew()
+    assert stored(api_client)["spec"]["holderIdentity"] == THEIRS
+    errors = [event for event, _ in log.at("error")]
+    assert errors == ["node lease held by another evictd: two evictd may act on this node; not taken over until "
+                      "it expires"]  # once, not at every renewal
+    clock.advance(41)
+    lease.renew()  # theirs expired: ours again
+    assert stored(api_client)["spec"]["holderIdentity"] == OURS and lease.renewing()
+
+
+def test_an_api_that_does_not_answer_at_start_does_not_hold_the_start_up(
+        apiserver: ApiServer, make_lease: MakeLease, log: LogCapture) -> None:
+    apiserver.faults.fail_next(1, code=503, path="/leases")
+    lease = make_lease()
+    lease.acquire()
+    assert not lease.renewing()
+    assert log.at("warning")[0][0].startswith("node lease not taken at start")
+    lease.renew()
+    assert lease.renewing()
+
+
+# --- the 403 fallback and the release -----------------------------------------------------------------------------
+
+
+def test_a_forbidden_lease_is_logged_once_and_tried_again_seldom(
+        apiserver: ApiServer, make_lease: MakeLease, log: LogCapture) -> None:
+    apiserver.faults.fail_next(3, code=403, path="/leases")
+    lease = make_lease()
+    lease.acquire()
+    lease.renew()
+    assert not lease.renewing()
+    assert lease.next_delay_s() == FORBIDDEN_RETRY_S
+    assert [event for event, _ in log.at("error")] == [
+        "node lease may not be written (403): the Node heartbeat stays at nodeStatusUpdateFrequency; grant evictd's "
+        "Role in deploy/kubernetes/rbac.yaml"]
+    lease.renew()
+    lease.renew()  # RBAC fixed meanwhile
+    assert lease.renewing() and lease.next_delay_s() == pytest.approx(10.2)
+    assert len(log.at("error")) == 1
+
+
+def test_stop_releases_the_lease_and_the_next_evictd_takes_it_at_once(
+        api_client: Any, make_lease: MakeLease, clock: ManualClock) -> None:
+    first = make_lease(wait_s=30.0)
+    first.acquire()
+    first.release()
+    assert stored(api_client)["spec"]["holderIdentity"] == ""
+    assert not first.renewing()
+    second = make_lease(identity=THEIRS, wait_s=30.0)
+    second.acquire()
+    assert clock.now_s == 500.0 and stored(api_client)["spec"]["holderIdentity"] == THEIRS
+
+
+# --- where and who ----------------------------------------------------------------------------------------------
+
+
+def test_the_namespace_is_configured_or_the_pods_or_evictd_system(tmp_path: Any) -> None:
+    namespace_file = tmp_path / "namespace"
+    namespace_file.write_text("evictd-prod\n")
+    assert lease_namespace("ops", True, str(namespace_file)) == "ops"
+    assert lease_namespace("", True, str(namespace_file)) == "evictd-prod"
+    assert lease_namespace("", True, str(tmp_path / "missing")) == "evictd-system"
+    assert lease_namespace("", False, str(namespace_file)) == "evictd-system"
+
+
+def test_the_holder_identity_names_host_boot_and_pid(tmp_path: Any) -> None:
+    boot = tmp_path / "boot_id"
+    boot.write_text("1b2c3d4e-aaaa-bbbb-cccc-111122223333\n")
+    host, boot_id, pid = holder_identity(4242, str(boot)).split("/")
+    assert (boot_id, pid) == ("1b2c3d4e-aaaa-bbbb-cccc-111122223333", "4242") and host
+    assert holder_identity(1, str(tmp_path / "missing")).split("/")[1] == "unknown"
+
+
+def test_a_lease_created_by_another_evictd_meanwhile_is_read_again_not_overwritten(
+        apiserver: ApiServer, api_client: Any, make_lease: MakeLease) -> None:
+    seed(api_client, THEIRS, START - timedelta(seconds=1))
+    # The read answers 404 as if before the other evictd's create: the create then finds it (409 AlreadyExists).
+    apiserver.faults.fail_next(1, code=404, method="GET", path="/leases/")
+    with pytest.raises(NodeLeaseHeldError):
+        make_lease(wait_s=0.0).acquire()
+    assert stored(api_client)["spec"]["holderIdentity"] == THEIRS
+    assert [r.status for r in apiserver.requests if r.method == "POST"][-1] == 409

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import NamedTuple
 
 from evictd.adapters.disk_usage import (
@@ -256,7 +256,8 @@ class PodDiskStore:
                                   previous[0].measured_at_monotonic > figures.measured_at_monotonic):
                 return
         if figures.pod is not wanted[0]:
-            figures = replace(figures, pod=wanted[0])
+            figures = PodDiskFigures(wanted[0], figures.measured_at_monotonic, figures.measured_at_wall,
+                                     figures.volumes, figures.logs, figures.problem)
         problem = figures.problem
         reading = PodDiskReading(figures=figures, problems=() if problem is None else (
             SampleError(_source(figures.pod), f"{problem.source}: {problem.reason}"),))

@@ -223,11 +223,12 @@ class FlightRecorder:
             after_reclaim=None if after is None else Encoded(self._summaries.whole(after)))
         return encode_line_parts(line), report.pods
 
-    def _append(self, line: Sequence[str]) -> None:
+    def _append(self, line: list[str]) -> None:
         """Write the parts of `line` at the end of the segment (a chunk of at most WRITE_CHUNK_CHARS characters at
         a time: a segment's first line is megabytes at thousands of pods, and bytes of it all at once would be
         one more copy of it in memory) and sync it; on failure cut off what was written. With a writer, hand its
-        chunks over instead (`_write_out`); a failure there is raised at a later line."""
+        chunks over instead (`_write_out`); a failure there is raised at a later line. `line` is emptied as its
+        chunks are made (`_chunks`)."""
         segment = self._segment
         assert segment is not None
         if self._writer is not None:
@@ -476,14 +477,19 @@ def _size(line: Sequence[str]) -> int:
     return sum(len(part) if part.isascii() else len(part.encode()) for part in line)
 
 
-def _chunks(line: Sequence[str]) -> Iterator[bytes]:
-    """The parts of `line` as UTF-8 bytes, in chunks of about WRITE_CHUNK_CHARS characters (a longer part is cut)."""
+def _chunks(line: list[str]) -> Iterator[bytes]:
+    """The parts of `line` as UTF-8 bytes, in chunks of about WRITE_CHUNK_CHARS characters (a longer part is cut).
+
+    A line of several chunks is emptied as it goes: each part is let go of (replaced by "" in `line`) once it is in
+    a chunk, so that a whole line is in memory about once, not as its parts and its chunks both (a segment's first
+    line at 5,000 pods: 6.6 MiB twice, the daemon's highest peak)."""
     if sum(map(len, line)) <= WRITE_CHUNK_CHARS:  # most lines: one chunk
         yield "".join(line).encode()
         return
     pending: list[str] = []
     count = 0
-    for part in line:
+    for index, part in enumerate(line):
+        line[index] = ""
         for start in range(0, len(part), WRITE_CHUNK_CHARS):
             piece = part if len(part) <= WRITE_CHUNK_CHARS else part[start:start + WRITE_CHUNK_CHARS]
             pending.append(piece)

@@ -235,8 +235,8 @@ def test_summaries_after_a_segments_first_line_are_written_as_changes_and_read_b
 def test_a_line_is_in_memory_about_once_while_its_chunks_are_made() -> None:
     """Issue #25 (5,000 pods): a segment's first line (6.6 MiB) was held as its parts and as its chunks at once,
     the daemon's highest peak; each part is let go of once it is in a chunk. Seven parts of 1 MiB and one of 3 MiB
-    (cut in three) made into chunks: at the highest, the line, its largest part (held while it is cut) and a
-    chunk or so in memory (before: the line twice, 11 MiB over it)."""
+    made into chunks (of 64 KiB, the 3 MiB part cut): at the highest, the line, its largest part (held while it
+    is cut) and a chunk or so in memory (before: the line twice, 11 MiB over it)."""
     mib = 1 << 20
     tracemalloc.start()
     try:

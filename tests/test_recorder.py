@@ -14,6 +14,7 @@ import os
 import random
 import subprocess
 import sys
+import tracemalloc
 import uuid
 from collections.abc import Iterator
 from dataclasses import replace
@@ -229,6 +230,27 @@ def test_summaries_after_a_segments_first_line_are_written_as_changes_and_read_b
     expected = [None if c.report.summary is None else summary_to_dict(c.report.summary) for c in all_cycles]
     assert [r.summary for r in records] == expected
     assert replay(records).differences == ()
+
+
+def test_a_line_is_in_memory_about_once_while_its_chunks_are_made() -> None:
+    """Issue #25 (5,000 pods): a segment's first line (6.6 MiB) was held as its parts and as its chunks at once,
+    the daemon's highest peak; each part is let go of once it is in a chunk. Seven parts of 1 MiB and one of 3 MiB
+    made into chunks (of 64 KiB, the 3 MiB part cut): at the highest, the line, its largest part (held while it
+    is cut) and a chunk or so in memory (before: the line twice, 11 MiB over it)."""
+    mib = 1 << 20
+    tracemalloc.start()
+    try:
+        line = ["x" * mib for _ in range(7)] + ["y" * (3 * mib)]
+        before = tracemalloc.get_traced_memory()[0]
+        tracemalloc.reset_peak()
+        chunks = tuple(recorder_module._chunks(line))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert b"".join(chunks) == b"x" * (7 * mib) + b"y" * (3 * mib)  # (10 MiB, in chunks of 1 MiB)
+    assert before >= 10 * mib
+    assert peak <= before + 5 * mib, f"{(peak - before) / mib:.1f} MiB over the line's parts while chunked"
+    assert line == [""] * 8
 
 
 def test_a_line_written_chunk_by_chunk_is_the_line_written_at_once(tmp_path: Path,

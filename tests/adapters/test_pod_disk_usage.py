@@ -295,6 +295,26 @@ def test_only_wanted_pods_and_newer_figures_are_kept() -> None:
     assert store.latest(SMALL) is None, "a pod no longer wanted is forgotten"
 
 
+def test_figures_are_kept_under_the_wanted_key_itself() -> None:
+    """Issue #25 (5,000 pods): each figures line brings the pod's key anew (its strings decoded again); the store
+    keeps the figures under the key the cycle wants, which its pod already holds, not a copy per pod and round.
+    What the figures say is unchanged, and a problem still names the pod."""
+    clock = ManualClock()
+    store = PodDiskStore(stale_after_s=STALE_AFTER_S, clock=clock)
+    wanted = PodKey(*("".join(part) for part in SMALL))  # built apart: equal to SMALL, not the same object
+    store.want([wanted])
+    brought = PodKey(*("".join(part) for part in SMALL))
+    arrived = PodDiskFigures(brought, clock.now_s, WALL_AT, volumes=(("data", SpaceUsed(4096, 2)),),
+                             problem=SampleError("/var/lib/kubelet/x", "Permission denied"))
+    store.record(arrived)
+    kept = store.latest(SMALL)
+    assert kept is not None and kept.pod is wanted and kept.pod.uid is wanted.uid and kept.pod.name is wanted.name
+    assert kept == arrived, "the same figures, under an equal key"
+    [found] = store.readings([wanted], clock.now_s)
+    assert found.figures is kept and found.figures.pod is wanted
+    assert [problem.source for problem in found.problems] == ["disk usage of pod shop/small"]
+
+
 def test_the_feeder_wakes_when_the_wanted_pods_change() -> None:
     store = PodDiskStore(clock=ManualClock())
     version, pods = store.wanted()

@@ -468,6 +468,58 @@ def test_pods_share_equal_resource_lists_and_repeated_names() -> None:
     assert first.annotations is second.annotations
 
 
+def _replica(name: str, memory: object = "64Mi", size_limit: object = "1Gi") -> dict[str, Any]:
+    """A pod of a deployment: two containers, an emptyDir and the two default tolerations, as each replica has."""
+    return {"metadata": {"name": name, "namespace": "shop", "uid": f"uid-{name}"},
+            "spec": {"containers": [{"name": "".join(["app"]), "resources": {"requests": {"memory": memory}}},
+                                    {"name": "".join(["sidecar"])}],
+                     "volumes": [{"name": "".join(["cache"]), "emptyDir": {"sizeLimit": size_limit}}],
+                     "tolerations": [{"key": "".join(["node.kubernetes.io/", what]), "operator": "Exists",
+                                      "effect": "NoExecute", "tolerationSeconds": 300}
+                                     for what in ("not-ready", "unreachable")]}}
+
+
+def test_pods_share_equal_containers_volumes_and_tolerations(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue #25 (5,000 pods): the replicas of a deployment hold one tuple of containers, of volumes and of
+    tolerations (each pod its own two tolerations were 0.6 KiB a pod); parts that differ, or print differently
+    (a quantity equal in value but written otherwise), are not shared, and each pod reads as a parse without
+    sharing gives it."""
+    first, second = (pod_from_dict(_replica(name)) for name in ("a", "b"))
+    for part in ("containers", "volumes", "tolerations"):
+        assert getattr(first, part) is getattr(second, part), part
+    other_memory = pod_from_dict(_replica("c", memory="67108864"))  # equal to 64Mi, written otherwise
+    other_limit = pod_from_dict(_replica("d", size_limit="1024Mi"))
+    assert other_memory.containers is not first.containers and other_memory.volumes is first.volumes
+    assert other_memory.containers[1] is first.containers[1]  # the sidecar alike
+    assert other_limit.volumes is not first.volumes and other_limit.tolerations is first.tolerations
+    shared = [pod_to_dict(pod) for pod in (first, second, other_memory, other_limit)]
+    monkeypatch.setattr(pods_module, "_SHARED_MAX_ENTRIES", 0)
+    monkeypatch.setattr(pods_module, "_SHARED_PARTS", {})
+    alone = [pod_from_dict(_replica(name, **changed)) for name, changed in (
+        ("a", {}), ("b", {}), ("c", {"memory": "67108864"}), ("d", {"size_limit": "1024Mi"}))]
+    assert alone[0].tolerations is not alone[1].tolerations  # (no sharing: the comparison below means something)
+    assert shared == [pod_to_dict(pod) for pod in alone]
+    assert [pod_from_dict(document) for document in shared] == alone
+
+
+def test_shared_pod_parts_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The table of shared parts stops growing at its bound (tenants write these values), and a part whose
+    strings are longer than the bound of a shared part is never kept in it."""
+    monkeypatch.setattr(pods_module, "_SHARED_PARTS", {})
+    monkeypatch.setattr(pods_module, "_SHARED_MAX_ENTRIES", 40)
+    for index in range(100):
+        pod_from_dict(_replica(f"p{index}", memory=f"{index + 1}Mi"))
+    assert len(pods_module._SHARED_PARTS) <= 40
+    monkeypatch.setattr(pods_module, "_SHARED_PARTS", {})
+    monkeypatch.setattr(pods_module, "_SHARED_MAX_ENTRIES", 4096)
+    long_key = _replica("long")
+    long_key["spec"]["tolerations"][0]["key"] = "x" * 2000
+    assert pod_from_dict(long_key).tolerations[0].key == "x" * 2000
+    assert not any(isinstance(part, pods_module.Toleration) or (part and isinstance(part, tuple) and isinstance(
+        part[0], pods_module.Toleration)) for part in pods_module._SHARED_PARTS.values())
+    assert len(pods_module._SHARED_PARTS) == 5  # the two containers and their tuple, the volume and its tuple
+
+
 def test_shared_resource_lists_keep_each_value_as_written(monkeypatch: pytest.MonkeyPatch) -> None:
     """Equal dict keys that are different JSON values (1, 1.0, True) never share a resource list: each pod's
     quantities are those a parse without sharing gives, and a bool is refused even after 1 was shared."""

@@ -26,7 +26,6 @@ import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from types import MappingProxyType
 from typing import Protocol
 
 from evictd.adapters import procfs
@@ -95,14 +94,14 @@ class DiskBlocks:
 
     Built once per `PodDiskFigures` object and reused while the store hands out the same one (figures and
     Summary blocks are immutable), so an unchanged pod costs a cycle no allocation for its disk figures.
-    `log_containers` are the container entries when the runtime names no container; `ephemeral_storage` is
+    `log_containers` are each log folder's figures as the container entry the runtime names no container with
+    (and where it does, the logs it gets: no mapping of its own, kept for every pod); `ephemeral_storage` is
     volumes + logs, without writable layers.
     """
 
     figures: PodDiskFigures
     measured_at: datetime
     volume_stats: tuple[VolumeStats, ...]
-    logs: Mapping[str, FsStats]
     used_bytes: int
     inodes_used: int
     log_containers: tuple[ContainerStats, ...]
@@ -115,17 +114,16 @@ def disk_blocks(figures: PodDiskFigures) -> DiskBlocks:
     used = sum(usage.used_bytes for _, usage in figures.volumes) + sum(usage.used_bytes for _, usage in figures.logs)
     inodes = (sum(usage.inodes_used for _, usage in figures.volumes)
               + sum(usage.inodes_used for _, usage in figures.logs))
-    logs = {name: FsStats(time=at, used_bytes=usage.used_bytes, inodes_used=usage.inodes_used)
-            for name, usage in figures.logs}
     return DiskBlocks(
         figures=figures,
         measured_at=at,
         volume_stats=tuple(VolumeStats(name=name, time=at, used_bytes=usage.used_bytes, inodes_used=usage.inodes_used)
                            for name, usage in figures.volumes),
-        logs=MappingProxyType(logs),
         used_bytes=used,
         inodes_used=inodes,
-        log_containers=tuple(ContainerStats(name=name, logs=fs) for name, fs in logs.items()),
+        log_containers=tuple(ContainerStats(name=name, logs=FsStats(time=at, used_bytes=usage.used_bytes,
+                                                                    inodes_used=usage.inodes_used))
+                             for name, usage in figures.logs),
         ephemeral_storage=FsStats(time=at, used_bytes=used, inodes_used=inodes),
     )
 
@@ -319,7 +317,8 @@ class NodeStatsSource:
             )
         used = disk.used_bytes if disk is not None else 0
         inodes = disk.inodes_used if disk is not None else 0
-        logs = dict(disk.logs) if disk is not None else {}
+        logs = {entry.name: entry.logs for entry in disk.log_containers if entry.logs is not None} \
+            if disk is not None else {}
         containers = []
         for measured in runtime:  # the runtime names the containers and measures their writable layers
             rootfs = None

@@ -215,7 +215,9 @@ class PodDiskStore:
         # A plain lock for the cycle's lookups (entered in C); the condition on it only wakes the feeder.
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)
-        self._wanted: dict[PodKey, float] = {}  # pod -> when it was first wanted
+        # pod -> the wanted key itself (the cycle's, which its pod keeps: figures are kept under it, not under the
+        # equal key each figures line brings, 0.2 KiB a pod with its strings) and when it was first wanted
+        self._wanted: dict[PodKey, tuple[PodKey, float]] = {}
         self._wanted_order: tuple[PodKey, ...] = ()
         self._version = 0
         # pod -> its last figures and the reading they give while fresh (built once, when recorded)
@@ -228,7 +230,7 @@ class PodDiskStore:
             if order == self._wanted_order:
                 return
             now = self._clock.monotonic()
-            self._wanted = {pod: self._wanted.get(pod, now) for pod in order}
+            self._wanted = {pod: (pod, self._wanted.get(pod, (pod, now))[1]) for pod in order}
             self._wanted_order = order
             self._latest = {pod: latest for pod, latest in self._latest.items() if pod in self._wanted}
             self._version += 1
@@ -247,6 +249,15 @@ class PodDiskStore:
 
     def record(self, figures: PodDiskFigures) -> None:
         """Keep `figures` as the pod's latest, if the pod is still wanted and they are not older."""
+        with self._lock:
+            wanted = self._wanted.get(figures.pod)
+            previous = self._latest.get(figures.pod)
+            if wanted is None or (previous is not None and
+                                  previous[0].measured_at_monotonic > figures.measured_at_monotonic):
+                return
+        if figures.pod is not wanted[0]:
+            figures = PodDiskFigures(wanted[0], figures.measured_at_monotonic, figures.measured_at_wall,
+                                     figures.volumes, figures.logs, figures.problem)
         problem = figures.problem
         reading = PodDiskReading(figures=figures, problems=() if problem is None else (
             SampleError(_source(figures.pod), f"{problem.source}: {problem.reason}"),))
@@ -271,7 +282,7 @@ class PodDiskStore:
         result = []
         for pod, found in zip(pods, latest, strict=True):
             if found is None:
-                waited = now - wanted.get(pod, now)
+                waited = now - wanted.get(pod, (pod, now))[1]
                 result.append(NOT_MEASURED_YET if waited <= stale_after_s else PodDiskReading(problems=(SampleError(
                     _source(pod), f"not measured within {stale_after_s:.0f} s of the pod being first seen: counted "
                                   "as absent; the disk walker is behind or not running"),)))

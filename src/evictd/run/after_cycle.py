@@ -185,7 +185,8 @@ class NotifierRefresh:
                 self._log.warning("memory notifier unavailable", cycle=cycle.number,
                                   detail=f"{failure.description}: {failure.error}")
         if self._unavailable and self.memcg is not None:
-            armed = {n.description for n in (*self.memcg.levels, *self.memcg.drop_watches)}
+            memcg = self.memcg
+            armed = {n.description for n in (*memcg.levels, *memcg.drop_watches, *memcg.approach_watches)}
             for description in sorted(self._unavailable & armed):
                 self._unavailable.discard(description)
                 self._log.info("memory notifier available again", cycle=cycle.number, notifier=description)

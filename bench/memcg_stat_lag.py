@@ -27,23 +27,11 @@ import tempfile
 import time
 from pathlib import Path
 
+from earlyoom_side_by_side import WRITER  # the same write load
+
 MiB = 1 << 20
 ROOT_STAT = Path("/sys/fs/cgroup/memory/memory.stat")
 STEP_BYTES = 8 * MiB  # evictd.core.memcg.MEMCG_REARM_STEP_BYTES: a smaller difference is not acted on
-WRITER = r"""
-import os, sys
-path, size = sys.argv[1], int(sys.argv[2])
-block = os.urandom(1 << 20)
-while True:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        for _ in range(size // len(block)):
-            os.write(fd, block)
-        os.fdatasync(fd)
-    finally:
-        os.close(fd)
-    os.unlink(path)
-"""
 
 
 def stat_inactive_file() -> int:

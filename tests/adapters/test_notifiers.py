@@ -23,6 +23,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType, MappingProxyType
 
@@ -659,20 +660,45 @@ def test_a_re_arm_asked_while_one_is_in_hand_follows_it_instead_of_being_dropped
         notifiers.close()
 
 
+@dataclass
+class HeldSet:
+    """A 512Mi notifier set on the test cgroup with an allocating child in it, and its registrations held on demand
+    (`hold`: from then on each waits for `release`, as an RCU grace period on a loaded node holds it)."""
+
+    notifiers: MemcgNotifierSet
+    child: ScriptedChild
+    in_hand: threading.Event = field(default_factory=threading.Event)
+    release: threading.Event = field(default_factory=threading.Event)
+
+    def hold(self) -> None:
+        self.notifiers._arm = held_registrations(  # type: ignore[method-assign]
+            self.notifiers, self.in_hand, self.release)
+
+
+@contextlib.contextmanager
+def held_set(memcg_dir: Path) -> Iterator[HeldSet]:
+    notifiers = MemcgNotifierSet([memory_threshold("512Mi")], memory_root=str(memcg_dir), pods_cgroup="kubepods")
+    child = ScriptedChild("allocator")
+    (memcg_dir / "cgroup.procs").write_text(f"{child.pid}\n")
+    held = HeldSet(notifiers, child)
+    try:
+        yield held
+    finally:
+        held.release.set()
+        notifiers.close()
+        child.stop()
+
+
 def test_a_crossing_while_a_lower_level_is_being_registered_wakes_the_loop(memcg_dir: Path, waiter: Waiter) -> None:
     # Page cache dropped: the level is re-armed lower, and the kernel's registration waits for an RCU grace
     # period (100 ms and more on a loaded node; held here). Until it is in place only the old level, too high,
     # is watched: a crossing of the new one must still wake the loop, from usage read in its place.
-    notifiers = MemcgNotifierSet([memory_threshold("512Mi")], memory_root=str(memcg_dir), pods_cgroup="kubepods")
-    child = ScriptedChild("allocator")
-    (memcg_dir / "cgroup.procs").write_text(f"{child.pid}\n")
-    in_hand, release = threading.Event(), threading.Event()
-    held_arm = held_registrations(notifiers, in_hand, release)
-    try:
+    with held_set(memcg_dir) as held:
+        notifiers, child, in_hand, release = held.notifiers, held.child, held.in_hand, held.release
         usage = read_int(memcg_dir / "memory.usage_in_bytes")
         assert notifiers.update(summary_with(stats_for_level(usage, 200 * MI, 512 * MI), None), now=0.0) == []
         assert notifiers.recheck_s is None, "the kernel watches the level: nothing to read in its place"
-        notifiers._arm = held_arm  # type: ignore[method-assign]
+        held.hold()
         notifiers.update(summary_with(stats_for_level(usage, 40 * MI, 512 * MI), None), now=1.0)
         assert in_hand.wait(LONG_WAIT_S)
         waiter.set_notifiers([notifiers])
@@ -692,34 +718,25 @@ def test_a_crossing_while_a_lower_level_is_being_registered_wakes_the_loop(memcg
         assert notifiers.update(summary_with(stats_for_level(usage, -100 * MI, 512 * MI), None), now=2.0) == []
         notifiers.update(summary_with(stats_for_level(usage, -120 * MI, 512 * MI), None), now=3.0)
         assert notifiers.rearming and notifiers.recheck_s is None
-    finally:
-        release.set()
-        waiter.set_notifiers([])
-        notifiers.close()
-        child.stop()
 
 
 def test_a_raised_level_is_read_in_its_place_once_the_old_one_fired(memcg_dir: Path, waiter: Waiter) -> None:
     # Page cache written: usage reaches the level although the working set did not (the level fired early), and the
     # cycle raises it. The old level, now below usage, announces nothing more while usage rises, and the new one
     # waits for an RCU grace period (held here): a crossing meanwhile must still wake the loop.
-    notifiers = MemcgNotifierSet([memory_threshold("512Mi")], memory_root=str(memcg_dir), pods_cgroup="kubepods")
-    child = ScriptedChild("allocator")
-    (memcg_dir / "cgroup.procs").write_text(f"{child.pid}\n")
-    in_hand, release = threading.Event(), threading.Event()
-    held_arm = held_registrations(notifiers, in_hand, release)
-    try:
+    with held_set(memcg_dir) as held:
+        notifiers, child = held.notifiers, held.child
         usage = read_int(memcg_dir / "memory.usage_in_bytes")
         assert notifiers.update(summary_with(stats_for_level(usage, 16 * MI, 512 * MI), None), now=0.0) == []
         (old,) = notifiers.levels
         child.do(f"alloc {32 * MI}")  # past the old level
         causes, _, _ = wait_for_descriptions(waiter, notifiers.notifiers, {old.description}, LONG_WAIT_S)
         assert causes == {"memcg"}
-        notifiers._arm = held_arm  # type: ignore[method-assign]
+        held.hold()
         now_usage = read_int(memcg_dir / "memory.usage_in_bytes")
         # The cycle's readings: that was page cache, the level is now 40 MiB above usage.
         notifiers.update(summary_with(stats_for_level(now_usage, 40 * MI, 512 * MI), None), now=1.0)
-        assert in_hand.wait(LONG_WAIT_S)
+        assert held.in_hand.wait(LONG_WAIT_S)
         assert notifiers.recheck_s == 0.002, "the old level is below usage: usage is read in the new one's place"
         waiter.set_notifiers([notifiers])
         assert waiter.wait(0.05) == [], "not crossed yet"
@@ -728,14 +745,9 @@ def test_a_raised_level_is_read_in_its_place_once_the_old_one_fired(memcg_dir: P
         assert waiter.wait(LONG_WAIT_S) == ["memcg"]
         assert time.monotonic() - started < MAX_WAKE_LATENCY_S
         assert notifiers.description == "hard memory eviction threshold (crossed while re-armed)"
-    finally:
-        release.set()
-        waiter.set_notifiers([])
-        notifiers.close()
-        child.stop()
 
 
-def test_a_level_armed_below_usage_by_stale_statistics_is_not_read_in_its_place(memcg_dir: Path) -> None:
+def test_a_level_raised_while_the_old_one_is_above_usage_is_not_read_in_its_place(memcg_dir: Path) -> None:
     # A level raised while the one armed is still above usage: that one fires first, nothing to read meanwhile.
     notifiers = MemcgNotifierSet([memory_threshold("512Mi")], memory_root=str(memcg_dir), pods_cgroup="kubepods")
     in_hand, release = threading.Event(), threading.Event()
@@ -752,75 +764,69 @@ def test_a_level_armed_below_usage_by_stale_statistics_is_not_read_in_its_place(
         notifiers.close()
 
 
-def stats_behind_setup(memcg_dir: Path, folder: str, fresh_inactive: Callable[[], int] | None
-                       ) -> tuple[MemcgNotifierSet, ScriptedChild, MemoryStats]:
-    """The test cgroup as the memory root, 32 MiB of the child's own and 64 MiB of page cache that memory.stat
-    counts, and a threshold 32 MiB above the working set memory.stat gives: met if the cache were gone (as a fresh
-    figure of 0 says)."""
+@contextlib.contextmanager
+def cached_set(memcg_dir: Path, fresh_inactive: Callable[[], int] | None = None
+               ) -> Iterator[tuple[MemcgNotifierSet, ScriptedChild, Path]]:
+    """A 512Mi `memory.available` notifier set with the test cgroup as its memory root (its fresh inactive file read
+    by `fresh_inactive`), beside `cached_child`: 32 MiB of the child's own and 64 MiB of page cache (the file)."""
     notifiers = MemcgNotifierSet([memory_threshold("512Mi")], memory_root=str(memcg_dir), pods_cgroup="kubepods",
                                  fresh_inactive_file=fresh_inactive)
-    child, _ = cached_child(memcg_dir, folder)
+    with tempfile.TemporaryDirectory(dir="/var/tmp", prefix="evictd-cache-") as folder:  # a disk, not tmpfs
+        child, cached = cached_child(memcg_dir, folder)
+        try:
+            yield notifiers, child, cached
+        finally:
+            notifiers.close()
+            child.stop()
+
+
+def readings_short_of_the_threshold(memcg_dir: Path, short_bytes: int) -> MemoryStats:
+    """The test cgroup's readings with a capacity that puts memory.stat's working set `short_bytes` short of 512Mi."""
     working_set = real_memory_stats(memcg_dir, 1024 * MI).working_set_bytes or 0
-    readings = real_memory_stats(memcg_dir, working_set + 512 * MI + 32 * MI)
-    assert (readings.usage_bytes or 0) - working_set > 56 * MI, "memory.stat counts the cache"
-    return notifiers, child, readings
+    return real_memory_stats(memcg_dir, working_set + 512 * MI + short_bytes)
 
 
 def test_a_threshold_met_on_the_fresh_inactive_file_is_read_until_the_statistics_say_so(
     memcg_dir: Path, waiter: Waiter
 ) -> None:
-    # Beside a writer, the root's memory.stat counted a deleted file's 256 MiB of page cache for up to 2 s after
-    # /proc/meminfo had let it go (bench/memcg_stat_lag.py). The level is armed as if the cache were gone, and
-    # until the statistics say met (no usage threshold announces that: usage does not move), they are read.
-    with tempfile.TemporaryDirectory(dir="/var/tmp", prefix="evictd-cache-") as folder:
-        notifiers, child, readings = stats_behind_setup(memcg_dir, folder, lambda: 0)
-        try:
-            assert notifiers.update(summary_with(readings, None), now=0.0) == []
-            (level,) = notifiers.levels
-            working_set_level = (readings.working_set_bytes or 0) + 32 * MI
-            assert level.threshold_bytes == working_set_level, "armed without the cache memory.stat still counts"
-            assert notifiers.recheck_s == 0.002
-            waiter.set_notifiers([notifiers])
-            assert waiter.wait(0.05) == [], "memory.stat does not say met yet"
-            child.do(f"alloc {48 * MI}")  # memory.stat's working set passes the threshold
-            started = time.monotonic()
-            assert waiter.wait(LONG_WAIT_S) == ["memcg"]
-            assert time.monotonic() - started < MAX_WAKE_LATENCY_S
-            assert notifiers.description == \
-                "hard memory eviction threshold (met once the kernel's statistics caught up)"
-            assert notifiers.recheck_s is None, "said once"
-        finally:
-            waiter.set_notifiers([])
-            notifiers.close()
-            child.stop()
+    # Beside a writer, the root's memory.stat counted a deleted file's 256 MiB of page cache for up to 139 ms after
+    # /proc/meminfo had let it go (bench/memcg_stat_lag.py). The level is armed as if the cache were gone (a fresh
+    # figure of 0 here), and until the statistics say met (no usage threshold announces that: usage does not move),
+    # they are read.
+    with cached_set(memcg_dir, lambda: 0) as (notifiers, child, _):
+        readings = readings_short_of_the_threshold(memcg_dir, 32 * MI)  # met if the 64 MiB cache were gone
+        assert notifiers.update(summary_with(readings, None), now=0.0) == []
+        (level,) = notifiers.levels
+        working_set_level = (readings.working_set_bytes or 0) + 32 * MI
+        assert level.threshold_bytes == working_set_level, "armed without the cache memory.stat still counts"
+        assert notifiers.recheck_s == 0.002
+        waiter.set_notifiers([notifiers])
+        assert waiter.wait(0.05) == [], "memory.stat does not say met yet"
+        child.do(f"alloc {48 * MI}")  # memory.stat's working set passes the threshold
+        started = time.monotonic()
+        assert waiter.wait(LONG_WAIT_S) == ["memcg"]
+        assert time.monotonic() - started < MAX_WAKE_LATENCY_S
+        assert notifiers.description == "hard memory eviction threshold (met once the kernel's statistics caught up)"
+        assert notifiers.recheck_s is None, "said once"
 
 
 def test_the_statistics_are_read_for_a_bounded_time_and_not_at_all_without_a_fresh_figure(
     memcg_dir: Path, waiter: Waiter
 ) -> None:
-    with tempfile.TemporaryDirectory(dir="/var/tmp", prefix="evictd-cache-") as folder:
-        notifiers, child, readings = stats_behind_setup(memcg_dir, folder, lambda: 0)
-        try:
-            assert notifiers.update(summary_with(readings, None), now=0.0) == []
-            waiter.set_notifiers([notifiers])
-            started = time.monotonic()
-            assert waiter.wait(STATS_CATCH_UP_S + 0.5) == []
-            assert time.monotonic() - started >= STATS_CATCH_UP_S
-            assert notifiers.recheck_s is None, "the statistics never caught up: no reading past 2.5 s"
-        finally:
-            waiter.set_notifiers([])
-            notifiers.close()
-            child.stop()
-        notifiers, child, readings = stats_behind_setup(memcg_dir, folder, None)
-        try:
-            assert notifiers.update(summary_with(readings, None), now=0.0) == []
-            (level,) = notifiers.levels
-            # The working-set level plus memory.stat's inactive file: 32 MiB above usage.
-            assert level.threshold_bytes == (readings.usage_bytes or 0) + 32 * MI
-            assert notifiers.recheck_s is None
-        finally:
-            notifiers.close()
-            child.stop()
+    with cached_set(memcg_dir, lambda: 0) as (notifiers, _, _):
+        assert notifiers.update(summary_with(readings_short_of_the_threshold(memcg_dir, 32 * MI), None), 0.0) == []
+        waiter.set_notifiers([notifiers])
+        started = time.monotonic()
+        assert waiter.wait(STATS_CATCH_UP_S + 0.5) == []
+        assert time.monotonic() - started >= STATS_CATCH_UP_S
+        assert notifiers.recheck_s is None, "the statistics never caught up: no reading past 2.5 s"
+    with cached_set(memcg_dir) as (notifiers, _, _):
+        readings = readings_short_of_the_threshold(memcg_dir, 32 * MI)
+        assert notifiers.update(summary_with(readings, None), now=0.0) == []
+        (level,) = notifiers.levels
+        # The working-set level plus memory.stat's inactive file: 32 MiB above usage.
+        assert level.threshold_bytes == (readings.usage_bytes or 0) + 32 * MI
+        assert notifiers.recheck_s is None
 
 
 def test_page_cache_dropped_while_usage_rises_is_caught_by_the_approach_watch(memcg_dir: Path, waiter: Waiter) -> None:
@@ -828,35 +834,26 @@ def test_page_cache_dropped_while_usage_rises_is_caught_by_the_approach_watch(me
     # usage never falls past the drop watch, and the level stays too high by the cache: the crossing below it
     # woke nothing (seen black-box beside a writer whose files come and go: a crossing decided 51 ms late). The
     # approach watch, halfway to the level, re-judges it on fresh figures as usage rises.
-    notifiers = MemcgNotifierSet([memory_threshold("512Mi")], memory_root=str(memcg_dir), pods_cgroup="kubepods")
-    with tempfile.TemporaryDirectory(dir="/var/tmp", prefix="evictd-cache-") as folder:
-        child, cached = cached_child(memcg_dir, folder)
-        try:
-            working_set = real_memory_stats(memcg_dir, 1024 * MI).working_set_bytes or 0
-            # Met when the working set grows by 400 MiB.
-            readings = real_memory_stats(memcg_dir, working_set + 512 * MI + 400 * MI)
-            assert notifiers.update(summary_with(readings, None), now=0.0) == []
-            (level,), (approach,) = notifiers.levels, notifiers.approach_watches
-            usage = readings.usage_bytes or 0
-            assert approach.threshold_bytes == usage + (level.threshold_bytes - usage) // 2
-            assert approach.description == "hard memory eviction threshold: usage rose halfway"
-            waiter.set_notifiers([notifiers])
-            child.do(f"alloc {80 * MI}")
-            cached.unlink()  # 64 MiB of cache gone, usage still 16 MiB above where the level was armed
-            child.do(f"alloc {200 * MI}")  # past the approach watch: the level is judged again
-            assert "memcg_rearm" in waiter.wait(LONG_WAIT_S) or notifiers.description.endswith("usage rose halfway")
-            wait_rearmed(notifiers)
-            assert notifiers.levels[0].threshold_bytes < level.threshold_bytes - 56 * MI, "the cache left the level"
-            child.do(f"alloc {136 * MI}")  # the working set is 416 MiB up: met
-            causes: list[str] = []
-            deadline = time.monotonic() + LONG_WAIT_S
-            while "memcg" not in causes and time.monotonic() < deadline:
-                causes = waiter.wait(deadline - time.monotonic())
-            assert "memcg" in causes, "the crossing woke the loop"
-        finally:
-            waiter.set_notifiers([])
-            notifiers.close()
-            child.stop()
+    with cached_set(memcg_dir) as (notifiers, child, cached):
+        readings = readings_short_of_the_threshold(memcg_dir, 400 * MI)  # met when the working set grows 400 MiB
+        assert notifiers.update(summary_with(readings, None), now=0.0) == []
+        (level,), (approach,) = notifiers.levels, notifiers.approach_watches
+        usage = readings.usage_bytes or 0
+        assert approach.threshold_bytes == usage + (level.threshold_bytes - usage) // 2
+        assert approach.description == "hard memory eviction threshold: usage rose halfway"
+        waiter.set_notifiers([notifiers])
+        child.do(f"alloc {80 * MI}")
+        cached.unlink()  # 64 MiB of cache gone, usage still 16 MiB above where the level was armed
+        child.do(f"alloc {200 * MI}")  # past the approach watch: the level is judged again
+        assert "memcg_rearm" in waiter.wait(LONG_WAIT_S) or notifiers.description.endswith("usage rose halfway")
+        wait_rearmed(notifiers)
+        assert notifiers.levels[0].threshold_bytes < level.threshold_bytes - 56 * MI, "the cache left the level"
+        child.do(f"alloc {136 * MI}")  # the working set is 416 MiB up: met
+        causes: list[str] = []
+        deadline = time.monotonic() + LONG_WAIT_S
+        while "memcg" not in causes and time.monotonic() < deadline:
+            causes = waiter.wait(deadline - time.monotonic())
+        assert "memcg" in causes, "the crossing woke the loop"
 
 
 def test_a_drop_watch_firing_near_the_threshold_needs_a_cycle(memcg_dir: Path, waiter: Waiter) -> None:

@@ -478,9 +478,13 @@ class MemcgNotifierSet:
         # Each threshold read closely (usage and memory.stat, every 2 ms) until it is met or until when (monotonic),
         # and why: the statistics behind (`stats_behind`), or a watch that fired near the level.
         self._read_closely: dict[int, tuple[float, str]] = {}
-        self._worker: threading.Thread | None = None
         self.cause = MEMCG_CAUSE
         self.description = "memory eviction thresholds"
+        # Started here, not at the first re-arm: a thread that comes up at some later cycle would start on the loop's
+        # path, and the daemon's thread count would change at a moment nobody chose.
+        self._worker: threading.Thread | None = threading.Thread(target=self._rearm, name="evictd-memcg-rearm",
+                                                                 daemon=True)
+        self._worker.start()
 
     @property
     def notifiers(self) -> tuple[Notifier, ...]:
@@ -801,9 +805,6 @@ class MemcgNotifierSet:
                 self._pending[key] = job
                 return
             self._pending[key] = None
-        if self._worker is None:
-            self._worker = threading.Thread(target=self._rearm, name="evictd-memcg-rearm", daemon=True)
-            self._worker.start()
         self._jobs.put(job)
 
     def _rearm(self) -> None:

@@ -478,6 +478,9 @@ class MemcgNotifierSet:
         # Each threshold read closely (usage and memory.stat, every 2 ms) until it is met or until when (monotonic),
         # and why: the statistics behind (`stats_behind`), or a watch that fired near the level.
         self._read_closely: dict[int, tuple[float, str]] = {}
+        # When each threshold's level last fired while it was not met (monotonic): a crossing the next cycles'
+        # statistics may not show yet.
+        self._crossed_at: dict[int, float] = {}
         self.cause = MEMCG_CAUSE
         self.description = "memory eviction thresholds"
         # Started here, not at the first re-arm: a thread that comes up at some later cycle would start on the loop's
@@ -543,6 +546,10 @@ class MemcgNotifierSet:
         for index, watch, _ in fired:
             if watch is not Watch.LEVEL:
                 self._read_closely_if_near(index, figures)
+            else:
+                with self._lock:
+                    if not self._met[index]:
+                        self._crossed_at[index] = time.monotonic()
         if fired and not needing:
             for index, _, notifier in fired:
                 self._rearm_from(index, notifier, figures.get(notifier.cgroup_dir))
@@ -659,7 +666,11 @@ class MemcgNotifierSet:
             return
         usage, inactive_file = read
         level = level_from(working_set_level_bytes, usage, inactive_file)
-        if armed is not None and (armed is fired or level_moved(armed.threshold_bytes, level)):
+        # A watch that fired lowers a level, never raises it: memory.stat's inactive file may still count page cache
+        # already gone (up to 2 s), which would put the level that much too high (seen: 312 raised to 441 MiB and
+        # the crossing below it unannounced). A level too low only fires early; the cycle then judges it.
+        if armed is not None and (armed is fired or (level < armed.threshold_bytes
+                                                     and level_moved(armed.threshold_bytes, level))):
             self._submit((index, Watch.LEVEL, level, usage))
         self._submit_stale_watches(index, level, usage, due=False)
 
@@ -715,12 +726,19 @@ class MemcgNotifierSet:
         working_set_level_bytes = working_set_level(level, usage, working_set)
         fresh = self._fresh_inactive(index)
         behind = stats_behind(working_set_level_bytes, usage, usage - working_set, fresh)
+        now = time.monotonic()
         with self._lock:
             self._working_set_levels[index] = working_set_level_bytes
             self._met[index] = usage >= level  # what the decision saw: memory.stat's figure
-            if behind:
-                self._read_closely.setdefault(
-                    index, (time.monotonic() + STATS_CATCH_UP_S, "met once the kernel's statistics caught up"))
+            crossed_at = self._crossed_at.get(index)
+            # A level that fired for a threshold the cycle then saw not met: usage crossed, the statistics may not
+            # have caught up yet (no usage threshold announces the moment they do).
+            crossed_lately = crossed_at is not None and now - crossed_at < STATS_CATCH_UP_S
+            if self._met[index] or not crossed_lately:
+                self._crossed_at.pop(index, None)
+            if behind or (crossed_lately and not self._met[index]):
+                until = now + STATS_CATCH_UP_S if behind or crossed_at is None else crossed_at + STATS_CATCH_UP_S
+                self._read_closely.setdefault(index, (until, "met once the kernel's statistics caught up"))
             elif self._met[index]:
                 self._read_closely.pop(index, None)
         return level_from(working_set_level_bytes, usage, armed_inactive_file(usage - working_set, fresh)), usage
@@ -837,6 +855,7 @@ class MemcgNotifierSet:
             self._pending.clear()
             self._unwatched.clear()
             self._read_closely.clear()
+            self._crossed_at.clear()
             epoll, self._epoll = self._epoll, None
         if epoll is not None:
             epoll.close()

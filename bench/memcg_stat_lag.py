@@ -27,32 +27,15 @@ import tempfile
 import time
 from pathlib import Path
 
+from detection_latency import percentile
 from earlyoom_side_by_side import WRITER  # the same write load
 
+from evictd.adapters.cgroups import v1_usage_and_inactive_file
+from evictd.adapters.procfs import inactive_file_bytes
+
 MiB = 1 << 20
-ROOT_STAT = Path("/sys/fs/cgroup/memory/memory.stat")
+MEMORY_ROOT = "/sys/fs/cgroup/memory"
 STEP_BYTES = 8 * MiB  # evictd.core.memcg.MEMCG_REARM_STEP_BYTES: a smaller difference is not acted on
-
-
-def stat_inactive_file() -> int:
-    with open(ROOT_STAT, encoding="ascii") as stat:
-        for line in stat:
-            if line.startswith("total_inactive_file "):
-                return int(line.split()[1])
-    raise RuntimeError(f"no total_inactive_file in {ROOT_STAT}")
-
-
-def meminfo_inactive_file() -> int:
-    with open("/proc/meminfo", encoding="ascii") as meminfo:
-        for line in meminfo:
-            if line.startswith("Inactive(file):"):
-                return int(line.split()[1]) * 1024
-    raise RuntimeError("no Inactive(file) in /proc/meminfo")
-
-
-def percentile(values: list[float], share: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
 
 
 def main() -> int:
@@ -71,7 +54,7 @@ def main() -> int:
             largest = 0
             end = time.monotonic() + args.seconds
             while (now := time.monotonic()) < end:
-                difference = stat_inactive_file() - meminfo_inactive_file()
+                difference = v1_usage_and_inactive_file(MEMORY_ROOT)[1] - inactive_file_bytes()
                 differences.append(difference)
                 if difference > STEP_BYTES:
                     started_at = now if started_at is None else started_at

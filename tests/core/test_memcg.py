@@ -19,6 +19,7 @@ from evictd.core.memcg import (
     approach_watch_level,
     approach_watch_stale,
     armed_inactive_file,
+    close_reading_until,
     close_reading_wanted,
     drop_watch_level,
     drop_watch_stale,
@@ -385,3 +386,18 @@ def test_close_reading_within_128Mi_of_a_threshold_not_met() -> None:
     assert close_reading_wanted(False, 4 * GI, 4 * GI - 127 * MI)
     assert not close_reading_wanted(False, 4 * GI, 4 * GI - 128 * MI)
     assert not close_reading_wanted(True, 4 * GI, 4 * GI - 1), "met: the decision already stands on it"
+
+
+@pytest.mark.parametrize(
+    ("met", "behind", "crossed_at", "until"),
+    [
+        pytest.param(False, True, None, 12.5, id="statistics-behind-2.5s-from-now"),
+        pytest.param(False, False, 9.0, 11.5, id="crossed-lately-not-met-2.5s-from-the-crossing"),
+        pytest.param(True, False, 9.0, None, id="crossed-and-met"),
+        pytest.param(False, False, 7.5, None, id="crossed-too-long-ago"),
+        pytest.param(False, False, None, None, id="nothing"),
+        pytest.param(False, True, 9.0, 12.5, id="behind-wins"),
+    ],
+)
+def test_close_reading_until(met: bool, behind: bool, crossed_at: float | None, until: float | None) -> None:
+    assert close_reading_until(10.0, met=met, behind=behind, crossed_at=crossed_at) == until

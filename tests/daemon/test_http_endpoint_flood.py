@@ -45,8 +45,8 @@ def tasks(pid: int) -> int:
 def settled_tasks(pid: int, quiet_s: float = 1.0, timeout_s: float = 15.0) -> int:
     """The thread count once it held still for `quiet_s`: threads the daemon starts lazily after its first cycles
     (a walker's reader) come up slower on a loaded machine than a fixed pause allows. (The memcg re-arm thread
-    was one, started at the first re-arm, up to 10 s in: it once came up during the flood, 14 threads against 13;
-    it now starts with the notifier set.)"""
+    was one, started at the first re-arm; a full run once counted 14 threads against 13 during the flood, most
+    likely that thread. It now starts with the notifier set.)"""
     deadline = time.monotonic() + timeout_s
     count, since = tasks(pid), time.monotonic()
     while time.monotonic() - since < quiet_s:

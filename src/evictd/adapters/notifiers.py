@@ -49,10 +49,10 @@ from evictd.adapters.cgroups import v1_usage, v1_usage_and_inactive_file
 from evictd.core.errors import SampleError
 from evictd.core.memcg import (
     CLOSE_READING_S,
-    STATS_CATCH_UP_S,
     approach_watch_level,
     approach_watch_stale,
     armed_inactive_file,
+    close_reading_until,
     close_reading_wanted,
     drop_watch_stale,
     drop_watch_wanted,
@@ -650,12 +650,20 @@ class MemcgNotifierSet:
 
     def _fresh_inactive(self, index: int) -> int | None:
         """The fresh inactive file of threshold `index`'s cgroup when there is one (the memory root's), else None."""
-        if self.fresh_inactive_file is None or self._cgroup_dirs[index] != self._memory_root:
+        return self._fresh_root_inactive() if self._cgroup_dirs[index] == self._memory_root else None
+
+    def _fresh_root_inactive(self) -> int | None:
+        """The memory root's inactive file as it is now (one read of /proc/meminfo), or None without one."""
+        if self.fresh_inactive_file is None:
             return None
         try:
             return self.fresh_inactive_file()
         except SampleError:
             return None  # memory.stat's figure alone, as without one
+
+    def _fresh_root_inactive_for_cycle(self) -> int | None:
+        """`_fresh_root_inactive`, read once for all of a cycle's thresholds, when one of them watches the root."""
+        return self._fresh_root_inactive() if self._memory_root in self._cgroup_dirs else None
 
     def _rearm_from(self, index: int, fired: MemcgThresholdNotifier, read: tuple[int, int] | None) -> None:
         """Re-arm threshold `index`'s level (when it fired or moved) and watches (when stale) from `read`."""
@@ -702,9 +710,10 @@ class MemcgNotifierSet:
         due = notifier_refresh_due(self._last_refresh_at, now)
         if due:
             self._last_refresh_at = now
+        fresh_root = self._fresh_root_inactive_for_cycle()
         for index, threshold in enumerate(self.thresholds):
             try:
-                level, usage = self._readings(index, summary)
+                level, usage = self._readings(index, summary, fresh_root)
             except SampleError as exc:
                 if due:
                     errors.append(NotifierFailure(threshold, Watch.LEVEL, exc))
@@ -718,28 +727,29 @@ class MemcgNotifierSet:
             self._submit_stale_watches(index, level, usage, due=due)
         return errors
 
-    def _readings(self, index: int, summary: Summary) -> tuple[int, int]:
+    def _readings(self, index: int, summary: Summary, fresh_root: int | None) -> tuple[int, int]:
         """Return threshold `index`'s level and the usage it was computed from; keep its working-set level and
-        whether it is met. Raises SampleError with the kubelet's text when the readings are incomplete."""
+        whether it is met, and read it closely when `close_reading_until` says so. `fresh_root` is the memory root's
+        fresh inactive file (`_fresh_root_inactive_for_cycle`). Raises SampleError with the kubelet's text when the
+        readings are incomplete."""
         available, working_set, usage = memory_stats_for(self.thresholds[index], summary)
         level = memcg_threshold_bytes(self.thresholds[index], available, working_set, usage)
         working_set_level_bytes = working_set_level(level, usage, working_set)
-        fresh = self._fresh_inactive(index)
+        fresh = fresh_root if self._cgroup_dirs[index] == self._memory_root else None
         behind = stats_behind(working_set_level_bytes, usage, usage - working_set, fresh)
         now = time.monotonic()
+        met = usage >= level  # what the decision saw: memory.stat's figure
         with self._lock:
             self._working_set_levels[index] = working_set_level_bytes
-            self._met[index] = usage >= level  # what the decision saw: memory.stat's figure
+            self._met[index] = met
             crossed_at = self._crossed_at.get(index)
-            # A level that fired for a threshold the cycle then saw not met: usage crossed, the statistics may not
-            # have caught up yet (no usage threshold announces the moment they do).
-            crossed_lately = crossed_at is not None and now - crossed_at < STATS_CATCH_UP_S
-            if self._met[index] or not crossed_lately:
-                self._crossed_at.pop(index, None)
-            if behind or (crossed_lately and not self._met[index]):
-                until = now + STATS_CATCH_UP_S if behind or crossed_at is None else crossed_at + STATS_CATCH_UP_S
+            until = close_reading_until(now, met=met, behind=behind, crossed_at=crossed_at)
+            crossing_matters = close_reading_until(now, met=met, behind=False, crossed_at=crossed_at) is not None
+            if crossed_at is not None and not crossing_matters:
+                del self._crossed_at[index]  # met since, or too long ago to matter
+            if until is not None:
                 self._read_closely.setdefault(index, (until, "met once the kernel's statistics caught up"))
-            elif self._met[index]:
+            elif met:
                 self._read_closely.pop(index, None)
         return level_from(working_set_level_bytes, usage, armed_inactive_file(usage - working_set, fresh)), usage
 
@@ -751,9 +761,10 @@ class MemcgNotifierSet:
         threshold met in `summary`), closed when it fails.
         """
         errors: list[NotifierFailure] = []
+        fresh_root = self._fresh_root_inactive_for_cycle()
         for index, threshold in enumerate(self.thresholds):
             try:
-                level, usage = self._readings(index, summary)
+                level, usage = self._readings(index, summary, fresh_root)
             except SampleError as exc:
                 errors.append(NotifierFailure(threshold, Watch.LEVEL, exc))
                 continue

@@ -168,6 +168,18 @@ def stats_behind(working_set_level_bytes: int, usage_bytes: int, stat_inactive_f
             <= working_set_from(usage_bytes, fresh_inactive_file_bytes))
 
 
+def close_reading_until(now: float, *, met: bool, behind: bool, crossed_at: float | None) -> float | None:
+    """Until when (monotonic) a threshold is read closely after a cycle's readings, or None: `STATS_CATCH_UP_S` from
+    `now` while the statistics are behind (`stats_behind`); for a threshold the cycle saw not met whose level fired
+    less than `STATS_CATCH_UP_S` ago (at `crossed_at`: usage crossed, the statistics may not show it yet), that long
+    from the firing."""
+    if behind:
+        return now + STATS_CATCH_UP_S
+    if not met and crossed_at is not None and now - crossed_at < STATS_CATCH_UP_S:
+        return crossed_at + STATS_CATCH_UP_S
+    return None
+
+
 def firing_needs_cycle(met: bool, *, drop_watch: bool, working_set_level_bytes: int, working_set_bytes: int) -> bool:
     """True when a notifier that fired may have changed the decision, judged on the working set read after it
     fired; False when it was page cache coming and going (re-arm and sleep on).

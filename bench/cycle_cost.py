@@ -51,13 +51,13 @@ from evictd.config import load_configuration
 from evictd.core.engine import EngineConfig
 from evictd.core.pods import Pod
 from evictd.core.signals import Signal
+from evictd.cycle.manager import CycleReport, EvictionManager
 from evictd.run.composition import (
     PathLayout,
     ReportOnlyEvictor,
     ReportOnlyReclaimer,
     build_stats_source,
 )
-from evictd.run.manager import CycleReport, EvictionManager
 
 SIZES = (110, 250, 1000)
 TARGET_RATIO = 2.0

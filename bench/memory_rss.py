@@ -122,8 +122,8 @@ def child(config_path: str, cycles: int, out_path: str, credentials: str) -> Non
 
     from evictd.adapters.disk_walker_process import DiskWalkerProcess
     from evictd.config import load_configuration
+    from evictd.cycle.finished import Cycle
     from evictd.observe.http_endpoint import HttpEndpoint
-    from evictd.run.after_cycle import Cycle
     from evictd.run.composition import build_daemon
     from evictd.run.daemon import serve
 

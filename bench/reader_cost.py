@@ -30,10 +30,10 @@ from cycle_cost import build_manager, disk_pass_for, hold_memory_pressure
 from synthetic_node import MiB, build_node, write_config
 
 from evictd.config import load_configuration
+from evictd.cycle.finished import Cycle
 from evictd.record.recorder import FlightRecorder
 from evictd.record.recording import segment_paths
 from evictd.record.segment_files import CLOSED_SUFFIX
-from evictd.run.after_cycle import Cycle
 from evictd.state_dir import RECORDING_FOLDER
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -40,9 +40,9 @@ from cycle_cost import (
 from synthetic_node import MiB, build_node, write_config
 
 from evictd.config import load_configuration
+from evictd.cycle.finished import Cycle
 from evictd.record.recorder import FlightRecorder
 from evictd.record.recording import segment_paths
-from evictd.run.after_cycle import Cycle
 from evictd.state_dir import RECORDING_FOLDER
 
 SIZES = (110, 250, 1000)

@@ -42,9 +42,9 @@ from synthetic_node import build_node, write_config
 
 import evictd
 from evictd.config import load_configuration
+from evictd.cycle.finished import Cycle
 from evictd.record.recorder import FlightRecorder
-from evictd.run.after_cycle import Cycle
-from evictd.run.write_behind import WriteBehind
+from evictd.record.write_behind import WriteBehind
 from evictd.state_dir import RECORDING_FOLDER
 
 PODS = 1000

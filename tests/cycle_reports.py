@@ -18,7 +18,6 @@ import pytest
 
 from builders import Gi, Mi, pod, pod_stats, stamp, summary
 from clocks import ManualClock
-from evictd.commands.render import step_json
 from evictd.commands.simulate import (
     FixedLayout,
     RecordingEvictor,
@@ -34,7 +33,8 @@ from evictd.core.fs_layout import FsLayout
 from evictd.core.pods import Pod
 from evictd.core.summary import Summary
 from evictd.core.thresholds import derive_containerfs_thresholds
-from evictd.run.manager import CycleReport, EvictionManager, LayoutSource, PodSource
+from evictd.cycle.manager import CycleReport, EvictionManager, LayoutSource, PodSource
+from evictd.cycle.render import step_json
 
 CAPACITY = 16 * Gi
 NOW_WALL = datetime(2026, 11, 21, 10, 0, 42, tzinfo=UTC)

@@ -30,8 +30,9 @@ from evictd.core.errors import SampleError
 from evictd.core.kubelet_config import eviction_settings
 from evictd.core.memcg import MEMCG_REARM_STEP_BYTES
 from evictd.core.summary import Summary, summary_from_dict
+from evictd.cycle.finished import Cycle
 from evictd.observe.metrics import Metrics
-from evictd.run.after_cycle import Cycle, NotifierRefresh, log_sample_problems
+from evictd.run.after_cycle import NotifierRefresh, log_sample_problems
 from log_capture import LogCapture
 from real_cgroups import CGROUP_MOUNT, temporary_cgroup
 

@@ -1,4 +1,4 @@
-"""The housekeeping loop's schedule (src/evictd/run/cadence.py), situation by situation, with the exact waits.
+"""The housekeeping loop's schedule (src/evictd/cycle/cadence.py), situation by situation, with the exact waits.
 
 Cycles here take no time unless a test says so (started and ended at the same instant), so that every wait is
 the schedule's own figure, with no float rounding from a clock.
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from evictd.run.cadence import MIN_STALE_AFTER_S, NOTIFICATION_FOLLOW_UPS_S, Cadence, stale_after_s
+from evictd.cycle.cadence import MIN_STALE_AFTER_S, NOTIFICATION_FOLLOW_UPS_S, Cadence, stale_after_s
 
 INTERVAL_S = 10.0
 

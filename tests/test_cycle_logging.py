@@ -24,8 +24,9 @@ from cycle_reports import (
 from evictd.core.engine import Skipped
 from evictd.core.fs_layout import ReclaimAction
 from evictd.core.kubelet_config import eviction_settings
-from evictd.observe.cycle_logging import CycleLogger, describe_threshold
-from evictd.run.manager import ReclaimResult
+from evictd.cycle.manager import ReclaimResult
+from evictd.cycle.render import describe_threshold
+from evictd.observe.cycle_logging import CycleLogger
 from log_capture import LogCapture
 
 # --------------------------------------------------------------------------------------------------

@@ -22,12 +22,13 @@ from evictd.core.errors import SampleError
 from evictd.core.fs_layout import FsLayout
 from evictd.core.pods import Pod, pod_from_dict
 from evictd.core.summary import Summary, summary_from_dict
+from evictd.cycle.cadence import NOTIFICATION_FOLLOW_UPS_S
+from evictd.cycle.finished import Cycle
+from evictd.cycle.manager import CycleReport, EvictionManager
 from evictd.observe.http_endpoint import Health
 from evictd.observe.metrics import Metrics
-from evictd.run.after_cycle import Cycle, NotifierRefresh
-from evictd.run.cadence import NOTIFICATION_FOLLOW_UPS_S
+from evictd.run.after_cycle import NotifierRefresh
 from evictd.run.daemon import Daemon, Hooks, LoopSettings, Reporting, Wakeups
-from evictd.run.manager import CycleReport, EvictionManager
 from evictd.run.stop_signal import StopSignal
 from log_capture import LogCapture
 

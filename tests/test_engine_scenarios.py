@@ -27,7 +27,7 @@ from evictd.core.fs_layout import FsLayout
 from evictd.core.kubelet_config import EvictionSettings, apply_flags
 from evictd.core.pods import pod_from_dict
 from evictd.core.summary import summary_from_dict
-from evictd.run.manager import CycleStep, EvictionManager
+from evictd.cycle.manager import CycleStep, EvictionManager
 
 
 def evicted(step: dict[str, Any]) -> list[str]:

@@ -20,10 +20,10 @@ from evictd.core.fs_layout import FsLayout
 from evictd.core.signals import NodeCondition
 from evictd.core.summary import summary_from_dict
 from evictd.core.thresholds import parse_threshold_config
+from evictd.cycle.cadence import stale_after_s
+from evictd.cycle.finished import Cycle
+from evictd.cycle.manager import CycleReport
 from evictd.record.engine_state import SAVE_EVERY_S, EngineStateFile
-from evictd.run.after_cycle import Cycle
-from evictd.run.cadence import stale_after_s
-from evictd.run.manager import CycleReport
 from evictd.state_dir import ENGINE_STATE_FILE
 from full_filesystem import UnwritableFolder
 from log_capture import LogCapture

@@ -15,12 +15,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from evictd.commands.replay import replayed_runs
 from evictd.commands.simulate import parse_scenario
+from evictd.cycle.manager import EvictionRefusal
 from evictd.kube.evictor import journal_entry
 from evictd.kube.journal import EvictionJournal
 from evictd.record.recording import read_recording
-from evictd.record.replay import replayed_runs
-from evictd.run.manager import EvictionRefusal
 from evictd.state_dir import JOURNAL_FILE, RECORDING_FOLDER
 from log_capture import LogCapture
 from test_recorder import EXAMPLES, SAMPLE, START, cycles, evictd, example, record, recorder

@@ -14,7 +14,7 @@ from evictd.core.kubelet_config import EvictionSettings
 from evictd.core.pods import pod_from_dict
 from evictd.core.summary import Summary, summary_from_dict
 from evictd.core.thresholds import derive_containerfs_thresholds
-from evictd.run.manager import CycleError, CycleReport, CycleStep, EvictionManager
+from evictd.cycle.manager import CycleError, CycleReport, CycleStep, EvictionManager
 from evictd.run.runtime_link import NodeLevel
 
 

@@ -29,8 +29,8 @@ from evictd.core.engine import EngineState
 from evictd.core.errors import SampleError
 from evictd.core.fs_layout import ReclaimAction
 from evictd.core.signals import NodeCondition
+from evictd.cycle.manager import CycleReport, ReclaimResult
 from evictd.observe.metrics import Metrics
-from evictd.run.manager import CycleReport, ReclaimResult
 
 # --------------------------------------------------------------------------------------------------
 # Metrics

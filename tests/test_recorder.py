@@ -29,23 +29,23 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from clocks import ManualClock
-from evictd.commands.render import step_json, yaml_flow
+from evictd.commands.replay import replay
 from evictd.commands.simulate import Scenario, parse_scenario, run_scenario
 from evictd.config import load_configuration, read_documents
 from evictd.core.engine import EngineState
 from evictd.core.kubelet_config import EvictionSettings, eviction_settings
 from evictd.core.pods import pod_from_dict
 from evictd.core.saved_state import STATE_VERSION, threshold_record
+from evictd.cycle.finished import Cycle
+from evictd.cycle.render import step_json, yaml_flow
 from evictd.record import recorder as recorder_module
 from evictd.record.documents import kubelet_config_document, pod_to_dict
 from evictd.record.model import RankKeys
 from evictd.record.recorder import FlightRecorder
 from evictd.record.recording import decision_of, read_recording, segment_paths
-from evictd.record.replay import replay
 from evictd.record.segment_files import CLOSED_SUFFIX, OPEN_SUFFIX
 from evictd.record.summary_json import summary_to_dict
-from evictd.run.after_cycle import Cycle
-from evictd.run.write_behind import WriteBehind
+from evictd.record.write_behind import WriteBehind
 from evictd.state_dir import RECORDING_FOLDER
 from full_filesystem import UnwritableFolder
 from log_capture import LogCapture

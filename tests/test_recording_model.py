@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from evictd.commands.scenario_recording import record_scenario
 from evictd.commands.simulate import parse_scenario
 from evictd.config import read_documents
 from evictd.core.fs_layout import FsLayout
@@ -33,7 +34,6 @@ from evictd.record.model import (
     rank_keys_text,
 )
 from evictd.record.recording import Recording, segment_paths
-from evictd.record.scenario_recording import record_scenario
 from evictd.record.segment_files import segment_lines
 from evictd.state_dir import RECORDING_FOLDER
 

@@ -15,9 +15,9 @@ from counter import Counter
 from evictd.core.engine import EngineConfig, EngineState
 from evictd.core.kubelet_config import eviction_settings
 from evictd.core.pods import SYSTEM_CRITICAL_PRIORITY, pod_from_dict
+from evictd.cycle.manager import FRESH_STATE
 from evictd.kube.critical_record import CriticalPodRecord
 from evictd.record.engine_state import EngineStateFile
-from evictd.run.manager import FRESH_STATE
 from evictd.state_dir import (
     CORRUPT_SUFFIX,
     CRITICAL_PODS_TEMPORARY_PREFIX,

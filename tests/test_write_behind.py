@@ -1,4 +1,4 @@
-"""Write-behind (evictd.run.write_behind) and the writers that use it, against a disk that really stalls.
+"""Write-behind (evictd.record.write_behind) and the writers that use it, against a disk that really stalls.
 
 The stalling disk: ext4 on a loop device whose backing file lives on another loop-mounted ext4; `fsfreeze` of
 that outer filesystem holds every write the loop device makes until it is thawed, while the inner filesystem's
@@ -28,13 +28,13 @@ from evictd.core.fs_layout import FsLayout
 from evictd.core.kubelet_config import eviction_settings
 from evictd.core.summary import summary_from_dict
 from evictd.core.thresholds import parse_threshold_config
+from evictd.cycle.finished import Cycle
+from evictd.cycle.manager import CycleReport
 from evictd.record.engine_state import EngineStateFile
 from evictd.record.recorder import FlightRecorder
 from evictd.record.recording import read_recording, segment_paths
 from evictd.record.segment_files import CLOSED_SUFFIX, OPEN_SUFFIX, in_time_order, segment_lines
-from evictd.run.after_cycle import Cycle
-from evictd.run.manager import CycleReport
-from evictd.run.write_behind import WriteBehind
+from evictd.record.write_behind import WriteBehind
 from evictd.state_dir import ENGINE_STATE_FILE, RECORDING_FOLDER
 from log_capture import LogCapture
 

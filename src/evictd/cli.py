@@ -207,7 +207,7 @@ def _state_dir(args: argparse.Namespace) -> str:
 
 
 def _check_config(args: argparse.Namespace) -> int:
-    from evictd.commands.render import threshold_json, thresholds_text
+    from evictd.cycle.render import threshold_json, thresholds_text
 
     configuration = load_configuration(args.config, _flags(args), strict=args.strict)
     layout = FsLayout(dedicated_imagefs=args.dedicated_imagefs, split_containerfs=args.split_containerfs)
@@ -232,8 +232,8 @@ def _check_config(args: argparse.Namespace) -> int:
 
 
 def _simulate(args: argparse.Namespace) -> int:
-    from evictd.commands.render import simulation_text, step_json
     from evictd.commands.simulate import parse_scenario, run_scenario
+    from evictd.cycle.render import simulation_text, step_json
 
     documents = read_documents(args.scenario, key="scenario", stdin_ok=True)
     if len(documents) != 1:
@@ -242,7 +242,7 @@ def _simulate(args: argparse.Namespace) -> int:
     for warning in scenario.warnings:
         print(f"warning: {warning}", file=sys.stderr)
     if args.record is not None:
-        from evictd.record.scenario_recording import record_scenario
+        from evictd.commands.scenario_recording import record_scenario
 
         reports = record_scenario(scenario, args.record)
     else:
@@ -300,7 +300,7 @@ class _Problems:
 
 
 def _warn(message: str) -> None:
-    from evictd.commands.render import printable
+    from evictd.cycle.render import printable
 
     print(f"warning: {printable(message)}", file=sys.stderr)
 
@@ -313,14 +313,14 @@ def _recording(path: str, args: argparse.Namespace) -> Recording:
 
 
 def _record(args: argparse.Namespace) -> int:
-    from evictd.record.export import export
+    from evictd.commands.export import export
 
     export(_recording(_state_dir(args), args), sys.stdout, _warn)
     return EXIT_OK
 
 
 def _replay(args: argparse.Namespace) -> int:
-    from evictd.record.replay import replay, replay_json, replay_text
+    from evictd.commands.replay import replay, replay_json, replay_text
 
     flags = _flags(args)
     config = None
@@ -341,7 +341,7 @@ def _replay(args: argparse.Namespace) -> int:
 
 
 def _explain(args: argparse.Namespace) -> int:
-    from evictd.record.explain import explain
+    from evictd.commands.explain import explain
 
     configuration = load_configuration(args.config, _flags(args))
     state_dir = args.state_dir or configuration.evictd.state_dir
@@ -395,7 +395,7 @@ COMMANDS = {"check-config": _check_config, "simulate": _simulate, "run": _run, "
 
 def _one_line(exc: EvictdError) -> str:
     """An error's message as one line: what it quotes (a recorded pod name, a path) may hold terminal controls."""
-    from evictd.commands.render import printable
+    from evictd.cycle.render import printable
 
     return printable(str(exc))
 

@@ -19,8 +19,8 @@ from builders import Gi, Mi, pod, pod_stats, summary
 from evictd.adapters.kubelet_summary import KubeletSummarySource
 from evictd.config import Configuration, load_configuration
 from evictd.core.errors import SampleError
+from evictd.cycle.manager import StatsSource
 from evictd.run.composition import build_stats_source
-from evictd.run.manager import StatsSource
 from hostile_kubelet import (
     Behaviour,
     HostileKubelet,

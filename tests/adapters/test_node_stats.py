@@ -44,8 +44,8 @@ from evictd.core.summary import (
     signal_observations,
 )
 from evictd.cri import NO_RUNTIME
+from evictd.cycle.manager import EvictionManager
 from evictd.run.composition import PathLayout, ReportOnlyReclaimer
-from evictd.run.manager import EvictionManager
 from real_pod_node import CGROUP_MOUNT, MiB, RealPodNode, du_bytes, du_inodes
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "cgroup"

@@ -22,8 +22,8 @@ from evictd.core.engine import Assessment, EngineState, NoneStarved, ThresholdSt
 from evictd.core.kubelet_config import eviction_settings
 from evictd.core.oom import Activity, OomScope, PodOomKill
 from evictd.core.pods import pod_from_dict
+from evictd.cycle.manager import CycleReport
 from evictd.observe.metrics import Metrics
-from evictd.run.manager import CycleReport
 from evictd.run.oom_feedback import OomFeedback
 from real_pod_node import MiB, RealPodNode
 

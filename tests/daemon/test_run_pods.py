@@ -16,7 +16,7 @@ from pathlib import Path
 from evictd_process import EvictdProcess, start_evictd
 
 from evictd.core.quantity import Quantity
-from evictd.run.cadence import NOTIFICATION_FOLLOW_UPS_S
+from evictd.cycle.cadence import NOTIFICATION_FOLLOW_UPS_S
 from real_pod_node import REAL_POD_LIMIT_BYTES, MiB, RealPodNode
 
 POD_LIMIT_BYTES = REAL_POD_LIMIT_BYTES  # the real_pod fixture's

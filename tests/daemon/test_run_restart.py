@@ -25,10 +25,10 @@ import yaml
 from evictd_process import EvictdProcess, start_evictd
 from evictd_process import evictd_command as evictd
 
+from evictd.commands.replay import replay
 from evictd.core.saved_state import STATE_VERSION
 from evictd.record.model import ABSENT
 from evictd.record.recording import read_recording
-from evictd.record.replay import replay
 from evictd.state_dir import LOCK_FILE, RECORDING_FOLDER
 from real_pod_node import MiB, RealPodNode
 from recorded_lines import decision_document

@@ -28,6 +28,7 @@ from evictd.core.kubelet_config import eviction_settings
 from evictd.core.node_status import ConditionMode
 from evictd.core.oom import Activity, OomReport, PodOomKill
 from evictd.core.summary import Summary, summary_from_dict
+from evictd.cycle.manager import CycleReport, EvictionManager
 from evictd.kube.cluster import ClusterSync, EvictablePods
 from evictd.kube.critical_record import CriticalPodRecord
 from evictd.kube.events import EventRecorder
@@ -35,7 +36,6 @@ from evictd.kube.evictor import KubePodEvictor
 from evictd.kube.journal import EvictionJournal
 from evictd.kube.node_writer import NodeStatusWriter
 from evictd.kube.pod_watch import PodWatcher
-from evictd.run.manager import CycleReport, EvictionManager
 from log_capture import LogCapture
 from polling import wait_until
 

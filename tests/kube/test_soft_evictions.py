@@ -25,6 +25,7 @@ from evictd.core.engine import EngineConfig
 from evictd.core.fs_layout import FsLayout
 from evictd.core.kubelet_config import eviction_settings
 from evictd.core.summary import summary_from_dict
+from evictd.cycle.manager import CycleReport, EvictionApiRoute, EvictionManager, EvictionRefusal
 from evictd.kube.cluster import EvictablePods
 from evictd.kube.events import EventRecorder
 from evictd.kube.evictor import KubePodEvictor
@@ -34,7 +35,6 @@ from evictd.observe.cycle_logging import CycleLogger
 from evictd.observe.metrics import Metrics
 from evictd.record.recording import decision_of
 from evictd.run.composition import ReportOnlyReclaimer
-from evictd.run.manager import CycleReport, EvictionApiRoute, EvictionManager, EvictionRefusal
 from log_capture import LogCapture
 from polling import wait_until
 from recorded_lines import decision_document

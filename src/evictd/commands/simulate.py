@@ -31,7 +31,7 @@ from evictd.core.saved_state import UnusableState, restorable_thresholds, restor
 from evictd.core.shadow import TERMINAL_PHASES
 from evictd.core.summary import ROOT_KEY, Summary, summary_from_dict
 from evictd.core.thresholds import STALL_FIELDS
-from evictd.run.manager import CycleReport, EvictionManager
+from evictd.cycle.manager import CycleReport, EvictionManager
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,7 +1,7 @@
 """The kubelet's eviction `synchronize` step as pure functions (KUBELET_SPEC §5-§12).
 
 The kubelet does I/O in the middle of a cycle (node-level reclaim, then a fresh summary), so the step is cut
-at that point into three pure calls that the shell (`evictd.run.manager`) sequences:
+at that point into three pure calls that the shell (`evictd.cycle.manager`) sequences:
 
     assess(state, config, layout, summary, pods, now) -> (new_state, Assessment)
         steps 1-19: observations, thresholds met (with the min-reclaim extension of last cycle's thresholds),

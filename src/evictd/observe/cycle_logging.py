@@ -10,19 +10,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from evictd.commands.render import condition_text
 from evictd.core.engine import STALL_SETTLE_S, Eviction, Skipped, ThresholdStatus
 from evictd.core.oom import ACTIVITY_TO_DESCRIPTION, TOO_LATE_ACTIVITIES, OomReport, outside_pods
 from evictd.core.thresholds import Threshold, threshold_quantity
+from evictd.cycle.ids import decision_id
+from evictd.cycle.manager import CycleReport
+from evictd.cycle.render import describe_threshold
 from evictd.log import Log
-from evictd.record.recording import decision_id
-from evictd.run.manager import CycleReport
-
-
-def describe_threshold(threshold: Threshold) -> str:
-    """Return e.g. `memory.available<1Gi (hard)` or `nodefs.available<15% (soft, grace 120s)`."""
-    kind = "hard" if threshold.is_hard else f"soft, grace {threshold.grace_period_s:g}s"
-    return f"{condition_text(threshold.signal, threshold.value)} ({kind})"
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,45 +8,21 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import assert_never
 
-from evictd.commands.render import ranked, table, value_text
 from evictd.core.engine import EngineState, ReclaimThenEvict, layout_of
 from evictd.core.ranking import rank_pods
-from evictd.core.signals import Signal, Unit, spec_of
+from evictd.core.signals import Signal, spec_of
 from evictd.core.summary import Observation, pod_stats_lookup
 from evictd.core.thresholds import Threshold, stall_share_text, threshold_quantity
-from evictd.observe.cycle_logging import describe_threshold
-from evictd.record.recording import decision_id
-from evictd.run.manager import CycleReport
+from evictd.cycle.ids import decision_id
+from evictd.cycle.manager import CycleReport
+from evictd.cycle.render import describe_threshold, human, ranked, table, value_text
 
 CLEAR_SCREEN = "\x1b[H\x1b[2J"
 # The terminal's alternate screen (xterm, VT100 descendants): frames drawn there never reach the scrollback.
 ENTER_ALTERNATE_SCREEN = "\x1b[?1049h"
 LEAVE_ALTERNATE_SCREEN = "\x1b[?1049l"
 RANKING_SHOWN = 5
-
-
-def human(value: int, signal: Signal) -> str:
-    """Return a value of `signal`: bytes as GiB/MiB with one decimal, basis points (stall headroom) as a percentage,
-    counts as plain numbers."""
-    match spec_of(signal).unit:
-        case Unit.BYTES:
-            return human_bytes(value)
-        case Unit.BASIS_POINTS:
-            return f"{value / 100:.2f}%"
-        case Unit.INODES | Unit.PIDS:
-            return f"{value:,}"
-        case unit:
-            assert_never(unit)
-
-
-def human_bytes(value: int) -> str:
-    """Return bytes as GiB/MiB/KiB with one decimal, or B."""
-    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if abs(value) >= size:
-            return f"{value / size:.1f} {unit}"
-    return f"{value} B"
 
 
 def _threshold_cell(thresholds: Sequence[Threshold], observation: Observation | None, signal: Signal) -> str:

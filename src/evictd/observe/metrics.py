@@ -29,7 +29,7 @@ from evictd.core.signals import (
 )
 from evictd.core.summary import Observation
 from evictd.core.thresholds import Threshold, threshold_quantity
-from evictd.run.manager import POD_LIST_UNAVAILABLE, CycleReport, CycleStep
+from evictd.cycle.manager import POD_LIST_UNAVAILABLE, CycleReport, CycleStep
 
 # Cycle durations span a cached cgroup read (~1 ms) to a slow filesystem walk (seconds).
 CYCLE_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)

@@ -8,7 +8,7 @@ not flap. The kubelet loses all of this on a restart.
 
 Invariants:
 - Restored: threshold timers only when the file was saved at most `restore_window_s` ago (before it is stale,
-  `evictd.run.cadence.stale_after_s`: a restart, not an outage) and only for thresholds the configuration still
+  `evictd.cycle.cadence.stale_after_s`: a restart, not an outage) and only for thresholds the configuration still
   has; node conditions while younger than the pressure transition period. No restored time lies in the future.
 - A file that cannot be used (corrupt, empty, truncated, not a regular file, another format version, another
   node) never stops evictd: it is renamed aside to `engine-state.json.corrupt-<UTC time>` (or `.foreign-`),
@@ -40,11 +40,11 @@ from evictd.clock import SYSTEM_CLOCK, Clock
 from evictd.core.engine import EngineConfig, EngineState
 from evictd.core.errors import SampleError
 from evictd.core.saved_state import UnusableState, restorable_thresholds, restore_state, state_document
+from evictd.cycle.finished import Cycle
+from evictd.cycle.render import describe_threshold
 from evictd.kube.atomic_file import move_aside, read_json_file, remove_temporaries, write_json_atomically
 from evictd.log import Log
-from evictd.observe.cycle_logging import describe_threshold
-from evictd.run.after_cycle import Cycle
-from evictd.run.write_behind import WriteBehind
+from evictd.record.write_behind import WriteBehind
 from evictd.state_dir import CORRUPT_SUFFIX, ENGINE_STATE_TEMPORARY_PREFIX, FOREIGN_SUFFIX
 
 # A node's state is a few KiB (nine signals, a few thresholds): a larger file is not one evictd wrote.

@@ -55,6 +55,9 @@ from evictd.core.fs_layout import FsLayout
 from evictd.core.kubelet_config import EvictionSettings
 from evictd.core.pods import Pod
 from evictd.core.saved_state import state_document
+from evictd.cycle.finished import Cycle
+from evictd.cycle.ids import run_id
+from evictd.cycle.manager import FRESH_STATE
 from evictd.kube.atomic_file import remove_temporaries
 from evictd.log import Log
 from evictd.record.documents import kubelet_config_document
@@ -63,14 +66,11 @@ from evictd.record.recording import (
     PodListEncoder,
     RankingEncoder,
     decision_of,
-    run_id,
     segment_paths,
 )
 from evictd.record.segment_files import CLOSED_SUFFIX, OPEN_SUFFIX
 from evictd.record.summary_json import SummaryChangesEncoder
-from evictd.run.after_cycle import Cycle
-from evictd.run.manager import FRESH_STATE
-from evictd.run.write_behind import WriteBehind
+from evictd.record.write_behind import WriteBehind
 from evictd.state_dir import RECORDING_TEMPORARY_PREFIX, StateDir
 
 # What one segment holds at most, as a share of the recorder's bounds.

@@ -37,13 +37,14 @@ import operator
 import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 
-from evictd.commands.render import JsonObject, printable, seconds_json
 from evictd.core.errors import EvictdError
 from evictd.core.fs_layout import FsLayout
 from evictd.core.kubelet_config import KUBELET_API_VERSION, KUBELET_KIND
 from evictd.core.pods import Pod, is_critical_pod
+from evictd.cycle.ids import decision_id
+from evictd.cycle.manager import CycleReport
+from evictd.cycle.render import JsonObject, printable, seconds_json
 from evictd.record.documents import PodDocuments, pod_to_dict
 from evictd.record.model import (
     ABSENT,
@@ -67,7 +68,6 @@ from evictd.record.model import (
 )
 from evictd.record.segment_files import CLOSED_SUFFIX, OPEN_SUFFIX, Problem, in_time_order, segment_lines
 from evictd.record.summary_json import apply_summary_changes
-from evictd.run.manager import CycleReport
 from evictd.state_dir import StateDir
 
 # So many unreadable lines in a row end the reading of a segment (a file of garbage, or of empty lines).
@@ -75,18 +75,6 @@ MAX_LOST_LINES_IN_A_ROW = 100
 MAX_REASON_CHARS = 120
 # The young generation's threshold while a command reads a recording (see `open_recording`).
 READER_GC_THRESHOLD = 50_000
-
-
-def run_id(wall: float, process: str | None = None) -> str:
-    """The name of one run of evictd (start to stop): its start time in UTC and its PID (or `process`, the name
-    a run that is not a daemon's goes by: `simulate`)."""
-    return f"{datetime.fromtimestamp(wall, UTC):%Y%m%dT%H%M%SZ}-{process or os.getpid()}"
-
-
-def decision_id(run: str, cycle: int) -> str:
-    """The id of one cycle's decision, `<run>/<cycle>`: what the eviction's log line and the live view print,
-    and `evictd explain --decision` takes."""
-    return f"{run}/{cycle}"
 
 
 class CurrentDecision:

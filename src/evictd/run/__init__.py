@@ -1,2 +1,3 @@
-"""The live daemon, `evictd run`: the composition root that builds it, the manager that runs one cycle, the
-housekeeping loop around it, and what the loop needs from the node (locks, systemd notification, stop)."""
+"""The live daemon, `evictd run`: the composition root that builds it, the housekeeping loop around the cycle
+(evictd.cycle runs one), its after-cycle hooks, and what the loop needs from the node (locks, systemd
+notification, stop)."""

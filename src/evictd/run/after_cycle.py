@@ -10,42 +10,21 @@ others still run.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from datetime import datetime
 from typing import TextIO
 
 from evictd.adapters.memory_watch import MemoryWatch
 from evictd.adapters.notifiers import MemcgNotifierSet, Notifier, NotifierFailure, Waiter
 from evictd.adapters.pod_disk_usage import POD_DISK_SOURCE_PREFIX
-from evictd.core.engine import EngineState
 from evictd.core.errors import SampleError
 from evictd.core.signals import Signal
 from evictd.core.summary import SYSTEM_CONTAINER_PODS
+from evictd.cycle.finished import AfterCycle, Cycle
+from evictd.cycle.manager import CycleReport
 from evictd.log import Log
 from evictd.observe.cycle_logging import CycleLogger, WakeUp
 from evictd.observe.live_view import CLEAR_SCREEN, ENTER_ALTERNATE_SCREEN, LEAVE_ALTERNATE_SCREEN, render
 from evictd.observe.logging_setup import RecentEvents
 from evictd.observe.metrics import Metrics
-from evictd.run.manager import CycleReport
-
-
-@dataclass(frozen=True, slots=True)
-class Cycle:
-    """One finished cycle, as every after-cycle hook receives it."""
-
-    number: int
-    report: CycleReport
-    state: EngineState  # the manager's state after the cycle
-    started_at: float  # monotonic seconds
-    duration_s: float
-    wall: datetime  # when the cycle ended
-    # What woke the loop for this cycle (`evictd_wakeups_total` causes; empty: the first cycle, or one that did
-    # not wait) and when the wait returned (monotonic seconds; None: no wait).
-    woken_by: tuple[str, ...] = ()
-    woken_at: float | None = None
-
-
-AfterCycle = Callable[[Cycle], None]
 
 
 def record_metrics(metrics: Metrics, dry_run: bool) -> AfterCycle:

@@ -51,6 +51,18 @@ from evictd.core.signals import EVICTD_SIGNALS
 from evictd.core.thresholds import Threshold
 from evictd.cri import NO_RUNTIME, Runtime, RuntimeSlot, RuntimeVersion
 from evictd.cri.client import CriClient
+from evictd.cycle.cadence import stale_after_s
+from evictd.cycle.finished import AfterCycle, Cycle
+from evictd.cycle.ids import run_id
+from evictd.cycle.manager import (
+    FRESH_STATE,
+    EvictionApiRoute,
+    EvictionManager,
+    ListedPods,
+    PodEvictor,
+    PodSource,
+    StatsSource,
+)
 from evictd.kube.client import build_api_client
 from evictd.kube.cluster import ClusterSync, EvictablePods, NodeFallbackPods
 from evictd.kube.critical_record import CriticalPodRecord
@@ -67,33 +79,21 @@ from evictd.observe.logging_setup import RecentEvents, configure_logging, flush_
 from evictd.observe.metrics import Metrics
 from evictd.record.engine_state import EngineStateFile
 from evictd.record.recorder import FlightRecorder
-from evictd.record.recording import CurrentDecision, run_id
+from evictd.record.recording import CurrentDecision
+from evictd.record.write_behind import WriteBehind
 from evictd.run.after_cycle import (
-    AfterCycle,
-    Cycle,
     LiveView,
     NotifierRefresh,
     log_cycles,
     log_sample_problems,
     record_metrics,
 )
-from evictd.run.cadence import stale_after_s
 from evictd.run.daemon import Daemon, Hooks, LoopSettings, Part, Reporting, Wakeups
 from evictd.run.heap_trim import heap_trimmer
 from evictd.run.lock import acquire_node_lock, acquire_state_lock
-from evictd.run.manager import (
-    FRESH_STATE,
-    EvictionApiRoute,
-    EvictionManager,
-    ListedPods,
-    PodEvictor,
-    PodSource,
-    StatsSource,
-)
 from evictd.run.oom_feedback import OomFeedback
 from evictd.run.runtime_link import CriRuntime, NodeLevel, RuntimeLink
 from evictd.run.stop_signal import StopSignal
-from evictd.run.write_behind import WriteBehind
 from evictd.state_dir import StateDir
 
 NODE_NAME_ENV = "EVICTD_NODE_NAME"

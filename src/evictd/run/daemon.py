@@ -2,7 +2,7 @@
 
 One synchronous loop: run a cycle (the eviction manager over the adapters), run the after-cycle hooks
 (metrics, the cycle log, the live view, cluster bookkeeping, garbage collection, the memory notifiers' re-arming:
-`evictd.run.after_cycle`), then wait for the next cycle, which `evictd.run.cadence` schedules: the next tick, a
+`evictd.run.after_cycle`), then wait for the next cycle, which `evictd.cycle.cadence` schedules: the next tick, a
 notifier or a stop request (a notification is followed by cycles at short delays until one sees the crossing,
 then one confirming cycle a second later; under held pressure only what can change the decision cuts the wait
 short). After an eviction with the Kubernetes API the loop waits for the pod
@@ -28,12 +28,12 @@ from evictd.clock import SYSTEM_CLOCK, Clock
 from evictd.core.engine import Eviction
 from evictd.core.signals import spec_of
 from evictd.core.thresholds import Threshold
+from evictd.cycle.cadence import Cadence
+from evictd.cycle.finished import AfterCycle, Cycle
+from evictd.cycle.manager import CycleReport, EvictionManager
 from evictd.log import Log
 from evictd.observe.http_endpoint import Health
 from evictd.observe.metrics import Metrics
-from evictd.run.after_cycle import AfterCycle, Cycle
-from evictd.run.cadence import Cadence
-from evictd.run.manager import CycleReport, EvictionManager
 from evictd.run.notify import SystemdNotifier
 from evictd.run.oom_feedback import OomFeedback
 from evictd.run.stop_signal import StopSignal

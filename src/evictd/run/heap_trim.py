@@ -18,7 +18,7 @@ from __future__ import annotations
 import ctypes
 from collections.abc import Callable
 
-from evictd.run.after_cycle import AfterCycle, Cycle
+from evictd.cycle.finished import AfterCycle, Cycle
 
 
 def malloc_trim() -> Callable[[], object] | None:

@@ -26,7 +26,7 @@ from evictd.core.oom import (
     cgroups_walk_needed,
     oom_feedback,
 )
-from evictd.run.manager import CycleReport
+from evictd.cycle.manager import CycleReport
 
 # The runtime's containers of one pod (ID -> name); raises EvictdError when the runtime does not answer.
 ContainerNames = Callable[[str], Mapping[str, str]]

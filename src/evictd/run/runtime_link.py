@@ -23,8 +23,8 @@ from evictd.core.fs_layout import FsLayout, ReclaimAction
 from evictd.core.runtime import Sandbox, SandboxState
 from evictd.cri import ContainerUsage, Runtime, RuntimeSlot, RuntimeVersion, SandboxUsage
 from evictd.cri.client import CriClient
+from evictd.cycle.manager import LayoutSource, NodeReclaimer
 from evictd.log import Log
-from evictd.run.manager import LayoutSource, NodeReclaimer
 
 # How often an absent runtime is asked again, and how long one Version call may take.
 RUNTIME_RETRY_S = 5.0

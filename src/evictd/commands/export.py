@@ -13,7 +13,7 @@ from typing import TextIO
 
 import yaml
 
-from evictd.commands.render import yaml_flow
+from evictd.cycle.render import yaml_flow
 from evictd.record.recording import Record, Recording, scenario_parts, unknown_start_state
 from evictd.record.segment_files import Problem
 

@@ -9,13 +9,14 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
+from typing import assert_never
 
 from evictd.core.engine import STALL_SETTLE_S, Eviction
 from evictd.core.pods import Pod, is_critical_pod
 from evictd.core.quantity import Quantity, QuantityFormat
-from evictd.core.signals import EVICTD_SIGNALS, Signal, spec_of
+from evictd.core.signals import EVICTD_SIGNALS, Signal, Unit, spec_of
 from evictd.core.thresholds import Threshold, ThresholdValue, stall_share_text
-from evictd.run.manager import CycleReport
+from evictd.cycle.manager import CycleReport
 
 JsonObject = dict[str, object]
 
@@ -240,3 +241,31 @@ def _annotations_text(annotations: Mapping[str, str]) -> str:
     if not annotations:
         return ""
     return "\n  annotations: " + ", ".join(f"{k}={v}" for k, v in sorted(annotations.items()))
+
+
+def human(value: int, signal: Signal) -> str:
+    """Return a value of `signal`: bytes as GiB/MiB with one decimal, basis points (stall headroom) as a percentage,
+    counts as plain numbers."""
+    match spec_of(signal).unit:
+        case Unit.BYTES:
+            return human_bytes(value)
+        case Unit.BASIS_POINTS:
+            return f"{value / 100:.2f}%"
+        case Unit.INODES | Unit.PIDS:
+            return f"{value:,}"
+        case unit:
+            assert_never(unit)
+
+
+def human_bytes(value: int) -> str:
+    """Return bytes as GiB/MiB/KiB with one decimal, or B."""
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if abs(value) >= size:
+            return f"{value / size:.1f} {unit}"
+    return f"{value} B"
+
+
+def describe_threshold(threshold: Threshold) -> str:
+    """Return e.g. `memory.available<1Gi (hard)` or `nodefs.available<15% (soft, grace 120s)`."""
+    kind = "hard" if threshold.is_hard else f"soft, grace {threshold.grace_period_s:g}s"
+    return f"{condition_text(threshold.signal, threshold.value)} ({kind})"

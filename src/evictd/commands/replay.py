@@ -24,16 +24,17 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from itertools import groupby
 
-from evictd.commands.render import JsonObject, printable, recorded_stall_text, table
 from evictd.commands.simulate import ScenarioRunner, parse_head, parse_step, scenario_pods, start_state
 from evictd.core.engine import EngineConfig, EngineState
 from evictd.core.errors import DecodeError, ScenarioError
 from evictd.core.fs_layout import FsLayout
 from evictd.core.pods import Pod
 from evictd.core.summary import SummaryDecoder
+from evictd.cycle.ids import decision_id
+from evictd.cycle.manager import CycleReport
+from evictd.cycle.render import JsonObject, printable, recorded_stall_text, table
 from evictd.record.model import ABSENT, Decision, RecordedEviction, ThresholdMet
-from evictd.record.recording import Record, decision_id, decision_of, scenario_parts
-from evictd.run.manager import CycleReport
+from evictd.record.recording import Record, decision_of, scenario_parts
 
 # The parts of a decision compared, by name: what a person reads in a difference.
 COMPARED = ("thresholdsMet", "conditions", "reclaim", "evicted", "ranking")

@@ -17,10 +17,11 @@ from evictd.commands.simulate import FakeClock, Scenario, run_scenario, start_st
 from evictd.config import EvictdSettings
 from evictd.core.engine import EngineState
 from evictd.core.errors import ConfigError, EvictdError
+from evictd.cycle.finished import Cycle
+from evictd.cycle.ids import run_id
+from evictd.cycle.manager import FRESH_STATE, CycleReport
 from evictd.record.recorder import FlightRecorder
-from evictd.record.recording import run_id, segment_paths
-from evictd.run.after_cycle import Cycle
-from evictd.run.manager import FRESH_STATE, CycleReport
+from evictd.record.recording import segment_paths
 from evictd.state_dir import StateDir
 
 # What names the run and its segment where the daemon's PID would.

@@ -18,16 +18,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from evictd.commands.render import JsonObject, printable
+from evictd.commands.replay import wall_text
 from evictd.core.errors import EvictdError, SampleError
+from evictd.cycle.ids import decision_id
+from evictd.cycle.render import JsonObject, printable
 from evictd.kube.evictor import DECISION_ANNOTATION
 from evictd.kube.journal import ApiStep, JournalEntry, read_journal
-from evictd.record.recording import decision_id
-from evictd.record.replay import wall_text
 from evictd.state_dir import StateDir
 
 if TYPE_CHECKING:  # `explain` imports this module
-    from evictd.record.explain import RecordHead
+    from evictd.commands.explain_cycle import RecordHead
 
 NOT_KNOWN = ("the ranked table, the thresholds' first-met times and grace timing, and what node-level reclaim ran "
              "and freed are not available: the recording does not hold that cycle")

@@ -7,7 +7,10 @@ malformed file becomes a SampleError that names the file.
 from __future__ import annotations
 
 import os
+import pickle
 import shutil
+import subprocess
+import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -449,35 +452,36 @@ def test_unreadable_memory_file(tmp_path: Path) -> None:
 def sample_error_as_nobody(reader: CgroupReader, cgroup: str) -> tuple[str, str]:
     """Return (source, reason) of the SampleError that ``reader.memory(cgroup)`` raises for an unprivileged user.
 
-    Root reads any file whatever its mode, so as root the read runs in a forked child that drops to
-    nobody (65534); the child reports back through a pipe.
+    Root reads any file whatever its mode, so as root the read runs in a new Python process that drops to
+    nobody (65534) itself and prints what it got. Not os.fork(): fork() in this process runs gRPC's atfork
+    handlers, which restart its poller thread in the child (tests/test_hostile_input.py says more).
     """
     if os.geteuid() != 0:
         with pytest.raises(SampleError) as info:
             reader.memory(cgroup)
         return info.value.source, info.value.reason
-    read_end, write_end = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - runs in the child
-        try:
-            os.setgid(NOBODY)
-            os.setuid(NOBODY)
-            try:
-                reader.memory(cgroup)
-                os.write(write_end, b"no error\n")
-            except SampleError as exc:
-                os.write(write_end, f"{exc.source}\n{exc.reason}".encode())
-        finally:
-            os._exit(0)
-    os.close(write_end)
-    with os.fdopen(read_end) as pipe:
-        answer = pipe.read()
-    os.waitpid(pid, 0)
-    source, _, reason = answer.partition("\n")
+    done = subprocess.run([sys.executable, "-c", AS_NOBODY], input=pickle.dumps((reader.layout, cgroup)),
+                          capture_output=True, timeout=60, check=True)
+    source, _, reason = done.stdout.decode().partition("\n")
     return source, reason
 
 
-NOBODY = 65534
+NOBODY = 65534  # the user the read runs as
+AS_NOBODY = f"""
+import os, pickle, sys
+from evictd.adapters.cgroups import CgroupReader
+from evictd.core.errors import SampleError
+layout, cgroup = pickle.loads(sys.stdin.buffer.read())
+os.setgid({NOBODY})
+os.setuid({NOBODY})
+try:
+    CgroupReader(layout).memory(cgroup)
+    print("no error")
+except SampleError as exc:
+    print(f"{{exc.source}}\\n{{exc.reason}}", end="")
+"""
+
+
 
 
 def test_permission_denied() -> None:

@@ -21,7 +21,8 @@ from evictd.core.engine import EngineConfig, Eviction
 from evictd.core.errors import SampleError
 from evictd.core.fs_layout import FsLayout
 from evictd.core.pods import Pod, pod_from_dict
-from evictd.core.summary import Summary, summary_from_dict
+from evictd.core.summary import Summary
+from evictd.core.summary_parser import summary_from_dict
 from evictd.cycle.cadence import NOTIFICATION_FOLLOW_UPS_S
 from evictd.cycle.finished import Cycle
 from evictd.cycle.manager import CycleReport, EvictionManager

@@ -26,7 +26,8 @@ from evictd.core.kubelet_config import (
     unknown_kubelet_fields,
     with_stall_settings,
 )
-from evictd.core.pods import Pod, pod_from_dict
+from evictd.core.pod_parser import pod_from_dict
+from evictd.core.pods import Pod
 from evictd.core.saved_state import UnusableState, restorable_thresholds, restore_state
 from evictd.core.shadow import TERMINAL_PHASES
 from evictd.core.summary import Summary

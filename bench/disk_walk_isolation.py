@@ -57,9 +57,10 @@ from detection_latency import (
 )
 from run_all import machine_lines
 
-from evictd.adapters.disk_usage import EMPTY_DIR_PLUGIN_DIR, DiskUsageCache
+from evictd.adapters.disk_usage import DiskUsageCache
 from evictd.adapters.disk_walker_process import DiskWalkerProcess
 from evictd.adapters.node_stats import NodeStatsSource
+from evictd.adapters.pod_dirs import EMPTY_DIR_PLUGIN_DIR
 from evictd.adapters.pod_disk_usage import PodDiskWalker
 
 FILE_COUNTS = (0, 100_000, 1_000_000)

@@ -36,7 +36,8 @@ from pathlib import Path
 from typing import Any
 
 from evictd.adapters.cgroups import CgroupLayout
-from evictd.core.pods import Pod, pod_from_dict
+from evictd.core.pod_parser import pod_from_dict
+from evictd.core.pods import Pod
 
 KiB = 1 << 10
 MiB = 1 << 20

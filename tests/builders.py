@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from evictd.core.pods import Pod, pod_from_dict
+from evictd.core.pod_parser import pod_from_dict
+from evictd.core.pods import Pod
 
 Json = dict[str, Any]
 

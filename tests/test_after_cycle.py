@@ -29,7 +29,8 @@ from evictd.core.engine import EngineState
 from evictd.core.errors import SampleError
 from evictd.core.kubelet_config import eviction_settings
 from evictd.core.memcg import MEMCG_REARM_STEP_BYTES
-from evictd.core.summary import Summary, summary_from_dict
+from evictd.core.summary import Summary
+from evictd.core.summary_parser import summary_from_dict
 from evictd.cycle.finished import Cycle
 from evictd.observe.metrics import Metrics
 from evictd.run.after_cycle import NotifierRefresh, log_sample_problems

@@ -20,8 +20,10 @@ from evictd.config import eviction_settings
 from evictd.core.engine import EngineConfig, Eviction
 from evictd.core.errors import SampleError
 from evictd.core.fs_layout import FsLayout
-from evictd.core.pods import Pod, pod_from_dict
-from evictd.core.summary import Summary, summary_from_dict
+from evictd.core.pod_parser import pod_from_dict
+from evictd.core.pods import Pod
+from evictd.core.summary import Summary
+from evictd.core.summary_parser import summary_from_dict
 from evictd.cycle.cadence import NOTIFICATION_FOLLOW_UPS_S
 from evictd.cycle.finished import Cycle
 from evictd.cycle.manager import CycleReport, EvictionManager

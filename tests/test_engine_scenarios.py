@@ -25,8 +25,8 @@ from evictd.core.engine import EngineConfig, EngineState, ReclaimThenEvict, Skip
 from evictd.core.errors import SampleError, ScenarioError
 from evictd.core.fs_layout import FsLayout
 from evictd.core.kubelet_config import EvictionSettings, apply_flags
-from evictd.core.pods import pod_from_dict
-from evictd.core.summary import summary_from_dict
+from evictd.core.pod_parser import pod_from_dict
+from evictd.core.summary_parser import summary_from_dict
 from evictd.cycle.manager import CycleStep, EvictionManager
 
 

@@ -18,7 +18,7 @@ from counter import Counter
 from evictd.core.engine import EngineConfig, EngineState, assess
 from evictd.core.fs_layout import FsLayout
 from evictd.core.signals import NodeCondition
-from evictd.core.summary import summary_from_dict
+from evictd.core.summary_parser import summary_from_dict
 from evictd.core.thresholds import parse_threshold_config
 from evictd.cycle.cadence import stale_after_s
 from evictd.cycle.finished import Cycle

@@ -11,8 +11,9 @@ from evictd.core.engine import EngineConfig, Eviction, ReclaimThenEvict, Skipped
 from evictd.core.errors import CRIError, KubeError, SampleError
 from evictd.core.fs_layout import FsLayout, ReclaimAction
 from evictd.core.kubelet_config import EvictionSettings
-from evictd.core.pods import pod_from_dict
-from evictd.core.summary import Summary, summary_from_dict
+from evictd.core.pod_parser import pod_from_dict
+from evictd.core.summary import Summary
+from evictd.core.summary_parser import summary_from_dict
 from evictd.core.thresholds import derive_containerfs_thresholds
 from evictd.cycle.manager import CycleError, CycleReport, CycleStep, EvictionManager
 from evictd.run.runtime_link import NodeLevel

@@ -34,7 +34,7 @@ from evictd.commands.simulate import Scenario, parse_scenario, run_scenario
 from evictd.config import load_configuration, read_documents
 from evictd.core.engine import EngineState
 from evictd.core.kubelet_config import EvictionSettings, eviction_settings
-from evictd.core.pods import pod_from_dict
+from evictd.core.pod_parser import pod_from_dict
 from evictd.core.saved_state import STATE_VERSION, threshold_record
 from evictd.cycle.finished import Cycle
 from evictd.cycle.render import step_json, yaml_flow

@@ -14,7 +14,8 @@ from evictd.commands.scenario_recording import record_scenario
 from evictd.commands.simulate import parse_scenario
 from evictd.config import read_documents
 from evictd.core.fs_layout import FsLayout
-from evictd.core.pods import Pod, pod_from_dict
+from evictd.core.pod_parser import pod_from_dict
+from evictd.core.pods import Pod
 from evictd.core.ranking import rank_pods_with_keys
 from evictd.core.signals import Signal
 from evictd.core.summary import PodStats, pod_stats_lookup

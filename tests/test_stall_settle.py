@@ -13,8 +13,9 @@ from typing import Any
 
 from builders import Gi, Mi, pod, pod_stats, stamp, summary
 from cycle_reports import simulate_steps
-from evictd.core.engine import STALL_SETTLE_S, EngineState, Eviction, note_evictions, stall_settling
-from evictd.core.pods import pod_from_dict
+from evictd.core.engine import EngineState, Eviction, note_evictions
+from evictd.core.engine_rules import STALL_SETTLE_S, stall_settling
+from evictd.core.pod_parser import pod_from_dict
 from evictd.core.saved_state import restore_state, state_document
 from evictd.core.thresholds import Threshold, parse_stall_thresholds, parse_threshold_config
 

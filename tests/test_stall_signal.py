@@ -22,7 +22,8 @@ from evictd.core.errors import ConfigError, DecodeError, SampleError
 from evictd.core.kubelet_config import EvictionSettings
 from evictd.core.quantity import Quantity, QuantityFormat
 from evictd.core.signals import Signal
-from evictd.core.summary import Observation, signal_observations, summary_from_dict
+from evictd.core.summary import Observation, signal_observations
+from evictd.core.summary_parser import summary_from_dict
 from evictd.core.thresholds import parse_stall_thresholds, thresholds_met
 from evictd.observe.live_view import render
 from evictd.record.documents import kubelet_config_document

@@ -14,7 +14,8 @@ from clocks import ManualClock
 from counter import Counter
 from evictd.core.engine import EngineConfig, EngineState
 from evictd.core.kubelet_config import eviction_settings
-from evictd.core.pods import SYSTEM_CRITICAL_PRIORITY, pod_from_dict
+from evictd.core.pod_parser import pod_from_dict
+from evictd.core.pods import SYSTEM_CRITICAL_PRIORITY
 from evictd.cycle.manager import FRESH_STATE
 from evictd.kube.critical_record import CriticalPodRecord
 from evictd.record.engine_state import EngineStateFile

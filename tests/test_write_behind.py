@@ -26,7 +26,7 @@ from counter import Counter
 from evictd.core.engine import EngineConfig, EngineState, assess
 from evictd.core.fs_layout import FsLayout
 from evictd.core.kubelet_config import eviction_settings
-from evictd.core.summary import summary_from_dict
+from evictd.core.summary_parser import summary_from_dict
 from evictd.core.thresholds import parse_threshold_config
 from evictd.cycle.finished import Cycle
 from evictd.cycle.manager import CycleReport

@@ -20,16 +20,8 @@ import pytest
 
 from clocks import ManualClock
 from deep_tree import PAST_PATH_MAX_LEVELS, nest, reachable_levels
-from evictd.adapters.disk_usage import (
-    AGE_JITTER_FRACTION,
-    EMPTY_DIR_PLUGIN_DIR,
-    DirUsage,
-    DiskUsageCache,
-    Walk,
-    WalkBudget,
-    container_log_dirs,
-    volume_dirs,
-)
+from evictd.adapters.disk_usage import AGE_JITTER_FRACTION, DirUsage, DiskUsageCache, Walk, WalkBudget
+from evictd.adapters.pod_dirs import EMPTY_DIR_PLUGIN_DIR, container_log_dirs, volume_dirs
 from evictd.core.errors import SampleError
 
 POD_UID = "5d3c1e2a-7b9f-4c61-a0d2-6e8f9b1c2d3e"

@@ -24,7 +24,6 @@ from typing import Any
 import pytest
 
 from evictd.adapters.cgroups import CgroupReader
-from evictd.adapters.disk_usage import EMPTY_DIR_PLUGIN_DIR
 from evictd.adapters.disk_walker_process import (
     DEFAULT_NICE,
     DiskWalkerProcess,
@@ -37,6 +36,7 @@ from evictd.adapters.disk_walker_process import (
 )
 from evictd.adapters.node_pods import DiscoveredPods
 from evictd.adapters.node_stats import NodeStatsSource
+from evictd.adapters.pod_dirs import EMPTY_DIR_PLUGIN_DIR
 from evictd.adapters.pod_disk_usage import PodDiskFigures, PodDiskStore, PodKey, SpaceUsed
 from evictd.core.errors import SampleError
 from evictd.core.summary import SYSTEM_CONTAINER_PODS

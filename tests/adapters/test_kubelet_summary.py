@@ -42,7 +42,8 @@ from evictd.adapters.kubelet_summary import (
 from evictd.config import SERVICE_ACCOUNT_CA_FILE, EvictdSettings, load_configuration
 from evictd.core.errors import ConfigError, SampleError
 from evictd.core.signals import Signal
-from evictd.core.summary import signal_observations, summary_from_dict
+from evictd.core.summary import signal_observations
+from evictd.core.summary_parser import summary_from_dict
 from evictd.kube.client import build_api_client
 from evictd.run.composition import build_stats_source
 from hostile_kubelet import self_signed

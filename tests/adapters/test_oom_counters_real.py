@@ -21,7 +21,7 @@ from evictd.adapters.oom_counters import OomCounters
 from evictd.core.engine import Assessment, EngineState, NoneStarved, ThresholdStatus
 from evictd.core.kubelet_config import eviction_settings
 from evictd.core.oom import Activity, OomScope, PodOomKill
-from evictd.core.pods import pod_from_dict
+from evictd.core.pod_parser import pod_from_dict
 from evictd.cycle.manager import CycleReport
 from evictd.observe.metrics import Metrics
 from evictd.run.oom_feedback import OomFeedback

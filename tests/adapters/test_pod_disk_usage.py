@@ -17,7 +17,7 @@ import pytest
 
 from clocks import WALL_AT_ZERO, ManualClock
 from deep_tree import nest, reachable_levels
-from evictd.adapters.disk_usage import EMPTY_DIR_PLUGIN_DIR
+from evictd.adapters.pod_dirs import EMPTY_DIR_PLUGIN_DIR
 from evictd.adapters.pod_disk_usage import (
     NOT_MEASURED_YET,
     PodDiskFigures,

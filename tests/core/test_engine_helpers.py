@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from evictd.core.engine import (
+from evictd.core.engine_rules import (
     node_conditions,
     node_conditions_last_observed_at,
     node_conditions_observed_since,

@@ -15,8 +15,9 @@ from evictd.core.engine import EngineConfig, EngineState, ReclaimThenEvict, asse
 from evictd.core.errors import ConfigError
 from evictd.core.fs_layout import FsLayout
 from evictd.core.kubelet_config import EvictionSettings
-from evictd.core.pods import is_critical_pod, pod_from_dict
-from evictd.core.summary import summary_from_dict
+from evictd.core.pod_parser import pod_from_dict
+from evictd.core.pods import is_critical_pod
+from evictd.core.summary_parser import summary_from_dict
 
 SIGNALS = ["memory.available", "nodefs.available", "nodefs.inodesFree", "imagefs.available",
            "imagefs.inodesFree", "pid.available"]

@@ -26,7 +26,7 @@ from evictd.core.oom import (
     oom_kill_events,
     pod_oom_kills,
 )
-from evictd.core.pods import pod_from_dict
+from evictd.core.pod_parser import pod_from_dict
 from evictd.core.signals import Signal
 from evictd.core.thresholds import Threshold
 

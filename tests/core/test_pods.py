@@ -14,8 +14,9 @@ from typing import Any
 import pytest
 
 from builders import Json, container, core_pod, pod
-from evictd.core import pods as pods_module
+from evictd.core import pod_parser as pods_module
 from evictd.core.errors import DecodeError
+from evictd.core.pod_parser import pod_from_dict
 from evictd.core.pods import (
     MAX_KEPT_MESSAGE_CHARS,
     MAX_KEPT_VALUE_CHARS,
@@ -30,7 +31,6 @@ from evictd.core.pods import (
     is_local_ephemeral_volume,
     is_mirror_pod,
     is_static_pod,
-    pod_from_dict,
     pod_priority,
 )
 from evictd.core.quantity import Quantity

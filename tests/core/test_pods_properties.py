@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 
 from builders import Json
 from evictd.core.errors import DecodeError
-from evictd.core.pods import Pod, QOSClass, counts_for_local_disk, pod_from_dict
+from evictd.core.pod_parser import pod_from_dict
+from evictd.core.pods import Pod, QOSClass, counts_for_local_disk
 from evictd.core.resources import pod_limit, pod_request
 from evictd.record.documents import pod_to_dict
 

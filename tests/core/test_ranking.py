@@ -23,7 +23,8 @@ from evictd.core.fs_layout import (
     FsStatsType,
     meaning_of,
 )
-from evictd.core.pods import Pod, pod_from_dict
+from evictd.core.pod_parser import pod_from_dict
+from evictd.core.pods import Pod
 from evictd.core.quantity import Quantity
 from evictd.core.ranking import (
     named_key_parts,

@@ -28,9 +28,11 @@ from evictd.core.engine import (
 )
 from evictd.core.fs_layout import FsLayout
 from evictd.core.kubelet_config import EvictionSettings
-from evictd.core.pods import Pod, pod_from_dict
+from evictd.core.pod_parser import pod_from_dict
+from evictd.core.pods import Pod
 from evictd.core.resources import pod_request
-from evictd.core.summary import Summary, summary_from_dict
+from evictd.core.summary import Summary
+from evictd.core.summary_parser import summary_from_dict
 
 # --- pod requests: KEP-753 sidecars and init containers, overhead, pod-level resources -------------------
 

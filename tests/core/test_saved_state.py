@@ -22,7 +22,8 @@ from evictd.core.saved_state import (
     state_document,
 )
 from evictd.core.signals import NodeCondition, Signal
-from evictd.core.summary import Summary, summary_from_dict
+from evictd.core.summary import Summary
+from evictd.core.summary_parser import summary_from_dict
 from evictd.core.thresholds import Threshold, parse_threshold_config
 
 NODE = "node-1"

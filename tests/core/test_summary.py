@@ -32,8 +32,8 @@ from evictd.core.summary import (
     VolumeStats,
     pod_stats_lookup,
     signal_observations,
-    summary_from_dict,
 )
+from evictd.core.summary_parser import summary_from_dict
 from evictd.record.summary_json import SummaryChangesEncoder, apply_summary_changes, summary_to_dict
 
 Json = dict[str, Any]

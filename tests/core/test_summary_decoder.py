@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from evictd.core.errors import DecodeError
-from evictd.core.summary import SummaryDecoder, summary_from_dict
+from evictd.core.summary_parser import SummaryDecoder, summary_from_dict
 
 
 def _document(pods: int) -> dict[str, Any]:

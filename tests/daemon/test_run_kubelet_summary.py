@@ -18,7 +18,7 @@ from evictd_process import EvictdProcess, start_evictd
 
 from builders import Gi, Mi, pod, pod_stats, summary
 from evictd.config import SERVICE_ACCOUNT_CA_FILE, EvictdSettings
-from evictd.core.summary import summary_from_dict
+from evictd.core.summary_parser import summary_from_dict
 from evictd.record.recording import read_recording
 from evictd.state_dir import RECORDING_FOLDER
 from hostile_kubelet import HostileKubelet, answer, http_response, self_signed, trickle

@@ -27,7 +27,8 @@ from evictd.core.fs_layout import FsLayout, ReclaimAction
 from evictd.core.kubelet_config import eviction_settings
 from evictd.core.node_status import ConditionMode
 from evictd.core.oom import Activity, OomReport, PodOomKill
-from evictd.core.summary import Summary, summary_from_dict
+from evictd.core.summary import Summary
+from evictd.core.summary_parser import summary_from_dict
 from evictd.cycle.manager import CycleReport, EvictionManager
 from evictd.kube.cluster import ClusterSync, EvictablePods
 from evictd.kube.critical_record import CriticalPodRecord

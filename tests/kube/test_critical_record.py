@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from builders import pod
-from evictd.core.pods import SYSTEM_CRITICAL_PRIORITY, pod_from_dict
+from evictd.core.pod_parser import pod_from_dict
+from evictd.core.pods import SYSTEM_CRITICAL_PRIORITY
 from evictd.kube.critical_record import MAX_RECORD_BYTES, CriticalPodRecord, critical_uids
 from evictd.kube.pod_watch import as_api_pod
 

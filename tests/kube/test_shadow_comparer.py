@@ -19,7 +19,8 @@ from clocks import ManualClock
 from evictd.cli import main
 from evictd.commands.simulate import parse_scenario, run_scenario
 from evictd.core.engine import Eviction
-from evictd.core.pods import Pod, pod_from_dict
+from evictd.core.pod_parser import pod_from_dict
+from evictd.core.pods import Pod
 from evictd.kube.shadow import ShadowComparer
 from evictd.state_dir import SHADOW_FILE
 from log_capture import LogCapture

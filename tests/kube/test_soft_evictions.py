@@ -24,7 +24,7 @@ from evictd.commands.simulate import FixedLayout
 from evictd.core.engine import EngineConfig
 from evictd.core.fs_layout import FsLayout
 from evictd.core.kubelet_config import eviction_settings
-from evictd.core.summary import summary_from_dict
+from evictd.core.summary_parser import summary_from_dict
 from evictd.cycle.manager import CycleReport, EvictionApiRoute, EvictionManager, EvictionRefusal
 from evictd.kube.cluster import EvictablePods
 from evictd.kube.events import EventRecorder

@@ -40,7 +40,8 @@ from evictd_process import EvictdProcess
 from kube_objects import node_manifest, pod_manifest
 
 from evictd.core.signals import Signal
-from evictd.core.summary import signal_observations, summary_from_dict
+from evictd.core.summary import signal_observations
+from evictd.core.summary_parser import summary_from_dict
 from evictd.record.recording import read_recording
 from real_cgroups import CHILD_SCRIPT
 

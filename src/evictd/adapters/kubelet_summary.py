@@ -29,7 +29,8 @@ from typing import Any, Protocol
 
 from evictd import user_agent
 from evictd.core.errors import ConfigError, DecodeError, KubeError, SampleError, bounded_repr, os_error_reason
-from evictd.core.summary import Summary, summary_from_dict
+from evictd.core.summary import Summary
+from evictd.core.summary_parser import summary_from_dict
 
 # A Summary of 1000 pods with two containers and four volumes each, pretty-printed as the kubelet writes it,
 # is 4.3 MiB (measured with the tests' documents), and turning it into a Summary takes 15 MiB more. 8 MiB

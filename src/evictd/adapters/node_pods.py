@@ -23,7 +23,8 @@ from collections.abc import Mapping
 
 from evictd.adapters.cgroups import CgroupReader, PodCgroup
 from evictd.core.errors import EvictdError, SampleError, os_error_reason
-from evictd.core.pods import FrozenMap, Pod, QOSClass, kept_annotations
+from evictd.core.pod_parser import kept_annotations
+from evictd.core.pods import FrozenMap, Pod, QOSClass
 from evictd.core.runtime import Sandbox, SandboxState
 from evictd.cri import NO_RUNTIME, Runtime
 

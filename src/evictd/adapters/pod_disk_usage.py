@@ -33,14 +33,8 @@ from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from evictd.adapters.disk_usage import (
-    DirUsage,
-    DiskUsageCache,
-    WalkBudget,
-    container_log_dirs,
-    shown_path,
-    volume_dirs,
-)
+from evictd.adapters.disk_usage import DirUsage, DiskUsageCache, WalkBudget, shown_path
+from evictd.adapters.pod_dirs import container_log_dirs, volume_dirs
 from evictd.clock import SYSTEM_CLOCK, Clock
 from evictd.core.errors import ConfigError, SampleError
 

@@ -29,7 +29,7 @@ from evictd.core.engine import EngineConfig, EngineState
 from evictd.core.errors import DecodeError, ScenarioError
 from evictd.core.fs_layout import FsLayout
 from evictd.core.pods import Pod
-from evictd.core.summary import SummaryDecoder
+from evictd.core.summary_parser import SummaryDecoder
 from evictd.cycle.ids import decision_id
 from evictd.cycle.manager import CycleReport
 from evictd.cycle.render import JsonObject, printable, recorded_stall_text, table

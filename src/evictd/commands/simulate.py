@@ -26,10 +26,12 @@ from evictd.core.kubelet_config import (
     unknown_kubelet_fields,
     with_stall_settings,
 )
-from evictd.core.pods import Pod, pod_from_dict
+from evictd.core.pod_parser import pod_from_dict
+from evictd.core.pods import Pod
 from evictd.core.saved_state import UnusableState, restorable_thresholds, restore_state
 from evictd.core.shadow import TERMINAL_PHASES
-from evictd.core.summary import ROOT_KEY, Summary, summary_from_dict
+from evictd.core.summary import Summary
+from evictd.core.summary_parser import ROOT_KEY, summary_from_dict
 from evictd.core.thresholds import STALL_FIELDS
 from evictd.cycle.manager import CycleReport, EvictionManager
 

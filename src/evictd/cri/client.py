@@ -27,7 +27,7 @@ from typing import Any
 import grpc
 
 from evictd.core.errors import CRIError
-from evictd.core.pods import kept_annotations
+from evictd.core.pod_parser import kept_annotations
 from evictd.core.runtime import (
     CONTAINER_NAME_LABEL,
     POD_NAME_LABEL,

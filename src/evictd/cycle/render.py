@@ -11,7 +11,8 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import assert_never
 
-from evictd.core.engine import STALL_SETTLE_S, Eviction
+from evictd.core.engine import Eviction
+from evictd.core.engine_rules import STALL_SETTLE_S
 from evictd.core.pods import Pod, is_critical_pod
 from evictd.core.quantity import Quantity, QuantityFormat
 from evictd.core.signals import EVICTD_SIGNALS, Signal, Unit, spec_of

@@ -27,7 +27,8 @@ from collections.abc import Callable
 from typing import Any
 
 from evictd.core.errors import DecodeError, KubeError
-from evictd.core.pods import API_SERVER_SOURCE, CONFIG_SOURCE_ANNOTATION, Pod, pod_from_dict
+from evictd.core.pod_parser import pod_from_dict
+from evictd.core.pods import API_SERVER_SOURCE, CONFIG_SOURCE_ANNOTATION, Pod
 from evictd.kube.api import AnswerTooLarge, KubeApi
 
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})

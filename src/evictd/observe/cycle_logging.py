@@ -10,7 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from evictd.core.engine import STALL_SETTLE_S, Eviction, Skipped, ThresholdStatus
+from evictd.core.engine import Eviction, Skipped, ThresholdStatus
+from evictd.core.engine_rules import STALL_SETTLE_S
 from evictd.core.oom import ACTIVITY_TO_DESCRIPTION, TOO_LATE_ACTIVITIES, OomReport, outside_pods
 from evictd.core.thresholds import Threshold, threshold_quantity
 from evictd.cycle.ids import decision_id

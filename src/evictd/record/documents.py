@@ -1,7 +1,7 @@
 """The documents a recording holds that evictd writes from its own values: a pod as a v1 Pod object (the inverse
-of `core.pods.pod_from_dict`; `PodDocuments`, a pod list's objects made one at a time) and the eviction settings
-as a KubeletConfiguration (the inverse of `core.kubelet_config.eviction_settings`). `simulate` reads both back,
-as a recording exported or replayed is.
+of `core.pod_parser.pod_from_dict`; `PodDocuments`, a pod list's objects made one at a time) and the eviction
+settings as a KubeletConfiguration (the inverse of `core.kubelet_config.eviction_settings`). `simulate` reads both
+back, as a recording exported or replayed is.
 """
 
 from __future__ import annotations

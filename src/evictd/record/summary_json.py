@@ -1,6 +1,6 @@
 """Summary API documents written back as JSON: whole (`summary_to_dict`), and one after another as what changed.
 
-Job: the inverse of `evictd.core.summary.summary_from_dict`, for the flight recorder (which writes a Summary
+Job: the inverse of `evictd.core.summary_parser.summary_from_dict`, for the flight recorder (which writes a Summary
 every cycle) and whoever reads a recording back. Kept apart from `evictd.core.summary` so that the commands
 that only read documents (check-config, simulate) do not load it.
 

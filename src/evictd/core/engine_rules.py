@@ -1,0 +1,123 @@
+"""The rules the synchronize step (`evictd.core.engine`) applies, each a small pure function of its inputs.
+
+Job: the kubelet's helpers.go functions the step calls, one for one and under their names in snake_case
+(thresholds_first_observed_at, node_conditions, node_conditions_last_observed_at,
+node_conditions_observed_since, thresholds_met_grace_period, thresholds_updated_stats), so that they can be
+compared with upstream line by line; the grace period an eviction asks for and the one the pod worker makes of it
+(KUBELET_SPEC §10.2); and evictd's own settle rule for its memory stall signals (`STALL_SETTLE_S`).
+
+Invariants: inputs are never mutated; `now` is monotonic seconds supplied by the caller; where the kubelet's
+order depends on Go map iteration, the order of the thresholds given is kept.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from evictd.core.pods import Pod
+from evictd.core.signals import NodeCondition, Signal, spec_of
+from evictd.core.summary import Observation
+from evictd.core.thresholds import Threshold
+
+# Grace period given to pods evicted for a hard threshold or a local-storage limit (the kubelet's
+# immediateEvictionGracePeriodSeconds; 0 would mean "use the pod's own" downstream, kubernetes#115819).
+IMMEDIATE_EVICTION_GRACE_PERIOD_S = 1
+
+# evictd's memory stall signals read the kernel's avg10, which lags the relief an eviction brings: the kernel
+# updates it every 2 s and it decays over 10 s. So after an eviction for a stall signal, a stall threshold starts
+# no other eviction until this long after it (two updates: the relief shows, by 18% of the share per update
+# once the stall stops); it stays met and keeps its node condition meanwhile. The kubelet's signals never wait.
+STALL_SETTLE_S = 4.0
+
+
+# --- the kubelet's helpers.go, one for one ------------------------------------------------------------
+
+
+def thresholds_first_observed_at(
+    thresholds: Sequence[Threshold], last_observed_at: Mapping[Threshold, float], now: float
+) -> dict[Threshold, float]:
+    """thresholdsFirstObservedAt: when each of `thresholds` was first met (now, unless it was already met)."""
+    return {threshold: last_observed_at.get(threshold, now) for threshold in thresholds}
+
+
+def node_conditions(thresholds: Sequence[Threshold]) -> list[NodeCondition]:
+    """nodeConditions: the node conditions `thresholds` trigger, each once, in threshold order."""
+    return list(dict.fromkeys(spec_of(threshold.signal).condition for threshold in thresholds))
+
+
+def node_conditions_last_observed_at(
+    conditions: Sequence[NodeCondition], last_observed_at: Mapping[NodeCondition, float], now: float
+) -> dict[NodeCondition, float]:
+    """nodeConditionsLastObservedAt: `conditions` observed now, the others when they were last observed."""
+    return {**last_observed_at, **dict.fromkeys(conditions, now)}
+
+
+def node_conditions_observed_since(
+    observed_at: Mapping[NodeCondition, float], period_s: float, now: float
+) -> list[NodeCondition]:
+    """nodeConditionsObservedSince: the conditions observed within the last `period_s` seconds."""
+    return [condition for condition, at in observed_at.items() if now - at < period_s]
+
+
+def thresholds_met_grace_period(observed_at: Mapping[Threshold, float], now: float) -> list[Threshold]:
+    """thresholdsMetGracePeriod: the thresholds met for at least their grace period."""
+    return [threshold for threshold, at in observed_at.items() if now - at >= threshold.grace_period_s]
+
+
+def thresholds_updated_stats(
+    thresholds: Sequence[Threshold],
+    observations: Mapping[Signal, Observation],
+    last_observations: Mapping[Signal, Observation],
+) -> list[Threshold]:
+    """thresholdsUpdatedStats: the thresholds whose stats are newer than last cycle's, or carry no time (a
+    threshold without an observation is dropped)."""
+    updated = []
+    for threshold in thresholds:
+        observed = observations.get(threshold.signal)
+        if observed is None:
+            continue
+        last = last_observations.get(threshold.signal)
+        if last is None or observed.time is None or last.time is None or observed.time > last.time:
+            updated.append(threshold)
+    return updated
+
+
+# --- evictd's stall settle rule ---------------------------------------------------------------------------
+
+
+def is_stall(threshold: Threshold) -> bool:
+    """Whether `threshold` is on one of evictd's memory stall signals."""
+    return spec_of(threshold.signal).stall is not None
+
+
+def stall_settling(thresholds: Sequence[Threshold], stall_evicted_at: float | None, now: float) -> list[Threshold]:
+    """The stall thresholds among `thresholds` that start no eviction yet: the last stall eviction was decided
+    less than STALL_SETTLE_S before `now`."""
+    if stall_evicted_at is None or now - stall_evicted_at >= STALL_SETTLE_S:
+        return []
+    return [threshold for threshold in thresholds if is_stall(threshold)]
+
+
+# --- grace periods (eviction_manager.go, the pod worker's calculateEffectiveGracePeriod) ------------------
+
+
+def grace_period_override_s(threshold: Threshold, pod: Pod, max_pod_grace_period_s: int) -> int:
+    """Return the kubelet's grace period override: 1 s for hard, min(max pod grace, pod's) for soft."""
+    if threshold.is_hard:
+        return IMMEDIATE_EVICTION_GRACE_PERIOD_S
+    if pod.termination_grace_period_s is not None:
+        return min(max_pod_grace_period_s, pod.termination_grace_period_s)
+    return max_pod_grace_period_s
+
+
+def effective_grace_period_s(override_s: int, pod: Pod) -> int:
+    """Return the grace period the pod worker really applies for an eviction override (KUBELET_SPEC §10.2).
+
+    v1.36.2's `calculateEffectiveGracePeriod`: the override only shortens (a deletion already under way with a
+    shorter grace period keeps it); an explicit override, 0 included, is never replaced by the pod's own
+    `terminationGracePeriodSeconds` (its `overridden` flag); anything below 1 s becomes 1 s. So a soft
+    eviction with the default `evictionMaxPodGracePeriod: 0` gives the pod 1 s, not its own grace period.
+    """
+    grace = pod.deletion_grace_period_s or 0
+    if grace == 0 or override_s < grace:
+        grace = override_s  # overridden: the pod's own grace period no longer applies
+    return max(grace, 1)

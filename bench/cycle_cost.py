@@ -51,7 +51,8 @@ from evictd.config import load_configuration
 from evictd.core.engine import EngineConfig
 from evictd.core.pods import Pod
 from evictd.core.signals import Signal
-from evictd.cycle.manager import CycleReport, EvictionManager
+from evictd.cycle.manager import EvictionManager
+from evictd.cycle.report import CycleReport
 from evictd.run.composition import (
     PathLayout,
     ReportOnlyEvictor,
@@ -115,7 +116,7 @@ def build_manager(node: SyntheticNode, *, discovered: bool) -> EvictionManager:
     cgroups = CgroupReader(node.layout())
     on_node = DiscoveredPods(cgroups, settings.pod_logs_dir) if discovered else None
     pods = on_node if on_node is not None else StaticPods(node.pods)
-    stats = build_stats_source(config, cgroups, pods, settings.node_name, discovered=on_node).source
+    stats = build_stats_source(config, cgroups, settings.node_name, discovered=on_node).source
     return EvictionManager(
         EngineConfig.from_settings(config.eviction), stats=stats,
         layout=PathLayout(settings.kubelet_root_dir, settings.image_fs_path, settings.container_fs_path),
@@ -211,15 +212,16 @@ def measure_size(pods: int, seconds: float) -> dict[str, tuple[float, int, float
 
 def check(report: CycleReport, pods: int, expect_met: bool) -> None:
     """Fail loudly if the cycle did not do what the variant claims (a benchmark of a broken cycle is void)."""
-    summary = report.summary
+    summary = report.observed.summary
     if report.errors or summary is None or len(summary.pods) != pods:
         raise SystemExit(f"cycle did not read the node: errors={report.errors} "
                          f"pods={len(summary.pods) if summary else None}/{pods}")
-    met = {status.threshold.signal for status in report.assessment.thresholds}
+    met = {status.threshold.signal for status in report.decided.assessment.thresholds}
     if expect_met != (Signal.MEMORY_AVAILABLE in met) or (not expect_met and met):
         raise SystemExit(f"unexpected thresholds met: {sorted(map(str, met))}")
-    if expect_met and (len(report.ranking) != pods or len(report.evictions) != 1):
-        raise SystemExit(f"memory pressure cycle ranked {len(report.ranking)} pods, evicted {len(report.evictions)}")
+    ranked, evictions = report.decided.ranked_pods, report.acted.evictions
+    if expect_met and (len(ranked) != pods or len(evictions) != 1):
+        raise SystemExit(f"memory pressure cycle ranked {len(ranked)} pods, evicted {len(evictions)}")
     stats = next(iter(summary.pods))
     if stats.memory is None or stats.process_count is None or not stats.volume_stats or not stats.containers:
         raise SystemExit(f"pod stats incomplete: {stats}")

@@ -216,7 +216,7 @@ class Recorder:
             started = time.monotonic()
             report = synchronize()
             ended = time.monotonic()
-            met = any(status.threshold.signal is signal for status in report.assessment.thresholds)
+            met = any(status.threshold.signal is signal for status in report.decided.assessment.thresholds)
             with self.changed:
                 self.cycles.append(Cycle(started, ended, met, self.last_causes))
                 self.changed.notify_all()

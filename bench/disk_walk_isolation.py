@@ -145,10 +145,10 @@ def preparation(way: str, workdir: Path, result: WayResult) -> Callable[[Any], N
                                      entry_budget=UNLIMITED)
             summary = stats.summary
 
-            def walked_summary() -> Any:
+            def walked_summary(pods: Any) -> Any:
                 for figures in in_cycle.run_pass(stats.disk_usage.wanted()[1]):
                     stats.disk_usage.record(figures)
-                return summary()
+                return summary(pods)
 
             stats.summary = walked_summary  # type: ignore[method-assign]
 

@@ -144,7 +144,7 @@ def child(config_path: str, cycles: int, out_path: str, credentials: str) -> Non
                     url = f"http://127.0.0.1:{http.port}/metrics"
                     with urllib.request.urlopen(url, timeout=5) as answer:
                         answer.read()
-                summary = cycle.report.summary
+                summary = cycle.report.observed.summary
                 pods_seen.append(len(summary.pods) if summary is not None else -1)
                 samples.append((number, rss_mib()))
                 pid = walker.child_pid() if walker is not None else None

@@ -33,8 +33,9 @@ from evictd.core.fs_layout import FsLayout
 from evictd.core.pods import Pod
 from evictd.core.summary import Summary
 from evictd.core.thresholds import derive_containerfs_thresholds
-from evictd.cycle.manager import CycleReport, EvictionManager, LayoutSource, PodSource
+from evictd.cycle.manager import EvictionManager, LayoutSource, PodSource
 from evictd.cycle.render import step_json
+from evictd.cycle.report import CycleError, CycleReport, CycleStep, PodListProblem, ReclaimResult
 
 CAPACITY = 16 * Gi
 NOW_WALL = datetime(2026, 11, 21, 10, 0, 42, tzinfo=UTC)
@@ -102,7 +103,7 @@ def memory_run() -> Run:
 class FailingStats:
     """A stats source that cannot be read (an unreadable cgroup file, an unreachable kubelet)."""
 
-    def summary(self) -> Summary:
+    def summary(self, pods: Sequence[Pod]) -> Summary:
         raise SampleError("/sys/fs/cgroup/memory/memory.usage_in_bytes", "Permission denied")
 
 
@@ -136,8 +137,24 @@ def failing_cycle(config: dict[str, Any], *, layout: LayoutSource | None = None,
 
 
 def without_pod_list(report: CycleReport, *, pods_from_node: bool = True) -> CycleReport:
-    return replace(report, pod_list_problem="Kubernetes API list pods failed (None): pod cache not synced",
-                   pods_from_node=pods_from_node)
+    problem = PodListProblem("Kubernetes API list pods failed (None): pod cache not synced", pods_from_node)
+    return replace(report, observed=replace(report.observed, pod_list_problem=problem))
+
+
+def with_summary(report: CycleReport, summary: Summary | None) -> CycleReport:
+    """`report` as if its stats had read `summary` (None: as if they could not be read)."""
+    return replace(report, observed=replace(report.observed, summary=summary))
+
+
+def with_failed_eviction(report: CycleReport, failure: str) -> CycleReport:
+    """`report` with its eviction failed as the manager reports it: `failure` names the pod, then what went wrong."""
+    pod = failure.split(": ", 1)[0]
+    return replace(report, errors=(*report.errors, CycleError(CycleStep.EVICTION, failure, pod=pod)))
+
+
+def with_reclaim(report: CycleReport, *results: ReclaimResult, succeeded: bool | None = None) -> CycleReport:
+    """`report` with the node-level reclaim results `results` (and whether they resolved the pressure)."""
+    return replace(report, acted=replace(report.acted, reclaim=results, reclaim_succeeded=succeeded))
 
 
 def simulate_steps(scenario: dict[str, Any]) -> list[dict[str, Any]]:

@@ -6,7 +6,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from evictd.record.model import Decision, Line, encode_line
+from evictd.record.decision import Decision
+from evictd.record.model import Line, encode_line
 
 
 def decision_document(decision: Decision) -> dict[str, Any]:

@@ -8,7 +8,6 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Iterator
-from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -20,6 +19,7 @@ from cycle_reports import (
     failing_cycle,
     memory_step,
     run,
+    with_summary,
 )
 from evictd.adapters.cgroups import CgroupLayout, CgroupReader
 from evictd.adapters.memory_watch import MemoryWatch
@@ -68,7 +68,7 @@ NODE_NOTIFIERS = ["hard memory eviction threshold", "hard memory eviction thresh
 
 
 def refresh(notifiers: NotifierRefresh, summary_: Summary | None) -> list[str]:
-    report = replace(run(MEMORY_CONFIG, [memory_step(0, 8 * Gi)]).reports[0], summary=summary_)
+    report = with_summary(run(MEMORY_CONFIG, [memory_step(0, 8 * Gi)]).reports[0], summary_)
     return [f"{failure.description}: {failure.error}" for failure in notifiers.follow_failures(report, 0.0)]
 
 
@@ -192,7 +192,7 @@ def test_a_notifier_that_stays_unavailable_is_logged_once_and_once_more_when_it_
         def cycle(number: int) -> None:
             # 11 s apart: past the 10 s re-arm every time; the registrations (made in the notifier set's thread)
             # are given time to finish before the next cycle.
-            report = replace(base_report, summary=memory_summary(pods_container=True))
+            report = with_summary(base_report, memory_summary(pods_container=True))
             notifiers(Cycle(number=number, report=report, state=EngineState(), started_at=number * 11.0,
                             duration_s=0.01, wall=datetime.now(UTC)))
             deadline = time.monotonic() + 10

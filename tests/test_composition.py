@@ -91,13 +91,14 @@ def configuration(tmp_path: Path, evictd: str) -> Any:
 def test_build_stats_source_picks_the_configured_source(tmp_path: Path) -> None:
     cgroups = CgroupReader(CgroupLayout(version=1, root=FIXTURE_V1))
     pods = DiscoveredPods(cgroups, str(tmp_path / "logs"))
-    node = build_stats_source(configuration(tmp_path, f"kubeletRootDir: {tmp_path}\n"), cgroups, pods, "node-1",
+    node = build_stats_source(configuration(tmp_path, f"kubeletRootDir: {tmp_path}\n"), cgroups, "node-1",
                               discovered=pods)
     assert isinstance(node.source, NodeStatsSource) and node.disk_walker is not None
-    assert node.source.summary().node.node_name == "node-1" and node.problems() == node.source.problems
+    assert node.source.summary(pods.active_pods()).node.node_name == "node-1"
+    assert node.problems() == node.source.problems
     direct = build_stats_source(
         configuration(tmp_path, "statsSource: kubelet\nkubeletSummaryURL: https://127.0.0.1:10250/stats/summary\nkubeletInsecureTLS: true\n"),
-        cgroups, pods, "node-1")
+        cgroups, "node-1")
     assert isinstance(direct.source, KubeletSummarySource) and direct.disk_walker is None
     assert direct.insecure_reason.startswith("kubeletInsecureTLS is true")
     kubeconfig = tmp_path / "kubeconfig"
@@ -106,7 +107,7 @@ def test_build_stats_source_picks_the_configured_source(tmp_path: Path) -> None:
                           '"users": [{"name": "u", "user": {"token": "t"}}],'
                           '"contexts": [{"name": "c", "context": {"cluster": "k", "user": "u"}}]}')
     proxy = build_stats_source(configuration(tmp_path, f"statsSource: kubelet\nkubeconfig: {kubeconfig}\n"),
-                               cgroups, pods, "node-1")
+                               cgroups, "node-1")
     assert isinstance(proxy.source, ApiProxySummarySource) and proxy.disk_walker is None
     with pytest.raises(SampleError) as info:
         proxy.source.summary()
@@ -116,9 +117,8 @@ def test_build_stats_source_picks_the_configured_source(tmp_path: Path) -> None:
 
 def test_stats_through_the_api_with_an_unreadable_kubeconfig_is_a_config_error(tmp_path: Path) -> None:
     cgroups = CgroupReader(CgroupLayout(version=1, root=FIXTURE_V1))
-    pods = DiscoveredPods(cgroups, str(tmp_path / "logs"))
     missing = tmp_path / "no-kubeconfig"
     with pytest.raises(ConfigError) as info:
-        build_stats_source(configuration(tmp_path, f"statsSource: kubelet\nkubeconfig: {missing}\n"), cgroups, pods,
+        build_stats_source(configuration(tmp_path, f"statsSource: kubelet\nkubeconfig: {missing}\n"), cgroups,
                            "node-1")
     assert (info.value.key, info.value.value) == ("kubeconfig", str(missing))

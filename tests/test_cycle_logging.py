@@ -19,13 +19,15 @@ from cycle_reports import (
     failing_cycle,
     memory_step,
     run,
+    with_failed_eviction,
+    with_reclaim,
     without_pod_list,
 )
 from evictd.core.engine import Skipped
 from evictd.core.fs_layout import ReclaimAction
 from evictd.core.kubelet_config import eviction_settings
-from evictd.cycle.manager import ReclaimResult
 from evictd.cycle.render import describe_threshold
+from evictd.cycle.report import ReclaimResult
 from evictd.observe.cycle_logging import CycleLogger
 from log_capture import LogCapture
 
@@ -87,7 +89,7 @@ def test_an_eviction_is_logged_with_pod_signal_threshold_and_message(memory_run:
             "ranking": ["default/static-proxy", "default/web", "default/db"],
         }),
     ]
-    assert memory_run.reports[3].evictions[0].message == WEB_MESSAGE
+    assert memory_run.reports[3].acted.evictions[0].message == WEB_MESSAGE
 
 
 def test_an_eviction_names_its_decision_with_the_flight_recorders_run(memory_run: Run) -> None:
@@ -113,7 +115,7 @@ def test_stats_errors_are_logged_and_the_frozen_conditions_are_not_reported_as_c
     log = LogCapture()
     logger = CycleLogger(log, True)
     report = failing_cycle(MEMORY_CONFIG)
-    assert report.assessment.next_step == Skipped("stats unavailable")
+    assert report.decided.assessment.next_step == Skipped("stats unavailable")
     logger.log_cycle(7, report)
     assert log.take() == [("error", "cycle error", {
         "cycle": 7,
@@ -132,9 +134,11 @@ def test_acting_on_the_nodes_pods_is_logged_when_it_starts_and_ends(memory_run: 
     for number in (2, 3):
         logger.log_cycle(number, degraded)
     assert log.take() == [("warning", "no pod list from the Kubernetes API: hard thresholds act on the pods the "
-                           "node shows", {"cycle": 2, "detail": degraded.pod_list_problem})]
-    logger.log_cycle(4, replace(degraded, withheld="a soft threshold evicts only from the Kubernetes API's pod list"))
-    logger.log_cycle(5, replace(degraded, withheld="a soft threshold evicts only from the Kubernetes API's pod list"))
+                           "node shows", {"cycle": 2, "detail": degraded.observed.pod_list_problem.reason})]
+    withheld = replace(degraded, decided=replace(
+        degraded.decided, withheld="a soft threshold evicts only from the Kubernetes API's pod list"))
+    logger.log_cycle(4, withheld)
+    logger.log_cycle(5, withheld)
     assert log.take() == [("warning", "threshold not acted on", {
         "cycle": 4, "reason": "a soft threshold evicts only from the Kubernetes API's pod list"})]
     logger.log_cycle(6, calm)
@@ -156,15 +160,15 @@ def test_reclaim_is_logged_action_by_action() -> None:
     ]
     assert [fields["action"] for _, event, fields in cycle if event == "node-level reclaim"] == [
         "containerGC", "imageGC"]
-    failed = replace(reclaimed.reports[0], reclaim=(ReclaimResult(ReclaimAction.IMAGE_GC, error="rpc error"),),
-                     reclaim_succeeded=False)
+    failed = with_reclaim(reclaimed.reports[0], ReclaimResult(ReclaimAction.IMAGE_GC, error="rpc error"),
+                          succeeded=False)
     log = LogCapture()
     CycleLogger(log, True).log_cycle(1, failed)
     assert ("error", "node-level reclaim failed", {"cycle": 1, "action": "imageGC", "error": "rpc error"}) in log.lines
 
 
 def test_eviction_failures_are_logged() -> None:
-    failed = replace(run(MEMORY_CONFIG, MEMORY_STEPS[:4]).reports[3], eviction_errors=("default/web: HTTP 500",))
+    failed = with_failed_eviction(run(MEMORY_CONFIG, MEMORY_STEPS[:4]).reports[3], "default/web: HTTP 500")
     log = LogCapture()
     CycleLogger(log, False).log_cycle(4, failed)
     assert ("error", "eviction failed (still counted, as the kubelet counts it)",

@@ -26,7 +26,8 @@ from evictd.core.summary import Summary
 from evictd.core.summary_parser import summary_from_dict
 from evictd.cycle.cadence import NOTIFICATION_FOLLOW_UPS_S
 from evictd.cycle.finished import Cycle
-from evictd.cycle.manager import CycleReport, EvictionManager
+from evictd.cycle.manager import EvictionManager
+from evictd.cycle.report import CycleReport
 from evictd.observe.http_endpoint import Health
 from evictd.observe.metrics import Metrics
 from evictd.run.after_cycle import NotifierRefresh
@@ -76,7 +77,7 @@ class MemoryStats:
         self._crossed_at = crossed_at_cycle
         self._failing = set(failing)
 
-    def summary(self) -> Summary:
+    def summary(self, pods: Sequence[Pod]) -> Summary:
         self.cycle += 1
         self.clock.advance(CYCLE_S)
         if self.cycle in self._failing:

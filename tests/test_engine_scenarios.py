@@ -27,7 +27,8 @@ from evictd.core.fs_layout import FsLayout
 from evictd.core.kubelet_config import EvictionSettings, apply_flags
 from evictd.core.pod_parser import pod_from_dict
 from evictd.core.summary_parser import summary_from_dict
-from evictd.cycle.manager import CycleStep, EvictionManager
+from evictd.cycle.manager import EvictionManager
+from evictd.cycle.report import CycleStep
 
 
 def evicted(step: dict[str, Any]) -> list[str]:
@@ -324,10 +325,10 @@ class BreakableStats(ScriptedStats):
 
     broken = False
 
-    def summary(self):  # type: ignore[no-untyped-def]
+    def summary(self, pods):  # type: ignore[no-untyped-def]
         if self.broken:
             raise SampleError("/sys/fs/cgroup/memory/memory.stat", "Permission denied")
-        return super().summary()
+        return super().summary(pods)
 
 
 def test_unreadable_stats_freeze_conditions_and_evict_nothing() -> None:
@@ -341,12 +342,12 @@ def test_unreadable_stats_freeze_conditions_and_evict_nothing() -> None:
                                "steps": [{"at": 0, "summary": summary(memory=100 * Mi)}]})
     stats.step, pods.pods = scenario.steps[0], (victim,)
     first = manager.synchronize()
-    assert first.assessment.node_conditions == ("MemoryPressure",) and len(evictor.evictions) == 1
+    assert first.decided.assessment.node_conditions == ("MemoryPressure",) and len(evictor.evictions) == 1
     stats.broken = True
     clock.now_s = 400  # far past the transition period: conditions would clear if stats were read
     second = manager.synchronize()
-    assert second.assessment.node_conditions == ("MemoryPressure",)
-    assert second.assessment.next_step == Skipped("stats unavailable") and len(evictor.evictions) == 1
+    assert second.decided.assessment.node_conditions == ("MemoryPressure",)
+    assert second.decided.assessment.next_step == Skipped("stats unavailable") and len(evictor.evictions) == 1
     assert second.errors[0].step is CycleStep.STATS and "Permission denied" in second.errors[0].description
 
 

@@ -22,7 +22,7 @@ from evictd.core.summary_parser import summary_from_dict
 from evictd.core.thresholds import parse_threshold_config
 from evictd.cycle.cadence import stale_after_s
 from evictd.cycle.finished import Cycle
-from evictd.cycle.manager import CycleReport
+from evictd.cycle.report import CycleReport, Decided, Observed
 from evictd.record.engine_state import SAVE_EVERY_S, EngineStateFile
 from evictd.state_dir import ENGINE_STATE_FILE
 from full_filesystem import UnwritableFolder
@@ -37,7 +37,7 @@ def cycle(state: EngineState, clock: ManualClock, available: int = 512 * Mi, num
     """Run the engine one cycle at the clock's time; return the finished cycle an after-cycle hook gets."""
     new_state, assessment = assess(state, CONFIG, FsLayout(), summary_from_dict(summary(memory=available)), [],
                                    clock.now_s)
-    report = CycleReport(now=clock.now_s, assessment=assessment)
+    report = CycleReport(now=clock.now_s, observed=Observed(), decided=Decided(assessment))
     return Cycle(number=number, report=report, state=new_state, started_at=clock.now_s, duration_s=0.0,
                  wall=clock.wall())
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from evictd.commands.replay import replayed_runs
 from evictd.commands.simulate import parse_scenario
-from evictd.cycle.manager import EvictionRefusal
+from evictd.cycle.report import EvictionApiRefusal, EvictionApiUse
 from evictd.kube.evictor import journal_entry
 from evictd.kube.journal import EvictionJournal
 from evictd.record.recording import read_recording
@@ -182,7 +182,7 @@ def journal_of(state_dir: Path) -> None:
     for run in replayed_runs(records):
         for cycle_record, report in run.cycles:
             decision = f"{cycle_record.run}/{cycle_record.cycle}"
-            for eviction in report.evictions:
+            for eviction in report.acted.evictions:
                 journal.record(journal_entry(eviction, cycle_record.wall, decision))
 
 
@@ -293,11 +293,12 @@ def test_explain_shows_what_the_eviction_api_answered(tmp_path: Path) -> None:
     recorded (a replay cannot ask the API again)."""
     _, scenario, settings = example(EXAMPLES[0])
     hook = recorder(tmp_path, settings)
-    refusal = EvictionRefusal(pod="shop/other", status=429, reason="DisruptionBudget", budget="other-pdb",
+    refusal = EvictionApiRefusal(pod="shop/other", status=429, reason="DisruptionBudget", budget="other-pdb",
                               message="Cannot evict pod as it would violate the pod's disruption budget.")
     for cycle in cycles(scenario):
-        if [e.pod.name for e in cycle.report.evictions] == ["batch-job"]:
-            cycle = replace(cycle, report=replace(cycle.report, through_eviction_api=True, refusals=(refusal,)))
+        if [e.pod.name for e in cycle.report.acted.evictions] == ["batch-job"]:
+            acted = replace(cycle.report.acted, eviction_api=EvictionApiUse(refusals=(refusal,)))
+            cycle = replace(cycle, report=replace(cycle.report, acted=acted))
         hook(cycle)
 
     document = explained(tmp_path, "jobs/batch-job")

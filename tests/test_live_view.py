@@ -91,7 +91,8 @@ def test_live_view_calm_node_and_recent_events(memory_run: Run) -> None:
 def test_live_view_without_pods_or_stats(memory_run: Run) -> None:
     no_pods = run(MEMORY_CONFIG, [memory_step(0, 8 * Gi)], pods=[])
     assert "eviction order: no pods found on this node" in screen_of(no_pods, 0)
-    stats_failed = replace(failing_cycle(MEMORY_CONFIG), pods=memory_run.reports[0].pods)
+    failed = failing_cycle(MEMORY_CONFIG)
+    stats_failed = replace(failed, observed=replace(failed.observed, pods=memory_run.reports[0].observed.pods))
     screen = render(stats_failed, memory_run.state, node_name="node-1", cycle=1, now_wall=NOW_WALL, dry_run=True)
     # A quantity in the units of every other row, with or without data; a percentage as itself without capacity.
     assert rows(screen)["memory.available"] == ["no data", "-", "hard 1.0 GiB, soft 2.0 GiB", "-"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -12,20 +13,25 @@ from evictd.core.errors import CRIError, KubeError, SampleError
 from evictd.core.fs_layout import FsLayout, ReclaimAction
 from evictd.core.kubelet_config import EvictionSettings
 from evictd.core.pod_parser import pod_from_dict
+from evictd.core.pods import Pod
 from evictd.core.summary import Summary
 from evictd.core.summary_parser import summary_from_dict
 from evictd.core.thresholds import derive_containerfs_thresholds
-from evictd.cycle.manager import CycleError, CycleReport, CycleStep, EvictionManager
+from evictd.cycle.manager import EvictionManager
+from evictd.cycle.report import CycleError, CycleReport, CycleStep, PodListProblem
 from evictd.run.runtime_link import NodeLevel
 
 
 class Stats:
-    """Scripted summaries, one per call; an exception in the script is raised instead."""
+    """Scripted summaries, one per call; an exception in the script is raised instead. `measured`: the pods each
+    call was asked to measure."""
 
     def __init__(self, *script: dict[str, Any] | Exception) -> None:
         self.script = list(script)
+        self.measured: list[list[str]] = []
 
-    def summary(self) -> Summary:
+    def summary(self, pods: Sequence[Pod]) -> Summary:
+        self.measured.append([p.name for p in pods])
         item = self.script.pop(0)
         if isinstance(item, Exception):
             raise item
@@ -94,15 +100,15 @@ def test_a_failing_reclaim_action_does_not_stop_the_others() -> None:
     reclaimer = Reclaimer(failing={ReclaimAction.CONTAINER_GC})
     report = manager(Stats(DISK_LOW, DISK_OK), reclaimer=reclaimer).synchronize()
     assert reclaimer.calls == [ReclaimAction.CONTAINER_GC, ReclaimAction.IMAGE_GC]
-    assert report.reclaim[0].error is not None and "UNAVAILABLE" in report.reclaim[0].error
-    assert report.reclaim[1].freed_bytes == 1 << 20
-    assert report.reclaim_succeeded is True and report.evictions == ()
+    assert report.acted.reclaim[0].error is not None and "UNAVAILABLE" in report.acted.reclaim[0].error
+    assert report.acted.reclaim[1].freed_bytes == 1 << 20
+    assert report.acted.reclaim_succeeded is True and report.acted.evictions == ()
 
 
 def test_unreadable_stats_after_reclaim_mean_reclaim_failed() -> None:
     evictor = Evictor()
     report = manager(Stats(DISK_LOW, SampleError("/var/lib/kubelet", "statvfs: EIO")), evictor=evictor).synchronize()
-    assert report.reclaim_succeeded is False
+    assert report.acted.reclaim_succeeded is False
     assert [e.pod.name for e in evictor.calls] == ["victim"]
     assert report.errors[0].step is CycleStep.STATS and "after resource reclaim" in report.errors[0].description
 
@@ -111,8 +117,10 @@ def test_a_failed_eviction_still_counts_as_the_cycles_eviction() -> None:
     evictor = Evictor(fail=True)
     report = manager(Stats(summary(memory=Mi, pods=[pod_stats(VICTIM, memory=Gi)])), evictor=evictor,
                      hard={"memory.available": "1Gi"}).synchronize()
-    assert [e.pod.name for e in report.evictions] == ["victim"]
-    assert report.eviction_errors == ("default/victim: Kubernetes API patch pods/status failed (500): internal error",)
+    assert [e.pod.name for e in report.acted.evictions] == ["victim"]
+    assert tuple(e.description for e in report.errors_of(CycleStep.EVICTION)) == (
+        "default/victim: Kubernetes API patch pods/status failed (500): internal error",)
+    assert report.errors_of(CycleStep.EVICTION)[0].pod == "default/victim"  # which pod's eviction failed
     assert len(evictor.calls) == 1
 
 
@@ -120,13 +128,13 @@ def test_layout_detection_failure_skips_the_cycle_and_is_retried() -> None:
     layout = Layout(SampleError("/var/lib/containerd", "No such file or directory"), FsLayout())
     m = manager(Stats(DISK_LOW, DISK_LOW), layout=layout, reclaimer=Reclaimer())
     first = m.synchronize()
-    assert isinstance(first.assessment.next_step, Skipped)
-    assert first.assessment.next_step.reason.startswith("eviction manager: failed to get HasDedicatedImageFs:")
-    assert first.errors == (CycleError(CycleStep.LAYOUT, first.assessment.next_step.reason),)
-    assert m.state.layout is None and first.evictions == ()
+    assert isinstance(first.decided.assessment.next_step, Skipped)
+    assert first.decided.assessment.next_step.reason.startswith("eviction manager: failed to get HasDedicatedImageFs:")
+    assert first.errors == (CycleError(CycleStep.LAYOUT, first.decided.assessment.next_step.reason),)
+    assert m.state.layout is None and first.acted.evictions == ()
     second = m.synchronize()
     assert m.state.layout == FsLayout() and layout.calls == 2
-    assert second.reclaim_succeeded is False and len(second.evictions) == 1
+    assert second.acted.reclaim_succeeded is False and len(second.acted.evictions) == 1
 
 
 def test_a_runtime_attached_later_brings_its_layout_and_reclaimer_and_keeps_the_grace_periods() -> None:
@@ -154,7 +162,7 @@ def test_a_runtime_attached_later_brings_its_layout_and_reclaimer_and_keeps_the_
     assert m.state.thresholds == tuple(derive_containerfs_thresholds(config.thresholds, split)[0])
     assert m.state.first_observed_at[nodefs] == 0.0, "grace counted from the first cycle, not from the attach"
     assert m.state.node_conditions == kept_conditions
-    assert before.calls == [] and after.calls == [r.action for r in report.reclaim] != []
+    assert before.calls == [] and after.calls == [r.action for r in report.acted.reclaim] != []
 
 
 def test_layout_is_detected_once() -> None:
@@ -202,16 +210,17 @@ def after_grace_period(m: EvictionManager, clock: ManualClock) -> CycleReport:
 
 def test_without_a_pod_list_a_hard_threshold_evicts_from_the_pods_the_node_shows() -> None:
     evictor = Evictor()
-    m = without_pod_list(evictor, Pods(STATIC, VICTIM), hard={"memory.available": "1Gi"})
+    stats = Stats(MEMORY_LOW)
+    m = without_pod_list(evictor, Pods(STATIC, VICTIM), hard={"memory.available": "1Gi"}, stats=stats)
     report = m.synchronize()
-    assert [p.name for p in report.ranking] == ["etcd-node-1", "victim"]
-    assert [p.name for p in report.skipped_critical] == ["etcd-node-1"]  # static, known from its sandbox
+    assert [p.name for p in report.decided.ranked_pods] == ["etcd-node-1", "victim"]
+    assert [p.name for p in report.decided.skipped_critical] == ["etcd-node-1"]  # static, known from its sandbox
     assert [e.pod.name for e in evictor.calls] == ["victim"] and evictor.calls[0].grace_period_override_s == 1
-    assert report.pods_from_node and report.pod_list_problem == str(NO_POD_LIST)
+    assert report.observed.pod_list_problem == PodListProblem(str(NO_POD_LIST), pods_from_node=True)
     assert report.errors == ()  # not an error: the degraded state says it
     assert report.degraded is not None and report.degraded.startswith(
         "pod-list-unavailable: no pod list from the Kubernetes API, hard thresholds act on the pods the node shows")
-    assert [p.name for p in m.listed.active_pods()] == ["etcd-node-1", "victim"]  # what the stats measure
+    assert stats.measured == [["etcd-node-1", "victim"]]  # what the stats measure
 
 
 def test_without_a_pod_list_a_soft_threshold_evicts_nobody() -> None:
@@ -219,10 +228,10 @@ def test_without_a_pod_list_a_soft_threshold_evicts_nobody() -> None:
     m = without_pod_list(evictor, Pods(STATIC, VICTIM), soft={"memory.available": "1Gi"},
                          stats=Stats(MEMORY_LOW, MEMORY_LOW), clock=clock)
     report = after_grace_period(m, clock)
-    assert isinstance(report.assessment.next_step, ReclaimThenEvict)  # met, its grace period over: it would act
-    assert evictor.calls == [] and report.evictions == () and report.ranking == ()
-    assert report.withheld == "a soft threshold evicts only from the Kubernetes API's pod list"
-    assert report.pods_from_node
+    assert isinstance(report.decided.assessment.next_step, ReclaimThenEvict)  # met, its grace period over: it would act
+    assert evictor.calls == [] and report.acted.evictions == () and report.decided.ranked_pods == ()
+    assert report.decided.withheld == "a soft threshold evicts only from the Kubernetes API's pod list"
+    assert report.observed.pods_from_node
 
 
 def test_without_a_pod_list_a_hard_threshold_acts_where_a_soft_one_comes_first() -> None:
@@ -235,7 +244,7 @@ def test_without_a_pod_list_a_hard_threshold_acts_where_a_soft_one_comes_first()
     evictor.calls.clear()  # the first cycle: only the hard disk threshold acted
     clock.advance(61.0)
     report = m.synchronize()
-    step = report.assessment.next_step
+    step = report.decided.assessment.next_step
     assert isinstance(step, ReclaimThenEvict) and str(step.threshold.signal) == "memory.available"
     assert [(e.pod.name, e.signal) for e in evictor.calls] == [("victim", "nodefs.available")]
 
@@ -245,7 +254,7 @@ def test_without_a_pod_list_or_the_nodes_pods_nobody_is_evicted() -> None:
     m = without_pod_list(evictor, Unlisted(CRIError("/runtime.v1.RuntimeService/ListPodSandbox", "UNAVAILABLE",
                                                     "connection refused")), hard={"memory.available": "1Gi"})
     report = m.synchronize()
-    assert evictor.calls == [] and not report.pods_from_node
+    assert evictor.calls == [] and not report.observed.pods_from_node
     assert report.degraded is not None and "no pod can be evicted" in report.degraded
     assert len(report.errors) == 1 and report.errors[0].step is CycleStep.PODS
     assert "pods unavailable, no pod will be evicted" in report.errors[0].description
@@ -259,7 +268,7 @@ def test_with_a_pod_list_the_nodes_pods_are_not_asked() -> None:
                              reclaimer=Reclaimer(), evictor=evictor, clock=ManualClock(0.0),
                              node_pods=Unlisted(AssertionError("asked"))).synchronize()
     assert [e.pod.name for e in evictor.calls] == ["victim"]
-    assert report.pod_list_problem is None and not report.pods_from_node and report.degraded is None
+    assert report.observed.pod_list_problem is None and not report.observed.pods_from_node and report.degraded is None
 
 
 def test_a_manager_starts_from_the_state_it_is_built_with() -> None:
@@ -276,7 +285,7 @@ def test_a_manager_starts_from_the_state_it_is_built_with() -> None:
                              reclaimer=Reclaimer(), evictor=evictor, clock=ManualClock(61.0), state=restored)
     assert second.state is restored
     report = second.synchronize()
-    assert [e.pod.name for e in report.evictions] == ["victim"] == [e.pod.name for e in evictor.calls]
+    assert [e.pod.name for e in report.acted.evictions] == ["victim"] == [e.pod.name for e in evictor.calls]
     fresh = EvictionManager(config, stats=Stats(DISK_LOW, DISK_LOW), layout=Layout(FsLayout()), pods=Pods(VICTIM),
                             reclaimer=Reclaimer(), evictor=Evictor(), clock=ManualClock(61.0))
-    assert fresh.synchronize().evictions == (), "a fresh manager's grace period has only just started"
+    assert fresh.synchronize().acted.evictions == (), "a fresh manager's grace period has only just started"

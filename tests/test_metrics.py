@@ -23,13 +23,15 @@ from cycle_reports import (
     Run,
     failing_cycle,
     run,
+    with_failed_eviction,
+    with_reclaim,
     without_pod_list,
 )
 from evictd.core.engine import EngineState
 from evictd.core.errors import SampleError
 from evictd.core.fs_layout import ReclaimAction
 from evictd.core.signals import NodeCondition
-from evictd.cycle.manager import CycleReport, ReclaimResult
+from evictd.cycle.report import CycleReport, ReclaimResult
 from evictd.observe.metrics import Metrics
 
 # --------------------------------------------------------------------------------------------------
@@ -45,9 +47,10 @@ def recorded(run_: Run, upto: int, *, dry_run: bool = True) -> Metrics:
 
 
 def stats_time(report: CycleReport) -> datetime:
-    assert report.summary is not None and report.summary.node.memory is not None
-    assert report.summary.node.memory.time is not None
-    return report.summary.node.memory.time
+    summary = report.observed.summary
+    assert summary is not None and summary.node.memory is not None
+    assert summary.node.memory.time is not None
+    return summary.node.memory.time
 
 
 def sample(metrics: Metrics, name: str, **labels: str) -> float | None:
@@ -96,7 +99,7 @@ def test_metrics_follow_thresholds_and_conditions(memory_run: Run) -> None:
     (False, "evictd_evictions_total", "evictd_dry_run_evictions_total"),
 ], ids=["dry-run", "acting"])
 def test_evictions_are_counted_by_signal(memory_run: Run, dry_run: bool, counted: str, not_counted: str) -> None:
-    assert [e.pod.name for e in memory_run.reports[3].evictions] == ["web"]
+    assert [e.pod.name for e in memory_run.reports[3].acted.evictions] == ["web"]
     metrics = recorded(memory_run, 4, dry_run=dry_run)
     assert sample(metrics, counted, eviction_signal="memory.available") == 1
     assert sample(metrics, not_counted, eviction_signal="memory.available") == 0
@@ -111,12 +114,11 @@ def test_error_counters(memory_run: Run) -> None:
     assert len(stats_failure.errors) == 1
     metrics.record_cycle(stats_failure, memory_run.state, 0.001, NOW_WALL, True)
     assert sample(metrics, "evictd_errors_total", source="stats") == 1
-    troubled = replace(
+    troubled = with_failed_eviction(with_reclaim(
         memory_run.reports[3],
-        reclaim=(ReclaimResult(ReclaimAction.CONTAINER_GC, freed_bytes=5),
-                 ReclaimResult(ReclaimAction.IMAGE_GC, error="rpc error: code = Unavailable")),
-        eviction_errors=("default/web: pods \"web\" is forbidden",),
-    )
+        ReclaimResult(ReclaimAction.CONTAINER_GC, freed_bytes=5),
+        ReclaimResult(ReclaimAction.IMAGE_GC, error="rpc error: code = Unavailable"),
+    ), "default/web: pods \"web\" is forbidden")
     metrics.record_cycle(troubled, memory_run.state, 0.001, NOW_WALL, True)
     assert sample(metrics, "evictd_errors_total", source="reclaim") == 1
     assert sample(metrics, "evictd_errors_total", source="eviction") == 1
@@ -186,12 +188,12 @@ def test_pod_disk_figures_age_and_pods_without_them(memory_run: Run) -> None:
 
     def with_pods(*ages_s: float | None) -> CycleReport:
         report = memory_run.reports[0]
-        assert report.summary is not None
+        assert report.observed.summary is not None
         pods = tuple(PodStats(pod_ref=PodReference(name=f"p{i}", namespace="ns", uid=f"u{i}"),
                               ephemeral_storage=None if age is None else FsStats(
                                   time=NOW_WALL - timedelta(seconds=age), used_bytes=4096, inodes_used=1))
                      for i, age in enumerate(ages_s))
-        return replace(report, summary=replace(report.summary, pods=pods))
+        return replace(report, observed=replace(report.observed, summary=replace(report.observed.summary, pods=pods)))
 
     metrics = Metrics()
     metrics.record_cycle(with_pods(3.0, None, 17.5, None), memory_run.state, 0.001, NOW_WALL, True)

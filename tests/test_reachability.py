@@ -26,7 +26,7 @@ GENERATED = frozenset({"evictd.cri.api_pb2", "evictd.cri.api_pb2_grpc"})
 OBSERVED_BY_TESTS = {
     # a recorded ranking read back whole, as typed entries: the codec's tests read it (replay compares the names
     # alone, explain ranks the replayed cycle's pods itself)
-    "evictd.record.model.Ranking.entries",
+    "evictd.record.decision.Ranking.entries",
     # which trees the cache holds: the tests of its forgetting rules read it
     "evictd.adapters.disk_usage.DiskUsageCache.cached_paths",
     # the walker child's PID: tests and bench/memory_rss.py measure and kill the child process

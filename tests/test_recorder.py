@@ -39,10 +39,10 @@ from evictd.core.saved_state import STATE_VERSION, threshold_record
 from evictd.cycle.finished import Cycle
 from evictd.cycle.render import step_json, yaml_flow
 from evictd.record import recorder as recorder_module
+from evictd.record.decision import RankKeys, decision_of
 from evictd.record.documents import kubelet_config_document, pod_to_dict
-from evictd.record.model import RankKeys
 from evictd.record.recorder import FlightRecorder
-from evictd.record.recording import decision_of, read_recording, segment_paths
+from evictd.record.recording import read_recording, segment_paths
 from evictd.record.segment_files import CLOSED_SUFFIX, OPEN_SUFFIX
 from evictd.record.summary_json import summary_to_dict
 from evictd.record.write_behind import WriteBehind
@@ -205,7 +205,8 @@ def test_summaries_after_a_segments_first_line_are_written_as_changes_and_read_b
     document = steady_node(pods=30, steps=12)
     scenario, settings = parse_scenario(document), eviction_settings(document["config"])
     all_cycles = list(cycles(scenario))
-    all_cycles[9] = replace(all_cycles[9], report=replace(all_cycles[9].report, summary=None))  # stats unreadable
+    unread = replace(all_cycles[9].report, observed=replace(all_cycles[9].report.observed, summary=None))
+    all_cycles[9] = replace(all_cycles[9], report=unread)  # stats unreadable
     hook = recorder(tmp_path, settings)
     for cycle in all_cycles:
         hook(cycle)
@@ -227,7 +228,8 @@ def test_summaries_after_a_segments_first_line_are_written_as_changes_and_read_b
     # Read back, every cycle has its whole Summary, as `simulate` would read it.
     records, skipped = read_recording(str(tmp_path / RECORDING_FOLDER))
     assert skipped == 0
-    expected = [None if c.report.summary is None else summary_to_dict(c.report.summary) for c in all_cycles]
+    expected = [None if c.report.observed.summary is None else summary_to_dict(c.report.observed.summary)
+                for c in all_cycles]
     assert [r.summary for r in records] == expected
     assert replay(records).differences == ()
 
@@ -297,8 +299,8 @@ def test_a_recording_of_format_version_1_is_read(tmp_path: Path) -> None:
     for cycle in cycles(scenario):
         report = cycle.report
         line = {"v": 1, "run": "20261122T230000Z-1", "cycle": cycle.number, "wall": cycle.wall.timestamp(),
-                "now": report.now, "pods": [pod_to_dict(p) for p in report.pods],
-                "summary": None if report.summary is None else summary_to_dict(report.summary),
+                "now": report.now, "pods": [pod_to_dict(p) for p in report.observed.pods],
+                "summary": None if report.observed.summary is None else summary_to_dict(report.observed.summary),
                 "decision": decision_document(decision_of(report))}
         if cycle.number == 1:
             line.update(dryRun=False, config=kubelet_config_document(settings))
@@ -307,7 +309,7 @@ def test_a_recording_of_format_version_1_is_read(tmp_path: Path) -> None:
     (folder / f"20261122T240000.000000Z-1{OPEN_SUFFIX}").write_text(version_1[0].replace('"v": 1', '"v": 3') + "\n")
     records, skipped = read_recording(str(folder))
     assert skipped == 1, "a line of a format this evictd does not know"
-    assert [r.summary for r in records] == [summary_to_dict(c.report.summary) for c in cycles(scenario)]
+    assert [r.summary for r in records] == [summary_to_dict(c.report.observed.summary) for c in cycles(scenario)]
     assert replay(records).differences == ()
 
 

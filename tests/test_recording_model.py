@@ -19,21 +19,10 @@ from evictd.core.pods import Pod
 from evictd.core.ranking import rank_pods_with_keys
 from evictd.core.signals import Signal
 from evictd.core.summary import PodStats, pod_stats_lookup
-from evictd.record.model import (
-    ABSENT,
-    FORMAT_VERSION,
-    Decision,
-    EvictionApiRefusal,
-    EvictionApiUse,
-    Line,
-    LineError,
-    RankKeys,
-    decode_line,
-    dumps,
-    encode_line,
-    rank_keys,
-    rank_keys_text,
-)
+from evictd.cycle.report import EvictionApiRefusal, EvictionApiUse
+from evictd.record.decision import Decision, RankKeys, rank_keys, rank_keys_text
+from evictd.record.line_json import ABSENT, LineError, dumps
+from evictd.record.model import FORMAT_VERSION, Line, decode_line, encode_line
 from evictd.record.recording import Recording, segment_paths
 from evictd.record.segment_files import segment_lines
 from evictd.state_dir import RECORDING_FOLDER

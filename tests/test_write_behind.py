@@ -29,7 +29,7 @@ from evictd.core.kubelet_config import eviction_settings
 from evictd.core.summary_parser import summary_from_dict
 from evictd.core.thresholds import parse_threshold_config
 from evictd.cycle.finished import Cycle
-from evictd.cycle.manager import CycleReport
+from evictd.cycle.report import CycleReport, Decided, Observed
 from evictd.record.engine_state import EngineStateFile
 from evictd.record.recorder import FlightRecorder
 from evictd.record.recording import read_recording, segment_paths
@@ -120,7 +120,8 @@ def cycle(state: EngineState, clock: ManualClock, number: int, available: int) -
     """Run the engine one cycle at the clock's time; return the finished cycle an after-cycle hook gets."""
     new_state, assessment = assess(state, CONFIG, FsLayout(), summary_from_dict(summary(memory=available)), [],
                                    clock.now_s)
-    return Cycle(number=number, report=CycleReport(now=clock.now_s, assessment=assessment, summary=None),
+    return Cycle(number=number, report=CycleReport(now=clock.now_s, observed=Observed(summary=None),
+                                                   decided=Decided(assessment)),
                  state=new_state, started_at=clock.now_s, duration_s=0.0, wall=clock.wall())
 
 

@@ -249,7 +249,7 @@ def _simulate(args: argparse.Namespace) -> int:
         reports = run_scenario(scenario)
     steps = [(step.at, report) for step, report in zip(scenario.steps, reports, strict=True)]
     for _, report in steps:
-        for warning in report.assessment.warnings:
+        for warning in report.decided.assessment.warnings:
             print(f"warning: {warning}", file=sys.stderr)
     if args.output == "json":
         print(json.dumps({"steps": [step_json(at, report) for at, report in steps]}, indent=2))

@@ -258,15 +258,16 @@ def test_a_summary_never_waits_for_a_walk_and_carries_the_last_completed_figures
     walk_s = walk_time_s(tenant_pod.volume_dir)
     cgroups = CgroupReader(tenant_pod.layout)
     store = PodDiskStore()
+    pods = DiscoveredPods(cgroups, str(tenant_pod.pod_logs_dir))
     source = NodeStatsSource(
-        node_name="node-1", cgroups=cgroups, pods=DiscoveredPods(cgroups, str(tenant_pod.pod_logs_dir)),
+        node_name="node-1", cgroups=cgroups,
         disk_usage=store, kubelet_root=str(tenant_pod.kubelet_root),
         image_fs_path=str(tmp_path / "containerd"), container_fs_path=str(tmp_path / "containerd"))
     # No pause between passes beyond the walker's own rest (as long as it walked): it walks half the time.
     settings = WalkerSettings(str(tenant_pod.kubelet_root), str(tenant_pod.pod_logs_dir), period_s=0.0)
     start_walker(walkers, store, settings, LogCapture())
     key = PodKey(tenant_pod.uid, tenant_pod.namespace, tenant_pod.name)
-    (first,) = source.summary().pods
+    (first,) = source.summary(pods.active_pods()).pods
     assert first.volume_stats == () and first.ephemeral_storage is None, "not measured yet: no disk figures"
     wait_until(lambda: store.latest(key) is not None, 60, "the first figures of the crowded pod")
 
@@ -274,8 +275,9 @@ def test_a_summary_never_waits_for_a_walk_and_carries_the_last_completed_figures
     figure_times: set[datetime] = set()
     until = time.monotonic() + max(3.0, 8 * walk_s)
     while time.monotonic() < until:
+        listed = pods.active_pods()  # the manager's listing, before the stats it hands the pods to
         before, started = store.latest(key), time.monotonic()
-        summary = source.summary()
+        summary = source.summary(listed)
         durations.append(time.monotonic() - started)
         after = store.latest(key)
         assert source.problems == () and before is not None and after is not None

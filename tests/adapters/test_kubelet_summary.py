@@ -544,11 +544,11 @@ def test_the_configured_source_without_its_ca_file_is_a_configuration_error(tmp_
     config.write_text("apiVersion: evictd.io/v1alpha1\nkind: EvictdConfiguration\nstatsSource: kubelet\n"
                       f"kubeletSummaryURL: https://127.0.0.1:10250/stats/summary\nkubeletCAFile: {missing}\n")
     with pytest.raises(ConfigError) as info:
-        build_stats_source(load_configuration([str(config)]), None, None, NODE)  # type: ignore[arg-type]
+        build_stats_source(load_configuration([str(config)]), None, NODE)  # type: ignore[arg-type]
     assert (info.value.key, info.value.value) == ("kubeletCAFile", str(missing))
     assert "No such file or directory" in info.value.reason and "kubeletInsecureTLS: true" in info.value.reason
     config.write_text(config.read_text() + "kubeletInsecureTLS: true\nkubeletSummaryTimeout: 2s\n")
-    insecure = build_stats_source(load_configuration([str(config)]), None, None, NODE)  # type: ignore[arg-type]
+    insecure = build_stats_source(load_configuration([str(config)]), None, NODE)  # type: ignore[arg-type]
     assert isinstance(insecure.source, KubeletSummarySource) and insecure.insecure_reason
 
 

@@ -143,7 +143,7 @@ def test_the_deadline_of_the_configured_source_is_half_the_housekeeping_interval
 ) -> None:
     server = serve(behaviour)
     config = configuration(tmp_path, server.url(), token_file, pki, "1s")
-    stats = build_stats_source(config, None, None, "node-1").source  # type: ignore[arg-type]  # unused by this source
+    stats = build_stats_source(config, None, "node-1").source  # type: ignore[arg-type]  # unused by this source
     elapsed, error = timed_failure(stats)
     assert error.reason == "timed out: no complete answer within 0.5 s"
     assert elapsed < 0.5 + SLACK_S, "the next 1 s cycle must not be delayed"

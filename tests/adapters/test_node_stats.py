@@ -24,7 +24,7 @@ from clocks import ManualClock
 from evictd.adapters.cgroups import CgroupLayout, CgroupReader, MemoryReading, PodCgroup
 from evictd.adapters.filesystems import FsReading
 from evictd.adapters.node_pods import UNKNOWN_NAMESPACE, DiscoveredPods, log_folder_names
-from evictd.adapters.node_stats import NodeStatsSource, PodList, existing_ancestor, fs_stats, memory_stats
+from evictd.adapters.node_stats import NodeStatsSource, existing_ancestor, fs_stats, memory_stats
 from evictd.adapters.pod_disk_usage import PodDiskStore, PodDiskWalker, PodKey
 from evictd.commands.simulate import RecordingEvictor
 from evictd.core.engine import EngineConfig
@@ -44,7 +44,7 @@ from evictd.core.summary import (
     signal_observations,
 )
 from evictd.cri import NO_RUNTIME
-from evictd.cycle.manager import EvictionManager
+from evictd.cycle.manager import EvictionManager, PodSource
 from evictd.run.composition import PathLayout, ReportOnlyReclaimer
 from real_pod_node import CGROUP_MOUNT, MiB, RealPodNode, du_bytes, du_inodes
 
@@ -142,6 +142,18 @@ class FixedPods:
         return self.pods
 
 
+class ListingStats(NodeStatsSource):
+    """The node's stats source as a cycle drives it: the pods are listed (`pods`, the manager's pod source), then
+    measured; `summary(pods)` measures the pods given instead, as the manager hands them over."""
+
+    def __init__(self, pods: PodSource, **settings: Any) -> None:
+        super().__init__(**settings)
+        self.pods = pods
+
+    def summary(self, pods: Sequence[Pod] | None = None) -> Summary:
+        return super().summary(self.pods.active_pods() if pods is None else pods)
+
+
 @dataclass
 class Node:
     """Everything a NodeStatsSource reads, laid out in a test's tmp dir around a cgroup tree."""
@@ -161,14 +173,14 @@ class Node:
     def discovered(self) -> DiscoveredPods:
         return DiscoveredPods(self.reader, str(self.pod_logs_dir))
 
-    def source(self, pods: PodList | None = None,
+    def source(self, pods: PodSource | None = None,
                pod_cgroups: Callable[[], Mapping[str, PodCgroup]] | None = None,
-               runtime: Any = NO_RUNTIME, memory_pressure: bool = False) -> NodeStatsSource:
-        return NodeStatsSource(
+               runtime: Any = NO_RUNTIME, memory_pressure: bool = False) -> ListingStats:
+        return ListingStats(
+            pods if pods is not None else self.discovered(),
             memory_pressure=memory_pressure,
             node_name="node-1",
             cgroups=self.reader,
-            pods=pods if pods is not None else self.discovered(),
             pod_cgroups=pod_cgroups,
             disk_usage=PodDiskStore(),
             kubelet_root=str(self.kubelet_root),
@@ -195,7 +207,7 @@ class Node:
         return folder
 
 
-def walked_summary(source: NodeStatsSource, walker: PodDiskWalker) -> Summary:
+def walked_summary(source: ListingStats, walker: PodDiskWalker) -> Summary:
     """Return the source's Summary after a disk walker pass over the pods it measures (the daemon's walker
     process does the same pass on its own schedule): one summary names the pods, the walker measures them,
     the next summary carries their figures."""
@@ -323,17 +335,18 @@ def test_no_pods_cgroup_means_no_discovered_pods(tmp_path: Path, tree: Tree) -> 
 
 def test_stats_of_discovered_pods_describe_the_listing_the_manager_got(v1_node: Node) -> None:
     discovered = v1_node.discovered()
-    source = v1_node.source(discovered.last_listing, discovered.listed_cgroups)
+    source = v1_node.source(pod_cgroups=discovered.listed_cgroups)
     listed = discovered.active_pods()  # the manager's call at the start of a cycle
     v1_node.log_folder("shop", "cart-7d9f", B_UID)  # appears between the manager's call and the stats
-    summary = source.summary()
+    summary = source.summary(listed)  # the pods the manager hands over
     assert [s.pod_ref for s in summary.pods] == [
         PodReference(name=p.name, namespace=p.namespace, uid=p.uid) for p in listed
     ], "the stats must cover exactly the pods of this cycle's listing, not a second listing"
     assert PodReference(name=B_UID, namespace=UNKNOWN_NAMESPACE, uid=B_UID) in [s.pod_ref for s in summary.pods]
     assert all(s.memory is not None for s in summary.pods), "cgroups of the listing are read"
-    discovered.active_pods()  # next cycle: listed again
-    assert PodReference(name="cart-7d9f", namespace="shop", uid=B_UID) in [s.pod_ref for s in source.summary().pods]
+    listed = discovered.active_pods()  # next cycle: listed again
+    assert PodReference(name="cart-7d9f", namespace="shop", uid=B_UID) in [s.pod_ref for s in
+                                                                           source.summary(listed).pods]
 
 
 def test_an_unchanged_discovered_pod_is_the_same_object_next_cycle(v1_node: Node) -> None:
@@ -348,7 +361,8 @@ def test_an_unchanged_discovered_pod_is_the_same_object_next_cycle(v1_node: Node
 
 def test_stats_source_lists_once_when_nobody_listed_yet(v1_node: Node) -> None:
     discovered = v1_node.discovered()
-    summary = v1_node.source(discovered.last_listing, discovered.listed_cgroups).summary()
+    pods = v1_node.discovered().active_pods()  # listed by another source: `discovered` has not listed yet
+    summary = v1_node.source(pod_cgroups=discovered.listed_cgroups).summary(pods)
     assert {s.pod_ref.uid for s in summary.pods} == set(UID_TO_QOS)
 
 
@@ -673,9 +687,9 @@ def test_an_eviction_cycle_on_the_fixture_node(v1_node: Node) -> None:
     )
     report = manager.synchronize()
     assert report.errors == ()
-    assert [str(s.threshold.signal) for s in report.assessment.thresholds] == ["allocatableMemory.available"]
+    assert [str(s.threshold.signal) for s in report.decided.assessment.thresholds] == ["allocatableMemory.available"]
     # No requests are known without the API: ranked by usage alone.
-    assert [p.key for p in report.ranking] == ["shop/cart-7d9f", "kube-system/etcd-node-1", f"unknown/{BE_UID}"]
+    assert [p.key for p in report.decided.ranked_pods] == ["shop/cart-7d9f", "kube-system/etcd-node-1", f"unknown/{BE_UID}"]
     (eviction,) = evictor.evictions
     assert eviction.pod.key == "shop/cart-7d9f"
     assert eviction.message == "The node was low on resource: memory. Threshold quantity: 21200Mi, available: 21192Mi. "
@@ -786,10 +800,10 @@ def test_a_real_pod_read_end_to_end(tmp_path: Path, real_pod: RealPodNode, ext4_
     process.do(f"alloc {ALLOCATED_BYTES}")
     cgroups = CgroupReader(real_pod.layout)
     pods = DiscoveredPods(cgroups, str(real_pod.pod_logs_dir))
-    source = NodeStatsSource(
+    source = ListingStats(
+        pods,
         node_name="node-1",
         cgroups=cgroups,
-        pods=pods,
         disk_usage=PodDiskStore(),
         kubelet_root=str(real_pod.kubelet_root),
         image_fs_path=str(tmp_path / "containerd"),
@@ -863,8 +877,8 @@ def test_while_the_runtime_is_down_its_containers_are_measured_from_their_cgroup
         return answer
 
     cgroups = CgroupReader(real_pod.layout)
-    source = NodeStatsSource(
-        node_name="node-1", cgroups=cgroups, pods=DiscoveredPods(cgroups, str(real_pod.pod_logs_dir)),
+    source = ListingStats(
+        DiscoveredPods(cgroups, str(real_pod.pod_logs_dir)), node_name="node-1", cgroups=cgroups,
         disk_usage=PodDiskStore(), kubelet_root=str(real_pod.kubelet_root),
         image_fs_path=str(tmp_path / "containerd"), container_fs_path=str(tmp_path / "containerd"),
         runtime=SimpleNamespace(attached=True, container_stats=runtime, filesystem_paths=lambda: None,

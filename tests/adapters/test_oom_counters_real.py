@@ -22,7 +22,7 @@ from evictd.core.engine import Assessment, EngineState, NoneStarved, ThresholdSt
 from evictd.core.kubelet_config import eviction_settings
 from evictd.core.oom import Activity, OomScope, PodOomKill
 from evictd.core.pod_parser import pod_from_dict
-from evictd.cycle.manager import CycleReport
+from evictd.cycle.report import CycleReport, Decided, Observed
 from evictd.observe.metrics import Metrics
 from evictd.run.oom_feedback import OomFeedback
 from real_pod_node import MiB, RealPodNode
@@ -44,7 +44,7 @@ def real_pod(tmp_path: Path) -> Iterator[RealPodNode]:
 def test_a_real_oom_kill_in_a_pod_is_counted_once_and_attributed_to_its_pod(real_pod: RealPodNode) -> None:
     the_pod = pod_from_dict(pod(real_pod.name, namespace=real_pod.namespace, uid=real_pod.uid))
     bystander = pod_from_dict(pod("bystander", uid="uid-bystander"))
-    quiet = CycleReport(now=0.0, assessment=Assessment(NoneStarved()), pods=(the_pod, bystander))
+    quiet = CycleReport(now=0.0, observed=Observed(pods=(the_pod, bystander)), decided=Decided(Assessment(NoneStarved())))
     counters = OomCounters(CgroupReader(real_pod.layout))
     clock = ManualClock(0.0)
     feedback = OomFeedback(counters, dry_run=False, container_names=lambda uid: {real_pod.container_id: "app"}
@@ -59,16 +59,16 @@ def test_a_real_oom_kill_in_a_pod_is_counted_once_and_attributed_to_its_pod(real
     soft = next(t for t in eviction_settings({
         "evictionSoft": {"memory.available": "1Gi"}, "evictionSoftGracePeriod": {"memory.available": "1m"},
     }).thresholds())
-    pressure = CycleReport(now=10.0, assessment=Assessment(NoneStarved(), thresholds=(ThresholdStatus(soft, False, 5.0),)),
-                           pods=quiet.pods)
+    pressure = CycleReport(now=10.0, observed=Observed(pods=quiet.observed.pods),
+                           decided=Decided(Assessment(NoneStarved(), thresholds=(ThresholdStatus(soft, False, 5.0),))))
     clock.now_s = 10.0
     assert not feedback.observe(pressure).has_kills
 
     real_pod.oom_kill(process, POD_LIMIT_BYTES)
     clock.now_s = 20.0
     report = feedback.observe(pressure)
-    metrics.record_cycle(CycleReport(now=20.0, assessment=Assessment(NoneStarved()), oom=report), EngineState(), 0.0,
-                         datetime.now(UTC), dry_run=False)
+    metrics.record_cycle(CycleReport(now=20.0, observed=Observed(), decided=Decided(Assessment(NoneStarved())),
+                                     oom=report), EngineState(), 0.0, datetime.now(UTC), dry_run=False)
 
     assert report.pod_kills == (PodOomKill(pod_uid=real_pod.uid, container_id=real_pod.container_id,
                                            cgroup=real_pod.pod_cgroup, kills=1, pod_key="shop/cart-7d9f",

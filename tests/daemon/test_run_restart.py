@@ -27,7 +27,7 @@ from evictd_process import evictd_command as evictd
 
 from evictd.commands.replay import replay
 from evictd.core.saved_state import STATE_VERSION
-from evictd.record.model import ABSENT
+from evictd.record.line_json import ABSENT
 from evictd.record.recording import read_recording
 from evictd.state_dir import LOCK_FILE, RECORDING_FOLDER
 from real_pod_node import MiB, RealPodNode

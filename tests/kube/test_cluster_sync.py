@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,9 +27,11 @@ from evictd.core.fs_layout import FsLayout, ReclaimAction
 from evictd.core.kubelet_config import eviction_settings
 from evictd.core.node_status import ConditionMode
 from evictd.core.oom import Activity, OomReport, PodOomKill
+from evictd.core.pods import Pod
 from evictd.core.summary import Summary
 from evictd.core.summary_parser import summary_from_dict
-from evictd.cycle.manager import CycleReport, EvictionManager
+from evictd.cycle.manager import EvictionManager
+from evictd.cycle.report import CycleReport, CycleStep, Decided, Observed
 from evictd.kube.cluster import ClusterSync, EvictablePods
 from evictd.kube.critical_record import CriticalPodRecord
 from evictd.kube.events import EventRecorder
@@ -53,7 +55,7 @@ class FixedStats:
     def __init__(self, document: dict[str, Any]) -> None:
         self.value: Summary = summary_from_dict(document)
 
-    def summary(self) -> Summary:
+    def summary(self, pods: Sequence[Pod]) -> Summary:
         return self.value
 
 
@@ -121,9 +123,9 @@ def test_a_cycle_evicts_through_the_api_and_after_cycle_reports_on_the_node(
     assert wait_until(cluster.watcher.is_synced, 5.0)
 
     report = cluster.cycle()
-    assert [e.pod.name for e in report.evictions] == ["hog"] and report.eviction_errors == ()
-    assert [p.name for p in report.ranking] == ["hog", "modest"]  # evictd's own pod is never a candidate
-    cluster.sync.after_cycle(report)
+    assert [e.pod.name for e in report.acted.evictions] == ["hog"] and report.errors_of(CycleStep.EVICTION) == ()
+    assert [p.name for p in report.decided.ranked_pods] == ["hog", "modest"]  # evictd's own pod is never a candidate
+    cluster.sync.after_cycle(report.decided.assessment, report.oom)
 
     hog = apiserver.store.get_pod("default", "hog")
     assert hog is not None and hog["metadata"]["deletionTimestamp"] and disrupted(hog)
@@ -139,13 +141,13 @@ def test_a_cycle_evicts_through_the_api_and_after_cycle_reports_on_the_node(
     # The kubelet stops the pod and removes it; the daemon's wait sees it go through the watch.
     finisher = threading.Thread(target=lambda: (time.sleep(0.2), apiserver.finish_deletion("default", "hog")))
     finisher.start()
-    assert cluster.sync.wait_for_cleanup(report.evictions)
+    assert cluster.sync.wait_for_cleanup(report.acted.evictions)
     finisher.join()
 
     # Still under pressure: the next pod is evicted, never evictd itself, never hog twice.
     second = cluster.cycle()
-    assert [e.pod.name for e in second.evictions] == ["modest"]
-    cluster.sync.after_cycle(second)
+    assert [e.pod.name for e in second.acted.evictions] == ["modest"]
+    cluster.sync.after_cycle(second.decided.assessment, second.oom)
     assert [e["reason"] for e in apiserver.store.events("default") if e["reason"] == "Evicted"] == ["Evicted"] * 2
     own = apiserver.store.get_pod("default", "evictd-abc12")
     assert own is not None and "deletionTimestamp" not in own["metadata"]
@@ -155,14 +157,14 @@ def test_a_cycle_evicts_through_the_api_and_after_cycle_reports_on_the_node(
 def test_a_terminating_pod_is_not_evicted_again(apiserver: ApiServer, cluster: Cluster) -> None:
     assert wait_until(cluster.watcher.is_synced, 5.0)
     first = cluster.cycle()
-    assert [e.pod.name for e in first.evictions] == ["hog"]
+    assert [e.pod.name for e in first.acted.evictions] == ["hog"]
     # Not finished: hog stays terminating in the API (and in the journal).
     assert wait_until(lambda: (p := cluster.watcher.pod("uid-hog")) is not None and p.deletion_timestamp is not None)
 
     second = cluster.cycle()
-    assert [e.pod.name for e in second.evictions] == ["modest"]
+    assert [e.pod.name for e in second.acted.evictions] == ["modest"]
     third = cluster.cycle()
-    assert third.evictions == ()  # nobody left but evictd itself
+    assert third.acted.evictions == ()  # nobody left but evictd itself
     deletes = [r for r in apiserver.requests if r.method == "DELETE"]
     assert [r.path.rsplit("/", 1)[1] for r in deletes] == ["hog", "modest"]
 
@@ -182,8 +184,8 @@ def test_a_pod_annotated_as_static_through_the_api_is_ranked_and_evicted(cluster
 
     report = cluster.cycle()
 
-    assert [e.pod.name for e in report.evictions] == ["hog"]
-    assert report.ranking[0].name == "hog"
+    assert [e.pod.name for e in report.acted.evictions] == ["hog"]
+    assert report.decided.ranked_pods[0].name == "hog"
 
 
 def test_a_pod_its_owner_deletes_slowly_is_evicted_by_shortening_its_deletion(
@@ -197,11 +199,11 @@ def test_a_pod_its_owner_deletes_slowly_is_evicted_by_shortening_its_deletion(
 
     report = cluster.cycle()
 
-    assert [e.pod.name for e in report.evictions] == ["hog"] and report.eviction_errors == ()
+    assert [e.pod.name for e in report.acted.evictions] == ["hog"] and report.errors_of(CycleStep.EVICTION) == ()
     stored = apiserver.store.get_pod("default", "hog")
     assert stored is not None and stored["metadata"]["deletionGracePeriodSeconds"] == 1  # shortened from 3600
     second = cluster.cycle()
-    assert [e.pod.name for e in second.evictions] == ["modest"]  # never hog twice
+    assert [e.pod.name for e in second.acted.evictions] == ["modest"]  # never hog twice
     assert [r.status for r in apiserver.requests if r.method == "DELETE"] == [200, 200, 200]
 
 
@@ -210,11 +212,11 @@ def test_pending_writes_are_replayed_after_the_next_cycle(apiserver: ApiServer, 
     apiserver.faults.fail_next(1, code=503, method="DELETE")
 
     report = cluster.cycle()
-    assert [e.pod.name for e in report.evictions] == ["hog"]  # it counts, as in the kubelet
-    assert len(report.eviction_errors) == 1 and "503" in report.eviction_errors[0]
+    assert [e.pod.name for e in report.acted.evictions] == ["hog"]  # it counts, as in the kubelet
+    assert len(report.errors_of(CycleStep.EVICTION)) == 1 and "503" in report.errors_of(CycleStep.EVICTION)[0].description
     assert [e.uid for e in cluster.journal.pending()] == ["uid-hog"]
 
-    cluster.sync.after_cycle(report)
+    cluster.sync.after_cycle(report.decided.assessment, report.oom)
 
     assert cluster.journal.pending() == []
     hog = apiserver.store.get_pod("default", "hog")
@@ -235,18 +237,18 @@ def test_the_critical_pods_of_the_pod_list_are_remembered_after_each_cycle(apise
     sync = ClusterSync(watcher=watcher, evictor=None, node_writer=NodeStatusWriter(client, NODE, ConditionMode.EVICTD),
                        events=EventRecorder(client, NODE), on_error=lambda error: None, log=LogCapture(),
                        critical=CriticalPodRecord(str(path)))
-    quiet = CycleReport(now=0.0, assessment=Assessment(NoneStarved()))
+    quiet = CycleReport(now=0.0, observed=Observed(), decided=Decided(Assessment(NoneStarved())))
     try:
-        sync.after_cycle(quiet)  # before the first list: nothing known, nothing written
+        sync.after_cycle(quiet.decided.assessment, quiet.oom)  # before the first list: nothing known, nothing written
         assert not path.exists()
         watcher.start()
         assert wait_until(watcher.is_synced, 5.0)
-        sync.after_cycle(quiet)
+        sync.after_cycle(quiet.decided.assessment, quiet.oom)
         assert CriticalPodRecord(str(path)).uids() == {"uid-calico-node-x1"}
 
         apiserver.store.delete_pod("calico-system", "calico-node-x1", grace_period_s=0)
         assert wait_until(lambda: watcher.pod("uid-calico-node-x1") is None)
-        sync.after_cycle(quiet)
+        sync.after_cycle(quiet.decided.assessment, quiet.oom)
         assert CriticalPodRecord(str(path)).uids() == frozenset()
     finally:
         watcher.stop()
@@ -269,7 +271,7 @@ def test_no_pod_is_evicted_while_the_pod_list_is_unknown(apiserver: ApiServer, t
 
         report = manager.synchronize()
 
-        assert report.evictions == () and report.assessment.node_conditions  # observed, but nobody evicted
+        assert report.acted.evictions == () and report.decided.assessment.node_conditions  # observed, but nobody evicted
         assert any("pods unavailable" in error.description for error in report.errors)
         assert [r.method for r in apiserver.requests if r.method != "GET"] == []
     finally:
@@ -284,7 +286,7 @@ def test_oom_kills_become_warning_events_on_the_node(apiserver: ApiServer, clust
         PodOomKill(pod_uid="uid-modest", container_id="c" * 64, cgroup="kubepods/poduid-modest", kills=2,
                    pod_key="default/modest", container_name="app"),))
 
-    cluster.sync.after_cycle(replace(report, oom=oom))
+    cluster.sync.after_cycle(report.decided.assessment, oom)
 
     oom_events = [e for e in node_events(apiserver) if e[1] == "EvictionTooLate"]
     assert sorted(oom_events) == [
@@ -314,7 +316,7 @@ def test_held_pressure_records_one_eviction_threshold_met_per_housekeeping_inter
         # cycle cut short by another crossing 2 s after a tick.
         for at in (0.0, 1.0, 11.0, 20.7, 22.7, 31.0):
             clock.advance(at - clock.monotonic())
-            sync.after_cycle(report)
+            sync.after_cycle(report.decided.assessment, report.oom)
     finally:
         client.close()
 

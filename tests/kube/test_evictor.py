@@ -64,7 +64,7 @@ def memory_evictions(config: dict[str, Any], doc: dict[str, Any]) -> list[Evicti
     """The evictions the engine decides when `doc` uses 2Gi with 512Mi available, at 0 s and 30 s."""
     step = {"summary": summary(memory=512 * Mi, pods=[pod_stats(doc, memory=2 * Gi)])}
     scenario = parse_scenario({"config": config, "pods": [doc], "steps": [{"at": 0, **step}, {"at": 30, **step}]})
-    return [eviction for report in run_scenario(scenario) for eviction in report.evictions]
+    return [eviction for report in run_scenario(scenario) for eviction in report.acted.evictions]
 
 
 def hard_eviction(doc: dict[str, Any]) -> Eviction:
@@ -83,8 +83,8 @@ def empty_dir_eviction(doc: dict[str, Any]) -> Eviction:
     scenario = parse_scenario({"config": {}, "pods": [doc], "steps": [
         {"at": 0, "summary": summary(pods=[pod_stats(doc, volumes={"scratch": 200 * Mi})])}]})
     [report] = run_scenario(scenario)
-    [eviction] = report.evictions
-    assert report.assessment.next_step == EvictForLocalStorage((eviction,)) and eviction.threshold is None
+    [eviction] = report.acted.evictions
+    assert report.decided.assessment.next_step == EvictForLocalStorage((eviction,)) and eviction.threshold is None
     return eviction
 
 

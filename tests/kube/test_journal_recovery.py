@@ -292,7 +292,7 @@ def hard_eviction(doc: dict[str, Any]) -> Eviction:
     scenario = parse_scenario({"config": {"evictionHard": {"memory.available": "1Gi"}}, "pods": [doc], "steps": [
         {"at": 0, "summary": summary(memory=512 * Mi, pods=[pod_stats(doc, memory=2 * Gi)])}]})
     [report] = run_scenario(scenario)
-    [eviction] = report.evictions
+    [eviction] = report.acted.evictions
     return eviction
 
 

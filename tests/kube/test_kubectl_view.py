@@ -50,7 +50,7 @@ def test_kubectl_shows_the_evicted_pod_and_its_event(apiserver: ApiServer, kube_
     apiserver.store.create_pod(doc)
     scenario = parse_scenario({"config": {"evictionHard": {"memory.available": "1Gi"}}, "pods": [doc], "steps": [
         {"at": 0, "summary": summary(memory=512 * Mi, pods=[pod_stats(doc, memory=2 * Gi)])}]})
-    [eviction] = run_scenario(scenario)[0].evictions
+    [eviction] = run_scenario(scenario)[0].acted.evictions
     evictor = KubePodEvictor(kube_api, EvictionJournal(str(tmp_path / "evictions.json"), log=LogCapture()),
                              EventRecorder(kube_api, NODE))
 

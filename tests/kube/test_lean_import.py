@@ -28,7 +28,7 @@ HEAVY = ("kubernetes.client.api_client", "kubernetes.client.api", "kubernetes.cl
          "requests", "requests_oauthlib.oauth2_session", "oauthlib.oauth2.rfc6749")
 
 LEAN_FIRST = """
-    import json, sys, types
+    import json, sys
     import structlog
     from evictd.adapters.cgroups import CgroupReader, detect_cgroup_layout
     from evictd.adapters.node_pods import DiscoveredPods
@@ -46,7 +46,7 @@ LEAN_FIRST = """
                           discovered=DiscoveredPods(CgroupReader(detect_cgroup_layout()), config.evictd.pod_logs_dir))
     parts.pod_watch.start()
     assessment = Assessment(NoneStarved(), node_conditions=(NodeCondition.MEMORY_PRESSURE,))
-    parts.sync.after_cycle(types.SimpleNamespace(assessment=assessment, oom=None))
+    parts.sync.after_cycle(assessment, None)
     result = {
         "pods": sorted(pod.name for pod in parts.pods.active_pods()),
         "loaded": sorted(name for name in heavy if name in sys.modules),

@@ -56,7 +56,7 @@ def decided(doc: dict[str, Any]) -> Eviction:
     """The eviction a dry-run cycle decides for `doc` under a hard memory threshold."""
     scenario = parse_scenario({"config": {"evictionHard": {"memory.available": "1Gi"}}, "pods": [doc], "steps": [
         {"at": 0, "summary": summary(memory=512 * Mi, pods=[pod_stats(doc, memory=2 * Gi)])}]})
-    [eviction] = run_scenario(scenario)[0].evictions
+    [eviction] = run_scenario(scenario)[0].acted.evictions
     return eviction
 
 

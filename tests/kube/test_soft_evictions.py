@@ -25,7 +25,8 @@ from evictd.core.engine import EngineConfig
 from evictd.core.fs_layout import FsLayout
 from evictd.core.kubelet_config import eviction_settings
 from evictd.core.summary_parser import summary_from_dict
-from evictd.cycle.manager import CycleReport, EvictionApiRoute, EvictionManager, EvictionRefusal
+from evictd.cycle.manager import EvictionApiRoute, EvictionManager
+from evictd.cycle.report import CycleReport, CycleStep, EvictionApiRefusal
 from evictd.kube.cluster import EvictablePods
 from evictd.kube.events import EventRecorder
 from evictd.kube.evictor import KubePodEvictor
@@ -33,7 +34,7 @@ from evictd.kube.journal import EvictionJournal
 from evictd.kube.pod_watch import PodWatcher
 from evictd.observe.cycle_logging import CycleLogger
 from evictd.observe.metrics import Metrics
-from evictd.record.recording import decision_of
+from evictd.record.decision import decision_of
 from evictd.run.composition import ReportOnlyReclaimer
 from log_capture import LogCapture
 from polling import wait_until
@@ -61,7 +62,7 @@ class FixedStats:
         self.available = available
         self.pids = (10000, 100)  # (maxpid, running)
 
-    def summary(self) -> Any:
+    def summary(self, pods: Any) -> Any:
         return summary_from_dict(summary(memory=self.available, pids=self.pids, pods=[
             pod_stats(HOG, memory=2 * Gi), pod_stats(MODEST, memory=1200 * Mi), pod_stats(SMALL, memory=900 * Mi)]))
 
@@ -136,13 +137,13 @@ def test_a_budget_refusal_moves_to_the_next_candidate_logged_counted_and_recorde
     apiserver: ApiServer, node: Node
 ) -> None:
     apiserver.store.add_disruption_budget(budget("db-pdb", "db"))
-    assert node.cycle(10).evictions == ()  # the soft threshold's grace period starts
+    assert node.cycle(10).acted.evictions == ()  # the soft threshold's grace period starts
     report = node.cycle(30)
 
-    assert report.refusals == (EvictionRefusal(pod="default/hog", status=429, reason="DisruptionBudget",
+    assert report.acted.refusals == (EvictionApiRefusal(pod="default/hog", status=429, reason="DisruptionBudget",
                                                budget="db-pdb", message=BUDGET_MESSAGE),)
-    assert [e.pod.name for e in report.evictions] == ["modest"] and report.eviction_errors == ()
-    assert report.through_eviction_api
+    assert [e.pod.name for e in report.acted.evictions] == ["modest"] and report.errors_of(CycleStep.EVICTION) == ()
+    assert report.acted.through_eviction_api
     # Both asked through the Eviction API, with the kubelet's soft grace period min(60, 20) and the UID.
     assert evictions_posted(apiserver) == [
         (name, {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name, "namespace": "default"},
@@ -174,9 +175,9 @@ def test_every_candidate_refused_evicts_nobody_and_says_so(apiserver: ApiServer,
     node.cycle(10)
     report = node.cycle(30)
 
-    assert report.evictions == () and report.eviction_errors == ()
+    assert report.acted.evictions == () and report.errors_of(CycleStep.EVICTION) == ()
     # At most evictionAPIMaxCandidates (2) asked in a cycle, in ranking order: small is never asked.
-    assert [(r.pod, r.budget) for r in report.refusals] == [("default/hog", "db-pdb"), ("default/modest", "web-pdb")]
+    assert [(r.pod, r.budget) for r in report.acted.refusals] == [("default/hog", "db-pdb"), ("default/modest", "web-pdb")]
     assert [name for name, _ in evictions_posted(apiserver)] == ["hog", "modest"]
     assert not any(deleting(apiserver, name) for name in ("hog", "modest", "small"))
     assert read_json(node.journal_path)["evictions"] == []
@@ -185,7 +186,7 @@ def test_every_candidate_refused_evicts_nobody_and_says_so(apiserver: ApiServer,
     assert node.refusals_counted("DisruptionBudget") == 2
 
     # The next cycle asks again (a refusal is not remembered): the budgets still say no.
-    assert [r.pod for r in node.cycle(10).refusals] == ["default/hog", "default/modest"]
+    assert [r.pod for r in node.cycle(10).acted.refusals] == ["default/hog", "default/modest"]
     assert node.refusals_counted("DisruptionBudget") == 4
     next(nodes, None)
 
@@ -197,18 +198,18 @@ def test_soft_evictions_past_the_deadline_evict_as_the_kubelet(apiserver: ApiSer
     apiserver.store.add_disruption_budget(budget("web-pdb", "web"))
     apiserver.store.add_disruption_budget(budget("cache-pdb", "cache"))
     node.cycle(10)
-    assert [r.pod for r in node.cycle(30).refusals] == ["default/hog", "default/modest", "default/small"]
-    assert node.cycle(60).evictions == ()  # 60 s past the grace period: still within the deadline
+    assert [r.pod for r in node.cycle(30).acted.refusals] == ["default/hog", "default/modest", "default/small"]
+    assert node.cycle(60).acted.evictions == ()  # 60 s past the grace period: still within the deadline
     report = node.cycle(10)  # 70 s past it
 
-    assert report.refusals == () and not report.through_eviction_api
-    assert report.eviction_api_bypassed == ("soft threshold memory.available met 70 s past its grace period, "
+    assert report.acted.refusals == () and not report.acted.through_eviction_api
+    assert report.acted.eviction_api.bypassed == ("soft threshold memory.available met 70 s past its grace period, "
                                             "beyond the Eviction API deadline of 60 s")
-    assert [e.pod.name for e in report.evictions] == ["hog"] and report.eviction_errors == ()
+    assert [e.pod.name for e in report.acted.evictions] == ["hog"] and report.errors_of(CycleStep.EVICTION) == ()
     deletes = apiserver.request_log.matching("DELETE", r".*/pods/hog")
     assert [d.body for d in deletes] == [{"gracePeriodSeconds": 20, "preconditions": {"uid": "uid-hog"}}]
     assert ("soft eviction not through the Eviction API: evicting as the kubelet does",
-            {"cycle": 4, "reason": report.eviction_api_bypassed}) in node.log.at("warning")
+            {"cycle": 4, "reason": report.acted.eviction_api.bypassed}) in node.log.at("warning")
     next(nodes, None)
 
 
@@ -221,7 +222,7 @@ def test_a_hard_threshold_never_uses_the_eviction_api(apiserver: ApiServer, tmp_
     node.stats.available = 500 * Mi  # the hard threshold is met too: evictd acts as the kubelet, at once
     report = node.cycle(10)
 
-    assert [e.pod.name for e in report.evictions] == ["hog"] and report.refusals == ()
+    assert [e.pod.name for e in report.acted.evictions] == ["hog"] and report.acted.refusals == ()
     assert evictions_posted(apiserver) == []
     assert [d.body for d in apiserver.request_log.matching("DELETE", r".*/pods/hog")] == [
         {"gracePeriodSeconds": 1, "preconditions": {"uid": "uid-hog"}}]
@@ -230,7 +231,7 @@ def test_a_hard_threshold_never_uses_the_eviction_api(apiserver: ApiServer, tmp_
     # The soft grace period running into the hard threshold: once the soft one is due too, the hard one acts.
     # (Another signal's hard threshold, met while the soft memory one acts, is in the next test.)
     report = node.cycle(30)
-    assert [e.pod.name for e in report.evictions] == ["modest"] and report.refusals == ()
+    assert [e.pod.name for e in report.acted.evictions] == ["modest"] and report.acted.refusals == ()
     assert [d.body for d in apiserver.request_log.matching("DELETE", r".*/pods/modest")] == [
         {"gracePeriodSeconds": 1, "preconditions": {"uid": "uid-modest"}}]
     assert evictions_posted(apiserver) == []
@@ -243,8 +244,8 @@ def test_an_eviction_the_api_did_not_answer_is_journaled_and_asked_again(apiserv
     apiserver.faults.fail_next(1, code=503, method="POST", path=r".*/pods/hog/eviction")
     node.cycle(10)
     report = node.cycle(30)
-    assert [e.pod.name for e in report.evictions] == ["hog"] and len(report.eviction_errors) == 1
-    assert report.refusals == ()  # a 503 is no refusal: it counts as the cycle's eviction, as a failed DELETE does
+    assert [e.pod.name for e in report.acted.evictions] == ["hog"] and len(report.errors_of(CycleStep.EVICTION)) == 1
+    assert report.acted.refusals == ()  # a 503 is no refusal: it counts as the cycle's eviction, as a failed DELETE does
     [entry] = read_json(node.journal_path)["evictions"]
     assert (entry["name"], entry["eviction_api"], entry["deleted"]) == ("hog", True, False)
 
@@ -258,7 +259,7 @@ def test_an_eviction_the_api_did_not_answer_is_journaled_and_asked_again(apiserv
     # A pending eviction the budget refuses on the retry ends: nothing evicted, the pod a candidate again.
     apiserver.faults.fail_next(1, code=503, method="POST", path=r".*/pods/modest/eviction")
     apiserver.store.add_disruption_budget(budget("web-pdb", "web"))
-    assert [e.pod.name for e in node.cycle(10).evictions] == ["modest"]
+    assert [e.pod.name for e in node.cycle(10).acted.evictions] == ["modest"]
     [refusal] = node.evictor.replay()
     assert (refusal.status, refusal.reason) == (429, "TooManyRequests")
     assert [e["name"] for e in read_json(node.journal_path)["evictions"]] == ["hog"]
@@ -276,9 +277,9 @@ def test_a_soft_eviction_while_a_hard_threshold_is_met_evicts_as_the_kubelet(api
     node.stats.pids = (10000, 9800)  # 200 PIDs left: the hard pid.available<500 is met
     report = node.cycle(30)
 
-    assert report.eviction_api_bypassed == "hard threshold pid.available met"
-    assert [e.pod.name for e in report.evictions] == ["hog"] and report.refusals == ()
-    assert report.evictions[0].signal == "memory.available"
+    assert report.acted.eviction_api.bypassed == "hard threshold pid.available met"
+    assert [e.pod.name for e in report.acted.evictions] == ["hog"] and report.acted.refusals == ()
+    assert report.acted.evictions[0].signal == "memory.available"
     assert evictions_posted(apiserver) == []
     assert [d.body for d in apiserver.request_log.matching("DELETE", r".*/pods/hog")] == [
         {"gracePeriodSeconds": 20, "preconditions": {"uid": "uid-hog"}}]

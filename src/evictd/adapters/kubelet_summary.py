@@ -25,10 +25,12 @@ import stat
 import threading
 import time
 import urllib.parse
+from collections.abc import Sequence
 from typing import Any, Protocol
 
 from evictd import user_agent
 from evictd.core.errors import ConfigError, DecodeError, KubeError, SampleError, bounded_repr, os_error_reason
+from evictd.core.pods import Pod
 from evictd.core.summary import Summary
 from evictd.core.summary_parser import summary_from_dict
 
@@ -74,8 +76,9 @@ class _RecordedSource:
     def _read(self) -> Summary:
         raise NotImplementedError
 
-    def summary(self) -> Summary:
-        """Fetch and parse the Summary. Raises SampleError, recorded in `problems` (cleared by the next success)."""
+    def summary(self, pods: Sequence[Pod] = ()) -> Summary:
+        """Fetch and parse the Summary (the kubelet's: the stats of every pod it runs, whichever `pods` the cycle
+        listed). Raises SampleError, recorded in `problems` (cleared by the next success)."""
         try:
             summary = self._read()
         except SampleError as exc:

@@ -11,9 +11,9 @@ usage alone; a pod without a sandbox or log folder is named by its UID in namesp
 these pods are never acted on (evictd runs as dry-run); when the API has given no pod list,
 `evictd.kube.cluster.NodeFallbackPods` chooses which of them a hard threshold may stop.
 
-One listing per cycle: the manager asks `active_pods()` first; the stats source then reads the same listing
-through `last_listing` (the pods) and `listed_cgroups` (their cgroups) instead of listing the cgroup tree
-and the log folders again, so the cycle's stats describe exactly the pods it ranks.
+One listing per cycle: the manager asks `active_pods()` first and hands the pods to the stats source, which finds
+their cgroups through `listed_cgroups` (the same listing's) instead of listing the cgroup tree and the log folders
+again, so the cycle's stats describe exactly the pods it ranks.
 """
 
 from __future__ import annotations
@@ -66,7 +66,6 @@ class DiscoveredPods:
         # cycle (no rebuilding; what is derived from it is remembered on it).
         self._known: dict[tuple[str, str, str, str, Sandbox | None], Pod] = {}
         self.sandbox_problem: str | None = None
-        self.last_listing = _LastListing(self)
 
     @property
     def runtime_attached(self) -> bool:
@@ -132,14 +131,3 @@ class DiscoveredPods:
             self.sandbox_problem = f"the container runtime could not list the pod sandboxes: {exc}"
             return {}
         return {s.uid: s for s in sandboxes if s.state is SandboxState.READY and s.uid}
-
-
-class _LastListing:
-    """The pods of a DiscoveredPods' last listing (listing now if there was none), as a pod list (for the stats
-    source)."""
-
-    def __init__(self, discovered: DiscoveredPods) -> None:
-        self._discovered = discovered
-
-    def active_pods(self) -> list[Pod]:
-        return self._discovered._last()[0]

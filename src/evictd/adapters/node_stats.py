@@ -16,7 +16,7 @@ has none, the block has no `psi` and the stall signal is absent (`pressure_missi
 
 A part that cannot be read is left out of the Summary for this cycle (the signal is then absent: never
 guessed) and recorded in `problems` with its path and reason. Every block carries the time it was read.
-The cycle reads no pod folder itself: the pods it lists are handed to the disk walker
+The cycle reads no pod folder itself: the pods it measures (the ones the manager listed) are handed to the disk walker
 (`PodDiskStore.want`) and their last figures read back (`PodDiskStore.readings`, one lock for all pods).
 """
 
@@ -26,7 +26,6 @@ import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from typing import Protocol
 
 from evictd.adapters import procfs
 from evictd.adapters.cgroups import CgroupReader, MemoryReading, PodCgroup, cgroup_folder
@@ -55,12 +54,6 @@ from evictd.cri import NO_RUNTIME, ContainerUsage, Runtime
 CONTAINER_STATS_SOURCE = "CRI ListContainerStats"
 SANDBOX_STATS_SOURCE = "CRI ListPodSandboxStats"
 RUNTIME_SOURCES = frozenset({CONTAINER_STATS_SOURCE, SANDBOX_STATS_SOURCE})
-
-
-class PodList(Protocol):
-    """The pods whose stats are wanted (the manager's pod source)."""
-
-    def active_pods(self) -> Sequence[Pod]: ...
 
 
 def existing_ancestor(path: str) -> str:
@@ -141,18 +134,18 @@ def _pod_reference(pod: Pod) -> PodReference:
 class NodeStatsSource:
     """A StatsSource reading this node directly. `problems` lists what could not be read last cycle.
 
-    `pods` names the pods to measure; `pod_cgroups` finds their cgroups (by default by listing the pods
-    cgroup; with pods discovered from the node, the listing that discovered them is passed instead).
+    Each `summary` measures the pods it is given (the ones the cycle listed); `pod_cgroups` finds their cgroups
+    (by default by listing the pods cgroup; with pods discovered from the node, the listing that discovered them
+    is passed instead).
     """
 
-    def __init__(self, *, node_name: str, cgroups: CgroupReader, pods: PodList, disk_usage: PodDiskStore,
+    def __init__(self, *, node_name: str, cgroups: CgroupReader, disk_usage: PodDiskStore,
                  kubelet_root: str, image_fs_path: str, container_fs_path: str, proc_root: str = "/proc",
                  clock: Clock = SYSTEM_CLOCK, pod_cgroups: Callable[[], Mapping[str, PodCgroup]] | None = None,
                  runtime: Runtime = NO_RUNTIME, memory_pressure: bool = False) -> None:
         self._node_name = node_name
         self._memory_pressure = memory_pressure
         self._cgroups = cgroups
-        self._pods = pods
         self.disk_usage = disk_usage
         self._kubelet_root = kubelet_root
         self._image_fs_path = image_fs_path
@@ -198,8 +191,9 @@ class NodeStatsSource:
             return None
         return attempt(lambda: procfs.memory_pressure(path), problems)
 
-    def summary(self) -> Summary:
-        """Read the node now and return its Summary (parts that could not be read are absent)."""
+    def summary(self, pods: Sequence[Pod]) -> Summary:
+        """Read the node now and return its Summary, with the stats of `pods` (parts that could not be read are
+        absent)."""
         problems: list[SampleError] = []
         at = self._clock.wall()
         node_memory = attempt(lambda: self._cgroups.memory(""), problems)
@@ -230,12 +224,11 @@ class NodeStatsSource:
             rlimit=RlimitStats(time=at, max_pid=max_pid, num_of_running_processes=tasks),
             system_containers=system_containers,
         )
-        pod_stats = self._pod_stats(at, problems) if has_pods_cgroup else ()
+        pod_stats = self._pod_stats(pods, at, problems) if has_pods_cgroup else ()
         self.problems = tuple(problems)
         return Summary(node=node, pods=pod_stats)
 
-    def _pod_stats(self, at: datetime, problems: list[SampleError]) -> tuple[PodStats, ...]:
-        pods = self._pods.active_pods()
+    def _pod_stats(self, pods: Sequence[Pod], at: datetime, problems: list[SampleError]) -> tuple[PodStats, ...]:
         keys = [pod_key(pod) for pod in pods]
         self.disk_usage.want(keys)
         now = self._clock.monotonic()

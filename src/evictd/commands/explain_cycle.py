@@ -11,8 +11,8 @@ from evictd.core.engine import EngineConfig, EngineState
 from evictd.core.errors import EvictdError
 from evictd.core.fs_layout import FsLayout
 from evictd.cycle.ids import decision_id
-from evictd.cycle.manager import CycleReport
-from evictd.record.model import Document
+from evictd.cycle.report import CycleReport
+from evictd.record.line_json import Document
 from evictd.record.recording import Record
 
 

@@ -35,7 +35,9 @@ from evictd.cycle.render import (
     value_json,
     value_text,
 )
-from evictd.record.model import ABSENT, Absent, EvictionApiUse
+from evictd.cycle.report import EvictionApiUse
+from evictd.record.decision import eviction_api_document
+from evictd.record.line_json import ABSENT, Absent
 from evictd.record.recording import Record
 
 # Pods that are never in the ranking at all, whatever their usage (they are not in the pod list evictd ranks).
@@ -93,8 +95,9 @@ class ThresholdView:
 
 
 def _threshold_view(threshold: Threshold, explained: Explained) -> ThresholdView:
-    status = next((s for s in explained.report.assessment.thresholds if s.threshold == threshold), None)
-    observation = explained.report.assessment.observations.get(threshold.signal)
+    assessment = explained.report.decided.assessment
+    status = next((s for s in assessment.thresholds if s.threshold == threshold), None)
+    observation = assessment.observations.get(threshold.signal)
     met = None
     if status is not None:
         # First met before this run of evictd started: the time is the one it restored (not met again since).
@@ -130,7 +133,7 @@ class PodDiskFigures:
 
 
 def _pod_disk_figures(explained: Explained, pod: Pod) -> PodDiskFigures | None:
-    summary = explained.report.summary
+    summary = explained.report.observed.summary
     stats = None if summary is None else pod_stats_lookup(summary, [pod])(pod)
     storage = None if stats is None else stats.ephemeral_storage
     if storage is None or storage.time is None:
@@ -176,7 +179,7 @@ class EvictionExplanation:
             "reclaimSucceeded": self.reclaim_succeeded,
         }
         if record.decision.eviction_api is not None:  # as recorded (replay cannot ask the API)
-            document["evictionApi"] = record.decision.eviction_api.document()
+            document["evictionApi"] = eviction_api_document(record.decision.eviction_api)
         if not isinstance(self.disk, Absent):
             document["podDiskFigures"] = None if self.disk is None else self.disk.document()
         if self.signal is None:
@@ -237,9 +240,10 @@ def _eviction_api_lines(use: EvictionApiUse | None) -> list[str]:
 
 
 def _eviction_of(explained: Explained, pod_key: str) -> Eviction:
-    eviction = next((e for e in explained.report.evictions if e.pod.key == pod_key), None)
+    evictions = explained.report.acted.evictions
+    eviction = next((e for e in evictions if e.pod.key == pod_key), None)
     if eviction is None:
-        replayed = ", ".join(e.pod.key for e in explained.report.evictions) or "nobody"
+        replayed = ", ".join(e.pod.key for e in evictions) or "nobody"
         record = explained.record
         cause = (" (the recording does not hold the run's first cycle: it was replayed from a fresh engine state)"
                  if explained.restored is None else "")
@@ -259,15 +263,16 @@ def explain_eviction(explained: Explained, pod_key: str) -> EvictionExplanation:
     if threshold is None or resource in (Resource.EPHEMERAL_STORAGE, Resource.INODES):
         disk = _pod_disk_figures(explained, eviction.pod)
     signal = None if threshold is None else threshold.signal
-    rows = () if signal is None else tuple(ranked_pods(signal, explained.layout, report.ranking, report, eviction.pod))
+    rows = () if signal is None else tuple(ranked_pods(signal, explained.layout, report.decided.ranked_pods, report,
+                                                       eviction.pod))
     # A local-storage limit: no ranking, the pod itself broke its limit.
     why = (f"{eviction.pod.key} exceeded a local storage limit: {eviction.message}",) if signal is None else \
         _why(signal, rows)
     return EvictionExplanation(
         record=explained.record, restored=explained.restored, eviction=eviction,
         threshold=None if threshold is None else _threshold_view(threshold, explained),
-        thresholds_met=tuple(_threshold_view(s.threshold, explained) for s in report.assessment.thresholds),
-        reclaim_succeeded=report.reclaim_succeeded, disk=disk, signal=signal, ranking=rows, why=why)
+        thresholds_met=tuple(_threshold_view(s.threshold, explained) for s in report.decided.assessment.thresholds),
+        reclaim_succeeded=report.acted.reclaim_succeeded, disk=disk, signal=signal, ranking=rows, why=why)
 
 
 def _why(signal: Signal, rows: Sequence[RankedPod]) -> tuple[str, ...]:

@@ -127,7 +127,7 @@ def explain_now(explained: Explained, *, now_wall: float, stale_after: float) ->
     """The newest cycle at `now_wall`, current when it is at most `stale_after` seconds old; the eviction order is
     this cycle's ranking, or the one for the signal nearest a threshold."""
     record, report = explained.record, explained.report
-    assessment = report.assessment
+    assessment, observed = report.decided.assessment, report.observed
     met = {status.threshold: status for status in assessment.thresholds}
     thresholds, _ = derive_containerfs_thresholds(explained.config.thresholds, explained.layout)
     signals: list[SignalDistance] = []
@@ -150,12 +150,12 @@ def explain_now(explained: Explained, *, now_wall: float, stale_after: float) ->
                 nearest = (share, threshold.signal)
         signals.append(SignalDistance(threshold, state, reading))
     step = assessment.next_step
-    if report.ranking and isinstance(step, ReclaimThenEvict):
-        signal, ranking, why = step.threshold.signal, report.ranking, "this cycle's ranking"
-    elif nearest is not None and report.summary is not None:
+    if report.decided.ranked_pods and isinstance(step, ReclaimThenEvict):
+        signal, ranking, why = step.threshold.signal, report.decided.ranked_pods, "this cycle's ranking"
+    elif nearest is not None and observed.summary is not None:
         signal = nearest[1]
-        stats_of = pod_stats_lookup(report.summary, report.pods)
-        ranking = tuple(rank_pods(signal, explained.layout, report.pods, stats_of))
+        stats_of = pod_stats_lookup(observed.summary, observed.pods)
+        ranking = tuple(rank_pods(signal, explained.layout, observed.pods, stats_of))
         why = f"the order if {signal} reached its threshold (the signal nearest one)"
     else:
         signal, ranking, why = Signal.MEMORY_AVAILABLE, (), "no thresholds with readings"

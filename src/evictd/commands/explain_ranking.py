@@ -14,14 +14,15 @@ from evictd.core.ranking import sort_key
 from evictd.core.signals import Ranking, Resource, Signal, spec_of
 from evictd.core.summary import pod_stats_lookup
 from evictd.core.thresholds import Threshold
-from evictd.cycle.manager import CycleReport
 from evictd.cycle.render import (
     JsonObject,
     human_bytes,
     printable,
     table,
 )
-from evictd.record.model import ABSENT, Absent, KeyValue, RankKeys, rank_keys
+from evictd.cycle.report import CycleReport
+from evictd.record.decision import KeyValue, RankKeys, rank_keys
+from evictd.record.line_json import ABSENT, Absent
 
 # --- what a pod's ranking keys say ----------------------------------------------------------------------------
 
@@ -94,8 +95,9 @@ class RankedPod:
 def ranked_pods(signal: Signal, layout: FsLayout, ranking: Sequence[Pod], report: CycleReport,
                 evicted: Pod | None) -> list[RankedPod]:
     """The ranking with each pod's keys and outcome: evicted, skipped (why), or not reached."""
-    assert report.summary is not None
-    stats_of = pod_stats_lookup(report.summary, ranking)
+    summary = report.observed.summary
+    assert summary is not None
+    stats_of = pod_stats_lookup(summary, ranking)
     rows = []
     for pod in ranking:
         reason = critical_reason(pod)

@@ -31,10 +31,11 @@ from evictd.core.fs_layout import FsLayout
 from evictd.core.pods import Pod
 from evictd.core.summary_parser import SummaryDecoder
 from evictd.cycle.ids import decision_id
-from evictd.cycle.manager import CycleReport
 from evictd.cycle.render import JsonObject, printable, recorded_stall_text, table
-from evictd.record.model import ABSENT, Decision, RecordedEviction, ThresholdMet
-from evictd.record.recording import Record, decision_of, scenario_parts
+from evictd.cycle.report import CycleReport
+from evictd.record.decision import Decision, RecordedEviction, ThresholdMet, decision_of
+from evictd.record.line_json import ABSENT
+from evictd.record.recording import Record, scenario_parts
 
 # The parts of a decision compared, by name: what a person reads in a difference.
 COMPARED = ("thresholdsMet", "conditions", "reclaim", "evicted", "ranking")
@@ -182,8 +183,7 @@ def replay(records: Iterable[Record], config: EngineConfig | None = None,
             last_wall = record.wall
             recorded = _compared(record.decision, record.decision.ranking.pods())
             # The ranking is compared by pod name: its keys are not rendered.
-            replayed = _compared(decision_of(report, ranking=False),
-                                 [] if report.ranking_signal is None else [pod.key for pod in report.ranking])
+            replayed = _compared(decision_of(report, ranking=False), [pod.key for pod in report.decided.ranked_pods])
             recorded_timeline.append((record.wall, recorded["conditions"]))
             replayed_timeline.append((record.wall, replayed["conditions"]))
             differences.extend(Difference(record.run, record.cycle, record.wall, what, tuple(recorded[what]),

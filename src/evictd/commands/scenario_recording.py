@@ -19,7 +19,8 @@ from evictd.core.engine import EngineState
 from evictd.core.errors import ConfigError, EvictdError
 from evictd.cycle.finished import Cycle
 from evictd.cycle.ids import run_id
-from evictd.cycle.manager import FRESH_STATE, CycleReport
+from evictd.cycle.manager import FRESH_STATE
+from evictd.cycle.report import CycleReport
 from evictd.record.recorder import FlightRecorder
 from evictd.record.recording import segment_paths
 from evictd.state_dir import StateDir

@@ -33,7 +33,8 @@ from evictd.core.shadow import TERMINAL_PHASES
 from evictd.core.summary import Summary
 from evictd.core.summary_parser import ROOT_KEY, summary_from_dict
 from evictd.core.thresholds import STALL_FIELDS
-from evictd.cycle.manager import CycleReport, EvictionManager
+from evictd.cycle.manager import EvictionManager
+from evictd.cycle.report import CycleReport
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,13 +217,14 @@ class FixedLayout:
 
 
 class ScriptedStats:
-    """Returns the step's summary, and after any reclaim the step's afterReclaim summary."""
+    """Returns the step's summary, and after any reclaim the step's afterReclaim summary (whatever the pods asked
+    for: the step's Summary holds the pods it scripts)."""
 
     def __init__(self) -> None:
         self.step: Step | None = None
         self.reclaimed = False
 
-    def summary(self) -> Summary:
+    def summary(self, pods: Sequence[Pod]) -> Summary:
         assert self.step is not None, "a step must be loaded before stats are read"
         if self.reclaimed and self.step.after_reclaim is not None:
             return self.step.after_reclaim

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from evictd.core.engine import EngineState
-from evictd.cycle.manager import CycleReport
+from evictd.cycle.report import CycleReport
 
 
 @dataclass(frozen=True, slots=True)

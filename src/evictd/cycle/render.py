@@ -17,7 +17,7 @@ from evictd.core.pods import Pod, is_critical_pod
 from evictd.core.quantity import Quantity, QuantityFormat
 from evictd.core.signals import EVICTD_SIGNALS, Signal, Unit, spec_of
 from evictd.core.thresholds import Threshold, ThresholdValue, stall_share_text
-from evictd.cycle.manager import CycleReport
+from evictd.cycle.report import CycleReport
 
 JsonObject = dict[str, object]
 
@@ -179,7 +179,7 @@ def eviction_json(eviction: Eviction) -> JsonObject:
 
 
 def step_json(at: float, report: CycleReport) -> JsonObject:
-    assessment = report.assessment
+    assessment, acted = report.decided.assessment, report.acted
     step: JsonObject = {
         "at": seconds_json(at),
         "conditions": [str(c) for c in assessment.node_conditions],
@@ -192,10 +192,10 @@ def step_json(at: float, report: CycleReport) -> JsonObject:
             }
             for status in assessment.thresholds
         ],
-        "reclaim": [str(result.action) for result in report.reclaim],
-        "reclaimSucceeded": report.reclaim_succeeded,
-        "ranking": [pod.key for pod in report.ranking],
-        "evicted": [eviction_json(eviction) for eviction in report.evictions],
+        "reclaim": [str(result.action) for result in acted.reclaim],
+        "reclaimSucceeded": acted.reclaim_succeeded,
+        "ranking": [pod.key for pod in report.decided.ranked_pods],
+        "evicted": [eviction_json(eviction) for eviction in acted.evictions],
     }
     if assessment.stall_settling:  # evictd's own: only where a stall eviction waited (STALL_SETTLE_S)
         step["stallSettling"] = [str(s) for s in assessment.stall_settling]
@@ -207,25 +207,25 @@ def simulation_text(steps: Sequence[tuple[float, CycleReport]]) -> str:
     rows = []
     details: list[str] = []
     for at, report in steps:
-        assessment = report.assessment
+        assessment, acted = report.decided.assessment, report.acted
         met = ", ".join(
             condition_text(s.threshold.signal, s.threshold.value)
             + ("" if s.threshold.is_hard else (" (grace met)" if s.grace_met else " (in grace)"))
             for s in assessment.thresholds
         )
         reclaim = "-"
-        if report.reclaim:
-            outcome = "ok" if report.reclaim_succeeded else "not enough"
-            reclaim = f"{'+'.join(str(r.action) for r in report.reclaim)}: {outcome}"
-        evicted = ", ".join(e.pod.key for e in report.evictions) or (
+        if acted.reclaim:
+            outcome = "ok" if acted.reclaim_succeeded else "not enough"
+            reclaim = f"{'+'.join(str(r.action) for r in acted.reclaim)}: {outcome}"
+        evicted = ", ".join(e.pod.key for e in acted.evictions) or (
             f"- (stall settling, {STALL_SETTLE_S:g}s)" if assessment.stall_settling else "-")
         conditions = ",".join(str(c) for c in assessment.node_conditions) or "-"
         rows.append((f"{seconds_json(at)}s", conditions, met or "-", reclaim, evicted))
-        for eviction in report.evictions:
+        for eviction in acted.evictions:
             details.append(
                 f"t={seconds_json(at)}s evict {eviction.pod.key} for {eviction.signal}, grace "
                 f"{eviction.grace_period_override_s}s (effective {eviction.effective_grace_period_s}s)\n"
-                f"  ranking: {' > '.join(ranked(p) for p in report.ranking) or '-'}\n"
+                f"  ranking: {' > '.join(ranked(p) for p in report.decided.ranked_pods) or '-'}\n"
                 f"  message: {eviction.message}"
                 + _annotations_text(eviction.annotations)
             )

@@ -48,16 +48,6 @@ WITHDRAW_TIMEOUT_S = 2.0
 RECLAIM_EVENT_EARLY_FRACTION = 0.04
 
 
-class CycleOutcome(Protocol):
-    """What the cluster bookkeeping reads of a cycle (the manager's `CycleReport` has it)."""
-
-    @property
-    def assessment(self) -> Assessment: ...
-
-    @property
-    def oom(self) -> OomReport | None: ...
-
-
 # Without the API a pod's priority is unknown. The system-node-critical and system-cluster-critical priority
 # classes are kube-system's by convention (kube-apiserver confined them to it until v1.17; cluster add-ons
 # still run there), so its pods are never candidates without the API. A critical pod in another namespace is
@@ -147,11 +137,10 @@ class ClusterSync:
         self._reclaim_event_period_s = reclaim_event_period_s
         self._reclaim_events_at: dict[str, float] = {}  # the last EvictionThresholdMet recorded, by resource
 
-    def after_cycle(self, report: CycleOutcome) -> None:
-        """Write what the cycle decided about the node; retry pending eviction writes; remember which pods the
-        pod list says are critical."""
+    def after_cycle(self, assessment: Assessment, oom: OomReport | None) -> None:
+        """Write what the cycle decided about the node (its `assessment`, and the OOM kills since the last one);
+        retry pending eviction writes; remember which pods the pod list says are critical."""
         self._remember_critical_pods()
-        assessment = report.assessment
         if not isinstance(assessment.next_step, Skipped):
             try:
                 node = self._events.node_ref().name
@@ -163,8 +152,8 @@ class ClusterSync:
                 self._log.warning("node status not written", error=str(exc))
         if isinstance(assessment.next_step, ReclaimThenEvict):
             self._reclaim_event(assessment.next_step.resource)
-        if report.oom is not None:
-            for reason, message in oom_kill_events(report.oom):
+        if oom is not None:
+            for reason, message in oom_kill_events(oom):
                 self._node_event("Warning", reason, message)
         if self._evictor is not None:
             for error in self._evictor.replay():

@@ -15,8 +15,8 @@ from evictd.core.engine_rules import STALL_SETTLE_S
 from evictd.core.oom import ACTIVITY_TO_DESCRIPTION, TOO_LATE_ACTIVITIES, OomReport, outside_pods
 from evictd.core.thresholds import Threshold, threshold_quantity
 from evictd.cycle.ids import decision_id
-from evictd.cycle.manager import CycleReport
 from evictd.cycle.render import describe_threshold
+from evictd.cycle.report import CycleReport, CycleStep
 from evictd.log import Log
 
 
@@ -44,13 +44,14 @@ class CycleLogger:
         self._withheld: str | None = None
 
     def log_cycle(self, number: int, report: CycleReport, wake: WakeUp | None = None) -> None:
-        assessment = report.assessment
+        assessment, decided, acted = report.decided.assessment, report.decided, report.acted
         for warning in assessment.warnings:
             if warning not in self._warned:
                 self._warned.add(warning)
                 self._log.warning("configuration warning", detail=warning)
         for error in report.errors:
-            self._log.error("cycle error", cycle=number, error=error.description)
+            if error.step is not CycleStep.EVICTION:  # logged with the evictions, below
+                self._log.error("cycle error", cycle=number, error=error.description)
         self._pod_list(number, report)
         if report.oom is not None and report.oom.has_kills:
             self._oom_kills(number, report.oom)
@@ -74,38 +75,40 @@ class CycleLogger:
         if assessment.stall_settling:
             self._log.info("a stall eviction waits for the last one to settle", cycle=number,
                            signals=[str(s) for s in assessment.stall_settling], settle_s=STALL_SETTLE_S)
-        for result in report.reclaim:
+        for result in acted.reclaim:
             if result.error:
                 self._log.error("node-level reclaim failed", cycle=number, action=str(result.action),
                                 error=result.error)
             else:
                 self._log.info("node-level reclaim", cycle=number, action=str(result.action),
                                freed_bytes=result.freed_bytes)
-        if report.reclaim_succeeded:
+        if acted.reclaim_succeeded:
             self._log.info("node-level reclaim resolved the pressure; no pod evicted", cycle=number)
-        for pod in report.skipped_critical:
+        for pod in decided.skipped_critical:
             self._log.info("cannot evict a critical pod", cycle=number, pod=pod.key)
         self._eviction_api(number, report)
-        for eviction in report.evictions:
+        for eviction in acted.evictions:
             self._eviction(number, eviction, report)
-        for failure in report.eviction_errors:
+        for failure in report.errors_of(CycleStep.EVICTION):
             self._log.error("eviction failed (still counted, as the kubelet counts it)", cycle=number,
-                            error=failure)
-        if report.ranking and not report.evictions and not report.refusals:
+                            error=failure.description)
+        if decided.ranked_pods and not acted.evictions and not acted.refusals:
             self._log.warning("unable to evict any pods from the node", cycle=number,
-                              ranking=[p.key for p in report.ranking])
+                              ranking=[p.key for p in decided.ranked_pods])
 
     def _pod_list(self, number: int, report: CycleReport) -> None:
         """Log when the pods ranked become the node's (no pod list from the API) and when they stop being."""
-        if report.pods_from_node and not self._pods_from_node:
+        problem, from_node, withheld = (report.observed.pod_list_problem, report.observed.pods_from_node,
+                                        report.decided.withheld)
+        if problem is not None and from_node and not self._pods_from_node:
             self._log.warning("no pod list from the Kubernetes API: hard thresholds act on the pods the node shows",
-                              cycle=number, detail=report.pod_list_problem)
-        elif self._pods_from_node and report.pod_list_problem is None:
+                              cycle=number, detail=problem.reason)
+        elif self._pods_from_node and problem is None:
             self._log.info("pod list from the Kubernetes API in use again", cycle=number)
-        self._pods_from_node = report.pods_from_node or (self._pods_from_node and report.pod_list_problem is not None)
-        if report.withheld != self._withheld and report.withheld is not None:
-            self._log.warning("threshold not acted on", cycle=number, reason=report.withheld)
-        self._withheld = report.withheld
+        self._pods_from_node = from_node or (self._pods_from_node and problem is not None)
+        if withheld != self._withheld and withheld is not None:
+            self._log.warning("threshold not acted on", cycle=number, reason=withheld)
+        self._withheld = withheld
 
     def _oom_kills(self, number: int, oom: OomReport) -> None:
         """One line per pod and container named, one for kills in no pod still present, one outside pods."""
@@ -125,7 +128,7 @@ class CycleLogger:
             self._log.warning(f"OOM kill {outside_pods(oom)}", kills=oom.outside_pods_kills, **common)
 
     def _threshold_met(self, number: int, status: ThresholdStatus, report: CycleReport, wake: WakeUp | None) -> None:
-        observation = report.assessment.observations.get(status.threshold.signal)
+        observation = report.decided.assessment.observations.get(status.threshold.signal)
         fields: dict[str, Any] = {"cycle": number, "threshold": describe_threshold(status.threshold)}
         if observation is not None:
             fields["available"] = str(observation.available)
@@ -138,16 +141,17 @@ class CycleLogger:
     def _eviction_api(self, number: int, report: CycleReport) -> None:
         """Log each refusal of the Eviction API, a cycle whose every candidate was refused, and a soft eviction
         that went the kubelet's way although soft evictions go through the Eviction API."""
-        for refusal in report.refusals:
+        acted = report.acted
+        for refusal in acted.refusals:
             self._log.warning("Eviction API refused to evict pod; trying the next candidate", cycle=number,
                               pod=refusal.pod, budget=refusal.budget or None, reason=refusal.reason,
                               status=refusal.status, message=refusal.message)
-        if report.refusals and not report.evictions:
+        if acted.refusals and not acted.evictions:
             self._log.warning("Eviction API refused every candidate; no pod evicted this cycle", cycle=number,
-                              refused=[refusal.pod for refusal in report.refusals])
-        if report.eviction_api_bypassed is not None:
+                              refused=[refusal.pod for refusal in acted.refusals])
+        if acted.eviction_api is not None and acted.eviction_api.bypassed is not None:
             self._log.warning("soft eviction not through the Eviction API: evicting as the kubelet does",
-                              cycle=number, reason=report.eviction_api_bypassed)
+                              cycle=number, reason=acted.eviction_api.bypassed)
 
     def _eviction(self, number: int, eviction: Eviction, report: CycleReport) -> None:
         fields: dict[str, Any] = {
@@ -162,7 +166,7 @@ class CycleLogger:
             fields["decision"] = decision_id(self._run, number)
         if eviction.threshold is not None:
             fields["threshold"] = describe_threshold(eviction.threshold)
-            fields["ranking"] = [p.key for p in report.ranking[:5]]
-        if report.through_eviction_api:
+            fields["ranking"] = [p.key for p in report.decided.ranked_pods[:5]]
+        if report.acted.through_eviction_api:
             fields["through_eviction_api"] = True
         self._log.warning("would evict pod" if self._dry_run else "evicting pod", **fields)

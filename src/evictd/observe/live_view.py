@@ -15,8 +15,8 @@ from evictd.core.signals import Signal, spec_of
 from evictd.core.summary import Observation, pod_stats_lookup
 from evictd.core.thresholds import Threshold, stall_share_text, threshold_quantity
 from evictd.cycle.ids import decision_id
-from evictd.cycle.manager import CycleReport
 from evictd.cycle.render import describe_threshold, human, ranked, table, value_text
+from evictd.cycle.report import CycleReport
 
 CLEAR_SCREEN = "\x1b[H\x1b[2J"
 # The terminal's alternate screen (xterm, VT100 descendants): frames drawn there never reach the scrollback.
@@ -58,7 +58,7 @@ def render(report: CycleReport, state: EngineState, *, node_name: str, cycle: in
     """Return the whole screen for one cycle (with `run`, the flight recorder's name of this run, each eviction
     names its decision, for `evictd explain --decision`). Evictions are only reported with `dry_run` or `no_api`
     (no Kubernetes API to evict through); the header says which."""
-    assessment = report.assessment
+    assessment = report.decided.assessment
     mode = mode_text(dry_run, no_api)
     dry_run = dry_run or no_api
     lines = [
@@ -88,9 +88,9 @@ def render(report: CycleReport, state: EngineState, *, node_name: str, cycle: in
     lines.append(table(("SIGNAL", "AVAILABLE", "CAPACITY", "THRESHOLDS", "STATE"), rows))
     lines.append("")
     lines.extend(_ranking_lines(report, state))
-    if report.evictions:
+    if report.acted.evictions:
         lines.append("")
-        for eviction in report.evictions:
+        for eviction in report.acted.evictions:
             verb = "would evict" if dry_run else "evicted"
             lines.append(f"{verb} {eviction.pod.key} ({eviction.signal}): {eviction.message}")
         if run is not None:
@@ -103,13 +103,14 @@ def render(report: CycleReport, state: EngineState, *, node_name: str, cycle: in
 
 
 def _ranking_lines(report: CycleReport, state: EngineState) -> list[str]:
-    if not report.pods:
+    pods, summary = report.observed.pods, report.observed.summary
+    if not pods:
         return ["eviction order: no pods found on this node"]
-    if report.ranking:
-        ranking, title = report.ranking, "eviction order (this cycle)"
-    elif report.summary is not None:
-        stats_of = pod_stats_lookup(report.summary, report.pods)
-        ranking = tuple(rank_pods(Signal.MEMORY_AVAILABLE, layout_of(state), report.pods, stats_of))
+    if report.decided.ranked_pods:
+        ranking, title = report.decided.ranked_pods, "eviction order (this cycle)"
+    elif summary is not None:
+        stats_of = pod_stats_lookup(summary, pods)
+        ranking = tuple(rank_pods(Signal.MEMORY_AVAILABLE, layout_of(state), pods, stats_of))
         title = "eviction order if memory ran short"
     else:
         return ["eviction order: unknown (stats unavailable)"]

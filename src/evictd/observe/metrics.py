@@ -29,7 +29,7 @@ from evictd.core.signals import (
 )
 from evictd.core.summary import Observation
 from evictd.core.thresholds import Threshold, threshold_quantity
-from evictd.cycle.manager import POD_LIST_UNAVAILABLE, CycleReport, CycleStep
+from evictd.cycle.report import POD_LIST_UNAVAILABLE, CycleReport, CycleStep
 
 # Cycle durations span a cached cgroup read (~1 ms) to a slow filesystem walk (seconds).
 CYCLE_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
@@ -134,10 +134,10 @@ class Metrics:
         now_wall: datetime,
         dry_run: bool,
     ) -> None:
-        assessment = report.assessment
+        assessment, acted = report.decided.assessment, report.acted
         self.cycles.inc()
         self.cycle_duration.observe(duration_s)
-        self.degraded.labels(POD_LIST_UNAVAILABLE).set(0 if report.pod_list_problem is None else 1)
+        self.degraded.labels(POD_LIST_UNAVAILABLE).set(0 if report.observed.pod_list_problem is None else 1)
         # A signal observed before but not now (its source unreadable) must not go on showing its old value.
         observed = set(assessment.observations)
         for gone in self._exported_signals - observed:
@@ -154,21 +154,20 @@ class Metrics:
         self._thresholds(state.thresholds, assessment.observations, {s.threshold for s in assessment.thresholds})
         for condition in NodeCondition:
             self.condition.labels(str(condition)).set(1 if condition in assessment.node_conditions else 0)
-        for error in report.errors:
+        for error in report.errors:  # a failed eviction among them (source="eviction")
             self.errors.labels(str(error.step)).inc()
-        self.errors.labels(str(CycleStep.RECLAIM)).inc(sum(1 for r in report.reclaim if r.error))
-        for result in report.reclaim:
+        self.errors.labels(str(CycleStep.RECLAIM)).inc(sum(1 for r in acted.reclaim if r.error))
+        for result in acted.reclaim:
             if result.error is None:
                 self.reclaimed.labels(str(result.action)).inc(result.freed_bytes)
-        self.errors.labels(str(CycleStep.EVICTION)).inc(len(report.eviction_errors))
-        for refusal in report.refusals:
+        for refusal in acted.refusals:
             self.eviction_api_refusals.labels(refusal.reason).inc()
-        for eviction in report.evictions:
+        for eviction in acted.evictions:
             (self.would_evict if dry_run else self.evictions).labels(eviction.signal).inc()
         if report.oom is not None:
             self._oom(report.oom)
         step = assessment.next_step
-        for threshold in step.thresholds if isinstance(step, ReclaimThenEvict) and report.ranking else ():
+        for threshold in step.thresholds if isinstance(step, ReclaimThenEvict) and report.decided.ranked_pods else ():
             acted_on = assessment.observations.get(threshold.signal)
             if acted_on is not None and acted_on.time is not None:
                 age = max(0.0, (now_wall - acted_on.time).total_seconds())
@@ -176,11 +175,12 @@ class Metrics:
 
     def _pod_disk(self, report: CycleReport, now_wall: datetime) -> None:
         """Export how old the pods' disk figures were and how many pods had none (absent: no Summary)."""
-        if report.summary is None:
+        summary = report.observed.summary
+        if summary is None:
             return
         oldest = None
         missing = 0
-        for pod in report.summary.pods:
+        for pod in summary.pods:
             storage = pod.ephemeral_storage
             if storage is None or storage.time is None:
                 missing += 1

@@ -60,14 +60,11 @@ from evictd.cycle.ids import run_id
 from evictd.cycle.manager import FRESH_STATE
 from evictd.kube.atomic_file import remove_temporaries
 from evictd.log import Log
+from evictd.record.decision import RankingEncoder, decision_of
 from evictd.record.documents import kubelet_config_document
-from evictd.record.model import ABSENT, Encoded, Line, PodChanges, dumps, encode_line_parts
-from evictd.record.recording import (
-    PodListEncoder,
-    RankingEncoder,
-    decision_of,
-    segment_paths,
-)
+from evictd.record.line_json import ABSENT, dumps
+from evictd.record.model import Encoded, Line, PodChanges, encode_line_parts
+from evictd.record.recording import PodListEncoder, segment_paths
 from evictd.record.segment_files import CLOSED_SUFFIX, OPEN_SUFFIX
 from evictd.record.summary_json import SummaryChangesEncoder
 from evictd.record.write_behind import WriteBehind
@@ -179,7 +176,7 @@ class FlightRecorder:
         finally:
             self._start_state = None  # the run's first cycle only: a later one did not start from it
         self._pods.commit(pods)
-        if cycle.report.summary is not None:
+        if cycle.report.observed.summary is not None:
             self._summaries.commit()
         self._layout = cycle.state.layout
         if self._failing is not None and self._lines_written > self._lines_written_at_failure:
@@ -203,13 +200,15 @@ class FlightRecorder:
     def _line(self, cycle: Cycle, wall: float) -> tuple[list[str], Sequence[Pod]]:
         """The cycle's line as the text parts `_append` writes, and the pods it holds."""
         report = cycle.report
+        observed = report.observed
         layout = cycle.state.layout
         first = self._size == 0
-        pods = self._pods.encode(report.pods)
+        pods = self._pods.encode(observed.pods)
         # The Summaries are most of a line: written as text their encoder keeps from cycle to cycle, as what
         # changed since the last line (whole on a segment's first line and after a failed write).
-        field, summary = self._summaries.encode(report.summary) if report.summary is not None else ("summary", "null")
-        after = report.after_reclaim
+        field, summary = (self._summaries.encode(observed.summary) if observed.summary is not None
+                          else ("summary", "null"))
+        after = report.acted.after_reclaim
         start = self._start_state
         # The ranking (every pod, under pressure) likewise, as text kept per pod.
         decision = replace(decision_of(report, ranking=False), ranking=self._ranking.encode(report))
@@ -224,7 +223,7 @@ class FlightRecorder:
             summary=Encoded(summary) if field == "summary" else None,
             summary_changes=Encoded(summary) if field == "summaryChanges" else None,
             after_reclaim=None if after is None else Encoded(self._summaries.whole(after)))
-        return encode_line_parts(line), report.pods
+        return encode_line_parts(line), observed.pods
 
     def _append(self, line: list[str]) -> None:
         """Write the parts of `line` at the end of the segment (a chunk of at most WRITE_CHUNK_CHARS characters at

@@ -10,7 +10,7 @@ complete cycle:
      "pods": [...]  or  "podChanges": {"set": [...], "removed": [...], "order": [...]},
      "summary": {...} or null  or  "summaryChanges": {"node": {...}, "pods": [...], "removed": [...], "order": [...]},
      "afterReclaim": {...},                                # Summary API documents, as `simulate` reads them
-     "decision": {...}}                                    # `decision_of` (`evictd.record.model`)
+     "decision": {...}}                                    # `decision_of` (`evictd.record.decision`)
 
 `pods` is the whole list (v1 Pod objects, as `simulate` reads them), written on a segment's first line (a segment
 reads alone: older ones may have been deleted); after that only what changed: pods added or changed (`set`),
@@ -41,31 +41,13 @@ from dataclasses import dataclass
 from evictd.core.errors import EvictdError
 from evictd.core.fs_layout import FsLayout
 from evictd.core.kubelet_config import KUBELET_API_VERSION, KUBELET_KIND
-from evictd.core.pods import Pod, is_critical_pod
+from evictd.core.pods import Pod
 from evictd.cycle.ids import decision_id
-from evictd.cycle.manager import CycleReport
-from evictd.cycle.render import JsonObject, printable, seconds_json
+from evictd.cycle.render import JsonObject, printable
+from evictd.record.decision import Decision
 from evictd.record.documents import PodDocuments, pod_to_dict
-from evictd.record.model import (
-    ABSENT,
-    Absent,
-    Decision,
-    Document,
-    Encoded,
-    EvictionApiRefusal,
-    EvictionApiUse,
-    Line,
-    PodChanges,
-    Ranking,
-    ReclaimResult,
-    RecordedEviction,
-    ThresholdMet,
-    decode_line,
-    dumps,
-    layout_document,
-    rank_keys,
-    rank_keys_text,
-)
+from evictd.record.line_json import ABSENT, Absent, Document
+from evictd.record.model import Encoded, Line, PodChanges, decode_line, layout_document
 from evictd.record.segment_files import CLOSED_SUFFIX, OPEN_SUFFIX, Problem, in_time_order, segment_lines
 from evictd.record.summary_json import apply_summary_changes
 from evictd.state_dir import StateDir
@@ -151,79 +133,6 @@ class PodListEncoder:
     def _same_list(self, pods: Sequence[Pod]) -> bool:
         """Whether `pods` are, one by one, the very pod objects last written."""
         return self._written is not None and len(pods) == len(self._list) and all(map(operator.is_, pods, self._list))
-
-
-def decision_of(report: CycleReport, *, ranking: bool = True) -> Decision:
-    """What a cycle decided, as a recording keeps it: `simulate`'s step, the reclaim results, errors, and the full
-    ranking with each pod's keys (`RankingEncoder` writes the same ranking as text; without `ranking` it is left
-    out)."""
-    assessment = report.assessment
-    signal = report.ranking_signal
-    # The keys the cycle sorted each pod by, carried in the report (not computed again).
-    items: list[object] = [] if signal is None or not ranking else [
-        {**_ranked_pod_json(pod), "keys": rank_keys(signal, key).document()}
-        for pod, key in zip(report.ranking, report.ranking_keys, strict=True)]
-    errors = [*(error.description for error in report.errors), *report.eviction_errors]
-    return Decision(
-        conditions=tuple(str(c) for c in assessment.node_conditions),
-        thresholds_met=tuple(ThresholdMet(
-            signal=str(status.threshold.signal), quantity=None if (q := status.threshold.value.quantity) is None
-            else str(q), percentage=None if q is not None else status.threshold.value.percentage,
-            grace_period_s=seconds_json(status.threshold.grace_period_s), grace_met=status.grace_met)
-            for status in assessment.thresholds),
-        reclaim=tuple(str(result.action) for result in report.reclaim),
-        reclaim_succeeded=report.reclaim_succeeded,
-        evicted=tuple(RecordedEviction(
-            namespace=e.pod.namespace, name=e.pod.name, signal=e.signal, grace_period_s=e.grace_period_override_s,
-            effective_grace_period_s=e.effective_grace_period_s, reason=e.reason, message=e.message,
-            annotations=dict(e.annotations), conditions=tuple(c.to_json() for c in e.conditions))
-            for e in report.evictions),
-        reclaim_results=tuple(ReclaimResult(action=str(r.action), freed_bytes=r.freed_bytes, error=r.error)
-                              for r in report.reclaim),
-        errors=tuple(errors) if errors else None,
-        eviction_api=_eviction_api_use(report),
-        pod_list_problem=report.pod_list_problem, pods_from_node=report.pods_from_node,
-        ranking=Ranking(items=items))
-
-
-def _eviction_api_use(report: CycleReport) -> EvictionApiUse | None:
-    """How the cycle's soft eviction used the Eviction API (None: it did not come into it)."""
-    if report.eviction_api_bypassed is not None:
-        return EvictionApiUse(bypassed=report.eviction_api_bypassed)
-    if not report.through_eviction_api:
-        return None
-    return EvictionApiUse(refusals=tuple(EvictionApiRefusal(pod=r.pod, status=r.status, reason=r.reason,
-                                                            budget=r.budget, message=r.message)
-                                         for r in report.refusals))
-
-
-def _ranked_pod_json(pod: Pod) -> JsonObject:
-    return {"pod": pod.key, "uid": pod.uid, "critical": is_critical_pod(pod)}
-
-
-class RankingEncoder:
-    """Writes a decision's ranking (`decision_of`'s) as JSON text, keeping the text of each pod's name, UID and
-    criticality while it is the same pod object (the pod list keeps them between changes)."""
-
-    def __init__(self) -> None:
-        self._pods: dict[int, tuple[Pod, str]] = {}
-
-    def encode(self, report: CycleReport) -> Ranking:
-        """Return the ranking of `report`, as compact JSON text."""
-        signal = report.ranking_signal
-        if signal is None or not report.ranking:
-            return Ranking(text="[]")
-        known = self._pods
-        texts: dict[int, tuple[Pod, str]] = {}
-        parts = []
-        for pod, key in zip(report.ranking, report.ranking_keys, strict=True):
-            entry = known.get(id(pod))
-            if entry is None or entry[0] is not pod:
-                entry = (pod, dumps(_ranked_pod_json(pod))[:-1] + ',"keys":')
-            texts[id(pod)] = entry  # held, so that its id is not reused while remembered
-            parts.append(entry[1] + rank_keys_text(signal, key) + "}")
-        self._pods = texts
-        return Ranking(text="[" + ",".join(parts) + "]")
 
 
 # --- reading -----------------------------------------------------------------------------------------------

@@ -19,7 +19,7 @@ from evictd.core.errors import SampleError
 from evictd.core.signals import Signal
 from evictd.core.summary import SYSTEM_CONTAINER_PODS
 from evictd.cycle.finished import AfterCycle, Cycle
-from evictd.cycle.manager import CycleReport
+from evictd.cycle.report import CycleReport
 from evictd.log import Log
 from evictd.observe.cycle_logging import CycleLogger, WakeUp
 from evictd.observe.live_view import CLEAR_SCREEN, ENTER_ALTERNATE_SCREEN, LEAVE_ALTERNATE_SCREEN, render
@@ -140,14 +140,15 @@ class NotifierRefresh:
         """Let the memcg notifiers follow the cycle's readings (`MemcgNotifierSet.update`, which keeps the
         kubelet's 10 s re-arm and re-arms between when page cache moved a level); return the ones that failed."""
         failures: list[NotifierFailure] = []
-        if self.memcg is not None and report.summary is not None:
-            no_pods_container = SYSTEM_CONTAINER_PODS not in report.summary.node.system_containers
-            for failure in self.memcg.update(report.summary, now):
+        summary = report.observed.summary
+        if self.memcg is not None and summary is not None:
+            no_pods_container = SYSTEM_CONTAINER_PODS not in summary.node.system_containers
+            for failure in self.memcg.update(summary, now):
                 if no_pods_container and failure.threshold.signal is Signal.ALLOCATABLE_MEMORY_AVAILABLE:
                     continue  # no pods cgroup on this node: nothing to watch, nothing wrong
                 failures.append(failure)
         if self.memory_watch is not None:
-            self.memory_watch.follow(report.summary, now)
+            self.memory_watch.follow(summary, now)
         wanted = (*(self.memcg.notifiers if self.memcg else ()), *self.psi,
                   *((self.memory_watch,) if self.memory_watch is not None else ()))
         if wanted != self.waiter.notifiers:

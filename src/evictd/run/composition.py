@@ -58,7 +58,6 @@ from evictd.cycle.manager import (
     FRESH_STATE,
     EvictionApiRoute,
     EvictionManager,
-    ListedPods,
     PodEvictor,
     PodSource,
     StatsSource,
@@ -169,13 +168,13 @@ class StatsParts:
     insecure_reason: str = ""
 
 
-def build_stats_source(config: Configuration, cgroups: CgroupReader, pods: PodSource, node_name: str, *,
+def build_stats_source(config: Configuration, cgroups: CgroupReader, node_name: str, *,
                        discovered: DiscoveredPods | None = None, runtime: Runtime = NO_RUNTIME,
                        log: Log | None = None) -> StatsParts:
     """Return the configured stats source: the node itself, or the kubelet's Summary API. The node's own
-    source measures with the runtime slot's runtime once one answers, reads pods' disk figures from a store its
-    disk walker fills and, with `discovered` pods, measures the manager's listing of each cycle instead of
-    listing the node again."""
+    source measures the pods each cycle listed (the manager hands them over) with the runtime slot's runtime once
+    one answers, reads pods' disk figures from a store its disk walker fills and, with `discovered` pods (the
+    manager's pod source), finds their cgroups in that listing instead of listing the node again."""
     settings = config.evictd
     if settings.stats_source is StatsOrigin.KUBELET:
         # One fetch ends in time for the next cycle (and for a clean stop), whatever the endpoint does.
@@ -192,7 +191,6 @@ def build_stats_source(config: Configuration, cgroups: CgroupReader, pods: PodSo
     node = NodeStatsSource(
         node_name=node_name,
         cgroups=cgroups,
-        pods=discovered.last_listing if discovered else pods,
         pod_cgroups=discovered.listed_cgroups if discovered else None,
         disk_usage=PodDiskStore(),
         kubelet_root=settings.kubelet_root_dir,
@@ -373,7 +371,7 @@ def build_basics(config: Configuration, log: Log, metrics: Metrics) -> Basics:
 
 
 def build_manager(engine_config: EngineConfig, stats: StatsParts, cluster: ClusterParts | None, pods: PodSource,
-                  listed: ListedPods, node: NodeLevel, state: EngineState) -> EvictionManager:
+                  node: NodeLevel, state: EngineState) -> EvictionManager:
     """The eviction manager, whole: what it reads and acts through, and the state it starts from."""
     return EvictionManager(
         engine_config,
@@ -384,7 +382,6 @@ def build_manager(engine_config: EngineConfig, stats: StatsParts, cluster: Clust
         evictor=cluster.evictor if cluster is not None else ReportOnlyEvictor(),
         clock=SYSTEM_CLOCK,
         node_pods=cluster.node_pods if cluster is not None else None,
-        listed=listed,
         state=state,
         layout_changes=lambda: node.changes,
         eviction_api=cluster.eviction_api if cluster is not None else None,
@@ -546,9 +543,8 @@ def build_daemon(
         log.info("no Kubernetes API configured (no kubeconfig, not in a pod): evictions are reported, "
                  "not carried out")
     pods: PodSource = cluster.pods if cluster is not None else discovered
-    # With the API, the stats measure the pods each cycle listed: the watch's, or the node's without a list.
-    listed = ListedPods()
-    stats = build_stats_source(config, basics.cgroups, listed if cluster is not None else pods, basics.node_name,
+    # The stats measure the pods each cycle listed: the watch's, or the node's (without a list, or without the API).
+    stats = build_stats_source(config, basics.cgroups, basics.node_name,
                                discovered=discovered if cluster is None else None, runtime=basics.runtime, log=log)
     if stats.insecure_reason:
         log.warning("kubelet Summary endpoint not verified", detail=stats.insecure_reason,
@@ -557,7 +553,7 @@ def build_daemon(
     state_file, start_state = build_engine_state(basics, engine_config)
     node = NodeLevel(PathLayout(settings.kubelet_root_dir, settings.image_fs_path, settings.container_fs_path),
                      ReportOnlyReclaimer())
-    manager = build_manager(engine_config, stats, cluster, pods, listed, node, start_state)
+    manager = build_manager(engine_config, stats, cluster, pods, node, start_state)
     link = build_runtime(basics, node, cluster)
     notifiers = build_notifiers(basics, engine_config)
     health = Health(settings.housekeeping_interval_s, stopping=basics.stop.is_set)
@@ -603,10 +599,10 @@ def cluster_bookkeeping(cluster: ClusterParts, metrics: Metrics) -> AfterCycle:
     shadow comparison with the kubelet's own evictions."""
 
     def update(cycle: Cycle) -> None:
-        cluster.sync.after_cycle(cycle.report)
+        cluster.sync.after_cycle(cycle.report.decided.assessment, cycle.report.oom)
         metrics.journal_pending.set(len(cluster.journal.pending()))
         if cluster.shadow is not None:
-            cluster.shadow.after_cycle(cycle.report.evictions)
+            cluster.shadow.after_cycle(cycle.report.acted.evictions)
 
     return update
 

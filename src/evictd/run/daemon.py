@@ -30,7 +30,8 @@ from evictd.core.signals import spec_of
 from evictd.core.thresholds import Threshold
 from evictd.cycle.cadence import Cadence
 from evictd.cycle.finished import AfterCycle, Cycle
-from evictd.cycle.manager import CycleReport, EvictionManager
+from evictd.cycle.manager import EvictionManager
+from evictd.cycle.report import CycleReport, CycleStep
 from evictd.log import Log
 from evictd.observe.http_endpoint import Health
 from evictd.observe.metrics import Metrics
@@ -172,11 +173,11 @@ class Daemon:
                     break
                 if report is None:
                     cadence = cadence.after_failure(started, self.clock.monotonic())
-                elif report.evictions and self.wait_for_cleanup is not None and not settings.dry_run:
+                elif report.acted.evictions and self.wait_for_cleanup is not None and not settings.dry_run:
                     # The kubelet waits for evicted pods to go (at most 30 s), then runs again at once.
-                    gone = self.wait_for_cleanup(report.evictions)
+                    gone = self.wait_for_cleanup(report.acted.evictions)
                     self.log.info("evicted pods cleaned up" if gone else "evicted pods still present after wait",
-                                  pods=[e.pod.key for e in report.evictions])
+                                  pods=[e.pod.key for e in report.acted.evictions])
                     self.metrics.wakeups.labels("eviction").inc()
                     cadence = cadence.after_cleanup()
                 else:
@@ -258,14 +259,15 @@ def hook_name(hook: AfterCycle) -> str:
 
 def memory_thresholds_met(report: CycleReport) -> frozenset[Threshold]:
     """The memory thresholds the cycle saw met (what a memory notification announces)."""
-    return frozenset(status.threshold for status in report.assessment.thresholds
+    return frozenset(status.threshold for status in report.decided.assessment.thresholds
                      if spec_of(status.threshold.signal).is_memory)
 
 
 def pressure_held(report: CycleReport) -> bool:
     """True when the cycle saw a threshold met and acted on it or had nothing left to act on: not when the stats
     it would act on were stale or an eviction failed (the next cycle may act after all)."""
-    return bool(report.assessment.thresholds and not report.assessment.stale_signals and not report.eviction_errors)
+    assessment = report.decided.assessment
+    return bool(assessment.thresholds and not assessment.stale_signals and not report.errors_of(CycleStep.EVICTION))
 
 
 def serve(daemon: Daemon) -> int:

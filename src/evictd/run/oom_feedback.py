@@ -26,7 +26,7 @@ from evictd.core.oom import (
     cgroups_walk_needed,
     oom_feedback,
 )
-from evictd.cycle.manager import CycleReport
+from evictd.cycle.report import CycleReport, CycleStep
 
 # The runtime's containers of one pod (ID -> name); raises EvictdError when the runtime does not answer.
 ContainerNames = Callable[[str], Mapping[str, str]]
@@ -51,8 +51,8 @@ class OomFeedback:
         pods = attempt(self._counters.pods_kills, problems)
         walk = cgroups_walk_needed(self.state, node, pods)
         cgroups = attempt(self._counters.cgroup_kills, problems) if walk else None
-        activity = activity_after_cycle(report.assessment, report.evictions, bool(report.eviction_errors),
-                                        self._dry_run)
+        activity = activity_after_cycle(report.decided.assessment, report.acted.evictions,
+                                        bool(report.errors_of(CycleStep.EVICTION)), self._dry_run)
         self.state, found = oom_feedback(self.state, OomReading(node=node, pods=pods, cgroups=cgroups), activity,
                                          self._clock.monotonic())
         self.problems = tuple(problems)
@@ -61,9 +61,9 @@ class OomFeedback:
         return replace(found, pod_kills=tuple(self._named(found.pod_kills, report)))
 
     def _named(self, kills: tuple[PodOomKill, ...], report: CycleReport) -> list[PodOomKill]:
-        keys = {pod.uid: pod.key for pod in report.pods}
-        if report.summary is not None:
-            for stats in report.summary.pods:
+        keys = {pod.uid: pod.key for pod in report.observed.pods}
+        if report.observed.summary is not None:
+            for stats in report.observed.summary.pods:
                 keys.setdefault(stats.pod_ref.uid, f"{stats.pod_ref.namespace}/{stats.pod_ref.name}")
         names: dict[str, Mapping[str, str]] = {}
         named = []

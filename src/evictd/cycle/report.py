@@ -1,0 +1,202 @@
+"""What one cycle of the eviction manager reports: what it observed, what it decided, what it did, and what failed.
+
+A `CycleReport` is made of parts, each frozen: `Observed` (the Summary read and the pods listed, and where they came
+from), `Decided` (the engine's assessment and, when a threshold asked for an eviction, the ranking), `Acted` (the
+node-level reclaim, the evictions, and how a soft eviction used the Eviction API), and the cycle's failures as
+`CycleError`s, one type whatever the step that failed (a failed eviction too: it names its pod). Logs, metrics, the
+live view, the flight recording and `simulate`'s output are all made from these parts and nothing else.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+from evictd.core.engine import Assessment, Eviction
+from evictd.core.errors import EvictionRefused
+from evictd.core.fs_layout import ReclaimAction
+from evictd.core.oom import OomReport
+from evictd.core.pods import Pod
+from evictd.core.ranking import SortKey
+from evictd.core.signals import Signal
+from evictd.core.summary import Summary
+
+# What a cycle without a usable pod list is called in /healthz and in the evictd_degraded metric's label.
+POD_LIST_UNAVAILABLE = "pod-list-unavailable"
+
+
+class CycleStep(StrEnum):
+    """The step of a cycle that failed; its value is the `source` label of `evictd_errors_total`."""
+
+    LAYOUT = "layout"  # detecting the node's filesystem layout
+    PODS = "pods"  # listing the node's pods
+    STATS = "stats"  # reading the node's stats (before or after reclaim)
+    RECLAIM = "reclaim"  # a node-level reclaim action
+    EVICTION = "eviction"  # evicting a pod
+
+
+@dataclass(frozen=True, slots=True)
+class CycleError:
+    """One failure of a cycle: the step that failed, what went wrong (the kubelet's log text) and, for a failed
+    eviction, the pod's namespace/name (None for the other steps)."""
+
+    step: CycleStep
+    description: str
+    pod: str | None = None
+
+
+# --- what the cycle observed ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class PodListProblem:
+    """Why the Kubernetes API's pod list could not be used this cycle, and whether the pods the node shows were
+    listed instead (they are ranked for hard thresholds only)."""
+
+    reason: str
+    pods_from_node: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Observed:
+    """What a cycle read: the node's Summary (None: the stats could not be read) and the pods it listed, which are
+    the pods the Summary measures; `pod_list_problem` says why they are not the API's list (None: they are)."""
+
+    summary: Summary | None = None
+    pods: tuple[Pod, ...] = ()
+    pod_list_problem: PodListProblem | None = None
+
+    @property
+    def pods_from_node(self) -> bool:
+        """Whether the pods are the ones the node shows (the API's pod list could not be used)."""
+        return self.pod_list_problem is not None and self.pod_list_problem.pods_from_node
+
+
+# --- what the cycle decided ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class PodRanking:
+    """The order a threshold's signal ranked the pods in, for eviction: the signal, the pods first to last, and
+    each one's sort key in the same order (`core.ranking.named_key_parts` names a key's parts)."""
+
+    signal: Signal
+    pods: tuple[Pod, ...]
+    keys: tuple[SortKey, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Decided:
+    """What a cycle decided: the engine's assessment (thresholds met, conditions, the next step) and, when a
+    threshold asked for an eviction, the ranking (None: nobody was ranked), the critical pods passed over at its
+    head, or why nobody was ranked although a threshold asked for an eviction (`withheld`: a soft threshold with
+    the node's pods)."""
+
+    assessment: Assessment
+    ranking: PodRanking | None = None
+    skipped_critical: tuple[Pod, ...] = ()
+    withheld: str | None = None
+
+    @property
+    def ranked_pods(self) -> tuple[Pod, ...]:
+        """The pods ranked, first to last (none when nobody was ranked)."""
+        return () if self.ranking is None else self.ranking.pods
+
+
+# --- what the cycle did --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ReclaimResult:
+    """One node-level reclaim action that ran, and what it freed (or why it failed)."""
+
+    action: ReclaimAction
+    freed_bytes: int = 0
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class EvictionApiRefusal:
+    """The Eviction API's refusal to evict `pod` (namespace/name): the HTTP status (None: no answer), the Status
+    reason (or its cause's, such as DisruptionBudget), the budget it names ("" when none) and the API's message."""
+
+    pod: str
+    status: int | None
+    reason: str
+    budget: str
+    message: str
+
+    @classmethod
+    def of(cls, error: EvictionRefused) -> EvictionApiRefusal:
+        causes = [reason for reason, _ in error.causes if reason]
+        reason = causes[0] if causes else error.reason or str(error.status)
+        return cls(pod=error.pod, status=error.status, reason=reason, budget=error.budget, message=error.detail)
+
+
+@dataclass(frozen=True, slots=True)
+class EvictionApiUse:
+    """How a soft eviction used the Eviction API (softEvictionsThroughEvictionAPI): through it, with each refusal
+    it met in ranking order, or not (`bypassed`: why it went the kubelet's way, a hard threshold met or the
+    deadline passed)."""
+
+    refusals: tuple[EvictionApiRefusal, ...] = ()
+    bypassed: str | None = None
+
+    @property
+    def through_api(self) -> bool:
+        """Whether the eviction was asked of the Eviction API."""
+        return self.bypassed is None
+
+
+@dataclass(frozen=True, slots=True)
+class Acted:
+    """What a cycle did: the node-level reclaim actions that ran, whether they resolved the pressure (None: none
+    ran) and the Summary read after them, which said so (None: none read); the evictions (a failed one still
+    counts, as the kubelet counts it; its failure is a `CycleError`); and how a soft eviction used the Eviction API
+    (None: it did not come into it)."""
+
+    reclaim: tuple[ReclaimResult, ...] = ()
+    reclaim_succeeded: bool | None = None
+    after_reclaim: Summary | None = None
+    evictions: tuple[Eviction, ...] = ()
+    eviction_api: EvictionApiUse | None = None
+
+    @property
+    def through_eviction_api(self) -> bool:
+        """Whether this cycle's eviction was asked of the Eviction API."""
+        return self.eviction_api is not None and self.eviction_api.through_api
+
+    @property
+    def refusals(self) -> tuple[EvictionApiRefusal, ...]:
+        """The Eviction API's refusals this cycle, in ranking order."""
+        return () if self.eviction_api is None else self.eviction_api.refusals
+
+
+# --- the report ----------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class CycleReport:
+    """Everything one cycle observed, decided and did, and what failed, at `now` (monotonic seconds). `oom`, the
+    kernel's OOM kills since the last cycle, is added by the daemon's OOM feedback (None without it)."""
+
+    now: float
+    observed: Observed
+    decided: Decided
+    acted: Acted = Acted()
+    errors: tuple[CycleError, ...] = ()
+    oom: OomReport | None = None
+
+    def errors_of(self, step: CycleStep) -> tuple[CycleError, ...]:
+        """The cycle's failures of `step`, in the order they happened."""
+        return tuple(error for error in self.errors if error.step is step)
+
+    @property
+    def degraded(self) -> str | None:
+        """Why the cycle worked in a degraded mode, as `/healthz` says it (None: it did not)."""
+        problem = self.observed.pod_list_problem
+        if problem is None:
+            return None
+        acting = ("hard thresholds act on the pods the node shows, through the container runtime"
+                  if problem.pods_from_node else "no pod can be evicted")
+        return f"{POD_LIST_UNAVAILABLE}: no pod list from the Kubernetes API, {acting} ({problem.reason})"

@@ -22,9 +22,11 @@ from cycle_reports import (
     with_summary,
 )
 from evictd.adapters.cgroups import CgroupLayout, CgroupReader
+from evictd.adapters.memcg_notifier_set import MemcgNotifierSet
 from evictd.adapters.memory_watch import MemoryWatch
-from evictd.adapters.notifiers import MemcgNotifierSet, PsiNotifier, Waiter
+from evictd.adapters.notifiers import Waiter
 from evictd.adapters.pod_disk_usage import POD_DISK_SOURCE_PREFIX
+from evictd.adapters.psi_notifier import PsiNotifier
 from evictd.core.engine import EngineState
 from evictd.core.errors import SampleError
 from evictd.core.kubelet_config import eviction_settings

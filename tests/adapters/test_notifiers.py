@@ -29,15 +29,10 @@ from types import FrameType, MappingProxyType
 
 import pytest
 
-from evictd.adapters.notifiers import (
-    MemcgNotifierSet,
-    MemcgThresholdNotifier,
-    Notifier,
-    PsiNotifier,
-    Waiter,
-    Watch,
-    has_cap_sys_resource,
-)
+from evictd.adapters.memcg_notifier import MemcgThresholdNotifier, Watch
+from evictd.adapters.memcg_notifier_set import MemcgNotifierSet
+from evictd.adapters.notifiers import Notifier, Waiter
+from evictd.adapters.psi_notifier import PsiNotifier, has_cap_sys_resource
 from evictd.core.errors import ConfigError, SampleError
 from evictd.core.memcg import STATS_CATCH_UP_S, memcg_threshold_bytes
 from evictd.core.quantity import Quantity

@@ -12,8 +12,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TextIO
 
+from evictd.adapters.memcg_notifier import NotifierFailure
+from evictd.adapters.memcg_notifier_set import MemcgNotifierSet
 from evictd.adapters.memory_watch import MemoryWatch
-from evictd.adapters.notifiers import MemcgNotifierSet, Notifier, NotifierFailure, Waiter
+from evictd.adapters.notifiers import Notifier, Waiter
 from evictd.adapters.pod_disk_usage import POD_DISK_SOURCE_PREFIX
 from evictd.core.errors import SampleError
 from evictd.core.signals import Signal

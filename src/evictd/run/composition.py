@@ -30,13 +30,15 @@ from evictd.adapters.cgroups import CgroupLayout, CgroupReader, detect_cgroup_la
 from evictd.adapters.disk_walker_process import DiskWalkerProcess, WalkerSettings
 from evictd.adapters.filesystems import detect_layout
 from evictd.adapters.kubelet_summary import ApiProxySummarySource, KubeletSummarySource, summary_deadline_s
+from evictd.adapters.memcg_notifier_set import MemcgNotifierSet
 from evictd.adapters.memory_watch import MemoryWatch
 from evictd.adapters.node_pods import DiscoveredPods
 from evictd.adapters.node_stats import NodeStatsSource, existing_ancestor
-from evictd.adapters.notifiers import SYSTEM_MEMORY_PRESSURE, MemcgNotifierSet, Notifier, PsiNotifier, Waiter
+from evictd.adapters.notifiers import Notifier, Waiter
 from evictd.adapters.oom_counters import OomCounters
 from evictd.adapters.pod_disk_usage import PodDiskStore
 from evictd.adapters.procfs import inactive_file_bytes
+from evictd.adapters.psi_notifier import SYSTEM_MEMORY_PRESSURE, PsiNotifier
 from evictd.adapters.runtime_gc import CriContainerGC, CriImageGC, RuntimeReclaimer, imagefs_usage
 from evictd.adapters.runtime_node import PeriodicGC, RuntimeFilesystems, RuntimeLayout
 from evictd.clock import SYSTEM_CLOCK

@@ -18,6 +18,7 @@ from evictd_process import EvictdProcess, start_evictd
 
 from builders import Gi, Mi, pod, pod_stats, summary
 from evictd.config import SERVICE_ACCOUNT_CA_FILE, EvictdSettings
+from evictd.core.errors import bounded_repr
 from evictd.core.summary_parser import summary_from_dict
 from evictd.record.recording import read_recording
 from evictd.state_dir import RECORDING_FOLDER
@@ -111,7 +112,8 @@ def test_without_a_usable_ca_file_evictd_does_not_start(
     evictd_processes.append(process)
     assert process.process.wait(timeout=30) == 2
     stderr = process.stderr()
-    assert f"kubeletCAFile: invalid value '{missing}': cannot load CA bundle" in stderr
+    # The value as evictd names it (bounded: a long tmp path, as pytest-xdist's workers make, is cut short).
+    assert f"kubeletCAFile: invalid value {bounded_repr(str(missing))}: cannot load CA bundle" in stderr
     assert "kubeletInsecureTLS: true" in stderr and "Traceback" not in stderr
     assert len(stderr.strip().splitlines()) == 1
 

@@ -9,10 +9,14 @@ import time
 from datetime import datetime
 from pathlib import Path
 
+import pytest
 from evictd_process import EvictdProcess, allocate, mem_available_bytes, start_evictd
 
 from full_pipe import fill_pipe
 from polling import wait_until
+
+# Whole-machine memory (MemAvailable): the serial `machine` tier runs it alone.
+pytestmark = pytest.mark.machine
 
 GiB = 1 << 30
 

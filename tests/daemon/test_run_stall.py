@@ -9,11 +9,15 @@ import json
 import time
 from pathlib import Path
 
+import pytest
 from evictd_process import EvictdProcess, evictd_command, start_evictd
 
 from evictd.adapters.procfs import memory_pressure
 from real_cgroups import CGROUP_MOUNT, memory_stall, temporary_cgroup
 from real_pod_node import RealPodNode
+
+# Whole-machine memory stall (/proc/pressure/memory): the serial `machine` tier runs it alone.
+pytestmark = pytest.mark.machine
 
 SOME = "evictd.io/memory.stall.some"
 PODS_SOME = "evictd.io/allocatableMemory.stall.some"

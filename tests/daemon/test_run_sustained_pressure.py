@@ -14,9 +14,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import pytest
 from evictd_process import EvictdProcess, allocate, mem_available_bytes
 
 from evictd.observe.metrics import WAKEUP_CAUSES
+
+# Whole-machine memory (MemAvailable, the root memory cgroup): the serial `machine` tier runs it alone.
+pytestmark = pytest.mark.machine
 
 GiB = 1 << 30
 MiB = 1 << 20

@@ -57,11 +57,10 @@ run: $(STAMP)
 
 # The cgroup v2 tier (tests/uml) runs here, in user-mode Linux guests. The real-cluster tier (tests marked
 # real_cluster) is left out: it needs kube-apiserver and kubelet binaries.
+# tests/run-tiers.sh runs the tiers, the parallel one on pytest-xdist workers beside the serial whole-machine one,
+# and prints each tier's time and the total at the end (docs/development.md, "Test tiers").
 test: $(STAMP) system-deps uml-kernel
-	$(BIN)/python -m pytest -q -m "not real_cluster"
-	$(BIN)/ruff check src tests
-	$(BIN)/mypy
-	$(BIN)/mkdocs build --strict --quiet
+	tests/run-tiers.sh $(BIN)/python
 
 # The documentation site (mkdocs.yml): docs/ into site/ (gitignored). --strict fails the build on a link to a
 # page or file that does not exist, an #anchor no heading of its page gives, or a page left out of the navigation.

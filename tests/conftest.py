@@ -132,3 +132,17 @@ def unwritable_state(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator
         yield state
     finally:
         state.unmount()
+
+
+# The modules that take longest (a guest booted, an image built, for a minute or more each): collected first, so
+# that pytest-xdist's workers start them first and the rest fills the time around them (tests/run-tiers.sh).
+SLOWEST_MODULES = ("uml/test_evictd_v2.py", "uml/test_systemd_unit.py", "deploy/test_image.py")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    def rank(item: pytest.Item) -> int:
+        path = item.nodeid.split("::", 1)[0]
+        return next((n for n, slow in enumerate(SLOWEST_MODULES) if path.endswith(slow)), len(SLOWEST_MODULES))
+
+    items.sort(key=rank)  # stable: the order within each module, and of the others, is kept
+

@@ -50,7 +50,7 @@ def test_sigterm_finishes_the_cycle_and_exits_zero(tmp_path: Path, evictd_proces
     assert process.wait_event("evictd stopped")["cycles"] == 1
 
 
-@pytest.mark.machine  # whole-machine figures: the serial `machine` tier runs it alone
+@pytest.mark.quiet_machine  # compares whole-machine figures that any other test moves: run with nothing else
 def test_metrics_and_health(tmp_path: Path, evictd_processes: list[EvictdProcess]) -> None:
     process = EvictdProcess(tmp_path, kubelet="evictionHard: {memory.available: 1Gi, nodefs.available: 1%}\n",
                             evictd="housekeepingInterval: 100ms\n")
@@ -75,7 +75,7 @@ def test_metrics_and_health(tmp_path: Path, evictd_processes: list[EvictdProcess
     assert process.stop() == 0
 
 
-@pytest.mark.machine  # whole-machine figures: the serial `machine` tier runs it alone
+@pytest.mark.machine  # a 5 GiB hog against MemAvailable: the serial `machine` tier, one at a time
 def test_a_real_memory_crossing_wakes_the_loop_and_the_decision_follows(
     tmp_path: Path, evictd_processes: list[EvictdProcess]
 ) -> None:
@@ -105,7 +105,7 @@ def test_a_real_memory_crossing_wakes_the_loop_and_the_decision_follows(
     assert process.stop() == 0
 
 
-@pytest.mark.machine  # whole-machine figures: the serial `machine` tier runs it alone
+@pytest.mark.quiet_machine  # compares whole-machine figures that any other test moves: run with nothing else
 def test_a_real_memory_stall_wakes_the_loop_through_psi(tmp_path: Path, evictd_processes: list[EvictdProcess]) -> None:
     # An hour between ticks and no memcg thresholds: only the PSI trigger on /proc/pressure/memory can wake it.
     process = EvictdProcess(tmp_path, evictd="housekeepingInterval: 1h\nmemcgWakeups: false\n")
@@ -149,7 +149,7 @@ def test_nodefs_bytes_and_inodes_on_a_real_ext4(
     assert process.stop() == 0
 
 
-@pytest.mark.machine  # whole-machine figures: the serial `machine` tier runs it alone
+@pytest.mark.quiet_machine  # compares whole-machine figures that any other test moves: run with nothing else
 def test_pid_pressure_from_real_tasks_in_a_pids_cgroup(
     tmp_path: Path, evictd_processes: list[EvictdProcess]
 ) -> None:

@@ -15,7 +15,7 @@ from evictd_process import EvictdProcess, allocate, mem_available_bytes, start_e
 from full_pipe import fill_pipe
 from polling import wait_until
 
-# Whole-machine memory (MemAvailable): the serial `machine` tier runs it alone.
+# Whole-machine memory (GiB hogs against MemAvailable): the serial `machine` tier runs these one at a time.
 pytestmark = pytest.mark.machine
 
 GiB = 1 << 30

@@ -16,8 +16,9 @@ from evictd.adapters.procfs import memory_pressure
 from real_cgroups import CGROUP_MOUNT, memory_stall, temporary_cgroup
 from real_pod_node import RealPodNode
 
-# Whole-machine memory stall (/proc/pressure/memory): the serial `machine` tier runs it alone.
-pytestmark = pytest.mark.machine
+# The machine's memory stall (/proc/pressure/memory) must be quiet first: the `quiet_machine` tier runs it with
+# nothing else.
+pytestmark = pytest.mark.quiet_machine
 
 SOME = "evictd.io/memory.stall.some"
 PODS_SOME = "evictd.io/allocatableMemory.stall.some"

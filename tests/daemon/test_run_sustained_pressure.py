@@ -19,7 +19,7 @@ from evictd_process import EvictdProcess, allocate, mem_available_bytes
 
 from evictd.observe.metrics import WAKEUP_CAUSES
 
-# Whole-machine memory (MemAvailable, the root memory cgroup): the serial `machine` tier runs it alone.
+# Whole-machine memory (GiB hogs against MemAvailable): the serial `machine` tier runs these one at a time.
 pytestmark = pytest.mark.machine
 
 GiB = 1 << 30

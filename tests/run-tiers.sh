@@ -1,0 +1,67 @@
+#!/bin/sh
+# `make test`'s tiers, timed: what runs side by side and what runs alone, and why (docs/development.md, "Test
+# tiers"). Usage: tests/run-tiers.sh [PYTHON]   (default .venv/bin/python; run from the checkout's top)
+#
+#   1. parallel       every test but the two tiers below, on pytest-xdist workers (one module per worker, so a
+#                     module's guest or cluster is started once), at nice 19;
+#   2. machine        beside it, one at a time at normal priority: tests that drive whole-machine memory with
+#                     GiB hogs against MemAvailable (they cannot run beside each other); then ruff, mypy and
+#                     mkdocs, at nice 19;
+#   3. quiet_machine  last, with nothing else running: tests that compare whole-machine figures any other test
+#                     moves (/proc/pressure/memory, MemAvailable within 512 MiB, the machine's task count).
+#
+# Every tier runs whatever an earlier one said; the exit status is 1 when any failed. Each tier's output is
+# printed whole when it ends; the last lines are the time of each tier, the whole run's, and the test count.
+set -u
+PY=${1:-.venv/bin/python}
+BIN=$(dirname "$PY")
+WORKERS=${EVICTD_TEST_WORKERS:-4}
+logs=$(mktemp -d "${TMPDIR:-/var/tmp}/evictd-tiers.XXXXXX")
+trap 'rm -rf "$logs"' EXIT
+now() { date +%s; }
+
+# tier NAME COMMAND...: run COMMAND with its output in NAME.log; its status and seconds in NAME.rc and NAME.s.
+tier() {
+	name=$1; shift
+	started=$(now)
+	"$@" >"$logs/$name.log" 2>&1
+	echo $? >"$logs/$name.rc"
+	echo $(($(now) - started)) >"$logs/$name.s"
+	echo "=== $name ($(cat "$logs/$name.s") s, exit $(cat "$logs/$name.rc")) ==="
+	cat "$logs/$name.log"
+}
+
+begun=$(now)
+tier parallel nice -n 19 "$PY" -m pytest -q -p no:cacheprovider -n "$WORKERS" --dist loadfile \
+	-m "not real_cluster and not machine and not quiet_machine" &
+parallel=$!
+tier machine "$PY" -m pytest -q -p no:cacheprovider -m "machine and not real_cluster"
+tier ruff nice -n 19 "$BIN/ruff" check src tests
+tier mypy nice -n 19 "$BIN/mypy"
+tier mkdocs nice -n 19 "$BIN/mkdocs" build --strict --quiet
+wait "$parallel"
+tier quiet_machine "$PY" -m pytest -q -p no:cacheprovider -m "quiet_machine and not real_cluster"
+total=$(($(now) - begun))
+
+status=0
+passed=0
+failed=0
+echo
+echo "make test tiers (tests/run-tiers.sh, $WORKERS workers):"
+for name in parallel machine ruff mypy mkdocs quiet_machine; do
+	rc=$(cat "$logs/$name.rc")
+	[ "$rc" = 0 ] || status=1
+	printf '  %-14s %4s s  exit %s\n' "$name" "$(cat "$logs/$name.s")" "$rc"
+	# pytest's closing line, e.g. "3 failed, 3336 passed in 343.47s": its counts.
+	closing=$(grep -E '^(=+ )?[0-9]+ (passed|failed)' "$logs/$name.log" | tail -n 1)
+	for word in passed failed error errors; do
+		n=$(printf '%s\n' "$closing" | grep -oE "[0-9]+ $word" | cut -d' ' -f1)
+		case $word in
+			passed) passed=$((passed + ${n:-0})) ;;
+			*) failed=$((failed + ${n:-0})) ;;
+		esac
+	done
+done
+echo "make test total: $total s"
+echo "tests: $passed passed, $failed failed"
+exit $status

@@ -53,12 +53,8 @@ from evictd.core.pods import Pod
 from evictd.core.signals import Signal
 from evictd.cycle.manager import EvictionManager
 from evictd.cycle.report import CycleReport
-from evictd.run.composition import (
-    PathLayout,
-    ReportOnlyEvictor,
-    ReportOnlyReclaimer,
-    build_stats_source,
-)
+from evictd.run.compose_cluster import ReportOnlyEvictor
+from evictd.run.compose_node import PathLayout, ReportOnlyReclaimer, build_stats_source
 
 SIZES = (110, 250, 1000)
 TARGET_RATIO = 2.0

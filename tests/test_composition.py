@@ -1,4 +1,4 @@
-"""The composition root (src/evictd/run/composition.py): PSI wake-ups, layout detection and the stats-source choice.
+"""The node side of the composition root (src/evictd/run/compose_node.py): PSI wake-ups, layout detection and the stats-source choice.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from evictd.core.fs_layout import FsLayout
 from evictd.core.quantity import Quantity
 from evictd.core.signals import Signal
 from evictd.core.thresholds import Threshold, ThresholdValue
-from evictd.run.composition import PathLayout, build_memcg_notifiers, build_psi_notifiers, build_stats_source
+from evictd.run.compose_node import PathLayout, build_memcg_notifiers, build_psi_notifiers, build_stats_source
 
 FIXTURE_V1 = Path(__file__).resolve().parent / "fixtures" / "cgroup" / "v1-cgroupfs"
 FIXTURE_V2 = FIXTURE_V1.parent / "v2-cgroupfs"

@@ -45,7 +45,7 @@ from evictd.core.signals import Signal
 from evictd.core.summary import signal_observations
 from evictd.core.summary_parser import summary_from_dict
 from evictd.kube.client import build_api_client
-from evictd.run.composition import build_stats_source
+from evictd.run.compose_node import build_stats_source
 from hostile_kubelet import self_signed
 
 TOKEN = "kubelet-reader-token-1"

@@ -20,7 +20,7 @@ from evictd.adapters.kubelet_summary import KubeletSummarySource
 from evictd.config import Configuration, load_configuration
 from evictd.core.errors import SampleError
 from evictd.cycle.manager import StatsSource
-from evictd.run.composition import build_stats_source
+from evictd.run.compose_node import build_stats_source
 from hostile_kubelet import (
     Behaviour,
     HostileKubelet,

@@ -45,7 +45,7 @@ from evictd.core.summary import (
 )
 from evictd.cri import NO_RUNTIME
 from evictd.cycle.manager import EvictionManager, PodSource
-from evictd.run.composition import PathLayout, ReportOnlyReclaimer
+from evictd.run.compose_node import PathLayout, ReportOnlyReclaimer
 from real_pod_node import CGROUP_MOUNT, MiB, RealPodNode, du_bytes, du_inodes
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "cgroup"

@@ -2,7 +2,7 @@
 
 EvictablePods over a live PodWatcher feeds the manager; KubePodEvictor acts; ClusterSync.after_cycle writes
 the node's conditions, taints and events and replays pending writes; wait_for_cleanup waits on the watch, as
-`build_cluster` in composition.py wires them. Only the stats (a Summary document) and the clock are scripted.
+`build_cluster` in compose_cluster.py wires them. Only the stats (a Summary document) and the clock are scripted.
 """
 
 from __future__ import annotations

@@ -32,7 +32,7 @@ LEAN_FIRST = """
     import structlog
     from evictd.adapters.cgroups import CgroupReader, detect_cgroup_layout
     from evictd.adapters.node_pods import DiscoveredPods
-    from evictd.run.composition import build_cluster
+    from evictd.run.compose_cluster import build_cluster
     from evictd.config import load_configuration
     from evictd.core.engine import Assessment, NoneStarved
     from evictd.core.signals import NodeCondition

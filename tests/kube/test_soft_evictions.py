@@ -35,7 +35,7 @@ from evictd.kube.pod_watch import PodWatcher
 from evictd.observe.cycle_logging import CycleLogger
 from evictd.observe.metrics import Metrics
 from evictd.record.decision import decision_of
-from evictd.run.composition import ReportOnlyReclaimer
+from evictd.run.compose_node import ReportOnlyReclaimer
 from log_capture import LogCapture
 from polling import wait_until
 from recorded_lines import decision_document

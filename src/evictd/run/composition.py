@@ -12,7 +12,10 @@ endpoint, the disk walker) are the daemon's parts, started in that order by `Dae
 `build_daemon` reads as its builders, each building one side whole: `build_basics` (node name, cgroups,
 waiter, stop), `build_cluster`, `build_stats_source`, `build_engine_state` (the state restored), `build_manager`
 (given that state and the `NodeLevel` a runtime attaches to later: never patched), `build_runtime`,
-`build_notifiers`, `build_hooks`, `build_parts`.
+`build_notifiers`, `build_hooks`, `build_parts`. Those given `Basics` live here; the Kubernetes API side
+(`build_cluster`, `pod_states`, `cluster_bookkeeping`) lives in compose_cluster.py, the node side
+(`build_stats_source`, the PSI and memcg notifiers `build_notifiers` combines, `attach_runtime`, which
+`build_runtime`'s link calls, and `runtime_upkeep`) in compose_node.py. Neither imports this module.
 """
 
 from __future__ import annotations
@@ -20,60 +23,27 @@ from __future__ import annotations
 import os
 import socket
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TextIO
 
 import structlog
 
-from evictd.adapters.cgroups import CgroupLayout, CgroupReader, detect_cgroup_layout, v1_hierarchy_root
-from evictd.adapters.disk_walker_process import DiskWalkerProcess, WalkerSettings
-from evictd.adapters.filesystems import detect_layout
-from evictd.adapters.kubelet_summary import ApiProxySummarySource, KubeletSummarySource, summary_deadline_s
-from evictd.adapters.memcg_notifier_set import MemcgNotifierSet
+from evictd.adapters.cgroups import CgroupLayout, CgroupReader, detect_cgroup_layout
 from evictd.adapters.memory_watch import MemoryWatch
 from evictd.adapters.node_pods import DiscoveredPods
-from evictd.adapters.node_stats import NodeStatsSource, existing_ancestor
-from evictd.adapters.notifiers import Notifier, Waiter
+from evictd.adapters.notifiers import Waiter
 from evictd.adapters.oom_counters import OomCounters
-from evictd.adapters.pod_disk_usage import PodDiskStore
-from evictd.adapters.procfs import inactive_file_bytes
-from evictd.adapters.psi_notifier import SYSTEM_MEMORY_PRESSURE, PsiNotifier
-from evictd.adapters.runtime_gc import CriContainerGC, CriImageGC, RuntimeReclaimer, imagefs_usage
-from evictd.adapters.runtime_node import PeriodicGC, RuntimeFilesystems, RuntimeLayout
 from evictd.clock import SYSTEM_CLOCK
 from evictd.config import Configuration, EvictdSettings, StatsOrigin
-from evictd.core.container_gc import GCPolicy, PodState, PodStateFunc
-from evictd.core.engine import EngineConfig, EngineState, Eviction
-from evictd.core.errors import ConfigError, EvictdError, KubeError, SampleError
-from evictd.core.fs_layout import FsLayout, ReclaimAction
-from evictd.core.image_gc import image_gc_policy
-from evictd.core.psi import microseconds
-from evictd.core.signals import EVICTD_SIGNALS
-from evictd.core.thresholds import Threshold
-from evictd.cri import NO_RUNTIME, Runtime, RuntimeSlot, RuntimeVersion
+from evictd.core.engine import EngineConfig, EngineState
+from evictd.core.errors import ConfigError
+from evictd.cri import RuntimeSlot
 from evictd.cri.client import CriClient
 from evictd.cycle.cadence import stale_after_s
-from evictd.cycle.finished import AfterCycle, Cycle
+from evictd.cycle.finished import AfterCycle
 from evictd.cycle.ids import run_id
-from evictd.cycle.manager import (
-    FRESH_STATE,
-    EvictionApiRoute,
-    EvictionManager,
-    PodEvictor,
-    PodSource,
-    StatsSource,
-)
-from evictd.kube.client import build_api_client
-from evictd.kube.cluster import ClusterSync, EvictablePods, NodeFallbackPods
-from evictd.kube.critical_record import CriticalPodRecord
-from evictd.kube.events import EventRecorder
-from evictd.kube.evictor import KubePodEvictor
-from evictd.kube.journal import EvictionJournal
-from evictd.kube.node_lease import NodeLease, lease_namespace
-from evictd.kube.node_writer import NodeStatusWriter
-from evictd.kube.pod_watch import TERMINAL_PHASES, PodWatcher
-from evictd.kube.shadow import ShadowComparer
+from evictd.cycle.manager import FRESH_STATE, EvictionManager, PodSource
 from evictd.log import Log
 from evictd.observe.http_endpoint import Health, HttpEndpoint
 from evictd.observe.logging_setup import RecentEvents, configure_logging, flush_logs, resolve_format
@@ -89,244 +59,34 @@ from evictd.run.after_cycle import (
     log_sample_problems,
     record_metrics,
 )
+from evictd.run.compose_cluster import (
+    ClusterParts,
+    ReportOnlyEvictor,
+    api_configured,
+    build_cluster,
+    cluster_bookkeeping,
+)
+from evictd.run.compose_node import (
+    PathLayout,
+    ReportOnlyReclaimer,
+    StatsParts,
+    attach_runtime,
+    build_memcg_notifiers,
+    build_psi_notifiers,
+    build_stats_source,
+    runtime_upkeep,
+)
 from evictd.run.daemon import Daemon, Hooks, LoopSettings, Part, Reporting, Wakeups
 from evictd.run.heap_trim import heap_trimmer
 from evictd.run.lock import acquire_node_lock, acquire_state_lock
 from evictd.run.oom_feedback import OomFeedback
-from evictd.run.runtime_link import CriRuntime, NodeLevel, RuntimeLink
+from evictd.run.runtime_link import NodeLevel, RuntimeLink
 from evictd.run.stop_signal import StopSignal
 from evictd.state_dir import StateDir
 
 NODE_NAME_ENV = "EVICTD_NODE_NAME"
-# The DaemonSet passes evictd's own pod UID, so that it never evicts itself.
-POD_UID_ENV = "EVICTD_POD_UID"
-# Set in every pod by the kubelet: evictd then uses the in-cluster service account.
-IN_CLUSTER_ENV = "KUBERNETES_SERVICE_HOST"
-# How long start-up waits for the first pod list before running cycles anyway (hard thresholds rank the pods
-# the node shows until then). A refused connection ends the wait at once.
-POD_SYNC_WAIT_S = 10.0
 # When the shutdown deadline ends evictd, how long its queued log lines (the deadline's own error last) may take.
 DEADLINE_LOG_FLUSH_S = 2.0
-
-
-class PathLayout:
-    """Detects the filesystem layout by device ids of the configured folders."""
-
-    def __init__(self, kubelet_root: str, image_fs_path: str, container_fs_path: str) -> None:
-        self._paths = (kubelet_root, image_fs_path, container_fs_path)
-
-    def layout(self) -> FsLayout:
-        return detect_layout(*(existing_ancestor(path) for path in self._paths))
-
-
-class ReportOnlyReclaimer:
-    """Node-level reclaim without a runtime: nothing is freed; the cycle reports what it would have run."""
-
-    def reclaim(self, action: ReclaimAction) -> int:
-        return 0
-
-
-class ReportOnlyEvictor:
-    """Evictions not carried out (no Kubernetes API, or dry-run): decided and reported only."""
-
-    def evict(self, eviction: Eviction) -> None:
-        return None
-
-
-def build_psi_notifiers(settings: EvictdSettings, layout: CgroupLayout, cgroups: CgroupReader,
-                        log: Log, memcg: MemcgNotifierSet | None = None) -> tuple[Notifier, ...]:
-    """Return the PSI wake-ups: the machine's /proc/pressure/memory and, on cgroup v2, the pods cgroup's
-    memory.pressure (a stall of the pods alone). A trigger the kernel refuses is logged and left out. With
-    `memcg`, each firing is judged first (`MemcgNotifierSet.may_change_decision`)."""
-    if not settings.psi_wakeups:
-        return ()
-    wanted = [(SYSTEM_MEMORY_PRESSURE, "node memory pressure stall")]
-    if layout.version == 2:
-        pods_pressure = os.path.join(str(layout.memory_hierarchy), cgroups.pods_cgroup(), "memory.pressure")
-        wanted.append((pods_pressure, "pods cgroup memory pressure stall"))
-    notifiers: list[Notifier] = []
-    for path, description in wanted:
-        if not os.path.exists(path):
-            continue
-        try:
-            notifiers.append(PsiNotifier(path, microseconds(settings.psi_stall_threshold_s),
-                                         microseconds(settings.psi_window_s), description=description,
-                                         judge=memcg.may_change_decision if memcg is not None else None))
-        except SampleError as exc:
-            log.warning("PSI wake-ups unavailable", path=exc.source, reason=exc.reason)
-    return tuple(notifiers)
-
-
-@dataclass(frozen=True)
-class StatsParts:
-    """The configured stats source, with what the daemon needs of it besides summaries."""
-
-    source: StatsSource
-    # What could not be read in the last cycle (logged once per change, counted for the runtime).
-    problems: Callable[[], Sequence[SampleError]]
-    # The process measuring pods' volumes and logs for the node's own source (None for the kubelet's Summary).
-    disk_walker: DiskWalkerProcess | None = None
-    # Why the kubelet's Summary endpoint is not verified ("" when it is, or not used).
-    insecure_reason: str = ""
-
-
-def build_stats_source(config: Configuration, cgroups: CgroupReader, node_name: str, *,
-                       discovered: DiscoveredPods | None = None, runtime: Runtime = NO_RUNTIME,
-                       log: Log | None = None) -> StatsParts:
-    """Return the configured stats source: the node itself, or the kubelet's Summary API. The node's own
-    source measures the pods each cycle listed (the manager hands them over) with the runtime slot's runtime once
-    one answers, reads pods' disk figures from a store its disk walker fills and, with `discovered` pods (the
-    manager's pod source), finds their cgroups in that listing instead of listing the node again."""
-    settings = config.evictd
-    if settings.stats_source is StatsOrigin.KUBELET:
-        # One fetch ends in time for the next cycle (and for a clean stop), whatever the endpoint does.
-        deadline_s = summary_deadline_s(settings.kubelet_summary_timeout_s, settings.housekeeping_interval_s,
-                                        settings.shutdown_timeout_s)
-        if settings.kubelet_summary_url:
-            kubelet = KubeletSummarySource(settings.kubelet_summary_url, token_file=settings.kubelet_token_file,
-                                           ca_file=settings.kubelet_ca_file,
-                                           insecure_tls=settings.kubelet_insecure_tls, timeout_s=deadline_s)
-            return StatsParts(kubelet, lambda: kubelet.problems, insecure_reason=kubelet.insecure_reason)
-        proxy = ApiProxySummarySource(node_name, api=build_api_client(settings.kubeconfig), timeout_s=deadline_s)
-        return StatsParts(proxy, lambda: proxy.problems)
-    stall_signals = sorted({threshold.signal for threshold in config.eviction.thresholds()} & EVICTD_SIGNALS)
-    node = NodeStatsSource(
-        node_name=node_name,
-        cgroups=cgroups,
-        pod_cgroups=discovered.listed_cgroups if discovered else None,
-        disk_usage=PodDiskStore(),
-        kubelet_root=settings.kubelet_root_dir,
-        image_fs_path=settings.image_fs_path,
-        container_fs_path=settings.container_fs_path,
-        runtime=runtime,
-        memory_pressure=bool(stall_signals),
-    )
-    for signal, path in node.pressure_missing(stall_signals):
-        (log or structlog.get_logger("evictd")).warning(
-            "stall signal absent: the kernel gives no memory pressure (PSI)", signal=str(signal), path=path)
-    walker = DiskWalkerProcess(node.disk_usage, WalkerSettings(kubelet_root=settings.kubelet_root_dir,
-                                                               pod_logs_dir=settings.pod_logs_dir),
-                               log=log if log is not None else structlog.get_logger("evictd"))
-    return StatsParts(node, lambda: node.problems, disk_walker=walker)
-
-
-@dataclass
-class ClusterParts:
-    """The Kubernetes side of the daemon, when an API is configured."""
-
-    pods: EvictablePods
-    node_pods: NodeFallbackPods  # what hard thresholds rank while the watch has no pod list
-    evictor: PodEvictor
-    sync: ClusterSync
-    watcher: PodWatcher
-    shadow: ShadowComparer | None  # dry-run decisions against the kubelet's own evictions; None when acting
-    journal: EvictionJournal
-    pod_watch: Part  # starts the watch and waits for its first answer
-    # Soft evictions through the Eviction API (`softEvictionsThroughEvictionAPI`, never in dry-run); None: off.
-    eviction_api: EvictionApiRoute | None = None
-    # evictd's Lease for the node (its heartbeat, and one evictd per node); None in dry-run, which writes nothing.
-    lease: NodeLease | None = None
-
-
-class PodWatchStart:
-    """Starts the pod watch and waits (at most `POD_SYNC_WAIT_S`) for its first answer, before the first cycle.
-
-    Its thread is not stopped: it holds nothing the process's exit does not release.
-    """
-
-    def __init__(self, watcher: PodWatcher, log: Log) -> None:
-        self._watcher = watcher
-        self._log = log
-
-    def start(self) -> None:
-        self._watcher.start()
-        if not self._watcher.wait_first_answer(POD_SYNC_WAIT_S):
-            self._log.warning("pod list not synced yet; until it is, hard thresholds act on the pods the node shows",
-                              error=str(self._watcher.last_error))
-
-    def stop(self) -> None:
-        return None
-
-
-def attach_runtime(config: Configuration, client: CriClient, version: RuntimeVersion, metrics: Metrics, log: Log,
-                   node: NodeLevel, watcher: PodWatcher | None) -> CriRuntime:
-    """Build node-level reclaim and periodic GC over a runtime that answered, hand the manager's node level its
-    layout and reclaimer (report-only in dry-run), and return the runtime, which the adapters' slot answers as
-    from then on. The same path serves a runtime that answers at start and one that answers later."""
-    settings = config.evictd
-    pod_state, sources_ready = pod_states(watcher)
-    metrics.runtime_info.labels(version.runtime_name, version.runtime_version, version.runtime_api_version).set(1)
-    filesystems = RuntimeFilesystems(client, settings.image_fs_path, settings.container_fs_path)
-    policy = GCPolicy(min_age_s=settings.container_gc_min_age_s,
-                      max_per_pod_container=settings.max_dead_containers_per_container,
-                      max_containers=settings.max_dead_containers)
-    containers = CriContainerGC(client, policy, pod_state, settings.pod_logs_dir, sources_ready=sources_ready)
-    images = CriImageGC(
-        client,
-        image_gc_policy(config.image_gc, settings.protected_images, settings.image_gc_during_eviction),
-        fs_usage=imagefs_usage(client),
-        on_image_removed=lambda reason: metrics.image_gc.labels(str(reason)).inc(),
-    )
-    try:
-        images.detect()  # first-detected times start now, as when the kubelet starts
-    except EvictdError as exc:
-        log.warning("image detection failed when the runtime was attached", error=str(exc))
-    periodic = PeriodicGC(containers, images, container_period_s=settings.container_gc_period_s,
-                          image_period_s=settings.image_gc_period_s, log=log)
-    node.attach(RuntimeLayout(settings.kubelet_root_dir, filesystems),
-                ReportOnlyReclaimer() if settings.dry_run else RuntimeReclaimer(containers, images))
-    return CriRuntime(client, filesystems, gc=None if settings.dry_run else periodic)
-
-
-def api_configured(settings: EvictdSettings) -> bool:
-    """True when evictd should talk to a Kubernetes API: a kubeconfig, or running inside a pod."""
-    return bool(settings.kubeconfig or os.environ.get(IN_CLUSTER_ENV))
-
-
-def build_cluster(config: Configuration, node_name: str, metrics: Metrics, log: Log, dry_run: bool,
-                  discovered: DiscoveredPods, runtime: Runtime = NO_RUNTIME,
-                  should_stop: Callable[[], bool] = lambda: False,
-                  decision: Callable[[], str | None] = lambda: None) -> ClusterParts:
-    """Build the pod watch, the journaled evictor, the node status writer, the event
-    recorder and the node's pods for when the watch has no list (with the runtime slot: the local stop, the
-    check that an evicted pod stopped, the sandboxes naming the node's pods)."""
-    settings = config.evictd
-    api_client = build_api_client(settings.kubeconfig)
-
-    def api_error(error: KubeError) -> None:
-        metrics.api_errors.labels(error.verb).inc()
-
-    watcher = PodWatcher(api_client, node_name, on_error=api_error)
-    journal = EvictionJournal(None if dry_run else StateDir(settings.state_dir).journal, log=log,
-                              on_corrupt=metrics.journal_corrupt.inc,
-                              on_write_failure=metrics.journal_write_failures.inc)
-    events = EventRecorder(api_client, node_name, dry_run=dry_run)
-    kube_evictor = None if dry_run else KubePodEvictor(api_client, journal, events, runtime=runtime,
-                                                       on_api_error=api_error, decision=decision)
-    evictor: PodEvictor = kube_evictor if kube_evictor is not None else ReportOnlyEvictor()
-    lease = None if dry_run else NodeLease(
-        api_client, lease_namespace(settings.lease_namespace, bool(os.environ.get(IN_CLUSTER_ENV))), node_name,
-        log=log, duration_s=settings.node_lease_duration_s, wait_s=settings.state_lock_timeout_s, on_error=api_error)
-    node_writer = NodeStatusWriter(api_client, node_name, settings.node_condition_mode,
-                                   update_period_s=settings.node_status_update_frequency_s,
-                                   report_period_s=settings.node_status_report_frequency_s, heartbeat=lease,
-                                   dry_run=dry_run)
-    critical = CriticalPodRecord(None if dry_run else StateDir(settings.state_dir).critical_pods)
-    if critical.problem is not None:
-        log.warning("critical pods remembered from the last pod list unreadable", error=critical.problem)
-    sync = ClusterSync(watcher=watcher, evictor=kube_evictor, node_writer=node_writer, events=events,
-                       on_error=api_error, log=log, runtime=runtime, critical=critical, should_stop=should_stop,
-                       reclaim_event_period_s=settings.housekeeping_interval_s)
-    own_uid = os.environ.get(POD_UID_ENV, "")
-    pods = EvictablePods(watcher, journal, own_uid=own_uid)
-    shadow = ShadowComparer(watcher.pods, settings.state_dir, lambda c: metrics.shadow.labels(str(c.outcome)).inc(),
-                            log) if dry_run else None
-    route = None
-    if kube_evictor is not None and settings.soft_evictions_through_eviction_api:
-        route = EvictionApiRoute(kube_evictor, settings.eviction_api_max_candidates, settings.eviction_api_deadline_s)
-    return ClusterParts(pods=pods, node_pods=NodeFallbackPods(discovered, journal, own_uid, critical),
-                        evictor=evictor, sync=sync, watcher=watcher, shadow=shadow,
-                        journal=journal, pod_watch=PodWatchStart(watcher, log), eviction_api=route, lease=lease)
 
 
 @dataclass(frozen=True)
@@ -422,15 +182,6 @@ def build_notifiers(basics: Basics, engine_config: EngineConfig) -> NotifierRefr
                     if node_stats and layout.version == 2 else None)
     return NotifierRefresh(basics.waiter, memcg, build_psi_notifiers(settings, layout, cgroups, basics.log, memcg),
                            basics.metrics, basics.log, memory_watch)
-
-
-def build_memcg_notifiers(thresholds: Sequence[Threshold], layout: CgroupLayout,
-                          cgroups: CgroupReader) -> MemcgNotifierSet:
-    """The memcg thresholds of a cgroup v1 node; where the memory hierarchy is the machine's own (its root), armed
-    with /proc/meminfo's inactive file too, fresher than the root's memory.stat (`evictd.core.memcg`)."""
-    memory_root = str(layout.memory_hierarchy)
-    return MemcgNotifierSet(thresholds, memory_root=memory_root, pods_cgroup=cgroups.pods_cgroup(),
-                            fresh_inactive_file=inactive_file_bytes if v1_hierarchy_root(memory_root) else None)
 
 
 def warn_about_pods_cgroup(basics: Basics) -> None:
@@ -573,50 +324,6 @@ def exit_after_logs(status: int) -> None:
     at once (`os._exit`: no hung thread can hold it up)."""
     flush_logs(DEADLINE_LOG_FLUSH_S)
     os._exit(status)
-
-
-def pod_states(watcher: PodWatcher | None) -> tuple[PodStateFunc, Callable[[], bool]]:
-    """Return the container GC's pod-state function and its "all sources ready" flag.
-
-    With the API: a pod in the watch is ACTIVE (TERMINATED once terminal or being deleted); a pod not in it
-    is DELETED, but only once the watch has synced. Without the API nothing can be vouched for: every pod is
-    ACTIVE and sources are never ready, so GC only removes dead containers beyond the policy.
-    """
-    if watcher is None:
-        return (lambda uid: PodState.ACTIVE), (lambda: False)
-
-    def state(uid: str) -> PodState:
-        pod = watcher.pod(uid)
-        if pod is None:
-            return PodState.DELETED
-        if pod.status_phase in TERMINAL_PHASES or pod.deletion_timestamp is not None:
-            return PodState.TERMINATED
-        return PodState.ACTIVE
-
-    return state, watcher.is_synced
-
-
-def cluster_bookkeeping(cluster: ClusterParts, metrics: Metrics) -> AfterCycle:
-    """Node status, events and the journal's pending writes; the pending evictions exported; in dry-run the
-    shadow comparison with the kubelet's own evictions."""
-
-    def update(cycle: Cycle) -> None:
-        cluster.sync.after_cycle(cycle.report.decided.assessment, cycle.report.oom)
-        metrics.journal_pending.set(len(cluster.journal.pending()))
-        if cluster.shadow is not None:
-            cluster.shadow.after_cycle(cycle.report.acted.evictions)
-
-    return update
-
-
-def runtime_upkeep(link: RuntimeLink) -> AfterCycle:
-    """Periodic garbage collection with a runtime attached; asking again for a runtime that has not answered."""
-
-    def upkeep(cycle: Cycle) -> None:
-        link.poll()
-        link.slot.collect_garbage()
-
-    return upkeep
 
 
 def check_settings(config: Configuration) -> None:

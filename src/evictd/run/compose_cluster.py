@@ -1,0 +1,176 @@
+"""The Kubernetes API side of `evictd run`'s composition, built when an API is configured (`api_configured`): the
+pod watch, the journaled evictor, the node status writer and Lease, events, the Eviction API route and, in
+dry-run, the shadow comparison; with them the container GC's view of pods (`pod_states`) and the bookkeeping after
+each cycle.
+
+Building starts nothing: the pod watch and the Lease are parts the daemon starts (`PodWatchStart`). In dry-run
+nothing is written and nothing is evicted: no journal or critical-pod file, no Lease, `ReportOnlyEvictor`. This
+module imports neither composition.py nor compose_node.py (both import it).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from evictd.adapters.node_pods import DiscoveredPods
+from evictd.config import Configuration, EvictdSettings
+from evictd.core.container_gc import PodState, PodStateFunc
+from evictd.core.engine import Eviction
+from evictd.core.errors import KubeError
+from evictd.cri import NO_RUNTIME, Runtime
+from evictd.cycle.finished import AfterCycle, Cycle
+from evictd.cycle.manager import EvictionApiRoute, PodEvictor
+from evictd.kube.client import build_api_client
+from evictd.kube.cluster import ClusterSync, EvictablePods, NodeFallbackPods
+from evictd.kube.critical_record import CriticalPodRecord
+from evictd.kube.events import EventRecorder
+from evictd.kube.evictor import KubePodEvictor
+from evictd.kube.journal import EvictionJournal
+from evictd.kube.node_lease import NodeLease, lease_namespace
+from evictd.kube.node_writer import NodeStatusWriter
+from evictd.kube.pod_watch import TERMINAL_PHASES, PodWatcher
+from evictd.kube.shadow import ShadowComparer
+from evictd.log import Log
+from evictd.observe.metrics import Metrics
+from evictd.run.daemon import Part
+from evictd.state_dir import StateDir
+
+# The DaemonSet passes evictd's own pod UID, so that it never evicts itself.
+POD_UID_ENV = "EVICTD_POD_UID"
+# Set in every pod by the kubelet: evictd then uses the in-cluster service account.
+IN_CLUSTER_ENV = "KUBERNETES_SERVICE_HOST"
+# How long start-up waits for the first pod list before running cycles anyway (hard thresholds rank the pods
+# the node shows until then). A refused connection ends the wait at once.
+POD_SYNC_WAIT_S = 10.0
+
+
+class ReportOnlyEvictor:
+    """Evictions not carried out (no Kubernetes API, or dry-run): decided and reported only."""
+
+    def evict(self, eviction: Eviction) -> None:
+        return None
+
+
+@dataclass
+class ClusterParts:
+    """The Kubernetes side of the daemon, when an API is configured."""
+
+    pods: EvictablePods
+    node_pods: NodeFallbackPods  # what hard thresholds rank while the watch has no pod list
+    evictor: PodEvictor
+    sync: ClusterSync
+    watcher: PodWatcher
+    shadow: ShadowComparer | None  # dry-run decisions against the kubelet's own evictions; None when acting
+    journal: EvictionJournal
+    pod_watch: Part  # starts the watch and waits for its first answer
+    # Soft evictions through the Eviction API (`softEvictionsThroughEvictionAPI`, never in dry-run); None: off.
+    eviction_api: EvictionApiRoute | None = None
+    # evictd's Lease for the node (its heartbeat, and one evictd per node); None in dry-run, which writes nothing.
+    lease: NodeLease | None = None
+
+
+class PodWatchStart:
+    """Starts the pod watch and waits (at most `POD_SYNC_WAIT_S`) for its first answer, before the first cycle.
+
+    Its thread is not stopped: it holds nothing the process's exit does not release.
+    """
+
+    def __init__(self, watcher: PodWatcher, log: Log) -> None:
+        self._watcher = watcher
+        self._log = log
+
+    def start(self) -> None:
+        self._watcher.start()
+        if not self._watcher.wait_first_answer(POD_SYNC_WAIT_S):
+            self._log.warning("pod list not synced yet; until it is, hard thresholds act on the pods the node shows",
+                              error=str(self._watcher.last_error))
+
+    def stop(self) -> None:
+        return None
+
+
+def api_configured(settings: EvictdSettings) -> bool:
+    """True when evictd should talk to a Kubernetes API: a kubeconfig, or running inside a pod."""
+    return bool(settings.kubeconfig or os.environ.get(IN_CLUSTER_ENV))
+
+
+def build_cluster(config: Configuration, node_name: str, metrics: Metrics, log: Log, dry_run: bool,
+                  discovered: DiscoveredPods, runtime: Runtime = NO_RUNTIME,
+                  should_stop: Callable[[], bool] = lambda: False,
+                  decision: Callable[[], str | None] = lambda: None) -> ClusterParts:
+    """Build the pod watch, the journaled evictor, the node status writer, the event
+    recorder and the node's pods for when the watch has no list (with the runtime slot: the local stop, the
+    check that an evicted pod stopped, the sandboxes naming the node's pods)."""
+    settings = config.evictd
+    api_client = build_api_client(settings.kubeconfig)
+
+    def api_error(error: KubeError) -> None:
+        metrics.api_errors.labels(error.verb).inc()
+
+    watcher = PodWatcher(api_client, node_name, on_error=api_error)
+    journal = EvictionJournal(None if dry_run else StateDir(settings.state_dir).journal, log=log,
+                              on_corrupt=metrics.journal_corrupt.inc,
+                              on_write_failure=metrics.journal_write_failures.inc)
+    events = EventRecorder(api_client, node_name, dry_run=dry_run)
+    kube_evictor = None if dry_run else KubePodEvictor(api_client, journal, events, runtime=runtime,
+                                                       on_api_error=api_error, decision=decision)
+    evictor: PodEvictor = kube_evictor if kube_evictor is not None else ReportOnlyEvictor()
+    lease = None if dry_run else NodeLease(
+        api_client, lease_namespace(settings.lease_namespace, bool(os.environ.get(IN_CLUSTER_ENV))), node_name,
+        log=log, duration_s=settings.node_lease_duration_s, wait_s=settings.state_lock_timeout_s, on_error=api_error)
+    node_writer = NodeStatusWriter(api_client, node_name, settings.node_condition_mode,
+                                   update_period_s=settings.node_status_update_frequency_s,
+                                   report_period_s=settings.node_status_report_frequency_s, heartbeat=lease,
+                                   dry_run=dry_run)
+    critical = CriticalPodRecord(None if dry_run else StateDir(settings.state_dir).critical_pods)
+    if critical.problem is not None:
+        log.warning("critical pods remembered from the last pod list unreadable", error=critical.problem)
+    sync = ClusterSync(watcher=watcher, evictor=kube_evictor, node_writer=node_writer, events=events,
+                       on_error=api_error, log=log, runtime=runtime, critical=critical, should_stop=should_stop,
+                       reclaim_event_period_s=settings.housekeeping_interval_s)
+    own_uid = os.environ.get(POD_UID_ENV, "")
+    pods = EvictablePods(watcher, journal, own_uid=own_uid)
+    shadow = ShadowComparer(watcher.pods, settings.state_dir, lambda c: metrics.shadow.labels(str(c.outcome)).inc(),
+                            log) if dry_run else None
+    route = None
+    if kube_evictor is not None and settings.soft_evictions_through_eviction_api:
+        route = EvictionApiRoute(kube_evictor, settings.eviction_api_max_candidates, settings.eviction_api_deadline_s)
+    return ClusterParts(pods=pods, node_pods=NodeFallbackPods(discovered, journal, own_uid, critical),
+                        evictor=evictor, sync=sync, watcher=watcher, shadow=shadow,
+                        journal=journal, pod_watch=PodWatchStart(watcher, log), eviction_api=route, lease=lease)
+
+
+def pod_states(watcher: PodWatcher | None) -> tuple[PodStateFunc, Callable[[], bool]]:
+    """Return the container GC's pod-state function and its "all sources ready" flag.
+
+    With the API: a pod in the watch is ACTIVE (TERMINATED once terminal or being deleted); a pod not in it
+    is DELETED, but only once the watch has synced. Without the API nothing can be vouched for: every pod is
+    ACTIVE and sources are never ready, so GC only removes dead containers beyond the policy.
+    """
+    if watcher is None:
+        return (lambda uid: PodState.ACTIVE), (lambda: False)
+
+    def state(uid: str) -> PodState:
+        pod = watcher.pod(uid)
+        if pod is None:
+            return PodState.DELETED
+        if pod.status_phase in TERMINAL_PHASES or pod.deletion_timestamp is not None:
+            return PodState.TERMINATED
+        return PodState.ACTIVE
+
+    return state, watcher.is_synced
+
+
+def cluster_bookkeeping(cluster: ClusterParts, metrics: Metrics) -> AfterCycle:
+    """Node status, events and the journal's pending writes; the pending evictions exported; in dry-run the
+    shadow comparison with the kubelet's own evictions."""
+
+    def update(cycle: Cycle) -> None:
+        cluster.sync.after_cycle(cycle.report.decided.assessment, cycle.report.oom)
+        metrics.journal_pending.set(len(cluster.journal.pending()))
+        if cluster.shadow is not None:
+            cluster.shadow.after_cycle(cycle.report.acted.evictions)
+
+    return update

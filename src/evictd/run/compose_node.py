@@ -1,0 +1,191 @@
+"""The node side of `evictd run`'s composition: the stats source (the node's own, or the kubelet's Summary), the
+filesystem layout, the PSI and memcg wake-ups, and what a container runtime brings once it answers: node-level
+reclaim and periodic GC (`attach_runtime`), upkept after each cycle.
+
+Building starts nothing: the disk walker is a part the daemon starts, and a runtime is attached whenever it first
+answers. Without one, or in dry-run, node-level reclaim frees nothing (`ReportOnlyReclaimer`). This module
+imports compose_cluster.py (`pod_states`, for the container GC), never composition.py (which imports it).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import structlog
+
+from evictd.adapters.cgroups import CgroupLayout, CgroupReader, v1_hierarchy_root
+from evictd.adapters.disk_walker_process import DiskWalkerProcess, WalkerSettings
+from evictd.adapters.filesystems import detect_layout
+from evictd.adapters.kubelet_summary import ApiProxySummarySource, KubeletSummarySource, summary_deadline_s
+from evictd.adapters.memcg_notifier_set import MemcgNotifierSet
+from evictd.adapters.node_pods import DiscoveredPods
+from evictd.adapters.node_stats import NodeStatsSource, existing_ancestor
+from evictd.adapters.notifiers import Notifier
+from evictd.adapters.pod_disk_usage import PodDiskStore
+from evictd.adapters.procfs import inactive_file_bytes
+from evictd.adapters.psi_notifier import SYSTEM_MEMORY_PRESSURE, PsiNotifier
+from evictd.adapters.runtime_gc import CriContainerGC, CriImageGC, RuntimeReclaimer, imagefs_usage
+from evictd.adapters.runtime_node import PeriodicGC, RuntimeFilesystems, RuntimeLayout
+from evictd.config import Configuration, EvictdSettings, StatsOrigin
+from evictd.core.container_gc import GCPolicy
+from evictd.core.errors import EvictdError, SampleError
+from evictd.core.fs_layout import FsLayout, ReclaimAction
+from evictd.core.image_gc import image_gc_policy
+from evictd.core.psi import microseconds
+from evictd.core.signals import EVICTD_SIGNALS
+from evictd.core.thresholds import Threshold
+from evictd.cri import NO_RUNTIME, Runtime, RuntimeVersion
+from evictd.cri.client import CriClient
+from evictd.cycle.finished import AfterCycle, Cycle
+from evictd.cycle.manager import StatsSource
+from evictd.kube.client import build_api_client
+from evictd.kube.pod_watch import PodWatcher
+from evictd.log import Log
+from evictd.observe.metrics import Metrics
+from evictd.run.compose_cluster import pod_states
+from evictd.run.runtime_link import CriRuntime, NodeLevel, RuntimeLink
+
+
+class PathLayout:
+    """Detects the filesystem layout by device ids of the configured folders."""
+
+    def __init__(self, kubelet_root: str, image_fs_path: str, container_fs_path: str) -> None:
+        self._paths = (kubelet_root, image_fs_path, container_fs_path)
+
+    def layout(self) -> FsLayout:
+        return detect_layout(*(existing_ancestor(path) for path in self._paths))
+
+
+class ReportOnlyReclaimer:
+    """Node-level reclaim without a runtime: nothing is freed; the cycle reports what it would have run."""
+
+    def reclaim(self, action: ReclaimAction) -> int:
+        return 0
+
+
+def build_psi_notifiers(settings: EvictdSettings, layout: CgroupLayout, cgroups: CgroupReader,
+                        log: Log, memcg: MemcgNotifierSet | None = None) -> tuple[Notifier, ...]:
+    """Return the PSI wake-ups: the machine's /proc/pressure/memory and, on cgroup v2, the pods cgroup's
+    memory.pressure (a stall of the pods alone). A trigger the kernel refuses is logged and left out. With
+    `memcg`, each firing is judged first (`MemcgNotifierSet.may_change_decision`)."""
+    if not settings.psi_wakeups:
+        return ()
+    wanted = [(SYSTEM_MEMORY_PRESSURE, "node memory pressure stall")]
+    if layout.version == 2:
+        pods_pressure = os.path.join(str(layout.memory_hierarchy), cgroups.pods_cgroup(), "memory.pressure")
+        wanted.append((pods_pressure, "pods cgroup memory pressure stall"))
+    notifiers: list[Notifier] = []
+    for path, description in wanted:
+        if not os.path.exists(path):
+            continue
+        try:
+            notifiers.append(PsiNotifier(path, microseconds(settings.psi_stall_threshold_s),
+                                         microseconds(settings.psi_window_s), description=description,
+                                         judge=memcg.may_change_decision if memcg is not None else None))
+        except SampleError as exc:
+            log.warning("PSI wake-ups unavailable", path=exc.source, reason=exc.reason)
+    return tuple(notifiers)
+
+
+def build_memcg_notifiers(thresholds: Sequence[Threshold], layout: CgroupLayout,
+                          cgroups: CgroupReader) -> MemcgNotifierSet:
+    """The memcg thresholds of a cgroup v1 node; where the memory hierarchy is the machine's own (its root), armed
+    with /proc/meminfo's inactive file too, fresher than the root's memory.stat (`evictd.core.memcg`)."""
+    memory_root = str(layout.memory_hierarchy)
+    return MemcgNotifierSet(thresholds, memory_root=memory_root, pods_cgroup=cgroups.pods_cgroup(),
+                            fresh_inactive_file=inactive_file_bytes if v1_hierarchy_root(memory_root) else None)
+
+
+@dataclass(frozen=True)
+class StatsParts:
+    """The configured stats source, with what the daemon needs of it besides summaries."""
+
+    source: StatsSource
+    # What could not be read in the last cycle (logged once per change, counted for the runtime).
+    problems: Callable[[], Sequence[SampleError]]
+    # The process measuring pods' volumes and logs for the node's own source (None for the kubelet's Summary).
+    disk_walker: DiskWalkerProcess | None = None
+    # Why the kubelet's Summary endpoint is not verified ("" when it is, or not used).
+    insecure_reason: str = ""
+
+
+def build_stats_source(config: Configuration, cgroups: CgroupReader, node_name: str, *,
+                       discovered: DiscoveredPods | None = None, runtime: Runtime = NO_RUNTIME,
+                       log: Log | None = None) -> StatsParts:
+    """Return the configured stats source: the node itself, or the kubelet's Summary API. The node's own
+    source measures the pods each cycle listed (the manager hands them over) with the runtime slot's runtime once
+    one answers, reads pods' disk figures from a store its disk walker fills and, with `discovered` pods (the
+    manager's pod source), finds their cgroups in that listing instead of listing the node again."""
+    settings = config.evictd
+    if settings.stats_source is StatsOrigin.KUBELET:
+        # One fetch ends in time for the next cycle (and for a clean stop), whatever the endpoint does.
+        deadline_s = summary_deadline_s(settings.kubelet_summary_timeout_s, settings.housekeeping_interval_s,
+                                        settings.shutdown_timeout_s)
+        if settings.kubelet_summary_url:
+            kubelet = KubeletSummarySource(settings.kubelet_summary_url, token_file=settings.kubelet_token_file,
+                                           ca_file=settings.kubelet_ca_file,
+                                           insecure_tls=settings.kubelet_insecure_tls, timeout_s=deadline_s)
+            return StatsParts(kubelet, lambda: kubelet.problems, insecure_reason=kubelet.insecure_reason)
+        proxy = ApiProxySummarySource(node_name, api=build_api_client(settings.kubeconfig), timeout_s=deadline_s)
+        return StatsParts(proxy, lambda: proxy.problems)
+    stall_signals = sorted({threshold.signal for threshold in config.eviction.thresholds()} & EVICTD_SIGNALS)
+    node = NodeStatsSource(
+        node_name=node_name,
+        cgroups=cgroups,
+        pod_cgroups=discovered.listed_cgroups if discovered else None,
+        disk_usage=PodDiskStore(),
+        kubelet_root=settings.kubelet_root_dir,
+        image_fs_path=settings.image_fs_path,
+        container_fs_path=settings.container_fs_path,
+        runtime=runtime,
+        memory_pressure=bool(stall_signals),
+    )
+    for signal, path in node.pressure_missing(stall_signals):
+        (log or structlog.get_logger("evictd")).warning(
+            "stall signal absent: the kernel gives no memory pressure (PSI)", signal=str(signal), path=path)
+    walker = DiskWalkerProcess(node.disk_usage, WalkerSettings(kubelet_root=settings.kubelet_root_dir,
+                                                               pod_logs_dir=settings.pod_logs_dir),
+                               log=log if log is not None else structlog.get_logger("evictd"))
+    return StatsParts(node, lambda: node.problems, disk_walker=walker)
+
+
+def attach_runtime(config: Configuration, client: CriClient, version: RuntimeVersion, metrics: Metrics, log: Log,
+                   node: NodeLevel, watcher: PodWatcher | None) -> CriRuntime:
+    """Build node-level reclaim and periodic GC over a runtime that answered, hand the manager's node level its
+    layout and reclaimer (report-only in dry-run), and return the runtime, which the adapters' slot answers as
+    from then on. The same path serves a runtime that answers at start and one that answers later."""
+    settings = config.evictd
+    pod_state, sources_ready = pod_states(watcher)
+    metrics.runtime_info.labels(version.runtime_name, version.runtime_version, version.runtime_api_version).set(1)
+    filesystems = RuntimeFilesystems(client, settings.image_fs_path, settings.container_fs_path)
+    policy = GCPolicy(min_age_s=settings.container_gc_min_age_s,
+                      max_per_pod_container=settings.max_dead_containers_per_container,
+                      max_containers=settings.max_dead_containers)
+    containers = CriContainerGC(client, policy, pod_state, settings.pod_logs_dir, sources_ready=sources_ready)
+    images = CriImageGC(
+        client,
+        image_gc_policy(config.image_gc, settings.protected_images, settings.image_gc_during_eviction),
+        fs_usage=imagefs_usage(client),
+        on_image_removed=lambda reason: metrics.image_gc.labels(str(reason)).inc(),
+    )
+    try:
+        images.detect()  # first-detected times start now, as when the kubelet starts
+    except EvictdError as exc:
+        log.warning("image detection failed when the runtime was attached", error=str(exc))
+    periodic = PeriodicGC(containers, images, container_period_s=settings.container_gc_period_s,
+                          image_period_s=settings.image_gc_period_s, log=log)
+    node.attach(RuntimeLayout(settings.kubelet_root_dir, filesystems),
+                ReportOnlyReclaimer() if settings.dry_run else RuntimeReclaimer(containers, images))
+    return CriRuntime(client, filesystems, gc=None if settings.dry_run else periodic)
+
+
+def runtime_upkeep(link: RuntimeLink) -> AfterCycle:
+    """Periodic garbage collection with a runtime attached; asking again for a runtime that has not answered."""
+
+    def upkeep(cycle: Cycle) -> None:
+        link.poll()
+        link.slot.collect_garbage()
+
+    return upkeep

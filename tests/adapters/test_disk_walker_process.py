@@ -49,6 +49,9 @@ WAIT_S = 20.0
 TENANT_FILES = 100_000
 
 
+MAX_NICE = 19  # the kernel's lowest priority: a nice value above it is this
+
+
 def nice_of(pid: int) -> int:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return int(fields[16])  # field 19 of proc(5), counted after the command name
@@ -156,7 +159,8 @@ def test_the_child_measures_the_wanted_pods_at_a_lower_priority(
     assert asked_at <= figures.measured_at_monotonic <= time.monotonic(), "the monotonic clock is the machine's"
     assert abs(figures.measured_at_wall - time.time()) < WAIT_S
     pid = walker.child_pid()
-    assert pid is not None and nice_of(pid) == DEFAULT_NICE
+    # os.nice(DEFAULT_NICE) in the child: DEFAULT_NICE above this process's own (make test's parallel tier runs at 19).
+    assert pid is not None and nice_of(pid) == min(os.nice(0) + DEFAULT_NICE, MAX_NICE)
 
     (cache / "more.bin").write_bytes(b"\x02" * 500_000)
     wait_until(lambda: (store.latest(POD) or figures).volumes[0][1].used_bytes == du_bytes(cache), WAIT_S,

@@ -33,6 +33,7 @@ LEAN_FIRST = """
     from evictd.adapters.cgroups import CgroupReader, detect_cgroup_layout
     from evictd.adapters.node_pods import DiscoveredPods
     from evictd.run.compose_cluster import build_cluster
+    import evictd.run.composition  # the whole composition root, as `evictd run` loads it
     from evictd.config import load_configuration
     from evictd.core.engine import Assessment, NoneStarved
     from evictd.core.signals import NodeCondition

@@ -4,9 +4,9 @@
 #
 #   1. parallel       every test but the two tiers below, on pytest-xdist workers (one module per worker, so a
 #                     module's guest or cluster is started once), at nice 19;
-#   2. machine        beside it, one at a time at normal priority: tests that drive whole-machine memory with
-#                     GiB hogs against MemAvailable (they cannot run beside each other); then ruff, mypy and
-#                     mkdocs, at nice 19;
+#   2. serial         beside it, one at a time at normal priority: tests that drive whole-machine memory with
+#                     GiB hogs against MemAvailable (they cannot run beside each other) or that assert how fast
+#                     something happens (a latency, a deadline); then ruff, mypy and mkdocs, at nice 19;
 #   3. quiet_machine  last, with nothing else running: tests that compare whole-machine figures any other test
 #                     moves (/proc/pressure/memory, MemAvailable within 512 MiB, the machine's task count).
 #
@@ -33,9 +33,9 @@ tier() {
 
 begun=$(now)
 tier parallel nice -n 19 "$PY" -m pytest -q -p no:cacheprovider -n "$WORKERS" --dist loadfile \
-	-m "not real_cluster and not machine and not quiet_machine" &
+	-m "not real_cluster and not serial and not quiet_machine" &
 parallel=$!
-tier machine "$PY" -m pytest -q -p no:cacheprovider -m "machine and not real_cluster"
+tier serial "$PY" -m pytest -q -p no:cacheprovider -m "serial and not real_cluster"
 tier ruff nice -n 19 "$BIN/ruff" check src tests
 tier mypy nice -n 19 "$BIN/mypy"
 tier mkdocs nice -n 19 "$BIN/mkdocs" build --strict --quiet
@@ -48,7 +48,7 @@ passed=0
 failed=0
 echo
 echo "make test tiers (tests/run-tiers.sh, $WORKERS workers):"
-for name in parallel machine ruff mypy mkdocs quiet_machine; do
+for name in parallel serial ruff mypy mkdocs quiet_machine; do
 	rc=$(cat "$logs/$name.rc")
 	[ "$rc" = 0 ] || status=1
 	printf '  %-14s %4s s  exit %s\n' "$name" "$(cat "$logs/$name.s")" "$rc"

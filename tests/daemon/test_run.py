@@ -75,7 +75,7 @@ def test_metrics_and_health(tmp_path: Path, evictd_processes: list[EvictdProcess
     assert process.stop() == 0
 
 
-@pytest.mark.machine  # a 5 GiB hog against MemAvailable: the serial `machine` tier, one at a time
+@pytest.mark.serial  # a 5 GiB hog against MemAvailable: the `serial` tier, one at a time
 def test_a_real_memory_crossing_wakes_the_loop_and_the_decision_follows(
     tmp_path: Path, evictd_processes: list[EvictdProcess]
 ) -> None:

@@ -15,8 +15,8 @@ from evictd_process import EvictdProcess, allocate, mem_available_bytes, start_e
 from full_pipe import fill_pipe
 from polling import wait_until
 
-# Whole-machine memory (GiB hogs against MemAvailable): the serial `machine` tier runs these one at a time.
-pytestmark = pytest.mark.machine
+# Whole-machine memory (GiB hogs against MemAvailable): the `serial` tier runs these one at a time.
+pytestmark = pytest.mark.serial
 
 GiB = 1 << 30
 

@@ -19,8 +19,8 @@ from evictd_process import EvictdProcess, allocate, mem_available_bytes
 
 from evictd.observe.metrics import WAKEUP_CAUSES
 
-# Whole-machine memory (GiB hogs against MemAvailable): the serial `machine` tier runs these one at a time.
-pytestmark = pytest.mark.machine
+# Whole-machine memory (GiB hogs against MemAvailable): the `serial` tier runs these one at a time.
+pytestmark = pytest.mark.serial
 
 GiB = 1 << 30
 MiB = 1 << 20

@@ -40,9 +40,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import gzip
 import os
-import shutil
 import threading
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
@@ -65,7 +63,7 @@ from evictd.record.documents import kubelet_config_document
 from evictd.record.line_json import ABSENT, dumps
 from evictd.record.model import Encoded, Line, PodChanges, encode_line_parts
 from evictd.record.recording import PodListEncoder, segment_paths
-from evictd.record.segment_files import CLOSED_SUFFIX, OPEN_SUFFIX
+from evictd.record.segment_files import OPEN_SUFFIX, compress_segment
 from evictd.record.summary_json import SummaryChangesEncoder
 from evictd.record.write_behind import WriteBehind
 from evictd.state_dir import RECORDING_TEMPORARY_PREFIX, StateDir
@@ -406,32 +404,12 @@ class FlightRecorder:
                 finally:
                     os.close(fd)
             if compress:
-                self._compress(segment.path)
+                compress_segment(self.folder, segment.path)
         finally:
             with self._live_lock:
                 self._live.discard(segment.path)
             if compress:
                 self._enforce_bounds()
-
-    def _compress(self, path: str) -> None:
-        compressed = path[: -len(OPEN_SUFFIX)] + CLOSED_SUFFIX
-        temporary = os.path.join(self.folder, RECORDING_TEMPORARY_PREFIX + os.path.basename(compressed))
-        try:
-            # Owner-only, whatever the umask (the DaemonSet sets none): a recording holds every pod's details.
-            descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC,
-                                 0o600)
-            os.fchmod(descriptor, 0o600)
-            with open(path, "rb") as source, os.fdopen(descriptor, "wb") as target:
-                with gzip.GzipFile(fileobj=target, mode="wb", compresslevel=6, mtime=0) as zipped:
-                    shutil.copyfileobj(source, zipped)
-                target.flush()
-                os.fsync(target.fileno())
-            os.replace(temporary, compressed)
-            os.unlink(path)  # a crash before this leaves both: readers take the compressed one
-        except OSError:
-            if os.path.exists(temporary):
-                os.unlink(temporary)
-            raise  # the plain segment stays, and is read as it is
 
     def _enforce_bounds(self) -> None:
         """Delete the oldest closed segments until the rest, with room for a whole open segment (its first line and

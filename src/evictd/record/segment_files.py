@@ -1,4 +1,5 @@
-"""Reading a flight recording's segment files as hostile input: bounded, never blocking, in time order.
+"""A flight recording's segment files: read as hostile input (bounded, never blocking, in time order), and a closed
+segment compressed (`compress_segment`, the recorder's).
 
 A recording folder is in stateDir, but what is in it is whatever someone put there: the readers (`explain`,
 `replay`, `record export`) run during an incident on the node and must neither hang nor exhaust its memory. A
@@ -26,12 +27,14 @@ import errno
 import gzip
 import os
 import re
+import shutil
 import stat
 import zlib
 from collections.abc import Callable, Iterator, Sequence
 from typing import IO, BinaryIO
 
 from evictd.kube.atomic_file import file_kind
+from evictd.state_dir import RECORDING_TEMPORARY_PREFIX
 
 # A segment's name ends so while it is written, and once closed.
 OPEN_SUFFIX = ".jsonl"
@@ -139,3 +142,26 @@ def in_time_order(paths: Sequence[str]) -> list[tuple[str, tuple[str, int] | Non
         return head[0][:_STAMP_CHARS], head[0], head[1], position
 
     return [(path, head) for _, path, head in sorted(heads, key=key)]
+
+
+def compress_segment(folder: str, path: str) -> None:
+    """Replace the closed plain segment `path` (in `folder`) by its gzip file, written owner-only under a temporary
+    name, synced, then renamed; raises OSError, leaving the plain segment as it was."""
+    compressed = path[: -len(OPEN_SUFFIX)] + CLOSED_SUFFIX
+    temporary = os.path.join(folder, RECORDING_TEMPORARY_PREFIX + os.path.basename(compressed))
+    try:
+        # Owner-only, whatever the umask (the DaemonSet sets none): a recording holds every pod's details.
+        descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC,
+                             0o600)
+        os.fchmod(descriptor, 0o600)
+        with open(path, "rb") as source, os.fdopen(descriptor, "wb") as target:
+            with gzip.GzipFile(fileobj=target, mode="wb", compresslevel=6, mtime=0) as zipped:
+                shutil.copyfileobj(source, zipped)
+            target.flush()
+            os.fsync(target.fileno())
+        os.replace(temporary, compressed)
+        os.unlink(path)  # a crash before this leaves both: readers take the compressed one
+    except OSError:
+        if os.path.exists(temporary):
+            os.unlink(temporary)
+        raise  # the plain segment stays, and is read as it is

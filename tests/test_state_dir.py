@@ -24,6 +24,7 @@ from evictd.state_dir import (
     CRITICAL_PODS_TEMPORARY_PREFIX,
     ENGINE_STATE_TEMPORARY_PREFIX,
     JOURNAL_TEMPORARY_PREFIX,
+    OOM_COUNTERS_TEMPORARY_PREFIX,
     RECORDING_TEMPORARY_PREFIX,
     StateDir,
 )
@@ -34,18 +35,19 @@ CONFIG = EngineConfig.from_settings(eviction_settings({"evictionHard": {"memory.
 
 def test_every_entry_has_its_path_under_the_state_dir() -> None:
     state = StateDir("/var/lib/evictd")
-    assert (state.lock, state.engine_state, state.journal, state.critical_pods, state.shadow, state.shadow_rotated,
-            state.recording) == (
-        "/var/lib/evictd/evictd.lock", "/var/lib/evictd/engine-state.json", "/var/lib/evictd/evictions.json",
-        "/var/lib/evictd/critical-pods.json", "/var/lib/evictd/shadow.jsonl", "/var/lib/evictd/shadow.jsonl.1",
-        "/var/lib/evictd/recording")
+    assert (state.lock, state.engine_state, state.oom_counters, state.journal, state.critical_pods, state.shadow,
+            state.shadow_rotated, state.recording) == (
+        "/var/lib/evictd/evictd.lock", "/var/lib/evictd/engine-state.json", "/var/lib/evictd/oom-counters.json",
+        "/var/lib/evictd/evictions.json", "/var/lib/evictd/critical-pods.json", "/var/lib/evictd/shadow.jsonl",
+        "/var/lib/evictd/shadow.jsonl.1", "/var/lib/evictd/recording")
 
 
 def test_temporaries_are_hidden_and_no_entry_looks_like_one() -> None:
     state = StateDir("")
-    names = [state.lock, state.engine_state, state.journal, state.critical_pods, state.shadow, state.recording]
-    prefixes = (ENGINE_STATE_TEMPORARY_PREFIX, JOURNAL_TEMPORARY_PREFIX, CRITICAL_PODS_TEMPORARY_PREFIX,
-                RECORDING_TEMPORARY_PREFIX)
+    names = [state.lock, state.engine_state, state.oom_counters, state.journal, state.critical_pods, state.shadow,
+             state.recording]
+    prefixes = (ENGINE_STATE_TEMPORARY_PREFIX, OOM_COUNTERS_TEMPORARY_PREFIX, JOURNAL_TEMPORARY_PREFIX,
+                CRITICAL_PODS_TEMPORARY_PREFIX, RECORDING_TEMPORARY_PREFIX)
     assert all(prefix.startswith(".") for prefix in prefixes)
     assert not [name for name in names if name.startswith(prefixes)]
     assert len(set(names)) == len(names)

@@ -8,6 +8,7 @@ the module named beside it; only the names live here, so that the daemon, the co
 |---|---|---|
 | `evictd.lock` | the stateDir lock, holding the holder's PID | `evictd.run.lock` |
 | `engine-state.json` | grace periods and pressure history for a restart | `evictd.record.engine_state` |
+| `oom-counters.json` | the OOM-kill counters last read, and the boot ID | `evictd.record.oom_counters_file` |
 | `evictions.json` | the eviction journal (API writes still pending) | `evictd.kube.journal` |
 | `critical-pods.json` | the UIDs of critical pods, for an API outage | `evictd.kube.critical_record` |
 | `shadow.jsonl` (`.1`: the rotated one) | dry-run comparisons with the kubelet | `evictd.kube.shadow` |
@@ -26,6 +27,8 @@ from dataclasses import dataclass
 LOCK_FILE = "evictd.lock"
 ENGINE_STATE_FILE = "engine-state.json"
 ENGINE_STATE_TEMPORARY_PREFIX = ".engine-state-"
+OOM_COUNTERS_FILE = "oom-counters.json"
+OOM_COUNTERS_TEMPORARY_PREFIX = ".oom-counters-"
 JOURNAL_FILE = "evictions.json"
 JOURNAL_TEMPORARY_PREFIX = ".journal-"
 CRITICAL_PODS_FILE = "critical-pods.json"
@@ -54,6 +57,10 @@ class StateDir:
     @property
     def engine_state(self) -> str:
         return os.path.join(self.path, ENGINE_STATE_FILE)
+
+    @property
+    def oom_counters(self) -> str:
+        return os.path.join(self.path, OOM_COUNTERS_FILE)
 
     @property
     def journal(self) -> str:

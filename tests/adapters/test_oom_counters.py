@@ -6,6 +6,7 @@ v2 `memory.events` as in tests/fixtures/cgroup. The real v1 counters are exercis
 
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
 
 import pytest
@@ -123,3 +124,24 @@ def test_unreadable_vmstat_is_a_sample_error(tmp_path: Path) -> None:
     (tmp_path / "proc" / "vmstat").unlink()
     with pytest.raises(SampleError, match="vmstat"):
         counters.node_kills()
+
+
+def test_the_boot_id_is_read_from_procfs_and_the_pods_cgroup_named_with_its_version(tmp_path: Path) -> None:
+    counters = v1_counters(tmp_path, {"kubepods/memory.oom_control": oom_control(0)})
+    with pytest.raises(SampleError, match="boot_id"):
+        counters.boot_id()  # a procfs without it: unreadable, never guessed
+    boot_id = tmp_path / "proc" / "sys" / "kernel" / "random" / "boot_id"
+    boot_id.parent.mkdir(parents=True)
+    boot_id.write_text("e097869e-cfd3-4a24-b48d-959aae3a1f4b\n")  # as the kernel writes it
+    assert counters.boot_id() == "e097869e-cfd3-4a24-b48d-959aae3a1f4b"
+    boot_id.write_text("")
+    with pytest.raises(SampleError, match="not a boot ID"):
+        counters.boot_id()
+    assert counters.pods_cgroup_name == f"v1:{tmp_path}/cg/memory/kubepods"
+    v2 = OomCounters(CgroupReader(CgroupLayout(version=2, root=tmp_path / "cg2", driver="systemd", base="test")))
+    assert v2.pods_cgroup_name == f"v2:{tmp_path}/cg2/test/kubepods.slice"
+
+
+def test_the_real_boot_id_is_a_uuid() -> None:
+    counters = OomCounters(CgroupReader(CgroupLayout(version=1, root=Path("/sys/fs/cgroup"))))
+    assert str(uuid.UUID(counters.boot_id())) == counters.boot_id()

@@ -21,10 +21,15 @@ from evictd.adapters.oom_counters import OomCounters
 from evictd.core.engine import Assessment, EngineState, NoneStarved, ThresholdStatus
 from evictd.core.kubelet_config import eviction_settings
 from evictd.core.oom import Activity, OomScope, PodOomKill
+from evictd.core.oom_saved import Resumption
 from evictd.core.pod_parser import pod_from_dict
+from evictd.cycle.finished import Cycle
 from evictd.cycle.report import CycleReport, Decided, Observed
 from evictd.observe.metrics import Metrics
+from evictd.record.oom_counters_file import OomCountersFile
 from evictd.run.oom_feedback import OomFeedback
+from log_capture import LogCapture
+from real_cgroups import CGROUP_MOUNT, HIERARCHIES, remove_cgroups
 from real_pod_node import MiB, RealPodNode
 
 POD_LIMIT_BYTES = 64 * MiB
@@ -87,3 +92,47 @@ def test_a_real_oom_kill_in_a_pod_is_counted_once_and_attributed_to_its_pod(real
     assert again.pod_kills == () and again.pods_kills == 0, "a kill is counted once"
     raw = (real_pod.memory_file(real_pod.container_cgroup, "memory.oom_control")).read_text()
     assert "oom_kill 1\n" in raw, raw
+
+
+def test_a_real_kill_while_evictd_was_down_in_a_container_cgroup_removed_since_is_counted_on_the_machine_only(
+    real_pod: RealPodNode, tmp_path: Path
+) -> None:
+    """cgroup v1 counts a kill only in the killed process's cgroup: once a runtime removed it, the next start
+    finds the kill on the machine's counter and no longer in a pod (cgroup v2's hierarchical pod counter keeps it:
+    tests/test_oom_counters_file.py)."""
+    the_pod = pod_from_dict(pod(real_pod.name, namespace=real_pod.namespace, uid=real_pod.uid))
+    quiet = CycleReport(now=0.0, observed=Observed(pods=(the_pod,)), decided=Decided(Assessment(NoneStarved())))
+    clock = ManualClock(0.0)
+
+    def start() -> tuple[OomFeedback, Resumption | None]:
+        counters = OomCounters(CgroupReader(real_pod.layout))
+        saved = OomCountersFile(str(tmp_path / "state" / "oom-counters.json"), boot_id=counters.boot_id(),
+                                pods_cgroup=counters.pods_cgroup_name, log=LogCapture(), on_error=lambda: None,
+                                clock=clock)
+        feedback = OomFeedback(counters, dry_run=False, container_names=lambda uid: {}, clock=clock, saved=saved)
+        resumed = feedback.resume()
+        return feedback, None if resumed is None else resumed.resumption
+
+    def cycle(feedback: OomFeedback) -> None:
+        clock.now_s += 10.0
+        feedback.save(Cycle(number=1, report=quiet, state=EngineState(), started_at=clock.now_s, duration_s=0.0,
+                            wall=clock.wall()))
+
+    process = real_pod.start_process()
+    feedback, resumption = start()
+    assert resumption is Resumption.NONE_SAVED
+    assert not feedback.observe(quiet).has_kills and feedback.problems == ()
+    cycle(feedback)
+    feedback.close()
+
+    real_pod.oom_kill(process, POD_LIMIT_BYTES)  # evictd down; then the runtime removes the container's cgroup
+    remove_cgroups([CGROUP_MOUNT / hierarchy / real_pod.container_cgroup for hierarchy in HIERARCHIES])
+
+    feedback, resumption = start()
+    assert resumption is Resumption.RESUMED
+    report = feedback.observe(quiet)
+    assert report.activity is Activity.NOT_RUNNING and feedback.problems == ()
+    assert report.node_kills >= 1, "the machine's counter still has it"
+    assert (report.pods_kills, report.pod_kills) == (0, ()), "no cgroup still present counts it"
+    cycle(feedback)
+    feedback.close()

@@ -214,9 +214,10 @@ def test_the_state_is_saved_unless_in_dry_run(tmp_path: Path, dry_run: bool,
     # The stateDir lock is taken in both modes, with or without an API (src/evictd/run/lock.py).
     assert (state / "evictd.lock").is_file()
     files = sorted(p.name for p in state.iterdir() if p.name not in (RECORDING_FOLDER, LOCK_FILE))
+    # The OOM-kill counters too: they change nothing a later run decides, only what it counts.
     if dry_run:
-        assert files == [], "dry-run writes no engine state to stateDir"
+        assert files == ["oom-counters.json"], "dry-run writes no engine state to stateDir"
     else:
-        assert files == ["engine-state.json"]
+        assert files == ["engine-state.json", "oom-counters.json"]
         saved = json.loads((state / "engine-state.json").read_text())
         assert [item["threshold"]["signal"] for item in saved["firstObservedAt"]] == ["memory.available"]

@@ -11,6 +11,9 @@ Job: read what the kernel counts about OOM kills, for the pure arithmetic of `ev
   container cgroup the runtime removed before it was read (containerd removes it when the container exits)
   takes its count with it: that kill is still counted on the machine, not in a pod.
 
+With them, the running kernel's boot ID (``<proc>/sys/kernel/random/boot_id``): the counters count from boot, so
+counters saved by an earlier run (`evictd.core.oom_saved`) mean something only within the same boot.
+
 Each counter is tagged with the pod (UID) and container (ID) whose cgroup holds it, named as `CgroupReader`
 names them for the kubelet's cgroup driver. A cgroup removed while it is walked held nothing any more and is
 passed over; every other failure raises ``SampleError(path, reason)``. Nothing is written.
@@ -36,6 +39,9 @@ OOM_KILL_KEY = b"oom_kill"
 GROUP_KILL_KEY = b"oom_group_kill"
 V1_OOM_FILE = "memory.oom_control"
 V2_EVENTS_FILE = "memory.events"
+BOOT_ID_FILE = "sys/kernel/random/boot_id"
+# A boot ID is a UUID (36 characters); anything much longer is not one.
+MAX_BOOT_ID_CHARS = 64
 
 
 class OomCounters:
@@ -45,7 +51,22 @@ class OomCounters:
         self._cgroups = cgroups
         self._memory_dir = str(cgroups.layout.memory_hierarchy)
         self._vmstat = str(Path(proc_root) / "vmstat")
+        self._boot_id = str(Path(proc_root) / BOOT_ID_FILE)
         self._v1 = cgroups.layout.version == 1
+
+    @property
+    def pods_cgroup_name(self) -> str:
+        """Return what names the pods cgroup whose counters these are (its version and folder), whether or not it
+        exists: counters saved for another one do not compare with these."""
+        version = 1 if self._v1 else 2
+        return f"v{version}:{cgroup_folder(self._memory_dir, self._cgroups.pods_cgroup())}"
+
+    def boot_id(self) -> str:
+        """Return the running kernel's boot ID (a new one at every boot). Raises SampleError."""
+        text = read_file(self._boot_id).decode("ascii", errors="replace").strip()
+        if not text or len(text) > MAX_BOOT_ID_CHARS or not text.isprintable():
+            raise SampleError(self._boot_id, f"not a boot ID: {text[:MAX_BOOT_ID_CHARS]!r}")
+        return text
 
     def node_kills(self) -> int:
         """Return the machine's OOM kills since boot. Raises SampleError."""

@@ -18,15 +18,21 @@ grace period running, its eviction failing or not carried out, the evicted pod n
 say the thresholds or the grace periods are too lax. Kills while no memory threshold was met (a container over
 its own limit on a relaxed node) are counted, never called too late.
 
-Invariants: inputs are never mutated; `now` is monotonic seconds from the caller; the first reading is the
-baseline (kills before evictd started are not counted); a kill is counted once, in the interval where its
-counter moved.
+Kills while evictd was not running: a state restored from the counters a previous run of this boot saved
+(`evictd.core.oom_saved`) carries `not_running_since_wall`; the first interval after it is judged NOT_RUNNING
+(never too late: nothing was watching) and says since when. Without one (no saved counters, another boot), the
+first reading is the baseline and kills before it are not counted.
+
+Invariants: inputs are never mutated; `now` is monotonic seconds from the caller; a kill is counted once, in the
+interval where its counter moved; no count is ever negative (the machine's counter lower than before means a
+boot the caller did not recognise: nothing of before counts).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
 from enum import StrEnum
 
 from evictd.core.engine import Assessment, Eviction
@@ -55,9 +61,11 @@ class Activity(StrEnum):
     EVICTION_FAILED = "eviction-failed"  # the eviction's API writes failed (API down, throttled, refusing)
     WAITING_FOR_CLEANUP = "waiting-for-cleanup"  # a pod evicted for memory, not yet gone
     AFTER_EVICTION = "after-eviction"  # within TOO_LATE_WINDOW_S after an eviction for memory
+    NOT_RUNNING = "not-running"  # before this run's first cycle, since a previous run of this boot last read
 
 
-TOO_LATE_ACTIVITIES: frozenset[Activity] = frozenset(set(Activity) - {Activity.IDLE})
+# Nothing judges the kills while no memory threshold was met, nor those while evictd was not running.
+TOO_LATE_ACTIVITIES: frozenset[Activity] = frozenset(set(Activity) - {Activity.IDLE, Activity.NOT_RUNNING})
 
 # Each reads after "while": "OOM killer killed 1 process in pod a/b while <description>".
 ACTIVITY_TO_DESCRIPTION: Mapping[Activity, str] = {
@@ -68,6 +76,7 @@ ACTIVITY_TO_DESCRIPTION: Mapping[Activity, str] = {
     Activity.EVICTION_FAILED: "the API writes of an eviction for memory were failing",
     Activity.WAITING_FOR_CLEANUP: "evictd was waiting for a pod evicted for memory to go",
     Activity.AFTER_EVICTION: f"a pod had been evicted for memory less than {TOO_LATE_WINDOW_S:g} s before",
+    Activity.NOT_RUNNING: "evictd was not running",
 }
 
 
@@ -118,6 +127,9 @@ class OomState:
     pods_at_walk: int | None = None
     activity: Activity = Activity.IDLE
     last_memory_eviction_at: float | None = None
+    # Restored from a previous run of this boot: the counters are that run's, read at this wall-clock time
+    # (seconds since the epoch); the next interval is the time evictd was not running.
+    not_running_since_wall: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,6 +157,13 @@ class OomReport:
     # The pods count is the pods cgroup's own hierarchical counter (v2), not a sum over the cgroups still present
     # (v1): only then are kills the pods count lacks known to be outside the pods cgroup.
     pods_counted_exactly: bool = False
+    # With NOT_RUNNING: when a previous run last read the counters (wall-clock seconds since the epoch).
+    since_wall: float | None = None
+
+    @property
+    def kills(self) -> int:
+        """Return the kills counted in the interval: the machine's, or the pods cgroup's where that is unreadable."""
+        return max(self.node_kills, self.pods_kills, self.attributed_kills)
 
     @property
     def attributed_kills(self) -> int:
@@ -175,6 +194,16 @@ def counter_delta(before: int | None, now: int | None) -> int:
     if before is None or now is None:
         return 0
     return now - before if now >= before else now
+
+
+def machine_delta(before: int | None, now: int | None) -> int:
+    """Return how much the machine's counter moved; 0 when either reading is missing or it went down.
+
+    The machine's counter only goes down with a reboot: what it holds then cannot be told from what was counted.
+    """
+    if before is None or now is None or now < before:
+        return 0
+    return now - before
 
 
 def cgroups_walk_needed(state: OomState, node_now: int | None, pods_now: int | None) -> bool:
@@ -217,6 +246,8 @@ def classify(state: OomState, activity_now: Activity, now: float) -> Activity:
     What the last cycle left it doing; else, within the window after an eviction for memory, AFTER_EVICTION;
     else, when this cycle sees memory pressure the last did not, PRESSURE_UNSEEN.
     """
+    if state.not_running_since_wall is not None:
+        return Activity.NOT_RUNNING
     if state.activity is not Activity.IDLE:
         return state.activity
     if state.last_memory_eviction_at is not None and now - state.last_memory_eviction_at <= TOO_LATE_WINDOW_S:
@@ -281,10 +312,11 @@ def oom_feedback(
     per-cgroup counters were not read (not needed, or unreadable): no pod is named this cycle, and the next walk
     finds the kills of both intervals.
     """
-    node_kills = counter_delta(state.node, reading.node) if state.baseline else 0
+    node_kills = machine_delta(state.node, reading.node) if state.baseline else 0
     evicted_now = activity_now in (Activity.WAITING_FOR_CLEANUP, Activity.EVICTION_FAILED)
     new_state = replace(state, node=reading.node, pods=reading.pods, baseline=True, activity=activity_now,
-                        last_memory_eviction_at=now if evicted_now else state.last_memory_eviction_at)
+                        last_memory_eviction_at=now if evicted_now else state.last_memory_eviction_at,
+                        not_running_since_wall=None)
     pod_kills: tuple[PodOomKill, ...] = ()
     summed_pods = 0
     if reading.cgroups is not None:
@@ -312,6 +344,7 @@ def oom_feedback(
         activity=activity,
         too_late_kills=counted if activity in TOO_LATE_ACTIVITIES else 0,
         pods_counted_exactly=reading.pods is not None,
+        since_wall=state.not_running_since_wall,
     )
     return new_state, report
 
@@ -333,11 +366,25 @@ def outside_pods(report: OomReport) -> str:
     return "outside the pods cgroup or in a container cgroup removed since"
 
 
+def wall_time_text(seconds: float) -> str:
+    """Return a wall-clock time (seconds since the epoch) as the UTC time a reader is shown, to the second."""
+    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def situation(report: OomReport) -> str:
+    """Return what evictd was doing while the report's kills happened, read after "while" (since when, for the
+    kills while it was not running)."""
+    described = ACTIVITY_TO_DESCRIPTION[report.activity]
+    if report.activity is Activity.NOT_RUNNING and report.since_wall is not None:
+        return f"{described} (since {wall_time_text(report.since_wall)})"
+    return described
+
+
 def oom_kill_events(report: OomReport) -> tuple[tuple[str, str], ...]:
     """Return the (reason, message) of each node event the report calls for: one per pod and container named,
     one for the kills in pods not named, one for the kills outside the pods cgroup."""
     reason = TOO_LATE_REASON if report.activity in TOO_LATE_ACTIVITIES else OOM_KILL_REASON
-    doing = f"while {ACTIVITY_TO_DESCRIPTION[report.activity]}"
+    doing = f"while {situation(report)}"
     events = []
     for kill in report.pod_kills:
         pod = kill.pod_key or f"with UID {kill.pod_uid}"

@@ -12,7 +12,7 @@ from typing import Any
 
 from evictd.core.engine import Eviction, Skipped, ThresholdStatus
 from evictd.core.engine_rules import STALL_SETTLE_S
-from evictd.core.oom import ACTIVITY_TO_DESCRIPTION, TOO_LATE_ACTIVITIES, OomReport, outside_pods
+from evictd.core.oom import TOO_LATE_ACTIVITIES, Activity, OomReport, outside_pods, situation, wall_time_text
 from evictd.core.thresholds import Threshold, threshold_quantity
 from evictd.cycle.ids import decision_id
 from evictd.cycle.render import describe_threshold
@@ -111,10 +111,14 @@ class CycleLogger:
         self._withheld = withheld
 
     def _oom_kills(self, number: int, oom: OomReport) -> None:
-        """One line per pod and container named, one for kills in no pod still present, one outside pods."""
-        common: dict[str, Any] = {"cycle": number, "activity": str(oom.activity),
-                                  "situation": ACTIVITY_TO_DESCRIPTION[oom.activity],
+        """One line per pod and container named, one for kills in no pod still present, one outside pods; before
+        them, for the kills while evictd was not running, one line with their number and since when."""
+        common: dict[str, Any] = {"cycle": number, "activity": str(oom.activity), "situation": situation(oom),
                                   "too_late": oom.activity in TOO_LATE_ACTIVITIES}
+        if oom.activity is Activity.NOT_RUNNING:
+            since = {} if oom.since_wall is None else {"since": wall_time_text(oom.since_wall)}
+            self._log.warning("OOM kills while evictd was not running", kills=oom.kills, node_kills=oom.node_kills,
+                              pods_kills=oom.pods_kills, pod_kills=oom.attributed_kills, **since, cycle=number)
         for kill in oom.pod_kills:
             fields: dict[str, Any] = {"pod": kill.pod_key, "pod_uid": kill.pod_uid, "container": kill.container_name,
                                       "container_id": kill.container_id, "cgroup": kill.cgroup, "kills": kill.kills}

@@ -5,17 +5,18 @@ through depends on what it finds" (the Kubernetes API, a container runtime, dry-
 
 Building starts no thread and waits for nothing, with one exception: evictd first takes the node lock and the
 stateDir lock (`state_lock`; a second evictd on the node waits for them, or exits with status 2), because
-the engine state, the journal and the record of critical pods are read from stateDir as they are built. What runs
-beside the loop or may wait (the pod watch and its first list, the runtime's first answer, the HTTP
-endpoint, the disk walker) are the daemon's parts, started in that order by `Daemon.start`.
+the engine state, the journal, the record of critical pods and the OOM-kill counters are read from stateDir as
+they are built. What runs beside the loop or may wait (the pod watch and its first list, the runtime's first
+answer, the HTTP endpoint, the disk walker) are the daemon's parts, started in that order by `Daemon.start`.
 
 `build_daemon` reads as its builders, each building one side whole: `build_basics` (node name, cgroups,
 waiter, stop), `build_cluster`, `build_stats_source`, `build_engine_state` (the state restored), `build_manager`
 (given that state and the `NodeLevel` a runtime attaches to later: never patched), `build_runtime`,
-`build_notifiers`, `build_hooks`, `build_parts`. Those given `Basics` live here; the Kubernetes API side
-(`build_cluster`, `pod_states`, `cluster_bookkeeping`) lives in compose_cluster.py, the node side
-(`build_stats_source`, the PSI and memcg notifiers `build_notifiers` combines, `attach_runtime`, which
-`build_runtime`'s link calls, and `runtime_upkeep`) in compose_node.py. Neither imports this module.
+`build_notifiers`, `build_hooks` (with `build_oom_feedback`, resumed from the counters saved in stateDir),
+`build_parts`. Those given `Basics` live here; the Kubernetes API side (`build_cluster`, `pod_states`,
+`cluster_bookkeeping`) lives in compose_cluster.py, the node side (`build_stats_source`, the PSI and memcg
+notifiers `build_notifiers` combines, `attach_runtime`, which `build_runtime`'s link calls, and
+`runtime_upkeep`) in compose_node.py. Neither imports this module.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from evictd.adapters.oom_counters import OomCounters
 from evictd.clock import SYSTEM_CLOCK
 from evictd.config import Configuration, EvictdSettings, StatsOrigin
 from evictd.core.engine import EngineConfig, EngineState
-from evictd.core.errors import ConfigError
+from evictd.core.errors import ConfigError, SampleError
 from evictd.cri import RuntimeSlot
 from evictd.cri.client import CriClient
 from evictd.cycle.cadence import stale_after_s
@@ -49,6 +50,7 @@ from evictd.observe.http_endpoint import Health, HttpEndpoint
 from evictd.observe.logging_setup import RecentEvents, configure_logging, flush_logs, resolve_format
 from evictd.observe.metrics import Metrics
 from evictd.record.engine_state import EngineStateFile
+from evictd.record.oom_counters_file import OomCountersFile
 from evictd.record.recorder import FlightRecorder
 from evictd.record.recording import CurrentDecision
 from evictd.record.write_behind import WriteBehind
@@ -214,8 +216,7 @@ def build_hooks(basics: Basics, observers: Observers, *, reported_only: bool, st
     bookkeeping, the runtime's upkeep, the notifiers' re-arming, the OOM feedback, the flight recorder and, last,
     the C heap's trim."""
     settings, metrics, log = basics.settings, basics.metrics, basics.log
-    oom_feedback = OomFeedback(OomCounters(basics.cgroups), dry_run=reported_only,
-                               container_names=basics.runtime.container_names)
+    oom_feedback = build_oom_feedback(basics, reported_only)
     after_cycle: list[AfterCycle] = [record_metrics(metrics, reported_only), log_cycles(log, reported_only, basics.run)]
     if state_file is not None:
         after_cycle.append(state_file)
@@ -228,7 +229,8 @@ def build_hooks(basics: Basics, observers: Observers, *, reported_only: bool, st
     after_cycle.append(log_sample_problems(log, metrics, stats.problems, lambda: oom_feedback.problems))
     if cluster is not None:
         after_cycle.append(cluster_bookkeeping(cluster, metrics))
-    after_cycle += [runtime_upkeep(link), notifiers]
+    # After the hooks that log, export and record the kills: a restart never counts them again.
+    after_cycle += [oom_feedback.save, runtime_upkeep(link), notifiers]
     if settings.recorder:
         # After the others: what they do never waits for the recorder's disk.
         recorder = FlightRecorder(settings.state_dir, basics.config.eviction, max_bytes=settings.recorder_max_bytes,
@@ -242,8 +244,28 @@ def build_hooks(basics: Basics, observers: Observers, *, reported_only: bool, st
         after_cycle.append(trim)
     if state_file is not None:
         on_stop.append(state_file.close)
+    on_stop.append(oom_feedback.close)
     return Hooks(before_cycle=basics.decision.start, after_cycle=after_cycle, oom_feedback=oom_feedback,
                  wait_for_cleanup=cluster.sync.wait_for_cleanup if cluster is not None else None, on_stop=on_stop)
+
+
+def build_oom_feedback(basics: Basics, reported_only: bool) -> OomFeedback:
+    """The OOM-kill feedback, resumed from the counters the last run of this boot saved in stateDir (also in
+    dry-run: the counters change nothing a real run decides, and a kill is counted once whichever run saw it)."""
+    counters = OomCounters(basics.cgroups)
+    try:
+        boot_id: str | None = counters.boot_id()
+    except SampleError as exc:
+        basics.log.warning("boot ID unreadable: OOM kills while evictd is not running cannot be counted",
+                           path=exc.source, reason=exc.reason)
+        boot_id = None
+    saved = OomCountersFile(StateDir(basics.settings.state_dir).oom_counters, boot_id=boot_id,
+                            pods_cgroup=counters.pods_cgroup_name, log=basics.log,
+                            on_error=basics.metrics.errors.labels("state").inc, writer=basics.write_behind)
+    feedback = OomFeedback(counters, dry_run=reported_only, container_names=basics.runtime.container_names,
+                           saved=saved)
+    feedback.resume()
+    return feedback
 
 
 def build_parts(basics: Basics, cluster: ClusterParts | None, link: RuntimeLink, stats: StatsParts,

@@ -7,12 +7,18 @@ container runtime, when one is attached) the kills were attributed to. It never 
 `OomReport` goes into the cycle report, from which the daemon exports metrics, logs each kill and records a
 node event. Counters that cannot be read are kept in `problems` (the daemon logs them once) and leave that
 count at zero for the cycle, never guessed.
+
+Across restarts: with a counters file (`evictd.record.oom_counters_file`), `resume` starts from what the last run
+of this boot read, so the first cycle counts the kills while evictd was not running (NOT_RUNNING); `save`, an
+after-cycle hook placed after those that log, export and record the kills, keeps the file at this run's last
+reading, and `close` writes it at stop.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import replace
+from datetime import datetime
 
 from evictd.adapters.oom_counters import OomCounters
 from evictd.clock import SYSTEM_CLOCK, Clock
@@ -26,27 +32,53 @@ from evictd.core.oom import (
     cgroups_walk_needed,
     oom_feedback,
 )
+from evictd.core.oom_saved import ResumedOom
+from evictd.cycle.finished import Cycle
 from evictd.cycle.report import CycleReport, CycleStep
+from evictd.record.oom_counters_file import OomCountersFile
 
 # The runtime's containers of one pod (ID -> name); raises EvictdError when the runtime does not answer.
 ContainerNames = Callable[[str], Mapping[str, str]]
 
 
 class OomFeedback:
-    """`dry_run`: evictions are decided but not carried out (so no eviction is waited for)."""
+    """`dry_run`: evictions are decided but not carried out (so no eviction is waited for). `saved`: the counters
+    file (None: kills before this process started are never counted)."""
 
     def __init__(self, counters: OomCounters, *, dry_run: bool, container_names: ContainerNames,
-                 clock: Clock = SYSTEM_CLOCK) -> None:
+                 clock: Clock = SYSTEM_CLOCK, saved: OomCountersFile | None = None) -> None:
         self.state = OomState()
         self.problems: tuple[SampleError, ...] = ()
         self.container_names = container_names
         self._counters = counters
         self._dry_run = dry_run
         self._clock = clock
+        self._saved = saved
+        self._read_at: datetime | None = None  # when the counters were last read (wall clock)
+
+    def resume(self) -> ResumedOom | None:
+        """Start from the counters the last run of this boot saved (before the first cycle); return what was
+        kept (None without a counters file)."""
+        if self._saved is None:
+            return None
+        resumed = self._saved.restore()
+        self.state = resumed.state
+        return resumed
+
+    def save(self, cycle: Cycle) -> None:
+        """Save the counters as last read (an after-cycle hook, after the kills were reported)."""
+        if self._saved is not None and self._read_at is not None:
+            self._saved.save(self.state, self._read_at)
+
+    def close(self) -> None:
+        """Write the last reading to the counters file (at stop)."""
+        if self._saved is not None:
+            self._saved.close()
 
     def observe(self, report: CycleReport) -> OomReport:
         """Read the counters now; return the kills since the last call, attributed, named and classified."""
         problems: list[SampleError] = []
+        self._read_at = self._clock.wall()  # before reading: a later run counts only kills after it
         node = attempt(self._counters.node_kills, problems)
         pods = attempt(self._counters.pods_kills, problems)
         walk = cgroups_walk_needed(self.state, node, pods)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -238,3 +240,45 @@ def test_the_sample_evictd_config_after_a_systemd_kubelet_config_keeps_the_syste
 
 def test_the_sample_evictd_config_alone_is_the_defaults() -> None:
     assert load_configuration([str(SAMPLE_EVICTD_CONFIG)]).evictd == EvictdSettings()
+
+
+def test_self_protection_defaults_lock_memory_and_leave_the_oom_score_adj(tmp_path: Path) -> None:
+    defaults = EvictdSettings()
+    assert (defaults.lock_memory, defaults.oom_score_adj) == (True, None)
+    path = write(tmp_path, "own.yaml", EVICTD + "lockMemory: false\noomScoreAdj: -999\n")
+    settings = load_configuration([path]).evictd
+    assert (settings.lock_memory, settings.oom_score_adj) == (False, -999)
+    for bound in (-1000, 1000):
+        edge = write(tmp_path, "edge.yaml", EVICTD + f"oomScoreAdj: {bound}\n")
+        assert load_configuration([edge]).evictd.oom_score_adj == bound
+
+
+@pytest.mark.parametrize(
+    ("line", "key", "says"),
+    [
+        ("lockMemory: 'yes'", "lockMemory", "invalid value 'yes': must be true or false"),
+        ("lockMemory: 1", "lockMemory", "invalid value 1: must be true or false"),
+        ("oomScoreAdj: -1001", "oomScoreAdj", "invalid value -1001: must be at least -1,000"),
+        ("oomScoreAdj: 1001", "oomScoreAdj", "invalid value 1001: must be at most 1,000"),
+        ("oomScoreAdj: '-999'", "oomScoreAdj", "invalid value '-999': must be an integer"),
+        ("oomScoreAdj: true", "oomScoreAdj", "invalid value True: must be an integer"),
+    ],
+    ids=["lock-string", "lock-number", "adj-below-kernel-min", "adj-above-kernel-max", "adj-string", "adj-bool"],
+)
+def test_bad_self_protection_settings_name_the_key_and_value(tmp_path: Path, line: str, key: str, says: str) -> None:
+    with pytest.raises(ConfigError) as exc:
+        load_configuration([write(tmp_path, "bad.yaml", f"{EVICTD}{line}\n")])
+    assert exc.value.describe() == f"EvictdConfiguration: {key}: {says}"
+
+
+def test_check_config_refuses_a_bad_oom_score_adj_with_status_2_and_says_the_settings(tmp_path: Path) -> None:
+    bad = write(tmp_path, "bad.yaml", EVICTD + "oomScoreAdj: -2000\n")
+    refused = subprocess.run([sys.executable, "-m", "evictd", "check-config", "--config", bad], capture_output=True,
+                             text=True, timeout=60, check=False)
+    assert (refused.returncode, refused.stdout) == (2, "")
+    assert "oomScoreAdj" in refused.stderr and "-2000" in refused.stderr and "at least -1,000" in refused.stderr
+    good = write(tmp_path, "good.yaml", EVICTD + "oomScoreAdj: -999\n")
+    shown = subprocess.run([sys.executable, "-m", "evictd", "check-config", "--config", good], capture_output=True,
+                           text=True, timeout=60, check=True).stdout
+    assert "lock memory: true (mlockall at start" in shown
+    assert "oom_score_adj: -999 (set at start; lowering needs CAP_SYS_RESOURCE)" in shown

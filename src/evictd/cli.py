@@ -228,6 +228,13 @@ def _check_config(args: argparse.Namespace) -> int:
     print(f"local storage capacity isolation: {str(eviction.local_storage_capacity_isolation).lower()}")
     print(f"enforce node allocatable: {', '.join(eviction.enforce_node_allocatable) or '(none)'}")
     print(f"housekeeping interval: {configuration.evictd.housekeeping_interval_s:g}s")
+    # What `run` does to protect itself; its start-up log lines say how it went (docs/deployment.md).
+    own = configuration.evictd
+    print(f"lock memory: {str(own.lock_memory).lower()}"
+          + (" (mlockall at start; needs CAP_IPC_LOCK or an unlimited RLIMIT_MEMLOCK)" if own.lock_memory else ""))
+    print("oom_score_adj: " + (f"{own.oom_score_adj} (set at start; lowering needs CAP_SYS_RESOURCE)"
+                               if own.oom_score_adj is not None else "as started (OOMScoreAdjust= of the unit, the "
+                               "kubelet's for the pod)"))
     return EXIT_OK
 
 

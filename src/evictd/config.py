@@ -42,6 +42,7 @@ from evictd.core.kubelet_config import (
 )
 from evictd.core.node_status import ConditionMode
 from evictd.core.psi import microseconds, psi_trigger
+from evictd.core.self_protection import OOM_SCORE_ADJ_MAX, OOM_SCORE_ADJ_MIN
 from evictd.core.thresholds import STALL_FIELDS
 from evictd.cri import DEFAULT_ENDPOINT, channel_target
 
@@ -144,6 +145,11 @@ class EvictdSettings:
     recorder_max_bytes: int = field(default=64 << 20, metadata={"yaml": "recorderMaxBytes",
                                                                 "max": MAX_RECORDER_BYTES})
     recorder_max_age_s: float = field(default=86400.0, metadata={"yaml": "recorderMaxAge", "max": LONG_DURATION_S})
+    # Self-protection (docs/deployment.md "What protects evictd"): its pages locked in memory, its OOM score.
+    lock_memory: bool = field(default=True, metadata={"yaml": "lockMemory"})
+    # None: leave the value evictd was started with (the unit's OOMScoreAdjust=, the kubelet's for the pod).
+    oom_score_adj: int | None = field(default=None, metadata={"yaml": "oomScoreAdj", "type": int,
+                                                                "min": OOM_SCORE_ADJ_MIN, "max": OOM_SCORE_ADJ_MAX})
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,9 +161,10 @@ class Configuration:
 
 
 def _decode_setting(yaml_name: str, default: object, value: object, allow_zero: bool,
-                    highest: float | None = None) -> object:
+                    highest: float | None = None, lowest: int | None = None) -> object:
     """Return `value` decoded to the type of `default` (at most `highest`: by default MAX_DURATION_S for a
-    duration, none for an integer), or raise ConfigError at `yaml_name`."""
+    duration, none for an integer; an integer at least `lowest` when given), or raise ConfigError at
+    `yaml_name`."""
     if isinstance(default, bool):
         if not isinstance(value, bool):
             raise ConfigError("must be true or false", key=yaml_name, value=value)
@@ -167,6 +174,8 @@ def _decode_setting(yaml_name: str, default: object, value: object, allow_zero: 
             raise ConfigError("must be an integer", key=yaml_name, value=value)
         if highest is not None and value > highest:
             raise ConfigError(f"must be at most {highest:,.0f}", key=yaml_name, value=value)
+        if lowest is not None and value < lowest:
+            raise ConfigError(f"must be at least {lowest:,}", key=yaml_name, value=value)
         return value
     if isinstance(default, tuple):
         if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
@@ -257,9 +266,12 @@ def evictd_settings(document: Mapping[str, object], kubelet: Mapping[str, object
         if setting is None:
             raise ConfigError(f"unknown field in {EVICTD_KIND}{did_you_mean(key, [*by_yaml, *STALL_FIELDS])}",
                               key=key, value=value)
+        default = getattr(settings, setting.name)
+        if default is None:  # an optional setting, unset by default: decoded as its type's values are
+            default = setting.metadata["type"]()
         changes[setting.name] = _decode_setting(
-            key, getattr(settings, setting.name), value, setting.metadata.get("allow_zero", False),
-            setting.metadata.get("max"),
+            key, default, value, setting.metadata.get("allow_zero", False), setting.metadata.get("max"),
+            setting.metadata.get("min"),
         )
     settings = replace(settings, **changes)
     if settings.recorder_max_bytes < MIN_RECORDER_BYTES:

@@ -34,11 +34,13 @@ def free_port() -> int:
 class EvictdProcess:
     """`evictd run` with JSON logs on a pipe; every log line is parsed into an event as it arrives.
 
-    Its stateDir is `<tmp_path>/state` unless `evictd` names one: processes of one test share it.
+    Its stateDir is `<tmp_path>/state` unless `evictd` names one: processes of one test share it. `wrapper` is a
+    command evictd is started through (`prlimit --memlock=...`, `setpriv ...`): what it changes holds from the
+    interpreter's first instruction, unlike a `preexec_fn` (which forks in a process with gRPC loaded).
     """
 
     def __init__(self, tmp_path: Path, kubelet: str = "", evictd: str = "", args: tuple[str, ...] = (),
-                 env: dict[str, str] | None = None) -> None:
+                 env: dict[str, str] | None = None, wrapper: tuple[str, ...] = ()) -> None:
         self.port = free_port()
         if "stateDir:" not in evictd:  # never the machine's /var/lib/evictd: each test its own state
             evictd += f"stateDir: {tmp_path / 'state'}\n"
@@ -58,7 +60,7 @@ class EvictdProcess:
         self._reading = threading.Event()  # cleared: the log pipe is not read (`pause_reading`)
         self._reading.set()
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "evictd", "run", "--config", str(config), *args],
+            [*wrapper, sys.executable, "-m", "evictd", "run", "--config", str(config), *args],
             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
             # Each process its own node lock unless the test names one (tests stand for several nodes at once).
             env={**os.environ, NODE_LOCK_ENV: str(tmp_path / "node.lock"), **(env or {})},

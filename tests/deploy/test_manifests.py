@@ -844,7 +844,10 @@ def test_unit_hardening() -> None:
     assert set(last["RestrictAddressFamilies"].split()) == {"AF_UNIX", "AF_INET", "AF_INET6", "AF_NETLINK"}
     # Exactly these capabilities (deploy/systemd/README.md says why each).
     assert set(last["CapabilityBoundingSet"].split()) == {"CAP_DAC_READ_SEARCH", "CAP_DAC_OVERRIDE",
-                                                          "CAP_SYS_RESOURCE"}
+                                                          "CAP_SYS_RESOURCE", "CAP_IPC_LOCK"}
+    # evictd locks its memory (lockMemory): CAP_IPC_LOCK above, and no finite RLIMIT_MEMLOCK (the kernel counts the
+    # whole address space against it); killed last, but killable (-1000 would never be).
+    assert (last["LimitMEMLOCK"], last["OOMScoreAdjust"]) == ("infinity", "-999")
     # Writable again under ProtectSystem=strict/ProtectControlGroups: the v1 memory hierarchy
     # (cgroup.event_control). /proc/pressure stays writable: nothing above makes /proc read-only.
     assert service["ReadWritePaths"] == ["-/sys/fs/cgroup/memory"]

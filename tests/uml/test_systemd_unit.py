@@ -10,7 +10,8 @@ byte for byte in /etc/systemd/system, then `systemctl enable --now evictd`. No d
 One boot (about 1.5 minutes, most of it the unit's own 60 s watchdog) shows, from systemctl, /proc and the
 service's own mount namespace: activation only after READY=1, a SIGSTOPped evictd killed by the watchdog and
 restarted, `systemctl stop` ending it cleanly with its state lock released, what the sandbox lets it write,
-its capabilities, and the `systemd-analyze security` score deploy/systemd/README.md states.
+its capabilities, its memory locked and its OOM score, and the `systemd-analyze security` score
+deploy/systemd/README.md states.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ SYSTEMD_README = REPO / "deploy" / "systemd" / "README.md"
 WATCHDOG_S = 60.0  # the shipped WatchdogSec=
 RESTART_S = 5.0  # the shipped RestartSec=
 STOP_TIMEOUT_S = 30.0  # the shipped TimeoutStopSec=
-CAPABILITIES = {"CAP_DAC_OVERRIDE": 1, "CAP_DAC_READ_SEARCH": 2, "CAP_SYS_RESOURCE": 24}
+CAPABILITIES = {"CAP_DAC_OVERRIDE": 1, "CAP_DAC_READ_SEARCH": 2, "CAP_IPC_LOCK": 14, "CAP_SYS_RESOURCE": 24}
 
 # The operator's steps 1-3 of deploy/systemd/README.md (and the unit file of step 5), inside the guest.
 SETUP = """
@@ -76,7 +77,11 @@ cat /proc/$P/status > "$UML_OUT/status.txt"
 cat /proc/$P/mountinfo > "$UML_OUT/mountinfo.txt"
 echo "memory.max=$(cat $cgroup/memory.max) pids.max=$(cat $cgroup/pids.max) oom_score_adj=$(cat /proc/$P/oom_score_adj)" \
   "nice=$(cut -d' ' -f19 /proc/$P/stat) ioprio=$(ionice -p $P | tr -d ' ')" \
+  "memlock=$(awk '/^Max locked memory/ {print $4 ":" $5}' /proc/$P/limits)" \
   > "$UML_OUT/limits.txt"
+cat /proc/$P/smaps_rollup > "$UML_OUT/smaps-rollup.txt"
+/usr/bin/python3 -c 'import urllib.request as u; print(u.urlopen("http://127.0.0.1:10262/metrics").read().decode())' \
+  > "$UML_OUT/metrics.txt" 2>&1
 
 # The sandbox, from inside the service's own mount namespace (nsenter) and, for contrast, from outside it.
 attempt() {  # name, shell command: one line "name<TAB>inside<TAB>outside", each "ok" or the error
@@ -160,10 +165,28 @@ def test_the_unit_runs_as_shipped_with_its_resource_settings(guest: GuestRun) ->
     # No drop-in: `systemctl show` leaves DropInPaths= out when there is none.
     assert show["FragmentPath"] == "/etc/systemd/system/evictd.service" and show.get("DropInPaths", "") == ""
     assert show["ControlGroup"] == "/system.slice/evictd.service"
-    # MemoryMax=128M, TasksMax=256, OOMScoreAdjust=-999, Nice=-5 and the I/O priority as the kernel holds them for
-    # the running service.
+    # MemoryMax=128M, TasksMax=256, OOMScoreAdjust=-999, Nice=-5, the I/O priority and LimitMEMLOCK=infinity as the
+    # kernel holds them for the running service.
     assert fields(guest.text("limits.txt")) == {"memory.max": str(128 << 20), "pids.max": "256", "oom_score_adj": "-999",
-                                               "nice": "-5", "ioprio": "best-effort:prio0"}
+                                               "nice": "-5", "ioprio": "best-effort:prio0",
+                                               "memlock": "unlimited:unlimited"}
+
+
+def test_the_unit_locks_its_memory_and_reports_its_oom_score(guest: GuestRun) -> None:
+    # lockMemory (on by default): mlockall with MCL_ONFAULT, allowed by CAP_IPC_LOCK and LimitMEMLOCK=infinity.
+    status = dict(line.split(":", 1) for line in guest.text("status.txt").splitlines() if ":" in line)
+    rollup = dict(line.split(":", 1) for line in guest.text("smaps-rollup.txt").splitlines()[1:] if ":" in line)
+    kib = {name: int(value.split()[0]) for name, value in
+           (("VmLck", status["VmLck"]), ("VmRSS", status["VmRSS"]), ("Locked", rollup["Locked"]))}
+    assert kib["VmLck"] > 0 and kib["Locked"] > 0, kib
+    # Only what was touched is resident, well inside MemoryMax=128M.
+    assert kib["VmRSS"] < 96 << 10, kib
+    metrics = guest.text("metrics.txt").splitlines()
+    assert "evictd_memory_locked 1.0" in metrics and "evictd_oom_score_adj -999.0" in metrics
+    said = {entry["event"]: entry for entry in journal(guest)}
+    assert said["memory locked"]["locked_kib"] > 0, said["memory locked"]
+    assert said["oom_score_adj"]["oom_score_adj"] == -999 and said["oom_score_adj"]["level"] == "info"
+    assert "memory not locked" not in said and "oom_score_adj exposes evictd" not in said
 
 
 def test_it_becomes_active_only_after_ready_and_serves(guest: GuestRun) -> None:

@@ -117,6 +117,10 @@ class Metrics:
         self.log_lines_dropped = Counter("evictd_log_lines_dropped_total", "Log lines dropped because the reader "
                                          "of evictd's output fell 4 MiB behind (the loop never waits for it).",
                                          registry=r)
+        self.memory_locked = Gauge("evictd_memory_locked", "1 when evictd's memory is locked in RAM (lockMemory: "
+                                   "mlockall at start), 0 when not (the start-up log line says why).", registry=r)
+        self.oom_score_adj = Gauge("evictd_oom_score_adj", "evictd's own oom_score_adj, read at start (after "
+                                   "oomScoreAdj was applied, if set).", registry=r)
         self._exported_signals: set[Signal] = set()
         signals = (*Signal, *LOCAL_STORAGE_SIGNALS)
         for metric, values in ((self.degraded, (POD_LIST_UNAVAILABLE,)), (self.evictions, signals),

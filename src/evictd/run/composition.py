@@ -6,8 +6,9 @@ through depends on what it finds" (the Kubernetes API, a container runtime, dry-
 Building starts no thread and waits for nothing, with one exception: evictd first takes the node lock and the
 stateDir lock (`state_lock`; a second evictd on the node waits for them, or exits with status 2), because
 the engine state, the journal, the record of critical pods and the OOM-kill counters are read from stateDir as
-they are built. What runs beside the loop or may wait (the pod watch and its first list, the runtime's first
-answer, the HTTP endpoint, the disk walker) are the daemon's parts, started in that order by `Daemon.start`.
+they are built. Then `protect_self` locks evictd's memory and reads (or sets) its oom_score_adj, once, saying how
+it went. What runs beside the loop or may wait (the pod watch and its first list, the runtime's first answer, the
+HTTP endpoint, the disk walker) are the daemon's parts, started in that order by `Daemon.start`.
 
 `build_daemon` reads as its builders, each building one side whole: `build_basics` (node name, cgroups,
 waiter, stop), `build_cluster`, `build_stats_source`, `build_engine_state` (the state restored), `build_manager`
@@ -35,10 +36,18 @@ from evictd.adapters.memory_watch import MemoryWatch
 from evictd.adapters.node_pods import DiscoveredPods
 from evictd.adapters.notifiers import Waiter
 from evictd.adapters.oom_counters import OomCounters
+from evictd.adapters.self_protection import (
+    LOCK_FLAG_NAMES,
+    lock_memory,
+    memory_figures,
+    read_oom_score_adj,
+    set_oom_score_adj,
+)
 from evictd.clock import SYSTEM_CLOCK
 from evictd.config import Configuration, EvictdSettings, StatsOrigin
 from evictd.core.engine import EngineConfig, EngineState
 from evictd.core.errors import ConfigError, SampleError
+from evictd.core.self_protection import KIB, oom_score_adj_warning
 from evictd.cri import RuntimeSlot
 from evictd.cri.client import CriClient
 from evictd.cycle.cadence import stale_after_s
@@ -306,6 +315,7 @@ def build_daemon(
     acquire_state_lock(settings.state_dir, settings.state_lock_timeout_s, log)
     for warning in config.warnings:
         log.warning("configuration warning", detail=warning)
+    protect_self(settings, log, metrics)
     basics = build_basics(config, log, metrics)
     # The pods the node shows (named by the runtime once it answers).
     discovered = DiscoveredPods(basics.cgroups, settings.pod_logs_dir, basics.runtime)
@@ -339,6 +349,48 @@ def build_daemon(
     return Daemon(manager, LoopSettings(settings.housekeeping_interval_s, basics.node_name, reported_only, max_cycles),
                   Wakeups(basics.waiter, basics.stop), Reporting(basics.metrics, health, log), hooks,
                   build_parts(basics, cluster, link, stats, health, serve_http))
+
+
+def protect_self(settings: EvictdSettings, log: Log, metrics: Metrics) -> None:
+    """Lock evictd's memory (`lockMemory`), apply `oomScoreAdj` if set and read the oom_score_adj it runs with; say
+    each outcome in one log line and a metric (`evictd_memory_locked`, `evictd_oom_score_adj`). Nothing here
+    stops evictd: what the kernel refuses is a warning (docs/deployment.md, "What protects evictd")."""
+    locked = False
+    if not settings.lock_memory:
+        log.info("memory not locked", reason="lockMemory is false")
+    else:
+        outcome = lock_memory()
+        locked = outcome.locked
+        if not locked:
+            log.warning("memory not locked", reason=outcome.reason, error=outcome.error or None)
+        else:
+            try:
+                figures = memory_figures()
+            except SampleError as exc:
+                log.info("memory locked", flags=LOCK_FLAG_NAMES, figures_unreadable=str(exc))
+            else:
+                # Resident and locked now; what is touched later is locked as it is faulted in (MCL_ONFAULT).
+                log.info("memory locked", flags=LOCK_FLAG_NAMES, locked_kib=figures.locked_resident_bytes // KIB,
+                         rss_kib=figures.rss_bytes // KIB, vm_locked_kib=figures.vm_locked_bytes // KIB)
+    metrics.memory_locked.set(int(locked))
+    try:
+        if settings.oom_score_adj is None:
+            value = read_oom_score_adj()
+        else:
+            applied = set_oom_score_adj(settings.oom_score_adj)
+            value = applied.value
+            if not applied.applied:
+                log.warning("oom_score_adj not set", requested=applied.requested, value=value, reason=applied.reason,
+                            error=applied.error or None)
+    except SampleError as exc:
+        log.warning("oom_score_adj unreadable", detail=str(exc))
+        return
+    metrics.oom_score_adj.set(value)
+    exposed = oom_score_adj_warning(value)
+    if exposed:
+        log.warning("oom_score_adj exposes evictd", oom_score_adj=value, detail=exposed)
+    else:
+        log.info("oom_score_adj", oom_score_adj=value)
 
 
 def exit_after_logs(status: int) -> None:

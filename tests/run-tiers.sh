@@ -3,10 +3,10 @@
 # tiers"). Usage: tests/run-tiers.sh [PYTHON]   (default .venv/bin/python; run from the checkout's top)
 #
 #   1. parallel       every test but the two tiers below, on pytest-xdist workers (one module per worker, so a
-#                     module's guest or cluster is started once), at nice 19;
-#   2. serial         beside it, one at a time at normal priority: tests that drive whole-machine memory with
-#                     GiB hogs against MemAvailable (they cannot run beside each other) or that assert how fast
-#                     something happens (a latency, a deadline); then ruff, mypy and mkdocs, at nice 19;
+#                     module's guest or cluster is started once), nothing else running;
+#   2. serial         after it, one at a time: tests that drive whole-machine memory with GiB hogs against
+#                     MemAvailable (they cannot run beside each other, and beside them every latency that other
+#                     tests assert stretches); ruff, mypy and mkdocs beside it, at nice 19;
 #   3. quiet_machine  last, with nothing else running: tests that compare whole-machine figures any other test
 #                     moves (/proc/pressure/memory, MemAvailable within 512 MiB, the machine's task count).
 #
@@ -32,14 +32,13 @@ tier() {
 }
 
 begun=$(now)
-tier parallel nice -n 19 "$PY" -m pytest -q -p no:cacheprovider -n "$WORKERS" --dist loadfile \
-	-m "not real_cluster and not serial and not quiet_machine" &
-parallel=$!
+tier parallel "$PY" -m pytest -q -p no:cacheprovider -n "$WORKERS" --dist loadfile \
+	-m "not real_cluster and not serial and not quiet_machine"
+(tier ruff nice -n 19 "$BIN/ruff" check src tests; tier mypy nice -n 19 "$BIN/mypy";
+	tier mkdocs nice -n 19 "$BIN/mkdocs" build --strict --quiet) &
+lint=$!
 tier serial "$PY" -m pytest -q -p no:cacheprovider -m "serial and not real_cluster"
-tier ruff nice -n 19 "$BIN/ruff" check src tests
-tier mypy nice -n 19 "$BIN/mypy"
-tier mkdocs nice -n 19 "$BIN/mkdocs" build --strict --quiet
-wait "$parallel"
+wait "$lint"
 tier quiet_machine "$PY" -m pytest -q -p no:cacheprovider -m "quiet_machine and not real_cluster"
 total=$(($(now) - begun))
 

@@ -28,10 +28,6 @@ from evictd.observe import http_endpoint
 from evictd.observe.http_endpoint import Health, HttpEndpoint, parse_bind_address
 from evictd.observe.metrics import Metrics
 
-# How fast something happens is asserted (a latency or a deadline in seconds): the `serial` tier runs these one
-# at a time at normal priority, beside the parallel tier at nice 19.
-pytestmark = pytest.mark.serial
-
 # The limits the endpoint must keep (written out here: the test states the requirement, not the code's value).
 CAP = 16
 READ_TIMEOUT_S = 5.0

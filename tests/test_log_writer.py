@@ -87,7 +87,6 @@ def timed_calls(log: Any, count: int, **fields: object) -> float:
     return longest
 
 
-@pytest.mark.serial  # an upper bound in seconds is asserted: one at a time, at normal priority
 def test_a_log_call_returns_at_once_while_the_pipe_is_full_and_the_lines_follow_in_order(pipe: Pipe) -> None:
     pipe.fill()
     configure_logging("json", stream=pipe.stream, queued=True)
@@ -147,7 +146,6 @@ def test_once_dropping_every_line_is_dropped_until_the_writer_catches_up(pipe: P
     assert writer.close(5)
 
 
-@pytest.mark.serial  # an upper bound in seconds is asserted: one at a time, at normal priority
 def test_flush_waits_for_the_queued_lines_and_no_longer_than_asked(pipe: Pipe) -> None:
     pipe.fill()
     configure_logging("json", stream=pipe.stream, queued=True)
@@ -167,7 +165,6 @@ def test_flush_waits_for_the_queued_lines_and_no_longer_than_asked(pipe: Pipe) -
     assert got[-1] == {**got[-1], "event": "evictd stopped", "cycles": 3}
 
 
-@pytest.mark.serial  # an upper bound in seconds is asserted: one at a time, at normal priority
 @pytest.mark.parametrize("failure", ["reader gone (EPIPE)", "descriptor closed (EBADF)"])
 def test_a_failed_write_stops_the_writer_quietly(pipe: Pipe, failure: str) -> None:
     counted: list[int] = []
@@ -222,7 +219,6 @@ def test_at_exit_the_queued_lines_are_written(how: str, status: int) -> None:
     assert err == b""
 
 
-@pytest.mark.serial  # an upper bound in seconds is asserted: one at a time, at normal priority
 def test_at_the_deadline_exit_a_reader_that_never_reads_holds_evictd_2_s_at_most() -> None:
     child = subprocess.Popen([sys.executable, "-c", EXITING, "deadline", "say when"], stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True)

@@ -44,10 +44,6 @@ from log_capture import LogCapture
 from polling import wait_until
 from real_pod_node import MiB, RealPodNode, crowded_pod, du_bytes, du_inodes, walk_time_s
 
-# How fast something happens is asserted (a latency or a deadline in seconds): the `serial` tier runs these one
-# at a time at normal priority, beside the parallel tier at nice 19.
-pytestmark = pytest.mark.serial
-
 POD = PodKey("33333333-3333-4333-8333-333333333333", "shop", "cart")
 WAIT_S = 20.0
 TENANT_FILES = 100_000

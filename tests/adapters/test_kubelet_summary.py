@@ -490,7 +490,6 @@ def test_nobody_listening_is_a_sample_error(token_file: Path, direct: Callable[.
     assert "Connection refused" in info.value.reason
 
 
-@pytest.mark.serial  # an upper bound in seconds is asserted: one at a time, at normal priority
 def test_a_kubelet_slower_than_the_timeout_is_a_sample_error(
     kubelet: Server, token_file: Path, direct: Callable[..., KubeletSummarySource]
 ) -> None:

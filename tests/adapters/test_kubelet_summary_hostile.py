@@ -33,10 +33,6 @@ from hostile_kubelet import (
     trickle,
 )
 
-# How fast something happens is asserted (a latency or a deadline in seconds): the `serial` tier runs these one
-# at a time at normal priority, beside the parallel tier at nice 19.
-pytestmark = pytest.mark.serial
-
 TOKEN = "kubelet-reader-token-1"
 SUMMARY_BODY = json.dumps(summary(allocatable=2 * Gi, pods=[pod_stats(pod("web"), memory=700 * Mi)])).encode()
 DEADLINE_S = 0.5

@@ -9,8 +9,6 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-import pytest
-
 from evictd.adapters.cgroups import CgroupLayout, CgroupReader
 from evictd.adapters.memory_watch import MEMORY_WATCH_CAUSE, MemoryWatch
 from evictd.adapters.notifiers import Waiter
@@ -32,7 +30,6 @@ def target(met_below: int) -> WatchTarget:
                        "hard allocatableMemory.available threshold")
 
 
-@pytest.mark.serial  # an upper bound in seconds is asserted: one at a time, at normal priority
 def test_a_crossing_between_ticks_wakes_the_waiter_once(tmp_path: Path) -> None:
     pods_cgroup(tmp_path, current=400 * MI)  # 112 MiB available, threshold at 100 MiB: a look every 20 ms
     watch = MemoryWatch(CgroupReader(CgroupLayout(2, tmp_path)), (), interval_s=10.0)

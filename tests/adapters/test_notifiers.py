@@ -446,7 +446,6 @@ def test_memcg_notifier_close_is_idempotent_and_releases_the_eventfd(memcg_dir: 
 # The kubelet's notifier set
 
 
-@pytest.mark.serial  # a wake-up latency is asserted: one at a time, at normal priority
 def test_memcg_notifier_set_arms_one_notifier_per_memory_threshold_and_both_fire(
     memcg_dir: Path, spawn: Callable[..., Child], waiter: Waiter
 ) -> None:
@@ -1116,7 +1115,6 @@ def test_wake_from_another_thread_interrupts_wait(waiter: Waiter) -> None:
     assert time.monotonic() - start < 0.1 + MAX_WAKE_LATENCY_S
 
 
-@pytest.mark.serial  # a wake-up latency is asserted: one at a time, at normal priority
 def test_wake_from_a_signal_handler_interrupts_wait(waiter: Waiter) -> None:
     def handler(signum: int, frame: FrameType | None) -> None:
         waiter.wake()

@@ -32,10 +32,6 @@ from evictd.cri import ContainerUsage, FilesystemUsage, channel_target
 from evictd.cri.client import CriClient
 from polling import wait_until
 
-# How fast something happens is asserted (a latency or a deadline in seconds): the `serial` tier runs these one
-# at a time at normal priority, beside the parallel tier at nice 19.
-pytestmark = pytest.mark.serial
-
 MiB = 1024 * 1024
 # containerd refreshes snapshot usage every stats_collect_period (1 s here); allow a few periods.
 STATS_REFRESH_TIMEOUT_S = 5.0

@@ -33,10 +33,6 @@ from evictd.core.errors import CRIError
 from evictd.core.pods import Pod
 from evictd.core.runtime import POD_UID_LABEL, Container, ContainerState, Sandbox, SandboxState
 
-# How fast something happens is asserted (a latency or a deadline in seconds): the `serial` tier runs these one
-# at a time at normal priority, beside the parallel tier at nice 19.
-pytestmark = pytest.mark.serial
-
 # The graceful container's trap runs once its current `sleep 1` ends, then sleeps 2 s: it exits 2-3 s
 # after SIGTERM. The margin covers the runtime's own stop latency (tens of milliseconds measured).
 TRAP_SECONDS = 2.0

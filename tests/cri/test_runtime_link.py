@@ -11,7 +11,6 @@ import socket
 import time
 from pathlib import Path
 
-import pytest
 from containerd_harness import Containerd
 
 from clocks import ManualClock
@@ -19,10 +18,6 @@ from evictd.cri import RuntimeVersion
 from evictd.cri.client import CriClient
 from evictd.run.runtime_link import RuntimeLink
 from log_capture import LogCapture
-
-# How fast something happens is asserted (a latency or a deadline in seconds): the `serial` tier runs these one
-# at a time at normal priority, beside the parallel tier at nice 19.
-pytestmark = pytest.mark.serial
 
 RETRY_S = 5.0
 

@@ -15,12 +15,7 @@ import threading
 import time
 from pathlib import Path
 
-import pytest
 from evictd_process import EvictdProcess
-
-# How fast something happens is asserted (a latency or a deadline in seconds): the `serial` tier runs these one
-# at a time at normal priority, beside the parallel tier at nice 19.
-pytestmark = pytest.mark.serial
 
 IDLE_FLOOD = 2000
 # Growth of VmRSS allowed while 2,000 connections are held ("a few MiB"; one thread each cost ~25 KiB).

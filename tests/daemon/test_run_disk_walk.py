@@ -24,10 +24,6 @@ from evictd.adapters.pod_disk_usage import DEFAULT_STALE_AFTER_S
 from evictd.observe.metrics import CYCLE_BUCKETS
 from real_pod_node import MiB, RealPodNode, crowded_pod, walk_time_s
 
-# How fast something happens is asserted (a latency or a deadline in seconds): the `serial` tier runs these one
-# at a time at normal priority, beside the parallel tier at nice 19.
-pytestmark = pytest.mark.serial
-
 TENANT_FILES = 100_000
 TOUCH_INTERVAL_S = 0.05
 POD_LIMIT_BYTES = 512 * MiB

@@ -64,7 +64,6 @@ def cycles_within(process: EvictdProcess, seconds: float) -> float:
     return process.metric("evictd_cycles_total") - before
 
 
-@pytest.mark.serial  # an upper bound in seconds is asserted: one at a time, at normal priority
 def test_a_summary_endpoint_trickling_one_byte_every_5s_does_not_slow_the_loop(
     tmp_path: Path, pki: dict[str, Path], token_file: Path, servers: list[HostileKubelet],
     evictd_processes: list[EvictdProcess],

@@ -13,16 +13,11 @@ import tempfile
 import time
 from pathlib import Path
 
-import pytest
 from evictd_process import EvictdProcess, start_evictd
 
 from evictd.core.quantity import Quantity
 from evictd.cycle.cadence import NOTIFICATION_FOLLOW_UPS_S
 from real_pod_node import REAL_POD_LIMIT_BYTES, MiB, RealPodNode
-
-# How fast something happens is asserted (a latency or a deadline in seconds): the `serial` tier runs these one
-# at a time at normal priority, beside the parallel tier at nice 19.
-pytestmark = pytest.mark.serial
 
 POD_LIMIT_BYTES = REAL_POD_LIMIT_BYTES  # the real_pod fixture's
 ALLOCATED_BYTES = 360 * MiB  # leaves ~150Mi: past limit minus threshold, well below the limit (no OOM kill)

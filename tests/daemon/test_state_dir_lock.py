@@ -15,17 +15,12 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
 import structlog
 from apiserver import ApiServer
 from evictd_process import EvictdProcess
 from kube_objects import node_manifest
 
 from evictd.run.lock import acquire_state_lock
-
-# How fast something happens is asserted (a latency or a deadline in seconds): the `serial` tier runs these one
-# at a time at normal priority, beside the parallel tier at nice 19.
-pytestmark = pytest.mark.serial
 
 NODE = "lock-node"
 LOCK_WAIT_S = 2.0

@@ -43,10 +43,6 @@ from evictd_process import EvictdProcess
 
 from evictd.adapters.local_kill import MINIMUM_GRACE_PERIOD_S
 
-# How fast something happens is asserted (a latency or a deadline in seconds): the `serial` tier runs these one
-# at a time at normal priority, beside the parallel tier at nice 19.
-pytestmark = pytest.mark.serial
-
 MiB = 1 << 20
 PODS_LIMIT_BYTES = 400 * MiB
 HOG_MIB = 200

@@ -34,10 +34,6 @@ from evictd_process import evictd_command as evictd
 
 from polling import wait_until
 
-# How fast something happens is asserted (a latency or a deadline in seconds): the `serial` tier runs these one
-# at a time at normal priority, beside the parallel tier at nice 19.
-pytestmark = pytest.mark.serial
-
 PODS_LIMIT_BYTES = 400 * MiB
 THRESHOLD = "250Mi"
 HOG_MIB = 200

@@ -162,7 +162,6 @@ def test_watch_only_faults_leave_lists_alone(apiserver: ApiServer, core_v1: Any)
     assert caught.value.status == 500
 
 
-@pytest.mark.serial  # an upper bound in seconds is asserted: one at a time, at normal priority
 def test_held_request_times_out_on_the_client(apiserver: ApiServer, core_v1: Any) -> None:
     apiserver.faults.time_out_next(method="GET")
     started = time.monotonic()

@@ -15,10 +15,6 @@ from kube_objects import pod_manifest
 from kubernetes import client, watch
 from kubernetes.client.rest import ApiException
 
-# How fast something happens is asserted (a latency or a deadline in seconds): the `serial` tier runs these one
-# at a time at normal priority, beside the parallel tier at nice 19.
-pytestmark = pytest.mark.serial
-
 WATCH_TIMEOUT_S = 3  # every stream here ends by itself even if an assertion never stops it
 
 

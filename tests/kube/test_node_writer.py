@@ -396,7 +396,6 @@ def test_a_clean_stop_in_dry_run_writes_nothing(apiserver: ApiServer, make_write
     assert writes(apiserver) == [] and node(apiserver) == before
 
 
-@pytest.mark.serial  # an upper bound in seconds is asserted: one at a time, at normal priority
 def test_a_clean_stop_against_a_hung_api_gives_up_after_its_timeout(
     apiserver: ApiServer, make_writer: MakeWriter
 ) -> None:

@@ -214,7 +214,6 @@ def test_active_pods_raises_until_the_first_list_completes(apiserver: ApiServer,
     assert [r.status for r in pod_lists(apiserver)] == [500, 500, 200]
 
 
-@pytest.mark.serial  # an upper bound in seconds is asserted: one at a time, at normal priority
 def test_start_up_waits_for_the_first_list_to_answer_not_to_succeed(apiserver: ApiServer,
                                                                     start_watcher: StartWatcher) -> None:
     """`evictd run` waits for the first list before its first cycle; a refused list ends that wait at once (the
@@ -341,7 +340,6 @@ def test_api_errors_back_off_exponentially_and_serve_the_last_known_pods(
     assert wait_until(lambda: names(watcher) == ["after", "web"])
 
 
-@pytest.mark.serial  # an upper bound in seconds is asserted: one at a time, at normal priority
 def test_a_watch_that_worked_resets_the_backoff(apiserver: ApiServer, start_watcher: StartWatcher) -> None:
     start_watcher(jitter=lambda: 0.0)  # without jitter the initial and a grown backoff are told apart
     for drop in range(4):
@@ -358,7 +356,6 @@ def watch_threads() -> list[threading.Thread]:
     return [t for t in threading.enumerate() if t.name == "evictd-pod-watch"]
 
 
-@pytest.mark.serial  # an upper bound in seconds is asserted: one at a time, at normal priority
 def test_stop_ends_an_idle_watch_at_once(apiserver: ApiServer, start_watcher: StartWatcher) -> None:
     watcher = start_watcher()
     assert wait_until(lambda: open_watch_count(apiserver) == 1)

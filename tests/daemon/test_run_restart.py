@@ -64,6 +64,7 @@ def start_on_the_node(tmp_path: Path, real_pod: RealPodNode, processes: list[Evi
     )
 
 
+@pytest.mark.serial  # the restart's age within 3 s: 5.0 s seen beside loaded workers (a slow start)
 def test_a_restart_inside_a_soft_grace_period_neither_resets_nor_shortens_it(
     tmp_path: Path, real_pod: RealPodNode, evictd_processes: list[EvictdProcess]
 ) -> None:

@@ -34,9 +34,9 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from evictd.core.decode import child, integer, invalid, mapping, string
-from evictd.core.errors import DecodeError, bounded_repr
+from evictd.core.errors import DecodeError
 from evictd.core.oom import OomState
-from evictd.core.saved_state import UnusableState
+from evictd.core.saved_state import UnusableState, versioned_document
 
 # The document format this evictd writes and reads; any other version is foreign.
 OOM_COUNTERS_VERSION = 1
@@ -108,14 +108,7 @@ def resumed_oom_state(document: object | None, *, boot_id: str | None, pods_cgro
     this module did not write."""
     if document is None:
         return ResumedOom(OomState(), Resumption.NONE_SAVED)
-    if not isinstance(document, Mapping):
-        raise UnusableState(f"not a JSON object but {bounded_repr(document)}")
-    version = document.get("version")
-    if version is None:
-        raise UnusableState("no format version")
-    if version != OOM_COUNTERS_VERSION or isinstance(version, bool):
-        raise UnusableState(f"format version {bounded_repr(version)}, this evictd reads {OOM_COUNTERS_VERSION}",
-                            foreign=True)
+    document = versioned_document(document, OOM_COUNTERS_VERSION)
     try:
         saved = _parse(document)
     except DecodeError as exc:

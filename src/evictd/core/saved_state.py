@@ -57,6 +57,19 @@ class UnusableState(ValueError):
         self.foreign = foreign
 
 
+def versioned_document(document: object, version: int) -> Mapping[str, object]:
+    """Return `document` as a mapping when it is a JSON object of format `version`; raise UnusableState (foreign
+    for another version) otherwise. Every stateDir document evictd writes carries its format version."""
+    if not isinstance(document, Mapping):
+        raise UnusableState(f"not a JSON object but {bounded_repr(document)}")
+    found = document.get("version")
+    if found is None:
+        raise UnusableState("no format version")
+    if found != version or isinstance(found, bool):
+        raise UnusableState(f"format version {bounded_repr(found)}, this evictd reads {version}", foreign=True)
+    return document
+
+
 @dataclass(frozen=True, slots=True)
 class Restored:
     """A state rebuilt from a document, and what of it was kept (for the log line that says so)."""
@@ -209,14 +222,7 @@ def restore_state(
     `thresholds` are the ones the configuration can have (`restorable_thresholds`). Raises UnusableState for a
     foreign or corrupt document.
     """
-    if not isinstance(document, Mapping):
-        raise UnusableState(f"not a JSON object but {bounded_repr(document)}")
-    version = document.get("version")
-    if version is None:
-        raise UnusableState("no format version")
-    if version != STATE_VERSION or isinstance(version, bool):
-        raise UnusableState(f"format version {bounded_repr(version)}, this evictd reads {STATE_VERSION}",
-                            foreign=True)
+    document = versioned_document(document, STATE_VERSION)
     if document.get("node") != node_name:
         raise UnusableState(f"saved by node {bounded_repr(document.get('node'))}, this is node {node_name!r}",
                             foreign=True)

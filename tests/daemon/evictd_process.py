@@ -191,6 +191,13 @@ def mem_available_bytes() -> int:
     return total - max(usage - inactive, 0)
 
 
+# A whole-machine crossing (the `serial` tier, where nothing but the linters runs beside, a few hundred MiB that
+# hardly move): a threshold this far below what is available at the start, crossed by a hog of HOG_BYTES, which
+# passes it by 1 GiB. Smaller hogs are quicker: a page fault costs ~10 us in these VMs, 5 GiB took 12-18 s.
+CROSSING_DEPTH = 3 << 29  # 1.5 GiB
+HOG_BYTES = 5 << 29  # 2.5 GiB
+
+
 def allocate(size: int) -> subprocess.Popen[str]:
     """Start a process that fills `size` bytes (every page touched), prints the time, and holds them."""
     code = ("import sys, time\n"

@@ -12,7 +12,16 @@ import time
 from pathlib import Path
 
 import pytest
-from evictd_process import ROOT, EvictdProcess, allocate, mem_available_bytes, pid_available, start_evictd
+from evictd_process import (
+    CROSSING_DEPTH,
+    HOG_BYTES,
+    ROOT,
+    EvictdProcess,
+    allocate,
+    mem_available_bytes,
+    pid_available,
+    start_evictd,
+)
 
 from evictd.core.quantity import Quantity
 from evictd.observe.metrics import WAKEUP_CAUSES
@@ -75,19 +84,19 @@ def test_metrics_and_health(tmp_path: Path, evictd_processes: list[EvictdProcess
     assert process.stop() == 0
 
 
-@pytest.mark.serial  # a 5 GiB hog against MemAvailable: the `serial` tier, one at a time
+@pytest.mark.serial  # a GiB hog against MemAvailable: the `serial` tier, one at a time
 def test_a_real_memory_crossing_wakes_the_loop_and_the_decision_follows(
     tmp_path: Path, evictd_processes: list[EvictdProcess]
 ) -> None:
     # The loop sleeps an hour between ticks: only a memcg wake-up can bring the decision this soon.
-    threshold = mem_available_bytes() - 3 * GiB
+    threshold = mem_available_bytes() - CROSSING_DEPTH
     process = EvictdProcess(tmp_path, kubelet=f"evictionHard: {{memory.available: '{threshold}'}}\n"
                             "evictionPressureTransitionPeriod: 1s\n",
                             evictd="housekeepingInterval: 1h\npsiWakeups: false\n")
     evictd_processes.append(process)
     process.wait_event("evictd started")
     time.sleep(0.5)  # let the first cycle arm the notifiers
-    hog = allocate(5 * GiB)
+    hog = allocate(HOG_BYTES)
     try:
         assert hog.stdout is not None
         filled_at = float(hog.stdout.readline())

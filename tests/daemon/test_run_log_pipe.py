@@ -10,7 +10,7 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
-from evictd_process import EvictdProcess, allocate, mem_available_bytes, start_evictd
+from evictd_process import CROSSING_DEPTH, HOG_BYTES, EvictdProcess, allocate, mem_available_bytes, start_evictd
 
 from full_pipe import fill_pipe
 from polling import wait_until
@@ -18,18 +18,17 @@ from polling import wait_until
 # Whole-machine memory (GiB hogs against MemAvailable): the `serial` tier runs these one at a time.
 pytestmark = pytest.mark.serial
 
-GiB = 1 << 30
 
 
 def test_a_memory_crossing_is_decided_and_the_loop_goes_on_while_nobody_reads_the_log(
     tmp_path: Path, evictd_processes: list[EvictdProcess]
 ) -> None:
-    threshold = mem_available_bytes() - 3 * GiB
+    threshold = mem_available_bytes() - CROSSING_DEPTH
     process = start_evictd(tmp_path, evictd_processes, kubelet=f"evictionHard: {{memory.available: '{threshold}'}}\n"
                            "evictionPressureTransitionPeriod: 1s\n", evictd="housekeepingInterval: 1s\n", cycles=2)
     process.pause_reading()
     assert fill_pipe(f"/proc/{process.process.pid}/fd/1", rounds=3) > 0
-    hog = allocate(5 * GiB)
+    hog = allocate(HOG_BYTES)
     try:
         assert hog.stdout is not None
         hog.stdout.readline()

@@ -1,4 +1,4 @@
-"""Property tests of evictd.core.pods.pod_from_dict: on any JSON-like input only DecodeError escapes,
+"""Property tests of evictd.core.pod_parser.pod_from_dict: on any JSON-like input only DecodeError escapes,
 the input is never mutated, and every rule runs on whatever parses.
 """
 

@@ -1,4 +1,4 @@
-"""Tests of evictd.core.summary: parsing the Summary API, signal observations, pod stats lookup.
+"""Tests of evictd.core.summary and summary_parser: parsing the Summary API, signal observations, pod stats lookup.
 
 Observation values reuse upstream helpers_test.go TestMakeSignalObservations; the JSON field names are
 those of stats/v1alpha1 types.go.

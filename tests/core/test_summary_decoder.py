@@ -1,4 +1,4 @@
-"""Tests of evictd.core.summary.SummaryDecoder: one Summary after another that share their unchanged blocks
+"""Tests of evictd.core.summary_parser.SummaryDecoder: one Summary after another that share their unchanged blocks
 (as a recording's, rebuilt from changes), each decoded to what `summary_from_dict` gives, errors included."""
 
 from __future__ import annotations

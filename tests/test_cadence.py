@@ -8,7 +8,13 @@ from __future__ import annotations
 
 import pytest
 
-from evictd.cycle.cadence import MIN_STALE_AFTER_S, NOTIFICATION_FOLLOW_UPS_S, Cadence, stale_after_s
+from evictd.cycle.cadence import (
+    GRACE_END_MARGIN_S,
+    MIN_STALE_AFTER_S,
+    NOTIFICATION_FOLLOW_UPS_S,
+    Cadence,
+    stale_after_s,
+)
 
 INTERVAL_S = 10.0
 
@@ -130,3 +136,20 @@ def test_stale_after_three_intervals_and_never_before_thirty_seconds() -> None:
     assert stale_after_s(10.0) == MIN_STALE_AFTER_S == 30.0
     assert stale_after_s(0.2) == 30.0
     assert stale_after_s(60.0) == 180.0
+
+
+def test_a_running_grace_period_makes_the_next_cycle_due_just_after_it_ends_never_after_the_tick() -> None:
+    cadence = Cadence(INTERVAL_S).after_cycle(100.0, 100.0, memory_threshold_met=False, grace_ends_in_s=3.0)
+    assert cadence.wait_s(100.0) == pytest.approx(3.0 + GRACE_END_MARGIN_S)
+    later = Cadence(INTERVAL_S).after_cycle(100.0, 100.0, memory_threshold_met=False, grace_ends_in_s=3600.0)
+    assert later.wait_s(100.0) == INTERVAL_S, "a grace period ending after the tick leaves the tick"
+    ended = Cadence(INTERVAL_S).after_cycle(100.0, 100.0, memory_threshold_met=False, grace_ends_in_s=0.0)
+    assert ended.wait_s(100.0) == pytest.approx(GRACE_END_MARGIN_S)
+
+
+def test_a_grace_periods_end_is_kept_through_wake_ups_that_earn_no_cycle() -> None:
+    cadence = Cadence(INTERVAL_S).after_cycle(100.0, 100.0, memory_threshold_met=False, held=True,
+                                              grace_ends_in_s=2.0)
+    for cause in ("memcg_rearm", "psi_far", "psi"):
+        cadence = cadence.woken([cause])
+    assert cadence.wait_s(101.0) == pytest.approx(1.0 + GRACE_END_MARGIN_S)

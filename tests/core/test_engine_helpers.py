@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+from evictd.core.engine import Assessment, NoneStarved, ThresholdStatus
 from evictd.core.engine_rules import (
     node_conditions,
     node_conditions_last_observed_at,
@@ -71,3 +72,17 @@ def test_thresholds_updated_stats_keeps_newer_or_untimed_stats_and_drops_unobser
     assert thresholds_updated_stats([HARD_MEMORY], newer, {}) == [HARD_MEMORY]  # the first cycle
     assert thresholds_updated_stats([HARD_MEMORY], newer, {Signal.MEMORY_AVAILABLE: observed(None)}) == [HARD_MEMORY]
     assert thresholds_updated_stats([NODEFS, SOFT_MEMORY], newer, last) == [SOFT_MEMORY]
+
+
+def test_an_assessment_says_when_the_first_running_grace_period_ends() -> None:
+    soft_nodefs = Threshold(Signal.NODEFS_AVAILABLE, ThresholdValue(percentage=0.2), grace_period_s=90, hard=False)
+
+    def assessment(*statuses: tuple[Threshold, bool, float]) -> Assessment:
+        return Assessment(NoneStarved(), thresholds=tuple(
+            ThresholdStatus(t, grace_met=met, observed_for_s=for_s) for t, met, for_s in statuses))
+
+    assert assessment().grace_ends_in_s() is None
+    assert assessment((HARD_MEMORY, True, 0.0)).grace_ends_in_s() is None, "a hard threshold has no grace to end"
+    assert assessment((SOFT_MEMORY, False, 12.5), (soft_nodefs, False, 80.0)).grace_ends_in_s() == 10.0
+    assert assessment((SOFT_MEMORY, True, 31.0), (soft_nodefs, False, 1.0)).grace_ends_in_s() == 89.0
+    assert assessment((SOFT_MEMORY, False, 30.5)).grace_ends_in_s() == 0.0, "never a wait below zero"

@@ -218,6 +218,12 @@ class Assessment:
     warnings: tuple[str, ...] = ()
     stall_settling: tuple[Signal, ...] = ()
 
+    def grace_ends_in_s(self) -> float | None:
+        """How long from this cycle until the first met threshold whose grace period still runs reaches its end
+        (0 when one already has; None when no grace period runs)."""
+        running = [s.threshold.grace_period_s - s.observed_for_s for s in self.thresholds if not s.grace_met]
+        return max(0.0, min(running)) if running else None
+
 
 @dataclass(frozen=True, slots=True)
 class EvictionChoice:

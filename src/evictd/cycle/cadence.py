@@ -13,6 +13,9 @@ The loop tells the cadence how each cycle ended and what woke it; the cadence an
   `NOTIFICATION_FOLLOW_UPS_S` (never later than the interval's tick) until one sees a memory threshold met (newly:
   the loop tells, one held met before is not this crossing); from then only the last delay is left: one cycle
   confirms the settled state a second later.
+- A soft threshold met whose grace period is still running makes the next cycle due just after that period
+  ends (`GRACE_END_MARGIN_S` later), never later than the tick: the soft eviction is decided within milliseconds
+  of its grace period's end, not up to an interval later as the kubelet's 10 s tick does (issue #37).
 - After an eviction and the wait for its pods to go (the kubelet's `waitForPodsCleanup`), the next cycle runs at
   once, with no wait at all (as the kubelet).
 - The timer, a stop request, a memcg crossing (``memcg``: the notifier set judged it may change the decision)
@@ -42,6 +45,9 @@ from dataclasses import dataclass, replace
 # 20 and 50 ms there, 2 of 10 crossings under a 256 MiB fsync loop were decided 20-24 ms late). At most 22 cycles
 # per notification that finds nothing met, a cycle costing 1-2 ms at 100 pods.
 NOTIFICATION_FOLLOW_UPS_S = (0.001, 0.001, 0.002, *(0.005,) * 9, *(0.01,) * 5, 0.02, 0.05, 0.1, 0.25, 1.0)
+# A cycle due at a grace period's end runs this much after it: the cycle's clock and the loop's are read at
+# different moments, and a cycle a hair early would find the grace period still running.
+GRACE_END_MARGIN_S = 0.002
 # The Waiter's causes that are memory notifications (the others: "signal", a stop request or a wake).
 NOTIFICATION_CAUSES = frozenset({"memcg", "psi", "memory_watch"})
 # Wake-ups that never earn a cycle: the memcg notifier set re-armed itself, or a PSI trigger fired with every
@@ -75,11 +81,16 @@ class Cadence:
     # The last cycle saw a threshold met and acted on it or had nothing left to act on: pressure is held.
     held: bool = False
 
-    def after_cycle(self, started_at: float, now: float, *, memory_threshold_met: bool, held: bool = False) -> Cadence:
+    def after_cycle(self, started_at: float, now: float, *, memory_threshold_met: bool, held: bool = False,
+                    grace_ends_in_s: float | None = None) -> Cadence:
         """A cycle that started at `started_at` ended at `now`; it saw a memory threshold met or not, and held
-        pressure or not (a threshold met, acted on or with nothing left to act on)."""
+        pressure or not (a threshold met, acted on or with nothing left to act on); `grace_ends_in_s`: how long
+        the first grace period still running had left when the cycle decided (None: none runs), counted from
+        `now`, a few milliseconds late rather than early."""
         follow_ups = self.follow_ups[-1:] if memory_threshold_met else self.follow_ups
         due_at = started_at + self.interval_s
+        if grace_ends_in_s is not None:
+            due_at = min(due_at, now + grace_ends_in_s + GRACE_END_MARGIN_S)
         if follow_ups:
             due_at = min(due_at, now + follow_ups[0])
             follow_ups = follow_ups[1:]

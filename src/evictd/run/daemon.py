@@ -184,7 +184,8 @@ class Daemon:
                     # Follow-ups end with a threshold newly met: one held met before says nothing of this crossing.
                     newly_met = memory_thresholds_met(report) - memory_met
                     cadence = cadence.after_cycle(started, self.clock.monotonic(), memory_threshold_met=bool(newly_met),
-                                                  held=pressure_held(report))
+                                                  held=pressure_held(report),
+                                                  grace_ends_in_s=report.decided.assessment.grace_ends_in_s())
                 if report is not None:
                     memory_met = memory_thresholds_met(report)
                 cadence = self._wait(cadence)

@@ -82,8 +82,11 @@ def test_after_an_eviction_and_the_wait_for_its_pods_the_next_cycle_runs_at_once
     cadence = Cadence(INTERVAL_S).after_cycle(0.0, 0.0, memory_threshold_met=False).after_cleanup()
     assert cadence.wait_s(0.0) is None and cadence.wait_s(1e6) is None
     pending = Cadence(INTERVAL_S).woken(["memcg"]).after_cleanup()
-    assert pending.after_cycle(0.0, 0.0, memory_threshold_met=False).wait_s(0.0) == NOTIFICATION_FOLLOW_UPS_S[0], \
-        "the notification's follow-ups are still to come after the clean-up"
+    after = pending.after_cycle(0.0, 0.0, memory_threshold_met=False)
+    assert after.wait_s(0.0) == NOTIFICATION_FOLLOW_UPS_S[-1], \
+        "an eviction saw its crossing: of the notification's follow-ups only the confirming one is left"
+    assert after.woken([]).after_cycle(0.0, 0.0, memory_threshold_met=False).wait_s(0.0) == INTERVAL_S, \
+        "then the tick (22 cycles followed each eviction before, issue #37)"
 
 
 def test_the_timer_and_a_stop_make_the_next_cycle_due_but_only_a_memory_notification_starts_follow_ups() -> None:

@@ -17,7 +17,7 @@ The loop tells the cadence how each cycle ended and what woke it; the cadence an
   ends (`GRACE_END_MARGIN_S` later), never later than the tick: the soft eviction is decided within milliseconds
   of its grace period's end, not up to an interval later as the kubelet's 10 s tick does (issue #37).
 - After an eviction and the wait for its pods to go (the kubelet's `waitForPodsCleanup`), the next cycle runs at
-  once, with no wait at all (as the kubelet).
+  once, with no wait at all (as the kubelet); the eviction ends a notification's follow-ups but the confirming one.
 - The timer, a stop request, a memcg crossing (``memcg``: the notifier set judged it may change the decision)
   and the memory watch make the next cycle due.
 - Wake-ups that earn no cycle keep the deadline, and the loop waits again for what is left of it (issue #29):
@@ -102,8 +102,10 @@ class Cadence:
         return self.after_cycle(started_at, now, memory_threshold_met=False)
 
     def after_cleanup(self) -> Cadence:
-        """A cycle evicted and the wait for the evicted pods to go has ended: the next cycle runs at once."""
-        return replace(self, due_at=None)
+        """A cycle evicted and the wait for the evicted pods to go has ended: the next cycle runs at once. The
+        eviction saw its crossing, so of a notification's follow-ups only the confirming one is left (as after a
+        cycle that saw a threshold met)."""
+        return replace(self, due_at=None, follow_ups=self.follow_ups[-1:])
 
     def wait_s(self, now: float) -> float | None:
         """How long to wait at `now` for the next cycle (0: only look whether something woke the loop);

@@ -48,6 +48,7 @@ from typing import overload
 
 from evictd.core.errors import ConfigError, SampleError
 from evictd.core.memcg import working_set_from
+from evictd.core.settled import settled_usage
 
 # A limit above this many bytes means "no limit": the kernel rounds 2**63-1 down to a page multiple,
 # so the kubelet compares with 2**62 instead of MaxInt64 (isMemoryUnlimited, pkg/kubelet/stats).
@@ -204,9 +205,13 @@ class CgroupReader:
         Raises SampleError naming the file that is missing, unreadable or malformed.
         """
         folder = cgroup_folder(self._memory_dir, cgroup)
+        # The cgroups a memory signal is read from (the root, the pods cgroup) bracket memory.stat with two usage reads
+        # (`evictd.core.settled.settled_usage`); a pod's reading only ranks, and keeps one read per file.
+        settled = folder == self._memory_dir or cgroup == self.pods_cgroup()
         if self._v1:
             # The hot path of a cycle (three files per pod): one read per file.
-            usage, inactive_file = v1_usage_and_inactive_file(folder)
+            usage, inactive_file = (v1_settled_usage_and_inactive_file(folder) if settled
+                                    else v1_usage_and_inactive_file(folder))
             path = folder + "/memory.limit_in_bytes"
             limit = _limit(_uint(path, read_file(path)))
         elif folder == self._memory_dir:  # the v2 root: runc's anon + file of memory.stat, no limit
@@ -218,8 +223,10 @@ class CgroupReader:
         else:
             path = folder + "/memory.current"
             usage = _uint(path, read_file(path))
-            path = folder + "/memory.stat"
-            inactive_file = flat_keyed_value(path, read_file(path), V2_INACTIVE_FILE_KEY)
+            stat_path = folder + "/memory.stat"
+            inactive_file = flat_keyed_value(stat_path, read_file(stat_path), V2_INACTIVE_FILE_KEY)
+            if settled:
+                usage = settled_usage(usage, _uint(path, read_file(path)))
             limit = _v2_limit(folder + "/memory.max")
         return MemoryReading(usage_bytes=usage, inactive_file_bytes=inactive_file,
                              working_set_bytes=working_set_from(usage, inactive_file), limit_bytes=limit)
@@ -314,6 +321,14 @@ def v1_usage_and_inactive_file(folder: str) -> tuple[int, int]:
     usage = v1_usage(folder)
     path = folder + "/memory.stat"
     return usage, flat_keyed_value(path, read_file(path), V1_INACTIVE_FILE_KEY)
+
+
+def v1_settled_usage_and_inactive_file(folder: str) -> tuple[int, int]:
+    """`v1_usage_and_inactive_file` with usage read again after memory.stat, the lower usage returned
+    (`evictd.core.settled.settled_usage`: page cache dropped between the reads must not read as working set).
+    Raises SampleError naming the file."""
+    usage, inactive_file = v1_usage_and_inactive_file(folder)
+    return settled_usage(usage, v1_usage(folder)), inactive_file
 
 
 def v1_hierarchy_root(folder: str) -> bool:

@@ -23,7 +23,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 
-from evictd.adapters.cgroups import v1_usage, v1_usage_and_inactive_file
+from evictd.adapters.cgroups import v1_settled_usage_and_inactive_file, v1_usage
 from evictd.adapters.memcg_notifier import (
     MEMCG_CAUSE,
     MEMCG_REARM_CAUSE,
@@ -43,7 +43,6 @@ from evictd.core.memcg import (
     close_reading_wanted,
     drop_watch_stale,
     drop_watch_wanted,
-    firing_is_a_crossing,
     firing_needs_cycle,
     level_from,
     level_moved,
@@ -171,8 +170,8 @@ class MemcgNotifierSet:
         return self._epoll.fileno()
 
     def consume(self) -> None:
-        """Acknowledge every eventfd that fired and judge each firing (`firing_needs_cycle`; all but a crossing on
-        two fresh figures of its cgroup, usage and inactive file). When one may change the decision, `cause` is
+        """Acknowledge every eventfd that fired and judge each firing (`firing_needs_cycle`, on
+        settled figures of its cgroup: usage, inactive file, usage). When one may change the decision, `cause` is
         ``memcg``; otherwise it is ``memcg_rearm`` and what fired is re-armed from those figures (in the thread).
         A watch that fired within `CLOSE_READING_BYTES` of its threshold starts a close reading.
         `description` names the firings that need the cycle, or else all that fired."""
@@ -235,7 +234,7 @@ class MemcgNotifierSet:
         """Whether usage and memory.stat now say threshold `index` is met; its close reading ends then, or at
         `until`."""
         try:
-            usage, inactive_file = v1_usage_and_inactive_file(self._cgroup_dirs[index])
+            usage, inactive_file = v1_settled_usage_and_inactive_file(self._cgroup_dirs[index])
         except SampleError:
             usage, inactive_file = 0, 0  # judged below as not met: the next cycle reports the unreadable file
         with self._lock:
@@ -273,7 +272,7 @@ class MemcgNotifierSet:
         with self._lock:
             working_set_level_bytes, met = self._working_set_levels[index], self._met[index]
         drop_watch = watch is not Watch.LEVEL
-        if working_set_level_bytes is None or firing_is_a_crossing(met, drop_watch=drop_watch):
+        if working_set_level_bytes is None:
             return True
         read = self._figures(index, figures)
         if read is None:
@@ -288,7 +287,7 @@ class MemcgNotifierSet:
         folder = self._cgroup_dirs[index]
         if folder not in figures:
             try:
-                usage, inactive_file = v1_usage_and_inactive_file(folder)
+                usage, inactive_file = v1_settled_usage_and_inactive_file(folder)
                 figures[folder] = usage, armed_inactive_file(inactive_file, self._fresh_inactive(index))
             except SampleError:
                 figures[folder] = None

@@ -32,8 +32,9 @@ cannot make it met; its level, below usage, still fires when usage falls past it
 first judged on two fresh figures of its cgroup, usage and inactive file (`firing_needs_cycle`): the working set
 they give against the threshold's *working-set level* (``capacity - thresholdQuantity(capacity)``, the level
 without the inactive file), and against whether the last cycle's readings had it met. Only a firing that can
-change the decision runs a cycle: the level of a threshold not met (a crossing: always, its latency is the
-point), a drop watch whose working set is within 64 MiB of the threshold, anything of a met threshold whose
+change the decision runs a cycle: the level of a threshold not met whose settled working set is within a step of the threshold (a crossing, its
+latency is the point; further below it was page cache), a drop watch
+whose working set is within 64 MiB of the threshold, anything of a met threshold whose
 working set fell below it (no longer met). Anything else was page cache coming and going: what fired is re-armed
 from those figures and the loop sleeps on.
 
@@ -181,27 +182,25 @@ def close_reading_until(now: float, *, met: bool, behind: bool, crossed_at: floa
 
 
 def firing_needs_cycle(met: bool, *, drop_watch: bool, working_set_level_bytes: int, working_set_bytes: int) -> bool:
-    """True when a notifier that fired may have changed the decision, judged on the working set read after it
-    fired; False when it was page cache coming and going (re-arm and sleep on).
+    """True when a notifier that fired may have changed the decision, judged on the settled working set read after
+    it fired (`evictd.core.settled.settled_usage`); False when it was page cache coming and going (re-arm and sleep
+    on).
 
     `met` is whether the threshold was met in the readings of the last cycle (what the decision stands on). A
     met threshold needs a cycle when the working set is now below its working-set level (no longer met),
-    whichever notifier fired. Of a threshold not met, a level that fired always needs one (a crossing: one a
-    few pages short may read as not met yet; the cycle and its follow-ups decide), a drop watch when the
+    whichever notifier fired. Of a threshold not met, the level needs one when the working set is within a step
+    (`MEMCG_REARM_STEP_BYTES`) of its working-set level or past it (a crossing, or one a few pages short that its
+    follow-ups decide); further below, the level fired for page cache (usage counts it, the working set does not:
+    a 64 MiB file written and deleted 10 times a second ran a cycle and 12-21 follow-ups each time, issue #37) and
+    is re-armed from these figures, which catches the crossing when it comes. A drop watch needs one when the
     working set is within `MEMCG_NEAR_LEVEL_BYTES` of the working-set level (the level beside it may have been
     too high).
     """
     if met:
         return working_set_bytes < working_set_level_bytes
-    if firing_is_a_crossing(met, drop_watch=drop_watch):
-        return True
+    if not drop_watch:
+        return working_set_level_bytes - working_set_bytes < MEMCG_REARM_STEP_BYTES
     return working_set_level_bytes - working_set_bytes < MEMCG_NEAR_LEVEL_BYTES
-
-
-def firing_is_a_crossing(met: bool, *, drop_watch: bool) -> bool:
-    """True when a notifier that fired is the level of a threshold not met: a crossing, whose cycle needs no
-    reading first (`firing_needs_cycle`)."""
-    return not met and not drop_watch
 
 
 def level_unwatched_until_registered(level: int, usage_bytes: int, armed_level: int | None, met: bool) -> bool:

@@ -41,7 +41,9 @@ from evictd.core.engine import (
 from evictd.core.errors import EvictdError, EvictionRefused
 from evictd.core.fs_layout import FsLayout, ReclaimAction
 from evictd.core.pods import Pod
+from evictd.core.settled import crossing_confirmed, crossings_to_confirm
 from evictd.core.summary import Summary
+from evictd.core.thresholds import Threshold
 from evictd.cycle.report import (
     Acted,
     CycleError,
@@ -112,8 +114,11 @@ class EvictionManager:
     def __init__(self, config: EngineConfig, *, stats: StatsSource, layout: LayoutSource, pods: PodSource,
                  reclaimer: NodeReclaimer, evictor: PodEvictor, clock: Clock, node_pods: PodSource | None = None,
                  state: EngineState = FRESH_STATE, layout_changes: Callable[[], int] = lambda: 0,
-                 eviction_api: EvictionApiRoute | None = None) -> None:
+                 eviction_api: EvictionApiRoute | None = None, crossing_hold_s: float = 0.0) -> None:
         self.config = config
+        # How long a memory threshold newly met waits for a confirming reading (`evictd.core.settled`; 0: none, as
+        # the kubelet, which decides on its one reading; `evictd simulate` runs so).
+        self._crossing_hold_s = crossing_hold_s
         # The state restored from the last run (grace periods, pressure history), or a fresh one.
         self.state = state
         # How many times `layout` and `reclaimer` changed (a container runtime answering after the manager
@@ -155,9 +160,17 @@ class EvictionManager:
             summary = self._stats.summary(pods)  # the stats of the pods just listed, wherever they came from
         except EvictdError as exc:
             errors.append(CycleError(CycleStep.STATS, f"eviction manager: failed to get summary stats: {exc}"))
+        crossed: tuple[Threshold, ...] = ()
+        if summary is not None and self._crossing_hold_s > 0:
+            crossed = crossings_to_confirm(self.state.thresholds or self.config.thresholds,
+                                           (*self.state.first_observed_at, *self.state.thresholds_met), summary)
+            if crossed:
+                summary, now = self._confirming_summary(pods, errors)
         self.state, assessment = assess(self.state, self.config, layout, summary, pods, now)
-        seen = CycleReport(now=now, observed=Observed(summary=summary, pods=pods, pod_list_problem=problem),
-                           decided=Decided(assessment), errors=tuple(errors))
+        observed = Observed(summary=summary, pods=pods, pod_list_problem=problem,
+                            crossed=tuple(dict.fromkeys(t.signal for t in crossed)),
+                            crossing_confirmed=crossing_confirmed(crossed, summary))
+        seen = CycleReport(now=now, observed=observed, decided=Decided(assessment), errors=tuple(errors))
         if summary is None:  # assess skipped the cycle (stats unavailable)
             return seen
         match assessment.next_step:
@@ -168,6 +181,18 @@ class EvictionManager:
                 return replace(seen, acted=Acted(evictions=tuple(evictions)), errors=(*seen.errors, *failures))
             case ReclaimThenEvict() as step:
                 return self._reclaim_then_evict(seen, step, summary)
+
+    def _confirming_summary(self, pods: Sequence[Pod], errors: list[CycleError]) -> tuple[Summary | None, float]:
+        """Wait the crossing hold and read the stats again: the reading the cycle decides on, and its time (a failed
+        read is an error of the cycle, which then decides nothing)."""
+        self._clock.sleep(self._crossing_hold_s)
+        try:
+            summary: Summary | None = self._stats.summary(pods)
+        except EvictdError as exc:
+            summary = None
+            errors.append(CycleError(CycleStep.STATS,
+                                     f"eviction manager: failed to get summary stats to confirm a crossing: {exc}"))
+        return summary, self._clock.monotonic()
 
     def _reclaim_then_evict(self, seen: CycleReport, step: ReclaimThenEvict, summary: Summary) -> CycleReport:
         """Run the step's node-level reclaim; unless it resolved the pressure, evict the first ranked pod."""

@@ -65,6 +65,15 @@ class Observed:
     summary: Summary | None = None
     pods: tuple[Pod, ...] = ()
     pod_list_problem: PodListProblem | None = None
+    # The memory thresholds newly met in the first reading, which `summary` (read `CROSSING_HOLD_S` later) was
+    # taken to confirm (`evictd.core.settled`), and whether it did; () when the cycle had nothing to confirm.
+    crossed: tuple[Signal, ...] = ()
+    crossing_confirmed: bool = False
+
+    @property
+    def crossing_unconfirmed(self) -> bool:
+        """Whether a crossing read at first was gone in the confirming reading (page cache, a short dip)."""
+        return bool(self.crossed) and not self.crossing_confirmed
 
     @property
     def pods_from_node(self) -> bool:

@@ -48,6 +48,7 @@ from evictd.config import Configuration, EvictdSettings, StatsOrigin
 from evictd.core.engine import EngineConfig, EngineState
 from evictd.core.errors import ConfigError, SampleError
 from evictd.core.self_protection import KIB, oom_score_adj_warning
+from evictd.core.settled import CROSSING_HOLD_S
 from evictd.cri import RuntimeSlot
 from evictd.cri.client import CriClient
 from evictd.cycle.cadence import stale_after_s
@@ -158,6 +159,7 @@ def build_manager(engine_config: EngineConfig, stats: StatsParts, cluster: Clust
         state=state,
         layout_changes=lambda: node.changes,
         eviction_api=cluster.eviction_api if cluster is not None else None,
+        crossing_hold_s=CROSSING_HOLD_S,
     )
 
 

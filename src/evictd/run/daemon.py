@@ -185,6 +185,7 @@ class Daemon:
                     newly_met = memory_thresholds_met(report) - memory_met
                     cadence = cadence.after_cycle(started, self.clock.monotonic(), memory_threshold_met=bool(newly_met),
                                                   held=pressure_held(report),
+                                                  crossing_unconfirmed=report.observed.crossing_unconfirmed,
                                                   grace_ends_in_s=report.decided.assessment.grace_ends_in_s())
                 if report is not None:
                     memory_met = memory_thresholds_met(report)

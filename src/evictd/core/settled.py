@@ -22,21 +22,32 @@ eviction (issue #37, item 2):
    in 6,629 at 1 ms beside a 64 MiB write-and-delete loop) and longer than a short dip (an 80 ms dip below a hard
    threshold every 2 s evicts no one); a crossing that holds is decided ~100 ms after it was read.
 
+3. **Follow-ups only near a crossing** (`near_crossing`): a notification's follow-up cycles are there for a crossing a
+   few pages short, so they go on only while a memory threshold not met is within `FOLLOW_UP_MARGIN_BYTES` of
+   being met. A notification whose cycle finds every memory threshold further away (a watch judged near the level,
+   a stall) earns that one cycle: the memcg notifiers, re-armed from its readings, announce the crossing when it
+   comes. (Beside the page-cache churn of issue #37 a drop watch 38 MiB below the level ran a cycle and 22
+   follow-ups, 4 times in 6 s.)
+
 Invariants: no I/O, no clock (the manager sleeps through its clock adapter); nothing here mutates its inputs.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
-from evictd.core.signals import spec_of
-from evictd.core.summary import Summary, signal_observations
-from evictd.core.thresholds import Threshold, thresholds_met
+from evictd.core.signals import Operator, Signal, spec_of
+from evictd.core.summary import Observation, Summary, signal_observations
+from evictd.core.thresholds import Threshold, threshold_quantity, thresholds_met
 
 # How long after a cycle read a memory threshold newly met it reads the stats again and decides on that reading.
 # Above the longest dip that must not evict (80 ms, issue #37) and the kernel's statistics lag on a read here
 # (~1 MiB: see the module's description); the price is that much latency on a crossing that holds.
 CROSSING_HOLD_S = 0.1
+# A notification's follow-ups go on while a memory threshold is this close to being met: the step by which the memcg
+# notifier set re-arms (`evictd.core.memcg.MEMCG_REARM_STEP_BYTES`); further away its re-armed level announces the
+# crossing.
+FOLLOW_UP_MARGIN_BYTES = 8 << 20
 
 
 def settled_usage(usage_before_bytes: int, usage_after_bytes: int) -> int:
@@ -61,3 +72,16 @@ def crossing_confirmed(crossed: Sequence[Threshold], summary: Summary | None) ->
     if summary is None or not crossed:
         return False
     return bool(thresholds_met(crossed, signal_observations(summary), enforce_min_reclaim=False))
+
+
+def near_crossing(thresholds: Sequence[Threshold], observations: Mapping[Signal, Observation]) -> bool:
+    """True when a memory threshold of `thresholds` is met in `observations` or within `FOLLOW_UP_MARGIN_BYTES` of
+    being met (rule 3); False when every one observed is further away, or none is observed."""
+    for threshold in thresholds:
+        observed = observations.get(threshold.signal)
+        if observed is None or not spec_of(threshold.signal).is_memory or threshold.operator is not Operator.LESS_THAN:
+            continue
+        met_below = threshold_quantity(threshold.value, observed.capacity).ceil_int()
+        if observed.available.ceil_int() - met_below < FOLLOW_UP_MARGIN_BYTES:
+            return True
+    return False

@@ -13,6 +13,8 @@ The loop tells the cadence how each cycle ended and what woke it; the cadence an
   `NOTIFICATION_FOLLOW_UPS_S` (never later than the interval's tick) until one sees a memory threshold met (newly:
   the loop tells, one held met before is not this crossing); from then only the last delay is left: one cycle
   confirms the settled state a second later.
+- A cycle that finds every memory threshold more than a step from met (`near_crossing`) ends the follow-ups: the
+  re-armed memcg level announces the crossing when it comes.
 - A cycle whose memory crossing its confirming reading did not show (`evictd.core.settled`: page cache that came
   and went, a dip shorter than the hold) ends the follow-ups: the crossing was read, and was not one.
 - A soft threshold met whose grace period is still running makes the next cycle due just after that period
@@ -84,14 +86,15 @@ class Cadence:
     held: bool = False
 
     def after_cycle(self, started_at: float, now: float, *, memory_threshold_met: bool, held: bool = False,
-                    grace_ends_in_s: float | None = None, crossing_unconfirmed: bool = False) -> Cadence:
+                    grace_ends_in_s: float | None = None, crossing_unconfirmed: bool = False,
+                    near_crossing: bool = True) -> Cadence:
         """A cycle that started at `started_at` ended at `now`; it saw a memory threshold met or not, and held
         pressure or not (a threshold met, acted on or with nothing left to act on); `grace_ends_in_s`: how long
         the first grace period still running had left when the cycle decided (None: none runs), counted from
         `now`, a few milliseconds late rather than early; `crossing_unconfirmed`: the cycle read a memory threshold
         newly met that its confirming reading did not show (`evictd.core.settled`: page cache, a short dip), which
-        ends the follow-ups."""
-        if crossing_unconfirmed:
+        ends the follow-ups, as does a cycle that saw no memory threshold `near_crossing` (`evictd.core.settled`)."""
+        if crossing_unconfirmed or not near_crossing:
             follow_ups: tuple[float, ...] = ()
         else:
             follow_ups = self.follow_ups[-1:] if memory_threshold_met else self.follow_ups

@@ -26,6 +26,7 @@ from typing import Protocol
 
 from evictd.clock import SYSTEM_CLOCK, Clock
 from evictd.core.engine import Eviction
+from evictd.core.settled import near_crossing
 from evictd.core.signals import spec_of
 from evictd.core.thresholds import Threshold
 from evictd.cycle.cadence import Cadence
@@ -186,6 +187,8 @@ class Daemon:
                     cadence = cadence.after_cycle(started, self.clock.monotonic(), memory_threshold_met=bool(newly_met),
                                                   held=pressure_held(report),
                                                   crossing_unconfirmed=report.observed.crossing_unconfirmed,
+                                                  near_crossing=near_crossing(self.manager.state.thresholds,
+                                                                              report.decided.assessment.observations),
                                                   grace_ends_in_s=report.decided.assessment.grace_ends_in_s())
                 if report is not None:
                     memory_met = memory_thresholds_met(report)

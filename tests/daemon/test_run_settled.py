@@ -8,7 +8,7 @@ process in the pod's container cgroup:
   that usage counts and the working set does not. Before the rules a cycle read usage before ``memory.stat`` and a
   deletion between the two read as up to 43 MiB of working set (an innocent pod evicted in 2 of 2 runs of the
   issue), and each write ran a cycle and 12-21 follow-ups;
-* holds a working set 20 MiB under the level and crosses it for 80 ms every 2 s (a short dip: no eviction), then
+* holds a working set 4 MiB under the level and crosses it for 80 ms every 2 s (a short dip: no eviction), then
   crosses it and stays (decided within a second).
 """
 
@@ -31,7 +31,9 @@ LEVEL_AVAILABLE_BYTES = 200 * MiB  # the threshold: met once available < 200Mi
 # 64 MiB file 10 times a second) or dip (`dip <bytes>`: every 2 s hold that much more for 80 ms; after `argv[4]`
 # dips, hold it for good).
 TENANT = r"""
-import os, sys, time
+import mmap, os, sys, time
+def charged(size):  # mapped and faulted in; close() gives it back at once (a freed heap block may stay charged)
+    return mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | mmap.MAP_POPULATE)
 held = b"\x01" * int(sys.argv[1])
 print("ready", flush=True)
 if sys.argv[2] == "churn":
@@ -47,11 +49,13 @@ if sys.argv[2] == "churn":
 else:
     size, dips = int(sys.argv[3]), int(sys.argv[4])
     for _ in range(dips):
-        extra = b"\x02" * size
-        time.sleep(0.08)
-        del extra
+        started = time.monotonic()
+        extra = charged(size)
+        # Half the allocation is past the level: above it for half the fill time and the sleep, 80 ms in all.
+        time.sleep(max(0.0, 0.08 - (time.monotonic() - started) / 2))
+        extra.close()
         time.sleep(1.9)
-    extra = b"\x02" * size
+    extra = charged(size)
     print("held", flush=True)
     time.sleep(3600)
 """
@@ -107,8 +111,8 @@ def test_an_80_ms_dip_every_2_s_evicts_no_one_and_a_crossing_that_holds_is_decid
 ) -> None:
     daemon = start_watching_the_pod(tmp_path, real_pod, evictd_processes)
     available = int(daemon.metric("evictd_signal_available_bytes", signal="allocatableMemory.available"))
-    hold = available - LEVEL_AVAILABLE_BYTES - 20 * MiB  # 20 MiB under the level; each dip goes 20 MiB past it
-    tenant = start_tenant(real_pod, hold, "dip", str(40 * MiB), "3")
+    hold = available - LEVEL_AVAILABLE_BYTES - 4 * MiB  # 4 MiB under the level; each dip goes 4 MiB past it
+    tenant = start_tenant(real_pod, hold, "dip", str(8 * MiB), "3")
     try:
         assert tenant.stdout is not None
         assert tenant.stdout.readline() == "held\n"

@@ -34,8 +34,9 @@ they give against the threshold's *working-set level* (``capacity - thresholdQua
 without the inactive file), and against whether the last cycle's readings had it met. Only a firing that can
 change the decision runs a cycle: the level of a threshold not met whose settled working set is within a step of
 the threshold (a crossing, its latency is the point; further below it was page cache), a drop watch whose working
-set is within 64 MiB of the threshold, anything of a met threshold whose working set fell below it (no longer met). Anything else was page cache coming and going: what fired is re-armed
-from those figures and the loop sleeps on.
+set is within 64 MiB of the threshold, anything of a met threshold whose working set fell below it (no longer
+met). Anything
+else was page cache coming and going: what fired is re-armed from those figures and the loop sleeps on.
 
 The kernel's statistics lag its usage (a deliberate difference, measured in docs/measured-figures.md): usage of
 the root memory cgroup is counted at once, but ``memory.stat`` folds each CPU's counts in only when they grew past

@@ -156,3 +156,16 @@ def test_a_grace_periods_end_is_kept_through_wake_ups_that_earn_no_cycle() -> No
     for cause in ("memcg_rearm", "psi_far", "psi"):
         cadence = cadence.woken([cause])
     assert cadence.wait_s(101.0) == pytest.approx(1.0 + GRACE_END_MARGIN_S)
+
+
+def test_a_crossing_its_confirmation_did_not_show_ends_the_follow_ups() -> None:
+    woken = Cadence(10.0).woken(["memcg"])
+    after = woken.after_cycle(0.0, 0.1, memory_threshold_met=False, crossing_unconfirmed=True)
+    assert after.follow_ups == () and after.due_at == 10.0, "page cache or a dip: the tick, nothing sooner"
+
+
+def test_a_cycle_far_from_every_memory_threshold_ends_the_follow_ups() -> None:
+    woken = Cadence(10.0).woken(["memcg"])
+    assert woken.after_cycle(0.0, 0.0, memory_threshold_met=False, near_crossing=False).follow_ups == ()
+    near = woken.after_cycle(0.0, 0.0, memory_threshold_met=False, near_crossing=True)
+    assert near.follow_ups and near.due_at == 0.001, "a crossing a few pages short: the follow-ups go on"

@@ -1,0 +1,118 @@
+"""The settled-figures rules of `evictd.core.settled` (issue #37, item 2), pure: table-driven, no I/O."""
+
+from __future__ import annotations
+
+import pytest
+
+from builders import Gi, Mi, pod, pod_stats, summary
+from clocks import ManualClock
+from evictd.core.engine import EngineConfig
+from evictd.core.fs_layout import FsLayout
+from evictd.core.kubelet_config import EvictionSettings
+from evictd.core.settled import (
+    CROSSING_HOLD_S,
+    crossing_confirmed,
+    crossings_to_confirm,
+    near_crossing,
+    settled_usage,
+)
+from evictd.core.summary import signal_observations
+from evictd.core.summary_parser import summary_from_dict
+from evictd.cycle.manager import EvictionManager
+from test_manager import Evictor, Layout, Pods, Reclaimer, Stats
+
+HARD = EngineConfig.from_settings(EvictionSettings(hard={"memory.available": "1Gi"})).thresholds
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "settled"),
+    [
+        # Usage, memory.stat, usage again: a 64 MiB file deleted between the first usage and memory.stat (the stat
+        # already without it) must not leave the old usage beside the new inactive file.
+        pytest.param(700 * Mi, 636 * Mi, 636 * Mi, id="page-cache-dropped-between-the-reads"),
+        pytest.param(636 * Mi, 700 * Mi, 636 * Mi, id="page-cache-or-anon-added-between-the-reads"),
+        pytest.param(636 * Mi, 636 * Mi, 636 * Mi, id="still"),
+    ],
+)
+def test_a_settled_reading_takes_the_lower_usage(before: int, after: int, settled: int) -> None:
+    assert settled_usage(before, after) == settled
+
+
+MET = summary_from_dict(summary(memory=512 * Mi))
+CLEAR = summary_from_dict(summary(memory=2 * Gi))
+NEAR = summary_from_dict(summary(memory=Gi + 4 * Mi))
+JUST_CLEAR = summary_from_dict(summary(memory=Gi + 8 * Mi))
+
+
+@pytest.mark.parametrize(
+    ("held", "reading", "to_confirm"),
+    [
+        pytest.param((), MET, HARD[:1], id="newly-met-is-confirmed"),  # no allocatable figure: its copy is not met
+        pytest.param(HARD, MET, (), id="held-met-is-not-confirmed-again"),
+        pytest.param((), CLEAR, (), id="not-met-nothing-to-confirm"),
+    ],
+)
+def test_crossings_to_confirm(held: tuple, reading: object, to_confirm: tuple) -> None:  # type: ignore[type-arg]
+    assert crossings_to_confirm(HARD, held, reading) == to_confirm  # type: ignore[arg-type]
+
+
+def test_a_crossing_is_confirmed_only_by_a_reading_that_still_has_it_met() -> None:
+    assert crossing_confirmed(HARD, MET)
+    assert not crossing_confirmed(HARD, CLEAR), "page cache or a short dip: gone on the second reading"
+    assert not crossing_confirmed(HARD, None), "an unread confirmation confirms nothing"
+    assert not crossing_confirmed((), MET)
+
+
+@pytest.mark.parametrize(
+    ("reading", "near"),
+    [
+        pytest.param(MET, True, id="met"),
+        pytest.param(NEAR, True, id="4Mi-from-met"),
+        pytest.param(JUST_CLEAR, False, id="8Mi-from-met"),
+        pytest.param(CLEAR, False, id="far"),
+    ],
+)
+def test_follow_ups_only_near_a_crossing(reading: object, near: bool) -> None:
+    assert near_crossing(HARD, signal_observations(reading)) is near  # type: ignore[arg-type]
+
+
+VICTIM = pod("victim")
+
+
+def manager(*script: dict, hold_s: float = CROSSING_HOLD_S) -> tuple[EvictionManager, Evictor, ManualClock]:  # type: ignore[type-arg]
+    evictor, clock = Evictor(), ManualClock(0.0)
+    config = EngineConfig.from_settings(EvictionSettings(hard={"memory.available": "1Gi"}))
+    return (EvictionManager(config, stats=Stats(*script), layout=Layout(FsLayout()), pods=Pods(VICTIM),
+                            reclaimer=Reclaimer(), evictor=evictor, clock=clock, crossing_hold_s=hold_s),
+            evictor, clock)
+
+
+CROSSED = summary(memory=512 * Mi, pods=[pod_stats(VICTIM, memory=Gi)])
+GONE = summary(memory=2 * Gi, pods=[pod_stats(VICTIM, memory=Gi)])
+
+
+@pytest.mark.parametrize(
+    ("script", "hold_s", "evicted", "slept_s", "confirmed"),
+    [
+        pytest.param((CROSSED, GONE), CROSSING_HOLD_S, False, CROSSING_HOLD_S, False, id="gone-on-confirmation"),
+        pytest.param((CROSSED, CROSSED), CROSSING_HOLD_S, True, CROSSING_HOLD_S, True, id="held-is-evicted"),
+        pytest.param((CROSSED,), 0.0, True, 0.0, False, id="no-hold-the-kubelets-one-reading"),
+    ],
+)
+def test_a_crossing_is_decided_on_its_confirming_reading(script: tuple, hold_s: float, evicted: bool,  # type: ignore[type-arg]
+                                                          slept_s: float, confirmed: bool) -> None:
+    m, evictor, clock = manager(*script, hold_s=hold_s)
+    report = m.synchronize()
+    assert bool(evictor.calls) is evicted
+    assert clock.now_s == slept_s, "the manager sleeps the hold through its clock, once"
+    assert report.observed.crossing_confirmed is confirmed
+    assert report.observed.crossing_unconfirmed is (hold_s > 0 and not evicted)
+    assert bool(report.decided.assessment.node_conditions) is evicted, "an unconfirmed crossing makes no condition"
+
+
+def test_a_threshold_held_met_is_not_confirmed_again() -> None:
+    m, evictor, clock = manager(CROSSED, CROSSED, CROSSED)
+    m.synchronize()
+    m.synchronize()
+    assert clock.now_s == CROSSING_HOLD_S, "one hold, at the crossing"
+    assert len(evictor.calls) == 2

@@ -71,8 +71,10 @@ class MemoryStats:
     """Node memory: above the 1Gi threshold until `crossed_at_cycle`, below it from then on; each read costs
     `CYCLE_S` of fake time. A cycle listed in `failing` raises instead (a bug in an adapter)."""
 
-    def __init__(self, clock: ManualClock, crossed_at_cycle: int = 1000, failing: Sequence[int] = ()) -> None:
+    def __init__(self, clock: ManualClock, crossed_at_cycle: int = 1000, failing: Sequence[int] = (),
+                 near: bool = False) -> None:
         self.clock = clock
+        self._clear = Gi + 4 * Mi if near else 2 * Gi  # near: within a step of the threshold before the crossing
         self.cycle = 0
         self._crossed_at = crossed_at_cycle
         self._failing = set(failing)
@@ -82,7 +84,7 @@ class MemoryStats:
         self.clock.advance(CYCLE_S)
         if self.cycle in self._failing:
             raise RuntimeError("adapter bug")
-        available = 512 * Mi if self.cycle >= self._crossed_at else 2 * Gi
+        available = 512 * Mi if self.cycle >= self._crossed_at else self._clear
         return summary_from_dict(summary(memory=available, pods=[pod_stats(HOG, memory=Gi)]))
 
 
@@ -133,10 +135,10 @@ class Loop:
     """A daemon over the real manager, with everything it talks to recorded."""
 
     def __init__(self, *, causes: Sequence[list[str] | Callable[[], list[str]]] = (), crossed_at_cycle: int = 1000,
-                 failing: Sequence[int] = (), dry_run: bool = True, max_cycles: int = 0, parts: Sequence[Any] = (),
+                 failing: Sequence[int] = (), near: bool = False, dry_run: bool = True, max_cycles: int = 0, parts: Sequence[Any] = (),
                  **hooks: Any) -> None:
         self.clock = ManualClock()
-        self.stats = MemoryStats(self.clock, crossed_at_cycle, failing)
+        self.stats = MemoryStats(self.clock, crossed_at_cycle, failing, near)
         self.evictor = RecordingEvictor()
         self.manager = EvictionManager(
             EngineConfig.from_settings(eviction_settings({"evictionHard": {"memory.available": "1Gi"}})),
@@ -179,7 +181,7 @@ def test_the_loop_sleeps_what_is_left_of_the_interval_and_counts_timer_wake_ups(
 def test_cycles_follow_a_notification_closely_until_one_sees_the_crossing() -> None:
     # Cycle 1: quiet, the timer. Wait 2 is cut short by a memcg notification; cycles 3 and 4 still see the
     # signal above the threshold (pages being charged); cycle 5 sees it met; one settled-state check follows.
-    loop = Loop(causes=[[], ["memcg"]], crossed_at_cycle=5, max_cycles=7)
+    loop = Loop(causes=[[], ["memcg"]], crossed_at_cycle=5, max_cycles=7, near=True)
     loop.run()
     first, notified, *after = loop.waiter.timeouts
     assert first == notified == INTERVAL_S - CYCLE_S
@@ -190,10 +192,17 @@ def test_cycles_follow_a_notification_closely_until_one_sees_the_crossing() -> N
 
 
 def test_a_notification_that_finds_nothing_runs_the_whole_schedule_then_the_cadence() -> None:
-    loop = Loop(causes=[["psi"]], max_cycles=len(NOTIFICATION_FOLLOW_UPS_S) + 3)
+    loop = Loop(causes=[["psi"]], max_cycles=len(NOTIFICATION_FOLLOW_UPS_S) + 3, near=True)
     loop.run()
     assert loop.waiter.timeouts[1:1 + len(NOTIFICATION_FOLLOW_UPS_S)] == list(NOTIFICATION_FOLLOW_UPS_S)
     assert loop.waiter.timeouts[-1] == INTERVAL_S - CYCLE_S
+
+
+def test_a_notification_whose_cycle_is_far_from_every_memory_threshold_earns_that_cycle_only() -> None:
+    # 1 GiB clear of the threshold: the re-armed memcg level announces a crossing; no follow-ups (issue #37 item 3).
+    loop = Loop(causes=[["psi"]], max_cycles=3)
+    loop.run()
+    assert loop.waiter.timeouts == [INTERVAL_S - CYCLE_S] * 2, "the tick, the notified cycle, then the tick"
 
 
 # --- hooks and failures --------------------------------------------------------------------------------------

@@ -126,11 +126,13 @@ def test_one_stream_may_hold_both_kinds(tmp_path: Path) -> None:
         (EVICTD + "evictionAPIMaxCandidates: 0\n", "evictionAPIMaxCandidates"),
         (EVICTD + "evictionAPIMaxCandidates: 101\n", "evictionAPIMaxCandidates"),
         (EVICTD + "evictionAPIDeadline: 5\n", "evictionAPIDeadline"),
+        (EVICTD + "memoryCrossingHold: 2s\n", "memoryCrossingHold"),
     ],
     ids=["bool", "stats-source", "log-format", "string", "inherited-driver", "other-kind", "tcp-endpoint",
          "relative-endpoint", "recorder-bool", "recorder-size-string", "recorder-size-too-small",
          "recorder-age-zero", "recorder-age-days", "psi-window-over-10s", "psi-stall-over-window",
-         "eviction-api-bool", "eviction-api-no-candidate", "eviction-api-too-many", "eviction-api-deadline-number"],
+         "eviction-api-bool", "eviction-api-no-candidate", "eviction-api-too-many", "eviction-api-deadline-number",
+         "crossing-hold-over-1s"],
 )
 def test_bad_documents_name_the_key(tmp_path: Path, text: str, key: str) -> None:
     path = write(tmp_path, "bad.yaml", text)
@@ -236,6 +238,12 @@ def test_the_sample_evictd_config_after_a_systemd_kubelet_config_keeps_the_syste
     kubelet = write(tmp_path, "k.yaml", KUBELET + "cgroupDriver: systemd\ncgroupRoot: /custom\npodLogsDir: /logs\n")
     settings = load_configuration([kubelet, str(SAMPLE_EVICTD_CONFIG)]).evictd
     assert (settings.cgroup_driver, settings.cgroup_root, settings.pod_logs_dir) == ("systemd", "/custom", "/logs")
+
+
+def test_a_memory_crossing_waits_100ms_for_its_second_reading_unless_set_to_0s(tmp_path: Path) -> None:
+    assert EvictdSettings().memory_crossing_hold_s == 0.1
+    path = write(tmp_path, "hold.yaml", EVICTD + "memoryCrossingHold: 0s\n")
+    assert load_configuration([path]).evictd.memory_crossing_hold_s == 0.0
 
 
 def test_the_sample_evictd_config_alone_is_the_defaults() -> None:

@@ -43,6 +43,7 @@ from evictd.core.kubelet_config import (
 from evictd.core.node_status import ConditionMode
 from evictd.core.psi import microseconds, psi_trigger
 from evictd.core.self_protection import OOM_SCORE_ADJ_MAX, OOM_SCORE_ADJ_MIN
+from evictd.core.settled import CROSSING_HOLD_S
 from evictd.core.thresholds import STALL_FIELDS
 from evictd.cri import DEFAULT_ENDPOINT, channel_target
 
@@ -124,6 +125,10 @@ class EvictdSettings:
     psi_wakeups: bool = field(default=True, metadata={"yaml": "psiWakeups"})
     psi_stall_threshold_s: float = field(default=0.1, metadata={"yaml": "psiStallThreshold"})
     psi_window_s: float = field(default=2.0, metadata={"yaml": "psiWindow"})
+    # How long a newly met memory threshold waits for a second reading before it is decided (core/settled.py); 0s:
+    # decide on the first reading, as the kubelet does (a short dip or a moment of page cache may then evict).
+    memory_crossing_hold_s: float = field(default=CROSSING_HOLD_S, metadata={"yaml": "memoryCrossingHold",
+                                                                             "allow_zero": True, "max": 1.0})
     shutdown_timeout_s: float = field(default=15.0, metadata={"yaml": "shutdownTimeout"})
     log_format: LogFormat = field(default=LogFormat.AUTO, metadata={"yaml": "logFormat"})
     container_gc_min_age_s: float = field(

@@ -48,7 +48,6 @@ from evictd.config import Configuration, EvictdSettings, StatsOrigin
 from evictd.core.engine import EngineConfig, EngineState
 from evictd.core.errors import ConfigError, SampleError
 from evictd.core.self_protection import KIB, oom_score_adj_warning
-from evictd.core.settled import CROSSING_HOLD_S
 from evictd.cri import RuntimeSlot
 from evictd.cri.client import CriClient
 from evictd.cycle.cadence import stale_after_s
@@ -145,7 +144,7 @@ def build_basics(config: Configuration, log: Log, metrics: Metrics) -> Basics:
 
 
 def build_manager(engine_config: EngineConfig, stats: StatsParts, cluster: ClusterParts | None, pods: PodSource,
-                  node: NodeLevel, state: EngineState) -> EvictionManager:
+                  node: NodeLevel, state: EngineState, *, crossing_hold_s: float) -> EvictionManager:
     """The eviction manager, whole: what it reads and acts through, and the state it starts from."""
     return EvictionManager(
         engine_config,
@@ -159,7 +158,7 @@ def build_manager(engine_config: EngineConfig, stats: StatsParts, cluster: Clust
         state=state,
         layout_changes=lambda: node.changes,
         eviction_api=cluster.eviction_api if cluster is not None else None,
-        crossing_hold_s=CROSSING_HOLD_S,
+        crossing_hold_s=crossing_hold_s,
     )
 
 
@@ -340,7 +339,8 @@ def build_daemon(
     state_file, start_state = build_engine_state(basics, engine_config)
     node = NodeLevel(PathLayout(settings.kubelet_root_dir, settings.image_fs_path, settings.container_fs_path),
                      ReportOnlyReclaimer())
-    manager = build_manager(engine_config, stats, cluster, pods, node, start_state)
+    manager = build_manager(engine_config, stats, cluster, pods, node, start_state,
+                            crossing_hold_s=basics.settings.memory_crossing_hold_s)
     link = build_runtime(basics, node, cluster)
     notifiers = build_notifiers(basics, engine_config)
     health = Health(settings.housekeeping_interval_s, stopping=basics.stop.is_set)

@@ -6,7 +6,8 @@ PodDisruptionBudget with `minAvailable: 1` (its only pod: no disruption allowed)
 budget. evictd runs with its DaemonSet identity (RBAC and the node-restriction policy from deploy/kubernetes, in
 force) and a soft `allocatableMemory.available` threshold both pods keep met, with
 `softEvictionsThroughEvictionAPI: true`. The API server refuses to evict `guarded` (429, DisruptionBudget),
-evictd moves to `free` in the same cycle and evicts it through the Eviction API; the refusal is logged with the
+evictd moves to `free` in the same round of requests (off the loop; both reported by the cycle after it) and
+evicts it through the Eviction API; the refusal is logged with the
 budget and counted in evictd_eviction_api_refusals_total.
 """
 
@@ -67,7 +68,7 @@ def test_a_budget_blocks_the_soft_eviction_of_the_top_pod_and_evictd_evicts_the_
     assert (refused["budget"], refused["reason"], refused["status"], refused["message"]) == (
         budget_name, "DisruptionBudget", 429, BUDGET_MESSAGE)
     evicting = daemon.wait_event("evicting pod", timeout=30, pod=f"{NAMESPACE}/{free_name}")
-    assert evicting["cycle"] == refused["cycle"], "the next candidate is asked in the same cycle"
+    assert evicting["cycle"] == refused["cycle"], "the refusal and the eviction are reported by the same cycle"
     assert evicting["through_eviction_api"] is True and evicting["grace_period_seconds"] == 5
     assert daemon.metric("evictd_eviction_api_refusals_total", reason="DisruptionBudget") >= 1
 

@@ -90,6 +90,9 @@ def test_a_line_of_a_newer_format_version_is_refused_saying_so(tmp_path: Path) -
                                                 message="no answer"))),
     EvictionApiUse(),
     EvictionApiUse(bypassed="a hard threshold is met: memory.available<100Mi"),
+    EvictionApiUse(asked=("default/db-0", "default/web")),
+    EvictionApiUse(waiting="default/db-0", evicted="default/web"),
+    EvictionApiUse(failure="default/db-0: timed out", bypassed="hard threshold memory.available met"),
 ])
 def test_how_a_soft_eviction_used_the_eviction_api_reads_back_as_written(use: EvictionApiUse) -> None:
     line = Line(run="r", cycle=1, wall=1.0, now=1.0, decision=Decision(eviction_api=use))

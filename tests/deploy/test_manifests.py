@@ -75,7 +75,6 @@ EXPECTED_RBAC = frozenset(
         ("", "pods", "watch"),
         ("", "pods/status", "patch"),
         ("", "pods", "delete"),
-        ("", "pods/eviction", "create"),
         ("", "nodes", "get"),
         ("", "nodes", "patch"),
         ("", "nodes/status", "get"),
@@ -86,6 +85,11 @@ EXPECTED_RBAC = frozenset(
         ("events.k8s.io", "events", "patch"),
     }
 )
+
+# The optional ClusterRole for softEvictionsThroughEvictionAPI (eviction-api-rbac.yaml, not in the kustomization).
+OPTIONAL_MANIFESTS = ("eviction-api-rbac.yaml",)
+EVICTION_API_ROLE = "evictd-eviction-api"
+EXPECTED_EVICTION_API_RBAC = frozenset({("", "pods/eviction", "create")})
 
 # The Role in evictd's namespace: its node Leases (created, renewed with PUT, read after a conflict).
 EXPECTED_ROLE = frozenset(
@@ -259,7 +263,7 @@ def test_the_validator_ships_the_kubernetes_version_used() -> None:
     assert KUBERNETES_VERSION in kubernetes_validate.utils.all_versions()
 
 
-@pytest.mark.parametrize("name", MANIFESTS)
+@pytest.mark.parametrize("name", (*MANIFESTS, *OPTIONAL_MANIFESTS))
 def test_manifest_passes_kubernetes_validate_strict(name: str) -> None:
     path = K8S / name
     done = run([sys.executable, "-m", "kubernetes_validate", "--strict", "-k", KUBERNETES_VERSION, str(path)])
@@ -283,7 +287,7 @@ def test_kustomization_lists_every_manifest_and_renders_valid_objects() -> None:
     assert kustomization["kind"] == "Kustomization"
     assert kustomization["resources"] == list(MANIFESTS)
     # Every Kubernetes object file in the folder is listed (the patches and the kustomization are not objects).
-    on_disk = {p.name for p in K8S.glob("*.yaml")} - {"kustomization.yaml", *PATCHES}
+    on_disk = {p.name for p in K8S.glob("*.yaml")} - {"kustomization.yaml", *PATCHES, *OPTIONAL_MANIFESTS}
     assert on_disk == set(MANIFESTS)
 
     done = run([tool("kubectl"), "kustomize", str(K8S)])
@@ -349,6 +353,24 @@ def test_role_grants_exactly_the_lease_rules_in_evictd_namespace() -> None:
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": NAME, "namespace": NAMESPACE}]
 
 
+def test_the_eviction_api_is_granted_only_by_the_optional_manifest_its_docs_name() -> None:
+    """Issue #38 item 4: `pods/eviction` create, which no admission policy can hold to the node, is not granted by
+    default (the option is off by default): only eviction-api-rbac.yaml grants it, and the feature's docs say so."""
+    kustomized = [doc for name in MANIFESTS for doc in documents(K8S / name) if doc["kind"] in ("ClusterRole", "Role")]
+    assert all(("", "pods/eviction", "create") not in rbac_triples(doc["rules"]) for doc in kustomized)
+    role = the("ClusterRole", K8S / "eviction-api-rbac.yaml")
+    assert role["metadata"]["name"] == EVICTION_API_ROLE
+    assert rbac_triples(role["rules"]) == EXPECTED_EVICTION_API_RBAC
+    binding = the("ClusterRoleBinding", K8S / "eviction-api-rbac.yaml")
+    assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                                  "name": EVICTION_API_ROLE}
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": NAME, "namespace": NAMESPACE}]
+    command = "kubectl apply -f deploy/kubernetes/eviction-api-rbac.yaml"
+    for doc in (K8S / "README.md", REPO / "docs" / "daemon.md", REPO / "docs" / "configuration.md"):
+        assert "eviction-api-rbac.yaml" in doc.read_text(encoding="utf-8"), doc
+    assert command in (K8S / "README.md").read_text(encoding="utf-8")
+
+
 def test_cluster_role_binding_binds_the_service_account() -> None:
     binding = the("ClusterRoleBinding", K8S / "rbac.yaml")
     assert binding["metadata"]["name"] == NAME
@@ -388,7 +410,7 @@ def test_node_restriction_matches_exactly_what_evictd_writes() -> None:
     constraints = spec["matchConstraints"]
     assert policy_writes(constraints["resourceRules"]) == EXPECTED_WRITES
     # Every write RBAC grants is restricted, and the policy matches nothing RBAC does not grant.
-    granted = {(group, resource, VERB_TO_OPERATION[verb]) for group, resource, verb in EXPECTED_RBAC | EXPECTED_ROLE
+    granted = {(group, resource, VERB_TO_OPERATION[verb]) for group, resource, verb in EXPECTED_RBAC | EXPECTED_ROLE | EXPECTED_EVICTION_API_RBAC
                if verb in VERB_TO_OPERATION}
     assert granted == EXPECTED_WRITES
     # Everywhere: no namespace or object selector, nothing excluded; another version is converted, not missed.
@@ -912,7 +934,7 @@ def test_containerfile_copies_paths_that_exist() -> None:
 
 def test_readmes_cover_the_files() -> None:
     kubernetes_readme = (K8S / "README.md").read_text(encoding="utf-8")
-    for name in (*MANIFESTS, *PATCHES, "kustomization.yaml"):
+    for name in (*MANIFESTS, *OPTIONAL_MANIFESTS, *PATCHES, "kustomization.yaml"):
         assert name in kubernetes_readme, name
     systemd_readme = (SYSTEMD / "README.md").read_text(encoding="utf-8")
     for option in unit_sections(UNIT)["Service"]:

@@ -1,7 +1,8 @@
 """Fault switches and the request log of the test API server.
 
 `Faults` holds one-shot rules checked before a request is served: answer the next N matching requests
-(method, path regex, watch or not) with a Status (429 with Retry-After, 500, 503, 504), hold them without an
+(method, path regex, watch or not) with a Status (429 with Retry-After, 500, 503, 504), serve them late
+(`delay_next`), hold them without an
 answer until the client gives up (`time_out_next`), or close the connection without a response
 (`reset_next`). It also steers open watch streams: `drop_watches()` cuts them mid-stream (no terminating
 chunk), `drop_next_watch(after_events=n)` cuts the next one after n events, `expire_watches()` sends them an
@@ -23,10 +24,11 @@ from typing import Any
 class FaultRule:
     """One armed fault; `remaining` counts down per matching request."""
 
-    action: str  # "status", "hold" or "reset"
+    action: str  # "status", "hold", "reset" or "delay"
     remaining: int
     code: int = 500
     retry_after_s: int = 1
+    delay_s: float = 0.0  # "delay": how long the request waits before it is served as usual
     method: str | None = None
     path: re.Pattern[str] | None = None
     watch: bool | None = None
@@ -76,6 +78,11 @@ class Faults:
                       watch: bool | None = None) -> None:
         """Hold the next `count` matching requests unanswered until the client disconnects."""
         self._arm(FaultRule("hold", count), method, path, watch)
+
+    def delay_next(self, count: int = 1, *, delay_s: float, method: str | None = None, path: str | None = None,
+                   watch: bool | None = None) -> None:
+        """Serve the next `count` matching requests as usual, but only after `delay_s` (a slow admission webhook)."""
+        self._arm(FaultRule("delay", count, delay_s=delay_s), method, path, watch)
 
     def reset_next(self, count: int = 1, *, method: str | None = None, path: str | None = None,
                    watch: bool | None = None) -> None:

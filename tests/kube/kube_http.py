@@ -116,6 +116,9 @@ class ApiHandler(WatchStreamMixin, BaseHTTPRequestHandler):
             if self.user is None:
                 raise unauthorized()
             fault = self.core.faults.take(method, self.url_path, self._is_watch())
+            if fault is not None and fault.action == "delay":
+                time.sleep(fault.delay_s)
+                fault = None
             if fault is not None:
                 self._fault(fault)
                 return

@@ -232,11 +232,17 @@ def _eviction_api_lines(use: EvictionApiUse | None) -> list[str]:
     """What the Eviction API answered in the cycle (softEvictionsThroughEvictionAPI), as recorded."""
     if use is None:
         return []
-    if use.bypassed is not None:
-        return [f"Eviction API not used: {use.bypassed}"]
-    return ["through the Eviction API" + (", after refusals:" if use.refusals else ""),
-            *(f"  {r.pod}: {r.status} {r.reason}" + (f" (budget {r.budget})" if r.budget else "") + f": {r.message}"
-              for r in use.refusals)]
+    lines = [f"Eviction API not used: {use.bypassed}"] if use.bypassed is not None else []
+    if use.asked or use.waiting:
+        lines.append(f"Eviction API asked off the loop for: {', '.join(use.asked) or use.waiting}")
+    if use.evicted is not None or use.refusals or use.failure is not None:
+        lines += [("through the Eviction API" if use.evicted is not None else "not evicted through the Eviction API")
+                  + (", after refusals:" if use.refusals else ""),
+                  *(f"  {r.pod}: {r.status} {r.reason}" + (f" (budget {r.budget})" if r.budget else "")
+                    + f": {r.message}" for r in use.refusals)]
+    if use.failure is not None:
+        lines.append(f"  no answer: {use.failure}")
+    return lines
 
 
 def _eviction_of(explained: Explained, pod_key: str) -> Eviction:

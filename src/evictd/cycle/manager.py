@@ -11,9 +11,14 @@ A pod list that cannot be used (the Kubernetes API has given none) evicts nobody
 given: the pods the node shows are then ranked instead, for hard thresholds only (`_list_pods`).
 
 With an `EvictionApiRoute` (`softEvictionsThroughEvictionAPI`), a soft threshold's eviction asks the Eviction API
-instead (`_through_eviction_api` says when): a refusal moves to the next candidate in ranking order, at most
-`max_candidates` per cycle; every refusal is in the report. Hard thresholds, and a soft one once a hard threshold
-is met or once it has stayed met `deadline_s` past its grace period, evict as the kubelet does.
+instead (`_eviction_api_bypassed` says when not): the manager hands the first `max_candidates` ranked pods to a
+round of requests that runs off the loop (`ApiEvictor`) and goes on; a refusal moves the round to the next
+candidate. No request ever holds a cycle: a hung or slow Eviction API delays soft evictions only. While a round is
+under way no other starts. The cycle after a round ended reports it (`EvictionApiUse`): only an accepted request
+counts as an eviction (then, as after any eviction, the loop waits for the pod to go before deciding again, and no
+new round starts in that cycle); refusals and a request without an answer evict nobody. Hard thresholds, and a
+soft one once a hard threshold is met or once it has stayed met `deadline_s` past its grace period, evict as the
+kubelet does, at once, whatever round is under way.
 """
 
 from __future__ import annotations
@@ -38,7 +43,8 @@ from evictd.core.engine import (
     note_evictions,
     reclaim_succeeded,
 )
-from evictd.core.errors import EvictdError, EvictionRefused
+from evictd.core.errors import EvictdError
+from evictd.core.eviction_api import EvictionApiRound
 from evictd.core.fs_layout import FsLayout, ReclaimAction
 from evictd.core.pods import Pod
 from evictd.core.settled import crossing_confirmed, crossings_to_confirm
@@ -94,10 +100,20 @@ class PodEvictor(Protocol):
 
 
 class ApiEvictor(Protocol):
-    """Asks the Eviction API to evict one pod (raises EvictionRefused when it will not now, EvictdError when it
-    could not be asked)."""
+    """Asks the Eviction API off the loop, one round of candidates at a time (`evictd.core.eviction_api`)."""
 
-    def request_eviction(self, eviction: Eviction) -> None: ...
+    def request(self, candidates: Sequence[Eviction]) -> bool:
+        """Start a round asking for `candidates` in turn and return at once; False (nothing started) while the
+        previous round is under way."""
+        ...
+
+    def asking(self) -> str | None:
+        """The pod (namespace/name) the round under way is asking for; None when no round is under way."""
+        ...
+
+    def finished(self) -> EvictionApiRound | None:
+        """The round that ended since the last call (each round once); None when none did."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,7 +152,27 @@ class EvictionManager:
         self._clock = clock
 
     def synchronize(self) -> CycleReport:
-        """Run one cycle: observe, decide, reclaim at node level, and evict at most one pod for thresholds."""
+        """Run one cycle: observe, decide, reclaim at node level, and evict at most one pod for thresholds (or
+        start a round of Eviction API requests for it); report the round of requests that ended since the last
+        cycle, if any."""
+        ended = self._eviction_api.evictor.finished() if self._eviction_api is not None else None
+        report = self._synchronize(api_evicted=ended is not None and ended.evicted is not None)
+        return report if ended is None else self._with_round(report, ended)
+
+    def _with_round(self, report: CycleReport, ended: EvictionApiRound) -> CycleReport:
+        """`report` with the round that ended: its eviction counted (in the engine state too), its refusals and
+        failure told."""
+        acted = report.acted
+        use = acted.eviction_api if acted.eviction_api is not None else EvictionApiUse()
+        use = replace(use, refusals=tuple(EvictionApiRefusal.of(refusal) for refusal in ended.refusals),
+                      evicted=None if ended.evicted is None else ended.evicted.pod.key, failure=ended.failure)
+        evictions = acted.evictions
+        if ended.evicted is not None:
+            self.state = note_evictions(self.state, (ended.evicted,), report.now)
+            evictions = (ended.evicted, *evictions)
+        return replace(report, acted=replace(acted, evictions=evictions, eviction_api=use))
+
+    def _synchronize(self, api_evicted: bool) -> CycleReport:
         now = self._clock.monotonic()
         errors: list[CycleError] = []
         changes = self._layout_changes()
@@ -180,7 +216,7 @@ class EvictionManager:
                 failures = self._evict(evictions)
                 return replace(seen, acted=Acted(evictions=tuple(evictions)), errors=(*seen.errors, *failures))
             case ReclaimThenEvict() as step:
-                return self._reclaim_then_evict(seen, step, summary)
+                return self._reclaim_then_evict(seen, step, summary, api_evicted)
 
     def _confirming_summary(self, pods: Sequence[Pod], errors: list[CycleError]) -> tuple[Summary | None, float]:
         """Wait the crossing hold and read the stats again: the reading the cycle decides on, and its time (a failed
@@ -194,8 +230,11 @@ class EvictionManager:
                                      f"eviction manager: failed to get summary stats to confirm a crossing: {exc}"))
         return summary, self._clock.monotonic()
 
-    def _reclaim_then_evict(self, seen: CycleReport, step: ReclaimThenEvict, summary: Summary) -> CycleReport:
-        """Run the step's node-level reclaim; unless it resolved the pressure, evict the first ranked pod."""
+    def _reclaim_then_evict(self, seen: CycleReport, step: ReclaimThenEvict, summary: Summary,
+                            api_evicted: bool) -> CycleReport:
+        """Run the step's node-level reclaim; unless it resolved the pressure, evict the first ranked pod (a soft
+        eviction through the Eviction API: start a round of requests, unless one is under way or one just evicted
+        a pod, `api_evicted`, whose going this cycle waits for)."""
         errors = list(seen.errors)
         observed = seen.observed
         reclaim = tuple(self._reclaim(action) for action in step.actions)
@@ -222,9 +261,10 @@ class EvictionManager:
             bypassed = _eviction_api_bypassed(route, assessment, choice.eviction)
             through_api = bypassed is None
         eviction_api: EvictionApiUse | None
+        evicted: tuple[Eviction, ...] = ()
+        failures: tuple[CycleError, ...] = ()
         if through_api and route is not None and choice.eviction is not None:
-            evicted, failures, refusals = _evict_through_api(route.evictor, (choice.eviction, *choice.alternates))
-            eviction_api = EvictionApiUse(refusals=refusals)
+            eviction_api = _request_round(route.evictor, (choice.eviction, *choice.alternates), api_evicted)
         else:
             evicted = (choice.eviction,) if choice.eviction else ()
             failures = self._evict(evicted)
@@ -299,18 +339,12 @@ def _eviction_api_bypassed(route: EvictionApiRoute, assessment: Assessment, evic
     return None
 
 
-def _evict_through_api(evictor: ApiEvictor, candidates: Sequence[Eviction]
-                       ) -> tuple[tuple[Eviction, ...], tuple[CycleError, ...], tuple[EvictionApiRefusal, ...]]:
-    """Ask the Eviction API for each candidate in turn until one is not refused; return (the eviction, its failure,
-    the refusals). A failure other than a refusal ends the cycle and counts as its eviction, as in `_evict`."""
-    refusals: list[EvictionApiRefusal] = []
-    for eviction in candidates:
-        try:
-            evictor.request_eviction(eviction)
-        except EvictionRefused as exc:
-            refusals.append(EvictionApiRefusal.of(exc))
-            continue
-        except EvictdError as exc:
-            return (eviction,), (_eviction_failure(eviction, exc),), tuple(refusals)
-        return (eviction,), (), tuple(refusals)
-    return (), (), tuple(refusals)
+def _request_round(evictor: ApiEvictor, candidates: Sequence[Eviction], api_evicted: bool) -> EvictionApiUse:
+    """Start a round of Eviction API requests for `candidates` unless one is under way or one just evicted a pod
+    (`api_evicted`: the loop first waits for that pod to go); return what the cycle did with them."""
+    if api_evicted:
+        return EvictionApiUse()
+    waiting = evictor.asking()
+    if waiting is None and evictor.request(candidates):
+        return EvictionApiUse(asked=tuple(eviction.pod.key for eviction in candidates))
+    return EvictionApiUse(waiting=waiting or evictor.asking())

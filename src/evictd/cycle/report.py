@@ -144,25 +144,34 @@ class EvictionApiRefusal:
 
 @dataclass(frozen=True, slots=True)
 class EvictionApiUse:
-    """How a soft eviction used the Eviction API (softEvictionsThroughEvictionAPI): through it, with each refusal
-    it met in ranking order, or not (`bypassed`: why it went the kubelet's way, a hard threshold met or the
-    deadline passed)."""
+    """How soft evictions used the Eviction API (softEvictionsThroughEvictionAPI) in a cycle.
+
+    Requests run off the loop, one round at a time (a round asks the ranked candidates in turn until one is
+    accepted): `asked` are the candidates a round was started with this cycle, `waiting` the pod a round started
+    earlier is still asking (no new round then). A round that ended since the last cycle reports here: `evicted`,
+    the pod it evicted (None: none), the `refusals` it met in ranking order and its `failure` (a request that got
+    no usable answer, or the round's deadline: not an eviction). `bypassed` says why this cycle's soft eviction went
+    the kubelet's way instead (a hard threshold met, or the deadline past its grace period)."""
 
     refusals: tuple[EvictionApiRefusal, ...] = ()
     bypassed: str | None = None
+    asked: tuple[str, ...] = ()
+    waiting: str | None = None
+    evicted: str | None = None
+    failure: str | None = None
 
     @property
     def through_api(self) -> bool:
-        """Whether the eviction was asked of the Eviction API."""
-        return self.bypassed is None
+        """Whether an eviction the cycle reports was carried out by the Eviction API."""
+        return self.evicted is not None
 
 
 @dataclass(frozen=True, slots=True)
 class Acted:
     """What a cycle did: the node-level reclaim actions that ran, whether they resolved the pressure (None: none
     ran) and the Summary read after them, which said so (None: none read); the evictions (a failed one still
-    counts, as the kubelet counts it; its failure is a `CycleError`); and how a soft eviction used the Eviction API
-    (None: it did not come into it)."""
+    counts, as the kubelet counts it; its failure is a `CycleError`; one the Eviction API accepted counts in the
+    cycle that learnt of it); and how soft evictions used the Eviction API (None: it did not come into it)."""
 
     reclaim: tuple[ReclaimResult, ...] = ()
     reclaim_succeeded: bool | None = None
@@ -172,7 +181,7 @@ class Acted:
 
     @property
     def through_eviction_api(self) -> bool:
-        """Whether this cycle's eviction was asked of the Eviction API."""
+        """Whether an eviction this cycle reports was carried out by the Eviction API."""
         return self.eviction_api is not None and self.eviction_api.through_api
 
     @property

@@ -17,12 +17,15 @@ before evictd's DELETE was sent ends the entry: nothing is ever evicted twice. O
 may have gone through even when no answer came back), a 404 or a refused UID means the kubelet already removed
 the pod: the eviction happened, and its event is still recorded.
 
-A soft eviction with `softEvictionsThroughEvictionAPI` (`request_eviction`) is journaled the same way, but asks
-the API instead: `POST pods/{name}/eviction` (policy/v1, the same grace period and UID precondition) in place of
-the condition and the DELETE, so PodDisruptionBudgets and eviction webhooks have their say (the API server writes
-the DisruptionTarget condition itself). A refusal (429: a budget allows no disruption now; 403: an admission
-webhook said no) raises EvictionRefused and drops the journal entry: nothing was evicted and the pod stays a
-candidate. Such an eviction is never stopped locally.
+A soft eviction with `softEvictionsThroughEvictionAPI` asks the API instead: `POST pods/{name}/eviction` (policy/v1,
+the same grace period and UID precondition) in place of the condition and the DELETE, so PodDisruptionBudgets and
+eviction webhooks have their say (the API server writes the DisruptionTarget condition itself). `post_eviction`
+sends that request and nothing else, so that it can run off the housekeeping loop (`eviction_requests`); a
+refusal (429: a budget allows no disruption now; 403: an admission webhook said no) raises EvictionRefused.
+Only an accepted request is an eviction: `note_api_eviction` then journals it, as sent and done, and records its
+event, on the loop. A request that timed out or failed is no eviction, never journaled and never replayed (an
+entry an older evictd journaled before its request is dropped by `replay`). Such an eviction is never stopped
+locally.
 """
 
 from __future__ import annotations
@@ -143,23 +146,52 @@ class KubePodEvictor:
                             f"{failure.detail}; pod stopped through the container runtime, API writes pending")
         raise failure
 
-    def request_eviction(self, eviction: Eviction) -> None:
-        """Ask the Eviction API to evict a soft eviction's pod. Raises EvictionRefused when the API will not now
-        (the decision is dropped from the journal), EvictdError when it could not be asked (it stays pending)."""
-        entry = replace(journal_entry(eviction, self._now(), self._decision()), eviction_api=True)
+    def post_eviction(self, eviction: Eviction, timeout_s: float) -> None:
+        """Ask the Eviction API to evict `eviction`'s pod within `timeout_s`, and do nothing else (no journal, no
+        event: safe off the loop). Raises EvictionRefused when the API will not now, KubeError when no usable
+        answer came (not an eviction)."""
+        entry = journal_entry(eviction, self._now())
+        try:
+            self._api.evict_pod(entry.namespace, entry.name, eviction_body(entry), timeout_s=timeout_s)
+        except KubeError as exc:
+            if exc.status in EVICTION_REFUSALS:
+                raise EvictionRefused(entry.key, exc, refused_budget(exc)) from None
+            self._on_api_error(exc)
+            raise
+
+    def note_api_eviction(self, eviction: Eviction, decided_at: float, decision: str | None) -> bool:
+        """Journal an eviction the Eviction API accepted (decided at `decided_at`, wall-clock seconds) and record
+        its Evicted event (pending when that fails). Return False, journaling nothing, when its pod was evicted the
+        kubelet's way meanwhile (a hard threshold): that entry stands, and the pod is not evicted twice over."""
+        if eviction.pod.uid in self._journal.evicted_uids():
+            return False
+        entry = replace(journal_entry(eviction, decided_at, decision), eviction_api=True, delete_sent=True,
+                        done=frozenset({ApiStep.CONDITION, ApiStep.DELETION}))
         self._journal.record(entry)
-        failure = self._advance(entry)
-        if failure is not None:
-            raise failure
+        self._advance(entry)  # the event; a failure stays pending for `replay`
+        return True
+
+    def decision(self) -> str | None:
+        """The id of the decision under way (the Evicted event's annotation), read on the loop."""
+        return self._decision()
+
+    def now(self) -> float:
+        """Wall-clock seconds, as the journal's times are."""
+        return self._now()
 
     def replay(self) -> list[KubeError]:
         """Retry the missing API steps of every pending eviction; return the errors of this round."""
         errors = []
         for entry in self._journal.pending():
+            if entry.eviction_api and ApiStep.DELETION not in entry.done:
+                # An Eviction API request an older evictd journaled before sending it, with no answer since: it is
+                # no eviction, and asking again here would hold the loop on a hung API; the pod stays a candidate.
+                self._journal.forget(entry.uid)
+                continue
             failure = self._advance(entry)
             if failure is not None:
                 errors.append(failure)
-                if is_retryable(failure) and not isinstance(failure, EvictionRefused):
+                if is_retryable(failure):
                     break  # the API is still unwell: the rest waits for the next cycle
         self._journal.forget_finished(self._now())
         self._journal.flush()  # a journal that could not be written is written as soon as it can be
@@ -180,9 +212,6 @@ class KubePodEvictor:
             try:
                 request(entry)
             except KubeError as exc:
-                if step is ApiStep.DELETION and entry.eviction_api and exc.status in EVICTION_REFUSALS:
-                    self._journal.forget(entry.uid)
-                    return EvictionRefused(entry.key, exc, refused_budget(exc))
                 self._on_api_error(exc)
                 if exc.status not in (NOT_FOUND, CONFLICT, INVALID) or step is ApiStep.EVENT:
                     return exc
@@ -211,9 +240,6 @@ class KubePodEvictor:
     def _delete(self, entry: JournalEntry, timeout_s: float) -> None:
         if not entry.delete_sent:
             self._journal.note_delete_sent(entry.uid)
-        if entry.eviction_api:
-            self._api.evict_pod(entry.namespace, entry.name, eviction_body(entry), timeout_s=timeout_s)
-            return
         body = {"gracePeriodSeconds": entry.grace_period_s, "preconditions": {"uid": entry.uid}}
         self._api.delete_pod(entry.namespace, entry.name, body, timeout_s=timeout_s)
 

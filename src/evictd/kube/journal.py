@@ -325,7 +325,8 @@ class EvictionJournal:
         return self.record(replace(self._entries[uid], done_at=now))
 
     def forget(self, uid: str) -> None:
-        """Drop the entry of `uid`: the Eviction API refused it, nothing was evicted and the pod stays a candidate."""
+        """Drop the entry of `uid`: nothing was evicted (an Eviction API request without an answer) and the pod stays
+        a candidate."""
         if self._entries.pop(uid, None) is not None:
             self._save()
 

@@ -92,7 +92,9 @@ class CycleLogger:
         for failure in report.errors_of(CycleStep.EVICTION):
             self._log.error("eviction failed (still counted, as the kubelet counts it)", cycle=number,
                             error=failure.description)
-        if decided.ranked_pods and not acted.evictions and not acted.refusals:
+        api = acted.eviction_api
+        if (decided.ranked_pods and not acted.evictions and not acted.refusals
+                and (api is None or not (api.asked or api.waiting or api.failure))):
             self._log.warning("unable to evict any pods from the node", cycle=number,
                               ranking=[p.key for p in decided.ranked_pods])
 
@@ -143,19 +145,28 @@ class CycleLogger:
         self._log.warning("threshold met", **fields)
 
     def _eviction_api(self, number: int, report: CycleReport) -> None:
-        """Log each refusal of the Eviction API, a cycle whose every candidate was refused, and a soft eviction
-        that went the kubelet's way although soft evictions go through the Eviction API."""
-        acted = report.acted
-        for refusal in acted.refusals:
+        """Log a round of Eviction API requests started off the loop, and when one ended: each refusal, a round
+        whose every candidate was refused, a request without a usable answer; and a soft eviction that went the
+        kubelet's way although soft evictions go through the Eviction API."""
+        use = report.acted.eviction_api
+        if use is None:
+            return
+        if use.asked:
+            self._log.info("asking the Eviction API to evict a pod, off the loop", cycle=number,
+                           candidates=list(use.asked))
+        for refusal in use.refusals:
             self._log.warning("Eviction API refused to evict pod; trying the next candidate", cycle=number,
                               pod=refusal.pod, budget=refusal.budget or None, reason=refusal.reason,
                               status=refusal.status, message=refusal.message)
-        if acted.refusals and not acted.evictions:
-            self._log.warning("Eviction API refused every candidate; no pod evicted this cycle", cycle=number,
-                              refused=[refusal.pod for refusal in acted.refusals])
-        if acted.eviction_api is not None and acted.eviction_api.bypassed is not None:
+        if use.failure is not None:
+            self._log.warning("Eviction API request without an answer: no pod evicted, the pod stays a candidate",
+                              cycle=number, error=use.failure)
+        elif use.refusals and use.evicted is None:
+            self._log.warning("Eviction API refused every candidate; no pod evicted", cycle=number,
+                              refused=[refusal.pod for refusal in use.refusals])
+        if use.bypassed is not None:
             self._log.warning("soft eviction not through the Eviction API: evicting as the kubelet does",
-                              cycle=number, reason=acted.eviction_api.bypassed)
+                              cycle=number, reason=use.bypassed)
 
     def _eviction(self, number: int, eviction: Eviction, report: CycleReport) -> None:
         fields: dict[str, Any] = {
@@ -171,6 +182,7 @@ class CycleLogger:
         if eviction.threshold is not None:
             fields["threshold"] = describe_threshold(eviction.threshold)
             fields["ranking"] = [p.key for p in report.decided.ranked_pods[:5]]
-        if report.acted.through_eviction_api:
+        api = report.acted.eviction_api
+        if api is not None and api.evicted == eviction.pod.key:
             fields["through_eviction_api"] = True
         self._log.warning("would evict pod" if self._dry_run else "evicting pod", **fields)

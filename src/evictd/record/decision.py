@@ -311,10 +311,16 @@ def decision_document(decision: Decision) -> dict[str, object]:
 
 def eviction_api_document(use: EvictionApiUse) -> dict[str, object]:
     """How a soft eviction used the Eviction API, as a line writes it."""
-    if use.bypassed is not None:
-        return {"bypassed": use.bypassed}
-    return {"refusals": [{"pod": r.pod, "status": r.status, "reason": r.reason, "budget": r.budget,
-                          "message": r.message} for r in use.refusals]}
+    if use.bypassed is not None and not (use.refusals or use.evicted or use.failure):
+        return {"bypassed": use.bypassed}  # as evictd has always written it
+    document: dict[str, object] = {"refusals": [{"pod": r.pod, "status": r.status, "reason": r.reason,
+                                                 "budget": r.budget, "message": r.message} for r in use.refusals]}
+    # Written only when set: a line of an evictd that asked the API on its loop reads as it was written.
+    for key, value in (("bypassed", use.bypassed), ("asked", list(use.asked) or None), ("waiting", use.waiting),
+                       ("evicted", use.evicted), ("failure", use.failure)):
+        if value is not None:
+            document[key] = value
+    return document
 
 
 def _threshold_met(value: object, path: str) -> ThresholdMet:
@@ -390,8 +396,9 @@ def _ranked_entry(value: object, path: str) -> RankedEntry:
 
 def _eviction_api(value: object, path: str) -> EvictionApiUse:
     document = json_object(value, path)
-    if "bypassed" in document:
-        return EvictionApiUse(bypassed=json_string(document["bypassed"], f"{path}.bypassed"))
+    bypassed = optional_string(document.get("bypassed"), f"{path}.bypassed")
+    if "refusals" not in document and bypassed is not None:
+        return EvictionApiUse(bypassed=bypassed)
     refusals = []
     for n, item in enumerate(json_list(document, "refusals", path)):
         where = f"{path}.refusals[{n}]"
@@ -403,7 +410,11 @@ def _eviction_api(value: object, path: str) -> EvictionApiUse:
             reason=json_string(refusal.get("reason"), f"{where}.reason"),
             budget=json_string(refusal.get("budget"), f"{where}.budget"),
             message=json_string(refusal.get("message"), f"{where}.message")))
-    return EvictionApiUse(refusals=tuple(refusals))
+    return EvictionApiUse(refusals=tuple(refusals), bypassed=bypassed,
+                          asked=tuple(json_string(pod, f"{path}.asked") for pod in json_list(document, "asked", path)),
+                          waiting=optional_string(document.get("waiting"), f"{path}.waiting"),
+                          evicted=optional_string(document.get("evicted"), f"{path}.evicted"),
+                          failure=optional_string(document.get("failure"), f"{path}.failure"))
 
 
 def decode_decision(value: object, path: str = "decision") -> Decision:

@@ -26,6 +26,7 @@ from evictd.kube.client import build_api_client
 from evictd.kube.cluster import ClusterSync, EvictablePods, NodeFallbackPods
 from evictd.kube.critical_record import CriticalPodRecord
 from evictd.kube.events import EventRecorder
+from evictd.kube.eviction_requests import EvictionRequests
 from evictd.kube.evictor import KubePodEvictor
 from evictd.kube.journal import EvictionJournal
 from evictd.kube.node_lease import NodeLease, lease_namespace
@@ -136,7 +137,8 @@ def build_cluster(config: Configuration, node_name: str, metrics: Metrics, log: 
                             log) if dry_run else None
     route = None
     if kube_evictor is not None and settings.soft_evictions_through_eviction_api:
-        route = EvictionApiRoute(kube_evictor, settings.eviction_api_max_candidates, settings.eviction_api_deadline_s)
+        route = EvictionApiRoute(EvictionRequests(kube_evictor), settings.eviction_api_max_candidates,
+                                 settings.eviction_api_deadline_s)
     return ClusterParts(pods=pods, node_pods=NodeFallbackPods(discovered, journal, own_uid, critical),
                         evictor=evictor, sync=sync, watcher=watcher, shadow=shadow,
                         journal=journal, pod_watch=PodWatchStart(watcher, log), eviction_api=route, lease=lease)

@@ -66,6 +66,12 @@ DIVERGENCES = {
         kubelet=[("app", 0, 1)],  # v1.36.2 pod worker: an explicit override of 0 is not the pod's 45 s
         evictd=[("app", 0, 1)],
         readme=None),
+    # Issue #38 item 7: equal quantities are two Go map keys (pointers): the kubelet lists both.
+    "identical-quantity-thresholds-are-two": Divergence(
+        "05-identical-quantity-thresholds-stay-two.yaml", thresholds_met,
+        kubelet=[("allocatableMemory.available", 0), ("allocatableMemory.available", 0)],
+        evictd=[("allocatableMemory.available", 0), ("allocatableMemory.available", 0)],
+        readme=None),
 }
 
 

@@ -57,6 +57,14 @@ def sample(metrics: Metrics, name: str, **labels: str) -> float | None:
     return metrics.registry.get_sample_value(name, labels)
 
 
+def threshold_sample(metrics: Metrics, name: str, **labels: str) -> float | None:
+    """The one sample of a per-threshold series whose labels include `labels` (None: none; two fail)."""
+    found = [sample_.value for family in metrics.registry.collect() for sample_ in family.samples
+             if sample_.name == name and all(sample_.labels.get(k) == v for k, v in labels.items())]
+    assert len(found) <= 1, f"{name} {labels} names {len(found)} series"
+    return found[0] if found else None
+
+
 def test_metrics_of_a_calm_cycle(memory_run: Run) -> None:
     metrics = recorded(memory_run, 1)
     assert sample(metrics, "evictd_cycles_total") == 1
@@ -66,12 +74,12 @@ def test_metrics_of_a_calm_cycle(memory_run: Run) -> None:
     assert sample(metrics, "evictd_signal_capacity_bytes", signal="memory.available") == CAPACITY
     assert sample(metrics, "evictd_signal_available_bytes", signal="nodefs.available") == 80 * Gi
     assert sample(metrics, "evictd_stats_age_seconds", signal="memory.available") == 12
-    assert sample(metrics, "evictd_threshold_bytes", signal="memory.available", kind="hard") == 1 * Gi
-    assert sample(metrics, "evictd_threshold_bytes", signal="memory.available", kind="soft") == 2 * Gi
+    assert threshold_sample(metrics, "evictd_threshold_bytes", signal="memory.available", kind="hard") == 1 * Gi
+    assert threshold_sample(metrics, "evictd_threshold_bytes", signal="memory.available", kind="soft") == 2 * Gi
     # 10% of 100Gi in the kubelet's float32 arithmetic (KUBELET_SPEC §2.5), not 10Gi exactly.
-    assert sample(metrics, "evictd_threshold_bytes", signal="nodefs.available", kind="hard") == 10737418400
+    assert threshold_sample(metrics, "evictd_threshold_bytes", signal="nodefs.available", kind="hard") == 10737418400
     for kind in ("hard", "soft"):
-        assert sample(metrics, "evictd_threshold_met", signal="memory.available", kind=kind) == 0
+        assert threshold_sample(metrics, "evictd_threshold_met", signal="memory.available", kind=kind) == 0
     for condition in NodeCondition:
         assert sample(metrics, "evictd_node_condition", condition=str(condition)) == 0
     assert sample(metrics, "evictd_dry_run_evictions_total", eviction_signal="memory.available") == 0
@@ -80,14 +88,14 @@ def test_metrics_of_a_calm_cycle(memory_run: Run) -> None:
 
 def test_metrics_follow_thresholds_and_conditions(memory_run: Run) -> None:
     metrics = recorded(memory_run, 2)
-    assert sample(metrics, "evictd_threshold_met", signal="memory.available", kind="soft") == 1
-    assert sample(metrics, "evictd_threshold_met", signal="memory.available", kind="hard") == 0
+    assert threshold_sample(metrics, "evictd_threshold_met", signal="memory.available", kind="soft") == 1
+    assert threshold_sample(metrics, "evictd_threshold_met", signal="memory.available", kind="hard") == 0
     assert sample(metrics, "evictd_node_condition", condition="MemoryPressure") == 1
     assert sample(metrics, "evictd_signal_available_bytes", signal="memory.available") == 1536 * Mi
     assert sample(metrics, "evictd_eviction_stats_age_seconds_count", eviction_signal="memory.available") is None
     for report in memory_run.reports[2:5]:
         metrics.record_cycle(report, memory_run.state, 0.001, stats_time(report), True)
-    assert sample(metrics, "evictd_threshold_met", signal="memory.available", kind="soft") == 0
+    assert threshold_sample(metrics, "evictd_threshold_met", signal="memory.available", kind="soft") == 0
     assert sample(metrics, "evictd_node_condition", condition="MemoryPressure") == 1, "lingers 5 minutes"
     metrics.record_cycle(memory_run.reports[5], memory_run.state, 0.001, NOW_WALL, True)
     assert sample(metrics, "evictd_node_condition", condition="MemoryPressure") == 0
@@ -245,3 +253,25 @@ def test_a_fresh_metrics_page_lists_its_series_in_the_same_order_in_every_proces
         pages.append([line for line in done.stdout.splitlines() if "_created" not in line])
     assert pages[0] == pages[1] == pages[2]
     assert 'evictd_oom_kills_too_late_total{activity="grace-period"} 0.0' in pages[0]
+
+
+@pytest.mark.parametrize("allocatable", ["2Gi", "1Gi"], ids=["different-values", "equal-values"])
+def test_a_configured_allocatable_threshold_and_the_copy_of_memory_available_are_two_series(allocatable: str) -> None:
+    """Issue #38 item 5: keyed by signal and kind only, the two allocatableMemory.available thresholds wrote one
+    series each cycle, the last written winning. Here the configured one is met and the copy of memory.available's
+    is not (different values), or both are met (equal values: two thresholds for the kubelet, item 7)."""
+    node = {"memory": {"availableBytes": 6 * Gi, "workingSetBytes": 2 * Gi, "time": "2026-01-01T00:00:00Z"},
+            "systemContainers": [{"name": "pods", "memory": {"availableBytes": 768 * Mi if allocatable == "1Gi"
+                                                             else 1536 * Mi, "workingSetBytes": 6 * Gi,
+                                                             "time": "2026-01-01T00:00:00Z"}}]}
+    both = run({"evictionHard": {"memory.available": "1Gi", "allocatableMemory.available": allocatable}},
+               [{"at": 0, "summary": {"node": node, "pods": []}}], pods=())
+    metrics = recorded(both, 1)
+    configured = {"signal": "allocatableMemory.available", "kind": "hard", "origin": "evictionHard"}
+    copy_ = {"signal": "allocatableMemory.available", "kind": "hard", "origin": "memory.available"}
+    assert threshold_sample(metrics, "evictd_threshold_met", **configured) == 1
+    assert threshold_sample(metrics, "evictd_threshold_met", **copy_) == (1 if allocatable == "1Gi" else 0)
+    assert threshold_sample(metrics, "evictd_threshold_bytes", **configured) == (Gi if allocatable == "1Gi" else 2 * Gi)
+    assert threshold_sample(metrics, "evictd_threshold_bytes", **copy_) == Gi
+    assert threshold_sample(metrics, "evictd_threshold_met", threshold=f"allocatableMemory.available<{allocatable}",
+                            origin="evictionHard") == 1

@@ -138,6 +138,22 @@ def test_hard_soft_grace_min_reclaim_and_allocatable_copy() -> None:
     assert allocatable.value == hard.value and allocatable.min_reclaim == hard.min_reclaim
 
 
+@pytest.mark.parametrize(("hard", "reclaim", "copies"), [
+    ({"memory.available": "1Gi", "allocatableMemory.available": "1Gi"}, {}, 2),  # quantities: Go pointers differ
+    ({"memory.available": "10%", "allocatableMemory.available": "10%"}, {}, 1),  # no pointer: one Go map key
+    ({"memory.available": "10%", "allocatableMemory.available": "10%"},
+     {"memory.available": "1%", "allocatableMemory.available": "1%"}, 2),  # minimum reclaims are pointers
+], ids=["equal-quantities-two", "equal-percentages-one", "equal-percentages-with-min-reclaim-two"])
+def test_an_allocatable_copy_is_another_threshold_exactly_when_it_is_another_go_map_key(
+        hard: dict[str, str], reclaim: dict[str, str], copies: int) -> None:
+    """Issue #38 item 7: the kubelet keys thresholdsFirstObservedAt by its Threshold struct, whose value and
+    minimum reclaim are pointers; the copy of memory.available shares that entry's pointers."""
+    thresholds = parse(hard=hard, reclaim=reclaim)
+    allocatable = [t for t in thresholds if t.signal is Signal.ALLOCATABLE_MEMORY_AVAILABLE]
+    assert len(allocatable) == 2 and len(set(allocatable)) == copies
+    assert [t.copied_from for t in allocatable] == [None, Signal.MEMORY_AVAILABLE if copies == 2 else None]
+
+
 @pytest.mark.parametrize(
     ("kwargs", "signals"),
     [

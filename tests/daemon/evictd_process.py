@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import queue
+import re
 import signal
 import socket
 import subprocess
@@ -120,13 +121,27 @@ class EvictdProcess:
             return exc.code, exc.read().decode()
 
     def metric(self, name: str, **labels: str) -> float:
-        """Return one sample of the /metrics page."""
-        wanted = name + ("{" + ",".join(f'{k}="{v}"' for k, v in sorted(labels.items())) + "}" if labels else "")
+        """Return the one sample of the /metrics page named `name` whose labels include `labels` (two or more
+        such samples fail: the labels given do not name one series)."""
         _, page = self.http("/metrics")
+        found = []
         for line in page.splitlines():
-            if line.startswith(wanted + " "):
-                return float(line.split()[-1])
-        raise AssertionError(f"{wanted} not in /metrics")
+            sample_name, _, rest = line.partition("{")
+            if not rest:
+                sample_name, _, rest = line.partition(" ")
+                if sample_name == name and not labels:
+                    found.append(float(rest.split()[-1]))
+                continue
+            if sample_name != name:
+                continue
+            label_text, _, value = rest.rpartition("} ")
+            have = dict(re.findall(r'(\w+)="((?:[^"\\]|\\.)*)"', label_text))
+            if all(have.get(key) == wanted for key, wanted in labels.items()):
+                found.append(float(value.split()[-1]))
+        assert len(found) <= 1, f"{name} {labels} names {len(found)} series"
+        if not found:
+            raise AssertionError(f"{name} {labels} not in /metrics")
+        return found[0]
 
     def wait_for_cycles(self, count: int, timeout: float = 10.0) -> None:
         """Return once `count` cycles have finished (by /metrics); fail after `timeout` seconds."""

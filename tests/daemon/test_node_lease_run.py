@@ -10,7 +10,10 @@ exist), so nothing on the machine is touched.
 
 from __future__ import annotations
 
+import os
+import signal
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +48,8 @@ def lease_spec(apiserver: ApiServer) -> dict[str, Any]:
 def test_a_second_evictd_for_the_node_elsewhere_waits_for_the_lease_then_exits_2(
         tmp_path: Path, apiserver: ApiServer, evictd_processes: list[EvictdProcess]) -> None:
     apiserver.store.create_node(node_manifest(NODE))
-    first = start(tmp_path, "first", apiserver, evictd_processes)
+    # Its lease lasts 1 s: the second's wait is stateLockTimeout (2 s), at least the lease's duration and a poll.
+    first = start(tmp_path, "first", apiserver, evictd_processes, "nodeLeaseDurationSeconds: 1\n")
     first.wait_event("evictd started")
     holder = lease_spec(apiserver)["holderIdentity"]
     assert holder.endswith(f"/{first.process.pid}")
@@ -92,3 +96,76 @@ def test_after_a_clean_stop_or_a_sigkill_the_next_evictd_takes_the_lease_at_once
     assert spec["holderIdentity"].endswith(f"/{third.process.pid}") and spec["leaseTransitions"] == 1
     assert not any(e.get("event", "").startswith("node lease held by another") for e in third.events)
     assert third.stop() == 0
+
+
+
+# Issue #38 item 3: a holder paused past its lease (SIGSTOP: a frozen VM) while another evictd takes the Lease over.
+# Both see memory pressure (available under 99 % of capacity: always) and so write the node every second while
+# they act; the first authenticates with the client certificate, the second with the bearer token, so that each
+# write names its writer (`RecordedRequest.user`).
+FAST = "nodeLeaseDurationSeconds: 2\nnodeStatusUpdateFrequency: 1s\nnodeStatusReportFrequency: 1s\n"
+
+
+def start_acting(tmp_path: Path, name: str, kubeconfig: Path, evictd_processes: list[EvictdProcess]) -> EvictdProcess:
+    work = tmp_path / name
+    work.mkdir()
+    daemon = EvictdProcess(
+        work, kubelet='evictionHard: {memory.available: "99%"}\nenforceNodeAllocatable: []\n',
+        evictd=(f"nodeName: {NODE}\nkubeconfig: {kubeconfig}\nstateDir: {work / 'state'}\n"
+                f"containerRuntimeEndpoint: unix://{tmp_path}/no-runtime.sock\nhousekeepingInterval: 1s\n"
+                "psiWakeups: false\nmemcgWakeups: false\nshutdownTimeout: 5s\nstateLockTimeout: 10s\n" + FAST),
+        env={"EVICTD_NODE_LOCK": str(work / "node.lock")})
+    evictd_processes.append(daemon)
+    return daemon
+
+
+def node_writers(apiserver: ApiServer, since: int) -> list[str]:
+    """Who wrote the Node (its status or its taints) in the requests from index `since` on, in order."""
+    return [r.user or "" for r in apiserver.requests[since:]
+            if r.method in ("PATCH", "PUT") and r.path.startswith(f"/api/v1/nodes/{NODE}") and 200 <= r.status < 300]
+
+
+def wait_until(condition: Callable[[], bool], timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.05)
+
+
+def test_a_holder_paused_past_its_lease_stands_by_when_resumed_one_evictd_acting_at_a_time(
+        tmp_path: Path, apiserver: ApiServer, evictd_processes: list[EvictdProcess]) -> None:
+    apiserver.store.create_node(node_manifest(NODE))
+    first = start_acting(tmp_path, "first", apiserver.kubeconfig_path, evictd_processes)
+    first.wait_event("evictd started")
+    wait_until(lambda: len(node_writers(apiserver, 0)) >= 2, 15, "the first evictd never wrote the node")
+    [first_user] = set(node_writers(apiserver, 0))
+
+    os.kill(first.process.pid, signal.SIGSTOP)  # frozen past its 2 s lease
+    try:
+        second = start_acting(tmp_path, "second", apiserver.token_kubeconfig_path, evictd_processes)
+        second.wait_event("evictd started", timeout=30)  # after the first's record stood still for 2 s
+        assert lease_spec(apiserver)["holderIdentity"].endswith(f"/{second.process.pid}")
+        mark = len(apiserver.requests)
+        wait_until(lambda: len(node_writers(apiserver, mark)) >= 2, 10, "the second evictd never wrote the node")
+        [second_user] = set(node_writers(apiserver, mark))
+        assert second_user != first_user
+    finally:
+        os.kill(first.process.pid, signal.SIGCONT)
+    resumed = len(apiserver.requests)
+    first.wait_event("standing by: not acting (no eviction, condition, taint or event)", timeout=10)
+    first.wait_event("node lease lost to another evictd: not acting (no eviction, condition or taint) until its "
+                     "holder stops renewing it", timeout=10)
+    time.sleep(3.0)  # three of its cycles, had it acted
+    writers = node_writers(apiserver, resumed)
+    assert first_user not in writers and writers.count(second_user) >= 2, writers
+    assert lease_spec(apiserver)["holderIdentity"].endswith(f"/{second.process.pid}")
+    assert first.process.poll() is None and first.http("/healthz")[0] == 200  # alive, standing by
+
+    # The second stops cleanly (releasing the Lease): the first takes it back and acts again.
+    assert second.stop() == 0
+    handed = len(apiserver.requests)
+    first.wait_event("acting again: the node Lease is held", timeout=10)
+    wait_until(lambda: first_user in node_writers(apiserver, handed), 10, "the first never acted again")
+    assert second_user not in node_writers(apiserver, handed)[node_writers(apiserver, handed).index(first_user):]
+    assert lease_spec(apiserver)["holderIdentity"].endswith(f"/{first.process.pid}")
+    assert first.stop() == 0

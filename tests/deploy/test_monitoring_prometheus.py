@@ -14,6 +14,7 @@ least), asserting each returns data.
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from collections.abc import Iterator
@@ -22,7 +23,7 @@ from typing import Any
 
 import pytest
 from evictd_process import EvictdProcess
-from monitoring_files import RULES, dashboard_queries
+from monitoring_files import DASHBOARD, RULES, dashboard_queries
 from prometheus_server import PrometheusServer
 
 from real_pod_node import MiB, RealPodNode
@@ -35,10 +36,12 @@ RATE_INTERVAL = "10s"
 ALERT_TIMEOUT_S = 30.0
 # The alerts about evictd's own health: none may fire on a healthy daemon.
 HEALTH_ALERTS = ("EvictdDown", "EvictdNotCycling", "EvictdStatsStale", "EvictdJournalWriteErrors")
+# Both allocatable thresholds (issue #38 item 5): the configured 200Mi (met under the pod's 360 MiB) and, with
+# enforceNodeAllocatable [pods], the kubelet's copy of memory.available's 100Mi (not met): two series.
 KUBELET_CONFIG = (
     "evictionHard: {allocatableMemory.available: 200Mi, memory.available: 100Mi, nodefs.available: 1%,\n"
     "  nodefs.inodesFree: 1%, imagefs.available: 1%, imagefs.inodesFree: 1%, pid.available: 1%}\n"
-    "enforceNodeAllocatable: []\n"
+    "enforceNodeAllocatable: [pods]\n"
 )
 
 
@@ -55,6 +58,17 @@ def real_pod(tmp_path: Path) -> Iterator[RealPodNode]:
 
 def firing(server: PrometheusServer, name: str) -> list[dict[str, Any]]:
     return [a for a in server.alerts() if a["labels"]["alertname"] == name and a["state"] == "firing"]
+
+
+def dashboard_threshold_queries() -> list[tuple[str, str]]:
+    return [(title, expr) for title, expr in dashboard_queries() if "evictd_threshold" in expr]
+
+
+def legend_of(expr: str, labels: dict[str, str]) -> str:
+    """The legend Grafana shows for a series of the dashboard's query `expr` (its legendFormat filled in)."""
+    [legend] = [target["legendFormat"] for panel in json.loads(DASHBOARD.read_text())["panels"]
+                for target in panel.get("targets", ()) if target["expr"] == expr][:1]
+    return re.sub(r"\{\{(\w+)\}\}", lambda m: labels.get(m.group(1), ""), legend)
 
 
 def grafana_expr(expr: str) -> str:
@@ -103,7 +117,14 @@ def test_pressure_alert_fires_and_every_dashboard_query_returns_data(
         assert empty == [], f"dashboard queries without data: {empty}"
         met = server.query(grafana_expr('evictd_threshold_met{job="evictd", instance=~"$instance", '
                                         'signal="allocatableMemory.available"}'))
-        assert [float(sample["value"][1]) for sample in met] == [1.0]
+        assert sorted((s["metric"]["threshold"], s["metric"]["origin"], float(s["value"][1])) for s in met) == [
+            ("allocatableMemory.available<100Mi", "memory.available", 0.0),
+            ("allocatableMemory.available<200Mi", "evictionHard", 1.0)]
+        # Each threshold series of the dashboard has a legend of its own (Grafana's {{label}} filled in).
+        for title, expr in dashboard_threshold_queries():
+            series = server.query(grafana_expr(expr))
+            legends = [legend_of(expr, s["metric"]) for s in series]
+            assert len(set(legends)) == len(legends), (title, legends)
         for name in HEALTH_ALERTS:
             assert not [a for a in server.alerts() if a["labels"]["alertname"] == name], name
     finally:

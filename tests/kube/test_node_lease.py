@@ -1,7 +1,10 @@
 """NodeLease (src/evictd/kube/node_lease.py) against the test API server with evictd's API client: the Lease it
 creates and renews, when it renews, the start-up guard (a live Lease of another evictd: wait, then refuse; an
 expired, released or crashed one: taken over), the 403 fallback, and the release at stop. Time is a ManualClock
-(monotonic for the renewal's bookkeeping, wall for the Lease's times) except in the one test of the thread."""
+(monotonic for the renewal's bookkeeping and for judging another holder's liveness, wall for the times evictd
+writes) except in the one test of the thread. Another holder is live while its record changes within its
+duration as timed here (client-go's observedTime), whatever its renewTime says: `renew_theirs` plays a live holder.
+Losing the Lease (`standby_reason`) and unusable Leases (issue #38 item 3) are at the end."""
 
 from __future__ import annotations
 
@@ -75,6 +78,24 @@ def seed(api_client: Any, holder: str, renewed: datetime, transitions: int = 0) 
     body["spec"]["leaseTransitions"] = transitions
     status, created = raw(api_client, "POST", LEASE_PATH, body)
     assert status == 201, created
+
+
+def renew_theirs(api_client: Any, renew_time: str | None = None) -> None:
+    """Another live holder's renewal: its record changes (renewTime, unless `renew_time` pins it: the record's
+    other fields still change, as a holder's writes do)."""
+    current = stored(api_client)
+    spec = current["spec"]
+    if renew_time is None:
+        spec["renewTime"] = micro_time(_parse(spec["renewTime"]) + timedelta(seconds=10))
+    else:
+        spec["renewTime"] = renew_time
+        spec["leaseTransitions"] = int(spec.get("leaseTransitions") or 0) + 1
+    status, body = raw(api_client, "PUT", f"{LEASE_PATH}/{NODE}", current)
+    assert status == 200, body
+
+
+def _parse(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
 
 
 def lease_requests(apiserver: ApiServer) -> list[tuple[str, str]]:
@@ -181,39 +202,53 @@ def test_a_live_lease_of_another_evictd_refuses_the_start_after_the_wait(
         apiserver: ApiServer, api_client: Any, make_lease: MakeLease, clock: ManualClock, log: LogCapture) -> None:
     seed(api_client, THEIRS, START - timedelta(seconds=5))  # renewed 5 s ago, for 40 s
     lease = make_lease(wait_s=3.0)
+    # Theirs renews every 10 s of our waiting: live throughout.
+    clock.on_sleep.append(lambda now: renew_theirs(api_client) if now % 10 == 0 else None)
     with pytest.raises(NodeLeaseHeldError) as refused:
         lease.acquire()
+    last = stored(api_client)["spec"]["renewTime"]
+    # At least one of its lease durations (40 s, and a poll), though stateLockTimeout is 3 s: a holder that stopped
+    # renewing is always outwaited.
     assert str(refused.value) == (
         f"the node's Lease {NAMESPACE}/{NODE} is still renewed by another evictd (holder '{THEIRS}', last renewed "
-        f"{micro_time(START - timedelta(seconds=5))}) after 3 s: evictd does not start (one evictd per node)")
-    assert clock.now_s == pytest.approx(503.0)
+        f"{last}) after 41 s: evictd does not start (one evictd per node)")
+    assert clock.now_s == pytest.approx(541.0)
     assert log.at("warning")[0] == ("node lease held by another evictd: waiting for it to stop renewing", {
         "lease": f"{NAMESPACE}/{NODE}", "holder": THEIRS, "renew_time": micro_time(START - timedelta(seconds=5)),
-        "wait_s": 3.0})
+        "wait_s": 41.0})
     assert stored(api_client)["spec"]["holderIdentity"] == THEIRS  # never overwritten
     assert {method for method, _ in lease_requests(apiserver)} == {"GET"}  # read, never written
 
 
 def test_a_lease_that_expires_during_the_wait_is_taken_over(
         api_client: Any, make_lease: MakeLease, clock: ManualClock, log: LogCapture) -> None:
-    seed(api_client, THEIRS, START - timedelta(seconds=38), transitions=2)  # 2 s left
-    lease = make_lease(wait_s=30.0)
+    seed(api_client, THEIRS, START - timedelta(seconds=38), transitions=2)  # renewed once more, then no more
+    clock.on_sleep.append(lambda now: renew_theirs(api_client) if now == 502.0 else None)
+    lease = make_lease(wait_s=60.0)
     lease.acquire()
-    assert 502.0 <= clock.now_s <= 503.0
+    # Its record last changed at 502 s as timed here: expired 40 s later, whatever its renewTime says.
+    assert 542.0 <= clock.now_s <= 543.0
     spec = stored(api_client)["spec"]
     assert (spec["holderIdentity"], spec["leaseTransitions"]) == (OURS, 3)
     assert spec["acquireTime"] == spec["renewTime"] == micro_time(clock.wall())
     assert ("node lease taken over", {"lease": f"{NAMESPACE}/{NODE}", "previous_holder": THEIRS}) in log.at("info")
 
 
-@pytest.mark.parametrize("holder", ["", THEIRS], ids=["released", "expired"])
-def test_a_released_or_expired_lease_is_taken_at_once(
-        api_client: Any, make_lease: MakeLease, clock: ManualClock, holder: str) -> None:
-    seed(api_client, holder, START - timedelta(seconds=41))
+def test_a_released_lease_is_taken_at_once(api_client: Any, make_lease: MakeLease, clock: ManualClock) -> None:
+    seed(api_client, "", START - timedelta(seconds=1))
     make_lease().acquire()
     spec = stored(api_client)["spec"]
     assert clock.now_s == 500.0 and spec["holderIdentity"] == OURS
-    assert spec["leaseTransitions"] == (1 if holder else 0)  # a released Lease has no holder to transition from
+    assert spec["leaseTransitions"] == 0  # a released Lease has no holder to transition from
+
+
+def test_an_unrenewed_lease_is_taken_after_one_duration_timed_here_not_by_its_renew_time(
+        api_client: Any, make_lease: MakeLease, clock: ManualClock) -> None:
+    # Renewed "an hour ago" by the remote clock: says nothing here (the remote clock may be an hour behind).
+    seed(api_client, THEIRS, START - timedelta(hours=1))
+    make_lease(wait_s=30.0).acquire()
+    spec = stored(api_client)["spec"]
+    assert 540.0 <= clock.now_s <= 541.0 and spec["holderIdentity"] == OURS and spec["leaseTransitions"] == 1
 
 
 def test_a_crashed_evictd_on_this_host_is_taken_over_at_once(
@@ -246,11 +281,15 @@ def test_a_lease_found_held_by_another_at_renewal_is_not_overwritten(
     lease.renew()
     assert stored(api_client)["spec"]["holderIdentity"] == THEIRS
     errors = [event for event, _ in log.at("error")]
-    assert errors == ["node lease held by another evictd: two evictd may act on this node; not taken over until "
-                      "it expires"]  # once, not at every renewal
+    assert errors == ["node lease lost to another evictd: not acting (no eviction, condition or taint) until its "
+                      "holder stops renewing it"]  # once, not at every renewal
+    assert lease.standby_reason() == f"the node Lease {NAMESPACE}/{NODE} is held by another evictd ({THEIRS})"
     clock.advance(41)
-    lease.renew()  # theirs expired: ours again
+    lease.renew()  # theirs not renewed for 41 s as timed here: ours again
     assert stored(api_client)["spec"]["holderIdentity"] == OURS and lease.renewing()
+    assert lease.standby_reason() is None
+    assert ("node lease taken back: acting again", {"lease": f"{NAMESPACE}/{NODE}", "previous_holder": THEIRS}) in (
+        log.at("info"))
 
 
 def test_an_api_that_does_not_answer_at_start_does_not_hold_the_start_up(
@@ -317,11 +356,105 @@ def test_the_holder_identity_names_host_boot_and_pid(tmp_path: Any) -> None:
 
 
 def test_a_lease_created_by_another_evictd_meanwhile_is_read_again_not_overwritten(
-        apiserver: ApiServer, api_client: Any, make_lease: MakeLease) -> None:
+        apiserver: ApiServer, api_client: Any, make_lease: MakeLease, clock: ManualClock) -> None:
     seed(api_client, THEIRS, START - timedelta(seconds=1))
     # The read answers 404 as if before the other evictd's create: the create then finds it (409 AlreadyExists).
     apiserver.faults.fail_next(1, code=404, method="GET", path="/leases/")
+    clock.on_sleep.append(lambda now: renew_theirs(api_client) if now % 10 == 0 else None)  # live
     with pytest.raises(NodeLeaseHeldError):
         make_lease(wait_s=0.0).acquire()
     assert stored(api_client)["spec"]["holderIdentity"] == THEIRS
     assert [r.status for r in apiserver.requests if r.method == "POST"][-1] == 409
+
+
+# --- issue #38 item 3: unusable Leases, remote clocks, and losing the Lease ------------------------------------------
+
+
+@pytest.mark.parametrize("renew_time, duration_s", [
+    ("9999-12-31T23:59:59.999999Z", 40),  # a valid MicroTime whose expiry is not a time
+    (micro_time(START), 2147483647),  # 68 years
+    (micro_time(START), 86401),  # longer than evictd's own bound (a day)
+], ids=["renew-time-9999", "duration-int32-max", "duration-over-a-day"])
+def test_an_unusable_lease_is_expired_at_start_never_a_crash(
+        api_client: Any, make_lease: MakeLease, clock: ManualClock, renew_time: str, duration_s: int) -> None:
+    status, created = raw(api_client, "POST", LEASE_PATH, lease_body(NAMESPACE, NODE, THEIRS, renew_time, duration_s))
+    assert status == 201, created
+    make_lease(wait_s=30.0).acquire()
+    spec = stored(api_client)["spec"]
+    assert clock.now_s == 500.0 and (spec["holderIdentity"], spec["leaseDurationSeconds"]) == (OURS, 40)
+
+
+def test_an_unusable_lease_written_while_running_does_not_end_the_renewal_thread(
+        apiserver: ApiServer, api_client: Any, log: LogCapture) -> None:
+    client = evictd_api_client(apiserver)
+    lease = NodeLease(client, NAMESPACE, NODE, log=log, duration_s=2, wait_s=0.0, identity=OURS)
+    try:
+        lease.start()
+        current = stored(api_client)
+        current["spec"].update(holderIdentity=THEIRS, renewTime="9999-12-31T23:59:59.999999Z")
+        assert raw(api_client, "PUT", f"{LEASE_PATH}/{NODE}", current)[0] == 200
+        deadline = time.monotonic() + 5
+        while stored(api_client)["spec"]["holderIdentity"] != OURS and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert stored(api_client)["spec"]["holderIdentity"] == OURS  # taken back: the thread lives on
+        assert lease.standby_reason() is None
+        assert not log.at("error")
+    finally:
+        lease.stop()
+        client.close()
+
+
+def test_a_live_holder_whose_renew_time_is_an_hour_ahead_is_waited_for_its_duration_not_the_hour(
+        api_client: Any, make_lease: MakeLease, clock: ManualClock) -> None:
+    ahead = micro_time(START + timedelta(hours=1))
+    seed(api_client, THEIRS, START + timedelta(hours=1))
+    # It renews twice more (its renewTime pinned an hour ahead of ours: a clock set wrong), then stops.
+    clock.on_sleep.append(lambda now: renew_theirs(api_client, ahead) if now in (510.0, 520.0) else None)
+    make_lease(wait_s=90.0).acquire()
+    assert 560.0 <= clock.now_s <= 561.0  # 40 s after its last change, not an hour
+    assert stored(api_client)["spec"]["holderIdentity"] == OURS
+
+
+def test_a_holder_paused_past_its_lease_stands_by_until_it_asks_the_api_again(
+        api_client: Any, make_lease: MakeLease, clock: ManualClock) -> None:
+    lease = make_lease(duration_s=40)
+    lease.acquire()
+    clock.advance(39.0)
+    assert lease.standby_reason() is None
+    clock.advance(2.0)  # SIGSTOP, a frozen VM: no renewal for 41 s, however the wall clock moved
+    assert lease.standby_reason() == (f"the node Lease {NAMESPACE}/{NODE} was not renewed for 41 s (paused past "
+                                      "it?): not acting until it is renewed or taken back")
+    lease.renew()  # nobody took it meanwhile: renewed, acting again
+    assert lease.standby_reason() is None and stored(api_client)["spec"]["holderIdentity"] == OURS
+
+
+def test_a_holder_resumed_after_another_took_the_lease_stands_by_and_takes_it_back_when_it_stops(
+        api_client: Any, make_lease: MakeLease, clock: ManualClock) -> None:
+    ours = make_lease()
+    ours.acquire()
+    clock.advance(45.0)  # paused past its lease
+    theirs = make_lease(identity=THEIRS, wait_s=60.0)
+    theirs.acquire()  # waits its 41 s (our record unchanged meanwhile), then takes it over
+    assert stored(api_client)["spec"]["holderIdentity"] == THEIRS and theirs.standby_reason() is None
+    ours.renew()  # resumed: its PUT conflicts, the read shows a live holder
+    assert ours.standby_reason() == f"the node Lease {NAMESPACE}/{NODE} is held by another evictd ({THEIRS})"
+    for _ in range(3):
+        clock.advance(10.0)
+        theirs.renew()
+        ours.renew()
+        assert ours.standby_reason() is not None and stored(api_client)["spec"]["holderIdentity"] == THEIRS
+    theirs.release()  # stopped cleanly: ours takes it back at its next attempt
+    ours.renew()
+    assert ours.standby_reason() is None and stored(api_client)["spec"]["holderIdentity"] == OURS
+    assert theirs.standby_reason() is None  # released: it acts no more, it stopped
+
+
+def test_an_api_that_stops_answering_does_not_stop_evictd_acting(
+        apiserver: ApiServer, make_lease: MakeLease, clock: ManualClock) -> None:
+    lease = make_lease(duration_s=40)
+    lease.acquire()
+    apiserver.faults.fail_next(100, code=503, path="/leases")
+    for _ in range(8):  # 80 s of failing renewals: nobody can take the Lease through that API either
+        clock.advance(10.0)
+        lease.renew()
+        assert lease.standby_reason() is None

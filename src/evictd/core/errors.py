@@ -12,6 +12,7 @@
      |    +-- GCError           some removals of one GC pass failed (adapters/runtime_gc.py)
      +-- KubeError          a Kubernetes API call failed (verb, HTTP status, the Status reason and causes)
      |    +-- EvictionRefused   the Eviction API said "not now" (a disruption budget, a webhook): nothing evicted
+     +-- NotActingError     an action refused because another evictd holds the node's Lease (the pod, the reason)
      +-- StateLockError     another evictd still holds the node or stateDir lock (exit status 2)
           +-- LockFileError     a lock file is not a regular file (a symlink, a folder...): refused (exit 2)
           +-- NodeLeaseHeldError  another evictd still renews the node's Lease in the API (exit 2)
@@ -249,3 +250,13 @@ class NodeLeaseHeldError(StateLockError):
         self.lock_file = f"Lease {lease}"
         self.holder_pid = holder
         self.waited_s = waited_s
+
+
+class NotActingError(EvictdError):
+    """An eviction refused at the last moment: evictd does not hold its node's Lease now (another evictd took it
+    while this one was paused). Carries the pod (`namespace/name`) and why."""
+
+    def __init__(self, pod: str, reason: str) -> None:
+        super().__init__(f"not evicted: {reason}")
+        self.pod = pod
+        self.reason = reason

@@ -100,6 +100,8 @@ def threshold_record(threshold: Threshold) -> Record:
         "gracePeriodSeconds": threshold.grace_period_s,
         "minReclaim": None if threshold.min_reclaim is None else _value_record(threshold.min_reclaim),
         "hard": threshold.hard,
+        # Only on an allocatable copy told apart from an equal configured threshold (older records lack it).
+        **({} if threshold.copied_from is None else {"copiedFrom": str(threshold.copied_from)}),
     }
 
 
@@ -204,7 +206,7 @@ _OPTIONAL_FIELDS = ("stallEvictedAt",)
 
 def _record(value: object, key: str) -> Record:
     """Return a threshold record as found (compared whole, not parsed: one of no current threshold matches none)."""
-    return dict(_fields(value, key, _RECORD_FIELDS))
+    return dict(_fields(value, key, _RECORD_FIELDS, ("copiedFrom",)))
 
 
 def restore_state(

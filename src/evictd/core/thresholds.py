@@ -62,6 +62,12 @@ class Threshold:
     `operator` is None only for a derived containerfs threshold whose source did not exist: such a threshold
     can never be met (the kubelet copies an empty operator). `hard` records which list it came from, so a
     hard threshold and a soft one with the same value and a 0 s grace period stay distinct.
+
+    `copied_from` names the threshold an allocatable-memory copy was made from (`memory.available`) when the
+    kubelet tells the copy apart from an equal threshold configured for allocatableMemory.available: its
+    Threshold is a Go map key whose value and minimum reclaim are pointers, and the copy shares the pointers of
+    the `memory.available` entry (`addAllocatableThresholds`). Only two percentages without a minimum reclaim
+    hold no pointer: that copy equals an equal configured threshold, for the kubelet as here (None).
     """
 
     signal: Signal
@@ -70,6 +76,7 @@ class Threshold:
     min_reclaim: ThresholdValue | None = None
     operator: Operator | None = Operator.LESS_THAN
     hard: bool = True
+    copied_from: Signal | None = None
 
     @property
     def is_hard(self) -> bool:
@@ -246,11 +253,20 @@ def parse_threshold_config(
     thresholds = _with_grace_periods(thresholds, soft_values, grace_periods, reclaims, "evictionSoftGracePeriod")
     if NODE_ALLOCATABLE_ENFORCEMENT_KEY in enforce_node_allocatable:
         thresholds += [
-            replace(threshold, signal=Signal.ALLOCATABLE_MEMORY_AVAILABLE)
+            replace(threshold, signal=Signal.ALLOCATABLE_MEMORY_AVAILABLE,
+                    copied_from=allocatable_copy_origin(threshold))
             for threshold in thresholds
             if threshold.signal is Signal.MEMORY_AVAILABLE and threshold.grace_period_s == 0
         ]
     return thresholds
+
+
+def allocatable_copy_origin(threshold: Threshold) -> Signal | None:
+    """What an allocatableMemory.available copy of `threshold` (a memory.available one) records as its origin:
+    memory.available, unless its value and minimum reclaim hold no pointer in the kubelet (see `Threshold`)."""
+    if threshold.value.quantity is None and threshold.min_reclaim is None:
+        return None
+    return threshold.signal
 
 
 # --- memory stall thresholds (evictd's own, docs/configuration.md "Memory stall thresholds") ------------

@@ -269,4 +269,5 @@ def human_bytes(value: int) -> str:
 def describe_threshold(threshold: Threshold) -> str:
     """Return e.g. `memory.available<1Gi (hard)` or `nodefs.available<15% (soft, grace 120s)`."""
     kind = "hard" if threshold.is_hard else f"soft, grace {threshold.grace_period_s:g}s"
-    return f"{condition_text(threshold.signal, threshold.value)} ({kind})"
+    copied = "" if threshold.copied_from is None else f", from {threshold.copied_from}"
+    return f"{condition_text(threshold.signal, threshold.value)} ({kind}{copied})"

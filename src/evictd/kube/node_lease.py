@@ -10,24 +10,42 @@ kubelet's controller does); a conflict re-reads it. A failed renewal is logged a
 at doubling intervals up to the renewal period; it is never fatal. A Lease evictd may not write (403: the RBAC of
 an older install has no leases) is logged once; the Node heartbeat then stays at `nodeStatusUpdateFrequency`.
 
-One evictd per node: the Lease names its holder (`<host name>/<boot id>/<PID>`). At start (`start`, before the
-first cycle), a Lease renewed by another holder within its `leaseDurationSeconds` means another evictd runs for
-this node: evictd waits up to `stateLockTimeout` for it to stop renewing, then refuses to start
-(`NodeLeaseHeldError`, exit status 2), as with the node and stateDir locks. A holder on this host (the same boot
-id) whose PID no longer runs crashed: its Lease is taken over at once (a DaemonSet pod and the systemd unit see
-host PIDs). A Lease taken over from another holder counts a transition (`leaseTransitions`, `acquireTime`), as
-leader election does. On a clean stop the Lease is released (holder emptied). When the API does not answer at
-start, evictd starts all the same (it cannot tell) and the thread keeps trying; a Lease found held by another
-live evictd later is never overwritten (logged as an error) until it expires.
+One evictd per node: the Lease names its holder (`<host name>/<boot id>/<PID>`). Whether another holder is live
+is judged as client-go's leader election judges it: by whether its record (holder, times, duration, transitions)
+changes within its `leaseDurationSeconds` timed on this host's monotonic clock from when this evictd first saw
+that record (`Observation`), never by the local wall clock against the remote `renewTime` (a clock an hour
+behind or ahead changes nothing). A record with unusable values is expired at once: no holder, a `renewTime`
+that is not a MicroTime or whose expiry is not a time (`9999-12-31T23:59:59.999999Z` plus its duration), or a
+duration that is not 1 to MAX_LEASE_DURATION_S seconds (`2147483647`). At start (`start`, before the first cycle),
+a live holder means another evictd runs for this node: evictd waits for it to stop renewing, at least one lease
+duration and up to `stateLockTimeout` (so that a holder that stopped renewing is always outwaited), then refuses
+to start (`NodeLeaseHeldError`, exit status 2), as with the node and stateDir locks. A holder on this host (the
+same boot id) whose PID no longer runs crashed: its Lease is taken over at once (a DaemonSet pod and the systemd
+unit see host PIDs). A Lease taken over from another holder counts a transition (`leaseTransitions`,
+`acquireTime`), as leader election does. On a clean stop the Lease is released (holder emptied). When the API
+does not answer at start, evictd starts all the same (it cannot tell) and the thread keeps trying.
+
+Losing the Lease: `standby_reason` says why evictd must not act now (the daemon then runs no cycle: no eviction,
+no condition, no taint, no event, until it holds the Lease again). It is lost when a renewal finds another live
+holder (this evictd was paused past its lease, a frozen VM, and another took it over) and lapsed when no renewal
+succeeded for a lease duration on the monotonic clock, timed from the start of the last successful request (the
+Lease cannot have expired for anyone else sooner): a process resumed after a pause stands by until its thread
+has asked the API again. A lapse while the API does not answer (the last attempt failed recently) does not stop
+evictd: no one can take the Lease through an API that does not answer, and the local stop through the runtime is
+what protects the node then. A lost Lease is not given up for good: the thread keeps reading it and takes it back
+once its holder stops renewing (client-go's candidates wait the same way); exiting instead would have the
+supervisor restart evictd into a start that waits and exits 2 while the other holds it, a restart loop.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import socket
 import threading
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -43,6 +61,9 @@ RENEW_INTERVAL_FRACTION = 0.25
 RENEW_JITTER_FRACTION = 0.04
 # After a failed renewal: the first retry after this, doubling up to the renewal interval.
 FIRST_RETRY_S = 1.0
+# The longest leaseDurationSeconds taken as usable (evictd's own nodeLeaseDurationSeconds bound, a day): a longer
+# one (2147483647: 68 years) would hold every start for its length; it is expired at once instead.
+MAX_LEASE_DURATION_S = 86400
 # While waiting at start for another evictd's Lease to expire, how often it is read again.
 WAIT_POLL_S = 1.0
 REQUEST_TIMEOUT_S = 10.0
@@ -119,18 +140,57 @@ def _parse_time(text: object) -> datetime | None:
         return None
 
 
-def live_holder(lease: Mapping[str, Any], identity: str, now: datetime) -> str | None:
-    """The holder of `lease` when it is another than `identity` and renewed within its leaseDurationSeconds; else
-    None (ours, released, expired, or unreadable times: free to take)."""
+def usable_duration_s(lease: Mapping[str, Any]) -> int | None:
+    """The Lease's leaseDurationSeconds when it is usable (an int of 1 to MAX_LEASE_DURATION_S), else None."""
+    duration = (lease.get("spec") or {}).get("leaseDurationSeconds")
+    if not isinstance(duration, int) or isinstance(duration, bool) or not 1 <= duration <= MAX_LEASE_DURATION_S:
+        return None
+    return duration
+
+
+def usable_record(lease: Mapping[str, Any]) -> bool:
+    """True when the Lease's renewTime is a MicroTime whose expiry (plus its duration) is still a time, and its
+    duration usable: only then can it be held by anyone. The remote time is never compared with the local clock."""
+    duration = usable_duration_s(lease)
+    renewed = _parse_time((lease.get("spec") or {}).get("renewTime"))
+    if duration is None or renewed is None:
+        return False
+    try:
+        renewed + timedelta(seconds=duration)
+    except OverflowError:  # 9999-12-31T23:59:59.999999Z: its expiry is past the last representable time
+        return False
+    return True
+
+
+def record_of(lease: Mapping[str, Any]) -> str:
+    """The Lease's record as leader election compares it (its spec; metadata edits are not renewals)."""
+    return json.dumps(lease.get("spec") or {}, sort_keys=True, default=str)
+
+
+@dataclass(frozen=True, slots=True)
+class Observation:
+    """A Lease record as this evictd last saw it change, and when (monotonic seconds on this host): client-go's
+    observedRecord and observedTime."""
+
+    record: str
+    observed_at: float
+
+    def seen(self, lease: Mapping[str, Any], now: float) -> Observation:
+        """This observation after reading `lease` at `now`: kept while the record is the same, else restarted."""
+        record = record_of(lease)
+        return self if record == self.record else Observation(record, now)
+
+
+def live_holder(lease: Mapping[str, Any], identity: str, observation: Observation, now: float) -> str | None:
+    """The holder of `lease` when it is another than `identity` and its record changed within its duration before
+    `now` (monotonic, as `observation` was timed); else None (ours, released, expired, or unusable: free to take)."""
     spec = lease.get("spec") or {}
     holder = spec.get("holderIdentity") or ""
-    if not isinstance(holder, str) or not holder or holder == identity:
+    if not isinstance(holder, str) or not holder or holder == identity or not usable_record(lease):
         return None
-    renewed = _parse_time(spec.get("renewTime"))
-    duration = spec.get("leaseDurationSeconds")
-    if renewed is None or not isinstance(duration, int) or isinstance(duration, bool):
-        return None
-    return holder if renewed + timedelta(seconds=duration) > now else None
+    duration = usable_duration_s(lease)
+    assert duration is not None  # usable_record checked it
+    return holder if now - observation.observed_at < duration else None
 
 
 class NodeLease:
@@ -153,7 +213,14 @@ class NodeLease:
         self._jitter = jitter
         self._pid_runs = pid_runs
         self._latest: dict[str, Any] | None = None  # the Lease as last written by us
-        self._renewed_at: float | None = None  # monotonic time of the last successful write
+        # Monotonic time at the start of the last successful write (the Lease cannot expire for others sooner than
+        # a duration after it).
+        self._renewed_at: float | None = None
+        # Monotonic time at the start of the last attempt that failed without an answer about the holder.
+        self._failed_at: float | None = None
+        self._observation: Observation | None = None  # another holder's record as last seen changing
+        self._lost_to = ""  # the other live holder the last attempt found ("": none)
+        self._foreign_duration_s = 0  # its usable leaseDurationSeconds
         self._failures = 0  # consecutive failed renewals
         self._forbidden = False  # the last attempt was refused (403)
         self._forbidden_logged = False
@@ -169,6 +236,26 @@ class NodeLease:
         """True while the Lease was renewed by us within its duration (what the Node heartbeat's period follows)."""
         renewed_at = self._renewed_at
         return renewed_at is not None and self._clock.monotonic() - renewed_at < self.duration_s
+
+    def standby_reason(self) -> str | None:
+        """Why evictd must not act now (see the module's description: lost, or lapsed while the API answers); None
+        while it may."""
+        if self._lost_to:
+            return f"the node Lease {self.where} is held by another evictd ({self._lost_to})"
+        renewed_at = self._renewed_at
+        now = self._clock.monotonic()
+        if renewed_at is None or now - renewed_at < self.duration_s:
+            return None
+        failed_at = self._failed_at
+        if failed_at is not None and failed_at > renewed_at and now - failed_at < self._api_down_window_s():
+            return None  # the API does not answer: nobody can take the Lease through it
+        return (f"the node Lease {self.where} was not renewed for {now - renewed_at:.0f} s (paused past it?): "
+                "not acting until it is renewed or taken back")
+
+    def _api_down_window_s(self) -> float:
+        """How recent a failed attempt must be to tell "the API does not answer" from "this process was paused":
+        the thread tries at least every renewal interval, and an attempt may take its request's timeout."""
+        return self.renew_interval_s * (1 + RENEW_JITTER_FRACTION) + REQUEST_TIMEOUT_S + FIRST_RETRY_S
 
     # -- the daemon Part -------------------------------------------------------------------------------------
 
@@ -190,7 +277,7 @@ class NodeLease:
 
     def acquire(self) -> None:
         """The start-up guard (see the module's description)."""
-        deadline = self._clock.monotonic() + self._wait_s
+        began = self._clock.monotonic()
         waited_for: tuple[str, str] | None = None
         while True:
             try:
@@ -203,13 +290,15 @@ class NodeLease:
                     self._log.info("node lease taken over", lease=self.where, previous_holder=waited_for[0])
                 return
             holder, renew_time = foreign
+            # At least one of its lease durations: a holder that stopped renewing is always outwaited.
+            wait_s = max(self._wait_s, self._foreign_duration_s + WAIT_POLL_S)
             if waited_for is None:
                 self._log.warning("node lease held by another evictd: waiting for it to stop renewing",
-                                  lease=self.where, holder=holder, renew_time=renew_time, wait_s=self._wait_s)
+                                  lease=self.where, holder=holder, renew_time=renew_time, wait_s=wait_s)
             waited_for = foreign
-            remaining = deadline - self._clock.monotonic()
+            remaining = began + wait_s - self._clock.monotonic()
             if remaining <= 0:
-                raise NodeLeaseHeldError(self.where, holder, renew_time, self._wait_s)
+                raise NodeLeaseHeldError(self.where, holder, renew_time, wait_s)
             self._clock.sleep(min(WAIT_POLL_S, remaining))
 
     def renew(self) -> None:
@@ -223,10 +312,14 @@ class NodeLease:
             self._failures += 1
             if self._foreign_logged != foreign[0]:
                 self._foreign_logged = foreign[0]
-                self._log.error("node lease held by another evictd: two evictd may act on this node; not taken "
-                                "over until it expires", lease=self.where, holder=foreign[0], renew_time=foreign[1])
+                self._log.error("node lease lost to another evictd: not acting (no eviction, condition or taint) "
+                                "until its holder stops renewing it", lease=self.where, holder=foreign[0],
+                                renew_time=foreign[1])
             return
-        if self._failures or self._foreign_logged:
+        if self._foreign_logged:
+            self._log.info("node lease taken back: acting again", lease=self.where,
+                           previous_holder=self._foreign_logged)
+        elif self._failures:
             self._log.info("node lease renewed again: the Node heartbeat back to nodeStatusReportFrequency",
                            lease=self.where, failed_attempts=self._failures)
         self._failures = 0
@@ -260,17 +353,31 @@ class NodeLease:
 
     def _run(self) -> None:
         while not self._stop.wait(self.next_delay_s()):
-            self.renew()
+            try:
+                self.renew()
+            except Exception:  # the renewal thread is a loop of its own: a bug in one step must not end it
+                self._failures += 1
+                self._log.exception("node lease renewal failed", lease=self.where)
 
     # -- writing the Lease -----------------------------------------------------------------------------------
 
     def _sync(self, timeout_s: float = REQUEST_TIMEOUT_S) -> tuple[str, str] | None:
         """Renew or take the Lease; return (holder, renewTime) of another live holder instead (each request waits
         at most `timeout_s`). Raises KubeError."""
+        attempt_at = self._clock.monotonic()
+        try:
+            foreign = self._sync_once(attempt_at, timeout_s)
+        except KubeError:
+            self._failed_at = attempt_at
+            raise
+        self._lost_to = "" if foreign is None else foreign[0]
+        return foreign
+
+    def _sync_once(self, attempt_at: float, timeout_s: float) -> tuple[str, str] | None:
         if self._latest is not None:
             try:
                 self._written(self._api.replace_lease(self.namespace, self.name, self._renewed(self._latest),
-                                                      timeout_s=timeout_s))
+                                                      timeout_s=timeout_s), attempt_at)
                 return None
             except KubeError as exc:
                 if exc.status != CONFLICT:
@@ -283,23 +390,29 @@ class NodeLease:
             if exc.status != NOT_FOUND:
                 raise
             try:
-                self._written(self._api.create_lease(self.namespace, self._new_lease(), timeout_s=timeout_s))
+                self._written(self._api.create_lease(self.namespace, self._new_lease(), timeout_s=timeout_s),
+                              attempt_at)
                 return None
             except KubeError as created:
                 if created.status != CONFLICT:  # AlreadyExists: another evictd created it meanwhile
                     raise
             current = self._api.read_lease(self.namespace, self.name, timeout_s=timeout_s)
-        now = self._clock.wall()
-        holder = live_holder(current, self.identity, now)
+        now = self._clock.monotonic()
+        observation = self._observation
+        self._observation = (Observation(record_of(current), now) if observation is None
+                             else observation.seen(current, now))
+        holder = live_holder(current, self.identity, self._observation, now)
         if holder is not None and not crashed_on_this_host(holder, self.identity, self._pid_runs):
+            self._foreign_duration_s = usable_duration_s(current) or 0
             return holder, str((current.get("spec") or {}).get("renewTime"))
         self._written(self._api.replace_lease(self.namespace, self.name, self._taken(current),
-                                              timeout_s=timeout_s))
+                                              timeout_s=timeout_s), attempt_at)
         return None
 
-    def _written(self, lease: dict[str, Any]) -> None:
+    def _written(self, lease: dict[str, Any], attempt_at: float) -> None:
         self._latest = lease
-        self._renewed_at = self._clock.monotonic()
+        self._renewed_at = attempt_at
+        self._observation = None
 
     def _failed(self, exc: KubeError, *, starting: bool) -> None:
         self._on_error(exc)

@@ -29,6 +29,7 @@ from evictd.core.signals import (
 )
 from evictd.core.summary import Observation
 from evictd.core.thresholds import Threshold, threshold_quantity
+from evictd.cycle.render import condition_text
 from evictd.cycle.report import POD_LIST_UNAVAILABLE, CycleReport, CycleStep
 
 # Cycle durations span a cached cgroup read (~1 ms) to a slow filesystem walk (seconds).
@@ -53,16 +54,38 @@ class GaugePerUnit:
         return self._gauges[spec_of(signal).unit]
 
 
+# The labels of the per-threshold series: signal, kind (hard/soft), the threshold as it reads
+# (`allocatableMemory.available<1Gi`) and its origin (`threshold_origin`).
+THRESHOLD_LABELS = ("signal", "kind", "threshold", "origin")
+
+
+def threshold_origin(threshold: Threshold) -> str:
+    """Where `threshold` came from: the signal it was copied from (`memory.available`, for the allocatable copy
+    the kubelet tells apart), else the configuration list (`evictionHard`, `evictionSoft`, `stallEvictionHard`...)."""
+    if threshold.copied_from is not None:
+        return str(threshold.copied_from)
+    prefix = "stallEviction" if spec_of(threshold.signal).stall is not None else "eviction"
+    return prefix + ("Hard" if threshold.hard else "Soft")
+
+
+def threshold_labels(threshold: Threshold) -> tuple[str, str, str, str]:
+    """The label values of `threshold`'s series (THRESHOLD_LABELS): no two thresholds share them."""
+    return (str(threshold.signal), "hard" if threshold.is_hard else "soft",
+            condition_text(threshold.signal, threshold.value), threshold_origin(threshold))
+
+
 class Metrics:
     def __init__(self) -> None:
         self.registry = r = CollectorRegistry()
         self.available = GaugePerUnit("evictd_signal_available", "Available amount per eviction signal",
                                       ["signal"], r)
         self.capacity = GaugePerUnit("evictd_signal_capacity", "Capacity per eviction signal", ["signal"], r)
+        # Keyed by the threshold itself (what it checks, where it came from), not only its signal and kind: a
+        # configured allocatableMemory.available threshold and the copy of memory.available's are two series.
         self.threshold = GaugePerUnit("evictd_threshold", "Threshold quantity against the current capacity",
-                                      ["signal", "kind"], r)
+                                      THRESHOLD_LABELS, r)
         self.threshold_met = Gauge("evictd_threshold_met", "1 when the threshold is met this cycle.",
-                                   ["signal", "kind"], registry=r)
+                                   THRESHOLD_LABELS, registry=r)
         self.condition = Gauge("evictd_node_condition", "1 while the node pressure condition is reported.",
                                ["condition"], registry=r)
         self.stats_age = Gauge("evictd_stats_age_seconds", "Age of the stats behind each signal when decided on.",
@@ -214,9 +237,9 @@ class Metrics:
         for threshold in thresholds:
             if threshold.operator is None:
                 continue
-            kind = "hard" if threshold.is_hard else "soft"
-            self.threshold_met.labels(str(threshold.signal), kind).set(1 if threshold in met else 0)
+            labels = threshold_labels(threshold)
+            self.threshold_met.labels(*labels).set(1 if threshold in met else 0)
             observation = observations.get(threshold.signal)
             if observation is not None:
                 quantity = threshold_quantity(threshold.value, observation.capacity)
-                self.threshold.of(threshold.signal).labels(str(threshold.signal), kind).set(float(quantity.value))
+                self.threshold.of(threshold.signal).labels(*labels).set(float(quantity.value))

@@ -18,7 +18,7 @@ from evictd.adapters.node_pods import DiscoveredPods
 from evictd.config import Configuration, EvictdSettings
 from evictd.core.container_gc import PodState, PodStateFunc
 from evictd.core.engine import Eviction
-from evictd.core.errors import KubeError
+from evictd.core.errors import KubeError, NotActingError
 from evictd.cri import NO_RUNTIME, Runtime
 from evictd.cycle.finished import AfterCycle, Cycle
 from evictd.cycle.manager import EvictionApiRoute, PodEvictor
@@ -45,6 +45,21 @@ IN_CLUSTER_ENV = "KUBERNETES_SERVICE_HOST"
 # How long start-up waits for the first pod list before running cycles anyway (hard thresholds rank the pods
 # the node shows until then). A refused connection ends the wait at once.
 POD_SYNC_WAIT_S = 10.0
+
+
+class LeaseGatedEvictor:
+    """Evicts through `evictor` only while evictd may act (`standby_reason` None): the last check before a pod
+    is written, so that a process paused mid-cycle past its Lease evicts nothing when it resumes."""
+
+    def __init__(self, evictor: PodEvictor, standby_reason: Callable[[], str | None]) -> None:
+        self._evictor = evictor
+        self._standby_reason = standby_reason
+
+    def evict(self, eviction: Eviction) -> None:
+        reason = self._standby_reason()
+        if reason is not None:
+            raise NotActingError(eviction.pod.key, reason)
+        self._evictor.evict(eviction)
 
 
 class ReportOnlyEvictor:
@@ -121,6 +136,8 @@ def build_cluster(config: Configuration, node_name: str, metrics: Metrics, log: 
     lease = None if dry_run else NodeLease(
         api_client, lease_namespace(settings.lease_namespace, bool(os.environ.get(IN_CLUSTER_ENV))), node_name,
         log=log, duration_s=settings.node_lease_duration_s, wait_s=settings.state_lock_timeout_s, on_error=api_error)
+    if lease is not None:
+        evictor = LeaseGatedEvictor(evictor, lease.standby_reason)
     node_writer = NodeStatusWriter(api_client, node_name, settings.node_condition_mode,
                                    update_period_s=settings.node_status_update_frequency_s,
                                    report_period_s=settings.node_status_report_frequency_s, heartbeat=lease,
@@ -165,11 +182,29 @@ def pod_states(watcher: PodWatcher | None) -> tuple[PodStateFunc, Callable[[], b
     return state, watcher.is_synced
 
 
+def acting_elsewhere(cluster: ClusterParts) -> bool:
+    """True when another evictd holds the node Lease now (`NodeLease.standby_reason`): nothing is written."""
+    return cluster.lease is not None and cluster.lease.standby_reason() is not None
+
+
+def withdraw_unless_lost(cluster: ClusterParts) -> Callable[[], None]:
+    """The stop's withdrawal of the node conditions and taints, skipped when another evictd holds the Lease (they
+    are its own)."""
+
+    def withdraw() -> None:
+        if not acting_elsewhere(cluster):
+            cluster.sync.withdraw()
+
+    return withdraw
+
+
 def cluster_bookkeeping(cluster: ClusterParts, metrics: Metrics) -> AfterCycle:
     """Node status, events and the journal's pending writes; the pending evictions exported; in dry-run the
     shadow comparison with the kubelet's own evictions."""
 
     def update(cycle: Cycle) -> None:
+        if acting_elsewhere(cluster):  # lost during the cycle: the holder writes the node now
+            return
         cluster.sync.after_cycle(cycle.report.decided.assessment, cycle.report.oom)
         metrics.journal_pending.set(len(cluster.journal.pending()))
         if cluster.shadow is not None:

@@ -76,6 +76,7 @@ from evictd.run.compose_cluster import (
     api_configured,
     build_cluster,
     cluster_bookkeeping,
+    withdraw_unless_lost,
 )
 from evictd.run.compose_node import (
     PathLayout,
@@ -87,7 +88,7 @@ from evictd.run.compose_node import (
     build_stats_source,
     runtime_upkeep,
 )
-from evictd.run.daemon import Daemon, Hooks, LoopSettings, Part, Reporting, Wakeups
+from evictd.run.daemon import Daemon, Hooks, LoopSettings, Part, Reporting, Wakeups, always_acting
 from evictd.run.heap_trim import heap_trimmer
 from evictd.run.lock import acquire_node_lock, acquire_state_lock
 from evictd.run.oom_feedback import OomFeedback
@@ -230,7 +231,7 @@ def build_hooks(basics: Basics, observers: Observers, *, reported_only: bool, st
     after_cycle: list[AfterCycle] = [record_metrics(metrics, reported_only), log_cycles(log, reported_only, basics.run)]
     if state_file is not None:
         after_cycle.append(state_file)
-    on_stop: list[Callable[[], None]] = [cluster.sync.withdraw] if cluster is not None else []
+    on_stop: list[Callable[[], None]] = [withdraw_unless_lost(cluster)] if cluster is not None else []
     if observers.fmt == "live":
         live_view = LiveView(observers.stdout, basics.node_name, dry_run=settings.dry_run, no_api=cluster is None,
                              recent=observers.recent, run=basics.run)
@@ -256,7 +257,9 @@ def build_hooks(basics: Basics, observers: Observers, *, reported_only: bool, st
         on_stop.append(state_file.close)
     on_stop.append(oom_feedback.close)
     return Hooks(before_cycle=basics.decision.start, after_cycle=after_cycle, oom_feedback=oom_feedback,
-                 wait_for_cleanup=cluster.sync.wait_for_cleanup if cluster is not None else None, on_stop=on_stop)
+                 wait_for_cleanup=cluster.sync.wait_for_cleanup if cluster is not None else None, on_stop=on_stop,
+                 standby=(cluster.lease.standby_reason if cluster is not None and cluster.lease is not None
+                          else always_acting))
 
 
 def build_oom_feedback(basics: Basics, reported_only: bool) -> OomFeedback:

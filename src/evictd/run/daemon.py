@@ -98,6 +98,14 @@ def _no_decision(number: int) -> None:
     return None
 
 
+def always_acting() -> str | None:
+    return None
+
+
+# While standing by (the node Lease lost), how often the loop asks again whether it may act.
+STANDBY_POLL_S = 1.0
+
+
 @dataclass(frozen=True, slots=True)
 class Hooks:
     """What runs around each cycle and at stop, besides the manager (see the module's description)."""
@@ -109,6 +117,9 @@ class Hooks:
     # The wait after an eviction for the evicted pods to go (None: no API to tell).
     wait_for_cleanup: CleanupWait | None = None
     on_stop: Sequence[Callable[[], None]] = ()
+    # Why the loop must not act now (the node Lease lost: `NodeLease.standby_reason`); None while it may. While it
+    # says why, no cycle runs (nothing is evicted, written or withdrawn) and the loop asks again every second.
+    standby: Callable[[], str | None] = always_acting
 
 
 NO_HOOKS = Hooks()
@@ -135,6 +146,8 @@ class Daemon:
         self.oom_feedback = hooks.oom_feedback
         self.wait_for_cleanup = hooks.wait_for_cleanup
         self.on_stop = tuple(hooks.on_stop)
+        self.standby = hooks.standby
+        self._standing_by: str | None = None  # why the loop stood by last (logged once)
         self.parts = tuple(parts)
         self._started: list[Part] | None = None
         # What woke the loop last and when (monotonic), for the next cycle; ((), None) when it did not wait.
@@ -164,6 +177,8 @@ class Daemon:
                       dry_run=settings.dry_run)
         try:
             while not self.stop.is_set():
+                if self._stood_by():
+                    continue
                 cycle += 1
                 started = self.clock.monotonic()
                 report = self._cycle(cycle, started)
@@ -174,7 +189,8 @@ class Daemon:
                     break
                 if report is None:
                     cadence = cadence.after_failure(started, self.clock.monotonic())
-                elif report.acted.evictions and self.wait_for_cleanup is not None and not settings.dry_run:
+                elif (report.acted.evictions and self.wait_for_cleanup is not None and not settings.dry_run
+                      and self.standby() is None):  # no wait for evictions refused for a Lease lost meanwhile
                     # The kubelet waits for evicted pods to go (at most 30 s), then runs again at once.
                     gone = self.wait_for_cleanup(report.acted.evictions)
                     self.log.info("evicted pods cleaned up" if gone else "evicted pods still present after wait",
@@ -208,6 +224,24 @@ class Daemon:
             self.stop.close()
         self.log.info("evictd stopped", cycles=cycle)
         return 0
+
+    def _stood_by(self) -> bool:
+        """When the loop must not act (`standby`): say so once, stay healthy (the loop is alive and waits as it
+        should), wait a poll and return True; else False (and say so once when acting again)."""
+        reason = self.standby()
+        if reason is None:
+            if self._standing_by is not None:
+                self._standing_by = None
+                self.health.degraded = None
+                self.log.info("acting again: the node Lease is held")
+            return False
+        if self._standing_by is None:
+            self.log.warning("standing by: not acting (no eviction, condition, taint or event)", reason=reason)
+        self._standing_by = reason
+        self.health.degraded = f"standing by: {reason}"
+        self.health.cycle_done()
+        self.waiter.wait(STANDBY_POLL_S)
+        return True
 
     def _wait(self, cadence: Cadence) -> Cadence:
         """Wait until `cadence` makes the next cycle due (or a stop is requested); count what woke the loop."""

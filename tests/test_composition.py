@@ -22,6 +22,7 @@ from evictd.core.quantity import Quantity
 from evictd.core.signals import Signal
 from evictd.core.thresholds import Threshold, ThresholdValue
 from evictd.run.compose_node import PathLayout, build_memcg_notifiers, build_psi_notifiers, build_stats_source
+from evictd.run.plausible_stats import PlausibleStats
 
 FIXTURE_V1 = Path(__file__).resolve().parent / "fixtures" / "cgroup" / "v1-cgroupfs"
 FIXTURE_V2 = FIXTURE_V1.parent / "v2-cgroupfs"
@@ -93,13 +94,16 @@ def test_build_stats_source_picks_the_configured_source(tmp_path: Path) -> None:
     pods = DiscoveredPods(cgroups, str(tmp_path / "logs"))
     node = build_stats_source(configuration(tmp_path, f"kubeletRootDir: {tmp_path}\n"), cgroups, "node-1",
                               discovered=pods)
-    assert isinstance(node.source, NodeStatsSource) and node.disk_walker is not None
+    # Every source is behind the plausibility check (issue #43).
+    assert isinstance(node.source, PlausibleStats) and isinstance(node.source.source, NodeStatsSource)
+    assert node.disk_walker is not None
     assert node.source.summary(pods.active_pods()).node.node_name == "node-1"
-    assert node.problems() == node.source.problems
+    assert node.problems() == node.source.source.problems
     direct = build_stats_source(
         configuration(tmp_path, "statsSource: kubelet\nkubeletSummaryURL: https://127.0.0.1:10250/stats/summary\nkubeletInsecureTLS: true\n"),
         cgroups, "node-1")
-    assert isinstance(direct.source, KubeletSummarySource) and direct.disk_walker is None
+    assert isinstance(direct.source, PlausibleStats) and isinstance(direct.source.source, KubeletSummarySource)
+    assert direct.disk_walker is None
     assert direct.insecure_reason.startswith("kubeletInsecureTLS is true")
     kubeconfig = tmp_path / "kubeconfig"
     kubeconfig.write_text('{"apiVersion": "v1", "kind": "Config", "current-context": "c",'
@@ -108,7 +112,8 @@ def test_build_stats_source_picks_the_configured_source(tmp_path: Path) -> None:
                           '"contexts": [{"name": "c", "context": {"cluster": "k", "user": "u"}}]}')
     proxy = build_stats_source(configuration(tmp_path, f"statsSource: kubelet\nkubeconfig: {kubeconfig}\n"),
                                cgroups, "node-1")
-    assert isinstance(proxy.source, ApiProxySummarySource) and proxy.disk_walker is None
+    assert isinstance(proxy.source, PlausibleStats) and isinstance(proxy.source.source, ApiProxySummarySource)
+    assert proxy.disk_walker is None
     with pytest.raises(SampleError) as info:
         proxy.source.summary()
     assert proxy.problems() == (info.value,)

@@ -46,6 +46,7 @@ from evictd.core.summary import signal_observations
 from evictd.core.summary_parser import summary_from_dict
 from evictd.kube.client import build_api_client
 from evictd.run.compose_node import build_stats_source
+from evictd.run.plausible_stats import PlausibleStats
 from hostile_kubelet import self_signed
 
 TOKEN = "kubelet-reader-token-1"
@@ -375,7 +376,6 @@ def test_a_redirect_is_not_followed_and_the_token_stays_with_the_kubelet(
         pytest.param("not-json", "the Summary is not JSON: Expecting value", id="not-json"),
         pytest.param("not-utf8", "the Summary is not JSON: ", id="not-utf8"),
         pytest.param("not-object", "the Summary is not a JSON object", id="json-array"),
-        pytest.param("bad-document", "bad Summary document: node.memory.availableBytes", id="negative-counter"),
         pytest.param("garbage-status-line", "bad HTTP response from the kubelet: BadStatusLine", id="not-http"),
         pytest.param("truncated-body", "bad HTTP response from the kubelet: IncompleteRead",
                      id="connection-closed-mid-body"),
@@ -397,6 +397,21 @@ def test_failures_are_sample_errors_with_the_url(
     assert source.problems == (), "readable again"
 
 
+def test_a_negative_counter_is_unknown_and_named_the_rest_of_the_summary_is_read(
+    kubelet: Server, token_file: Path, direct: Callable[..., KubeletSummarySource]
+) -> None:
+    # Issue #43: one bad figure rejected the whole document (SampleError), and with it every signal and pod.
+    kubelet.behaviour.mode = "bad-document"
+    source = direct(kubelet.url("https"), token_file=str(token_file))
+    got = source.summary()
+    assert got.node.memory is not None
+    assert got.node.memory.available_bytes is None, "the bad figure is unknown"
+    assert got.node.memory.working_set_bytes is not None, "the figure beside it is read"
+    assert got.pods, "the pods are read"
+    assert source.problems == ()
+    assert [(e.key, e.value) for e in source.refused] == [("node.memory.availableBytes", -5)]
+
+
 # Documents no kubelet writes, each as an attacker would shape it; the reason must be the same every time it
 # is read, so that the daemon logs the unreadable source once, not once per cycle.
 HOSTILE_DOCUMENTS = [
@@ -406,15 +421,8 @@ HOSTILE_DOCUMENTS = [
                  id="objects-5000-deep"),
     pytest.param(b'{"node": {"memory": {"availableBytes": ' + b"9" * 5000 + b"}}}",
                  "the Summary is not JSON: Exceeds the limit (4300 digits)", id="integer-of-5000-digits"),
-    pytest.param(b'{"node": {"memory": {"availableBytes": ' + b"9" * 4000 + b"}}}",
-                 "bad Summary document: node.memory.availableBytes: invalid value <13288-bit integer>",
-                 id="integer-of-4000-digits"),
-    pytest.param(b'{"node": {"memory": {"availableBytes": 1e999}}}',
-                 "bad Summary document: node.memory.availableBytes: invalid value inf", id="float-overflow"),
     pytest.param(b'{"node": {"memory": {"availableBytes": NaN}}}', "the Summary is not JSON: NaN is not a JSON value",
                  id="nan"),
-    pytest.param(b'{"node": [], "pods": {}}', "bad Summary document: node: invalid value []", id="wrong-types"),
-    pytest.param(b'{"pods": "many"}', "bad Summary document: pods: invalid value 'many'", id="string-for-list"),
     pytest.param(b'{"pods": [' + b"{}," * 400_000 + b"{}]}", "the Summary holds more than 600000 JSON values",
                  id="400000-empty-pods"),
     pytest.param(b'{"pods": [' + b"null," * 700_000 + b"null]}", "the Summary holds more than 600000 JSON values",
@@ -442,6 +450,30 @@ def test_a_hostile_document_is_an_unreadable_source_with_a_stable_reason(
     assert len(errors[0].reason) <= 250, "one readable line"
     assert errors[0].reason == errors[1].reason
     assert source.problems == (errors[1],)
+
+
+# Documents whose figures (or blocks) cannot be decoded: those are unknown and named, the rest is read (issue #43).
+HOSTILE_FIGURES = [
+    pytest.param(b'{"node": {"memory": {"availableBytes": ' + b"9" * 4000 + b"}}}",
+                 ["node.memory.availableBytes"], id="integer-of-4000-digits"),
+    pytest.param(b'{"node": {"memory": {"availableBytes": 1e999}}}', ["node.memory.availableBytes"],
+                 id="float-overflow"),
+    pytest.param(b'{"node": [], "pods": {}}', ["node", "pods"], id="wrong-types"),
+    pytest.param(b'{"pods": "many"}', ["pods"], id="string-for-list"),
+]
+
+
+@pytest.mark.parametrize(("body", "refused"), HOSTILE_FIGURES)
+def test_a_hostile_figure_is_unknown_and_named_the_source_readable(
+    kubelet: Server, token_file: Path, direct: Callable[..., KubeletSummarySource], body: bytes, refused: list[str]
+) -> None:
+    kubelet.behaviour.mode = "body"
+    kubelet.behaviour.body = body
+    source = direct(kubelet.url("https"), token_file=str(token_file))
+    source.summary()
+    assert source.problems == ()
+    assert [e.key for e in source.refused] == refused
+    assert all(len(str(e)) <= 250 for e in source.refused), "each names its value in one readable line"
 
 
 # Keys of the Summary's own fields (so that generated documents reach deep into the parser) and any others.
@@ -549,7 +581,8 @@ def test_the_configured_source_without_its_ca_file_is_a_configuration_error(tmp_
     assert "No such file or directory" in info.value.reason and "kubeletInsecureTLS: true" in info.value.reason
     config.write_text(config.read_text() + "kubeletInsecureTLS: true\nkubeletSummaryTimeout: 2s\n")
     insecure = build_stats_source(load_configuration([str(config)]), None, NODE)  # type: ignore[arg-type]
-    assert isinstance(insecure.source, KubeletSummarySource) and insecure.insecure_reason
+    assert isinstance(insecure.source, PlausibleStats) and isinstance(insecure.source.source, KubeletSummarySource)
+    assert insecure.insecure_reason
 
 
 @pytest.mark.parametrize(
@@ -608,8 +641,6 @@ def test_the_summary_arrives_through_the_node_proxy(
         pytest.param(NODE, TOKEN, "kubelet-down", "HTTP 503 Service Unavailable", id="kubelet-unreachable"),
         pytest.param(NODE, "wrong", "ok", "HTTP 401 Unauthorized", id="wrong-token"),
         pytest.param(NODE, TOKEN, "not-json", "the Summary is not JSON", id="not-json"),
-        pytest.param(NODE, TOKEN, "bad-document", "bad Summary document: node.memory.availableBytes",
-                     id="bad-document"),
     ],
 )
 def test_proxy_failures_are_sample_errors(

@@ -6,9 +6,11 @@ docs/daemon.md's "Stats source" paragraph says how each is configured and bounde
 the whole request, from name resolution to the last byte: every socket operation gets only the time left
 (`_remaining`), so a server trickling one byte at a time cannot stretch it. The proxy goes through the kubernetes
 client, whose timeout is per socket operation; its body is held to the same size and parsing limits once read.
-Any failure is a SampleError with a reason that is the same from one cycle to the next (the daemon logs an
-unreadable source once, from `problems`): the cycle has no stats and the engine freezes its state, as the
-kubelet does when its summary provider fails.
+A figure that cannot be decoded (a negative working set, cAdvisor's uint64 wrap of a container's availableBytes)
+is unknown, named in `refused`, and costs nothing else (`summary_read`). Any other failure is a SampleError with
+a reason that is the same from one cycle to the next (the daemon logs an unreadable source once, from
+`problems`): the cycle has no stats and the engine freezes its state, as the kubelet does when
+its summary provider fails.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from evictd import user_agent
 from evictd.core.errors import ConfigError, DecodeError, KubeError, SampleError, bounded_repr, os_error_reason
 from evictd.core.pods import Pod
 from evictd.core.summary import Summary
-from evictd.core.summary_parser import summary_from_dict
+from evictd.core.summary_parser import SummaryReading, summary_read
 
 # A Summary of 1000 pods with two containers and four volumes each, pretty-printed as the kubelet writes it,
 # is 4.3 MiB (measured with the tests' documents), and turning it into a Summary takes 15 MiB more. 8 MiB
@@ -44,7 +46,7 @@ _TOO_LARGE = f"the Summary is larger than {MAX_SUMMARY_BYTES >> 20} MiB; not rea
 # `{},` would be 2.8 million objects, ~600 MiB with the Summary built from them. The 1000-pod Summary above
 # holds 344,000 values (as `_value_count` counts them); this is what 8 MiB of such pods hold.
 MAX_SUMMARY_VALUES = 600_000
-# summary_from_dict builds a record (some 150 bytes, 10 us) for every pod, container, volume and system
+# summary_read builds a record (some 150 bytes, 10 us) for every pod, container, volume and system
 # container, even one that is only `null` in the text: half a million of them take 5 s. The 1000-pod Summary
 # above has 7,000; this allows 1000 pods of 10 containers and 40 volumes each.
 MAX_SUMMARY_RECORDS = 50_000
@@ -72,20 +74,24 @@ class _RecordedSource:
     """A Summary source whose `problems` holds why the last read failed, if it did."""
 
     problems: tuple[SampleError, ...] = ()
+    # The figures of the last Summary that could not be decoded (each unknown, the rest used).
+    refused: tuple[DecodeError, ...] = ()
 
-    def _read(self) -> Summary:
+    def _read(self) -> SummaryReading:
         raise NotImplementedError
 
     def summary(self, pods: Sequence[Pod] = ()) -> Summary:
         """Fetch and parse the Summary (the kubelet's: the stats of every pod it runs, whichever `pods` the cycle
         listed). Raises SampleError, recorded in `problems` (cleared by the next success)."""
         try:
-            summary = self._read()
+            reading = self._read()
         except SampleError as exc:
             self.problems = (exc,)
+            self.refused = ()
             raise
         self.problems = ()
-        return summary
+        self.refused = reading.refused
+        return reading.summary
 
 
 class KubeletSummarySource(_RecordedSource):
@@ -134,7 +140,7 @@ class KubeletSummarySource(_RecordedSource):
             raise SampleError(self._token_file, "the token is not one line of printable ASCII")
         return token
 
-    def _read(self) -> Summary:
+    def _read(self) -> SummaryReading:
         headers = {"Accept": "application/json", "User-Agent": user_agent(), "Connection": "close"}
         token = self._token()  # re-read each time: projected tokens rotate
         if token:
@@ -180,7 +186,7 @@ class ApiProxySummarySource(_RecordedSource):
         self._timeout_s = timeout_s
         self._source = f"/api/v1/nodes/{node_name}/proxy/stats/summary"
 
-    def _read(self) -> Summary:
+    def _read(self) -> SummaryReading:
         try:
             body = self._api.get_node_proxy(self._node, "stats/summary", timeout_s=self._timeout_s)
         except KubeError as exc:
@@ -196,8 +202,9 @@ class ApiProxySummarySource(_RecordedSource):
 # Reading the answer
 
 
-def _summary_of(body: bytes | bytearray, source: str) -> Summary:
-    """Return the Summary in `body`. Raises SampleError for anything but a valid Summary document."""
+def _summary_of(body: bytes | bytearray, source: str) -> SummaryReading:
+    """Return the Summary in `body`, each figure that cannot be decoded unknown (`summary_read`). Raises SampleError
+    when `body` is not a JSON object within the limits."""
     if _value_count(body) > MAX_SUMMARY_VALUES:
         raise SampleError(source, f"the Summary holds more than {MAX_SUMMARY_VALUES} JSON values")
     try:
@@ -211,7 +218,7 @@ def _summary_of(body: bytes | bytearray, source: str) -> Summary:
     if _record_count(document) > MAX_SUMMARY_RECORDS:
         raise SampleError(source, f"the Summary lists more than {MAX_SUMMARY_RECORDS} pods, containers and volumes")
     try:
-        return summary_from_dict(document)
+        return summary_read(document)
     except DecodeError as exc:
         raise SampleError(source, f"bad Summary document: {exc}") from None
 
@@ -223,7 +230,7 @@ def _value_count(body: bytes | bytearray) -> int:
 
 
 def _record_count(document: dict[str, Any]) -> int:
-    """Return how many records summary_from_dict would build from the lists of `document` (the node's system
+    """Return how many records summary_read would build from the lists of `document` (the node's system
     containers; pods, with their containers and volumes), looking no deeper than those lists."""
     node = document.get("node")
     system = node.get("systemContainers") if isinstance(node, dict) else None

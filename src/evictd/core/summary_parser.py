@@ -13,16 +13,23 @@ Invariants:
   JSON path of the bad value (``node.memory.availableBytes``, ``pods[2].volume[0].usedBytes``; ``$`` is the
   document itself). Unknown keys are ignored, as Go's JSON decoder ignores them; keys that are not strings
   (possible in YAML, never in JSON) are rejected. The generic checks are `evictd.core.decode`'s.
+* ``summary_read`` (the daemon's Summary sources) never rejects a document that is a mapping: an invalid figure
+  makes that figure unknown (``None``), and only the smallest enclosing value that cannot be decoded without it
+  (a PSI line, a block whose type is wrong) is dropped with it; every figure dropped is named in the reading's
+  ``refused`` (the ``DecodeError`` of its path). One pod's bad figure never costs another pod or the node theirs.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, timezone
 from types import MappingProxyType
+from typing import TypeVar
 
 from evictd.core.decode import EMPTY_MAPPING, INT64_MAX, child, integer, invalid, list_of, mapping, sequence, string
+from evictd.core.errors import DecodeError
 from evictd.core.summary import (
     ContainerStats,
     FsStats,
@@ -63,6 +70,94 @@ def summary_from_dict(obj: Mapping[str, object]) -> Summary:
     node = _node_stats(doc.get("node"), "node")
     pods = list_of(doc.get("pods"), "pods", _pod_stats, if_null=())
     return Summary(node=node, pods=pods)
+
+
+@dataclass(frozen=True, slots=True)
+class SummaryReading:
+    """A Summary decoded figure by figure: `refused` names each figure (or block) dropped as invalid."""
+
+    summary: Summary
+    refused: tuple[DecodeError, ...] = ()
+
+
+_T = TypeVar("_T")
+
+# A block repaired more often than this is dropped whole (each repair drops one more value, so repairs end anyway:
+# this only bounds the work a hostile document can ask for; a real pod has some 60 values).
+MAX_REPAIRS_PER_BLOCK = 256
+# A path as `evictd.core.decode.child` and `list_of` build it: `.name`, `[name]` (keys with dots) or `[3]`.
+_PATH_PART = re.compile(r"\.([A-Za-z_][A-Za-z0-9_-]*)|\[([^\]]*)\]")
+
+
+def summary_read(obj: Mapping[str, object]) -> SummaryReading:
+    """Return the Summary of a decoded Summary API document, each invalid figure in it unknown (None) instead.
+
+    The node and each pod are decoded on their own: a figure that `summary_from_dict` would reject is dropped
+    (set to null, which every figure accepts), or, when null is not accepted there either (a PSI line's average),
+    the value holding it; the document itself is rejected only when it is not a mapping (DecodeError at `$`)."""
+    try:
+        return SummaryReading(summary_from_dict(obj))
+    except DecodeError:
+        pass  # the rare case: decoded again, block by block
+    doc = mapping(obj, ROOT_KEY)
+    refused: list[DecodeError] = []
+    node = _repaired(doc.get("node"), "node", _node_stats, refused)
+    items = doc.get("pods")
+    if items is not None and not isinstance(items, list):
+        refused.append(invalid("must be a list", "pods", items))
+        items = None
+    pods = tuple(_repaired(item, f"pods[{index}]", _pod_stats, refused) for index, item in enumerate(items or ()))
+    return SummaryReading(Summary(node=node, pods=pods), tuple(refused))
+
+
+def _repaired(value: object, key: str, decode: Callable[[object, str], _T], refused: list[DecodeError]) -> _T:
+    """Return `decode(value, key)`, dropping (nulling) each value it rejects, in a copy, until it decodes."""
+    for _ in range(MAX_REPAIRS_PER_BLOCK):
+        try:
+            return decode(value, key)
+        except DecodeError as exc:
+            # A null left by an earlier repair, refused in turn, is that repair's consequence, not a new figure.
+            if exc.value is not None or not any(r.key.startswith(exc.key) for r in refused):
+                refused.append(exc)
+            value = _without(value, _path_below(exc.key or "", key))
+    return decode(None, key)
+
+
+def _path_below(key: str, prefix: str) -> list[str]:
+    """The parts of `key` below `prefix` (empty: `key` is `prefix` itself, or not below it)."""
+    if not key.startswith(prefix):
+        return []
+    rest = key[len(prefix):]
+    parts = []
+    position = 0
+    while position < len(rest):
+        match = _PATH_PART.match(rest, position)
+        if match is None:
+            return []
+        parts.append(match.group(1) if match.group(1) is not None else match.group(2))
+        position = match.end()
+    return parts
+
+
+def _without(value: object, path: list[str]) -> object:
+    """A copy of `value` with the value at `path` nulled; when that value is null or absent already (null is
+    refused there too), its parent is nulled instead; an empty path nulls `value` itself."""
+    if not path:
+        return None
+    head, rest = path[0], path[1:]
+    if isinstance(value, Mapping) and head in value:
+        if value[head] is None:
+            return None
+        copy = dict(value)
+        copy[head] = _without(value[head], rest)
+        return copy
+    if isinstance(value, list) and head.isdigit() and int(head) < len(value):
+        if value[int(head)] is None:
+            return None
+        items = list(value)
+        items[int(head)] = _without(value[int(head)], rest)
+        return items
+    return None  # the path ends here (a value missing is refused): the value holding it goes
 
 
 class SummaryDecoder:

@@ -97,6 +97,10 @@ class Metrics:
                                        registry=r)
         self.cycle_duration = Histogram("evictd_cycle_duration_seconds", "Duration of one housekeeping cycle.",
                                         buckets=CYCLE_BUCKETS, registry=r)
+        self.figures_refused = Counter("evictd_figures_refused_total", "Stats figures refused and left unknown, by "
+                                       "field (without pod names) and kind (invalid: not decodable; impossible: "
+                                       "beyond the node's capacity), once per cycle each.", ["field", "kind"],
+                                       registry=r)
         self.cycles = Counter("evictd_cycles_total", "Housekeeping cycles run.", registry=r)
         self.wakeups = Counter("evictd_wakeups_total", "Loop wake-ups by cause.", ["cause"], registry=r)
         self.errors = Counter("evictd_errors_total", "Errors by source.", ["source"], registry=r)

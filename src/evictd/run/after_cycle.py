@@ -18,6 +18,7 @@ from evictd.adapters.memory_watch import MemoryWatch
 from evictd.adapters.notifiers import Notifier, Waiter
 from evictd.adapters.pod_disk_usage import POD_DISK_SOURCE_PREFIX
 from evictd.core.errors import SampleError
+from evictd.core.plausible import Refusal
 from evictd.core.signals import Signal
 from evictd.core.summary import SYSTEM_CONTAINER_PODS
 from evictd.cycle.finished import AfterCycle, Cycle
@@ -27,6 +28,7 @@ from evictd.observe.cycle_logging import CycleLogger, WakeUp
 from evictd.observe.live_view import CLEAR_SCREEN, ENTER_ALTERNATE_SCREEN, LEAVE_ALTERNATE_SCREEN, render
 from evictd.observe.logging_setup import RecentEvents
 from evictd.observe.metrics import Metrics
+from evictd.run.plausible_stats import RefusalLog
 
 
 def record_metrics(metrics: Metrics, dry_run: bool) -> AfterCycle:
@@ -119,6 +121,16 @@ def log_sample_problems(log: Log, metrics: Metrics, signal_problems: Callable[[]
         disks.update(cycle.number, [p for p in problems if p.source.startswith(POD_DISK_SOURCE_PREFIX)])
         ooms.update(cycle.number, oom_problems())
         metrics.record_stats_problems(problems)
+
+    return update
+
+
+def log_refused_figures(log: Log, metrics: Metrics, refused: Callable[[], Sequence[Refusal]]) -> AfterCycle:
+    """Log each figure refused as invalid or impossible once per episode, and count every refusal."""
+    refusals = RefusalLog(log, metrics)
+
+    def update(cycle: Cycle) -> None:
+        refusals.update(cycle.number, cycle.started_at, refused())
 
     return update
 

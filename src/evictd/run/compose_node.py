@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import structlog
 
@@ -33,6 +33,7 @@ from evictd.core.container_gc import GCPolicy
 from evictd.core.errors import EvictdError, SampleError
 from evictd.core.fs_layout import FsLayout, ReclaimAction
 from evictd.core.image_gc import image_gc_policy
+from evictd.core.plausible import Refusal
 from evictd.core.psi import microseconds
 from evictd.core.signals import EVICTD_SIGNALS
 from evictd.core.thresholds import Threshold
@@ -45,6 +46,7 @@ from evictd.kube.pod_watch import PodWatcher
 from evictd.log import Log
 from evictd.observe.metrics import Metrics
 from evictd.run.compose_cluster import pod_states
+from evictd.run.plausible_stats import PlausibleStats, machine_memory_bytes
 from evictd.run.runtime_link import CriRuntime, NodeLevel, RuntimeLink
 
 
@@ -109,6 +111,14 @@ class StatsParts:
     disk_walker: DiskWalkerProcess | None = None
     # Why the kubelet's Summary endpoint is not verified ("" when it is, or not used).
     insecure_reason: str = ""
+    # The figures the last Summary lost: undecodable or impossible (`PlausibleStats`).
+    refused: Callable[[], Sequence[Refusal]] = lambda: ()
+
+
+def plausible(parts: StatsParts) -> StatsParts:
+    """`parts` with its source behind `PlausibleStats`, bounded by this machine's memory capacity (every source)."""
+    checked = PlausibleStats(parts.source, machine_memory_bytes())
+    return replace(parts, source=checked, refused=lambda: checked.refused)
 
 
 def build_stats_source(config: Configuration, cgroups: CgroupReader, node_name: str, *,
@@ -127,9 +137,9 @@ def build_stats_source(config: Configuration, cgroups: CgroupReader, node_name: 
             kubelet = KubeletSummarySource(settings.kubelet_summary_url, token_file=settings.kubelet_token_file,
                                            ca_file=settings.kubelet_ca_file,
                                            insecure_tls=settings.kubelet_insecure_tls, timeout_s=deadline_s)
-            return StatsParts(kubelet, lambda: kubelet.problems, insecure_reason=kubelet.insecure_reason)
+            return plausible(StatsParts(kubelet, lambda: kubelet.problems, insecure_reason=kubelet.insecure_reason))
         proxy = ApiProxySummarySource(node_name, api=build_api_client(settings.kubeconfig), timeout_s=deadline_s)
-        return StatsParts(proxy, lambda: proxy.problems)
+        return plausible(StatsParts(proxy, lambda: proxy.problems))
     stall_signals = sorted({threshold.signal for threshold in config.eviction.thresholds()} & EVICTD_SIGNALS)
     node = NodeStatsSource(
         node_name=node_name,
@@ -148,7 +158,7 @@ def build_stats_source(config: Configuration, cgroups: CgroupReader, node_name: 
     walker = DiskWalkerProcess(node.disk_usage, WalkerSettings(kubelet_root=settings.kubelet_root_dir,
                                                                pod_logs_dir=settings.pod_logs_dir),
                                log=log if log is not None else structlog.get_logger("evictd"))
-    return StatsParts(node, lambda: node.problems, disk_walker=walker)
+    return plausible(StatsParts(node, lambda: node.problems, disk_walker=walker))
 
 
 def attach_runtime(config: Configuration, client: CriClient, version: RuntimeVersion, metrics: Metrics, log: Log,

@@ -67,6 +67,7 @@ from evictd.run.after_cycle import (
     LiveView,
     NotifierRefresh,
     log_cycles,
+    log_refused_figures,
     log_sample_problems,
     record_metrics,
 )
@@ -238,6 +239,7 @@ def build_hooks(basics: Basics, observers: Observers, *, reported_only: bool, st
         after_cycle.append(live_view)
         on_stop.append(live_view.close)
     after_cycle.append(log_sample_problems(log, metrics, stats.problems, lambda: oom_feedback.problems))
+    after_cycle.append(log_refused_figures(log, metrics, stats.refused))
     if cluster is not None:
         after_cycle.append(cluster_bookkeeping(cluster, metrics))
     # After the hooks that log, export and record the kills: a restart never counts them again.

@@ -1,0 +1,155 @@
+"""Figures a stats source cannot have measured: refused one by one, each named with its value and bound.
+
+Job: given a Summary (from any source: the node's cgroupfs, the kubelet's Summary API, the runtime's CRI stats
+behind either) and the node's memory capacity, return the same Summary with every impossible figure made unknown
+(None), and a `Refusal` for each. The kubelet trusts these figures (a node working set 3x the machine, the 2026
+cAdvisor cgroup v2 bug, gave nodes a false MemoryPressure and evicted every pod); evictd does not decide on them.
+Figures a source could not decode at all (a negative counter, cAdvisor's uint64 wrap) are refused by the source
+(`evictd.core.summary_parser.summary_read`) and become Refusals here too (`refusal_of_decode`).
+
+The bounds (docs/kubelet-differences.md lists them):
+* node memory (and the `pods` system container's): working set, usage and available at most the node's memory
+  capacity (MemTotal) plus MEMORY_SLACK;
+* a filesystem: available bytes at most its capacity bytes, free inodes at most its inodes;
+* a pod's (and a container's) working set and usage at most the node's memory capacity plus MEMORY_SLACK.
+
+Invariants: pure (no I/O); never mutates its input; a Summary with nothing to refuse is returned as the very
+same object; a refused figure is None afterwards, so signals built on it are absent, as for a figure never read,
+and a pod whose working set is refused is ranked as a pod whose cgroup could not be read: as using no memory.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from fractions import Fraction
+from types import MappingProxyType
+
+from evictd.core.errors import DecodeError
+from evictd.core.summary import ContainerStats, FsStats, MemoryStats, PodStats, Summary
+
+# A figure may exceed the machine's MemTotal by this share before it is impossible: MemTotal excludes memory the
+# kernel reserved at boot, which a cgroup v1 root's usage can count, and memory hot-added since evictd read it.
+# A real excess is a few percent at most; the cAdvisor bug above was 200%.
+MEMORY_SLACK = Fraction(1, 10)
+
+INVALID = "invalid"
+IMPOSSIBLE = "impossible"
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """A figure made unknown: where (`field`, with the pod named: ``pods[default/web].memory.workingSetBytes``),
+    its `value`, why (`kind`: INVALID or IMPOSSIBLE, `reason`) and the `bound` it broke (None: not a bound).
+    `family` is the field without the pod (``pods.memory.workingSetBytes``), for a metric label."""
+
+    field: str
+    value: object
+    kind: str
+    reason: str
+    bound: int | None = None
+    family: str = ""
+
+
+def refusal_of_decode(error: DecodeError) -> Refusal:
+    """The Refusal of a figure a source could not decode (its path as the field)."""
+    return Refusal(field=error.key, value=error.value, kind=INVALID, reason=error.reason, family=_family(error.key))
+
+
+def _family(field: str) -> str:
+    """The field without list positions or pod names (``pods[3].containers[0].x`` -> ``pods.containers.x``)."""
+    parts = []
+    depth = 0
+    for char in field:
+        if char == "[":
+            depth += 1
+        elif char == "]":
+            depth -= 1
+        elif depth == 0:
+            parts.append(char)
+    return "".join(parts)
+
+
+def memory_bound(capacity_bytes: int) -> int:
+    """The largest memory figure that can be true on a node of `capacity_bytes` (MemTotal)."""
+    return int(capacity_bytes * (1 + MEMORY_SLACK))
+
+
+def plausible_summary(summary: Summary, memory_capacity_bytes: int | None) -> tuple[Summary, tuple[Refusal, ...]]:
+    """Return `summary` without its impossible figures (None instead), and a Refusal for each.
+
+    `memory_capacity_bytes`: the node's MemTotal (None: unknown, memory figures are not bounded)."""
+    refused: list[Refusal] = []
+    bound = memory_bound(memory_capacity_bytes) if memory_capacity_bytes else None
+    node = summary.node
+    memory = _memory(node.memory, bound, "node.memory", refused, available_too=True)
+    fs = _fs(node.fs, "node.fs", refused)
+    image_fs = _fs(node.image_fs, "node.runtime.imageFs", refused)
+    container_fs = _fs(node.container_fs, "node.runtime.containerFs", refused)
+    system = {name: _container(stats, bound, f"node.systemContainers[{name}]", refused, available_too=True)
+              for name, stats in node.system_containers.items()}
+    if refused:
+        node = replace(node, memory=memory, fs=fs, image_fs=image_fs, container_fs=container_fs,
+                       system_containers=MappingProxyType(system))
+    pods = summary.pods
+    if bound is not None:
+        checked = tuple(_pod(pod, bound, refused) for pod in pods)
+        if any(new is not old for new, old in zip(checked, pods, strict=True)):
+            pods = checked
+    if not refused:
+        return summary, ()
+    return Summary(node=node, pods=pods), tuple(refused)
+
+
+def _pod(pod: PodStats, bound: int, refused: list[Refusal]) -> PodStats:
+    ref = pod.pod_ref
+    where = f"pods[{ref.namespace}/{ref.name}]"
+    memory = _memory(pod.memory, bound, f"{where}.memory", refused, available_too=False)
+    containers = tuple(_container(c, bound, f"{where}.containers[{c.name}]", refused, available_too=False)
+                       for c in pod.containers)
+    if memory is pod.memory and all(new is old for new, old in zip(containers, pod.containers, strict=True)):
+        return pod
+    return replace(pod, memory=memory, containers=containers)
+
+
+def _container(stats: ContainerStats, bound: int | None, where: str, refused: list[Refusal], *,
+               available_too: bool) -> ContainerStats:
+    memory = _memory(stats.memory, bound, f"{where}.memory", refused, available_too=available_too)
+    return stats if memory is stats.memory else replace(stats, memory=memory)
+
+
+# (JSON name, dataclass field) of the memory figures bounded by the node's capacity.
+_MEMORY_FIGURES = (("workingSetBytes", "working_set_bytes"), ("usageBytes", "usage_bytes"))
+_AVAILABLE_FIGURE = ("availableBytes", "available_bytes")
+
+
+def _memory(memory: MemoryStats | None, bound: int | None, where: str, refused: list[Refusal], *,
+            available_too: bool) -> MemoryStats | None:
+    """`memory` without its figures above `bound` (a pod's availableBytes is its limit's headroom, which the
+    kubelet never reads: not bounded here)."""
+    if memory is None or bound is None:
+        return memory
+    changes: dict[str, None] = {}
+    for name, attribute in _MEMORY_FIGURES + ((_AVAILABLE_FIGURE,) if available_too else ()):
+        value = getattr(memory, attribute)
+        if value is not None and value > bound:
+            field = f"{where}.{name}"
+            refused.append(Refusal(field, value, IMPOSSIBLE, "above the node's memory capacity", bound,
+                                   _family(field)))
+            changes[attribute] = None
+    return replace(memory, **changes) if changes else memory
+
+
+def _fs(fs: FsStats | None, where: str, refused: list[Refusal]) -> FsStats | None:
+    """`fs` without a free figure above its own capacity figure."""
+    if fs is None:
+        return None
+    changes: dict[str, None] = {}
+    for name, attribute, total in (("availableBytes", "available_bytes", fs.capacity_bytes),
+                                   ("inodesFree", "inodes_free", fs.inodes)):
+        value = getattr(fs, attribute)
+        if value is not None and total is not None and value > total:
+            field = f"{where}.{name}"
+            refused.append(Refusal(field, value, IMPOSSIBLE, "above the filesystem's capacity", total,
+                                   _family(field)))
+            changes[attribute] = None
+    return replace(fs, **changes) if changes else fs

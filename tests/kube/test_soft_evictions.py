@@ -48,6 +48,11 @@ NODE = "node-1"
 BUDGET_MESSAGE = "Cannot evict pod as it would violate the pod's disruption budget."
 
 
+def through_api(report: CycleReport) -> bool:
+    """Whether an eviction `report` tells of was carried out by the Eviction API."""
+    return report.acted.eviction_api is not None and report.acted.eviction_api.evicted is not None
+
+
 def labelled(document: Json, **labels: str) -> Json:
     return {**document, "metadata": {**document["metadata"], "labels": labels}}
 
@@ -165,7 +170,7 @@ def test_a_budget_refusal_moves_to_the_next_candidate_logged_counted_and_recorde
     assert report.acted.refusals == (EvictionApiRefusal(pod="default/hog", status=429, reason="DisruptionBudget",
                                                budget="db-pdb", message=BUDGET_MESSAGE),)
     assert [e.pod.name for e in report.acted.evictions] == ["modest"] and report.errors_of(CycleStep.EVICTION) == ()
-    assert report.acted.through_eviction_api and report.acted.eviction_api.asked == ()  # no new round: modest goes
+    assert through_api(report) and report.acted.eviction_api.asked == ()  # no new round: modest goes
     # Both asked through the Eviction API, with the kubelet's soft grace period min(60, 20) and the UID.
     assert evictions_posted(apiserver) == [
         (name, {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name, "namespace": "default"},
@@ -237,7 +242,7 @@ def test_soft_evictions_past_the_deadline_evict_as_the_kubelet(apiserver: ApiSer
 
     # The round cycle 4 started, reported as it ended; this cycle's own soft eviction goes the kubelet's way.
     assert [r.pod for r in report.acted.refusals] == ["default/hog", "default/modest", "default/small"]
-    assert not report.acted.through_eviction_api
+    assert not through_api(report)
     assert report.acted.eviction_api.bypassed == ("soft threshold memory.available met 70 s past its grace period, "
                                             "beyond the Eviction API deadline of 60 s")
     assert [e.pod.name for e in report.acted.evictions] == ["hog"] and report.errors_of(CycleStep.EVICTION) == ()
@@ -321,7 +326,7 @@ def test_a_hung_eviction_api_holds_no_cycle_and_hard_pressure_deletes_at_once(ap
 
     node.stats.available = 200 * Mi  # the hard threshold, the POST still hung
     hard = node.cycle(1)
-    assert [e.pod.name for e in hard.acted.evictions] == ["hog"] and not hard.acted.through_eviction_api
+    assert [e.pod.name for e in hard.acted.evictions] == ["hog"] and not through_api(hard)
     assert [d.body for d in apiserver.request_log.matching("DELETE", r".*/pods/hog")] == [
         {"gracePeriodSeconds": 1, "preconditions": {"uid": "uid-hog"}}]
     assert node.longest_cycle_s < 0.5, node.longest_cycle_s

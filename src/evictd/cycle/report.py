@@ -160,11 +160,6 @@ class EvictionApiUse:
     evicted: str | None = None
     failure: str | None = None
 
-    @property
-    def through_api(self) -> bool:
-        """Whether an eviction the cycle reports was carried out by the Eviction API."""
-        return self.evicted is not None
-
 
 @dataclass(frozen=True, slots=True)
 class Acted:
@@ -178,11 +173,6 @@ class Acted:
     after_reclaim: Summary | None = None
     evictions: tuple[Eviction, ...] = ()
     eviction_api: EvictionApiUse | None = None
-
-    @property
-    def through_eviction_api(self) -> bool:
-        """Whether an eviction this cycle reports was carried out by the Eviction API."""
-        return self.eviction_api is not None and self.eviction_api.through_api
 
     @property
     def refusals(self) -> tuple[EvictionApiRefusal, ...]:

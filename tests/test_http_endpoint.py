@@ -478,6 +478,12 @@ def test_endpoint_serves_metrics_health_and_404(endpoint: tuple[HttpEndpoint, Me
         assert get(base + path) == (200, "text/plain; charset=utf-8", "ok"), path
     assert get(base + "/nothing")[:1] == (404,)
     assert get(base + "/metricsx")[0] == 404
+    health.blind = ("memory.available",)
+    blind = "degraded: blind: no figure for memory.available"
+    assert get(base + "/healthz") == (200, "text/plain; charset=utf-8", blind), "blind is alive..."
+    assert get(base + "/readyz") == (503, "text/plain; charset=utf-8", blind), "... but not ready"
+    health.blind = ()
+    assert get(base + "/readyz")[0] == 200
     health.stopping = lambda: True
     assert get(base + "/healthz") == (503, "text/plain; charset=utf-8", "shutting down")
 

@@ -535,10 +535,11 @@ def test_daemonset_resources() -> None:
     assert resources["limits"] == {"memory": "128Mi"}
 
 
-@pytest.mark.parametrize("probe", ["livenessProbe", "readinessProbe"])
-def test_daemonset_probes_healthz(probe: str) -> None:
+@pytest.mark.parametrize(("probe", "path"), [("livenessProbe", "/healthz"), ("readinessProbe", "/readyz")])
+def test_daemonset_probes_liveness_and_readiness(probe: str, path: str) -> None:
+    # /readyz is /healthz plus "not blind": a blind evictd is alive (a restart would not help) but not Ready.
     spec = container()[probe]
-    assert spec["httpGet"]["path"] == "/healthz"
+    assert spec["httpGet"]["path"] == path
     assert spec["httpGet"]["port"] in (PORT, "metrics")
     # /healthz turns 503 after 3 missed intervals (>= 30 s); a liveness kill needs a few failed checks more.
     if probe == "livenessProbe":

@@ -53,7 +53,9 @@ ACCEPT_PAUSE_S = 0.5
 # The longest select() wait while connections are open (their deadlines are checked after each wait).
 MAX_WAIT_S = 1.0
 
-HEALTH_PATHS = ("/healthz", "/livez", "/readyz")
+# Liveness: the loop cycles. Readiness adds: it can see every signal it has a threshold for (`Health.ready`).
+LIVENESS_PATHS = ("/healthz", "/livez")
+READINESS_PATH = "/readyz"
 METRICS_PATH = "/metrics"
 ALLOWED_METHODS = ("GET", "HEAD")
 TEXT = "text/plain; charset=utf-8"
@@ -70,6 +72,9 @@ class Health:
     A loop working in a degraded mode (`degraded`, set by the loop: e.g. no pod list from the API) is still
     alive, 200, and says why: restarting it would not bring the API back, and would cost its protection.
     `stopping` says whether the daemon was asked to stop (its `StopSignal`): from then on it is not healthy.
+    `blind`: the signals with a threshold that the last cycles could not read (core/blind.py). A blind daemon is
+    alive (a restart would not make a kubelet or cgroupfs readable, and a restart loop would cost the signals it
+    can read) but not ready: `/readyz` answers 503, so the pod shows not Ready and an operator sees it.
     """
 
     def __init__(self, interval_s: float, stopping: Callable[[], bool] = lambda: False) -> None:
@@ -78,6 +83,7 @@ class Health:
         self.last_cycle_at: float | None = None
         self.stopping = stopping
         self.degraded: str | None = None
+        self.blind: tuple[str, ...] = ()
 
     def cycle_done(self) -> None:
         self.last_cycle_at = time.monotonic()
@@ -90,7 +96,17 @@ class Health:
         if gap > self.allowed_gap_s:
             return False, f"no housekeeping cycle finished for {gap:.0f}s"
         degraded = self.degraded
+        if self.blind:
+            blind = f"blind: no figure for {', '.join(self.blind)}"
+            degraded = blind if degraded is None else f"{degraded}; {blind}"
         return True, "ok" if degraded is None else f"degraded: {degraded}"
+
+    def ready(self) -> tuple[bool, str]:
+        """`/readyz`: alive (`status`) and not blind to any signal it has a threshold for."""
+        alive, reason = self.status()
+        if alive and self.blind:
+            return False, reason
+        return alive, reason
 
 
 def parse_bind_address(address: str) -> tuple[str, int]:
@@ -151,8 +167,8 @@ def answer(head: bytes, registry: CollectorRegistry, health: Health) -> tuple[by
     path = target.split("?", 1)[0]
     if path == METRICS_PATH:
         return response_bytes(HTTPStatus.OK, CONTENT_TYPE_LATEST, generate_latest(registry), head_only=head_only), True
-    if path in HEALTH_PATHS:
-        healthy, reason = health.status()
+    if path in LIVENESS_PATHS or path == READINESS_PATH:
+        healthy, reason = health.ready() if path == READINESS_PATH else health.status()
         status = HTTPStatus.OK if healthy else HTTPStatus.SERVICE_UNAVAILABLE
         return response_bytes(status, TEXT, reason.encode(), head_only=head_only), True
     return refusal(HTTPStatus.NOT_FOUND, "not found", head_only=head_only), True

@@ -129,6 +129,9 @@ class Metrics:
                                               registry=r)
         self.degraded = Gauge("evictd_degraded", "1 while evictd works in a degraded mode, by reason "
                               "(pod-list-unavailable: no pod list from the Kubernetes API).", ["reason"], registry=r)
+        self.signal_blind = Gauge("evictd_signal_blind", "1 while a signal with a threshold has had no figure for "
+                                  "3 cycles in a row or more (no eviction can act on it; /readyz answers 503).",
+                                  ["signal"], registry=r)
         self.healthy = Gauge("evictd_healthy", "1 while /healthz answers 200: a cycle finished within the last "
                              "3 housekeeping intervals (at least 30 s) and evictd is not shutting down.", registry=r)
         self.reclaimed = Counter("evictd_reclaimed_bytes_total", "Bytes freed by node-level reclaim, by action "

@@ -17,6 +17,7 @@ from evictd.adapters.memcg_notifier_set import MemcgNotifierSet
 from evictd.adapters.memory_watch import MemoryWatch
 from evictd.adapters.notifiers import Notifier, Waiter
 from evictd.adapters.pod_disk_usage import POD_DISK_SOURCE_PREFIX
+from evictd.core.blind import blind_signals, blind_streaks
 from evictd.core.errors import SampleError
 from evictd.core.plausible import Refusal
 from evictd.core.signals import Signal
@@ -25,6 +26,7 @@ from evictd.cycle.finished import AfterCycle, Cycle
 from evictd.cycle.report import CycleReport
 from evictd.log import Log
 from evictd.observe.cycle_logging import CycleLogger, WakeUp
+from evictd.observe.http_endpoint import Health
 from evictd.observe.live_view import CLEAR_SCREEN, ENTER_ALTERNATE_SCREEN, LEAVE_ALTERNATE_SCREEN, render
 from evictd.observe.logging_setup import RecentEvents
 from evictd.observe.metrics import Metrics
@@ -121,6 +123,34 @@ def log_sample_problems(log: Log, metrics: Metrics, signal_problems: Callable[[]
         disks.update(cycle.number, [p for p in problems if p.source.startswith(POD_DISK_SOURCE_PREFIX)])
         ooms.update(cycle.number, oom_problems())
         metrics.record_stats_problems(problems)
+
+    return update
+
+
+def watch_blind_signals(log: Log, metrics: Metrics, health: Health) -> AfterCycle:
+    """Count the cycles in a row without a figure for each signal that has a threshold; from three (core/blind.py)
+    the signal is blind: one warning when it becomes blind, one line when it is read again, `evictd_signal_blind`
+    and `/readyz` (503) meanwhile."""
+    streaks: dict[Signal, int] = {}
+    blind: tuple[Signal, ...] = ()
+
+    def update(cycle: Cycle) -> None:
+        nonlocal streaks, blind
+        observed = cycle.report.decided.assessment.observations
+        streaks = blind_streaks(streaks, (t.signal for t in cycle.state.thresholds), set(observed))
+        now = blind_signals(streaks)
+        for signal in now:
+            if signal not in blind:
+                log.warning("signal blind: no figure for a signal with a threshold; nothing can act on it",
+                            cycle=cycle.number, signal=str(signal), cycles=streaks[signal])
+        for signal in blind:
+            if signal not in now:
+                log.info("signal readable again", cycle=cycle.number, signal=str(signal))
+                metrics.signal_blind.labels(str(signal)).set(0)
+        for signal in now:
+            metrics.signal_blind.labels(str(signal)).set(1)
+        blind = now
+        health.blind = tuple(str(signal) for signal in now)
 
     return update
 

@@ -70,6 +70,7 @@ from evictd.run.after_cycle import (
     log_refused_figures,
     log_sample_problems,
     record_metrics,
+    watch_blind_signals,
 )
 from evictd.run.compose_cluster import (
     ClusterParts,
@@ -223,7 +224,7 @@ class Observers:
 
 def build_hooks(basics: Basics, observers: Observers, *, reported_only: bool, stats: StatsParts,
                 cluster: ClusterParts | None, state_file: EngineStateFile | None, link: RuntimeLink,
-                notifiers: NotifierRefresh, start_state: EngineState) -> Hooks:
+                notifiers: NotifierRefresh, start_state: EngineState, health: Health) -> Hooks:
     """What runs around each cycle and at stop: metrics, logs, the saved state, the live view, the cluster's
     bookkeeping, the runtime's upkeep, the notifiers' re-arming, the OOM feedback, the flight recorder and, last,
     the C heap's trim."""
@@ -240,6 +241,7 @@ def build_hooks(basics: Basics, observers: Observers, *, reported_only: bool, st
         on_stop.append(live_view.close)
     after_cycle.append(log_sample_problems(log, metrics, stats.problems, lambda: oom_feedback.problems))
     after_cycle.append(log_refused_figures(log, metrics, stats.refused))
+    after_cycle.append(watch_blind_signals(log, metrics, health))
     if cluster is not None:
         after_cycle.append(cluster_bookkeeping(cluster, metrics))
     # After the hooks that log, export and record the kills: a restart never counts them again.
@@ -352,7 +354,8 @@ def build_daemon(
     basics.metrics.watch_health(lambda: health.status()[0])
     warn_about_pods_cgroup(basics)
     hooks = build_hooks(basics, observers, reported_only=reported_only, stats=stats, cluster=cluster,
-                        state_file=state_file, link=link, notifiers=notifiers, start_state=start_state)
+                        state_file=state_file, link=link, notifiers=notifiers, start_state=start_state,
+                        health=health)
     return Daemon(manager, LoopSettings(settings.housekeeping_interval_s, basics.node_name, reported_only, max_cycles),
                   Wakeups(basics.waiter, basics.stop), Reporting(basics.metrics, health, log), hooks,
                   build_parts(basics, cluster, link, stats, health, serve_http))

@@ -272,7 +272,7 @@ def test_the_notifiers_follow_every_cycle_with_its_start_time() -> None:
 def test_after_an_eviction_the_loop_waits_for_the_pod_to_go_then_runs_again_at_once() -> None:
     waited: list[list[str]] = []
 
-    def wait_for_cleanup(evictions: Sequence[Eviction]) -> bool:
+    def wait_for_cleanup(evictions: Sequence[Eviction], pause: Callable[[float], bool]) -> bool:
         waited.append([e.pod.name for e in evictions])
         return True
 
@@ -289,7 +289,7 @@ def test_after_an_eviction_the_loop_waits_for_the_pod_to_go_then_runs_again_at_o
 def test_without_a_cleanup_wait_or_in_dry_run_an_eviction_does_not_hold_the_loop(dry_run: bool) -> None:
     waited: list[object] = []
     loop = Loop(crossed_at_cycle=1, max_cycles=2, dry_run=dry_run,
-                wait_for_cleanup=(lambda evictions: waited.append(evictions) or True) if dry_run else None)
+                wait_for_cleanup=(lambda evictions, pause: waited.append(evictions) or True) if dry_run else None)
     loop.run()
     assert waited == [] and loop.waiter.timeouts == [INTERVAL_S - CYCLE_S]
 

@@ -6,10 +6,11 @@ One synchronous loop: run a cycle (the eviction manager over the adapters), run 
 notifier or a stop request (a notification is followed by cycles at short delays until one sees the crossing,
 then one confirming cycle a second later; under held pressure only what can change the decision cuts the wait
 short). After an eviction with the Kubernetes API the loop waits for the pod
-to go, then runs again at once, as the kubelet does; the wait is logged at its start, sleeps on the notifiers' waiter,
-and ends early when a hard threshold is met (checked on every memory notification and at least every
-`HARD_CHECK_PERIOD_S`): the next cycle then re-deletes, with the hard grace period, a pod evictd evicted with a
-longer one that still holds the memory (escalation, issue #43).
+to go, then runs again at once, as the kubelet does; the wait is logged at its start and sleeps on the notifiers'
+waiter. After an eviction with a longer grace period than a hard threshold's it ends early when a hard threshold is
+met (looked for on every memory notification and at least every `HARD_CHECK_PERIOD_S`): the next cycle then
+re-deletes, with the hard grace period, a pod evictd evicted with a longer one that still holds the memory
+(escalation, issue #43).
 
 Building a `Daemon` starts nothing. `start` starts its parts in order (the pod watch, the container runtime
 link, the HTTP endpoint, the disk walker: whatever the composition root gave it; a part may block, and may
@@ -29,6 +30,7 @@ from typing import Protocol
 
 from evictd.clock import SYSTEM_CLOCK, Clock
 from evictd.core.engine import Eviction
+from evictd.core.engine_rules import IMMEDIATE_EVICTION_GRACE_PERIOD_S
 from evictd.core.settled import near_crossing
 from evictd.core.signals import spec_of
 from evictd.core.thresholds import Threshold
@@ -208,7 +210,12 @@ class Daemon:
                     self.log.info("waiting for evicted pods to go", pods=pods)
                     self._hard_met = False
                     self._hard_checked_at = self.clock.monotonic()
-                    gone = self.wait_for_cleanup(report.acted.evictions, self._cleanup_pause)
+                    # Only a pod given a longer grace period than a hard threshold's can be cut short; the wait
+                    # after a hard eviction is the kubelet's (cut short, it would evict the next pod meanwhile).
+                    cut_short = any(e.effective_grace_period_s > IMMEDIATE_EVICTION_GRACE_PERIOD_S
+                                    for e in report.acted.evictions)
+                    gone = self.wait_for_cleanup(report.acted.evictions,
+                                                 self._cleanup_pause if cut_short else self._cleanup_sleep)
                     if self._hard_met:
                         self.log.warning("wait for evicted pods cut short: a hard threshold is met", pods=pods)
                     else:
@@ -243,6 +250,11 @@ class Daemon:
             self.stop.close()
         self.log.info("evictd stopped", cycles=cycle)
         return 0
+
+    def _cleanup_sleep(self, timeout_s: float) -> bool:
+        """The wait after a hard eviction's pause: sleep on the waiter at most `timeout_s`; never end the wait."""
+        self.waiter.wait(timeout_s)
+        return False
 
     def _cleanup_pause(self, timeout_s: float) -> bool:
         """The wait after an eviction's pause: sleep on the waiter at most `timeout_s`; return True (and note it) when

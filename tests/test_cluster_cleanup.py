@@ -98,3 +98,17 @@ def test_a_daemon_asked_to_stop_gives_up_waiting() -> None:
     cluster = sync(watch, clock, lambda uid: True, should_stop=lambda: clock.now_s >= 1.0)  # SIGTERM after 1 s
     assert not cluster.wait_for_cleanup([eviction("a")])
     assert 1.0 <= clock.now_s < 1.0 + POD_CLEANUP_POLL_S + 1e-9
+
+
+def test_a_hard_threshold_met_ends_the_wait_at_once() -> None:
+    """Issue #43: the wait sleeps on the daemon's pause (its waiter, woken by memory notifications), which ends it
+    when a hard threshold is met; the kubelet waits out its 30 s whatever happens meanwhile."""
+    clock = ManualClock(0.0)
+    watch = ScriptedWatch({"a": eviction("a").pod})
+
+    def pause(seconds: float) -> bool:
+        clock.advance(seconds)
+        return clock.now_s >= 2.0  # the hard crossing, 2 s into the wait
+
+    assert not sync(watch, clock, lambda uid: True).wait_for_cleanup([eviction("a")], pause)
+    assert 2.0 <= clock.now_s < 2.0 + POD_CLEANUP_POLL_S + 1e-9

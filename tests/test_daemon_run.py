@@ -272,7 +272,7 @@ def test_the_notifiers_follow_every_cycle_with_its_start_time() -> None:
 def test_after_an_eviction_the_loop_waits_for_the_pod_to_go_then_runs_again_at_once() -> None:
     waited: list[list[str]] = []
 
-    def wait_for_cleanup(evictions: Sequence[Eviction]) -> bool:
+    def wait_for_cleanup(evictions: Sequence[Eviction], pause: Callable[[float], bool]) -> bool:
         waited.append([e.pod.name for e in evictions])
         return True
 
@@ -285,11 +285,27 @@ def test_after_an_eviction_the_loop_waits_for_the_pod_to_go_then_runs_again_at_o
     assert loop.counted("evictd_wakeups_total", cause="eviction") == 1
 
 
+def test_the_wait_after_an_eviction_is_logged_at_its_start_and_a_hard_eviction_is_never_cut_short() -> None:
+    """Issue #43: the wait says it started (it may last 30 s, during which no cycle runs); after a hard eviction its
+    pause only sleeps on the waiter (cut short, the next pod would go before this one could)."""
+    paused: list[bool] = []
+
+    def wait_for_cleanup(evictions: Sequence[Eviction], pause: Callable[[float], bool]) -> bool:
+        paused.append(pause(0.2))
+        return True
+
+    loop = Loop(crossed_at_cycle=1, max_cycles=2, dry_run=False, wait_for_cleanup=wait_for_cleanup)
+    loop.run()
+    assert loop.evictor.evicted[0].effective_grace_period_s == 1
+    assert loop.log.named("waiting for evicted pods to go") == [{"pods": ["default/hog"]}]
+    assert paused == [False] and loop.waiter.timeouts == [0.2]
+
+
 @pytest.mark.parametrize("dry_run", [True, False])
 def test_without_a_cleanup_wait_or_in_dry_run_an_eviction_does_not_hold_the_loop(dry_run: bool) -> None:
     waited: list[object] = []
     loop = Loop(crossed_at_cycle=1, max_cycles=2, dry_run=dry_run,
-                wait_for_cleanup=(lambda evictions: waited.append(evictions) or True) if dry_run else None)
+                wait_for_cleanup=(lambda evictions, pause: waited.append(evictions) or True) if dry_run else None)
     loop.run()
     assert waited == [] and loop.waiter.timeouts == [INTERVAL_S - CYCLE_S]
 

@@ -67,6 +67,9 @@ class ApiServerCore:
         self.store = Store(history_limit)
         self.registry = Registry(self.store)
         self.budgets = DisruptionBudgets()
+        # Pods (namespace, name) whose eviction is accepted and carried out in the background, as KubeVirt's live
+        # migration does: annotated eviction in progress, not deleted (`ClusterStore.evict_in_background`).
+        self.background_evictions: set[tuple[str, str]] = set()
         self.faults = Faults()
         self.requests = RequestLog()
         self.tokens: dict[str, str] = {}
@@ -148,6 +151,10 @@ class ClusterStore:
 
     def pods(self, namespace: str = "") -> list[dict[str, Any]]:
         return self._core.registry.list(PODS, namespace, ListQuery())["items"]
+
+    def evict_in_background(self, namespace: str, name: str) -> None:
+        """Accept this pod's evictions without deleting it: annotate it eviction in progress instead (KubeVirt)."""
+        self._core.background_evictions.add((namespace, name))
 
     def set_pod_status(self, namespace: str, name: str, status: dict[str, Any]) -> dict[str, Any]:
         """Strategic-merge `status` into the pod's status, as the kubelet's status manager does."""

@@ -410,7 +410,11 @@ class ApiHandler(WatchStreamMixin, BaseHTTPRequestHandler):
         if stored is None:
             raise not_found(info.name, name)
         self.core.budgets.admit(stored)
-        self.core.registry.delete(info, namespace, name, dict(body.get("deleteOptions") or {}))
+        if (namespace, name) in self.core.background_evictions:
+            self.core.registry.patch(info, namespace, name, "application/merge-patch+json", {"metadata": {
+                "annotations": {"descheduler.alpha.kubernetes.io/eviction-in-progress": "kubevirt"}}}, "")
+        else:
+            self.core.registry.delete(info, namespace, name, dict(body.get("deleteOptions") or {}))
         self._send_json(201, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
                               "code": 201})
 

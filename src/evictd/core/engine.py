@@ -363,6 +363,13 @@ def reclaim_succeeded(state: EngineState, summary_after: Summary | None) -> bool
     return not thresholds_met(state.thresholds, observations, enforce_min_reclaim=True)
 
 
+def hard_thresholds_met(state: EngineState, config: EngineConfig, summary: Summary) -> list[Threshold]:
+    """The hard thresholds `summary` shows met (no minimum reclaim, no grace period): what ends the wait after an
+    eviction early (evictd's own; the kubelet waits out its 30 s)."""
+    hard = [threshold for threshold in (state.thresholds or config.thresholds) if threshold.is_hard]
+    return thresholds_met(hard, signal_observations(summary), enforce_min_reclaim=False)
+
+
 def _local_storage_eviction(pod: Pod, signal: str, message: str) -> Eviction:
     return Eviction(
         pod=pod,
@@ -398,6 +405,7 @@ def choose_eviction(
     *,
     pods_from_node: bool = False,
     candidates: int = 1,
+    terminating: Sequence[Pod] = (),
 ) -> EvictionChoice:
     """Rank the pods for the step's threshold and return the first non-critical one as the eviction (and, with
     `candidates` above 1, up to that many minus one next non-critical ones as `alternates`).
@@ -405,8 +413,15 @@ def choose_eviction(
     `layout` is the one fixed by the first cycle (`layout_of`); `observations` and `summary` are the cycle's
     (pre-reclaim) ones, as the kubelet ranks on them. `pods_from_node` means the pods are what the node shows
     (the API gave no pod list): only a hard threshold evicts from them.
+
+    `terminating` are the pods evictd itself evicted with a longer grace period than a hard threshold gives, still
+    terminating (evictd's escalation, issue #43): ranked with `pods` for a hard threshold, so the pod
+    that holds what the node lacks is deleted again with the hard grace period before any bystander; never for a
+    soft one (its eviction already asked for as much).
     """
     threshold, resource = step.threshold, step.resource
+    if threshold.is_hard and terminating:
+        pods = (*pods, *terminating)
     if not pods:
         return EvictionChoice(ranking=(), eviction=None)
     if pods_from_node and not threshold.is_hard:

@@ -41,7 +41,10 @@ CONFIG_SOURCE_ANNOTATION = "kubernetes.io/config.source"
 CONFIG_MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
 API_SERVER_SOURCE = "api"
 # The annotations any decision reads (static and mirror pods); a pod keeps no other.
-DECISION_ANNOTATIONS = frozenset({CONFIG_SOURCE_ANNOTATION, CONFIG_MIRROR_ANNOTATION})
+# Set on a pod whose eviction the Eviction API accepted and someone carries out in the background (KubeVirt's live
+# migration); the descheduler's name for it. Its value is not read.
+EVICTION_IN_PROGRESS_ANNOTATION = "descheduler.alpha.kubernetes.io/eviction-in-progress"
+DECISION_ANNOTATIONS = frozenset({CONFIG_SOURCE_ANNOTATION, CONFIG_MIRROR_ANNOTATION, EVICTION_IN_PROGRESS_ANNOTATION})
 # The kubelet writes "api", "file" or "http" and a mirror pod's hash (32 hex digits): cut longer values (a cut
 # value longer than "api" still is not "api", so whether a pod is static never changes).
 MAX_KEPT_VALUE_CHARS = 256

@@ -18,7 +18,14 @@ under way no other starts. The cycle after a round ended reports it (`EvictionAp
 counts as an eviction (then, as after any eviction, the loop waits for the pod to go before deciding again, and no
 new round starts in that cycle); refusals and a request without an answer evict nobody. Hard thresholds, and a
 soft one once a hard threshold is met or once it has stayed met `deadline_s` past its grace period, evict as the
-kubelet does, at once, whatever round is under way.
+kubelet does, at once, whatever round is under way. A pod the Eviction API accepted an eviction for that is still
+releasing in the background (`EvictionApiRoute.pending_release`: annotated eviction in progress, not deleted, within
+its deadline) holds soft evictions: no second one for the same shortfall (a hard threshold is not held).
+
+Escalation (evictd's own, issue #43): the pods evictd itself evicted with a longer grace period than a hard
+threshold gives, still terminating (`terminating`), are ranked again when a hard threshold acts; the first of the
+ranking is deleted again with the hard grace period, so a soft-evicted pod that ignores SIGTERM while it holds what
+the node lacks goes before any bystander. `hard_threshold_met` is what ends the wait after an eviction early.
 """
 
 from __future__ import annotations
@@ -39,6 +46,7 @@ from evictd.core.engine import (
     Skipped,
     assess,
     choose_eviction,
+    hard_thresholds_met,
     layout_of,
     note_evictions,
     reclaim_succeeded,
@@ -124,14 +132,20 @@ class EvictionApiRoute:
     evictor: ApiEvictor
     max_candidates: int
     deadline_s: float
+    # The pod (namespace/name) an accepted eviction is still releasing in the background, if any (None: none).
+    pending_release: Callable[[], str | None] = lambda: None
 
 
 class EvictionManager:
     def __init__(self, config: EngineConfig, *, stats: StatsSource, layout: LayoutSource, pods: PodSource,
                  reclaimer: NodeReclaimer, evictor: PodEvictor, clock: Clock, node_pods: PodSource | None = None,
                  state: EngineState = FRESH_STATE, layout_changes: Callable[[], int] = lambda: 0,
-                 eviction_api: EvictionApiRoute | None = None, crossing_hold_s: float = 0.0) -> None:
+                 eviction_api: EvictionApiRoute | None = None, crossing_hold_s: float = 0.0,
+                 terminating: PodSource | None = None) -> None:
         self.config = config
+        # The pods evictd evicted with a longer grace period than a hard threshold's, still terminating: ranked
+        # again for a hard threshold (escalation); None: none are (no API, `evictd simulate`).
+        self._terminating = terminating
         # How long a memory threshold newly met waits for a confirming reading (`evictd.core.settled`; 0: none, as
         # the kubelet, which decides on its one reading; `evictd simulate` runs so).
         self._crossing_hold_s = crossing_hold_s
@@ -191,9 +205,11 @@ class EvictionManager:
         if problem is not None and not problem.pods_from_node:
             errors.append(CycleError(
                 CycleStep.PODS, f"eviction manager: pods unavailable, no pod will be evicted: {problem.reason}"))
+        terminating = self._terminating_pods() if problem is None else ()
         summary: Summary | None = None
         try:
-            summary = self._stats.summary(pods)  # the stats of the pods just listed, wherever they came from
+            # The stats of the pods just listed, wherever they came from (and of those evictd may escalate).
+            summary = self._stats.summary((*pods, *terminating))
         except EvictdError as exc:
             errors.append(CycleError(CycleStep.STATS, f"eviction manager: failed to get summary stats: {exc}"))
         crossed: tuple[Threshold, ...] = ()
@@ -216,7 +232,25 @@ class EvictionManager:
                 failures = self._evict(evictions)
                 return replace(seen, acted=Acted(evictions=tuple(evictions)), errors=(*seen.errors, *failures))
             case ReclaimThenEvict() as step:
-                return self._reclaim_then_evict(seen, step, summary, api_evicted)
+                return self._reclaim_then_evict(seen, step, summary, api_evicted, terminating)
+
+    def _terminating_pods(self) -> tuple[Pod, ...]:
+        """The pods evictd may escalate (none when they cannot be listed: escalation is a bonus, not a duty)."""
+        if self._terminating is None:
+            return ()
+        try:
+            return tuple(self._terminating.active_pods())
+        except EvictdError:
+            return ()
+
+    def hard_threshold_met(self) -> bool:
+        """Whether a fresh reading of the node shows a hard threshold met (False when it cannot be read): what ends
+        the wait after an eviction early."""
+        try:
+            summary = self._stats.summary(())
+        except EvictdError:
+            return False
+        return bool(hard_thresholds_met(self.state, self.config, summary))
 
     def _confirming_summary(self, pods: Sequence[Pod], errors: list[CycleError]) -> tuple[Summary | None, float]:
         """Wait the crossing hold and read the stats again: the reading the cycle decides on, and its time (a failed
@@ -231,7 +265,7 @@ class EvictionManager:
         return summary, self._clock.monotonic()
 
     def _reclaim_then_evict(self, seen: CycleReport, step: ReclaimThenEvict, summary: Summary,
-                            api_evicted: bool) -> CycleReport:
+                            api_evicted: bool, terminating: Sequence[Pod] = ()) -> CycleReport:
         """Run the step's node-level reclaim; unless it resolved the pressure, evict the first ranked pod (a soft
         eviction through the Eviction API: start a round of requests, unless one is under way or one just evicted
         a pod, `api_evicted`, whose going this cycle waits for)."""
@@ -254,16 +288,22 @@ class EvictionManager:
         assessment = seen.decided.assessment
         choice = choose_eviction(self.config, layout_of(self.state), step, assessment.observations, observed.pods,
                                  summary, pods_from_node=observed.pods_from_node,
-                                 candidates=route.max_candidates if route is not None else 1)
+                                 candidates=route.max_candidates if route is not None else 1,
+                                 terminating=terminating)
         bypassed = None
         through_api = False
+        pending = None
         if route is not None and choice.eviction is not None and is_soft(choice.eviction):
             bypassed = _eviction_api_bypassed(route, assessment, choice.eviction)
             through_api = bypassed is None
+            if not any(status.threshold.is_hard for status in assessment.thresholds):
+                pending = route.pending_release()
         eviction_api: EvictionApiUse | None
         evicted: tuple[Eviction, ...] = ()
         failures: tuple[CycleError, ...] = ()
-        if through_api and route is not None and choice.eviction is not None:
+        if pending is not None:
+            eviction_api = EvictionApiUse(pending_release=pending)
+        elif through_api and route is not None and choice.eviction is not None:
             eviction_api = _request_round(route.evictor, (choice.eviction, *choice.alternates), api_evicted)
         else:
             evicted = (choice.eviction,) if choice.eviction else ()

@@ -151,7 +151,9 @@ class EvictionApiUse:
     earlier is still asking (no new round then). A round that ended since the last cycle reports here: `evicted`,
     the pod it evicted (None: none), the `refusals` it met in ranking order and its `failure` (a request that got
     no usable answer, or the round's deadline: not an eviction). `bypassed` says why this cycle's soft eviction went
-    the kubelet's way instead (a hard threshold met, or the deadline past its grace period)."""
+    the kubelet's way instead (a hard threshold met, or the deadline past its grace period). `pending_release` is the
+    pod an eviction the API accepted is still releasing in the background (annotated eviction in progress, not
+    deleted): no soft eviction is asked for the same shortfall meanwhile (issue #43)."""
 
     refusals: tuple[EvictionApiRefusal, ...] = ()
     bypassed: str | None = None
@@ -159,6 +161,7 @@ class EvictionApiUse:
     waiting: str | None = None
     evicted: str | None = None
     failure: str | None = None
+    pending_release: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,7 +7,9 @@ interval, as the kubelet records it once per monitoring period) and evictd's own
 wait after an eviction (`waitForPodsCleanup`, at most 30 s): until each evicted pod is gone
 from the API or, with a container runtime, nothing of it runs on the node any more (the part of the kubelet's
 `podResourcesAreReclaimed` visible from outside it). The pod's phase is no evidence: a terminal phase can come
-before the last container stops, and a pod held by a finalizer stays.
+before the last container stops, and a pod held by a finalizer stays. The wait sleeps on `pause` (the daemon's
+waiter, woken by memory notifications) and ends early when it says a hard threshold is met (evictd's own; the kubelet
+waits out its 30 s): the next cycle then escalates (`TerminatingEvictions`).
 
 The engine ranks `EvictablePods`, or `NodeFallbackPods` while the watch has no pod list (the API unreachable since
 evictd started). The manager acts on the latter for hard thresholds only, and the evictor stops the chosen pod
@@ -21,14 +23,15 @@ from typing import Any, Protocol
 
 from evictd.clock import SYSTEM_CLOCK, Clock
 from evictd.core.engine import Assessment, Eviction, ReclaimThenEvict, Skipped
+from evictd.core.engine_rules import IMMEDIATE_EVICTION_GRACE_PERIOD_S
 from evictd.core.errors import EvictdError, KubeError
 from evictd.core.oom import OomReport, oom_kill_events
-from evictd.core.pods import CONFIG_SOURCE_ANNOTATION, Pod
+from evictd.core.pods import CONFIG_SOURCE_ANNOTATION, EVICTION_IN_PROGRESS_ANNOTATION, Pod
 from evictd.cri import NO_RUNTIME, Runtime
 from evictd.kube.critical_record import CriticalPodRecord
 from evictd.kube.events import EventRecorder
 from evictd.kube.evictor import KubePodEvictor
-from evictd.kube.journal import EvictionJournal
+from evictd.kube.journal import REMEMBER_DONE_S, ApiStep, EvictionJournal
 from evictd.kube.node_writer import NodeStatusWriter
 from evictd.kube.pod_watch import PodWatcher
 from evictd.log import Log
@@ -72,6 +75,72 @@ class EvictablePods:
     def active_pods(self) -> Sequence[Pod]:
         excluded = self._journal.evicted_uids() | {self._own_uid}
         return [p for p in self._watcher.active_pods() if p.uid not in excluded]
+
+
+class TerminatingEvictions:
+    """The pods evictd itself evicted with a longer grace period than a hard threshold gives, still in the pod list:
+    the manager ranks them again when a hard threshold acts (escalation, issue #43).
+
+    `EvictablePods` leaves them out (a soft threshold must not evict them again with the grace period they already
+    have); without them, a soft-evicted pod that ignores SIGTERM for its 600 s grace period while holding 3 GiB made
+    a hard threshold evict the bystanders one by one. Deleted again with the hard grace period, the pod's journal
+    entry says 1 s, so it is escalated once. A pod stopped through the container runtime is not escalated again.
+    """
+
+    def __init__(self, watcher: PodWatcher, journal: EvictionJournal) -> None:
+        self._watcher = watcher
+        self._journal = journal
+
+    def active_pods(self) -> Sequence[Pod]:
+        evicted = self._journal.evicted_uids()
+        if not evicted:
+            return []
+        pods = []
+        for pod in self._watcher.active_pods():
+            if pod.uid not in evicted:
+                continue
+            entry = self._journal.get(pod.uid)
+            if entry.grace_period_s > IMMEDIATE_EVICTION_GRACE_PERIOD_S and not entry.stopped_locally:
+                pods.append(pod)
+        return pods
+
+
+# How long a pod the Eviction API accepted an eviction for may stay in the background (annotated eviction in
+# progress, not deleted: a KubeVirt live migration) and still hold soft evictions: as long as the journal remembers
+# the eviction; after that the pod is a candidate again anyway.
+PENDING_RELEASE_DEADLINE_S = REMEMBER_DONE_S
+
+
+class BackgroundEvictions:
+    """Which pod an eviction the Eviction API accepted is still releasing in the background (issue #43).
+
+    The API server may accept an eviction and have it carried out by someone else (KubeVirt migrates the VM, then
+    deletes the pod): the pod is then annotated `descheduler.alpha.kubernetes.io/eviction-in-progress` and not
+    deleted. Counted as pending release (`pending_release`) until it is deleted or gone, or until
+    `deadline_s` after the eviction was decided: soft evictions wait for it instead of evicting the next pod for
+    the same shortfall (the descheduler counts them the same way since v0.37.0).
+    """
+
+    def __init__(self, watcher: PodWatcher, journal: EvictionJournal, *, deadline_s: float = PENDING_RELEASE_DEADLINE_S,
+                 clock: Clock = SYSTEM_CLOCK) -> None:
+        self._watcher = watcher
+        self._journal = journal
+        self._deadline_s = deadline_s
+        self._clock = clock
+
+    def pending_release(self) -> str | None:
+        """The pod (namespace/name) pending release, if any; None when none is."""
+        now = self._clock.wall().timestamp()
+        for uid in self._journal.evicted_uids():
+            entry = self._journal.get(uid)
+            accepted = entry.eviction_api and ApiStep.DELETION in entry.done
+            if not accepted or now - entry.decided_at >= self._deadline_s:
+                continue
+            pod = self._watcher.pod(uid)
+            in_background = pod is not None and EVICTION_IN_PROGRESS_ANNOTATION in pod.annotations
+            if pod is not None and in_background and pod.deletion_timestamp is None:
+                return pod.key
+        return None
 
 
 class NodePods(Protocol):
@@ -193,8 +262,13 @@ class ClusterSync:
             self._on_error(exc)
             self._log.warning("event not recorded", reason=reason, error=str(exc), **fields)
 
-    def wait_for_cleanup(self, evictions: Sequence[Eviction]) -> bool:
-        """Wait (at most 30 s, or until `should_stop`) for the evicted pods to be cleaned up; return if they were."""
+    def wait_for_cleanup(self, evictions: Sequence[Eviction], pause: Callable[[float], bool] | None = None) -> bool:
+        """Wait (at most 30 s, until `should_stop`, or until `pause` says to stop waiting) for the evicted pods to be
+        cleaned up; return if they were.
+
+        `pause(seconds)` sleeps at most that long and returns True when the wait must end now (a hard threshold
+        met); None: the clock's sleep.
+        """
         waiting = [e.pod.uid for e in evictions]
         deadline = self._clock.monotonic() + POD_CLEANUP_TIMEOUT_S
         while True:
@@ -204,7 +278,10 @@ class ClusterSync:
             remaining = deadline - self._clock.monotonic()
             if remaining <= 0 or self._should_stop():
                 return False
-            self._clock.sleep(min(POD_CLEANUP_POLL_S, remaining))
+            if pause is None:
+                self._clock.sleep(min(POD_CLEANUP_POLL_S, remaining))
+            elif pause(min(POD_CLEANUP_POLL_S, remaining)):
+                return False
 
     def _cleaned_up(self, uid: str) -> bool:
         """Gone from the API (its kubelet deletes it once its containers stopped), or nothing of it runs here.

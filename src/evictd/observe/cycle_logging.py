@@ -94,7 +94,7 @@ class CycleLogger:
                             error=failure.description)
         api = acted.eviction_api
         if (decided.ranked_pods and not acted.evictions and not acted.refusals
-                and (api is None or not (api.asked or api.waiting or api.failure))):
+                and (api is None or not (api.asked or api.waiting or api.failure or api.pending_release))):
             self._log.warning("unable to evict any pods from the node", cycle=number,
                               ranking=[p.key for p in decided.ranked_pods])
 
@@ -164,6 +164,9 @@ class CycleLogger:
         elif use.refusals and use.evicted is None:
             self._log.warning("Eviction API refused every candidate; no pod evicted", cycle=number,
                               refused=[refusal.pod for refusal in use.refusals])
+        if use.pending_release is not None:
+            self._log.info("soft eviction held: a pod the Eviction API accepted is still releasing in the background",
+                           cycle=number, pod=use.pending_release)
         if use.bypassed is not None:
             self._log.warning("soft eviction not through the Eviction API: evicting as the kubelet does",
                               cycle=number, reason=use.bypassed)

@@ -317,7 +317,7 @@ def eviction_api_document(use: EvictionApiUse) -> dict[str, object]:
                                                  "budget": r.budget, "message": r.message} for r in use.refusals]}
     # Written only when set: a line of an evictd that asked the API on its loop reads as it was written.
     for key, value in (("bypassed", use.bypassed), ("asked", list(use.asked) or None), ("waiting", use.waiting),
-                       ("evicted", use.evicted), ("failure", use.failure)):
+                       ("evicted", use.evicted), ("failure", use.failure), ("pendingRelease", use.pending_release)):
         if value is not None:
             document[key] = value
     return document
@@ -414,7 +414,8 @@ def _eviction_api(value: object, path: str) -> EvictionApiUse:
                           asked=tuple(json_string(pod, f"{path}.asked") for pod in json_list(document, "asked", path)),
                           waiting=optional_string(document.get("waiting"), f"{path}.waiting"),
                           evicted=optional_string(document.get("evicted"), f"{path}.evicted"),
-                          failure=optional_string(document.get("failure"), f"{path}.failure"))
+                          failure=optional_string(document.get("failure"), f"{path}.failure"),
+                          pending_release=optional_string(document.get("pendingRelease"), f"{path}.pendingRelease"))
 
 
 def decode_decision(value: object, path: str = "decision") -> Decision:

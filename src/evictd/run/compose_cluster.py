@@ -23,7 +23,7 @@ from evictd.cri import NO_RUNTIME, Runtime
 from evictd.cycle.finished import AfterCycle, Cycle
 from evictd.cycle.manager import EvictionApiRoute, PodEvictor
 from evictd.kube.client import build_api_client
-from evictd.kube.cluster import ClusterSync, EvictablePods, NodeFallbackPods
+from evictd.kube.cluster import BackgroundEvictions, ClusterSync, EvictablePods, NodeFallbackPods, TerminatingEvictions
 from evictd.kube.critical_record import CriticalPodRecord
 from evictd.kube.events import EventRecorder
 from evictd.kube.eviction_requests import EvictionRequests
@@ -85,6 +85,8 @@ class ClusterParts:
     eviction_api: EvictionApiRoute | None = None
     # evictd's Lease for the node (its heartbeat, and one evictd per node); None in dry-run, which writes nothing.
     lease: NodeLease | None = None
+    # The pods evictd evicted with a longer grace period than a hard threshold's, still terminating (escalation).
+    terminating: TerminatingEvictions | None = None
 
 
 class PodWatchStart:
@@ -155,10 +157,12 @@ def build_cluster(config: Configuration, node_name: str, metrics: Metrics, log: 
     route = None
     if kube_evictor is not None and settings.soft_evictions_through_eviction_api:
         route = EvictionApiRoute(EvictionRequests(kube_evictor), settings.eviction_api_max_candidates,
-                                 settings.eviction_api_deadline_s)
+                                 settings.eviction_api_deadline_s,
+                                 pending_release=BackgroundEvictions(watcher, journal).pending_release)
     return ClusterParts(pods=pods, node_pods=NodeFallbackPods(discovered, journal, own_uid, critical),
                         evictor=evictor, sync=sync, watcher=watcher, shadow=shadow,
-                        journal=journal, pod_watch=PodWatchStart(watcher, log), eviction_api=route, lease=lease)
+                        journal=journal, pod_watch=PodWatchStart(watcher, log), eviction_api=route, lease=lease,
+                        terminating=TerminatingEvictions(watcher, journal))
 
 
 def pod_states(watcher: PodWatcher | None) -> tuple[PodStateFunc, Callable[[], bool]]:

@@ -6,7 +6,11 @@ One synchronous loop: run a cycle (the eviction manager over the adapters), run 
 notifier or a stop request (a notification is followed by cycles at short delays until one sees the crossing,
 then one confirming cycle a second later; under held pressure only what can change the decision cuts the wait
 short). After an eviction with the Kubernetes API the loop waits for the pod
-to go, then runs again at once, as the kubelet does.
+to go, then runs again at once, as the kubelet does; the wait is logged at its start and sleeps on the notifiers'
+waiter. After an eviction with a longer grace period than a hard threshold's it ends early when a hard threshold is
+met (looked for on every memory notification and at least every `HARD_CHECK_PERIOD_S`): the next cycle then
+re-deletes, with the hard grace period, a pod evictd evicted with a longer one that still holds the memory
+(escalation, issue #43).
 
 Building a `Daemon` starts nothing. `start` starts its parts in order (the pod watch, the container runtime
 link, the HTTP endpoint, the disk walker: whatever the composition root gave it; a part may block, and may
@@ -26,10 +30,11 @@ from typing import Protocol
 
 from evictd.clock import SYSTEM_CLOCK, Clock
 from evictd.core.engine import Eviction
+from evictd.core.engine_rules import IMMEDIATE_EVICTION_GRACE_PERIOD_S
 from evictd.core.settled import near_crossing
 from evictd.core.signals import spec_of
 from evictd.core.thresholds import Threshold
-from evictd.cycle.cadence import Cadence
+from evictd.cycle.cadence import NOTIFICATION_CAUSES, Cadence
 from evictd.cycle.finished import AfterCycle, Cycle
 from evictd.cycle.manager import EvictionManager
 from evictd.cycle.report import CycleReport, CycleStep
@@ -59,8 +64,13 @@ class Waiter(Protocol):
     def close(self) -> None: ...
 
 
-# Waits (bounded, and cut short by a stop request) for evicted pods to be gone; returns whether they went.
-CleanupWait = Callable[[Sequence[Eviction]], bool]
+# Waits (bounded, and cut short by a stop request or when its pause says so) for evicted pods to be gone; returns
+# whether they went. The pause sleeps at most the seconds given and returns True when the wait must end now.
+CleanupWait = Callable[[Sequence[Eviction], Callable[[float], bool]], bool]
+# During the wait after an eviction, a hard threshold is looked for on every memory notification and at least this
+# often (a reading of the node's memory, a few milliseconds; the housekeeping interval when shorter): without a
+# notification (no memcg, the kubelet's stats) a hard crossing ends the wait within a second.
+HARD_CHECK_PERIOD_S = 1.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,6 +162,9 @@ class Daemon:
         self._started: list[Part] | None = None
         # What woke the loop last and when (monotonic), for the next cycle; ((), None) when it did not wait.
         self._woken: tuple[tuple[str, ...], float | None] = ((), None)
+        # The wait after an eviction: when it last looked for a hard threshold, and whether it found one met.
+        self._hard_checked_at = 0.0
+        self._hard_met = False
 
     def start(self) -> None:
         """Start the parts in order; if one raises, stop those already started and raise."""
@@ -191,10 +204,23 @@ class Daemon:
                     cadence = cadence.after_failure(started, self.clock.monotonic())
                 elif (report.acted.evictions and self.wait_for_cleanup is not None and not settings.dry_run
                       and self.standby() is None):  # no wait for evictions refused for a Lease lost meanwhile
-                    # The kubelet waits for evicted pods to go (at most 30 s), then runs again at once.
-                    gone = self.wait_for_cleanup(report.acted.evictions)
-                    self.log.info("evicted pods cleaned up" if gone else "evicted pods still present after wait",
-                                  pods=[e.pod.key for e in report.acted.evictions])
+                    # The kubelet waits for evicted pods to go (at most 30 s), then runs again at once; evictd's wait
+                    # ends early on a hard threshold met (the next cycle escalates).
+                    pods = [e.pod.key for e in report.acted.evictions]
+                    self.log.info("waiting for evicted pods to go", pods=pods)
+                    self._hard_met = False
+                    self._hard_checked_at = self.clock.monotonic()
+                    # Only a pod given a longer grace period than a hard threshold's can be cut short; the wait
+                    # after a hard eviction is the kubelet's (cut short, it would evict the next pod meanwhile).
+                    cut_short = any(e.effective_grace_period_s > IMMEDIATE_EVICTION_GRACE_PERIOD_S
+                                    for e in report.acted.evictions)
+                    gone = self.wait_for_cleanup(report.acted.evictions,
+                                                 self._cleanup_pause if cut_short else self._cleanup_sleep)
+                    if self._hard_met:
+                        self.log.warning("wait for evicted pods cut short: a hard threshold is met", pods=pods)
+                    else:
+                        self.log.info("evicted pods cleaned up" if gone else "evicted pods still present after wait",
+                                      pods=pods)
                     self.metrics.wakeups.labels("eviction").inc()
                     cadence = cadence.after_cleanup()
                 else:
@@ -224,6 +250,23 @@ class Daemon:
             self.stop.close()
         self.log.info("evictd stopped", cycles=cycle)
         return 0
+
+    def _cleanup_sleep(self, timeout_s: float) -> bool:
+        """The wait after a hard eviction's pause: sleep on the waiter at most `timeout_s`; never end the wait."""
+        self.waiter.wait(timeout_s)
+        return False
+
+    def _cleanup_pause(self, timeout_s: float) -> bool:
+        """The wait after an eviction's pause: sleep on the waiter at most `timeout_s`; return True (and note it) when
+        a hard threshold is met, looked for on a memory notification or once `HARD_CHECK_PERIOD_S` passed."""
+        causes = self.waiter.wait(timeout_s)
+        now = self.clock.monotonic()
+        period_s = min(HARD_CHECK_PERIOD_S, self.settings.interval_s)
+        if not (NOTIFICATION_CAUSES & set(causes)) and now - self._hard_checked_at < period_s:
+            return False
+        self._hard_checked_at = now
+        self._hard_met = self.manager.hard_threshold_met()
+        return self._hard_met
 
     def _stood_by(self) -> bool:
         """When the loop must not act (`standby`): say so once, stay healthy (the loop is alive and waits as it

@@ -307,7 +307,8 @@ def one_run(backend: StandIn, protector_name: str, spec: Workload, index: int, a
             pods[pod_spec.name] = backend.start_pod(pod_spec, (str(pod_spec.hold_mib), "0", str(pod_spec.cap_mib)),
                                                    mem_total)
             pods[pod_spec.name].send("go")
-    time.sleep(2.0)
+            pods[pod_spec.name].proc.stdout.readline()  # "ready": it holds its memory
+    time.sleep(1.0)
     protector = Protector(protector_name, backend, work)
     pressure = [p for p in spec.pods if p.pressure]
     wait_memory_settled(10.0)
@@ -317,14 +318,20 @@ def one_run(backend: StandIn, protector_name: str, spec: Workload, index: int, a
         head = min(share, pod_spec.cap_mib) if pod_spec.cap_mib else share
         pods[pod_spec.name] = backend.start_pod(pod_spec, (f"{head:.1f}", str(pod_spec.rate_mib_s),
                                                            str(pod_spec.cap_mib)), mem_total)
-    time.sleep(1.5)  # the interpreters started
     kmsg = Kmsg()
+    for pod_spec in pressure:  # the head start, all at once
+        pods[pod_spec.name].send("go")
+    for pod_spec in pressure:
+        answer = pods[pod_spec.name].proc.stdout.readline()
+        if answer != "ready\n":
+            raise RuntimeError(f"{pod_spec.name} did not take its head start: {answer!r} "
+                               f"(exit {pods[pod_spec.name].proc.poll()})")
     sampler = Sampler(backend, pods, namespace)
     evictd_before = protector.stat()
     started = time.monotonic()
     sampler.start()
     for pod_spec in pressure:
-        pods[pod_spec.name].send("go")
+        pods[pod_spec.name].send("grow")
     relief: float | None = None
     capped_since: float | None = None
     while time.monotonic() - started < args.run_timeout_s:
@@ -378,6 +385,11 @@ def one_run(backend: StandIn, protector_name: str, spec: Workload, index: int, a
             stopped_how[name] = "SIGTERM"
         else:
             stopped_how[name] = f"exit {code}"
+    # The growth the pressure pods achieved (the user-mode kernel may not fault pages in at the rate asked):
+    # their summed working set from the first sample to its peak, over that time.
+    sums = [(at, sum(figures.get(p.name, (0, 0))[0] for p in pressure)) for at, figures in sampler.cgroups]
+    peak_at, peak = max(sums, key=lambda item: item[1]) if sums else (started, 0)
+    growth = (peak - sums[0][1]) / MiB / (peak_at - sums[0][0]) if sums and peak_at > sums[0][0] else None
     by_class: dict[str, int] = {}
     for kill in kills:
         by_class[kill["class"]] = by_class.get(kill["class"], 0) + 1
@@ -396,7 +408,7 @@ def one_run(backend: StandIn, protector_name: str, spec: Workload, index: int, a
         "kernel": {"release": platform.release(), "version": platform.version(), "label": args.kernel_label,
                    "psi": Path("/proc/pressure/memory").exists()},
         "memTotalMib": mem_total // MiB, "startAvailableMib": args.start_available_mib,
-        "durationS": ended - started,
+        "durationS": ended - started, "growthMibPerS": growth, "pressurePeakMib": peak / MiB,
         "oomKills": kills, "oomKillsByClass": by_class,
         "evictions": evictions, "stopped": stopped_how, "exits": exits,
         "lowMemoryS": low_memory_seconds(sampler.memory, mem_total),

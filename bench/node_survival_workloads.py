@@ -9,9 +9,9 @@ pressure pod has stopped (OOM-killed, evicted, killed by earlyoom), or after the
 at their caps, or at the run's time-out.
 
 The head start. A node's idle memory is large and filling it at 10 MiB/s would take minutes of nothing
-happening; so when the workload starts, the pressure pods first take (together, at once) what the node has
-available beyond `start_available_mib` (an option of the arena, stated in its output), then grow at their rate.
-What is measured starts then.
+happening; so the pressure pods first take (together, as fast as the kernel faults pages in) what the node has
+available beyond `start_available_mib` (an option of the arena, stated in its output). The workload starts
+when all of them have it: they grow at their rate from then on, and what is measured starts then.
 
 Workloads:
 
@@ -19,9 +19,10 @@ Workloads:
   pod holding `GUARANTEED_HOLD_MIB` (limit `GUARANTEED_LIMIT_MIB`) and the system daemon. The Guaranteed pod and
   the daemon must survive; the grower should pay.
 * ``many-small``: 10 Burstable pods grow together (20 MiB/s in all), each to 95 % of its request; the requests
-  add up to the node's memory less the shipped hard threshold (200 MiB), as a scheduler would fill the node.
-  No pod exceeds its request: the node runs out because of what runs outside the pods (the daemons, evictd,
-  the kubelet), and someone must pay anyway.
+  add up to the node's MemTotal: its allocatable memory when nothing is reserved and the kubelet's own
+  eviction thresholds are 0 % (the handover to evictd), as a scheduler would fill that node. No pod exceeds
+  its request: the node runs out because of what runs outside the pods (the daemons, evictd, the kubelet),
+  and someone must pay anyway.
 
 The system daemon (`HEARTBEAT`) is a process outside the pods cgroup, in ``system.slice/heartbeat.service``,
 that writes the monotonic time to a file every 100 ms; the arena reads its largest gap.
@@ -35,8 +36,9 @@ MiB = 1 << 20
 
 # The workload of every pod: anonymous memory at a steady rate to a cap, then held.
 GROWER = r"""
-# argv: HEAD_START_MIB RATE_MIB_PER_S CAP_MIB (0: no cap). Waits for a line on stdin ("go"), takes the head
-# start at once, then grows at the rate in chunks of 50 ms worth (at least 1 MiB), and holds at the cap.
+# argv: HEAD_START_MIB RATE_MIB_PER_S CAP_MIB (0: no cap). On a line on stdin ("go") takes the head start at
+# once and answers "ready"; on the next ("grow") grows at the rate in chunks of 50 ms worth (at least 1 MiB)
+# and holds at the cap.
 import mmap, sys, time
 MiB = 1 << 20
 head, rate, cap = (float(word) for word in sys.argv[1:4])
@@ -48,6 +50,8 @@ def take(mib):
 sys.stdin.readline()
 if head > 0:
     take(head)
+print("ready", flush=True)
+sys.stdin.readline()
 start, chunk = time.monotonic(), max(1.0, rate * 0.05)
 while True:
     due = head + rate * (time.monotonic() - start)
@@ -70,8 +74,6 @@ HEARTBEAT_PERIOD_S = 0.1
 
 GUARANTEED_HOLD_MIB = 200
 GUARANTEED_LIMIT_MIB = 256
-# kubelet's defaults and evictd's shipped hard threshold for memory.available (config/kubelet-config.yaml).
-SHIPPED_HARD_MIB = 200
 MANY_SMALL_PODS = 10
 MANY_SMALL_RATE_MIB_S = 20.0
 MANY_SMALL_FILL = 0.95
@@ -110,7 +112,7 @@ def workload(name: str, mem_total_mib: int) -> Workload:
         rate = 10.0 if name == "be-slow" else 200.0
         return Workload(name, (guaranteed_pod(), PodSpec("grower", "besteffort", None, None, rate, 0.0, True)))
     if name == "many-small":
-        request = (mem_total_mib - SHIPPED_HARD_MIB) // MANY_SMALL_PODS
+        request = mem_total_mib // MANY_SMALL_PODS
         pods = tuple(PodSpec(f"small-{i}", "burstable", request, None, MANY_SMALL_RATE_MIB_S / MANY_SMALL_PODS,
                              request * MANY_SMALL_FILL, True) for i in range(MANY_SMALL_PODS))
         return Workload(name, pods, hold_s=20.0)

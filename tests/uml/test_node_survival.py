@@ -26,8 +26,8 @@ from typing import Any
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
-from node_survival import run_boot  # noqa: E402
-from node_survival_outcomes import (  # noqa: E402
+from node_survival import run_boot
+from node_survival_outcomes import (
     BESTEFFORT,
     BURSTABLE,
     EVICTD,

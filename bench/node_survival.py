@@ -2,15 +2,18 @@
 
 A matrix of cells (backend x workload x protector), each run N times inside user-mode Linux guests on cgroup
 v2, with node-sized memory (--mem-mib, 2560). One guest boot per protector (its runs of every workload one after
-the other in that boot, to save boot time; --one-boot puts every protector in one boot). The guest side,
+the other in that boot, to save boot time; --one-boot puts every protector in one boot: on the real backend one
+cluster start for all, the kubelet restarted with each protector's eviction settings). The guest side,
 bench/node_survival_guest.py, says what the node, the protectors and the records are;
 bench/node_survival_workloads.py what the workloads are; bench/node_survival_outcomes.py how the figures are
 read. Outcomes come from the guest kernel (its ``oom-kill:`` records, exit statuses, cgroups, /proc/meminfo)
 and the API server (the pods' objects), never from evictd's logs.
 
-Backends: ``stand-in`` (no kube binaries: the test API server and a stand-in kubelet that carries deletions
-out; pods are real processes in the kubelet's cgroup layout). ``real`` (the real kubelet, containerd and
-kube-apiserver in the guest) is not built yet and fails saying so.
+Backends (bench/node_survival_nodes.py): ``stand-in`` (no kube binaries: the test API server and a stand-in
+kubelet that carries deletions out; pods are real processes in the kubelet's cgroup layout); ``real`` (the
+real kube-apiserver, kubelet v1.36.2 and containerd in the guest, binaries from EVICTD_K8S_BIN; pods created
+through the API server with spec.nodeName; --mem-mib 3072 leaves the cluster's ~500 MiB beside a node).
+Protectors: kernel, evictd, earlyoom on both; kubelet-defaults and kubelet-same on the real backend only.
 
 Output: one JSON line per run in <out>/<backend>-<protector>/runs.jsonl, every run in <out>/runs.jsonl, and the
 table (median / worst over the runs of each cell) on stdout and in <out>/table.md, with the guest kernel and
@@ -44,7 +47,8 @@ GUEST_MEM_MIB = 2560
 GUEST = BENCH / "node_survival_guest.py"
 BODY = """
 export PYTHONPATH="$EVICTD_REPO/src:$EVICTD_REPO/bench:$EVICTD_REPO/tests/uml:$EVICTD_REPO/tests/daemon:\
-$EVICTD_REPO/tests/kube:$EVICTD_REPO/tests"
+$EVICTD_REPO/tests/kube:$EVICTD_REPO/tests/cluster:$EVICTD_REPO/tests/cri:$EVICTD_REPO/tests"
+{node_setup}
 guest_log "node survival: {args}"
 "$EVICTD_PYTHON" {guest} {args} > "$UML_OUT/guest.log" 2>&1
 echo "$?" > "$UML_OUT/guest-exit"
@@ -52,6 +56,8 @@ echo "$?" > "$UML_OUT/guest-exit"
 # Per run: set-up (pods, protector) and settling about 20 s, the run itself up to --run-timeout-s.
 SETUP_S = 30.0
 BOOT_S = 60.0
+CLUSTER_START_S = 300.0  # the real cluster in the guest: node Ready 56-86 s after boot, more under load
+NODE_SETUP = REPO / "tests" / "uml" / "guest-node.sh"
 
 
 def host_load() -> str:
@@ -69,9 +75,21 @@ def run_boot(out: Path, *, backend: str, protectors: Sequence[str], workloads: S
     args = ["--backend", backend, "--protectors", ",".join(protectors), "--workloads", ",".join(workloads),
             "--runs", str(runs), "--start-available-mib", str(start_available_mib),
             "--run-timeout-s", str(run_timeout_s), "--kernel-label", label.replace(" ", "_")]
-    body = BODY.format(guest=shlex.quote(str(GUEST)), args=shlex.join(args))
-    timeout = BOOT_S + len(protectors) * len(workloads) * runs * (SETUP_S + run_timeout_s)
-    boot = boot_guest(body, out, mem_mib=mem_mib, timeout_s=timeout, kernel=kernel)
+    env: dict[str, str] = {}
+    node_setup = ""
+    if backend == "real":
+        # What a kubelet needs of the guest (tests/uml/guest-node.sh), the kube binaries (fails here, saying how
+        # to get them, when they are missing), etcd fetched on this host first: the guest has no network.
+        sys.path[:0] = [str(REPO / "tests" / "cluster"), str(REPO / "tests" / "cri"), str(REPO / "tests")]
+        from real_cluster import BIN_ENV, etcd_binary, k8s_bin_dir
+
+        env[BIN_ENV] = str(k8s_bin_dir())
+        etcd_binary()
+        node_setup = f". {shlex.quote(str(NODE_SETUP))}"
+    body = BODY.format(guest=shlex.quote(str(GUEST)), args=shlex.join(args), node_setup=node_setup)
+    per_boot = BOOT_S + (CLUSTER_START_S if backend == "real" else 0)
+    timeout = per_boot + len(protectors) * len(workloads) * runs * (SETUP_S + run_timeout_s)
+    boot = boot_guest(body, out, mem_mib=mem_mib, timeout_s=timeout, kernel=kernel, env=env)
     path = out / "runs.jsonl"
     if not path.exists():
         raise AssertionError(f"the guest wrote no runs; its output ends:\n{_tail(out / 'guest.log')}\n"

@@ -4,22 +4,20 @@
 runs every (protector, workload, run) in turn inside one cgroup v2 guest and appends one JSON document per run
 to ``$UML_OUT/runs.jsonl`` as soon as the run ends (a guest that dies mid-way keeps what it finished).
 
-The node. This process plays the kubelet: it moves itself into ``system.slice/kubelet.service`` with
-oom_score_adj -999 (the kubelet's own), starts pods as the kubelet's cgroup driver lays them out (cgroupfs:
-``kubepods/{besteffort,burstable}/pod<uid>/<id>``, Guaranteed ``kubepods/pod<uid>/<id>``) with the oom_score_adj
-the kubelet gives each QoS class, and, for the stand-in backend, serves the pods and the Node from the project's
-test API server (tests/kube/apiserver.py) and carries out a deletion as the kubelet does (``cgroup.kill``, then
-the deletion finished with grace 0): tests/uml/guest_v2_node.py's `Node`, unchanged. The pods cgroup has no
-memory limit (a kubelet with nothing reserved sets it to the node's capacity). The real backend (the real
-kubelet, containerd and API server in the guest) is not built yet: ``--backend real`` fails saying so.
+The node: bench/node_survival_nodes.py (``--backend stand-in``: the test API server and a stand-in kubelet;
+``--backend real``: the real kubelet, containerd and API server in the guest). The pods cgroup has no memory
+limit of the arena's making (a kubelet with nothing reserved sets it to the node's capacity).
 
 Protectors (each started after the pods, before the workload's pressure):
-* ``kernel``: nobody evicts; the kernel's OOM killer alone.
+* ``kernel``: nobody evicts (on the real backend the kubelet's thresholds are 0 %); the kernel's OOM killer alone.
+* ``kubelet-defaults``, ``kubelet-same`` (real backend only): the kubelet's own eviction with its defaults
+  (``memory.available<100Mi``) or with evictd's shipped thresholds; no evictd.
 * ``evictd``: ``evictd run`` with config/kubelet-config.yaml and config/evictd-config.yaml as shipped (hard
   ``memory.available<200Mi``, soft ``<500Mi`` for 90 s, ``allocatableMemory.available`` copied by
-  ``enforceNodeAllocatable: [pods]``, 10 s housekeeping, the memory watch on, memory locked), unscaled; changed
-  only where the guest differs from a node: ``cgroupDriver: cgroupfs`` (no systemd in the guest), its node name,
-  kubeconfig, state and kubelet folders under /run, no container runtime. It runs in
+  ``enforceNodeAllocatable: [pods]``, 10 s housekeeping, the memory watch on, memory locked), unscaled; the
+  kubelet's thresholds 0 %; changed only where the guest differs from a node: ``cgroupDriver: cgroupfs`` (no
+  systemd in the guest), its node name, kubeconfig (the real backend: its DaemonSet identity's token), state
+  and kubelet folders, the container runtime (none on the stand-in). It runs in
   ``system.slice/evictd.service`` with oom_score_adj -999, as deploy/systemd/evictd.service gives it.
 * ``earlyoom``: Debian's earlyoom with Debian's arguments (/etc/default/earlyoom: ``-r 3600``; its default
   thresholds are percentages of the guest's memory, 10 % SIGTERM and 5 % SIGKILL, so they scale by
@@ -27,11 +25,13 @@ Protectors (each started after the pods, before the workload's pressure):
 
 What each run records (bench/node_survival_outcomes.py reads it): the kernel's ``oom-kill:`` records from
 /dev/kmsg, the pods' API objects every 100 ms (an eviction: a deletionTimestamp, reason Evicted, a
-DisruptionTarget condition, or the object gone), MemAvailable and every pod cgroup's working set and
-``pids.current`` every 100 ms, the system daemon's heartbeats, each pod process's exit status, evictd's
-/proc/<pid>/stat. The pod the kubelet's ranking names at an eviction is computed with evictd's own core ranking
-(`evictd.core.ranking.rank_pods`, memory) over the pods' API objects and their working sets of the last sample
-before the eviction was seen (up to 100 ms older than what the evicter read).
+DisruptionTarget condition, or the object gone), MemAvailable and every pod cgroup's working set and its
+container cgroup's ``pids.current`` every 100 ms, the system daemon's heartbeats, each pod process's exit
+status (stand-in) or container status (real), evictd's /proc/<pid>/stat, and on the real backend the node
+Lease's renewTime and the Node's Ready condition every second. The pod the kubelet's ranking names at an
+eviction is computed with evictd's own core ranking (`evictd.core.ranking.rank_pods`, memory) over the run's
+pods' API objects and their working sets of the last sample before the eviction was seen (up to 100 ms older
+than what the evicter read; pods of other namespaces, such as the real backend's identity pod, left out).
 """
 
 from __future__ import annotations
@@ -51,15 +51,17 @@ from typing import Any
 
 import yaml
 from evictd_process import EvictdProcess
-from guest_v2_node import CGROUP, NODE, Node, make_cgroup, meminfo
+from guest_v2_node import CGROUP, make_cgroup, meminfo
+from node_survival_nodes import BACKENDS, PodHandle, grower_argv, join_unit
 from node_survival_outcomes import (
     heartbeat_max_gap_s,
+    lease_renew_max_gap_s,
     low_memory_seconds,
     oom_kill_record,
     pod_uid_of,
     victim_class,
 )
-from node_survival_workloads import GROWER, HEARTBEAT, PodSpec, Workload, oom_score_adj, workload
+from node_survival_workloads import HEARTBEAT, Workload, workload
 
 from evictd.core.fs_layout import FsLayout
 from evictd.core.pod_parser import pod_from_dict
@@ -72,18 +74,13 @@ MiB = 1 << 20
 SAMPLE_PERIOD_S = 0.1
 SETTLE_S = 5.0  # after relief: what else happens (a second eviction, a late OOM kill)
 EVICTD_READY_S = 60.0
-KUBELET_UNIT, EVICTD_UNIT = "system.slice/kubelet.service", "system.slice/evictd.service"
+EVICTD_UNIT = "system.slice/evictd.service"
 DAEMON_UNIT, EARLYOOM_UNIT = "system.slice/heartbeat.service", "system.slice/earlyoom.service"
-KUBELET_OOM_SCORE_ADJ = -999  # the kubelet's own (pkg/kubelet/qos: KubeletOOMScoreAdj)
+ARENA_OOM_SCORE_ADJ = -999  # the kubelet's own (pkg/kubelet/qos: KubeletOOMScoreAdj): the stand-in kubelet's
+HEALTH_PERIOD_S = 1.0
 EVICTD_OOM_SCORE_ADJ = -999  # deploy/systemd/evictd.service OOMScoreAdjust=
 EARLYOOM_ARGS = ("-r", "3600")  # Debian's /etc/default/earlyoom
 EARLYOOM_MEMORY_MAX = 50 * MiB  # Debian's earlyoom.service MemoryMax=
-
-
-def join_unit(unit: str, oom_adj: int) -> str:
-    """A shell prefix that puts the shell in `unit`'s cgroup with `oom_adj`, before it execs what follows."""
-    make_cgroup(unit)
-    return f"echo $$ > {CGROUP / unit / 'cgroup.procs'} && echo {oom_adj} > /proc/self/oom_score_adj && "
 
 
 def proc_stat(pid: int) -> dict[str, float]:
@@ -115,45 +112,14 @@ class Kmsg:
         return found
 
 
-class StandIn:
-    """The stand-in backend: tests/uml/guest_v2_node.py's Node (test API server, stand-in kubelet)."""
-
-    name = "stand-in"
-
-    def __init__(self, work: Path) -> None:
-        self.node = Node("cgroupfs", work, allocatable_bytes=None, sample=False)
-
-    def new_run(self, namespace: str) -> None:
-        self.node.remove_pods()
-        self.node.namespace = namespace
-
-    def start_pod(self, spec: PodSpec, args: tuple[str, ...], mem_total: int) -> Any:
-        return self.node.add_pod(spec.name, spec.request_mib, script=GROWER, args=args, qos=spec.qos,
-                                 limit_mib=spec.limit_mib, oom_score_adj=oom_score_adj(spec, mem_total))
-
-    def api_pods(self) -> list[dict[str, Any]]:
-        return self.node.api.store.pods(self.node.namespace)
-
-    def evictd_settings(self, work: Path) -> dict[str, Any]:
-        return {"nodeName": NODE, "kubeconfig": str(self.node.api.kubeconfig_path)}
-
-    def end_run(self) -> None:
-        self.node.remove_pods()
-
-    def close(self) -> None:
-        self.node.close()
-
-
-def evictd_documents(work: Path, settings: dict[str, Any]) -> tuple[str, str]:
+def evictd_documents(work: Path, backend: Any) -> tuple[str, str]:
     """The shipped configuration (config/), as a KubeletConfiguration body and an EvictdConfiguration body,
     changed only where the guest is not a node (the module's docstring says where)."""
     kubelet = yaml.safe_load((REPO / "config/kubelet-config.yaml").read_text())
-    kubelet["cgroupDriver"] = "cgroupfs"
     evictd = yaml.safe_load((REPO / "config/evictd-config.yaml").read_text())
-    evictd.update(settings)
     evictd.update({"stateDir": str(work / "state"), "kubeletRootDir": str(work / "kubelet"),
-                   "podLogsDir": str(work / "pod-logs"), "imageFsPath": str(work), "containerFsPath": str(work),
-                   "containerRuntimeEndpoint": "unix:///run/no-runtime.sock"})
+                   "podLogsDir": str(work / "pod-logs"), "imageFsPath": str(work), "containerFsPath": str(work)})
+    backend.evictd_documents(kubelet, evictd)
     for key in ("apiVersion", "kind", "metricsBindAddress", "logFormat"):  # EvictdProcess writes these
         kubelet.pop(key, None)
         evictd.pop(key, None)
@@ -163,12 +129,13 @@ def evictd_documents(work: Path, settings: dict[str, Any]) -> tuple[str, str]:
 class Protector:
     """One protector's process (none for `kernel`), started before the pressure, stopped after the run."""
 
-    def __init__(self, name: str, backend: StandIn, work: Path) -> None:
+    def __init__(self, name: str, backend: Any, work: Path) -> None:
         self.name = name
+        work.mkdir(parents=True, exist_ok=True)
         self.evictd: EvictdProcess | None = None
         self.earlyoom: subprocess.Popen[bytes] | None = None
         if name == "evictd":
-            kubelet, evictd = evictd_documents(work, backend.evictd_settings(work))
+            kubelet, evictd = evictd_documents(work, backend)
             wrapper = ("sh", "-c", join_unit(EVICTD_UNIT, EVICTD_OOM_SCORE_ADJ) + 'exec "$@"', "sh")
             self.evictd = EvictdProcess(work, kubelet=kubelet, evictd=evictd, wrapper=wrapper)
             self.evictd.wait_event("evictd started", timeout=EVICTD_READY_S)
@@ -182,7 +149,7 @@ class Protector:
             time.sleep(1.0)  # its first poll
             if self.earlyoom.poll() is not None:
                 raise RuntimeError(f"earlyoom exited {self.earlyoom.returncode}: {(work / 'earlyoom.log').read_text()}")
-        elif name != "kernel":
+        elif name not in ("kernel", "kubelet-defaults", "kubelet-same"):
             raise KeyError(f"unknown protector {name!r} for this backend")
 
     def stat(self) -> dict[str, Any] | None:
@@ -206,36 +173,57 @@ class Protector:
         return {}
 
 
-class Sampler(threading.Thread):
-    """MemAvailable and every pod cgroup's working set and pids.current, every SAMPLE_PERIOD_S; the pods' API
-    objects, with the first moment each was seen evicted and the pod the ranking named then."""
+class Sampler:
+    """Two threads: the kernel's figures (MemAvailable, every pod cgroup's working set and its container's
+    pids.current) every SAMPLE_PERIOD_S; the API server's (the pods' objects, with the first moment each was
+    seen evicted and the pod the ranking named then; the node's health every HEALTH_PERIOD_S) as often as the
+    API server answers, at most every SAMPLE_PERIOD_S. Apart, so that a slow API request (the real API server
+    in a loaded guest) does not thin out the kernel's figures."""
 
-    def __init__(self, backend: StandIn, pods: dict[str, Any], namespace: str) -> None:
-        super().__init__(daemon=True)
+    def __init__(self, backend: Any, pods: dict[str, PodHandle], namespace: str) -> None:
         self.backend, self.pods, self.namespace = backend, pods, namespace
+        self.health: list[tuple[float, dict[str, Any]]] = []
+        self._health_due = 0.0
         self.memory: list[tuple[float, int]] = []
         self.cgroups: list[tuple[float, dict[str, tuple[int, int]]]] = []
         self.evictions: dict[str, dict[str, Any]] = {}
         self.last_seen: dict[str, dict[str, Any]] = {}
         self.errors: list[str] = []
         self.stopping = threading.Event()
+        self._threads = [threading.Thread(target=self._loop, args=(self.sample_kernel,), daemon=True),
+                         threading.Thread(target=self._loop, args=(self.sample_api,), daemon=True)]
 
-    def run(self) -> None:
+    def start(self) -> None:
+        self.sample_kernel()  # a first figure before the API's
+        for thread in self._threads:
+            thread.start()
+
+    def join(self, timeout: float) -> None:
+        for thread in self._threads:
+            thread.join(timeout=timeout)
+
+    def _loop(self, sample: Any) -> None:
         while not self.stopping.is_set():
             try:
-                self.sample()
+                sample()
             except Exception as exc:  # recorded in the run's JSON; sampling goes on
                 self.errors.append(f"{type(exc).__name__}: {exc}")
             time.sleep(SAMPLE_PERIOD_S)
 
-    def sample(self) -> None:
+    def sample_kernel(self) -> None:
         now = time.monotonic()
         self.memory.append((now, meminfo()["MemAvailable"]))
-        figures = {}
-        for name, pod in self.pods.items():
-            figures[name] = pod_cgroup_figures(pod.cgroup)
-        self.cgroups.append((now, figures))
+        self.cgroups.append((now, {name: pod_cgroup_figures(pod) for name, pod in self.pods.items()}))
+
+    def sample_api(self) -> None:
+        now = time.monotonic()
+        if now >= self._health_due:
+            self._health_due = now + HEALTH_PERIOD_S
+            health = self.backend.node_health()
+            if health is not None:
+                self.health.append((now, health))
         seen = {p["metadata"]["name"]: p for p in self.backend.api_pods()}
+        now = time.monotonic()
         for name in self.pods:
             manifest = seen.get(name)
             if name in self.evictions:
@@ -268,13 +256,13 @@ def is_evicted(manifest: dict[str, Any]) -> bool:
                 or any(c.get("type") == "DisruptionTarget" for c in status.get("conditions") or []))
 
 
-def pod_cgroup_figures(cgroup: str) -> tuple[int, int]:
-    """(working set bytes, pids.current) of a pod cgroup; (0, 0) once it is gone."""
+def pod_cgroup_figures(pod: PodHandle) -> tuple[int, int]:
+    """(the pod cgroup's working set bytes, its container cgroup's pids.current); (0, 0) once gone."""
     try:
-        current = int((CGROUP / cgroup / "memory.current").read_text())
-        stat = (CGROUP / cgroup / "memory.stat").read_text()
+        current = int((CGROUP / pod.cgroup / "memory.current").read_text())
+        stat = (CGROUP / pod.cgroup / "memory.stat").read_text()
         inactive = next(int(line.split()[1]) for line in stat.splitlines() if line.startswith("inactive_file "))
-        return max(0, current - inactive), int((CGROUP / cgroup / "pids.current").read_text())
+        return max(0, current - inactive), int((CGROUP / pod.container / "pids.current").read_text())
     except (FileNotFoundError, OSError):
         return 0, 0
 
@@ -290,54 +278,56 @@ def wait_memory_settled(timeout_s: float = 30.0) -> None:
         time.sleep(1.0)
 
 
-def one_run(backend: StandIn, protector_name: str, spec: Workload, index: int, args: argparse.Namespace,
+def wait_for_file(path: Path, what: str, pod: PodHandle, backend: Any, timeout_s: float = 180.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not path.exists():
+        if backend.exit_code(pod) is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"{pod.name} did not {what} (exit {backend.exit_code(pod)})")
+        time.sleep(0.05)
+
+
+def one_run(backend: Any, protector: Protector, spec: Workload, index: int, args: argparse.Namespace,
             work: Path) -> dict[str, Any]:
-    namespace = f"{spec.name}-{protector_name}-{index}"
+    namespace = f"{spec.name}-{protector.name}-{index}"
     work = work / namespace
-    work.mkdir(parents=True)
+    control = work / "control"  # the pods' go/ready/grow files (node_survival_workloads.GROWER)
+    control.mkdir(parents=True)
     wait_memory_settled()
     backend.new_run(namespace)
     mem_total = meminfo()["MemTotal"]
     beats_path = work / "heartbeat"
     daemon = subprocess.Popen(["sh", "-c", join_unit(DAEMON_UNIT, 0) + 'exec "$0" -c "$1" "$2"', sys.executable,
                                HEARTBEAT, str(beats_path)])
-    pods: dict[str, Any] = {}
+    pods: dict[str, PodHandle] = {}
     for pod_spec in spec.pods:  # the pods that only hold memory first, at once
         if not pod_spec.pressure:
-            pods[pod_spec.name] = backend.start_pod(pod_spec, (str(pod_spec.hold_mib), "0", str(pod_spec.cap_mib)),
+            pods[pod_spec.name] = backend.start_pod(pod_spec, grower_argv(pod_spec.hold_mib, pod_spec, control),
                                                    mem_total)
-            pods[pod_spec.name].send("go")
-            pods[pod_spec.name].proc.stdout.readline()  # "ready": it holds its memory
-    time.sleep(1.0)
-    protector = Protector(protector_name, backend, work)
+            (control / f"go.{pod_spec.name}").touch()
+            wait_for_file(control / f"ready.{pod_spec.name}", "take its memory", pods[pod_spec.name], backend)
     pressure = [p for p in spec.pods if p.pressure]
     wait_memory_settled(10.0)
     head_total = max(0.0, (meminfo()["MemAvailable"] - args.start_available_mib * MiB) / MiB)
     for pod_spec in pressure:
         share = head_total / len(pressure)
         head = min(share, pod_spec.cap_mib) if pod_spec.cap_mib else share
-        pods[pod_spec.name] = backend.start_pod(pod_spec, (f"{head:.1f}", str(pod_spec.rate_mib_s),
-                                                           str(pod_spec.cap_mib)), mem_total)
+        pods[pod_spec.name] = backend.start_pod(pod_spec, grower_argv(head, pod_spec, control), mem_total)
     kmsg = Kmsg()
     for pod_spec in pressure:  # the head start, all at once
-        pods[pod_spec.name].send("go")
+        (control / f"go.{pod_spec.name}").touch()
     for pod_spec in pressure:
-        answer = pods[pod_spec.name].proc.stdout.readline()
-        if answer != "ready\n":
-            raise RuntimeError(f"{pod_spec.name} did not take its head start: {answer!r} "
-                               f"(exit {pods[pod_spec.name].proc.poll()})")
+        wait_for_file(control / f"ready.{pod_spec.name}", "take its head start", pods[pod_spec.name], backend)
     sampler = Sampler(backend, pods, namespace)
     evictd_before = protector.stat()
     started = time.monotonic()
     sampler.start()
-    for pod_spec in pressure:
-        pods[pod_spec.name].send("grow")
+    (control / "grow").touch()
     relief: float | None = None
     capped_since: float | None = None
     while time.monotonic() - started < args.run_timeout_s:
         time.sleep(0.2)
         latest = sampler.cgroups[-1][1] if sampler.cgroups else {}
-        stopped = [p.name for p in pressure if pods[p.name].proc.poll() is not None
+        stopped = [p.name for p in pressure if backend.exit_code(pods[p.name]) is not None
                    or latest.get(p.name, (0, 1))[1] == 0]
         if stopped and relief is None:
             relief = time.monotonic()
@@ -353,7 +343,6 @@ def one_run(backend: StandIn, protector_name: str, spec: Workload, index: int, a
     evictd_after = protector.stat()
     sampler.stopping.set()
     sampler.join(timeout=5)
-    stopped_protector = protector.stop()
     kills = []
     for line in kmsg.lines():
         record = oom_kill_record(line)
@@ -368,23 +357,26 @@ def one_run(backend: StandIn, protector_name: str, spec: Workload, index: int, a
     daemon.kill()
     daemon.wait()
     beats = [float(x) for x in beats_path.read_text().split()] if beats_path.exists() else []
-    exits = {name: pod.proc.poll() for name, pod in pods.items()}
+    final = sampler.cgroups[-1][1] if sampler.cgroups else {}
+    exits = {name: backend.exit_code(pod) for name, pod in pods.items()}
+    terminated = {name: container_termination(sampler.last_seen.get(name)) for name in pods}
     evictions = []
     for eviction in sampler.evictions.values():
         evictions.append({**eviction, "at": eviction["at"] - started,
                           "asRanked": eviction["expected"] == eviction["pod"]})
     stopped_how: dict[str, str] = {}
-    for name, code in exits.items():
-        if code is None and name not in sampler.evictions:
-            continue
+    for name in pods:
+        code, ended_by = exits[name], terminated[name]
+        oom_killed = any(k["pod"] == name for k in kills)
         if name in sampler.evictions:
-            stopped_how[name] = "evicted"
-        elif any(k["pod"] == name for k in kills):
+            # Evicted, but the kernel killed it before whoever carries evictions out (the kubelet) stopped it.
+            stopped_how[name] = "evicted, OOM-killed first" if oom_killed else "evicted"
+        elif oom_killed:
             stopped_how[name] = "OOM-killed"
-        elif code == -15:
+        elif code == -15 or (ended_by or {}).get("exitCode") == 143:
             stopped_how[name] = "SIGTERM"
-        else:
-            stopped_how[name] = f"exit {code}"
+        elif code is not None or ended_by is not None or final.get(name, (0, 1))[1] == 0:
+            stopped_how[name] = f"exit {code if code is not None else (ended_by or {}).get('exitCode')}"
     # The growth the pressure pods achieved (the user-mode kernel may not fault pages in at the rate asked):
     # their summed working set from the first sample to its peak, over that time.
     sums = [(at, sum(figures.get(p.name, (0, 0))[0] for p in pressure)) for at, figures in sampler.cgroups]
@@ -394,6 +386,8 @@ def one_run(backend: StandIn, protector_name: str, spec: Workload, index: int, a
     for kill in kills:
         by_class[kill["class"]] = by_class.get(kill["class"], 0) + 1
     has_guaranteed = any(p.qos == "guaranteed" for p in spec.pods)
+    renewals = [h["renew"] for _, h in sampler.health if h.get("renew") is not None]
+    not_ready = sum(1 for _, h in sampler.health if h.get("ready") not in (None, "True"))
     backend.end_run()
     evictd = None
     if evictd_before is not None and evictd_after is not None and "cpuS" in evictd_after:
@@ -404,7 +398,7 @@ def one_run(backend: StandIn, protector_name: str, spec: Workload, index: int, a
     elif evictd_after is not None:
         evictd = {"aliveAtEnd": False, "exit": evictd_after["exit"]}
     return {
-        "backend": backend.name, "workload": spec.name, "protector": protector_name, "run": index,
+        "backend": backend.name, "workload": spec.name, "protector": protector.name, "run": index,
         "kernel": {"release": platform.release(), "version": platform.version(), "label": args.kernel_label,
                    "psi": Path("/proc/pressure/memory").exists()},
         "memTotalMib": mem_total // MiB, "startAvailableMib": args.start_available_mib,
@@ -416,10 +410,21 @@ def one_run(backend: StandIn, protector_name: str, spec: Workload, index: int, a
         "reliefS": None if relief is None else relief - started,
         "heartbeatMaxGapS": heartbeat_max_gap_s(beats, started, ended),
         "daemonAlive": daemon_alive,
-        "guaranteedAlive": exits.get("guaranteed") is None if has_guaranteed else None,
-        "evictd": evictd, "protectorEnd": stopped_protector,
-        "samplerErrors": sampler.errors[:5], "kubeletErrors": backend.node.kubelet_errors[:5],
+        "guaranteedAlive": "guaranteed" not in stopped_how if has_guaranteed else None,
+        "evictd": evictd,
+        "leaseRenewMaxGapS": lease_renew_max_gap_s(renewals) if sampler.health else None,
+        "notReadySamples": not_ready if sampler.health else None,
+        "samplerErrors": sampler.errors[:5], "backendErrors": backend.errors(),
     }
+
+
+def container_termination(manifest: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The first container's terminated state in the pod's last seen object (real backend), or None."""
+    for status in ((manifest or {}).get("status") or {}).get("containerStatuses") or []:
+        terminated = (status.get("state") or {}).get("terminated")
+        if terminated:
+            return {"exitCode": terminated.get("exitCode"), "reason": terminated.get("reason")}
+    return None
 
 
 def main() -> int:
@@ -433,36 +438,55 @@ def main() -> int:
     parser.add_argument("--kernel-label", default="")
     args = parser.parse_args()
     out = Path(os.environ["UML_OUT"])
-    if args.backend == "real":
-        (out / "guest-error.txt").write_text("the real backend is not built yet (bench/node_survival_guest.py)")
-        return 2
-    make_cgroup(KUBELET_UNIT)
-    (CGROUP / KUBELET_UNIT / "cgroup.procs").write_text(str(os.getpid()))
-    Path("/proc/self/oom_score_adj").write_text(str(KUBELET_OOM_SCORE_ADJ))
+    backend_class = BACKENDS[args.backend]
+    make_cgroup(backend_class.own_unit)
+    (CGROUP / backend_class.own_unit / "cgroup.procs").write_text(str(os.getpid()))
+    Path("/proc/self/oom_score_adj").write_text(str(ARENA_OOM_SCORE_ADJ))
     work = Path("/run/survival")
-    work.mkdir(parents=True)
-    backend = StandIn(work / "node")
     status = 0
     try:
-        mem_total_mib = meminfo()["MemTotal"] // MiB
-        for protector in args.protectors.split(","):
+        backend = backend_class(work / "node")
+    except Exception as exc:  # every run fails with it
+        for protector_name in args.protectors.split(","):
             for name in args.workloads.split(","):
                 for index in range(args.runs):
+                    write_record(out, {"backend": args.backend, "workload": name, "protector": protector_name,
+                                       "run": index, "error": f"{type(exc).__name__}: {exc}",
+                                       "traceback": traceback.format_exc()})
+        return 1
+    try:
+        mem_total_mib = meminfo()["MemTotal"] // MiB
+        for protector_name in args.protectors.split(","):
+            for name in args.workloads.split(","):
+                for index in range(args.runs):
+                    protector = None
                     try:
-                        result = one_run(backend, protector, workload(name, mem_total_mib), index, args, work)
+                        backend.use_protector(protector_name)  # (a kubelet restart only when it changes)
+                        protector = Protector(protector_name, backend, work / protector_name / f"{name}-{index}")
+                        result = one_run(backend, protector, workload(name, mem_total_mib), index, args,
+                                         work / protector_name)
+                        result["protectorEnd"] = protector.stop()
                     except Exception as exc:  # the run's failure is its record; the next runs go on
-                        result = {"backend": backend.name, "workload": name, "protector": protector, "run": index,
-                                  "error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()}
+                        result = {"backend": args.backend, "workload": name, "protector": protector_name,
+                                  "run": index, "error": f"{type(exc).__name__}: {exc}",
+                                  "traceback": traceback.format_exc()}
                         status = 1
                         with contextlib.suppress(Exception):
+                            if protector is not None:
+                                protector.stop()
+                        with contextlib.suppress(Exception):
                             backend.end_run()
-                    with open(out / "runs.jsonl", "a") as runs:
-                        runs.write(json.dumps(result, default=str) + "\n")
-                    print(f"[guest] {protector} {name} run {index}: "
-                          f"{'error' if 'error' in result else 'done'}", flush=True)
+                    write_record(out, result)
     finally:
         backend.close()
     return status
+
+
+def write_record(out: Path, record: dict[str, Any]) -> None:
+    with open(out / "runs.jsonl", "a") as runs:
+        runs.write(json.dumps(record, default=str) + "\n")
+    print(f"[guest] {record['protector']} {record['workload']} run {record['run']}: "
+          f"{record.get('error', 'done')}", flush=True)
 
 
 if __name__ == "__main__":

@@ -59,10 +59,12 @@ def pod_uid_of(cgroup: str) -> str | None:
 def victim_class(cgroup: str) -> str:
     """The class of whatever lives in `cgroup` (a task_memcg path, leading slash or not)."""
     parts = [part for part in cgroup.split("/") if part]
-    if parts and parts[0] in ("kubepods", "kubepods.slice") and pod_uid_of(cgroup):
-        if any("besteffort" in part for part in parts[1:3]):
+    # The pods cgroup may sit below the kubelet's cgroupRoot (the real backend's /evictd-rk-<id>/kubepods).
+    top = next((i for i, part in enumerate(parts) if part in ("kubepods", "kubepods.slice")), None)
+    if top is not None and pod_uid_of(cgroup):
+        if any("besteffort" in part for part in parts[top + 1:top + 3]):
             return BESTEFFORT
-        if any("burstable" in part for part in parts[1:3]):
+        if any("burstable" in part for part in parts[top + 1:top + 3]):
             return BURSTABLE
         return GUARANTEED
     for part in parts:
@@ -80,6 +82,15 @@ def heartbeat_max_gap_s(beats: Sequence[float], since: float, until: float) -> f
     gaps = [later - earlier for earlier, later in itertools.pairwise(window)]
     gaps.append(until - window[-1])
     return max(gaps)
+
+
+def lease_renew_max_gap_s(renewals: Sequence[float]) -> float | None:
+    """The largest step between the node Lease's successive renewTimes (epoch seconds, as sampled; a renewal
+    repeated by the sampler counts once); None with fewer than two distinct renewals."""
+    distinct = sorted(set(renewals))
+    if len(distinct) < 2:
+        return None
+    return max(later - earlier for earlier, later in itertools.pairwise(distinct))
 
 
 def low_memory_seconds(samples: Iterable[tuple[float, int]], mem_total_bytes: int) -> float:
@@ -102,6 +113,8 @@ FIGURES = (
     ("lowMemoryS", "s < 1% avail", "max"),
     ("reliefS", "s to relief", "max"),
     ("heartbeatMaxGapS", "daemon max gap s", "max"),
+    ("leaseRenewMaxGapS", "lease renew max gap s", "max"),
+    ("notReadySamples", "NotReady samples", "max"),
     ("evictdCpuS", "evictd CPU s", "max"),
     ("evictdMajorFaults", "evictd major faults", "max"),
 )
@@ -120,6 +133,8 @@ def run_figures(run: Mapping[str, Any]) -> dict[str, float | None]:
         "lowMemoryS": run["lowMemoryS"],
         "reliefS": run["reliefS"],
         "heartbeatMaxGapS": run["heartbeatMaxGapS"],
+        "leaseRenewMaxGapS": run.get("leaseRenewMaxGapS"),
+        "notReadySamples": run.get("notReadySamples"),
         "evictdCpuS": (run.get("evictd") or {}).get("cpuS"),
         "evictdMajorFaults": (run.get("evictd") or {}).get("majorFaults"),
     }

@@ -36,22 +36,27 @@ MiB = 1 << 20
 
 # The workload of every pod: anonymous memory at a steady rate to a cap, then held.
 GROWER = r"""
-# argv: HEAD_START_MIB RATE_MIB_PER_S CAP_MIB (0: no cap). On a line on stdin ("go") takes the head start at
-# once and answers "ready"; on the next ("grow") grows at the rate in chunks of 50 ms worth (at least 1 MiB)
-# and holds at the cap.
-import mmap, sys, time
+# argv: HEAD_START_MIB RATE_MIB_PER_S CAP_MIB (0: no cap) CONTROL_FOLDER NAME. Once CONTROL_FOLDER/go.NAME exists,
+# takes the head start at once and creates CONTROL_FOLDER/ready.NAME; once CONTROL_FOLDER/grow exists, grows at
+# the rate in chunks of 50 ms worth (at least 1 MiB) and holds at the cap. (Files, not a pipe: a container
+# started by the real kubelet has no pipe to the arena; the folder is on the node, seen through a hostPath.)
+import mmap, os, sys, time
 MiB = 1 << 20
 head, rate, cap = (float(word) for word in sys.argv[1:4])
+control, name = sys.argv[4:6]
+def wait_for(path):
+    while not os.path.exists(os.path.join(control, path)):
+        time.sleep(0.02)
 held, total = [], 0.0
 def take(mib):
     global total
     held.append(mmap.mmap(-1, int(mib * MiB), flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | mmap.MAP_POPULATE))
     total += mib
-sys.stdin.readline()
+wait_for("go." + name)
 if head > 0:
     take(head)
-print("ready", flush=True)
-sys.stdin.readline()
+open(os.path.join(control, "ready." + name), "w").close()
+wait_for("grow")
 start, chunk = time.monotonic(), max(1.0, rate * 0.05)
 while True:
     due = head + rate * (time.monotonic() - start)

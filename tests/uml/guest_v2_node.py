@@ -49,6 +49,7 @@ CGROUP = Path("/sys/fs/cgroup")
 MiB = 1 << 20
 NODE = "uml-node"
 NAMESPACE = "v2"
+GUARANTEED_CPU = "100m"
 # The pods cgroup's limit: the node's allocatable memory as the kubelet would set it.
 ALLOCATABLE = 320 * MiB
 HARD_MIB, SOFT_MIB = 60, 140
@@ -191,9 +192,11 @@ class Node:
             cg_write(pod.container, "memory.max", str(container_max))
         if limit_mib is not None:
             cg_write(pod.cgroup, "memory.max", str(limit_mib * MiB))
-        manifest = pod_manifest(name, self.namespace, node_name=NODE,
-                                requests={"memory": f"{request_mib}Mi"} if request_mib is not None else None,
-                                limits={"memory": f"{limit_mib}Mi"} if limit_mib is not None else None)
+        requests = {"memory": f"{request_mib}Mi"} if request_mib is not None else {}
+        limits = {"memory": f"{limit_mib}Mi"} if limit_mib is not None else {}
+        if qos == "guaranteed":  # requests equal to limits for cpu too, or the API would call it Burstable
+            requests["cpu"] = limits["cpu"] = GUARANTEED_CPU
+        manifest = pod_manifest(name, self.namespace, node_name=NODE, requests=requests, limits=limits)
         manifest["metadata"]["uid"] = uid
         self.api.store.create_pod(manifest)
         procs = CGROUP / pod.container / "cgroup.procs"

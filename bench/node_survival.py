@@ -52,6 +52,8 @@ $EVICTD_REPO/tests/kube:$EVICTD_REPO/tests/cluster:$EVICTD_REPO/tests/cri:$EVICT
 guest_log "node survival: {args}"
 "$EVICTD_PYTHON" {guest} {args} > "$UML_OUT/guest.log" 2>&1
 echo "$?" > "$UML_OUT/guest-exit"
+mkdir -p "$UML_OUT/components"  # the real cluster's component logs (kubelet, kube-apiserver, ...), kept
+cp /run/survival/node/rk/run/*.log "$UML_OUT/components/" 2>/dev/null
 """
 # Per run: set-up (pods, protector) and settling about 20 s, the run itself up to --run-timeout-s.
 SETUP_S = 30.0

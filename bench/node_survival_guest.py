@@ -131,6 +131,7 @@ class Protector:
 
     def __init__(self, name: str, backend: Any, work: Path) -> None:
         self.name = name
+        self.work = work
         work.mkdir(parents=True, exist_ok=True)
         self.evictd: EvictdProcess | None = None
         self.earlyoom: subprocess.Popen[bytes] | None = None
@@ -161,9 +162,14 @@ class Protector:
 
     def stop(self) -> dict[str, Any]:
         if self.evictd is not None:
-            with contextlib.suppress(Exception):
+            try:
                 return {"evictdExit": self.evictd.stop()}
-            self.evictd.process.kill()
+            except Exception:  # a hung stop: killed below
+                self.evictd.process.kill()
+            finally:
+                # evictd's own log events, kept to diagnose a run (never read for its outcomes).
+                kept = Path(os.environ["UML_OUT"]) / f"evictd-{self.work.parent.name}-{self.work.name}.jsonl"
+                kept.write_text("".join(json.dumps(e, default=str) + "\n" for e in self.evictd.events))
         if self.earlyoom is not None:
             alive = self.earlyoom.poll() is None
             self.earlyoom.terminate()

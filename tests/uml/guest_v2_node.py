@@ -49,6 +49,7 @@ CGROUP = Path("/sys/fs/cgroup")
 MiB = 1 << 20
 NODE = "uml-node"
 NAMESPACE = "v2"
+GUARANTEED_CPU = "100m"
 # The pods cgroup's limit: the node's allocatable memory as the kubelet would set it.
 ALLOCATABLE = 320 * MiB
 HARD_MIB, SOFT_MIB = 60, 140
@@ -71,7 +72,8 @@ for line in iter(sys.stdin.readline, ""):
 
 @dataclass
 class PodLayout:
-    """Where the kubelet's cgroup driver puts the pods cgroup, a burstable pod and its container."""
+    """Where the kubelet's cgroup driver puts the pods cgroup, a pod of each QoS class and its container
+    (pkg/kubelet/cm: a Guaranteed pod sits right under the pods cgroup, the others under their class's)."""
 
     driver: str
 
@@ -79,15 +81,17 @@ class PodLayout:
     def pods(self) -> str:
         return "kubepods" if self.driver == "cgroupfs" else "kubepods.slice"
 
-    def pod(self, uid: str) -> str:
+    def pod(self, uid: str, qos: str = "burstable") -> str:
         if self.driver == "cgroupfs":
-            return f"kubepods/burstable/pod{uid}"
-        return (f"kubepods.slice/kubepods-burstable.slice/"
-                f"kubepods-burstable-pod{uid.replace('-', '_')}.slice")
+            return f"kubepods/pod{uid}" if qos == "guaranteed" else f"kubepods/{qos}/pod{uid}"
+        unit = uid.replace("-", "_")
+        if qos == "guaranteed":
+            return f"kubepods.slice/kubepods-pod{unit}.slice"
+        return f"kubepods.slice/kubepods-{qos}.slice/kubepods-{qos}-pod{unit}.slice"
 
-    def container(self, uid: str, container_id: str) -> str:
+    def container(self, uid: str, container_id: str, qos: str = "burstable") -> str:
         name = container_id if self.driver == "cgroupfs" else f"cri-containerd-{container_id}.scope"
-        return f"{self.pod(uid)}/{name}"
+        return f"{self.pod(uid, qos)}/{name}"
 
 
 def cg_write(cgroup: str, name: str, value: str) -> None:
@@ -148,39 +152,58 @@ class Pod:
 class Node:
     """The guest node: cgroups of one driver, the test API server, the stand-in kubelet, the kernel sampler."""
 
-    def __init__(self, driver: str, work: Path) -> None:
+    def __init__(self, driver: str, work: Path, *, allocatable_bytes: int | None = ALLOCATABLE,
+                 sample: bool = True, namespace: str = NAMESPACE) -> None:
+        """`allocatable_bytes` is the pods cgroup's memory.max (None: no limit, as a kubelet with nothing
+        reserved); `sample` starts the kernel sampler (`samples`, every SAMPLE_PERIOD_S); pods are made in
+        `namespace` (an attribute: set it before the pods of another run)."""
         self.layout = PodLayout(driver)
         self.work = work
+        self.namespace = namespace
         self.pods: dict[str, Pod] = {}
         make_cgroup(self.layout.pods + "/x")
         os.rmdir(CGROUP / self.layout.pods / "x")
-        cg_write(self.layout.pods, "memory.max", str(ALLOCATABLE))
+        if allocatable_bytes is not None:
+            cg_write(self.layout.pods, "memory.max", str(allocatable_bytes))
         self.api = ApiServer(work / "apiserver").start()
         self.api.store.create_node(node_manifest(NODE))
         self.deleted: dict[str, float] = {}
         self.kubelet_errors: list[str] = []
         self.samples: list[dict[str, Any]] = []
         self._stop = threading.Event()
-        self._threads = [threading.Thread(target=self._kubelet, daemon=True),
-                         threading.Thread(target=self._sample, daemon=True)]
+        self._threads = [threading.Thread(target=self._kubelet, daemon=True)]
+        if sample:
+            self._threads.append(threading.Thread(target=self._sample, daemon=True))
         for thread in self._threads:
             thread.start()
 
-    def add_pod(self, name: str, request_mib: int, container_max: int | None = None, *,
-                script: str = CHILD_SCRIPT) -> Pod:
+    def add_pod(self, name: str, request_mib: int | None, container_max: int | None = None, *,
+                script: str = CHILD_SCRIPT, args: tuple[str, ...] = (), qos: str = "burstable",
+                limit_mib: int | None = None, oom_score_adj: int | None = None) -> Pod:
+        """A pod of QoS class `qos` (its cgroup where the kubelet puts that class) with one process running
+        `script` with `args`, which joins its container cgroup (and takes `oom_score_adj`, as the kubelet
+        gives a container's processes) before it allocates anything. `limit_mib` is the pod's memory limit,
+        in its API object and as the pod cgroup's memory.max."""
         uid = str(uuid.uuid4())
         container_id = uuid.uuid4().hex + uuid.uuid4().hex
-        pod = Pod(name, uid, self.layout.pod(uid), self.layout.container(uid, container_id))
+        pod = Pod(name, uid, self.layout.pod(uid, qos), self.layout.container(uid, container_id, qos))
         make_cgroup(pod.container)
         if container_max is not None:
             cg_write(pod.container, "memory.max", str(container_max))
-        manifest = pod_manifest(name, NAMESPACE, node_name=NODE, requests={"memory": f"{request_mib}Mi"})
+        if limit_mib is not None:
+            cg_write(pod.cgroup, "memory.max", str(limit_mib * MiB))
+        requests = {"memory": f"{request_mib}Mi"} if request_mib is not None else {}
+        limits = {"memory": f"{limit_mib}Mi"} if limit_mib is not None else {}
+        if qos == "guaranteed":  # requests equal to limits for cpu too, or the API would call it Burstable
+            requests["cpu"] = limits["cpu"] = GUARANTEED_CPU
+        manifest = pod_manifest(name, self.namespace, node_name=NODE, requests=requests, limits=limits)
         manifest["metadata"]["uid"] = uid
         self.api.store.create_pod(manifest)
         procs = CGROUP / pod.container / "cgroup.procs"
-        # The process joins its container cgroup before it allocates anything.
+        adjust = "" if oom_score_adj is None else f" && echo {oom_score_adj} > /proc/self/oom_score_adj"
         pod.proc = subprocess.Popen(
-            ["sh", "-c", f'echo $$ > {procs} && exec "$0" -c "$1"', sys.executable, script],
+            ["sh", "-c", f'echo $$ > {procs}{adjust} && script="$1" && shift && exec "$0" -c "$script" "$@"',
+             sys.executable, script, *args],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         self.pods[uid] = pod
         return pod
@@ -188,7 +211,7 @@ class Node:
     def _kubelet(self) -> None:
         """What the kubelet does with a pod being deleted: kill its processes, remove its cgroups, finish."""
         while not self._stop.is_set():
-            for stored in self.api.store.pods(NAMESPACE):
+            for stored in self.api.store.pods(self.namespace):
                 meta = stored["metadata"]
                 pod = self.pods.get(meta["uid"])
                 if meta.get("deletionTimestamp") and pod is not None and meta["uid"] not in self.deleted:
@@ -199,7 +222,7 @@ class Node:
                             pod.proc.wait()
                         for path in (pod.container, pod.cgroup):
                             remove_cgroup(path)
-                        self.api.store.finish_deletion(NAMESPACE, meta["name"])
+                        self.api.store.finish_deletion(self.namespace, meta["name"])
                     except Exception as exc:  # reported in the scenario's result, the loop goes on
                         self.kubelet_errors.append(f"{meta['name']}: {type(exc).__name__}: {exc}")
             time.sleep(0.05)
@@ -214,10 +237,8 @@ class Node:
     def first_sample(self, since: float, predicate: Callable[[dict[str, Any]], bool]) -> dict[str, Any] | None:
         return next((s for s in list(self.samples) if s["wall"] >= since and predicate(s)), None)
 
-    def close(self) -> None:
-        self._stop.set()
-        for thread in self._threads:
-            thread.join(timeout=5)
+    def remove_pods(self) -> None:
+        """End every pod's processes, remove its cgroups and its API object (what is left of a run)."""
         for pod in self.pods.values():
             if pod.uid not in self.deleted and (CGROUP / pod.cgroup).exists():
                 cg_write(pod.cgroup, "cgroup.kill", "1")
@@ -225,6 +246,16 @@ class Node:
                     pod.proc.wait()
                 for path in (pod.container, pod.cgroup):
                     remove_cgroup(path)
+        for stored in self.api.store.pods():
+            with contextlib.suppress(Exception):  # already gone: the stand-in kubelet finished it
+                self.api.store.delete_pod(stored["metadata"]["namespace"], stored["metadata"]["name"], 0)
+        self.pods.clear()
+
+    def close(self) -> None:
+        self._stop.set()
+        for thread in self._threads:
+            thread.join(timeout=5)
+        self.remove_pods()
         self.api.stop()
 
 

@@ -53,8 +53,15 @@ class GuestRun:
         return json.loads(self.text(name))
 
 
-def uml_kernel() -> tuple[Path, Path]:
-    """The kernel binary and its module folder, as provision-uml.sh left them; AssertionError when absent."""
+def uml_kernel(kernel: Path | None = None) -> tuple[Path, Path]:
+    """The kernel binary and its module folder, as provision-uml.sh left them (or `kernel`, another user-mode
+    kernel, with the `modules` folder beside it when it has one, else the provisioned kernel's modules);
+    AssertionError when absent."""
+    if kernel is not None:
+        if not kernel.exists():
+            raise AssertionError(f"no user-mode Linux kernel at {kernel}")
+        beside = kernel.parent / "modules"
+        return kernel, beside if beside.is_dir() else UML_CACHE / "modules"
     kernel, modules = UML_CACHE / "linux.uml", UML_CACHE / "modules"
     if not (kernel.exists() and modules.is_dir()):
         raise AssertionError(
@@ -71,13 +78,15 @@ def boot_guest(
     mem_mib: int = DEFAULT_MEM_MIB,
     timeout_s: float = DEFAULT_TIMEOUT_S,
     env: dict[str, str] | None = None,
+    kernel: Path | None = None,
 ) -> GuestRun:
     """Boots a guest whose init runs `body` after the prelude; returns once it halted (or `timeout_s` passed).
 
     `env` reaches the init as environment variables through the kernel command line, so its values may hold
     no white space. The guest sees EVICTD_PYTHON (this interpreter, with evictd installed) and EVICTD_REPO.
+    `kernel` is another user-mode kernel than the provisioned one (`uml_kernel`).
     """
-    kernel, modules = uml_kernel()
+    kernel, modules = uml_kernel(kernel)
     out.mkdir(parents=True, exist_ok=True)
     init = out / "init.sh"
     init.write_text(f"#!/bin/sh\n. {PRELUDE}\n{body}\n", encoding="utf-8")

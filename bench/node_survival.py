@@ -1,0 +1,157 @@
+"""Node survival: does the node live under memory pressure, and who pays? (issue #36, items 1, 2 and 6)
+
+A matrix of cells (backend x workload x protector), each run N times inside user-mode Linux guests on cgroup
+v2, with node-sized memory (--mem-mib, 2560). One guest boot per protector (its runs of every workload one after
+the other in that boot, to save boot time; --one-boot puts every protector in one boot: on the real backend one
+cluster start for all, the kubelet restarted with each protector's eviction settings). The guest side,
+bench/node_survival_guest.py, says what the node, the protectors and the records are;
+bench/node_survival_workloads.py what the workloads are; bench/node_survival_outcomes.py how the figures are
+read. Outcomes come from the guest kernel (its ``oom-kill:`` records, exit statuses, cgroups, /proc/meminfo)
+and the API server (the pods' objects), never from evictd's logs.
+
+Backends (bench/node_survival_nodes.py): ``stand-in`` (no kube binaries: the test API server and a stand-in
+kubelet that carries deletions out; pods are real processes in the kubelet's cgroup layout); ``real`` (the
+real kube-apiserver, kubelet v1.36.2 and containerd in the guest, binaries from EVICTD_K8S_BIN; pods created
+through the API server with spec.nodeName; --mem-mib 3072 leaves the cluster's ~500 MiB beside a node).
+Protectors: kernel, evictd, earlyoom on both; kubelet-defaults and kubelet-same on the real backend only.
+
+Output: one JSON line per run in <out>/<backend>-<protector>/runs.jsonl, every run in <out>/runs.jsonl, and the
+table (median / worst over the runs of each cell) on stdout and in <out>/table.md, with the guest kernel and
+this machine's CPUs and load average before and after.
+
+    .venv/bin/python bench/node_survival.py --out /work/arena-out/m1 [--backend stand-in]
+        [--protectors kernel,evictd,earlyoom] [--workloads be-slow,be-fast,many-small] [--runs 5]
+        [--kernel /var/tmp/evictd-uml/linux.uml] [--mem-mib 2560] [--start-available-mib 600]
+
+The output folder must not be under /tmp or /var/tmp: the guest mounts tmpfs over them (tests/uml/README).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+BENCH = Path(__file__).resolve().parent
+sys.path[:0] = [str(BENCH.parent / "tests" / "uml")]
+from node_survival_outcomes import cell_rows, markdown_table  # noqa: E402
+from uml_guest import REPO, GuestRun, boot_guest  # noqa: E402
+
+GUEST_MEM_MIB = 2560
+GUEST = BENCH / "node_survival_guest.py"
+BODY = """
+export PYTHONPATH="$EVICTD_REPO/src:$EVICTD_REPO/bench:$EVICTD_REPO/tests/uml:$EVICTD_REPO/tests/daemon:\
+$EVICTD_REPO/tests/kube:$EVICTD_REPO/tests/cluster:$EVICTD_REPO/tests/cri:$EVICTD_REPO/tests"
+{node_setup}
+guest_log "node survival: {args}"
+"$EVICTD_PYTHON" {guest} {args} > "$UML_OUT/guest.log" 2>&1
+echo "$?" > "$UML_OUT/guest-exit"
+mkdir -p "$UML_OUT/components"  # the real cluster's component logs (kubelet, kube-apiserver, ...), kept
+cp /run/survival/node/rk/run/*.log "$UML_OUT/components/" 2>/dev/null
+"""
+# Per run: set-up (pods, protector) and settling about 20 s, the run itself up to --run-timeout-s.
+SETUP_S = 30.0
+BOOT_S = 60.0
+CLUSTER_START_S = 300.0  # the real cluster in the guest: node Ready 56-86 s after boot, more under load
+NODE_SETUP = REPO / "tests" / "uml" / "guest-node.sh"
+
+
+def host_load() -> str:
+    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+
+
+def run_boot(out: Path, *, backend: str, protectors: Sequence[str], workloads: Sequence[str], runs: int,
+             kernel: Path | None, mem_mib: int, start_available_mib: int,
+             run_timeout_s: float) -> tuple[GuestRun, list[dict[str, Any]]]:
+    """One guest boot running every (protector, workload, run) given; returns the boot and its runs' records.
+
+    A run that failed in the guest is in the list with its "error" and "traceback"; a guest that wrote
+    nothing fails here (AssertionError with the end of its output)."""
+    label = str(kernel) if kernel else "provisioned (tests/uml/provision-uml.sh)"
+    args = ["--backend", backend, "--protectors", ",".join(protectors), "--workloads", ",".join(workloads),
+            "--runs", str(runs), "--start-available-mib", str(start_available_mib),
+            "--run-timeout-s", str(run_timeout_s), "--kernel-label", label.replace(" ", "_")]
+    env: dict[str, str] = {}
+    node_setup = ""
+    if backend == "real":
+        # What a kubelet needs of the guest (tests/uml/guest-node.sh), the kube binaries (fails here, saying how
+        # to get them, when they are missing), etcd fetched on this host first: the guest has no network.
+        sys.path[:0] = [str(REPO / "tests" / "cluster"), str(REPO / "tests" / "cri"), str(REPO / "tests")]
+        from real_cluster import BIN_ENV, etcd_binary, k8s_bin_dir
+
+        env[BIN_ENV] = str(k8s_bin_dir())
+        etcd_binary()
+        node_setup = f". {shlex.quote(str(NODE_SETUP))}"
+    body = BODY.format(guest=shlex.quote(str(GUEST)), args=shlex.join(args), node_setup=node_setup)
+    per_boot = BOOT_S + (CLUSTER_START_S if backend == "real" else 0)
+    timeout = per_boot + len(protectors) * len(workloads) * runs * (SETUP_S + run_timeout_s)
+    boot = boot_guest(body, out, mem_mib=mem_mib, timeout_s=timeout, kernel=kernel, env=env)
+    path = out / "runs.jsonl"
+    if not path.exists():
+        raise AssertionError(f"the guest wrote no runs; its output ends:\n{_tail(out / 'guest.log')}\n"
+                             f"console:\n{boot.console[-3000:]}")
+    records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return boot, records
+
+
+def _tail(path: Path, chars: int = 4000) -> str:
+    return path.read_text(errors="replace")[-chars:] if path.exists() else f"({path.name} not written)"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--backend", default="stand-in", choices=("stand-in", "real"))
+    parser.add_argument("--protectors", default="kernel,evictd,earlyoom")
+    parser.add_argument("--workloads", default="be-slow,be-fast,many-small")
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--kernel", type=Path, default=None, help="a user-mode kernel (default: the provisioned one)")
+    parser.add_argument("--mem-mib", type=int, default=GUEST_MEM_MIB)
+    parser.add_argument("--start-available-mib", type=int, default=600,
+                        help="the pressure pods take what is available beyond this at once (the head start)")
+    parser.add_argument("--run-timeout-s", type=float, default=180.0)
+    parser.add_argument("--one-boot", action="store_true", help="every protector in one guest boot")
+    args = parser.parse_args()
+    if str(args.out.resolve()).startswith(("/tmp/", "/var/tmp/")):
+        parser.error("--out under /tmp or /var/tmp is hidden from the guest by its tmpfs; use another folder")
+    protectors = args.protectors.split(",")
+    groups = [protectors] if args.one_boot else [[p] for p in protectors]
+    load_before, started = host_load(), time.monotonic()
+    records: list[dict[str, Any]] = []
+    for group in groups:
+        folder = args.out / f"{args.backend}-{'-'.join(group)}"
+        _, found = run_boot(folder, backend=args.backend, protectors=group, workloads=args.workloads.split(","),
+                            runs=args.runs, kernel=args.kernel, mem_mib=args.mem_mib,
+                            start_available_mib=args.start_available_mib, run_timeout_s=args.run_timeout_s)
+        records += found
+        print(f"boot {folder.name}: {len(found)} runs, load {host_load()}", flush=True)
+    with open(args.out / "runs.jsonl", "w") as everything:
+        everything.writelines(json.dumps(r) + "\n" for r in records)
+    good = [r for r in records if "error" not in r]
+    failed = [r for r in records if "error" in r]
+    kernels = sorted({f"{r['kernel']['release']} ({r['kernel']['label']}, PSI {'yes' if r['kernel']['psi'] else 'no'})"
+                      for r in good})
+    header = (f"node survival, backend {args.backend}, guest {args.mem_mib} MiB, head start to "
+              f"{args.start_available_mib} MiB available, {args.runs} runs per cell\n"
+              f"guest kernel: {', '.join(kernels) or '?'}\n"
+              f"host: {os.cpu_count()} CPUs, load average {load_before} before, {host_load()} after "
+              f"({time.monotonic() - started:.0f} s)\n"
+              f"figures: median / worst over the runs\n")
+    table = header + "\n" + markdown_table(cell_rows(good))
+    if failed:
+        table += "\nfailed runs:\n" + "".join(f"- {r['protector']} {r['workload']} {r['run']}: {r['error']}\n"
+                                              for r in failed)
+    (args.out / "table.md").write_text(table)
+    print(table)
+    print(f"repository: {REPO}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

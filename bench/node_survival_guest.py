@@ -1,0 +1,499 @@
+"""Guest side of the node-survival arena (bench/node_survival.py boots the guest and runs this as its work).
+
+``python node_survival_guest.py --backend stand-in --protectors kernel,evictd --workloads be-slow --runs 1``
+runs every (protector, workload, run) in turn inside one cgroup v2 guest and appends one JSON document per run
+to ``$UML_OUT/runs.jsonl`` as soon as the run ends (a guest that dies mid-way keeps what it finished).
+
+The node: bench/node_survival_nodes.py (``--backend stand-in``: the test API server and a stand-in kubelet;
+``--backend real``: the real kubelet, containerd and API server in the guest). The pods cgroup has no memory
+limit of the arena's making (a kubelet with nothing reserved sets it to the node's capacity).
+
+Protectors (each started after the pods, before the workload's pressure):
+* ``kernel``: nobody evicts (on the real backend the kubelet's thresholds are 0 %); the kernel's OOM killer alone.
+* ``kubelet-defaults``, ``kubelet-same`` (real backend only): the kubelet's own eviction with its defaults
+  (``memory.available<100Mi``) or with evictd's shipped thresholds; no evictd.
+* ``evictd``: ``evictd run`` with config/kubelet-config.yaml and config/evictd-config.yaml as shipped (hard
+  ``memory.available<200Mi``, soft ``<500Mi`` for 90 s, ``allocatableMemory.available`` copied by
+  ``enforceNodeAllocatable: [pods]``, 10 s housekeeping, the memory watch on, memory locked), unscaled; the
+  kubelet's thresholds 0 %; changed only where the guest differs from a node: ``cgroupDriver: cgroupfs`` (no
+  systemd in the guest), its node name, kubeconfig (the real backend: its DaemonSet identity's token), state
+  and kubelet folders, the container runtime (none on the stand-in). It runs in
+  ``system.slice/evictd.service`` with oom_score_adj -999, as deploy/systemd/evictd.service gives it.
+* ``earlyoom``: Debian's earlyoom with Debian's arguments (/etc/default/earlyoom: ``-r 3600``; its default
+  thresholds are percentages of the guest's memory, 10 % SIGTERM and 5 % SIGKILL, so they scale by
+  themselves), in ``system.slice/earlyoom.service`` with its unit's ``MemoryMax=50M``.
+
+What each run records (bench/node_survival_outcomes.py reads it): the kernel's ``oom-kill:`` records from
+/dev/kmsg, the pods' API objects every 100 ms (an eviction: a deletionTimestamp, reason Evicted, a
+DisruptionTarget condition, or the object gone), MemAvailable and every pod cgroup's working set and its
+container cgroup's ``pids.current`` every 100 ms, the system daemon's heartbeats, each pod process's exit
+status (stand-in) or container status (real), evictd's /proc/<pid>/stat, and on the real backend the node
+Lease's renewTime and the Node's Ready condition every second. The pod the kubelet's ranking names at an
+eviction is computed with evictd's own core ranking (`evictd.core.ranking.rank_pods`, memory) over the run's
+pods' API objects and their working sets of the last sample before the eviction was seen (up to 100 ms older
+than what the evicter read; pods of other namespaces, such as the real backend's identity pod, left out).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import platform
+import subprocess
+import sys
+import threading
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+import yaml
+from evictd_process import EvictdProcess
+from guest_v2_node import CGROUP, make_cgroup, meminfo
+from node_survival_nodes import BACKENDS, PodHandle, grower_argv, join_unit
+from node_survival_outcomes import (
+    heartbeat_max_gap_s,
+    lease_renew_max_gap_s,
+    low_memory_seconds,
+    oom_kill_record,
+    pod_uid_of,
+    victim_class,
+)
+from node_survival_workloads import HEARTBEAT, Workload, workload
+
+from evictd.core.fs_layout import FsLayout
+from evictd.core.pod_parser import pod_from_dict
+from evictd.core.ranking import rank_pods
+from evictd.core.signals import Signal
+from evictd.core.summary import MemoryStats, PodReference, PodStats
+
+REPO = Path(__file__).resolve().parents[1]
+MiB = 1 << 20
+SAMPLE_PERIOD_S = 0.1
+SETTLE_S = 5.0  # after relief: what else happens (a second eviction, a late OOM kill)
+EVICTD_READY_S = 60.0
+EVICTD_UNIT = "system.slice/evictd.service"
+DAEMON_UNIT, EARLYOOM_UNIT = "system.slice/heartbeat.service", "system.slice/earlyoom.service"
+ARENA_OOM_SCORE_ADJ = -999  # the kubelet's own (pkg/kubelet/qos: KubeletOOMScoreAdj): the stand-in kubelet's
+HEALTH_PERIOD_S = 1.0
+EVICTD_OOM_SCORE_ADJ = -999  # deploy/systemd/evictd.service OOMScoreAdjust=
+EARLYOOM_ARGS = ("-r", "3600")  # Debian's /etc/default/earlyoom
+EARLYOOM_MEMORY_MAX = 50 * MiB  # Debian's earlyoom.service MemoryMax=
+
+
+def proc_stat(pid: int) -> dict[str, float]:
+    """CPU seconds and page faults of `pid` from /proc/<pid>/stat (fields 10, 12, 14, 15 of proc(5))."""
+    text = Path(f"/proc/{pid}/stat").read_text()
+    rest = text[text.rindex(")") + 2:].split()
+    ticks = os.sysconf("SC_CLK_TCK")
+    return {"cpuS": (int(rest[11]) + int(rest[12])) / ticks, "minorFaults": int(rest[7]),
+            "majorFaults": int(rest[9])}
+
+
+class Kmsg:
+    """The kernel's log from now on (/dev/kmsg, read without blocking at the end of a run)."""
+
+    def __init__(self) -> None:
+        self.fd = os.open("/dev/kmsg", os.O_RDONLY | os.O_NONBLOCK)
+        os.lseek(self.fd, 0, os.SEEK_END)
+
+    def lines(self) -> list[str]:
+        found = []
+        while True:
+            try:
+                found.append(os.read(self.fd, 8192).decode(errors="replace").rstrip("\n"))
+            except BlockingIOError:
+                break
+            except BrokenPipeError:  # records overwritten before they were read: go on with the next
+                continue
+        os.close(self.fd)
+        return found
+
+
+def evictd_documents(work: Path, backend: Any) -> tuple[str, str]:
+    """The shipped configuration (config/), as a KubeletConfiguration body and an EvictdConfiguration body,
+    changed only where the guest is not a node (the module's docstring says where)."""
+    kubelet = yaml.safe_load((REPO / "config/kubelet-config.yaml").read_text())
+    evictd = yaml.safe_load((REPO / "config/evictd-config.yaml").read_text())
+    evictd.update({"stateDir": str(work / "state"), "kubeletRootDir": str(work / "kubelet"),
+                   "podLogsDir": str(work / "pod-logs"), "imageFsPath": str(work), "containerFsPath": str(work)})
+    backend.evictd_documents(kubelet, evictd)
+    for key in ("apiVersion", "kind", "metricsBindAddress", "logFormat"):  # EvictdProcess writes these
+        kubelet.pop(key, None)
+        evictd.pop(key, None)
+    return yaml.safe_dump(kubelet, sort_keys=False), yaml.safe_dump(evictd, sort_keys=False)
+
+
+class Protector:
+    """One protector's process (none for `kernel`), started before the pressure, stopped after the run."""
+
+    def __init__(self, name: str, backend: Any, work: Path) -> None:
+        self.name = name
+        self.work = work
+        work.mkdir(parents=True, exist_ok=True)
+        self.evictd: EvictdProcess | None = None
+        self.earlyoom: subprocess.Popen[bytes] | None = None
+        if name == "evictd":
+            kubelet, evictd = evictd_documents(work, backend)
+            wrapper = ("sh", "-c", join_unit(EVICTD_UNIT, EVICTD_OOM_SCORE_ADJ) + 'exec "$@"', "sh")
+            self.evictd = EvictdProcess(work, kubelet=kubelet, evictd=evictd, wrapper=wrapper)
+            self.evictd.wait_event("evictd started", timeout=EVICTD_READY_S)
+        elif name == "earlyoom":
+            prefix = join_unit(EARLYOOM_UNIT, 0)
+            (CGROUP / EARLYOOM_UNIT / "memory.max").write_text(str(EARLYOOM_MEMORY_MAX))
+            log = open(work / "earlyoom.log", "wb")  # noqa: SIM115 (closed with the process, in stop)
+            self.earlyoom = subprocess.Popen(["sh", "-c", prefix + "exec earlyoom " + " ".join(EARLYOOM_ARGS)],
+                                             stdout=log, stderr=subprocess.STDOUT)
+            self._log = log
+            time.sleep(1.0)  # its first poll
+            if self.earlyoom.poll() is not None:
+                raise RuntimeError(f"earlyoom exited {self.earlyoom.returncode}: {(work / 'earlyoom.log').read_text()}")
+        elif name not in ("kernel", "kubelet-defaults", "kubelet-same"):
+            raise KeyError(f"unknown protector {name!r} for this backend")
+
+    def stat(self) -> dict[str, Any] | None:
+        if self.evictd is None:
+            return None
+        alive = self.evictd.process.poll() is None
+        figures: dict[str, Any] = proc_stat(self.evictd.process.pid) if alive else {}
+        return {**figures, "alive": alive, "exit": self.evictd.process.returncode}
+
+    def stop(self) -> dict[str, Any]:
+        if self.evictd is not None:
+            try:
+                return {"evictdExit": self.evictd.stop()}
+            except Exception:  # a hung stop: killed below
+                self.evictd.process.kill()
+            finally:
+                # evictd's own log events, kept to diagnose a run (never read for its outcomes).
+                kept = Path(os.environ["UML_OUT"]) / f"evictd-{self.work.parent.name}-{self.work.name}.jsonl"
+                kept.write_text("".join(json.dumps(e, default=str) + "\n" for e in self.evictd.events))
+        if self.earlyoom is not None:
+            alive = self.earlyoom.poll() is None
+            self.earlyoom.terminate()
+            self.earlyoom.wait()
+            self._log.close()
+            return {"earlyoomAliveAtEnd": alive}
+        return {}
+
+
+class Sampler:
+    """Two threads: the kernel's figures (MemAvailable, every pod cgroup's working set and its container's
+    pids.current) every SAMPLE_PERIOD_S; the API server's (the pods' objects, with the first moment each was
+    seen evicted and the pod the ranking named then; the node's health every HEALTH_PERIOD_S) as often as the
+    API server answers, at most every SAMPLE_PERIOD_S. Apart, so that a slow API request (the real API server
+    in a loaded guest) does not thin out the kernel's figures."""
+
+    def __init__(self, backend: Any, pods: dict[str, PodHandle], namespace: str) -> None:
+        self.backend, self.pods, self.namespace = backend, pods, namespace
+        self.health: list[tuple[float, dict[str, Any]]] = []
+        self._health_due = 0.0
+        self.memory: list[tuple[float, int]] = []
+        self.cgroups: list[tuple[float, dict[str, tuple[int, int]]]] = []
+        self.evictions: dict[str, dict[str, Any]] = {}
+        self.last_seen: dict[str, dict[str, Any]] = {}
+        self.errors: list[str] = []
+        self.stopping = threading.Event()
+        self._threads = [threading.Thread(target=self._loop, args=(self.sample_kernel,), daemon=True),
+                         threading.Thread(target=self._loop, args=(self.sample_api,), daemon=True)]
+
+    def start(self) -> None:
+        self.sample_kernel()  # a first figure before the API's
+        for thread in self._threads:
+            thread.start()
+
+    def join(self, timeout: float) -> None:
+        for thread in self._threads:
+            thread.join(timeout=timeout)
+
+    def _loop(self, sample: Any) -> None:
+        while not self.stopping.is_set():
+            try:
+                sample()
+            except Exception as exc:  # recorded in the run's JSON; sampling goes on
+                self.errors.append(f"{type(exc).__name__}: {exc}")
+            time.sleep(SAMPLE_PERIOD_S)
+
+    def sample_kernel(self) -> None:
+        now = time.monotonic()
+        self.memory.append((now, meminfo()["MemAvailable"]))
+        self.cgroups.append((now, {name: pod_cgroup_figures(pod) for name, pod in self.pods.items()}))
+
+    def sample_api(self) -> None:
+        now = time.monotonic()
+        if now >= self._health_due:
+            self._health_due = now + HEALTH_PERIOD_S
+            health = self.backend.node_health()
+            if health is not None:
+                self.health.append((now, health))
+        seen = {p["metadata"]["name"]: p for p in self.backend.api_pods()}
+        now = time.monotonic()
+        for name in self.pods:
+            manifest = seen.get(name)
+            if name in self.evictions:
+                continue
+            if manifest is None and name in self.last_seen:
+                self.evicted(name, now, self.last_seen[name], gone=True)
+            elif manifest is not None and is_evicted(manifest):
+                self.evicted(name, now, manifest, gone=False)
+        self.last_seen.update(seen)
+
+    def evicted(self, name: str, now: float, manifest: dict[str, Any], *, gone: bool) -> None:
+        """Record an eviction of `name` first seen at `now`, and the pod the kubelet's ranking names among the
+        pods still running (their last sample before this one)."""
+        figures = self.cgroups[-2][1] if len(self.cgroups) > 1 else self.cgroups[-1][1]
+        candidates = [pod_from_dict(m) for n, m in self.last_seen.items()
+                      if n not in self.evictions and figures.get(n, (0, 0))[1] > 0]
+        stats = {pod.name: PodStats(pod_ref=PodReference(pod.name, pod.namespace, pod.uid),
+                                    memory=MemoryStats(working_set_bytes=figures[pod.name][0]))
+                 for pod in candidates}
+        ranked = rank_pods(Signal.MEMORY_AVAILABLE, FsLayout(), candidates, lambda pod: stats.get(pod.name))
+        status = manifest.get("status") or {}
+        self.evictions[name] = {"pod": name, "at": now, "goneWhenSeen": gone,
+                                "expected": ranked[0].name if ranked else None,
+                                "reason": status.get("reason"), "message": status.get("message")}
+
+
+def is_evicted(manifest: dict[str, Any]) -> bool:
+    status = manifest.get("status") or {}
+    return bool(manifest["metadata"].get("deletionTimestamp") or status.get("reason") == "Evicted"
+                or any(c.get("type") == "DisruptionTarget" for c in status.get("conditions") or []))
+
+
+def pod_cgroup_figures(pod: PodHandle) -> tuple[int, int]:
+    """(the pod cgroup's working set bytes, its container cgroup's pids.current); (0, 0) once gone."""
+    try:
+        current = int((CGROUP / pod.cgroup / "memory.current").read_text())
+        stat = (CGROUP / pod.cgroup / "memory.stat").read_text()
+        inactive = next(int(line.split()[1]) for line in stat.splitlines() if line.startswith("inactive_file "))
+        return max(0, current - inactive), int((CGROUP / pod.container / "pids.current").read_text())
+    except (FileNotFoundError, OSError):
+        return 0, 0
+
+
+def wait_memory_settled(timeout_s: float = 30.0) -> None:
+    """Until MemAvailable stops rising (a killed pod's memory given back) or `timeout_s`."""
+    deadline, last = time.monotonic() + timeout_s, 0
+    while time.monotonic() < deadline:
+        now = meminfo()["MemAvailable"]
+        if now - last < 4 * MiB:
+            return
+        last = now
+        time.sleep(1.0)
+
+
+def wait_for_file(path: Path, what: str, pod: PodHandle, backend: Any, timeout_s: float = 180.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not path.exists():
+        if backend.exit_code(pod) is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"{pod.name} did not {what} (exit {backend.exit_code(pod)})")
+        time.sleep(0.05)
+
+
+def one_run(backend: Any, protector: Protector, spec: Workload, index: int, args: argparse.Namespace,
+            work: Path) -> dict[str, Any]:
+    namespace = f"{spec.name}-{protector.name}-{index}"
+    work = work / namespace
+    control = work / "control"  # the pods' go/ready/grow files (node_survival_workloads.GROWER)
+    control.mkdir(parents=True)
+    wait_memory_settled()
+    backend.new_run(namespace)
+    mem_total = meminfo()["MemTotal"]
+    beats_path = work / "heartbeat"
+    daemon = subprocess.Popen(["sh", "-c", join_unit(DAEMON_UNIT, 0) + 'exec "$0" -c "$1" "$2"', sys.executable,
+                               HEARTBEAT, str(beats_path)])
+    pods: dict[str, PodHandle] = {}
+    for pod_spec in spec.pods:  # the pods that only hold memory first, at once
+        if not pod_spec.pressure:
+            pods[pod_spec.name] = backend.start_pod(pod_spec, grower_argv(pod_spec.hold_mib, pod_spec, control),
+                                                   mem_total)
+            (control / f"go.{pod_spec.name}").touch()
+            wait_for_file(control / f"ready.{pod_spec.name}", "take its memory", pods[pod_spec.name], backend)
+    pressure = [p for p in spec.pods if p.pressure]
+    wait_memory_settled(10.0)
+    head_total = max(0.0, (meminfo()["MemAvailable"] - args.start_available_mib * MiB) / MiB)
+    for pod_spec in pressure:
+        share = head_total / len(pressure)
+        head = min(share, pod_spec.cap_mib) if pod_spec.cap_mib else share
+        pods[pod_spec.name] = backend.start_pod(pod_spec, grower_argv(head, pod_spec, control), mem_total)
+    kmsg = Kmsg()
+    for pod_spec in pressure:  # the head start, all at once
+        (control / f"go.{pod_spec.name}").touch()
+    for pod_spec in pressure:
+        wait_for_file(control / f"ready.{pod_spec.name}", "take its head start", pods[pod_spec.name], backend)
+    sampler = Sampler(backend, pods, namespace)
+    evictd_before = protector.stat()
+    started = time.monotonic()
+    sampler.start()
+    (control / "grow").touch()
+    relief: float | None = None
+    capped_since: float | None = None
+    while time.monotonic() - started < args.run_timeout_s:
+        time.sleep(0.2)
+        latest = sampler.cgroups[-1][1] if sampler.cgroups else {}
+        stopped = [p.name for p in pressure if backend.exit_code(pods[p.name]) is not None
+                   or latest.get(p.name, (0, 1))[1] == 0]
+        if stopped and relief is None:
+            relief = time.monotonic()
+        if relief is not None and (len(stopped) == len(pressure) or spec.hold_s) \
+                and time.monotonic() - relief >= SETTLE_S:
+            break
+        if spec.hold_s and relief is None:
+            at_cap = all(latest.get(p.name, (0, 0))[0] >= 0.97 * p.cap_mib * MiB for p in pressure)
+            capped_since = (capped_since or time.monotonic()) if at_cap else None
+            if capped_since is not None and time.monotonic() - capped_since >= spec.hold_s:
+                break
+    ended = time.monotonic()
+    evictd_after = protector.stat()
+    sampler.stopping.set()
+    sampler.join(timeout=5)
+    kills = []
+    for line in kmsg.lines():
+        record = oom_kill_record(line)
+        if record is None:
+            continue
+        uid = pod_uid_of(record.get("task_memcg", ""))
+        pod_name = next((n for n, p in pods.items() if p.uid == uid), None)
+        kills.append({"class": victim_class(record.get("task_memcg", "")), "task": record.get("task"),
+                      "pid": record.get("pid"), "memcg": record.get("task_memcg"), "pod": pod_name,
+                      "constraint": record.get("constraint"), "kernelUsec": record.get("usec")})
+    daemon_alive = daemon.poll() is None
+    daemon.kill()
+    daemon.wait()
+    beats = [float(x) for x in beats_path.read_text().split()] if beats_path.exists() else []
+    final = sampler.cgroups[-1][1] if sampler.cgroups else {}
+    exits = {name: backend.exit_code(pod) for name, pod in pods.items()}
+    terminated = {name: container_termination(sampler.last_seen.get(name)) for name in pods}
+    evictions = []
+    for eviction in sampler.evictions.values():
+        evictions.append({**eviction, "at": eviction["at"] - started,
+                          "asRanked": eviction["expected"] == eviction["pod"]})
+    stopped_how: dict[str, str] = {}
+    for name in pods:
+        code, ended_by = exits[name], terminated[name]
+        oom_killed = any(k["pod"] == name for k in kills)
+        if name in sampler.evictions:
+            # Evicted, but the kernel killed it before whoever carries evictions out (the kubelet) stopped it.
+            stopped_how[name] = "evicted, OOM-killed first" if oom_killed else "evicted"
+        elif oom_killed:
+            stopped_how[name] = "OOM-killed"
+        elif code == -15 or (ended_by or {}).get("exitCode") == 143:
+            stopped_how[name] = "SIGTERM"
+        elif code is not None or ended_by is not None or final.get(name, (0, 1))[1] == 0:
+            stopped_how[name] = f"exit {code if code is not None else (ended_by or {}).get('exitCode')}"
+    # The growth the pressure pods achieved (the user-mode kernel may not fault pages in at the rate asked):
+    # their summed working set from the first sample to its peak, over that time.
+    sums = [(at, sum(figures.get(p.name, (0, 0))[0] for p in pressure)) for at, figures in sampler.cgroups]
+    peak_at, peak = max(sums, key=lambda item: item[1]) if sums else (started, 0)
+    growth = (peak - sums[0][1]) / MiB / (peak_at - sums[0][0]) if sums and peak_at > sums[0][0] else None
+    by_class: dict[str, int] = {}
+    for kill in kills:
+        by_class[kill["class"]] = by_class.get(kill["class"], 0) + 1
+    has_guaranteed = any(p.qos == "guaranteed" for p in spec.pods)
+    renewals = [h["renew"] for _, h in sampler.health if h.get("renew") is not None]
+    not_ready = sum(1 for _, h in sampler.health if h.get("ready") not in (None, "True"))
+    backend.end_run()
+    evictd = None
+    if evictd_before is not None and evictd_after is not None and "cpuS" in evictd_after:
+        evictd = {"cpuS": evictd_after["cpuS"] - evictd_before["cpuS"],
+                  "minorFaults": evictd_after["minorFaults"] - evictd_before["minorFaults"],
+                  "majorFaults": evictd_after["majorFaults"] - evictd_before["majorFaults"],
+                  "aliveAtEnd": evictd_after["alive"]}
+    elif evictd_after is not None:
+        evictd = {"aliveAtEnd": False, "exit": evictd_after["exit"]}
+    return {
+        "backend": backend.name, "workload": spec.name, "protector": protector.name, "run": index,
+        "kernel": {"release": platform.release(), "version": platform.version(), "label": args.kernel_label,
+                   "psi": Path("/proc/pressure/memory").exists()},
+        "memTotalMib": mem_total // MiB, "startAvailableMib": args.start_available_mib,
+        "durationS": ended - started, "growthMibPerS": growth, "pressurePeakMib": peak / MiB,
+        "oomKills": kills, "oomKillsByClass": by_class,
+        "evictions": evictions, "stopped": stopped_how, "exits": exits,
+        "lowMemoryS": low_memory_seconds(sampler.memory, mem_total),
+        "minAvailableMib": min(a for _, a in sampler.memory) / MiB if sampler.memory else None,
+        "reliefS": None if relief is None else relief - started,
+        "heartbeatMaxGapS": heartbeat_max_gap_s(beats, started, ended),
+        "daemonAlive": daemon_alive,
+        "guaranteedAlive": "guaranteed" not in stopped_how if has_guaranteed else None,
+        "evictd": evictd,
+        "leaseRenewMaxGapS": lease_renew_max_gap_s(renewals) if sampler.health else None,
+        "notReadySamples": not_ready if sampler.health else None,
+        "samplerErrors": sampler.errors[:5], "backendErrors": backend.errors(),
+    }
+
+
+def container_termination(manifest: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The first container's terminated state in the pod's last seen object (real backend), or None."""
+    for status in ((manifest or {}).get("status") or {}).get("containerStatuses") or []:
+        terminated = (status.get("state") or {}).get("terminated")
+        if terminated:
+            return {"exitCode": terminated.get("exitCode"), "reason": terminated.get("reason")}
+    return None
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--backend", default="stand-in", choices=("stand-in", "real"))
+    parser.add_argument("--protectors", default="kernel,evictd")
+    parser.add_argument("--workloads", default="be-slow")
+    parser.add_argument("--runs", type=int, default=1)
+    parser.add_argument("--start-available-mib", type=int, default=600)
+    parser.add_argument("--run-timeout-s", type=float, default=180.0)
+    parser.add_argument("--kernel-label", default="")
+    args = parser.parse_args()
+    out = Path(os.environ["UML_OUT"])
+    backend_class = BACKENDS[args.backend]
+    make_cgroup(backend_class.own_unit)
+    (CGROUP / backend_class.own_unit / "cgroup.procs").write_text(str(os.getpid()))
+    Path("/proc/self/oom_score_adj").write_text(str(ARENA_OOM_SCORE_ADJ))
+    work = Path("/run/survival")
+    status = 0
+    try:
+        backend = backend_class(work / "node")
+    except Exception as exc:  # every run fails with it
+        for protector_name in args.protectors.split(","):
+            for name in args.workloads.split(","):
+                for index in range(args.runs):
+                    write_record(out, {"backend": args.backend, "workload": name, "protector": protector_name,
+                                       "run": index, "error": f"{type(exc).__name__}: {exc}",
+                                       "traceback": traceback.format_exc()})
+        return 1
+    try:
+        mem_total_mib = meminfo()["MemTotal"] // MiB
+        for protector_name in args.protectors.split(","):
+            for name in args.workloads.split(","):
+                for index in range(args.runs):
+                    protector = None
+                    try:
+                        backend.use_protector(protector_name)  # (a kubelet restart only when it changes)
+                        protector = Protector(protector_name, backend, work / protector_name / f"{name}-{index}")
+                        result = one_run(backend, protector, workload(name, mem_total_mib), index, args,
+                                         work / protector_name)
+                        result["protectorEnd"] = protector.stop()
+                    except Exception as exc:  # the run's failure is its record; the next runs go on
+                        result = {"backend": args.backend, "workload": name, "protector": protector_name,
+                                  "run": index, "error": f"{type(exc).__name__}: {exc}",
+                                  "traceback": traceback.format_exc()}
+                        status = 1
+                        with contextlib.suppress(Exception):
+                            if protector is not None:
+                                protector.stop()
+                        with contextlib.suppress(Exception):
+                            backend.end_run()
+                    write_record(out, result)
+    finally:
+        backend.close()
+    return status
+
+
+def write_record(out: Path, record: dict[str, Any]) -> None:
+    with open(out / "runs.jsonl", "a") as runs:
+        runs.write(json.dumps(record, default=str) + "\n")
+    print(f"[guest] {record['protector']} {record['workload']} run {record['run']}: "
+          f"{record.get('error', 'done')}", flush=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

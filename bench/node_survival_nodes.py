@@ -1,0 +1,245 @@
+"""The node-survival arena's two nodes (backends), inside a cgroup v2 guest: the same pods, the same records.
+
+Both lay pods out as the kubelet's cgroupfs driver does (``kubepods/{besteffort,burstable}/pod<uid>/<id>``,
+Guaranteed ``kubepods/pod<uid>/<id>``), start the same workload script (bench/node_survival_workloads.py
+`GROWER`) in every pod, and show the arena the pods' API objects and their cgroups.
+
+* `StandIn`: no kube binaries. tests/uml/guest_v2_node.py's `Node`: the project's test API server holds the
+  Node and the pods, a stand-in kubelet carries a deletion out (``cgroup.kill``, then the deletion finished with
+  grace 0), pods are processes of this guest placed in their cgroups with the oom_score_adj the kubelet gives
+  their QoS class. The arena's own process plays the kubelet (``system.slice/kubelet.service``, -999).
+* `Real`: tests/cluster/real_cluster.py's `RealCluster` started in the guest (etcd, kube-apiserver,
+  kube-controller-manager, kube-scheduler, containerd, the kubelet v1.36.2, binaries from EVICTD_K8S_BIN).
+  Pods are created through the real API server with ``spec.nodeName`` and started by the real kubelet through
+  containerd (busybox image, ``chroot`` into the guest's root through a hostPath volume to run the same Python
+  script; ``restartPolicy: Never``), QoS classes as declared (the kubelet sets their cgroups and
+  oom_score_adj). The kubelet runs with the protector's eviction settings (`KUBELET_EVICTION`); it is moved
+  into ``system.slice/kubelet.service``, containerd into ``system.slice/containerd.service`` (both -999, their
+  units' value), the control plane (which a worker node would not run) into ``system.slice/control-plane.service``
+  (-999: it stands for nothing on the node, so the OOM killer should not pick it), the arena into
+  ``system.slice/arena.service``. Between runs the kubelet is restarted when its own eviction is on, so that its
+  MemoryPressure (5 min transition period) does not make it reject the next run's BestEffort pod at admission.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import yaml
+from guest_v2_node import CGROUP, NODE, Node, PodLayout, make_cgroup
+from node_survival_workloads import GROWER, PodSpec, oom_score_adj
+
+REPO = Path(__file__).resolve().parents[1]
+MiB = 1 << 20
+POD_RUNNING_TIMEOUT_S = 180.0
+POD_GONE_TIMEOUT_S = 120.0
+UNITS_OOM_SCORE_ADJ = -999  # kubelet.service, containerd.service (their units' OOMScoreAdjust=)
+# The kubelet's eviction per protector: `None` keeps the harness's default (every evictionHard signal 0%: the
+# kubelet evicts nothing, the hand-over of README). kubelet-defaults: the kubelet's own defaults
+# (pkg/kubelet/apis/config/v1beta1/defaults_linux.go). kubelet-same: evictd's shipped thresholds.
+KUBELET_DEFAULTS = {"evictionHard": {"memory.available": "100Mi", "nodefs.available": "10%",
+                                     "nodefs.inodesFree": "5%", "imagefs.available": "15%"}}
+
+
+def kubelet_same() -> dict[str, Any]:
+    """The eviction keys of config/kubelet-config.yaml, as the kubelet takes them."""
+    shipped = yaml.safe_load((REPO / "config/kubelet-config.yaml").read_text())
+    return {k: v for k, v in shipped.items() if k.startswith("eviction") or k == "mergeDefaultEvictionSettings"}
+
+
+@dataclass
+class PodHandle:
+    """A started pod: its name, UID, pod cgroup and container cgroup (both relative to /sys/fs/cgroup)."""
+
+    name: str
+    uid: str
+    cgroup: str
+    container: str
+    stand_in: Any = None  # guest_v2_node.Pod (its process) on the stand-in backend
+
+
+def grower_argv(head_mib: float, spec: PodSpec, control: Path) -> tuple[str, ...]:
+    return (f"{head_mib:.1f}", str(spec.rate_mib_s), str(spec.cap_mib), str(control), spec.name)
+
+
+def join_unit(unit: str, oom_adj: int) -> str:
+    """A shell prefix that puts the shell in `unit`'s cgroup with `oom_adj`, before it execs what follows."""
+    make_cgroup(unit)
+    return f"echo $$ > {CGROUP / unit / 'cgroup.procs'} && echo {oom_adj} > /proc/self/oom_score_adj && "
+
+
+def move_to_unit(pid: int, unit: str, oom_adj: int) -> None:
+    make_cgroup(unit)
+    (CGROUP / unit / "cgroup.procs").write_text(str(pid))
+    Path(f"/proc/{pid}/oom_score_adj").write_text(str(oom_adj))
+
+
+class StandIn:
+    name = "stand-in"
+    own_unit = "system.slice/kubelet.service"  # this process is the stand-in kubelet
+
+    def __init__(self, work: Path) -> None:
+        self.node = Node("cgroupfs", work, allocatable_bytes=None, sample=False)
+
+    def use_protector(self, protector: str) -> None:
+        if protector.startswith("kubelet"):
+            raise KeyError(f"protector {protector!r} needs the real kubelet (--backend real)")
+
+    def new_run(self, namespace: str) -> None:
+        self.node.remove_pods()
+        self.node.namespace = namespace
+
+    def start_pod(self, spec: PodSpec, argv: tuple[str, ...], mem_total: int) -> PodHandle:
+        pod = self.node.add_pod(spec.name, spec.request_mib, script=GROWER, args=argv, qos=spec.qos,
+                                limit_mib=spec.limit_mib, oom_score_adj=oom_score_adj(spec, mem_total))
+        return PodHandle(pod.name, pod.uid, pod.cgroup, pod.container, pod)
+
+    def exit_code(self, pod: PodHandle) -> int | None:
+        return pod.stand_in.proc.poll() if pod.stand_in is not None else None
+
+    def api_pods(self) -> list[dict[str, Any]]:
+        return self.node.api.store.pods(self.node.namespace)
+
+    def evictd_documents(self, kubelet: dict[str, Any], evictd: dict[str, Any]) -> None:
+        kubelet["cgroupDriver"] = "cgroupfs"
+        evictd.update({"nodeName": NODE, "kubeconfig": str(self.node.api.kubeconfig_path),
+                       "containerRuntimeEndpoint": "unix:///run/no-runtime.sock"})
+
+    def node_health(self) -> dict[str, Any] | None:
+        return None  # no Lease, no kubelet heartbeat: the stand-in has none to show
+
+    def errors(self) -> list[str]:
+        return self.node.kubelet_errors[:5]
+
+    def end_run(self) -> None:
+        self.node.remove_pods()
+
+    def close(self) -> None:
+        self.node.close()
+
+
+class Real:
+    name = "real"
+    own_unit = "system.slice/arena.service"
+
+    def __init__(self, work: Path) -> None:
+        from real_cluster import RealCluster, k8s_bin_dir
+
+        self.extra: dict[str, Any] | None = None
+        self.cluster = RealCluster(work / "rk", k8s_bin_dir(), pod_network=False)
+        self.cluster.start()
+        self._place_components()
+        self.layout = PodLayout("cgroupfs")
+        self.namespace = ""
+        self.fresh = True  # the kubelet has seen no pressure since it started
+        self.identity = "evictd-identity"
+
+    def use_protector(self, protector: str) -> None:
+        """The kubelet restarted with the protector's eviction settings (when they differ from the running
+        kubelet's): one cluster serves every protector of a boot."""
+        extra = {"kubelet-defaults": KUBELET_DEFAULTS, "kubelet-same": kubelet_same()}.get(protector)
+        if extra != self.extra:
+            self.cluster.restart_kubelet(yaml.safe_dump(extra) if extra is not None else "")
+            self._place_components()
+            self.fresh = True
+        self.extra = extra
+
+    def _place_components(self) -> None:
+        for name, process in self.cluster.processes.items():
+            unit = "system.slice/kubelet.service" if name == "kubelet" else "system.slice/control-plane.service"
+            with contextlib.suppress(OSError):
+                move_to_unit(process.pid, unit, UNITS_OOM_SCORE_ADJ)
+        containerd = self.cluster.containerd.process
+        if containerd is not None:
+            move_to_unit(containerd.pid, "system.slice/containerd.service", UNITS_OOM_SCORE_ADJ)
+
+    def new_run(self, namespace: str) -> None:
+        if not self.fresh and self.extra is not None:
+            self.cluster.restart_kubelet(yaml.safe_dump(self.extra))
+            self._place_components()
+        self.fresh = False
+        self.namespace = namespace
+        self.cluster.ensure_namespace(namespace)
+
+    def start_pod(self, spec: PodSpec, argv: tuple[str, ...], mem_total: int) -> PodHandle:
+        requests: dict[str, str] = {"memory": f"{spec.request_mib}Mi"} if spec.request_mib is not None else {}
+        limits: dict[str, str] = {"memory": f"{spec.limit_mib}Mi"} if spec.limit_mib is not None else {}
+        if spec.qos == "guaranteed":
+            requests["cpu"] = limits["cpu"] = "100m"
+        python = os.path.realpath(os.environ["EVICTD_PYTHON"])
+        body = {
+            "apiVersion": "v1", "kind": "Pod", "metadata": {"name": spec.name, "namespace": self.namespace},
+            "spec": {
+                "nodeName": self.cluster.node_name, "hostNetwork": True, "restartPolicy": "Never",
+                "terminationGracePeriodSeconds": 1,
+                "containers": [{"name": "app", "image": self.cluster.busybox_image, "imagePullPolicy": "Never",
+                                "command": ["chroot", "/host", python, "-c", GROWER, *argv],
+                                "resources": {"requests": requests, "limits": limits},
+                                "volumeMounts": [{"name": "host", "mountPath": "/host"}]}],
+                "volumes": [{"name": "host", "hostPath": {"path": "/"}}],
+            },
+        }
+        self.cluster.api.create(f"/api/v1/namespaces/{self.namespace}/pods", body)
+        pod = self.cluster.wait_pod_running(spec.name, self.namespace, timeout_s=POD_RUNNING_TIMEOUT_S)
+        uid = pod["metadata"]["uid"]
+        container_id = pod["status"]["containerStatuses"][0]["containerID"].split("://", 1)[1]
+        root = self.cluster.cgroup_root.strip("/")
+        qos = pod["status"].get("qosClass", "").lower()
+        return PodHandle(spec.name, uid, f"{root}/{self.layout.pod(uid, qos)}",
+                         f"{root}/{self.layout.container(uid, container_id, qos)}")
+
+    def exit_code(self, pod: PodHandle) -> int | None:
+        return None  # the arena reads the container cgroup's pids and the pod's status instead
+
+    def api_pods(self) -> list[dict[str, Any]]:
+        answer = self.cluster.api.request("GET", f"/api/v1/namespaces/{self.namespace}/pods")
+        items: list[dict[str, Any]] = answer.get("items") or []
+        return items
+
+    def evictd_documents(self, kubelet: dict[str, Any], evictd: dict[str, Any]) -> None:
+        kubelet["cgroupDriver"] = "cgroupfs"
+        kubelet["cgroupRoot"] = self.cluster.cgroup_root
+        self.cluster.ensure_identity_pod(self.identity)
+        evictd.update({"nodeName": self.cluster.node_name,
+                       "kubeconfig": str(self.cluster.evictd_kubeconfig(self.identity)),
+                       "containerRuntimeEndpoint": self.cluster.containerd_endpoint,
+                       "kubeletRootDir": str(self.cluster.kubelet_root),
+                       "podLogsDir": str(self.cluster.pod_logs_dir)})
+
+    def node_health(self) -> dict[str, Any]:
+        """The node Lease's renewTime and the Node's Ready condition, now."""
+        node = self.cluster.node_name
+        lease = self.cluster.api.get(f"/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/{node}")
+        ready = None
+        for condition in ((self.cluster.api.get(f"/api/v1/nodes/{node}") or {}).get("status") or {}).get(
+                "conditions") or []:
+            if condition.get("type") == "Ready":
+                ready = condition.get("status")
+        renew = ((lease or {}).get("spec") or {}).get("renewTime")
+        return {"renew": datetime.fromisoformat(renew.replace("Z", "+00:00")).timestamp() if renew else None,
+                "ready": ready}
+
+    def errors(self) -> list[str]:
+        return []
+
+    def end_run(self) -> None:
+        """Every pod of the run deleted (grace 0) and gone, its cgroups with it."""
+        for pod in self.api_pods():
+            with contextlib.suppress(Exception):
+                self.cluster.api.request("DELETE", f"/api/v1/namespaces/{self.namespace}/pods/"
+                                         f"{pod['metadata']['name']}", {"gracePeriodSeconds": 0})
+        deadline = time.monotonic() + POD_GONE_TIMEOUT_S
+        while self.api_pods() and time.monotonic() < deadline:
+            time.sleep(0.5)
+
+    def close(self) -> None:
+        self.cluster.stop(remove_base=False)
+
+
+BACKENDS = {"stand-in": StandIn, "real": Real}

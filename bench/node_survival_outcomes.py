@@ -1,0 +1,192 @@
+"""The node-survival arena's outcomes: what the kernel and the API server say happened (issue #36, item 2).
+
+Pure functions over what the guest recorded (no I/O here), so that the host side, the guest side and the tests
+share one reading:
+
+* `oom_kill_record`: one kernel ``oom-kill:`` line of /dev/kmsg (``...,task_memcg=/kubepods/besteffort/pod<uid>/
+  <id>,task=python3,pid=123,uid=0``) as a dict; `victim_class` names the class of the cgroup it killed in:
+  Guaranteed / Burstable / BestEffort (the kubelet's cgroup layout, either driver), ``system daemon``,
+  ``kubelet``, ``evictd``, ``earlyoom`` (their ``system.slice`` units in the guest), ``other``;
+* `heartbeat_max_gap_s`: the system daemon's largest gap between beats;
+* `low_memory_seconds`: seconds sampled with MemAvailable below 1 % of MemTotal;
+* `cell_rows`: the per-cell table, median and worst of every figure over a cell's runs.
+
+Nothing here reads evictd's logs: OOM kills come from the kernel's log, evictions from the API server's pod
+objects, deaths of processes from their exit status (waitpid) and their cgroups.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+import statistics
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+# Victim classes, in the order a table shows them.
+GUARANTEED, BURSTABLE, BESTEFFORT = "Guaranteed", "Burstable", "BestEffort"
+SYSTEM_DAEMON, KUBELET, EVICTD, EARLYOOM, OTHER = "system daemon", "kubelet", "evictd", "earlyoom", "other"
+CLASSES = (GUARANTEED, BURSTABLE, BESTEFFORT, SYSTEM_DAEMON, KUBELET, EVICTD, EARLYOOM, OTHER)
+# The units the arena runs its processes in (systemd's names, made by hand in a guest without systemd).
+UNIT_TO_CLASS = {
+    "heartbeat.service": SYSTEM_DAEMON,
+    "kubelet.service": KUBELET,
+    "evictd.service": EVICTD,
+    "earlyoom.service": EARLYOOM,
+}
+_POD_UID = re.compile(r"pod([0-9a-f]{8}[-_][0-9a-f]{4}[-_][0-9a-f]{4}[-_][0-9a-f]{4}[-_][0-9a-f]{12})")
+LOW_MEMORY_SHARE = 0.01
+
+
+def oom_kill_record(line: str) -> dict[str, str] | None:
+    """The fields of a kernel ``oom-kill:`` record (a /dev/kmsg line: ``PRI,SEQ,USEC,FLAGS;MESSAGE``), with
+    ``usec`` (the kernel's monotonic time of the record); None for any other line."""
+    prefix, _, message = line.partition(";")
+    if not message.startswith("oom-kill:"):
+        return None
+    fields = dict(part.partition("=")[::2] for part in message[len("oom-kill:"):].strip().split(","))
+    head = prefix.split(",")
+    fields["usec"] = head[2] if len(head) > 2 else ""
+    return fields
+
+
+def pod_uid_of(cgroup: str) -> str | None:
+    """The pod UID in a kubelet cgroup path (either driver: the systemd one writes it with underscores)."""
+    found = _POD_UID.search(cgroup)
+    return found.group(1).replace("_", "-") if found else None
+
+
+def victim_class(cgroup: str) -> str:
+    """The class of whatever lives in `cgroup` (a task_memcg path, leading slash or not)."""
+    parts = [part for part in cgroup.split("/") if part]
+    # The pods cgroup may sit below the kubelet's cgroupRoot (the real backend's /evictd-rk-<id>/kubepods).
+    top = next((i for i, part in enumerate(parts) if part in ("kubepods", "kubepods.slice")), None)
+    if top is not None and pod_uid_of(cgroup):
+        if any("besteffort" in part for part in parts[top + 1:top + 3]):
+            return BESTEFFORT
+        if any("burstable" in part for part in parts[top + 1:top + 3]):
+            return BURSTABLE
+        return GUARANTEED
+    for part in parts:
+        if part in UNIT_TO_CLASS:
+            return UNIT_TO_CLASS[part]
+    return OTHER
+
+
+def heartbeat_max_gap_s(beats: Sequence[float], since: float, until: float) -> float | None:
+    """The largest gap between consecutive beats within [since, until], counting the gap from the last beat to
+    `until` (a daemon that stopped beating); None without a beat."""
+    window = [beat for beat in beats if since <= beat <= until]
+    if not window:
+        return None
+    gaps = [later - earlier for earlier, later in itertools.pairwise(window)]
+    gaps.append(until - window[-1])
+    return max(gaps)
+
+
+def lease_renew_max_gap_s(renewals: Sequence[float]) -> float | None:
+    """The largest step between the node Lease's successive renewTimes (epoch seconds, as sampled; a renewal
+    repeated by the sampler counts once); None with fewer than two distinct renewals."""
+    distinct = sorted(set(renewals))
+    if len(distinct) < 2:
+        return None
+    return max(later - earlier for earlier, later in itertools.pairwise(distinct))
+
+
+def low_memory_seconds(samples: Iterable[tuple[float, int]], mem_total_bytes: int) -> float:
+    """Seconds (sum of the sampling intervals) during which MemAvailable was below 1 % of MemTotal;
+    `samples` are (monotonic time, MemAvailable bytes), in time order."""
+    seconds, previous = 0.0, None
+    for at, available in samples:
+        if previous is not None and previous[1] < LOW_MEMORY_SHARE * mem_total_bytes:
+            seconds += at - previous[0]
+        previous = (at, available)
+    return seconds
+
+
+# The figures of a run that the table shows: (key in a run's JSON, column title, worse is "max" or "min").
+FIGURES = (
+    ("oomKills", "OOM kills", "max"),
+    ("oomKillsProtected", "OOM kills of G/daemon/kubelet/evictd", "max"),
+    ("podsEvicted", "pods evicted", "max"),
+    ("evictedAsRanked", "evicted as ranked", "min"),
+    ("lowMemoryS", "s < 1% avail", "max"),
+    ("reliefS", "s to relief", "max"),
+    ("heartbeatMaxGapS", "daemon max gap s", "max"),
+    ("leaseRenewMaxGapS", "lease renew max gap s", "max"),
+    ("notReadySamples", "NotReady samples", "max"),
+    ("evictdCpuS", "evictd CPU s", "max"),
+    ("evictdMajorFaults", "evictd major faults", "max"),
+)
+PROTECTED = (GUARANTEED, SYSTEM_DAEMON, KUBELET, EVICTD)
+
+
+def run_figures(run: Mapping[str, Any]) -> dict[str, float | None]:
+    """A run's figures as the table shows them (None: not measured, e.g. evictd's CPU without evictd)."""
+    kills = run["oomKillsByClass"]
+    evictions = run["evictions"]
+    return {
+        "oomKills": float(sum(kills.values())),
+        "oomKillsProtected": float(sum(kills.get(cls, 0) for cls in PROTECTED)),
+        "podsEvicted": float(len(evictions)),
+        "evictedAsRanked": (float(sum(1 for e in evictions if e["asRanked"])) if evictions else None),
+        "lowMemoryS": run["lowMemoryS"],
+        "reliefS": run["reliefS"],
+        "heartbeatMaxGapS": run["heartbeatMaxGapS"],
+        "leaseRenewMaxGapS": run.get("leaseRenewMaxGapS"),
+        "notReadySamples": run.get("notReadySamples"),
+        "evictdCpuS": (run.get("evictd") or {}).get("cpuS"),
+        "evictdMajorFaults": (run.get("evictd") or {}).get("majorFaults"),
+    }
+
+
+def _median_and_worst(values: Sequence[float | None], worse: str) -> str:
+    measured = [v for v in values if v is not None]
+    if not measured:
+        return "-"
+    worst = max(measured) if worse == "max" else min(measured)
+    missing = f" ({len(values) - len(measured)} n/a)" if len(measured) < len(values) else ""
+    return f"{_number(statistics.median(measured))} / {_number(worst)}{missing}"
+
+
+def _number(value: float) -> str:
+    return f"{value:.0f}" if float(value).is_integer() else f"{value:.1f}"
+
+
+def cell_rows(runs: Sequence[Mapping[str, Any]]) -> list[dict[str, str]]:
+    """One row per cell (backend, workload, protector), in first-seen order: the runs, every figure as
+    "median / worst", who the kernel OOM-killed (class: count over all runs), which pods stopped how, and
+    whether the Guaranteed pod and the system daemon were alive at every run's end."""
+    cells: dict[tuple[str, str, str], list[Mapping[str, Any]]] = {}
+    for run in runs:
+        cells.setdefault((run["backend"], run["workload"], run["protector"]), []).append(run)
+    rows = []
+    for (backend, workload_name, protector), members in cells.items():
+        figures = [run_figures(run) for run in members]
+        row = {"backend": backend, "workload": workload_name, "protector": protector, "runs": str(len(members))}
+        for key, title, worse in FIGURES:
+            row[title] = _median_and_worst([f[key] for f in figures], worse)
+        killed: dict[str, int] = {}
+        for run in members:
+            for cls, count in run["oomKillsByClass"].items():
+                killed[cls] = killed.get(cls, 0) + count
+        row["OOM-killed (all runs)"] = ", ".join(f"{cls} {n}" for cls, n in killed.items() if n) or "none"
+        stopped: dict[str, int] = {}
+        for run in members:
+            for how in run["stopped"].values():
+                stopped[how] = stopped.get(how, 0) + 1
+        row["pods stopped (all runs)"] = ", ".join(f"{how} {n}" for how, n in sorted(stopped.items())) or "none"
+        # A workload without a Guaranteed pod has guaranteedAlive None: only its daemon counts.
+        alive = sum(1 for r in members if r["guaranteedAlive"] is not False and r["daemonAlive"])
+        row["G + daemon alive"] = f"{alive}/{len(members)}"
+        rows.append(row)
+    return rows
+
+
+def markdown_table(rows: Sequence[Mapping[str, str]]) -> str:
+    if not rows:
+        return "(no runs)\n"
+    titles = list(rows[0])
+    lines = ["| " + " | ".join(titles) + " |", "|" + "---|" * len(titles)]
+    lines += ["| " + " | ".join(row[t] for t in titles) + " |" for row in rows]
+    return "\n".join(lines) + "\n"

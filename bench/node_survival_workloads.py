@@ -1,0 +1,138 @@
+"""The node-survival arena's workloads: what runs on the node, as an operator could read it (issue #36, item 1).
+
+A workload is a list of pods plus the node's "system daemon"; the same specs run on both backends of the arena
+(bench/node_survival_guest.py: the stand-in node and the real cluster). Every pod runs one process, `GROWER`
+below: it takes anonymous memory at a steady rate (every page faulted in by the kernel at mmap time, as
+MAP_POPULATE does: a page-by-page write goes through the user-mode kernel's ptrace for every page) to a cap,
+then holds it until it is stopped. A pod marked `pressure` is one the workload is about; the run ends once every
+pressure pod has stopped (OOM-killed, evicted, killed by earlyoom), or after the workload's hold when they hold
+at their caps, or at the run's time-out.
+
+The head start. A node's idle memory is large and filling it at 10 MiB/s would take minutes of nothing
+happening; so the pressure pods first take (together, as fast as the kernel faults pages in) what the node has
+available beyond `start_available_mib` (an option of the arena, stated in its output). The workload starts
+when all of them have it: they grow at their rate from then on, and what is measured starts then.
+
+Workloads:
+
+* ``be-slow`` / ``be-fast``: one BestEffort pod grows at 10 MiB/s / 200 MiB/s without bound, beside a Guaranteed
+  pod holding `GUARANTEED_HOLD_MIB` (limit `GUARANTEED_LIMIT_MIB`) and the system daemon. The Guaranteed pod and
+  the daemon must survive; the grower should pay.
+* ``many-small``: 10 Burstable pods grow together (20 MiB/s in all), each to 95 % of its request; the requests
+  add up to the node's MemTotal: its allocatable memory when nothing is reserved and the kubelet's own
+  eviction thresholds are 0 % (the handover to evictd), as a scheduler would fill that node. No pod exceeds
+  its request: the node runs out because of what runs outside the pods (the daemons, evictd, the kubelet),
+  and someone must pay anyway.
+
+The system daemon (`HEARTBEAT`) is a process outside the pods cgroup, in ``system.slice/heartbeat.service``,
+that writes the monotonic time to a file every 100 ms; the arena reads its largest gap.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+MiB = 1 << 20
+
+# The workload of every pod: anonymous memory at a steady rate to a cap, then held.
+GROWER = r"""
+# argv: HEAD_START_MIB RATE_MIB_PER_S CAP_MIB (0: no cap) CONTROL_FOLDER NAME. Once CONTROL_FOLDER/go.NAME exists,
+# takes the head start at once and creates CONTROL_FOLDER/ready.NAME; once CONTROL_FOLDER/grow exists, grows at
+# the rate in chunks of 50 ms worth (at least 1 MiB) and holds at the cap. (Files, not a pipe: a container
+# started by the real kubelet has no pipe to the arena; the folder is on the node, seen through a hostPath.)
+import mmap, os, sys, time
+MiB = 1 << 20
+head, rate, cap = (float(word) for word in sys.argv[1:4])
+control, name = sys.argv[4:6]
+def wait_for(path):
+    while not os.path.exists(os.path.join(control, path)):
+        time.sleep(0.02)
+held, total = [], 0.0
+def take(mib):
+    global total
+    held.append(mmap.mmap(-1, int(mib * MiB), flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | mmap.MAP_POPULATE))
+    total += mib
+wait_for("go." + name)
+if head > 0:
+    take(head)
+open(os.path.join(control, "ready." + name), "w").close()
+wait_for("grow")
+start, chunk = time.monotonic(), max(1.0, rate * 0.05)
+while True:
+    due = head + rate * (time.monotonic() - start)
+    behind = (min(due, cap) if cap > 0 else due) - total
+    if behind >= chunk or (cap > 0 and due >= cap and behind > 0):
+        take(min(behind, chunk))
+    else:
+        time.sleep(0.05)
+"""
+
+# The system daemon: a heartbeat every 100 ms into the file named by argv[1] (monotonic seconds, one a line).
+HEARTBEAT = r"""
+import sys, time
+with open(sys.argv[1], "a", buffering=1) as beats:
+    while True:
+        beats.write(f"{time.monotonic():.3f}\n")
+        time.sleep(0.1)
+"""
+HEARTBEAT_PERIOD_S = 0.1
+
+GUARANTEED_HOLD_MIB = 200
+GUARANTEED_LIMIT_MIB = 256
+MANY_SMALL_PODS = 10
+MANY_SMALL_RATE_MIB_S = 20.0
+MANY_SMALL_FILL = 0.95
+
+
+@dataclass(frozen=True)
+class PodSpec:
+    """One pod of a workload: its QoS class by its resources, what its process does."""
+
+    name: str
+    qos: str  # "guaranteed" | "burstable" | "besteffort"
+    request_mib: int | None
+    limit_mib: int | None
+    rate_mib_s: float
+    cap_mib: float  # 0: no cap
+    pressure: bool  # a pod the workload is about (grows); the head start is shared among these
+    hold_mib: float = 0.0  # taken at once at the start (a pod that is not a pressure pod)
+
+
+@dataclass(frozen=True)
+class Workload:
+    name: str
+    pods: tuple[PodSpec, ...]
+    # After every pressure pod reached its cap, how long the run goes on (0: grows without bound).
+    hold_s: float = 0.0
+
+
+def guaranteed_pod() -> PodSpec:
+    return PodSpec("guaranteed", "guaranteed", GUARANTEED_LIMIT_MIB, GUARANTEED_LIMIT_MIB, 0.0,
+                   GUARANTEED_HOLD_MIB, pressure=False, hold_mib=GUARANTEED_HOLD_MIB)
+
+
+def workload(name: str, mem_total_mib: int) -> Workload:
+    """The workload `name` for a node of `mem_total_mib` (MemTotal); KeyError for an unknown name."""
+    if name in ("be-slow", "be-fast"):
+        rate = 10.0 if name == "be-slow" else 200.0
+        return Workload(name, (guaranteed_pod(), PodSpec("grower", "besteffort", None, None, rate, 0.0, True)))
+    if name == "many-small":
+        request = mem_total_mib // MANY_SMALL_PODS
+        pods = tuple(PodSpec(f"small-{i}", "burstable", request, None, MANY_SMALL_RATE_MIB_S / MANY_SMALL_PODS,
+                             request * MANY_SMALL_FILL, True) for i in range(MANY_SMALL_PODS))
+        return Workload(name, pods, hold_s=20.0)
+    raise KeyError(f"unknown workload {name!r}: one of {', '.join(WORKLOADS)}")
+
+
+WORKLOADS = ("be-slow", "be-fast", "many-small")
+
+
+def oom_score_adj(spec: PodSpec, mem_total_bytes: int) -> int:
+    """The oom_score_adj the kubelet gives the pod's containers (pkg/kubelet/qos/policy.go): Guaranteed -997,
+    BestEffort 1000, Burstable 1000 - 1000 * request / capacity, kept within [2, 999]."""
+    if spec.qos == "guaranteed":
+        return -997
+    if spec.qos == "besteffort":
+        return 1000
+    request = (spec.request_mib or 0) * MiB
+    return min(999, max(2, 1000 - (1000 * request) // mem_total_bytes))

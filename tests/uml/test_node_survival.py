@@ -1,0 +1,136 @@
+"""The node-survival arena's short cell (bench/node_survival.py, issue #36): so that the arena cannot rot.
+
+One guest boot (1 GiB, cgroup v2) runs the ``be-slow`` workload (a BestEffort pod growing 10 MiB/s beside a
+Guaranteed pod and a system daemon, from 300 MiB available) twice: with the kernel alone, then with evictd as
+shipped. Outcomes come from the guest kernel (``oom-kill:`` records of /dev/kmsg, exit statuses) and the API
+server (the pods' objects), as the arena reads them:
+
+* the kernel alone: the kernel OOM-kills, and only the BestEffort grower; no pod is evicted;
+* evictd: no kernel OOM kill; the grower is evicted, and it is the pod the kubelet's ranking names;
+* both: the Guaranteed pod and the system daemon are alive at the end; evictd is too.
+
+The stand-in backend runs in `make test` (about 100 s); the real one (the real kubelet, containerd and API
+server in a 2 GiB guest) is marked ``real_cluster`` and runs in `make test-cluster`, with the same assertions. A missing
+component (the kernel, earlyoom, evictd, kube binaries) fails the test; nothing here skips.
+
+Beside it, the arena's readers on fixed inputs (a kernel record as the guest's kernel wrote it).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+from node_survival import run_boot
+from node_survival_outcomes import (
+    BESTEFFORT,
+    BURSTABLE,
+    EVICTD,
+    GUARANTEED,
+    KUBELET,
+    OTHER,
+    SYSTEM_DAEMON,
+    heartbeat_max_gap_s,
+    lease_renew_max_gap_s,
+    low_memory_seconds,
+    oom_kill_record,
+    victim_class,
+)
+
+SHORT_CELL = {"protectors": ("kernel", "evictd"), "workloads": ("be-slow",), "runs": 1, "kernel": None,
+              "start_available_mib": 300, "run_timeout_s": 90.0}
+# The real backend's cluster (etcd, kube-apiserver, controller-manager, scheduler, containerd) takes ~500 MiB.
+MEM_MIB = {"stand-in": 1024, "real": 2048}
+BACKENDS = ["stand-in", pytest.param("real", marks=pytest.mark.real_cluster)]
+
+
+@pytest.fixture(scope="module", params=BACKENDS)
+def cell(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    backend = str(request.param)
+    out = tmp_path_factory.mktemp(f"node-survival-{backend}")
+    _, records = run_boot(out, backend=backend, mem_mib=MEM_MIB[backend], **SHORT_CELL)  # type: ignore[arg-type]
+    errors = [r for r in records if "error" in r]
+    assert not errors, f"runs failed in the guest: {errors[0]['traceback']}"
+    yield {r["protector"]: r for r in records}
+
+
+def test_the_kernel_alone_oom_kills_the_besteffort_grower(cell: dict[str, Any]) -> None:
+    kernel = cell["kernel"]
+    assert kernel["oomKills"], "the grower reached the end of memory: the kernel's OOM killer fired"
+    assert {kill["class"] for kill in kernel["oomKills"]} == {BESTEFFORT}, kernel["oomKills"]
+    assert {kill["pod"] for kill in kernel["oomKills"]} == {"grower"}
+    assert kernel["stopped"] == {"grower": "OOM-killed"}
+    assert kernel["evictions"] == []
+    assert kernel["guaranteedAlive"] and kernel["daemonAlive"]
+
+
+def test_evictd_evicts_the_grower_before_the_kernel_kills(cell: dict[str, Any]) -> None:
+    evictd = cell["evictd"]
+    assert evictd["oomKills"] == [], "no kernel OOM kill with evictd"
+    assert [e["pod"] for e in evictd["evictions"]] == ["grower"]
+    assert evictd["evictions"][0]["asRanked"], evictd["evictions"]
+    assert evictd["stopped"] == {"grower": "evicted"}
+    assert evictd["guaranteedAlive"] and evictd["daemonAlive"]
+    assert evictd["evictd"]["aliveAtEnd"]
+    assert evictd["reliefS"] is not None and evictd["reliefS"] < cell["kernel"]["reliefS"]
+
+
+def test_the_run_names_its_kernel(cell: dict[str, Any]) -> None:
+    for run in cell.values():
+        assert run["kernel"]["release"] and run["kernel"]["label"]
+        assert run["memTotalMib"] < MEM_MIB[run["backend"]]
+
+
+# A record as the guest's 6.1 kernel wrote it (/dev/kmsg: priority, sequence, microseconds, flags; message).
+KMSG_OOM = ("6,1073,69080000,-;oom-kill:constraint=CONSTRAINT_NONE,nodemask=(null),cpuset=/,mems_allowed=0,"
+            "global_oom,task_memcg=/kubepods/besteffort/pod2e3135f3-5af5-4445-867e-fcbc7869a36c/4bd991a15a5b,"
+            "task=python,pid=707,uid=0")
+
+
+def test_an_oom_kill_record_is_read_with_its_cgroup_and_time() -> None:
+    record = oom_kill_record(KMSG_OOM)
+    assert record is not None
+    assert record["task_memcg"].startswith("/kubepods/besteffort/pod2e3135f3")
+    assert (record["task"], record["pid"], record["usec"]) == ("python", "707", "69080000")
+    assert oom_kill_record("6,1074,69080001,-;Out of memory: Killed process 707 (python)") is None
+
+
+@pytest.mark.parametrize(("cgroup", "expected"), [
+    ("/kubepods/besteffort/pod2e3135f3-5af5-4445-867e-fcbc7869a36c/abc", BESTEFFORT),
+    ("/kubepods/burstable/pod2e3135f3-5af5-4445-867e-fcbc7869a36c/abc", BURSTABLE),
+    ("/kubepods/pod2e3135f3-5af5-4445-867e-fcbc7869a36c/abc", GUARANTEED),
+    ("/evictd-rk-1a2b3c4d/kubepods/besteffort/pod2e3135f3-5af5-4445-867e-fcbc7869a36c/abc", BESTEFFORT),
+    ("/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod2e3135f3_5af5_4445_867e_fcbc7869a36c.slice/"
+     "cri-containerd-abc.scope", BESTEFFORT),
+    ("/kubepods.slice/kubepods-pod2e3135f3_5af5_4445_867e_fcbc7869a36c.slice/cri-containerd-abc.scope", GUARANTEED),
+    ("/system.slice/heartbeat.service", SYSTEM_DAEMON),
+    ("/system.slice/kubelet.service", KUBELET),
+    ("/system.slice/evictd.service", EVICTD),
+    ("/", OTHER),
+    ("/kubepods", OTHER),
+], ids=["besteffort", "burstable", "guaranteed", "below-cgroup-root", "systemd-besteffort", "systemd-guaranteed", "daemon", "kubelet",
+        "evictd", "root", "pods-cgroup-itself"])
+def test_victim_classes(cgroup: str, expected: str) -> None:
+    assert victim_class(cgroup) == expected
+
+
+def test_heartbeat_gap_counts_a_daemon_that_stopped_beating() -> None:
+    assert heartbeat_max_gap_s([1.0, 1.1, 1.2, 3.0, 3.1], since=1.0, until=3.2) == pytest.approx(1.8)
+    assert heartbeat_max_gap_s([1.0, 1.1], since=1.0, until=5.0) == pytest.approx(3.9)
+    assert heartbeat_max_gap_s([], since=1.0, until=5.0) is None
+
+
+def test_lease_gap_is_the_largest_step_between_distinct_renewals() -> None:
+    assert lease_renew_max_gap_s([100.0, 100.0, 110.0, 110.0, 127.5, 137.5]) == pytest.approx(17.5)
+    assert lease_renew_max_gap_s([100.0, 100.0]) is None
+
+
+def test_low_memory_seconds_sum_the_intervals_below_one_percent() -> None:
+    total = 1000
+    samples = [(0.0, 50), (1.0, 5), (1.5, 9), (2.0, 200), (3.0, 1)]
+    assert low_memory_seconds(samples, total) == pytest.approx(1.0)

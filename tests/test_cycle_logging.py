@@ -52,7 +52,7 @@ def test_describe_threshold() -> None:
                                   "evictionSoftGracePeriod": {"imagefs.available": "2m"}})
     assert [describe_threshold(t) for t in settings.thresholds()] == [
         "memory.available<1Gi (hard)", "nodefs.available<15% (hard)", "imagefs.available<20% (soft, grace 120s)",
-        "allocatableMemory.available<1Gi (hard)",  # the enforceNodeAllocatable copy
+        "allocatableMemory.available<1Gi (hard, from memory.available)",  # the enforceNodeAllocatable copy
     ]
 
 

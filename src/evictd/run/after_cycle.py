@@ -127,17 +127,21 @@ def log_sample_problems(log: Log, metrics: Metrics, signal_problems: Callable[[]
     return update
 
 
-def watch_blind_signals(log: Log, metrics: Metrics, health: Health) -> AfterCycle:
+def watch_blind_signals(log: Log, metrics: Metrics, health: Health,
+                        absent: Callable[[], frozenset[Signal]] = frozenset) -> AfterCycle:
     """Count the cycles in a row without a figure for each signal that has a threshold; from three (core/blind.py)
     the signal is blind: one warning when it becomes blind, one line when it is read again, `evictd_signal_blind`
-    and `/readyz` (503) meanwhile."""
+    and `/readyz` (503) meanwhile. `absent()`: the signals this node has no source for at all (no pods cgroup: no
+    kubelet here, said at start-up), which are absent, not blind."""
     streaks: dict[Signal, int] = {}
     blind: tuple[Signal, ...] = ()
 
     def update(cycle: Cycle) -> None:
         nonlocal streaks, blind
         observed = cycle.report.decided.assessment.observations
-        streaks = blind_streaks(streaks, (t.signal for t in cycle.state.thresholds), set(observed))
+        without_source = absent()
+        streaks = blind_streaks(streaks, (t.signal for t in cycle.state.thresholds if t.signal not in without_source),
+                                set(observed))
         now = blind_signals(streaks)
         for signal in now:
             if signal not in blind:

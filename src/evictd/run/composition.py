@@ -48,6 +48,7 @@ from evictd.config import Configuration, EvictdSettings, StatsOrigin
 from evictd.core.engine import EngineConfig, EngineState
 from evictd.core.errors import ConfigError, SampleError
 from evictd.core.self_protection import KIB, oom_score_adj_warning
+from evictd.core.signals import Signal
 from evictd.cri import RuntimeSlot
 from evictd.cri.client import CriClient
 from evictd.cycle.cadence import stale_after_s
@@ -214,6 +215,18 @@ def warn_about_pods_cgroup(basics: Basics) -> None:
                  pods_cgroup=cgroups.pods_cgroup())
 
 
+POD_CGROUP_SIGNALS = frozenset({Signal.ALLOCATABLE_MEMORY_AVAILABLE, Signal.ALLOCATABLE_MEMORY_STALL_SOME,
+                                Signal.ALLOCATABLE_MEMORY_STALL_FULL})
+
+
+def signals_without_source(basics: Basics) -> frozenset[Signal]:
+    """The signals this node has no source for at all: those of the pods cgroup where there is none (no kubelet
+    here; the node's own stats source only, a kubelet's Summary always has it)."""
+    if basics.settings.stats_source is StatsOrigin.NODE and not basics.cgroups.has_pods_cgroup():
+        return POD_CGROUP_SIGNALS
+    return frozenset()
+
+
 @dataclass(frozen=True)
 class Observers:
     """How cycles are shown: the output format, the live view (with `live`), the recent log lines it shows."""
@@ -242,7 +255,7 @@ def build_hooks(basics: Basics, observers: Observers, *, reported_only: bool, st
         on_stop.append(live_view.close)
     after_cycle.append(log_sample_problems(log, metrics, stats.problems, lambda: oom_feedback.problems))
     after_cycle.append(log_refused_figures(log, metrics, stats.refused))
-    after_cycle.append(watch_blind_signals(log, metrics, health))
+    after_cycle.append(watch_blind_signals(log, metrics, health, lambda: signals_without_source(basics)))
     if cluster is not None:
         after_cycle.append(cluster_bookkeeping(cluster, metrics))
     # After the hooks that log, export and record the kills: a restart never counts them again.

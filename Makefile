@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test test-cluster lint docs check-config system-deps image-deps image uml-kernel clean
+.PHONY: run test test-cluster lint docs check-config system-deps image-deps image uml-kernel uml-kernel-psi clean
 
 # Debian packages the real-component tests need, as binary:package: a real containerd with runc, a static
 # busybox to build images from, systemd-analyze to verify the unit, mkfs.ext4/losetup for small filesystems,
@@ -38,6 +38,13 @@ image: image-deps
 # A user-mode Linux kernel that boots on this machine, in /var/tmp/evictd-uml (tests/uml/provision-uml.sh).
 uml-kernel: system-deps
 	tests/uml/provision-uml.sh
+
+# A user-mode Linux kernel WITH PSI (Debian's has none), built from Debian's linux-source-6.1 with Debian's UML
+# configuration into /var/tmp/evictd-uml/psi (tests/uml/provision-uml-psi.sh): tests/uml/uml_guest.py boots it
+# with kernel="psi" or EVICTD_UML_KERNEL=psi. The first time a build of the kernel and its modules (56 CPU-minutes;
+# 87 min on 2 busy cores), so not part of `make test`; cached after that.
+uml-kernel-psi:
+	tests/uml/provision-uml-psi.sh
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)

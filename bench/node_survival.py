@@ -21,7 +21,7 @@ this machine's CPUs and load average before and after.
 
     .venv/bin/python bench/node_survival.py --out /work/arena-out/m1 [--backend stand-in]
         [--protectors kernel,evictd,earlyoom] [--workloads be-slow,be-fast,many-small] [--runs 5]
-        [--kernel /var/tmp/evictd-uml/linux.uml] [--mem-mib 2560] [--start-available-mib 600]
+        [--kernel default|psi] [--mem-mib 2560] [--start-available-mib 600]
 
 The output folder must not be under /tmp or /var/tmp: the guest mounts tmpfs over them (tests/uml/README).
 """
@@ -41,7 +41,7 @@ from typing import Any
 BENCH = Path(__file__).resolve().parent
 sys.path[:0] = [str(BENCH.parent / "tests" / "uml")]
 from node_survival_outcomes import cell_rows, markdown_table  # noqa: E402
-from uml_guest import REPO, GuestRun, boot_guest  # noqa: E402
+from uml_guest import KERNELS, REPO, GuestRun, Kernel, boot_guest  # noqa: E402
 
 GUEST_MEM_MIB = 2560
 GUEST = BENCH / "node_survival_guest.py"
@@ -67,13 +67,13 @@ def host_load() -> str:
 
 
 def run_boot(out: Path, *, backend: str, protectors: Sequence[str], workloads: Sequence[str], runs: int,
-             kernel: Path | None, mem_mib: int, start_available_mib: int,
+             kernel: Kernel | None, mem_mib: int, start_available_mib: int,
              run_timeout_s: float) -> tuple[GuestRun, list[dict[str, Any]]]:
     """One guest boot running every (protector, workload, run) given; returns the boot and its runs' records.
 
     A run that failed in the guest is in the list with its "error" and "traceback"; a guest that wrote
     nothing fails here (AssertionError with the end of its output)."""
-    label = str(kernel) if kernel else "provisioned (tests/uml/provision-uml.sh)"
+    label = f"{kernel or 'default'} kernel (tests/uml/provision-uml{'-psi' if kernel == 'psi' else ''}.sh)"
     args = ["--backend", backend, "--protectors", ",".join(protectors), "--workloads", ",".join(workloads),
             "--runs", str(runs), "--start-available-mib", str(start_available_mib),
             "--run-timeout-s", str(run_timeout_s), "--kernel-label", label.replace(" ", "_")]
@@ -111,7 +111,8 @@ def main() -> int:
     parser.add_argument("--protectors", default="kernel,evictd,earlyoom")
     parser.add_argument("--workloads", default="be-slow,be-fast,many-small")
     parser.add_argument("--runs", type=int, default=5)
-    parser.add_argument("--kernel", type=Path, default=None, help="a user-mode kernel (default: the provisioned one)")
+    parser.add_argument("--kernel", choices=KERNELS, default=None,
+                        help="the user-mode kernel: default (Debian's, no PSI) or psi (make uml-kernel-psi)")
     parser.add_argument("--mem-mib", type=int, default=GUEST_MEM_MIB)
     parser.add_argument("--start-available-mib", type=int, default=600,
                         help="the pressure pods take what is available beyond this at once (the head start)")

@@ -14,15 +14,7 @@ CACHE=${1:-/var/tmp/evictd-uml}
 HERE=$(cd "$(dirname "$0")" && pwd)
 mkdir -p "$CACHE"
 
-# probe KERNEL: boots KERNEL with a one-line init; succeeds when the guest's init wrote its mark.
-probe() {
-	dir=$(mktemp -d); mark="$dir/mark"
-	printf '#!/bin/sh\necho booted > %s\nexec /sbin/halt -f\n' "$mark" > "$dir/init"; chmod +x "$dir/init"
-	timeout 60 "$1" mem=64M uml_dir="$dir" root=/dev/root rootfstype=hostfs rootflags=/ rw init="$dir/init" \
-		con0=fd:0,fd:1 con=null </dev/null >"$dir/log" 2>&1 || true
-	ok=1; [ -s "$mark" ] && ok=0
-	rm -rf "$dir"; return $ok
-}
+. "$HERE/uml-probe.sh"
 
 use() {  # use KERNEL MODULES
 	ln -sfn "$1" "$CACHE/linux.uml"; ln -sfn "$2" "$CACHE/modules"
@@ -33,11 +25,11 @@ if [ ! -x /usr/bin/linux.uml ]; then
 	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq user-mode-linux >/dev/null
 fi
 debian_mods=$(ls -d /usr/lib/uml/modules/* | head -1)
-if probe /usr/bin/linux.uml; then use /usr/bin/linux.uml "$debian_mods"; exit 0; fi
+if uml_probe /usr/bin/linux.uml; then use /usr/bin/linux.uml "$debian_mods"; exit 0; fi
 echo "Debian 12's user-mode-linux does not boot on this CPU; using Debian's newer one" >&2
 
 newer="$CACHE/newer"
-if [ ! -x "$newer/linux.uml" ] || ! probe "$newer/linux.uml"; then
+if [ ! -x "$newer/linux.uml" ] || ! uml_probe "$newer/linux.uml"; then
 	command -v patchelf >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq patchelf >/dev/null
 	apt_dir="$CACHE/apt"; rm -rf "$apt_dir" "$newer"; mkdir -p "$apt_dir/etc" "$apt_dir/lists/partial" \
 		"$apt_dir/cache/archives/partial" "$newer"
@@ -53,6 +45,6 @@ if [ ! -x "$newer/linux.uml" ] || ! probe "$newer/linux.uml"; then
 	libdir="$newer/root/usr/lib/x86_64-linux-gnu"
 	cp "$newer/root/usr/bin/linux.uml" "$newer/linux.uml"
 	patchelf --set-interpreter "$libdir/ld-linux-x86-64.so.2" --set-rpath "$libdir" "$newer/linux.uml"
-	probe "$newer/linux.uml" || { echo "no user-mode Linux kernel boots on this machine" >&2; exit 1; }
+	uml_probe "$newer/linux.uml" || { echo "no user-mode Linux kernel boots on this machine" >&2; exit 1; }
 fi
 use "$newer/linux.uml" "$(ls -d "$newer"/root/usr/lib/uml/modules/* | head -1)"

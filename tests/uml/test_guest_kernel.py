@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from uml_guest import REPO, boot_guest
+import pytest
+import uml_guest
+from uml_guest import REPO, boot_guest, uml_kernel
 
 GUEST = """
 guest_log "start"
@@ -35,3 +37,17 @@ def test_guest_is_cgroup_v2_with_real_oom_kills_and_a_read_only_host(tmp_path: P
     assert "Read-only file system" in run.text("repo-write-error")
     assert not (REPO / "guest-was-here").exists()
     assert run.text("out-write").strip() == "written"
+
+
+def test_a_missing_psi_kernel_fails_naming_its_make_target(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The PSI kernel is built by `make uml-kernel-psi` only (not `make test`); a guest that asks for it fails.
+    monkeypatch.setattr(uml_guest, "UML_PSI_CACHE", tmp_path / "no-psi-kernel")
+    with pytest.raises(AssertionError, match=r"make uml-kernel-psi"):
+        uml_kernel("psi")
+    monkeypatch.setenv("EVICTD_UML_KERNEL", "psi")
+    with pytest.raises(AssertionError, match=r"make uml-kernel-psi"):
+        uml_kernel()
+    assert uml_kernel("default")[0] == uml_guest.UML_CACHE / "linux.uml"  # named, the environment does not count
+    monkeypatch.setenv("EVICTD_UML_KERNEL", "debian")
+    with pytest.raises(ValueError, match=r"one of default, psi"):
+        uml_kernel()

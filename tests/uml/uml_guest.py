@@ -8,7 +8,10 @@ guest and lets it write only to the folder it was given (`out`). The test then r
 `boot_systemd_guest` boots one whose PID 1 is systemd instead, for units under a real service manager.
 
 The kernel is the one tests/uml/provision-uml.sh prepared (run by `make test`): without it the tier fails,
-it never skips.
+it never skips. That kernel (Debian's) has no PSI; `kernel="psi"` (or EVICTD_UML_KERNEL=psi for every boot
+that names no kernel) boots the one tests/uml/provision-uml-psi.sh built (`make uml-kernel-psi`, not part of
+`make test`): /proc/pressure and each cgroup's memory.pressure and memory.reclaim. Without it such a boot
+fails too.
 """
 
 from __future__ import annotations
@@ -23,9 +26,15 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 UML_CACHE = Path(os.environ.get("EVICTD_UML_CACHE", "/var/tmp/evictd-uml"))
+# The kernel with PSI (provision-uml-psi.sh's default cache folder, below the default kernel's).
+UML_PSI_CACHE = Path(os.environ.get("EVICTD_UML_PSI_CACHE", str(UML_CACHE / "psi")))
+# Which kernel a boot that names none gets: "default" (provision-uml.sh's) or "psi".
+KERNEL_ENV = "EVICTD_UML_KERNEL"
+Kernel = Literal["default", "psi"]
+KERNELS: tuple[Kernel, ...] = ("default", "psi")
 REPO = Path(__file__).resolve().parents[2]
 PRELUDE = Path(__file__).with_name("guest-prelude.sh")
 # A guest's memory: evictd, a test API server and workloads fit in 768 MiB with room for pressure trials.
@@ -53,22 +62,32 @@ class GuestRun:
         return json.loads(self.text(name))
 
 
-def uml_kernel(kernel: Path | None = None) -> tuple[Path, Path]:
-    """The kernel binary and its module folder, as provision-uml.sh left them (or `kernel`, another user-mode
-    kernel, with the `modules` folder beside it when it has one, else the provisioned kernel's modules);
-    AssertionError when absent."""
-    if kernel is not None:
-        if not kernel.exists():
-            raise AssertionError(f"no user-mode Linux kernel at {kernel}")
-        beside = kernel.parent / "modules"
-        return kernel, beside if beside.is_dir() else UML_CACHE / "modules"
-    kernel, modules = UML_CACHE / "linux.uml", UML_CACHE / "modules"
-    if not (kernel.exists() and modules.is_dir()):
+def uml_kernel(kernel: Kernel | None = None) -> tuple[Path, Path]:
+    """The kernel binary and its module folder: `kernel` ("default" or "psi"; None: EVICTD_UML_KERNEL, else
+    "default"), as its provisioning script left them; AssertionError when absent."""
+    name = kernel or os.environ.get(KERNEL_ENV) or "default"
+    if name not in KERNELS:
+        raise ValueError(f"user-mode Linux kernel {name!r} (from {KERNEL_ENV}?): one of {', '.join(KERNELS)}")
+    if name == "psi":
+        return psi_kernel()
+    binary, modules = UML_CACHE / "linux.uml", UML_CACHE / "modules"
+    if not (binary.exists() and modules.is_dir()):
         raise AssertionError(
-            f"no user-mode Linux kernel at {kernel}: the cgroup v2 tier needs one; "
+            f"no user-mode Linux kernel at {binary}: the cgroup v2 tier needs one; "
             f"run `make test` (or tests/uml/provision-uml.sh) to install it"
         )
-    return kernel, modules
+    return binary, modules
+
+
+def psi_kernel() -> tuple[Path, Path]:
+    """The kernel with PSI and its module folder, as provision-uml-psi.sh left them; AssertionError when absent."""
+    binary, modules = UML_PSI_CACHE / "linux.uml", UML_PSI_CACHE / "modules"
+    if not (binary.exists() and modules.is_dir()):
+        raise AssertionError(
+            f"no user-mode Linux kernel with PSI at {binary}: this guest needs one (Debian's has no PSI); "
+            f"run `make uml-kernel-psi` (tests/uml/provision-uml-psi.sh, a build of 30-90 minutes) to build it"
+        )
+    return binary, modules
 
 
 def boot_guest(
@@ -78,15 +97,15 @@ def boot_guest(
     mem_mib: int = DEFAULT_MEM_MIB,
     timeout_s: float = DEFAULT_TIMEOUT_S,
     env: dict[str, str] | None = None,
-    kernel: Path | None = None,
+    kernel: Kernel | None = None,
 ) -> GuestRun:
     """Boots a guest whose init runs `body` after the prelude; returns once it halted (or `timeout_s` passed).
 
     `env` reaches the init as environment variables through the kernel command line, so its values may hold
     no white space. The guest sees EVICTD_PYTHON (this interpreter, with evictd installed) and EVICTD_REPO.
-    `kernel` is another user-mode kernel than the provisioned one (`uml_kernel`).
+    `kernel` chooses the kernel (`uml_kernel`): "psi" for one with PSI.
     """
-    kernel, modules = uml_kernel(kernel)
+    binary, modules = uml_kernel(kernel)
     out.mkdir(parents=True, exist_ok=True)
     init = out / "init.sh"
     init.write_text(f"#!/bin/sh\n. {PRELUDE}\n{body}\n", encoding="utf-8")
@@ -103,7 +122,7 @@ def boot_guest(
             raise ValueError(f"guest environment {key}={value!r}: the kernel command line needs one word")
     scratch = Path(tempfile.mkdtemp(prefix="evictd-uml-"))
     argv = [
-        str(kernel), f"mem={mem_mib}M", f"uml_dir={scratch}", "root=/dev/root", "rootfstype=hostfs",
+        str(binary), f"mem={mem_mib}M", f"uml_dir={scratch}", "root=/dev/root", "rootfstype=hostfs",
         "rootflags=/", "rw", f"init={init}", "con0=fd:0,fd:1", "con=null", "cgroup_no_v1=all",
         *(f"{key}={value}" for key, value in words.items()),
     ]
@@ -186,6 +205,7 @@ def boot_systemd_guest(
     mem_mib: int = DEFAULT_MEM_MIB,
     timeout_s: float = DEFAULT_TIMEOUT_S,
     env: dict[str, str] | None = None,
+    kernel: Kernel | None = None,
 ) -> GuestRun:
     """Boots a guest whose PID 1 is systemd 252 (SYSTEMD_GUEST says what machine it gets).
 
@@ -203,4 +223,4 @@ def boot_systemd_guest(
         + "\nexport SYSTEMD_UNIT_PATH=/etc/systemd/system:/run/systemd/system\n"
         + "exec /lib/systemd/systemd --unit=multi-user.target --log-target=console --show-status=no\n"
     )
-    return boot_guest(body, out, mem_mib=mem_mib, timeout_s=timeout_s, env=env)
+    return boot_guest(body, out, mem_mib=mem_mib, timeout_s=timeout_s, env=env, kernel=kernel)

@@ -141,9 +141,11 @@ SLOWEST_MODULES = ("uml/test_evictd_v2.py", "uml/test_systemd_unit.py", "deploy/
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    def rank(item: pytest.Item) -> int:
+    def rank(item: pytest.Item) -> tuple[bool, int]:
+        # The `alone` tier runs the quiet_machine tests after the serial ones (tests/run-tiers.sh).
         path = item.nodeid.split("::", 1)[0]
-        return next((n for n, slow in enumerate(SLOWEST_MODULES) if path.endswith(slow)), len(SLOWEST_MODULES))
+        slow = next((n for n, slow in enumerate(SLOWEST_MODULES) if path.endswith(slow)), len(SLOWEST_MODULES))
+        return item.get_closest_marker("quiet_machine") is not None, slow
 
     items.sort(key=rank)  # stable: the order within each module, and of the others, is kept
 

@@ -2,13 +2,15 @@
 # `make test`'s tiers, timed: what runs side by side and what runs alone, and why (docs/development.md, "Test
 # tiers"). Usage: tests/run-tiers.sh [PYTHON]   (default .venv/bin/python; run from the checkout's top)
 #
-#   1. parallel       every test but the two tiers below, on pytest-xdist workers (one module per worker, so a
-#                     module's guest or cluster is started once), nothing else running;
-#   2. serial         after it, one at a time: tests that drive whole-machine memory with GiB hogs against
-#                     MemAvailable (they cannot run beside each other, and beside them every latency that other
-#                     tests assert stretches); ruff, mypy and mkdocs beside it, at nice 19;
-#   3. quiet_machine  last, with nothing else running: tests that compare whole-machine figures any other test
-#                     moves (/proc/pressure/memory, MemAvailable within 512 MiB, the machine's task count).
+#   1. parallel       every test but those marked serial or quiet_machine, on pytest-xdist workers (one module
+#                     per worker, so a module's guest or cluster is started once); ruff, mypy and mkdocs beside
+#                     it at nice 19 (a few CPU seconds in the workers' gaps);
+#   2. alone          after it, one test at a time in one process, nothing beside: first the tests marked serial
+#                     (they drive whole-machine memory with GiB hogs against MemAvailable: they cannot run beside
+#                     each other, and beside them every latency that other tests assert stretches), then those
+#                     marked quiet_machine (they compare whole-machine figures any other test moves:
+#                     /proc/pressure/memory, MemAvailable within 512 MiB, the machine's task count), which the
+#                     serial tests' half minute also gives time to settle after the workers.
 #
 # Every tier runs whatever an earlier one said; the exit status is 1 when any failed. Each tier's output is
 # printed whole when it ends; the last lines are the time of each tier, the whole run's, and the test count.
@@ -32,14 +34,15 @@ tier() {
 }
 
 begun=$(now)
+(tier ruff nice -n 19 "$BIN/ruff" check src tests; tier mypy nice -n 19 "$BIN/mypy";
+	tier mkdocs nice -n 19 "$BIN/mkdocs" build --strict --quiet) >"$logs/lint.out" &
+lint=$!
 tier parallel "$PY" -m pytest -q -p no:cacheprovider -n "$WORKERS" --dist loadfile \
 	-m "not real_cluster and not serial and not quiet_machine"
-(tier ruff nice -n 19 "$BIN/ruff" check src tests; tier mypy nice -n 19 "$BIN/mypy";
-	tier mkdocs nice -n 19 "$BIN/mkdocs" build --strict --quiet) &
-lint=$!
-tier serial "$PY" -m pytest -q -p no:cacheprovider -m "serial and not real_cluster"
 wait "$lint"
-tier quiet_machine "$PY" -m pytest -q -p no:cacheprovider -m "quiet_machine and not real_cluster"
+cat "$logs/lint.out"
+# One process: the serial tests first, then the quiet_machine ones (tests/conftest.py orders them).
+tier alone "$PY" -m pytest -q -p no:cacheprovider -m "(serial or quiet_machine) and not real_cluster"
 total=$(($(now) - begun))
 
 status=0
@@ -47,7 +50,7 @@ passed=0
 failed=0
 echo
 echo "make test tiers (tests/run-tiers.sh, $WORKERS workers):"
-for name in parallel serial ruff mypy mkdocs quiet_machine; do
+for name in parallel ruff mypy mkdocs alone; do
 	rc=$(cat "$logs/$name.rc")
 	[ "$rc" = 0 ] || status=1
 	printf '  %-14s %4s s  exit %s\n' "$name" "$(cat "$logs/$name.s")" "$rc"

@@ -64,8 +64,8 @@ run: $(STAMP)
 
 # The cgroup v2 tier (tests/uml) runs here, in user-mode Linux guests. The real-cluster tier (tests marked
 # real_cluster) is left out: it needs kube-apiserver and kubelet binaries.
-# tests/run-tiers.sh runs the tiers, the parallel one on pytest-xdist workers beside the serial whole-machine one,
-# and prints each tier's time and the total at the end (docs/development.md, "Test tiers").
+# tests/run-tiers.sh runs the tiers, the parallel one on pytest-xdist workers (the linters beside it), then the
+# whole-machine tests alone, and prints each tier's time and the total at the end (docs/development.md, "Test tiers").
 test: $(STAMP) system-deps uml-kernel
 	tests/run-tiers.sh $(BIN)/python
 

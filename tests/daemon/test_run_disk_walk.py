@@ -62,7 +62,8 @@ def test_memory_decisions_do_not_wait_for_a_tenants_file_walk(
     daemon = EvictdProcess(
         tmp_path,
         kubelet="evictionHard: {allocatableMemory.available: 200Mi}\nenforceNodeAllocatable: []\n",
-        evictd=f"housekeepingInterval: 200ms\npsiWakeups: false\ncgroupRoot: /{tenant_pod.base}\n"
+        # No crossing hold: its designed 100 ms wait inside the crossing's cycle is not a walk's (test_run_settled.py).
+        evictd=f"housekeepingInterval: 200ms\npsiWakeups: false\nmemoryCrossingHold: 0s\ncgroupRoot: /{tenant_pod.base}\n"
                f"kubeletRootDir: {tenant_pod.kubelet_root}\npodLogsDir: {tenant_pod.pod_logs_dir}\n"
                f"imageFsPath: {tmp_path / 'containerd'}\ncontainerFsPath: {tmp_path / 'containerd'}\n"
                f"containerRuntimeEndpoint: unix://{tmp_path / 'no-runtime.sock'}\n",

@@ -9,32 +9,19 @@ the eviction is decided and logged ("would evict pod"), timed by evictd's own lo
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 
-import pytest
 from evictd_process import EvictdProcess, start_evictd
 
 from real_pod_node import MiB, RealPodNode
 
-POD_LIMIT_BYTES = 512 * MiB
-ALLOCATED_BYTES = 360 * MiB  # leaves ~150Mi: past the 200Mi threshold, well below the limit (no OOM kill)
+# Leaves ~150Mi of the real_pod fixture's 512 MiB: past the 200Mi threshold, well below the limit (no OOM kill).
+ALLOCATED_BYTES = 360 * MiB
 GRACE_S = 2.0
 THRESHOLD = "allocatableMemory.available<200Mi (soft, grace 2s)"
 # Issue #37's target is 100 ms; a loaded test machine gets this much more for the cycle's own reads.
 LATE_BY_AT_MOST_S = 0.5
-
-
-@pytest.fixture
-def real_pod(ext4_mount: Path) -> Iterator[RealPodNode]:
-    node = RealPodNode(kubelet_root=ext4_mount / "kubelet", pod_logs_dir=ext4_mount / "pods-logs",
-                       pods_limit_bytes=POD_LIMIT_BYTES)
-    try:
-        node.create(volume_files={"data.bin": 1 * MiB}, log_bytes=4096)
-        yield node
-    finally:
-        node.teardown()
 
 
 def logged_at(event: dict[str, str]) -> float:

@@ -217,7 +217,7 @@ class EvictionManager:
             crossed = crossings_to_confirm(self.state.thresholds or self.config.thresholds,
                                            (*self.state.first_observed_at, *self.state.thresholds_met), summary)
             if crossed:
-                summary, now = self._confirming_summary(pods, errors)
+                summary, now = self._confirming_summary((*pods, *terminating), errors)
         self.state, assessment = assess(self.state, self.config, layout, summary, pods, now)
         observed = Observed(summary=summary, pods=pods, pod_list_problem=problem,
                             crossed=tuple(dict.fromkeys(t.signal for t in crossed)),

@@ -5,7 +5,7 @@
 # /run, as /var/lib has no such folders on the host and stays read-only); HOME and TMPDIR point
 # into /run. cgroup2 is mounted with cpu, memory and pids delegated to children; loopback is up.
 # Kernel command line words the kernel does not know reach this init as environment: UML_OUT, UML_MODULES,
-# EVICTD_REPO, EVICTD_PYTHON (set by the harness).
+# EVICTD_REPO, EVICTD_PYTHON, UML_DISK (set by the harness).
 export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 export HOME=/run/home TMPDIR=/run/tmp PYTHONDONTWRITEBYTECODE=1
 mount -t proc proc /proc
@@ -18,6 +18,9 @@ mount --bind "$UML_OUT" "$UML_OUT"
 mount -o remount,bind,ro /
 for d in /run /var/log /var/cache; do [ -d "$d" ] && mount -t tmpfs tmpfs "$d"; done
 mkdir -p /run/tmp /run/home
+# A disk of the guest's own (boot_guest's disk_mib: an ext4 on /dev/ubda), where files leave page cache.
+export UML_DISK_MOUNT=/run/disk
+if [ -n "${UML_DISK:-}" ]; then mkdir -p "$UML_DISK_MOUNT" && mount -t ext4 "$UML_DISK" "$UML_DISK_MOUNT"; fi
 mount -t cgroup2 none /sys/fs/cgroup
 echo "+cpu +memory +pids" > /sys/fs/cgroup/cgroup.subtree_control
 ip link set lo up 2>/dev/null || true

@@ -1,7 +1,8 @@
 """The cgroup v2 tier's ground: the guest kernel is real cgroup v2 and keeps the host's files read-only.
 
 Everything else in tests/uml stands on these facts: a memory controller in the guest's root, a real memcg
-OOM kill counted in memory.events, and a host root the guest cannot write outside its own folder.
+OOM kill counted in memory.events, a host root the guest cannot write outside its own folder, and a disk of
+the guest's own whose files leave page cache.
 """
 
 from __future__ import annotations
@@ -23,11 +24,16 @@ cat /sys/fs/cgroup/cgroup.controllers > "$UML_OUT/controllers"
 stat -f -c %T /sys/fs/cgroup > "$UML_OUT/cgroup-fs"
 touch "$EVICTD_REPO/guest-was-here" 2> "$UML_OUT/repo-write-error"
 echo written > "$UML_OUT/out-write"
+mkdir /sys/fs/cgroup/reader
+sh -c 'echo $$ > /sys/fs/cgroup/reader/cgroup.procs
+  dd if=/dev/zero of="$UML_DISK_MOUNT/file" bs=1M count=24 status=none; sync; echo 1 > /proc/sys/vm/drop_caches
+  cat "$UML_DISK_MOUNT/file" > /dev/null; cat "$UML_DISK_MOUNT/file" > /dev/null'
+cp /sys/fs/cgroup/reader/memory.stat "$UML_OUT/reader-memory.stat"
 """
 
 
 def test_guest_is_cgroup_v2_with_real_oom_kills_and_a_read_only_host(tmp_path: Path) -> None:
-    run = boot_guest(GUEST, tmp_path / "out", mem_mib=256, timeout_s=120)
+    run = boot_guest(GUEST, tmp_path / "out", mem_mib=256, timeout_s=120, disk_mib=64)
 
     assert run.text("cgroup-fs").strip() == "cgroup2fs"
     assert {"memory", "pids"} <= set(run.text("controllers").split())
@@ -37,6 +43,11 @@ def test_guest_is_cgroup_v2_with_real_oom_kills_and_a_read_only_host(tmp_path: P
     assert "Read-only file system" in run.text("repo-write-error")
     assert not (REPO / "guest-was-here").exists()
     assert run.text("out-write").strip() == "written"
+    # The guest's own disk keeps page cache in the reader's cgroup (hostfs files leave none), active once read
+    # twice: what the arena's page-cache workloads stand on.
+    stat = dict(line.split() for line in run.text("reader-memory.stat").splitlines())
+    assert int(stat["active_file"]) >= 20 << 20, stat
+    assert not (tmp_path / "out" / "disk.img").exists()
 
 
 def test_a_missing_psi_kernel_fails_naming_its_make_target(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -98,15 +98,28 @@ def boot_guest(
     timeout_s: float = DEFAULT_TIMEOUT_S,
     env: dict[str, str] | None = None,
     kernel: Kernel | None = None,
+    disk_mib: int = 0,
 ) -> GuestRun:
     """Boots a guest whose init runs `body` after the prelude; returns once it halted (or `timeout_s` passed).
 
     `env` reaches the init as environment variables through the kernel command line, so its values may hold
     no white space. The guest sees EVICTD_PYTHON (this interpreter, with evictd installed) and EVICTD_REPO.
-    `kernel` chooses the kernel (`uml_kernel`): "psi" for one with PSI.
+    `kernel` chooses the kernel (`uml_kernel`): "psi" for one with PSI. `disk_mib` gives the guest a disk of
+    its own: a fresh ext4 of that size (a sparse file in `out`, removed after the boot) on the guest's
+    /dev/ubda, mounted by the prelude at $UML_DISK_MOUNT (/run/disk). Files read through the hostfs root leave
+    no page cache in the guest; files on this disk do, and filling it fills no host disk beyond the image.
     """
     binary, modules = uml_kernel(kernel)
     out.mkdir(parents=True, exist_ok=True)
+    disk = out / "disk.img"
+    disk_words: list[str] = []
+    if disk_mib:
+        disk.unlink(missing_ok=True)
+        with open(disk, "wb") as image:
+            image.truncate(disk_mib << 20)
+        subprocess.run(["mkfs.ext4", "-q", "-F", str(disk)], check=True, capture_output=True)
+        disk_words = [f"ubd0={disk}"]
+        env = {**(env or {}), "UML_DISK": "/dev/ubda"}
     init = out / "init.sh"
     init.write_text(f"#!/bin/sh\n. {PRELUDE}\n{body}\n", encoding="utf-8")
     init.chmod(0o755)
@@ -123,7 +136,7 @@ def boot_guest(
     scratch = Path(tempfile.mkdtemp(prefix="evictd-uml-"))
     argv = [
         str(binary), f"mem={mem_mib}M", f"uml_dir={scratch}", "root=/dev/root", "rootfstype=hostfs",
-        "rootflags=/", "rw", f"init={init}", "con0=fd:0,fd:1", "con=null", "cgroup_no_v1=all",
+        "rootflags=/", "rw", f"init={init}", "con0=fd:0,fd:1", "con=null", "cgroup_no_v1=all", *disk_words,
         *(f"{key}={value}" for key, value in words.items()),
     ]
     console_path = out / "console.log"
@@ -140,6 +153,8 @@ def boot_guest(
             returncode = -signal.SIGKILL
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
+            if disk_mib:
+                disk.unlink(missing_ok=True)
     elapsed = time.monotonic() - started
     console_text = console_path.read_text(encoding="utf-8", errors="replace")
     if returncode == -signal.SIGKILL:

@@ -67,7 +67,7 @@ def host_load() -> str:
 
 
 def run_boot(out: Path, *, backend: str, protectors: Sequence[str], workloads: Sequence[str], runs: int,
-             kernel: Kernel | None, mem_mib: int, start_available_mib: int,
+             kernel: Kernel | None, mem_mib: int, start_available_mib: int, disk_mib: int,
              run_timeout_s: float) -> tuple[GuestRun, list[dict[str, Any]]]:
     """One guest boot running every (protector, workload, run) given; returns the boot and its runs' records.
 
@@ -91,7 +91,7 @@ def run_boot(out: Path, *, backend: str, protectors: Sequence[str], workloads: S
     body = BODY.format(guest=shlex.quote(str(GUEST)), args=shlex.join(args), node_setup=node_setup)
     per_boot = BOOT_S + (CLUSTER_START_S if backend == "real" else 0)
     timeout = per_boot + len(protectors) * len(workloads) * runs * (SETUP_S + run_timeout_s)
-    boot = boot_guest(body, out, mem_mib=mem_mib, timeout_s=timeout, kernel=kernel, env=env)
+    boot = boot_guest(body, out, mem_mib=mem_mib, timeout_s=timeout, kernel=kernel, env=env, disk_mib=disk_mib)
     path = out / "runs.jsonl"
     if not path.exists():
         raise AssertionError(f"the guest wrote no runs; its output ends:\n{_tail(out / 'guest.log')}\n"
@@ -114,6 +114,8 @@ def main() -> int:
     parser.add_argument("--kernel", choices=KERNELS, default=None,
                         help="the user-mode kernel: default (Debian's, no PSI) or psi (make uml-kernel-psi)")
     parser.add_argument("--mem-mib", type=int, default=GUEST_MEM_MIB)
+    parser.add_argument("--disk-mib", type=int, default=2048,
+                        help="the guest's own ext4 disk, mounted at /run/disk (sparse; page cache, disk fill)")
     parser.add_argument("--start-available-mib", type=int, default=600,
                         help="the pressure pods take what is available beyond this at once (the head start)")
     parser.add_argument("--run-timeout-s", type=float, default=180.0)
@@ -128,7 +130,7 @@ def main() -> int:
     for group in groups:
         folder = args.out / f"{args.backend}-{'-'.join(group)}"
         _, found = run_boot(folder, backend=args.backend, protectors=group, workloads=args.workloads.split(","),
-                            runs=args.runs, kernel=args.kernel, mem_mib=args.mem_mib,
+                            runs=args.runs, kernel=args.kernel, mem_mib=args.mem_mib, disk_mib=args.disk_mib,
                             start_available_mib=args.start_available_mib, run_timeout_s=args.run_timeout_s)
         records += found
         print(f"boot {folder.name}: {len(found)} runs, load {host_load()}", flush=True)

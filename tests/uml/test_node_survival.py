@@ -43,7 +43,7 @@ from node_survival_outcomes import (
 )
 
 SHORT_CELL = {"protectors": ("kernel", "evictd"), "workloads": ("be-slow",), "runs": 1, "kernel": None,
-              "start_available_mib": 300, "run_timeout_s": 90.0}
+              "start_available_mib": 300, "run_timeout_s": 90.0, "disk_mib": 0}
 # The real backend's cluster (etcd, kube-apiserver, controller-manager, scheduler, containerd) takes ~500 MiB.
 MEM_MIB = {"stand-in": 1024, "real": 2048}
 BACKENDS = ["stand-in", pytest.param("real", marks=pytest.mark.real_cluster)]

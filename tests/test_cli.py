@@ -369,6 +369,20 @@ def test_a_missing_kubeconfig_file_is_named_with_the_reason(tmp_path: Path) -> N
     assert line.endswith(f": cannot read {missing}: No such file or directory"), line
 
 
+
+def test_a_malformed_kubeconfig_is_named_at_its_entry_not_in_pythons_words(tmp_path: Path) -> None:
+    # The kubernetes package's loader said "'str' object has no attribute 'safe_get'" for this one (issue 38).
+    kubeconfig = write(tmp_path, "kc.yaml", "apiVersion: v1\nclusters: [{name: c, cluster: {server: 'https://x'}}]\n"
+                       "users: [{name: u, user: x}]\ncontexts: [{name: a, context: {cluster: c, user: u}}]\n"
+                       "current-context: a\n")
+    config = write(tmp_path, "e.yaml", "apiVersion: evictd.io/v1alpha1\nkind: EvictdConfiguration\n"
+                   f"kubeconfig: {kubeconfig}\nstateDir: {tmp_path / 'state'}\nmetricsBindAddress: 127.0.0.1:0\n")
+    result = evictd("run", "--config", config, "--cycles", "1")
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith("evictd: kubeconfig: invalid value '"), line  # a long path is shortened in the middle
+    assert line.endswith("kc.yaml': malformed kubeconfig: users[0].user: a mapping expected, not 'x'"), line
+
 def completions(*words: str) -> list[str]:
     """What bash completes for `words` (the last one being completed) with `evictd completion bash` loaded."""
     script = evictd("completion", "bash")

@@ -23,6 +23,7 @@ from evictd.adapters import procfs
 from evictd.adapters.cgroups import _uint
 from evictd.config import load_configuration
 from evictd.core.errors import ConfigError, SampleError
+from evictd.core.signals import Signal
 from evictd.record.recording import segment_paths
 from test_explain import memory_recording
 
@@ -119,6 +120,29 @@ def test_a_duplicate_key_in_the_kubelets_document_is_a_warning_as_in_the_kubelet
     assert configuration.eviction.max_pod_grace_period_s == 20
     assert configuration.warnings == (
         f"{path}: key 'evictionMaxPodGracePeriod' given twice; the last value is used, as the kubelet does",)
+
+
+def test_a_threshold_below_one_byte_is_kept_as_the_kubelet_keeps_it_and_warned_of(tmp_path: Path) -> None:
+    """The kubelet parses `1e-999999999` as 1n and starts: a threshold met only when nothing is left (issue 38)."""
+    path = tmp_path / "kubelet.yaml"
+    path.write_text(KUBELET + "evictionHard:\n  memory.available: 1e-999999999\n  nodefs.available: 10%\n",
+                    encoding="utf-8")
+    configuration = load_configuration([str(path)])
+    [threshold] = [t for t in configuration.eviction.thresholds() if t.signal is Signal.MEMORY_AVAILABLE]
+    assert threshold.value.quantity is not None and str(threshold.value.quantity) == "1e-9"
+    assert configuration.warnings == (
+        "evictionHard: memory.available: '1e-999999999' is below one unit (the kubelet reads it as 1e-9): the "
+        "threshold is met only when nothing at all is available",)
+    with pytest.raises(ConfigError, match="below one unit"):
+        load_configuration([str(path)], strict=True)
+
+
+def test_empty_items_of_a_threshold_flag_are_skipped_as_the_kubelet_skips_them_and_warned_of() -> None:
+    configuration = load_configuration([], [("eviction-hard", "memory.available<1Gi,,,,")])
+    assert configuration.eviction.hard == {"memory.available": "1Gi"}
+    assert configuration.warnings == (
+        "--eviction-hard 'memory.available<1Gi,,,,': empty items skipped, as the kubelet does",)
+    assert load_configuration([], [("eviction-hard", "memory.available<1Gi")]).warnings == ()
 
 
 @settings(max_examples=150, deadline=None)

@@ -33,7 +33,9 @@ from evictd.core.kubelet_config import (
     EvictionSettings,
     ImageGCSettings,
     apply_flags,
+    below_one_unit_warnings,
     did_you_mean,
+    empty_flag_item_warnings,
     eviction_settings,
     image_gc_settings,
     merge_documents,
@@ -458,6 +460,11 @@ def load_configuration(paths: Sequence[str], flags: Sequence[tuple[str, str]] = 
         raise _located(exc, KUBELET_KIND) from None
     eviction = apply_flags(eviction, flags)
     eviction.thresholds()  # a bad threshold fails the configuration here, not the first cycle
+    # What the kubelet accepts although it cannot mean what it says.
+    lenient = empty_flag_item_warnings(flags) + below_one_unit_warnings(eviction)
+    if lenient and strict:
+        raise ConfigError(lenient[0])
+    warnings += lenient
     try:
         evictd_document = merge_documents(evictd_docs)
         own = evictd_settings(evictd_document, kubelet)

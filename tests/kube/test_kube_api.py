@@ -12,16 +12,20 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import io
 import json
 import platform
 import re
 import sys
 import types
+import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+import structlog
+import yaml
 from apiserver import TOKEN_USER, ApiServer
 from kube_faults import RecordedRequest
 from kube_objects import node_manifest, pod_manifest
@@ -32,6 +36,7 @@ from evictd.core.errors import ConfigError, KubeError
 from evictd.kube.api import AnswerTooLarge, KubeApi
 from evictd.kube.client import build_api_client
 from evictd.kube.lean_import import import_module
+from evictd.observe.logging_setup import configure_logging
 
 NODE = "node-1"
 SELECTOR = f"spec.nodeName={NODE}"
@@ -233,6 +238,32 @@ def test_bearer_token_kubeconfig(seeded: ApiServer) -> None:
     request = seeded.requests[-1]
     assert request.user == TOKEN_USER and request.headers["Authorization"] == f"Bearer {seeded.token}"
 
+
+
+def test_an_insecure_tls_kubeconfig_warns_through_the_log_not_raw_on_the_stream(
+        seeded: ApiServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """urllib3's InsecureRequestWarning for `insecure-skip-tls-verify` is a `library warning` line of the JSON log,
+    not Python's warning text in the middle of it (issue 38)."""
+    monkeypatch.setattr(warnings, "showwarning", warnings.showwarning)  # put back after the test
+    config = yaml.safe_load(seeded.token_kubeconfig_path.read_text())
+    for cluster in config["clusters"]:
+        cluster["cluster"].pop("certificate-authority", None)
+        cluster["cluster"].pop("certificate-authority-data", None)
+        cluster["cluster"]["insecure-skip-tls-verify"] = True
+    insecure = tmp_path / "insecure.kubeconfig"
+    insecure.write_text(yaml.safe_dump(config))
+    stream = io.StringIO()
+    configure_logging("json", stream)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("default")
+            assert build_api_client(str(insecure)).read_node(NODE, timeout_s=10)["metadata"]["name"] == NODE
+    finally:
+        structlog.reset_defaults()
+    events = [json.loads(line) for line in stream.getvalue().splitlines()]
+    assert [(e["event"], e["category"], e["level"]) for e in events] == [
+        ("library warning", "InsecureRequestWarning", "warning")], events
+    assert "127.0.0.1" in events[0]["message"] or "localhost" in events[0]["message"], events
 
 EXEC_PLUGIN = """
 import datetime, json, pathlib, sys

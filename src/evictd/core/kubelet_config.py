@@ -22,7 +22,8 @@ from typing import Any
 
 from evictd.core.decode import INT32_MAX, INT32_MIN
 from evictd.core.duration import format_go_duration, parse_go_duration
-from evictd.core.errors import ConfigError, DurationError
+from evictd.core.errors import ConfigError, DurationError, QuantityError
+from evictd.core.quantity import Quantity
 from evictd.core.thresholds import STALL_FIELDS, Threshold, parse_stall_thresholds, parse_threshold_config
 
 KUBELET_API_VERSION = "kubelet.config.k8s.io/v1beta1"
@@ -118,6 +119,33 @@ class EvictionSettings:
         """The stall maps by their EvictdConfiguration key, those that are not empty."""
         maps = (self.stall_hard, self.stall_soft, self.stall_soft_grace_period, self.stall_minimum_reclaim)
         return {key: values for key, values in zip(STALL_FIELDS, maps, strict=True) if values}
+
+
+def below_one_unit_warnings(settings: EvictionSettings) -> list[str]:
+    """Warnings for hard and soft quantities above zero and below one byte (or one inode, one process id).
+
+    The kubelet accepts them (`1e-999999999` parses to 1n, its smallest positive quantity) and such a threshold is
+    met only when nothing at all is left: a threshold in name only. evictd decides as the kubelet does, and says so.
+    """
+    warnings = []
+    for key, statements in (("evictionHard", settings.hard), ("evictionSoft", settings.soft)):
+        for signal, raw in statements.items():
+            if raw.endswith("%"):
+                continue
+            try:
+                quantity = Quantity.parse(raw)
+            except QuantityError:
+                continue  # parse_threshold_config reports it
+            if 0 < quantity.value < 1:
+                warnings.append(f"{key}: {signal}: {raw!r} is below one unit (the kubelet reads it as {quantity}): "
+                                "the threshold is met only when nothing at all is available")
+    return warnings
+
+
+def empty_flag_item_warnings(flags: Sequence[tuple[str, str]]) -> list[str]:
+    """Warnings for map flags (`--eviction-hard` ...) with empty items, which the kubelet skips without a word."""
+    return [f"--{name} {value!r}: empty items skipped, as the kubelet does" for name, value in flags
+            if name in MAP_FLAGS and "" in value.split(",")]
 
 
 def with_stall_settings(settings: EvictionSettings, document: Mapping[str, object]) -> EvictionSettings:

@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import os
 
+import yaml
+
 from evictd.core.errors import ConfigError, KubeError
 from evictd.kube.api import KubeApi
+from evictd.kube.kubeconfig_shape import kubeconfig_problem
 from evictd.kube.lean_import import import_module
 
 # Statuses after which the same request may succeed later: throttling, server errors, no answer.
@@ -27,10 +30,16 @@ def build_api_client(kubeconfig: str = "") -> KubeApi:
     if kubeconfig:
         # The loader calls a missing or unreadable file "Invalid kube-config file. No configuration found.".
         try:
-            with open(os.path.expanduser(kubeconfig), "rb"):
-                pass
+            with open(os.path.expanduser(kubeconfig), "rb") as file:
+                text = file.read()
         except OSError as exc:
             raise ConfigError(f"cannot read {kubeconfig}: {exc.strerror}", key="kubeconfig", value=kubeconfig) from None
+        try:
+            problem = kubeconfig_problem(yaml.safe_load(text))
+        except yaml.YAMLError as exc:
+            problem = f"not YAML: {str(exc).splitlines()[0]}"
+        if problem:
+            raise ConfigError(f"malformed kubeconfig: {problem}", key="kubeconfig", value=kubeconfig)
     configuration = import_module("kubernetes.client.configuration").Configuration()
     loaders = import_module("kubernetes.config.kube_config" if kubeconfig else "kubernetes.config.incluster_config")
     try:

@@ -5,6 +5,8 @@
 - `live`: nothing is printed; events go to a ring buffer that the terminal live view shows under its table.
 `auto` picks `live` when stdout is a terminal and `json` otherwise.
 
+Python's own warnings (a library's `warnings.warn`) become `library warning` events of the same stream.
+
 `evictd run` asks for `queued` output: its lines go through a `LogWriter` (evictd.observe.log_writer), so the loop
 never waits for a slow reader of stdout; the offline commands print as they go, before they exit.
 """
@@ -14,6 +16,7 @@ from __future__ import annotations
 import collections
 import logging
 import sys
+import warnings
 from collections.abc import Callable, MutableMapping
 from typing import Any, TextIO
 
@@ -82,7 +85,16 @@ def configure_logging(fmt: str, stream: TextIO | None = None, *, queued: bool = 
         factory = _logger_factory(_writer)
     structlog.configure(processors=processors, wrapper_class=wrapper, logger_factory=factory,
                         cache_logger_on_first_use=False)
+    warnings.showwarning = _warning_to_log
     return recent
+
+
+def _warning_to_log(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+                    file: TextIO | None = None, line: str | None = None) -> None:
+    """Python's warnings (urllib3's InsecureRequestWarning for `insecure-skip-tls-verify`, say) as log events, not
+    raw text in the middle of the JSON stream; the warnings filters still decide how often (once a place)."""
+    structlog.get_logger().warning("library warning", category=category.__name__, message=str(message),
+                                   source=f"{filename}:{lineno}")
 
 
 def _logger_factory(writer: LogWriter) -> Callable[..., LogWriter]:

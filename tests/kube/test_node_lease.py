@@ -8,6 +8,7 @@ Losing the Lease (`standby_reason`) and unusable Leases (issue #38 item 3) are a
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
@@ -19,7 +20,8 @@ from evictd_kube_support import evictd_api_client
 from lease_contract import lease_body, raw
 
 from clocks import ManualClock
-from evictd.core.errors import NodeLeaseHeldError
+from evictd.clock import SYSTEM_CLOCK
+from evictd.core.errors import KubeError, NodeLeaseHeldError
 from evictd.kube.node_lease import (
     FIRST_RETRY_S,
     FORBIDDEN_RETRY_S,
@@ -458,3 +460,71 @@ def test_an_api_that_stops_answering_does_not_stop_evictd_acting(
         clock.advance(10.0)
         lease.renew()
         assert lease.standby_reason() is None
+
+
+def test_an_api_that_hangs_does_not_stop_evictd_acting_while_its_thread_waits_for_it(
+        apiserver: ApiServer, make_lease: MakeLease) -> None:
+    """Requests held unanswered until their timeout, as an API server in a thrashing node's memory does (issue 36's
+    arena: evictd stood by for 8 s of hard pressure after 69 s without a renewal, every attempt timing out). Scaled
+    down, on the real clock: a 2 s Lease renewed every 0.5 s, each request waiting 0.5 s."""
+    lease = make_lease(duration_s=2, clock=SYSTEM_CLOCK, request_timeout_s=0.5)
+    lease.acquire()
+    apiserver.faults.time_out_next(1000, path="/leases")
+    lease._thread = threading.Thread(target=lease._run, daemon=True)  # start() without its acquire
+    lease._thread.start()
+    try:
+        reasons = set()
+        deadline = time.monotonic() + 4.0  # two lease durations without an answer
+        while time.monotonic() < deadline:
+            reasons.add(lease.standby_reason())
+            time.sleep(0.02)
+        assert reasons == {None}
+        assert not lease.renewing()  # the Node heartbeat follows the lapse all the same
+        apiserver.faults.clear()
+        deadline = time.monotonic() + 5.0
+        while not lease.renewing() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert lease.renewing() and lease.standby_reason() is None
+    finally:
+        lease.stop()
+
+
+class TimingOut:
+    """The API client as it behaves when the API server does not answer: every Lease request returns after its
+    `timeout_s` (advanced on the test's clock) with no answer. `during` is called halfway through each request."""
+
+    def __init__(self, api: Any, clock: ManualClock, during: Callable[[], None]) -> None:
+        self._api, self._clock, self._during = api, clock, during
+
+    def _hang(self, verb: str, timeout_s: float) -> None:
+        self._clock.advance(timeout_s / 2)
+        self._during()
+        self._clock.advance(timeout_s / 2)
+        raise KubeError(verb, None, f"ReadTimeoutError: Read timed out. (read timeout={timeout_s})")
+
+    def replace_lease(self, namespace: str, name: str, body: Any, *, timeout_s: float) -> Any:
+        self._hang("update leases", timeout_s)
+
+    def read_lease(self, namespace: str, name: str, *, timeout_s: float) -> Any:
+        self._hang("get leases", timeout_s)
+
+
+def test_renewals_timing_out_at_the_shipped_timings_never_stand_evictd_by_and_a_pause_still_does(
+        make_lease: MakeLease, clock: ManualClock) -> None:
+    """The thread's own schedule at the shipped timings (a 40 s Lease renewed every 10 s, requests waiting 10 s, retries
+    after 1, 2, 4, 8, 10 s), each request timing out: looked at during every attempt and between attempts, evictd
+    keeps acting for five minutes (it stood by after 69 s in issue 36's arena). A pause (no attempt at all for a
+    lease duration) still stands it by."""
+    lease = make_lease(duration_s=40)
+    lease.acquire()
+    reasons: list[str | None] = []
+    lease._api = TimingOut(lease._api, clock, lambda: reasons.append(lease.standby_reason()))  # type: ignore[assignment]
+    began = clock.now_s
+    while clock.now_s - began < 300.0:
+        clock.advance(lease.next_delay_s())
+        reasons.append(lease.standby_reason())
+        lease.renew()
+        reasons.append(lease.standby_reason())
+    assert len(reasons) > 40 and set(reasons) == {None}
+    clock.advance(lease.duration_s + 1.0)  # frozen: the thread asked nothing meanwhile
+    assert lease.standby_reason() is not None and "paused past it" in lease.standby_reason()

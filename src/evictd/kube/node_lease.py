@@ -30,11 +30,14 @@ no condition, no taint, no event, until it holds the Lease again). It is lost wh
 holder (this evictd was paused past its lease, a frozen VM, and another took it over) and lapsed when no renewal
 succeeded for a lease duration on the monotonic clock, timed from the start of the last successful request (the
 Lease cannot have expired for anyone else sooner): a process resumed after a pause stands by until its thread
-has asked the API again. A lapse while the API does not answer (the last attempt failed recently) does not stop
-evictd: no one can take the Lease through an API that does not answer, and the local stop through the runtime is
-what protects the node then. A lost Lease is not given up for good: the thread keeps reading it and takes it back
-once its holder stops renewing (client-go's candidates wait the same way); exiting instead would have the
-supervisor restart evictd into a start that waits and exits 2 while the other holds it, a restart loop.
+has asked the API again. A lapse while the API does not answer (an attempt is waiting for it, or the last one
+failed no longer ago than the thread waits between attempts) does not stop evictd: no one can take the Lease
+through an API that does not answer, and the local stop through the runtime is what protects the node then (a
+node whose API server hangs under the node's own memory pressure, issue 36's arena: requests time out for a
+minute while the node needs an eviction most). A lost Lease is not given up for good: the thread keeps reading
+it and takes it back once its holder stops renewing (client-go's candidates wait the same way); exiting instead
+would have the supervisor restart evictd into a start that waits and exits 2 while the other holds it, a restart
+loop.
 """
 
 from __future__ import annotations
@@ -67,6 +70,8 @@ MAX_LEASE_DURATION_S = 86400
 # While waiting at start for another evictd's Lease to expire, how often it is read again.
 WAIT_POLL_S = 1.0
 REQUEST_TIMEOUT_S = 10.0
+# The most requests one attempt makes (a conflicting PUT, a read, a create that conflicts, a read, a PUT).
+REQUESTS_PER_ATTEMPT = 5
 # At start each request waits less: an API that does not answer must not hold the first cycle up for long (the
 # thread goes on trying).
 START_REQUEST_TIMEOUT_S = 3.0
@@ -199,7 +204,8 @@ class NodeLease:
     def __init__(self, api: KubeApi, namespace: str, node_name: str, *, log: Log,
                  duration_s: int = DEFAULT_LEASE_DURATION_S, wait_s: float = 30.0, identity: str | None = None,
                  on_error: Callable[[KubeError], None] = lambda error: None, clock: Clock = SYSTEM_CLOCK,
-                 jitter: Callable[[], float] = random.random, pid_runs: Callable[[int], bool] = _pid_runs) -> None:
+                 jitter: Callable[[], float] = random.random, pid_runs: Callable[[int], bool] = _pid_runs,
+                 request_timeout_s: float = REQUEST_TIMEOUT_S) -> None:
         self._api = api
         self.namespace = namespace
         self.name = node_name
@@ -212,12 +218,15 @@ class NodeLease:
         self._clock = clock
         self._jitter = jitter
         self._pid_runs = pid_runs
+        self._request_timeout_s = request_timeout_s
         self._latest: dict[str, Any] | None = None  # the Lease as last written by us
         # Monotonic time at the start of the last successful write (the Lease cannot expire for others sooner than
         # a duration after it).
         self._renewed_at: float | None = None
-        # Monotonic time at the start of the last attempt that failed without an answer about the holder.
+        # Monotonic time at the end of the last attempt that failed without an answer about the holder, and at the
+        # start of the attempt under way (None: none is).
         self._failed_at: float | None = None
+        self._attempt_started_at: float | None = None
         self._observation: Observation | None = None  # another holder's record as last seen changing
         self._lost_to = ""  # the other live holder the last attempt found ("": none)
         self._foreign_duration_s = 0  # its usable leaseDurationSeconds
@@ -246,16 +255,22 @@ class NodeLease:
         now = self._clock.monotonic()
         if renewed_at is None or now - renewed_at < self.duration_s:
             return None
-        failed_at = self._failed_at
-        if failed_at is not None and failed_at > renewed_at and now - failed_at < self._api_down_window_s():
-            return None  # the API does not answer: nobody can take the Lease through it
+        if self._api_not_answering(now, renewed_at):
+            return None  # nobody can take the Lease through an API that does not answer
         return (f"the node Lease {self.where} was not renewed for {now - renewed_at:.0f} s (paused past it?): "
                 "not acting until it is renewed or taken back")
 
-    def _api_down_window_s(self) -> float:
-        """How recent a failed attempt must be to tell "the API does not answer" from "this process was paused":
-        the thread tries at least every renewal interval, and an attempt may take its request's timeout."""
-        return self.renew_interval_s * (1 + RENEW_JITTER_FRACTION) + REQUEST_TIMEOUT_S + FIRST_RETRY_S
+    def _api_not_answering(self, now: float, renewed_at: float) -> bool:
+        """True when the renewals lapsed because the API does not answer, not because this process was paused: an
+        attempt is under way (started within what its requests may take), or the last one failed after the last
+        renewal and no later than the thread's longest wait between attempts ago. A process resumed after a pause
+        finds neither (its attempt or its failure predates the pause) and stands by until it asks again."""
+        started = self._attempt_started_at
+        if started is not None and now - started <= self._request_timeout_s * REQUESTS_PER_ATTEMPT + FIRST_RETRY_S:
+            return True
+        failed = self._failed_at
+        return (failed is not None and failed > renewed_at
+                and now - failed <= self.renew_interval_s * (1 + RENEW_JITTER_FRACTION) + FIRST_RETRY_S)
 
     # -- the daemon Part -------------------------------------------------------------------------------------
 
@@ -304,7 +319,7 @@ class NodeLease:
     def renew(self) -> None:
         """One renewal (the thread's step): logged when it fails, never raised."""
         try:
-            foreign = self._sync()
+            foreign = self._sync(self._request_timeout_s)
         except KubeError as exc:
             self._failed(exc, starting=False)
             return
@@ -364,12 +379,14 @@ class NodeLease:
     def _sync(self, timeout_s: float = REQUEST_TIMEOUT_S) -> tuple[str, str] | None:
         """Renew or take the Lease; return (holder, renewTime) of another live holder instead (each request waits
         at most `timeout_s`). Raises KubeError."""
-        attempt_at = self._clock.monotonic()
+        attempt_at = self._attempt_started_at = self._clock.monotonic()
         try:
             foreign = self._sync_once(attempt_at, timeout_s)
         except KubeError:
-            self._failed_at = attempt_at
+            self._failed_at = self._clock.monotonic()
             raise
+        finally:
+            self._attempt_started_at = None
         self._lost_to = "" if foreign is None else foreign[0]
         return foreign
 

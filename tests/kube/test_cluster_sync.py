@@ -37,6 +37,7 @@ from evictd.kube.critical_record import CriticalPodRecord
 from evictd.kube.events import EventRecorder
 from evictd.kube.evictor import KubePodEvictor
 from evictd.kube.journal import EvictionJournal
+from evictd.kube.node_reporting import REPORT_WAIT_S
 from evictd.kube.node_writer import NodeStatusWriter
 from evictd.kube.pod_watch import PodWatcher
 from log_capture import LogCapture
@@ -326,3 +327,29 @@ def test_held_pressure_records_one_eviction_threshold_met_per_housekeeping_inter
               or (r.method == "PATCH" and r.path.endswith("/events/" + reclaim["metadata"]["name"]))]
     assert (writes, reclaim["count"]) == (["POST", "PATCH", "PATCH", "PATCH"], 4)
     assert cluster.log.at("warning") == [] and cluster.api_errors == []
+
+
+def test_an_api_that_hangs_on_the_node_holds_the_loop_one_report_wait_and_the_node_is_written_once_it_answers(
+        apiserver: ApiServer, cluster: Cluster) -> None:
+    """Issue 36's arena: the API server on a node under memory pressure answered nothing for a minute and each cycle
+    waited 10-30 s on the node's status; a hard crossing was decided 40 s late. The node's report is written off
+    the loop now: the loop waits for it at most REPORT_WAIT_S, and what was held back is written once the API
+    answers (merged with the newer cycles' reports: the newest conditions, every event)."""
+    assert wait_until(cluster.watcher.is_synced, 5.0)
+    report = cluster.cycle()
+    assert [e.pod.name for e in report.acted.evictions] == ["hog"]
+    apiserver.faults.time_out_next(1000, path=f"/api/v1/nodes/{NODE}")
+    took = []
+    for _ in range(3):
+        began = time.monotonic()
+        cluster.sync.after_cycle(report.decided.assessment, report.oom)
+        took.append(time.monotonic() - began)
+    assert max(took) < REPORT_WAIT_S + 1.0, took  # not the client's 10 s a request
+    stored_node = apiserver.store.get_node(NODE)
+    assert stored_node is not None and "EvictdMemoryPressure" not in {
+        c["type"] for c in stored_node["status"].get("conditions", [])}
+    apiserver.faults.clear()
+    assert wait_until(lambda: "EvictdMemoryPressure" in {
+        c["type"] for c in (apiserver.store.get_node(NODE) or {}).get("status", {}).get("conditions", [])}, 30.0)
+    assert cluster.log.at("warning")  # the timed-out node read, said as it happened
+    assert {e[1] for e in node_events(apiserver)} >= {"NodeHasInsufficientMemory", "EvictionThresholdMet"}

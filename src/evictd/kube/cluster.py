@@ -1,9 +1,10 @@
 """What the daemon does in the cluster after each cycle, and the pods it offers the engine.
 
-`ClusterSync.after_cycle` writes the node's conditions and taints, records the kubelet's node events
-(pressure transitions, `EvictionThresholdMet: Attempting to reclaim <resource>`, at most once per housekeeping
-interval, as the kubelet records it once per monitoring period) and evictd's own Warning events for OOM kills
-(`EvictionTooLate`, `OOMKill`), and retries the journal's pending API writes. `wait_for_cleanup` is the kubelet's
+`ClusterSync.after_cycle` hands the node's conditions and taints and its events (the kubelet's for pressure
+transitions, `EvictionThresholdMet: Attempting to reclaim <resource>` at most once per housekeeping interval, as
+the kubelet records it once per monitoring period, and evictd's own Warning events for OOM kills,
+`EvictionTooLate`, `OOMKill`) to `NodeReporter`, which writes them off the loop (node_reporting.py), and retries the
+journal's pending API writes. `wait_for_cleanup` is the kubelet's
 wait after an eviction (`waitForPodsCleanup`, at most 30 s): until each evicted pod is gone
 from the API or, with a container runtime, nothing of it runs on the node any more (the part of the kubelet's
 `podResourcesAreReclaimed` visible from outside it). The pod's phase is no evidence: a terminal phase can come
@@ -19,19 +20,20 @@ through the container runtime, journaled, so the API writes follow when the API 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+from typing import Protocol
 
 from evictd.clock import SYSTEM_CLOCK, Clock
-from evictd.core.engine import Assessment, Eviction, ReclaimThenEvict, Skipped
+from evictd.core.engine import Assessment, Eviction
 from evictd.core.engine_rules import IMMEDIATE_EVICTION_GRACE_PERIOD_S
 from evictd.core.errors import EvictdError, KubeError
-from evictd.core.oom import OomReport, oom_kill_events
+from evictd.core.oom import OomReport
 from evictd.core.pods import CONFIG_SOURCE_ANNOTATION, EVICTION_IN_PROGRESS_ANNOTATION, Pod
 from evictd.cri import NO_RUNTIME, Runtime
 from evictd.kube.critical_record import CriticalPodRecord
 from evictd.kube.events import EventRecorder
 from evictd.kube.evictor import KubePodEvictor
 from evictd.kube.journal import REMEMBER_DONE_S, ApiStep, EvictionJournal
+from evictd.kube.node_reporting import REPORT_WAIT_S, NodeReporter
 from evictd.kube.node_writer import NodeStatusWriter
 from evictd.kube.pod_watch import PodWatcher
 from evictd.log import Log
@@ -44,11 +46,9 @@ POD_CLEANUP_POLL_S = 0.2
 
 # On a clean stop each node request may wait this long: the stop must finish well inside the shutdown deadline.
 WITHDRAW_TIMEOUT_S = 2.0
-# The kubelet records EvictionThresholdMet once per synchronize, one per monitoring period; the cycles evictd adds
-# after a memory notification (its follow-ups, the confirmation a second later) would each write a repeat the
-# kubelet never makes. So one per resource per `reclaim_event_period_s` (the housekeeping interval), the first at
-# once; a cycle ending this part of the period early still counts as the next (cycle ends vary by their durations).
-RECLAIM_EVENT_EARLY_FRACTION = 0.04
+# A pending eviction's API writes retried after a cycle wait at most this long each (on the loop's path: an API that
+# hangs must not hold the next decision for the client's 10 s a request).
+REPLAY_TIMEOUT_S = 2.0
 
 
 # Without the API a pod's priority is unknown. The system-node-critical and system-cluster-critical priority
@@ -186,56 +186,35 @@ class NodeFallbackPods:
 
 
 class ClusterSync:
-    """Node status, node events, journal replay and the record of critical pods, after every cycle."""
+    """Node status and events (handed to `NodeReporter`, written off the loop), journal replay and the record of
+    critical pods, after every cycle."""
 
     def __init__(self, *, watcher: PodWatcher, evictor: KubePodEvictor | None, node_writer: NodeStatusWriter,
                  events: EventRecorder, on_error: Callable[[KubeError], None], log: Log, runtime: Runtime = NO_RUNTIME,
                  critical: CriticalPodRecord | None = None, should_stop: Callable[[], bool] = lambda: False,
-                 reclaim_event_period_s: float = 0.0, clock: Clock = SYSTEM_CLOCK) -> None:
+                 reclaim_event_period_s: float = 0.0, clock: Clock = SYSTEM_CLOCK,
+                 report_wait_s: float = REPORT_WAIT_S) -> None:
         # Polled during the wait after an eviction: a daemon asked to stop gives up waiting.
         self._should_stop = should_stop
         self._runtime = runtime
         self._clock = clock
         self._watcher = watcher
         self._evictor = evictor
-        self._node_writer = node_writer
-        self._events = events
-        self._on_error = on_error
         self._log = log
         self._critical = critical
-        self._reclaim_event_period_s = reclaim_event_period_s
-        self._reclaim_events_at: dict[str, float] = {}  # the last EvictionThresholdMet recorded, by resource
+        # `events` is the node's own recorder: written on the reporter's thread (the evictor's pod events have theirs).
+        self._reporter = NodeReporter(node_writer, events, on_error=on_error, log=log,
+                                      reclaim_event_period_s=reclaim_event_period_s, clock=clock, wait_s=report_wait_s)
 
     def after_cycle(self, assessment: Assessment, oom: OomReport | None) -> None:
-        """Write what the cycle decided about the node (its `assessment`, and the OOM kills since the last one);
-        retry pending eviction writes; remember which pods the pod list says are critical."""
+        """Hand what the cycle decided about the node (its `assessment`, and the OOM kills since the last one) to
+        the reporter, waiting for it at most its `wait_s`; retry pending eviction writes (each request at most
+        REPLAY_TIMEOUT_S); remember which pods the pod list says are critical."""
         self._remember_critical_pods()
-        if not isinstance(assessment.next_step, Skipped):
-            try:
-                node = self._events.node_ref().name
-                for reason, condition in self._node_writer.update(assessment.node_conditions):
-                    # The kubelet's recordNodeStatusEvent wording: "Node %s status is now: %s".
-                    self._node_event("Normal", reason, f"Node {node} status is now: {reason}", condition=condition)
-            except KubeError as exc:
-                self._on_error(exc)
-                self._log.warning("node status not written", error=str(exc))
-        if isinstance(assessment.next_step, ReclaimThenEvict):
-            self._reclaim_event(assessment.next_step.resource)
-        if oom is not None:
-            for reason, message in oom_kill_events(oom):
-                self._node_event("Warning", reason, message)
+        self._reporter.submit(assessment, oom)
         if self._evictor is not None:
-            for error in self._evictor.replay():
+            for error in self._evictor.replay(REPLAY_TIMEOUT_S):
                 self._log.warning("pending eviction writes still failing", error=str(error))
-
-    def _reclaim_event(self, resource: str) -> None:
-        """`EvictionThresholdMet` for `resource`, unless one was recorded less than a period ago."""
-        now_s = self._clock.monotonic()
-        last_s = self._reclaim_events_at.get(resource)
-        if last_s is not None and now_s - last_s < self._reclaim_event_period_s * (1 - RECLAIM_EVENT_EARLY_FRACTION):
-            return
-        self._reclaim_events_at[resource] = now_s
-        self._node_event("Warning", "EvictionThresholdMet", f"Attempting to reclaim {resource}")
 
     def _remember_critical_pods(self) -> None:
         if self._critical is None or not self._watcher.is_synced():
@@ -245,22 +224,14 @@ class ClusterSync:
             self._log.warning("critical pods not remembered for an API outage", error=self._critical.problem)
 
     def withdraw(self) -> None:
-        """On a clean stop: evictd's node conditions to Unknown and its taints removed (logged, never raised)."""
+        """On a clean stop: what the reporter holds written, then evictd's node conditions to Unknown and its taints
+        removed (logged, never raised)."""
         try:
-            self._node_writer.withdraw(WITHDRAW_TIMEOUT_S)
+            self._reporter.withdraw(WITHDRAW_TIMEOUT_S)
         except KubeError as exc:
-            self._on_error(exc)
             self._log.warning("node conditions and taints left as they were at stop", error=str(exc))
             return
-        self._log.info("node conditions set to Unknown and taints removed at stop", node=self._events.node_ref().name)
-
-    def _node_event(self, event_type: str, reason: str, message: str, **fields: Any) -> None:
-        """Record an event on the node; a failure is counted and logged, never raised (events are best effort)."""
-        try:
-            self._events.record(self._events.node_ref(), event_type, reason, message)
-        except KubeError as exc:
-            self._on_error(exc)
-            self._log.warning("event not recorded", reason=reason, error=str(exc), **fields)
+        self._log.info("node conditions set to Unknown and taints removed at stop", node=self._reporter.node_name)
 
     def wait_for_cleanup(self, evictions: Sequence[Eviction], pause: Callable[[float], bool] | None = None) -> bool:
         """Wait (at most 30 s, until `should_stop`, or until `pause` says to stop waiting) for the evicted pods to be

@@ -55,9 +55,12 @@ class EventRecorder:
         return ObjectRef(kind="Node", name=self._node, namespace="", uid=self._node)
 
     def record(self, ref: ObjectRef, event_type: str, reason: str, message: str,
-               annotations: Mapping[str, str] | None = None) -> dict[str, Any] | None:
-        """Write one event (create it, or PATCH its count); return the body sent, or None when the object's
-        token bucket is empty and nothing was. Raises KubeError."""
+               annotations: Mapping[str, str] | None = None, *,
+               timeout_s: float | None = None) -> dict[str, Any] | None:
+        """Write one event (create it, or PATCH its count), each request waiting at most `timeout_s` (None: the
+        recorder's); return the body sent, or None when the object's token bucket is empty and nothing was. Raises
+        KubeError."""
+        timeout_s = self._timeout_s if timeout_s is None else timeout_s
         occurrence = Occurrence((ref.kind, ref.namespace, ref.name, ref.uid), event_type, reason, message)
         verdict = self._correlator.decide(occurrence, self._clock.monotonic())
         now = self._clock.wall()
@@ -69,7 +72,7 @@ class EventRecorder:
             patch: dict[str, Any] = {"count": verdict.count, "lastTimestamp": rfc3339(now), "message": verdict.message}
             try:
                 if self._api is not None:
-                    self._api.patch_event(namespace, verdict.name, patch, timeout_s=self._timeout_s)
+                    self._api.patch_event(namespace, verdict.name, patch, timeout_s=timeout_s)
                 return patch
             except KubeError as exc:
                 if exc.status != NOT_FOUND:
@@ -98,7 +101,7 @@ class EventRecorder:
         }
         if self._api is not None:
             try:
-                self._api.create_event(namespace, body, timeout_s=self._timeout_s)
+                self._api.create_event(namespace, body, timeout_s=timeout_s)
             except KubeError:
                 self._correlator.forget(verdict.key)
                 raise

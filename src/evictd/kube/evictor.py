@@ -179,8 +179,9 @@ class KubePodEvictor:
         """Wall-clock seconds, as the journal's times are."""
         return self._now()
 
-    def replay(self) -> list[KubeError]:
-        """Retry the missing API steps of every pending eviction; return the errors of this round."""
+    def replay(self, timeout_s: float | None = None) -> list[KubeError]:
+        """Retry the missing API steps of every pending eviction (each request waiting at most `timeout_s`, if given,
+        else the evictor's timeout); return the errors of this round."""
         errors = []
         for entry in self._journal.pending():
             if entry.eviction_api and ApiStep.DELETION not in entry.done:
@@ -188,7 +189,7 @@ class KubePodEvictor:
                 # no eviction, and asking again here would hold the loop on a hung API; the pod stays a candidate.
                 self._journal.forget(entry.uid)
                 continue
-            failure = self._advance(entry)
+            failure = self._advance(entry, timeout_s)
             if failure is not None:
                 errors.append(failure)
                 if is_retryable(failure):
@@ -204,7 +205,7 @@ class KubePodEvictor:
         requests: tuple[tuple[ApiStep, Callable[[JournalEntry], None]], ...] = (
             (ApiStep.CONDITION, lambda e: self._write_condition(e, timeout_s)),
             (ApiStep.DELETION, lambda e: self._delete(e, timeout_s)),
-            (ApiStep.EVENT, self._record_event),
+            (ApiStep.EVENT, lambda e: self._record_event(e, timeout_s)),
         )
         for step, request in requests:
             if step in entry.done:
@@ -243,6 +244,6 @@ class KubePodEvictor:
         body = {"gracePeriodSeconds": entry.grace_period_s, "preconditions": {"uid": entry.uid}}
         self._api.delete_pod(entry.namespace, entry.name, body, timeout_s=timeout_s)
 
-    def _record_event(self, entry: JournalEntry) -> None:
+    def _record_event(self, entry: JournalEntry, timeout_s: float) -> None:
         ref = ObjectRef(kind="Pod", name=entry.name, namespace=entry.namespace, uid=entry.uid)
-        self._events.record(ref, "Warning", entry.reason, entry.message, entry.annotations)
+        self._events.record(ref, "Warning", entry.reason, entry.message, entry.annotations, timeout_s=timeout_s)

@@ -147,7 +147,9 @@ def build_cluster(config: Configuration, node_name: str, metrics: Metrics, log: 
     critical = CriticalPodRecord(None if dry_run else StateDir(settings.state_dir).critical_pods)
     if critical.problem is not None:
         log.warning("critical pods remembered from the last pod list unreadable", error=critical.problem)
-    sync = ClusterSync(watcher=watcher, evictor=kube_evictor, node_writer=node_writer, events=events,
+    # The node's events have a recorder of their own: they are written on the node reporter's thread.
+    node_events = EventRecorder(api_client, node_name, dry_run=dry_run)
+    sync = ClusterSync(watcher=watcher, evictor=kube_evictor, node_writer=node_writer, events=node_events,
                        on_error=api_error, log=log, runtime=runtime, critical=critical, should_stop=should_stop,
                        reclaim_event_period_s=settings.housekeeping_interval_s)
     own_uid = os.environ.get(POD_UID_ENV, "")

@@ -1,0 +1,172 @@
+"""The node's conditions, taints and events, written on a thread of their own: never on the loop's path to a decision.
+
+What a cycle decided about the node (its pressure conditions and taints, the kubelet's node events for a pressure
+transition and `EvictionThresholdMet`, evictd's events for OOM kills) is handed to `NodeReporter.submit` and
+written by its thread. The loop waits for the write at most `REPORT_WAIT_S`: with an API that answers, the node
+is written before the next cycle as before; with one that hangs (each request waiting its 10 s timeout, then
+the next: a node read, a status patch, a taint patch, events), the loop goes on deciding and evicting. The
+kubelet is built the same way: its eviction manager only says whether the node is under pressure, and the node
+status loop writes it.
+
+Reports handed over while one is being written are merged: the newest assessment (its conditions are the
+node's state now; an earlier one is stale), every OOM kill report (each is an event of its own), every resource
+a reclaim event was due for. At a clean stop the thread writes what it holds (bounded by the stop's deadline)
+before the conditions are withdrawn, so a late write never re-sets what the withdrawal cleared.
+
+Found in issue 36's arena: on a real node under memory pressure the API server (on the same node) answered
+nothing for a minute; each cycle then waited 10-30 s on the node's status, and a hard crossing was decided 40 s
+after the kernel's figure crossed it, too late: the kernel OOM-killed the pod first.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from evictd.clock import SYSTEM_CLOCK, Clock
+from evictd.core.engine import Assessment, ReclaimThenEvict, Skipped
+from evictd.core.errors import KubeError
+from evictd.core.oom import OomReport, oom_kill_events
+from evictd.kube.events import EventRecorder
+from evictd.kube.node_writer import NodeStatusWriter
+from evictd.log import Log
+
+# How long the loop waits for a report to be written before it goes on (an API that answers takes milliseconds).
+REPORT_WAIT_S = 1.0
+# The kubelet records EvictionThresholdMet once per synchronize, one per monitoring period; the cycles evictd adds
+# after a memory notification (its follow-ups, the confirmation a second later) would each write a repeat the
+# kubelet never makes. So one per resource per `reclaim_event_period_s` (the housekeeping interval), the first at
+# once; a cycle ending this part of the period early still counts as the next (cycle ends vary by their durations).
+RECLAIM_EVENT_EARLY_FRACTION = 0.04
+
+
+@dataclass
+class NodeReport:
+    """What is to be written about the node: the newest assessment that sets its status, the OOM kill reports and
+    the resources a reclaim event is due for, in the order the cycles found them."""
+
+    assessment: Assessment | None = None
+    ooms: list[OomReport] = field(default_factory=list)
+    reclaimed: list[tuple[str, float]] = field(default_factory=list)  # (resource, when the cycle asked, monotonic)
+
+    def merged(self, newer: NodeReport) -> NodeReport:
+        return NodeReport(newer.assessment if newer.assessment is not None else self.assessment,
+                          self.ooms + newer.ooms, self.reclaimed + newer.reclaimed)
+
+
+class NodeReporter:
+    """Writes node reports on its thread (see the module's description)."""
+
+    def __init__(self, node_writer: NodeStatusWriter, events: EventRecorder, *, on_error: Callable[[KubeError], None],
+                 log: Log, reclaim_event_period_s: float = 0.0, clock: Clock = SYSTEM_CLOCK,
+                 wait_s: float = REPORT_WAIT_S) -> None:
+        self._node_writer = node_writer
+        self._events = events
+        self._on_error = on_error
+        self._log = log
+        self._reclaim_event_period_s = reclaim_event_period_s
+        self._clock = clock
+        self._wait_s = wait_s
+        self._reclaim_events_at: dict[str, float] = {}  # the last EvictionThresholdMet recorded, by resource
+        self._pending: NodeReport | None = None
+        self._writing = False
+        self._stopped = False
+        self._changed = threading.Condition()
+        self._thread: threading.Thread | None = None
+
+    @property
+    def node_name(self) -> str:
+        return self._events.node_ref().name
+
+    def submit(self, assessment: Assessment, oom: OomReport | None) -> None:
+        """Hand over what one cycle decided about the node, and wait for it to be written at most `wait_s`."""
+        report = NodeReport(None if isinstance(assessment.next_step, Skipped) else assessment,
+                            [] if oom is None else [oom],
+                            [(assessment.next_step.resource, self._clock.monotonic())]
+                            if isinstance(assessment.next_step, ReclaimThenEvict) else [])
+        with self._changed:
+            if self._stopped:
+                return
+            self._pending = report if self._pending is None else self._pending.merged(report)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="evictd-node-report", daemon=True)
+                self._thread.start()
+            self._changed.notify_all()
+        self.wait_written(self._wait_s)
+
+    def wait_written(self, timeout_s: float) -> bool:
+        """Wait (at most `timeout_s`, real time: a thread is waited for) until everything handed over is written;
+        return whether it is."""
+        deadline = time.monotonic() + timeout_s
+        with self._changed:
+            while self._pending is not None or self._writing:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                self._changed.wait(remaining)
+            return True
+
+    def withdraw(self, timeout_s: float) -> None:
+        """At a clean stop: write what is held (at most `timeout_s`), stop the thread, then set evictd's conditions to
+        Unknown and remove its taints (each request at most `timeout_s`). Raises KubeError."""
+        written = self.wait_written(timeout_s)
+        with self._changed:
+            self._stopped = True
+            self._pending = None
+            self._changed.notify_all()
+        if not written:
+            self._log.warning("node report still being written at stop: the withdrawal may be overwritten by it")
+        self._node_writer.withdraw(timeout_s)
+
+    def _run(self) -> None:
+        while True:
+            with self._changed:
+                while self._pending is None and not self._stopped:
+                    self._changed.wait()
+                report = self._pending
+                if self._stopped or report is None:
+                    return
+                self._pending, self._writing = None, True
+            try:
+                self._write(report)
+            except Exception:  # a loop of its own: a bug in one report must not end the node's reporting
+                self._log.exception("node report not written")
+            finally:
+                with self._changed:
+                    self._writing = False
+                    self._changed.notify_all()
+
+    def _write(self, report: NodeReport) -> None:
+        if report.assessment is not None:
+            try:
+                node = self._events.node_ref().name
+                for reason, condition in self._node_writer.update(report.assessment.node_conditions):
+                    # The kubelet's recordNodeStatusEvent wording: "Node %s status is now: %s".
+                    self._node_event("Normal", reason, f"Node {node} status is now: {reason}", condition=condition)
+            except KubeError as exc:
+                self._on_error(exc)
+                self._log.warning("node status not written", error=str(exc))
+        for resource, asked_at in report.reclaimed:
+            self._reclaim_event(resource, asked_at)
+        for oom in report.ooms:
+            for reason, message in oom_kill_events(oom):
+                self._node_event("Warning", reason, message)
+
+    def _reclaim_event(self, resource: str, asked_at: float) -> None:
+        """`EvictionThresholdMet` for `resource`, unless one was recorded less than a period before `asked_at`."""
+        last = self._reclaim_events_at.get(resource)
+        if last is not None and asked_at - last < self._reclaim_event_period_s * (1 - RECLAIM_EVENT_EARLY_FRACTION):
+            return
+        self._reclaim_events_at[resource] = asked_at
+        self._node_event("Warning", "EvictionThresholdMet", f"Attempting to reclaim {resource}")
+
+    def _node_event(self, event_type: str, reason: str, message: str, **fields: Any) -> None:
+        """Record an event on the node; a failure is counted and logged, never raised (events are best effort)."""
+        try:
+            self._events.record(self._events.node_ref(), event_type, reason, message)
+        except KubeError as exc:
+            self._on_error(exc)
+            self._log.warning("event not recorded", reason=reason, error=str(exc), **fields)

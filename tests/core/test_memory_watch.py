@@ -56,6 +56,19 @@ def test_a_threshold_met_in_the_cycle_or_without_an_observation_is_not_watched()
     assert target.margin_bytes(1 * GI + 1) == 0
 
 
+def test_nothing_is_watched_while_a_hard_memory_threshold_is_met_and_the_hard_ones_are_while_a_soft_one_is() -> None:
+    """Issue 37: 24-25 looks a second at the allocatable copy (its pods cgroup still short of it) while the node's
+    hard threshold was met and the loop evicting anyway."""
+    hard, copy = threshold("1Gi"), threshold("1Gi", Signal.ALLOCATABLE_MEMORY_AVAILABLE)
+    soft = threshold("2Gi", grace_period_s=90)
+    node_short = summary(1 * GI - 1, 3 * GI, pods=(1 * GI + 20 * MI, 1 * GI))
+    assert watch_targets([hard, copy, soft], node_short, "kubepods") == ()
+    # Only the soft threshold met (its grace period running): the hard crossing still wakes the loop at once.
+    soft_only = summary(1 * GI + 20 * MI, 3 * GI, pods=(1 * GI + 20 * MI, 1 * GI))
+    assert [t.signal for t in watch_targets([hard, copy, soft], soft_only, "kubepods")] == [
+        Signal.MEMORY_AVAILABLE, Signal.ALLOCATABLE_MEMORY_AVAILABLE]
+
+
 def test_a_percentage_is_taken_of_the_capacity_the_cycle_saw() -> None:
     (target,) = watch_targets([threshold("10%")], summary(9 * GI, 1 * GI), "")
     # float32 10% of 10Gi, truncated, as the kubelet's GetThresholdQuantity.

@@ -16,7 +16,9 @@ before that tick, as earlyoom adapts its polling to the distance left:
 
 A look that finds a threshold met only wakes the loop: the decision is the cycle's, on its own fresh stats.
 Invariants: no I/O, no clock (times are arguments); thresholds already met are not watched (their crossing is
-decided), so a node that stays under pressure costs the watch nothing.
+decided), and nothing is watched while a hard memory threshold is met (issue 37: the watch looked 24-25 times a
+second at the allocatable copy of a hard threshold whose node figure was met), so a node that stays under hard
+pressure costs the watch nothing; under a soft threshold whose grace period runs, the hard ones are still watched.
 """
 
 from __future__ import annotations
@@ -55,7 +57,9 @@ class WatchTarget:
 
 def watch_targets(thresholds: Sequence[Threshold], summary: Summary, pods_cgroup: str) -> tuple[WatchTarget, ...]:
     """Return the memory thresholds to watch after a cycle that read `summary`: those with an observation
-    and not met in it. `pods_cgroup` is where ``allocatableMemory.available`` is read from."""
+    and not met in it, and none at all while a hard memory threshold is met (the loop acts on every cycle then, at
+    the pace its Cadence sets; another crossing would wake it for nothing). `pods_cgroup` is where
+    ``allocatableMemory.available`` is read from."""
     observations = signal_observations(summary)
     targets = []
     for threshold in thresholds:
@@ -66,6 +70,8 @@ def watch_targets(thresholds: Sequence[Threshold], summary: Summary, pods_cgroup
         met_below = threshold_quantity(threshold.value, observed.capacity).ceil_int()
         available = observed.available.ceil_int()
         if available < met_below:
+            if threshold.is_hard:
+                return ()
             continue  # met already: decided by this cycle, not a crossing to catch
         cgroup = pods_cgroup if spec.reading is Reading.PODS_MEMORY else ""
         kind = "hard" if threshold.is_hard else "soft"

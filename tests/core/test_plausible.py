@@ -60,3 +60,46 @@ def test_a_pod_available_figure_is_never_read_so_never_bounded() -> None:
     doc["pods"][0]["memory"]["availableBytes"] = 3 * CAPACITY
     original = summary_from_dict(doc)
     assert plausible_summary(original, CAPACITY) == (original, ())
+
+
+DISK = 100 * Gi
+WRAPPED = 2**63 - 1  # the largest a Summary decodes (the decoder refuses a uint64 wrap, 2^64 - 1, as invalid)
+
+
+def test_a_pods_disk_figure_above_the_largest_filesystem_is_unknown_the_others_kept() -> None:
+    """The kubelet trusts these: a writable layer of 8 EiB evicts its pod for its ephemeral-storage limit
+    (or ranks it first for disk pressure). Bounded by the largest filesystem the Summary reports."""
+    doc = summary(nodefs={"availableBytes": 50 * Gi, "capacityBytes": DISK, "inodes": 1000, "inodesFree": 500},
+                  pods=[pod_stats(pod("liar"), rootfs=WRAPPED, logs=Mi, rootfs_inodes=5000, ephemeral=WRAPPED,
+                                  volumes={"cache": 2 * DISK}),
+                        pod_stats(pod("web"), rootfs=DISK, logs=Mi, volumes={"cache": Gi}, ephemeral=DISK + Gi)])
+    got, refused = plausible_summary(summary_from_dict(doc), CAPACITY)
+    liar, web = got.pods
+    [app] = liar.containers
+    assert app.rootfs is not None and (app.rootfs.used_bytes, app.rootfs.inodes_used) == (None, None)
+    assert app.logs is not None and app.logs.used_bytes == Mi
+    assert [v.used_bytes for v in liar.volume_stats] == [None]
+    assert liar.ephemeral_storage is not None and liar.ephemeral_storage.used_bytes is None
+    assert [(r.field, r.bound) for r in refused] == [
+        ("pods[default/liar].containers[app].rootfs.usedBytes", DISK),
+        ("pods[default/liar].containers[app].rootfs.inodesUsed", 1000),
+        ("pods[default/liar].volume[cache].usedBytes", DISK),
+        ("pods[default/liar].ephemeral-storage.usedBytes", DISK),
+        ("pods[default/web].ephemeral-storage.usedBytes", DISK),
+    ]
+    assert web.containers[0].rootfs is not None and web.containers[0].rootfs.used_bytes == DISK  # at the bound: kept
+    assert {r.family for r in refused} >= {"pods.containers.rootfs.usedBytes", "pods.ephemeral-storage.usedBytes"}
+
+
+def test_a_memory_backed_volume_may_be_as_large_as_the_memory_bound() -> None:
+    doc = summary(nodefs={"capacityBytes": Gi}, pods=[pod_stats(pod("tmp"), volumes={"shm": 8 * Gi})])
+    original = summary_from_dict(doc)
+    assert plausible_summary(original, CAPACITY) == (original, ())
+
+
+def test_without_a_filesystem_capacity_disk_figures_are_not_bounded() -> None:
+    doc = summary(pods=[pod_stats(pod("liar"), rootfs=WRAPPED)])
+    doc["node"].pop("fs")
+    doc["node"].pop("runtime")
+    original = summary_from_dict(doc)
+    assert plausible_summary(original, CAPACITY) == (original, ())

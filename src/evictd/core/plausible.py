@@ -11,7 +11,12 @@ The bounds (docs/kubelet-differences.md lists them):
 * node memory (and the `pods` system container's): working set, usage and available at most the node's memory
   capacity (MemTotal) plus MEMORY_SLACK;
 * a filesystem: available bytes at most its capacity bytes, free inodes at most its inodes;
-* a pod's (and a container's) working set and usage at most the node's memory capacity plus MEMORY_SLACK.
+* a pod's (and a container's) working set and usage at most the node's memory capacity plus MEMORY_SLACK;
+* a pod's disk figures (a container's rootfs and logs, a volume, the pod's ephemeral storage: used bytes and used
+  inodes) at most the largest the node could hold: the largest filesystem the Summary reports (nodefs, imagefs,
+  containerfs) or, for a memory-backed volume, the memory bound. The kubelet trusts them: a runtime's uint64 wrap
+  of a writable layer's size (2^64 - 1) would evict its pod for exceeding its ephemeral-storage limit, or rank it
+  first for disk pressure. Not bounded when the Summary reports no filesystem capacity.
 
 Invariants: pure (no I/O); never mutates its input; a Summary with nothing to refuse is returned as the very
 same object; a refused figure is None afterwards, so signals built on it are absent, as for a figure never read,
@@ -23,9 +28,10 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from fractions import Fraction
 from types import MappingProxyType
+from typing import Any, TypeVar
 
 from evictd.core.errors import DecodeError
-from evictd.core.summary import ContainerStats, FsStats, MemoryStats, PodStats, Summary
+from evictd.core.summary import ContainerStats, FsStats, MemoryStats, PodStats, Summary, VolumeStats
 
 # A figure may exceed the machine's MemTotal by this share before it is impossible: MemTotal excludes memory the
 # kernel reserved at boot, which a cgroup v1 root's usage can count, and memory hot-added since evictd read it.
@@ -85,14 +91,15 @@ def plausible_summary(summary: Summary, memory_capacity_bytes: int | None) -> tu
     fs = _fs(node.fs, "node.fs", refused)
     image_fs = _fs(node.image_fs, "node.runtime.imageFs", refused)
     container_fs = _fs(node.container_fs, "node.runtime.containerFs", refused)
-    system = {name: _container(stats, bound, f"node.systemContainers[{name}]", refused, available_too=True)
+    system = {name: _container(stats, bound, None, f"node.systemContainers[{name}]", refused, available_too=True)
               for name, stats in node.system_containers.items()}
     if refused:
         node = replace(node, memory=memory, fs=fs, image_fs=image_fs, container_fs=container_fs,
                        system_containers=MappingProxyType(system))
     pods = summary.pods
-    if bound is not None:
-        checked = tuple(_pod(pod, bound, refused) for pod in pods)
+    disk = _disk_bounds((fs, image_fs, container_fs), bound)
+    if bound is not None or disk is not None:
+        checked = tuple(_pod(pod, bound, disk, refused) for pod in pods)
         if any(new is not old for new, old in zip(checked, pods, strict=True)):
             pods = checked
     if not refused:
@@ -100,21 +107,65 @@ def plausible_summary(summary: Summary, memory_capacity_bytes: int | None) -> tu
     return Summary(node=node, pods=pods), tuple(refused)
 
 
-def _pod(pod: PodStats, bound: int, refused: list[Refusal]) -> PodStats:
+@dataclass(frozen=True, slots=True)
+class DiskBounds:
+    """The most a pod's disk figures can be: bytes and inodes of the largest filesystem the node reports (a volume
+    also the memory bound: a memory-backed emptyDir lives in the node's memory)."""
+
+    bytes: int
+    inodes: int | None
+
+
+def _disk_bounds(filesystems: tuple[FsStats | None, ...], memory: int | None) -> DiskBounds | None:
+    capacities = [fs.capacity_bytes for fs in filesystems if fs is not None and fs.capacity_bytes is not None]
+    if not capacities:
+        return None
+    inodes = [fs.inodes for fs in filesystems if fs is not None and fs.inodes is not None]
+    return DiskBounds(max(capacities + ([memory] if memory is not None else [])), max(inodes) if inodes else None)
+
+
+def _pod(pod: PodStats, bound: int | None, disk: DiskBounds | None, refused: list[Refusal]) -> PodStats:
     ref = pod.pod_ref
     where = f"pods[{ref.namespace}/{ref.name}]"
     memory = _memory(pod.memory, bound, f"{where}.memory", refused, available_too=False)
-    containers = tuple(_container(c, bound, f"{where}.containers[{c.name}]", refused, available_too=False)
+    containers = tuple(_container(c, bound, disk, f"{where}.containers[{c.name}]", refused, available_too=False)
                        for c in pod.containers)
-    if memory is pod.memory and all(new is old for new, old in zip(containers, pod.containers, strict=True)):
+    volumes = tuple(_used(v, disk, f"{where}.volume[{v.name}]", refused) or v for v in pod.volume_stats)
+    ephemeral = _used(pod.ephemeral_storage, disk, f"{where}.ephemeral-storage", refused)
+    if (memory is pod.memory and ephemeral is pod.ephemeral_storage
+            and all(new is old for new, old in zip(containers, pod.containers, strict=True))
+            and all(new is old for new, old in zip(volumes, pod.volume_stats, strict=True))):
         return pod
-    return replace(pod, memory=memory, containers=containers)
+    return replace(pod, memory=memory, containers=containers, volume_stats=volumes, ephemeral_storage=ephemeral)
 
 
-def _container(stats: ContainerStats, bound: int | None, where: str, refused: list[Refusal], *,
-               available_too: bool) -> ContainerStats:
+def _container(stats: ContainerStats, bound: int | None, disk: DiskBounds | None, where: str, refused: list[Refusal],
+               *, available_too: bool) -> ContainerStats:
     memory = _memory(stats.memory, bound, f"{where}.memory", refused, available_too=available_too)
-    return stats if memory is stats.memory else replace(stats, memory=memory)
+    rootfs = _used(stats.rootfs, disk, f"{where}.rootfs", refused)
+    logs = _used(stats.logs, disk, f"{where}.logs", refused)
+    if memory is stats.memory and rootfs is stats.rootfs and logs is stats.logs:
+        return stats
+    return replace(stats, memory=memory, rootfs=rootfs, logs=logs)
+
+
+UsedFigures = TypeVar("UsedFigures", FsStats, VolumeStats)
+
+
+def _used(figures: UsedFigures | None, disk: DiskBounds | None, where: str,
+          refused: list[Refusal]) -> UsedFigures | None:
+    """`figures` (a pod's filesystem or volume block) without a used figure above what the node could hold."""
+    if figures is None or disk is None:
+        return figures
+    changes: dict[str, Any] = {}
+    for name, attribute, most in (("usedBytes", "used_bytes", disk.bytes), ("inodesUsed", "inodes_used", disk.inodes)):
+        value = getattr(figures, attribute)
+        if value is not None and most is not None and value > most:
+            field = f"{where}.{name}"
+            refused.append(Refusal(field, value, IMPOSSIBLE, "above the largest filesystem of the node", most,
+                                   _family(field)))
+            changes[attribute] = None
+    return replace(figures, **changes) if changes else figures
 
 
 # (JSON name, dataclass field) of the memory figures bounded by the node's capacity.

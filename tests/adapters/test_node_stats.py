@@ -46,6 +46,7 @@ from evictd.core.summary import (
 from evictd.cri import NO_RUNTIME
 from evictd.cycle.manager import EvictionManager, PodSource
 from evictd.run.compose_node import PathLayout, ReportOnlyReclaimer
+from evictd.run.plausible_stats import PlausibleStats
 from real_pod_node import CGROUP_MOUNT, MiB, RealPodNode, du_bytes, du_inodes
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "cgroup"
@@ -693,6 +694,62 @@ def test_an_eviction_cycle_on_the_fixture_node(v1_node: Node) -> None:
     (eviction,) = evictor.evictions
     assert eviction.pod.key == "shop/cart-7d9f"
     assert eviction.message == "The node was low on resource: memory. Threshold quantity: 21200Mi, available: 21192Mi. "
+
+
+def cycle_under(node: Node, thresholds: dict[str, str], source: Any, pods: PodSource) -> RecordingEvictor:
+    """One manager cycle with `thresholds` hard, on `source` behind the daemon's plausibility check."""
+    evictor = RecordingEvictor()
+    # The fixture's cgroup tree comes from a machine larger than its fake MemTotal (16 GiB): 32 GiB bounds it.
+    stats = PlausibleStats(source, lambda: 32 * GiB)
+    manager = EvictionManager(
+        EngineConfig.from_settings(eviction_settings({"evictionHard": thresholds})),
+        stats=stats,
+        layout=PathLayout(str(node.kubelet_root), str(node.image_fs), str(node.image_fs)),
+        pods=pods, reclaimer=ReportOnlyReclaimer(), evictor=evictor, clock=ManualClock(0.0))
+    report = manager.synchronize()
+    assert report.errors == ()
+    return evictor
+
+
+def test_one_pods_unreadable_cgroup_leaves_the_eviction_as_it_is_with_sound_figures(v1_node: Node) -> None:
+    """Issue 43, the cgroupfs source: under hard pressure, the pod whose cgroup cannot be read costs only its own
+    figure; the pod evicted is the one evicted with sound figures."""
+    for namespace, name, uid in (("shop", "cart-7d9f", B_UID), ("kube-system", "etcd-node-1", G_UID)):
+        v1_node.log_folder(namespace, name, uid)
+    threshold = {"allocatableMemory.available": "21200Mi"}  # allocatable is 21192Mi: met
+    pods = v1_node.discovered()
+    [sound] = cycle_under(v1_node, threshold, v1_node.source(pods), pods).evictions
+    broken = v1_node.cgroup_root / "memory" / "kubepods" / "besteffort" / f"pod{BE_UID}" / "memory.stat"
+    broken.write_text("total_inactive_file garbage\n")
+    pods = v1_node.discovered()
+    [bad] = cycle_under(v1_node, threshold, v1_node.source(pods), pods).evictions
+    assert bad.pod.key == sound.pod.key == "shop/cart-7d9f"
+
+
+def test_one_impossible_writable_layer_from_the_runtime_leaves_the_eviction_as_it_is_with_sound_figures(
+        v1_node: Node) -> None:
+    """Issue 43, the CRI source: under disk pressure a runtime's uint64 wrap of one container's writable layer
+    (2^64 - 1 bytes, above any filesystem of the node) is refused; the pod evicted is the one evicted with sound
+    figures, not the liar ranked first for 16 EiB."""
+    from evictd.cri import ContainerUsage
+
+    for namespace, name, uid in (("shop", "cart-7d9f", B_UID), ("kube-system", "etcd-node-1", G_UID)):
+        v1_node.log_folder(namespace, name, uid)
+
+    def usage(uid: str, name: str, layer: int) -> ContainerUsage:
+        return ContainerUsage(container_id=uid[:8], pod_sandbox_id="s-" + uid[:8], name="app", pod_uid=uid,
+                              pod_name=name, pod_namespace="shop", writable_layer_bytes=layer,
+                              writable_layer_inodes=10, working_set_bytes=None, timestamp_ns=1)
+
+    def evicted(cart_layer: int) -> str:
+        answer = {B_UID: [usage(B_UID, "cart-7d9f", cart_layer)], G_UID: [usage(G_UID, "etcd-node-1", 64 * MiB)]}
+        pods = v1_node.discovered()
+        source = v1_node.source(pods, runtime=answering_runtime(container_stats=lambda: answer))
+        walked_summary(source, v1_node.walker())
+        [eviction] = cycle_under(v1_node, {"imagefs.available": "1000Ti"}, source, pods).evictions
+        return eviction.pod.key
+
+    assert evicted(cart_layer=1 * MiB) == evicted(cart_layer=2**64 - 1) == "kube-system/etcd-node-1"
 
 
 # --------------------------------------------------------------------------------------------------

@@ -11,12 +11,15 @@ import socket
 import time
 from pathlib import Path
 
+import pytest
 from containerd_harness import Containerd
 
 from clocks import ManualClock
+from evictd.adapters.runtime_node import CYCLE_READ_TIMEOUT_S, RuntimeFilesystems
+from evictd.core.errors import CRIError
 from evictd.cri import RuntimeVersion
 from evictd.cri.client import CriClient
-from evictd.run.runtime_link import RuntimeLink
+from evictd.run.runtime_link import UNANSWERED_QUIET_S, CriRuntime, RuntimeLink
 from log_capture import LogCapture
 
 RETRY_S = 5.0
@@ -92,3 +95,39 @@ def test_a_runtime_that_never_answers_costs_the_loop_one_probe_deadline(tmp_path
         finally:
             client.close()
     assert 0.4 <= elapsed < 2.0, f"the probe took {elapsed:.2f} s (client deadline 10 s, probe deadline 0.5 s)"
+
+
+def test_a_runtime_that_stops_answering_costs_a_cycle_one_short_read_deadline(tmp_path: Path) -> None:
+    """Issue 36's arena: containerd in a thrashing node answered nothing for a minute; each cycle waited the client's
+    10 s per stats call (ListContainerStats, ListContainers, ListPodSandbox, ImageFsInfo: 40 s) while the node
+    needed an eviction. A cycle's reads now wait CYCLE_READ_TIMEOUT_S once; the rest fail at once for
+    UNANSWERED_QUIET_S, then the runtime is asked again."""
+    path = tmp_path / "hung.sock"
+    clock = ManualClock()
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as listener:
+        listener.bind(str(path))
+        listener.listen(8)  # accepts but never speaks HTTP/2: every call waits for its deadline
+        client = CriClient(f"unix://{path}", 10.0)
+        runtime = CriRuntime(client, RuntimeFilesystems(client, str(tmp_path), str(tmp_path), clock=clock), gc=None,
+                             clock=clock)
+        try:
+            started = time.monotonic()
+            errors = []
+            for read in (runtime.container_stats, runtime.sandbox_stats, runtime.list_sandboxes):
+                with pytest.raises(CRIError) as caught:
+                    read()
+                errors.append(caught.value)
+            assert runtime.pod_running("uid-1") is None
+            assert runtime.filesystem_paths() == (str(tmp_path), str(tmp_path))  # the configured ones, not asked
+            elapsed = time.monotonic() - started
+            clock.advance(UNANSWERED_QUIET_S)
+            again = time.monotonic()
+            with pytest.raises(CRIError, match="DEADLINE_EXCEEDED"):
+                runtime.container_stats()  # asked again after the quiet period: one more deadline
+            asked_again = time.monotonic() - again
+        finally:
+            client.close()
+    assert [e.code for e in errors] == ["DEADLINE_EXCEEDED"] * 3
+    assert "not asked" in str(errors[1]) and "not asked" in str(errors[2])
+    assert elapsed < CYCLE_READ_TIMEOUT_S + 1.0, elapsed  # one read deadline, not 10 s a call
+    assert CYCLE_READ_TIMEOUT_S - 0.2 <= asked_again < CYCLE_READ_TIMEOUT_S + 1.0, asked_again

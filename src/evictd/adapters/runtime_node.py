@@ -28,6 +28,13 @@ from evictd.log import Log
 FILESYSTEM_REFRESH_S = 60.0
 
 
+# A runtime read on the loop's path (a cycle's stats and sandboxes, the image filesystems, the wait after an eviction)
+# waits at most this long, not the client's runtimeRequestTimeout: a runtime that hangs in a node's thrashing memory
+# (issue 36's arena: containerd unanswered for a minute) held each cycle 10 s a call, 40 s in all, while the node
+# needed an eviction; the cycle uses the last answer instead.
+CYCLE_READ_TIMEOUT_S = 2.0
+
+
 class RuntimeFilesystems:
     """The runtime's image and container folders; the configured ones until ImageFsInfo answers."""
 
@@ -39,17 +46,17 @@ class RuntimeFilesystems:
         self._clock = clock
         self.last_error: EvictdError | None = None
 
-    def paths(self) -> tuple[str, str]:
+    def paths(self, *, ask: bool = True) -> tuple[str, str]:
         """Return (image filesystem folder, container filesystem folder).
 
         After an answer naming the filesystems the runtime is asked again a minute later; after a failed
         call or an answer naming none (a runtime that has just started and not measured them yet) at the
-        next call.
+        next call. Without `ask`, the runtime is not asked now (the folders last known).
         """
         now = self._clock.monotonic()
-        if now - self._asked_at >= FILESYSTEM_REFRESH_S:
+        if ask and now - self._asked_at >= FILESYSTEM_REFRESH_S:
             try:
-                info = self._client.image_fs_info()
+                info = self._client.image_fs_info(timeout_s=CYCLE_READ_TIMEOUT_S)
             except EvictdError as exc:
                 self.last_error = exc
             else:
@@ -75,10 +82,12 @@ class RuntimeLayout:
                              existing_ancestor(container))
 
 
-def container_stats_by_pod(client: CriClient) -> Mapping[str, Sequence[ContainerUsage]]:
-    """Return pod UID -> its containers' usage, from one ListContainerStats. Raises CRIError."""
+def container_stats_by_pod(client: CriClient,
+                           timeout_s: float | None = None) -> Mapping[str, Sequence[ContainerUsage]]:
+    """Return pod UID -> its containers' usage, from one ListContainerStats (each call within `timeout_s`, if
+    given). Raises CRIError."""
     grouped: dict[str, list[ContainerUsage]] = {}
-    for usage in client.list_container_stats():
+    for usage in client.list_container_stats(timeout_s):
         grouped.setdefault(usage.pod_uid, []).append(usage)
     return grouped
 

@@ -205,9 +205,9 @@ class CriClient:
         )
         return RuntimeVersion(reply.runtime_name, reply.runtime_version, reply.runtime_api_version)
 
-    def image_fs_info(self) -> ImageFsInfo:
+    def image_fs_info(self, timeout_s: float | None = None) -> ImageFsInfo:
         """Return the image (and container) filesystems with the runtime's usage of them. Raises ``CRIError``."""
-        reply: pb.ImageFsInfoResponse = self._call(self._images, "ImageFsInfo", pb.ImageFsInfoRequest())
+        reply: pb.ImageFsInfoResponse = self._call(self._images, "ImageFsInfo", pb.ImageFsInfoRequest(), timeout_s)
         return ImageFsInfo(
             image_filesystems=tuple(_filesystem_usage(fs) for fs in reply.image_filesystems),
             container_filesystems=tuple(_filesystem_usage(fs) for fs in reply.container_filesystems),
@@ -221,10 +221,10 @@ class CriClient:
         """Remove an image by ID (or any of its references). Idempotent per the CRI. Raises ``CRIError``."""
         self._call(self._images, "RemoveImage", pb.RemoveImageRequest(image=pb.ImageSpec(image=image_id)))
 
-    def list_containers(self, *, pod_uid: str | None = None) -> list[Container]:
+    def list_containers(self, *, pod_uid: str | None = None, timeout_s: float | None = None) -> list[Container]:
         """Return every container (in any state), or only those labelled with ``pod_uid``. Raises ``CRIError``."""
         reply: pb.ListContainersResponse = self._call(self._runtime, "ListContainers", pb.ListContainersRequest(
-            filter=None if pod_uid is None else {"label_selector": {POD_UID_LABEL: pod_uid}}))
+            filter=None if pod_uid is None else {"label_selector": {POD_UID_LABEL: pod_uid}}), timeout_s)
         return [_container(container) for container in reply.containers]
 
     def stop_container(self, container_id: str, timeout_s: int) -> None:
@@ -245,10 +245,10 @@ class CriClient:
         """Remove a container (a running one is killed first). Idempotent per the CRI. Raises ``CRIError``."""
         self._call(self._runtime, "RemoveContainer", pb.RemoveContainerRequest(container_id=container_id))
 
-    def list_sandboxes(self, *, pod_uid: str | None = None) -> list[Sandbox]:
+    def list_sandboxes(self, *, pod_uid: str | None = None, timeout_s: float | None = None) -> list[Sandbox]:
         """Return every pod sandbox (ready or not), or only those of ``pod_uid``. Raises ``CRIError``."""
         reply: pb.ListPodSandboxResponse = self._call(self._runtime, "ListPodSandbox", pb.ListPodSandboxRequest(
-            filter=None if pod_uid is None else {"label_selector": {POD_UID_LABEL: pod_uid}}))
+            filter=None if pod_uid is None else {"label_selector": {POD_UID_LABEL: pod_uid}}), timeout_s)
         return [_sandbox(item.id, item.metadata, item.state, item.created_at, item.labels, item.annotations)
                 for item in reply.items]
 
@@ -260,20 +260,22 @@ class CriClient:
         """Remove a sandbox and its containers. Idempotent per the CRI. Raises ``CRIError``."""
         self._call(self._runtime, "RemovePodSandbox", pb.RemovePodSandboxRequest(pod_sandbox_id=sandbox_id))
 
-    def list_container_stats(self) -> list[ContainerUsage]:
+    def list_container_stats(self, timeout_s: float | None = None) -> list[ContainerUsage]:
         """Return the usage of every running container, with its sandbox ID. Raises ``CRIError``.
 
-        Two calls: ``ListContainerStats`` (which carries no sandbox ID) and ``ListContainers``.
+        Two calls: ``ListContainerStats`` (which carries no sandbox ID) and ``ListContainers``, each within
+        ``timeout_s`` if given, else the client's deadline.
         """
         reply: pb.ListContainerStatsResponse = self._call(
-            self._runtime, "ListContainerStats", pb.ListContainerStatsRequest()
+            self._runtime, "ListContainerStats", pb.ListContainerStatsRequest(), timeout_s
         )
-        listing: pb.ListContainersResponse = self._call(self._runtime, "ListContainers", pb.ListContainersRequest())
+        listing: pb.ListContainersResponse = self._call(self._runtime, "ListContainers", pb.ListContainersRequest(),
+                                                        timeout_s)
         sandbox_of = {container.id: container.pod_sandbox_id for container in listing.containers}
         return [_container_usage(stats, sandbox_of) for stats in reply.stats]
 
-    def list_pod_sandbox_stats(self) -> list[SandboxUsage]:
+    def list_pod_sandbox_stats(self, timeout_s: float | None = None) -> list[SandboxUsage]:
         reply: pb.ListPodSandboxStatsResponse = self._call(
-            self._runtime, "ListPodSandboxStats", pb.ListPodSandboxStatsRequest()
+            self._runtime, "ListPodSandboxStats", pb.ListPodSandboxStatsRequest(), timeout_s
         )
         return [_sandbox_usage(stats) for stats in reply.stats]

@@ -13,12 +13,13 @@ restarts, and every CRI call already treats an unanswered call as a failure of t
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from typing import TypeVar
 
 from evictd.adapters.local_kill import STOPPABLE_STATES, LocalKiller
-from evictd.adapters.runtime_node import PeriodicGC, RuntimeFilesystems, container_stats_by_pod
+from evictd.adapters.runtime_node import CYCLE_READ_TIMEOUT_S, PeriodicGC, RuntimeFilesystems, container_stats_by_pod
 from evictd.clock import SYSTEM_CLOCK, Clock
 from evictd.core.engine import Eviction
-from evictd.core.errors import EvictdError
+from evictd.core.errors import CRIError, EvictdError
 from evictd.core.fs_layout import FsLayout, ReclaimAction
 from evictd.core.runtime import Sandbox, SandboxState
 from evictd.cri import ContainerUsage, Runtime, RuntimeSlot, RuntimeVersion, SandboxUsage
@@ -29,6 +30,10 @@ from evictd.log import Log
 # How often an absent runtime is asked again, and how long one Version call may take.
 RUNTIME_RETRY_S = 5.0
 VERSION_PROBE_TIMEOUT_S = 2.0
+# After a read on the loop's path went unanswered, reads fail at once for this long (CriRuntime).
+UNANSWERED_QUIET_S = 5.0
+UNANSWERED = "DEADLINE_EXCEEDED"  # the gRPC status of a call the runtime did not answer in time
+T = TypeVar("T")
 
 
 class NodeLevel:
@@ -58,28 +63,60 @@ class NodeLevel:
 class CriRuntime:
     """A runtime that answered on the CRI endpoint, as the adapters use it (a `Runtime`).
 
-    `gc` is None where evictd must not collect (dry-run).
+    `gc` is None where evictd must not collect (dry-run). The reads on the loop's path (the node's sandboxes, the
+    containers' and sandboxes' stats, a pod's sandboxes and containers in the wait after an eviction) wait at most
+    CYCLE_READ_TIMEOUT_S each; after one went unanswered (DEADLINE_EXCEEDED), reads fail at once for
+    UNANSWERED_QUIET_S (a CRIError saying so), so that a hung runtime costs a cycle one such wait, not one per
+    call. The local stop and the garbage collection keep the client's own deadlines: they act.
     """
 
     attached = True
 
-    def __init__(self, client: CriClient, filesystems: RuntimeFilesystems, gc: PeriodicGC | None) -> None:
+    def __init__(self, client: CriClient, filesystems: RuntimeFilesystems, gc: PeriodicGC | None,
+                 clock: Clock = SYSTEM_CLOCK) -> None:
         self._client = client
         self._filesystems = filesystems
         self._killer = LocalKiller(client)
         self._gc = gc
+        self._clock = clock
+        self._unanswered_at: float | None = None  # monotonic time of the last read that went unanswered
+
+    def _quiet(self, now: float) -> bool:
+        return self._unanswered_at is not None and now - self._unanswered_at < UNANSWERED_QUIET_S
+
+    def _read(self, method: str, call: Callable[[float], T]) -> T:
+        now = self._clock.monotonic()
+        if self._unanswered_at is not None and self._quiet(now):
+            raise CRIError(method, UNANSWERED, f"not asked: a read went unanswered {now - self._unanswered_at:.1f} s "
+                                               f"ago (asked again {UNANSWERED_QUIET_S:g} s after it)")
+        try:
+            return call(CYCLE_READ_TIMEOUT_S)
+        except CRIError as exc:
+            if exc.code == UNANSWERED:
+                self._unanswered_at = self._clock.monotonic()
+            raise
 
     def list_sandboxes(self) -> Sequence[Sandbox]:
-        return self._client.list_sandboxes()
+        return self._read("ListPodSandbox", lambda timeout_s: self._client.list_sandboxes(timeout_s=timeout_s))
 
     def filesystem_paths(self) -> tuple[str, str] | None:
-        return self._filesystems.paths()
+        """The runtime's image and container folders (ImageFsInfo, on its own schedule; not asked while reads go
+        unanswered: the folders last known)."""
+        if self._quiet(self._clock.monotonic()):
+            return self._filesystems.paths(ask=False)
+        before = self._filesystems.last_error
+        paths = self._filesystems.paths()
+        error = self._filesystems.last_error
+        if error is not before and isinstance(error, CRIError) and error.code == UNANSWERED:
+            self._unanswered_at = self._clock.monotonic()
+        return paths
 
     def container_stats(self) -> Mapping[str, Sequence[ContainerUsage]] | None:
-        return container_stats_by_pod(self._client)
+        return self._read("ListContainerStats", lambda timeout_s: container_stats_by_pod(self._client, timeout_s))
 
     def sandbox_stats(self) -> Mapping[str, SandboxUsage] | None:
-        return {usage.uid: usage for usage in self._client.list_pod_sandbox_stats()}
+        return self._read("ListPodSandboxStats", lambda timeout_s: {
+            usage.uid: usage for usage in self._client.list_pod_sandbox_stats(timeout_s)})
 
     def container_names(self, pod_uid: str) -> dict[str, str]:
         return {container.id: container.name for container in self._client.list_containers(pod_uid=pod_uid)}
@@ -88,8 +125,10 @@ class CriRuntime:
         """A ready sandbox or a live container; None when the runtime cannot answer (the wait after an eviction
         then relies on the API alone)."""
         try:
-            sandboxes = self._client.list_sandboxes(pod_uid=pod_uid)
-            containers = self._client.list_containers(pod_uid=pod_uid)
+            sandboxes = self._read("ListPodSandbox", lambda timeout_s: self._client.list_sandboxes(
+                pod_uid=pod_uid, timeout_s=timeout_s))
+            containers = self._read("ListContainers", lambda timeout_s: self._client.list_containers(
+                pod_uid=pod_uid, timeout_s=timeout_s))
         except EvictdError:
             return None
         return any(s.state is SandboxState.READY for s in sandboxes) or any(

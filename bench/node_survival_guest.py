@@ -30,7 +30,9 @@ What each run records (bench/node_survival_outcomes.py reads it): the kernel's `
 DisruptionTarget condition, or the object gone), MemAvailable and every pod cgroup's working set and its
 container cgroup's ``pids.current`` every 100 ms, the system daemon's heartbeats, each pod process's exit
 status (stand-in) or container status (real), evictd's /proc/<pid>/stat, and on the real backend the node
-Lease's renewTime and the Node's Ready condition every second. The pod the kubelet's ranking names at an
+Lease's renewTime and the Node's Ready condition every second; file pages re-read, the node's PSI stall and
+memory.available at the daemon's longest gap (bench/node_survival_pagecache.py `PageCacheRun`, which also
+writes a page-cache workload's files and drops the caches before each run). The pod the kubelet's ranking names at an
 eviction is computed with evictd's own core ranking (`evictd.core.ranking.rank_pods`, memory) over the run's
 pods' API objects and their working sets of the last sample before the eviction was seen (up to 100 ms older
 than what the evicter read; pods of other namespaces, such as the real backend's identity pod, left out).

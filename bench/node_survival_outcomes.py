@@ -135,6 +135,7 @@ FIGURES = (
     ("evictdMajorFaults", "evictd major faults", "max"),
     ("refaultFileMib", "file re-read MiB", "max"),
     ("kubeletAvailableAtLongestGapMib", "mem.available at longest gap MiB", "min"),
+    ("memoryStallFullS", "PSI full stall s", "max"),
 )
 PROTECTED = (GUARANTEED, SYSTEM_DAEMON, KUBELET, EVICTD)
 
@@ -157,6 +158,7 @@ def run_figures(run: Mapping[str, Any]) -> dict[str, float | None]:
         "evictdMajorFaults": (run.get("evictd") or {}).get("majorFaults"),
         "refaultFileMib": run.get("refaultFileMib"),
         "kubeletAvailableAtLongestGapMib": run.get("kubeletAvailableAtLongestGapMib"),
+        "memoryStallFullS": (run.get("memoryStallS") or {}).get("full"),  # a kernel with PSI only
     }
 
 

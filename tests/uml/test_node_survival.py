@@ -225,4 +225,6 @@ def test_the_new_figures_are_in_the_table() -> None:
     row = cell_rows([run])[0]
     assert row["file re-read MiB"] == "812.5 / 812.5"
     assert row["mem.available at longest gap MiB"] == "430 / 430"
+    assert row["PSI full stall s"] == "-"  # no PSI: no figure
+    assert cell_rows([{**run, "memoryStallS": {"some": 55.2, "full": 31.8}}])[0]["PSI full stall s"] == "31.8 / 31.8"
     assert cell_rows([{**run, "refaultFileMib": None}])[0]["file re-read MiB"] == "-"

@@ -13,14 +13,16 @@ Backends (bench/node_survival_nodes.py): ``stand-in`` (no kube binaries: the tes
 kubelet that carries deletions out; pods are real processes in the kubelet's cgroup layout); ``real`` (the
 real kube-apiserver, kubelet v1.36.2 and containerd in the guest, binaries from EVICTD_K8S_BIN; pods created
 through the API server with spec.nodeName; --mem-mib 3072 leaves the cluster's ~500 MiB beside a node).
-Protectors: kernel, evictd, earlyoom on both; kubelet-defaults and kubelet-same on the real backend only.
+Protectors: kernel, evictd, evictd-stall (--kernel psi only), earlyoom on both; kubelet-defaults and
+kubelet-same on the real backend only.
 
 Output: one JSON line per run in <out>/<backend>-<protector>/runs.jsonl, every run in <out>/runs.jsonl, and the
 table (median / worst over the runs of each cell) on stdout and in <out>/table.md, with the guest kernel and
 this machine's CPUs and load average before and after.
 
     .venv/bin/python bench/node_survival.py --out /work/arena-out/m1 [--backend stand-in]
-        [--protectors kernel,evictd,earlyoom] [--workloads be-slow,be-fast,many-small] [--runs 5]
+        [--protectors kernel,evictd,evictd-stall,earlyoom] [--workloads be-slow,be-fast,many-small,thrash,active-file]
+        [--runs 5]
         [--kernel default|psi] [--mem-mib 2560] [--start-available-mib 600]
 
 The output folder must not be under /tmp or /var/tmp: the guest mounts tmpfs over them (tests/uml/README).
@@ -124,6 +126,9 @@ def main() -> int:
     if str(args.out.resolve()).startswith(("/tmp/", "/var/tmp/")):
         parser.error("--out under /tmp or /var/tmp is hidden from the guest by its tmpfs; use another folder")
     protectors = args.protectors.split(",")
+    if "evictd-stall" in protectors and args.kernel != "psi":
+        parser.error("protector evictd-stall is evictd with its memory stall signal (PSI): it needs --kernel psi "
+                     "(the default user-mode kernel has no PSI)")
     groups = [protectors] if args.one_boot else [[p] for p in protectors]
     load_before, started = host_load(), time.monotonic()
     records: list[dict[str, Any]] = []

@@ -19,6 +19,8 @@ Protectors (each started after the pods, before the workload's pressure):
   systemd in the guest), its node name, kubeconfig (the real backend: its DaemonSet identity's token), state
   and kubelet folders, the container runtime (none on the stand-in). It runs in
   ``system.slice/evictd.service`` with oom_score_adj -999, as deploy/systemd/evictd.service gives it.
+* ``evictd-stall``: ``evictd`` plus its memory stall signal (PSI), the stall maps of
+  config/examples/06-memory-stall.yaml (bench/node_survival_pagecache.py); a run on a kernel without PSI fails.
 * ``earlyoom``: Debian's earlyoom with Debian's arguments (/etc/default/earlyoom: ``-r 3600``; its default
   thresholds are percentages of the guest's memory, 10 % SIGTERM and 5 % SIGKILL, so they scale by
   themselves), in ``system.slice/earlyoom.service`` with its unit's ``MemoryMax=50M``.
@@ -28,7 +30,9 @@ What each run records (bench/node_survival_outcomes.py reads it): the kernel's `
 DisruptionTarget condition, or the object gone), MemAvailable and every pod cgroup's working set and its
 container cgroup's ``pids.current`` every 100 ms, the system daemon's heartbeats, each pod process's exit
 status (stand-in) or container status (real), evictd's /proc/<pid>/stat, and on the real backend the node
-Lease's renewTime and the Node's Ready condition every second. The pod the kubelet's ranking names at an
+Lease's renewTime and the Node's Ready condition every second; file pages re-read, the node's PSI stall and
+memory.available at the daemon's longest gap (bench/node_survival_pagecache.py `PageCacheRun`, which also
+writes a page-cache workload's files and drops the caches before each run). The pod the kubelet's ranking names at an
 eviction is computed with evictd's own core ranking (`evictd.core.ranking.rank_pods`, memory) over the run's
 pods' API objects and their working sets of the last sample before the eviction was seen (up to 100 ms older
 than what the evicter read; pods of other namespaces, such as the real backend's identity pod, left out).
@@ -54,14 +58,17 @@ from evictd_process import EvictdProcess
 from guest_v2_node import CGROUP, make_cgroup, meminfo
 from node_survival_nodes import BACKENDS, PodHandle, grower_argv, join_unit
 from node_survival_outcomes import (
+    container_termination,
     heartbeat_max_gap_s,
+    is_evicted,
     lease_renew_max_gap_s,
     low_memory_seconds,
     oom_kill_record,
     pod_uid_of,
     victim_class,
 )
-from node_survival_workloads import HEARTBEAT, Workload, workload
+from node_survival_pagecache import PageCacheRun, stall_maps
+from node_survival_workloads import Workload, workload
 
 from evictd.core.fs_layout import FsLayout
 from evictd.core.pod_parser import pod_from_dict
@@ -112,13 +119,14 @@ class Kmsg:
         return found
 
 
-def evictd_documents(work: Path, backend: Any) -> tuple[str, str]:
+def evictd_documents(work: Path, backend: Any, protector: str = "evictd") -> tuple[str, str]:
     """The shipped configuration (config/), as a KubeletConfiguration body and an EvictdConfiguration body,
-    changed only where the guest is not a node (the module's docstring says where)."""
+    changed only where the guest is not a node (the module's docstring says where); evictd-stall's stall maps."""
     kubelet = yaml.safe_load((REPO / "config/kubelet-config.yaml").read_text())
     evictd = yaml.safe_load((REPO / "config/evictd-config.yaml").read_text())
     evictd.update({"stateDir": str(work / "state"), "kubeletRootDir": str(work / "kubelet"),
                    "podLogsDir": str(work / "pod-logs"), "imageFsPath": str(work), "containerFsPath": str(work)})
+    evictd.update(stall_maps(protector))
     backend.evictd_documents(kubelet, evictd)
     for key in ("apiVersion", "kind", "metricsBindAddress", "logFormat"):  # EvictdProcess writes these
         kubelet.pop(key, None)
@@ -135,8 +143,8 @@ class Protector:
         work.mkdir(parents=True, exist_ok=True)
         self.evictd: EvictdProcess | None = None
         self.earlyoom: subprocess.Popen[bytes] | None = None
-        if name == "evictd":
-            kubelet, evictd = evictd_documents(work, backend)
+        if name in ("evictd", "evictd-stall"):
+            kubelet, evictd = evictd_documents(work, backend, name)
             wrapper = ("sh", "-c", join_unit(EVICTD_UNIT, EVICTD_OOM_SCORE_ADJ) + 'exec "$@"', "sh")
             self.evictd = EvictdProcess(work, kubelet=kubelet, evictd=evictd, wrapper=wrapper)
             self.evictd.wait_event("evictd started", timeout=EVICTD_READY_S)
@@ -256,12 +264,6 @@ class Sampler:
                                 "reason": status.get("reason"), "message": status.get("message")}
 
 
-def is_evicted(manifest: dict[str, Any]) -> bool:
-    status = manifest.get("status") or {}
-    return bool(manifest["metadata"].get("deletionTimestamp") or status.get("reason") == "Evicted"
-                or any(c.get("type") == "DisruptionTarget" for c in status.get("conditions") or []))
-
-
 def pod_cgroup_figures(pod: PodHandle) -> tuple[int, int]:
     """(the pod cgroup's working set bytes, its container cgroup's pids.current); (0, 0) once gone."""
     try:
@@ -301,9 +303,9 @@ def one_run(backend: Any, protector: Protector, spec: Workload, index: int, args
     wait_memory_settled()
     backend.new_run(namespace)
     mem_total = meminfo()["MemTotal"]
-    beats_path = work / "heartbeat"
-    daemon = subprocess.Popen(["sh", "-c", join_unit(DAEMON_UNIT, 0) + 'exec "$0" -c "$1" "$2"', sys.executable,
-                               HEARTBEAT, str(beats_path)])
+    beats_path, cache = work / "heartbeat", PageCacheRun(spec, work)  # (files, dropped caches, refaults)
+    daemon = subprocess.Popen(["sh", "-c", join_unit(DAEMON_UNIT, 0) + 'exec "$0" -c "$@"', sys.executable,
+                               *cache.daemon_argv(beats_path)])
     pods: dict[str, PodHandle] = {}
     for pod_spec in spec.pods:  # the pods that only hold memory first, at once
         if not pod_spec.pressure:
@@ -327,6 +329,7 @@ def one_run(backend: Any, protector: Protector, spec: Workload, index: int, args
     evictd_before = protector.stat()
     started = time.monotonic()
     sampler.start()
+    cache.start()
     (control / "grow").touch()
     relief: float | None = None
     capped_since: float | None = None
@@ -346,7 +349,7 @@ def one_run(backend: Any, protector: Protector, spec: Workload, index: int, args
             if capped_since is not None and time.monotonic() - capped_since >= spec.hold_s:
                 break
     ended = time.monotonic()
-    evictd_after = protector.stat()
+    evictd_after, cache_figures = protector.stat(), cache.figures(beats_path)
     sampler.stopping.set()
     sampler.join(timeout=5)
     kills = []
@@ -420,17 +423,8 @@ def one_run(backend: Any, protector: Protector, spec: Workload, index: int, args
         "evictd": evictd,
         "leaseRenewMaxGapS": lease_renew_max_gap_s(renewals) if sampler.health else None,
         "notReadySamples": not_ready if sampler.health else None,
-        "samplerErrors": sampler.errors[:5], "backendErrors": backend.errors(),
+        "samplerErrors": sampler.errors[:5], "backendErrors": backend.errors(), **cache_figures,
     }
-
-
-def container_termination(manifest: dict[str, Any] | None) -> dict[str, Any] | None:
-    """The first container's terminated state in the pod's last seen object (real backend), or None."""
-    for status in ((manifest or {}).get("status") or {}).get("containerStatuses") or []:
-        terminated = (status.get("state") or {}).get("terminated")
-        if terminated:
-            return {"exitCode": terminated.get("exitCode"), "reason": terminated.get("reason")}
-    return None
 
 
 def main() -> int:

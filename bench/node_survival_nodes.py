@@ -2,7 +2,7 @@
 
 Both lay pods out as the kubelet's cgroupfs driver does (``kubepods/{besteffort,burstable}/pod<uid>/<id>``,
 Guaranteed ``kubepods/pod<uid>/<id>``), start the same workload script (bench/node_survival_workloads.py
-`GROWER`) in every pod, and show the arena the pods' API objects and their cgroups.
+`GROWER`, or a page-cache workload's reader) in every pod, and show the arena the pods' API objects and their cgroups.
 
 * `StandIn`: no kube binaries. tests/uml/guest_v2_node.py's `Node`: the project's test API server holds the
   Node and the pods, a stand-in kubelet carries a deletion out (``cgroup.kill``, then the deletion finished with
@@ -33,7 +33,8 @@ from typing import Any
 
 import yaml
 from guest_v2_node import CGROUP, NODE, Node, PodLayout, make_cgroup
-from node_survival_workloads import GROWER, PodSpec, oom_score_adj
+from node_survival_pagecache import pod_script
+from node_survival_workloads import PodSpec, oom_score_adj
 
 REPO = Path(__file__).resolve().parents[1]
 MiB = 1 << 20
@@ -96,7 +97,7 @@ class StandIn:
         self.node.namespace = namespace
 
     def start_pod(self, spec: PodSpec, argv: tuple[str, ...], mem_total: int) -> PodHandle:
-        pod = self.node.add_pod(spec.name, spec.request_mib, script=GROWER, args=argv, qos=spec.qos,
+        pod = self.node.add_pod(spec.name, spec.request_mib, script=pod_script(spec), args=argv, qos=spec.qos,
                                 limit_mib=spec.limit_mib, oom_score_adj=oom_score_adj(spec, mem_total))
         return PodHandle(pod.name, pod.uid, pod.cgroup, pod.container, pod)
 
@@ -179,7 +180,7 @@ class Real:
                 "nodeName": self.cluster.node_name, "hostNetwork": True, "restartPolicy": "Never",
                 "terminationGracePeriodSeconds": 1,
                 "containers": [{"name": "app", "image": self.cluster.busybox_image, "imagePullPolicy": "Never",
-                                "command": ["chroot", "/host", python, "-c", GROWER, *argv],
+                                "command": ["chroot", "/host", python, "-c", pod_script(spec), *argv],
                                 "resources": {"requests": requests, "limits": limits},
                                 "volumeMounts": [{"name": "host", "mountPath": "/host"}]}],
                 "volumes": [{"name": "host", "hostPath": {"path": "/"}}],

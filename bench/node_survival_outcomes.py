@@ -104,6 +104,22 @@ def low_memory_seconds(samples: Iterable[tuple[float, int]], mem_total_bytes: in
     return seconds
 
 
+def is_evicted(manifest: Mapping[str, Any]) -> bool:
+    """Whether a pod's API object shows an eviction: a deletionTimestamp, reason Evicted, a DisruptionTarget."""
+    status = manifest.get("status") or {}
+    return bool(manifest["metadata"].get("deletionTimestamp") or status.get("reason") == "Evicted"
+                or any(c.get("type") == "DisruptionTarget" for c in status.get("conditions") or []))
+
+
+def container_termination(manifest: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """The first container's terminated state in the pod's last seen object (real backend), or None."""
+    for status in ((manifest or {}).get("status") or {}).get("containerStatuses") or []:
+        terminated = (status.get("state") or {}).get("terminated")
+        if terminated:
+            return {"exitCode": terminated.get("exitCode"), "reason": terminated.get("reason")}
+    return None
+
+
 # The figures of a run that the table shows: (key in a run's JSON, column title, worse is "max" or "min").
 FIGURES = (
     ("oomKills", "OOM kills", "max"),
@@ -117,6 +133,9 @@ FIGURES = (
     ("notReadySamples", "NotReady samples", "max"),
     ("evictdCpuS", "evictd CPU s", "max"),
     ("evictdMajorFaults", "evictd major faults", "max"),
+    ("refaultFileMib", "file re-read MiB", "max"),
+    ("kubeletAvailableAtLongestGapMib", "mem.available at longest gap MiB", "min"),
+    ("memoryStallFullS", "PSI full stall s", "max"),
 )
 PROTECTED = (GUARANTEED, SYSTEM_DAEMON, KUBELET, EVICTD)
 
@@ -137,6 +156,9 @@ def run_figures(run: Mapping[str, Any]) -> dict[str, float | None]:
         "notReadySamples": run.get("notReadySamples"),
         "evictdCpuS": (run.get("evictd") or {}).get("cpuS"),
         "evictdMajorFaults": (run.get("evictd") or {}).get("majorFaults"),
+        "refaultFileMib": run.get("refaultFileMib"),
+        "kubeletAvailableAtLongestGapMib": run.get("kubeletAvailableAtLongestGapMib"),
+        "memoryStallFullS": (run.get("memoryStallS") or {}).get("full"),  # a kernel with PSI only
     }
 
 

@@ -24,6 +24,18 @@ Workloads:
   its request: the node runs out because of what runs outside the pods (the daemons, evictd, the kubelet),
   and someone must pay anyway.
 
+Page-cache workloads (bench/node_survival_pagecache.py, which says what they do and how they are sized; their
+files on the guest's own disk, --disk-mib):
+
+* ``thrash``: a Burstable reader pod whose working set is 400 MiB of file pages (re-read every second through a
+  mapping) and a system daemon keeping 150 MiB of file pages (re-read every 100 ms), beside a Guaranteed pod and
+  a BestEffort pod growing anonymous memory at 10 MiB/s: the node re-reads its own files (refaults) and the
+  daemon stalls while ``memory.available`` (inactive file counts as available) still looks fine.
+* ``active-file``: a BestEffort pod reads the same 500 MiB file twice (its pages active: working set, for the
+  kubelet's formula), beside a Guaranteed pod and a Burstable pod holding the head start within its request;
+  ``memory.available`` falls under evictd's threshold while the kernel could drop those pages and kills nobody
+  (kubernetes/kubernetes#43916).
+
 The system daemon (`HEARTBEAT`) is a process outside the pods cgroup, in ``system.slice/heartbeat.service``,
 that writes the monotonic time to a file every 100 ms; the arena reads its largest gap.
 """
@@ -121,10 +133,15 @@ def workload(name: str, mem_total_mib: int) -> Workload:
         pods = tuple(PodSpec(f"small-{i}", "burstable", request, None, MANY_SMALL_RATE_MIB_S / MANY_SMALL_PODS,
                              request * MANY_SMALL_FILL, True) for i in range(MANY_SMALL_PODS))
         return Workload(name, pods, hold_s=20.0)
+    if name in PAGECACHE_WORKLOADS:
+        from node_survival_pagecache import pagecache_workload
+
+        return pagecache_workload(name, mem_total_mib)
     raise KeyError(f"unknown workload {name!r}: one of {', '.join(WORKLOADS)}")
 
 
-WORKLOADS = ("be-slow", "be-fast", "many-small")
+PAGECACHE_WORKLOADS = ("thrash", "active-file")  # bench/node_survival_pagecache.py
+WORKLOADS = ("be-slow", "be-fast", "many-small", *PAGECACHE_WORKLOADS)
 
 
 def oom_score_adj(spec: PodSpec, mem_total_bytes: int) -> int:

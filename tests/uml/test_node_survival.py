@@ -35,12 +35,29 @@ from node_survival_outcomes import (
     KUBELET,
     OTHER,
     SYSTEM_DAEMON,
+    cell_rows,
     heartbeat_max_gap_s,
     lease_renew_max_gap_s,
     low_memory_seconds,
     oom_kill_record,
     victim_class,
 )
+from node_survival_pagecache import (
+    THRASH_DAEMON_MIB,
+    FilePodSpec,
+    daemon_argv,
+    files_of,
+    longest_gap_start,
+    pod_script,
+    psi_totals,
+    refault_file_mib,
+    stall_maps,
+    value_at,
+    vmstat_counters,
+)
+from node_survival_workloads import GROWER, HEARTBEAT, WORKLOADS, workload
+
+from evictd.core.thresholds import STALL_FIELDS
 
 SHORT_CELL = {"protectors": ("kernel", "evictd"), "workloads": ("be-slow",), "runs": 1, "kernel": None,
               "start_available_mib": 300, "run_timeout_s": 90.0, "disk_mib": 0}
@@ -134,3 +151,80 @@ def test_low_memory_seconds_sum_the_intervals_below_one_percent() -> None:
     total = 1000
     samples = [(0.0, 50), (1.0, 5), (1.5, 9), (2.0, 200), (3.0, 1)]
     assert low_memory_seconds(samples, total) == pytest.approx(1.0)
+
+
+# --- the page-cache workloads and the stall protector (bench/node_survival_pagecache.py), no guest ------------
+
+VMSTAT = "nr_free_pages 1000\nworkingset_refault_anon 7\nworkingset_refault_file 100\nworkingset_activate_file 3\n"
+
+
+def test_file_pages_re_read_are_the_refault_counters_delta_in_mib() -> None:
+    before = vmstat_counters(VMSTAT)
+    after = vmstat_counters(VMSTAT.replace("refault_file 100", "refault_file 612"))
+    assert before["workingset_refault_file"] == 100
+    assert refault_file_mib(before, after) == pytest.approx(2.0)  # 512 pages of 4 KiB
+    # Kernels before 5.9 have one counter for both kinds.
+    assert refault_file_mib({"workingset_refault": 10}, {"workingset_refault": 266}) == pytest.approx(1.0)
+    assert refault_file_mib({"nr_free_pages": 1}, {"nr_free_pages": 2}) is None
+
+
+def test_psi_totals_are_seconds_stalled() -> None:
+    text = ("some avg10=1.00 avg60=0.50 avg300=0.10 total=2500000\n"
+            "full avg10=0.50 avg60=0.20 avg300=0.05 total=1000000\n")
+    assert psi_totals(text) == {"some": pytest.approx(2.5), "full": pytest.approx(1.0)}
+
+
+def test_memory_available_at_the_daemons_longest_gap() -> None:
+    beats = [1.0, 1.1, 1.2, 4.2, 4.3]
+    assert longest_gap_start(beats, since=1.0, until=4.4) == (1.2, pytest.approx(3.0))
+    assert longest_gap_start(beats, since=5.0, until=6.0) is None
+    samples = [(1.0, 500), (1.15, 450), (1.3, 300)]
+    assert value_at(samples, 1.2) == 450
+    assert value_at(samples, 0.5) is None
+
+
+def test_the_page_cache_workloads() -> None:
+    assert {"thrash", "active-file"} <= set(WORKLOADS)
+    thrash = workload("thrash", 2495)
+    pods = {p.name: p for p in thrash.pods}
+    assert isinstance(pods["reader"], FilePodSpec) and pods["reader"].qos == "burstable"
+    assert pods["reader"].mode == "mmap-loop" and not pods["reader"].pressure
+    assert (pods["grower"].qos, pods["grower"].rate_mib_s, pods["grower"].pressure) == ("besteffort", 10.0, True)
+    assert [mib for _, mib in files_of(thrash)] == [pods["reader"].file_mib, THRASH_DAEMON_MIB]
+    script, beats = daemon_argv(thrash, Path("/w/heartbeat"))
+    assert beats == "/w/heartbeat" and "daemon-150MiB.dat" in script
+    active = {p.name: p for p in workload("active-file", 2495).pods}
+    assert isinstance(active["reader"], FilePodSpec) and active["reader"].mode == "read-twice"
+    assert active["reader"].qos == "besteffort"
+    # The filler holds the head start (what is available beyond 600 MiB) within its request.
+    assert active["filler"].qos == "burstable" and (active["filler"].request_mib or 0) > 2495 - 600
+    assert active["filler"].rate_mib_s == 0.0 and active["filler"].pressure
+    for spec in (*thrash.pods, *active.values()):
+        compile(pod_script(spec), spec.name, "exec")
+    assert pod_script(pods["grower"]) == GROWER
+    assert daemon_argv(workload("be-slow", 2495), Path("/w/heartbeat")) == (HEARTBEAT, "/w/heartbeat")
+    assert files_of(workload("be-slow", 2495)) == []
+
+
+def test_evictd_stall_needs_psi(tmp_path: Path) -> None:
+    psi = tmp_path / "memory"
+    assert stall_maps("evictd", psi) == {}
+    with pytest.raises(RuntimeError, match="--kernel psi"):
+        stall_maps("evictd-stall", psi)
+    psi.write_text("some avg10=0.00 avg60=0.00 avg300=0.00 total=0\n")
+    maps = stall_maps("evictd-stall", psi)
+    assert maps["stallEvictionHard"] == {"evictd.io/memory.stall.full": "20%"}
+    assert set(maps) <= set(STALL_FIELDS)
+
+
+def test_the_new_figures_are_in_the_table() -> None:
+    run = {"backend": "stand-in", "workload": "thrash", "protector": "kernel", "oomKillsByClass": {BESTEFFORT: 1},
+           "evictions": [], "lowMemoryS": 0.0, "reliefS": 60.0, "heartbeatMaxGapS": 12.0, "stopped": {},
+           "guaranteedAlive": True, "daemonAlive": True, "refaultFileMib": 812.5,
+           "kubeletAvailableAtLongestGapMib": 430.0}
+    row = cell_rows([run])[0]
+    assert row["file re-read MiB"] == "812.5 / 812.5"
+    assert row["mem.available at longest gap MiB"] == "430 / 430"
+    assert row["PSI full stall s"] == "-"  # no PSI: no figure
+    assert cell_rows([{**run, "memoryStallS": {"some": 55.2, "full": 31.8}}])[0]["PSI full stall s"] == "31.8 / 31.8"
+    assert cell_rows([{**run, "refaultFileMib": None}])[0]["file re-read MiB"] == "-"

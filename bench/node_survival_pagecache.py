@@ -1,0 +1,314 @@
+"""The node-survival arena's page-cache workloads and its stall-signal protector (issue #36 items 1 and 5; #44).
+
+Files read through the guest's hostfs root leave no page cache in the guest; these workloads keep their files
+on the guest's own ext4 disk (`boot_guest`'s disk, mounted at $UML_DISK_MOUNT, /run/disk; the arena's
+--disk-mib), where they do. The arena writes each file once a boot, then, before every run, syncs and drops the
+guest's caches, so that a file's pages are charged to the cgroup that reads them in the run (the pod, the daemon)
+and every run starts from the same cold cache.
+
+* ``thrash`` ("page-cache heavy"): a Burstable reader pod whose working set is `THRASH_READER_MIB` of file pages
+  (its file mapped and every page touched every `THRASH_READER_PERIOD_S`), the system daemon keeping a
+  file-backed working set of `THRASH_DAEMON_MIB` (its "binaries, libraries and data", every page touched every
+  100 ms, a heartbeat after each pass: issue #44), a Guaranteed pod, and a BestEffort pod growing anonymous
+  memory at 10 MiB/s without bound. Pages touched through a mapping stay on the inactive list until reclaim
+  looks at them, and inactive file counts as available in the kubelet's formula: the node re-reads its own
+  working set from disk (refaults) while ``memory.available`` still looks fine.
+* ``active-file`` (kubernetes/kubernetes#43916): a BestEffort pod reads the same `ACTIVE_FILE_MIB` file twice
+  (read(2), as ``cat`` does; the second read makes every page active, and active file counts as working set),
+  beside a Guaranteed pod and a Burstable pod holding anonymous memory within its request (its head start: what
+  the node has available beyond --start-available-mib, 600, taken at once; it does not grow). ``memory.available``
+  (free + inactive file) ends near 600 - `ACTIVE_FILE_MIB` MiB, under evictd's hard 200 MiB, while the kernel,
+  with that much free, reclaims nothing and kills nobody. The run ends `ACTIVE_FILE_HOLD_S` after the head start.
+
+The daemon of the other workloads is node_survival_workloads.HEARTBEAT, unchanged (`daemon_argv`).
+
+Per run (every workload, `PageCacheRun`): file pages re-read, the delta of /proc/vmstat's
+``workingset_refault_file`` (``workingset_refault`` on kernels before 5.9) over the run, in MiB; on a kernel with
+PSI, the node's memory stall (/proc/pressure/memory ``some`` and ``full`` totals) over the run, in seconds; and
+the kubelet's ``memory.available`` of the node (MemFree + Inactive(file), 100 ms samples) when the system
+daemon's longest heartbeat gap began: what evictd and the kubelet saw while the daemon stalled.
+
+The protector ``evictd-stall`` is evictd as shipped plus the stall maps of config/examples/06-memory-stall.yaml
+(`STALL_MAPS`) in its EvictdConfiguration. It needs PSI: on a kernel without it (the default user-mode kernel)
+the arena refuses it (`stall_maps`), where evictd itself would run on without its stall signal.
+"""
+
+from __future__ import annotations
+
+import bisect
+import contextlib
+import itertools
+import os
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from node_survival_workloads import GROWER, HEARTBEAT, PodSpec, Workload, guaranteed_pod
+
+MiB = 1 << 20
+PAGE = 4096
+DISK_ENV, DISK_DEFAULT = "UML_DISK_MOUNT", "/run/disk"
+THRASH_READER_MIB = 400
+THRASH_READER_PERIOD_S = 1.0
+THRASH_READER_REQUEST_MIB = 256
+THRASH_DAEMON_MIB = 150
+THRASH_RATE_MIB_S = 10.0
+ACTIVE_FILE_MIB = 500
+ACTIVE_FILE_HOLD_S = 60.0
+# The Burstable filler's request, as a share of MemTotal: more than its head start, so that it is within it.
+ACTIVE_FILE_FILLER_REQUEST = 0.8
+STALL_PROTECTOR = "evictd-stall"
+# config/examples/06-memory-stall.yaml's stall maps (an EvictdConfiguration's STALL_FIELDS).
+STALL_MAPS: dict[str, dict[str, str]] = {
+    "stallEvictionHard": {"evictd.io/memory.stall.full": "20%"},
+    "stallEvictionSoft": {"evictd.io/memory.stall.some": "40%"},
+    "stallEvictionSoftGracePeriod": {"evictd.io/memory.stall.some": "30s"},
+}
+
+# A pod whose working set is a file: argv as GROWER's (only CONTROL_FOLDER and NAME are read); the line before
+# this text sets FILE, MODE and PERIOD. Once CONTROL_FOLDER/go.NAME exists and the system daemon has beaten once
+# (CONTROL_FOLDER/../heartbeat, one_run's; a file-backed daemon beats once its file is read in), it reads FILE
+# twice, creates CONTROL_FOLDER/ready.NAME, then: MODE "mmap-loop": touches every page of FILE through a
+# mapping every PERIOD seconds; "read-twice": sleeps.
+READER = r"""
+import mmap, os, sys, time
+control, name = sys.argv[4:6]
+DAEMON_BEATS = os.path.join(control, os.pardir, "heartbeat")
+def wait_for(path, timeout=None):
+    deadline = time.monotonic() + (timeout or 1e9)
+    while not os.path.exists(path) or (path == DAEMON_BEATS and not os.path.getsize(path)):
+        if time.monotonic() > deadline:
+            return
+        time.sleep(0.02)
+wait_for(os.path.join(control, "go." + name))
+wait_for(DAEMON_BEATS, timeout=120)
+if MODE == "read-twice":
+    for _ in range(2):
+        with open(FILE, "rb", buffering=0) as data:
+            while data.read(1 << 20):
+                pass
+    open(os.path.join(control, "ready." + name), "w").close()
+    while True:
+        time.sleep(3600)
+fd = os.open(FILE, os.O_RDONLY)
+pages = memoryview(mmap.mmap(fd, 0, prot=mmap.PROT_READ))[::4096]
+bytes(pages)
+bytes(pages)
+open(os.path.join(control, "ready." + name), "w").close()
+while True:
+    began = time.monotonic()
+    bytes(pages)  # one byte of every page: a refault for every page reclaimed since the last pass
+    time.sleep(max(0.0, PERIOD - (time.monotonic() - began)))
+"""
+
+# The system daemon with a file-backed working set: argv BEATS_FILE; the line before this text sets FILE. Every
+# 100 ms it touches every page of FILE through a mapping (its binaries, libraries and data), then beats.
+FILE_HEARTBEAT = r"""
+import mmap, os, sys, time
+pages = memoryview(mmap.mmap(os.open(FILE, os.O_RDONLY), 0, prot=mmap.PROT_READ))[::4096]
+with open(sys.argv[1], "a", buffering=1) as beats:
+    while True:
+        bytes(pages)
+        beats.write(f"{time.monotonic():.3f}\n")
+        time.sleep(0.1)
+"""
+
+
+@dataclass(frozen=True)
+class FilePodSpec(PodSpec):
+    """A pod whose process reads a file of the guest's disk (READER) instead of growing (GROWER)."""
+
+    file_mib: int = 0
+    mode: str = "mmap-loop"  # READER's MODE
+    period_s: float = 1.0
+
+
+@dataclass(frozen=True)
+class PageCacheWorkload(Workload):
+    daemon_file_mib: int = 0  # the system daemon's file-backed working set (0: node_survival_workloads.HEARTBEAT)
+
+
+def disk() -> Path:
+    return Path(os.environ.get(DISK_ENV) or DISK_DEFAULT)
+
+
+def file_path(name: str, mib: int) -> Path:
+    return disk() / "pagecache" / f"{name}-{mib}MiB.dat"
+
+
+def pagecache_workload(name: str, mem_total_mib: int) -> PageCacheWorkload:
+    """The page-cache workload `name` for a node of `mem_total_mib`; KeyError for another name."""
+    if name == "thrash":
+        reader = FilePodSpec("reader", "burstable", THRASH_READER_REQUEST_MIB, None, 0.0, 0.0, False,
+                             file_mib=THRASH_READER_MIB, mode="mmap-loop", period_s=THRASH_READER_PERIOD_S)
+        grower = PodSpec("grower", "besteffort", None, None, THRASH_RATE_MIB_S, 0.0, True)
+        return PageCacheWorkload(name, (guaranteed_pod(), reader, grower), daemon_file_mib=THRASH_DAEMON_MIB)
+    if name == "active-file":
+        reader = FilePodSpec("reader", "besteffort", None, None, 0.0, 0.0, False, file_mib=ACTIVE_FILE_MIB,
+                             mode="read-twice")
+        request = int(mem_total_mib * ACTIVE_FILE_FILLER_REQUEST)
+        filler = PodSpec("filler", "burstable", request, None, 0.0, 0.0, True)
+        return PageCacheWorkload(name, (guaranteed_pod(), reader, filler), hold_s=ACTIVE_FILE_HOLD_S)
+    raise KeyError(name)
+
+
+def pod_script(spec: PodSpec) -> str:
+    """The Python source a pod of `spec` runs: READER (with its file) for a FilePodSpec, else GROWER."""
+    if not isinstance(spec, FilePodSpec):
+        return GROWER
+    return (f"FILE, MODE, PERIOD = {str(file_path(spec.name, spec.file_mib))!r}, {spec.mode!r}, {spec.period_s!r}\n"
+            + READER)
+
+
+def daemon_argv(spec: Workload, beats: Path) -> tuple[str, ...]:
+    """The system daemon's `python -c` arguments: its script and its argv."""
+    mib = getattr(spec, "daemon_file_mib", 0)
+    if not mib:
+        return HEARTBEAT, str(beats)
+    return f"FILE = {str(file_path('daemon', mib))!r}\n" + FILE_HEARTBEAT, str(beats)
+
+
+def files_of(spec: Workload) -> list[tuple[Path, int]]:
+    """The files a workload reads (path, MiB)."""
+    found = [(file_path(p.name, p.file_mib), p.file_mib) for p in spec.pods if isinstance(p, FilePodSpec)]
+    mib = getattr(spec, "daemon_file_mib", 0)
+    return found + ([(file_path("daemon", mib), mib)] if mib else [])
+
+
+def write_file(path: Path, mib: int) -> None:
+    """A file of `mib` MiB of data (not sparse: every page is read from the disk), written once."""
+    if path.exists() and path.stat().st_size == mib * MiB:
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    chunk = bytes(range(256)) * (MiB // 256)
+    with open(path, "wb") as out:
+        for _ in range(mib):
+            out.write(chunk)
+        os.fsync(out.fileno())
+
+
+def stall_maps(protector: str, psi: Path = Path("/proc/pressure/memory")) -> dict[str, dict[str, str]]:
+    """The EvictdConfiguration's stall maps for `protector` ({} but for evictd-stall); RuntimeError for
+    evictd-stall on a kernel without PSI (no `psi` file), which evictd would run without its stall signal."""
+    if protector != STALL_PROTECTOR:
+        return {}
+    if not psi.exists():
+        raise RuntimeError(f"protector {STALL_PROTECTOR} needs a kernel with PSI (/proc/pressure/memory): this "
+                           "guest's kernel has none; run the arena with --kernel psi")
+    return {key: dict(value) for key, value in STALL_MAPS.items()}
+
+
+# --- pure readers (the tests' too) -------------------------------------------------------------------------
+
+
+def vmstat_counters(text: str) -> dict[str, int]:
+    """/proc/vmstat as a dict."""
+    counters = {}
+    for line in text.splitlines():
+        key, _, value = line.partition(" ")
+        with contextlib.suppress(ValueError):
+            counters[key] = int(value)
+    return counters
+
+
+def refault_file_mib(before: Mapping[str, int], after: Mapping[str, int], page: int = PAGE) -> float | None:
+    """File pages refaulted (evicted, then read again while still in the working-set shadow) between two
+    /proc/vmstat readings, in MiB: ``workingset_refault_file`` (5.9 and later), else ``workingset_refault``;
+    None when neither is there."""
+    for key in ("workingset_refault_file", "workingset_refault"):
+        if key in before and key in after:
+            return (after[key] - before[key]) * page / MiB
+    return None
+
+
+def psi_totals(text: str) -> dict[str, float]:
+    """/proc/pressure/memory's ``total=`` of ``some`` and ``full``, in seconds."""
+    totals = {}
+    for line in text.splitlines():
+        kind, *fields = line.split()
+        for field in fields:
+            if field.startswith("total="):
+                totals[kind] = int(field[len("total="):]) / 1e6
+    return totals
+
+
+def longest_gap_start(beats: Sequence[float], since: float, until: float) -> tuple[float, float] | None:
+    """(start, length) of the largest gap between beats within [since, until] (the gap from the last beat to
+    `until` counts, as in node_survival_outcomes.heartbeat_max_gap_s); None without a beat."""
+    window = [beat for beat in beats if since <= beat <= until]
+    if not window:
+        return None
+    gaps = [(later - earlier, earlier) for earlier, later in itertools.pairwise(window)]
+    gaps.append((until - window[-1], window[-1]))
+    length, start = max(gaps)
+    return start, length
+
+
+def value_at(samples: Sequence[tuple[float, int]], at: float) -> int | None:
+    """The last sample's value at or before `at` (samples in time order); None before the first."""
+    index = bisect.bisect_right([t for t, _ in samples], at)
+    return samples[index - 1][1] if index else None
+
+
+# --- the guest side ------------------------------------------------------------------------------------------
+
+
+def meminfo_kib(text: str) -> dict[str, int]:
+    return {line.split(":")[0]: int(line.split()[1]) for line in text.splitlines() if line.split()[1:]}
+
+
+class PageCacheRun:
+    """One run's page-cache side (bench/node_survival_guest.py's one_run): the workload's files written and the
+    caches dropped at its making; `start` when the workload starts; `figures` at its end."""
+
+    def __init__(self, spec: Workload, work: Path) -> None:
+        self.spec, self.work = spec, work
+        files = files_of(spec)
+        if files and not os.path.ismount(disk()):
+            raise RuntimeError(f"workload {spec.name} needs the guest's own disk at {disk()} (--disk-mib > 0)")
+        for path, mib in files:
+            write_file(path, mib)
+        os.sync()
+        Path("/proc/sys/vm/drop_caches").write_text("3\n")
+        self.available: list[tuple[float, int]] = []  # (monotonic, MemFree + Inactive(file) bytes)
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self._sample, daemon=True)
+        self.before: tuple[dict[str, int], dict[str, float]] = ({}, {})
+        self.started = 0.0
+
+    def daemon_argv(self, beats: Path) -> tuple[str, ...]:
+        return daemon_argv(self.spec, beats)
+
+    def _counters(self) -> tuple[dict[str, int], dict[str, float]]:
+        psi = Path("/proc/pressure/memory")
+        return (vmstat_counters(Path("/proc/vmstat").read_text()),
+                psi_totals(psi.read_text()) if psi.exists() else {})
+
+    def _sample(self) -> None:
+        while not self.stopping.is_set():
+            with contextlib.suppress(OSError, ValueError, KeyError):
+                info = meminfo_kib(Path("/proc/meminfo").read_text())
+                self.available.append((time.monotonic(), (info["MemFree"] + info["Inactive(file)"]) * 1024))
+            time.sleep(0.1)
+
+    def start(self) -> None:
+        self.before, self.started = self._counters(), time.monotonic()
+        self.thread.start()
+
+    def figures(self, beats_path: Path) -> dict[str, Any]:
+        ended = time.monotonic()
+        vmstat, psi = self._counters()
+        self.stopping.set()
+        self.thread.join(timeout=2)
+        beats = [float(x) for x in beats_path.read_text().split()] if beats_path.exists() else []
+        gap = longest_gap_start(beats, self.started, ended)
+        at_gap = value_at(self.available, gap[0]) if gap else None
+        return {
+            "refaultFileMib": refault_file_mib(self.before[0], vmstat),
+            "memoryStallS": {kind: psi[kind] - self.before[1].get(kind, 0.0) for kind in psi} or None,
+            "kubeletAvailableAtLongestGapMib": None if at_gap is None else at_gap / MiB,
+            "kubeletAvailableMinMib": min(v for _, v in self.available) / MiB if self.available else None,
+        }

@@ -5,8 +5,8 @@ runs every (protector, workload, run) in turn inside one cgroup v2 guest and app
 to ``$UML_OUT/runs.jsonl`` as soon as the run ends (a guest that dies mid-way keeps what it finished).
 
 The node: bench/node_survival_nodes.py (``--backend stand-in``: the test API server and a stand-in kubelet;
-``--backend real``: the real kubelet, containerd and API server in the guest). The pods cgroup has no memory
-limit of the arena's making (a kubelet with nothing reserved sets it to the node's capacity).
+``--backend real``: the real kubelet, containerd and API server in the guest). The pods cgroup's memory.max is the
+node's capacity, as a kubelet with nothing reserved sets it (the stand-in sets it so too).
 
 Protectors (each started after the pods, before the workload's pressure):
 * ``kernel``: nobody evicts (on the real backend the kubelet's thresholds are 0 %); the kernel's OOM killer alone.

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from guest_v2_node import CGROUP, NODE, Node, PodLayout, make_cgroup
+from guest_v2_node import CGROUP, NODE, Node, PodLayout, make_cgroup, meminfo
 from node_survival_pagecache import pod_script
 from node_survival_workloads import PodSpec, oom_score_adj
 
@@ -86,7 +86,10 @@ class StandIn:
     own_unit = "system.slice/kubelet.service"  # this process is the stand-in kubelet
 
     def __init__(self, work: Path) -> None:
-        self.node = Node("cgroupfs", work, allocatable_bytes=None, sample=False)
+        # The pods cgroup's memory.max as a kubelet enforcing node allocatable sets it (`enforceNodeAllocatable:
+        # [pods]`) with nothing reserved: the node's capacity. Without it allocatableMemory.available has no
+        # capacity (its threshold copies, evictd's and the kubelet's alike, are never observed).
+        self.node = Node("cgroupfs", work, allocatable_bytes=meminfo()["MemTotal"], sample=False)
 
     def use_protector(self, protector: str) -> None:
         if protector.startswith("kubelet"):

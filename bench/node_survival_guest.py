@@ -56,9 +56,10 @@ from typing import Any
 import yaml
 from evictd_process import EvictdProcess
 from guest_v2_node import CGROUP, make_cgroup, meminfo
-from node_survival_nodes import BACKENDS, PodHandle, grower_argv, join_unit
+from node_survival_nodes import BACKENDS, PodHandle, grower_argv, join_unit, pod_cgroup_figures, root_working_set
 from node_survival_outcomes import (
     container_termination,
+    crossing_figures,
     heartbeat_max_gap_s,
     is_evicted,
     lease_renew_max_gap_s,
@@ -199,6 +200,7 @@ class Sampler:
         self.health: list[tuple[float, dict[str, Any]]] = []
         self._health_due = 0.0
         self.memory: list[tuple[float, int]] = []
+        self.signal: list[tuple[float, int]] = []
         self.cgroups: list[tuple[float, dict[str, tuple[int, int]]]] = []
         self.evictions: dict[str, dict[str, Any]] = {}
         self.last_seen: dict[str, dict[str, Any]] = {}
@@ -225,8 +227,9 @@ class Sampler:
             time.sleep(SAMPLE_PERIOD_S)
 
     def sample_kernel(self) -> None:
-        now = time.monotonic()
-        self.memory.append((now, meminfo()["MemAvailable"]))
+        now, info = time.monotonic(), meminfo()
+        self.memory.append((now, info["MemAvailable"]))
+        self.signal.append((now, info["MemTotal"] - root_working_set()))  # the kubelet's memory.available
         self.cgroups.append((now, {name: pod_cgroup_figures(pod) for name, pod in self.pods.items()}))
 
     def sample_api(self) -> None:
@@ -262,17 +265,6 @@ class Sampler:
         self.evictions[name] = {"pod": name, "at": now, "goneWhenSeen": gone,
                                 "expected": ranked[0].name if ranked else None,
                                 "reason": status.get("reason"), "message": status.get("message")}
-
-
-def pod_cgroup_figures(pod: PodHandle) -> tuple[int, int]:
-    """(the pod cgroup's working set bytes, its container cgroup's pids.current); (0, 0) once gone."""
-    try:
-        current = int((CGROUP / pod.cgroup / "memory.current").read_text())
-        stat = (CGROUP / pod.cgroup / "memory.stat").read_text()
-        inactive = next(int(line.split()[1]) for line in stat.splitlines() if line.startswith("inactive_file "))
-        return max(0, current - inactive), int((CGROUP / pod.container / "pids.current").read_text())
-    except (FileNotFoundError, OSError):
-        return 0, 0
 
 
 def wait_memory_settled(timeout_s: float = 30.0) -> None:
@@ -416,6 +408,7 @@ def one_run(backend: Any, protector: Protector, spec: Workload, index: int, args
         "evictions": evictions, "stopped": stopped_how, "exits": exits,
         "lowMemoryS": low_memory_seconds(sampler.memory, mem_total),
         "minAvailableMib": min(a for _, a in sampler.memory) / MiB if sampler.memory else None,
+        **crossing_figures(sampler.signal, started, [e["at"] for e in evictions]),
         "reliefS": None if relief is None else relief - started,
         "heartbeatMaxGapS": heartbeat_max_gap_s(beats, started, ended),
         "daemonAlive": daemon_alive,

@@ -247,3 +247,20 @@ class Real:
 
 
 BACKENDS = {"stand-in": StandIn, "real": Real}
+
+
+def root_working_set() -> int:
+    """The root's working set as the kubelet computes it on cgroup v2: anon + file - inactive_file of memory.stat."""
+    stat = {k: int(v) for k, v in (line.split() for line in (CGROUP / "memory.stat").read_text().splitlines())}
+    return stat["anon"] + stat["file"] - stat["inactive_file"]
+
+
+def pod_cgroup_figures(pod: PodHandle) -> tuple[int, int]:
+    """(the pod cgroup's working set bytes, its container cgroup's pids.current); (0, 0) once gone."""
+    try:
+        current = int((CGROUP / pod.cgroup / "memory.current").read_text())
+        stat = (CGROUP / pod.cgroup / "memory.stat").read_text()
+        inactive = next(int(line.split()[1]) for line in stat.splitlines() if line.startswith("inactive_file "))
+        return max(0, current - inactive), int((CGROUP / pod.container / "pids.current").read_text())
+    except (FileNotFoundError, OSError):
+        return 0, 0

@@ -36,6 +36,9 @@ UNIT_TO_CLASS = {
 }
 _POD_UID = re.compile(r"pod([0-9a-f]{8}[-_][0-9a-f]{4}[-_][0-9a-f]{4}[-_][0-9a-f]{4}[-_][0-9a-f]{12})")
 LOW_MEMORY_SHARE = 0.01
+# The shipped hard threshold (config/kubelet-config.yaml, memory.available<200Mi): the latency figure is timed from
+# the kubelet's memory.available crossing it (root anon + file - inactive_file, 100 ms samples).
+HARD_CROSSING_BYTES = 200 << 20
 
 
 def oom_kill_record(line: str) -> dict[str, str] | None:
@@ -93,6 +96,20 @@ def lease_renew_max_gap_s(renewals: Sequence[float]) -> float | None:
     return max(later - earlier for earlier, later in itertools.pairwise(distinct))
 
 
+def crossing_figures(signal: Sequence[tuple[float, int]], started: float,
+                     evicted_at: Sequence[float]) -> dict[str, float | None]:
+    """`hardCrossedS`: when the kubelet's memory.available (`signal`: monotonic time, bytes) first fell below
+    HARD_CROSSING_BYTES, in seconds from the workload's start `started` (None: never); `crossingToEvictionS`: from
+    then to the first eviction the API showed (`evicted_at`, seconds from the start; None without either). The
+    evicter reads more often than the 100 ms sampler: a figure down to -0.1 s is an eviction on a crossing the
+    sampler saw late."""
+    crossed = next((at - started for at, available in signal if at >= started and available < HARD_CROSSING_BYTES),
+                   None)
+    first = min(evicted_at) if evicted_at else None
+    return {"hardCrossedS": crossed,
+            "crossingToEvictionS": None if crossed is None or first is None else first - crossed}
+
+
 def low_memory_seconds(samples: Iterable[tuple[float, int]], mem_total_bytes: int) -> float:
     """Seconds (sum of the sampling intervals) during which MemAvailable was below 1 % of MemTotal;
     `samples` are (monotonic time, MemAvailable bytes), in time order."""
@@ -133,6 +150,7 @@ FIGURES = (
     ("notReadySamples", "NotReady samples", "max"),
     ("evictdCpuS", "evictd CPU s", "max"),
     ("evictdMajorFaults", "evictd major faults", "max"),
+    ("crossingToEvictionS", "s hard crossing to eviction", "max"),
     ("refaultFileMib", "file re-read MiB", "max"),
     ("kubeletAvailableAtLongestGapMib", "mem.available at longest gap MiB", "min"),
     ("memoryStallFullS", "PSI full stall s", "max"),
@@ -156,6 +174,7 @@ def run_figures(run: Mapping[str, Any]) -> dict[str, float | None]:
         "notReadySamples": run.get("notReadySamples"),
         "evictdCpuS": (run.get("evictd") or {}).get("cpuS"),
         "evictdMajorFaults": (run.get("evictd") or {}).get("majorFaults"),
+        "crossingToEvictionS": run.get("crossingToEvictionS"),
         "refaultFileMib": run.get("refaultFileMib"),
         "kubeletAvailableAtLongestGapMib": run.get("kubeletAvailableAtLongestGapMib"),
         "memoryStallFullS": (run.get("memoryStallS") or {}).get("full"),  # a kernel with PSI only

@@ -35,7 +35,9 @@ from node_survival_outcomes import (
     KUBELET,
     OTHER,
     SYSTEM_DAEMON,
+    HARD_CROSSING_BYTES,
     cell_rows,
+    crossing_figures,
     heartbeat_max_gap_s,
     lease_renew_max_gap_s,
     low_memory_seconds,
@@ -151,6 +153,16 @@ def test_low_memory_seconds_sum_the_intervals_below_one_percent() -> None:
     total = 1000
     samples = [(0.0, 50), (1.0, 5), (1.5, 9), (2.0, 200), (3.0, 1)]
     assert low_memory_seconds(samples, total) == pytest.approx(1.0)
+
+
+
+def test_the_latency_figure_runs_from_the_kubelets_figure_crossing_the_hard_threshold_to_the_first_eviction() -> None:
+    above, below = HARD_CROSSING_BYTES, HARD_CROSSING_BYTES - 1
+    signal = [(99.0, below), (100.0, above), (100.1, above), (102.3, below), (102.4, below)]  # a dip before start
+    assert crossing_figures(signal, 100.0, [2.45, 5.0]) == {"hardCrossedS": pytest.approx(2.3),
+                                                            "crossingToEvictionS": pytest.approx(0.15)}
+    assert crossing_figures(signal, 100.0, []) == {"hardCrossedS": pytest.approx(2.3), "crossingToEvictionS": None}
+    assert crossing_figures(signal[:3], 100.0, [1.0]) == {"hardCrossedS": None, "crossingToEvictionS": None}
 
 
 # --- the page-cache workloads and the stall protector (bench/node_survival_pagecache.py), no guest ------------

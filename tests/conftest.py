@@ -27,6 +27,8 @@ Fixtures (function-scoped, so every test starts from an empty filesystem):
 (``node_lock_of_the_session``), so that test sessions run side by side on one machine never wait for each other
 on /run/evictd/node.lock; tests/daemon's ``EvictdProcess`` gives each process its own unless told.
 
+Hypothesis runs without a per-example deadline (the ``evictd`` profile).
+
 Mounting needs root; when it fails the fixture errors (the test fails, it is never skipped). Everything
 mounted is unmounted lazily (``umount -l``, which also detaches submounts) and loop devices are detached in
 finalizers, whatever the test's outcome.
@@ -40,10 +42,16 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 from full_filesystem import KINDS, UnwritableFolder
 
 pytest_plugins = ["cri_fixtures", "kube_fixtures", "cluster_fixtures", "cycle_reports"]
+
+# Property tests assert behaviour, not speed (speed is bench/'s): no per-example deadline, which a loaded machine
+# (the parallel tier beside guests) overran with a correct example.
+settings.register_profile("evictd", deadline=None)
+settings.load_profile("evictd")
 
 TMPFS_SIZE = "64m"
 TMPFS_NR_INODES = 2000

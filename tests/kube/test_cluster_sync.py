@@ -351,5 +351,7 @@ def test_an_api_that_hangs_on_the_node_holds_the_loop_one_report_wait_and_the_no
     apiserver.faults.clear()
     assert wait_until(lambda: "EvictdMemoryPressure" in {
         c["type"] for c in (apiserver.store.get_node(NODE) or {}).get("status", {}).get("conditions", [])}, 30.0)
+    # The transition's event follows the write (the reporter's thread records it next).
+    assert wait_until(lambda: {e[1] for e in node_events(apiserver)} >= {"NodeHasInsufficientMemory",
+                                                                        "EvictionThresholdMet"}, 10.0)
     assert cluster.log.at("warning")  # the timed-out node read, said as it happened
-    assert {e[1] for e in node_events(apiserver)} >= {"NodeHasInsufficientMemory", "EvictionThresholdMet"}

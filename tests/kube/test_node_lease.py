@@ -528,3 +528,26 @@ def test_renewals_timing_out_at_the_shipped_timings_never_stand_evictd_by_and_a_
     assert len(reasons) > 40 and set(reasons) == {None}
     clock.advance(lease.duration_s + 1.0)  # frozen: the thread asked nothing meanwhile
     assert lease.standby_reason() is not None and "paused past it" in lease.standby_reason()
+
+
+def test_a_holder_paused_in_the_middle_of_a_renewal_stands_by_when_resumed(
+        make_lease: MakeLease, clock: ManualClock) -> None:
+    """Frozen while a renewal was under way (its request sent, its answer not read): resumed, the attempt still
+    looks under way, but one that began more than a lease duration ago is a pause, not an API that hangs."""
+    lease = make_lease(duration_s=40)
+    lease.acquire()
+    seen: list[str | None] = []
+
+    class Frozen:
+        def replace_lease(self, namespace: str, name: str, body: Any, *, timeout_s: float) -> Any:
+            clock.advance(45.0)  # SIGSTOP here, SIGCONT 45 s later (past the 40 s lease, within 5 request timeouts)
+            seen.append(lease.standby_reason())
+            raise KubeError("update leases", 409, "the object has been modified")
+
+        def read_lease(self, namespace: str, name: str, *, timeout_s: float) -> Any:
+            raise KubeError("get leases", None, "connection reset")
+
+    lease._api = Frozen()  # type: ignore[assignment]
+    clock.advance(10.0)
+    lease.renew()
+    assert seen and seen[0] is not None and "paused past it" in seen[0]

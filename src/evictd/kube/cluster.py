@@ -193,7 +193,7 @@ class ClusterSync:
                  events: EventRecorder, on_error: Callable[[KubeError], None], log: Log, runtime: Runtime = NO_RUNTIME,
                  critical: CriticalPodRecord | None = None, should_stop: Callable[[], bool] = lambda: False,
                  reclaim_event_period_s: float = 0.0, clock: Clock = SYSTEM_CLOCK,
-                 report_wait_s: float = REPORT_WAIT_S) -> None:
+                 report_wait_s: float = REPORT_WAIT_S, standby: Callable[[], str | None] = lambda: None) -> None:
         # Polled during the wait after an eviction: a daemon asked to stop gives up waiting.
         self._should_stop = should_stop
         self._runtime = runtime
@@ -204,7 +204,8 @@ class ClusterSync:
         self._critical = critical
         # `events` is the node's own recorder: written on the reporter's thread (the evictor's pod events have theirs).
         self._reporter = NodeReporter(node_writer, events, on_error=on_error, log=log,
-                                      reclaim_event_period_s=reclaim_event_period_s, clock=clock, wait_s=report_wait_s)
+                                      reclaim_event_period_s=reclaim_event_period_s, clock=clock, wait_s=report_wait_s,
+                                      standby=standby)
 
     def after_cycle(self, assessment: Assessment, oom: OomReport | None) -> None:
         """Hand what the cycle decided about the node (its `assessment`, and the OOM kills since the last one) to

@@ -266,7 +266,9 @@ class NodeLease:
         renewal and no later than the thread's longest wait between attempts ago. A process resumed after a pause
         finds neither (its attempt or its failure predates the pause) and stands by until it asks again."""
         started = self._attempt_started_at
-        if started is not None and now - started <= self._request_timeout_s * REQUESTS_PER_ATTEMPT + FIRST_RETRY_S:
+        # At most a lease duration: an attempt "under way" since before a longer pause is a pause, not an API.
+        in_flight_s = min(self._request_timeout_s * REQUESTS_PER_ATTEMPT + FIRST_RETRY_S, self.duration_s)
+        if started is not None and now - started < in_flight_s:
             return True
         failed = self._failed_at
         return (failed is not None and failed > renewed_at

@@ -11,7 +11,9 @@ status loop writes it.
 Reports handed over while one is being written are merged: the newest assessment (its conditions are the
 node's state now; an earlier one is stale), every OOM kill report (each is an event of its own), every resource
 a reclaim event was due for. At a clean stop the thread writes what it holds (bounded by the stop's deadline)
-before the conditions are withdrawn, so a late write never re-sets what the withdrawal cleared.
+before the conditions are withdrawn, so a late write never re-sets what the withdrawal cleared. A report is
+dropped, not written, while evictd stands by (`standby`: the node Lease's reason): one handed over before a
+pause must not be written by an evictd resumed after another took the node over.
 
 Found in issue 36's arena: on a real node under memory pressure the API server (on the same node) answered
 nothing for a minute; each cycle then waited 10-30 s on the node's status, and a hard crossing was decided 40 s
@@ -62,7 +64,8 @@ class NodeReporter:
 
     def __init__(self, node_writer: NodeStatusWriter, events: EventRecorder, *, on_error: Callable[[KubeError], None],
                  log: Log, reclaim_event_period_s: float = 0.0, clock: Clock = SYSTEM_CLOCK,
-                 wait_s: float = REPORT_WAIT_S) -> None:
+                 wait_s: float = REPORT_WAIT_S, standby: Callable[[], str | None] = lambda: None) -> None:
+        self._standby = standby
         self._node_writer = node_writer
         self._events = events
         self._on_error = on_error
@@ -131,7 +134,8 @@ class NodeReporter:
                     return
                 self._pending, self._writing = None, True
             try:
-                self._write(report)
+                if self._standby() is None:  # another evictd holds the node now (a report held over a pause): its own
+                    self._write(report)
             except Exception:  # a loop of its own: a bug in one report must not end the node's reporting
                 self._log.exception("node report not written")
             finally:

@@ -151,7 +151,8 @@ def build_cluster(config: Configuration, node_name: str, metrics: Metrics, log: 
     node_events = EventRecorder(api_client, node_name, dry_run=dry_run)
     sync = ClusterSync(watcher=watcher, evictor=kube_evictor, node_writer=node_writer, events=node_events,
                        on_error=api_error, log=log, runtime=runtime, critical=critical, should_stop=should_stop,
-                       reclaim_event_period_s=settings.housekeeping_interval_s)
+                       reclaim_event_period_s=settings.housekeeping_interval_s,
+                       standby=lease.standby_reason if lease is not None else lambda: None)
     own_uid = os.environ.get(POD_UID_ENV, "")
     pods = EvictablePods(watcher, journal, own_uid=own_uid)
     shadow = ShadowComparer(watcher.pods, settings.state_dir, lambda c: metrics.shadow.labels(str(c.outcome)).inc(),

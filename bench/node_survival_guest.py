@@ -1,12 +1,12 @@
 """Guest side of the node-survival arena (bench/node_survival.py boots the guest and runs this as its work).
 
-``python node_survival_guest.py --backend stand-in --protectors kernel,evictd --workloads be-slow --runs 1``
-runs every (protector, workload, run) in turn inside one cgroup v2 guest and appends one JSON document per run
-to ``$UML_OUT/runs.jsonl`` as soon as the run ends (a guest that dies mid-way keeps what it finished).
+``python node_survival_guest.py --backend stand-in --protectors kernel,evictd --workloads be-slow --runs 1`` runs
+every (protector, workload, run) in turn inside one cgroup v2 guest and appends one JSON document per run to
+``$UML_OUT/runs.jsonl`` as soon as the run ends (a guest that dies mid-way keeps what it finished).
 
 The node: bench/node_survival_nodes.py (``--backend stand-in``: the test API server and a stand-in kubelet;
-``--backend real``: the real kubelet, containerd and API server in the guest). The pods cgroup has no memory
-limit of the arena's making (a kubelet with nothing reserved sets it to the node's capacity).
+``--backend real``: the real kubelet, containerd and API server in the guest). The pods cgroup has no memory limit of
+the arena's making (a kubelet with nothing reserved sets it to the node's capacity).
 
 Protectors (each started after the pods, before the workload's pressure):
 * ``kernel``: nobody evicts (on the real backend the kubelet's thresholds are 0 %); the kernel's OOM killer alone.
@@ -14,25 +14,24 @@ Protectors (each started after the pods, before the workload's pressure):
   (``memory.available<100Mi``) or with evictd's shipped thresholds; no evictd.
 * ``evictd``: ``evictd run`` with config/kubelet-config.yaml and config/evictd-config.yaml as shipped (hard
   ``memory.available<200Mi``, soft ``<500Mi`` for 90 s, ``allocatableMemory.available`` copied by
-  ``enforceNodeAllocatable: [pods]``, 10 s housekeeping, the memory watch on, memory locked), unscaled; the
-  kubelet's thresholds 0 %; changed only where the guest differs from a node: ``cgroupDriver: cgroupfs`` (no
-  systemd in the guest), its node name, kubeconfig (the real backend: its DaemonSet identity's token), state
-  and kubelet folders, the container runtime (none on the stand-in). It runs in
-  ``system.slice/evictd.service`` with oom_score_adj -999, as deploy/systemd/evictd.service gives it.
+  ``enforceNodeAllocatable: [pods]``, 10 s housekeeping, the memory watch on, memory locked), unscaled; the kubelet's
+  thresholds 0 %; changed only where the guest differs from a node: ``cgroupDriver: cgroupfs`` (no systemd in the
+  guest), its node name, kubeconfig (the real backend: its DaemonSet identity's token), state and kubelet folders,
+  the container runtime (none on the stand-in). In ``system.slice/evictd.service`` with oom_score_adj -999.
+* ``evictd-pid``: ``evictd`` plus ``pid.available: 10%`` in evictionHard (bench/node_survival_controls_guest.py).
 * ``earlyoom``: Debian's earlyoom with Debian's arguments (/etc/default/earlyoom: ``-r 3600``; its default
   thresholds are percentages of the guest's memory, 10 % SIGTERM and 5 % SIGKILL, so they scale by
   themselves), in ``system.slice/earlyoom.service`` with its unit's ``MemoryMax=50M``.
 
-What each run records (bench/node_survival_outcomes.py reads it): the kernel's ``oom-kill:`` records from
-/dev/kmsg, the pods' API objects every 100 ms (an eviction: a deletionTimestamp, reason Evicted, a
-DisruptionTarget condition, or the object gone), MemAvailable and every pod cgroup's working set and its
-container cgroup's ``pids.current`` every 100 ms, the system daemon's heartbeats, each pod process's exit
-status (stand-in) or container status (real), evictd's /proc/<pid>/stat, and on the real backend the node
-Lease's renewTime and the Node's Ready condition every second. The pod the kubelet's ranking names at an
-eviction is computed with evictd's own core ranking (`evictd.core.ranking.rank_pods`, memory) over the run's
-pods' API objects and their working sets of the last sample before the eviction was seen (up to 100 ms older
-than what the evicter read; pods of other namespaces, such as the real backend's identity pod, left out).
-"""
+What each run records (bench/node_survival_outcomes.py reads it): the kernel's ``oom-kill:`` records from /dev/kmsg,
+the pods' API objects every 100 ms (an eviction: a deletionTimestamp, reason Evicted, a DisruptionTarget condition, or
+the object gone), MemAvailable and every pod cgroup's working set and its container cgroup's ``pids.current`` every
+100 ms, the system daemon's heartbeats, each pod process's exit status (stand-in) or container status (real), evictd's
+/proc/<pid>/stat, and on the real backend the node Lease's renewTime and the Node's Ready condition every second. The
+pod the kubelet's ranking names at an eviction is computed with evictd's own core ranking
+(`evictd.core.ranking.rank_pods`, memory) over the run's pods' API objects and their working sets of the last sample
+before the eviction was seen (up to 100 ms older than what the evicter read; pods of other namespaces, such as the
+real backend's identity pod, left out)."""
 
 from __future__ import annotations
 
@@ -52,6 +51,7 @@ from typing import Any
 import yaml
 from evictd_process import EvictdProcess
 from guest_v2_node import CGROUP, make_cgroup, meminfo
+from node_survival_controls_guest import EVICTD_PID, Controls, evictd_settings
 from node_survival_nodes import BACKENDS, PodHandle, grower_argv, join_unit
 from node_survival_outcomes import (
     heartbeat_max_gap_s,
@@ -88,8 +88,7 @@ def proc_stat(pid: int) -> dict[str, float]:
     text = Path(f"/proc/{pid}/stat").read_text()
     rest = text[text.rindex(")") + 2:].split()
     ticks = os.sysconf("SC_CLK_TCK")
-    return {"cpuS": (int(rest[11]) + int(rest[12])) / ticks, "minorFaults": int(rest[7]),
-            "majorFaults": int(rest[9])}
+    return {"cpuS": (int(rest[11]) + int(rest[12])) / ticks, "minorFaults": int(rest[7]), "majorFaults": int(rest[9])}
 
 
 class Kmsg:
@@ -112,7 +111,7 @@ class Kmsg:
         return found
 
 
-def evictd_documents(work: Path, backend: Any) -> tuple[str, str]:
+def evictd_documents(work: Path, backend: Any, protector: str) -> tuple[str, str]:
     """The shipped configuration (config/), as a KubeletConfiguration body and an EvictdConfiguration body,
     changed only where the guest is not a node (the module's docstring says where)."""
     kubelet = yaml.safe_load((REPO / "config/kubelet-config.yaml").read_text())
@@ -120,6 +119,7 @@ def evictd_documents(work: Path, backend: Any) -> tuple[str, str]:
     evictd.update({"stateDir": str(work / "state"), "kubeletRootDir": str(work / "kubelet"),
                    "podLogsDir": str(work / "pod-logs"), "imageFsPath": str(work), "containerFsPath": str(work)})
     backend.evictd_documents(kubelet, evictd)
+    evictd_settings(kubelet, evictd, protector)
     for key in ("apiVersion", "kind", "metricsBindAddress", "logFormat"):  # EvictdProcess writes these
         kubelet.pop(key, None)
         evictd.pop(key, None)
@@ -135,8 +135,8 @@ class Protector:
         work.mkdir(parents=True, exist_ok=True)
         self.evictd: EvictdProcess | None = None
         self.earlyoom: subprocess.Popen[bytes] | None = None
-        if name == "evictd":
-            kubelet, evictd = evictd_documents(work, backend)
+        if name in ("evictd", EVICTD_PID):
+            kubelet, evictd = evictd_documents(work, backend, name)
             wrapper = ("sh", "-c", join_unit(EVICTD_UNIT, EVICTD_OOM_SCORE_ADJ) + 'exec "$@"', "sh")
             self.evictd = EvictdProcess(work, kubelet=kubelet, evictd=evictd, wrapper=wrapper)
             self.evictd.wait_event("evictd started", timeout=EVICTD_READY_S)
@@ -303,7 +303,7 @@ def one_run(backend: Any, protector: Protector, spec: Workload, index: int, args
     mem_total = meminfo()["MemTotal"]
     beats_path = work / "heartbeat"
     daemon = subprocess.Popen(["sh", "-c", join_unit(DAEMON_UNIT, 0) + 'exec "$0" -c "$1" "$2"', sys.executable,
-                               HEARTBEAT, str(beats_path)])
+                               spec.daemon or HEARTBEAT, str(beats_path)])
     pods: dict[str, PodHandle] = {}
     for pod_spec in spec.pods:  # the pods that only hold memory first, at once
         if not pod_spec.pressure:
@@ -318,6 +318,7 @@ def one_run(backend: Any, protector: Protector, spec: Workload, index: int, args
         share = head_total / len(pressure)
         head = min(share, pod_spec.cap_mib) if pod_spec.cap_mib else share
         pods[pod_spec.name] = backend.start_pod(pod_spec, grower_argv(head, pod_spec, control), mem_total)
+    controls = Controls(spec, pods, namespace, control, backend)  # the non-memory controls' (or nothing)
     kmsg = Kmsg()
     for pod_spec in pressure:  # the head start, all at once
         (control / f"go.{pod_spec.name}").touch()
@@ -403,7 +404,7 @@ def one_run(backend: Any, protector: Protector, spec: Workload, index: int, args
                   "aliveAtEnd": evictd_after["alive"]}
     elif evictd_after is not None:
         evictd = {"aliveAtEnd": False, "exit": evictd_after["exit"]}
-    return {
+    return controls.finish(sampler, started, ended, {
         "backend": backend.name, "workload": spec.name, "protector": protector.name, "run": index,
         "kernel": {"release": platform.release(), "version": platform.version(), "label": args.kernel_label,
                    "psi": Path("/proc/pressure/memory").exists()},
@@ -414,14 +415,13 @@ def one_run(backend: Any, protector: Protector, spec: Workload, index: int, args
         "lowMemoryS": low_memory_seconds(sampler.memory, mem_total),
         "minAvailableMib": min(a for _, a in sampler.memory) / MiB if sampler.memory else None,
         "reliefS": None if relief is None else relief - started,
-        "heartbeatMaxGapS": heartbeat_max_gap_s(beats, started, ended),
-        "daemonAlive": daemon_alive,
+        "heartbeatMaxGapS": heartbeat_max_gap_s(beats, started, ended), "daemonAlive": daemon_alive,
         "guaranteedAlive": "guaranteed" not in stopped_how if has_guaranteed else None,
         "evictd": evictd,
         "leaseRenewMaxGapS": lease_renew_max_gap_s(renewals) if sampler.health else None,
         "notReadySamples": not_ready if sampler.health else None,
         "samplerErrors": sampler.errors[:5], "backendErrors": backend.errors(),
-    }
+    })
 
 
 def container_termination(manifest: dict[str, Any] | None) -> dict[str, Any] | None:

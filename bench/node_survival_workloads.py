@@ -32,6 +32,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from node_survival_controls import CONTROL_WORKLOADS, control_workload
+
 MiB = 1 << 20
 
 # The workload of every pod: anonymous memory at a steady rate to a cap, then held.
@@ -96,6 +98,8 @@ class PodSpec:
     cap_mib: float  # 0: no cap
     pressure: bool  # a pod the workload is about (grows); the head start is shared among these
     hold_mib: float = 0.0  # taken at once at the start (a pod that is not a pressure pod)
+    script: str = ""  # its process's script, with GROWER's argv and go/ready/grow files ("": GROWER)
+    volumes: tuple[str, ...] = ()  # emptyDir volumes (node disk) in its spec
 
 
 @dataclass(frozen=True)
@@ -104,6 +108,7 @@ class Workload:
     pods: tuple[PodSpec, ...]
     # After every pressure pod reached its cap, how long the run goes on (0: grows without bound).
     hold_s: float = 0.0
+    daemon: str = ""  # the system daemon's script, with HEARTBEAT's argv ("": HEARTBEAT)
 
 
 def guaranteed_pod() -> PodSpec:
@@ -121,10 +126,12 @@ def workload(name: str, mem_total_mib: int) -> Workload:
         pods = tuple(PodSpec(f"small-{i}", "burstable", request, None, MANY_SMALL_RATE_MIB_S / MANY_SMALL_PODS,
                              request * MANY_SMALL_FILL, True) for i in range(MANY_SMALL_PODS))
         return Workload(name, pods, hold_s=20.0)
+    if name in CONTROL_WORKLOADS:
+        return control_workload(name, guaranteed_pod())
     raise KeyError(f"unknown workload {name!r}: one of {', '.join(WORKLOADS)}")
 
 
-WORKLOADS = ("be-slow", "be-fast", "many-small")
+WORKLOADS = ("be-slow", "be-fast", "many-small", *CONTROL_WORKLOADS)
 
 
 def oom_score_adj(spec: PodSpec, mem_total_bytes: int) -> int:

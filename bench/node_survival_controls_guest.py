@@ -8,9 +8,12 @@ bench/node_survival_guest.py calls in at three points:
   imagefs and containerfs paths stay on the guest's /run (a tmpfs; the stand-in has no runtime, no images),
   so evictd sees a dedicated imagefs (KUBELET_SPEC §4.2): nodefs signals rank pods by their logs and emptyDir
   volumes and have no node-level reclaim; the kubelet would do the same on such a node. The protector
-  ``evictd-pid`` is ``evictd`` with ``pid.available: 10%`` added to the shipped evictionHard (neither the
-  shipped configuration nor the kubelet's defaults have a pid threshold): 10 % like the shipped nodefs
-  threshold, a share that scales with pid_max (205 pids here; 3277 on a node's default 32768).
+  ``evictd-pid`` is ``evictd`` with ``pid.available: 25%`` added to the shipped evictionHard (neither the
+  shipped configuration nor the kubelet's defaults have a pid threshold). Why 25 % (512 of pid_max 2048): the
+  kubelet's figure, min(pid_max, threads-max) less the tasks, counts the 300 pids the kernel keeps back
+  (RESERVED_PIDS: once pids wrap, new ones come from 300 up), so the node is out of pids while it still says
+  ~270 available; a threshold must be above that to be crossed at all. 25 % is 10 % (the shipped nodefs share)
+  above those ~15 %. On a node's pid_max of 32768 or more the 300 are 1 % or less.
 * `Controls` (made once the pods started, before their go files): for ``fork-bomb`` sets ``kernel.pid_max``
   to `FORK_BOMB_PID_MAX` (every other workload runs with the guest's own, put back at the end); for the disk
   workloads makes the filler's emptyDir and log folders where evictd looks and names them to it; samples every
@@ -50,7 +53,7 @@ MiB = 1 << 20
 DISK = Path(os.environ.get("UML_DISK_MOUNT", "/run/disk"))
 KUBELET_ROOT, POD_LOGS = DISK / "kubelet", DISK / "pod-logs"
 EVICTD_PID = "evictd-pid"
-PID_THRESHOLD = "10%"
+PID_THRESHOLD = "25%"
 PID_MAX = Path("/proc/sys/kernel/pid_max")
 GUEST_PID_MAX = int(PID_MAX.read_text()) if PID_MAX.exists() else 0
 SAMPLE_PERIOD_S = 0.1

@@ -18,7 +18,7 @@ Protectors (each started after the pods, before the workload's pressure):
   thresholds 0 %; changed only where the guest differs from a node: ``cgroupDriver: cgroupfs`` (no systemd in the
   guest), its node name, kubeconfig (the real backend: its DaemonSet identity's token), state and kubelet folders,
   the container runtime (none on the stand-in). In ``system.slice/evictd.service`` with oom_score_adj -999.
-* ``evictd-pid``: ``evictd`` plus ``pid.available: 10%`` in evictionHard (bench/node_survival_controls_guest.py).
+* ``evictd-pid``: ``evictd`` plus ``pid.available: 25%`` in evictionHard (bench/node_survival_controls_guest.py).
 * ``earlyoom``: Debian's earlyoom with Debian's arguments (/etc/default/earlyoom: ``-r 3600``; its default
   thresholds are percentages of the guest's memory, 10 % SIGTERM and 5 % SIGKILL, so they scale by
   themselves), in ``system.slice/earlyoom.service`` with its unit's ``MemoryMax=50M``.

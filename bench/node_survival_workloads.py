@@ -26,6 +26,17 @@ Workloads:
 
 The system daemon (`HEARTBEAT`) is a process outside the pods cgroup, in ``system.slice/heartbeat.service``,
 that writes the monotonic time to a file every 100 ms; the arena reads its largest gap.
+
+The non-memory controls (bench/node_survival_controls.py, scripts and all, beside these; its docstring says why
+the figures are what they are):
+
+* ``fork-bomb``: one BestEffort pod forks as fast as the guest forks, children that hold a pid and wait, beside
+  the Guaranteed pod; the guest's ``kernel.pid_max`` lowered to 2048 for the run. The system daemon also forks a
+  short-lived child every 100 ms and counts its failures.
+* ``disk-fill`` / ``disk-fill-fast``: one BestEffort pod writes into its emptyDir on the guest's own disk (the
+  kubelet root evictd reads nodefs from), first to 20 % of the disk available, then 20 / 100 MiB/s without
+  bound, beside the Guaranteed pod; the system daemon also appends 64 KiB to a journal on that disk every 100 ms
+  and counts its failed writes (ENOSPC).
 """
 
 from __future__ import annotations

@@ -191,7 +191,7 @@ def test_control_workloads_are_a_besteffort_pod_beside_the_guaranteed_pod_and_a_
 def test_evictd_pid_adds_a_pid_threshold_to_the_shipped_ones() -> None:
     kubelet: dict[str, Any] = {"evictionHard": {"memory.available": "200Mi"}}
     evictd_settings(kubelet, {}, "evictd-pid")
-    assert kubelet["evictionHard"] == {"memory.available": "200Mi", "pid.available": "10%"}
+    assert kubelet["evictionHard"] == {"memory.available": "200Mi", "pid.available": "25%"}
     shipped: dict[str, Any] = {"evictionHard": {"memory.available": "200Mi"}}
     evictd_settings(shipped, {}, "evictd")
     assert shipped["evictionHard"] == {"memory.available": "200Mi"}

@@ -168,8 +168,7 @@ class Node:
         self.api = ApiServer(work / "apiserver").start()
         self.api.store.create_node(node_manifest(NODE))
         self.deleted: dict[str, float] = {}
-        # Called with a deleted pod's UID once its processes and cgroups are gone, before its deletion is finished
-        # (the kubelet tears a pod's volumes down before its status manager deletes the object).
+        # A deleted pod's UID, once its processes and cgroups are gone, before its deletion is finished (volumes).
         self.tear_down: Callable[[str], None] | None = None
         self.kubelet_errors: list[str] = []
         self.samples: list[dict[str, Any]] = []
@@ -186,8 +185,7 @@ class Node:
         """A pod of QoS class `qos` (its cgroup where the kubelet puts that class) with one process running
         `script` with `args`, which joins its container cgroup (and takes `oom_score_adj`, as the kubelet
         gives a container's processes) before it allocates anything. `limit_mib` is the pod's memory limit,
-        in its API object and as the pod cgroup's memory.max. `volumes` are emptyDir volumes (node disk) named
-        in its spec (their folders are the caller's to make)."""
+        in its API object and as the pod cgroup's memory.max. `volumes`: emptyDirs in its spec (no folders made)."""
         uid = str(uuid.uuid4())
         container_id = uuid.uuid4().hex + uuid.uuid4().hex
         pod = Pod(name, uid, self.layout.pod(uid, qos), self.layout.container(uid, container_id, qos))

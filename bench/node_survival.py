@@ -14,7 +14,9 @@ kubelet that carries deletions out; pods are real processes in the kubelet's cgr
 real kube-apiserver, kubelet v1.36.2 and containerd in the guest, binaries from EVICTD_K8S_BIN; pods created
 through the API server with spec.nodeName; --mem-mib 3072 leaves the cluster's ~500 MiB beside a node).
 Protectors: kernel, evictd, evictd-stall (--kernel psi only), earlyoom on both; kubelet-defaults and
-kubelet-same on the real backend only.
+kubelet-same on the real backend only; evictd-pid (evictd with pid.available<25% added, for the fork-bomb
+control). The non-memory controls (fork-bomb, disk-fill, disk-fill-fast: bench/node_survival_controls.py) get a
+second table of their own figures.
 
 Output: one JSON line per run in <out>/<backend>-<protector>/runs.jsonl, every run in <out>/runs.jsonl, and the
 table (median / worst over the runs of each cell) on stdout and in <out>/table.md, with the guest kernel and
@@ -42,7 +44,7 @@ from typing import Any
 
 BENCH = Path(__file__).resolve().parent
 sys.path[:0] = [str(BENCH.parent / "tests" / "uml")]
-from node_survival_outcomes import cell_rows, markdown_table  # noqa: E402
+from node_survival_outcomes import cell_rows, control_rows, markdown_table  # noqa: E402
 from uml_guest import KERNELS, REPO, GuestRun, Kernel, boot_guest  # noqa: E402
 
 GUEST_MEM_MIB = 2560
@@ -152,6 +154,8 @@ def main() -> int:
               f"({time.monotonic() - started:.0f} s)\n"
               f"figures: median / worst over the runs\n")
     table = header + "\n" + markdown_table(cell_rows(good))
+    if control_rows(good):
+        table += "\nnon-memory controls (bench/node_survival_controls.py):\n\n" + markdown_table(control_rows(good))
     if failed:
         table += "\nfailed runs:\n" + "".join(f"- {r['protector']} {r['workload']} {r['run']}: {r['error']}\n"
                                               for r in failed)

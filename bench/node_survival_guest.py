@@ -1,8 +1,8 @@
 """Guest side of the node-survival arena (bench/node_survival.py boots the guest and runs this as its work).
 
-``python node_survival_guest.py --backend stand-in --protectors kernel,evictd --workloads be-slow --runs 1``
-runs every (protector, workload, run) in turn inside one cgroup v2 guest and appends one JSON document per run
-to ``$UML_OUT/runs.jsonl`` as soon as the run ends (a guest that dies mid-way keeps what it finished).
+``python node_survival_guest.py --backend stand-in --protectors kernel,evictd --workloads be-slow --runs 1`` runs
+every (protector, workload, run) in turn inside one cgroup v2 guest and appends one JSON document per run to
+``$UML_OUT/runs.jsonl`` as soon as the run ends (a guest that dies mid-way keeps what it finished).
 
 The node: bench/node_survival_nodes.py (``--backend stand-in``: the test API server and a stand-in kubelet;
 ``--backend real``: the real kubelet, containerd and API server in the guest). The pods cgroup's memory.max is the
@@ -21,6 +21,7 @@ Protectors (each started after the pods, before the workload's pressure):
   ``system.slice/evictd.service`` with oom_score_adj -999, as deploy/systemd/evictd.service gives it.
 * ``evictd-stall``: ``evictd`` plus its memory stall signal (PSI), the stall maps of
   config/examples/06-memory-stall.yaml (bench/node_survival_pagecache.py); a run on a kernel without PSI fails.
+* ``evictd-pid``: ``evictd`` plus ``pid.available: 25%`` in evictionHard (bench/node_survival_controls_guest.py).
 * ``earlyoom``: Debian's earlyoom with Debian's arguments (/etc/default/earlyoom: ``-r 3600``; its default
   thresholds are percentages of the guest's memory, 10 % SIGTERM and 5 % SIGKILL, so they scale by
   themselves), in ``system.slice/earlyoom.service`` with its unit's ``MemoryMax=50M``.
@@ -35,7 +36,8 @@ memory.available at the daemon's longest gap (bench/node_survival_pagecache.py `
 writes a page-cache workload's files and drops the caches before each run). The pod the kubelet's ranking names at an
 eviction is computed with evictd's own core ranking (`evictd.core.ranking.rank_pods`, memory) over the run's
 pods' API objects and their working sets of the last sample before the eviction was seen (up to 100 ms older
-than what the evicter read; pods of other namespaces, such as the real backend's identity pod, left out).
+than what the evicter read; pods of other namespaces, such as the real backend's identity pod, left out). The
+non-memory controls record their own figures (bench/node_survival_controls_guest.py `Controls`).
 """
 
 from __future__ import annotations
@@ -56,6 +58,7 @@ from typing import Any
 import yaml
 from evictd_process import EvictdProcess
 from guest_v2_node import CGROUP, make_cgroup, meminfo
+from node_survival_controls_guest import EVICTD_PID, Controls, evictd_settings
 from node_survival_nodes import BACKENDS, PodHandle, grower_argv, join_unit, pod_cgroup_figures, root_working_set
 from node_survival_outcomes import (
     container_termination,
@@ -96,8 +99,7 @@ def proc_stat(pid: int) -> dict[str, float]:
     text = Path(f"/proc/{pid}/stat").read_text()
     rest = text[text.rindex(")") + 2:].split()
     ticks = os.sysconf("SC_CLK_TCK")
-    return {"cpuS": (int(rest[11]) + int(rest[12])) / ticks, "minorFaults": int(rest[7]),
-            "majorFaults": int(rest[9])}
+    return {"cpuS": (int(rest[11]) + int(rest[12])) / ticks, "minorFaults": int(rest[7]), "majorFaults": int(rest[9])}
 
 
 class Kmsg:
@@ -129,6 +131,7 @@ def evictd_documents(work: Path, backend: Any, protector: str = "evictd") -> tup
                    "podLogsDir": str(work / "pod-logs"), "imageFsPath": str(work), "containerFsPath": str(work)})
     evictd.update(stall_maps(protector))
     backend.evictd_documents(kubelet, evictd)
+    evictd_settings(kubelet, evictd, protector)
     for key in ("apiVersion", "kind", "metricsBindAddress", "logFormat"):  # EvictdProcess writes these
         kubelet.pop(key, None)
         evictd.pop(key, None)
@@ -144,7 +147,7 @@ class Protector:
         work.mkdir(parents=True, exist_ok=True)
         self.evictd: EvictdProcess | None = None
         self.earlyoom: subprocess.Popen[bytes] | None = None
-        if name in ("evictd", "evictd-stall"):
+        if name in ("evictd", "evictd-stall", EVICTD_PID):
             kubelet, evictd = evictd_documents(work, backend, name)
             wrapper = ("sh", "-c", join_unit(EVICTD_UNIT, EVICTD_OOM_SCORE_ADJ) + 'exec "$@"', "sh")
             self.evictd = EvictdProcess(work, kubelet=kubelet, evictd=evictd, wrapper=wrapper)
@@ -296,8 +299,9 @@ def one_run(backend: Any, protector: Protector, spec: Workload, index: int, args
     backend.new_run(namespace)
     mem_total = meminfo()["MemTotal"]
     beats_path, cache = work / "heartbeat", PageCacheRun(spec, work)  # (files, dropped caches, refaults)
+    daemon_args = (spec.daemon, str(beats_path)) if spec.daemon else cache.daemon_argv(beats_path)
     daemon = subprocess.Popen(["sh", "-c", join_unit(DAEMON_UNIT, 0) + 'exec "$0" -c "$@"', sys.executable,
-                               *cache.daemon_argv(beats_path)])
+                               *daemon_args])
     pods: dict[str, PodHandle] = {}
     for pod_spec in spec.pods:  # the pods that only hold memory first, at once
         if not pod_spec.pressure:
@@ -312,6 +316,7 @@ def one_run(backend: Any, protector: Protector, spec: Workload, index: int, args
         share = head_total / len(pressure)
         head = min(share, pod_spec.cap_mib) if pod_spec.cap_mib else share
         pods[pod_spec.name] = backend.start_pod(pod_spec, grower_argv(head, pod_spec, control), mem_total)
+    controls = Controls(spec, pods, namespace, control, backend)  # the non-memory controls' (or nothing)
     kmsg = Kmsg()
     for pod_spec in pressure:  # the head start, all at once
         (control / f"go.{pod_spec.name}").touch()
@@ -398,7 +403,7 @@ def one_run(backend: Any, protector: Protector, spec: Workload, index: int, args
                   "aliveAtEnd": evictd_after["alive"]}
     elif evictd_after is not None:
         evictd = {"aliveAtEnd": False, "exit": evictd_after["exit"]}
-    return {
+    return controls.finish(sampler, started, ended, {
         "backend": backend.name, "workload": spec.name, "protector": protector.name, "run": index,
         "kernel": {"release": platform.release(), "version": platform.version(), "label": args.kernel_label,
                    "psi": Path("/proc/pressure/memory").exists()},
@@ -410,14 +415,13 @@ def one_run(backend: Any, protector: Protector, spec: Workload, index: int, args
         "minAvailableMib": min(a for _, a in sampler.memory) / MiB if sampler.memory else None,
         **crossing_figures(sampler.signal, started, [e["at"] for e in evictions]),
         "reliefS": None if relief is None else relief - started,
-        "heartbeatMaxGapS": heartbeat_max_gap_s(beats, started, ended),
-        "daemonAlive": daemon_alive,
+        "heartbeatMaxGapS": heartbeat_max_gap_s(beats, started, ended), "daemonAlive": daemon_alive,
         "guaranteedAlive": "guaranteed" not in stopped_how if has_guaranteed else None,
         "evictd": evictd,
         "leaseRenewMaxGapS": lease_renew_max_gap_s(renewals) if sampler.health else None,
         "notReadySamples": not_ready if sampler.health else None,
         "samplerErrors": sampler.errors[:5], "backendErrors": backend.errors(), **cache_figures,
-    }
+    })
 
 
 def main() -> int:

@@ -100,8 +100,9 @@ class StandIn:
         self.node.namespace = namespace
 
     def start_pod(self, spec: PodSpec, argv: tuple[str, ...], mem_total: int) -> PodHandle:
-        pod = self.node.add_pod(spec.name, spec.request_mib, script=pod_script(spec), args=argv, qos=spec.qos,
-                                limit_mib=spec.limit_mib, oom_score_adj=oom_score_adj(spec, mem_total))
+        pod = self.node.add_pod(spec.name, spec.request_mib, script=spec.script or pod_script(spec), args=argv,
+                                qos=spec.qos, limit_mib=spec.limit_mib, oom_score_adj=oom_score_adj(spec, mem_total),
+                                volumes=spec.volumes)
         return PodHandle(pod.name, pod.uid, pod.cgroup, pod.container, pod)
 
     def exit_code(self, pod: PodHandle) -> int | None:
@@ -183,7 +184,7 @@ class Real:
                 "nodeName": self.cluster.node_name, "hostNetwork": True, "restartPolicy": "Never",
                 "terminationGracePeriodSeconds": 1,
                 "containers": [{"name": "app", "image": self.cluster.busybox_image, "imagePullPolicy": "Never",
-                                "command": ["chroot", "/host", python, "-c", pod_script(spec), *argv],
+                                "command": ["chroot", "/host", python, "-c", spec.script or pod_script(spec), *argv],
                                 "resources": {"requests": requests, "limits": limits},
                                 "volumeMounts": [{"name": "host", "mountPath": "/host"}]}],
                 "volumes": [{"name": "host", "hostPath": {"path": "/"}}],

@@ -9,7 +9,10 @@ share one reading:
   ``kubelet``, ``evictd``, ``earlyoom`` (their ``system.slice`` units in the guest), ``other``;
 * `heartbeat_max_gap_s`: the system daemon's largest gap between beats;
 * `low_memory_seconds`: seconds sampled with MemAvailable below 1 % of MemTotal;
-* `cell_rows`: the per-cell table, median and worst of every figure over a cell's runs.
+* `cell_rows`: the per-cell table, median and worst of every figure over a cell's runs;
+* `below_seconds`, `control_rows`: the non-memory controls' figures (bench/node_survival_controls.py): seconds
+  with the disk full, and a second table (daemon failures, lowest pid.available, lowest nodefs available,
+  who was evicted) for the runs that have them.
 
 Nothing here reads evictd's logs: OOM kills come from the kernel's log, evictions from the API server's pod
 objects, deaths of processes from their exit status (waitpid) and their cgroups.
@@ -137,6 +140,17 @@ def container_termination(manifest: Mapping[str, Any] | None) -> dict[str, Any] 
     return None
 
 
+def below_seconds(samples: Iterable[tuple[float, int]], level: int) -> float:
+    """Seconds (sum of the sampling intervals) during which a sampled value was below `level`; `samples` are
+    (monotonic time, value), in time order. (The disk full: nodefs available below 1 MiB.)"""
+    seconds, previous = 0.0, None
+    for at, value in samples:
+        if previous is not None and previous[1] < level:
+            seconds += at - previous[0]
+        previous = (at, value)
+    return seconds
+
+
 # The figures of a run that the table shows: (key in a run's JSON, column title, worse is "max" or "min").
 FIGURES = (
     ("oomKills", "OOM kills", "max"),
@@ -231,3 +245,35 @@ def markdown_table(rows: Sequence[Mapping[str, str]]) -> str:
     lines = ["| " + " | ".join(titles) + " |", "|" + "---|" * len(titles)]
     lines += ["| " + " | ".join(row[t] for t in titles) + " |" for row in rows]
     return "\n".join(lines) + "\n"
+
+
+# The control figures (a run's "control"): (key, column title, worse is "max" or "min").
+CONTROL_FIGURES = (
+    ("daemonFailures", "daemon failures", "max"),
+    ("daemonFirstFailureS", "s to first daemon failure", "min"),
+    ("pidAvailableMin", "lowest pid.available", "min"),
+    ("nodefsAvailableMinMib", "lowest nodefs available MiB", "min"),
+    ("diskFullS", "s disk full", "max"),
+)
+
+
+def control_rows(runs: Sequence[Mapping[str, Any]]) -> list[dict[str, str]]:
+    """One row per cell of the runs with control figures, in first-seen order: the runs, pid_max, every control
+    figure as "median / worst", and the pods evicted (name: count over all runs)."""
+    cells: dict[tuple[str, str, str], list[Mapping[str, Any]]] = {}
+    for run in runs:
+        if run.get("control"):
+            cells.setdefault((run["backend"], run["workload"], run["protector"]), []).append(run)
+    rows = []
+    for (backend, workload_name, protector), members in cells.items():
+        row = {"backend": backend, "workload": workload_name, "protector": protector, "runs": str(len(members)),
+               "pid_max": "/".join(sorted({str(r["control"]["pidMax"]) for r in members}))}
+        for key, title, worse in CONTROL_FIGURES:
+            row[title] = _median_and_worst([r["control"].get(key) for r in members], worse)
+        evicted: dict[str, int] = {}
+        for run in members:
+            for eviction in run["evictions"]:
+                evicted[eviction["pod"]] = evicted.get(eviction["pod"], 0) + 1
+        row["evicted (all runs)"] = ", ".join(f"{pod} {n}" for pod, n in evicted.items()) or "none"
+        rows.append(row)
+    return rows

@@ -38,11 +38,24 @@ files on the guest's own disk, --disk-mib):
 
 The system daemon (`HEARTBEAT`) is a process outside the pods cgroup, in ``system.slice/heartbeat.service``,
 that writes the monotonic time to a file every 100 ms; the arena reads its largest gap.
+
+The non-memory controls (bench/node_survival_controls.py, scripts and all, beside these; its docstring says why
+the figures are what they are):
+
+* ``fork-bomb``: one BestEffort pod forks as fast as the guest forks, children that hold a pid and wait, beside
+  the Guaranteed pod; the guest's ``kernel.pid_max`` lowered to 2048 for the run. The system daemon also forks a
+  short-lived child every 100 ms and counts its failures.
+* ``disk-fill`` / ``disk-fill-fast``: one BestEffort pod writes into its emptyDir on the guest's own disk (the
+  kubelet root evictd reads nodefs from), first to 20 % of the disk available, then 20 / 100 MiB/s without
+  bound, beside the Guaranteed pod; the system daemon also appends 64 KiB to a journal on that disk every 100 ms
+  and counts its failed writes (ENOSPC).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from node_survival_controls import CONTROL_WORKLOADS, control_workload
 
 MiB = 1 << 20
 
@@ -108,6 +121,8 @@ class PodSpec:
     cap_mib: float  # 0: no cap
     pressure: bool  # a pod the workload is about (grows); the head start is shared among these
     hold_mib: float = 0.0  # taken at once at the start (a pod that is not a pressure pod)
+    script: str = ""  # its process's script, with GROWER's argv and go/ready/grow files ("": GROWER)
+    volumes: tuple[str, ...] = ()  # emptyDir volumes (node disk) in its spec
 
 
 @dataclass(frozen=True)
@@ -116,6 +131,7 @@ class Workload:
     pods: tuple[PodSpec, ...]
     # After every pressure pod reached its cap, how long the run goes on (0: grows without bound).
     hold_s: float = 0.0
+    daemon: str = ""  # the system daemon's script, with HEARTBEAT's argv ("": HEARTBEAT)
 
 
 def guaranteed_pod() -> PodSpec:
@@ -137,11 +153,13 @@ def workload(name: str, mem_total_mib: int) -> Workload:
         from node_survival_pagecache import pagecache_workload
 
         return pagecache_workload(name, mem_total_mib)
+    if name in CONTROL_WORKLOADS:
+        return control_workload(name, guaranteed_pod())
     raise KeyError(f"unknown workload {name!r}: one of {', '.join(WORKLOADS)}")
 
 
 PAGECACHE_WORKLOADS = ("thrash", "active-file")  # bench/node_survival_pagecache.py
-WORKLOADS = ("be-slow", "be-fast", "many-small", *PAGECACHE_WORKLOADS)
+WORKLOADS = ("be-slow", "be-fast", "many-small", *PAGECACHE_WORKLOADS, *CONTROL_WORKLOADS)
 
 
 def oom_score_adj(spec: PodSpec, mem_total_bytes: int) -> int:

@@ -168,6 +168,8 @@ class Node:
         self.api = ApiServer(work / "apiserver").start()
         self.api.store.create_node(node_manifest(NODE))
         self.deleted: dict[str, float] = {}
+        # A deleted pod's UID, once its processes and cgroups are gone, before its deletion is finished (volumes).
+        self.tear_down: Callable[[str], None] | None = None
         self.kubelet_errors: list[str] = []
         self.samples: list[dict[str, Any]] = []
         self._stop = threading.Event()
@@ -179,11 +181,11 @@ class Node:
 
     def add_pod(self, name: str, request_mib: int | None, container_max: int | None = None, *,
                 script: str = CHILD_SCRIPT, args: tuple[str, ...] = (), qos: str = "burstable",
-                limit_mib: int | None = None, oom_score_adj: int | None = None) -> Pod:
+                limit_mib: int | None = None, oom_score_adj: int | None = None, volumes: tuple[str, ...] = ()) -> Pod:
         """A pod of QoS class `qos` (its cgroup where the kubelet puts that class) with one process running
         `script` with `args`, which joins its container cgroup (and takes `oom_score_adj`, as the kubelet
         gives a container's processes) before it allocates anything. `limit_mib` is the pod's memory limit,
-        in its API object and as the pod cgroup's memory.max."""
+        in its API object and as the pod cgroup's memory.max. `volumes`: emptyDirs in its spec (no folders made)."""
         uid = str(uuid.uuid4())
         container_id = uuid.uuid4().hex + uuid.uuid4().hex
         pod = Pod(name, uid, self.layout.pod(uid, qos), self.layout.container(uid, container_id, qos))
@@ -198,6 +200,8 @@ class Node:
             requests["cpu"] = limits["cpu"] = GUARANTEED_CPU
         manifest = pod_manifest(name, self.namespace, node_name=NODE, requests=requests, limits=limits)
         manifest["metadata"]["uid"] = uid
+        if volumes:
+            manifest["spec"]["volumes"] = [{"name": volume, "emptyDir": {}} for volume in volumes]
         self.api.store.create_pod(manifest)
         procs = CGROUP / pod.container / "cgroup.procs"
         adjust = "" if oom_score_adj is None else f" && echo {oom_score_adj} > /proc/self/oom_score_adj"
@@ -222,6 +226,8 @@ class Node:
                             pod.proc.wait()
                         for path in (pod.container, pod.cgroup):
                             remove_cgroup(path)
+                        if self.tear_down is not None:
+                            self.tear_down(meta["uid"])
                         self.api.store.finish_deletion(self.namespace, meta["name"])
                     except Exception as exc:  # reported in the scenario's result, the loop goes on
                         self.kubelet_errors.append(f"{meta['name']}: {type(exc).__name__}: {exc}")

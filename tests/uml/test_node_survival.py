@@ -27,16 +27,20 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 from node_survival import run_boot
+from node_survival_controls import CONTROL_WORKLOADS
+from node_survival_controls_guest import Controls, evictd_settings
 from node_survival_outcomes import (
     BESTEFFORT,
     BURSTABLE,
     EVICTD,
     GUARANTEED,
+    HARD_CROSSING_BYTES,
     KUBELET,
     OTHER,
     SYSTEM_DAEMON,
-    HARD_CROSSING_BYTES,
+    below_seconds,
     cell_rows,
+    control_rows,
     crossing_figures,
     heartbeat_max_gap_s,
     lease_renew_max_gap_s,
@@ -59,12 +63,14 @@ from node_survival_pagecache import (
 )
 from node_survival_workloads import GROWER, HEARTBEAT, WORKLOADS, workload
 
+from evictd.core.signals import Signal
 from evictd.core.thresholds import STALL_FIELDS
 
 SHORT_CELL = {"protectors": ("kernel", "evictd"), "workloads": ("be-slow",), "runs": 1, "kernel": None,
               "start_available_mib": 300, "run_timeout_s": 90.0, "disk_mib": 0}
 # The real backend's cluster (etcd, kube-apiserver, controller-manager, scheduler, containerd) takes ~500 MiB.
 MEM_MIB = {"stand-in": 1024, "real": 2048}
+MiB = 1 << 20
 BACKENDS = ["stand-in", pytest.param("real", marks=pytest.mark.real_cluster)]
 
 
@@ -240,3 +246,78 @@ def test_the_new_figures_are_in_the_table() -> None:
     assert row["PSI full stall s"] == "-"  # no PSI: no figure
     assert cell_rows([{**run, "memoryStallS": {"some": 55.2, "full": 31.8}}])[0]["PSI full stall s"] == "31.8 / 31.8"
     assert cell_rows([{**run, "refaultFileMib": None}])[0]["file re-read MiB"] == "-"
+
+
+# The non-memory controls (bench/node_survival_controls.py): their pure parts, without a guest.
+
+def test_below_seconds_sums_the_intervals_below_the_level() -> None:
+    samples = [(0.0, 5 * MiB), (1.0, 0), (1.5, MiB // 2), (2.0, 3 * MiB), (3.0, 0)]
+    assert below_seconds(samples, MiB) == pytest.approx(1.0)
+    assert below_seconds([], MiB) == 0.0
+
+
+def control_run(protector: str, failures: int, pid_min: int | None, evicted: tuple[str, ...]) -> dict[str, Any]:
+    return {"backend": "stand-in", "workload": "fork-bomb", "protector": protector,
+            "evictions": [{"pod": pod} for pod in evicted],
+            "control": {"pidMax": 2048, "daemonFailures": failures, "daemonFirstFailureS": 3.0 if failures else None,
+                        "pidAvailableMin": pid_min, "nodefsAvailableMinMib": 1500.0, "diskFullS": 0.0}}
+
+
+def test_control_rows_give_median_and_worst_and_who_was_evicted() -> None:
+    runs = [control_run("kernel", 40, 0, ()), control_run("kernel", 60, -2, ()),
+            control_run("evictd-pid", 0, 150, ("forker",)), {"backend": "stand-in", "workload": "be-slow",
+                                                             "protector": "kernel", "evictions": []}]
+    rows = control_rows(runs)
+    assert [(r["protector"], r["runs"]) for r in rows] == [("kernel", "2"), ("evictd-pid", "1")]
+    assert rows[0]["daemon failures"] == "50 / 60"
+    assert rows[0]["lowest pid.available"] == "-1 / -2"
+    assert rows[0]["s to first daemon failure"] == "3 / 3"
+    assert rows[0]["evicted (all runs)"] == "none"
+    assert rows[1]["evicted (all runs)"] == "forker 1"
+    assert rows[1]["s to first daemon failure"] == "-"
+    assert rows[1]["pid_max"] == "2048"
+
+
+def test_control_workloads_are_a_besteffort_pod_beside_the_guaranteed_pod_and_a_daemon() -> None:
+    for name in CONTROL_WORKLOADS:
+        spec = workload(name, 2400)
+        first = spec.pods[0]
+        assert (first.name, first.qos, first.pressure) == ("guaranteed", "guaranteed", False)
+        pressure = [p for p in spec.pods if p.pressure]
+        assert [p.qos for p in pressure] == ["besteffort"] and pressure[0].script and spec.daemon
+        for script in (pressure[0].script, spec.daemon):
+            compile(script, name, "exec")
+    assert workload("disk-fill", 2400).pods[1].volumes == ("scratch",)
+    assert workload("fork-bomb", 2400).pods[1].volumes == ()
+    assert set(CONTROL_WORKLOADS) <= set(WORKLOADS)
+
+
+def test_evictd_pid_adds_a_pid_threshold_to_the_shipped_ones() -> None:
+    kubelet: dict[str, Any] = {"evictionHard": {"memory.available": "200Mi"}}
+    evictd_settings(kubelet, {}, "evictd-pid")
+    assert kubelet["evictionHard"] == {"memory.available": "200Mi", "pid.available": "25%"}
+    shipped: dict[str, Any] = {"evictionHard": {"memory.available": "200Mi"}}
+    evictd_settings(shipped, {}, "evictd")
+    assert shipped["evictionHard"] == {"memory.available": "200Mi"}
+
+
+def manifest(name: str, uid: str, *, volume: bool) -> dict[str, Any]:
+    spec: dict[str, Any] = {"containers": [{"name": name, "image": "x"}]}
+    if volume:
+        spec["volumes"] = [{"name": "scratch", "emptyDir": {}}]
+    return {"metadata": {"name": name, "namespace": "ns", "uid": uid}, "spec": spec, "status": {"phase": "Running"}}
+
+
+def test_the_control_ranking_names_the_pod_with_most_processes_or_disk() -> None:
+    manifests = {"guaranteed": manifest("guaranteed", "u-1", volume=False),
+                 "forker": manifest("forker", "u-2", volume=True)}
+    figures = {"guaranteed": {"processes": 1, "volume": 0, "logs": 0},
+               "forker": {"processes": 900, "volume": 0, "logs": 0}}
+    assert Controls.ranked_first(Signal.PID_AVAILABLE, manifests, figures, set()) == "forker"
+    assert Controls.ranked_first(Signal.PID_AVAILABLE, manifests, figures, {"forker"}) == "guaranteed"
+    disk = {"guaranteed": {"processes": 1, "volume": 0, "logs": 4096},
+            "forker": {"processes": 1, "volume": 1500 * MiB, "logs": 8192}}
+    assert Controls.ranked_first(Signal.NODEFS_AVAILABLE, manifests, disk, set()) == "forker"
+    # a pod whose processes all ended is not ranked
+    assert Controls.ranked_first(Signal.NODEFS_AVAILABLE, manifests, {**disk, "forker": {**disk["forker"],
+                                                                                      "processes": 0}}, set()) == "guaranteed"

@@ -630,6 +630,32 @@ def test_segments_dated_in_the_future_age_out_once_the_clock_is_back(tmp_path: P
     assert not any(os.path.exists(p) for p in old)
 
 
+def test_runs_are_read_in_the_order_they_ran_whatever_the_wall_clock_said(tmp_path: Path) -> None:
+    """Issue 38: a run recorded while the clock ran three years ahead came after every later run (its segments'
+    names and run id begin with its wall time), so `explain --last` explained it instead of the newest eviction.
+    Each run's first line carries its sequence: one more than the largest in the folder when it began."""
+    _, scenario, settings = example(EXAMPLES[0])
+    ahead = START + 3 * 365 * 86400
+    # (Its files' times ahead too, as that clock would have stamped them; its own bounds judge them by that clock.)
+    first = recorder(tmp_path, settings, wall=ahead, max_age_s=10 * 365 * 86400.0)
+    for cycle in cycles(scenario, start=ahead):
+        first(cycle)
+    first.close()
+    for path in segment_paths(str(tmp_path / RECORDING_FOLDER)):
+        os.utime(path, (ahead, ahead))
+    second = recorder(tmp_path, settings)  # the clock set right again
+    record(scenario, second)
+    second.close()
+    records, skipped = read_recording(str(tmp_path / RECORDING_FOLDER))
+    runs = list(dict.fromkeys(r.run for r in records))
+    assert skipped == 0 and len(runs) == 2
+    assert runs[0].startswith(datetime.fromtimestamp(ahead, UTC).strftime("%Y%m%d")), runs  # ran first, read first
+    assert next(r.wall for r in records if r.run == runs[1]) == START + scenario.steps[0].at
+    heads = [json.loads(gzip.decompress(p.read_bytes()).splitlines()[0])["seq"]
+             for p in sorted((tmp_path / RECORDING_FOLDER).iterdir())]
+    assert sorted(heads) == [1, 2]
+
+
 def test_closed_segments_are_owner_only_whatever_the_umask_and_crash_leftovers_are_removed(tmp_path: Path) -> None:
     _, scenario, settings = example(EXAMPLES[0])
     folder = tmp_path / RECORDING_FOLDER

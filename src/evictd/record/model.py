@@ -81,6 +81,9 @@ class Line:
     now: float
     decision: Decision
     version: int = FORMAT_VERSION
+    # The run's place among the recording's runs (a segment's first line): one more than the largest the folder held
+    # when the run began, so that runs are ordered as they ran whatever the wall clock said (None: not written).
+    sequence: int | None = None
     dry_run: bool | None = None
     config: Document | None = None
     engine_state: Document | Absent | None = ABSENT
@@ -114,8 +117,10 @@ def encode_line_parts(line: Line) -> list[str]:
     """`encode_line`'s text as the parts it is made of, not joined: the recorder writes them a bounded chunk at a
     time, so that a large line (a segment's first, with the whole pod list and Summary) is never one more copy
     of itself in memory, twice (text, then bytes)."""
-    head: dict[str, object] = {"v": line.version, "run": line.run, "cycle": line.cycle, "wall": line.wall,
-                               "now": line.now}
+    head: dict[str, object] = {"v": line.version, "run": line.run, "cycle": line.cycle}
+    if line.sequence is not None:
+        head["seq"] = line.sequence  # right after the cycle: segment_files reads it from a segment's first bytes
+    head.update(wall=line.wall, now=line.now)
     if line.dry_run is not None:
         head["dryRun"] = line.dry_run
     if line.config is not None:
@@ -227,10 +232,12 @@ def decode_line(raw: bytes | str) -> Line:
     layout = document.get("layout")
     changes = document.get("podChanges")
     state = document.get("engineState", ABSENT)
+    sequence = document.get("seq")
     return Line(
         version=version,
         run=_run(document.get("run", "")),
         cycle=_cycle(document.get("cycle", 0)),
+        sequence=None if sequence is None else _cycle(sequence),
         wall=_time(document.get("wall"), "wall", 0),
         now=_time(document.get("now"), "now", -MAX_WALL_S),
         dry_run=None if dry_run is None else flag(dry_run, "dryRun"),

@@ -63,7 +63,7 @@ from evictd.record.documents import kubelet_config_document
 from evictd.record.line_json import ABSENT, dumps
 from evictd.record.model import Encoded, Line, PodChanges, encode_line_parts
 from evictd.record.recording import PodListEncoder, segment_paths
-from evictd.record.segment_files import OPEN_SUFFIX, compress_segment
+from evictd.record.segment_files import OPEN_SUFFIX, compress_segment, next_sequence
 from evictd.record.summary_json import SummaryChangesEncoder
 from evictd.record.write_behind import WriteBehind
 from evictd.state_dir import RECORDING_TEMPORARY_PREFIX, StateDir
@@ -136,6 +136,7 @@ class FlightRecorder:
         self._opened_at = 0.0
         self._failing: str | None = None
         self._started = False
+        self._sequence = 1  # the run's sequence (`Line.sequence`), known at its first segment
         # The engine state the run started from, written on the run's first line (None once written or tried).
         self._start_state: EngineState | None = start_state
         self._node_name = node_name
@@ -212,6 +213,7 @@ class FlightRecorder:
         decision = replace(decision_of(report, ranking=False), ranking=self._ranking.encode(report))
         line = Line(
             run=self._run, cycle=cycle.number, wall=wall, now=report.now, decision=decision,
+            sequence=self._sequence if first else None,
             dry_run=self._dry_run if first else None, config=self._config if first else None,
             engine_state=ABSENT if start is None else None if start == FRESH_STATE else state_document(
                 start, node_name=self._node_name, now=report.now, now_wall=wall),
@@ -346,6 +348,9 @@ class FlightRecorder:
     def _open_segment(self, wall: float) -> None:
         os.makedirs(self.folder, exist_ok=True)
         if not self._started:  # what earlier runs left may have aged out meanwhile, or was cut by a crash
+            # This run's place after every run the folder holds (their first lines' sequences: a few KiB each),
+            # read before the tidy may delete any.
+            self._sequence = next_sequence(segment_paths(self.folder))
             self._off_loop(f"tidy {self.folder}", self._tidy)
             self._started = True
         opened = datetime.fromtimestamp(wall, UTC)

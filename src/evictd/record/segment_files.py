@@ -11,10 +11,12 @@ recorder writes (`recorderMaxBytes` is at most 4 GiB, so a segment at most 256 M
 well under 16 MiB).
 
 Segments are named by the wall-clock time they were opened, so a clock stepped back at a rotation names the
-next segment of a run before the last one. Each segment's first line starts with its run and cycle
-(`{"v":2,"run":"...","cycle":N,...`, as the recorder writes it): segments are ordered by their run's start (the
-run id begins with it) and, within a run, by their first cycle; a segment whose first line says neither keeps
-its name's place.
+next segment of a run before the last one, and a run recorded while the clock ran years ahead would come after
+every later one. Each segment's first line starts with its run, cycle and run sequence
+(`{"v":2,"run":"...","cycle":N,"seq":S,...`, as the recorder writes it; S is one more than the largest the
+folder held when the run began): segments are ordered by their run's sequence, then their run's start (the run
+id begins with it) and, within a run, by their first cycle; a segment whose first line says none of it keeps
+its name's place (among the runs without a sequence, written before it was).
 
 A plain segment listed while it was being closed may be gone by the time it is read (compressed beside it, then
 removed: the recorder closes segments off its loop, while the next one is written): it is then read from its
@@ -43,7 +45,7 @@ MAX_LINE_BYTES = 16 << 20
 MAX_SEGMENT_BYTES = 256 << 20
 # What is read of a segment to find its run and first cycle.
 HEAD_BYTES = 4096
-_HEAD = re.compile(rb'\{"v":\d{1,3},"run":"([0-9A-Za-z._-]{1,64})","cycle":(\d{1,18})[,}]')
+_HEAD = re.compile(rb'\{"v":\d{1,3},"run":"([0-9A-Za-z._-]{1,64})","cycle":(\d{1,18})(?:,"seq":(\d{1,18}))?[,}]')
 # A segment's name and a run id both begin with a UTC time, to the second: 20261123T101500.
 _STAMP_CHARS = 15
 
@@ -117,8 +119,9 @@ def segment_lines(path: str, problem: Problem) -> Iterator[bytes | None]:
             return
 
 
-def _head(path: str) -> tuple[str, int] | None:
-    """The run and cycle the segment's first line starts with (None: it does not say, or cannot be read)."""
+def _head(path: str) -> tuple[str, int, int] | None:
+    """The run, cycle and run sequence (0: none written) the segment's first line starts with (None: it does not
+    say, or cannot be read)."""
     try:
         handle, compressed = _open_listed(path)
         with handle:
@@ -127,21 +130,27 @@ def _head(path: str) -> tuple[str, int] | None:
     except (EOFError, OSError, zlib.error):
         return None
     found = _HEAD.match(start)
-    return (found[1].decode("ascii"), int(found[2])) if found else None
+    return (found[1].decode("ascii"), int(found[2]), int(found[3] or 0)) if found else None
 
 
-def in_time_order(paths: Sequence[str]) -> list[tuple[str, tuple[str, int] | None]]:
-    """`paths` (segments sorted by name) ordered by their run's start and, within a run, their first cycle, each
-    with the run and first cycle its first line says (None: it does not say)."""
+def in_time_order(paths: Sequence[str]) -> list[tuple[str, tuple[str, int, int] | None]]:
+    """`paths` (segments sorted by name) ordered by their run's sequence, then their run's start and, within a
+    run, their first cycle, each with the run, first cycle and sequence its first line says (None: it does not
+    say). Runs recorded before sequences were written (0) come first, by their start."""
     heads = [(position, path, _head(path)) for position, path in enumerate(paths)]
 
-    def key(item: tuple[int, str, tuple[str, int] | None]) -> tuple[str, str, int, int]:
+    def key(item: tuple[int, str, tuple[str, int, int] | None]) -> tuple[int, str, str, int, int]:
         position, path, head = item
         if head is None:
-            return os.path.basename(path)[:_STAMP_CHARS], "", -1, position
-        return head[0][:_STAMP_CHARS], head[0], head[1], position
+            return 0, os.path.basename(path)[:_STAMP_CHARS], "", -1, position
+        return head[2], head[0][:_STAMP_CHARS], head[0], head[1], position
 
     return [(path, head) for _, path, head in sorted(heads, key=key)]
+
+
+def next_sequence(paths: Sequence[str]) -> int:
+    """One more than the largest run sequence the segments at `paths` say (1 for none)."""
+    return 1 + max((head[2] for head in map(_head, paths) if head is not None), default=0)
 
 
 def compress_segment(folder: str, path: str) -> None:

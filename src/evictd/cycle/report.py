@@ -99,12 +99,18 @@ class Decided:
     """What a cycle decided: the engine's assessment (thresholds met, conditions, the next step) and, when a
     threshold asked for an eviction, the ranking (None: nobody was ranked), the critical pods passed over at its
     head, or why nobody was ranked although a threshold asked for an eviction (`withheld`: a soft threshold with
-    the node's pods)."""
+    the node's pods, or the pressure gone while the cycle waited for disk figures).
+
+    `awaited_disk_figures` are the pods whose disk figures the cycle waited for (at most the manager's
+    `disk_figures_wait_s`) before a disk ranking, the ranking then done on the stats read after the wait;
+    `unmeasured` the pods the disk ranking ranked without disk figures all the same (counted as using none)."""
 
     assessment: Assessment
     ranking: PodRanking | None = None
     skipped_critical: tuple[Pod, ...] = ()
     withheld: str | None = None
+    awaited_disk_figures: tuple[Pod, ...] = ()
+    unmeasured: tuple[Pod, ...] = ()
 
     @property
     def ranked_pods(self) -> tuple[Pod, ...]:

@@ -335,6 +335,7 @@ class EvictionManager:
 
         choice = choose(assessment.observations, summary)
         awaited: tuple[Pod, ...] = ()
+        waited: Summary | None = None
         if choice.awaiting and self._disk_figures is not None:
             awaited = choice.awaiting
             waited = self._wait_for_disk_figures(awaited, (*observed.pods, *terminating), errors)
@@ -342,7 +343,8 @@ class EvictionManager:
                 decided = replace(seen.decided, awaited_disk_figures=awaited, unmeasured=choice.unmeasured,
                                   withheld=None if waited is None else PRESSURE_GONE_WHILE_WAITING)
                 return replace(seen, decided=decided, acted=Acted(reclaim=reclaim, reclaim_succeeded=succeeded,
-                                                                  after_reclaim=after), errors=tuple(errors))
+                                                                  after_reclaim=after, after_disk_wait=waited),
+                               errors=tuple(errors))
             choice = choose(signal_observations(waited), waited)  # ranked on the figures the wait brought
         bypassed = None
         through_api = False
@@ -369,7 +371,7 @@ class EvictionManager:
         decided = replace(seen.decided, ranking=ranking, skipped_critical=choice.skipped_critical,
                           withheld=choice.withheld, awaited_disk_figures=awaited, unmeasured=choice.unmeasured)
         acted = Acted(reclaim=reclaim, reclaim_succeeded=succeeded, after_reclaim=after, evictions=evicted,
-                      eviction_api=eviction_api)
+                      eviction_api=eviction_api, after_disk_wait=waited)
         return replace(seen, decided=decided, acted=acted, errors=(*errors, *failures))
 
     def _waited_for(self, pods: Sequence[Pod], terminating: Sequence[Pod]) -> frozenset[str] | None:

@@ -175,11 +175,14 @@ class Acted:
     """What a cycle did: the node-level reclaim actions that ran, whether they resolved the pressure (None: none
     ran) and the Summary read after them, which said so (None: none read); the evictions (a failed one still
     counts, as the kubelet counts it; its failure is a `CycleError`; one the Eviction API accepted counts in the
-    cycle that learnt of it); and how soft evictions used the Eviction API (None: it did not come into it)."""
+    cycle that learnt of it); and how soft evictions used the Eviction API (None: it did not come into it).
+    `after_disk_wait` is the Summary read after the wait for pods' disk figures, which the disk ranking ranked on
+    (None: no wait, or it could not be read)."""
 
     reclaim: tuple[ReclaimResult, ...] = ()
     reclaim_succeeded: bool | None = None
     after_reclaim: Summary | None = None
+    after_disk_wait: Summary | None = None
     evictions: tuple[Eviction, ...] = ()
     eviction_api: EvictionApiUse | None = None
 

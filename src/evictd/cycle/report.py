@@ -207,6 +207,13 @@ class CycleReport:
     errors: tuple[CycleError, ...] = ()
     oom: OomReport | None = None
 
+    @property
+    def ranked_on(self) -> Summary | None:
+        """The Summary the cycle's ranking ranked pods on: the one read after its wait for pods' disk figures when it
+        waited, else the one it observed."""
+        waited = self.acted.after_disk_wait
+        return waited if waited is not None else self.observed.summary
+
     def errors_of(self, step: CycleStep) -> tuple[CycleError, ...]:
         """The cycle's failures of `step`, in the order they happened."""
         return tuple(error for error in self.errors if error.step is step)

@@ -391,3 +391,23 @@ def test_a_bad_pod_or_summary_in_a_scenario_is_a_scenario_error_at_its_path(
     with pytest.raises(ScenarioError) as caught:
         parse_scenario(scenario)
     assert str(caught.value) == message
+
+
+def test_a_step_ranks_on_its_afterdiskwait_summary_and_without_one_as_the_kubelet() -> None:
+    """A recorded cycle that waited for pods' disk figures replays on the Summary read after the wait
+    (`afterDiskWait`); a scenario without one ranks pods not measured yet as using no disk, as the kubelet."""
+    db = pod("db", requests={"cpu": "1", "memory": "1Gi"}, limits={"cpu": "1", "memory": "1Gi"})
+    filler = pod("filler", volumes=[{"name": "scratch", "emptyDir": {}}])
+    unmeasured = summary(nodefs=fs(Gi, 100 * Gi), pods=[pod_stats(db, memory=Gi), pod_stats(filler, memory=Mi)])
+    measured = summary(nodefs=fs(Gi, 100 * Gi), pods=[
+        pod_stats(db, memory=Gi, logs=4096, ephemeral=4096),
+        pod_stats(filler, memory=Mi, logs=4096, volumes={"scratch": 3 * Gi}, ephemeral=3 * Gi + 4096)])
+
+    def first_evicted(step: dict[str, Any]) -> list[str]:
+        steps = simulate_steps({"config": {"evictionHard": {"nodefs.available": "10%"}}, "pods": [db, filler],
+                                "steps": [step]})
+        return [eviction["name"] for eviction in steps[0]["evicted"]]
+
+    assert first_evicted({"at": 0, "summary": unmeasured, "afterReclaim": unmeasured,
+                          "afterDiskWait": measured}) == ["filler"]
+    assert first_evicted({"at": 0, "summary": unmeasured, "afterReclaim": unmeasured}) == ["db"]

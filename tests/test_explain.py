@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import builders
 from evictd.commands.replay import replayed_runs
 from evictd.commands.simulate import parse_scenario
 from evictd.cycle.report import EvictionApiRefusal, EvictionApiUse
@@ -310,3 +311,27 @@ def test_explain_shows_what_the_eviction_api_answered(tmp_path: Path) -> None:
     assert text.returncode == 0, text.stderr
     assert ("through the Eviction API, after refusals:\n  shop/other: 429 DisruptionBudget (budget other-pdb): "
             "Cannot evict pod as it would violate the pod's disruption budget.\n") in text.stdout
+
+
+def test_explain_a_disk_eviction_decided_after_a_wait_for_disk_figures_shows_the_figures_the_wait_brought(
+        tmp_path: Path) -> None:
+    """A disk ranking that waited for pods' disk figures (docs/how-a-cycle-decides.md step 9) ranked on the Summary
+    read after the wait: explain shows the evicted pod's figures and keys from it, not the empty ones before."""
+    b = builders
+    db = b.pod("db", requests={"cpu": "1", "memory": "1Gi"}, limits={"cpu": "1", "memory": "1Gi"})
+    filler = b.pod("filler", volumes=[{"name": "scratch", "emptyDir": {}}])
+    short = b.fs(b.Gi, 100 * b.Gi)
+    unmeasured = b.summary(nodefs=short, pods=[b.pod_stats(db, memory=b.Gi), b.pod_stats(filler, memory=b.Mi)])
+    figures = {"time": when(-1), "usedBytes": 3 * b.Gi, "inodesUsed": 3}
+    measured = b.summary(nodefs=short, pods=[
+        {**b.pod_stats(db, memory=b.Gi, logs=4096), "ephemeral-storage": {**figures, "usedBytes": 4096}},
+        {**b.pod_stats(filler, memory=b.Mi, volumes={"scratch": 3 * b.Gi}), "ephemeral-storage": figures}])
+    scenario = parse_scenario({"config": {"evictionHard": {"nodefs.available": "10%"}}, "pods": [db, filler],
+                               "steps": [{"at": 0, "summary": unmeasured, "afterDiskWait": measured}]})
+    record(scenario, recorder(tmp_path, scenario.settings))
+
+    explanation = explained(tmp_path, "default/filler")
+    assert explanation["signal"] == "nodefs.available"
+    assert explanation["podDiskFigures"] == {"measured": when(-1), "ageSeconds": 1.0, "usedBytes": 3 * b.Gi,
+                                             "inodesUsed": 3}
+    assert [row["pod"] for row in explanation["ranking"]] == ["default/filler", "default/db"]

@@ -289,3 +289,50 @@ def test_a_manager_starts_from_the_state_it_is_built_with() -> None:
     fresh = EvictionManager(config, stats=Stats(DISK_LOW, DISK_LOW), layout=Layout(FsLayout()), pods=Pods(VICTIM),
                             reclaimer=Reclaimer(), evictor=Evictor(), clock=ManualClock(61.0))
     assert fresh.synchronize().acted.evictions == (), "a fresh manager's grace period has only just started"
+
+
+class DiskFigures:
+    """Records each wait for pods' disk figures (returns at once: the scripted stats say what the wait brought)."""
+
+    def __init__(self) -> None:
+        self.waits: list[tuple[list[str], float]] = []
+
+    def wait_for_disk_figures(self, pods: Sequence[Pod], timeout_s: float) -> None:
+        self.waits.append(([p.name for p in pods], timeout_s))
+
+
+def waiting_manager(stats: Stats, figures: DiskFigures, evictor: Evictor) -> EvictionManager:
+    config = EngineConfig.from_settings(EvictionSettings(hard={"nodefs.available": "2Gi"}))
+    return EvictionManager(config, stats=stats, layout=Layout(FsLayout()), pods=Pods(VICTIM), reclaimer=Reclaimer(),
+                           evictor=evictor, clock=ManualClock(0.0), disk_figures=figures, disk_figures_wait_s=1.5)
+
+
+MEASURED_LOW = summary(nodefs=fs(Gi, 100 * Gi), pods=[pod_stats(VICTIM, rootfs=Gi, ephemeral=Gi)])
+
+
+def test_a_disk_ranking_waits_once_for_a_pod_without_disk_figures_then_ranks_on_the_stats_read_after() -> None:
+    figures, evictor = DiskFigures(), Evictor()
+    # The cycle's stats, those after reclaim (no figures yet), then those read after the wait (measured).
+    report = waiting_manager(Stats(DISK_LOW, DISK_LOW, MEASURED_LOW), figures, evictor).synchronize()
+    assert figures.waits == [(["victim"], 1.5)]
+    assert [p.name for p in report.decided.awaited_disk_figures] == ["victim"]
+    assert report.decided.unmeasured == ()
+    assert [e.pod.name for e in evictor.calls] == ["victim"]
+
+
+def test_no_eviction_when_the_pressure_is_gone_after_the_wait_for_disk_figures() -> None:
+    figures, evictor = DiskFigures(), Evictor()
+    report = waiting_manager(Stats(DISK_LOW, DISK_LOW, DISK_OK), figures, evictor).synchronize()
+    assert len(figures.waits) == 1
+    assert evictor.calls == [] and report.acted.evictions == ()
+    assert report.decided.withheld == "the threshold was no longer met after the wait for pods' disk figures"
+
+
+def test_unreadable_stats_after_the_wait_for_disk_figures_evict_nobody() -> None:
+    figures, evictor = DiskFigures(), Evictor()
+    stats = Stats(DISK_LOW, DISK_LOW, SampleError("/var/lib/kubelet", "statvfs: EIO"))
+    report = waiting_manager(stats, figures, evictor).synchronize()
+    assert evictor.calls == []
+    assert [e.description for e in report.errors_of(CycleStep.STATS)] == [
+        "eviction manager: failed to get summary stats after waiting for disk figures: "
+        "/var/lib/kubelet: statvfs: EIO"]

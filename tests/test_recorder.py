@@ -28,6 +28,7 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import builders
 from clocks import ManualClock
 from evictd.commands.replay import replay
 from evictd.commands.simulate import Scenario, parse_scenario, run_scenario
@@ -36,6 +37,7 @@ from evictd.core.engine import EngineState
 from evictd.core.kubelet_config import EvictionSettings, eviction_settings
 from evictd.core.pod_parser import pod_from_dict
 from evictd.core.saved_state import STATE_VERSION, threshold_record
+from evictd.core.summary_parser import summary_from_dict
 from evictd.cycle.finished import Cycle
 from evictd.cycle.render import step_json, yaml_flow
 from evictd.record import recorder as recorder_module
@@ -329,6 +331,31 @@ def test_the_ranking_is_recorded_with_each_pods_keys(tmp_path: Path) -> None:
     assert (evicted.name, evicted.grace_period_s) == ("cache", 1)  # a hard threshold: 1 s
     assert evicted.message.startswith("The node was low on resource: ephemeral-storage.")
     assert evicting.after_reclaim is not None, "the Summary read after reclaim decided that it was not enough"
+
+
+def test_the_summary_read_after_a_wait_for_disk_figures_is_recorded_and_replays_to_the_same_eviction(
+        tmp_path: Path) -> None:
+    """A disk ranking that waited for pods' disk figures ranked on the Summary read after the wait: it is recorded
+    (`afterDiskWait`), exported and replayed, so the replay evicts the pod the cycle evicted."""
+    b, gi = builders, builders.Gi
+    db = b.pod("db", requests={"cpu": "1", "memory": "1Gi"}, limits={"cpu": "1", "memory": "1Gi"})
+    filler = b.pod("filler", volumes=[{"name": "scratch", "emptyDir": {}}])
+    short = b.fs(gi, 100 * gi)
+    unmeasured = b.summary(nodefs=short, pods=[b.pod_stats(db, memory=gi), b.pod_stats(filler, memory=MiB)])
+    measured = b.summary(nodefs=short, pods=[
+        b.pod_stats(db, memory=gi, logs=4096, ephemeral=4096),
+        b.pod_stats(filler, memory=MiB, logs=4096, volumes={"scratch": 3 * gi}, ephemeral=3 * gi + 4096)])
+    document = {"config": {"evictionHard": {"nodefs.available": "10%"}}, "pods": [db, filler],
+                "steps": [{"at": 0, "summary": unmeasured, "afterReclaim": unmeasured, "afterDiskWait": measured}]}
+    scenario = parse_scenario(document)
+    record(scenario, recorder(tmp_path, scenario.settings))
+    (recorded,), _ = read_recording(str(tmp_path / RECORDING_FOLDER))
+    assert [e.name for e in recorded.decision.evicted] == ["filler"]
+    assert recorded.after_disk_wait == summary_to_dict(summary_from_dict(measured))
+    assert replay([recorded]).differences == ()
+    exported = evictd("record", "export", "--state-dir", str(tmp_path))
+    assert exported.returncode == 0, exported.stderr
+    assert "afterDiskWait" in exported.stdout
 
 
 def test_a_cut_last_line_is_skipped_and_earlier_cycles_read(tmp_path: Path) -> None:

@@ -18,6 +18,7 @@ A part that cannot be read is left out of the Summary for this cycle (the signal
 guessed) and recorded in `problems` with its path and reason. Every block carries the time it was read.
 The cycle reads no pod folder itself: the pods it measures (the ones the manager listed) are handed to the disk walker
 (`PodDiskStore.want`) and their last figures read back (`PodDiskStore.readings`, one lock for all pods).
+`wait_for_disk_figures` is the manager's `DiskFigures`: a disk ranking's bounded wait for pods' first figures.
 """
 
 from __future__ import annotations
@@ -159,6 +160,11 @@ class NodeStatsSource:
         # Each pod's disk figures as Summary blocks, as built last cycle (see DiskBlocks).
         self._disk_blocks: dict[PodKey, DiskBlocks] = {}
         self.problems: tuple[SampleError, ...] = ()
+
+    def wait_for_disk_figures(self, pods: Sequence[Pod], timeout_s: float) -> None:
+        """Return once the disk walker has measured every pod of `pods` (one the cycle listed), or after `timeout_s`
+        seconds (the manager's `DiskFigures`)."""
+        self.disk_usage.wait_for_figures([pod_key(pod) for pod in pods], timeout_s)
 
     def _pressure_paths(self) -> tuple[str, str | None]:
         """The node's memory pressure file, and the pods cgroup's (None: cgroup v1 or no pods cgroup)."""

@@ -20,7 +20,9 @@ taken. Two halves, joined by `PodDiskFigures` values:
   measurement of a volume however old: a tree whose round takes longer than `stale_after_s` (millions of
   entries) keeps counting with its last complete figure, never as 0. Figures older than `stale_after_s`, and
   a pod wanted that long without any figures (no figures: it counts as absent), also give a `SampleError`
-  saying so, worded the same every cycle so that it is logged once.
+  saying so, worded the same every cycle so that it is logged once. ``wait_for_figures(pods, timeout_s)`` lets a
+  cycle about to rank pods for disk pressure wait, bounded, for the first figures of pods it named (the manager's
+  `DiskFigures`, docs/how-a-cycle-decides.md step 9).
 
 Ages are on the monotonic clock, which is system-wide on Linux, so figures measured in another process
 compare with the daemon's own `now`.
@@ -209,6 +211,8 @@ class PodDiskStore:
         # A plain lock for the cycle's lookups (entered in C); the condition on it only wakes the feeder.
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)
+        # ... and wakes a cycle waiting for pods' first figures (`wait_for_figures`).
+        self._recorded = threading.Condition(self._lock)
         # pod -> the wanted key itself (the cycle's, which its pod keeps: figures are kept under it, not under the
         # equal key each figures line brings, 0.2 KiB a pod with its strings) and when it was first wanted
         self._wanted: dict[PodKey, tuple[PodKey, float]] = {}
@@ -260,6 +264,15 @@ class PodDiskStore:
             if figures.pod in self._wanted and (
                     previous is None or previous[0].measured_at_monotonic <= figures.measured_at_monotonic):
                 self._latest[figures.pod] = (figures, reading)
+                self._recorded.notify_all()
+
+    def wait_for_figures(self, pods: Sequence[PodKey], timeout_s: float) -> bool:
+        """Wait up to `timeout_s` (real seconds) until every pod of `pods` has figures; return whether they all do.
+
+        A pod no longer wanted never gets figures: the wait then lasts `timeout_s`.
+        """
+        with self._recorded:
+            return self._recorded.wait_for(lambda: all(pod in self._latest for pod in pods), timeout_s)
 
     def latest(self, pod: PodKey) -> PodDiskFigures | None:
         """Return the pod's last figures whatever their age (for tests and reports; the cycle uses `readings`)."""

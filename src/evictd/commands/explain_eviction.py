@@ -133,7 +133,7 @@ class PodDiskFigures:
 
 
 def _pod_disk_figures(explained: Explained, pod: Pod) -> PodDiskFigures | None:
-    summary = explained.report.observed.summary
+    summary = explained.report.ranked_on
     stats = None if summary is None else pod_stats_lookup(summary, [pod])(pod)
     storage = None if stats is None else stats.ephemeral_storage
     if storage is None or storage.time is None:

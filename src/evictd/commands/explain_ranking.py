@@ -95,7 +95,7 @@ class RankedPod:
 def ranked_pods(signal: Signal, layout: FsLayout, ranking: Sequence[Pod], report: CycleReport,
                 evicted: Pod | None) -> list[RankedPod]:
     """The ranking with each pod's keys and outcome: evicted, skipped (why), or not reached."""
-    summary = report.observed.summary
+    summary = report.ranked_on
     assert summary is not None
     stats_of = pod_stats_lookup(summary, ranking)
     rows = []

@@ -43,6 +43,8 @@ class Step:
     summary: Summary
     after_reclaim: Summary | None
     pods: tuple[Pod, ...]
+    # The stats read after the wait for pods' disk figures (None: the step's own Summary again).
+    after_disk_wait: Summary | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,7 +161,7 @@ def parse_step(raw: object, key: str, previous: float, pods: tuple[Pod, ...],
     decoded by `summaries` (a `SummaryDecoder`, for steps that share blocks); raises ScenarioError or
     DecodeError."""
     step = mapping(raw, key)
-    unknown = sorted(set(step) - {"at", "summary", "afterReclaim", "pods"})
+    unknown = sorted(set(step) - {"at", "summary", "afterReclaim", "afterDiskWait", "pods"})
     if unknown:
         raise ScenarioError("unknown field", key=f"{key}.{unknown[0]}", value=step[unknown[0]])
     at = _at(step.get("at"), f"{key}.at", previous)
@@ -168,7 +170,9 @@ def parse_step(raw: object, key: str, previous: float, pods: tuple[Pod, ...],
     summary = _summary(step.get("summary", {}), f"{key}.summary", summaries)
     after = step.get("afterReclaim")
     after_reclaim = _summary(after, f"{key}.afterReclaim") if after is not None else None
-    return Step(at=at, summary=summary, after_reclaim=after_reclaim, pods=pods)
+    waited = step.get("afterDiskWait")
+    after_disk_wait = _summary(waited, f"{key}.afterDiskWait") if waited is not None else None
+    return Step(at=at, summary=summary, after_reclaim=after_reclaim, pods=pods, after_disk_wait=after_disk_wait)
 
 
 def _scenario(document: object) -> Scenario:
@@ -217,18 +221,33 @@ class FixedLayout:
 
 
 class ScriptedStats:
-    """Returns the step's summary, and after any reclaim the step's afterReclaim summary (whatever the pods asked
+    """Returns the step's summary, after any reclaim the step's afterReclaim summary, and after a wait for pods'
+    disk figures the step's afterDiskWait summary, or its own summary again without one (whatever the pods asked
     for: the step's Summary holds the pods it scripts)."""
 
     def __init__(self) -> None:
         self.step: Step | None = None
         self.reclaimed = False
+        self.waited = False
 
     def summary(self, pods: Sequence[Pod]) -> Summary:
         assert self.step is not None, "a step must be loaded before stats are read"
+        if self.waited:
+            return self.step.after_disk_wait if self.step.after_disk_wait is not None else self.step.summary
         if self.reclaimed and self.step.after_reclaim is not None:
             return self.step.after_reclaim
         return self.step.summary
+
+
+class ScriptedDiskFigures:
+    """Waits for nothing: the stats read after the wait are the step's afterDiskWait (`ScriptedStats`). A replay so
+    ranks on the figures the daemon's wait brought, and a scenario without them as the kubelet ranks."""
+
+    def __init__(self, stats: ScriptedStats) -> None:
+        self._stats = stats
+
+    def wait_for_disk_figures(self, pods: Sequence[Pod], timeout_s: float) -> None:
+        self._stats.waited = True
 
 
 class ScriptedPods:
@@ -276,6 +295,7 @@ class ScenarioRunner:
             reclaimer=RecordingReclaimer(self._stats),
             evictor=RecordingEvictor(),
             clock=self._clock,
+            disk_figures=ScriptedDiskFigures(self._stats),
         )
         if state is not None:
             self.manager.state = state
@@ -285,6 +305,7 @@ class ScenarioRunner:
         self._clock.now = step.at
         self._stats.step = step
         self._stats.reclaimed = False
+        self._stats.waited = False
         self._pods.pods = step.pods
         return self.manager.synchronize()
 

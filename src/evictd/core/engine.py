@@ -26,9 +26,10 @@ map iteration, evictd uses configuration order, and acts on a hard threshold bef
 """
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
+from evictd.core.disk_figures import pods_to_wait_for, unmeasured_pods
 from evictd.core.engine_rules import (
     IMMEDIATE_EVICTION_GRACE_PERIOD_S,
     effective_grace_period_s,
@@ -229,7 +230,10 @@ class Assessment:
 class EvictionChoice:
     """The ranked candidates and the one eviction of the cycle (None when every candidate is critical).
 
-    `withheld` says why nobody was even ranked although a threshold asked for an eviction.
+    `withheld` says why nobody was even ranked although a threshold asked for an eviction. `awaiting` are the pods
+    whose disk figures the shell should wait for before a disk ranking (nobody ranked, no eviction: `choose_eviction`
+    is asked again on the stats read after the wait); `unmeasured` the pods a disk ranking ranked, or would have
+    ranked, without disk figures (counted as using none, as the kubelet counts them).
     """
 
     ranking: tuple[Pod, ...]
@@ -242,7 +246,12 @@ class EvictionChoice:
     # The next non-critical candidates after `eviction`, in ranking order (asked for by `choose_eviction`'s
     # `candidates`: where the Eviction API may refuse one, evictd tries the next within the cycle).
     alternates: tuple[Eviction, ...] = ()
+    awaiting: tuple[Pod, ...] = ()
+    unmeasured: tuple[Pod, ...] = ()
 
+
+# Why nobody was ranked while the shell waits for the disk walker's figures of pods not measured yet.
+AWAITING_DISK_FIGURES = "pods not measured yet by the disk walker: waiting for their disk figures before ranking"
 
 # Pods known only from the node carry no requests, priorities or grace periods: a soft threshold (which waits
 # for its grace period and honours the pod's own termination grace period) waits for the API's pod list.
@@ -363,6 +372,12 @@ def reclaim_succeeded(state: EngineState, summary_after: Summary | None) -> bool
     return not thresholds_met(state.thresholds, observations, enforce_min_reclaim=True)
 
 
+def still_met(step: ReclaimThenEvict, summary: Summary) -> bool:
+    """Return whether `summary` still shows a threshold of `step` met (no minimum reclaim, no grace period): what a
+    cycle that waited for pods' disk figures checks on the stats read after the wait before it ranks on them."""
+    return bool(thresholds_met(step.thresholds, signal_observations(summary), enforce_min_reclaim=False))
+
+
 def hard_thresholds_met(state: EngineState, config: EngineConfig, summary: Summary) -> list[Threshold]:
     """The hard thresholds `summary` shows met (no minimum reclaim, no grace period): what ends the wait after an
     eviction early (evictd's own; the kubelet waits out its 30 s)."""
@@ -406,6 +421,7 @@ def choose_eviction(
     pods_from_node: bool = False,
     candidates: int = 1,
     terminating: Sequence[Pod] = (),
+    disk_figures_waited_for: Collection[str] | None = None,
 ) -> EvictionChoice:
     """Rank the pods for the step's threshold and return the first non-critical one as the eviction (and, with
     `candidates` above 1, up to that many minus one next non-critical ones as `alternates`).
@@ -418,6 +434,10 @@ def choose_eviction(
     terminating (evictd's escalation, issue #43): ranked with `pods` for a hard threshold, so the pod
     that holds what the node lacks is deleted again with the hard grace period before any bystander; never for a
     soft one (its eviction already asked for as much).
+
+    `disk_figures_waited_for` are the uids of the pods whose disk figures the shell already waited for (None: it has
+    no disk figures to wait for). A disk ranking that would rank a pod without disk figures not in it ranks nobody:
+    the choice names the pods to wait for (`awaiting`, `evictd.core.disk_figures`).
     """
     threshold, resource = step.threshold, step.resource
     if threshold.is_hard and terminating:
@@ -431,6 +451,11 @@ def choose_eviction(
             return EvictionChoice(ranking=(), eviction=None, withheld=SOFT_WITHOUT_POD_LIST)
         threshold, resource = hard, spec_of(hard.signal).resource
     stats_of = pod_stats_lookup(summary, pods)
+    unmeasured = unmeasured_pods(threshold.signal, layout, pods, stats_of)
+    awaiting = pods_to_wait_for(unmeasured, disk_figures_waited_for)
+    if awaiting:
+        return EvictionChoice(ranking=(), eviction=None, withheld=AWAITING_DISK_FIGURES, awaiting=awaiting,
+                              unmeasured=unmeasured)
     ranking, keys = rank_pods_with_keys(threshold.signal, layout, pods, stats_of)
     quantity, available = _threshold_figures(resource, step.thresholds, observations)
     skipped: list[Pod] = []
@@ -443,7 +468,8 @@ def choose_eviction(
         elif not chosen:
             skipped.append(pod)
     return EvictionChoice(ranking=ranking, eviction=chosen[0] if chosen else None, skipped_critical=tuple(skipped),
-                          ranking_signal=threshold.signal, ranking_keys=keys, alternates=tuple(chosen[1:]))
+                          ranking_signal=threshold.signal, ranking_keys=keys, alternates=tuple(chosen[1:]),
+                          unmeasured=unmeasured)
 
 
 def _threshold_eviction(

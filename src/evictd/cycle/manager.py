@@ -26,11 +26,19 @@ Escalation (evictd's own, issue #43): the pods evictd itself evicted with a long
 threshold gives, still terminating (`terminating`), are ranked again when a hard threshold acts; the first of the
 ranking is deleted again with the hard grace period, so a soft-evicted pod that ignores SIGTERM while it holds what
 the node lacks goes before any bystander. `hard_threshold_met` is what ends the wait after an eviction early.
+
+Pods not measured yet (evictd's own, `evictd.core.disk_figures`): with a `DiskFigures` (the node's own stats source,
+whose disk walker measures pods' volumes and logs beside the cycle), a disk ranking that would rank a pod without disk
+figures first waits, within the cycle, up to `disk_figures_wait_s` for the walker's figures of such pods, reads the
+stats again and ranks on them (no eviction if the pressure is gone by then). Each pod is waited for once: one still
+unmeasured after its wait is ranked as using no disk, as the kubelet ranks it, and reported (`Decided.unmeasured`).
+`hard_threshold_met` reads the stats of the pods the last cycle measured, so the walker's figures of them are kept
+across the wait after an eviction.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Protocol
 
@@ -41,6 +49,7 @@ from evictd.core.engine import (
     EngineState,
     EvictForLocalStorage,
     Eviction,
+    EvictionChoice,
     NoneStarved,
     ReclaimThenEvict,
     Skipped,
@@ -50,13 +59,15 @@ from evictd.core.engine import (
     layout_of,
     note_evictions,
     reclaim_succeeded,
+    still_met,
 )
 from evictd.core.errors import EvictdError
 from evictd.core.eviction_api import EvictionApiRound
 from evictd.core.fs_layout import FsLayout, ReclaimAction
 from evictd.core.pods import Pod
 from evictd.core.settled import crossing_confirmed, crossings_to_confirm
-from evictd.core.summary import Summary
+from evictd.core.signals import Signal
+from evictd.core.summary import Observation, Summary, signal_observations
 from evictd.core.thresholds import Threshold
 from evictd.cycle.report import (
     Acted,
@@ -74,6 +85,14 @@ from evictd.cycle.report import (
 
 # The state of an engine that remembers nothing: what a manager without a restored state starts from.
 FRESH_STATE = EngineState()
+# How long a cycle about to rank pods for disk pressure waits for the disk walker's first figures of pods it has not
+# measured yet. The walker starts a pass as soon as the cycle names new pods; one round over a pod of ordinary size
+# takes milliseconds, a child started with the daemon some hundreds (interpreter start), a tree of 250,000 entries
+# (a pass's budget per pod) about 0.7 s here. 2 s covers these with margin on a busy machine, and stays short next to
+# the 10 s the cycle would otherwise wait for its next tick: beyond it evictd ranks on what it has.
+DISK_FIGURES_WAIT_S = 2.0
+# Why nobody was evicted after the wait for disk figures: the threshold no longer met on the stats read after it.
+PRESSURE_GONE_WHILE_WAITING = "the threshold was no longer met after the wait for pods' disk figures"
 
 
 class StatsSource(Protocol):
@@ -99,6 +118,14 @@ class NodeReclaimer(Protocol):
     """Frees resources at node level; returns the bytes freed (raises EvictdError on failure)."""
 
     def reclaim(self, action: ReclaimAction) -> int: ...
+
+
+class DiskFigures(Protocol):
+    """Waits for the first disk figures of pods (the disk walker's, `evictd.adapters.pod_disk_usage`)."""
+
+    def wait_for_disk_figures(self, pods: Sequence[Pod], timeout_s: float) -> None:
+        """Return once every pod of `pods` has disk figures, or after `timeout_s` seconds."""
+        ...
 
 
 class PodEvictor(Protocol):
@@ -141,8 +168,18 @@ class EvictionManager:
                  reclaimer: NodeReclaimer, evictor: PodEvictor, clock: Clock, node_pods: PodSource | None = None,
                  state: EngineState = FRESH_STATE, layout_changes: Callable[[], int] = lambda: 0,
                  eviction_api: EvictionApiRoute | None = None, crossing_hold_s: float = 0.0,
-                 terminating: PodSource | None = None) -> None:
+                 terminating: PodSource | None = None, disk_figures: DiskFigures | None = None,
+                 disk_figures_wait_s: float = DISK_FIGURES_WAIT_S) -> None:
         self.config = config
+        # Where to wait for the first disk figures of pods a disk ranking would rank without them (None: the stats
+        # source has none to wait for: the kubelet's Summary, `evictd simulate`), how long at most, and the uids of
+        # the pods already waited for (each pod is waited for once).
+        self._disk_figures = disk_figures
+        self._disk_figures_wait_s = disk_figures_wait_s
+        self._disk_figures_waited_for: frozenset[str] = frozenset()
+        # The pods the last cycle measured: what `hard_threshold_met` measures too, so that the node's own stats source
+        # keeps wanting them (measuring none made its store forget every pod's disk figures after each eviction).
+        self._last_measured: tuple[Pod, ...] = ()
         # The pods evictd evicted with a longer grace period than a hard threshold's, still terminating: ranked
         # again for a hard threshold (escalation); None: none are (no API, `evictd simulate`).
         self._terminating = terminating
@@ -207,9 +244,10 @@ class EvictionManager:
                 CycleStep.PODS, f"eviction manager: pods unavailable, no pod will be evicted: {problem.reason}"))
         terminating = self._terminating_pods() if problem is None else ()
         summary: Summary | None = None
+        self._last_measured = (*pods, *terminating)
         try:
             # The stats of the pods just listed, wherever they came from (and of those evictd may escalate).
-            summary = self._stats.summary((*pods, *terminating))
+            summary = self._stats.summary(self._last_measured)
         except EvictdError as exc:
             errors.append(CycleError(CycleStep.STATS, f"eviction manager: failed to get summary stats: {exc}"))
         crossed: tuple[Threshold, ...] = ()
@@ -245,9 +283,10 @@ class EvictionManager:
 
     def hard_threshold_met(self) -> bool:
         """Whether a fresh reading of the node shows a hard threshold met (False when it cannot be read): what ends
-        the wait after an eviction early."""
+        the wait after an eviction early. The pods measured are the last cycle's: the node's own source forgets the
+        disk figures of the pods it is not asked to measure."""
         try:
-            summary = self._stats.summary(())
+            summary = self._stats.summary(self._last_measured)
         except EvictdError:
             return False
         return bool(hard_thresholds_met(self.state, self.config, summary))
@@ -286,10 +325,27 @@ class EvictionManager:
                                errors=tuple(errors))
         route = self._eviction_api
         assessment = seen.decided.assessment
-        choice = choose_eviction(self.config, layout_of(self.state), step, assessment.observations, observed.pods,
-                                 summary, pods_from_node=observed.pods_from_node,
-                                 candidates=route.max_candidates if route is not None else 1,
-                                 terminating=terminating)
+
+        def choose(observations: Mapping[Signal, Observation], stats: Summary) -> EvictionChoice:
+            return choose_eviction(self.config, layout_of(self.state), step, observations, observed.pods, stats,
+                                   pods_from_node=observed.pods_from_node,
+                                   candidates=route.max_candidates if route is not None else 1,
+                                   terminating=terminating, disk_figures_waited_for=self._waited_for(observed.pods,
+                                                                                                     terminating))
+
+        choice = choose(assessment.observations, summary)
+        awaited: tuple[Pod, ...] = ()
+        waited: Summary | None = None
+        if choice.awaiting and self._disk_figures is not None:
+            awaited = choice.awaiting
+            waited = self._wait_for_disk_figures(awaited, (*observed.pods, *terminating), errors)
+            if waited is None or not still_met(step, waited):
+                decided = replace(seen.decided, awaited_disk_figures=awaited, unmeasured=choice.unmeasured,
+                                  withheld=None if waited is None else PRESSURE_GONE_WHILE_WAITING)
+                return replace(seen, decided=decided, acted=Acted(reclaim=reclaim, reclaim_succeeded=succeeded,
+                                                                  after_reclaim=after, after_disk_wait=waited),
+                               errors=tuple(errors))
+            choice = choose(signal_observations(waited), waited)  # ranked on the figures the wait brought
         bypassed = None
         through_api = False
         pending = None
@@ -313,10 +369,34 @@ class EvictionManager:
         ranking = (None if choice.ranking_signal is None
                    else PodRanking(signal=choice.ranking_signal, pods=choice.ranking, keys=choice.ranking_keys))
         decided = replace(seen.decided, ranking=ranking, skipped_critical=choice.skipped_critical,
-                          withheld=choice.withheld)
+                          withheld=choice.withheld, awaited_disk_figures=awaited, unmeasured=choice.unmeasured)
         acted = Acted(reclaim=reclaim, reclaim_succeeded=succeeded, after_reclaim=after, evictions=evicted,
-                      eviction_api=eviction_api)
+                      eviction_api=eviction_api, after_disk_wait=waited)
         return replace(seen, decided=decided, acted=acted, errors=(*errors, *failures))
+
+    def _waited_for(self, pods: Sequence[Pod], terminating: Sequence[Pod]) -> frozenset[str] | None:
+        """The uids of the pods listed now whose disk figures were already waited for (None: nothing to wait with)."""
+        if self._disk_figures is None:
+            return None
+        listed = {pod.uid for pod in (*pods, *terminating)}
+        self._disk_figures_waited_for = self._disk_figures_waited_for & listed
+        return self._disk_figures_waited_for
+
+    def _wait_for_disk_figures(self, awaited: Sequence[Pod], pods: Sequence[Pod],
+                               errors: list[CycleError]) -> Summary | None:
+        """Wait up to `disk_figures_wait_s` for the disk figures of `awaited` (each pod once), then read the stats of
+        `pods` again: the Summary to rank on (None when it cannot be read: an error of the cycle, which then evicts
+        nobody)."""
+        assert self._disk_figures is not None
+        self._disk_figures_waited_for = self._disk_figures_waited_for | {pod.uid for pod in awaited}
+        self._disk_figures.wait_for_disk_figures(awaited, self._disk_figures_wait_s)
+        try:
+            return self._stats.summary(pods)
+        except EvictdError as exc:
+            errors.append(CycleError(CycleStep.STATS,
+                                     f"eviction manager: failed to get summary stats after waiting for disk figures: "
+                                     f"{exc}"))
+            return None
 
     def _list_pods(self) -> tuple[tuple[Pod, ...], PodListProblem | None]:
         """Return the pods, and why the API's pod list is unusable (None: it is not) with whether the pods are the

@@ -99,12 +99,18 @@ class Decided:
     """What a cycle decided: the engine's assessment (thresholds met, conditions, the next step) and, when a
     threshold asked for an eviction, the ranking (None: nobody was ranked), the critical pods passed over at its
     head, or why nobody was ranked although a threshold asked for an eviction (`withheld`: a soft threshold with
-    the node's pods)."""
+    the node's pods, or the pressure gone while the cycle waited for disk figures).
+
+    `awaited_disk_figures` are the pods whose disk figures the cycle waited for (at most the manager's
+    `disk_figures_wait_s`) before a disk ranking, the ranking then done on the stats read after the wait;
+    `unmeasured` the pods the disk ranking ranked without disk figures all the same (counted as using none)."""
 
     assessment: Assessment
     ranking: PodRanking | None = None
     skipped_critical: tuple[Pod, ...] = ()
     withheld: str | None = None
+    awaited_disk_figures: tuple[Pod, ...] = ()
+    unmeasured: tuple[Pod, ...] = ()
 
     @property
     def ranked_pods(self) -> tuple[Pod, ...]:
@@ -169,11 +175,14 @@ class Acted:
     """What a cycle did: the node-level reclaim actions that ran, whether they resolved the pressure (None: none
     ran) and the Summary read after them, which said so (None: none read); the evictions (a failed one still
     counts, as the kubelet counts it; its failure is a `CycleError`; one the Eviction API accepted counts in the
-    cycle that learnt of it); and how soft evictions used the Eviction API (None: it did not come into it)."""
+    cycle that learnt of it); and how soft evictions used the Eviction API (None: it did not come into it).
+    `after_disk_wait` is the Summary read after the wait for pods' disk figures, which the disk ranking ranked on
+    (None: no wait, or it could not be read)."""
 
     reclaim: tuple[ReclaimResult, ...] = ()
     reclaim_succeeded: bool | None = None
     after_reclaim: Summary | None = None
+    after_disk_wait: Summary | None = None
     evictions: tuple[Eviction, ...] = ()
     eviction_api: EvictionApiUse | None = None
 
@@ -197,6 +206,13 @@ class CycleReport:
     acted: Acted = Acted()
     errors: tuple[CycleError, ...] = ()
     oom: OomReport | None = None
+
+    @property
+    def ranked_on(self) -> Summary | None:
+        """The Summary the cycle's ranking ranked pods on: the one read after its wait for pods' disk figures when it
+        waited, else the one it observed."""
+        waited = self.acted.after_disk_wait
+        return waited if waited is not None else self.observed.summary
 
     def errors_of(self, step: CycleStep) -> tuple[CycleError, ...]:
         """The cycle's failures of `step`, in the order they happened."""

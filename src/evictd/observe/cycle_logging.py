@@ -84,6 +84,12 @@ class CycleLogger:
                                freed_bytes=result.freed_bytes)
         if acted.reclaim_succeeded:
             self._log.info("node-level reclaim resolved the pressure; no pod evicted", cycle=number)
+        if decided.awaited_disk_figures:
+            self._log.info("waited for pods' disk figures before ranking for disk", cycle=number,
+                           pods=[p.key for p in decided.awaited_disk_figures])
+        if decided.unmeasured:
+            self._log.warning("ranked for disk with pods the disk walker has not measured yet (counted as using none)",
+                              cycle=number, pods=[p.key for p in decided.unmeasured])
         for pod in decided.skipped_critical:
             self._log.info("cannot evict a critical pod", cycle=number, pod=pod.key)
         self._eviction_api(number, report)

@@ -94,6 +94,8 @@ class Line:
     summary: Document | Encoded | None = None
     summary_changes: Document | Encoded | None = None
     after_reclaim: Document | Encoded | None = None
+    # The Summary read after the wait for pods' disk figures, which the disk ranking ranked on (whole; None: none).
+    after_disk_wait: Document | Encoded | None = None
 
 
 # --- encoding ------------------------------------------------------------------------------------------------
@@ -151,6 +153,8 @@ def encode_line_parts(line: Line) -> list[str]:
         text += [',"summary":', _text(line.summary)]
     if line.after_reclaim is not None:
         text += [',"afterReclaim":', _text(line.after_reclaim)]
+    if line.after_disk_wait is not None:
+        text += [',"afterDiskWait":', _text(line.after_disk_wait)]
     text.append("}\n")
     return text
 
@@ -250,4 +254,5 @@ def decode_line(raw: bytes | str) -> Line:
         decision=decode_decision(document.get("decision")),
         summary=_summary(document, "summary"),
         summary_changes=_summary(document, "summaryChanges"),
-        after_reclaim=_summary(document, "afterReclaim"))
+        after_reclaim=_summary(document, "afterReclaim"),
+        after_disk_wait=_summary(document, "afterDiskWait"))

@@ -207,7 +207,7 @@ class FlightRecorder:
         # changed since the last line (whole on a segment's first line and after a failed write).
         field, summary = (self._summaries.encode(observed.summary) if observed.summary is not None
                           else ("summary", "null"))
-        after = report.acted.after_reclaim
+        after, after_wait = report.acted.after_reclaim, report.acted.after_disk_wait
         start = self._start_state
         # The ranking (every pod, under pressure) likewise, as text kept per pod.
         decision = replace(decision_of(report, ranking=False), ranking=self._ranking.encode(report))
@@ -222,7 +222,8 @@ class FlightRecorder:
             pod_changes=pods if isinstance(pods, PodChanges) else None,
             summary=Encoded(summary) if field == "summary" else None,
             summary_changes=Encoded(summary) if field == "summaryChanges" else None,
-            after_reclaim=None if after is None else Encoded(self._summaries.whole(after)))
+            after_reclaim=None if after is None else Encoded(self._summaries.whole(after)),
+            after_disk_wait=None if after_wait is None else Encoded(self._summaries.whole(after_wait)))
         return encode_line_parts(line), observed.pods
 
     def _append(self, line: list[str]) -> None:

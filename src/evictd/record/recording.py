@@ -9,7 +9,7 @@ complete cycle:
      "engineState": {...} or null,                       # the first line of a run only
      "pods": [...]  or  "podChanges": {"set": [...], "removed": [...], "order": [...]},
      "summary": {...} or null  or  "summaryChanges": {"node": {...}, "pods": [...], "removed": [...], "order": [...]},
-     "afterReclaim": {...},                                # Summary API documents, as `simulate` reads them
+     "afterReclaim": {...}, "afterDiskWait": {...},        # Summary API documents, as `simulate` reads them
      "decision": {...}}                                    # `decision_of` (`evictd.record.decision`)
 
 `pods` is the whole list (v1 Pod objects, as `simulate` reads them), written on a segment's first line (a segment
@@ -156,6 +156,8 @@ class Record:
     # The run's first line: the engine state it started from (None: afresh). ABSENT on other lines, and in
     # recordings written before evictd recorded it.
     engine_state: Document | Absent | None = ABSENT
+    # The Summary read after the wait for pods' disk figures (None: no wait; `evictd.cycle.manager`).
+    after_disk_wait: Document | None = None
 
 
 def segment_paths(folder: str) -> list[str]:
@@ -207,7 +209,8 @@ class _SegmentReader:
         return Record(run=line.run, cycle=line.cycle, wall=line.wall, now=line.now, dry_run=self.dry_run,
                       config=self.config, layout=self.layout, pods=self.pod_list, summary=summary,
                       after_reclaim=_decoded(line.after_reclaim, "afterReclaim"), decision=line.decision,
-                      engine_state=line.engine_state)
+                      engine_state=line.engine_state,
+                      after_disk_wait=_decoded(line.after_disk_wait, "afterDiskWait"))
 
     def _summary(self, line: Line) -> Document | None:
         """The line's Summary: written whole, or as changes from the last one (version 2)."""
@@ -404,6 +407,8 @@ def _scenario_steps(first: Record, records: Iterator[Record], exact_times: bool)
         step: JsonObject = {"at": at if exact_times else round(at, 3), "summary": record.summary}
         if record.after_reclaim is not None:
             step["afterReclaim"] = record.after_reclaim
+        if record.after_disk_wait is not None:
+            step["afterDiskWait"] = record.after_disk_wait
         # A segment's first line holds the whole list again: written (and decoded) only when it changed.
         if previous is not None and record.pods is not previous.pods and record.pods != previous.pods:
             step["pods"] = record.pods

@@ -40,7 +40,7 @@ from evictd.core.thresholds import Threshold
 from evictd.cri import NO_RUNTIME, Runtime, RuntimeVersion
 from evictd.cri.client import CriClient
 from evictd.cycle.finished import AfterCycle, Cycle
-from evictd.cycle.manager import StatsSource
+from evictd.cycle.manager import DiskFigures, StatsSource
 from evictd.kube.client import build_api_client
 from evictd.kube.pod_watch import PodWatcher
 from evictd.log import Log
@@ -109,6 +109,8 @@ class StatsParts:
     problems: Callable[[], Sequence[SampleError]]
     # The process measuring pods' volumes and logs for the node's own source (None for the kubelet's Summary).
     disk_walker: DiskWalkerProcess | None = None
+    # Where a cycle waits for the walker's first figures of pods before a disk ranking (None: nothing to wait for).
+    disk_figures: DiskFigures | None = None
     # Why the kubelet's Summary endpoint is not verified ("" when it is, or not used).
     insecure_reason: str = ""
     # The figures the last Summary lost: undecodable or impossible (`PlausibleStats`).
@@ -158,7 +160,7 @@ def build_stats_source(config: Configuration, cgroups: CgroupReader, node_name: 
     walker = DiskWalkerProcess(node.disk_usage, WalkerSettings(kubelet_root=settings.kubelet_root_dir,
                                                                pod_logs_dir=settings.pod_logs_dir),
                                log=log if log is not None else structlog.get_logger("evictd"))
-    return plausible(StatsParts(node, lambda: node.problems, disk_walker=walker))
+    return plausible(StatsParts(node, lambda: node.problems, disk_walker=walker, disk_figures=node))
 
 
 def attach_runtime(config: Configuration, client: CriClient, version: RuntimeVersion, metrics: Metrics, log: Log,

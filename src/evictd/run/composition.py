@@ -164,6 +164,7 @@ def build_manager(engine_config: EngineConfig, stats: StatsParts, cluster: Clust
         eviction_api=cluster.eviction_api if cluster is not None else None,
         crossing_hold_s=crossing_hold_s,
         terminating=cluster.terminating if cluster is not None else None,
+        disk_figures=stats.disk_figures,
     )
 
 

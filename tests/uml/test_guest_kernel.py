@@ -29,6 +29,13 @@ sh -c 'echo $$ > /sys/fs/cgroup/reader/cgroup.procs
   dd if=/dev/zero of="$UML_DISK_MOUNT/file" bs=1M count=24 status=none; sync; echo 1 > /proc/sys/vm/drop_caches
   cat "$UML_DISK_MOUNT/file" > /dev/null; cat "$UML_DISK_MOUNT/file" > /dev/null'
 cp /sys/fs/cgroup/reader/memory.stat "$UML_OUT/reader-memory.stat"
+mkdir -p /sys/fs/cgroup/victim/app
+sh -c 'echo $$ > /sys/fs/cgroup/victim/app/cgroup.procs; exec sleep 600' &
+victim=$!
+sleep 0.5
+"$EVICTD_PYTHON" -c "from evictd.adapters.cgroup_kill import kill_cgroup_tree as k; print(k('/sys/fs/cgroup/victim'))" \
+  > "$UML_OUT/victim-killed" 2>&1
+wait "$victim"; echo "$?" > "$UML_OUT/victim-exit"
 """
 
 
@@ -48,6 +55,9 @@ def test_guest_is_cgroup_v2_with_real_oom_kills_and_a_read_only_host(tmp_path: P
     stat = dict(line.split() for line in run.text("reader-memory.stat").splitlines())
     assert int(stat["active_file"]) >= 20 << 20, stat
     assert not (tmp_path / "out" / "disk.img").exists()
+    # The hard eviction's last resort on cgroup v2: cgroup.kill of the pod cgroup kills what runs below it.
+    assert run.text("victim-killed").strip() == "1"
+    assert run.text("victim-exit").strip() == "137"
 
 
 def test_a_missing_psi_kernel_fails_naming_its_make_target(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

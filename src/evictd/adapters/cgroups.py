@@ -278,6 +278,12 @@ class CgroupReader:
                 self._collect_pods(tier, child_cgroups(cgroup_folder(self._memory_dir, tier)), qos, found)
         return found
 
+    def pod_folder(self, pod_uid: str) -> str | None:
+        """The folder of the pod's cgroup in the memory hierarchy (None: the node has no cgroup for that pod).
+        Raises SampleError if the pods cgroup cannot be listed."""
+        pod = self.pod_cgroups().get(pod_uid)
+        return None if pod is None else cgroup_folder(self._memory_dir, pod.path)
+
     def container_cgroups(self, pod_cgroup: str) -> dict[str, str]:
         """Return container ID -> cgroup path for the container cgroups directly under ``pod_cgroup``.
 

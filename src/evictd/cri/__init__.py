@@ -145,7 +145,7 @@ class Runtime(Protocol):
 
     def pod_running(self, pod_uid: str) -> bool | None: ...  # anything of the pod still runs; None: cannot tell
 
-    def stop_pod(self, eviction: Eviction) -> None: ...  # stop the evicted pod (only called when `attached`)
+    def stop_pod(self, eviction: Eviction) -> str | None: ...  # stop the evicted pod (only when `attached`): how
 
     def collect_garbage(self) -> None: ...  # the periodic container and image GC when due (none without one)
 
@@ -179,10 +179,10 @@ class RuntimeSlot:
     def pod_running(self, pod_uid: str) -> bool | None:
         return self.current.pod_running(pod_uid) if self.current else None
 
-    def stop_pod(self, eviction: Eviction) -> None:
+    def stop_pod(self, eviction: Eviction) -> str | None:
         if self.current is None:
             raise EvictdError("no container runtime answers")
-        self.current.stop_pod(eviction)
+        return self.current.stop_pod(eviction)
 
     def collect_garbage(self) -> None:
         if self.current is not None:

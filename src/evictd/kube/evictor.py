@@ -138,12 +138,11 @@ class KubePodEvictor:
         # refusing it), a hard threshold cannot wait for a person to fix it: the runtime stops the pod now.
         if immediate and not deleted and self._runtime.attached:
             try:
-                self._runtime.stop_pod(eviction)
+                how = self._runtime.stop_pod(eviction) or "through the container runtime"
             except EvictdError as exc:
                 raise EvictdError(f"API unreachable ({failure}) and local stop failed: {exc}") from None
             self._journal.note_stopped_locally(entry.uid)
-            raise KubeError(failure.verb, failure.status,
-                            f"{failure.detail}; pod stopped through the container runtime, API writes pending")
+            raise KubeError(failure.verb, failure.status, f"{failure.detail}; pod stopped {how}, API writes pending")
         raise failure
 
     def post_eviction(self, eviction: Eviction, timeout_s: float) -> None:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 
 import structlog
 
+from evictd.adapters.cgroup_kill import kill_cgroup_tree
 from evictd.adapters.cgroups import CgroupLayout, CgroupReader, v1_hierarchy_root
 from evictd.adapters.disk_walker_process import DiskWalkerProcess, WalkerSettings
 from evictd.adapters.filesystems import detect_layout
@@ -164,7 +165,7 @@ def build_stats_source(config: Configuration, cgroups: CgroupReader, node_name: 
 
 
 def attach_runtime(config: Configuration, client: CriClient, version: RuntimeVersion, metrics: Metrics, log: Log,
-                   node: NodeLevel, watcher: PodWatcher | None) -> CriRuntime:
+                   node: NodeLevel, watcher: PodWatcher | None, cgroups: CgroupReader | None = None) -> CriRuntime:
     """Build node-level reclaim and periodic GC over a runtime that answered, hand the manager's node level its
     layout and reclaimer (report-only in dry-run), and return the runtime, which the adapters' slot answers as
     from then on. The same path serves a runtime that answers at start and one that answers later."""
@@ -190,7 +191,19 @@ def attach_runtime(config: Configuration, client: CriClient, version: RuntimeVer
                           image_period_s=settings.image_gc_period_s, log=log)
     node.attach(RuntimeLayout(settings.kubelet_root_dir, filesystems),
                 ReportOnlyReclaimer() if settings.dry_run else RuntimeReclaimer(containers, images))
-    return CriRuntime(client, filesystems, gc=None if settings.dry_run else periodic)
+    return CriRuntime(client, filesystems, gc=None if settings.dry_run else periodic,
+                      kill_processes=None if settings.dry_run or cgroups is None else pod_process_killer(cgroups))
+
+
+def pod_process_killer(cgroups: CgroupReader) -> Callable[[str], int]:
+    """SIGKILL every process of the pod with a uid through its cgroup (`cgroup_kill`); the processes found (0: no
+    cgroup of that pod on the node). Raises SampleError."""
+
+    def kill(pod_uid: str) -> int:
+        folder = cgroups.pod_folder(pod_uid)
+        return 0 if folder is None else kill_cgroup_tree(folder)
+
+    return kill
 
 
 def runtime_upkeep(link: RuntimeLink) -> AfterCycle:

@@ -185,7 +185,7 @@ def build_runtime(basics: Basics, node: NodeLevel, cluster: ClusterParts | None)
     client = CriClient(settings.container_runtime_endpoint, settings.runtime_request_timeout_s)
     watcher = cluster.watcher if cluster is not None else None
     return RuntimeLink(client, lambda version: attach_runtime(basics.config, client, version, basics.metrics,
-                                                              basics.log, node, watcher),
+                                                              basics.log, node, watcher, cgroups=basics.cgroups),
                        basics.log, slot=basics.runtime)
 
 

@@ -73,8 +73,11 @@ class CriRuntime:
     attached = True
 
     def __init__(self, client: CriClient, filesystems: RuntimeFilesystems, gc: PeriodicGC | None,
-                 clock: Clock = SYSTEM_CLOCK) -> None:
+                 clock: Clock = SYSTEM_CLOCK, kill_processes: Callable[[str], int] | None = None) -> None:
         self._client = client
+        # The last resort of a stop the runtime does not answer: the pod's processes killed through its cgroup
+        # (`evictd.adapters.cgroup_kill`; pod uid -> processes found). None: none (dry-run, no cgroups).
+        self._kill_processes = kill_processes
         self._filesystems = filesystems
         self._killer = LocalKiller(client)
         self._gc = gc
@@ -134,8 +137,31 @@ class CriRuntime:
         return any(s.state is SandboxState.READY for s in sandboxes) or any(
             c.state in STOPPABLE_STATES for c in containers)
 
-    def stop_pod(self, eviction: Eviction) -> None:
-        self._killer.kill(eviction)
+    def stop_pod(self, eviction: Eviction) -> str:
+        """Stop the evicted pod as the kubelet's runtime manager would; when the runtime does not answer (a read
+        unanswered moments ago, or this stop's own calls timing out), kill its processes through its cgroup
+        instead: on a node in thrash the runtime hangs with everything else, and the kernel's OOM killer would do
+        it seconds later after the node stalled (a deliberate difference from the kubelet, which can only wait).
+        Returns how the pod was stopped. Raises EvictdError."""
+        if self._kill_processes is not None and self._quiet(self._clock.monotonic()):
+            return self._kill_through_cgroup(eviction, "a read went unanswered moments ago")
+        try:
+            self._killer.kill(eviction)
+        except CRIError as exc:
+            if exc.code != UNANSWERED or self._kill_processes is None:
+                raise
+            self._unanswered_at = self._clock.monotonic()
+            return self._kill_through_cgroup(eviction, str(exc))
+        return "through the container runtime"
+
+    def _kill_through_cgroup(self, eviction: Eviction, why: str) -> str:
+        assert self._kill_processes is not None
+        found = self._kill_processes(eviction.pod.uid)
+        if not found:
+            raise CRIError("StopPodSandbox", UNANSWERED, f"the runtime does not answer ({why}) and the pod's cgroup "
+                                                         "holds no process")
+        return (f"by killing its {found} processes through its cgroup (the runtime does not answer: {why}); the "
+                "runtime finds its containers exited")
 
     def collect_garbage(self) -> None:
         if self._gc is not None:

@@ -1,0 +1,79 @@
+"""Kill every process of a pod through its cgroup: the hard eviction's last resort when the runtime does not answer.
+
+Job: on a node whose memory is exhausted the container runtime thrashes with everything else; in issue 36's arena
+containerd answered no CRI call for a minute, so neither the kubelet's kill nor evictd's local stop (`local_kill`)
+could stop the pod a hard threshold chose, and the kernel's OOM killer did it 3-20 s later, after the node had
+stalled. The pod's cgroup is on this node and needs nobody: on cgroup v2 ``cgroup.kill`` (kernel 5.14 and later)
+SIGKILLs every process of the cgroup and its descendants at once, atomically with respect to forks; elsewhere (cgroup
+v1, an older v2 kernel) every process listed in ``cgroup.procs`` below the pod cgroup is sent SIGKILL, in rounds
+until none is left (a fork between a listing and a kill is caught by the next round).
+
+Invariants: only the given folder and the cgroups below it are touched; a process that is gone meanwhile is not an
+error; the count returned is the processes found (0: the cgroup held none, or is gone). What the runtime sees is
+what an OOM kill leaves: its containers exited on SIGKILL (it records them when it answers again).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+
+from evictd.core.errors import SampleError
+
+# Rounds of listing and killing on cgroup v1 before giving up on a cgroup that keeps forking.
+KILL_ROUNDS = 5
+
+
+def kill_cgroup_tree(folder: str) -> int:
+    """SIGKILL every process in the cgroup at `folder` and below (see the module's description); return how many
+    processes were found. Raises SampleError when the cgroup cannot be read or written (not: when it is gone)."""
+    try:
+        found = len(_pids_below(folder))
+    except FileNotFoundError:
+        return 0
+    kill_file = os.path.join(folder, "cgroup.kill")
+    if os.path.exists(kill_file):
+        try:
+            with open(kill_file, "w", encoding="ascii") as handle:
+                handle.write("1")
+            return found
+        except FileNotFoundError:
+            return found  # removed meanwhile: its processes are gone
+        except OSError as exc:
+            raise SampleError(kill_file, exc.strerror or str(exc)) from None
+    for _ in range(KILL_ROUNDS):
+        try:
+            pids = _pids_below(folder)
+        except FileNotFoundError:
+            break
+        if not pids:
+            break
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+    return found
+
+
+def _pids_below(folder: str) -> set[int]:
+    """The processes of the cgroup at `folder` and every cgroup below it. Raises FileNotFoundError when `folder` is
+    gone, SampleError when a listing cannot be read."""
+    pids: set[int] = set()
+    for current, _, _ in os.walk(folder, onerror=_gone_or_unreadable):
+        path = os.path.join(current, "cgroup.procs")
+        try:
+            with open(path, encoding="ascii") as handle:
+                pids.update(int(word) for word in handle.read().split())
+        except FileNotFoundError:
+            if current == folder:
+                raise
+        except (OSError, ValueError) as exc:
+            raise SampleError(path, str(exc)) from None
+    if not os.path.isdir(folder):
+        raise FileNotFoundError(folder)
+    return pids
+
+
+def _gone_or_unreadable(error: OSError) -> None:
+    if not isinstance(error, FileNotFoundError):
+        raise SampleError(str(error.filename), error.strerror or str(error))

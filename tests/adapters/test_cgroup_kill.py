@@ -1,0 +1,120 @@
+"""The hard eviction's last resort: a pod's processes killed through its cgroup, on this machine's real cgroups.
+
+On this cgroup v1 host `kill_cgroup_tree` lists `cgroup.procs` below the pod cgroup and SIGKILLs, in rounds; the
+v2 path (`cgroup.kill`) runs in the user-mode Linux guests (tests/uml). `CriRuntime.stop_pod` falls back to it when
+the runtime does not answer: against a real Unix socket that accepts and never answers, as a hung containerd does.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from builders import pod
+from evictd.adapters.cgroup_kill import kill_cgroup_tree
+from evictd.adapters.runtime_node import RuntimeFilesystems
+from evictd.core.engine import Eviction
+from evictd.core.errors import CRIError
+from evictd.core.pod_parser import pod_from_dict
+from evictd.core.pods import Pod
+from evictd.cri.client import CriClient
+from evictd.run.runtime_link import CriRuntime
+from real_cgroups import CGROUP_MOUNT, temporary_cgroup
+
+# A process that forks a child holding the same cgroup, both sleeping: what a container's main process and its
+# worker look like.
+FORKER = "import os, time\nif os.fork() == 0:\n    time.sleep(600)\nelse:\n    time.sleep(600)\n"
+
+
+def start_in(cgroup: Path) -> subprocess.Popen[bytes]:
+    """A forking process started inside `cgroup` (it joins before it execs)."""
+    return subprocess.Popen(["sh", "-c", f'echo $$ > {cgroup}/cgroup.procs && exec "$0" -c "$1"', sys.executable,
+                             FORKER])
+
+
+def eviction_of(victim: Pod) -> Eviction:
+    return Eviction(pod=victim, signal="memory.available", grace_period_override_s=1, effective_grace_period_s=1,
+                    message="The node was low on resource: memory.", annotations={}, conditions=())
+
+
+def procs(cgroup: Path) -> set[int]:
+    return {int(pid) for pid in (cgroup / "cgroup.procs").read_text().split()}
+
+
+def wait_for(condition, timeout_s: float = 10.0) -> bool:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.02)
+    return condition()
+
+
+def test_every_process_below_a_pod_cgroup_is_killed_and_counted() -> None:
+    with temporary_cgroup(CGROUP_MOUNT / "memory") as pod_cgroup:
+        container = pod_cgroup / "container-1"
+        container.mkdir()
+        started = [start_in(pod_cgroup), start_in(container)]
+        assert wait_for(lambda: len(procs(pod_cgroup)) == 2 and len(procs(container)) == 2)
+        assert kill_cgroup_tree(str(pod_cgroup)) == 4
+        assert wait_for(lambda: not procs(pod_cgroup) and not procs(container))
+        assert [p.wait(timeout=10) for p in started] == [-9, -9]
+        os.rmdir(container)
+    assert kill_cgroup_tree(str(pod_cgroup)) == 0  # gone: nothing to kill, no error
+
+
+def test_a_stop_the_runtime_does_not_answer_kills_the_pods_processes_through_its_cgroup(tmp_path: Path) -> None:
+    """Issue 36's arena: containerd hung in the node's thrash, the local stop failed (CRI DEADLINE_EXCEEDED) and
+    the kernel OOM-killed the pod evictd had chosen 3-20 s later."""
+    path = tmp_path / "hung.sock"
+    victim = pod_from_dict(pod("hog"))
+    with temporary_cgroup(CGROUP_MOUNT / "memory") as pod_cgroup, \
+            socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as listener:
+        listener.bind(str(path))
+        listener.listen(8)  # accepts, never answers
+        client = CriClient(f"unix://{path}", 0.5)
+        kills: list[str] = []
+
+        def kill(uid: str) -> int:
+            kills.append(uid)
+            return kill_cgroup_tree(str(pod_cgroup))
+
+        runtime = CriRuntime(client, RuntimeFilesystems(client, str(tmp_path), str(tmp_path)), gc=None,
+                             kill_processes=kill)
+        started = start_in(pod_cgroup)
+        try:
+            assert wait_for(lambda: len(procs(pod_cgroup)) == 2)
+            how = runtime.stop_pod(eviction_of(victim))
+            assert wait_for(lambda: not procs(pod_cgroup))
+            assert started.wait(timeout=10) == -9
+            assert kills == [victim.uid]
+            assert how.startswith("by killing its 2 processes through its cgroup (the runtime does not answer: CRI "
+                                  "ListPodSandbox failed: DEADLINE_EXCEEDED"), how
+            # Moments later (a read unanswered): straight to the cgroup, without waiting on the runtime again.
+            began = time.monotonic()
+            with pytest.raises(CRIError, match="holds no process"):
+                runtime.stop_pod(eviction_of(victim))
+            assert time.monotonic() - began < 0.4
+        finally:
+            started.kill()
+            client.close()
+
+
+def test_without_a_cgroup_killer_a_stop_the_runtime_does_not_answer_fails_as_before(tmp_path: Path) -> None:
+    path = tmp_path / "hung.sock"
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as listener:
+        listener.bind(str(path))
+        listener.listen(8)
+        client = CriClient(f"unix://{path}", 0.3)
+        runtime = CriRuntime(client, RuntimeFilesystems(client, str(tmp_path), str(tmp_path)), gc=None)
+        try:
+            with pytest.raises(CRIError, match="DEADLINE_EXCEEDED"):
+                runtime.stop_pod(eviction_of(pod_from_dict(pod("hog"))))
+        finally:
+            client.close()

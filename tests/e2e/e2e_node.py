@@ -8,8 +8,9 @@ for `evictd run`): what a scheduler and a kubelet would have done so that evictd
   requests, Pending), starts the pod in containerd with the same uid, name and namespace, then hands it to
   the node's kubelet stand-in (kubelet_standin.py), which reports it Running and from then on does what the
   real kubelet does with it: its own status over anyone else's phase, reason and message, and on deletion
-  the kill with the pod's grace period, the terminal status and the final ``DELETE`` (grace 0, UID
-  precondition);
+  the kill with the pod's grace period (a DELETE shortening it while the pod terminates is honoured), the
+  terminal status and the final ``DELETE`` (grace 0, UID precondition); `run_pod`'s `grace_period_s` is the
+  pod's ``terminationGracePeriodSeconds`` (30 unless given);
   The sandbox carries what the kubelet puts on it: the pod's annotations and ``kubernetes.io/config.source: api``;
 * `ClusterNode.run_static_pod` runs a static pod as the kubelet runs one from a manifest file: its sandbox says
   ``kubernetes.io/config.source: file``, and the API holds only its mirror pod (another UID, the
@@ -102,8 +103,9 @@ class Container:
 
 def pod_object(name: str, namespace: str, uid: str, node_name: str, containers: Sequence[Container], *,
                priority: int = 0, priority_class: str = "", finalizers: Sequence[str] = (),
-               annotations: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """The Pod object of a pod the scheduler bound to `node_name` and its kubelet is starting (Pending)."""
+               annotations: Mapping[str, str] | None = None, grace_period_s: int = 30) -> dict[str, Any]:
+    """The Pod object of a pod the scheduler bound to `node_name` and its kubelet is starting (Pending);
+    `grace_period_s` is its ``terminationGracePeriodSeconds`` (the API server's default, 30, unless given)."""
     metadata: dict[str, Any] = {"name": name, "namespace": namespace, "uid": uid, "labels": {"app": name}}
     if finalizers:
         metadata["finalizers"] = list(finalizers)
@@ -117,7 +119,7 @@ def pod_object(name: str, namespace: str, uid: str, node_name: str, containers: 
             "nodeName": node_name,
             "priority": priority,
             **({"priorityClassName": priority_class} if priority_class else {}),
-            "terminationGracePeriodSeconds": 30,
+            "terminationGracePeriodSeconds": grace_period_s,
             "containers": [
                 {"name": c.name, "image": IMAGE,
                  "resources": {"requests": dict(c.requests)} if c.requests else {}}
@@ -170,7 +172,8 @@ class ClusterNode:
         return CGROUP_MEMORY / self.runtime.cgroup_root.strip("/") / "kubepods"
 
     def run_pod(self, name: str, containers: Sequence[Container], *, namespace: str = "e2e", priority: int = 0,
-                priority_class: str = "", uid: str | None = None, finalizers: Sequence[str] = ()) -> RunningPod:
+                priority_class: str = "", uid: str | None = None, finalizers: Sequence[str] = (),
+                grace_period_s: int = 30) -> RunningPod:
         """Bind a Pod object to this node, start it in containerd (burstable cgroup), then report it Running.
 
         The order of a real cluster: the object exists before its containers run, so evictd never sees the
@@ -178,7 +181,8 @@ class ClusterNode:
         """
         uid = uid or str(uuid.uuid4())
         self.apiserver.store.create_pod(pod_object(name, namespace, uid, self.name, containers, priority=priority,
-                                                   priority_class=priority_class, finalizers=finalizers))
+                                                   priority_class=priority_class, finalizers=finalizers,
+                                                   grace_period_s=grace_period_s))
         pod = self.factory.run(name, [c.spec() for c in containers], namespace=namespace, qos="burstable", uid=uid,
                                annotations={CONFIG_SOURCE_ANNOTATION: API_SERVER_SOURCE})
         self.kubelet.adopt(pod, IMAGE)

@@ -10,7 +10,13 @@ differ this stand-in is wrong):
   included, is kept as found;
 * a pod that gets a ``deletionTimestamp`` is killed: each container stopped with the pod's
   ``deletionGracePeriodSeconds``, never less than 2 s (the kubelet's ``minimumGracePeriodInSeconds``), then the
-  sandbox;
+  sandbox. A later DELETE that shortens the grace period of the pod already terminating is honoured: its
+  containers are stopped again with the shorter period (never less than 2 s), so a container that ignores SIGTERM
+  is killed that much sooner. The real kubelet does so in pkg/kubelet/pod_workers.go: `UpdatePod` of a pod whose
+  termination was requested takes the smaller of the pending and the new grace period
+  (`calculateEffectiveGracePeriod`) and, when it shortened it, cancels the running `SyncTerminatingPod`, which
+  starts again with the shorter period: a new CRI ``StopContainer`` with that timeout, after which the runtime
+  sends SIGKILL;
 * once its containers are gone: one terminal status (``Succeeded`` when every container exited 0, else
   ``Failed``; still no reason or message; containers terminated; ``Ready`` False), then the DELETE with grace 0
   and the UID precondition, which removes the object unless a finalizer holds it.
@@ -59,6 +65,7 @@ class KubeletPod:
     exit_codes: dict[str, int] = field(default_factory=dict)
     terminating: bool = False
     finished: bool = False
+    grace_s: int = 0  # the grace period its containers are being stopped with (while terminating)
 
     @property
     def key(self) -> tuple[str, str]:
@@ -125,6 +132,7 @@ class KubeletStandIn:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name=f"kubelet-{node_name}", daemon=True)
         self.errors: list[str] = []
+        self.stopped_sooner: list[tuple[tuple[str, str], int]] = []  # (pod, grace period) of each shortened stop
 
     def start(self) -> KubeletStandIn:
         self._thread.start()
@@ -158,10 +166,14 @@ class KubeletStandIn:
         if stored is None or stored["metadata"]["uid"] != pod.running.uid:
             pod.finished = True  # removed (or replaced) by someone else: nothing left to report
             return
-        if stored["metadata"].get("deletionTimestamp") and not pod.terminating:
-            pod.terminating = True
+        if stored["metadata"].get("deletionTimestamp"):
             grace = max(int(stored["metadata"].get("deletionGracePeriodSeconds") or 0), MINIMUM_GRACE_PERIOD_S)
-            threading.Thread(target=self._kill, args=(pod, grace), daemon=True).start()
+            if not pod.terminating:
+                pod.terminating, pod.grace_s = True, grace
+                threading.Thread(target=self._kill, args=(pod, grace), daemon=True).start()
+            elif grace < pod.grace_s:  # a DELETE shortened the grace period: stop again with the shorter one
+                pod.grace_s = grace
+                threading.Thread(target=self._stop_sooner, args=(pod, grace), daemon=True).start()
             return
         if pod.terminating:
             return
@@ -186,6 +198,21 @@ class KubeletStandIn:
             with contextlib.suppress(KeyError, ApiError):
                 self._apiserver.store.finish_deletion(*pod.key)
         pod.finished = True
+
+    def _stop_sooner(self, pod: KubeletPod, grace_s: int) -> None:
+        """Stop every container again with the shortened grace period, side by side as the kubelet kills them; the
+        stop already under way (`_kill`) returns when they exit and carries on from there. The runtime may have
+        removed them meanwhile."""
+        self.stopped_sooner.append((pod.key, grace_s))
+        cri = self._factory.runtime.cri
+
+        def stop(container_id: str) -> None:
+            with contextlib.suppress(CRIError):
+                cri.stop_container(container_id, grace_s)
+
+        stoppers = [threading.Thread(target=stop, args=(cid,), daemon=True) for cid in pod.running.container_ids.values()]
+        for stopper in stoppers:
+            stopper.start()
 
     @staticmethod
     def _stop_container(cri: Any, pod: KubeletPod, name: str, container_id: str, grace_s: int) -> None:

@@ -18,7 +18,8 @@ Protectors (each started after the pods, before the workload's pressure):
   kubelet's thresholds 0 %; changed only where the guest differs from a node: ``cgroupDriver: cgroupfs`` (no
   systemd in the guest), its node name, kubeconfig (the real backend: its DaemonSet identity's token), state
   and kubelet folders, the container runtime (none on the stand-in). It runs in
-  ``system.slice/evictd.service`` with oom_score_adj -999, as deploy/systemd/evictd.service gives it.
+  ``system.slice/evictd.service`` with oom_score_adj -999, nice -5 and best-effort I/O priority 0, as
+  deploy/systemd/evictd.service gives it.
 * ``evictd-stall``: ``evictd`` plus its memory stall signal (PSI), the stall maps of
   config/examples/06-memory-stall.yaml (bench/node_survival_pagecache.py); a run on a kernel without PSI fails.
 * ``evictd-pid``: ``evictd`` plus ``pid.available: 25%`` in evictionHard (bench/node_survival_controls_guest.py).
@@ -90,6 +91,8 @@ DAEMON_UNIT, EARLYOOM_UNIT = "system.slice/heartbeat.service", "system.slice/ear
 ARENA_OOM_SCORE_ADJ = -999  # the kubelet's own (pkg/kubelet/qos: KubeletOOMScoreAdj): the stand-in kubelet's
 HEALTH_PERIOD_S = 1.0
 EVICTD_OOM_SCORE_ADJ = -999  # deploy/systemd/evictd.service OOMScoreAdjust=
+# deploy/systemd/evictd.service Nice=, IOSchedulingClass= and IOSchedulingPriority= (the DaemonSet's command too).
+EVICTD_PRIORITIES = "exec nice -n -5 ionice -c 2 -n 0 \"$@\""
 EARLYOOM_ARGS = ("-r", "3600")  # Debian's /etc/default/earlyoom
 EARLYOOM_MEMORY_MAX = 50 * MiB  # Debian's earlyoom.service MemoryMax=
 
@@ -149,7 +152,7 @@ class Protector:
         self.earlyoom: subprocess.Popen[bytes] | None = None
         if name in ("evictd", "evictd-stall", EVICTD_PID):
             kubelet, evictd = evictd_documents(work, backend, name)
-            wrapper = ("sh", "-c", join_unit(EVICTD_UNIT, EVICTD_OOM_SCORE_ADJ) + 'exec "$@"', "sh")
+            wrapper = ("sh", "-c", join_unit(EVICTD_UNIT, EVICTD_OOM_SCORE_ADJ) + EVICTD_PRIORITIES, "sh")
             self.evictd = EvictdProcess(work, kubelet=kubelet, evictd=evictd, wrapper=wrapper)
             self.evictd.wait_event("evictd started", timeout=EVICTD_READY_S)
         elif name == "earlyoom":

@@ -11,13 +11,18 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
+import pytest
+
 from builders import Gi, Mi, pod, pod_stats, stamp, summary
 from cycle_reports import simulate_steps
-from evictd.core.engine import EngineState, Eviction, note_evictions
+from evictd.core.engine import Assessment, EngineConfig, EngineState, Eviction, assess, note_evictions
 from evictd.core.engine_rules import STALL_SETTLE_S, stall_settling
+from evictd.core.fs_layout import FsLayout
 from evictd.core.pod_parser import pod_from_dict
 from evictd.core.saved_state import restore_state, state_document
+from evictd.core.summary_parser import summary_from_dict
 from evictd.core.thresholds import Threshold, parse_stall_thresholds, parse_threshold_config
+from evictd.cycle.cadence import GRACE_END_MARGIN_S, Cadence
 
 SOME = "evictd.io/memory.stall.some"
 HOG = pod("hog", requests={"memory": "100Mi"}, priority=0)
@@ -119,3 +124,37 @@ def test_the_settle_time_survives_a_restart_and_an_older_file_reads_as_none() ->
     assert restored(document, 5.0, wall + 31) is None, "timers of a state older than the window are dropped"
     del document["stallEvictedAt"]
     assert restored(document, 5.0, wall + 1) is None
+
+
+# --- while a stall eviction settles: not stale, and when it may act (issue 36 item 3) ---------------------------
+
+def settling_assessment(since_eviction_s: float) -> Assessment:
+    """`assess` of a cycle reading `some` at 30% `since_eviction_s` after a stall eviction, on fresh stats."""
+    node = summary(memory=3 * Gi, time=stamp(1), pods=STATS)
+    node["node"]["memory"]["psi"] = psi(30.0)
+    state = replace(EngineState(), stall_evicted_at=100.0)
+    _, assessment = assess(state, EngineConfig(thresholds=(STALL,)), FsLayout(), summary_from_dict(node),
+                           [pod_from_dict(p) for p in PODS], now=100.0 + since_eviction_s)
+    return assessment
+
+
+def test_a_threshold_waiting_to_settle_is_not_called_stale() -> None:
+    # The stats are fresh: the threshold waits for the settle time, not for newer stats. Called stale, it logged
+    # "stats not updated since last cycle" and kept pressure from counting as held, so every PSI wake-up during
+    # the settle time ran a cycle and its ~20 follow-ups (20 cycles a second on a thrashing node's CPU).
+    assessment = settling_assessment(1.5)
+    assert assessment.stall_settling == (STALL.signal,)
+    assert assessment.stale_signals == ()
+
+
+def test_a_threshold_waiting_to_settle_makes_the_next_cycle_due_when_the_settle_time_ends() -> None:
+    assert settling_assessment(1.5).next_decision_in_s() == STALL_SETTLE_S - 1.5
+    assert settling_assessment(STALL_SETTLE_S).next_decision_in_s() is None, "no longer settling: it acts now"
+
+
+def test_while_a_stall_eviction_settles_pressure_is_held_and_psi_wakes_no_cycle_until_the_settle_time_ends() -> None:
+    assessment = settling_assessment(0.5)
+    cadence = Cadence(10.0).after_cycle(0.0, 0.01, memory_threshold_met=False, held=not assessment.stale_signals,
+                                        grace_ends_in_s=assessment.next_decision_in_s())
+    assert cadence.woken(["psi"]) == cadence, "a PSI wake-up of the stall already decided earns no cycle"
+    assert cadence.wait_s(0.01) == pytest.approx(STALL_SETTLE_S - 0.5 + GRACE_END_MARGIN_S)

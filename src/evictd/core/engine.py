@@ -32,6 +32,7 @@ from dataclasses import dataclass, field, replace
 from evictd.core.disk_figures import pods_to_wait_for, unmeasured_pods
 from evictd.core.engine_rules import (
     IMMEDIATE_EVICTION_GRACE_PERIOD_S,
+    STALL_SETTLE_S,
     effective_grace_period_s,
     grace_period_override_s,
     is_stall,
@@ -208,7 +209,8 @@ class Assessment:
 
     `thresholds` are the thresholds met (grace period elapsed or not); `stale_signals` the signals of
     thresholds that would act but whose stats are no newer than last cycle's; `stall_settling` the memory stall
-    signals of thresholds that would act but wait for the last stall eviction to settle (`STALL_SETTLE_S`).
+    signals of thresholds that would act on fresh stats but wait for the last stall eviction to settle
+    (`STALL_SETTLE_S`), and `settle_ends_in_s` how long from this cycle until that wait ends (None: none waits).
     """
 
     next_step: NextStep
@@ -218,12 +220,19 @@ class Assessment:
     stale_signals: tuple[Signal, ...] = ()
     warnings: tuple[str, ...] = ()
     stall_settling: tuple[Signal, ...] = ()
+    settle_ends_in_s: float | None = None
 
     def grace_ends_in_s(self) -> float | None:
         """How long from this cycle until the first met threshold whose grace period still runs reaches its end
         (0 when one already has; None when no grace period runs)."""
         running = [s.threshold.grace_period_s - s.observed_for_s for s in self.thresholds if not s.grace_met]
         return max(0.0, min(running)) if running else None
+
+    def next_decision_in_s(self) -> float | None:
+        """How long from this cycle until a threshold met may decide what it cannot yet: the end of the first
+        grace period still running or of the stall settle time, whichever comes first (None: neither runs)."""
+        ends = [end for end in (self.grace_ends_in_s(), self.settle_ends_in_s) if end is not None]
+        return min(ends) if ends else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -301,9 +310,10 @@ def assess(
     last_observed_at = node_conditions_last_observed_at(node_conditions(met), state.condition_last_observed_at, now)
     conditions = tuple(node_conditions_observed_since(last_observed_at, config.pressure_transition_period_s, now))
     grace_met = thresholds_met_grace_period(first_observed_at, now)
-    to_act = thresholds_updated_stats(grace_met, observations, state.last_observations)
-    settling = stall_settling(to_act, state.stall_evicted_at, now)
-    to_act = [threshold for threshold in to_act if threshold not in settling]
+    updated = thresholds_updated_stats(grace_met, observations, state.last_observations)
+    # A stall threshold waiting for the last stall eviction to settle is not stale: its stats are fresh.
+    settling = stall_settling(updated, state.stall_evicted_at, now)
+    to_act = [threshold for threshold in updated if threshold not in settling]
     new_state = replace(
         state,
         first_observed_at=first_observed_at,
@@ -315,7 +325,7 @@ def assess(
     statuses = tuple(
         ThresholdStatus(t, grace_met=t in grace_met, observed_for_s=now - at) for t, at in first_observed_at.items()
     )
-    stale = tuple(dict.fromkeys(t.signal for t in grace_met if t not in to_act and t.signal in observations))
+    stale = tuple(dict.fromkeys(t.signal for t in grace_met if t not in updated and t.signal in observations))
     return new_state, Assessment(
         _next_step(config, layout_of(new_state), to_act, summary, pods),
         observations=observations,
@@ -324,6 +334,8 @@ def assess(
         stale_signals=stale,
         warnings=warnings,
         stall_settling=tuple(dict.fromkeys(t.signal for t in settling)),
+        settle_ends_in_s=(max(0.0, STALL_SETTLE_S - (now - state.stall_evicted_at))
+                          if settling and state.stall_evicted_at is not None else None),
     )
 
 

@@ -19,7 +19,9 @@ The loop tells the cadence how each cycle ended and what woke it; the cadence an
   and went, a dip shorter than the hold) ends the follow-ups: the crossing was read, and was not one.
 - A soft threshold met whose grace period is still running makes the next cycle due just after that period
   ends (`GRACE_END_MARGIN_S` later), never later than the tick: the soft eviction is decided within milliseconds
-  of its grace period's end, not up to an interval later as the kubelet's 10 s tick does (issue #37).
+  of its grace period's end, not up to an interval later as the kubelet's 10 s tick does (issue #37). The end of
+  a memory stall signal's settle time (`evictd.core.engine_rules.STALL_SETTLE_S`) counts as a grace period's end
+  (`Assessment.next_decision_in_s`): the threshold waiting for it holds pressure meanwhile.
 - After an eviction and the wait for its pods to go (the kubelet's `waitForPodsCleanup`), the next cycle runs at
   once, with no wait at all (as the kubelet); the eviction ends a notification's follow-ups but the confirming one.
 - The timer, a stop request, a memcg crossing (``memcg``: the notifier set judged it may change the decision)

@@ -231,7 +231,7 @@ class Daemon:
                                                   crossing_unconfirmed=report.observed.crossing_unconfirmed,
                                                   near_crossing=near_crossing(self.manager.state.thresholds,
                                                                               report.decided.assessment.observations),
-                                                  grace_ends_in_s=report.decided.assessment.grace_ends_in_s())
+                                                  grace_ends_in_s=report.decided.assessment.next_decision_in_s())
                 if report is not None:
                     memory_met = memory_thresholds_met(report)
                 cadence = self._wait(cadence)

@@ -25,6 +25,7 @@ and a pod whose working set is refused is ranked as a pod whose cgroup could not
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from fractions import Fraction
 from types import MappingProxyType
@@ -157,13 +158,23 @@ def _used(figures: UsedFigures | None, disk: DiskBounds | None, where: str,
     """`figures` (a pod's filesystem or volume block) without a used figure above what the node could hold."""
     if figures is None or disk is None:
         return figures
+    checks = (("usedBytes", "used_bytes", disk.bytes), ("inodesUsed", "inodes_used", disk.inodes))
+    return _without_above(figures, checks, where, "above the largest filesystem of the node", refused)
+
+
+Figures = TypeVar("Figures", MemoryStats, FsStats, VolumeStats)
+
+
+def _without_above(figures: Figures, checks: Iterable[tuple[str, str, int | None]], where: str, reason: str,
+                   refused: list[Refusal]) -> Figures:
+    """`figures` with each figure above its bound (checks: JSON name, attribute, bound; None: no bound) made None,
+    and a Refusal for each."""
     changes: dict[str, Any] = {}
-    for name, attribute, most in (("usedBytes", "used_bytes", disk.bytes), ("inodesUsed", "inodes_used", disk.inodes)):
+    for name, attribute, most in checks:
         value = getattr(figures, attribute)
         if value is not None and most is not None and value > most:
             field = f"{where}.{name}"
-            refused.append(Refusal(field, value, IMPOSSIBLE, "above the largest filesystem of the node", most,
-                                   _family(field)))
+            refused.append(Refusal(field, value, IMPOSSIBLE, reason, most, _family(field)))
             changes[attribute] = None
     return replace(figures, **changes) if changes else figures
 
@@ -179,28 +190,15 @@ def _memory(memory: MemoryStats | None, bound: int | None, where: str, refused: 
     kubelet never reads: not bounded here)."""
     if memory is None or bound is None:
         return memory
-    changes: dict[str, None] = {}
-    for name, attribute in _MEMORY_FIGURES + ((_AVAILABLE_FIGURE,) if available_too else ()):
-        value = getattr(memory, attribute)
-        if value is not None and value > bound:
-            field = f"{where}.{name}"
-            refused.append(Refusal(field, value, IMPOSSIBLE, "above the node's memory capacity", bound,
-                                   _family(field)))
-            changes[attribute] = None
-    return replace(memory, **changes) if changes else memory
+    names = _MEMORY_FIGURES + ((_AVAILABLE_FIGURE,) if available_too else ())
+    return _without_above(memory, ((name, attribute, bound) for name, attribute in names), where,
+                          "above the node's memory capacity", refused)
 
 
 def _fs(fs: FsStats | None, where: str, refused: list[Refusal]) -> FsStats | None:
     """`fs` without a free figure above its own capacity figure."""
     if fs is None:
         return None
-    changes: dict[str, None] = {}
-    for name, attribute, total in (("availableBytes", "available_bytes", fs.capacity_bytes),
-                                   ("inodesFree", "inodes_free", fs.inodes)):
-        value = getattr(fs, attribute)
-        if value is not None and total is not None and value > total:
-            field = f"{where}.{name}"
-            refused.append(Refusal(field, value, IMPOSSIBLE, "above the filesystem's capacity", total,
-                                   _family(field)))
-            changes[attribute] = None
-    return replace(fs, **changes) if changes else fs
+    return _without_above(fs, (("availableBytes", "available_bytes", fs.capacity_bytes),
+                               ("inodesFree", "inodes_free", fs.inodes)), where, "above the filesystem's capacity",
+                          refused)

@@ -10,7 +10,9 @@ run. Only this top-level conftest may register plugins (pytest refuses it elsewh
 * ``cri_fixtures`` (tests/cri): ``containerd``, ``pods``, ``containerd_on_ext4``, ``unstarted_containerd``;
 * ``kube_fixtures`` (tests/kube): ``kube_pki``, ``apiserver``, ``api_client``, ``core_v1``;
 * ``cluster_fixtures`` (tests/cluster): ``real_cluster`` (a real kube-apiserver and kubelet; started only
-  when a test asks for it, i.e. in `make test-cluster`).
+  when a test asks for it, i.e. in `make test-cluster`);
+* ``e2e_fixtures`` (tests/e2e): ``node`` (a node of the e2e tier: real containerd, the test API server, the
+  kubelet stand-in).
 
 Real small filesystems for tests: a size-limited tmpfs and a loop-mounted ext4 image.
 
@@ -46,7 +48,7 @@ from hypothesis import settings
 
 from full_filesystem import KINDS, UnwritableFolder
 
-pytest_plugins = ["cri_fixtures", "kube_fixtures", "cluster_fixtures", "cycle_reports"]
+pytest_plugins = ["cri_fixtures", "kube_fixtures", "cluster_fixtures", "cycle_reports", "e2e_fixtures"]
 
 # Property tests assert behaviour, not speed (speed is bench/'s): no per-example deadline, which a loaded machine
 # (the parallel tier beside guests) overran with a correct example.

@@ -19,14 +19,10 @@ never touched the same-named successor), and the daemon never crashes (alive, /h
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
-from apiserver import ApiServer
-from containerd_harness import Containerd, RunningPod
-from cri_fixtures import PodFactory
+from containerd_harness import RunningPod
 from e2e_node import (
     ClusterNode,
     Container,
@@ -57,15 +53,6 @@ IMMEDIATE_REQUEST_TIMEOUT_S = 2.0
 DECISION_SLACK_S = 1.5
 EVERY_REQUEST = 1_000_000
 
-
-@pytest.fixture
-def node(containerd: Containerd, pods: PodFactory, apiserver: ApiServer, tmp_path: Path) -> Iterator[ClusterNode]:
-    cluster = ClusterNode(containerd, pods, apiserver, tmp_path)
-    try:
-        yield cluster
-    finally:
-        cluster.apiserver.faults.clear()
-        cluster.stop_all()
 
 
 def pod_path(pod: RunningPod) -> str:

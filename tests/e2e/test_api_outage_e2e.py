@@ -26,8 +26,6 @@ from pathlib import Path
 
 import pytest
 from apiserver import ApiServer
-from containerd_harness import Containerd
-from cri_fixtures import PodFactory
 from e2e_node import (
     ClusterNode,
     Container,
@@ -59,14 +57,6 @@ STOPPED_WITHIN_S = 12.0
 RESYNC_WITHIN_S = 70.0
 DEGRADED_REASON = "pod-list-unavailable"
 
-
-@pytest.fixture
-def node(containerd: Containerd, pods: PodFactory, apiserver: ApiServer, tmp_path: Path) -> Iterator[ClusterNode]:
-    cluster = ClusterNode(containerd, pods, apiserver, tmp_path)
-    try:
-        yield cluster
-    finally:
-        cluster.stop_all()
 
 
 @pytest.fixture

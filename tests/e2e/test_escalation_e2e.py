@@ -17,13 +17,8 @@ kubelet's minimum) and the runtime kills it. The bystander is never deleted.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-from apiserver import ApiServer
-from containerd_harness import Containerd
-from cri_fixtures import PodFactory
 from e2e_node import TRIGGER_MOUNT, ClusterNode, Container, MiB, Trigger, pods_memory_limit
 
 from evictd.core.runtime import ContainerState
@@ -48,14 +43,6 @@ HOLDER_SCRIPT = (
     "(dd if=/dev/zero bs=120M count=1 2>/dev/null | sleep 2147483647) & wait"
 )
 
-
-@pytest.fixture
-def node(containerd: Containerd, pods: PodFactory, apiserver: ApiServer, tmp_path: Path) -> Iterator[ClusterNode]:
-    cluster = ClusterNode(containerd, pods, apiserver, tmp_path)
-    try:
-        yield cluster
-    finally:
-        cluster.stop_all()
 
 
 def test_a_hard_threshold_deletes_the_soft_evicted_pod_again_at_once_and_no_bystander(

@@ -22,13 +22,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
-from pathlib import Path
 
-import pytest
-from apiserver import ApiServer
-from containerd_harness import Containerd
-from cri_fixtures import PodFactory
 from e2e_node import ClusterNode, Container, MiB, hog_script, pods_memory_limit
 from evictd_process import evictd_command as evictd
 
@@ -45,14 +39,6 @@ MESSAGE_PREFIX = f"The node was low on resource: memory. Threshold quantity: {TH
 HARD_GRACE_PERIOD_S = 1
 SIGNAL = "allocatableMemory.available"
 
-
-@pytest.fixture
-def node(containerd: Containerd, pods: PodFactory, apiserver: ApiServer, tmp_path: Path) -> Iterator[ClusterNode]:
-    cluster = ClusterNode(containerd, pods, apiserver, tmp_path)
-    try:
-        yield cluster
-    finally:
-        cluster.stop_all()
 
 
 def test_a_pod_hogging_memory_is_evicted_through_the_api_and_the_pressure_clears_after_the_transition_period(

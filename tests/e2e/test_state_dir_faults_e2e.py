@@ -23,9 +23,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from apiserver import ApiServer
-from containerd_harness import Containerd
-from cri_fixtures import PodFactory
 from e2e_node import (
     ClusterNode,
     Container,
@@ -52,15 +49,6 @@ NOT_WRITTEN = "eviction journal not written: decisions kept in memory and carrie
 # Pressure onset to the containers stopped: a memcg notification, one cycle, the 2 s local-stop grace.
 STOP_SLACK_S = 5.0
 
-
-@pytest.fixture
-def node(containerd: Containerd, pods: PodFactory, apiserver: ApiServer, tmp_path: Path) -> Iterator[ClusterNode]:
-    cluster = ClusterNode(containerd, pods, apiserver, tmp_path)
-    try:
-        yield cluster
-    finally:
-        cluster.apiserver.faults.clear()
-        cluster.stop_all()
 
 
 @pytest.fixture

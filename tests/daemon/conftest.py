@@ -1,4 +1,5 @@
-"""Fixtures of the daemon tests: `evictd run` processes that never outlive the test that started them."""
+"""Fixtures of the daemon tests: `evictd run` processes that never outlive the test that started them, a real pod,
+and stand-in kubelet Summary servers (`servers`: the test appends its HostileKubelet objects; all closed at the end)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from pathlib import Path
 import pytest
 from evictd_process import EvictdProcess
 
+from hostile_kubelet import HostileKubelet
 from real_pod_node import REAL_POD_LIMIT_BYTES, MiB, RealPodNode
 
 
@@ -18,6 +20,15 @@ def evictd_processes() -> Iterator[list[EvictdProcess]]:
     yield started
     for process in started:
         process.kill()
+
+
+@pytest.fixture
+def servers() -> Iterator[list[HostileKubelet]]:
+    """A list the test appends its stand-in kubelet Summary servers to; every one is closed at the end."""
+    started: list[HostileKubelet] = []
+    yield started
+    for server in started:
+        server.close()
 
 
 @pytest.fixture

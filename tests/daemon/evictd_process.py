@@ -227,3 +227,14 @@ def pid_available() -> int:
     tasks = int(Path("/proc/loadavg").read_text().split()[3].split("/")[1])
     return min(limits) - tasks
 
+
+
+def summary_api_settings(tmp_path: Path, kubeconfig: Path, node: str, summary_url: str) -> str:
+    """The EvictdConfiguration body of an evictd reading the kubelet's Summary API at `summary_url` (a token in
+    `tmp_path`), the node `node` through `kubeconfig`, no container runtime, at a 1 s interval without wake-ups."""
+    token = tmp_path / "kubelet-token"
+    token.write_text("kubelet-reader-token")
+    return (f"nodeName: {node}\nkubeconfig: {kubeconfig}\n"
+            f"containerRuntimeEndpoint: unix://{tmp_path}/no-runtime.sock\n"
+            f"statsSource: kubelet\nkubeletSummaryURL: {summary_url}\nkubeletTokenFile: {token}\n"
+            "housekeepingInterval: 1s\npsiWakeups: false\nmemcgWakeups: false\nshutdownTimeout: 5s\n")

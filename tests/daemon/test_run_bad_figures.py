@@ -10,14 +10,13 @@ no container runtime (a socket that does not exist), so nothing on the machine i
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 from apiserver import ApiServer
-from evictd_process import EvictdProcess
+from evictd_process import EvictdProcess, summary_api_settings
 from kube_objects import node_manifest
 
 from builders import Gi, Mi, pod, pod_stats, summary
@@ -43,14 +42,6 @@ def bad_summary(where: str) -> dict[str, Any]:
                    pods=[pod_stats(PODS[0], memory=3 * Gi), broken, pod_stats(PODS[2], memory=200 * Mi)])
 
 
-@pytest.fixture
-def servers() -> Iterator[list[HostileKubelet]]:
-    started: list[HostileKubelet] = []
-    yield started
-    for server in started:
-        server.close()
-
-
 @pytest.mark.parametrize("where", ["working-set", "container-available"])
 def test_one_pods_bad_figure_does_not_stop_eviction_under_hard_pressure(
         tmp_path: Path, apiserver: ApiServer, servers: list[HostileKubelet], evictd_processes: list[EvictdProcess],
@@ -64,13 +55,8 @@ def test_one_pods_bad_figure_does_not_stop_eviction_under_hard_pressure(
     apiserver.store.create_node(node_manifest(NODE))
     for document in PODS:
         apiserver.store.create_pod(document)
-    token = tmp_path / "kubelet-token"
-    token.write_text("kubelet-reader-token")
-    daemon = EvictdProcess(tmp_path, kubelet=KUBELET, evictd=(
-        f"nodeName: {NODE}\nkubeconfig: {apiserver.kubeconfig_path}\n"
-        f"containerRuntimeEndpoint: unix://{tmp_path}/no-runtime.sock\n"
-        f"statsSource: kubelet\nkubeletSummaryURL: {kubelet.url()}\nkubeletTokenFile: {token}\n"
-        "housekeepingInterval: 1s\npsiWakeups: false\nmemcgWakeups: false\nshutdownTimeout: 5s\n"))
+    daemon = EvictdProcess(tmp_path, kubelet=KUBELET,
+                           evictd=summary_api_settings(tmp_path, apiserver.kubeconfig_path, NODE, kubelet.url()))
     evictd_processes.append(daemon)
     daemon.wait_event("evictd started", timeout=60)
     assert wait_until(lambda: apiserver.request_log.matching("DELETE", r".*/pods/hog"), DELETE_WITHIN_S), \

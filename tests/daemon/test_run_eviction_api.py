@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 from apiserver import ApiServer
-from evictd_process import EvictdProcess
+from evictd_process import EvictdProcess, summary_api_settings
 from kube_objects import node_manifest
 
 from builders import Gi, Mi, pod, pod_stats, summary
@@ -65,14 +65,8 @@ def start(tmp_path: Path, apiserver: ApiServer, kubelet: ScriptedKubelet,
     for document in PODS:
         apiserver.store.create_pod(document)
     apiserver.faults.time_out_next(100, method="POST", path=EVICTION_POST)
-    token = tmp_path / "kubelet-token"
-    token.write_text("kubelet-reader-token")
-    daemon = EvictdProcess(tmp_path, kubelet=KUBELET, evictd=(
-        f"nodeName: {NODE}\nkubeconfig: {apiserver.kubeconfig_path}\n"
-        f"containerRuntimeEndpoint: unix://{tmp_path}/no-runtime.sock\n"
-        f"statsSource: kubelet\nkubeletSummaryURL: {kubelet.server.url()}\nkubeletTokenFile: {token}\n"
-        "housekeepingInterval: 1s\npsiWakeups: false\nmemcgWakeups: false\nshutdownTimeout: 5s\n"
-        "softEvictionsThroughEvictionAPI: true\n"))
+    daemon = EvictdProcess(tmp_path, kubelet=KUBELET, evictd=summary_api_settings(
+        tmp_path, apiserver.kubeconfig_path, NODE, kubelet.server.url()) + "softEvictionsThroughEvictionAPI: true\n")
     evictd_processes.append(daemon)
     daemon.wait_event("evictd started", timeout=60)
     return daemon

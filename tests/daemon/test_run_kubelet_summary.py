@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -41,14 +40,6 @@ def token_file(tmp_path: Path) -> Path:
     path = tmp_path / "token"
     path.write_text("kubelet-reader-token-1")
     return path
-
-
-@pytest.fixture
-def servers() -> Iterator[list[HostileKubelet]]:
-    started: list[HostileKubelet] = []
-    yield started
-    for server in started:
-        server.close()
 
 
 def kubelet_settings(url: str, token_file: Path, ca_file: Path | None, interval: str) -> str:

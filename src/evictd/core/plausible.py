@@ -150,19 +150,16 @@ def _container(stats: ContainerStats, bound: int | None, disk: DiskBounds | None
     return replace(stats, memory=memory, rootfs=rootfs, logs=logs)
 
 
-UsedFigures = TypeVar("UsedFigures", FsStats, VolumeStats)
+Figures = TypeVar("Figures", MemoryStats, FsStats, VolumeStats)
 
 
-def _used(figures: UsedFigures | None, disk: DiskBounds | None, where: str,
-          refused: list[Refusal]) -> UsedFigures | None:
+def _used(figures: Figures | None, disk: DiskBounds | None, where: str,
+          refused: list[Refusal]) -> Figures | None:
     """`figures` (a pod's filesystem or volume block) without a used figure above what the node could hold."""
     if figures is None or disk is None:
         return figures
     checks = (("usedBytes", "used_bytes", disk.bytes), ("inodesUsed", "inodes_used", disk.inodes))
     return _without_above(figures, checks, where, "above the largest filesystem of the node", refused)
-
-
-Figures = TypeVar("Figures", MemoryStats, FsStats, VolumeStats)
 
 
 def _without_above(figures: Figures, checks: Iterable[tuple[str, str, int | None]], where: str, reason: str,

@@ -551,3 +551,26 @@ def test_a_holder_paused_in_the_middle_of_a_renewal_stands_by_when_resumed(
     clock.advance(10.0)
     lease.renew()
     assert seen and seen[0] is not None and "paused past it" in seen[0]
+
+
+def test_the_attempt_a_resumed_holder_starts_on_waking_does_not_excuse_the_lapse(
+        make_lease: MakeLease, clock: ManualClock) -> None:
+    """Frozen between renewals past its lease: while the renewal it starts on waking is under way, it stands by (an
+    attempt under way excuses a lapse only after one failed since the last renewal; else the resumed holder wrote
+    the node while that renewal ran: tests/daemon/test_node_lease_run.py, 1 run in 4 under load)."""
+    lease = make_lease(duration_s=40)
+    lease.acquire()
+    seen: list[str | None] = []
+
+    class Answering:
+        def replace_lease(self, namespace: str, name: str, body: Any, *, timeout_s: float) -> Any:
+            seen.append(lease.standby_reason())
+            raise KubeError("update leases", 409, "the object has been modified")
+
+        def read_lease(self, namespace: str, name: str, *, timeout_s: float) -> Any:
+            raise KubeError("get leases", None, "connection reset")
+
+    clock.advance(45.0)  # SIGSTOP between renewals, SIGCONT 45 s later
+    lease._api = Answering()  # type: ignore[assignment]
+    lease.renew()
+    assert seen and seen[0] is not None and "paused past it" in seen[0]

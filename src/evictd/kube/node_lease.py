@@ -262,17 +262,19 @@ class NodeLease:
 
     def _api_not_answering(self, now: float, renewed_at: float) -> bool:
         """True when the renewals lapsed because the API does not answer, not because this process was paused: an
-        attempt is under way (started within what its requests may take), or the last one failed after the last
-        renewal and no later than the thread's longest wait between attempts ago. A process resumed after a pause
-        finds neither (its attempt or its failure predates the pause) and stands by until it asks again."""
+        attempt failed since the last renewal, and either an attempt is under way (started within what its requests
+        may take, and within a lease duration) or the last one failed no longer ago than the thread's longest wait
+        between attempts. A process resumed after a pause has no such failure (the attempt it starts on waking does
+        not count) and stands by until its thread has asked the API again."""
+        failed = self._failed_at
+        if failed is None or failed <= renewed_at:
+            return False
         started = self._attempt_started_at
         # At most a lease duration: an attempt "under way" since before a longer pause is a pause, not an API.
         in_flight_s = min(self._request_timeout_s * REQUESTS_PER_ATTEMPT + FIRST_RETRY_S, self.duration_s)
         if started is not None and now - started < in_flight_s:
             return True
-        failed = self._failed_at
-        return (failed is not None and failed > renewed_at
-                and now - failed <= self.renew_interval_s * (1 + RENEW_JITTER_FRACTION) + FIRST_RETRY_S)
+        return now - failed <= self.renew_interval_s * (1 + RENEW_JITTER_FRACTION) + FIRST_RETRY_S
 
     # -- the daemon Part -------------------------------------------------------------------------------------
 

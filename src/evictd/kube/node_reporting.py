@@ -33,7 +33,7 @@ from evictd.core.engine import Assessment, ReclaimThenEvict, Skipped
 from evictd.core.errors import KubeError
 from evictd.core.oom import OomReport, oom_kill_events
 from evictd.kube.events import EventRecorder
-from evictd.kube.node_writer import NodeStatusWriter
+from evictd.kube.node_writer import NodeStatusWriter, StandingBy
 from evictd.log import Log
 
 # How long the loop waits for a report to be written before it goes on (an API that answers takes milliseconds).
@@ -150,6 +150,8 @@ class NodeReporter:
                 for reason, condition in self._node_writer.update(report.assessment.node_conditions):
                     # The kubelet's recordNodeStatusEvent wording: "Node %s status is now: %s".
                     self._node_event("Normal", reason, f"Node {node} status is now: {reason}", condition=condition)
+            except StandingBy:
+                pass  # paused between the check above and the write: the holder writes the node now
             except KubeError as exc:
                 self._on_error(exc)
                 self._log.warning("node status not written", error=str(exc))

@@ -60,6 +60,10 @@ def kubelet_report_jitter() -> float:
     return random.random() - 0.5
 
 
+class StandingBy(KubeError):
+    """A node write not made because evictd stands by (another evictd holds the node, or a pause): no API error."""
+
+
 class NodeStatusWriter:
     """Keeps the node's evictd conditions and taints current. `dry_run` computes without writing. With a
     `heartbeat` (the node Lease) being renewed, the unchanged conditions are written every `report_period_s`."""
@@ -67,8 +71,12 @@ class NodeStatusWriter:
     def __init__(self, api: KubeApi, node_name: str, mode: ConditionMode, *,
                  update_period_s: float = NODE_STATUS_UPDATE_S, report_period_s: float = NODE_STATUS_REPORT_S,
                  heartbeat: Heartbeat | None = None, jitter: Callable[[], float] = kubelet_report_jitter,
-                 dry_run: bool = False, timeout_s: float = 10.0, clock: Clock = SYSTEM_CLOCK) -> None:
+                 dry_run: bool = False, timeout_s: float = 10.0, clock: Clock = SYSTEM_CLOCK,
+                 standby: Callable[[], str | None] = lambda: None) -> None:
         self._api = api
+        # Why evictd must not write now (the node Lease's `standby_reason`), asked again right before each write:
+        # a writer frozen between its read and its patch (a paused process) must not write when resumed.
+        self._standby = standby
         self._node = node_name
         self._mode = mode
         self._period_s = update_period_s
@@ -138,6 +146,7 @@ class NodeStatusWriter:
                                                      rfc3339(self._clock.wall()))}}
         if self._dry_run:
             return
+        self._not_standing_by()
         written = self._api.patch_node_status(self._node, patch, timeout_s=timeout_s)
         # The status write moved the node's resourceVersion: the taint write starts from the node it returned, not
         # from the one read before (whose version would always conflict).
@@ -147,6 +156,7 @@ class NodeStatusWriter:
             if wanted == taints:
                 return
             body = {"metadata": {"resourceVersion": written["metadata"]["resourceVersion"]}, "spec": {"taints": wanted}}
+            self._not_standing_by()
             try:
                 self._api.patch_node(self._node, body, timeout_s=timeout_s)
                 return
@@ -154,3 +164,9 @@ class NodeStatusWriter:
                 if exc.status != 409 or attempt == TAINT_CONFLICT_RETRIES - 1:
                     raise
             written = self._api.read_node(self._node, timeout_s=timeout_s)
+
+    def _not_standing_by(self) -> None:
+        """Raise KubeError (nothing written) while evictd stands by."""
+        reason = self._standby()
+        if reason is not None:
+            raise StandingBy("patch nodes", None, f"not written: standing by ({reason})")

@@ -143,7 +143,7 @@ def build_cluster(config: Configuration, node_name: str, metrics: Metrics, log: 
     node_writer = NodeStatusWriter(api_client, node_name, settings.node_condition_mode,
                                    update_period_s=settings.node_status_update_frequency_s,
                                    report_period_s=settings.node_status_report_frequency_s, heartbeat=lease,
-                                   dry_run=dry_run)
+                                   dry_run=dry_run, standby=lease.standby_reason if lease is not None else lambda: None)
     critical = CriticalPodRecord(None if dry_run else StateDir(settings.state_dir).critical_pods)
     if critical.problem is not None:
         log.warning("critical pods remembered from the last pod list unreadable", error=critical.problem)

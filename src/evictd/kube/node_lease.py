@@ -25,19 +25,18 @@ unit see host PIDs). A Lease taken over from another holder counts a transition 
 `acquireTime`), as leader election does. On a clean stop the Lease is released (holder emptied). When the API
 does not answer at start, evictd starts all the same (it cannot tell) and the thread keeps trying.
 
-Losing the Lease: `standby_reason` says why evictd must not act now (the daemon then runs no cycle: no eviction,
-no condition, no taint, no event, until it holds the Lease again). It is lost when a renewal finds another live
-holder (this evictd was paused past its lease, a frozen VM, and another took it over) and lapsed when no renewal
-succeeded for a lease duration on the monotonic clock, timed from the start of the last successful request (the
-Lease cannot have expired for anyone else sooner): a process resumed after a pause stands by until its thread
-has asked the API again. A lapse while the API does not answer (an attempt is waiting for it, or the last one
-failed no longer ago than the thread waits between attempts) does not stop evictd: no one can take the Lease
-through an API that does not answer, and the local stop through the runtime is what protects the node then (a
-node whose API server hangs under the node's own memory pressure, issue 36's arena: requests time out for a
-minute while the node needs an eviction most). A lost Lease is not given up for good: the thread keeps reading
-it and takes it back once its holder stops renewing (client-go's candidates wait the same way); exiting instead
-would have the supervisor restart evictd into a start that waits and exits 2 while the other holds it, a restart
-loop.
+Losing the Lease: `standby_reason` says why evictd must not act now (the daemon then runs no cycle: no eviction, no
+condition, no taint, no event, until it holds the Lease again). It is lost when a renewal finds another live holder
+(this evictd was paused past its lease, a frozen VM, and another took it over) and lapsed when no renewal succeeded
+for a lease duration on the monotonic clock, timed from the start of the last successful request (the Lease cannot
+have expired for anyone else sooner): a process resumed after a pause stands by until its thread has asked the API
+again. A lapse while the API does not answer (an attempt failed since the last renewal, and another is waiting for
+it or the last one failed no longer ago than the thread waits between attempts) does not stop evictd: no one can
+take the Lease through an API that does not answer, and the local stop through the runtime is what protects the node
+then (a node whose API server hangs under the node's own memory pressure, issue 36's arena: requests time out for a
+minute while the node needs an eviction most). A lost Lease is not given up for good: the thread keeps reading it
+and takes it back once its holder stops renewing (client-go's candidates wait the same way); exiting instead would
+have the supervisor restart evictd into a start that waits and exits 2 while the other holds it, a restart loop.
 """
 
 from __future__ import annotations

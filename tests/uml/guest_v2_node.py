@@ -54,6 +54,8 @@ GUARANTEED_CPU = "100m"
 ALLOCATABLE = 320 * MiB
 HARD_MIB, SOFT_MIB = 60, 140
 SAMPLE_PERIOD_S = 0.005
+# Task counts are taken every 50 ms (a walk of /proc); a cycle's pid.available is compared with those this near.
+PID_PERIOD_S, PID_WINDOW_S = 0.05, 0.15
 # Long enough for a hog to pass the hard level after the soft one even when the guest is slow.
 SOFT_GRACE_S = 4
 
@@ -231,7 +233,7 @@ class Node:
                         self.api.store.finish_deletion(self.namespace, meta["name"])
                     except Exception as exc:  # reported in the scenario's result, the loop goes on
                         self.kubelet_errors.append(f"{meta['name']}: {type(exc).__name__}: {exc}")
-            time.sleep(0.05)
+            time.sleep(PID_PERIOD_S)
 
     def _sample(self) -> None:
         """The kernel's figures, every few milliseconds, each with the wall time it was read at."""
@@ -402,6 +404,9 @@ def compare_signals(node: Node, records: list[Any], pids: list[dict[str, Any]]) 
         observed = signal_observations(summary_from_dict(record.summary))
         nearest = min(node.samples, key=lambda s: abs(s["wall"] - record.wall))
         pid_nearest = min(pids, key=lambda s: abs(s["wall"] - record.wall))
+        # Every task count within PID_WINDOW_S of the cycle: threads of evictd and of this harness (its API server
+        # answers each request on a thread) start and end between evictd's count and any one of the sampler's.
+        pid_window = [s["limit"] - s["tasks"] for s in pids if abs(s["wall"] - record.wall) <= PID_WINDOW_S]
         rows.append({
             "wall": record.wall,
             "sampleDeltaS": nearest["wall"] - record.wall,
@@ -412,7 +417,8 @@ def compare_signals(node: Node, records: list[Any], pids: list[dict[str, Any]]) 
                                (Signal.MEMORY_AVAILABLE, Signal.ALLOCATABLE_MEMORY_AVAILABLE) if signal in observed},
             "kernel": {"memory.available": nearest["memory.available"],
                        "allocatableMemory.available": nearest["allocatableMemory.available"],
-                       "pid.available": pid_nearest["limit"] - pid_nearest["tasks"]},
+                       "pid.available": pid_nearest["limit"] - pid_nearest["tasks"],
+                       "pid.availableRange": [min(pid_window), max(pid_window)] if pid_window else None},
             "meminfo": {"MemAvailable": pid_nearest["memAvailable"], "MemFree": pid_nearest["memFree"]},
             "pods": [{"uid": pod["podRef"]["uid"], "workingSetBytes": (pod.get("memory") or {}).get("workingSetBytes"),
                       "processCount": (pod.get("process_stats") or pod.get("processStats") or {}).get("process_count")}
@@ -457,7 +463,7 @@ def scenario_node(driver: str, work: Path) -> dict[str, Any]:
         deadline = time.monotonic() + 4
         while time.monotonic() < deadline:  # quiet: readings compared while nothing moves
             pids.append({"wall": time.time(), **pid_figures()})
-            time.sleep(0.2)
+            time.sleep(PID_PERIOD_S)
         result["podKernel"] = pod_kernel_figures(node)
         result["podNames"] = {uid: p.name for uid, p in node.pods.items()}
         quiet_until = time.time()
@@ -489,7 +495,7 @@ def scenario_node(driver: str, work: Path) -> dict[str, Any]:
         result["crossings"] = [soft.json(), hard.json()]
         deadline = time.monotonic() + 20
         while not {soft_hog.uid, hard_hog.uid} <= set(node.deleted) and time.monotonic() < deadline:
-            time.sleep(0.05)
+            time.sleep(PID_PERIOD_S)
         result["deleted"] = {node.pods[uid].name: at for uid, at in node.deleted.items()}
         result["kubeletErrors"] = node.kubelet_errors
         result["apiPods"] = sorted(p["metadata"]["name"] for p in node.api.store.pods(NAMESPACE))
@@ -524,7 +530,7 @@ def scenario_wakeup(driver: str, work: Path) -> dict[str, Any]:
                 crossings.append(cross(node, daemon, hog, 270, "hard", HARD_MIB, grace_s=0).json())
                 deadline = time.monotonic() + 40
                 while hog.uid not in node.deleted and time.monotonic() < deadline:
-                    time.sleep(0.05)
+                    time.sleep(PID_PERIOD_S)
             result["runs"]["on" if wakeups else "off"] = {"crossings": crossings,
                                                           "wakeups": wakeup_counts(daemon)}
             daemon.stop()

@@ -12,8 +12,9 @@ One guest boot (tests/uml/guest_v2_node.py does the work inside it and writes JS
 * the ``wakeup`` scenario: crossings with the kubelet's 10 s interval, without and with the memory watch.
 
 Tolerances, and why: memory ±4 MiB (the kernel figure is read up to 50 ms from evictd's, while evictd's own
-cycle and the sampler allocate a little), ``pid.available`` ±4 tasks (threads of evictd and of the sampler
-start and end between the two counts); a pod's working set ±1 MiB and its process count exactly
+cycle and the sampler allocate a little), ``pid.available`` within the kernel's task counts taken within 150 ms
+of the cycle, ±4 (counted every 50 ms; threads of evictd and of the harness's API server start and end between
+two counts); a pod's working set ±1 MiB and its process count exactly
 ``pids.current`` (the pods are idle).
 """
 
@@ -69,7 +70,10 @@ def test_signals_are_the_kernels_figures_at_the_same_moment(guest: GuestRun, dri
         assert set(evictd) == {"memory.available", "allocatableMemory.available", "pid.available"}
         assert abs(evictd["memory.available"] - kernel["memory.available"]) <= MEMORY_TOLERANCE, row
         assert abs(evictd["allocatableMemory.available"] - kernel["allocatableMemory.available"]) <= MEMORY_TOLERANCE
-        assert abs(evictd["pid.available"] - kernel["pid.available"]) <= PID_TOLERANCE, row
+        # Tasks start and end between evictd's count and the sampler's: evictd's figure lies among the kernel's
+        # counts around the cycle, give or take a few.
+        low, high = kernel["pid.availableRange"]
+        assert low - PID_TOLERANCE <= evictd["pid.available"] <= high + PID_TOLERANCE, row
         # The pods cgroup's capacity is its memory.max (the node's allocatable memory, set by the scenario).
         assert row["evictdCapacity"]["allocatableMemory.available"] == 320 * MiB
 

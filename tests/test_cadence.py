@@ -9,6 +9,9 @@ from __future__ import annotations
 import pytest
 
 from evictd.cycle.cadence import (
+    FLAP_CHANGES,
+    FLAP_CYCLE_S,
+    FLAP_WINDOW_S,
     GRACE_END_MARGIN_S,
     MIN_STALE_AFTER_S,
     NOTIFICATION_FOLLOW_UPS_S,
@@ -169,3 +172,63 @@ def test_a_cycle_far_from_every_memory_threshold_ends_the_follow_ups() -> None:
     assert woken.after_cycle(0.0, 0.0, memory_threshold_met=False, near_crossing=False).follow_ups == ()
     near = woken.after_cycle(0.0, 0.0, memory_threshold_met=False, near_crossing=True)
     assert near.follow_ups and near.due_at == 0.001, "a crossing a few pages short: the follow-ups go on"
+
+
+def changed(cadence: Cadence, at: float, *, unconfirmed: bool = False) -> Cadence:
+    """`cadence` after a cycle started and ended at `at` that no longer saw a memory threshold met with no eviction
+    since (or, `unconfirmed`, whose crossing its confirming reading did not show)."""
+    return cadence.after_cycle(at, at, memory_threshold_met=False, memory_receded=not unconfirmed,
+                               crossing_unconfirmed=unconfirmed)
+
+
+@pytest.mark.parametrize(("change_times", "flapping"), [
+    ((0.0, 0.05, 0.1, 0.15), True),  # a tenant crossing there and back at 20 Hz
+    ((0.0, 2.0, 4.0), False),  # three short dips 2 s apart (the settled-figures test)
+    ((0.0, 2.0, 4.0, 9.9), True),  # a fourth within the window
+    ((0.0, 2.0, 4.0, 10.0), False),  # the first has left the window when the fourth comes
+])
+def test_memory_flaps_with_four_changes_within_ten_seconds(change_times: tuple[float, ...], flapping: bool) -> None:
+    assert (FLAP_CHANGES, FLAP_WINDOW_S) == (4, 10.0)
+    cadence = Cadence(INTERVAL_S)
+    for at in change_times:
+        cadence = changed(cadence, at, unconfirmed=at >= 2.0)
+    assert cadence.flapping is flapping
+
+
+def test_while_flapping_a_notification_brings_the_next_cycle_a_second_after_the_last_and_no_follow_ups() -> None:
+    cadence = Cadence(INTERVAL_S)
+    for at in (0.0, 0.05, 0.1, 0.15):
+        cadence = changed(cadence.woken(["memcg"]), at)
+    assert cadence.flapping
+    assert cadence.follow_ups == (), "no follow-up burst while flapping"
+    woken = cadence.woken(["memcg"])
+    assert woken.wait_s(0.2) == pytest.approx(0.15 + FLAP_CYCLE_S - 0.2), "not at once: a second after the last"
+    assert woken.follow_ups == ()
+    assert woken.woken(["memcg", "memcg_rearm"]).wait_s(0.2) == woken.wait_s(0.2), "more notifications keep it"
+    # The timer and a stop still make the cycle due at once; a cycle with no change keeps the count.
+    assert cadence.woken([]).wait_s(0.2) is None and cadence.woken(["signal"]).wait_s(0.2) is None
+    quiet = cadence.after_cycle(1.15, 1.15, memory_threshold_met=False)
+    assert quiet.flapping and quiet.woken(["memcg"]).wait_s(1.2) == pytest.approx(1.15 + FLAP_CYCLE_S - 1.2)
+
+
+def test_flapping_ends_once_the_window_holds_fewer_than_four_changes() -> None:
+    cadence = Cadence(INTERVAL_S)
+    for at in (0.0, 0.05, 0.1, 0.15):
+        cadence = changed(cadence, at)
+    later = cadence.after_cycle(10.1, 10.1, memory_threshold_met=False)
+    assert not later.flapping
+    woken = later.woken(["memcg"])
+    assert woken.wait_s(10.2) is None and woken.follow_ups == NOTIFICATION_FOLLOW_UPS_S, "chased again"
+
+
+def test_while_flapping_the_loop_stops_listening_to_notifications_once_the_next_cycle_is_due_within_a_second() -> None:
+    cadence = Cadence(INTERVAL_S)
+    assert cadence.listening, "no cycle yet"
+    for at in (0.0, 0.05, 0.1, 0.15):
+        cadence = changed(cadence, at)
+    assert cadence.flapping and cadence.listening, "the next cycle is the tick: a notification can bring it sooner"
+    woken = cadence.woken(["memcg"])
+    assert not woken.listening, "due a second after the last: nothing a notification says can bring it sooner"
+    assert woken.woken([]).listening, "the cycle is due now"
+    calm = Cadence(INTERVAL_S).after_cycle(0.0, 0.0, memory_threshold_met=False)
+    assert calm.woken(["memcg"]).listening, "not flapping: always listening"

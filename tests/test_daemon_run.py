@@ -24,7 +24,7 @@ from evictd.core.pod_parser import pod_from_dict
 from evictd.core.pods import Pod
 from evictd.core.summary import Summary
 from evictd.core.summary_parser import summary_from_dict
-from evictd.cycle.cadence import NOTIFICATION_FOLLOW_UPS_S
+from evictd.cycle.cadence import FLAP_CYCLE_S, NOTIFICATION_FOLLOW_UPS_S
 from evictd.cycle.finished import Cycle
 from evictd.cycle.manager import EvictionManager
 from evictd.cycle.report import CycleReport
@@ -50,9 +50,14 @@ class ScriptedWaiter:
         self._causes: Iterator[list[str] | Callable[[], list[str]]] = iter(causes)
         self.wakes = 0
         self.closed = False
+        self.listened: list[bool] = []  # each wait: whether it polled the notifiers
 
-    def wait(self, timeout_s: float) -> list[str]:
+    def wait(self, timeout_s: float, *, notifiers: bool = True) -> list[str]:
         self.timeouts.append(round(timeout_s, 3))
+        self.listened.append(notifiers)
+        if not notifiers:  # as the real Waiter: only a wake (a stop) ends it early; the scripted causes wait
+            self.clock.advance(timeout_s)
+            return []
         answer = next(self._causes, [])
         if callable(answer):
             return answer()
@@ -84,8 +89,18 @@ class MemoryStats:
         self.clock.advance(CYCLE_S)
         if self.cycle in self._failing:
             raise RuntimeError("adapter bug")
-        available = 512 * Mi if self.cycle >= self._crossed_at else self._clear
+        available = 512 * Mi if self.met() else self._clear
         return summary_from_dict(summary(memory=available, pods=[pod_stats(HOG, memory=Gi)]))
+
+    def met(self) -> bool:
+        return self.cycle >= self._crossed_at
+
+
+class FlappingMemoryStats(MemoryStats):
+    """Node memory below the threshold in odd cycles, above it in even ones (near it: within a step)."""
+
+    def met(self) -> bool:
+        return self.cycle % 2 == 1
 
 
 class OnePod:
@@ -136,9 +151,9 @@ class Loop:
 
     def __init__(self, *, causes: Sequence[list[str] | Callable[[], list[str]]] = (), crossed_at_cycle: int = 1000,
                  failing: Sequence[int] = (), near: bool = False, dry_run: bool = True, max_cycles: int = 0, parts: Sequence[Any] = (),
-                 **hooks: Any) -> None:
+                 flapping: bool = False, **hooks: Any) -> None:
         self.clock = ManualClock()
-        self.stats = MemoryStats(self.clock, crossed_at_cycle, failing, near)
+        self.stats = (FlappingMemoryStats if flapping else MemoryStats)(self.clock, crossed_at_cycle, failing, near)
         self.evictor = RecordingEvictor()
         self.manager = EvictionManager(
             EngineConfig.from_settings(eviction_settings({"evictionHard": {"memory.available": "1Gi"}})),
@@ -189,6 +204,27 @@ def test_cycles_follow_a_notification_closely_until_one_sees_the_crossing() -> N
     assert after[2] == NOTIFICATION_FOLLOW_UPS_S[-1]  # crossed in cycle 5: only the 1 s confirmation is left
     assert after[3] == INTERVAL_S - CYCLE_S  # then the housekeeping cadence
     assert loop.counted("evictd_wakeups_total", cause="memcg") == 1
+
+
+@pytest.mark.parametrize("dry_run", [True, False])
+def test_memory_met_then_gone_by_itself_four_times_is_flapping_but_not_when_evictions_relieved_it(
+        dry_run: bool) -> None:
+    # Every cycle is woken by a memcg notification; the threshold is met in odd cycles only. In a dry run nothing
+    # relieved it: after the fourth time it went by itself (cycle 8) a notification no longer brings a cycle at once
+    # but a second after the last one, and the loop stops listening meanwhile. Evicting for real, each time it went
+    # is the eviction's relief: chased every time.
+    loop = Loop(causes=[["memcg"]] * 12, max_cycles=12, near=True, dry_run=dry_run, flapping=True)
+    loop.run()
+    flap_wait = round(FLAP_CYCLE_S - CYCLE_S, 3)
+    if dry_run:
+        assert loop.waiter.listened[:8] == [True] * 8, "the tick is next after cycle 8: listening"
+        assert (loop.waiter.listened[8], loop.waiter.timeouts[8]) == (False, flap_wait), \
+            "the notification came: due a second after the last cycle, not listening meanwhile"
+        assert loop.waiter.listened[9:] == [True, False] * 3
+    else:
+        assert all(loop.waiter.listened)
+        assert flap_wait not in loop.waiter.timeouts, "every notification chased"
+    assert len(loop.evictor.evicted) == 6
 
 
 def test_a_notification_that_finds_nothing_runs_the_whole_schedule_then_the_cadence() -> None:

@@ -1103,6 +1103,25 @@ def test_wait_times_out_with_no_causes(waiter: Waiter) -> None:
     assert waiter.wait(-1.0) == [], "a deadline in the past polls once without blocking"
 
 
+def test_a_wait_without_notifiers_ends_only_on_its_deadline_or_a_wake_and_leaves_firings_pending(
+        waiter: Waiter) -> None:
+    notifier = PipeNotifier()
+    waiter.set_notifiers([notifier])
+    notifier.fire()
+    start = time.monotonic()
+    assert waiter.wait(0.1, notifiers=False) == [], "a firing does not end it"
+    assert 0.09 <= time.monotonic() - start < 1.0
+    assert notifier.consumed == 0, "nor is it consumed"
+    timer = threading.Timer(0.05, waiter.wake)
+    timer.start()
+    try:
+        assert waiter.wait(LONG_WAIT_S, notifiers=False) == ["signal"], "a wake (a stop) still ends it"
+    finally:
+        timer.cancel()
+    assert waiter.wait(LONG_WAIT_S) == ["fake"], "the firing is reported by the next wait that polls the notifiers"
+    assert notifier.consumed == 1
+
+
 def test_wake_from_another_thread_interrupts_wait(waiter: Waiter) -> None:
     timer = threading.Timer(0.1, waiter.wake)
     start = time.monotonic()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 from builders import Gi, Mi, pod, pod_stats, summary
@@ -12,6 +14,7 @@ from evictd.core.kubelet_config import EvictionSettings
 from evictd.core.settled import (
     CROSSING_HOLD_S,
     crossing_confirmed,
+    crossing_hold_s,
     crossings_to_confirm,
     near_crossing,
     settled_usage,
@@ -116,3 +119,32 @@ def test_a_threshold_held_met_is_not_confirmed_again() -> None:
     m.synchronize()
     assert clock.now_s == CROSSING_HOLD_S, "one hold, at the crossing"
     assert len(evictor.calls) == 2
+
+
+def test_the_hold_is_fixed_unless_the_memory_flaps_and_then_spread_between_once_and_twice_it() -> None:
+    assert [crossing_hold_s(0.1, flapping=False, count=n) for n in range(3)] == [0.1, 0.1, 0.1]
+    holds = [crossing_hold_s(0.1, flapping=True, count=n) for n in range(10)]
+    assert all(0.1 <= hold < 0.2 for hold in holds), "never shorter than the hold a short dip must not pass"
+    assert holds[0] == 0.1
+    spaced = sorted(holds)
+    assert max(b - a for a, b in itertools.pairwise(spaced)) < 0.02, f"spread over the range: {holds}"
+    # A tenant whose period is twice the hold, read at a random point of its half above the level: a fixed hold
+    # always reads the half below; the varied holds read above it again in about half of the confirmations.
+    period, above = 0.2, 0.1
+    starts = [i / 20 * above for i in range(20)]
+    fixed = sum((t + 0.1) % period < above for t in starts)
+    varied = sum((t + hold) % period < above for t in starts for hold in holds)
+    assert fixed == 0
+    assert 0.35 < varied / (len(starts) * len(holds)) < 0.65
+
+
+def test_a_flapping_cycle_waits_the_varied_hold_and_each_confirmation_the_next_one() -> None:
+    m, _, clock = manager(CROSSED, GONE, CROSSED, GONE, CROSSED, GONE)
+    slept = []
+    for flapping in (True, True, False):
+        before = clock.now_s
+        m.synchronize(flapping=flapping)
+        slept.append(round(clock.now_s - before, 9))
+    assert slept == [round(crossing_hold_s(CROSSING_HOLD_S, flapping=True, count=n), 9) for n in (0, 1)] + \
+        [CROSSING_HOLD_S]
+    assert slept[1] > CROSSING_HOLD_S, "the second confirmation while flapping waits longer than the first"

@@ -34,11 +34,14 @@ SLACK_CYCLES = 3
 
 @contextmanager
 def page_cache_churner(folder: Path) -> Iterator[list[int]]:
-    """Write a 64 MiB file (through the page cache) and delete it, CHURN_PER_S times a second, until the block
-    ends; yields a list that holds the rounds done once it has ended.
+    """Write a 64 MiB file (through the page cache), keep it for half of the period, and delete it, CHURN_PER_S
+    times a second, until the block ends; yields a list that holds the rounds done once it has ended.
 
     Paced, not as fast as it can: a round takes a fraction of a core for a few tens of milliseconds, so these
-    tests run beside the parallel tier's workers without taking a core from them. The file is deleted long
+    tests run beside the parallel tier's workers without taking a core from them. Kept for half of the period, so
+    that cycles find usage with the file about half of the time and re-arm the drop watch above it (deleted at
+    once, the file was there only while written: alone on a quiet machine, a far threshold's drop watch then
+    fired 0-4 times in 20 s, and more only when other tests moved the machine's memory). The file is deleted long
     before write-back would start, so the disk sees next to nothing."""
     stop = threading.Event()
     rounds = [0]
@@ -46,10 +49,11 @@ def page_cache_churner(folder: Path) -> Iterator[list[int]]:
     def churn() -> None:
         chunk = os.urandom(MiB)
         path = folder / f"churn-{os.getpid()}-{threading.get_ident()}.bin"
-        while not stop.wait(1 / CHURN_PER_S):
+        while not stop.wait(1 / (2 * CHURN_PER_S)):
             with open(path, "wb") as handle:
                 for _ in range(64):
                     handle.write(chunk)
+            stop.wait(1 / (2 * CHURN_PER_S))
             path.unlink()
             rounds[0] += 1
 

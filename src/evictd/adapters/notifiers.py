@@ -113,6 +113,8 @@ class Waiter:
         self._notifiers: tuple[Notifier, ...] = ()
         self._by_fd: dict[int, Notifier] = {}
         self._poll = self._new_poll()
+        self._pipe_only = select.poll()  # `wait(..., notifiers=False)`: the self-pipe alone
+        self._pipe_only.register(self._read_fd, select.POLLIN)
 
     @property
     def notifiers(self) -> tuple[Notifier, ...]:
@@ -146,16 +148,26 @@ class Waiter:
         with contextlib.suppress(OSError):
             os.write(self._write_fd, b"\0")
 
-    def wait(self, timeout_s: float) -> list[str]:
+    def wait(self, timeout_s: float, *, notifiers: bool = True) -> list[str]:
         """Block until something fires or `timeout_s` passes; return the causes that fired, in order.
 
         Returns ``[]`` on timeout, ``"signal"`` for `wake`, and each firing notifier's cause once
         (``"memcg"``, ``"psi"``). Fired events are consumed, so they are not reported twice. A signal
         whose handler does not call `wake` does not end the wait early (the poll is resumed).
+        With `notifiers` False only `wake` ends the wait early: the notifiers are neither polled nor rechecked,
+        and what fires meanwhile stays pending for the next wait that polls them.
         Raises SampleError if consuming an event fails.
         """
         self._check_open()
         deadline = time.monotonic() + timeout_s
+        if not notifiers:
+            while True:
+                left_ms = max(0, math.ceil(min((deadline - time.monotonic()) * _MS_PER_S, MAX_POLL_TIMEOUT_MS)))
+                if self._pipe_only.poll(left_ms):
+                    self._drain_pipe()
+                    return [SIGNAL_CAUSE]
+                if time.monotonic() >= deadline:
+                    return []
         while True:
             blind = [n for n in self._notifiers if isinstance(n, Rechecking) and n.recheck_s is not None]
             left_s = max(0.0, deadline - time.monotonic())

@@ -22,6 +22,13 @@ eviction (issue #37, item 2):
    in 6,629 at 1 ms beside a 64 MiB write-and-delete loop) and longer than a short dip (an 80 ms dip below a hard
    threshold every 2 s evicts no one); a crossing that holds is decided ~100 ms after it was read.
 
+   While the memory flaps (`evictd.cycle.cadence`: four changes in 10 s) the hold varies between `CROSSING_HOLD_S`
+   and twice that (`crossing_hold_s`): a fixed hold never confirms a tenant whose period is twice the hold (each
+   confirming reading lands in the half of the period below the level: a tenant crossing a hard threshold 5 times
+   a second, above it half of the time, was never evicted), while no hold is ever shorter than a dip that must not
+   evict. The holds step by the golden ratio's fraction (a low-discrepancy sequence: deterministic, and spread over
+   the range after a few cycles).
+
 3. **Follow-ups only near a crossing** (`near_crossing`): a notification's follow-up cycles are there for a crossing a
    few pages short, so they go on only while a memory threshold not met is within `FOLLOW_UP_MARGIN_BYTES` of
    being met. A notification whose cycle finds every memory threshold further away (a watch judged near the level,
@@ -48,6 +55,18 @@ CROSSING_HOLD_S = 0.1
 # notifier set re-arms (`evictd.core.memcg.MEMCG_REARM_STEP_BYTES`); further away its re-armed level announces the
 # crossing.
 FOLLOW_UP_MARGIN_BYTES = 8 << 20
+
+
+# The fraction of the golden ratio: successive multiples of it, modulo 1, spread evenly over [0, 1).
+_GOLDEN_FRACTION = 0.6180339887498949
+
+
+def crossing_hold_s(base_s: float, *, flapping: bool, count: int) -> float:
+    """Return how long the `count`-th confirmation (0, 1, ...) waits: `base_s`, or while the memory flaps, between
+    `base_s` and twice that (see rule 2 of the module's description)."""
+    if not flapping:
+        return base_s
+    return base_s * (1.0 + (count * _GOLDEN_FRACTION) % 1.0)
 
 
 def settled_usage(usage_before_bytes: int, usage_after_bytes: int) -> int:

@@ -26,6 +26,15 @@ The loop tells the cadence how each cycle ended and what woke it; the cadence an
   once, with no wait at all (as the kubelet); the eviction ends a notification's follow-ups but the confirming one.
 - The timer, a stop request, a memcg crossing (``memcg``: the notifier set judged it may change the decision)
   and the memory watch make the next cycle due.
+- A memory threshold that flaps earns no chase (issue #37, item 3): a cycle that no longer sees a memory threshold
+  the previous cycle saw met, with nothing evictd did since to relieve it (no eviction, reclaim or Eviction API
+  request carried out; a dry run's do not count), or whose crossing its confirming reading did not show, is a
+  *change*: memory that went back by itself. With
+  `FLAP_CHANGES` changes within `FLAP_WINDOW_S` the memory is flapping, and until the window holds fewer, a cycle
+  has no follow-ups and a memory notification makes the next cycle due `FLAP_CYCLE_S` after the last one started,
+  not at once (the tick still comes at its time). A tenant crossing the level 20 times a second ran 37 cycles a
+  second, 15-17 % of a core; the kubelet reads it once per 10 s tick. A crossing that holds is still read within
+  `FLAP_CYCLE_S` (and confirmed), so a flapping tenant over a hard threshold is evicted within a few seconds.
 - Wake-ups that earn no cycle keep the deadline, and the loop waits again for what is left of it (issue #29):
   ``memcg_rearm`` never earns one (page cache coming and going: the memcg notifier set re-armed itself on two
   fresh figures), nor ``psi_far`` (a stall with every memory threshold far from met, judged the same way);
@@ -54,6 +63,14 @@ NOTIFICATION_FOLLOW_UPS_S = (0.001, 0.001, 0.002, *(0.005,) * 9, *(0.01,) * 5, 0
 # A cycle due at a grace period's end runs this much after it: the cycle's clock and the loop's are read at
 # different moments, and a cycle a hair early would find the grace period still running.
 GRACE_END_MARGIN_S = 0.002
+# A memory threshold flaps when memory goes back by itself this many times within this window (a threshold met no
+# longer met with no eviction since, a crossing its confirming reading did not show): a short dip every 2 s (3 in
+# 6 s, the settled-figures test) stays under 4; 10 s is the kubelet's housekeeping interval. Successive pods
+# crossing and evicted are not flapping, however fast they come.
+FLAP_CHANGES = 4
+FLAP_WINDOW_S = 10.0
+# While flapping, memory notifications bring a cycle at most this often (the kubelet: one per 10 s tick).
+FLAP_CYCLE_S = 1.0
 # The Waiter's causes that are memory notifications (the others: "signal", a stop request or a wake).
 NOTIFICATION_CAUSES = frozenset({"memcg", "psi", "memory_watch"})
 # Wake-ups that never earn a cycle: the memcg notifier set re-armed itself, or a PSI trigger fired with every
@@ -86,17 +103,41 @@ class Cadence:
     follow_ups: tuple[float, ...] = ()
     # The last cycle saw a threshold met and acted on it or had nothing left to act on: pressure is held.
     held: bool = False
+    # When memory went back by itself within the last FLAP_WINDOW_S (monotonic seconds, oldest first).
+    changes: tuple[float, ...] = ()
+    # When the last cycle started (monotonic seconds; None: none yet).
+    last_started_at: float | None = None
+
+    @property
+    def flapping(self) -> bool:
+        """True while memory went back by itself `FLAP_CHANGES` times or more within `FLAP_WINDOW_S`."""
+        return len(self.changes) >= FLAP_CHANGES
+
+    @property
+    def listening(self) -> bool:
+        """Whether a memory notification can bring the next cycle sooner; False while flapping once the next cycle is
+        due within `FLAP_CYCLE_S` of the last one's start (the loop then need not even look at the notifiers: a
+        flapping level fires 40 times a second, and judging each firing cost more than the cycles)."""
+        if not self.flapping or self.last_started_at is None or self.due_at is None:
+            return True
+        return self.due_at > self.last_started_at + FLAP_CYCLE_S
 
     def after_cycle(self, started_at: float, now: float, *, memory_threshold_met: bool, held: bool = False,
                     grace_ends_in_s: float | None = None, crossing_unconfirmed: bool = False,
-                    near_crossing: bool = True) -> Cadence:
+                    near_crossing: bool = True, memory_receded: bool = False) -> Cadence:
         """A cycle that started at `started_at` ended at `now`; it saw a memory threshold met or not, and held
         pressure or not (a threshold met, acted on or with nothing left to act on); `grace_ends_in_s`: how long
         the first grace period still running had left when the cycle decided (None: none runs), counted from
         `now`, a few milliseconds late rather than early; `crossing_unconfirmed`: the cycle read a memory threshold
         newly met that its confirming reading did not show (`evictd.core.settled`: page cache, a short dip), which
-        ends the follow-ups, as does a cycle that saw no memory threshold `near_crossing` (`evictd.core.settled`)."""
-        if crossing_unconfirmed or not near_crossing:
+        ends the follow-ups, as does a cycle that saw no memory threshold `near_crossing` (`evictd.core.settled`);
+        `memory_receded`: a memory threshold the previous cycle saw met is not met in this one, with nothing evictd
+        did since to relieve it (flapping counts those and unconfirmed crossings)."""
+        changes = tuple(t for t in self.changes if now - t < FLAP_WINDOW_S)
+        if memory_receded or crossing_unconfirmed:
+            changes = (*changes, now)
+        flapping = len(changes) >= FLAP_CHANGES
+        if crossing_unconfirmed or not near_crossing or flapping:
             follow_ups: tuple[float, ...] = ()
         else:
             follow_ups = self.follow_ups[-1:] if memory_threshold_met else self.follow_ups
@@ -106,7 +147,8 @@ class Cadence:
         if follow_ups:
             due_at = min(due_at, now + follow_ups[0])
             follow_ups = follow_ups[1:]
-        return replace(self, due_at=due_at, follow_ups=follow_ups, held=held)
+        return replace(self, due_at=due_at, follow_ups=follow_ups, held=held, changes=changes,
+                       last_started_at=started_at)
 
     def after_failure(self, started_at: float, now: float) -> Cadence:
         """A cycle that started at `started_at` failed at `now`: the next tick retries (it decided nothing, so it
@@ -130,5 +172,10 @@ class Cadence:
         causes = frozenset(causes)
         if causes and causes <= (HELD_NO_CYCLE_CAUSES if self.held else NO_CYCLE_CAUSES):
             return self
+        if causes and causes <= NOTIFICATION_CAUSES | NO_CYCLE_CAUSES and self.flapping \
+                and self.last_started_at is not None:
+            # Flapping: the notification brings the next cycle no sooner than FLAP_CYCLE_S after the last one.
+            due_at = self.last_started_at + FLAP_CYCLE_S
+            return replace(self, due_at=due_at if self.due_at is None else min(self.due_at, due_at), follow_ups=())
         follow_ups = NOTIFICATION_FOLLOW_UPS_S if NOTIFICATION_CAUSES & causes else self.follow_ups
         return replace(self, due_at=None, follow_ups=follow_ups)

@@ -65,7 +65,7 @@ from evictd.core.errors import EvictdError
 from evictd.core.eviction_api import EvictionApiRound
 from evictd.core.fs_layout import FsLayout, ReclaimAction
 from evictd.core.pods import Pod
-from evictd.core.settled import crossing_confirmed, crossings_to_confirm
+from evictd.core.settled import crossing_confirmed, crossing_hold_s, crossings_to_confirm
 from evictd.core.signals import Signal
 from evictd.core.summary import Observation, Summary, signal_observations
 from evictd.core.thresholds import Threshold
@@ -186,6 +186,8 @@ class EvictionManager:
         # How long a memory threshold newly met waits for a confirming reading (`evictd.core.settled`; 0: none, as
         # the kubelet, which decides on its one reading; `evictd simulate` runs so).
         self._crossing_hold_s = crossing_hold_s
+        self._flapping = False  # this cycle's: whether the memory flaps
+        self._holds_while_flapping = 0  # how many confirmations waited a varied hold
         # The state restored from the last run (grace periods, pressure history), or a fresh one.
         self.state = state
         # How many times `layout` and `reclaimer` changed (a container runtime answering after the manager
@@ -202,11 +204,13 @@ class EvictionManager:
         self._eviction_api = eviction_api
         self._clock = clock
 
-    def synchronize(self) -> CycleReport:
+    def synchronize(self, *, flapping: bool = False) -> CycleReport:
         """Run one cycle: observe, decide, reclaim at node level, and evict at most one pod for thresholds (or
         start a round of Eviction API requests for it); report the round of requests that ended since the last
-        cycle, if any."""
+        cycle, if any. `flapping`: the memory flaps (`evictd.cycle.cadence`), and a crossing's confirming reading
+        waits a varied hold (`evictd.core.settled.crossing_hold_s`)."""
         ended = self._eviction_api.evictor.finished() if self._eviction_api is not None else None
+        self._flapping = flapping
         report = self._synchronize(api_evicted=ended is not None and ended.evicted is not None)
         return report if ended is None else self._with_round(report, ended)
 
@@ -294,7 +298,10 @@ class EvictionManager:
     def _confirming_summary(self, pods: Sequence[Pod], errors: list[CycleError]) -> tuple[Summary | None, float]:
         """Wait the crossing hold and read the stats again: the reading the cycle decides on, and its time (a failed
         read is an error of the cycle, which then decides nothing)."""
-        self._clock.sleep(self._crossing_hold_s)
+        self._clock.sleep(crossing_hold_s(self._crossing_hold_s, flapping=self._flapping,
+                                          count=self._holds_while_flapping))
+        if self._flapping:
+            self._holds_while_flapping += 1
         try:
             summary: Summary | None = self._stats.summary(pods)
         except EvictdError as exc:

@@ -57,7 +57,7 @@ class Part(Protocol):
 class Waiter(Protocol):
     """What the loop sleeps on (evictd.adapters.notifiers.Waiter in production)."""
 
-    def wait(self, timeout_s: float) -> list[str]: ...
+    def wait(self, timeout_s: float, *, notifiers: bool = True) -> list[str]: ...
 
     def wake(self) -> None: ...
 
@@ -185,6 +185,7 @@ class Daemon:
         settings = self.settings
         cadence = Cadence(settings.interval_s)
         memory_met: frozenset[Threshold] = frozenset()  # the memory thresholds the last cycle saw met
+        acted = False  # the last cycle reclaimed or evicted for real (memory met then gone since is relief)
         cycle = 0
         self.log.info("evictd started", node=settings.node_name, interval_s=settings.interval_s,
                       dry_run=settings.dry_run)
@@ -194,7 +195,7 @@ class Daemon:
                     continue
                 cycle += 1
                 started = self.clock.monotonic()
-                report = self._cycle(cycle, started)
+                report = self._cycle(cycle, started, flapping=cadence.flapping)
                 if cycle == 1:
                     self.systemd.notify("READY=1")
                 self.systemd.notify("WATCHDOG=1")
@@ -231,9 +232,13 @@ class Daemon:
                                                   crossing_unconfirmed=report.observed.crossing_unconfirmed,
                                                   near_crossing=near_crossing(self.manager.state.thresholds,
                                                                               report.decided.assessment.observations),
-                                                  grace_ends_in_s=report.decided.assessment.next_decision_in_s())
+                                                  grace_ends_in_s=report.decided.assessment.next_decision_in_s(),
+                                                  memory_receded=bool(memory_met - memory_thresholds_met(report))
+                                                  and not acted)
                 if report is not None:
                     memory_met = memory_thresholds_met(report)
+                    acted = not settings.dry_run and (bool(report.acted.evictions) or bool(report.acted.reclaim)
+                                                      or report.acted.eviction_api is not None)
                 cadence = self._wait(cadence)
         finally:
             if self.stop.is_set():
@@ -292,7 +297,7 @@ class Daemon:
             wait_s = cadence.wait_s(self.clock.monotonic())
             if wait_s is None:
                 break
-            causes = self.waiter.wait(wait_s)
+            causes = self.waiter.wait(wait_s, notifiers=cadence.listening)
             self._woken = (tuple(causes or ["timer"]), self.clock.monotonic())
             for cause in self._woken[0]:
                 self.metrics.wakeups.labels(cause).inc()
@@ -304,10 +309,10 @@ class Daemon:
             part.stop()
         self._started = []
 
-    def _cycle(self, number: int, started: float) -> CycleReport | None:
+    def _cycle(self, number: int, started: float, *, flapping: bool = False) -> CycleReport | None:
         self.before_cycle(number)
         try:
-            report = self.manager.synchronize()
+            report = self.manager.synchronize(flapping=flapping)
         except Exception:  # the loop is the one place that survives anything; the next cycle retries
             self.metrics.errors.labels("cycle").inc()
             self.log.exception("housekeeping cycle failed", cycle=number)

@@ -84,7 +84,7 @@ def kept_names(cgroup: str) -> set[str]:
     return {path.rsplit("/", 1)[1] for path in open_files_under(cgroup)}
 
 
-def test_the_machine_keeps_descriptors_on_v1_only(tmp_path: Path) -> None:
+def test_descriptors_are_kept_in_cgroup_mounts_only(tmp_path: Path) -> None:
     assert keeps_files_in(str(CGROUP_MOUNT / "memory"))
     assert keeps_files_in(str(CGROUP_MOUNT / "pids"))
     assert not keeps_files_in(str(tmp_path))  # a fixture tree: a file replaced by rename would read stale

@@ -38,8 +38,8 @@ Invariants:
 * Every read failure (missing file, permission, garbage content) raises ``SampleError(path, reason)``;
   nothing is guessed. Values must be unsigned decimal integers below 2**64, as Go's ParseUint wants.
 * Each reading is a few small ``open``/``read`` calls (no subprocess, no psutil); ``memory.stat`` is
-  searched for the needed keys only, without splitting it into a mapping. On a cgroup v1 mount the files a
-  cycle reads every time (`evictd.adapters.kept_files.V1_KEPT_FILE_NAMES`) are re-read with ``pread`` on
+  searched for the needed keys only, without splitting it into a mapping. On a cgroup mount the files a
+  cycle reads every time (`evictd.adapters.kept_files.KEPT_FILE_NAMES`) are re-read with ``pread`` on
   descriptors kept across cycles instead; a failure there falls back to open + read, so errors read the same.
   `CgroupReader.end_cycle` closes the descriptors of cgroups no longer read, `CgroupReader.close` all of them.
 * Nothing is written: this adapter only observes.
@@ -194,7 +194,7 @@ def detect_cgroup_layout(
 class CgroupReader:
     """Reads memory and process counts of cgroups and discovers pod and container cgroups.
 
-    On cgroup v1 mounts the memory and pids files read every cycle go through kept descriptors (at most
+    On cgroup mounts the memory and pids files read every cycle go through kept descriptors (at most
     ``kept_cap`` of them, default `kept_files_cap()`); call `end_cycle` after each cycle and `close` at the end.
     """
 
@@ -210,10 +210,9 @@ class CgroupReader:
         self._container_pattern = DRIVER_TO_CONTAINER_PATTERN[layout.driver]
         self._v1 = layout.version == 1
         self._kept = KeptFiles(kept_files_cap() if kept_cap is None else kept_cap)
-        # v2 files are not kept: their freshness through a kept descriptor has not been checked (kept_files).
         self._read_memory: Callable[[str], bytes] = (
-            self._read_kept if self._v1 and keeps_files_in(self._memory_dir) else read_file)
-        self._keep_pids = self._v1 and keeps_files_in(self._pids_dir)
+            self._read_kept if keeps_files_in(self._memory_dir) else read_file)
+        self._keep_pids = keeps_files_in(self._pids_dir)
 
     def end_cycle(self) -> None:
         """Close the kept descriptors of files not read since the previous call (cgroups that went away)."""
@@ -224,7 +223,7 @@ class CgroupReader:
         self._kept.close()
 
     def _read_kept(self, path: str) -> bytes:
-        # Only `memory` reads through this, and only V1_KEPT_FILE_NAMES (usage, stat, limit).
+        # Only `memory` reads through this, and only KEPT_FILE_NAMES (usage, stat, limit).
         data = self._kept.read(path)
         return data if data is not None else read_file(path)
 
@@ -249,18 +248,19 @@ class CgroupReader:
             limit = _limit(_uint(path, read(path)))
         elif folder == self._memory_dir:  # the v2 root: runc's anon + file of memory.stat, no limit
             path = folder + "/memory.stat"
-            data = read_file(path)
+            data = self._read_memory(path)
             usage = sum(flat_keyed_value(path, data, key) for key in V2_ROOT_USAGE_KEYS)
             inactive_file = flat_keyed_value(path, data, V2_INACTIVE_FILE_KEY)
             limit = None
         else:
+            read = self._read_memory
             path = folder + "/memory.current"
-            usage = _uint(path, read_file(path))
+            usage = _uint(path, read(path))
             stat_path = folder + "/memory.stat"
-            inactive_file = flat_keyed_value(stat_path, read_file(stat_path), V2_INACTIVE_FILE_KEY)
+            inactive_file = flat_keyed_value(stat_path, read(stat_path), V2_INACTIVE_FILE_KEY)
             if settled:
-                usage = settled_usage(usage, _uint(path, read_file(path)))
-            limit = _v2_limit(folder + "/memory.max")
+                usage = settled_usage(usage, _uint(path, read(path)))
+            limit = _v2_limit(folder + "/memory.max", read)
         return MemoryReading(usage_bytes=usage, inactive_file_bytes=inactive_file,
                              working_set_bytes=working_set_from(usage, inactive_file), limit_bytes=limit)
 
@@ -495,8 +495,8 @@ def _limit(value: int) -> int | None:
     return None if value > UNLIMITED_ABOVE_BYTES else value
 
 
-def _v2_limit(path: str) -> int | None:
-    raw = read_file(path)
+def _v2_limit(path: str, read: Callable[[str], bytes]) -> int | None:
+    raw = read(path)
     if raw.strip() == b"max":
         return None
     return _limit(_uint(path, raw))

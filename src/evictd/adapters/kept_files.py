@@ -1,23 +1,23 @@
 """Kept descriptors for the cgroup files a cycle reads every time: open once, re-read with ``pread`` at offset 0.
 
-Job: make re-reading the same cgroupfs files cheap. On cgroup v1 every such file is a kernfs ``seq_file``
-whose ``show`` runs again whenever a read starts at offset 0, so ``os.pread(fd, n, 0)`` on a descriptor
-kept from the last cycle returns the value of now, for about a third of the CPU of open + read + close.
+Job: make re-reading the same cgroupfs files cheap. Every such file is a kernfs ``seq_file`` whose ``show``
+runs again whenever a read starts at offset 0, so ``os.pread(fd, n, 0)`` on a descriptor kept from the last
+cycle returns the value of now, for about a third of the CPU of open + read + close.
 
-Which files hold (checked on this project's cgroup v1 host, kernel 6.18, by changing each value between two
-``pread`` calls on one kept descriptor and comparing with a fresh open, see docs/measured-figures.md):
+Which files hold, checked by changing each value between two ``pread`` calls on one kept descriptor and
+comparing with a fresh open (docs/measured-figures.md, "Kept descriptors"):
 
-* fresh: ``memory.usage_in_bytes``, ``memory.stat``, ``memory.limit_in_bytes`` (memory hierarchy),
-  ``pids.current`` (pids hierarchy): ``V1_KEPT_FILE_NAMES``;
-* NOT fresh: ``cgroup.procs`` and ``tasks``: v1 keeps the PID list it built for an open file and hands that
-  out again, so those are always opened anew;
-* cgroup v2 is not checked yet: its files stay on open + read + close (`keeps_files_in` says False).
+* cgroup v1 (this project's host, kernel 6.18): ``memory.usage_in_bytes``, ``memory.stat``,
+  ``memory.limit_in_bytes``, ``pids.current`` are fresh. ``cgroup.procs`` and ``tasks`` are NOT: v1 keeps the
+  PID list it built for an open file and hands it out again, so they are always opened anew;
+* cgroup v2 (the user-mode Linux guest of tests/uml, kernel 6.1): ``memory.current``, ``memory.stat``,
+  ``memory.max``, ``pids.current`` (and ``cgroup.procs``, ``memory.events``, not kept) are fresh.
 
 Invariants:
 
-* Only paths the caller chose are kept (`CgroupReader` asks for `V1_KEPT_FILE_NAMES` in hierarchies that are
-  v1 ``cgroup`` mounts, `keeps_files_in`); a fixture tree on tmpfs or ext4 is never read through kept
-  descriptors, since a file replaced by rename would read stale there.
+* Only paths the caller chose are kept (`CgroupReader` asks for `KEPT_FILE_NAMES` in hierarchies that are
+  ``cgroup`` or ``cgroup2`` mounts, `keeps_files_in`); a fixture tree on tmpfs or ext4 is never read through
+  kept descriptors, since a file replaced by rename would read stale there.
 * `read` returns None instead of failing: the caller then reads the file by open + read + close, so a failure
   is reported exactly as without this cache. A kept descriptor whose ``pread`` fails is closed first: a
   removed cgroup's files fail with ENODEV, and a cgroup re-created under the same path is a new kernfs node
@@ -35,11 +35,13 @@ import os
 import resource
 import threading
 
-# The cgroup v1 files whose kept descriptors read fresh at offset 0 (see the module docstring).
+# The files a cycle reads whose kept descriptors read fresh at offset 0 (see the module docstring).
 V1_KEPT_FILE_NAMES = frozenset({"memory.usage_in_bytes", "memory.stat", "memory.limit_in_bytes", "pids.current"})
+V2_KEPT_FILE_NAMES = frozenset({"memory.current", "memory.stat", "memory.max", "pids.current"})
+KEPT_FILE_NAMES = V1_KEPT_FILE_NAMES | V2_KEPT_FILE_NAMES
 
-# Filesystem type of a cgroup v1 hierarchy in /proc/self/mounts (v2's is "cgroup2", not checked: not kept).
-V1_FILESYSTEM_TYPE = "cgroup"
+# Filesystem types of cgroup v1 hierarchies and of the v2 one in /proc/self/mounts.
+CGROUP_FILESYSTEM_TYPES = frozenset({"cgroup", "cgroup2"})
 MOUNTS = "/proc/self/mounts"
 
 # At most this many kept descriptors whatever the limit allows: a 1,000-pod node needs about 4,000 (three
@@ -65,8 +67,8 @@ def kept_files_cap() -> int:
 
 
 def keeps_files_in(folder: str, mounts: str = MOUNTS) -> bool:
-    """True when `folder` lies in a cgroup v1 hierarchy (its mount in `mounts` is of type ``cgroup``): only there
-    have kept descriptors been shown to read fresh. False when the mount table cannot be read."""
+    """True when `folder` lies in a cgroup hierarchy (its mount in `mounts` is of type ``cgroup`` or ``cgroup2``):
+    only there have kept descriptors been shown to read fresh. False when the mount table cannot be read."""
     try:
         with open(mounts, encoding="utf-8", errors="replace") as table:
             lines = table.read().splitlines()
@@ -83,7 +85,7 @@ def keeps_files_in(folder: str, mounts: str = MOUNTS) -> bool:
         inside = target == point or target.startswith(point.rstrip("/") + "/")
         if inside and len(point) >= len(best):
             best, best_type = point, fs_type
-    return best_type == V1_FILESYSTEM_TYPE
+    return best_type in CGROUP_FILESYSTEM_TYPES
 
 
 class KeptFiles:
@@ -104,7 +106,13 @@ class KeptFiles:
         with self._lock:
             fd = self._fds.get(path)
             if fd is not None:
-                data = _pread_all(fd)
+                # The hot path of a cycle, one call per file: `_pread_all` inlined for its common case.
+                try:
+                    data: bytes | None = os.pread(fd, PREAD_CHUNK_BYTES, 0)
+                except OSError:
+                    data = None
+                if data is not None and len(data) == PREAD_CHUNK_BYTES:
+                    data = _pread_all(fd)
                 if data is not None:
                     self._read_since_sweep.add(path)
                     return data

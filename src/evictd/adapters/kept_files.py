@@ -151,6 +151,12 @@ class KeptFiles:
             self._fds.clear()
             self._read_since_sweep.clear()
 
+    def __del__(self) -> None:
+        # A reader dropped without `close` (tests build many) leaves no descriptor behind, as a file object would.
+        for fd in self._fds.values():
+            os.close(fd)
+        self._fds.clear()
+
 
 def _pread_all(fd: int) -> bytes | None:
     """Return everything `fd` holds from offset 0, or None if reading fails."""

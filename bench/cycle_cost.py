@@ -24,7 +24,16 @@ cycles (so both see the same load on a shared machine); the median per cycle is 
 the median of the ratios of each cycle to the floor pass right after it.
 Target: every variant, and the walker's pass, at most 2x its floor at every size.
 
-    .venv/bin/python bench/cycle_cost.py [--sizes 110,250,1000] [--seconds 1.0] [--profile 1000]
+`--real-cgroups` (root, cgroup v1) builds the node's cgroups as real, empty cgroups in this machine's v1
+memory and pids hierarchies (`synthetic_node.py`), removed afterwards: the figures of real cgroupfs, where
+every file read runs kernel code that tmpfs does not. There the reader re-reads the files of every cycle with
+``pread`` on kept descriptors (`evictd.adapters.kept_files`), and so does the floor (`floor: pread kept
+descriptors`, the cheapest way to read the same data; the open + read + close floor is shown beside it). The
+"memory.available met" variant then gets a hard threshold above the machine's memory, since the machine's root
+cgroup cannot be rewritten. With an evictd that keeps no descriptors (an older source tree on PYTHONPATH) the
+floor stays open + read + close.
+
+    .venv/bin/python bench/cycle_cost.py [--sizes 110,250,1000] [--seconds 1.0] [--profile 1000] [--real-cgroups]
 """
 
 from __future__ import annotations
@@ -56,6 +65,11 @@ from evictd.cycle.report import CycleReport
 from evictd.run.compose_cluster import ReportOnlyEvictor
 from evictd.run.compose_node import PathLayout, ReportOnlyReclaimer, build_stats_source
 
+try:
+    from evictd.adapters.kept_files import KEPT_FILE_NAMES
+except ImportError:  # an evictd from before kept descriptors: every file is opened, read and closed
+    KEPT_FILE_NAMES = frozenset()
+
 SIZES = (110, 250, 1000)
 TARGET_RATIO = 2.0
 WARMUP_CYCLES = 3
@@ -67,6 +81,9 @@ PRESSURE_INACTIVE_FILE_BYTES = 512 * MiB
 WALK_MEASURED_WITH = "cycle, API pod list, no threshold met"
 WALK_FLOOR = "floor: read the pods' volumes and logs"
 WALK = "disk walker pass (walker process)"
+FLOOR = "floor: read the same files"
+KEPT_FLOOR = "floor: pread kept descriptors"
+OPEN_FLOOR = "floor: open+read+close (reference)"
 
 
 class StaticPods:
@@ -98,34 +115,48 @@ def hold_memory_pressure(node: SyntheticNode) -> None:
                         PRESSURE_INACTIVE_FILE_BYTES)
 
 
-def disk_pass_for(node: SyntheticNode, manager: EvictionManager) -> DiskPass:
-    """Return the disk walker pass feeding `manager`'s stats source."""
-    stats = manager._stats
-    assert isinstance(stats, NodeStatsSource)
-    return DiskPass(node, stats)
-
-
-def build_manager(node: SyntheticNode, *, discovered: bool) -> EvictionManager:
-    """Return an EvictionManager wired as `evictd.run.composition.build_daemon` wires it, over `node`."""
-    config = load_configuration([str(write_config(node))])
+def build_manager(node: SyntheticNode, *, discovered: bool, met: bool = False) -> tuple[EvictionManager, DiskPass]:
+    """Return an EvictionManager wired as `evictd.run.composition.build_daemon` wires it, over `node`, and the disk
+    walker pass feeding its stats source; with `met` on real cgroups, memory.available's hard threshold is above
+    the machine's memory (always met)."""
+    kubelet = ({"evictionHard": {"memory.available": f"{procfs.mem_total_bytes() // MiB + 1024}Mi"}}
+               if met and node.real_base else None)
+    config = load_configuration([str(write_config(node, kubelet=kubelet))])
     settings = config.evictd
     cgroups = CgroupReader(node.layout())
     on_node = DiscoveredPods(cgroups, settings.pod_logs_dir) if discovered else None
     pods = on_node if on_node is not None else StaticPods(node.pods)
-    stats = build_stats_source(config, cgroups, settings.node_name, discovered=on_node).source
-    return EvictionManager(
-        EngineConfig.from_settings(config.eviction), stats=stats,
+    parts = build_stats_source(config, cgroups, settings.node_name, discovered=on_node)
+    assert isinstance(parts.disk_figures, NodeStatsSource)  # the node's own source, behind PlausibleStats
+    manager = EvictionManager(
+        EngineConfig.from_settings(config.eviction), stats=parts.source,
         layout=PathLayout(settings.kubelet_root_dir, settings.image_fs_path, settings.container_fs_path),
         pods=pods, reclaimer=ReportOnlyReclaimer(), evictor=ReportOnlyEvictor(), clock=SYSTEM_CLOCK,
     )
+    return manager, DiskPass(node, parts.disk_figures)
 
 
-def floor_pass(operations: Sequence[tuple[str, str]]) -> None:
-    """Do the file operations of one cycle and nothing else."""
-    open_, read, close, scandir, lstat, stat = os.open, os.read, os.close, os.scandir, os.lstat, os.stat
-    statvfs, flags = os.statvfs, os.O_RDONLY | os.O_CLOEXEC
+def kept_operations(operations: Sequence[tuple[str, str]]) -> tuple[list[tuple[str, str]], dict[str, int]]:
+    """Return `operations` with the reads the reader keeps descriptors for as ``pread`` ones, and those descriptors
+    (opened now, O_CLOEXEC; the caller closes them)."""
+    kept: dict[str, int] = {}
+    result = []
     for kind, path in operations:
-        if kind == "read":
+        if kind == "read" and path.rsplit("/", 1)[1] in KEPT_FILE_NAMES:
+            kept.setdefault(path, os.open(path, os.O_RDONLY | os.O_CLOEXEC))
+            kind = "pread"
+        result.append((kind, path))
+    return result, kept
+
+
+def floor_pass(operations: Sequence[tuple[str, str]], kept: dict[str, int] | None = None) -> None:
+    """Do the file operations of one cycle and nothing else (``pread`` ones on the descriptors in `kept`)."""
+    open_, read, close, scandir, lstat, stat = os.open, os.read, os.close, os.scandir, os.lstat, os.stat
+    statvfs, flags, pread, fds = os.statvfs, os.O_RDONLY | os.O_CLOEXEC, os.pread, kept or {}
+    for kind, path in operations:
+        if kind == "pread":
+            pread(fds[path], 16384, 0)
+        elif kind == "read":
             fd = open_(path, flags)
             read(fd, 16384)
             close(fd)
@@ -167,20 +198,22 @@ def paired_cpu_times(step: Callable[[], object], floor: Callable[[], object],
     return steps, floors
 
 
-def measure_size(pods: int, seconds: float) -> dict[str, tuple[float, int, float]]:
+def measure_size(pods: int, seconds: float, real_cgroups: bool = False) -> dict[str, tuple[float, int, float]]:
     """Return variant name -> (median CPU seconds per cycle, repetitions, median ratio to the floor pass run
     right after each cycle) at `pods` pods; the floor first (its ratio is 1)."""
     results: dict[str, tuple[float, int, float]] = {}
     floor_times: list[float] = []
-    with build_node(pods) as node:
-        operations = node.floor_operations()
+    open_floor_times: list[float] = []
+    with build_node(pods, real_cgroups=real_cgroups) as node:
+        open_operations = node.floor_operations()
+        operations, kept = kept_operations(open_operations) if real_cgroups else (open_operations, {})
         walk_operations = node.walk_operations()
 
         def floor() -> None:
-            floor_pass(operations)
+            floor_pass(operations, kept)
 
-        def run(name: str, manager: EvictionManager, expect_met: bool) -> None:
-            disk_pass = disk_pass_for(node, manager)
+        def run(name: str, built: tuple[EvictionManager, DiskPass], expect_met: bool) -> None:
+            manager, disk_pass = built
             for _ in range(WARMUP_CYCLES):
                 report = manager.synchronize()
                 disk_pass()  # the walker's figures are in the store from the second cycle on
@@ -199,11 +232,18 @@ def measure_size(pods: int, seconds: float) -> dict[str, tuple[float, int, float
 
         run(WALK_MEASURED_WITH, build_manager(node, discovered=False), False)
         run("cycle, discovered pods (no API), none met", build_manager(node, discovered=True), False)
-        hold_memory_pressure(node)
-        run("cycle, API pod list, memory.available met", build_manager(node, discovered=False), True)
+        if not real_cgroups:
+            hold_memory_pressure(node)
+        run("cycle, API pod list, memory.available met", build_manager(node, discovered=False, met=True), True)
+        if kept:  # the open + read + close floor, for reference (not in the ratios)
+            open_floor_times, _ = paired_cpu_times(lambda: floor_pass(open_operations), floor, seconds)
+        for fd in kept.values():
+            os.close(fd)
     walk = {name: results.pop(name) for name in (WALK_FLOOR, WALK)}
-    return {"floor: read the same files": (statistics.median(floor_times), len(floor_times), 1.0), **results,
-            **walk}
+    floors = {KEPT_FLOOR if kept else FLOOR: (statistics.median(floor_times), len(floor_times), 1.0)}
+    if kept:
+        floors[OPEN_FLOOR] = (statistics.median(open_floor_times), len(open_floor_times), 1.0)
+    return {**floors, **results, **walk}
 
 
 def check(report: CycleReport, pods: int, expect_met: bool) -> None:
@@ -223,11 +263,10 @@ def check(report: CycleReport, pods: int, expect_met: bool) -> None:
         raise SystemExit(f"pod stats incomplete: {stats}")
 
 
-def profile(pods: int, discovered: bool, cycles: int = 50) -> None:
+def profile(pods: int, discovered: bool, cycles: int = 50, real_cgroups: bool = False) -> None:
     """Print the top functions of `cycles` steady-state cycles (cProfile, cumulative and own time)."""
-    with build_node(pods) as node:
-        manager = build_manager(node, discovered=discovered)
-        disk_pass = disk_pass_for(node, manager)
+    with build_node(pods, real_cgroups=real_cgroups) as node:
+        manager, disk_pass = build_manager(node, discovered=discovered)
         for _ in range(WARMUP_CYCLES):
             manager.synchronize()
             disk_pass()
@@ -269,11 +308,13 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=1.0, help="CPU seconds per variant and size")
     parser.add_argument("--profile", type=int, metavar="PODS", help="profile cycles at this many pods instead")
     parser.add_argument("--discovered", action="store_true", help="with --profile: the discovered-pods daemon")
+    parser.add_argument("--real-cgroups", action="store_true",
+                        help="the node's cgroups as real ones in this machine's cgroup v1 hierarchies (root)")
     args = parser.parse_args()
     if args.profile:
-        profile(args.profile, args.discovered)
+        profile(args.profile, args.discovered, real_cgroups=args.real_cgroups)
         return 0
-    rows = {size: measure_size(size, args.seconds) for size in map(int, args.sizes.split(","))}
+    rows = {size: measure_size(size, args.seconds, args.real_cgroups) for size in map(int, args.sizes.split(","))}
     lines, ok = report(rows)
     print("\n".join(lines))
     return 0 if ok else 1

@@ -14,11 +14,16 @@ root=<tmp>/cgroup)`, NodeStatsSource, the disk walker's PodDiskWalker) read it e
 File formats are cgroup v1's (copied from this machine's /sys/fs/cgroup/memory): `memory.stat` carries
 every local and `total_*` key in kernel order, limits use v1's "unlimited" 9223372036854771712.
 
+With `real_cgroups=True` (needs root and cgroup v1) the cgroup tree is made of real, empty cgroups instead, under
+a base cgroup ``evictd-bench-<random>`` (the kubelet's cgroupRoot) in this machine's v1 memory and pids
+hierarchies, and the node's root cgroup is the machine's; the rest stays in the temporary folder. `close()`
+removes those cgroups bottom-up. Their readings cannot be written (`set_root_usage` and `move_pod_memory` refuse).
+
 `SyntheticNode.floor_operations()` lists the file operations one housekeeping cycle needs (open+read, list,
 stat, statvfs), and `walk_operations()` those of one disk walker pass, for the "only read the same files"
 floors of `bench/cycle_cost.py`.
 
-    .venv/bin/python bench/synthetic_node.py [--pods 250]   # build one, print its size, remove it
+    .venv/bin/python bench/synthetic_node.py [--pods 250] [--real-cgroups]   # build one, print its size, remove it
 """
 
 from __future__ import annotations
@@ -77,6 +82,9 @@ SHM = "/dev/shm"
 # Folder timestamps are set this far in the past: the disk-usage cache does not trust a folder listed within
 # a second of its last change ("racy clean"), and the benchmark wants the steady state at once.
 PAST_MTIME_S = 3600
+# The machine's cgroup mount, for `real_cgroups`; the hierarchies a real node's tree is made in.
+CGROUP_MOUNT = Path("/sys/fs/cgroup")
+REAL_HIERARCHIES = ("memory", "pids")
 
 
 def memory_stat(usage_bytes: int, inactive_file_bytes: int, limit_bytes: int) -> bytes:
@@ -105,10 +113,15 @@ class SyntheticNode:
     pod_cgroups: list[str] = field(default_factory=list)  # relative to a hierarchy root
     log_folders: list[Path] = field(default_factory=list)
     volumes: list[Path] = field(default_factory=list)
+    real_base: str = ""  # the base cgroup in the machine's hierarchies; "" for a tree in the temporary folder
 
     @property
     def cgroup_root(self) -> Path:
-        return self.base / "cgroup"
+        return CGROUP_MOUNT if self.real_base else self.base / "cgroup"
+
+    @property
+    def pods_cgroup(self) -> str:
+        return f"{self.real_base}/kubepods" if self.real_base else "kubepods"
 
     @property
     def memory_root(self) -> Path:
@@ -131,15 +144,19 @@ class SyntheticNode:
         return self.base / "containerd"
 
     def layout(self) -> CgroupLayout:
-        return CgroupLayout(version=1, root=self.cgroup_root)
+        return CgroupLayout(version=1, root=self.cgroup_root, base=self.real_base)
 
     def set_root_usage(self, usage_bytes: int, inactive_file_bytes: int = 512 * MiB) -> None:
         """Rewrite the root cgroup's usage (to put the node under memory pressure or take it out)."""
+        if self.real_base:
+            raise ValueError("a node of real cgroups has the machine's root memory: it cannot be rewritten")
         _write_memory(self.memory_root, usage_bytes, inactive_file_bytes, V1_UNLIMITED)
 
     def move_pod_memory(self, step: int) -> None:
         """Rewrite every pod cgroup's memory usage to a value of its own that changes with `step` (readings that
         move from cycle to cycle, as on a real node)."""
+        if self.real_base:
+            raise ValueError("real cgroups' memory cannot be rewritten")
         for index, cgroup in enumerate(self.pod_cgroups):
             usage = (64 + (index * 7919 + step * 104729) % 256) * MiB + step * 4096 + index
             _write_memory(self.memory_root / cgroup, usage, usage // 8, V1_UNLIMITED)
@@ -158,17 +175,17 @@ class SyntheticNode:
             ops.extend(("read", f"{folder}/{name}")
                        for name in ("memory.usage_in_bytes", "memory.stat", "memory.limit_in_bytes"))
 
+        kubepods = f"{memory}/{self.pods_cgroup}"
         memory_files(memory)
         ops.append(("read", "/proc/meminfo"))
-        ops.append(("stat", f"{memory}/kubepods"))
-        memory_files(f"{memory}/kubepods")
+        ops.append(("stat", kubepods))
+        memory_files(kubepods)
         for folder in (self.kubelet_root, self.image_fs_path, self.image_fs_path):
             ops.append(("stat", str(folder)))  # existing_ancestor
             ops.append(("statvfs", str(folder)))
         ops += [("read", "/proc/sys/kernel/pid_max"), ("read", "/proc/sys/kernel/threads-max"),
                 ("read", "/proc/loadavg")]
-        ops += [("list", f"{memory}/kubepods"), ("list", f"{memory}/kubepods/burstable"),
-                ("list", f"{memory}/kubepods/besteffort")]
+        ops += [("list", kubepods), ("list", f"{kubepods}/burstable"), ("list", f"{kubepods}/besteffort")]
         for cgroup in self.pod_cgroups:
             memory_files(f"{memory}/{cgroup}")
             ops.append(("read", f"{self.pids_root}/{cgroup}/pids.current"))
@@ -186,6 +203,8 @@ class SyntheticNode:
         return ops
 
     def close(self) -> None:
+        if self.real_base:
+            remove_real_cgroups(self.real_base)
         shutil.rmtree(self.base, ignore_errors=True)
 
     def __enter__(self) -> SyntheticNode:
@@ -209,6 +228,7 @@ def write_config(node: SyntheticNode, *, kubelet: dict[str, Any] | None = None,
         "kubeletRootDir": str(node.kubelet_root),
         "podLogsDir": str(node.pod_logs_dir),
         "cgroupfsPath": str(node.cgroup_root),
+        **({"cgroupRoot": "/" + node.real_base} if node.real_base else {}),
         "imageFsPath": str(node.image_fs_path),
         "containerFsPath": str(node.image_fs_path),
         "memcgWakeups": False,
@@ -256,6 +276,22 @@ def _pids_cgroup(folder: Path, tasks: int, *, stubs: bool = True) -> None:
         _write(folder / name, b"")
 
 
+def _real_cgroup(cgroup: str) -> None:
+    """Make the real cgroup `cgroup` (relative to the hierarchy roots) in the memory and pids hierarchies."""
+    for hierarchy in REAL_HIERARCHIES:
+        (CGROUP_MOUNT / hierarchy / cgroup).mkdir()
+
+
+def remove_real_cgroups(base: str) -> None:
+    """Remove the real cgroup `base` and every cgroup below it, bottom-up, in the memory and pids hierarchies
+    (they hold no processes: nothing was ever moved in)."""
+    for hierarchy in REAL_HIERARCHIES:
+        top = CGROUP_MOUNT / hierarchy / base
+        if top.exists():
+            for dirpath, _, _ in os.walk(top, topdown=False):
+                os.rmdir(dirpath)
+
+
 def _pod_doc(index: int, uid: str, qos: str, rng: random.Random) -> dict[str, Any]:
     memory_mi = rng.choice((64, 128, 256, 512))
     containers = []
@@ -289,21 +325,37 @@ def default_parent() -> str | None:
     return SHM if os.path.isdir(SHM) and os.access(SHM, os.W_OK) else None
 
 
-def build_node(pods: int, *, parent: str | None = None, seed: int = 1) -> SyntheticNode:
+def build_node(pods: int, *, parent: str | None = None, seed: int = 1, real_cgroups: bool = False) -> SyntheticNode:
     """Build a synthetic node with `pods` pods in a new temporary folder (under `parent`, default
-    `default_parent()`)."""
+    `default_parent()`); with `real_cgroups`, its cgroups are real ones in this machine's v1 hierarchies."""
     rng = random.Random(seed)
     base = Path(tempfile.mkdtemp(prefix=f"evictd-bench-{pods}-", dir=parent or default_parent()))
-    node = SyntheticNode(base=base, pods=[], pod_docs=[])
+    node = SyntheticNode(base=base, pods=[], pod_docs=[],
+                         real_base=f"evictd-bench-{uuid.uuid4().hex[:12]}" if real_cgroups else "")
+    try:
+        _build(node, pods, rng)
+    except BaseException:
+        node.close()
+        raise
+    return node
+
+
+def _build(node: SyntheticNode, pods: int, rng: random.Random) -> None:
     memory, pids_root = node.memory_root, node.pids_root
-    _memory_cgroup(memory, 6 * GiB, 1 * GiB, V1_UNLIMITED, [1, 2, 3])
-    _pids_cgroup(pids_root, 300)
-    pods_limit = 20 * GiB
-    _memory_cgroup(memory / "kubepods", 4 * GiB, 512 * MiB, pods_limit, [])
-    _pids_cgroup(pids_root / "kubepods", 0)
-    for tier in ("burstable", "besteffort"):
-        _memory_cgroup(memory / "kubepods" / tier, 2 * GiB, 256 * MiB, V1_UNLIMITED, [])
-        _pids_cgroup(pids_root / "kubepods" / tier, 0)
+    real = bool(node.real_base)
+    if real:
+        _real_cgroup(node.real_base)
+        for cgroup in ("kubepods", "kubepods/burstable", "kubepods/besteffort"):
+            _real_cgroup(f"{node.real_base}/{cgroup}")
+    else:
+        _memory_cgroup(memory, 6 * GiB, 1 * GiB, V1_UNLIMITED, [1, 2, 3])
+        _pids_cgroup(pids_root, 300)
+        pods_limit = 20 * GiB
+        _memory_cgroup(memory / "kubepods", 4 * GiB, 512 * MiB, pods_limit, [])
+        _pids_cgroup(pids_root / "kubepods", 0)
+        for tier in ("burstable", "besteffort"):
+            _memory_cgroup(memory / "kubepods" / tier, 2 * GiB, 256 * MiB, V1_UNLIMITED, [])
+            _pids_cgroup(pids_root / "kubepods" / tier, 0)
     node.kubelet_root.mkdir()
     node.pod_logs_dir.mkdir()
     node.image_fs_path.mkdir()
@@ -313,15 +365,21 @@ def build_node(pods: int, *, parent: str | None = None, seed: int = 1) -> Synthe
         qos = rng.choices([name for name, _ in QOS_MIX], weights)[0]
         doc = _pod_doc(index, uid, qos, rng)
         pod = pod_from_dict(doc)
-        cgroup = f"kubepods/pod{uid}" if qos == "guaranteed" else f"kubepods/{qos}/pod{uid}"
+        cgroup = f"{node.pods_cgroup}/pod{uid}" if qos == "guaranteed" else f"{node.pods_cgroup}/{qos}/pod{uid}"
         usage = rng.randrange(16, 768) * MiB
         limit = 2 * 512 * MiB if qos == "guaranteed" else V1_UNLIMITED
-        _memory_cgroup(memory / cgroup, usage, usage // 10, limit, [])
-        tasks = rng.randrange(1, 40)
-        _pids_cgroup(pids_root / cgroup, tasks)
+        if real:
+            _real_cgroup(cgroup)
+        else:
+            _memory_cgroup(memory / cgroup, usage, usage // 10, limit, [])
+            tasks = rng.randrange(1, 40)
+            _pids_cgroup(pids_root / cgroup, tasks)
         # The sandbox (pause) container and the app containers, each a 64-hex cgroup with its own files.
         for _ in range(CONTAINERS_PER_POD + 1):
             container_id = f"{rng.getrandbits(256):064x}"
+            if real:
+                _real_cgroup(f"{cgroup}/{container_id}")
+                continue
             # Container cgroups are listed by nobody in a cycle; their control-file stubs are left out to keep
             # building a 1000-pod node quick.
             _memory_cgroup(memory / cgroup / container_id, usage // 3, usage // 30, limit,
@@ -345,15 +403,15 @@ def build_node(pods: int, *, parent: str | None = None, seed: int = 1) -> Synthe
     for folder in (node.kubelet_root, node.pod_logs_dir):
         for dirpath, _, _ in os.walk(folder):
             os.utime(dirpath, (past, past))
-    return node
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--pods", type=int, default=250)
+    parser.add_argument("--real-cgroups", action="store_true", help="real cgroups in the machine's v1 hierarchies")
     args = parser.parse_args()
     started = time.perf_counter()
-    with build_node(args.pods) as node:
+    with build_node(args.pods, real_cgroups=args.real_cgroups) as node:
         files = sum(len(names) for _, _, names in os.walk(node.base))
         folders = sum(len(dirs) for _, dirs, _ in os.walk(node.base))
         print(f"{args.pods} pods: {files} files, {folders} folders under {node.base} "

@@ -1,5 +1,9 @@
 """The cgroup filesystem adapter: memory readings, process counts, pod and container discovery.
 
+Over 500 lines because it is the one mapping from cgroupfs (both versions, both drivers) to readings: layouts,
+discovery, the reads and their parsing share the path rules and the one OSError -> SampleError place; the
+kept-descriptor cache it reads through lives apart, in `evictd.adapters.kept_files`.
+
 Job: read what the kubelet (through cAdvisor and runc's cgroup library) reads from cgroupfs, for
 cgroup v1 and v2 and for both kubelet cgroup drivers (``cgroupfs`` and ``systemd``), and nothing more.
 
@@ -34,7 +38,10 @@ Invariants:
 * Every read failure (missing file, permission, garbage content) raises ``SampleError(path, reason)``;
   nothing is guessed. Values must be unsigned decimal integers below 2**64, as Go's ParseUint wants.
 * Each reading is a few small ``open``/``read`` calls (no subprocess, no psutil); ``memory.stat`` is
-  searched for the needed keys only, without splitting it into a mapping.
+  searched for the needed keys only, without splitting it into a mapping. On a cgroup mount the files a
+  cycle reads every time (`evictd.adapters.kept_files.KEPT_FILE_NAMES`) are re-read with ``pread`` on
+  descriptors kept across cycles instead; a failure there falls back to open + read, so errors read the same.
+  `CgroupReader.end_cycle` closes the descriptors of cgroups no longer read, `CgroupReader.close` all of them.
 * Nothing is written: this adapter only observes.
 """
 
@@ -42,10 +49,12 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import overload
 
+from evictd.adapters.kept_files import KeptFiles, keeps_files_in, kept_files_cap
 from evictd.core.errors import ConfigError, SampleError
 from evictd.core.memcg import working_set_from
 from evictd.core.settled import settled_usage
@@ -183,11 +192,16 @@ def detect_cgroup_layout(
 
 
 class CgroupReader:
-    """Reads memory and process counts of cgroups and discovers pod and container cgroups."""
+    """Reads memory and process counts of cgroups and discovers pod and container cgroups.
 
-    __slots__ = ("_container_pattern", "_memory_dir", "_pids_dir", "_pod_patterns", "_qos_cgroups", "_v1", "layout")
+    On cgroup mounts the memory and pids files read every cycle go through kept descriptors (at most
+    ``kept_cap`` of them, default `kept_files_cap()`); call `end_cycle` after each cycle and `close` at the end.
+    """
 
-    def __init__(self, layout: CgroupLayout) -> None:
+    __slots__ = ("_container_pattern", "_keep_pids", "_kept", "_memory_dir", "_pids_dir", "_pod_patterns",
+                 "_qos_cgroups", "_read_memory", "_v1", "layout")
+
+    def __init__(self, layout: CgroupLayout, *, kept_cap: int | None = None) -> None:
         self.layout = layout
         self._memory_dir = str(layout.memory_hierarchy)
         self._pids_dir = str(layout.pids_hierarchy)
@@ -195,6 +209,23 @@ class CgroupReader:
         self._pod_patterns = DRIVER_TO_POD_PATTERNS[layout.driver]
         self._container_pattern = DRIVER_TO_CONTAINER_PATTERN[layout.driver]
         self._v1 = layout.version == 1
+        self._kept = KeptFiles(kept_files_cap() if kept_cap is None else kept_cap)
+        self._read_memory: Callable[[str], bytes] = (
+            self._read_kept if keeps_files_in(self._memory_dir) else read_file)
+        self._keep_pids = keeps_files_in(self._pids_dir)
+
+    def end_cycle(self) -> None:
+        """Close the kept descriptors of files not read since the previous call (cgroups that went away)."""
+        self._kept.sweep()
+
+    def close(self) -> None:
+        """Close every kept descriptor (reading again opens them again)."""
+        self._kept.close()
+
+    def _read_kept(self, path: str) -> bytes:
+        # Only `memory` reads through this, and only KEPT_FILE_NAMES (usage, stat, limit).
+        data = self._kept.read(path)
+        return data if data is not None else read_file(path)
 
     # ----------------------------------------------------------------------------------------------
     # Readings
@@ -210,24 +241,26 @@ class CgroupReader:
         settled = folder == self._memory_dir or cgroup == self.pods_cgroup()
         if self._v1:
             # The hot path of a cycle (three files per pod): one read per file.
-            usage, inactive_file = (v1_settled_usage_and_inactive_file(folder) if settled
-                                    else v1_usage_and_inactive_file(folder))
+            read = self._read_memory
+            usage, inactive_file = (v1_settled_usage_and_inactive_file(folder, read) if settled
+                                    else v1_usage_and_inactive_file(folder, read))
             path = folder + "/memory.limit_in_bytes"
-            limit = _limit(_uint(path, read_file(path)))
+            limit = _limit(_uint(path, read(path)))
         elif folder == self._memory_dir:  # the v2 root: runc's anon + file of memory.stat, no limit
             path = folder + "/memory.stat"
-            data = read_file(path)
+            data = self._read_memory(path)
             usage = sum(flat_keyed_value(path, data, key) for key in V2_ROOT_USAGE_KEYS)
             inactive_file = flat_keyed_value(path, data, V2_INACTIVE_FILE_KEY)
             limit = None
         else:
+            read = self._read_memory
             path = folder + "/memory.current"
-            usage = _uint(path, read_file(path))
+            usage = _uint(path, read(path))
             stat_path = folder + "/memory.stat"
-            inactive_file = flat_keyed_value(stat_path, read_file(stat_path), V2_INACTIVE_FILE_KEY)
+            inactive_file = flat_keyed_value(stat_path, read(stat_path), V2_INACTIVE_FILE_KEY)
             if settled:
-                usage = settled_usage(usage, _uint(path, read_file(path)))
-            limit = _v2_limit(folder + "/memory.max")
+                usage = settled_usage(usage, _uint(path, read(path)))
+            limit = _v2_limit(folder + "/memory.max", read)
         return MemoryReading(usage_bytes=usage, inactive_file_bytes=inactive_file,
                              working_set_bytes=working_set_from(usage, inactive_file), limit_bytes=limit)
 
@@ -236,7 +269,9 @@ class CgroupReader:
         (the root cgroup, a v1 cgroup outside the pids hierarchy) the processes in the ``cgroup.procs`` below it.
         The units differ (tasks vs processes), as in cAdvisor's ``ProcessCount``."""
         pids_current = cgroup_folder(self._pids_dir, cgroup) + "/pids.current"
-        data = read_file_if_present(pids_current)
+        data = self._kept.read(pids_current) if self._keep_pids else None
+        if data is None:
+            data = read_file_if_present(pids_current)
         if data is not None:
             return _uint(pids_current, data)
         return _count_procs_below(cgroup_folder(self._memory_dir, cgroup))
@@ -315,28 +350,6 @@ class CgroupReader:
 _READ_FLAGS = os.O_RDONLY | os.O_CLOEXEC
 
 
-def v1_usage(folder: str) -> int:
-    """Return a v1 memory cgroup folder's ``memory.usage_in_bytes`` (one read). Raises SampleError naming the file."""
-    path = folder + "/memory.usage_in_bytes"
-    return _uint(path, read_file(path))
-
-
-def v1_usage_and_inactive_file(folder: str) -> tuple[int, int]:
-    """Return a v1 memory cgroup folder's ``memory.usage_in_bytes`` and its ``total_inactive_file``: two reads,
-    what a memcg notifier's firing is judged on. Raises SampleError naming the file."""
-    usage = v1_usage(folder)
-    path = folder + "/memory.stat"
-    return usage, flat_keyed_value(path, read_file(path), V1_INACTIVE_FILE_KEY)
-
-
-def v1_settled_usage_and_inactive_file(folder: str) -> tuple[int, int]:
-    """`v1_usage_and_inactive_file` with usage read again after memory.stat, the lower usage returned
-    (`evictd.core.settled.settled_usage`: page cache dropped between the reads must not read as working set).
-    Raises SampleError naming the file."""
-    usage, inactive_file = v1_usage_and_inactive_file(folder)
-    return settled_usage(usage, v1_usage(folder)), inactive_file
-
-
 def v1_hierarchy_root(folder: str) -> bool:
     """True when `folder` is the root of its cgroup v1 hierarchy: only the root holds ``release_agent``."""
     return os.path.exists(folder + "/release_agent")
@@ -376,6 +389,29 @@ def _read_and_close(path: str, fd: int) -> bytes:
         raise SampleError(path, _reason(exc)) from exc
     finally:
         os.close(fd)
+
+
+def v1_usage(folder: str, read: Callable[[str], bytes] = read_file) -> int:
+    """Return a v1 memory cgroup folder's ``memory.usage_in_bytes`` (one read by `read`). Raises SampleError naming
+    the file."""
+    path = folder + "/memory.usage_in_bytes"
+    return _uint(path, read(path))
+
+
+def v1_usage_and_inactive_file(folder: str, read: Callable[[str], bytes] = read_file) -> tuple[int, int]:
+    """Return a v1 memory cgroup folder's ``memory.usage_in_bytes`` and its ``total_inactive_file``: two reads
+    by `read`, what a memcg notifier's firing is judged on. Raises SampleError naming the file."""
+    usage = v1_usage(folder, read)
+    path = folder + "/memory.stat"
+    return usage, flat_keyed_value(path, read(path), V1_INACTIVE_FILE_KEY)
+
+
+def v1_settled_usage_and_inactive_file(folder: str, read: Callable[[str], bytes] = read_file) -> tuple[int, int]:
+    """`v1_usage_and_inactive_file` with usage read again after memory.stat, the lower usage returned
+    (`evictd.core.settled.settled_usage`: page cache dropped between the reads must not read as working set).
+    Raises SampleError naming the file."""
+    usage, inactive_file = v1_usage_and_inactive_file(folder, read)
+    return settled_usage(usage, v1_usage(folder, read)), inactive_file
 
 
 @overload
@@ -459,8 +495,8 @@ def _limit(value: int) -> int | None:
     return None if value > UNLIMITED_ABOVE_BYTES else value
 
 
-def _v2_limit(path: str) -> int | None:
-    raw = read_file(path)
+def _v2_limit(path: str, read: Callable[[str], bytes]) -> int | None:
+    raw = read(path)
     if raw.strip() == b"max":
         return None
     return _limit(_uint(path, raw))

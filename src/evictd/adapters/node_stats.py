@@ -231,6 +231,7 @@ class NodeStatsSource:
             system_containers=system_containers,
         )
         pod_stats = self._pod_stats(pods, at, problems) if has_pods_cgroup else ()
+        self._cgroups.end_cycle()  # the kept descriptors of pods that went away are closed
         self.problems = tuple(problems)
         return Summary(node=node, pods=pod_stats)
 

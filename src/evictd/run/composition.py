@@ -274,7 +274,7 @@ def build_hooks(basics: Basics, observers: Observers, *, reported_only: bool, st
         after_cycle.append(trim)
     if state_file is not None:
         on_stop.append(state_file.close)
-    on_stop.append(oom_feedback.close)
+    on_stop += [oom_feedback.close, basics.cgroups.close]
     return Hooks(before_cycle=basics.decision.start, after_cycle=after_cycle, oom_feedback=oom_feedback,
                  wait_for_cleanup=cluster.sync.wait_for_cleanup if cluster is not None else None, on_stop=on_stop,
                  standby=(cluster.lease.standby_reason if cluster is not None and cluster.lease is not None

@@ -1,0 +1,55 @@
+"""`KeptFiles` on plain files: a file larger than one ``pread`` chunk is read whole, the cap falls back to None
+(the caller opens the file itself), a missing file is left to the caller, and a cache dropped without `close`
+closes its descriptors. The cgroup behaviour is in
+test_kept_files_real.py (v1) and tests/uml/test_kept_files_v2.py (v2)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from pathlib import Path
+
+from evictd.adapters.kept_files import PREAD_CHUNK_BYTES, KeptFiles
+
+
+def test_a_file_past_one_chunk_is_read_whole_and_again_after_an_in_place_rewrite(tmp_path: Path) -> None:
+    big = tmp_path / "memory.stat"
+    content = b"".join(b"key%d %d\n" % (n, n * 4096) for n in range(4000))
+    assert len(content) > 2 * PREAD_CHUNK_BYTES
+    big.write_bytes(content)
+    kept = KeptFiles(cap=4)
+    assert kept.read(str(big)) == content
+    big.write_bytes(content[:100])  # same inode, truncated and rewritten
+    assert kept.read(str(big)) == content[:100]
+    kept.close()
+
+
+def test_cap_and_missing_files_are_left_to_the_caller(tmp_path: Path) -> None:
+    files = [tmp_path / f"f{n}" for n in range(3)]
+    for n, path in enumerate(files):
+        path.write_bytes(b"%d\n" % n)
+    kept = KeptFiles(cap=2)
+    assert [kept.read(str(path)) for path in files] == [b"0\n", b"1\n", None]
+    assert kept.read(str(tmp_path / "missing")) is None
+    assert kept.sweep() == 0  # both kept files were read in this cycle
+    assert kept.sweep() == 2  # and none in the next: both closed
+    assert kept.read(str(files[2])) == b"2\n"  # room again
+    kept.close()
+
+
+def test_a_dropped_cache_closes_its_descriptors(tmp_path: Path) -> None:
+    path = tmp_path / "pids.current"
+    path.write_bytes(b"3\n")
+    kept = KeptFiles(cap=1)
+    assert kept.read(str(path)) == b"3\n"
+    assert str(path) in open_targets()
+    del kept
+    assert str(path) not in open_targets()
+
+
+def open_targets() -> set[str]:
+    found = set()
+    for name in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(OSError):
+            found.add(os.readlink(f"/proc/self/fd/{name}"))
+    return found

@@ -4,6 +4,7 @@ every page it ever touches), /proc/self/oom_score_adj read and written, and the 
 from __future__ import annotations
 
 import json
+import resource
 import subprocess
 import sys
 from pathlib import Path
@@ -18,7 +19,10 @@ CHILD = """
 import dataclasses, json, sys
 from evictd.adapters import self_protection as p
 call = sys.argv[1]
-if call == "lock":
+if call == "nofile":
+    import resource
+    outcome = {"raised": p.raise_open_files_limit(), "limit": resource.getrlimit(resource.RLIMIT_NOFILE)}
+elif call == "lock":
     outcome = dataclasses.asdict(p.lock_memory())
     outcome["figures"] = dataclasses.asdict(p.memory_figures())
 else:
@@ -88,3 +92,12 @@ def test_figures_and_scores_from_fixture_trees(tmp_path: Path) -> None:
     (own / "status").unlink()
     with pytest.raises(SampleError, match="status"):
         memory_figures(str(tmp_path))
+
+
+def test_the_soft_open_files_limit_is_raised_to_the_hard_one_and_a_raised_one_left() -> None:
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)  # a hard limit can only be lowered here (no raising it)
+    assert hard > 1024
+    raised = child("nofile", wrapper=("prlimit", f"--nofile=1024:{hard}"))
+    assert raised == {"raised": [1024, hard], "limit": [hard, hard]}, "from a systemd unit's default soft limit"
+    same = child("nofile", wrapper=("prlimit", "--nofile=4096:4096"))
+    assert same == {"raised": [4096, 4096], "limit": [4096, 4096]}

@@ -9,6 +9,9 @@ Job: the kernel's per-process knobs a node daemon guards itself with, as the kub
   64 MiB malloc arenas: hundreds of MiB against a 128 MiB limit), so a kernel without it gets no lock at all.
 * `read_oom_score_adj` and `set_oom_score_adj`: `/proc/self/oom_score_adj`. Lowering it needs CAP_SYS_RESOURCE
   (below the lowest value a privileged writer set); without it the kernel answers EACCES.
+* `raise_open_files_limit`: the soft RLIMIT_NOFILE raised to the hard one, as Go programs (the kubelet among them)
+  do at start since Go 1.19: systemd's default soft limit, 1024, would leave the kept cgroup descriptors
+  (`evictd.adapters.kept_files`, half the soft limit) room for about 128 pods.
 * `memory_figures`: VmLck, VmRSS (`/proc/self/status`) and the resident locked memory (`Locked:` of
   `/proc/self/smaps_rollup`). VmLck counts the whole address space marked locked, touched or not; what is resident
   and locked is `Locked:`.
@@ -117,6 +120,19 @@ def has_capability(bit: int, proc_root: str = "/proc") -> bool:
     except ValueError as exc:
         raise SampleError(str(path), "bad CapEff line") from exc
     return bool(mask >> bit & 1)
+
+
+def raise_open_files_limit() -> tuple[int, int]:
+    """Raise the soft RLIMIT_NOFILE to the hard one; return (soft before, soft now). An unlimited hard limit is
+    left as it is (the kernel caps the soft one at fs.nr_open), and so is the limit when the kernel refuses."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY or soft == hard:
+        return soft, soft
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    except (OSError, ValueError):
+        return soft, soft
+    return soft, hard
 
 
 def memory_figures(proc_root: str = "/proc") -> MemoryFigures:

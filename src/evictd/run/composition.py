@@ -40,6 +40,7 @@ from evictd.adapters.self_protection import (
     LOCK_FLAG_NAMES,
     lock_memory,
     memory_figures,
+    raise_open_files_limit,
     read_oom_score_adj,
     set_oom_score_adj,
 )
@@ -398,6 +399,9 @@ def protect_self(settings: EvictdSettings, log: Log, metrics: Metrics) -> None:
                 log.info("memory locked", flags=LOCK_FLAG_NAMES, locked_kib=figures.locked_resident_bytes // KIB,
                          rss_kib=figures.rss_bytes // KIB, vm_locked_kib=figures.vm_locked_bytes // KIB)
     metrics.memory_locked.set(int(locked))
+    before, now = raise_open_files_limit()
+    if now != before:
+        log.info("open files limit raised", soft_before=before, soft=now)
     try:
         if settings.oom_score_adj is None:
             value = read_oom_score_adj()

@@ -13,7 +13,10 @@ from evictd.core.fs_layout import FsLayout
 from evictd.core.kubelet_config import EvictionSettings
 from evictd.core.settled import (
     CROSSING_HOLD_S,
+    DEEP_CROSSING_BYTES,
+    EARLY_CONFIRM_S,
     crossing_confirmed,
+    crossing_deep,
     crossing_hold_s,
     crossings_to_confirm,
     near_crossing,
@@ -90,15 +93,21 @@ def manager(*script: dict, hold_s: float = CROSSING_HOLD_S) -> tuple[EvictionMan
             evictor, clock)
 
 
-CROSSED = summary(memory=512 * Mi, pods=[pod_stats(VICTIM, memory=Gi)])
+CROSSED = summary(memory=512 * Mi, pods=[pod_stats(VICTIM, memory=Gi)])  # 512 MiB past the threshold: deep
+SHALLOW = summary(memory=Gi - 4 * Mi, pods=[pod_stats(VICTIM, memory=Gi)])  # 4 MiB past it: what a dip does
 GONE = summary(memory=2 * Gi, pods=[pod_stats(VICTIM, memory=Gi)])
 
 
 @pytest.mark.parametrize(
     ("script", "hold_s", "evicted", "slept_s", "confirmed"),
     [
-        pytest.param((CROSSED, GONE), CROSSING_HOLD_S, False, CROSSING_HOLD_S, False, id="gone-on-confirmation"),
-        pytest.param((CROSSED, CROSSED), CROSSING_HOLD_S, True, CROSSING_HOLD_S, True, id="held-is-evicted"),
+        pytest.param((SHALLOW, SHALLOW, GONE), CROSSING_HOLD_S, False, CROSSING_HOLD_S, False,
+                     id="shallow-gone-on-confirmation"),
+        pytest.param((SHALLOW, SHALLOW, SHALLOW), CROSSING_HOLD_S, True, CROSSING_HOLD_S, True,
+                     id="shallow-held-is-evicted"),
+        pytest.param((SHALLOW, GONE), CROSSING_HOLD_S, False, EARLY_CONFIRM_S, False, id="gone-at-the-early-reading"),
+        pytest.param((SHALLOW, CROSSED), CROSSING_HOLD_S, True, EARLY_CONFIRM_S, True, id="deep-at-the-early-reading"),
+        pytest.param((CROSSED, CROSSED), CROSSING_HOLD_S, True, EARLY_CONFIRM_S, True, id="deep-from-the-first"),
         pytest.param((CROSSED,), 0.0, True, 0.0, False, id="no-hold-the-kubelets-one-reading"),
     ],
 )
@@ -107,17 +116,29 @@ def test_a_crossing_is_decided_on_its_confirming_reading(script: tuple, hold_s: 
     m, evictor, clock = manager(*script, hold_s=hold_s)
     report = m.synchronize()
     assert bool(evictor.calls) is evicted
-    assert clock.now_s == slept_s, "the manager sleeps the hold through its clock, once"
+    assert clock.now_s == pytest.approx(slept_s), "the manager sleeps through its clock"
     assert report.observed.crossing_confirmed is confirmed
     assert report.observed.crossing_unconfirmed is (hold_s > 0 and not evicted)
     assert bool(report.decided.assessment.node_conditions) is evicted, "an unconfirmed crossing makes no condition"
 
 
+@pytest.mark.parametrize(("available", "deep"), [
+    (Gi - 4 * Mi, False),  # a dip's depth
+    (Gi - DEEP_CROSSING_BYTES, False),  # exactly a step past: not more
+    (Gi - DEEP_CROSSING_BYTES - 1, True),
+    (2 * Gi, False),  # not met at all
+])
+def test_a_crossing_is_deep_more_than_a_step_past_its_threshold(available: int, deep: bool) -> None:
+    reading = summary_from_dict(summary(memory=available, pods=[]))
+    assert crossing_deep(HARD, reading) is deep
+    assert crossing_deep(HARD, None) is False
+
+
 def test_a_threshold_held_met_is_not_confirmed_again() -> None:
-    m, evictor, clock = manager(CROSSED, CROSSED, CROSSED)
+    m, evictor, clock = manager(SHALLOW, SHALLOW, SHALLOW, SHALLOW)
     m.synchronize()
     m.synchronize()
-    assert clock.now_s == CROSSING_HOLD_S, "one hold, at the crossing"
+    assert clock.now_s == pytest.approx(CROSSING_HOLD_S), "one hold, at the crossing"
     assert len(evictor.calls) == 2
 
 
@@ -139,7 +160,7 @@ def test_the_hold_is_fixed_unless_the_memory_flaps_and_then_spread_between_once_
 
 
 def test_a_flapping_cycle_waits_the_varied_hold_and_each_confirmation_the_next_one() -> None:
-    m, _, clock = manager(CROSSED, GONE, CROSSED, GONE, CROSSED, GONE)
+    m, _, clock = manager(*(SHALLOW, SHALLOW, GONE) * 3)
     slept = []
     for flapping in (True, True, False):
         before = clock.now_s

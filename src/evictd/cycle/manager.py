@@ -65,7 +65,13 @@ from evictd.core.errors import EvictdError
 from evictd.core.eviction_api import EvictionApiRound
 from evictd.core.fs_layout import FsLayout, ReclaimAction
 from evictd.core.pods import Pod
-from evictd.core.settled import crossing_confirmed, crossing_hold_s, crossings_to_confirm
+from evictd.core.settled import (
+    EARLY_CONFIRM_S,
+    crossing_confirmed,
+    crossing_deep,
+    crossing_hold_s,
+    crossings_to_confirm,
+)
 from evictd.core.signals import Signal
 from evictd.core.summary import Observation, Summary, signal_observations
 from evictd.core.thresholds import Threshold
@@ -259,7 +265,7 @@ class EvictionManager:
             crossed = crossings_to_confirm(self.state.thresholds or self.config.thresholds,
                                            (*self.state.first_observed_at, *self.state.thresholds_met), summary)
             if crossed:
-                summary, now = self._confirming_summary((*pods, *terminating), errors)
+                summary, now = self._confirming_summary((*pods, *terminating), crossed, errors)
         self.state, assessment = assess(self.state, self.config, layout, summary, pods, now)
         observed = Observed(summary=summary, pods=pods, pod_list_problem=problem,
                             crossed=tuple(dict.fromkeys(t.signal for t in crossed)),
@@ -295,20 +301,30 @@ class EvictionManager:
             return False
         return bool(hard_thresholds_met(self.state, self.config, summary))
 
-    def _confirming_summary(self, pods: Sequence[Pod], errors: list[CycleError]) -> tuple[Summary | None, float]:
-        """Wait the crossing hold and read the stats again: the reading the cycle decides on, and its time (a failed
-        read is an error of the cycle, which then decides nothing)."""
-        self._clock.sleep(crossing_hold_s(self._crossing_hold_s, flapping=self._flapping,
-                                          count=self._holds_while_flapping))
+    def _confirming_summary(self, pods: Sequence[Pod], crossed: Sequence[Threshold], errors: list[CycleError]
+                            ) -> tuple[Summary | None, float]:
+        """Read the stats again to confirm `crossed`: the reading the cycle decides on, and its time (a failed read is
+        an error of the cycle, which then decides nothing). An early reading (`EARLY_CONFIRM_S` on) that shows a
+        crossing gone deep, or none at all, is that reading; otherwise the rest of the hold is waited out."""
+        hold_s = crossing_hold_s(self._crossing_hold_s, flapping=self._flapping, count=self._holds_while_flapping)
         if self._flapping:
             self._holds_while_flapping += 1
+        early_s = min(EARLY_CONFIRM_S, hold_s)
+        self._clock.sleep(early_s)
+        summary = self._confirming_read(pods, errors)
+        if early_s < hold_s and summary is not None and crossing_confirmed(crossed, summary) \
+                and not crossing_deep(crossed, summary):
+            self._clock.sleep(hold_s - early_s)
+            summary = self._confirming_read(pods, errors)
+        return summary, self._clock.monotonic()
+
+    def _confirming_read(self, pods: Sequence[Pod], errors: list[CycleError]) -> Summary | None:
         try:
-            summary: Summary | None = self._stats.summary(pods)
+            return self._stats.summary(pods)
         except EvictdError as exc:
-            summary = None
             errors.append(CycleError(CycleStep.STATS,
                                      f"eviction manager: failed to get summary stats to confirm a crossing: {exc}"))
-        return summary, self._clock.monotonic()
+            return None
 
     def _reclaim_then_evict(self, seen: CycleReport, step: ReclaimThenEvict, summary: Summary,
                             api_evicted: bool, terminating: Sequence[Pod] = ()) -> CycleReport:

@@ -20,7 +20,7 @@ eviction (issue #37, item 2):
    longer than the kernel's statistics can stay behind on a read here (6.18 flushes memory.stat on read once more
    than 64 pages per CPU are pending: at most ~1 MiB on 2 CPUs; measured: no settled reading more than 4 MiB off
    in 6,629 at 1 ms beside a 64 MiB write-and-delete loop) and longer than a short dip (an 80 ms dip below a hard
-   threshold every 2 s evicts no one); a crossing that holds is decided ~100 ms after it was read.
+   threshold every 2 s evicts no one); a shallow crossing that holds is decided ~100 ms after it was read.
 
    A crossing that goes deep is not held that long: the cycle reads again `EARLY_CONFIRM_S` (10 ms) after the
    first reading, and a threshold met there by more than `DEEP_CROSSING_BYTES` (8 MiB, the memcg notifier's step)
@@ -56,7 +56,8 @@ from evictd.core.thresholds import Threshold, threshold_quantity, thresholds_met
 
 # How long after a cycle read a memory threshold newly met it reads the stats again and decides on that reading.
 # Above the longest dip that must not evict (80 ms, issue #37) and the kernel's statistics lag on a read here
-# (~1 MiB: see the module's description); the price is that much latency on a crossing that holds.
+# (~1 MiB: see the module's description); the price is that much latency on a shallow crossing that holds (a deep
+# one is decided `EARLY_CONFIRM_S` on).
 CROSSING_HOLD_S = 0.1
 # The first confirming reading, this long after the first; a crossing this far past its threshold's quantity there is
 # decided on it (the memcg notifier set's re-arming step: a dip of a few MiB stays under it).

@@ -55,7 +55,7 @@ ALLOCATABLE = 320 * MiB
 HARD_MIB, SOFT_MIB = 60, 140
 SAMPLE_PERIOD_S = 0.005
 # Task counts are taken every 50 ms (a walk of /proc); a cycle's pid.available is compared with those this near.
-PID_PERIOD_S, PID_WINDOW_S = 0.05, 0.15
+PID_PERIOD_S, PID_WINDOW_S = 0.05, 0.2
 # Long enough for a hog to pass the hard level after the soft one even when the guest is slow.
 SOFT_GRACE_S = 4
 

@@ -12,7 +12,7 @@ One guest boot (tests/uml/guest_v2_node.py does the work inside it and writes JS
 * the ``wakeup`` scenario: crossings with the kubelet's 10 s interval, without and with the memory watch.
 
 Tolerances, and why: memory ±4 MiB (the kernel figure is read up to 50 ms from evictd's, while evictd's own
-cycle and the sampler allocate a little), ``pid.available`` within the kernel's task counts taken within 150 ms
+cycle and the sampler allocate a little), ``pid.available`` within the kernel's task counts taken within 200 ms
 of the cycle, ±4 (counted every 50 ms; threads of evictd and of the harness's API server start and end between
 two counts); a pod's working set ±1 MiB and its process count exactly
 ``pids.current`` (the pods are idle).
@@ -65,6 +65,9 @@ def test_signals_are_the_kernels_figures_at_the_same_moment(guest: GuestRun, dri
     node = result(guest, f"node-{driver}")
     rows = [row for row in node["signals"] if abs(row["sampleDeltaS"]) <= SAME_MOMENT_S]
     assert len(rows) >= 3, f"too few cycles beside a kernel sample: {node['signals']}"
+    # A guest slowed by the parallel tier may take no task count near some cycle (a walk of /proc is slow there).
+    counted = [row for row in rows if row["kernel"]["pid.availableRange"] is not None]
+    assert len(counted) >= 2, f"too few cycles beside a task count: {node['signals']}"
     for row in rows:
         evictd, kernel = row["evictd"], row["kernel"]
         assert set(evictd) == {"memory.available", "allocatableMemory.available", "pid.available"}
@@ -72,8 +75,9 @@ def test_signals_are_the_kernels_figures_at_the_same_moment(guest: GuestRun, dri
         assert abs(evictd["allocatableMemory.available"] - kernel["allocatableMemory.available"]) <= MEMORY_TOLERANCE
         # Tasks start and end between evictd's count and the sampler's: evictd's figure lies among the kernel's
         # counts around the cycle, give or take a few.
-        low, high = kernel["pid.availableRange"]
-        assert low - PID_TOLERANCE <= evictd["pid.available"] <= high + PID_TOLERANCE, row
+        if kernel["pid.availableRange"] is not None:
+            low, high = kernel["pid.availableRange"]
+            assert low - PID_TOLERANCE <= evictd["pid.available"] <= high + PID_TOLERANCE, row
         # The pods cgroup's capacity is its memory.max (the node's allocatable memory, set by the scenario).
         assert row["evictdCapacity"]["allocatableMemory.available"] == 320 * MiB
 

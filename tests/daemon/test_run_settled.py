@@ -21,6 +21,7 @@ from pathlib import Path
 from evictd_process import EvictdProcess
 from test_run_pods import start_watching_the_pod
 
+from evictd.core.settled import CROSSING_HOLD_S
 from memory_tenant import start_tenant, stop_tenant
 from real_pod_node import MiB, RealPodNode
 
@@ -66,7 +67,8 @@ def test_an_80_ms_dip_every_2_s_evicts_no_one_and_a_crossing_that_holds_is_decid
     finally:
         stop_tenant(tenant)
     assert daemon.stop() == 0
-    assert max(map(float, lasted_ms)) < 90, f"each dip lasted about 80 ms: {lasted_ms} ms"
+    # Each dip shorter than the hold (a SCHED_FIFO tenant's 80 ms took 83-94 ms in the loaded parallel tier).
+    assert max(map(float, lasted_ms)) < CROSSING_HOLD_S * 1000, f"each dip shorter than the hold: {lasted_ms} ms"
     assert evicted["_received"] > held_at, f"no dip evicted (three came before the crossing that holds: {lasted_ms} ms)"
     assert evicted["_received"] - held_at < 1.0, "the crossing that holds is decided within a second"
     assert evicted["pod"] == real_pod.key

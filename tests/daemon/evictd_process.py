@@ -119,6 +119,11 @@ class EvictdProcess:
                 return response.status, response.read().decode()
         except urllib.error.HTTPError as exc:
             return exc.code, exc.read().decode()
+        except urllib.error.URLError as exc:  # nothing listening: say whether evictd is gone, and what it said
+            code = self.process.poll()
+            state = "running" if code is None else f"exited {code}; stderr: {self.stderr()[-2000:]}"
+            raise AssertionError(f"GET {path} on port {self.port} failed ({exc.reason}); evictd {state}; "
+                                 f"events: {self.events[-10:]}") from exc
 
     def metric(self, name: str, **labels: str) -> float:
         """Return the one sample of the /metrics page named `name` whose labels include `labels` (two or more

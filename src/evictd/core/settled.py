@@ -111,24 +111,22 @@ def crossing_deep(crossed: Sequence[Threshold], summary: Summary | None) -> bool
     if summary is None:
         return False
     observations = signal_observations(summary)
-    for threshold in crossed:
-        observed = observations.get(threshold.signal)
-        if observed is None or threshold.operator is not Operator.LESS_THAN:
-            continue
-        quantity = threshold_quantity(threshold.value, observed.capacity).ceil_int()
-        if quantity - observed.available.ceil_int() > DEEP_CROSSING_BYTES:
-            return True
-    return False
+    return any((past := _bytes_past(threshold, observations)) is not None and past > DEEP_CROSSING_BYTES
+               for threshold in crossed)
 
 
 def near_crossing(thresholds: Sequence[Threshold], observations: Mapping[Signal, Observation]) -> bool:
     """True when a memory threshold of `thresholds` is met in `observations` or within `FOLLOW_UP_MARGIN_BYTES` of
     being met (rule 3); False when every one observed is further away, or none is observed."""
-    for threshold in thresholds:
-        observed = observations.get(threshold.signal)
-        if observed is None or not spec_of(threshold.signal).is_memory or threshold.operator is not Operator.LESS_THAN:
-            continue
-        met_below = threshold_quantity(threshold.value, observed.capacity).ceil_int()
-        if observed.available.ceil_int() - met_below < FOLLOW_UP_MARGIN_BYTES:
-            return True
-    return False
+    return any(spec_of(threshold.signal).is_memory and (past := _bytes_past(threshold, observations)) is not None
+               and past > -FOLLOW_UP_MARGIN_BYTES for threshold in thresholds)
+
+
+def _bytes_past(threshold: Threshold, observations: Mapping[Signal, Observation]) -> int | None:
+    """How many bytes the available amount observed is below `threshold`'s quantity (rounded up to a byte): more
+    than 0 when met, 0 or less when not; None without an observation, or for a threshold not of the form
+    ``available < quantity``."""
+    observed = observations.get(threshold.signal)
+    if observed is None or threshold.operator is not Operator.LESS_THAN:
+        return None
+    return threshold_quantity(threshold.value, observed.capacity).ceil_int() - observed.available.ceil_int()

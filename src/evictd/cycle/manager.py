@@ -192,7 +192,6 @@ class EvictionManager:
         # How long a memory threshold newly met waits for a confirming reading (`evictd.core.settled`; 0: none, as
         # the kubelet, which decides on its one reading; `evictd simulate` runs so).
         self._crossing_hold_s = crossing_hold_s
-        self._flapping = False  # this cycle's: whether the memory flaps
         self._holds_while_flapping = 0  # how many confirmations waited a varied hold
         # The state restored from the last run (grace periods, pressure history), or a fresh one.
         self.state = state
@@ -216,8 +215,7 @@ class EvictionManager:
         cycle, if any. `flapping`: the memory flaps (`evictd.cycle.cadence`), and a crossing's confirming reading
         waits a varied hold (`evictd.core.settled.crossing_hold_s`)."""
         ended = self._eviction_api.evictor.finished() if self._eviction_api is not None else None
-        self._flapping = flapping
-        report = self._synchronize(api_evicted=ended is not None and ended.evicted is not None)
+        report = self._synchronize(api_evicted=ended is not None and ended.evicted is not None, flapping=flapping)
         return report if ended is None else self._with_round(report, ended)
 
     def _with_round(self, report: CycleReport, ended: EvictionApiRound) -> CycleReport:
@@ -233,7 +231,7 @@ class EvictionManager:
             evictions = (ended.evicted, *evictions)
         return replace(report, acted=replace(acted, evictions=evictions, eviction_api=use))
 
-    def _synchronize(self, api_evicted: bool) -> CycleReport:
+    def _synchronize(self, api_evicted: bool, flapping: bool) -> CycleReport:
         now = self._clock.monotonic()
         errors: list[CycleError] = []
         changes = self._layout_changes()
@@ -265,7 +263,7 @@ class EvictionManager:
             crossed = crossings_to_confirm(self.state.thresholds or self.config.thresholds,
                                            (*self.state.first_observed_at, *self.state.thresholds_met), summary)
             if crossed:
-                summary, now = self._confirming_summary((*pods, *terminating), crossed, errors)
+                summary, now = self._confirming_summary((*pods, *terminating), crossed, errors, flapping)
         self.state, assessment = assess(self.state, self.config, layout, summary, pods, now)
         observed = Observed(summary=summary, pods=pods, pod_list_problem=problem,
                             crossed=tuple(dict.fromkeys(t.signal for t in crossed)),
@@ -301,13 +299,13 @@ class EvictionManager:
             return False
         return bool(hard_thresholds_met(self.state, self.config, summary))
 
-    def _confirming_summary(self, pods: Sequence[Pod], crossed: Sequence[Threshold], errors: list[CycleError]
-                            ) -> tuple[Summary | None, float]:
+    def _confirming_summary(self, pods: Sequence[Pod], crossed: Sequence[Threshold], errors: list[CycleError],
+                            flapping: bool) -> tuple[Summary | None, float]:
         """Read the stats again to confirm `crossed`: the reading the cycle decides on, and its time (a failed read is
         an error of the cycle, which then decides nothing). An early reading (`EARLY_CONFIRM_S` on) that shows a
         crossing gone deep, or none at all, is that reading; otherwise the rest of the hold is waited out."""
-        hold_s = crossing_hold_s(self._crossing_hold_s, flapping=self._flapping, count=self._holds_while_flapping)
-        if self._flapping:
+        hold_s = crossing_hold_s(self._crossing_hold_s, flapping=flapping, count=self._holds_while_flapping)
+        if flapping:
             self._holds_while_flapping += 1
         early_s = min(EARLY_CONFIRM_S, hold_s)
         self._clock.sleep(early_s)

@@ -196,6 +196,7 @@ class Daemon:
                 cycle += 1
                 started = self.clock.monotonic()
                 report = self._cycle(cycle, started, flapping=cadence.flapping)
+                met_now = memory_met if report is None else memory_thresholds_met(report)
                 if cycle == 1:
                     self.systemd.notify("READY=1")
                 self.systemd.notify("WATCHDOG=1")
@@ -226,17 +227,16 @@ class Daemon:
                     cadence = cadence.after_cleanup()
                 else:
                     # Follow-ups end with a threshold newly met: one held met before says nothing of this crossing.
-                    newly_met = memory_thresholds_met(report) - memory_met
+                    newly_met = met_now - memory_met
                     cadence = cadence.after_cycle(started, self.clock.monotonic(), memory_threshold_met=bool(newly_met),
                                                   held=pressure_held(report),
                                                   crossing_unconfirmed=report.observed.crossing_unconfirmed,
                                                   near_crossing=near_crossing(self.manager.state.thresholds,
                                                                               report.decided.assessment.observations),
                                                   grace_ends_in_s=report.decided.assessment.next_decision_in_s(),
-                                                  memory_receded=bool(memory_met - memory_thresholds_met(report))
-                                                  and not acted)
+                                                  memory_receded=bool(memory_met - met_now) and not acted)
+                memory_met = met_now
                 if report is not None:
-                    memory_met = memory_thresholds_met(report)
                     acted = not settings.dry_run and (bool(report.acted.evictions) or bool(report.acted.reclaim)
                                                       or report.acted.eviction_api is not None)
                 cadence = self._wait(cadence)

@@ -97,7 +97,8 @@ class EvictdProcess:
         while True:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                raise AssertionError(f"no matching event within {timeout}s; got: {self.events[-15:]}")
+                raise AssertionError(f"no matching event within {timeout}s; {self.loop_counts()}; "
+                                     f"got: {self.events[-15:]}")
             try:
                 event = self._queue.get(timeout=remaining)
             except queue.Empty:
@@ -124,6 +125,20 @@ class EvictdProcess:
             state = "running" if code is None else f"exited {code}; stderr: {self.stderr()[-2000:]}"
             raise AssertionError(f"GET {path} on port {self.port} failed ({exc.reason}); evictd {state}; "
                                  f"events: {self.events[-10:]}") from exc
+
+    def loop_counts(self) -> str:
+        """What the loop did, from /metrics: cycles run and wake-ups by cause (a wait that timed out says whether
+        the loop was woken at all), or why that could not be read."""
+        if self.process.poll() is not None:
+            return f"evictd exited {self.process.returncode}"
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=5) as response:
+                page = response.read().decode()
+        except OSError as exc:
+            return f"/metrics unreadable ({exc})"
+        wanted = ("evictd_cycles_total ", "evictd_wakeups_total{", "evictd_threshold_met{")
+        return "loop: " + ", ".join(line for line in page.splitlines()
+                                    if line.startswith(wanted) and not line.endswith(" 0.0"))
 
     def metric(self, name: str, **labels: str) -> float:
         """Return the one sample of the /metrics page named `name` whose labels include `labels` (two or more

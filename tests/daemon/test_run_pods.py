@@ -34,6 +34,14 @@ def message_available(event: dict[str, object]) -> int:
     return Quantity.parse(message[len(MESSAGE_PREFIX):].split(". ")[0]).ceil_int()
 
 
+def pods_memory(real_pod: RealPodNode) -> str:
+    """The pods cgroup's usage and memory.stat figures as the kernel gives them now, in MiB."""
+    usage = int(real_pod.memory_file(real_pod.pods_cgroup, "memory.usage_in_bytes").read_text())
+    stat = dict(line.split() for line in real_pod.memory_file(real_pod.pods_cgroup, "memory.stat").read_text().splitlines())
+    figures = {"usage": usage, **{key: int(stat[key]) for key in ("total_rss", "total_inactive_file", "total_active_file")}}
+    return ", ".join(f"{key} {value / MiB:.1f} MiB" for key, value in figures.items())
+
+
 def start_watching_the_pod(tmp_path: Path, real_pod: RealPodNode, evictd_processes: list[EvictdProcess]) -> EvictdProcess:
     """Start `evictd run` on the real pod's node (allocatableMemory.available < 200Mi, an hour between ticks, memcg
     wake-ups only) and return once its first cycle finished and the notifiers are armed."""
@@ -118,7 +126,10 @@ def test_a_crossing_after_page_cache_was_dropped_is_decided_by_a_wake_up(
     usage = int(real_pod.memory_file(real_pod.pods_cgroup, "memory.usage_in_bytes").read_text())
     assert usage < POD_LIMIT_BYTES - 200 * MiB + PAGE_CACHE_BYTES - 8 * MiB, "below the level armed at first"
 
-    met = daemon.wait_event("threshold met", timeout=10)
+    try:
+        met = daemon.wait_event("threshold met", timeout=10)
+    except AssertionError as exc:  # say what the kernel counts now beside what the loop did
+        raise AssertionError(f"{exc}; the pods cgroup now: {pods_memory(real_pod)}") from None
     assert met["threshold"] == "allocatableMemory.available<200Mi (hard)"
     assert met["_received"] - allocated_at < DECISION_WITHIN_S, "only a wake-up can bring the decision this soon"
     assert daemon.metric("evictd_wakeups_total", cause="memcg_rearm") >= 1, "the dropped cache woke the loop"

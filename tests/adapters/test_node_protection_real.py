@@ -4,7 +4,8 @@
 Each real test makes its own ``<memory>/evictd-test-<random>`` cgroup as the kubelet's cgroupRoot (the layout's
 ``base``), with a ``kubepods`` (or ``kubepods.slice``) cgroup under it whose ``memory.limit_in_bytes`` is set or
 left at the kernel's "no limit"; the tree is removed afterwards. They fail, never skip, without root or a v1 memory
-hierarchy. The v2 reading was not run on a real v2 kernel here: the fixture tree holds what v2 files hold.
+hierarchy. The v2 tests here read a fixture tree of what v2 files hold; the real v2 reading is checked in the
+systemd guest (tests/uml/test_systemd_unit.py, `check-config` on a real cgroup v2 kernel).
 """
 
 from __future__ import annotations

@@ -15,6 +15,7 @@ import yaml
 
 from evictd.commands.simulate import parse_scenario
 from evictd.core.saved_state import STATE_VERSION, threshold_record
+from real_cgroups import CGROUP_MOUNT, temporary_cgroup
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = sorted((ROOT / "config" / "examples").glob("*.yaml"))
@@ -185,6 +186,54 @@ def test_a_config_document_without_kind_says_what_a_config_file_needs(tmp_path: 
     assert result.stderr.count("\n") == 1 and "None" not in result.stderr
     assert "kind: missing:" in result.stderr and "kind: KubeletConfiguration" in result.stderr
     assert "only a scenario's config may leave them out" in result.stderr
+
+
+NODE_CONFIG = """apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+cgroupRoot: /{root}
+{kubelet}"""
+
+
+def test_check_config_reports_the_node_memory_protection_of_this_machine(tmp_path: Path) -> None:
+    # The kubelet's cgroupRoot is a private cgroup of the real v1 memory hierarchy, its kubepods limited.
+    with temporary_cgroup(CGROUP_MOUNT / "memory") as root:
+        (root / "kubepods").mkdir()
+        (root / "kubepods" / "memory.limit_in_bytes").write_text(str(512 << 20))
+        config = write(tmp_path, "k.yaml", NODE_CONFIG.format(root=root.name, kubelet="systemReserved: {memory: 1Gi}\n"))
+        text = evictd("check-config", "--config", config)
+        as_json = evictd("check-config", "--config", config, "-o", "json")
+    assert text.returncode == as_json.returncode == 0, text.stderr + as_json.stderr
+    limit = f"{root}/kubepods/memory.limit_in_bytes"
+    section = text.stdout.split("\n\nnode memory protection:\n", 1)
+    assert len(section) == 2 and section[0].splitlines()[-1].startswith("oom_score_adj:"), "after what it printed"
+    said = [line.split(None, 1) for line in section[1].splitlines() if not line.startswith("    ")]
+    assert said == [
+        ["ok", "systemReserved.memory, kubeReserved.memory: systemReserved.memory=1Gi, kubeReserved.memory=absent"],
+        ["ok", "enforceNodeAllocatable: [pods]"],
+        ["ok", "enforceNodeAllocatable system-reserved, systemReservedCgroup: not enforced, systemReservedCgroup=unset"],
+        ["ok", "enforceNodeAllocatable kube-reserved, kubeReservedCgroup: not enforced, kubeReservedCgroup=unset"],
+        ["ok", f"{limit}: {512 << 20}"],
+        ["ok", "memory.min, memory.low: cgroup v1: none"],
+    ]
+    findings = json.loads(as_json.stdout)["node_protection"]
+    assert [(f["status"], f["what"], f["value"]) for f in findings][4] == ("ok", limit, str(512 << 20))
+    assert all(set(f) == {"status", "what", "value", "detail", "advice"} for f in findings) and len(findings) == 6
+
+
+def test_check_config_warns_where_nothing_protects_and_still_exits_0(tmp_path: Path) -> None:
+    with temporary_cgroup(CGROUP_MOUNT / "memory") as root:  # no kubepods cgroup under it: no kubelet here
+        config = write(tmp_path, "k.yaml", NODE_CONFIG.format(root=root.name, kubelet="enforceNodeAllocatable: []\n"))
+        result = evictd("check-config", "--config", config, "-o", "json")
+        offline = evictd("check-config", "--config", config, "--config-only")
+    assert result.returncode == offline.returncode == 0, result.stderr + offline.stderr
+    warned = {f["what"]: f for f in json.loads(result.stdout)["node_protection"] if f["status"] == "warning"}
+    assert set(warned) == {"systemReserved.memory, kubeReserved.memory", "enforceNodeAllocatable",
+                           f"{root}/kubepods/memory.limit_in_bytes"}
+    assert warned[f"{root}/kubepods/memory.limit_in_bytes"]["value"] == "not found"
+    assert "systemReserved: {memory: 1Gi}" in warned["systemReserved.memory, kubeReserved.memory"]["advice"]
+    # --config-only: the configuration's findings alone, this machine's cgroups not read.
+    assert "node memory protection: (configuration only: cgroups not read)" in offline.stdout
+    assert "memory.limit_in_bytes" not in offline.stdout and "warning  enforceNodeAllocatable: []" in offline.stdout
 
 
 def test_missing_config_file_exits_2(tmp_path: Path) -> None:

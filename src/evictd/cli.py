@@ -22,15 +22,16 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, cast
 
 from evictd import __version__
-from evictd.config import load_configuration, read_documents
+from evictd.config import Configuration, load_configuration, read_documents
 from evictd.core.duration import parse_go_duration
 from evictd.core.engine import EngineConfig
-from evictd.core.errors import ConfigError, DurationError, EvictdError, ScenarioError, StateLockError
+from evictd.core.errors import ConfigError, DurationError, EvictdError, SampleError, ScenarioError, StateLockError
 from evictd.core.fs_layout import FsLayout
 from evictd.core.kubelet_config import FLAG_NAMES
 from evictd.core.thresholds import derive_containerfs_thresholds
 
 if TYPE_CHECKING:  # the offline commands import what they need when they run
+    from evictd.core.node_protection import Finding
     from evictd.record.recording import Record, Recording
 
 EXIT_OK = 0
@@ -107,11 +108,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     check = _command(commands, "check-config", "print the effective eviction thresholds",
                      "The files and flags are read as the kubelet reads them; problems the kubelet's lenient "
-                     "decoding lets pass (an unknown or duplicate key) are warnings on stderr.",
+                     "decoding lets pass (an unknown or duplicate key) are warnings on stderr. Then how the node "
+                     "protects its daemons' memory, from the configuration and this machine's cgroups.",
                      ["evictd check-config --config /var/lib/kubelet/config.yaml",
                       "evictd check-config --config kubelet.yaml --config evictd.yaml --eviction-hard "
                       "memory.available<500Mi",
-                      "evictd check-config --strict -o json --config /var/lib/kubelet/config.yaml"])
+                      "evictd check-config --strict -o json --config /var/lib/kubelet/config.yaml",
+                      "evictd check-config --config-only --config kubelet.yaml"])
     _add_config_options(check, kubelet_flags=True)
     check.add_argument("--strict", action="store_true",
                        help="an unknown or duplicate KubeletConfiguration key is an error (exit 2), as in the "
@@ -120,6 +123,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="derive containerfs thresholds for a dedicated image filesystem")
     check.add_argument("--split-containerfs", action="store_true",
                        help="derive containerfs thresholds for split image/container filesystems")
+    check.add_argument("--config-only", action="store_true",
+                       help="judge the node's memory protection on the configuration alone, without reading this "
+                       "machine's cgroups (checking a file off its node)")
     _add_output_option(check)
 
     run = _command(commands, "run", "run the eviction daemon on this node",
@@ -217,8 +223,10 @@ def _check_config(args: argparse.Namespace) -> int:
     shown = [t for t in thresholds if t.operator is not None]
     for warning in (*configuration.warnings, *warnings):
         print(f"warning: {warning}", file=sys.stderr)
+    protection = _node_protection(configuration, read_cgroups=not args.config_only)
     if args.output == "json":
-        print(json.dumps({"thresholds": [threshold_json(t) for t in shown]}, indent=2))
+        print(json.dumps({"thresholds": [threshold_json(t) for t in shown],
+                          "node_protection": [finding.fields() for finding in protection]}, indent=2))
         return EXIT_OK
     eviction = configuration.eviction
     print(thresholds_text(shown) if shown else "no eviction thresholds")
@@ -235,7 +243,43 @@ def _check_config(args: argparse.Namespace) -> int:
     print("oom_score_adj: " + (f"{own.oom_score_adj} (set at start; lowering needs CAP_SYS_RESOURCE)"
                                if own.oom_score_adj is not None else "as started (OOMScoreAdjust= of the unit, the "
                                "kubelet's for the pod)"))
+    print()
+    print(_node_protection_text(protection, read_cgroups=not args.config_only))
     return EXIT_OK
+
+
+def _node_protection(configuration: Configuration, *, read_cgroups: bool) -> list[Finding]:
+    """The findings on how the node protects its daemons' memory: the configuration's, and with `read_cgroups`
+    this machine's cgroups' (as `run` logs them at start)."""
+    from evictd.adapters.cgroups import CgroupReader, detect_cgroup_layout
+    from evictd.adapters.node_protection import read_node_cgroups
+    from evictd.core.node_protection import configuration_findings, node_protection_findings, unread_cgroups_finding
+
+    reservation, enforced = configuration.reservation, configuration.eviction.enforce_node_allocatable
+    if not read_cgroups:
+        return configuration_findings(reservation, enforced)
+    own = configuration.evictd
+    try:
+        layout = detect_cgroup_layout(own.cgroupfs_path, own.cgroup_driver, base=own.cgroup_root.strip("/"))
+    except SampleError as exc:
+        return [*configuration_findings(reservation, enforced), unread_cgroups_finding(exc.source, exc.reason)]
+    cgroups = CgroupReader(layout)
+    try:
+        return node_protection_findings(reservation, enforced, read_node_cgroups(cgroups))
+    finally:
+        cgroups.close()
+
+
+def _node_protection_text(findings: Sequence[Finding], *, read_cgroups: bool) -> str:
+    from evictd.cycle.render import printable
+
+    lines = ["node memory protection:" + ("" if read_cgroups else " (configuration only: cgroups not read)")]
+    for finding in findings:
+        lines.append(f"  {finding.status:<8} {printable(finding.what)}: {printable(finding.value)}")
+        lines.append(f"           {printable(finding.detail)}")
+        if finding.advice:
+            lines.append(f"           advice: {printable(finding.advice)}")
+    return "\n".join(lines)
 
 
 def _simulate(args: argparse.Namespace) -> int:

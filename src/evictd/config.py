@@ -44,6 +44,7 @@ from evictd.core.kubelet_config import (
 )
 from evictd.core.node_status import ConditionMode
 from evictd.core.psi import microseconds, psi_trigger
+from evictd.core.reserved_memory import NodeReservation, node_reservation
 from evictd.core.self_protection import OOM_SCORE_ADJ_MAX, OOM_SCORE_ADJ_MIN
 from evictd.core.settled import CROSSING_HOLD_S
 from evictd.core.thresholds import STALL_FIELDS
@@ -164,6 +165,8 @@ class Configuration:
     eviction: EvictionSettings
     evictd: EvictdSettings
     image_gc: ImageGCSettings = field(default_factory=ImageGCSettings)
+    # Memory reserved for the node's daemons: only reported (`evictd.core.node_protection`), never decided on.
+    reservation: NodeReservation = field(default_factory=NodeReservation)
     warnings: tuple[str, ...] = ()  # what the kubelet lets pass: ignored documents, unknown or repeated keys
 
 
@@ -473,4 +476,5 @@ def load_configuration(paths: Sequence[str], flags: Sequence[tuple[str, str]] = 
         eviction.thresholds()
     except ConfigError as exc:
         raise _located(exc, EVICTD_KIND) from None
-    return Configuration(eviction=eviction, evictd=own, image_gc=image_gc, warnings=tuple(warnings))
+    return Configuration(eviction=eviction, evictd=own, image_gc=image_gc, reservation=node_reservation(kubelet),
+                         warnings=tuple(warnings))

@@ -11,6 +11,8 @@ from pathlib import Path
 
 from evictd_process import EvictdProcess
 
+from real_cgroups import CGROUP_MOUNT, temporary_cgroup
+
 MiB = 1 << 20
 # The DaemonSet's memory limit: a locked evictd must stay well inside it.
 DAEMONSET_LIMIT_BYTES = 128 * MiB
@@ -94,3 +96,30 @@ def test_without_the_privileges_evictd_says_why_and_runs_on(
     assert process.metric("evictd_oom_score_adj") == inherited == int(Path(f"/proc/{pid}/oom_score_adj").read_text())
     assert process.http("/healthz") == (200, "ok")
     assert process.stop() == 0
+
+
+def test_the_nodes_memory_protection_is_logged_once_at_start(
+    tmp_path: Path, evictd_processes: list[EvictdProcess]
+) -> None:
+    # The kubelet's cgroupRoot: a private cgroup of the real v1 memory hierarchy, its kubepods limited to 512 MiB;
+    # no memory reserved for the daemons (a warning).
+    with temporary_cgroup(CGROUP_MOUNT / "memory") as root:
+        (root / "kubepods").mkdir()
+        (root / "kubepods" / "memory.limit_in_bytes").write_text(str(512 * MiB))
+        process = EvictdProcess(tmp_path, kubelet=f"cgroupRoot: /{root.name}\n",
+                                evictd="housekeepingInterval: 100ms\n")
+        evictd_processes.append(process)
+        process.wait_event("evictd started")
+        process.wait_for_cycles(3, timeout=30)
+        assert process.stop() == 0
+    said = [event for event in process.events if event["event"] == "node memory protection"]
+    assert [(event["level"], event["status"], event["what"]) for event in said] == [
+        ("warning", "warning", "systemReserved.memory, kubeReserved.memory"),
+        ("info", "ok", "enforceNodeAllocatable"),
+        ("info", "ok", "enforceNodeAllocatable system-reserved, systemReservedCgroup"),
+        ("info", "ok", "enforceNodeAllocatable kube-reserved, kubeReservedCgroup"),
+        ("info", "ok", f"{root}/kubepods/memory.limit_in_bytes"),
+        ("info", "ok", "memory.min, memory.low"),
+    ], "one line per finding, once"
+    assert said[4]["value"] == str(512 * MiB) and said[0]["advice"].startswith("reserve what the daemons use")
+    assert all({"value", "detail", "advice"} <= set(event) for event in said)

@@ -158,6 +158,13 @@ def guest(tmp_path_factory: pytest.TempPathFactory) -> GuestRun:
 
 def test_the_shipped_config_passes_check_config(guest: GuestRun) -> None:
     assert fields(guest.text("check-config.txt"))["exit"] == "0"
+    # On this real cgroup v2 kernel the daemons' protection is read: systemd sets no MemoryLow=/MemoryMin= by
+    # default and the guest has no kubelet, so nothing protects them (a warning, exit 0 all the same).
+    said = [line.split(None, 1) for line in guest.text("check-config.txt").splitlines() if len(line.split()) > 1]
+    protection = [text for _, text in said if text.startswith("memory.min, memory.low of system.slice ")]
+    assert protection and protection[0].endswith(
+        "system.slice/kubelet.service: memory.min=not found memory.low=not found"), guest.text("check-config.txt")
+    assert ["warning", protection[0]] in said
 
 
 def test_the_unit_runs_as_shipped_with_its_resource_settings(guest: GuestRun) -> None:

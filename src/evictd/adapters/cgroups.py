@@ -57,11 +57,8 @@ from typing import overload
 from evictd.adapters.kept_files import KeptFiles, keeps_files_in, kept_files_cap
 from evictd.core.errors import ConfigError, SampleError
 from evictd.core.memcg import working_set_from
+from evictd.core.node_protection import UNLIMITED_ABOVE_BYTES  # a limit above it means "no limit"
 from evictd.core.settled import settled_usage
-
-# A limit above this many bytes means "no limit": the kernel rounds 2**63-1 down to a page multiple,
-# so the kubelet compares with 2**62 instead of MaxInt64 (isMemoryUnlimited, pkg/kubelet/stats).
-UNLIMITED_ABOVE_BYTES = 2**62
 
 # Values are Go uint64s upstream; anything at or above this is garbage, not a reading.
 UINT64_DIGITS = len(str(2**64 - 1))

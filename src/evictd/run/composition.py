@@ -34,6 +34,7 @@ import structlog
 from evictd.adapters.cgroups import CgroupLayout, CgroupReader, detect_cgroup_layout
 from evictd.adapters.memory_watch import MemoryWatch
 from evictd.adapters.node_pods import DiscoveredPods
+from evictd.adapters.node_protection import read_node_cgroups
 from evictd.adapters.notifiers import Waiter
 from evictd.adapters.oom_counters import OomCounters
 from evictd.adapters.self_protection import (
@@ -48,6 +49,7 @@ from evictd.clock import SYSTEM_CLOCK
 from evictd.config import Configuration, EvictdSettings, StatsOrigin
 from evictd.core.engine import EngineConfig, EngineState
 from evictd.core.errors import ConfigError, SampleError
+from evictd.core.node_protection import Status, node_protection_findings
 from evictd.core.self_protection import KIB, oom_score_adj_warning
 from evictd.core.signals import Signal
 from evictd.cri import RuntimeSlot
@@ -217,6 +219,16 @@ def warn_about_pods_cgroup(basics: Basics) -> None:
                  pods_cgroup=cgroups.pods_cgroup())
 
 
+def report_node_protection(basics: Basics) -> None:
+    """Log how the node protects its daemons' memory, one "node memory protection" line per finding: info when ok,
+    warning when not (docs/deployment.md, "The node's own protection"). evictd reports; it changes no cgroup."""
+    findings = node_protection_findings(basics.config.reservation, basics.config.eviction.enforce_node_allocatable,
+                                        read_node_cgroups(basics.cgroups))
+    for finding in findings:
+        say = basics.log.info if finding.status is Status.OK else basics.log.warning
+        say("node memory protection", **finding.fields())
+
+
 POD_CGROUP_SIGNALS = frozenset({Signal.ALLOCATABLE_MEMORY_AVAILABLE, Signal.ALLOCATABLE_MEMORY_STALL_SOME,
                                 Signal.ALLOCATABLE_MEMORY_STALL_FULL})
 
@@ -369,6 +381,7 @@ def build_daemon(
     health = Health(settings.housekeeping_interval_s, stopping=basics.stop.is_set)
     basics.metrics.watch_health(lambda: health.status()[0])
     warn_about_pods_cgroup(basics)
+    report_node_protection(basics)
     hooks = build_hooks(basics, observers, reported_only=reported_only, stats=stats, cluster=cluster,
                         state_file=state_file, link=link, notifiers=notifiers, start_state=start_state,
                         health=health)

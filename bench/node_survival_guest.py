@@ -70,6 +70,7 @@ from node_survival_outcomes import (
     low_memory_seconds,
     oom_kill_record,
     pod_uid_of,
+    ranking_sample,
     victim_class,
 )
 from node_survival_pagecache import PageCacheRun, stall_maps
@@ -259,8 +260,8 @@ class Sampler:
 
     def evicted(self, name: str, now: float, manifest: dict[str, Any], *, gone: bool) -> None:
         """Record an eviction of `name` first seen at `now`, and the pod the kubelet's ranking names among the
-        pods still running (their last sample before this one)."""
-        figures = self.cgroups[-2][1] if len(self.cgroups) > 1 else self.cgroups[-1][1]
+        pods running in the last sample in which `name` still ran (`ranking_sample`)."""
+        figures = ranking_sample(self.cgroups, name)
         candidates = [pod_from_dict(m) for n, m in self.last_seen.items()
                       if n not in self.evictions and figures.get(n, (0, 0))[1] > 0]
         stats = {pod.name: PodStats(pod_ref=PodReference(pod.name, pod.namespace, pod.uid),

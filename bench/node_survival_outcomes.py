@@ -124,6 +124,18 @@ def low_memory_seconds(samples: Iterable[tuple[float, int]], mem_total_bytes: in
     return seconds
 
 
+def ranking_sample(samples: Sequence[tuple[float, Mapping[str, tuple[int, int]]]],
+                   evicted: str) -> Mapping[str, tuple[int, int]]:
+    """The pods' cgroup figures (working set, processes) to rank an eviction by: the last sample in which the evicted
+    pod still had processes. The API may record an eviction seconds after the pod was stopped (its processes killed
+    through the cgroup while the API server did not answer), when a later sample would rank the pods left without it.
+    Without such a sample, the one before the last (the last may follow the stop)."""
+    for _, figures in reversed(samples):
+        if figures.get(evicted, (0, 0))[1] > 0:
+            return figures
+    return samples[-2][1] if len(samples) > 1 else samples[-1][1]
+
+
 def is_evicted(manifest: Mapping[str, Any]) -> bool:
     """Whether a pod's API object shows an eviction: a deletionTimestamp, reason Evicted, a DisruptionTarget."""
     status = manifest.get("status") or {}

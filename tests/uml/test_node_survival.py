@@ -46,6 +46,7 @@ from node_survival_outcomes import (
     lease_renew_max_gap_s,
     low_memory_seconds,
     oom_kill_record,
+    ranking_sample,
     victim_class,
 )
 from node_survival_pagecache import (
@@ -184,6 +185,17 @@ def test_file_pages_re_read_are_the_refault_counters_delta_in_mib() -> None:
     # Kernels before 5.9 have one counter for both kinds.
     assert refault_file_mib({"workingset_refault": 10}, {"workingset_refault": 266}) == pytest.approx(1.0)
     assert refault_file_mib({"nr_free_pages": 1}, {"nr_free_pages": 2}) is None
+
+
+def test_an_eviction_is_ranked_on_the_last_sample_in_which_the_evicted_pod_still_ran() -> None:
+    # (working set, processes) per pod: the grower was stopped through its cgroup at 2.0, and the API recorded its
+    # eviction later; ranked on the latest sample, the Guaranteed pod would be named.
+    running = {"grower": (900, 2), "guaranteed": (300, 1)}
+    stopped = {"grower": (0, 0), "guaranteed": (300, 1)}
+    assert ranking_sample([(1.0, running), (2.0, stopped), (3.0, stopped)], "grower") is running
+    # Never seen running: the sample before the last.
+    assert ranking_sample([(1.0, stopped), (2.0, {"guaranteed": (310, 1)})], "grower") is stopped
+    assert ranking_sample([(1.0, stopped)], "grower") is stopped
 
 
 def test_psi_totals_are_seconds_stalled() -> None:

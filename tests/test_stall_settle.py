@@ -30,7 +30,9 @@ VICTIM = pod("victim", requests={"memory": "1Gi"}, priority=0)
 OTHER = pod("other", requests={"memory": "1Gi"}, priority=0)
 PODS = [HOG, VICTIM, OTHER]
 STATS = [pod_stats(HOG, memory=1 * Gi), pod_stats(VICTIM, memory=800 * Mi), pod_stats(OTHER, memory=500 * Mi)]
-STALL_CONFIG = {"evictionHard": {}, "stallEvictionHard": {SOME: "20%"}, "evictionPressureTransitionPeriod": "5m"}
+# The stall gate (tests/test_stall_gate.py) is off here: these summaries carry no reclaim counters.
+STALL_CONFIG = {"evictionHard": {}, "stallEvictionHard": {SOME: "20%"}, "evictionPressureTransitionPeriod": "5m",
+                "stallRequiresNodeReclaim": False}
 MEMORY_CONFIG = {"evictionHard": {"memory.available": "1Gi"}, "evictionPressureTransitionPeriod": "5m"}
 
 
@@ -133,7 +135,8 @@ def settling_assessment(since_eviction_s: float) -> Assessment:
     node = summary(memory=3 * Gi, time=stamp(1), pods=STATS)
     node["node"]["memory"]["psi"] = psi(30.0)
     state = replace(EngineState(), stall_evicted_at=100.0)
-    _, assessment = assess(state, EngineConfig(thresholds=(STALL,)), FsLayout(), summary_from_dict(node),
+    config = EngineConfig(thresholds=(STALL,), stall_requires_node_reclaim=False)
+    _, assessment = assess(state, config, FsLayout(), summary_from_dict(node),
                            [pod_from_dict(p) for p in PODS], now=100.0 + since_eviction_s)
     return assessment
 

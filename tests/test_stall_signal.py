@@ -203,7 +203,9 @@ MEMORY_CONFIG = {"evictionHard": {"memory.available": "1Gi"}, "evictionSoft": {"
                  "evictionPressureTransitionPeriod": "5m"}
 STALL_CONFIG = {"evictionHard": {}, "stallEvictionHard": {FULL: "20%"}, "stallEvictionSoft": {SOME: "40%"},
                 "stallEvictionSoftGracePeriod": {SOME: "30s"}, "evictionMaxPodGracePeriod": 5,
-                "evictionPressureTransitionPeriod": "5m"}
+                "evictionPressureTransitionPeriod": "5m",
+                # The stall gate (tests/test_stall_gate.py) is off: these summaries carry no reclaim counters.
+                "stallRequiresNodeReclaim": False}
 MEMORY_BY_STATE = {"ok": 3 * Gi, "soft": 1500 * Mi, "hard": 500 * Mi}
 PSI_BY_STATE = {"ok": psi(10.0, 5.0), "soft": psi(40.0, 19.99), "hard": psi(80.0, 20.0)}
 

@@ -47,11 +47,14 @@ from evictd.core.psi import microseconds, psi_trigger
 from evictd.core.reserved_memory import NodeReservation, node_reservation
 from evictd.core.self_protection import OOM_SCORE_ADJ_MAX, OOM_SCORE_ADJ_MIN
 from evictd.core.settled import CROSSING_HOLD_S
+from evictd.core.stall_gate import STALL_GATE_FIELD
 from evictd.core.thresholds import STALL_FIELDS
 from evictd.cri import DEFAULT_ENDPOINT, channel_target
 
 # A configuration file is a few KiB; anything past this is not one (and `/dev/zero` would never end).
 MAX_CONFIG_BYTES = 4 << 20
+# The EvictdConfiguration keys that are eviction settings (`with_stall_settings`): the stall maps and the stall gate.
+STALL_SETTINGS = (*STALL_FIELDS, STALL_GATE_FIELD)
 EVICTD_API_VERSION = "evictd.io/v1alpha1"
 EVICTD_KIND = "EvictdConfiguration"
 # A flight recording smaller than this holds too few cycles of a real node to replay anything.
@@ -270,11 +273,11 @@ def evictd_settings(document: Mapping[str, object], kubelet: Mapping[str, object
     changes: dict[str, Any] = {}
     inherited = _inherited_from_kubelet(kubelet)
     for key, value in _with_report_frequency({**inherited, **document}).items():
-        if key in ("apiVersion", "kind") or key in STALL_FIELDS:  # the stall maps are eviction settings
+        if key in ("apiVersion", "kind") or key in STALL_SETTINGS:  # the stall settings are eviction settings
             continue
         setting = by_yaml.get(key)
         if setting is None:
-            raise ConfigError(f"unknown field in {EVICTD_KIND}{did_you_mean(key, [*by_yaml, *STALL_FIELDS])}",
+            raise ConfigError(f"unknown field in {EVICTD_KIND}{did_you_mean(key, [*by_yaml, *STALL_SETTINGS])}",
                               key=key, value=value)
         default = getattr(settings, setting.name)
         if default is None:  # an optional setting, unset by default: decoded as its type's values are

@@ -40,6 +40,7 @@ from evictd.core.summary import (
     MemoryStats,
     Observation,
     PodReference,
+    ReclaimCounters,
     Summary,
     signal_observations,
 )
@@ -121,8 +122,15 @@ def decimal(value: int) -> Quantity:
     return Quantity.from_int(value, QuantityFormat.DECIMAL_SI)
 
 
+# A piece of /proc/vmstat as kernel 6.18 writes it: the stall gate sums pgscan_kswapd, pgscan_direct and
+# pgscan_khugepaged (700 + 40 + 3), never the proactive or per-type scans (which count cgroup reclaim too).
+VMSTAT = ("nr_free_pages 123\npgscan_kswapd 700\npgscan_direct 40\npgscan_khugepaged 3\npgscan_proactive 9000\n"
+          "pgscan_direct_throttle 0\npgscan_anon 5\npgscan_file 122916920\noom_kill 0\n")
+GLOBAL_SCAN_PAGES = 743
+
+
 def fake_proc(folder: Path) -> Path:
-    """Write the three procfs files the source reads (as the kernel formats them) and return the folder."""
+    """Write the procfs files the source reads (as the kernel formats them) and return the folder."""
     (folder / "sys" / "kernel").mkdir(parents=True)
     (folder / "meminfo").write_text(
         f"MemTotal:       {MEM_TOTAL_BYTES // KiB} kB\nMemFree:         1048576 kB\nMemAvailable:   9437184 kB\n"
@@ -130,6 +138,7 @@ def fake_proc(folder: Path) -> Path:
     (folder / "sys" / "kernel" / "pid_max").write_text(f"{PID_MAX}\n")
     (folder / "sys" / "kernel" / "threads-max").write_text(f"{THREADS_MAX}\n")
     (folder / "loadavg").write_text(f"0.52 0.58 0.59 3/{TASKS} 12345\n")
+    (folder / "vmstat").write_text(VMSTAT)
     return folder
 
 
@@ -798,6 +807,18 @@ def test_stall_signals_read_the_kernels_pressure_files(tmp_path: Path, tree: Tre
             (signal, "no pods cgroup memory.pressure (cgroup v1)") for signal in STALL_SIGNALS[2:])
     # Everything else reads as it does without PSI.
     assert set(signal_observations(summary)) - EVICTD_SIGNALS == ALL_SIGNALS
+    # The stall gate's counters: the node's global reclaim scans, and the pods cgroup's own `max` events on v2.
+    assert summary.node.memory.reclaim == ReclaimCounters(global_scan_pages=GLOBAL_SCAN_PAGES)  # type: ignore[union-attr]
+    pods_memory = summary.node.system_containers["pods"].memory
+    assert pods_memory is not None and pods_memory.reclaim is None  # no memory.events.local in the tree: not read
+    if tree.version == 2:
+        (node.cgroup_root / tree.pods / "memory.events.local").write_text("low 0\nhigh 0\nmax 17\noom 0\n")
+        pods_memory = source.summary().node.system_containers["pods"].memory
+        assert pods_memory is not None and pods_memory.reclaim == ReclaimCounters(limit_events=17)
+    (node.proc / "vmstat").unlink()
+    unread = source.summary()
+    assert unread.node.memory.reclaim is None  # type: ignore[union-attr]
+    assert [problem.source for problem in source.problems] == [str(node.proc / "vmstat")]
 
 
 def test_without_psi_the_stall_signals_are_absent_and_named_at_start(tmp_path: Path) -> None:

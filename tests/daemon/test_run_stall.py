@@ -1,7 +1,10 @@
 """`evictd run` with evictd's memory stall signals, on this machine's real PSI (cgroup v1, node-wide
 /proc/pressure/memory): a 0% stall threshold (always met) decided on in dry-run against a real pod, with the start
 saying the pods cgroup's stall signal is absent (cgroup v1 has no memory.pressure); and a real memory stall
-(a thrashing memory cgroup) raising the node's stall share past a threshold while memory.available stays fine."""
+(a thrashing memory cgroup) raising the node's stall share past a threshold while memory.available stays fine. Both
+with the stall gate off (`stallRequiresNodeReclaim: false`): this 24 GiB machine is never in global reclaim. With it
+on, the same thrash (a cgroup reclaiming inside its own limit) stalls the node without global reclaim: evictd logs
+the threshold held back and evicts nobody, where with the gate off it would evict the pod."""
 
 from __future__ import annotations
 
@@ -12,7 +15,7 @@ from pathlib import Path
 import pytest
 from evictd_process import EvictdProcess, evictd_command, start_evictd
 
-from evictd.adapters.procfs import memory_pressure
+from evictd.adapters.procfs import global_reclaim_scan_pages, memory_pressure
 from real_cgroups import CGROUP_MOUNT, memory_stall, temporary_cgroup
 from real_pod_node import RealPodNode
 
@@ -33,7 +36,8 @@ def test_a_zero_stall_threshold_is_always_met_and_decided_on_in_dry_run(
     daemon = start_evictd(
         tmp_path, evictd_processes, kubelet="evictionHard: {}\nenforceNodeAllocatable: []\n",
         evictd=(f"housekeepingInterval: 500ms\npsiWakeups: false\nstallEvictionHard: {{{SOME}: '0%', "
-                f"{PODS_SOME}: '0%'}}\n" + real_pod.evictd_settings(tmp_path / "containerd")),
+                f"{PODS_SOME}: '0%'}}\nstallRequiresNodeReclaim: false\n"
+                + real_pod.evictd_settings(tmp_path / "containerd")),
     )
     # cgroup v1: the pods cgroup has no memory.pressure; the start says so, once, naming the signal.
     absent = daemon.wait_event("stall signal absent: the kernel gives no memory pressure (PSI)")
@@ -80,7 +84,8 @@ def test_a_real_memory_stall_meets_a_stall_threshold_while_memory_available_does
         time.sleep(1)
     daemon = start_evictd(
         tmp_path, evictd_processes, kubelet="evictionHard: {memory.available: 100Mi}\n",
-        evictd=(f"housekeepingInterval: 1s\nstallEvictionHard: {{{SOME}: '{STALL_THRESHOLD_PERCENT}%'}}\n"),
+        evictd=(f"housekeepingInterval: 1s\nstallEvictionHard: {{{SOME}: '{STALL_THRESHOLD_PERCENT}%'}}\n"
+                "stallRequiresNodeReclaim: false\n"),
     )
     assert daemon.metric("evictd_threshold_met", signal=SOME, kind="hard") == 0
     with temporary_cgroup(CGROUP_MOUNT / "memory") as memcg, memory_stall(memcg):
@@ -97,3 +102,72 @@ def test_a_real_memory_stall_meets_a_stall_threshold_while_memory_available_does
     gone = daemon.wait_event("threshold no longer met", timeout=90)
     assert gone["threshold"] == met["threshold"]
     assert daemon.stop() == 0
+
+
+HELD_BACK = "stall threshold held back: no node-wide reclaim"
+# The gate test's threshold: low, so that the share one thrashing cgroup gives this 2-core VM's node PSI (measured
+# 3-15 % `some` within 10 s of the onset) crosses it within a few seconds.
+GATE_THRESHOLD_PERCENT = 2
+
+
+def memcg_stat(memcg: Path, key: str) -> int:
+    """A counter of the v1 cgroup's own memory.stat (v1 has no pgscan there: refaults and major faults instead)."""
+    for line in (memcg / "memory.stat").read_text().splitlines():
+        name, _, value = line.partition(" ")
+        if name == key:
+            return int(value)
+    raise AssertionError(f"no {key} in {memcg}/memory.stat")
+
+
+def wait_quiet(below_percent: float) -> None:
+    deadline = time.monotonic() + 60
+    while node_some_avg10() >= below_percent:
+        assert time.monotonic() < deadline, "the node's memory never went quiet"
+        time.sleep(1)
+
+
+def test_a_cgroup_thrashing_in_its_own_limit_stalls_the_node_without_global_reclaim_and_evicts_nobody(
+    tmp_path: Path, real_pod: RealPodNode, evictd_processes: list[EvictdProcess]
+) -> None:
+    wait_quiet(GATE_THRESHOLD_PERCENT / 2)  # so that the stall held back is the thrash's, not an earlier one's
+    settings = (f"housekeepingInterval: 1s\npsiWakeups: false\n"
+                f"stallEvictionHard: {{{SOME}: '{GATE_THRESHOLD_PERCENT}%'}}\n"
+                + real_pod.evictd_settings(tmp_path / "containerd"))
+    (tmp_path / "on").mkdir()
+    (tmp_path / "off").mkdir()
+    gated = start_evictd(tmp_path / "on", evictd_processes, kubelet="evictionHard: {}\n", evictd=settings)
+    with temporary_cgroup(CGROUP_MOUNT / "memory") as memcg, memory_stall(memcg):
+        scanned_before = global_reclaim_scan_pages()
+        refaults_before = memcg_stat(memcg, "workingset_refault_file")
+        faults_before = memcg_stat(memcg, "pgmajfault")
+        held = gated.wait_event(HELD_BACK, timeout=20)
+        assert held["threshold"] == f"{SOME}>={GATE_THRESHOLD_PERCENT}% (hard)"
+        assert held["stalled_percent"] >= GATE_THRESHOLD_PERCENT
+        assert held["global_reclaim_s_ago"] is None  # no global reclaim since evictd started
+        assert held["window_s"] == 10.0
+        # Three more cycles still stalled: nobody evicted, the held-back line not repeated (once per episode).
+        cycles = gated.metric("evictd_cycles_total")
+        time.sleep(3.5)
+        assert gated.metric("evictd_cycles_total") >= cycles + 3
+        assert not [e for e in gated.events if e.get("event") in ("would evict pod", "threshold met")], gated.events
+        assert sum(e.get("event") == HELD_BACK for e in gated.events) == 1
+        assert gated.metric("evictd_threshold_met", signal=SOME, kind="hard") == 0
+        # The premise, on the real kernel: the cgroup reclaims and refaults its own pages over and over while the
+        # machine's global reclaim counters (what opens the gate) stay where they were.
+        refaults = memcg_stat(memcg, "workingset_refault_file") - refaults_before
+        faults = memcg_stat(memcg, "pgmajfault") - faults_before
+        scanned = global_reclaim_scan_pages() - scanned_before
+        share = node_some_avg10()
+        print(f"node some avg10 {share:.2f}% (held back at {held['stalled_percent']}%); in the thrashing cgroup "
+              f"{refaults} file refaults, {faults} major faults; global pgscan +{scanned} pages")
+        assert refaults > 10_000  # (major faults count once per readahead window: a few hundred)
+        assert scanned == 0
+        assert gated.stop() == 0
+
+        # The same stall with the gate off: the threshold is met and the pod would be evicted.
+        ungated = start_evictd(tmp_path / "off", evictd_processes, kubelet="evictionHard: {}\n",
+                               evictd=settings + "stallRequiresNodeReclaim: false\n")
+        evicted = ungated.wait_event("would evict pod", timeout=15)
+        assert (evicted["pod"], evicted["signal"], evicted["dry_run"]) == (real_pod.key, SOME, True)
+        assert not [e for e in ungated.events if e.get("event") == HELD_BACK]
+        assert ungated.stop() == 0

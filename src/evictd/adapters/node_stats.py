@@ -12,7 +12,10 @@ containers it named last time are measured from their own cgroups, so memory mes
 
 With `memory_pressure` (a stall threshold is configured), the node's memory block carries the kernel's
 ``pressure/memory`` and the `pods` container's its cgroup's ``memory.pressure`` (cgroup v2 only); where the kernel
-has none, the block has no `psi` and the stall signal is absent (`pressure_missing` names them at start).
+has none, the block has no `psi` and the stall signal is absent (`pressure_missing` names them at start). With them,
+the counters of the stall gate (`evictd.core.stall_gate`): the node block's `reclaim` carries /proc/vmstat's global
+reclaim scans, the `pods` container's its cgroup's ``memory.events.local`` ``max`` (cgroup v2; absent on v1 or on a
+kernel without the file, where only global reclaim opens the gate).
 
 A part that cannot be read is left out of the Summary for this cycle (the signal is then absent: never
 guessed) and recorded in `problems` with its path and reason. Every block carries the time it was read.
@@ -29,7 +32,14 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
 from evictd.adapters import procfs
-from evictd.adapters.cgroups import CgroupReader, MemoryReading, PodCgroup, cgroup_folder
+from evictd.adapters.cgroups import (
+    CgroupReader,
+    MemoryReading,
+    PodCgroup,
+    cgroup_folder,
+    flat_keyed_value,
+    read_file_if_present,
+)
 from evictd.adapters.filesystems import FsReading, statvfs_reading
 from evictd.adapters.pod_disk_usage import PodDiskFigures, PodDiskStore, PodKey
 from evictd.clock import SYSTEM_CLOCK, Clock
@@ -45,6 +55,7 @@ from evictd.core.summary import (
     PodReference,
     PodStats,
     PsiStats,
+    ReclaimCounters,
     RlimitStats,
     Summary,
     VolumeStats,
@@ -53,6 +64,9 @@ from evictd.cri import NO_RUNTIME, ContainerUsage, Runtime
 
 # The sources of the problems recorded when the container runtime did not answer a stats call.
 CONTAINER_STATS_SOURCE = "CRI ListContainerStats"
+# cgroup v2: the events of the cgroup itself, not of those below it; `max` counts its usage reaching memory.max.
+LOCAL_EVENTS_FILE = "memory.events.local"
+LIMIT_EVENTS_KEY = b"max"
 SANDBOX_STATS_SOURCE = "CRI ListPodSandboxStats"
 RUNTIME_SOURCES = frozenset({CONTAINER_STATS_SOURCE, SANDBOX_STATS_SOURCE})
 
@@ -192,6 +206,24 @@ class NodeStatsSource:
                 pass  # there but unreadable: a problem of every cycle, logged as such
         return tuple(missing)
 
+    def _pods_limit_events(self) -> int | None:
+        """The pods cgroup's own `max` events (v2), None on v1 or where the kernel has no memory.events.local.
+        Raises SampleError."""
+        if self._cgroups.layout.version == 1:
+            return None
+        path = cgroup_folder(str(self._cgroups.layout.memory_hierarchy), self._cgroups.pods_cgroup())
+        path += "/" + LOCAL_EVENTS_FILE
+        data = read_file_if_present(path)
+        return None if data is None else flat_keyed_value(path, data, LIMIT_EVENTS_KEY)
+
+    def _reclaim(self, read: Callable[[], int | None], problems: list[SampleError],
+                 wrap: Callable[[int], ReclaimCounters]) -> ReclaimCounters | None:
+        """The stall gate's counter `read` (only with stall thresholds) as `wrap` places it; None if not read."""
+        if not self._memory_pressure:
+            return None
+        value = attempt(read, problems)
+        return None if value is None else wrap(value)
+
     def _pressure(self, path: str | None, problems: list[SampleError]) -> PsiStats | None:
         if not self._memory_pressure or path is None:
             return None
@@ -218,11 +250,15 @@ class NodeStatsSource:
         system_containers = {}
         if pods_memory is not None:
             system_containers[SYSTEM_CONTAINER_PODS] = ContainerStats(
-                name=SYSTEM_CONTAINER_PODS, memory=replace(memory_stats(pods_memory, pods_memory.limit_bytes, at),
-                                                           psi=self._pressure(pods_pressure, problems)))
+                name=SYSTEM_CONTAINER_PODS, memory=replace(
+                    memory_stats(pods_memory, pods_memory.limit_bytes, at), psi=self._pressure(pods_pressure, problems),
+                    reclaim=self._reclaim(self._pods_limit_events, problems,
+                                          lambda value: ReclaimCounters(limit_events=value))))
         node = NodeStats(
             node_name=self._node_name,
-            memory=replace(memory_stats(node_memory, capacity, at), psi=self._pressure(node_pressure, problems))
+            memory=replace(memory_stats(node_memory, capacity, at), psi=self._pressure(node_pressure, problems),
+                           reclaim=self._reclaim(lambda: procfs.global_reclaim_scan_pages(self._proc_root), problems,
+                                                 lambda value: ReclaimCounters(global_scan_pages=value)))
             if node_memory is not None and capacity else None,
             fs=fs_stats(nodefs, at) if nodefs is not None else None,
             image_fs=fs_stats(imagefs, at) if imagefs is not None else None,

@@ -13,7 +13,9 @@ Job: read the three node-wide numbers the kubelet takes from ``/proc`` for evict
   whose ``procs`` is a 16-bit field that wraps past 65535 tasks (kubernetes/kubernetes#107107).
 
 And, for evictd's memory stall signals, a memory pressure file: ``pressure/memory`` (node-wide) or a v2 cgroup's
-``memory.pressure``, with ``memory_pressure`` (None where the kernel has no PSI: the file is absent).
+``memory.pressure``, with ``memory_pressure`` (None where the kernel has no PSI: the file is absent); and, for their
+stall gate (`evictd.core.stall_gate`), ``global_reclaim_scan_pages``: the pages reclaim scanned for the machine's
+shortage since boot, from ``vmstat``.
 
 Invariants:
 
@@ -30,7 +32,7 @@ import errno
 import re
 from pathlib import Path
 
-from evictd.adapters.cgroups import UINT64_DIGITS
+from evictd.adapters.cgroups import UINT64_DIGITS, flat_keyed_value, read_file
 from evictd.core.errors import SampleError
 from evictd.core.summary import PsiData, PsiStats
 
@@ -86,6 +88,23 @@ def memory_pressure(path: str | Path) -> PsiStats | None:
     if set(lines) != {"some", "full"}:
         raise SampleError(str(path), "not both a some and a full line")
     return PsiStats(some=lines["some"], full=lines["full"])
+
+
+# /proc/vmstat's counts of pages scanned by reclaim that is not a cgroup's own (mm/vmscan.c counts them only when
+# !cgroup_reclaim(sc)): kswapd's and direct reclaim's, and khugepaged's where the kernel has it (6.9 and later).
+# Not pgscan_proactive (memory.reclaim, asked for, not a shortage), nor pgscan_anon/pgscan_file (every reclaim).
+GLOBAL_SCAN_KEYS = (b"pgscan_kswapd", b"pgscan_direct")
+OPTIONAL_GLOBAL_SCAN_KEYS = (b"pgscan_khugepaged",)
+
+
+def global_reclaim_scan_pages(root: str | Path = "/proc") -> int:
+    """Return the pages reclaim scanned for the machine's shortage since boot (GLOBAL_SCAN_KEYS, plus
+    OPTIONAL_GLOBAL_SCAN_KEYS where present) of ``<root>/vmstat``. Raises SampleError."""
+    path = str(Path(root) / "vmstat")
+    data = read_file(path)
+    keys = [*GLOBAL_SCAN_KEYS, *(key for key in OPTIONAL_GLOBAL_SCAN_KEYS
+                                 if data.startswith(key + b" ") or b"\n" + key + b" " in data)]
+    return sum(flat_keyed_value(path, data, key) for key in keys)
 
 
 def inactive_file_bytes(root: str | Path = "/proc") -> int:

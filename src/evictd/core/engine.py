@@ -56,6 +56,8 @@ from evictd.core.pods import Pod, is_critical_pod
 from evictd.core.quantity import Quantity
 from evictd.core.ranking import SortKey, rank_pods_with_keys
 from evictd.core.signals import NodeCondition, Resource, Signal, spec_of
+from evictd.core.stall_gate import HeldBack, StallGate, gated_observations, held_back_reports, split_held_back
+from evictd.core.stall_gate import observe as observe_stall_gate
 from evictd.core.summary import Observation, PodStats, Summary, pod_stats_lookup, signal_observations
 from evictd.core.thresholds import (
     Threshold,
@@ -79,6 +81,8 @@ class EngineConfig:
     pressure_transition_period_s: float = 300.0
     max_pod_grace_period_s: int = 0
     local_storage_capacity_isolation: bool = True
+    # evictd's stall gate (`evictd.core.stall_gate`): a stall threshold counts only during node-wide reclaim.
+    stall_requires_node_reclaim: bool = True
 
     @classmethod
     def from_settings(cls, settings: EvictionSettings) -> EngineConfig:
@@ -88,6 +92,7 @@ class EngineConfig:
             pressure_transition_period_s=settings.pressure_transition_period_s,
             max_pod_grace_period_s=settings.max_pod_grace_period_s,
             local_storage_capacity_isolation=settings.local_storage_capacity_isolation,
+            stall_requires_node_reclaim=settings.stall_requires_node_reclaim,
         )
 
 
@@ -109,6 +114,8 @@ class EngineState:
     last_observations: Mapping[Signal, Observation] = field(default_factory=dict)
     # evictd's own: when the last eviction for a memory stall signal was decided (`note_evictions`).
     stall_evicted_at: float | None = None
+    # evictd's own: the stall gate's counters and its last verdict (`evictd.core.stall_gate`; not saved to disk).
+    stall_gate: StallGate = field(default_factory=StallGate)
 
 
 @dataclass(frozen=True, slots=True)
@@ -214,7 +221,9 @@ class Assessment:
     `thresholds` are the thresholds met (grace period elapsed or not); `stale_signals` the signals of
     thresholds that would act but whose stats are no newer than last cycle's; `stall_settling` the memory stall
     signals of thresholds that would act on fresh stats but wait for the last stall eviction to settle
-    (`STALL_SETTLE_S`), and `settle_ends_in_s` how long from this cycle until that wait ends (None: none waits).
+    (`STALL_SETTLE_S`), and `settle_ends_in_s` how long from this cycle until that wait ends (None: none waits);
+    `stall_held_back` the stall thresholds whose share was reached but which the stall gate held back (no node-wide
+    reclaim: `evictd.core.stall_gate`), not met for anything else.
     """
 
     next_step: NextStep
@@ -225,6 +234,7 @@ class Assessment:
     warnings: tuple[str, ...] = ()
     stall_settling: tuple[Signal, ...] = ()
     settle_ends_in_s: float | None = None
+    stall_held_back: tuple[HeldBack, ...] = ()
 
     def grace_ends_in_s(self) -> float | None:
         """How long from this cycle until the first met threshold whose grace period still runs reaches its end
@@ -304,12 +314,13 @@ def assess(
     if summary is None:
         return state, Assessment(Skipped("stats unavailable"), node_conditions=state.node_conditions,
                                  warnings=warnings)
-    observations = signal_observations(summary)
+    gate = observe_stall_gate(state.stall_gate, summary, now, enabled=config.stall_requires_node_reclaim)
+    observations = gated_observations(signal_observations(summary), gate)
     met = thresholds_met(state.thresholds, observations, enforce_min_reclaim=False)
     if state.thresholds_met:
         not_yet_resolved = thresholds_met(state.thresholds_met, observations, enforce_min_reclaim=True)
         met = merge_thresholds(met, not_yet_resolved)
-    met = unique_as_go_map_keys(met)
+    met, held = split_held_back(unique_as_go_map_keys(met), gate)
     first_observed_at = thresholds_first_observed_at(met, state.first_observed_at, now)
     last_observed_at = node_conditions_last_observed_at(node_conditions(met), state.condition_last_observed_at, now)
     conditions = tuple(node_conditions_observed_since(last_observed_at, config.pressure_transition_period_s, now))
@@ -325,6 +336,7 @@ def assess(
         node_conditions=conditions,
         thresholds_met=tuple(grace_met),
         last_observations=observations,
+        stall_gate=gate,
     )
     statuses = tuple(
         ThresholdStatus(t, grace_met=t in grace_met, observed_for_s=now - at) for t, at in first_observed_at.items()
@@ -340,6 +352,7 @@ def assess(
         stall_settling=tuple(dict.fromkeys(t.signal for t in settling)),
         settle_ends_in_s=(max(0.0, STALL_SETTLE_S - (now - state.stall_evicted_at))
                           if settling and state.stall_evicted_at is not None else None),
+        stall_held_back=held_back_reports(held, observations, gate, now),
     )
 
 
@@ -380,12 +393,14 @@ def layout_of(state: EngineState) -> FsLayout:
 def reclaim_succeeded(state: EngineState, summary_after: Summary | None) -> bool:
     """Return True when, on the post-reclaim stats, no configured threshold is met with minimum reclaim.
 
-    Grace periods are ignored and soft thresholds count too; unreadable stats mean reclaim failed.
+    Grace periods are ignored and soft thresholds count too; unreadable stats mean reclaim failed. The stall gate's
+    verdict of the cycle's `assess` (`state.stall_gate`) applies: a stall threshold it held back is not met.
     """
     if summary_after is None:
         return False
-    observations = signal_observations(summary_after)
-    return not thresholds_met(state.thresholds, observations, enforce_min_reclaim=True)
+    observations = gated_observations(signal_observations(summary_after), state.stall_gate)
+    return not split_held_back(thresholds_met(state.thresholds, observations, enforce_min_reclaim=True),
+                               state.stall_gate)[0]
 
 
 def still_met(step: ReclaimThenEvict, summary: Summary) -> bool:
@@ -398,7 +413,9 @@ def hard_thresholds_met(state: EngineState, config: EngineConfig, summary: Summa
     """The hard thresholds `summary` shows met (no minimum reclaim, no grace period): what ends the wait after an
     eviction early (evictd's own; the kubelet waits out its 30 s)."""
     hard = [threshold for threshold in (state.thresholds or config.thresholds) if threshold.is_hard]
-    return thresholds_met(hard, signal_observations(summary), enforce_min_reclaim=False)
+    met = thresholds_met(hard, gated_observations(signal_observations(summary), state.stall_gate),
+                         enforce_min_reclaim=False)
+    return split_held_back(met, state.stall_gate)[0]
 
 
 def _local_storage_eviction(pod: Pod, signal: str, message: str) -> Eviction:

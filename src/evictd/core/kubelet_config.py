@@ -24,6 +24,7 @@ from evictd.core.decode import INT32_MAX, INT32_MIN
 from evictd.core.duration import format_go_duration, parse_go_duration
 from evictd.core.errors import ConfigError, DurationError, QuantityError
 from evictd.core.quantity import Quantity
+from evictd.core.stall_gate import STALL_GATE_FIELD
 from evictd.core.thresholds import STALL_FIELDS, Threshold, parse_stall_thresholds, parse_threshold_config
 
 KUBELET_API_VERSION = "kubelet.config.k8s.io/v1beta1"
@@ -106,6 +107,8 @@ class EvictionSettings:
     stall_soft: Mapping[str, str] = field(default_factory=dict)
     stall_soft_grace_period: Mapping[str, str] = field(default_factory=dict)
     stall_minimum_reclaim: Mapping[str, str] = field(default_factory=dict)
+    # evictd's stall gate (`evictd.core.stall_gate`, EvictdConfiguration's STALL_GATE_FIELD): on unless turned off.
+    stall_requires_node_reclaim: bool = True
 
     def thresholds(self) -> list[Threshold]:
         """Return the configured thresholds (before the layout-dependent containerfs derivation), the kubelet's
@@ -150,10 +153,14 @@ def empty_flag_item_warnings(flags: Sequence[tuple[str, str]]) -> list[str]:
 
 def with_stall_settings(settings: EvictionSettings, document: Mapping[str, object]) -> EvictionSettings:
     """Return `settings` with the stall maps (STALL_FIELDS) of `document`: an EvictdConfiguration, or a scenario's
-    or recording's configuration. Raises ConfigError (a value that is not a map of strings)."""
+    or recording's configuration, and its stall gate switch (STALL_GATE_FIELD, true when absent). Raises ConfigError
+    (a value that is not a map of strings, a switch that is not true or false)."""
     hard, soft, grace, reclaim = (_string_map(key, document.get(key)) or {} for key in STALL_FIELDS)
+    gate = document.get(STALL_GATE_FIELD, True)
+    if not isinstance(gate, bool):
+        raise ConfigError("must be true or false", key=STALL_GATE_FIELD, value=gate)
     return replace(settings, stall_hard=hard, stall_soft=soft, stall_soft_grace_period=grace,
-                   stall_minimum_reclaim=reclaim)
+                   stall_minimum_reclaim=reclaim, stall_requires_node_reclaim=gate)
 
 
 def did_you_mean(key: object, known: Iterable[str]) -> str:

@@ -52,8 +52,23 @@ class PsiStats:
 
 
 @dataclass(frozen=True, slots=True)
+class ReclaimCounters:
+    """evictd's own, not the kubelet's Summary: the cumulative reclaim counters its stall gate compares from cycle
+    to cycle (`evictd.core.stall_gate`). JSON ``reclaim`` of a memory block, ``None`` where not read.
+
+    `global_scan_pages` (the node's block): pages scanned by reclaim for the machine's shortage, /proc/vmstat's
+    ``pgscan_kswapd + pgscan_direct (+ pgscan_khugepaged)``; the kernel leaves reclaim a cgroup's own limit caused
+    out of these. `limit_events` (the `pods` container's block): ``max`` of the pods cgroup's ``memory.events.local``
+    (cgroup v2), the times it hit its own limit."""
+
+    global_scan_pages: int | None = None
+    limit_events: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class MemoryStats:
-    """Memory usage of the node, a system container, a pod or a container; `psi`: its pressure stall."""
+    """Memory usage of the node, a system container, a pod or a container; `psi`: its pressure stall; `reclaim`:
+    evictd's reclaim counters (`ReclaimCounters`)."""
 
     time: datetime | None = None
     available_bytes: int | None = None
@@ -63,6 +78,7 @@ class MemoryStats:
     page_faults: int | None = None
     major_page_faults: int | None = None
     psi: PsiStats | None = None
+    reclaim: ReclaimCounters | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -39,6 +39,7 @@ from evictd.core.summary import (
     PodStats,
     PsiData,
     PsiStats,
+    ReclaimCounters,
     RlimitStats,
     Summary,
     VolumeStats,
@@ -283,7 +284,7 @@ def _memory_stats(value: object, key: str) -> MemoryStats | None:
         time = _TIMES.get(time, _MISSING) if type(time) is str else _MISSING if time is not None else None
         counters = (get("availableBytes"), get("usageBytes"), get("workingSetBytes"), get("rssBytes"),
                     get("pageFaults"), get("majorPageFaults"))
-        plain = time is not _MISSING and get("psi") is None
+        plain = time is not _MISSING and get("psi") is None and get("reclaim") is None
         for counter in counters:
             if counter is not None and (type(counter) is not int or not 0 <= counter <= MAX_COUNTER):
                 plain = False
@@ -304,7 +305,17 @@ def _memory_stats(value: object, key: str) -> MemoryStats | None:
         page_faults=_counter(obj, "pageFaults", key),
         major_page_faults=_counter(obj, "majorPageFaults", key),
         psi=_psi_stats(obj.get("psi"), child(key, "psi")),
+        reclaim=_reclaim_counters(obj.get("reclaim"), child(key, "reclaim")),
     )
+
+
+def _reclaim_counters(value: object, key: str) -> ReclaimCounters | None:
+    """evictd's own ``reclaim`` block of a memory block (`ReclaimCounters`); absent in the kubelet's Summary."""
+    obj = mapping(value, key, if_null=None)
+    if obj is None:
+        return None
+    return ReclaimCounters(global_scan_pages=_counter(obj, "globalScanPages", key),
+                           limit_events=_counter(obj, "limitEvents", key))
 
 
 # The share of a PSI average, in percent.

@@ -199,6 +199,9 @@ def step_json(at: float, report: CycleReport) -> JsonObject:
     }
     if assessment.stall_settling:  # evictd's own: only where a stall eviction waited (STALL_SETTLE_S)
         step["stallSettling"] = [str(s) for s in assessment.stall_settling]
+    if assessment.stall_held_back:  # evictd's own: a stall threshold's share reached without node-wide reclaim
+        step["stallHeldBack"] = [condition_text(item.threshold.signal, item.threshold.value)
+                                 for item in assessment.stall_held_back]
     return step
 
 
@@ -218,7 +221,8 @@ def simulation_text(steps: Sequence[tuple[float, CycleReport]]) -> str:
             outcome = "ok" if acted.reclaim_succeeded else "not enough"
             reclaim = f"{'+'.join(str(r.action) for r in acted.reclaim)}: {outcome}"
         evicted = ", ".join(e.pod.key for e in acted.evictions) or (
-            f"- (stall settling, {STALL_SETTLE_S:g}s)" if assessment.stall_settling else "-")
+            f"- (stall settling, {STALL_SETTLE_S:g}s)" if assessment.stall_settling else
+            "- (stall held back: no node-wide reclaim)" if assessment.stall_held_back else "-")
         conditions = ",".join(str(c) for c in assessment.node_conditions) or "-"
         rows.append((f"{seconds_json(at)}s", conditions, met or "-", reclaim, evicted))
         for eviction in acted.evictions:

@@ -13,6 +13,7 @@ from typing import Any
 from evictd.core.engine import Eviction, Skipped, ThresholdStatus
 from evictd.core.engine_rules import STALL_SETTLE_S
 from evictd.core.oom import TOO_LATE_ACTIVITIES, Activity, OomReport, outside_pods, situation, wall_time_text
+from evictd.core.stall_gate import STALL_RECLAIM_WINDOW_S, HeldBack
 from evictd.core.thresholds import Threshold, threshold_quantity
 from evictd.cycle.ids import decision_id
 from evictd.cycle.render import describe_threshold
@@ -42,6 +43,7 @@ class CycleLogger:
         self._warned: set[str] = set()
         self._pods_from_node = False
         self._withheld: str | None = None
+        self._held_back: frozenset[Threshold] = frozenset()  # stall thresholds the stall gate holds back
 
     def log_cycle(self, number: int, report: CycleReport, wake: WakeUp | None = None) -> None:
         assessment, decided, acted = report.decided.assessment, report.decided, report.acted
@@ -72,6 +74,7 @@ class CycleLogger:
         if assessment.stale_signals:
             self._log.info("stats not updated since last cycle; not acting on them", cycle=number,
                            signals=[str(s) for s in assessment.stale_signals])
+        self._stall_held_back(number, assessment.stall_held_back)
         if assessment.stall_settling:
             self._log.info("a stall eviction waits for the last one to settle", cycle=number,
                            signals=[str(s) for s in assessment.stall_settling], settle_s=STALL_SETTLE_S)
@@ -103,6 +106,18 @@ class CycleLogger:
                 and (api is None or not (api.asked or api.waiting or api.failure or api.pending_release))):
             self._log.warning("unable to evict any pods from the node", cycle=number,
                               ranking=[p.key for p in decided.ranked_pods])
+
+    def _stall_held_back(self, number: int, held: tuple[HeldBack, ...]) -> None:
+        """Log a stall threshold the stall gate holds back once per episode: when it starts being held back."""
+        for item in held:
+            if item.threshold not in self._held_back:
+                ago = item.global_reclaim_s_ago
+                self._log.info("stall threshold held back: no node-wide reclaim", cycle=number,
+                               threshold=describe_threshold(item.threshold), stalled_percent=item.stalled_percent,
+                               global_scan_pages=item.global_scan_pages,
+                               global_reclaim_s_ago=None if ago is None else round(ago, 1),
+                               window_s=STALL_RECLAIM_WINDOW_S)
+        self._held_back = frozenset(item.threshold for item in held)
 
     def _pod_list(self, number: int, report: CycleReport) -> None:
         """Log when the pods ranked become the node's (no pod list from the API) and when they stop being."""

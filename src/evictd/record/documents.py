@@ -13,6 +13,7 @@ from evictd.core.duration import format_go_duration
 from evictd.core.kubelet_config import EvictionSettings
 from evictd.core.pods import Container, Pod, Toleration, Volume
 from evictd.core.quantity import Quantity
+from evictd.core.stall_gate import STALL_GATE_FIELD
 
 
 def kubelet_config_document(settings: EvictionSettings) -> dict[str, object]:
@@ -29,6 +30,8 @@ def kubelet_config_document(settings: EvictionSettings) -> dict[str, object]:
         "localStorageCapacityIsolation": settings.local_storage_capacity_isolation,
         "kernelMemcgNotification": settings.kernel_memcg_notification,
         **{key: dict(values) for key, values in settings.stall_maps().items()},
+        # The stall gate only when turned off: its default (on) is what a configuration without the key means.
+        **({} if settings.stall_requires_node_reclaim else {STALL_GATE_FIELD: False}),
     }
 
 

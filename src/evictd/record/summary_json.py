@@ -62,6 +62,9 @@ def _memory_json(memory: MemoryStats | None) -> dict[str, object] | None:
         document["psi"] = {kind: {"total": line.total, "avg10": line.avg10, "avg60": line.avg60,
                                   "avg300": line.avg300}
                            for kind, line in (("some", memory.psi.some), ("full", memory.psi.full))}
+    if memory.reclaim is not None:
+        document["reclaim"] = _fields_json((("globalScanPages", memory.reclaim.global_scan_pages),
+                                            ("limitEvents", memory.reclaim.limit_events)))
     return document
 
 

@@ -1,0 +1,152 @@
+"""evictd's stall gate: a memory stall threshold counts only while the node is short of memory as a whole.
+
+Job: decide, each cycle, which of evictd's memory stall signals (`evictd.core.signals.EVICTD_SIGNALS`) may meet
+their thresholds, from the cumulative reclaim counters the stats carry (`evictd.core.summary.ReclaimCounters`):
+
+* the kernel counts /proc/vmstat's ``pgscan_kswapd``, ``pgscan_direct`` and ``pgscan_khugepaged`` only for
+  reclaim that is not a cgroup's own (mm/vmscan.c: ``if (!cgroup_reclaim(sc)) __count_vm_events(...)``), while a
+  memory cgroup reclaiming inside its own limit counts its scans in its own memory.stat alone. A pod thrashing
+  inside its limit stalls the node's PSI without moving the global counters (measured on this project's 2-core
+  VM: `some` 29-45 % with 21 GiB available, issue 38 item 2); evicting a neighbour relieves nothing there.
+* so a node stall signal (``evictd.io/memory.stall.*``) is **open** only when the global scan count increased
+  within the last `STALL_RECLAIM_WINDOW_S`; a pods-cgroup stall signal (``evictd.io/allocatableMemory.stall.*``)
+  also when the pods cgroup's own ``memory.events.local`` ``max`` count did (the pods cgroup at its limit is a
+  shortage of allocatable memory, which evicting a pod does relieve);
+* a signal whose gate figure could not be read this cycle (no /proc/vmstat) is **unknown**: its observation is
+  dropped, as for any figure evictd could not read (never act on stats it could not read). Without a pods-cgroup
+  limit count (cgroup v1, or the file unreadable) only global reclaim opens the pods signals' gate.
+
+`observe` makes the next `StallGate` (the state the engine keeps, `EngineState.stall_gate`) from the last one and
+a cycle's Summary; `gated_observations` drops the unknown signals' observations; `split_held_back` takes the
+thresholds of closed signals out of those met, and `held_back_reports` describes them for the logs and simulate.
+
+Invariants: pure (no I/O, `now` is monotonic seconds given by the caller), inputs never mutated. A counter is
+compared only with the value the last cycle read: the first reading of a run (or the first after a counter went
+backwards: a pods cgroup made again) is a baseline, not an increase, so the gate opens from the second cycle on.
+The trend is not kept in the engine state file: after a restart one cycle goes by before the gate can open.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from evictd.core.signals import EVICTD_SIGNALS, Reading, Signal, spec_of
+from evictd.core.summary import STALL_BASIS_POINTS, SYSTEM_CONTAINER_PODS, MemoryStats, Observation, Summary
+from evictd.core.thresholds import Threshold
+
+# The EvictdConfiguration key that turns the gate off (docs/configuration.md, "Memory stall thresholds").
+STALL_GATE_FIELD = "stallRequiresNodeReclaim"
+
+# How recent an increase of the reclaim counters must be for a stall threshold to count: the span of the PSI
+# average a stall threshold reads (avg10, the kernel's 10 s running average). A share at or over the threshold
+# says the node stalled over about the last 10 s; global reclaim within the same 10 s says that stall was (at
+# least partly) a node-wide shortage. A shorter window would close the gate on a stall whose reclaim ended a few
+# seconds before avg10 caught up with it (avg10 lags the stall by 2-10 s); a longer one would let old reclaim
+# vouch for a stall that is now only a pod thrashing in its own limit.
+STALL_RECLAIM_WINDOW_S = 10.0
+
+
+@dataclass(frozen=True, slots=True)
+class CounterTrend:
+    """A cumulative counter as the last cycle read it, and when (monotonic s) a cycle last saw it grow (None: no
+    cycle has since the baseline)."""
+
+    value: int
+    increased_at: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class StallGate:
+    """What the gate keeps between cycles: the counters' trends, and what it decided at the last cycle (`closed`:
+    stall signals held back; `unknown`: stall signals whose gate figures could not be read), which the engine's
+    later calls of that cycle (`reclaim_succeeded`, `hard_thresholds_met`) apply too."""
+
+    global_scan: CounterTrend | None = None
+    pods_limit: CounterTrend | None = None
+    closed: frozenset[Signal] = field(default_factory=frozenset)
+    unknown: frozenset[Signal] = field(default_factory=frozenset)
+
+
+@dataclass(frozen=True, slots=True)
+class HeldBack:
+    """A stall threshold whose share was reached, held back by the gate: the share stalled (percent), the global
+    scan count read (pages since boot) and how long ago a cycle last saw it grow (None: not since evictd started)."""
+
+    threshold: Threshold
+    stalled_percent: float
+    global_scan_pages: int | None
+    global_reclaim_s_ago: float | None
+
+
+def next_trend(last: CounterTrend | None, value: int | None, now: float) -> CounterTrend | None:
+    """Return the trend of a counter read as `value` at `now` (None: unreadable now, the last trend is kept). A
+    value lower than the last is a new baseline (the counter started again) that keeps the last increase."""
+    if value is None:
+        return last
+    if last is None:
+        return CounterTrend(value)
+    if value > last.value:
+        return CounterTrend(value, now)
+    return CounterTrend(value, last.increased_at)
+
+
+def _recent(trend: CounterTrend | None, now: float) -> bool:
+    return trend is not None and trend.increased_at is not None and now - trend.increased_at <= STALL_RECLAIM_WINDOW_S
+
+
+def _reclaim(memory: MemoryStats | None) -> tuple[int | None, int | None]:
+    """The (global scan pages, limit events) of a memory block (None: not read)."""
+    if memory is None or memory.reclaim is None:
+        return None, None
+    return memory.reclaim.global_scan_pages, memory.reclaim.limit_events
+
+
+def observe(last: StallGate, summary: Summary, now: float, *, enabled: bool) -> StallGate:
+    """Return the gate after the cycle at `now` read `summary`: the trends updated, and (when `enabled`) which stall
+    signals are closed or unknown this cycle. Disabled, nothing is closed or unknown."""
+    global_scan, _ = _reclaim(summary.node.memory)
+    pods = summary.node.system_containers.get(SYSTEM_CONTAINER_PODS)
+    _, limit_events = _reclaim(pods.memory if pods is not None else None)
+    global_trend = next_trend(last.global_scan, global_scan, now)
+    pods_trend = next_trend(last.pods_limit, limit_events, now)
+    if not enabled:
+        return StallGate(global_trend, pods_trend)
+    global_open = global_scan is not None and _recent(global_trend, now)
+    pods_open = limit_events is not None and _recent(pods_trend, now)
+    closed: set[Signal] = set()
+    unknown: set[Signal] = set()
+    for signal in EVICTD_SIGNALS:
+        if spec_of(signal).reading is Reading.PODS_MEMORY_STALL and pods_open:
+            continue
+        if global_scan is None:
+            unknown.add(signal)
+        elif not global_open:
+            closed.add(signal)
+    return StallGate(global_trend, pods_trend, frozenset(closed), frozenset(unknown))
+
+
+def gated_observations(observations: Mapping[Signal, Observation], gate: StallGate) -> dict[Signal, Observation]:
+    """Return `observations` without those of the stall signals whose gate figures could not be read."""
+    return {signal: observation for signal, observation in observations.items() if signal not in gate.unknown}
+
+
+def split_held_back(thresholds: Sequence[Threshold], gate: StallGate) -> tuple[list[Threshold], list[Threshold]]:
+    """Return (`thresholds` that count, those the gate holds back: on a closed stall signal), each in order."""
+    counted = [threshold for threshold in thresholds if threshold.signal not in gate.closed]
+    return counted, [threshold for threshold in thresholds if threshold.signal in gate.closed]
+
+
+def held_back_reports(held: Sequence[Threshold], observations: Mapping[Signal, Observation], gate: StallGate,
+                      now: float) -> tuple[HeldBack, ...]:
+    """Describe the thresholds `held` back at `now` with their signal's share stalled and the global reclaim."""
+    trend = gate.global_scan
+    ago = None if trend is None or trend.increased_at is None else now - trend.increased_at
+    reports = []
+    for threshold in held:
+        observed = observations.get(threshold.signal)
+        if observed is None:
+            continue
+        headroom = observed.available.ceil_int()
+        reports.append(HeldBack(threshold, stalled_percent=(STALL_BASIS_POINTS - headroom) / 100,
+                                global_scan_pages=None if trend is None else trend.value, global_reclaim_s_ago=ago))
+    return tuple(reports)

@@ -1,0 +1,213 @@
+"""The stall gate (`evictd.core.stall_gate`): a memory stall threshold counts only while the node is in node-wide
+reclaim (/proc/vmstat's global scan count grew within STALL_RECLAIM_WINDOW_S), or, for the pods cgroup's stall
+signals, while the pods cgroup hit its own limit; unreadable counters make the stall signal absent; the gate off
+decides as before. Pure: `assess` on scripted Summaries with a fake clock, and `simulate` for what it shows."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from builders import Gi, Mi, pod, pod_stats, stamp, summary
+from cycle_reports import simulate_steps
+from evictd.config import load_configuration
+from evictd.core.engine import EngineConfig, EngineState, ReclaimThenEvict, assess, reclaim_succeeded
+from evictd.core.errors import ConfigError
+from evictd.core.fs_layout import FsLayout
+from evictd.core.pod_parser import pod_from_dict
+from evictd.core.signals import Signal
+from evictd.core.stall_gate import STALL_RECLAIM_WINDOW_S, CounterTrend, next_trend
+from evictd.core.summary_parser import summary_from_dict
+from evictd.core.thresholds import parse_stall_thresholds
+from evictd.record.documents import kubelet_config_document
+from evictd.record.summary_json import summary_to_dict
+
+SOME = "evictd.io/memory.stall.some"
+PODS_SOME = "evictd.io/allocatableMemory.stall.some"
+HOG = pod("hog", requests={"memory": "100Mi"}, priority=0)
+OTHER = pod("other", requests={"memory": "1Gi"}, priority=0)
+PODS = [HOG, OTHER]
+STATS = [pod_stats(HOG, memory=1 * Gi), pod_stats(OTHER, memory=500 * Mi)]
+NODE_STALL = parse_stall_thresholds({SOME: "10%"}, {}, {}, {})[0]
+PODS_STALL = parse_stall_thresholds({PODS_SOME: "10%"}, {}, {}, {})[0]
+UNREAD = object()  # a counter not in the Summary (not readable)
+
+
+def psi(some10: float) -> dict[str, Any]:
+    return {"some": {"total": 1000, "avg10": some10, "avg60": 0.0, "avg300": 0.0},
+            "full": {"total": 500, "avg10": 0.0, "avg60": 0.0, "avg300": 0.0}}
+
+
+def stalled(second: int, *, share: float = 30.0, scanned: object = 0, limit_events: object = UNREAD,
+            pods_share: float | None = None) -> dict[str, Any]:
+    """A Summary document of a node stalled `share`% (`some` avg10) with the global scan count `scanned` and, for the
+    pods cgroup (stalled `pods_share`%), its `max` events `limit_events`."""
+    document = summary(memory=20 * Gi, time=stamp(second), pods=STATS,
+                       allocatable=16 * Gi if pods_share is not None else None)
+    memory = document["node"]["memory"]
+    memory["psi"] = psi(share)
+    if scanned is not UNREAD:
+        memory["reclaim"] = {"globalScanPages": scanned}
+    if pods_share is not None:
+        pods_memory = document["node"]["systemContainers"][0]["memory"]
+        pods_memory["psi"] = psi(pods_share)
+        if limit_events is not UNREAD:
+            pods_memory["reclaim"] = {"limitEvents": limit_events}
+    return document
+
+
+def cycles(readings: list[tuple[float, dict[str, Any]]], *, thresholds: tuple[Any, ...] = (NODE_STALL,),
+           gate: bool = True) -> tuple[EngineState, list[Any]]:
+    """Assess each (now, Summary document) in turn; return the last state and every assessment."""
+    config = EngineConfig(thresholds=thresholds, stall_requires_node_reclaim=gate)
+    state, assessments = EngineState(), []
+    pods = [pod_from_dict(p) for p in PODS]
+    for now, document in readings:
+        state, assessment = assess(state, config, FsLayout(), summary_from_dict(document), pods, now)
+        assessments.append(assessment)
+    return state, assessments
+
+
+def met(assessment: Any) -> list[str]:
+    return [str(status.threshold.signal) for status in assessment.thresholds]
+
+
+# --- the rule ------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("second_scanned", "second_at", "gate", "expected"), [
+    pytest.param(5000, 100.0, True, [SOME], id="share-met-and-global-reclaim-within-the-window-met"),
+    pytest.param(1000, 100.0, True, [], id="share-met-no-global-reclaim-held-back"),
+    pytest.param(1000, 100.0, False, [SOME], id="gate-off-met-as-before"),
+])
+def test_a_node_stall_threshold_counts_only_with_global_reclaim(second_scanned: int, second_at: float, gate: bool,
+                                                                  expected: list[str]) -> None:
+    _, (first, second) = cycles([(90.0, stalled(0, scanned=1000)), (second_at, stalled(1, scanned=second_scanned))],
+                                gate=gate)
+    assert met(first) == ([SOME] if not gate else [])  # the first reading is a baseline, not an increase
+    assert met(second) == expected
+    if expected:
+        assert isinstance(second.next_step, ReclaimThenEvict) and second.next_step.threshold == NODE_STALL
+        assert second.stall_held_back == ()
+    else:
+        assert second.next_step.__class__.__name__ == "NoneStarved"
+        (held,) = second.stall_held_back
+        assert (held.threshold, held.stalled_percent, held.global_scan_pages) == (NODE_STALL, 30.0, 1000)
+        assert held.global_reclaim_s_ago is None  # none seen since evictd started
+
+
+def test_global_reclaim_older_than_the_window_holds_the_threshold_back() -> None:
+    window = STALL_RECLAIM_WINDOW_S
+    _, assessments = cycles([(0.0, stalled(0, scanned=1000)), (5.0, stalled(1, scanned=2000)),
+                             (5.0 + window, stalled(2, scanned=2000)), (5.1 + window, stalled(3, scanned=2000))])
+    assert [met(a) for a in assessments] == [[], [SOME], [SOME], []]
+    (held,) = assessments[3].stall_held_back
+    assert held.global_reclaim_s_ago == pytest.approx(window + 0.1)
+    assert held.global_scan_pages == 2000
+
+
+def test_unreadable_counters_make_the_stall_signal_absent_never_guessed() -> None:
+    state, assessments = cycles([(0.0, stalled(0, scanned=1000)), (1.0, stalled(1, scanned=5000)),
+                                 (2.0, stalled(2, scanned=UNREAD))])
+    assert met(assessments[1]) == [SOME]
+    last = assessments[2]
+    assert met(last) == [] and Signal(SOME) not in last.observations  # as a figure not read: no observation
+    assert last.stall_held_back == ()  # not held back: absent
+    assert Signal("memory.available") in last.observations  # the other signals are untouched
+    # The last counter is kept: read again and unchanged, the increase 2 s ago still opens the gate.
+    assert state.stall_gate.global_scan == CounterTrend(5000, 1.0)
+    _, (again,) = cycles_from(state, [(3.0, stalled(3, scanned=5000))])
+    assert met(again) == [SOME]
+
+
+def cycles_from(state: EngineState, readings: list[tuple[float, dict[str, Any]]]) -> tuple[EngineState, list[Any]]:
+    config = EngineConfig(thresholds=(NODE_STALL,))
+    assessments = []
+    for now, document in readings:
+        state, assessment = assess(state, config, FsLayout(), summary_from_dict(document),
+                                   [pod_from_dict(p) for p in PODS], now)
+        assessments.append(assessment)
+    return state, assessments
+
+
+@pytest.mark.parametrize(("limit_events", "scanned", "expected"), [
+    pytest.param((10, 25), (1000, 1000), [PODS_SOME], id="pods-cgroup-hit-its-limit-met"),
+    pytest.param((10, 10), (1000, 1000), [], id="neither-held-back"),
+    pytest.param((UNREAD, UNREAD), (1000, 3000), [PODS_SOME], id="no-limit-events-global-reclaim-opens"),
+    pytest.param((UNREAD, UNREAD), (1000, 1000), [], id="no-limit-events-no-global-reclaim-held-back"),
+    pytest.param((10, 25), (1000, UNREAD), [PODS_SOME], id="limit-hit-opens-without-vmstat"),
+    pytest.param((10, 10), (1000, UNREAD), [], id="no-limit-hit-without-vmstat-absent"),
+])
+def test_an_allocatable_stall_threshold_counts_with_the_pods_cgroup_at_its_limit_or_global_reclaim(
+    limit_events: tuple[object, object], scanned: tuple[object, object], expected: list[str]
+) -> None:
+    _, (_, second) = cycles([(0.0, stalled(0, scanned=scanned[0], limit_events=limit_events[0], pods_share=30.0)),
+                             (1.0, stalled(1, scanned=scanned[1], limit_events=limit_events[1], pods_share=30.0))],
+                            thresholds=(PODS_STALL,))
+    assert met(second) == expected
+    if not expected and scanned[1] is UNREAD:
+        assert Signal(PODS_SOME) not in second.observations
+    elif not expected:
+        assert [held.threshold for held in second.stall_held_back] == [PODS_STALL]
+
+
+@pytest.mark.parametrize(("last", "value", "expected"), [
+    pytest.param(None, 7, CounterTrend(7), id="first-reading-is-a-baseline"),
+    pytest.param(CounterTrend(7, 1.0), 9, CounterTrend(9, 5.0), id="increase"),
+    pytest.param(CounterTrend(7, 1.0), 7, CounterTrend(7, 1.0), id="unchanged"),
+    pytest.param(CounterTrend(7, 1.0), 3, CounterTrend(3, 1.0), id="backwards-is-a-new-baseline"),
+    pytest.param(CounterTrend(7, 1.0), None, CounterTrend(7, 1.0), id="unreadable-keeps-the-last"),
+])
+def test_next_trend(last: CounterTrend | None, value: int | None, expected: CounterTrend) -> None:
+    assert next_trend(last, value, 5.0) == expected
+
+
+def test_a_threshold_held_back_does_not_fail_reclaim_either() -> None:
+    memory = parse_stall_thresholds({SOME: "10%"}, {}, {}, {})
+    state, _ = cycles([(0.0, stalled(0, scanned=1000)), (1.0, stalled(1, scanned=1000))], thresholds=tuple(memory))
+    assert reclaim_succeeded(state, summary_from_dict(stalled(2, scanned=1000)))
+    state_off, _ = cycles([(0.0, stalled(0, scanned=1000)), (1.0, stalled(1, scanned=1000))],
+                          thresholds=tuple(memory), gate=False)
+    assert not reclaim_succeeded(state_off, summary_from_dict(stalled(2, scanned=1000)))
+
+
+# --- configuration, recording, simulate -------------------------------------------------------------------------
+
+
+def test_the_switch_is_on_by_default_refuses_a_non_boolean_and_is_recorded_only_when_off(tmp_path: Any) -> None:
+    path = tmp_path / "evictd.yaml"
+    head = f"apiVersion: evictd.io/v1alpha1\nkind: EvictdConfiguration\nstallEvictionHard: {{{SOME}: '10%'}}\n"
+    path.write_text(head)
+    on = load_configuration([str(path)])
+    assert on.eviction.stall_requires_node_reclaim and EngineConfig.from_settings(on.eviction).stall_requires_node_reclaim
+    assert "stallRequiresNodeReclaim" not in kubelet_config_document(on.eviction)
+    path.write_text(head + "stallRequiresNodeReclaim: false\n")
+    off = load_configuration([str(path)])
+    assert not EngineConfig.from_settings(off.eviction).stall_requires_node_reclaim
+    assert kubelet_config_document(off.eviction)["stallRequiresNodeReclaim"] is False
+    path.write_text(head + "stallRequiresNodeReclaim: 'no'\n")
+    with pytest.raises(ConfigError) as caught:
+        load_configuration([str(path)])
+    assert (caught.value.key, caught.value.value) == ("EvictdConfiguration: stallRequiresNodeReclaim", "no")
+    assert "must be true or false" in str(caught.value)
+
+
+def test_the_reclaim_counters_round_trip_through_a_recorded_summary() -> None:
+    document = stalled(0, scanned=123, limit_events=4, pods_share=5.0)
+    parsed = summary_from_dict(document)
+    assert parsed.node.memory is not None and parsed.node.memory.reclaim is not None
+    assert parsed.node.memory.reclaim.global_scan_pages == 123
+    assert summary_from_dict(summary_to_dict(parsed)) == parsed
+    assert summary_to_dict(parsed)["node"]["memory"]["reclaim"] == {"globalScanPages": 123}
+
+
+def test_simulate_shows_a_held_back_stall_threshold_and_evicts_nobody_until_global_reclaim() -> None:
+    config = {"evictionHard": {}, "stallEvictionHard": {SOME: "10%"}, "evictionPressureTransitionPeriod": "5m"}
+    steps = [{"at": at, "summary": stalled(index, scanned=scanned), "pods": PODS}
+             for index, (at, scanned) in enumerate([(0, 1000), (10, 1000), (20, 1000), (30, 9000)])]
+    out = simulate_steps({"config": config, "pods": PODS, "steps": steps})
+    assert [step.get("stallHeldBack") for step in out] == [[f"{SOME}>=10%"]] * 3 + [None]
+    assert [[e["name"] for e in step["evicted"]] for step in out] == [[], [], [], ["hog"]]
+    off = simulate_steps({"config": {**config, "stallRequiresNodeReclaim": False}, "pods": PODS, "steps": steps})
+    assert [e["name"] for e in off[0]["evicted"]] == ["hog"]

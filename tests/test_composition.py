@@ -22,6 +22,7 @@ from evictd.core.quantity import Quantity
 from evictd.core.signals import Signal
 from evictd.core.thresholds import Threshold, ThresholdValue
 from evictd.run.compose_node import PathLayout, build_memcg_notifiers, build_psi_notifiers, build_stats_source
+from evictd.run.composition import check_settings
 from evictd.run.plausible_stats import PlausibleStats
 
 FIXTURE_V1 = Path(__file__).resolve().parent / "fixtures" / "cgroup" / "v1-cgroupfs"
@@ -127,3 +128,16 @@ def test_stats_through_the_api_with_an_unreadable_kubeconfig_is_a_config_error(t
         build_stats_source(configuration(tmp_path, f"statsSource: kubelet\nkubeconfig: {missing}\n"), cgroups,
                            "node-1")
     assert (info.value.key, info.value.value) == ("kubeconfig", str(missing))
+
+
+def test_stall_thresholds_gated_on_reclaim_need_the_nodes_own_figures(tmp_path: Path) -> None:
+    # The kubelet's Summary has no reclaim counters: with the gate on, its stall thresholds could never be met.
+    stall = "stallEvictionHard: {evictd.io/memory.stall.full: \"20%\"}\n"
+    source = f"statsSource: kubelet\nkubeletSummaryURL: https://127.0.0.1:10250/stats/summary\ncgroupfsPath: {tmp_path}\n"
+    with pytest.raises(ConfigError) as info:
+        check_settings(configuration(tmp_path, source + stall))
+    assert (info.value.key, info.value.value) == ("statsSource", "kubelet")
+    assert "stallRequiresNodeReclaim: false" in str(info.value)
+    check_settings(configuration(tmp_path, source + stall + "stallRequiresNodeReclaim: false\n"))
+    check_settings(configuration(tmp_path, source))
+    check_settings(configuration(tmp_path, f"cgroupfsPath: {tmp_path}\n" + stall))

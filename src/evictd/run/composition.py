@@ -451,3 +451,10 @@ def check_settings(config: Configuration) -> None:
             and not api_configured(config.evictd)):
         raise ConfigError("needs kubeletSummaryURL, a kubeconfig, or to run inside a cluster",
                           key="statsSource", value="kubelet")
+    eviction = config.eviction
+    if (config.evictd.stats_source is StatsOrigin.KUBELET and eviction.stall_requires_node_reclaim
+            and (eviction.stall_hard or eviction.stall_soft)):
+        # The kubelet's Summary carries no reclaim counters: the gate would keep every stall threshold from being met.
+        raise ConfigError("stall thresholds with stallRequiresNodeReclaim need statsSource: node (the kubelet's "
+                          "Summary has no reclaim counters); set stallRequiresNodeReclaim: false to decide on the "
+                          "stall share alone", key="statsSource", value="kubelet")

@@ -5,6 +5,7 @@ decides as before. Pure: `assess` on scripted Summaries with a fake clock, and `
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -13,6 +14,7 @@ from builders import Gi, Mi, pod, pod_stats, stamp, summary
 from cycle_reports import simulate_steps
 from evictd.config import load_configuration
 from evictd.core.engine import EngineConfig, EngineState, ReclaimThenEvict, assess, reclaim_succeeded
+from evictd.core.engine_rules import STALL_SETTLE_S
 from evictd.core.errors import ConfigError
 from evictd.core.fs_layout import FsLayout
 from evictd.core.pod_parser import pod_from_dict
@@ -116,7 +118,7 @@ def test_unreadable_counters_make_the_stall_signal_absent_never_guessed() -> Non
     assert last.stall_held_back == ()  # not held back: absent
     assert Signal("memory.available") in last.observations  # the other signals are untouched
     # The last counter is kept: read again and unchanged, the increase 2 s ago still opens the gate.
-    assert state.stall_gate.global_scan == CounterTrend(5000, 1.0)
+    assert state.stall_gate.global_scan == CounterTrend(5000, 1.0, read_at=1.0, grew_after=0.0)
     _, (again,) = cycles_from(state, [(3.0, stalled(3, scanned=5000))])
     assert met(again) == [SOME]
 
@@ -153,11 +155,11 @@ def test_an_allocatable_stall_threshold_counts_with_the_pods_cgroup_at_its_limit
 
 
 @pytest.mark.parametrize(("last", "value", "expected"), [
-    pytest.param(None, 7, CounterTrend(7), id="first-reading-is-a-baseline"),
-    pytest.param(CounterTrend(7, 1.0), 9, CounterTrend(9, 5.0), id="increase"),
-    pytest.param(CounterTrend(7, 1.0), 7, CounterTrend(7, 1.0), id="unchanged"),
-    pytest.param(CounterTrend(7, 1.0), 3, CounterTrend(3, 1.0), id="backwards-is-a-new-baseline"),
-    pytest.param(CounterTrend(7, 1.0), None, CounterTrend(7, 1.0), id="unreadable-keeps-the-last"),
+    pytest.param(None, 7, CounterTrend(7, read_at=5.0), id="first-reading-is-a-baseline"),
+    pytest.param(CounterTrend(7, 1.0, 3.0, 0.5), 9, CounterTrend(9, 5.0, 5.0, 3.0), id="increase"),
+    pytest.param(CounterTrend(7, 1.0, 3.0, 0.5), 7, CounterTrend(7, 1.0, 5.0, 0.5), id="unchanged"),
+    pytest.param(CounterTrend(7, 1.0, 3.0, 0.5), 3, CounterTrend(3, 1.0, 5.0, 0.5), id="backwards-is-a-new-baseline"),
+    pytest.param(CounterTrend(7, 1.0, 3.0, 0.5), None, CounterTrend(7, 1.0, 3.0, 0.5), id="unreadable-keeps-the-last"),
 ])
 def test_next_trend(last: CounterTrend | None, value: int | None, expected: CounterTrend) -> None:
     assert next_trend(last, value, 5.0) == expected
@@ -211,3 +213,23 @@ def test_simulate_shows_a_held_back_stall_threshold_and_evicts_nobody_until_glob
     assert [[e["name"] for e in step["evicted"]] for step in out] == [[], [], [], ["hog"]]
     off = simulate_steps({"config": {**config, "stallRequiresNodeReclaim": False}, "pods": PODS, "steps": steps})
     assert [e["name"] for e in off[0]["evicted"]] == ["hog"]
+
+
+def test_after_a_stall_eviction_settled_only_reclaim_read_after_it_counts() -> None:
+    # Reclaim grew up to the eviction at 2.0 (read at 1.0 and 2.0); the settle time ends at 2.0 + STALL_SETTLE_S.
+    state, _ = cycles([(0.0, stalled(0, scanned=1000)), (1.0, stalled(1, scanned=3000)),
+                       (2.0, stalled(2, scanned=5000))])
+    state = replace(state, stall_evicted_at=2.0)
+    settled_at = 2.0 + STALL_SETTLE_S
+    # Still settling: the gate is as before (the settle rule holds the next eviction back).
+    _, (settling,) = cycles_from(state, [(settled_at - 0.5, stalled(3, scanned=5000))])
+    assert met(settling) == [SOME] and settling.stall_settling == (Signal(SOME),)
+    # Settled, no growth since: the reclaim that led to the eviction no longer vouches (before: met until 12.0).
+    quiet, (after,) = cycles_from(state, [(settled_at + 0.5, stalled(4, scanned=5000))])
+    assert met(after) == [] and [h.threshold for h in after.stall_held_back] == [NODE_STALL]
+    # Growth between a reading before the settle end and one after it is not read entirely after it...
+    _, (straddling,) = cycles_from(state, [(settled_at + 0.5, stalled(4, scanned=6000))])
+    assert met(straddling) == []
+    # ...growth between two readings after it is.
+    _, (fresh,) = cycles_from(quiet, [(settled_at + 1.0, stalled(5, scanned=6000))])
+    assert met(fresh) == [SOME]

@@ -56,7 +56,14 @@ from evictd.core.pods import Pod, is_critical_pod
 from evictd.core.quantity import Quantity
 from evictd.core.ranking import SortKey, rank_pods_with_keys
 from evictd.core.signals import NodeCondition, Resource, Signal, spec_of
-from evictd.core.stall_gate import HeldBack, StallGate, gated_observations, held_back_reports, split_held_back
+from evictd.core.stall_gate import (
+    HeldBack,
+    StallGate,
+    evidence_after,
+    gated_observations,
+    held_back_reports,
+    split_held_back,
+)
 from evictd.core.stall_gate import observe as observe_stall_gate
 from evictd.core.summary import Observation, PodStats, Summary, pod_stats_lookup, signal_observations
 from evictd.core.thresholds import (
@@ -314,7 +321,8 @@ def assess(
     if summary is None:
         return state, Assessment(Skipped("stats unavailable"), node_conditions=state.node_conditions,
                                  warnings=warnings)
-    gate = observe_stall_gate(state.stall_gate, summary, now, enabled=config.stall_requires_node_reclaim)
+    gate = observe_stall_gate(state.stall_gate, summary, now, enabled=config.stall_requires_node_reclaim,
+                              after=evidence_after(state.stall_evicted_at, STALL_SETTLE_S, now))
     observations = gated_observations(signal_observations(summary), gate)
     met = thresholds_met(state.thresholds, observations, enforce_min_reclaim=False)
     if state.thresholds_met:

@@ -8,6 +8,8 @@ their thresholds, from the cumulative reclaim counters the stats carry (`evictd.
   memory cgroup reclaiming inside its own limit counts its scans in its own memory.stat alone. A pod thrashing
   inside its limit stalls the node's PSI without moving the global counters (measured on this project's 2-core
   VM: `some` 29-45 % with 21 GiB available, issue 38 item 2); evicting a neighbour relieves nothing there.
+* after a stall eviction has settled (`evidence_after`), only reclaim read entirely after the settle time counts:
+  the reclaim that led to the eviction does not vouch for the next one.
 * so a node stall signal (``evictd.io/memory.stall.*``) is **open** only when the global scan count increased
   within the last `STALL_RECLAIM_WINDOW_S`; a pods-cgroup stall signal (``evictd.io/allocatableMemory.stall.*``)
   also when the pods cgroup's own ``memory.events.local`` ``max`` count did (the pods cgroup at its limit is a
@@ -48,11 +50,14 @@ STALL_RECLAIM_WINDOW_S = 10.0
 
 @dataclass(frozen=True, slots=True)
 class CounterTrend:
-    """A cumulative counter as the last cycle read it, and when (monotonic s) a cycle last saw it grow (None: no
-    cycle has since the baseline)."""
+    """A cumulative counter as the last cycle read it, when (monotonic s) a cycle last saw it grow (None: no cycle
+    has since the baseline), when it was last read, and when the reading before that growth was taken (the growth
+    happened after it: `grew_after`)."""
 
     value: int
     increased_at: float | None = None
+    read_at: float | None = None
+    grew_after: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,14 +89,27 @@ def next_trend(last: CounterTrend | None, value: int | None, now: float) -> Coun
     if value is None:
         return last
     if last is None:
-        return CounterTrend(value)
+        return CounterTrend(value, read_at=now)
     if value > last.value:
-        return CounterTrend(value, now)
-    return CounterTrend(value, last.increased_at)
+        return CounterTrend(value, now, read_at=now, grew_after=last.read_at)
+    return CounterTrend(value, last.increased_at, read_at=now, grew_after=last.grew_after)
 
 
-def _recent(trend: CounterTrend | None, now: float) -> bool:
-    return trend is not None and trend.increased_at is not None and now - trend.increased_at <= STALL_RECLAIM_WINDOW_S
+def evidence_after(stall_evicted_at: float | None, settle_s: float, now: float) -> float | None:
+    """Since when reclaim counts as evidence at `now` (None: any within the window): once the last stall eviction
+    (at `stall_evicted_at`) has settled (`settle_s` later), only growth read entirely after that, so that the
+    reclaim that led to that eviction, and the moments its pod's memory took to be freed, vouch for no second one.
+    In the arena's thrash, reclaim from before the grower's eviction kept the gate open 4 s later and the Guaranteed
+    pod was evicted next (3 of 3 runs)."""
+    if stall_evicted_at is None or now < stall_evicted_at + settle_s:
+        return None  # no stall eviction, or still settling (the settle rule holds the next one back meanwhile)
+    return stall_evicted_at + settle_s
+
+
+def _recent(trend: CounterTrend | None, now: float, after: float | None) -> bool:
+    if trend is None or trend.increased_at is None or now - trend.increased_at > STALL_RECLAIM_WINDOW_S:
+        return False
+    return after is None or (trend.grew_after is not None and trend.grew_after >= after)
 
 
 def _reclaim(memory: MemoryStats | None) -> tuple[int | None, int | None]:
@@ -101,9 +119,10 @@ def _reclaim(memory: MemoryStats | None) -> tuple[int | None, int | None]:
     return memory.reclaim.global_scan_pages, memory.reclaim.limit_events
 
 
-def observe(last: StallGate, summary: Summary, now: float, *, enabled: bool) -> StallGate:
+def observe(last: StallGate, summary: Summary, now: float, *, enabled: bool, after: float | None = None) -> StallGate:
     """Return the gate after the cycle at `now` read `summary`: the trends updated, and (when `enabled`) which stall
-    signals are closed or unknown this cycle. Disabled, nothing is closed or unknown."""
+    signals are closed or unknown this cycle; `after` (`evidence_after`): growth counts only when read entirely after
+    it. Disabled, nothing is closed or unknown."""
     global_scan, _ = _reclaim(summary.node.memory)
     pods = summary.node.system_containers.get(SYSTEM_CONTAINER_PODS)
     _, limit_events = _reclaim(pods.memory if pods is not None else None)
@@ -111,8 +130,8 @@ def observe(last: StallGate, summary: Summary, now: float, *, enabled: bool) -> 
     pods_trend = next_trend(last.pods_limit, limit_events, now)
     if not enabled:
         return StallGate(global_trend, pods_trend)
-    global_open = global_scan is not None and _recent(global_trend, now)
-    pods_open = limit_events is not None and _recent(pods_trend, now)
+    global_open = global_scan is not None and _recent(global_trend, now, after)
+    pods_open = limit_events is not None and _recent(pods_trend, now, after)
     closed: set[Signal] = set()
     unknown: set[Signal] = set()
     for signal in EVICTD_SIGNALS:

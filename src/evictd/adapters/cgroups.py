@@ -56,8 +56,7 @@ from typing import overload
 
 from evictd.adapters.kept_files import KeptFiles, keeps_files_in, kept_files_cap
 from evictd.core.errors import ConfigError, SampleError
-from evictd.core.memcg import working_set_from
-from evictd.core.node_protection import UNLIMITED_ABOVE_BYTES  # a limit above it means "no limit"
+from evictd.core.memcg import UNLIMITED_ABOVE_BYTES, working_set_from  # a limit above it means "no limit"
 from evictd.core.settled import settled_usage
 
 # Values are Go uint64s upstream; anything at or above this is garbage, not a reading.

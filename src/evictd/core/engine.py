@@ -2,7 +2,7 @@
 
 Over 500 lines because it is the kubelet's synchronize in one place, its values and the three pure calls the shell
 sequences, so that it can be read against eviction_manager.go top to bottom; its rules are already apart
-(`engine_rules`, `fs_layout`, `ranking`, `disk_figures`, `settled`).
+(`engine_rules`, `fs_layout`, `ranking`, `disk_figures`, `settled`, `stall_gate`).
 
 The kubelet does I/O in the middle of a cycle (node-level reclaim, then a fresh summary), so the step is cut
 at that point into three pure calls that the shell (`evictd.cycle.manager`) sequences:

@@ -62,6 +62,10 @@ from evictd.core.signals import Signal
 from evictd.core.summary import SYSTEM_CONTAINER_PODS, MemoryStats, Summary
 from evictd.core.thresholds import Threshold, threshold_quantity
 
+# A memory limit above this many bytes means "no limit": the kernel rounds 2**63-1 down to a page multiple (v1's
+# 9223372036854771712 with 4 KiB pages), so the kubelet compares with 2**62 (isMemoryUnlimited, pkg/kubelet/stats).
+UNLIMITED_ABOVE_BYTES = 2**62
+
 # notifierRefreshInterval in the kubelet's eviction manager: thresholds follow the readings this often.
 NOTIFIER_REFRESH_INTERVAL_S = 10.0
 

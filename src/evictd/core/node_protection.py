@@ -30,11 +30,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
+from evictd.core.memcg import UNLIMITED_ABOVE_BYTES
 from evictd.core.reserved_memory import NodeReservation, ReservedCgroup, ReservedMemory
 
-# A memory limit above this many bytes means "no limit": the kernel rounds 2**63-1 down to a page multiple (v1's
-# 9223372036854771712 with 4 KiB pages), so the kubelet compares with 2**62 (isMemoryUnlimited, pkg/kubelet/stats).
-UNLIMITED_ABOVE_BYTES = 2**62
 # What a cgroup v2 memory file holds for "no limit" (memory.max) or "all of it protected" (memory.min, memory.low).
 V2_MAX = "max"
 # `CgroupFile.problem` of a file (or its cgroup) that does not exist.

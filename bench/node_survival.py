@@ -13,7 +13,7 @@ Backends (bench/node_survival_nodes.py): ``stand-in`` (no kube binaries: the tes
 kubelet that carries deletions out; pods are real processes in the kubelet's cgroup layout); ``real`` (the
 real kube-apiserver, kubelet v1.36.2 and containerd in the guest, binaries from EVICTD_K8S_BIN; pods created
 through the API server with spec.nodeName; --mem-mib 3072 leaves the cluster's ~500 MiB beside a node).
-Protectors: kernel, evictd, evictd-stall (--kernel psi only), earlyoom on both; kubelet-defaults and
+Protectors: kernel, evictd, evictd-stall (--kernel psi only), evictd-refault, earlyoom on both; kubelet-defaults and
 kubelet-same on the real backend only; evictd-pid (evictd with pid.available<25% added, for the fork-bomb
 control). The non-memory controls (fork-bomb, disk-fill, disk-fill-fast: bench/node_survival_controls.py) get a
 second table of their own figures.

@@ -22,6 +22,8 @@ Protectors (each started after the pods, before the workload's pressure):
   deploy/systemd/evictd.service gives it.
 * ``evictd-stall``: ``evictd`` plus its memory stall signal (PSI), the stall maps of
   config/examples/06-memory-stall.yaml (bench/node_survival_pagecache.py); a run on a kernel without PSI fails.
+* ``evictd-refault``: ``evictd`` plus its refault signal (``evictd.io/memory.refault``,
+  bench/node_survival_pagecache.py's REFAULT_MAPS), on any kernel.
 * ``evictd-pid``: ``evictd`` plus ``pid.available: 25%`` in evictionHard (bench/node_survival_controls_guest.py).
 * ``earlyoom``: Debian's earlyoom with Debian's arguments (/etc/default/earlyoom: ``-r 3600``; its default
   thresholds are percentages of the guest's memory, 10 % SIGTERM and 5 % SIGKILL, so they scale by
@@ -128,7 +130,8 @@ class Kmsg:
 
 def evictd_documents(work: Path, backend: Any, protector: str = "evictd") -> tuple[str, str]:
     """The shipped configuration (config/), as a KubeletConfiguration body and an EvictdConfiguration body,
-    changed only where the guest is not a node (the module's docstring says where); evictd-stall's stall maps."""
+    changed only where the guest is not a node (the module's docstring says where); evictd-stall's and
+    evictd-refault's stall maps."""
     kubelet = yaml.safe_load((REPO / "config/kubelet-config.yaml").read_text())
     evictd = yaml.safe_load((REPO / "config/evictd-config.yaml").read_text())
     evictd.update({"stateDir": str(work / "state"), "kubeletRootDir": str(work / "kubelet"),
@@ -151,7 +154,7 @@ class Protector:
         work.mkdir(parents=True, exist_ok=True)
         self.evictd: EvictdProcess | None = None
         self.earlyoom: subprocess.Popen[bytes] | None = None
-        if name in ("evictd", "evictd-stall", EVICTD_PID):
+        if name in ("evictd", "evictd-stall", "evictd-refault", EVICTD_PID):
             kubelet, evictd = evictd_documents(work, backend, name)
             wrapper = ("sh", "-c", join_unit(EVICTD_UNIT, EVICTD_OOM_SCORE_ADJ) + EVICTD_PRIORITIES, "sh")
             self.evictd = EvictdProcess(work, kubelet=kubelet, evictd=evictd, wrapper=wrapper)

@@ -30,7 +30,8 @@ daemon's longest heartbeat gap began: what evictd and the kubelet saw while the 
 
 The protector ``evictd-stall`` is evictd as shipped plus the stall maps of config/examples/06-memory-stall.yaml
 (`STALL_MAPS`) in its EvictdConfiguration. It needs PSI: on a kernel without it (the default user-mode kernel)
-the arena refuses it (`stall_maps`), where evictd itself would run on without its stall signal.
+the arena refuses it (`stall_maps`), where evictd itself would run on without its stall signal. The protector
+``evictd-refault`` is evictd as shipped plus refault thresholds (`REFAULT_MAPS`), on any kernel.
 """
 
 from __future__ import annotations
@@ -66,6 +67,14 @@ STALL_MAPS: dict[str, dict[str, str]] = {
     "stallEvictionHard": {"evictd.io/memory.stall.full": "20%"},
     "stallEvictionSoft": {"evictd.io/memory.stall.some": "40%"},
     "stallEvictionSoftGracePeriod": {"evictd.io/memory.stall.some": "30s"},
+}
+REFAULT_PROTECTOR = "evictd-refault"
+# The refault signal's thresholds (docs/configuration.md "The refault signal"): the node re-reading 10% of its memory
+# from disk within 10 s at once, 5% for 30 s; any kernel (the default user-mode one has no PSI).
+REFAULT_MAPS: dict[str, dict[str, str]] = {
+    "stallEvictionHard": {"evictd.io/memory.refault": "10%"},
+    "stallEvictionSoft": {"evictd.io/memory.refault": "5%"},
+    "stallEvictionSoftGracePeriod": {"evictd.io/memory.refault": "30s"},
 }
 
 # A pod whose working set is a file: argv as GROWER's (only CONTROL_FOLDER and NAME are read); the line before
@@ -191,8 +200,10 @@ def write_file(path: Path, mib: int) -> None:
 
 
 def stall_maps(protector: str, psi: Path = Path("/proc/pressure/memory")) -> dict[str, dict[str, str]]:
-    """The EvictdConfiguration's stall maps for `protector` ({} but for evictd-stall); RuntimeError for
-    evictd-stall on a kernel without PSI (no `psi` file), which evictd would run without its stall signal."""
+    """The EvictdConfiguration's stall maps for `protector` ({} but for evictd-stall and evictd-refault); RuntimeError
+    for evictd-stall on a kernel without PSI (no `psi` file), which evictd would run without its stall signal."""
+    if protector == REFAULT_PROTECTOR:
+        return {key: dict(value) for key, value in REFAULT_MAPS.items()}
     if protector != STALL_PROTECTOR:
         return {}
     if not psi.exists():

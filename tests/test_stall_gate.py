@@ -95,7 +95,7 @@ def test_a_node_stall_threshold_counts_only_with_global_reclaim(second_scanned: 
     else:
         assert second.next_step.__class__.__name__ == "NoneStarved"
         (held,) = second.stall_held_back
-        assert (held.threshold, held.stalled_percent, held.global_scan_pages) == (NODE_STALL, 30.0, 1000)
+        assert (held.threshold, held.share_percent, held.global_scan_pages) == (NODE_STALL, 30.0, 1000)
         assert held.global_reclaim_s_ago is None  # none seen since evictd started
 
 

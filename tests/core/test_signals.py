@@ -7,6 +7,7 @@ import pytest
 
 from evictd.core.errors import ConfigError
 from evictd.core.signals import (
+    EVICTD_SIGNALS,
     Filesystem,
     NodeCondition,
     Ranking,
@@ -39,12 +40,14 @@ UPSTREAM = {
 }
 
 
-# evictd's memory stall signals: MemoryPressure, memory, ranked as memory.available (reading, PSI line).
+# evictd's memory stall-family signals: MemoryPressure, memory, ranked as memory.available (reading, PSI line: none
+# for the refault signal, a rate of /proc/vmstat's refault count).
 STALL = {
     Signal.MEMORY_STALL_SOME: (Reading.NODE_MEMORY_STALL, StallKind.SOME),
     Signal.MEMORY_STALL_FULL: (Reading.NODE_MEMORY_STALL, StallKind.FULL),
     Signal.ALLOCATABLE_MEMORY_STALL_SOME: (Reading.PODS_MEMORY_STALL, StallKind.SOME),
     Signal.ALLOCATABLE_MEMORY_STALL_FULL: (Reading.PODS_MEMORY_STALL, StallKind.FULL),
+    Signal.MEMORY_REFAULT: (Reading.NODE_MEMORY_REFAULT, None),
 }
 
 
@@ -52,12 +55,13 @@ STALL = {
 def test_each_signal_is_declared_with_the_kubelets_facts(signal: Signal) -> None:
     spec = spec_of(signal)
     assert (spec.condition, spec.resource, spec.unit, spec.reading, spec.ranking, spec.filesystem) == UPSTREAM[signal]
-    assert spec.stall is None
+    assert spec.stall is None and not spec.stall_family
 
 
-def test_the_signals_are_the_kubelets_usable_nine_and_evictds_four_stall_signals() -> None:
+def test_the_signals_are_the_kubelets_usable_nine_and_evictds_five_stall_family_signals() -> None:
     assert set(Signal) == set(UPSTREAM) | set(STALL)
     assert not set(UPSTREAM) & set(STALL)
+    assert set(STALL) == EVICTD_SIGNALS
 
 
 @pytest.mark.parametrize("signal", list(STALL), ids=str)
@@ -66,7 +70,7 @@ def test_a_stall_signal_sets_memory_pressure_and_ranks_as_memory(signal: Signal)
     assert (spec.condition, spec.resource, spec.unit, spec.ranking, spec.filesystem) == (
         MEMORY, Resource.MEMORY, Unit.BASIS_POINTS, Ranking.MEMORY, None)
     assert (spec.reading, spec.stall) == STALL[signal]
-    assert spec.is_memory and not spec.memcg_watched
+    assert spec.is_memory and spec.stall_family and not spec.memcg_watched
     assert "/" in signal and parse_stall_signal(signal) is signal
 
 

@@ -247,6 +247,12 @@ def test_evictd_stall_needs_psi(tmp_path: Path) -> None:
     assert set(maps) <= set(STALL_FIELDS)
 
 
+def test_evictd_refault_needs_no_psi(tmp_path: Path) -> None:
+    maps = stall_maps("evictd-refault", tmp_path / "no-psi")
+    assert maps["stallEvictionHard"] == {"evictd.io/memory.refault": "10%"}
+    assert set(maps) <= set(STALL_FIELDS)
+
+
 def test_the_new_figures_are_in_the_table() -> None:
     run = {"backend": "stand-in", "workload": "thrash", "protector": "kernel", "oomKillsByClass": {BESTEFFORT: 1},
            "evictions": [], "lowMemoryS": 0.0, "reliefS": 60.0, "heartbeatMaxGapS": 12.0, "stopped": {},

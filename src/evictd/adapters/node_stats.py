@@ -14,8 +14,10 @@ With `memory_pressure` (a stall threshold is configured), the node's memory bloc
 ``pressure/memory`` and the `pods` container's its cgroup's ``memory.pressure`` (cgroup v2 only); where the kernel
 has none, the block has no `psi` and the stall signal is absent (`pressure_missing` names them at start). With them,
 the counters of the stall gate (`evictd.core.stall_gate`): the node block's `reclaim` carries /proc/vmstat's global
-reclaim scans, the `pods` container's its cgroup's ``memory.events.local`` ``max`` (cgroup v2; absent on v1 or on a
-kernel without the file, where only global reclaim opens the gate).
+reclaim scans and its page cache refaults and activations (the refault signal's counts, `evictd.core.refault`;
+absent where the kernel has none: `refault_missing` says so at start), the `pods` container's its cgroup's
+``memory.events.local`` ``max`` (cgroup v2; absent on v1 or on a kernel without the file, where only global reclaim
+opens the gate).
 
 A part that cannot be read is left out of the Summary for this cycle (the signal is then absent: never
 guessed) and recorded in `problems` with its path and reason. Every block carries the time it was read.
@@ -30,6 +32,7 @@ import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
+from typing import TypeVar
 
 from evictd.adapters import procfs
 from evictd.adapters.cgroups import (
@@ -94,6 +97,10 @@ def fs_stats(reading: FsReading, at: datetime) -> FsStats:
     return FsStats(time=at, available_bytes=reading.available_bytes, capacity_bytes=reading.capacity_bytes,
                    used_bytes=reading.used_bytes, inodes_free=reading.inodes_free, inodes=reading.inodes,
                    inodes_used=reading.inodes_used)
+
+
+# A counter reading of the stall gate's (`NodeStatsSource._reclaim`).
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,6 +201,8 @@ class NodeStatsSource:
         node, pods = self._pressure_paths()
         missing = []
         for signal in signals:
+            if spec_of(signal).stall is None:
+                continue  # the refault signal reads no PSI (`refault_missing`)
             path = pods if spec_of(signal).reading is Reading.PODS_MEMORY_STALL else node
             if path is None:
                 why = "cgroup v1" if self._cgroups.layout.version == 1 else "no pods cgroup"
@@ -206,6 +215,18 @@ class NodeStatsSource:
                 pass  # there but unreadable: a problem of every cycle, logged as such
         return tuple(missing)
 
+    def refault_missing(self) -> str | None:
+        """Why the refault signal has no counts on this node (None: /proc/vmstat has them, or cannot be read now, a
+        problem of every cycle, logged as such)."""
+        path = os.path.join(self._proc_root, "vmstat")
+        try:
+            counts = procfs.vmstat_counts(self._proc_root)
+        except SampleError:
+            return None
+        if counts.refault_file_bytes is None:
+            return f"{path} has no {' or '.join(key.decode() for key in procfs.REFAULT_KEYS)}"
+        return None
+
     def _pods_limit_events(self) -> int | None:
         """The pods cgroup's own `max` events (v2), None on v1 or where the kernel has no memory.events.local.
         Raises SampleError."""
@@ -216,8 +237,8 @@ class NodeStatsSource:
         data = read_file_if_present(path)
         return None if data is None else flat_keyed_value(path, data, LIMIT_EVENTS_KEY)
 
-    def _reclaim(self, read: Callable[[], int | None], problems: list[SampleError],
-                 wrap: Callable[[int], ReclaimCounters]) -> ReclaimCounters | None:
+    def _reclaim(self, read: Callable[[], T | None], problems: list[SampleError],
+                 wrap: Callable[[T], ReclaimCounters]) -> ReclaimCounters | None:
         """The stall gate's counter `read` (only with stall thresholds) as `wrap` places it; None if not read."""
         if not self._memory_pressure:
             return None
@@ -257,8 +278,11 @@ class NodeStatsSource:
         node = NodeStats(
             node_name=self._node_name,
             memory=replace(memory_stats(node_memory, capacity, at), psi=self._pressure(node_pressure, problems),
-                           reclaim=self._reclaim(lambda: procfs.global_reclaim_scan_pages(self._proc_root), problems,
-                                                 lambda value: ReclaimCounters(global_scan_pages=value)))
+                           reclaim=self._reclaim(lambda: procfs.vmstat_counts(self._proc_root), problems,
+                                                 lambda counts: ReclaimCounters(
+                                                     global_scan_pages=counts.global_scan_pages,
+                                                     refault_file_bytes=counts.refault_file_bytes,
+                                                     activate_file_bytes=counts.activate_file_bytes)))
             if node_memory is not None and capacity else None,
             fs=fs_stats(nodefs, at) if nodefs is not None else None,
             image_fs=fs_stats(imagefs, at) if imagefs is not None else None,

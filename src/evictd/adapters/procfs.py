@@ -15,7 +15,8 @@ Job: read the three node-wide numbers the kubelet takes from ``/proc`` for evict
 And, for evictd's memory stall signals, a memory pressure file: ``pressure/memory`` (node-wide) or a v2 cgroup's
 ``memory.pressure``, with ``memory_pressure`` (None where the kernel has no PSI: the file is absent); and, for their
 stall gate (`evictd.core.stall_gate`), ``global_reclaim_scan_pages``: the pages reclaim scanned for the machine's
-shortage since boot, from ``vmstat``.
+shortage since boot, from ``vmstat``; ``vmstat_counts`` reads it with, for the refault signal
+(`evictd.core.refault`), the page cache refaulted and activated since boot, from the same file at once.
 
 Invariants:
 
@@ -29,7 +30,9 @@ Invariants:
 from __future__ import annotations
 
 import errno
+import os
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 from evictd.adapters.cgroups import UINT64_DIGITS, flat_keyed_value, read_file
@@ -101,10 +104,50 @@ def global_reclaim_scan_pages(root: str | Path = "/proc") -> int:
     """Return the pages reclaim scanned for the machine's shortage since boot (GLOBAL_SCAN_KEYS, plus
     OPTIONAL_GLOBAL_SCAN_KEYS where present) of ``<root>/vmstat``. Raises SampleError."""
     path = str(Path(root) / "vmstat")
-    data = read_file(path)
-    keys = [*GLOBAL_SCAN_KEYS, *(key for key in OPTIONAL_GLOBAL_SCAN_KEYS
-                                 if data.startswith(key + b" ") or b"\n" + key + b" " in data)]
+    return _global_scan_pages(path, read_file(path))
+
+
+def _has_key(data: bytes, key: bytes) -> bool:
+    return data.startswith(key + b" ") or b"\n" + key + b" " in data
+
+
+def _global_scan_pages(path: str, data: bytes) -> int:
+    keys = [*GLOBAL_SCAN_KEYS, *(key for key in OPTIONAL_GLOBAL_SCAN_KEYS if _has_key(data, key))]
     return sum(flat_keyed_value(path, data, key) for key in keys)
+
+
+# The page cache refaulted (re-read after reclaim dropped it) and activated at once since boot: Linux 5.9 split the
+# counts into _file and _anon (anonymous pages refault from swap: not the page cache thrash this signal measures);
+# before, the one count was the page cache's. A kernel with neither (before 3.15) has no refault signal.
+REFAULT_KEYS = (b"workingset_refault_file", b"workingset_refault")
+ACTIVATE_KEYS = (b"workingset_activate_file", b"workingset_activate")
+# /proc/vmstat counts pages; the Summary counts bytes.
+PAGE_BYTES = os.sysconf("SC_PAGE_SIZE")
+
+
+@dataclass(frozen=True, slots=True)
+class VmstatCounts:
+    """The counts of one read of /proc/vmstat evictd follows: global reclaim scans (pages), page cache refaulted and
+    activated (bytes; None where the kernel has no such count)."""
+
+    global_scan_pages: int
+    refault_file_bytes: int | None
+    activate_file_bytes: int | None
+
+
+def _first_count_bytes(path: str, data: bytes, keys: tuple[bytes, ...]) -> int | None:
+    key = next((key for key in keys if _has_key(data, key)), None)
+    return None if key is None else flat_keyed_value(path, data, key) * PAGE_BYTES
+
+
+def vmstat_counts(root: str | Path = "/proc") -> VmstatCounts:
+    """Return the global reclaim scans (`global_reclaim_scan_pages`) and the page cache refaulted and activated
+    since boot (REFAULT_KEYS, ACTIVATE_KEYS: the first present) of one read of ``<root>/vmstat``. Raises
+    SampleError."""
+    path = str(Path(root) / "vmstat")
+    data = read_file(path)
+    return VmstatCounts(_global_scan_pages(path, data), _first_count_bytes(path, data, REFAULT_KEYS),
+                        _first_count_bytes(path, data, ACTIVATE_KEYS))
 
 
 def inactive_file_bytes(root: str | Path = "/proc") -> int:

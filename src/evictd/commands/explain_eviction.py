@@ -77,7 +77,7 @@ class ThresholdView:
 
     def text(self) -> str:
         threshold = self.threshold
-        stall = spec_of(threshold.signal).stall is not None
+        stall = spec_of(threshold.signal).stall_family
         checks = condition_text(threshold.signal, threshold.value) if stall else \
             f"{threshold.signal} < {value_text(threshold.value)}"
         line = f"{checks} ({threshold_kind(threshold)}"
@@ -86,7 +86,9 @@ class ThresholdView:
             quantity, available, capacity = self.observation
             line += f": available {available} of {capacity}, threshold {quantity}"
             if stall:
-                line += " (stall headroom in basis points of the kernel's 10 s window)"
+                line += (" (refault headroom in basis points of the node's memory)"
+                         if spec_of(threshold.signal).stall is None else
+                         " (stall headroom in basis points of the kernel's 10 s window)")
         if self.met is not None:
             first_met, met_for, _, restored = self.met
             line += f"; first met {wall_text(first_met)} ({round(met_for, 3):g}s before"

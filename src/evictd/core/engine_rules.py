@@ -86,7 +86,7 @@ def thresholds_updated_stats(
 
 def is_stall(threshold: Threshold) -> bool:
     """Whether `threshold` is on one of evictd's memory stall signals."""
-    return spec_of(threshold.signal).stall is not None
+    return spec_of(threshold.signal).stall_family
 
 
 def stall_settling(thresholds: Sequence[Threshold], stall_evicted_at: float | None, now: float) -> list[Threshold]:

@@ -21,7 +21,7 @@ from evictd.core.errors import ConfigError
 
 class Signal(StrEnum):
     """An eviction signal (KUBELET_SPEC §1): the kubelet's nine, which alone a KubeletConfiguration may name, and
-    evictd's memory stall signals (EVICTD_SIGNALS), named only by EvictdConfiguration's stall maps."""
+    evictd's memory stall-family signals (EVICTD_SIGNALS), named only by EvictdConfiguration's stall maps."""
 
     MEMORY_AVAILABLE = "memory.available"
     ALLOCATABLE_MEMORY_AVAILABLE = "allocatableMemory.available"
@@ -38,6 +38,10 @@ class Signal(StrEnum):
     MEMORY_STALL_FULL = "evictd.io/memory.stall.full"
     ALLOCATABLE_MEMORY_STALL_SOME = "evictd.io/allocatableMemory.stall.some"
     ALLOCATABLE_MEMORY_STALL_FULL = "evictd.io/allocatableMemory.stall.full"
+    # evictd's own, of the same family: the share of the node's memory refaulted (re-read from disk after reclaim
+    # dropped it) within about 10 s, from /proc/vmstat's workingset_refault_file (`evictd.core.refault`); unlike
+    # PSI it is counted by every kernel evictd supports, with or without PSI, on cgroup v1 and v2.
+    MEMORY_REFAULT = "evictd.io/memory.refault"
 
 
 # api/types.go also declares `swap.available`, but it is not in the signal->resource table, so the
@@ -74,7 +78,8 @@ class Unit(StrEnum):
     BYTES = "bytes"
     INODES = "inodes"
     PIDS = "pids"
-    # Stall headroom (the window's share NOT stalled) in basis points: 10000 - the kernel's avg10 x 100.
+    # Stall headroom (the window's share NOT stalled) in basis points: 10000 - the kernel's avg10 x 100; for the
+    # refault signal, 10000 - the basis points of the node's memory refaulted within the window.
     BASIS_POINTS = "basis_points"
 
 
@@ -96,6 +101,10 @@ class Reading(StrEnum):
     PIDS = "pids"  # rlimit: maxpid - curproc of maxpid
     NODE_MEMORY_STALL = "node memory stall"  # node.memory.psi: 100% - the stall share, of 100%
     PODS_MEMORY_STALL = "pods memory stall"  # the same of the `pods` system container (its memory.pressure)
+    # node.memory.reclaim's refault count, over the last ~10 s: 100% - the share of the node's memory refaulted,
+    # of 100%. Two readings a window apart make one figure, so it is not observed from one Summary alone: the stall
+    # gate keeps the readings (`evictd.core.refault`).
+    NODE_MEMORY_REFAULT = "node memory refault"
 
 
 class StallKind(StrEnum):
@@ -115,6 +124,9 @@ class Ranking(StrEnum):
 
 # The readings of memory cgroups: the signals the memcg notifiers and the memory watch follow.
 MEMCG_READINGS = frozenset({Reading.NODE_MEMORY, Reading.PODS_MEMORY})
+# The readings of evictd's memory stall family: thresholds in EvictdConfiguration's stall maps, read as a share
+# (`Unit.BASIS_POINTS`), held back by the stall gate and waiting for the stall settle rule (`SignalSpec.stall_family`).
+STALL_FAMILY_READINGS = frozenset({Reading.NODE_MEMORY_STALL, Reading.PODS_MEMORY_STALL, Reading.NODE_MEMORY_REFAULT})
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,7 +136,7 @@ class SignalSpec:
     `condition`: the node condition it triggers. `resource`: the resource it starves (the ranking's usage and the
     eviction message's "low on resource" and offending usage). `unit`: what its values count. `reading`: which
     Summary figures observe it, on `filesystem` for a disk signal, of the `stall` line for a stall signal.
-    `ranking`: the rank function of its pods.
+    `ranking`: the rank function of its pods. A stall-family signal without `stall` (the refault signal) reads no PSI.
     """
 
     condition: NodeCondition
@@ -139,6 +151,12 @@ class SignalSpec:
     def is_memory(self) -> bool:
         """A memory signal: acted on before the others, judged by the OOM feedback (MemoryPressure)."""
         return self.condition is NodeCondition.MEMORY_PRESSURE
+
+    @property
+    def stall_family(self) -> bool:
+        """One of evictd's memory stall-family signals (EVICTD_SIGNALS): named only by EvictdConfiguration's stall
+        maps, a share met at or above it, gated by node-wide reclaim and settled after an eviction."""
+        return self.reading in STALL_FAMILY_READINGS
 
     @property
     def memcg_watched(self) -> bool:
@@ -191,6 +209,9 @@ def _declared(signal: Signal) -> SignalSpec:
             return _stall(Reading.PODS_MEMORY_STALL, StallKind.SOME)
         case Signal.ALLOCATABLE_MEMORY_STALL_FULL:
             return _stall(Reading.PODS_MEMORY_STALL, StallKind.FULL)
+        case Signal.MEMORY_REFAULT:
+            return SignalSpec(NodeCondition.MEMORY_PRESSURE, Resource.MEMORY, Unit.BASIS_POINTS,
+                              Reading.NODE_MEMORY_REFAULT, Ranking.MEMORY)
         case _:
             assert_never(signal)
 
@@ -211,7 +232,7 @@ CONTAINER_EPHEMERAL_LIMIT_SIGNAL = "ephemeralcontainerfs.limit"
 
 
 # The signals only EvictdConfiguration names (docs/configuration.md "Memory stall thresholds").
-EVICTD_SIGNALS = frozenset(signal for signal, spec in SIGNAL_SPECS.items() if spec.stall is not None)
+EVICTD_SIGNALS = frozenset(signal for signal, spec in SIGNAL_SPECS.items() if spec.stall_family)
 
 
 def parse_signal(name: str) -> Signal:

@@ -1,7 +1,9 @@
 """evictd's stall gate: a memory stall threshold counts only while the node is short of memory as a whole.
 
-Job: decide, each cycle, which of evictd's memory stall signals (`evictd.core.signals.EVICTD_SIGNALS`) may meet
-their thresholds, from the cumulative reclaim counters the stats carry (`evictd.core.summary.ReclaimCounters`):
+Job: decide, each cycle, which of evictd's memory stall-family signals (`evictd.core.signals.EVICTD_SIGNALS`: the PSI
+stall signals and the refault signal) may meet their thresholds, from the cumulative reclaim counters the stats carry
+(`evictd.core.summary.ReclaimCounters`); and keep the refault readings the refault signal's figure is made of
+(`evictd.core.refault`: a rate needs the readings of the last window, which only the gate's state has):
 
 * the kernel counts /proc/vmstat's ``pgscan_kswapd``, ``pgscan_direct`` and ``pgscan_khugepaged`` only for
   reclaim that is not a cgroup's own (mm/vmscan.c: ``if (!cgroup_reclaim(sc)) __count_vm_events(...)``), while a
@@ -10,28 +12,40 @@ their thresholds, from the cumulative reclaim counters the stats carry (`evictd.
   VM: `some` 29-45 % with 21 GiB available, issue 38 item 2); evicting a neighbour relieves nothing there.
 * after a stall eviction has settled (`evidence_after`), only reclaim read entirely after the settle time counts:
   the reclaim that led to the eviction does not vouch for the next one.
-* so a node stall signal (``evictd.io/memory.stall.*``) is **open** only when the global scan count increased
-  within the last `STALL_RECLAIM_WINDOW_S`; a pods-cgroup stall signal (``evictd.io/allocatableMemory.stall.*``)
-  also when the pods cgroup's own ``memory.events.local`` ``max`` count did (the pods cgroup at its limit is a
-  shortage of allocatable memory, which evicting a pod does relieve);
+* so a node stall signal (``evictd.io/memory.stall.*``, and the refault signal ``evictd.io/memory.refault``: a pod
+  re-reading its own files inside its own limit refaults as much as it stalls) is **open** only when the global scan
+  count increased within the last `STALL_RECLAIM_WINDOW_S`; a pods-cgroup stall signal
+  (``evictd.io/allocatableMemory.stall.*``) also when the pods cgroup's own ``memory.events.local`` ``max`` count
+  did (the pods cgroup at its limit is a shortage of allocatable memory, which evicting a pod does relieve);
 * a signal whose gate figure could not be read this cycle (no /proc/vmstat) is **unknown**: its observation is
   dropped, as for any figure evictd could not read (never act on stats it could not read). Without a pods-cgroup
   limit count (cgroup v1, or the file unreadable) only global reclaim opens the pods signals' gate.
 
 `observe` makes the next `StallGate` (the state the engine keeps, `EngineState.stall_gate`) from the last one and
-a cycle's Summary; `gated_observations` drops the unknown signals' observations; `split_held_back` takes the
+a cycle's Summary, with the cycle's refault figure; `gated_observations` adds that figure's observation and drops the
+unknown signals' observations; `split_held_back` takes the
 thresholds of closed signals out of those met, and `held_back_reports` describes them for the logs and simulate.
 
 Invariants: pure (no I/O, `now` is monotonic seconds given by the caller), inputs never mutated. A counter is
 compared only with the value the last cycle read: the first reading of a run (or the first after a counter went
 backwards: a pods cgroup made again) is a baseline, not an increase, so the gate opens from the second cycle on.
-The trend is not kept in the engine state file: after a restart one cycle goes by before the gate can open.
+The trend is not kept in the engine state file: after a restart one cycle goes by before the gate can open (and
+`REFAULT_MIN_SPAN_S` before the refault signal has a figure).
 """
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from evictd.core.refault import (
+    RefaultFigure,
+    RefaultSample,
+    memory_capacity_bytes,
+    next_samples,
+    refault_figure,
+    refault_observation,
+    refault_sample,
+)
 from evictd.core.signals import EVICTD_SIGNALS, Reading, Signal, spec_of
 from evictd.core.summary import STALL_BASIS_POINTS, SYSTEM_CONTAINER_PODS, MemoryStats, Observation, Summary
 from evictd.core.thresholds import Threshold
@@ -62,25 +76,33 @@ class CounterTrend:
 
 @dataclass(frozen=True, slots=True)
 class StallGate:
-    """What the gate keeps between cycles: the counters' trends, and what it decided at the last cycle (`closed`:
-    stall signals held back; `unknown`: stall signals whose gate figures could not be read), which the engine's
-    later calls of that cycle (`reclaim_succeeded`, `hard_thresholds_met`) apply too."""
+    """What the gate keeps between cycles: the counters' trends and the refault readings of the last window
+    (`refault_samples`), and what it decided at the last cycle (`closed`: stall signals held back; `unknown`: stall
+    signals whose gate figures could not be read; `refault`: the refault figure, None where none could be made, and
+    `refault_observed`, its observation), which the engine's later calls of that cycle (`reclaim_succeeded`,
+    `hard_thresholds_met`) apply too."""
 
     global_scan: CounterTrend | None = None
     pods_limit: CounterTrend | None = None
     closed: frozenset[Signal] = field(default_factory=frozenset)
     unknown: frozenset[Signal] = field(default_factory=frozenset)
+    refault_samples: tuple[RefaultSample, ...] = ()
+    refault: RefaultFigure | None = None
+    refault_observed: Observation | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class HeldBack:
-    """A stall threshold whose share was reached, held back by the gate: the share stalled (percent), the global
-    scan count read (pages since boot) and how long ago a cycle last saw it grow (None: not since evictd started)."""
+    """A stall threshold whose share was reached, held back by the gate: the share reached (percent: of the window
+    stalled, or for the refault signal of the node's memory refaulted, with `activated_percent` of it activated), the
+    global scan count read (pages since boot) and how long ago a cycle last saw it grow (None: not since evictd
+    started)."""
 
     threshold: Threshold
-    stalled_percent: float
+    share_percent: float
     global_scan_pages: int | None
     global_reclaim_s_ago: float | None
+    activated_percent: float | None = None
 
 
 def next_trend(last: CounterTrend | None, value: int | None, now: float) -> CounterTrend | None:
@@ -123,13 +145,18 @@ def observe(last: StallGate, summary: Summary, now: float, *, enabled: bool, aft
     """Return the gate after the cycle at `now` read `summary`: the trends updated, and (when `enabled`) which stall
     signals are closed or unknown this cycle; `after` (`evidence_after`): growth counts only when read entirely after
     it. Disabled, nothing is closed or unknown."""
-    global_scan, _ = _reclaim(summary.node.memory)
+    memory = summary.node.memory
+    global_scan, _ = _reclaim(memory)
     pods = summary.node.system_containers.get(SYSTEM_CONTAINER_PODS)
     _, limit_events = _reclaim(pods.memory if pods is not None else None)
     global_trend = next_trend(last.global_scan, global_scan, now)
     pods_trend = next_trend(last.pods_limit, limit_events, now)
+    sample = refault_sample(memory, now)
+    samples = next_samples(last.refault_samples, sample, now)
+    refault = None if sample is None else refault_figure(samples, memory_capacity_bytes(memory))
+    observed = None if refault is None or memory is None else refault_observation(refault, memory.time)
     if not enabled:
-        return StallGate(global_trend, pods_trend)
+        return StallGate(global_trend, pods_trend, refault_samples=samples, refault=refault, refault_observed=observed)
     global_open = global_scan is not None and _recent(global_trend, now, after)
     pods_open = limit_events is not None and _recent(pods_trend, now, after)
     closed: set[Signal] = set()
@@ -141,12 +168,16 @@ def observe(last: StallGate, summary: Summary, now: float, *, enabled: bool, aft
             unknown.add(signal)
         elif not global_open:
             closed.add(signal)
-    return StallGate(global_trend, pods_trend, frozenset(closed), frozenset(unknown))
+    return StallGate(global_trend, pods_trend, frozenset(closed), frozenset(unknown), samples, refault, observed)
 
 
 def gated_observations(observations: Mapping[Signal, Observation], gate: StallGate) -> dict[Signal, Observation]:
-    """Return `observations` without those of the stall signals whose gate figures could not be read."""
-    return {signal: observation for signal, observation in observations.items() if signal not in gate.unknown}
+    """Return `observations` (a Summary's, `signal_observations`) with the refault signal's of the gate's cycle (a
+    rate: no single Summary has it), without those of the stall signals whose gate figures could not be read."""
+    observed = dict(observations)
+    if gate.refault_observed is not None:
+        observed[Signal.MEMORY_REFAULT] = gate.refault_observed
+    return {signal: observation for signal, observation in observed.items() if signal not in gate.unknown}
 
 
 def split_held_back(thresholds: Sequence[Threshold], gate: StallGate) -> tuple[list[Threshold], list[Threshold]]:
@@ -166,6 +197,9 @@ def held_back_reports(held: Sequence[Threshold], observations: Mapping[Signal, O
         if observed is None:
             continue
         headroom = observed.available.ceil_int()
-        reports.append(HeldBack(threshold, stalled_percent=(STALL_BASIS_POINTS - headroom) / 100,
-                                global_scan_pages=None if trend is None else trend.value, global_reclaim_s_ago=ago))
+        activated = gate.refault.activated_percent \
+            if threshold.signal is Signal.MEMORY_REFAULT and gate.refault is not None else None
+        reports.append(HeldBack(threshold, share_percent=(STALL_BASIS_POINTS - headroom) / 100,
+                                global_scan_pages=None if trend is None else trend.value, global_reclaim_s_ago=ago,
+                                activated_percent=activated))
     return tuple(reports)

@@ -59,10 +59,15 @@ class ReclaimCounters:
     `global_scan_pages` (the node's block): pages scanned by reclaim for the machine's shortage, /proc/vmstat's
     ``pgscan_kswapd + pgscan_direct (+ pgscan_khugepaged)``; the kernel leaves reclaim a cgroup's own limit caused
     out of these. `limit_events` (the `pods` container's block): ``max`` of the pods cgroup's ``memory.events.local``
-    (cgroup v2), the times it hit its own limit."""
+    (cgroup v2), the times it hit its own limit. `refault_file_bytes` and `activate_file_bytes` (the node's block):
+    /proc/vmstat's ``workingset_refault_file`` and ``workingset_activate_file`` (``workingset_refault`` and
+    ``workingset_activate`` before Linux 5.9) in bytes: page cache re-read from disk after reclaim dropped it, and
+    the part of it the kernel judged to belong to the working set (`evictd.core.refault`)."""
 
     global_scan_pages: int | None = None
     limit_events: int | None = None
+    refault_file_bytes: int | None = None
+    activate_file_bytes: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -269,6 +274,8 @@ def _observation(spec: SignalSpec, node: NodeStats) -> Observation | None:
         case Reading.PODS_MEMORY_STALL:
             pods_container = node.system_containers.get(SYSTEM_CONTAINER_PODS)
             return None if pods_container is None else _stall_observation(pods_container.memory, spec.stall)
+        case Reading.NODE_MEMORY_REFAULT:
+            return None  # a rate: two readings make it, which one Summary has not (`evictd.core.refault`)
         case _:
             assert_never(spec.reading)
 

@@ -315,7 +315,9 @@ def _reclaim_counters(value: object, key: str) -> ReclaimCounters | None:
     if obj is None:
         return None
     return ReclaimCounters(global_scan_pages=_counter(obj, "globalScanPages", key),
-                           limit_events=_counter(obj, "limitEvents", key))
+                           limit_events=_counter(obj, "limitEvents", key),
+                           refault_file_bytes=_counter(obj, "refaultFileBytes", key),
+                           activate_file_bytes=_counter(obj, "activateFileBytes", key))
 
 
 # The share of a PSI average, in percent.

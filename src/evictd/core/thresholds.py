@@ -25,7 +25,7 @@ from evictd.core.duration import parse_go_duration
 from evictd.core.errors import MISSING, ConfigError
 from evictd.core.fs_layout import FsLayout, meaning_of
 from evictd.core.quantity import Quantity, QuantityFormat
-from evictd.core.signals import Operator, Signal, parse_signal, parse_stall_signal
+from evictd.core.signals import Operator, Signal, parse_signal, parse_stall_signal, spec_of
 from evictd.core.summary import STALL_BASIS_POINTS, Observation
 
 # `pods` in enforceNodeAllocatable makes the kubelet enforce allocatable memory (NodeAllocatableEnforcementKey).
@@ -281,7 +281,8 @@ def _stall_basis_points(signal: Signal, raw: str) -> int:
     found = _STALL_PERCENT.fullmatch(raw) if isinstance(raw, str) else None
     points = None if found is None else int(found.group(1)) * 100 + int((found.group(2) or "0").ljust(2, "0"))
     if points is None or points > STALL_BASIS_POINTS:
-        raise ConfigError(f"stall threshold {signal} must be a share of the window from 0% to 100%, with at most "
+        share = "of the window" if spec_of(signal).stall is not None else "of the node's memory refaulted in 10 s"
+        raise ConfigError(f"stall threshold {signal} must be a share {share} from 0% to 100%, with at most "
                           f"two decimals: {raw}")
     return points
 

@@ -120,7 +120,7 @@ def value_text(value: ThresholdValue) -> str:
 def condition_text(signal: Signal, value: ThresholdValue) -> str:
     """Return what a threshold checks as a person reads it: `memory.available<1Gi`, or for a stall signal (whose
     value is a headroom threshold) the stall share it stands for, `evictd.io/memory.stall.some>=40%`."""
-    if spec_of(signal).stall is not None:
+    if spec_of(signal).stall_family:
         return f"{signal}>={stall_share_text(value)}"
     return f"{signal}<{value_text(value)}"
 

@@ -13,6 +13,7 @@ from typing import Any
 from evictd.core.engine import Eviction, Skipped, ThresholdStatus
 from evictd.core.engine_rules import STALL_SETTLE_S
 from evictd.core.oom import TOO_LATE_ACTIVITIES, Activity, OomReport, outside_pods, situation, wall_time_text
+from evictd.core.signals import spec_of
 from evictd.core.stall_gate import STALL_RECLAIM_WINDOW_S, HeldBack
 from evictd.core.thresholds import Threshold, threshold_quantity
 from evictd.cycle.ids import decision_id
@@ -112,8 +113,12 @@ class CycleLogger:
         for item in held:
             if item.threshold not in self._held_back:
                 ago = item.global_reclaim_s_ago
+                share: dict[str, Any] = ({"stalled_percent": item.share_percent}
+                                         if spec_of(item.threshold.signal).stall is not None else
+                                         {"refaulted_percent": item.share_percent,
+                                          "activated_percent": item.activated_percent})
                 self._log.info("stall threshold held back: no node-wide reclaim", cycle=number,
-                               threshold=describe_threshold(item.threshold), stalled_percent=item.stalled_percent,
+                               threshold=describe_threshold(item.threshold), **share,
                                global_scan_pages=item.global_scan_pages,
                                global_reclaim_s_ago=None if ago is None else round(ago, 1),
                                window_s=STALL_RECLAIM_WINDOW_S)

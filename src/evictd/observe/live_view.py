@@ -31,7 +31,7 @@ def _threshold_cell(thresholds: Sequence[Threshold], observation: Observation | 
     cells = []
     for threshold in thresholds:  # the signal's, those that can be met
         kind = "hard" if threshold.is_hard else "soft"
-        if threshold.value.quantity is not None and spec_of(signal).stall is not None:  # headroom, and its share
+        if threshold.value.quantity is not None and spec_of(signal).stall_family:  # headroom, and its share
             cells.append(f"{kind} {human(threshold.value.quantity.ceil_int(), signal)} "
                          f"(stall>={stall_share_text(threshold.value)})")
         elif threshold.value.quantity is not None:

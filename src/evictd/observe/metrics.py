@@ -64,7 +64,7 @@ def threshold_origin(threshold: Threshold) -> str:
     the kubelet tells apart), else the configuration list (`evictionHard`, `evictionSoft`, `stallEvictionHard`...)."""
     if threshold.copied_from is not None:
         return str(threshold.copied_from)
-    prefix = "stallEviction" if spec_of(threshold.signal).stall is not None else "eviction"
+    prefix = "stallEviction" if spec_of(threshold.signal).stall_family else "eviction"
     return prefix + ("Hard" if threshold.hard else "Soft")
 
 

@@ -64,7 +64,9 @@ def _memory_json(memory: MemoryStats | None) -> dict[str, object] | None:
                            for kind, line in (("some", memory.psi.some), ("full", memory.psi.full))}
     if memory.reclaim is not None:
         document["reclaim"] = _fields_json((("globalScanPages", memory.reclaim.global_scan_pages),
-                                            ("limitEvents", memory.reclaim.limit_events)))
+                                            ("limitEvents", memory.reclaim.limit_events),
+                                            ("refaultFileBytes", memory.reclaim.refault_file_bytes),
+                                            ("activateFileBytes", memory.reclaim.activate_file_bytes)))
     return document
 
 

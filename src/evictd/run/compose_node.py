@@ -36,7 +36,7 @@ from evictd.core.fs_layout import FsLayout, ReclaimAction
 from evictd.core.image_gc import image_gc_policy
 from evictd.core.plausible import Refusal
 from evictd.core.psi import microseconds
-from evictd.core.signals import EVICTD_SIGNALS
+from evictd.core.signals import EVICTD_SIGNALS, Signal
 from evictd.core.thresholds import Threshold
 from evictd.cri import NO_RUNTIME, Runtime, RuntimeVersion
 from evictd.cri.client import CriClient
@@ -158,6 +158,11 @@ def build_stats_source(config: Configuration, cgroups: CgroupReader, node_name: 
     for signal, path in node.pressure_missing(stall_signals):
         (log or structlog.get_logger("evictd")).warning(
             "stall signal absent: the kernel gives no memory pressure (PSI)", signal=str(signal), path=path)
+    refault_missing = node.refault_missing() if Signal.MEMORY_REFAULT in stall_signals else None
+    if refault_missing is not None:
+        (log or structlog.get_logger("evictd")).warning(
+            "stall signal absent: the kernel counts no page cache refaults", signal=str(Signal.MEMORY_REFAULT),
+            path=refault_missing)
     walker = DiskWalkerProcess(node.disk_usage, WalkerSettings(kubelet_root=settings.kubelet_root_dir,
                                                                pod_logs_dir=settings.pod_logs_dir),
                                log=log if log is not None else structlog.get_logger("evictd"))

@@ -40,6 +40,8 @@ REPO = Path(__file__).resolve().parents[1]
 MiB = 1 << 20
 POD_RUNNING_TIMEOUT_S = 180.0
 POD_GONE_TIMEOUT_S = 120.0
+# How long the end of a run waits for a real API server that stopped answering in the run (a thrashed node's).
+API_BACK_TIMEOUT_S = 180.0
 UNITS_OOM_SCORE_ADJ = -999  # kubelet.service, containerd.service (their units' OOMScoreAdjust=)
 # The kubelet's eviction per protector: `None` keeps the harness's default (every evictionHard signal 0%: the
 # kubelet evicts nothing, the hand-over of README). kubelet-defaults: the kubelet's own defaults
@@ -234,8 +236,19 @@ class Real:
         return []
 
     def end_run(self) -> None:
-        """Every pod of the run deleted (grace 0) and gone, its cgroups with it."""
-        for pod in self.api_pods():
+        """Every pod of the run deleted (grace 0) and gone, its cgroups with it. The API server of a node that
+        thrashed may not answer for a while after the run (the control plane shares the guest): it is given
+        `API_BACK_TIMEOUT_S` to answer again before the run fails."""
+        deadline = time.monotonic() + API_BACK_TIMEOUT_S
+        while True:
+            try:
+                pods = self.api_pods()
+                break
+            except OSError:  # urllib's URLError and timeouts
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(2.0)
+        for pod in pods:
             with contextlib.suppress(Exception):
                 self.cluster.api.request("DELETE", f"/api/v1/namespaces/{self.namespace}/pods/"
                                          f"{pod['metadata']['name']}", {"gracePeriodSeconds": 0})

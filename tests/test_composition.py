@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import shutil
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -14,14 +15,21 @@ from evictd.adapters.cgroups import CgroupLayout, CgroupReader
 from evictd.adapters.kubelet_summary import ApiProxySummarySource, KubeletSummarySource
 from evictd.adapters.node_pods import DiscoveredPods
 from evictd.adapters.node_stats import NodeStatsSource
-from evictd.adapters.procfs import inactive_file_bytes
+from evictd.adapters.procfs import global_reclaim_scan_pages, inactive_file_bytes
 from evictd.config import load_configuration
 from evictd.core.errors import ConfigError, SampleError
 from evictd.core.fs_layout import FsLayout
 from evictd.core.quantity import Quantity
 from evictd.core.signals import Signal
+from evictd.core.stall_gate import CounterTrend, StallGate
 from evictd.core.thresholds import Threshold, ThresholdValue
-from evictd.run.compose_node import PathLayout, build_memcg_notifiers, build_psi_notifiers, build_stats_source
+from evictd.run.compose_node import (
+    PathLayout,
+    build_memcg_notifiers,
+    build_psi_notifiers,
+    build_stats_source,
+    psi_judge,
+)
 from evictd.run.composition import check_settings
 from evictd.run.plausible_stats import PlausibleStats
 
@@ -57,6 +65,34 @@ def test_psi_wakeups_watch_the_machine_and_on_cgroup_v2_the_pods_cgroup(tmp_path
             notifier.close()
     off = configuration(tmp_path, "psiWakeups: false\n").evictd
     assert build_psi_notifiers(off, v2, CgroupReader(v2), log) == ()
+
+
+def test_a_psi_firing_is_judged_by_the_stall_gate_on_the_counters_read_at_the_firing(tmp_path: Path) -> None:
+    """With stall thresholds, a PSI firing earns a cycle only if the gate the last cycle left may open: the real
+    /proc/vmstat's global scans and the pods cgroup's memory.events.local `max` read at the firing, against the
+    gate's last readings (`wake_may_open`); without stall thresholds the memcg judge (v1) or none (v2) as before."""
+    v2_root = tmp_path / "cgroup"
+    shutil.copytree(FIXTURE_V2, v2_root)
+    events = v2_root / "kubepods" / "memory.events.local"
+    events.write_text("low 0\nhigh 0\nmax 7\noom 0\noom_kill 0\n")
+    cgroups = CgroupReader(CgroupLayout(version=2, root=v2_root))
+    assert psi_judge(None, cgroups, None) is None  # no stall thresholds, no memcg: every firing a cycle
+    gate = StallGate(closed=frozenset({Signal.MEMORY_STALL_SOME}), pods_limit=CounterTrend(7))
+    judge = psi_judge(None, cgroups, lambda: gate)
+    assert judge is not None
+    for _ in range(5):  # this machine's own reclaim may move the real counter between the two reads: read again
+        gate = replace(gate, global_scan=CounterTrend(global_reclaim_scan_pages()))
+        if not judge() and gate.global_scan == CounterTrend(global_reclaim_scan_pages()):
+            break
+    else:
+        pytest.fail("a firing with the gate closed and no counter moved earned a cycle")
+    events.write_text("low 0\nhigh 0\nmax 8\noom 0\noom_kill 0\n")  # the pods cgroup hit its limit since
+    assert judge()
+    events.write_text("low 0\nhigh 0\nmax 7\noom 0\noom_kill 0\n")
+    gate = replace(gate, global_scan=CounterTrend(global_reclaim_scan_pages() - 1))  # global reclaim since
+    assert judge()
+    gate = replace(gate, closed=frozenset())  # nothing held back: every firing a cycle
+    assert judge()
 
 
 def test_memcg_levels_of_the_machines_own_hierarchy_are_armed_with_meminfos_inactive_file() -> None:

@@ -17,9 +17,12 @@ from evictd.core.engine import EngineConfig, EngineState, ReclaimThenEvict, asse
 from evictd.core.engine_rules import STALL_SETTLE_S
 from evictd.core.errors import ConfigError
 from evictd.core.fs_layout import FsLayout
+from evictd.core.kubelet_config import EvictionSettings
 from evictd.core.pod_parser import pod_from_dict
+from evictd.core.settled import near_crossing
 from evictd.core.signals import Signal
-from evictd.core.stall_gate import STALL_RECLAIM_WINDOW_S, CounterTrend, next_trend
+from evictd.core.stall_gate import STALL_RECLAIM_WINDOW_S, CounterTrend, next_trend, wake_may_open
+from evictd.core.summary import signal_observations
 from evictd.core.summary_parser import summary_from_dict
 from evictd.core.thresholds import parse_stall_thresholds
 from evictd.record.documents import kubelet_config_document
@@ -233,3 +236,52 @@ def test_after_a_stall_eviction_settled_only_reclaim_read_after_it_counts() -> N
     # ...growth between two readings after it is.
     _, (fresh,) = cycles_from(quiet, [(settled_at + 1.0, stalled(5, scanned=6000))])
     assert met(fresh) == [SOME]
+
+
+# --- PSI wake-ups judged by the gate (`wake_may_open`) ---------------------------------------------------------------
+
+
+def _held_back_state(*, limit_events: object = UNREAD) -> EngineState:
+    """The state after two cycles that read the node stalled 30% with the global scan count still at 1000 (held
+    back), the pods cgroup's `max` events at `limit_events` when read."""
+    pods_share = None if limit_events is UNREAD else 30.0
+    thresholds = (NODE_STALL,) if limit_events is UNREAD else (NODE_STALL, PODS_STALL)
+    state, assessments = cycles([(0.0, stalled(0, scanned=1000, limit_events=limit_events, pods_share=pods_share)),
+                                 (1.0, stalled(1, scanned=1000, limit_events=limit_events, pods_share=pods_share))],
+                                thresholds=thresholds)
+    assert met(assessments[-1]) == [] and state.stall_gate.closed  # the premise: held back
+    return state
+
+
+@pytest.mark.parametrize(("scanned", "limit_events", "expected"), [
+    pytest.param(1000, None, False, id="held-back-and-no-counter-moved-no-cycle"),
+    pytest.param(1001, None, True, id="global-scans-grew-since-a-cycle-may-open-the-gate"),
+    pytest.param(None, None, True, id="global-scans-unreadable-a-cycle-decides"),
+])
+def test_a_psi_wake_up_earns_a_cycle_only_when_the_gate_may_open(scanned: int | None, limit_events: int | None,
+                                                                 expected: bool) -> None:
+    gate = _held_back_state().stall_gate
+    assert wake_may_open(gate, scanned, limit_events) is expected
+
+
+def test_a_psi_wake_up_earns_a_cycle_when_the_pods_cgroup_hit_its_limit_since() -> None:
+    gate = _held_back_state(limit_events=7).stall_gate
+    assert not wake_may_open(gate, 1000, 7)
+    assert wake_may_open(gate, 1000, 8)
+
+
+def test_a_psi_wake_up_always_earns_a_cycle_while_nothing_is_held_back() -> None:
+    state, assessments = cycles([(0.0, stalled(0, scanned=1000)), (1.0, stalled(1, scanned=5000))])
+    assert met(assessments[-1]) == [SOME]  # the gate open: the stall threshold met
+    assert wake_may_open(state.stall_gate, 5000, None)
+    state, _ = cycles([(0.0, stalled(0, scanned=1000)), (1.0, stalled(1, scanned=1000))], gate=False)
+    assert wake_may_open(state.stall_gate, 1000, None)  # the gate off: nothing is ever held back
+
+
+def test_a_stall_threshold_earns_no_follow_up_cycles() -> None:
+    """Follow-ups are for a byte crossing a few pages short; a stall share (basis points) was always 'near'."""
+    observations = signal_observations(summary_from_dict(stalled(0, share=30.0, scanned=1000)))
+    assert Signal.MEMORY_STALL_SOME in observations
+    assert not near_crossing((NODE_STALL,), observations)
+    hard = EngineConfig.from_settings(EvictionSettings(hard={"memory.available": "1Gi"})).thresholds
+    assert near_crossing((*hard, NODE_STALL), signal_observations(summary_from_dict(summary(memory=Gi + Mi))))

@@ -153,6 +153,16 @@ def _pod_reference(pod: Pod) -> PodReference:
                    lambda p: PodReference(name=p.name, namespace=p.namespace, uid=p.uid))
 
 
+def pods_limit_events(cgroups: CgroupReader) -> int | None:
+    """The pods cgroup's own `max` events (v2), None on v1 or where the kernel has no memory.events.local.
+    Raises SampleError."""
+    if cgroups.layout.version == 1:
+        return None
+    path = cgroup_folder(str(cgroups.layout.memory_hierarchy), cgroups.pods_cgroup()) + "/" + LOCAL_EVENTS_FILE
+    data = read_file_if_present(path)
+    return None if data is None else flat_keyed_value(path, data, LIMIT_EVENTS_KEY)
+
+
 class NodeStatsSource:
     """A StatsSource reading this node directly. `problems` lists what could not be read last cycle.
 
@@ -228,14 +238,7 @@ class NodeStatsSource:
         return None
 
     def _pods_limit_events(self) -> int | None:
-        """The pods cgroup's own `max` events (v2), None on v1 or where the kernel has no memory.events.local.
-        Raises SampleError."""
-        if self._cgroups.layout.version == 1:
-            return None
-        path = cgroup_folder(str(self._cgroups.layout.memory_hierarchy), self._cgroups.pods_cgroup())
-        path += "/" + LOCAL_EVENTS_FILE
-        data = read_file_if_present(path)
-        return None if data is None else flat_keyed_value(path, data, LIMIT_EVENTS_KEY)
+        return pods_limit_events(self._cgroups)
 
     def _reclaim(self, read: Callable[[], T | None], problems: list[SampleError],
                  wrap: Callable[[T], ReclaimCounters]) -> ReclaimCounters | None:

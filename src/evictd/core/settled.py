@@ -117,8 +117,11 @@ def crossing_deep(crossed: Sequence[Threshold], summary: Summary | None) -> bool
 
 def near_crossing(thresholds: Sequence[Threshold], observations: Mapping[Signal, Observation]) -> bool:
     """True when a memory threshold of `thresholds` is met in `observations` or within `FOLLOW_UP_MARGIN_BYTES` of
-    being met (rule 3); False when every one observed is further away, or none is observed."""
-    return any(spec_of(threshold.signal).is_memory and (past := _bytes_past(threshold, observations)) is not None
+    being met (rule 3); False when every one observed is further away, or none is observed. Only the thresholds on
+    bytes of a memory cgroup (`memcg_watched`) count: a stall-family signal is a share that the kernel updates every
+    2 s (PSI's averages) or a rate over 10 s, not a crossing a few pages short (its figure in basis points was
+    always "near": in the arena's own-limit thrash each PSI firing ran 22 follow-up cycles)."""
+    return any(spec_of(threshold.signal).memcg_watched and (past := _bytes_past(threshold, observations)) is not None
                and past > -FOLLOW_UP_MARGIN_BYTES for threshold in thresholds)
 
 

@@ -22,10 +22,10 @@ from evictd.adapters.filesystems import detect_layout
 from evictd.adapters.kubelet_summary import ApiProxySummarySource, KubeletSummarySource, summary_deadline_s
 from evictd.adapters.memcg_notifier_set import MemcgNotifierSet
 from evictd.adapters.node_pods import DiscoveredPods
-from evictd.adapters.node_stats import NodeStatsSource, existing_ancestor
+from evictd.adapters.node_stats import NodeStatsSource, existing_ancestor, pods_limit_events
 from evictd.adapters.notifiers import Notifier
 from evictd.adapters.pod_disk_usage import PodDiskStore
-from evictd.adapters.procfs import inactive_file_bytes
+from evictd.adapters.procfs import global_reclaim_scan_pages, inactive_file_bytes
 from evictd.adapters.psi_notifier import SYSTEM_MEMORY_PRESSURE, PsiNotifier
 from evictd.adapters.runtime_gc import CriContainerGC, CriImageGC, RuntimeReclaimer, imagefs_usage
 from evictd.adapters.runtime_node import PeriodicGC, RuntimeFilesystems, RuntimeLayout
@@ -37,6 +37,7 @@ from evictd.core.image_gc import image_gc_policy
 from evictd.core.plausible import Refusal
 from evictd.core.psi import microseconds
 from evictd.core.signals import EVICTD_SIGNALS, Signal
+from evictd.core.stall_gate import StallGate, wake_may_open
 from evictd.core.thresholds import Threshold
 from evictd.cri import NO_RUNTIME, Runtime, RuntimeVersion
 from evictd.cri.client import CriClient
@@ -68,13 +69,43 @@ class ReportOnlyReclaimer:
         return 0
 
 
+def psi_judge(memcg: MemcgNotifierSet | None, cgroups: CgroupReader,
+              stall_gate: Callable[[], StallGate] | None) -> Callable[[], bool] | None:
+    """How a PSI firing is judged before it earns a cycle (None: it always does). With stall thresholds
+    (`stall_gate`: the engine's gate as the last cycle left it) a firing may change a stall decision unless the
+    last cycle held the stall signals back and the reclaim counters that would open the gate have not moved since
+    (`evictd.core.stall_gate.wake_may_open`, read now); otherwise, on cgroup v1, it may change a memory threshold's
+    decision when `memcg` judges so (`MemcgNotifierSet.may_change_decision`); on v2 the memory watch follows the
+    memory thresholds."""
+    if stall_gate is None:
+        return memcg.may_change_decision if memcg is not None else None
+    gate_now = stall_gate
+
+    def judge() -> bool:
+        try:
+            scanned: int | None = global_reclaim_scan_pages()
+        except SampleError:
+            scanned = None
+        try:
+            limit_events = pods_limit_events(cgroups)
+        except SampleError:
+            limit_events = None
+        if wake_may_open(gate_now(), scanned, limit_events):
+            return True
+        return memcg.may_change_decision() if memcg is not None else False
+
+    return judge
+
+
 def build_psi_notifiers(settings: EvictdSettings, layout: CgroupLayout, cgroups: CgroupReader,
-                        log: Log, memcg: MemcgNotifierSet | None = None) -> tuple[Notifier, ...]:
+                        log: Log, memcg: MemcgNotifierSet | None = None,
+                        stall_gate: Callable[[], StallGate] | None = None) -> tuple[Notifier, ...]:
     """Return the PSI wake-ups: the machine's /proc/pressure/memory and, on cgroup v2, the pods cgroup's
-    memory.pressure (a stall of the pods alone). A trigger the kernel refuses is logged and left out. With
-    `memcg`, each firing is judged first (`MemcgNotifierSet.may_change_decision`)."""
+    memory.pressure (a stall of the pods alone). A trigger the kernel refuses is logged and left out. Each firing
+    is judged first (`psi_judge`)."""
     if not settings.psi_wakeups:
         return ()
+    judge = psi_judge(memcg, cgroups, stall_gate)
     wanted = [(SYSTEM_MEMORY_PRESSURE, "node memory pressure stall")]
     if layout.version == 2:
         pods_pressure = os.path.join(str(layout.memory_hierarchy), cgroups.pods_cgroup(), "memory.pressure")
@@ -86,7 +117,7 @@ def build_psi_notifiers(settings: EvictdSettings, layout: CgroupLayout, cgroups:
         try:
             notifiers.append(PsiNotifier(path, microseconds(settings.psi_stall_threshold_s),
                                          microseconds(settings.psi_window_s), description=description,
-                                         judge=memcg.may_change_decision if memcg is not None else None))
+                                         judge=judge))
         except SampleError as exc:
             log.warning("PSI wake-ups unavailable", path=exc.source, reason=exc.reason)
     return tuple(notifiers)

@@ -51,7 +51,8 @@ from evictd.core.engine import EngineConfig, EngineState
 from evictd.core.errors import ConfigError, SampleError
 from evictd.core.node_protection import Status, node_protection_findings
 from evictd.core.self_protection import KIB, oom_score_adj_warning
-from evictd.core.signals import Signal
+from evictd.core.signals import Signal, spec_of
+from evictd.core.stall_gate import StallGate
 from evictd.cri import RuntimeSlot
 from evictd.cri.client import CriClient
 from evictd.cycle.cadence import stale_after_s
@@ -192,8 +193,10 @@ def build_runtime(basics: Basics, node: NodeLevel, cluster: ClusterParts | None)
                        basics.log, slot=basics.runtime)
 
 
-def build_notifiers(basics: Basics, engine_config: EngineConfig) -> NotifierRefresh:
-    """The memory wake-ups: memcg thresholds (cgroup v1) or the memory watch (v2), and PSI."""
+def build_notifiers(basics: Basics, engine_config: EngineConfig,
+                    stall_gate: Callable[[], StallGate] | None = None) -> NotifierRefresh:
+    """The memory wake-ups: memcg thresholds (cgroup v1) or the memory watch (v2), and PSI (its firings judged with
+    the engine's `stall_gate` where stall-family thresholds are configured)."""
     settings, layout, cgroups = basics.settings, basics.cgroup_layout, basics.cgroups
     node_stats = settings.memcg_wakeups and settings.stats_source is StatsOrigin.NODE
     memcg = build_memcg_notifiers(engine_config.thresholds, layout, cgroups) \
@@ -201,8 +204,10 @@ def build_notifiers(basics: Basics, engine_config: EngineConfig) -> NotifierRefr
     # cgroup v2 has no memcg threshold notifier: the memory watch looks closely while a crossing is near instead.
     memory_watch = (MemoryWatch(cgroups, engine_config.thresholds, settings.housekeeping_interval_s)
                     if node_stats and layout.version == 2 else None)
-    return NotifierRefresh(basics.waiter, memcg, build_psi_notifiers(settings, layout, cgroups, basics.log, memcg),
-                           basics.metrics, basics.log, memory_watch)
+    stalls = any(spec_of(threshold.signal).stall_family for threshold in engine_config.thresholds)
+    psi = build_psi_notifiers(settings, layout, cgroups, basics.log, memcg,
+                              stall_gate if stalls and settings.stats_source is StatsOrigin.NODE else None)
+    return NotifierRefresh(basics.waiter, memcg, psi, basics.metrics, basics.log, memory_watch)
 
 
 def warn_about_pods_cgroup(basics: Basics) -> None:
@@ -377,7 +382,7 @@ def build_daemon(
     manager = build_manager(engine_config, stats, cluster, pods, node, start_state,
                             crossing_hold_s=basics.settings.memory_crossing_hold_s)
     link = build_runtime(basics, node, cluster)
-    notifiers = build_notifiers(basics, engine_config)
+    notifiers = build_notifiers(basics, engine_config, lambda: manager.state.stall_gate)
     health = Health(settings.housekeeping_interval_s, stopping=basics.stop.is_set)
     basics.metrics.watch_health(lambda: health.status()[0])
     warn_about_pods_cgroup(basics)

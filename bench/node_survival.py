@@ -13,10 +13,11 @@ Backends (bench/node_survival_nodes.py): ``stand-in`` (no kube binaries: the tes
 kubelet that carries deletions out; pods are real processes in the kubelet's cgroup layout); ``real`` (the
 real kube-apiserver, kubelet v1.36.2 and containerd in the guest, binaries from EVICTD_K8S_BIN; pods created
 through the API server with spec.nodeName; --mem-mib 3072 leaves the cluster's ~500 MiB beside a node).
-Protectors: kernel, evictd, evictd-stall (--kernel psi only), evictd-refault, earlyoom on both; kubelet-defaults and
-kubelet-same on the real backend only; evictd-pid (evictd with pid.available<25% added, for the fork-bomb
-control). The non-memory controls (fork-bomb, disk-fill, disk-fill-fast: bench/node_survival_controls.py) get a
-second table of their own figures.
+Protectors: kernel, evictd, evictd-stall and evictd-stall-nogate (--kernel psi only), evictd-refault, earlyoom on
+both; kubelet-defaults and kubelet-same on the real backend only; evictd-pid (evictd with pid.available<25% added,
+for the fork-bomb control). The non-memory controls (fork-bomb, disk-fill, disk-fill-fast:
+bench/node_survival_controls.py) get a second table of their own figures, the own-limit workloads
+(own-limit-thrash, backup-stream: bench/node_survival_ownlimit.py) a third.
 
 Output: one JSON line per run in <out>/<backend>-<protector>/runs.jsonl, every run in <out>/runs.jsonl, and the
 table (median / worst over the runs of each cell) on stdout and in <out>/table.md, with the guest kernel and
@@ -44,7 +45,8 @@ from typing import Any
 
 BENCH = Path(__file__).resolve().parent
 sys.path[:0] = [str(BENCH.parent / "tests" / "uml")]
-from node_survival_outcomes import cell_rows, control_rows, markdown_table  # noqa: E402
+from node_survival_outcomes import cell_rows, control_rows, markdown_table, own_limit_rows  # noqa: E402
+from node_survival_pagecache import STALL_PROTECTORS  # noqa: E402
 from uml_guest import KERNELS, REPO, GuestRun, Kernel, boot_guest  # noqa: E402
 
 GUEST_MEM_MIB = 2560
@@ -128,9 +130,10 @@ def main() -> int:
     if str(args.out.resolve()).startswith(("/tmp/", "/var/tmp/")):
         parser.error("--out under /tmp or /var/tmp is hidden from the guest by its tmpfs; use another folder")
     protectors = args.protectors.split(",")
-    if "evictd-stall" in protectors and args.kernel != "psi":
-        parser.error("protector evictd-stall is evictd with its memory stall signal (PSI): it needs --kernel psi "
-                     "(the default user-mode kernel has no PSI)")
+    for stall in set(protectors) & set(STALL_PROTECTORS):
+        if args.kernel != "psi":
+            parser.error(f"protector {stall} is evictd with its memory stall signal (PSI): it needs --kernel psi "
+                         "(the default user-mode kernel has no PSI)")
     groups = [protectors] if args.one_boot else [[p] for p in protectors]
     load_before, started = host_load(), time.monotonic()
     records: list[dict[str, Any]] = []
@@ -156,6 +159,8 @@ def main() -> int:
     table = header + "\n" + markdown_table(cell_rows(good))
     if control_rows(good):
         table += "\nnon-memory controls (bench/node_survival_controls.py):\n\n" + markdown_table(control_rows(good))
+    if own_limit_rows(good):
+        table += "\nown-limit figures (bench/node_survival_ownlimit.py):\n\n" + markdown_table(own_limit_rows(good))
     if failed:
         table += "\nfailed runs:\n" + "".join(f"- {r['protector']} {r['workload']} {r['run']}: {r['error']}\n"
                                               for r in failed)

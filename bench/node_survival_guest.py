@@ -75,7 +75,7 @@ from node_survival_outcomes import (
     ranking_sample,
     victim_class,
 )
-from node_survival_pagecache import PageCacheRun, stall_maps
+from node_survival_pagecache import STALL_PROTECTORS, PageCacheRun, stall_maps
 from node_survival_workloads import Workload, workload
 
 from evictd.core.fs_layout import FsLayout
@@ -154,7 +154,7 @@ class Protector:
         work.mkdir(parents=True, exist_ok=True)
         self.evictd: EvictdProcess | None = None
         self.earlyoom: subprocess.Popen[bytes] | None = None
-        if name in ("evictd", "evictd-stall", "evictd-refault", EVICTD_PID):
+        if name in ("evictd", "evictd-refault", *STALL_PROTECTORS, EVICTD_PID):
             kubelet, evictd = evictd_documents(work, backend, name)
             wrapper = ("sh", "-c", join_unit(EVICTD_UNIT, EVICTD_OOM_SCORE_ADJ) + EVICTD_PRIORITIES, "sh")
             self.evictd = EvictdProcess(work, kubelet=kubelet, evictd=evictd, wrapper=wrapper)
@@ -333,7 +333,7 @@ def one_run(backend: Any, protector: Protector, spec: Workload, index: int, args
     evictd_before = protector.stat()
     started = time.monotonic()
     sampler.start()
-    cache.start()
+    cache.start(pods)
     (control / "grow").touch()
     relief: float | None = None
     capped_since: float | None = None

@@ -12,7 +12,9 @@ share one reading:
 * `cell_rows`: the per-cell table, median and worst of every figure over a cell's runs;
 * `below_seconds`, `control_rows`: the non-memory controls' figures (bench/node_survival_controls.py): seconds
   with the disk full, and a second table (daemon failures, lowest pid.available, lowest nodefs available,
-  who was evicted) for the runs that have them.
+  who was evicted) for the runs that have them;
+* `own_limit_rows`: the own-limit workloads' figures (bench/node_survival_ownlimit.py): the thrashers' memory.events
+  ``max`` count and cgroup stall, the node's stall and global scans, the backup stream's time, who was evicted.
 
 Nothing here reads evictd's logs: OOM kills come from the kernel's log, evictions from the API server's pod
 objects, deaths of processes from their exit status (waitpid) and their cgroups.
@@ -282,10 +284,45 @@ def control_rows(runs: Sequence[Mapping[str, Any]]) -> list[dict[str, str]]:
                "pid_max": "/".join(sorted({str(r["control"]["pidMax"]) for r in members}))}
         for key, title, worse in CONTROL_FIGURES:
             row[title] = _median_and_worst([r["control"].get(key) for r in members], worse)
-        evicted: dict[str, int] = {}
-        for run in members:
-            for eviction in run["evictions"]:
-                evicted[eviction["pod"]] = evicted.get(eviction["pod"], 0) + 1
-        row["evicted (all runs)"] = ", ".join(f"{pod} {n}" for pod, n in evicted.items()) or "none"
+        row["evicted (all runs)"] = _evicted_counts(members)
         rows.append(row)
     return rows
+
+
+# The own-limit figures (bench/node_survival_ownlimit.py; a run's "ownLimit", "memoryStallS", "nodeScanMib"):
+# (column title, how to read it from a run, worse is "max" or "min").
+OWN_LIMIT_FIGURES: tuple[tuple[str, Any, str], ...] = (
+    ("thrasher max events", lambda run: run["ownLimit"].get("thrasherMaxEvents"), "max"),
+    ("thrasher PSI some s", lambda run: (run["ownLimit"].get("thrasherStallS") or {}).get("some"), "max"),
+    ("thrasher PSI full s", lambda run: (run["ownLimit"].get("thrasherStallS") or {}).get("full"), "max"),
+    ("node PSI some s", lambda run: (run.get("memoryStallS") or {}).get("some"), "max"),
+    ("node PSI full s", lambda run: (run.get("memoryStallS") or {}).get("full"), "max"),
+    ("node scans MiB", lambda run: run.get("nodeScanMib"), "max"),
+    ("backup streamed s", lambda run: (run["ownLimit"].get("backup") or {}).get("streamedS"), "max"),
+)
+
+
+def own_limit_rows(runs: Sequence[Mapping[str, Any]]) -> list[dict[str, str]]:
+    """One row per cell of the runs with own-limit figures, in first-seen order: the runs, every figure as
+    "median / worst", the kernel's OOM kills and the pods evicted (name: count over all runs)."""
+    cells: dict[tuple[str, str, str], list[Mapping[str, Any]]] = {}
+    for run in runs:
+        if run.get("ownLimit"):
+            cells.setdefault((run["backend"], run["workload"], run["protector"]), []).append(run)
+    rows = []
+    for (backend, workload_name, protector), members in cells.items():
+        row = {"backend": backend, "workload": workload_name, "protector": protector, "runs": str(len(members))}
+        for title, read, worse in OWN_LIMIT_FIGURES:
+            row[title] = _median_and_worst([read(run) for run in members], worse)
+        row["OOM kills (all runs)"] = str(sum(len(run.get("oomKills") or []) for run in members))
+        row["evicted (all runs)"] = _evicted_counts(members)
+        rows.append(row)
+    return rows
+
+
+def _evicted_counts(runs: Sequence[Mapping[str, Any]]) -> str:
+    evicted: dict[str, int] = {}
+    for run in runs:
+        for eviction in run["evictions"]:
+            evicted[eviction["pod"]] = evicted.get(eviction["pod"], 0) + 1
+    return ", ".join(f"{pod} {n}" for pod, n in evicted.items()) or "none"

@@ -62,6 +62,9 @@ ACTIVE_FILE_HOLD_S = 60.0
 # The Burstable filler's request, as a share of MemTotal: more than its head start, so that it is within it.
 ACTIVE_FILE_FILLER_REQUEST = 0.8
 STALL_PROTECTOR = "evictd-stall"
+# evictd-stall with its stall gate off (src/evictd/core/stall_gate.py): what the gate holds back, in the arena.
+STALL_NOGATE_PROTECTOR = "evictd-stall-nogate"
+STALL_PROTECTORS = (STALL_PROTECTOR, STALL_NOGATE_PROTECTOR)
 # config/examples/06-memory-stall.yaml's stall maps (an EvictdConfiguration's STALL_FIELDS).
 STALL_MAPS: dict[str, dict[str, str]] = {
     "stallEvictionHard": {"evictd.io/memory.stall.full": "20%"},
@@ -201,17 +204,21 @@ def write_file(path: Path, mib: int) -> None:
         os.fsync(out.fileno())
 
 
-def stall_maps(protector: str, psi: Path = Path("/proc/pressure/memory")) -> dict[str, dict[str, str]]:
-    """The EvictdConfiguration's stall maps for `protector` ({} but for evictd-stall and evictd-refault); RuntimeError
-    for evictd-stall on a kernel without PSI (no `psi` file), which evictd would run without its stall signal."""
+def stall_maps(protector: str, psi: Path = Path("/proc/pressure/memory")) -> dict[str, Any]:
+    """The EvictdConfiguration's stall settings for `protector` ({} but for evictd-refault, evictd-stall and
+    evictd-stall-nogate, which also turns the stall gate off: ``stallRequiresNodeReclaim: false``); RuntimeError for
+    the two PSI ones on a kernel without PSI (no `psi` file), which evictd would run without its stall signal."""
     if protector == REFAULT_PROTECTOR:
         return {key: dict(value) for key, value in REFAULT_MAPS.items()}
-    if protector != STALL_PROTECTOR:
+    if protector not in STALL_PROTECTORS:
         return {}
     if not psi.exists():
-        raise RuntimeError(f"protector {STALL_PROTECTOR} needs a kernel with PSI (/proc/pressure/memory): this "
+        raise RuntimeError(f"protector {protector} needs a kernel with PSI (/proc/pressure/memory): this "
                            "guest's kernel has none; run the arena with --kernel psi")
-    return {key: dict(value) for key, value in STALL_MAPS.items()}
+    maps: dict[str, Any] = {key: dict(value) for key, value in STALL_MAPS.items()}
+    if protector == STALL_NOGATE_PROTECTOR:
+        maps["stallRequiresNodeReclaim"] = False
+    return maps
 
 
 # --- pure readers (the tests' too) -------------------------------------------------------------------------
@@ -279,11 +286,14 @@ class PageCacheRun:
 
     def __init__(self, spec: Workload, work: Path) -> None:
         self.spec, self.work = spec, work
+        from node_survival_ownlimit import OwnLimitRun  # (it builds on this module)
+
         files = files_of(spec)
         if files and not os.path.ismount(disk()):
             raise RuntimeError(f"workload {spec.name} needs the guest's own disk at {disk()} (--disk-mib > 0)")
         for path, mib in files:
             write_file(path, mib)
+        self.own_limit = OwnLimitRun(spec)  # writes the backup stream's file, before the caches are dropped
         os.sync()
         Path("/proc/sys/vm/drop_caches").write_text("3\n")
         self.available: list[tuple[float, int]] = []  # (monotonic, MemFree + Inactive(file) bytes)
@@ -307,13 +317,18 @@ class PageCacheRun:
                 self.available.append((time.monotonic(), (info["MemFree"] + info["Inactive(file)"]) * 1024))
             time.sleep(0.1)
 
-    def start(self) -> None:
+    def start(self, pods: Mapping[str, Any]) -> None:
         self.before, self.started = self._counters(), time.monotonic()
         self.thread.start()
+        self.own_limit.start(pods)
 
     def figures(self, beats_path: Path) -> dict[str, Any]:
+        from node_survival_ownlimit import node_scan_pages
+
         ended = time.monotonic()
         vmstat, psi = self._counters()
+        own_limit = self.own_limit.figures()
+        scans = node_scan_pages(self.before[0], vmstat)
         self.stopping.set()
         self.thread.join(timeout=2)
         beats = [float(x) for x in beats_path.read_text().split()] if beats_path.exists() else []
@@ -324,4 +339,6 @@ class PageCacheRun:
             "memoryStallS": {kind: psi[kind] - self.before[1].get(kind, 0.0) for kind in psi} or None,
             "kubeletAvailableAtLongestGapMib": None if at_gap is None else at_gap / MiB,
             "kubeletAvailableMinMib": min(v for _, v in self.available) / MiB if self.available else None,
+            "nodeScanMib": None if scans is None else scans * PAGE / MiB,  # node-wide reclaim (kswapd, direct)
+            **own_limit,
         }

@@ -36,6 +36,14 @@ files on the guest's own disk, --disk-mib):
   ``memory.available`` falls under evictd's threshold while the kernel could drop those pages and kills nobody
   (kubernetes/kubernetes#43916).
 
+Own-limit workloads (bench/node_survival_ownlimit.py: stalls and reclaim with the node not short of memory, for
+the stall gate):
+
+* ``own-limit-thrash``: a Burstable pod (limit 64 MiB) re-reads a 200 MiB file through a mapping without a pause,
+  thrashing inside its own limit, beside a Guaranteed pod, a BestEffort pod holding 150 MiB and the daemon.
+* ``backup-stream``: a backup job in ``system.slice`` reads a file of 1.5 x MemTotal once (cold cache), beside a
+  Guaranteed pod and the daemon: kswapd reclaims use-once page cache, nothing is worth an eviction.
+
 The system daemon (`HEARTBEAT`) is a process outside the pods cgroup, in ``system.slice/heartbeat.service``,
 that writes the monotonic time to a file every 100 ms; the arena reads its largest gap.
 
@@ -153,13 +161,18 @@ def workload(name: str, mem_total_mib: int) -> Workload:
         from node_survival_pagecache import pagecache_workload
 
         return pagecache_workload(name, mem_total_mib)
+    if name in OWN_LIMIT_WORKLOADS:
+        from node_survival_ownlimit import own_limit_workload
+
+        return own_limit_workload(name, mem_total_mib)
     if name in CONTROL_WORKLOADS:
         return control_workload(name, guaranteed_pod())
     raise KeyError(f"unknown workload {name!r}: one of {', '.join(WORKLOADS)}")
 
 
 PAGECACHE_WORKLOADS = ("thrash", "active-file")  # bench/node_survival_pagecache.py
-WORKLOADS = ("be-slow", "be-fast", "many-small", *PAGECACHE_WORKLOADS, *CONTROL_WORKLOADS)
+OWN_LIMIT_WORKLOADS = ("own-limit-thrash", "backup-stream")  # bench/node_survival_ownlimit.py
+WORKLOADS = ("be-slow", "be-fast", "many-small", *PAGECACHE_WORKLOADS, *OWN_LIMIT_WORKLOADS, *CONTROL_WORKLOADS)
 
 
 def oom_score_adj(spec: PodSpec, mem_total_bytes: int) -> int:

@@ -46,8 +46,18 @@ from node_survival_outcomes import (
     lease_renew_max_gap_s,
     low_memory_seconds,
     oom_kill_record,
+    own_limit_rows,
     ranking_sample,
     victim_class,
+)
+from node_survival_ownlimit import (
+    BACKUP_STREAM,
+    OWN_LIMIT_THRASH,
+    THRASHER_FILE_MIB,
+    THRASHER_LIMIT_MIB,
+    counter_delta,
+    events_counts,
+    node_scan_pages,
 )
 from node_survival_pagecache import (
     THRASH_DAEMON_MIB,
@@ -239,12 +249,62 @@ def test_the_page_cache_workloads() -> None:
 def test_evictd_stall_needs_psi(tmp_path: Path) -> None:
     psi = tmp_path / "memory"
     assert stall_maps("evictd", psi) == {}
-    with pytest.raises(RuntimeError, match="--kernel psi"):
-        stall_maps("evictd-stall", psi)
+    for protector in ("evictd-stall", "evictd-stall-nogate"):
+        with pytest.raises(RuntimeError, match="--kernel psi"):
+            stall_maps(protector, psi)
     psi.write_text("some avg10=0.00 avg60=0.00 avg300=0.00 total=0\n")
     maps = stall_maps("evictd-stall", psi)
     assert maps["stallEvictionHard"] == {"evictd.io/memory.stall.full": "20%"}
     assert set(maps) <= set(STALL_FIELDS)
+    # The same thresholds with the stall gate off.
+    assert stall_maps("evictd-stall-nogate", psi) == {**maps, "stallRequiresNodeReclaim": False}
+
+
+def test_the_own_limit_workloads() -> None:
+    thrash = {p.name: p for p in workload(OWN_LIMIT_THRASH, 2495).pods}
+    thrasher = thrash["thrasher"]
+    assert isinstance(thrasher, FilePodSpec) and thrasher.qos == "burstable" and thrasher.pressure
+    assert (thrasher.limit_mib, thrasher.period_s) == (THRASHER_LIMIT_MIB, 0.0)
+    assert thrasher.file_mib == THRASHER_FILE_MIB > 3 * THRASHER_LIMIT_MIB  # its working set: three times its limit
+    assert (thrash["bystander"].qos, thrash["bystander"].hold_mib, thrash["bystander"].pressure) == \
+        ("besteffort", 150, False)
+    assert thrash["guaranteed"].qos == "guaranteed"
+    assert f"thrasher-{THRASHER_FILE_MIB}MiB.dat" in thrasher.script  # its own script (ready at once), its file
+    compile(thrasher.script, "thrasher", "exec")
+    backup = workload(BACKUP_STREAM, 2495)
+    assert [p.name for p in backup.pods] == ["guaranteed"] and backup.hold_s == 60.0
+    assert backup.backup_mib == int(2495 * 1.5)  # type: ignore[attr-defined]
+    assert {OWN_LIMIT_THRASH, BACKUP_STREAM} <= set(WORKLOADS)
+
+
+def test_own_limit_readers() -> None:
+    assert events_counts("low 0\nhigh 0\nmax 1234\noom 0\noom_kill 0\n")["max"] == 1234
+    before = {"pgscan_kswapd": 100, "pgscan_direct": 5, "pgscan_khugepaged": 0}
+    assert node_scan_pages(before, {**before, "pgscan_kswapd": 300, "pgscan_direct": 15}) == 210
+    assert node_scan_pages({}, before) is None
+    readings = [{"max": 10.0, "stallFull": 1.5}, {"max": 25.0, "stallFull": 4.0}]
+    assert counter_delta(readings, "max") == 15.0
+    assert counter_delta(readings, "stallFull") == pytest.approx(2.5)
+    assert counter_delta(readings[:1], "max") is None
+    assert counter_delta(readings, "oom_kill") is None
+
+
+def test_own_limit_rows_show_the_thrashers_and_the_nodes_figures() -> None:
+    def run(protector: str, evicted: tuple[str, ...], max_events: float, scans: float) -> dict[str, Any]:
+        return {"backend": "stand-in", "workload": OWN_LIMIT_THRASH, "protector": protector, "oomKills": [],
+                "evictions": [{"pod": pod} for pod in evicted], "nodeScanMib": scans,
+                "memoryStallS": {"some": 30.0, "full": 12.0},
+                "ownLimit": {"thrasherMaxEvents": max_events, "thrasherStallS": {"some": 40.0, "full": 20.0},
+                             "backup": None}}
+    rows = own_limit_rows([run("evictd-stall", (), 9000, 0.0), run("evictd-stall", (), 11000, 0.5),
+                           run("evictd-stall-nogate", ("bystander",), 8000, 0.0),
+                           {"backend": "stand-in", "workload": "be-slow", "protector": "kernel", "evictions": []}])
+    assert [(r["protector"], r["runs"]) for r in rows] == [("evictd-stall", "2"), ("evictd-stall-nogate", "1")]
+    assert rows[0]["thrasher max events"] == "10000 / 11000"
+    assert rows[0]["node scans MiB"] == "0.2 / 0.5"
+    assert rows[0]["thrasher PSI full s"] == "20 / 20" and rows[0]["node PSI some s"] == "30 / 30"
+    assert rows[0]["backup streamed s"] == "-" and rows[0]["evicted (all runs)"] == "none"
+    assert rows[1]["evicted (all runs)"] == "bystander 1" and rows[1]["OOM kills (all runs)"] == "0"
 
 
 def test_evictd_refault_needs_no_psi(tmp_path: Path) -> None:

@@ -10,21 +10,25 @@ at start-up when that socket cannot be connected to, and again when a reconnecti
 src/oom/oomd-manager.c ``manager_start`` and the memory-pressure timer). The guest has no systemd as PID 1, so
 `ManagedOOMServer` plays PID 1's part: it listens on that socket and reports the pods cgroup.
 
-What the arena reports (an operator putting the pods cgroup under oomd the way the distributions put user
-sessions under it: Debian/Ubuntu/Fedora ship ``ManagedOOMMemoryPressure=kill`` with
-``ManagedOOMMemoryPressureLimit=50%`` for ``user@.service``): ``/kubepods`` (the kubelet's cgroupfs layout), kill,
-50 %. The duration is oomd's own ``DefaultMemoryPressureDurationSec``: Debian's package sets 20 s
-(/usr/lib/systemd/oomd.conf.d/10-oomd-defaults.conf; systemd's built-in default is 30 s). oomd reads the
-configuration of the guest's root, which is this host's (read-only to the guest).
+What the arena reports (an operator putting the pods cgroup under oomd the way Debian's package puts user
+sessions under it: its drop-in /usr/lib/systemd/system/user@.service.d/10-oomd-user-service-defaults.conf sets
+``ManagedOOMMemoryPressure=kill`` and ``ManagedOOMMemoryPressureLimit=50%``; the drop-ins are the
+distribution's, not upstream's): ``/kubepods`` (the kubelet's cgroupfs layout), kill, 50 %. The duration is
+oomd's own ``DefaultMemoryPressureDurationSec``: Debian's package sets 20 s
+(/usr/lib/systemd/oomd.conf.d/10-oomd-defaults.conf; systemd's built-in default is 30 s, and 60 % its default
+limit). oomd reads the configuration of the guest's root, which is this host's (read-only to the guest).
 
 How oomd picks its victim under the watched cgroup (systemd 252, src/oom/oomd-manager.c and oomd-util.c): the
 candidates are the leaf cgroups below it (or the highest cgroups with ``memory.oom.group`` set), ranked by
 their ``pgscan`` (memory.stat) growth since oomd's last look, then by ``memory.current``; it kills every process
 of the first with SIGKILL, then waits 15 s before it acts again. In the arena's stand-in layout the leaves are
-the pods' container cgroups.
+the pods' container cgroups. Its pressure signal is the watched cgroup's own: a stall of the daemons outside
+the pods cgroup is not in it.
 
-The protector runs as its unit runs it (lib/systemd/system/systemd-oomd.service): in
-``system.slice/systemd-oomd.service`` with ``OOMScoreAdjust=-900``, ``MemoryMin=64M`` and ``MemoryLow=64M``,
+The protector runs as its unit runs it (/lib/systemd/system/systemd-oomd.service): in
+``system.slice/systemd-oomd.service`` with ``OOMScoreAdjust=-900``, ``MemoryMin=64M`` and ``MemoryLow=64M`` (written,
+but system.slice has no protection of its own and the guest mounts cgroup2 without memory_recursiveprot: the
+kernel bounds a child's protection by its parent's, so they protect little here),
 as the ``systemd-oom`` user with ``CAP_KILL`` and ``CAP_DAC_OVERRIDE`` (``setpriv``); no D-Bus in the guest (oomd
 waits for the system bus socket to appear, ``bus_open_system_watch_bind``, and goes on without it).
 """

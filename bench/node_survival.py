@@ -13,11 +13,11 @@ Backends (bench/node_survival_nodes.py): ``stand-in`` (no kube binaries: the tes
 kubelet that carries deletions out; pods are real processes in the kubelet's cgroup layout); ``real`` (the
 real kube-apiserver, kubelet v1.36.2 and containerd in the guest, binaries from EVICTD_K8S_BIN; pods created
 through the API server with spec.nodeName; --mem-mib 3072 leaves the cluster's ~500 MiB beside a node).
-Protectors: kernel, evictd, evictd-stall and evictd-stall-nogate (--kernel psi only), evictd-refault, earlyoom on
-both; kubelet-defaults and kubelet-same on the real backend only; evictd-pid (evictd with pid.available<25% added,
-for the fork-bomb control). The non-memory controls (fork-bomb, disk-fill, disk-fill-fast:
-bench/node_survival_controls.py) get a second table of their own figures, the own-limit workloads
-(own-limit-thrash, backup-stream: bench/node_survival_ownlimit.py) a third.
+Protectors: kernel, evictd, evictd-stall, evictd-stall-nogate and systemd-oomd (--kernel psi only;
+bench/node_survival_oomd.py), evictd-refault, earlyoom on both; kubelet-defaults and kubelet-same on the real
+backend only; evictd-pid (evictd with pid.available<25% added, for the fork-bomb control). The non-memory controls
+(fork-bomb, disk-fill, disk-fill-fast: bench/node_survival_controls.py) get a second table of their own figures, the
+own-limit workloads (own-limit-thrash, backup-stream: bench/node_survival_ownlimit.py) a third.
 
 Output: one JSON line per run in <out>/<backend>-<protector>/runs.jsonl, every run in <out>/runs.jsonl, and the
 table (median / worst over the runs of each cell) on stdout and in <out>/table.md, with the guest kernel and
@@ -134,6 +134,9 @@ def main() -> int:
         if args.kernel != "psi":
             parser.error(f"protector {stall} is evictd with its memory stall signal (PSI): it needs --kernel psi "
                          "(the default user-mode kernel has no PSI)")
+    if "systemd-oomd" in protectors and args.kernel != "psi":
+        parser.error("protector systemd-oomd acts on memory pressure (PSI) and refuses to start without it: it "
+                     "needs --kernel psi (the default user-mode kernel has no PSI)")
     groups = [protectors] if args.one_boot else [[p] for p in protectors]
     load_before, started = host_load(), time.monotonic()
     records: list[dict[str, Any]] = []

@@ -14,12 +14,11 @@ Protectors (each started after the pods, before the workload's pressure):
   (``memory.available<100Mi``) or with evictd's shipped thresholds; no evictd.
 * ``evictd``: ``evictd run`` with config/kubelet-config.yaml and config/evictd-config.yaml as shipped (hard
   ``memory.available<200Mi``, soft ``<500Mi`` for 90 s, ``allocatableMemory.available`` copied by
-  ``enforceNodeAllocatable: [pods]``, 10 s housekeeping, the memory watch on, memory locked), unscaled; the
-  kubelet's thresholds 0 %; changed only where the guest differs from a node: ``cgroupDriver: cgroupfs`` (no
-  systemd in the guest), its node name, kubeconfig (the real backend: its DaemonSet identity's token), state
-  and kubelet folders, the container runtime (none on the stand-in). It runs in
-  ``system.slice/evictd.service`` with oom_score_adj -999, nice -5 and best-effort I/O priority 0, as
-  deploy/systemd/evictd.service gives it.
+  ``enforceNodeAllocatable: [pods]``, 10 s housekeeping, the memory watch on, memory locked), unscaled; the kubelet's
+  thresholds 0 %; changed only where the guest differs from a node: ``cgroupDriver: cgroupfs`` (no systemd in the
+  guest), its node name, kubeconfig (the real backend: its DaemonSet identity's token), state and kubelet folders,
+  the container runtime (none on the stand-in). It runs in ``system.slice/evictd.service`` with oom_score_adj -999,
+  nice -5 and best-effort I/O priority 0, as deploy/systemd/evictd.service gives it.
 * ``evictd-stall``: ``evictd`` plus its memory stall signal (PSI), the stall maps of
   config/examples/06-memory-stall.yaml (bench/node_survival_pagecache.py); a run on a kernel without PSI fails.
 * ``evictd-refault``: ``evictd`` plus its refault signal (``evictd.io/memory.refault``,
@@ -28,6 +27,7 @@ Protectors (each started after the pods, before the workload's pressure):
 * ``earlyoom``: Debian's earlyoom with Debian's arguments (/etc/default/earlyoom: ``-r 3600``; its default
   thresholds are percentages of the guest's memory, 10 % SIGTERM and 5 % SIGKILL, so they scale by
   themselves), in ``system.slice/earlyoom.service`` with its unit's ``MemoryMax=50M``.
+* ``systemd-oomd`` (PSI only): Debian's systemd-oomd watching the pods cgroup (bench/node_survival_oomd.py).
 
 What each run records (bench/node_survival_outcomes.py reads it): the kernel's ``oom-kill:`` records from
 /dev/kmsg, the pods' API objects every 100 ms (an eviction: a deletionTimestamp, reason Evicted, a
@@ -63,6 +63,7 @@ from evictd_process import EvictdProcess
 from guest_v2_node import CGROUP, make_cgroup, meminfo
 from node_survival_controls_guest import EVICTD_PID, Controls, evictd_settings
 from node_survival_nodes import BACKENDS, PodHandle, grower_argv, join_unit, pod_cgroup_figures, root_working_set
+from node_survival_oomd import OOMD, OomdProcess
 from node_survival_outcomes import (
     container_termination,
     crossing_figures,
@@ -154,6 +155,7 @@ class Protector:
         work.mkdir(parents=True, exist_ok=True)
         self.evictd: EvictdProcess | None = None
         self.earlyoom: subprocess.Popen[bytes] | None = None
+        self.oomd = OomdProcess.for_run(work) if name == OOMD else None
         if name in ("evictd", "evictd-refault", *STALL_PROTECTORS, EVICTD_PID):
             kubelet, evictd = evictd_documents(work, backend, name)
             wrapper = ("sh", "-c", join_unit(EVICTD_UNIT, EVICTD_OOM_SCORE_ADJ) + EVICTD_PRIORITIES, "sh")
@@ -169,7 +171,7 @@ class Protector:
             time.sleep(1.0)  # its first poll
             if self.earlyoom.poll() is not None:
                 raise RuntimeError(f"earlyoom exited {self.earlyoom.returncode}: {(work / 'earlyoom.log').read_text()}")
-        elif name not in ("kernel", "kubelet-defaults", "kubelet-same"):
+        elif name not in ("kernel", "kubelet-defaults", "kubelet-same", OOMD):
             raise KeyError(f"unknown protector {name!r} for this backend")
 
     def stat(self) -> dict[str, Any] | None:
@@ -195,7 +197,7 @@ class Protector:
             self.earlyoom.wait()
             self._log.close()
             return {"earlyoomAliveAtEnd": alive}
-        return {}
+        return self.oomd.stop() if self.oomd is not None else {}
 
 
 class Sampler:

@@ -309,7 +309,7 @@ def test_own_limit_rows_show_the_thrashers_and_the_nodes_figures() -> None:
 
 def test_evictd_refault_needs_no_psi(tmp_path: Path) -> None:
     maps = stall_maps("evictd-refault", tmp_path / "no-psi")
-    assert maps["stallEvictionHard"] == {"evictd.io/memory.refault": "10%"}
+    assert maps["stallEvictionHard"] == {"evictd.io/memory.refault": "2%"}
     assert set(maps) <= set(STALL_FIELDS)
 
 

@@ -2,8 +2,9 @@
 (cgroup v1, 24 GiB): a cgroup thrashing its page cache inside its own small memory limit refaults the node's
 ``workingset_refault_file`` count by far more than a low refault threshold within 10 s, without any global reclaim
 (the machine never runs short). With the stall gate on (the default) evictd holds the threshold back and evicts
-nobody; the same thrash with the gate off meets it and would evict the pod. Both daemons watch the same thrash at
-once, so the test lasts about one refault window."""
+nobody; the same thrash with the gate off meets it and would evict the pod, woken by the refault watch (its
+housekeeping interval is 30 s). Both daemons watch the same thrash at once, so the test lasts about one refault
+window."""
 
 from __future__ import annotations
 
@@ -43,10 +44,16 @@ def test_a_cgroup_thrashing_in_its_own_limit_refaults_without_global_reclaim_and
     with temporary_cgroup(CGROUP_MOUNT / "memory") as memcg, memory_stall(memcg):
         scanned_before, refaulted_before, started = global_reclaim_scan_pages(), refaulted_bytes(), time.monotonic()
         gated = start_evictd(tmp_path / "on", evictd_processes, kubelet="evictionHard: {}\n", evictd=settings)
+        # The gate off, and a 30 s housekeeping interval: only the refault watch can bring the crossing before the
+        # second tick.
         ungated = start_evictd(tmp_path / "off", evictd_processes, kubelet="evictionHard: {}\n",
-                               evictd=settings + "stallRequiresNodeReclaim: false\n")
-        # Gate off: the share refaulted reaches the threshold once the figure has its span (5 s), and the pod would go.
-        evicted = ungated.wait_event("would evict pod", timeout=20)
+                               evictd=settings.replace("housekeepingInterval: 1s", "housekeepingInterval: 30s")
+                               + "stallRequiresNodeReclaim: false\n")
+        # Gate off: the share refaulted reaches the threshold once the watch's figure has its span (5 s, read once a
+        # second), and the pod would go.
+        met = ungated.wait_event("threshold met", timeout=20)
+        assert met["woken_by"] == ["refault_watch"], met
+        evicted = ungated.wait_event("would evict pod", timeout=5)
         assert (evicted["pod"], evicted["signal"], evicted["dry_run"]) == (real_pod.key, REFAULT, True)
         assert evicted["message"].startswith("The node was low on resource: memory. Threshold quantity: 9991, ")
         # Gate on: the same share is held back (no node-wide reclaim since evictd started), once, and nobody goes.

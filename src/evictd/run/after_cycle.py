@@ -17,6 +17,7 @@ from evictd.adapters.memcg_notifier_set import MemcgNotifierSet
 from evictd.adapters.memory_watch import MemoryWatch
 from evictd.adapters.notifiers import Notifier, Waiter
 from evictd.adapters.pod_disk_usage import POD_DISK_SOURCE_PREFIX
+from evictd.adapters.refault_watch import RefaultWatch
 from evictd.core.blind import blind_signals, blind_streaks
 from evictd.core.errors import SampleError
 from evictd.core.plausible import Refusal
@@ -175,10 +176,11 @@ class NotifierRefresh:
     memcg notifiers follow its readings; what fails is logged and counted."""
 
     def __init__(self, waiter: Waiter, memcg: MemcgNotifierSet | None, psi: Sequence[Notifier], metrics: Metrics,
-                 log: Log, memory_watch: MemoryWatch | None = None) -> None:
+                 log: Log, memory_watch: MemoryWatch | None = None, refault_watch: RefaultWatch | None = None) -> None:
         self.waiter = waiter
         self.memcg = memcg
         self.memory_watch = memory_watch
+        self.refault_watch = refault_watch
         self.psi = tuple(psi)
         self._metrics = metrics
         self._log = log
@@ -197,8 +199,11 @@ class NotifierRefresh:
                 failures.append(failure)
         if self.memory_watch is not None:
             self.memory_watch.follow(summary, now)
+        if self.refault_watch is not None:
+            self.refault_watch.follow(summary, dict(report.decided.assessment.observations))
         wanted = (*(self.memcg.notifiers if self.memcg else ()), *self.psi,
-                  *((self.memory_watch,) if self.memory_watch is not None else ()))
+                  *((self.memory_watch,) if self.memory_watch is not None else ()),
+                  *((self.refault_watch,) if self.refault_watch is not None else ()))
         if wanted != self.waiter.notifiers:
             self.waiter.set_notifiers(wanted)
         return failures

@@ -37,6 +37,7 @@ from evictd.adapters.node_pods import DiscoveredPods
 from evictd.adapters.node_protection import read_node_cgroups
 from evictd.adapters.notifiers import Waiter
 from evictd.adapters.oom_counters import OomCounters
+from evictd.adapters.refault_watch import RefaultWatch
 from evictd.adapters.self_protection import (
     LOCK_FLAG_NAMES,
     lock_memory,
@@ -207,7 +208,11 @@ def build_notifiers(basics: Basics, engine_config: EngineConfig,
     stalls = any(spec_of(threshold.signal).stall_family for threshold in engine_config.thresholds)
     psi = build_psi_notifiers(settings, layout, cgroups, basics.log, memcg,
                               stall_gate if stalls and settings.stats_source is StatsOrigin.NODE else None)
-    return NotifierRefresh(basics.waiter, memcg, psi, basics.metrics, basics.log, memory_watch)
+    # Nothing in the kernel announces page cache thrash without PSI: the refault watch reads /proc/vmstat instead.
+    refaults = any(threshold.signal is Signal.MEMORY_REFAULT for threshold in engine_config.thresholds)
+    refault_watch = (RefaultWatch(engine_config.thresholds, gated=engine_config.stall_requires_node_reclaim)
+                     if refaults and settings.stats_source is StatsOrigin.NODE else None)
+    return NotifierRefresh(basics.waiter, memcg, psi, basics.metrics, basics.log, memory_watch, refault_watch)
 
 
 def warn_about_pods_cgroup(basics: Basics) -> None:

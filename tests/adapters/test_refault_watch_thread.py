@@ -1,0 +1,74 @@
+"""The refault watch's thread against a /proc of plain files: it reads vmstat once a look while a refault threshold is
+watched, wakes a real Waiter once when the share refaulted reaches it, then idles until the next cycle arms it again.
+
+(With a real thrash and the loop, on this machine's /proc/vmstat: tests/daemon/test_run_refault.py.)
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from pathlib import Path
+
+from evictd.adapters.notifiers import Waiter
+from evictd.adapters.refault_watch import REFAULT_WATCH_CAUSE, RefaultWatch
+
+PAGE = 4096
+MEMORY = 10_000 * (1 << 20)  # 1 MiB refaulted within the window is 1 basis point
+
+
+def vmstat(proc: Path, refaulted_mib: int, scanned: int = 0) -> None:
+    pages = refaulted_mib * (1 << 20) // PAGE
+    (proc / "vmstat").write_text(f"pgscan_kswapd {scanned}\npgscan_direct 0\nworkingset_refault_file {pages}\n"
+                                 f"workingset_activate_file 0\n")
+
+
+def test_a_share_reached_wakes_the_waiter_once_then_the_watch_idles(tmp_path: Path) -> None:
+    vmstat(tmp_path, 0)
+    seconds = itertools.count()  # every look is a second later
+    watch = RefaultWatch((), gated=False, proc_root=str(tmp_path), monotonic=lambda: float(next(seconds)),
+                         look_s=0.01)
+    waiter = Waiter()
+    waiter.set_notifiers([watch])
+    try:
+        watch.arm([100], MEMORY)  # 1% within 10 s
+        assert waiter.wait(0.2) == [], "nothing refaulted: no wake-up"
+        assert watch.looks >= 5
+        vmstat(tmp_path, 200)  # 200 MiB more: 2% of the memory within the window
+        started = time.monotonic()
+        assert waiter.wait(5.0) == [REFAULT_WATCH_CAUSE]
+        assert time.monotonic() - started < 2.0
+        looks = watch.looks
+        assert waiter.wait(0.2) == [], "woken once: nothing more until the next cycle arms it"
+        assert watch.looks == looks
+    finally:
+        waiter.close()
+
+
+def test_gated_a_share_without_global_reclaim_wakes_nothing(tmp_path: Path) -> None:
+    vmstat(tmp_path, 0, scanned=1000)
+    seconds = itertools.count()
+    watch = RefaultWatch((), gated=True, proc_root=str(tmp_path), monotonic=lambda: float(next(seconds)),
+                         look_s=0.01)
+    waiter = Waiter()
+    waiter.set_notifiers([watch])
+    try:
+        watch.arm([100], MEMORY)
+        assert waiter.wait(0.1) == []
+        vmstat(tmp_path, 200, scanned=1000)  # a pod re-reading its files in its own limit: no global scans
+        assert waiter.wait(0.3) == []
+        vmstat(tmp_path, 400, scanned=2000)  # the node reclaims
+        assert waiter.wait(5.0) == [REFAULT_WATCH_CAUSE]
+    finally:
+        waiter.close()
+
+
+def test_nothing_armed_nothing_read(tmp_path: Path) -> None:
+    vmstat(tmp_path, 0)
+    watch = RefaultWatch((), gated=False, proc_root=str(tmp_path), look_s=0.01)
+    try:
+        watch.arm([], MEMORY)
+        time.sleep(0.1)
+        assert watch.looks == 0
+    finally:
+        watch.close()

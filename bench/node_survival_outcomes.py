@@ -81,15 +81,26 @@ def victim_class(cgroup: str) -> str:
     return OTHER
 
 
-def heartbeat_max_gap_s(beats: Sequence[float], since: float, until: float) -> float | None:
-    """The largest gap between consecutive beats within [since, until], counting the gap from the last beat to
-    `until` (a daemon that stopped beating); None without a beat."""
+def longest_gap(beats: Sequence[float], since: float, until: float) -> tuple[float, float] | None:
+    """(start, length) of the largest gap between consecutive beats within [since, until], counting the gap from the
+    last beat to `until` (a daemon that stopped beating) and, for a daemon that beat before `since`, from `since` to
+    its first beat in the window (a daemon that never beat in the run stalled for all of it: on the real node's
+    thrash its file-backed daemon beat before the run and not once in 70-115 s); None without a beat."""
     window = [beat for beat in beats if since <= beat <= until]
+    if any(beat < since for beat in beats):
+        window.insert(0, since)
     if not window:
         return None
-    gaps = [later - earlier for earlier, later in itertools.pairwise(window)]
-    gaps.append(until - window[-1])
-    return max(gaps)
+    gaps = [(later - earlier, earlier) for earlier, later in itertools.pairwise(window)]
+    gaps.append((until - window[-1], window[-1]))
+    length, start = max(gaps)
+    return start, length
+
+
+def heartbeat_max_gap_s(beats: Sequence[float], since: float, until: float) -> float | None:
+    """The length of `longest_gap`; None without a beat."""
+    gap = longest_gap(beats, since, until)
+    return None if gap is None else gap[1]
 
 
 def lease_renew_max_gap_s(renewals: Sequence[float]) -> float | None:

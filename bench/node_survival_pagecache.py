@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import bisect
 import contextlib
-import itertools
 import os
 import threading
 import time
@@ -47,6 +46,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from node_survival_outcomes import longest_gap
 from node_survival_workloads import GROWER, HEARTBEAT, PodSpec, Workload, guaranteed_pod
 
 MiB = 1 << 20
@@ -255,18 +255,6 @@ def psi_totals(text: str) -> dict[str, float]:
     return totals
 
 
-def longest_gap_start(beats: Sequence[float], since: float, until: float) -> tuple[float, float] | None:
-    """(start, length) of the largest gap between beats within [since, until] (the gap from the last beat to
-    `until` counts, as in node_survival_outcomes.heartbeat_max_gap_s); None without a beat."""
-    window = [beat for beat in beats if since <= beat <= until]
-    if not window:
-        return None
-    gaps = [(later - earlier, earlier) for earlier, later in itertools.pairwise(window)]
-    gaps.append((until - window[-1], window[-1]))
-    length, start = max(gaps)
-    return start, length
-
-
 def value_at(samples: Sequence[tuple[float, int]], at: float) -> int | None:
     """The last sample's value at or before `at` (samples in time order); None before the first."""
     index = bisect.bisect_right([t for t, _ in samples], at)
@@ -332,7 +320,7 @@ class PageCacheRun:
         self.stopping.set()
         self.thread.join(timeout=2)
         beats = [float(x) for x in beats_path.read_text().split()] if beats_path.exists() else []
-        gap = longest_gap_start(beats, self.started, ended)
+        gap = longest_gap(beats, self.started, ended)
         at_gap = value_at(self.available, gap[0]) if gap else None
         return {
             "refaultFileMib": refault_file_mib(self.before[0], vmstat),

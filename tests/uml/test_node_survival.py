@@ -44,6 +44,7 @@ from node_survival_outcomes import (
     crossing_figures,
     heartbeat_max_gap_s,
     lease_renew_max_gap_s,
+    longest_gap,
     low_memory_seconds,
     oom_kill_record,
     own_limit_rows,
@@ -64,7 +65,6 @@ from node_survival_pagecache import (
     FilePodSpec,
     daemon_argv,
     files_of,
-    longest_gap_start,
     pod_script,
     psi_totals,
     refault_file_mib,
@@ -159,6 +159,9 @@ def test_heartbeat_gap_counts_a_daemon_that_stopped_beating() -> None:
     assert heartbeat_max_gap_s([1.0, 1.1, 1.2, 3.0, 3.1], since=1.0, until=3.2) == pytest.approx(1.8)
     assert heartbeat_max_gap_s([1.0, 1.1], since=1.0, until=5.0) == pytest.approx(3.9)
     assert heartbeat_max_gap_s([], since=1.0, until=5.0) is None
+    # Beat before the run and never in it: stalled for all of it; a first beat late in the run counts from its start.
+    assert heartbeat_max_gap_s([0.5, 0.9], since=1.0, until=5.0) == pytest.approx(4.0)
+    assert heartbeat_max_gap_s([0.9, 3.0, 3.1], since=1.0, until=3.2) == pytest.approx(2.0)
 
 
 def test_lease_gap_is_the_largest_step_between_distinct_renewals() -> None:
@@ -216,8 +219,9 @@ def test_psi_totals_are_seconds_stalled() -> None:
 
 def test_memory_available_at_the_daemons_longest_gap() -> None:
     beats = [1.0, 1.1, 1.2, 4.2, 4.3]
-    assert longest_gap_start(beats, since=1.0, until=4.4) == (1.2, pytest.approx(3.0))
-    assert longest_gap_start(beats, since=5.0, until=6.0) is None
+    assert longest_gap(beats, since=1.0, until=4.4) == (1.2, pytest.approx(3.0))
+    assert longest_gap(beats, since=5.0, until=6.0) == (5.0, pytest.approx(1.0))  # beat before, never in it
+    assert longest_gap([], since=5.0, until=6.0) is None
     samples = [(1.0, 500), (1.15, 450), (1.3, 300)]
     assert value_at(samples, 1.2) == 450
     assert value_at(samples, 0.5) is None

@@ -40,7 +40,8 @@ sys.path.insert(0, str(REPO / "tests" / "uml"))
 from uml_guest import boot_guest  # noqa: E402
 
 BODY = """
-export PYTHONPATH="$EVICTD_REPO/src:$EVICTD_REPO/tests/uml:$EVICTD_REPO/tests/daemon:$EVICTD_REPO/tests/kube:$EVICTD_REPO/tests"
+T="$EVICTD_REPO/tests"
+export PYTHONPATH="$EVICTD_REPO/src:$T/uml:$T/daemon:$T/kube:$T"
 "$EVICTD_PYTHON" "$EVICTD_REPO/tests/uml/guest_v2_node.py" wakeup cgroupfs > "$UML_OUT/wakeup.log" 2>&1
 """
 
@@ -51,7 +52,8 @@ def percentile(values: list[float], share: float) -> float:
 
 
 MARGIN_BODY = """
-export PYTHONPATH="$EVICTD_REPO/src:$EVICTD_REPO/tests/uml:$EVICTD_REPO/tests/daemon:$EVICTD_REPO/tests/kube:$EVICTD_REPO/tests"
+T="$EVICTD_REPO/tests"
+export PYTHONPATH="$EVICTD_REPO/src:$T/uml:$T/daemon:$T/kube:$T"
 "$EVICTD_PYTHON" "$EVICTD_REPO/tests/uml/guest_v2_margin.py" {scenario} > "$UML_OUT/margin.log" 2>&1
 """
 

@@ -20,9 +20,16 @@ MI = 1 << 20
 
 def pods_cgroup(root: Path, current: int, inactive_file: int = 0) -> None:
     (root / "kubepods").mkdir(exist_ok=True)
-    (root / "kubepods" / "memory.current").write_text(f"{current}\n")
-    (root / "kubepods" / "memory.stat").write_text(f"anon {current}\nfile 0\ninactive_file {inactive_file}\n")
-    (root / "kubepods" / "memory.max").write_text(f"{512 * MI}\n")
+    write(root / "kubepods" / "memory.current", f"{current}\n")
+    write(root / "kubepods" / "memory.stat", f"anon {current}\nfile 0\ninactive_file {inactive_file}\n")
+    write(root / "kubepods" / "memory.max", f"{512 * MI}\n")
+
+
+def write(path: Path, text: str) -> None:
+    """Replace `path` at once: a look reading a file half written would find it unreadable and idle until the next
+    arming (as for a cgroup that cannot be read), which real cgroupfs files never are."""
+    path.with_suffix(".new").write_text(text)
+    path.with_suffix(".new").replace(path)
 
 
 def target(met_below: int) -> WatchTarget:
@@ -84,3 +91,27 @@ def test_an_unreadable_cgroup_is_skipped_and_the_watch_goes_on(tmp_path: Path) -
         assert waiter.wait(5.0) == [MEMORY_WATCH_CAUSE]
     finally:
         waiter.close()
+
+
+def test_a_steady_margin_is_looked_at_ten_times_a_second_and_a_shrinking_one_fast_again(tmp_path: Path) -> None:
+    """Issue 37 item 3: 12 MiB from the threshold the fast pace is a look every 20 ms (50 a second) for as long as the
+    node stays there; once the looks see the margin steady, one every STEADY_MAX_PERIOD_S (100 ms)."""
+    pods_cgroup(tmp_path, current=400 * MI)  # 112 MiB available, threshold at 100 MiB
+    watch = MemoryWatch(CgroupReader(CgroupLayout(2, tmp_path)), (), interval_s=10.0)
+    try:
+        watch.arm([target(100 * MI)], time.monotonic())
+        time.sleep(0.2)  # the first looks, at the fast pace, find it steady
+        looks = watch.looks
+        time.sleep(1.0)
+        steady_looks = watch.looks - looks
+        assert 3 <= steady_looks <= 12, f"{steady_looks} looks in a second of a steady margin (fast pace: 50)"
+        # The margin shrinks by 4 MiB (still 8 MiB from met): the next look sees it, the ones after are fast.
+        pods_cgroup(tmp_path, current=404 * MI)
+        time.sleep(0.15)  # the next slow look comes within 100 ms
+        looks = watch.looks
+        time.sleep(0.03)
+        pods_cgroup(tmp_path, current=408 * MI)  # and shrinking on: never steady
+        time.sleep(0.27)
+        assert watch.looks - looks >= 5, "back at a look every 20 ms (15 in 0.3 s on an idle machine)"
+    finally:
+        watch.close()

@@ -30,8 +30,19 @@ from pathlib import Path
 from typing import Any
 
 from evictd_process import EvictdProcess
-from guest_v2_node import (ALLOCATABLE, CGROUP, HOG_SCRIPT, NODE, Node, Pod, cross, kernel_figures, meminfo,
-                           remove_cgroup_tree, wakeup_counts)
+from guest_v2_node import (
+    ALLOCATABLE,
+    CGROUP,
+    HOG_SCRIPT,
+    NODE,
+    Node,
+    Pod,
+    cross,
+    kernel_figures,
+    meminfo,
+    remove_cgroup_tree,
+    wakeup_counts,
+)
 
 from evictd.adapters.cgroups import CgroupLayout, CgroupReader
 from evictd.adapters.kept_files import KeptFiles
@@ -124,6 +135,8 @@ def look_costs(node: Node, calls: int = 400) -> dict[str, float]:
         "preadCurrent": lambda: kept.read(folder + "/memory.current"),
         "preadStat": lambda: kept.read(folder + "/memory.stat"),
         "conditionWait1ms": wait,
+        "sleep1ms": lambda: time.sleep(0.001),
+        "monotonic": time.monotonic,
     }
     costs = {}
     for name, call in variants.items():

@@ -2,8 +2,9 @@
 
 Job: on cgroup v2 (no memcg threshold notifier) the loop would otherwise see a crossing only at its next tick.
 After every cycle the loop hands the watch what to watch (`evictd.core.memory_watch.watch_targets`); the thread
-reads each target's cgroup with the cycle's own reader (`CgroupReader.memory`: the root's ``memory.stat``, the
-pods cgroup's ``memory.current`` and ``memory.stat``) at the pace `watch_period_s` gives for the margin left
+reads each target's cgroup with the cycle's own reader and its kept descriptors (`CgroupReader.memory` with
+``working_set_only``: the root's ``memory.stat``, the pods cgroup's ``memory.current`` and ``memory.stat``, one
+``pread`` each, no limit and no second usage read) at the pace `watch_period_s` gives for the margin left
 and whether the looks since the watch was armed found it steady (`look_history`: a fresh history per arming),
 and idles (no reads at all) while no crossing can come before the next tick. When a look finds a threshold met
 it signals its eventfd once and idles until the next cycle hands it targets again: the Waiter wakes the loop
@@ -117,7 +118,7 @@ class MemoryWatch(FdOwner):
             working_set = readings.get(target.cgroup)
             if working_set is None:
                 try:
-                    working_set = self._cgroups.memory(target.cgroup).working_set_bytes
+                    working_set = self._cgroups.memory(target.cgroup, working_set_only=True).working_set_bytes
                 except SampleError:
                     continue  # the cycle reports the unreadable source
                 self.looks += 1

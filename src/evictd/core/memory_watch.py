@@ -22,7 +22,7 @@ before that tick, as earlyoom adapts its polling to the distance left:
   once, and stays there for a window at least.
 
 What the steady pace gives up, and what it keeps: the looks are never further apart than `STEADY_MAX_PERIOD_S`
-within ~100 MiB of a threshold (the fast rule's own period there), so any crossing from a steady margin (a burst,
+within ~250 MiB of a threshold (the fast rule's own period there), so any crossing from a steady margin (a burst,
 a ramp) is read at most that long after the kernel's figure crossed, plus the look and the cycle; a fill no
 faster than `FLOOR_FILL_BYTES_PER_S` is still seen before it crosses (the steady period is at most the margin
 over that rate); a faster one is found shrinking within two capped periods of its start and watched at the fast
@@ -53,15 +53,17 @@ MIN_PERIOD_S = 0.02
 # pages while nothing fills (evictd's own cycle, the kernel's per-CPU charge batches of 64 pages are 256 KiB).
 STEADY_TOLERANCE_BYTES = 1 << 20
 # While the margin is steady, a look at least this often: a burst from a steady margin is read at most this long
-# after it started. 100 ms: 10 looks a second instead of 50, and within item 5's 100 ms for most crossings.
-STEADY_MAX_PERIOD_S = 0.1
+# after it crossed (plus the look and the cycle). In the 6.1 guest each look costs ~3-4 ms of the guest's CPU
+# accounting, whatever it reads (a timed wake-up there is ~1.3 ms alone): 100 ms (10 looks a second) still cost
+# 2.7 CPU s a minute, 250 ms (4) keeps it under 1. It is also the fast rule's own period ~250 MiB from a threshold.
+STEADY_MAX_PERIOD_S = 0.25
 # The fill a steady margin is still watched for before it crosses: one that never shrinks the margin by more than
-# the tolerance between two looks at the capped pace (10 MiB/s); a faster one shows as shrinking at the next look.
+# the tolerance within one capped period (4 MiB/s); a faster one shows as shrinking within two.
 FLOOR_FILL_BYTES_PER_S = STEADY_TOLERANCE_BYTES / STEADY_MAX_PERIOD_S
 # How long the looks must have seen the margin within the tolerance before it is steady: as long as the capped period,
 # so that a fill faster than the floor rate, which shrinks the margin past the tolerance within one capped period,
 # is never found steady, whatever pace the looks had (issue 37 item 3 names the rule: the fill rate observed across
-# the last looks). After each arming (each cycle) that is 5-6 looks at the fast pace.
+# the last looks). After each arming (each cycle) that is ~12 looks at the fast pace.
 STEADY_WINDOW_S = STEADY_MAX_PERIOD_S
 
 

@@ -20,7 +20,7 @@ At the margin (issue 37 item 3; tests/uml/guest_v2_margin.py: only hard threshol
 * ``--margin-latency``: bursts (40 MiB at once) and ramps (1 MiB every 20 ms) that start from that steady
   margin, decided by the watch (``--crossings`` of each).
 
-    python bench/v2_wakeup_latency.py [--crossings N]
+    python bench/v2_wakeup_latency.py [--crossings N] [--watch-only]
     python bench/v2_wakeup_latency.py --margin-cost [--segment-s 30] [--rounds 2]
     python bench/v2_wakeup_latency.py --margin-latency [--crossings N]
 """
@@ -74,12 +74,18 @@ def margin_cost(segment_s: float, rounds: int) -> int:
     if document is None:
         return 1
     print(f"margin held: {document['marginMiB']:.1f} MiB above allocatableMemory.available<60Mi")
-    print(f"{'segment':<8} {'watch':<6} {'CPU s':>7} {'wall s':>7} {'CPU s/min':>10} {'margin MiB':>12}  wake-ups")
+    print(f"{'segment':<8} {'watch':<6} {'CPU s':>7} {'wall s':>7} {'CPU s/min':>10} {'wakes/s':>8} {'margin MiB':>12}"
+          "  wake-ups")
     for index, segment in enumerate(document["segments"]):
         wakeups = {cause: int(n) for cause, n in segment["wakeups"].items() if n}
         margins = "-".join(f"{m:.1f}" for m in segment["marginMiB"])
         print(f"{index:<8} {'on' if segment['watch'] else 'off':<6} {segment['cpuS']:>7.2f} {segment['wallS']:>7.1f} "
-              f"{segment['cpuSPerMin']:>10.2f} {margins:>12}  {wakeups} met={segment['thresholdsMet']}")
+              f"{segment['cpuSPerMin']:>10.2f} {segment.get('threadWakeupsPerS', 0):>8.1f} "
+              f"{margins:>12}  {wakeups} met={segment['thresholdsMet']}")
+        busiest = segment.get("busiestThread")
+        if busiest:
+            print(f"{'':<8} the thread that woke most often: {busiest['cpuSPerMin']:.2f} CPU s/min, "
+                  f"{busiest['wakeupsPerS']:.1f} wake-ups/s")
     for watch in (True, False):
         rates = [s["cpuSPerMin"] for s in document["segments"] if s["watch"] is watch]
         print(f"watch {'on' if watch else 'off'}: CPU s/min mean {statistics.mean(rates):.2f} "
@@ -108,6 +114,7 @@ def margin_latency(crossings: int) -> int:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--crossings", type=int, default=10, help="crossings per mode or kind (default 10)")
+    parser.add_argument("--watch-only", action="store_true", help="bursts: the memory watch's run alone (no tick run)")
     parser.add_argument("--margin-cost", action="store_true", help="evictd's CPU at the margin, watch on and off")
     parser.add_argument("--margin-latency", action="store_true", help="bursts and ramps from a steady margin")
     parser.add_argument("--segment-s", type=float, default=30.0, help="--margin-cost: seconds per segment")
@@ -119,19 +126,22 @@ def main() -> int:
         return margin_latency(args.crossings)
     out = Path(tempfile.mkdtemp(prefix="evictd-bench-v2-"))
     # Debian's kernel (no PSI), whatever EVICTD_UML_KERNEL says: this measures the wake-ups without PSI.
-    run = boot_guest(BODY, out, timeout_s=60 + args.crossings * 40, env={"V2_WAKEUP_CROSSINGS": str(args.crossings)},
-                     kernel="default")
+    modes = ("on",) if args.watch_only else ("off", "on")
+    run = boot_guest(BODY, out, timeout_s=60 + args.crossings * 20 * len(modes), kernel="default",
+                     env={"V2_WAKEUP_CROSSINGS": str(args.crossings), "V2_WAKEUP_MODES": ",".join(modes)})
     document = run.json("wakeup-cgroupfs.json")
     if "error" in document:
         print(document["traceback"], run.text("wakeup.log")[-3000:], file=sys.stderr)
         return 1
     print(f"{'mode':<28} {'crossings':>9} {'p50 ms':>9} {'p99 ms':>9} {'max ms':>9}  wake-ups")
     for mode, label in (("off", "tick alone (memcgWakeups off)"), ("on", "memory watch (default)")):
+        if mode not in modes:
+            continue
         data = document["runs"][mode]
         late = [c["decidedLateS"] * 1000 for c in data["crossings"] if c["decidedLateS"] is not None]
         wakeups = {cause: int(n) for cause, n in data["wakeups"].items() if n}
         print(f"{label:<28} {len(late):>9} {statistics.median(late):>9.0f} {percentile(late, 0.99):>9.0f} "
-              f"{max(late):>9.0f}  {wakeups}")
+              f"{max(late):>9.0f}  {wakeups}\n  " + " ".join(f"{v:.0f}" for v in late))
     return 0
 
 

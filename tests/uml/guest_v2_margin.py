@@ -12,6 +12,9 @@ Scenarios:
   memory held there, with the memory watch on and off, interleaved (on, off, on, off...: `V2_MARGIN_ROUNDS`
   rounds), each segment a fresh daemon measured from `SETTLE_S` after it started; then what one look's reads cost
   in this process (CPU per call of the cycle's full `CgroupReader.memory` and of the reads a look needs).
+* ``check``: what tests/uml/test_memory_watch_margin.py asserts on, within ~60 s of guest time: a segment with the
+  watch off, one with it on (CPU, and wake-ups: the voluntary context switches of the daemon's threads), then one
+  burst from the steady margin decided by that daemon;
 * ``latency``: crossings from that steady margin, decided by the watch (`V2_MARGIN_CROSSINGS` of each kind):
   a burst (a pod gets `BURST_MIB` in one mmap) and a ramp (`RAMP_STEP_MIB` every `RAMP_PERIOD_S`), each after
   the margin was steady for a while; latency = evictd's "threshold met" - the first kernel sample below the level.
@@ -150,6 +153,45 @@ def look_costs(node: Node, calls: int = 400) -> dict[str, float]:
     return costs
 
 
+def thread_figures(pid: int) -> dict[str, tuple[float, int]]:
+    """Each thread of `pid`: its CPU seconds (utime + stime) and its voluntary context switches (each time it went to
+    sleep: a look of the watch is one, as it wakes from its timed wait, reads, and waits again)."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    figures = {}
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            stat = Path(f"/proc/{pid}/task/{tid}/stat").read_text().rsplit(")", 1)[1].split()
+            status = Path(f"/proc/{pid}/task/{tid}/status").read_text()
+        except OSError:
+            continue
+        switches = int(status.split("voluntary_ctxt_switches:", 1)[1].split()[0])
+        figures[tid] = ((int(stat[11]) + int(stat[12])) / ticks, switches)
+    return figures
+
+
+def measure(node: Node, daemon: EvictdProcess, watch: bool, segment_s: float) -> dict[str, Any]:
+    """evictd's CPU and wake-ups over `segment_s` seconds from now, with the margin read before and after."""
+    pid = daemon.process.pid
+    cpu0, threads0, wall0 = process_cpu_s(pid), thread_figures(pid), time.monotonic()
+    figures0 = kernel_figures(node.layout, meminfo()["MemTotal"])
+    time.sleep(segment_s)
+    cpu1, threads1, wall1 = process_cpu_s(pid), thread_figures(pid), time.monotonic()
+    figures1 = kernel_figures(node.layout, meminfo()["MemTotal"])
+    wall = wall1 - wall0
+    # Per thread over the segment (threads that ended or began meanwhile are left out): the one that woke most
+    # often is the watch's when it runs.
+    threads = sorted(((threads1[t][0] - threads0[t][0], threads1[t][1] - threads0[t][1]) for t in threads1
+                      if t in threads0), key=lambda figures: figures[1], reverse=True)
+    switches = sum(figures[1] for figures in threads)
+    return {"watch": watch, "cpuS": cpu1 - cpu0, "wallS": wall, "cpuSPerMin": (cpu1 - cpu0) / wall * 60,
+            "threadWakeupsPerS": switches / wall, "busiestThread": {
+                "cpuSPerMin": threads[0][0] / wall * 60, "wakeupsPerS": threads[0][1] / wall} if threads else None,
+            "wakeups": wakeup_counts(daemon),
+            "cycles": daemon.metric("evictd_cycles_total"),
+            "marginMiB": [(f["allocatableMemory.available"] - HARD_MIB * MiB) / MiB for f in (figures0, figures1)],
+            "thresholdsMet": sum(1 for e in daemon.events if e.get("event") == "threshold met")}
+
+
 def scenario_cost(work: Path) -> dict[str, Any]:
     segment_s = float(os.environ.get("V2_MARGIN_SEGMENT_S", "30"))
     rounds = int(os.environ.get("V2_MARGIN_ROUNDS", "2"))
@@ -162,25 +204,40 @@ def scenario_cost(work: Path) -> dict[str, Any]:
             daemon = start(work / f"segment-{index}", node, memcg_wakeups=watch)
             try:
                 time.sleep(SETTLE_S)
-                pid = daemon.process.pid
-                cpu0, wall0 = process_cpu_s(pid), time.monotonic()
-                figures0 = kernel_figures(node.layout, meminfo()["MemTotal"])
-                time.sleep(segment_s)
-                cpu1, wall1 = process_cpu_s(pid), time.monotonic()
-                figures1 = kernel_figures(node.layout, meminfo()["MemTotal"])
-                wakeups = wakeup_counts(daemon)
-                result["segments"].append({
-                    "watch": watch, "cpuS": cpu1 - cpu0, "wallS": wall1 - wall0,
-                    "cpuSPerMin": (cpu1 - cpu0) / (wall1 - wall0) * 60, "wakeups": wakeups,
-                    "cycles": daemon.metric("evictd_cycles_total"),
-                    "marginMiB": [(f["allocatableMemory.available"] - HARD_MIB * MiB) / MiB
-                                  for f in (figures0, figures1)],
-                    "thresholdsMet": sum(1 for e in daemon.events if e.get("event") == "threshold met")})
+                result["segments"].append(measure(node, daemon, watch, segment_s))
                 daemon.stop()
             finally:
                 daemon.kill()
         result["lookCostsUs"] = look_costs(node)
     finally:
+        node.close()
+        remove_cgroup_tree(node.layout.pods)
+    return result
+
+
+def scenario_check(work: Path) -> dict[str, Any]:
+    """The tier's test (tests/uml/test_memory_watch_margin.py), within ~60 s of guest time: the margin's wake-ups and
+    CPU with the watch off, then on, then one burst from that steady margin decided by the same daemon."""
+    segment_s = float(os.environ.get("V2_MARGIN_SEGMENT_S", "12"))
+    node = Node("cgroupfs", work)
+    result: dict[str, Any] = {"segmentS": segment_s, "segments": []}
+    daemon = None
+    try:
+        burst = new_crossing_pod(node, 0)
+        result["marginMiB"] = hold_margin(node)
+        for index, watch in enumerate((False, True)):
+            daemon = start(work / f"segment-{index}", node, memcg_wakeups=watch)
+            time.sleep(SETTLE_S)
+            result["segments"].append(measure(node, daemon, watch, segment_s))
+            if not watch:
+                daemon.stop()
+                daemon.kill()
+        assert daemon is not None
+        result["crossing"] = cross(node, daemon, burst, BURST_MIB, "burst", HARD_MIB, grace_s=0).json()
+        daemon.stop()
+    finally:
+        if daemon is not None:
+            daemon.kill()
         node.close()
         remove_cgroup_tree(node.layout.pods)
     return result
@@ -230,7 +287,7 @@ def scenario_latency(work: Path) -> dict[str, Any]:
     return result
 
 
-SCENARIOS = {"cost": scenario_cost, "latency": scenario_latency}
+SCENARIOS = {"cost": scenario_cost, "latency": scenario_latency, "check": scenario_check}
 
 
 def main() -> int:

@@ -116,3 +116,42 @@ def test_a_steady_margin_is_looked_at_four_times_a_second_and_a_shrinking_one_fa
         assert watch.looks - looks >= 4, "back at a look every 20 ms (10 in 0.2 s on an idle machine)"
     finally:
         watch.close()
+
+
+def test_a_steady_margin_stays_steady_when_the_next_cycle_hands_the_same_target(tmp_path: Path) -> None:
+    """Every cycle arms the watch again; a margin steady before it is steady after it (no fast window per cycle)."""
+    pods_cgroup(tmp_path, current=400 * MI)  # 112 MiB available, threshold at 100 MiB
+    watch = MemoryWatch(CgroupReader(CgroupLayout(2, tmp_path)), (), interval_s=10.0)
+    try:
+        watch.arm([target(100 * MI)], time.monotonic())
+        time.sleep(0.6)  # steady after 250 ms of looks
+        looks = watch.looks
+        watch.arm([target(100 * MI)], time.monotonic())
+        time.sleep(0.2)
+        assert watch.looks - looks <= 2, "the look at the arming, then the steady pace (fast: 10 in 0.2 s)"
+        looks = watch.looks
+        watch.arm([target(101 * MI)], time.monotonic())  # another level: no history, fast again
+        time.sleep(0.2)
+        assert watch.looks - looks >= 4
+    finally:
+        watch.close()
+
+
+def test_after_the_watch_idled_a_margin_is_not_steady_until_looked_at_again(tmp_path: Path) -> None:
+    """What the looks saw before the watch idled (a threshold met, the loop deciding) says nothing of the time since."""
+    pods_cgroup(tmp_path, current=400 * MI)
+    watch = MemoryWatch(CgroupReader(CgroupLayout(2, tmp_path)), (), interval_s=10.0)
+    waiter = Waiter()
+    waiter.set_notifiers([watch])
+    try:
+        watch.arm([target(100 * MI)], time.monotonic())
+        time.sleep(0.6)  # steady
+        pods_cgroup(tmp_path, current=420 * MI)  # met: the watch wakes the loop and idles
+        assert waiter.wait(5.0) == [MEMORY_WATCH_CAUSE]
+        pods_cgroup(tmp_path, current=400 * MI)  # the loop evicted: the same margin as before
+        looks = watch.looks
+        watch.arm([target(100 * MI)], time.monotonic())
+        time.sleep(0.2)
+        assert watch.looks - looks >= 4, "a fresh history: the fast pace for a window"
+    finally:
+        waiter.close()

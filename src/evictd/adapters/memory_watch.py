@@ -5,7 +5,7 @@ After every cycle the loop hands the watch what to watch (`evictd.core.memory_wa
 reads each target's cgroup with the cycle's own reader and its kept descriptors (`CgroupReader.memory` with
 ``working_set_only``: the root's ``memory.stat``, the pods cgroup's ``memory.current`` and ``memory.stat``, one
 ``pread`` each, no limit and no second usage read) at the pace `watch_period_s` gives for the margin left
-and whether the looks since the watch was armed found it steady (`look_history`: a fresh history per arming),
+and whether the looks found it steady (`look_history`: kept across armings for a target the cycle hands again),
 and idles (no reads at all) while no crossing can come before the next tick. When a look finds a threshold met
 it signals its eventfd once and idles until the next cycle hands it targets again: the Waiter wakes the loop
 (cause ``memory_watch``), which runs a normal cycle on fresh stats.
@@ -95,14 +95,19 @@ class MemoryWatch(FdOwner):
                 if self._closed:
                     return
                 targets, armed_at, generation = self._targets, self._armed_at, self._generation
-            if generation != watched_generation:  # armed again: the cycle's targets start with no history
-                histories, watched_generation = {}, generation
+            if generation != watched_generation:
+                # Armed again (every cycle): a target the cycle hands again keeps what the looks saw of it, so a margin
+                # steady across the 10 s tick is not looked at fast for a window after each cycle (~12 looks of 52 a
+                # 10 s at the margin); a new target (another threshold, capacity or level) starts with none.
+                histories = {target: history for target, history in histories.items() if target in targets}
+                watched_generation = generation
             period = self._look(targets, armed_at, histories)
             with self._cond:
                 if self._generation != generation:
                     continue  # re-armed during the look: start over with the new targets
                 if period is None:
                     self._targets = ()  # idle until the next cycle hands targets again
+                    histories = {}  # and what the looks saw is no history of the time it did not look
                 else:
                     self._cond.wait(period)
 

@@ -15,8 +15,9 @@ before that tick, as earlyoom adapts its polling to the distance left:
   all when that is not before the next tick (the cycle looks then anyway) or when the threshold is met;
 * a steady margin (issue 37 item 3: within ~20 MiB of a threshold that rule looked every 20 ms for as long as the
   node stayed there, 9.9 CPU s a minute in the 6.1 guest): `LookHistory` remembers what the looks at a target saw
-  since the watch was armed. Once the looks have seen the margin shrink by no more than `STEADY_TOLERANCE_BYTES`
-  for `STEADY_WINDOW_S` (a fill observed no faster than `FLOOR_FILL_BYTES_PER_S`), the margin is steady and the
+  since the watch began looking at it (the adapter keeps it across armings that hand the same target, drops it
+  when the watch idles). Once the looks have seen the margin shrink by no more than `STEADY_TOLERANCE_BYTES` for
+  `STEADY_WINDOW_S` (a fill observed no faster than `FLOOR_FILL_BYTES_PER_S`), the margin is steady and the
   next look may wait as long as a fill of the floor rate needs to use it up, capped at `STEADY_MAX_PERIOD_S`
   (never less than the fast rule gives). The first look that sees it shrink by more is back at the fast pace at
   once, and stays there for a window at least.
@@ -63,7 +64,7 @@ FLOOR_FILL_BYTES_PER_S = STEADY_TOLERANCE_BYTES / STEADY_MAX_PERIOD_S
 # How long the looks must have seen the margin within the tolerance before it is steady: as long as the capped period,
 # so that a fill faster than the floor rate, which shrinks the margin past the tolerance within one capped period,
 # is never found steady, whatever pace the looks had (issue 37 item 3 names the rule: the fill rate observed across
-# the last looks). After each arming (each cycle) that is ~12 looks at the fast pace.
+# the last looks). That is ~12 looks at the fast pace after the watch begins looking at a target.
 STEADY_WINDOW_S = STEADY_MAX_PERIOD_S
 
 
@@ -112,7 +113,7 @@ def watch_targets(thresholds: Sequence[Threshold], summary: Summary, pods_cgroup
 
 @dataclass(frozen=True, slots=True)
 class LookHistory:
-    """What the looks at one target saw since the watch was armed: the margin the current steady run is measured
+    """What the looks at one target saw since the watch began looking at it: the margin the current steady run is measured
     from (the highest a look saw since that run began), when that run began, and whether it is long enough."""
 
     reference_bytes: int
@@ -122,7 +123,7 @@ class LookHistory:
 
 def look_history(previous: LookHistory | None, margin_bytes: int, now: float) -> LookHistory:
     """Return the history after a look at `now` (monotonic seconds) found `margin_bytes` left, `previous` being the
-    history before it (None: the first look since the watch was armed). The margin is steady once the looks have
+    history before it (None: the first look at it). The margin is steady once the looks have
     seen it shrink by no more than `STEADY_TOLERANCE_BYTES` below the run's reference for `STEADY_WINDOW_S`: the
     fill observed over that window is at most the floor fill rate. A look that sees it shrink by more starts a new
     run from its own margin: not steady, back to the fast pace at once."""

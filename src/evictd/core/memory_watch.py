@@ -113,8 +113,9 @@ def watch_targets(thresholds: Sequence[Threshold], summary: Summary, pods_cgroup
 
 @dataclass(frozen=True, slots=True)
 class LookHistory:
-    """What the looks at one target saw since the watch began looking at it: the margin the current steady run is measured
-    from (the highest a look saw since that run began), when that run began, and whether it is long enough."""
+    """What the looks at one target saw since the watch began looking at it: the margin the current steady run is
+    measured from (the highest a look saw since that run began), when that run began, and whether it is long
+    enough."""
 
     reference_bytes: int
     since_s: float

@@ -237,6 +237,18 @@ def test_v2_root_memory_is_anon_plus_file_of_root_memory_stat(tree: Tree) -> Non
     assert CgroupReader(tree.layout()).memory("/") == reading(3072 + 2048, 1024, None)
 
 
+@pytest.mark.parametrize(("tree", "role"), ROLE_CASES)
+def test_the_working_set_alone_reads_no_limit(tree: Tree, role: str, tmp_path: Path) -> None:
+    """The memory watch's look (issue 37 item 3): the same working set as the full reading, the limit file unread."""
+    root = copy_tree(tree, tmp_path)
+    cgroup = role_paths(tree)[role]
+    hierarchy = root / "memory" if tree.version == 1 else root
+    (hierarchy / cgroup / ("memory.limit_in_bytes" if tree.version == 1 else "memory.max")).unlink(missing_ok=True)
+    got = CgroupReader(tree.layout(root)).memory(cgroup, working_set_only=True)
+    assert got.working_set_bytes == ROLE_TO_READING[role].working_set_bytes
+    assert got.limit_bytes is None
+
+
 def test_working_set_is_floored_at_zero(tmp_path: Path) -> None:
     tree = TREES[0]
     root = copy_tree(tree, tmp_path)

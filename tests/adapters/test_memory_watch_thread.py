@@ -20,9 +20,16 @@ MI = 1 << 20
 
 def pods_cgroup(root: Path, current: int, inactive_file: int = 0) -> None:
     (root / "kubepods").mkdir(exist_ok=True)
-    (root / "kubepods" / "memory.current").write_text(f"{current}\n")
-    (root / "kubepods" / "memory.stat").write_text(f"anon {current}\nfile 0\ninactive_file {inactive_file}\n")
-    (root / "kubepods" / "memory.max").write_text(f"{512 * MI}\n")
+    write(root / "kubepods" / "memory.current", f"{current}\n")
+    write(root / "kubepods" / "memory.stat", f"anon {current}\nfile 0\ninactive_file {inactive_file}\n")
+    write(root / "kubepods" / "memory.max", f"{512 * MI}\n")
+
+
+def write(path: Path, text: str) -> None:
+    """Replace `path` at once: a look reading a file half written would find it unreadable and idle until the next
+    arming (as for a cgroup that cannot be read), which real cgroupfs files never are."""
+    path.with_suffix(".new").write_text(text)
+    path.with_suffix(".new").replace(path)
 
 
 def target(met_below: int) -> WatchTarget:
@@ -82,5 +89,69 @@ def test_an_unreadable_cgroup_is_skipped_and_the_watch_goes_on(tmp_path: Path) -
         pods_cgroup(tmp_path, current=500 * MI)
         watch.arm([target(100 * MI)], time.monotonic())
         assert waiter.wait(5.0) == [MEMORY_WATCH_CAUSE]
+    finally:
+        waiter.close()
+
+
+def test_a_steady_margin_is_looked_at_four_times_a_second_and_a_shrinking_one_fast_again(tmp_path: Path) -> None:
+    """Issue 37 item 3: 12 MiB from the threshold the fast pace is a look every 20 ms (50 a second) for as long as the
+    node stays there; once the looks see the margin steady, one every STEADY_MAX_PERIOD_S (250 ms)."""
+    pods_cgroup(tmp_path, current=400 * MI)  # 112 MiB available, threshold at 100 MiB
+    watch = MemoryWatch(CgroupReader(CgroupLayout(2, tmp_path)), (), interval_s=10.0)
+    try:
+        watch.arm([target(100 * MI)], time.monotonic())
+        time.sleep(0.5)  # the first looks, at the fast pace, find it steady for 250 ms
+        looks = watch.looks
+        time.sleep(1.0)
+        steady_looks = watch.looks - looks
+        assert 2 <= steady_looks <= 6, f"{steady_looks} looks in a second of a steady margin (fast pace: 50)"
+        # The margin shrinks by 4 MiB (still 8 MiB from met): the next look sees it, and the ones after are fast.
+        looks = watch.looks
+        pods_cgroup(tmp_path, current=404 * MI)
+        deadline = time.monotonic() + 2.0
+        while watch.looks == looks and time.monotonic() < deadline:
+            time.sleep(0.005)
+        looks = watch.looks
+        time.sleep(0.2)
+        assert watch.looks - looks >= 4, "back at a look every 20 ms (10 in 0.2 s on an idle machine)"
+    finally:
+        watch.close()
+
+
+def test_a_steady_margin_stays_steady_when_the_next_cycle_hands_the_same_target(tmp_path: Path) -> None:
+    """Every cycle arms the watch again; a margin steady before it is steady after it (no fast window per cycle)."""
+    pods_cgroup(tmp_path, current=400 * MI)  # 112 MiB available, threshold at 100 MiB
+    watch = MemoryWatch(CgroupReader(CgroupLayout(2, tmp_path)), (), interval_s=10.0)
+    try:
+        watch.arm([target(100 * MI)], time.monotonic())
+        time.sleep(0.6)  # steady after 250 ms of looks
+        looks = watch.looks
+        watch.arm([target(100 * MI)], time.monotonic())
+        time.sleep(0.2)
+        assert watch.looks - looks <= 2, "the look at the arming, then the steady pace (fast: 10 in 0.2 s)"
+        looks = watch.looks
+        watch.arm([target(101 * MI)], time.monotonic())  # another level: no history, fast again
+        time.sleep(0.2)
+        assert watch.looks - looks >= 4
+    finally:
+        watch.close()
+
+
+def test_after_the_watch_idled_a_margin_is_not_steady_until_looked_at_again(tmp_path: Path) -> None:
+    """What the looks saw before the watch idled (a threshold met, the loop deciding) says nothing of the time since."""
+    pods_cgroup(tmp_path, current=400 * MI)
+    watch = MemoryWatch(CgroupReader(CgroupLayout(2, tmp_path)), (), interval_s=10.0)
+    waiter = Waiter()
+    waiter.set_notifiers([watch])
+    try:
+        watch.arm([target(100 * MI)], time.monotonic())
+        time.sleep(0.6)  # steady
+        pods_cgroup(tmp_path, current=420 * MI)  # met: the watch wakes the loop and idles
+        assert waiter.wait(5.0) == [MEMORY_WATCH_CAUSE]
+        pods_cgroup(tmp_path, current=400 * MI)  # the loop evicted: the same margin as before
+        looks = watch.looks
+        watch.arm([target(100 * MI)], time.monotonic())
+        time.sleep(0.2)
+        assert watch.looks - looks >= 4, "a fresh history: the fast pace for a window"
     finally:
         waiter.close()

@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from evictd.core.memory_watch import (
     ASSUMED_FILL_BYTES_PER_S,
+    FLOOR_FILL_BYTES_PER_S,
     MIN_PERIOD_S,
+    STEADY_MAX_PERIOD_S,
+    STEADY_TOLERANCE_BYTES,
+    STEADY_WINDOW_S,
+    LookHistory,
+    look_history,
     watch_period_s,
     watch_targets,
 )
@@ -97,3 +104,72 @@ def test_a_look_never_comes_later_than_the_margin_allows_nor_after_the_tick(marg
     else:
         assert MIN_PERIOD_S <= period < until_tick_s
         assert period <= max(margin / ASSUMED_FILL_BYTES_PER_S, MIN_PERIOD_S)
+
+
+# Issue 37 item 3: a steady margin is looked at less often. Each case: the looks as (seconds since arming, margin),
+# whether the last one finds the margin steady, and the next period for its margin with the tick 10 s away.
+W = STEADY_WINDOW_S
+STEADY_CASES = [
+    pytest.param(((0.0, 15 * MI),), False, MIN_PERIOD_S, id="first-look-fast"),
+    pytest.param(((0.0, 15 * MI), (W / 2, 15 * MI)), False, MIN_PERIOD_S, id="not-steady-for-a-window-yet"),
+    pytest.param(((0.0, 15 * MI), (W / 2, 15 * MI), (W, 15 * MI)), True, STEADY_MAX_PERIOD_S,
+                 id="steady-for-a-window-slow-pace-capped"),
+    pytest.param(((0.0, 15 * MI), (W, 19 * MI)), True, STEADY_MAX_PERIOD_S, id="growing-is-steady"),
+    pytest.param(((0.0, 15 * MI), (W / 2, 15 * MI - STEADY_TOLERANCE_BYTES), (W, 15 * MI - STEADY_TOLERANCE_BYTES)),
+                 True, STEADY_MAX_PERIOD_S, id="shrink-within-tolerance-is-steady"),
+    pytest.param(((0.0, 15 * MI), (W, 15 * MI), (2 * W, 15 * MI - STEADY_TOLERANCE_BYTES - 1)), False, MIN_PERIOD_S,
+                 id="shrink-past-tolerance-back-to-fast-at-once"),
+    pytest.param(((0.0, 15 * MI), (W / 2, 15 * MI - MI // 2), (W, 15 * MI - MI), (1.5 * W, 15 * MI - 3 * MI // 2)),
+                 False, MIN_PERIOD_S, id="shrinks-within-tolerance-add-up-from-the-reference"),
+    pytest.param(((0.0, 15 * MI), (W, 20 * MI), (2 * W, 20 * MI - STEADY_TOLERANCE_BYTES - 1)), False, MIN_PERIOD_S,
+                 id="reference-is-the-highest-margin-of-the-run"),
+    pytest.param(((0.0, 15 * MI), (W, 15 * MI), (2 * W, 10 * MI), (2.5 * W, 10 * MI)), False, MIN_PERIOD_S,
+                 id="after-a-shrink-a-whole-window-again"),
+    pytest.param(((0.0, 15 * MI), (W, 15 * MI), (2 * W, 10 * MI), (3 * W, 10 * MI)), True, STEADY_MAX_PERIOD_S,
+                 id="after-a-shrink-and-a-window-slow-again"),
+    pytest.param(((0.0, MI // 2), (W, MI // 2)), True, (MI // 2) / FLOOR_FILL_BYTES_PER_S,
+                 id="tiny-steady-margin-waits-only-what-the-floor-fill-allows"),
+    pytest.param(((0.0, 512 * MI), (W, 512 * MI)), True, 0.5, id="far-margin-the-fast-rule-is-slower-already"),
+]
+
+
+@pytest.mark.parametrize(("looks", "steady", "period"), STEADY_CASES)
+def test_a_margin_steady_for_a_window_is_looked_at_less_often(looks: tuple[tuple[float, int], ...], steady: bool,
+                                                              period: float) -> None:
+    history: LookHistory | None = None
+    for at, margin in looks:
+        history = look_history(history, margin, at)
+    assert history is not None
+    assert history.steady is steady
+    assert watch_period_s(looks[-1][1], until_tick_s=10.0, steady=history.steady) == pytest.approx(period)
+
+
+def test_the_floor_fill_is_what_never_shrinks_the_margin_past_the_tolerance_within_a_capped_period() -> None:
+    assert pytest.approx(STEADY_TOLERANCE_BYTES) == FLOOR_FILL_BYTES_PER_S * STEADY_MAX_PERIOD_S
+    assert STEADY_WINDOW_S >= STEADY_MAX_PERIOD_S
+    assert watch_period_s(15 * MI, until_tick_s=0.05, steady=True) is None, "the tick comes first"
+
+
+@given(st.integers(min_value=1, max_value=1 << 40), st.floats(min_value=0.001, max_value=60.0))
+def test_a_steady_look_comes_within_the_cap_and_before_a_floor_fill_could_cross(margin: int, until_tick_s: float) -> None:
+    steady = watch_period_s(margin, until_tick_s, steady=True)
+    fast = watch_period_s(margin, until_tick_s)
+    if steady is None:
+        return
+    assert fast is not None and fast <= steady
+    assert steady <= max(fast, STEADY_MAX_PERIOD_S)
+    assert steady <= max(fast, margin / FLOOR_FILL_BYTES_PER_S)
+
+
+@given(st.floats(min_value=1.01, max_value=1000.0), st.lists(st.floats(min_value=0.001, max_value=0.25), min_size=1,
+                                                            max_size=40))
+def test_a_fill_faster_than_the_floor_is_never_found_steady(times_floor: float, gaps_s: list[float]) -> None:
+    """Whatever the pace of the looks (a loaded machine delays them), a margin shrinking faster than the floor rate
+    never counts as steady: the pace never slows on a ramp."""
+    rate = FLOOR_FILL_BYTES_PER_S * times_floor
+    at, start = 0.0, 1 << 40
+    history = look_history(None, start, at)
+    for gap in gaps_s:
+        at += gap
+        history = look_history(history, start - int(rate * at), at)
+        assert not history.steady

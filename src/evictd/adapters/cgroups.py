@@ -226,22 +226,22 @@ class CgroupReader:
     # ----------------------------------------------------------------------------------------------
     # Readings
 
-    def memory(self, cgroup: str) -> MemoryReading:
-        """Return the memory reading of ``cgroup`` (relative to the hierarchy root; ``""`` = root).
-
-        Raises SampleError naming the file that is missing, unreadable or malformed.
+    def memory(self, cgroup: str, *, working_set_only: bool = False) -> MemoryReading:
+        """Return the memory reading of ``cgroup`` (relative to the hierarchy root; ``""`` = root); with
+        `working_set_only`, what the working set needs alone (the memory watch's look: one usage read, no limit
+        read, `limit_bytes` None). Raises SampleError naming the file that is missing, unreadable or malformed.
         """
         folder = cgroup_folder(self._memory_dir, cgroup)
         # The cgroups a memory signal is read from (the root, the pods cgroup) bracket memory.stat with two usage reads
         # (`evictd.core.settled.settled_usage`); a pod's reading only ranks, and keeps one read per file.
-        settled = folder == self._memory_dir or cgroup == self.pods_cgroup()
+        settled = not working_set_only and (folder == self._memory_dir or cgroup == self.pods_cgroup())
         if self._v1:
             # The hot path of a cycle (three files per pod): one read per file.
             read = self._read_memory
             usage, inactive_file = (v1_settled_usage_and_inactive_file(folder, read) if settled
                                     else v1_usage_and_inactive_file(folder, read))
             path = folder + "/memory.limit_in_bytes"
-            limit = _limit(_uint(path, read(path)))
+            limit = None if working_set_only else _limit(_uint(path, read(path)))
         elif folder == self._memory_dir:  # the v2 root: runc's anon + file of memory.stat, no limit
             path = folder + "/memory.stat"
             data = self._read_memory(path)
@@ -256,7 +256,7 @@ class CgroupReader:
             inactive_file = flat_keyed_value(stat_path, read(stat_path), V2_INACTIVE_FILE_KEY)
             if settled:
                 usage = settled_usage(usage, _uint(path, read(path)))
-            limit = _v2_limit(folder + "/memory.max", read)
+            limit = None if working_set_only else _v2_limit(folder + "/memory.max", read)
         return MemoryReading(usage_bytes=usage, inactive_file_bytes=inactive_file,
                              working_set_bytes=working_set_from(usage, inactive_file), limit_bytes=limit)
 

@@ -12,7 +12,22 @@ before that tick, as earlyoom adapts its polling to the distance left:
   ``available < quantity`` is ``available < ceil(quantity)``);
 * `watch_period_s`: assuming memory fills at most `ASSUMED_FILL_BYTES_PER_S`, the margin left cannot be used
   up sooner than ``margin / rate``; the next look is then, but never sooner than `MIN_PERIOD_S`, and none at
-  all when that is not before the next tick (the cycle looks then anyway) or when the threshold is met.
+  all when that is not before the next tick (the cycle looks then anyway) or when the threshold is met;
+* a steady margin (issue 37 item 3: within ~20 MiB of a threshold that rule looked every 20 ms for as long as the
+  node stayed there, 9.9 CPU s a minute in the 6.1 guest): `LookHistory` remembers what the looks at a target saw
+  since the watch began looking at it (the adapter keeps it across armings that hand the same target, drops it
+  when the watch idles). Once the looks have seen the margin shrink by no more than `STEADY_TOLERANCE_BYTES` for
+  `STEADY_WINDOW_S` (a fill observed no faster than `FLOOR_FILL_BYTES_PER_S`), the margin is steady and the
+  next look may wait as long as a fill of the floor rate needs to use it up, capped at `STEADY_MAX_PERIOD_S`
+  (never less than the fast rule gives). The first look that sees it shrink by more is back at the fast pace at
+  once, and stays there for a window at least.
+
+What the steady pace gives up, and what it keeps: the looks are never further apart than `STEADY_MAX_PERIOD_S`
+within ~250 MiB of a threshold (the fast rule's own period there), so any crossing from a steady margin (a burst,
+a ramp) is read at most that long after the kernel's figure crossed, plus the look and the cycle; a fill no
+faster than `FLOOR_FILL_BYTES_PER_S` is still seen before it crosses (the steady period is at most the margin
+over that rate); a faster one is found shrinking within two capped periods of its start and watched at the fast
+pace from then on.
 
 A look that finds a threshold met only wakes the loop: the decision is the cycle's, on its own fresh stats.
 Invariants: no I/O, no clock (times are arguments); thresholds already met are not watched (their crossing is
@@ -35,6 +50,22 @@ from evictd.core.thresholds import Threshold, threshold_quantity
 ASSUMED_FILL_BYTES_PER_S = 1 << 30
 # Never look more often than this: 50 looks a second at most, each a few small cgroupfs reads.
 MIN_PERIOD_S = 0.02
+# A look that finds the margin no more than this below the look before's sees it steady: the figure moves by a few
+# pages while nothing fills (evictd's own cycle, the kernel's per-CPU charge batches of 64 pages are 256 KiB).
+STEADY_TOLERANCE_BYTES = 1 << 20
+# While the margin is steady, a look at least this often: a burst from a steady margin is read at most this long
+# after it crossed (plus the look and the cycle). In the 6.1 guest each look costs ~3-4 ms of the guest's CPU
+# accounting, whatever it reads (a timed wake-up there is ~1.3 ms alone): 100 ms (10 looks a second) still cost
+# 2.7 CPU s a minute, 250 ms (4) keeps it under 1. It is also the fast rule's own period ~250 MiB from a threshold.
+STEADY_MAX_PERIOD_S = 0.25
+# The fill a steady margin is still watched for before it crosses: one that never shrinks the margin by more than
+# the tolerance within one capped period (4 MiB/s); a faster one shows as shrinking within two.
+FLOOR_FILL_BYTES_PER_S = STEADY_TOLERANCE_BYTES / STEADY_MAX_PERIOD_S
+# How long the looks must have seen the margin within the tolerance before it is steady: as long as the capped period,
+# so that a fill faster than the floor rate, which shrinks the margin past the tolerance within one capped period,
+# is never found steady, whatever pace the looks had (issue 37 item 3 names the rule: the fill rate observed across
+# the last looks). That is ~12 looks at the fast pace after the watch begins looking at a target.
+STEADY_WINDOW_S = STEADY_MAX_PERIOD_S
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,10 +111,36 @@ def watch_targets(thresholds: Sequence[Threshold], summary: Summary, pods_cgroup
     return tuple(targets)
 
 
-def watch_period_s(margin_bytes: int, until_tick_s: float) -> float | None:
+@dataclass(frozen=True, slots=True)
+class LookHistory:
+    """What the looks at one target saw since the watch began looking at it: the margin the current steady run is
+    measured from (the highest a look saw since that run began), when that run began, and whether it is long
+    enough."""
+
+    reference_bytes: int
+    since_s: float
+    steady: bool
+
+
+def look_history(previous: LookHistory | None, margin_bytes: int, now: float) -> LookHistory:
+    """Return the history after a look at `now` (monotonic seconds) found `margin_bytes` left, `previous` being the
+    history before it (None: the first look at it). The margin is steady once the looks have
+    seen it shrink by no more than `STEADY_TOLERANCE_BYTES` below the run's reference for `STEADY_WINDOW_S`: the
+    fill observed over that window is at most the floor fill rate. A look that sees it shrink by more starts a new
+    run from its own margin: not steady, back to the fast pace at once."""
+    if previous is None or previous.reference_bytes - margin_bytes > STEADY_TOLERANCE_BYTES:
+        return LookHistory(margin_bytes, now, False)
+    reference = max(previous.reference_bytes, margin_bytes)
+    return LookHistory(reference, previous.since_s, now - previous.since_s >= STEADY_WINDOW_S)
+
+
+def watch_period_s(margin_bytes: int, until_tick_s: float, *, steady: bool = False) -> float | None:
     """Return how long to wait before the next look, with `margin_bytes` left and the next tick `until_tick_s`
-    away; None for no look before the tick (far from the threshold, or met already)."""
+    away, the margin `steady` or not (`LookHistory.steady`); None for no look before the tick (far from the
+    threshold, or met already)."""
     if margin_bytes <= 0:
         return None
     period = max(margin_bytes / ASSUMED_FILL_BYTES_PER_S, MIN_PERIOD_S)
+    if steady:
+        period = max(period, min(margin_bytes / FLOOR_FILL_BYTES_PER_S, STEADY_MAX_PERIOD_S))
     return period if period < until_tick_s else None

@@ -2,9 +2,10 @@
 threshold costs the watch a few looks a second, not fifty, and a burst from there is still decided at once.
 
 One guest boot (Debian's kernel: no PSI, so the watch is what wakes evictd; tests/uml/guest_v2_margin.py's ``check``
-scenario does the work and writes JSON), ~60 s of guest time: the pods cgroup held ~11 MiB above
-``allocatableMemory.available<60Mi`` with the 10 s interval; evictd with the watch off, then on, each measured over
-12 s; then a 40 MiB burst from that steady margin, decided by the daemon with the watch.
+scenario does the work and writes JSON), ~40 s of guest time: the pods cgroup held ~11 MiB above
+``allocatableMemory.available<60Mi`` with the 10 s interval; evictd with the watch measured over 8 s; then a 40 MiB
+burst from that steady margin, decided by the same daemon. (The watch off, for comparison, is the benchmark's:
+bench/v2_wakeup_latency.py --margin-cost.)
 
 What is asserted, and why these bounds: the watch's thread (the daemon's thread that woke most often; the others
 wake 2-4 times a second) wakes at most 8 times a second (the steady pace is 4 looks a second, ~5 measured; the fast
@@ -43,16 +44,15 @@ def check(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 
 
 def test_a_steady_margin_costs_the_watch_a_few_looks_a_second(check: dict[str, Any]) -> None:
-    off, on = check["segments"]
-    assert (off["watch"], on["watch"]) == (False, True)
-    for segment in (off, on):
-        assert all(5 <= margin <= 25 for margin in segment["marginMiB"]), segment
-        assert segment["thresholdsMet"] == 0, segment
-        assert segment["wakeups"].get("memory_watch", 0) == 0, "steady: the watch never wakes the loop"
+    (on,) = check["segments"]
+    assert on["watch"] is True
+    assert all(5 <= margin <= 25 for margin in on["marginMiB"]), on
+    assert on["thresholdsMet"] == 0, on
+    assert on["wakeups"].get("memory_watch", 0) == 0, "steady: the watch never wakes the loop"
     # The thread that woke most often with the watch on is the watch's (the others wake 2-4 times a second).
     watch_thread = on["busiestThread"]
-    assert watch_thread["wakeupsPerS"] <= WATCH_WAKEUPS_PER_S, (off, on)
-    assert watch_thread["cpuSPerMin"] <= WATCH_CPU_S_PER_MIN, (off, on)
+    assert watch_thread["wakeupsPerS"] <= WATCH_WAKEUPS_PER_S, on
+    assert watch_thread["cpuSPerMin"] <= WATCH_CPU_S_PER_MIN, on
 
 
 def test_a_burst_from_the_steady_margin_is_decided_at_once(check: dict[str, Any]) -> None:

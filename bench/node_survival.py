@@ -63,6 +63,9 @@ cp /run/survival/node/rk/run/*.log "$UML_OUT/components/" 2>/dev/null
 """
 # Per run: set-up (pods, protector) and settling about 20 s, the run itself up to --run-timeout-s.
 SETUP_S = 30.0
+# ...on the real backend more: a thrashed single-node cluster's API server may not answer for minutes after a run
+# (node_survival_nodes.API_BACK_TIMEOUT_S), and a 20-run thrash boot ran out of its budget after 14 runs.
+REAL_SETUP_S = 120.0
 BOOT_S = 60.0
 CLUSTER_START_S = 300.0  # the real cluster in the guest: node Ready 56-86 s after boot, more under load
 NODE_SETUP = REPO / "tests" / "uml" / "guest-node.sh"
@@ -96,7 +99,8 @@ def run_boot(out: Path, *, backend: str, protectors: Sequence[str], workloads: S
         node_setup = f". {shlex.quote(str(NODE_SETUP))}"
     body = BODY.format(guest=shlex.quote(str(GUEST)), args=shlex.join(args), node_setup=node_setup)
     per_boot = BOOT_S + (CLUSTER_START_S if backend == "real" else 0)
-    timeout = per_boot + len(protectors) * len(workloads) * runs * (SETUP_S + run_timeout_s)
+    setup_s = REAL_SETUP_S if backend == "real" else SETUP_S
+    timeout = per_boot + len(protectors) * len(workloads) * runs * (setup_s + run_timeout_s)
     boot = boot_guest(body, out, mem_mib=mem_mib, timeout_s=timeout, kernel=kernel, env=env, disk_mib=disk_mib)
     path = out / "runs.jsonl"
     if not path.exists():

@@ -1,0 +1,102 @@
+"""Reclaim before evict in a cycle (evictd's own, issue 41): sequences the rule (`evictd.core.memory_reclaim`) over
+its adapter for the eviction manager, and remembers the attempts between cycles for the rule's back-off.
+
+The manager calls `attempt` when a memory threshold is about to evict (after the kubelet's node-level reclaim, which
+has no action for memory); if it returns a result, the manager reads the stats again and evicts only if a threshold
+is still met with its minimum reclaim (`engine.reclaim_succeeded`), then tells `settle` whether the eviction was
+avoided. Nothing here logs: what happened is in the returned `MemoryReclaimUse` (`evictd.cycle.report`), which the cycle
+report carries.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Protocol
+
+from evictd.core.errors import EvictdError
+from evictd.core.fs_layout import ReclaimAction
+from evictd.core.memory_reclaim import (
+    CacheHolder,
+    ReclaimAttempt,
+    ReclaimHistory,
+    ReclaimPlan,
+    ReclaimSettings,
+    ReclaimSkip,
+    after_attempt,
+    judged,
+    reclaim_plan,
+)
+from evictd.core.signals import Signal
+from evictd.core.summary import Observation, Summary
+from evictd.core.thresholds import Threshold
+from evictd.cycle.report import MemoryReclaimUse, ReclaimResult
+
+
+class Outcome(Protocol):
+    """What the adapter's attempt did (`evictd.adapters.memory_reclaim.ReclaimOutcome`)."""
+
+    @property
+    def total_freed_bytes(self) -> int: ...
+
+    @property
+    def elapsed_s(self) -> float: ...
+
+    @property
+    def stopped(self) -> str: ...
+
+
+class MemoryReclaimer(Protocol):
+    """Reads where pods' page cache is and reclaims it (raises EvictdError)."""
+
+    def holders(self) -> Sequence[CacheHolder]: ...
+
+    def refault_file_bytes(self) -> int | None: ...
+
+    def reclaim(self, plan: ReclaimPlan) -> Outcome: ...
+
+
+class MemoryReclaimStep:
+    """The rule's memory between cycles, and its one call per cycle (see the module)."""
+
+    def __init__(self, settings: ReclaimSettings, reclaimer: MemoryReclaimer) -> None:
+        self.settings = settings
+        self._reclaimer = reclaimer
+        self.history = ReclaimHistory()
+        self._pending: tuple[float, int] | None = None  # (started at, freed bytes) of the attempt awaiting `settle`
+
+    def attempt(self, threshold: Threshold, observations: Mapping[Signal, Observation], summary: Summary,
+                now: float) -> MemoryReclaimUse | None:
+        """Reclaim before evicting for `threshold` (the cycle's `observations`, read in `summary`), if the rule says
+        so; None when the rule is off or unavailable (nothing to report)."""
+        if not self.settings.enabled or self.settings.unavailable is not None:
+            return None
+        memory = summary.node.memory
+        stall_full_avg10 = None if memory is None or memory.psi is None else memory.psi.full.avg10
+        signal = str(threshold.signal)
+        refaults = self._reclaimer.refault_file_bytes() if self.history.last is not None else None
+        self.history = judged(self.history, refaults, stall_full_avg10, now)
+        try:
+            holders: Sequence[CacheHolder] = self._reclaimer.holders()
+        except EvictdError as exc:
+            return MemoryReclaimUse(signal, skipped=f"page cache not readable: {exc}")
+        plan = reclaim_plan(self.settings, threshold, observations.get(threshold.signal), holders, self.history, now)
+        if isinstance(plan, ReclaimSkip):
+            return MemoryReclaimUse(signal, skipped=plan.reason, backing_off=plan.backing_off)
+        try:
+            outcome = self._reclaimer.reclaim(plan)
+        except EvictdError as exc:
+            self._pending = (now, 0)
+            return MemoryReclaimUse(signal, result=ReclaimResult(ReclaimAction.MEMORY_RECLAIM, error=str(exc)),
+                                    needed_bytes=plan.needed_bytes)
+        self._pending = (now, outcome.total_freed_bytes)
+        return MemoryReclaimUse(signal, result=ReclaimResult(ReclaimAction.MEMORY_RECLAIM,
+                                                             freed_bytes=outcome.total_freed_bytes),
+                                needed_bytes=plan.needed_bytes, elapsed_s=outcome.elapsed_s, stopped=outcome.stopped)
+
+    def settle(self, avoided: bool) -> None:
+        """Record whether the attempt of this cycle avoided the eviction (no attempt: nothing)."""
+        if self._pending is None:
+            return
+        at, freed = self._pending
+        self._pending = None
+        refaults = self._reclaimer.refault_file_bytes()
+        self.history = after_attempt(self.history, ReclaimAttempt(at, freed, avoided, refaults))

@@ -5,6 +5,7 @@ eviction as before when it does not or when the memory is anonymous, the back-of
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -13,13 +14,17 @@ from builders import Gi, Mi, pod, pod_stats, summary
 from clocks import ManualClock
 from evictd.adapters.cgroups import CgroupLayout, CgroupReader
 from evictd.adapters.memory_reclaim import NO_RECLAIM_FILE, V1_UNAVAILABLE, CgroupMemoryReclaimer
-from evictd.core.engine import EngineConfig
+from evictd.commands.simulate import parse_scenario, run_scenario
+from evictd.core.engine import EngineConfig, EngineState
 from evictd.core.errors import SampleError
 from evictd.core.fs_layout import FsLayout, ReclaimAction
 from evictd.core.kubelet_config import EvictionSettings
 from evictd.core.memory_reclaim import BESTEFFORT, PODS, CacheHolder, ReclaimPlan, ReclaimSettings, ReclaimTarget
 from evictd.cycle.manager import EvictionManager
-from evictd.cycle.reclaim_first import MemoryReclaimStep
+from evictd.cycle.reclaim_first import MemoryReclaimStep, memory_reclaim_event
+from evictd.cycle.render import simulation_text
+from evictd.observe.metrics import Metrics
+from evictd.record.decision import decision_of
 from test_manager import Evictor, Layout, Pods, Reclaimer, Stats
 
 MiB = 1 << 20
@@ -152,6 +157,9 @@ class FakeReclaimer:
         self.refaults = refaults
         self.plans: list[ReclaimPlan] = []
 
+    def unavailable(self) -> str | None:
+        return None
+
     def holders(self) -> Sequence[CacheHolder]:
         return (CacheHolder("kubepods/besteffort", BESTEFFORT, self.cache), CacheHolder("kubepods", PODS, self.cache))
 
@@ -218,3 +226,62 @@ def test_a_reclaim_that_did_not_clear_it_evicts_and_backs_off() -> None:
     second = manager.synchronize()
     assert len(fake.plans) == 1 and len(evictor.calls) == 2
     assert second.acted.memory_reclaim is not None and second.acted.memory_reclaim.backing_off
+
+
+# --- simulate and replay: a step that scripts the reclaim --------------------------------------------------------
+
+
+def scenario_document(memory_reclaimed: int | None) -> dict[str, object]:
+    step: dict[str, object] = {"at": 0, "summary": low(150), "afterReclaim": low(320)}
+    if memory_reclaimed is not None:
+        step["memoryReclaimed"] = memory_reclaimed
+    return {"config": {"apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration",
+                       "evictionHard": {"memory.available": "200Mi"},
+                       "evictionMinimumReclaim": {"memory.available": "100Mi"}},
+            "pods": [READER], "steps": [step]}
+
+
+def test_a_scripted_reclaim_replays_as_recorded_and_reads_so() -> None:
+    reports = run_scenario(parse_scenario(scenario_document(340 * MiB)))
+    assert reports[0].acted.evictions == () and reports[0].acted.reclaim_succeeded is True
+    assert "reclaimed 340 MiB, no eviction needed" in simulation_text([(0.0, reports[0])])
+    assert decision_of(reports[0]).reclaim == ("memoryReclaim",)
+
+
+def test_without_a_scripted_reclaim_the_kubelets_eviction() -> None:
+    reports = run_scenario(parse_scenario(scenario_document(None)))
+    assert [e.pod.name for e in reports[0].acted.evictions] == ["reader"] and reports[0].acted.reclaim == ()
+    assert reports[0].acted.memory_reclaim is None
+
+
+# --- visible: the node event, the metrics -----------------------------------------------------------------------
+
+
+def test_the_node_event_and_the_metrics_of_a_reclaim_that_avoided_the_eviction() -> None:
+    fake = FakeReclaimer(cache_mib=500)
+    report = memory_manager(Stats(low(150), low(310)), fake, ManualClock(), Evictor()).synchronize()
+    assert memory_reclaim_event(report.acted) == (
+        "MemoryReclaimed", "reclaimed 150 MiB of page cache for memory.available before evicting, no eviction needed")
+    metrics = Metrics()
+    metrics.record_cycle(report, EngineState(), 0.001, datetime(2026, 1, 1, tzinfo=UTC), False)
+    assert metrics.registry.get_sample_value("evictd_memory_reclaim_evictions_avoided_total") == 1
+    assert metrics.registry.get_sample_value("evictd_reclaimed_bytes_total", {"action": "memoryReclaim"}) == 150 * MiB
+
+
+def test_no_node_event_for_a_skip() -> None:
+    report = memory_manager(Stats(low(150)), FakeReclaimer(cache_mib=20), ManualClock(), Evictor()).synchronize()
+    assert memory_reclaim_event(report.acted) is None
+
+
+def test_a_soft_threshold_in_grace_does_not_undo_a_reclaim_that_cleared_the_hard_one() -> None:
+    """As in the arena's first trial: the reclaim took memory.available from 139 to 330 MiB, clear of the hard
+    200 Mi + 100 Mi, while a soft 500 Mi threshold (grace 90 s) was still met: nobody is evicted."""
+    evictor = Evictor()
+    config = EngineConfig.from_settings(EvictionSettings(
+        hard={"memory.available": "200Mi"}, soft={"memory.available": "500Mi"},
+        soft_grace_period={"memory.available": "90s"}, minimum_reclaim={"memory.available": "100Mi"}))
+    step = MemoryReclaimStep(ReclaimSettings(enabled=True), FakeReclaimer(cache_mib=500))  # type: ignore[arg-type]
+    manager = EvictionManager(config, stats=Stats(low(139), low(330)), layout=Layout(FsLayout()), pods=Pods(READER),
+                              reclaimer=Reclaimer(), evictor=evictor, clock=ManualClock(), memory_reclaim=step)
+    report = manager.synchronize()
+    assert evictor.calls == [] and report.acted.reclaim_succeeded is True

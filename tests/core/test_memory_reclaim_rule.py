@@ -23,6 +23,7 @@ from evictd.core.memory_reclaim import (
     ReclaimTarget,
     after_attempt,
     backoff_s,
+    cleared,
     judged,
     needed_bytes,
     reclaim_plan,
@@ -45,6 +46,12 @@ def threshold(signal: Signal = Signal.MEMORY_AVAILABLE, value: str = "200Mi", mi
 
 def observed(available_mib: int, capacity_mib: int = 4096) -> Observation:
     return Observation(Quantity.parse(f"{available_mib}Mi"), Quantity.parse(f"{capacity_mib}Mi"), None)
+
+
+def plan_for(settings: ReclaimSettings, limit: Threshold, observation: Observation, cache: tuple[CacheHolder, ...],
+             history: ReclaimHistory, now: float) -> ReclaimPlan | ReclaimSkip:
+    """The rule for one threshold to evict for."""
+    return reclaim_plan(settings, [limit], {limit.signal: observation}, cache, history, now)
 
 
 def holders(besteffort: int = 0, burstable: int = 0, pods: int | None = None) -> tuple[CacheHolder, ...]:
@@ -88,19 +95,19 @@ def test_needed_bytes_with_percentages_uses_the_capacity() -> None:
 ])
 def test_plan_asks_the_tiers_in_order_each_for_at_most_its_cache(cache: tuple[CacheHolder, ...],
                                                                  expected: tuple[ReclaimTarget, ...]) -> None:
-    plan = reclaim_plan(ON, threshold(), observed(150), cache, ReclaimHistory(), NOW)
+    plan = plan_for(ON, threshold(), observed(150), cache, ReclaimHistory(), NOW)
     assert plan == ReclaimPlan(targets=expected, needed_bytes=150 * MiB, budget_s=0.05)
 
 
 def test_plan_never_names_a_cgroup_outside_the_holders() -> None:
-    plan = reclaim_plan(ON, threshold(), observed(150), holders(besteffort=100, burstable=100, pods=900),
+    plan = plan_for(ON, threshold(), observed(150), holders(besteffort=100, burstable=100, pods=900),
                         ReclaimHistory(), NOW)
     assert isinstance(plan, ReclaimPlan)
     assert {t.cgroup for t in plan.targets} <= {"kubepods/besteffort", "kubepods/burstable", "kubepods"}
 
 
 def test_the_budget_given_is_the_plans() -> None:
-    plan = reclaim_plan(ReclaimSettings(enabled=True, budget_s=0.02), threshold(), observed(150),
+    plan = plan_for(ReclaimSettings(enabled=True, budget_s=0.02), threshold(), observed(150),
                         holders(besteffort=500), ReclaimHistory(), NOW)
     assert isinstance(plan, ReclaimPlan) and plan.budget_s == 0.02
 
@@ -128,20 +135,20 @@ def test_the_budget_given_is_the_plans() -> None:
 ])
 def test_skips(settings: ReclaimSettings, limit: Threshold, observation: Observation,
                cache: tuple[CacheHolder, ...], history: ReclaimHistory, reason: str) -> None:
-    plan = reclaim_plan(settings, limit, observation, cache, history, NOW)
+    plan = plan_for(settings, limit, observation, cache, history, NOW)
     assert isinstance(plan, ReclaimSkip), plan
     assert reason in plan.reason
 
 
 def test_allocatable_memory_is_reclaimed_too() -> None:
-    plan = reclaim_plan(ON, threshold(Signal.ALLOCATABLE_MEMORY_AVAILABLE), observed(150), holders(besteffort=500),
+    plan = plan_for(ON, threshold(Signal.ALLOCATABLE_MEMORY_AVAILABLE), observed(150), holders(besteffort=500),
                         ReclaimHistory(), NOW)
     assert isinstance(plan, ReclaimPlan)
 
 
 def test_after_the_interval_and_the_back_off_it_plans_again() -> None:
     history = ReclaimHistory(ReclaimAttempt(NOW - BACKOFF_S - 1, 100 * MiB, False), 1, NOW - 1)
-    assert isinstance(reclaim_plan(ON, threshold(), observed(150), holders(besteffort=500), history, NOW),
+    assert isinstance(plan_for(ON, threshold(), observed(150), holders(besteffort=500), history, NOW),
                       ReclaimPlan)
 
 
@@ -181,7 +188,41 @@ def test_refaults_or_a_stall_after_a_reclaim_make_it_a_failure(refaults_mib: int
     now = NOW + later_s
     after = judged(history, None if refaults_mib is None else start + refaults_mib * MiB, full_avg10, now)
     assert (after.backoff_until_s is not None) is fails
-    plan = reclaim_plan(ON, threshold(), observed(150), holders(besteffort=500), after, now)
+    plan = plan_for(ON, threshold(), observed(150), holders(besteffort=500), after, now)
     assert isinstance(plan, ReclaimSkip) is fails
     # Judged once: the same evidence later does not lengthen the back-off.
     assert judged(after, None if refaults_mib is None else start + refaults_mib * MiB, full_avg10, now + 1) == after
+
+
+def test_the_amount_is_the_largest_need_of_the_thresholds_to_evict_for() -> None:
+    soft = threshold(value="500Mi", min_reclaim="100Mi", hard=False)
+    plan = reclaim_plan(ON, [threshold(), soft], {Signal.MEMORY_AVAILABLE: observed(150)}, holders(besteffort=900),
+                        ReclaimHistory(), NOW)
+    assert isinstance(plan, ReclaimPlan) and plan.needed_bytes == 450 * MiB
+
+
+def test_a_stall_threshold_to_evict_for_too_skips() -> None:
+    stall = threshold(Signal.MEMORY_STALL_SOME, value="20")
+    plan = reclaim_plan(ON, [threshold(), stall], {Signal.MEMORY_AVAILABLE: observed(150),
+                                                   Signal.MEMORY_STALL_SOME: observed(10)},
+                        holders(besteffort=900), ReclaimHistory(), NOW)
+    assert isinstance(plan, ReclaimSkip) and "does not count page cache" in plan.reason
+
+
+@pytest.mark.parametrize(("available_mib", "expected"), [
+    pytest.param(300, True, id="threshold-plus-min-reclaim-reached"),
+    pytest.param(299, False, id="within-min-reclaim-not-cleared"),
+    pytest.param(150, False, id="still-under-the-threshold"),
+])
+def test_cleared_asks_for_the_minimum_reclaim(available_mib: int, expected: bool) -> None:
+    assert cleared([threshold()], {Signal.MEMORY_AVAILABLE: observed(available_mib)}) is expected
+
+
+def test_cleared_ignores_a_soft_threshold_not_evicting_yet() -> None:
+    """The hard threshold the reclaim was for is clear; a soft one still in its grace period (not among the
+    thresholds to evict for) does not make the cycle evict: the kubelet's disk check would (every threshold)."""
+    assert cleared([threshold()], {Signal.MEMORY_AVAILABLE: observed(330)}) is True
+
+
+def test_cleared_needs_the_signal_observed() -> None:
+    assert cleared([threshold()], {}) is False

@@ -7,12 +7,14 @@ the kernel, with that much cache to drop, is in no danger. Asking the kernel to 
 only if the threshold is still met on the stats read after it, avoids such evictions. When off, the kubelet's
 decisions are kept exactly.
 
-The rule (`reclaim_plan`), for the threshold a cycle is about to evict for:
+The rule (`reclaim_plan`), for the thresholds a cycle is about to evict for:
 
-* Only `memory.available` and `allocatableMemory.available` (the signals that count active page cache); every other
-  signal skips.
-* Amount: the shortfall plus the minimum reclaim, `threshold + minReclaim - available` (what the post-reclaim check,
-  `engine.reclaim_succeeded`, asks for before it lets the eviction go), rounded up to a page.
+* Only `memory.available` and `allocatableMemory.available` (the signals that count active page cache); a cycle that
+  evicts for any other signal too (a stall signal) skips.
+* Amount: the shortfall plus the minimum reclaim, `threshold + minReclaim - available`, the largest over those
+  thresholds, rounded up to a page: what the check after the reclaim (`cleared`) asks for before it lets the
+  eviction go. That check is of the thresholds the cycle was to evict for; a soft threshold still in its grace
+  period does not count (it has asked for no eviction yet).
 * Where: only the page cache pods hold. The cgroups are the BestEffort QoS cgroup, then the Burstable one, then the
   pods cgroup itself for the rest (its own active file minus the two tiers': Guaranteed pods' cache, and the cache
   of pods already gone, which the kernel keeps charged below the pods cgroup). Each is asked for at most the active
@@ -40,11 +42,12 @@ Invariants: pure (no I/O, `now` is monotonic seconds given); inputs are never mu
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
+from evictd.core.signals import Signal
 from evictd.core.summary import Observation
-from evictd.core.thresholds import Threshold, threshold_quantity
+from evictd.core.thresholds import Threshold, threshold_quantity, thresholds_met
 
 MiB = 1 << 20
 PAGE_BYTES = 4096
@@ -188,9 +191,28 @@ def after_attempt(history: ReclaimHistory, attempt: ReclaimAttempt) -> ReclaimHi
     return ReclaimHistory(last=attempt, failures=0, backoff_until_s=None)
 
 
-def reclaim_plan(settings: ReclaimSettings, threshold: Threshold, observation: Observation | None,
-                 holders: Sequence[CacheHolder], history: ReclaimHistory, now: float) -> ReclaimPlan | ReclaimSkip:
-    """Return what to reclaim before evicting for `threshold` (observed as `observation`), or why not.
+def reclaimable(thresholds: Sequence[Threshold]) -> list[Threshold]:
+    """The thresholds among `thresholds` on a signal that counts page cache (`RECLAIMABLE_SIGNALS`)."""
+    return [threshold for threshold in thresholds if str(threshold.signal) in RECLAIMABLE_SIGNALS]
+
+
+def cleared(thresholds: Sequence[Threshold], observations: Mapping[Signal, Observation]) -> bool:
+    """Whether the reclaim cleared the thresholds it was for: none of `thresholds` (those the cycle was to evict for)
+    met with its minimum reclaim on `observations`, the stats read after it (an unobserved signal is not cleared).
+
+    Unlike the kubelet's check after disk reclaim, which counts every configured threshold, a soft threshold still in
+    its grace period does not make the cycle evict for a hard threshold the reclaim cleared: that eviction was not
+    asked for yet, and its grace period goes on (at its end, the rule is asked again)."""
+    if any(threshold.signal not in observations for threshold in thresholds):
+        return False
+    return not thresholds_met(thresholds, observations, enforce_min_reclaim=True)
+
+
+def reclaim_plan(settings: ReclaimSettings, thresholds: Sequence[Threshold],
+                 observations: Mapping[Signal, Observation], holders: Sequence[CacheHolder], history: ReclaimHistory,
+                 now: float) -> ReclaimPlan | ReclaimSkip:
+    """Return what to reclaim before evicting for `thresholds` (those the cycle is to evict for, observed in
+    `observations`), or why not: the amount is the largest need of those on a signal that counts page cache.
 
     `holders` are the cgroups that may hold pods' cache with their active file (`CacheHolder`); `history` should be
     `judged` first. The checks run cheapest first: off, signal, back-off, interval, then the cache against the need.
@@ -199,15 +221,17 @@ def reclaim_plan(settings: ReclaimSettings, threshold: Threshold, observation: O
         return ReclaimSkip("memory reclaim before eviction is off")
     if settings.unavailable is not None:
         return ReclaimSkip(f"memory reclaim is unavailable: {settings.unavailable}")
-    if str(threshold.signal) not in RECLAIMABLE_SIGNALS or observation is None:
-        return ReclaimSkip(f"{threshold.signal} does not count page cache")
+    counted = [t for t in reclaimable(thresholds) if t.signal in observations]
+    if not counted or len(counted) < len(thresholds):
+        others = sorted({str(t.signal) for t in thresholds if t not in counted}) or [str(t.signal) for t in thresholds]
+        return ReclaimSkip(f"{', '.join(others)} does not count page cache")
     if history.backoff_until_s is not None and now < history.backoff_until_s:
         return ReclaimSkip(f"backing off after {history.failures} failed reclaim(s) for another "
                            f"{history.backoff_until_s - now:.0f} s", backing_off=True)
     if history.last is not None and now - history.last.at_s < MIN_INTERVAL_S:
         return ReclaimSkip(f"the last reclaim was {now - history.last.at_s:.1f} s ago (at most one every "
                            f"{MIN_INTERVAL_S:g} s)")
-    needed = needed_bytes(threshold, observation)
+    needed = max(needed_bytes(threshold, observations[threshold.signal]) for threshold in counted)
     if needed <= 0:
         return ReclaimSkip("nothing lacks")
     remaining = needed

@@ -64,6 +64,7 @@ from evictd.core.engine import (
 from evictd.core.errors import EvictdError
 from evictd.core.eviction_api import EvictionApiRound
 from evictd.core.fs_layout import FsLayout, ReclaimAction
+from evictd.core.memory_reclaim import cleared
 from evictd.core.pods import Pod
 from evictd.core.settled import (
     EARLY_CONFIRM_S,
@@ -336,17 +337,17 @@ class EvictionManager:
         observed = seen.observed
         reclaim = tuple(self._reclaim(action) for action in step.actions)
         memory = None if self._memory_reclaim is None or not spec_of(step.threshold.signal).is_memory else \
-            self._memory_reclaim.attempt(step.threshold, seen.decided.assessment.observations, summary, seen.now)
-        reclaim = reclaim if memory is None or memory.result is None else (*reclaim, memory.result)
-        succeeded: bool | None = None
-        after: Summary | None = None
+            self._memory_reclaim.attempt(step.thresholds, seen.decided.assessment.observations, summary, seen.now)
+        reclaim = (*reclaim, memory.result) if memory is not None and memory.result is not None else reclaim
+        succeeded, after = None, None
         if step.actions or (memory is not None and memory.result is not None):
             try:
                 after = self._stats.summary(observed.pods)
             except EvictdError as exc:
                 errors.append(CycleError(
                     CycleStep.STATS, f"eviction manager: failed to get summary stats after resource reclaim: {exc}"))
-            succeeded = reclaim_succeeded(self.state, after)
+            succeeded = (reclaim_succeeded(self.state, after) if step.actions or after is None
+                         else cleared(step.thresholds, signal_observations(after)))  # reclaim before evict's check
             if self._memory_reclaim is not None:
                 self._memory_reclaim.settle(succeeded)
             if succeeded:

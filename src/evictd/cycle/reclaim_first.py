@@ -3,9 +3,9 @@ its adapter for the eviction manager, and remembers the attempts between cycles 
 
 The manager calls `attempt` when a memory threshold is about to evict (after the kubelet's node-level reclaim, which
 has no action for memory); if it returns a result, the manager reads the stats again and evicts only if a threshold
-is still met with its minimum reclaim (`engine.reclaim_succeeded`), then tells `settle` whether the eviction was
-avoided. Nothing here logs: what happened is in the returned `MemoryReclaimUse` (`evictd.cycle.report`), which the cycle
-report carries.
+it was for is still met with its minimum reclaim (`evictd.core.memory_reclaim.cleared`), then tells `settle` whether
+the eviction was avoided. Nothing here logs: what happened is in the returned `MemoryReclaimUse`
+(`evictd.cycle.report`), which the cycle report carries.
 """
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ from evictd.core.memory_reclaim import (
 from evictd.core.signals import Signal
 from evictd.core.summary import Observation, Summary
 from evictd.core.thresholds import Threshold
-from evictd.cycle.report import MemoryReclaimUse, ReclaimResult
+from evictd.cycle.report import Acted, MemoryReclaimUse, ReclaimResult
 
 
 class Outcome(Protocol):
@@ -47,6 +47,10 @@ class Outcome(Protocol):
 class MemoryReclaimer(Protocol):
     """Reads where pods' page cache is and reclaims it (raises EvictdError)."""
 
+    def unavailable(self) -> str | None:
+        """Why this node cannot reclaim now (None: it can); asked before every attempt."""
+        ...
+
     def holders(self) -> Sequence[CacheHolder]: ...
 
     def refault_file_bytes(self) -> int | None: ...
@@ -63,22 +67,22 @@ class MemoryReclaimStep:
         self.history = ReclaimHistory()
         self._pending: tuple[float, int] | None = None  # (started at, freed bytes) of the attempt awaiting `settle`
 
-    def attempt(self, threshold: Threshold, observations: Mapping[Signal, Observation], summary: Summary,
+    def attempt(self, thresholds: Sequence[Threshold], observations: Mapping[Signal, Observation], summary: Summary,
                 now: float) -> MemoryReclaimUse | None:
-        """Reclaim before evicting for `threshold` (the cycle's `observations`, read in `summary`), if the rule says
-        so; None when the rule is off or unavailable (nothing to report)."""
-        if not self.settings.enabled or self.settings.unavailable is not None:
+        """Reclaim before evicting for `thresholds` (the cycle's `observations`, read in `summary`), if the rule says
+        so; None when the rule is off or the node cannot (nothing to report)."""
+        if not self.settings.enabled or self.settings.unavailable is not None or self._reclaimer.unavailable():
             return None
         memory = summary.node.memory
         stall_full_avg10 = None if memory is None or memory.psi is None else memory.psi.full.avg10
-        signal = str(threshold.signal)
+        signal = str(thresholds[0].signal)
         refaults = self._reclaimer.refault_file_bytes() if self.history.last is not None else None
         self.history = judged(self.history, refaults, stall_full_avg10, now)
         try:
             holders: Sequence[CacheHolder] = self._reclaimer.holders()
         except EvictdError as exc:
             return MemoryReclaimUse(signal, skipped=f"page cache not readable: {exc}")
-        plan = reclaim_plan(self.settings, threshold, observations.get(threshold.signal), holders, self.history, now)
+        plan = reclaim_plan(self.settings, thresholds, observations, holders, self.history, now)
         if isinstance(plan, ReclaimSkip):
             return MemoryReclaimUse(signal, skipped=plan.reason, backing_off=plan.backing_off)
         try:
@@ -100,3 +104,17 @@ class MemoryReclaimStep:
         self._pending = None
         refaults = self._reclaimer.refault_file_bytes()
         self.history = after_attempt(self.history, ReclaimAttempt(at, freed, avoided, refaults))
+
+
+# The reason of the Normal event on the node that tells what reclaim before evict did.
+MEMORY_RECLAIMED_REASON = "MemoryReclaimed"
+
+
+def memory_reclaim_event(acted: Acted) -> tuple[str, str] | None:
+    """The node event (reason, message) of a cycle's reclaim before evict that ran (None: it did not run)."""
+    use = acted.memory_reclaim
+    if use is None or use.result is None or use.result.error is not None:
+        return None
+    verdict = "no eviction needed" if acted.reclaim_succeeded else "eviction still needed"
+    return (MEMORY_RECLAIMED_REASON, f"reclaimed {use.result.freed_bytes >> 20} MiB of page cache for {use.signal} "
+                                     f"before evicting, {verdict}")

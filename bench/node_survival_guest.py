@@ -23,6 +23,8 @@ Protectors (each started after the pods, before the workload's pressure):
   config/examples/06-memory-stall.yaml (bench/node_survival_pagecache.py); a run on a kernel without PSI fails.
 * ``evictd-refault``: ``evictd`` plus its refault signal (``evictd.io/memory.refault``,
   bench/node_survival_pagecache.py's REFAULT_MAPS), on any kernel.
+* ``evictd-reclaim``: ``evictd`` plus reclaim before evict (``memoryReclaimBeforeEviction: true``, the default
+  50 ms budget; bench/node_survival_pagecache.py's RECLAIM_SETTINGS).
 * ``evictd-pid``: ``evictd`` plus ``pid.available: 25%`` in evictionHard (bench/node_survival_controls_guest.py).
 * ``earlyoom``: Debian's earlyoom with Debian's arguments (/etc/default/earlyoom: ``-r 3600``; its default
   thresholds are percentages of the guest's memory, 10 % SIGTERM and 5 % SIGKILL, so they scale by
@@ -76,7 +78,7 @@ from node_survival_outcomes import (
     ranking_sample,
     victim_class,
 )
-from node_survival_pagecache import STALL_PROTECTORS, PageCacheRun, stall_maps
+from node_survival_pagecache import STALL_PROTECTORS, PageCacheRun, reclaim_settings, stall_maps
 from node_survival_workloads import Workload, workload
 
 from evictd.core.fs_layout import FsLayout
@@ -138,6 +140,7 @@ def evictd_documents(work: Path, backend: Any, protector: str = "evictd") -> tup
     evictd.update({"stateDir": str(work / "state"), "kubeletRootDir": str(work / "kubelet"),
                    "podLogsDir": str(work / "pod-logs"), "imageFsPath": str(work), "containerFsPath": str(work)})
     evictd.update(stall_maps(protector))
+    evictd.update(reclaim_settings(protector))
     backend.evictd_documents(kubelet, evictd)
     evictd_settings(kubelet, evictd, protector)
     for key in ("apiVersion", "kind", "metricsBindAddress", "logFormat"):  # EvictdProcess writes these
@@ -156,7 +159,7 @@ class Protector:
         self.evictd: EvictdProcess | None = None
         self.earlyoom: subprocess.Popen[bytes] | None = None
         self.oomd = OomdProcess.for_run(work) if name == OOMD else None
-        if name in ("evictd", "evictd-refault", *STALL_PROTECTORS, EVICTD_PID):
+        if name in ("evictd", "evictd-refault", "evictd-reclaim", *STALL_PROTECTORS, EVICTD_PID):
             kubelet, evictd = evictd_documents(work, backend, name)
             wrapper = ("sh", "-c", join_unit(EVICTD_UNIT, EVICTD_OOM_SCORE_ADJ) + EVICTD_PRIORITIES, "sh")
             self.evictd = EvictdProcess(work, kubelet=kubelet, evictd=evictd, wrapper=wrapper)

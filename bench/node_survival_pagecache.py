@@ -31,7 +31,8 @@ daemon's longest heartbeat gap began: what evictd and the kubelet saw while the 
 The protector ``evictd-stall`` is evictd as shipped plus the stall maps of config/examples/06-memory-stall.yaml
 (`STALL_MAPS`) in its EvictdConfiguration. It needs PSI: on a kernel without it (the default user-mode kernel)
 the arena refuses it (`stall_maps`), where evictd itself would run on without its stall signal. The protector
-``evictd-refault`` is evictd as shipped plus refault thresholds (`REFAULT_MAPS`), on any kernel.
+``evictd-refault`` is evictd as shipped plus refault thresholds (`REFAULT_MAPS`), on any kernel. ``evictd-reclaim``
+is evictd as shipped plus reclaim before evict (`RECLAIM_SETTINGS`: cgroup v2 ``memory.reclaim``, the default budget).
 """
 
 from __future__ import annotations
@@ -81,6 +82,9 @@ REFAULT_MAPS: dict[str, dict[str, str]] = {
     "stallEvictionSoft": {"evictd.io/memory.refault": "1%"},
     "stallEvictionSoftGracePeriod": {"evictd.io/memory.refault": "30s"},
 }
+RECLAIM_PROTECTOR = "evictd-reclaim"
+# evictd as shipped plus reclaim before evict (issue 41; docs/configuration.md): its default budget.
+RECLAIM_SETTINGS: dict[str, object] = {"memoryReclaimBeforeEviction": True}
 
 # A pod whose working set is a file: argv as GROWER's (only CONTROL_FOLDER and NAME are read); the line before
 # this text sets FILE, MODE and PERIOD. Once CONTROL_FOLDER/go.NAME exists and the system daemon has beaten once
@@ -219,6 +223,11 @@ def stall_maps(protector: str, psi: Path = Path("/proc/pressure/memory")) -> dic
     if protector == STALL_NOGATE_PROTECTOR:
         maps["stallRequiresNodeReclaim"] = False
     return maps
+
+
+def reclaim_settings(protector: str) -> dict[str, object]:
+    """The EvictdConfiguration's reclaim-before-evict settings for `protector` ({} but for evictd-reclaim)."""
+    return dict(RECLAIM_SETTINGS) if protector == RECLAIM_PROTECTOR else {}
 
 
 # --- pure readers (the tests' too) -------------------------------------------------------------------------

@@ -127,12 +127,16 @@ def test_one_stream_may_hold_both_kinds(tmp_path: Path) -> None:
         (EVICTD + "evictionAPIMaxCandidates: 101\n", "evictionAPIMaxCandidates"),
         (EVICTD + "evictionAPIDeadline: 5\n", "evictionAPIDeadline"),
         (EVICTD + "memoryCrossingHold: 2s\n", "memoryCrossingHold"),
+        (EVICTD + "memoryReclaimBeforeEviction: 'yes'\n", "memoryReclaimBeforeEviction"),
+        (EVICTD + "memoryReclaimBudget: 1s\n", "memoryReclaimBudget"),
+        (EVICTD + "memoryReclaimBudget: 0s\n", "memoryReclaimBudget"),
     ],
     ids=["bool", "stats-source", "log-format", "string", "inherited-driver", "other-kind", "tcp-endpoint",
          "relative-endpoint", "recorder-bool", "recorder-size-string", "recorder-size-too-small",
          "recorder-age-zero", "recorder-age-days", "psi-window-over-10s", "psi-stall-over-window",
          "eviction-api-bool", "eviction-api-no-candidate", "eviction-api-too-many", "eviction-api-deadline-number",
-         "crossing-hold-over-1s"],
+         "crossing-hold-over-1s", "memory-reclaim-bool", "memory-reclaim-budget-over-200ms",
+         "memory-reclaim-budget-zero"],
 )
 def test_bad_documents_name_the_key(tmp_path: Path, text: str, key: str) -> None:
     path = write(tmp_path, "bad.yaml", text)

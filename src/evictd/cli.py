@@ -22,7 +22,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, cast
 
 from evictd import __version__
-from evictd.config import Configuration, load_configuration, read_documents
+from evictd.config import Configuration, EvictdSettings, load_configuration, read_documents
 from evictd.core.duration import parse_go_duration
 from evictd.core.engine import EngineConfig
 from evictd.core.errors import ConfigError, DurationError, EvictdError, SampleError, ScenarioError, StateLockError
@@ -236,8 +236,9 @@ def _check_config(args: argparse.Namespace) -> int:
     print(f"local storage capacity isolation: {str(eviction.local_storage_capacity_isolation).lower()}")
     print(f"enforce node allocatable: {', '.join(eviction.enforce_node_allocatable) or '(none)'}")
     print(f"housekeeping interval: {configuration.evictd.housekeeping_interval_s:g}s")
-    # What `run` does to protect itself; its start-up log lines say how it went (docs/deployment.md).
     own = configuration.evictd
+    print(_memory_reclaim_text(own, read_cgroups=not args.config_only))
+    # What `run` does to protect itself; its start-up log lines say how it went (docs/deployment.md).
     print(f"lock memory: {str(own.lock_memory).lower()}"
           + (" (mlockall at start; needs CAP_IPC_LOCK or an unlimited RLIMIT_MEMLOCK)" if own.lock_memory else ""))
     print("oom_score_adj: " + (f"{own.oom_score_adj} (set at start; lowering needs CAP_SYS_RESOURCE)"
@@ -246,6 +247,24 @@ def _check_config(args: argparse.Namespace) -> int:
     print()
     print(_node_protection_text(protection, read_cgroups=not args.config_only))
     return EXIT_OK
+
+
+def _memory_reclaim_text(own: EvictdSettings, *, read_cgroups: bool) -> str:
+    """Whether reclaim before evict is on, and, with `read_cgroups`, whether this node can (else it acts as off)."""
+    from evictd.adapters.cgroups import CgroupReader, detect_cgroup_layout
+    from evictd.adapters.memory_reclaim import CgroupMemoryReclaimer
+
+    if not own.memory_reclaim_before_eviction:
+        return "memory reclaim before eviction: off"
+    text = f"memory reclaim before eviction: on (budget {own.memory_reclaim_budget_s * 1000:g}ms)"
+    if not read_cgroups:
+        return text
+    try:
+        layout = detect_cgroup_layout(own.cgroupfs_path, own.cgroup_driver, base=own.cgroup_root.strip("/"))
+        unavailable = CgroupMemoryReclaimer(CgroupReader(layout)).unavailable()
+    except SampleError as exc:
+        unavailable = str(exc)
+    return text if unavailable is None else f"{text}, unavailable here: {unavailable} (acts as off)"
 
 
 def _node_protection(configuration: Configuration, *, read_cgroups: bool) -> list[Finding]:

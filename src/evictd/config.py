@@ -42,6 +42,7 @@ from evictd.core.kubelet_config import (
     unknown_kubelet_fields,
     with_stall_settings,
 )
+from evictd.core.memory_reclaim import DEFAULT_BUDGET_S, MAX_BUDGET_S
 from evictd.core.node_status import ConditionMode
 from evictd.core.psi import microseconds, psi_trigger
 from evictd.core.reserved_memory import NodeReservation, node_reservation
@@ -135,6 +136,10 @@ class EvictdSettings:
     # decide on the first reading, as the kubelet does (a short dip or a moment of page cache may then evict).
     memory_crossing_hold_s: float = field(default=CROSSING_HOLD_S, metadata={"yaml": "memoryCrossingHold",
                                                                              "allow_zero": True, "max": 1.0})
+    # Reclaim before evict (core/memory_reclaim.py; cgroup v2 memory.reclaim): off keeps the kubelet's decisions.
+    memory_reclaim_before_eviction: bool = field(default=False, metadata={"yaml": "memoryReclaimBeforeEviction"})
+    memory_reclaim_budget_s: float = field(default=DEFAULT_BUDGET_S, metadata={"yaml": "memoryReclaimBudget",
+                                                                              "max": MAX_BUDGET_S})
     shutdown_timeout_s: float = field(default=15.0, metadata={"yaml": "shutdownTimeout"})
     log_format: LogFormat = field(default=LogFormat.AUTO, metadata={"yaml": "logFormat"})
     container_gc_min_age_s: float = field(

@@ -355,3 +355,17 @@ def test_an_api_that_hangs_on_the_node_holds_the_loop_one_report_wait_and_the_no
     assert wait_until(lambda: {e[1] for e in node_events(apiserver)} >= {"NodeHasInsufficientMemory",
                                                                         "EvictionThresholdMet"}, 10.0)
     assert cluster.log.at("warning")  # the timed-out node read, said as it happened
+
+
+def test_a_memory_reclaim_before_eviction_becomes_a_normal_event_on_the_node(apiserver: ApiServer,
+                                                                             cluster: Cluster) -> None:
+    assert wait_until(cluster.watcher.is_synced, 5.0)
+    report = cluster.cycle()
+
+    cluster.sync.after_cycle(report.decided.assessment, None,
+                             ("MemoryReclaimed", "reclaimed 340 MiB of page cache for memory.available before "
+                                                 "evicting, no eviction needed"))
+
+    assert ("Normal", "MemoryReclaimed", "reclaimed 340 MiB of page cache for memory.available before evicting, "
+                                         "no eviction needed") in node_events(apiserver)
+    assert cluster.api_errors == []

@@ -33,11 +33,17 @@ PID_TOLERANCE = 4
 SAME_MOMENT_S = 0.05
 NODE_INTERVAL_S = 0.5
 TICK_S = 10.0
+# The guest's own disk, for the page cache of the reclaim scenario (files read through hostfs leave none).
+RECLAIM_DISK_MIB = 256
 
 
 def guest_body(*runs: tuple[str, str]) -> str:
-    lines = ['export PYTHONPATH="$EVICTD_REPO/tests/uml:$EVICTD_REPO/tests/daemon:$EVICTD_REPO/tests/kube:'
-             '$EVICTD_REPO/tests"']
+    lines = ['export PYTHONPATH="$EVICTD_REPO/src:$EVICTD_REPO/tests/uml:$EVICTD_REPO/tests/daemon:'
+             '$EVICTD_REPO/tests/kube:$EVICTD_REPO/tests"',
+             # First, on a quiet guest: reclaim before evict's adapter against real page cache (its own tree, removed
+             # after; the guest's disk holds its files).
+             'guest_log "reclaim cgroupfs"',
+             '"$EVICTD_PYTHON" "$EVICTD_REPO/tests/uml/guest_memory_reclaim.py" > "$UML_OUT/reclaim-cgroupfs.log" 2>&1']
     for scenario, driver in runs:
         lines.append(f'guest_log "{scenario} {driver}"')
         lines.append(f'"$EVICTD_PYTHON" "$EVICTD_REPO/tests/uml/guest_v2_node.py" {scenario} {driver} '
@@ -50,7 +56,7 @@ def guest(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GuestRun]:
     out = tmp_path_factory.mktemp("evictd-v2")
     # Debian's kernel, whatever EVICTD_UML_KERNEL says: the wake-up test is about a kernel without PSI.
     yield boot_guest(guest_body(*(("node", d) for d in DRIVERS), ("wakeup", "cgroupfs")), out, timeout_s=400,
-                     kernel="default")
+                     kernel="default", disk_mib=RECLAIM_DISK_MIB)
 
 
 def result(run: GuestRun, name: str) -> dict[str, Any]:
@@ -152,3 +158,23 @@ def test_without_psi_the_memory_watch_decides_crossings_well_before_the_tick(gue
     for crossing in on["crossings"]:
         assert crossing["decidedLateS"] <= 2.0, crossing  # the tick is 10 s; measured: 84 ms p50, 153 ms max
     assert on["wakeups"]["memory_watch"] >= len(on["crossings"])
+
+
+def test_memory_reclaim_drops_a_pods_page_cache_within_its_budget_and_never_the_daemons(guest: GuestRun) -> None:
+    """The `memory.reclaim` adapter on a real v2 kernel (tests/uml/guest_memory_reclaim.py): the rule's plan asks the
+    BestEffort tier for 48 MiB of the 96 MiB its pod read twice; the tier's working set falls by at least that; the
+    32 MiB a process in system.slice read twice stays; a 1 ms budget stops after at most one write; an empty cgroup's
+    reclaim is the kernel's EAGAIN."""
+    got = result(guest, "reclaim-cgroupfs")
+    assert got["unavailable"] is None
+    tiers = {holder["tier"]: holder["activeFile"] for holder in got["holders"]}
+    assert tiers["besteffort"] >= 80 * MiB, got["holders"]  # the pod's file, read twice: active
+    assert got["plan"] == {"targets": [["reclaim-test/kubepods/besteffort", 48 * MiB]], "needed": 48 * MiB}
+    before, after, outcome = got["before"], got["after"], got["outcome"]
+    assert outcome["stopped"] == "done" and outcome["freed"] >= 48 * MiB, got
+    assert before["tierWorkingSet"] - after["tierWorkingSet"] >= 48 * MiB, got
+    assert after["daemonActiveFile"] >= before["daemonActiveFile"] - MiB, "system.slice's cache was reclaimed"
+    assert before["daemonActiveFile"] >= 24 * MiB, got
+    budget = got["budget"]
+    assert budget["stopped"] == "budget" and budget["writes"] <= 1 and budget["elapsedS"] < 0.5, budget
+    assert got["emptyWriteComplete"] is False

@@ -406,4 +406,6 @@ class RuntimeReclaimer:
             if not self.images.policy.include_in_eviction:
                 return 0
             return self.images.reclaim()
+        if action is ReclaimAction.MEMORY_RECLAIM:  # not the runtime's: `evictd.cycle.reclaim_first` runs it
+            return 0
         assert_never(action)

@@ -26,6 +26,7 @@ from evictd.core.kubelet_config import (
     unknown_kubelet_fields,
     with_stall_settings,
 )
+from evictd.core.memory_reclaim import PODS, CacheHolder, ReclaimPlan, ReclaimSettings
 from evictd.core.pod_parser import pod_from_dict
 from evictd.core.pods import Pod
 from evictd.core.saved_state import UnusableState, restorable_thresholds, restore_state
@@ -34,6 +35,7 @@ from evictd.core.summary import Summary
 from evictd.core.summary_parser import ROOT_KEY, summary_from_dict
 from evictd.core.thresholds import STALL_FIELDS
 from evictd.cycle.manager import EvictionManager
+from evictd.cycle.reclaim_first import MemoryReclaimStep
 from evictd.cycle.report import CycleReport
 
 
@@ -45,6 +47,9 @@ class Step:
     pods: tuple[Pod, ...]
     # The stats read after the wait for pods' disk figures (None: the step's own Summary again).
     after_disk_wait: Summary | None = None
+    # The page cache reclaim before evict freed in this step, in bytes (None: it did not run); its effect on the
+    # stats is afterReclaim.
+    memory_reclaimed: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,7 +166,7 @@ def parse_step(raw: object, key: str, previous: float, pods: tuple[Pod, ...],
     decoded by `summaries` (a `SummaryDecoder`, for steps that share blocks); raises ScenarioError or
     DecodeError."""
     step = mapping(raw, key)
-    unknown = sorted(set(step) - {"at", "summary", "afterReclaim", "afterDiskWait", "pods"})
+    unknown = sorted(set(step) - {"at", "summary", "afterReclaim", "afterDiskWait", "pods", "memoryReclaimed"})
     if unknown:
         raise ScenarioError("unknown field", key=f"{key}.{unknown[0]}", value=step[unknown[0]])
     at = _at(step.get("at"), f"{key}.at", previous)
@@ -172,7 +177,11 @@ def parse_step(raw: object, key: str, previous: float, pods: tuple[Pod, ...],
     after_reclaim = _summary(after, f"{key}.afterReclaim") if after is not None else None
     waited = step.get("afterDiskWait")
     after_disk_wait = _summary(waited, f"{key}.afterDiskWait") if waited is not None else None
-    return Step(at=at, summary=summary, after_reclaim=after_reclaim, pods=pods, after_disk_wait=after_disk_wait)
+    reclaimed = step.get("memoryReclaimed")
+    if reclaimed is not None and (isinstance(reclaimed, bool) or not isinstance(reclaimed, int) or reclaimed < 0):
+        raise ScenarioError("must be a number of bytes", key=f"{key}.memoryReclaimed", value=reclaimed)
+    return Step(at=at, summary=summary, after_reclaim=after_reclaim, pods=pods, after_disk_wait=after_disk_wait,
+                memory_reclaimed=reclaimed)
 
 
 def _scenario(document: object) -> Scenario:
@@ -271,6 +280,41 @@ class RecordingReclaimer:
         return 0
 
 
+class ScriptedMemoryReclaimer:
+    """Reclaim before evict as the step scripts it (`memoryReclaimed`): where a step says it freed page cache, the
+    pods' cache covers any need and a reclaim frees that much, the step's stats read after it being afterReclaim;
+    elsewhere it is unavailable (acts as off, reports nothing) and the eviction goes as the kubelet's."""
+
+    def __init__(self, stats: ScriptedStats) -> None:
+        self._stats = stats
+
+    def unavailable(self) -> str | None:
+        step = self._stats.step
+        return "not scripted in this step" if step is None or step.memory_reclaimed is None else None
+
+    def holders(self) -> Sequence[CacheHolder]:
+        return (CacheHolder("kubepods", PODS, SCRIPTED_CACHE_BYTES),)
+
+    def refault_file_bytes(self) -> int | None:
+        return None
+
+    def reclaim(self, plan: ReclaimPlan) -> ScriptedReclaim:
+        self._stats.reclaimed = True
+        step = self._stats.step
+        return ScriptedReclaim(0 if step is None or step.memory_reclaimed is None else step.memory_reclaimed)
+
+
+@dataclass(frozen=True, slots=True)
+class ScriptedReclaim:
+    total_freed_bytes: int
+    elapsed_s: float = 0.0
+    stopped: str = "done"
+
+
+# What the pods' cache is said to be in a step that scripts a reclaim: more than any node's memory.
+SCRIPTED_CACHE_BYTES = 1 << 62
+
+
 class RecordingEvictor:
     def __init__(self) -> None:
         self.evictions: list[Eviction] = []
@@ -296,6 +340,7 @@ class ScenarioRunner:
             evictor=RecordingEvictor(),
             clock=self._clock,
             disk_figures=ScriptedDiskFigures(self._stats),
+            memory_reclaim=MemoryReclaimStep(ReclaimSettings(enabled=True), ScriptedMemoryReclaimer(self._stats)),
         )
         if state is not None:
             self.manager.state = state

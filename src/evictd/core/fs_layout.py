@@ -45,6 +45,9 @@ class ReclaimAction(StrEnum):
 
     CONTAINER_GC = "containerGC"
     IMAGE_GC = "imageGC"
+    # evictd's own (off by default): page cache reclaimed through cgroup v2 memory.reclaim before a memory eviction
+    # (`evictd.core.memory_reclaim`); never in a layout's reclaim actions.
+    MEMORY_RECLAIM = "memoryReclaim"
 
 
 @dataclass(frozen=True, slots=True)

@@ -64,6 +64,7 @@ from evictd.core.engine import (
 from evictd.core.errors import EvictdError
 from evictd.core.eviction_api import EvictionApiRound
 from evictd.core.fs_layout import FsLayout, ReclaimAction
+from evictd.core.memory_reclaim import cleared
 from evictd.core.pods import Pod
 from evictd.core.settled import (
     EARLY_CONFIRM_S,
@@ -72,9 +73,10 @@ from evictd.core.settled import (
     crossing_hold_s,
     crossings_to_confirm,
 )
-from evictd.core.signals import Signal
+from evictd.core.signals import Signal, spec_of
 from evictd.core.summary import Observation, Summary, signal_observations
 from evictd.core.thresholds import Threshold
+from evictd.cycle.reclaim_first import MemoryReclaimStep
 from evictd.cycle.report import (
     Acted,
     CycleError,
@@ -175,8 +177,10 @@ class EvictionManager:
                  state: EngineState = FRESH_STATE, layout_changes: Callable[[], int] = lambda: 0,
                  eviction_api: EvictionApiRoute | None = None, crossing_hold_s: float = 0.0,
                  terminating: PodSource | None = None, disk_figures: DiskFigures | None = None,
-                 disk_figures_wait_s: float = DISK_FIGURES_WAIT_S) -> None:
+                 disk_figures_wait_s: float = DISK_FIGURES_WAIT_S,
+                 memory_reclaim: MemoryReclaimStep | None = None) -> None:
         self.config = config
+        self._memory_reclaim = memory_reclaim  # reclaim before evict (evictd's own, off: None)
         # Where to wait for the first disk figures of pods a disk ranking would rank without them (None: the stats
         # source has none to wait for: the kubelet's Summary, `evictd simulate`), how long at most, and the uids of
         # the pods already waited for (each pod is waited for once).
@@ -332,18 +336,23 @@ class EvictionManager:
         errors = list(seen.errors)
         observed = seen.observed
         reclaim = tuple(self._reclaim(action) for action in step.actions)
-        succeeded: bool | None = None
-        after: Summary | None = None
-        if step.actions:
+        memory = None if self._memory_reclaim is None or not spec_of(step.threshold.signal).is_memory else \
+            self._memory_reclaim.attempt(step.thresholds, seen.decided.assessment.observations, summary, seen.now)
+        reclaim = (*reclaim, memory.result) if memory is not None and memory.result is not None else reclaim
+        succeeded, after = None, None
+        if step.actions or (memory is not None and memory.result is not None):
             try:
                 after = self._stats.summary(observed.pods)
             except EvictdError as exc:
                 errors.append(CycleError(
                     CycleStep.STATS, f"eviction manager: failed to get summary stats after resource reclaim: {exc}"))
-            succeeded = reclaim_succeeded(self.state, after)
+            succeeded = (reclaim_succeeded(self.state, after) if step.actions or after is None
+                         else cleared(step.thresholds, signal_observations(after)))  # reclaim before evict's check
+            if self._memory_reclaim is not None:
+                self._memory_reclaim.settle(succeeded)
             if succeeded:
-                return replace(seen, acted=Acted(reclaim=reclaim, reclaim_succeeded=True, after_reclaim=after),
-                               errors=tuple(errors))
+                return replace(seen, acted=Acted(reclaim=reclaim, reclaim_succeeded=True, after_reclaim=after,
+                                                 memory_reclaim=memory), errors=tuple(errors))
         route = self._eviction_api
         assessment = seen.decided.assessment
 
@@ -392,7 +401,7 @@ class EvictionManager:
         decided = replace(seen.decided, ranking=ranking, skipped_critical=choice.skipped_critical,
                           withheld=choice.withheld, awaited_disk_figures=awaited, unmeasured=choice.unmeasured)
         acted = Acted(reclaim=reclaim, reclaim_succeeded=succeeded, after_reclaim=after, evictions=evicted,
-                      eviction_api=eviction_api, after_disk_wait=waited)
+                      eviction_api=eviction_api, after_disk_wait=waited, memory_reclaim=memory)
         return replace(seen, decided=decided, acted=acted, errors=(*errors, *failures))
 
     def _waited_for(self, pods: Sequence[Pod], terminating: Sequence[Pod]) -> frozenset[str] | None:

@@ -220,6 +220,9 @@ def simulation_text(steps: Sequence[tuple[float, CycleReport]]) -> str:
         if acted.reclaim:
             outcome = "ok" if acted.reclaim_succeeded else "not enough"
             reclaim = f"{'+'.join(str(r.action) for r in acted.reclaim)}: {outcome}"
+        if acted.memory_reclaim is not None and acted.memory_reclaim.result is not None:  # reclaim before evict
+            reclaim = (f"reclaimed {acted.memory_reclaim.result.freed_bytes >> 20} MiB, "
+                       + ("no eviction needed" if acted.reclaim_succeeded else "eviction still needed"))
         evicted = ", ".join(e.pod.key for e in acted.evictions) or (
             f"- (stall settling, {STALL_SETTLE_S:g}s)" if assessment.stall_settling else
             "- (stall held back: no node-wide reclaim)" if assessment.stall_held_back else "-")

@@ -171,13 +171,29 @@ class EvictionApiUse:
 
 
 @dataclass(frozen=True, slots=True)
+class MemoryReclaimUse:
+    """What reclaim before evict (evictd's own, `evictd.core.memory_reclaim`) did in a cycle for `signal`: skipped
+    (`skipped` says why; `backing_off` when that is the back-off), or asked `needed_bytes` and freed
+    `result.freed_bytes` (or failed: `result.error`) in `elapsed_s`, stopping for `stopped`."""
+
+    signal: str
+    skipped: str | None = None
+    result: ReclaimResult | None = None
+    needed_bytes: int = 0
+    elapsed_s: float = 0.0
+    stopped: str = ""
+    backing_off: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class Acted:
     """What a cycle did: the node-level reclaim actions that ran, whether they resolved the pressure (None: none
     ran) and the Summary read after them, which said so (None: none read); the evictions (a failed one still
     counts, as the kubelet counts it; its failure is a `CycleError`; one the Eviction API accepted counts in the
     cycle that learnt of it); and how soft evictions used the Eviction API (None: it did not come into it).
     `after_disk_wait` is the Summary read after the wait for pods' disk figures, which the disk ranking ranked on
-    (None: no wait, or it could not be read)."""
+    (None: no wait, or it could not be read). `memory_reclaim`: what reclaim before evict did (None: off, or no
+    memory threshold evicted); its result, when it ran, is also the last of `reclaim`."""
 
     reclaim: tuple[ReclaimResult, ...] = ()
     reclaim_succeeded: bool | None = None
@@ -185,6 +201,7 @@ class Acted:
     after_disk_wait: Summary | None = None
     evictions: tuple[Eviction, ...] = ()
     eviction_api: EvictionApiUse | None = None
+    memory_reclaim: MemoryReclaimUse | None = None
 
     @property
     def refusals(self) -> tuple[EvictionApiRefusal, ...]:

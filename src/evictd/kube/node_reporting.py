@@ -53,10 +53,12 @@ class NodeReport:
     assessment: Assessment | None = None
     ooms: list[OomReport] = field(default_factory=list)
     reclaimed: list[tuple[str, float]] = field(default_factory=list)  # (resource, when the cycle asked, monotonic)
+    # Normal events of evictd's own on the node, (reason, message): what reclaim before evict did.
+    notes: list[tuple[str, str]] = field(default_factory=list)
 
     def merged(self, newer: NodeReport) -> NodeReport:
         return NodeReport(newer.assessment if newer.assessment is not None else self.assessment,
-                          self.ooms + newer.ooms, self.reclaimed + newer.reclaimed)
+                          self.ooms + newer.ooms, self.reclaimed + newer.reclaimed, self.notes + newer.notes)
 
 
 class NodeReporter:
@@ -84,12 +86,14 @@ class NodeReporter:
     def node_name(self) -> str:
         return self._events.node_ref().name
 
-    def submit(self, assessment: Assessment, oom: OomReport | None) -> None:
-        """Hand over what one cycle decided about the node, and wait for it to be written at most `wait_s`."""
+    def submit(self, assessment: Assessment, oom: OomReport | None, note: tuple[str, str] | None = None) -> None:
+        """Hand over what one cycle decided about the node (and a Normal event of evictd's own, `note`: reason and
+        message), and wait for it to be written at most `wait_s`."""
         report = NodeReport(None if isinstance(assessment.next_step, Skipped) else assessment,
                             [] if oom is None else [oom],
                             [(assessment.next_step.resource, self._clock.monotonic())]
-                            if isinstance(assessment.next_step, ReclaimThenEvict) else [])
+                            if isinstance(assessment.next_step, ReclaimThenEvict) else [],
+                            [] if note is None else [note])
         with self._changed:
             if self._stopped:
                 return
@@ -160,6 +164,8 @@ class NodeReporter:
         for oom in report.ooms:
             for reason, message in oom_kill_events(oom):
                 self._node_event("Warning", reason, message)
+        for reason, message in report.notes:
+            self._node_event("Normal", reason, message)
 
     def _reclaim_event(self, resource: str, asked_at: float) -> None:
         """`EvictionThresholdMet` for `resource`, unless one was recorded less than a period before `asked_at`."""

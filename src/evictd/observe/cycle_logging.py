@@ -18,7 +18,7 @@ from evictd.core.stall_gate import STALL_RECLAIM_WINDOW_S, HeldBack
 from evictd.core.thresholds import Threshold, threshold_quantity
 from evictd.cycle.ids import decision_id
 from evictd.cycle.render import describe_threshold
-from evictd.cycle.report import CycleReport, CycleStep
+from evictd.cycle.report import Acted, CycleReport, CycleStep
 from evictd.log import Log
 
 
@@ -88,6 +88,7 @@ class CycleLogger:
                                freed_bytes=result.freed_bytes)
         if acted.reclaim_succeeded:
             self._log.info("node-level reclaim resolved the pressure; no pod evicted", cycle=number)
+        self._memory_reclaim(number, acted)
         if decided.awaited_disk_figures:
             self._log.info("waited for pods' disk figures before ranking for disk", cycle=number,
                            pods=[p.key for p in decided.awaited_disk_figures])
@@ -107,6 +108,26 @@ class CycleLogger:
                 and (api is None or not (api.asked or api.waiting or api.failure or api.pending_release))):
             self._log.warning("unable to evict any pods from the node", cycle=number,
                               ranking=[p.key for p in decided.ranked_pods])
+
+    def _memory_reclaim(self, number: int, acted: Acted) -> None:
+        """Reclaim before evict (evictd's own): what it asked and freed, and whether the eviction was still needed."""
+        use = acted.memory_reclaim
+        if use is None:
+            return
+        if use.skipped is not None:
+            self._log.info("memory reclaim before eviction skipped", cycle=number, signal=use.signal,
+                           reason=use.skipped)
+            return
+        result = use.result
+        if result is None or result.error is not None:
+            return  # logged with the node-level reclaim above ("node-level reclaim failed")
+        freed_mib = result.freed_bytes / (1 << 20)
+        verdict = "no eviction needed" if acted.reclaim_succeeded else "eviction still needed"
+        self._log.info("memory reclaim before eviction", cycle=number, signal=use.signal,
+                       outcome=f"reclaimed {freed_mib:.0f} MiB, {verdict}",
+                       needed_bytes=use.needed_bytes, freed_bytes=result.freed_bytes,
+                       elapsed_ms=round(use.elapsed_s * 1000, 1), stopped=use.stopped,
+                       eviction_avoided=bool(acted.reclaim_succeeded))
 
     def _stall_held_back(self, number: int, held: tuple[HeldBack, ...]) -> None:
         """Log a stall threshold the stall gate holds back once per episode: when it starts being held back."""

@@ -135,8 +135,13 @@ class Metrics:
                                   ["signal"], registry=r)
         self.healthy = Gauge("evictd_healthy", "1 while /healthz answers 200: a cycle finished within the last "
                              "3 housekeeping intervals (at least 30 s) and evictd is not shutting down.", registry=r)
+        self.evictions_avoided = Counter("evictd_memory_reclaim_evictions_avoided_total", "Memory evictions avoided by "
+                                         "reclaim before evict (memoryReclaimBeforeEviction): the page cache it "
+                                         "reclaimed cleared the threshold (bytes: evictd_reclaimed_bytes_total's "
+                                         "memoryReclaim).", registry=r)
         self.reclaimed = Counter("evictd_reclaimed_bytes_total", "Bytes freed by node-level reclaim, by action "
-                                 "(containerGC, imageGC).", ["action"], registry=r)
+                                 "(containerGC, imageGC; memoryReclaim: page cache, reclaim before evict).",
+                                 ["action"], registry=r)
         self.journal_pending = Gauge("evictd_journal_pending_evictions", "Evictions in the journal whose API writes "
                                      "(condition, deletion, event) are not all done yet.", registry=r)
         self.oom_kills = Counter("evictd_oom_kills_total", "Processes killed by the kernel's OOM killer, by where "
@@ -195,6 +200,8 @@ class Metrics:
         for result in acted.reclaim:
             if result.error is None:
                 self.reclaimed.labels(str(result.action)).inc(result.freed_bytes)
+        if acted.memory_reclaim is not None and acted.memory_reclaim.result is not None and acted.reclaim_succeeded:
+            self.evictions_avoided.inc()
         for refusal in acted.refusals:
             self.eviction_api_refusals.labels(refusal.reason).inc()
         for eviction in acted.evictions:

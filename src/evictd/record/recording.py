@@ -39,7 +39,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from evictd.core.errors import EvictdError
-from evictd.core.fs_layout import FsLayout
+from evictd.core.fs_layout import FsLayout, ReclaimAction
 from evictd.core.kubelet_config import KUBELET_API_VERSION, KUBELET_KIND
 from evictd.core.pods import Pod
 from evictd.cycle.ids import decision_id
@@ -409,6 +409,10 @@ def _scenario_steps(first: Record, records: Iterator[Record], exact_times: bool)
             step["afterReclaim"] = record.after_reclaim
         if record.after_disk_wait is not None:
             step["afterDiskWait"] = record.after_disk_wait
+        freed = [result.freed_bytes for result in record.decision.reclaim_results
+                 if result.action == ReclaimAction.MEMORY_RECLAIM and not result.error]
+        if freed:  # reclaim before evict ran: a replay frees what it freed
+            step["memoryReclaimed"] = freed[0]
         # A segment's first line holds the whole list again: written (and decoded) only when it changed.
         if previous is not None and record.pods is not previous.pods and record.pods != previous.pods:
             step["pods"] = record.pods

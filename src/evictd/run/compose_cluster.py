@@ -22,6 +22,7 @@ from evictd.core.errors import KubeError, NotActingError
 from evictd.cri import NO_RUNTIME, Runtime
 from evictd.cycle.finished import AfterCycle, Cycle
 from evictd.cycle.manager import EvictionApiRoute, PodEvictor
+from evictd.cycle.reclaim_first import memory_reclaim_event
 from evictd.kube.client import build_api_client
 from evictd.kube.cluster import BackgroundEvictions, ClusterSync, EvictablePods, NodeFallbackPods, TerminatingEvictions
 from evictd.kube.critical_record import CriticalPodRecord
@@ -212,7 +213,8 @@ def cluster_bookkeeping(cluster: ClusterParts, metrics: Metrics) -> AfterCycle:
     def update(cycle: Cycle) -> None:
         if acting_elsewhere(cluster):  # lost during the cycle: the holder writes the node now
             return
-        cluster.sync.after_cycle(cycle.report.decided.assessment, cycle.report.oom)
+        cluster.sync.after_cycle(cycle.report.decided.assessment, cycle.report.oom,
+                                 memory_reclaim_event(cycle.report.acted))
         metrics.journal_pending.set(len(cluster.journal.pending()))
         if cluster.shadow is not None:
             cluster.shadow.after_cycle(cycle.report.acted.evictions)

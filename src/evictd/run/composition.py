@@ -32,6 +32,7 @@ from typing import TextIO
 import structlog
 
 from evictd.adapters.cgroups import CgroupLayout, CgroupReader, detect_cgroup_layout
+from evictd.adapters.memory_reclaim import CgroupMemoryReclaimer
 from evictd.adapters.memory_watch import MemoryWatch
 from evictd.adapters.node_pods import DiscoveredPods
 from evictd.adapters.node_protection import read_node_cgroups
@@ -50,6 +51,7 @@ from evictd.clock import SYSTEM_CLOCK
 from evictd.config import Configuration, EvictdSettings, StatsOrigin
 from evictd.core.engine import EngineConfig, EngineState
 from evictd.core.errors import ConfigError, SampleError
+from evictd.core.memory_reclaim import ReclaimSettings
 from evictd.core.node_protection import Status, node_protection_findings
 from evictd.core.self_protection import KIB, oom_score_adj_warning
 from evictd.core.signals import Signal, spec_of
@@ -60,6 +62,7 @@ from evictd.cycle.cadence import stale_after_s
 from evictd.cycle.finished import AfterCycle
 from evictd.cycle.ids import run_id
 from evictd.cycle.manager import FRESH_STATE, EvictionManager, PodSource
+from evictd.cycle.reclaim_first import MemoryReclaimStep
 from evictd.log import Log
 from evictd.observe.http_endpoint import Health, HttpEndpoint
 from evictd.observe.logging_setup import RecentEvents, configure_logging, flush_logs, resolve_format
@@ -152,8 +155,24 @@ def build_basics(config: Configuration, log: Log, metrics: Metrics) -> Basics:
                   write_behind=WriteBehind(log))
 
 
+def build_memory_reclaim(basics: Basics, reported_only: bool) -> MemoryReclaimStep | None:
+    """Reclaim before evict (None when off); on a node that cannot, or when evictd only reports, it acts as off and
+    says why at start."""
+    settings = basics.settings
+    if not settings.memory_reclaim_before_eviction:
+        return None
+    reclaimer = CgroupMemoryReclaimer(basics.cgroups)
+    unavailable = "evictd only reports (dry run, or no Kubernetes API)" if reported_only else reclaimer.unavailable()
+    if unavailable is not None:
+        basics.log.warning("memory reclaim before eviction unavailable: acts as off", reason=unavailable)
+        return None
+    basics.log.info("memory reclaim before eviction on", budget_s=settings.memory_reclaim_budget_s)
+    return MemoryReclaimStep(ReclaimSettings(enabled=True, budget_s=settings.memory_reclaim_budget_s), reclaimer)
+
+
 def build_manager(engine_config: EngineConfig, stats: StatsParts, cluster: ClusterParts | None, pods: PodSource,
-                  node: NodeLevel, state: EngineState, *, crossing_hold_s: float) -> EvictionManager:
+                  node: NodeLevel, state: EngineState, *, crossing_hold_s: float,
+                  memory_reclaim: MemoryReclaimStep | None = None) -> EvictionManager:
     """The eviction manager, whole: what it reads and acts through, and the state it starts from."""
     return EvictionManager(
         engine_config,
@@ -170,6 +189,7 @@ def build_manager(engine_config: EngineConfig, stats: StatsParts, cluster: Clust
         crossing_hold_s=crossing_hold_s,
         terminating=cluster.terminating if cluster is not None else None,
         disk_figures=stats.disk_figures,
+        memory_reclaim=memory_reclaim,
     )
 
 
@@ -385,7 +405,8 @@ def build_daemon(
     node = NodeLevel(PathLayout(settings.kubelet_root_dir, settings.image_fs_path, settings.container_fs_path),
                      ReportOnlyReclaimer())
     manager = build_manager(engine_config, stats, cluster, pods, node, start_state,
-                            crossing_hold_s=basics.settings.memory_crossing_hold_s)
+                            crossing_hold_s=basics.settings.memory_crossing_hold_s,
+                            memory_reclaim=build_memory_reclaim(basics, reported_only))
     link = build_runtime(basics, node, cluster)
     notifiers = build_notifiers(basics, engine_config, lambda: manager.state.stall_gate)
     health = Health(settings.housekeeping_interval_s, stopping=basics.stop.is_set)

@@ -1,0 +1,181 @@
+"""The cgroup v2 ``memory.reclaim`` adapter: reads where pods' page cache is, and asks the kernel to reclaim it.
+
+Job: for the reclaim-before-evict rule (`evictd.core.memory_reclaim`), read the ``active_file`` of the BestEffort and
+Burstable QoS cgroups and of the pods cgroup (``memory.stat``, hierarchical on v2), and carry out a `ReclaimPlan`:
+for each target, write `plan.step_bytes` at a time to its ``memory.reclaim`` (Linux 5.19+) until its working set
+(``memory.current - inactive_file``, as the kubelet counts it) has fallen by the bytes asked, the kernel says it could
+reclaim no more (EAGAIN), four times the bytes asked were written (pages that come straight back), or the plan's
+budget has run out. The deadline is monotonic and checked before every write; a write in progress is not cut, so
+an attempt overruns its budget by at most one step.
+
+Only cgroups below the pods cgroup are ever written to: a target outside it is refused (`SampleError`), so that no
+plan can reach system.slice or the root.
+
+On cgroup v1 there is no ``memory.reclaim``: ``memory.force_empty`` empties a whole cgroup (and only one without
+tasks in older kernels), which is not a partial reclaim; `unavailable` says so and the rule acts as off. A v2 kernel
+older than 5.19 has no ``memory.reclaim`` file: likewise.
+
+Invariants: every OSError becomes a `SampleError` naming the file; nothing but ``memory.reclaim`` is written.
+"""
+from __future__ import annotations
+
+import errno
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from evictd.adapters import procfs
+from evictd.adapters.cgroups import (
+    DRIVER_TO_QOS_CGROUPS,
+    QOS_BESTEFFORT,
+    QOS_BURSTABLE,
+    V2_INACTIVE_FILE_KEY,
+    CgroupReader,
+    cgroup_folder,
+    flat_keyed_value,
+    join_cgroup,
+    read_file,
+)
+from evictd.core.errors import SampleError
+from evictd.core.memory_reclaim import BESTEFFORT, BURSTABLE, PODS, CacheHolder, ReclaimPlan
+
+ACTIVE_FILE_KEY = b"active_file"
+# At most this many times the bytes asked of a target are written: reclaim that frees only inactive pages, or pages
+# refaulted at once, does not lower the working set, and the deadline alone would then spend the whole budget.
+MAX_WRITTEN_FACTOR = 4
+TIER_OF_QOS = {QOS_BESTEFFORT: BESTEFFORT, QOS_BURSTABLE: BURSTABLE}
+
+V1_UNAVAILABLE = ("cgroup v1 has no memory.reclaim (memory.force_empty empties a whole cgroup: not a partial "
+                  "reclaim)")
+NO_RECLAIM_FILE = "the kernel has no memory.reclaim (Linux 5.19 or newer has it)"
+
+
+@dataclass(frozen=True, slots=True)
+class ReclaimOutcome:
+    """What an attempt did: the working-set bytes it freed (per target, in order), how many writes, how long it took,
+    and why it stopped ("done", "budget", "kernel could reclaim no more", "written 4x the bytes asked")."""
+
+    freed_bytes: tuple[tuple[str, int], ...]
+    writes: int
+    elapsed_s: float
+    stopped: str
+
+    @property
+    def total_freed_bytes(self) -> int:
+        return sum(freed for _, freed in self.freed_bytes)
+
+
+def write_reclaim(path: str, amount: int) -> bool:
+    """Write `amount` bytes to the ``memory.reclaim`` at `path`; return False when the kernel reclaimed less
+    (EAGAIN). Raises SampleError for any other failure."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
+    except OSError as exc:
+        raise SampleError(path, exc.strerror or str(exc)) from exc
+    try:
+        os.write(fd, str(amount).encode())
+    except OSError as exc:
+        if exc.errno == errno.EAGAIN:
+            return False
+        raise SampleError(path, exc.strerror or str(exc)) from exc
+    finally:
+        os.close(fd)
+    return True
+
+
+class CgroupMemoryReclaimer:
+    """Reads the pods' cache holders and carries out reclaim plans on a cgroup v2 hierarchy (see the module)."""
+
+    def __init__(self, cgroups: CgroupReader, *, proc_root: str = "/proc",
+                 monotonic: Callable[[], float] = time.monotonic,
+                 write: Callable[[str, int], bool] = write_reclaim) -> None:
+        self._cgroups = cgroups
+        self._hierarchy = str(cgroups.layout.memory_hierarchy)
+        self._pods = cgroups.pods_cgroup()
+        self._qos = DRIVER_TO_QOS_CGROUPS[cgroups.layout.driver]
+        self._proc_root = proc_root
+        self._monotonic = monotonic
+        self._write = write
+
+    def unavailable(self) -> str | None:
+        """Why this node cannot reclaim before evicting (None: it can)."""
+        if self._cgroups.layout.version == 1:
+            return V1_UNAVAILABLE
+        if not os.path.isdir(self._folder(self._pods)):
+            return f"no pods cgroup {self._pods!r}"
+        if not os.path.exists(self._folder(self._pods) + "/memory.reclaim"):
+            return NO_RECLAIM_FILE
+        return None
+
+    def holders(self) -> tuple[CacheHolder, ...]:
+        """The QoS tiers' and the pods cgroup's active file (a tier without a cgroup is left out). Raises
+        SampleError."""
+        found = []
+        for qos, name in self._qos.items():
+            cgroup = join_cgroup(self._pods, name)
+            if os.path.isdir(self._folder(cgroup)):
+                found.append(CacheHolder(cgroup, TIER_OF_QOS[qos], self._stat(cgroup, ACTIVE_FILE_KEY)))
+        found.append(CacheHolder(self._pods, PODS, self._stat(self._pods, ACTIVE_FILE_KEY)))
+        return tuple(found)
+
+    def refault_file_bytes(self) -> int | None:
+        """The node's page cache refaulted since boot (/proc/vmstat), None when unreadable."""
+        try:
+            return procfs.vmstat_counts(self._proc_root).refault_file_bytes
+        except SampleError:
+            return None
+
+    def reclaim(self, plan: ReclaimPlan) -> ReclaimOutcome:
+        """Carry out `plan` within its budget (see the module). Raises SampleError on a failed read or write (what
+        was freed before it is lost to the report, not to the node)."""
+        for target in plan.targets:
+            self._inside_pods(target.cgroup)
+        start = self._monotonic()
+        deadline = start + plan.budget_s
+        freed: list[tuple[str, int]] = []
+        writes = 0
+        stopped = "done"
+        for target in plan.targets:
+            path = self._folder(target.cgroup) + "/memory.reclaim"
+            before = self._working_set(target.cgroup)
+            dropped = written = 0
+            while dropped < target.bytes:
+                if self._monotonic() >= deadline:
+                    stopped = "budget"
+                    break
+                if written >= MAX_WRITTEN_FACTOR * target.bytes:
+                    stopped = f"written {MAX_WRITTEN_FACTOR}x the bytes asked"
+                    break
+                amount = min(plan.step_bytes, target.bytes - dropped)
+                writes += 1
+                written += amount
+                complete = self._write(path, amount)
+                dropped = max(0, before - self._working_set(target.cgroup))
+                if not complete:
+                    stopped = "kernel could reclaim no more"
+                    break
+            freed.append((target.cgroup, dropped))
+            if stopped == "budget":
+                break
+        return ReclaimOutcome(tuple(freed), writes, self._monotonic() - start, stopped)
+
+    def _inside_pods(self, cgroup: str) -> None:
+        if cgroup != self._pods and not cgroup.startswith(self._pods + "/"):
+            raise SampleError(self._folder(cgroup), f"not below the pods cgroup {self._pods!r}: never reclaimed")
+
+    def _folder(self, cgroup: str) -> str:
+        return cgroup_folder(self._hierarchy, cgroup)
+
+    def _stat(self, cgroup: str, key: bytes) -> int:
+        path = self._folder(cgroup) + "/memory.stat"
+        return flat_keyed_value(path, read_file(path), key)
+
+    def _working_set(self, cgroup: str) -> int:
+        folder = self._folder(cgroup)
+        path = folder + "/memory.current"
+        try:
+            current = int(read_file(path))
+        except ValueError as exc:
+            raise SampleError(path, "not an integer") from exc
+        return max(0, current - self._stat(cgroup, V2_INACTIVE_FILE_KEY))

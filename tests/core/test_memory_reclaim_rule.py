@@ -1,0 +1,228 @@
+"""Reclaim before evict (`evictd.core.memory_reclaim`): the amount, the cgroups in order, the skip for anonymous growth,
+the interval, the back-off and its refault judgement. Pure, table-driven; each rule has a case that fails without
+it."""
+
+from __future__ import annotations
+
+import pytest
+
+from evictd.core.memory_reclaim import (
+    BACKOFF_S,
+    BESTEFFORT,
+    BURSTABLE,
+    MAX_BACKOFF_S,
+    MIN_INTERVAL_S,
+    PODS,
+    REFAULT_WINDOW_S,
+    CacheHolder,
+    ReclaimAttempt,
+    ReclaimHistory,
+    ReclaimPlan,
+    ReclaimSettings,
+    ReclaimSkip,
+    ReclaimTarget,
+    after_attempt,
+    backoff_s,
+    cleared,
+    judged,
+    needed_bytes,
+    reclaim_plan,
+)
+from evictd.core.quantity import Quantity
+from evictd.core.signals import Signal
+from evictd.core.summary import Observation
+from evictd.core.thresholds import Threshold, ThresholdValue
+
+MiB = 1 << 20
+ON = ReclaimSettings(enabled=True, budget_s=0.05)
+NOW = 1000.0
+
+
+def threshold(signal: Signal = Signal.MEMORY_AVAILABLE, value: str = "200Mi", min_reclaim: str | None = "100Mi",
+              hard: bool = True) -> Threshold:
+    return Threshold(signal, ThresholdValue(Quantity.parse(value)), 0.0 if hard else 30.0,
+                     None if min_reclaim is None else ThresholdValue(Quantity.parse(min_reclaim)), hard=hard)
+
+
+def observed(available_mib: int, capacity_mib: int = 4096) -> Observation:
+    return Observation(Quantity.parse(f"{available_mib}Mi"), Quantity.parse(f"{capacity_mib}Mi"), None)
+
+
+def plan_for(settings: ReclaimSettings, limit: Threshold, observation: Observation, cache: tuple[CacheHolder, ...],
+             history: ReclaimHistory, now: float) -> ReclaimPlan | ReclaimSkip:
+    """The rule for one threshold to evict for."""
+    return reclaim_plan(settings, [limit], {limit.signal: observation}, cache, history, now)
+
+
+def holders(besteffort: int = 0, burstable: int = 0, pods: int | None = None) -> tuple[CacheHolder, ...]:
+    """The tiers' and the pods cgroup's active file in MiB (pods: at least the tiers' sum)."""
+    total = besteffort + burstable if pods is None else pods
+    return (CacheHolder("kubepods/besteffort", BESTEFFORT, besteffort * MiB),
+            CacheHolder("kubepods/burstable", BURSTABLE, burstable * MiB),
+            CacheHolder("kubepods", PODS, total * MiB))
+
+
+@pytest.mark.parametrize(("available_mib", "min_reclaim", "expected_mib"), [
+    pytest.param(150, "100Mi", 150, id="shortfall-50-plus-min-reclaim-100"),
+    pytest.param(150, None, 50, id="no-min-reclaim-shortfall-only"),
+    pytest.param(400, "100Mi", 0, id="clear-of-threshold-and-min-reclaim"),
+    pytest.param(250, "100Mi", 50, id="met-with-min-reclaim-only"),
+])
+def test_needed_bytes_is_the_shortfall_plus_the_minimum_reclaim(available_mib: int, min_reclaim: str | None,
+                                                                expected_mib: int) -> None:
+    assert needed_bytes(threshold(min_reclaim=min_reclaim), observed(available_mib)) == expected_mib * MiB
+
+
+def test_needed_bytes_with_percentages_uses_the_capacity() -> None:
+    percent = Threshold(Signal.MEMORY_AVAILABLE, ThresholdValue(percentage=0.1), 0.0, ThresholdValue(percentage=0.05))
+    # 10% of 4096 Mi = 409.6 Mi, 5% = 204.8 Mi: 614.4 Mi - 300 Mi, rounded up to a page.
+    assert needed_bytes(percent, observed(300)) == -(-(int(4096 * MiB * 0.1) + int(4096 * MiB * 0.05)
+                                                       - 300 * MiB) // 4096) * 4096
+
+
+@pytest.mark.parametrize(("cache", "expected"), [
+    pytest.param(holders(besteffort=500), (ReclaimTarget("kubepods/besteffort", 150 * MiB),),
+                 id="besteffort-cache-covers-it-alone"),
+    pytest.param(holders(besteffort=100, burstable=300),
+                 (ReclaimTarget("kubepods/besteffort", 100 * MiB), ReclaimTarget("kubepods/burstable", 50 * MiB)),
+                 id="besteffort-first-then-burstable"),
+    pytest.param(holders(besteffort=40, burstable=10, pods=400),
+                 (ReclaimTarget("kubepods/besteffort", 40 * MiB), ReclaimTarget("kubepods/burstable", 10 * MiB),
+                  ReclaimTarget("kubepods", 100 * MiB)),
+                 id="guaranteed-or-orphaned-cache-only-through-the-pods-cgroup-last"),
+    pytest.param(holders(besteffort=0, burstable=0, pods=300), (ReclaimTarget("kubepods", 150 * MiB),),
+                 id="cache-of-a-pod-gone-charged-to-the-pods-cgroup"),
+])
+def test_plan_asks_the_tiers_in_order_each_for_at_most_its_cache(cache: tuple[CacheHolder, ...],
+                                                                 expected: tuple[ReclaimTarget, ...]) -> None:
+    plan = plan_for(ON, threshold(), observed(150), cache, ReclaimHistory(), NOW)
+    assert plan == ReclaimPlan(targets=expected, needed_bytes=150 * MiB, budget_s=0.05)
+
+
+def test_plan_never_names_a_cgroup_outside_the_holders() -> None:
+    plan = plan_for(ON, threshold(), observed(150), holders(besteffort=100, burstable=100, pods=900),
+                        ReclaimHistory(), NOW)
+    assert isinstance(plan, ReclaimPlan)
+    assert {t.cgroup for t in plan.targets} <= {"kubepods/besteffort", "kubepods/burstable", "kubepods"}
+
+
+def test_the_budget_given_is_the_plans() -> None:
+    plan = plan_for(ReclaimSettings(enabled=True, budget_s=0.02), threshold(), observed(150),
+                        holders(besteffort=500), ReclaimHistory(), NOW)
+    assert isinstance(plan, ReclaimPlan) and plan.budget_s == 0.02
+
+
+@pytest.mark.parametrize(("settings", "limit", "observation", "cache", "history", "reason"), [
+    pytest.param(ReclaimSettings(), threshold(), observed(150), holders(besteffort=500), ReclaimHistory(),
+                 "is off", id="off-keeps-the-kubelets-decision"),
+    pytest.param(ReclaimSettings(enabled=True, unavailable="cgroup v1"), threshold(), observed(150),
+                 holders(besteffort=500), ReclaimHistory(), "unavailable: cgroup v1", id="unavailable-acts-as-off"),
+    pytest.param(ON, threshold(Signal.NODEFS_AVAILABLE), observed(150), holders(besteffort=500), ReclaimHistory(),
+                 "does not count page cache", id="disk-signal"),
+    pytest.param(ON, threshold(Signal.MEMORY_STALL_SOME), observed(150), holders(besteffort=500),
+                 ReclaimHistory(), "does not count page cache", id="stall-signal"),
+    pytest.param(ON, threshold(), observed(150), holders(besteffort=20, burstable=30, pods=60), ReclaimHistory(),
+                 "cannot cover the 150 MiB needed (anonymous memory)", id="anonymous-growth-skips"),
+    pytest.param(ON, threshold(), observed(150), holders(besteffort=149), ReclaimHistory(),
+                 "cannot cover", id="cache-just-short-of-the-need-skips"),
+    pytest.param(ON, threshold(), observed(150), (), ReclaimHistory(), "cannot cover", id="no-pods-cgroup"),
+    pytest.param(ON, threshold(), observed(150), holders(besteffort=500),
+                 ReclaimHistory(ReclaimAttempt(NOW - 10, 100 * MiB, False), 1, NOW + 50), "backing off",
+                 id="backing-off"),
+    pytest.param(ON, threshold(), observed(150), holders(besteffort=500),
+                 ReclaimHistory(ReclaimAttempt(NOW - MIN_INTERVAL_S / 2, 300 * MiB, True)), "at most one every",
+                 id="interval-bounds-the-cpu"),
+])
+def test_skips(settings: ReclaimSettings, limit: Threshold, observation: Observation,
+               cache: tuple[CacheHolder, ...], history: ReclaimHistory, reason: str) -> None:
+    plan = plan_for(settings, limit, observation, cache, history, NOW)
+    assert isinstance(plan, ReclaimSkip), plan
+    assert reason in plan.reason
+
+
+def test_allocatable_memory_is_reclaimed_too() -> None:
+    plan = plan_for(ON, threshold(Signal.ALLOCATABLE_MEMORY_AVAILABLE), observed(150), holders(besteffort=500),
+                        ReclaimHistory(), NOW)
+    assert isinstance(plan, ReclaimPlan)
+
+
+def test_after_the_interval_and_the_back_off_it_plans_again() -> None:
+    history = ReclaimHistory(ReclaimAttempt(NOW - BACKOFF_S - 1, 100 * MiB, False), 1, NOW - 1)
+    assert isinstance(plan_for(ON, threshold(), observed(150), holders(besteffort=500), history, NOW),
+                      ReclaimPlan)
+
+
+@pytest.mark.parametrize(("failures", "expected_s"), [
+    pytest.param(1, BACKOFF_S, id="first"), pytest.param(2, 2 * BACKOFF_S, id="doubles"),
+    pytest.param(30, MAX_BACKOFF_S, id="capped"),
+])
+def test_backoff_doubles_up_to_its_cap(failures: int, expected_s: float) -> None:
+    assert backoff_s(failures) == expected_s
+
+
+def test_a_reclaim_that_did_not_avoid_the_eviction_backs_off() -> None:
+    history = after_attempt(ReclaimHistory(), ReclaimAttempt(NOW, 60 * MiB, avoided=False))
+    assert history.backoff_until_s == NOW + BACKOFF_S and history.failures == 1
+    history = after_attempt(history, ReclaimAttempt(NOW + BACKOFF_S, 60 * MiB, avoided=False))
+    assert history.backoff_until_s == NOW + 3 * BACKOFF_S and history.failures == 2
+
+
+def test_a_reclaim_that_avoided_the_eviction_resets_the_failures() -> None:
+    failing = ReclaimHistory(ReclaimAttempt(NOW - 200, 0, False), 3, NOW - 1)
+    history = after_attempt(failing, ReclaimAttempt(NOW, 200 * MiB, avoided=True))
+    assert history.failures == 0 and history.backoff_until_s is None
+
+
+@pytest.mark.parametrize(("refaults_mib", "full_avg10", "later_s", "fails"), [
+    pytest.param(50, None, 20.0, True, id="half-of-it-refaulted-soon-after"),
+    pytest.param(49, None, 20.0, False, id="under-half-refaulted"),
+    pytest.param(90, None, REFAULT_WINDOW_S + 1, False, id="refaulted-after-the-window-not-judged"),
+    pytest.param(0, 12.0, 20.0, True, id="node-stalls-on-memory-psi-full"),
+    pytest.param(0, 3.0, 20.0, False, id="psi-low"),
+    pytest.param(None, None, 20.0, False, id="no-refault-count"),
+])
+def test_refaults_or_a_stall_after_a_reclaim_make_it_a_failure(refaults_mib: int | None, full_avg10: float | None,
+                                                               later_s: float, fails: bool) -> None:
+    start = 5000 * MiB
+    history = after_attempt(ReclaimHistory(), ReclaimAttempt(NOW, 100 * MiB, avoided=True, refault_file_bytes=start))
+    now = NOW + later_s
+    after = judged(history, None if refaults_mib is None else start + refaults_mib * MiB, full_avg10, now)
+    assert (after.backoff_until_s is not None) is fails
+    plan = plan_for(ON, threshold(), observed(150), holders(besteffort=500), after, now)
+    assert isinstance(plan, ReclaimSkip) is fails
+    # Judged once: the same evidence later does not lengthen the back-off.
+    assert judged(after, None if refaults_mib is None else start + refaults_mib * MiB, full_avg10, now + 1) == after
+
+
+def test_the_amount_is_the_largest_need_of_the_thresholds_to_evict_for() -> None:
+    soft = threshold(value="500Mi", min_reclaim="100Mi", hard=False)
+    plan = reclaim_plan(ON, [threshold(), soft], {Signal.MEMORY_AVAILABLE: observed(150)}, holders(besteffort=900),
+                        ReclaimHistory(), NOW)
+    assert isinstance(plan, ReclaimPlan) and plan.needed_bytes == 450 * MiB
+
+
+def test_a_stall_threshold_to_evict_for_too_skips() -> None:
+    stall = threshold(Signal.MEMORY_STALL_SOME, value="20")
+    plan = reclaim_plan(ON, [threshold(), stall], {Signal.MEMORY_AVAILABLE: observed(150),
+                                                   Signal.MEMORY_STALL_SOME: observed(10)},
+                        holders(besteffort=900), ReclaimHistory(), NOW)
+    assert isinstance(plan, ReclaimSkip) and "does not count page cache" in plan.reason
+
+
+@pytest.mark.parametrize(("available_mib", "expected"), [
+    pytest.param(300, True, id="threshold-plus-min-reclaim-reached"),
+    pytest.param(299, False, id="within-min-reclaim-not-cleared"),
+    pytest.param(150, False, id="still-under-the-threshold"),
+])
+def test_cleared_asks_for_the_minimum_reclaim(available_mib: int, expected: bool) -> None:
+    assert cleared([threshold()], {Signal.MEMORY_AVAILABLE: observed(available_mib)}) is expected
+
+
+def test_cleared_ignores_a_soft_threshold_not_evicting_yet() -> None:
+    """The hard threshold the reclaim was for is clear; a soft one still in its grace period (not among the
+    thresholds to evict for) does not make the cycle evict: the kubelet's disk check would (every threshold)."""
+    assert cleared([threshold()], {Signal.MEMORY_AVAILABLE: observed(330)}) is True
+
+
+def test_cleared_needs_the_signal_observed() -> None:
+    assert cleared([threshold()], {}) is False

@@ -217,15 +217,19 @@ def test_anonymous_growth_skips_and_evicts_without_reading_the_stats_again() -> 
     assert len(stats.measured) == 1
 
 
-def test_a_reclaim_that_did_not_clear_it_evicts_and_backs_off() -> None:
+def test_a_reclaim_that_did_not_clear_it_evicts_tries_once_more_after_that_eviction_then_backs_off() -> None:
     evictor, fake, clock = Evictor(), FakeReclaimer(cache_mib=500), ManualClock()
-    manager = memory_manager(Stats(low(150), low(160), low(150)), fake, clock, evictor)
+    manager = memory_manager(Stats(low(150), low(160), low(150), low(160), low(150)), fake, clock, evictor)
     first = manager.synchronize()
     assert [e.pod.name for e in evictor.calls] == ["reader"] and first.acted.reclaim_succeeded is False
-    clock.now_s += 10
+    clock.now_s += 0.1  # the next cycle, right after the eviction: the evicted pod may have kept the cache in use
     second = manager.synchronize()
-    assert len(fake.plans) == 1 and len(evictor.calls) == 2
-    assert second.acted.memory_reclaim is not None and second.acted.memory_reclaim.backing_off
+    assert len(fake.plans) == 2 and len(evictor.calls) == 2
+    assert second.acted.memory_reclaim is not None and not second.acted.memory_reclaim.backing_off
+    clock.now_s += 10
+    third = manager.synchronize()
+    assert len(fake.plans) == 2 and len(evictor.calls) == 3
+    assert third.acted.memory_reclaim is not None and third.acted.memory_reclaim.backing_off
 
 
 # --- simulate and replay: a step that scripts the reclaim --------------------------------------------------------

@@ -167,6 +167,24 @@ def test_a_reclaim_that_did_not_avoid_the_eviction_backs_off() -> None:
     assert history.backoff_until_s == NOW + 3 * BACKOFF_S and history.failures == 2
 
 
+def test_the_cycle_after_the_eviction_a_first_failure_let_through_may_try_once_more() -> None:
+    """The evicted pod may be what kept the cache in use (a reader still reading): its cache is idle now."""
+    history = after_attempt(ReclaimHistory(), ReclaimAttempt(NOW, 131 * MiB, avoided=False))
+    assert history.once_more and history.failures == 1
+    soon = NOW + 0.07  # the next cycle, once the evicted pod is gone: within the interval and the back-off
+    assert isinstance(plan_for(ON, threshold(), observed(150), holders(besteffort=500), history, soon), ReclaimPlan)
+    # That attempt failing too: the back-off holds, with no more exceptions.
+    history = after_attempt(history, ReclaimAttempt(soon, 10 * MiB, avoided=False))
+    assert not history.once_more and history.failures == 2
+    skip = plan_for(ON, threshold(), observed(150), holders(besteffort=500), history, soon + 0.07)
+    assert isinstance(skip, ReclaimSkip) and skip.backing_off
+    # A failure judged later (refaults after an attempt that avoided its eviction) leaves no exception either.
+    judged_later = judged(after_attempt(ReclaimHistory(), ReclaimAttempt(NOW, 100 * MiB, avoided=True,
+                                                                         refault_file_bytes=0)),
+                          100 * MiB, None, NOW + 5)
+    assert judged_later.failures == 1 and not judged_later.once_more
+
+
 def test_a_reclaim_that_avoided_the_eviction_resets_the_failures() -> None:
     failing = ReclaimHistory(ReclaimAttempt(NOW - 200, 0, False), 3, NOW - 1)
     history = after_attempt(failing, ReclaimAttempt(NOW, 200 * MiB, avoided=True))

@@ -145,6 +145,9 @@ class ReclaimHistory:
     last: ReclaimAttempt | None = None
     failures: int = 0
     backoff_until_s: float | None = None
+    # The last attempt, the first failure in a row, did not avoid its eviction: the next cycle, which comes after that
+    # eviction, may try once more despite the back-off and the interval (`after_attempt`).
+    once_more: bool = False
 
 
 def needed_bytes(threshold: Threshold, observation: Observation) -> int:
@@ -185,9 +188,15 @@ def judged(history: ReclaimHistory, refault_file_bytes: int | None, stall_full_a
 
 def after_attempt(history: ReclaimHistory, attempt: ReclaimAttempt) -> ReclaimHistory:
     """Return `history` after `attempt`: one that did not avoid the eviction starts (or lengthens) the back-off;
-    one that did resets the failures (the refault judgement, `judged`, may still count it as failed later)."""
+    one that did resets the failures (the refault judgement, `judged`, may still count it as failed later).
+
+    The first failure in a row leaves one more attempt to the cycle after the eviction it let through (`once_more`):
+    the evicted pod may be what kept the cache in use. In the arena's active-file cell the reader was still reading
+    its file when the first reclaim dropped 131 MiB of it: not enough, the reader was evicted, and the back-off then
+    let the next cycle, 70 ms later, evict the Guaranteed pod for the reader's cache, now idle (1 run of 5)."""
     if not attempt.avoided:
-        return _failed(replace(history, last=attempt), attempt.at_s, attempt.at_s)
+        failed = _failed(replace(history, last=attempt, once_more=False), attempt.at_s, attempt.at_s)
+        return replace(failed, once_more=history.failures == 0)
     return ReclaimHistory(last=attempt, failures=0, backoff_until_s=None)
 
 
@@ -225,10 +234,10 @@ def reclaim_plan(settings: ReclaimSettings, thresholds: Sequence[Threshold],
     if not counted or len(counted) < len(thresholds):
         others = sorted({str(t.signal) for t in thresholds if t not in counted}) or [str(t.signal) for t in thresholds]
         return ReclaimSkip(f"{', '.join(others)} does not count page cache")
-    if history.backoff_until_s is not None and now < history.backoff_until_s:
+    if history.backoff_until_s is not None and now < history.backoff_until_s and not history.once_more:
         return ReclaimSkip(f"backing off after {history.failures} failed reclaim(s) for another "
                            f"{history.backoff_until_s - now:.0f} s", backing_off=True)
-    if history.last is not None and now - history.last.at_s < MIN_INTERVAL_S:
+    if history.last is not None and now - history.last.at_s < MIN_INTERVAL_S and not history.once_more:
         return ReclaimSkip(f"the last reclaim was {now - history.last.at_s:.1f} s ago (at most one every "
                            f"{MIN_INTERVAL_S:g} s)")
     needed = max(needed_bytes(threshold, observations[threshold.signal]) for threshold in counted)

@@ -1,7 +1,7 @@
 """The refault watch's thread against a /proc of plain files: it reads vmstat once a look while a refault threshold is
 watched, wakes a real Waiter once when the share refaulted reaches it, then idles until the next cycle arms it again.
 
-(With a real thrash and the loop, on this machine's /proc/vmstat: tests/daemon/test_run_refault.py.)
+(With a real thrash and the loop, on this machine's /proc/vmstat: tests/daemon/test_run_stall.py.)
 """
 
 from __future__ import annotations

@@ -3,8 +3,9 @@
 saying the pods cgroup's stall signal is absent (cgroup v1 has no memory.pressure); and a real memory stall
 (a thrashing memory cgroup) raising the node's stall share past a threshold while memory.available stays fine. Both
 with the stall gate off (`stallRequiresNodeReclaim: false`): this 24 GiB machine is never in global reclaim. With it
-on, the same thrash (a cgroup reclaiming inside its own limit) stalls the node without global reclaim: evictd logs
-the threshold held back and evicts nobody, where with the gate off it would evict the pod."""
+on, the same thrash (a cgroup reclaiming inside its own limit) stalls the node and refaults its page cache without
+global reclaim: evictd logs both the stall and the refault threshold held back and evicts nobody, where with the
+gate off each would evict the pod (the refault one woken by the refault watch)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from pathlib import Path
 import pytest
 from evictd_process import EvictdProcess, evictd_command, start_evictd
 
-from evictd.adapters.procfs import global_reclaim_scan_pages, memory_pressure
+from evictd.adapters.procfs import global_reclaim_scan_pages, mem_total_bytes, memory_pressure, vmstat_counts
 from real_cgroups import CGROUP_MOUNT, memory_stall, temporary_cgroup
 from real_pod_node import RealPodNode
 
@@ -108,6 +109,10 @@ HELD_BACK = "stall threshold held back: no node-wide reclaim"
 # The gate test's threshold: low, so that the share one thrashing cgroup gives this 2-core VM's node PSI (measured
 # 3-15 % `some` within 10 s of the onset) crosses it within a few seconds.
 GATE_THRESHOLD_PERCENT = 2
+REFAULT = "evictd.io/memory.refault"
+# 0.1% of this machine's 24 GiB is ~25 MiB re-read within 10 s; the thrash (two readers of a 128 MiB file in a 40 MiB
+# cgroup) refaults several times that.
+REFAULT_THRESHOLD_PERCENT = 0.1
 
 
 def memcg_stat(memcg: Path, key: str) -> int:
@@ -126,47 +131,82 @@ def wait_quiet(below_percent: float) -> None:
         time.sleep(1)
 
 
-def test_a_cgroup_thrashing_in_its_own_limit_stalls_the_node_without_global_reclaim_and_evicts_nobody(
+def refaulted_bytes() -> int:
+    counts = vmstat_counts()
+    assert counts.refault_file_bytes is not None, "this kernel counts no workingset_refault_file"
+    return counts.refault_file_bytes
+
+
+def test_a_cgroup_thrashing_in_its_own_limit_stalls_and_refaults_without_global_reclaim_and_evicts_nobody(
     tmp_path: Path, real_pod: RealPodNode, evictd_processes: list[EvictdProcess]
 ) -> None:
+    """One thrash for both of evictd's signals of it (the stall signal and the refault signal): gated, both held
+    back; ungated, each would evict the pod, the refault one woken by the refault watch (a 30 s interval)."""
     wait_quiet(GATE_THRESHOLD_PERCENT / 2)  # so that the stall held back is the thrash's, not an earlier one's
-    settings = (f"housekeepingInterval: 1s\npsiWakeups: false\n"
-                f"stallEvictionHard: {{{SOME}: '{GATE_THRESHOLD_PERCENT}%'}}\n"
-                + real_pod.evictd_settings(tmp_path / "containerd"))
-    (tmp_path / "on").mkdir()
-    (tmp_path / "off").mkdir()
-    gated = start_evictd(tmp_path / "on", evictd_processes, kubelet="evictionHard: {}\n", evictd=settings)
+    node = real_pod.evictd_settings(tmp_path / "containerd")
+    stall = f"stallEvictionHard: {{{SOME}: '{GATE_THRESHOLD_PERCENT}%'}}\n"
+    refault = f"stallEvictionHard: {{{REFAULT}: '{REFAULT_THRESHOLD_PERCENT}%'}}\n"
+    both = (f"stallEvictionHard: {{{SOME}: '{GATE_THRESHOLD_PERCENT}%', "
+            f"{REFAULT}: '{REFAULT_THRESHOLD_PERCENT}%'}}\n")
+    for name in ("on", "off", "refault-off"):
+        (tmp_path / name).mkdir()
     with temporary_cgroup(CGROUP_MOUNT / "memory") as memcg, memory_stall(memcg):
-        scanned_before = global_reclaim_scan_pages()
+        scanned_before, refaulted_before = global_reclaim_scan_pages(), refaulted_bytes()
         refaults_before = memcg_stat(memcg, "workingset_refault_file")
-        faults_before = memcg_stat(memcg, "pgmajfault")
-        held = gated.wait_event(HELD_BACK, timeout=20)
-        assert held["threshold"] == f"{SOME}>={GATE_THRESHOLD_PERCENT}% (hard)"
+        faults_before, started = memcg_stat(memcg, "pgmajfault"), time.monotonic()
+        gated = start_evictd(tmp_path / "on", evictd_processes, kubelet="evictionHard: {}\n",
+                             evictd="housekeepingInterval: 1s\npsiWakeups: false\n" + both + node)
+        # The refault threshold with the gate off and a 30 s interval: only the refault watch can bring its crossing
+        # before the second tick.
+        refault_ungated = start_evictd(tmp_path / "refault-off", evictd_processes, kubelet="evictionHard: {}\n",
+                                       evictd="housekeepingInterval: 30s\npsiWakeups: false\n" + refault + node
+                                       + "stallRequiresNodeReclaim: false\n")
+        held = gated.wait_event(HELD_BACK, timeout=20, threshold=f"{SOME}>={GATE_THRESHOLD_PERCENT}% (hard)")
         assert held["stalled_percent"] >= GATE_THRESHOLD_PERCENT
         assert held["global_reclaim_s_ago"] is None  # no global reclaim since evictd started
         assert held["window_s"] == 10.0
-        # Three more cycles still stalled: nobody evicted, the held-back line not repeated (once per episode).
+        held_refault = gated.wait_event(HELD_BACK, timeout=20,
+                                        threshold=f"{REFAULT}>={REFAULT_THRESHOLD_PERCENT:g}% (hard)")
+        assert held_refault["refaulted_percent"] >= REFAULT_THRESHOLD_PERCENT and "stalled_percent" not in held_refault
+        assert held_refault["activated_percent"] is not None and held_refault["global_reclaim_s_ago"] is None
+        # Gate off: the share refaulted reaches the threshold once the watch's figure has its span (5 s, read once a
+        # second), and the pod would go.
+        met = refault_ungated.wait_event("threshold met", timeout=20)
+        assert met["woken_by"] == ["refault_watch"], met
+        evicted = refault_ungated.wait_event("would evict pod", timeout=5)
+        assert (evicted["pod"], evicted["signal"], evicted["dry_run"]) == (real_pod.key, REFAULT, True)
+        assert evicted["message"].startswith("The node was low on resource: memory. Threshold quantity: 9991, ")
+        # Three more cycles still stalled: nobody evicted, each held-back line not repeated (once per episode).
         cycles = gated.metric("evictd_cycles_total")
         time.sleep(3.5)
         assert gated.metric("evictd_cycles_total") >= cycles + 3
         assert not [e for e in gated.events if e.get("event") in ("would evict pod", "threshold met")], gated.events
-        assert sum(e.get("event") == HELD_BACK for e in gated.events) == 1
+        assert sum(e.get("event") == HELD_BACK for e in gated.events) == 2
         assert gated.metric("evictd_threshold_met", signal=SOME, kind="hard") == 0
-        # The premise, on the real kernel: the cgroup reclaims and refaults its own pages over and over while the
-        # machine's global reclaim counters (what opens the gate) stay where they were.
+        assert gated.metric("evictd_threshold_met", signal=REFAULT, kind="hard") == 0
+        # The premise, on the real kernel: the cgroup reclaims and refaults its own pages over and over (the node's
+        # refault count grows by more than the threshold's share per 10 s) while the machine's global reclaim counters
+        # (what opens the gate) stay where they were.
+        elapsed_s = time.monotonic() - started
         refaults = memcg_stat(memcg, "workingset_refault_file") - refaults_before
         faults = memcg_stat(memcg, "pgmajfault") - faults_before
+        node_refaulted = refaulted_bytes() - refaulted_before
         scanned = global_reclaim_scan_pages() - scanned_before
+        per_10s_percent = node_refaulted * 10 / elapsed_s * 100 / mem_total_bytes()
         share = node_some_avg10()
         print(f"node some avg10 {share:.2f}% (held back at {held['stalled_percent']}%); in the thrashing cgroup "
-              f"{refaults} file refaults, {faults} major faults; global pgscan +{scanned} pages")
+              f"{refaults} file refaults, {faults} major faults; the node refaulted {node_refaulted >> 20} MiB in "
+              f"{elapsed_s:.1f} s ({per_10s_percent:.2f}% of memory per 10 s; held back at "
+              f"{held_refault['refaulted_percent']}%); global pgscan +{scanned} pages")
         assert refaults > 10_000  # (major faults count once per readahead window: a few hundred)
+        assert per_10s_percent > REFAULT_THRESHOLD_PERCENT
         assert scanned == 0
-        assert gated.stop() == 0
+        assert gated.stop() == 0 and refault_ungated.stop() == 0
 
-        # The same stall with the gate off: the threshold is met and the pod would be evicted.
+        # The same stall with the gate off: the stall threshold is met and the pod would be evicted.
         ungated = start_evictd(tmp_path / "off", evictd_processes, kubelet="evictionHard: {}\n",
-                               evictd=settings + "stallRequiresNodeReclaim: false\n")
+                               evictd="housekeepingInterval: 1s\npsiWakeups: false\n" + stall + node
+                               + "stallRequiresNodeReclaim: false\n")
         evicted = ungated.wait_event("would evict pod", timeout=15)
         assert (evicted["pod"], evicted["signal"], evicted["dry_run"]) == (real_pod.key, SOME, True)
         assert not [e for e in ungated.events if e.get("event") == HELD_BACK]

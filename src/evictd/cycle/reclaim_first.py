@@ -76,7 +76,11 @@ class MemoryReclaimStep:
         memory = summary.node.memory
         stall_full_avg10 = None if memory is None or memory.psi is None else memory.psi.full.avg10
         signal = str(thresholds[0].signal)
-        refaults = self._reclaimer.refault_file_bytes() if self.history.last is not None else None
+        refaults = None
+        if self.history.last is not None:
+            # The cycle's own reading of /proc/vmstat when its stats carry it (stall-family thresholds), else one read.
+            counted = None if memory is None or memory.reclaim is None else memory.reclaim.refault_file_bytes
+            refaults = counted if counted is not None else self._reclaimer.refault_file_bytes()
         self.history = judged(self.history, refaults, stall_full_avg10, now)
         try:
             holders: Sequence[CacheHolder] = self._reclaimer.holders()

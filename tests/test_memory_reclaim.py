@@ -4,7 +4,7 @@ eviction as before when it does not or when the memory is anonymous, the back-of
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -19,7 +19,16 @@ from evictd.core.engine import EngineConfig, EngineState
 from evictd.core.errors import SampleError
 from evictd.core.fs_layout import FsLayout, ReclaimAction
 from evictd.core.kubelet_config import EvictionSettings
-from evictd.core.memory_reclaim import BESTEFFORT, PODS, CacheHolder, ReclaimPlan, ReclaimSettings, ReclaimTarget
+from evictd.core.memory_reclaim import (
+    BESTEFFORT,
+    MAX_ROUNDS,
+    PODS,
+    CacheHolder,
+    ReclaimPlan,
+    ReclaimSettings,
+    ReclaimTarget,
+    another_round,
+)
 from evictd.cycle.manager import EvictionManager
 from evictd.cycle.reclaim_first import MemoryReclaimStep, memory_reclaim_event
 from evictd.cycle.render import simulation_text
@@ -179,10 +188,11 @@ class FakeReclaimer:
 
 
 def memory_manager(stats: Stats, reclaim: FakeReclaimer | None, clock: ManualClock,
-                   evictor: Evictor) -> EvictionManager:
+                   evictor: Evictor, monotonic: Callable[[], float] | None = None) -> EvictionManager:
     config = EngineConfig.from_settings(EvictionSettings(hard={"memory.available": "200Mi"},
                                                          minimum_reclaim={"memory.available": "100Mi"}))
-    step = None if reclaim is None else MemoryReclaimStep(ReclaimSettings(enabled=True), reclaim)  # type: ignore[arg-type]
+    step = None if reclaim is None else MemoryReclaimStep(ReclaimSettings(enabled=True), reclaim,  # type: ignore[arg-type]
+                                                          monotonic or clock.monotonic)
     return EvictionManager(config, stats=stats, layout=Layout(FsLayout()), pods=Pods(READER), reclaimer=Reclaimer(),
                            evictor=evictor, clock=clock, memory_reclaim=step)
 
@@ -219,7 +229,8 @@ def test_anonymous_growth_skips_and_evicts_without_reading_the_stats_again() -> 
 
 def test_a_reclaim_that_did_not_clear_it_evicts_tries_once_more_after_that_eviction_then_backs_off() -> None:
     evictor, fake, clock = Evictor(), FakeReclaimer(cache_mib=500), ManualClock()
-    manager = memory_manager(Stats(low(150), low(160), low(150), low(160), low(150)), fake, clock, evictor)
+    # Each reclaim frees what it is asked and the stats read after it lack as much as before: no second round.
+    manager = memory_manager(Stats(low(150), low(150), low(150), low(150), low(150)), fake, clock, evictor)
     first = manager.synchronize()
     assert [e.pod.name for e in evictor.calls] == ["reader"] and first.acted.reclaim_succeeded is False
     clock.now_s += 0.1  # the next cycle, right after the eviction: the evicted pod may have kept the cache in use
@@ -230,6 +241,50 @@ def test_a_reclaim_that_did_not_clear_it_evicts_tries_once_more_after_that_evict
     third = manager.synchronize()
     assert len(fake.plans) == 2 and len(evictor.calls) == 3
     assert third.acted.memory_reclaim is not None and third.acted.memory_reclaim.backing_off
+
+
+def test_a_reclaim_outpaced_by_the_pods_growth_runs_another_round_within_the_budget() -> None:
+    """As in the arena's active-file cell met mid-read: the round freed all it was asked, and the stats read after it
+    still lack 20 MiB (the reader went on filling its cache): a second round asks for those, and nobody is
+    evicted."""
+    evictor, fake = Evictor(), FakeReclaimer(cache_mib=500)
+    report = memory_manager(Stats(low(150), low(280), low(310)), fake, ManualClock(), evictor).synchronize()
+    assert evictor.calls == [] and report.acted.reclaim_succeeded is True
+    assert [plan.needed_bytes for plan in fake.plans] == [150 * MiB, 20 * MiB]
+    use = report.acted.memory_reclaim
+    assert use is not None and use.rounds == 2 and use.result is not None and use.result.freed_bytes == 170 * MiB
+    assert use.needed_bytes == 150 * MiB
+
+
+def test_no_further_round_once_the_budget_is_spent() -> None:
+    """The same readings, but the first round and the reading after it took the whole 50 ms budget: the eviction goes
+    ahead as today."""
+    evictor, fake, ticks = Evictor(), FakeReclaimer(cache_mib=500), iter([0.0, 0.05])
+    report = memory_manager(Stats(low(150), low(280), low(310)), fake, ManualClock(), evictor,
+                            monotonic=lambda: next(ticks)).synchronize()
+    assert [e.pod.name for e in evictor.calls] == ["reader"] and len(fake.plans) == 1
+    assert report.acted.memory_reclaim is not None and report.acted.memory_reclaim.rounds == 1
+
+
+def test_at_most_three_rounds() -> None:
+    """Growth that the reclaim outpaces, but only just, each time: three rounds, then the eviction."""
+    evictor, fake = Evictor(), FakeReclaimer(cache_mib=500)
+    stats = Stats(low(150), low(170), low(190), low(210), low(400))
+    report = memory_manager(stats, fake, ManualClock(), evictor).synchronize()
+    assert [e.pod.name for e in evictor.calls] == ["reader"] and len(fake.plans) == MAX_ROUNDS == 3
+    assert report.acted.memory_reclaim is not None and report.acted.memory_reclaim.rounds == 3
+
+
+@pytest.mark.parametrize(("asked", "freed", "lacking", "elapsed", "rounds", "again"), [
+    (150, 150, 20, 0.01, 1, True),    # freed all it was asked, the shortfall shrank: the pods grew meanwhile
+    (150, 120, 20, 0.01, 1, False),   # freed less than asked: the kernel could not, another round would not either
+    (150, 150, 150, 0.01, 1, False),  # the shortfall did not shrink: the growth keeps pace with the reclaim
+    (150, 150, 0, 0.01, 1, False),    # nothing lacks
+    (150, 150, 20, 0.05, 1, False),   # the budget is spent
+    (150, 150, 20, 0.01, 3, False),   # the third round was the last
+])
+def test_another_round(asked: int, freed: int, lacking: int, elapsed: float, rounds: int, again: bool) -> None:
+    assert another_round(asked * MiB, freed * MiB, lacking * MiB, elapsed, 0.05, rounds) is again
 
 
 # --- simulate and replay: a step that scripts the reclaim --------------------------------------------------------

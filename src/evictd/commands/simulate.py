@@ -293,7 +293,8 @@ class ScriptedMemoryReclaimer:
         return "not scripted in this step" if step is None or step.memory_reclaimed is None else None
 
     def holders(self) -> Sequence[CacheHolder]:
-        return (CacheHolder("kubepods", PODS, SCRIPTED_CACHE_BYTES),)
+        # One reclaim a step: after it, no cache is left to ask for (no further round).
+        return (CacheHolder("kubepods", PODS, 0 if self._stats.reclaimed else SCRIPTED_CACHE_BYTES),)
 
     def refault_file_bytes(self) -> int | None:
         return None

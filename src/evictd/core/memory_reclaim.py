@@ -29,6 +29,12 @@ The rule (`reclaim_plan`), for the thresholds a cycle is about to evict for:
 * Steps and budget: the adapter writes `STEP_BYTES` at a time and checks a monotonic deadline `budget_s` after the
   first write between writes (a write can block: the overrun is at most one step, ~6 ms at the 56 ms per 100 MiB
   measured in a 6.1 guest); past the deadline, the eviction goes ahead as today.
+* Rounds (`another_round`): when the stats read after a round still lack memory although the round freed all it
+  was asked, the pods grew meanwhile (a reader still filling its cache): another round asks for the new shortfall,
+  if it shrank (the reclaim outpaces the growth), within what is left of the same budget (the stats read between
+  rounds count against it), at most `MAX_ROUNDS` in all. In the arena's active-file cell the first run of each
+  batch of five was met mid-read: a round freed its 115-129 MiB in 6-16 ms and the stats still lacked 26 MiB; the
+  reader was evicted, and the next cycle's reclaim of 60 MiB then cleared the threshold.
 * Back-off: a reclaim that did not avoid the eviction, or after which page cache refaulted by at least
   `REFAULT_SHARE` of what it reclaimed within `REFAULT_WINDOW_S` (/proc/vmstat ``workingset_refault_file``: the
   cache was in use), or after which the node's memory PSI ``full avg10`` reached `STALL_FULL_AVG10` (where PSI is
@@ -58,6 +64,8 @@ STEP_BYTES = 16 * MiB
 # beyond it the reclaim would delay an eviction the node may need).
 DEFAULT_BUDGET_S = 0.05
 MAX_BUDGET_S = 0.2
+# At most this many reclaim rounds in one attempt (`another_round`), all within its budget.
+MAX_ROUNDS = 3
 # At most one attempt this often: bounds evictd's CPU in reclaim to budget / interval (2.5 % of a CPU at 50 ms).
 MIN_INTERVAL_S = 2.0
 # Back-off after a failed attempt: 60 s, doubled with each failure in a row, at most 10 min.
@@ -159,6 +167,13 @@ def needed_bytes(threshold: Threshold, observation: Observation) -> int:
     return max(0, -(-lacking // PAGE_BYTES) * PAGE_BYTES)
 
 
+def lacking_bytes(thresholds: Sequence[Threshold], observations: Mapping[Signal, Observation]) -> int:
+    """Return the largest `needed_bytes` of `thresholds` on a signal that counts page cache, observed in
+    `observations` (0: none lacks)."""
+    return max((needed_bytes(threshold, observations[threshold.signal]) for threshold in reclaimable(thresholds)
+                if threshold.signal in observations), default=0)
+
+
 def backoff_s(failures: int) -> float:
     """Return the back-off after `failures` failed attempts in a row (at least one)."""
     return min(MAX_BACKOFF_S, BACKOFF_S * float(2 ** max(0, failures - 1)))
@@ -198,6 +213,19 @@ def after_attempt(history: ReclaimHistory, attempt: ReclaimAttempt) -> ReclaimHi
         failed = _failed(replace(history, last=attempt, once_more=False), attempt.at_s, attempt.at_s)
         return replace(failed, once_more=history.failures == 0)
     return ReclaimHistory(last=attempt, failures=0, backoff_until_s=None)
+
+
+def another_round(asked_bytes: int, freed_bytes: int, still_needed_bytes: int, elapsed_s: float, budget_s: float,
+                  rounds: int) -> bool:
+    """Whether an attempt runs another round: its last round was asked `asked_bytes` and freed `freed_bytes`; the
+    stats read after it still lack `still_needed_bytes`; `elapsed_s` of its `budget_s` are spent (the reads between
+    rounds included) in `rounds` rounds.
+
+    Yes only when the round freed all it was asked (the kernel can drop the cache: what lacks is the pods' growth
+    meanwhile, not a failed reclaim), the shortfall shrank (the reclaim outpaces that growth), budget is left and
+    fewer than `MAX_ROUNDS` ran."""
+    return (0 < still_needed_bytes < asked_bytes <= freed_bytes and elapsed_s < budget_s
+            and rounds < MAX_ROUNDS)
 
 
 def reclaimable(thresholds: Sequence[Threshold]) -> list[Threshold]:
@@ -240,7 +268,7 @@ def reclaim_plan(settings: ReclaimSettings, thresholds: Sequence[Threshold],
     if history.last is not None and now - history.last.at_s < MIN_INTERVAL_S and not history.once_more:
         return ReclaimSkip(f"the last reclaim was {now - history.last.at_s:.1f} s ago (at most one every "
                            f"{MIN_INTERVAL_S:g} s)")
-    needed = max(needed_bytes(threshold, observations[threshold.signal]) for threshold in counted)
+    needed = lacking_bytes(counted, observations)
     if needed <= 0:
         return ReclaimSkip("nothing lacks")
     remaining = needed

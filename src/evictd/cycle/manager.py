@@ -64,7 +64,6 @@ from evictd.core.engine import (
 from evictd.core.errors import EvictdError
 from evictd.core.eviction_api import EvictionApiRound
 from evictd.core.fs_layout import FsLayout, ReclaimAction
-from evictd.core.memory_reclaim import cleared
 from evictd.core.pods import Pod
 from evictd.core.settled import (
     EARLY_CONFIRM_S,
@@ -313,19 +312,20 @@ class EvictionManager:
             self._holds_while_flapping += 1
         early_s = min(EARLY_CONFIRM_S, hold_s)
         self._clock.sleep(early_s)
-        summary = self._confirming_read(pods, errors)
+        summary = self._read_again(pods, errors, "to confirm a crossing")
         if early_s < hold_s and summary is not None and crossing_confirmed(crossed, summary) \
                 and not crossing_deep(crossed, summary):
             self._clock.sleep(hold_s - early_s)
-            summary = self._confirming_read(pods, errors)
+            summary = self._read_again(pods, errors, "to confirm a crossing")
         return summary, self._clock.monotonic()
 
-    def _confirming_read(self, pods: Sequence[Pod], errors: list[CycleError]) -> Summary | None:
+    def _read_again(self, pods: Sequence[Pod], errors: list[CycleError], why: str) -> Summary | None:
+        """The stats read again (`why`: "after resource reclaim", "to confirm a crossing"); None when they cannot be
+        read (the error is added to `errors`)."""
         try:
             return self._stats.summary(pods)
         except EvictdError as exc:
-            errors.append(CycleError(CycleStep.STATS,
-                                     f"eviction manager: failed to get summary stats to confirm a crossing: {exc}"))
+            errors.append(CycleError(CycleStep.STATS, f"eviction manager: failed to get summary stats {why}: {exc}"))
             return None
 
     def _reclaim_then_evict(self, seen: CycleReport, step: ReclaimThenEvict, summary: Summary,
@@ -336,23 +336,18 @@ class EvictionManager:
         errors = list(seen.errors)
         observed = seen.observed
         reclaim = tuple(self._reclaim(action) for action in step.actions)
-        memory = None if self._memory_reclaim is None or not spec_of(step.threshold.signal).is_memory else \
-            self._memory_reclaim.attempt(step.thresholds, seen.decided.assessment.observations, summary, seen.now)
+        memory, after, succeeded = None, None, None
+        if self._memory_reclaim is not None and spec_of(step.threshold.signal).is_memory:  # reclaim before evict
+            memory, after, succeeded = self._memory_reclaim.run(
+                step.thresholds, seen.decided.assessment.observations, summary, seen.now,
+                lambda: self._read_again(observed.pods, errors, "after resource reclaim"))
         reclaim = (*reclaim, memory.result) if memory is not None and memory.result is not None else reclaim
-        succeeded, after = None, None
-        if step.actions or (memory is not None and memory.result is not None):
-            try:
-                after = self._stats.summary(observed.pods)
-            except EvictdError as exc:
-                errors.append(CycleError(
-                    CycleStep.STATS, f"eviction manager: failed to get summary stats after resource reclaim: {exc}"))
-            succeeded = (reclaim_succeeded(self.state, after) if step.actions or after is None
-                         else cleared(step.thresholds, signal_observations(after)))  # reclaim before evict's check
-            if self._memory_reclaim is not None:
-                self._memory_reclaim.settle(succeeded)
-            if succeeded:
-                return replace(seen, acted=Acted(reclaim=reclaim, reclaim_succeeded=True, after_reclaim=after,
-                                                 memory_reclaim=memory), errors=tuple(errors))
+        if step.actions:
+            after = self._read_again(observed.pods, errors, "after resource reclaim")
+            succeeded = reclaim_succeeded(self.state, after)
+        if succeeded:
+            return replace(seen, acted=Acted(reclaim=reclaim, reclaim_succeeded=True, after_reclaim=after,
+                                             memory_reclaim=memory), errors=tuple(errors))
         route = self._eviction_api
         assessment = seen.decided.assessment
 

@@ -9,8 +9,10 @@ the eviction was avoided. Nothing here logs: what happened is in the returned `M
 """
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Protocol
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
+from typing import NamedTuple, Protocol
 
 from evictd.core.errors import EvictdError
 from evictd.core.fs_layout import ReclaimAction
@@ -22,11 +24,14 @@ from evictd.core.memory_reclaim import (
     ReclaimSettings,
     ReclaimSkip,
     after_attempt,
+    another_round,
+    cleared,
     judged,
+    lacking_bytes,
     reclaim_plan,
 )
 from evictd.core.signals import Signal
-from evictd.core.summary import Observation, Summary
+from evictd.core.summary import Observation, Summary, signal_observations
 from evictd.core.thresholds import Threshold
 from evictd.cycle.report import Acted, MemoryReclaimUse, ReclaimResult
 
@@ -58,47 +63,96 @@ class MemoryReclaimer(Protocol):
     def reclaim(self, plan: ReclaimPlan) -> Outcome: ...
 
 
+class ReclaimFirst(NamedTuple):
+    """What `MemoryReclaimStep.run` did: `use` (None: the rule is off or the node cannot), the stats read after its
+    last round (None: no round ran, or they could not be read) and whether they clear the thresholds (None: no round
+    ran)."""
+
+    use: MemoryReclaimUse | None
+    after: Summary | None = None
+    cleared: bool | None = None
+
+
 class MemoryReclaimStep:
     """The rule's memory between cycles, and its one call per cycle (see the module)."""
 
-    def __init__(self, settings: ReclaimSettings, reclaimer: MemoryReclaimer) -> None:
+    def __init__(self, settings: ReclaimSettings, reclaimer: MemoryReclaimer,
+                 monotonic: Callable[[], float] = time.monotonic) -> None:
         self.settings = settings
         self._reclaimer = reclaimer
+        self._monotonic = monotonic
         self.history = ReclaimHistory()
         self._pending: tuple[float, int] | None = None  # (started at, freed bytes) of the attempt awaiting `settle`
 
-    def attempt(self, thresholds: Sequence[Threshold], observations: Mapping[Signal, Observation], summary: Summary,
-                now: float) -> MemoryReclaimUse | None:
+    def run(self, thresholds: Sequence[Threshold], observations: Mapping[Signal, Observation], summary: Summary,
+            now: float, reread: Callable[[], Summary | None]) -> ReclaimFirst:
         """Reclaim before evicting for `thresholds` (the cycle's `observations`, read in `summary`), if the rule says
-        so; None when the rule is off or the node cannot (nothing to report)."""
+        so, in rounds (`evictd.core.memory_reclaim.another_round`) each followed by `reread` (the stats again; None:
+        unreadable), and settle whether the last reading clears the thresholds."""
         if not self.settings.enabled or self.settings.unavailable is not None or self._reclaimer.unavailable():
-            return None
-        memory = summary.node.memory
-        stall_full_avg10 = None if memory is None or memory.psi is None else memory.psi.full.avg10
+            return ReclaimFirst(None)
         signal = str(thresholds[0].signal)
-        refaults = None
-        if self.history.last is not None:
-            # The cycle's own reading of /proc/vmstat when its stats carry it (stall-family thresholds), else one read.
-            counted = None if memory is None or memory.reclaim is None else memory.reclaim.refault_file_bytes
-            refaults = counted if counted is not None else self._reclaimer.refault_file_bytes()
-        self.history = judged(self.history, refaults, stall_full_avg10, now)
+        self.history = judged(self.history, self._refaults(summary), self._stall_full_avg10(summary), now)
+        started = self._monotonic()
+        plan = self._plan(thresholds, observations, self.settings, now)
+        if not isinstance(plan, ReclaimPlan):
+            return ReclaimFirst(plan if isinstance(plan, MemoryReclaimUse) else
+                                MemoryReclaimUse(signal, skipped=plan.reason, backing_off=plan.backing_off))
+        needed, freed, rounds = plan.needed_bytes, 0, 0
+        while True:
+            rounds += 1
+            error = ""
+            try:
+                outcome: Outcome | None = self._reclaimer.reclaim(plan)
+            except EvictdError as exc:
+                outcome, error = None, str(exc)
+            round_freed = 0 if outcome is None else outcome.total_freed_bytes
+            freed += round_freed
+            after = reread()
+            cleared_now = after is not None and cleared(thresholds, signal_observations(after))
+            elapsed = self._monotonic() - started
+            if outcome is None:
+                self._settle_now(now, freed, cleared_now)
+                return ReclaimFirst(MemoryReclaimUse(signal, result=ReclaimResult(
+                    ReclaimAction.MEMORY_RECLAIM, error=error), needed_bytes=needed, rounds=rounds), after, cleared_now)
+            lacking = 0 if after is None else lacking_bytes(thresholds, signal_observations(after))
+            again = None
+            if not cleared_now and after is not None and another_round(
+                    plan.needed_bytes, round_freed, lacking, elapsed, self.settings.budget_s, rounds):
+                again = self._plan(thresholds, signal_observations(after),
+                                   replace(self.settings, budget_s=self.settings.budget_s - elapsed), now)
+            if not isinstance(again, ReclaimPlan):
+                self._settle_now(now, freed, cleared_now)
+                return ReclaimFirst(MemoryReclaimUse(
+                    signal, result=ReclaimResult(ReclaimAction.MEMORY_RECLAIM, freed_bytes=freed),
+                    needed_bytes=needed, elapsed_s=elapsed, stopped=outcome.stopped, rounds=rounds), after,
+                    cleared_now)
+            plan = again
+
+    def _plan(self, thresholds: Sequence[Threshold], observations: Mapping[Signal, Observation],
+              settings: ReclaimSettings, now: float) -> ReclaimPlan | ReclaimSkip | MemoryReclaimUse:
         try:
             holders: Sequence[CacheHolder] = self._reclaimer.holders()
         except EvictdError as exc:
-            return MemoryReclaimUse(signal, skipped=f"page cache not readable: {exc}")
-        plan = reclaim_plan(self.settings, thresholds, observations, holders, self.history, now)
-        if isinstance(plan, ReclaimSkip):
-            return MemoryReclaimUse(signal, skipped=plan.reason, backing_off=plan.backing_off)
-        try:
-            outcome = self._reclaimer.reclaim(plan)
-        except EvictdError as exc:
-            self._pending = (now, 0)
-            return MemoryReclaimUse(signal, result=ReclaimResult(ReclaimAction.MEMORY_RECLAIM, error=str(exc)),
-                                    needed_bytes=plan.needed_bytes)
-        self._pending = (now, outcome.total_freed_bytes)
-        return MemoryReclaimUse(signal, result=ReclaimResult(ReclaimAction.MEMORY_RECLAIM,
-                                                             freed_bytes=outcome.total_freed_bytes),
-                                needed_bytes=plan.needed_bytes, elapsed_s=outcome.elapsed_s, stopped=outcome.stopped)
+            return MemoryReclaimUse(str(thresholds[0].signal), skipped=f"page cache not readable: {exc}")
+        return reclaim_plan(settings, thresholds, observations, holders, self.history, now)
+
+    def _refaults(self, summary: Summary) -> int | None:
+        if self.history.last is None:
+            return None
+        # The cycle's own reading of /proc/vmstat when its stats carry it (stall-family thresholds), else one read.
+        memory = summary.node.memory
+        counted = None if memory is None or memory.reclaim is None else memory.reclaim.refault_file_bytes
+        return counted if counted is not None else self._reclaimer.refault_file_bytes()
+
+    @staticmethod
+    def _stall_full_avg10(summary: Summary) -> float | None:
+        memory = summary.node.memory
+        return None if memory is None or memory.psi is None else memory.psi.full.avg10
+
+    def _settle_now(self, now: float, freed: int, avoided: bool) -> None:
+        self._pending = (now, freed)
+        self.settle(avoided)
 
     def settle(self, avoided: bool) -> None:
         """Record whether the attempt of this cycle avoided the eviction (no attempt: nothing)."""

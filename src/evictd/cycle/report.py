@@ -174,7 +174,8 @@ class EvictionApiUse:
 class MemoryReclaimUse:
     """What reclaim before evict (evictd's own, `evictd.core.memory_reclaim`) did in a cycle for `signal`: skipped
     (`skipped` says why; `backing_off` when that is the back-off), or asked `needed_bytes` and freed
-    `result.freed_bytes` (or failed: `result.error`) in `elapsed_s`, stopping for `stopped`."""
+    `result.freed_bytes` (or failed: `result.error`) in `elapsed_s` over `rounds` rounds, the last stopping for
+    `stopped`."""
 
     signal: str
     skipped: str | None = None
@@ -183,6 +184,7 @@ class MemoryReclaimUse:
     elapsed_s: float = 0.0
     stopped: str = ""
     backing_off: bool = False
+    rounds: int = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -126,7 +126,7 @@ class CycleLogger:
         self._log.info("memory reclaim before eviction", cycle=number, signal=use.signal,
                        outcome=f"reclaimed {freed_mib:.0f} MiB, {verdict}",
                        needed_bytes=use.needed_bytes, freed_bytes=result.freed_bytes,
-                       elapsed_ms=round(use.elapsed_s * 1000, 1), stopped=use.stopped,
+                       elapsed_ms=round(use.elapsed_s * 1000, 1), stopped=use.stopped, rounds=use.rounds,
                        eviction_avoided=bool(acted.reclaim_succeeded))
 
     def _stall_held_back(self, number: int, held: tuple[HeldBack, ...]) -> None:

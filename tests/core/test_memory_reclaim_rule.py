@@ -11,7 +11,6 @@ from evictd.core.memory_reclaim import (
     BESTEFFORT,
     BURSTABLE,
     MAX_BACKOFF_S,
-    MIN_INTERVAL_S,
     PODS,
     REFAULT_WINDOW_S,
     CacheHolder,
@@ -24,6 +23,7 @@ from evictd.core.memory_reclaim import (
     after_attempt,
     backoff_s,
     cleared,
+    cpu_spent_s,
     judged,
     needed_bytes,
     reclaim_plan,
@@ -130,8 +130,9 @@ def test_the_budget_given_is_the_plans() -> None:
                  ReclaimHistory(ReclaimAttempt(NOW - 10, 100 * MiB, False), 1, NOW + 50), "backing off",
                  id="backing-off"),
     pytest.param(ON, threshold(), observed(150), holders(besteffort=500),
-                 ReclaimHistory(ReclaimAttempt(NOW - MIN_INTERVAL_S / 2, 300 * MiB, True)), "at most one every",
-                 id="interval-bounds-the-cpu"),
+                 ReclaimHistory(ReclaimAttempt(NOW - 1, 300 * MiB, True),
+                                recent=tuple((NOW - 9 + 0.5 * i, 0.05) for i in range(19))),
+                 "(at most 10% of one CPU)", id="cpu-share-bounds-the-attempts"),
 ])
 def test_skips(settings: ReclaimSettings, limit: Threshold, observation: Observation,
                cache: tuple[CacheHolder, ...], history: ReclaimHistory, reason: str) -> None:
@@ -146,7 +147,32 @@ def test_allocatable_memory_is_reclaimed_too() -> None:
     assert isinstance(plan, ReclaimPlan)
 
 
-def test_after_the_interval_and_the_back_off_it_plans_again() -> None:
+def test_a_reclaim_that_cleared_the_threshold_does_not_hold_back_the_next() -> None:
+    """As in the arena: a reader still filling its cache crossed again 1.2 s after a reclaim of 59 ms that cleared the
+    threshold; a fixed 2 s interval let it be evicted then (and the Guaranteed pod 0.3 s later). Within the CPU share,
+    the next attempt goes ahead."""
+    history = after_attempt(ReclaimHistory(), ReclaimAttempt(NOW, 131 * MiB, avoided=True, spent_s=0.059))
+    assert isinstance(plan_for(ON, threshold(), observed(150), holders(besteffort=500), history, NOW + 1.2),
+                      ReclaimPlan)
+
+
+def test_the_cpu_share_counts_the_attempts_of_the_last_window_only() -> None:
+    history = ReclaimHistory()
+    for i in range(19):  # 19 attempts of 50 ms, one every 0.5 s: 950 ms in the window
+        history = after_attempt(history, ReclaimAttempt(NOW + 0.5 * i, 100 * MiB, avoided=True, spent_s=0.05))
+    assert cpu_spent_s(history, NOW + 9.1) == pytest.approx(0.95)
+    assert isinstance(plan_for(ON, threshold(), observed(150), holders(besteffort=500), history, NOW + 9.1),
+                      ReclaimSkip)
+    # 10 s after the first, it has left the window: 900 ms spent, room for one more attempt of 50 ms.
+    assert cpu_spent_s(history, NOW + 10.0) == pytest.approx(0.9)
+    assert isinstance(plan_for(ON, threshold(), observed(150), holders(besteffort=500), history, NOW + 10.0),
+                      ReclaimPlan)
+    # The history keeps only the attempts of the last window.
+    history = after_attempt(history, ReclaimAttempt(NOW + 30, 100 * MiB, avoided=True, spent_s=0.05))
+    assert history.recent == ((NOW + 30, 0.05),)
+
+
+def test_after_the_back_off_it_plans_again() -> None:
     history = ReclaimHistory(ReclaimAttempt(NOW - BACKOFF_S - 1, 100 * MiB, False), 1, NOW - 1)
     assert isinstance(plan_for(ON, threshold(), observed(150), holders(besteffort=500), history, NOW),
                       ReclaimPlan)

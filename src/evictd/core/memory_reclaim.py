@@ -40,9 +40,12 @@ The rule (`reclaim_plan`), for the thresholds a cycle is about to evict for:
   cache was in use), or after which the node's memory PSI ``full avg10`` reached `STALL_FULL_AVG10` (where PSI is
   read), counts as a failure: no reclaim for `BACKOFF_S` doubling with each consecutive failure up to
   `MAX_BACKOFF_S`. A reclaim that avoided the eviction and was not refaulted resets the count.
-* CPU bound: at most one attempt every `MIN_INTERVAL_S`, each at most `budget_s` (plus one step) of reclaim work done
-  in evictd's own thread: at the 50 ms default, at most 2.5 % of one CPU while reclaims succeed, and after a failure
-  at most one attempt per `BACKOFF_S` (0.1 %).
+* CPU bound: the attempts' time (their rounds and the stats read between them, done in evictd's own thread) stays
+  within `CPU_SHARE` of one CPU over the last `CPU_WINDOW_S`: an attempt starts only when the time spent in that
+  window plus its budget fits (`cpu_spent_s`). At the 50 ms default that is up to 20 attempts in 10 s while reclaims
+  succeed (10 % of one CPU at most), and after a failure at most one attempt per `BACKOFF_S` (0.1 %). A fixed
+  interval of 2 s between attempts (the first rule) let a reader still filling its cache through the threshold 1.2 s
+  after a reclaim that cleared it get evicted, and the Guaranteed pod 0.3 s later, for cache the kernel could drop.
 
 Invariants: pure (no I/O, `now` is monotonic seconds given); inputs are never mutated.
 """
@@ -66,8 +69,9 @@ DEFAULT_BUDGET_S = 0.05
 MAX_BUDGET_S = 0.2
 # At most this many reclaim rounds in one attempt (`another_round`), all within its budget.
 MAX_ROUNDS = 3
-# At most one attempt this often: bounds evictd's CPU in reclaim to budget / interval (2.5 % of a CPU at 50 ms).
-MIN_INTERVAL_S = 2.0
+# The attempts' time in the last CPU_WINDOW_S stays within this share of one CPU (`cpu_spent_s`).
+CPU_SHARE = 0.1
+CPU_WINDOW_S = 10.0
 # Back-off after a failed attempt: 60 s, doubled with each failure in a row, at most 10 min.
 BACKOFF_S = 60.0
 MAX_BACKOFF_S = 600.0
@@ -136,23 +140,27 @@ class ReclaimSkip:
 
 @dataclass(frozen=True, slots=True)
 class ReclaimAttempt:
-    """One attempt as it ended: when it started, what it reclaimed, whether the eviction was avoided, and the
-    node's page cache refault count (bytes) when it ended (None: not read)."""
+    """One attempt as it ended: when it started, what it reclaimed, whether the eviction was avoided, the node's
+    page cache refault count (bytes) when it ended (None: not read), and the seconds it took (its rounds and the
+    stats read between them)."""
 
     at_s: float
     reclaimed_bytes: int
     avoided: bool
     refault_file_bytes: int | None = None
+    spent_s: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
 class ReclaimHistory:
     """What the rule remembers between cycles (not saved across restarts): the last attempt, the failures in a
-    row, and the end of the back-off (None: none runs)."""
+    row, the end of the back-off (None: none runs), and the attempts of the last `CPU_WINDOW_S` as (started at,
+    seconds spent)."""
 
     last: ReclaimAttempt | None = None
     failures: int = 0
     backoff_until_s: float | None = None
+    recent: tuple[tuple[float, float], ...] = ()
     # The last attempt, the first failure in a row, did not avoid its eviction: the next cycle, which comes after that
     # eviction, may try once more despite the back-off and the interval (`after_attempt`).
     once_more: bool = False
@@ -209,10 +217,17 @@ def after_attempt(history: ReclaimHistory, attempt: ReclaimAttempt) -> ReclaimHi
     the evicted pod may be what kept the cache in use. In the arena's active-file cell the reader was still reading
     its file when the first reclaim dropped 131 MiB of it: not enough, the reader was evicted, and the back-off then
     let the next cycle, 70 ms later, evict the Guaranteed pod for the reader's cache, now idle (1 run of 5)."""
+    recent = (*(entry for entry in history.recent if entry[0] > attempt.at_s - CPU_WINDOW_S),
+              (attempt.at_s, attempt.spent_s))
     if not attempt.avoided:
-        failed = _failed(replace(history, last=attempt, once_more=False), attempt.at_s, attempt.at_s)
+        failed = _failed(replace(history, last=attempt, once_more=False, recent=recent), attempt.at_s, attempt.at_s)
         return replace(failed, once_more=history.failures == 0)
-    return ReclaimHistory(last=attempt, failures=0, backoff_until_s=None)
+    return ReclaimHistory(last=attempt, failures=0, backoff_until_s=None, recent=recent)
+
+
+def cpu_spent_s(history: ReclaimHistory, now: float) -> float:
+    """The seconds the attempts that started in the last `CPU_WINDOW_S` before `now` took."""
+    return sum(spent for at, spent in history.recent if at > now - CPU_WINDOW_S)
 
 
 def another_round(asked_bytes: int, freed_bytes: int, still_needed_bytes: int, elapsed_s: float, budget_s: float,
@@ -252,7 +267,7 @@ def reclaim_plan(settings: ReclaimSettings, thresholds: Sequence[Threshold],
     `observations`), or why not: the amount is the largest need of those on a signal that counts page cache.
 
     `holders` are the cgroups that may hold pods' cache with their active file (`CacheHolder`); `history` should be
-    `judged` first. The checks run cheapest first: off, signal, back-off, interval, then the cache against the need.
+    `judged` first. The checks run cheapest first: off, signal, back-off, CPU share, then the cache against the need.
     """
     if not settings.enabled:
         return ReclaimSkip("memory reclaim before eviction is off")
@@ -265,9 +280,10 @@ def reclaim_plan(settings: ReclaimSettings, thresholds: Sequence[Threshold],
     if history.backoff_until_s is not None and now < history.backoff_until_s and not history.once_more:
         return ReclaimSkip(f"backing off after {history.failures} failed reclaim(s) for another "
                            f"{history.backoff_until_s - now:.0f} s", backing_off=True)
-    if history.last is not None and now - history.last.at_s < MIN_INTERVAL_S and not history.once_more:
-        return ReclaimSkip(f"the last reclaim was {now - history.last.at_s:.1f} s ago (at most one every "
-                           f"{MIN_INTERVAL_S:g} s)")
+    spent = cpu_spent_s(history, now)
+    if spent + settings.budget_s > CPU_SHARE * CPU_WINDOW_S:
+        return ReclaimSkip(f"reclaim took {spent * 1000:.0f} ms of the last {CPU_WINDOW_S:g} s (at most "
+                           f"{CPU_SHARE:.0%} of one CPU)")
     needed = lacking_bytes(counted, observations)
     if needed <= 0:
         return ReclaimSkip("nothing lacks")

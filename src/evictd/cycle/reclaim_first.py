@@ -1,11 +1,12 @@
 """Reclaim before evict in a cycle (evictd's own, issue 41): sequences the rule (`evictd.core.memory_reclaim`) over
 its adapter for the eviction manager, and remembers the attempts between cycles for the rule's back-off.
 
-The manager calls `attempt` when a memory threshold is about to evict (after the kubelet's node-level reclaim, which
-has no action for memory); if it returns a result, the manager reads the stats again and evicts only if a threshold
-it was for is still met with its minimum reclaim (`evictd.core.memory_reclaim.cleared`), then tells `settle` whether
-the eviction was avoided. Nothing here logs: what happened is in the returned `MemoryReclaimUse`
-(`evictd.cycle.report`), which the cycle report carries.
+The manager calls `MemoryReclaimStep.run` when a memory threshold is about to evict (after the kubelet's node-level
+reclaim, which has no action for memory), with a way to read the stats again. It reclaims in rounds, reading the
+stats after each (`evictd.core.memory_reclaim.another_round`), and says whether the last reading clears the
+thresholds it was for with their minimum reclaim (`evictd.core.memory_reclaim.cleared`): the manager evicts only
+if not. It remembers each attempt, what it took and whether it avoided the eviction. Nothing here logs: what
+happened is in the returned `MemoryReclaimUse` (`evictd.cycle.report`), which the cycle report carries.
 """
 from __future__ import annotations
 
@@ -82,7 +83,6 @@ class MemoryReclaimStep:
         self._reclaimer = reclaimer
         self._monotonic = monotonic
         self.history = ReclaimHistory()
-        self._pending: tuple[float, int] | None = None  # (started at, freed bytes) of the attempt awaiting `settle`
 
     def run(self, thresholds: Sequence[Threshold], observations: Mapping[Signal, Observation], summary: Summary,
             now: float, reread: Callable[[], Summary | None]) -> ReclaimFirst:
@@ -112,7 +112,7 @@ class MemoryReclaimStep:
             cleared_now = after is not None and cleared(thresholds, signal_observations(after))
             elapsed = self._monotonic() - started
             if outcome is None:
-                self._settle_now(now, freed, cleared_now)
+                self._settle(now, freed, elapsed, cleared_now)
                 return ReclaimFirst(MemoryReclaimUse(signal, result=ReclaimResult(
                     ReclaimAction.MEMORY_RECLAIM, error=error), needed_bytes=needed, rounds=rounds), after, cleared_now)
             lacking = 0 if after is None else lacking_bytes(thresholds, signal_observations(after))
@@ -122,7 +122,7 @@ class MemoryReclaimStep:
                 again = self._plan(thresholds, signal_observations(after),
                                    replace(self.settings, budget_s=self.settings.budget_s - elapsed), now)
             if not isinstance(again, ReclaimPlan):
-                self._settle_now(now, freed, cleared_now)
+                self._settle(now, freed, elapsed, cleared_now)
                 return ReclaimFirst(MemoryReclaimUse(
                     signal, result=ReclaimResult(ReclaimAction.MEMORY_RECLAIM, freed_bytes=freed),
                     needed_bytes=needed, elapsed_s=elapsed, stopped=outcome.stopped, rounds=rounds), after,
@@ -150,18 +150,10 @@ class MemoryReclaimStep:
         memory = summary.node.memory
         return None if memory is None or memory.psi is None else memory.psi.full.avg10
 
-    def _settle_now(self, now: float, freed: int, avoided: bool) -> None:
-        self._pending = (now, freed)
-        self.settle(avoided)
-
-    def settle(self, avoided: bool) -> None:
-        """Record whether the attempt of this cycle avoided the eviction (no attempt: nothing)."""
-        if self._pending is None:
-            return
-        at, freed = self._pending
-        self._pending = None
+    def _settle(self, at: float, freed: int, spent_s: float, avoided: bool) -> None:
+        """Remember the attempt that started at `at`: what it freed in `spent_s`, whether it avoided the eviction."""
         refaults = self._reclaimer.refault_file_bytes()
-        self.history = after_attempt(self.history, ReclaimAttempt(at, freed, avoided, refaults))
+        self.history = after_attempt(self.history, ReclaimAttempt(at, freed, avoided, refaults, spent_s))
 
 
 # The reason of the Normal event on the node that tells what reclaim before evict did.

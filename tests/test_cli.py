@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from evictd import __version__
 from evictd.commands.simulate import parse_scenario
 from evictd.core.saved_state import STATE_VERSION, threshold_record
 from real_cgroups import CGROUP_MOUNT, temporary_cgroup
@@ -378,7 +379,7 @@ def test_a_reader_that_closes_the_pipe_ends_evictd_quietly_with_the_sigpipe_stat
 
 def test_version_and_every_subcommands_help_has_a_description_and_examples() -> None:
     version = evictd("--version")
-    assert version.returncode == 0 and version.stdout.strip() == "evictd 0.1.0"
+    assert version.returncode == 0 and version.stdout.strip() == f"evictd {__version__}"
     for command in (["check-config"], ["run"], ["shadow-report"], ["record"], ["record", "export"], ["replay"],
                     ["explain"], ["simulate"]):
         shown = evictd(*command, "--help")

@@ -7,8 +7,8 @@ chart is a copy of it with version and appVersion bumped (so its image tag is th
 would bump them. Values only say what is particular to this test node (hostPaths, the configuration's
 cgroupDriver and cgroupRoot, a 1 s interval), as tests/cluster/test_daemonset_real.py's overlay does; the
 configuration stays the shipped dry-run one. The harness applied evictd's identity objects from the kustomize
-base already: the install takes them over (`--take-ownership`), as an operator moving from `kubectl apply -k`
-to the chart would.
+base already: the install takes them over (`--take-ownership --force-conflicts`: helm applies server-side, the
+harness applied client-side), as an operator moving from `kubectl apply -k` to the chart would.
 
 After the upgrade the new pod (the next version's image) holds the stateDir lock, and the stateDir holds what the
 old pod wrote: every recording segment of its run, with every cycle it had recorded, beside the new run's.
@@ -107,7 +107,7 @@ def test_helm_install_then_upgrade_keeps_the_state_directory(real_cluster: RealC
     cluster = real_cluster
     kubeconfig = str(cluster.admin_kubeconfig)
     common = ["--namespace", EVICTD_NAMESPACE, "--kubeconfig", kubeconfig, "--values", str(chart_release["values"])]
-    helm("install", RELEASE, str(chart_release["chart"]), "--take-ownership", *common)
+    helm("install", RELEASE, str(chart_release["chart"]), "--take-ownership", "--force-conflicts", *common)
     old = wait_ready(cluster, f"ghcr.io/evictd/evictd:{__version__}")
     state_dir = chart_release["state"]
     assert lock_holder_pod_uid(state_dir) == old["metadata"]["uid"]

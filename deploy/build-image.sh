@@ -8,14 +8,17 @@
 # localhost/evictd-base:<release>-<hash of the package list> (built once, then reused; IMAGE_REBUILD_BASE=1
 # builds it again).
 #
-# Settings (environment): IMAGE (the reference, default ghcr.io/evictd/evictd:0.1.0), IMAGE_ARCHIVE (default
+# Settings (environment): IMAGE (the reference, default ghcr.io/evictd/evictd:<version>, the version being
+# src/evictd/__init__.py's __version__, said nowhere else), IMAGE_ARCHIVE (default
 # build/evictd-image.oci.tar), IMAGE_BASE (skip the probe: use this base), BUILD_CA (a CA bundle pip trusts
 # during the build, default this machine's; for networks that intercept TLS).
 # Prints, and writes beside the archive (<archive>.txt), the base used, the build time and the sizes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-IMAGE=${IMAGE:-ghcr.io/evictd/evictd:0.1.0}
+VERSION=$(sed -n 's/^__version__ = "\(.*\)"$/\1/p' src/evictd/__init__.py)
+[ -n "$VERSION" ] || { echo "build-image.sh: no __version__ in src/evictd/__init__.py" >&2; exit 1; }
+IMAGE=${IMAGE:-ghcr.io/evictd/evictd:$VERSION}
 ARCHIVE=${IMAGE_ARCHIVE:-build/evictd-image.oci.tar}
 BUILD_CA=${BUILD_CA:-/etc/ssl/certs/ca-certificates.crt}
 CONTAINERFILE=deploy/Containerfile
@@ -65,7 +68,7 @@ else
 fi
 
 previous=$(buildah inspect --type image --format '{{.FromImageID}}' "$IMAGE" 2>/dev/null || true)
-args=(--isolation chroot --network host --layers=false --build-arg "BASE=$base" -f "$CONTAINERFILE" -t "$IMAGE")
+args=(--isolation chroot --network host --layers=false --build-arg "BASE=$base" --build-arg "VERSION=$VERSION" -f "$CONTAINERFILE" -t "$IMAGE")
 if [ -r "$BUILD_CA" ]; then
     args+=(--volume "$BUILD_CA:/run/evictd-build-ca.crt:ro" --build-arg PIP_CERT=/run/evictd-build-ca.crt)
 fi

@@ -14,9 +14,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from evictd import __version__
+
 REPO = Path(__file__).resolve().parents[1]
-# What `make image` tags (deploy/build-image.sh's default, the DaemonSet's image).
-IMAGE_REFERENCE = "ghcr.io/evictd/evictd:0.1.0"
+# What `make image` tags (deploy/build-image.sh's default, the DaemonSet's image): the version's tag.
+IMAGE_REFERENCE = f"ghcr.io/evictd/evictd:{__version__}"
 # A cold build (Debian base made first) took about 2 minutes on a loaded 2-core VM: generous, not tight.
 BUILD_TIMEOUT_S = 1200.0
 OUTPUT_TAIL_CHARS = 4000

@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import os
 import shlex
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
 
 import pytest
 import yaml
 
+from evictd import __version__
 from evictd.commands.simulate import parse_scenario
 from evictd.core.saved_state import STATE_VERSION, threshold_record
 from real_cgroups import CGROUP_MOUNT, temporary_cgroup
@@ -332,8 +333,10 @@ def test_bad_scenarios_exit_2_naming_the_path(tmp_path: Path, scenario: str, exp
 # --- --version ------------------------------------------------------------------------------------------------
 
 def test_version_prints_the_installed_distribution_version() -> None:
-    # The version the package metadata carries (pyproject.toml), so an image shows which evictd it holds.
-    expected = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["version"]
+    # The version the package metadata carries (pyproject.toml reads it from evictd.__version__), so an image
+    # shows which evictd it holds.
+    expected = importlib.metadata.version("evictd")
+    assert expected == __version__
     result = evictd("--version")
     assert result.returncode == 0, result.stderr
     assert result.stdout == f"evictd {expected}\n" and result.stderr == ""
@@ -378,7 +381,7 @@ def test_a_reader_that_closes_the_pipe_ends_evictd_quietly_with_the_sigpipe_stat
 
 def test_version_and_every_subcommands_help_has_a_description_and_examples() -> None:
     version = evictd("--version")
-    assert version.returncode == 0 and version.stdout.strip() == "evictd 0.1.0"
+    assert version.returncode == 0 and version.stdout.strip() == f"evictd {__version__}"
     for command in (["check-config"], ["run"], ["shadow-report"], ["record"], ["record", "export"], ["replay"],
                     ["explain"], ["simulate"]):
         shown = evictd(*command, "--help")

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import platform
 
+# The one place the version is said: the package metadata (pyproject.toml, dynamic), `evictd --version`, the
+# User-Agent, the image tag and the Helm chart follow it (tests/deploy/test_release.py holds them together).
 __version__ = "0.1.0"
 
 

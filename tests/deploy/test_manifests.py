@@ -17,7 +17,6 @@ import re
 import shutil
 import subprocess
 import sys
-import tomllib
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -26,6 +25,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
+from evictd import __version__
 from evictd.config import load_configuration
 from evictd.core.node_status import CONDITION_TO_TAINT_KEY, TAINT_EFFECT
 
@@ -524,8 +524,8 @@ def test_daemonset_runs_evictd_at_the_priorities_the_unit_gives_it() -> None:
 
 
 def test_daemonset_image_tag_is_the_project_version() -> None:
-    version = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]["version"]
-    assert container()["image"].rsplit(":", 1)[1] == version
+    # The version is said once, in evictd.__version__ (pyproject.toml reads it: tests/deploy/test_release.py).
+    assert container()["image"].rsplit(":", 1)[1] == __version__
 
 
 def test_daemonset_resources() -> None:

@@ -243,6 +243,111 @@ def test_missing_config_file_exits_2(tmp_path: Path) -> None:
     assert "nope.yaml" in result.stderr and "No such file or directory" in result.stderr
 
 
+# --- check-config and shadow-report: who evicts, evictd or the node's kubelet --------------------------------
+
+KUBELET = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"
+KUBELET_OFF = KUBELET + ('evictionHard: {memory.available: "0%", nodefs.available: "0%", nodefs.inodesFree: "0%", '
+                         'imagefs.available: "0%", imagefs.inodesFree: "0%"}\n')
+KUBELET_BELOW = KUBELET + ("evictionHard: {memory.available: 100Mi, nodefs.available: 5%, nodefs.inodesFree: 3%, "
+                           "imagefs.available: 10%, imagefs.inodesFree: 3%}\n")
+
+
+def handover(result: subprocess.CompletedProcess[str]) -> dict[str, object]:
+    assert result.returncode == 0, result.stderr
+    document: dict[str, object] = json.loads(result.stdout)["handover"]
+    return document
+
+
+def test_check_config_verifies_the_backstop_ordering_against_the_kubelets_configuration(tmp_path: Path) -> None:
+    ours = "config/kubelet-config.yaml"  # memory.available<200Mi, nodefs.available<10%, ..., imagefs.available<15%
+    below = write(tmp_path, "below.yaml", KUBELET_BELOW)
+    text = evictd("check-config", "--config", ours, "--kubelet-config", below)
+    assert text.returncode == 0, text.stderr
+    assert f"who evicts (the kubelet's configuration: --kubelet-config {below}):" in text.stdout
+    assert "backstop mode: on every signal both guard, evictd's hard threshold is above the kubelet's" in text.stdout
+    document = handover(evictd("check-config", "--config", ours, "--kubelet-config", below, "-o", "json"))
+    signals = {s["signal"]: s for s in document["signals"]}  # type: ignore[attr-defined]
+    assert document["mode"] == "backstop" and signals["memory.available"]["evicts"] == "evictd-first"
+    assert signals["imagefs.inodesFree"]["evicts"] == "kubelet"  # evictd has none there: the kubelet alone
+
+    # The kubelet's memory threshold at evictd's: not a backstop any more, and said so on stderr.
+    same = write(tmp_path, "same.yaml", KUBELET_BELOW.replace("100Mi", "200Mi"))
+    result = evictd("check-config", "--config", ours, "--kubelet-config", same)
+    assert result.returncode == 0 and "not a backstop" in result.stdout
+    assert "warning: memory.available" not in result.stderr, "the same threshold is a race, not a problem"
+    above = write(tmp_path, "above.yaml", KUBELET_BELOW.replace("100Mi", "300Mi"))
+    result = evictd("check-config", "--config", ours, "--kubelet-config", above)
+    assert "warning: memory.available: the kubelet first, then evictd: the kubelet's threshold is above" in result.stderr
+
+
+def test_check_config_says_nobody_evicts_when_evictd_lost_its_thresholds_and_the_kubelets_are_off(
+        tmp_path: Path) -> None:
+    lost = write(tmp_path, "lost.yaml", KUBELET + "evictionHard: {}\n")
+    off = write(tmp_path, "off.yaml", KUBELET_OFF)
+    result = evictd("check-config", "--config", lost, "--kubelet-config", off)
+    assert result.returncode == 0
+    assert result.stdout.startswith("NO EVICTION THRESHOLDS: no eviction threshold configured")
+    assert "warning: no eviction threshold configured" in result.stderr
+    assert "NO EVICTION: neither evictd nor the kubelet has a threshold" in result.stdout
+    assert "warning: memory.available: nobody: no threshold on either side" in result.stderr
+    document = handover(evictd("check-config", "--config", lost, "--kubelet-config", off, "-o", "json"))
+    assert document["mode"] == "none"
+    # evictd's thresholds with the kubelet's at 0%: evictd alone, nothing wrong as long as it acts.
+    alone = handover(evictd("check-config", "--config", "config/kubelet-config.yaml", "--kubelet-config", off,
+                            "-o", "json"))
+    assert alone["mode"] == "evictd-alone"
+
+
+def test_check_config_reads_the_kubelets_file_from_the_kubelet_root_by_default(tmp_path: Path) -> None:
+    root = tmp_path / "kubelet"
+    root.mkdir()
+    ours = write(tmp_path, "evictd.yaml", (ROOT / "config" / "kubelet-config.yaml").read_text() + "---\n"
+                 f"apiVersion: evictd.io/v1alpha1\nkind: EvictdConfiguration\nkubeletRootDir: {root}\n")
+    missing = handover(evictd("check-config", "--config", ours, "-o", "json"))
+    assert missing["mode"] == "kubelet-unknown" and "not found at" in str(missing["kubeletConfig"])
+    (root / "config.yaml").write_text(KUBELET_OFF)
+    found = handover(evictd("check-config", "--config", ours, "-o", "json"))
+    assert found["mode"] == "evictd-alone" and str(found["kubeletConfig"]).startswith(str(root / "config.yaml"))
+    none = handover(evictd("check-config", "--config", ours, "--kubelet-config", "", "-o", "json"))
+    assert none["mode"] == "kubelet-unknown"
+
+
+@pytest.mark.parametrize(("content", "named"), [
+    pytest.param(None, "--kubelet-config: ", id="missing"),
+    pytest.param(KUBELET + "evictionHard: {memory.available: -1Gi}\n", "memory.available", id="bad-threshold"),
+    pytest.param(KUBELET + "evictionHard: [memory.available]\n", "evictionHard", id="bad-type"),
+    pytest.param("apiVersion: evictd.io/v1alpha1\nkind: EvictdConfiguration\n", ".kind", id="not-kubelet"),
+])
+def test_a_kubelet_config_named_by_the_option_that_cannot_be_used_exits_2(tmp_path: Path, content: str | None,
+                                                                          named: str) -> None:
+    path = tmp_path / "kubelet.yaml"
+    if content is not None:
+        path.write_text(content)
+    result = evictd("check-config", "--config", "config/kubelet-config.yaml", "--kubelet-config", str(path))
+    assert result.returncode == 2 and result.stdout == "", result.stderr
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+    assert str(path) in result.stderr and named in result.stderr, result.stderr
+
+
+def test_shadow_report_says_who_would_evict_once_evictd_acts(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    state.mkdir()
+    side = {"pod": "shop/web", "resource": "memory"}
+    (state / "shadow.jsonl").write_text(json.dumps({"outcome": "agree", "time": "2026-11-25T10:00:00Z",
+                                                    "evictd": side, "kubelet": side}) + "\n")
+    ours = write(tmp_path, "evictd.yaml", (ROOT / "config" / "kubelet-config.yaml").read_text() + "---\n"
+                 f"apiVersion: evictd.io/v1alpha1\nkind: EvictdConfiguration\nstateDir: {state}\ndryRun: true\n")
+    below = write(tmp_path, "below.yaml", KUBELET_BELOW)
+    text = evictd("shadow-report", "--config", ours, "--kubelet-config", below)
+    assert text.returncode == 0, text.stderr
+    assert "who would evict once evictd acts (dryRun: false)" in text.stdout
+    assert "evictd, the kubelet as backstop" in text.stdout and "backstop mode" in text.stdout
+    assert handover(evictd("shadow-report", "--config", ours, "--kubelet-config", below, "-o", "json"))["mode"] \
+        == "backstop"
+    bare = evictd("shadow-report", "--state-dir", str(state))
+    assert "pass evictd's --config (and --kubelet-config) to see" in bare.stdout
+
+
 # --- simulate ---------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.stem)

@@ -121,7 +121,7 @@ FLOORS: tuple[tuple[str, ...], ...] = (  # from the top down
     ("cli",),
     ("run", "commands"),
     ("observe", "record"),
-    ("cycle",),
+    ("cycle", "kubelet_file"),
     ("adapters", "kube", "config"),
     ("cri",),
     ("clock", "log", "state_dir", "__init__"),

@@ -106,3 +106,14 @@ def test_live_view_shows_the_first_five_pods() -> None:
     screen = screen_of(run(MEMORY_CONFIG, [step], pods=many), 0)
     assert "  5. default/p2\n  ... and 2 more" in screen
     assert "  1. default/p6\n" in screen
+
+
+def test_live_view_says_there_is_no_threshold_rather_than_ok_when_none_is_configured() -> None:
+    # evictionHard: {} (any map, even empty, drops the kubelet's defaults) and no soft thresholds: nothing guarded.
+    unguarded = run({"evictionHard": {}}, [memory_step(0, 8 * Gi)])
+    screen = screen_of(unguarded, 0)
+    assert screen.splitlines()[1] == ("NO EVICTION THRESHOLDS: no eviction threshold configured (no evictionHard, "
+                                      "evictionSoft or stall thresholds): evictd evicts nothing on this node")
+    table = rows(screen)
+    assert table["memory.available"] == ["8.0 GiB", "16.0 GiB", "-", "no threshold"]
+    assert {cells[-1] for cells in table.values()} <= {"no threshold", "-"}, "no signal reads ok"

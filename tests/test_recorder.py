@@ -129,8 +129,10 @@ def test_replay_with_a_candidate_configuration_says_what_would_have_differed(tmp
     _, scenario, settings = example(EXAMPLES[0])  # 01-memory-pressure
     record(scenario, recorder(tmp_path, settings))
     candidate = tmp_path / "candidate.yaml"
+    # The candidate changes only what it states, on the recorded configuration: the same hard threshold, and no
+    # soft one any more.
     candidate.write_text("apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"
-                         "evictionHard: {memory.available: 1Gi}\n")  # the hard threshold only, no soft one
+                         "evictionHard: {memory.available: 1Gi}\nevictionSoft: {}\n")
 
     done = evictd("replay", str(tmp_path), "--config", str(candidate), "--output", "json")
     assert done.returncode == 0, done.stderr
@@ -591,7 +593,7 @@ def test_replay_text_names_the_run_of_each_cycle_when_the_recording_holds_severa
         hook.close()
     candidate = tmp_path / "candidate.yaml"
     candidate.write_text("apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"
-                         "evictionHard: {memory.available: 1Gi}\n")
+                         "evictionHard: {memory.available: 1Gi}\nevictionSoft: {}\n")
     text = evictd("replay", str(tmp_path), "--config", str(candidate))
     assert text.returncode == 0, text.stderr
     lines = text.stdout.splitlines()
@@ -803,8 +805,10 @@ def test_replay_of_the_shipped_sample(tmp_path: Path) -> None:
                                            "1970-01-01T00:06:50.000Z: every decision as recorded")
     assert "MemoryPressure  1970-01-01T00:00:10.000Z - 1970-01-01T00:06:50.000Z" in done.stdout
 
-    # A hard threshold of 500Mi alone: neither pod would have been evicted.
-    candidate = evictd("replay", str(SAMPLE), "--eviction-hard", "memory.available<500Mi", "--output", "json")
+    # From the kubelet's defaults with a hard threshold of 500Mi (and so no soft one): neither pod would have been
+    # evicted.
+    candidate = evictd("replay", str(SAMPLE), "--from-defaults", "--eviction-hard", "memory.available<500Mi",
+                       "--output", "json")
     assert candidate.returncode == 0, candidate.stderr
     document = json.loads(candidate.stdout)
     assert document["cycles"] == 8 and document["identical"] is False
@@ -819,3 +823,32 @@ def test_replay_of_the_shipped_sample(tmp_path: Path) -> None:
     ]
     assert document["pressure"] == [{"condition": "MemoryPressure", "recorded": [
         {"from": "1970-01-01T00:00:10.000Z", "to": "1970-01-01T00:06:50.000Z"}], "replayed": []}]
+
+
+def test_replay_flags_and_files_change_only_what_they_state_on_the_recorded_configuration(tmp_path: Path) -> None:
+    # The recorded value again, as a flag or a file: nothing differs (it once started from the kubelet's defaults,
+    # dropped the recorded soft threshold and reported 4 cycles decided differently).
+    same = evictd("replay", str(SAMPLE), "--eviction-hard", "memory.available<1Gi")
+    assert same.returncode == 0, same.stderr
+    assert same.stdout.splitlines()[0].endswith(": every decision as recorded"), same.stdout
+    restated = tmp_path / "same.yaml"
+    restated.write_text("apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"
+                        "evictionHard: {memory.available: 1Gi}\n")
+    as_file = json.loads(evictd("replay", str(SAMPLE), "--config", str(restated), "-o", "json").stdout)
+    assert as_file["identical"] is True and as_file["differences"] == []
+    defaults = evictd("replay", str(SAMPLE), "--from-defaults", "--eviction-hard", "memory.available<1Gi")
+    assert "4 cycles decided differently" in defaults.stdout.splitlines()[0], defaults.stdout
+
+    # Only the hard threshold lowered: the soft one (2Gi, grace met) still evicts shop/web in the same cycle, with the
+    # soft eviction's grace period (evictionMaxPodGracePeriod 20s) where the hard one gave 1s.
+    lowered = json.loads(evictd("replay", str(SAMPLE), "--eviction-hard", "memory.available<500Mi", "-o",
+                                "json").stdout)
+    changed = {(d["cycle"], d["what"]): d for d in lowered["differences"]}
+    assert set(changed) == {(5, "thresholdsMet"), (5, "evicted")}
+    assert changed[(5, "thresholdsMet")]["replayed"] == ["memory.available<2Gi (grace met)"]
+    assert changed[(5, "evicted")]["replayed"][0].startswith("shop/web for memory.available, grace 20s: ")
+
+
+def test_replay_from_defaults_needs_a_candidate() -> None:
+    done = evictd("replay", str(SAMPLE), "--from-defaults")
+    assert done.returncode == 2 and done.stderr.startswith("evictd: --from-defaults"), done.stderr

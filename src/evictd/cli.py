@@ -16,22 +16,20 @@ import os
 import sys
 import textwrap
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, cast
 
 from evictd import __version__
-from evictd.config import Configuration, EvictdSettings, load_configuration, read_documents
+from evictd.config import load_configuration, read_documents
 from evictd.core.duration import parse_go_duration
 from evictd.core.engine import EngineConfig
-from evictd.core.errors import ConfigError, DurationError, EvictdError, SampleError, ScenarioError, StateLockError
+from evictd.core.errors import ConfigError, DurationError, EvictdError, ScenarioError, StateLockError
 from evictd.core.fs_layout import FsLayout
 from evictd.core.kubelet_config import FLAG_NAMES
-from evictd.core.thresholds import derive_containerfs_thresholds
 
 if TYPE_CHECKING:  # the offline commands import what they need when they run
-    from evictd.core.node_protection import Finding
     from evictd.record.recording import Record, Recording
 
 EXIT_OK = 0
@@ -75,6 +73,12 @@ def _add_config_options(parser: argparse.ArgumentParser, *, kubelet_flags: bool 
                                 help="as the kubelet flag of the same name (applies after the files)")
 
 
+def _add_kubelet_config_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--kubelet-config", metavar="PATH",
+                        help="the node's kubelet configuration file, to say who evicts on each signal (default: "
+                        "<kubeletRootDir>/config.yaml when it exists; '' for none)")
+
+
 def _add_output_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-o", "--output", choices=("text", "json"), default="text",
                         help="text for people (default), or json: one JSON document alone on stdout")
@@ -108,14 +112,18 @@ def build_parser() -> argparse.ArgumentParser:
 
     check = _command(commands, "check-config", "print the effective eviction thresholds",
                      "The files and flags are read as the kubelet reads them; problems the kubelet's lenient "
-                     "decoding lets pass (an unknown or duplicate key) are warnings on stderr. Then how the node "
+                     "decoding lets pass (an unknown or duplicate key) are warnings on stderr. Then who evicts on "
+                     "each signal, evictd or the node's kubelet (--kubelet-config), and how the node "
                      "protects its daemons' memory, from the configuration and this machine's cgroups.",
                      ["evictd check-config --config /var/lib/kubelet/config.yaml",
                       "evictd check-config --config kubelet.yaml --config evictd.yaml --eviction-hard "
                       "memory.available<500Mi",
                       "evictd check-config --strict -o json --config /var/lib/kubelet/config.yaml",
-                      "evictd check-config --config-only --config kubelet.yaml"])
+                      "evictd check-config --config-only --config kubelet.yaml",
+                      "evictd check-config --config /etc/evictd/config.yaml --kubelet-config /var/lib/kubelet/"
+                      "config.yaml"])
     _add_config_options(check, kubelet_flags=True)
+    _add_kubelet_config_option(check)
     check.add_argument("--strict", action="store_true",
                        help="an unknown or duplicate KubeletConfiguration key is an error (exit 2), as in the "
                        "kubelet's strict decoding")
@@ -133,6 +141,7 @@ def build_parser() -> argparse.ArgumentParser:
                    ["evictd run --dry-run --config /var/lib/kubelet/config.yaml",
                     "evictd run --config /etc/evictd/config.yaml --state-dir /tmp/evictd-state --cycles 3"])
     _add_config_options(run, kubelet_flags=True)
+    _add_kubelet_config_option(run)
     _add_state_dir_option(run)
     run.add_argument("--dry-run", action="store_true", help="decide and report, change nothing")
     run.add_argument("--cycles", type=int, default=0, metavar="N",
@@ -143,6 +152,7 @@ def build_parser() -> argparse.ArgumentParser:
                       ["evictd shadow-report --config /etc/evictd/config.yaml", "evictd shadow-report --state-dir "
                        "/var/lib/evictd -o json"])
     _add_config_options(shadow)
+    _add_kubelet_config_option(shadow)
     _add_state_dir_option(shadow)
 
     record = _command(commands, "record", "the flight recorder's recording (in stateDir)",
@@ -160,12 +170,17 @@ def build_parser() -> argparse.ArgumentParser:
     _add_recording_options(export)
 
     replay = _command(commands, "replay", "run a recording through another configuration, print what differs",
-                      "Without --config or flags, the recorded configuration itself (a check of determinism).",
+                      "Without --config or flags, the recorded configuration itself (a check of determinism); with "
+                      "them, the recorded configuration with only what they state changed (--from-defaults: the "
+                      "kubelet's defaults with them).",
                       ["evictd replay /var/lib/evictd --config candidate.yaml --since 2h",
                        "evictd replay /var/lib/evictd --eviction-hard memory.available<1Gi -o json"])
     replay.add_argument("recording", metavar="RECORDING",
                         help="a stateDir, its recording folder, or one segment file")
     _add_config_options(replay, kubelet_flags=True)
+    replay.add_argument("--from-defaults", action="store_true",
+                        help="start --config and the flags from the kubelet's defaults, not from the recorded "
+                        "configuration (by default they change only what they state)")
     _add_recording_options(replay, state_dir=False)
 
     explain = _command(commands, "explain", "why a pod was evicted, or what would be evicted next",
@@ -213,92 +228,13 @@ def _state_dir(args: argparse.Namespace) -> str:
 
 
 def _check_config(args: argparse.Namespace) -> int:
-    from evictd.cycle.render import threshold_json, thresholds_text
+    from evictd.commands.check_config import check_config
+    from evictd.kubelet_file import find_kubelet_file
 
     configuration = load_configuration(args.config, _flags(args), strict=args.strict)
     layout = FsLayout(dedicated_imagefs=args.dedicated_imagefs, split_containerfs=args.split_containerfs)
-    engine_config = EngineConfig.from_settings(configuration.eviction)
-    thresholds, warnings = derive_containerfs_thresholds(engine_config.thresholds, layout)
-    # A derived containerfs threshold whose source is absent has no operator and can never be met.
-    shown = [t for t in thresholds if t.operator is not None]
-    for warning in (*configuration.warnings, *warnings):
-        print(f"warning: {warning}", file=sys.stderr)
-    protection = _node_protection(configuration, read_cgroups=not args.config_only)
-    if args.output == "json":
-        print(json.dumps({"thresholds": [threshold_json(t) for t in shown],
-                          "node_protection": [finding.fields() for finding in protection]}, indent=2))
-        return EXIT_OK
-    eviction = configuration.eviction
-    print(thresholds_text(shown) if shown else "no eviction thresholds")
-    print()
-    print(f"pressure transition period: {eviction.pressure_transition_period_s:g}s")
-    print(f"max pod grace period (soft evictions): {eviction.max_pod_grace_period_s}s")
-    print(f"local storage capacity isolation: {str(eviction.local_storage_capacity_isolation).lower()}")
-    print(f"enforce node allocatable: {', '.join(eviction.enforce_node_allocatable) or '(none)'}")
-    print(f"housekeeping interval: {configuration.evictd.housekeeping_interval_s:g}s")
-    own = configuration.evictd
-    print(_memory_reclaim_text(own, read_cgroups=not args.config_only))
-    # What `run` does to protect itself; its start-up log lines say how it went (docs/deployment.md).
-    print(f"lock memory: {str(own.lock_memory).lower()}"
-          + (" (mlockall at start; needs CAP_IPC_LOCK or an unlimited RLIMIT_MEMLOCK)" if own.lock_memory else ""))
-    print("oom_score_adj: " + (f"{own.oom_score_adj} (set at start; lowering needs CAP_SYS_RESOURCE)"
-                               if own.oom_score_adj is not None else "as started (OOMScoreAdjust= of the unit, the "
-                               "kubelet's for the pod)"))
-    print()
-    print(_node_protection_text(protection, read_cgroups=not args.config_only))
-    return EXIT_OK
-
-
-def _memory_reclaim_text(own: EvictdSettings, *, read_cgroups: bool) -> str:
-    """Whether reclaim before evict is on, and, with `read_cgroups`, whether this node can (else it acts as off)."""
-    from evictd.adapters.cgroups import CgroupReader, detect_cgroup_layout
-    from evictd.adapters.memory_reclaim import CgroupMemoryReclaimer
-
-    if not own.memory_reclaim_before_eviction:
-        return "memory reclaim before eviction: off"
-    text = f"memory reclaim before eviction: on (budget {own.memory_reclaim_budget_s * 1000:g}ms)"
-    if not read_cgroups:
-        return text
-    try:
-        layout = detect_cgroup_layout(own.cgroupfs_path, own.cgroup_driver, base=own.cgroup_root.strip("/"))
-        unavailable = CgroupMemoryReclaimer(CgroupReader(layout)).unavailable()
-    except SampleError as exc:
-        unavailable = str(exc)
-    return text if unavailable is None else f"{text}, unavailable here: {unavailable} (acts as off)"
-
-
-def _node_protection(configuration: Configuration, *, read_cgroups: bool) -> list[Finding]:
-    """The findings on how the node protects its daemons' memory: the configuration's, and with `read_cgroups`
-    this machine's cgroups' (as `run` logs them at start)."""
-    from evictd.adapters.cgroups import CgroupReader, detect_cgroup_layout
-    from evictd.adapters.node_protection import read_node_cgroups
-    from evictd.core.node_protection import configuration_findings, node_protection_findings, unread_cgroups_finding
-
-    reservation, enforced = configuration.reservation, configuration.eviction.enforce_node_allocatable
-    if not read_cgroups:
-        return configuration_findings(reservation, enforced)
-    own = configuration.evictd
-    try:
-        layout = detect_cgroup_layout(own.cgroupfs_path, own.cgroup_driver, base=own.cgroup_root.strip("/"))
-    except SampleError as exc:
-        return [*configuration_findings(reservation, enforced), unread_cgroups_finding(exc.source, exc.reason)]
-    cgroups = CgroupReader(layout)
-    try:
-        return node_protection_findings(reservation, enforced, read_node_cgroups(cgroups))
-    finally:
-        cgroups.close()
-
-
-def _node_protection_text(findings: Sequence[Finding], *, read_cgroups: bool) -> str:
-    from evictd.cycle.render import printable
-
-    lines = ["node memory protection:" + ("" if read_cgroups else " (configuration only: cgroups not read)")]
-    for finding in findings:
-        lines.append(f"  {finding.status:<8} {printable(finding.what)}: {printable(finding.value)}")
-        lines.append(f"           {printable(finding.detail)}")
-        if finding.advice:
-            lines.append(f"           advice: {printable(finding.advice)}")
-    return "\n".join(lines)
+    kubelet = find_kubelet_file(args.kubelet_config, configuration.evictd.kubelet_root_dir)
+    return check_config(configuration, layout, kubelet, read_cgroups=not args.config_only, output=args.output)
 
 
 def _simulate(args: argparse.Namespace) -> int:
@@ -390,12 +326,21 @@ def _record(args: argparse.Namespace) -> int:
 
 
 def _replay(args: argparse.Namespace) -> int:
-    from evictd.commands.replay import replay, replay_json, replay_text
+    from evictd.commands.replay import Candidate, replay, replay_json, replay_text
 
     flags = _flags(args)
-    config = None
+    config: Candidate | None = None
     if args.config or flags:
-        config = EngineConfig.from_settings(load_configuration(args.config, flags).eviction)
+        config = EngineConfig.from_settings(load_configuration(args.config, flags).eviction)  # bad files: exit 2
+        if not args.from_defaults:  # layered on each run's recorded configuration
+
+            def layered(recorded: Mapping[str, object]) -> EngineConfig:
+                return EngineConfig.from_settings(load_configuration(args.config, flags, base=recorded).eviction)
+
+            config = layered
+    elif args.from_defaults:
+        raise ConfigError("needs --config or a kubelet eviction flag to start from the kubelet's defaults",
+                          key="--from-defaults", value=True)
     recording = _recording(args.recording, args)
     seen = [False]
 
@@ -423,6 +368,7 @@ def _explain(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from evictd.kubelet_file import find_kubelet_file
     from evictd.run.composition import build_daemon, check_settings
     from evictd.run.daemon import serve
 
@@ -434,13 +380,21 @@ def _run(args: argparse.Namespace) -> int:
     if args.cycles < 0:
         raise ConfigError("must not be negative", key="--cycles", value=args.cycles)
     check_settings(configuration)
-    return serve(build_daemon(configuration, max_cycles=args.cycles))
+    kubelet = find_kubelet_file(args.kubelet_config, configuration.evictd.kubelet_root_dir)
+    return serve(build_daemon(configuration, max_cycles=args.cycles, kubelet=kubelet))
 
 
 def _shadow_report(args: argparse.Namespace) -> int:
     from evictd.commands.shadow_report import read_comparisons, summary, summary_text
 
     report = summary(read_comparisons(_state_dir(args)))
+    if args.config:  # evictd's thresholds are known: who would evict once it acts, beside the node's kubelet
+        from evictd.commands.shadow_report import with_handover
+        from evictd.kubelet_file import find_kubelet_file
+
+        configuration = load_configuration(args.config)
+        kubelet = find_kubelet_file(args.kubelet_config, configuration.evictd.kubelet_root_dir)
+        report = with_handover(report, configuration.eviction.thresholds(), kubelet)
     print(json.dumps(report, indent=2) if args.output == "json" else summary_text(report))
     return EXIT_OK
 

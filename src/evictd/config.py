@@ -427,17 +427,20 @@ def _located(exc: ConfigError, where: str) -> ConfigError:
     return exc.at(f"{where}: {exc.key}", exc.value)
 
 
-def load_configuration(paths: Sequence[str], flags: Sequence[tuple[str, str]] = (), *,
-                       strict: bool = False) -> Configuration:
+def load_configuration(paths: Sequence[str], flags: Sequence[tuple[str, str]] = (), *, strict: bool = False,
+                       base: Mapping[str, object] | None = None) -> Configuration:
     """Return the configuration from the files at `paths` (in order) and the kubelet eviction `flags`.
 
     With no file at all evictd behaves as a kubelet with an empty config file (the defaults apply; a
     flags-only kubelet would have no hard thresholds at all: a documented difference). What the kubelet's
     strict decoding rejects and its lenient fallback accepts (an unknown or duplicate KubeletConfiguration key) is
-    a warning, or with `strict` an error. Raises ConfigError.
+    a warning, or with `strict` an error. `base`, a KubeletConfiguration with evictd's stall maps beside (what a
+    recording holds), comes before the files: they and the flags change only what they state. Raises ConfigError.
     """
-    kubelet_docs: list[Mapping[str, object]] = []
-    evictd_docs: list[Mapping[str, object]] = []
+    base = base or {}
+    kubelet_docs: list[Mapping[str, object]] = [{k: v for k, v in base.items()
+                                                 if k not in STALL_SETTINGS and k not in ("apiVersion", "kind")}]
+    evictd_docs: list[Mapping[str, object]] = [{k: v for k, v in base.items() if k in STALL_SETTINGS}]
     warnings: list[str] = []
     for path in paths:
         kubelet_file = False

@@ -5,6 +5,10 @@ recorded monotonic times (`recording.scenario_parts`), driven by `simulate.run_s
 candidate configuration; each replayed cycle's decision (`recording.decision_of`) is compared with the
 recorded one. With the recording's own configuration the decisions are the recorded ones.
 
+A candidate given as files and flags (`evictd replay --config/--eviction-*`) is layered on each run's recorded
+configuration by default: it changes only what it states ("what if only this changed"); `--from-defaults` starts
+it from the kubelet's defaults instead, as a kubelet given only those files and flags would.
+
 A replay follows the recorded node, not the node the candidate would have made: after the first cycle that
 differs, the node's later readings (and pod lists) are still what really happened. Node-level reclaim frees
 what the recording says it freed when it ran then (the Summary read after it), and nothing in cycles where only
@@ -117,12 +121,18 @@ class ReplayedRun:
     restored: bool | None
 
 
-def replayed_runs(records: Iterable[Record], config: EngineConfig | None = None,
+# The candidate configuration of a replay: fixed, or made from each run's recorded configuration document (a
+# KubeletConfiguration with evictd's stall maps beside), so that it changes only what the candidate states.
+Candidate = EngineConfig | Callable[[Mapping[str, object]], EngineConfig]
+
+
+def replayed_runs(records: Iterable[Record], config: Candidate | None = None,
                   problem: Callable[[str], None] = lambda message: None) -> Iterator[ReplayedRun]:
     """Run each run of evictd in `records` (in order) through the eviction manager, from the state it started
-    from (see the module's description), with `config` (None: the run's own recorded configuration); cycles
-    without a Summary are left out, and so are cycles whose readings or pods do not decode (`problem` is told).
-    Each run's cycles are read and replayed as they are iterated, before the next run."""
+    from (see the module's description), with `config` (None: the run's own recorded configuration; a function:
+    the configuration it makes of the run's recorded one); cycles without a Summary are left out, and so are cycles
+    whose readings or pods do not decode (`problem` is told). Each run's cycles are read and replayed as they are
+    iterated, before the next run."""
     for _, group in groupby(records, key=lambda record: record.run):
         head, start, steps = scenario_parts(group, exact_times=True)
         if head is None or start is None:
@@ -133,8 +143,11 @@ def replayed_runs(records: Iterable[Record], config: EngineConfig | None = None,
         except (ScenarioError, DecodeError) as exc:
             problem(f"run {start.run} cannot be replayed: {exc}")
             continue
-        if config is not None:
+        if isinstance(config, EngineConfig):
             scenario = replace(scenario, config=config)
+        elif config is not None:
+            recorded = head.get("config")
+            scenario = replace(scenario, config=config(recorded if isinstance(recorded, Mapping) else {}))
         first = next(steps)
         try:
             at = first[1]["at"]
@@ -165,10 +178,10 @@ def _replayed_cycles(runner: ScenarioRunner, steps: Iterator[tuple[Record, JsonO
         yield record, runner.step(step)
 
 
-def replay(records: Iterable[Record], config: EngineConfig | None = None,
+def replay(records: Iterable[Record], config: Candidate | None = None,
            problem: Callable[[str], None] = lambda message: None) -> Replay:
-    """Replay `records` (in order) with `config` (None: each run's own recorded configuration); `problem` is
-    told about cycles that cannot be replayed."""
+    """Replay `records` (in order) with `config` (None: each run's own recorded configuration; see `Candidate`);
+    `problem` is told about cycles that cannot be replayed."""
     differences: list[Difference] = []
     recorded_timeline: list[tuple[float, list[str]]] = []
     replayed_timeline: list[tuple[float, list[str]]] = []
@@ -232,7 +245,8 @@ def replay_text(result: Replay) -> str:
     runs = f"{result.runs} run{'' if result.runs == 1 else 's'} of evictd"
     lines = [f"replayed {result.cycles} cycles ({runs}) from {wall_text(result.first_wall)} "
              f"to {wall_text(result.last_wall)}: "
-             + (f"{changed} cycles decided differently" if changed else "every decision as recorded")]
+             + (f"{changed} cycle{'' if changed == 1 else 's'} decided differently" if changed
+                else "every decision as recorded")]
     if result.differences:
         # Cycle numbers restart with each run: with several runs, a cycle is named by its run too. What was
         # recorded is shown with terminal controls escaped (`printable`): a recording is input.

@@ -2,7 +2,9 @@
 
 Reads the comparisons a dry-run `evictd run` recorded in `<stateDir>/shadow.jsonl` (and the rotated
 `shadow.jsonl.1`) and summarises them: how many of each outcome, the agreement (agree / all comparisons), how
-much later the kubelet's record came, and the disagreements.
+much later the kubelet's record came, and the disagreements. Given evictd's configuration, it also says which
+party would act on each signal once evictd acts (`with_handover`): evictd first with the kubelet as backstop, the
+kubelet first, both at the same threshold, or nobody.
 """
 
 from __future__ import annotations
@@ -14,7 +16,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from evictd.core.errors import ConfigError
+from evictd.core.handover import judge_handover
 from evictd.core.shadow import Outcome
+from evictd.core.thresholds import Threshold
+from evictd.cycle.render import handover_json, handover_text
+from evictd.kubelet_file import KubeletFile
 from evictd.state_dir import SHADOW_FILE, StateDir
 
 # How many disagreements the text report lists (the JSON report has them all).
@@ -57,9 +63,23 @@ def summary(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+def with_handover(report: dict[str, Any], evictd: Sequence[Threshold], kubelet: KubeletFile) -> dict[str, Any]:
+    """`report` with `handover`: who would evict on each signal with evictd acting (dryRun: false) on `evictd`'s
+    thresholds beside the kubelet's configuration `kubelet`."""
+    handover = judge_handover(evictd, kubelet.thresholds(), evictd_dry_run=False)
+    return {**report, "handover": handover_json(handover, kubelet.note)}
+
+
+def _handover_lines(report: dict[str, Any]) -> list[str]:
+    document = report.get("handover")
+    if document is None:
+        return ["", "who would evict once evictd acts: pass evictd's --config (and --kubelet-config) to see"]
+    return ["", handover_text(document, "who would evict once evictd acts (dryRun: false)")]
+
+
 def summary_text(report: dict[str, Any]) -> str:
     if not report["comparisons"]:
-        return "no comparisons recorded yet"
+        return "\n".join(["no comparisons recorded yet", *_handover_lines(report)])
     lines = [f"{report['comparisons']} comparisons from {report['from']} to {report['to']}: "
              f"agreement {report['agreement'] * 100:.1f} %"]
     lines += [f"  {outcome:<14} {count}" for outcome, count in report["outcomes"].items()]
@@ -76,4 +96,4 @@ def summary_text(report: dict[str, Any]) -> str:
             resource = (record["evictd"] or record["kubelet"])["resource"]
             lines.append(f"  {record['time']}  {record['outcome']:<14} {resource:<18} evictd: {ours}  "
                          f"kubelet: {theirs}")
-    return "\n".join(lines)
+    return "\n".join(lines + _handover_lines(report))

@@ -9,10 +9,12 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from typing import assert_never
+from typing import Any, assert_never
 
 from evictd.core.engine import Eviction
 from evictd.core.engine_rules import STALL_SETTLE_S
+from evictd.core.handover import Handover, SignalVerdict
+from evictd.core.handover import thresholds_text as handover_thresholds_text
 from evictd.core.pods import Pod, is_critical_pod
 from evictd.core.quantity import Quantity, QuantityFormat
 from evictd.core.signals import EVICTD_SIGNALS, Signal, Unit, spec_of
@@ -278,3 +280,33 @@ def describe_threshold(threshold: Threshold) -> str:
     kind = "hard" if threshold.is_hard else f"soft, grace {threshold.grace_period_s:g}s"
     copied = "" if threshold.copied_from is None else f", from {threshold.copied_from}"
     return f"{condition_text(threshold.signal, threshold.value)} ({kind}{copied})"
+
+
+def handover_json(handover: Handover, source: str) -> JsonObject:
+    """The hand-over judged (`evictd.core.handover`) as a document; `source` says where the kubelet's came from."""
+    return {
+        "kubeletConfig": source,
+        "mode": str(handover.mode),
+        "summary": handover.summary,
+        "evictdDryRun": handover.evictd_dry_run,
+        "signals": [verdict_fields(v) for v in handover.verdicts],
+    }
+
+
+def verdict_fields(verdict: SignalVerdict) -> JsonObject:
+    """One signal's verdict as flat fields (a JSON object, or one log line's)."""
+    return {"signal": str(verdict.signal), "evicts": str(verdict.evicts), "now": verdict.now,
+            "evictd": handover_thresholds_text(verdict.signal, verdict.evictd),
+            "kubelet": handover_thresholds_text(verdict.signal, verdict.kubelet),
+            "detail": verdict.detail, "problem": verdict.problem}
+
+
+def handover_text(document: Mapping[str, Any], title: str = "who evicts") -> str:
+    """The hand-over (`handover_json`'s document) as check-config and shadow-report print it: one row per signal
+    (`!` marks a problem), the verdict, and what each problem is."""
+    signals: list[Mapping[str, Any]] = document["signals"]
+    rows = [(s["signal"], s["evictd"], s["kubelet"], ("! " if s["problem"] else "") + s["now"]) for s in signals]
+    lines = [f"{title} (the kubelet's configuration: {printable(str(document['kubeletConfig']))}):",
+             table(("SIGNAL", "EVICTD", "KUBELET", "WHO EVICTS"), rows), str(document["summary"])]
+    lines += [f"  {s['signal']}: {s['detail']}" for s in signals if s["problem"]]
+    return "\n".join(lines)

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from evictd.core.engine import EngineState, ReclaimThenEvict, layout_of
+from evictd.core.handover import NO_THRESHOLDS
 from evictd.core.ranking import rank_pods
 from evictd.core.signals import Signal, spec_of
 from evictd.core.summary import Observation, pod_stats_lookup
@@ -61,8 +62,11 @@ def render(report: CycleReport, state: EngineState, *, node_name: str, cycle: in
     assessment = report.decided.assessment
     mode = mode_text(dry_run, no_api)
     dry_run = dry_run or no_api
+    # Without any threshold every signal would read "ok": the screen says instead that nothing is guarded.
+    guarded = any(t.operator is not None for t in state.thresholds)
     lines = [
         f"evictd on {node_name} - cycle {cycle} at {now_wall:%H:%M:%S} UTC - {mode}",
+        *([] if guarded else [f"NO EVICTION THRESHOLDS: {NO_THRESHOLDS}"]),
         f"node conditions: {', '.join(str(c) for c in assessment.node_conditions) or 'none'}",
         "",
     ]
@@ -73,7 +77,7 @@ def render(report: CycleReport, state: EngineState, *, node_name: str, cycle: in
         thresholds = [t for t in state.thresholds if t.signal is signal and t.operator is not None]
         if observation is None and not thresholds:
             continue
-        state_cell = "ok" if observation is not None else "-"
+        state_cell = ("ok" if guarded else "no threshold") if observation is not None else "-"
         for threshold in thresholds:
             status = met.get(threshold)
             if status is None:

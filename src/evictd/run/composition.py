@@ -63,6 +63,7 @@ from evictd.cycle.finished import AfterCycle
 from evictd.cycle.ids import run_id
 from evictd.cycle.manager import FRESH_STATE, EvictionManager, PodSource
 from evictd.cycle.reclaim_first import MemoryReclaimStep
+from evictd.kubelet_file import KubeletFile
 from evictd.log import Log
 from evictd.observe.http_endpoint import Health, HttpEndpoint
 from evictd.observe.logging_setup import RecentEvents, configure_logging, flush_logs, resolve_format
@@ -100,6 +101,7 @@ from evictd.run.compose_node import (
     runtime_upkeep,
 )
 from evictd.run.daemon import Daemon, Hooks, LoopSettings, Part, Reporting, Wakeups, always_acting
+from evictd.run.handover_report import report_handover
 from evictd.run.heap_trim import heap_trimmer
 from evictd.run.lock import acquire_node_lock, acquire_state_lock
 from evictd.run.oom_feedback import OomFeedback
@@ -366,10 +368,11 @@ def build_daemon(
     max_cycles: int = 0,
     stdout: TextIO = sys.stdout,
     serve_http: bool = True,
+    kubelet: KubeletFile | None = None,
 ) -> Daemon:
     """Take the node and stateDir locks, then build the daemon from `config` (its parts not started). Raises
     ConfigError for unusable settings, StateLockError when another evictd still holds a lock after
-    stateLockTimeout."""
+    stateLockTimeout. `kubelet`: the node's kubelet configuration, for the start-up hand-over report."""
     settings = config.evictd
     fmt = resolve_format(settings.log_format, stdout)
     metrics = Metrics()
@@ -379,8 +382,7 @@ def build_daemon(
     # One evictd per node, whatever its stateDir; then nothing in stateDir is read or written before its lock.
     acquire_node_lock(settings.state_lock_timeout_s, log)
     acquire_state_lock(settings.state_dir, settings.state_lock_timeout_s, log)
-    for warning in config.warnings:
-        log.warning("configuration warning", detail=warning)
+    report_handover(config, kubelet, log, metrics)
     protect_self(settings, log, metrics)
     basics = build_basics(config, log, metrics)
     # The pods the node shows (named by the runtime once it answers).

@@ -1,0 +1,125 @@
+"""`evictd check-config`: the effective thresholds, who evicts on each signal beside the node's kubelet, evictd's
+own protection settings, and how the node protects its daemons' memory.
+
+Warnings go to stderr: what the kubelet's lenient decoding lets pass, a configuration without any threshold (evictd
+would evict nothing), and each signal where the hand-over leaves nobody evicting or the kubelet acting before evictd
+(`evictd.core.handover`). None of them changes the exit status: the configuration is valid.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from evictd.config import Configuration, EvictdSettings
+from evictd.core.engine import EngineConfig
+from evictd.core.errors import SampleError
+from evictd.core.fs_layout import FsLayout
+from evictd.core.handover import NO_THRESHOLDS, judge_handover
+from evictd.core.thresholds import derive_containerfs_thresholds
+from evictd.kubelet_file import KubeletFile
+
+if TYPE_CHECKING:
+    from evictd.core.node_protection import Finding
+
+EXIT_OK = 0
+
+
+def check_config(configuration: Configuration, layout: FsLayout, kubelet: KubeletFile, *, read_cgroups: bool,
+                 output: str) -> int:
+    """Print the check of `configuration` (text or json `output`) with the kubelet's `kubelet`; return 0."""
+    from evictd.cycle.render import handover_json, handover_text, threshold_json, thresholds_text
+
+    engine_config = EngineConfig.from_settings(configuration.eviction)
+    thresholds, warnings = derive_containerfs_thresholds(engine_config.thresholds, layout)
+    # A derived containerfs threshold whose source is absent has no operator and can never be met.
+    shown = [t for t in thresholds if t.operator is not None]
+    handover = judge_handover(engine_config.thresholds, kubelet.thresholds(),
+                              evictd_dry_run=configuration.evictd.dry_run)
+    for warning in (*configuration.warnings, *warnings):
+        print(f"warning: {warning}", file=sys.stderr)
+    if not shown:
+        print(f"warning: {NO_THRESHOLDS}", file=sys.stderr)
+    for verdict in handover.problems:
+        print(f"warning: {verdict.signal}: {verdict.now}: {verdict.detail}", file=sys.stderr)
+    protection = _node_protection(configuration, read_cgroups=read_cgroups)
+    if output == "json":
+        print(json.dumps({"thresholds": [threshold_json(t) for t in shown],
+                          "handover": handover_json(handover, kubelet.note),
+                          "node_protection": [finding.fields() for finding in protection]}, indent=2))
+        return EXIT_OK
+    eviction = configuration.eviction
+    print(thresholds_text(shown) if shown else f"NO EVICTION THRESHOLDS: {NO_THRESHOLDS}")
+    print()
+    print(handover_text(handover_json(handover, kubelet.note)))
+    print()
+    print(f"pressure transition period: {eviction.pressure_transition_period_s:g}s")
+    print(f"max pod grace period (soft evictions): {eviction.max_pod_grace_period_s}s")
+    print(f"local storage capacity isolation: {str(eviction.local_storage_capacity_isolation).lower()}")
+    print(f"enforce node allocatable: {', '.join(eviction.enforce_node_allocatable) or '(none)'}")
+    print(f"housekeeping interval: {configuration.evictd.housekeeping_interval_s:g}s")
+    own = configuration.evictd
+    print(_memory_reclaim_text(own, read_cgroups=read_cgroups))
+    # What `run` does to protect itself; its start-up log lines say how it went (docs/deployment.md).
+    print(f"lock memory: {str(own.lock_memory).lower()}"
+          + (" (mlockall at start; needs CAP_IPC_LOCK or an unlimited RLIMIT_MEMLOCK)" if own.lock_memory else ""))
+    print("oom_score_adj: " + (f"{own.oom_score_adj} (set at start; lowering needs CAP_SYS_RESOURCE)"
+                               if own.oom_score_adj is not None else "as started (OOMScoreAdjust= of the unit, the "
+                               "kubelet's for the pod)"))
+    print()
+    print(_node_protection_text(protection, read_cgroups=read_cgroups))
+    return EXIT_OK
+
+
+def _memory_reclaim_text(own: EvictdSettings, *, read_cgroups: bool) -> str:
+    """Whether reclaim before evict is on, and, with `read_cgroups`, whether this node can (else it acts as off)."""
+    from evictd.adapters.cgroups import CgroupReader, detect_cgroup_layout
+    from evictd.adapters.memory_reclaim import CgroupMemoryReclaimer
+
+    if not own.memory_reclaim_before_eviction:
+        return "memory reclaim before eviction: off"
+    text = f"memory reclaim before eviction: on (budget {own.memory_reclaim_budget_s * 1000:g}ms)"
+    if not read_cgroups:
+        return text
+    try:
+        layout = detect_cgroup_layout(own.cgroupfs_path, own.cgroup_driver, base=own.cgroup_root.strip("/"))
+        unavailable = CgroupMemoryReclaimer(CgroupReader(layout)).unavailable()
+    except SampleError as exc:
+        unavailable = str(exc)
+    return text if unavailable is None else f"{text}, unavailable here: {unavailable} (acts as off)"
+
+
+def _node_protection(configuration: Configuration, *, read_cgroups: bool) -> list[Finding]:
+    """The findings on how the node protects its daemons' memory: the configuration's, and with `read_cgroups`
+    this machine's cgroups' (as `run` logs them at start)."""
+    from evictd.adapters.cgroups import CgroupReader, detect_cgroup_layout
+    from evictd.adapters.node_protection import read_node_cgroups
+    from evictd.core.node_protection import configuration_findings, node_protection_findings, unread_cgroups_finding
+
+    reservation, enforced = configuration.reservation, configuration.eviction.enforce_node_allocatable
+    if not read_cgroups:
+        return configuration_findings(reservation, enforced)
+    own = configuration.evictd
+    try:
+        layout = detect_cgroup_layout(own.cgroupfs_path, own.cgroup_driver, base=own.cgroup_root.strip("/"))
+    except SampleError as exc:
+        return [*configuration_findings(reservation, enforced), unread_cgroups_finding(exc.source, exc.reason)]
+    cgroups = CgroupReader(layout)
+    try:
+        return node_protection_findings(reservation, enforced, read_node_cgroups(cgroups))
+    finally:
+        cgroups.close()
+
+
+def _node_protection_text(findings: Sequence[Finding], *, read_cgroups: bool) -> str:
+    from evictd.cycle.render import printable
+
+    lines = ["node memory protection:" + ("" if read_cgroups else " (configuration only: cgroups not read)")]
+    for finding in findings:
+        lines.append(f"  {finding.status:<8} {printable(finding.what)}: {printable(finding.value)}")
+        lines.append(f"           {printable(finding.detail)}")
+        if finding.advice:
+            lines.append(f"           advice: {printable(finding.advice)}")
+    return "\n".join(lines)

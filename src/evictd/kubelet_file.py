@@ -1,0 +1,86 @@
+"""The node's own kubelet configuration file, read beside evictd's for the hand-over report (who evicts on each
+signal: `evictd.core.handover`).
+
+evictd's own thresholds come from its `--config` files (often a copy of the kubelet's); what the kubelet itself
+enforces is in the file the kubelet was started with. That file is
+- the `--kubelet-config PATH` option of `check-config`, `run` and `shadow-report` when given (`''`: none); else
+- `<kubeletRootDir>/config.yaml` when it is a file (where kubeadm, and most installers after it, write the
+  kubelet's `--config`; the DaemonSet mounts the kubelet's root at the same path).
+Like the kubelet, only the file's first document is read, and only its eviction fields matter (any other field is
+ignored). The kubelet's command-line eviction flags, if it has any, are not seen (a documented limit).
+
+A file named by the option that cannot be read or decoded is a configuration error (exit 2, naming the option and
+the path, or the field and its value); the default file is only reported on, so a problem with it is a note, never
+a failed start.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from evictd.config import classify_document, read_documents
+from evictd.core.errors import ConfigError
+from evictd.core.kubelet_config import KUBELET_KIND, EvictionSettings, eviction_settings, merge_documents
+from evictd.core.thresholds import Threshold
+
+OPTION = "--kubelet-config"
+# Under kubeletRootDir: where kubeadm writes the kubelet's configuration file.
+DEFAULT_FILE_NAME = "config.yaml"
+
+
+@dataclass(frozen=True, slots=True)
+class KubeletFile:
+    """The kubelet's configuration as found: its path and eviction settings, or why there are none."""
+
+    path: str | None
+    eviction: EvictionSettings | None
+    note: str  # how it was found, or why it was not read
+
+    def thresholds(self) -> list[Threshold] | None:
+        """The kubelet's thresholds, or None when its configuration is unknown."""
+        return None if self.eviction is None else self.eviction.thresholds()
+
+
+def default_path(kubelet_root_dir: str) -> str:
+    return os.path.join(kubelet_root_dir, DEFAULT_FILE_NAME)
+
+
+def find_kubelet_file(option: str | None, kubelet_root_dir: str) -> KubeletFile:
+    """Return the kubelet's configuration named by `option` (None: not given, so the default file if there is one;
+    empty: none). Raises ConfigError for a file the option names that cannot be read or decoded."""
+    if option is not None:
+        if not option:
+            return KubeletFile(None, None, f"not read ({OPTION} '')")
+        return KubeletFile(option, read_kubelet_eviction(option), f"{OPTION} {option}")
+    path = default_path(kubelet_root_dir)
+    if not os.path.isfile(path):
+        return KubeletFile(None, None, f"not found at {path} (kubeletRootDir/{DEFAULT_FILE_NAME}); name it with "
+                                       f"{OPTION} PATH")
+    try:
+        return KubeletFile(path, read_kubelet_eviction(path), f"{path} (the default: kubeletRootDir/"
+                                                              f"{DEFAULT_FILE_NAME})")
+    except ConfigError as exc:
+        return KubeletFile(None, None, f"{path} cannot be used: {exc}")
+
+
+def read_kubelet_eviction(path: str) -> EvictionSettings:
+    """Return the eviction settings of the kubelet configuration file at `path` (its first document, defaulted as
+    the kubelet defaults it). Raises ConfigError naming the option and path, or the field and its value."""
+    documents = read_documents(path, key=OPTION)
+    if not documents:
+        raise ConfigError("holds no document (the kubelet would run with its defaults; say so with a "
+                          "KubeletConfiguration document)", key=OPTION, value=path)
+    document = documents[0][0]
+    where = f"{OPTION} {path}"
+    if classify_document(document, where) != KUBELET_KIND:
+        raise ConfigError(f"the kubelet reads the first document of its file: it must be a {KUBELET_KIND}",
+                          key=f"{where}.kind", value=document.get("kind"))
+    try:
+        settings = eviction_settings(merge_documents([document]))
+        settings.thresholds()
+    except ConfigError as exc:
+        if exc.key is None:
+            raise ConfigError(f"{where}: {exc.reason}") from None
+        raise exc.at(f"{where}: {exc.key}", exc.value) from None
+    return settings

@@ -309,3 +309,11 @@ def test_strings_from_a_recording_are_printed_with_terminal_controls_escaped(tmp
     assert "jobs\x1b[2J" in {pod["metadata"]["namespace"] for pod in scenario["pods"]}
     explained = evictd("explain", "--last", "--state-dir", str(state))
     assert explained.stdout.splitlines()[0].startswith("decision run\\x1b]0;owned\\x07\\x1b[2J\\nFAKE LINE\\u202e/")
+
+
+def test_a_config_file_error_names_the_whole_path(tmp_path: Path) -> None:
+    """A path is shown whole, where any other value is cut at 80 characters: a path cut short names no file."""
+    deep = tmp_path / ("a-folder-with-a-long-name-" * 6) / "kubelet.yaml"
+    with pytest.raises(ConfigError) as raised:
+        load_configuration([str(deep)])
+    assert len(str(deep)) > 120 and repr(str(deep)) in str(raised.value)

@@ -26,7 +26,7 @@ import yaml
 
 from evictd.core.cgroup_driver import CgroupDriver
 from evictd.core.duration import format_go_duration_ns, parse_go_duration
-from evictd.core.errors import MISSING, ConfigError, DurationError
+from evictd.core.errors import MISSING, ConfigError, DurationError, FilePath
 from evictd.core.kubelet_config import (
     KUBELET_API_VERSION,
     KUBELET_KIND,
@@ -327,7 +327,7 @@ def read_documents(path: str, key: str = "--config", *, stdin_ok: bool = False) 
     else:
         raw = _read_regular_file(path, key)
     if len(raw) > MAX_CONFIG_BYTES:
-        raise ConfigError(f"file larger than {MAX_CONFIG_BYTES >> 20} MiB", key=key, value=path)
+        raise ConfigError(f"file larger than {MAX_CONFIG_BYTES >> 20} MiB", key=key, value=FilePath(path))
     return _documents(raw, path, key)
 
 
@@ -336,10 +336,10 @@ def _read_regular_file(path: str, key: str) -> bytes:
         # Non-blocking: opening a FIFO for reading would otherwise wait for a writer forever.
         with os.fdopen(os.open(path, os.O_RDONLY | os.O_NONBLOCK), "rb") as handle:
             if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
-                raise ConfigError("not a regular file", key=key, value=path)
+                raise ConfigError("not a regular file", key=key, value=FilePath(path))
             raw = handle.read(MAX_CONFIG_BYTES + 1)
     except OSError as exc:
-        raise ConfigError(f"cannot read file: {exc.strerror}", key=key, value=path) from None
+        raise ConfigError(f"cannot read file: {exc.strerror}", key=key, value=FilePath(path)) from None
     return raw
 
 
@@ -347,7 +347,7 @@ def _documents(raw: bytes, path: str, key: str) -> list[tuple[Any, tuple[str, ..
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
-        raise ConfigError("file is not UTF-8 text", key=key, value=path) from None
+        raise ConfigError("file is not UTF-8 text", key=key, value=FilePath(path)) from None
     documents = []
     loader: _DuplicateNoticingLoader | None = None
     try:
@@ -358,11 +358,11 @@ def _documents(raw: bytes, path: str, key: str) -> list[tuple[Any, tuple[str, ..
             if document is not None:
                 documents.append((document, tuple(loader.duplicates)))
     except yaml.YAMLError as exc:
-        raise ConfigError(f"invalid YAML: {_one_line(str(exc))}", key=key, value=path) from None
+        raise ConfigError(f"invalid YAML: {_one_line(str(exc))}", key=key, value=FilePath(path)) from None
     except RecursionError:
-        raise ConfigError("YAML nested too deeply", key=key, value=path) from None
+        raise ConfigError("YAML nested too deeply", key=key, value=FilePath(path)) from None
     except ValueError as exc:  # e.g. an integer of more digits than Python converts
-        raise ConfigError(f"unreadable value: {_one_line(str(exc))[:120]}", key=key, value=path) from None
+        raise ConfigError(f"unreadable value: {_one_line(str(exc))[:120]}", key=key, value=FilePath(path)) from None
     finally:
         if loader is not None:
             loader.dispose()

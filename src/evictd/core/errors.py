@@ -48,8 +48,19 @@ _BOUNDED.maxlist = _BOUNDED.maxtuple = _BOUNDED.maxset = _BOUNDED.maxfrozenset =
 _BOUNDED.maxstring = _BOUNDED.maxother = MAX_VALUE_CHARS
 
 
+class FilePath(str):
+    """A value that is a file's path: an error shows it whole (up to PATH_MAX), since a path cut short names no
+    file (a test's path under pytest-xdist's folders is over 80 characters)."""
+
+
+PATH_MAX = 4096
+
+
 def bounded_repr(value: object) -> str:
-    """Return at most MAX_VALUE_CHARS of `value`'s repr, in time that does not grow with the value's size."""
+    """Return at most MAX_VALUE_CHARS of `value`'s repr (a `FilePath` up to PATH_MAX), in time that does not grow
+    with the value's size."""
+    if isinstance(value, FilePath):
+        return repr(str(value)[:PATH_MAX])
     if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 128:
         shown = f"<{value.bit_length()}-bit integer>"  # repr of a huge int is slow or refused
     else:

@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test test-cluster lint docs check-config system-deps image-deps image uml-kernel uml-kernel-psi helm release clean
+.PHONY: run test test-cluster lint docs check-config system-deps image-deps image uml-kernel uml-kernel-psi helm release release-build clean
 
 # Debian packages the real-component tests need, as binary:package: a real containerd with runc, a static
 # busybox to build images from, systemd-analyze to verify the unit, mkfs.ext4/losetup for small filesystems,
@@ -47,16 +47,22 @@ helm:
 # DaemonSet's image agree with it, tests/deploy/test_release.py): the wheel and the sdist, the chart package
 # and the image's OCI archive, all in dist/ (gitignored), and the image tagged ghcr.io/evictd/evictd:<version>
 # in buildah's store. docs/upgrading.md says what an upgrade does.
-VERSION = $(shell sed -n 's/^__version__ = "\(.*\)"$$/\1/p' src/evictd/__init__.py)
-release: $(STAMP) helm
-	@test -n "$(VERSION)" || { echo "make release: no __version__ in src/evictd/__init__.py" >&2; exit 1; }
-	rm -rf dist && mkdir -p dist
-	$(BIN)/python -m pip wheel --quiet --no-deps --no-build-isolation --wheel-dir dist .
-	$(BIN)/python -c "from setuptools import build_meta; build_meta.build_sdist('dist')" >/dev/null
+# Built only from a clean checkout whose HEAD carries the tag v<version>: deploy/release-check.sh refuses
+# otherwise, in one line, before anything is built. SNAPSHOT=1 builds from any checkout into dist/snapshot/,
+# the chart and the image named <version>-snapshot.g<shortsha>[.dirty] (docs/upgrading.md).
+release:
+	@name=$$(deploy/release-check.sh $(if $(filter 1,$(SNAPSHOT)),--snapshot)) && \
+		$(MAKE) --no-print-directory release-build RELEASE_NAME=$$name DIST=dist$(if $(filter 1,$(SNAPSHOT)),/snapshot)
+# The build itself, after release-check.sh: not to be made directly.
+release-build: $(STAMP) helm
+	@test -n "$(RELEASE_NAME)" && test -n "$(DIST)" || { echo "make release-build: run make release" >&2; exit 2; }
+	rm -rf $(DIST) && mkdir -p $(DIST)
+	$(BIN)/python -m pip wheel --quiet --no-deps --no-build-isolation --wheel-dir $(DIST) .
+	$(BIN)/python -c "from setuptools import build_meta; build_meta.build_sdist('$(DIST)')" >/dev/null
 	$(HELM) lint --strict deploy/helm/evictd
-	$(HELM) package deploy/helm/evictd --destination dist
-	IMAGE=ghcr.io/evictd/evictd:$(VERSION) IMAGE_ARCHIVE=dist/evictd-image-$(VERSION).oci.tar $(MAKE) image
-	@ls -l dist
+	$(HELM) package deploy/helm/evictd --destination $(DIST) --version $(RELEASE_NAME) --app-version $(RELEASE_NAME)
+	IMAGE=ghcr.io/evictd/evictd:$(RELEASE_NAME) IMAGE_ARCHIVE=$(DIST)/evictd-image-$(RELEASE_NAME).oci.tar $(MAKE) image
+	@ls -l $(DIST)
 
 # A user-mode Linux kernel that boots on this machine, in /var/tmp/evictd-uml (tests/uml/provision-uml.sh).
 uml-kernel: system-deps

@@ -243,5 +243,5 @@ def test_packaged_chart_holds_the_base_files_and_renders_the_same(tmp_path: Path
 def test_make_test_and_release_provision_helm() -> None:
     makefile = (REPO / "Makefile").read_text(encoding="utf-8")
     prerequisites = {line.split(":", 1)[0]: line.split(":", 1)[1].split() for line in makefile.splitlines()
-                     if line.startswith(("test:", "test-cluster:", "release:"))}
+                     if line.startswith(("test:", "test-cluster:", "release-build:"))}
     assert all("helm" in needs for needs in prerequisites.values()) and len(prerequisites) == 3

@@ -11,6 +11,7 @@ from __future__ import annotations
 import email.parser
 import os
 import re
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -19,6 +20,7 @@ import tomllib
 import zipfile
 from pathlib import Path
 
+import pytest
 import yaml
 
 from evictd import __version__
@@ -144,3 +146,91 @@ def test_wheel_and_sdist_carry_the_version_and_the_installed_evictd_says_it(tmp_
     assert run([str(venv / "bin" / "evictd"), "--version"]).strip() == f"evictd {__version__}"
     where = run([str(python), "-c", "import evictd; print(evictd.__file__)"]).strip()
     assert Path(where).is_relative_to(site)
+
+
+# `make release` builds only from a clean checkout whose HEAD carries the tag v<version> (deploy/release-check.sh,
+# run first by the Makefile). Shown in a clone of this repository, with this checkout's Makefile and check
+# committed into it, so that the clone's HEAD is what a release would be built from.
+RELEASE_FILES = ("Makefile", "deploy/release-check.sh")
+GIT_IDENTITY = ("-c", "user.name=evictd tests", "-c", "user.email=tests@evictd.invalid")
+
+
+def git(clone: Path, *args: str) -> str:
+    return run(["git", *GIT_IDENTITY, *args], cwd=clone)
+
+
+@pytest.fixture
+def clone(tmp_path: Path) -> Path:
+    """A clone of this repository without its tags, this checkout's release files committed on top."""
+    folder = tmp_path / "clone"
+    run(["git", "clone", "--quiet", "--no-tags", "--no-hardlinks", str(REPO), str(folder)], cwd=tmp_path)
+    for name in RELEASE_FILES:
+        shutil.copy2(REPO / name, folder / name)
+    git(folder, "add", *RELEASE_FILES)
+    if git(folder, "status", "--porcelain"):
+        git(folder, "commit", "--quiet", "--no-verify", "-m", "this checkout's release files")
+    assert not git(folder, "tag", "--list")
+    return folder
+
+
+def release_check(clone: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(clone / "deploy" / "release-check.sh"), *args], cwd=clone, capture_output=True,
+                          text=True, timeout=30, check=False)
+
+
+def refusal(done: subprocess.CompletedProcess[str]) -> str:
+    """The one line a refused check prints."""
+    assert (done.returncode, done.stdout) == (1, ""), done
+    [line] = done.stderr.splitlines()
+    assert line.startswith("make release: ")
+    return line
+
+
+def short_head(clone: Path) -> str:
+    return git(clone, "rev-parse", "--short=7", "HEAD").strip()
+
+
+def test_a_release_is_refused_without_the_versions_tag_on_head(clone: Path) -> None:
+    head = short_head(clone)
+    assert f"HEAD {head} carries no tag v{__version__} " in refusal(release_check(clone))
+    git(clone, "tag", f"v{__version__}", "HEAD~1")  # the version's tag, on another commit
+    line = refusal(release_check(clone))
+    assert f"tag v{__version__} is on {git(clone, 'rev-parse', '--short=7', 'HEAD~1').strip()}, not on HEAD {head}" \
+        in line
+
+
+def test_a_release_is_refused_when_heads_tag_names_another_version(clone: Path) -> None:
+    git(clone, "tag", "-a", "-m", "another", "v99.0.0")
+    line = refusal(release_check(clone))
+    assert f"HEAD {short_head(clone)} is tagged v99.0.0, not v{__version__} " in line
+    assert f"src/evictd/__init__.py says {__version__}" in line
+
+
+def test_a_release_is_built_from_the_tagged_clean_checkout_only(clone: Path) -> None:
+    git(clone, "tag", f"v{__version__}")
+    done = release_check(clone)
+    assert (done.returncode, done.stdout, done.stderr) == (0, f"{__version__}\n", "")
+    # Uncommitted changes refuse it again: a changed tracked file, then a new untracked one alone.
+    readme = clone / "README.md"
+    original = readme.read_text(encoding="utf-8")
+    readme.write_text(original + "\nchanged\n", encoding="utf-8")
+    assert "uncommitted changes in the checkout (1: README.md)" in refusal(release_check(clone))
+    readme.write_text(original, encoding="utf-8")
+    (clone / "src" / "evictd" / "extra.py").write_text("", encoding="utf-8")
+    assert "uncommitted changes in the checkout (1: src/evictd/extra.py)" in refusal(release_check(clone))
+
+
+def test_make_release_refuses_before_building_anything(clone: Path) -> None:
+    done = subprocess.run(["make", "release"], cwd=clone, capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode != 0
+    assert done.stderr.splitlines()[0].startswith(f"make release: HEAD {short_head(clone)} carries no tag v")
+    assert not (clone / ".venv").exists() and not (clone / "dist").exists()
+    assert not git(clone, "status", "--porcelain", "--ignored")
+
+
+def test_a_snapshot_is_named_after_the_commit_from_any_checkout(clone: Path) -> None:
+    head = short_head(clone)
+    done = release_check(clone, "--snapshot")
+    assert (done.returncode, done.stdout, done.stderr) == (0, f"{__version__}-snapshot.g{head}\n", "")
+    (clone / "README.md").write_text("changed\n", encoding="utf-8")
+    assert release_check(clone, "--snapshot").stdout == f"{__version__}-snapshot.g{head}.dirty\n"

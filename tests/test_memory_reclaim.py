@@ -215,7 +215,7 @@ def test_a_reclaim_that_clears_the_threshold_evicts_nobody() -> None:
     assert report.acted.reclaim_succeeded is True
     assert report.acted.memory_reclaim is not None and report.acted.memory_reclaim.needed_bytes == 150 * MiB
     assert [r.action for r in report.acted.reclaim] == [ReclaimAction.MEMORY_RECLAIM]
-    assert report.acted.reclaim[0].freed_bytes == 150 * MiB
+    assert report.acted.reclaim[0].freed_bytes == 166 * MiB  # the need and the 16 MiB margin
 
 
 def test_anonymous_growth_skips_and_evicts_without_reading_the_stats_again() -> None:
@@ -252,7 +252,8 @@ def test_a_reclaim_outpaced_by_the_pods_growth_runs_another_round_within_the_bud
     assert evictor.calls == [] and report.acted.reclaim_succeeded is True
     assert [plan.needed_bytes for plan in fake.plans] == [150 * MiB, 20 * MiB]
     use = report.acted.memory_reclaim
-    assert use is not None and use.rounds == 2 and use.result is not None and use.result.freed_bytes == 170 * MiB
+    # Each round frees its need and the 16 MiB margin.
+    assert use is not None and use.rounds == 2 and use.result is not None and use.result.freed_bytes == 202 * MiB
     assert use.needed_bytes == 150 * MiB
 
 
@@ -264,6 +265,7 @@ def test_no_further_round_once_the_budget_is_spent() -> None:
                             monotonic=lambda: next(ticks)).synchronize()
     assert [e.pod.name for e in evictor.calls] == ["reader"] and len(fake.plans) == 1
     assert report.acted.memory_reclaim is not None and report.acted.memory_reclaim.rounds == 1
+    assert report.acted.memory_reclaim.still_needed_bytes == 20 * MiB  # what the reading after the round lacked
 
 
 def test_at_most_three_rounds() -> None:
@@ -320,11 +322,11 @@ def test_the_node_event_and_the_metrics_of_a_reclaim_that_avoided_the_eviction()
     fake = FakeReclaimer(cache_mib=500)
     report = memory_manager(Stats(low(150), low(310)), fake, ManualClock(), Evictor()).synchronize()
     assert memory_reclaim_event(report.acted) == (
-        "MemoryReclaimed", "reclaimed 150 MiB of page cache for memory.available before evicting, no eviction needed")
+        "MemoryReclaimed", "reclaimed 166 MiB of page cache for memory.available before evicting, no eviction needed")
     metrics = Metrics()
     metrics.record_cycle(report, EngineState(), 0.001, datetime(2026, 1, 1, tzinfo=UTC), False)
     assert metrics.registry.get_sample_value("evictd_memory_reclaim_evictions_avoided_total") == 1
-    assert metrics.registry.get_sample_value("evictd_reclaimed_bytes_total", {"action": "memoryReclaim"}) == 150 * MiB
+    assert metrics.registry.get_sample_value("evictd_reclaimed_bytes_total", {"action": "memoryReclaim"}) == 166 * MiB
 
 
 def test_no_node_event_for_a_skip() -> None:

@@ -80,18 +80,21 @@ def test_needed_bytes_with_percentages_uses_the_capacity() -> None:
                                                        - 300 * MiB) // 4096) * 4096
 
 
+# The need is 150 MiB; the plan asks 16 MiB more (GROWTH_MARGIN_BYTES) where the cache holds it.
 @pytest.mark.parametrize(("cache", "expected"), [
-    pytest.param(holders(besteffort=500), (ReclaimTarget("kubepods/besteffort", 150 * MiB),),
+    pytest.param(holders(besteffort=500), (ReclaimTarget("kubepods/besteffort", 166 * MiB),),
                  id="besteffort-cache-covers-it-alone"),
     pytest.param(holders(besteffort=100, burstable=300),
-                 (ReclaimTarget("kubepods/besteffort", 100 * MiB), ReclaimTarget("kubepods/burstable", 50 * MiB)),
+                 (ReclaimTarget("kubepods/besteffort", 100 * MiB), ReclaimTarget("kubepods/burstable", 66 * MiB)),
                  id="besteffort-first-then-burstable"),
     pytest.param(holders(besteffort=40, burstable=10, pods=400),
                  (ReclaimTarget("kubepods/besteffort", 40 * MiB), ReclaimTarget("kubepods/burstable", 10 * MiB),
-                  ReclaimTarget("kubepods", 100 * MiB)),
+                  ReclaimTarget("kubepods", 116 * MiB)),
                  id="guaranteed-or-orphaned-cache-only-through-the-pods-cgroup-last"),
-    pytest.param(holders(besteffort=0, burstable=0, pods=300), (ReclaimTarget("kubepods", 150 * MiB),),
+    pytest.param(holders(besteffort=0, burstable=0, pods=300), (ReclaimTarget("kubepods", 166 * MiB),),
                  id="cache-of-a-pod-gone-charged-to-the-pods-cgroup"),
+    pytest.param(holders(besteffort=155), (ReclaimTarget("kubepods/besteffort", 155 * MiB),),
+                 id="cache-that-covers-the-need-but-not-the-margin-is-asked-whole"),
 ])
 def test_plan_asks_the_tiers_in_order_each_for_at_most_its_cache(cache: tuple[CacheHolder, ...],
                                                                  expected: tuple[ReclaimTarget, ...]) -> None:

@@ -125,8 +125,8 @@ class MemoryReclaimStep:
                 self._settle(now, freed, elapsed, cleared_now)
                 return ReclaimFirst(MemoryReclaimUse(
                     signal, result=ReclaimResult(ReclaimAction.MEMORY_RECLAIM, freed_bytes=freed),
-                    needed_bytes=needed, elapsed_s=elapsed, stopped=outcome.stopped, rounds=rounds), after,
-                    cleared_now)
+                    needed_bytes=needed, elapsed_s=elapsed, stopped=outcome.stopped, rounds=rounds,
+                    still_needed_bytes=0 if cleared_now else lacking), after, cleared_now)
             plan = again
 
     def _plan(self, thresholds: Sequence[Threshold], observations: Mapping[Signal, Observation],

@@ -175,7 +175,7 @@ class MemoryReclaimUse:
     """What reclaim before evict (evictd's own, `evictd.core.memory_reclaim`) did in a cycle for `signal`: skipped
     (`skipped` says why; `backing_off` when that is the back-off), or asked `needed_bytes` and freed
     `result.freed_bytes` (or failed: `result.error`) in `elapsed_s` over `rounds` rounds, the last stopping for
-    `stopped`."""
+    `stopped`; the stats read after the last round still lacked `still_needed_bytes` (0: cleared, or not read)."""
 
     signal: str
     skipped: str | None = None
@@ -185,6 +185,7 @@ class MemoryReclaimUse:
     stopped: str = ""
     backing_off: bool = False
     rounds: int = 0
+    still_needed_bytes: int = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -127,6 +127,7 @@ class CycleLogger:
                        outcome=f"reclaimed {freed_mib:.0f} MiB, {verdict}",
                        needed_bytes=use.needed_bytes, freed_bytes=result.freed_bytes,
                        elapsed_ms=round(use.elapsed_s * 1000, 1), stopped=use.stopped, rounds=use.rounds,
+                       still_needed_bytes=use.still_needed_bytes,
                        eviction_avoided=bool(acted.reclaim_succeeded))
 
     def _stall_held_back(self, number: int, held: tuple[HeldBack, ...]) -> None:

@@ -22,10 +22,13 @@ import subprocess
 import sys
 import sysconfig
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
 from uml_guest import REPO, GuestRun, boot_systemd_guest
+
+import evictd
 
 SYSTEM_PYTHON = "/usr/bin/python3"  # Debian's, outside /root (make system-deps installs it)
 SYSTEMD_README = REPO / "deploy" / "systemd" / "README.md"
@@ -39,7 +42,13 @@ SETUP = """
 mount -t tmpfs -o mode=0755 tmpfs /opt
 /usr/bin/python3 -m venv --without-pip /opt/evictd
 site=$(echo /opt/evictd/lib/python3*/site-packages)
-echo "import site; site.addsitedir('{purelib}')" > "$site/evictd-checkout.pth"
+# The checkout's evictd and the test venv's packages, bind-mounted (read-only) into /opt/evictd: the unit's
+# PrivateTmp= hides /tmp, where a checkout may live, and its ProtectHome= /root.
+mkdir -p /opt/evictd/checkout-src /opt/evictd/checkout-site
+mount --bind '{source}' /opt/evictd/checkout-src && mount -o remount,bind,ro /opt/evictd/checkout-src
+mount --bind '{purelib}' /opt/evictd/checkout-site && mount -o remount,bind,ro /opt/evictd/checkout-site
+echo "import sys, site; sys.path.append('/opt/evictd/checkout-src'); site.addsitedir('/opt/evictd/checkout-site')" \\
+  > "$site/evictd-checkout.pth"
 printf '#!/opt/evictd/bin/python\\nimport sys\\nfrom evictd.cli import main\\nsys.exit(main())\\n' > /opt/evictd/bin/evictd
 chmod 0755 /opt/evictd/bin/evictd
 install -d -m 0755 /etc/evictd
@@ -150,7 +159,7 @@ def guest(tmp_path_factory: pytest.TempPathFactory) -> GuestRun:
     system = subprocess.run([SYSTEM_PYTHON, "-c", "import sys; print(sys.version_info[:2])"], capture_output=True,
                             text=True, check=True).stdout.strip()
     assert system == str(sys.version_info[:2]), f"{SYSTEM_PYTHON} is Python {system}, the tests run {sys.version}"
-    setup = SETUP.format(purelib=sysconfig.get_paths()["purelib"])
+    setup = SETUP.format(purelib=sysconfig.get_paths()["purelib"], source=Path(evictd.__file__).parents[1])
     run = boot_systemd_guest(setup, PROBE, tmp_path_factory.mktemp("systemd-unit") / "out", timeout_s=400)
     assert run.text("probe-exit").strip() == "0", run.text("probe.log")
     return run

@@ -16,12 +16,14 @@ STAMP  := $(VENV)/.installed
 SYSTEM_DEPS := containerd:containerd runc:runc busybox:busybox-static ctr:containerd \
 	systemd-analyze:systemd mkfs.ext4:e2fsprogs losetup:mount openssl:openssl \
 	prometheus:prometheus promtool:prometheus /usr/bin/python3:python3 groff:groff-base man:man-db tmux:tmux
+# apt-get that waits up to 10 minutes for another apt or dpkg holding the lock (tests/apt-get-wait.sh).
+APT_GET := tests/apt-get-wait.sh
 # $(call install-missing,PAIRS): apt-get install the packages of the PAIRS whose binary is not on PATH.
 install-missing = missing=""; for pair in $(1); do bin=$${pair%%:*}; pkg=$${pair\#\#*:}; \
 	command -v $$bin >/dev/null 2>&1 || missing="$$missing $$pkg"; done; \
 	if [ -n "$$missing" ]; then \
 		echo "installing Debian packages:$$missing"; \
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+		$(APT_GET) update -qq && DEBIAN_FRONTEND=noninteractive $(APT_GET) install -y -qq $$missing >/dev/null; \
 	fi
 system-deps:
 	@$(call install-missing,$(SYSTEM_DEPS) $(IMAGE_DEPS))

@@ -2,6 +2,9 @@
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
+# Two stamps: what running needs (`make run`, `make check-config`: evictd and its dependencies, about 215 MB),
+# and on top of it what the tests, linters and docs need (`make test`, `lint`, `docs`: the test extras).
+RUN_STAMP := $(VENV)/.installed-run
 STAMP  := $(VENV)/.installed
 
 .PHONY: run test test-cluster lint docs check-config system-deps image-deps image uml-kernel uml-kernel-psi clean
@@ -48,21 +51,25 @@ uml-kernel: system-deps
 uml-kernel-psi:
 	tests/uml/provision-uml-psi.sh
 
-$(STAMP): pyproject.toml
+$(RUN_STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --disable-pip-version-check --upgrade pip
+	$(BIN)/pip install --quiet --disable-pip-version-check -e .
+	touch $(RUN_STAMP)
+
+$(STAMP): $(RUN_STAMP) pyproject.toml
 	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[test]'
 	touch $(STAMP)
 
 # The main job: the eviction daemon observing this machine (a live view on a terminal, JSON logs otherwise).
-# CONFIG lists the files it reads, in order; ARGS adds options (ARGS="--cycles 3"). Its stateDir is .state/ in
-# this checkout unless one of the files names a stateDir: never /var/lib/evictd, which another evictd may use.
+# CONFIG lists the files it reads, in order; ARGS adds options (ARGS="--cycles 3"). Its stateDir is STATE, .state/
+# in this checkout, even when a file names another (config/evictd-config.yaml names the node's /var/lib/evictd,
+# which an installed evictd uses): --state-dir overrides the files. STATE= (empty) leaves it to the files.
 CONFIG ?= config/kubelet-config.yaml
 STATE  ?= .state
-run: $(STAMP)
+run: $(RUN_STAMP)
 	@echo "make run: evictd is $(BIN)/evictd (for 'evictd ...' in this shell: . $(BIN)/activate)"
-	$(BIN)/evictd run $(foreach file,$(CONFIG),--config $(file)) \
-		$(if $(shell grep -ls '^stateDir:' $(CONFIG) 2>/dev/null),,--state-dir $(STATE)) $(ARGS)
+	$(BIN)/evictd run $(foreach file,$(CONFIG),--config $(file)) $(if $(STATE),--state-dir $(STATE)) $(ARGS)
 
 # The cgroup v2 tier (tests/uml) runs here, in user-mode Linux guests. The real-cluster tier (tests marked
 # real_cluster) is left out: it needs kube-apiserver and kubelet binaries.
@@ -106,7 +113,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check src tests
 	$(BIN)/mypy
 
-check-config: $(STAMP)
+check-config: $(RUN_STAMP)
 	$(BIN)/evictd check-config --config config/kubelet-config.yaml
 
 clean:

@@ -165,6 +165,16 @@ def guest(tmp_path_factory: pytest.TempPathFactory) -> GuestRun:
     return run
 
 
+def test_a_checkout_under_tmp_is_kept_visible_and_read_only_in_the_guest(guest: GuestRun) -> None:
+    # The guest mounts a fresh tmpfs over /tmp and /var/tmp; a checkout (and its venv) there is mounted back,
+    # read-only. Elsewhere nothing needs keeping.
+    kept = dict(line.split() for line in guest.text("kept-paths").splitlines())
+    assert set(kept.values()) <= {"read-only"}, kept
+    under_tmp = REPO.is_relative_to("/tmp") or REPO.is_relative_to("/var/tmp")
+    assert (str(REPO) in kept) == under_tmp, kept
+    assert not (REPO / ".guest-write-probe").exists()
+
+
 def test_the_shipped_config_passes_check_config(guest: GuestRun) -> None:
     assert fields(guest.text("check-config.txt"))["exit"] == "0"
     # On this real cgroup v2 kernel the daemons' protection is read: systemd sets no MemoryLow=/MemoryMin= by

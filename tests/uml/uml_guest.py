@@ -201,11 +201,14 @@ mount -t tmpfs -o mode=1777 tmpfs /tmp
 mount -t tmpfs -o mode=1777 tmpfs /var/tmp
 mkdir -p "$UML_OUT"
 mount --move /run/guest-out "$UML_OUT"
+: > "$UML_OUT/kept-paths"
 for pair in $kept; do
   mkdir -p "${pair#*:}"
   mount --move "/run/guest-keep/${pair%%:*}" "${pair#*:}"
+  # One line a kept path: the path, then "read-only" (the host's files stay the host's) or "WRITABLE".
+  touch "${pair#*:}/.guest-write-probe" 2>/dev/null && state=WRITABLE || state=read-only
+  echo "${pair#*:} $state" >> "$UML_OUT/kept-paths"
 done
-echo "$kept" > "$UML_OUT/kept-paths"
 # What the setup and the probe stand on: without it they would fail one by one, slowly; fail at once instead.
 if ! "$EVICTD_PYTHON" -c 'import evictd' 2> "$UML_OUT/guest-python-error"; then
   echo "the guest cannot run $EVICTD_PYTHON with evictd (see guest-python-error)" > "$UML_OUT/probe.log"

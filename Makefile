@@ -14,11 +14,12 @@ STAMP  := $(VENV)/.installed
 # openssl for the test API server's certificates, Prometheus and promtool for the alert rules, the dashboard
 # and the metrics (deploy/monitoring), Debian's Python for the systemd unit's /opt/evictd (tests/uml: the unit's
 # ProtectHome=yes hides a pyenv under /root), groff and man to render `evictd man`, tmux as the terminal the
-# live view is tested in; with IMAGE_DEPS, buildah and mmdebstrap for the image test (tests/deploy/test_image.py).
+# live view is tested in, zsh for `evictd completion zsh`; with IMAGE_DEPS, buildah and mmdebstrap for the image
+# test (tests/deploy/test_image.py).
 # Installed only when missing (CI machines start empty).
 SYSTEM_DEPS := containerd:containerd runc:runc busybox:busybox-static ctr:containerd \
 	systemd-analyze:systemd mkfs.ext4:e2fsprogs losetup:mount openssl:openssl \
-	prometheus:prometheus promtool:prometheus /usr/bin/python3:python3 groff:groff-base man:man-db tmux:tmux
+	prometheus:prometheus promtool:prometheus /usr/bin/python3:python3 groff:groff-base man:man-db tmux:tmux zsh:zsh
 # apt-get that waits up to 10 minutes for another apt or dpkg holding the lock (tests/apt-get-wait.sh).
 APT_GET := tests/apt-get-wait.sh
 # $(call install-missing,PAIRS): apt-get install the packages of the PAIRS whose binary is not on PATH.

@@ -59,3 +59,11 @@ def test_the_no_runtime_line_says_when_it_asks_again() -> None:
     ((_, event, fields),) = log.lines
     assert event.endswith("asked again after a cycle, at most every retry_s seconds"), event
     assert fields["retry_s"] == 30.0
+
+
+def test_bare_evictd_prints_its_usage_line_and_its_commands() -> None:
+    done = evictd()
+    assert done.returncode == 2 and done.stdout == ""
+    usage, said = done.stderr.splitlines()
+    assert usage == "usage: evictd [-h] [--version] COMMAND ..."
+    assert said.startswith("evictd: a COMMAND is needed, one of: check-config, run, ") and "evictd --help" in said

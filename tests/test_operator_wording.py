@@ -67,3 +67,37 @@ def test_bare_evictd_prints_its_usage_line_and_its_commands() -> None:
     usage, said = done.stderr.splitlines()
     assert usage == "usage: evictd [-h] [--version] COMMAND ..."
     assert said.startswith("evictd: a COMMAND is needed, one of: check-config, run, ") and "evictd --help" in said
+
+
+def kubelet_file(tmp_path: Path, hard: dict[str, str]) -> Path:
+    import yaml
+
+    path = tmp_path / "kubelet.yaml"
+    path.write_text(yaml.safe_dump({"apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration",
+                                    "evictionHard": hard}), encoding="utf-8")
+    return path
+
+
+def test_a_bare_small_number_for_a_bytes_signal_is_hinted_as_a_forgotten_percent(tmp_path: Path) -> None:
+    from evictd.config import load_configuration
+
+    config = load_configuration([kubelet_file(tmp_path, {"nodefs.available": "10", "memory.available": "100Mi",
+                                                         "nodefs.inodesFree": "5", "imagefs.available": "15%"})])
+    # Read as the kubelet reads it (10 bytes), with a hint; counts (inodes) and amounts with a unit are left alone.
+    assert config.warnings == ("evictionHard: nodefs.available: '10' is 10 bytes, a threshold met only when almost "
+                               "nothing is left: a forgotten '%'? (10% is a share; 100Mi, 1Gi are amounts)",)
+    nodefs = [t for t in config.eviction.thresholds() if t.signal == "nodefs.available"]
+    assert [str(t.value.quantity) for t in nodefs] == ["10"]
+    big = load_configuration([kubelet_file(tmp_path, {"nodefs.available": str(2 << 20), "memory.available": "1"})])
+    assert [w for w in big.warnings if "forgotten" in w] == [
+        "evictionHard: memory.available: '1' is 1 bytes, a threshold met only when almost nothing is left: a "
+        "forgotten '%'? (1% is a share; 100Mi, 1Gi are amounts)"]
+
+
+def test_check_config_shows_the_hint_and_run_logs_it(tmp_path: Path) -> None:
+    path = kubelet_file(tmp_path, {"nodefs.available": "10"})
+    checked = evictd("check-config", "--config", str(path))
+    assert checked.returncode == 0 and "warning: evictionHard: nodefs.available: '10' is 10 bytes" in checked.stderr
+    ran = evictd("run", "--config", str(path), "--state-dir", str(tmp_path / "state"), "--dry-run", "--cycles", "1")
+    warned = [line for line in ran.stdout.splitlines() + ran.stderr.splitlines() if "configuration warning" in line]
+    assert any("a forgotten '%'?" in line for line in warned), ran.stdout + ran.stderr

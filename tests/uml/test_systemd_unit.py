@@ -32,6 +32,7 @@ import evictd
 
 SYSTEM_PYTHON = "/usr/bin/python3"  # Debian's, outside /root (make system-deps installs it)
 SYSTEMD_README = REPO / "deploy" / "systemd" / "README.md"
+UNIT = REPO / "deploy" / "systemd" / "evictd.service"
 WATCHDOG_S = 60.0  # the shipped WatchdogSec=
 RESTART_S = 5.0  # the shipped RestartSec=
 STOP_TIMEOUT_S = 30.0  # the shipped TimeoutStopSec=
@@ -191,9 +192,11 @@ def test_the_unit_runs_as_shipped_with_its_resource_settings(guest: GuestRun) ->
     # No drop-in: `systemctl show` leaves DropInPaths= out when there is none.
     assert show["FragmentPath"] == "/etc/systemd/system/evictd.service" and show.get("DropInPaths", "") == ""
     assert show["ControlGroup"] == "/system.slice/evictd.service"
-    # MemoryMax=128M, TasksMax=256, OOMScoreAdjust=-999, Nice=-5, the I/O priority and LimitMEMLOCK=infinity as the
-    # kernel holds them for the running service.
-    assert fields(guest.text("limits.txt")) == {"memory.max": str(128 << 20), "pids.max": "256", "oom_score_adj": "-999",
+    # The unit's MemoryMax=, TasksMax=256, OOMScoreAdjust=-999, Nice=-5, the I/O priority and LimitMEMLOCK=infinity
+    # as the kernel holds them for the running service.
+    (memory_max,) = re.findall(r"^MemoryMax=(\d+)M$", UNIT.read_text(encoding="utf-8"), re.MULTILINE)
+    assert fields(guest.text("limits.txt")) == {"memory.max": str(int(memory_max) << 20), "pids.max": "256",
+                                               "oom_score_adj": "-999",
                                                "nice": "-5", "ioprio": "best-effort:prio0",
                                                "memlock": "unlimited:unlimited"}
 

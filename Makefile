@@ -2,7 +2,7 @@
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
-# Two stamps: what running needs (`make run`, `make check-config`: evictd and its dependencies, about 215 MB),
+# Two stamps: what running needs (`make run`, `make check-config`: evictd and its dependencies, about 210 MB),
 # and on top of it what the tests, linters and docs need (`make test`, `lint`, `docs`: the test extras).
 RUN_STAMP := $(VENV)/.installed-run
 STAMP  := $(VENV)/.installed

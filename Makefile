@@ -2,6 +2,9 @@
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
+# Two stamps: what running needs (`make run`, `make check-config`: evictd and its dependencies, about 210 MB),
+# and on top of it what the tests, linters and docs need (`make test`, `lint`, `docs`: the test extras).
+RUN_STAMP := $(VENV)/.installed-run
 STAMP  := $(VENV)/.installed
 
 .PHONY: run test test-cluster lint docs check-config system-deps image-deps image uml-kernel uml-kernel-psi helm release release-build clean
@@ -11,17 +14,20 @@ STAMP  := $(VENV)/.installed
 # openssl for the test API server's certificates, Prometheus and promtool for the alert rules, the dashboard
 # and the metrics (deploy/monitoring), Debian's Python for the systemd unit's /opt/evictd (tests/uml: the unit's
 # ProtectHome=yes hides a pyenv under /root), groff and man to render `evictd man`, tmux as the terminal the
-# live view is tested in; with IMAGE_DEPS, buildah and mmdebstrap for the image test (tests/deploy/test_image.py).
+# live view is tested in, zsh for `evictd completion zsh`; with IMAGE_DEPS, buildah and mmdebstrap for the image
+# test (tests/deploy/test_image.py).
 # Installed only when missing (CI machines start empty).
 SYSTEM_DEPS := containerd:containerd runc:runc busybox:busybox-static ctr:containerd \
 	systemd-analyze:systemd mkfs.ext4:e2fsprogs losetup:mount openssl:openssl \
-	prometheus:prometheus promtool:prometheus /usr/bin/python3:python3 groff:groff-base man:man-db tmux:tmux
+	prometheus:prometheus promtool:prometheus /usr/bin/python3:python3 groff:groff-base man:man-db tmux:tmux zsh:zsh
+# apt-get that waits up to 10 minutes for another apt or dpkg holding the lock (tests/apt-get-wait.sh).
+APT_GET := tests/apt-get-wait.sh
 # $(call install-missing,PAIRS): apt-get install the packages of the PAIRS whose binary is not on PATH.
 install-missing = missing=""; for pair in $(1); do bin=$${pair%%:*}; pkg=$${pair\#\#*:}; \
 	command -v $$bin >/dev/null 2>&1 || missing="$$missing $$pkg"; done; \
 	if [ -n "$$missing" ]; then \
 		echo "installing Debian packages:$$missing"; \
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+		$(APT_GET) update -qq && DEBIAN_FRONTEND=noninteractive $(APT_GET) install -y -qq $$missing >/dev/null; \
 	fi
 system-deps:
 	@$(call install-missing,$(SYSTEM_DEPS) $(IMAGE_DEPS))
@@ -75,21 +81,25 @@ uml-kernel: system-deps
 uml-kernel-psi:
 	tests/uml/provision-uml-psi.sh
 
-$(STAMP): pyproject.toml
+$(RUN_STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --disable-pip-version-check --upgrade pip
+	$(BIN)/pip install --quiet --disable-pip-version-check -e .
+	touch $(RUN_STAMP)
+
+$(STAMP): $(RUN_STAMP) pyproject.toml
 	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[test]'
 	touch $(STAMP)
 
 # The main job: the eviction daemon observing this machine (a live view on a terminal, JSON logs otherwise).
-# CONFIG lists the files it reads, in order; ARGS adds options (ARGS="--cycles 3"). Its stateDir is .state/ in
-# this checkout unless one of the files names a stateDir: never /var/lib/evictd, which another evictd may use.
+# CONFIG lists the files it reads, in order; ARGS adds options (ARGS="--cycles 3"). Its stateDir is STATE, .state/
+# in this checkout, even when a file names another (config/evictd-config.yaml names the node's /var/lib/evictd,
+# which an installed evictd uses): --state-dir overrides the files. STATE= (empty) leaves it to the files.
 CONFIG ?= config/kubelet-config.yaml
 STATE  ?= .state
-run: $(STAMP)
+run: $(RUN_STAMP)
 	@echo "make run: evictd is $(BIN)/evictd (for 'evictd ...' in this shell: . $(BIN)/activate)"
-	$(BIN)/evictd run $(foreach file,$(CONFIG),--config $(file)) \
-		$(if $(shell grep -ls '^stateDir:' $(CONFIG) 2>/dev/null),,--state-dir $(STATE)) $(ARGS)
+	$(BIN)/evictd run $(foreach file,$(CONFIG),--config $(file)) $(if $(STATE),--state-dir $(STATE)) $(ARGS)
 
 # The cgroup v2 tier (tests/uml) runs here, in user-mode Linux guests. The real-cluster tier (tests marked
 # real_cluster) is left out: it needs kube-apiserver and kubelet binaries.
@@ -133,7 +143,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check src tests
 	$(BIN)/mypy
 
-check-config: $(STAMP)
+check-config: $(RUN_STAMP)
 	$(BIN)/evictd check-config --config config/kubelet-config.yaml
 
 clean:

@@ -1,4 +1,5 @@
-"""Daemon RSS after 100 housekeeping cycles at 250 pods, beside the floor of merely importing its libraries.
+"""Daemon RSS after 100 housekeeping cycles at 250 pods (or several sizes), beside the floor of merely importing its
+libraries, and the memory of evictd with everything it runs (the disk walker process) against the shipped limit.
 
 Three variants of the daemon, each measured in a fresh Python process (so nothing the benchmark itself
 imported counts), on the same synthetic 250-pod node (`synthetic_node.py`):
@@ -28,7 +29,14 @@ Each process reports VmRSS from /proc/self/status at each step:
    (`evictd.run.daemon.serve`: its parts started, start-up objects frozen out of the garbage collector's sight,
    then `Daemon.run()`; the daemon records metrics and logs each cycle as it always does; /metrics is
    scraped at each sample, as Prometheus would); beside it, the RSS of the disk walker process the daemon
-   runs (reported on its own line, not in the daemon's figures).
+   runs (reported on its own line, not in the daemon's figures);
+5. at the same samples, evictd and all its descendants (found through /proc's parent links: the disk walker, and
+   anything else it would start), as a memory limit on their cgroup counts them: the sum of their VmRSS, of their
+   PSS (shared pages divided), the highest RSS sum sampled, and the sum of each process's peak (VmHWM): an upper
+   bound of what they held together at any moment. The summary table at the end gives, per pod count and daemon,
+   the margin to the DaemonSet's memory limit as shipped (deploy/kubernetes/daemonset.yaml), from the larger of
+   the highest sample and the peaks added. (The cgroup also charges page cache and kernel memory; page cache is
+   reclaimed before the limit kills anything.)
 
 Shared libraries count in RSS by the pages mapped, and a fault maps the neighbouring pages that are already
 in the page cache: with the libraries' files just written by `pip install` (still in the cache as written) the
@@ -39,7 +47,7 @@ made in the same state.
 Target, for each: at most 64 MiB after 100 cycles, and no growth over the cycles (last sample - sample at
 cycle 10).
 
-    .venv/bin/python bench/memory_rss.py [--pods 250] [--cycles 100]
+    .venv/bin/python bench/memory_rss.py [--pods 250[,1000,5000]] [--cycles 100]
 """
 
 from __future__ import annotations
@@ -99,6 +107,49 @@ def process_rss_mib(pid: int) -> float:
     return 0.0
 
 
+def family_pids(root: int) -> list[int]:
+    """Return `root` and every process descended from it (the disk walker and anything it starts), from /proc."""
+    parents: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", encoding="ascii", errors="replace") as stat:
+                # The command may hold spaces and parentheses: the fields after its last ")" are fixed.
+                ppid = int(stat.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        parents.setdefault(ppid, []).append(int(entry))
+    found, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        found.append(pid)
+        todo.extend(parents.get(pid, ()))
+    return found
+
+
+def family_mib(root: int) -> dict[str, float]:
+    """Memory of `root` and all its descendants together, MiB: `rss` and `hwm` (each process's VmRSS and VmHWM,
+    summed: what a memory limit on their cgroup must hold, shared library pages counted once per process), `pss`
+    (proportional set size, summed from smaps_rollup: shared pages divided among the processes sharing them) and
+    `processes`, how many there were. A process that ends between the listing and the reading counts 0."""
+    totals = {"rss": 0.0, "hwm": 0.0, "pss": 0.0, "processes": 0.0}
+    for pid in family_pids(root):
+        try:
+            with open(f"/proc/{pid}/status", encoding="ascii") as status:
+                for line in status:
+                    if line.startswith(("VmRSS:", "VmHWM:")):
+                        totals["rss" if line.startswith("VmRSS") else "hwm"] += int(line.split()[1]) / 1024
+            with open(f"/proc/{pid}/smaps_rollup", encoding="ascii") as rollup:
+                for line in rollup:
+                    if line.startswith("Pss:"):
+                        totals["pss"] += int(line.split()[1]) / 1024
+        except OSError:
+            continue
+        totals["processes"] += 1
+    return totals
+
+
 def child(config_path: str, cycles: int, out_path: str, credentials: str) -> None:
     """Run in the fresh process: import, build, run, and write the samples as JSON to `out_path`."""
     result: dict[str, object] = {"bare_mib": rss_mib()}
@@ -133,6 +184,7 @@ def child(config_path: str, cycles: int, out_path: str, credentials: str) -> Non
         result["built_mib"] = rss_mib()
         samples: list[tuple[int, float]] = []
         walker_samples: list[tuple[int, float]] = []
+        family_samples: list[tuple[int, dict[str, float]]] = []
         pods_seen: list[int] = []
         http = next((part for part in daemon.parts if isinstance(part, HttpEndpoint)), None)
         walker = next((part for part in daemon.parts if isinstance(part, DiskWalkerProcess)), None)
@@ -150,10 +202,12 @@ def child(config_path: str, cycles: int, out_path: str, credentials: str) -> Non
                 pid = walker.child_pid() if walker is not None else None
                 if pid is not None:
                     walker_samples.append((number, process_rss_mib(pid)))
+                family_samples.append((number, family_mib(os.getpid())))
 
         daemon.after_cycle = (*daemon.after_cycle, sample)
         status = serve(daemon)  # as `evictd run` does (start the parts, stop on SIGTERM, gc.freeze(), run)
-    result.update(samples=samples, walker_samples=walker_samples, status=status, pods_seen=sorted(set(pods_seen)),
+    result.update(samples=samples, walker_samples=walker_samples, family_samples=family_samples, status=status,
+                  pods_seen=sorted(set(pods_seen)),
                   split=status_mib("RssAnon", "RssFile", "VmHWM"),
                   kubernetes_modules=sum(name.split(".")[0] == "kubernetes" for name in sys.modules),
                   heavy_loaded=[name for name in KUBERNETES_HEAVY if name in sys.modules],
@@ -191,7 +245,8 @@ def run_child(config: object, cycles: int, pods: int, credentials: str,
                         str(cycles), "--out", out.name, "--credentials", credentials], check=True,
                        stdout=subprocess.DEVNULL, env=environment)
         result: dict[str, object] = json.load(out)
-    if result["pods_seen"] != [pods]:
+    # With the API, the first sample (cycle 1) may come before the pod list synced (0 pods at 5,000 pods).
+    if result["pods_seen"] not in ([pods], [0, pods]):
         raise SystemExit(f"the daemon did not see the synthetic pods: {result['pods_seen']}")
     return result
 
@@ -260,6 +315,12 @@ def report(result: dict[str, object], pods: int, credentials: str) -> tuple[list
         lines.append("  the disk walker process beside it (its own RSS, not in the figures above): "
                      + ", ".join(f"{n}: {r:.1f}" for n, r in walker)
                      + f"; daemon + walker after {samples[-1][0]} cycles {after + walker[-1][1]:.1f} MiB")
+    family = family_summary(result)
+    if family is not None:
+        lines.append(f"  evictd and all its children ({family['processes']:.0f} processes): RSS together after "
+                     f"{samples[-1][0]} cycles {family['rss']:.1f} MiB (PSS {family['pss']:.1f}), highest sample "
+                     f"{family['highest']:.1f}; peaks added (VmHWM of each) {family['hwm']:.1f} MiB; shipped limit "
+                     f"{shipped_limit_mib():.0f} MiB")
     if credentials in CREDENTIAL_LOADERS:
         lines.append(f"  kubernetes modules loaded: {result['kubernetes_modules']}; "
                      + (f"LOADED: {', '.join(heavy)}" if heavy  # type: ignore[arg-type]
@@ -270,20 +331,68 @@ def report(result: dict[str, object], pods: int, credentials: str) -> tuple[list
     return lines, ok
 
 
+def family_summary(result: dict[str, object]) -> dict[str, float] | None:
+    """The last family sample (`rss`, `pss`, `hwm`, `processes`) and `highest`, the largest RSS sum sampled."""
+    family = [(int(n), dict(f)) for n, f in result.get("family_samples", [])]  # type: ignore[attr-defined]
+    if not family:
+        return None
+    return {**family[-1][1], "highest": max(f["rss"] for _, f in family)}
+
+
+def shipped_limit_mib() -> float:
+    """The memory limit of the DaemonSet as shipped (deploy/kubernetes/daemonset.yaml), MiB."""
+    import re
+
+    manifest = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "deploy", "kubernetes", "daemonset.yaml")
+    with open(manifest, encoding="utf-8") as text:
+        found = re.search(r"limits:\n(?:\s*#.*\n)*\s*memory: (\d+)Mi", text.read())
+    if found is None:
+        raise SystemExit(f"no memory limit found in {manifest}")
+    return float(found.group(1))
+
+
+def summary_table(by_pods: dict[int, dict[str, dict[str, object]]]) -> list[str]:
+    """A Markdown table: per pod count and daemon, the daemon's RSS, the walker's, both together and their peaks."""
+    limit = shipped_limit_mib()
+    lines = ["| pods | daemon | evictd after the cycles | disk walker | together (RSS) | highest sample together | "
+             "peaks added (VmHWM) | margin to the limit |",
+             "|---|---|---|---|---|---|---|---|"]
+    for pods, results in by_pods.items():
+        for variant, _ in VARIANTS:
+            result = results[variant]
+            daemon = float(result["samples"][-1][1])  # type: ignore[index]
+            walker = result["walker_samples"]
+            walker_mib = float(walker[-1][1]) if walker else 0.0  # type: ignore[index]
+            family = family_summary(result) or {"rss": daemon, "highest": daemon, "hwm": daemon}
+            worst = max(family["highest"], family["hwm"])
+            lines.append(f"| {pods:,} | {variant} | {daemon:.1f} | {walker_mib:.1f} | {family['rss']:.1f} | "
+                         f"{family['highest']:.1f} | {family['hwm']:.1f} | {limit - worst:+.1f} MiB "
+                         f"({(limit - worst) / limit:+.0%}) of {limit:.0f} |")
+    return lines
+
+
 def main() -> int:
     import argparse
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("--pods", type=int, default=250)
+    parser.add_argument("--pods", default="250",
+                        help="pod counts, comma-separated (250,1000,5000): a synthetic node and three daemons each")
     parser.add_argument("--cycles", type=int, default=100)
     args = parser.parse_args()
-    results = measure(args.pods, args.cycles)
     all_ok = True
-    for variant, title in VARIANTS:
-        lines, ok = report(results[variant], args.pods, variant)
-        print(title)
-        print("\n".join(lines))
-        all_ok = all_ok and ok
+    by_pods = {}
+    for pods in (int(word) for word in args.pods.split(",")):
+        results = by_pods[pods] = measure(pods, args.cycles)
+        print(f"== {pods} pods ==")
+        for variant, title in VARIANTS:
+            lines, ok = report(results[variant], pods, variant)
+            print(title)
+            print("\n".join(lines))
+            all_ok = all_ok and ok
+        sys.stdout.flush()
+    print("\nevictd with all its children, MiB after the cycles (the margin: the shipped limit less the larger of "
+          "the highest sample and the peaks added):")
+    print("\n".join(summary_table(by_pods)))
     return 0 if all_ok else 1
 
 

@@ -137,7 +137,7 @@ def failing_cycle(config: dict[str, Any], *, layout: LayoutSource | None = None,
 
 
 def without_pod_list(report: CycleReport, *, pods_from_node: bool = True) -> CycleReport:
-    problem = PodListProblem("Kubernetes API list pods failed (None): pod cache not synced", pods_from_node)
+    problem = PodListProblem("Kubernetes API list pods failed: pod cache not synced", pods_from_node)
     return replace(report, observed=replace(report.observed, pod_list_problem=problem))
 
 

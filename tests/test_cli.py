@@ -567,6 +567,33 @@ def test_bash_completion_generated_from_the_parser() -> None:
     assert completions("evictd", "run", "--eviction-hard", "") == [], "a threshold is not a file name"
 
 
+def zsh_completions(*words: str) -> tuple[str, list[str]]:
+    """What zsh registers for evictd with `source <(evictd completion zsh)` in a bare zsh, and what it offers for
+    `words`: the candidates the script's function gives as bashcompinit's `_bash_complete` calls it, matched
+    against the word being completed as zsh's completion matches them (bashcompinit's compgen leaves that to zsh)."""
+    script = evictd("completion", "zsh")
+    assert script.returncode == 0, script.stderr
+    shell = (f"{script.stdout}\nprint -r -- \"registered=${{_comps[evictd]}}\"\n"
+             "emulate -L sh; setopt kshglob noshglob braceexpand\n"
+             f"COMP_WORDS=({' '.join(shlex.quote(w) for w in words)}); COMP_CWORD={len(words) - 1}\n"
+             'cur="${COMP_WORDS[COMP_CWORD]}"; _evictd; for w in "${COMPREPLY[@]}"; do\n'
+             '  case "$w" in "$cur"*) printf "%s\\n" "$w";; esac; done\n')
+    done = subprocess.run(["zsh", "-f", "-c", shell], cwd=ROOT, capture_output=True, text=True, timeout=60,
+                          check=False, env={**os.environ, "HOME": str(ROOT / "tests"), "ZDOTDIR": "/nonexistent"})
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+    registered, *offered = done.stdout.splitlines()
+    return registered, sorted(line for line in offered if line)
+
+
+def test_zsh_completion_offers_what_bash_completion_offers() -> None:
+    registered, _ = zsh_completions("evictd", "")
+    assert registered == "registered=_bash_complete -o default -F _evictd"
+    for words in [("evictd", "che"), ("evictd", "check-config", "--out"), ("evictd", "check-config", "--output", ""),
+                  ("evictd", "record", "export", "--s"), ("evictd", "run", "--eviction-hard", "")]:
+        assert zsh_completions(*words)[1] == completions(*words), words
+    assert zsh_completions("evictd", "che")[1] == ["check-config"]
+
+
 def test_the_man_page_generated_from_the_parser_renders_without_warnings() -> None:
     page = evictd("man")
     assert page.returncode == 0, page.stderr

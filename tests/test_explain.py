@@ -70,7 +70,7 @@ def test_explain_a_soft_eviction_by_pod_name(tmp_path: Path) -> None:
     assert [(r["pod"], r["exceedsRequests"], r["priority"], r["outcome"]) for r in ranking] == [
         ("jobs/batch-job", True, 0, "evicted"),
         ("shop/web", True, 0, None),
-        ("kube-system/kube-proxy-x7k2p", True, 2000001000, "skipped: a static pod"),
+        ("kube-system/kube-proxy-x7k2p", True, 2000001000, "never evicted: a mirror pod"),
         ("shop/db", False, 1000, None),
     ]
     assert ranking[0]["usageAboveRequest"] == 3 << 30 and ranking[0]["uid"].endswith("7a02")
@@ -90,7 +90,7 @@ def test_explain_says_why_a_pod_ranked_above_the_evicted_one_was_skipped(tmp_pat
     soft = [t for t in document["thresholdsMet"] if t["kind"] == "soft"]
     assert soft == [{**soft[0], "firstMet": when(10), "metForSeconds": 100}]
     assert document["why"] == [
-        "kube-system/kube-proxy-x7k2p ranked above it but is never evicted: a static pod",
+        "kube-system/kube-proxy-x7k2p ranked above it but is never evicted: a mirror pod",
         "shop/web used more memory than it requests and shop/db did not",
     ]
 
@@ -103,8 +103,8 @@ def test_explain_says_why_a_pod_ranked_above_the_evicted_one_was_skipped(tmp_pat
             f"first met {when(110)} (0s before)") in lines
     header = next(i for i, line in enumerate(lines) if line.startswith("#  POD"))
     assert lines[header].split("  ")[0:2] == ["#", "POD"] and "USAGE - REQUEST" in lines[header]
-    assert lines[header + 1].split() == ["1", "kube-system/kube-proxy-x7k2p", "yes", "-5", "50.0", "MiB", "skipped:",
-                                         "a", "static", "pod"]
+    assert lines[header + 1].split() == ["1", "kube-system/kube-proxy-x7k2p", "yes", "-5", "50.0", "MiB", "never", "evicted:",
+                                         "a", "mirror", "pod"]
     assert lines[header + 2].split() == ["2", "shop/web", "yes", "0", "644.0", "MiB", "evicted"]
     assert "  shop/web used more memory than it requests and shop/db did not" in lines
 
@@ -276,7 +276,7 @@ def test_explain_last_on_the_shipped_sample_recording() -> None:
                "using 900Mi, request is 256Mi, has larger consumption of memory. ")
     assert document["message"] == message
     assert [(r["pod"], r["outcome"]) for r in document["ranking"]] == [
-        ("shop/web", "evicted"), ("kube-system/kube-proxy-x7k2p", "skipped: a static pod"), ("shop/db", None)]
+        ("shop/web", "evicted"), ("kube-system/kube-proxy-x7k2p", "never evicted: a mirror pod"), ("shop/db", None)]
 
     text = evictd("explain", "--state-dir", str(SAMPLE), "--last")
     assert text.returncode == 0, text.stderr

@@ -57,11 +57,11 @@ def test_live_view_shows_signals_thresholds_and_grace_progress(memory_run: Run) 
 
 def test_live_view_ranking_marks_critical_pods(memory_run: Run) -> None:
     calm = screen_of(memory_run, 1)
-    assert "eviction order if memory ran short:\n  1. default/static-proxy (critical, never evicted)\n" \
+    assert "eviction order if memory ran short:\n  1. default/static-proxy (never evicted: a static pod)\n" \
            "  2. default/web\n  3. default/db" in calm
     acting = screen_of(memory_run, 3)
     assert rows(acting)["memory.available"][-1] == "MET"
-    assert "eviction order (this cycle):\n  1. default/static-proxy (critical, never evicted)\n  2. default/web\n" \
+    assert "eviction order (this cycle):\n  1. default/static-proxy (never evicted: a static pod)\n  2. default/web\n" \
            in acting
     assert f"would evict default/web (memory.available): {WEB_MESSAGE}" in acting
     assert "acting on memory.available<1Gi (hard)" in acting

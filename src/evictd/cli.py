@@ -212,8 +212,8 @@ def build_parser() -> argparse.ArgumentParser:
     completion = _command(commands, "completion", "print a shell completion script for evictd",
                           "Generated from this command line's own parser.",
                           ["evictd completion bash > /etc/bash_completion.d/evictd",
-                           'source <(evictd completion bash)'])
-    completion.add_argument("shell", choices=("bash",), help="the shell (bash)")
+                           'source <(evictd completion bash)', "source <(evictd completion zsh)  # in ~/.zshrc"])
+    completion.add_argument("shell", choices=("bash", "zsh"), help="the shell (bash or zsh)")
     _command(commands, "man", "print evictd's man page (roff)", "Generated from this command line's own parser.",
              ["evictd man | man -l -", "evictd man > /usr/local/share/man/man8/evictd.8"])
     return parser
@@ -400,9 +400,9 @@ def _shadow_report(args: argparse.Namespace) -> int:
 
 
 def _completion(args: argparse.Namespace) -> int:
-    from evictd.commands.parser_docs import bash_completion
+    from evictd.commands.parser_docs import completion_script
 
-    sys.stdout.write(bash_completion(build_parser()))
+    sys.stdout.write(completion_script(build_parser(), args.shell))
     return EXIT_OK
 
 
@@ -425,6 +425,10 @@ def _one_line(exc: EvictdError) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    if not (sys.argv[1:] if argv is None else argv):  # bare `evictd`: the usage line and the commands
+        from evictd.commands.parser_docs import bare_usage
+        sys.stderr.write(bare_usage(build_parser()))
+        return EXIT_CONFIG
     args = build_parser().parse_args(argv)
     try:
         status = COMMANDS[args.command](args)

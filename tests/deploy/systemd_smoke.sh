@@ -7,7 +7,7 @@
 set -euo pipefail
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
 WORK=$(mktemp -d /tmp/evictd-smoke.XXXXXX)
-command -v systemd-nspawn >/dev/null || { apt-get update -qq && apt-get install -y -qq systemd-container >/dev/null; }
+command -v systemd-nspawn >/dev/null || { "$(dirname "$0")/../apt-get-wait.sh" update -qq && "$(dirname "$0")/../apt-get-wait.sh" install -y -qq systemd-container >/dev/null; }
 
 cleanup() {
     umount -R "$WORK/root" 2>/dev/null || true

@@ -531,8 +531,9 @@ def test_daemonset_image_tag_is_the_project_version() -> None:
 def test_daemonset_resources() -> None:
     resources = container()["resources"]
     assert resources["requests"] == {"cpu": "50m", "memory": "96Mi"}
-    # A memory limit above the 64 MiB RSS target; no CPU limit (a throttled pressure loop reacts late).
-    assert resources["limits"] == {"memory": "128Mi"}
+    # A memory limit above what evictd and its disk walker hold together at 5,000 pods (149 MiB, bench/memory_rss.py);
+    # no CPU limit (a throttled pressure loop reacts late).
+    assert resources["limits"] == {"memory": "192Mi"}
 
 
 @pytest.mark.parametrize(("probe", "path"), [("livenessProbe", "/healthz"), ("readinessProbe", "/readyz")])

@@ -333,7 +333,7 @@ def test_a_hung_eviction_api_holds_no_cycle_and_hard_pressure_deletes_at_once(ap
 
     node.settle()  # the request times out after 1 s
     ended = node.cycle(1)
-    assert ended.acted.eviction_api.failure is not None and "create pods/eviction failed (None)" in (
+    assert ended.acted.eviction_api.failure is not None and "create pods/eviction failed: " in (
         ended.acted.eviction_api.failure)
     assert ended.acted.eviction_api.evicted is None
     [entry] = [e for e in node.journal_entries() if e["name"] == "hog"]  # the DELETE's entry, not the Eviction API's

@@ -24,6 +24,8 @@
 set -eu
 CACHE=${1:-/var/tmp/evictd-uml/psi}
 HERE=$(cd "$(dirname "$0")" && pwd)
+# apt-get that waits for another apt or dpkg holding the lock, instead of giving up.
+APT_GET="$HERE/../apt-get-wait.sh"
 . "$HERE/uml-probe.sh"
 mkdir -p "$CACHE"
 CACHE=$(cd "$CACHE" && pwd)
@@ -53,7 +55,7 @@ done
 if [ -n "$missing" ]; then
 	echo "installing:$missing"
 	# shellcheck disable=SC2086
-	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $missing >/dev/null
+	"$APT_GET" update -qq && DEBIAN_FRONTEND=noninteractive "$APT_GET" install -y -qq --no-install-recommends $missing >/dev/null
 fi
 
 now() { date +%s; }

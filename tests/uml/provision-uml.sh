@@ -12,6 +12,8 @@
 set -eu
 CACHE=${1:-/var/tmp/evictd-uml}
 HERE=$(cd "$(dirname "$0")" && pwd)
+# apt-get that waits for another apt or dpkg holding the lock, instead of giving up.
+APT_GET="$HERE/../apt-get-wait.sh"
 mkdir -p "$CACHE"
 
 . "$HERE/uml-probe.sh"
@@ -22,7 +24,7 @@ use() {  # use KERNEL MODULES
 }
 
 if [ ! -x /usr/bin/linux.uml ]; then
-	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq user-mode-linux >/dev/null
+	"$APT_GET" update -qq && DEBIAN_FRONTEND=noninteractive "$APT_GET" install -y -qq user-mode-linux >/dev/null
 fi
 debian_mods=$(ls -d /usr/lib/uml/modules/* | head -1)
 if uml_probe /usr/bin/linux.uml; then use /usr/bin/linux.uml "$debian_mods"; exit 0; fi
@@ -30,7 +32,7 @@ echo "Debian 12's user-mode-linux does not boot on this CPU; using Debian's newe
 
 newer="$CACHE/newer"
 if [ ! -x "$newer/linux.uml" ] || ! uml_probe "$newer/linux.uml"; then
-	command -v patchelf >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq patchelf >/dev/null
+	command -v patchelf >/dev/null || DEBIAN_FRONTEND=noninteractive "$APT_GET" install -y -qq patchelf >/dev/null
 	apt_dir="$CACHE/apt"; rm -rf "$apt_dir" "$newer"; mkdir -p "$apt_dir/etc" "$apt_dir/lists/partial" \
 		"$apt_dir/cache/archives/partial" "$newer"
 	# The machine's own Debian stanza (not the security one), with the suite changed.

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import uml_guest
-from uml_guest import REPO, boot_guest, uml_kernel
+from uml_guest import REPO, boot_guest, boot_systemd_guest, uml_kernel
 
 GUEST = """
 guest_log "start"
@@ -72,3 +72,15 @@ def test_a_missing_psi_kernel_fails_naming_its_make_target(tmp_path: Path, monke
     monkeypatch.setenv("EVICTD_UML_KERNEL", "debian")
     with pytest.raises(ValueError, match=r"one of default, psi"):
         uml_kernel()
+
+
+def test_a_systemd_guest_that_cannot_run_evictd_halts_at_once_naming_it(tmp_path: Path) -> None:
+    # What a checkout hidden from the guest looked like (one under /tmp, before it was kept): not a wait for the
+    # boot's time-out, but a halt within seconds with the reason in probe.log.
+    run = boot_systemd_guest("", "echo never reached\n", tmp_path / "out", mem_mib=256, timeout_s=120,
+                             env={"EVICTD_PYTHON": "/nonexistent/bin/python"})
+    assert run.text("probe-exit").strip() == "1"
+    assert run.text("probe.log").strip() == (
+        "the guest cannot run /nonexistent/bin/python with evictd (see guest-python-error)")
+    assert "No such file" in run.text("guest-python-error") or "not found" in run.text("guest-python-error")
+    assert run.elapsed_s < 60, run.elapsed_s

@@ -22,13 +22,17 @@ import subprocess
 import sys
 import sysconfig
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
 from uml_guest import REPO, GuestRun, boot_systemd_guest
 
+import evictd
+
 SYSTEM_PYTHON = "/usr/bin/python3"  # Debian's, outside /root (make system-deps installs it)
 SYSTEMD_README = REPO / "deploy" / "systemd" / "README.md"
+UNIT = REPO / "deploy" / "systemd" / "evictd.service"
 WATCHDOG_S = 60.0  # the shipped WatchdogSec=
 RESTART_S = 5.0  # the shipped RestartSec=
 STOP_TIMEOUT_S = 30.0  # the shipped TimeoutStopSec=
@@ -39,7 +43,13 @@ SETUP = """
 mount -t tmpfs -o mode=0755 tmpfs /opt
 /usr/bin/python3 -m venv --without-pip /opt/evictd
 site=$(echo /opt/evictd/lib/python3*/site-packages)
-echo "import site; site.addsitedir('{purelib}')" > "$site/evictd-checkout.pth"
+# The checkout's evictd and the test venv's packages, bind-mounted (read-only) into /opt/evictd: the unit's
+# PrivateTmp= hides /tmp, where a checkout may live, and its ProtectHome= /root.
+mkdir -p /opt/evictd/checkout-src /opt/evictd/checkout-site
+mount --bind '{source}' /opt/evictd/checkout-src && mount -o remount,bind,ro /opt/evictd/checkout-src
+mount --bind '{purelib}' /opt/evictd/checkout-site && mount -o remount,bind,ro /opt/evictd/checkout-site
+echo "import sys, site; sys.path.append('/opt/evictd/checkout-src'); site.addsitedir('/opt/evictd/checkout-site')" \\
+  > "$site/evictd-checkout.pth"
 printf '#!/opt/evictd/bin/python\\nimport sys\\nfrom evictd.cli import main\\nsys.exit(main())\\n' > /opt/evictd/bin/evictd
 chmod 0755 /opt/evictd/bin/evictd
 install -d -m 0755 /etc/evictd
@@ -150,10 +160,20 @@ def guest(tmp_path_factory: pytest.TempPathFactory) -> GuestRun:
     system = subprocess.run([SYSTEM_PYTHON, "-c", "import sys; print(sys.version_info[:2])"], capture_output=True,
                             text=True, check=True).stdout.strip()
     assert system == str(sys.version_info[:2]), f"{SYSTEM_PYTHON} is Python {system}, the tests run {sys.version}"
-    setup = SETUP.format(purelib=sysconfig.get_paths()["purelib"])
+    setup = SETUP.format(purelib=sysconfig.get_paths()["purelib"], source=Path(evictd.__file__).parents[1])
     run = boot_systemd_guest(setup, PROBE, tmp_path_factory.mktemp("systemd-unit") / "out", timeout_s=400)
     assert run.text("probe-exit").strip() == "0", run.text("probe.log")
     return run
+
+
+def test_a_checkout_under_tmp_is_kept_visible_and_read_only_in_the_guest(guest: GuestRun) -> None:
+    # The guest mounts a fresh tmpfs over /tmp and /var/tmp; a checkout (and its venv) there is mounted back,
+    # read-only. Elsewhere nothing needs keeping.
+    kept = dict(line.split() for line in guest.text("kept-paths").splitlines())
+    assert set(kept.values()) <= {"read-only"}, kept
+    under_tmp = REPO.is_relative_to("/tmp") or REPO.is_relative_to("/var/tmp")
+    assert (str(REPO) in kept) == under_tmp, kept
+    assert not (REPO / ".guest-write-probe").exists()
 
 
 def test_the_shipped_config_passes_check_config(guest: GuestRun) -> None:
@@ -172,9 +192,11 @@ def test_the_unit_runs_as_shipped_with_its_resource_settings(guest: GuestRun) ->
     # No drop-in: `systemctl show` leaves DropInPaths= out when there is none.
     assert show["FragmentPath"] == "/etc/systemd/system/evictd.service" and show.get("DropInPaths", "") == ""
     assert show["ControlGroup"] == "/system.slice/evictd.service"
-    # MemoryMax=128M, TasksMax=256, OOMScoreAdjust=-999, Nice=-5, the I/O priority and LimitMEMLOCK=infinity as the
-    # kernel holds them for the running service.
-    assert fields(guest.text("limits.txt")) == {"memory.max": str(128 << 20), "pids.max": "256", "oom_score_adj": "-999",
+    # The unit's MemoryMax=, TasksMax=256, OOMScoreAdjust=-999, Nice=-5, the I/O priority and LimitMEMLOCK=infinity
+    # as the kernel holds them for the running service.
+    (memory_max,) = re.findall(r"^MemoryMax=(\d+)M$", UNIT.read_text(encoding="utf-8"), re.MULTILINE)
+    assert fields(guest.text("limits.txt")) == {"memory.max": str(int(memory_max) << 20), "pids.max": "256",
+                                               "oom_score_adj": "-999",
                                                "nice": "-5", "ioprio": "best-effort:prio0",
                                                "memlock": "unlimited:unlimited"}
 

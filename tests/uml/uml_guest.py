@@ -178,13 +178,43 @@ rm -rf /etc/systemd/system/*
 mount -t tmpfs -o mode=0755 tmpfs /var/lib
 # A writable /tmp and /var/tmp, as on a real machine: PrivateTmp= and PrivateDevices= make their folders
 # there (on the read-only host /tmp a sandboxed unit fails with 226/NAMESPACE). $UML_OUT may be below /tmp: it
-# is moved aside first, then mounted back inside the new /tmp. The new /var/tmp hides the kernel's modules.
+# is moved aside first, then mounted back inside the new /tmp. So are the checkout, the interpreter's venv
+# and the interpreter itself when they live there (a checkout under /tmp): each is bind-mounted aside,
+# read-only like the rest of the host, and back at its own path, so that $EVICTD_REPO and $EVICTD_PYTHON
+# still work. The new /var/tmp hides the kernel's modules.
 mkdir -p /run/guest-out
 mount --move "$UML_OUT" /run/guest-out
+kept=""
+venv=${EVICTD_PYTHON%/bin/*}
+interpreter=$(readlink -f "$EVICTD_PYTHON"); interpreter=${interpreter%/bin/*}
+for path in "$EVICTD_REPO" "$venv" "$interpreter"; do
+  case "$path" in /tmp/*|/var/tmp/*) ;; *) continue;; esac
+  inside=""
+  for pair in $kept; do case "$path/" in "${pair#*:}"/*) inside=yes;; esac; done
+  [ -z "$inside" ] && [ -d "$path" ] || continue
+  n=$(( $(echo $kept | wc -w) + 1 ))
+  mkdir -p "/run/guest-keep/$n"
+  mount --bind "$path" "/run/guest-keep/$n" && mount -o remount,bind,ro "/run/guest-keep/$n"
+  kept="$kept $n:$path"
+done
 mount -t tmpfs -o mode=1777 tmpfs /tmp
 mount -t tmpfs -o mode=1777 tmpfs /var/tmp
 mkdir -p "$UML_OUT"
 mount --move /run/guest-out "$UML_OUT"
+: > "$UML_OUT/kept-paths"
+for pair in $kept; do
+  mkdir -p "${pair#*:}"
+  mount --move "/run/guest-keep/${pair%%:*}" "${pair#*:}"
+  # One line a kept path: the path, then "read-only" (the host's files stay the host's) or "WRITABLE".
+  touch "${pair#*:}/.guest-write-probe" 2>/dev/null && state=WRITABLE || state=read-only
+  echo "${pair#*:} $state" >> "$UML_OUT/kept-paths"
+done
+# What the setup and the probe stand on: without it they would fail one by one, slowly; fail at once instead.
+if ! "$EVICTD_PYTHON" -c 'import evictd' 2> "$UML_OUT/guest-python-error"; then
+  echo "the guest cannot run $EVICTD_PYTHON with evictd (see guest-python-error)" > "$UML_OUT/probe.log"
+  echo 1 > "$UML_OUT/probe-exit"
+  exit 1
+fi
 mkdir -p /run/systemd/system
 for unit in systemd-journald.service systemd-journald.socket systemd-journald-dev-log.socket \\
     systemd-journald-audit.socket; do

@@ -36,6 +36,7 @@ from evictd.commands.explain_cycle import (
 from evictd.commands.explain_eviction import explain_eviction
 from evictd.commands.explain_journal import from_journal
 from evictd.commands.explain_now import explain_now
+from evictd.commands.explain_ranking import duration_text
 from evictd.core.errors import EvictdError
 from evictd.cycle.cadence import stale_after_s
 from evictd.cycle.render import (
@@ -79,7 +80,7 @@ def explain(recording: Recording, state_dir: str, *, pod: str | None = None, dec
         newest_cycle = explain_now(replayed_cycle(passed.last, heads[-1]), now_wall=now_wall,
                                    stale_after=stale_after_s(housekeeping_interval_s))
         if not newest_cycle.current:
-            warn(f"the newest recorded cycle is {round(newest_cycle.age_s, 3):g} s old: this is not now")
+            warn(f"the newest recorded cycle is {duration_text(round(newest_cycle.age_s, 3))} old: this is not now")
         return newest_cycle
     try:
         if decision is not None:

@@ -21,7 +21,7 @@ from evictd.commands.explain_ranking import (
 from evictd.commands.replay import wall_text
 from evictd.core.engine import Eviction
 from evictd.core.errors import EvictdError
-from evictd.core.pods import Pod
+from evictd.core.pods import NEVER_EVICTED, Pod
 from evictd.core.quantity import Quantity
 from evictd.core.signals import Resource, Signal, spec_of
 from evictd.core.summary import pod_stats_lookup
@@ -286,7 +286,7 @@ def explain_eviction(explained: Explained, pod_key: str) -> EvictionExplanation:
 def _why(signal: Signal, rows: Sequence[RankedPod]) -> tuple[str, ...]:
     position = next(i for i, row in enumerate(rows) if row.outcome == "evicted")
     chosen = rows[position]
-    why = [f"{row.pod.key} ranked above it but is never evicted: {row.outcome.removeprefix('skipped: ')}"
+    why = [f"{row.pod.key} ranked above it but is never evicted: {row.outcome.removeprefix(NEVER_EVICTED)}"
            for row in rows[:position]]
     # Against the next pod that could have gone instead (critical pods below it never could).
     following = next((row for row in rows[position + 1:] if not row.outcome), None)

@@ -9,7 +9,7 @@ from fractions import Fraction
 from typing import assert_never
 
 from evictd.core.fs_layout import FsLayout
-from evictd.core.pods import SYSTEM_CRITICAL_PRIORITY, Pod, is_critical_pod, is_mirror_pod, is_static_pod
+from evictd.core.pods import NEVER_EVICTED, Pod, never_evicted_reason
 from evictd.core.ranking import sort_key
 from evictd.core.signals import Ranking, Resource, Signal, spec_of
 from evictd.core.summary import pod_stats_lookup
@@ -48,17 +48,6 @@ def _amount(value: KeyValue, signal: Signal) -> str:
     return human_bytes(number) if unit == "bytes" else f"{number:,} {unit}"
 
 
-def critical_reason(pod: Pod) -> str | None:
-    """Why the manager never evicts `pod` (None: it may)."""
-    if is_static_pod(pod):
-        return "a static pod"
-    if is_mirror_pod(pod):
-        return "a mirror pod"
-    if is_critical_pod(pod):
-        return f"priority {pod.priority} (system-critical, at least {SYSTEM_CRITICAL_PRIORITY})"
-    return None
-
-
 def why_before(signal: Signal, first: Pod, first_keys: RankKeys, second: Pod, second_keys: RankKeys) -> str:
     """Say which of `rank_pods`' keys put `first` before `second` (the first key that tells them apart)."""
     a, b = first.key, second.key
@@ -94,15 +83,15 @@ class RankedPod:
 
 def ranked_pods(signal: Signal, layout: FsLayout, ranking: Sequence[Pod], report: CycleReport,
                 evicted: Pod | None) -> list[RankedPod]:
-    """The ranking with each pod's keys and outcome: evicted, skipped (why), or not reached."""
+    """The ranking with each pod's keys and outcome: evicted, never evicted (why), or not reached."""
     summary = report.ranked_on
     assert summary is not None
     stats_of = pod_stats_lookup(summary, ranking)
     rows = []
     for pod in ranking:
-        reason = critical_reason(pod)
+        reason = never_evicted_reason(pod)
         outcome = ("evicted" if evicted is not None and pod.key == evicted.key
-                   else f"skipped: {reason}" if reason is not None else "")
+                   else f"{NEVER_EVICTED}{reason}" if reason is not None else "")
         rows.append(RankedPod(pod, rank_keys(signal, sort_key(signal, layout, pod, stats_of(pod))), outcome))
     return rows
 

@@ -115,6 +115,30 @@ def bash_completion(parser: argparse.ArgumentParser) -> str:
     ])
 
 
+def zsh_completion(parser: argparse.ArgumentParser) -> str:
+    """Return a zsh script for `source <(evictd completion zsh)`: the bash completion, run by zsh's own bashcompinit
+    (zsh ships it for this), so both shells complete the same words from the same parser."""
+    return "\n".join([
+        "# zsh completion for evictd, generated from its argument parser by `evictd completion zsh`;",
+        "# in ~/.zshrc: source <(evictd completion zsh)",
+        "(( $+functions[compdef] )) || { autoload -U compinit && compinit }",
+        "autoload -U +X bashcompinit && bashcompinit",
+        bash_completion(parser).replace("# bash completion for evictd", "# the bash completion for evictd", 1),
+    ])
+
+
+def completion_script(parser: argparse.ArgumentParser, shell: str) -> str:
+    """The completion script of `shell` ("bash" or "zsh")."""
+    return zsh_completion(parser) if shell == "zsh" else bash_completion(parser)
+
+
+def bare_usage(parser: argparse.ArgumentParser) -> str:
+    """What bare `evictd` prints: the usage line, the commands, and where help is."""
+    names = next(action.choices for action in parser._actions if action.dest == "command") or ()
+    return (parser.format_usage() + f"evictd: a COMMAND is needed, one of: {', '.join(names)} "
+            "(evictd --help; evictd COMMAND --help)\n")
+
+
 # --- man page ---------------------------------------------------------------------------------------------------
 
 

@@ -211,7 +211,8 @@ class KubeError(EvictdError):
         # The Status body's `reason` (TooManyRequests, Forbidden...) and `details.causes` as (reason, message).
         self.reason = reason
         self.causes = causes
-        super().__init__(f"Kubernetes API {verb} failed ({status}): {detail}")
+        # No status (no answer, an answer that is not JSON, a cache not synced): nothing in parentheses.
+        super().__init__(f"Kubernetes API {verb} failed{'' if status is None else f' ({status})'}: {detail}")
 
 
 class EvictionRefused(KubeError):

@@ -24,6 +24,7 @@ from evictd.core.decode import INT32_MAX, INT32_MIN
 from evictd.core.duration import format_go_duration, parse_go_duration
 from evictd.core.errors import ConfigError, DurationError, QuantityError
 from evictd.core.quantity import Quantity
+from evictd.core.signals import Unit, parse_signal, spec_of
 from evictd.core.stall_gate import STALL_GATE_FIELD
 from evictd.core.thresholds import STALL_FIELDS, Threshold, parse_stall_thresholds, parse_threshold_config
 
@@ -142,7 +143,23 @@ def below_one_unit_warnings(settings: EvictionSettings) -> list[str]:
             if 0 < quantity.value < 1:
                 warnings.append(f"{key}: {signal}: {raw!r} is below one unit (the kubelet reads it as {quantity}): "
                                 "the threshold is met only when nothing at all is available")
+            elif _bytes_signal(signal) and raw.strip().isdigit() and 0 < quantity.value < FORGOTTEN_PERCENT_BELOW:
+                bare = raw.strip()
+                warnings.append(f"{key}: {signal}: {raw!r} is {bare} bytes, a threshold met only when almost "
+                                f"nothing is left: a forgotten '%'? ({bare}% is a share; 100Mi, 1Gi are amounts)")
     return warnings
+
+
+# A bare number (no unit, no %) of bytes under this is taken for a percentage missing its '%' (`nodefs.available:
+# "10"`): the kubelet reads it as so many bytes, a threshold no node reaches before it is full.
+FORGOTTEN_PERCENT_BELOW = 1 << 20
+
+
+def _bytes_signal(name: str) -> bool:
+    try:
+        return spec_of(parse_signal(name)).unit is Unit.BYTES
+    except ConfigError:
+        return False  # an unknown signal: parse_threshold_config reports it
 
 
 def empty_flag_item_warnings(flags: Sequence[tuple[str, str]]) -> list[str]:

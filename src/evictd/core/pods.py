@@ -241,6 +241,22 @@ def _is_critical_pod(pod: Pod) -> bool:
     return pod.priority is not None and pod.priority >= SYSTEM_CRITICAL_PRIORITY
 
 
+def never_evicted_reason(pod: Pod) -> str | None:
+    """Why the manager never evicts `pod`, in the words every command uses ("a mirror pod"); None: it may. A mirror
+    pod (the API's copy of a static pod) carries its static pod's source too: it is called a mirror pod."""
+    if is_mirror_pod(pod):
+        return "a mirror pod"
+    if is_static_pod(pod):
+        return "a static pod"
+    if is_critical_pod(pod):
+        return f"priority {pod.priority} (system-critical, at least {SYSTEM_CRITICAL_PRIORITY})"
+    return None
+
+
+# How a pod the manager never evicts is shown, by `simulate`, the live view and `explain`: one wording.
+NEVER_EVICTED = "never evicted: "
+
+
 def pod_priority(pod: Pod) -> int:
     """Return spec.priority, or 0 when unset (corev1helpers.PodPriority)."""
     return 0 if pod.priority is None else pod.priority

@@ -15,7 +15,7 @@ from evictd.core.engine import Eviction
 from evictd.core.engine_rules import STALL_SETTLE_S
 from evictd.core.handover import Handover, SignalVerdict
 from evictd.core.handover import thresholds_text as handover_thresholds_text
-from evictd.core.pods import Pod, is_critical_pod
+from evictd.core.pods import NEVER_EVICTED, Pod, never_evicted_reason
 from evictd.core.quantity import Quantity, QuantityFormat
 from evictd.core.signals import EVICTD_SIGNALS, Signal, Unit, spec_of
 from evictd.core.thresholds import Threshold, ThresholdValue, stall_share_text
@@ -243,8 +243,9 @@ def simulation_text(steps: Sequence[tuple[float, CycleReport]]) -> str:
 
 
 def ranked(pod: Pod) -> str:
-    """A pod in an eviction order: its key, and whether it is never evicted."""
-    return f"{pod.key} (critical, never evicted)" if is_critical_pod(pod) else pod.key
+    """A pod in an eviction order: its key, and why it is never evicted if it is (as `explain` says it)."""
+    reason = never_evicted_reason(pod)
+    return pod.key if reason is None else f"{pod.key} ({NEVER_EVICTED}{reason})"
 
 
 def _annotations_text(annotations: Mapping[str, str]) -> str:

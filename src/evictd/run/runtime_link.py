@@ -196,8 +196,8 @@ class RuntimeLink:
         except EvictdError as exc:
             if self._failures == 0:
                 self._log.info("no container runtime answers: node-level reclaim is reported, not carried out; "
-                               "asked again after cycles", endpoint=self.client.endpoint, error=str(exc),
-                               retry_s=self._retry_s)
+                               "asked again after a cycle, at most every retry_s seconds",
+                               endpoint=self.client.endpoint, error=str(exc), retry_s=self._retry_s)
             self._failures += 1
             return None
         self._attached = self.slot.current = self._attach(version)

@@ -1,0 +1,47 @@
+"""The Makefile's promises, read from `make -n` (what it would run) in a folder whose venv does not exist yet.
+
+`make run` installs what running needs and nothing more; `make test` adds the test extras; `make run` keeps its
+stateDir in the checkout whatever the configuration files name, unless STATE= is given empty.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def dry_run(tmp_path: Path, *words: str) -> list[str]:
+    """The commands `make -n WORDS` would run, with a venv (VENV) that does not exist: its installs included."""
+    done = subprocess.run(["make", "-n", "-C", str(REPO), f"VENV={tmp_path / 'venv'}", *words],
+                          capture_output=True, text=True, check=True, timeout=60)
+    return [line for line in done.stdout.splitlines() if not line.startswith("make")]
+
+
+def installs(commands: list[str]) -> list[str]:
+    return [line.split("-e ", 1)[1] for line in commands if "/pip install " in line and " -e " in line]
+
+
+def test_make_run_installs_evictd_without_the_test_extras(tmp_path: Path) -> None:
+    assert installs(dry_run(tmp_path, "run")) == ["."]
+    assert installs(dry_run(tmp_path, "check-config")) == ["."]
+
+
+def test_make_test_installs_the_runtime_then_the_test_extras(tmp_path: Path) -> None:
+    assert installs(dry_run(tmp_path, "lint")) == [".", "'.[test]'"]
+
+
+def evictd_run(commands: list[str]) -> str:
+    return next(line for line in commands if "/evictd run " in line)
+
+
+def test_make_run_keeps_its_state_in_the_checkout_even_when_a_file_names_the_nodes(tmp_path: Path) -> None:
+    # config/evictd-config.yaml names /var/lib/evictd, where an installed evictd keeps its own.
+    assert "stateDir: /var/lib/evictd" in (REPO / "config" / "evictd-config.yaml").read_text(encoding="utf-8")
+    line = evictd_run(dry_run(tmp_path, "run", "CONFIG=config/kubelet-config.yaml config/evictd-config.yaml"))
+    assert "--config config/kubelet-config.yaml --config config/evictd-config.yaml --state-dir .state" in line
+    assert "--state-dir .state" in evictd_run(dry_run(tmp_path, "run"))
+    assert "--state-dir /srv/mine" in evictd_run(dry_run(tmp_path, "run", "STATE=/srv/mine"))
+    # Empty, the files decide (their stateDir, or evictd's default).
+    assert "--state-dir" not in evictd_run(dry_run(tmp_path, "run", "STATE=", "CONFIG=config/evictd-config.yaml"))

@@ -3,29 +3,38 @@
 ``deploy-burst``: `APPS` Burstable app pods (request `APP_REQUEST_MIB`, no limit) each with "binaries" of its own, a
 file of `APP_FILE_MIB` on the guest's disk (written once a boot as the page-cache workloads' files are), rolled out
 again on the same files (a ``kubectl rollout restart``, a config change, or a new version on the same base layers),
-on a node with plenty of memory, beside the Guaranteed pod (200 MiB) and the system daemon. Before the run
-(`DeployBurstRun.before_pressure`, called once the Guaranteed pod holds its memory):
+on a node with plenty of memory, beside the Guaranteed pod (200 MiB) and the system daemon, whose binaries,
+libraries and data are a file of `DAEMON_FILE_MIB` read twice at its start (`DAEMON`: active), protected as an
+operator protects system.slice (``MemoryMin=``: `SYSTEM_MIN_MIB` as system.slice's and the daemon unit's
+memory.min for the run). Before the run (`DeployBurstRun.before_pressure`, once the Guaranteed pod holds its memory
+and the daemon beat once):
 
 1. the old pods (``app-v1-<i>``) start: each takes `APP_HEAP_MIB` of anonymous memory (its heap) and reads its file
-   twice with read(2) (`OLD_APP`: the second read makes every page active, a running app's working set);
-2. earlier pressure pushes their binaries out: the arena writes the sum of their cgroups' page cache to the pods
-   cgroup's ``memory.reclaim`` (``kubepods``, as the kernel reclaims when the pods reach their allocatable limit).
-   Reclaim, not ``drop_caches``: only reclaim leaves the shadow entries that make the next read of a page a refault
-   (dropping the caches leaves none: 0 refaults, measured). The pods cgroup, not each old pod's own: the kernel counts
-   a refault only while the cgroup named in the page's shadow entry (the reclaim's target) still exists, and a
-   deploy removes the old pods' cgroups (measured on both user-mode kernels, 2026-11-25: a 40 MiB file reclaimed
-   through its pod's cgroup and re-read from a new pod refaulted 0 MiB; through the parent or the root, 40 MiB).
-   The heap matters too: the kernel's shadow shrinker keeps a cgroup's shadow entries only up to about eight times
-   the pages it still holds, so a pod holding nothing but its binaries loses them in the same reclaim (measured:
-   0-0.9 MiB of 40 refaulted without a heap, 40 with 32 MiB). Active pages are deactivated before they are
-   evicted, which marks them working set: re-reading them then counts as a memory stall (PSI), as on a node;
+   twice with read(2) (`APP` "old": the second read makes every page active, a running app's working set);
+2. earlier pressure pushes their binaries out: the arena writes the sum of their cgroups' page cache to the root
+   cgroup's ``memory.reclaim`` (node-wide reclaim, as kswapd's; system.slice is protected, the pods hold anonymous
+   memory only otherwise, and there is no swap, so what goes is the old pods' page cache). Reclaim, not
+   ``drop_caches``: only reclaim leaves the shadow entries that make the next read of a page a refault (dropping the
+   caches leaves none). The reclaim's target names the shadow entries, and the kernel counts a refault only while
+   that cgroup exists: a deploy removes the old pods' cgroups, so reclaim through a pod's own cgroup would leave
+   nothing to count (measured on both user-mode kernels, 2026-11-25: a 40 MiB file reclaimed through its pod's
+   cgroup and re-read from a new pod refaulted 0 MiB; through the parent or the root, 40 MiB). The heap matters too:
+   the kernel's shadow shrinker keeps a cgroup's shadow entries only up to about eight times the pages it still
+   holds, so a pod holding nothing but its binaries loses them in the same reclaim (measured: 0-0.9 MiB of 40
+   refaulted without a heap, 40 with 32 MiB). Why the daemon's active file: the kernel judges a refault to be
+   working set (and counts its read as a memory stall, PSI) only when fewer pages were evicted since than the
+   evicting cgroup still has active; this guest's own programs run from the host's files and leave no page cache,
+   so without it nothing is active, no refault is judged working set and PSI stays 0 (measured: 320 MiB refaulted,
+   0 s stalled, in the first trials; reclaim through ``kubepods`` with a busy pod's executable mapping beside, 60 of
+   its 160 MiB survived and still 0 s);
 3. the rollout: the old pods are deleted through the API server and the arena waits until their cgroups are gone.
 
-Then the new pods (``app-v2-<i>``, `NEW_APP`, the workload's pressure pods, which take no head start) each take their
-heap, and at the run's start all read their binaries at once through a mapping (a process mapping its binaries and
-libraries at start): the refault burst, a few seconds long, with ~1.5 GiB free. After that each touches every page of
-its file every `APP_PERIOD_S` (a running app's code, all in cache: no more refaults). The run ends `DEPLOY_HOLD_S`
-after the start. Expected with ``evictd-stall`` and ``evictd-refault``: nobody evicted, no OOM kill.
+Then the new pods (``app-v2-<i>``, `APP` "new", the workload's pressure pods, which take no head start) each take
+their heap, and at the run's start all map their binaries and touch every page at once (a process mapping its
+binaries and libraries at start): the refault burst, 10-20 s on this guest's disk, with ~1.8 GiB free. After that
+each touches every page of its file every `APP_PERIOD_S` (a running app's code, all in cache: no more refaults).
+The run ends `DEPLOY_HOLD_S` after the start; system.slice's memory.min is put back to 0 at its end. Expected with
+``evictd-stall`` and ``evictd-refault``: nobody evicted, no OOM kill.
 
 Figures of every run (``deployBurst`` in its JSON; bench/node_survival_outcomes.py `deploy_rows` tables them): the
 old pods' page cache before and after the push-out (MiB, summed) and what ``memory.reclaim`` said; each new pod's

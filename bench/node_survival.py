@@ -18,7 +18,8 @@ bench/node_survival_oomd.py), evictd-refault, evictd-reclaim (reclaim before evi
 on both; kubelet-defaults and kubelet-same on the real backend only; evictd-pid (evictd with pid.available<25% added,
 for the fork-bomb control). The non-memory controls (fork-bomb, disk-fill, disk-fill-fast:
 bench/node_survival_controls.py) get a second table of their own figures, the own-limit workloads (own-limit-thrash,
-backup-stream: bench/node_survival_ownlimit.py) a third.
+backup-stream: bench/node_survival_ownlimit.py) a third, the deploy burst (deploy-burst:
+bench/node_survival_deploy.py) a fourth.
 
 Output: one JSON line per run in <out>/<backend>-<protector>/runs.jsonl, every run in <out>/runs.jsonl, and the
 table (median / worst over the runs of each cell) on stdout and in <out>/table.md, with the guest kernel and
@@ -46,7 +47,13 @@ from typing import Any
 
 BENCH = Path(__file__).resolve().parent
 sys.path[:0] = [str(BENCH.parent / "tests" / "uml")]
-from node_survival_outcomes import cell_rows, control_rows, markdown_table, own_limit_rows  # noqa: E402
+from node_survival_outcomes import (  # noqa: E402
+    cell_rows,
+    control_rows,
+    deploy_rows,
+    markdown_table,
+    own_limit_rows,
+)
 from node_survival_pagecache import STALL_PROTECTORS  # noqa: E402
 from uml_guest import KERNELS, REPO, GuestRun, Kernel, boot_guest  # noqa: E402
 
@@ -169,6 +176,9 @@ def main() -> int:
         table += "\nnon-memory controls (bench/node_survival_controls.py):\n\n" + markdown_table(control_rows(good))
     if own_limit_rows(good):
         table += "\nown-limit figures (bench/node_survival_ownlimit.py):\n\n" + markdown_table(own_limit_rows(good))
+    if deploy_rows(good):
+        table += ("\ndeploy burst figures (bench/node_survival_deploy.py; worst: the weakest burst):\n\n"
+                  + markdown_table(deploy_rows(good)))
     if failed:
         table += "\nfailed runs:\n" + "".join(f"- {r['protector']} {r['workload']} {r['run']}: {r['error']}\n"
                                               for r in failed)

@@ -327,6 +327,7 @@ def one_run(backend: Any, protector: Protector, spec: Workload, index: int, args
                                                    mem_total)
             (control / f"go.{pod_spec.name}").touch()
             wait_for_file(control / f"ready.{pod_spec.name}", "take its memory", pods[pod_spec.name], backend)
+    cache.before_pressure(backend, control, mem_total, pods)  # a deploy's old pods rolled out (or nothing)
     pressure = [p for p in spec.pods if p.pressure]
     wait_memory_settled(10.0)
     head_total = max(0.0, (meminfo()["MemAvailable"] - args.start_available_mib * MiB) / MiB)

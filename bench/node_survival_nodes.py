@@ -110,6 +110,10 @@ class StandIn:
     def exit_code(self, pod: PodHandle) -> int | None:
         return pod.stand_in.proc.poll() if pod.stand_in is not None else None
 
+    def delete_pod(self, pod: PodHandle) -> None:
+        """Delete a pod as a rollout does (a grace period: the stand-in kubelet kills it and finishes the deletion)."""
+        self.node.api.store.delete_pod(self.node.namespace, pod.name, 1)
+
     def api_pods(self) -> list[dict[str, Any]]:
         return self.node.api.store.pods(self.node.namespace)
 
@@ -203,6 +207,11 @@ class Real:
 
     def exit_code(self, pod: PodHandle) -> int | None:
         return None  # the arena reads the container cgroup's pids and the pod's status instead
+
+    def delete_pod(self, pod: PodHandle) -> None:
+        """Delete a pod as a rollout does (its grace period, 1 s: the kubelet stops it)."""
+        self.cluster.api.request("DELETE", f"/api/v1/namespaces/{self.namespace}/pods/{pod.name}",
+                                 {"gracePeriodSeconds": 1})
 
     def api_pods(self) -> list[dict[str, Any]]:
         answer = self.cluster.api.request("GET", f"/api/v1/namespaces/{self.namespace}/pods")

@@ -337,3 +337,39 @@ def _evicted_counts(runs: Sequence[Mapping[str, Any]]) -> str:
         for eviction in run["evictions"]:
             evicted[eviction["pod"]] = evicted.get(eviction["pod"], 0) + 1
     return ", ".join(f"{pod} {n}" for pod, n in evicted.items()) or "none"
+
+
+# The deploy burst's figures (bench/node_survival_deploy.py; a run's "deployBurst", "refaultFileMib", "memoryStallS"):
+# (column title, how to read it from a run, worse). They show that the burst happened: the "worst" is the weakest.
+DEPLOY_FIGURES: tuple[tuple[str, Any, str], ...] = (
+    ("pushed out MiB", lambda run: run["deployBurst"].get("pushedOutMib"), "min"),
+    ("daemon cache kept MiB", lambda run: run["deployBurst"].get("daemonCacheAfterMib"), "min"),
+    ("new pods started", lambda run: run["deployBurst"].get("newPodsStarted"), "min"),
+    ("burst s", lambda run: run["deployBurst"].get("burstS"), "min"),
+    ("refaulted MiB", lambda run: run.get("refaultFileMib"), "min"),
+    ("peak refault in 10 s, % of MemTotal", lambda run: run["deployBurst"].get("refaultPeak10sPercent"), "min"),
+    ("node PSI some s", lambda run: (run.get("memoryStallS") or {}).get("some"), "min"),
+    ("node PSI full s", lambda run: (run.get("memoryStallS") or {}).get("full"), "min"),
+    ("peak some avg10 %", lambda run: (run["deployBurst"].get("psiAvg10PeakPercent") or {}).get("some"), "min"),
+    ("peak full avg10 %", lambda run: (run["deployBurst"].get("psiAvg10PeakPercent") or {}).get("full"), "min"),
+    ("node scans MiB", lambda run: run.get("nodeScanMib"), "max"),
+    ("lowest MemAvailable MiB", lambda run: run.get("minAvailableMib"), "min"),
+)
+
+
+def deploy_rows(runs: Sequence[Mapping[str, Any]]) -> list[dict[str, str]]:
+    """One row per cell of the runs with deploy figures, in first-seen order: the runs, every figure as
+    "median / worst", the kernel's OOM kills and the pods evicted (name: count over all runs)."""
+    cells: dict[tuple[str, str, str], list[Mapping[str, Any]]] = {}
+    for run in runs:
+        if run.get("deployBurst"):
+            cells.setdefault((run["backend"], run["workload"], run["protector"]), []).append(run)
+    rows = []
+    for (backend, workload_name, protector), members in cells.items():
+        row = {"backend": backend, "workload": workload_name, "protector": protector, "runs": str(len(members))}
+        for title, read, worse in DEPLOY_FIGURES:
+            row[title] = _median_and_worst([read(run) for run in members], worse)
+        row["OOM kills (all runs)"] = str(sum(len(run.get("oomKills") or []) for run in members))
+        row["evicted (all runs)"] = _evicted_counts(members)
+        rows.append(row)
+    return rows

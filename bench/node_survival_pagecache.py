@@ -142,6 +142,7 @@ class FilePodSpec(PodSpec):
     file_mib: int = 0
     mode: str = "mmap-loop"  # READER's MODE
     period_s: float = 1.0
+    file_name: str = ""  # its file's name ("": the pod's; pods of a deploy's two versions share one)
 
 
 @dataclass(frozen=True)
@@ -177,8 +178,8 @@ def pod_script(spec: PodSpec) -> str:
     """The Python source a pod of `spec` runs: READER (with its file) for a FilePodSpec, else GROWER."""
     if not isinstance(spec, FilePodSpec):
         return GROWER
-    return (f"FILE, MODE, PERIOD = {str(file_path(spec.name, spec.file_mib))!r}, {spec.mode!r}, {spec.period_s!r}\n"
-            + READER)
+    binaries = file_path(spec.file_name or spec.name, spec.file_mib)
+    return f"FILE, MODE, PERIOD = {str(binaries)!r}, {spec.mode!r}, {spec.period_s!r}\n" + READER
 
 
 def daemon_argv(spec: Workload, beats: Path) -> tuple[str, ...]:
@@ -191,7 +192,8 @@ def daemon_argv(spec: Workload, beats: Path) -> tuple[str, ...]:
 
 def files_of(spec: Workload) -> list[tuple[Path, int]]:
     """The files a workload reads (path, MiB)."""
-    found = [(file_path(p.name, p.file_mib), p.file_mib) for p in spec.pods if isinstance(p, FilePodSpec)]
+    found = [(file_path(p.file_name or p.name, p.file_mib), p.file_mib) for p in spec.pods
+             if isinstance(p, FilePodSpec)]
     mib = getattr(spec, "daemon_file_mib", 0)
     return found + ([(file_path("daemon", mib), mib)] if mib else [])
 
@@ -283,7 +285,8 @@ class PageCacheRun:
 
     def __init__(self, spec: Workload, work: Path) -> None:
         self.spec, self.work = spec, work
-        from node_survival_ownlimit import OwnLimitRun  # (it builds on this module)
+        from node_survival_deploy import DeployBurstRun  # (these build on this module)
+        from node_survival_ownlimit import OwnLimitRun
 
         files = files_of(spec)
         if files and not os.path.ismount(disk()):
@@ -291,6 +294,7 @@ class PageCacheRun:
         for path, mib in files:
             write_file(path, mib)
         self.own_limit = OwnLimitRun(spec)  # writes the backup stream's file, before the caches are dropped
+        self.deploy = DeployBurstRun(spec)
         os.sync()
         Path("/proc/sys/vm/drop_caches").write_text("3\n")
         self.available: list[tuple[float, int]] = []  # (monotonic, MemFree + Inactive(file) bytes)
@@ -301,6 +305,11 @@ class PageCacheRun:
 
     def daemon_argv(self, beats: Path) -> tuple[str, ...]:
         return daemon_argv(self.spec, beats)
+
+    def before_pressure(self, backend: Any, control: Path, mem_total: int, pods: Mapping[str, Any]) -> None:
+        """Once the pods that only hold memory hold it, before the pressure pods start: a deploy's old pods rolled
+        out (bench/node_survival_deploy.py; nothing for other workloads)."""
+        self.deploy.before_pressure(backend, control, mem_total, pods)
 
     def _counters(self) -> tuple[dict[str, int], dict[str, float]]:
         psi = Path("/proc/pressure/memory")
@@ -318,6 +327,7 @@ class PageCacheRun:
         self.before, self.started = self._counters(), time.monotonic()
         self.thread.start()
         self.own_limit.start(pods)
+        self.deploy.start()
 
     def figures(self, beats_path: Path) -> dict[str, Any]:
         from node_survival_ownlimit import node_scan_pages
@@ -325,6 +335,7 @@ class PageCacheRun:
         ended = time.monotonic()
         vmstat, psi = self._counters()
         own_limit = self.own_limit.figures()
+        deploy = self.deploy.figures(meminfo_kib(Path("/proc/meminfo").read_text())["MemTotal"] * 1024)
         scans = node_scan_pages(self.before[0], vmstat)
         self.stopping.set()
         self.thread.join(timeout=2)
@@ -338,4 +349,5 @@ class PageCacheRun:
             "kubeletAvailableMinMib": min(v for _, v in self.available) / MiB if self.available else None,
             "nodeScanMib": None if scans is None else scans * PAGE / MiB,  # node-wide reclaim (kswapd, direct)
             **own_limit,
+            **deploy,
         }

@@ -44,6 +44,12 @@ the stall gate):
 * ``backup-stream``: a backup job in ``system.slice`` reads a file of 1.5 x MemTotal once (cold cache), beside a
   Guaranteed pod and the daemon: kswapd reclaims use-once page cache, nothing is worth an eviction.
 
+The deploy burst (bench/node_survival_deploy.py: a false trigger for the stall and refault signals):
+
+* ``deploy-burst``: 8 Burstable app pods whose 40 MiB binaries were pushed out of the cache by earlier reclaim are
+  rolled out again on the same files: the new pods read them at once (a burst of refaults and some PSI stall, a
+  few seconds long) on a node with ~1.5 GiB free, beside a Guaranteed pod and the daemon.
+
 The system daemon (`HEARTBEAT`) is a process outside the pods cgroup, in ``system.slice/heartbeat.service``,
 that writes the monotonic time to a file every 100 ms; the arena reads its largest gap.
 
@@ -165,6 +171,10 @@ def workload(name: str, mem_total_mib: int) -> Workload:
         from node_survival_ownlimit import own_limit_workload
 
         return own_limit_workload(name, mem_total_mib)
+    if name in DEPLOY_WORKLOADS:
+        from node_survival_deploy import deploy_workload
+
+        return deploy_workload(name, mem_total_mib)
     if name in CONTROL_WORKLOADS:
         return control_workload(name, guaranteed_pod())
     raise KeyError(f"unknown workload {name!r}: one of {', '.join(WORKLOADS)}")
@@ -172,7 +182,9 @@ def workload(name: str, mem_total_mib: int) -> Workload:
 
 PAGECACHE_WORKLOADS = ("thrash", "active-file")  # bench/node_survival_pagecache.py
 OWN_LIMIT_WORKLOADS = ("own-limit-thrash", "backup-stream")  # bench/node_survival_ownlimit.py
-WORKLOADS = ("be-slow", "be-fast", "many-small", *PAGECACHE_WORKLOADS, *OWN_LIMIT_WORKLOADS, *CONTROL_WORKLOADS)
+DEPLOY_WORKLOADS = ("deploy-burst",)  # bench/node_survival_deploy.py
+WORKLOADS = ("be-slow", "be-fast", "many-small", *PAGECACHE_WORKLOADS, *OWN_LIMIT_WORKLOADS, *DEPLOY_WORKLOADS,
+             *CONTROL_WORKLOADS)
 
 
 def oom_score_adj(spec: PodSpec, mem_total_bytes: int) -> int:

@@ -175,6 +175,13 @@ def test_the_cpu_share_counts_the_attempts_of_the_last_window_only() -> None:
     assert history.recent == ((NOW + 30, 0.05),)
 
 
+def test_the_first_attempt_of_a_window_may_take_any_budget() -> None:
+    """Nothing spent in the window: the attempt runs whatever its budget (a test's guest gives 2 s)."""
+    settings = ReclaimSettings(enabled=True, budget_s=2.0)
+    assert isinstance(plan_for(settings, threshold(), observed(150), holders(besteffort=500), ReclaimHistory(), NOW),
+                      ReclaimPlan)
+
+
 def test_after_the_back_off_it_plans_again() -> None:
     history = ReclaimHistory(ReclaimAttempt(NOW - BACKOFF_S - 1, 100 * MiB, False), 1, NOW - 1)
     assert isinstance(plan_for(ON, threshold(), observed(150), holders(besteffort=500), history, NOW),

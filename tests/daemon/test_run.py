@@ -289,7 +289,7 @@ def runs_in(state_dir: Path) -> set[str]:
     return {record.run for record in read_recording(str(folder))[0]} if folder.is_dir() else set()
 
 
-def test_make_run_keeps_its_state_in_the_checkout_unless_the_config_names_a_state_dir(tmp_path: Path) -> None:
+def test_make_run_keeps_its_state_in_the_checkout_even_where_a_file_names_a_state_dir_unless_state_is_empty(tmp_path: Path) -> None:
     # Another port than the default: other evictd processes on this machine may hold 10262.
     port_only = tmp_path / "port.yaml"
     port_only.write_text("apiVersion: evictd.io/v1alpha1\nkind: EvictdConfiguration\nmetricsBindAddress: 127.0.0.1:0\n")
@@ -305,10 +305,15 @@ def test_make_run_keeps_its_state_in_the_checkout_unless_the_config_names_a_stat
 
     own = tmp_path / "own.yaml"
     own.write_text(port_only.read_text() + f"stateDir: {tmp_path / 'state'}\n")
-    named = make_run(f"CONFIG=config/kubelet-config.yaml {own}", "ARGS=--cycles 1")
+    # config/evictd-config.yaml names /var/lib/evictd: make run's STATE overrides what a file names.
+    overridden = make_run(f"CONFIG=config/kubelet-config.yaml {own}", "ARGS=--cycles 1")
+    assert overridden.returncode == 0, overridden.stderr
+    assert runs_in(tmp_path / "state") == set()
+    assert len(runs_in(ROOT / ".state") - checkout_runs - {new_run}) == 1
+    # STATE= (empty) leaves the stateDir to the files.
+    named = make_run(f"CONFIG=config/kubelet-config.yaml {own}", "STATE=", "ARGS=--cycles 1")
     assert named.returncode == 0, named.stderr
     assert len(runs_in(tmp_path / "state")) == 1
-    assert runs_in(ROOT / ".state") == checkout_runs | {new_run}
 
 
 def test_the_live_view_leaves_one_frame_in_a_real_terminals_scrollback(tmp_path: Path) -> None:

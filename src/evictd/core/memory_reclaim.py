@@ -43,10 +43,11 @@ The rule (`reclaim_plan`), for the thresholds a cycle is about to evict for:
   `MAX_BACKOFF_S`. A reclaim that avoided the eviction and was not refaulted resets the count.
 * CPU bound: the attempts' time (their rounds and the stats read between them, done in evictd's own thread) stays
   within `CPU_SHARE` of one CPU over the last `CPU_WINDOW_S`: an attempt starts only when the time spent in that
-  window plus its budget fits (`cpu_spent_s`). At the 50 ms default that is up to 20 attempts in 10 s while reclaims
-  succeed (10 % of one CPU at most), and after a failure at most one attempt per `BACKOFF_S` (0.1 %). A fixed
-  interval of 2 s between attempts (the first rule) let a reader still filling its cache through the threshold 1.2 s
-  after a reclaim that cleared it get evicted, and the Guaranteed pod 0.3 s later, for cache the kernel could drop.
+  window plus its budget fits (`cpu_spent_s`), or nothing was spent in it. At the 50 ms default that is up to 20
+  attempts in 10 s while reclaims succeed (10 % of one CPU at most), and after a failure at most one attempt per
+  `BACKOFF_S` (0.1 %). A fixed interval of 2 s between attempts (the first rule) let a reader still filling its
+  cache through the threshold 1.2 s after a reclaim that cleared it get evicted, and the Guaranteed pod 0.3 s later,
+  for cache the kernel could drop.
 
 Invariants: pure (no I/O, `now` is monotonic seconds given); inputs are never mutated.
 """
@@ -287,7 +288,7 @@ def reclaim_plan(settings: ReclaimSettings, thresholds: Sequence[Threshold],
         return ReclaimSkip(f"backing off after {history.failures} failed reclaim(s) for another "
                            f"{history.backoff_until_s - now:.0f} s", backing_off=True)
     spent = cpu_spent_s(history, now)
-    if spent + settings.budget_s > CPU_SHARE * CPU_WINDOW_S:
+    if spent > 0 and spent + settings.budget_s > CPU_SHARE * CPU_WINDOW_S:
         return ReclaimSkip(f"reclaim took {spent * 1000:.0f} ms of the last {CPU_WINDOW_S:g} s (at most "
                            f"{CPU_SHARE:.0%} of one CPU)")
     needed = lacking_bytes(counted, observations)

@@ -162,17 +162,17 @@ def test_without_psi_the_memory_watch_decides_crossings_well_before_the_tick(gue
 
 def test_memory_reclaim_drops_a_pods_page_cache_within_its_budget_and_never_the_daemons(guest: GuestRun) -> None:
     """The `memory.reclaim` adapter on a real v2 kernel (tests/uml/guest_memory_reclaim.py): the rule's plan asks the
-    BestEffort tier for 48 MiB of the 96 MiB its pod read twice; the tier's working set falls by at least that; the
-    32 MiB a process in system.slice read twice stays; a 1 ms budget stops after at most one write; an empty cgroup's
-    reclaim is the kernel's EAGAIN."""
+    BestEffort tier for the 48 MiB lacking and 16 MiB of margin, of the 96 MiB its pod read twice; the tier's working
+    set falls by at least that; the 32 MiB a process in system.slice read twice stays; a 1 ms budget stops after at
+    most one write; an empty cgroup's reclaim is the kernel's EAGAIN."""
     got = result(guest, "reclaim-cgroupfs")
     assert got["unavailable"] is None
     tiers = {holder["tier"]: holder["activeFile"] for holder in got["holders"]}
     assert tiers["besteffort"] >= 80 * MiB, got["holders"]  # the pod's file, read twice: active
-    assert got["plan"] == {"targets": [["reclaim-test/kubepods/besteffort", 48 * MiB]], "needed": 48 * MiB}
+    assert got["plan"] == {"targets": [["reclaim-test/kubepods/besteffort", 64 * MiB]], "needed": 48 * MiB}
     before, after, outcome = got["before"], got["after"], got["outcome"]
-    assert outcome["stopped"] == "done" and outcome["freed"] >= 48 * MiB, got
-    assert before["tierWorkingSet"] - after["tierWorkingSet"] >= 48 * MiB, got
+    assert outcome["stopped"] == "done" and outcome["freed"] >= 64 * MiB, got
+    assert before["tierWorkingSet"] - after["tierWorkingSet"] >= 64 * MiB, got
     assert after["daemonActiveFile"] >= before["daemonActiveFile"] - MiB, "system.slice's cache was reclaimed"
     assert before["daemonActiveFile"] >= 24 * MiB, got
     budget = got["budget"]

@@ -42,6 +42,15 @@ def gradual_hog(node: RealNode) -> PodRef:
     return node.run_pod(new_name("hog"), memory_hog(HOG_MIB, steps=9, step_s=2.5), requests={"memory": "32Mi"})
 
 
+def evicted_by_evictd(node: RealNode, hog: PodRef, message: str) -> None:
+    """The kubelet carried out evictd's DELETE (1 s grace) and removed the object; the Evicted event is evictd's."""
+    node.wait_gone(hog)
+    [event] = node.events(hog, "Evicted")
+    assert (event["source"]["component"], event["message"]) == ("evictd", message)
+    deleted = [v for v in node.versions(hog) if v.metadata.get("deletionTimestamp")]
+    assert deleted and deleted[0].metadata["deletionGracePeriodSeconds"] == 1
+
+
 def node_condition(node: RealNode, kind: str) -> str | None:
     found = node.condition(kind)
     return None if found is None else str(found["status"])
@@ -95,11 +104,7 @@ def test_handing_eviction_over_from_the_kubelet_step_by_step(real_cluster: RealC
         # here: only node.kubernetes.io/not-ready left); evictd writes them again with its conditions every
         # nodeStatusUpdateFrequency (10 s).
         wait_until(lambda: "evictd.io/memory-pressure:NoSchedule" in node.taint_keys(), 25, "evictd's taint")
-        node.wait_gone(hog)  # the kubelet carries out evictd's DELETE and removes the object
-        [event] = node.events(hog, "Evicted")
-        assert (event["source"]["component"], event["message"]) == ("evictd", evicting["message"])
-        deleted = [v for v in node.versions(hog) if v.metadata.get("deletionTimestamp")]
-        assert deleted and deleted[0].metadata["deletionGracePeriodSeconds"] == 1
+        evicted_by_evictd(node, hog, evicting["message"])
         # The kubelet did not evict: no phase/reason of its own eviction, no MemoryPressure of its own.
         assert all(v.status.get("reason") != "Evicted" for v in node.versions(hog))
         assert node_condition(node, "MemoryPressure") == "False"
@@ -156,11 +161,7 @@ def test_backstop_mode_evictd_evicts_above_the_kubelets_threshold(real_cluster: 
         assert evicting["message"].startswith(f"The node was low on resource: memory. Threshold quantity: "
                                               f"{THRESHOLD_MIB}Mi"), evicting["message"]
         wait_until(lambda: node_condition(node, "EvictdMemoryPressure") == "True", 20, "evictd's pressure condition")
-        node.wait_gone(hog)  # the kubelet carries out evictd's DELETE and removes the object
-        [event] = node.events(hog, "Evicted")
-        assert (event["source"]["component"], event["message"]) == ("evictd", evicting["message"])
-        deleted = [v for v in node.versions(hog) if v.metadata.get("deletionTimestamp")]
-        assert deleted and deleted[0].metadata["deletionGracePeriodSeconds"] == 1
+        evicted_by_evictd(node, hog, evicting["message"])
         # The kubelet, the backstop, did not act: no eviction of its own (its status Failed/Evicted, its Evicted
         # event; the DisruptionTarget condition is evictd's, written as the kubelet writes it), and its
         # MemoryPressure never left False (a True in between would have moved the lastTransitionTime).

@@ -54,7 +54,7 @@ from node_survival_outcomes import (  # noqa: E402
     markdown_table,
     own_limit_rows,
 )
-from node_survival_pagecache import STALL_PROTECTORS  # noqa: E402
+from node_survival_pagecache import ACTIVE_FILE_ENV, STALL_PROTECTORS  # noqa: E402
 from uml_guest import KERNELS, REPO, GuestRun, Kernel, boot_guest  # noqa: E402
 
 GUEST_MEM_MIB = 2560
@@ -94,7 +94,8 @@ def run_boot(out: Path, *, backend: str, protectors: Sequence[str], workloads: S
     args = ["--backend", backend, "--protectors", ",".join(protectors), "--workloads", ",".join(workloads),
             "--runs", str(runs), "--start-available-mib", str(start_available_mib),
             "--run-timeout-s", str(run_timeout_s), "--kernel-label", label.replace(" ", "_")]
-    env: dict[str, str] = {}
+    # The active-file reader's file size, when given (bench/node_survival_pagecache.py, ACTIVE_FILE_MIB).
+    env: dict[str, str] = {name: os.environ[name] for name in (ACTIVE_FILE_ENV,) if name in os.environ}
     node_setup = ""
     if backend == "real":
         # What a kubelet needs of the guest (tests/uml/guest-node.sh), the kube binaries (fails here, saying how

@@ -20,7 +20,7 @@ import os
 from dataclasses import dataclass
 
 from evictd.config import classify_document, read_documents
-from evictd.core.errors import ConfigError
+from evictd.core.errors import ConfigError, FilePath
 from evictd.core.kubelet_config import KUBELET_KIND, EvictionSettings, eviction_settings, merge_documents
 from evictd.core.thresholds import Threshold
 
@@ -70,7 +70,7 @@ def read_kubelet_eviction(path: str) -> EvictionSettings:
     documents = read_documents(path, key=OPTION)
     if not documents:
         raise ConfigError("holds no document (the kubelet would run with its defaults; say so with a "
-                          "KubeletConfiguration document)", key=OPTION, value=path)
+                          "KubeletConfiguration document)", key=OPTION, value=FilePath(path))
     document = documents[0][0]
     where = f"{OPTION} {path}"
     if classify_document(document, where) != KUBELET_KIND:

@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from evictd.commands.simulate import FakeClock, Scenario, run_scenario, start_state
 from evictd.config import EvictdSettings
 from evictd.core.engine import EngineState
-from evictd.core.errors import ConfigError, EvictdError
+from evictd.core.errors import ConfigError, EvictdError, FilePath
 from evictd.cycle.finished import Cycle
 from evictd.cycle.ids import run_id
 from evictd.cycle.manager import FRESH_STATE
@@ -65,7 +65,7 @@ def record_scenario(scenario: Scenario, state_dir: str) -> list[CycleReport]:
         raise EvictdError(f"cannot write the recording into {folder}: {exc.strerror or exc}") from None
     if existing:
         raise ConfigError(f"already holds a recording ({folder}); record into a new folder", key="--record",
-                          value=state_dir)
+                          value=FilePath(state_dir))
     first_at = scenario.steps[0].at if scenario.steps else 0.0
     state = FRESH_STATE
     node_name = ""

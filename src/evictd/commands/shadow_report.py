@@ -15,7 +15,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from evictd.core.errors import ConfigError
+from evictd.core.errors import ConfigError, FilePath
 from evictd.core.handover import judge_handover
 from evictd.core.shadow import Outcome
 from evictd.core.thresholds import Threshold
@@ -33,7 +33,7 @@ def read_comparisons(state_dir: str) -> list[dict[str, Any]]:
     found = [p for p in paths if os.path.isfile(p)]
     if not found:
         raise ConfigError("holds no shadow comparisons (evictd run in dry-run with the Kubernetes API writes "
-                          f"{SHADOW_FILE} there)", key="stateDir", value=state_dir)
+                          f"{SHADOW_FILE} there)", key="stateDir", value=FilePath(state_dir))
     records = []
     for path in found:
         with open(path, encoding="utf-8") as handle:

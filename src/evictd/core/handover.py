@@ -26,7 +26,7 @@ from enum import StrEnum
 
 from evictd.core.kubelet_config import DEFAULT_EVICTION_HARD
 from evictd.core.signals import Signal, spec_of
-from evictd.core.thresholds import Threshold, ThresholdValue, stall_share_text
+from evictd.core.thresholds import Threshold, ThresholdValue
 
 # What `run` logs at start and check-config prints when evictd has no threshold at all.
 NO_THRESHOLDS = ("no eviction threshold configured (no evictionHard, evictionSoft or stall thresholds): evictd "
@@ -85,22 +85,6 @@ class Handover:
     @property
     def problems(self) -> tuple[SignalVerdict, ...]:
         return tuple(v for v in self.verdicts if v.problem)
-
-
-def value_text(signal: Signal, value: ThresholdValue) -> str:
-    """A threshold as a person reads it: `<1Gi`, `<10%`, or a stall share `>=20%`."""
-    if spec_of(signal).stall_family:
-        return f">={stall_share_text(value)}"
-    if value.quantity is not None:
-        return f"<{value.quantity}"
-    return f"<{value.percentage * 100:.6g}%"
-
-
-def thresholds_text(signal: Signal, thresholds: Sequence[Threshold] | None) -> str:
-    """`hard <1Gi, soft <2Gi` or `-` (none) or `unknown` (None)."""
-    if thresholds is None:
-        return "unknown"
-    return ", ".join(f"{'hard' if t.is_hard else 'soft'} {value_text(signal, t.value)}" for t in thresholds) or "-"
 
 
 def compare_values(a: ThresholdValue, b: ThresholdValue) -> int | None:

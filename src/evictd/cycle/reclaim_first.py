@@ -109,17 +109,18 @@ class MemoryReclaimStep:
             round_freed = 0 if outcome is None else outcome.total_freed_bytes
             freed += round_freed
             after = reread()
-            cleared_now = after is not None and cleared(thresholds, signal_observations(after))
+            seen = None if after is None else signal_observations(after)
+            cleared_now = seen is not None and cleared(thresholds, seen)
             elapsed = self._monotonic() - started
             if outcome is None:
                 self._settle(now, freed, elapsed, cleared_now)
                 return ReclaimFirst(MemoryReclaimUse(signal, result=ReclaimResult(
                     ReclaimAction.MEMORY_RECLAIM, error=error), needed_bytes=needed, rounds=rounds), after, cleared_now)
-            lacking = 0 if after is None else lacking_bytes(thresholds, signal_observations(after))
+            lacking = 0 if seen is None else lacking_bytes(thresholds, seen)
             again = None
-            if not cleared_now and after is not None and another_round(
+            if not cleared_now and seen is not None and another_round(
                     plan.needed_bytes, round_freed, lacking, elapsed, self.settings.budget_s, rounds):
-                again = self._plan(thresholds, signal_observations(after),
+                again = self._plan(thresholds, seen,
                                    replace(self.settings, budget_s=self.settings.budget_s - elapsed), now)
             if not isinstance(again, ReclaimPlan):
                 self._settle(now, freed, elapsed, cleared_now)

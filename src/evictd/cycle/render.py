@@ -14,7 +14,6 @@ from typing import Any, assert_never
 from evictd.core.engine import Eviction
 from evictd.core.engine_rules import STALL_SETTLE_S
 from evictd.core.handover import Handover, SignalVerdict
-from evictd.core.handover import thresholds_text as handover_thresholds_text
 from evictd.core.pods import NEVER_EVICTED, Pod, never_evicted_reason
 from evictd.core.quantity import Quantity, QuantityFormat
 from evictd.core.signals import EVICTD_SIGNALS, Signal, Unit, spec_of
@@ -119,12 +118,24 @@ def value_text(value: ThresholdValue) -> str:
     return f"{value.percentage * 100:.6g}%"
 
 
-def condition_text(signal: Signal, value: ThresholdValue) -> str:
-    """Return what a threshold checks as a person reads it: `memory.available<1Gi`, or for a stall signal (whose
-    value is a headroom threshold) the stall share it stands for, `evictd.io/memory.stall.some>=40%`."""
+def bound_text(signal: Signal, value: ThresholdValue) -> str:
+    """Return a threshold's bound as a person reads it: `<1Gi`, `<10%`, or for a stall signal (whose value is a
+    headroom threshold) the stall share it stands for, `>=40%`."""
     if spec_of(signal).stall_family:
-        return f"{signal}>={stall_share_text(value)}"
-    return f"{signal}<{value_text(value)}"
+        return f">={stall_share_text(value)}"
+    return f"<{value_text(value)}"
+
+
+def condition_text(signal: Signal, value: ThresholdValue) -> str:
+    """Return what a threshold checks: `memory.available<1Gi`, `evictd.io/memory.stall.some>=40%`."""
+    return f"{signal}{bound_text(signal, value)}"
+
+
+def handover_thresholds_text(signal: Signal, thresholds: Sequence[Threshold] | None) -> str:
+    """One side's thresholds on `signal` in the hand-over: `hard <1Gi, soft <2Gi`, `-` (none) or `unknown` (None)."""
+    if thresholds is None:
+        return "unknown"
+    return ", ".join(f"{'hard' if t.is_hard else 'soft'} {bound_text(signal, t.value)}" for t in thresholds) or "-"
 
 
 def recorded_stall_text(signal: object, quantity: object) -> str | None:

@@ -158,7 +158,8 @@ def test_idle_connections_start_no_threads_and_healthz_still_answers(
     idle = [connect(endpoint.port) for _ in range(300)]
     try:
         assert healthz_seconds(endpoint.port) < 2.0
-        assert threading.active_count() == threads, "a thread per connection"
+        # No new thread (a thread per connection would add 300); a thread of an earlier test may end meanwhile.
+        assert threading.active_count() <= threads, "a thread per connection"
     finally:
         for sock in idle:
             sock.close()

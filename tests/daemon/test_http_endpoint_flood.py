@@ -23,8 +23,9 @@ RSS_GROWTH_LIMIT_KIB = 4 * 1024
 INTERVAL_S = 0.2
 # Opening the flood must not take longer than this (it takes well under a second when connections are cheap).
 OPEN_DEADLINE_S = 60.0
-# /healthz answers within this under the flood (the kubelet's probe allows 5 s; one SYN retry takes 1 s).
-HEALTHZ_LIMIT_S = 2.0
+# /healthz answers within this under the flood: the kubelet's probe allows 5 s (timeoutSeconds in the DaemonSet). A
+# limit of 2 s failed twice in CI at load 8 on 2 cores (3.8 s: one SYN retry takes 1 s, the rest was the machine).
+HEALTHZ_LIMIT_S = 5.0
 
 
 def started(tmp_path: Path, evictd_processes: list[EvictdProcess]) -> EvictdProcess:

@@ -82,13 +82,19 @@ def test_a_summary_nested_5000_deep_is_reported_once_and_never_as_a_traceback(
 ) -> None:
     kubelet = HostileKubelet(answer(http_response(b"[" * 5000 + b"]" * 5000)), cert=pki["cert"], key=pki["key"])
     servers.append(kubelet)
-    process = EvictdProcess(tmp_path, evictd=kubelet_settings(kubelet.url(), token_file, pki["cert"], "200ms"))
+    process = EvictdProcess(tmp_path, evictd=kubelet_settings(kubelet.url(), token_file, pki["cert"], "500ms"))
     evictd_processes.append(process)
     process.wait_event("evictd started")
     process.wait_for_cycles(5, timeout=15)
     assert process.stop() == 0
-    unreadable = [e for e in process.events if e.get("event") == UNREADABLE]
-    assert [e["detail"] for e in unreadable] == [f"{kubelet.url()}: the Summary is not JSON: nested too deeply"]
+    details = [e["detail"] for e in process.events if e.get("event") == UNREADABLE]
+    nested = f"{kubelet.url()}: the Summary is not JSON: nested too deeply"
+    # On a loaded machine a read may also miss its deadline (0.25 s here); that is a change of reason, logged too.
+    # Otherwise the same reason is logged once, not once a cycle.
+    timed_out = f"{kubelet.url()}: timed out: no complete answer within 0.25 s"
+    assert details and details[0] == nested, details
+    assert set(details) <= {nested, timed_out}, details
+    assert all(a != b for a, b in zip(details, details[1:], strict=False)), details
     assert not [e for e in process.events if e.get("event") == "housekeeping cycle failed"]
     assert "Traceback" not in process.stderr() + json.dumps(process.events)
 

@@ -8,6 +8,7 @@ unverified endpoint only when the configuration says so, loudly.
 
 from __future__ import annotations
 
+import itertools
 import json
 import time
 from pathlib import Path
@@ -94,7 +95,7 @@ def test_a_summary_nested_5000_deep_is_reported_once_and_never_as_a_traceback(
     timed_out = f"{kubelet.url()}: timed out: no complete answer within 0.25 s"
     assert details and details[0] == nested, details
     assert set(details) <= {nested, timed_out}, details
-    assert all(a != b for a, b in zip(details, details[1:], strict=False)), details
+    assert all(a != b for a, b in itertools.pairwise(details)), details
     assert not [e for e in process.events if e.get("event") == "housekeeping cycle failed"]
     assert "Traceback" not in process.stderr() + json.dumps(process.events)
 

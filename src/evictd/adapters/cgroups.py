@@ -194,8 +194,8 @@ class CgroupReader:
     ``kept_cap`` of them, default `kept_files_cap()`); call `end_cycle` after each cycle and `close` at the end.
     """
 
-    __slots__ = ("_container_pattern", "_keep_pids", "_kept", "_memory_dir", "_pids_dir", "_pod_patterns",
-                 "_qos_cgroups", "_read_memory", "_v1", "layout")
+    __slots__ = ("_container_pattern", "_keep_memory", "_keep_pids", "_kept", "_memory_dir", "_pids_dir",
+                 "_pod_patterns", "_pods_cgroup", "_qos_cgroups", "_read_memory", "_v1", "layout")
 
     def __init__(self, layout: CgroupLayout, *, kept_cap: int | None = None) -> None:
         self.layout = layout
@@ -205,9 +205,10 @@ class CgroupReader:
         self._pod_patterns = DRIVER_TO_POD_PATTERNS[layout.driver]
         self._container_pattern = DRIVER_TO_CONTAINER_PATTERN[layout.driver]
         self._v1 = layout.version == 1
+        self._pods_cgroup = join_cgroup(layout.base, DRIVER_TO_PODS_CGROUP[layout.driver])
         self._kept = KeptFiles(kept_files_cap() if kept_cap is None else kept_cap)
-        self._read_memory: Callable[[str], bytes] = (
-            self._read_kept if keeps_files_in(self._memory_dir) else read_file)
+        self._keep_memory = keeps_files_in(self._memory_dir)
+        self._read_memory: Callable[[str], bytes] = self._read_kept if self._keep_memory else read_file
         self._keep_pids = keeps_files_in(self._pids_dir)
 
     def end_cycle(self) -> None:
@@ -234,14 +235,14 @@ class CgroupReader:
         folder = cgroup_folder(self._memory_dir, cgroup)
         # The cgroups a memory signal is read from (the root, the pods cgroup) bracket memory.stat with two usage reads
         # (`evictd.core.settled.settled_usage`); a pod's reading only ranks, and keeps one read per file.
-        settled = not working_set_only and (folder == self._memory_dir or cgroup == self.pods_cgroup())
-        if self._v1:
-            # The hot path of a cycle (three files per pod): one read per file.
+        settled = not working_set_only and (folder == self._memory_dir or cgroup == self._pods_cgroup)
+        if self._v1 and not settled:
+            usage, inactive_file, limit = self._v1_reading(folder, with_limit=not working_set_only)
+        elif self._v1:
             read = self._read_memory
-            usage, inactive_file = (v1_settled_usage_and_inactive_file(folder, read) if settled
-                                    else v1_usage_and_inactive_file(folder, read))
+            usage, inactive_file = v1_settled_usage_and_inactive_file(folder, read)
             path = folder + "/memory.limit_in_bytes"
-            limit = None if working_set_only else _limit(_uint(path, read(path)))
+            limit = _limit(_uint(path, read(path)))
         elif folder == self._memory_dir:  # the v2 root: runc's anon + file of memory.stat, no limit
             path = folder + "/memory.stat"
             data = self._read_memory(path)
@@ -260,6 +261,38 @@ class CgroupReader:
         return MemoryReading(usage_bytes=usage, inactive_file_bytes=inactive_file,
                              working_set_bytes=working_set_from(usage, inactive_file), limit_bytes=limit)
 
+    def usage_and_working_set(self, cgroup: str) -> tuple[int, int]:
+        """Return `memory(cgroup)`'s usage and working set (what a pod's stats carry), read and checked the same
+        way, limit included, without building a MemoryReading. Raises SampleError as `memory` does."""
+        folder = cgroup_folder(self._memory_dir, cgroup)
+        if self._v1 and folder != self._memory_dir and cgroup != self._pods_cgroup:
+            # The hot path of a cycle (a thousand pods): no settling, three files read under one lock.
+            usage, inactive_file, _ = self._v1_reading(folder, with_limit=True)
+            return usage, working_set_from(usage, inactive_file)
+        reading = self.memory(cgroup)
+        return reading.usage_bytes, reading.working_set_bytes
+
+    def _v1_reading(self, folder: str, *, with_limit: bool) -> tuple[int, int, int | None]:
+        """Usage, total_inactive_file and (`with_limit`, else None) limit of a v1 memory cgroup folder, each file
+        read once: first all through kept descriptors (one taking of their lock), then parsed in that order, a
+        file not kept read by open + read (which raises SampleError, in the same order as reading one by one)."""
+        usage_path = folder + "/memory.usage_in_bytes"
+        stat_path = folder + "/memory.stat"
+        limit_path = folder + "/memory.limit_in_bytes"
+        if not self._keep_memory:
+            got: list[bytes | None] = [None, None, None]
+        else:
+            got = self._kept.read_many((usage_path, stat_path, limit_path) if with_limit else (usage_path, stat_path))
+        data = got[0]
+        usage = _uint(usage_path, read_file(usage_path) if data is None else data)
+        data = got[1]
+        inactive_file = flat_keyed_value(stat_path, read_file(stat_path) if data is None else data,
+                                         V1_INACTIVE_FILE_KEY)
+        if not with_limit:
+            return usage, inactive_file, None
+        data = got[2]
+        return usage, inactive_file, _limit(_uint(limit_path, read_file(limit_path) if data is None else data))
+
     def process_count(self, cgroup: str) -> int:
         """Return the number of tasks in ``cgroup`` and its descendants: ``pids.current``, or where there is none
         (the root cgroup, a v1 cgroup outside the pids hierarchy) the processes in the ``cgroup.procs`` below it.
@@ -277,7 +310,7 @@ class CgroupReader:
 
     def pods_cgroup(self) -> str:
         """Return the cgroup that parents all pods: ``kubepods`` or ``kubepods.slice`` under ``base``."""
-        return join_cgroup(self.layout.base, DRIVER_TO_PODS_CGROUP[self.layout.driver])
+        return self._pods_cgroup
 
     def has_pods_cgroup(self) -> bool:
         """Return True when the pods cgroup exists (False on a machine where no kubelet manages pods)."""
@@ -299,7 +332,7 @@ class CgroupReader:
         (a missing tier cgroup holds no pods). Other folders are skipped. Raises SampleError if the
         pods cgroup or a tier cgroup cannot be listed.
         """
-        pods = self.pods_cgroup()
+        pods = self._pods_cgroup
         found: dict[str, PodCgroup] = {}
         names = child_cgroups(cgroup_folder(self._memory_dir, pods))
         self._collect_pods(pods, names, QOS_GUARANTEED, found)

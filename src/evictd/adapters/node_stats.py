@@ -363,9 +363,8 @@ class NodeStatsSource:
             # An unreadable pod cgroup leaves the pod's memory unknown (ranked as using none), instead of
             # dropping its stats: a pod without stats would be ranked first, evicted on data never read.
             try:
-                reading = self._cgroups.memory(cgroup.path)
-                memory = MemoryStats(time=at, usage_bytes=reading.usage_bytes,
-                                     working_set_bytes=reading.working_set_bytes)
+                usage, working_set = self._cgroups.usage_and_working_set(cgroup.path)
+                memory = MemoryStats(time=at, usage_bytes=usage, working_set_bytes=working_set)
                 process_count = self._cgroups.process_count(cgroup.path)
             except SampleError as exc:
                 problems.append(without_traceback(exc))

@@ -195,7 +195,7 @@ class CgroupReader:
     """
 
     __slots__ = ("_container_pattern", "_keep_memory", "_keep_pids", "_kept", "_memory_dir", "_pids_dir",
-                 "_pod_patterns", "_pods_cgroup", "_qos_cgroups", "_read_memory", "_v1", "layout")
+                 "_pod_patterns", "_pods_cgroup", "_qos_cgroups", "_read_memory", "_seen_pods", "_v1", "layout")
 
     def __init__(self, layout: CgroupLayout, *, kept_cap: int | None = None) -> None:
         self.layout = layout
@@ -210,6 +210,9 @@ class CgroupReader:
         self._keep_memory = keeps_files_in(self._memory_dir)
         self._read_memory: Callable[[str], bytes] = self._read_kept if self._keep_memory else read_file
         self._keep_pids = keeps_files_in(self._pids_dir)
+        # (parent cgroup, folder name) -> (pod UID, its PodCgroup) for the pod folders of the last listing: a pod's
+        # folder keeps its name for the pod's life, so the next listing reuses them instead of matching again.
+        self._seen_pods: dict[tuple[str, str], tuple[str, PodCgroup]] = {}
 
     def end_cycle(self) -> None:
         """Close the kept descriptors of files not read since the previous call (cgroups that went away)."""
@@ -261,16 +264,34 @@ class CgroupReader:
         return MemoryReading(usage_bytes=usage, inactive_file_bytes=inactive_file,
                              working_set_bytes=working_set_from(usage, inactive_file), limit_bytes=limit)
 
-    def usage_and_working_set(self, cgroup: str) -> tuple[int, int]:
-        """Return `memory(cgroup)`'s usage and working set (what a pod's stats carry), read and checked the same
-        way, limit included, without building a MemoryReading. Raises SampleError as `memory` does."""
+    def pod_figures(self, cgroup: str) -> tuple[int, int, int | SampleError]:
+        """Return `memory(cgroup)`'s usage and working set, read and checked the same way (limit included) without
+        building a MemoryReading, and `process_count(cgroup)`, or the SampleError it would raise: the figures of a
+        pod's stats. Raises SampleError as `memory` does (its process count is then not wanted)."""
         folder = cgroup_folder(self._memory_dir, cgroup)
-        if self._v1 and folder != self._memory_dir and cgroup != self._pods_cgroup:
-            # The hot path of a cycle (a thousand pods): no settling, three files read under one lock.
-            usage, inactive_file, _ = self._v1_reading(folder, with_limit=True)
-            return usage, working_set_from(usage, inactive_file)
-        reading = self.memory(cgroup)
-        return reading.usage_bytes, reading.working_set_bytes
+        if (not self._v1 or folder == self._memory_dir or cgroup == self._pods_cgroup
+                or not self._keep_memory or not self._keep_pids):
+            reading = self.memory(cgroup)
+            try:
+                count: int | SampleError = self.process_count(cgroup)
+            except SampleError as exc:
+                count = exc
+            return reading.usage_bytes, reading.working_set_bytes, count
+        # The hot path of a cycle (a thousand pods): four files read under one taking of the kept descriptors' lock,
+        # then parsed in the order `memory` and `process_count` read them, a file not kept read by open + read.
+        usage_path = folder + "/memory.usage_in_bytes"
+        stat_path = folder + "/memory.stat"
+        limit_path = folder + "/memory.limit_in_bytes"
+        pids_path = self._pids_dir + folder[len(self._memory_dir):] + "/pids.current"  # cgroup_folder's, checked
+        got = self._kept.read_many((usage_path, stat_path, limit_path, pids_path))
+        usage, inactive_file = _v1_usage_and_inactive_file_of(usage_path, stat_path, got[0], got[1])
+        data = got[2]
+        _uint(limit_path, read_file(limit_path) if data is None else data)  # checked as `memory` checks it
+        try:
+            count = self._process_count_of(cgroup, pids_path, got[3])
+        except SampleError as exc:
+            count = exc
+        return usage, working_set_from(usage, inactive_file), count
 
     def _v1_reading(self, folder: str, *, with_limit: bool) -> tuple[int, int, int | None]:
         """Usage, total_inactive_file and (`with_limit`, else None) limit of a v1 memory cgroup folder, each file
@@ -283,11 +304,7 @@ class CgroupReader:
             got: list[bytes | None] = [None, None, None]
         else:
             got = self._kept.read_many((usage_path, stat_path, limit_path) if with_limit else (usage_path, stat_path))
-        data = got[0]
-        usage = _uint(usage_path, read_file(usage_path) if data is None else data)
-        data = got[1]
-        inactive_file = flat_keyed_value(stat_path, read_file(stat_path) if data is None else data,
-                                         V1_INACTIVE_FILE_KEY)
+        usage, inactive_file = _v1_usage_and_inactive_file_of(usage_path, stat_path, got[0], got[1])
         if not with_limit:
             return usage, inactive_file, None
         data = got[2]
@@ -298,7 +315,11 @@ class CgroupReader:
         (the root cgroup, a v1 cgroup outside the pids hierarchy) the processes in the ``cgroup.procs`` below it.
         The units differ (tasks vs processes), as in cAdvisor's ``ProcessCount``."""
         pids_current = cgroup_folder(self._pids_dir, cgroup) + "/pids.current"
-        data = self._kept.read(pids_current) if self._keep_pids else None
+        return self._process_count_of(cgroup, pids_current, self._kept.read(pids_current) if self._keep_pids else None)
+
+    def _process_count_of(self, cgroup: str, pids_current: str, data: bytes | None) -> int:
+        """`process_count` of `cgroup`, given its ``pids.current`` path and what its kept descriptor read (None:
+        not read, open it)."""
         if data is None:
             data = read_file_if_present(pids_current)
         if data is not None:
@@ -334,12 +355,14 @@ class CgroupReader:
         """
         pods = self._pods_cgroup
         found: dict[str, PodCgroup] = {}
+        seen: dict[tuple[str, str], tuple[str, PodCgroup]] = {}
         names = child_cgroups(cgroup_folder(self._memory_dir, pods))
-        self._collect_pods(pods, names, QOS_GUARANTEED, found)
+        self._collect_pods(pods, names, QOS_GUARANTEED, found, seen)
         for qos, tier_name in self._qos_cgroups.items():
             if tier_name in names:
                 tier = join_cgroup(pods, tier_name)
-                self._collect_pods(tier, child_cgroups(cgroup_folder(self._memory_dir, tier)), qos, found)
+                self._collect_pods(tier, child_cgroups(cgroup_folder(self._memory_dir, tier)), qos, found, seen)
+        self._seen_pods = seen  # only this listing's: the folders of pods gone are forgotten
         return found
 
     def pod_folder(self, pod_uid: str) -> str | None:
@@ -361,15 +384,24 @@ class CgroupReader:
                 found[hit.group(1)] = join_cgroup(pod_cgroup, name)
         return found
 
-    def _collect_pods(self, parent: str, names: frozenset[str], qos: str, found: dict[str, PodCgroup]) -> None:
+    def _collect_pods(self, parent: str, names: frozenset[str], qos: str, found: dict[str, PodCgroup],
+                      seen: dict[tuple[str, str], tuple[str, PodCgroup]]) -> None:
+        """Add the pods among `names` (the child folders of `parent`, a cgroup of tier `qos`) to `found`, and each
+        one's (UID, PodCgroup) to `seen` (taken from the last listing's where it was there: same name, same pod)."""
         match = self._pod_patterns[qos].fullmatch
         systemd = self.layout.driver == "systemd"
+        last = self._seen_pods
         for name in names:
-            hit = match(name)
-            if hit is None:
-                continue
-            uid = hit.group(1).replace("_", "-") if systemd else hit.group(1)
-            found[uid] = PodCgroup(path=join_cgroup(parent, name), qos=qos)
+            key = (parent, name)
+            known = last.get(key)
+            if known is None:
+                hit = match(name)
+                if hit is None:
+                    continue
+                uid = hit.group(1).replace("_", "-") if systemd else hit.group(1)
+                known = (uid, PodCgroup(path=join_cgroup(parent, name), qos=qos))
+            seen[key] = known
+            found[known[0]] = known[1]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -418,6 +450,14 @@ def _read_and_close(path: str, fd: int) -> bytes:
         raise SampleError(path, _reason(exc)) from exc
     finally:
         os.close(fd)
+
+
+def _v1_usage_and_inactive_file_of(usage_path: str, stat_path: str, usage: bytes | None,
+                                   stat: bytes | None) -> tuple[int, int]:
+    """A v1 cgroup's usage and total_inactive_file from what kept descriptors read of its two files (None: read
+    it now by open + read): the usage parsed before memory.stat is read, as `v1_usage_and_inactive_file` does."""
+    value = _uint(usage_path, read_file(usage_path) if usage is None else usage)
+    return value, flat_keyed_value(stat_path, read_file(stat_path) if stat is None else stat, V1_INACTIVE_FILE_KEY)
 
 
 def v1_usage(folder: str, read: Callable[[str], bytes] = read_file) -> int:

@@ -363,9 +363,12 @@ class NodeStatsSource:
             # An unreadable pod cgroup leaves the pod's memory unknown (ranked as using none), instead of
             # dropping its stats: a pod without stats would be ranked first, evicted on data never read.
             try:
-                usage, working_set = self._cgroups.usage_and_working_set(cgroup.path)
+                usage, working_set, count = self._cgroups.pod_figures(cgroup.path)
                 memory = MemoryStats(time=at, usage_bytes=usage, working_set_bytes=working_set)
-                process_count = self._cgroups.process_count(cgroup.path)
+                if isinstance(count, SampleError):
+                    problems.append(without_traceback(count))
+                else:
+                    process_count = count
             except SampleError as exc:
                 problems.append(without_traceback(exc))
         if not runtime and not remembered:  # no runtime: the disk figures alone, as built once

@@ -53,3 +53,21 @@ def open_targets() -> set[str]:
         with contextlib.suppress(OSError):
             found.add(os.readlink(f"/proc/self/fd/{name}"))
     return found
+
+
+def test_read_many_reads_each_file_as_read_does(tmp_path: Path) -> None:
+    files = [tmp_path / f"f{n}" for n in range(3)]
+    for n, path in enumerate(files):
+        path.write_bytes(b"%d\n" % n)
+    big = tmp_path / "memory.stat"
+    content = b"".join(b"key%d %d\n" % (n, n * 4096) for n in range(4000))
+    big.write_bytes(content)
+    kept = KeptFiles(cap=3)
+    paths = [str(files[0]), str(big), str(tmp_path / "missing"), str(files[1]), str(files[2])]
+    assert kept.read_many(paths) == [b"0\n", content, None, b"1\n", None]  # the cap reached at the fourth file
+    assert kept.sweep() == 0  # all three kept files were read
+    files[0].write_bytes(b"10\n")  # rewritten in place: read fresh through the kept descriptor
+    assert kept.read_many(paths[:2]) == [b"10\n", content]
+    assert kept.sweep() == 1  # files[1] was not read since the last sweep
+    assert kept.read_many([str(files[2])]) == [b"2\n"]  # room again
+    kept.close()

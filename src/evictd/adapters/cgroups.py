@@ -194,8 +194,8 @@ class CgroupReader:
     ``kept_cap`` of them, default `kept_files_cap()`); call `end_cycle` after each cycle and `close` at the end.
     """
 
-    __slots__ = ("_container_pattern", "_keep_pids", "_kept", "_memory_dir", "_pids_dir", "_pod_patterns",
-                 "_qos_cgroups", "_read_memory", "_v1", "layout")
+    __slots__ = ("_container_pattern", "_keep_memory", "_keep_pids", "_kept", "_memory_dir", "_pids_dir",
+                 "_pod_patterns", "_pods_cgroup", "_qos_cgroups", "_read_memory", "_seen_pods", "_v1", "layout")
 
     def __init__(self, layout: CgroupLayout, *, kept_cap: int | None = None) -> None:
         self.layout = layout
@@ -205,10 +205,14 @@ class CgroupReader:
         self._pod_patterns = DRIVER_TO_POD_PATTERNS[layout.driver]
         self._container_pattern = DRIVER_TO_CONTAINER_PATTERN[layout.driver]
         self._v1 = layout.version == 1
+        self._pods_cgroup = join_cgroup(layout.base, DRIVER_TO_PODS_CGROUP[layout.driver])
         self._kept = KeptFiles(kept_files_cap() if kept_cap is None else kept_cap)
-        self._read_memory: Callable[[str], bytes] = (
-            self._read_kept if keeps_files_in(self._memory_dir) else read_file)
+        self._keep_memory = keeps_files_in(self._memory_dir)
+        self._read_memory: Callable[[str], bytes] = self._read_kept if self._keep_memory else read_file
         self._keep_pids = keeps_files_in(self._pids_dir)
+        # (parent cgroup, folder name) -> (pod UID, its PodCgroup) for the pod folders of the last listing: a pod's
+        # folder keeps its name for the pod's life, so the next listing reuses them instead of matching again.
+        self._seen_pods: dict[tuple[str, str], tuple[str, PodCgroup]] = {}
 
     def end_cycle(self) -> None:
         """Close the kept descriptors of files not read since the previous call (cgroups that went away)."""
@@ -234,14 +238,14 @@ class CgroupReader:
         folder = cgroup_folder(self._memory_dir, cgroup)
         # The cgroups a memory signal is read from (the root, the pods cgroup) bracket memory.stat with two usage reads
         # (`evictd.core.settled.settled_usage`); a pod's reading only ranks, and keeps one read per file.
-        settled = not working_set_only and (folder == self._memory_dir or cgroup == self.pods_cgroup())
-        if self._v1:
-            # The hot path of a cycle (three files per pod): one read per file.
+        settled = not working_set_only and (folder == self._memory_dir or cgroup == self._pods_cgroup)
+        if self._v1 and not settled:
+            usage, inactive_file, limit = self._v1_reading(folder, with_limit=not working_set_only)
+        elif self._v1:
             read = self._read_memory
-            usage, inactive_file = (v1_settled_usage_and_inactive_file(folder, read) if settled
-                                    else v1_usage_and_inactive_file(folder, read))
+            usage, inactive_file = v1_settled_usage_and_inactive_file(folder, read)
             path = folder + "/memory.limit_in_bytes"
-            limit = None if working_set_only else _limit(_uint(path, read(path)))
+            limit = _limit(_uint(path, read(path)))
         elif folder == self._memory_dir:  # the v2 root: runc's anon + file of memory.stat, no limit
             path = folder + "/memory.stat"
             data = self._read_memory(path)
@@ -260,12 +264,62 @@ class CgroupReader:
         return MemoryReading(usage_bytes=usage, inactive_file_bytes=inactive_file,
                              working_set_bytes=working_set_from(usage, inactive_file), limit_bytes=limit)
 
+    def pod_figures(self, cgroup: str) -> tuple[int, int, int | SampleError]:
+        """Return `memory(cgroup)`'s usage and working set, read and checked the same way (limit included) without
+        building a MemoryReading, and `process_count(cgroup)`, or the SampleError it would raise: the figures of a
+        pod's stats. Raises SampleError as `memory` does (its process count is then not wanted)."""
+        folder = cgroup_folder(self._memory_dir, cgroup)
+        if (not self._v1 or folder == self._memory_dir or cgroup == self._pods_cgroup
+                or not self._keep_memory or not self._keep_pids):
+            reading = self.memory(cgroup)
+            try:
+                count: int | SampleError = self.process_count(cgroup)
+            except SampleError as exc:
+                count = exc
+            return reading.usage_bytes, reading.working_set_bytes, count
+        # The hot path of a cycle (a thousand pods): four files read under one taking of the kept descriptors' lock,
+        # then parsed in the order `memory` and `process_count` read them, a file not kept read by open + read.
+        usage_path = folder + "/memory.usage_in_bytes"
+        stat_path = folder + "/memory.stat"
+        limit_path = folder + "/memory.limit_in_bytes"
+        pids_path = self._pids_dir + folder[len(self._memory_dir):] + "/pids.current"  # cgroup_folder's, checked
+        got = self._kept.read_many((usage_path, stat_path, limit_path, pids_path))
+        usage, inactive_file = _v1_usage_and_inactive_file_of(usage_path, stat_path, got[0], got[1])
+        data = got[2]
+        _uint(limit_path, read_file(limit_path) if data is None else data)  # checked as `memory` checks it
+        try:
+            count = self._process_count_of(cgroup, pids_path, got[3])
+        except SampleError as exc:
+            count = exc
+        return usage, working_set_from(usage, inactive_file), count
+
+    def _v1_reading(self, folder: str, *, with_limit: bool) -> tuple[int, int, int | None]:
+        """Usage, total_inactive_file and (`with_limit`, else None) limit of a v1 memory cgroup folder, each file
+        read once: first all through kept descriptors (one taking of their lock), then parsed in that order, a
+        file not kept read by open + read (which raises SampleError, in the same order as reading one by one)."""
+        usage_path = folder + "/memory.usage_in_bytes"
+        stat_path = folder + "/memory.stat"
+        limit_path = folder + "/memory.limit_in_bytes"
+        if not self._keep_memory:
+            got: list[bytes | None] = [None, None, None]
+        else:
+            got = self._kept.read_many((usage_path, stat_path, limit_path) if with_limit else (usage_path, stat_path))
+        usage, inactive_file = _v1_usage_and_inactive_file_of(usage_path, stat_path, got[0], got[1])
+        if not with_limit:
+            return usage, inactive_file, None
+        data = got[2]
+        return usage, inactive_file, _limit(_uint(limit_path, read_file(limit_path) if data is None else data))
+
     def process_count(self, cgroup: str) -> int:
         """Return the number of tasks in ``cgroup`` and its descendants: ``pids.current``, or where there is none
         (the root cgroup, a v1 cgroup outside the pids hierarchy) the processes in the ``cgroup.procs`` below it.
         The units differ (tasks vs processes), as in cAdvisor's ``ProcessCount``."""
         pids_current = cgroup_folder(self._pids_dir, cgroup) + "/pids.current"
-        data = self._kept.read(pids_current) if self._keep_pids else None
+        return self._process_count_of(cgroup, pids_current, self._kept.read(pids_current) if self._keep_pids else None)
+
+    def _process_count_of(self, cgroup: str, pids_current: str, data: bytes | None) -> int:
+        """`process_count` of `cgroup`, given its ``pids.current`` path and what its kept descriptor read (None:
+        not read, open it)."""
         if data is None:
             data = read_file_if_present(pids_current)
         if data is not None:
@@ -277,7 +331,7 @@ class CgroupReader:
 
     def pods_cgroup(self) -> str:
         """Return the cgroup that parents all pods: ``kubepods`` or ``kubepods.slice`` under ``base``."""
-        return join_cgroup(self.layout.base, DRIVER_TO_PODS_CGROUP[self.layout.driver])
+        return self._pods_cgroup
 
     def has_pods_cgroup(self) -> bool:
         """Return True when the pods cgroup exists (False on a machine where no kubelet manages pods)."""
@@ -299,14 +353,16 @@ class CgroupReader:
         (a missing tier cgroup holds no pods). Other folders are skipped. Raises SampleError if the
         pods cgroup or a tier cgroup cannot be listed.
         """
-        pods = self.pods_cgroup()
+        pods = self._pods_cgroup
         found: dict[str, PodCgroup] = {}
+        seen: dict[tuple[str, str], tuple[str, PodCgroup]] = {}
         names = child_cgroups(cgroup_folder(self._memory_dir, pods))
-        self._collect_pods(pods, names, QOS_GUARANTEED, found)
+        self._collect_pods(pods, names, QOS_GUARANTEED, found, seen)
         for qos, tier_name in self._qos_cgroups.items():
             if tier_name in names:
                 tier = join_cgroup(pods, tier_name)
-                self._collect_pods(tier, child_cgroups(cgroup_folder(self._memory_dir, tier)), qos, found)
+                self._collect_pods(tier, child_cgroups(cgroup_folder(self._memory_dir, tier)), qos, found, seen)
+        self._seen_pods = seen  # only this listing's: the folders of pods gone are forgotten
         return found
 
     def pod_folder(self, pod_uid: str) -> str | None:
@@ -328,15 +384,24 @@ class CgroupReader:
                 found[hit.group(1)] = join_cgroup(pod_cgroup, name)
         return found
 
-    def _collect_pods(self, parent: str, names: frozenset[str], qos: str, found: dict[str, PodCgroup]) -> None:
+    def _collect_pods(self, parent: str, names: frozenset[str], qos: str, found: dict[str, PodCgroup],
+                      seen: dict[tuple[str, str], tuple[str, PodCgroup]]) -> None:
+        """Add the pods among `names` (the child folders of `parent`, a cgroup of tier `qos`) to `found`, and each
+        one's (UID, PodCgroup) to `seen` (taken from the last listing's where it was there: same name, same pod)."""
         match = self._pod_patterns[qos].fullmatch
         systemd = self.layout.driver == "systemd"
+        last = self._seen_pods
         for name in names:
-            hit = match(name)
-            if hit is None:
-                continue
-            uid = hit.group(1).replace("_", "-") if systemd else hit.group(1)
-            found[uid] = PodCgroup(path=join_cgroup(parent, name), qos=qos)
+            key = (parent, name)
+            known = last.get(key)
+            if known is None:
+                hit = match(name)
+                if hit is None:
+                    continue
+                uid = hit.group(1).replace("_", "-") if systemd else hit.group(1)
+                known = (uid, PodCgroup(path=join_cgroup(parent, name), qos=qos))
+            seen[key] = known
+            found[known[0]] = known[1]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -385,6 +450,14 @@ def _read_and_close(path: str, fd: int) -> bytes:
         raise SampleError(path, _reason(exc)) from exc
     finally:
         os.close(fd)
+
+
+def _v1_usage_and_inactive_file_of(usage_path: str, stat_path: str, usage: bytes | None,
+                                   stat: bytes | None) -> tuple[int, int]:
+    """A v1 cgroup's usage and total_inactive_file from what kept descriptors read of its two files (None: read
+    it now by open + read): the usage parsed before memory.stat is read, as `v1_usage_and_inactive_file` does."""
+    value = _uint(usage_path, read_file(usage_path) if usage is None else usage)
+    return value, flat_keyed_value(stat_path, read_file(stat_path) if stat is None else stat, V1_INACTIVE_FILE_KEY)
 
 
 def v1_usage(folder: str, read: Callable[[str], bytes] = read_file) -> int:

@@ -34,6 +34,7 @@ from __future__ import annotations
 import os
 import resource
 import threading
+from collections.abc import Sequence
 
 # The files a cycle reads whose kept descriptors read fresh at offset 0 (see the module docstring).
 V1_KEPT_FILE_NAMES = frozenset({"memory.usage_in_bytes", "memory.stat", "memory.limit_in_bytes", "pids.current"})
@@ -104,35 +105,60 @@ class KeptFiles:
         when it is not kept (the cap is reached, or opening or reading failed: the caller opens the file itself,
         which reports the failure or reads a re-created cgroup)."""
         with self._lock:
-            fd = self._fds.get(path)
-            if fd is not None:
-                # The hot path of a cycle, one call per file: `_pread_all` inlined for its common case.
-                try:
-                    data: bytes | None = os.pread(fd, PREAD_CHUNK_BYTES, 0)
-                except OSError:
-                    data = None
-                if data is not None and len(data) == PREAD_CHUNK_BYTES:
-                    data = _pread_all(fd)
-                if data is not None:
-                    self._read_since_sweep.add(path)
-                    return data
-                # Its cgroup was removed (ENODEV). A cgroup made again under the same path is a new node that only
-                # a new open reaches: try once below.
-                del self._fds[path]
-                os.close(fd)
-            if len(self._fds) >= self._cap:
-                return None
+            return self._read_locked(path)
+
+    def read_many(self, paths: Sequence[str]) -> list[bytes | None]:
+        """`read` of each of `paths` in turn under one taking of the lock (a cgroup's files of one reading): the
+        content of each, or None where `read` would return None."""
+        got: list[bytes | None] = []
+        with self._lock:
+            fds = self._fds
+            for path in paths:
+                fd = fds.get(path)
+                if fd is not None:
+                    # The hot path of a cycle: a kept descriptor whose one pread gets the whole file.
+                    try:
+                        data = os.pread(fd, PREAD_CHUNK_BYTES, 0)
+                    except OSError:
+                        data = None
+                    if data is not None and len(data) < PREAD_CHUNK_BYTES:
+                        self._read_since_sweep.add(path)
+                        got.append(data)
+                        continue
+                got.append(self._read_locked(path))  # every other case, as `read` handles it (pread again)
+        return got
+
+    def _read_locked(self, path: str) -> bytes | None:
+        """`read` with the lock held."""
+        fd = self._fds.get(path)
+        if fd is not None:
+            # The hot path of a cycle, one call per file: `_pread_all` inlined for its common case.
             try:
-                fd = os.open(path, _OPEN_FLAGS)
+                data: bytes | None = os.pread(fd, PREAD_CHUNK_BYTES, 0)
             except OSError:
-                return None
-            data = _pread_all(fd)
-            if data is None:
-                os.close(fd)
-                return None
-            self._fds[path] = fd
-            self._read_since_sweep.add(path)
-            return data
+                data = None
+            if data is not None and len(data) == PREAD_CHUNK_BYTES:
+                data = _pread_all(fd)
+            if data is not None:
+                self._read_since_sweep.add(path)
+                return data
+            # Its cgroup was removed (ENODEV). A cgroup made again under the same path is a new node that only
+            # a new open reaches: try once below.
+            del self._fds[path]
+            os.close(fd)
+        if len(self._fds) >= self._cap:
+            return None
+        try:
+            fd = os.open(path, _OPEN_FLAGS)
+        except OSError:
+            return None
+        data = _pread_all(fd)
+        if data is None:
+            os.close(fd)
+            return None
+        self._fds[path] = fd
+        self._read_since_sweep.add(path)
+        return data
 
     def sweep(self) -> int:
         """Close the descriptors of files not read since the previous sweep; return how many were closed."""

@@ -363,10 +363,12 @@ class NodeStatsSource:
             # An unreadable pod cgroup leaves the pod's memory unknown (ranked as using none), instead of
             # dropping its stats: a pod without stats would be ranked first, evicted on data never read.
             try:
-                reading = self._cgroups.memory(cgroup.path)
-                memory = MemoryStats(time=at, usage_bytes=reading.usage_bytes,
-                                     working_set_bytes=reading.working_set_bytes)
-                process_count = self._cgroups.process_count(cgroup.path)
+                usage, working_set, count = self._cgroups.pod_figures(cgroup.path)
+                memory = MemoryStats(time=at, usage_bytes=usage, working_set_bytes=working_set)
+                if isinstance(count, SampleError):
+                    problems.append(without_traceback(count))
+                else:
+                    process_count = count
             except SampleError as exc:
                 problems.append(without_traceback(exc))
         if not runtime and not remembered:  # no runtime: the disk figures alone, as built once

@@ -1,0 +1,140 @@
+"""`CgroupReader.pod_figures` (a pod's usage, working set and process count, its files read under one taking of the
+kept descriptors' lock) gives what `memory` and `process_count` give, errors included and in the same order, read
+through kept descriptors or not; the pod cgroup listing reuses what it found for a folder name only while that name
+is under the same parent. `keeps_files_in` is forced to True so that the fixture trees (tmpfs) take the kept path."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from test_cgroups import B_UID, BE_UID, G_UID, ROLE_TO_READING, TREES, Tree, cgroupfs_tree, copy_tree, role_paths
+
+from evictd.adapters import cgroups as cgroups_module
+from evictd.adapters.cgroups import CgroupReader, PodCgroup
+from evictd.core.errors import SampleError
+
+V1_POD = f"kubepods/burstable/pod{B_UID}"
+
+
+@pytest.fixture(params=[False, True], ids=["open-read", "kept"])
+def kept(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> bool:
+    monkeypatch.setattr(cgroups_module, "keeps_files_in", lambda folder: bool(request.param))
+    return bool(request.param)
+
+
+def as_before(reader: CgroupReader, cgroup: str) -> tuple[int, int, int | tuple[str, str]]:
+    """What the cycle took before `pod_figures`: `memory`, then `process_count` (its error as source, reason)."""
+    reading = reader.memory(cgroup)
+    try:
+        count: int | tuple[str, str] = reader.process_count(cgroup)
+    except SampleError as exc:
+        count = (exc.source, exc.reason)
+    return reading.usage_bytes, reading.working_set_bytes, count
+
+
+def figures(reader: CgroupReader, cgroup: str) -> tuple[int, int, int | tuple[str, str]]:
+    usage, working_set, count = reader.pod_figures(cgroup)
+    return usage, working_set, (count.source, count.reason) if isinstance(count, SampleError) else count
+
+
+@pytest.mark.parametrize("tree", TREES, ids=[tree.name for tree in TREES])
+def test_the_figures_of_every_cgroup_are_memorys_and_process_counts(tree: Tree, kept: bool) -> None:
+    reader = CgroupReader(tree.layout())
+    for role, path in [*role_paths(tree).items(), ("root", "")]:
+        assert figures(reader, path) == as_before(reader, path), role
+    reading = ROLE_TO_READING["b_pod"]
+    assert reader.pod_figures(tree.pod_paths[B_UID])[:2] == (reading.usage_bytes, reading.working_set_bytes)
+    reader.close()
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        {"memory.usage_in_bytes": "1_000\n"},
+        {"memory.usage_in_bytes": None},
+        {"memory.usage_in_bytes": "x\n", "memory.stat": None},  # the usage's error first, as memory reads
+        {"memory.stat": "cache 0\n"},
+        {"memory.stat": None, "memory.limit_in_bytes": "x\n"},
+        {"memory.limit_in_bytes": "lots\n"},
+        {"memory.limit_in_bytes": None},
+    ],
+    ids=lambda damage: "+".join(f"{name}={'missing' if text is None else text.strip()}"
+                                for name, text in damage.items()),
+)
+def test_a_memory_file_that_fails_fails_as_memory_does(tmp_path: Path, kept: bool,
+                                                       damage: dict[str, str | None]) -> None:
+    tree = cgroupfs_tree(1)
+    root = copy_tree(tree, tmp_path)
+    for name, text in damage.items():  # before any descriptor is kept: a file replaced on tmpfs is not cgroupfs
+        path = root / "memory" / V1_POD / name
+        path.unlink()
+        if text is not None:
+            path.write_text(text)
+    with pytest.raises(SampleError) as expected:
+        CgroupReader(tree.layout(root)).memory(V1_POD)
+    reader = CgroupReader(tree.layout(root))
+    for _ in range(2):  # opening the descriptors, then through those kept
+        with pytest.raises(SampleError) as got:
+            reader.pod_figures(V1_POD)
+        assert (got.value.source, got.value.reason) == (expected.value.source, expected.value.reason)
+    reader.close()
+
+
+@pytest.mark.parametrize("content", ["eleven\n", "", None], ids=["word", "empty", "missing"])
+def test_a_process_count_that_fails_is_returned_beside_the_memory_figures(tmp_path: Path, kept: bool,
+                                                                          content: str | None) -> None:
+    tree = cgroupfs_tree(1)
+    root = copy_tree(tree, tmp_path)
+    pids = root / "pids" / V1_POD / "pids.current"
+    pids.unlink()
+    if content is not None:
+        pids.write_text(content)
+    else:  # no pids.current: the processes in cgroup.procs below, unreadable here
+        (root / "memory" / V1_POD / "cgroup.procs").write_text("one\n")
+    expected = as_before(CgroupReader(tree.layout(root)), V1_POD)
+    reader = CgroupReader(tree.layout(root))
+    result = figures(reader, V1_POD)
+    assert result == expected
+    assert figures(reader, V1_POD) == expected  # through the descriptors kept
+    assert isinstance(result[2], tuple)
+    reading = ROLE_TO_READING["b_pod"]
+    assert result[:2] == (reading.usage_bytes, reading.working_set_bytes)
+    reader.close()
+
+
+def test_a_file_changed_between_cycles_is_read_anew(tmp_path: Path, kept: bool) -> None:
+    tree = cgroupfs_tree(1)
+    root = copy_tree(tree, tmp_path)
+    reader = CgroupReader(tree.layout(root))
+    before = reader.pod_figures(V1_POD)
+    folder = root / "memory" / V1_POD
+    (folder / "memory.usage_in_bytes").write_text(f"{before[0] + 4096}\n")  # same inode, rewritten in place
+    (root / "pids" / V1_POD / "pids.current").write_text("42\n")
+    assert reader.pod_figures(V1_POD) == (before[0] + 4096, before[1] + 4096, 42)
+    reader.close()
+
+
+def test_the_listing_reuses_a_pod_folder_only_under_the_same_parent(tmp_path: Path) -> None:
+    tree = cgroupfs_tree(1)
+    root = copy_tree(tree, tmp_path)
+    reader = CgroupReader(tree.layout(root))
+    first = reader.pod_cgroups()
+    again = reader.pod_cgroups()
+    assert again == first and all(again[uid] is first[uid] for uid in first)  # nothing changed: the same objects
+    # The best-effort pod's folder moves to the burstable tier (same name, other parent): found there, as new.
+    memory = root / "memory"
+    name = f"pod{BE_UID}"
+    shutil.move(memory / "kubepods" / "besteffort" / name, memory / "kubepods" / "burstable" / name)
+    moved = reader.pod_cgroups()
+    assert moved[BE_UID] == PodCgroup(path=f"kubepods/burstable/{name}", qos="burstable")
+    assert moved[G_UID] is first[G_UID]
+    # A pod gone is forgotten; one added is found.
+    shutil.rmtree(memory / "kubepods" / f"pod{G_UID}")
+    new_uid = "77777777-0000-4000-8000-000000000000"
+    (memory / "kubepods" / f"pod{new_uid}").mkdir()
+    listed = reader.pod_cgroups()
+    assert set(listed) == {B_UID, BE_UID, new_uid}
+    assert listed[new_uid] == PodCgroup(path=f"kubepods/pod{new_uid}", qos="guaranteed")
+    reader.close()

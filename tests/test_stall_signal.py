@@ -27,6 +27,7 @@ from evictd.core.summary_parser import summary_from_dict
 from evictd.core.thresholds import parse_stall_thresholds, thresholds_met
 from evictd.observe.live_view import render
 from evictd.record.documents import kubelet_config_document
+from evictd.record.summary_json import summary_to_dict
 
 ROOT = Path(__file__).resolve().parents[1]
 KUBELET = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"
@@ -46,10 +47,14 @@ def write(tmp_path: Path, text: str) -> str:
     return str(path)
 
 
-def psi(some10: float, full10: float = 0.0) -> dict[str, Any]:
-    """A Summary `psi` block (KEP-4205's shape) with these avg10 shares."""
-    return {"some": {"total": 1000, "avg10": some10, "avg60": 0.0, "avg300": 0.0},
-            "full": {"total": 500, "avg10": full10, "avg60": 0.0, "avg300": 0.0}}
+def psi(some10: float, full10: float = 0.0, recent: tuple[float, float] | None = None) -> dict[str, Any]:
+    """A Summary `psi` block (KEP-4205's shape) with these avg10 shares, and evictd's own `recent` shares (some,
+    full) where given."""
+    block: dict[str, Any] = {"some": {"total": 1000, "avg10": some10, "avg60": 0.0, "avg300": 0.0},
+                             "full": {"total": 500, "avg10": full10, "avg60": 0.0, "avg300": 0.0}}
+    if recent is not None:
+        block["some"]["evictdRecent"], block["full"]["evictdRecent"] = recent
+    return block
 
 
 def headroom(stall_points: int) -> Observation:
@@ -161,6 +166,52 @@ def test_the_observation_is_the_headroom_of_the_kernels_10s_average() -> None:
         summary_from_dict(summary())))
 
 
+@pytest.mark.parametrize(
+    ("avg10", "recent", "points"),
+    [(12.34, None, 1234),  # no figure of evictd's own (the kubelet's Summary, an older recording): avg10
+     (0.0, 35.5, 3550),  # the stall's onset: avg10 still 0, evictd's own window shows it
+     (40.0, 3.0, 4000),  # after relief: avg10 decays over 10 s, the window's share is gone at once
+     (20.0, 20.0, 2000)],
+    ids=["avg10-alone", "recent-larger", "avg10-larger", "equal"],
+)
+def test_the_observation_is_the_larger_of_avg10_and_evictds_own_window(avg10: float, recent: float | None,
+                                                                       points: int) -> None:
+    document = summary(allocatable=Gi)
+    document["node"]["memory"]["psi"] = psi(avg10, avg10, None if recent is None else (recent, recent))
+    observations = signal_observations(summary_from_dict(document))
+    assert observations[Signal.MEMORY_STALL_SOME] == observations[Signal.MEMORY_STALL_FULL] == headroom(points)
+
+
+@pytest.mark.parametrize("recent", [None, (61.25, 0.0)], ids=["without", "with"])
+def test_the_psi_block_is_written_back_with_evictds_own_share_only_where_there_is_one(
+        recent: tuple[float, float] | None) -> None:
+    document = summary(allocatable=Gi)
+    document["node"]["memory"]["psi"] = psi(1.5, 0.5, recent)
+    parsed = summary_from_dict(document)
+    written = summary_to_dict(parsed)["node"]["memory"]["psi"]
+    assert written == document["node"]["memory"]["psi"]  # an older recording's block stays without the key
+    assert summary_from_dict(summary_to_dict(parsed)) == parsed
+    line = parsed.node.memory.psi.some  # type: ignore[union-attr]
+    assert line.recent == (None if recent is None else 61.25)
+
+
+def test_a_stall_threshold_is_met_on_evictds_own_window_while_avg10_is_still_0() -> None:
+    """The onset of a stall: avg10 reads 0.00 for up to 2 s, 18% of the share at its first update; evictd's own
+    window (the Summary's `evictdRecent`) already shows the share, and the hard threshold evicts on it."""
+    config = {"evictionHard": {}, "stallEvictionHard": {FULL: "20%"}, "evictionMaxPodGracePeriod": 5,
+              "stallRequiresNodeReclaim": False}
+    steps = []
+    for second, recent in enumerate((None, (60.0, 25.0))):
+        document = summary(memory=3 * Gi, time=stamp(second), pods=STATS)
+        document["node"]["memory"]["psi"] = psi(0.0, 0.0, recent)
+        steps.append({"at": 2 * second, "summary": document})
+    quiet, stalled = simulate_steps({"config": config, "pods": PODS, "steps": steps})
+    assert quiet["thresholdsMet"] == [] and quiet["evicted"] == []
+    assert [threshold["signal"] for threshold in stalled["thresholdsMet"]] == [FULL]
+    assert stalled["conditions"] == ["MemoryPressure"]
+    assert [(e["name"], e["signal"]) for e in stalled["evicted"]] == [("hog", FULL)]
+
+
 # --- the kernel's file, read for real --------------------------------------------------------------------------
 
 
@@ -259,8 +310,13 @@ def test_the_live_view_shows_the_stall_headroom_and_the_share_each_threshold_sta
      ({"some": {"total": -1, "avg10": 1, "avg60": 0, "avg300": 0}}, "node.memory.psi.some.total"),
      ({"some": {"avg10": 1, "avg60": 0, "avg300": 0}}, "node.memory.psi.some.total"),
      ({"some": {"total": 1, "avg10": 1, "avg60": 0, "avg300": 0}}, "node.memory.psi.full"),
+     ({"some": {"total": 1, "avg10": 1, "avg60": 0, "avg300": 0, "evictdRecent": 100.5}},
+      "node.memory.psi.some.evictdRecent"),
+     ({"some": {"total": 1, "avg10": 1, "avg60": 0, "avg300": 0, "evictdRecent": "5%"}},
+      "node.memory.psi.some.evictdRecent"),
      ("high", "node.memory.psi")],
-    ids=["over-100", "bool", "negative-total", "no-total", "no-full", "not-a-map"],
+    ids=["over-100", "bool", "negative-total", "no-total", "no-full", "recent-over-100", "recent-not-a-number",
+         "not-a-map"],
 )
 def test_a_bad_psi_block_is_refused_naming_its_path(block: object, key: str) -> None:
     document = summary()

@@ -821,6 +821,31 @@ def test_stall_signals_read_the_kernels_pressure_files(tmp_path: Path, tree: Tre
     assert [problem.source for problem in source.problems] == [str(node.proc / "vmstat")]
 
 
+def test_a_stall_is_observed_from_evictds_own_window_before_avg10_shows_it(tmp_path: Path) -> None:
+    """Each PSI line carries `recent`, the share stalled since the reading a second or more before (from `total`,
+    evictd.core.psi_window), and the stall observation is the larger of it and avg10."""
+    node = make_node(tmp_path, V2, copy=True)
+    (node.proc / "pressure").mkdir()
+    (node.proc / "pressure" / "memory").write_text(NODE_PSI)
+    clock = ManualClock(0.0, wall_at_zero=AT)
+    source = ListingStats(node.discovered(), memory_pressure=True, node_name="node-1", cgroups=node.reader,
+                          disk_usage=PodDiskStore(), kubelet_root=str(node.kubelet_root),
+                          image_fs_path=str(node.image_fs), container_fs_path=str(node.image_fs),
+                          proc_root=str(node.proc), clock=clock)
+    first = source.summary().node.memory
+    assert first is not None and first.psi is not None and first.psi.some.recent is None  # no earlier reading
+    clock.advance(2.0)  # 1.6 s of `some` and 0.1 s of `full` stall in 2 s, avg10 not updated yet
+    (node.proc / "pressure" / "memory").write_text(
+        "some avg10=12.44 avg60=3.10 avg300=0.81 total=60361459\n"
+        "full avg10=4.01 avg60=1.00 avg300=0.26 total=20223456\n")
+    summary = source.summary()
+    psi = summary.node.memory.psi  # type: ignore[union-attr]
+    assert psi is not None and (psi.some.recent, psi.full.recent, psi.some.avg10) == (80.0, 5.0, 12.44)
+    assert observed(summary, Signal.MEMORY_STALL_SOME) == headroom(8000)  # recent, the larger
+    assert observed(summary, Signal.MEMORY_STALL_FULL) == headroom(500)  # recent 5.00 over avg10 4.01
+    assert source.problems == ()
+
+
 def test_without_psi_the_stall_signals_are_absent_and_named_at_start(tmp_path: Path) -> None:
     node = make_node(tmp_path, V2, copy=True)
     (node.cgroup_root / V2.pods / "memory.pressure").unlink()

@@ -45,6 +45,7 @@ from evictd.adapters.cgroups import (
 )
 from evictd.adapters.filesystems import FsReading, statvfs_reading
 from evictd.adapters.pod_disk_usage import PodDiskFigures, PodDiskStore, PodKey
+from evictd.adapters.psi_history import PressureHistory
 from evictd.clock import SYSTEM_CLOCK, Clock
 from evictd.core.errors import EvictdError, SampleError, attempt, without_traceback
 from evictd.core.pods import Derived, Pod, derived
@@ -186,6 +187,8 @@ class NodeStatsSource:
         self._clock = clock
         self._pod_cgroups = pod_cgroups if pod_cgroups is not None else cgroups.pod_cgroups
         self._runtime = runtime
+        # The memory pressure files' last readings, for each PSI line's `recent` share (evictd.core.psi_window).
+        self._pressure_history = PressureHistory(clock)
         # The runtime's last answer: which containers (by ID) of which pod carry which name.
         self._last_runtime_answer: Mapping[str, Sequence[ContainerUsage]] = {}
         # Each pod's disk figures as Summary blocks, as built last cycle (see DiskBlocks).
@@ -251,7 +254,7 @@ class NodeStatsSource:
     def _pressure(self, path: str | None, problems: list[SampleError]) -> PsiStats | None:
         if not self._memory_pressure or path is None:
             return None
-        return attempt(lambda: procfs.memory_pressure(path), problems)
+        return attempt(lambda: self._pressure_history.read(path), problems)
 
     def summary(self, pods: Sequence[Pod]) -> Summary:
         """Read the node now and return its Summary, with the stats of `pods` (parts that could not be read are

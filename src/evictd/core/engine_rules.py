@@ -22,10 +22,12 @@ from evictd.core.thresholds import Threshold
 # immediateEvictionGracePeriodSeconds; 0 would mean "use the pod's own" downstream, kubernetes#115819).
 IMMEDIATE_EVICTION_GRACE_PERIOD_S = 1
 
-# evictd's memory stall signals read the kernel's avg10, which lags the relief an eviction brings: the kernel
-# updates it every 2 s and it decays over 10 s. So after an eviction for a stall signal, a stall threshold starts
-# no other eviction until this long after it (two updates: the relief shows, by 18% of the share per update
-# once the stall stops); it stays met and keeps its node condition meanwhile. The kubelet's signals never wait.
+# evictd's memory stall signals read the larger of the kernel's avg10 and evictd's own 1-10 s window
+# (`evictd.core.summary.stall_share`); once a stall stops the window's share falls within a window, but avg10 lags
+# the relief an eviction brings: the kernel updates it every 2 s and it decays over 10 s. So after an eviction for a
+# stall signal, a stall threshold starts no other eviction until this long after it (two updates: the relief shows,
+# by 18% of the share per update once the stall stops); it stays met and keeps its node condition meanwhile. The
+# kubelet's signals never wait.
 STALL_SETTLE_S = 4.0
 
 

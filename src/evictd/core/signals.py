@@ -78,8 +78,9 @@ class Unit(StrEnum):
     BYTES = "bytes"
     INODES = "inodes"
     PIDS = "pids"
-    # Stall headroom (the window's share NOT stalled) in basis points: 10000 - the kernel's avg10 x 100; for the
-    # refault signal, 10000 - the basis points of the node's memory refaulted within the window.
+    # Stall headroom (the window's share NOT stalled) in basis points: 10000 - the stall share x 100 (the larger of
+    # the kernel's avg10 and evictd's own window, `evictd.core.summary.stall_share`); for the refault signal, 10000 -
+    # the basis points of the node's memory refaulted within the window.
     BASIS_POINTS = "basis_points"
 
 

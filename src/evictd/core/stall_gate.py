@@ -54,8 +54,9 @@ from evictd.core.thresholds import Threshold
 STALL_GATE_FIELD = "stallRequiresNodeReclaim"
 
 # How recent an increase of the reclaim counters must be for a stall threshold to count: the span of the PSI
-# average a stall threshold reads (avg10, the kernel's 10 s running average). A share at or over the threshold
-# says the node stalled over about the last 10 s; global reclaim within the same 10 s says that stall was (at
+# average a stall threshold reads (avg10, the kernel's 10 s running average; evictd's own window, the larger share
+# when it is, spans 1-10 s: `evictd.core.psi_window`). A share at or over the threshold says the node stalled
+# within about the last 10 s; global reclaim within the same 10 s says that stall was (at
 # least partly) a node-wide shortage. A shorter window would close the gate on a stall whose reclaim ended a few
 # seconds before avg10 caught up with it (avg10 lags the stall by 2-10 s); a longer one would let old reclaim
 # vouch for a stall that is now only a pod thrashing in its own limit.

@@ -35,12 +35,15 @@ SYSTEM_CONTAINER_PODS = "pods"
 @dataclass(frozen=True, slots=True)
 class PsiData:
     """One line of a PSI file (KEP-4205's ``PSIData``): stalled time in microseconds since boot (``total``) and
-    the kernel's running averages of the stalled share over 10, 60 and 300 s, in percent."""
+    the kernel's running averages of the stalled share over 10, 60 and 300 s, in percent. `recent` is evictd's own,
+    not the kubelet's Summary: the share stalled over evictd's own window of 1-10 s up to this reading, from
+    ``total`` (`evictd.core.psi_window`; JSON ``evictdRecent``), None where none was made."""
 
     total: int
     avg10: float
     avg60: float
     avg300: float
+    recent: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -212,9 +215,17 @@ def _memory_observation(memory: MemoryStats | None) -> Observation | None:
 STALL_BASIS_POINTS = 10_000
 
 
+def stall_share(line: PsiData) -> float:
+    """The share stalled (percent) a stall signal decides on: the larger of the kernel's avg10 and evictd's own
+    `recent` share, where there is one. avg10 lags a stall by 2-10 s and `recent` (1-10 s, exact) does not, so the
+    onset is met as soon as `recent` shows it; once the stall stops `recent` falls within its window while avg10
+    decays over 10 s, so relief (minimum reclaim, the settle time after a stall eviction) is avg10's as before."""
+    return line.avg10 if line.recent is None else max(line.avg10, line.recent)
+
+
 def _stall_observation(memory: MemoryStats | None, kind: StallKind | None) -> Observation | None:
-    """Stall headroom: the share of the kernel's 10 s window NOT stalled (100% - avg10), of the whole window, in
-    basis points; a stall threshold of X% is met when the headroom is at most 100% - X (core/thresholds.py)."""
+    """Stall headroom: the share of the window NOT stalled (100% - `stall_share`), of the whole window, in basis
+    points; a stall threshold of X% is met when the headroom is at most 100% - X (core/thresholds.py)."""
     if memory is None or memory.psi is None:
         return None
     match kind:
@@ -226,7 +237,7 @@ def _stall_observation(memory: MemoryStats | None, kind: StallKind | None) -> Ob
             return None
         case _:
             assert_never(kind)
-    stalled = min(round(line.avg10 * STALL_BASIS_POINTS / 100), STALL_BASIS_POINTS)
+    stalled = min(round(stall_share(line) * STALL_BASIS_POINTS / 100), STALL_BASIS_POINTS)
     return Observation(_count(STALL_BASIS_POINTS - stalled), _count(STALL_BASIS_POINTS), memory.time)
 
 

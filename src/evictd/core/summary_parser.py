@@ -324,18 +324,23 @@ def _reclaim_counters(value: object, key: str) -> ReclaimCounters | None:
 PSI_SHARE_MAX = 100.0
 
 
+def _psi_share(obj: Mapping[str, object], name: str, key: str) -> float:
+    share = obj.get(name)
+    if isinstance(share, bool) or not isinstance(share, int | float) or not 0 <= share <= PSI_SHARE_MAX:
+        raise invalid(f"must be a share in percent (0 to {PSI_SHARE_MAX:g})", child(key, name), share)
+    return float(share)
+
+
 def _psi_data(value: object, key: str) -> PsiData:
+    """A PSI line; its ``evictdRecent`` (evictd's own share over its own window, `PsiData.recent`) is optional:
+    absent in the kubelet's Summary and in recordings made before evictd had it."""
     obj = mapping(value, key)
     total = _counter(obj, "total", key)
     if total is None:
         raise invalid("must be present", child(key, "total"), None)
-    averages = []
-    for name in ("avg10", "avg60", "avg300"):
-        share = obj.get(name)
-        if isinstance(share, bool) or not isinstance(share, int | float) or not 0 <= share <= PSI_SHARE_MAX:
-            raise invalid(f"must be a share in percent (0 to {PSI_SHARE_MAX:g})", child(key, name), share)
-        averages.append(float(share))
-    return PsiData(total, *averages)
+    recent = None if obj.get("evictdRecent") is None else _psi_share(obj, "evictdRecent", key)
+    return PsiData(total, _psi_share(obj, "avg10", key), _psi_share(obj, "avg60", key), _psi_share(obj, "avg300", key),
+                   recent)
 
 
 def _psi_stats(value: object, key: str) -> PsiStats | None:

@@ -59,8 +59,8 @@ def _memory_json(memory: MemoryStats | None) -> dict[str, object] | None:
         if value is not None:
             document[name] = value
     if memory.psi is not None:
-        document["psi"] = {kind: {"total": line.total, "avg10": line.avg10, "avg60": line.avg60,
-                                  "avg300": line.avg300}
+        document["psi"] = {kind: _fields_json((("total", line.total), ("avg10", line.avg10), ("avg60", line.avg60),
+                                               ("avg300", line.avg300), ("evictdRecent", line.recent)))
                            for kind, line in (("some", memory.psi.some), ("full", memory.psi.full))}
     if memory.reclaim is not None:
         document["reclaim"] = _fields_json((("globalScanPages", memory.reclaim.global_scan_pages),

@@ -1,0 +1,89 @@
+"""evictd's own stall share over its own window: the `recent` figure of a PSI line, from the kernel's ``total``.
+
+Job: the rule by which a memory pressure file read now gets, beside the kernel's ``avg10``, the share of time stalled
+since an earlier reading of the same file (`PsiData.recent`), and which readings are worth keeping for the next.
+``avg10`` lags a stall by 2-10 s (the kernel updates it every 2 s, keeping 82% of the last value); ``total``, the
+stalled microseconds since boot, is exact at every read, so two readings of it give the share between them at
+once. The adapter that reads the file keeps the readings (`evictd.adapters.psi_history`); the figure lands in the
+Summary, so a recording carries it and replay decides the same without that history.
+
+The rule: the window runs from the newest earlier reading at least `MIN_WINDOW_S` old (a shorter one would be
+a few scheduler ticks of one task's stall: too noisy to evict on) to now; there is no figure (None: ``avg10``
+alone decides) when that reading is more than `MAX_WINDOW_S` old (the span of ``avg10``: a longer window says
+less than the kernel's own average), when there is none, or when a ``total`` went backwards since it (a cgroup
+made again: its counters start from 0). The share is ``Δtotal / Δtime`` in percent, to two decimals as the kernel
+prints its averages, clamped to 0-100 (the read and the clock are a few microseconds apart).
+
+Invariants: pure (times are monotonic seconds given by the caller); the history `next_history` keeps is bounded:
+readings at least `HISTORY_SPACING_S` apart (but the newest), none older than the one a later reading could still
+choose, so at most ``MIN_WINDOW_S / HISTORY_SPACING_S + 2`` (12) readings.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+# The shortest window a `recent` figure is made over, and the longest (seconds).
+MIN_WINDOW_S = 1.0
+MAX_WINDOW_S = 10.0
+# Readings kept are at least this far apart (a burst of cycles keeps one in each tenth of a second): the window
+# chosen is then at most this much longer than the newest reading at least MIN_WINDOW_S old would give.
+HISTORY_SPACING_S = 0.1
+_PERCENT = 100.0
+
+
+@dataclass(frozen=True, slots=True)
+class PsiReading:
+    """One reading of a memory pressure file: when (monotonic s) and its ``some`` and ``full`` totals (us)."""
+
+    at: float
+    some_total: int
+    full_total: int
+
+
+def window_start(history: Sequence[PsiReading], now: float) -> PsiReading | None:
+    """The reading of `history` (oldest first) a window ending at `now` starts at: the newest at least
+    `MIN_WINDOW_S` old; None when there is none, or it is more than `MAX_WINDOW_S` old."""
+    for reading in reversed(history):
+        age = now - reading.at
+        if age >= MIN_WINDOW_S:
+            return reading if age <= MAX_WINDOW_S else None
+    return None
+
+
+def stalled_share(stalled_us: int, elapsed_s: float) -> float:
+    """The share of `elapsed_s` stalled, in percent to two decimals, clamped to 0-100."""
+    share = round(stalled_us / (elapsed_s * 1_000_000) * _PERCENT, 2)
+    return min(max(share, 0.0), _PERCENT)
+
+
+def recent_shares(history: Sequence[PsiReading], reading: PsiReading) -> tuple[float, float] | None:
+    """The (some, full) shares stalled from the window's start (`window_start`) to `reading`; None without a start,
+    or when a total of any reading since the start exceeds `reading`'s (the counters went backwards)."""
+    start = window_start(history, reading.at)
+    if start is None:
+        return None
+    since = [earlier for earlier in history if earlier.at >= start.at]
+    if any(earlier.some_total > reading.some_total or earlier.full_total > reading.full_total for earlier in since):
+        return None
+    elapsed = reading.at - start.at
+    return (stalled_share(reading.some_total - start.some_total, elapsed),
+            stalled_share(reading.full_total - start.full_total, elapsed))
+
+
+def next_history(history: Sequence[PsiReading], reading: PsiReading) -> tuple[PsiReading, ...]:
+    """The history to keep after `reading`: `history` with it, without what no later window can start at (readings
+    older than the newest one at least `MIN_WINDOW_S` old, or more than `MAX_WINDOW_S` old), and without the newest
+    earlier reading when it is less than `HISTORY_SPACING_S` after the one before it. A total lower than the last
+    reading's (the counters started again) or a time before it starts the history anew."""
+    if history and (reading.at < history[-1].at or reading.some_total < history[-1].some_total
+                    or reading.full_total < history[-1].full_total):
+        return (reading,)
+    kept = [earlier for earlier in history if reading.at - earlier.at <= MAX_WINDOW_S]
+    start = window_start(kept, reading.at)
+    if start is not None:
+        kept = [earlier for earlier in kept if earlier.at >= start.at]
+    if len(kept) >= 2 and kept[-1].at - kept[-2].at < HISTORY_SPACING_S:
+        kept.pop()
+    return (*kept, reading)

@@ -1,0 +1,126 @@
+"""evictd's own stall share over its own window (`evictd.core.psi_window`): which earlier reading a window starts at,
+the share made from the two totals, and the bounded history kept for the next reading."""
+
+from __future__ import annotations
+
+import pytest
+
+from evictd.core.psi_window import (
+    HISTORY_SPACING_S,
+    MAX_WINDOW_S,
+    MIN_WINDOW_S,
+    PsiReading,
+    next_history,
+    recent_shares,
+    stalled_share,
+    window_start,
+)
+
+
+def at(t: float, some: int = 0, full: int = 0) -> PsiReading:
+    return PsiReading(t, some, full)
+
+
+@pytest.mark.parametrize(
+    ("times", "now", "start"),
+    [
+        ((), 10.0, None),  # no earlier reading
+        ((9.5,), 10.0, None),  # too young: 0.5 s
+        ((9.0,), 10.0, 9.0),  # exactly MIN_WINDOW_S old
+        ((5.0, 8.5, 9.2, 9.9), 10.0, 8.5),  # the newest at least 1 s old, not the oldest
+        ((0.0,), 10.0, 0.0),  # exactly MAX_WINDOW_S old
+        ((-0.5,), 10.0, None),  # a gap over MAX_WINDOW_S: avg10 alone decides
+        ((-5.0, 9.5), 10.0, None),  # the only one old enough is too old; a young one does not stand in
+    ],
+    ids=["none", "too-young", "min-window", "newest-old-enough", "max-window", "gap-over-max", "old-and-young"],
+)
+def test_a_window_starts_at_the_newest_reading_at_least_a_second_old(times: tuple[float, ...], now: float,
+                                                                      start: float | None) -> None:
+    chosen = window_start([at(t) for t in times], now)
+    assert (None if chosen is None else chosen.at) == start
+
+
+@pytest.mark.parametrize(
+    ("history", "reading", "shares"),
+    [
+        # 1.5 s of some and 0.5 s of full stall in 2 s.
+        ((at(8.0, 1_000_000, 500_000),), at(10.0, 2_500_000, 1_000_000), (75.0, 25.0)),
+        # Two decimals, as the kernel prints avg10: 1/3 of the window.
+        ((at(7.0, 0, 0),), at(10.0, 1_000_000, 1), (33.33, 0.0)),
+        # Nothing stalled.
+        ((at(9.0, 7, 7),), at(10.0, 7, 7), (0.0, 0.0)),
+        # More stalled than elapsed (the read and the clock a few microseconds apart): clamped to 100.
+        ((at(9.0, 0, 0),), at(10.0, 1_000_050, 1_000_050), (100.0, 100.0)),
+        # The newest reading at least 1 s old is the start, not the older one.
+        ((at(5.0, 0, 0), at(8.0, 3_000_000, 0), at(9.5, 3_000_000, 0)), at(10.0, 4_000_000, 0), (50.0, 0.0)),
+        # Too young, or too old: no figure.
+        ((at(9.5, 0, 0),), at(10.0, 500_000, 0), None),
+        ((at(-1.0, 0, 0),), at(10.0, 1_000_000, 0), None),
+        # A counter went backwards (a pods cgroup made again: its totals start from 0): no figure.
+        ((at(8.0, 5_000_000, 100),), at(10.0, 1_000, 200), None),
+        ((at(8.0, 100, 5_000_000),), at(10.0, 200, 1_000), None),
+        # ... also when it went backwards after the start and has grown past the start's again since.
+        ((at(8.0, 1_000, 0), at(9.5, 9_000_000, 0)), at(10.0, 2_000, 0), None),
+    ],
+    ids=["shares", "two-decimals", "idle", "clamped", "newest-start", "too-young", "too-old", "some-backwards",
+         "full-backwards", "backwards-since-start"],
+)
+def test_the_recent_share_is_the_stalled_time_over_the_window(history: tuple[PsiReading, ...], reading: PsiReading,
+                                                              shares: tuple[float, float] | None) -> None:
+    assert recent_shares(history, reading) == shares
+
+
+@pytest.mark.parametrize(("stalled_us", "elapsed_s", "share"),
+                         [(0, 1.0, 0.0), (1_234_567, 10.0, 12.35), (2_000_000, 2.0, 100.0), (2_100_000, 2.0, 100.0),
+                          (-5, 1.0, 0.0)])
+def test_a_share_is_percent_to_two_decimals_clamped(stalled_us: int, elapsed_s: float, share: float) -> None:
+    assert stalled_share(stalled_us, elapsed_s) == share
+
+
+def test_the_history_keeps_what_a_later_window_can_start_at() -> None:
+    history = next_history((), at(0.0))
+    assert history == (at(0.0),)
+    history = next_history(history, at(0.5))
+    assert [r.at for r in history] == [0.0, 0.5]
+    # At 1.6 the window starts at 0.5: 0.0 can never start one again.
+    history = next_history(history, at(1.6))
+    assert [r.at for r in history] == [0.5, 1.6]
+    # After a gap over MAX_WINDOW_S nothing earlier is kept.
+    history = next_history(history, at(1.6 + MAX_WINDOW_S + 0.1))
+    assert [r.at for r in history] == [1.6 + MAX_WINDOW_S + 0.1]
+
+
+def test_a_counter_going_backwards_starts_the_history_anew() -> None:
+    history = (at(0.0, 100, 50), at(0.5, 200, 60))
+    assert next_history(history, at(1.0, 10, 60)) == (at(1.0, 10, 60),)
+    assert next_history(history, at(1.0, 200, 59)) == (at(1.0, 200, 59),)
+    assert next_history(history, at(0.4, 300, 70)) == (at(0.4, 300, 70),)  # a time before the last
+
+
+def test_a_burst_of_readings_keeps_the_history_bounded_and_the_window_near_a_second() -> None:
+    """Cycles every millisecond for 30 s (a storm): the history stays a dozen readings, each window 1-1.1 s."""
+    history: tuple[PsiReading, ...] = ()
+    longest = 0
+    windows = []
+    for step in range(30_000):
+        now = step * 0.001
+        reading = at(now, some=step * 500, full=step * 100)  # half the time some-stalled, a tenth full
+        shares = recent_shares(history, reading)
+        start = window_start(history, now)
+        if now >= MIN_WINDOW_S + HISTORY_SPACING_S:
+            assert shares == (50.0, 10.0) and start is not None
+            windows.append(now - start.at)
+        history = next_history(history, reading)
+        longest = max(longest, len(history))
+    assert longest <= MIN_WINDOW_S / HISTORY_SPACING_S + 2
+    assert min(windows) >= MIN_WINDOW_S and max(windows) <= MIN_WINDOW_S + HISTORY_SPACING_S + 0.002
+
+
+def test_cycles_every_two_seconds_each_see_the_share_since_the_last() -> None:
+    """PSI firings during a stall: one per 2 s trigger window, and each cycle's window is the 2 s since the last."""
+    history = next_history((), at(0.0, 0, 0))
+    for step in range(1, 6):
+        reading = at(2.0 * step, some=step * 1_600_000, full=step * 400_000)
+        assert recent_shares(history, reading) == (80.0, 20.0)
+        history = next_history(history, reading)
+        assert len(history) == 2

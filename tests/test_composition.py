@@ -95,6 +95,22 @@ def test_a_psi_firing_is_judged_by_the_stall_gate_on_the_counters_read_at_the_fi
     assert judge()
 
 
+def test_every_psi_firing_judged_with_stall_thresholds_reads_the_pressure_files_first(tmp_path: Path) -> None:
+    """Held back or not, a firing reads the pressure files (the stats source's `note_pressure`): the window of
+    evictd's own stall share for the firing that opens the gate starts at the last firing, not at the last cycle."""
+    v2_root = tmp_path / "cgroup"
+    shutil.copytree(FIXTURE_V2, v2_root)
+    cgroups = CgroupReader(CgroupLayout(version=2, root=v2_root))
+    noted: list[int] = []
+    closed = StallGate(closed=frozenset({Signal.MEMORY_STALL_SOME}))
+    judge = psi_judge(None, cgroups, lambda: closed, lambda: noted.append(1))
+    assert judge is not None
+    judge()
+    judge()
+    assert noted == [1, 1]
+    assert psi_judge(None, cgroups, None, lambda: noted.append(1)) is None, "no stall thresholds: no reading"
+
+
 def test_memcg_levels_of_the_machines_own_hierarchy_are_armed_with_meminfos_inactive_file() -> None:
     thresholds = [Threshold(signal=Signal.MEMORY_AVAILABLE, value=ThresholdValue(quantity=Quantity.parse("1Gi")))]
     real = CgroupLayout(version=1, root=Path("/sys/fs/cgroup"))

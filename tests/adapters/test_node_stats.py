@@ -846,6 +846,36 @@ def test_a_stall_is_observed_from_evictds_own_window_before_avg10_shows_it(tmp_p
     assert source.problems == ()
 
 
+def test_a_reading_between_cycles_starts_the_window_of_the_next_cycles_share(tmp_path: Path) -> None:
+    """`note_pressure` (a PSI firing the stall gate held back) reads the pressure files between cycles: the next
+    cycle's `recent` is the share since that reading, not diluted over the time back to the last cycle."""
+    node = make_node(tmp_path, V2, copy=True)
+    (node.proc / "pressure").mkdir()
+    pressure = node.proc / "pressure" / "memory"
+
+    def stalled(some_us: int) -> None:
+        pressure.write_text(f"some avg10=0.00 avg60=0.00 avg300=0.00 total={some_us}\n"
+                            "full avg10=0.00 avg60=0.00 avg300=0.00 total=0\n")
+
+    stalled(0)
+    clock = ManualClock(0.0, wall_at_zero=AT)
+    source = ListingStats(node.discovered(), memory_pressure=True, node_name="node-1", cgroups=node.reader,
+                          disk_usage=PodDiskStore(), kubelet_root=str(node.kubelet_root),
+                          image_fs_path=str(node.image_fs), container_fs_path=str(node.image_fs),
+                          proc_root=str(node.proc), clock=clock)
+    source.summary()  # the last cycle, at 0 s
+    clock.advance(8.0)  # quiet until 8 s: a firing held back reads the files then
+    source.note_pressure()
+    clock.advance(2.0)  # 1.8 s of `some` stall in the last 2 s
+    stalled(1_800_000)
+    psi = source.summary().node.memory.psi  # type: ignore[union-attr]
+    assert psi is not None and psi.some.recent == 90.0, "the share since the reading at 8 s (18.0 since 0 s)"
+    assert source.problems == ()
+    pressure.unlink()
+    source.note_pressure()  # unreadable between cycles: nothing raised, nothing reported by the next cycle for it
+    assert source.problems == ()
+
+
 def test_without_psi_the_stall_signals_are_absent_and_named_at_start(tmp_path: Path) -> None:
     node = make_node(tmp_path, V2, copy=True)
     (node.cgroup_root / V2.pods / "memory.pressure").unlink()

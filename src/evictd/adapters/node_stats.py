@@ -28,6 +28,7 @@ The cycle reads no pod folder itself: the pods it measures (the ones the manager
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -250,6 +251,17 @@ class NodeStatsSource:
             return None
         value = attempt(read, problems)
         return None if value is None else wrap(value)
+
+    def note_pressure(self) -> None:
+        """Read the memory pressure files now, between cycles, so that the next cycle's `recent` share can span
+        the time since (a PSI firing the stall gate held back earns no cycle, but its reading starts the window the
+        firing that opens the gate is decided on). What cannot be read is the next cycle's problem, not this one's."""
+        if not self._memory_pressure:
+            return
+        for path in self._pressure_paths():
+            if path is not None:
+                with contextlib.suppress(SampleError):
+                    self._pressure_history.read(path)
 
     def _pressure(self, path: str | None, problems: list[SampleError]) -> PsiStats | None:
         if not self._memory_pressure or path is None:

@@ -70,18 +70,22 @@ class ReportOnlyReclaimer:
 
 
 def psi_judge(memcg: MemcgNotifierSet | None, cgroups: CgroupReader,
-              stall_gate: Callable[[], StallGate] | None) -> Callable[[], bool] | None:
+              stall_gate: Callable[[], StallGate] | None,
+              note_pressure: Callable[[], None] = lambda: None) -> Callable[[], bool] | None:
     """How a PSI firing is judged before it earns a cycle (None: it always does). With stall thresholds
     (`stall_gate`: the engine's gate as the last cycle left it) a firing may change a stall decision unless the
     last cycle held the stall signals back and the reclaim counters that would open the gate have not moved since
     (`evictd.core.stall_gate.wake_may_open`, read now); otherwise, on cgroup v1, it may change a memory threshold's
     decision when `memcg` judges so (`MemcgNotifierSet.may_change_decision`); on v2 the memory watch follows the
-    memory thresholds."""
+    memory thresholds. Each firing judged with stall thresholds first has the pressure files read
+    (`note_pressure`, the stats source's), so that a firing held back still starts the window of evictd's own
+    stall share for the next one (`evictd.core.psi_window`)."""
     if stall_gate is None:
         return memcg.may_change_decision if memcg is not None else None
     gate_now = stall_gate
 
     def judge() -> bool:
+        note_pressure()
         try:
             scanned: int | None = global_reclaim_scan_pages()
         except SampleError:
@@ -99,13 +103,14 @@ def psi_judge(memcg: MemcgNotifierSet | None, cgroups: CgroupReader,
 
 def build_psi_notifiers(settings: EvictdSettings, layout: CgroupLayout, cgroups: CgroupReader,
                         log: Log, memcg: MemcgNotifierSet | None = None,
-                        stall_gate: Callable[[], StallGate] | None = None) -> tuple[Notifier, ...]:
+                        stall_gate: Callable[[], StallGate] | None = None,
+                        note_pressure: Callable[[], None] = lambda: None) -> tuple[Notifier, ...]:
     """Return the PSI wake-ups: the machine's /proc/pressure/memory and, on cgroup v2, the pods cgroup's
     memory.pressure (a stall of the pods alone). A trigger the kernel refuses is logged and left out. Each firing
     is judged first (`psi_judge`)."""
     if not settings.psi_wakeups:
         return ()
-    judge = psi_judge(memcg, cgroups, stall_gate)
+    judge = psi_judge(memcg, cgroups, stall_gate, note_pressure)
     wanted = [(SYSTEM_MEMORY_PRESSURE, "node memory pressure stall")]
     if layout.version == 2:
         pods_pressure = os.path.join(str(layout.memory_hierarchy), cgroups.pods_cgroup(), "memory.pressure")
@@ -147,6 +152,8 @@ class StatsParts:
     insecure_reason: str = ""
     # The figures the last Summary lost: undecodable or impossible (`PlausibleStats`).
     refused: Callable[[], Sequence[Refusal]] = lambda: ()
+    # Reads the memory pressure files between cycles (at a PSI firing), for the stall share's window.
+    note_pressure: Callable[[], None] = lambda: None
 
 
 def plausible(parts: StatsParts) -> StatsParts:
@@ -197,7 +204,8 @@ def build_stats_source(config: Configuration, cgroups: CgroupReader, node_name: 
     walker = DiskWalkerProcess(node.disk_usage, WalkerSettings(kubelet_root=settings.kubelet_root_dir,
                                                                pod_logs_dir=settings.pod_logs_dir),
                                log=log if log is not None else structlog.get_logger("evictd"))
-    return plausible(StatsParts(node, lambda: node.problems, disk_walker=walker, disk_figures=node))
+    return plausible(StatsParts(node, lambda: node.problems, disk_walker=walker, disk_figures=node,
+                                note_pressure=node.note_pressure))
 
 
 def attach_runtime(config: Configuration, client: CriClient, version: RuntimeVersion, metrics: Metrics, log: Log,

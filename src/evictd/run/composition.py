@@ -216,8 +216,8 @@ def build_runtime(basics: Basics, node: NodeLevel, cluster: ClusterParts | None)
                        basics.log, slot=basics.runtime)
 
 
-def build_notifiers(basics: Basics, engine_config: EngineConfig,
-                    stall_gate: Callable[[], StallGate] | None = None) -> NotifierRefresh:
+def build_notifiers(basics: Basics, engine_config: EngineConfig, stall_gate: Callable[[], StallGate] | None = None,
+                    note_pressure: Callable[[], None] = lambda: None) -> NotifierRefresh:
     """The memory wake-ups: memcg thresholds (cgroup v1) or the memory watch (v2), and PSI (its firings judged with
     the engine's `stall_gate` where stall-family thresholds are configured)."""
     settings, layout, cgroups = basics.settings, basics.cgroup_layout, basics.cgroups
@@ -228,8 +228,8 @@ def build_notifiers(basics: Basics, engine_config: EngineConfig,
     memory_watch = (MemoryWatch(cgroups, engine_config.thresholds, settings.housekeeping_interval_s)
                     if node_stats and layout.version == 2 else None)
     stalls = any(spec_of(threshold.signal).stall_family for threshold in engine_config.thresholds)
-    psi = build_psi_notifiers(settings, layout, cgroups, basics.log, memcg,
-                              stall_gate if stalls and settings.stats_source is StatsOrigin.NODE else None)
+    psi = build_psi_notifiers(settings, layout, cgroups, basics.log, memcg, stall_gate if stalls and
+                              settings.stats_source is StatsOrigin.NODE else None, note_pressure)
     # Nothing in the kernel announces page cache thrash without PSI: the refault watch reads /proc/vmstat instead.
     refaults = any(threshold.signal is Signal.MEMORY_REFAULT for threshold in engine_config.thresholds)
     refault_watch = (RefaultWatch(engine_config.thresholds, gated=engine_config.stall_requires_node_reclaim)
@@ -410,7 +410,7 @@ def build_daemon(
                             crossing_hold_s=basics.settings.memory_crossing_hold_s,
                             memory_reclaim=build_memory_reclaim(basics, reported_only))
     link = build_runtime(basics, node, cluster)
-    notifiers = build_notifiers(basics, engine_config, lambda: manager.state.stall_gate)
+    notifiers = build_notifiers(basics, engine_config, lambda: manager.state.stall_gate, stats.note_pressure)
     health = Health(settings.housekeeping_interval_s, stopping=basics.stop.is_set)
     basics.metrics.watch_health(lambda: health.status()[0])
     warn_about_pods_cgroup(basics)

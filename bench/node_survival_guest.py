@@ -479,7 +479,8 @@ def main() -> int:
                     try:
                         backend.use_protector(protector_name)  # (a kubelet restart only when it changes)
                         protector = Protector(protector_name, backend, work / protector_name / f"{name}-{index}")
-                        result = one_run(backend, protector, workload(name, mem_total_mib), index, args,
+                        spec = workload(name, mem_total_mib, backend.requests_fit_mib(mem_total_mib))
+                        result = one_run(backend, protector, spec, index, args,
                                          work / protector_name)
                         result["protectorEnd"] = protector.stop()
                     except Exception as exc:  # the run's failure is its record; the next runs go on

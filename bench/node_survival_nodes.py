@@ -50,6 +50,15 @@ KUBELET_DEFAULTS = {"evictionHard": {"memory.available": "100Mi", "nodefs.availa
                                      "nodefs.inodesFree": "5%", "imagefs.available": "15%"}}
 
 
+def mebibytes(quantity: str) -> int:
+    """A memory threshold of the kubelet's config as whole MiB ("100Mi", "1Gi"; what the arena's configs use)."""
+    units = {"Mi": 1, "Gi": 1024}
+    for suffix, factor in units.items():
+        if quantity.endswith(suffix):
+            return int(quantity[: -len(suffix)]) * factor
+    raise ValueError(f"a memory.available threshold the arena does not size pods by: {quantity!r}")
+
+
 def kubelet_same() -> dict[str, Any]:
     """The eviction keys of config/kubelet-config.yaml, as the kubelet takes them."""
     shipped = yaml.safe_load((REPO / "config/kubelet-config.yaml").read_text())
@@ -92,6 +101,10 @@ class StandIn:
         # [pods]`) with nothing reserved: the node's capacity. Without it allocatableMemory.available has no
         # capacity (its threshold copies, evictd's and the kubelet's alike, are never observed).
         self.node = Node("cgroupfs", work, allocatable_bytes=meminfo()["MemTotal"], sample=False)
+
+    def requests_fit_mib(self, mem_total_mib: int) -> int:
+        """What the pods' memory requests may add up to: nothing admits them here, so the node's capacity."""
+        return mem_total_mib
 
     def use_protector(self, protector: str) -> None:
         if protector.startswith("kubelet"):
@@ -150,6 +163,14 @@ class Real:
         self.namespace = ""
         self.fresh = True  # the kubelet has seen no pressure since it started
         self.identity = "evictd-identity"
+
+    def requests_fit_mib(self, mem_total_mib: int) -> int:
+        """What the pods' memory requests may add up to: the kubelet admits a pod only if the requests fit its
+        allocatable memory, MemTotal less the hard `memory.available` threshold (nothing reserved). The largest
+        of the kubelet protectors' thresholds, so that every protector runs the same pods."""
+        hard = [settings["evictionHard"].get("memory.available", "0Mi")
+                for settings in (KUBELET_DEFAULTS, kubelet_same())]
+        return mem_total_mib - max(mebibytes(value) for value in hard)
 
     def use_protector(self, protector: str) -> None:
         """The kubelet restarted with the protector's eviction settings (when they differ from the running

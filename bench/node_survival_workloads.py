@@ -20,7 +20,9 @@ Workloads:
   the daemon must survive; the grower should pay.
 * ``many-small``: 10 Burstable pods grow together (20 MiB/s in all), each to 95 % of its request; the requests
   add up to the node's MemTotal: its allocatable memory when nothing is reserved and the kubelet's own
-  eviction thresholds are 0 % (the handover to evictd), as a scheduler would fill that node. No pod exceeds
+  eviction thresholds are 0 % (the handover to evictd), as a scheduler would fill that node; on the real backend
+  to MemTotal less the kubelet protectors' largest hard ``memory.available`` (200Mi), the allocatable memory its
+  admission checks requests against (the 10th pod was rejected, phase Failed, otherwise). No pod exceeds
   its request: the node runs out because of what runs outside the pods (the daemons, evictd, the kubelet),
   and someone must pay anyway.
 
@@ -153,13 +155,14 @@ def guaranteed_pod() -> PodSpec:
                    GUARANTEED_HOLD_MIB, pressure=False, hold_mib=GUARANTEED_HOLD_MIB)
 
 
-def workload(name: str, mem_total_mib: int) -> Workload:
-    """The workload `name` for a node of `mem_total_mib` (MemTotal); KeyError for an unknown name."""
+def workload(name: str, mem_total_mib: int, requests_fit_mib: int | None = None) -> Workload:
+    """The workload `name` for a node of `mem_total_mib` (MemTotal) whose kubelet admits pods whose requests add up
+    to `requests_fit_mib` (None: MemTotal); KeyError for an unknown name."""
     if name in ("be-slow", "be-fast"):
         rate = 10.0 if name == "be-slow" else 200.0
         return Workload(name, (guaranteed_pod(), PodSpec("grower", "besteffort", None, None, rate, 0.0, True)))
     if name == "many-small":
-        request = mem_total_mib // MANY_SMALL_PODS
+        request = (requests_fit_mib or mem_total_mib) // MANY_SMALL_PODS
         pods = tuple(PodSpec(f"small-{i}", "burstable", request, None, MANY_SMALL_RATE_MIB_S / MANY_SMALL_PODS,
                              request * MANY_SMALL_FILL, True) for i in range(MANY_SMALL_PODS))
         return Workload(name, pods, hold_s=20.0)

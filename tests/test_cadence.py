@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pytest
 
+from evictd.core.psi_window import WINDOW_FOLLOW_UP_S
 from evictd.cycle.cadence import (
     FLAP_CHANGES,
     FLAP_CYCLE_S,
@@ -165,6 +166,20 @@ def test_a_crossing_its_confirmation_did_not_show_ends_the_follow_ups() -> None:
     woken = Cadence(10.0).woken(["memcg"])
     after = woken.after_cycle(0.0, 0.1, memory_threshold_met=False, crossing_unconfirmed=True)
     assert after.follow_ups == () and after.due_at == 10.0, "page cache or a dip: the tick, nothing sooner"
+
+
+def test_a_psi_firings_cycle_with_a_stall_threshold_unmet_is_followed_by_one_more_a_window_later() -> None:
+    woken = Cadence(10.0).woken(["psi"])
+    after = woken.after_cycle(5.0, 5.1, memory_threshold_met=False, near_crossing=False, stall_follow_up=True)
+    assert after.due_at == 5.0 + WINDOW_FOLLOW_UP_S and after.follow_ups == ()
+    # That cycle, the timer's, brings no other: the next firing does.
+    timer = after.woken([]).after_cycle(6.05, 6.1, memory_threshold_met=False, near_crossing=False)
+    assert timer.due_at == 16.05
+    without = woken.after_cycle(5.0, 5.1, memory_threshold_met=False, near_crossing=False)
+    assert without.due_at == 15.0, "no stall threshold left unmet: the tick"
+    short = Cadence(0.5).woken(["psi"]).after_cycle(5.0, 5.1, memory_threshold_met=False, near_crossing=False,
+                                                   stall_follow_up=True)
+    assert short.due_at == 5.5, "never later than the tick"
 
 
 def test_a_cycle_far_from_every_memory_threshold_ends_the_follow_ups() -> None:

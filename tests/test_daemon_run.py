@@ -8,6 +8,7 @@ wake-up causes the test scripts, so the loop runs without real sleeps or threads
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -22,6 +23,7 @@ from evictd.core.errors import SampleError
 from evictd.core.fs_layout import FsLayout
 from evictd.core.pod_parser import pod_from_dict
 from evictd.core.pods import Pod
+from evictd.core.psi_window import WINDOW_FOLLOW_UP_S
 from evictd.core.summary import Summary
 from evictd.core.summary_parser import summary_from_dict
 from evictd.cycle.cadence import FLAP_CYCLE_S, NOTIFICATION_FOLLOW_UPS_S
@@ -151,12 +153,13 @@ class Loop:
 
     def __init__(self, *, causes: Sequence[list[str] | Callable[[], list[str]]] = (), crossed_at_cycle: int = 1000,
                  failing: Sequence[int] = (), near: bool = False, dry_run: bool = True, max_cycles: int = 0, parts: Sequence[Any] = (),
-                 flapping: bool = False, **hooks: Any) -> None:
+                 flapping: bool = False, stall_hard: dict[str, str] | None = None, **hooks: Any) -> None:
         self.clock = ManualClock()
         self.stats = (FlappingMemoryStats if flapping else MemoryStats)(self.clock, crossed_at_cycle, failing, near)
         self.evictor = RecordingEvictor()
+        settings = eviction_settings({"evictionHard": {"memory.available": "1Gi"}})
         self.manager = EvictionManager(
-            EngineConfig.from_settings(eviction_settings({"evictionHard": {"memory.available": "1Gi"}})),
+            EngineConfig.from_settings(replace(settings, stall_hard=stall_hard or {})),
             stats=self.stats, layout=FixedLayout(FsLayout()), pods=OnePod(),
             reclaimer=NoReclaim(), evictor=self.evictor, clock=self.clock)
         self.waiter = ScriptedWaiter(self.clock, causes)
@@ -239,6 +242,14 @@ def test_a_notification_whose_cycle_is_far_from_every_memory_threshold_earns_tha
     loop = Loop(causes=[["psi"]], max_cycles=3)
     loop.run()
     assert loop.waiter.timeouts == [INTERVAL_S - CYCLE_S] * 2, "the tick, the notified cycle, then the tick"
+
+
+def test_a_psi_firing_with_a_stall_threshold_unmet_earns_one_more_cycle_once_a_window_can_show_the_stall() -> None:
+    # No PSI in these stats: the stall threshold stays unmet (unobserved), as at a stall's onset.
+    loop = Loop(causes=[["psi"]], max_cycles=4, stall_hard={"evictd.io/memory.stall.full": "20%"})
+    loop.run()
+    assert loop.waiter.timeouts == [INTERVAL_S - CYCLE_S, WINDOW_FOLLOW_UP_S - CYCLE_S, INTERVAL_S - CYCLE_S], (
+        "the tick, the firing's cycle, one more a window after it, then the tick")
 
 
 # --- hooks and failures --------------------------------------------------------------------------------------

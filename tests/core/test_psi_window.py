@@ -9,12 +9,17 @@ from evictd.core.psi_window import (
     HISTORY_SPACING_S,
     MAX_WINDOW_S,
     MIN_WINDOW_S,
+    WINDOW_FOLLOW_UP_S,
     PsiReading,
     next_history,
     recent_shares,
     stalled_share,
+    window_follow_up_wanted,
     window_start,
 )
+from evictd.core.quantity import Quantity
+from evictd.core.signals import Signal
+from evictd.core.thresholds import Threshold, ThresholdValue
 
 
 def at(t: float, some: int = 0, full: int = 0) -> PsiReading:
@@ -124,3 +129,37 @@ def test_cycles_every_two_seconds_each_see_the_share_since_the_last() -> None:
         assert recent_shares(history, reading) == (80.0, 20.0)
         history = next_history(history, reading)
         assert len(history) == 2
+
+
+def threshold(signal: Signal) -> Threshold:
+    return Threshold(signal=signal, value=ThresholdValue(quantity=Quantity.parse("1")))
+
+
+STALL_FULL = threshold(Signal.MEMORY_STALL_FULL)
+PODS_STALL_SOME = threshold(Signal.ALLOCATABLE_MEMORY_STALL_SOME)
+REFAULT = threshold(Signal.MEMORY_REFAULT)
+MEMORY = threshold(Signal.MEMORY_AVAILABLE)
+
+
+@pytest.mark.parametrize(
+    ("configured", "met", "wanted"),
+    [
+        ((STALL_FULL,), (), True),  # a stall threshold not met: one more cycle once a window can show the stall
+        ((STALL_FULL,), (STALL_FULL,), False),  # met: decided
+        ((STALL_FULL, PODS_STALL_SOME), (STALL_FULL,), True),  # another one still unmet
+        ((REFAULT,), (), False),  # the refault signal reads no PSI: its own watch
+        ((MEMORY,), (), False),  # memory thresholds: the memcg notifier / memory watch follow them
+        ((), (), False),
+    ],
+)
+def test_a_psi_firings_cycle_is_followed_up_while_a_stall_threshold_is_unmet(
+        configured: tuple[Threshold, ...], met: tuple[Threshold, ...], wanted: bool) -> None:
+    assert window_follow_up_wanted(configured, met) is wanted
+
+
+def test_the_follow_up_comes_once_a_window_from_the_firings_reading_is_long_enough() -> None:
+    # The firing's reading is taken just before its cycle starts: a cycle WINDOW_FOLLOW_UP_S after the start has a
+    # window of at least MIN_WINDOW_S back to it.
+    firing_reading = at(99.99)
+    assert window_start((firing_reading,), 100.0 + WINDOW_FOLLOW_UP_S) == firing_reading
+    assert WINDOW_FOLLOW_UP_S < 2.0, "sooner than the next firing of a 2 s trigger window"

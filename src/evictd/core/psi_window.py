@@ -21,8 +21,11 @@ choose, so at most ``MIN_WINDOW_S / HISTORY_SPACING_S + 2`` (12) readings.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+
+from evictd.core.signals import spec_of
+from evictd.core.thresholds import Threshold
 
 # The shortest window a `recent` figure is made over, and the longest (seconds).
 MIN_WINDOW_S = 1.0
@@ -31,6 +34,12 @@ MAX_WINDOW_S = 10.0
 # chosen is then at most this much longer than the newest reading at least MIN_WINDOW_S old would give.
 HISTORY_SPACING_S = 0.1
 _PERCENT = 100.0
+# A cycle a PSI firing brought, with a stall threshold not met, is followed by one more this long after it started:
+# the firing's cycle read the stall's first tenths of a second against a window reaching back to the last reading,
+# the next firing comes up to a trigger window (2 s) later, and a window of MIN_WINDOW_S from the firing's reading
+# is the soonest the share of the stall itself can be read (the margin: the firing's reading is taken just before
+# its cycle starts).
+WINDOW_FOLLOW_UP_S = MIN_WINDOW_S + 0.05
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,3 +96,10 @@ def next_history(history: Sequence[PsiReading], reading: PsiReading) -> tuple[Ps
     if len(kept) >= 2 and kept[-1].at - kept[-2].at < HISTORY_SPACING_S:
         kept.pop()
     return (*kept, reading)
+
+
+def window_follow_up_wanted(thresholds: Iterable[Threshold], met: Iterable[Threshold]) -> bool:
+    """Whether a cycle that a PSI firing brought is followed by one more `WINDOW_FOLLOW_UP_S` after its start: a
+    threshold on a PSI stall signal (not the refault signal, which reads no PSI) is configured and not met."""
+    met = set(met)
+    return any(spec_of(threshold.signal).stall is not None and threshold not in met for threshold in thresholds)

@@ -22,6 +22,9 @@ The loop tells the cadence how each cycle ended and what woke it; the cadence an
   of its grace period's end, not up to an interval later as the kubelet's 10 s tick does (issue #37). The end of
   a memory stall signal's settle time (`evictd.core.engine_rules.STALL_SETTLE_S`) counts as a grace period's end
   (`Assessment.next_decision_in_s`): the threshold waiting for it holds pressure meanwhile.
+- A cycle a PSI firing brought that left a stall threshold unmet is followed by one more `WINDOW_FOLLOW_UP_S`
+  (1.05 s) after it started (`stall_follow_up`; `evictd.core.psi_window`): the firing comes at a stall's onset, when
+  evictd's own share cannot show it yet, and the next firing up to 2 s later. One cycle a firing, no chase.
 - After an eviction and the wait for its pods to go (the kubelet's `waitForPodsCleanup`), the next cycle runs at
   once, with no wait at all (as the kubelet); the eviction ends a notification's follow-ups but the confirming one.
 - The timer, a stop request, a memcg crossing (``memcg``: the notifier set judged it may change the decision)
@@ -48,6 +51,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
+
+from evictd.core.psi_window import WINDOW_FOLLOW_UP_S
 
 # A memory notification fires at the moment usage crosses a level, often while the kernel is still
 # charging or freeing pages; the cycle it triggers may see the old side. Cycles follow at these delays after
@@ -124,7 +129,8 @@ class Cadence:
 
     def after_cycle(self, started_at: float, now: float, *, memory_threshold_met: bool, held: bool = False,
                     grace_ends_in_s: float | None = None, crossing_unconfirmed: bool = False,
-                    near_crossing: bool = True, memory_receded: bool = False) -> Cadence:
+                    near_crossing: bool = True, memory_receded: bool = False,
+                    stall_follow_up: bool = False) -> Cadence:
         """A cycle that started at `started_at` ended at `now`; it saw a memory threshold met or not, and held
         pressure or not (a threshold met, acted on or with nothing left to act on); `grace_ends_in_s`: how long
         the first grace period still running had left when the cycle decided (None: none runs), counted from
@@ -132,7 +138,9 @@ class Cadence:
         newly met that its confirming reading did not show (`evictd.core.settled`: page cache, a short dip), which
         ends the follow-ups, as does a cycle that saw no memory threshold `near_crossing` (`evictd.core.settled`);
         `memory_receded`: a memory threshold the previous cycle saw met is not met in this one, with nothing evictd
-        did since to relieve it (flapping counts those and unconfirmed crossings)."""
+        did since to relieve it (flapping counts those and unconfirmed crossings); `stall_follow_up`: a PSI
+        firing brought the cycle and a stall threshold is not met (one more cycle `WINDOW_FOLLOW_UP_S` after it
+        started)."""
         changes = tuple(t for t in self.changes if now - t < FLAP_WINDOW_S)
         if memory_receded or crossing_unconfirmed:
             changes = (*changes, now)
@@ -144,6 +152,8 @@ class Cadence:
         due_at = started_at + self.interval_s
         if grace_ends_in_s is not None:
             due_at = min(due_at, now + grace_ends_in_s + GRACE_END_MARGIN_S)
+        if stall_follow_up:
+            due_at = min(due_at, started_at + WINDOW_FOLLOW_UP_S)
         if follow_ups:
             due_at = min(due_at, now + follow_ups[0])
             follow_ups = follow_ups[1:]

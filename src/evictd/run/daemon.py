@@ -28,9 +28,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Protocol
 
+from evictd.adapters.psi_notifier import PSI_CAUSE
 from evictd.clock import SYSTEM_CLOCK, Clock
 from evictd.core.engine import Eviction
 from evictd.core.engine_rules import IMMEDIATE_EVICTION_GRACE_PERIOD_S
+from evictd.core.psi_window import window_follow_up_wanted
 from evictd.core.settled import near_crossing
 from evictd.core.signals import spec_of
 from evictd.core.thresholds import Threshold
@@ -195,6 +197,7 @@ class Daemon:
                     continue
                 cycle += 1
                 started = self.clock.monotonic()
+                woken_by_psi = PSI_CAUSE in self._woken[0]
                 report = self._cycle(cycle, started, flapping=cadence.flapping)
                 met_now = memory_met if report is None else memory_thresholds_met(report)
                 if cycle == 1:
@@ -234,7 +237,11 @@ class Daemon:
                                                   near_crossing=near_crossing(self.manager.state.thresholds,
                                                                               report.decided.assessment.observations),
                                                   grace_ends_in_s=report.decided.assessment.next_decision_in_s(),
-                                                  memory_receded=bool(memory_met - met_now) and not acted)
+                                                  memory_receded=bool(memory_met - met_now) and not acted,
+                                                  stall_follow_up=woken_by_psi and
+                                                  window_follow_up_wanted(self.manager.config.thresholds, (
+                                                      status.threshold for status in
+                                                      report.decided.assessment.thresholds)))
                 memory_met = met_now
                 if report is not None:
                     acted = not settings.dry_run and (bool(report.acted.evictions) or bool(report.acted.reclaim)

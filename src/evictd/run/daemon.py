@@ -239,7 +239,7 @@ class Daemon:
                                                   grace_ends_in_s=report.decided.assessment.next_decision_in_s(),
                                                   memory_receded=bool(memory_met - met_now) and not acted,
                                                   stall_follow_up=woken_by_psi and
-                                                  window_follow_up_wanted(self.manager.config.thresholds, (
+                                                  window_follow_up_wanted(self.manager.state.thresholds, (
                                                       status.threshold for status in
                                                       report.decided.assessment.thresholds)))
                 memory_met = met_now

@@ -240,7 +240,7 @@ class CgroupReader:
         # (`evictd.core.settled.settled_usage`); a pod's reading only ranks, and keeps one read per file.
         settled = not working_set_only and (folder == self._memory_dir or cgroup == self._pods_cgroup)
         if self._v1 and not settled:
-            usage, inactive_file, limit = self._v1_reading(folder, with_limit=not working_set_only)
+            usage, inactive_file, limit, _ = self._v1_reading(folder, with_limit=not working_set_only)
         elif self._v1:
             read = self._read_memory
             usage, inactive_file = v1_settled_usage_and_inactive_file(folder, read)
@@ -277,38 +277,34 @@ class CgroupReader:
             except SampleError as exc:
                 count = exc
             return reading.usage_bytes, reading.working_set_bytes, count
-        # The hot path of a cycle (a thousand pods): four files read under one taking of the kept descriptors' lock,
-        # then parsed in the order `memory` and `process_count` read them, a file not kept read by open + read.
-        usage_path = folder + "/memory.usage_in_bytes"
-        stat_path = folder + "/memory.stat"
-        limit_path = folder + "/memory.limit_in_bytes"
+        # The hot path of a cycle (a thousand pods): its pids.current read with the memory files, under one taking
+        # of the kept descriptors' lock.
         pids_path = self._pids_dir + folder[len(self._memory_dir):] + "/pids.current"  # cgroup_folder's, checked
-        got = self._kept.read_many((usage_path, stat_path, limit_path, pids_path))
-        usage, inactive_file = _v1_usage_and_inactive_file_of(usage_path, stat_path, got[0], got[1])
-        data = got[2]
-        _uint(limit_path, read_file(limit_path) if data is None else data)  # checked as `memory` checks it
+        usage, inactive_file, _, pids_data = self._v1_reading(folder, with_limit=True, pids_path=pids_path)
         try:
-            count = self._process_count_of(cgroup, pids_path, got[3])
+            count = self._process_count_of(cgroup, pids_path, pids_data)
         except SampleError as exc:
             count = exc
         return usage, working_set_from(usage, inactive_file), count
 
-    def _v1_reading(self, folder: str, *, with_limit: bool) -> tuple[int, int, int | None]:
-        """Usage, total_inactive_file and (`with_limit`, else None) limit of a v1 memory cgroup folder, each file
-        read once: first all through kept descriptors (one taking of their lock), then parsed in that order, a
-        file not kept read by open + read (which raises SampleError, in the same order as reading one by one)."""
+    def _v1_reading(self, folder: str, *, with_limit: bool,
+                    pids_path: str | None = None) -> tuple[int, int, int | None, bytes | None]:
+        """Usage, total_inactive_file and (`with_limit`, else None) limit of a v1 memory cgroup folder, and what a
+        kept descriptor read of `pids_path` (None: not given, or not read), each file read once: first all through
+        kept descriptors (one taking of their lock), then parsed in that order, a file not kept read by open + read
+        (which raises SampleError, in the same order as reading one by one)."""
         usage_path = folder + "/memory.usage_in_bytes"
         stat_path = folder + "/memory.stat"
         limit_path = folder + "/memory.limit_in_bytes"
-        if not self._keep_memory:
-            got: list[bytes | None] = [None, None, None]
-        else:
-            got = self._kept.read_many((usage_path, stat_path, limit_path) if with_limit else (usage_path, stat_path))
+        paths = (usage_path, stat_path, *((limit_path,) if with_limit else ()), *((pids_path,) if pids_path else ()))
+        got = self._kept.read_many(paths) if self._keep_memory else [None] * len(paths)
         usage, inactive_file = _v1_usage_and_inactive_file_of(usage_path, stat_path, got[0], got[1])
+        pids_data = got[-1] if pids_path else None
         if not with_limit:
-            return usage, inactive_file, None
+            return usage, inactive_file, None, pids_data
         data = got[2]
-        return usage, inactive_file, _limit(_uint(limit_path, read_file(limit_path) if data is None else data))
+        return (usage, inactive_file, _limit(_uint(limit_path, read_file(limit_path) if data is None else data)),
+                pids_data)
 
     def process_count(self, cgroup: str) -> int:
         """Return the number of tasks in ``cgroup`` and its descendants: ``pids.current``, or where there is none

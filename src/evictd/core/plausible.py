@@ -99,7 +99,7 @@ def plausible_summary(summary: Summary, memory_capacity_bytes: int | None) -> tu
                        system_containers=MappingProxyType(system))
     pods = summary.pods
     disk = _disk_bounds((fs, image_fs, container_fs), bound)
-    if (bound is not None or disk is not None) and not all(_pod_fits(pod, bound, disk) for pod in pods):
+    if bound is not None or disk is not None:
         checked = tuple(pod if _pod_fits(pod, bound, disk) else _pod(pod, bound, disk, refused) for pod in pods)
         if any(new is not old for new, old in zip(checked, pods, strict=True)):
             pods = checked

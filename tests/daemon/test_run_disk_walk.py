@@ -5,7 +5,9 @@ its emptyDir on a tmpfs mounted as the kubelet root, filled with 100,000 empty f
 creating and removing a file in it every 50 ms, so the directory is never the same twice and every
 measurement of it lists all 100,000 entries. The time one such walk takes on this machine is measured first
 (`walk_time_s`). The daemon must not wait for it: with a housekeeping interval of 200 ms, no cycle may take
-half a walk, and the allocation that crosses ``allocatableMemory.available`` must be decided (through the memcg
+most of a walk (the largest histogram bucket within 80 % of one: a cycle that walked takes a whole walk; half a
+walk was too tight for a cycle slowed by the parallel tier, 1 of 21 over 0.25 s beside a 0.74 s walk in CI), and
+the allocation that crosses ``allocatableMemory.available`` must be decided (through the memcg
 notification) in less than half a walk. These are coarse orderings against a walk measured on the same
 machine at the same time, not speed targets; bench/disk_walk_isolation.py gives the figures. Meanwhile the
 disk walker process measures the pod: its figures reach the cycles, with their age (/metrics).
@@ -27,6 +29,8 @@ from real_pod_node import MiB, RealPodNode, crowded_pod, walk_time_s
 TENANT_FILES = 100_000
 TOUCH_INTERVAL_S = 0.05
 POD_LIMIT_BYTES = 512 * MiB
+# What share of one walk a cycle's bucket may reach: a cycle that walked the tenant's files takes a whole walk.
+WALK_SHARE = 0.8
 ALLOCATED_BYTES = 360 * MiB  # past the 200Mi allocatable threshold, well below the limit (no OOM kill)
 CYCLES_OBSERVED = 15
 
@@ -56,8 +60,8 @@ def test_memory_decisions_do_not_wait_for_a_tenants_file_walk(
     tmp_path: Path, tenant_pod: RealPodNode, evictd_processes: list[EvictdProcess]
 ) -> None:
     walk_s = walk_time_s(tenant_pod.volume_dir)
-    # The largest histogram bucket at most half a walk: a cycle that walked the volume cannot fit in it.
-    bound_s = max(bucket for bucket in CYCLE_BUCKETS if bucket <= walk_s / 2)
+    # The largest histogram bucket within 80 % of a walk: a cycle that walked the volume cannot fit in it.
+    bound_s = max(bucket for bucket in CYCLE_BUCKETS if bucket <= walk_s * WALK_SHARE)
     pod_process = tenant_pod.start_process()
     daemon = EvictdProcess(
         tmp_path,

@@ -90,7 +90,11 @@ from evictd.core.summary import MemoryStats, PodReference, PodStats
 REPO = Path(__file__).resolve().parents[1]
 MiB = 1 << 20
 SAMPLE_PERIOD_S = 0.1
-SETTLE_S = 5.0  # after relief: what else happens (a second eviction, a late OOM kill)
+SETTLE_S = 5.0  # after the last pressure pod stopped: what else happens (a late OOM kill)
+# A workload whose pods hold at their caps: how long after a stop the run still watches, the demand unchanged,
+# for the protector's next act (a second eviction under the minimum reclaim). Three of the kubelet's 10 s
+# housekeeping periods: a protector that acts on a tick gets to act.
+AFTER_STOP_WATCH_S = 30.0
 EVICTD_READY_S = 60.0
 EVICTD_UNIT = "system.slice/evictd.service"
 DAEMON_UNIT, EARLYOOM_UNIT = "system.slice/heartbeat.service", "system.slice/earlyoom.service"
@@ -347,22 +351,29 @@ def one_run(backend: Any, protector: Protector, spec: Workload, index: int, args
     sampler.start()
     cache.start(pods)
     (control / "grow").touch()
-    relief: float | None = None
+    relief: float | None = None  # the first stop
+    last_stop: float | None = None
     capped_since: float | None = None
+    stopped: set[str] = set()
     while time.monotonic() - started < args.run_timeout_s:
         time.sleep(0.2)
+        now = time.monotonic()
         latest = sampler.cgroups[-1][1] if sampler.cgroups else {}
-        stopped = [p.name for p in pressure if backend.exit_code(pods[p.name]) is not None
-                   or latest.get(p.name, (0, 1))[1] == 0]
-        if stopped and relief is None:
-            relief = time.monotonic()
-        if relief is not None and (len(stopped) == len(pressure) or spec.hold_s) \
-                and time.monotonic() - relief >= SETTLE_S:
+        now_stopped = {p.name for p in pressure if backend.exit_code(pods[p.name]) is not None
+                       or latest.get(p.name, (0, 1))[1] == 0}
+        if now_stopped - stopped:
+            relief, last_stop = relief or now, now
+        stopped = now_stopped
+        if last_stop is not None and len(stopped) == len(pressure) and now - last_stop >= SETTLE_S:
             break
-        if spec.hold_s and relief is None:
-            at_cap = all(latest.get(p.name, (0, 0))[0] >= 0.97 * p.cap_mib * MiB for p in pressure)
-            capped_since = (capped_since or time.monotonic()) if at_cap else None
-            if capped_since is not None and time.monotonic() - capped_since >= spec.hold_s:
+        if spec.hold_s:
+            # The pods still running hold at their caps: the run ends once they have held for the workload's hold
+            # and, after a stop, for AFTER_STOP_WATCH_S, what a protector does next under the same demand.
+            at_cap = all(latest.get(p.name, (0, 0))[0] >= 0.97 * p.cap_mib * MiB
+                         for p in pressure if p.name not in stopped)
+            capped_since = (capped_since or now) if at_cap else None
+            if capped_since is not None and now - capped_since >= spec.hold_s \
+                    and (last_stop is None or now - last_stop >= AFTER_STOP_WATCH_S):
                 break
     ended = time.monotonic()
     evictd_after, cache_figures = protector.stat(), cache.figures(beats_path)
@@ -413,6 +424,7 @@ def one_run(backend: Any, protector: Protector, spec: Workload, index: int, args
     has_guaranteed = any(p.qos == "guaranteed" for p in spec.pods)
     renewals = [h["renew"] for _, h in sampler.health if h.get("renew") is not None]
     not_ready = sum(1 for _, h in sampler.health if h.get("ready") not in (None, "True"))
+    protector_end = protector.stop()  # before the teardown: it acts on nothing of it
     backend.end_run()
     evictd = None
     if evictd_before is not None and evictd_after is not None and "cpuS" in evictd_after:
@@ -436,7 +448,7 @@ def one_run(backend: Any, protector: Protector, spec: Workload, index: int, args
         "reliefS": None if relief is None else relief - started,
         "heartbeatMaxGapS": heartbeat_max_gap_s(beats, started, ended), "daemonAlive": daemon_alive,
         "guaranteedAlive": "guaranteed" not in stopped_how if has_guaranteed else None,
-        "evictd": evictd,
+        "evictd": evictd, "protectorEnd": protector_end,
         "leaseRenewMaxGapS": lease_renew_max_gap_s(renewals) if sampler.health else None,
         "notReadySamples": not_ready if sampler.health else None,
         "samplerErrors": sampler.errors[:5], "backendErrors": backend.errors(), **cache_figures,
@@ -482,7 +494,6 @@ def main() -> int:
                         spec = workload(name, mem_total_mib, backend.requests_fit_mib(mem_total_mib))
                         result = one_run(backend, protector, spec, index, args,
                                          work / protector_name)
-                        result["protectorEnd"] = protector.stop()
                     except Exception as exc:  # the run's failure is its record; the next runs go on
                         result = {"backend": args.backend, "workload": name, "protector": protector_name,
                                   "run": index, "error": f"{type(exc).__name__}: {exc}",

@@ -5,8 +5,9 @@ A workload is a list of pods plus the node's "system daemon"; the same specs run
 below: it takes anonymous memory at a steady rate (every page faulted in by the kernel at mmap time, as
 MAP_POPULATE does: a page-by-page write goes through the user-mode kernel's ptrace for every page) to a cap,
 then holds it until it is stopped. A pod marked `pressure` is one the workload is about; the run ends once every
-pressure pod has stopped (OOM-killed, evicted, killed by earlyoom), or after the workload's hold when they hold
-at their caps, or at the run's time-out.
+pressure pod has stopped (OOM-killed, evicted, killed by earlyoom), or after the workload's hold when those still
+running hold at their caps (and, after a stop, 30 s more: the protector's next act under the same demand), or at
+the run's time-out. The protector is stopped before the run's pods are deleted.
 
 The head start. A node's idle memory is large and filling it at 10 MiB/s would take minutes of nothing
 happening; so the pressure pods first take (together, as fast as the kernel faults pages in) what the node has

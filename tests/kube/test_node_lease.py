@@ -574,3 +574,80 @@ def test_the_attempt_a_resumed_holder_starts_on_waking_does_not_excuse_the_lapse
     lease._api = Answering()  # type: ignore[assignment]
     lease.renew()
     assert seen and seen[0] is not None and "paused past it" in seen[0]
+
+
+def test_a_renewal_answered_late_does_not_stand_evictd_by_while_the_next_one_waits(
+        make_lease: MakeLease, clock: ManualClock) -> None:
+    """Issue 36's arena (real API server in the thrashing guest): a renewal sent at 16:40:42 was answered at 16:41:07;
+    the next, begun on schedule, was still waiting at 16:41:24, 42 s after the last renewal began, and evictd stood
+    by at a hard threshold while the kernel OOM-killed a pod. No attempt had failed since that renewal, so only the
+    failure rule could excuse the lapse. Here: a renewal answered 25 s after it was sent, the next one on schedule
+    waiting its full request timeout: evictd keeps acting throughout; it stands by once that attempt has failed and
+    nothing is under way past the thread's longest wait, or if it had been paused instead."""
+    lease = make_lease(duration_s=40)
+    lease.acquire()
+    api = lease._api
+    seen: list[tuple[float, str | None]] = []
+
+    class Slow:
+        def __init__(self, answer_after_s: float | None) -> None:
+            self.answer_after_s = answer_after_s
+
+        def replace_lease(self, namespace: str, name: str, body: Any, *, timeout_s: float) -> Any:
+            if self.answer_after_s is not None:  # answered late
+                clock.advance(self.answer_after_s)
+                return api.replace_lease(namespace, name, body, timeout_s=timeout_s)
+            for _ in range(int(timeout_s)):  # no answer within the request's timeout
+                clock.advance(1.0)
+                seen.append((clock.now_s, lease.standby_reason()))
+            raise KubeError("update leases", None, f"ReadTimeoutError: Read timed out. (read timeout={timeout_s})")
+
+        def read_lease(self, namespace: str, name: str, *, timeout_s: float) -> Any:
+            return api.read_lease(namespace, name, timeout_s=timeout_s)
+
+    clock.advance(lease.next_delay_s())
+    lease._api = Slow(answer_after_s=25.0)  # type: ignore[assignment]
+    renewal_began = clock.now_s
+    lease.renew()
+    assert lease.standby_reason() is None
+    clock.advance(lease.next_delay_s())  # the next attempt, on the thread's schedule
+    lease._api = Slow(answer_after_s=None)  # type: ignore[assignment]
+    with pytest.raises(KubeError):
+        lease._sync(10.0)
+    lapsed = [reason for at, reason in seen if at - renewal_began >= lease.duration_s]
+    assert lapsed and set(reason for _, reason in seen) == {None}  # past the Lease's duration, still acting
+    # The attempt failed: the failure rule carries on until the thread's longest wait has passed with none under way.
+    assert lease.standby_reason() is None
+    clock.advance(lease.renew_interval_s * 1.1 + 2.0)
+    assert lease.standby_reason() is not None and "paused past it" in lease.standby_reason()
+
+
+def test_an_attempt_begun_late_after_a_late_answer_does_not_excuse_the_lapse(
+        make_lease: MakeLease, clock: ManualClock) -> None:
+    """The same late answer, then a pause (SIGSTOP) before the next attempt: the attempt the resumed process starts
+    on waking began later than the schedule allows after that answer, so it excuses nothing."""
+    lease = make_lease(duration_s=40)
+    lease.acquire()
+    api = lease._api
+    seen: list[str | None] = []
+
+    class LateThenWaking:
+        late = True
+
+        def replace_lease(self, namespace: str, name: str, body: Any, *, timeout_s: float) -> Any:
+            if self.late:
+                self.late = False
+                clock.advance(25.0)
+                return api.replace_lease(namespace, name, body, timeout_s=timeout_s)
+            seen.append(lease.standby_reason())
+            raise KubeError("update leases", 409, "the object has been modified")
+
+        def read_lease(self, namespace: str, name: str, *, timeout_s: float) -> Any:
+            raise KubeError("get leases", None, "connection reset")
+
+    lease._api = LateThenWaking()  # type: ignore[assignment]
+    clock.advance(lease.next_delay_s())
+    lease.renew()
+    clock.advance(30.0)  # frozen between renewals: 55 s after the last renewal began
+    lease.renew()
+    assert seen and seen[0] is not None and "paused past it" in seen[0]

@@ -1,5 +1,8 @@
 """evictd's Lease for its node: its heartbeat in the API, and the guard that keeps one evictd per node.
 
+Over 500 lines because holding, renewing, judging another holder live (client-go's rules) and judging our own lapse
+(a pause against an API that does not answer) are one state, shared by the renewal thread and the loop.
+
 As the kubelet's node lease (a coordination.k8s.io/v1 Lease in `kube-node-lease`, renewed every quarter of
 `nodeLeaseDurationSeconds`, 10 s of 40 s), evictd holds a Lease named after its node in its own namespace
 (`leaseNamespace`: by default the namespace of its pod, `evictd-system` outside a cluster) and renews it on a thread
@@ -31,12 +34,14 @@ condition, no taint, no event, until it holds the Lease again). It is lost when 
 for a lease duration on the monotonic clock, timed from the start of the last successful request (the Lease cannot
 have expired for anyone else sooner): a process resumed after a pause stands by until its thread has asked the API
 again. A lapse while the API does not answer (an attempt failed since the last renewal, and another is waiting for
-it or the last one failed no longer ago than the thread waits between attempts) does not stop evictd: no one can
-take the Lease through an API that does not answer, and the local stop through the runtime is what protects the node
-then (a node whose API server hangs under the node's own memory pressure, issue 36's arena: requests time out for a
-minute while the node needs an eviction most). A lost Lease is not given up for good: the thread keeps reading it
-and takes it back once its holder stops renewing (client-go's candidates wait the same way); exiting instead would
-have the supervisor restart evictd into a start that waits and exits 2 while the other holds it, a restart loop.
+it or the last one failed no longer ago than the thread waits between attempts; or the last renewal was answered so
+late, 25 s in the arena, that the Lease runs out while the next attempt, begun on schedule, waits) does not stop
+evictd: no one can take the Lease through an API that does not answer, and the local stop through the runtime is
+what protects the node then (a node whose API server hangs under the node's own memory pressure, issue 36's arena:
+requests time out for a minute while the node needs an eviction most). A lost Lease is not given up for good: the
+thread keeps reading it and takes it back once its holder stops renewing (client-go's candidates wait the same way);
+exiting instead would have the supervisor restart evictd into a start that waits and exits 2 while the other holds
+it, a restart loop.
 """
 
 from __future__ import annotations
@@ -222,6 +227,7 @@ class NodeLease:
         # Monotonic time at the start of the last successful write (the Lease cannot expire for others sooner than
         # a duration after it).
         self._renewed_at: float | None = None
+        self._renewal_answered_at: float | None = None  # and at its end (its answer read)
         # Monotonic time at the end of the last attempt that failed without an answer about the holder, and at the
         # start of the attempt under way (None: none is).
         self._failed_at: float | None = None
@@ -263,17 +269,24 @@ class NodeLease:
         """True when the renewals lapsed because the API does not answer, not because this process was paused: an
         attempt failed since the last renewal, and either an attempt is under way (started within what its requests
         may take, and within a lease duration) or the last one failed no longer ago than the thread's longest wait
-        between attempts. A process resumed after a pause has no such failure (the attempt it starts on waking does
-        not count) and stands by until its thread has asked the API again."""
-        failed = self._failed_at
-        if failed is None or failed <= renewed_at:
-            return False
+        between attempts; or, with no failure since, the last renewal was answered so late that the Lease runs out
+        while the next attempt, begun on the thread's schedule after that answer, is under way. A process resumed
+        after a pause has neither (the attempt it starts on waking begins late, and does not count) and stands by
+        until its thread has asked the API again."""
         started = self._attempt_started_at
         # At most a lease duration: an attempt "under way" since before a longer pause is a pause, not an API.
         in_flight_s = min(self._request_timeout_s * REQUESTS_PER_ATTEMPT + FIRST_RETRY_S, self.duration_s)
-        if started is not None and now - started < in_flight_s:
-            return True
-        return now - failed <= self.renew_interval_s * (1 + RENEW_JITTER_FRACTION) + FIRST_RETRY_S
+        under_way = started is not None and now - started < in_flight_s
+        longest_wait_s = self.renew_interval_s * (1 + RENEW_JITTER_FRACTION) + FIRST_RETRY_S
+        failed = self._failed_at
+        if failed is None or failed <= renewed_at:
+            # No failure since: the last renewal was answered late (its request waited on a slow API, so the Lease
+            # runs out while the next one is under way). That next attempt excuses the lapse only if it began when
+            # the thread's schedule says, after that answer: one a resumed process starts on waking begins late.
+            answered = self._renewal_answered_at
+            return (under_way and started is not None and answered is not None
+                    and 0 <= started - answered <= longest_wait_s)
+        return under_way or now - failed <= longest_wait_s
 
     # -- the daemon Part -------------------------------------------------------------------------------------
 
@@ -432,6 +445,7 @@ class NodeLease:
     def _written(self, lease: dict[str, Any], attempt_at: float) -> None:
         self._latest = lease
         self._renewed_at = attempt_at
+        self._renewal_answered_at = self._clock.monotonic()
         self._observation = None
 
     def _failed(self, exc: KubeError, *, starting: bool) -> None:

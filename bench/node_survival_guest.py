@@ -95,7 +95,9 @@ SETTLE_S = 5.0  # after the last pressure pod stopped: what else happens (a late
 # for the protector's next act (a second eviction under the minimum reclaim). Three of the kubelet's 10 s
 # housekeeping periods: a protector that acts on a tick gets to act.
 AFTER_STOP_WATCH_S = 30.0
-EVICTD_READY_S = 60.0
+# evictd's start-up takes its node Lease through the API server; the real backend's, in the loaded one-CPU guest,
+# took over 60 s to answer at a run's start.
+EVICTD_READY_S = 180.0
 EVICTD_UNIT = "system.slice/evictd.service"
 DAEMON_UNIT, EARLYOOM_UNIT = "system.slice/heartbeat.service", "system.slice/earlyoom.service"
 ARENA_OOM_SCORE_ADJ = -999  # the kubelet's own (pkg/kubelet/qos: KubeletOOMScoreAdj): the stand-in kubelet's
@@ -167,7 +169,12 @@ class Protector:
             kubelet, evictd = evictd_documents(work, backend, name)
             wrapper = ("sh", "-c", join_unit(EVICTD_UNIT, EVICTD_OOM_SCORE_ADJ) + EVICTD_PRIORITIES, "sh")
             self.evictd = EvictdProcess(work, kubelet=kubelet, evictd=evictd, wrapper=wrapper)
-            self.evictd.wait_event("evictd started", timeout=EVICTD_READY_S)
+            try:
+                self.evictd.wait_event("evictd started", timeout=EVICTD_READY_S)
+            except BaseException:  # never left running into the next runs (it would hold the node's Lease)
+                self.evictd.process.kill()
+                self.evictd.process.wait()
+                raise
         elif name == "earlyoom":
             prefix = join_unit(EARLYOOM_UNIT, 0)
             (CGROUP / EARLYOOM_UNIT / "memory.max").write_text(str(EARLYOOM_MEMORY_MAX))

@@ -943,7 +943,10 @@ class RealCluster:
         """Wait until the pod is Running with every container running; return it."""
 
         def running() -> dict[str, Any] | None:
-            pod = self.pod(name, namespace)
+            try:
+                pod = self.pod(name, namespace)
+            except OSError:  # an API server slow to answer (a loaded one-CPU guest; urllib times out): not yet
+                return None
             status = (pod or {}).get("status") or {}
             statuses = status.get("containerStatuses") or []
             if status.get("phase") == "Running" and statuses and all(

@@ -299,6 +299,17 @@ class Sampler:
                                 "reason": status.get("reason"), "message": status.get("message")}
 
 
+def run_over(now: float, *, all_stopped: bool, last_stop: float | None, capped_since: float | None,
+             hold_s: float) -> bool:
+    """Whether a run is over at `now`: SETTLE_S after its last pressure pod stopped; for a workload whose pods hold
+    at their caps (`hold_s`), once those still running have held there since `capped_since` for the hold and, after
+    a stop, AFTER_STOP_WATCH_S have passed since the last one (what a protector does next under the same demand)."""
+    if all_stopped and last_stop is not None and now - last_stop >= SETTLE_S:
+        return True
+    return bool(hold_s) and capped_since is not None and now - capped_since >= hold_s \
+        and (last_stop is None or now - last_stop >= AFTER_STOP_WATCH_S)
+
+
 def wait_memory_settled(timeout_s: float = 30.0) -> None:
     """Until MemAvailable stops rising (a killed pod's memory given back) or `timeout_s`."""
     deadline, last = time.monotonic() + timeout_s, 0
@@ -371,17 +382,13 @@ def one_run(backend: Any, protector: Protector, spec: Workload, index: int, args
         if now_stopped - stopped:
             relief, last_stop = relief or now, now
         stopped = now_stopped
-        if last_stop is not None and len(stopped) == len(pressure) and now - last_stop >= SETTLE_S:
-            break
         if spec.hold_s:
-            # The pods still running hold at their caps: the run ends once they have held for the workload's hold
-            # and, after a stop, for AFTER_STOP_WATCH_S, what a protector does next under the same demand.
             at_cap = all(latest.get(p.name, (0, 0))[0] >= 0.97 * p.cap_mib * MiB
                          for p in pressure if p.name not in stopped)
             capped_since = (capped_since or now) if at_cap else None
-            if capped_since is not None and now - capped_since >= spec.hold_s \
-                    and (last_stop is None or now - last_stop >= AFTER_STOP_WATCH_S):
-                break
+        if run_over(now, all_stopped=len(stopped) == len(pressure), last_stop=last_stop, capped_since=capped_since,
+                    hold_s=spec.hold_s):
+            break
     ended = time.monotonic()
     evictd_after, cache_figures = protector.stat(), cache.figures(beats_path)
     sampler.stopping.set()

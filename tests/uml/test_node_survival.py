@@ -29,6 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 from node_survival import run_boot
 from node_survival_controls import CONTROL_WORKLOADS
 from node_survival_controls_guest import Controls, evictd_settings
+from node_survival_guest import AFTER_STOP_WATCH_S, SETTLE_S, run_over
 from node_survival_outcomes import (
     BESTEFFORT,
     BURSTABLE,
@@ -403,3 +404,19 @@ def test_the_control_ranking_names_the_pod_with_most_processes_or_disk() -> None
     # a pod whose processes all ended is not ranked
     assert Controls.ranked_first(Signal.NODEFS_AVAILABLE, manifests, {**disk, "forker": {**disk["forker"],
                                                                                       "processes": 0}}, set()) == "guaranteed"
+
+
+def test_a_run_ends_after_its_last_stop_and_a_holding_workload_is_watched_after_each_stop() -> None:
+    # Every pressure pod stopped: SETTLE_S after the last stop (a late OOM kill), however long they held.
+    assert not run_over(10.0, all_stopped=True, last_stop=10.0 - SETTLE_S + 0.1, capped_since=None, hold_s=0.0)
+    assert run_over(10.0, all_stopped=True, last_stop=10.0 - SETTLE_S, capped_since=None, hold_s=0.0)
+    assert not run_over(100.0, all_stopped=False, last_stop=1.0, capped_since=None, hold_s=0.0)
+    # Pods that hold at their caps (many-small): over once those running held for the hold with no stop ...
+    assert run_over(50.0, all_stopped=False, last_stop=None, capped_since=30.0, hold_s=20.0)
+    assert not run_over(49.0, all_stopped=False, last_stop=None, capped_since=30.0, hold_s=20.0)
+    # ... and, after a stop, not before AFTER_STOP_WATCH_S have passed since it (a second eviction counted).
+    stop = 40.0
+    assert not run_over(stop + AFTER_STOP_WATCH_S - 0.1, all_stopped=False, last_stop=stop, capped_since=0.0,
+                        hold_s=20.0)
+    assert run_over(stop + AFTER_STOP_WATCH_S, all_stopped=False, last_stop=stop, capped_since=0.0, hold_s=20.0)
+    assert not run_over(stop + AFTER_STOP_WATCH_S, all_stopped=False, last_stop=stop, capped_since=None, hold_s=20.0)

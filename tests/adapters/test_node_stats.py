@@ -24,13 +24,7 @@ from clocks import ManualClock
 from evictd.adapters.cgroups import CgroupLayout, CgroupReader, MemoryReading, PodCgroup
 from evictd.adapters.filesystems import FsReading
 from evictd.adapters.node_pods import UNKNOWN_NAMESPACE, DiscoveredPods, log_folder_names
-from evictd.adapters.node_stats import (
-    RUNTIME_STATS_REUSE_S,
-    NodeStatsSource,
-    existing_ancestor,
-    fs_stats,
-    memory_stats,
-)
+from evictd.adapters.node_stats import NodeStatsSource, existing_ancestor, fs_stats, memory_stats
 from evictd.adapters.pod_disk_usage import PodDiskStore, PodDiskWalker, PodKey
 from evictd.commands.simulate import RecordingEvictor
 from evictd.core.engine import EngineConfig
@@ -1016,13 +1010,12 @@ def test_while_the_runtime_is_down_its_containers_are_measured_from_their_cgroup
         return answer
 
     cgroups = CgroupReader(real_pod.layout)
-    clock = ManualClock(0.0, wall_at_zero=AT)
     source = ListingStats(
         DiscoveredPods(cgroups, str(real_pod.pod_logs_dir)), node_name="node-1", cgroups=cgroups,
         disk_usage=PodDiskStore(), kubelet_root=str(real_pod.kubelet_root),
         image_fs_path=str(tmp_path / "containerd"), container_fs_path=str(tmp_path / "containerd"),
         runtime=SimpleNamespace(attached=True, container_stats=runtime, filesystem_paths=lambda: None,
-                                sandbox_stats=dict), clock=clock)
+                                sandbox_stats=dict))
     # The pod's folders measured before the first cycle (which names the pod with the same key).
     pod = PodKey(real_pod.uid, real_pod.namespace, real_pod.name)
     source.disk_usage.want([pod])
@@ -1038,7 +1031,6 @@ def test_while_the_runtime_is_down_its_containers_are_measured_from_their_cgroup
     assert answered.memory is not None and answered.memory.working_set_bytes == 7 * MiB
     assert answered.rootfs is not None and answered.rootfs.used_bytes == 5 * MiB
 
-    clock.advance(10.0)  # the next cycle
     down = source.summary()
     assert [p.source for p in source.problems] == ["CRI ListContainerStats"]
     # "restarted-since" has no cgroup under the ID the runtime gave last: left out, not guessed.
@@ -1048,7 +1040,6 @@ def test_while_the_runtime_is_down_its_containers_are_measured_from_their_cgroup
     assert measured.rootfs is None, "the writable layer is known only to the runtime"
     assert measured.logs is not None and measured.logs.used_bytes == du_bytes(real_pod.log_dir)
 
-    clock.advance(10.0)
     back = container(source.summary(), [real_pod.container])
     assert back.memory is not None and back.memory.working_set_bytes == 7 * MiB
 
@@ -1091,45 +1082,6 @@ def test_runtime_stats_failure_is_a_problem_not_a_crash(v1_node: Node) -> None:
     summary = source.summary()
     assert any("ListContainerStats" in p.source for p in source.problems)
     assert summary.pods
-
-
-def test_a_summary_read_again_soon_after_reuses_the_runtimes_answer_and_its_failure(v1_node: Node) -> None:
-    """The re-reads that confirm a memory crossing (100 ms on) and the wait after an eviction (every 0.2 s) reuse the
-    cycle's ListContainerStats, answer or failure (problem recorded again), instead of waiting on a slow runtime once
-    more; a read RUNTIME_STATS_REUSE_S after the last one ended asks again."""
-    from evictd.core.errors import CRIError
-    from evictd.cri import ContainerUsage
-
-    usage = ContainerUsage(container_id="c1", pod_sandbox_id="s1", name="app", pod_uid=B_UID, pod_name="cart-7d9f",
-                           pod_namespace="shop", writable_layer_bytes=5 << 20, writable_layer_inodes=12,
-                           working_set_bytes=64 << 20, timestamp_ns=1)
-    answers: list[object] = [{B_UID: [usage]}, CRIError("ListContainerStats", "DEADLINE_EXCEEDED", "Deadline Exceeded")]
-    asked: list[float] = []
-    source = v1_node.source(runtime=answering_runtime(container_stats=lambda: asked.append(1) or answer()))
-    clock = source._clock
-    assert isinstance(clock, ManualClock)
-
-    def answer() -> object:
-        given = answers[0]
-        if isinstance(given, Exception):
-            raise given
-        return given
-
-    def app_rootfs() -> int | None:
-        pod = next(p for p in source.summary().pods if p.pod_ref.uid == B_UID)
-        app = next((c for c in pod.containers if c.name == "app"), None)
-        return None if app is None or app.rootfs is None else app.rootfs.used_bytes
-
-    assert app_rootfs() == 5 << 20 and len(asked) == 1
-    answers.pop(0)  # the runtime stops answering
-    clock.advance(0.1)
-    assert app_rootfs() == 5 << 20 and len(asked) == 1 and source.problems == ()  # the cycle's answer, reused
-    clock.advance(RUNTIME_STATS_REUSE_S)
-    assert app_rootfs() is None and len(asked) == 2
-    assert [p.source for p in source.problems] == ["CRI ListContainerStats"]
-    clock.advance(0.2)
-    assert app_rootfs() is None and len(asked) == 2  # the failure, reused: not asked again ...
-    assert [p.source for p in source.problems] == ["CRI ListContainerStats"]  # ... and still a problem
 
 
 def test_sandbox_stats_stand_in_for_an_unreadable_pod_cgroup(v1_node: Node) -> None:

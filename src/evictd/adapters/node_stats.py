@@ -1,16 +1,14 @@
 """The node's own stats as a kubelet Summary: cgroupfs, statvfs, procfs and pod folders, read directly.
 
-Job: produce, once per cycle, the Summary the kubelet's stats provider would produce (KUBELET_SPEC §1;
-docs/daemon.md's "Signals" paragraph lists what each figure is read from), so the engine cannot tell the difference.
-Beyond that list: a folder that does not exist yet is measured on the filesystem that would hold it; a node without
-a pods cgroup (no kubelet) has no `pods` system container and no pods, which is not a problem; with a container
-runtime, its containers are named with their working set and writable layer (one ListContainerStats a cycle: a
-Summary read again within `RUNTIME_STATS_REUSE_S` of that answer, to confirm a memory crossing or in the wait after
-an eviction, reuses it, failure included, instead of waiting on the runtime again), and ephemeral-storage = volumes
-+ logs + writable layers is absent while the pod has no usable disk figures. An unreadable pod cgroup leaves that
-pod's memory unknown rather than dropping its stats; with a runtime, the sandbox's stats (ListPodSandboxStats) stand
-in for it. In a cycle where the runtime does not answer, the containers it named last time are measured from their
-own cgroups, so memory messages still name them.
+Job: produce, once per cycle, the Summary the kubelet's stats provider would produce (KUBELET_SPEC §1; docs/daemon.md's
+"Signals" paragraph lists what each figure is read from), so the engine cannot tell the difference. Beyond that
+list: a folder that does not exist yet is measured on the filesystem that would hold it; a node without a pods
+cgroup (no kubelet) has no `pods` system container and no pods, which is not a problem; with a container
+runtime, its containers are named with their working set and writable layer (one ListContainerStats a cycle),
+and ephemeral-storage = volumes + logs + writable layers is absent while the pod has no usable disk figures. An
+unreadable pod cgroup leaves that pod's memory unknown rather than dropping its stats; with a runtime, the
+sandbox's stats (ListPodSandboxStats) stand in for it. In a cycle where the runtime does not answer, the
+containers it named last time are measured from their own cgroups, so memory messages still name them.
 
 With `memory_pressure` (a stall threshold is configured), the node's memory block carries the kernel's
 ``pressure/memory`` and the `pods` container's its cgroup's ``memory.pressure`` (cgroup v2 only); where the kernel
@@ -75,11 +73,6 @@ CONTAINER_STATS_SOURCE = "CRI ListContainerStats"
 LOCAL_EVENTS_FILE = "memory.events.local"
 LIMIT_EVENTS_KEY = b"max"
 SANDBOX_STATS_SOURCE = "CRI ListPodSandboxStats"
-# A Summary read again this soon after the runtime's container stats were read reuses them: the re-reads that
-# confirm a memory crossing (100 ms on) and the wait after an eviction (a look every 0.2 s) are about memory, and a
-# runtime slow to answer (issue 36's arena: up to the 2 s a read on the loop's path may wait, in a thrashing
-# node) cost each of them that wait again, 2.1-2.5 s from a memory wake-up to the decision.
-RUNTIME_STATS_REUSE_S = 1.0
 RUNTIME_SOURCES = frozenset({CONTAINER_STATS_SOURCE, SANDBOX_STATS_SOURCE})
 
 
@@ -199,8 +192,6 @@ class NodeStatsSource:
         self._pressure_history = PressureHistory(clock)
         # The runtime's last answer: which containers (by ID) of which pod carry which name.
         self._last_runtime_answer: Mapping[str, Sequence[ContainerUsage]] = {}
-        # The last ListContainerStats: when it ended (monotonic), its answer, and the problem it made (None: answered).
-        self._runtime_read: tuple[float, Mapping[str, Sequence[ContainerUsage]], SampleError | None] | None = None
         # Each pod's disk figures as Summary blocks, as built last cycle (see DiskBlocks).
         self._disk_blocks: dict[PodKey, DiskBlocks] = {}
         self.problems: tuple[SampleError, ...] = ()
@@ -327,11 +318,15 @@ class NodeStatsSource:
         self.disk_usage.want(keys)
         now = self._clock.monotonic()
         cgroups = attempt(self._pod_cgroups, problems) or {}
-        runtime, problem = self._container_stats(now)
+        runtime: Mapping[str, Sequence[ContainerUsage]] = {}
         # Containers to measure from their cgroups: those the runtime named last, when it does not answer now.
         remembered: Mapping[str, Sequence[ContainerUsage]] = {}
-        if problem is not None:
-            problems.append(problem)
+        try:
+            answer = self._runtime.container_stats()
+            if answer is not None:
+                runtime = self._last_runtime_answer = answer
+        except EvictdError as exc:
+            problems.append(SampleError(CONTAINER_STATS_SOURCE, str(exc)))
             remembered = self._last_runtime_answer
         result = []
         built = self._disk_blocks
@@ -348,23 +343,6 @@ class NodeStatsSource:
                                         remembered.get(pod.uid, ()), blocks, at, problems))
         self._disk_blocks = blocks_now
         return self._with_sandbox_fallback(tuple(result), at, problems)
-
-    def _container_stats(self, now: float) -> tuple[Mapping[str, Sequence[ContainerUsage]], SampleError | None]:
-        """The runtime's container stats by pod UID, and the problem of a read that failed: asked now, or the last
-        read's within RUNTIME_STATS_REUSE_S of its end."""
-        last = self._runtime_read
-        if last is not None and now - last[0] < RUNTIME_STATS_REUSE_S:
-            return last[1], last[2]
-        runtime: Mapping[str, Sequence[ContainerUsage]] = {}
-        problem = None
-        try:
-            answer = self._runtime.container_stats()
-            if answer is not None:
-                runtime = self._last_runtime_answer = answer
-        except EvictdError as exc:
-            problem = SampleError(CONTAINER_STATS_SOURCE, str(exc))
-        self._runtime_read = (self._clock.monotonic(), runtime, problem)
-        return runtime, problem
 
     def _with_sandbox_fallback(
         self, pods: tuple[PodStats, ...], at: datetime, problems: list[SampleError]

@@ -533,10 +533,12 @@ class RealCluster:
     """
 
     def __init__(self, base: Path, bin_dir: Path, containerd_root: Path | None = None, *,
-                 pod_network: bool = True) -> None:
+                 pod_network: bool = True, apiserver_start_timeout_s: float = APISERVER_START_TIMEOUT_S) -> None:
         """``containerd_root``: containerd's image store and writable layers (the node's imagefs) on a folder of
-        the caller's, e.g. on a small loop-mounted filesystem (default: under ``base``)."""
+        the caller's, e.g. on a small loop-mounted filesystem (default: under ``base``).
+        ``apiserver_start_timeout_s``: how long kube-apiserver may take to be ready."""
         self.base = base
+        self.apiserver_start_timeout_s = apiserver_start_timeout_s
         self.bin_dir = bin_dir
         self.node_name = socket.gethostname().strip().lower()
         self.pki = Pki(base / "pki")
@@ -719,7 +721,7 @@ class RealCluster:
             self._check_alive("kube-apiserver")
             return self.api.ready()
 
-        wait_for(ready, APISERVER_START_TIMEOUT_S, f"kube-apiserver to be ready on {self.api_url}")
+        wait_for(ready, self.apiserver_start_timeout_s, f"kube-apiserver to be ready on {self.api_url}")
         self._namespaces = NamespaceObjects(self.api, self.ca_path.read_text())
         self._namespaces.start()
 

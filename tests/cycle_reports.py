@@ -103,7 +103,7 @@ def memory_run() -> Run:
 class FailingStats:
     """A stats source that cannot be read (an unreadable cgroup file, an unreachable kubelet)."""
 
-    def summary(self, pods: Sequence[Pod]) -> Summary:
+    def summary(self, pods: Sequence[Pod], *, reread: bool = False) -> Summary:
         raise SampleError("/sys/fs/cgroup/memory/memory.usage_in_bytes", "Permission denied")
 
 

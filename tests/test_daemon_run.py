@@ -86,7 +86,7 @@ class MemoryStats:
         self._crossed_at = crossed_at_cycle
         self._failing = set(failing)
 
-    def summary(self, pods: Sequence[Pod]) -> Summary:
+    def summary(self, pods: Sequence[Pod], *, reread: bool = False) -> Summary:
         self.cycle += 1
         self.clock.advance(CYCLE_S)
         if self.cycle in self._failing:

@@ -325,10 +325,10 @@ class BreakableStats(ScriptedStats):
 
     broken = False
 
-    def summary(self, pods):  # type: ignore[no-untyped-def]
+    def summary(self, pods, *, reread=False):  # type: ignore[no-untyped-def]
         if self.broken:
             raise SampleError("/sys/fs/cgroup/memory/memory.stat", "Permission denied")
-        return super().summary(pods)
+        return super().summary(pods, reread=reread)
 
 
 def test_unreadable_stats_freeze_conditions_and_evict_nothing() -> None:

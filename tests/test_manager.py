@@ -24,14 +24,16 @@ from evictd.run.runtime_link import NodeLevel
 
 class Stats:
     """Scripted summaries, one per call; an exception in the script is raised instead. `measured`: the pods each
-    call was asked to measure."""
+    call was asked to measure; `rereads`: whether each call was a re-read within the cycle."""
 
     def __init__(self, *script: dict[str, Any] | Exception) -> None:
         self.script = list(script)
         self.measured: list[list[str]] = []
+        self.rereads: list[bool] = []
 
-    def summary(self, pods: Sequence[Pod]) -> Summary:
+    def summary(self, pods: Sequence[Pod], *, reread: bool = False) -> Summary:
         self.measured.append([p.name for p in pods])
+        self.rereads.append(reread)
         item = self.script.pop(0)
         if isinstance(item, Exception):
             raise item
@@ -111,6 +113,13 @@ def test_unreadable_stats_after_reclaim_mean_reclaim_failed() -> None:
     assert report.acted.reclaim_succeeded is False
     assert [e.pod.name for e in evictor.calls] == ["victim"]
     assert report.errors[0].step is CycleStep.STATS and "after resource reclaim" in report.errors[0].description
+
+
+def test_the_reading_after_reclaim_is_a_fresh_one_not_a_reread() -> None:
+    """Reclaim may have removed containers: the reading after it asks every source anew (`reread` False)."""
+    stats = Stats(DISK_LOW, DISK_OK)
+    manager(stats).synchronize()
+    assert stats.rereads == [False, False]
 
 
 def test_a_failed_eviction_still_counts_as_the_cycles_eviction() -> None:

@@ -40,6 +40,7 @@ from evictd.core.summary import (
     MemoryStats,
     Observation,
     PodReference,
+    PodStats,
     ReclaimCounters,
     Summary,
     signal_observations,
@@ -160,8 +161,8 @@ class ListingStats(NodeStatsSource):
         super().__init__(**settings)
         self.pods = pods
 
-    def summary(self, pods: Sequence[Pod] | None = None) -> Summary:
-        return super().summary(self.pods.active_pods() if pods is None else pods)
+    def summary(self, pods: Sequence[Pod] | None = None, *, reread: bool = False) -> Summary:
+        return super().summary(self.pods.active_pods() if pods is None else pods, reread=reread)
 
 
 @dataclass
@@ -1082,6 +1083,50 @@ def test_runtime_stats_failure_is_a_problem_not_a_crash(v1_node: Node) -> None:
     summary = source.summary()
     assert any("ListContainerStats" in p.source for p in source.problems)
     assert summary.pods
+
+
+def test_a_reread_takes_the_cycles_runtime_answer_or_failure_and_reads_the_cgroups_again(v1_node: Node) -> None:
+    """A re-read within the cycle (`reread=True`) does not ask the runtime again: it names the containers its last
+    answer named (or keeps its failure) while every cgroup figure is read anew; the next cycle's read asks again."""
+    from evictd.core.errors import CRIError
+    from evictd.cri import ContainerUsage
+
+    usage = ContainerUsage(container_id="c1", pod_sandbox_id="s1", name="app", pod_uid=B_UID, pod_name="cart-7d9f",
+                           pod_namespace="shop", writable_layer_bytes=5 << 20, writable_layer_inodes=12,
+                           working_set_bytes=64 << 20, timestamp_ns=1)
+    answers: list[object] = [{B_UID: [usage]}, CRIError("ListContainerStats", "DEADLINE_EXCEEDED", "slow"),
+                             {B_UID: [usage]}]
+    asked: list[int] = []
+
+    def runtime() -> object:
+        asked.append(1)
+        answer = answers.pop(0)
+        if isinstance(answer, CRIError):
+            raise answer
+        return answer
+
+    source = v1_node.source(runtime=answering_runtime(container_stats=runtime))
+    usage_file = v1_node.cgroup_root / "memory" / "kubepods" / "burstable" / f"pod{B_UID}" / "memory.usage_in_bytes"
+
+    def pod_of(summary: Summary) -> PodStats:
+        return next(p for p in summary.pods if p.pod_ref.uid == B_UID)
+
+    first = pod_of(source.summary())
+    assert [c.name for c in first.containers] == ["app"] and len(asked) == 1
+    usage_file.write_text(str(300 << 20) + "\n")
+    again = pod_of(source.summary(reread=True))
+    assert len(asked) == 1, "a re-read does not wait on the runtime again"
+    assert [c.name for c in again.containers] == ["app"] and source.problems == ()
+    assert again.memory is not None and first.memory is not None
+    assert again.memory.usage_bytes == 300 << 20 != first.memory.usage_bytes, "the cgroups are read again"
+
+    source.summary()  # the next cycle asks, and the runtime fails
+    assert len(asked) == 2 and [p.source for p in source.problems] == ["CRI ListContainerStats"]
+    source.summary(reread=True)
+    assert len(asked) == 2 and [p.source for p in source.problems] == ["CRI ListContainerStats"], \
+        "a re-read keeps the cycle's failure rather than waiting on the runtime again"
+    source.summary()
+    assert len(asked) == 3 and source.problems == ()
 
 
 def test_sandbox_stats_stand_in_for_an_unreadable_pod_cgroup(v1_node: Node) -> None:

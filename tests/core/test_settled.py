@@ -134,6 +134,17 @@ def test_a_crossing_is_deep_more_than_a_step_past_its_threshold(available: int, 
     assert crossing_deep(HARD, None) is False
 
 
+def test_the_confirming_readings_and_the_wait_after_an_eviction_are_rereads() -> None:
+    """The cycle's first reading asks every source; its confirmations and `hard_threshold_met` are re-reads, which a
+    source may answer without waiting on a slow runtime again."""
+    m, evictor, _ = manager(SHALLOW, SHALLOW, SHALLOW, SHALLOW)
+    m.synchronize()
+    assert evictor.calls
+    assert m.hard_threshold_met()
+    stats = m._stats
+    assert isinstance(stats, Stats) and stats.rereads == [False, True, True, True]
+
+
 def test_a_threshold_held_met_is_not_confirmed_again() -> None:
     m, evictor, clock = manager(SHALLOW, SHALLOW, SHALLOW, SHALLOW)
     m.synchronize()

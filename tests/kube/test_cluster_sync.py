@@ -56,7 +56,7 @@ class FixedStats:
     def __init__(self, document: dict[str, Any]) -> None:
         self.value: Summary = summary_from_dict(document)
 
-    def summary(self, pods: Sequence[Pod]) -> Summary:
+    def summary(self, pods: Sequence[Pod], *, reread: bool = False) -> Summary:
         return self.value
 
 

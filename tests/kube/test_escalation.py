@@ -54,7 +54,7 @@ class Stats:
         self.available = available
         self.measured: list[list[str]] = []
 
-    def summary(self, pods: Sequence[Pod]) -> Summary:
+    def summary(self, pods: Sequence[Pod], *, reread: bool = False) -> Summary:
         self.measured.append([p.name for p in pods])
         return summary_from_dict(summary(memory=self.available, pods=[
             pod_stats(HOLDER, memory=3 * Gi), *(pod_stats(b, memory=200 * Mi) for b in BYSTANDERS)]))

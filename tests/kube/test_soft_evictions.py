@@ -71,7 +71,7 @@ class FixedStats:
         self.available = available
         self.pids = (10000, 100)  # (maxpid, running)
 
-    def summary(self, pods: Any) -> Any:
+    def summary(self, pods: Any, *, reread: bool = False) -> Any:
         return summary_from_dict(summary(memory=self.available, pids=self.pids, pods=[
             pod_stats(HOG, memory=2 * Gi), pod_stats(MODEST, memory=1200 * Mi), pod_stats(SMALL, memory=900 * Mi)]))
 

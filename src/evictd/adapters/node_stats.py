@@ -4,10 +4,11 @@ Job: produce, once per cycle, the Summary the kubelet's stats provider would pro
 "Signals" paragraph lists what each figure is read from), so the engine cannot tell the difference. Beyond that
 list: a folder that does not exist yet is measured on the filesystem that would hold it; a node without a pods
 cgroup (no kubelet) has no `pods` system container and no pods, which is not a problem; with a container
-runtime, its containers are named with their working set and writable layer (one ListContainerStats a cycle),
-and ephemeral-storage = volumes + logs + writable layers is absent while the pod has no usable disk figures. An
-unreadable pod cgroup leaves that pod's memory unknown rather than dropping its stats; with a runtime, the
-sandbox's stats (ListPodSandboxStats) stand in for it. In a cycle where the runtime does not answer, the
+runtime, its containers are named with their working set and writable layer (one ListContainerStats a cycle: a
+re-read of the same cycle, `summary(pods, reread=True)`, takes that answer or failure again instead of waiting on
+the runtime a second time), and ephemeral-storage = volumes + logs + writable layers is absent while the pod has no
+usable disk figures. An unreadable pod cgroup leaves that pod's memory unknown rather than dropping its stats; with
+a runtime, the sandbox's stats (ListPodSandboxStats) stand in for it. In a cycle where the runtime does not answer, the
 containers it named last time are measured from their own cgroups, so memory messages still name them.
 
 With `memory_pressure` (a stall threshold is configured), the node's memory block carries the kernel's
@@ -192,6 +193,8 @@ class NodeStatsSource:
         self._pressure_history = PressureHistory(clock)
         # The runtime's last answer: which containers (by ID) of which pod carry which name.
         self._last_runtime_answer: Mapping[str, Sequence[ContainerUsage]] = {}
+        # What the last read that asked the runtime got: its answer, or its failure (a re-read takes it again).
+        self._cycle_runtime: Mapping[str, Sequence[ContainerUsage]] | SampleError | None = None
         # Each pod's disk figures as Summary blocks, as built last cycle (see DiskBlocks).
         self._disk_blocks: dict[PodKey, DiskBlocks] = {}
         self.problems: tuple[SampleError, ...] = ()
@@ -268,9 +271,11 @@ class NodeStatsSource:
             return None
         return attempt(lambda: self._pressure_history.read(path), problems)
 
-    def summary(self, pods: Sequence[Pod]) -> Summary:
+    def summary(self, pods: Sequence[Pod], *, reread: bool = False) -> Summary:
         """Read the node now and return its Summary, with the stats of `pods` (parts that could not be read are
-        absent)."""
+        absent). `reread`: a re-read within the cycle (a crossing's confirmation, the wait after an eviction): every
+        figure is read again, but the runtime is not asked again: the containers it named at the last read that
+        asked it (or its failure then) stand, so a slow runtime is waited on once a cycle."""
         problems: list[SampleError] = []
         at = self._clock.wall()
         node_memory = attempt(lambda: self._cgroups.memory(""), problems)
@@ -308,12 +313,13 @@ class NodeStatsSource:
             rlimit=RlimitStats(time=at, max_pid=max_pid, num_of_running_processes=tasks),
             system_containers=system_containers,
         )
-        pod_stats = self._pod_stats(pods, at, problems) if has_pods_cgroup else ()
+        pod_stats = self._pod_stats(pods, at, problems, reread) if has_pods_cgroup else ()
         self._cgroups.end_cycle()  # the kept descriptors of pods that went away are closed
         self.problems = tuple(problems)
         return Summary(node=node, pods=pod_stats)
 
-    def _pod_stats(self, pods: Sequence[Pod], at: datetime, problems: list[SampleError]) -> tuple[PodStats, ...]:
+    def _pod_stats(self, pods: Sequence[Pod], at: datetime, problems: list[SampleError],
+                   reread: bool = False) -> tuple[PodStats, ...]:
         keys = [pod_key(pod) for pod in pods]
         self.disk_usage.want(keys)
         now = self._clock.monotonic()
@@ -321,13 +327,12 @@ class NodeStatsSource:
         runtime: Mapping[str, Sequence[ContainerUsage]] = {}
         # Containers to measure from their cgroups: those the runtime named last, when it does not answer now.
         remembered: Mapping[str, Sequence[ContainerUsage]] = {}
-        try:
-            answer = self._runtime.container_stats()
-            if answer is not None:
-                runtime = self._last_runtime_answer = answer
-        except EvictdError as exc:
-            problems.append(SampleError(CONTAINER_STATS_SOURCE, str(exc)))
+        got = self._cycle_runtime if reread and self._cycle_runtime is not None else self._ask_runtime()
+        if isinstance(got, SampleError):
+            problems.append(got)
             remembered = self._last_runtime_answer
+        else:
+            runtime = got
         result = []
         built = self._disk_blocks
         blocks_now: dict[PodKey, DiskBlocks] = {}
@@ -343,6 +348,20 @@ class NodeStatsSource:
                                         remembered.get(pod.uid, ()), blocks, at, problems))
         self._disk_blocks = blocks_now
         return self._with_sandbox_fallback(tuple(result), at, problems)
+
+    def _ask_runtime(self) -> Mapping[str, Sequence[ContainerUsage]] | SampleError:
+        """Ask the runtime for its containers' stats: its answer (empty without a runtime), or why not; kept for the
+        cycle's re-reads (`_cycle_runtime`), the answer also as the last one (`_last_runtime_answer`)."""
+        got: Mapping[str, Sequence[ContainerUsage]] | SampleError
+        try:
+            answer = self._runtime.container_stats()
+            got = {} if answer is None else answer
+            if answer is not None:
+                self._last_runtime_answer = answer
+        except EvictdError as exc:
+            got = SampleError(CONTAINER_STATS_SOURCE, str(exc))
+        self._cycle_runtime = got
+        return got
 
     def _with_sandbox_fallback(
         self, pods: tuple[PodStats, ...], at: datetime, problems: list[SampleError]

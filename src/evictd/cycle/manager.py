@@ -104,9 +104,11 @@ PRESSURE_GONE_WHILE_WAITING = "the threshold was no longer met after the wait fo
 
 class StatsSource(Protocol):
     """Produces a fresh kubelet-style Summary of the node, its pod stats those of `pods` (the pods the cycle
-    listed: the API's, or the node's when the API gives none); raises EvictdError when it cannot."""
+    listed: the API's, or the node's when the API gives none); raises EvictdError when it cannot. `reread`: a
+    re-read within the cycle (a crossing's confirmation, the wait after an eviction), for which a source may reuse
+    what it asked a slow party (the runtime) at the cycle's first read, never a figure of the node."""
 
-    def summary(self, pods: Sequence[Pod]) -> Summary: ...
+    def summary(self, pods: Sequence[Pod], *, reread: bool = False) -> Summary: ...
 
 
 class LayoutSource(Protocol):
@@ -297,7 +299,7 @@ class EvictionManager:
         the wait after an eviction early. The pods measured are the last cycle's: the node's own source forgets the
         disk figures of the pods it is not asked to measure."""
         try:
-            summary = self._stats.summary(self._last_measured)
+            summary = self._stats.summary(self._last_measured, reread=True)
         except EvictdError:
             return False
         return bool(hard_thresholds_met(self.state, self.config, summary))
@@ -312,18 +314,20 @@ class EvictionManager:
             self._holds_while_flapping += 1
         early_s = min(EARLY_CONFIRM_S, hold_s)
         self._clock.sleep(early_s)
-        summary = self._read_again(pods, errors, "to confirm a crossing")
+        summary = self._read_again(pods, errors, "to confirm a crossing", reread=True)
         if early_s < hold_s and summary is not None and crossing_confirmed(crossed, summary) \
                 and not crossing_deep(crossed, summary):
             self._clock.sleep(hold_s - early_s)
-            summary = self._read_again(pods, errors, "to confirm a crossing")
+            summary = self._read_again(pods, errors, "to confirm a crossing", reread=True)
         return summary, self._clock.monotonic()
 
-    def _read_again(self, pods: Sequence[Pod], errors: list[CycleError], why: str) -> Summary | None:
-        """The stats read again (`why`: "after resource reclaim", "to confirm a crossing"); None when they cannot be
-        read (the error is added to `errors`)."""
+    def _read_again(self, pods: Sequence[Pod], errors: list[CycleError], why: str, *,
+                    reread: bool = False) -> Summary | None:
+        """The stats read again (`why`: "after resource reclaim", "to confirm a crossing"; `reread` as the
+        StatsSource takes it: not after reclaim, which may have removed containers); None when they cannot be read
+        (the error is added to `errors`)."""
         try:
-            return self._stats.summary(pods)
+            return self._stats.summary(pods, reread=reread)
         except EvictdError as exc:
             errors.append(CycleError(CycleStep.STATS, f"eviction manager: failed to get summary stats {why}: {exc}"))
             return None

@@ -18,7 +18,7 @@ import pytest
 
 from builders import pod
 from evictd.adapters.cgroup_kill import kill_cgroup_tree
-from evictd.adapters.runtime_node import RuntimeFilesystems
+from evictd.adapters.runtime_node import CYCLE_READ_TIMEOUT_S, RuntimeFilesystems
 from evictd.core.engine import Eviction
 from evictd.core.errors import CRIError
 from evictd.core.pod_parser import pod_from_dict
@@ -101,6 +101,33 @@ def test_a_stop_the_runtime_does_not_answer_kills_the_pods_processes_through_its
             with pytest.raises(CRIError, match="holds no process"):
                 runtime.stop_pod(eviction_of(victim))
             assert time.monotonic() - began < 0.4
+        finally:
+            started.kill()
+            client.close()
+
+
+def test_a_hung_runtime_holds_the_stop_for_the_loops_read_deadline_not_the_clients(tmp_path: Path) -> None:
+    """With the client's deadline as shipped (`runtimeRequestTimeout` 10 s), a stop the runtime does not answer goes
+    to the pod's cgroup after CYCLE_READ_TIMEOUT_S (2 s): on the arena's real node the stop's calls each waited the
+    client's 10 s (22-28 s in all) and the kernel OOM-killed the pod first."""
+    path = tmp_path / "hung.sock"
+    victim = pod_from_dict(pod("hog"))
+    with temporary_cgroup(CGROUP_MOUNT / "memory") as pod_cgroup, \
+            socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as listener:
+        listener.bind(str(path))
+        listener.listen(8)  # accepts, never answers
+        client = CriClient(f"unix://{path}", 10.0)
+        runtime = CriRuntime(client, RuntimeFilesystems(client, str(tmp_path), str(tmp_path)), gc=None,
+                             kill_processes=lambda uid: kill_cgroup_tree(str(pod_cgroup)))
+        started = start_in(pod_cgroup)
+        try:
+            assert wait_for(lambda: len(procs(pod_cgroup)) == 2)
+            began = time.monotonic()
+            how = runtime.stop_pod(eviction_of(victim))
+            took_s = time.monotonic() - began
+            assert how.startswith("by killing its 2 processes through its cgroup"), how
+            assert CYCLE_READ_TIMEOUT_S <= took_s < CYCLE_READ_TIMEOUT_S + 2.0, took_s
+            assert started.wait(timeout=10) == -9
         finally:
             started.kill()
             client.close()

@@ -63,24 +63,30 @@ class RecordingRuntime:
     stop_sandbox_errors: dict[str, CRIError] = field(default_factory=dict)
     stop_delay_s: float = 0.0
     calls: list[tuple[str, str, int | None]] = field(default_factory=list)
+    # Each call's method and the deadline it was given (`timeout_s` or `answer_within_s`; None: the client's own).
+    deadlines: list[tuple[str, float | None]] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def list_sandboxes(self, *, pod_uid: str | None = None) -> list[Sandbox]:
+    def list_sandboxes(self, *, pod_uid: str | None = None, timeout_s: float | None = None) -> list[Sandbox]:
+        self.deadlines.append(("ListPodSandbox", timeout_s))
         return [s for s in self.sandboxes if pod_uid is None or s.uid == pod_uid]
 
-    def list_containers(self, *, pod_uid: str | None = None) -> list[Container]:
+    def list_containers(self, *, pod_uid: str | None = None, timeout_s: float | None = None) -> list[Container]:
+        self.deadlines.append(("ListContainers", timeout_s))
         return [c for c in self.containers if pod_uid is None or c.pod_uid == pod_uid]
 
-    def stop_container(self, container_id: str, timeout_s: int) -> None:
+    def stop_container(self, container_id: str, timeout_s: int, *, answer_within_s: float | None = None) -> None:
         time.sleep(self.stop_delay_s)
         with self.lock:
             self.calls.append(("StopContainer", container_id, timeout_s))
+            self.deadlines.append(("StopContainer", answer_within_s))
         if container_id in self.stop_container_errors:
             raise self.stop_container_errors[container_id]
 
-    def stop_sandbox(self, sandbox_id: str) -> None:
+    def stop_sandbox(self, sandbox_id: str, *, timeout_s: float | None = None) -> None:
         with self.lock:
             self.calls.append(("StopPodSandbox", sandbox_id, None))
+            self.deadlines.append(("StopPodSandbox", timeout_s))
         if sandbox_id in self.stop_sandbox_errors:
             raise self.stop_sandbox_errors[sandbox_id]
 
@@ -158,20 +164,40 @@ def test_a_container_already_gone_counts_as_stopped() -> None:
 def test_failures_are_raised_after_every_stop_was_tried() -> None:
     runtime = scripted(
         [container("stuck", "sb-web", "uid-web"), container("fine", "sb-web", "uid-web")],
-        stop_container_errors={"stuck": CRIError("StopContainer", "DEADLINE_EXCEEDED", "deadline")},
+        stop_container_errors={"stuck": CRIError("StopContainer", "UNKNOWN", "task in an unknown state")},
         stop_sandbox_errors={"sb-web": CRIError("StopPodSandbox", "UNKNOWN", "shim gone")},
     )
     with pytest.raises(CRIError) as caught:
         LocalKiller(runtime).kill(eviction_of(WEB, 2))
-    assert (caught.value.method, caught.value.code) == ("StopContainer", "DEADLINE_EXCEEDED")
+    assert (caught.value.method, caught.value.code) == ("StopContainer", "UNKNOWN")
     notes = "\n".join(caught.value.__notes__)
     assert "StopPodSandbox failed: UNKNOWN" in notes and "default/web" in notes
     assert {call[1] for call in runtime.calls} == {"stuck", "fine", "sb-web"}
 
 
+def test_a_container_stop_the_runtime_does_not_answer_ends_the_kill_without_stopping_the_sandbox() -> None:
+    """Nothing more is asked of a runtime that hangs: the caller stops the pod another way (its cgroup)."""
+    runtime = scripted(
+        [container("stuck", "sb-web", "uid-web"), container("fine", "sb-web", "uid-web")],
+        stop_container_errors={"stuck": CRIError("StopContainer", "DEADLINE_EXCEEDED", "deadline")},
+    )
+    with pytest.raises(CRIError) as caught:
+        LocalKiller(runtime).kill(eviction_of(WEB, 2))
+    assert (caught.value.method, caught.value.code) == ("StopContainer", "DEADLINE_EXCEEDED")
+    assert {call[0] for call in runtime.calls} == {"StopContainer"}, "no StopPodSandbox after an unanswered stop"
+
+
+@pytest.mark.parametrize("answer_within_s", [None, 2.0])
+def test_each_call_waits_as_long_as_the_killer_was_told(answer_within_s: float | None) -> None:
+    runtime = scripted([container("c1", "sb-web", "uid-web")])
+    LocalKiller(runtime, answer_within_s=answer_within_s).kill(eviction_of(WEB, 2))
+    assert runtime.deadlines == [("ListPodSandbox", answer_within_s), ("ListContainers", answer_within_s),
+                                 ("StopContainer", answer_within_s), ("StopPodSandbox", answer_within_s)]
+
+
 def test_listing_failures_are_cri_errors() -> None:
     class Down(RecordingRuntime):
-        def list_sandboxes(self, *, pod_uid: str | None = None) -> list[Sandbox]:
+        def list_sandboxes(self, *, pod_uid: str | None = None, timeout_s: float | None = None) -> list[Sandbox]:
             raise CRIError("ListPodSandbox", "UNAVAILABLE", "connection refused")
 
     with pytest.raises(CRIError) as caught:

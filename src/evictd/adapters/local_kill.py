@@ -19,6 +19,11 @@ Invariants:
   kubelet (``crierror.IsNotFound``). Every other failure is collected; the sandboxes are stopped anyway,
   and ``kill`` then raises the first ``CRIError`` with the others attached as notes. Nothing is removed:
   dead containers and sandboxes are left to garbage collection (and to the kubelet when it returns).
+* With ``answer_within_s``, every call waits at most that long for the runtime (StopContainer: that plus the
+  grace period), and a call the runtime did not answer in time (``DEADLINE_EXCEEDED``) ends the kill at once:
+  nothing more is asked of a runtime that hangs, and the caller decides what else stops the pod. On a real node
+  in thrash, the client's own 10 s deadlines made one stop take 22-28 s (list, StopContainer, StopPodSandbox,
+  each waited out) while the kernel's OOM killer got there first (docs/node-survival.md).
 * Only ``evictd.core`` and ``evictd.cri`` values are used: this module does not import gRPC; it works
   with any ``PodRuntime`` (``CriClient`` in production, a fake in unit tests).
 """
@@ -43,18 +48,22 @@ MINIMUM_GRACE_PERIOD_S = 2
 STOPPABLE_STATES = frozenset({ContainerState.RUNNING, ContainerState.UNKNOWN})
 
 NOT_FOUND = "NOT_FOUND"
+# The gRPC status of a call the runtime did not answer in time.
+UNANSWERED = "DEADLINE_EXCEEDED"
 
 
 class PodRuntime(Protocol):
-    """The CRI calls a local kill needs (``evictd.cri.client.CriClient`` provides them)."""
+    """The CRI calls a local kill needs (``evictd.cri.client.CriClient`` provides them). `timeout_s` (lists,
+    StopPodSandbox) and `answer_within_s` (StopContainer, beside its grace period): the call's deadline; None: the
+    client's own."""
 
-    def list_sandboxes(self, *, pod_uid: str | None = None) -> list[Sandbox]: ...
+    def list_sandboxes(self, *, pod_uid: str | None = None, timeout_s: float | None = None) -> list[Sandbox]: ...
 
-    def list_containers(self, *, pod_uid: str | None = None) -> list[Container]: ...
+    def list_containers(self, *, pod_uid: str | None = None, timeout_s: float | None = None) -> list[Container]: ...
 
-    def stop_container(self, container_id: str, timeout_s: int) -> None: ...
+    def stop_container(self, container_id: str, timeout_s: int, *, answer_within_s: float | None = None) -> None: ...
 
-    def stop_sandbox(self, sandbox_id: str) -> None: ...
+    def stop_sandbox(self, sandbox_id: str, *, timeout_s: float | None = None) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,23 +108,27 @@ def sandboxes_to_stop(sandboxes: Sequence[Sandbox], stopped: Sequence[Container]
 class LocalKiller:
     """Kills evicted pods over the CRI (see the module docstring for the procedure).
 
-    ``clock`` (monotonic seconds) only times the kill for the result.
+    ``answer_within_s``: how long each call waits for the runtime (see the module docstring); None: the client's own
+    deadlines. ``clock`` (monotonic seconds) only times the kill for the result.
     """
 
-    def __init__(self, runtime: PodRuntime, *, clock: Clock = SYSTEM_CLOCK) -> None:
+    def __init__(self, runtime: PodRuntime, *, answer_within_s: float | None = None,
+                 clock: Clock = SYSTEM_CLOCK) -> None:
         self._runtime = runtime
+        self._answer_within_s = answer_within_s
         self._clock = clock
 
     def _pod_sandboxes(self, eviction: Eviction) -> list[Sandbox]:
         pod = eviction.pod
         if pod.uid:
-            return self._runtime.list_sandboxes(pod_uid=pod.uid)
+            return self._runtime.list_sandboxes(pod_uid=pod.uid, timeout_s=self._answer_within_s)
         # A pod without a UID (never from the API server) can only be matched by name and namespace.
-        return [s for s in self._runtime.list_sandboxes() if (s.namespace, s.name) == (pod.namespace, pod.name)]
+        return [s for s in self._runtime.list_sandboxes(timeout_s=self._answer_within_s)
+                if (s.namespace, s.name) == (pod.namespace, pod.name)]
 
     def _stop_container(self, container: Container, grace_s: int) -> CRIError | None:
         try:
-            self._runtime.stop_container(container.id, grace_s)
+            self._runtime.stop_container(container.id, grace_s, answer_within_s=self._answer_within_s)
         except CRIError as exc:
             return None if exc.code == NOT_FOUND else exc
         return None
@@ -124,7 +137,8 @@ class LocalKiller:
         """Stop the evicted pod's containers (with the grace period) and sandboxes; return what was done.
 
         Blocks until every container has stopped, i.e. at most the grace period plus the runtime's own
-        latency. Raises ``CRIError`` if listing fails, or (after trying everything) if any stop failed.
+        latency. Raises ``CRIError`` if listing fails, at once if a container's stop went unanswered (no sandbox is
+        then asked to stop), or (after trying everything) if any stop failed.
         """
         started = self._clock.monotonic()
         pod = eviction.pod
@@ -133,23 +147,25 @@ class LocalKiller:
         if not sandboxes:
             return KillResult(pod.key, pod.uid, False, grace_s, (), (), self._clock.monotonic() - started)
         containers = containers_to_stop(
-            sandboxes, self._runtime.list_containers(pod_uid=pod.uid or None), pod.uid
-        )
+            sandboxes, self._runtime.list_containers(pod_uid=pod.uid or None, timeout_s=self._answer_within_s),
+            pod.uid)
         errors: list[CRIError] = []
         if containers:
             with ThreadPoolExecutor(max_workers=len(containers), thread_name_prefix="local-kill") as pool:
                 outcomes = list(pool.map(lambda c: self._stop_container(c, grace_s), containers))
             errors += [error for error in outcomes if error is not None]
-        to_stop = sandboxes_to_stop(sandboxes, containers)
+        unanswered = [error for error in errors if error.code == UNANSWERED]
+        to_stop = [] if unanswered else sandboxes_to_stop(sandboxes, containers)
         for sandbox in to_stop:
             try:
-                self._runtime.stop_sandbox(sandbox.id)
+                self._runtime.stop_sandbox(sandbox.id, timeout_s=self._answer_within_s)
             except CRIError as exc:
                 errors.append(exc)
         if errors:
-            first = errors[0]
-            for other in errors[1:]:
-                first.add_note(f"also: {other}")
+            first = (unanswered or errors)[0]
+            for other in errors:
+                if other is not first:
+                    first.add_note(f"also: {other}")
             first.add_note(f"while killing pod {pod.key} (uid {pod.uid}) locally with a {grace_s} s grace period")
             raise first
         return KillResult(pod=pod.key, pod_uid=pod.uid, found=True, grace_period_s=grace_s,

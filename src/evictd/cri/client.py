@@ -227,18 +227,18 @@ class CriClient:
             filter=None if pod_uid is None else {"label_selector": {POD_UID_LABEL: pod_uid}}), timeout_s)
         return [_container(container) for container in reply.containers]
 
-    def stop_container(self, container_id: str, timeout_s: int) -> None:
+    def stop_container(self, container_id: str, timeout_s: int, *, answer_within_s: float | None = None) -> None:
         """Stop a container: the stop signal, then SIGKILL after ``timeout_s`` seconds (0: at once).
 
-        The call's deadline is the client timeout plus ``timeout_s``. Idempotent per the CRI (an exited
-        container stops without error). Raises ``CRIError``.
+        The call's deadline is ``answer_within_s`` (None: the client timeout) plus ``timeout_s``. Idempotent per the
+        CRI (an exited container stops without error). Raises ``CRIError``.
         """
         grace_s = max(0, int(timeout_s))
         self._call(
             self._runtime,
             "StopContainer",
             pb.StopContainerRequest(container_id=container_id, timeout=grace_s),
-            timeout_s=self.timeout_s + grace_s,
+            timeout_s=(self.timeout_s if answer_within_s is None else answer_within_s) + grace_s,
         )
 
     def remove_container(self, container_id: str) -> None:
@@ -252,9 +252,10 @@ class CriClient:
         return [_sandbox(item.id, item.metadata, item.state, item.created_at, item.labels, item.annotations)
                 for item in reply.items]
 
-    def stop_sandbox(self, sandbox_id: str) -> None:
-        """Stop a sandbox, forcibly killing any container still running in it. Idempotent. Raises ``CRIError``."""
-        self._call(self._runtime, "StopPodSandbox", pb.StopPodSandboxRequest(pod_sandbox_id=sandbox_id))
+    def stop_sandbox(self, sandbox_id: str, *, timeout_s: float | None = None) -> None:
+        """Stop a sandbox, forcibly killing any container still running in it (within ``timeout_s`` if given, else
+        the client's deadline). Idempotent. Raises ``CRIError``."""
+        self._call(self._runtime, "StopPodSandbox", pb.StopPodSandboxRequest(pod_sandbox_id=sandbox_id), timeout_s)
 
     def remove_sandbox(self, sandbox_id: str) -> None:
         """Remove a sandbox and its containers. Idempotent per the CRI. Raises ``CRIError``."""

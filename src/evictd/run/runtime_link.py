@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import TypeVar
 
-from evictd.adapters.local_kill import STOPPABLE_STATES, LocalKiller
+from evictd.adapters.local_kill import STOPPABLE_STATES, UNANSWERED, LocalKiller
 from evictd.adapters.runtime_node import CYCLE_READ_TIMEOUT_S, PeriodicGC, RuntimeFilesystems, container_stats_by_pod
 from evictd.clock import SYSTEM_CLOCK, Clock
 from evictd.core.engine import Eviction
@@ -32,7 +32,6 @@ RUNTIME_RETRY_S = 5.0
 VERSION_PROBE_TIMEOUT_S = 2.0
 # After a read on the loop's path went unanswered, reads fail at once for this long (CriRuntime).
 UNANSWERED_QUIET_S = 5.0
-UNANSWERED = "DEADLINE_EXCEEDED"  # the gRPC status of a call the runtime did not answer in time
 T = TypeVar("T")
 
 
@@ -67,7 +66,9 @@ class CriRuntime:
     containers' and sandboxes' stats, a pod's sandboxes and containers in the wait after an eviction) wait at most
     CYCLE_READ_TIMEOUT_S each; after one went unanswered (DEADLINE_EXCEEDED), reads fail at once for
     UNANSWERED_QUIET_S (a CRIError saying so), so that a hung runtime costs a cycle one such wait, not one per
-    call. The local stop and the garbage collection keep the client's own deadlines: they act.
+    call. The local stop's calls wait CYCLE_READ_TIMEOUT_S too (StopContainer: plus the grace period), and one
+    unanswered ends the stop through the runtime: the pod's processes are then killed through its cgroup. The
+    garbage collection keeps the client's own deadlines.
     """
 
     attached = True
@@ -79,7 +80,7 @@ class CriRuntime:
         # (`evictd.adapters.cgroup_kill`; pod uid -> processes found). None: none (dry-run, no cgroups).
         self._kill_processes = kill_processes
         self._filesystems = filesystems
-        self._killer = LocalKiller(client)
+        self._killer = LocalKiller(client, answer_within_s=CYCLE_READ_TIMEOUT_S)
         self._gc = gc
         self._clock = clock
         self._unanswered_at: float | None = None  # monotonic time of the last read that went unanswered

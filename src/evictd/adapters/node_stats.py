@@ -64,6 +64,8 @@ from evictd.core.summary import (
     RlimitStats,
     Summary,
     VolumeStats,
+    pod_memory_stats,
+    pod_stats,
 )
 from evictd.cri import NO_RUNTIME, ContainerUsage, Runtime
 
@@ -377,7 +379,7 @@ class NodeStatsSource:
                  remembered: Sequence[ContainerUsage], disk: DiskBlocks | None, at: datetime,
                  problems: list[SampleError]) -> PodStats:
         # The per-pod hot path of a cycle (about a thousand pods): plain loops, no intermediate lists; its two blocks
-        # built with positional arguments (15-25% cheaper than by keyword here), in the dataclasses' field order.
+        # built by `pod_memory_stats` and `pod_stats` (half the time of the dataclasses' constructors).
         memory = None
         process_count = None
         if cgroup is not None:
@@ -385,7 +387,7 @@ class NodeStatsSource:
             # dropping its stats: a pod without stats would be ranked first, evicted on data never read.
             try:
                 usage, working_set, count = self._cgroups.pod_figures(cgroup.path)
-                memory = MemoryStats(at, None, usage, working_set)  # time, available, usage, working set
+                memory = pod_memory_stats(at, usage, working_set)
                 if isinstance(count, SampleError):
                     problems.append(without_traceback(count))
                 else:
@@ -394,9 +396,9 @@ class NodeStatsSource:
                 problems.append(without_traceback(exc))
         if not runtime and not remembered:  # no runtime: the disk figures alone, as built once
             if disk is None:
-                return PodStats(_pod_reference(pod), memory, (), (), None, process_count)
-            return PodStats(_pod_reference(pod), memory, disk.log_containers, disk.volume_stats, disk.ephemeral_storage,
-                            process_count)
+                return pod_stats(_pod_reference(pod), memory, (), (), None, process_count)
+            return pod_stats(_pod_reference(pod), memory, disk.log_containers, disk.volume_stats,
+                             disk.ephemeral_storage, process_count)
         used = disk.used_bytes if disk is not None else 0
         inodes = disk.inodes_used if disk is not None else 0
         logs = {entry.name: entry.logs for entry in disk.log_containers if entry.logs is not None} \

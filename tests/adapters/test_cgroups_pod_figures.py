@@ -1,7 +1,8 @@
 """`CgroupReader.pod_figures` (a pod's usage, working set and process count, its files read under one taking of the
 kept descriptors' lock) gives what `memory` and `process_count` give, errors included and in the same order, read
 through kept descriptors or not; the pod cgroup listing reuses what it found for a folder name only while that name
-is under the same parent. `keeps_files_in` is forced to True so that the fixture trees (tmpfs) take the kept path."""
+is under the same parent. `keeps_files_in` is forced to True so that the fixture trees (tmpfs) take the kept path; a pod
+cgroup listed before (`pod_cgroups`: its files' paths built once) reads the same as one not listed."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import pytest
 from test_cgroups import B_UID, BE_UID, G_UID, ROLE_TO_READING, TREES, Tree, cgroupfs_tree, copy_tree, role_paths
 
 from evictd.adapters import cgroups as cgroups_module
-from evictd.adapters.cgroups import CgroupReader, PodCgroup
+from evictd.adapters.cgroups import CgroupLayout, CgroupReader, PodCgroup
 from evictd.core.errors import SampleError
 
 V1_POD = f"kubepods/burstable/pod{B_UID}"
@@ -22,6 +23,19 @@ V1_POD = f"kubepods/burstable/pod{B_UID}"
 def kept(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> bool:
     monkeypatch.setattr(cgroups_module, "keeps_files_in", lambda folder: bool(request.param))
     return bool(request.param)
+
+
+@pytest.fixture(params=[False, True], ids=["not-listed", "listed"])
+def listed(request: pytest.FixtureRequest) -> bool:
+    return bool(request.param)
+
+
+def reader_of(layout: CgroupLayout, listed: bool) -> CgroupReader:
+    """A reader of `layout`, which has listed the pod cgroups when `listed`."""
+    reader = CgroupReader(layout)
+    if listed:
+        assert reader.pod_cgroups()
+    return reader
 
 
 def as_before(reader: CgroupReader, cgroup: str) -> tuple[int, int, int | tuple[str, str]]:
@@ -40,8 +54,8 @@ def figures(reader: CgroupReader, cgroup: str) -> tuple[int, int, int | tuple[st
 
 
 @pytest.mark.parametrize("tree", TREES, ids=[tree.name for tree in TREES])
-def test_the_figures_of_every_cgroup_are_memorys_and_process_counts(tree: Tree, kept: bool) -> None:
-    reader = CgroupReader(tree.layout())
+def test_the_figures_of_every_cgroup_are_memorys_and_process_counts(tree: Tree, kept: bool, listed: bool) -> None:
+    reader = reader_of(tree.layout(), listed)
     for role, path in [*role_paths(tree).items(), ("root", "")]:
         assert figures(reader, path) == as_before(reader, path), role
     reading = ROLE_TO_READING["b_pod"]
@@ -63,7 +77,7 @@ def test_the_figures_of_every_cgroup_are_memorys_and_process_counts(tree: Tree, 
     ids=lambda damage: "+".join(f"{name}={'missing' if text is None else text.strip()}"
                                 for name, text in damage.items()),
 )
-def test_a_memory_file_that_fails_fails_as_memory_does(tmp_path: Path, kept: bool,
+def test_a_memory_file_that_fails_fails_as_memory_does(tmp_path: Path, kept: bool, listed: bool,
                                                        damage: dict[str, str | None]) -> None:
     tree = cgroupfs_tree(1)
     root = copy_tree(tree, tmp_path)
@@ -74,7 +88,7 @@ def test_a_memory_file_that_fails_fails_as_memory_does(tmp_path: Path, kept: boo
             path.write_text(text)
     with pytest.raises(SampleError) as expected:
         CgroupReader(tree.layout(root)).memory(V1_POD)
-    reader = CgroupReader(tree.layout(root))
+    reader = reader_of(tree.layout(root), listed)
     for _ in range(2):  # opening the descriptors, then through those kept
         with pytest.raises(SampleError) as got:
             reader.pod_figures(V1_POD)
@@ -83,7 +97,7 @@ def test_a_memory_file_that_fails_fails_as_memory_does(tmp_path: Path, kept: boo
 
 
 @pytest.mark.parametrize("content", ["eleven\n", "", None], ids=["word", "empty", "missing"])
-def test_a_process_count_that_fails_is_returned_beside_the_memory_figures(tmp_path: Path, kept: bool,
+def test_a_process_count_that_fails_is_returned_beside_the_memory_figures(tmp_path: Path, kept: bool, listed: bool,
                                                                           content: str | None) -> None:
     tree = cgroupfs_tree(1)
     root = copy_tree(tree, tmp_path)
@@ -94,7 +108,7 @@ def test_a_process_count_that_fails_is_returned_beside_the_memory_figures(tmp_pa
     else:  # no pids.current: the processes in cgroup.procs below, unreadable here
         (root / "memory" / V1_POD / "cgroup.procs").write_text("one\n")
     expected = as_before(CgroupReader(tree.layout(root)), V1_POD)
-    reader = CgroupReader(tree.layout(root))
+    reader = reader_of(tree.layout(root), listed)
     result = figures(reader, V1_POD)
     assert result == expected
     assert figures(reader, V1_POD) == expected  # through the descriptors kept
@@ -104,10 +118,10 @@ def test_a_process_count_that_fails_is_returned_beside_the_memory_figures(tmp_pa
     reader.close()
 
 
-def test_a_file_changed_between_cycles_is_read_anew(tmp_path: Path, kept: bool) -> None:
+def test_a_file_changed_between_cycles_is_read_anew(tmp_path: Path, kept: bool, listed: bool) -> None:
     tree = cgroupfs_tree(1)
     root = copy_tree(tree, tmp_path)
-    reader = CgroupReader(tree.layout(root))
+    reader = reader_of(tree.layout(root), listed)
     before = reader.pod_figures(V1_POD)
     folder = root / "memory" / V1_POD
     (folder / "memory.usage_in_bytes").write_text(f"{before[0] + 4096}\n")  # same inode, rewritten in place

@@ -71,3 +71,26 @@ def test_read_many_reads_each_file_as_read_does(tmp_path: Path) -> None:
     assert kept.sweep() == 1  # files[1] was not read since the last sweep
     assert kept.read_many([str(files[2])]) == [b"2\n"]  # room again
     kept.close()
+
+
+def test_read_many_from_the_first_file_one_pread_does_not_take_on_reads_as_read_does(tmp_path: Path) -> None:
+    files = [tmp_path / name for name in ("memory.usage_in_bytes", "memory.stat", "pids.current")]
+    for n, path in enumerate(files):
+        path.write_bytes(b"%d\n" % n)
+    paths = [str(path) for path in files]
+    kept = KeptFiles(cap=3)
+    assert kept.read_many(paths) == [b"0\n", b"1\n", b"2\n"]  # all three kept now
+    content = b"".join(b"key%d %d\n" % (n, n * 4096) for n in range(4000))
+    files[1].write_bytes(content)  # the middle one past one chunk: read whole, and the one after it
+    files[2].write_bytes(b"20\n")
+    assert kept.read_many(paths) == [b"0\n", content, b"20\n"]
+    # The first one's kept descriptor fails (as a removed cgroup's do, ENODEV): opened anew, and the others read.
+    folder = os.open(tmp_path, os.O_RDONLY)
+    os.dup2(folder, kept._fds[paths[0]])  # the descriptor now reads a folder: EISDIR
+    os.close(folder)
+    files[0].write_bytes(b"10\n")
+    files[1].write_bytes(b"11\n")
+    assert kept.read_many(paths) == [b"10\n", b"11\n", b"20\n"]
+    assert kept.sweep() == 0  # every file was read, whichever way
+    assert kept.read_many(paths) == [b"10\n", b"11\n", b"20\n"]
+    kept.close()

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import copy
 import json
-from dataclasses import replace
+from dataclasses import FrozenInstanceError, fields, replace
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
@@ -30,6 +30,8 @@ from evictd.core.summary import (
     RlimitStats,
     Summary,
     VolumeStats,
+    pod_memory_stats,
+    pod_stats,
     pod_stats_lookup,
     signal_observations,
 )
@@ -654,3 +656,36 @@ def test_summaries_written_as_changes_read_back_as_written_whole(data: st.DataOb
             document = apply_summary_changes(document, json.loads(text))
         assert document == summary_to_dict(summary)
         previous = summary
+
+
+@pytest.mark.parametrize("kind", [MemoryStats, PodStats], ids=lambda kind: kind.__name__)
+def test_the_fast_builders_set_slots_in_field_order(kind: type) -> None:
+    assert [field.name for field in fields(kind)] == list(kind.__dict__["__slots__"])
+
+
+@given(usage=st.integers(min_value=0, max_value=2**64 - 1), working_set=st.integers(min_value=0, max_value=2**64 - 1),
+       count=st.none() | st.integers(min_value=0, max_value=2**22))
+def test_a_pods_blocks_built_fast_are_those_the_constructors_build(usage: int, working_set: int,
+                                                                   count: int | None) -> None:
+    at = datetime(2026, 11, 25, 20, 0, tzinfo=UTC)
+    memory = pod_memory_stats(at, usage, working_set)
+    expected_memory = MemoryStats(time=at, usage_bytes=usage, working_set_bytes=working_set)
+    assert type(memory) is MemoryStats
+    assert [getattr(memory, f.name) for f in fields(MemoryStats)] == \
+        [getattr(expected_memory, f.name) for f in fields(MemoryStats)]
+    assert memory == expected_memory and hash(memory) == hash(expected_memory)
+    ref = PodReference(name="web", namespace="default", uid="u-1")
+    logs = (ContainerStats(name="app", logs=FsStats(time=at, used_bytes=4096, inodes_used=2)),)
+    volumes = (VolumeStats(name="data", time=at, used_bytes=8192, inodes_used=3),)
+    ephemeral = FsStats(time=at, used_bytes=12288, inodes_used=5)
+    for built, expected in [
+        (pod_stats(ref, memory, logs, volumes, ephemeral, count),
+         PodStats(pod_ref=ref, memory=expected_memory, containers=logs, volume_stats=volumes,
+                  ephemeral_storage=ephemeral, process_count=count)),
+        (pod_stats(ref, None, (), (), None, None), PodStats(pod_ref=ref)),
+    ]:
+        assert type(built) is PodStats
+        assert [getattr(built, f.name) for f in fields(PodStats)] == [getattr(expected, f.name) for f in fields(PodStats)]
+        assert built == expected and hash(built) == hash(expected) and repr(built) == repr(expected)
+    with pytest.raises(FrozenInstanceError):
+        memory.usage_bytes = 0  # type: ignore[misc]

@@ -49,7 +49,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import overload
@@ -156,6 +156,11 @@ class MemoryReading:
     limit_bytes: int | None
 
 
+# What `CgroupReader.pod_figures` reads of a v1 pod cgroup: memory.usage_in_bytes, memory.stat,
+# memory.limit_in_bytes, pids.current (paths).
+PodFiles = tuple[str, str, str, str]
+
+
 @dataclass(frozen=True, slots=True)
 class PodCgroup:
     """A pod's cgroup: its path relative to the hierarchy root and its QoS tier (lower-case)."""
@@ -195,7 +200,8 @@ class CgroupReader:
     """
 
     __slots__ = ("_container_pattern", "_keep_memory", "_keep_pids", "_kept", "_memory_dir", "_pids_dir",
-                 "_pod_patterns", "_pods_cgroup", "_qos_cgroups", "_read_memory", "_seen_pods", "_v1", "layout")
+                 "_pod_files", "_pod_patterns", "_pods_cgroup", "_qos_cgroups", "_read_memory", "_seen_pods", "_v1",
+                 "layout")
 
     def __init__(self, layout: CgroupLayout, *, kept_cap: int | None = None) -> None:
         self.layout = layout
@@ -212,7 +218,10 @@ class CgroupReader:
         self._keep_pids = keeps_files_in(self._pids_dir)
         # (parent cgroup, folder name) -> (pod UID, its PodCgroup) for the pod folders of the last listing: a pod's
         # folder keeps its name for the pod's life, so the next listing reuses them instead of matching again.
-        self._seen_pods: dict[tuple[str, str], tuple[str, PodCgroup]] = {}
+        # With the files `pod_figures` reads of it (`_pod_files_of`), built once per pod folder too; `_pod_files` holds
+        # those of the last listing by cgroup path.
+        self._seen_pods: dict[tuple[str, str], tuple[str, PodCgroup, PodFiles | None]] = {}
+        self._pod_files: dict[str, PodFiles] = {}
 
     def end_cycle(self) -> None:
         """Close the kept descriptors of files not read since the previous call (cgroups that went away)."""
@@ -240,7 +249,9 @@ class CgroupReader:
         # (`evictd.core.settled.settled_usage`); a pod's reading only ranks, and keeps one read per file.
         settled = not working_set_only and (folder == self._memory_dir or cgroup == self._pods_cgroup)
         if self._v1 and not settled:
-            usage, inactive_file, limit, _ = self._v1_reading(folder, with_limit=not working_set_only)
+            with_limit = not working_set_only
+            usage, inactive_file, limit, _ = self._v1_reading(_v1_files(folder, with_limit=with_limit),
+                                                              with_limit=with_limit)
         elif self._v1:
             read = self._read_memory
             usage, inactive_file = v1_settled_usage_and_inactive_file(folder, read)
@@ -268,9 +279,8 @@ class CgroupReader:
         """Return `memory(cgroup)`'s usage and working set, read and checked the same way (limit included) without
         building a MemoryReading, and `process_count(cgroup)`, or the SampleError it would raise: the figures of a
         pod's stats. Raises SampleError as `memory` does (its process count is then not wanted)."""
-        folder = cgroup_folder(self._memory_dir, cgroup)
-        if (not self._v1 or folder == self._memory_dir or cgroup == self._pods_cgroup
-                or not self._keep_memory or not self._keep_pids):
+        files = self._pod_files.get(cgroup) or self._pod_files_of(cgroup)
+        if files is None:
             reading = self.memory(cgroup)
             try:
                 count: int | SampleError = self.process_count(cgroup)
@@ -279,32 +289,40 @@ class CgroupReader:
             return reading.usage_bytes, reading.working_set_bytes, count
         # The hot path of a cycle (a thousand pods): its pids.current read with the memory files, under one taking
         # of the kept descriptors' lock.
-        pids_path = self._pids_dir + folder[len(self._memory_dir):] + "/pids.current"  # cgroup_folder's, checked
-        usage, inactive_file, _, pids_data = self._v1_reading(folder, with_limit=True, pids_path=pids_path)
+        usage, inactive_file, _, got = self._v1_reading(files, with_limit=True)
         try:
-            count = self._process_count_of(cgroup, pids_path, pids_data)
+            count = self._process_count_of(cgroup, files[3], got[3])
         except SampleError as exc:
             count = exc
         return usage, working_set_from(usage, inactive_file), count
 
-    def _v1_reading(self, folder: str, *, with_limit: bool,
-                    pids_path: str | None = None) -> tuple[int, int, int | None, bytes | None]:
-        """Usage, total_inactive_file and (`with_limit`, else None) limit of a v1 memory cgroup folder, and what a
-        kept descriptor read of `pids_path` (None: not given, or not read), each file read once: first all through
-        kept descriptors (one taking of their lock), then parsed in that order, a file not kept read by open + read
-        (which raises SampleError, in the same order as reading one by one)."""
-        usage_path = folder + "/memory.usage_in_bytes"
-        stat_path = folder + "/memory.stat"
-        limit_path = folder + "/memory.limit_in_bytes"
-        paths = (usage_path, stat_path, *((limit_path,) if with_limit else ()), *((pids_path,) if pids_path else ()))
-        got = self._kept.read_many(paths) if self._keep_memory else [None] * len(paths)
-        usage, inactive_file = _v1_usage_and_inactive_file_of(usage_path, stat_path, got[0], got[1])
-        pids_data = got[-1] if pids_path else None
+    def _pod_files_of(self, cgroup: str) -> PodFiles | None:
+        """The files `pod_figures` reads of `cgroup` all at once (a v1 cgroup below the pods cgroup, its memory and
+        pids files kept): usage, memory.stat, limit, pids.current. None: read as `memory` and `process_count` do."""
+        folder = cgroup_folder(self._memory_dir, cgroup)
+        if (not self._v1 or folder == self._memory_dir or cgroup == self._pods_cgroup
+                or not self._keep_memory or not self._keep_pids):
+            return None
+        usage, stat, limit = _v1_files(folder, with_limit=True)
+        return usage, stat, limit, self._pids_dir + folder[len(self._memory_dir):] + "/pids.current"  # checked above
+
+    def _v1_reading(self, files: tuple[str, ...], *, with_limit: bool) -> tuple[int, int, int | None,
+                                                                               Sequence[bytes | None]]:
+        """Usage, total_inactive_file and (`with_limit`, else None) limit of a v1 memory cgroup whose `files` are
+        `_v1_files`' (and any more to read with them), and what kept descriptors read of each of `files` (None: not
+        read), each file read once: first all through kept descriptors (one taking of their lock), then parsed in
+        that order, a file not kept read by open + read (which raises SampleError, in the same order as reading one
+        by one)."""
+        got = self._kept.read_many(files) if self._keep_memory else (None,) * len(files)
+        # The usage parsed before memory.stat is read, as `v1_usage_and_inactive_file` does.
+        path, data = files[0], got[0]
+        usage = _uint(path, read_file(path) if data is None else data)
+        path, data = files[1], got[1]
+        inactive_file = flat_keyed_value(path, read_file(path) if data is None else data, V1_INACTIVE_FILE_KEY)
         if not with_limit:
-            return usage, inactive_file, None, pids_data
-        data = got[2]
-        return (usage, inactive_file, _limit(_uint(limit_path, read_file(limit_path) if data is None else data)),
-                pids_data)
+            return usage, inactive_file, None, got
+        path, data = files[2], got[2]
+        return usage, inactive_file, _limit(_uint(path, read_file(path) if data is None else data)), got
 
     def process_count(self, cgroup: str) -> int:
         """Return the number of tasks in ``cgroup`` and its descendants: ``pids.current``, or where there is none
@@ -351,14 +369,16 @@ class CgroupReader:
         """
         pods = self._pods_cgroup
         found: dict[str, PodCgroup] = {}
-        seen: dict[tuple[str, str], tuple[str, PodCgroup]] = {}
+        seen: dict[tuple[str, str], tuple[str, PodCgroup, PodFiles | None]] = {}
+        files: dict[str, PodFiles] = {}
         names = child_cgroups(cgroup_folder(self._memory_dir, pods))
-        self._collect_pods(pods, names, QOS_GUARANTEED, found, seen)
+        self._collect_pods(pods, names, QOS_GUARANTEED, found, seen, files)
         for qos, tier_name in self._qos_cgroups.items():
             if tier_name in names:
                 tier = join_cgroup(pods, tier_name)
-                self._collect_pods(tier, child_cgroups(cgroup_folder(self._memory_dir, tier)), qos, found, seen)
+                self._collect_pods(tier, child_cgroups(cgroup_folder(self._memory_dir, tier)), qos, found, seen, files)
         self._seen_pods = seen  # only this listing's: the folders of pods gone are forgotten
+        self._pod_files = files
         return found
 
     def pod_folder(self, pod_uid: str) -> str | None:
@@ -381,9 +401,11 @@ class CgroupReader:
         return found
 
     def _collect_pods(self, parent: str, names: frozenset[str], qos: str, found: dict[str, PodCgroup],
-                      seen: dict[tuple[str, str], tuple[str, PodCgroup]]) -> None:
-        """Add the pods among `names` (the child folders of `parent`, a cgroup of tier `qos`) to `found`, and each
-        one's (UID, PodCgroup) to `seen` (taken from the last listing's where it was there: same name, same pod)."""
+                      seen: dict[tuple[str, str], tuple[str, PodCgroup, PodFiles | None]],
+                      files: dict[str, PodFiles]) -> None:
+        """Add the pods among `names` (the child folders of `parent`, a cgroup of tier `qos`) to `found`, each one's
+        (UID, PodCgroup, `_pod_files_of`) to `seen` (taken from the last listing's where it was there: same name,
+        same pod) and its files to `files`."""
         match = self._pod_patterns[qos].fullmatch
         systemd = self.layout.driver == "systemd"
         last = self._seen_pods
@@ -395,9 +417,12 @@ class CgroupReader:
                 if hit is None:
                     continue
                 uid = hit.group(1).replace("_", "-") if systemd else hit.group(1)
-                known = (uid, PodCgroup(path=join_cgroup(parent, name), qos=qos))
+                path = join_cgroup(parent, name)
+                known = (uid, PodCgroup(path=path, qos=qos), self._pod_files_of(path))
             seen[key] = known
             found[known[0]] = known[1]
+            if known[2] is not None:
+                files[known[1].path] = known[2]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -448,12 +473,10 @@ def _read_and_close(path: str, fd: int) -> bytes:
         os.close(fd)
 
 
-def _v1_usage_and_inactive_file_of(usage_path: str, stat_path: str, usage: bytes | None,
-                                   stat: bytes | None) -> tuple[int, int]:
-    """A v1 cgroup's usage and total_inactive_file from what kept descriptors read of its two files (None: read
-    it now by open + read): the usage parsed before memory.stat is read, as `v1_usage_and_inactive_file` does."""
-    value = _uint(usage_path, read_file(usage_path) if usage is None else usage)
-    return value, flat_keyed_value(stat_path, read_file(stat_path) if stat is None else stat, V1_INACTIVE_FILE_KEY)
+def _v1_files(folder: str, *, with_limit: bool) -> tuple[str, ...]:
+    """The files a v1 memory reading of `folder` reads, in order: usage, memory.stat and (`with_limit`) limit."""
+    return (folder + "/memory.usage_in_bytes", folder + "/memory.stat",
+            *((folder + "/memory.limit_in_bytes",) if with_limit else ()))
 
 
 def v1_usage(folder: str, read: Callable[[str], bytes] = read_file) -> int:

@@ -110,23 +110,26 @@ class KeptFiles:
     def read_many(self, paths: Sequence[str]) -> list[bytes | None]:
         """`read` of each of `paths` in turn under one taking of the lock (a cgroup's files of one reading): the
         content of each, or None where `read` would return None."""
-        got: list[bytes | None] = []
         with self._lock:
-            fds = self._fds
-            for path in paths:
-                fd = fds.get(path)
-                if fd is not None:
-                    # The hot path of a cycle: a kept descriptor whose one pread gets the whole file.
-                    try:
-                        data = os.pread(fd, PREAD_CHUNK_BYTES, 0)
-                    except OSError:
-                        data = None
-                    if data is not None and len(data) < PREAD_CHUNK_BYTES:
-                        self._read_since_sweep.add(path)
-                        got.append(data)
-                        continue
-                got.append(self._read_locked(path))  # every other case, as `read` handles it (pread again)
-        return got
+            # The hot path of a cycle: each file kept, its one pread getting the whole file. From the first file where
+            # that is not so (not kept yet, a failure, a longer file), each is read as `read` reads it.
+            fds, pread = self._fds, os.pread
+            got: list[bytes | None] = []
+            try:
+                for path in paths:
+                    data = pread(fds[path], PREAD_CHUNK_BYTES, 0)
+                    if len(data) == PREAD_CHUNK_BYTES:
+                        break
+                    got.append(data)
+            except (KeyError, OSError):
+                pass
+            read = len(got)
+            if read == len(paths):
+                self._read_since_sweep.update(paths)
+                return got
+            self._read_since_sweep.update(paths[:read])
+            got.extend(self._read_locked(path) for path in paths[read:])
+            return got
 
     def _read_locked(self, path: str) -> bytes | None:
         """`read` with the lock held."""
@@ -163,7 +166,7 @@ class KeptFiles:
     def sweep(self) -> int:
         """Close the descriptors of files not read since the previous sweep; return how many were closed."""
         with self._lock:
-            gone = [path for path in self._fds if path not in self._read_since_sweep]
+            gone = self._fds.keys() - self._read_since_sweep  # a set difference, in C: ~4,000 paths each cycle
             for path in gone:
                 os.close(self._fds.pop(path))
             self._read_since_sweep.clear()

@@ -65,6 +65,8 @@ from evictd.core.summary import (
     RlimitStats,
     Summary,
     VolumeStats,
+    pod_memory_stats,
+    pod_stats,
 )
 from evictd.cri import NO_RUNTIME, ContainerUsage, Runtime
 
@@ -336,16 +338,21 @@ class NodeStatsSource:
         result = []
         built = self._disk_blocks
         blocks_now: dict[PodKey, DiskBlocks] = {}
+        one_pod = self._one_pod
         for pod, key, disk in zip(pods, keys, self.disk_usage.readings(keys, now), strict=True):
+            # The per-pod loop of a cycle (about a thousand pods): what is empty is not looked up.
             blocks = None
-            if disk.figures is not None:
+            figures = disk.figures
+            if figures is not None:
                 blocks = built.get(key)
-                if blocks is None or blocks.figures is not disk.figures:
-                    blocks = disk_blocks(disk.figures)
+                if blocks is None or blocks.figures is not figures:
+                    blocks = disk_blocks(figures)
                 blocks_now[key] = blocks
-            problems.extend(disk.problems)
-            result.append(self._one_pod(pod, cgroups.get(pod.uid), runtime.get(pod.uid, ()),
-                                        remembered.get(pod.uid, ()), blocks, at, problems))
+            if disk.problems:
+                problems.extend(disk.problems)
+            uid = pod.uid
+            result.append(one_pod(pod, cgroups.get(uid), runtime.get(uid, ()) if runtime else (),
+                                  remembered.get(uid, ()) if remembered else (), blocks, at, problems))
         self._disk_blocks = blocks_now
         return self._with_sandbox_fallback(tuple(result), at, problems)
 
@@ -390,7 +397,8 @@ class NodeStatsSource:
     def _one_pod(self, pod: Pod, cgroup: PodCgroup | None, runtime: Sequence[ContainerUsage],
                  remembered: Sequence[ContainerUsage], disk: DiskBlocks | None, at: datetime,
                  problems: list[SampleError]) -> PodStats:
-        # The per-pod hot path of a cycle (about a thousand pods): plain loops, no intermediate lists.
+        # The per-pod hot path of a cycle (about a thousand pods): plain loops, no intermediate lists; its two blocks
+        # built by `pod_memory_stats` and `pod_stats` (half the time of the dataclasses' constructors).
         memory = None
         process_count = None
         if cgroup is not None:
@@ -398,7 +406,7 @@ class NodeStatsSource:
             # dropping its stats: a pod without stats would be ranked first, evicted on data never read.
             try:
                 usage, working_set, count = self._cgroups.pod_figures(cgroup.path)
-                memory = MemoryStats(time=at, usage_bytes=usage, working_set_bytes=working_set)
+                memory = pod_memory_stats(at, usage, working_set)
                 if isinstance(count, SampleError):
                     problems.append(without_traceback(count))
                 else:
@@ -406,14 +414,10 @@ class NodeStatsSource:
             except SampleError as exc:
                 problems.append(without_traceback(exc))
         if not runtime and not remembered:  # no runtime: the disk figures alone, as built once
-            return PodStats(
-                pod_ref=_pod_reference(pod),
-                memory=memory,
-                containers=disk.log_containers if disk is not None else (),
-                volume_stats=disk.volume_stats if disk is not None else (),
-                ephemeral_storage=disk.ephemeral_storage if disk is not None else None,
-                process_count=process_count,
-            )
+            if disk is None:
+                return pod_stats(_pod_reference(pod), memory, (), (), None, process_count)
+            return pod_stats(_pod_reference(pod), memory, disk.log_containers, disk.volume_stats,
+                             disk.ephemeral_storage, process_count)
         used = disk.used_bytes if disk is not None else 0
         inodes = disk.inodes_used if disk is not None else 0
         logs = {entry.name: entry.logs for entry in disk.log_containers if entry.logs is not None} \

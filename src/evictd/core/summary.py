@@ -190,6 +190,59 @@ class Observation:
 
 
 # --------------------------------------------------------------------------------------------------
+# A pod's blocks, built a thousand times a cycle
+
+# A frozen dataclass's generated __init__ sets each field through object.__setattr__: building a pod's MemoryStats and
+# PodStats that way costs about as much Python as the rest of reading the pod (docs/measured-figures.md, issue 37 item
+# 6). `pod_memory_stats` and `pod_stats` build the very objects the constructors build (tests/core/test_summary.py
+# pins equality, field for field) by setting their slots through the slots' own descriptors, in half the time; any
+# other block is built by its constructor.
+_new_object = object.__new__
+
+
+def _slot_setters(cls: type) -> tuple[Callable[[object, object], None], ...]:
+    """The `__set__` of each slot of a slotted dataclass `cls`, in field order (which is its `__slots__` order)."""
+    return tuple(cls.__dict__[name].__set__ for name in cls.__dict__["__slots__"])
+
+
+_MEMORY_STATS_SETTERS = _slot_setters(MemoryStats)
+_POD_STATS_SETTERS = _slot_setters(PodStats)
+
+
+def pod_memory_stats(time: datetime, usage_bytes: int, working_set_bytes: int) -> MemoryStats:
+    """Return ``MemoryStats(time=time, usage_bytes=usage_bytes, working_set_bytes=working_set_bytes)``."""
+    (set_time, set_available, set_usage, set_working_set, set_rss, set_page_faults, set_major_page_faults, set_psi,
+     set_reclaim) = _MEMORY_STATS_SETTERS  # one name a field: a field added to MemoryStats fails here, loudly
+    stats = _new_object(MemoryStats)
+    set_time(stats, time)
+    set_available(stats, None)
+    set_usage(stats, usage_bytes)
+    set_working_set(stats, working_set_bytes)
+    set_rss(stats, None)
+    set_page_faults(stats, None)
+    set_major_page_faults(stats, None)
+    set_psi(stats, None)
+    set_reclaim(stats, None)
+    return stats
+
+
+def pod_stats(pod_ref: PodReference, memory: MemoryStats | None, containers: tuple[ContainerStats, ...],
+              volume_stats: tuple[VolumeStats, ...], ephemeral_storage: FsStats | None,
+              process_count: int | None) -> PodStats:
+    """Return ``PodStats(pod_ref=pod_ref, memory=memory, ...)`` with every field given."""
+    (set_pod_ref, set_memory, set_containers, set_volume_stats, set_ephemeral_storage,
+     set_process_count) = _POD_STATS_SETTERS  # as in `pod_memory_stats`
+    stats = _new_object(PodStats)
+    set_pod_ref(stats, pod_ref)
+    set_memory(stats, memory)
+    set_containers(stats, containers)
+    set_volume_stats(stats, volume_stats)
+    set_ephemeral_storage(stats, ephemeral_storage)
+    set_process_count(stats, process_count)
+    return stats
+
+
+# --------------------------------------------------------------------------------------------------
 # Observations
 
 

@@ -31,7 +31,7 @@ from evictd.core.engine import Eviction, PodCondition
 from evictd.core.errors import KubeError
 from evictd.core.pods import FrozenMap
 from evictd.kube.events import EventRecorder
-from evictd.kube.evictor import KubePodEvictor
+from evictd.kube.evictor import UNANSWERED_QUIET_S, KubePodEvictor
 from evictd.kube.journal import ApiStep, EvictionJournal, JournalEntry, Outcome, entry_to_json
 from full_filesystem import UnwritableFolder
 from log_capture import LogCapture
@@ -304,9 +304,10 @@ class Evictor:
         self.log, self.failures = LogCapture(), Counter()
         self.journal = open_journal(folder / "evictions.json", self.log, failures=self.failures)
         self.stopped: list[Eviction] = []
+        self.clock = ManualClock(0.0)
         self.evictor = KubePodEvictor(self.client, self.journal, EventRecorder(self.client, "node-1"),
                                       runtime=SimpleNamespace(attached=True, stop_pod=self.stopped.append),  # type: ignore[arg-type]
-                                      timeout_s=0.5)
+                                      timeout_s=0.5, clock=self.clock)
 
 
 @pytest.fixture
@@ -367,6 +368,7 @@ def test_with_the_api_down_and_an_unwritable_journal_the_pod_is_still_stopped_lo
 
     apiserver.faults.clear()
     unwritable_state.make_writable()
+    made.clock.advance(UNANSWERED_QUIET_S)  # the API, unanswered (reset), is asked again after that
     assert made.evictor.replay() == []
     [written] = json.loads((unwritable_state.folder / "evictions.json").read_text())["evictions"]
     assert written["stopped_locally"] and written["deleted"] and written["event_written"]

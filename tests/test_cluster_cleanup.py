@@ -7,7 +7,7 @@ ends the wait; the pod leaving the API does, and so does the runtime reporting n
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import SimpleNamespace
 from typing import Any
 
@@ -15,8 +15,10 @@ import pytest
 
 from clocks import ManualClock
 from evictd.core.engine import Eviction
+from evictd.core.engine_rules import MINIMUM_GRACE_PERIOD_S
 from evictd.core.pods import Pod
-from evictd.kube.cluster import POD_CLEANUP_POLL_S, POD_CLEANUP_TIMEOUT_S, ClusterSync
+from evictd.kube.cluster import OVERDUE_MARGIN_S, POD_CLEANUP_POLL_S, POD_CLEANUP_TIMEOUT_S, ClusterSync
+from log_capture import LogCapture
 
 
 @dataclass
@@ -42,10 +44,10 @@ def eviction(uid: str) -> Eviction:
 
 
 def sync(watch: ScriptedWatch, clock: ManualClock, pod_running: Any = None,
-         should_stop: Callable[[], bool] = lambda: False) -> ClusterSync:
+         should_stop: Callable[[], bool] = lambda: False, evictor: Any = None, log: Any = None) -> ClusterSync:
     runtime = SimpleNamespace(pod_running=pod_running or (lambda uid: None))  # the runtime slot, as the sync asks it
-    return ClusterSync(watcher=watch, evictor=None, node_writer=None, events=None,  # type: ignore[arg-type]
-                       on_error=lambda error: None, log=None, runtime=runtime, should_stop=should_stop,
+    return ClusterSync(watcher=watch, evictor=evictor, node_writer=None, events=None,  # type: ignore[arg-type]
+                       on_error=lambda error: None, log=log, runtime=runtime, should_stop=should_stop,
                        clock=clock)
 
 
@@ -112,3 +114,35 @@ def test_a_hard_threshold_met_ends_the_wait_at_once() -> None:
 
     assert not sync(watch, clock, lambda uid: True).wait_for_cleanup([eviction("a")], pause)
     assert 2.0 <= clock.now_s < 2.0 + POD_CLEANUP_POLL_S + 1e-9
+
+
+class OverdueStops:
+    """The evictor's `stop_overdue`, recorded: stopping a pod makes the runtime report it stopped."""
+
+    def __init__(self, running: dict[str, bool], clock: ManualClock) -> None:
+        self.running = running
+        self.clock = clock
+        self.stopped_at: dict[str, float] = {}
+
+    def stop_overdue(self, evicted: Eviction) -> str:
+        self.stopped_at[evicted.pod.uid] = self.clock.now_s
+        self.running[evicted.pod.uid] = False
+        return "by killing its 1 processes through its cgroup"
+
+
+def test_a_pod_evicted_at_once_that_still_runs_past_its_grace_period_is_stopped_locally() -> None:
+    """Issue 36's real node: the API took the hard eviction, the kubelet, starved, did not kill the pod, and the
+    kernel's OOM killer did 30 s later. A soft eviction's pod is left to its kubelet (its grace period is the point)."""
+    clock = ManualClock(0.0)
+    hard = eviction("a")  # a local-storage or hard eviction: grace period 1 s, stopped with 2 s
+    soft = replace(eviction("b"), threshold=SimpleNamespace(is_hard=False))  # type: ignore[arg-type]
+    watch = ScriptedWatch({"a": hard.pod, "b": soft.pod})
+    running = {"a": True, "b": True}
+    stops = OverdueStops(running, clock)
+    log = LogCapture()
+    cluster = sync(watch, clock, lambda uid: running[uid], evictor=stops, log=log)
+    assert not cluster.wait_for_cleanup([hard, soft])
+    assert list(stops.stopped_at) == ["a"], "only the pod evicted at once"
+    assert MINIMUM_GRACE_PERIOD_S + OVERDUE_MARGIN_S <= stops.stopped_at["a"] \
+        < MINIMUM_GRACE_PERIOD_S + OVERDUE_MARGIN_S + POD_CLEANUP_POLL_S + 1e-9
+    assert log.named("evicted pod still running past its grace period: stopped locally")

@@ -27,8 +27,9 @@ from containerd_harness import (
 )
 from cri_fixtures import PodFactory
 
-from evictd.adapters.local_kill import MINIMUM_GRACE_PERIOD_S, LocalKiller, stop_grace_period_s
+from evictd.adapters.local_kill import LocalKiller
 from evictd.core.engine import Eviction
+from evictd.core.engine_rules import MINIMUM_GRACE_PERIOD_S, stop_grace_period_s
 from evictd.core.errors import CRIError
 from evictd.core.pods import Pod
 from evictd.core.runtime import POD_UID_LABEL, Container, ContainerState, Sandbox, SandboxState
@@ -114,7 +115,7 @@ def scripted(containers: Sequence[Container], sandboxes: Sequence[Sandbox] | Non
                          ids=["hard-eviction-floored", "at-the-floor", "soft-eviction-as-is"])
 def test_grace_period_is_the_effective_one_floored_at_two_seconds(effective_s: int, sent_s: int) -> None:
     assert MINIMUM_GRACE_PERIOD_S == 2
-    assert stop_grace_period_s(eviction_of(WEB, effective_s)) == sent_s
+    assert stop_grace_period_s(effective_s) == sent_s
     runtime = scripted([container("c1", "sb-web", "uid-web")])
     result = LocalKiller(runtime).kill(eviction_of(WEB, effective_s))
     assert runtime.calls[0] == ("StopContainer", "c1", sent_s)

@@ -37,7 +37,7 @@ from e2e_node import (
 )
 from evictd_process import EvictdProcess
 
-from evictd.adapters.local_kill import MINIMUM_GRACE_PERIOD_S
+from evictd.core.engine_rules import MINIMUM_GRACE_PERIOD_S
 
 MiB = 1 << 20
 PODS_LIMIT_BYTES = 400 * MiB

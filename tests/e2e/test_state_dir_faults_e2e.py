@@ -34,7 +34,7 @@ from e2e_node import (
 )
 from evictd_process import EvictdProcess
 
-from evictd.adapters.local_kill import MINIMUM_GRACE_PERIOD_S
+from evictd.core.engine_rules import MINIMUM_GRACE_PERIOD_S
 from evictd.state_dir import ENGINE_STATE_FILE, ENGINE_STATE_TEMPORARY_PREFIX, RECORDING_FOLDER
 from full_filesystem import UnwritableFolder
 

@@ -499,6 +499,21 @@ def test_after_a_request_went_unanswered_hard_evictions_and_replays_do_not_wait_
         harness.client.close()
 
 
+def test_a_pod_the_api_evicted_but_its_kubelet_did_not_stop_is_stopped_locally_once(
+    apiserver: ApiServer, harness: Harness
+) -> None:
+    apiserver.store.create_pod(hog())
+    eviction = hard_eviction(hog())
+    harness.evictor.evict(eviction)  # the API took it: nothing stopped locally
+    assert harness.local_kill.calls == []
+
+    assert harness.evictor.stop_overdue(eviction) == "through the container runtime"
+    assert harness.local_kill.calls == [eviction]
+    assert harness.file_entries()["uid-hog"]["stopped_locally"] is True
+    assert harness.evictor.stop_overdue(eviction) is None, "stopped once"
+    assert harness.local_kill.calls == [eviction]
+
+
 def test_a_soft_eviction_the_api_refuses_waits_for_the_api(apiserver: ApiServer, harness: Harness) -> None:
     apiserver.store.create_pod(hog())
     eviction = soft_eviction(hog())

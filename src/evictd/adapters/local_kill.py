@@ -37,11 +37,9 @@ from typing import Protocol
 
 from evictd.clock import SYSTEM_CLOCK, Clock
 from evictd.core.engine import Eviction
+from evictd.core.engine_rules import stop_grace_period_s
 from evictd.core.errors import CRIError
 from evictd.core.runtime import Container, ContainerState, Sandbox, SandboxState
-
-# pkg/kubelet/kuberuntime: minimumGracePeriodInSeconds.
-MINIMUM_GRACE_PERIOD_S = 2
 
 # What the kubelet stops: running containers (its "running pod" lists only those); an UNKNOWN one may still
 # be running, and stopping an exited container is a harmless no-op, so UNKNOWN is stopped too.
@@ -81,11 +79,6 @@ class KillResult:
     container_ids: tuple[str, ...]
     sandbox_ids: tuple[str, ...]
     elapsed_s: float
-
-
-def stop_grace_period_s(eviction: Eviction) -> int:
-    """Return the CRI StopContainer timeout for an eviction: its effective grace period, at least 2 s."""
-    return max(eviction.effective_grace_period_s, MINIMUM_GRACE_PERIOD_S)
 
 
 def containers_to_stop(sandboxes: Sequence[Sandbox], containers: Sequence[Container], pod_uid: str) -> list[Container]:
@@ -142,7 +135,7 @@ class LocalKiller:
         """
         started = self._clock.monotonic()
         pod = eviction.pod
-        grace_s = stop_grace_period_s(eviction)
+        grace_s = stop_grace_period_s(eviction.effective_grace_period_s)
         sandboxes = self._pod_sandboxes(eviction)
         if not sandboxes:
             return KillResult(pod.key, pod.uid, False, grace_s, (), (), self._clock.monotonic() - started)

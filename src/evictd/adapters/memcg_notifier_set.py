@@ -36,6 +36,7 @@ from evictd.adapters.notifiers import Notifier
 from evictd.core.errors import SampleError
 from evictd.core.memcg import (
     CLOSE_READING_S,
+    STATS_CATCH_UP_S,
     approach_watch_level,
     approach_watch_stale,
     armed_inactive_file,
@@ -61,6 +62,11 @@ from evictd.core.thresholds import Threshold
 
 # While a memcg level is being registered, or the kernel's statistics are behind, usage is read this often.
 UNWATCHED_RECHECK_S = 0.002
+# After a level fired for what its figures called page cache, near the level: how often, and for how long, usage and
+# memory.stat are read again (memory.stat folds page cache dropped since in at least every 2 s; until then it still
+# counts it, so the crossing looked like page cache and no other firing comes: in the test of a crossing after page
+# cache was dropped, 1 run in 8 was decided only at the next tick).
+LEVEL_CLOSE_READING_EVERY_S = 0.02
 
 # What the re-arming thread is asked to register: (threshold index, which notifier, level, usage seen).
 _Job = tuple[int, Watch, int, int]
@@ -120,9 +126,9 @@ class MemcgNotifierSet:
         # the usage level the kernel is not watching yet, as (cgroup folder, level). A registration waits for an RCU
         # grace period, which under load takes 100 ms and more; meanwhile a crossing would go unannounced.
         self._unwatched: dict[int, tuple[str, int]] = {}
-        # Each threshold read closely (usage and memory.stat, every 2 ms) until it is met or until when (monotonic),
-        # and why: the statistics behind (`stats_behind`), or a watch that fired near the level.
-        self._read_closely: dict[int, tuple[float, str]] = {}
+        # Each threshold read closely (usage and memory.stat) until it is met or until when (monotonic), why (the
+        # statistics behind, `stats_behind`, or a firing near the level) and how often (seconds).
+        self._read_closely: dict[int, tuple[float, str, float]] = {}
         # When each threshold's level last fired while it was not met (monotonic): a crossing the next cycles'
         # statistics may not show yet.
         self._crossed_at: dict[int, float] = {}
@@ -188,10 +194,14 @@ class MemcgNotifierSet:
         needing = [notifier for index, watch, notifier in fired if self._judged(index, watch, figures)]
         self.cause = MEMCG_CAUSE if needing or not fired else MEMCG_REARM_CAUSE
         self.description = ", ".join(n.description for n in (needing or [n for _, _, n in fired]))
-        for index, watch, _ in fired:
+        for index, watch, notifier in fired:
             if watch is not Watch.LEVEL:
-                self._read_closely_if_near(index, figures)
+                self._read_closely_if_near(index, figures, CLOSE_READING_S, UNWATCHED_RECHECK_S)
             else:
+                if notifier not in needing:
+                    # Judged page cache on memory.stat's inactive file, which may still count page cache already
+                    # dropped: read again until the statistics can have caught up (no cycle will).
+                    self._read_closely_if_near(index, figures, STATS_CATCH_UP_S, LEVEL_CLOSE_READING_EVERY_S)
                 with self._lock:
                     if not self._met[index]:
                         self._crossed_at[index] = time.monotonic()
@@ -201,10 +211,12 @@ class MemcgNotifierSet:
 
     @property
     def recheck_s(self) -> float | None:
-        """`UNWATCHED_RECHECK_S` while a level is being registered that the one armed cannot stand in for, or while
-        a threshold is read closely (the Waiter then polls `recheck`), else None."""
+        """`UNWATCHED_RECHECK_S` while a level is being registered that the one armed cannot stand in for, the
+        shortest period of the thresholds read closely (the Waiter then polls `recheck`), else None."""
         with self._lock:
-            return UNWATCHED_RECHECK_S if self._unwatched or self._read_closely else None
+            if self._unwatched:
+                return UNWATCHED_RECHECK_S
+            return min((every_s for _, _, every_s in self._read_closely.values()), default=None)
 
     def recheck(self) -> bool:
         """Whether usage crossed a level the kernel is not watching yet (one read of ``memory.usage_in_bytes`` per
@@ -222,7 +234,7 @@ class MemcgNotifierSet:
             if usage >= level:
                 crossed.append(f"{memcg_notifier_description(self.thresholds[index])} (crossed while re-armed)")
         now = time.monotonic()
-        for index, (until, why) in closely.items():
+        for index, (until, why, _) in closely.items():
             if self._met_on_close_reading(index, until, now):
                 crossed.append(f"{memcg_notifier_description(self.thresholds[index])} ({why})")
         if crossed:
@@ -245,16 +257,22 @@ class MemcgNotifierSet:
                 self._read_closely.pop(index, None)
         return met
 
-    def _read_closely_if_near(self, index: int, figures: dict[str, tuple[int, int] | None]) -> None:
-        """Start a close reading of threshold `index` (`CLOSE_READING_S`) when `figures` put it within
-        `CLOSE_READING_BYTES` of its working-set level and not met."""
+    def _read_closely_if_near(self, index: int, figures: dict[str, tuple[int, int] | None], for_s: float,
+                              every_s: float) -> None:
+        """Start a close reading of threshold `index` (for `for_s`, every `every_s`; one under way at a shorter period
+        stays) when `figures` put it within `CLOSE_READING_BYTES` of its working-set level and not met."""
         read = figures.get(self._cgroup_dirs[index])
         with self._lock:
             working_set_level_bytes, met = self._working_set_levels[index], self._met[index]
             if read is None or working_set_level_bytes is None:
                 return
             if close_reading_wanted(met, working_set_level_bytes, working_set_from(*read)):
-                self._read_closely[index] = (time.monotonic() + CLOSE_READING_S, "met while read closely")
+                under_way = self._read_closely.get(index)
+                until = time.monotonic() + for_s
+                if under_way is not None and under_way[2] < every_s:
+                    until = max(until, under_way[0])
+                    every_s = under_way[2]
+                self._read_closely[index] = (until, "met while read closely", every_s)
 
     def may_change_decision(self) -> bool:
         """Whether a wake-up that names no threshold (a PSI trigger) may change the decision: a threshold met in
@@ -392,8 +410,9 @@ class MemcgNotifierSet:
             crossing_matters = close_reading_until(now, met=met, behind=False, crossed_at=crossed_at) is not None
             if crossed_at is not None and not crossing_matters:
                 del self._crossed_at[index]  # met since, or too long ago to matter
-            if until is not None:
-                self._read_closely.setdefault(index, (until, "met once the kernel's statistics caught up"))
+            under_way = self._read_closely.get(index)
+            if until is not None and (under_way is None or under_way[2] > UNWATCHED_RECHECK_S):
+                self._read_closely[index] = (until, "met once the kernel's statistics caught up", UNWATCHED_RECHECK_S)
             elif met:
                 self._read_closely.pop(index, None)
         return level_from(working_set_level_bytes, usage, armed_inactive_file(usage - working_set, fresh)), usage

@@ -21,6 +21,9 @@ from evictd.core.thresholds import Threshold
 # Grace period given to pods evicted for a hard threshold or a local-storage limit (the kubelet's
 # immediateEvictionGracePeriodSeconds; 0 would mean "use the pod's own" downstream, kubernetes#115819).
 IMMEDIATE_EVICTION_GRACE_PERIOD_S = 1
+# The least time the kubelet gives a container to stop, whatever the override (pkg/kubelet/kuberuntime:
+# minimumGracePeriodInSeconds): what an eviction's stop sends as its grace period (`stop_grace_period_s`).
+MINIMUM_GRACE_PERIOD_S = 2
 
 # evictd's memory stall signals read the larger of the kernel's avg10 and evictd's own 1-10 s window
 # (`evictd.core.summary.stall_share`); once a stall stops the window's share falls within a window, but avg10 lags
@@ -100,6 +103,12 @@ def stall_settling(thresholds: Sequence[Threshold], stall_evicted_at: float | No
 
 
 # --- grace periods (eviction_manager.go, the pod worker's calculateEffectiveGracePeriod) ------------------
+
+
+def stop_grace_period_s(effective_grace_period_s: int) -> int:
+    """The grace period a pod evicted with `effective_grace_period_s` is stopped with (CRI StopContainer's timeout):
+    at least `MINIMUM_GRACE_PERIOD_S`, as the kubelet's killContainer gives it."""
+    return max(effective_grace_period_s, MINIMUM_GRACE_PERIOD_S)
 
 
 def grace_period_override_s(threshold: Threshold, pod: Pod, max_pod_grace_period_s: int) -> int:

@@ -25,7 +25,8 @@ decided should not wait for). A third usage threshold, the *approach watch*, sit
 (`approach_watch_level`): page cache dropped while anonymous memory grows by more crosses no drop watch, and
 usage rising past the approach watch has the level judged again on fresh figures. A watch that fires within
 `CLOSE_READING_BYTES` of a threshold not met starts a close reading (usage and memory.stat every few
-milliseconds for `CLOSE_READING_S`).
+milliseconds for `CLOSE_READING_S`), and so does a level's firing judged page cache there (every 20 ms for
+`STATS_CATCH_UP_S`: memory.stat may still count page cache already dropped, and no cycle follows such a firing).
 
 Wake-ups earn their cycle (issue #29): a threshold met in a cycle's readings has no drop watch (usage falling
 cannot make it met; its level, below usage, still fires when usage falls past it), and a notifier that fires is

@@ -10,7 +10,10 @@ from the API or, with a container runtime, nothing of it runs on the node any mo
 `podResourcesAreReclaimed` visible from outside it). The pod's phase is no evidence: a terminal phase can come
 before the last container stops, and a pod held by a finalizer stays. The wait sleeps on `pause` (the daemon's
 waiter, woken by memory notifications) and ends early when it says a hard threshold is met (evictd's own; the kubelet
-waits out its 30 s): the next cycle then escalates (`TerminatingEvictions`).
+waits out its 30 s): the next cycle then escalates (`TerminatingEvictions`). A pod evicted at once (a hard threshold,
+a local-storage limit) that still runs `OVERDUE_MARGIN_S` past its grace period is stopped locally
+(`KubePodEvictor.stop_overdue`): the kubelet kills the pods it evicts itself, and a kubelet starved on a node in
+thrash had not begun to when the kernel's OOM killer stopped the pod (issue 36's arena; a deliberate difference).
 
 The engine ranks `EvictablePods`, or `NodeFallbackPods` while the watch has no pod list (the API unreachable since
 evictd started). The manager acts on the latter for hard thresholds only, and the evictor stops the chosen pod
@@ -24,7 +27,7 @@ from typing import Protocol
 
 from evictd.clock import SYSTEM_CLOCK, Clock
 from evictd.core.engine import Assessment, Eviction
-from evictd.core.engine_rules import IMMEDIATE_EVICTION_GRACE_PERIOD_S
+from evictd.core.engine_rules import IMMEDIATE_EVICTION_GRACE_PERIOD_S, stop_grace_period_s
 from evictd.core.errors import EvictdError, KubeError
 from evictd.core.oom import OomReport
 from evictd.core.pods import CONFIG_SOURCE_ANNOTATION, EVICTION_IN_PROGRESS_ANNOTATION, Pod
@@ -43,6 +46,10 @@ POD_CLEANUP_TIMEOUT_S = 30.0
 # The kubelet polls every second (podCleanupPollFreq); a shorter poll ends the wait sooner, for a dict lookup
 # and at most two CRI list calls per pod.
 POD_CLEANUP_POLL_S = 0.2
+# A pod evicted at once whose containers still run this long past its grace period (the one its stop sends, at least
+# 2 s) is stopped locally: the kubelet removes such a pod 0.5-3.2 s after the DELETE on a healthy node
+# (../shared/k8s/README.md), so 3 s past its grace period means the kubelet is not doing it.
+OVERDUE_MARGIN_S = 3.0
 
 # On a clean stop each node request may wait this long: the stop must finish well inside the shutdown deadline.
 WITHDRAW_TIMEOUT_S = 2.0
@@ -243,11 +250,20 @@ class ClusterSync:
         met); None: the clock's sleep.
         """
         waiting = [e.pod.uid for e in evictions]
-        deadline = self._clock.monotonic() + POD_CLEANUP_TIMEOUT_S
+        started = self._clock.monotonic()
+        deadline = started + POD_CLEANUP_TIMEOUT_S
+        # The evictions carried out at once, each with when its pod is overdue (the grace period its stop sends, and
+        # the margin).
+        overdue = {e.pod.uid: (e, started + stop_grace_period_s(e.effective_grace_period_s) + OVERDUE_MARGIN_S)
+                   for e in evictions if self._evictor is not None and (e.threshold is None or e.threshold.is_hard)}
         while True:
             waiting = [uid for uid in waiting if not self._cleaned_up(uid)]
             if not waiting:
                 return True
+            now = self._clock.monotonic()
+            for uid in waiting:
+                if uid in overdue and now >= overdue[uid][1]:
+                    self._stop_overdue(overdue.pop(uid)[0])
             remaining = deadline - self._clock.monotonic()
             if remaining <= 0 or self._should_stop():
                 return False
@@ -255,6 +271,19 @@ class ClusterSync:
                 self._clock.sleep(min(POD_CLEANUP_POLL_S, remaining))
             elif pause(min(POD_CLEANUP_POLL_S, remaining)):
                 return False
+
+    def _stop_overdue(self, eviction: Eviction) -> None:
+        """Stop locally an evicted pod that still runs past its grace period, and say so (a failure is logged)."""
+        assert self._evictor is not None
+        try:
+            how = self._evictor.stop_overdue(eviction)
+        except EvictdError as exc:
+            self._log.warning("evicted pod still running past its grace period; local stop failed",
+                              pod=eviction.pod.key, error=str(exc))
+            return
+        if how is not None:
+            self._log.warning("evicted pod still running past its grace period: stopped locally", pod=eviction.pod.key,
+                              how=how, grace_period_s=stop_grace_period_s(eviction.effective_grace_period_s))
 
     def _cleaned_up(self, uid: str) -> bool:
         """Gone from the API (its kubelet deletes it once its containers stopped), or nothing of it runs here.

@@ -165,6 +165,19 @@ class KubePodEvictor:
             raise KubeError(failure.verb, failure.status, f"{failure.detail}; pod stopped {how}, API writes pending")
         raise failure
 
+    def stop_overdue(self, eviction: Eviction) -> str | None:
+        """Stop locally the pod of `eviction`, which the API took but which still runs past its grace period (its
+        kubelet, starved on a node in thrash, has not killed it), as the kubelet's own eviction would have killed it
+        itself; journal it as stopped locally. Returns how it was stopped; None when nothing is to be done here (no
+        runtime, or the pod was already stopped locally). Raises EvictdError."""
+        uid = eviction.pod.uid
+        if not self._runtime.attached or uid not in self._journal.evicted_uids() \
+                or self._journal.get(uid).stopped_locally:
+            return None
+        how = self._runtime.stop_pod(eviction) or "through the container runtime"
+        self._journal.note_stopped_locally(uid)
+        return how
+
     def post_eviction(self, eviction: Eviction, timeout_s: float) -> None:
         """Ask the Eviction API to evict `eviction`'s pod within `timeout_s`, and do nothing else (no journal, no
         event: safe off the loop). Raises EvictionRefused when the API will not now, KubeError when no usable

@@ -12,6 +12,8 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -69,16 +71,16 @@ def test_every_process_below_a_pod_cgroup_is_killed_and_counted() -> None:
     assert kill_cgroup_tree(str(pod_cgroup)) == 0  # gone: nothing to kill, no error
 
 
-def test_a_stop_the_runtime_does_not_answer_kills_the_pods_processes_through_its_cgroup(tmp_path: Path) -> None:
-    """Issue 36's arena: containerd hung in the node's thrash, the local stop failed (CRI DEADLINE_EXCEEDED) and
-    the kernel OOM-killed the pod evictd had chosen 3-20 s later."""
+@contextmanager
+def hung_runtime(tmp_path: Path, client_timeout_s: float) -> Iterator[tuple[CriRuntime, list[str], subprocess.Popen[bytes]]]:
+    """A runtime behind a Unix socket that accepts and never answers (a hung containerd), whose last resort kills a
+    real pod cgroup holding a forking process (started): the runtime, the pod UIDs killed, the process."""
     path = tmp_path / "hung.sock"
-    victim = pod_from_dict(pod("hog"))
     with temporary_cgroup(CGROUP_MOUNT / "memory") as pod_cgroup, \
             socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as listener:
         listener.bind(str(path))
         listener.listen(8)  # accepts, never answers
-        client = CriClient(f"unix://{path}", 0.5)
+        client = CriClient(f"unix://{path}", client_timeout_s)
         kills: list[str] = []
 
         def kill(uid: str) -> int:
@@ -90,47 +92,41 @@ def test_a_stop_the_runtime_does_not_answer_kills_the_pods_processes_through_its
         started = start_in(pod_cgroup)
         try:
             assert wait_for(lambda: len(procs(pod_cgroup)) == 2)
-            how = runtime.stop_pod(eviction_of(victim))
+            yield runtime, kills, started
             assert wait_for(lambda: not procs(pod_cgroup))
-            assert started.wait(timeout=10) == -9
-            assert kills == [victim.uid]
-            assert how.startswith("by killing its 2 processes through its cgroup (the runtime does not answer: CRI "
-                                  "ListPodSandbox failed: DEADLINE_EXCEEDED"), how
-            # Moments later (a read unanswered): straight to the cgroup, without waiting on the runtime again.
-            began = time.monotonic()
-            with pytest.raises(CRIError, match="holds no process"):
-                runtime.stop_pod(eviction_of(victim))
-            assert time.monotonic() - began < 0.4
         finally:
             started.kill()
             client.close()
+
+
+def test_a_stop_the_runtime_does_not_answer_kills_the_pods_processes_through_its_cgroup(tmp_path: Path) -> None:
+    """Issue 36's arena: containerd hung in the node's thrash, the local stop failed (CRI DEADLINE_EXCEEDED) and
+    the kernel OOM-killed the pod evictd had chosen 3-20 s later."""
+    victim = pod_from_dict(pod("hog"))
+    with hung_runtime(tmp_path, 0.5) as (runtime, kills, started):
+        how = runtime.stop_pod(eviction_of(victim))
+        assert started.wait(timeout=10) == -9
+        assert kills == [victim.uid]
+        assert how.startswith("by killing its 2 processes through its cgroup (the runtime does not answer: CRI "
+                              "ListPodSandbox failed: DEADLINE_EXCEEDED"), how
+        # Moments later (a read unanswered): straight to the cgroup, without waiting on the runtime again.
+        began = time.monotonic()
+        with pytest.raises(CRIError, match="holds no process"):
+            runtime.stop_pod(eviction_of(victim))
+        assert time.monotonic() - began < 0.4
 
 
 def test_a_hung_runtime_holds_the_stop_for_the_loops_read_deadline_not_the_clients(tmp_path: Path) -> None:
     """With the client's deadline as shipped (`runtimeRequestTimeout` 10 s), a stop the runtime does not answer goes
     to the pod's cgroup after CYCLE_READ_TIMEOUT_S (2 s): on the arena's real node the stop's calls each waited the
     client's 10 s (22-28 s in all) and the kernel OOM-killed the pod first."""
-    path = tmp_path / "hung.sock"
-    victim = pod_from_dict(pod("hog"))
-    with temporary_cgroup(CGROUP_MOUNT / "memory") as pod_cgroup, \
-            socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as listener:
-        listener.bind(str(path))
-        listener.listen(8)  # accepts, never answers
-        client = CriClient(f"unix://{path}", 10.0)
-        runtime = CriRuntime(client, RuntimeFilesystems(client, str(tmp_path), str(tmp_path)), gc=None,
-                             kill_processes=lambda uid: kill_cgroup_tree(str(pod_cgroup)))
-        started = start_in(pod_cgroup)
-        try:
-            assert wait_for(lambda: len(procs(pod_cgroup)) == 2)
-            began = time.monotonic()
-            how = runtime.stop_pod(eviction_of(victim))
-            took_s = time.monotonic() - began
-            assert how.startswith("by killing its 2 processes through its cgroup"), how
-            assert CYCLE_READ_TIMEOUT_S <= took_s < CYCLE_READ_TIMEOUT_S + 2.0, took_s
-            assert started.wait(timeout=10) == -9
-        finally:
-            started.kill()
-            client.close()
+    with hung_runtime(tmp_path, 10.0) as (runtime, _, started):
+        began = time.monotonic()
+        how = runtime.stop_pod(eviction_of(pod_from_dict(pod("hog"))))
+        took_s = time.monotonic() - began
+        assert how.startswith("by killing its 2 processes through its cgroup"), how
+        assert CYCLE_READ_TIMEOUT_S <= took_s < CYCLE_READ_TIMEOUT_S + 2.0, took_s
+        assert started.wait(timeout=10) == -9
 
 
 def test_without_a_cgroup_killer_a_stop_the_runtime_does_not_answer_fails_as_before(tmp_path: Path) -> None:

@@ -17,9 +17,10 @@ from containerd_harness import Containerd
 from clocks import ManualClock
 from evictd.adapters.runtime_node import CYCLE_READ_TIMEOUT_S, RuntimeFilesystems
 from evictd.core.errors import CRIError
+from evictd.core.unanswered import UNANSWERED_QUIET_S
 from evictd.cri import RuntimeVersion
 from evictd.cri.client import CriClient
-from evictd.run.runtime_link import UNANSWERED_QUIET_S, CriRuntime, RuntimeLink
+from evictd.run.runtime_link import CriRuntime, RuntimeLink
 from log_capture import LogCapture
 
 RETRY_S = 5.0

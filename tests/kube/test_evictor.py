@@ -29,8 +29,9 @@ from clocks import ManualClock
 from evictd.commands.simulate import parse_scenario, run_scenario
 from evictd.core.engine import EvictForLocalStorage, Eviction
 from evictd.core.errors import EvictdError, KubeError
+from evictd.core.unanswered import UNANSWERED_QUIET_S
 from evictd.kube.events import EventRecorder
-from evictd.kube.evictor import UNANSWERED_QUIET_S, KubePodEvictor
+from evictd.kube.evictor import KubePodEvictor
 from evictd.kube.journal import ApiStep, EvictionJournal
 from log_capture import LogCapture
 

@@ -30,8 +30,9 @@ from evictd.commands.simulate import parse_scenario, run_scenario
 from evictd.core.engine import Eviction, PodCondition
 from evictd.core.errors import KubeError
 from evictd.core.pods import FrozenMap
+from evictd.core.unanswered import UNANSWERED_QUIET_S
 from evictd.kube.events import EventRecorder
-from evictd.kube.evictor import UNANSWERED_QUIET_S, KubePodEvictor
+from evictd.kube.evictor import KubePodEvictor
 from evictd.kube.journal import ApiStep, EvictionJournal, JournalEntry, Outcome, entry_to_json
 from full_filesystem import UnwritableFolder
 from log_capture import LogCapture

@@ -13,13 +13,13 @@ hard-threshold or local-storage eviction before the DELETE went through (the API
 erroring, or refusing evictd: expired credentials, RBAC, an admission policy), the pod is stopped at once
 through the container runtime (`local_kill`) so the node is protected anyway; the condition, deletion and
 event are written when the API answers again. After a request got no answer at all (timed out, refused or reset),
-the API is not asked again for `UNANSWERED_QUIET_S`, neither by a hard eviction (its pod is stopped locally at once,
-its writes pending) nor by `replay`: an API that hangs costs the loop one request's wait, not one per pod and per
-cycle (the runtime's reads keep the same rule; on the arena's real node each hard eviction waited 2 s on the API
-and each cycle 2-3 s more on the replay while the API hung). A pod that is gone (404) or was replaced (409/422 on
-the UID) before evictd's DELETE was sent ends the entry: nothing is ever evicted twice. Once the DELETE was sent (it
-may have gone through even when no answer came back), a 404 or a refused UID means the kubelet already removed
-the pod: the eviction happened, and its event is still recorded.
+the API is not asked again for 5 s (`evictd.core.unanswered`), neither by a hard eviction (its pod is stopped
+locally at once, its writes pending) nor by `replay`: an API that hangs costs the loop one request's wait, not one
+per pod and per cycle (the runtime's reads keep the same rule; on the arena's real node each hard eviction waited
+2 s on the API and each cycle 2-3 s more on the replay while the API hung). A pod that is gone (404) or was
+replaced (409/422 on the UID) before evictd's DELETE was sent ends the entry: nothing is ever evicted twice. Once
+the DELETE was sent (it may have gone through even when no answer came back), a 404 or a refused UID means the
+kubelet already removed the pod: the eviction happened, and its event is still recorded.
 
 A soft eviction with `softEvictionsThroughEvictionAPI` asks the API instead: `POST pods/{name}/eviction` (policy/v1,
 the same grace period and UID precondition) in place of the condition and the DELETE, so PodDisruptionBudgets and
@@ -43,6 +43,7 @@ from evictd.clock import SYSTEM_CLOCK, Clock
 from evictd.core.engine import Eviction
 from evictd.core.errors import EvictdError, EvictionRefused, KubeError
 from evictd.core.pods import FrozenMap
+from evictd.core.unanswered import Unanswered
 from evictd.cri import NO_RUNTIME, Runtime
 from evictd.kube.api import KubeApi
 from evictd.kube.client import is_retryable
@@ -55,8 +56,6 @@ INVALID = 422
 # For an immediate eviction the condition write and the DELETE may each hang no longer than this before the pod
 # is stopped locally: a hung API must not leave the node unprotected for the whole request timeout.
 IMMEDIATE_REQUEST_TIMEOUT_S = 2.0
-# After a request got no answer, the API is not asked again on the loop's path for this long (see the docstring).
-UNANSWERED_QUIET_S = 5.0
 # The Eviction API's answers that mean "not now": a disruption budget (429 TooManyRequests, also the API's own
 # throttling) or an admission webhook's denial (403 Forbidden). The pod stays; the next candidate is asked.
 EVICTION_REFUSALS = (429, 403)
@@ -125,21 +124,16 @@ class KubePodEvictor:
         self._timeout_s = timeout_s
         self._on_api_error = on_api_error
         self._clock = clock
-        self._unanswered_at: float | None = None  # monotonic time of the last request that got no answer
+        self._unanswered = Unanswered()  # the last request the API left unanswered
 
     def _now(self) -> float:
         return self._clock.wall().timestamp()
 
     def _not_asked(self, verb: str) -> KubeError | None:
-        """The error that stands for a request not sent because one went unanswered less than `UNANSWERED_QUIET_S`
-        ago; None when the API may be asked."""
-        if self._unanswered_at is None:
-            return None
-        since_s = self._clock.monotonic() - self._unanswered_at
-        if since_s >= UNANSWERED_QUIET_S:
-            return None
-        return KubeError(verb, None, f"not asked: a request went unanswered {since_s:.1f} s ago (asked again "
-                                     f"{UNANSWERED_QUIET_S:g} s after it)")
+        """The error that stands for a request not sent because one went unanswered moments ago (`Unanswered`);
+        None when the API may be asked."""
+        not_asked = self._unanswered.not_asked("request", self._clock.monotonic())
+        return None if not_asked is None else KubeError(verb, None, not_asked)
 
     def evict(self, eviction: Eviction) -> None:
         """Carry out one eviction. Raises EvictdError when it could not be completed now (it stays pending)."""
@@ -246,7 +240,7 @@ class KubePodEvictor:
                 request(entry)
             except KubeError as exc:
                 self._on_api_error(exc)
-                self._unanswered_at = self._clock.monotonic() if exc.status is None else None
+                self._unanswered.at = self._clock.monotonic() if exc.status is None else None
                 if exc.status not in (NOT_FOUND, CONFLICT, INVALID) or step is ApiStep.EVENT:
                     return exc
                 answer = f"{exc.status}: {exc.detail}"
@@ -259,7 +253,7 @@ class KubePodEvictor:
                 # Gone, or replaced by a pod of the same name, before evictd deleted it: nothing left to evict.
                 self._journal.note_settled(entry.uid, Outcome.ENDED, answer, self._now())
                 return None
-            self._unanswered_at = None
+            self._unanswered.at = None
             entry = self._journal.note_step_done(entry.uid, step)
         self._journal.note_finished(entry.uid, self._now())
         return None

@@ -22,6 +22,7 @@ from evictd.core.engine import Eviction
 from evictd.core.errors import CRIError, EvictdError
 from evictd.core.fs_layout import FsLayout, ReclaimAction
 from evictd.core.runtime import Sandbox, SandboxState
+from evictd.core.unanswered import Unanswered
 from evictd.cri import ContainerUsage, Runtime, RuntimeSlot, RuntimeVersion, SandboxUsage
 from evictd.cri.client import CriClient
 from evictd.cycle.manager import LayoutSource, NodeReclaimer
@@ -30,8 +31,6 @@ from evictd.log import Log
 # How often an absent runtime is asked again, and how long one Version call may take.
 RUNTIME_RETRY_S = 5.0
 VERSION_PROBE_TIMEOUT_S = 2.0
-# After a read on the loop's path went unanswered, reads fail at once for this long (CriRuntime).
-UNANSWERED_QUIET_S = 5.0
 T = TypeVar("T")
 
 
@@ -64,9 +63,9 @@ class CriRuntime:
 
     `gc` is None where evictd must not collect (dry-run). The reads on the loop's path (the node's sandboxes, the
     containers' and sandboxes' stats, a pod's sandboxes and containers in the wait after an eviction) wait at most
-    CYCLE_READ_TIMEOUT_S each; after one went unanswered (DEADLINE_EXCEEDED), reads fail at once for
-    UNANSWERED_QUIET_S (a CRIError saying so), so that a hung runtime costs a cycle one such wait, not one per
-    call. The local stop's calls wait CYCLE_READ_TIMEOUT_S too (StopContainer: plus the grace period), and one
+    CYCLE_READ_TIMEOUT_S each; after one went unanswered (DEADLINE_EXCEEDED), reads fail at once for 5 s
+    (`evictd.core.unanswered`; a CRIError saying so), so that a hung runtime costs a cycle one such wait, not one
+    per call. The local stop's calls wait CYCLE_READ_TIMEOUT_S too (StopContainer: plus the grace period), and one
     unanswered ends the stop through the runtime: the pod's processes are then killed through its cgroup. The
     garbage collection keeps the client's own deadlines.
     """
@@ -83,21 +82,17 @@ class CriRuntime:
         self._killer = LocalKiller(client, answer_within_s=CYCLE_READ_TIMEOUT_S)
         self._gc = gc
         self._clock = clock
-        self._unanswered_at: float | None = None  # monotonic time of the last read that went unanswered
-
-    def _quiet(self, now: float) -> bool:
-        return self._unanswered_at is not None and now - self._unanswered_at < UNANSWERED_QUIET_S
+        self._unanswered = Unanswered()  # the last read (or stop's call) the runtime left unanswered
 
     def _read(self, method: str, call: Callable[[float], T]) -> T:
-        now = self._clock.monotonic()
-        if self._unanswered_at is not None and self._quiet(now):
-            raise CRIError(method, UNANSWERED, f"not asked: a read went unanswered {now - self._unanswered_at:.1f} s "
-                                               f"ago (asked again {UNANSWERED_QUIET_S:g} s after it)")
+        not_asked = self._unanswered.not_asked("read", self._clock.monotonic())
+        if not_asked is not None:
+            raise CRIError(method, UNANSWERED, not_asked)
         try:
             return call(CYCLE_READ_TIMEOUT_S)
         except CRIError as exc:
             if exc.code == UNANSWERED:
-                self._unanswered_at = self._clock.monotonic()
+                self._unanswered.at = self._clock.monotonic()
             raise
 
     def list_sandboxes(self) -> Sequence[Sandbox]:
@@ -106,13 +101,13 @@ class CriRuntime:
     def filesystem_paths(self) -> tuple[str, str] | None:
         """The runtime's image and container folders (ImageFsInfo, on its own schedule; not asked while reads go
         unanswered: the folders last known)."""
-        if self._quiet(self._clock.monotonic()):
+        if self._unanswered.quiet(self._clock.monotonic()):
             return self._filesystems.paths(ask=False)
         before = self._filesystems.last_error
         paths = self._filesystems.paths()
         error = self._filesystems.last_error
         if error is not before and isinstance(error, CRIError) and error.code == UNANSWERED:
-            self._unanswered_at = self._clock.monotonic()
+            self._unanswered.at = self._clock.monotonic()
         return paths
 
     def container_stats(self) -> Mapping[str, Sequence[ContainerUsage]] | None:
@@ -144,14 +139,14 @@ class CriRuntime:
         instead: on a node in thrash the runtime hangs with everything else, and the kernel's OOM killer would do
         it seconds later after the node stalled (a deliberate difference from the kubelet, which can only wait).
         Returns how the pod was stopped. Raises EvictdError."""
-        if self._kill_processes is not None and self._quiet(self._clock.monotonic()):
+        if self._kill_processes is not None and self._unanswered.quiet(self._clock.monotonic()):
             return self._kill_through_cgroup(eviction, "a read went unanswered moments ago")
         try:
             self._killer.kill(eviction)
         except CRIError as exc:
             if exc.code != UNANSWERED or self._kill_processes is None:
                 raise
-            self._unanswered_at = self._clock.monotonic()
+            self._unanswered.at = self._clock.monotonic()
             return self._kill_through_cgroup(eviction, str(exc))
         return "through the container runtime"
 

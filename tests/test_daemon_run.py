@@ -15,12 +15,13 @@ import pytest
 
 from builders import Gi, Mi, pod, pod_stats, summary
 from clocks import ManualClock
-from evictd.adapters.memcg_notifier import NotifierFailure, Watch
+from evictd.adapters.memcg_notifier import NotifierFailure
 from evictd.commands.simulate import FixedLayout
 from evictd.config import eviction_settings
 from evictd.core.engine import EngineConfig, Eviction
 from evictd.core.errors import SampleError
 from evictd.core.fs_layout import FsLayout
+from evictd.core.memcg_wakeups import Watch
 from evictd.core.pod_parser import pod_from_dict
 from evictd.core.pods import Pod
 from evictd.core.psi_window import WINDOW_FOLLOW_UP_S

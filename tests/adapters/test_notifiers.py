@@ -29,12 +29,13 @@ from types import FrameType, MappingProxyType
 
 import pytest
 
-from evictd.adapters.memcg_notifier import MemcgThresholdNotifier, Watch
+from evictd.adapters.memcg_notifier import MemcgThresholdNotifier
 from evictd.adapters.memcg_notifier_set import MemcgNotifierSet
 from evictd.adapters.notifiers import Notifier, Waiter
 from evictd.adapters.psi_notifier import PsiNotifier, has_cap_sys_resource
 from evictd.core.errors import ConfigError, SampleError
 from evictd.core.memcg import STATS_CATCH_UP_S, memcg_threshold_bytes
+from evictd.core.memcg_wakeups import Watch
 from evictd.core.quantity import Quantity
 from evictd.core.signals import Signal
 from evictd.core.summary import ContainerStats, MemoryStats, NodeStats, Summary
@@ -504,11 +505,13 @@ def test_memcg_notifier_set_keeps_old_notifier_on_bad_readings_and_drops_it_on_f
     notifiers = MemcgNotifierSet(thresholds, memory_root=str(memcg_dir), pods_cgroup="kubepods")
     good = summary_with(stats_for_level(0, 100 * MI, MI), stats_for_level(0, 100 * MI, 2 * MI))
     try:
-        assert notifiers.refresh(good) == []
+        assert notifiers.update(good, now=0.0) == []
         node, pods = notifiers.levels
 
-        # No pods system container: the kubelet errors out before touching the allocatable notifier.
-        errors = notifiers.refresh(summary_with(stats_for_level(0, 100 * MI, MI), None))
+        # No pods system container, at the next refresh: the kubelet errors out before touching the allocatable
+        # notifier.
+        errors = notifiers.update(summary_with(stats_for_level(0, 100 * MI, MI), None), now=11.0)
+        wait_rearmed(notifiers)
         assert [(f.description, f.error.reason) for f in errors] == [
             ("hard allocatable memory eviction threshold", 'system container "pods" not found in metrics')
         ]
@@ -520,7 +523,9 @@ def test_memcg_notifier_set_keeps_old_notifier_on_bad_readings_and_drops_it_on_f
             stats_for_level(0, 100 * MI, MI),
             MemoryStats(available_bytes=0, working_set_bytes=MI, usage_bytes=MI),
         )
-        errors = notifiers.refresh(negative)
+        assert notifiers.update(negative, now=22.0) == []
+        wait_rearmed(notifiers)
+        errors = notifiers.update(negative, now=23.0)  # the thread's failures, with the next cycle
         assert [f.description for f in errors] == ["hard allocatable memory eviction threshold"]
         assert "negative threshold" in errors[0].error.reason
         assert is_closed(pods)

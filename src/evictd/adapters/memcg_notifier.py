@@ -1,12 +1,12 @@
-"""One cgroup v1 memory usage threshold as a notifier (an eventfd), and which of a threshold's notifiers it is.
+"""One cgroup v1 memory usage threshold as a notifier (an eventfd), and a notifier that could not be armed.
 
 Job: the kubelet's memcg notifier (KUBELET_SPEC §13): an eventfd registered by writing
 ``"<eventfd> <fd of memory.usage_in_bytes> <bytes>"`` to the cgroup's ``cgroup.event_control``. The kernel
 signals the eventfd when usage crosses the level in either direction (it checks about every 128 pages charged
 or uncharged); closing the eventfd unregisters it, and removing the cgroup signals it once. Works on the root
 memory cgroup. cgroup v2 has no such interface: there the kubelet's notifier does nothing, and so does
-evictd's (use PSI instead). Each threshold has three such notifiers (`Watch`: its level and two watches beside
-it), kept armed by `evictd.adapters.memcg_notifier_set`.
+evictd's (use PSI instead). Each threshold has three such notifiers (`evictd.core.memcg_wakeups.Watch`: its
+level and two watches beside it), kept armed by `evictd.adapters.memcg_notifier_set`.
 
 Invariants: a notifier owns exactly one eventfd, opened O_CLOEXEC (the files it registers through are closed
 before the constructor returns); a failed constructor closes whatever it opened and raises SampleError naming
@@ -19,11 +19,10 @@ from __future__ import annotations
 import os
 import select
 from dataclasses import dataclass
-from enum import StrEnum
 
 from evictd.adapters.notifiers import FdOwner, close_quietly, os_sample_error
 from evictd.core.errors import SampleError
-from evictd.core.memcg import memcg_notifier_description
+from evictd.core.memcg_wakeups import Watch, notifier_description
 from evictd.core.thresholds import Threshold
 
 MEMORY_USAGE_FILE = "memory.usage_in_bytes"
@@ -94,25 +93,6 @@ class MemcgThresholdNotifier(FdOwner):
 def _crossed(before: int, after: int, level: int) -> bool:
     """True when usage went from one side of `level` to the other (the kernel's notion: below vs at or above)."""
     return (before < level) != (after < level)
-
-
-class Watch(StrEnum):
-    """What a memcg notifier of a threshold is: its level, or one of the two watches beside it, whose firing is page
-    cache coming and going unless judged otherwise (`evictd.core.memcg`)."""
-
-    LEVEL = "level"  # the threshold's level: a crossing
-    DROP = "drop"  # a step below usage: usage fell (page cache dropped leaves the level too high)
-    APPROACH = "approach"  # halfway from usage to the level: usage rose (the level is judged again on fresh figures)
-
-
-# How each watch is named in logs after its threshold's description.
-_WATCH_SUFFIXES = {Watch.LEVEL: "", Watch.DROP: ": usage fell", Watch.APPROACH: ": usage rose halfway"}
-
-
-
-def notifier_description(threshold: Threshold, watch: Watch) -> str:
-    """Return what the notifier `watch` of `threshold` is called in logs."""
-    return memcg_notifier_description(threshold) + _WATCH_SUFFIXES[watch]
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,4 +1,5 @@
-"""The v2 memory watch's arithmetic: which thresholds are watched after a cycle, and how soon the next look is."""
+"""The v2 memory watch's arithmetic: which thresholds are watched after a cycle, how soon the next look is, and what a
+look that read the cgroups finds."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ from evictd.core.memory_watch import (
     STEADY_TOLERANCE_BYTES,
     STEADY_WINDOW_S,
     LookHistory,
+    WatchTarget,
+    look,
     look_history,
     watch_period_s,
     watch_targets,
@@ -173,3 +176,33 @@ def test_a_fill_faster_than_the_floor_is_never_found_steady(times_floor: float, 
         at += gap
         history = look_history(history, start - int(rate * at), at)
         assert not history.steady
+
+
+ROOT_TARGET = WatchTarget(Signal.MEMORY_AVAILABLE, "", 2 * GI, 512 * MI, "hard memory.available threshold")
+PODS_TARGET = WatchTarget(Signal.ALLOCATABLE_MEMORY_AVAILABLE, "kubepods", GI, 256 * MI,
+                          "hard allocatableMemory.available threshold")
+
+
+@pytest.mark.parametrize(("working_sets", "met", "period_s"), [
+    ({"": 1000 * MI, "kubepods": 500 * MI}, None, (268 * MI + 1) / ASSUMED_FILL_BYTES_PER_S),  # the pods' margin
+    ({"": 1500 * MI, "kubepods": 500 * MI}, None, (36 * MI + 1) / ASSUMED_FILL_BYTES_PER_S),  # the root's
+    ({"": 1536 * MI, "kubepods": 500 * MI}, None, MIN_PERIOD_S),  # a byte short
+    ({"": 1536 * MI + 1, "kubepods": 500 * MI}, ROOT_TARGET, None),  # met: wake the loop, no look before the cycle
+    ({"kubepods": 800 * MI}, PODS_TARGET, None),  # the root unreadable: skipped, the cycle reports it
+    ({}, None, None),
+])
+def test_a_look_finds_a_target_met_or_the_next_look_for_the_narrowest_margin(
+        working_sets: dict[str, int], met: WatchTarget | None, period_s: float | None) -> None:
+    found = look({}, (ROOT_TARGET, PODS_TARGET), working_sets, now=1.0, until_tick_s=9.0)
+    assert found.met == met
+    assert found.period_s == period_s
+
+
+def test_a_look_keeps_what_it_saw_of_the_targets_handed_again_only() -> None:
+    steady = LookHistory(reference_bytes=37 * MI, since_s=0.0, steady=True)
+    other = WatchTarget(Signal.MEMORY_AVAILABLE, "", 2 * GI, 600 * MI, "another level")
+    found = look({ROOT_TARGET: steady, other: steady}, (ROOT_TARGET,), {"": 1500 * MI}, now=1.0, until_tick_s=9.0)
+    assert dict(found.histories) == {ROOT_TARGET: LookHistory(37 * MI, 0.0, True)}
+    assert found.period_s == STEADY_MAX_PERIOD_S, "steady across the arming: the slow pace"
+    fresh = look({}, (ROOT_TARGET,), {"": 1500 * MI}, now=1.0, until_tick_s=9.0)
+    assert fresh.period_s == (36 * MI + 1) / ASSUMED_FILL_BYTES_PER_S, "no history: the fast pace"

@@ -29,7 +29,8 @@ faster than `FLOOR_FILL_BYTES_PER_S` is still seen before it crosses (the steady
 over that rate); a faster one is found shrinking within two capped periods of its start and watched at the fast
 pace from then on.
 
-A look that finds a threshold met only wakes the loop: the decision is the cycle's, on its own fresh stats.
+A look (`look`) judges what the adapter read of each target's cgroup: the target found met (the loop is woken:
+the decision is the cycle's, on its own fresh stats), or when to look next, and what the looks saw.
 Invariants: no I/O, no clock (times are arguments); thresholds already met are not watched (their crossing is
 decided), and nothing is watched while a hard memory threshold is met (issue 37: the watch looked 24-25 times a
 second at the allocatable copy of a hard threshold whose node figure was met), so a node that stays under hard
@@ -38,7 +39,7 @@ pressure costs the watch nothing; under a soft threshold whose grace period runs
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from evictd.core.signals import Operator, Reading, Signal, spec_of
@@ -144,3 +145,37 @@ def watch_period_s(margin_bytes: int, until_tick_s: float, *, steady: bool = Fal
     if steady:
         period = max(period, min(margin_bytes / FLOOR_FILL_BYTES_PER_S, STEADY_MAX_PERIOD_S))
     return period if period < until_tick_s else None
+
+
+@dataclass(frozen=True, slots=True)
+class Look:
+    """What one look found: what the looks saw of each target (to hand to the next look), the target found met
+    (None: none; the loop is woken and the watch idles), and how long until the next look (None: none before the
+    tick, or one met)."""
+
+    histories: Mapping[WatchTarget, LookHistory]
+    met: WatchTarget | None
+    period_s: float | None
+
+
+def look(histories: Mapping[WatchTarget, LookHistory], targets: Sequence[WatchTarget],
+         working_sets: Mapping[str, int], now: float, until_tick_s: float) -> Look:
+    """Judge a look at `now` (monotonic seconds), the next tick `until_tick_s` away: `working_sets` is what it read of
+    each target's cgroup (a cgroup missing: unreadable, that target skipped; the cycle reports it), `histories` what
+    the looks saw before. Only the targets handed keep a history: a target the cycle hands again keeps what the looks
+    saw of it (a margin steady across the 10 s tick is not looked at fast for a window after each cycle: ~12 looks
+    of 52 a 10 s at the margin), a new one (another threshold, capacity or level) starts with none."""
+    kept = {target: history for target, history in histories.items() if target in targets}
+    period: float | None = None
+    for target in targets:
+        working_set = working_sets.get(target.cgroup)
+        if working_set is None:
+            continue
+        margin = target.margin_bytes(working_set)
+        if margin <= 0:
+            return Look(kept, target, None)
+        history = kept[target] = look_history(kept.get(target), margin, now)
+        next_look = watch_period_s(margin, until_tick_s, steady=history.steady)
+        if next_look is not None:
+            period = next_look if period is None else min(period, next_look)
+    return Look(kept, None, period)

@@ -27,6 +27,7 @@ from evictd.core.pod_parser import pod_from_dict
 from evictd.core.pods import Pod
 from evictd.cri.client import CriClient
 from evictd.run.runtime_link import CriRuntime
+from polling import wait_until
 from real_cgroups import CGROUP_MOUNT, temporary_cgroup
 
 # A process that forks a child holding the same cgroup, both sleeping: what a container's main process and its
@@ -49,23 +50,14 @@ def procs(cgroup: Path) -> set[int]:
     return {int(pid) for pid in (cgroup / "cgroup.procs").read_text().split()}
 
 
-def wait_for(condition, timeout_s: float = 10.0) -> bool:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.02)
-    return condition()
-
-
 def test_every_process_below_a_pod_cgroup_is_killed_and_counted() -> None:
     with temporary_cgroup(CGROUP_MOUNT / "memory") as pod_cgroup:
         container = pod_cgroup / "container-1"
         container.mkdir()
         started = [start_in(pod_cgroup), start_in(container)]
-        assert wait_for(lambda: len(procs(pod_cgroup)) == 2 and len(procs(container)) == 2)
+        assert wait_until(lambda: len(procs(pod_cgroup)) == 2 and len(procs(container)) == 2, 10.0)
         assert kill_cgroup_tree(str(pod_cgroup)) == 4
-        assert wait_for(lambda: not procs(pod_cgroup) and not procs(container))
+        assert wait_until(lambda: not procs(pod_cgroup) and not procs(container), 10.0)
         assert [p.wait(timeout=10) for p in started] == [-9, -9]
         os.rmdir(container)
     assert kill_cgroup_tree(str(pod_cgroup)) == 0  # gone: nothing to kill, no error
@@ -92,9 +84,9 @@ def hung_runtime(tmp_path: Path, client_timeout_s: float) \
                              kill_processes=kill)
         started = start_in(pod_cgroup)
         try:
-            assert wait_for(lambda: len(procs(pod_cgroup)) == 2)
+            assert wait_until(lambda: len(procs(pod_cgroup)) == 2, 10.0)
             yield runtime, kills, started, pod_cgroup
-            assert wait_for(lambda: not procs(pod_cgroup))
+            assert wait_until(lambda: not procs(pod_cgroup), 10.0)
         finally:
             started.kill()
             client.close()
@@ -108,7 +100,7 @@ def test_a_stop_the_runtime_does_not_answer_kills_the_pods_processes_through_its
         how = runtime.stop_pod(eviction_of(victim))
         assert started.wait(timeout=10) == -9
         # The forked child, signalled too, leaves the cgroup when it has died: on a loaded host, moments after.
-        assert wait_for(lambda: not procs(pod_cgroup))
+        assert wait_until(lambda: not procs(pod_cgroup), 10.0)
         assert kills == [victim.uid]
         assert how.startswith("by killing its 2 processes through its cgroup (the runtime does not answer: CRI "
                               "ListPodSandbox failed: DEADLINE_EXCEEDED"), how

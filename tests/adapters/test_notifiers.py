@@ -40,6 +40,7 @@ from evictd.core.quantity import Quantity
 from evictd.core.signals import Signal
 from evictd.core.summary import ContainerStats, MemoryStats, NodeStats, Summary
 from evictd.core.thresholds import Threshold, ThresholdValue
+from polling import wait_until
 from real_cgroups import ScriptedChild, memory_stall, temporary_cgroup
 
 MI = 1024**2
@@ -991,11 +992,15 @@ def test_psi_registration_on_system_pressure_and_idle_timeout(waiter: Waiter) ->
     start = time.monotonic()
     causes = waiter.wait(PSI_IDLE_WAIT_S)
     elapsed = time.monotonic() - start
-    stall = some_stall_total_us(SYSTEM_PRESSURE) - stall_before
     # /proc/pressure/memory is machine-wide: another process on this machine could really stall for
-    # 150 ms meanwhile. Then firing is right; otherwise the wait must run out quietly.
+    # 150 ms meanwhile. Then firing is right; otherwise the wait must run out quietly. The file's total lags the
+    # trigger's (a trigger fired beside another test's thrash with 59 ms in the file, 233 ms there 0.5 s later;
+    # the test saw "0 us", 1 run in 3 under -n 2): it is read until it shows the stall, for a window at most.
     if causes:
-        assert causes == ["psi"] and stall >= PSI_STALL_US, f"fired with only {stall} us of stall"
+        assert causes == ["psi"]
+        assert wait_until(lambda: some_stall_total_us(SYSTEM_PRESSURE) - stall_before >= PSI_STALL_US,
+                          PSI_WINDOW_US / 1e6), \
+            f"fired with only {some_stall_total_us(SYSTEM_PRESSURE) - stall_before} us of stall"
     else:
         assert elapsed >= PSI_IDLE_WAIT_S - 0.01
 

@@ -3,16 +3,20 @@
 First with a scripted runtime (what is stopped, in which order, with which grace period, and how errors
 are reported), then against the real containerd: a pod that handles SIGTERM stops by itself within the
 grace period, a pod that ignores it is SIGKILLed when the grace period runs out, and afterwards the
-sandbox is NOT_READY while other pods keep running.
+sandbox is NOT_READY while other pods keep running. Last, the runtime that answers it cannot stop a pod (its shim
+out of pids, as on the arena's node in a fork bomb): `CriRuntime.stop_pod` then kills the pod through its cgroup.
 """
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -24,15 +28,21 @@ from containerd_harness import (
     Containerd,
     RunningPod,
     busybox_container,
+    shim_pids,
 )
 from cri_fixtures import PodFactory
 
+from evictd.adapters.cgroup_kill import kill_cgroup_tree
 from evictd.adapters.local_kill import LocalKiller
+from evictd.adapters.runtime_node import RuntimeFilesystems
 from evictd.core.engine import Eviction
 from evictd.core.engine_rules import MINIMUM_GRACE_PERIOD_S, stop_grace_period_s
 from evictd.core.errors import CRIError
 from evictd.core.pods import Pod
 from evictd.core.runtime import POD_UID_LABEL, Container, ContainerState, Sandbox, SandboxState
+from evictd.run.runtime_link import CriRuntime
+from polling import wait_until
+from real_cgroups import CGROUP_MOUNT, new_test_cgroup_name
 
 # The graceful container's trap runs once its current `sleep 1` ends, then sleeps 2 s: it exits 2-3 s
 # after SIGTERM. The margin covers the runtime's own stop latency (tens of milliseconds measured).
@@ -268,3 +278,93 @@ def test_killing_an_already_stopped_pod_is_harmless(containerd: Containerd, pods
     again = killer.kill(eviction_of(pod_of(victim), 2))
 
     assert again.found and again.container_ids == () and again.sandbox_ids == ()
+
+
+# --- a runtime that answers it cannot stop the pod --------------------------------------------------------------
+
+PIDS_ROOT = CGROUP_MOUNT / "pids"
+
+
+def pids_cgroup_of(pid: int) -> str:
+    """The pids cgroup `pid` is in, relative to the pids hierarchy (/proc/<pid>/cgroup)."""
+    for line in Path(f"/proc/{pid}/cgroup").read_text().splitlines():
+        _, controllers, path = line.split(":", 2)
+        if "pids" in controllers.split(","):
+            return path
+    raise AssertionError(f"process {pid} is in no pids cgroup")
+
+
+@contextmanager
+def shims_out_of_pids(containerd: Containerd) -> Iterator[None]:
+    """Put every shim of `containerd` in a pids cgroup allowing no new process (a node out of pids, as far as the
+    shims are concerned), then back where each was."""
+    shims = {pid: pids_cgroup_of(pid) for pid in shim_pids(str(containerd.socket))}
+    assert shims, "the pod has a shim"
+    full = PIDS_ROOT / new_test_cgroup_name(8)
+    full.mkdir()
+    try:
+        for pid in shims:
+            (full / "cgroup.procs").write_text(str(pid))
+        (full / "pids.max").write_text((full / "pids.current").read_text())
+        yield
+    finally:
+        (full / "pids.max").write_text("max")
+        for pid, home in shims.items():
+            (PIDS_ROOT / home.lstrip("/") / "cgroup.procs").write_text(str(pid))
+        wait_until(lambda: _removed(full), 10.0, f"{full} removed")
+
+
+def test_a_stop_the_runtime_cannot_carry_out_kills_the_pod_through_its_cgroup(
+        containerd: Containerd, pods: PodFactory, tmp_path: Path) -> None:
+    """The arena's fork bomb on the real node (2026-11-26): out of pids, containerd's shim could not start runc to
+    signal the forker, so the stop after its eviction failed with this very error, the forker went on, and the
+    next cycle evicted the Guaranteed pod (the forker, its termination asked, no longer ranked)."""
+    victim = pods.run(unique("unstoppable"), [busybox_container("app", SLEEP_FOREVER_SCRIPT)])
+    pod_cgroup = CGROUP_MOUNT / "memory" / victim.cgroup_parent.lstrip("/")
+    killed: list[str] = []
+
+    def kill(uid: str) -> int:
+        killed.append(uid)
+        return kill_cgroup_tree(str(pod_cgroup))
+
+    runtime = CriRuntime(containerd.cri, RuntimeFilesystems(containerd.cri, str(tmp_path), str(tmp_path)), gc=None,
+                         kill_processes=kill)
+    with shims_out_of_pids(containerd):
+        how = runtime.stop_pod(eviction_of(pod_of(victim), 2))
+        assert killed == [victim.uid]
+        assert re.match(r"by killing its \d+ processes through its cgroup \(the runtime could not stop it: CRI "
+                        r"StopContainer failed: UNKNOWN", how), how
+        assert "fork/exec /usr/sbin/runc: resource temporarily unavailable" in how, how
+        assert wait_until(lambda: not (pod_cgroup / "cgroup.procs").exists()
+                          or not _procs_below(pod_cgroup), 10.0)
+    # The runtime finds its container exited on SIGKILL, as after an OOM kill (its shim reports it).
+    assert wait_until(lambda: containerd.cri.container_status(victim.container_ids["app"]).state
+                      is ContainerState.EXITED, 10.0)
+    assert containerd.cri.container_status(victim.container_ids["app"]).exit_code == SIGKILL_EXIT_CODE
+
+
+def _removed(cgroup: Path) -> bool:
+    """Remove an empty cgroup; False while the kernel still counts a task leaving it (EBUSY)."""
+    try:
+        cgroup.rmdir()
+    except OSError:
+        return False
+    return True
+
+
+def _procs_below(folder: Path) -> list[str]:
+    return [pid for cgroup in [folder, *folder.rglob("*")] if (cgroup / "cgroup.procs").exists()
+            for pid in (cgroup / "cgroup.procs").read_text().split()]
+
+
+def test_a_pod_whose_cgroup_holds_nothing_left_raises_the_runtimes_own_failure() -> None:
+    """A stop the runtime failed (an answer, not a time-out) with nothing left in the pod's cgroup: its failure, as
+    before (its containers may be gone and its sandbox not)."""
+    failure = CRIError("StopPodSandbox", "UNKNOWN", "failed to destroy network for sandbox")
+    runtime = CriRuntime(scripted([container("c1", "sb-web", "uid-web")],  # type: ignore[arg-type]
+                                  stop_sandbox_errors={"sb-web": failure}),
+                         RuntimeFilesystems(None, "/", "/"), gc=None,  # type: ignore[arg-type]
+                         kill_processes=lambda uid: 0)
+    with pytest.raises(CRIError) as caught:
+        runtime.stop_pod(eviction_of(WEB, 2))
+    assert caught.value is failure

@@ -1,9 +1,10 @@
-"""Kill every process of a pod through its cgroup: the hard eviction's last resort when the runtime does not answer.
+"""Kill every process of a pod through its cgroup: the hard eviction's last resort when the runtime cannot stop it.
 
 Job: on a node whose memory is exhausted the container runtime thrashes with everything else; in issue 36's arena
 containerd answered no CRI call for a minute, so neither the kubelet's kill nor evictd's local stop (`local_kill`)
 could stop the pod a hard threshold chose, and the kernel's OOM killer did it 3-20 s later, after the node had
-stalled. The pod's cgroup is on this node and needs nobody: on cgroup v2 ``cgroup.kill`` (kernel 5.14 and later)
+stalled; in its fork bomb containerd answered, but could not start runc to signal the pod (no pid left). The pod's
+cgroup is on this node and needs nobody: on cgroup v2 ``cgroup.kill`` (kernel 5.14 and later)
 SIGKILLs every process of the cgroup and its descendants at once, atomically with respect to forks; elsewhere (cgroup
 v1, an older v2 kernel) every process listed in ``cgroup.procs`` below the pod cgroup is sent SIGKILL, in rounds
 until none is left (a fork between a listing and a kill is caught by the next round).

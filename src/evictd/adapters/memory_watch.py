@@ -11,7 +11,8 @@ it signals its eventfd once and idles until the next cycle hands it targets agai
 (cause ``memory_watch``), which runs a normal cycle on fresh stats.
 
 Invariants: the Notifier shape and the thread of `evictd.adapters.watch_thread.WatchThread`; a target that cannot
-be read is skipped (the cycle logs unreadable sources); the thread never holds the lock while reading; `looks` counts the reads made (what the watch costs).
+be read is skipped (the cycle logs unreadable sources); the thread never holds the lock while reading; `looks`
+counts the reads made (what the watch costs).
 """
 
 from __future__ import annotations

@@ -66,8 +66,9 @@ class CriRuntime:
     CYCLE_READ_TIMEOUT_S each; after one went unanswered (DEADLINE_EXCEEDED), reads fail at once for 5 s
     (`evictd.core.unanswered`; a CRIError saying so), so that a hung runtime costs a cycle one such wait, not one
     per call. The local stop's calls wait CYCLE_READ_TIMEOUT_S too (StopContainer: plus the grace period), and one
-    unanswered ends the stop through the runtime: the pod's processes are then killed through its cgroup. The
-    garbage collection keeps the client's own deadlines.
+    unanswered ends the stop through the runtime: the pod's processes are then killed through its cgroup, as they
+    are when the runtime answers that it could not stop them. The garbage collection keeps the client's own
+    deadlines.
     """
 
     attached = True
@@ -135,29 +136,37 @@ class CriRuntime:
 
     def stop_pod(self, eviction: Eviction) -> str:
         """Stop the evicted pod as the kubelet's runtime manager would; when the runtime does not answer (a read
-        unanswered moments ago, or this stop's own calls timing out), kill its processes through its cgroup
-        instead: on a node in thrash the runtime hangs with everything else, and the kernel's OOM killer would do
-        it seconds later after the node stalled (a deliberate difference from the kubelet, which can only wait).
-        Returns how the pod was stopped. Raises EvictdError."""
+        unanswered moments ago, or this stop's own calls timing out) or answers that it could not stop it, kill its
+        processes through its cgroup instead: on a node in thrash the runtime hangs with everything else, and the
+        kernel's OOM killer would do it seconds later after the node stalled; on a node out of pids the runtime
+        cannot start the OCI runtime that would send the signal (the arena's fork bomb on the real node: "fork/exec
+        /usr/sbin/runc: resource temporarily unavailable", and the pod went on forking). A deliberate difference
+        from the kubelet, which can only wait. Returns how the pod was stopped. Raises EvictdError."""
         if self._kill_processes is not None and self._unanswered.quiet(self._clock.monotonic()):
-            return self._kill_through_cgroup(eviction, "a read went unanswered moments ago")
+            return self._kill_through_cgroup(eviction, "the runtime does not answer: a read went unanswered "
+                                                       "moments ago", None)
         try:
             self._killer.kill(eviction)
         except CRIError as exc:
-            if exc.code != UNANSWERED or self._kill_processes is None:
+            if self._kill_processes is None:
                 raise
-            self._unanswered.at = self._clock.monotonic()
-            return self._kill_through_cgroup(eviction, str(exc))
+            if exc.code == UNANSWERED:
+                self._unanswered.at = self._clock.monotonic()
+                return self._kill_through_cgroup(eviction, f"the runtime does not answer: {exc}", None)
+            return self._kill_through_cgroup(eviction, f"the runtime could not stop it: {exc}", exc)
         return "through the container runtime"
 
-    def _kill_through_cgroup(self, eviction: Eviction, why: str) -> str:
+    def _kill_through_cgroup(self, eviction: Eviction, why: str, failure: CRIError | None) -> str:
+        """Kill the pod's processes through its cgroup because of `why`; raise when its cgroup holds none: the
+        runtime's own `failure` when it answered one (its containers may be gone, its sandbox not), else a CRIError
+        saying so."""
         assert self._kill_processes is not None
         found = self._kill_processes(eviction.pod.uid)
         if not found:
-            raise CRIError("StopPodSandbox", UNANSWERED, f"the runtime does not answer ({why}) and the pod's cgroup "
-                                                         "holds no process")
-        return (f"by killing its {found} processes through its cgroup (the runtime does not answer: {why}); the "
-                "runtime finds its containers exited")
+            if failure is not None:
+                raise failure
+            raise CRIError("StopPodSandbox", UNANSWERED, f"{why}, and the pod's cgroup holds no process")
+        return f"by killing its {found} processes through its cgroup ({why}); the runtime finds its containers exited"
 
     def collect_garbage(self) -> None:
         if self._gc is not None:

@@ -14,12 +14,12 @@ kubelet that carries deletions out; pods are real processes in the kubelet's cgr
 real kube-apiserver, kubelet v1.36.2 and containerd in the guest, binaries from EVICTD_K8S_BIN; pods created
 through the API server with spec.nodeName; --mem-mib 3072 leaves the cluster's ~500 MiB beside a node).
 Protectors: kernel, evictd, evictd-stall, evictd-stall-nogate and systemd-oomd (--kernel psi only;
-bench/node_survival_oomd.py), evictd-refault, evictd-reclaim (reclaim before evict: cgroup v2 memory.reclaim), earlyoom
-on both; kubelet-defaults and kubelet-same on the real backend only; evictd-pid (evictd with pid.available<25% added,
-for the fork-bomb control). The non-memory controls (fork-bomb, disk-fill, disk-fill-fast:
-bench/node_survival_controls.py) get a second table of their own figures, the own-limit workloads (own-limit-thrash,
-backup-stream: bench/node_survival_ownlimit.py) a third, the deploy burst (deploy-burst:
-bench/node_survival_deploy.py) a fourth.
+bench/node_survival_oomd.py), evictd-refault, evictd-reclaim (reclaim before evict: cgroup v2 memory.reclaim),
+earlyoom on both; kubelet-defaults, kubelet-same and kubelet-pid (kubelet-same plus pid.available<25%) on the real
+backend only; evictd-pid (evictd with pid.available<25% added, for the fork-bomb control). The non-memory controls
+(fork-bomb, disk-fill, disk-fill-fast: bench/node_survival_controls.py) get a second table of their own figures, the
+own-limit workloads (own-limit-thrash, backup-stream: bench/node_survival_ownlimit.py) a third, the deploy burst
+(deploy-burst: bench/node_survival_deploy.py) a fourth.
 
 Output: one JSON line per run in <out>/<backend>-<protector>/runs.jsonl, every run in <out>/runs.jsonl, and the
 table (median / worst over the runs of each cell) on stdout and in <out>/table.md, with the guest kernel and

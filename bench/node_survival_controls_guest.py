@@ -16,7 +16,9 @@ bench/node_survival_guest.py calls in at three points:
   above those ~15 %. On a node's pid_max of 32768 or more the 300 are 1 % or less.
 * `Controls` (made once the pods started, before their go files): for ``fork-bomb`` sets ``kernel.pid_max``
   to `FORK_BOMB_PID_MAX` (every other workload runs with the guest's own, put back at the end); for the disk
-  workloads makes the filler's emptyDir and log folders where evictd looks and names them to it; samples every
+  workloads makes the filler's emptyDir and log folders where evictd looks and names them to it (on the real
+  backend the kubelet made them, its root on the guest disk too: the emptyDir of the filler's spec, and its
+  container's log, which the filler writes through its stdout); samples every
   100 ms pid.available as the kubelet computes it (min(pid_max, threads-max) less the tasks of /proc/loadavg),
   the guest disk's statfs and each pod's processes (its pod cgroup's pids.current) and disk use (its emptyDir
   and log folders); gives the stand-in kubelet its volume tear-down (a deleted pod's folders removed once its
@@ -54,6 +56,7 @@ DISK = Path(os.environ.get("UML_DISK_MOUNT", "/run/disk"))
 KUBELET_ROOT, POD_LOGS = DISK / "kubelet", DISK / "pod-logs"
 EVICTD_PID = "evictd-pid"
 PID_THRESHOLD = "25%"
+REAL_CONTAINER = "app"  # the real backend's pods' one container (node_survival_nodes.Real.start_pod)
 PID_MAX = Path("/proc/sys/kernel/pid_max")
 GUEST_PID_MAX = int(PID_MAX.read_text()) if PID_MAX.exists() else 0
 SAMPLE_PERIOD_S = 0.1
@@ -100,10 +103,14 @@ class Controls:
             if VOLUME in pod_spec.volumes and has_disk():
                 pod = pods[pod_spec.name]
                 volume = KUBELET_ROOT / "pods" / pod.uid / "volumes" / EMPTY_DIR_PLUGIN_DIR / VOLUME
-                logs = POD_LOGS / f"{namespace}_{pod.name}_{pod.uid}" / pod.name
-                volume.mkdir(parents=True)
-                logs.mkdir(parents=True)
-                (control / f"volume.{pod.name}").write_text(f"{volume}\n{logs / '0.log'}\n")
+                # The real kubelet made both (the pod runs): the emptyDir of its spec, and its container's log
+                # folder, into which the runtime writes what the container writes to its stdout.
+                real = getattr(backend, "name", "") == "real"
+                logs = POD_LOGS / f"{namespace}_{pod.name}_{pod.uid}" / (REAL_CONTAINER if real else pod.name)
+                volume.mkdir(parents=True, exist_ok=real)
+                logs.mkdir(parents=True, exist_ok=real)
+                log = "/proc/self/fd/1" if real else logs / "0.log"
+                (control / f"volume.{pod.name}").write_text(f"{volume}\n{log}\n")
                 self.folders[pod.name] = (volume, logs)
         self.samples: list[dict[str, Any]] = []
         self.node = getattr(backend, "node", None)  # the stand-in's (the real kubelet tears volumes down itself)

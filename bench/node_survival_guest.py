@@ -11,7 +11,8 @@ node's capacity, as a kubelet with nothing reserved sets it (the stand-in sets i
 Protectors (each started after the pods, before the workload's pressure):
 * ``kernel``: nobody evicts (on the real backend the kubelet's thresholds are 0 %); the kernel's OOM killer alone.
 * ``kubelet-defaults``, ``kubelet-same`` (real backend only): the kubelet's own eviction with its defaults
-  (``memory.available<100Mi``) or with evictd's shipped thresholds; no evictd.
+  (``memory.available<100Mi``) or with evictd's shipped thresholds; no evictd. ``kubelet-pid``: kubelet-same
+  plus ``pid.available: 25%``, the kubelet beside ``evictd-pid`` for the fork bomb.
 * ``evictd``: ``evictd run`` with config/kubelet-config.yaml and config/evictd-config.yaml as shipped (hard
   ``memory.available<200Mi``, soft ``<500Mi`` for 90 s, ``allocatableMemory.available`` copied by
   ``enforceNodeAllocatable: [pods]``, 10 s housekeeping, the memory watch on, memory locked), unscaled; the kubelet's
@@ -64,7 +65,15 @@ import yaml
 from evictd_process import EvictdProcess
 from guest_v2_node import CGROUP, make_cgroup, meminfo
 from node_survival_controls_guest import EVICTD_PID, Controls, evictd_settings
-from node_survival_nodes import BACKENDS, PodHandle, grower_argv, join_unit, pod_cgroup_figures, root_working_set
+from node_survival_nodes import (
+    BACKENDS,
+    KUBELET_PID,
+    PodHandle,
+    grower_argv,
+    join_unit,
+    pod_cgroup_figures,
+    root_working_set,
+)
 from node_survival_oomd import OOMD, OomdProcess
 from node_survival_outcomes import (
     container_termination,
@@ -185,7 +194,7 @@ class Protector:
             time.sleep(1.0)  # its first poll
             if self.earlyoom.poll() is not None:
                 raise RuntimeError(f"earlyoom exited {self.earlyoom.returncode}: {(work / 'earlyoom.log').read_text()}")
-        elif name not in ("kernel", "kubelet-defaults", "kubelet-same", OOMD):
+        elif name not in ("kernel", "kubelet-defaults", "kubelet-same", KUBELET_PID, OOMD):
             raise KeyError(f"unknown protector {name!r} for this backend")
 
     def stat(self) -> dict[str, Any] | None:

@@ -17,14 +17,20 @@ Guaranteed ``kubepods/pod<uid>/<id>``), start the same workload script (bench/no
   into ``system.slice/kubelet.service``, containerd into ``system.slice/containerd.service`` (both -999, their
   units' value), the control plane (which a worker node would not run) into ``system.slice/control-plane.service``
   (-999: it stands for nothing on the node, so the OOM killer should not pick it), the arena into
-  ``system.slice/arena.service``. Between runs the kubelet is restarted when its own eviction is on, so that its
-  MemoryPressure (5 min transition period) does not make it reject the next run's BestEffort pod at admission.
+  ``system.slice/arena.service``. With the guest's own disk mounted (/run/disk) the kubelet's root folder and
+  its pod logs folder are on it (``/run/disk/kubelet``, ``/run/disk/pod-logs``, where evictd looks on both
+  backends): nodefs is the guest disk, as on the stand-in; etcd and containerd's root stay on the guest's /run
+  (containerd's root is the node's imagefs, apart). A pod spec's volumes (the disk fill's ``scratch``) are
+  emptyDir volumes of the pod, so the kubelet measures them. Between runs the kubelet is restarted when its own
+  eviction is on, so that its MemoryPressure (5 min transition period) does not make it reject the next run's
+  BestEffort pod at admission.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import subprocess
 import time
 from dataclasses import dataclass
 from datetime import datetime
@@ -33,6 +39,7 @@ from typing import Any
 
 import yaml
 from guest_v2_node import CGROUP, NODE, Node, PodLayout, make_cgroup, meminfo
+from node_survival_controls_guest import KUBELET_ROOT, PID_THRESHOLD, POD_LOGS, has_disk
 from node_survival_pagecache import pod_script
 from node_survival_workloads import PodSpec, oom_score_adj
 
@@ -51,6 +58,7 @@ UNITS_OOM_SCORE_ADJ = -999  # kubelet.service, containerd.service (their units' 
 # (pkg/kubelet/apis/config/v1beta1/defaults_linux.go). kubelet-same: evictd's shipped thresholds.
 KUBELET_DEFAULTS = {"evictionHard": {"memory.available": "100Mi", "nodefs.available": "10%",
                                      "nodefs.inodesFree": "5%", "imagefs.available": "15%"}}
+KUBELET_PID = "kubelet-pid"  # kubelet-same plus evictd-pid's pid.available threshold (the fork bomb's comparison)
 
 
 def mebibytes(quantity: str) -> int:
@@ -66,6 +74,13 @@ def kubelet_same() -> dict[str, Any]:
     """The eviction keys of config/kubelet-config.yaml, as the kubelet takes them."""
     shipped = yaml.safe_load((REPO / "config/kubelet-config.yaml").read_text())
     return {k: v for k, v in shipped.items() if k.startswith("eviction") or k == "mergeDefaultEvictionSettings"}
+
+
+def kubelet_pid() -> dict[str, Any]:
+    """kubelet-same with ``pid.available`` added to evictionHard, as evictd-pid adds it to evictd's."""
+    settings = kubelet_same()
+    settings["evictionHard"] = {**settings.get("evictionHard", {}), "pid.available": PID_THRESHOLD}
+    return settings
 
 
 @dataclass
@@ -161,6 +176,8 @@ class Real:
         self.extra: dict[str, Any] | None = None
         self.cluster = RealCluster(work / "rk", k8s_bin_dir(), pod_network=False,
                                    apiserver_start_timeout_s=APISERVER_START_TIMEOUT_S)
+        if has_disk():  # nodefs on the guest disk, where evictd looks (node_survival_controls_guest)
+            self.cluster.kubelet_root, self.cluster.pod_logs_dir = KUBELET_ROOT, POD_LOGS
         self.cluster.start()
         self._place_components()
         self.layout = PodLayout("cgroupfs")
@@ -179,7 +196,8 @@ class Real:
     def use_protector(self, protector: str) -> None:
         """The kubelet restarted with the protector's eviction settings (when they differ from the running
         kubelet's): one cluster serves every protector of a boot."""
-        extra = {"kubelet-defaults": KUBELET_DEFAULTS, "kubelet-same": kubelet_same()}.get(protector)
+        extra = {"kubelet-defaults": KUBELET_DEFAULTS, "kubelet-same": kubelet_same(),
+                 KUBELET_PID: kubelet_pid()}.get(protector)
         if extra != self.extra:
             self.cluster.restart_kubelet(yaml.safe_dump(extra) if extra is not None else "")
             self._place_components()
@@ -233,8 +251,10 @@ class Real:
                 "containers": [{"name": "app", "image": self.cluster.busybox_image, "imagePullPolicy": "Never",
                                 "command": ["chroot", "/host", python, "-c", spec.script or pod_script(spec), *argv],
                                 "resources": {"requests": requests, "limits": limits},
-                                "volumeMounts": [{"name": "host", "mountPath": "/host"}]}],
-                "volumes": [{"name": "host", "hostPath": {"path": "/"}}],
+                                "volumeMounts": [{"name": "host", "mountPath": "/host"},
+                                                 *({"name": v, "mountPath": f"/{v}"} for v in spec.volumes)]}],
+                "volumes": [{"name": "host", "hostPath": {"path": "/"}},
+                            *({"name": v, "emptyDir": {}} for v in spec.volumes)],
             },
         }
         self._create(body, spec.name)
@@ -308,6 +328,12 @@ class Real:
 
     def close(self) -> None:
         self.cluster.stop(remove_base=False)
+        root = self.cluster.kubelet_root
+        if not root.is_relative_to(self.cluster.base):  # its bind mount and what is left below it (stop's is base's)
+            from containerd_harness import unmount_under
+
+            unmount_under(root)
+            subprocess.run(["umount", "-l", str(root)], capture_output=True, check=False)
 
 
 BACKENDS = {"stand-in": StandIn, "real": Real}

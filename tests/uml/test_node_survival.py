@@ -30,6 +30,7 @@ from node_survival import run_boot
 from node_survival_controls import CONTROL_WORKLOADS
 from node_survival_controls_guest import Controls, evictd_settings
 from node_survival_guest import AFTER_STOP_WATCH_S, SETTLE_S, run_over
+from node_survival_nodes import kubelet_pid, kubelet_same
 from node_survival_outcomes import (
     BESTEFFORT,
     BURSTABLE,
@@ -382,6 +383,14 @@ def test_evictd_pid_adds_a_pid_threshold_to_the_shipped_ones() -> None:
     shipped: dict[str, Any] = {"evictionHard": {"memory.available": "200Mi"}}
     evictd_settings(shipped, {}, "evictd")
     assert shipped["evictionHard"] == {"memory.available": "200Mi"}
+
+
+def test_kubelet_pid_is_kubelet_same_with_evictd_pids_threshold() -> None:
+    same, with_pid = kubelet_same(), kubelet_pid()
+    assert with_pid["evictionHard"] == {**same["evictionHard"], "pid.available": "25%"}
+    assert {k: v for k, v in with_pid.items() if k != "evictionHard"} == {
+        k: v for k, v in same.items() if k != "evictionHard"}
+    assert "pid.available" not in kubelet_same()["evictionHard"]
 
 
 def manifest(name: str, uid: str, *, volume: bool) -> dict[str, Any]:

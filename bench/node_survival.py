@@ -16,7 +16,8 @@ through the API server with spec.nodeName; --mem-mib 3072 leaves the cluster's ~
 Protectors: kernel, evictd, evictd-stall, evictd-stall-nogate and systemd-oomd (--kernel psi only;
 bench/node_survival_oomd.py), evictd-refault, evictd-reclaim (reclaim before evict: cgroup v2 memory.reclaim),
 earlyoom on both; kubelet-defaults, kubelet-same and kubelet-pid (kubelet-same plus pid.available<25%) on the real
-backend only; evictd-pid (evictd with pid.available<25% added, for the fork-bomb control). The non-memory controls
+backend only; evictd-pid (evictd with pid.available<25% added, for the fork-bomb control); evictd-no-minreclaim
+(evictd without the memory.available minimum reclaim). The non-memory controls
 (fork-bomb, disk-fill, disk-fill-fast: bench/node_survival_controls.py) get a second table of their own figures, the
 own-limit workloads (own-limit-thrash, backup-stream: bench/node_survival_ownlimit.py) a third, the deploy burst
 (deploy-burst: bench/node_survival_deploy.py) a fourth.

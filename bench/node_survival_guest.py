@@ -27,6 +27,7 @@ Protectors (each started after the pods, before the workload's pressure):
 * ``evictd-reclaim``: ``evictd`` plus reclaim before evict (``memoryReclaimBeforeEviction: true``, the default
   50 ms budget; bench/node_survival_pagecache.py's RECLAIM_SETTINGS).
 * ``evictd-pid``: ``evictd`` plus ``pid.available: 25%`` in evictionHard (bench/node_survival_controls_guest.py).
+* ``evictd-no-minreclaim``: ``evictd`` without ``evictionMinimumReclaim``'s ``memory.available: 100Mi``.
 * ``earlyoom``: Debian's earlyoom with Debian's arguments (/etc/default/earlyoom: ``-r 3600``; its default
   thresholds are percentages of the guest's memory, 10 % SIGTERM and 5 % SIGKILL, so they scale by
   themselves), in ``system.slice/earlyoom.service`` with its unit's ``MemoryMax=50M``.
@@ -146,6 +147,11 @@ class Kmsg:
         return found
 
 
+# evictd as shipped without the memory.available minimum reclaim (100Mi): what the third pod of many-small on the
+# real node is the price of (docs/node-survival.md).
+EVICTD_NO_MIN_RECLAIM = "evictd-no-minreclaim"
+
+
 def evictd_documents(work: Path, backend: Any, protector: str = "evictd") -> tuple[str, str]:
     """The shipped configuration (config/), as a KubeletConfiguration body and an EvictdConfiguration body,
     changed only where the guest is not a node (the module's docstring says where); evictd-stall's and
@@ -156,6 +162,8 @@ def evictd_documents(work: Path, backend: Any, protector: str = "evictd") -> tup
                    "podLogsDir": str(work / "pod-logs"), "imageFsPath": str(work), "containerFsPath": str(work)})
     evictd.update(stall_maps(protector))
     evictd.update(reclaim_settings(protector))
+    if protector == EVICTD_NO_MIN_RECLAIM:
+        kubelet.get("evictionMinimumReclaim", {}).pop("memory.available", None)
     backend.evictd_documents(kubelet, evictd)
     evictd_settings(kubelet, evictd, protector)
     for key in ("apiVersion", "kind", "metricsBindAddress", "logFormat"):  # EvictdProcess writes these
@@ -174,7 +182,8 @@ class Protector:
         self.evictd: EvictdProcess | None = None
         self.earlyoom: subprocess.Popen[bytes] | None = None
         self.oomd = OomdProcess.for_run(work) if name == OOMD else None
-        if name in ("evictd", "evictd-refault", "evictd-reclaim", *STALL_PROTECTORS, EVICTD_PID):
+        if name in ("evictd", "evictd-refault", "evictd-reclaim", *STALL_PROTECTORS, EVICTD_PID,
+                    EVICTD_NO_MIN_RECLAIM):
             kubelet, evictd = evictd_documents(work, backend, name)
             wrapper = ("sh", "-c", join_unit(EVICTD_UNIT, EVICTD_OOM_SCORE_ADJ) + EVICTD_PRIORITIES, "sh")
             self.evictd = EvictdProcess(work, kubelet=kubelet, evictd=evictd, wrapper=wrapper)

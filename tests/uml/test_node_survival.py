@@ -24,12 +24,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 from node_survival import run_boot
 from node_survival_controls import CONTROL_WORKLOADS
 from node_survival_controls_guest import Controls, evictd_settings
-from node_survival_guest import AFTER_STOP_WATCH_S, SETTLE_S, run_over
+from node_survival_guest import AFTER_STOP_WATCH_S, EVICTD_NO_MIN_RECLAIM, SETTLE_S, evictd_documents, run_over
 from node_survival_nodes import kubelet_pid, kubelet_same
 from node_survival_outcomes import (
     BESTEFFORT,
@@ -383,6 +384,23 @@ def test_evictd_pid_adds_a_pid_threshold_to_the_shipped_ones() -> None:
     shipped: dict[str, Any] = {"evictionHard": {"memory.available": "200Mi"}}
     evictd_settings(shipped, {}, "evictd")
     assert shipped["evictionHard"] == {"memory.available": "200Mi"}
+
+
+class NoBackend:
+    """A backend that adds nothing to the documents (the shipped configuration as it is)."""
+
+    def evictd_documents(self, kubelet: dict[str, Any], evictd: dict[str, Any]) -> None:
+        pass
+
+
+def test_evictd_without_minimum_reclaim_drops_only_the_memory_one(tmp_path: Path) -> None:
+    shipped, _ = evictd_documents(tmp_path, NoBackend(), "evictd")
+    variant, _ = evictd_documents(tmp_path, NoBackend(), EVICTD_NO_MIN_RECLAIM)
+    assert yaml.safe_load(shipped)["evictionMinimumReclaim"] == {"memory.available": "100Mi",
+                                                                 "nodefs.available": "1Gi"}
+    assert yaml.safe_load(variant)["evictionMinimumReclaim"] == {"nodefs.available": "1Gi"}
+    assert {k: v for k, v in yaml.safe_load(variant).items() if k != "evictionMinimumReclaim"} == {
+        k: v for k, v in yaml.safe_load(shipped).items() if k != "evictionMinimumReclaim"}
 
 
 def test_kubelet_pid_is_kubelet_same_with_evictd_pids_threshold() -> None:

@@ -105,6 +105,10 @@ SETTLE_S = 5.0  # after the last pressure pod stopped: what else happens (a late
 # for the protector's next act (a second eviction under the minimum reclaim). Three of the kubelet's 10 s
 # housekeeping periods: a protector that acts on a tick gets to act.
 AFTER_STOP_WATCH_S = 30.0
+# After a run's end on the real backend, how long the API is still watched for the word on each pressure pod that
+# stopped: the kubelet writes a pod's Evicted status only after it killed it (3 of 9 real disk-fill runs ended first,
+# and showed "exit None" where the kubelet's log had an eviction).
+FINAL_STATUS_WAIT_S = 15.0
 # evictd's start-up takes its node Lease through the API server; the real backend's, in the loaded one-CPU guest,
 # took over 60 s to answer at a run's start.
 EVICTD_READY_S = 180.0
@@ -317,6 +321,13 @@ class Sampler:
                                 "reason": status.get("reason"), "message": status.get("message")}
 
 
+def status_pending(stopped: set[str], evictions: dict[str, Any], last_seen: dict[str, dict[str, Any]]) -> set[str]:
+    """The stopped pods the API has given no last word on yet: not seen evicted, still listed, and in no final
+    phase (Failed, Succeeded)."""
+    return {name for name in stopped if name not in evictions and name in last_seen
+            and (last_seen[name].get("status") or {}).get("phase") not in ("Failed", "Succeeded")}
+
+
 def run_over(now: float, *, all_stopped: bool, last_stop: float | None, capped_since: float | None,
              hold_s: float) -> bool:
     """Whether a run is over at `now`: SETTLE_S after its last pressure pod stopped; for a workload whose pods hold
@@ -407,6 +418,10 @@ def one_run(backend: Any, protector: Protector, spec: Workload, index: int, args
         if run_over(now, all_stopped=len(stopped) == len(pressure), last_stop=last_stop, capped_since=capped_since,
                     hold_s=spec.hold_s):
             break
+    if getattr(backend, "name", "") == "real":
+        final_status_by = time.monotonic() + FINAL_STATUS_WAIT_S
+        while time.monotonic() < final_status_by and status_pending(stopped, sampler.evictions, sampler.last_seen):
+            time.sleep(0.2)
     ended = time.monotonic()
     evictd_after, cache_figures = protector.stat(), cache.figures(beats_path)
     sampler.stopping.set()

@@ -30,7 +30,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 from node_survival import run_boot
 from node_survival_controls import CONTROL_WORKLOADS
 from node_survival_controls_guest import Controls, evictd_settings
-from node_survival_guest import AFTER_STOP_WATCH_S, EVICTD_NO_MIN_RECLAIM, SETTLE_S, evictd_documents, run_over
+from node_survival_guest import (
+    AFTER_STOP_WATCH_S,
+    EVICTD_NO_MIN_RECLAIM,
+    SETTLE_S,
+    evictd_documents,
+    run_over,
+    status_pending,
+)
 from node_survival_nodes import kubelet_pid, kubelet_same
 from node_survival_outcomes import (
     BESTEFFORT,
@@ -384,6 +391,16 @@ def test_evictd_pid_adds_a_pid_threshold_to_the_shipped_ones() -> None:
     shipped: dict[str, Any] = {"evictionHard": {"memory.available": "200Mi"}}
     evictd_settings(shipped, {}, "evictd")
     assert shipped["evictionHard"] == {"memory.available": "200Mi"}
+
+
+def test_a_stopped_pod_is_waited_for_until_the_api_gives_its_last_word() -> None:
+    running = {"status": {"phase": "Running"}}
+    failed = {"status": {"phase": "Failed", "reason": "Evicted"}}
+    assert status_pending({"filler"}, {}, {"filler": running}) == {"filler"}, "stopped, the kubelet's word not in"
+    assert status_pending({"filler"}, {}, {"filler": failed}) == set()
+    assert status_pending({"filler"}, {"filler": {}}, {"filler": running}) == set(), "seen evicted already"
+    assert status_pending({"filler"}, {}, {}) == set(), "gone from the API"
+    assert status_pending(set(), {}, {"filler": running}) == set(), "still running: not waited for"
 
 
 class NoBackend:

@@ -9,7 +9,10 @@ out of pids, as on the arena's node in a fork bomb): `CriRuntime.stop_pod` then 
 
 from __future__ import annotations
 
+import json
 import re
+import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -368,3 +371,73 @@ def test_a_pod_whose_cgroup_holds_nothing_left_raises_the_runtimes_own_failure()
     with pytest.raises(CRIError) as caught:
         runtime.stop_pod(eviction_of(WEB, 2))
     assert caught.value is failure
+
+
+# --- a node out of pids ------------------------------------------------------------------------------------------
+
+# LocalKiller in a process that can start no thread: its imports done, it waits for a line on stdin (meanwhile the
+# test moves it into a pids cgroup that allows no new task), then kills a scripted pod of two containers and prints
+# what happened.
+OUT_OF_PIDS_KILL = """
+import json, sys, threading
+from evictd.adapters.local_kill import LocalKiller
+from evictd.core.engine import Eviction
+from evictd.core.pods import Pod
+from evictd.core.runtime import POD_UID_LABEL, Container, ContainerState, Sandbox, SandboxState
+
+class Runtime:
+    def __init__(self):
+        self.stopped, self.threads = [], set()
+    def list_sandboxes(self, *, pod_uid=None, timeout_s=None):
+        return [Sandbox(id="sb", name="web", namespace="default", uid="uid-web", state=SandboxState.READY,
+                        created_at_ns=1)]
+    def list_containers(self, *, pod_uid=None, timeout_s=None):
+        return [Container(id=f"c{i}", name=f"c{i}", pod_sandbox_id="sb", state=ContainerState.RUNNING,
+                          created_at_ns=1, labels={POD_UID_LABEL: "uid-web"}) for i in (1, 2)]
+    def stop_container(self, container_id, timeout_s, *, answer_within_s=None):
+        self.stopped.append(container_id)
+        self.threads.add(threading.current_thread().name)
+    def stop_sandbox(self, sandbox_id, *, timeout_s=None):
+        self.stopped.append(sandbox_id)
+
+print("ready", flush=True)
+sys.stdin.readline()
+try:
+    threading.Thread(target=lambda: None).start()
+    can_start = True
+except RuntimeError:
+    can_start = False
+runtime = Runtime()
+result = LocalKiller(runtime).kill(Eviction(
+    pod=Pod(name="web", namespace="default", uid="uid-web"), signal="pid.available", grace_period_override_s=0,
+    effective_grace_period_s=0, message="", annotations={}, conditions=()))
+print(json.dumps({"can_start_thread": can_start, "stopped": runtime.stopped, "threads": sorted(runtime.threads),
+                  "containers": list(result.container_ids)}), flush=True)
+"""
+
+
+def test_a_kill_in_a_process_that_can_start_no_thread_stops_the_containers_one_after_the_other() -> None:
+    """The arena's fork bomb on the real node: evictd's local stop started a thread per container, the node was out
+    of pids, `can't start new thread` took the daemon down in the middle of the stop (exit 1)."""
+    process = subprocess.Popen([sys.executable, "-c", OUT_OF_PIDS_KILL], stdin=subprocess.PIPE,
+                               stdout=subprocess.PIPE, text=True)
+    full = PIDS_ROOT / new_test_cgroup_name(8)
+    full.mkdir()
+    try:
+        assert process.stdout is not None and process.stdin is not None
+        assert process.stdout.readline() == "ready\n"
+        (full / "cgroup.procs").write_text(str(process.pid))
+        (full / "pids.max").write_text((full / "pids.current").read_text())
+        process.stdin.write("go\n")
+        process.stdin.flush()
+        outcome = json.loads(process.stdout.readline())
+        assert process.wait(timeout=30) == 0
+    finally:
+        process.kill()
+        process.wait()
+        (full / "pids.max").write_text("max")
+        wait_until(lambda: _removed(full), 10.0, f"{full} removed")
+    assert not outcome["can_start_thread"], "the cgroup allowed a new task: this test shows nothing"
+    assert outcome["stopped"] == ["c1", "c2", "sb"]
+    assert outcome["threads"] == ["MainThread"]
+    assert outcome["containers"] == ["c1", "c2"]

@@ -9,6 +9,7 @@ goes through the daemon's own CycleLogger and Metrics, so the refusals are check
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -377,3 +378,24 @@ def test_a_soft_eviction_while_a_hard_threshold_is_met_evicts_as_the_kubelet(api
     assert [d.body for d in apiserver.request_log.matching("DELETE", r".*/pods/hog")] == [
         {"gracePeriodSeconds": 20, "preconditions": {"uid": "uid-hog"}}]
     next(nodes, None)
+
+
+def test_a_round_that_can_start_no_thread_is_asked_on_the_loop(apiserver: ApiServer, node: Node,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a node out of pids a thread is a task like any other: in the arena's fork bomb on the real node the local
+    stop's `can't start new thread` took the daemon down. The Eviction API's round then runs on the loop's thread
+    (this host cannot run out of pids for one thread alone: the failure is the one Python raises)."""
+    start = threading.Thread.start
+
+    def start_unless_the_round(thread: threading.Thread) -> None:
+        if thread.name == "evictd-eviction-api":
+            raise RuntimeError("can't start new thread")
+        start(thread)
+
+    monkeypatch.setattr(threading.Thread, "start", start_unless_the_round)
+    assert node.cycle(10).acted.evictions == ()  # the soft threshold's grace period starts
+    assert node.cycle(30).acted.eviction_api.asked == ("default/hog", "default/modest", "default/small")
+    assert node.requests.asking() is None, "the round ended before the cycle did"
+    report = node.cycle(1)
+    assert [e.pod.name for e in report.acted.evictions] == ["hog"] and through_api(report)
+    assert deleting(apiserver, "hog")

@@ -6,8 +6,9 @@ kubelet's runtime manager kills a pod (pkg/kubelet/kuberuntime ``killPodWithSync
 
 1. find the pod's sandboxes and containers by the kubelet's ``io.kubernetes.pod.uid`` label;
 2. ``StopContainer`` every running container **in parallel** (``killContainersWithSyncResult`` starts a
-   goroutine per container), each with the grace period as the CRI timeout: the runtime sends the stop
-   signal, waits that many seconds, then SIGKILLs;
+   goroutine per container; one after the other where no thread can be started, on a node out of pids), each
+   with the grace period as the CRI timeout: the runtime sends the stop signal, waits that many seconds, then
+   SIGKILLs;
 3. ``StopPodSandbox`` each sandbox, which also force-kills anything still running in it.
 
 Invariants:
@@ -126,6 +127,19 @@ class LocalKiller:
             return None if exc.code == NOT_FOUND else exc
         return None
 
+    def _stop_containers(self, containers: Sequence[Container], grace_s: int) -> list[CRIError | None]:
+        """Stop `containers` in parallel, one thread each (one container: on this thread); one after the other when
+        no thread can be started. On a node out of pids a thread is a task like any other: in the arena's fork bomb
+        on the real node the pool's first thread failed (``can't start new thread``) and took the daemon down in
+        the middle of the stop."""
+        if len(containers) <= 1:
+            return [self._stop_container(container, grace_s) for container in containers]
+        try:
+            with ThreadPoolExecutor(max_workers=len(containers), thread_name_prefix="local-kill") as pool:
+                return list(pool.map(lambda c: self._stop_container(c, grace_s), containers))
+        except RuntimeError:  # a thread could not be started; those that did have finished (the pool waited)
+            return [self._stop_container(container, grace_s) for container in containers]
+
     def kill(self, eviction: Eviction) -> KillResult:
         """Stop the evicted pod's containers (with the grace period) and sandboxes; return what was done.
 
@@ -142,11 +156,7 @@ class LocalKiller:
         containers = containers_to_stop(
             sandboxes, self._runtime.list_containers(pod_uid=pod.uid or None, timeout_s=self._answer_within_s),
             pod.uid)
-        errors: list[CRIError] = []
-        if containers:
-            with ThreadPoolExecutor(max_workers=len(containers), thread_name_prefix="local-kill") as pool:
-                outcomes = list(pool.map(lambda c: self._stop_container(c, grace_s), containers))
-            errors += [error for error in outcomes if error is not None]
+        errors = [error for error in self._stop_containers(containers, grace_s) if error is not None]
         unanswered = [error for error in errors if error.code == UNANSWERED]
         to_stop = [] if unanswered else sandboxes_to_stop(sandboxes, containers)
         for sandbox in to_stop:

@@ -68,7 +68,10 @@ class EvictionRequests:
             self._round = started
             self._asking = candidates[0].pod.key
             self._outcome = None
-        threading.Thread(target=self._run, args=(started,), name="evictd-eviction-api", daemon=True).start()
+        try:
+            threading.Thread(target=self._run, args=(started,), name="evictd-eviction-api", daemon=True).start()
+        except RuntimeError:  # no thread can be started (a node out of pids): the round runs here, on the loop
+            self._run(started)
         return True
 
     def asking(self) -> str | None:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from builders import Gi, summary
+from builders import Gi, stamp, summary
 from cycle_reports import (
     MEMORY_CONFIG,
     failing_cycle,
@@ -25,6 +25,7 @@ from evictd.adapters.cgroups import CgroupLayout, CgroupReader
 from evictd.adapters.memcg_notifier_set import MemcgNotifierSet
 from evictd.adapters.memory_watch import MemoryWatch
 from evictd.adapters.notifiers import Waiter
+from evictd.adapters.pid_watch import PidWatch
 from evictd.adapters.pod_disk_usage import POD_DISK_SOURCE_PREFIX
 from evictd.adapters.psi_notifier import PsiNotifier
 from evictd.core.engine import EngineState
@@ -182,6 +183,25 @@ def test_the_v2_memory_watch_is_handed_each_cycles_readings_and_polled_beside_th
     assert refresh(notifiers, memory_summary(pods_container=True)) == []
     assert waiter.wait(5.0) == ["memory_watch"]
     assert watch.description == "hard allocatableMemory.available threshold"
+
+
+def test_the_pid_watch_is_handed_each_cycles_observations_and_polled_beside_the_rest(
+    waiter: Waiter, tmp_path: Path
+) -> None:
+    # The cycle saw 1,500 tasks of 2,048 (a 25% threshold met from 1,537); /proc/loadavg now says 1,600: the watch's
+    # first look finds it met.
+    (tmp_path / "loadavg").write_text("0.00 0.00 0.00 1/1600 4242\n")
+    config = {"evictionHard": {"pid.available": "25%"}}
+    settings = eviction_settings({**config, "enforceNodeAllocatable": []})
+    watch = PidWatch(tuple(settings.thresholds()), interval_s=10.0, proc_root=str(tmp_path))
+    notifiers = NotifierRefresh(waiter, None, (), Metrics(), None, pid_watch=watch)
+    assert notifiers.follow_failures(failing_cycle(config), time.monotonic()) == []
+    assert waiter.notifiers == (watch,)
+    assert waiter.wait(0.2) == [], "no stats: nothing watched"
+    report = run(config, [{"at": 0, "summary": summary(pids=(2048, 1500), time=stamp(0))}]).reports[0]
+    assert notifiers.follow_failures(report, time.monotonic()) == []
+    assert waiter.wait(5.0) == ["pid_watch"]
+    assert watch.description == "hard pid.available threshold"
 
 
 def test_a_notifier_that_stays_unavailable_is_logged_once_and_once_more_when_it_is_armed(waiter: Waiter) -> None:

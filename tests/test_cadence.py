@@ -121,6 +121,20 @@ def test_while_pressure_is_held_psi_earns_no_cycle_but_a_crossing_the_memory_wat
     assert not_held.woken(["psi"]).wait_s(2.0) is None, "without held pressure a stall may announce a crossing"
 
 
+@pytest.mark.parametrize("cause", ["pid_watch", "refault_watch"])
+def test_a_watch_of_another_signal_makes_the_next_cycle_due_at_once_without_follow_ups(cause: str) -> None:
+    waiting = Cadence(INTERVAL_S).after_cycle(0.0, 0.0, memory_threshold_met=False)
+    woken = waiting.woken([cause])
+    assert woken.wait_s(3.0) is None
+    assert woken.follow_ups == (), "not a memory notification: no pages still being charged to chase"
+    held = Cadence(INTERVAL_S).after_cycle(0.0, 0.0, memory_threshold_met=True, held=True)
+    assert held.woken([cause]).wait_s(2.0) is None, "held memory pressure: another threshold's crossing still earns it"
+    flapping = Cadence(INTERVAL_S)
+    for at in (0.0, 0.05, 0.1, 0.15):
+        flapping = changed(flapping.woken(["memcg"]), at)
+    assert flapping.flapping and flapping.woken([cause]).wait_s(0.2) is None, "memory flapping does not delay it"
+
+
 def test_a_held_minute_of_psi_and_re_arm_wake_ups_costs_one_cycle_per_interval() -> None:
     cadence, now, cycles = Cadence(INTERVAL_S), 0.0, 0
     while now < 60.0:

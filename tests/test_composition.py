@@ -15,14 +15,17 @@ from evictd.adapters.cgroups import CgroupLayout, CgroupReader
 from evictd.adapters.kubelet_summary import ApiProxySummarySource, KubeletSummarySource
 from evictd.adapters.node_pods import DiscoveredPods
 from evictd.adapters.node_stats import NodeStatsSource
+from evictd.adapters.pid_watch import PidWatch
 from evictd.adapters.procfs import global_reclaim_scan_pages, inactive_file_bytes
 from evictd.config import load_configuration
+from evictd.core.engine import EngineConfig
 from evictd.core.errors import ConfigError, SampleError
 from evictd.core.fs_layout import FsLayout
 from evictd.core.quantity import Quantity
 from evictd.core.signals import Signal
 from evictd.core.stall_gate import CounterTrend, StallGate
 from evictd.core.thresholds import Threshold, ThresholdValue
+from evictd.observe.metrics import Metrics
 from evictd.run.compose_node import (
     PathLayout,
     build_memcg_notifiers,
@@ -30,7 +33,7 @@ from evictd.run.compose_node import (
     build_stats_source,
     psi_judge,
 )
-from evictd.run.composition import check_settings
+from evictd.run.composition import build_basics, build_notifiers, check_settings
 from evictd.run.plausible_stats import PlausibleStats
 
 FIXTURE_V1 = Path(__file__).resolve().parent / "fixtures" / "cgroup" / "v1-cgroupfs"
@@ -193,3 +196,32 @@ def test_stall_thresholds_gated_on_reclaim_need_the_nodes_own_figures(tmp_path: 
     check_settings(configuration(tmp_path, source + stall + "stallRequiresNodeReclaim: false\n"))
     check_settings(configuration(tmp_path, source))
     check_settings(configuration(tmp_path, f"cgroupfsPath: {tmp_path}\n" + stall))
+
+
+@pytest.mark.parametrize(("kubelet", "evictd", "built"), [
+    pytest.param("evictionHard: {pid.available: 25%}\n", "", True, id="pid-threshold-node-stats"),
+    pytest.param("evictionSoft: {pid.available: 1k}\nevictionSoftGracePeriod: {pid.available: 30s}\n", "", True,
+                 id="soft-pid-threshold"),
+    pytest.param("evictionHard: {memory.available: 100Mi}\n", "", False, id="no-pid-threshold"),
+    pytest.param("evictionHard: {pid.available: 25%}\n",
+                 "statsSource: kubelet\nkubeletSummaryURL: https://127.0.0.1:10250/stats/summary\n", False,
+                 id="the-kubelets-stats"),
+])
+def test_the_pid_watch_is_built_for_a_pid_threshold_on_the_nodes_own_stats(
+        tmp_path: Path, kubelet: str, evictd: str, built: bool) -> None:
+    path = tmp_path / "node.yaml"
+    path.write_text("apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n" + kubelet
+                    + "---\napiVersion: evictd.io/v1alpha1\nkind: EvictdConfiguration\n"
+                    + f"cgroupfsPath: {FIXTURE_V2}\nmemcgWakeups: false\npsiWakeups: false\n" + evictd)
+    config = load_configuration([str(path)])
+    basics = build_basics(config, structlog.get_logger("test"), Metrics())
+    try:
+        notifiers = build_notifiers(basics, EngineConfig.from_settings(config.eviction))
+        assert isinstance(notifiers.pid_watch, PidWatch) is built
+        if notifiers.pid_watch is not None:
+            assert notifiers.pid_watch.cause == "pid_watch"
+            notifiers.pid_watch.close()
+    finally:
+        basics.waiter.close()
+        basics.stop.close()
+        basics.cgroups.close()

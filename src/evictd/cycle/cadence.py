@@ -27,8 +27,11 @@ The loop tells the cadence how each cycle ended and what woke it; the cadence an
   evictd's own share cannot show it yet, and the next firing up to 2 s later. One cycle a firing, no chase.
 - After an eviction and the wait for its pods to go (the kubelet's `waitForPodsCleanup`), the next cycle runs at
   once, with no wait at all (as the kubelet); the eviction ends a notification's follow-ups but the confirming one.
-- The timer, a stop request, a memcg crossing (``memcg``: the notifier set judged it may change the decision)
-  and the memory watch make the next cycle due.
+- The timer, a stop request, a memcg crossing (``memcg``: the notifier set judged it may change the decision),
+  the memory watch, the refault watch and the pid watch make the next cycle due. The last two are not memory
+  notifications: they start no follow-ups (their figures are not pages still being charged) and earn their cycle
+  at once while pressure is held or memory flaps (a crossing of another threshold; while flapping, once the loop
+  listens to its notifiers again, `Cadence.listening`).
 - A memory threshold that flaps earns no chase (issue #37, item 3): a cycle that no longer sees a memory threshold
   the previous cycle saw met, with nothing evictd did since to relieve it (no eviction, reclaim or Eviction API
   request carried out; a dry run's do not count), or whose crossing its confirming reading did not show, is a

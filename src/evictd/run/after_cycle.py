@@ -16,6 +16,7 @@ from evictd.adapters.memcg_notifier import NotifierFailure
 from evictd.adapters.memcg_notifier_set import MemcgNotifierSet
 from evictd.adapters.memory_watch import MemoryWatch
 from evictd.adapters.notifiers import Notifier, Waiter
+from evictd.adapters.pid_watch import PidWatch
 from evictd.adapters.pod_disk_usage import POD_DISK_SOURCE_PREFIX
 from evictd.adapters.refault_watch import RefaultWatch
 from evictd.core.blind import blind_signals, blind_streaks
@@ -172,15 +173,18 @@ def log_refused_figures(log: Log, metrics: Metrics, refused: Callable[[], Sequen
 
 class NotifierRefresh:
     """The wake-up sources: memcg thresholds (following each cycle's readings, re-armed every 10 s at least), PSI
-    triggers (armed once) and on cgroup v2 the memory watch (handed each cycle's readings). After every cycle the
-    memcg notifiers follow its readings; what fails is logged and counted."""
+    triggers (armed once), on cgroup v2 the memory watch (handed each cycle's readings), the refault watch and the
+    pid watch (handed each cycle's observations). After every cycle the memcg notifiers follow its readings; what
+    fails is logged and counted."""
 
     def __init__(self, waiter: Waiter, memcg: MemcgNotifierSet | None, psi: Sequence[Notifier], metrics: Metrics,
-                 log: Log, memory_watch: MemoryWatch | None = None, refault_watch: RefaultWatch | None = None) -> None:
+                 log: Log, memory_watch: MemoryWatch | None = None, refault_watch: RefaultWatch | None = None,
+                 pid_watch: PidWatch | None = None) -> None:
         self.waiter = waiter
         self.memcg = memcg
         self.memory_watch = memory_watch
         self.refault_watch = refault_watch
+        self.pid_watch = pid_watch
         self.psi = tuple(psi)
         self._metrics = metrics
         self._log = log
@@ -199,11 +203,14 @@ class NotifierRefresh:
                 failures.append(failure)
         if self.memory_watch is not None:
             self.memory_watch.follow(summary, now)
+        observations = dict(report.decided.assessment.observations)
         if self.refault_watch is not None:
-            self.refault_watch.follow(summary, dict(report.decided.assessment.observations))
+            self.refault_watch.follow(summary, observations)
+        if self.pid_watch is not None:
+            self.pid_watch.follow(observations if summary is not None else None, now)
+        watches = (self.memory_watch, self.refault_watch, self.pid_watch)
         wanted = (*(self.memcg.notifiers if self.memcg else ()), *self.psi,
-                  *((self.memory_watch,) if self.memory_watch is not None else ()),
-                  *((self.refault_watch,) if self.refault_watch is not None else ()))
+                  *(watch for watch in watches if watch is not None))
         if wanted != self.waiter.notifiers:
             self.waiter.set_notifiers(wanted)
         return failures

@@ -38,6 +38,7 @@ from evictd.adapters.node_pods import DiscoveredPods
 from evictd.adapters.node_protection import read_node_cgroups
 from evictd.adapters.notifiers import Waiter
 from evictd.adapters.oom_counters import OomCounters
+from evictd.adapters.pid_watch import PidWatch
 from evictd.adapters.refault_watch import RefaultWatch
 from evictd.adapters.self_protection import (
     LOCK_FLAG_NAMES,
@@ -218,8 +219,9 @@ def build_runtime(basics: Basics, node: NodeLevel, cluster: ClusterParts | None)
 
 def build_notifiers(basics: Basics, engine_config: EngineConfig, stall_gate: Callable[[], StallGate] | None = None,
                     note_pressure: Callable[[], None] = lambda: None) -> NotifierRefresh:
-    """The memory wake-ups: memcg thresholds (cgroup v1) or the memory watch (v2), and PSI (its firings judged with
-    the engine's `stall_gate` where stall-family thresholds are configured)."""
+    """The wake-ups between ticks: memcg thresholds (cgroup v1) or the memory watch (v2), PSI (its firings judged
+    with the engine's `stall_gate` where stall-family thresholds are configured), the refault watch and the pid
+    watch (where their thresholds are configured and the stats are the node's own)."""
     settings, layout, cgroups = basics.settings, basics.cgroup_layout, basics.cgroups
     node_stats = settings.memcg_wakeups and settings.stats_source is StatsOrigin.NODE
     memcg = build_memcg_notifiers(engine_config.thresholds, layout, cgroups) \
@@ -234,7 +236,12 @@ def build_notifiers(basics: Basics, engine_config: EngineConfig, stall_gate: Cal
     refaults = any(threshold.signal is Signal.MEMORY_REFAULT for threshold in engine_config.thresholds)
     refault_watch = (RefaultWatch(engine_config.thresholds, gated=engine_config.stall_requires_node_reclaim)
                      if refaults and settings.stats_source is StatsOrigin.NODE else None)
-    return NotifierRefresh(basics.waiter, memcg, psi, basics.metrics, basics.log, memory_watch, refault_watch)
+    # Nothing in the kernel announces that tasks are running out: the pid watch reads /proc/loadavg's task count.
+    pids = any(threshold.signal is Signal.PID_AVAILABLE for threshold in engine_config.thresholds)
+    pid_watch = (PidWatch(engine_config.thresholds, settings.housekeeping_interval_s)
+                 if pids and settings.stats_source is StatsOrigin.NODE else None)
+    return NotifierRefresh(basics.waiter, memcg, psi, basics.metrics, basics.log, memory_watch, refault_watch,
+                           pid_watch)
 
 
 def warn_about_pods_cgroup(basics: Basics) -> None:

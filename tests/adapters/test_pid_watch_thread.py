@@ -1,0 +1,95 @@
+"""The pid watch's thread against a /proc of plain files: it reads loadavg's task count only while a crossing is
+near, wakes a real Waiter once when a ``pid.available`` threshold is met, then idles until the next cycle arms it
+again."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+from evictd.adapters.notifiers import Waiter
+from evictd.adapters.pid_watch import PID_WATCH_CAUSE, PidWatch
+from evictd.core.pid_watch import PidTarget
+from evictd.core.quantity import Quantity, QuantityFormat
+from evictd.core.signals import Signal
+from evictd.core.summary import Observation
+from evictd.core.thresholds import Threshold, ThresholdValue, parse_percentage
+
+PID_MAX = 2048
+NEAR = PidTarget(PID_MAX, 512, "hard pid.available threshold")  # met from 1537 tasks
+
+
+def loadavg(proc: Path, tasks: int) -> None:
+    """Replace `proc`/loadavg at once (a look reading it half written would find it unreadable)."""
+    new = proc / "loadavg.new"
+    new.write_text(f"0.00 0.00 0.00 1/{tasks} 12345\n")
+    new.replace(proc / "loadavg")
+
+
+def test_a_crossing_between_ticks_wakes_the_waiter_once(tmp_path: Path) -> None:
+    loadavg(tmp_path, 1500)  # 36 tasks from the threshold: a look every 20 ms
+    watch = PidWatch((), interval_s=10.0, proc_root=str(tmp_path))
+    waiter = Waiter()
+    waiter.set_notifiers([watch])
+    try:
+        watch.arm([NEAR], 1500, time.monotonic())
+        assert waiter.wait(0.3) == []
+        assert watch.looks >= 2, "near the threshold the watch keeps looking"
+        loadavg(tmp_path, 1600)  # 448 available, below 512
+        started = time.monotonic()
+        assert waiter.wait(5.0) == [PID_WATCH_CAUSE]
+        assert time.monotonic() - started < 2.0
+        assert watch.description == "hard pid.available threshold"
+        looks = watch.looks
+        assert waiter.wait(0.3) == [], "woken once: nothing more until the next cycle arms it"
+        assert watch.looks == looks
+    finally:
+        waiter.close()
+
+
+def test_far_from_every_threshold_the_watch_reads_nothing(tmp_path: Path) -> None:
+    loadavg(tmp_path, 300)  # 1,236 tasks from the threshold: 0.12 s at the assumed rate, after a 0.1 s tick
+    watch = PidWatch((), interval_s=0.1, proc_root=str(tmp_path))
+    try:
+        watch.arm([NEAR], 300, time.monotonic())
+        loadavg(tmp_path, 2000)
+        time.sleep(0.3)
+        assert (watch.looks, watch.fired) == (0, 0)
+    finally:
+        watch.close()
+        watch.close()  # idempotent
+
+
+def test_an_unreadable_loadavg_skips_the_look_and_keeps_the_pace(tmp_path: Path) -> None:
+    watch = PidWatch((), interval_s=10.0, proc_root=str(tmp_path))  # no loadavg yet
+    waiter = Waiter()
+    waiter.set_notifiers([watch])
+    try:
+        watch.arm([NEAR], 1500, time.monotonic())
+        assert waiter.wait(0.3) == []
+        assert watch.looks >= 5, "looked at the cycle's count's pace (20 ms), not idle"
+        loadavg(tmp_path, 1600)
+        assert waiter.wait(5.0) == [PID_WATCH_CAUSE]
+    finally:
+        waiter.close()
+
+
+def test_follow_arms_with_the_cycles_observation_and_close_stops_the_thread(tmp_path: Path) -> None:
+    loadavg(tmp_path, 1500)
+    hard = Threshold(signal=Signal.PID_AVAILABLE, value=ThresholdValue(percentage=parse_percentage("25%")))
+    watch = PidWatch([hard], interval_s=10.0, proc_root=str(tmp_path))
+    observed = Observation(Quantity.from_int(PID_MAX - 1500, QuantityFormat.DECIMAL_SI),
+                           Quantity.from_int(PID_MAX, QuantityFormat.DECIMAL_SI), None)
+    watch.follow({Signal.PID_AVAILABLE: observed}, time.monotonic())
+    time.sleep(0.1)
+    assert watch.looks >= 2
+    threads = [t for t in threading.enumerate() if t.name == "evictd-pid-watch"]
+    assert len(threads) == 1
+    watch.follow(None, time.monotonic())  # a cycle without stats: nothing watched
+    time.sleep(0.05)
+    looks = watch.looks
+    time.sleep(0.1)
+    assert watch.looks == looks
+    watch.close()
+    assert not threads[0].is_alive()

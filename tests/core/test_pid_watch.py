@@ -102,7 +102,8 @@ FAR = PidTarget(PID_MAX, 100, "soft pid.available threshold")  # met from 1949 t
 
 
 @pytest.mark.parametrize(("tasks", "expected"), [
-    pytest.param(1000, PidLook(None, (1536 - 1000 + 1) / ASSUMED_FORKS_PER_S), id="none-met-the-nearest-sets-the-pace"),
+    pytest.param(500, PidLook(None, (1536 - 500 + 1) / ASSUMED_FORKS_PER_S), id="none-met-the-nearest-sets-the-pace"),
+    pytest.param(1000, PidLook(None, MIN_PERIOD_S), id="near-never-sooner-than-the-floor"),
     pytest.param(1537, PidLook(NEAR, None), id="the-near-one-met"),
     pytest.param(2000, PidLook(NEAR, None), id="both-met-the-first-reported"),
 ])

@@ -36,8 +36,12 @@ from evictd.core.thresholds import Threshold, threshold_quantity
 # and one 30,000 away every 3 s, and one 100,000 away (a large machine's threads-max) not at all before a 10 s tick.
 # A faster fork bomb is still read by the next look, at most `margin / rate` after the last.
 ASSUMED_FORKS_PER_S = 10_000
-# Never look more often than this: 50 reads of /proc/loadavg a second at most (as the memory watch's floor).
-MIN_PERIOD_S = 0.02
+# Never look more often than this: 10 reads of /proc/loadavg a second at most. A node's pid margin is steady for long
+# stretches (a node with a small pid_max held near its threshold), and each timed wake-up costs a user-mode guest
+# 3-4 ms of its CPU accounting (the memory watch's measure, docs/cgroup-v2.md): at 20 ms that would be 15-20 % of
+# the guest's CPU for as long as the margin stays small. A fork loop at the assumed 10,000 a second starts at most
+# 1,000 tasks between two looks, well within a threshold's margin on a node of pid_max 32768 or more (10 %: 3,277).
+MIN_PERIOD_S = 0.1
 
 
 @dataclass(frozen=True, slots=True)

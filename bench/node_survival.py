@@ -17,7 +17,8 @@ Protectors: kernel, evictd, evictd-stall, evictd-stall-nogate and systemd-oomd (
 bench/node_survival_oomd.py), evictd-refault, evictd-reclaim (reclaim before evict: cgroup v2 memory.reclaim),
 earlyoom on both; kubelet-defaults, kubelet-same and kubelet-pid (kubelet-same plus pid.available<25%) on the real
 backend only; evictd-pid (evictd with pid.available<25% added, for the fork-bomb control); evictd-no-minreclaim
-(evictd without the memory.available minimum reclaim). The non-memory controls
+(evictd without the memory.available minimum reclaim); kubelet-same-dryrun (kubelet-same with evictd beside it in
+dry-run: its footprint on the node). The non-memory controls
 (fork-bomb, disk-fill, disk-fill-fast: bench/node_survival_controls.py) get a second table of their own figures, the
 own-limit workloads (own-limit-thrash, backup-stream: bench/node_survival_ownlimit.py) a third, the deploy burst
 (deploy-burst: bench/node_survival_deploy.py) a fourth.

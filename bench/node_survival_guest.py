@@ -28,6 +28,8 @@ Protectors (each started after the pods, before the workload's pressure):
   50 ms budget; bench/node_survival_pagecache.py's RECLAIM_SETTINGS).
 * ``evictd-pid``: ``evictd`` plus ``pid.available: 25%`` in evictionHard (bench/node_survival_controls_guest.py).
 * ``evictd-no-minreclaim``: ``evictd`` without ``evictionMinimumReclaim``'s ``memory.available: 100Mi``.
+* ``kubelet-same-dryrun`` (real backend only): ``kubelet-same``, and ``evictd`` beside it in dry-run (its memory on
+  the node, nothing acted on).
 * ``earlyoom``: Debian's earlyoom with Debian's arguments (/etc/default/earlyoom: ``-r 3600``; its default
   thresholds are percentages of the guest's memory, 10 % SIGTERM and 5 % SIGKILL, so they scale by
   themselves), in ``system.slice/earlyoom.service`` with its unit's ``MemoryMax=50M``.
@@ -154,6 +156,9 @@ class Kmsg:
 # evictd as shipped without the memory.available minimum reclaim (100Mi): what the third pod of many-small on the
 # real node is the price of (docs/node-survival.md).
 EVICTD_NO_MIN_RECLAIM = "evictd-no-minreclaim"
+# The kubelet with evictd's thresholds (kubelet-same) and evictd beside it in dry-run: evictd's own memory (locked)
+# on the node, its decisions only logged; what the kubelet decides with evictd's footprint present.
+KUBELET_SAME_BESIDE_DRY_RUN = "kubelet-same-dryrun"
 
 
 def evictd_documents(work: Path, backend: Any, protector: str = "evictd") -> tuple[str, str]:
@@ -168,6 +173,8 @@ def evictd_documents(work: Path, backend: Any, protector: str = "evictd") -> tup
     evictd.update(reclaim_settings(protector))
     if protector == EVICTD_NO_MIN_RECLAIM:
         kubelet.get("evictionMinimumReclaim", {}).pop("memory.available", None)
+    if protector == KUBELET_SAME_BESIDE_DRY_RUN:
+        evictd["dryRun"] = True
     backend.evictd_documents(kubelet, evictd)
     evictd_settings(kubelet, evictd, protector)
     for key in ("apiVersion", "kind", "metricsBindAddress", "logFormat"):  # EvictdProcess writes these
@@ -187,7 +194,7 @@ class Protector:
         self.earlyoom: subprocess.Popen[bytes] | None = None
         self.oomd = OomdProcess.for_run(work) if name == OOMD else None
         if name in ("evictd", "evictd-refault", "evictd-reclaim", *STALL_PROTECTORS, EVICTD_PID,
-                    EVICTD_NO_MIN_RECLAIM):
+                    EVICTD_NO_MIN_RECLAIM, KUBELET_SAME_BESIDE_DRY_RUN):
             kubelet, evictd = evictd_documents(work, backend, name)
             wrapper = ("sh", "-c", join_unit(EVICTD_UNIT, EVICTD_OOM_SCORE_ADJ) + EVICTD_PRIORITIES, "sh")
             self.evictd = EvictdProcess(work, kubelet=kubelet, evictd=evictd, wrapper=wrapper)

@@ -197,7 +197,7 @@ class Real:
         """The kubelet restarted with the protector's eviction settings (when they differ from the running
         kubelet's): one cluster serves every protector of a boot."""
         extra = {"kubelet-defaults": KUBELET_DEFAULTS, "kubelet-same": kubelet_same(),
-                 KUBELET_PID: kubelet_pid()}.get(protector)
+                 "kubelet-same-dryrun": kubelet_same(), KUBELET_PID: kubelet_pid()}.get(protector)
         if extra != self.extra:
             self.cluster.restart_kubelet(yaml.safe_dump(extra) if extra is not None else "")
             self._place_components()

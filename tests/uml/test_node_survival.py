@@ -33,6 +33,7 @@ from node_survival_controls_guest import Controls, evictd_settings
 from node_survival_guest import (
     AFTER_STOP_WATCH_S,
     EVICTD_NO_MIN_RECLAIM,
+    KUBELET_SAME_BESIDE_DRY_RUN,
     SETTLE_S,
     evictd_documents,
     run_over,
@@ -418,6 +419,12 @@ def test_evictd_without_minimum_reclaim_drops_only_the_memory_one(tmp_path: Path
     assert yaml.safe_load(variant)["evictionMinimumReclaim"] == {"nodefs.available": "1Gi"}
     assert {k: v for k, v in yaml.safe_load(variant).items() if k != "evictionMinimumReclaim"} == {
         k: v for k, v in yaml.safe_load(shipped).items() if k != "evictionMinimumReclaim"}
+
+
+def test_evictd_beside_the_kubelet_in_dry_run_is_the_shipped_evictd_acting_on_nothing(tmp_path: Path) -> None:
+    _, shipped = evictd_documents(tmp_path, NoBackend(), "evictd")
+    _, beside = evictd_documents(tmp_path, NoBackend(), KUBELET_SAME_BESIDE_DRY_RUN)
+    assert yaml.safe_load(beside) == {**yaml.safe_load(shipped), "dryRun": True}
 
 
 def test_kubelet_pid_is_kubelet_same_with_evictd_pids_threshold() -> None:

@@ -29,11 +29,12 @@ from evictd.observe.metrics import Metrics
 from evictd.run.compose_node import (
     PathLayout,
     build_memcg_notifiers,
+    build_notifiers,
     build_psi_notifiers,
     build_stats_source,
     psi_judge,
 )
-from evictd.run.composition import build_basics, build_notifiers, check_settings
+from evictd.run.composition import build_basics, check_settings
 from evictd.run.plausible_stats import PlausibleStats
 
 FIXTURE_V1 = Path(__file__).resolve().parent / "fixtures" / "cgroup" / "v1-cgroupfs"
@@ -216,7 +217,8 @@ def test_the_pid_watch_is_built_for_a_pid_threshold_on_the_nodes_own_stats(
     config = load_configuration([str(path)])
     basics = build_basics(config, structlog.get_logger("test"), Metrics())
     try:
-        notifiers = build_notifiers(basics, EngineConfig.from_settings(config.eviction))
+        notifiers = build_notifiers(basics.settings, basics.cgroup_layout, basics.cgroups, basics.waiter,
+                                    basics.metrics, basics.log, EngineConfig.from_settings(config.eviction))
         assert isinstance(notifiers.pid_watch, PidWatch) is built
         if notifiers.pid_watch is not None:
             assert notifiers.pid_watch.cause == "pid_watch"

@@ -1,6 +1,7 @@
 """The node side of `evictd run`'s composition: the stats source (the node's own, or the kubelet's Summary), the
-filesystem layout, the PSI and memcg wake-ups, and what a container runtime brings once it answers: node-level
-reclaim and periodic GC (`attach_runtime`), upkept after each cycle.
+filesystem layout, the wake-ups between ticks (`build_notifiers`: memcg or the memory watch, PSI, the refault and
+pid watches), and what a container runtime brings once it answers: node-level reclaim and periodic GC
+(`attach_runtime`), upkept after each cycle.
 
 Building starts nothing: the disk walker is a part the daemon starts, and a runtime is attached whenever it first
 answers. Without one, or in dry-run, node-level reclaim frees nothing (`ReportOnlyReclaimer`). This module
@@ -21,22 +22,26 @@ from evictd.adapters.disk_walker_process import DiskWalkerProcess, WalkerSetting
 from evictd.adapters.filesystems import detect_layout
 from evictd.adapters.kubelet_summary import ApiProxySummarySource, KubeletSummarySource, summary_deadline_s
 from evictd.adapters.memcg_notifier_set import MemcgNotifierSet
+from evictd.adapters.memory_watch import MemoryWatch
 from evictd.adapters.node_pods import DiscoveredPods
 from evictd.adapters.node_stats import NodeStatsSource, existing_ancestor, pods_limit_events
-from evictd.adapters.notifiers import Notifier
+from evictd.adapters.notifiers import Notifier, Waiter
+from evictd.adapters.pid_watch import PidWatch
 from evictd.adapters.pod_disk_usage import PodDiskStore
 from evictd.adapters.procfs import global_reclaim_scan_pages, inactive_file_bytes
 from evictd.adapters.psi_notifier import SYSTEM_MEMORY_PRESSURE, PsiNotifier
+from evictd.adapters.refault_watch import RefaultWatch
 from evictd.adapters.runtime_gc import CriContainerGC, CriImageGC, RuntimeReclaimer, imagefs_usage
 from evictd.adapters.runtime_node import PeriodicGC, RuntimeFilesystems, RuntimeLayout
 from evictd.config import Configuration, EvictdSettings, StatsOrigin
 from evictd.core.container_gc import GCPolicy
+from evictd.core.engine import EngineConfig
 from evictd.core.errors import EvictdError, SampleError
 from evictd.core.fs_layout import FsLayout, ReclaimAction
 from evictd.core.image_gc import image_gc_policy
 from evictd.core.plausible import Refusal
 from evictd.core.psi import microseconds
-from evictd.core.signals import EVICTD_SIGNALS, Signal
+from evictd.core.signals import EVICTD_SIGNALS, Signal, spec_of
 from evictd.core.stall_gate import StallGate, wake_may_open
 from evictd.core.thresholds import Threshold
 from evictd.cri import NO_RUNTIME, Runtime, RuntimeVersion
@@ -47,6 +52,7 @@ from evictd.kube.client import build_api_client
 from evictd.kube.pod_watch import PodWatcher
 from evictd.log import Log
 from evictd.observe.metrics import Metrics
+from evictd.run.after_cycle import NotifierRefresh
 from evictd.run.compose_cluster import pod_states
 from evictd.run.plausible_stats import PlausibleStats, machine_memory_bytes
 from evictd.run.runtime_link import CriRuntime, NodeLevel, RuntimeLink
@@ -155,6 +161,33 @@ class StatsParts:
     # Reads the memory pressure files between cycles (at a PSI firing), for the stall share's window.
     note_pressure: Callable[[], None] = lambda: None
 
+
+
+def build_notifiers(settings: EvictdSettings, layout: CgroupLayout, cgroups: CgroupReader, waiter: Waiter,
+                    metrics: Metrics, log: Log, engine_config: EngineConfig,
+                    stall_gate: Callable[[], StallGate] | None = None,
+                    note_pressure: Callable[[], None] = lambda: None) -> NotifierRefresh:
+    """The wake-ups between ticks: memcg thresholds (cgroup v1) or the memory watch (v2), PSI (its firings judged
+    with the engine's `stall_gate` where stall-family thresholds are configured), the refault watch and the pid
+    watch (where their thresholds are configured and the stats are the node's own)."""
+    node_stats = settings.stats_source is StatsOrigin.NODE
+    thresholds = engine_config.thresholds
+    memory_wakeups = settings.memcg_wakeups and node_stats
+    memcg = build_memcg_notifiers(thresholds, layout, cgroups) if memory_wakeups and layout.version == 1 else None
+    # cgroup v2 has no memcg threshold notifier: the memory watch looks closely while a crossing is near instead.
+    memory_watch = (MemoryWatch(cgroups, thresholds, settings.housekeeping_interval_s)
+                    if memory_wakeups and layout.version == 2 else None)
+    stalls = any(spec_of(threshold.signal).stall_family for threshold in thresholds)
+    psi = build_psi_notifiers(settings, layout, cgroups, log, memcg, stall_gate if stalls and node_stats else None,
+                              note_pressure)
+    # Nothing in the kernel announces page cache thrash without PSI, nor tasks running out: the refault watch reads
+    # /proc/vmstat, the pid watch /proc/loadavg's task count.
+    refaults = any(threshold.signal is Signal.MEMORY_REFAULT for threshold in thresholds)
+    refault_watch = (RefaultWatch(thresholds, gated=engine_config.stall_requires_node_reclaim)
+                     if refaults and node_stats else None)
+    pids = any(threshold.signal is Signal.PID_AVAILABLE for threshold in thresholds)
+    pid_watch = PidWatch(thresholds, settings.housekeeping_interval_s) if pids and node_stats else None
+    return NotifierRefresh(waiter, memcg, psi, metrics, log, memory_watch, refault_watch, pid_watch)
 
 def plausible(parts: StatsParts) -> StatsParts:
     """`parts` with its source behind `PlausibleStats`, bounded by this machine's memory capacity (every source)."""

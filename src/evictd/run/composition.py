@@ -15,8 +15,8 @@ waiter, stop), `build_cluster`, `build_stats_source`, `build_engine_state` (the 
 (given that state and the `NodeLevel` a runtime attaches to later: never patched), `build_runtime`,
 `build_notifiers`, `build_hooks` (with `build_oom_feedback`, resumed from the counters saved in stateDir),
 `build_parts`. Those given `Basics` live here; the Kubernetes API side (`build_cluster`, `pod_states`,
-`cluster_bookkeeping`) lives in compose_cluster.py, the node side (`build_stats_source`, the PSI and memcg
-notifiers `build_notifiers` combines, `attach_runtime`, which `build_runtime`'s link calls, and
+`cluster_bookkeeping`) lives in compose_cluster.py, the node side (`build_stats_source`, the wake-ups between ticks
+`build_notifiers` combines, `attach_runtime`, which `build_runtime`'s link calls, and
 `runtime_upkeep`) in compose_node.py. Neither imports this module.
 """
 
@@ -33,13 +33,10 @@ import structlog
 
 from evictd.adapters.cgroups import CgroupLayout, CgroupReader, detect_cgroup_layout
 from evictd.adapters.memory_reclaim import CgroupMemoryReclaimer
-from evictd.adapters.memory_watch import MemoryWatch
 from evictd.adapters.node_pods import DiscoveredPods
 from evictd.adapters.node_protection import read_node_cgroups
 from evictd.adapters.notifiers import Waiter
 from evictd.adapters.oom_counters import OomCounters
-from evictd.adapters.pid_watch import PidWatch
-from evictd.adapters.refault_watch import RefaultWatch
 from evictd.adapters.self_protection import (
     LOCK_FLAG_NAMES,
     lock_memory,
@@ -55,8 +52,7 @@ from evictd.core.errors import ConfigError, SampleError
 from evictd.core.memory_reclaim import ReclaimSettings
 from evictd.core.node_protection import Status, node_protection_findings
 from evictd.core.self_protection import KIB, oom_score_adj_warning
-from evictd.core.signals import Signal, spec_of
-from evictd.core.stall_gate import StallGate
+from evictd.core.signals import Signal
 from evictd.cri import RuntimeSlot
 from evictd.cri.client import CriClient
 from evictd.cycle.cadence import stale_after_s
@@ -96,8 +92,7 @@ from evictd.run.compose_node import (
     ReportOnlyReclaimer,
     StatsParts,
     attach_runtime,
-    build_memcg_notifiers,
-    build_psi_notifiers,
+    build_notifiers,
     build_stats_source,
     runtime_upkeep,
 )
@@ -215,33 +210,6 @@ def build_runtime(basics: Basics, node: NodeLevel, cluster: ClusterParts | None)
     return RuntimeLink(client, lambda version: attach_runtime(basics.config, client, version, basics.metrics,
                                                               basics.log, node, watcher, cgroups=basics.cgroups),
                        basics.log, slot=basics.runtime)
-
-
-def build_notifiers(basics: Basics, engine_config: EngineConfig, stall_gate: Callable[[], StallGate] | None = None,
-                    note_pressure: Callable[[], None] = lambda: None) -> NotifierRefresh:
-    """The wake-ups between ticks: memcg thresholds (cgroup v1) or the memory watch (v2), PSI (its firings judged
-    with the engine's `stall_gate` where stall-family thresholds are configured), the refault watch and the pid
-    watch (where their thresholds are configured and the stats are the node's own)."""
-    settings, layout, cgroups = basics.settings, basics.cgroup_layout, basics.cgroups
-    node_stats = settings.memcg_wakeups and settings.stats_source is StatsOrigin.NODE
-    memcg = build_memcg_notifiers(engine_config.thresholds, layout, cgroups) \
-        if node_stats and layout.version == 1 else None
-    # cgroup v2 has no memcg threshold notifier: the memory watch looks closely while a crossing is near instead.
-    memory_watch = (MemoryWatch(cgroups, engine_config.thresholds, settings.housekeeping_interval_s)
-                    if node_stats and layout.version == 2 else None)
-    stalls = any(spec_of(threshold.signal).stall_family for threshold in engine_config.thresholds)
-    psi = build_psi_notifiers(settings, layout, cgroups, basics.log, memcg, stall_gate if stalls and
-                              settings.stats_source is StatsOrigin.NODE else None, note_pressure)
-    # Nothing in the kernel announces page cache thrash without PSI: the refault watch reads /proc/vmstat instead.
-    refaults = any(threshold.signal is Signal.MEMORY_REFAULT for threshold in engine_config.thresholds)
-    refault_watch = (RefaultWatch(engine_config.thresholds, gated=engine_config.stall_requires_node_reclaim)
-                     if refaults and settings.stats_source is StatsOrigin.NODE else None)
-    # Nothing in the kernel announces that tasks are running out: the pid watch reads /proc/loadavg's task count.
-    pids = any(threshold.signal is Signal.PID_AVAILABLE for threshold in engine_config.thresholds)
-    pid_watch = (PidWatch(engine_config.thresholds, settings.housekeeping_interval_s)
-                 if pids and settings.stats_source is StatsOrigin.NODE else None)
-    return NotifierRefresh(basics.waiter, memcg, psi, basics.metrics, basics.log, memory_watch, refault_watch,
-                           pid_watch)
 
 
 def warn_about_pods_cgroup(basics: Basics) -> None:
@@ -417,7 +385,8 @@ def build_daemon(
                             crossing_hold_s=basics.settings.memory_crossing_hold_s,
                             memory_reclaim=build_memory_reclaim(basics, reported_only))
     link = build_runtime(basics, node, cluster)
-    notifiers = build_notifiers(basics, engine_config, lambda: manager.state.stall_gate, stats.note_pressure)
+    notifiers = build_notifiers(basics.settings, basics.cgroup_layout, basics.cgroups, basics.waiter, basics.metrics,
+                                basics.log, engine_config, lambda: manager.state.stall_gate, stats.note_pressure)
     health = Health(settings.housekeeping_interval_s, stopping=basics.stop.is_set)
     basics.metrics.watch_health(lambda: health.status()[0])
     warn_about_pods_cgroup(basics)

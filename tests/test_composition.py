@@ -24,7 +24,7 @@ from evictd.core.fs_layout import FsLayout
 from evictd.core.quantity import Quantity
 from evictd.core.signals import Signal
 from evictd.core.stall_gate import CounterTrend, StallGate
-from evictd.core.thresholds import Threshold, ThresholdValue
+from evictd.core.thresholds import Threshold, ThresholdValue, parse_stall_thresholds
 from evictd.observe.metrics import Metrics
 from evictd.run.compose_node import (
     PathLayout,
@@ -69,6 +69,50 @@ def test_psi_wakeups_watch_the_machine_and_on_cgroup_v2_the_pods_cgroup(tmp_path
             notifier.close()
     off = configuration(tmp_path, "psiWakeups: false\n").evictd
     assert build_psi_notifiers(off, v2, CgroupReader(v2), log) == ()
+
+
+def test_each_stall_threshold_gets_a_trigger_at_its_share_whose_firings_are_noted(tmp_path: Path) -> None:
+    settings = configuration(tmp_path, "psiStallThreshold: 100ms\npsiWindow: 2s\n").evictd
+    log = structlog.get_logger("test")
+    v2_root = tmp_path / "cgroup"
+    shutil.copytree(FIXTURE_V2, v2_root)
+    v2 = CgroupLayout(version=2, root=v2_root)
+    thresholds = parse_stall_thresholds(
+        {"evictd.io/memory.stall.full": "20%", "evictd.io/allocatableMemory.stall.some": "12.5%",
+         "evictd.io/memory.refault": "2%"},
+        {"evictd.io/memory.stall.some": "40%", "evictd.io/memory.stall.full": "0%"},
+        {"evictd.io/memory.stall.some": "30s", "evictd.io/memory.stall.full": "30s"}, {})
+    noted: list[tuple[Signal, float, float]] = []
+    notifiers = build_psi_notifiers(settings, v2, CgroupReader(v2), log, thresholds=thresholds,
+                                    note_firing=lambda *firing: noted.append(firing))
+    pods_file = str(v2_root / "kubepods" / "memory.pressure")
+    try:
+        assert [(n.path, n.description) for n in notifiers] == [  # type: ignore[attr-defined]
+            ("/proc/pressure/memory", "node memory pressure stall"),
+            (pods_file, "pods cgroup memory pressure stall"),
+            ("/proc/pressure/memory", "evictd.io/memory.stall.full>=20% within 2s"),
+            (pods_file, "evictd.io/allocatableMemory.stall.some>=12.5% within 2s"),
+            ("/proc/pressure/memory", "evictd.io/memory.stall.some>=40% within 2s"),
+        ], "the refault signal reads no PSI; a 0% threshold is always met"
+        # The fixture's file is plain: each trigger written on it lands at its start, the last over the others.
+        assert Path(pods_file).read_bytes().startswith(b"some 250000 2000000\0")
+        for notifier in notifiers:
+            notifier.consume()
+        assert noted == [(Signal.MEMORY_STALL_FULL, 20.0, 2.0), (Signal.ALLOCATABLE_MEMORY_STALL_SOME, 12.5, 2.0),
+                         (Signal.MEMORY_STALL_SOME, 40.0, 2.0)], "the wake-up triggers note nothing"
+    finally:
+        for notifier in notifiers:
+            notifier.close()
+    v1 = CgroupLayout(version=1, root=FIXTURE_V1)
+    machine_only = build_psi_notifiers(settings, v1, CgroupReader(v1), log, thresholds=thresholds,
+                                       note_firing=lambda *firing: noted.append(firing))
+    try:
+        assert [n.description for n in machine_only] == [  # type: ignore[attr-defined]
+            "node memory pressure stall", "evictd.io/memory.stall.full>=20% within 2s",
+            "evictd.io/memory.stall.some>=40% within 2s"], "cgroup v1: no pods cgroup memory.pressure"
+    finally:
+        for notifier in machine_only:
+            notifier.close()
 
 
 def test_a_psi_firing_is_judged_by_the_stall_gate_on_the_counters_read_at_the_firing(tmp_path: Path) -> None:

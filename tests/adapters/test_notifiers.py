@@ -32,12 +32,13 @@ import pytest
 from evictd.adapters.memcg_notifier import MemcgThresholdNotifier
 from evictd.adapters.memcg_notifier_set import MemcgNotifierSet
 from evictd.adapters.notifiers import Notifier, Waiter
+from evictd.adapters.psi_history import PressureHistory
 from evictd.adapters.psi_notifier import PsiNotifier, has_cap_sys_resource
 from evictd.core.errors import ConfigError, SampleError
 from evictd.core.memcg import STATS_CATCH_UP_S, memcg_threshold_bytes
 from evictd.core.memcg_wakeups import Watch
 from evictd.core.quantity import Quantity
-from evictd.core.signals import Signal
+from evictd.core.signals import Signal, StallKind
 from evictd.core.summary import ContainerStats, MemoryStats, NodeStats, Summary
 from evictd.core.thresholds import Threshold, ThresholdValue
 from polling import wait_until
@@ -1100,6 +1101,54 @@ def test_psi_fires_on_real_memory_stall(memcg_dir: Path, unified_dir: Path, wait
     assert seen == {"group memory stall", "machine memory stall"}
     assert group_stall_us >= PSI_STALL_US
     assert read_int(memcg_dir / "memory.failcnt") > 0, "the thrashers hit their limit"
+
+
+THRESHOLD_SHARE = 25.0  # a stall threshold of `some` 25%: its trigger is `some 500000 2000000`
+
+
+def test_a_thresholds_trigger_fires_once_its_share_of_the_window_stalled_and_the_reading_after_takes_it(
+        memcg_dir: Path, unified_dir: Path, waiter: Waiter) -> None:
+    """The rule of `evictd.core.psi_window.with_firings` on a real kernel: a trigger at a threshold's share of the
+    window fires only once the stall within the trailing window reached it (a sampler of the group's `total`
+    every 20 ms shows what it was), and the reading right after the firing takes the share, which evictd's own
+    window could not give yet (no reading a second old)."""
+    group_pressure = str(unified_dir / "memory.pressure")
+    history = PressureHistory()
+    fired_at: list[float] = []
+
+    def note() -> None:
+        fired_at.append(time.monotonic())
+        history.note_firing(group_pressure, StallKind.SOME, THRESHOLD_SHARE, PSI_WINDOW_US / 1e6)
+
+    samples: list[tuple[float, int]] = []
+    stop = threading.Event()
+
+    def sample() -> None:
+        while not stop.is_set():
+            samples.append((time.monotonic(), some_stall_total_us(group_pressure)))
+            time.sleep(0.02)
+
+    stall_us = round(PSI_WINDOW_US * THRESHOLD_SHARE / 100)
+    with contextlib.closing(PsiNotifier(group_pressure, stall_us, PSI_WINDOW_US, description="group at 25%",
+                                        on_fire=note)) as trigger:
+        sampler = threading.Thread(target=sample, daemon=True)
+        sampler.start()
+        try:
+            with memory_stall(memcg_dir, also_in=[unified_dir]):
+                _, seen, _ = wait_for_descriptions(waiter, [trigger], {"group at 25%"}, PSI_FIRE_TIMEOUT_S)
+                reading = history.read(group_pressure)
+        finally:
+            stop.set()
+            sampler.join()
+    assert seen == {"group at 25%"} and len(fired_at) == 1
+    assert reading is not None and reading.some.recent == THRESHOLD_SHARE, "the first reading: the firing's share"
+    # What the kernel had seen: the stall within the 2 s before the firing, from the samples around it.
+    fired = fired_at[0]
+    before = [total for at, total in samples if at <= fired - PSI_WINDOW_US / 1e6]
+    start_total = before[-1] if before else samples[0][1]
+    at_firing = max(total for at, total in samples if at <= fired + 0.05)
+    print(f"{THRESHOLD_SHARE}% trigger fired; {(at_firing - start_total) / 1e3:.0f} ms stalled in the 2 s before")
+    assert at_firing - start_total >= 0.8 * stall_us, "the trigger's share had stalled within its window"
 
 
 # --------------------------------------------------------------------------------------------------

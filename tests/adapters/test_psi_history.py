@@ -10,6 +10,7 @@ import pytest
 from clocks import ManualClock
 from evictd.adapters.psi_history import PressureHistory
 from evictd.core.errors import SampleError
+from evictd.core.signals import StallKind
 
 
 def pressure(some_total: int, full_total: int, avg10: float = 0.0) -> str:
@@ -78,3 +79,45 @@ def test_an_unreadable_file_keeps_its_history_and_a_file_gone_forgets_it(tmp_pat
     path.write_text(pressure(2_000_000, 0))
     clock.advance(1.0)
     assert shares(history, path) == (None, None)  # started again
+
+
+def test_a_thresholds_firing_gives_the_readings_within_a_second_its_share_on_its_file_and_line(
+        tmp_path: Path) -> None:
+    clock = ManualClock(100.0)
+    history = PressureHistory(clock)
+    node, pods = tmp_path / "memory", tmp_path / "memory.pressure"
+    node.write_text(pressure(1_000_000, 500_000))
+    pods.write_text(pressure(0, 0))
+    history.read(node)
+    history.read(pods)
+    clock.advance(5.0)  # a stall begins; the `full 400ms/2s` trigger of `memory.stall.full: 20%` fires
+    history.note_firing(node, StallKind.FULL, 20.0, 2.0)
+    node.write_text(pressure(1_200_000, 600_000))  # the window of 5 s since the last reading shows 4% / 2%
+    pods.write_text(pressure(100_000, 0))
+    assert shares(history, node) == (4.0, 20.0), "the full line takes the threshold's share, some its own window"
+    assert shares(history, pods) == (2.0, 0.0), "another file's history is its own"
+    clock.advance(0.9)
+    node.write_text(pressure(1_300_000, 650_000))
+    assert shares(history, node) == (5.08, 20.0), "still within FIRING_HOLDS_S (the window: 5.9 s back)"
+    clock.advance(0.2)  # 1.1 s after the firing: the window from the firing's reading decides alone
+    node.write_text(pressure(1_800_000, 700_000))
+    assert shares(history, node) == (54.55, 9.09)
+
+
+def test_a_firing_within_two_windows_of_the_last_does_not_count(tmp_path: Path) -> None:
+    clock = ManualClock(100.0)
+    history = PressureHistory(clock)
+    path = tmp_path / "memory"
+    path.write_text(pressure(0, 0))
+    history.read(path)
+    clock.advance(0.5)
+    history.note_firing(path, StallKind.SOME, 40.0, 2.0)
+    assert shares(history, path) == (40.0, None), "no window of its own yet: the firing's share alone"
+    clock.advance(2.1)  # the kernel signals again a window later: maybe a breach it held back, up to 2 s older
+    history.note_firing(path, StallKind.SOME, 40.0, 2.0)
+    assert shares(history, path) == (0.0, 0.0), "the own window since the first firing's reading (2.1 s) decides"
+    clock.advance(4.0)  # the next firing, two windows after the last
+    history.note_firing(path, StallKind.SOME, 40.0, 2.0)
+    assert shares(history, path) == (40.0, 0.0)
+    history.note_firing(path, StallKind.SOME, 60.0, 2.0)  # another threshold's trigger on the same line: its own
+    assert shares(history, path) == (60.0, 0.0)

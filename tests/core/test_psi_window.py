@@ -6,19 +6,23 @@ from __future__ import annotations
 import pytest
 
 from evictd.core.psi_window import (
+    FIRING_HOLDS_S,
     HISTORY_SPACING_S,
     MAX_WINDOW_S,
     MIN_WINDOW_S,
     WINDOW_FOLLOW_UP_S,
     PsiReading,
+    ThresholdFiring,
+    firing_counts,
     next_history,
     recent_shares,
     stalled_share,
     window_follow_up_wanted,
     window_start,
+    with_firings,
 )
 from evictd.core.quantity import Quantity
-from evictd.core.signals import Signal
+from evictd.core.signals import Signal, StallKind
 from evictd.core.thresholds import Threshold, ThresholdValue
 
 
@@ -163,3 +167,47 @@ def test_the_follow_up_comes_once_a_window_from_the_firings_reading_is_long_enou
     firing_reading = at(99.99)
     assert window_start((firing_reading,), 100.0 + WINDOW_FOLLOW_UP_S) == firing_reading
     assert WINDOW_FOLLOW_UP_S < 2.0, "sooner than the next firing of a 2 s trigger window"
+
+
+# --- a stall threshold's own trigger -----------------------------------------------------------------------------
+
+@pytest.mark.parametrize(
+    ("previous_at", "at", "counts"),
+    [
+        (None, 50.0, True),  # the trigger's first firing: the breach is within its window
+        (46.0, 50.0, True),  # two 2 s windows after the last: not one held back
+        (47.9, 50.0, False),  # sooner: it may be a breach the kernel held back since ~48 s, up to a window older
+        (10.0, 50.0, True),  # long after
+    ],
+    ids=["first", "two-windows-after", "maybe-held-back", "long-after"],
+)
+def test_a_firing_counts_when_it_is_the_first_of_its_trigger_for_two_windows(
+        previous_at: float | None, at: float, counts: bool) -> None:
+    assert firing_counts(previous_at, at, 2.0) is counts
+
+
+def fired(at: float, share: float = 20.0, kind: StallKind = StallKind.FULL, counts: bool = True) -> ThresholdFiring:
+    return ThresholdFiring(at, kind, share, counts)
+
+
+@pytest.mark.parametrize(
+    ("line_recent", "firings", "now", "recent"),
+    [
+        (None, (), 10.0, None),  # nothing fired: the own window's figure, none here
+        (3.5, (), 10.0, 3.5),
+        (None, (fired(9.9),), 10.0, 20.0),  # the firing's cycle: no window of its own yet, the threshold's share
+        (3.5, (fired(9.9),), 10.0, 20.0),  # the own window shows less (its start before the stall)
+        (35.0, (fired(9.9),), 10.0, 35.0),  # the own window shows more: it stands
+        (None, (fired(10.0 - FIRING_HOLDS_S),), 10.0, 20.0),  # exactly FIRING_HOLDS_S after it: still held
+        (3.5, (fired(9.0 - 0.01),), 10.0, 3.5),  # longer: the own window (from the firing's reading) decides
+        (None, (fired(10.2),), 10.0, None),  # a firing after the reading says nothing of it
+        (3.5, (fired(9.9, kind=StallKind.SOME),), 10.0, 3.5),  # the other line's trigger
+        (3.5, (fired(9.9, counts=False),), 10.0, 3.5),  # a rate-limited firing: its breach may be a window older
+        (None, (fired(9.5, 20.0), fired(9.8, 40.0), fired(9.9, 60.0, counts=False)), 10.0, 40.0),  # the largest
+    ],
+    ids=["none", "own-only", "firing-no-window", "firing-over-own", "own-over-firing", "held-to-the-bound",
+         "past-the-bound", "after-the-reading", "other-line", "not-counting", "largest-counting"],
+)
+def test_a_thresholds_firing_raises_its_lines_recent_share_for_a_second(
+        line_recent: float | None, firings: tuple[ThresholdFiring, ...], now: float, recent: float | None) -> None:
+    assert with_firings(line_recent, StallKind.FULL, firings, now) == recent

@@ -268,6 +268,17 @@ class NodeStatsSource:
                 with contextlib.suppress(SampleError):
                     self._pressure_history.read(path)
 
+    def note_stall_firing(self, signal: Signal, share: float, window_s: float) -> None:
+        """Note that the PSI trigger at `share` percent of a `window_s` window for the stall signal `signal` fired
+        now (`PressureHistory.note_firing`): the next readings of its file may take that share as `recent`."""
+        spec = spec_of(signal)
+        if not self._memory_pressure or spec.stall is None:
+            return
+        node, pods = self._pressure_paths()
+        path = pods if spec.reading is Reading.PODS_MEMORY_STALL else node
+        if path is not None:
+            self._pressure_history.note_firing(path, spec.stall, share, window_s)
+
     def _pressure(self, path: str | None, problems: list[SampleError]) -> PsiStats | None:
         if not self._memory_pressure or path is None:
             return None

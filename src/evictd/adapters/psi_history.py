@@ -5,6 +5,9 @@ an earlier reading of the same file (`PsiData.recent`, by `evictd.core.psi_windo
 few readings that rule needs (`next_history`). The figure lands in the Summary, so a recording carries it and
 replay needs none of this state.
 
+A stall threshold's PSI trigger that fired is noted too (`note_firing`), per file: the readings soon after it
+take the threshold's share as their line's `recent` where evictd's own window shows less (`with_firings`).
+
 Invariants: one history per path; a file absent or unreadable keeps its history as it was (a window may then
 span the gap, up to `MAX_WINDOW_S`), a file without PSI forgets it. Times are the clock's monotonic seconds, read
 right after the file.
@@ -17,7 +20,16 @@ from pathlib import Path
 
 from evictd.adapters import procfs
 from evictd.clock import SYSTEM_CLOCK, Clock
-from evictd.core.psi_window import PsiReading, next_history, recent_shares
+from evictd.core.psi_window import (
+    FIRING_HOLDS_S,
+    PsiReading,
+    ThresholdFiring,
+    firing_counts,
+    next_history,
+    recent_shares,
+    with_firings,
+)
+from evictd.core.signals import StallKind
 from evictd.core.summary import PsiStats
 
 
@@ -27,6 +39,20 @@ class PressureHistory:
     def __init__(self, clock: Clock = SYSTEM_CLOCK) -> None:
         self._clock = clock
         self._readings: dict[str, tuple[PsiReading, ...]] = {}
+        # Per file, the threshold triggers' firings of the last FIRING_HOLDS_S; per trigger, its last firing.
+        self._firings: dict[str, tuple[ThresholdFiring, ...]] = {}
+        self._last_fired: dict[tuple[str, StallKind, float], float] = {}
+
+    def note_firing(self, path: str | Path, kind: StallKind, share: float, window_s: float) -> None:
+        """Note that the trigger at `share` percent of a `window_s` window on the `kind` line of the file at `path`
+        fired now (`ThresholdFiring`; whether it counts: `firing_counts`)."""
+        key = str(path)
+        now = self._clock.monotonic()
+        trigger = (key, kind, share)
+        counts = firing_counts(self._last_fired.get(trigger), now, window_s)
+        self._last_fired[trigger] = now
+        recent = tuple(firing for firing in self._firings.get(key, ()) if now - firing.at <= FIRING_HOLDS_S)
+        self._firings[key] = (*recent, ThresholdFiring(now, kind, share, counts))
 
     def read(self, path: str | Path) -> PsiStats | None:
         """Return the PSI lines of the file at `path` with their `recent` share (None: no earlier reading fits);
@@ -40,7 +66,10 @@ class PressureHistory:
         history = self._readings.get(key, ())
         shares = recent_shares(history, reading)
         self._readings[key] = next_history(history, reading)
-        if shares is None:
+        own_some, own_full = (None, None) if shares is None else shares
+        firings = self._firings.get(key, ())
+        some = with_firings(own_some, StallKind.SOME, firings, reading.at)
+        full = with_firings(own_full, StallKind.FULL, firings, reading.at)
+        if some is None and full is None:
             return stats
-        some, full = shares
         return PsiStats(some=replace(stats.some, recent=some), full=replace(stats.full, recent=full))

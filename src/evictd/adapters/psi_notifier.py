@@ -55,12 +55,14 @@ class PsiNotifier(FdOwner):
     poll_events = select.POLLPRI
 
     def __init__(self, path: str, stall_us: int, window_us: int, kind: str = "some", description: str = "", *,
-                 privileged: bool | None = None, judge: Callable[[], bool] | None = None) -> None:
+                 privileged: bool | None = None, judge: Callable[[], bool] | None = None,
+                 on_fire: Callable[[], None] | None = None) -> None:
         """Open `path` and write the trigger.
 
         `privileged` says whether the kernel will see CAP_SYS_RESOURCE; None reads it from ``/proc/self/status``.
         `judge`, when given, is asked at each firing whether it may change the decision: when it says no, the
-        firing's cause is ``psi_far`` (a cycle is not due) instead of ``psi``.
+        firing's cause is ``psi_far`` (a cycle is not due) instead of ``psi``. `on_fire`, when given, is told of
+        each firing first (a stall threshold's own trigger notes it for the readings after it).
         Raises ConfigError (before opening anything) for a trigger the kernel would refuse, and SampleError naming
         `path` when it cannot be opened or the kernel refuses the trigger anyway.
         """
@@ -68,6 +70,7 @@ class PsiNotifier(FdOwner):
         self.path = path
         self.cause = PSI_CAUSE
         self._judge = judge
+        self._on_fire = on_fire
         resource = os.path.basename(path.rstrip("/")).removesuffix(".pressure")  # memory.pressure: memory
         self.description = description or f"psi {resource} {kind} {format_us(stall_us)}/{format_us(window_us)}"
         if privileged is None:
@@ -84,6 +87,8 @@ class PsiNotifier(FdOwner):
         self._fd = fd
 
     def consume(self) -> None:
-        """Judge the firing (`judge`); nothing else to do: the kernel clears a trigger's event when poll reports
-        it."""
+        """Tell `on_fire`, then judge the firing (`judge`); nothing else to do: the kernel clears a trigger's event
+        when poll reports it."""
+        if self._on_fire is not None:
+            self._on_fire()
         self.cause = PSI_CAUSE if self._judge is None or self._judge() else PSI_FAR_CAUSE

@@ -14,6 +14,16 @@ less than the kernel's own average), when there is none, or when a ``total`` wen
 made again: its counters start from 0). The share is ``Δtotal / Δtime`` in percent, to two decimals as the kernel
 prints its averages, clamped to 0-100 (the read and the clock are a few microseconds apart).
 
+A stall threshold's own trigger says more, and sooner: a PSI trigger registered at the threshold's share of the
+trigger window (``full 400000 2000000`` for ``memory.stall.full: 20%`` at the default 2 s ``psiWindow``) fires when
+the kernel finds that share stalled within its trailing window, 0.4 s into a complete stall, where evictd's own
+window needs a reading at least `MIN_WINDOW_S` old. So a firing (`ThresholdFiring`) raises its line's `recent` to
+the threshold's share (`with_firings`) for the readings taken within `FIRING_HOLDS_S` of it, when it was the first
+firing of its trigger for at least two windows (`firing_counts`): the kernel signals a trigger at most once a window
+and keeps a breach found meanwhile for the signal a window after the last (kernel/sched/psi.c, ``update_triggers``'
+``pending_event``), so a firing soon after another may stand for a breach up to a window older; evictd's own window
+covers a stall that lasts.
+
 Invariants: pure (times are monotonic seconds given by the caller); the history `next_history` keeps is bounded:
 readings at least `HISTORY_SPACING_S` apart (but the newest), none older than the one a later reading could still
 choose, so at most ``MIN_WINDOW_S / HISTORY_SPACING_S + 2`` (12) readings.
@@ -24,7 +34,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from evictd.core.signals import spec_of
+from evictd.core.signals import StallKind, spec_of
 from evictd.core.thresholds import Threshold
 
 # The shortest window a `recent` figure is made over, and the longest (seconds).
@@ -40,6 +50,10 @@ _PERCENT = 100.0
 # is the soonest the share of the stall itself can be read (the margin: the firing's reading is taken just before
 # its cycle starts).
 WINDOW_FOLLOW_UP_S = MIN_WINDOW_S + 0.05
+# How long after a threshold trigger's firing a reading of its file still takes the threshold's share as its line's
+# `recent` (seconds): the firing's own cycle reads within milliseconds of it, or later on a node whose CPU the stall
+# starves; past this a window of evictd's own (at least MIN_WINDOW_S) can be made from the firing's reading instead.
+FIRING_HOLDS_S = MIN_WINDOW_S
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +63,36 @@ class PsiReading:
     at: float
     some_total: int
     full_total: int
+
+
+@dataclass(frozen=True, slots=True)
+class ThresholdFiring:
+    """A stall threshold's PSI trigger fired: at `at` (monotonic s) the kernel found at least `share` percent of
+    its trailing window stalled on the `kind` line (`counts`: `firing_counts` said so)."""
+
+    at: float
+    kind: StallKind
+    share: float
+    counts: bool = True
+
+
+def firing_counts(previous_at: float | None, at: float, window_s: float) -> bool:
+    """Whether a trigger's firing at `at` stands for a breach within its trailing window of `window_s`: it is the
+    trigger's first (`previous_at` None) or comes at least two windows after the one before (the kernel signals a
+    breach it found within a window of the last signal when that window ends, so a firing sooner than two windows
+    after the last may be a breach held back, up to a window older)."""
+    return previous_at is None or at - previous_at >= 2 * window_s
+
+
+def with_firings(line_recent: float | None, kind: StallKind, firings: Iterable[ThresholdFiring],
+                 now: float) -> float | None:
+    """The `recent` share of the `kind` line read at `now`: `line_recent` (evictd's own window, None: none made)
+    raised to the largest share of the counting firings on that line at most `FIRING_HOLDS_S` before `now`."""
+    shares = [firing.share for firing in firings
+              if firing.counts and firing.kind is kind and 0 <= now - firing.at <= FIRING_HOLDS_S]
+    if not shares:
+        return line_recent
+    return max(shares) if line_recent is None else max(line_recent, *shares)
 
 
 def window_start(history: Sequence[PsiReading], now: float) -> PsiReading | None:

@@ -294,10 +294,14 @@ def _stall_value(signal: Signal, raw: str) -> ThresholdValue:
                                             QuantityFormat.DECIMAL_SI))
 
 
+def stall_share_points(value: ThresholdValue) -> int:
+    """Return the stall share a stall threshold's value (`_stall_value`) stands for, in basis points (4000: 40%)."""
+    return STALL_BASIS_POINTS + 1 - (value.quantity.ceil_int() if value.quantity is not None else 0)
+
+
 def stall_share_text(value: ThresholdValue) -> str:
     """Return the stall share a stall threshold's value (`_stall_value`) stands for, as configured ("40%")."""
-    points = STALL_BASIS_POINTS + 1 - (value.quantity.ceil_int() if value.quantity is not None else 0)
-    return f"{points / 100:g}%"
+    return f"{stall_share_points(value) / 100:g}%"
 
 
 def _stall_min_reclaim(signal: Signal, raw: str) -> ThresholdValue:

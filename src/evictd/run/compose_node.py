@@ -40,10 +40,11 @@ from evictd.core.errors import EvictdError, SampleError
 from evictd.core.fs_layout import FsLayout, ReclaimAction
 from evictd.core.image_gc import image_gc_policy
 from evictd.core.plausible import Refusal
-from evictd.core.psi import microseconds
-from evictd.core.signals import EVICTD_SIGNALS, Signal, spec_of
+from evictd.core.psi import format_us, microseconds
+from evictd.core.signals import EVICTD_SIGNALS, Reading, Signal, spec_of
 from evictd.core.stall_gate import StallGate, wake_may_open
-from evictd.core.thresholds import Threshold
+from evictd.core.summary import STALL_BASIS_POINTS
+from evictd.core.thresholds import Threshold, stall_share_points
 from evictd.cri import NO_RUNTIME, Runtime, RuntimeVersion
 from evictd.cri.client import CriClient
 from evictd.cycle.finished import AfterCycle, Cycle
@@ -110,28 +111,61 @@ def psi_judge(memcg: MemcgNotifierSet | None, cgroups: CgroupReader,
 def build_psi_notifiers(settings: EvictdSettings, layout: CgroupLayout, cgroups: CgroupReader,
                         log: Log, memcg: MemcgNotifierSet | None = None,
                         stall_gate: Callable[[], StallGate] | None = None,
-                        note_pressure: Callable[[], None] = lambda: None) -> tuple[Notifier, ...]:
+                        note_pressure: Callable[[], None] = lambda: None,
+                        thresholds: Sequence[Threshold] = (),
+                        note_firing: Callable[[Signal, float, float], None] | None = None) -> tuple[Notifier, ...]:
     """Return the PSI wake-ups: the machine's /proc/pressure/memory and, on cgroup v2, the pods cgroup's
-    memory.pressure (a stall of the pods alone). A trigger the kernel refuses is logged and left out. Each firing
-    is judged first (`psi_judge`)."""
+    memory.pressure (a stall of the pods alone), at psiStallThreshold within psiWindow; and, with `note_firing`,
+    one trigger per stall threshold of `thresholds` at its share of psiWindow on its signal's file and line, whose
+    firings are noted (`note_firing(signal, share %, window s)`: `evictd.core.psi_window.with_firings`). A trigger
+    the kernel refuses is logged and left out. Each firing is judged first (`psi_judge`)."""
     if not settings.psi_wakeups:
         return ()
     judge = psi_judge(memcg, cgroups, stall_gate, note_pressure)
-    wanted = [(SYSTEM_MEMORY_PRESSURE, "node memory pressure stall")]
-    if layout.version == 2:
-        pods_pressure = os.path.join(str(layout.memory_hierarchy), cgroups.pods_cgroup(), "memory.pressure")
-        wanted.append((pods_pressure, "pods cgroup memory pressure stall"))
+    node_path = SYSTEM_MEMORY_PRESSURE
+    pods_path = (os.path.join(str(layout.memory_hierarchy), cgroups.pods_cgroup(), "memory.pressure")
+                 if layout.version == 2 else None)
+    wanted = [(node_path, "node memory pressure stall")]
+    if pods_path is not None:
+        wanted.append((pods_path, "pods cgroup memory pressure stall"))
+    window_us = microseconds(settings.psi_window_s)
     notifiers: list[Notifier] = []
-    for path, description in wanted:
+
+    def add(path: str, stall_us: int, description: str, kind: str = "some",
+            on_fire: Callable[[], None] | None = None) -> None:
         if not os.path.exists(path):
-            continue
+            return
         try:
-            notifiers.append(PsiNotifier(path, microseconds(settings.psi_stall_threshold_s),
-                                         microseconds(settings.psi_window_s), description=description,
-                                         judge=judge))
+            notifiers.append(PsiNotifier(path, stall_us, window_us, kind, description, judge=judge, on_fire=on_fire))
         except SampleError as exc:
             log.warning("PSI wake-ups unavailable", path=exc.source, reason=exc.reason)
+
+    for path, description in wanted:
+        add(path, microseconds(settings.psi_stall_threshold_s), description)
+    if note_firing is None:
+        return tuple(notifiers)
+    made: set[tuple[str, str, int]] = set()
+    for threshold in thresholds:
+        kind = spec_of(threshold.signal).stall
+        points = stall_share_points(threshold.value)
+        on_pods = spec_of(threshold.signal).reading is Reading.PODS_MEMORY_STALL
+        file = pods_path if on_pods else node_path
+        if kind is None or points <= 0 or file is None:
+            continue  # the refault signal (no PSI), a 0% threshold (always met), no pods cgroup's file on v1
+        stall_us = -(-window_us * points // STALL_BASIS_POINTS)  # at least the share: a firing means it is met
+        if (file, kind, stall_us) in made:
+            continue
+        made.add((file, kind, stall_us))
+        share = points / 100
+        add(file, stall_us, f"{threshold.signal}>={share:g}% within {format_us(window_us)}", str(kind),
+            _firing_note(note_firing, threshold.signal, share, settings.psi_window_s))
     return tuple(notifiers)
+
+
+def _firing_note(note_firing: Callable[[Signal, float, float], None], signal: Signal, share: float,
+                 window_s: float) -> Callable[[], None]:
+    """What a stall threshold's trigger tells at each firing: `note_firing` of its signal, share and window."""
+    return lambda: note_firing(signal, share, window_s)
 
 
 def build_memcg_notifiers(thresholds: Sequence[Threshold], layout: CgroupLayout,
@@ -160,13 +194,16 @@ class StatsParts:
     refused: Callable[[], Sequence[Refusal]] = lambda: ()
     # Reads the memory pressure files between cycles (at a PSI firing), for the stall share's window.
     note_pressure: Callable[[], None] = lambda: None
+    # Notes a stall threshold's PSI trigger firing (signal, share %, window s) for the readings after it.
+    note_firing: Callable[[Signal, float, float], None] | None = None
 
 
 
 def build_notifiers(settings: EvictdSettings, layout: CgroupLayout, cgroups: CgroupReader, waiter: Waiter,
                     metrics: Metrics, log: Log, engine_config: EngineConfig,
                     stall_gate: Callable[[], StallGate] | None = None,
-                    note_pressure: Callable[[], None] = lambda: None) -> NotifierRefresh:
+                    note_pressure: Callable[[], None] = lambda: None,
+                    note_firing: Callable[[Signal, float, float], None] | None = None) -> NotifierRefresh:
     """The wake-ups between ticks: memcg thresholds (cgroup v1) or the memory watch (v2), PSI (its firings judged
     with the engine's `stall_gate` where stall-family thresholds are configured), the refault watch and the pid
     watch (where their thresholds are configured and the stats are the node's own)."""
@@ -179,7 +216,7 @@ def build_notifiers(settings: EvictdSettings, layout: CgroupLayout, cgroups: Cgr
                     if memory_wakeups and layout.version == 2 else None)
     stalls = any(spec_of(threshold.signal).stall_family for threshold in thresholds)
     psi = build_psi_notifiers(settings, layout, cgroups, log, memcg, stall_gate if stalls and node_stats else None,
-                              note_pressure)
+                              note_pressure, thresholds, note_firing if stalls and node_stats else None)
     # Nothing in the kernel announces page cache thrash without PSI, nor tasks running out: the refault watch reads
     # /proc/vmstat, the pid watch /proc/loadavg's task count.
     refaults = any(threshold.signal is Signal.MEMORY_REFAULT for threshold in thresholds)
@@ -238,7 +275,7 @@ def build_stats_source(config: Configuration, cgroups: CgroupReader, node_name: 
                                                                pod_logs_dir=settings.pod_logs_dir),
                                log=log if log is not None else structlog.get_logger("evictd"))
     return plausible(StatsParts(node, lambda: node.problems, disk_walker=walker, disk_figures=node,
-                                note_pressure=node.note_pressure))
+                                note_pressure=node.note_pressure, note_firing=node.note_stall_firing))
 
 
 def attach_runtime(config: Configuration, client: CriClient, version: RuntimeVersion, metrics: Metrics, log: Log,

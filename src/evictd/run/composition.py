@@ -386,7 +386,8 @@ def build_daemon(
                             memory_reclaim=build_memory_reclaim(basics, reported_only))
     link = build_runtime(basics, node, cluster)
     notifiers = build_notifiers(basics.settings, basics.cgroup_layout, basics.cgroups, basics.waiter, basics.metrics,
-                                basics.log, engine_config, lambda: manager.state.stall_gate, stats.note_pressure)
+                                basics.log, engine_config, lambda: manager.state.stall_gate, stats.note_pressure,
+                                stats.note_firing)
     health = Health(settings.housekeeping_interval_s, stopping=basics.stop.is_set)
     basics.metrics.watch_health(lambda: health.status()[0])
     warn_about_pods_cgroup(basics)

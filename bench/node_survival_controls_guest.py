@@ -27,7 +27,8 @@ bench/node_survival_guest.py calls in at three points:
 * `Controls.finish` (at the end of the run, after the pods were removed): the control figures of the run
   (``control`` in its JSON) and, for every eviction, the pod the kubelet's ranking names for the control's
   signal (pid.available: priority, then processes; nodefs.available: logs and emptyDir use), computed with
-  evictd's core ranking over the sample before the eviction was seen, in place of the memory ranking.
+  evictd's core ranking over the last sample before the eviction was seen in which the evicted pod still had
+  processes (the kubelet writes Evicted after its kill), in place of the memory ranking.
 """
 
 from __future__ import annotations
@@ -197,11 +198,21 @@ class Controls:
         signal = Signal.PID_AVAILABLE if self.spec.name == FORK_BOMB else Signal.NODEFS_AVAILABLE
         evicted: set[str] = set()
         for eviction in sorted(record["evictions"], key=lambda e: e["at"]):
-            before = [s for s in window if s["at"] < started + eviction["at"]]
-            expected = self.ranked_first(signal, sampler.last_seen, before[-1]["pods"], evicted) if before else None
+            sample = self.ranking_figures(window, started + eviction["at"], eviction["pod"])
+            expected = self.ranked_first(signal, sampler.last_seen, sample, evicted) if sample is not None else None
             eviction.update({"expected": expected, "asRanked": expected == eviction["pod"], "rankedBy": str(signal)})
             evicted.add(eviction["pod"])
         return {**record, "control": control}
+
+    @staticmethod
+    def ranking_figures(window: list[dict[str, Any]], seen_at: float, evicted: str) -> dict[str, Any] | None:
+        """The pods' figures to rank an eviction the API showed at `seen_at` by: the last sample before it in which
+        the evicted pod still had processes (`node_survival_outcomes.ranking_sample`'s rule: the kubelet writes
+        Evicted after its kill, so the sample just before the API's word may already be without the pod); without
+        one, the last sample before it (None: no sample)."""
+        before = [sample["pods"] for sample in window if sample["at"] < seen_at]
+        running = [pods for pods in before if pods.get(evicted, {}).get("processes", 0) > 0]
+        return running[-1] if running else before[-1] if before else None
 
     @staticmethod
     def ranked_first(signal: Signal, manifests: dict[str, Any], figures: dict[str, Any], gone: set[str]) -> str | None:

@@ -457,6 +457,23 @@ def test_the_control_ranking_names_the_pod_with_most_processes_or_disk() -> None
                                                                                       "processes": 0}}, set()) == "guaranteed"
 
 
+def test_a_control_eviction_is_ranked_on_the_last_sample_in_which_the_evicted_pod_still_ran() -> None:
+    """The kubelet writes Evicted after its kill: the samples just before the API's word are without the filler."""
+    def sample(at: float, filler_processes: int) -> dict[str, Any]:
+        return {"at": at, "pods": {"filler": {"processes": filler_processes, "volume": 900 * MiB, "logs": 0},
+                                   "guaranteed": {"processes": 1, "volume": 0, "logs": 4096}}}
+    window = [sample(1.0, 1), sample(1.1, 1), sample(1.2, 0), sample(1.3, 0), sample(1.5, 0)]
+    assert Controls.ranking_figures(window, 1.4, "filler") == window[1]["pods"]
+    manifests = {"guaranteed": manifest("guaranteed", "u-1", volume=False),
+                 "filler": manifest("filler", "u-2", volume=True)}
+    figures = Controls.ranking_figures(window, 1.4, "filler")
+    assert figures is not None
+    assert Controls.ranked_first(Signal.NODEFS_AVAILABLE, manifests, figures, set()) == "filler"
+    stopped = Controls.ranking_figures(window[2:], 1.4, "filler")  # never seen running: the last sample before
+    assert stopped == window[3]["pods"]
+    assert Controls.ranking_figures(window, 0.5, "filler") is None
+
+
 def test_a_run_ends_after_its_last_stop_and_a_holding_workload_is_watched_after_each_stop() -> None:
     # Every pressure pod stopped: SETTLE_S after the last stop (a late OOM kill), however long they held.
     assert not run_over(10.0, all_stopped=True, last_stop=10.0 - SETTLE_S + 0.1, capped_since=None, hold_s=0.0)

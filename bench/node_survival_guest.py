@@ -71,6 +71,7 @@ from node_survival_controls_guest import EVICTD_PID, Controls, evictd_settings
 from node_survival_nodes import (
     BACKENDS,
     KUBELET_PID,
+    UNITS_OOM_SCORE_ADJ,
     PodHandle,
     grower_argv,
     join_unit,
@@ -90,7 +91,7 @@ from node_survival_outcomes import (
     ranking_sample,
     victim_class,
 )
-from node_survival_pagecache import STALL_PROTECTORS, PageCacheRun, reclaim_settings, stall_maps
+from node_survival_pagecache import STALL_PROTECTORS, PageCacheRun, kubelet_argv, reclaim_settings, stall_maps
 from node_survival_workloads import Workload, workload
 
 from evictd.core.fs_layout import FsLayout
@@ -116,6 +117,7 @@ FINAL_STATUS_WAIT_S = 15.0
 EVICTD_READY_S = 180.0
 EVICTD_UNIT = "system.slice/evictd.service"
 DAEMON_UNIT, EARLYOOM_UNIT = "system.slice/heartbeat.service", "system.slice/earlyoom.service"
+KUBELET_UNIT = "system.slice/kubelet.service"  # the stand-in kubelet's (the arena's own process, node_survival_nodes)
 ARENA_OOM_SCORE_ADJ = -999  # the kubelet's own (pkg/kubelet/qos: KubeletOOMScoreAdj): the stand-in kubelet's
 HEALTH_PERIOD_S = 1.0
 EVICTD_OOM_SCORE_ADJ = -999  # deploy/systemd/evictd.service OOMScoreAdjust=
@@ -378,6 +380,13 @@ def one_run(backend: Any, protector: Protector, spec: Workload, index: int, args
     daemon_args = (spec.daemon, str(beats_path)) if spec.daemon else cache.daemon_argv(beats_path)
     daemon = subprocess.Popen(["sh", "-c", join_unit(DAEMON_UNIT, 0) + 'exec "$0" -c "$@"', sys.executable,
                                *daemon_args])
+    # The kubelet stand-in's own file-backed heartbeat (the page-cache thrash, stand-in backend: the real kubelet's
+    # Lease is measured on the real one).
+    kubelet_beats = work / "kubelet-heartbeat"
+    kubelet_args = kubelet_argv(spec, kubelet_beats) if getattr(backend, "name", "") != "real" else None
+    kubelet_beat = None if kubelet_args is None else subprocess.Popen(
+        ["sh", "-c", join_unit(KUBELET_UNIT, UNITS_OOM_SCORE_ADJ) + 'exec "$0" -c "$@"', sys.executable,
+         *kubelet_args])
     pods: dict[str, PodHandle] = {}
     for pod_spec in spec.pods:  # the pods that only hold memory first, at once
         if not pod_spec.pressure:
@@ -447,6 +456,12 @@ def one_run(backend: Any, protector: Protector, spec: Workload, index: int, args
     daemon.kill()
     daemon.wait()
     beats = [float(x) for x in beats_path.read_text().split()] if beats_path.exists() else []
+    kubelet_beat_alive = None if kubelet_beat is None else kubelet_beat.poll() is None
+    if kubelet_beat is not None:
+        kubelet_beat.kill()
+        kubelet_beat.wait()
+    kubelet_beat_times = ([float(x) for x in kubelet_beats.read_text().split()] if kubelet_beats.exists()
+                          else [])
     final = sampler.cgroups[-1][1] if sampler.cgroups else {}
     exits = {name: backend.exit_code(pod) for name, pod in pods.items()}
     terminated = {name: container_termination(sampler.last_seen.get(name)) for name in pods}
@@ -501,6 +516,9 @@ def one_run(backend: Any, protector: Protector, spec: Workload, index: int, args
         **crossing_figures(sampler.signal, started, [e["at"] for e in evictions]),
         "reliefS": None if relief is None else relief - started,
         "heartbeatMaxGapS": heartbeat_max_gap_s(beats, started, ended), "daemonAlive": daemon_alive,
+        "kubeletHeartbeatMaxGapS": (None if kubelet_beat is None
+                                    else heartbeat_max_gap_s(kubelet_beat_times, started, ended)),
+        "kubeletBeatAlive": kubelet_beat_alive,
         "guaranteedAlive": "guaranteed" not in stopped_how if has_guaranteed else None,
         "evictd": evictd, "protectorEnd": protector_end,
         "leaseRenewMaxGapS": lease_renew_max_gap_s(renewals) if sampler.health else None,

@@ -9,7 +9,8 @@ and every run starts from the same cold cache.
 * ``thrash`` ("page-cache heavy"): a Burstable reader pod whose working set is `THRASH_READER_MIB` of file pages
   (its file mapped and every page touched every `THRASH_READER_PERIOD_S`), the system daemon keeping a
   file-backed working set of `THRASH_DAEMON_MIB` (its "binaries, libraries and data", every page touched every
-  100 ms, a heartbeat after each pass: issue #44), a Guaranteed pod, and a BestEffort pod growing anonymous
+  100 ms, a heartbeat after each pass: issue #44), on the stand-in backend a kubelet stand-in doing the same over
+  `THRASH_KUBELET_MIB` (the kubelet's binary), a Guaranteed pod, and a BestEffort pod growing anonymous
   memory at 10 MiB/s without bound. Pages touched through a mapping stay on the inactive list until reclaim
   looks at them, and inactive file counts as available in the kubelet's formula: the node re-reads its own
   working set from disk (refaults) while ``memory.available`` still looks fine.
@@ -57,6 +58,11 @@ THRASH_READER_MIB = 400
 THRASH_READER_PERIOD_S = 1.0
 THRASH_READER_REQUEST_MIB = 256
 THRASH_DAEMON_MIB = 150
+# The kubelet stand-in's file-backed working set in `thrash` (issue #44's "kubelet stand-in"; a kubelet binary is
+# ~100 MiB): on the stand-in backend, where the arena's own process plays the kubelet, a second FILE_HEARTBEAT in
+# system.slice/kubelet.service (-999, as the kubelet's unit) beats after each pass over it. On the real backend the
+# kubelet itself runs, and its Lease renewals are measured instead.
+THRASH_KUBELET_MIB = 100
 THRASH_RATE_MIB_S = 10.0
 # EVICTD_ARENA_ACTIVE_FILE_MIB overrides it (node_survival.py passes it to the guest): on the real backend the
 # control plane's own memory leaves less to read, and 500 MiB did not bring the kubelet's figure to 200 MiB.
@@ -151,6 +157,7 @@ class FilePodSpec(PodSpec):
 @dataclass(frozen=True)
 class PageCacheWorkload(Workload):
     daemon_file_mib: int = 0  # the system daemon's file-backed working set (0: node_survival_workloads.HEARTBEAT)
+    kubelet_file_mib: int = 0  # the kubelet stand-in's (stand-in backend; 0: no kubelet heartbeat)
 
 
 def disk() -> Path:
@@ -167,7 +174,8 @@ def pagecache_workload(name: str, mem_total_mib: int) -> PageCacheWorkload:
         reader = FilePodSpec("reader", "burstable", THRASH_READER_REQUEST_MIB, None, 0.0, 0.0, False,
                              file_mib=THRASH_READER_MIB, mode="mmap-loop", period_s=THRASH_READER_PERIOD_S)
         grower = PodSpec("grower", "besteffort", None, None, THRASH_RATE_MIB_S, 0.0, True)
-        return PageCacheWorkload(name, (guaranteed_pod(), reader, grower), daemon_file_mib=THRASH_DAEMON_MIB)
+        return PageCacheWorkload(name, (guaranteed_pod(), reader, grower), daemon_file_mib=THRASH_DAEMON_MIB,
+                                 kubelet_file_mib=THRASH_KUBELET_MIB)
     if name == "active-file":
         reader = FilePodSpec("reader", "besteffort", None, None, 0.0, 0.0, False, file_mib=ACTIVE_FILE_MIB,
                              mode="read-twice")
@@ -193,12 +201,22 @@ def daemon_argv(spec: Workload, beats: Path) -> tuple[str, ...]:
     return f"FILE = {str(file_path('daemon', mib))!r}\n" + FILE_HEARTBEAT, str(beats)
 
 
+def kubelet_argv(spec: Workload, beats: Path) -> tuple[str, ...] | None:
+    """The kubelet stand-in's `python -c` arguments (FILE_HEARTBEAT over its file), None for a workload without."""
+    mib = getattr(spec, "kubelet_file_mib", 0)
+    if not mib:
+        return None
+    return f"FILE = {str(file_path('kubelet', mib))!r}\n" + FILE_HEARTBEAT, str(beats)
+
+
 def files_of(spec: Workload) -> list[tuple[Path, int]]:
     """The files a workload reads (path, MiB)."""
     found = [(file_path(p.file_name or p.name, p.file_mib), p.file_mib) for p in spec.pods
              if isinstance(p, FilePodSpec)]
-    mib = getattr(spec, "daemon_file_mib", 0)
-    return found + ([(file_path("daemon", mib), mib)] if mib else [])
+    for owner in ("daemon", "kubelet"):
+        mib = getattr(spec, f"{owner}_file_mib", 0)
+        found += [(file_path(owner, mib), mib)] if mib else []
+    return found
 
 
 def write_file(path: Path, mib: int) -> None:

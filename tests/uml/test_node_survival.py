@@ -73,9 +73,11 @@ from node_survival_ownlimit import (
 )
 from node_survival_pagecache import (
     THRASH_DAEMON_MIB,
+    THRASH_KUBELET_MIB,
     FilePodSpec,
     daemon_argv,
     files_of,
+    kubelet_argv,
     pod_script,
     psi_totals,
     refault_file_mib,
@@ -245,9 +247,13 @@ def test_the_page_cache_workloads() -> None:
     assert isinstance(pods["reader"], FilePodSpec) and pods["reader"].qos == "burstable"
     assert pods["reader"].mode == "mmap-loop" and not pods["reader"].pressure
     assert (pods["grower"].qos, pods["grower"].rate_mib_s, pods["grower"].pressure) == ("besteffort", 10.0, True)
-    assert [mib for _, mib in files_of(thrash)] == [pods["reader"].file_mib, THRASH_DAEMON_MIB]
+    assert [mib for _, mib in files_of(thrash)] == [pods["reader"].file_mib, THRASH_DAEMON_MIB, THRASH_KUBELET_MIB]
     script, beats = daemon_argv(thrash, Path("/w/heartbeat"))
     assert beats == "/w/heartbeat" and "daemon-150MiB.dat" in script
+    kubelet = kubelet_argv(thrash, Path("/w/kubelet-heartbeat"))
+    assert kubelet is not None and kubelet[1] == "/w/kubelet-heartbeat" and "kubelet-100MiB.dat" in kubelet[0]
+    compile(kubelet[0], "kubelet", "exec")
+    assert kubelet_argv(workload("active-file", 2495), Path("/w/k")) is None, "the thrash's alone"
     active = {p.name: p for p in workload("active-file", 2495).pods}
     assert isinstance(active["reader"], FilePodSpec) and active["reader"].mode == "read-twice"
     assert active["reader"].qos == "besteffort"

@@ -397,7 +397,10 @@ def one_run(backend: Any, protector: Protector, spec: Workload, index: int, args
     cache.before_pressure(backend, control, mem_total, pods)  # a deploy's old pods rolled out (or nothing)
     pressure = [p for p in spec.pods if p.pressure]
     wait_memory_settled(10.0)
-    head_total = max(0.0, (meminfo()["MemAvailable"] - args.start_available_mib * MiB) / MiB)
+    # The kubelet stand-in's file is working set that MemAvailable counts as free: the head start leaves it too, so
+    # that the thrash starts with the same margin over its hot files as before the stand-in beat.
+    kept_mib = args.start_available_mib + (getattr(spec, "kubelet_file_mib", 0) if kubelet_beat is not None else 0)
+    head_total = max(0.0, (meminfo()["MemAvailable"] - kept_mib * MiB) / MiB)
     for pod_spec in pressure:
         share = head_total / len(pressure)
         head = min(share, pod_spec.cap_mib) if pod_spec.cap_mib else share

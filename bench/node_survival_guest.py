@@ -56,6 +56,7 @@ import contextlib
 import json
 import os
 import platform
+import shutil
 import subprocess
 import sys
 import threading
@@ -236,6 +237,11 @@ class Protector:
                 # evictd's own log events, kept to diagnose a run (never read for its outcomes).
                 kept = Path(os.environ["UML_OUT"]) / f"evictd-{self.work.parent.name}-{self.work.name}.jsonl"
                 kept.write_text("".join(json.dumps(e, default=str) + "\n" for e in self.evictd.events))
+                # And its state folder, with the flight recording of every cycle (`evictd explain --state-dir`,
+                # `evictd replay <folder>/recording`): what each cycle read and decided, e.g. a stall's onset.
+                with contextlib.suppress(OSError):
+                    shutil.copytree(self.work / "state", kept.with_name(f"state-{self.work.parent.name}-"
+                                                                        f"{self.work.name}"), dirs_exist_ok=True)
         if self.earlyoom is not None:
             alive = self.earlyoom.poll() is None
             self.earlyoom.terminate()

@@ -92,7 +92,14 @@ from node_survival_outcomes import (
     ranking_sample,
     victim_class,
 )
-from node_survival_pagecache import STALL_PROTECTORS, PageCacheRun, kubelet_argv, reclaim_settings, stall_maps
+from node_survival_pagecache import (
+    STALL_PROTECTORS,
+    PageCacheRun,
+    kubelet_argv,
+    psi_totals,
+    reclaim_settings,
+    stall_maps,
+)
 from node_survival_workloads import Workload, workload
 
 from evictd.core.fs_layout import FsLayout
@@ -225,6 +232,11 @@ class Protector:
             return None
         alive = self.evictd.process.poll() is None
         figures: dict[str, Any] = proc_stat(self.evictd.process.pid) if alive else {}
+        # How long evictd's own tasks stalled on memory (direct reclaim) and waited for the CPU: its unit's PSI.
+        for resource in ("memory", "cpu"):
+            pressure = CGROUP / EVICTD_UNIT / f"{resource}.pressure"
+            with contextlib.suppress(OSError, KeyError):
+                figures[f"{resource}StallSomeS"] = psi_totals(pressure.read_text())["some"]
         return {**figures, "alive": alive, "exit": self.evictd.process.returncode}
 
     def stop(self) -> dict[str, Any]:
@@ -510,6 +522,9 @@ def one_run(backend: Any, protector: Protector, spec: Workload, index: int, args
                   "minorFaults": evictd_after["minorFaults"] - evictd_before["minorFaults"],
                   "majorFaults": evictd_after["majorFaults"] - evictd_before["majorFaults"],
                   "aliveAtEnd": evictd_after["alive"]}
+        for stall in ("memoryStallSomeS", "cpuStallSomeS"):  # a kernel with PSI
+            if stall in evictd_before and stall in evictd_after:
+                evictd[stall] = evictd_after[stall] - evictd_before[stall]
     elif evictd_after is not None:
         evictd = {"aliveAtEnd": False, "exit": evictd_after["exit"]}
     return controls.finish(sampler, started, ended, {

@@ -190,6 +190,7 @@ FIGURES = (
     ("notReadySamples", "NotReady samples", "max"),
     ("evictdCpuS", "evictd CPU s", "max"),
     ("evictdMajorFaults", "evictd major faults", "max"),
+    ("evictdMemoryStallS", "evictd memory stall s", "max"),
     ("crossingToEvictionS", "s hard crossing to eviction", "max"),
     ("refaultFileMib", "file re-read MiB", "max"),
     ("kubeletAvailableAtLongestGapMib", "mem.available at longest gap MiB", "min"),
@@ -215,6 +216,8 @@ def run_figures(run: Mapping[str, Any]) -> dict[str, float | None]:
         "notReadySamples": run.get("notReadySamples"),
         "evictdCpuS": (run.get("evictd") or {}).get("cpuS"),
         "evictdMajorFaults": (run.get("evictd") or {}).get("majorFaults"),
+        # evictd's unit's PSI `some` (a kernel with PSI): how long any of its tasks stalled on memory.
+        "evictdMemoryStallS": (run.get("evictd") or {}).get("memoryStallSomeS"),
         "crossingToEvictionS": run.get("crossingToEvictionS"),
         "refaultFileMib": run.get("refaultFileMib"),
         "kubeletAvailableAtLongestGapMib": run.get("kubeletAvailableAtLongestGapMib"),

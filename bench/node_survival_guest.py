@@ -38,8 +38,11 @@ Protectors (each started after the pods, before the workload's pressure):
 What each run records (bench/node_survival_outcomes.py reads it): the kernel's ``oom-kill:`` records from
 /dev/kmsg, the pods' API objects every 100 ms (an eviction: a deletionTimestamp, reason Evicted, a
 DisruptionTarget condition, or the object gone), MemAvailable and every pod cgroup's working set and its
-container cgroup's ``pids.current`` every 100 ms, the system daemon's heartbeats, each pod process's exit
-status (stand-in) or container status (real), evictd's /proc/<pid>/stat, and on the real backend the node
+container cgroup's ``pids.current`` every 100 ms, the system daemon's heartbeats (and, in the page-cache thrash on
+the stand-in backend, a kubelet stand-in's, beating after each pass over its own file), each pod process's exit
+status (stand-in) or container status (real), evictd's /proc/<pid>/stat and its unit's PSI (memory and CPU
+``some``: how long its own tasks stalled), evictd's log and state folder (its flight recording) kept beside
+``runs.jsonl``, and on the real backend the node
 Lease's renewTime and the Node's Ready condition every second; file pages re-read, the node's PSI stall and
 memory.available at the daemon's longest gap (bench/node_survival_pagecache.py `PageCacheRun`, which also
 writes a page-cache workload's files and drops the caches before each run). The pod the kubelet's ranking names at an

@@ -1103,7 +1103,9 @@ def test_psi_fires_on_real_memory_stall(memcg_dir: Path, unified_dir: Path, wait
     assert read_int(memcg_dir / "memory.failcnt") > 0, "the thrashers hit their limit"
 
 
-THRESHOLD_SHARE = 25.0  # a stall threshold of `some` 25%: its trigger is `some 500000 2000000`
+# A stall threshold of `some` 7.5%: its trigger is `some 150000 2000000`, the stall the wake-up test above waits for
+# (25% was not reached within 20 s in one CI run of four workers on two cores: CPU-starved thrashers stall less).
+THRESHOLD_SHARE = 7.5
 
 
 def test_a_thresholds_trigger_fires_once_its_share_of_the_window_stalled_and_the_reading_after_takes_it(
@@ -1129,18 +1131,18 @@ def test_a_thresholds_trigger_fires_once_its_share_of_the_window_stalled_and_the
             time.sleep(0.02)
 
     stall_us = round(PSI_WINDOW_US * THRESHOLD_SHARE / 100)
-    with contextlib.closing(PsiNotifier(group_pressure, stall_us, PSI_WINDOW_US, description="group at 25%",
+    with contextlib.closing(PsiNotifier(group_pressure, stall_us, PSI_WINDOW_US, description="group at 7.5%",
                                         on_fire=note)) as trigger:
         sampler = threading.Thread(target=sample, daemon=True)
         sampler.start()
         try:
             with memory_stall(memcg_dir, also_in=[unified_dir]):
-                _, seen, _ = wait_for_descriptions(waiter, [trigger], {"group at 25%"}, PSI_FIRE_TIMEOUT_S)
+                _, seen, _ = wait_for_descriptions(waiter, [trigger], {"group at 7.5%"}, PSI_FIRE_TIMEOUT_S)
                 reading = history.read(group_pressure)
         finally:
             stop.set()
             sampler.join()
-    assert seen == {"group at 25%"} and len(fired_at) == 1
+    assert seen == {"group at 7.5%"} and len(fired_at) == 1
     assert reading is not None and reading.some.recent == THRESHOLD_SHARE, "the first reading: the firing's share"
     # What the kernel had seen: the stall within the 2 s before the firing, from the samples around it.
     fired = fired_at[0]

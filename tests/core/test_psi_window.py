@@ -13,17 +13,19 @@ from evictd.core.psi_window import (
     WINDOW_FOLLOW_UP_S,
     PsiReading,
     ThresholdFiring,
+    ThresholdTrigger,
     firing_counts,
     next_history,
     recent_shares,
     stalled_share,
+    threshold_triggers,
     window_follow_up_wanted,
     window_start,
     with_firings,
 )
 from evictd.core.quantity import Quantity
 from evictd.core.signals import Signal, StallKind
-from evictd.core.thresholds import Threshold, ThresholdValue
+from evictd.core.thresholds import Threshold, ThresholdValue, parse_stall_thresholds
 
 
 def at(t: float, some: int = 0, full: int = 0) -> PsiReading:
@@ -211,3 +213,20 @@ def fired(at: float, share: float = 20.0, kind: StallKind = StallKind.FULL, coun
 def test_a_thresholds_firing_raises_its_lines_recent_share_for_a_second(
         line_recent: float | None, firings: tuple[ThresholdFiring, ...], now: float, recent: float | None) -> None:
     assert with_firings(line_recent, StallKind.FULL, firings, now) == recent
+
+
+def test_each_psi_stall_threshold_wants_a_trigger_at_its_share_of_the_window() -> None:
+    thresholds = parse_stall_thresholds(
+        {"evictd.io/memory.stall.full": "20%", "evictd.io/allocatableMemory.stall.some": "12.5%",
+         "evictd.io/memory.refault": "2%"},
+        {"evictd.io/memory.stall.some": "33.33%", "evictd.io/memory.stall.full": "20%",
+         "evictd.io/allocatableMemory.stall.full": "0%"},
+        {"evictd.io/memory.stall.some": "30s", "evictd.io/memory.stall.full": "30s",
+         "evictd.io/allocatableMemory.stall.full": "30s"}, {})
+    assert threshold_triggers(thresholds, 2_000_000) == (
+        ThresholdTrigger(Signal.MEMORY_STALL_FULL, StallKind.FULL, 400_000, 20.0),  # the soft 20% shares it
+        ThresholdTrigger(Signal.ALLOCATABLE_MEMORY_STALL_SOME, StallKind.SOME, 250_000, 12.5),
+        ThresholdTrigger(Signal.MEMORY_STALL_SOME, StallKind.SOME, 666_600, 33.33),
+    ), "no trigger for the refault signal (no PSI) nor a 0% threshold (always met)"
+    # Rounded up to the microsecond: a firing then means at least the share.
+    assert threshold_triggers(thresholds[:1], 1_000_001)[0].stall_us == 200_001

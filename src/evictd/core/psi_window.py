@@ -15,7 +15,8 @@ made again: its counters start from 0). The share is ``Δtotal / Δtime`` in per
 prints its averages, clamped to 0-100 (the read and the clock are a few microseconds apart).
 
 A stall threshold's own trigger says more, and sooner: a PSI trigger registered at the threshold's share of the
-trigger window (``full 400000 2000000`` for ``memory.stall.full: 20%`` at the default 2 s ``psiWindow``) fires when
+trigger window (`threshold_triggers`: ``full 400000 2000000`` for ``memory.stall.full: 20%`` at the default 2 s
+``psiWindow``) fires when
 the kernel finds that share stalled within its trailing window, 0.4 s into a complete stall, where evictd's own
 window needs a reading at least `MIN_WINDOW_S` old. So a firing (`ThresholdFiring`) raises its line's `recent` to
 the threshold's share (`with_firings`) for the readings taken within `FIRING_HOLDS_S` of it, when it was the first
@@ -34,8 +35,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from evictd.core.signals import StallKind, spec_of
-from evictd.core.thresholds import Threshold
+from evictd.core.signals import Signal, StallKind, spec_of
+from evictd.core.summary import STALL_BASIS_POINTS
+from evictd.core.thresholds import Threshold, stall_share_points
 
 # The shortest window a `recent` figure is made over, and the longest (seconds).
 MIN_WINDOW_S = 1.0
@@ -74,6 +76,36 @@ class ThresholdFiring:
     kind: StallKind
     share: float
     counts: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class ThresholdTrigger:
+    """A stall threshold's own PSI trigger: on `signal`'s file and `kind` line, `stall_us` within the trigger window,
+    at least `share` percent of it (so a firing means the threshold is met over the window)."""
+
+    signal: Signal
+    kind: StallKind
+    stall_us: int
+    share: float
+
+
+def threshold_triggers(thresholds: Iterable[Threshold], window_us: int) -> tuple[ThresholdTrigger, ...]:
+    """The triggers `thresholds` want with a window of `window_us`: one per PSI stall threshold at its share (rounded
+    up to the microsecond), one per file, line and stall (a soft and a hard threshold at the same share share one);
+    none for the refault signal (it reads no PSI) nor a 0% threshold (always met)."""
+    triggers: list[ThresholdTrigger] = []
+    made: set[tuple[object, StallKind, int]] = set()
+    for threshold in thresholds:
+        spec = spec_of(threshold.signal)
+        points = stall_share_points(threshold.value)
+        if spec.stall is None or points <= 0:
+            continue
+        stall_us = -(-window_us * points // STALL_BASIS_POINTS)
+        if (spec.reading, spec.stall, stall_us) in made:
+            continue
+        made.add((spec.reading, spec.stall, stall_us))
+        triggers.append(ThresholdTrigger(threshold.signal, spec.stall, stall_us, points / 100))
+    return tuple(triggers)
 
 
 def firing_counts(previous_at: float | None, at: float, window_s: float) -> bool:

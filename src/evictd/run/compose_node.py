@@ -41,10 +41,10 @@ from evictd.core.fs_layout import FsLayout, ReclaimAction
 from evictd.core.image_gc import image_gc_policy
 from evictd.core.plausible import Refusal
 from evictd.core.psi import format_us, microseconds
+from evictd.core.psi_window import threshold_triggers
 from evictd.core.signals import EVICTD_SIGNALS, Reading, Signal, spec_of
 from evictd.core.stall_gate import StallGate, wake_may_open
-from evictd.core.summary import STALL_BASIS_POINTS
-from evictd.core.thresholds import Threshold, stall_share_points
+from evictd.core.thresholds import Threshold
 from evictd.cri import NO_RUNTIME, Runtime, RuntimeVersion
 from evictd.cri.client import CriClient
 from evictd.cycle.finished import AfterCycle, Cycle
@@ -144,21 +144,12 @@ def build_psi_notifiers(settings: EvictdSettings, layout: CgroupLayout, cgroups:
         add(path, microseconds(settings.psi_stall_threshold_s), description)
     if note_firing is None:
         return tuple(notifiers)
-    made: set[tuple[str, str, int]] = set()
-    for threshold in thresholds:
-        kind = spec_of(threshold.signal).stall
-        points = stall_share_points(threshold.value)
-        on_pods = spec_of(threshold.signal).reading is Reading.PODS_MEMORY_STALL
-        file = pods_path if on_pods else node_path
-        if kind is None or points <= 0 or file is None:
-            continue  # the refault signal (no PSI), a 0% threshold (always met), no pods cgroup's file on v1
-        stall_us = -(-window_us * points // STALL_BASIS_POINTS)  # at least the share: a firing means it is met
-        if (file, kind, stall_us) in made:
-            continue
-        made.add((file, kind, stall_us))
-        share = points / 100
-        add(file, stall_us, f"{threshold.signal}>={share:g}% within {format_us(window_us)}", str(kind),
-            _firing_note(note_firing, threshold.signal, share, settings.psi_window_s))
+    for trigger in threshold_triggers(thresholds, window_us):
+        file = pods_path if spec_of(trigger.signal).reading is Reading.PODS_MEMORY_STALL else node_path
+        if file is None:
+            continue  # cgroup v1: no pods cgroup's memory.pressure
+        add(file, trigger.stall_us, f"{trigger.signal}>={trigger.share:g}% within {format_us(window_us)}",
+            str(trigger.kind), _firing_note(note_firing, trigger.signal, trigger.share, settings.psi_window_s))
     return tuple(notifiers)
 
 

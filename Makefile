@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 RUN_STAMP := $(VENV)/.installed-run
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test test-cluster lint docs check-config system-deps image-deps image uml-kernel uml-kernel-psi helm release release-build clean
+.PHONY: run test test-cluster lint docs check-config system-deps image-deps image uml-kernel uml-kernel-psi qemu-node helm release release-build clean
 
 # Debian packages the real-component tests need, as binary:package: a real containerd with runc, a static
 # busybox to build images from, systemd-analyze to verify the unit, mkfs.ext4/losetup for small filesystems,
@@ -81,6 +81,12 @@ uml-kernel: system-deps
 uml-kernel-psi:
 	tests/uml/provision-uml-psi.sh
 
+# The arena's multi-CPU node: qemu-system-x86 from Debian and Debian's stock amd64 kernel (2 vCPUs, preemptible,
+# PSI) unpacked into /var/tmp/evictd-qemu with an initramfs (tests/qemu/provision-qemu.sh; about 100 MB of
+# packages the first time, nothing built). tests/qemu boots it; bench/node_survival.py --vm qemu runs on it.
+qemu-node: system-deps
+	tests/qemu/provision-qemu.sh
+
 $(RUN_STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --disable-pip-version-check --upgrade pip
@@ -105,7 +111,7 @@ run: $(RUN_STAMP)
 # real_cluster) is left out: it needs kube-apiserver and kubelet binaries.
 # tests/run-tiers.sh runs the tiers, the parallel one on pytest-xdist workers (the linters beside it), then the
 # whole-machine tests alone, and prints each tier's time and the total at the end (docs/development.md, "Test tiers").
-test: $(STAMP) system-deps uml-kernel helm
+test: $(STAMP) system-deps uml-kernel qemu-node helm
 	tests/run-tiers.sh $(BIN)/python
 
 # The documentation site (mkdocs.yml): docs/ into site/ (gitignored). --strict fails the build on a link to a

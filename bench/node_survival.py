@@ -1,7 +1,8 @@
 """Node survival: does the node live under memory pressure, and who pays? (issue #36, items 1, 2 and 6)
 
 A matrix of cells (backend x workload x protector), each run N times inside user-mode Linux guests on cgroup
-v2, with node-sized memory (--mem-mib, 2560). One guest boot per protector (its runs of every workload one after
+v2 (one CPU, no preemption), or with --vm qemu on qemu guests (tests/qemu: Debian's stock kernel, 2 vCPUs,
+preemptible, PSI; CPU work 10-16x slower), with node-sized memory (--mem-mib, 2560). One guest boot per protector (its runs of every workload one after
 the other in that boot, to save boot time; --one-boot puts every protector in one boot: on the real backend one
 cluster start for all, the kubelet restarted with each protector's eviction settings). The guest side,
 bench/node_survival_guest.py, says what the node, the protectors and the records are;
@@ -13,7 +14,7 @@ Backends (bench/node_survival_nodes.py): ``stand-in`` (no kube binaries: the tes
 kubelet that carries deletions out; pods are real processes in the kubelet's cgroup layout); ``real`` (the
 real kube-apiserver, kubelet v1.36.2 and containerd in the guest, binaries from EVICTD_K8S_BIN; pods created
 through the API server with spec.nodeName; --mem-mib 3072 leaves the cluster's ~500 MiB beside a node).
-Protectors: kernel, evictd, evictd-stall, evictd-stall-nogate and systemd-oomd (--kernel psi only;
+Protectors: kernel, evictd, evictd-stall, evictd-stall-nogate and systemd-oomd (--kernel psi or --vm qemu only;
 bench/node_survival_oomd.py), evictd-refault, evictd-reclaim (reclaim before evict: cgroup v2 memory.reclaim),
 earlyoom on both; kubelet-defaults, kubelet-same and kubelet-pid (kubelet-same plus pid.available<25%) on the real
 backend only; evictd-pid (evictd with pid.available<25% added, for the fork-bomb control); evictd-no-minreclaim
@@ -30,7 +31,7 @@ this machine's CPUs and load average before and after.
     .venv/bin/python bench/node_survival.py --out /work/arena-out/m1 [--backend stand-in]
         [--protectors kernel,evictd,evictd-stall,earlyoom] [--workloads be-slow,be-fast,many-small,thrash,active-file]
         [--runs 5]
-        [--kernel default|psi] [--mem-mib 2560] [--start-available-mib 600]
+        [--kernel default|psi | --vm qemu --run-timeout-s 400] [--mem-mib 2560] [--start-available-mib 600]
 
 The output folder must not be under /tmp or /var/tmp: the guest mounts tmpfs over them (tests/uml/README).
 """
@@ -48,7 +49,9 @@ from pathlib import Path
 from typing import Any
 
 BENCH = Path(__file__).resolve().parent
-sys.path[:0] = [str(BENCH.parent / "tests" / "uml")]
+sys.path[:0] = [str(BENCH.parent / "tests" / "uml"), str(BENCH.parent / "tests" / "qemu")]
+import qemu_guest  # noqa: E402
+import uml_guest  # noqa: E402
 from node_survival_outcomes import (  # noqa: E402
     cell_rows,
     control_rows,
@@ -57,7 +60,7 @@ from node_survival_outcomes import (  # noqa: E402
     own_limit_rows,
 )
 from node_survival_pagecache import ACTIVE_FILE_ENV, STALL_PROTECTORS  # noqa: E402
-from uml_guest import KERNELS, REPO, GuestRun, Kernel, boot_guest  # noqa: E402
+from uml_guest import KERNELS, REPO, GuestRun, Kernel  # noqa: E402
 
 GUEST_MEM_MIB = 2560
 GUEST = BENCH / "node_survival_guest.py"
@@ -77,6 +80,10 @@ SETUP_S = 30.0
 # (node_survival_nodes.API_BACK_TIMEOUT_S), and a 20-run thrash boot ran out of its budget after 14 runs.
 REAL_SETUP_S = 120.0
 BOOT_S = 60.0
+# The guest's machine: "uml" (user-mode Linux: one CPU, no preemption, user code at native speed) or "qemu" (Debian's
+# stock kernel under QEMU's emulator: 2 vCPUs, preemptible, PSI; its CPU work 10-16x slower, its set-up as well).
+VMS = ("uml", "qemu")
+QEMU_SETUP_FACTOR = 3.0
 CLUSTER_START_S = 300.0  # the real cluster in the guest: node Ready 56-86 s after boot, more under load
 NODE_SETUP = REPO / "tests" / "uml" / "guest-node.sh"
 
@@ -87,12 +94,15 @@ def host_load() -> str:
 
 def run_boot(out: Path, *, backend: str, protectors: Sequence[str], workloads: Sequence[str], runs: int,
              kernel: Kernel | None, mem_mib: int, start_available_mib: int, disk_mib: int,
-             run_timeout_s: float) -> tuple[GuestRun, list[dict[str, Any]]]:
+             run_timeout_s: float, vm: str = "uml") -> tuple[GuestRun, list[dict[str, Any]]]:
     """One guest boot running every (protector, workload, run) given; returns the boot and its runs' records.
 
     A run that failed in the guest is in the list with its "error" and "traceback"; a guest that wrote
     nothing fails here (AssertionError with the end of its output)."""
-    label = f"{kernel or 'default'} kernel (tests/uml/provision-uml{'-psi' if kernel == 'psi' else ''}.sh)"
+    if vm == "qemu":
+        label = f"qemu, {qemu_guest.DEFAULT_CPUS} vCPUs, preemptible (tests/qemu/provision-qemu.sh)"
+    else:
+        label = f"{kernel or 'default'} kernel (tests/uml/provision-uml{'-psi' if kernel == 'psi' else ''}.sh)"
     args = ["--backend", backend, "--protectors", ",".join(protectors), "--workloads", ",".join(workloads),
             "--runs", str(runs), "--start-available-mib", str(start_available_mib),
             "--run-timeout-s", str(run_timeout_s), "--kernel-label", label.replace(" ", "_")]
@@ -110,8 +120,9 @@ def run_boot(out: Path, *, backend: str, protectors: Sequence[str], workloads: S
         node_setup = f". {shlex.quote(str(NODE_SETUP))}"
     body = BODY.format(guest=shlex.quote(str(GUEST)), args=shlex.join(args), node_setup=node_setup)
     per_boot = BOOT_S + (CLUSTER_START_S if backend == "real" else 0)
-    setup_s = REAL_SETUP_S if backend == "real" else SETUP_S
+    setup_s = (REAL_SETUP_S if backend == "real" else SETUP_S) * (QEMU_SETUP_FACTOR if vm == "qemu" else 1.0)
     timeout = per_boot + len(protectors) * len(workloads) * runs * (setup_s + run_timeout_s)
+    boot_guest = qemu_guest.boot_guest if vm == "qemu" else uml_guest.boot_guest
     boot = boot_guest(body, out, mem_mib=mem_mib, timeout_s=timeout, kernel=kernel, env=env, disk_mib=disk_mib)
     path = out / "runs.jsonl"
     if not path.exists():
@@ -132,6 +143,9 @@ def main() -> int:
     parser.add_argument("--protectors", default="kernel,evictd,earlyoom")
     parser.add_argument("--workloads", default="be-slow,be-fast,many-small")
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--vm", choices=VMS, default="uml",
+                        help="the guest: uml (one CPU, no preemption) or qemu (make qemu-node: 2 vCPUs, preemptible, "
+                             "PSI; CPU work 10-16x slower, give --run-timeout-s 400)")
     parser.add_argument("--kernel", choices=KERNELS, default=None,
                         help="the user-mode kernel: default (Debian's, no PSI) or psi (make uml-kernel-psi)")
     parser.add_argument("--mem-mib", type=int, default=GUEST_MEM_MIB)
@@ -145,11 +159,14 @@ def main() -> int:
     if str(args.out.resolve()).startswith(("/tmp/", "/var/tmp/")):
         parser.error("--out under /tmp or /var/tmp is hidden from the guest by its tmpfs; use another folder")
     protectors = args.protectors.split(",")
+    if args.vm == "qemu" and args.kernel is not None:
+        parser.error("--kernel chooses a user-mode kernel: the qemu guest has one kernel (Debian's, with PSI)")
+    psi = args.kernel == "psi" or args.vm == "qemu"
     for stall in set(protectors) & set(STALL_PROTECTORS):
-        if args.kernel != "psi":
+        if not psi:
             parser.error(f"protector {stall} is evictd with its memory stall signal (PSI): it needs --kernel psi "
                          "(the default user-mode kernel has no PSI)")
-    if "systemd-oomd" in protectors and args.kernel != "psi":
+    if "systemd-oomd" in protectors and not psi:
         parser.error("protector systemd-oomd acts on memory pressure (PSI) and refuses to start without it: it "
                      "needs --kernel psi (the default user-mode kernel has no PSI)")
     groups = [protectors] if args.one_boot else [[p] for p in protectors]
@@ -159,7 +176,8 @@ def main() -> int:
         folder = args.out / f"{args.backend}-{'-'.join(group)}"
         _, found = run_boot(folder, backend=args.backend, protectors=group, workloads=args.workloads.split(","),
                             runs=args.runs, kernel=args.kernel, mem_mib=args.mem_mib, disk_mib=args.disk_mib,
-                            start_available_mib=args.start_available_mib, run_timeout_s=args.run_timeout_s)
+                            start_available_mib=args.start_available_mib, run_timeout_s=args.run_timeout_s,
+                            vm=args.vm)
         records += found
         print(f"boot {folder.name}: {len(found)} runs, load {host_load()}", flush=True)
     with open(args.out / "runs.jsonl", "w") as everything:

@@ -2,7 +2,8 @@
 
 A matrix of cells (backend x workload x protector), each run N times inside user-mode Linux guests on cgroup
 v2 (one CPU, no preemption), or with --vm qemu on qemu guests (tests/qemu: Debian's stock kernel, 2 vCPUs,
-preemptible, PSI; CPU work 10-16x slower), with node-sized memory (--mem-mib, 2560). One guest boot per protector (its runs of every workload one after
+preemptible, PSI; CPU work 10-16x slower), with node-sized memory (--mem-mib, 2560).
+One guest boot per protector (its runs of every workload one after
 the other in that boot, to save boot time; --one-boot puts every protector in one boot: on the real backend one
 cluster start for all, the kubelet restarted with each protector's eviction settings). The guest side,
 bench/node_survival_guest.py, says what the node, the protectors and the records are;

@@ -18,11 +18,10 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
-from uml_guest import PRELUDE, REPO, GuestRun
+from uml_guest import GuestRun, finished_run, guest_words, make_disk, write_init
 
 QEMU_CACHE = Path(os.environ.get("EVICTD_QEMU_CACHE", "/var/tmp/evictd-qemu"))
 DEFAULT_CPUS = 2
@@ -57,21 +56,12 @@ def boot_guest(body: str, out: Path, *, mem_mib: int = DEFAULT_MEM_MIB, timeout_
     disk = out / "disk.img"
     drive: list[str] = []
     if disk_mib:
-        disk.unlink(missing_ok=True)
-        with open(disk, "wb") as image:
-            image.truncate(disk_mib << 20)
-        subprocess.run(["mkfs.ext4", "-q", "-F", str(disk)], check=True, capture_output=True)
+        make_disk(disk, disk_mib)
         # cache=none: the guest's page cache is the only one in play, none of the host's under the disk.
         drive = ["-drive", f"file={disk},format=raw,if=virtio,cache=none,aio=threads"]
         env = {**(env or {}), "UML_DISK": "/dev/vda"}
-    init = out / "init.sh"
-    init.write_text(f"#!/bin/sh\n. {PRELUDE}\n{body}\n", encoding="utf-8")
-    init.chmod(0o755)
-    words = {"UML_OUT": str(out), "UML_MODULES": str(modules.resolve()), "EVICTD_REPO": str(REPO),
-             "EVICTD_PYTHON": sys.executable, "QEMU_INIT": str(init), **(env or {})}
-    for key, value in words.items():
-        if not value or any(c.isspace() for c in value):
-            raise ValueError(f"guest environment {key}={value!r}: the kernel command line needs one word")
+    init = write_init(out, body)
+    words = guest_words(out, modules, {**(env or {}), "QEMU_INIT": str(init)})
     append = " ".join(["console=ttyS0", "panic=-1", "psi=1", "cgroup_no_v1=all", "quiet",
                        *(f"{key}={value}" for key, value in words.items())])
     argv = ["qemu-system-x86_64", "-accel", "tcg,thread=multi,tb-size=256", "-cpu", "max", "-smp", str(cpus),
@@ -111,11 +101,7 @@ def boot_guest(body: str, out: Path, *, mem_mib: int = DEFAULT_MEM_MIB, timeout_
                 proc.wait()
             if disk_mib:
                 disk.unlink(missing_ok=True)
-    elapsed = time.monotonic() - started
-    console_text = console_path.read_text(encoding="utf-8", errors="replace")
-    if returncode == -signal.SIGKILL:
-        raise AssertionError(f"the guest did not halt within {timeout_s:.0f} s; console tail:\n{console_text[-4000:]}")
-    return GuestRun(returncode, console_text, out, elapsed)
+    return finished_run(out, returncode, time.monotonic() - started, timeout_s)
 
 
 def _tail(path: Path) -> bytes:

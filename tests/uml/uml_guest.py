@@ -90,6 +90,47 @@ def psi_kernel() -> tuple[Path, Path]:
     return binary, modules
 
 
+def finished_run(out: Path, returncode: int, elapsed_s: float, timeout_s: float) -> GuestRun:
+    """What a boot that wrote its console to `out`/console.log left; AssertionError with the console's tail when
+    it was killed at its time-out (`returncode` -SIGKILL)."""
+    console_text = (out / "console.log").read_text(encoding="utf-8", errors="replace")
+    if returncode == -signal.SIGKILL:
+        raise AssertionError(f"the guest did not halt within {timeout_s:.0f} s; console tail:\n{console_text[-4000:]}")
+    return GuestRun(returncode, console_text, out, elapsed_s)
+
+
+def make_disk(disk: Path, disk_mib: int) -> None:
+    """A fresh ext4 file system of `disk_mib` MiB in the sparse file `disk` (a guest's own disk)."""
+    disk.unlink(missing_ok=True)
+    with open(disk, "wb") as image:
+        image.truncate(disk_mib << 20)
+    subprocess.run(["mkfs.ext4", "-q", "-F", str(disk)], check=True, capture_output=True)
+
+
+def write_init(out: Path, body: str) -> Path:
+    """The guest's init, `out`/init.sh: the prelude, then `body`."""
+    init = out / "init.sh"
+    init.write_text(f"#!/bin/sh\n. {PRELUDE}\n{body}\n", encoding="utf-8")
+    init.chmod(0o755)
+    return init
+
+
+def guest_words(out: Path, modules: Path, env: dict[str, str] | None) -> dict[str, str]:
+    """What the guest's init gets as environment through the kernel command line: the prelude's words (UML_OUT,
+    UML_MODULES, EVICTD_REPO, EVICTD_PYTHON) and `env`; ValueError for a value that is not one word."""
+    words = {
+        "UML_OUT": str(out),
+        "UML_MODULES": str(modules.resolve()),
+        "EVICTD_REPO": str(REPO),
+        "EVICTD_PYTHON": sys.executable,
+        **(env or {}),
+    }
+    for key, value in words.items():
+        if not value or any(c.isspace() for c in value):
+            raise ValueError(f"guest environment {key}={value!r}: the kernel command line needs one word")
+    return words
+
+
 def boot_guest(
     body: str,
     out: Path,
@@ -114,25 +155,11 @@ def boot_guest(
     disk = out / "disk.img"
     disk_words: list[str] = []
     if disk_mib:
-        disk.unlink(missing_ok=True)
-        with open(disk, "wb") as image:
-            image.truncate(disk_mib << 20)
-        subprocess.run(["mkfs.ext4", "-q", "-F", str(disk)], check=True, capture_output=True)
+        make_disk(disk, disk_mib)
         disk_words = [f"ubd0={disk}"]
         env = {**(env or {}), "UML_DISK": "/dev/ubda"}
-    init = out / "init.sh"
-    init.write_text(f"#!/bin/sh\n. {PRELUDE}\n{body}\n", encoding="utf-8")
-    init.chmod(0o755)
-    words = {
-        "UML_OUT": str(out),
-        "UML_MODULES": str(modules.resolve()),
-        "EVICTD_REPO": str(REPO),
-        "EVICTD_PYTHON": sys.executable,
-        **(env or {}),
-    }
-    for key, value in words.items():
-        if not value or any(c.isspace() for c in value):
-            raise ValueError(f"guest environment {key}={value!r}: the kernel command line needs one word")
+    init = write_init(out, body)
+    words = guest_words(out, modules, env)
     scratch = Path(tempfile.mkdtemp(prefix="evictd-uml-"))
     argv = [
         str(binary), f"mem={mem_mib}M", f"uml_dir={scratch}", "root=/dev/root", "rootfstype=hostfs",
@@ -155,11 +182,7 @@ def boot_guest(
             shutil.rmtree(scratch, ignore_errors=True)
             if disk_mib:
                 disk.unlink(missing_ok=True)
-    elapsed = time.monotonic() - started
-    console_text = console_path.read_text(encoding="utf-8", errors="replace")
-    if returncode == -signal.SIGKILL:
-        raise AssertionError(f"the guest did not halt within {timeout_s:.0f} s; console tail:\n{console_text[-4000:]}")
-    return GuestRun(returncode, console_text, out, elapsed)
+    return finished_run(out, returncode, time.monotonic() - started, timeout_s)
 
 
 

@@ -166,10 +166,10 @@ def main() -> int:
     for stall in set(protectors) & set(STALL_PROTECTORS):
         if not psi:
             parser.error(f"protector {stall} is evictd with its memory stall signal (PSI): it needs --kernel psi "
-                         "(the default user-mode kernel has no PSI)")
+                         "or --vm qemu (the default user-mode kernel has no PSI)")
     if "systemd-oomd" in protectors and not psi:
         parser.error("protector systemd-oomd acts on memory pressure (PSI) and refuses to start without it: it "
-                     "needs --kernel psi (the default user-mode kernel has no PSI)")
+                     "needs --kernel psi or --vm qemu (the default user-mode kernel has no PSI)")
     groups = [protectors] if args.one_boot else [[p] for p in protectors]
     load_before, started = host_load(), time.monotonic()
     records: list[dict[str, Any]] = []

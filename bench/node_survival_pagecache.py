@@ -241,7 +241,7 @@ def stall_maps(protector: str, psi: Path = Path("/proc/pressure/memory")) -> dic
         return {}
     if not psi.exists():
         raise RuntimeError(f"protector {protector} needs a kernel with PSI (/proc/pressure/memory): this "
-                           "guest's kernel has none; run the arena with --kernel psi")
+                           "guest's kernel has none; run the arena with --kernel psi or --vm qemu")
     maps: dict[str, Any] = {key: dict(value) for key, value in STALL_MAPS.items()}
     if protector == STALL_NOGATE_PROTECTOR:
         maps["stallRequiresNodeReclaim"] = False

@@ -35,7 +35,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from evictd.core.signals import Signal, StallKind, spec_of
+from evictd.core.signals import Reading, Signal, StallKind, spec_of
 from evictd.core.summary import STALL_BASIS_POINTS
 from evictd.core.thresholds import Threshold, stall_share_points
 
@@ -94,7 +94,7 @@ def threshold_triggers(thresholds: Iterable[Threshold], window_us: int) -> tuple
     up to the microsecond), one per file, line and stall (a soft and a hard threshold at the same share share one);
     none for the refault signal (it reads no PSI) nor a 0% threshold (always met)."""
     triggers: list[ThresholdTrigger] = []
-    made: set[tuple[object, StallKind, int]] = set()
+    made: set[tuple[Reading, StallKind, int]] = set()
     for threshold in thresholds:
         spec = spec_of(threshold.signal)
         points = stall_share_points(threshold.value)

@@ -19,7 +19,7 @@ STAMP  := $(VENV)/.installed
 # Installed only when missing (CI machines start empty).
 SYSTEM_DEPS := containerd:containerd runc:runc busybox:busybox-static ctr:containerd \
 	systemd-analyze:systemd mkfs.ext4:e2fsprogs losetup:mount openssl:openssl \
-	prometheus:prometheus promtool:prometheus /usr/bin/python3:python3 groff:groff-base man:man-db tmux:tmux zsh:zsh
+	prometheus:prometheus promtool:prometheus perf:linux-perf /usr/bin/python3:python3 groff:groff-base man:man-db tmux:tmux zsh:zsh
 # apt-get that waits up to 10 minutes for another apt or dpkg holding the lock (tests/apt-get-wait.sh).
 APT_GET := tests/apt-get-wait.sh
 # $(call install-missing,PAIRS): apt-get install the packages of the PAIRS whose binary is not on PATH.

@@ -1,0 +1,62 @@
+"""bench/kernel_wakeups.py on this machine's kernel: perf records when a thread was woken and by whom, on the clock
+of `time.monotonic()` (what bench/earlyoom_side_by_side.py --kernel-trace compares with the crossings)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+
+from kernel_wakeups import KernelWakeups, parse_perf_script
+
+# A child that names itself (the comm perf filters on), says so, then blocks reading a pipe until each write.
+SLEEPER = r"""
+import ctypes, os, sys
+ctypes.CDLL(None).prctl(15, b"kw-sleeper", 0, 0, 0)  # PR_SET_NAME
+print("named", flush=True)
+while sys.stdin.readline():
+    print("woken", flush=True)
+"""
+WRITES = 3
+
+
+def test_a_pipe_write_shows_as_the_writers_wakeup_of_the_sleeper_at_the_time_of_the_write(tmp_path: Path) -> None:
+    child = subprocess.Popen([sys.executable, "-c", SLEEPER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                             bufsize=1)
+    assert child.stdin is not None and child.stdout is not None
+    assert child.stdout.readline() == "named\n"
+    wakeups = KernelWakeups("kw-sleeper", tmp_path)
+    wakeups.start()
+    written: list[float] = []
+    try:
+        for _ in range(WRITES):
+            time.sleep(0.2)  # the child is asleep in read(2) again
+            written.append(time.monotonic())
+            child.stdin.write("wake\n")
+            child.stdin.flush()
+            assert child.stdout.readline() == "woken\n"
+    finally:
+        wakeups.stop()
+        child.stdin.close()
+        child.wait(timeout=10)
+        child.stdout.close()
+    mine = [wakeup for wakeup in wakeups.wakeups if wakeup.tid == child.pid and wakeup.waker_tid == os.getpid()]
+    assert len(mine) >= WRITES, f"one wake-up by this process per write: {wakeups.wakeups}"
+    for at in written:
+        nearest = min(mine, key=lambda wakeup: abs(wakeup.at - at))
+        assert abs(nearest.at - at) < 0.05, f"the wake-up on time.monotonic()'s clock: {nearest.at} against {at}"
+    assert {wakeup.tid for wakeup in wakeups.wakeups} == {child.pid}, "only the threads named kw-sleeper"
+    assert wakeups.between(written[0] - 0.05, written[0] + 0.05, {child.pid}), "found by time and thread"
+    assert not wakeups.between(written[0] - 0.05, written[0] + 0.05, {child.pid + 1_000_000})
+
+
+def test_the_perf_script_lines_are_read_field_by_field() -> None:
+    text = ("         python3  6356 38823.969161: comm=evictd pid=6400 prio=120 target_cpu=001\n"
+            "  kworker/u8:2-ev   912 38823.970001: comm=evictd pid=6401 prio=120 target_cpu=000\n"
+            "not a wake-up line\n")
+    assert [(wakeup.waker, wakeup.waker_tid, wakeup.at, wakeup.tid) for wakeup in parse_perf_script(text)] == [
+        ("python3", 6356, 38823.969161, 6400), ("kworker/u8:2-ev", 912, 38823.970001, 6401)]

@@ -20,9 +20,13 @@ At the margin (issue 37 item 3; tests/uml/guest_v2_margin.py: only hard threshol
 * ``--margin-latency``: bursts (40 MiB at once) and ramps (1 MiB every 20 ms) that start from that steady
   margin, decided by the watch (``--crossings`` of each).
 
-    python bench/v2_wakeup_latency.py [--crossings N] [--watch-only]
-    python bench/v2_wakeup_latency.py --margin-cost [--segment-s 30] [--rounds 2]
-    python bench/v2_wakeup_latency.py --margin-latency [--crossings N]
+`--vm qemu` runs the same in the qemu guest (tests/qemu: Debian's stock kernel, 2 vCPUs, preemptible, with PSI,
+under QEMU's emulator, whose CPU is 10-16x slower than the host's) instead of the user-mode guest; its time
+limits are 3x the user-mode guest's.
+
+    python bench/v2_wakeup_latency.py [--crossings N] [--watch-only] [--vm qemu]
+    python bench/v2_wakeup_latency.py --margin-cost [--segment-s 30] [--rounds 2] [--vm qemu]
+    python bench/v2_wakeup_latency.py --margin-latency [--crossings N] [--vm qemu]
 """
 
 from __future__ import annotations
@@ -35,15 +39,27 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "tests" / "uml"))
+sys.path[:0] = [str(REPO / "tests" / "uml"), str(REPO / "tests" / "qemu")]
 
-from uml_guest import boot_guest  # noqa: E402
+import qemu_guest  # noqa: E402
+import uml_guest  # noqa: E402
+from uml_guest import GuestRun  # noqa: E402
+
+# The qemu guest's emulated CPU is several times slower: its runs get this many times the user-mode guest's time.
+QEMU_TIME_FACTOR = 3.0
 
 BODY = """
 T="$EVICTD_REPO/tests"
 export PYTHONPATH="$EVICTD_REPO/src:$T/uml:$T/daemon:$T/kube:$T"
 "$EVICTD_PYTHON" "$EVICTD_REPO/tests/uml/guest_v2_node.py" wakeup cgroupfs > "$UML_OUT/wakeup.log" 2>&1
 """
+
+
+def boot_guest(body: str, out: Path, timeout_s: float, env: dict[str, str], vm: str) -> GuestRun:
+    """Boot the user-mode guest on Debian's kernel (no PSI), or the qemu guest (`vm` "qemu"), to run `body`."""
+    if vm == "qemu":
+        return qemu_guest.boot_guest(body, out, timeout_s=timeout_s * QEMU_TIME_FACTOR, env=env)
+    return uml_guest.boot_guest(body, out, timeout_s=timeout_s, env=env, kernel="default")
 
 
 def percentile(values: list[float], share: float) -> float:
@@ -58,9 +74,9 @@ export PYTHONPATH="$EVICTD_REPO/src:$T/uml:$T/daemon:$T/kube:$T"
 """
 
 
-def margin_document(scenario: str, timeout_s: float, env: dict[str, str]) -> dict[str, Any] | None:
+def margin_document(scenario: str, timeout_s: float, env: dict[str, str], vm: str) -> dict[str, Any] | None:
     out = Path(tempfile.mkdtemp(prefix=f"evictd-bench-v2-margin-{scenario}-"))
-    run = boot_guest(MARGIN_BODY.format(scenario=scenario), out, timeout_s=timeout_s, env=env, kernel="default")
+    run = boot_guest(MARGIN_BODY.format(scenario=scenario), out, timeout_s, env, vm)
     document: dict[str, Any] = run.json(f"margin-{scenario}.json")
     if "error" in document:
         print(document["traceback"], run.text("margin.log")[-3000:], file=sys.stderr)
@@ -68,9 +84,9 @@ def margin_document(scenario: str, timeout_s: float, env: dict[str, str]) -> dic
     return document
 
 
-def margin_cost(segment_s: float, rounds: int) -> int:
+def margin_cost(segment_s: float, rounds: int, vm: str) -> int:
     env = {"V2_MARGIN_SEGMENT_S": str(segment_s), "V2_MARGIN_ROUNDS": str(rounds)}
-    document = margin_document("cost", 120 + rounds * 2 * (segment_s + 30), env)
+    document = margin_document("cost", 120 + rounds * 2 * (segment_s + 30), env, vm)
     if document is None:
         return 1
     print(f"margin held: {document['marginMiB']:.1f} MiB above allocatableMemory.available<60Mi")
@@ -95,8 +111,8 @@ def margin_cost(segment_s: float, rounds: int) -> int:
     return 0
 
 
-def margin_latency(crossings: int) -> int:
-    document = margin_document("latency", 120 + crossings * 2 * 15, {"V2_MARGIN_CROSSINGS": str(crossings)})
+def margin_latency(crossings: int, vm: str) -> int:
+    document = margin_document("latency", 120 + crossings * 2 * 15, {"V2_MARGIN_CROSSINGS": str(crossings)}, vm)
     if document is None:
         return 1
     margins = document["marginsBeforeMiB"]
@@ -119,16 +135,19 @@ def main() -> int:
     parser.add_argument("--margin-latency", action="store_true", help="bursts and ramps from a steady margin")
     parser.add_argument("--segment-s", type=float, default=30.0, help="--margin-cost: seconds per segment")
     parser.add_argument("--rounds", type=int, default=2, help="--margin-cost: on/off pairs")
+    parser.add_argument("--vm", choices=("uml", "qemu"), default="uml",
+                        help="the guest: uml (Debian's user-mode kernel, no PSI, 1 CPU) or qemu (make qemu-node: "
+                             "2 vCPUs, preemptible, PSI)")
     args = parser.parse_args()
     if args.margin_cost:
-        return margin_cost(args.segment_s, args.rounds)
+        return margin_cost(args.segment_s, args.rounds, args.vm)
     if args.margin_latency:
-        return margin_latency(args.crossings)
+        return margin_latency(args.crossings, args.vm)
     out = Path(tempfile.mkdtemp(prefix="evictd-bench-v2-"))
     # Debian's kernel (no PSI), whatever EVICTD_UML_KERNEL says: this measures the wake-ups without PSI.
     modes = ("on",) if args.watch_only else ("off", "on")
-    run = boot_guest(BODY, out, timeout_s=60 + args.crossings * 20 * len(modes), kernel="default",
-                     env={"V2_WAKEUP_CROSSINGS": str(args.crossings), "V2_WAKEUP_MODES": ",".join(modes)})
+    run = boot_guest(BODY, out, 60 + args.crossings * 20 * len(modes),
+                     {"V2_WAKEUP_CROSSINGS": str(args.crossings), "V2_WAKEUP_MODES": ",".join(modes)}, args.vm)
     document = run.json("wakeup-cgroupfs.json")
     if "error" in document:
         print(document["traceback"], run.text("wakeup.log")[-3000:], file=sys.stderr)

@@ -66,7 +66,7 @@ from evictd.core.eviction_api import EvictionApiRound
 from evictd.core.fs_layout import FsLayout, ReclaimAction
 from evictd.core.pods import Pod
 from evictd.core.settled import (
-    EARLY_CONFIRM_S,
+    confirming_reads,
     crossing_confirmed,
     crossing_deep,
     crossing_hold_s,
@@ -307,18 +307,18 @@ class EvictionManager:
     def _confirming_summary(self, pods: Sequence[Pod], crossed: Sequence[Threshold], errors: list[CycleError],
                             flapping: bool) -> tuple[Summary | None, float]:
         """Read the stats again to confirm `crossed`: the reading the cycle decides on, and its time (a failed read is
-        an error of the cycle, which then decides nothing). An early reading (`EARLY_CONFIRM_S` on) that shows a
-        crossing gone deep, or none at all, is that reading; otherwise the rest of the hold is waited out."""
+        an error of the cycle, which then decides nothing). The readings are taken at `confirming_reads`' times; the
+        first that shows a crossing gone deep, or none at all, is that reading; otherwise the hold's end is."""
         hold_s = crossing_hold_s(self._crossing_hold_s, flapping=flapping, count=self._holds_while_flapping)
         if flapping:
             self._holds_while_flapping += 1
-        early_s = min(EARLY_CONFIRM_S, hold_s)
-        self._clock.sleep(early_s)
-        summary = self._read_again(pods, errors, "to confirm a crossing", reread=True)
-        if early_s < hold_s and summary is not None and crossing_confirmed(crossed, summary) \
-                and not crossing_deep(crossed, summary):
-            self._clock.sleep(hold_s - early_s)
+        start = self._clock.monotonic()
+        summary: Summary | None = None
+        for at in confirming_reads(hold_s, flapping=flapping):
+            self._clock.sleep(max(0.0, at - (self._clock.monotonic() - start)))
             summary = self._read_again(pods, errors, "to confirm a crossing", reread=True)
+            if summary is None or not crossing_confirmed(crossed, summary) or crossing_deep(crossed, summary):
+                break
         return summary, self._clock.monotonic()
 
     def _read_again(self, pods: Sequence[Pod], errors: list[CycleError], why: str, *,

@@ -14,10 +14,12 @@ CAP_PERFMON or root). `start()` raises RuntimeError naming the command when perf
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import signal
 import subprocess
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,21 +51,51 @@ class KernelWakeups:
         self.wakeups: list[Wakeup] = []
 
     def start(self) -> None:
+        """Start recording; returns once perf says its events are enabled (perf starts them disabled, `-D -1`, and
+        acknowledges the "enable" written to its control FIFO: a wake-up right after `start()` is recorded)."""
         perf = shutil.which("perf")
         if perf is None:
             raise RuntimeError("--kernel-trace needs perf (apt-get install linux-perf)")
+        control, acknowledged = self.data.with_suffix(".ctl"), self.data.with_suffix(".ack")
+        for fifo in (control, acknowledged):
+            os.mkfifo(fifo)
         self._perf = subprocess.Popen(
             [perf, "record", "-q", "-a", "-k", "CLOCK_MONOTONIC", "-e", "sched:sched_waking",
-             "--filter", f'comm == "{self.comm}"', "-o", str(self.data)],
+             "--filter", f'comm == "{self.comm}"', "-D", "-1", "--control", f"fifo:{control},{acknowledged}",
+             "-o", str(self.data)],
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        # The handshake blocks on the FIFOs (as perf does): in a thread, so that a perf that never opens them fails
+        # on the deadline instead of hanging the benchmark.
+        answer: list[str] = []
+
+        def handshake() -> None:
+            with open(control, "w", encoding="ascii") as ctl, open(acknowledged, encoding="ascii") as ack:
+                ctl.write("enable\n")
+                ctl.flush()
+                answer.append(ack.readline())
+
+        thread = threading.Thread(target=handshake, name="perf-enable", daemon=True)
+        thread.start()
         deadline = time.monotonic() + START_TIMEOUT_S
-        while not self.data.exists() or self.data.stat().st_size == 0:
-            if self._perf.poll() is not None:
-                assert self._perf.stderr is not None
-                raise RuntimeError(f"perf record ended at once: {self._perf.stderr.read().decode(errors='replace')}")
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"perf record wrote nothing to {self.data} within {START_TIMEOUT_S:.0f} s")
-            time.sleep(0.05)
+        try:
+            while thread.is_alive():
+                self._check_running(deadline)
+                thread.join(0.05)
+            if answer != ["ack\n"]:
+                raise RuntimeError(f"perf record answered {answer!r} to enable")
+        except BaseException:
+            self._perf.kill()  # a perf that did not start recording is not left behind
+            self._perf.wait()
+            self._perf = None
+            raise
+
+    def _check_running(self, deadline: float) -> None:
+        assert self._perf is not None
+        if self._perf.poll() is not None:
+            assert self._perf.stderr is not None
+            raise RuntimeError(f"perf record ended at once: {self._perf.stderr.read().decode(errors='replace')}")
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"perf record did not enable its events within {START_TIMEOUT_S:.0f} s")
 
     def stop(self) -> None:
         """Stop recording and read what was recorded into `wakeups` (sorted by time)."""

@@ -3,9 +3,9 @@ of `time.monotonic()` (what bench/earlyoom_side_by_side.py --kernel-trace compar
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -44,7 +44,8 @@ def test_a_pipe_write_shows_as_the_writers_wakeup_of_the_sleeper_at_the_time_of_
         child.stdin.close()
         child.wait(timeout=10)
         child.stdout.close()
-    mine = [wakeup for wakeup in wakeups.wakeups if wakeup.tid == child.pid and wakeup.waker_tid == os.getpid()]
+    writer = threading.get_native_id()
+    mine = [wakeup for wakeup in wakeups.wakeups if wakeup.tid == child.pid and wakeup.waker_tid == writer]
     assert len(mine) >= WRITES, f"one wake-up by this process per write: {wakeups.wakeups}"
     for at in written:
         nearest = min(mine, key=lambda wakeup: abs(wakeup.at - at))

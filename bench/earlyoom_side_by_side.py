@@ -30,7 +30,9 @@ evictd's `stateDir` (the same filesystem), so dirty-page write-back and fsyncs c
 `both` starts both. The load starts before the detectors and runs until the end; the output names it.
 `--evictd-nice -5` runs evictd at the nice value the shipped systemd unit gives it. `--kernel-trace` records the
 kernel's wake-ups of evictd's threads (`kernel_wakeups.py`: perf, `sched:sched_waking`) and reports, per crossing,
-when the kernel woke evictd against the crossing: a late notification shows there, apart from a late evictd.
+when the kernel woke evictd against the crossing: a late notification shows there, apart from a late evictd; and
+when the working set crossed with /proc/meminfo's inactive file (counted at once) against `memory.stat`'s
+(folded in late), which the sampler reads beside.
 
 Target: evictd's p99 at most 20 ms over at least 50 crossings. The ratio printed is earlyoom's lag over
 evictd's at p50 and at p99. Needs root (reads the root memory cgroup) and cgroup v1; holds at most 3 GiB.
@@ -119,21 +121,37 @@ def ensure_earlyoom() -> str:
 # The sampler and the allocator: child processes of this script
 
 
+def available_with_meminfo_inactive(capacity: int) -> int:
+    """`memory.available` with /proc/meminfo's ``Inactive(file)`` (counted at once) in place of the root memory
+    cgroup's ``total_inactive_file`` (folded in late: docs/measured-figures.md): the working set without that lag."""
+    with open(f"{MEMORY_ROOT}/memory.usage_in_bytes", encoding="ascii") as usage_file:
+        usage = int(usage_file.read())
+    with open("/proc/meminfo", encoding="ascii") as meminfo:
+        inactive = next(int(line.split()[1]) * 1024 for line in meminfo if line.startswith("Inactive(file):"))
+    return max(capacity - max(usage - inactive, 0), 0)
+
+
 def sampler(evictd_threshold: int, earlyoom_threshold: int, timeout_s: float) -> None:
-    """Read both metrics every millisecond until both are below their thresholds; print one JSON line."""
+    """Read both metrics every millisecond until both are below their thresholds; print one JSON line. Beside
+    evictd's metric it reads the same with /proc/meminfo's inactive file (`evictd_meminfo`), until it too is below
+    evictd's threshold or the others have been for a second."""
     capacity = mem_total_bytes()
     first_below: dict[str, float] = {}
     periods: list[float] = []
     print("ready", flush=True)
     deadline = time.monotonic() + timeout_s
     previous = None
-    while len(first_below) < 2 and time.monotonic() < deadline:
+    while time.monotonic() < deadline and (
+            len(first_below.keys() & {"evictd", "earlyoom"}) < 2
+            or ("evictd_meminfo" not in first_below and time.time() - max(first_below.values()) < 1.0)):
         now = time.time()
         if previous is not None:
             periods.append(now - previous)
         previous = now
         if "evictd" not in first_below and available_bytes(capacity, MEMORY_ROOT) < evictd_threshold:
             first_below["evictd"] = now
+        if "evictd_meminfo" not in first_below and available_with_meminfo_inactive(capacity) < evictd_threshold:
+            first_below["evictd_meminfo"] = now
         if "earlyoom" not in first_below and meminfo_available_bytes() < earlyoom_threshold:
             first_below["earlyoom"] = now
         time.sleep(SAMPLE_PERIOD_S)
@@ -368,6 +386,9 @@ class Result:
     # wall-clock seconds, and what woke it (its log's `woken_by`).
     evictd_times: list[tuple[int, float, float, float, str]] = field(default_factory=list)
     evictd_tids: list[set[int]] = field(default_factory=list)
+    # Per crossing decided: when the sampler saw evictd's metric below its threshold with /proc/meminfo's inactive
+    # file (wall-clock seconds; None: not within a second of the others).
+    meminfo_crossed: list[float | None] = field(default_factory=list)
 
 
 class Disturbed(Exception):
@@ -435,6 +456,7 @@ def one_crossing(detectors: Detectors, allocator: subprocess.Popen[str], result:
         result.evictd_own_s.append(float(event.get("decided_after_ms", float("nan"))) / 1000)
         result.evictd_times.append((detectors.evictd.pid, first_below["evictd"], decided - result.evictd_own_s[-1],
                                     decided, ",".join(event.get("woken_by", []))))
+        result.meminfo_crossed.append(first_below.get("evictd_meminfo"))
         result.evictd_tids.append(thread_ids(detectors.evictd.pid))
         lags.append(f"evictd {result.evictd_s[-1] * 1000:.1f} ms (woken by {','.join(event.get('woken_by', []))}, "
                     f"{result.evictd_own_s[-1] * 1000:.1f} ms from wake-up to decision)")
@@ -468,6 +490,7 @@ def kernel_report(result: Result, wakeups: KernelWakeups, wall_minus_monotonic: 
     against the crossing, and how long evictd then took to wake and decide."""
     notified: list[float] = []
     scheduled: list[float] = []
+    meminfo_offsets: list[float] = []
     slow: list[str] = []
     for index, ((pid, crossed, woke, decided, woken_by), tids) in enumerate(
             zip(result.evictd_times, result.evictd_tids, strict=True)):
@@ -481,6 +504,9 @@ def kernel_report(result: Result, wakeups: KernelWakeups, wall_minus_monotonic: 
         if cause is not None:
             notified.append(cause.at - crossed)
             scheduled.append(woke - cause.at)
+        meminfo = result.meminfo_crossed[index]
+        if meminfo is not None:
+            meminfo_offsets.append(meminfo - wall_minus_monotonic - crossed)
         if decided - crossed > TARGET_P99_S:
             seen = ", ".join(f"{(wakeup.at - crossed) * 1000:+.1f} ms by {labels.get(wakeup.waker_tid, wakeup.waker)}"
                              for wakeup in wakeups.between(crossed, decided, tids) if wakeup.waker_tid not in tids)
@@ -488,12 +514,17 @@ def kernel_report(result: Result, wakeups: KernelWakeups, wall_minus_monotonic: 
                         f"(woken by {woken_by}); the kernel woke evictd at "
                         + (f"{(cause.at - crossed) * 1000:+.1f} ms (by {labels.get(cause.waker_tid, cause.waker)})"
                            if cause else "no time recorded")
-                        + f", evictd woke at {(woke - crossed) * 1000:+.1f} ms; every wake-up from the crossing to "
+                        + f", evictd woke at {(woke - crossed) * 1000:+.1f} ms; with /proc/meminfo's inactive file "
+                        + (f"the sampler saw it cross at {(meminfo - wall_minus_monotonic - crossed) * 1000:+.1f} ms"
+                           if meminfo is not None else "the sampler did not see it cross")
+                        + "; every wake-up from the crossing to "
                         f"the decision by another task: {seen or 'none'}")
     lines = ["  kernel's record (perf sched:sched_waking of evictd's threads):",
              distribution("  crossing to the kernel's wake-up of evictd", notified, len(result.evictd_times)
                           - len(notified)),
-             distribution("  the kernel's wake-up to evictd's", scheduled, 0)]
+             distribution("  the kernel's wake-up to evictd's", scheduled, 0),
+             distribution("  the crossing with /proc/meminfo's inactive file, after memory.stat's", meminfo_offsets,
+                          len(result.evictd_times) - len(meminfo_offsets))]
     return lines + (["  crossings over the target:", *slow] if slow else [])
 
 

@@ -66,6 +66,8 @@ from typing import IO
 from detection_latency import MEMORY_ROOT, available_bytes, mem_total_bytes, percentile
 from kernel_wakeups import KernelWakeups
 
+from evictd.adapters.procfs import inactive_file_bytes, meminfo_bytes
+
 MiB = 1 << 20
 GiB = 1 << 30
 TRIP_BYTES = 2 * GiB
@@ -92,11 +94,7 @@ EVICTD_CLEAR = "threshold no longer met"
 
 
 def meminfo_available_bytes() -> int:
-    with open("/proc/meminfo", encoding="ascii") as meminfo:
-        for line in meminfo:
-            if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) * 1024
-    raise RuntimeError("no MemAvailable in /proc/meminfo")
+    return meminfo_bytes("MemAvailable")
 
 
 def ensure_earlyoom() -> str:
@@ -126,9 +124,7 @@ def available_with_meminfo_inactive(capacity: int) -> int:
     cgroup's ``total_inactive_file`` (folded in late: docs/measured-figures.md): the working set without that lag."""
     with open(f"{MEMORY_ROOT}/memory.usage_in_bytes", encoding="ascii") as usage_file:
         usage = int(usage_file.read())
-    with open("/proc/meminfo", encoding="ascii") as meminfo:
-        inactive = next(int(line.split()[1]) * 1024 for line in meminfo if line.startswith("Inactive(file):"))
-    return max(capacity - max(usage - inactive, 0), 0)
+    return max(capacity - max(usage - inactive_file_bytes(), 0), 0)
 
 
 def sampler(evictd_threshold: int, earlyoom_threshold: int, timeout_s: float) -> None:
@@ -371,6 +367,21 @@ class Detectors:
 # The harness
 
 
+@dataclass(frozen=True)
+class EvictdCrossing:
+    """One crossing evictd decided, its times in wall-clock seconds: when the sampler saw it (with memory.stat's
+    inactive file, and with /proc/meminfo's: None when not within a second of the others), when evictd woke for it
+    and decided (its log), what woke it (`woken_by`), and the daemon's process and threads then."""
+
+    pid: int
+    tids: frozenset[int]
+    crossed: float
+    meminfo_crossed: float | None
+    woke: float
+    decided: float
+    woken_by: str
+
+
 @dataclass
 class Result:
     evictd_s: list[float] = field(default_factory=list)
@@ -382,13 +393,8 @@ class Result:
     disturbed: int = 0
     # Per crossing decided: evictd's time from its wake-up to the decision ("decided_after_ms" of its log line).
     evictd_own_s: list[float] = field(default_factory=list)
-    # Per crossing decided, for `--kernel-trace`: (evictd's pid, the crossing, evictd's wake-up, its decision), as
-    # wall-clock seconds, and what woke it (its log's `woken_by`).
-    evictd_times: list[tuple[int, float, float, float, str]] = field(default_factory=list)
-    evictd_tids: list[set[int]] = field(default_factory=list)
-    # Per crossing decided: when the sampler saw evictd's metric below its threshold with /proc/meminfo's inactive
-    # file (wall-clock seconds; None: not within a second of the others).
-    meminfo_crossed: list[float | None] = field(default_factory=list)
+    # Per crossing decided, for `--kernel-trace`.
+    evictd_crossings: list[EvictdCrossing] = field(default_factory=list)
 
 
 class Disturbed(Exception):
@@ -454,11 +460,11 @@ def one_crossing(detectors: Detectors, allocator: subprocess.Popen[str], result:
         # evictd's own share: from the wake-up to the decision (the rest is the kernel's notification and the
         # scheduler's, or a cycle already running when the crossing came, or the crossing seen by a timer tick).
         result.evictd_own_s.append(float(event.get("decided_after_ms", float("nan"))) / 1000)
-        result.evictd_times.append((detectors.evictd.pid, first_below["evictd"], decided - result.evictd_own_s[-1],
-                                    decided, ",".join(event.get("woken_by", []))))
-        result.meminfo_crossed.append(first_below.get("evictd_meminfo"))
-        result.evictd_tids.append(thread_ids(detectors.evictd.pid))
-        lags.append(f"evictd {result.evictd_s[-1] * 1000:.1f} ms (woken by {','.join(event.get('woken_by', []))}, "
+        woken_by = ",".join(event.get("woken_by", []))
+        result.evictd_crossings.append(EvictdCrossing(
+            detectors.evictd.pid, thread_ids(detectors.evictd.pid), first_below["evictd"],
+            first_below.get("evictd_meminfo"), decided - result.evictd_own_s[-1], decided, woken_by))
+        lags.append(f"evictd {result.evictd_s[-1] * 1000:.1f} ms (woken by {woken_by}, "
                     f"{result.evictd_own_s[-1] * 1000:.1f} ms from wake-up to decision)")
     if found_earlyoom is None:
         result.earlyoom_missed += 1
@@ -475,12 +481,12 @@ def one_crossing(detectors: Detectors, allocator: subprocess.Popen[str], result:
     detectors.evictd_lines.wait_for(is_evictd_event(EVICTD_CLEAR), evictd_from, DETECTION_TIMEOUT_S)
 
 
-def thread_ids(pid: int) -> set[int]:
+def thread_ids(pid: int) -> frozenset[int]:
     """The thread ids of process `pid` now (empty when it is gone)."""
     try:
-        return {int(tid) for tid in os.listdir(f"/proc/{pid}/task")}
+        return frozenset(int(tid) for tid in os.listdir(f"/proc/{pid}/task"))
     except OSError:
-        return set()
+        return frozenset()
 
 
 def kernel_report(result: Result, wakeups: KernelWakeups, wall_minus_monotonic: float,
@@ -492,39 +498,38 @@ def kernel_report(result: Result, wakeups: KernelWakeups, wall_minus_monotonic: 
     scheduled: list[float] = []
     meminfo_offsets: list[float] = []
     slow: list[str] = []
-    for index, ((pid, crossed, woke, decided, woken_by), tids) in enumerate(
-            zip(result.evictd_times, result.evictd_tids, strict=True)):
-        crossed -= wall_minus_monotonic
-        woke -= wall_minus_monotonic
-        decided -= wall_minus_monotonic
-        tids = tids or {pid}
+    for index, crossing in enumerate(result.evictd_crossings):
+        # On the clock of the kernel's record.
+        crossed, woke, decided = (at - wall_minus_monotonic for at in (crossing.crossed, crossing.woke,
+                                                                         crossing.decided))
+        meminfo = None if crossing.meminfo_crossed is None else crossing.meminfo_crossed - wall_minus_monotonic
+        tids = crossing.tids or frozenset({crossing.pid})
         external = [wakeup for wakeup in wakeups.between(crossed - 0.5, woke + 0.0005, tids)
                     if wakeup.waker_tid not in tids]
         cause = external[-1] if external else None
         if cause is not None:
             notified.append(cause.at - crossed)
             scheduled.append(woke - cause.at)
-        meminfo = result.meminfo_crossed[index]
         if meminfo is not None:
-            meminfo_offsets.append(meminfo - wall_minus_monotonic - crossed)
+            meminfo_offsets.append(meminfo - crossed)
         if decided - crossed > TARGET_P99_S:
             seen = ", ".join(f"{(wakeup.at - crossed) * 1000:+.1f} ms by {labels.get(wakeup.waker_tid, wakeup.waker)}"
                              for wakeup in wakeups.between(crossed, decided, tids) if wakeup.waker_tid not in tids)
             slow.append(f"    crossing {index + 1}: decided {(decided - crossed) * 1000:.1f} ms after the crossing "
-                        f"(woken by {woken_by}); the kernel woke evictd at "
+                        f"(woken by {crossing.woken_by}); the kernel woke evictd at "
                         + (f"{(cause.at - crossed) * 1000:+.1f} ms (by {labels.get(cause.waker_tid, cause.waker)})"
                            if cause else "no time recorded")
                         + f", evictd woke at {(woke - crossed) * 1000:+.1f} ms; with /proc/meminfo's inactive file "
-                        + (f"the sampler saw it cross at {(meminfo - wall_minus_monotonic - crossed) * 1000:+.1f} ms"
+                        + (f"the sampler saw it cross at {(meminfo - crossed) * 1000:+.1f} ms"
                            if meminfo is not None else "the sampler did not see it cross")
                         + "; every wake-up from the crossing to "
                         f"the decision by another task: {seen or 'none'}")
     lines = ["  kernel's record (perf sched:sched_waking of evictd's threads):",
-             distribution("  crossing to the kernel's wake-up of evictd", notified, len(result.evictd_times)
-                          - len(notified)),
+             distribution("  crossing to the kernel's wake-up of evictd", notified,
+                          len(result.evictd_crossings) - len(notified)),
              distribution("  the kernel's wake-up to evictd's", scheduled, 0),
              distribution("  the crossing with /proc/meminfo's inactive file, after memory.stat's", meminfo_offsets,
-                          len(result.evictd_times) - len(meminfo_offsets))]
+                          len(result.evictd_crossings) - len(meminfo_offsets))]
     return lines + (["  crossings over the target:", *slow] if slow else [])
 
 

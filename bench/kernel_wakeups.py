@@ -21,6 +21,7 @@ import signal
 import subprocess
 import threading
 import time
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -108,7 +109,7 @@ class KernelWakeups:
                                 capture_output=True, text=True, check=True)
         self.wakeups = sorted(parse_perf_script(script.stdout), key=lambda wakeup: wakeup.at)
 
-    def between(self, start: float, end: float, tids: set[int] | None = None) -> list[Wakeup]:
+    def between(self, start: float, end: float, tids: Collection[int] | None = None) -> list[Wakeup]:
         """The wake-ups from `start` to `end` (CLOCK_MONOTONIC seconds), of the threads `tids` when given."""
         return [wakeup for wakeup in self.wakeups
                 if start <= wakeup.at <= end and (tids is None or wakeup.tid in tids)]

@@ -54,6 +54,11 @@ for line in iter(sys.stdin.readline, ""):
                 fh.write(chunk)
             fh.flush()
             os.fsync(fh.fileno())  # clean pages: they stay cached but are no longer dirty
+    elif cmd == "read":
+        for _ in range(int(args[1])):  # read(2) as cat does: a second read makes the file's cached pages active
+            with open(args[0], "rb", buffering=0) as fh:
+                while fh.read(1 << 20):
+                    pass
     elif cmd == "fork":
         for _ in range(int(args[0])):
             pid = os.fork()

@@ -13,6 +13,7 @@ import structlog
 
 from evictd.adapters.cgroups import CgroupLayout, CgroupReader
 from evictd.adapters.kubelet_summary import ApiProxySummarySource, KubeletSummarySource
+from evictd.adapters.memory_watch import MemoryWatch
 from evictd.adapters.node_pods import DiscoveredPods
 from evictd.adapters.node_stats import NodeStatsSource
 from evictd.adapters.pid_watch import PidWatch
@@ -267,6 +268,38 @@ def test_the_pid_watch_is_built_for_a_pid_threshold_on_the_nodes_own_stats(
         if notifiers.pid_watch is not None:
             assert notifiers.pid_watch.cause == "pid_watch"
             notifiers.pid_watch.close()
+    finally:
+        basics.waiter.close()
+        basics.stop.close()
+        basics.cgroups.close()
+
+
+@pytest.mark.parametrize(("fixture", "wakeups", "watch", "memcg"), [
+    pytest.param(FIXTURE_V1, "true", True, True, id="v1-beside-the-memcg-levels"),
+    pytest.param(FIXTURE_V2, "true", True, False, id="v2-alone"),
+    pytest.param(FIXTURE_V1, "false", False, False, id="v1-wakeups-off"),
+    pytest.param(FIXTURE_V2, "false", False, False, id="v2-wakeups-off"),
+])
+def test_the_memory_watch_looks_on_v1_beside_the_memcg_levels_and_on_v2_alone(
+        tmp_path: Path, fixture: Path, wakeups: str, watch: bool, memcg: bool) -> None:
+    # On v1 a usage level cannot announce a crossing that charges nothing (page cache turned active): the watch
+    # looks there too (tests/daemon/test_run_pods.py has the real crossing).
+    path = tmp_path / "node.yaml"
+    path.write_text("apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"
+                    + "evictionHard: {memory.available: 100Mi}\n"
+                    + "---\napiVersion: evictd.io/v1alpha1\nkind: EvictdConfiguration\n"
+                    + f"cgroupfsPath: {fixture}\nmemcgWakeups: {wakeups}\npsiWakeups: false\n")
+    config = load_configuration([str(path)])
+    basics = build_basics(config, structlog.get_logger("test"), Metrics())
+    try:
+        notifiers = build_notifiers(basics.settings, basics.cgroup_layout, basics.cgroups, basics.waiter,
+                                    basics.metrics, basics.log, EngineConfig.from_settings(config.eviction))
+        assert isinstance(notifiers.memory_watch, MemoryWatch) is watch
+        assert (notifiers.memcg is not None) is memcg
+        if notifiers.memory_watch is not None:
+            notifiers.memory_watch.close()
+        if notifiers.memcg is not None:
+            notifiers.memcg.close()
     finally:
         basics.waiter.close()
         basics.stop.close()

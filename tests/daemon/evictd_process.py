@@ -190,6 +190,13 @@ class EvictdProcess:
             self.process.wait()
 
 
+def memory_wakeups(process: EvictdProcess) -> float:
+    """How many times a memory crossing woke `process`'s loop: a memcg usage level (v1) or the memory watch's look
+    (which on v1 looks beside the levels; whichever sees a crossing first wakes the loop)."""
+    return (process.metric("evictd_wakeups_total", cause="memcg")
+            + process.metric("evictd_wakeups_total", cause="memory_watch"))
+
+
 def start_evictd(tmp_path: Path, processes: list[EvictdProcess], *, kubelet: str = "", evictd: str = "",
                  cycles: int = 1) -> EvictdProcess:
     """Start `evictd run` (added to `processes`, the fixture that kills what is left) and return once it has

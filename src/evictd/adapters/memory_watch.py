@@ -1,10 +1,13 @@
-"""The v2 memory watch: a thread that reads the memory figure closely while a crossing is near, and wakes the loop.
+"""The memory watch: a thread that reads the memory figure closely while a crossing is near, and wakes the loop.
 
-Job: on cgroup v2 (no memcg threshold notifier) the loop would otherwise see a crossing only at its next tick.
+Job: on cgroup v2 (no memcg threshold notifier) the loop would otherwise see a crossing only at its next tick; on v1
+it looks beside the usage levels, for a crossing that charges nothing (page cache turned active: the working set
+grows, usage does not) or that a level armed for more inactive file than is left announces late.
 After every cycle the loop hands the watch what to watch (`evictd.core.memory_watch.watch_targets`); the thread
 reads each target's cgroup with the cycle's own reader and its kept descriptors (`CgroupReader.memory` with
-``working_set_only``: the root's ``memory.stat``, the pods cgroup's ``memory.current`` and ``memory.stat``, one
-``pread`` each, no limit and no second usage read) at the pace `evictd.core.memory_watch.look` gives for the
+``working_set_only``: on v2 the root's ``memory.stat``, the pods cgroup's ``memory.current`` and ``memory.stat``,
+on v1 a cgroup's ``memory.usage_in_bytes`` and ``memory.stat``, one ``pread`` each, no limit and no second usage
+read) at the pace `evictd.core.memory_watch.look` gives for the
 margin left and whether the looks found it steady (kept across armings for a target the cycle hands again), and
 idles (no reads at all) while no crossing can come before the next tick. When a look finds a threshold met
 it signals its eventfd once and idles until the next cycle hands it targets again: the Waiter wakes the loop

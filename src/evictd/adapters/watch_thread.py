@@ -1,6 +1,6 @@
 """A watch thread as a notifier: between cycles a thread looks at a figure at its own pace and wakes the loop once.
 
-Job: `WatchThread`, the part the v2 memory watch (`evictd.adapters.memory_watch`), the refault watch
+Job: `WatchThread`, the part the memory watch (`evictd.adapters.memory_watch`), the refault watch
 (`evictd.adapters.refault_watch`) and the pid watch (`evictd.adapters.pid_watch`) share: an eventfd for the
 Waiter, a thread started at the first arming, armed again after every cycle with what to watch (`_arm`), which
 calls the subclass's `_look` at the pace it returns, signals the eventfd once when a look says so (`_signal`) and

@@ -1,9 +1,12 @@
-"""The memory watch's arithmetic: what to watch between ticks on cgroup v2, and how often to look.
+"""The memory watch's arithmetic: what to watch between ticks, and how often to look.
 
 cgroup v2 has no memory usage threshold notifier (v1's ``cgroup.event_control`` is gone), and a kernel built
 without PSI has nothing else that wakes a loop when memory fills: a crossing waits for the next housekeeping
-tick (up to 10 s). The watch looks at the memory figure itself, closely only while a crossing could happen
-before that tick, as earlyoom adapts its polling to the distance left:
+tick (up to 10 s). On v1 a usage level cannot announce a crossing that charges nothing (a file read again turns
+its cached pages active: the working set grows while usage stays put), nor in time one whose level was armed for
+more inactive file than is left: the watch looks there too, beside the levels (`evictd.core.memcg_wakeups`). The
+watch looks at the memory figure itself, closely only while a crossing could happen before that tick, as earlyoom
+adapts its polling to the distance left:
 
 * after each cycle, every memory threshold not met in that cycle's readings becomes a `WatchTarget`: the
   cgroup whose working set the signal comes from (the root for ``memory.available``, the pods cgroup for

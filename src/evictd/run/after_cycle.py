@@ -173,9 +173,9 @@ def log_refused_figures(log: Log, metrics: Metrics, refused: Callable[[], Sequen
 
 class NotifierRefresh:
     """The wake-up sources: memcg thresholds (following each cycle's readings, re-armed every 10 s at least), PSI
-    triggers (armed once), on cgroup v2 the memory watch (handed each cycle's readings), the refault watch and the
-    pid watch (handed each cycle's observations). After every cycle the memcg notifiers follow its readings; what
-    fails is logged and counted."""
+    triggers (armed once), the memory watch (handed each cycle's readings; on v1 beside the memcg levels), the
+    refault watch and the pid watch (handed each cycle's observations). After every cycle the memcg notifiers follow
+    its readings; what fails is logged and counted."""
 
     def __init__(self, waiter: Waiter, memcg: MemcgNotifierSet | None, psi: Sequence[Notifier], metrics: Metrics,
                  log: Log, memory_watch: MemoryWatch | None = None, refault_watch: RefaultWatch | None = None,

@@ -1,6 +1,6 @@
 """The node side of `evictd run`'s composition: the stats source (the node's own, or the kubelet's Summary), the
-filesystem layout, the wake-ups between ticks (`build_notifiers`: memcg or the memory watch, PSI, the refault and
-pid watches), and what a container runtime brings once it answers: node-level reclaim and periodic GC
+filesystem layout, the wake-ups between ticks (`build_notifiers`: memcg levels (v1), the memory watch, PSI, the
+refault and pid watches), and what a container runtime brings once it answers: node-level reclaim and periodic GC
 (`attach_runtime`), upkept after each cycle.
 
 Building starts nothing: the disk walker is a part the daemon starts, and a runtime is attached whenever it first
@@ -195,16 +195,17 @@ def build_notifiers(settings: EvictdSettings, layout: CgroupLayout, cgroups: Cgr
                     stall_gate: Callable[[], StallGate] | None = None,
                     note_pressure: Callable[[], None] = lambda: None,
                     note_firing: Callable[[Signal, float, float], None] | None = None) -> NotifierRefresh:
-    """The wake-ups between ticks: memcg thresholds (cgroup v1) or the memory watch (v2), PSI (its firings judged
+    """The wake-ups between ticks: memcg thresholds (cgroup v1) and the memory watch, PSI (its firings judged
     with the engine's `stall_gate` where stall-family thresholds are configured), the refault watch and the pid
     watch (where their thresholds are configured and the stats are the node's own)."""
     node_stats = settings.stats_source is StatsOrigin.NODE
     thresholds = engine_config.thresholds
     memory_wakeups = settings.memcg_wakeups and node_stats
     memcg = build_memcg_notifiers(thresholds, layout, cgroups) if memory_wakeups and layout.version == 1 else None
-    # cgroup v2 has no memcg threshold notifier: the memory watch looks closely while a crossing is near instead.
-    memory_watch = (MemoryWatch(cgroups, thresholds, settings.housekeeping_interval_s)
-                    if memory_wakeups and layout.version == 2 else None)
+    # cgroup v2 has no memcg threshold notifier: the memory watch looks closely while a crossing is near instead. On
+    # v1 it looks beside the notifiers, for the crossings a usage level cannot announce: page cache turned active
+    # (the working set grows, usage does not) or dropped below the level's inactive file, statistics folded late.
+    memory_watch = MemoryWatch(cgroups, thresholds, settings.housekeeping_interval_s) if memory_wakeups else None
     stalls = any(spec_of(threshold.signal).stall_family for threshold in thresholds)
     psi = build_psi_notifiers(settings, layout, cgroups, log, memcg, stall_gate if stalls and node_stats else None,
                               note_pressure, thresholds, note_firing if stalls and node_stats else None)

@@ -1,5 +1,5 @@
-"""`CgroupReader.pod_figures` (a pod's usage, working set and process count, its files read under one taking of the
-kept descriptors' lock) gives what `memory` and `process_count` give, errors included and in the same order, read
+"""`CgroupReader.pod_figures` and `pod_figures_many` (a pod's usage, working set and process count, the files of a
+batch of pods read under one taking of the kept descriptors' lock) gives what `memory` and `process_count` give, errors included and in the same order, read
 through kept descriptors or not; the pod cgroup listing reuses what it found for a folder name only while that name
 is under the same parent. `keeps_files_in` is forced to True so that the fixture trees (tmpfs) take the kept path; a pod
 cgroup listed before (`pod_cgroups`: its files' paths built once) reads the same as one not listed."""
@@ -127,6 +127,36 @@ def test_a_file_changed_between_cycles_is_read_anew(tmp_path: Path, kept: bool, 
     (folder / "memory.usage_in_bytes").write_text(f"{before[0] + 4096}\n")  # same inode, rewritten in place
     (root / "pids" / V1_POD / "pids.current").write_text("42\n")
     assert reader.pod_figures(V1_POD) == (before[0] + 4096, before[1] + 4096, 42)
+    reader.close()
+
+
+def test_many_pods_figures_in_batches_are_each_pods_own_errors_included(
+        tmp_path: Path, kept: bool, listed: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    # `pod_figures_many` reads the files of a batch of pods at once (two here, so the five cgroups span three
+    # batches), then parses pod by pod: each result is what `pod_figures` alone gives, a failing pod's error too,
+    # and a pod that fails costs its neighbours nothing.
+    monkeypatch.setattr(cgroups_module, "POD_FIGURES_BATCH", 2)
+    tree = cgroupfs_tree(1)
+    root = copy_tree(tree, tmp_path)
+    (root / "memory" / V1_POD / "memory.stat").unlink()
+    (root / "pids" / tree.pod_paths[G_UID] / "pids.current").write_text("eleven\n")
+    # The best-effort pod has no pids folder: its files are not read together (its processes are counted).
+    cgroups = [tree.pod_paths[BE_UID], V1_POD, tree.pod_paths[G_UID], "", tree.pod_paths[BE_UID]]
+
+    def alone(cgroup: str) -> object:
+        try:
+            usage, working_set, count = CgroupReader(tree.layout(root)).pod_figures(cgroup)
+        except SampleError as exc:
+            return "raises", exc.source, exc.reason
+        return usage, working_set, (count.source, count.reason) if isinstance(count, SampleError) else count
+
+    reader = reader_of(tree.layout(root), listed)
+    for _ in range(2):  # opening the descriptors, then through those kept
+        got = [("raises", one.source, one.reason) if isinstance(one, SampleError)
+               else (*one[:2], (one[2].source, one[2].reason) if isinstance(one[2], SampleError) else one[2])
+               for one in reader.pod_figures_many(cgroups)]
+        assert got == [alone(cgroup) for cgroup in cgroups]
+    assert got[1][0] == "raises" and isinstance(got[2][2], tuple) and isinstance(got[0][2], int)
     reader.close()
 
 

@@ -22,6 +22,7 @@ from evictd.config import load_configuration
 from evictd.core.engine import EngineConfig
 from evictd.core.errors import ConfigError, SampleError
 from evictd.core.fs_layout import FsLayout
+from evictd.core.memory_watch import ASSUMED_FILL_BYTES_PER_S, V1_BACKSTOP_FILL_BYTES_PER_S
 from evictd.core.quantity import Quantity
 from evictd.core.signals import Signal
 from evictd.core.stall_gate import CounterTrend, StallGate
@@ -295,6 +296,9 @@ def test_the_memory_watch_looks_on_v1_beside_the_memcg_levels_and_on_v2_alone(
         notifiers = build_notifiers(basics.settings, basics.cgroup_layout, basics.cgroups, basics.waiter,
                                     basics.metrics, basics.log, EngineConfig.from_settings(config.eviction))
         assert isinstance(notifiers.memory_watch, MemoryWatch) is watch
+        if notifiers.memory_watch is not None:  # the levels' backstop on v1 is paced for a faster fill
+            assert notifiers.memory_watch.fill_bytes_per_s == (
+                V1_BACKSTOP_FILL_BYTES_PER_S if fixture == FIXTURE_V1 else ASSUMED_FILL_BYTES_PER_S)
         assert (notifiers.memcg is not None) is memcg
         if notifiers.memory_watch is not None:
             notifiers.memory_watch.close()

@@ -14,6 +14,7 @@ from evictd.core.memory_watch import (
     STEADY_MAX_PERIOD_S,
     STEADY_TOLERANCE_BYTES,
     STEADY_WINDOW_S,
+    V1_BACKSTOP_FILL_BYTES_PER_S,
     LookHistory,
     WatchTarget,
     look,
@@ -97,6 +98,22 @@ def test_the_next_look_is_when_the_margin_could_be_used_up_and_never_sooner_than
     assert watch_period_s(512 * MI, until_tick_s=10.0) == 0.5
     assert watch_period_s(1 * MI, until_tick_s=10.0) == MIN_PERIOD_S
     assert watch_period_s(1, until_tick_s=10.0) == MIN_PERIOD_S
+
+
+@pytest.mark.parametrize(("margin", "steady", "v2", "v1"), [
+    (2 * GI, False, 2.0, 0.5),  # the backstop on v1 paces for a fill 4 times as fast
+    (512 * MI, False, 0.5, 0.125),
+    (40 * MI, False, 40 / 1024, MIN_PERIOD_S),
+    (1 * MI, False, MIN_PERIOD_S, MIN_PERIOD_S),
+    (2 * GI, True, 2.0, 0.5),  # steady: never sooner than the fast pace
+    (200 * MI, True, STEADY_MAX_PERIOD_S, STEADY_MAX_PERIOD_S),  # the steady cap holds on v1 too
+    (48 * GI, False, None, None),  # not before the tick either way (12 s on v1)
+])
+def test_on_v1_the_looks_are_paced_for_a_fill_of_4_gib_a_second_and_the_steady_cap_holds(
+        margin: int, steady: bool, v2: float | None, v1: float | None) -> None:
+    assert watch_period_s(margin, until_tick_s=10.0, steady=steady) == pytest.approx(v2)
+    assert watch_period_s(margin, until_tick_s=10.0, steady=steady,
+                          fill_bytes_per_s=V1_BACKSTOP_FILL_BYTES_PER_S) == pytest.approx(v1)
 
 
 @given(st.integers(min_value=1, max_value=1 << 45), st.floats(min_value=0.001, max_value=60.0))

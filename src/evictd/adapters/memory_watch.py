@@ -26,7 +26,7 @@ from collections.abc import Callable, Sequence
 from evictd.adapters.cgroups import CgroupReader
 from evictd.adapters.watch_thread import WatchThread
 from evictd.core.errors import SampleError
-from evictd.core.memory_watch import LookHistory, WatchTarget, look, watch_targets
+from evictd.core.memory_watch import ASSUMED_FILL_BYTES_PER_S, LookHistory, WatchTarget, look, watch_targets
 from evictd.core.summary import Summary
 from evictd.core.thresholds import Threshold
 
@@ -39,12 +39,14 @@ class MemoryWatch(WatchThread):
     cause = MEMORY_WATCH_CAUSE
 
     def __init__(self, cgroups: CgroupReader, thresholds: Sequence[Threshold], interval_s: float,
-                 monotonic: Callable[[], float] = time.monotonic) -> None:
+                 monotonic: Callable[[], float] = time.monotonic, *,
+                 fill_bytes_per_s: int = ASSUMED_FILL_BYTES_PER_S) -> None:
         super().__init__("memory watch", "evictd-memory-watch")
         self._cgroups = cgroups
         self._thresholds = tuple(thresholds)
         self._interval_s = interval_s
         self._monotonic = monotonic
+        self.fill_bytes_per_s = fill_bytes_per_s  # the fastest fill the looks are paced for
         # What the looks saw of each target (the thread's own).
         self._histories: dict[WatchTarget, LookHistory] = {}
 
@@ -71,7 +73,8 @@ class MemoryWatch(WatchThread):
                 continue  # the cycle reports the unreadable source
             self.looks += 1
         now = self._monotonic()
-        found = look(self._histories, targets, working_sets, now, self._interval_s - (now - armed_at))
+        found = look(self._histories, targets, working_sets, now, self._interval_s - (now - armed_at),
+                     fill_bytes_per_s=self.fill_bytes_per_s)
         self._histories = dict(found.histories)
         if found.met is not None:
             self.description = found.met.description

@@ -52,6 +52,12 @@ from evictd.core.thresholds import Threshold, threshold_quantity
 # The fastest the watch assumes memory fills: 1 GiB/s (a process writing fresh pages on one core of these
 # machines fills 1-2 GiB/s; anything faster is caught by the next look after MIN_PERIOD_S).
 ASSUMED_FILL_BYTES_PER_S = 1 << 30
+# On cgroup v1 the watch is the usage levels' backstop, for a notification the kernel sends late (bench
+# earlyoom_side_by_side.py --kernel-trace: 11-854 ms late in 3-8 crossings of 50 at load 6-7, the allocator filling
+# 1-2 GiB/s): it looks as if memory filled at up to 4 GiB/s, so that a fill that fast is still read within
+# MIN_PERIOD_S of its crossing. A look on a real host costs tens of microseconds (two preads), and a steady margin
+# is still looked at no more often than STEADY_MAX_PERIOD_S.
+V1_BACKSTOP_FILL_BYTES_PER_S = 4 << 30
 # Never look more often than this: 50 looks a second at most, each a few small cgroupfs reads.
 MIN_PERIOD_S = 0.02
 # A look that finds the margin no more than this below the look before's sees it steady: the figure moves by a few
@@ -138,13 +144,15 @@ def look_history(previous: LookHistory | None, margin_bytes: int, now: float) ->
     return LookHistory(reference, previous.since_s, now - previous.since_s >= STEADY_WINDOW_S)
 
 
-def watch_period_s(margin_bytes: int, until_tick_s: float, *, steady: bool = False) -> float | None:
+def watch_period_s(margin_bytes: int, until_tick_s: float, *, steady: bool = False,
+                   fill_bytes_per_s: int = ASSUMED_FILL_BYTES_PER_S) -> float | None:
     """Return how long to wait before the next look, with `margin_bytes` left and the next tick `until_tick_s`
-    away, the margin `steady` or not (`LookHistory.steady`); None for no look before the tick (far from the
-    threshold, or met already)."""
+    away, the margin `steady` or not (`LookHistory.steady`), memory assumed to fill at most `fill_bytes_per_s`
+    (`V1_BACKSTOP_FILL_BYTES_PER_S` on v1); None for no look before the tick (far from the threshold, or met
+    already)."""
     if margin_bytes <= 0:
         return None
-    period = max(margin_bytes / ASSUMED_FILL_BYTES_PER_S, MIN_PERIOD_S)
+    period = max(margin_bytes / fill_bytes_per_s, MIN_PERIOD_S)
     if steady:
         period = max(period, min(margin_bytes / FLOOR_FILL_BYTES_PER_S, STEADY_MAX_PERIOD_S))
     return period if period < until_tick_s else None
@@ -162,7 +170,8 @@ class Look:
 
 
 def look(histories: Mapping[WatchTarget, LookHistory], targets: Sequence[WatchTarget],
-         working_sets: Mapping[str, int], now: float, until_tick_s: float) -> Look:
+         working_sets: Mapping[str, int], now: float, until_tick_s: float, *,
+         fill_bytes_per_s: int = ASSUMED_FILL_BYTES_PER_S) -> Look:
     """Judge a look at `now` (monotonic seconds), the next tick `until_tick_s` away: `working_sets` is what it read of
     each target's cgroup (a cgroup missing: unreadable, that target skipped; the cycle reports it), `histories` what
     the looks saw before. Only the targets handed keep a history: a target the cycle hands again keeps what the looks
@@ -178,7 +187,7 @@ def look(histories: Mapping[WatchTarget, LookHistory], targets: Sequence[WatchTa
         if margin <= 0:
             return Look(kept, target, None)
         history = kept[target] = look_history(kept.get(target), margin, now)
-        next_look = watch_period_s(margin, until_tick_s, steady=history.steady)
+        next_look = watch_period_s(margin, until_tick_s, steady=history.steady, fill_bytes_per_s=fill_bytes_per_s)
         if next_look is not None:
             period = next_look if period is None else min(period, next_look)
     return Look(kept, None, period)

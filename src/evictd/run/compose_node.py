@@ -39,6 +39,7 @@ from evictd.core.engine import EngineConfig
 from evictd.core.errors import EvictdError, SampleError
 from evictd.core.fs_layout import FsLayout, ReclaimAction
 from evictd.core.image_gc import image_gc_policy
+from evictd.core.memory_watch import ASSUMED_FILL_BYTES_PER_S, V1_BACKSTOP_FILL_BYTES_PER_S
 from evictd.core.plausible import Refusal
 from evictd.core.psi import format_us, microseconds
 from evictd.core.psi_window import threshold_triggers
@@ -205,7 +206,8 @@ def build_notifiers(settings: EvictdSettings, layout: CgroupLayout, cgroups: Cgr
     # cgroup v2 has no memcg threshold notifier: the memory watch looks closely while a crossing is near instead. On
     # v1 it looks beside the notifiers, for the crossings a usage level cannot announce: page cache turned active
     # (the working set grows, usage does not) or dropped below the level's inactive file, statistics folded late.
-    memory_watch = MemoryWatch(cgroups, thresholds, settings.housekeeping_interval_s) if memory_wakeups else None
+    memory_watch = (MemoryWatch(cgroups, thresholds, settings.housekeeping_interval_s, fill_bytes_per_s=(
+        V1_BACKSTOP_FILL_BYTES_PER_S if layout.version == 1 else ASSUMED_FILL_BYTES_PER_S)) if memory_wakeups else None)
     stalls = any(spec_of(threshold.signal).stall_family for threshold in thresholds)
     psi = build_psi_notifiers(settings, layout, cgroups, log, memcg, stall_gate if stalls and node_stats else None,
                               note_pressure, thresholds, note_firing if stalls and node_stats else None)

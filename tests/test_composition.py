@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -28,6 +30,7 @@ from evictd.core.signals import Signal
 from evictd.core.stall_gate import CounterTrend, StallGate
 from evictd.core.thresholds import Threshold, ThresholdValue, parse_stall_thresholds
 from evictd.observe.metrics import Metrics
+from evictd.run.after_cycle import NotifierRefresh
 from evictd.run.compose_node import (
     PathLayout,
     build_memcg_notifiers,
@@ -256,19 +259,31 @@ def test_stall_thresholds_gated_on_reclaim_need_the_nodes_own_figures(tmp_path: 
 ])
 def test_the_pid_watch_is_built_for_a_pid_threshold_on_the_nodes_own_stats(
         tmp_path: Path, kubelet: str, evictd: str, built: bool) -> None:
+    with notifiers_of(tmp_path, kubelet, f"cgroupfsPath: {FIXTURE_V2}\nmemcgWakeups: false\npsiWakeups: false\n"
+                      + evictd) as notifiers:
+        assert isinstance(notifiers.pid_watch, PidWatch) is built
+        if notifiers.pid_watch is not None:
+            assert notifiers.pid_watch.cause == "pid_watch"
+
+
+@contextmanager
+def notifiers_of(tmp_path: Path, kubelet: str, evictd: str) -> Iterator[NotifierRefresh]:
+    """The wake-ups `build_notifiers` builds for a node configured with `kubelet` and `evictd` (YAML bodies), closed
+    after the block."""
     path = tmp_path / "node.yaml"
     path.write_text("apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n" + kubelet
-                    + "---\napiVersion: evictd.io/v1alpha1\nkind: EvictdConfiguration\n"
-                    + f"cgroupfsPath: {FIXTURE_V2}\nmemcgWakeups: false\npsiWakeups: false\n" + evictd)
+                    + "---\napiVersion: evictd.io/v1alpha1\nkind: EvictdConfiguration\n" + evictd)
     config = load_configuration([str(path)])
     basics = build_basics(config, structlog.get_logger("test"), Metrics())
     try:
         notifiers = build_notifiers(basics.settings, basics.cgroup_layout, basics.cgroups, basics.waiter,
                                     basics.metrics, basics.log, EngineConfig.from_settings(config.eviction))
-        assert isinstance(notifiers.pid_watch, PidWatch) is built
-        if notifiers.pid_watch is not None:
-            assert notifiers.pid_watch.cause == "pid_watch"
-            notifiers.pid_watch.close()
+        try:
+            yield notifiers
+        finally:
+            for watch in (notifiers.memory_watch, notifiers.pid_watch, notifiers.refault_watch, notifiers.memcg):
+                if watch is not None:
+                    watch.close()
     finally:
         basics.waiter.close()
         basics.stop.close()
@@ -285,26 +300,10 @@ def test_the_memory_watch_looks_on_v1_beside_the_memcg_levels_and_on_v2_alone(
         tmp_path: Path, fixture: Path, wakeups: str, watch: bool, memcg: bool) -> None:
     # On v1 a usage level cannot announce a crossing that charges nothing (page cache turned active): the watch
     # looks there too (tests/daemon/test_run_pods.py has the real crossing).
-    path = tmp_path / "node.yaml"
-    path.write_text("apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"
-                    + "evictionHard: {memory.available: 100Mi}\n"
-                    + "---\napiVersion: evictd.io/v1alpha1\nkind: EvictdConfiguration\n"
-                    + f"cgroupfsPath: {fixture}\nmemcgWakeups: {wakeups}\npsiWakeups: false\n")
-    config = load_configuration([str(path)])
-    basics = build_basics(config, structlog.get_logger("test"), Metrics())
-    try:
-        notifiers = build_notifiers(basics.settings, basics.cgroup_layout, basics.cgroups, basics.waiter,
-                                    basics.metrics, basics.log, EngineConfig.from_settings(config.eviction))
+    with notifiers_of(tmp_path, "evictionHard: {memory.available: 100Mi}\n",
+                      f"cgroupfsPath: {fixture}\nmemcgWakeups: {wakeups}\npsiWakeups: false\n") as notifiers:
         assert isinstance(notifiers.memory_watch, MemoryWatch) is watch
         if notifiers.memory_watch is not None:  # the levels' backstop on v1 is paced for a faster fill
             assert notifiers.memory_watch.fill_bytes_per_s == (
                 V1_BACKSTOP_FILL_BYTES_PER_S if fixture == FIXTURE_V1 else ASSUMED_FILL_BYTES_PER_S)
         assert (notifiers.memcg is not None) is memcg
-        if notifiers.memory_watch is not None:
-            notifiers.memory_watch.close()
-        if notifiers.memcg is not None:
-            notifiers.memcg.close()
-    finally:
-        basics.waiter.close()
-        basics.stop.close()
-        basics.cgroups.close()

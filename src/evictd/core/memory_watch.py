@@ -50,7 +50,8 @@ from evictd.core.summary import Summary, signal_observations
 from evictd.core.thresholds import Threshold, threshold_quantity
 
 # The fastest the watch assumes memory fills: 1 GiB/s (a process writing fresh pages on one core of these
-# machines fills 1-2 GiB/s; anything faster is caught by the next look after MIN_PERIOD_S).
+# machines fills 1-2 GiB/s; a faster fill is read at the next look, which may come up to margin / 1 GiB/s after it
+# crossed).
 ASSUMED_FILL_BYTES_PER_S = 1 << 30
 # On cgroup v1 the watch is the usage levels' backstop, for a notification the kernel sends late (bench
 # earlyoom_side_by_side.py --kernel-trace: 11-854 ms late in 3-8 crossings of 50 at load 6-7, the allocator filling

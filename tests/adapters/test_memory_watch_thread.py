@@ -1,4 +1,4 @@
-"""The v2 memory watch's thread against a cgroup v2 tree of plain files: it looks only while a crossing is near,
+"""The memory watch's thread against a cgroup v2 tree of plain files: it looks only while a crossing is near,
 wakes a real Waiter once when one is met, then idles until the next cycle arms it again.
 
 (On a real v2 kernel, with the loop: tests/uml/test_evictd_v2.py.)
@@ -153,5 +153,29 @@ def test_after_the_watch_idled_a_margin_is_not_steady_until_looked_at_again(tmp_
         watch.arm([target(100 * MI)], time.monotonic())
         time.sleep(0.2)
         assert watch.looks - looks >= 4, "a fresh history: the fast pace for a window"
+    finally:
+        waiter.close()
+
+
+def test_a_hard_threshold_held_met_is_looked_at_twice_a_second_and_once_released_the_next_crossing_wakes(
+        tmp_path: Path) -> None:
+    # A cycle found the threshold met (dry-run, nothing evicted); the memory is then given back with no cycle after
+    # it. Before, the watch idled until the tick and the next crossing waited for it.
+    pods_cgroup(tmp_path, current=420 * MI)  # 92 MiB available: met
+    watch = MemoryWatch(CgroupReader(CgroupLayout(2, tmp_path)), (), interval_s=60.0)
+    waiter = Waiter()
+    waiter.set_notifiers([watch])
+    try:
+        held = target(100 * MI)
+        watch.arm([held], time.monotonic(), held=[held])
+        assert waiter.wait(1.2) == [], "held met: no wake-up, the loop already knows"
+        assert 2 <= watch.looks <= 4, f"{watch.looks} looks in 1.2 s: one every HELD_PERIOD_S"
+        pods_cgroup(tmp_path, current=300 * MI)  # given back: 212 MiB available, released at the next look
+        time.sleep(0.7)
+        assert waiter.wait(0.0) == [], "a release wakes no one"
+        pods_cgroup(tmp_path, current=430 * MI)  # crossed again: 82 MiB available
+        started = time.monotonic()
+        assert waiter.wait(5.0) == [MEMORY_WATCH_CAUSE]
+        assert time.monotonic() - started < 1.0
     finally:
         waiter.close()

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from evictd.core.memory_watch import (
     ASSUMED_FILL_BYTES_PER_S,
     FLOOR_FILL_BYTES_PER_S,
+    HELD_PERIOD_S,
     MIN_PERIOD_S,
     STEADY_MAX_PERIOD_S,
     STEADY_TOLERANCE_BYTES,
@@ -20,6 +21,7 @@ from evictd.core.memory_watch import (
     look,
     look_history,
     watch_period_s,
+    watch_plan,
     watch_targets,
 )
 from evictd.core.quantity import Quantity
@@ -78,6 +80,21 @@ def test_nothing_is_watched_while_a_hard_memory_threshold_is_met_and_the_hard_on
     soft_only = summary(1 * GI + 20 * MI, 3 * GI, pods=(1 * GI + 20 * MI, 1 * GI))
     assert [t.signal for t in watch_targets([hard, copy, soft], soft_only, "kubepods")] == [
         Signal.MEMORY_AVAILABLE, Signal.ALLOCATABLE_MEMORY_AVAILABLE]
+
+
+def test_while_a_hard_threshold_is_met_its_release_is_awaited_then_every_threshold_not_met_is_watched() -> None:
+    hard, copy = threshold("1Gi"), threshold("1Gi", Signal.ALLOCATABLE_MEMORY_AVAILABLE)
+    soft = threshold("2Gi", grace_period_s=90)
+    node_short = summary(1 * GI - 1, 3 * GI, pods=(1 * GI + 20 * MI, 1 * GI))
+    targets, held = watch_plan([hard, copy, soft], node_short, "kubepods")
+    assert [t.signal for t in held] == [Signal.MEMORY_AVAILABLE]
+    # Once released: the held threshold first, then the copy not met; the soft one met in the cycle is not watched.
+    assert [t.signal for t in targets] == [Signal.MEMORY_AVAILABLE, Signal.ALLOCATABLE_MEMORY_AVAILABLE]
+    assert held[0].margin_bytes(3 * GI) <= 0
+    # No hard threshold met: what watch_targets gives, nothing held.
+    soft_only = summary(1 * GI + 20 * MI, 3 * GI, pods=(1 * GI + 20 * MI, 1 * GI))
+    assert watch_plan([hard, copy, soft], soft_only, "kubepods") == (
+        watch_targets([hard, copy, soft], soft_only, "kubepods"), ())
 
 
 def test_a_percentage_is_taken_of_the_capacity_the_cycle_saw() -> None:
@@ -223,3 +240,20 @@ def test_a_look_keeps_what_it_saw_of_the_targets_handed_again_only() -> None:
     assert found.period_s == STEADY_MAX_PERIOD_S, "steady across the arming: the slow pace"
     fresh = look({}, (ROOT_TARGET,), {"": 1500 * MI}, now=1.0, until_tick_s=9.0)
     assert fresh.period_s == (36 * MI + 1) / ASSUMED_FILL_BYTES_PER_S, "no history: the fast pace"
+
+
+@pytest.mark.parametrize(("working_sets", "until_tick_s", "met", "period_s", "released"), [
+    # Still met: nothing else judged (the pods' target is met too), looked at again after HELD_PERIOD_S.
+    ({"": 1536 * MI + 1, "kubepods": 800 * MI}, 9.0, None, HELD_PERIOD_S, False),
+    ({"kubepods": 500 * MI}, 9.0, None, HELD_PERIOD_S, False),  # unreadable: held still
+    ({"": 1536 * MI + 1}, HELD_PERIOD_S, None, None, False),  # the tick comes first: the cycle arms it again
+    # Released: every target judged at once, at the pace of the narrowest margin, or met again.
+    ({"": 1500 * MI, "kubepods": 500 * MI}, 9.0, None, (36 * MI + 1) / ASSUMED_FILL_BYTES_PER_S, True),
+    ({"": 1000 * MI, "kubepods": 800 * MI}, 9.0, PODS_TARGET, None, True),
+])
+def test_a_look_at_held_targets_waits_for_their_release_and_then_judges_the_targets(
+        working_sets: dict[str, int], until_tick_s: float, met: WatchTarget | None, period_s: float | None,
+        released: bool) -> None:
+    found = look({}, (ROOT_TARGET, PODS_TARGET), working_sets, now=1.0, until_tick_s=until_tick_s,
+                 held=(ROOT_TARGET,))
+    assert (found.met, found.period_s, found.released) == (met, period_s, released)

@@ -26,7 +26,7 @@ from collections.abc import Callable, Sequence
 from evictd.adapters.cgroups import CgroupReader
 from evictd.adapters.watch_thread import WatchThread
 from evictd.core.errors import SampleError
-from evictd.core.memory_watch import ASSUMED_FILL_BYTES_PER_S, LookHistory, WatchTarget, look, watch_targets
+from evictd.core.memory_watch import ASSUMED_FILL_BYTES_PER_S, LookHistory, WatchTarget, look, watch_plan
 from evictd.core.summary import Summary
 from evictd.core.thresholds import Threshold
 
@@ -47,24 +47,35 @@ class MemoryWatch(WatchThread):
         self._interval_s = interval_s
         self._monotonic = monotonic
         self.fill_bytes_per_s = fill_bytes_per_s  # the fastest fill the looks are paced for
-        # What the looks saw of each target (the thread's own).
+        # What the looks saw of each target (the thread's own), and the arming whose held thresholds a look found
+        # released (the thread's own: from then on that arming's targets are watched).
         self._histories: dict[WatchTarget, LookHistory] = {}
+        self._released: int | None = None
 
     def follow(self, summary: Summary | None, now: float) -> None:
-        """Watch what a cycle that began at `now` and read `summary` left to watch (nothing without a Summary)."""
-        self.arm(() if summary is None else watch_targets(self._thresholds, summary, self._cgroups.pods_cgroup()), now)
+        """Watch what a cycle that began at `now` and read `summary` left to watch (nothing without a Summary; while a
+        hard memory threshold is met, its release first: `evictd.core.memory_watch.watch_plan`)."""
+        if summary is None:
+            self.arm((), now)
+            return
+        targets, held = watch_plan(self._thresholds, summary, self._cgroups.pods_cgroup())
+        self.arm(targets, now, held=held)
 
-    def arm(self, targets: Sequence[WatchTarget], now: float) -> None:
-        """Watch `targets` from `now` (monotonic seconds, when the cycle that computed them began)."""
-        self._arm((tuple(targets), now), bool(targets))
+    def arm(self, targets: Sequence[WatchTarget], now: float, *, held: Sequence[WatchTarget] = ()) -> None:
+        """Watch `targets` from `now` (monotonic seconds, when the cycle that computed them began), once none of
+        `held` is met any more."""
+        self._arm((tuple(targets), tuple(held), now), bool(targets))
 
     def _idle(self) -> None:
         self._histories = {}  # what the looks saw is no history of the time it did not look
 
-    def _look(self, armed: tuple[tuple[WatchTarget, ...], float], generation: int) -> float | None:
+    def _look(self, armed: tuple[tuple[WatchTarget, ...], tuple[WatchTarget, ...], float],
+              generation: int) -> float | None:
         """Read each target's cgroup once; signal the eventfd and return None when `look` finds one met, else the
         next period."""
-        targets, armed_at = armed
+        targets, held, armed_at = armed
+        if self._released == generation:
+            held = ()
         working_sets: dict[str, int] = {}
         for cgroup in dict.fromkeys(target.cgroup for target in targets):
             try:
@@ -74,7 +85,9 @@ class MemoryWatch(WatchThread):
             self.looks += 1
         now = self._monotonic()
         found = look(self._histories, targets, working_sets, now, self._interval_s - (now - armed_at),
-                     fill_bytes_per_s=self.fill_bytes_per_s)
+                     fill_bytes_per_s=self.fill_bytes_per_s, held=held)
+        if found.released:
+            self._released = generation
         self._histories = dict(found.histories)
         if found.met is not None:
             self.description = found.met.description

@@ -35,15 +35,17 @@ pace from then on.
 A look (`look`) judges what the adapter read of each target's cgroup: the target found met (the loop is woken:
 the decision is the cycle's, on its own fresh stats), or when to look next, and what the looks saw.
 Invariants: no I/O, no clock (times are arguments); thresholds already met are not watched (their crossing is
-decided), and nothing is watched while a hard memory threshold is met (issue 37: the watch looked 24-25 times a
-second at the allocatable copy of a hard threshold whose node figure was met), so a node that stays under hard
-pressure costs the watch nothing; under a soft threshold whose grace period runs, the hard ones are still watched.
+decided), and nothing else is watched while a hard memory threshold is met (issue 37: the watch looked 24-25 times
+a second at the allocatable copy of a hard threshold whose node figure was met): the looks only ask, every
+`HELD_PERIOD_S`, whether it is met still (`watch_plan`), so a node that stays under hard pressure costs the watch
+two small reads a second, and one that comes out of it with no cycle (nothing evicted) is watched again at once;
+under a soft threshold whose grace period runs, the hard ones are still watched.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from evictd.core.signals import Operator, Reading, Signal, spec_of
 from evictd.core.summary import Summary, signal_observations
@@ -77,6 +79,12 @@ FLOOR_FILL_BYTES_PER_S = STEADY_TOLERANCE_BYTES / STEADY_MAX_PERIOD_S
 # is never found steady, whatever pace the looks had (issue 37 item 3 names the rule: the fill rate observed across
 # the last looks). That is ~12 looks at the fast pace after the watch begins looking at a target.
 STEADY_WINDOW_S = STEADY_MAX_PERIOD_S
+# While a hard memory threshold is met the watch looks at nothing else, but once every this long at whether it is met
+# still: a threshold met with no eviction to follow (dry-run, no pod to evict, memory given back by itself) is
+# released with no cycle to hand the watch its targets again, and a crossing after that would wait for the tick.
+# Two looks a second cost the 6.1 guest about half of STEADY_MAX_PERIOD_S's 1 CPU s a minute; the release itself
+# needs no hurry, the next crossing is a full threshold away.
+HELD_PERIOD_S = 0.5
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,24 +110,40 @@ def watch_targets(thresholds: Sequence[Threshold], summary: Summary, pods_cgroup
     and not met in it, and none at all while a hard memory threshold is met (the loop acts on every cycle then, at
     the pace its Cadence sets; another crossing would wake it for nothing). `pods_cgroup` is where
     ``allocatableMemory.available`` is read from."""
+    targets, held = _memory_targets(thresholds, summary, pods_cgroup)
+    return () if held else targets
+
+
+def watch_plan(thresholds: Sequence[Threshold], summary: Summary,
+               pods_cgroup: str) -> tuple[tuple[WatchTarget, ...], tuple[WatchTarget, ...]]:
+    """Return what the watch is handed after a cycle that read `summary`: the targets to watch and the held ones.
+    With no hard memory threshold met: `watch_targets` and none held. With one met: the hard memory thresholds met,
+    as held targets (their margin <= 0), which the looks ask about every `HELD_PERIOD_S` (`look`'s `held`), and the
+    targets to watch once none is met any more: those held, then those `watch_targets` would give were none met."""
+    targets, held = _memory_targets(thresholds, summary, pods_cgroup)
+    return ((*held, *targets), held) if held else (targets, ())
+
+
+def _memory_targets(thresholds: Sequence[Threshold], summary: Summary,
+                    pods_cgroup: str) -> tuple[tuple[WatchTarget, ...], tuple[WatchTarget, ...]]:
+    """The memory thresholds with an observation in `summary` as targets: those not met, and the hard ones met."""
     observations = signal_observations(summary)
-    targets = []
+    targets: list[WatchTarget] = []
+    held: list[WatchTarget] = []
     for threshold in thresholds:
         observed = observations.get(threshold.signal)
         spec = spec_of(threshold.signal)
         if not spec.memcg_watched or observed is None or threshold.operator is not Operator.LESS_THAN:
             continue
         met_below = threshold_quantity(threshold.value, observed.capacity).ceil_int()
-        available = observed.available.ceil_int()
-        if available < met_below:
-            if threshold.is_hard:
-                return ()
+        met = observed.available.ceil_int() < met_below
+        if met and not threshold.is_hard:
             continue  # met already: decided by this cycle, not a crossing to catch
         cgroup = pods_cgroup if spec.reading is Reading.PODS_MEMORY else ""
         kind = "hard" if threshold.is_hard else "soft"
-        targets.append(WatchTarget(threshold.signal, cgroup, observed.capacity.ceil_int(), met_below,
-                                   f"{kind} {threshold.signal} threshold"))
-    return tuple(targets)
+        (held if met else targets).append(WatchTarget(threshold.signal, cgroup, observed.capacity.ceil_int(),
+                                                      met_below, f"{kind} {threshold.signal} threshold"))
+    return tuple(targets), tuple(held)
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,16 +192,29 @@ class Look:
     histories: Mapping[WatchTarget, LookHistory]
     met: WatchTarget | None
     period_s: float | None
+    # `look` was given held targets and found every one released: the targets are watched from this look on.
+    released: bool = False
 
 
 def look(histories: Mapping[WatchTarget, LookHistory], targets: Sequence[WatchTarget],
          working_sets: Mapping[str, int], now: float, until_tick_s: float, *,
-         fill_bytes_per_s: int = ASSUMED_FILL_BYTES_PER_S) -> Look:
+         fill_bytes_per_s: int = ASSUMED_FILL_BYTES_PER_S, held: Sequence[WatchTarget] = ()) -> Look:
     """Judge a look at `now` (monotonic seconds), the next tick `until_tick_s` away: `working_sets` is what it read of
     each target's cgroup (a cgroup missing: unreadable, that target skipped; the cycle reports it), `histories` what
     the looks saw before. Only the targets handed keep a history: a target the cycle hands again keeps what the looks
     saw of it (a margin steady across the 10 s tick is not looked at fast for a window after each cycle: ~12 looks
-    of 52 a 10 s at the margin), a new one (another threshold, capacity or level) starts with none."""
+    of 52 a 10 s at the margin), a new one (another threshold, capacity or level) starts with none.
+
+    `held`: hard thresholds a cycle found met and no look since has found released (`watch_plan`). While one is
+    met still (or unreadable) the look judges nothing else and comes back after `HELD_PERIOD_S`; once none is, the
+    look is `released` and judges `targets` at once (`watch_plan`'s, which include the held ones)."""
+    if held:
+        for target in held:
+            working_set = working_sets.get(target.cgroup)
+            if working_set is None or target.margin_bytes(working_set) <= 0:
+                return Look({}, None, HELD_PERIOD_S if until_tick_s > HELD_PERIOD_S else None)
+        return replace(look(histories, targets, working_sets, now, until_tick_s, fill_bytes_per_s=fill_bytes_per_s),
+                       released=True)
     kept = {target: history for target, history in histories.items() if target in targets}
     period: float | None = None
     for target in targets:

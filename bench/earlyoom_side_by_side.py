@@ -566,6 +566,8 @@ def main() -> int:
         print("earlyoom side by side: no cgroup v1 memory hierarchy here; not measured")
         return 0
     earlyoom = ensure_earlyoom()
+    # Stopped with SIGTERM (kill, a time-out), the run still stops what it started (detectors, perf, the load).
+    signal.signal(signal.SIGTERM, lambda number, frame: sys.exit(128 + number))
     result = Result()
     load_at_start = load()
     started = time.monotonic()

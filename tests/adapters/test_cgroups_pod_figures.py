@@ -1,6 +1,6 @@
-"""`CgroupReader.pod_figures` and `pod_figures_many` (a pod's usage, working set and process count, the files of a
-batch of pods read under one taking of the kept descriptors' lock) gives what `memory` and `process_count` give, errors included and in the same order, read
-through kept descriptors or not; the pod cgroup listing reuses what it found for a folder name only while that name
+"""`CgroupReader.pod_figures_many` (a pod's usage, working set and process count, the files of a batch of pods read
+under one taking of the kept descriptors' lock) gives what `memory` and `process_count` give, errors included and in
+the same order, read through kept descriptors or not; the pod cgroup listing reuses what it found for a folder name only while that name
 is under the same parent. `keeps_files_in` is forced to True so that the fixture trees (tmpfs) take the kept path; a pod
 cgroup listed before (`pod_cgroups`: its files' paths built once) reads the same as one not listed."""
 
@@ -13,7 +13,7 @@ import pytest
 from test_cgroups import B_UID, BE_UID, G_UID, ROLE_TO_READING, TREES, Tree, cgroupfs_tree, copy_tree, role_paths
 
 from evictd.adapters import cgroups as cgroups_module
-from evictd.adapters.cgroups import CgroupLayout, CgroupReader, PodCgroup
+from evictd.adapters.cgroups import CgroupLayout, CgroupReader, PodCgroup, PodFigures
 from evictd.core.errors import SampleError
 
 V1_POD = f"kubepods/burstable/pod{B_UID}"
@@ -38,6 +38,14 @@ def reader_of(layout: CgroupLayout, listed: bool) -> CgroupReader:
     return reader
 
 
+def pod_figures(reader: CgroupReader, cgroup: str) -> PodFigures:
+    """One pod's figures (`pod_figures_many` of it alone); raises the SampleError its memory gave."""
+    (figures,) = reader.pod_figures_many((cgroup,))
+    if isinstance(figures, SampleError):
+        raise figures
+    return figures
+
+
 def as_before(reader: CgroupReader, cgroup: str) -> tuple[int, int, int | tuple[str, str]]:
     """What the cycle took before `pod_figures`: `memory`, then `process_count` (its error as source, reason)."""
     reading = reader.memory(cgroup)
@@ -49,7 +57,7 @@ def as_before(reader: CgroupReader, cgroup: str) -> tuple[int, int, int | tuple[
 
 
 def figures(reader: CgroupReader, cgroup: str) -> tuple[int, int, int | tuple[str, str]]:
-    usage, working_set, count = reader.pod_figures(cgroup)
+    usage, working_set, count = pod_figures(reader, cgroup)
     return usage, working_set, (count.source, count.reason) if isinstance(count, SampleError) else count
 
 
@@ -59,7 +67,7 @@ def test_the_figures_of_every_cgroup_are_memorys_and_process_counts(tree: Tree, 
     for role, path in [*role_paths(tree).items(), ("root", "")]:
         assert figures(reader, path) == as_before(reader, path), role
     reading = ROLE_TO_READING["b_pod"]
-    assert reader.pod_figures(tree.pod_paths[B_UID])[:2] == (reading.usage_bytes, reading.working_set_bytes)
+    assert pod_figures(reader, tree.pod_paths[B_UID])[:2] == (reading.usage_bytes, reading.working_set_bytes)
     reader.close()
 
 
@@ -91,7 +99,7 @@ def test_a_memory_file_that_fails_fails_as_memory_does(tmp_path: Path, kept: boo
     reader = reader_of(tree.layout(root), listed)
     for _ in range(2):  # opening the descriptors, then through those kept
         with pytest.raises(SampleError) as got:
-            reader.pod_figures(V1_POD)
+            pod_figures(reader, V1_POD)
         assert (got.value.source, got.value.reason) == (expected.value.source, expected.value.reason)
     reader.close()
 
@@ -122,11 +130,11 @@ def test_a_file_changed_between_cycles_is_read_anew(tmp_path: Path, kept: bool, 
     tree = cgroupfs_tree(1)
     root = copy_tree(tree, tmp_path)
     reader = reader_of(tree.layout(root), listed)
-    before = reader.pod_figures(V1_POD)
+    before = pod_figures(reader, V1_POD)
     folder = root / "memory" / V1_POD
     (folder / "memory.usage_in_bytes").write_text(f"{before[0] + 4096}\n")  # same inode, rewritten in place
     (root / "pids" / V1_POD / "pids.current").write_text("42\n")
-    assert reader.pod_figures(V1_POD) == (before[0] + 4096, before[1] + 4096, 42)
+    assert pod_figures(reader, V1_POD) == (before[0] + 4096, before[1] + 4096, 42)
     reader.close()
 
 
@@ -145,7 +153,7 @@ def test_many_pods_figures_in_batches_are_each_pods_own_errors_included(
 
     def alone(cgroup: str) -> object:
         try:
-            usage, working_set, count = CgroupReader(tree.layout(root)).pod_figures(cgroup)
+            usage, working_set, count = pod_figures(CgroupReader(tree.layout(root)), cgroup)
         except SampleError as exc:
             return "raises", exc.source, exc.reason
         return usage, working_set, (count.source, count.reason) if isinstance(count, SampleError) else count

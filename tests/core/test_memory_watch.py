@@ -22,7 +22,6 @@ from evictd.core.memory_watch import (
     look_history,
     watch_period_s,
     watch_plan,
-    watch_targets,
 )
 from evictd.core.quantity import Quantity
 from evictd.core.signals import Signal
@@ -44,6 +43,12 @@ def summary(node_available: int, node_working_set: int, pods: tuple[int, int] | 
         name=SYSTEM_CONTAINER_PODS, memory=MemoryStats(available_bytes=pods[0], working_set_bytes=pods[1]))}
     return Summary(node=NodeStats(memory=MemoryStats(available_bytes=node_available, working_set_bytes=node_working_set),
                                   system_containers=containers))
+
+
+def watch_targets(thresholds: list[Threshold], summary: Summary, pods_cgroup: str) -> tuple[WatchTarget, ...]:
+    """The targets `watch_plan` hands the watch at once: none while a hard memory threshold is held met."""
+    targets, held = watch_plan(thresholds, summary, pods_cgroup)
+    return () if held else targets
 
 
 def test_each_unmet_memory_threshold_is_watched_in_the_cgroup_its_signal_is_read_from() -> None:
@@ -91,10 +96,9 @@ def test_while_a_hard_threshold_is_met_its_release_is_awaited_then_every_thresho
     # Once released: the held threshold first, then the copy not met; the soft one met in the cycle is not watched.
     assert [t.signal for t in targets] == [Signal.MEMORY_AVAILABLE, Signal.ALLOCATABLE_MEMORY_AVAILABLE]
     assert held[0].margin_bytes(3 * GI) <= 0
-    # No hard threshold met: what watch_targets gives, nothing held.
+    # No hard threshold met: nothing held.
     soft_only = summary(1 * GI + 20 * MI, 3 * GI, pods=(1 * GI + 20 * MI, 1 * GI))
-    assert watch_plan([hard, copy, soft], soft_only, "kubepods") == (
-        watch_targets([hard, copy, soft], soft_only, "kubepods"), ())
+    assert watch_plan([hard, copy, soft], soft_only, "kubepods")[1] == ()
 
 
 def test_a_percentage_is_taken_of_the_capacity_the_cycle_saw() -> None:

@@ -156,10 +156,10 @@ class MemoryReading:
     limit_bytes: int | None
 
 
-# What `CgroupReader.pod_figures` reads of a v1 pod cgroup: memory.usage_in_bytes, memory.stat,
+# What `CgroupReader.pod_figures_many` reads of a v1 pod cgroup: memory.usage_in_bytes, memory.stat,
 # memory.limit_in_bytes, pids.current (paths).
 PodFiles = tuple[str, str, str, str]
-# A pod's figures (`CgroupReader.pod_figures`): usage, working set, and its process count or why it is unknown.
+# A pod's figures (`CgroupReader.pod_figures_many`): usage, working set, and its process count or why it is unknown.
 PodFigures = tuple[int, int, int | SampleError]
 # Pods whose kept files `CgroupReader.pod_figures_many` reads under one taking of the kept descriptors' lock: ~0.5 ms
 # of preads on real cgroupfs, the longest a memory watch's look waits for the lock meanwhile.
@@ -223,8 +223,8 @@ class CgroupReader:
         self._keep_pids = keeps_files_in(self._pids_dir)
         # (parent cgroup, folder name) -> (pod UID, its PodCgroup) for the pod folders of the last listing: a pod's
         # folder keeps its name for the pod's life, so the next listing reuses them instead of matching again.
-        # With the files `pod_figures` reads of it (`_pod_files_of`), built once per pod folder too; `_pod_files` holds
-        # those of the last listing by cgroup path.
+        # With the files `pod_figures_many` reads of it (`_pod_files_of`), built once per pod folder too; `_pod_files`
+        # holds those of the last listing by cgroup path.
         self._seen_pods: dict[tuple[str, str], tuple[str, PodCgroup, PodFiles | None]] = {}
         self._pod_files: dict[str, PodFiles] = {}
 
@@ -280,19 +280,13 @@ class CgroupReader:
         return MemoryReading(usage_bytes=usage, inactive_file_bytes=inactive_file,
                              working_set_bytes=working_set_from(usage, inactive_file), limit_bytes=limit)
 
-    def pod_figures(self, cgroup: str) -> PodFigures:
-        """Return `memory(cgroup)`'s usage and working set, read and checked the same way (limit included) without
-        building a MemoryReading, and `process_count(cgroup)`, or the SampleError it would raise: the figures of a
-        pod's stats. Raises SampleError as `memory` does (its process count is then not wanted)."""
-        figures = self.pod_figures_many((cgroup,))[0]
-        if isinstance(figures, SampleError):
-            raise figures
-        return figures
-
     def pod_figures_many(self, cgroups: Sequence[str]) -> list[PodFigures | SampleError]:
-        """`pod_figures` of each of `cgroups`, in order: its figures or the SampleError it raises. The hot path of a
-        cycle (a thousand pods): the kept files of `POD_FIGURES_BATCH` pods are read under one taking of the kept
-        descriptors' lock, each file once, then parsed pod by pod in the order `pod_figures` reads them."""
+        """The figures of each of `cgroups`' pod stats, in order: `memory(cgroup)`'s usage and working set, read and
+        checked the same way (limit included) without building a MemoryReading, and `process_count(cgroup)` or the
+        SampleError it would raise; or, for a cgroup whose memory cannot be read, the SampleError `memory` raises.
+        The hot path of a cycle (a thousand pods): the kept files of `POD_FIGURES_BATCH` pods are read under one
+        taking of the kept descriptors' lock, each file once, then parsed pod by pod in the order `memory` and
+        `process_count` read them."""
         results: list[PodFigures | SampleError] = []
         known = self._pod_files
         for start in range(0, len(cgroups), POD_FIGURES_BATCH):
@@ -318,7 +312,7 @@ class CgroupReader:
         return results
 
     def _pod_figures_read_apart(self, cgroup: str) -> PodFigures:
-        """`pod_figures` of a cgroup whose files are not kept together: read as `memory` and `process_count` read."""
+        """The figures of a cgroup whose files are not kept together: read as `memory` and `process_count` read."""
         reading = self.memory(cgroup)
         try:
             count: int | SampleError = self.process_count(cgroup)
@@ -327,7 +321,7 @@ class CgroupReader:
         return reading.usage_bytes, reading.working_set_bytes, count
 
     def _pod_files_of(self, cgroup: str) -> PodFiles | None:
-        """The files `pod_figures` reads of `cgroup` all at once (a v1 cgroup below the pods cgroup, its memory and
+        """The files `pod_figures_many` reads of `cgroup` all at once (a v1 cgroup below the pods cgroup, its memory and
         pids files kept): usage, memory.stat, limit, pids.current. None: read as `memory` and `process_count` do."""
         folder = cgroup_folder(self._memory_dir, cgroup)
         if (not self._v1 or folder == self._memory_dir or cgroup == self._pods_cgroup

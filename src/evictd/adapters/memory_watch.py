@@ -3,7 +3,7 @@
 Job: on cgroup v2 (no memcg threshold notifier) the loop would otherwise see a crossing only at its next tick; on v1
 it looks beside the usage levels, for a crossing that charges nothing (page cache turned active: the working set
 grows, usage does not) or that a level armed for more inactive file than is left announces late.
-After every cycle the loop hands the watch what to watch (`evictd.core.memory_watch.watch_targets`); the thread
+After every cycle the loop hands the watch what to watch (`evictd.core.memory_watch.watch_plan`); the thread
 reads each target's cgroup with the cycle's own reader and its kept descriptors (`CgroupReader.memory` with
 ``working_set_only``: on v2 the root's ``memory.stat``, the pods cgroup's ``memory.current`` and ``memory.stat``,
 on v1 a cgroup's ``memory.usage_in_bytes`` and ``memory.stat``, one ``pread`` each, no limit and no second usage

@@ -417,7 +417,7 @@ class NodeStatsSource:
         # built by `pod_memory_stats` and `pod_stats` (half the time of the dataclasses' constructors).
         memory = None
         process_count = None
-        # `figures`: what its cgroup gave (`CgroupReader.pod_figures`), None without one. An unreadable pod cgroup
+        # `figures`: what its cgroup gave (`CgroupReader.pod_figures_many`), None without one. An unreadable pod cgroup
         # leaves the pod's memory unknown (ranked as using none), instead of dropping its stats: a pod without stats
         # would be ranked first, evicted on data never read.
         if isinstance(figures, SampleError):

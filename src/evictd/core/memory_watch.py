@@ -105,21 +105,14 @@ class WatchTarget:
         return self.capacity_bytes - working_set_bytes - self.met_below_bytes + 1
 
 
-def watch_targets(thresholds: Sequence[Threshold], summary: Summary, pods_cgroup: str) -> tuple[WatchTarget, ...]:
-    """Return the memory thresholds to watch after a cycle that read `summary`: those with an observation
-    and not met in it, and none at all while a hard memory threshold is met (the loop acts on every cycle then, at
-    the pace its Cadence sets; another crossing would wake it for nothing). `pods_cgroup` is where
-    ``allocatableMemory.available`` is read from."""
-    targets, held = _memory_targets(thresholds, summary, pods_cgroup)
-    return () if held else targets
-
-
 def watch_plan(thresholds: Sequence[Threshold], summary: Summary,
                pods_cgroup: str) -> tuple[tuple[WatchTarget, ...], tuple[WatchTarget, ...]]:
     """Return what the watch is handed after a cycle that read `summary`: the targets to watch and the held ones.
-    With no hard memory threshold met: `watch_targets` and none held. With one met: the hard memory thresholds met,
-    as held targets (their margin <= 0), which the looks ask about every `HELD_PERIOD_S` (`look`'s `held`), and the
-    targets to watch once none is met any more: those held, then those `watch_targets` would give were none met."""
+    The targets are the memory thresholds with an observation and not met in it. With a hard memory threshold met
+    the loop acts on every cycle, at the pace its Cadence sets, and another crossing would wake it for nothing: the
+    hard memory thresholds met are then held targets (their margin <= 0), which the looks only ask about every
+    `HELD_PERIOD_S` (`look`'s `held`), and the targets, watched once none is met any more, are those held, then the
+    others not met. `pods_cgroup` is where ``allocatableMemory.available`` is read from."""
     targets, held = _memory_targets(thresholds, summary, pods_cgroup)
     return ((*held, *targets), held) if held else (targets, ())
 

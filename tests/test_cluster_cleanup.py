@@ -1,13 +1,15 @@
 """The wait after an eviction (`ClusterSync.wait_for_cleanup`): the kubelet's waitForPodsCleanup, from outside.
 
 A scripted watch and runtime on a fake clock: the pod's own phase (which evictd itself sets to Failed) never
-ends the wait; the pod leaving the API does, and so does the runtime reporting nothing of it running.
+ends the wait; the pod leaving the API does, and so does the runtime reporting nothing of it running (for a pod
+evicted for disk, once its disk-backed emptyDir volumes are gone too).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -17,7 +19,10 @@ from clocks import ManualClock
 from evictd.core.engine import Eviction
 from evictd.core.engine_rules import MINIMUM_GRACE_PERIOD_S
 from evictd.core.pods import Pod
+from evictd.core.signals import Signal
+from evictd.core.thresholds import Threshold, ThresholdValue
 from evictd.kube.cluster import OVERDUE_MARGIN_S, POD_CLEANUP_POLL_S, POD_CLEANUP_TIMEOUT_S, ClusterSync
+from evictd.run.compose_cluster import disk_volumes_left
 from log_capture import LogCapture
 
 
@@ -44,11 +49,12 @@ def eviction(uid: str) -> Eviction:
 
 
 def sync(watch: ScriptedWatch, clock: ManualClock, pod_running: Any = None,
-         should_stop: Callable[[], bool] = lambda: False, evictor: Any = None, log: Any = None) -> ClusterSync:
+         should_stop: Callable[[], bool] = lambda: False, evictor: Any = None, log: Any = None,
+         volumes_left: Callable[[str], bool] = lambda uid: False) -> ClusterSync:
     runtime = SimpleNamespace(pod_running=pod_running or (lambda uid: None))  # the runtime slot, as the sync asks it
     return ClusterSync(watcher=watch, evictor=evictor, node_writer=None, events=None,  # type: ignore[arg-type]
                        on_error=lambda error: None, log=log, runtime=runtime, should_stop=should_stop,
-                       clock=clock)
+                       clock=clock, volumes_left=volumes_left)
 
 
 def test_a_failed_pod_whose_containers_still_run_is_waited_for_until_they_stop() -> None:
@@ -65,6 +71,27 @@ def test_a_pod_stopped_on_the_node_is_cleaned_up_at_once_even_if_the_api_still_s
     watch = ScriptedWatch({"a": eviction("a").pod})  # e.g. stopped locally while the API was down
     assert sync(watch, clock, lambda uid: False).wait_for_cleanup([eviction("a")])
     assert clock.now_s == 0
+
+
+@pytest.mark.parametrize(("signal", "threshold", "waits"), [
+    ("nodefs.available", Threshold(Signal.NODEFS_AVAILABLE, ThresholdValue(percentage=0.1)), True),
+    ("", None, True),  # a local storage eviction (its emptyDir or container over its limit)
+    ("memory.available", Threshold(Signal.MEMORY_AVAILABLE, ThresholdValue(percentage=0.1)), False),
+], ids=["disk-signal", "local-storage", "memory"])
+def test_a_pod_evicted_for_disk_is_waited_for_until_its_emptydir_volumes_are_gone_too(
+        signal: str, threshold: Threshold | None, waits: bool) -> None:
+    """The kubelet waits until the evicted pod is finished, its volumes torn down. On the real node (disk-fill-fast)
+    evictd counted a filler stopped with its emptyDir still filling nodefs as gone, and evicted a Guaranteed pod."""
+    clock = ManualClock(0.0)
+    watch = ScriptedWatch({"a": eviction("a").pod})
+    volumes = {"a": True}
+    clock.on_sleep.append(lambda now: volumes.update(a=now < 4.0))  # its kubelet tears the emptyDir down after 4 s
+    evicted = replace(eviction("a"), signal=signal, threshold=threshold)
+    assert sync(watch, clock, lambda uid: False, volumes_left=volumes.__getitem__).wait_for_cleanup([evicted])
+    if waits:
+        assert 4.0 <= clock.now_s < 4.0 + POD_CLEANUP_POLL_S + 1e-9
+    else:
+        assert clock.now_s == 0, "a memory eviction: stopped is cleaned up (its emptyDir holds no memory)"
 
 
 def test_before_the_first_pod_list_only_the_runtime_ends_the_wait() -> None:
@@ -135,7 +162,8 @@ def test_a_pod_evicted_at_once_that_still_runs_past_its_grace_period_is_stopped_
     kernel's OOM killer did 30 s later. A soft eviction's pod is left to its kubelet (its grace period is the point)."""
     clock = ManualClock(0.0)
     hard = eviction("a")  # a local-storage or hard eviction: grace period 1 s, stopped with 2 s
-    soft = replace(eviction("b"), threshold=SimpleNamespace(is_hard=False))  # type: ignore[arg-type]
+    soft = replace(eviction("b"), threshold=Threshold(Signal.MEMORY_AVAILABLE, ThresholdValue(percentage=0.2),
+                                                      grace_period_s=30.0))
     watch = ScriptedWatch({"a": hard.pod, "b": soft.pod})
     running = {"a": True, "b": True}
     stops = OverdueStops(running, clock)
@@ -146,3 +174,14 @@ def test_a_pod_evicted_at_once_that_still_runs_past_its_grace_period_is_stopped_
     assert MINIMUM_GRACE_PERIOD_S + OVERDUE_MARGIN_S <= stops.stopped_at["a"] \
         < MINIMUM_GRACE_PERIOD_S + OVERDUE_MARGIN_S + POD_CLEANUP_POLL_S + 1e-9
     assert log.named("evicted pod still running past its grace period: stopped locally")
+
+
+def test_the_volumes_left_are_the_pods_disk_backed_emptydirs_under_the_kubelet_root(tmp_path: Path) -> None:
+    left = disk_volumes_left(str(tmp_path))
+    scratch = tmp_path / "pods" / "a" / "volumes" / "kubernetes.io~empty-dir" / "scratch"
+    scratch.mkdir(parents=True)
+    assert left("a"), "its emptyDir is still on the disk"
+    scratch.rmdir()  # the kubelet tore it down
+    assert not left("a")
+    assert not left("b"), "no folder of the pod at all"
+    assert not left("../a"), "not a pod UID: cannot tell, no wait on it"

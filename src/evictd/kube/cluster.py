@@ -31,6 +31,7 @@ from evictd.core.engine_rules import IMMEDIATE_EVICTION_GRACE_PERIOD_S, stop_gra
 from evictd.core.errors import EvictdError, KubeError
 from evictd.core.oom import OomReport
 from evictd.core.pods import CONFIG_SOURCE_ANNOTATION, EVICTION_IN_PROGRESS_ANNOTATION, Pod
+from evictd.core.signals import spec_of
 from evictd.cri import NO_RUNTIME, Runtime
 from evictd.kube.critical_record import CriticalPodRecord
 from evictd.kube.events import EventRecorder
@@ -200,9 +201,12 @@ class ClusterSync:
                  events: EventRecorder, on_error: Callable[[KubeError], None], log: Log, runtime: Runtime = NO_RUNTIME,
                  critical: CriticalPodRecord | None = None, should_stop: Callable[[], bool] = lambda: False,
                  reclaim_event_period_s: float = 0.0, clock: Clock = SYSTEM_CLOCK,
-                 report_wait_s: float = REPORT_WAIT_S, standby: Callable[[], str | None] = lambda: None) -> None:
+                 report_wait_s: float = REPORT_WAIT_S, standby: Callable[[], str | None] = lambda: None,
+                 volumes_left: Callable[[str], bool] = lambda uid: False) -> None:
         # Polled during the wait after an eviction: a daemon asked to stop gives up waiting.
         self._should_stop = should_stop
+        # Whether a pod (by UID) still has disk-backed emptyDir volumes on this node (False: none, or cannot tell).
+        self._volumes_left = volumes_left
         self._runtime = runtime
         self._clock = clock
         self._watcher = watcher
@@ -250,6 +254,13 @@ class ClusterSync:
         met); None: the clock's sleep.
         """
         waiting = [e.pod.uid for e in evictions]
+        # A pod evicted for disk (a filesystem signal, or its own local storage limits) is cleaned up once its
+        # disk-backed emptyDir volumes are gone too: the kubelet waits until the pod is finished (PodIsFinished: its
+        # volumes torn down), and an emptyDir left on the disk holds what the eviction was for. Before, a filler
+        # stopped with its emptyDir still filling nodefs counted as gone, and the next cycle evicted a Guaranteed
+        # pod (docs/node-survival.md, disk-fill-fast on the real node).
+        for_disk = {e.pod.uid for e in evictions
+                    if e.threshold is None or spec_of(e.threshold.signal).filesystem is not None}
         started = self._clock.monotonic()
         deadline = started + POD_CLEANUP_TIMEOUT_S
         # The evictions carried out at once, each with when its pod is overdue (the grace period its stop sends, and
@@ -257,7 +268,8 @@ class ClusterSync:
         overdue = {e.pod.uid: (e, started + stop_grace_period_s(e.effective_grace_period_s) + OVERDUE_MARGIN_S)
                    for e in evictions if self._evictor is not None and (e.threshold is None or e.threshold.is_hard)}
         while True:
-            waiting = [uid for uid in waiting if not self._cleaned_up(uid)]
+            waiting = [uid for uid in waiting
+                       if not self._cleaned_up(uid) or (uid in for_disk and self._volumes_left(uid))]
             if not waiting:
                 return True
             now = self._clock.monotonic()

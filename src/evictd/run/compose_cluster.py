@@ -15,10 +15,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from evictd.adapters.node_pods import DiscoveredPods
+from evictd.adapters.pod_dirs import volume_dirs
 from evictd.config import Configuration, EvictdSettings
 from evictd.core.container_gc import PodState, PodStateFunc
 from evictd.core.engine import Eviction
-from evictd.core.errors import KubeError, NotActingError
+from evictd.core.errors import KubeError, NotActingError, SampleError
 from evictd.cri import NO_RUNTIME, Runtime
 from evictd.cycle.finished import AfterCycle, Cycle
 from evictd.cycle.manager import EvictionApiRoute, PodEvictor
@@ -153,7 +154,8 @@ def build_cluster(config: Configuration, node_name: str, metrics: Metrics, log: 
     sync = ClusterSync(watcher=watcher, evictor=kube_evictor, node_writer=node_writer, events=node_events,
                        on_error=api_error, log=log, runtime=runtime, critical=critical, should_stop=should_stop,
                        reclaim_event_period_s=settings.housekeeping_interval_s,
-                       standby=lease.standby_reason if lease is not None else lambda: None)
+                       standby=lease.standby_reason if lease is not None else lambda: None,
+                       volumes_left=disk_volumes_left(settings.kubelet_root_dir))
     own_uid = os.environ.get(POD_UID_ENV, "")
     pods = EvictablePods(watcher, journal, own_uid=own_uid)
     shadow = ShadowComparer(watcher.pods, settings.state_dir, lambda c: metrics.shadow.labels(str(c.outcome)).inc(),
@@ -167,6 +169,17 @@ def build_cluster(config: Configuration, node_name: str, metrics: Metrics, log: 
                         evictor=evictor, sync=sync, watcher=watcher, shadow=shadow,
                         journal=journal, pod_watch=PodWatchStart(watcher, log), eviction_api=route, lease=lease,
                         terminating=TerminatingEvictions(watcher, journal))
+
+
+def disk_volumes_left(kubelet_root: str) -> Callable[[str], bool]:
+    """Whether a pod (by UID) still has disk-backed emptyDir volumes under `kubelet_root` (False where its volumes
+    folder cannot be read: the wait after an eviction cannot tell, and does not hang on it)."""
+    def left(uid: str) -> bool:
+        try:
+            return bool(volume_dirs(kubelet_root, uid))
+        except SampleError:
+            return False
+    return left
 
 
 def pod_states(watcher: PodWatcher | None) -> tuple[PodStateFunc, Callable[[], bool]]:

@@ -42,6 +42,12 @@ def pods_memory(real_pod: RealPodNode) -> str:
     return ", ".join(f"{key} {value / MiB:.1f} MiB" for key, value in figures.items())
 
 
+def inactive_file_bytes(real_pod: RealPodNode) -> int:
+    """The pods cgroup's total_inactive_file as memory.stat shows it now."""
+    stat = real_pod.memory_file(real_pod.pods_cgroup, "memory.stat").read_text()
+    return int(dict(line.split() for line in stat.splitlines())["total_inactive_file"])
+
+
 def start_watching_the_pod(tmp_path: Path, real_pod: RealPodNode, evictd_processes: list[EvictdProcess]) -> EvictdProcess:
     """Start `evictd run` on the real pod's node (allocatableMemory.available < 200Mi, an hour between ticks, memcg
     wake-ups only) and return once its first cycle finished and the notifiers are armed."""
@@ -150,6 +156,11 @@ def test_page_cache_turned_active_crosses_with_no_charge_and_the_memory_watch_de
         cached = Path(folder) / "cache.bin"
         pod_process.do(f"write {cached} {PAGE_CACHE_BYTES}")
         pod_process.do(f"alloc {200 * MiB}")  # ~205 MiB of working set: ~107 MiB short of the 312 MiB level
+        # The kernel folds fresh page cache into memory.stat's inactive file late (a CI run's first cycle still saw
+        # the file in the working set): start the daemon once the statistics count it.
+        deadline = time.monotonic() + 20.0
+        while inactive_file_bytes(real_pod) < PAGE_CACHE_BYTES - 8 * MiB and time.monotonic() < deadline:
+            time.sleep(0.05)
         daemon = start_watching_the_pod(tmp_path, real_pod, evictd_processes)
         before = daemon.metric("evictd_signal_available_bytes", signal="allocatableMemory.available")
         assert before > 250 * MiB, f"the page cache is not in the working set yet: {pods_memory(real_pod)}"

@@ -82,8 +82,9 @@ STEADY_WINDOW_S = STEADY_MAX_PERIOD_S
 # While a hard memory threshold is met the watch looks at nothing else, but once every this long at whether it is met
 # still: a threshold met with no eviction to follow (dry-run, no pod to evict, memory given back by itself) is
 # released with no cycle to hand the watch its targets again, and a crossing after that would wait for the tick.
-# Two looks a second cost the 6.1 guest about half of STEADY_MAX_PERIOD_S's 1 CPU s a minute; the release itself
-# needs no hurry, the next crossing is a full threshold away.
+# Two looks a second should cost the 6.1 guest about half of what STEADY_MAX_PERIOD_S's four were measured at (under
+# 1 CPU s a minute; not measured at this pace); the release itself needs no hurry, the next crossing is a full
+# threshold away.
 HELD_PERIOD_S = 0.5
 
 

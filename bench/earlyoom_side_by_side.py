@@ -371,7 +371,8 @@ class Detectors:
 class EvictdCrossing:
     """One crossing evictd decided, its times in wall-clock seconds: when the sampler saw it (with memory.stat's
     inactive file, and with /proc/meminfo's: None when not within a second of the others), when evictd woke for it
-    and decided (its log), what woke it (`woken_by`), and the daemon's process and threads then."""
+    and decided (its log), what woke it (`woken_by`), how long of that its confirming reading took (its log's
+    `confirmed_after_ms`, None when the cycle confirmed nothing), and the daemon's process and threads then."""
 
     pid: int
     tids: frozenset[int]
@@ -380,6 +381,7 @@ class EvictdCrossing:
     woke: float
     decided: float
     woken_by: str
+    confirmed_after_s: float | None = None
 
 
 @dataclass
@@ -461,11 +463,15 @@ def one_crossing(detectors: Detectors, allocator: subprocess.Popen[str], result:
         # scheduler's, or a cycle already running when the crossing came, or the crossing seen by a timer tick).
         result.evictd_own_s.append(float(event.get("decided_after_ms", float("nan"))) / 1000)
         woken_by = ",".join(event.get("woken_by", []))
+        confirmed_after_ms = event.get("confirmed_after_ms")
+        confirmed_after_s = None if confirmed_after_ms is None else float(str(confirmed_after_ms)) / 1000
         result.evictd_crossings.append(EvictdCrossing(
             detectors.evictd.pid, thread_ids(detectors.evictd.pid), first_below["evictd"],
-            first_below.get("evictd_meminfo"), decided - result.evictd_own_s[-1], decided, woken_by))
+            first_below.get("evictd_meminfo"), decided - result.evictd_own_s[-1], decided, woken_by,
+            confirmed_after_s))
+        confirmed = "" if confirmed_after_s is None else f", {confirmed_after_s * 1000:.1f} ms of it confirming"
         lags.append(f"evictd {result.evictd_s[-1] * 1000:.1f} ms (woken by {woken_by}, "
-                    f"{result.evictd_own_s[-1] * 1000:.1f} ms from wake-up to decision)")
+                    f"{result.evictd_own_s[-1] * 1000:.1f} ms from wake-up to decision{confirmed})")
     if found_earlyoom is None:
         result.earlyoom_missed += 1
         lags.append("earlyoom missed")
@@ -515,8 +521,10 @@ def kernel_report(result: Result, wakeups: KernelWakeups, wall_minus_monotonic: 
         if decided - crossed > TARGET_P99_S:
             seen = ", ".join(f"{(wakeup.at - crossed) * 1000:+.1f} ms by {labels.get(wakeup.waker_tid, wakeup.waker)}"
                              for wakeup in wakeups.between(crossed, decided, tids) if wakeup.waker_tid not in tids)
+            confirming = ("" if crossing.confirmed_after_s is None
+                          else f", its confirming reading {crossing.confirmed_after_s * 1000:.1f} ms after the first")
             slow.append(f"    crossing {index + 1}: decided {(decided - crossed) * 1000:.1f} ms after the crossing "
-                        f"(woken by {crossing.woken_by}); the kernel woke evictd at "
+                        f"(woken by {crossing.woken_by}{confirming}); the kernel woke evictd at "
                         + (f"{(cause.at - crossed) * 1000:+.1f} ms (by {labels.get(cause.waker_tid, cause.waker)})"
                            if cause else "no time recorded")
                         + f", evictd woke at {(woke - crossed) * 1000:+.1f} ms; with /proc/meminfo's inactive file "

@@ -102,10 +102,10 @@ GONE = summary(memory=2 * Gi, pods=[pod_stats(VICTIM, memory=Gi)])
 @pytest.mark.parametrize(
     ("script", "hold_s", "evicted", "slept_s", "confirmed"),
     [
-        # The confirming readings at 10, 20, 40 and 80 ms, then at the hold's end (100 ms).
-        pytest.param((SHALLOW, *[SHALLOW] * 4, GONE), CROSSING_HOLD_S, False, CROSSING_HOLD_S, False,
+        # The confirming readings at 5, 10, 20, 40 and 80 ms, then at the hold's end (100 ms).
+        pytest.param((SHALLOW, *[SHALLOW] * 5, GONE), CROSSING_HOLD_S, False, CROSSING_HOLD_S, False,
                      id="shallow-gone-on-confirmation"),
-        pytest.param((SHALLOW, *[SHALLOW] * 5), CROSSING_HOLD_S, True, CROSSING_HOLD_S, True,
+        pytest.param((SHALLOW, *[SHALLOW] * 6), CROSSING_HOLD_S, True, CROSSING_HOLD_S, True,
                      id="shallow-held-is-evicted"),
         pytest.param((SHALLOW, GONE), CROSSING_HOLD_S, False, EARLY_CONFIRM_S, False, id="gone-at-the-early-reading"),
         pytest.param((SHALLOW, CROSSED), CROSSING_HOLD_S, True, EARLY_CONFIRM_S, True, id="deep-at-the-early-reading"),
@@ -124,6 +124,8 @@ def test_a_crossing_is_decided_on_its_confirming_reading(script: tuple, hold_s: 
     assert bool(evictor.calls) is evicted
     assert clock.now_s == pytest.approx(slept_s), "the manager sleeps through its clock"
     assert report.observed.crossing_confirmed is confirmed
+    assert report.observed.confirmed_after_s == (pytest.approx(slept_s) if hold_s > 0 else None), \
+        "the wait for the confirming reading is reported"
     assert report.observed.crossing_unconfirmed is (hold_s > 0 and not evicted)
     assert bool(report.decided.assessment.node_conditions) is evicted, "an unconfirmed crossing makes no condition"
 
@@ -143,16 +145,16 @@ def test_a_crossing_is_deep_more_than_a_step_past_its_threshold(available: int, 
 def test_the_confirming_readings_and_the_wait_after_an_eviction_are_rereads() -> None:
     """The cycle's first reading asks every source; its confirmations and `hard_threshold_met` are re-reads, which a
     source may answer without waiting on a slow runtime again."""
-    m, evictor, _ = manager(*[SHALLOW] * 7)
+    m, evictor, _ = manager(*[SHALLOW] * 8)
     m.synchronize()
     assert evictor.calls
     assert m.hard_threshold_met()
     stats = m._stats
-    assert isinstance(stats, Stats) and stats.rereads == [False, True, True, True, True, True, True]
+    assert isinstance(stats, Stats) and stats.rereads == [False, True, True, True, True, True, True, True]
 
 
 def test_a_threshold_held_met_is_not_confirmed_again() -> None:
-    m, evictor, clock = manager(*[SHALLOW] * 7)
+    m, evictor, clock = manager(*[SHALLOW] * 8)
     m.synchronize()
     m.synchronize()
     assert clock.now_s == pytest.approx(CROSSING_HOLD_S), "one hold, at the crossing"
@@ -160,12 +162,12 @@ def test_a_threshold_held_met_is_not_confirmed_again() -> None:
 
 
 @pytest.mark.parametrize(("hold_s", "flapping", "reads"), [
-    pytest.param(0.1, False, (0.01, 0.02, 0.04, 0.08, 0.1), id="doubling-within-the-hold"),
-    pytest.param(0.1, True, (0.01, 0.1), id="flapping-the-early-reading-and-the-end"),
-    pytest.param(0.15, True, (0.01, 0.15), id="flapping-a-varied-hold"),
-    pytest.param(0.04, False, (0.01, 0.02, 0.04), id="a-short-hold-no-reading-twice"),
-    pytest.param(0.01, False, (0.01,), id="a-hold-of-the-early-reading"),
-    pytest.param(0.005, False, (0.005,), id="a-hold-shorter-than-it"),
+    pytest.param(0.1, False, (0.005, 0.01, 0.02, 0.04, 0.08, 0.1), id="doubling-within-the-hold"),
+    pytest.param(0.1, True, (0.005, 0.1), id="flapping-the-early-reading-and-the-end"),
+    pytest.param(0.15, True, (0.005, 0.15), id="flapping-a-varied-hold"),
+    pytest.param(0.04, False, (0.005, 0.01, 0.02, 0.04), id="a-short-hold-no-reading-twice"),
+    pytest.param(0.005, False, (0.005,), id="a-hold-of-the-early-reading"),
+    pytest.param(0.003, False, (0.003,), id="a-hold-shorter-than-it"),
 ])
 def test_the_confirming_readings_double_from_the_early_one_within_the_hold(hold_s: float, flapping: bool,
                                                                           reads: tuple[float, ...]) -> None:
@@ -190,8 +192,8 @@ def test_the_hold_is_fixed_unless_the_memory_flaps_and_then_spread_between_once_
 
 
 def test_a_flapping_cycle_waits_the_varied_hold_and_each_confirmation_the_next_one() -> None:
-    # While flapping: the 10 ms reading and the hold's end; then, not flapping, 10, 20, 40, 80 ms and the end.
-    m, _, clock = manager(*(SHALLOW, SHALLOW, GONE) * 2, SHALLOW, *[SHALLOW] * 4, GONE)
+    # While flapping: the 5 ms reading and the hold's end; then, not flapping, 5, 10, 20, 40, 80 ms and the end.
+    m, _, clock = manager(*(SHALLOW, SHALLOW, GONE) * 2, SHALLOW, *[SHALLOW] * 5, GONE)
     slept = []
     for flapping in (True, True, False):
         before = clock.now_s

@@ -16,6 +16,7 @@ from pathlib import Path
 from evictd_process import EvictdProcess, memory_wakeups, start_evictd
 
 from evictd.core.quantity import Quantity
+from evictd.core.settled import CROSSING_HOLD_S, EARLY_CONFIRM_S
 from evictd.cycle.cadence import NOTIFICATION_FOLLOW_UPS_S
 from real_pod_node import REAL_POD_LIMIT_BYTES, MiB, RealPodNode
 
@@ -81,6 +82,8 @@ def test_a_pod_allocating_past_allocatable_wakes_the_loop_and_would_be_evicted(
     assert met["woken_by"] and set(met["woken_by"]) <= {"memcg", "memory_watch", "timer"}, \
         f"the line names what woke the loop: {met['woken_by']}"
     assert 0 <= met["decided_after_ms"] < DECISION_WITHIN_S * 1000, "wake-up to decision, in the line"
+    # A crossing newly met is confirmed by a second reading (evictd.core.settled); the line says how long that took.
+    assert EARLY_CONFIRM_S * 1000 <= met["confirmed_after_ms"] < 2 * CROSSING_HOLD_S * 1000 + 100, met
     evicted = daemon.wait_event("would evict pod", timeout=5)
     assert evicted["pod"] == real_pod.key == "shop/cart-7d9f"
     assert evicted["signal"] == "allocatableMemory.available"

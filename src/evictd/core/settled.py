@@ -22,18 +22,21 @@ eviction (issue #37, item 2):
    in 6,629 at 1 ms beside a 64 MiB write-and-delete loop) and longer than a short dip (an 80 ms dip below a hard
    threshold every 2 s evicts no one); a shallow crossing that holds is decided ~100 ms after it was read.
 
-   A crossing that goes deep is not held that long: the cycle reads again `EARLY_CONFIRM_S` (10 ms) after the
-   first reading, then at twice that, four times, ... within the hold (10, 20, 40 and 80 ms, then 100 ms:
+   A crossing that goes deep is not held that long: the cycle reads again `EARLY_CONFIRM_S` (5 ms) after the
+   first reading, then at twice that, four times, ... within the hold (5, 10, 20, 40 and 80 ms, then 100 ms:
    `confirming_reads`), and a threshold met at one of these readings by more than `DEEP_CROSSING_BYTES` (8 MiB, the
    memcg notifier's step) past its quantity is decided on that reading (`crossing_deep`); a threshold no longer
    met at one is unconfirmed at once. Only a crossing still shallow at each waits out the hold. A dip of a few MiB
-   is what the hold is for; memory filling at 1-2 GiB a second (a process faulting in fresh pages) is 10-20 MiB
-   past the level 10 ms on, and waiting 100 ms more for it made evictd slower than earlyoom (p50 102 ms against
-   38 ms, black-box). A fill slowed down by a busy machine (8 MiB in 10-80 ms: 100-800 MiB/s) is decided at the
-   first reading that finds it deep: with one early reading, 4 of 50 crossings beside a test run waited the whole
-   hold (102-106 ms, where the kernel had woken evictd at the crossing). While the memory flaps only the 10 ms
-   reading is taken before the hold's end (a flapping tenant's crossings are shallow: each reading costs a cycle's
-   reading of the node).
+   is what the hold is for; memory filling at 1-2 GiB a second (a process faulting in fresh pages) is 5-10 MiB
+   past the level 5 ms on (10-20 MiB 10 ms on), and waiting 100 ms more for it made evictd slower than earlyoom
+   (p50 102 ms against 38 ms, black-box). The first reading comes 5 ms on, not 10 as before 2026-11-26: the wait is
+   most of evictd's own share of a crossing's latency (p50 13 of 14 ms beside a writer at 10 ms), and no settled
+   reading was more than 4 MiB off when read every millisecond (above): the depth, not the wait, tells a dip from
+   a fill. A fill slowed down by a busy machine (8 MiB in 10-80 ms: 100-800 MiB/s) is decided at the first reading
+   that finds it deep: with one early reading, 4 of 50 crossings beside a test run waited the whole hold (102-106
+   ms, where the kernel had woken evictd at the crossing). While the memory flaps only the first early reading is
+   taken before the hold's end (a flapping tenant's crossings are shallow: each reading costs a cycle's reading of
+   the node).
 
    While the memory flaps (`evictd.cycle.cadence`: four changes in 10 s) the hold varies between `CROSSING_HOLD_S`
    and twice that (`crossing_hold_s`): a fixed hold never confirms a tenant whose period is twice the hold (each
@@ -67,7 +70,7 @@ from evictd.core.thresholds import Threshold, threshold_quantity, thresholds_met
 CROSSING_HOLD_S = 0.1
 # The first confirming reading, this long after the first; a crossing this far past its threshold's quantity there is
 # decided on it (the memcg notifier set's re-arming step: a dip of a few MiB stays under it).
-EARLY_CONFIRM_S = 0.01
+EARLY_CONFIRM_S = 0.005
 DEEP_CROSSING_BYTES = 8 << 20
 # A notification's follow-ups go on while a memory threshold is this close to being met: the step by which the memcg
 # notifier set re-arms (`evictd.core.memcg.MEMCG_REARM_STEP_BYTES`); further away its re-armed level announces the

@@ -69,6 +69,9 @@ class Observed:
     # taken to confirm (`evictd.core.settled`), and whether it did; () when the cycle had nothing to confirm.
     crossed: tuple[Signal, ...] = ()
     crossing_confirmed: bool = False
+    # How long after the first reading the reading that confirmed or unconfirmed `crossed` was taken (None: nothing to
+    # confirm): the part of a crossing's latency that the confirmation costs.
+    confirmed_after_s: float | None = None
 
     @property
     def crossing_unconfirmed(self) -> bool:

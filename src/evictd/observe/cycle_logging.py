@@ -190,6 +190,10 @@ class CycleLogger:
         if wake is not None:
             fields["woken_by"] = list(wake.causes)
             fields["decided_after_ms"] = round(wake.decided_after_s * 1000, 1)
+        confirmed_after_s = report.observed.confirmed_after_s
+        if confirmed_after_s is not None and status.threshold.signal in report.observed.crossed:
+            # of that, the wait for the reading that confirmed the crossing (evictd.core.settled)
+            fields["confirmed_after_ms"] = round(confirmed_after_s * 1000, 1)
         self._log.warning("threshold met", **fields)
 
     def _eviction_api(self, number: int, report: CycleReport) -> None:

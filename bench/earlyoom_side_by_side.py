@@ -320,6 +320,7 @@ class Detectors:
     """evictd and earlyoom running side by side, with thresholds set from the memory free when they started."""
 
     def __init__(self, earlyoom: str, workdir: Path, nice: int = 0, crossing_hold: str | None = None) -> None:
+        self.workdir = workdir
         self.evictd_threshold = available_bytes(mem_total_bytes(), MEMORY_ROOT) - TRIP_BYTES
         self.earlyoom_threshold = meminfo_available_bytes() - TRIP_BYTES
         port = self.port = free_port()
@@ -337,7 +338,7 @@ class Detectors:
         # A node lock of its own: other evictd processes on this shared machine must not hold up its start.
         self.evictd = subprocess.Popen([*(["nice", "-n", str(nice)] if nice else []), str(evictd), "run", "--config",
                                         str(config)], stdout=subprocess.PIPE,
-                                       stderr=subprocess.DEVNULL, text=True, bufsize=1,
+                                       stderr=(workdir / "evictd.stderr").open("a"), text=True, bufsize=1,
                                        env={**os.environ, "EVICTD_NODE_LOCK": str(workdir / "node.lock")})
         self.earlyoom = subprocess.Popen(
             [earlyoom, "--dryrun", "-r", "0", "-M", str(self.earlyoom_threshold // 1024), "-m", "99", "-s", "99"],
@@ -379,6 +380,13 @@ class Detectors:
         """How far each metric is above its detector's threshold now."""
         return (available_bytes(mem_total_bytes(), MEMORY_ROOT) - self.evictd_threshold,
                 meminfo_available_bytes() - self.earlyoom_threshold)
+
+    def stderr_tail(self, size: int = 2000) -> str:
+        """The end of what evictd wrote on stderr (a traceback, when it died of one)."""
+        try:
+            return (self.workdir / "evictd.stderr").read_text(errors="replace")[-size:]
+        except OSError:
+            return ""
 
     def stop(self) -> None:
         for process in (self.evictd, self.earlyoom):
@@ -491,6 +499,10 @@ def one_crossing(detectors: Detectors, allocator: subprocess.Popen[str], result:
     if found_evictd is None:
         result.evictd_missed += 1
         lags.append("evictd missed")
+        if detectors.evictd.poll() is not None:  # say why, and go on with a fresh one (restarted on the next crossing)
+            lags.append(f"evictd exited with status {detectors.evictd.returncode}: its last lines "
+                        f"{[line for _, line in detectors.evictd_lines.lines[-3:]]}, its stderr's last "
+                        f"{detectors.stderr_tail()!r}")
     else:
         event = evictd_event(found_evictd[2])
         assert event is not None
@@ -641,7 +653,8 @@ def main() -> int:
             distances = detectors.distances() if detectors is not None else (0, 0)
             if detectors is None:
                 detectors = Detectors(earlyoom, workdir, args.evictd_nice, args.crossing_hold)
-            elif not all(TRIP_RANGE_BYTES[0] <= d <= TRIP_RANGE_BYTES[1] for d in distances):
+            elif detectors.evictd.poll() is not None or detectors.earlyoom.poll() is not None or not all(
+                    TRIP_RANGE_BYTES[0] <= d <= TRIP_RANGE_BYTES[1] for d in distances):
                 detectors.stop()
                 result.restarts += 1
                 detectors = Detectors(earlyoom, workdir, args.evictd_nice, args.crossing_hold)

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import subprocess
 import time
 from dataclasses import dataclass
@@ -325,6 +326,43 @@ class Real:
         deadline = time.monotonic() + POD_GONE_TIMEOUT_S
         while self.api_pods() and time.monotonic() < deadline:
             time.sleep(0.5)
+        self._wait_pods_gone_from_node([pod["metadata"]["uid"] for pod in pods],
+                                       {pod["metadata"]["uid"]: (pod.get("status") or {}).get("qosClass", "").lower()
+                                        for pod in pods})
+
+    def _wait_pods_gone_from_node(self, uids: list[str], qos: dict[str, str]) -> None:
+        """Wait until the kubelet stopped the run's pods and removed their folders: a pod deleted with grace 0 is gone
+        from the API at once while its containers still run. The next run's kubelet, restarted with other settings,
+        otherwise starts beside the last run's memory (it saw MemoryPressure and refused the next run's pods) or its
+        full disk (a disk fill's emptyDir the kubelet had not removed yet). What is still there after
+        `POD_GONE_TIMEOUT_S` is cleared here: the pod cgroup's processes killed (`cgroup.kill`), the emptyDir
+        volumes' files removed (their folders are the kubelet's to remove)."""
+        root = self.cluster.cgroup_root.strip("/")
+        cgroups = {uid: CGROUP / root / self.layout.pod(uid, qos[uid]) for uid in uids if qos.get(uid)}
+        folders = {uid: Path(self.cluster.kubelet_root) / "pods" / uid for uid in uids}
+
+        def left() -> list[Path]:
+            return [path for path in (*cgroups.values(), *folders.values()) if path.exists()]
+
+        deadline = time.monotonic() + POD_GONE_TIMEOUT_S
+        while left() and time.monotonic() < deadline:
+            time.sleep(0.5)
+        for uid, cgroup in cgroups.items():
+            if cgroup.exists():
+                print(f"end of run: pod {uid}'s cgroup still there; killing what is left in it", flush=True)
+                with contextlib.suppress(OSError):
+                    (cgroup / "cgroup.kill").write_text("1")
+        for uid, folder in folders.items():
+            volumes = folder / "volumes" / "kubernetes.io~empty-dir"
+            if volumes.is_dir():
+                print(f"end of run: pod {uid}'s emptyDir volumes still there; removing their files", flush=True)
+                for volume in volumes.iterdir():
+                    for entry in volume.iterdir() if volume.is_dir() else ():
+                        with contextlib.suppress(OSError):
+                            if entry.is_dir() and not entry.is_symlink():
+                                shutil.rmtree(entry)
+                            else:
+                                entry.unlink()
 
     def close(self) -> None:
         self.cluster.stop(remove_base=False)

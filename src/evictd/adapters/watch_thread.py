@@ -9,7 +9,8 @@ idles until the next arming.
 Between looks the thread sleeps in `poll` on a second eventfd of its own, which an arming (or `close`) signals: one
 system call a wait. A timed `threading.Condition.wait` costs about twice the CPU (0.275 against 0.125 ms of the
 thread's time a wait in the 6.1 user-mode guest, 400 waits of 10 ms each; `time.sleep` 0.15 ms), and on cgroup v2
-the watch's waits are most of what it costs at a margin (docs/cgroup-v2.md).
+the waits are a large part of what the watch costs at a margin (docs/cgroup-v2.md: there, on a loaded host, no
+difference showed above the noise).
 
 Invariants: the Notifier shape of `evictd.adapters.notifiers` (one descriptor, O_CLOEXEC, `close` idempotent and
 stopping the thread); the thread never holds the lock while looking or waiting; a look armed with what an earlier

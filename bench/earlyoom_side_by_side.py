@@ -321,6 +321,7 @@ class Detectors:
 
     def __init__(self, earlyoom: str, workdir: Path, nice: int = 0, crossing_hold: str | None = None) -> None:
         self.workdir = workdir
+        self._stderr = (workdir / "evictd.stderr").open("a")  # kept: why an evictd that exited did (`stderr_tail`)
         self.evictd_threshold = available_bytes(mem_total_bytes(), MEMORY_ROOT) - TRIP_BYTES
         self.earlyoom_threshold = meminfo_available_bytes() - TRIP_BYTES
         port = self.port = free_port()
@@ -338,7 +339,7 @@ class Detectors:
         # A node lock of its own: other evictd processes on this shared machine must not hold up its start.
         self.evictd = subprocess.Popen([*(["nice", "-n", str(nice)] if nice else []), str(evictd), "run", "--config",
                                         str(config)], stdout=subprocess.PIPE,
-                                       stderr=(workdir / "evictd.stderr").open("a"), text=True, bufsize=1,
+                                       stderr=self._stderr, text=True, bufsize=1,
                                        env={**os.environ, "EVICTD_NODE_LOCK": str(workdir / "node.lock")})
         self.earlyoom = subprocess.Popen(
             [earlyoom, "--dryrun", "-r", "0", "-M", str(self.earlyoom_threshold // 1024), "-m", "99", "-s", "99"],
@@ -398,6 +399,7 @@ class Detectors:
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait()
+        self._stderr.close()
 
 
 # --------------------------------------------------------------------------------------------------

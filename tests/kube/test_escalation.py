@@ -31,7 +31,8 @@ from evictd.core.kubelet_config import eviction_settings
 from evictd.core.pods import Pod
 from evictd.core.summary import Summary
 from evictd.core.summary_parser import summary_from_dict
-from evictd.cycle.manager import EvictionApiRoute, EvictionManager
+from evictd.cycle.eviction_api_route import EvictionApiRoute
+from evictd.cycle.manager import EvictionManager
 from evictd.kube.cluster import PENDING_RELEASE_DEADLINE_S, BackgroundEvictions, EvictablePods, TerminatingEvictions
 from evictd.kube.events import EventRecorder
 from evictd.kube.eviction_requests import EvictionRequests

@@ -29,7 +29,8 @@ from evictd.core.fs_layout import FsLayout
 from evictd.core.kubelet_config import eviction_settings
 from evictd.core.pods import FrozenMap
 from evictd.core.summary_parser import summary_from_dict
-from evictd.cycle.manager import EvictionApiRoute, EvictionManager
+from evictd.cycle.eviction_api_route import EvictionApiRoute
+from evictd.cycle.manager import EvictionManager
 from evictd.cycle.report import CycleReport, CycleStep, EvictionApiRefusal
 from evictd.kube.cluster import EvictablePods
 from evictd.kube.events import EventRecorder

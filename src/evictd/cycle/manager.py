@@ -10,17 +10,18 @@ eviction (as the kubelet counts it).
 A pod list that cannot be used (the Kubernetes API has given none) evicts nobody, unless `node_pods` is
 given: the pods the node shows are then ranked instead, for hard thresholds only (`_list_pods`).
 
-With an `EvictionApiRoute` (`softEvictionsThroughEvictionAPI`), a soft threshold's eviction asks the Eviction API
-instead (`_eviction_api_bypassed` says when not): the manager hands the first `max_candidates` ranked pods to a
-round of requests that runs off the loop (`ApiEvictor`) and goes on; a refusal moves the round to the next
-candidate. No request ever holds a cycle: a hung or slow Eviction API delays soft evictions only. While a round is
-under way no other starts. The cycle after a round ended reports it (`EvictionApiUse`): only an accepted request
-counts as an eviction (then, as after any eviction, the loop waits for the pod to go before deciding again, and no
-new round starts in that cycle); refusals and a request without an answer evict nobody. Hard thresholds, and a
-soft one once a hard threshold is met or once it has stayed met `deadline_s` past its grace period, evict as the
-kubelet does, at once, whatever round is under way. A pod the Eviction API accepted an eviction for that is still
-releasing in the background (`EvictionApiRoute.pending_release`: annotated eviction in progress, not deleted, within
-its deadline) holds soft evictions: no second one for the same shortfall (a hard threshold is not held).
+With an `EvictionApiRoute` (`softEvictionsThroughEvictionAPI`, `evictd.cycle.eviction_api_route`), a soft
+threshold's eviction asks the Eviction API instead (`eviction_api_bypassed` says when not): the manager hands the
+first `max_candidates` ranked pods to a round of requests that runs off the loop (`ApiEvictor`) and goes on; a
+refusal moves the round to the next candidate. No request ever holds a cycle: a hung or slow Eviction API delays
+soft evictions only. While a round is under way no other starts. The cycle after a round ended reports it
+(`EvictionApiUse`): only an accepted request counts as an eviction (then, as after any eviction, the loop waits for
+the pod to go before deciding again, and no new round starts in that cycle); refusals and a request without an
+answer evict nobody. Hard thresholds, and a soft one once a hard threshold is met or once it has stayed met
+`deadline_s` past its grace period, evict as the kubelet does, at once, whatever round is under way. A pod the
+Eviction API accepted an eviction for that is still releasing in the background (`EvictionApiRoute.pending_release`:
+annotated eviction in progress, not deleted, within its deadline) holds soft evictions: no second one for the same
+shortfall (a hard threshold is not held).
 
 Escalation (evictd's own, issue #43): the pods evictd itself evicted with a longer grace period than a hard
 threshold gives, still terminating (`terminating`), are ranked again when a hard threshold acts; the first of the
@@ -39,7 +40,7 @@ across the wait after an eviction.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Protocol
 
 from evictd.clock import Clock
@@ -75,6 +76,7 @@ from evictd.core.settled import (
 from evictd.core.signals import Signal, spec_of
 from evictd.core.summary import Observation, Summary, signal_observations
 from evictd.core.thresholds import Threshold
+from evictd.cycle.eviction_api_route import EvictionApiRoute, eviction_api_bypassed, is_soft, request_round
 from evictd.cycle.reclaim_first import MemoryReclaimStep
 from evictd.cycle.report import (
     Acted,
@@ -141,35 +143,6 @@ class PodEvictor(Protocol):
     """Evicts one pod as decided (raises EvictdError on failure)."""
 
     def evict(self, eviction: Eviction) -> None: ...
-
-
-class ApiEvictor(Protocol):
-    """Asks the Eviction API off the loop, one round of candidates at a time (`evictd.core.eviction_api`)."""
-
-    def request(self, candidates: Sequence[Eviction]) -> bool:
-        """Start a round asking for `candidates` in turn and return at once; False (nothing started) while the
-        previous round is under way."""
-        ...
-
-    def asking(self) -> str | None:
-        """The pod (namespace/name) the round under way is asking for; None when no round is under way."""
-        ...
-
-    def finished(self) -> EvictionApiRound | None:
-        """The round that ended since the last call (each round once); None when none did."""
-        ...
-
-
-@dataclass(frozen=True, slots=True)
-class EvictionApiRoute:
-    """Soft evictions through the Eviction API: who asks, how many candidates a cycle may ask at most, and how
-    long past its grace period a soft threshold may stay met before evictd evicts as the kubelet does."""
-
-    evictor: ApiEvictor
-    max_candidates: int
-    deadline_s: float
-    # The pod (namespace/name) an accepted eviction is still releasing in the background, if any (None: none).
-    pending_release: Callable[[], str | None] = lambda: None
 
 
 class EvictionManager:
@@ -269,9 +242,8 @@ class EvictionManager:
             crossed = crossings_to_confirm(self.state.thresholds or self.config.thresholds,
                                            (*self.state.first_observed_at, *self.state.thresholds_met), summary)
             if crossed:
-                first_read = self._clock.monotonic()
-                summary, now = self._confirming_summary((*pods, *terminating), crossed, errors, flapping)
-                confirmed_after_s = now - first_read
+                summary, now, confirmed_after_s = self._confirming_summary((*pods, *terminating), crossed, errors,
+                                                                           flapping)
         self.state, assessment = assess(self.state, self.config, layout, summary, pods, now)
         observed = Observed(summary=summary, pods=pods, pod_list_problem=problem,
                             crossed=tuple(dict.fromkeys(t.signal for t in crossed)),
@@ -309,10 +281,11 @@ class EvictionManager:
         return bool(hard_thresholds_met(self.state, self.config, summary))
 
     def _confirming_summary(self, pods: Sequence[Pod], crossed: Sequence[Threshold], errors: list[CycleError],
-                            flapping: bool) -> tuple[Summary | None, float]:
-        """Read the stats again to confirm `crossed`: the reading the cycle decides on, and its time (a failed read is
-        an error of the cycle, which then decides nothing). The readings are taken at `confirming_reads`' times; the
-        first that shows a crossing gone deep, or none at all, is that reading; otherwise the hold's end is."""
+                            flapping: bool) -> tuple[Summary | None, float, float]:
+        """Read the stats again to confirm `crossed`: the reading the cycle decides on, its time and how long after
+        the first reading it was taken (a failed read is an error of the cycle, which then decides nothing). The
+        readings are taken at `confirming_reads`' times; the first that shows a crossing gone deep, or none at all, is
+        that reading; otherwise the hold's end is."""
         hold_s = crossing_hold_s(self._crossing_hold_s, flapping=flapping, count=self._holds_while_flapping)
         if flapping:
             self._holds_while_flapping += 1
@@ -323,7 +296,8 @@ class EvictionManager:
             summary = self._read_again(pods, errors, "to confirm a crossing", reread=True)
             if summary is None or not crossing_confirmed(crossed, summary) or crossing_deep(crossed, summary):
                 break
-        return summary, self._clock.monotonic()
+        now = self._clock.monotonic()
+        return summary, now, now - start
 
     def _read_again(self, pods: Sequence[Pod], errors: list[CycleError], why: str, *,
                     reread: bool = False) -> Summary | None:
@@ -383,7 +357,7 @@ class EvictionManager:
         through_api = False
         pending = None
         if route is not None and choice.eviction is not None and is_soft(choice.eviction):
-            bypassed = _eviction_api_bypassed(route, assessment, choice.eviction)
+            bypassed = eviction_api_bypassed(route, assessment, choice.eviction)
             through_api = bypassed is None
             if not any(status.threshold.is_hard for status in assessment.thresholds):
                 pending = route.pending_release()
@@ -393,7 +367,7 @@ class EvictionManager:
         if pending is not None:
             eviction_api = EvictionApiUse(pending_release=pending)
         elif through_api and route is not None and choice.eviction is not None:
-            eviction_api = _request_round(route.evictor, (choice.eviction, *choice.alternates), api_evicted)
+            eviction_api = request_round(route.evictor, (choice.eviction, *choice.alternates), api_evicted)
         else:
             evicted = (choice.eviction,) if choice.eviction else ()
             failures = self._evict(evicted)
@@ -469,35 +443,3 @@ class EvictionManager:
 def _eviction_failure(eviction: Eviction, error: EvictdError) -> CycleError:
     """The failure of `eviction`, as a cycle reports it (the kubelet's text: the pod, then what went wrong)."""
     return CycleError(CycleStep.EVICTION, f"{eviction.pod.key}: {error}", pod=eviction.pod.key)
-
-
-def is_soft(eviction: Eviction) -> bool:
-    """Whether `eviction` was decided by a soft threshold."""
-    return eviction.threshold is not None and not eviction.threshold.is_hard
-
-
-def _eviction_api_bypassed(route: EvictionApiRoute, assessment: Assessment, eviction: Eviction) -> str | None:
-    """Why a soft eviction goes the kubelet's way although soft evictions go through the Eviction API (None: it
-    goes through the API): a hard threshold is met, or the soft one has stayed met past its grace period for
-    longer than the route's deadline."""
-    hard = [status.threshold for status in assessment.thresholds if status.threshold.is_hard]
-    if hard:
-        return f"hard threshold {hard[0].signal} met"
-    for status in assessment.thresholds:
-        if status.threshold == eviction.threshold:
-            past_grace_s = status.observed_for_s - status.threshold.grace_period_s
-            if past_grace_s > route.deadline_s:
-                return (f"soft threshold {status.threshold.signal} met {past_grace_s:.0f} s past its grace period, "
-                        f"beyond the Eviction API deadline of {route.deadline_s:g} s")
-    return None
-
-
-def _request_round(evictor: ApiEvictor, candidates: Sequence[Eviction], api_evicted: bool) -> EvictionApiUse:
-    """Start a round of Eviction API requests for `candidates` unless one is under way or one just evicted a pod
-    (`api_evicted`: the loop first waits for that pod to go); return what the cycle did with them."""
-    if api_evicted:
-        return EvictionApiUse()
-    waiting = evictor.asking()
-    if waiting is None and evictor.request(candidates):
-        return EvictionApiUse(asked=tuple(eviction.pod.key for eviction in candidates))
-    return EvictionApiUse(waiting=waiting or evictor.asking())

@@ -21,8 +21,9 @@ from evictd.core.container_gc import PodState, PodStateFunc
 from evictd.core.engine import Eviction
 from evictd.core.errors import KubeError, NotActingError, SampleError
 from evictd.cri import NO_RUNTIME, Runtime
+from evictd.cycle.eviction_api_route import EvictionApiRoute
 from evictd.cycle.finished import AfterCycle, Cycle
-from evictd.cycle.manager import EvictionApiRoute, PodEvictor
+from evictd.cycle.manager import PodEvictor
 from evictd.cycle.reclaim_first import memory_reclaim_event
 from evictd.kube.client import build_api_client
 from evictd.kube.cluster import BackgroundEvictions, ClusterSync, EvictablePods, NodeFallbackPods, TerminatingEvictions

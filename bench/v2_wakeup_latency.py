@@ -18,7 +18,8 @@ At the margin (issue 37 item 3; tests/uml/guest_v2_margin.py: only hard threshol
   held there, watch on and off interleaved in one boot (``--rounds`` pairs of ``--segment-s`` seconds), and what
   one look's reads cost;
 * ``--margin-latency``: bursts (40 MiB at once) and ramps (1 MiB every 20 ms) that start from that steady
-  margin, decided by the watch (``--crossings`` of each).
+  margin, decided by the watch (``--crossings`` of each); ``--crossing-hold`` sets evictd's ``memoryCrossingHold``
+  (a ramp of 50 MiB/s is 8 MiB past the level only ~160 ms on: as shipped its crossing waits out the 100 ms hold).
 
 `--vm qemu` runs the same in the qemu guest (tests/qemu: Debian's stock kernel, 2 vCPUs, preemptible, with PSI,
 under QEMU's emulator, whose CPU is 10-16x slower than the host's) instead of the user-mode guest; its time
@@ -26,7 +27,7 @@ limits are 3x the user-mode guest's.
 
     python bench/v2_wakeup_latency.py [--crossings N] [--watch-only] [--vm qemu]
     python bench/v2_wakeup_latency.py --margin-cost [--segment-s 30] [--rounds 2] [--vm qemu]
-    python bench/v2_wakeup_latency.py --margin-latency [--crossings N] [--vm qemu]
+    python bench/v2_wakeup_latency.py --margin-latency [--crossings N] [--crossing-hold 0s] [--vm qemu]
 """
 
 from __future__ import annotations
@@ -111,12 +112,16 @@ def margin_cost(segment_s: float, rounds: int, vm: str) -> int:
     return 0
 
 
-def margin_latency(crossings: int, vm: str) -> int:
-    document = margin_document("latency", 120 + crossings * 2 * 15, {"V2_MARGIN_CROSSINGS": str(crossings)}, vm)
+def margin_latency(crossings: int, vm: str, crossing_hold: str | None) -> int:
+    env = {"V2_MARGIN_CROSSINGS": str(crossings)}
+    if crossing_hold:
+        env["V2_MARGIN_CROSSING_HOLD"] = crossing_hold
+    document = margin_document("latency", 120 + crossings * 2 * 15, env, vm)
     if document is None:
         return 1
     margins = document["marginsBeforeMiB"]
-    print(f"margin before the crossings: {min(margins):.1f}-{max(margins):.1f} MiB above the level")
+    print(f"margin before the crossings: {min(margins):.1f}-{max(margins):.1f} MiB above the level; "
+          f"memoryCrossingHold {crossing_hold or 'as shipped'}")
     print(f"{'kind':<8} {'crossings':>9} {'p50 ms':>9} {'p99 ms':>9} {'max ms':>9}")
     for kind in ("burst", "ramp"):
         late = [c["decidedLateS"] * 1000 for c in document["crossings"]
@@ -124,6 +129,10 @@ def margin_latency(crossings: int, vm: str) -> int:
         print(f"{kind:<8} {len(late):>9} {statistics.median(late):>9.0f} {percentile(late, 0.99):>9.0f} "
               f"{max(late):>9.0f}  " + " ".join(f"{v:.0f}" for v in late))
     print("wake-ups:", {cause: int(n) for cause, n in document["wakeups"].items() if n})
+    decided = [ms for ms in document.get("decidedAfterMs", []) if ms is not None]
+    if decided:
+        print(f"evictd's share, wake-up to decision: p50 {statistics.median(decided):.0f} ms, max {max(decided):.0f} "
+              "ms: " + " ".join(f"{ms:.0f}" for ms in decided))
     return 0
 
 
@@ -135,6 +144,8 @@ def main() -> int:
     parser.add_argument("--margin-latency", action="store_true", help="bursts and ramps from a steady margin")
     parser.add_argument("--segment-s", type=float, default=30.0, help="--margin-cost: seconds per segment")
     parser.add_argument("--rounds", type=int, default=2, help="--margin-cost: on/off pairs")
+    parser.add_argument("--crossing-hold", metavar="DURATION",
+                        help="--margin-latency: evictd's memoryCrossingHold (e.g. 0s; default: as shipped)")
     parser.add_argument("--vm", choices=("uml", "qemu"), default="uml",
                         help="the guest: uml (Debian's user-mode kernel, no PSI, 1 CPU) or qemu (make qemu-node: "
                              "2 vCPUs, preemptible, PSI)")
@@ -142,7 +153,7 @@ def main() -> int:
     if args.margin_cost:
         return margin_cost(args.segment_s, args.rounds, args.vm)
     if args.margin_latency:
-        return margin_latency(args.crossings, args.vm)
+        return margin_latency(args.crossings, args.vm, args.crossing_hold)
     out = Path(tempfile.mkdtemp(prefix="evictd-bench-v2-"))
     # Debian's kernel (no PSI), whatever EVICTD_UML_KERNEL says: this measures the wake-ups without PSI.
     modes = ("on",) if args.watch_only else ("off", "on")

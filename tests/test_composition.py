@@ -306,4 +306,6 @@ def test_the_memory_watch_looks_on_v1_beside_the_memcg_levels_and_on_v2_alone(
         if notifiers.memory_watch is not None:  # the levels' backstop on v1 is paced for a faster fill
             assert notifiers.memory_watch.fill_bytes_per_s == (
                 V1_BACKSTOP_FILL_BYTES_PER_S if fixture == FIXTURE_V1 else ASSUMED_FILL_BYTES_PER_S)
+            # on v2, where it is the only wake-up, its steady pace follows what a look costs; on v1 it is fixed
+            assert notifiers.memory_watch.look_budget is (fixture != FIXTURE_V1)
         assert (notifiers.memcg is not None) is memcg

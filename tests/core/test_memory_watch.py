@@ -11,6 +11,7 @@ from evictd.core.memory_watch import (
     ASSUMED_FILL_BYTES_PER_S,
     FLOOR_FILL_BYTES_PER_S,
     HELD_PERIOD_S,
+    LOOK_CPU_SHARE,
     MIN_PERIOD_S,
     STEADY_MAX_PERIOD_S,
     STEADY_TOLERANCE_BYTES,
@@ -20,6 +21,7 @@ from evictd.core.memory_watch import (
     WatchTarget,
     look,
     look_history,
+    steady_max_period_s,
     watch_period_s,
     watch_plan,
 )
@@ -261,3 +263,54 @@ def test_a_look_at_held_targets_waits_for_their_release_and_then_judges_the_targ
     found = look({}, (ROOT_TARGET, PODS_TARGET), working_sets, now=1.0, until_tick_s=until_tick_s,
                  held=(ROOT_TARGET,))
     assert (found.met, found.period_s, found.released) == (met, period_s, released)
+
+
+# Issue 37 items 3 and 5 on cgroup v2: the steady cap follows what a look costs the watch's thread.
+@pytest.mark.parametrize(("look_cpu_s", "cap_s"), [
+    (None, STEADY_MAX_PERIOD_S),  # not measured yet: the fixed cap
+    (0.00005, MIN_PERIOD_S),  # a real host's look (tens of microseconds): the fast rule's pace
+    (0.00065, 0.078),  # the 6.1 user-mode guest on a quiet host
+    (0.0025, STEADY_MAX_PERIOD_S),  # the same guest on a loaded host: the fixed cap bounds the wait
+])
+def test_on_v2_the_steady_cap_spends_at_most_the_looks_share_of_a_cpu(look_cpu_s: float | None, cap_s: float) -> None:
+    assert steady_max_period_s(look_cpu_s) == pytest.approx(cap_s)
+
+
+@given(st.floats(min_value=0.0, max_value=1.0))
+def test_the_budgeted_cap_is_within_the_fast_pace_and_the_fixed_cap_and_keeps_to_the_share_in_between(
+        look_cpu_s: float) -> None:
+    cap = steady_max_period_s(look_cpu_s)
+    assert MIN_PERIOD_S <= cap <= STEADY_MAX_PERIOD_S
+    if MIN_PERIOD_S < cap < STEADY_MAX_PERIOD_S:
+        assert look_cpu_s / cap == pytest.approx(LOOK_CPU_SHARE)
+
+
+@pytest.mark.parametrize("cap_s", [MIN_PERIOD_S, 0.078, STEADY_MAX_PERIOD_S])
+def test_with_a_budgeted_cap_the_window_and_the_floor_fill_follow_it(cap_s: float) -> None:
+    """A margin is steady after a window as long as the cap, and a steady look waits no longer than the cap nor than
+    a fill of the tolerance per cap needs to use the margin up; a fill faster than that is never steady."""
+    history = look_history(None, 15 * MI, 0.0, steady_max_s=cap_s)
+    history = look_history(history, 15 * MI, cap_s * 0.99, steady_max_s=cap_s)
+    assert not history.steady
+    history = look_history(history, 15 * MI, cap_s, steady_max_s=cap_s)
+    assert history.steady
+    assert watch_period_s(15 * MI, 10.0, steady=True, steady_max_s=cap_s) == pytest.approx(cap_s)
+    tiny = MI // 4
+    assert watch_period_s(tiny, 10.0, steady=True, steady_max_s=cap_s) == pytest.approx(
+        max(MIN_PERIOD_S, min(cap_s, tiny / (STEADY_TOLERANCE_BYTES / cap_s))))
+    rate = STEADY_TOLERANCE_BYTES / cap_s * 1.5
+    history = look_history(None, 1 << 40, 0.0, steady_max_s=cap_s)
+    for step in range(1, 20):
+        at = step * cap_s / 4
+        history = look_history(history, (1 << 40) - int(rate * at), at, steady_max_s=cap_s)
+        assert not history.steady
+
+
+def test_a_look_with_a_budgeted_cap_paces_a_steady_margin_by_it() -> None:
+    steady = LookHistory(reference_bytes=37 * MI, since_s=0.0, steady=True)
+    found = look({ROOT_TARGET: steady}, (ROOT_TARGET,), {"": 1500 * MI}, now=1.0, until_tick_s=9.0,
+                 steady_max_s=0.078)
+    assert found.period_s == pytest.approx(0.078)
+    held = look({ROOT_TARGET: steady}, (ROOT_TARGET,), {"": 1500 * MI}, now=1.0, until_tick_s=9.0,
+                held=(ROOT_TARGET,), steady_max_s=0.078)
+    assert held.released and held.period_s == pytest.approx(0.078), "released: judged with the same cap"

@@ -18,6 +18,7 @@ Scenarios:
 * ``latency``: crossings from that steady margin, decided by the watch (`V2_MARGIN_CROSSINGS` of each kind):
   a burst (a pod gets `BURST_MIB` in one mmap) and a ramp (`RAMP_STEP_MIB` every `RAMP_PERIOD_S`), each after
   the margin was steady for a while; latency = evictd's "threshold met" - the first kernel sample below the level.
+  `V2_MARGIN_CROSSING_HOLD` (optional) sets evictd's ``memoryCrossingHold``.
 """
 
 from __future__ import annotations
@@ -84,6 +85,9 @@ def config(work: Path, kubeconfig: Path, *, memcg_wakeups: bool) -> dict[str, st
               f"imageFsPath: {work}\ncontainerFsPath: {work}\n"
               f"memcgWakeups: {'true' if memcg_wakeups else 'false'}\n"
               "containerRuntimeEndpoint: unix:///run/no-runtime.sock\n")
+    hold = os.environ.get("V2_MARGIN_CROSSING_HOLD")
+    if hold:  # the bench's --crossing-hold: evictd's memoryCrossingHold (its default otherwise)
+        evictd += f"memoryCrossingHold: {hold}\n"
     return {"kubelet": kubelet, "evictd": evictd}
 
 
@@ -274,6 +278,9 @@ def scenario_latency(work: Path) -> dict[str, Any]:
             while pod.uid not in node.deleted and time.monotonic() < deadline:
                 time.sleep(0.05)
         result["wakeups"] = wakeup_counts(daemon)
+        # evictd's own share of each: from the wake-up to the decision (and of that, the confirmation's wait)
+        result["decidedAfterMs"] = [event.get("decided_after_ms") for event in daemon.events
+                                    if event.get("event") == "threshold met"]
         daemon.stop()
     finally:
         if daemon is not None:

@@ -8,7 +8,8 @@ reads each target's cgroup with the cycle's own reader and its kept descriptors 
 ``working_set_only``: on v2 the root's ``memory.stat``, the pods cgroup's ``memory.current`` and ``memory.stat``,
 on v1 a cgroup's ``memory.usage_in_bytes`` and ``memory.stat``, one ``pread`` each, no limit and no second usage
 read) at the pace `evictd.core.memory_watch.look` gives for the
-margin left and whether the looks found it steady (kept across armings for a target the cycle hands again), and
+margin left and whether the looks found it steady (kept across armings for a target the cycle hands again; on v2 the
+steady cap from the thread's own CPU per look, `look_budget`), and
 idles (no reads at all) while no crossing can come before the next tick. When a look finds a threshold met
 it signals its eventfd once and idles until the next cycle hands it targets again: the Waiter wakes the loop
 (cause ``memory_watch``), which runs a normal cycle on fresh stats.
@@ -26,7 +27,15 @@ from collections.abc import Callable, Sequence
 from evictd.adapters.cgroups import CgroupReader
 from evictd.adapters.watch_thread import WatchThread
 from evictd.core.errors import SampleError
-from evictd.core.memory_watch import ASSUMED_FILL_BYTES_PER_S, LookHistory, WatchTarget, look, watch_plan
+from evictd.core.memory_watch import (
+    ASSUMED_FILL_BYTES_PER_S,
+    STEADY_MAX_PERIOD_S,
+    LookHistory,
+    WatchTarget,
+    look,
+    steady_max_period_s,
+    watch_plan,
+)
 from evictd.core.summary import Summary
 from evictd.core.thresholds import Threshold
 
@@ -40,7 +49,8 @@ class MemoryWatch(WatchThread):
 
     def __init__(self, cgroups: CgroupReader, thresholds: Sequence[Threshold], interval_s: float,
                  monotonic: Callable[[], float] = time.monotonic, *,
-                 fill_bytes_per_s: int = ASSUMED_FILL_BYTES_PER_S) -> None:
+                 fill_bytes_per_s: int = ASSUMED_FILL_BYTES_PER_S, look_budget: bool = False,
+                 thread_cpu: Callable[[], float] = time.thread_time) -> None:
         super().__init__("memory watch", "evictd-memory-watch")
         self._cgroups = cgroups
         self._thresholds = tuple(thresholds)
@@ -51,6 +61,12 @@ class MemoryWatch(WatchThread):
         # released (the thread's own: from then on that arming's targets are watched).
         self._histories: dict[WatchTarget, LookHistory] = {}
         self._released: int | None = None
+        # `look_budget` (cgroup v2): the steady cap follows the thread's own CPU per look (`steady_max_period_s`),
+        # smoothed over the last looks; the thread CPU at the last look's start (None: idle since, not measured).
+        self.look_budget = look_budget
+        self._thread_cpu = thread_cpu
+        self._cpu_at_look: float | None = None
+        self.look_cpu_s: float | None = None
 
     def follow(self, summary: Summary | None, now: float) -> None:
         """Watch what a cycle that began at `now` and read `summary` left to watch (nothing without a Summary; while a
@@ -68,12 +84,26 @@ class MemoryWatch(WatchThread):
 
     def _idle(self) -> None:
         self._histories = {}  # what the looks saw is no history of the time it did not look
+        self._cpu_at_look = None  # the next look's CPU since this one would count the arming's wake-up alone
+
+    def _steady_max_s(self) -> float:
+        """The steady cap of this look: on v2 from the thread's CPU since the last look (that look and the wait
+        after it), smoothed (a fifth of each new figure); the fixed cap on v1."""
+        if not self.look_budget:
+            return STEADY_MAX_PERIOD_S
+        cpu = self._thread_cpu()
+        if self._cpu_at_look is not None:
+            spent = cpu - self._cpu_at_look
+            self.look_cpu_s = spent if self.look_cpu_s is None else self.look_cpu_s + (spent - self.look_cpu_s) / 5
+        self._cpu_at_look = cpu
+        return steady_max_period_s(self.look_cpu_s)
 
     def _look(self, armed: tuple[tuple[WatchTarget, ...], tuple[WatchTarget, ...], float],
               generation: int) -> float | None:
         """Read each target's cgroup once; signal the eventfd and return None when `look` finds one met, else the
         next period."""
         targets, held, armed_at = armed
+        steady_max_s = self._steady_max_s()
         if self._released == generation:
             held = ()
         working_sets: dict[str, int] = {}
@@ -85,7 +115,7 @@ class MemoryWatch(WatchThread):
             self.looks += 1
         now = self._monotonic()
         found = look(self._histories, targets, working_sets, now, self._interval_s - (now - armed_at),
-                     fill_bytes_per_s=self.fill_bytes_per_s, held=held)
+                     fill_bytes_per_s=self.fill_bytes_per_s, held=held, steady_max_s=steady_max_s)
         if found.released:
             self._released = generation
         self._histories = dict(found.histories)

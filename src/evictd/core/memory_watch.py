@@ -25,6 +25,13 @@ adapts its polling to the distance left:
   (never less than the fast rule gives). The first look that sees it shrink by more is back at the fast pace at
   once, and stays there for a window at least.
 
+On cgroup v2, where the watch is the only wake-up without PSI, the cap follows what a look costs (issue 37 items 3
+and 5): `steady_max_period_s` makes it as long as the looks need to spend no more than `LOOK_CPU_SHARE` of a CPU
+(0.5 CPU s a minute) at a steady margin, from the watch thread's own CPU per look, within `MIN_PERIOD_S` and
+`STEADY_MAX_PERIOD_S`: on a host where a look costs tens of microseconds it is the fast rule's 20 ms, in the 6.1
+user-mode guest on a quiet host (0.6-0.7 ms a look) ~80 ms, and on a loaded host, where the guest's accounting
+charges a look 2-4 ms, 250 ms as before. On v1 the watch is the memcg levels' backstop and keeps the fixed cap.
+
 What the steady pace gives up, and what it keeps: the looks are never further apart than `STEADY_MAX_PERIOD_S`
 within ~250 MiB of a threshold (the fast rule's own period there), so any crossing from a steady margin (a burst,
 a ramp) is read at most that long after the kernel's figure crossed, plus the look and the cycle; a fill no
@@ -67,10 +74,15 @@ MIN_PERIOD_S = 0.02
 # pages while nothing fills (evictd's own cycle, the kernel's per-CPU charge batches of 64 pages are 256 KiB).
 STEADY_TOLERANCE_BYTES = 1 << 20
 # While the margin is steady, a look at least this often: a burst from a steady margin is read at most this long
-# after it crossed (plus the look and the cycle). In the 6.1 guest each look costs ~3-4 ms of the guest's CPU
-# accounting, whatever it reads (a timed wake-up there is ~1.3 ms alone): 100 ms (10 looks a second) still cost
-# 2.7 CPU s a minute, 250 ms (4) keeps it under 1. It is also the fast rule's own period ~250 MiB from a threshold.
+# after it crossed (plus the look and the cycle). In the 6.1 guest on a loaded host each look cost ~3-4 ms of the
+# guest's CPU accounting (0.6-0.7 ms on a quiet host): 100 ms (10 looks a second) still cost 2.7 CPU s a minute
+# there, 250 ms (4) kept it under 1. It is also the fast rule's own period ~250 MiB from a threshold. On v1 the cap;
+# on v2 the longest `steady_max_period_s` gives.
 STEADY_MAX_PERIOD_S = 0.25
+# On cgroup v2 (`steady_max_period_s`): the share of one CPU the looks at a steady margin may spend, half of issue 37
+# item 3's bound of 1 CPU s a minute (the other half is the fast pace's, while a margin shrinks, and the noise of a
+# guest's accounting).
+LOOK_CPU_SHARE = 0.5 / 60
 # The fill a steady margin is still watched for before it crosses: one that never shrinks the margin by more than
 # the tolerance within one capped period (4 MiB/s); a faster one shows as shrinking within two.
 FLOOR_FILL_BYTES_PER_S = STEADY_TOLERANCE_BYTES / STEADY_MAX_PERIOD_S
@@ -151,29 +163,44 @@ class LookHistory:
     steady: bool
 
 
-def look_history(previous: LookHistory | None, margin_bytes: int, now: float) -> LookHistory:
+def steady_max_period_s(look_cpu_s: float | None) -> float:
+    """Return the steady cap on cgroup v2 for looks that each cost `look_cpu_s` of the watch thread's CPU (from one
+    look to the next: the look and the wait before it; None: not measured yet): as long as looks of that cost need
+    to spend no more than `LOOK_CPU_SHARE` of a CPU, within `MIN_PERIOD_S` and `STEADY_MAX_PERIOD_S` (the fixed cap,
+    also before the first measure). The window and the floor fill rate follow the cap (`look_history`,
+    `watch_period_s`)."""
+    if look_cpu_s is None:
+        return STEADY_MAX_PERIOD_S
+    return min(max(look_cpu_s / LOOK_CPU_SHARE, MIN_PERIOD_S), STEADY_MAX_PERIOD_S)
+
+
+def look_history(previous: LookHistory | None, margin_bytes: int, now: float, *,
+                 steady_max_s: float = STEADY_MAX_PERIOD_S) -> LookHistory:
     """Return the history after a look at `now` (monotonic seconds) found `margin_bytes` left, `previous` being the
     history before it (None: the first look at it). The margin is steady once the looks have
-    seen it shrink by no more than `STEADY_TOLERANCE_BYTES` below the run's reference for `STEADY_WINDOW_S`: the
-    fill observed over that window is at most the floor fill rate. A look that sees it shrink by more starts a new
-    run from its own margin: not steady, back to the fast pace at once."""
+    seen it shrink by no more than `STEADY_TOLERANCE_BYTES` below the run's reference for a window as long as the
+    steady cap `steady_max_s` (`STEADY_WINDOW_S` for the fixed cap): the fill observed over that window is at most
+    the floor fill rate (the tolerance over the cap). A look that sees it shrink by more starts a new run from its
+    own margin: not steady, back to the fast pace at once."""
     if previous is None or previous.reference_bytes - margin_bytes > STEADY_TOLERANCE_BYTES:
         return LookHistory(margin_bytes, now, False)
     reference = max(previous.reference_bytes, margin_bytes)
-    return LookHistory(reference, previous.since_s, now - previous.since_s >= STEADY_WINDOW_S)
+    return LookHistory(reference, previous.since_s, now - previous.since_s >= steady_max_s)
 
 
 def watch_period_s(margin_bytes: int, until_tick_s: float, *, steady: bool = False,
-                   fill_bytes_per_s: int = ASSUMED_FILL_BYTES_PER_S) -> float | None:
+                   fill_bytes_per_s: int = ASSUMED_FILL_BYTES_PER_S,
+                   steady_max_s: float = STEADY_MAX_PERIOD_S) -> float | None:
     """Return how long to wait before the next look, with `margin_bytes` left and the next tick `until_tick_s`
     away, the margin `steady` or not (`LookHistory.steady`), memory assumed to fill at most `fill_bytes_per_s`
-    (`V1_BACKSTOP_FILL_BYTES_PER_S` on v1); None for no look before the tick (far from the threshold, or met
-    already)."""
+    (`V1_BACKSTOP_FILL_BYTES_PER_S` on v1), the steady cap `steady_max_s` (`steady_max_period_s` on v2); None for
+    no look before the tick (far from the threshold, or met already)."""
     if margin_bytes <= 0:
         return None
     period = max(margin_bytes / fill_bytes_per_s, MIN_PERIOD_S)
     if steady:
-        period = max(period, min(margin_bytes / FLOOR_FILL_BYTES_PER_S, STEADY_MAX_PERIOD_S))
+        floor_fill = STEADY_TOLERANCE_BYTES / steady_max_s  # FLOOR_FILL_BYTES_PER_S for the fixed cap
+        period = max(period, min(margin_bytes / floor_fill, steady_max_s))
     return period if period < until_tick_s else None
 
 
@@ -192,7 +219,8 @@ class Look:
 
 def look(histories: Mapping[WatchTarget, LookHistory], targets: Sequence[WatchTarget],
          working_sets: Mapping[str, int], now: float, until_tick_s: float, *,
-         fill_bytes_per_s: int = ASSUMED_FILL_BYTES_PER_S, held: Sequence[WatchTarget] = ()) -> Look:
+         fill_bytes_per_s: int = ASSUMED_FILL_BYTES_PER_S, held: Sequence[WatchTarget] = (),
+         steady_max_s: float = STEADY_MAX_PERIOD_S) -> Look:
     """Judge a look at `now` (monotonic seconds), the next tick `until_tick_s` away: `working_sets` is what it read of
     each target's cgroup (a cgroup missing: unreadable, that target skipped; the cycle reports it), `histories` what
     the looks saw before. Only the targets handed keep a history: a target the cycle hands again keeps what the looks
@@ -201,14 +229,15 @@ def look(histories: Mapping[WatchTarget, LookHistory], targets: Sequence[WatchTa
 
     `held`: hard thresholds a cycle found met and no look since has found released (`watch_plan`). While one is
     met still (or unreadable) the look judges nothing else and comes back after `HELD_PERIOD_S`; once none is, the
-    look is `released` and judges `targets` at once (`watch_plan`'s, which include the held ones)."""
+    look is `released` and judges `targets` at once (`watch_plan`'s, which include the held ones). `steady_max_s`:
+    the steady cap (`steady_max_period_s` on v2)."""
     if held:
         for target in held:
             working_set = working_sets.get(target.cgroup)
             if working_set is None or target.margin_bytes(working_set) <= 0:
                 return Look({}, None, HELD_PERIOD_S if until_tick_s > HELD_PERIOD_S else None)
-        return replace(look(histories, targets, working_sets, now, until_tick_s, fill_bytes_per_s=fill_bytes_per_s),
-                       released=True)
+        return replace(look(histories, targets, working_sets, now, until_tick_s, fill_bytes_per_s=fill_bytes_per_s,
+                            steady_max_s=steady_max_s), released=True)
     kept = {target: history for target, history in histories.items() if target in targets}
     period: float | None = None
     for target in targets:
@@ -218,8 +247,9 @@ def look(histories: Mapping[WatchTarget, LookHistory], targets: Sequence[WatchTa
         margin = target.margin_bytes(working_set)
         if margin <= 0:
             return Look(kept, target, None)
-        history = kept[target] = look_history(kept.get(target), margin, now)
-        next_look = watch_period_s(margin, until_tick_s, steady=history.steady, fill_bytes_per_s=fill_bytes_per_s)
+        history = kept[target] = look_history(kept.get(target), margin, now, steady_max_s=steady_max_s)
+        next_look = watch_period_s(margin, until_tick_s, steady=history.steady, fill_bytes_per_s=fill_bytes_per_s,
+                                   steady_max_s=steady_max_s)
         if next_look is not None:
             period = next_look if period is None else min(period, next_look)
     return Look(kept, None, period)

@@ -207,7 +207,8 @@ def build_notifiers(settings: EvictdSettings, layout: CgroupLayout, cgroups: Cgr
     # v1 it looks beside the notifiers, for the crossings a usage level cannot announce: page cache turned active
     # (the working set grows, usage does not) or dropped below the level's inactive file, statistics folded late.
     memory_watch = (MemoryWatch(cgroups, thresholds, settings.housekeeping_interval_s, fill_bytes_per_s=(
-        V1_BACKSTOP_FILL_BYTES_PER_S if layout.version == 1 else ASSUMED_FILL_BYTES_PER_S)) if memory_wakeups else None)
+        V1_BACKSTOP_FILL_BYTES_PER_S if layout.version == 1 else ASSUMED_FILL_BYTES_PER_S),
+        look_budget=layout.version == 2) if memory_wakeups else None)
     stalls = any(spec_of(threshold.signal).stall_family for threshold in thresholds)
     psi = build_psi_notifiers(settings, layout, cgroups, log, memcg, stall_gate if stalls and node_stats else None,
                               note_pressure, thresholds, note_firing if stalls and node_stats else None)

@@ -184,10 +184,10 @@ def test_a_hard_threshold_held_met_is_looked_at_twice_a_second_and_once_released
 
 
 def test_on_v2_the_steady_pace_follows_the_threads_cpu_per_look(tmp_path: Path) -> None:
-    """With `look_budget` (cgroup v2) each look's cost is the thread's CPU since the look before (a clock handed in
-    here: 0.65 ms a look, the 6.1 guest's on a quiet host), smoothed; a steady margin is then looked at every
-    `steady_max_period_s` of it (~78 ms), not every 250 ms. Without it (v1) the fixed cap holds, whatever a look
-    costs."""
+    """With `look_budget` (cgroup v2) a look's cost is the thread's CPU over a window of looks (a clock handed in
+    here: 0.65 ms a look, the 6.1 guest's on a quiet host; windows of 4 looks, not 32, to be quick), smoothed; a
+    steady margin is then looked at every `steady_max_period_s` of it (~52 ms), not every 250 ms. Without it (v1)
+    the fixed cap holds, whatever a look costs."""
     pods_cgroup(tmp_path, current=400 * MI)  # 112 MiB available, threshold at 100 MiB
     spent = [0.0]
 
@@ -196,7 +196,7 @@ def test_on_v2_the_steady_pace_follows_the_threads_cpu_per_look(tmp_path: Path) 
         return spent[0]
 
     budgeted = MemoryWatch(CgroupReader(CgroupLayout(2, tmp_path)), (), interval_s=10.0, look_budget=True,
-                           thread_cpu=thread_cpu)
+                           thread_cpu=thread_cpu, look_cost_window=4)
     fixed = MemoryWatch(CgroupReader(CgroupLayout(2, tmp_path)), (), interval_s=10.0, thread_cpu=thread_cpu)
     try:
         budgeted.arm([target(100 * MI)], time.monotonic())

@@ -30,6 +30,7 @@ from evictd.commands.simulate import parse_scenario, run_scenario
 from evictd.core.engine import EvictForLocalStorage, Eviction
 from evictd.core.errors import EvictdError, KubeError
 from evictd.core.unanswered import UNANSWERED_QUIET_S
+from evictd.cri import RuntimeSlot
 from evictd.kube.events import EventRecorder
 from evictd.kube.evictor import KubePodEvictor
 from evictd.kube.journal import ApiStep, EvictionJournal
@@ -93,6 +94,7 @@ class RecordingLocalKill:
     """An attached container runtime that remembers the pods it was asked to stop."""
 
     attached = True
+    can_stop = True
 
     def __init__(self, error: EvictdError | None = None) -> None:
         self.calls: list[Eviction] = []
@@ -618,3 +620,54 @@ def test_the_journal_survives_a_restart_with_several_pending_evictions(
         stored = apiserver.store.get_pod("default", name)
         assert stored is not None and stored["metadata"]["deletionTimestamp"]
         assert conditions_by_type(stored)["DisruptionTarget"]["status"] == "True"
+
+
+class Killed:
+    """The cgroup kill a RuntimeSlot falls back on: the pod uids asked, and how many processes each had."""
+
+    def __init__(self, found: int) -> None:
+        self.found = found
+        self.uids: list[str] = []
+
+    def __call__(self, uid: str) -> int:
+        self.uids.append(uid)
+        return self.found
+
+
+def test_with_no_runtime_a_slot_with_a_cgroup_kill_stops_the_pod_and_one_without_cannot() -> None:
+    """`RuntimeSlot(kill_processes=...)`: until a runtime answers, `stop_pod` kills the pod's processes through its
+    cgroup (tests/daemon/test_run_no_runtime_stop.py has the real one); without it (dry-run) nothing can stop a pod;
+    once a runtime is attached it answers as that runtime."""
+    eviction = hard_eviction(hog())
+    killed = Killed(found=3)
+    slot = RuntimeSlot(kill_processes=killed)
+    assert slot.can_stop and not slot.attached
+    assert slot.stop_pod(eviction) == "by killing its 3 processes through its cgroup (no container runtime answers)"
+    assert killed.uids == [eviction.pod.uid]
+    with pytest.raises(EvictdError, match="the pod's cgroup holds no process"):
+        RuntimeSlot(kill_processes=Killed(found=0)).stop_pod(eviction)
+    bare = RuntimeSlot()
+    assert not bare.can_stop
+    with pytest.raises(EvictdError, match="no container runtime answers"):
+        bare.stop_pod(eviction)
+    runtime = RecordingLocalKill()
+    slot.current = runtime  # type: ignore[assignment]
+    slot.stop_pod(eviction)
+    assert runtime.calls == [eviction] and killed.uids == [eviction.pod.uid], "the runtime's stop, not the cgroup's"
+
+
+def test_a_hard_eviction_the_api_refuses_is_stopped_through_the_cgroup_when_no_runtime_answers(
+        harness: Harness) -> None:
+    """The evictor asks `can_stop`, not `attached`: a slot with no runtime but a cgroup kill stops the pod whose
+    deletion the API did not take, journals it stopped locally and keeps the API writes pending."""
+    killed = Killed(found=1)
+    harness.local_kill = RuntimeSlot(kill_processes=killed)  # type: ignore[assignment]
+    journal, evictor = harness.restart()
+    doc = hog()
+    harness.apiserver.store.create_pod(doc)
+    harness.apiserver.faults.fail_next(10, code=503, method="PATCH")
+    eviction = hard_eviction(doc)
+    with pytest.raises(KubeError, match="pod stopped by killing its 1 processes through its cgroup"):
+        evictor.evict(eviction)
+    assert killed.uids == [eviction.pod.uid]
+    assert journal.get(eviction.pod.uid).stopped_locally

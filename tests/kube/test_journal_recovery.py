@@ -307,7 +307,7 @@ class Evictor:
         self.stopped: list[Eviction] = []
         self.clock = ManualClock(0.0)
         self.evictor = KubePodEvictor(self.client, self.journal, EventRecorder(self.client, "node-1"),
-                                      runtime=SimpleNamespace(attached=True, stop_pod=self.stopped.append),  # type: ignore[arg-type]
+                                      runtime=SimpleNamespace(attached=True, can_stop=True, stop_pod=self.stopped.append),  # type: ignore[arg-type]
                                       timeout_s=0.5, clock=self.clock)
 
 

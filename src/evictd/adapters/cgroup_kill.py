@@ -19,11 +19,24 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+from collections.abc import Callable
 
+from evictd.adapters.cgroups import CgroupReader
 from evictd.core.errors import SampleError
 
 # Rounds of listing and killing on cgroup v1 before giving up on a cgroup that keeps forking.
 KILL_ROUNDS = 5
+
+
+def pod_process_killer(cgroups: CgroupReader) -> Callable[[str], int]:
+    """SIGKILL every process of the pod with a uid through its cgroup (`kill_cgroup_tree`); the processes found (0: no
+    cgroup of that pod on the node). Raises SampleError."""
+
+    def kill(pod_uid: str) -> int:
+        folder = cgroups.pod_folder(pod_uid)
+        return 0 if folder is None else kill_cgroup_tree(folder)
+
+    return kill
 
 
 def kill_cgroup_tree(folder: str) -> int:

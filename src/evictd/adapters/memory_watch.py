@@ -40,6 +40,10 @@ from evictd.core.summary import Summary
 from evictd.core.thresholds import Threshold
 
 MEMORY_WATCH_CAUSE = "memory_watch"
+# On v2, a look's cost is measured over this many looks at a time (`MemoryWatch._steady_max_s`): 32 looks of ~0.6
+# ms are about two 10 ms ticks of a tick-accounting kernel (windows of 16 put the cap anywhere from 40 to 150 ms
+# in the user-mode guest).
+LOOK_COST_WINDOW = 32
 
 
 class MemoryWatch(WatchThread):
@@ -50,7 +54,7 @@ class MemoryWatch(WatchThread):
     def __init__(self, cgroups: CgroupReader, thresholds: Sequence[Threshold], interval_s: float,
                  monotonic: Callable[[], float] = time.monotonic, *,
                  fill_bytes_per_s: int = ASSUMED_FILL_BYTES_PER_S, look_budget: bool = False,
-                 thread_cpu: Callable[[], float] = time.thread_time) -> None:
+                 thread_cpu: Callable[[], float] = time.thread_time, look_cost_window: int = LOOK_COST_WINDOW) -> None:
         super().__init__("memory watch", "evictd-memory-watch")
         self._cgroups = cgroups
         self._thresholds = tuple(thresholds)
@@ -61,11 +65,13 @@ class MemoryWatch(WatchThread):
         # released (the thread's own: from then on that arming's targets are watched).
         self._histories: dict[WatchTarget, LookHistory] = {}
         self._released: int | None = None
-        # `look_budget` (cgroup v2): the steady cap follows the thread's own CPU per look (`steady_max_period_s`),
-        # smoothed over the last looks; the thread CPU at the last look's start (None: idle since, not measured).
+        # `look_budget` (cgroup v2): the steady cap follows the thread's own CPU per look (`steady_max_period_s`,
+        # `_steady_max_s`); the current window of looks: the thread's CPU at its start and the looks since (None:
+        # none since the watch idled).
         self.look_budget = look_budget
         self._thread_cpu = thread_cpu
-        self._cpu_at_look: float | None = None
+        self._cost_window: tuple[float, int] | None = None
+        self._look_cost_window = look_cost_window
         self.look_cpu_s: float | None = None
 
     def follow(self, summary: Summary | None, now: float) -> None:
@@ -84,18 +90,28 @@ class MemoryWatch(WatchThread):
 
     def _idle(self) -> None:
         self._histories = {}  # what the looks saw is no history of the time it did not look
-        self._cpu_at_look = None  # the next look's CPU since this one would count the arming's wake-up alone
+        self._cost_window = None  # a window spans looks only: the next one starts at the next look
 
     def _steady_max_s(self) -> float:
-        """The steady cap of this look: on v2 from the thread's CPU since the last look (that look and the wait
-        after it), smoothed (a fifth of each new figure); the fixed cap on v1."""
+        """The steady cap of this look: on v2 from the thread's CPU per look (`look_cpu_s`), the fixed cap on v1. The
+        thread's CPU clock is read once a look; a look's cost is taken over `LOOK_COST_WINDOW` looks at a time (the
+        looks and the waits between them), and the windows' figures smoothed (an eighth of each new one): a kernel
+        with tick-based accounting (the user-mode guest's, 10 ms ticks) charges a thread whole ticks, so that one
+        look reads 0 or 10 ms."""
         if not self.look_budget:
             return STEADY_MAX_PERIOD_S
         cpu = self._thread_cpu()
-        if self._cpu_at_look is not None:
-            spent = cpu - self._cpu_at_look
-            self.look_cpu_s = spent if self.look_cpu_s is None else self.look_cpu_s + (spent - self.look_cpu_s) / 5
-        self._cpu_at_look = cpu
+        if self._cost_window is None:
+            self._cost_window = (cpu, 0)
+        else:
+            start, looks = self._cost_window
+            looks += 1
+            if looks < self._look_cost_window:
+                self._cost_window = (start, looks)
+            else:
+                spent = (cpu - start) / looks
+                self.look_cpu_s = spent if self.look_cpu_s is None else self.look_cpu_s + (spent - self.look_cpu_s) / 8
+                self._cost_window = (cpu, 0)
         return steady_max_period_s(self.look_cpu_s)
 
     def _look(self, armed: tuple[tuple[WatchTarget, ...], tuple[WatchTarget, ...], float],

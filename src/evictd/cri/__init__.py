@@ -23,7 +23,7 @@ Invariants:
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -131,6 +131,9 @@ class Runtime(Protocol):
     @property
     def attached(self) -> bool: ...  # True once a runtime answered
 
+    @property
+    def can_stop(self) -> bool: ...  # `stop_pod` can stop a pod: a runtime attached, or its cgroup's processes killed
+
     def list_sandboxes(self) -> Sequence[Sandbox]: ...  # every pod sandbox (none without a runtime)
 
     # The runtime's image and container filesystems' folders; None: use the configured ones.
@@ -145,21 +148,33 @@ class Runtime(Protocol):
 
     def pod_running(self, pod_uid: str) -> bool | None: ...  # anything of the pod still runs; None: cannot tell
 
-    def stop_pod(self, eviction: Eviction) -> str | None: ...  # stop the evicted pod (only when `attached`): how
+    def stop_pod(self, eviction: Eviction) -> str | None: ...  # stop the evicted pod (only when `can_stop`): how
 
     def collect_garbage(self) -> None: ...  # the periodic container and image GC when due (none without one)
 
 
 class RuntimeSlot:
-    """Where the adapters find the container runtime: empty (nothing to list, measure, stop or collect) until
-    `evictd.run.runtime_link.RuntimeLink` puts the runtime that answered in `current`; it then answers as that one."""
+    """Where the adapters find the container runtime: empty (nothing to list, measure or collect) until
+    `evictd.run.runtime_link.RuntimeLink` puts the runtime that answered in `current`; it then answers as that one.
 
-    def __init__(self) -> None:
+    `kill_processes` (pod uid -> processes found; None: none, as in dry-run) is the runtime's own last resort
+    (`evictd.run.runtime_link.CriRuntime.stop_pod`) for a node whose runtime never answered: a pod evicted at once
+    while the API does not take the deletion is then stopped by killing its processes through its cgroup, not
+    left running while another pod pays for the same pressure (the arena's stand-in node, which has no runtime:
+    an eviction the starved API server timed out was never carried out, and 30 s on the next pod of the ranking,
+    the Guaranteed one, was evicted for the stall the first one caused)."""
+
+    def __init__(self, kill_processes: Callable[[str], int] | None = None) -> None:
         self.current: Runtime | None = None
+        self._kill_processes = kill_processes
 
     @property
     def attached(self) -> bool:
         return self.current is not None
+
+    @property
+    def can_stop(self) -> bool:
+        return self.current.can_stop if self.current is not None else self._kill_processes is not None
 
     def list_sandboxes(self) -> Sequence[Sandbox]:
         return self.current.list_sandboxes() if self.current else ()
@@ -180,9 +195,14 @@ class RuntimeSlot:
         return self.current.pod_running(pod_uid) if self.current else None
 
     def stop_pod(self, eviction: Eviction) -> str | None:
-        if self.current is None:
+        if self.current is not None:
+            return self.current.stop_pod(eviction)
+        if self._kill_processes is None:
             raise EvictdError("no container runtime answers")
-        return self.current.stop_pod(eviction)
+        found = self._kill_processes(eviction.pod.uid)
+        if not found:
+            raise EvictdError("no container runtime answers, and the pod's cgroup holds no process")
+        return f"by killing its {found} processes through its cgroup (no container runtime answers)"
 
     def collect_garbage(self) -> None:
         if self.current is not None:

@@ -141,7 +141,7 @@ class KubePodEvictor:
         self._journal.record(entry)
         # Hard thresholds and local-storage limits act at once (1 s); soft ones can wait for the API.
         immediate = eviction.threshold is None or eviction.threshold.is_hard
-        failure = self._not_asked("delete pods") if immediate and self._runtime.attached else None
+        failure = self._not_asked("delete pods") if immediate and self._runtime.can_stop else None
         if failure is None:
             failure = self._advance(entry, immediate_timeout_s=IMMEDIATE_REQUEST_TIMEOUT_S if immediate else None)
         if failure is None:
@@ -149,8 +149,9 @@ class KubePodEvictor:
         # Once the DELETE went through, the kubelet terminates the pod: only the status or event write is late.
         deleted = ApiStep.DELETION in self._journal.get(entry.uid).done
         # Whatever kept the API from taking the deletion (down, throttled, credentials or an admission policy
-        # refusing it), a hard threshold cannot wait for a person to fix it: the runtime stops the pod now.
-        if immediate and not deleted and self._runtime.attached:
+        # refusing it), a hard threshold cannot wait for a person to fix it: the node stops the pod now (through its
+        # runtime, or, where none answers, by killing its processes through its cgroup: `RuntimeSlot`).
+        if immediate and not deleted and self._runtime.can_stop:
             try:
                 how = self._runtime.stop_pod(eviction) or "through the container runtime"
             except EvictdError as exc:
@@ -163,9 +164,10 @@ class KubePodEvictor:
         """Stop locally the pod of `eviction`, which the API took but which still runs past its grace period (its
         kubelet, starved on a node in thrash, has not killed it), as the kubelet's own eviction would have killed it
         itself; journal it as stopped locally. Returns how it was stopped; None when nothing is to be done here (no
-        runtime, or the pod was already stopped locally). Raises EvictdError."""
+        way to stop it on the node: no runtime and no cgroup to kill through; or the pod was already stopped
+        locally). Raises EvictdError."""
         uid = eviction.pod.uid
-        if not self._runtime.attached or uid not in self._journal.evicted_uids() \
+        if not self._runtime.can_stop or uid not in self._journal.evicted_uids() \
                 or self._journal.get(uid).stopped_locally:
             return None
         how = self._runtime.stop_pod(eviction) or "through the container runtime"

@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 
 import structlog
 
-from evictd.adapters.cgroup_kill import kill_cgroup_tree
+from evictd.adapters.cgroup_kill import pod_process_killer
 from evictd.adapters.cgroups import CgroupLayout, CgroupReader, v1_hierarchy_root
 from evictd.adapters.disk_walker_process import DiskWalkerProcess, WalkerSettings
 from evictd.adapters.filesystems import detect_layout
@@ -302,17 +302,6 @@ def attach_runtime(config: Configuration, client: CriClient, version: RuntimeVer
                 ReportOnlyReclaimer() if settings.dry_run else RuntimeReclaimer(containers, images))
     return CriRuntime(client, filesystems, gc=None if settings.dry_run else periodic,
                       kill_processes=None if settings.dry_run or cgroups is None else pod_process_killer(cgroups))
-
-
-def pod_process_killer(cgroups: CgroupReader) -> Callable[[str], int]:
-    """SIGKILL every process of the pod with a uid through its cgroup (`cgroup_kill`); the processes found (0: no
-    cgroup of that pod on the node). Raises SampleError."""
-
-    def kill(pod_uid: str) -> int:
-        folder = cgroups.pod_folder(pod_uid)
-        return 0 if folder is None else kill_cgroup_tree(folder)
-
-    return kill
 
 
 def runtime_upkeep(link: RuntimeLink) -> AfterCycle:

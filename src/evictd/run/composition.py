@@ -31,6 +31,7 @@ from typing import TextIO
 
 import structlog
 
+from evictd.adapters.cgroup_kill import pod_process_killer
 from evictd.adapters.cgroups import CgroupLayout, CgroupReader, detect_cgroup_layout
 from evictd.adapters.memory_reclaim import CgroupMemoryReclaimer
 from evictd.adapters.node_pods import DiscoveredPods
@@ -146,10 +147,14 @@ def build_basics(config: Configuration, log: Log, metrics: Metrics) -> Basics:
     layout = detect_cgroup_layout(settings.cgroupfs_path, settings.cgroup_driver, base=settings.cgroup_root.strip("/"))
     waiter = Waiter()
     run = run_id(SYSTEM_CLOCK.wall().timestamp()) if settings.recorder else None
+    cgroups = CgroupReader(layout)
+    # Until a runtime answers (if ever), a pod evicted at once that the API does not delete is stopped through its
+    # cgroup (`RuntimeSlot`); never in dry-run.
+    runtime = RuntimeSlot(kill_processes=None if settings.dry_run else pod_process_killer(cgroups))
     return Basics(config=config, node_name=node_name, log=log, metrics=metrics, waiter=waiter,
                   stop=StopSignal(waiter.wake, settings.shutdown_timeout_s, log, exit=exit_after_logs),
-                  runtime=RuntimeSlot(), run=run,
-                  decision=CurrentDecision(run), cgroup_layout=layout, cgroups=CgroupReader(layout),
+                  runtime=runtime, run=run,
+                  decision=CurrentDecision(run), cgroup_layout=layout, cgroups=cgroups,
                   write_behind=WriteBehind(log))
 
 

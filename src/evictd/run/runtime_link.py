@@ -72,6 +72,7 @@ class CriRuntime:
     """
 
     attached = True
+    can_stop = True
 
     def __init__(self, client: CriClient, filesystems: RuntimeFilesystems, gc: PeriodicGC | None,
                  clock: Clock = SYSTEM_CLOCK, kill_processes: Callable[[str], int] | None = None) -> None:

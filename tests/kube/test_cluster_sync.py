@@ -60,6 +60,9 @@ class FixedStats:
         return self.value
 
 
+EVERY_REQUEST = 1_000_000
+
+
 class NoReclaim:
     def reclaim(self, action: ReclaimAction) -> int:
         return 0
@@ -223,6 +226,33 @@ def test_pending_writes_are_replayed_after_the_next_cycle(apiserver: ApiServer, 
     hog = apiserver.store.get_pod("default", "hog")
     assert hog is not None and hog["metadata"]["deletionTimestamp"] and disrupted(hog)
     assert [r.status for r in apiserver.requests if r.method == "DELETE"] == [503, 200]
+
+
+def test_a_pod_whose_eviction_reached_neither_the_api_nor_the_node_is_ranked_again_not_its_neighbour(
+    apiserver: ApiServer, cluster: Cluster
+) -> None:
+    """The API refuses the eviction's first write (the condition's PATCH, before any DELETE) and no runtime or
+    cgroup can stop the pod here: it runs on, so the next cycle evicts it again, not the next pod of the ranking
+    (before: left out of the candidates as evicted, the next pod paid for the pressure it still caused, and both
+    were deleted once the API answered)."""
+    assert wait_until(cluster.watcher.is_synced, 5.0)
+    apiserver.faults.fail_next(EVERY_REQUEST, code=503, method="PATCH", path=r"/pods/hog/status$")
+
+    for _ in range(3):
+        report = cluster.cycle()
+        assert [e.pod.name for e in report.acted.evictions] == ["hog"], "the same pod, every cycle"
+        assert "503" in report.errors_of(CycleStep.EVICTION)[0].description
+        cluster.sync.after_cycle(report.decided.assessment, report.oom)
+    assert [e.uid for e in cluster.journal.pending()] == ["uid-hog"]
+    assert not [r for r in apiserver.requests if r.method == "DELETE"], "no DELETE went out"
+
+    apiserver.faults.clear()
+    cluster.sync.after_cycle(report.decided.assessment, report.oom)  # the API answers: the pending writes go
+    assert cluster.journal.pending() == []
+    deleted = [r.path.rsplit("/", 1)[-1] for r in apiserver.requests if r.method == "DELETE" and r.status == 200]
+    assert deleted == ["hog"], "one pod paid, once"
+    report = cluster.cycle()
+    assert [e.pod.name for e in report.acted.evictions] != ["hog"], "once its DELETE went through, never again"
 
 
 def test_the_critical_pods_of_the_pod_list_are_remembered_after_each_cycle(apiserver: ApiServer,

@@ -67,7 +67,9 @@ SYSTEM_NAMESPACE = "kube-system"
 
 
 class EvictablePods:
-    """The engine's PodSource over the watch: active pods not yet evicted by evictd, and not evictd's own.
+    """The engine's PodSource over the watch: active pods whose eviction by evictd is not under way
+    (`EvictionJournal.under_way_uids`: a pod whose eviction neither the API nor the node carried out is ranked
+    again), and not evictd's own.
 
     A pod someone else is deleting stays a candidate, as in the kubelet (its containers run until its grace
     period ends, and they are what the node is short of): a tenant who deletes its own hog with a one-hour
@@ -81,7 +83,7 @@ class EvictablePods:
         self._own_uid = own_uid
 
     def active_pods(self) -> Sequence[Pod]:
-        excluded = self._journal.evicted_uids() | {self._own_uid}
+        excluded = self._journal.under_way_uids() | {self._own_uid}
         return [p for p in self._watcher.active_pods() if p.uid not in excluded]
 
 
@@ -188,7 +190,7 @@ class NodeFallbackPods:
         pods = self._node.active_pods()
         if self._node.sandbox_problem is not None:
             raise EvictdError(self._node.sandbox_problem)
-        excluded = self._journal.evicted_uids() | self._critical.uids() | {self._own_uid}
+        excluded = self._journal.under_way_uids() | self._critical.uids() | {self._own_uid}
         return [pod for pod in pods if CONFIG_SOURCE_ANNOTATION in pod.annotations
                 and pod.namespace != SYSTEM_NAMESPACE and pod.uid not in excluded]
 

@@ -88,6 +88,13 @@ class JournalEntry:
     def api_done(self) -> bool:
         return len(self.done) == len(ApiStep)
 
+    @property
+    def under_way(self) -> bool:
+        """The pod's end is under way: a DELETE went out (it may have gone through unanswered) or through, or the
+        pod was stopped on the node. Not so while the API has refused or not answered the first writes and nothing
+        stopped the pod: it still runs, as it did before the decision."""
+        return self.delete_sent or ApiStep.DELETION in self.done or self.stopped_locally
+
     def settled(self, outcome: Outcome, answer: str, now: float) -> JournalEntry:
         """This entry once the API's `answer` to a step settled it as `outcome` at `now`."""
         outcomes = FrozenMap({**self.outcomes, outcome: answer})
@@ -338,8 +345,16 @@ class EvictionJournal:
         return sorted((e for e in self._entries.values() if not e.api_done), key=lambda e: e.decided_at)
 
     def evicted_uids(self) -> frozenset[str]:
-        """Every pod evicted (pending or recently finished): never a candidate again."""
+        """Every pod evicted (pending or recently finished)."""
         return frozenset(self._entries)
+
+    def under_way_uids(self) -> frozenset[str]:
+        """The pods evicted whose end is under way (`JournalEntry.under_way`): never a candidate again. A pod whose
+        eviction reached neither the API's deletion nor the node stays one: the next cycle that ranks it first
+        evicts it again (the kubelet, whose kill is local, never leaves such a pod running), where leaving it out
+        would evict the next pod for the pressure it still causes, and every such pod at once when the API
+        answers again."""
+        return frozenset(uid for uid, entry in self._entries.items() if entry.under_way)
 
     def forget_finished(self, now: float) -> None:
         old = [uid for uid, e in self._entries.items() if e.done_at is not None and now - e.done_at > REMEMBER_DONE_S]

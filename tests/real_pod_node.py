@@ -97,6 +97,15 @@ class RealPodNode:
         return (f"cgroupRoot: /{self.base}\nkubeletRootDir: {self.kubelet_root}\npodLogsDir: {self.pod_logs_dir}\n"
                 f"imageFsPath: {runtime_dir}\ncontainerFsPath: {runtime_dir}\n")
 
+    def manifest(self, node: str, volumes: list[dict[str, object]] | None = None) -> dict[str, object]:
+        """The pod as the API holds it (BestEffort, running on `node`), with `volumes` in its spec if given."""
+        spec: dict[str, object] = {"nodeName": node, "containers": [{"name": self.container, "image": "busybox"}]}
+        if volumes is not None:
+            spec["volumes"] = volumes
+        return {"apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": self.name, "namespace": self.namespace, "uid": self.uid},
+                "spec": spec, "status": {"phase": "Running", "qosClass": "BestEffort"}}
+
     def memory_file(self, cgroup: str, name: str) -> Path:
         return CGROUP_MOUNT / "memory" / cgroup / name
 

@@ -58,12 +58,8 @@ def test_a_volume_nested_past_path_max_is_measured_and_its_size_limit_acts(
     tmp_path: Path, deep_pod: RealPodNode, apiserver: ApiServer, evictd_processes: list[EvictdProcess]
 ) -> None:
     apiserver.store.create_node(node_manifest(NODE))
-    apiserver.store.create_pod({
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": deep_pod.name, "namespace": deep_pod.namespace, "uid": deep_pod.uid},
-        "spec": {"nodeName": NODE, "containers": [{"name": deep_pod.container, "image": "busybox"}],
-                 "volumes": [{"name": deep_pod.volume, "emptyDir": {"sizeLimit": "100Mi"}}]},
-        "status": {"phase": "Running", "qosClass": "BestEffort"}})
+    apiserver.store.create_pod(deep_pod.manifest(NODE, volumes=[{"name": deep_pod.volume,
+                                                                 "emptyDir": {"sizeLimit": "100Mi"}}]))
     daemon = EvictdProcess(
         tmp_path, kubelet="evictionHard: {memory.available: 1Mi}\nenforceNodeAllocatable: []\n",
         evictd=(f"nodeName: {NODE}\nkubeconfig: {apiserver.kubeconfig_path}\ndryRun: true\n"

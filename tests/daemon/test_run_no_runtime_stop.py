@@ -34,11 +34,7 @@ def test_with_no_runtime_and_the_api_refusing_a_hard_eviction_kills_the_pod_thro
     tmp_path: Path, real_pod: RealPodNode, apiserver: ApiServer, evictd_processes: list[EvictdProcess]
 ) -> None:
     apiserver.store.create_node(node_manifest(NODE))
-    apiserver.store.create_pod({
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": real_pod.name, "namespace": real_pod.namespace, "uid": real_pod.uid},
-        "spec": {"nodeName": NODE, "containers": [{"name": real_pod.container, "image": "busybox"}]},
-        "status": {"phase": "Running", "qosClass": "BestEffort"}})
+    apiserver.store.create_pod(real_pod.manifest(NODE))
     pod_path = f"/api/v1/namespaces/{real_pod.namespace}/pods/{real_pod.name}"
     apiserver.faults.fail_next(EVERY_REQUEST, code=503, method="PATCH", path=pod_path + "/status$")
     apiserver.faults.fail_next(EVERY_REQUEST, code=503, method="DELETE", path=pod_path + "$")

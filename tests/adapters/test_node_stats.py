@@ -419,6 +419,26 @@ def test_pods_system_container_is_its_limit_minus_its_working_set(tmp_path: Path
 
 
 @pytest.mark.parametrize("tree", TREES, ids=tree_ids)
+def test_a_reading_of_the_memory_alone_has_the_node_and_pods_memory_of_a_full_one_and_nothing_else(
+        tmp_path: Path, tree: Tree) -> None:
+    """`memory_summary`: what a crossing's confirming readings read (issue 37): the node's and the pods cgroup's
+    memory as `summary` reads them, no pods, no disks, no pids; through PlausibleStats too, and a source without it
+    (the kubelet's Summary API) offers none."""
+    source = make_node(tmp_path, tree).source()
+    full, alone = source.summary(), source.memory_summary()
+    assert alone.node.memory == full.node.memory
+    assert alone.node.system_containers == full.node.system_containers
+    assert alone.pods == () and alone.node.fs is None and alone.node.rlimit is None
+    assert {s: o for s, o in signal_observations(alone).items()} == {
+        s: o for s, o in signal_observations(full).items()
+        if s in (Signal.MEMORY_AVAILABLE, Signal.ALLOCATABLE_MEMORY_AVAILABLE)}
+    plausible = PlausibleStats(source, lambda: 64 * GiB)  # the fixtures' pods limit (22 GiB) is over their MemTotal
+    read = plausible.memory_reading()
+    assert read is not None and read() == alone
+    assert PlausibleStats(SimpleNamespace(summary=source.summary), lambda: None).memory_reading() is None  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("tree", TREES, ids=tree_ids)
 def test_unlimited_pods_cgroup_has_no_available_figure(tmp_path: Path, tree: Tree) -> None:
     node = make_node(tmp_path, tree, copy=True)
     pods_dir = tree.memory_dir(node.cgroup_root) / tree.pods

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import itertools
+from dataclasses import replace
 
 import pytest
 
 from builders import Gi, Mi, pod, pod_stats, summary
 from clocks import ManualClock
 from evictd.core.engine import EngineConfig
+from evictd.core.errors import EvictdError
 from evictd.core.fs_layout import FsLayout
 from evictd.core.kubelet_config import EvictionSettings
 from evictd.core.settled import (
@@ -22,7 +24,9 @@ from evictd.core.settled import (
     crossings_to_confirm,
     near_crossing,
     settled_usage,
+    with_node_memory,
 )
+from evictd.core.signals import Signal
 from evictd.core.summary import signal_observations
 from evictd.core.summary_parser import summary_from_dict
 from evictd.cycle.manager import EvictionManager
@@ -172,6 +176,94 @@ def test_a_threshold_held_met_is_not_confirmed_again() -> None:
 def test_the_confirming_readings_double_from_the_early_one_within_the_hold(hold_s: float, flapping: bool,
                                                                           reads: tuple[float, ...]) -> None:
     assert confirming_reads(hold_s, flapping=flapping) == pytest.approx(reads)
+
+
+@pytest.mark.parametrize(("hold_s", "flapping", "reads"), [
+    pytest.param(0.1, False, tuple(round(0.005 * n, 3) for n in range(1, 21)), id="every-5-ms-to-the-hold"),
+    pytest.param(0.1, True, (0.005, 0.1), id="flapping-the-early-reading-and-the-end-still"),
+    pytest.param(0.012, False, (0.005, 0.01, 0.012), id="a-hold-between-two-steps"),
+    pytest.param(0.003, False, (0.003,), id="a-hold-shorter-than-a-step"),
+])
+def test_readings_of_the_memory_alone_are_taken_every_early_step(hold_s: float, flapping: bool,
+                                                                 reads: tuple[float, ...]) -> None:
+    assert confirming_reads(hold_s, flapping=flapping, dense=True) == pytest.approx(reads)
+
+
+class MemoryStats(Stats):
+    """`Stats` (the full readings) and a script of readings of the node's memory alone (`memory_summary`)."""
+
+    def __init__(self, memory: list[dict | Exception], *script: dict) -> None:  # type: ignore[type-arg]
+        super().__init__(*script)
+        self.memory = memory
+        self.memory_reads = 0
+
+    def memory_summary(self) -> object:
+        self.memory_reads += 1
+        item = self.memory.pop(0)
+        if isinstance(item, Exception):
+            raise item
+        return summary_from_dict(item)
+
+
+def memory_manager(memory: list, *script: dict) -> tuple[EvictionManager, Evictor, ManualClock, MemoryStats]:  # type: ignore[type-arg]
+    evictor, clock = Evictor(), ManualClock(0.0)
+    stats = MemoryStats(memory, *script)
+    config = EngineConfig.from_settings(EvictionSettings(hard={"memory.available": "1Gi"}))
+    return (EvictionManager(config, stats=stats, layout=Layout(FsLayout()), pods=Pods(VICTIM), reclaimer=Reclaimer(),
+                            evictor=evictor, clock=clock, crossing_hold_s=CROSSING_HOLD_S), evictor, clock, stats)
+
+
+NODE_SHALLOW = summary(memory=Gi - 4 * Mi, pods=[])
+NODE_DEEP = summary(memory=Gi - 2 * DEEP_CROSSING_BYTES, pods=[])
+NODE_GONE = summary(memory=2 * Gi, pods=[])
+
+
+@pytest.mark.parametrize(
+    ("memory", "full", "evicted", "slept_s", "memory_reads"),
+    [
+        # A fill slowed down: 8 MiB deep at the fifth reading, 25 ms in (doubling readings: decided at 40 ms).
+        pytest.param([*[NODE_SHALLOW] * 4, NODE_DEEP], SHALLOW, True, 5 * EARLY_CONFIRM_S, 5, id="deep-at-25-ms"),
+        pytest.param([*[NODE_SHALLOW] * 20], SHALLOW, True, CROSSING_HOLD_S, 20, id="shallow-held-to-the-hold"),
+        pytest.param([NODE_SHALLOW, NODE_GONE], SHALLOW, False, 2 * EARLY_CONFIRM_S, 2, id="gone-at-10-ms"),
+        # The full reading after the confirmation reads the crossing again (a flicker): the cycle decides on the
+        # memory figures the confirmation judged, so nobody is evicted.
+        pytest.param([NODE_GONE], CROSSED, False, EARLY_CONFIRM_S, 1, id="full-reading-flickers-back-no-eviction"),
+        # A reading of the memory that fails ends the confirmation: the full reading decides, as it did before.
+        pytest.param([EvictdError("unreadable")], CROSSED, True, EARLY_CONFIRM_S, 1,
+                     id="memory-unreadable-the-full-reading-decides"),
+    ],
+)
+def test_a_crossing_is_confirmed_on_readings_of_the_memory_alone_every_5_ms_then_one_full_reading(
+        memory: list, full: dict, evicted: bool, slept_s: float, memory_reads: int) -> None:  # type: ignore[type-arg]
+    m, evictor, clock, stats = memory_manager(memory, SHALLOW, full)
+    report = m.synchronize()
+    assert bool(evictor.calls) is evicted
+    assert clock.now_s == pytest.approx(slept_s)
+    assert stats.memory_reads == memory_reads
+    assert stats.rereads == [False, True], "the cycle's reading, then one full reading after the confirmation"
+    assert report.observed.crossing_confirmed is evicted
+
+
+def test_a_stall_crossing_is_confirmed_on_full_readings_as_before() -> None:
+    """A stall signal is not read from a memory cgroup: its confirming readings are full ones (PSI), doubling."""
+    m, _, _, _ = memory_manager([])
+    (threshold,) = HARD[:1]
+    assert m._memory_reading((threshold,)) is not None
+    assert m._memory_reading((replace(threshold, signal=Signal.MEMORY_STALL_FULL),)) is None
+
+
+def test_the_decision_takes_the_node_memory_the_confirmation_judged_and_the_rest_of_the_full_reading() -> None:
+    full = summary_from_dict(summary(memory=512 * Mi, allocatable=100 * Mi, pods=[pod_stats(VICTIM, memory=Gi)]))
+    reading = summary_from_dict(summary(memory=3 * Gi, memory_ws=5 * Gi, allocatable=700 * Mi, pods=[]))
+    decided = with_node_memory(full, reading)
+    assert decided.node.memory is not None and decided.node.memory.available_bytes == 3 * Gi
+    assert decided.node.memory.working_set_bytes == 5 * Gi
+    pods = decided.node.system_containers["pods"].memory
+    assert pods is not None and pods.available_bytes == 700 * Mi
+    assert decided.pods == full.pods and decided.node.fs == full.node.fs, "the pods and the disks as read in full"
+    alone = summary_from_dict(summary(memory=3 * Gi, pods=[]))  # no pods cgroup figure: the full reading's stays
+    kept = with_node_memory(full, alone).node.system_containers["pods"].memory
+    assert kept is not None and kept.available_bytes == 100 * Mi
 
 
 def test_the_hold_is_fixed_unless_the_memory_flaps_and_then_spread_between_once_and_twice_it() -> None:

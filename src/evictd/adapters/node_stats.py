@@ -332,6 +332,27 @@ class NodeStatsSource:
         self.problems = tuple(problems)
         return Summary(node=node, pods=pod_stats)
 
+    def memory_summary(self) -> Summary:
+        """Read the node's memory alone now: a Summary whose node has its own memory and the pods cgroup's (what
+        ``memory.available`` and ``allocatableMemory.available`` are observed from, read as `summary` reads them)
+        and nothing else, no pods. The readings that confirm a memory crossing are these
+        (`evictd.core.settled`): a few small reads, where `summary` reads every pod. Figures that cannot be read
+        are absent (the full reading the cycle then takes reports why)."""
+        problems: list[SampleError] = []
+        at = self._clock.wall()
+        node_memory = attempt(lambda: self._cgroups.memory(""), problems)
+        capacity = attempt(lambda: procfs.mem_total_bytes(self._proc_root), problems)
+        pods_memory = (attempt(lambda: self._cgroups.memory(self._cgroups.pods_cgroup()), problems)
+                       if self._cgroups.has_pods_cgroup() else None)
+        system_containers = {}
+        if pods_memory is not None:
+            system_containers[SYSTEM_CONTAINER_PODS] = ContainerStats(
+                name=SYSTEM_CONTAINER_PODS, memory=memory_stats(pods_memory, pods_memory.limit_bytes, at))
+        return Summary(node=NodeStats(
+            node_name=self._node_name,
+            memory=memory_stats(node_memory, capacity, at) if node_memory is not None and capacity else None,
+            system_containers=system_containers))
+
     def _pod_stats(self, pods: Sequence[Pod], at: datetime, problems: list[SampleError],
                    reread: bool = False) -> tuple[PodStats, ...]:
         keys = [pod_key(pod) for pod in pods]

@@ -72,6 +72,7 @@ from evictd.core.settled import (
     crossing_deep,
     crossing_hold_s,
     crossings_to_confirm,
+    with_node_memory,
 )
 from evictd.core.signals import Signal, spec_of
 from evictd.core.summary import Observation, Summary, signal_observations
@@ -108,7 +109,12 @@ class StatsSource(Protocol):
     """Produces a fresh kubelet-style Summary of the node, its pod stats those of `pods` (the pods the cycle
     listed: the API's, or the node's when the API gives none); raises EvictdError when it cannot. `reread`: a
     re-read within the cycle (a crossing's confirmation, the wait after an eviction), for which a source may reuse
-    what it asked a slow party (the runtime) at the cycle's first read, never a figure of the node."""
+    what it asked a slow party (the runtime) at the cycle's first read, never a figure of the node.
+
+    A source may also offer ``memory_summary() -> Summary``, the node's memory alone read now (or
+    ``memory_reading()``, a reader of it or None for none, where that depends on what it wraps). A crossing's
+    confirming readings are then those, every 5 ms, and the cycle reads in full once after them
+    (`EvictionManager._confirming_summary`)."""
 
     def summary(self, pods: Sequence[Pod], *, reread: bool = False) -> Summary: ...
 
@@ -290,14 +296,45 @@ class EvictionManager:
         if flapping:
             self._holds_while_flapping += 1
         start = self._clock.monotonic()
+        read_memory = self._memory_reading(crossed)
         summary: Summary | None = None
-        for at in confirming_reads(hold_s, flapping=flapping):
+        reading: Summary | None = None
+        for at in confirming_reads(hold_s, flapping=flapping, dense=read_memory is not None):
             self._clock.sleep(max(0.0, at - (self._clock.monotonic() - start)))
-            summary = self._read_again(pods, errors, "to confirm a crossing", reread=True)
-            if summary is None or not crossing_confirmed(crossed, summary) or crossing_deep(crossed, summary):
+            if read_memory is not None:
+                reading = self._read_memory_again(read_memory)
+                confirming = reading
+            else:
+                confirming = summary = self._read_again(pods, errors, "to confirm a crossing", reread=True)
+            if confirming is None or not crossing_confirmed(crossed, confirming) or crossing_deep(crossed, confirming):
                 break
+        if read_memory is not None:  # the decision's reading, the node's memory as the confirmation judged it
+            summary = self._read_again(pods, errors, "to confirm a crossing", reread=True)
+            if summary is not None and reading is not None:
+                summary = with_node_memory(summary, reading)
         now = self._clock.monotonic()
         return summary, now, now - start
+
+    def _memory_reading(self, crossed: Sequence[Threshold]) -> Callable[[], Summary] | None:
+        """How to read the node's memory alone to confirm `crossed` (the source's `memory_reading()`, or its
+        `memory_summary`), or None: the source has no such reading, or a crossed threshold is not read from a memory
+        cgroup (a stall signal)."""
+        if not all(spec_of(t.signal).memcg_watched for t in crossed):
+            return None
+        reader: Callable[[], Callable[[], Summary] | None] | None = getattr(self._stats, "memory_reading", None)
+        if reader is not None:
+            return reader()
+        read: Callable[[], Summary] | None = getattr(self._stats, "memory_summary", None)
+        return read
+
+    @staticmethod
+    def _read_memory_again(read: Callable[[], Summary]) -> Summary | None:
+        """A reading of the node's memory alone; None when it cannot be read: the confirmation ends there, and the
+        full reading after it, the cycle's, is then the confirming one (it says why, if it fails too)."""
+        try:
+            return read()
+        except EvictdError:
+            return None
 
     def _read_again(self, pods: Sequence[Pod], errors: list[CycleError], why: str, *,
                     reread: bool = False) -> Summary | None:

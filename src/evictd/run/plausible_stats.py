@@ -63,6 +63,20 @@ class PlausibleStats:
         self.refused = tuple(refusal_of_decode(error) for error in undecoded) + impossible
         return summary
 
+    def memory_reading(self) -> Callable[[], Summary] | None:
+        """How to read the node's memory alone through this check: the wrapped source's `memory_summary`,
+        impossible figures unknown (nothing logged: the full reading the cycle decides on reports them); None when
+        the source has no such reading (the kubelet's Summary API: one request reads everything). The reader raises
+        what the source raises."""
+        read: Callable[[], Summary] | None = getattr(self.source, "memory_summary", None)
+        if read is None:
+            return None
+
+        def plausible() -> Summary:
+            return plausible_summary(read(), self._memory_capacity())[0]
+
+        return plausible
+
 
 class RefusalLog:
     """Logs a refused figure once when its episode starts (field, value, bound, reason) and once when it ends

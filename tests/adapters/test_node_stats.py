@@ -435,7 +435,8 @@ def test_a_reading_of_the_memory_alone_has_the_node_and_pods_memory_of_a_full_on
     plausible = PlausibleStats(source, lambda: 64 * GiB)  # the fixtures' pods limit (22 GiB) is over their MemTotal
     read = plausible.memory_reading()
     assert read is not None and read() == alone
-    assert PlausibleStats(SimpleNamespace(summary=source.summary), lambda: None).memory_reading() is None  # type: ignore[arg-type]
+    kubelet_like = SimpleNamespace(summary=source.summary, memory_reading=lambda: None)  # one piece: no such reading
+    assert PlausibleStats(kubelet_like, lambda: None).memory_reading() is None  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("tree", TREES, ids=tree_ids)

@@ -332,6 +332,10 @@ class NodeStatsSource:
         self.problems = tuple(problems)
         return Summary(node=node, pods=pod_stats)
 
+    def memory_reading(self) -> Callable[[], Summary]:
+        """How to read the node's memory alone: `memory_summary` (the manager's confirming readings)."""
+        return self.memory_summary
+
     def memory_summary(self) -> Summary:
         """Read the node's memory alone now: a Summary whose node has its own memory and the pods cgroup's (what
         ``memory.available`` and ``allocatableMemory.available`` are observed from, read as `summary` reads them)

@@ -111,12 +111,13 @@ class StatsSource(Protocol):
     re-read within the cycle (a crossing's confirmation, the wait after an eviction), for which a source may reuse
     what it asked a slow party (the runtime) at the cycle's first read, never a figure of the node.
 
-    A source may also offer ``memory_summary() -> Summary``, the node's memory alone read now (or
-    ``memory_reading()``, a reader of it or None for none, where that depends on what it wraps). A crossing's
-    confirming readings are then those, every 5 ms, and the cycle reads in full once after them
-    (`EvictionManager._confirming_summary`)."""
+    `memory_reading`: how to read the node's memory alone (a Summary with the node's and the pods cgroup's memory,
+    nothing else), or None where the source has no cheaper reading than `summary`. A crossing's confirming readings
+    are then those, every 5 ms, and the cycle reads in full once after them (`EvictionManager._confirming_summary`)."""
 
     def summary(self, pods: Sequence[Pod], *, reread: bool = False) -> Summary: ...
+
+    def memory_reading(self) -> Callable[[], Summary] | None: ...
 
 
 class LayoutSource(Protocol):
@@ -316,16 +317,11 @@ class EvictionManager:
         return summary, now, now - start
 
     def _memory_reading(self, crossed: Sequence[Threshold]) -> Callable[[], Summary] | None:
-        """How to read the node's memory alone to confirm `crossed` (the source's `memory_reading()`, or its
-        `memory_summary`), or None: the source has no such reading, or a crossed threshold is not read from a memory
-        cgroup (a stall signal)."""
+        """How to read the node's memory alone to confirm `crossed` (the source's `memory_reading`), or None: the
+        source has no such reading, or a crossed threshold is not read from a memory cgroup (a stall signal)."""
         if not all(spec_of(t.signal).memcg_watched for t in crossed):
             return None
-        reader: Callable[[], Callable[[], Summary] | None] | None = getattr(self._stats, "memory_reading", None)
-        if reader is not None:
-            return reader()
-        read: Callable[[], Summary] | None = getattr(self._stats, "memory_summary", None)
-        return read
+        return self._stats.memory_reading()
 
     @staticmethod
     def _read_memory_again(read: Callable[[], Summary]) -> Summary | None:

@@ -64,11 +64,11 @@ class PlausibleStats:
         return summary
 
     def memory_reading(self) -> Callable[[], Summary] | None:
-        """How to read the node's memory alone through this check: the wrapped source's `memory_summary`,
+        """How to read the node's memory alone through this check: the wrapped source's `memory_reading`,
         impossible figures unknown (nothing logged: the full reading the cycle decides on reports them); None when
         the source has no such reading (the kubelet's Summary API: one request reads everything). The reader raises
         what the source raises."""
-        read: Callable[[], Summary] | None = getattr(self.source, "memory_summary", None)
+        read = self.source.memory_reading()
         if read is None:
             return None
 

@@ -178,17 +178,6 @@ def test_the_confirming_readings_double_from_the_early_one_within_the_hold(hold_
     assert confirming_reads(hold_s, flapping=flapping) == pytest.approx(reads)
 
 
-@pytest.mark.parametrize(("hold_s", "flapping", "reads"), [
-    pytest.param(0.1, False, tuple(round(0.005 * n, 3) for n in range(1, 21)), id="every-5-ms-to-the-hold"),
-    pytest.param(0.1, True, (0.005, 0.1), id="flapping-the-early-reading-and-the-end-still"),
-    pytest.param(0.012, False, (0.005, 0.01, 0.012), id="a-hold-between-two-steps"),
-    pytest.param(0.003, False, (0.003,), id="a-hold-shorter-than-a-step"),
-])
-def test_readings_of_the_memory_alone_are_taken_every_early_step(hold_s: float, flapping: bool,
-                                                                 reads: tuple[float, ...]) -> None:
-    assert confirming_reads(hold_s, flapping=flapping, dense=True) == pytest.approx(reads)
-
-
 class MemoryStats(Stats):
     """`Stats` (the full readings) and a script of readings of the node's memory alone (`memory_summary`)."""
 
@@ -224,9 +213,9 @@ NODE_GONE = summary(memory=2 * Gi, pods=[])
 @pytest.mark.parametrize(
     ("memory", "full", "evicted", "slept_s", "memory_reads"),
     [
-        # A fill slowed down: 8 MiB deep at the fifth reading, 25 ms in (doubling readings: decided at 40 ms).
-        pytest.param([*[NODE_SHALLOW] * 4, NODE_DEEP], SHALLOW, True, 5 * EARLY_CONFIRM_S, 5, id="deep-at-25-ms"),
-        pytest.param([*[NODE_SHALLOW] * 20], SHALLOW, True, CROSSING_HOLD_S, 20, id="shallow-held-to-the-hold"),
+        # A fill slowed down: 8 MiB deep at the fourth reading, 40 ms in.
+        pytest.param([*[NODE_SHALLOW] * 3, NODE_DEEP], SHALLOW, True, 8 * EARLY_CONFIRM_S, 4, id="deep-at-40-ms"),
+        pytest.param([*[NODE_SHALLOW] * 6], SHALLOW, True, CROSSING_HOLD_S, 6, id="shallow-held-to-the-hold"),
         pytest.param([NODE_SHALLOW, NODE_GONE], SHALLOW, False, 2 * EARLY_CONFIRM_S, 2, id="gone-at-10-ms"),
         # The full reading after the confirmation reads the crossing again (a flicker): the cycle decides on the
         # memory figures the confirmation judged, so nobody is evicted.
@@ -236,7 +225,7 @@ NODE_GONE = summary(memory=2 * Gi, pods=[])
                      id="memory-unreadable-the-full-reading-decides"),
     ],
 )
-def test_a_crossing_is_confirmed_on_readings_of_the_memory_alone_every_5_ms_then_one_full_reading(
+def test_a_crossing_is_confirmed_on_readings_of_the_memory_alone_then_one_full_reading(
         memory: list, full: dict, evicted: bool, slept_s: float, memory_reads: int) -> None:  # type: ignore[type-arg]
     m, evictor, clock, stats = memory_manager(memory, SHALLOW, full)
     report = m.synchronize()
@@ -245,6 +234,12 @@ def test_a_crossing_is_confirmed_on_readings_of_the_memory_alone_every_5_ms_then
     assert stats.memory_reads == memory_reads
     assert stats.rereads == [False, True], "the cycle's reading, then one full reading after the confirmation"
     assert report.observed.crossing_confirmed is evicted
+
+
+def test_while_the_memory_flaps_a_crossing_is_confirmed_on_full_readings_as_before() -> None:
+    m, _, clock, stats = memory_manager([], SHALLOW, SHALLOW, GONE)
+    m.synchronize(flapping=True)
+    assert stats.memory_reads == 0 and stats.rereads == [False, True, True], "the early reading and the hold's end"
 
 
 def test_a_stall_crossing_is_confirmed_on_full_readings_as_before() -> None:

@@ -113,7 +113,7 @@ class StatsSource(Protocol):
 
     `memory_reading`: how to read the node's memory alone (a Summary with the node's and the pods cgroup's memory,
     nothing else), or None where the source has no cheaper reading than `summary`. A crossing's confirming readings
-    are then those, every 5 ms, and the cycle reads in full once after them (`EvictionManager._confirming_summary`)."""
+    are then those, and the cycle reads in full once after them (`EvictionManager._confirming_summary`)."""
 
     def summary(self, pods: Sequence[Pod], *, reread: bool = False) -> Summary: ...
 
@@ -297,10 +297,11 @@ class EvictionManager:
         if flapping:
             self._holds_while_flapping += 1
         start = self._clock.monotonic()
-        read_memory = self._memory_reading(crossed)
+        # While the memory flaps the confirmation keeps its two full readings, as before (evictd.core.settled).
+        read_memory = None if flapping else self._memory_reading(crossed)
         summary: Summary | None = None
         reading: Summary | None = None
-        for at in confirming_reads(hold_s, flapping=flapping, dense=read_memory is not None):
+        for at in confirming_reads(hold_s, flapping=flapping):
             self._clock.sleep(max(0.0, at - (self._clock.monotonic() - start)))
             if read_memory is not None:
                 reading = self._read_memory_again(read_memory)

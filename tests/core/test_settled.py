@@ -240,6 +240,7 @@ def test_while_the_memory_flaps_a_crossing_is_confirmed_on_full_readings_as_befo
     m, _, clock, stats = memory_manager([], SHALLOW, SHALLOW, GONE)
     m.synchronize(flapping=True)
     assert stats.memory_reads == 0 and stats.rereads == [False, True, True], "the early reading and the hold's end"
+    assert clock.now_s == pytest.approx(CROSSING_HOLD_S)
 
 
 def test_a_stall_crossing_is_confirmed_on_full_readings_as_before() -> None:

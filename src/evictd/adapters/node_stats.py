@@ -32,8 +32,8 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
-from datetime import UTC, datetime
+from dataclasses import replace
+from datetime import datetime
 from typing import TypeVar
 
 from evictd.adapters import procfs
@@ -47,7 +47,8 @@ from evictd.adapters.cgroups import (
     read_file_if_present,
 )
 from evictd.adapters.filesystems import FsReading, statvfs_reading
-from evictd.adapters.pod_disk_usage import PodDiskFigures, PodDiskStore, PodKey
+from evictd.adapters.pod_disk_blocks import DiskBlocks, disk_blocks
+from evictd.adapters.pod_disk_usage import PodDiskStore, PodKey
 from evictd.adapters.psi_history import PressureHistory
 from evictd.clock import SYSTEM_CLOCK, Clock
 from evictd.core.errors import EvictdError, SampleError, attempt, without_traceback
@@ -65,7 +66,6 @@ from evictd.core.summary import (
     ReclaimCounters,
     RlimitStats,
     Summary,
-    VolumeStats,
     pod_memory_stats,
     pod_stats,
 )
@@ -107,46 +107,6 @@ def fs_stats(reading: FsReading, at: datetime) -> FsStats:
 
 # A counter reading of the stall gate's (`NodeStatsSource._reclaim`).
 T = TypeVar("T")
-
-
-@dataclass(frozen=True, slots=True)
-class DiskBlocks:
-    """A pod's disk figures as Summary blocks, stamped with their measurement time.
-
-    Built once per `PodDiskFigures` object and reused while the store hands out the same one (figures and
-    Summary blocks are immutable), so an unchanged pod costs a cycle no allocation for its disk figures.
-    `log_containers` are each log folder's figures as the container entry the runtime names no container with
-    (and where it does, the logs it gets: no mapping of its own, kept for every pod); `ephemeral_storage` is
-    volumes + logs, without writable layers.
-    """
-
-    figures: PodDiskFigures
-    measured_at: datetime
-    volume_stats: tuple[VolumeStats, ...]
-    used_bytes: int
-    inodes_used: int
-    log_containers: tuple[ContainerStats, ...]
-    ephemeral_storage: FsStats
-
-
-def disk_blocks(figures: PodDiskFigures) -> DiskBlocks:
-    """Return the Summary blocks of a pod's disk figures, all stamped with the time they were measured."""
-    at = datetime.fromtimestamp(figures.measured_at_wall, UTC)
-    used = sum(usage.used_bytes for _, usage in figures.volumes) + sum(usage.used_bytes for _, usage in figures.logs)
-    inodes = (sum(usage.inodes_used for _, usage in figures.volumes)
-              + sum(usage.inodes_used for _, usage in figures.logs))
-    return DiskBlocks(
-        figures=figures,
-        measured_at=at,
-        volume_stats=tuple(VolumeStats(name=name, time=at, used_bytes=usage.used_bytes, inodes_used=usage.inodes_used)
-                           for name, usage in figures.volumes),
-        used_bytes=used,
-        inodes_used=inodes,
-        log_containers=tuple(ContainerStats(name=name, logs=FsStats(time=at, used_bytes=usage.used_bytes,
-                                                                    inodes_used=usage.inodes_used))
-                             for name, usage in figures.logs),
-        ephemeral_storage=FsStats(time=at, used_bytes=used, inodes_used=inodes),
-    )
 
 
 def pod_key(pod: Pod) -> PodKey:

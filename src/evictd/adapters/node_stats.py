@@ -252,12 +252,7 @@ class NodeStatsSource:
         asked it (or its failure then) stand, so a slow runtime is waited on once a cycle."""
         problems: list[SampleError] = []
         at = self._clock.wall()
-        node_memory = attempt(lambda: self._cgroups.memory(""), problems)
-        capacity = attempt(lambda: procfs.mem_total_bytes(self._proc_root), problems)
-        # No pods cgroup means no kubelet-managed pods here: allocatable memory is absent, not unreadable.
-        has_pods_cgroup = self._cgroups.has_pods_cgroup()
-        pods_memory = (attempt(lambda: self._cgroups.memory(self._cgroups.pods_cgroup()), problems)
-                       if has_pods_cgroup else None)
+        node_memory, capacity, pods_memory, has_pods_cgroup = self._memory_readings(problems)
         image_path, container_path = self._runtime.filesystem_paths() or (self._image_fs_path, self._container_fs_path)
         nodefs = attempt(lambda: statvfs_reading(existing_ancestor(self._kubelet_root)), problems)
         imagefs = attempt(lambda: statvfs_reading(existing_ancestor(image_path)), problems)
@@ -292,6 +287,18 @@ class NodeStatsSource:
         self.problems = tuple(problems)
         return Summary(node=node, pods=pod_stats)
 
+    def _memory_readings(self, problems: list[SampleError]
+                         ) -> tuple[MemoryReading | None, int | None, MemoryReading | None, bool]:
+        """The root's memory, the node's MemTotal and the pods cgroup's memory, as `summary` and `memory_summary` read
+        them (None: unreadable, the reason added to `problems`), and whether there is a pods cgroup: without one no
+        kubelet-managed pods run here, and allocatable memory is absent, not unreadable."""
+        node_memory = attempt(lambda: self._cgroups.memory(""), problems)
+        capacity = attempt(lambda: procfs.mem_total_bytes(self._proc_root), problems)
+        has_pods_cgroup = self._cgroups.has_pods_cgroup()
+        pods_memory = (attempt(lambda: self._cgroups.memory(self._cgroups.pods_cgroup()), problems)
+                       if has_pods_cgroup else None)
+        return node_memory, capacity, pods_memory, has_pods_cgroup
+
     def memory_reading(self) -> Callable[[], Summary]:
         """How to read the node's memory alone: `memory_summary` (the manager's confirming readings)."""
         return self.memory_summary
@@ -304,10 +311,7 @@ class NodeStatsSource:
         are absent (the full reading the cycle then takes reports why)."""
         problems: list[SampleError] = []
         at = self._clock.wall()
-        node_memory = attempt(lambda: self._cgroups.memory(""), problems)
-        capacity = attempt(lambda: procfs.mem_total_bytes(self._proc_root), problems)
-        pods_memory = (attempt(lambda: self._cgroups.memory(self._cgroups.pods_cgroup()), problems)
-                       if self._cgroups.has_pods_cgroup() else None)
+        node_memory, capacity, pods_memory, _ = self._memory_readings(problems)
         system_containers = {}
         if pods_memory is not None:
             system_containers[SYSTEM_CONTAINER_PODS] = ContainerStats(

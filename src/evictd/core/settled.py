@@ -47,7 +47,7 @@ eviction (issue #37, item 2):
    not up to six. A stall signal's crossing, read from PSI, is confirmed on full readings as before, and so is any
    crossing while the memory flaps. (Readings every 5 ms instead of doubling, tried on 2026-11-26, decided a
    crossing 3-11 ms sooner at p50 under load, but a tenant flapping at 20 Hz then ran 165-186 cycles a minute
-   against 129-168, 1.15-1.40 % of a core against 1.05-1.25: item 3's bound weighed more.)
+   against 129-168, 1.20-1.40 % of a core against 1.05-1.25: item 3's bound weighed more.)
 
    While the memory flaps (`evictd.cycle.cadence`: four changes in 10 s) the hold varies between `CROSSING_HOLD_S`
    and twice that (`crossing_hold_s`): a fixed hold never confirms a tenant whose period is twice the hold (each

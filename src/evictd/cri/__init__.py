@@ -153,6 +153,13 @@ class Runtime(Protocol):
     def collect_garbage(self) -> None: ...  # the periodic container and image GC when due (none without one)
 
 
+def stop_through_cgroup(kill_processes: Callable[[str], int], eviction: Eviction, why: str) -> str | None:
+    """Kill the evicted pod's processes through its cgroup because of `why` (`kill_processes`: pod uid -> processes
+    found); return how it was stopped, or None when its cgroup held no process (the caller says why that fails)."""
+    found = kill_processes(eviction.pod.uid)
+    return f"by killing its {found} processes through its cgroup ({why})" if found else None
+
+
 class RuntimeSlot:
     """Where the adapters find the container runtime: empty (nothing to list, measure or collect) until
     `evictd.run.runtime_link.RuntimeLink` puts the runtime that answered in `current`; it then answers as that one.
@@ -199,10 +206,10 @@ class RuntimeSlot:
             return self.current.stop_pod(eviction)
         if self._kill_processes is None:
             raise EvictdError("no container runtime answers")
-        found = self._kill_processes(eviction.pod.uid)
-        if not found:
+        how = stop_through_cgroup(self._kill_processes, eviction, "no container runtime answers")
+        if how is None:
             raise EvictdError("no container runtime answers, and the pod's cgroup holds no process")
-        return f"by killing its {found} processes through its cgroup (no container runtime answers)"
+        return how
 
     def collect_garbage(self) -> None:
         if self.current is not None:

@@ -23,7 +23,7 @@ from evictd.core.errors import CRIError, EvictdError
 from evictd.core.fs_layout import FsLayout, ReclaimAction
 from evictd.core.runtime import Sandbox, SandboxState
 from evictd.core.unanswered import Unanswered
-from evictd.cri import ContainerUsage, Runtime, RuntimeSlot, RuntimeVersion, SandboxUsage
+from evictd.cri import ContainerUsage, Runtime, RuntimeSlot, RuntimeVersion, SandboxUsage, stop_through_cgroup
 from evictd.cri.client import CriClient
 from evictd.cycle.manager import LayoutSource, NodeReclaimer
 from evictd.log import Log
@@ -162,12 +162,12 @@ class CriRuntime:
         runtime's own `failure` when it answered one (its containers may be gone, its sandbox not), else a CRIError
         saying so."""
         assert self._kill_processes is not None
-        found = self._kill_processes(eviction.pod.uid)
-        if not found:
+        how = stop_through_cgroup(self._kill_processes, eviction, why)
+        if how is None:
             if failure is not None:
                 raise failure
             raise CRIError("StopPodSandbox", UNANSWERED, f"{why}, and the pod's cgroup holds no process")
-        return f"by killing its {found} processes through its cgroup ({why}); the runtime finds its containers exited"
+        return f"{how}; the runtime finds its containers exited"
 
     def collect_garbage(self) -> None:
         if self._gc is not None:

@@ -30,7 +30,8 @@ and 5): `steady_max_period_s` makes it as long as the looks need to spend no mor
 (0.75 CPU s a minute) at a steady margin, from the watch thread's own CPU per look, within `MIN_PERIOD_S` and
 `STEADY_MAX_PERIOD_S`: in the 6.1 user-mode guest on a quiet host (0.5-0.8 ms a look) it was 38-64 ms; computed,
 not measured: on a loaded host, where the guest's accounting charges a look 2-4 ms, 160-250 ms, and on a host
-whose looks cost tens of microseconds the fast rule's 20 ms. On v1 the watch is the memcg levels' backstop and keeps the fixed cap.
+whose looks cost tens of microseconds the fast rule's 20 ms. On v1 the watch is the memcg levels' backstop and
+keeps the fixed cap.
 
 What the steady pace gives up, and what it keeps: the looks are never further apart than `STEADY_MAX_PERIOD_S`
 within ~250 MiB of a threshold (the fast rule's own period there), so any crossing from a steady margin (a burst,

@@ -699,12 +699,22 @@ class Containerd:
         remove_cgroup_tree(pod.cgroup_parent)
 
     def remove_sandbox(self, sandbox_id: str) -> None:
-        """Stop and remove one sandbox (idempotent: a missing one is fine)."""
-        try:
-            self.cri.stop_sandbox(sandbox_id)
-        except CRIError as exc:
-            if exc.code != "NOT_FOUND":  # containerd answers NOT_FOUND to stopping a removed sandbox
-                raise
+        """Stop and remove one sandbox (idempotent: a missing one is fine).
+
+        A sandbox whose processes were all killed behind the runtime's back (through its cgroup) has a shim that
+        is shutting down: a stop in that moment fails with "ttrpc: closed" (seen once in CI, 2026-11-26). The
+        kubelet retries such a stop on its next pod sync; this retries it for up to 10 s."""
+        deadline = time.monotonic() + 10.0
+        while True:
+            try:
+                self.cri.stop_sandbox(sandbox_id)
+                break
+            except CRIError as exc:
+                if exc.code == "NOT_FOUND":  # containerd answers NOT_FOUND to stopping a removed sandbox
+                    break
+                if "ttrpc: closed" not in str(exc) or time.monotonic() > deadline:
+                    raise
+                time.sleep(POLL_INTERVAL_S)
         self.cri.remove_sandbox(sandbox_id)
 
     def remove_all_pods(self) -> None:

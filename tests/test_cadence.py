@@ -6,17 +6,22 @@ the schedule's own figure, with no float rounding from a clock.
 
 from __future__ import annotations
 
+import itertools
+import statistics
+
 import pytest
 
 from evictd.core.psi_window import WINDOW_FOLLOW_UP_S
 from evictd.cycle.cadence import (
     FLAP_CHANGES,
+    FLAP_CYCLE_MAX_S,
     FLAP_CYCLE_S,
     FLAP_WINDOW_S,
     GRACE_END_MARGIN_S,
     MIN_STALE_AFTER_S,
     NOTIFICATION_FOLLOW_UPS_S,
     Cadence,
+    flap_cycle_s,
     stale_after_s,
 )
 
@@ -231,23 +236,56 @@ def test_while_flapping_a_notification_brings_the_next_cycle_a_second_after_the_
     assert cadence.flapping
     assert cadence.follow_ups == (), "no follow-up burst while flapping"
     woken = cadence.woken(["memcg"])
-    assert woken.wait_s(0.2) == pytest.approx(0.15 + FLAP_CYCLE_S - 0.2), "not at once: a second after the last"
+    assert woken.wait_s(0.2) == pytest.approx(0.15 + flap_cycle_s(0) - 0.2), "not at once: after the last"
     assert woken.follow_ups == ()
-    assert woken.woken(["memcg", "memcg_rearm"]).wait_s(0.2) == woken.wait_s(0.2), "more notifications keep it"
+    assert not woken.listening, "more notifications are not even judged until it"
     # The timer and a stop still make the cycle due at once; a cycle with no change keeps the count.
     assert cadence.woken([]).wait_s(0.2) is None and cadence.woken(["signal"]).wait_s(0.2) is None
-    quiet = cadence.after_cycle(1.15, 1.15, memory_threshold_met=False)
-    assert quiet.flapping and quiet.woken(["memcg"]).wait_s(1.2) == pytest.approx(1.15 + FLAP_CYCLE_S - 1.2)
+    quiet = woken.after_cycle(1.15, 1.15, memory_threshold_met=False)
+    assert quiet.flapping and quiet.woken(["memcg"]).wait_s(1.2) == pytest.approx(1.15 + flap_cycle_s(1) - 1.2)
 
 
-def test_flapping_ends_once_the_window_holds_fewer_than_four_changes() -> None:
+def test_while_flapping_the_cycles_are_a_second_apart_on_average_never_in_step_with_a_periodic_tenant() -> None:
+    gaps = [flap_cycle_s(count) for count in range(200)]
+    assert FLAP_CYCLE_S == 1.0 and FLAP_CYCLE_MAX_S == 1.5
+    assert all(0.5 * FLAP_CYCLE_S <= gap < FLAP_CYCLE_MAX_S for gap in gaps)
+    assert statistics.mean(gaps) == pytest.approx(FLAP_CYCLE_S, abs=0.01)
+    # A tenant above the level for the first half of each 50 ms: read at the cycles' starts, it is seen above in
+    # about half of them and goes back (above, then below) in about 1 in 4 (at exactly 1 s apart the readings drift
+    # 2 ms a cycle through its phase: above 11 times in a row, then below as long, on the flapping benchmark).
+    above = [(start % 0.05) < 0.025 for start in itertools.accumulate(gaps)]
+    assert 0.4 < sum(above) / len(above) < 0.6
+    went_back = sum(1 for before, now in itertools.pairwise(above) if before and not now)
+    assert went_back > 40, went_back
+    in_step = [(start % 0.05) < 0.025 for start in itertools.accumulate([FLAP_CYCLE_S + 0.002] * 200)]
+    assert sum(1 for before, now in itertools.pairwise(in_step) if before and not now) < 10, "the old fixed 1 s"
+
+
+def test_flapping_ends_once_a_whole_window_holds_no_change() -> None:
     cadence = Cadence(INTERVAL_S)
     for at in (0.0, 0.05, 0.1, 0.15):
         cadence = changed(cadence, at)
-    later = cadence.after_cycle(10.1, 10.1, memory_threshold_met=False)
+    assert cadence.after_cycle(10.1, 10.1, memory_threshold_met=False).flapping, "the change at 0.15 s is in the window"
+    later = cadence.after_cycle(10.2, 10.2, memory_threshold_met=False)
     assert not later.flapping
     woken = later.woken(["memcg"])
     assert woken.wait_s(10.2) is None and woken.follow_ups == NOTIFICATION_FOLLOW_UPS_S, "chased again"
+
+
+def test_once_flapping_fewer_changes_than_four_a_window_keep_it_flapping() -> None:
+    """Read once a second, a tenant flapping at 20 Hz shows a change in only some cycles (the reading's phase): the
+    memory flaps as before, and is not chased again until it has counted four more."""
+    cadence = Cadence(INTERVAL_S)
+    for at in (0.0, 0.05, 0.1, 0.15):
+        cadence = changed(cadence, at)
+    for at in (4.0, 8.0, 12.0, 16.0, 20.0):  # one change every 4 s: at most 3 in a window
+        cadence = changed(cadence.after_cycle(at - 1.0, at - 1.0, memory_threshold_met=True), at)
+        assert cadence.flapping, at
+    assert cadence.woken(["memcg"]).follow_ups == (), "no chase"
+    never = Cadence(INTERVAL_S)
+    for at in (4.0, 8.0, 12.0, 16.0, 20.0):
+        never = changed(never, at)
+    assert not never.flapping, "three changes a window do not start it"
 
 
 def test_while_flapping_the_loop_stops_listening_to_notifications_once_the_next_cycle_is_due_within_a_second() -> None:

@@ -27,7 +27,7 @@ from evictd.core.pods import Pod
 from evictd.core.psi_window import WINDOW_FOLLOW_UP_S
 from evictd.core.summary import Summary
 from evictd.core.summary_parser import summary_from_dict
-from evictd.cycle.cadence import FLAP_CYCLE_S, NOTIFICATION_FOLLOW_UPS_S
+from evictd.cycle.cadence import NOTIFICATION_FOLLOW_UPS_S, flap_cycle_s
 from evictd.cycle.finished import Cycle
 from evictd.cycle.manager import EvictionManager
 from evictd.cycle.report import CycleReport
@@ -218,19 +218,20 @@ def test_memory_met_then_gone_by_itself_four_times_is_flapping_but_not_when_evic
         dry_run: bool) -> None:
     # Every cycle is woken by a memcg notification; the threshold is met in odd cycles only. In a dry run nothing
     # relieved it: after the fourth time it went by itself (cycle 8) a notification no longer brings a cycle at once
-    # but a second after the last one, and the loop stops listening meanwhile. Evicting for real, each time it went
-    # is the eviction's relief: chased every time.
+    # but 0.5-1.5 s after the last one (`flap_cycle_s`), and the loop stops listening meanwhile. Evicting for real, each
+    # time it went is the eviction's relief: chased every time.
     loop = Loop(causes=[["memcg"]] * 12, max_cycles=12, near=True, dry_run=dry_run, flapping=True)
     loop.run()
-    flap_wait = round(FLAP_CYCLE_S - CYCLE_S, 3)
+    flap_waits = [round(flap_cycle_s(count) - CYCLE_S, 3) for count in range(4)]
     if dry_run:
         assert loop.waiter.listened[:8] == [True] * 8, "the tick is next after cycle 8: listening"
-        assert (loop.waiter.listened[8], loop.waiter.timeouts[8]) == (False, flap_wait), \
-            "the notification came: due a second after the last cycle, not listening meanwhile"
+        assert (loop.waiter.listened[8], loop.waiter.timeouts[8]) == (False, flap_waits[0]), \
+            "the notification came: due after the last cycle, not listening meanwhile"
         assert loop.waiter.listened[9:] == [True, False] * 3
+        assert [round(t, 3) for t in loop.waiter.timeouts[10::2]] == flap_waits[1:], "each wait the next of the spread"
     else:
         assert all(loop.waiter.listened)
-        assert flap_wait not in loop.waiter.timeouts, "every notification chased"
+        assert not set(flap_waits) & {round(t, 3) for t in loop.waiter.timeouts}, "every notification chased"
     assert len(loop.evictor.evicted) == 6
 
 

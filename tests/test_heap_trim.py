@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from types import SimpleNamespace
 
 from evictd.run.heap_trim import heap_trimmer
 
@@ -13,6 +14,7 @@ from evictd.run.heap_trim import heap_trimmer
 # before, after the frees and after the hook.
 HEAP_PEAK = """
 import json, sys
+from types import SimpleNamespace
 from evictd.run.heap_trim import heap_trimmer
 
 def rss_mib():
@@ -25,7 +27,7 @@ blocks = [b"x" * (100 << 10) for _ in range(2048)]
 last = blocks[-1]
 del blocks
 freed = rss_mib()
-hook(None)
+hook(SimpleNamespace(started_at=0.0))
 json.dump({"start": start, "freed": freed, "trimmed": rss_mib(), "last": len(last)}, sys.stdout)
 """
 
@@ -38,6 +40,20 @@ def test_the_hook_gives_freed_heap_pages_back_to_the_kernel() -> None:
     # ...and the hook gave them back, the one block still held intact.
     assert result["freed"] - result["trimmed"] > 150, result
     assert result["last"] == 100 << 10
+
+
+def test_cycles_close_together_trim_once_every_5_seconds() -> None:
+    trims: list[int] = []
+    hook = heap_trimmer(trim=lambda: trims.append(1))
+    assert hook is not None
+    done = []
+    for started_at in (100.0, 100.4, 103.0, 104.99, 105.0, 105.5, 115.0, 125.0):
+        before = len(trims)
+        hook(SimpleNamespace(started_at=started_at))  # type: ignore[arg-type]
+        if len(trims) > before:
+            done.append(started_at)
+    # The first cycle trims; then one at least 5 s after the last trim (the 10 s tick: every cycle).
+    assert done == [100.0, 105.0, 115.0, 125.0]
 
 
 def test_the_hook_exists_on_glibc() -> None:

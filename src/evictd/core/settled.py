@@ -95,12 +95,18 @@ FOLLOW_UP_MARGIN_BYTES = 8 << 20
 _GOLDEN_FRACTION = 0.6180339887498949
 
 
+def spread(count: int) -> float:
+    """The `count`-th (0, 1, ...) of a sequence spread evenly over [0, 1) whatever its length (multiples of the golden
+    ratio's fraction): waits varied by it never keep step with a periodic tenant."""
+    return (count * _GOLDEN_FRACTION) % 1.0
+
+
 def crossing_hold_s(base_s: float, *, flapping: bool, count: int) -> float:
     """Return how long the `count`-th confirmation (0, 1, ...) waits: `base_s`, or while the memory flaps, between
     `base_s` and twice that (see rule 2 of the module's description)."""
     if not flapping:
         return base_s
-    return base_s * (1.0 + (count * _GOLDEN_FRACTION) % 1.0)
+    return base_s * (1.0 + spread(count))
 
 
 def confirming_reads(hold_s: float, *, flapping: bool) -> tuple[float, ...]:

@@ -36,11 +36,12 @@ The loop tells the cadence how each cycle ended and what woke it; the cadence an
   the previous cycle saw met, with nothing evictd did since to relieve it (no eviction, reclaim or Eviction API
   request carried out; a dry run's do not count), or whose crossing its confirming reading did not show, is a
   *change*: memory that went back by itself. With
-  `FLAP_CHANGES` changes within `FLAP_WINDOW_S` the memory is flapping, and until the window holds fewer, a cycle
-  has no follow-ups and a memory notification makes the next cycle due `FLAP_CYCLE_S` after the last one started,
-  not at once (the tick still comes at its time). A tenant crossing the level 20 times a second ran 37 cycles a
-  second, 15-17 % of a core; the kubelet reads it once per 10 s tick. A crossing that holds is still read within
-  `FLAP_CYCLE_S` (and confirmed), so a flapping tenant over a hard threshold is decided in about 1 cycle in 4.
+  `FLAP_CHANGES` changes within `FLAP_WINDOW_S` the memory is flapping, and until a window holds none, a cycle
+  has no follow-ups and a memory notification makes the next cycle due 0.5-1.5 s (`flap_cycle_s`, a second on
+  average) after the last one started, not at once (the tick still comes at its time). A tenant crossing the level
+  20 times a second ran 37 cycles a second, 15-17 % of a core; the kubelet reads it once per 10 s tick. A crossing
+  that holds is still read within `FLAP_CYCLE_MAX_S` (and confirmed), so a flapping tenant over a hard threshold is
+  decided in about 1 cycle in 4.
 - Wake-ups that earn no cycle keep the deadline, and the loop waits again for what is left of it (issue #29):
   ``memcg_rearm`` never earns one (page cache coming and going: the memcg notifier set re-armed itself on two
   fresh figures), nor ``psi_far`` (a stall with every memory threshold far from met, judged the same way);
@@ -56,6 +57,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
 from evictd.core.psi_window import WINDOW_FOLLOW_UP_S
+from evictd.core.settled import spread
 
 # A memory notification fires at the moment usage crosses a level, often while the kernel is still
 # charging or freeing pages; the cycle it triggers may see the old side. Cycles follow at these delays after
@@ -79,6 +81,8 @@ FLAP_CHANGES = 4
 FLAP_WINDOW_S = 10.0
 # While flapping, memory notifications bring a cycle at most this often (the kubelet: one per 10 s tick).
 FLAP_CYCLE_S = 1.0
+# ...varied between half and one and a half of it (`flap_cycle_s`).
+FLAP_CYCLE_MAX_S = 1.5 * FLAP_CYCLE_S
 # The Waiter's causes that are memory notifications (the others: "signal", a stop request or a wake).
 NOTIFICATION_CAUSES = frozenset({"memcg", "psi", "memory_watch"})
 # Wake-ups that never earn a cycle: the memcg notifier set re-armed itself, or a PSI trigger fired with every
@@ -92,6 +96,14 @@ HELD_NO_CYCLE_CAUSES = NO_CYCLE_CAUSES | {"psi"}
 STALE_AFTER_INTERVALS = 3
 # ...but never before this, so that a 1 s interval does not call one slow cycle or one restart stale.
 MIN_STALE_AFTER_S = 30.0
+
+
+def flap_cycle_s(count: int) -> float:
+    """How long after the last cycle's start the `count`-th (0, 1, ...) cycle a notification brings while memory flaps
+    is due: between half and one and a half `FLAP_CYCLE_S`, a second on average, varied so that the readings do not
+    keep step with a periodic tenant (at exactly 1 s, a tenant flapping at 20 Hz was read at the same phase, above the
+    level for 11 cycles in a row, then below: no change for 10 s, flapping ended and the crossing was chased again)."""
+    return FLAP_CYCLE_S * (0.5 + spread(count))
 
 
 def stale_after_s(housekeeping_interval_s: float) -> float:
@@ -115,20 +127,20 @@ class Cadence:
     changes: tuple[float, ...] = ()
     # When the last cycle started (monotonic seconds; None: none yet).
     last_started_at: float | None = None
-
-    @property
-    def flapping(self) -> bool:
-        """True while memory went back by itself `FLAP_CHANGES` times or more within `FLAP_WINDOW_S`."""
-        return len(self.changes) >= FLAP_CHANGES
+    # Memory flaps: it went back by itself `FLAP_CHANGES` times or more within `FLAP_WINDOW_S`, and has gone back at
+    # least once within the last `FLAP_WINDOW_S` since (`after_cycle`).
+    flapping: bool = False
+    # How many cycles a notification brought while flapping (`flap_cycle_s`'s count).
+    flap_cycles: int = 0
 
     @property
     def listening(self) -> bool:
         """Whether a memory notification can bring the next cycle sooner; False while flapping once the next cycle is
-        due within `FLAP_CYCLE_S` of the last one's start (the loop then need not even look at the notifiers: a
+        due within `FLAP_CYCLE_MAX_S` of the last one's start (the loop then need not even look at the notifiers: a
         flapping level fires 40 times a second, and judging each firing cost more than the cycles)."""
         if not self.flapping or self.last_started_at is None or self.due_at is None:
             return True
-        return self.due_at > self.last_started_at + FLAP_CYCLE_S
+        return self.due_at > self.last_started_at + FLAP_CYCLE_MAX_S
 
     def after_cycle(self, started_at: float, now: float, *, memory_threshold_met: bool, held: bool = False,
                     grace_ends_in_s: float | None = None, crossing_unconfirmed: bool = False,
@@ -147,7 +159,9 @@ class Cadence:
         changes = tuple(t for t in self.changes if now - t < FLAP_WINDOW_S)
         if memory_receded or crossing_unconfirmed:
             changes = (*changes, now)
-        flapping = len(changes) >= FLAP_CHANGES
+        # Once flapping, until a whole window passes with no change: read about once a second, a flapping tenant shows
+        # fewer changes than when it was chased, and a window with fewer than FLAP_CHANGES must not restart the chase.
+        flapping = len(changes) >= FLAP_CHANGES or (self.flapping and bool(changes))
         if crossing_unconfirmed or not near_crossing or flapping:
             follow_ups: tuple[float, ...] = ()
         else:
@@ -161,7 +175,7 @@ class Cadence:
             due_at = min(due_at, now + follow_ups[0])
             follow_ups = follow_ups[1:]
         return replace(self, due_at=due_at, follow_ups=follow_ups, held=held, changes=changes,
-                       last_started_at=started_at)
+                       last_started_at=started_at, flapping=flapping)
 
     def after_failure(self, started_at: float, now: float) -> Cadence:
         """A cycle that started at `started_at` failed at `now`: the next tick retries (it decided nothing, so it
@@ -187,8 +201,9 @@ class Cadence:
             return self
         if causes and causes <= NOTIFICATION_CAUSES | NO_CYCLE_CAUSES and self.flapping \
                 and self.last_started_at is not None:
-            # Flapping: the notification brings the next cycle no sooner than FLAP_CYCLE_S after the last one.
-            due_at = self.last_started_at + FLAP_CYCLE_S
-            return replace(self, due_at=due_at if self.due_at is None else min(self.due_at, due_at), follow_ups=())
+            # Flapping: the notification brings the next cycle no sooner than about FLAP_CYCLE_S after the last one.
+            due_at = self.last_started_at + flap_cycle_s(self.flap_cycles)
+            return replace(self, due_at=due_at if self.due_at is None else min(self.due_at, due_at), follow_ups=(),
+                           flap_cycles=self.flap_cycles + 1)
         follow_ups = NOTIFICATION_FOLLOW_UPS_S if NOTIFICATION_CAUSES & causes else self.follow_ups
         return replace(self, due_at=None, follow_ups=follow_ups)

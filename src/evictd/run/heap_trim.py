@@ -7,7 +7,9 @@ everything freed below a chunk still in use stay in the process's RSS, up to the
 releases every whole free page of every arena (`madvise(MADV_DONTNEED)`); the allocator reuses them as before.
 At 5,000 pods it took 0.4 ms a cycle (3 ms at most) and 5-6 MiB off the daemon's RSS (docs/measured-figures.md).
 It cannot touch CPython's own small-object arenas (objects of at most 512 bytes), which are freed whole or not
-at all.
+at all. At most one trim every `TRIM_EVERY_S` (5 s): at the 10 s tick every cycle trims; cycles close together (a
+tenant flapping across a threshold runs 2-3 a second) trim once, since a trim after each would hand back pages the
+next cycle faults in again.
 
 Only where the C library has `malloc_trim` (glibc); elsewhere (musl) `heap_trimmer()` returns None and nothing
 runs.
@@ -19,6 +21,9 @@ import ctypes
 from collections.abc import Callable
 
 from evictd.cycle.finished import AfterCycle, Cycle
+
+# The least time between two trims (module docstring).
+TRIM_EVERY_S = 5.0
 
 
 def malloc_trim() -> Callable[[], object] | None:
@@ -32,13 +37,20 @@ def malloc_trim() -> Callable[[], object] | None:
     return lambda: function(0)
 
 
-def heap_trimmer() -> AfterCycle | None:
-    """An after-cycle hook returning the C heap's free pages to the kernel (None without `malloc_trim`)."""
-    trim = malloc_trim()
+def heap_trimmer(*, every_s: float = TRIM_EVERY_S,
+                 trim: Callable[[], object] | None = None) -> AfterCycle | None:
+    """An after-cycle hook returning the C heap's free pages to the kernel, at most once every `every_s` of the
+    cycles' monotonic start times (None without `malloc_trim`). `trim`: the call (default: `malloc_trim()`'s)."""
+    trim = trim or malloc_trim()
     if trim is None:
         return None
+    call = trim
+    last: list[float] = []  # the start of the last cycle after which the heap was trimmed
 
     def trim_heap(cycle: Cycle) -> None:
-        trim()
+        if last and cycle.started_at - last[0] < every_s:
+            return
+        call()
+        last[:] = [cycle.started_at]
 
     return trim_heap

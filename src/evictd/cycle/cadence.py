@@ -41,7 +41,7 @@ The loop tells the cadence how each cycle ended and what woke it; the cadence an
   average) after the last one started, not at once (the tick still comes at its time). A tenant crossing the level
   20 times a second ran 37 cycles a second, 15-17 % of a core; the kubelet reads it once per 10 s tick. A crossing
   that holds is still read within `FLAP_CYCLE_MAX_S` (and confirmed), so a flapping tenant over a hard threshold is
-  decided in about 1 cycle in 4.
+  decided in about 1 cycle in 3 (6-8 times in 20 s on the flapping benchmark, a dry run).
 - Wake-ups that earn no cycle keep the deadline, and the loop waits again for what is left of it (issue #29):
   ``memcg_rearm`` never earns one (page cache coming and going: the memcg notifier set re-armed itself on two
   fresh figures), nor ``psi_far`` (a stall with every memory threshold far from met, judged the same way);

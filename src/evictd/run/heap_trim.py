@@ -8,7 +8,7 @@ releases every whole free page of every arena (`madvise(MADV_DONTNEED)`); the al
 At 5,000 pods it took 0.4 ms a cycle (3 ms at most) and 5-6 MiB off the daemon's RSS (docs/measured-figures.md).
 It cannot touch CPython's own small-object arenas (objects of at most 512 bytes), which are freed whole or not
 at all. At most one trim every `TRIM_EVERY_S` (5 s): at the 10 s tick every cycle trims; cycles close together (a
-tenant flapping across a threshold runs 2-3 a second) trim once, since a trim after each would hand back pages the
+tenant flapping across a threshold runs 1-3 a second) trim once, since a trim after each would hand back pages the
 next cycle faults in again.
 
 Only where the C library has `malloc_trim` (glibc); elsewhere (musl) `heap_trimmer()` returns None and nothing

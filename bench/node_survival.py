@@ -78,8 +78,9 @@ cp /run/survival/node/rk/run/*.log "$UML_OUT/components/" 2>/dev/null
 # Per run: set-up (pods, protector) and settling about 20 s, the run itself up to --run-timeout-s.
 SETUP_S = 30.0
 # ...on the real backend more: a thrashed single-node cluster's API server may not answer for minutes after a run
-# (node_survival_nodes.API_BACK_TIMEOUT_S), and a 20-run thrash boot ran out of its budget after 14 runs.
-REAL_SETUP_S = 120.0
+# (node_survival_nodes.API_BACK_TIMEOUT_S), a 20-run thrash boot ran out of its budget after 14 runs, and a 10-run
+# boot of the controls (about 4 minutes a run with the clean-up) after 9 at 120 s.
+REAL_SETUP_S = 180.0
 BOOT_S = 60.0
 # The guest's machine: "uml" (user-mode Linux: one CPU, no preemption, user code at native speed) or "qemu" (Debian's
 # stock kernel under QEMU's emulator: 2 vCPUs, preemptible, PSI; its CPU work 10-16x slower, its set-up as well).

@@ -79,7 +79,7 @@ GRACE_END_MARGIN_S = 0.002
 # crossing and evicted are not flapping, however fast they come.
 FLAP_CHANGES = 4
 FLAP_WINDOW_S = 10.0
-# While flapping, memory notifications bring a cycle at most this often (the kubelet: one per 10 s tick).
+# While flapping, memory notifications bring a cycle about this often, on average (the kubelet: one per 10 s tick).
 FLAP_CYCLE_S = 1.0
 # ...varied between half and one and a half of it (`flap_cycle_s`).
 FLAP_CYCLE_MAX_S = 1.5 * FLAP_CYCLE_S

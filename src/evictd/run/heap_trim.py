@@ -37,18 +37,16 @@ def malloc_trim() -> Callable[[], object] | None:
     return lambda: function(0)
 
 
-def heap_trimmer(*, every_s: float = TRIM_EVERY_S,
-                 trim: Callable[[], object] | None = None) -> AfterCycle | None:
-    """An after-cycle hook returning the C heap's free pages to the kernel, at most once every `every_s` of the
+def heap_trimmer(*, trim: Callable[[], object] | None = None) -> AfterCycle | None:
+    """An after-cycle hook returning the C heap's free pages to the kernel, at most once every `TRIM_EVERY_S` of the
     cycles' monotonic start times (None without `malloc_trim`). `trim`: the call (default: `malloc_trim()`'s)."""
-    trim = trim or malloc_trim()
-    if trim is None:
+    call = trim if trim is not None else malloc_trim()
+    if call is None:
         return None
-    call = trim
     last: list[float] = []  # the start of the last cycle after which the heap was trimmed
 
     def trim_heap(cycle: Cycle) -> None:
-        if last and cycle.started_at - last[0] < every_s:
+        if last and cycle.started_at - last[0] < TRIM_EVERY_S:
             return
         call()
         last[:] = [cycle.started_at]

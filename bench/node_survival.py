@@ -30,7 +30,8 @@ table (median / worst over the runs of each cell) on stdout and in <out>/table.m
 this machine's CPUs and load average before and after.
 
     .venv/bin/python bench/node_survival.py --out /work/arena-out/m1 [--backend stand-in]
-        [--protectors kernel,evictd,evictd-stall,earlyoom] [--workloads be-slow,be-fast,many-small,thrash,active-file]
+        [--protectors kernel,evictd,evictd-stall,earlyoom]
+        [--workloads be-slow,be-fast,be-burst,many-small,thrash,active-file]
         [--runs 5]
         [--kernel default|psi | --vm qemu --run-timeout-s 400] [--mem-mib 2560] [--start-available-mib 600]
 

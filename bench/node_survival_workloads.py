@@ -16,9 +16,11 @@ when all of them have it: they grow at their rate from then on, and what is meas
 
 Workloads:
 
-* ``be-slow`` / ``be-fast``: one BestEffort pod grows at 10 MiB/s / 200 MiB/s without bound, beside a Guaranteed
-  pod holding `GUARANTEED_HOLD_MIB` (limit `GUARANTEED_LIMIT_MIB`) and the system daemon. The Guaranteed pod and
-  the daemon must survive; the grower should pay.
+* ``be-slow`` / ``be-fast`` / ``be-burst``: one BestEffort pod grows at 10 MiB/s / 200 MiB/s / as fast as the
+  guest's kernel faults pages in (`BURST_RATE_MIB_S`, far past any memory bandwidth, so the grower maps
+  `BURST_CHUNK_MIB` after `BURST_CHUNK_MIB` with no pause: the rate is the kernel's, not the script's) without
+  bound, beside a Guaranteed pod holding `GUARANTEED_HOLD_MIB` (limit `GUARANTEED_LIMIT_MIB`) and the system
+  daemon. The Guaranteed pod and the daemon must survive; the grower should pay.
 * ``many-small``: 10 Burstable pods grow together (20 MiB/s in all), each to 95 % of its request; the requests
   add up to the node's MemTotal: its allocatable memory when nothing is reserved and the kubelet's own
   eviction thresholds are 0 % (the handover to evictd), as a scheduler would fill that node; on the real backend
@@ -77,13 +79,16 @@ from node_survival_controls import CONTROL_WORKLOADS, control_workload
 MiB = 1 << 20
 
 # The workload of every pod: anonymous memory at a steady rate to a cap, then held.
+BURST_CHUNK_MIB = 64
 GROWER = r"""
 # argv: HEAD_START_MIB RATE_MIB_PER_S CAP_MIB (0: no cap) CONTROL_FOLDER NAME. Once CONTROL_FOLDER/go.NAME exists,
 # takes the head start at once and creates CONTROL_FOLDER/ready.NAME; once CONTROL_FOLDER/grow exists, grows at
-# the rate in chunks of 50 ms worth (at least 1 MiB) and holds at the cap. (Files, not a pipe: a container
-# started by the real kubelet has no pipe to the arena; the folder is on the node, seen through a hostPath.)
+# the rate in chunks of 50 ms worth (at least 1 MiB, at most CHUNK_MAX_MIB) and holds at the cap. (Files, not a
+# pipe: a container started by the real kubelet has no pipe to the arena; the folder is on the node, seen through
+# a hostPath.)
 import mmap, os, sys, time
 MiB = 1 << 20
+CHUNK_MAX_MIB = BURST_CHUNK_MIB
 head, rate, cap = (float(word) for word in sys.argv[1:4])
 control, name = sys.argv[4:6]
 def wait_for(path):
@@ -99,7 +104,7 @@ if head > 0:
     take(head)
 open(os.path.join(control, "ready." + name), "w").close()
 wait_for("grow")
-start, chunk = time.monotonic(), max(1.0, rate * 0.05)
+start, chunk = time.monotonic(), min(CHUNK_MAX_MIB, max(1.0, rate * 0.05))
 while True:
     due = head + rate * (time.monotonic() - start)
     behind = (min(due, cap) if cap > 0 else due) - total
@@ -107,7 +112,7 @@ while True:
         take(min(behind, chunk))
     else:
         time.sleep(0.05)
-"""
+""".replace("= BURST_CHUNK_MIB", f"= {BURST_CHUNK_MIB}.0")
 
 # The system daemon: a heartbeat every 100 ms into the file named by argv[1] (monotonic seconds, one a line).
 HEARTBEAT = r"""
@@ -121,6 +126,10 @@ HEARTBEAT_PERIOD_S = 0.1
 
 GUARANTEED_HOLD_MIB = 200
 GUARANTEED_LIMIT_MIB = 256
+# be-burst: a rate no guest reaches, so the grower takes chunk after chunk (the GROWER's largest) as fast as the
+# kernel faults them in.
+BURST_RATE_MIB_S = 1e6
+GROWER_RATES_MIB_S = {"be-slow": 10.0, "be-fast": 200.0, "be-burst": BURST_RATE_MIB_S}
 MANY_SMALL_PODS = 10
 MANY_SMALL_RATE_MIB_S = 20.0
 MANY_SMALL_FILL = 0.95
@@ -159,9 +168,9 @@ def guaranteed_pod() -> PodSpec:
 def workload(name: str, mem_total_mib: int, requests_fit_mib: int | None = None) -> Workload:
     """The workload `name` for a node of `mem_total_mib` (MemTotal) whose kubelet admits pods whose requests add up
     to `requests_fit_mib` (None: MemTotal); KeyError for an unknown name."""
-    if name in ("be-slow", "be-fast"):
-        rate = 10.0 if name == "be-slow" else 200.0
-        return Workload(name, (guaranteed_pod(), PodSpec("grower", "besteffort", None, None, rate, 0.0, True)))
+    if name in GROWER_RATES_MIB_S:
+        return Workload(name, (guaranteed_pod(), PodSpec("grower", "besteffort", None, None, GROWER_RATES_MIB_S[name],
+                                                         0.0, True)))
     if name == "many-small":
         request = (requests_fit_mib or mem_total_mib) // MANY_SMALL_PODS
         pods = tuple(PodSpec(f"small-{i}", "burstable", request, None, MANY_SMALL_RATE_MIB_S / MANY_SMALL_PODS,
@@ -187,7 +196,7 @@ def workload(name: str, mem_total_mib: int, requests_fit_mib: int | None = None)
 PAGECACHE_WORKLOADS = ("thrash", "active-file")  # bench/node_survival_pagecache.py
 OWN_LIMIT_WORKLOADS = ("own-limit-thrash", "backup-stream")  # bench/node_survival_ownlimit.py
 DEPLOY_WORKLOADS = ("deploy-burst",)  # bench/node_survival_deploy.py
-WORKLOADS = ("be-slow", "be-fast", "many-small", *PAGECACHE_WORKLOADS, *OWN_LIMIT_WORKLOADS, *DEPLOY_WORKLOADS,
+WORKLOADS = (*GROWER_RATES_MIB_S, "many-small", *PAGECACHE_WORKLOADS, *OWN_LIMIT_WORKLOADS, *DEPLOY_WORKLOADS,
              *CONTROL_WORKLOADS)
 
 

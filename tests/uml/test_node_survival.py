@@ -18,7 +18,9 @@ Beside it, the arena's readers on fixed inputs (a kernel record as the guest's k
 
 from __future__ import annotations
 
+import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -85,7 +87,7 @@ from node_survival_pagecache import (
     value_at,
     vmstat_counters,
 )
-from node_survival_workloads import GROWER, HEARTBEAT, WORKLOADS, workload
+from node_survival_workloads import BURST_CHUNK_MIB, GROWER, HEARTBEAT, WORKLOADS, workload
 
 from evictd.core.signals import Signal
 from evictd.core.thresholds import STALL_FIELDS
@@ -265,6 +267,45 @@ def test_the_page_cache_workloads() -> None:
     assert pod_script(pods["grower"]) == GROWER
     assert daemon_argv(workload("be-slow", 2495), Path("/w/heartbeat")) == (HEARTBEAT, "/w/heartbeat")
     assert files_of(workload("be-slow", 2495)) == []
+
+
+def _seconds_to_grow(tmp_path: Path, name: str, cap_mib: int) -> float:
+    """Run the GROWER of workload `name`'s grower here to `cap_mib` (no head start); the seconds from its `grow`
+    file until its resident anonymous memory holds the cap."""
+    grower = next(p for p in workload(name, 2495).pods if p.name == "grower")
+    control = tmp_path / name
+    control.mkdir()
+    proc = subprocess.Popen([sys.executable, "-c", GROWER, "0", str(grower.rate_mib_s), str(cap_mib), str(control),
+                             "grower"])
+    try:
+        (control / "go.grower").touch()
+        deadline = time.monotonic() + 30
+        while not (control / "ready.grower").exists():
+            assert time.monotonic() < deadline and proc.poll() is None, "the grower never became ready"
+            time.sleep(0.01)
+        start = time.monotonic()
+        (control / "grow").touch()
+        while True:
+            status = Path(f"/proc/{proc.pid}/status").read_text()
+            anon_kib = int(next(line.split()[1] for line in status.splitlines() if line.startswith("RssAnon:")))
+            if anon_kib >= cap_mib * 1024:
+                return time.monotonic() - start
+            assert time.monotonic() - start < 30 and proc.poll() is None, f"{name}: {anon_kib} KiB after 30 s"
+            time.sleep(0.005)
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_the_burst_grower_is_not_paced_and_the_fast_one_is(tmp_path: Path) -> None:
+    """be-burst's grower maps chunk after chunk with no pause (as fast as the kernel faults pages in); be-fast's
+    keeps to its 200 MiB/s: 512 MiB take it at least 2.5 s."""
+    assert {"be-slow", "be-fast", "be-burst"} <= set(WORKLOADS)
+    cap = 8 * BURST_CHUNK_MIB
+    fast = _seconds_to_grow(tmp_path, "be-fast", cap)
+    burst = _seconds_to_grow(tmp_path, "be-burst", cap)
+    assert fast >= (cap - 10) / 200.0, f"be-fast took {cap} MiB in {fast:.2f} s: faster than its 200 MiB/s"
+    assert burst < fast / 2, f"be-burst took {cap} MiB in {burst:.2f} s, be-fast in {fast:.2f} s"
 
 
 def test_evictd_stall_needs_psi(tmp_path: Path) -> None:

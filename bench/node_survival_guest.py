@@ -262,6 +262,10 @@ class Protector:
             self.earlyoom.terminate()
             self.earlyoom.wait()
             self._log.close()
+            # Its log (whom it signalled, and why), kept to diagnose a run, as evictd's is.
+            with contextlib.suppress(OSError):
+                shutil.copyfile(self.work / "earlyoom.log", Path(os.environ["UML_OUT"]) /
+                                f"earlyoom-{self.work.parent.name}-{self.work.name}.log")
             return {"earlyoomAliveAtEnd": alive}
         return self.oomd.stop() if self.oomd is not None else {}
 

@@ -78,8 +78,9 @@ from node_survival_controls import CONTROL_WORKLOADS, control_workload
 
 MiB = 1 << 20
 
-# The workload of every pod: anonymous memory at a steady rate to a cap, then held.
+# The largest chunk a grower maps at once: be-burst's, which maps chunk after chunk with no pause.
 BURST_CHUNK_MIB = 64
+# The workload of every pod: anonymous memory at a steady rate to a cap, then held.
 GROWER = r"""
 # argv: HEAD_START_MIB RATE_MIB_PER_S CAP_MIB (0: no cap) CONTROL_FOLDER NAME. Once CONTROL_FOLDER/go.NAME exists,
 # takes the head start at once and creates CONTROL_FOLDER/ready.NAME; once CONTROL_FOLDER/grow exists, grows at

@@ -8,7 +8,8 @@ measurement of it lists all 100,000 entries. The time one such walk takes on thi
 most of a walk (the largest histogram bucket within 80 % of one: a cycle that walked takes a whole walk; half a
 walk was too tight for a cycle slowed by the parallel tier, 1 of 21 over 0.25 s beside a 0.74 s walk in CI), and
 the allocation that crosses ``allocatableMemory.available`` must be decided (through the memcg
-notification) in less than half a walk. These are coarse orderings against a walk measured on the same
+notification) in less than half a walk. After it, one cycle more may exceed that bucket: the deciding cycle also
+stops the pod (in CI on 2026-11-26 one of 27 cycles took over 0.5 s beside a 0.69 s walk, after the allocation). These are coarse orderings against a walk measured on the same
 machine at the same time, not speed targets; bench/disk_walk_isolation.py gives the figures. Meanwhile the
 disk walker process measures the pod: its figures reach the cycles, with their age (/metrics).
 """
@@ -91,6 +92,9 @@ def test_memory_decisions_do_not_wait_for_a_tenants_file_walk(
     decided_after_s = met["_received"] - allocated_at
     assert decided_after_s < walk_s / 2, (
         f"decided {decided_after_s:.3f} s after the allocation; one walk of the tenant's files takes {walk_s:.3f} s")
-    slow, total = cycles_slower_than(daemon, bound_s)
-    assert slow == 0, f"{slow} of {total} cycles took longer than {bound_s} s, and one walk takes {walk_s:.3f} s"
+    # One cycle more may be slow now: the one that decided also stops the pod (through its cgroup here, no runtime
+    # answers), which no other cycle does. A daemon that waited for walks would be slow in every cycle after it.
+    slow_after, total_after = cycles_slower_than(daemon, bound_s)
+    assert slow_after - slow <= 1, (f"{slow_after - slow} of the {total_after - total} cycles since the allocation "
+                                    f"took longer than {bound_s} s, and one walk takes {walk_s:.3f} s")
     assert daemon.stop() == 0

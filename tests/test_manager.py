@@ -24,19 +24,22 @@ from evictd.run.runtime_link import NodeLevel
 
 class Stats:
     """Scripted summaries, one per call; an exception in the script is raised instead. `measured`: the pods each
-    call was asked to measure; `rereads`: whether each call was a re-read within the cycle."""
+    call was asked to measure; `rereads`: whether each call was a re-read within the cycle; `urgent`: whether each
+    was told a hard memory threshold is met."""
 
     def __init__(self, *script: dict[str, Any] | Exception) -> None:
         self.script = list(script)
         self.measured: list[list[str]] = []
         self.rereads: list[bool] = []
+        self.urgent: list[bool] = []
 
     def memory_reading(self) -> None:  # no reading of the memory alone: confirmed on whole Summaries
         return None
 
-    def summary(self, pods: Sequence[Pod], *, reread: bool = False) -> Summary:
+    def summary(self, pods: Sequence[Pod], *, reread: bool = False, urgent: bool = False) -> Summary:
         self.measured.append([p.name for p in pods])
         self.rereads.append(reread)
+        self.urgent.append(urgent)
         item = self.script.pop(0)
         if isinstance(item, Exception):
             raise item

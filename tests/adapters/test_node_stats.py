@@ -161,8 +161,8 @@ class ListingStats(NodeStatsSource):
         super().__init__(**settings)
         self.pods = pods
 
-    def summary(self, pods: Sequence[Pod] | None = None, *, reread: bool = False) -> Summary:
-        return super().summary(self.pods.active_pods() if pods is None else pods, reread=reread)
+    def summary(self, pods: Sequence[Pod] | None = None, *, reread: bool = False, urgent: bool = False) -> Summary:
+        return super().summary(self.pods.active_pods() if pods is None else pods, reread=reread, urgent=urgent)
 
 
 @dataclass
@@ -1170,3 +1170,44 @@ def test_sandbox_stats_stand_in_for_an_unreadable_pod_cgroup(v1_node: Node) -> N
     broken.write_text("104857600\n")
     source.summary()
     assert asked == [1], "ListPodSandboxStats is asked only when some pod lacks its cgroup readings"
+
+
+def test_an_urgent_read_does_not_wait_for_a_slow_runtime_and_takes_its_answer_when_it_comes(v1_node: Node) -> None:
+    """A hard memory threshold met (`urgent`): the runtime's container stats are waited for URGENT_RUNTIME_WAIT_S
+    at most. The pods' memory, what a memory ranking reads, comes from their cgroups as always; the runtime's
+    failure to answer in time is the cycle's problem; the call goes on, and the next read waits for it."""
+    import threading
+    import time
+
+    from evictd.adapters.node_stats import URGENT_RUNTIME_WAIT_S
+    from evictd.cri import ContainerUsage
+
+    usage = ContainerUsage(container_id="c1", pod_sandbox_id="s1", name="app", pod_uid=B_UID, pod_name="cart-7d9f",
+                           pod_namespace="shop", writable_layer_bytes=5 << 20, writable_layer_inodes=12,
+                           working_set_bytes=64 << 20, timestamp_ns=1)
+    release = threading.Event()
+    asked: list[int] = []
+
+    def runtime() -> object:
+        asked.append(1)
+        if len(asked) > 1:
+            release.wait(30)
+        return {B_UID: [usage]}
+
+    source = v1_node.source(runtime=answering_runtime(container_stats=runtime))
+
+    def pod_of(summary: Summary) -> PodStats:
+        return next(p for p in summary.pods if p.pod_ref.uid == B_UID)
+
+    assert [c.name for c in pod_of(source.summary()).containers] == ["app"]
+    started = time.monotonic()
+    urgent = pod_of(source.summary(urgent=True))
+    waited = time.monotonic() - started
+    assert URGENT_RUNTIME_WAIT_S <= waited < URGENT_RUNTIME_WAIT_S + 1.0
+    assert urgent.memory is not None and urgent.memory.working_set_bytes is not None, "read from the pod's cgroup"
+    (problem,) = source.problems
+    assert problem.source == "CRI ListContainerStats" and f"no answer within {URGENT_RUNTIME_WAIT_S:g} s" in str(problem)
+    threading.Timer(0.2, release.set).start()
+    after = pod_of(source.summary())
+    assert len(asked) == 2, "the next read took the call under way"
+    assert [c.name for c in after.containers] == ["app"] and source.problems == ()

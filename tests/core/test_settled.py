@@ -227,19 +227,47 @@ NODE_GONE = summary(memory=2 * Gi, pods=[])
 )
 def test_a_crossing_is_confirmed_on_readings_of_the_memory_alone_then_one_full_reading(
         memory: list, full: dict, evicted: bool, slept_s: float, memory_reads: int) -> None:  # type: ignore[type-arg]
-    m, evictor, clock, stats = memory_manager(memory, SHALLOW, full)
+    # The first reading of the memory alone is the one before the cycle's full reading (`urgent`), then the
+    # confirmation's.
+    m, evictor, clock, stats = memory_manager([NODE_SHALLOW, *memory], SHALLOW, full)
     report = m.synchronize()
     assert bool(evictor.calls) is evicted
     assert clock.now_s == pytest.approx(slept_s)
-    assert stats.memory_reads == memory_reads
+    assert stats.memory_reads == 1 + memory_reads
     assert stats.rereads == [False, True], "the cycle's reading, then one full reading after the confirmation"
     assert report.observed.crossing_confirmed is evicted
 
 
+@pytest.mark.parametrize(("gate", "urgent"), [
+    pytest.param(NODE_SHALLOW, True, id="a-hard-memory-threshold-met"),
+    pytest.param(NODE_GONE, False, id="none-met"),
+    pytest.param(EvictdError("unreadable"), False, id="the-memory-unreadable"),
+])
+def test_the_cycles_full_reading_is_urgent_when_the_memory_read_before_it_shows_a_hard_memory_threshold_met(
+        gate: dict | Exception, urgent: bool) -> None:  # type: ignore[type-arg]
+    """The full reading may then stop waiting for the runtime (`StatsSource.summary`'s `urgent`); the re-reads
+    within the cycle take what it got, and are never urgent themselves."""
+    m, _, _, stats = memory_manager([gate, NODE_GONE], SHALLOW, SHALLOW)
+    m.synchronize()
+    assert stats.urgent[0] is urgent
+    assert stats.urgent[1:] == [False] * (len(stats.urgent) - 1)
+
+
+def test_a_soft_memory_threshold_met_does_not_make_the_reading_urgent() -> None:
+    stats = MemoryStats([NODE_SHALLOW], GONE)
+    config = EngineConfig.from_settings(EvictionSettings(soft={"memory.available": "1Gi"},
+                                                         soft_grace_period={"memory.available": "1m"}))
+    m = EvictionManager(config, stats=stats, layout=Layout(FsLayout()), pods=Pods(VICTIM), reclaimer=Reclaimer(),
+                        evictor=Evictor(), clock=ManualClock(0.0), crossing_hold_s=CROSSING_HOLD_S)
+    m.synchronize()
+    assert stats.urgent == [False] and stats.memory_reads == 1
+
+
 def test_while_the_memory_flaps_a_crossing_is_confirmed_on_full_readings_as_before() -> None:
-    m, _, clock, stats = memory_manager([], SHALLOW, SHALLOW, GONE)
+    m, _, clock, stats = memory_manager([NODE_SHALLOW], SHALLOW, SHALLOW, GONE)
     m.synchronize(flapping=True)
-    assert stats.memory_reads == 0 and stats.rereads == [False, True, True], "the early reading and the hold's end"
+    assert stats.memory_reads == 1, "the reading before the cycle's (`urgent`), none to confirm"
+    assert stats.rereads == [False, True, True], "the early reading and the hold's end"
     assert clock.now_s == pytest.approx(CROSSING_HOLD_S)
 
 

@@ -9,10 +9,7 @@ out of pids, as on the arena's node in a fork bomb): `CriRuntime.stop_pod` then 
 
 from __future__ import annotations
 
-import json
 import re
-import subprocess
-import sys
 import threading
 import time
 import uuid
@@ -44,8 +41,9 @@ from evictd.core.errors import CRIError
 from evictd.core.pods import Pod
 from evictd.core.runtime import POD_UID_LABEL, Container, ContainerState, Sandbox, SandboxState
 from evictd.run.runtime_link import CriRuntime
+from out_of_pids import run_without_new_tasks, without_new_tasks
 from polling import wait_until
-from real_cgroups import CGROUP_MOUNT, new_test_cgroup_name
+from real_cgroups import CGROUP_MOUNT
 
 # The graceful container's trap runs once its current `sleep 1` ends, then sleeps 2 s: it exits 2-3 s
 # after SIGTERM. The margin covers the runtime's own stop latency (tens of milliseconds measured).
@@ -285,36 +283,14 @@ def test_killing_an_already_stopped_pod_is_harmless(containerd: Containerd, pods
 
 # --- a runtime that answers it cannot stop the pod --------------------------------------------------------------
 
-PIDS_ROOT = CGROUP_MOUNT / "pids"
-
-
-def pids_cgroup_of(pid: int) -> str:
-    """The pids cgroup `pid` is in, relative to the pids hierarchy (/proc/<pid>/cgroup)."""
-    for line in Path(f"/proc/{pid}/cgroup").read_text().splitlines():
-        _, controllers, path = line.split(":", 2)
-        if "pids" in controllers.split(","):
-            return path
-    raise AssertionError(f"process {pid} is in no pids cgroup")
-
-
 @contextmanager
 def shims_out_of_pids(containerd: Containerd) -> Iterator[None]:
     """Put every shim of `containerd` in a pids cgroup allowing no new process (a node out of pids, as far as the
     shims are concerned), then back where each was."""
-    shims = {pid: pids_cgroup_of(pid) for pid in shim_pids(str(containerd.socket))}
+    shims = shim_pids(str(containerd.socket))
     assert shims, "the pod has a shim"
-    full = PIDS_ROOT / new_test_cgroup_name(8)
-    full.mkdir()
-    try:
-        for pid in shims:
-            (full / "cgroup.procs").write_text(str(pid))
-        (full / "pids.max").write_text((full / "pids.current").read_text())
+    with without_new_tasks(shims):
         yield
-    finally:
-        (full / "pids.max").write_text("max")
-        for pid, home in shims.items():
-            (PIDS_ROOT / home.lstrip("/") / "cgroup.procs").write_text(str(pid))
-        wait_until(lambda: _removed(full), 10.0, f"{full} removed")
 
 
 def test_a_stop_the_runtime_cannot_carry_out_kills_the_pod_through_its_cgroup(
@@ -344,15 +320,6 @@ def test_a_stop_the_runtime_cannot_carry_out_kills_the_pod_through_its_cgroup(
     assert wait_until(lambda: containerd.cri.container_status(victim.container_ids["app"]).state
                       is ContainerState.EXITED, 10.0)
     assert containerd.cri.container_status(victim.container_ids["app"]).exit_code == SIGKILL_EXIT_CODE
-
-
-def _removed(cgroup: Path) -> bool:
-    """Remove an empty cgroup; False while the kernel still counts a task leaving it (EBUSY)."""
-    try:
-        cgroup.rmdir()
-    except OSError:
-        return False
-    return True
 
 
 def _procs_below(folder: Path) -> list[str]:
@@ -419,24 +386,7 @@ print(json.dumps({"can_start_thread": can_start, "stopped": runtime.stopped, "th
 def test_a_kill_in_a_process_that_can_start_no_thread_stops_the_containers_one_after_the_other() -> None:
     """The arena's fork bomb on the real node: evictd's local stop started a thread per container, the node was out
     of pids, `can't start new thread` took the daemon down in the middle of the stop (exit 1)."""
-    process = subprocess.Popen([sys.executable, "-c", OUT_OF_PIDS_KILL], stdin=subprocess.PIPE,
-                               stdout=subprocess.PIPE, text=True)
-    full = PIDS_ROOT / new_test_cgroup_name(8)
-    full.mkdir()
-    try:
-        assert process.stdout is not None and process.stdin is not None
-        assert process.stdout.readline() == "ready\n"
-        (full / "cgroup.procs").write_text(str(process.pid))
-        (full / "pids.max").write_text((full / "pids.current").read_text())
-        process.stdin.write("go\n")
-        process.stdin.flush()
-        outcome = json.loads(process.stdout.readline())
-        assert process.wait(timeout=30) == 0
-    finally:
-        process.kill()
-        process.wait()
-        (full / "pids.max").write_text("max")
-        wait_until(lambda: _removed(full), 10.0, f"{full} removed")
+    outcome = run_without_new_tasks(OUT_OF_PIDS_KILL)
     assert not outcome["can_start_thread"], "the cgroup allowed a new task: this test shows nothing"
     assert outcome["stopped"] == ["c1", "c2", "sb"]
     assert outcome["threads"] == ["MainThread"]

@@ -3,8 +3,9 @@
 # tiers"). Usage: tests/run-tiers.sh [PYTHON]   (default .venv/bin/python; run from the checkout's top)
 #
 #   1. parallel       every test but those marked serial or quiet_machine, on pytest-xdist workers (one module
-#                     per worker, so a module's guest or cluster is started once); ruff, mypy and mkdocs beside
-#                     it at nice 19 (a few CPU seconds in the workers' gaps);
+#                     per worker, so a module's guest or cluster is started once), its 25 slowest test phases
+#                     listed (what to look at when the suite grows slow); ruff, mypy and mkdocs beside it at nice 19
+#                     (a few CPU seconds in the workers' gaps);
 #   2. alone          after it, one test at a time in one process, nothing beside: first the tests marked serial
 #                     (they drive whole-machine memory with GiB hogs against MemAvailable: they cannot run beside
 #                     each other, and beside them every latency that other tests assert stretches), then those
@@ -37,7 +38,7 @@ begun=$(now)
 (tier ruff nice -n 19 "$BIN/ruff" check src tests; tier mypy nice -n 19 "$BIN/mypy";
 	tier mkdocs nice -n 19 "$BIN/mkdocs" build --strict --quiet) >"$logs/lint.out" &
 lint=$!
-tier parallel "$PY" -m pytest -q -p no:cacheprovider -n "$WORKERS" --dist loadfile \
+tier parallel "$PY" -m pytest -q -p no:cacheprovider -n "$WORKERS" --dist loadfile --durations=25 \
 	-m "not real_cluster and not serial and not quiet_machine"
 wait "$lint"
 cat "$logs/lint.out"

@@ -79,7 +79,7 @@ LOCAL_EVENTS_FILE = "memory.events.local"
 LIMIT_EVENTS_KEY = b"max"
 SANDBOX_STATS_SOURCE = "CRI ListPodSandboxStats"
 RUNTIME_SOURCES = frozenset({CONTAINER_STATS_SOURCE, SANDBOX_STATS_SOURCE})
-# How long an urgent read (a hard memory threshold met) waits for the runtime's container stats, a quarter of the
+# How long an urgent read (a memory threshold met) waits for the runtime's container stats, a quarter of the
 # read's own deadline: a real containerd answered ListContainerStats for 20 containers in 140 ms (median) to 287 ms
 # (worst of 50) on a 2-CPU host under load 2-3, a hung one not within its 2 s; past it the cycle decides without
 # the answer (`evictd.adapters.runtime_stats_worker`).
@@ -257,7 +257,7 @@ class NodeStatsSource:
         """Read the node now and return its Summary, with the stats of `pods` (parts that could not be read are
         absent). `reread`: a re-read within the cycle (a crossing's confirmation, the wait after an eviction): every
         figure is read again, but the runtime is not asked again: the containers it named at the last read that
-        asked it (or its failure then) stand, so a slow runtime is waited on once a cycle. `urgent` (a hard memory
+        asked it (or its failure then) stand, so a slow runtime is waited on once a cycle. `urgent` (a memory
         threshold met): the runtime is waited for URGENT_RUNTIME_WAIT_S at most; without its answer by then, the
         containers it named last are measured from their cgroups, as when it does not answer."""
         problems: list[SampleError] = []

@@ -2,11 +2,12 @@
 
 Job: `RuntimeStatsWorker.stats(wait_s)` returns what `ask` (the runtime slot's `container_stats`: ListContainerStats
 with the cycle read's own deadline) returns, waiting at most `wait_s` seconds for it (None: until the call ends,
-as a plain call would). The node's stats source waits a short time only in a cycle whose node memory shows a hard
+as a plain call would). The node's stats source waits a short time only in a cycle whose node memory shows a
 memory threshold met (`evictd.adapters.node_stats`, `URGENT_RUNTIME_WAIT_S`): the memory ranking reads the pods'
 cgroups, not the runtime, whose answer only names the containers in the eviction message, and the containers it
-named last are then measured from their cgroups. On the arena's real node, in thrash, such a cycle waited 2 s on an
-unanswered ListContainerStats before deciding (docs/node-survival.md, "be-fast and be-burst on the real node").
+named last are then measured from their cgroups. On the arena's real node, a fast leak's hard crossing waited 2 s
+on an unanswered ListContainerStats before its cycle decided (docs/node-survival.md, "be-fast and be-burst on the
+real node").
 
 A call goes on after its caller stopped waiting. The next `stats` waits for that call instead of starting a second,
 and an answer that came while nobody waited is kept for `take_late` (the source names containers with it).

@@ -58,6 +58,7 @@ from evictd.core.engine import (
     choose_eviction,
     hard_thresholds_met,
     layout_of,
+    memory_thresholds_met,
     note_evictions,
     reclaim_succeeded,
     still_met,
@@ -110,7 +111,7 @@ class StatsSource(Protocol):
     listed: the API's, or the node's when the API gives none); raises EvictdError when it cannot. `reread`: a
     re-read within the cycle (a crossing's confirmation, the wait after an eviction), for which a source may reuse
     what it asked a slow party (the runtime) at the cycle's first read, never a figure of the node. `urgent`: the
-    node's memory shows a hard memory threshold met, and the source may stop waiting early for a slow party whose
+    node's memory shows a memory threshold met, and the source may stop waiting early for a slow party whose
     figures a memory ranking does not need (the runtime's, which only name the containers: evictd's own; the
     kubelet reads its stats before it decides, whatever they hold up).
 
@@ -243,7 +244,7 @@ class EvictionManager:
         self._last_measured = (*pods, *terminating)
         try:
             # The stats of the pods just listed, wherever they came from (and of those evictd may escalate).
-            summary = self._stats.summary(self._last_measured, urgent=self._hard_memory_threshold_met())
+            summary = self._stats.summary(self._last_measured, urgent=self._memory_threshold_met())
         except EvictdError as exc:
             errors.append(CycleError(CycleStep.STATS, f"eviction manager: failed to get summary stats: {exc}"))
         crossed: tuple[Threshold, ...] = ()
@@ -290,16 +291,16 @@ class EvictionManager:
             return False
         return bool(hard_thresholds_met(self.state, self.config, summary))
 
-    def _hard_memory_threshold_met(self) -> bool:
-        """Whether the node's memory alone, read now, shows a hard memory threshold met: the cycle's full reading is
-        then `urgent`. False where the source has no reading of the memory alone, or it cannot be read (the full
-        reading says why)."""
+    def _memory_threshold_met(self) -> bool:
+        """Whether the node's memory alone, read now, shows a memory threshold met, soft or hard: the cycle's full
+        reading is then `urgent`. Soft too: where memory falls fast the soft threshold is met first and the hard one
+        milliseconds later, during the full reading (the arena's burst on the real node). False where the source has
+        no reading of the memory alone, or it cannot be read (the full reading says why)."""
         read = self._stats.memory_reading()
         if read is None:
             return False
         memory = self._read_memory_again(read)
-        return memory is not None and any(
-            spec_of(threshold.signal).is_memory for threshold in hard_thresholds_met(self.state, self.config, memory))
+        return memory is not None and bool(memory_thresholds_met(self.state, self.config, memory))
 
     def _confirming_summary(self, pods: Sequence[Pod], crossed: Sequence[Threshold], errors: list[CycleError],
                             flapping: bool) -> tuple[Summary | None, float, float]:

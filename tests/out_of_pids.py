@@ -2,7 +2,7 @@
 `pids.max` is set to the tasks it holds, so that none of them can start a thread or a process.
 
 `without_new_tasks(pids)` holds `pids` in such a cgroup for the `with` block and puts each back where it was;
-`run_without_new_tasks(script)` runs a Python script there (once it printed "ready") and returns the JSON line it prints.
+`run_without_new_tasks(setup, act)` runs a Python script's act there, after its set-up, and returns its outcome.
 """
 
 from __future__ import annotations
@@ -59,9 +59,27 @@ def without_new_tasks(pids: Iterable[int]) -> Iterator[None]:
         wait_until(lambda: _removed(full), 10.0, f"{full} removed")
 
 
-def run_without_new_tasks(script: str, timeout_s: float = 30.0) -> dict[str, Any]:
-    """Run `script` (`python -c`): it prints "ready" once its imports are done and then reads a line; meanwhile it
-    is moved into a pids cgroup that allows no new task. Return the JSON line it prints next; it must exit 0."""
+# What runs between a script's set-up and its act: "ready" once the imports are done, a line read while the test moves
+# the process into a pids cgroup that allows no new task, then whether a thread can still start (it must not).
+_HELD = """
+print("ready", flush=True)
+sys.stdin.readline()
+try:
+    threading.Thread(target=lambda: None).start()
+    can_start_thread = True
+except RuntimeError:
+    can_start_thread = False
+"""
+_REPORT = """
+print(json.dumps({**outcome, "can_start_thread": can_start_thread}), flush=True)
+"""
+
+
+def run_without_new_tasks(setup: str, act: str, timeout_s: float = 30.0) -> dict[str, Any]:
+    """Run `setup` then `act` (Python, `json`, `sys` and `threading` imported) in a process that is moved, between
+    the two, into a pids cgroup that allows no new task; `act` sets `outcome`, a dict, which is returned. The process
+    must exit 0, and must not have been able to start a thread (else the test would show nothing)."""
+    script = "import json, sys, threading\n" + setup + _HELD + act + _REPORT
     process = subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
         assert process.stdout is not None and process.stdin is not None
@@ -74,4 +92,5 @@ def run_without_new_tasks(script: str, timeout_s: float = 30.0) -> dict[str, Any
     finally:
         process.kill()
         process.wait()
+    assert not outcome.pop("can_start_thread"), "the cgroup allowed a new task: this test shows nothing"
     return outcome

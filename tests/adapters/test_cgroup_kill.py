@@ -8,7 +8,6 @@ the runtime does not answer: against a real Unix socket that accepts and never a
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -25,8 +24,8 @@ from evictd.core.engine import Eviction
 from evictd.core.errors import CRIError
 from evictd.core.pod_parser import pod_from_dict
 from evictd.core.pods import Pod
-from evictd.cri.client import CriClient
 from evictd.run.runtime_link import CriRuntime
+from hung_socket import hung_cri_client
 from polling import wait_until
 from real_cgroups import CGROUP_MOUNT, temporary_cgroup
 
@@ -68,12 +67,7 @@ def hung_runtime(tmp_path: Path, client_timeout_s: float) \
         -> Iterator[tuple[CriRuntime, list[str], subprocess.Popen[bytes], Path]]:
     """A runtime behind a Unix socket that accepts and never answers (a hung containerd), whose last resort kills a
     real pod cgroup holding a forking process (started): the runtime, the pod UIDs killed, the process, the cgroup."""
-    path = tmp_path / "hung.sock"
-    with temporary_cgroup(CGROUP_MOUNT / "memory") as pod_cgroup, \
-            socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as listener:
-        listener.bind(str(path))
-        listener.listen(8)  # accepts, never answers
-        client = CriClient(f"unix://{path}", client_timeout_s)
+    with temporary_cgroup(CGROUP_MOUNT / "memory") as pod_cgroup, hung_cri_client(tmp_path, client_timeout_s) as client:
         kills: list[str] = []
 
         def kill(uid: str) -> int:
@@ -89,7 +83,6 @@ def hung_runtime(tmp_path: Path, client_timeout_s: float) \
             assert wait_until(lambda: not procs(pod_cgroup), 10.0)
         finally:
             started.kill()
-            client.close()
 
 
 def test_a_stop_the_runtime_does_not_answer_kills_the_pods_processes_through_its_cgroup(tmp_path: Path) -> None:
@@ -125,14 +118,7 @@ def test_a_hung_runtime_holds_the_stop_for_the_loops_read_deadline_not_the_clien
 
 
 def test_without_a_cgroup_killer_a_stop_the_runtime_does_not_answer_fails_as_before(tmp_path: Path) -> None:
-    path = tmp_path / "hung.sock"
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as listener:
-        listener.bind(str(path))
-        listener.listen(8)
-        client = CriClient(f"unix://{path}", 0.3)
+    with hung_cri_client(tmp_path, 0.3) as client:
         runtime = CriRuntime(client, RuntimeFilesystems(client, str(tmp_path), str(tmp_path)), gc=None)
-        try:
-            with pytest.raises(CRIError, match="DEADLINE_EXCEEDED"):
-                runtime.stop_pod(eviction_of(pod_from_dict(pod("hog"))))
-        finally:
-            client.close()
+        with pytest.raises(CRIError, match="DEADLINE_EXCEEDED"):
+            runtime.stop_pod(eviction_of(pod_from_dict(pod("hog"))))

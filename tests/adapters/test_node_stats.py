@@ -1223,36 +1223,26 @@ def test_against_a_hung_runtime_a_cycle_with_a_hard_memory_threshold_met_does_no
     ListContainerStats containerd never answered, then decided. A socket that accepts and never speaks HTTP/2,
     through the real CRI client and `CriRuntime`: the cycle whose node memory shows a hard threshold met decides
     after URGENT_RUNTIME_WAIT_S at most; one with none met waits the read's deadline, as before."""
-    import socket
     import time
 
     from evictd.adapters.node_stats import URGENT_RUNTIME_WAIT_S
     from evictd.adapters.runtime_node import CYCLE_READ_TIMEOUT_S, RuntimeFilesystems
-    from evictd.cri.client import CriClient
     from evictd.run.runtime_link import CriRuntime
+    from hung_socket import hung_cri_client
 
     v1_node.log_folder("shop", "cart-7d9f", B_UID)
-    path = tmp_path / "hung.sock"
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as listener:
-        listener.bind(str(path))
-        listener.listen(8)  # accepts but never speaks HTTP/2: every call waits for its deadline
-        client = CriClient(f"unix://{path}", 10.0)
-        try:
-            hung = CriRuntime(client, RuntimeFilesystems(client, str(tmp_path), str(tmp_path)), gc=None)
-            pods = v1_node.discovered()
-            source = v1_node.source(pods, runtime=answering_runtime(container_stats=hung.container_stats))
-            evictor = RecordingEvictor()
-            manager = EvictionManager(
-                EngineConfig.from_settings(eviction_settings({"evictionHard": {"allocatableMemory.available":
-                                                                               threshold}})),
-                stats=source, layout=PathLayout(str(v1_node.kubelet_root), str(v1_node.image_fs),
-                                                str(v1_node.image_fs)),
-                pods=pods, reclaimer=ReportOnlyReclaimer(), evictor=evictor, clock=ManualClock(0.0))
-            started = time.monotonic()
-            manager.synchronize()
-            took_s = time.monotonic() - started
-        finally:
-            client.close()
+    with hung_cri_client(tmp_path) as client:
+        hung = CriRuntime(client, RuntimeFilesystems(client, str(tmp_path), str(tmp_path)), gc=None)
+        pods = v1_node.discovered()
+        source = v1_node.source(pods, runtime=answering_runtime(container_stats=hung.container_stats))
+        evictor = RecordingEvictor()
+        manager = EvictionManager(
+            EngineConfig.from_settings(eviction_settings({"evictionHard": {"allocatableMemory.available": threshold}})),
+            stats=source, layout=PathLayout(str(v1_node.kubelet_root), str(v1_node.image_fs), str(v1_node.image_fs)),
+            pods=pods, reclaimer=ReportOnlyReclaimer(), evictor=evictor, clock=ManualClock(0.0))
+        started = time.monotonic()
+        manager.synchronize()
+        took_s = time.monotonic() - started
     assert [e.pod.key for e in evictor.evictions] == (["shop/cart-7d9f"] if decides else [])
     assert [p.source for p in source.problems] == ["CRI ListContainerStats"]
     if waits_the_deadline:

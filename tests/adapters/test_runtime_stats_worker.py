@@ -7,7 +7,6 @@ process that can start no thread (a node out of pids).
 
 from __future__ import annotations
 
-import socket
 import threading
 import time
 from pathlib import Path
@@ -17,8 +16,8 @@ import pytest
 from evictd.adapters.runtime_node import CYCLE_READ_TIMEOUT_S, RuntimeFilesystems
 from evictd.adapters.runtime_stats_worker import NOT_WAITED_FOR, RuntimeStatsWorker
 from evictd.core.errors import CRIError
-from evictd.cri.client import CriClient
 from evictd.run.runtime_link import CriRuntime
+from hung_socket import hung_cri_client
 from out_of_pids import run_without_new_tasks
 
 ANSWER = {"uid-1": ()}
@@ -102,55 +101,38 @@ def test_against_a_hung_runtime_an_urgent_read_waits_its_short_time_and_the_next
     """A socket that accepts and never speaks HTTP/2, through the real CRI client and `CriRuntime` (each read's
     deadline CYCLE_READ_TIMEOUT_S): the urgent read gives up after its wait, the call goes on, and the next read
     waits for that call's end (its DEADLINE_EXCEEDED), not for a second call's."""
-    path = tmp_path / "hung.sock"
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as listener:
-        listener.bind(str(path))
-        listener.listen(8)
-        client = CriClient(f"unix://{path}", 10.0)
+    with hung_cri_client(tmp_path) as client:
         runtime = CriRuntime(client, RuntimeFilesystems(client, str(tmp_path), str(tmp_path)), gc=None)
         worker = RuntimeStatsWorker(runtime.container_stats)
-        try:
-            started = time.monotonic()
-            with pytest.raises(CRIError) as urgent:
-                worker.stats(0.25)
-            urgent_s = time.monotonic() - started
-            with pytest.raises(CRIError) as next_read:
-                worker.stats(None)
-            both_s = time.monotonic() - started
-        finally:
-            client.close()
+        started = time.monotonic()
+        with pytest.raises(CRIError) as urgent:
+            worker.stats(0.25)
+        urgent_s = time.monotonic() - started
+        with pytest.raises(CRIError) as next_read:
+            worker.stats(None)
+        both_s = time.monotonic() - started
     assert urgent.value.code == NOT_WAITED_FOR and 0.25 <= urgent_s < 0.25 + SLACK_S
     assert next_read.value.code == "DEADLINE_EXCEEDED"
     assert CYCLE_READ_TIMEOUT_S <= both_s < CYCLE_READ_TIMEOUT_S + SLACK_S, "one call's deadline, not two"
 
 
-# The worker in a process that can start no thread: its imports done, it waits for a line on stdin (meanwhile the
-# test moves it into a pids cgroup that allows no new task), then reads with a short wait and prints what happened.
-OUT_OF_PIDS_READ = """
-import json, sys, threading
+# The worker in a process that can start no thread: it reads with a short wait and records on which thread it asked.
+OUT_OF_PIDS_SETUP = """
 from evictd.adapters.runtime_stats_worker import RuntimeStatsWorker
 
 threads = []
 def ask():
     threads.append(threading.current_thread().name)
     return {"uid-1": []}
-
-print("ready", flush=True)
-sys.stdin.readline()
-try:
-    threading.Thread(target=lambda: None).start()
-    can_start = True
-except RuntimeError:
-    can_start = False
-answer = RuntimeStatsWorker(ask).stats(0.25)
-print(json.dumps({"can_start_thread": can_start, "answer": answer, "threads": threads}), flush=True)
+"""
+OUT_OF_PIDS_READ = """
+outcome = {"answer": RuntimeStatsWorker(ask).stats(0.25), "threads": threads}
 """
 
 
 def test_where_no_thread_can_start_the_read_is_a_plain_call_on_the_callers_thread() -> None:
     """A node out of pids (the arena's fork bomb): the read is made as before, waiting for the call's end, rather
     than failing for want of a thread."""
-    outcome = run_without_new_tasks(OUT_OF_PIDS_READ)
-    assert not outcome["can_start_thread"], "the cgroup allowed a new task: this test shows nothing"
+    outcome = run_without_new_tasks(OUT_OF_PIDS_SETUP, OUT_OF_PIDS_READ)
     assert outcome["answer"] == {"uid-1": []}
     assert outcome["threads"] == ["MainThread"]

@@ -426,13 +426,6 @@ def hard_thresholds_met(state: EngineState, config: EngineConfig, summary: Summa
     return split_held_back(met, state.stall_gate)[0]
 
 
-def memory_thresholds_met(state: EngineState, config: EngineConfig, summary: Summary) -> list[Threshold]:
-    """The memory thresholds, soft or hard, `summary` shows met (no minimum reclaim, no grace period): what makes a
-    cycle's full reading urgent (evictd's own: `EvictionManager`)."""
-    memory = [threshold for threshold in (state.thresholds or config.thresholds) if spec_of(threshold.signal).is_memory]
-    return thresholds_met(memory, signal_observations(summary), enforce_min_reclaim=False)
-
-
 def _local_storage_eviction(pod: Pod, signal: str, message: str) -> Eviction:
     return Eviction(
         pod=pod,

@@ -63,6 +63,10 @@ eviction (issue #37, item 2):
    comes. (Beside the page-cache churn of issue #37 a drop watch 38 MiB below the level ran a cycle and 22
    follow-ups, 4 times in 6 s.)
 
+The same reading of the memory alone, taken before a cycle's full reading, tells whether a memory threshold is met
+(`memory_thresholds_met`, soft or hard): the full reading is then urgent and does not wait long on the container
+runtime (docs/kubelet-differences.md).
+
 Invariants: no I/O, no clock (the manager sleeps through its clock adapter); nothing here mutates its inputs.
 """
 
@@ -157,6 +161,13 @@ def crossings_to_confirm(thresholds: Sequence[Threshold], held: Sequence[Thresho
     if not memory:
         return ()
     return tuple(thresholds_met(memory, signal_observations(summary), enforce_min_reclaim=False))
+
+
+def memory_thresholds_met(thresholds: Sequence[Threshold], summary: Summary) -> list[Threshold]:
+    """The memory thresholds of `thresholds`, soft or hard, `summary` shows met (no minimum reclaim, no grace period):
+    what makes a cycle's full reading urgent, read on the node's memory alone (`EvictionManager`)."""
+    memory = [threshold for threshold in thresholds if spec_of(threshold.signal).is_memory]
+    return thresholds_met(memory, signal_observations(summary), enforce_min_reclaim=False)
 
 
 def crossing_confirmed(crossed: Sequence[Threshold], summary: Summary | None) -> bool:

@@ -58,7 +58,6 @@ from evictd.core.engine import (
     choose_eviction,
     hard_thresholds_met,
     layout_of,
-    memory_thresholds_met,
     note_evictions,
     reclaim_succeeded,
     still_met,
@@ -73,6 +72,7 @@ from evictd.core.settled import (
     crossing_deep,
     crossing_hold_s,
     crossings_to_confirm,
+    memory_thresholds_met,
     with_node_memory,
 )
 from evictd.core.signals import Signal, spec_of
@@ -300,7 +300,8 @@ class EvictionManager:
         if read is None:
             return False
         memory = self._read_memory_again(read)
-        return memory is not None and bool(memory_thresholds_met(self.state, self.config, memory))
+        return memory is not None and bool(memory_thresholds_met(self.state.thresholds or self.config.thresholds,
+                                                                 memory))
 
     def _confirming_summary(self, pods: Sequence[Pod], crossed: Sequence[Threshold], errors: list[CycleError],
                             flapping: bool) -> tuple[Summary | None, float, float]:

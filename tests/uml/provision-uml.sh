@@ -17,6 +17,7 @@ APT_GET="$HERE/../apt-get-wait.sh"
 mkdir -p "$CACHE"
 
 . "$HERE/uml-probe.sh"
+. "$HERE/debian-unstable.sh"
 
 use() {  # use KERNEL MODULES
 	ln -sfn "$1" "$CACHE/linux.uml"; ln -sfn "$2" "$CACHE/modules"
@@ -33,17 +34,9 @@ echo "Debian 12's user-mode-linux does not boot on this CPU; using Debian's newe
 newer="$CACHE/newer"
 if [ ! -x "$newer/linux.uml" ] || ! uml_probe "$newer/linux.uml"; then
 	command -v patchelf >/dev/null || DEBIAN_FRONTEND=noninteractive "$APT_GET" install -y -qq patchelf >/dev/null
-	apt_dir="$CACHE/apt"; rm -rf "$apt_dir" "$newer"; mkdir -p "$apt_dir/etc" "$apt_dir/lists/partial" \
-		"$apt_dir/cache/archives/partial" "$newer"
-	# The machine's own Debian stanza (not the security one), with the suite changed.
-	python3 "$HERE/debian_source.py" /etc/apt/sources.list.d/debian.sources unstable > "$apt_dir/etc/unstable.sources"
-	opts="-o Dir::Etc::SourceList=/dev/null -o Dir::Etc::SourceParts=$apt_dir/etc -o Dir::State::Lists=$apt_dir/lists
-		-o Dir::Cache=$apt_dir/cache -o APT::Get::List-Cleanup=0 -o APT::Sandbox::User=root"
-	# shellcheck disable=SC2086
-	apt-get $opts update -qq
-	# shellcheck disable=SC2086
-	(cd "$apt_dir/cache" && apt-get $opts download user-mode-linux libc6 >/dev/null)
-	for deb in "$apt_dir"/cache/*.deb; do dpkg -x "$deb" "$newer/root"; done
+	rm -rf "$CACHE/apt" "$newer"
+	unstable_update "$CACHE/apt"
+	unstable_unpack "$CACHE/apt" "$newer/root" user-mode-linux libc6
 	libdir="$newer/root/usr/lib/x86_64-linux-gnu"
 	cp "$newer/root/usr/bin/linux.uml" "$newer/linux.uml"
 	patchelf --set-interpreter "$libdir/ld-linux-x86-64.so.2" --set-rpath "$libdir" "$newer/linux.uml"

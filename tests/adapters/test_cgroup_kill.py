@@ -7,9 +7,11 @@ the runtime does not answer: against a real Unix socket that accepts and never a
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -24,6 +26,7 @@ from evictd.core.engine import Eviction
 from evictd.core.errors import CRIError
 from evictd.core.pod_parser import pod_from_dict
 from evictd.core.pods import Pod
+from evictd.core.unanswered import OVERDUE_S
 from evictd.run.runtime_link import CriRuntime
 from hung_socket import hung_cri_client
 from polling import wait_until
@@ -102,6 +105,30 @@ def test_a_stop_the_runtime_does_not_answer_kills_the_pods_processes_through_its
         with pytest.raises(CRIError, match="holds no process"):
             runtime.stop_pod(eviction_of(victim))
         assert time.monotonic() - began < 0.4
+
+
+def test_a_stop_begun_while_a_read_is_overdue_goes_to_the_cgroup_without_asking_the_runtime(tmp_path: Path) -> None:
+    """The arena's fast leak on the real node (200 MiB/s): an urgent cycle stopped waiting for ListContainerStats
+    after 0.5 s, and the hard eviction's stop then waited 2 s on the same hung runtime while the kernel OOM-killed
+    the pod. A read under way for OVERDUE_S (the stats worker's, on a thread of its own) sends the stop straight to
+    the pod's cgroup."""
+    with hung_runtime(tmp_path, 10.0) as (runtime, kills, started, _cgroup):
+        reading = threading.Thread(target=_read_stats, args=(runtime,), daemon=True)
+        reading.start()
+        time.sleep(OVERDUE_S + 0.1)
+        began = time.monotonic()
+        how = runtime.stop_pod(eviction_of(pod_from_dict(pod("hog"))))
+        assert time.monotonic() - began < 0.4
+        assert how.startswith("by killing its 2 processes through its cgroup (the runtime does not answer: a read "
+                              "under way for 0."), how
+        assert started.wait(timeout=10) == -9 and len(kills) == 1
+        reading.join(timeout=CYCLE_READ_TIMEOUT_S + 2.0)
+
+
+def _read_stats(runtime: CriRuntime) -> None:
+    """A ListContainerStats that the hung runtime leaves unanswered for its 2 s deadline."""
+    with contextlib.suppress(CRIError):
+        runtime.container_stats()
 
 
 def test_a_hung_runtime_holds_the_stop_for_the_loops_read_deadline_not_the_clients(tmp_path: Path) -> None:

@@ -14,7 +14,9 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator, Sequence
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -35,6 +37,7 @@ from evictd.kube.events import EventRecorder
 from evictd.kube.evictor import KubePodEvictor
 from evictd.kube.journal import ApiStep, EvictionJournal
 from log_capture import LogCapture
+from out_of_pids import run_without_new_tasks
 
 NODE = "node-1"  # builders.pod binds pods to node-1
 NOW = datetime(2026, 11, 21, 10, 0, 0, tzinfo=UTC)
@@ -91,19 +94,36 @@ def empty_dir_eviction(doc: dict[str, Any]) -> Eviction:
 
 
 class RecordingLocalKill:
-    """An attached container runtime that remembers the pods it was asked to stop."""
+    """An attached container runtime that remembers the pods it was asked to stop. `errors`: what each stop raises,
+    in turn (None: it stops the pod); after them, every stop stops it. `until`: each stop lasts until this holds
+    (at most STOP_WAIT_S), and `seen` says for each stop whether it did, and on which thread the stop ran."""
 
     attached = True
     can_stop = True
 
-    def __init__(self, error: EvictdError | None = None) -> None:
+    def __init__(self, error: EvictdError | None = None, *, errors: Sequence[EvictdError | None] = (),
+                 until: Callable[[], bool] | None = None) -> None:
         self.calls: list[Eviction] = []
-        self._error = error
+        self._errors = [error] if error is not None else list(errors)
+        self._until = until
+        self.seen: list[bool] = []
+        self.threads: list[int] = []
 
     def stop_pod(self, eviction: Eviction) -> None:
         self.calls.append(eviction)
-        if self._error is not None:
-            raise self._error
+        self.threads.append(threading.get_ident())
+        if self._until is not None:
+            deadline = time.monotonic() + STOP_WAIT_S
+            while not self._until() and time.monotonic() < deadline:
+                time.sleep(0.01)
+            self.seen.append(self._until())
+        error = self._errors.pop(0) if self._errors else None
+        if error is not None:
+            raise error
+
+
+# How long a RecordingLocalKill waits for its `until` (a stop that ran before the API's writes would wait it out).
+STOP_WAIT_S = 5.0
 
 
 class Harness:
@@ -116,6 +136,8 @@ class Harness:
         self.api_errors: list[KubeError] = []
         self.journal_seen: list[Any] = []  # the journal file, read whenever the API fails
         self.local_kill = RecordingLocalKill()
+        # What the evictor said of each immediate eviction the API took: (pod, how it was stopped, why it was not).
+        self.local_stops: list[tuple[str, str | None, str | None]] = []
         self.timeout_s = timeout_s
         self.journal, self.evictor = self.restart()
 
@@ -125,8 +147,12 @@ class Harness:
         events = EventRecorder(self.client, NODE, clock=ManualClock(0.0, wall_at_zero=NOW))
         self.clock = ManualClock(0.0, wall_at_zero=NOW)  # the evictor's
         self.evictor = KubePodEvictor(self.client, self.journal, events, runtime=self.local_kill,  # type: ignore[arg-type]
-                                      timeout_s=self.timeout_s, on_api_error=self._api_error, clock=self.clock)
+                                      timeout_s=self.timeout_s, on_api_error=self._api_error,
+                                      on_local_stop=self._local_stop, clock=self.clock)
         return self.journal, self.evictor
+
+    def _local_stop(self, eviction: Eviction, how: str | None, error: EvictdError | None) -> None:
+        self.local_stops.append((eviction.pod.name, how, None if error is None else str(error)))
 
     def _api_error(self, error: KubeError) -> None:
         self.api_errors.append(error)
@@ -224,10 +250,12 @@ def test_a_threshold_eviction_writes_the_condition_deletes_gracefully_and_record
 
     entry = harness.file_entries()["uid-hog"]
     assert (entry["condition_written"], entry["delete_sent"], entry["deleted"], entry["event_written"],
-            entry["stopped_locally"]) == (True, True, True, True, False)
+            entry["stopped_locally"]) == (True, True, True, True, True)
     assert entry["done_at"] is not None and entry["grace_period_s"] == 1 and "phase" not in entry
     assert harness.journal.pending() == [] and "uid-hog" in harness.journal.evicted_uids()
-    assert harness.local_kill.calls == [] and harness.api_errors == []
+    # A hard threshold: the pod is also stopped on the node at once, as the kubelet's own eviction kills it.
+    assert harness.local_kill.calls == [eviction] and harness.api_errors == []
+    assert harness.local_stops == [("hog", "through the container runtime", None)]
 
 
 def test_a_soft_eviction_deletes_with_the_effective_grace_period(apiserver: ApiServer, harness: Harness) -> None:
@@ -301,7 +329,9 @@ def test_a_pod_recreated_with_the_same_name_is_left_alone(apiserver: ApiServer, 
     assert evicted_events(apiserver) == []
     entry = harness.file_entries()["uid-hog"]
     assert entry["extra"]["ended"].startswith("422: ") and entry["done_at"] is not None
-    assert harness.journal.pending() == [] and harness.local_kill.calls == []
+    # On the node, what still runs of the evicted pod's UID was stopped at once (the runtime finds it by that UID:
+    # the successor's containers carry another).
+    assert harness.journal.pending() == [] and [e.pod.uid for e in harness.local_kill.calls] == ["uid-hog"]
     assert harness.evictor.replay() == [] and len(harness.sent()) == 1  # nothing more is ever sent
 
 
@@ -312,7 +342,7 @@ def test_a_pod_already_gone_ends_the_eviction(apiserver: ApiServer, harness: Har
 
     assert harness.steps() == [("PATCH", STATUS_PATH.format("hog"), 404)]
     assert harness.file_entries()["uid-hog"]["extra"]["ended"].startswith("404: ")
-    assert harness.journal.pending() == [] and harness.local_kill.calls == []
+    assert harness.journal.pending() == [] and harness.local_kill.calls == [eviction]  # whatever still ran of it
     assert [e.status for e in harness.api_errors] == [404]
 
 
@@ -506,15 +536,90 @@ def test_a_pod_the_api_evicted_but_its_kubelet_did_not_stop_is_stopped_locally_o
     apiserver: ApiServer, harness: Harness
 ) -> None:
     apiserver.store.create_pod(hog())
+    harness.local_kill = RecordingLocalKill(EvictdError("runtime unreachable"))
+    _, evictor = harness.restart()
     eviction = hard_eviction(hog())
-    harness.evictor.evict(eviction)  # the API took it: nothing stopped locally
-    assert harness.local_kill.calls == []
+    evictor.evict(eviction)  # the API took it; the stop at once failed: left to the kubelet, no error
+    assert harness.local_kill.calls == [eviction]
+    assert harness.local_stops == [("hog", None, "runtime unreachable")]
+    assert harness.file_entries()["uid-hog"]["stopped_locally"] is False
 
-    assert harness.evictor.stop_overdue(eviction) == "through the container runtime"
-    assert harness.local_kill.calls == [eviction]
+    assert evictor.stop_overdue(eviction) == "through the container runtime"
+    assert harness.local_kill.calls == [eviction, eviction]
     assert harness.file_entries()["uid-hog"]["stopped_locally"] is True
-    assert harness.evictor.stop_overdue(eviction) is None, "stopped once"
+    assert evictor.stop_overdue(eviction) is None, "stopped once"
+    assert harness.local_kill.calls == [eviction, eviction]
+
+
+def test_a_pod_stopped_at_once_is_not_stopped_again_when_overdue(apiserver: ApiServer, harness: Harness) -> None:
+    apiserver.store.create_pod(hog())
+    eviction = hard_eviction(hog())
+    harness.evictor.evict(eviction)
+    assert harness.evictor.stop_overdue(eviction) is None
     assert harness.local_kill.calls == [eviction]
+
+
+def test_a_hard_eviction_stops_the_pod_on_the_node_while_the_api_takes_its_writes(
+    apiserver: ApiServer, harness: Harness
+) -> None:
+    """The stop does not wait for the API, nor the API for the stop: the stop lasts until the server has answered
+    the DELETE (at most STOP_WAIT_S), and it saw that answer while under way, on a thread of its own."""
+    apiserver.store.create_pod(hog())
+    harness.local_kill = RecordingLocalKill(until=lambda: bool([r for r in apiserver.requests if r.method == "DELETE"]))
+    _, evictor = harness.restart()
+    eviction = hard_eviction(hog())
+
+    evictor.evict(eviction)
+
+    assert harness.local_kill.seen == [True], "the stop waited out its time: the API's writes came after it"
+    assert harness.local_kill.threads != [threading.get_ident()]
+    assert harness.steps() == full_steps("hog")
+    assert harness.file_entries()["uid-hog"]["stopped_locally"] is True
+
+
+def test_with_the_api_hung_the_pod_is_stopped_during_the_api_s_wait_not_after_it(
+    apiserver: ApiServer, tmp_path: Path
+) -> None:
+    """On the arena's real node the kernel OOM-killed a fast leak while its hard eviction waited 2 s on a hung API
+    server before the pod was stopped locally: the stop now lasts until the held PATCH reached the server, and the
+    eviction still fails with the API's error, saying the pod was stopped, its writes pending."""
+    harness = Harness(apiserver, tmp_path / "evictions.json", timeout_s=0.5)
+    try:
+        apiserver.store.create_pod(hog())
+        harness.local_kill = RecordingLocalKill(until=lambda: bool([r for r in apiserver.requests if r.method == "PATCH"]))
+        _, evictor = harness.restart()
+        apiserver.faults.time_out_next(1, method="PATCH")
+
+        with pytest.raises(KubeError) as caught:
+            evictor.evict(hard_eviction(hog()))
+
+        assert caught.value.status is None
+        assert "pod stopped through the container runtime, API writes pending" in caught.value.detail
+        assert harness.local_kill.seen == [True]
+        assert harness.file_entries()["uid-hog"]["stopped_locally"] is True
+        assert harness.local_stops == [], "reported with the API's error instead"
+    finally:
+        harness.client.close()
+
+
+def test_where_no_thread_can_start_the_stop_runs_first_on_the_callers_thread() -> None:
+    """On a node out of pids (tests/out_of_pids.py: a real pids cgroup allowing no new task) the local stop cannot
+    run beside the API's writes: it runs at once, before them, on the caller's thread."""
+    outcome = run_without_new_tasks(
+        "from evictd.kube.evictor import LocalStop\norder = []\n",
+        "stop = LocalStop(lambda: order.append(('stop', threading.get_ident())) or 'through the runtime')\n"
+        "order.append(('writes', threading.get_ident()))\n"
+        "outcome = {'how': stop.result(), 'order': [what for what, _ in order],\n"
+        "           'threads': len({thread for _, thread in order})}\n")
+    assert outcome == {"how": "through the runtime", "order": ["stop", "writes"], "threads": 1}
+
+
+def test_a_soft_eviction_is_left_to_the_kubelet(apiserver: ApiServer, harness: Harness) -> None:
+    apiserver.store.create_pod(hog(grace=30))
+    harness.evictor.evict(soft_eviction(hog(grace=30)))
+    assert harness.steps() == full_steps("hog")
+    assert harness.local_kill.calls == [] and harness.local_stops == []
+    assert harness.file_entries()["uid-hog"]["stopped_locally"] is False
 
 
 def test_a_soft_eviction_the_api_refuses_waits_for_the_api(apiserver: ApiServer, harness: Harness) -> None:

@@ -70,6 +70,7 @@ from evictd.core.summary import (
     pod_memory_stats,
     pod_stats,
 )
+from evictd.core.unanswered import OVERDUE_S
 from evictd.cri import NO_RUNTIME, ContainerUsage, Runtime
 
 # The sources of the problems recorded when the container runtime did not answer a stats call.
@@ -80,10 +81,10 @@ LIMIT_EVENTS_KEY = b"max"
 SANDBOX_STATS_SOURCE = "CRI ListPodSandboxStats"
 RUNTIME_SOURCES = frozenset({CONTAINER_STATS_SOURCE, SANDBOX_STATS_SOURCE})
 # How long an urgent read (a memory threshold met) waits for the runtime's container stats, a quarter of the
-# read's own deadline: a real containerd answered ListContainerStats for 20 containers in 140 ms (median) to 287 ms
-# (worst of 50) on a 2-CPU host under load 2-3, a hung one not within its 2 s; past it the cycle decides without
-# the answer (`evictd.adapters.runtime_stats_worker`).
-URGENT_RUNTIME_WAIT_S = 0.5
+# read's own deadline: until the read is overdue (`evictd.core.unanswered.OVERDUE_S`, a real containerd's answers
+# measured there); past it the cycle decides without the answer (`evictd.adapters.runtime_stats_worker`), and a
+# hard eviction's stop does not wait on that runtime either (`evictd.run.runtime_link.CriRuntime.stop_pod`).
+URGENT_RUNTIME_WAIT_S = OVERDUE_S
 
 
 def existing_ancestor(path: str) -> str:

@@ -8,11 +8,18 @@ manager overwrites a pod status written by anyone else):
 3. `DELETE pods/{name}` with the grace period the engine chose and a UID precondition;
 4. a Warning `Evicted` Event on the pod with the offending-container annotations, and the decision id
    (`evictd.io/decision`, for `evictd explain --decision`) when the flight recorder names the cycle.
-A step that fails stays pending in the journal and is retried every cycle (`replay`). If that happens for a
-hard-threshold or local-storage eviction before the DELETE went through (the API unreachable, throttled or
-erroring, or refusing evictd: expired credentials, RBAC, an admission policy), the pod is stopped at once
-through the container runtime (`local_kill`) so the node is protected anyway; the condition, deletion and
-event are written when the API answers again. After a request got no answer at all (timed out, refused or reset),
+A step that fails stays pending in the journal and is retried every cycle (`replay`).
+
+A hard-threshold or local-storage eviction (immediate: grace period 1 s) also stops the pod on the node at once,
+beside these writes, as the kubelet's own eviction kills the pods it evicts itself: through the container runtime
+(`local_kill`), or through the pod's cgroup where no runtime answers (`RuntimeSlot`). Left to the kubelet after the
+DELETE, a starved node's kubelet took 0.5-30 s to kill the pod, and the arena's fast leak on the real node
+(200 MiB/s, docs/node-survival.md) was OOM-killed by the kernel first in 5 of 5 runs while evictd's hard eviction
+waited 2 s on the API server. The stop runs on a thread of its own while the writes go out on the caller's (where no
+thread can start, before them); `evict` returns when both have ended. Whatever kept the API from taking the writes
+(unreachable, throttled or erroring, or refusing evictd: expired credentials, RBAC, an admission policy), the pod
+is stopped, and the condition, deletion and event are written when the API answers again. After a request got no
+answer at all (timed out, refused or reset),
 the API is not asked again for 5 s (`evictd.core.unanswered`), neither by a hard eviction (its pod is stopped
 locally at once, its writes pending) nor by `replay`: an API that hangs costs the loop one request's wait, not one
 per pod and per cycle (the runtime's reads keep the same rule; on the arena's real node each hard eviction waited
@@ -35,6 +42,7 @@ locally.
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
@@ -110,13 +118,50 @@ def refused_budget(error: KubeError) -> str:
     return ""
 
 
+class LocalStop:
+    """`stop` (a pod's stop on the node) run on a thread of its own, beside the caller's API writes; where no thread
+    can start (a node out of pids), run at once on the caller's. `result` waits for its end and returns how the pod
+    was stopped, or raises what the stop raised."""
+
+    def __init__(self, stop: Callable[[], str | None]) -> None:
+        self._stop = stop
+        self._how: str | None = None
+        self._error: BaseException | None = None
+        self._thread: threading.Thread | None = threading.Thread(target=self._run, name="evictd-local-stop",
+                                                                 daemon=True)
+        try:
+            self._thread.start()
+        except RuntimeError:  # "can't start new thread": the node has no task left for one
+            self._thread = None
+            self._run()
+
+    def _run(self) -> None:
+        try:
+            self._how = self._stop() or "through the container runtime"
+        except BaseException as exc:  # raised to the caller by `result`
+            self._error = exc
+
+    def result(self) -> str:
+        if self._thread is not None:
+            self._thread.join()
+        if self._error is not None:
+            raise self._error
+        assert self._how is not None
+        return self._how
+
+
 class KubePodEvictor:
-    """A PodEvictor writing to the API, journaled, with a local fallback for immediate evictions."""
+    """A PodEvictor writing to the API, journaled, stopping the pod of an immediate eviction on the node at once."""
 
     def __init__(self, api: KubeApi, journal: EvictionJournal, events: EventRecorder, *, runtime: Runtime = NO_RUNTIME,
                  timeout_s: float = 10.0, on_api_error: Callable[[KubeError], None] = lambda error: None,
+                 on_local_stop: Callable[[Eviction, str | None, EvictdError | None], None] =
+                 lambda eviction, how, error: None,
                  clock: Clock = SYSTEM_CLOCK, decision: Callable[[], str | None] = lambda: None) -> None:
         self._api = api
+        # An immediate eviction the API took: how its pod was stopped on the node, or why it was not (it is then
+        # the kubelet's to stop, after the DELETE); one of the two is None.
+        self._on_local_stop = on_local_stop
         self._decision = decision  # the id of the decision under way (`recording.CurrentDecision`)
         self._journal = journal
         self._events = events
@@ -139,26 +184,30 @@ class KubePodEvictor:
         """Carry out one eviction. Raises EvictdError when it could not be completed now (it stays pending)."""
         entry = journal_entry(eviction, self._now(), self._decision())
         self._journal.record(entry)
-        # Hard thresholds and local-storage limits act at once (1 s); soft ones can wait for the API.
+        # Hard thresholds and local-storage limits act at once (1 s): the pod is stopped on the node now, beside the
+        # API's writes (through its runtime, or, where none answers, by killing its processes through its cgroup:
+        # `RuntimeSlot`); soft ones are left to the kubelet after the API's.
         immediate = eviction.threshold is None or eviction.threshold.is_hard
-        failure = self._not_asked("delete pods") if immediate and self._runtime.can_stop else None
+        stop = LocalStop(lambda: self._runtime.stop_pod(eviction)) if immediate and self._runtime.can_stop else None
+        failure = self._not_asked("delete pods") if stop is not None else None
         if failure is None:
             failure = self._advance(entry, immediate_timeout_s=IMMEDIATE_REQUEST_TIMEOUT_S if immediate else None)
-        if failure is None:
+        if stop is None:
+            if failure is not None:
+                raise failure
             return
-        # Once the DELETE went through, the kubelet terminates the pod: only the status or event write is late.
-        deleted = ApiStep.DELETION in self._journal.get(entry.uid).done
-        # Whatever kept the API from taking the deletion (down, throttled, credentials or an admission policy
-        # refusing it), a hard threshold cannot wait for a person to fix it: the node stops the pod now (through its
-        # runtime, or, where none answers, by killing its processes through its cgroup: `RuntimeSlot`).
-        if immediate and not deleted and self._runtime.can_stop:
-            try:
-                how = self._runtime.stop_pod(eviction) or "through the container runtime"
-            except EvictdError as exc:
-                raise EvictdError(f"API unreachable ({failure}) and local stop failed: {exc}") from None
-            self._journal.note_stopped_locally(entry.uid)
-            raise KubeError(failure.verb, failure.status, f"{failure.detail}; pod stopped {how}, API writes pending")
-        raise failure
+        try:
+            how = stop.result()
+        except EvictdError as exc:
+            if failure is None:  # the API took the eviction: the kubelet stops the pod
+                self._on_local_stop(eviction, None, exc)
+                return
+            raise EvictdError(f"API unreachable ({failure}) and local stop failed: {exc}") from None
+        self._journal.note_stopped_locally(entry.uid)
+        if failure is None:
+            self._on_local_stop(eviction, how, None)
+            return
+        raise KubeError(failure.verb, failure.status, f"{failure.detail}; pod stopped {how}, API writes pending")
 
     def stop_overdue(self, eviction: Eviction) -> str | None:
         """Stop locally the pod of `eviction`, which the API took but which still runs past its grace period (its

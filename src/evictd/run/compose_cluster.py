@@ -19,7 +19,7 @@ from evictd.adapters.pod_dirs import volume_dirs
 from evictd.config import Configuration, EvictdSettings
 from evictd.core.container_gc import PodState, PodStateFunc
 from evictd.core.engine import Eviction
-from evictd.core.errors import KubeError, NotActingError, SampleError
+from evictd.core.errors import EvictdError, KubeError, NotActingError, SampleError
 from evictd.cri import NO_RUNTIME, Runtime
 from evictd.cycle.eviction_api_route import EvictionApiRoute
 from evictd.cycle.finished import AfterCycle, Cycle
@@ -135,8 +135,16 @@ def build_cluster(config: Configuration, node_name: str, metrics: Metrics, log: 
                               on_corrupt=metrics.journal_corrupt.inc,
                               on_write_failure=metrics.journal_write_failures.inc)
     events = EventRecorder(api_client, node_name, dry_run=dry_run)
+    def local_stop(eviction: Eviction, how: str | None, error: EvictdError | None) -> None:
+        if error is None:
+            log.info("evicted pod stopped on the node", pod=eviction.pod.key, how=how)
+        else:
+            log.warning("evicted pod not stopped on the node; the kubelet stops it", pod=eviction.pod.key,
+                        error=str(error))
+
     kube_evictor = None if dry_run else KubePodEvictor(api_client, journal, events, runtime=runtime,
-                                                       on_api_error=api_error, decision=decision)
+                                                       on_api_error=api_error, on_local_stop=local_stop,
+                                                       decision=decision)
     evictor: PodEvictor = kube_evictor if kube_evictor is not None else ReportOnlyEvictor()
     lease = None if dry_run else NodeLease(
         api_client, lease_namespace(settings.lease_namespace, bool(os.environ.get(IN_CLUSTER_ENV))), node_name,

@@ -12,6 +12,8 @@ restarts, and every CRI call already treats an unanswered call as a failure of t
 
 from __future__ import annotations
 
+import itertools
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import TypeVar
 
@@ -22,7 +24,7 @@ from evictd.core.engine import Eviction
 from evictd.core.errors import CRIError, EvictdError
 from evictd.core.fs_layout import FsLayout, ReclaimAction
 from evictd.core.runtime import Sandbox, SandboxState
-from evictd.core.unanswered import Unanswered
+from evictd.core.unanswered import Unanswered, overdue_for
 from evictd.cri import ContainerUsage, Runtime, RuntimeSlot, RuntimeVersion, SandboxUsage, stop_through_cgroup
 from evictd.cri.client import CriClient
 from evictd.cycle.manager import LayoutSource, NodeReclaimer
@@ -67,8 +69,10 @@ class CriRuntime:
     (`evictd.core.unanswered`; a CRIError saying so), so that a hung runtime costs a cycle one such wait, not one
     per call. The local stop's calls wait CYCLE_READ_TIMEOUT_S too (StopContainer: plus the grace period), and one
     unanswered ends the stop through the runtime: the pod's processes are then killed through its cgroup, as they
-    are when the runtime answers that it could not stop them. The garbage collection keeps the client's own
-    deadlines.
+    are when the runtime answers that it could not stop them. A stop that begins while a read has been under way
+    for `OVERDUE_S` or more (the cycle's ListContainerStats, which an urgent cycle stopped waiting for) does not ask
+    the runtime at all: it hangs now, and its calls would hold the stop their 2 s each while the node runs out of
+    memory. The garbage collection keeps the client's own deadlines.
     """
 
     attached = True
@@ -85,17 +89,34 @@ class CriRuntime:
         self._gc = gc
         self._clock = clock
         self._unanswered = Unanswered()  # the last read (or stop's call) the runtime left unanswered
+        # When each read under way began (monotonic seconds), by a number of its own: reads run on the loop and on
+        # the stats worker's thread (`evictd.adapters.runtime_stats_worker`).
+        self._reads_under_way: dict[int, float] = {}
+        self._read_numbers = itertools.count()
+        self._reads_lock = threading.Lock()
 
     def _read(self, method: str, call: Callable[[float], T]) -> T:
         not_asked = self._unanswered.not_asked("read", self._clock.monotonic())
         if not_asked is not None:
             raise CRIError(method, UNANSWERED, not_asked)
+        number = next(self._read_numbers)
+        with self._reads_lock:
+            self._reads_under_way[number] = self._clock.monotonic()
         try:
             return call(CYCLE_READ_TIMEOUT_S)
         except CRIError as exc:
             if exc.code == UNANSWERED:
                 self._unanswered.at = self._clock.monotonic()
             raise
+        finally:
+            with self._reads_lock:
+                del self._reads_under_way[number]
+
+    def _overdue_read_s(self) -> float | None:
+        """How long the oldest read under way has been waiting, when it is overdue (`overdue_for`); else None."""
+        with self._reads_lock:
+            oldest = min(self._reads_under_way.values(), default=None)
+        return overdue_for(oldest, self._clock.monotonic())
 
     def list_sandboxes(self) -> Sequence[Sandbox]:
         return self._read("ListPodSandbox", lambda timeout_s: self._client.list_sandboxes(timeout_s=timeout_s))
@@ -137,8 +158,9 @@ class CriRuntime:
 
     def stop_pod(self, eviction: Eviction) -> str:
         """Stop the evicted pod as the kubelet's runtime manager would; when the runtime does not answer (a read
-        unanswered moments ago, or this stop's own calls timing out) or answers that it could not stop it, kill its
-        processes through its cgroup instead: on a node in thrash the runtime hangs with everything else, and the
+        unanswered moments ago, a read under way past `OVERDUE_S`, or this stop's own calls timing out) or answers
+        that it could not stop it, kill its processes through its cgroup instead: on a node in thrash the runtime
+        hangs with everything else, and the
         kernel's OOM killer would do it seconds later after the node stalled; on a node out of pids the runtime
         cannot start the OCI runtime that would send the signal (the arena's fork bomb on the real node: "fork/exec
         /usr/sbin/runc: resource temporarily unavailable", and the pod went on forking). A deliberate difference
@@ -146,6 +168,10 @@ class CriRuntime:
         if self._kill_processes is not None and self._unanswered.quiet(self._clock.monotonic()):
             return self._kill_through_cgroup(eviction, "the runtime does not answer: a read went unanswered "
                                                        "moments ago", None)
+        overdue_s = self._overdue_read_s() if self._kill_processes is not None else None
+        if overdue_s is not None:
+            return self._kill_through_cgroup(eviction, f"the runtime does not answer: a read under way for "
+                                                       f"{overdue_s:.1f} s", None)
         try:
             self._killer.kill(eviction)
         except CRIError as exc:

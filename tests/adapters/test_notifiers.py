@@ -1203,6 +1203,22 @@ def test_a_wait_without_notifiers_ends_only_on_its_deadline_or_a_wake_and_leaves
     assert notifier.consumed == 1
 
 
+def test_pending_says_the_next_wait_returns_at_once_and_consumes_nothing(waiter: Waiter) -> None:
+    """What ends the wait for the node's report (a wait off the waiter) once a wake-up is due."""
+    notifier = PipeNotifier()
+    waiter.set_notifiers([notifier])
+    assert not waiter.pending()
+    notifier.fire()
+    assert waiter.pending() and waiter.pending(), "asked twice: still pending"
+    assert notifier.consumed == 0
+    assert waiter.wait(LONG_WAIT_S) == ["fake"] and not waiter.pending()
+    waiter.wake()
+    assert waiter.pending()
+    assert waiter.wait(LONG_WAIT_S) == ["signal"] and not waiter.pending()
+    notifier.hang_up()
+    assert waiter.pending(), "a broken notifier is reported by the next wait too"
+
+
 def test_wake_from_another_thread_interrupts_wait(waiter: Waiter) -> None:
     timer = threading.Timer(0.1, waiter.wake)
     start = time.monotonic()

@@ -23,6 +23,7 @@ from evictd.core.settled import (
     crossing_hold_s,
     crossings_to_confirm,
     near_crossing,
+    near_unmet_crossing,
     settled_usage,
     with_node_memory,
 )
@@ -85,6 +86,19 @@ def test_a_crossing_is_confirmed_only_by_a_reading_that_still_has_it_met() -> No
 )
 def test_follow_ups_only_near_a_crossing(reading: object, near: bool) -> None:
     assert near_crossing(HARD, signal_observations(reading)) is near  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("reading", "near"),
+    [
+        pytest.param(MET, False, id="met-already-decided"),
+        pytest.param(NEAR, True, id="4Mi-from-met"),
+        pytest.param(JUST_CLEAR, False, id="8Mi-from-met"),
+        pytest.param(CLEAR, False, id="far"),
+    ],
+)
+def test_a_crossing_still_to_come_is_only_one_near_and_unmet(reading: object, near: bool) -> None:
+    assert near_unmet_crossing(HARD, signal_observations(reading)) is near  # type: ignore[arg-type]
 
 
 VICTIM = pod("victim")

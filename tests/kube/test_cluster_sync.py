@@ -7,6 +7,7 @@ the node's conditions, taints and events and replays pending writes; wait_for_cl
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -21,6 +22,7 @@ from kube_objects import node_manifest
 
 from builders import Gi, Mi, pod, pod_stats, summary
 from clocks import ManualClock
+from evictd.adapters.notifiers import Waiter
 from evictd.commands.simulate import FixedLayout
 from evictd.core.engine import Assessment, EngineConfig, NoneStarved
 from evictd.core.fs_layout import FsLayout, ReclaimAction
@@ -388,6 +390,25 @@ def test_an_api_that_hangs_on_the_node_holds_the_loop_one_report_wait_and_the_no
     assert wait_until(lambda: {e[1] for e in node_events(apiserver)} >= {"NodeHasInsufficientMemory",
                                                                         "EvictionThresholdMet"}, 10.0)
     assert cluster.log.at("warning")  # the timed-out node read, said as it happened
+
+
+def test_the_wait_for_a_held_node_report_ends_once_a_wake_up_is_pending(apiserver: ApiServer, cluster: Cluster) -> None:
+    """The arena's fast leak on the real node crossed the hard threshold while the loop waited out REPORT_WAIT_S on
+    a starved API server: a crossing found meanwhile (the waiter's `pending`) ends that wait at once; the node is
+    still written once the API answers."""
+    assert wait_until(cluster.watcher.is_synced, 5.0)
+    report = cluster.cycle()
+    apiserver.faults.time_out_next(1000, path=f"/api/v1/nodes/{NODE}")
+    with contextlib.closing(Waiter()) as waiter:
+        threading.Timer(0.1, waiter.wake).start()
+        began = time.monotonic()
+        cluster.sync.after_cycle(report.decided.assessment, report.oom, interrupted=waiter.pending)
+        took = time.monotonic() - began
+    assert 0.1 <= took < 0.1 + REPORT_WAIT_S / 2, took
+    apiserver.faults.clear()
+    cluster.sync.after_cycle(report.decided.assessment, report.oom)  # the next cycle's report, merged if still held
+    assert wait_until(lambda: "EvictdMemoryPressure" in {
+        c["type"] for c in (apiserver.store.get_node(NODE) or {}).get("status", {}).get("conditions", [])}, 30.0)
 
 
 def test_a_memory_reclaim_before_eviction_becomes_a_normal_event_on_the_node(apiserver: ApiServer,

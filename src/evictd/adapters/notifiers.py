@@ -148,6 +148,19 @@ class Waiter:
         with contextlib.suppress(OSError):
             os.write(self._write_fd, b"\0")
 
+    def pending(self) -> bool:
+        """Whether the next `wait` would return at once: `wake` was called, or a notifier's event is ready (a blind
+        notifier's recheck is not run). Nothing is consumed. For a wait elsewhere on the loop (the node report's)
+        that a wake-up should end."""
+        self._check_open()
+        for fd, revents in self._poll.poll(0):
+            if fd == self._read_fd:
+                return True
+            notifier = self._by_fd.get(fd)
+            if notifier is not None and revents & (notifier.poll_events | _BROKEN_EVENTS):
+                return True
+        return False
+
     def wait(self, timeout_s: float, *, notifiers: bool = True) -> list[str]:
         """Block until something fires or `timeout_s` passes; return the causes that fired, in order.
 

@@ -198,6 +198,14 @@ def near_crossing(thresholds: Sequence[Threshold], observations: Mapping[Signal,
                and past > -FOLLOW_UP_MARGIN_BYTES for threshold in thresholds)
 
 
+def near_unmet_crossing(thresholds: Sequence[Threshold], observations: Mapping[Signal, Observation]) -> bool:
+    """True when a memory threshold of `thresholds` is not met in `observations` but within
+    `FOLLOW_UP_MARGIN_BYTES` of being met: a crossing a notification may still bring (the ones already met are
+    decided). Only `memcg_watched` thresholds count, as in `near_crossing`."""
+    return any(spec_of(threshold.signal).memcg_watched and (past := _bytes_past(threshold, observations)) is not None
+               and -FOLLOW_UP_MARGIN_BYTES < past <= 0 for threshold in thresholds)
+
+
 def _bytes_past(threshold: Threshold, observations: Mapping[Signal, Observation]) -> int | None:
     """How many bytes the available amount observed is below `threshold`'s quantity (rounded up to a byte): more
     than 0 when met, 0 or less when not; None without an observation, or for a threshold not of the form

@@ -220,13 +220,14 @@ class ClusterSync:
                                       reclaim_event_period_s=reclaim_event_period_s, clock=clock, wait_s=report_wait_s,
                                       standby=standby)
 
-    def after_cycle(self, assessment: Assessment, oom: OomReport | None, note: tuple[str, str] | None = None) -> None:
+    def after_cycle(self, assessment: Assessment, oom: OomReport | None, note: tuple[str, str] | None = None, *,
+                    interrupted: Callable[[], bool] = lambda: False) -> None:
         """Hand what the cycle decided about the node (its `assessment`, the OOM kills since the last one, and `note`, a
-        Normal event of evictd's own: reason, message) to the reporter, waiting for it at most its `wait_s`; retry
-        pending eviction writes (each request at most REPLAY_TIMEOUT_S); remember which pods the pod list says are
-        critical."""
+        Normal event of evictd's own: reason, message) to the reporter, waiting for it at most its `wait_s` or until
+        `interrupted` says a cycle is wanted now; retry pending eviction writes (each request at most
+        REPLAY_TIMEOUT_S); remember which pods the pod list says are critical."""
         self._remember_critical_pods()
-        self._reporter.submit(assessment, oom, note)
+        self._reporter.submit(assessment, oom, note, interrupted=interrupted)
         if self._evictor is not None:
             for error in self._evictor.replay(REPLAY_TIMEOUT_S):
                 self._log.warning("pending eviction writes still failing", error=str(error))

@@ -2,7 +2,8 @@
 
 What a cycle decided about the node (its pressure conditions and taints, the kubelet's node events for a pressure
 transition and `EvictionThresholdMet`, evictd's events for OOM kills) is handed to `NodeReporter.submit` and
-written by its thread. The loop waits for the write at most `REPORT_WAIT_S`: with an API that answers, the node
+written by its thread. The loop waits for the write at most `REPORT_WAIT_S`, and not once a wake-up is pending (the
+caller's `interrupted`: a crossing found meanwhile is decided first): with an API that answers, the node
 is written before the next cycle as before; with one that hangs (each request waiting its 10 s timeout, then
 the next: a node read, a status patch, a taint patch, events), the loop goes on deciding and evicting. The
 kubelet is built the same way: its eviction manager only says whether the node is under pressure, and the node
@@ -38,6 +39,9 @@ from evictd.log import Log
 
 # How long the loop waits for a report to be written before it goes on (an API that answers takes milliseconds).
 REPORT_WAIT_S = 1.0
+# How often that wait asks whether a wake-up is pending (the memory watch found a crossing meanwhile): on the
+# arena's real node a fast leak went from the soft to the hard threshold in 1.5 s, up to 1 s of it in this wait.
+INTERRUPT_POLL_S = 0.02
 # The kubelet records EvictionThresholdMet once per synchronize, one per monitoring period; the cycles evictd adds
 # after a memory notification (its follow-ups, the confirmation a second later) would each write a repeat the
 # kubelet never makes. So one per resource per `reclaim_event_period_s` (the housekeeping interval), the first at
@@ -86,9 +90,11 @@ class NodeReporter:
     def node_name(self) -> str:
         return self._events.node_ref().name
 
-    def submit(self, assessment: Assessment, oom: OomReport | None, note: tuple[str, str] | None = None) -> None:
+    def submit(self, assessment: Assessment, oom: OomReport | None, note: tuple[str, str] | None = None, *,
+               interrupted: Callable[[], bool] = lambda: False) -> None:
         """Hand over what one cycle decided about the node (and a Normal event of evictd's own, `note`: reason and
-        message), and wait for it to be written at most `wait_s`."""
+        message), and wait for it to be written at most `wait_s`, or until `interrupted` (looked at every
+        INTERRUPT_POLL_S) says the loop is wanted (a wake-up pending)."""
         report = NodeReport(None if isinstance(assessment.next_step, Skipped) else assessment,
                             [] if oom is None else [oom],
                             [(assessment.next_step.resource, self._clock.monotonic())]
@@ -102,18 +108,18 @@ class NodeReporter:
                 self._thread = threading.Thread(target=self._run, name="evictd-node-report", daemon=True)
                 self._thread.start()
             self._changed.notify_all()
-        self.wait_written(self._wait_s)
+        self.wait_written(self._wait_s, interrupted)
 
-    def wait_written(self, timeout_s: float) -> bool:
-        """Wait (at most `timeout_s`, real time: a thread is waited for) until everything handed over is written;
-        return whether it is."""
+    def wait_written(self, timeout_s: float, interrupted: Callable[[], bool] = lambda: False) -> bool:
+        """Wait (at most `timeout_s`, real time: a thread is waited for, and not once `interrupted` says so) until
+        everything handed over is written; return whether it is."""
         deadline = time.monotonic() + timeout_s
         with self._changed:
             while self._pending is not None or self._writing:
                 remaining = deadline - time.monotonic()
-                if remaining <= 0:
+                if remaining <= 0 or interrupted():
                     return False
-                self._changed.wait(remaining)
+                self._changed.wait(min(remaining, INTERRUPT_POLL_S))
             return True
 
     def withdraw(self, timeout_s: float) -> None:

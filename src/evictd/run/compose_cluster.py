@@ -228,15 +228,17 @@ def withdraw_unless_lost(cluster: ClusterParts) -> Callable[[], None]:
     return withdraw
 
 
-def cluster_bookkeeping(cluster: ClusterParts, metrics: Metrics) -> AfterCycle:
+def cluster_bookkeeping(cluster: ClusterParts, metrics: Metrics,
+                        wake_pending: Callable[[], bool] = lambda: False) -> AfterCycle:
     """Node status, events and the journal's pending writes; the pending evictions exported; in dry-run the
-    shadow comparison with the kubelet's own evictions."""
+    shadow comparison with the kubelet's own evictions. The wait for the node's report ends early once a wake-up is
+    pending (`wake_pending`: the waiter's): the cycle it asks for comes first."""
 
     def update(cycle: Cycle) -> None:
         if acting_elsewhere(cluster):  # lost during the cycle: the holder writes the node now
             return
         cluster.sync.after_cycle(cycle.report.decided.assessment, cycle.report.oom,
-                                 memory_reclaim_event(cycle.report.acted))
+                                 memory_reclaim_event(cycle.report.acted), interrupted=wake_pending)
         metrics.journal_pending.set(len(cluster.journal.pending()))
         if cluster.shadow is not None:
             cluster.shadow.after_cycle(cycle.report.acted.evictions)

@@ -282,10 +282,14 @@ def build_hooks(basics: Basics, observers: Observers, *, reported_only: bool, st
     after_cycle.append(log_sample_problems(log, metrics, stats.problems, lambda: oom_feedback.problems))
     after_cycle.append(log_refused_figures(log, metrics, stats.refused))
     after_cycle.append(watch_blind_signals(log, metrics, health, lambda: signals_without_source(basics)))
+    # The wake-ups re-armed before anything that may wait on the API server or the runtime: on the arena's real node
+    # the node report's wait (up to 1 s on a starved API server) came first, and a fast leak crossed the hard
+    # threshold unwatched meanwhile (docs/node-survival.md).
+    after_cycle.append(notifiers)
     if cluster is not None:
-        after_cycle.append(cluster_bookkeeping(cluster, metrics))
+        after_cycle.append(cluster_bookkeeping(cluster, metrics, basics.waiter.pending))
     # After the hooks that log, export and record the kills: a restart never counts them again.
-    after_cycle += [oom_feedback.save, runtime_upkeep(link), notifiers]
+    after_cycle += [oom_feedback.save, runtime_upkeep(link)]
     if settings.recorder:
         # After the others: what they do never waits for the recorder's disk.
         recorder = FlightRecorder(settings.state_dir, basics.config.eviction, max_bytes=settings.recorder_max_bytes,

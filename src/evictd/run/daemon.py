@@ -33,7 +33,7 @@ from evictd.clock import SYSTEM_CLOCK, Clock
 from evictd.core.engine import Eviction
 from evictd.core.engine_rules import IMMEDIATE_EVICTION_GRACE_PERIOD_S
 from evictd.core.psi_window import window_follow_up_wanted
-from evictd.core.settled import near_crossing
+from evictd.core.settled import near_crossing, near_unmet_crossing
 from evictd.core.signals import spec_of
 from evictd.core.thresholds import Threshold
 from evictd.cycle.cadence import NOTIFICATION_CAUSES, Cadence
@@ -236,6 +236,9 @@ class Daemon:
                                                   crossing_unconfirmed=report.observed.crossing_unconfirmed,
                                                   near_crossing=near_crossing(self.manager.state.thresholds,
                                                                               report.decided.assessment.observations),
+                                                  unmet_near=near_unmet_crossing(
+                                                      self.manager.state.thresholds,
+                                                      report.decided.assessment.observations),
                                                   grace_ends_in_s=report.decided.assessment.next_decision_in_s(),
                                                   memory_receded=bool(memory_met - met_now) and not acted,
                                                   stall_follow_up=woken_by_psi and

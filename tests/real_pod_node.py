@@ -97,6 +97,13 @@ class RealPodNode:
         return (f"cgroupRoot: /{self.base}\nkubeletRootDir: {self.kubelet_root}\npodLogsDir: {self.pod_logs_dir}\n"
                 f"imageFsPath: {runtime_dir}\ncontainerFsPath: {runtime_dir}\n")
 
+    def evictd_api_settings(self, runtime_dir: Path, node: str, kubeconfig: Path, interval: str) -> str:
+        """`evictd_settings` for `evictd run` with a Kubernetes API (`kubeconfig`) as the node `node`, no container
+        runtime (a socket nobody serves in `runtime_dir`), a housekeeping `interval` and no PSI wake-ups."""
+        return (f"nodeName: {node}\nkubeconfig: {kubeconfig}\n"
+                f"containerRuntimeEndpoint: unix://{runtime_dir}/no-runtime.sock\n"
+                f"housekeepingInterval: {interval}\npsiWakeups: false\n" + self.evictd_settings(runtime_dir))
+
     def manifest(self, node: str, volumes: list[dict[str, object]] | None = None) -> dict[str, object]:
         """The pod as the API holds it (BestEffort, running on `node`), with `volumes` in its spec if given."""
         spec: dict[str, object] = {"nodeName": node, "containers": [{"name": self.container, "image": "busybox"}]}

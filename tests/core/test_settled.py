@@ -76,29 +76,17 @@ def test_a_crossing_is_confirmed_only_by_a_reading_that_still_has_it_met() -> No
 
 
 @pytest.mark.parametrize(
-    ("reading", "near"),
+    ("reading", "near", "unmet_near"),
     [
-        pytest.param(MET, True, id="met"),
-        pytest.param(NEAR, True, id="4Mi-from-met"),
-        pytest.param(JUST_CLEAR, False, id="8Mi-from-met"),
-        pytest.param(CLEAR, False, id="far"),
+        pytest.param(MET, True, False, id="met"),  # met: near, but no crossing still to come (already decided)
+        pytest.param(NEAR, True, True, id="4Mi-from-met"),
+        pytest.param(JUST_CLEAR, False, False, id="8Mi-from-met"),
+        pytest.param(CLEAR, False, False, id="far"),
     ],
 )
-def test_follow_ups_only_near_a_crossing(reading: object, near: bool) -> None:
+def test_follow_ups_only_near_a_crossing(reading: object, near: bool, unmet_near: bool) -> None:
     assert near_crossing(HARD, signal_observations(reading)) is near  # type: ignore[arg-type]
-
-
-@pytest.mark.parametrize(
-    ("reading", "near"),
-    [
-        pytest.param(MET, False, id="met-already-decided"),
-        pytest.param(NEAR, True, id="4Mi-from-met"),
-        pytest.param(JUST_CLEAR, False, id="8Mi-from-met"),
-        pytest.param(CLEAR, False, id="far"),
-    ],
-)
-def test_a_crossing_still_to_come_is_only_one_near_and_unmet(reading: object, near: bool) -> None:
-    assert near_unmet_crossing(HARD, signal_observations(reading)) is near  # type: ignore[arg-type]
+    assert near_unmet_crossing(HARD, signal_observations(reading)) is unmet_near  # type: ignore[arg-type]
 
 
 VICTIM = pod("victim")

@@ -41,9 +41,7 @@ def test_with_no_runtime_and_the_api_refusing_a_hard_eviction_kills_the_pod_thro
     process = real_pod.start_process()
     daemon = EvictdProcess(
         tmp_path, kubelet="evictionHard: {allocatableMemory.available: 200Mi}\nenforceNodeAllocatable: []\n",
-        evictd=(f"nodeName: {NODE}\nkubeconfig: {apiserver.kubeconfig_path}\n"
-                f"containerRuntimeEndpoint: unix://{tmp_path}/no-runtime.sock\n"
-                "housekeepingInterval: 1s\npsiWakeups: false\n" + real_pod.evictd_settings(tmp_path)))
+        evictd=real_pod.evictd_api_settings(tmp_path, NODE, apiserver.kubeconfig_path, "1s"))
     evictd_processes.append(daemon)
     daemon.wait_event("evictd started", timeout=60)
     daemon.wait_for_cycles(2, timeout=30)

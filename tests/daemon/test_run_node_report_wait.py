@@ -42,9 +42,7 @@ def test_a_crossing_while_the_loop_waits_for_the_node_report_is_decided_at_once(
     process.do(f"alloc {BELOW_BYTES}")
     daemon = EvictdProcess(
         tmp_path, kubelet="evictionHard: {allocatableMemory.available: 200Mi}\nenforceNodeAllocatable: []\n",
-        evictd=(f"nodeName: {NODE}\nkubeconfig: {apiserver.kubeconfig_path}\n"
-                f"containerRuntimeEndpoint: unix://{tmp_path}/no-runtime.sock\n"
-                "housekeepingInterval: 3s\npsiWakeups: false\n" + real_pod.evictd_settings(tmp_path)))
+        evictd=real_pod.evictd_api_settings(tmp_path, NODE, apiserver.kubeconfig_path, "3s"))
     evictd_processes.append(daemon)
     daemon.wait_event("evictd started", timeout=60)
     daemon.wait_for_cycles(2, timeout=30)  # counted by the first hook: the loop now waits for the held report

@@ -9,25 +9,30 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from builders import pod
-from evictd.adapters.cgroup_kill import kill_cgroup_tree
+from evictd.adapters.cgroup_kill import kill_cgroup_tree, terminate_cgroup_tree
 from evictd.adapters.runtime_node import CYCLE_READ_TIMEOUT_S, RuntimeFilesystems
 from evictd.core.engine import Eviction
 from evictd.core.errors import CRIError
 from evictd.core.pod_parser import pod_from_dict
 from evictd.core.pods import Pod
+from evictd.core.quantity import Quantity
+from evictd.core.signals import Signal
+from evictd.core.thresholds import Threshold, ThresholdValue
 from evictd.core.unanswered import OVERDUE_S
-from evictd.run.runtime_link import CriRuntime
+from evictd.run.runtime_link import GUARD_POLL_S, CriRuntime, MemoryGuard
 from hung_socket import hung_cri_client
 from polling import wait_until
 from real_cgroups import CGROUP_MOUNT, temporary_cgroup
@@ -66,10 +71,11 @@ def test_every_process_below_a_pod_cgroup_is_killed_and_counted() -> None:
 
 
 @contextmanager
-def hung_runtime(tmp_path: Path, client_timeout_s: float) \
+def hung_runtime(tmp_path: Path, client_timeout_s: float, guard: Callable[[Path], MemoryGuard] | None = None) \
         -> Iterator[tuple[CriRuntime, list[str], subprocess.Popen[bytes], Path]]:
     """A runtime behind a Unix socket that accepts and never answers (a hung containerd), whose last resort kills a
-    real pod cgroup holding a forking process (started): the runtime, the pod UIDs killed, the process, the cgroup."""
+    real pod cgroup holding a forking process (started): the runtime, the pod UIDs killed, the process, the cgroup.
+    `guard`: the hard memory evictions' guard on that cgroup, if any."""
     with temporary_cgroup(CGROUP_MOUNT / "memory") as pod_cgroup, hung_cri_client(tmp_path, client_timeout_s) as client:
         kills: list[str] = []
 
@@ -78,7 +84,7 @@ def hung_runtime(tmp_path: Path, client_timeout_s: float) \
             return kill_cgroup_tree(str(pod_cgroup))
 
         runtime = CriRuntime(client, RuntimeFilesystems(client, str(tmp_path), str(tmp_path)), gc=None,
-                             kill_processes=kill)
+                             kill_processes=kill, memory_guard=None if guard is None else guard(pod_cgroup))
         started = start_in(pod_cgroup)
         try:
             assert wait_until(lambda: len(procs(pod_cgroup)) == 2, 10.0)
@@ -129,6 +135,65 @@ def _read_stats(runtime: CriRuntime) -> None:
     """A ListContainerStats that the hung runtime leaves unanswered for its 2 s deadline."""
     with contextlib.suppress(CRIError):
         runtime.container_stats()
+
+
+HARD_MEMORY = Threshold(Signal.MEMORY_AVAILABLE, ThresholdValue(quantity=Quantity.parse("200Mi")))
+# A process that ignores SIGTERM, as a container's PID 1 without a handler does (the arena's grower).
+DEAF = "import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\ntime.sleep(600)\n"
+
+
+def hard_memory_eviction(victim: Pod) -> Eviction:
+    return replace(eviction_of(victim), threshold=HARD_MEMORY)
+
+
+def guard_on(pod_cgroup: Path, ran_short: Callable[[Eviction], bool]) -> MemoryGuard:
+    return MemoryGuard(terminate=lambda uid: terminate_cgroup_tree(str(pod_cgroup)),
+                       running=lambda uid: len(procs(pod_cgroup)), ran_short=ran_short)
+
+
+def test_a_hard_memory_evictions_pod_gets_sigterm_through_its_cgroup_before_the_runtime_is_asked(
+        tmp_path: Path) -> None:
+    """What the runtime's stop sends first, sent at once: a hung runtime (or a starved one) delays nothing. The two
+    forked processes end on it; the runtime, which never answers, finds nothing left to kill after its deadline."""
+    victim = pod_from_dict(pod("hog"))
+    with hung_runtime(tmp_path, 10.0, guard=lambda cgroup: guard_on(cgroup, lambda e: False)) as (
+            runtime, kills, started, _cgroup):
+        how = runtime.stop_pod(hard_memory_eviction(victim))
+        assert started.wait(timeout=1) == -signal.SIGTERM, "ended by the SIGTERM, not by a SIGKILL after the deadline"
+        assert how.startswith("by SIGTERM to its 2 processes through its cgroup (the runtime does not answer: CRI "
+                              "ListPodSandbox failed: DEADLINE_EXCEEDED"), how
+        assert kills == [victim.uid], "the cgroup was looked at for what was left: nothing"
+
+
+def test_a_hard_memory_evictions_grace_period_ends_once_memory_ran_short(tmp_path: Path) -> None:
+    """A pod deaf to SIGTERM keeps running through the grace period the runtime gives it; once the node's memory ran
+    short (the guard's reading) it is killed through its cgroup, without waiting for the runtime's stop to end."""
+    victim = pod_from_dict(pod("hog"))
+    readings: list[float] = []
+
+    def ran_short(eviction: Eviction) -> bool:
+        readings.append(time.monotonic())
+        return len(readings) >= 3
+
+    with temporary_cgroup(CGROUP_MOUNT / "memory") as pod_cgroup, hung_cri_client(tmp_path, 10.0) as client:
+        runtime = CriRuntime(client, RuntimeFilesystems(client, str(tmp_path), str(tmp_path)), gc=None,
+                             kill_processes=lambda uid: kill_cgroup_tree(str(pod_cgroup)),
+                             memory_guard=guard_on(pod_cgroup, ran_short))
+        deaf = subprocess.Popen(["sh", "-c", f'echo $$ > {pod_cgroup}/cgroup.procs && exec "$0" -c "$1"',
+                                 sys.executable, DEAF])
+        try:
+            assert wait_until(lambda: len(procs(pod_cgroup)) == 1, 10.0)
+            time.sleep(0.3)  # its handler set
+            began = time.monotonic()
+            how = runtime.stop_pod(hard_memory_eviction(victim))
+            took_s = time.monotonic() - began
+            assert deaf.wait(timeout=5) == -signal.SIGKILL
+        finally:
+            deaf.kill()
+    assert how == ("by killing its 1 processes through its cgroup (memory ran short during its grace period) "
+                   "(after SIGTERM to its 1 processes through its cgroup)"), how
+    assert len(readings) == 3 and took_s < 3 * GUARD_POLL_S + 1.0, (took_s, readings)
+    assert took_s < CYCLE_READ_TIMEOUT_S, "the runtime's stop was not waited for"
 
 
 def test_a_hung_runtime_holds_the_stop_for_the_loops_read_deadline_not_the_clients(tmp_path: Path) -> None:

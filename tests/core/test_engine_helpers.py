@@ -7,6 +7,8 @@ from datetime import UTC, datetime, timedelta
 
 from evictd.core.engine import Assessment, NoneStarved, ThresholdStatus
 from evictd.core.engine_rules import (
+    GRACE_CUT_SHARE,
+    memory_ran_short,
     node_conditions,
     node_conditions_last_observed_at,
     node_conditions_observed_since,
@@ -86,3 +88,23 @@ def test_an_assessment_says_when_the_first_running_grace_period_ends() -> None:
     assert assessment((SOFT_MEMORY, False, 12.5), (soft_nodefs, False, 80.0)).grace_ends_in_s() == 10.0
     assert assessment((SOFT_MEMORY, True, 31.0), (soft_nodefs, False, 1.0)).grace_ends_in_s() == 89.0
     assert assessment((SOFT_MEMORY, False, 30.5)).grace_ends_in_s() == 0.0, "never a wait below zero"
+
+
+def memory_at(available: str, signal: Signal = Signal.MEMORY_AVAILABLE) -> dict[Signal, Observation]:
+    return {signal: Observation(Quantity.parse(available), Quantity.parse("8Gi"), T0)}
+
+
+def test_a_hard_memory_evictions_grace_period_ends_when_memory_falls_to_half_its_threshold() -> None:
+    """evictd's own rule (`GRACE_CUT_SHARE`): the kernel's OOM killer is next, and it may choose another process."""
+    assert GRACE_CUT_SHARE == 0.5
+    assert not memory_ran_short(HARD_MEMORY, memory_at("600Mi")), "met, but more than half the threshold left"
+    assert not memory_ran_short(HARD_MEMORY, memory_at("512Mi")), "exactly half: not below it"
+    assert memory_ran_short(HARD_MEMORY, memory_at("511Mi"))
+    percent = Threshold(Signal.ALLOCATABLE_MEMORY_AVAILABLE, ThresholdValue(percentage=0.1))  # 819.2Mi of 8Gi
+    assert memory_ran_short(percent, memory_at("400Mi", Signal.ALLOCATABLE_MEMORY_AVAILABLE))
+    assert not memory_ran_short(percent, memory_at("420Mi", Signal.ALLOCATABLE_MEMORY_AVAILABLE))
+    assert not memory_ran_short(SOFT_MEMORY, memory_at("100Mi")), "a soft threshold's pod keeps its grace period"
+    assert not memory_ran_short(HARD_MEMORY, {}), "no reading: nothing cut"
+    assert not memory_ran_short(HARD_MEMORY, memory_at("100Mi", Signal.ALLOCATABLE_MEMORY_AVAILABLE)), "its own signal"
+    assert not memory_ran_short(NODEFS, {Signal.NODEFS_AVAILABLE: Observation(Quantity.parse("1Mi"),
+                                                                              Quantity.parse("8Gi"), T0)})

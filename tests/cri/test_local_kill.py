@@ -15,7 +15,7 @@ import time
 import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -32,15 +32,18 @@ from containerd_harness import (
 )
 from cri_fixtures import PodFactory
 
-from evictd.adapters.cgroup_kill import kill_cgroup_tree
+from evictd.adapters.cgroup_kill import kill_cgroup_tree, terminate_cgroup_tree
 from evictd.adapters.local_kill import LocalKiller
 from evictd.adapters.runtime_node import RuntimeFilesystems
 from evictd.core.engine import Eviction
 from evictd.core.engine_rules import MINIMUM_GRACE_PERIOD_S, stop_grace_period_s
 from evictd.core.errors import CRIError
 from evictd.core.pods import Pod
+from evictd.core.quantity import Quantity
 from evictd.core.runtime import POD_UID_LABEL, Container, ContainerState, Sandbox, SandboxState
-from evictd.run.runtime_link import CriRuntime
+from evictd.core.signals import Signal
+from evictd.core.thresholds import Threshold, ThresholdValue
+from evictd.run.runtime_link import GUARD_POLL_S, CriRuntime, MemoryGuard
 from out_of_pids import run_without_new_tasks, without_new_tasks
 from polling import wait_until
 from real_cgroups import CGROUP_MOUNT
@@ -51,6 +54,7 @@ TRAP_SECONDS = 2.0
 TRAP_LATEST_S = 3.0
 MARGIN_S = 1.0
 SIGKILL_EXIT_CODE = 128 + 9
+HARD_MEMORY = Threshold(Signal.MEMORY_AVAILABLE, ThresholdValue(quantity=Quantity.parse("200Mi")))
 
 
 def eviction_of(pod: Pod, grace_s: int) -> Eviction:
@@ -320,6 +324,62 @@ def test_a_stop_the_runtime_cannot_carry_out_kills_the_pod_through_its_cgroup(
     assert wait_until(lambda: containerd.cri.container_status(victim.container_ids["app"]).state
                       is ContainerState.EXITED, 10.0)
     assert containerd.cri.container_status(victim.container_ids["app"]).exit_code == SIGKILL_EXIT_CODE
+
+
+def test_a_pod_deaf_to_sigterm_is_killed_once_memory_ran_short_during_its_grace_period(
+        containerd: Containerd, pods: PodFactory, tmp_path: Path) -> None:
+    """A hard memory eviction of a pod that ignores SIGTERM (the arena's grower: PID 1 of its container, no
+    handler): the runtime's stop runs its 2 s grace period; the node's memory runs short 0.3 s in (the guard's
+    reading), and the pod is killed through its cgroup then, not at the grace period's end. The runtime finds the
+    container exited on SIGKILL."""
+    victim = pods.run(unique("deaf"), [busybox_container("app", STUBBORN_SCRIPT)])
+    containerd.wait_for_output(victim, "app")  # the trap is set
+    pod_cgroup = CGROUP_MOUNT / "memory" / victim.cgroup_parent.lstrip("/")
+    began, began_wall = time.monotonic(), time.time()
+    guard = MemoryGuard(terminate=lambda uid: terminate_cgroup_tree(str(pod_cgroup)),
+                        running=lambda uid: len(_procs_below(pod_cgroup)),
+                        ran_short=lambda eviction: time.monotonic() - began >= 0.3)
+    runtime = CriRuntime(containerd.cri, RuntimeFilesystems(containerd.cri, str(tmp_path), str(tmp_path)), gc=None,
+                         kill_processes=lambda uid: kill_cgroup_tree(str(pod_cgroup)), memory_guard=guard)
+    grace_s = 2
+    how = runtime.stop_pod(replace(eviction_of(pod_of(victim), grace_s), threshold=HARD_MEMORY))
+    took_s = time.monotonic() - began
+    assert re.fullmatch(r"by killing its \d+ processes through its cgroup \(memory ran short during its grace "
+                        r"period\) \(after SIGTERM to its \d+ processes through its cgroup\)", how), how
+    assert 0.3 <= took_s < grace_s, took_s
+    assert wait_until(lambda: containerd.cri.container_status(victim.container_ids["app"]).state
+                      is ContainerState.EXITED, 10.0)
+    status = containerd.cri.container_status(victim.container_ids["app"])
+    assert status.exit_code == SIGKILL_EXIT_CODE
+    assert status.finished_at_ns / 1e9 - began_wall < grace_s, "it ended before its grace period would have"
+
+
+def test_with_memory_not_short_a_pod_deaf_to_sigterm_keeps_its_grace_period(
+        containerd: Containerd, pods: PodFactory, tmp_path: Path) -> None:
+    """The same stop with the node's memory above half the threshold: the runtime's stop, grace period and all."""
+    victim = pods.run(unique("deaf"), [busybox_container("app", STUBBORN_SCRIPT)])
+    containerd.wait_for_output(victim, "app")
+    pod_cgroup = CGROUP_MOUNT / "memory" / victim.cgroup_parent.lstrip("/")
+    readings: list[Eviction] = []
+
+    def never(eviction: Eviction) -> bool:
+        readings.append(eviction)
+        return False
+
+    guard = MemoryGuard(terminate=lambda uid: terminate_cgroup_tree(str(pod_cgroup)),
+                        running=lambda uid: len(_procs_below(pod_cgroup)), ran_short=never)
+    runtime = CriRuntime(containerd.cri, RuntimeFilesystems(containerd.cri, str(tmp_path), str(tmp_path)), gc=None,
+                         kill_processes=lambda uid: kill_cgroup_tree(str(pod_cgroup)), memory_guard=guard)
+    grace_s = 2
+    began = time.monotonic()
+    how = runtime.stop_pod(replace(eviction_of(pod_of(victim), grace_s), threshold=HARD_MEMORY))
+    took_s = time.monotonic() - began
+    assert re.fullmatch(r"through the container runtime \(after SIGTERM to its \d+ processes through its cgroup\)",
+                        how), how
+    assert grace_s <= took_s < grace_s + MARGIN_S, took_s
+    assert len(readings) >= grace_s / GUARD_POLL_S / 2, "looked at throughout the grace period"
+    status = containerd.cri.container_status(victim.container_ids["app"])
+    assert (status.state, status.exit_code) == (ContainerState.EXITED, SIGKILL_EXIT_CODE)
 
 
 def _procs_below(folder: Path) -> list[str]:

@@ -1,4 +1,5 @@
-"""Kill every process of a pod through its cgroup: the hard eviction's last resort when the runtime cannot stop it.
+"""Kill every process of a pod through its cgroup: the hard eviction's last resort when the runtime cannot stop it;
+and send them SIGTERM, a hard memory eviction's first step (`pod_process_terminator`).
 
 Job: on a node whose memory is exhausted the container runtime thrashes with everything else; in issue 36's arena
 containerd answered no CRI call for a minute, so neither the kubelet's kill nor evictd's local stop (`local_kill`)
@@ -8,6 +9,12 @@ cgroup is on this node and needs nobody: on cgroup v2 ``cgroup.kill`` (kernel 5.
 SIGKILLs every process of the cgroup and its descendants at once, atomically with respect to forks; elsewhere (cgroup
 v1, an older v2 kernel) every process listed in ``cgroup.procs`` below the pod cgroup is sent SIGKILL, in rounds
 until none is left (a fork between a listing and a kill is caught by the next round).
+
+A hard memory eviction's stop sends SIGTERM, the signal the runtime's StopContainer sends first (containerd takes
+an image's STOPSIGNAL, SIGTERM unless the image names another), to every process below the pod cgroup at once, once,
+before it asks the runtime (`evictd.run.runtime_link.CriRuntime.stop_pod`): on the arena's real node a fast leak
+(200 MiB/s) was OOM-killed by the kernel 0.6-0.7 s after its hard eviction was decided while containerd, starved with
+the rest of the node, carried out the stop; the runtime still enforces the grace period (SIGKILL when it ends).
 
 Invariants: only the given folder and the cgroups below it are touched; a process that is gone meanwhile is not an
 error; the count returned is the processes found (0: the cgroup held none, or is gone). What the runtime sees is
@@ -37,6 +44,46 @@ def pod_process_killer(cgroups: CgroupReader) -> Callable[[str], int]:
         return 0 if folder is None else kill_cgroup_tree(folder)
 
     return kill
+
+
+def pod_process_terminator(cgroups: CgroupReader) -> Callable[[str], int]:
+    """SIGTERM, once, every process of the pod with a uid through its cgroup (`terminate_cgroup_tree`); the processes
+    found (0: no cgroup of that pod on the node). Raises SampleError."""
+
+    def terminate(pod_uid: str) -> int:
+        folder = cgroups.pod_folder(pod_uid)
+        return 0 if folder is None else terminate_cgroup_tree(folder)
+
+    return terminate
+
+
+def pod_process_counter(cgroups: CgroupReader) -> Callable[[str], int]:
+    """How many processes the pod with a uid still has in its cgroup and below (0: none, or no cgroup of that pod on
+    the node). Raises SampleError."""
+
+    def count(pod_uid: str) -> int:
+        folder = cgroups.pod_folder(pod_uid)
+        if folder is None:
+            return 0
+        try:
+            return len(_pids_below(folder))
+        except FileNotFoundError:
+            return 0
+
+    return count
+
+
+def terminate_cgroup_tree(folder: str) -> int:
+    """Send SIGTERM once to every process in the cgroup at `folder` and below; return how many were found. Raises
+    SampleError when the cgroup cannot be read (not: when it is gone)."""
+    try:
+        pids = _pids_below(folder)
+    except FileNotFoundError:
+        return 0
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+    return len(pids)
 
 
 def kill_cgroup_tree(folder: str) -> int:

@@ -14,11 +14,12 @@ The loop tells the cadence how each cycle ended and what woke it; the cadence an
   the loop tells, one held met before is not this crossing); from then only the last delay is left: one cycle
   confirms the settled state a second later.
 - A cycle that finds every memory threshold more than a step from met (`near_crossing`) ends the follow-ups: the
-  re-armed memcg level announces the crossing when it comes. So does a cycle that holds pressure (`held`) and saw
-  no memory threshold newly met and none unmet within a step of its level (`unmet_near`): the notification that
-  brought it was about a threshold already decided (a level of it crossed again, the memory watch and a memcg level
-  firing for the same crossing), and chasing it would run every follow-up (22 cycles in 1.5 s on the real
-  cluster's held minute, `tests/cluster/test_held_pressure_real.py`) to find nothing new.
+  re-armed memcg level announces the crossing when it comes. A cycle that holds pressure (`held`) and saw no
+  memory threshold newly met and none unmet within a step of its level (`unmet_near`) ends them but the confirming
+  one, as a cycle that saw a threshold met does: the notification that brought it was about a threshold already
+  decided (a level of it crossed again, the memory watch and a memcg level firing for the same crossing), and
+  chasing it would run every follow-up (22 cycles in 1.5 s on the real cluster's held minute,
+  `tests/cluster/test_held_pressure_real.py`) to find nothing new.
 - A cycle whose memory crossing its confirming reading did not show (`evictd.core.settled`: page cache that came
   and went, a dip shorter than the hold) ends the follow-ups: the crossing was read, and was not one.
 - A soft threshold met whose grace period is still running makes the next cycle due just after that period
@@ -157,7 +158,7 @@ class Cadence:
         newly met that its confirming reading did not show (`evictd.core.settled`: page cache, a short dip), which
         ends the follow-ups, as does a cycle that saw no memory threshold `near_crossing` (`evictd.core.settled`),
         and a cycle that holds pressure with no memory threshold newly met and none unmet within a step of its level
-        (`unmet_near`: `evictd.core.settled.near_unmet_crossing`);
+        (`unmet_near`: `evictd.core.settled.near_unmet_crossing`) ends them but the confirming one;
         `memory_receded`: a memory threshold the previous cycle saw met is not met in this one, with nothing evictd
         did since to relieve it (flapping counts those and unconfirmed crossings); `stall_follow_up`: a PSI
         firing brought the cycle and a stall threshold is not met (one more cycle `WINDOW_FOLLOW_UP_S` after it
@@ -169,10 +170,10 @@ class Cadence:
         # fewer changes than when it was chased, and a window with fewer than FLAP_CHANGES must not restart the chase.
         flapping = len(changes) >= FLAP_CHANGES or (self.flapping and bool(changes))
         nothing_new_near = held and not memory_threshold_met and not unmet_near
-        if crossing_unconfirmed or not near_crossing or flapping or nothing_new_near:
+        if crossing_unconfirmed or not near_crossing or flapping:
             follow_ups: tuple[float, ...] = ()
         else:
-            follow_ups = self.follow_ups[-1:] if memory_threshold_met else self.follow_ups
+            follow_ups = self.follow_ups[-1:] if memory_threshold_met or nothing_new_near else self.follow_ups
         due_at = started_at + self.interval_s
         if grace_ends_in_s is not None:
             due_at = min(due_at, now + grace_ends_in_s + GRACE_END_MARGIN_S)

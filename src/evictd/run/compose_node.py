@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 
 import structlog
 
-from evictd.adapters.cgroup_kill import pod_process_killer
+from evictd.adapters.cgroup_kill import pod_process_counter, pod_process_killer, pod_process_terminator
 from evictd.adapters.cgroups import CgroupLayout, CgroupReader, v1_hierarchy_root
 from evictd.adapters.disk_walker_process import DiskWalkerProcess, WalkerSettings
 from evictd.adapters.filesystems import detect_layout
@@ -35,7 +35,8 @@ from evictd.adapters.runtime_gc import CriContainerGC, CriImageGC, RuntimeReclai
 from evictd.adapters.runtime_node import PeriodicGC, RuntimeFilesystems, RuntimeLayout
 from evictd.config import Configuration, EvictdSettings, StatsOrigin
 from evictd.core.container_gc import GCPolicy
-from evictd.core.engine import EngineConfig
+from evictd.core.engine import EngineConfig, Eviction
+from evictd.core.engine_rules import memory_ran_short
 from evictd.core.errors import EvictdError, SampleError
 from evictd.core.fs_layout import FsLayout, ReclaimAction
 from evictd.core.image_gc import image_gc_policy
@@ -45,6 +46,7 @@ from evictd.core.psi import format_us, microseconds
 from evictd.core.psi_window import threshold_triggers
 from evictd.core.signals import EVICTD_SIGNALS, Reading, Signal, spec_of
 from evictd.core.stall_gate import StallGate, wake_may_open
+from evictd.core.summary import Summary, signal_observations
 from evictd.core.thresholds import Threshold
 from evictd.cri import NO_RUNTIME, Runtime, RuntimeVersion
 from evictd.cri.client import CriClient
@@ -57,7 +59,7 @@ from evictd.observe.metrics import Metrics
 from evictd.run.after_cycle import NotifierRefresh
 from evictd.run.compose_cluster import pod_states
 from evictd.run.plausible_stats import PlausibleStats, machine_memory_bytes
-from evictd.run.runtime_link import CriRuntime, NodeLevel, RuntimeLink
+from evictd.run.runtime_link import CriRuntime, MemoryGuard, NodeLevel, RuntimeLink
 
 
 class PathLayout:
@@ -274,10 +276,12 @@ def build_stats_source(config: Configuration, cgroups: CgroupReader, node_name: 
 
 
 def attach_runtime(config: Configuration, client: CriClient, version: RuntimeVersion, metrics: Metrics, log: Log,
-                   node: NodeLevel, watcher: PodWatcher | None, cgroups: CgroupReader | None = None) -> CriRuntime:
+                   node: NodeLevel, watcher: PodWatcher | None, cgroups: CgroupReader | None = None,
+                   memory_reading: Callable[[], Summary] | None = None) -> CriRuntime:
     """Build node-level reclaim and periodic GC over a runtime that answered, hand the manager's node level its
     layout and reclaimer (report-only in dry-run), and return the runtime, which the adapters' slot answers as
-    from then on. The same path serves a runtime that answers at start and one that answers later."""
+    from then on (its hard memory evictions' stops guarded on `memory_reading`: `memory_guard`). The same path
+    serves a runtime that answers at start and one that answers later."""
     settings = config.evictd
     pod_state, sources_ready = pod_states(watcher)
     metrics.runtime_info.labels(version.runtime_name, version.runtime_version, version.runtime_api_version).set(1)
@@ -300,8 +304,29 @@ def attach_runtime(config: Configuration, client: CriClient, version: RuntimeVer
                           image_period_s=settings.image_gc_period_s, log=log)
     node.attach(RuntimeLayout(settings.kubelet_root_dir, filesystems),
                 ReportOnlyReclaimer() if settings.dry_run else RuntimeReclaimer(containers, images))
+    acting = None if settings.dry_run else cgroups
     return CriRuntime(client, filesystems, gc=None if settings.dry_run else periodic,
-                      kill_processes=None if settings.dry_run or cgroups is None else pod_process_killer(cgroups))
+                      kill_processes=None if acting is None else pod_process_killer(acting),
+                      memory_guard=None if acting is None else memory_guard(acting, memory_reading))
+
+
+def memory_guard(cgroups: CgroupReader, memory_reading: Callable[[], Summary] | None) -> MemoryGuard | None:
+    """What a hard memory eviction's stop does beside the runtime's (`MemoryGuard`), through the pods' cgroups and on
+    `memory_reading` (None: the stats source has no reading of the node's memory alone, so no guard)."""
+    if memory_reading is None:
+        return None
+    read = memory_reading
+
+    def ran_short(eviction: Eviction) -> bool:
+        if eviction.threshold is None:
+            return False
+        try:
+            summary = read()
+        except EvictdError:
+            return False
+        return memory_ran_short(eviction.threshold, signal_observations(summary))
+
+    return MemoryGuard(pod_process_terminator(cgroups), pod_process_counter(cgroups), ran_short)
 
 
 def runtime_upkeep(link: RuntimeLink) -> AfterCycle:

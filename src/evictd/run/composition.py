@@ -54,6 +54,7 @@ from evictd.core.memory_reclaim import ReclaimSettings
 from evictd.core.node_protection import Status, node_protection_findings
 from evictd.core.self_protection import KIB, oom_score_adj_warning
 from evictd.core.signals import Signal
+from evictd.core.summary import Summary
 from evictd.cri import RuntimeSlot
 from evictd.cri.client import CriClient
 from evictd.cycle.cadence import stale_after_s
@@ -207,13 +208,16 @@ def build_engine_state(basics: Basics, engine_config: EngineConfig) -> tuple[Eng
     return state_file, state_file.restore(engine_config, stale_after_s(settings.housekeeping_interval_s))
 
 
-def build_runtime(basics: Basics, node: NodeLevel, cluster: ClusterParts | None) -> RuntimeLink:
-    """The link to the container runtime, which attaches it to `node` and the slot once it answers."""
+def build_runtime(basics: Basics, node: NodeLevel, cluster: ClusterParts | None,
+                  memory_reading: Callable[[], Summary] | None = None) -> RuntimeLink:
+    """The link to the container runtime, which attaches it to `node` and the slot once it answers (its hard memory
+    evictions' stops read the node's memory with `memory_reading`, the stats source's reading of it alone)."""
     settings = basics.settings
     client = CriClient(settings.container_runtime_endpoint, settings.runtime_request_timeout_s)
     watcher = cluster.watcher if cluster is not None else None
     return RuntimeLink(client, lambda version: attach_runtime(basics.config, client, version, basics.metrics,
-                                                              basics.log, node, watcher, cgroups=basics.cgroups),
+                                                              basics.log, node, watcher, cgroups=basics.cgroups,
+                                                              memory_reading=memory_reading),
                        basics.log, slot=basics.runtime)
 
 
@@ -393,7 +397,7 @@ def build_daemon(
     manager = build_manager(engine_config, stats, cluster, pods, node, start_state,
                             crossing_hold_s=basics.settings.memory_crossing_hold_s,
                             memory_reclaim=build_memory_reclaim(basics, reported_only))
-    link = build_runtime(basics, node, cluster)
+    link = build_runtime(basics, node, cluster, stats.source.memory_reading())
     notifiers = build_notifiers(basics.settings, basics.cgroup_layout, basics.cgroups, basics.waiter, basics.metrics,
                                 basics.log, engine_config, lambda: manager.state.stall_gate, stats.note_pressure,
                                 stats.note_firing)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import itertools
 import threading
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TypeVar
 
 from evictd.adapters.local_kill import STOPPABLE_STATES, UNANSWERED, LocalKiller
@@ -24,6 +25,7 @@ from evictd.core.engine import Eviction
 from evictd.core.errors import CRIError, EvictdError
 from evictd.core.fs_layout import FsLayout, ReclaimAction
 from evictd.core.runtime import Sandbox, SandboxState
+from evictd.core.signals import spec_of
 from evictd.core.unanswered import Unanswered, overdue_for
 from evictd.cri import ContainerUsage, Runtime, RuntimeSlot, RuntimeVersion, SandboxUsage, stop_through_cgroup
 from evictd.cri.client import CriClient
@@ -60,6 +62,43 @@ class NodeLevel:
         return self._reclaimer.reclaim(action)
 
 
+# How often a hard memory eviction's stop looks whether the node's memory ran short during the grace period.
+GUARD_POLL_S = 0.05
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryGuard:
+    """What a hard memory eviction's stop does beside the runtime's (`CriRuntime.stop_pod`): `terminate` sends SIGTERM
+    to the pod's processes through its cgroup at once, what the runtime's stop sends first, without waiting on the
+    runtime to deliver it (pod uid -> processes signalled); while the runtime's stop runs the grace period, the
+    pod's processes are killed through its cgroup once `ran_short(eviction)` says the node's memory ran short
+    (`evictd.core.engine_rules.memory_ran_short`, on a fresh reading of the node's memory) with `running` (pod uid ->
+    processes left) still above 0. On the arena's real node a fast leak, PID 1 of its container and so deaf to
+    SIGTERM, took the whole 2 s grace period and was OOM-killed by the kernel 0.6-0.7 s after evictd's decision."""
+
+    terminate: Callable[[str], int]
+    running: Callable[[str], int]
+    ran_short: Callable[[Eviction], bool]
+
+
+def _hard_memory(eviction: Eviction) -> bool:
+    threshold = eviction.threshold
+    return threshold is not None and threshold.is_hard and spec_of(threshold.signal).is_memory
+
+
+def _quietly(count: Callable[[], int]) -> int:
+    """`count()`, or 0 when the cgroup cannot be read (the runtime's stop goes on regardless)."""
+    try:
+        return count()
+    except EvictdError:
+        return 0
+
+
+def _after_sigterm(terminated: int) -> str:
+    """How a stop says that SIGTERM went to `terminated` processes through the pod's cgroup before it ("": none)."""
+    return f" (after SIGTERM to its {terminated} processes through its cgroup)" if terminated else ""
+
+
 class CriRuntime:
     """A runtime that answered on the CRI endpoint, as the adapters use it (a `Runtime`).
 
@@ -79,11 +118,15 @@ class CriRuntime:
     can_stop = True
 
     def __init__(self, client: CriClient, filesystems: RuntimeFilesystems, gc: PeriodicGC | None,
-                 clock: Clock = SYSTEM_CLOCK, kill_processes: Callable[[str], int] | None = None) -> None:
+                 clock: Clock = SYSTEM_CLOCK, kill_processes: Callable[[str], int] | None = None,
+                 memory_guard: MemoryGuard | None = None) -> None:
         self._client = client
         # The last resort of a stop the runtime does not answer: the pod's processes killed through its cgroup
         # (`evictd.adapters.cgroup_kill`; pod uid -> processes found). None: none (dry-run, no cgroups).
         self._kill_processes = kill_processes
+        # What a hard memory eviction's stop does beside the runtime's (`MemoryGuard`). None: none (dry-run, no
+        # cgroups, no reading of the node's memory alone); it needs `kill_processes` too.
+        self._memory_guard = memory_guard if kill_processes is not None else None
         self._filesystems = filesystems
         self._killer = LocalKiller(client, answer_within_s=CYCLE_READ_TIMEOUT_S)
         self._gc = gc
@@ -164,36 +207,75 @@ class CriRuntime:
         kernel's OOM killer would do it seconds later after the node stalled; on a node out of pids the runtime
         cannot start the OCI runtime that would send the signal (the arena's fork bomb on the real node: "fork/exec
         /usr/sbin/runc: resource temporarily unavailable", and the pod went on forking). A deliberate difference
-        from the kubelet, which can only wait. Returns how the pod was stopped. Raises EvictdError."""
+        from the kubelet, which can only wait. A hard memory eviction first sends SIGTERM to the pod's processes
+        through its cgroup (`evictd.adapters.cgroup_kill`): what the runtime's stop sends first, without waiting on
+        the runtime to deliver it; the runtime's stop then ends the grace period as before. Returns how the pod was
+        stopped. Raises EvictdError."""
+        guard = self._memory_guard if _hard_memory(eviction) else None
+        terminated = _quietly(lambda: guard.terminate(eviction.pod.uid)) if guard is not None else 0
         if self._kill_processes is not None and self._unanswered.quiet(self._clock.monotonic()):
             return self._kill_through_cgroup(eviction, "the runtime does not answer: a read went unanswered "
-                                                       "moments ago", None)
+                                                       "moments ago", None, terminated)
         overdue_s = self._overdue_read_s() if self._kill_processes is not None else None
         if overdue_s is not None:
             return self._kill_through_cgroup(eviction, f"the runtime does not answer: a read under way for "
-                                                       f"{overdue_s:.1f} s", None)
+                                                       f"{overdue_s:.1f} s", None, terminated)
+        error = self._runtime_stop(eviction) if guard is None else self._guarded_stop(eviction, guard)
+        if isinstance(error, str):  # the guard ended the grace period: how
+            return f"{error}{_after_sigterm(terminated)}"
+        if error is None:
+            return "through the container runtime" + _after_sigterm(terminated)
+        if self._kill_processes is None:
+            raise error
+        if error.code == UNANSWERED:
+            self._unanswered.at = self._clock.monotonic()
+            return self._kill_through_cgroup(eviction, f"the runtime does not answer: {error}", None, terminated)
+        return self._kill_through_cgroup(eviction, f"the runtime could not stop it: {error}", error, terminated)
+
+    def _runtime_stop(self, eviction: Eviction) -> CRIError | None:
+        """Stop the pod through the runtime (`LocalKiller`); its failure, or None."""
         try:
             self._killer.kill(eviction)
         except CRIError as exc:
-            if self._kill_processes is None:
-                raise
-            if exc.code == UNANSWERED:
-                self._unanswered.at = self._clock.monotonic()
-                return self._kill_through_cgroup(eviction, f"the runtime does not answer: {exc}", None)
-            return self._kill_through_cgroup(eviction, f"the runtime could not stop it: {exc}", exc)
-        return "through the container runtime"
+            return exc
+        return None
 
-    def _kill_through_cgroup(self, eviction: Eviction, why: str, failure: CRIError | None) -> str:
+    def _guarded_stop(self, eviction: Eviction, guard: MemoryGuard) -> CRIError | str | None:
+        """The runtime's stop on a thread of its own, looked at every GUARD_POLL_S while its grace period runs: once
+        the node's memory ran short with the pod still running, its processes are killed through its cgroup and how
+        is returned (the runtime's call goes on, and finds them gone); else the runtime's failure, or None. Where no
+        thread can start, the runtime's stop on this one, unguarded."""
+        outcome: list[CRIError | None] = []
+        thread = threading.Thread(target=lambda: outcome.append(self._runtime_stop(eviction)),
+                                  name="evictd-runtime-stop", daemon=True)
+        try:
+            thread.start()
+        except RuntimeError:  # "can't start new thread": the node has no task left for one
+            return self._runtime_stop(eviction)
+        while True:
+            thread.join(GUARD_POLL_S)
+            if not thread.is_alive():
+                return outcome[0] if outcome else None
+            if _quietly(lambda: guard.running(eviction.pod.uid)) and guard.ran_short(eviction):
+                assert self._kill_processes is not None
+                how = stop_through_cgroup(self._kill_processes, eviction,
+                                          "memory ran short during its grace period")
+                if how is not None:
+                    return how
+
+    def _kill_through_cgroup(self, eviction: Eviction, why: str, failure: CRIError | None, terminated: int = 0) -> str:
         """Kill the pod's processes through its cgroup because of `why`; raise when its cgroup holds none: the
         runtime's own `failure` when it answered one (its containers may be gone, its sandbox not), else a CRIError
-        saying so."""
+        saying so; unless SIGTERM went to `terminated` processes first: they ended on it."""
         assert self._kill_processes is not None
         how = stop_through_cgroup(self._kill_processes, eviction, why)
         if how is None:
+            if terminated:
+                return f"by SIGTERM to its {terminated} processes through its cgroup ({why})"
             if failure is not None:
                 raise failure
             raise CRIError("StopPodSandbox", UNANSWERED, f"{why}, and the pod's cgroup holds no process")
-        return f"{how}; the runtime finds its containers exited"
+        return f"{how}{_after_sigterm(terminated)}; the runtime finds its containers exited"
 
     def collect_garbage(self) -> None:
         if self._gc is not None:

@@ -106,7 +106,7 @@ class FailingStats:
     def memory_reading(self) -> None:  # no reading of the memory alone: confirmed on whole Summaries
         return None
 
-    def summary(self, pods: Sequence[Pod], *, reread: bool = False, urgent: bool = False) -> Summary:
+    def summary(self, pods: Sequence[Pod], *, reread: bool = False, runtime_wait_s: float | None = None) -> Summary:
         raise SampleError("/sys/fs/cgroup/memory/memory.usage_in_bytes", "Permission denied")
 
 

@@ -90,7 +90,7 @@ class MemoryStats:
     def memory_reading(self) -> None:  # no reading of the memory alone: confirmed on whole Summaries
         return None
 
-    def summary(self, pods: Sequence[Pod], *, reread: bool = False, urgent: bool = False) -> Summary:
+    def summary(self, pods: Sequence[Pod], *, reread: bool = False, runtime_wait_s: float | None = None) -> Summary:
         self.cycle += 1
         self.clock.advance(CYCLE_S)
         if self.cycle in self._failing:

@@ -328,7 +328,7 @@ class BreakableStats(ScriptedStats):
     def memory_reading(self):  # type: ignore[no-untyped-def]  # confirmed on whole Summaries
         return None
 
-    def summary(self, pods, *, reread=False, urgent=False):  # type: ignore[no-untyped-def]
+    def summary(self, pods, *, reread=False, runtime_wait_s=None):  # type: ignore[no-untyped-def]
         if self.broken:
             raise SampleError("/sys/fs/cgroup/memory/memory.stat", "Permission denied")
         return super().summary(pods, reread=reread)

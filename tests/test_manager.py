@@ -24,22 +24,22 @@ from evictd.run.runtime_link import NodeLevel
 
 class Stats:
     """Scripted summaries, one per call; an exception in the script is raised instead. `measured`: the pods each
-    call was asked to measure; `rereads`: whether each call was a re-read within the cycle; `urgent`: whether each
-    was told a hard memory threshold is met."""
+    call was asked to measure; `rereads`: whether each call was a re-read within the cycle; `runtime_waits`: how long
+    each was told to wait for the runtime (None: its deadline)."""
 
     def __init__(self, *script: dict[str, Any] | Exception) -> None:
         self.script = list(script)
         self.measured: list[list[str]] = []
         self.rereads: list[bool] = []
-        self.urgent: list[bool] = []
+        self.runtime_waits: list[float | None] = []
 
     def memory_reading(self) -> None:  # no reading of the memory alone: confirmed on whole Summaries
         return None
 
-    def summary(self, pods: Sequence[Pod], *, reread: bool = False, urgent: bool = False) -> Summary:
+    def summary(self, pods: Sequence[Pod], *, reread: bool = False, runtime_wait_s: float | None = None) -> Summary:
         self.measured.append([p.name for p in pods])
         self.rereads.append(reread)
-        self.urgent.append(urgent)
+        self.runtime_waits.append(runtime_wait_s)
         item = self.script.pop(0)
         if isinstance(item, Exception):
             raise item

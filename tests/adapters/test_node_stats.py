@@ -45,6 +45,7 @@ from evictd.core.summary import (
     Summary,
     signal_observations,
 )
+from evictd.core.unanswered import OVERDUE_S
 from evictd.cri import NO_RUNTIME
 from evictd.cycle.manager import EvictionManager, PodSource
 from evictd.run.compose_node import PathLayout, ReportOnlyReclaimer
@@ -161,8 +162,8 @@ class ListingStats(NodeStatsSource):
         super().__init__(**settings)
         self.pods = pods
 
-    def summary(self, pods: Sequence[Pod] | None = None, *, reread: bool = False, urgent: bool = False) -> Summary:
-        return super().summary(self.pods.active_pods() if pods is None else pods, reread=reread, urgent=urgent)
+    def summary(self, pods: Sequence[Pod] | None = None, *, reread: bool = False, runtime_wait_s: float | None = None) -> Summary:
+        return super().summary(self.pods.active_pods() if pods is None else pods, reread=reread, runtime_wait_s=runtime_wait_s)
 
 
 @dataclass
@@ -1173,13 +1174,13 @@ def test_sandbox_stats_stand_in_for_an_unreadable_pod_cgroup(v1_node: Node) -> N
 
 
 def test_an_urgent_read_does_not_wait_for_a_slow_runtime_and_takes_its_answer_when_it_comes(v1_node: Node) -> None:
-    """A hard memory threshold met (`urgent`): the runtime's container stats are waited for URGENT_RUNTIME_WAIT_S
-    at most. The pods' memory, what a memory ranking reads, comes from their cgroups as always; the runtime's
-    failure to answer in time is the cycle's problem; the call goes on, and the next read waits for it."""
+    """A memory threshold met (`runtime_wait_s`, OVERDUE_S): the runtime's container stats are waited for that long at
+    most. The pods' memory, what a memory ranking reads, comes from their cgroups as always; the runtime's failure to
+    answer in time is the cycle's problem; the call goes on, and the next read waits for it."""
+    wait_s = OVERDUE_S
     import threading
     import time
 
-    from evictd.adapters.node_stats import URGENT_RUNTIME_WAIT_S
     from evictd.cri import ContainerUsage
 
     usage = ContainerUsage(container_id="c1", pod_sandbox_id="s1", name="app", pod_uid=B_UID, pod_name="cart-7d9f",
@@ -1201,12 +1202,12 @@ def test_an_urgent_read_does_not_wait_for_a_slow_runtime_and_takes_its_answer_wh
 
     assert [c.name for c in pod_of(source.summary()).containers] == ["app"]
     started = time.monotonic()
-    urgent = pod_of(source.summary(urgent=True))
+    urgent = pod_of(source.summary(runtime_wait_s=wait_s))
     waited = time.monotonic() - started
-    assert URGENT_RUNTIME_WAIT_S <= waited < URGENT_RUNTIME_WAIT_S + 1.0
+    assert wait_s <= waited < wait_s + 1.0
     assert urgent.memory is not None and urgent.memory.working_set_bytes is not None, "read from the pod's cgroup"
     (problem,) = source.problems
-    assert problem.source == "CRI ListContainerStats" and f"no answer within {URGENT_RUNTIME_WAIT_S:g} s" in str(problem)
+    assert problem.source == "CRI ListContainerStats" and f"no answer within {wait_s:g} s" in str(problem)
     threading.Timer(0.2, release.set).start()
     after = pod_of(source.summary())
     assert len(asked) == 2, "the next read took the call under way"
@@ -1222,10 +1223,9 @@ def test_against_a_hung_runtime_a_cycle_with_a_hard_memory_threshold_met_does_no
     """The arena's fast leaks on the real node: the hard crossing's cycle waited CYCLE_READ_TIMEOUT_S on a
     ListContainerStats containerd never answered, then decided. A socket that accepts and never speaks HTTP/2,
     through the real CRI client and `CriRuntime`: the cycle whose node memory shows a hard threshold met decides
-    after URGENT_RUNTIME_WAIT_S at most; one with none met waits the read's deadline, as before."""
+    after OVERDUE_S at most; one with none met waits the read's deadline, as before."""
     import time
 
-    from evictd.adapters.node_stats import URGENT_RUNTIME_WAIT_S
     from evictd.adapters.runtime_node import CYCLE_READ_TIMEOUT_S, RuntimeFilesystems
     from evictd.run.runtime_link import CriRuntime
     from hung_socket import hung_cri_client
@@ -1248,4 +1248,4 @@ def test_against_a_hung_runtime_a_cycle_with_a_hard_memory_threshold_met_does_no
     if waits_the_deadline:
         assert CYCLE_READ_TIMEOUT_S <= took_s < CYCLE_READ_TIMEOUT_S + 1.0
     else:
-        assert URGENT_RUNTIME_WAIT_S <= took_s < URGENT_RUNTIME_WAIT_S + 1.0
+        assert OVERDUE_S <= took_s < OVERDUE_S + 1.0

@@ -13,6 +13,7 @@ from evictd.core.engine import EngineConfig
 from evictd.core.errors import EvictdError
 from evictd.core.fs_layout import FsLayout
 from evictd.core.kubelet_config import EvictionSettings
+from evictd.core.quantity import Quantity
 from evictd.core.settled import (
     CROSSING_HOLD_S,
     DEEP_CROSSING_BYTES,
@@ -24,12 +25,15 @@ from evictd.core.settled import (
     crossings_to_confirm,
     near_crossing,
     near_unmet_crossing,
+    runtime_wait_s,
     settled_usage,
     with_node_memory,
 )
 from evictd.core.signals import Signal
 from evictd.core.summary import signal_observations
 from evictd.core.summary_parser import summary_from_dict
+from evictd.core.thresholds import Threshold, ThresholdValue
+from evictd.core.unanswered import OVERDUE_S
 from evictd.cycle.manager import EvictionManager
 from test_manager import Evictor, Layout, Pods, Reclaimer, Stats
 
@@ -229,7 +233,7 @@ NODE_GONE = summary(memory=2 * Gi, pods=[])
 )
 def test_a_crossing_is_confirmed_on_readings_of_the_memory_alone_then_one_full_reading(
         memory: list, full: dict, evicted: bool, slept_s: float, memory_reads: int) -> None:  # type: ignore[type-arg]
-    # The first reading of the memory alone is the one before the cycle's full reading (`urgent`), then the
+    # The first reading of the memory alone is the one before the cycle's full reading (`runtime_wait_s`), then the
     # confirmation's.
     m, evictor, clock, stats = memory_manager([NODE_SHALLOW, *memory], SHALLOW, full)
     report = m.synchronize()
@@ -240,26 +244,35 @@ def test_a_crossing_is_confirmed_on_readings_of_the_memory_alone_then_one_full_r
     assert report.observed.crossing_confirmed is evicted
 
 
-@pytest.mark.parametrize(("gate", "urgent"), [
-    pytest.param(NODE_SHALLOW, True, id="a-hard-memory-threshold-met"),
-    pytest.param(NODE_GONE, False, id="none-met"),
-    pytest.param(EvictdError("unreadable"), False, id="the-memory-unreadable"),
+@pytest.mark.parametrize(("gate", "wait_s"), [
+    pytest.param(NODE_SHALLOW, OVERDUE_S, id="a-hard-memory-threshold-met"),
+    pytest.param(NODE_GONE, None, id="none-met-the-deadline"),
+    pytest.param(EvictdError("unreadable"), None, id="the-memory-unreadable-the-deadline"),
 ])
-def test_the_cycles_full_reading_is_urgent_when_the_memory_read_before_it_shows_a_memory_threshold_met(
-        gate: dict | Exception, urgent: bool) -> None:  # type: ignore[type-arg]
-    """The full reading may then stop waiting for the runtime (`StatsSource.summary`'s `urgent`); the re-reads
-    within the cycle take what it got, and are never urgent themselves."""
+def test_the_cycles_full_reading_waits_little_for_the_runtime_when_the_memory_read_before_it_shows_a_threshold_met(
+        gate: dict | Exception, wait_s: float | None) -> None:  # type: ignore[type-arg]
+    """The full reading then waits OVERDUE_S at most for the runtime (`StatsSource.summary`'s `runtime_wait_s`); the
+    re-reads within the cycle take what it got, and wait as usual."""
     m, _, _, stats = memory_manager([gate, NODE_GONE], SHALLOW, SHALLOW)
     m.synchronize()
-    assert stats.urgent[0] is urgent
-    assert stats.urgent[1:] == [False] * (len(stats.urgent) - 1)
+    assert stats.runtime_waits[0] == wait_s
+    assert stats.runtime_waits[1:] == [None] * (len(stats.runtime_waits) - 1)
 
 
-@pytest.mark.parametrize(("gate", "urgent"), [
-    pytest.param(NODE_SHALLOW, True, id="met"),
-    pytest.param(NODE_GONE, False, id="not-met"),
+def test_runtime_wait_s() -> None:
+    hard = Threshold(Signal.MEMORY_AVAILABLE, ThresholdValue(quantity=Quantity.parse("1Gi")))
+    soft = Threshold(Signal.MEMORY_AVAILABLE, ThresholdValue(quantity=Quantity.parse("2Gi")), grace_period_s=30,
+                     hard=False)
+    assert runtime_wait_s([]) is None
+    assert runtime_wait_s([soft]) == runtime_wait_s([soft, hard]) == runtime_wait_s([hard]) == OVERDUE_S
+
+
+@pytest.mark.parametrize(("gate", "wait_s"), [
+    pytest.param(NODE_SHALLOW, OVERDUE_S, id="met"),
+    pytest.param(NODE_GONE, None, id="not-met"),
 ])
-def test_a_soft_memory_threshold_met_makes_the_reading_urgent_too(gate: dict, urgent: bool) -> None:  # type: ignore[type-arg]
+def test_a_soft_memory_threshold_met_makes_the_reading_urgent_too(
+        gate: dict, wait_s: float | None) -> None:  # type: ignore[type-arg]
     """Where memory falls fast the soft threshold is met first and the hard one during the full reading (the
     arena's burst on the real node: the cycle woken at the soft crossing waited 2 s on the runtime while the hard
     one was crossed)."""
@@ -269,13 +282,13 @@ def test_a_soft_memory_threshold_met_makes_the_reading_urgent_too(gate: dict, ur
     m = EvictionManager(config, stats=stats, layout=Layout(FsLayout()), pods=Pods(VICTIM), reclaimer=Reclaimer(),
                         evictor=Evictor(), clock=ManualClock(0.0), crossing_hold_s=CROSSING_HOLD_S)
     m.synchronize()
-    assert stats.urgent == [urgent]
+    assert stats.runtime_waits == [wait_s]
 
 
 def test_while_the_memory_flaps_a_crossing_is_confirmed_on_full_readings_as_before() -> None:
     m, _, clock, stats = memory_manager([NODE_SHALLOW], SHALLOW, SHALLOW, GONE)
     m.synchronize(flapping=True)
-    assert stats.memory_reads == 1, "the reading before the cycle's (`urgent`), none to confirm"
+    assert stats.memory_reads == 1, "the reading before the cycle's (`runtime_wait_s`), none to confirm"
     assert stats.rereads == [False, True, True], "the early reading and the hold's end"
     assert clock.now_s == pytest.approx(CROSSING_HOLD_S)
 

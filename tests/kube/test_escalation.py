@@ -58,7 +58,7 @@ class Stats:
     def memory_reading(self) -> None:  # no reading of the memory alone: confirmed on whole Summaries
         return None
 
-    def summary(self, pods: Sequence[Pod], *, reread: bool = False, urgent: bool = False) -> Summary:
+    def summary(self, pods: Sequence[Pod], *, reread: bool = False, runtime_wait_s: float | None = None) -> Summary:
         self.measured.append([p.name for p in pods])
         return summary_from_dict(summary(memory=self.available, pods=[
             pod_stats(HOLDER, memory=3 * Gi), *(pod_stats(b, memory=200 * Mi) for b in BYSTANDERS)]))

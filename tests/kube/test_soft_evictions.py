@@ -76,7 +76,7 @@ class FixedStats:
     def memory_reading(self) -> None:  # no reading of the memory alone: confirmed on whole Summaries
         return None
 
-    def summary(self, pods: Any, *, reread: bool = False, urgent: bool = False) -> Any:
+    def summary(self, pods: Any, *, reread: bool = False, runtime_wait_s: float | None = None) -> Any:
         return summary_from_dict(summary(memory=self.available, pids=self.pids, pods=[
             pod_stats(HOG, memory=2 * Gi), pod_stats(MODEST, memory=1200 * Mi), pod_stats(SMALL, memory=900 * Mi)]))
 

@@ -80,10 +80,11 @@ class _RecordedSource:
     def _read(self) -> SummaryReading:
         raise NotImplementedError
 
-    def summary(self, pods: Sequence[Pod] = (), *, reread: bool = False, urgent: bool = False) -> Summary:
+    def summary(self, pods: Sequence[Pod] = (), *, reread: bool = False,
+                runtime_wait_s: float | None = None) -> Summary:
         """Fetch and parse the Summary (the kubelet's: the stats of every pod it runs, whichever `pods` the cycle
-        listed; a `reread` fetches it anew too, and `urgent` changes nothing: the kubelet's answer is one piece).
-        Raises SampleError, recorded in `problems` (cleared by the next success)."""
+        listed; a `reread` fetches it anew too, and `runtime_wait_s` changes nothing: the kubelet's answer is one
+        piece). Raises SampleError, recorded in `problems` (cleared by the next success)."""
         try:
             reading = self._read()
         except SampleError as exc:

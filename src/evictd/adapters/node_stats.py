@@ -70,7 +70,6 @@ from evictd.core.summary import (
     pod_memory_stats,
     pod_stats,
 )
-from evictd.core.unanswered import OVERDUE_S
 from evictd.cri import NO_RUNTIME, ContainerUsage, Runtime
 
 # The sources of the problems recorded when the container runtime did not answer a stats call.
@@ -80,11 +79,6 @@ LOCAL_EVENTS_FILE = "memory.events.local"
 LIMIT_EVENTS_KEY = b"max"
 SANDBOX_STATS_SOURCE = "CRI ListPodSandboxStats"
 RUNTIME_SOURCES = frozenset({CONTAINER_STATS_SOURCE, SANDBOX_STATS_SOURCE})
-# How long an urgent read (a memory threshold met) waits for the runtime's container stats, a quarter of the
-# read's own deadline: until the read is overdue (`evictd.core.unanswered.OVERDUE_S`, a real containerd's answers
-# measured there); past it the cycle decides without the answer (`evictd.adapters.runtime_stats_worker`), and a
-# hard eviction's stop does not wait on that runtime either (`evictd.run.runtime_link.CriRuntime.stop_pod`).
-URGENT_RUNTIME_WAIT_S = OVERDUE_S
 
 
 def existing_ancestor(path: str) -> str:
@@ -159,7 +153,8 @@ class NodeStatsSource:
         self._clock = clock
         self._pod_cgroups = pod_cgroups if pod_cgroups is not None else cgroups.pod_cgroups
         self._runtime = runtime
-        # The runtime's container stats, asked on a thread of their own when a read may not wait for them (`urgent`).
+        # The runtime's container stats, asked on a thread of their own when a read may not wait for them
+        # (`runtime_wait_s`).
         self._runtime_stats = RuntimeStatsWorker(runtime.container_stats)
         # The memory pressure files' last readings, for each PSI line's `recent` share (evictd.core.psi_window).
         self._pressure_history = PressureHistory(clock)
@@ -254,13 +249,15 @@ class NodeStatsSource:
             return None
         return attempt(lambda: self._pressure_history.read(path), problems)
 
-    def summary(self, pods: Sequence[Pod], *, reread: bool = False, urgent: bool = False) -> Summary:
+    def summary(self, pods: Sequence[Pod], *, reread: bool = False, runtime_wait_s: float | None = None) -> Summary:
         """Read the node now and return its Summary, with the stats of `pods` (parts that could not be read are
         absent). `reread`: a re-read within the cycle (a crossing's confirmation, the wait after an eviction): every
         figure is read again, but the runtime is not asked again: the containers it named at the last read that
-        asked it (or its failure then) stand, so a slow runtime is waited on once a cycle. `urgent` (a memory
-        threshold met): the runtime is waited for URGENT_RUNTIME_WAIT_S at most; without its answer by then, the
-        containers it named last are measured from their cgroups, as when it does not answer."""
+        asked it (or its failure then) stand, so a slow runtime is waited on once a cycle. `runtime_wait_s` (a memory
+        threshold met: `evictd.core.settled.runtime_wait_s`): the runtime is waited for that long at most; without its
+        answer by then, the containers it named last are measured from their cgroups, as when it does not answer,
+        and the call goes on (`evictd.adapters.runtime_stats_worker`); a hard eviction's stop does not wait on that
+        runtime either once the call is overdue (`evictd.run.runtime_link.CriRuntime.stop_pod`)."""
         problems: list[SampleError] = []
         at = self._clock.wall()
         node_memory, capacity, pods_memory, has_pods_cgroup = self._memory_readings(problems)
@@ -293,7 +290,7 @@ class NodeStatsSource:
             rlimit=RlimitStats(time=at, max_pid=max_pid, num_of_running_processes=tasks),
             system_containers=system_containers,
         )
-        pod_stats = self._pod_stats(pods, at, problems, reread, urgent) if has_pods_cgroup else ()
+        pod_stats = self._pod_stats(pods, at, problems, reread, runtime_wait_s) if has_pods_cgroup else ()
         self._cgroups.end_cycle()  # the kept descriptors of pods that went away are closed
         self.problems = tuple(problems)
         return Summary(node=node, pods=pod_stats)
@@ -333,7 +330,7 @@ class NodeStatsSource:
             system_containers=system_containers))
 
     def _pod_stats(self, pods: Sequence[Pod], at: datetime, problems: list[SampleError],
-                   reread: bool = False, urgent: bool = False) -> tuple[PodStats, ...]:
+                   reread: bool = False, runtime_wait_s: float | None = None) -> tuple[PodStats, ...]:
         keys = [pod_key(pod) for pod in pods]
         self.disk_usage.want(keys)
         now = self._clock.monotonic()
@@ -341,7 +338,7 @@ class NodeStatsSource:
         runtime: Mapping[str, Sequence[ContainerUsage]] = {}
         # Containers to measure from their cgroups: those the runtime named last, when it does not answer now.
         remembered: Mapping[str, Sequence[ContainerUsage]] = {}
-        got = self._cycle_runtime if reread and self._cycle_runtime is not None else self._ask_runtime(urgent)
+        got = self._cycle_runtime if reread and self._cycle_runtime is not None else self._ask_runtime(runtime_wait_s)
         if isinstance(got, SampleError):
             problems.append(got)
             remembered = self._last_runtime_answer
@@ -372,8 +369,8 @@ class NodeStatsSource:
         self._disk_blocks = blocks_now
         return self._with_sandbox_fallback(tuple(result), at, problems)
 
-    def _ask_runtime(self, urgent: bool = False) -> Mapping[str, Sequence[ContainerUsage]] | SampleError:
-        """Ask the runtime for its containers' stats (`urgent`: waiting URGENT_RUNTIME_WAIT_S at most): its answer
+    def _ask_runtime(self, runtime_wait_s: float | None = None) -> Mapping[str, Sequence[ContainerUsage]] | SampleError:
+        """Ask the runtime for its containers' stats (waiting `runtime_wait_s` at most; None: its deadline): its answer
         (empty without a runtime), or why not; kept for the cycle's re-reads (`_cycle_runtime`), the answer also as
         the last one (`_last_runtime_answer`), as is an answer that came after an urgent read stopped waiting."""
         got: Mapping[str, Sequence[ContainerUsage]] | SampleError
@@ -381,7 +378,7 @@ class NodeStatsSource:
         if came_late and late is not None:
             self._last_runtime_answer = late
         try:
-            answer = self._runtime_stats.stats(URGENT_RUNTIME_WAIT_S if urgent and self._runtime.attached else None)
+            answer = self._runtime_stats.stats(runtime_wait_s if self._runtime.attached else None)
             got = {} if answer is None else answer
             if answer is not None:
                 self._last_runtime_answer = answer

@@ -239,7 +239,7 @@ class ScriptedStats:
         self.reclaimed = False
         self.waited = False
 
-    def summary(self, pods: Sequence[Pod], *, reread: bool = False, urgent: bool = False) -> Summary:
+    def summary(self, pods: Sequence[Pod], *, reread: bool = False, runtime_wait_s: float | None = None) -> Summary:
         assert self.step is not None, "a step must be loaded before stats are read"
         if self.waited:
             return self.step.after_disk_wait if self.step.after_disk_wait is not None else self.step.summary

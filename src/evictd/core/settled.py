@@ -64,8 +64,8 @@ eviction (issue #37, item 2):
    follow-ups, 4 times in 6 s.)
 
 The same reading of the memory alone, taken before a cycle's full reading, tells whether a memory threshold is met
-(`memory_thresholds_met`, soft or hard): the full reading is then urgent and does not wait long on the container
-runtime (docs/kubelet-differences.md).
+(`memory_thresholds_met`, soft or hard): the full reading then does not wait long on the container runtime
+(`runtime_wait_s`; docs/kubelet-differences.md).
 
 Invariants: no I/O, no clock (the manager sleeps through its clock adapter); nothing here mutates its inputs.
 """
@@ -79,6 +79,7 @@ from types import MappingProxyType
 from evictd.core.signals import Operator, Signal, spec_of
 from evictd.core.summary import SYSTEM_CONTAINER_PODS, MemoryStats, Observation, Summary, signal_observations
 from evictd.core.thresholds import Threshold, threshold_quantity, thresholds_met
+from evictd.core.unanswered import OVERDUE_S
 
 # How long after a cycle read a memory threshold newly met it reads the stats again and decides on that reading.
 # Above the longest dip that must not evict (80 ms, issue #37) and the kernel's statistics lag on a read here
@@ -168,6 +169,14 @@ def memory_thresholds_met(thresholds: Sequence[Threshold], summary: Summary) -> 
     what makes a cycle's full reading urgent, read on the node's memory alone (`EvictionManager`)."""
     memory = [threshold for threshold in thresholds if spec_of(threshold.signal).is_memory]
     return thresholds_met(memory, signal_observations(summary), enforce_min_reclaim=False)
+
+
+def runtime_wait_s(met: Sequence[Threshold]) -> float | None:
+    """How long a cycle's full reading waits for the container runtime's stats, given the memory thresholds the node's
+    memory alone showed `met` (`memory_thresholds_met`): `OVERDUE_S` with one met, soft or hard (a memory ranking reads
+    the pods' cgroups, the runtime's answer only names the containers in its message; soft too: the hard one may follow
+    within milliseconds, during the reading), None (the read's own deadline) with none."""
+    return OVERDUE_S if met else None
 
 
 def crossing_confirmed(crossed: Sequence[Threshold], summary: Summary | None) -> bool:

@@ -73,6 +73,7 @@ from evictd.core.settled import (
     crossing_hold_s,
     crossings_to_confirm,
     memory_thresholds_met,
+    runtime_wait_s,
     with_node_memory,
 )
 from evictd.core.signals import Signal, spec_of
@@ -110,16 +111,17 @@ class StatsSource(Protocol):
     """Produces a fresh kubelet-style Summary of the node, its pod stats those of `pods` (the pods the cycle
     listed: the API's, or the node's when the API gives none); raises EvictdError when it cannot. `reread`: a
     re-read within the cycle (a crossing's confirmation, the wait after an eviction), for which a source may reuse
-    what it asked a slow party (the runtime) at the cycle's first read, never a figure of the node. `urgent`: the
-    node's memory shows a memory threshold met, and the source may stop waiting early for a slow party whose
-    figures a memory ranking does not need (the runtime's, which only name the containers: evictd's own; the
-    kubelet reads its stats before it decides, whatever they hold up).
+    what it asked a slow party (the runtime) at the cycle's first read, never a figure of the node.
+    `runtime_wait_s`: the node's memory shows a memory threshold met, and the source waits at most this long for a
+    slow party whose figures a memory ranking does not need (the runtime's, which only name the containers:
+    evictd's own; the kubelet reads its stats before it decides, whatever they hold up); None: its own deadline.
 
     `memory_reading`: how to read the node's memory alone (a Summary with the node's and the pods cgroup's memory,
     nothing else), or None where the source has no cheaper reading than `summary`. A crossing's confirming readings
     are then those, and the cycle reads in full once after them (`EvictionManager._confirming_summary`)."""
 
-    def summary(self, pods: Sequence[Pod], *, reread: bool = False, urgent: bool = False) -> Summary: ...
+    def summary(self, pods: Sequence[Pod], *, reread: bool = False, runtime_wait_s: float | None = None) -> Summary:
+        ...
 
     def memory_reading(self) -> Callable[[], Summary] | None: ...
 
@@ -244,7 +246,7 @@ class EvictionManager:
         self._last_measured = (*pods, *terminating)
         try:
             # The stats of the pods just listed, wherever they came from (and of those evictd may escalate).
-            summary = self._stats.summary(self._last_measured, urgent=self._memory_threshold_met())
+            summary = self._stats.summary(self._last_measured, runtime_wait_s=self._runtime_wait_s())
         except EvictdError as exc:
             errors.append(CycleError(CycleStep.STATS, f"eviction manager: failed to get summary stats: {exc}"))
         crossed: tuple[Threshold, ...] = ()
@@ -291,17 +293,19 @@ class EvictionManager:
             return False
         return bool(hard_thresholds_met(self.state, self.config, summary))
 
-    def _memory_threshold_met(self) -> bool:
-        """Whether the node's memory alone, read now, shows a memory threshold met, soft or hard: the cycle's full
-        reading is then `urgent`. Soft too: where memory falls fast the soft threshold is met first and the hard one
-        milliseconds later, during the full reading (the arena's burst on the real node). False where the source has
-        no reading of the memory alone, or it cannot be read (the full reading says why)."""
+    def _runtime_wait_s(self) -> float | None:
+        """How long the cycle's full reading waits for the runtime (`evictd.core.settled.runtime_wait_s`), from the
+        memory thresholds the node's memory alone, read now, shows met. Soft ones count too: where memory falls fast
+        the soft threshold is met first and the hard one milliseconds later, during the full reading (the arena's
+        burst on the real node). None (the read's own deadline) where the source has no reading of the memory alone,
+        or it cannot be read (the full reading says why)."""
         read = self._stats.memory_reading()
         if read is None:
-            return False
+            return None
         memory = self._read_memory_again(read)
-        return memory is not None and bool(memory_thresholds_met(self.state.thresholds or self.config.thresholds,
-                                                                 memory))
+        if memory is None:
+            return None
+        return runtime_wait_s(memory_thresholds_met(self.state.thresholds or self.config.thresholds, memory))
 
     def _confirming_summary(self, pods: Sequence[Pod], crossed: Sequence[Threshold], errors: list[CycleError],
                             flapping: bool) -> tuple[Summary | None, float, float]:

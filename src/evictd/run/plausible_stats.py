@@ -53,11 +53,12 @@ class PlausibleStats:
         self._memory_capacity = memory_capacity
         self.refused: tuple[Refusal, ...] = ()
 
-    def summary(self, pods: Sequence[Pod] = (), *, reread: bool = False, urgent: bool = False) -> Summary:
-        """Return the wrapped source's Summary (`reread` and `urgent` passed on), impossible figures unknown. Raises
-        what the source raises."""
+    def summary(self, pods: Sequence[Pod] = (), *, reread: bool = False,
+                runtime_wait_s: float | None = None) -> Summary:
+        """Return the wrapped source's Summary (`reread` and `runtime_wait_s` passed on), impossible figures unknown.
+        Raises what the source raises."""
         self.refused = ()
-        summary = self.source.summary(pods, reread=reread, urgent=urgent)
+        summary = self.source.summary(pods, reread=reread, runtime_wait_s=runtime_wait_s)
         undecoded: Sequence[DecodeError] = getattr(self.source, "refused", ())
         summary, impossible = plausible_summary(summary, self._memory_capacity())
         self.refused = tuple(refusal_of_decode(error) for error in undecoded) + impossible

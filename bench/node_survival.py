@@ -44,6 +44,7 @@ import argparse
 import json
 import os
 import shlex
+import shutil
 import sys
 import time
 from collections.abc import Sequence
@@ -139,6 +140,23 @@ def _tail(path: Path, chars: int = 4000) -> str:
     return path.read_text(errors="replace")[-chars:] if path.exists() else f"({path.name} not written)"
 
 
+# The programs a protector runs in the user-mode guest, which sees the host's files: the host must have them.
+HOST_PROGRAMS = {
+    "earlyoom": ("earlyoom", "apt-get install earlyoom"),
+    "systemd-oomd": ("/lib/systemd/systemd-oomd", "apt-get install systemd-oomd=<the host's systemd version>"),
+}
+
+
+def missing_host_programs(protectors: Sequence[str]) -> list[str]:
+    """What each chosen protector's program lacks on the host, with how to install it (nothing: all there)."""
+    missing = []
+    for protector in protectors:
+        program, install = HOST_PROGRAMS.get(protector, (None, ""))
+        if program is not None and shutil.which(program) is None:
+            missing.append(f"{protector} needs {program} ({install})")
+    return missing
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, required=True)
@@ -172,6 +190,11 @@ def main() -> int:
     if "systemd-oomd" in protectors and not psi:
         parser.error("protector systemd-oomd acts on memory pressure (PSI) and refuses to start without it: it "
                      "needs --kernel psi or --vm qemu (the default user-mode kernel has no PSI)")
+    if args.vm == "uml":
+        missing = missing_host_programs(protectors)
+        if missing:
+            parser.error("the user-mode guest runs the host's own programs, and these protectors' are not "
+                         "installed here: " + "; ".join(missing))
     groups = [protectors] if args.one_boot else [[p] for p in protectors]
     load_before, started = host_load(), time.monotonic()
     records: list[dict[str, Any]] = []

@@ -29,7 +29,7 @@ import pytest
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
-from node_survival import run_boot
+from node_survival import missing_host_programs, run_boot
 from node_survival_controls import CONTROL_WORKLOADS
 from node_survival_controls_guest import Controls, evictd_settings
 from node_survival_guest import (
@@ -141,6 +141,27 @@ def test_the_run_names_its_kernel(cell: dict[str, Any]) -> None:
 KMSG_OOM = ("6,1073,69080000,-;oom-kill:constraint=CONSTRAINT_NONE,nodemask=(null),cpuset=/,mems_allowed=0,"
             "global_oom,task_memcg=/kubepods/besteffort/pod2e3135f3-5af5-4445-867e-fcbc7869a36c/4bd991a15a5b,"
             "task=python,pid=707,uid=0")
+
+
+def test_a_protector_whose_program_the_host_lacks_is_named_with_its_install(tmp_path: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert missing_host_programs(["kernel", "evictd", "earlyoom"]) == [
+        "earlyoom needs earlyoom (apt-get install earlyoom)"]
+    (tmp_path / "earlyoom").write_text("#!/bin/sh\n")
+    (tmp_path / "earlyoom").chmod(0o755)
+    assert missing_host_programs(["kernel", "evictd", "earlyoom"]) == []
+
+
+def test_the_arena_refuses_a_protector_whose_program_the_host_lacks_before_it_boots(tmp_path: Path) -> None:
+    bench = Path(__file__).resolve().parents[2] / "bench" / "node_survival.py"
+    done = subprocess.run([sys.executable, str(bench), "--out", str(Path.cwd() / "no-such-arena-out"),
+                           "--protectors", "kernel,earlyoom", "--runs", "1"],
+                          env={"PATH": str(tmp_path)}, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2, done.stderr
+    assert "earlyoom needs earlyoom (apt-get install earlyoom)" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert not (Path.cwd() / "no-such-arena-out").exists()
 
 
 def test_an_oom_kill_record_is_read_with_its_cgroup_and_time() -> None:

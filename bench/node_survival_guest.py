@@ -87,6 +87,7 @@ from node_survival_outcomes import (
     container_termination,
     crossing_figures,
     heartbeat_max_gap_s,
+    host_ran_short,
     is_evicted,
     lease_renew_max_gap_s,
     low_memory_seconds,
@@ -471,7 +472,9 @@ def one_run(backend: Any, protector: Protector, spec: Workload, index: int, args
     sampler.stopping.set()
     sampler.join(timeout=5)
     kills = []
+    host_short = 0
     for line in kmsg.lines():
+        host_short += host_ran_short(line)
         record = oom_kill_record(line)
         if record is None:
             continue
@@ -523,6 +526,11 @@ def one_run(backend: Any, protector: Protector, spec: Workload, index: int, args
     not_ready = sum(1 for _, h in sampler.health if h.get("ready") not in (None, "True"))
     protector_end = protector.stop()  # before the teardown: it acts on nothing of it
     backend.end_run()
+    if host_short:  # the run's outcome is the host's, not the protector's
+        raise RuntimeError(f"user-mode Linux ran out of memory on the host side {host_short} time(s) (its message on "
+                           "the guest's kernel log): a guest process it could not map was killed with SIGSEGV, "
+                           "by neither the protector nor the guest's OOM killer; raise the host's vm.max_map_count "
+                           "(sysctl vm.max_map_count=262144) and run it again")
     evictd = None
     if evictd_before is not None and evictd_after is not None and "cpuS" in evictd_after:
         evictd = {"cpuS": evictd_after["cpuS"] - evictd_before["cpuS"],

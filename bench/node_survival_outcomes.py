@@ -58,6 +58,17 @@ def oom_kill_record(line: str) -> dict[str, str] | None:
     return fields
 
 
+# User-mode Linux's own message when its host process could not map a page for a guest process (its mmap of the
+# guest's memory failed: the host's vm.max_map_count, 65530 by default, or its memory): the guest process then dies
+# of SIGSEGV (exit 139), by the hand of neither a protector nor the guest kernel's OOM killer.
+UML_HOST_SHORT = "UML ran out of memory on the host side"
+
+
+def host_ran_short(line: str) -> bool:
+    """Whether a /dev/kmsg line is user-mode Linux saying its host process ran out of memory or of mappings."""
+    return line.partition(";")[2].startswith(UML_HOST_SHORT)
+
+
 def pod_uid_of(cgroup: str) -> str | None:
     """The pod UID in a kubelet cgroup path (either driver: the systemd one writes it with underscores)."""
     found = _POD_UID.search(cgroup)

@@ -56,6 +56,7 @@ from node_survival_outcomes import (
     control_rows,
     crossing_figures,
     heartbeat_max_gap_s,
+    host_ran_short,
     lease_renew_max_gap_s,
     longest_gap,
     low_memory_seconds,
@@ -170,6 +171,16 @@ def test_an_oom_kill_record_is_read_with_its_cgroup_and_time() -> None:
     assert record["task_memcg"].startswith("/kubepods/besteffort/pod2e3135f3")
     assert (record["task"], record["pid"], record["usec"]) == ("python", "707", "69080000")
     assert oom_kill_record("6,1074,69080001,-;Out of memory: Killed process 707 (python)") is None
+
+
+def test_user_mode_linux_running_short_on_the_host_is_read_from_the_kernel_log() -> None:
+    # The message as the 7.2.7 guest's console showed it when its host process reached vm.max_map_count (the grower
+    # then died of SIGSEGV: its container's exit code 139, no OOM kill), in a /dev/kmsg record's form.
+    line = ("3,2210,52880000,-;UML ran out of memory on the host side! This can happen due to a memory limitation "
+            "or vm.max_map_count has been reached.")
+    assert host_ran_short(line)
+    assert not host_ran_short("6,2211,52880001,-;userspace - Error flushing stub syscalls: 12")
+    assert not host_ran_short(KMSG_OOM)
 
 
 @pytest.mark.parametrize(("cgroup", "expected"), [

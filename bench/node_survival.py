@@ -177,9 +177,14 @@ def main() -> int:
     parser.add_argument("--run-timeout-s", type=float, default=180.0)
     parser.add_argument("--one-boot", action="store_true", help="every protector in one guest boot")
     args = parser.parse_args()
+    protectors = args.protectors.split(",")
+    if args.vm == "uml":
+        missing = missing_host_programs(protectors)
+        if missing:
+            parser.error("the user-mode guest runs the host's own programs, and these protectors' are not "
+                         "installed here: " + "; ".join(missing))
     if str(args.out.resolve()).startswith(("/tmp/", "/var/tmp/")):
         parser.error("--out under /tmp or /var/tmp is hidden from the guest by its tmpfs; use another folder")
-    protectors = args.protectors.split(",")
     if args.vm == "qemu" and args.kernel is not None:
         parser.error("--kernel chooses a user-mode kernel: the qemu guest has one kernel (Debian's, with PSI)")
     psi = args.kernel == "psi" or args.vm == "qemu"
@@ -190,11 +195,6 @@ def main() -> int:
     if "systemd-oomd" in protectors and not psi:
         parser.error("protector systemd-oomd acts on memory pressure (PSI) and refuses to start without it: it "
                      "needs --kernel psi or --vm qemu (the default user-mode kernel has no PSI)")
-    if args.vm == "uml":
-        missing = missing_host_programs(protectors)
-        if missing:
-            parser.error("the user-mode guest runs the host's own programs, and these protectors' are not "
-                         "installed here: " + "; ".join(missing))
     groups = [protectors] if args.one_boot else [[p] for p in protectors]
     load_before, started = host_load(), time.monotonic()
     records: list[dict[str, Any]] = []

@@ -156,13 +156,14 @@ def test_a_protector_whose_program_the_host_lacks_is_named_with_its_install(tmp_
 
 def test_the_arena_refuses_a_protector_whose_program_the_host_lacks_before_it_boots(tmp_path: Path) -> None:
     bench = Path(__file__).resolve().parents[2] / "bench" / "node_survival.py"
-    done = subprocess.run([sys.executable, str(bench), "--out", str(Path.cwd() / "no-such-arena-out"),
+    out = tmp_path / "arena-out"
+    done = subprocess.run([sys.executable, str(bench), "--out", str(out),
                            "--protectors", "kernel,earlyoom", "--runs", "1"],
                           env={"PATH": str(tmp_path)}, capture_output=True, text=True, timeout=60)
     assert done.returncode == 2, done.stderr
     assert "earlyoom needs earlyoom (apt-get install earlyoom)" in done.stderr
     assert "Traceback" not in done.stderr
-    assert not (Path.cwd() / "no-such-arena-out").exists()
+    assert not out.exists()
 
 
 def test_an_oom_kill_record_is_read_with_its_cgroup_and_time() -> None:

@@ -144,6 +144,12 @@ with open(sys.argv[1], "a", buffering=1) as beats:
 """
 
 
+# Where the kubelet's figure (MemFree + Inactive(file)) went at its lowest: the page cache's lists, what is locked
+# or unevictable, anonymous and shared memory (/proc/meminfo keys).
+MEMINFO_AT_LOWEST = ("MemFree", "MemAvailable", "Active(file)", "Inactive(file)", "Unevictable", "Mlocked",
+                     "AnonPages", "Shmem", "SReclaimable")
+
+
 @dataclass(frozen=True)
 class FilePodSpec(PodSpec):
     """A pod whose process reads a file of the guest's disk (READER) instead of growing (GROWER)."""
@@ -319,6 +325,8 @@ class PageCacheRun:
         os.sync()
         Path("/proc/sys/vm/drop_caches").write_text("3\n")
         self.available: list[tuple[float, int]] = []  # (monotonic, MemFree + Inactive(file) bytes)
+        self.at_lowest: dict[str, int] = {}  # /proc/meminfo's figures (KiB) when that was lowest
+        self.lowest = 0
         self.stopping = threading.Event()
         self.thread = threading.Thread(target=self._sample, daemon=True)
         self.before: tuple[dict[str, int], dict[str, float]] = ({}, {})
@@ -341,7 +349,11 @@ class PageCacheRun:
         while not self.stopping.is_set():
             with contextlib.suppress(OSError, ValueError, KeyError):
                 info = meminfo_kib(Path("/proc/meminfo").read_text())
-                self.available.append((time.monotonic(), (info["MemFree"] + info["Inactive(file)"]) * 1024))
+                figure = (info["MemFree"] + info["Inactive(file)"]) * 1024
+                if not self.at_lowest or figure < self.lowest:
+                    self.lowest = figure
+                    self.at_lowest = {k: info[k] for k in MEMINFO_AT_LOWEST if k in info}
+                self.available.append((time.monotonic(), figure))
             time.sleep(0.1)
 
     def start(self, pods: Mapping[str, Any]) -> None:
@@ -368,6 +380,7 @@ class PageCacheRun:
             "memoryStallS": {kind: psi[kind] - self.before[1].get(kind, 0.0) for kind in psi} or None,
             "kubeletAvailableAtLongestGapMib": None if at_gap is None else at_gap / MiB,
             "kubeletAvailableMinMib": min(v for _, v in self.available) / MiB if self.available else None,
+            "meminfoAtLowestMib": {k: round(v / 1024, 1) for k, v in self.at_lowest.items()} or None,
             "nodeScanMib": None if scans is None else scans * PAGE / MiB,  # node-wide reclaim (kswapd, direct)
             **own_limit,
             **deploy,

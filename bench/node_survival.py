@@ -141,6 +141,7 @@ def _tail(path: Path, chars: int = 4000) -> str:
 
 
 # The programs a protector runs in the user-mode guest, which sees the host's files: the host must have them.
+# (systemd-oomd's path is node_survival_oomd.OOMD_BINARY, a guest-side module this one cannot import.)
 HOST_PROGRAMS = {
     "earlyoom": ("earlyoom", "apt-get install earlyoom"),
     "systemd-oomd": ("/lib/systemd/systemd-oomd", "apt-get install systemd-oomd=<the host's systemd version>"),

@@ -325,8 +325,8 @@ class PageCacheRun:
         os.sync()
         Path("/proc/sys/vm/drop_caches").write_text("3\n")
         self.available: list[tuple[float, int]] = []  # (monotonic, MemFree + Inactive(file) bytes)
-        self.at_lowest: dict[str, int] = {}  # /proc/meminfo's figures (KiB) when that was lowest
-        self.lowest = 0
+        self.lowest = 0  # the lowest of `available` (bytes; 0 before the first sample)
+        self.at_lowest: dict[str, int] = {}  # /proc/meminfo's figures (KiB) then
         self.stopping = threading.Event()
         self.thread = threading.Thread(target=self._sample, daemon=True)
         self.before: tuple[dict[str, int], dict[str, float]] = ({}, {})
@@ -379,7 +379,7 @@ class PageCacheRun:
             "refaultFileMib": refault_file_mib(self.before[0], vmstat),
             "memoryStallS": {kind: psi[kind] - self.before[1].get(kind, 0.0) for kind in psi} or None,
             "kubeletAvailableAtLongestGapMib": None if at_gap is None else at_gap / MiB,
-            "kubeletAvailableMinMib": min(v for _, v in self.available) / MiB if self.available else None,
+            "kubeletAvailableMinMib": self.lowest / MiB if self.at_lowest else None,
             "meminfoAtLowestMib": {k: round(v / 1024, 1) for k, v in self.at_lowest.items()} or None,
             "nodeScanMib": None if scans is None else scans * PAGE / MiB,  # node-wide reclaim (kswapd, direct)
             **own_limit,

@@ -25,7 +25,7 @@ from builders import pod
 from evictd.adapters.cgroup_kill import kill_cgroup_tree, terminate_cgroup_tree
 from evictd.adapters.runtime_node import CYCLE_READ_TIMEOUT_S, RuntimeFilesystems
 from evictd.core.engine import Eviction
-from evictd.core.errors import CRIError
+from evictd.core.errors import CRIError, EvictdError
 from evictd.core.pod_parser import pod_from_dict
 from evictd.core.pods import Pod
 from evictd.core.quantity import Quantity
@@ -194,6 +194,26 @@ def test_a_hard_memory_evictions_grace_period_ends_once_memory_ran_short(tmp_pat
                    "(after SIGTERM to its 1 processes through its cgroup)"), how
     assert len(readings) == 3 and took_s < 3 * GUARD_POLL_S + 1.0, (took_s, readings)
     assert took_s < CYCLE_READ_TIMEOUT_S, "the runtime's stop was not waited for"
+
+
+class _FailingKiller:
+    """A runtime stop that fails with something other than the runtime's own error."""
+
+    def kill(self, eviction: Eviction) -> None:
+        raise EvictdError("the pod's sandboxes could not be listed: a broken answer")
+
+
+def test_a_guarded_stop_raises_what_the_runtimes_stop_raised_on_its_thread(tmp_path: Path) -> None:
+    """The runtime's stop runs on a thread of its own beside the guard; what it raises (other than the runtime's
+    failure, which the stop handles) is raised to the caller, as an unguarded stop raises it, not taken for a stop
+    that succeeded."""
+    with temporary_cgroup(CGROUP_MOUNT / "memory") as pod_cgroup, hung_cri_client(tmp_path, 10.0) as client:
+        runtime = CriRuntime(client, RuntimeFilesystems(client, str(tmp_path), str(tmp_path)), gc=None,
+                             kill_processes=lambda uid: kill_cgroup_tree(str(pod_cgroup)),
+                             memory_guard=guard_on(pod_cgroup, lambda e: False))
+        runtime._killer = _FailingKiller()  # type: ignore[assignment]
+        with pytest.raises(EvictdError, match="a broken answer"):
+            runtime.stop_pod(hard_memory_eviction(pod_from_dict(pod("hog"))))
 
 
 def test_a_hung_runtime_holds_the_stop_for_the_loops_read_deadline_not_the_clients(tmp_path: Path) -> None:

@@ -35,42 +35,41 @@ from evictd.core.errors import SampleError
 KILL_ROUNDS = 5
 
 
+def _per_pod(cgroups: CgroupReader, per_tree: Callable[[str], int]) -> Callable[[str], int]:
+    """`per_tree` on the cgroup folder of the pod with a uid (0 where that pod has no cgroup on the node)."""
+
+    def on_pod(pod_uid: str) -> int:
+        folder = cgroups.pod_folder(pod_uid)
+        return 0 if folder is None else per_tree(folder)
+
+    return on_pod
+
+
 def pod_process_killer(cgroups: CgroupReader) -> Callable[[str], int]:
     """SIGKILL every process of the pod with a uid through its cgroup (`kill_cgroup_tree`); the processes found (0: no
     cgroup of that pod on the node). Raises SampleError."""
-
-    def kill(pod_uid: str) -> int:
-        folder = cgroups.pod_folder(pod_uid)
-        return 0 if folder is None else kill_cgroup_tree(folder)
-
-    return kill
+    return _per_pod(cgroups, kill_cgroup_tree)
 
 
 def pod_process_terminator(cgroups: CgroupReader) -> Callable[[str], int]:
     """SIGTERM, once, every process of the pod with a uid through its cgroup (`terminate_cgroup_tree`); the processes
     found (0: no cgroup of that pod on the node). Raises SampleError."""
-
-    def terminate(pod_uid: str) -> int:
-        folder = cgroups.pod_folder(pod_uid)
-        return 0 if folder is None else terminate_cgroup_tree(folder)
-
-    return terminate
+    return _per_pod(cgroups, terminate_cgroup_tree)
 
 
 def pod_process_counter(cgroups: CgroupReader) -> Callable[[str], int]:
-    """How many processes the pod with a uid still has in its cgroup and below (0: none, or no cgroup of that pod on
-    the node). Raises SampleError."""
+    """How many processes the pod with a uid still has in its cgroup and below (`count_cgroup_tree`; 0: none, or no
+    cgroup of that pod on the node). Raises SampleError."""
+    return _per_pod(cgroups, count_cgroup_tree)
 
-    def count(pod_uid: str) -> int:
-        folder = cgroups.pod_folder(pod_uid)
-        if folder is None:
-            return 0
-        try:
-            return len(_pids_below(folder))
-        except FileNotFoundError:
-            return 0
 
-    return count
+def count_cgroup_tree(folder: str) -> int:
+    """How many processes the cgroup at `folder` and those below it hold (0: it is gone). Raises SampleError when it
+    cannot be read."""
+    try:
+        return len(_pids_below(folder))
+    except FileNotFoundError:
+        return 0
 
 
 def terminate_cgroup_tree(folder: str) -> int:

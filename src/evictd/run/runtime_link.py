@@ -244,10 +244,18 @@ class CriRuntime:
         """The runtime's stop on a thread of its own, looked at every GUARD_POLL_S while its grace period runs: once
         the node's memory ran short with the pod still running, its processes are killed through its cgroup and how
         is returned (the runtime's call goes on, and finds them gone); else the runtime's failure, or None. Where no
-        thread can start, the runtime's stop on this one, unguarded."""
+        thread can start, the runtime's stop on this one, unguarded. What else the runtime's stop raises is raised
+        here, as an unguarded stop raises it."""
         outcome: list[CRIError | None] = []
-        thread = threading.Thread(target=lambda: outcome.append(self._runtime_stop(eviction)),
-                                  name="evictd-runtime-stop", daemon=True)
+        raised: list[Exception] = []
+
+        def stop() -> None:
+            try:
+                outcome.append(self._runtime_stop(eviction))
+            except Exception as exc:  # handed to the caller's thread below
+                raised.append(exc)
+
+        thread = threading.Thread(target=stop, name="evictd-runtime-stop", daemon=True)
         try:
             thread.start()
         except RuntimeError:  # "can't start new thread": the node has no task left for one
@@ -255,6 +263,8 @@ class CriRuntime:
         while True:
             thread.join(GUARD_POLL_S)
             if not thread.is_alive():
+                if raised:
+                    raise raised[0]
                 return outcome[0] if outcome else None
             if _quietly(lambda: guard.running(eviction.pod.uid)) and guard.ran_short(eviction):
                 assert self._kill_processes is not None

@@ -28,6 +28,10 @@ Workloads:
   admission checks requests against (the 10th pod was rejected, phase Failed, otherwise). No pod exceeds
   its request: the node runs out because of what runs outside the pods (the daemons, evictd, the kubelet),
   and someone must pay anyway.
+* ``many-small-slow``: ``many-small`` at 8 MiB/s in all (`MANY_SMALL_SLOW_RATE_MIB_S`): slow enough that the
+  kubelet's 10 s housekeeping sees the hard threshold crossed at least twice before the kernel would kill (200 MiB
+  of margin is 25 s), so the kubelet with evictd's thresholds gets to evict, and its count of evictions can be set
+  beside evictd's (at 20 MiB/s the kernel kills first).
 
 Page-cache workloads (bench/node_survival_pagecache.py, which says what they do and how they are sized; their
 files on the guest's own disk, --disk-mib):
@@ -133,6 +137,8 @@ BURST_RATE_MIB_S = 1e6
 GROWER_RATES_MIB_S = {"be-slow": 10.0, "be-fast": 200.0, "be-burst": BURST_RATE_MIB_S}
 MANY_SMALL_PODS = 10
 MANY_SMALL_RATE_MIB_S = 20.0
+MANY_SMALL_SLOW_RATE_MIB_S = 8.0
+MANY_SMALL_RATES_MIB_S = {"many-small": MANY_SMALL_RATE_MIB_S, "many-small-slow": MANY_SMALL_SLOW_RATE_MIB_S}
 MANY_SMALL_FILL = 0.95
 
 
@@ -172,9 +178,9 @@ def workload(name: str, mem_total_mib: int, requests_fit_mib: int | None = None)
     if name in GROWER_RATES_MIB_S:
         return Workload(name, (guaranteed_pod(), PodSpec("grower", "besteffort", None, None, GROWER_RATES_MIB_S[name],
                                                          0.0, True)))
-    if name == "many-small":
+    if name in MANY_SMALL_RATES_MIB_S:
         request = (requests_fit_mib or mem_total_mib) // MANY_SMALL_PODS
-        pods = tuple(PodSpec(f"small-{i}", "burstable", request, None, MANY_SMALL_RATE_MIB_S / MANY_SMALL_PODS,
+        pods = tuple(PodSpec(f"small-{i}", "burstable", request, None, MANY_SMALL_RATES_MIB_S[name] / MANY_SMALL_PODS,
                              request * MANY_SMALL_FILL, True) for i in range(MANY_SMALL_PODS))
         return Workload(name, pods, hold_s=20.0)
     if name in PAGECACHE_WORKLOADS:
@@ -197,8 +203,8 @@ def workload(name: str, mem_total_mib: int, requests_fit_mib: int | None = None)
 PAGECACHE_WORKLOADS = ("thrash", "active-file")  # bench/node_survival_pagecache.py
 OWN_LIMIT_WORKLOADS = ("own-limit-thrash", "backup-stream")  # bench/node_survival_ownlimit.py
 DEPLOY_WORKLOADS = ("deploy-burst",)  # bench/node_survival_deploy.py
-WORKLOADS = (*GROWER_RATES_MIB_S, "many-small", *PAGECACHE_WORKLOADS, *OWN_LIMIT_WORKLOADS, *DEPLOY_WORKLOADS,
-             *CONTROL_WORKLOADS)
+WORKLOADS = (*GROWER_RATES_MIB_S, *MANY_SMALL_RATES_MIB_S, *PAGECACHE_WORKLOADS, *OWN_LIMIT_WORKLOADS,
+             *DEPLOY_WORKLOADS, *CONTROL_WORKLOADS)
 
 
 def oom_score_adj(spec: PodSpec, mem_total_bytes: int) -> int:

@@ -275,6 +275,17 @@ def test_memory_available_at_the_daemons_longest_gap() -> None:
     assert value_at(samples, 0.5) is None
 
 
+def test_many_small_slow_is_many_small_at_a_rate_the_kubelets_housekeeping_can_follow() -> None:
+    fast, slow = workload("many-small", 3072, 2872), workload("many-small-slow", 3072, 2872)
+    assert "many-small-slow" in WORKLOADS and slow.hold_s == fast.hold_s
+    assert [(p.name, p.qos, p.request_mib, p.cap_mib, p.pressure) for p in slow.pods] == \
+        [(p.name, p.qos, p.request_mib, p.cap_mib, p.pressure) for p in fast.pods]
+    assert [p.request_mib for p in slow.pods] == [287] * 10  # the admitted requests, shared
+    assert sum(p.rate_mib_s for p in fast.pods) == pytest.approx(20.0)
+    # 200 MiB of margin (the hard threshold) lasts 25 s: two of the kubelet's 10 s housekeeping passes at least.
+    assert sum(p.rate_mib_s for p in slow.pods) == pytest.approx(8.0)
+
+
 def test_the_page_cache_workloads() -> None:
     assert {"thrash", "active-file"} <= set(WORKLOADS)
     thrash = workload("thrash", 2495)

@@ -277,7 +277,8 @@ def test_memory_available_at_the_daemons_longest_gap() -> None:
 
 def test_many_small_slow_is_many_small_at_a_rate_the_kubelets_housekeeping_can_follow() -> None:
     fast, slow = workload("many-small", 3072, 2872), workload("many-small-slow", 3072, 2872)
-    assert "many-small-slow" in WORKLOADS and slow.hold_s == fast.hold_s
+    assert "many-small-slow" in WORKLOADS and fast.hold_s == 20.0
+    assert slow.hold_s > 90.0 + 10.0, "past the shipped soft grace period and a kubelet tick"
     assert [(p.name, p.qos, p.request_mib, p.cap_mib, p.pressure) for p in slow.pods] == \
         [(p.name, p.qos, p.request_mib, p.cap_mib, p.pressure) for p in fast.pods]
     assert [p.request_mib for p in slow.pods] == [287] * 10  # the admitted requests, shared

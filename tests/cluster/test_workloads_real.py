@@ -53,7 +53,7 @@ def pod_template(node: RealNode, name: str, marker: Path, restart_policy: str) -
 
 
 def start_evictd(node: RealNode) -> EvictdProcess:
-    threshold_mib = node.allocatable_available_bytes() // MiB - THRESHOLD_BELOW_MIB
+    threshold_mib = node.settled_allocatable_available_bytes() // MiB - THRESHOLD_BELOW_MIB
     daemon = node.start_evictd(f"evictionHard: {{{SIGNAL}: {threshold_mib}Mi}}\n"
                                "evictionPressureTransitionPeriod: 3s\n")
     daemon.wait_event("evictd started", timeout=30)

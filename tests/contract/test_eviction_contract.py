@@ -45,7 +45,7 @@ KUBELET_OWNED_CONDITIONS = {"PodScheduled", "Initialized", "ContainersReady", "R
 
 def start_evictd_under_memory_threshold(node: NodeUnderTest) -> tuple[EvictdProcess, int]:
     """Start evictd with a hard allocatable-memory threshold the hog will cross; return it and the threshold."""
-    threshold_mib = node.allocatable_available_bytes() // MiB - THRESHOLD_BELOW_MIB
+    threshold_mib = node.settled_allocatable_available_bytes() // MiB - THRESHOLD_BELOW_MIB
     daemon = node.start_evictd(f"evictionHard: {{{SIGNAL}: {threshold_mib}Mi}}\n"
                                "evictionPressureTransitionPeriod: 3s\n")
     daemon.wait_event("evictd started", timeout=30)

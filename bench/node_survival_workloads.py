@@ -28,7 +28,7 @@ Workloads:
   admission checks requests against (the 10th pod was rejected, phase Failed, otherwise). No pod exceeds
   its request: the node runs out because of what runs outside the pods (the daemons, evictd, the kubelet),
   and someone must pay anyway.
-* ``many-small-slow``: ``many-small`` at 8 MiB/s in all (`MANY_SMALL_SLOW_RATE_MIB_S`): slow enough that the
+* ``many-small-slow``: ``many-small`` at 8 MiB/s in all (`MANY_SMALL_VARIANTS`): slow enough that the
   kubelet's 10 s housekeeping sees the hard threshold crossed at least twice before the kernel would kill (200 MiB
   of margin is 25 s), so the kubelet with evictd's thresholds gets to evict, and its count of evictions can be set
   beside evictd's (at 20 MiB/s the kernel kills first). Its runs go on 120 s once every pod held its cap, past the
@@ -137,13 +137,11 @@ GUARANTEED_LIMIT_MIB = 256
 BURST_RATE_MIB_S = 1e6
 GROWER_RATES_MIB_S = {"be-slow": 10.0, "be-fast": 200.0, "be-burst": BURST_RATE_MIB_S}
 MANY_SMALL_PODS = 10
-MANY_SMALL_RATE_MIB_S = 20.0
-MANY_SMALL_SLOW_RATE_MIB_S = 8.0
-MANY_SMALL_RATES_MIB_S = {"many-small": MANY_SMALL_RATE_MIB_S, "many-small-slow": MANY_SMALL_SLOW_RATE_MIB_S}
-# How long a many-small run goes on once every pod held its cap. many-small-slow's outlasts the shipped soft
-# threshold's grace period (90 s) and a housekeeping tick: with 20 s, whether the soft threshold's evictions came
-# before the run ended was a race of seconds (the kubelet with evictd's thresholds: 2, 2, 2, 4, 4 pods a run).
-MANY_SMALL_HOLD_S = {"many-small": 20.0, "many-small-slow": 120.0}
+# Per many-small workload: the pods' growth in all (MiB/s), and how long a run goes on once every pod held its cap
+# (s). many-small-slow's hold outlasts the shipped soft threshold's grace period (90 s) and a housekeeping tick:
+# with 20 s, whether the soft threshold's evictions came before the run ended was a race of seconds (the kubelet
+# with evictd's thresholds: 2, 2, 2, 4, 4 pods a run).
+MANY_SMALL_VARIANTS = {"many-small": (20.0, 20.0), "many-small-slow": (8.0, 120.0)}
 MANY_SMALL_FILL = 0.95
 
 
@@ -183,11 +181,12 @@ def workload(name: str, mem_total_mib: int, requests_fit_mib: int | None = None)
     if name in GROWER_RATES_MIB_S:
         return Workload(name, (guaranteed_pod(), PodSpec("grower", "besteffort", None, None, GROWER_RATES_MIB_S[name],
                                                          0.0, True)))
-    if name in MANY_SMALL_RATES_MIB_S:
+    if name in MANY_SMALL_VARIANTS:
+        rate_mib_s, hold_s = MANY_SMALL_VARIANTS[name]
         request = (requests_fit_mib or mem_total_mib) // MANY_SMALL_PODS
-        pods = tuple(PodSpec(f"small-{i}", "burstable", request, None, MANY_SMALL_RATES_MIB_S[name] / MANY_SMALL_PODS,
+        pods = tuple(PodSpec(f"small-{i}", "burstable", request, None, rate_mib_s / MANY_SMALL_PODS,
                              request * MANY_SMALL_FILL, True) for i in range(MANY_SMALL_PODS))
-        return Workload(name, pods, hold_s=MANY_SMALL_HOLD_S[name])
+        return Workload(name, pods, hold_s=hold_s)
     if name in PAGECACHE_WORKLOADS:
         from node_survival_pagecache import pagecache_workload
 
@@ -208,7 +207,7 @@ def workload(name: str, mem_total_mib: int, requests_fit_mib: int | None = None)
 PAGECACHE_WORKLOADS = ("thrash", "active-file")  # bench/node_survival_pagecache.py
 OWN_LIMIT_WORKLOADS = ("own-limit-thrash", "backup-stream")  # bench/node_survival_ownlimit.py
 DEPLOY_WORKLOADS = ("deploy-burst",)  # bench/node_survival_deploy.py
-WORKLOADS = (*GROWER_RATES_MIB_S, *MANY_SMALL_RATES_MIB_S, *PAGECACHE_WORKLOADS, *OWN_LIMIT_WORKLOADS,
+WORKLOADS = (*GROWER_RATES_MIB_S, *MANY_SMALL_VARIANTS, *PAGECACHE_WORKLOADS, *OWN_LIMIT_WORKLOADS,
              *DEPLOY_WORKLOADS, *CONTROL_WORKLOADS)
 
 

@@ -220,7 +220,7 @@ class NodeUnderTest(abc.ABC):
 
         def held() -> bool:
             readings.append(self.allocatable_available_bytes())
-            return max(readings[-5:]) - min(readings[-5:]) <= 16 * MiB if len(readings) >= 5 else False
+            return len(readings) >= 5 and max(readings[-5:]) - min(readings[-5:]) <= 16 * MiB
 
         wait_until(held, 60, "the pods cgroup's working set to settle", interval_s=0.5)
         return readings[-1]

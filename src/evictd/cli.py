@@ -67,6 +67,9 @@ def _add_config_options(parser: argparse.ArgumentParser, *, kubelet_flags: bool 
     """Add --config and, where the eviction thresholds matter (`kubelet_flags`), the kubelet's eviction flags."""
     parser.add_argument("--config", action="append", default=[], metavar="FILE",
                         help="KubeletConfiguration/EvictdConfiguration YAML; repeat to layer files in order")
+    parser.add_argument("--config-dir", metavar="DIR",
+                        help="as the kubelet's --config-dir: its .conf drop-ins, in lexical order, merged onto the "
+                        "KubeletConfiguration of the --config files as the kubelet merges them")
     if kubelet_flags:
         for name in FLAG_NAMES:
             parser.add_argument(f"--{name}", dest=name.replace("-", "_"), action=_OrderedFlag, metavar="VALUE",
@@ -77,6 +80,9 @@ def _add_kubelet_config_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--kubelet-config", metavar="PATH",
                         help="the node's kubelet configuration file, to say who evicts on each signal (default: "
                         "<kubeletRootDir>/config.yaml when it exists; '' for none)")
+    parser.add_argument("--kubelet-config-dir", metavar="DIR",
+                        help="the kubelet's --config-dir: its drop-ins merged onto --kubelet-config, as the kubelet "
+                        "merges them (default: none)")
 
 
 def _add_output_option(parser: argparse.ArgumentParser) -> None:
@@ -224,16 +230,19 @@ def _flags(args: argparse.Namespace) -> list[tuple[str, str]]:
 
 
 def _state_dir(args: argparse.Namespace) -> str:
-    return str(args.state_dir or load_configuration(args.config, _flags(args)).evictd.state_dir)
+    if args.state_dir:
+        return str(args.state_dir)
+    return load_configuration(args.config, _flags(args), config_dir=args.config_dir).evictd.state_dir
 
 
 def _check_config(args: argparse.Namespace) -> int:
     from evictd.commands.check_config import check_config
     from evictd.kubelet_file import find_kubelet_file
 
-    configuration = load_configuration(args.config, _flags(args), strict=args.strict)
+    configuration = load_configuration(args.config, _flags(args), strict=args.strict, config_dir=args.config_dir)
     layout = FsLayout(dedicated_imagefs=args.dedicated_imagefs, split_containerfs=args.split_containerfs)
-    kubelet = find_kubelet_file(args.kubelet_config, configuration.evictd.kubelet_root_dir)
+    kubelet = find_kubelet_file(args.kubelet_config, configuration.evictd.kubelet_root_dir,
+                                    args.kubelet_config_dir)
     return check_config(configuration, layout, kubelet, read_cgroups=not args.config_only, output=args.output)
 
 
@@ -330,12 +339,14 @@ def _replay(args: argparse.Namespace) -> int:
 
     flags = _flags(args)
     config: Candidate | None = None
-    if args.config or flags:
-        config = EngineConfig.from_settings(load_configuration(args.config, flags).eviction)  # bad files: exit 2
+    if args.config or args.config_dir or flags:
+        # Bad files: exit 2.
+        config = EngineConfig.from_settings(load_configuration(args.config, flags, config_dir=args.config_dir).eviction)
         if not args.from_defaults:  # layered on each run's recorded configuration
 
             def layered(recorded: Mapping[str, object]) -> EngineConfig:
-                return EngineConfig.from_settings(load_configuration(args.config, flags, base=recorded).eviction)
+                return EngineConfig.from_settings(
+                    load_configuration(args.config, flags, base=recorded, config_dir=args.config_dir).eviction)
 
             config = layered
     elif args.from_defaults:
@@ -358,7 +369,7 @@ def _replay(args: argparse.Namespace) -> int:
 def _explain(args: argparse.Namespace) -> int:
     from evictd.commands.explain import explain
 
-    configuration = load_configuration(args.config, _flags(args))
+    configuration = load_configuration(args.config, _flags(args), config_dir=args.config_dir)
     state_dir = args.state_dir or configuration.evictd.state_dir
     explanation = explain(_recording(state_dir, args), state_dir, pod=args.pod, decision=args.decision, now=args.now,
                           housekeeping_interval_s=configuration.evictd.housekeeping_interval_s, now_wall=time.time(),
@@ -372,7 +383,7 @@ def _run(args: argparse.Namespace) -> int:
     from evictd.run.composition import build_daemon, check_settings
     from evictd.run.daemon import serve
 
-    configuration = load_configuration(args.config, _flags(args))
+    configuration = load_configuration(args.config, _flags(args), config_dir=args.config_dir)
     if args.dry_run:
         configuration = replace(configuration, evictd=replace(configuration.evictd, dry_run=True))
     if args.state_dir:
@@ -380,7 +391,8 @@ def _run(args: argparse.Namespace) -> int:
     if args.cycles < 0:
         raise ConfigError("must not be negative", key="--cycles", value=args.cycles)
     check_settings(configuration)
-    kubelet = find_kubelet_file(args.kubelet_config, configuration.evictd.kubelet_root_dir)
+    kubelet = find_kubelet_file(args.kubelet_config, configuration.evictd.kubelet_root_dir,
+                                    args.kubelet_config_dir)
     return serve(build_daemon(configuration, max_cycles=args.cycles, kubelet=kubelet))
 
 
@@ -388,12 +400,13 @@ def _shadow_report(args: argparse.Namespace) -> int:
     from evictd.commands.shadow_report import read_comparisons, summary, summary_text
 
     report = summary(read_comparisons(_state_dir(args)))
-    if args.config:  # evictd's thresholds are known: who would evict once it acts, beside the node's kubelet
+    if args.config or args.config_dir:  # evictd's thresholds known: who would evict once it acts, beside the kubelet
         from evictd.commands.shadow_report import with_handover
         from evictd.kubelet_file import find_kubelet_file
 
-        configuration = load_configuration(args.config)
-        kubelet = find_kubelet_file(args.kubelet_config, configuration.evictd.kubelet_root_dir)
+        configuration = load_configuration(args.config, config_dir=args.config_dir)
+        kubelet = find_kubelet_file(args.kubelet_config, configuration.evictd.kubelet_root_dir,
+                                    args.kubelet_config_dir)
         report = with_handover(report, configuration.eviction.thresholds(), kubelet)
     print(json.dumps(report, indent=2) if args.output == "json" else summary_text(report))
     return EXIT_OK

@@ -8,7 +8,9 @@ A configuration file is a YAML stream. Each document is either
 - `apiVersion: evictd.io/v1alpha1`, `kind: EvictdConfiguration`: evictd's own settings (`EvictdSettings`),
   strictly checked, since a typo there would otherwise go unnoticed.
 Several files apply in order; in each kind, a top-level field replaces the same field of earlier documents.
-Kubelet eviction flags apply after all files. Every problem is a ConfigError naming the file, key and value.
+A `--config-dir` folder's drop-ins then merge onto the KubeletConfiguration as the kubelet merges them
+(`evictd.core.dropin`), and the kubelet eviction flags apply after all of it. Every problem is a ConfigError
+naming the file, key and value.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from typing import Any
 import yaml
 
 from evictd.core.cgroup_driver import CgroupDriver
+from evictd.core.dropin import DROPIN_EXTENSION, with_dropins
 from evictd.core.duration import format_go_duration_ns, parse_go_duration
 from evictd.core.errors import MISSING, ConfigError, DurationError, FilePath
 from evictd.core.kubelet_config import (
@@ -427,8 +430,52 @@ def _located(exc: ConfigError, where: str) -> ConfigError:
     return exc.at(f"{where}: {exc.key}", exc.value)
 
 
+def dropin_files(folder: str, key: str = "--config-dir") -> list[str]:
+    """Return the kubelet drop-in files under `folder` in the order the kubelet merges them: a walk in lexical
+    order (subfolders entered where their names fall), files ending in DROPIN_EXTENSION only. Raises ConfigError
+    when the folder cannot be read."""
+    if not os.path.isdir(folder):
+        raise ConfigError("not a folder (the kubelet's --config-dir names a folder of .conf drop-ins)", key=key,
+                          value=FilePath(folder))
+    found: list[str] = []
+
+    def walk(current: str) -> None:
+        try:
+            entries = sorted(os.scandir(current), key=lambda entry: entry.name)
+        except OSError as exc:
+            raise ConfigError(f"cannot read folder: {exc.strerror}", key=key, value=FilePath(current)) from None
+        for entry in entries:
+            if entry.is_dir(follow_symlinks=False):
+                walk(entry.path)
+            elif entry.name.endswith(DROPIN_EXTENSION):
+                found.append(entry.path)
+
+    walk(folder)
+    return found
+
+
+def read_dropins(folder: str, key: str = "--config-dir") -> list[tuple[str, Mapping[str, object]]]:
+    """Return (path, document) for each drop-in under `folder`, in the kubelet's order. As the kubelet requires,
+    each holds a KubeletConfiguration document with its apiVersion and kind (the first document; the kubelet's
+    YAML decoding sees no other). Raises ConfigError naming the file."""
+    documents: list[tuple[str, Mapping[str, object]]] = []
+    for path in dropin_files(folder, key):
+        read = read_documents(path, key=key)
+        where = f"{key} {path}"
+        if not read:
+            raise ConfigError("holds no document: the kubelet refuses to start on an empty drop-in (write a "
+                              f"KubeletConfiguration with apiVersion {KUBELET_API_VERSION}, or remove the file)",
+                              key=key, value=FilePath(path))
+        document = read[0][0]
+        if classify_document(document, where) != KUBELET_KIND:
+            raise ConfigError(f"a drop-in must be a {KUBELET_KIND}", key=f"{where}.kind",
+                              value=document.get("kind"))
+        documents.append((path, document))
+    return documents
+
+
 def load_configuration(paths: Sequence[str], flags: Sequence[tuple[str, str]] = (), *, strict: bool = False,
-                       base: Mapping[str, object] | None = None) -> Configuration:
+                       base: Mapping[str, object] | None = None, config_dir: str | None = None) -> Configuration:
     """Return the configuration from the files at `paths` (in order) and the kubelet eviction `flags`.
 
     With no file at all evictd behaves as a kubelet with an empty config file (the defaults apply; a
@@ -466,8 +513,16 @@ def load_configuration(paths: Sequence[str], flags: Sequence[tuple[str, str]] = 
                     raise unknown[0]
                 warnings += [str(problem) for problem in unknown]
             (kubelet_docs if kind == KUBELET_KIND else evictd_docs).append(document)
+    dropins = read_dropins(config_dir) if config_dir else []
+    for path, document in dropins:
+        unknown = unknown_kubelet_fields(document, path)
+        if unknown and strict:
+            raise unknown[0]
+        warnings += [str(problem) for problem in unknown]
     try:
         kubelet = merge_documents(kubelet_docs)
+        if config_dir:
+            kubelet = with_dropins(kubelet, [document for _, document in dropins])
         eviction = eviction_settings(kubelet)
         image_gc = image_gc_settings(kubelet)
     except ConfigError as exc:

@@ -7,7 +7,9 @@ enforces is in the file the kubelet was started with. That file is
 - `<kubeletRootDir>/config.yaml` when it is a file (where kubeadm, and most installers after it, write the
   kubelet's `--config`; the DaemonSet mounts the kubelet's root at the same path).
 Like the kubelet, only the file's first document is read, and only its eviction fields matter (any other field is
-ignored). The kubelet's command-line eviction flags, if it has any, are not seen (a documented limit).
+ignored). With `--kubelet-config-dir DIR` (the kubelet's `--config-dir`) its drop-ins merge onto it as the kubelet
+merges them (`evictd.core.dropin`). The kubelet's command-line eviction flags, if it has any, are not seen (a
+documented limit).
 
 A file named by the option that cannot be read or decoded is a configuration error (exit 2, naming the option and
 the path, or the field and its value); the default file is only reported on, so a problem with it is a note, never
@@ -19,12 +21,14 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from evictd.config import classify_document, read_documents
+from evictd.config import classify_document, read_documents, read_dropins
+from evictd.core.dropin import with_dropins
 from evictd.core.errors import ConfigError, FilePath
 from evictd.core.kubelet_config import KUBELET_KIND, EvictionSettings, eviction_settings, merge_documents
 from evictd.core.thresholds import Threshold
 
 OPTION = "--kubelet-config"
+DIR_OPTION = "--kubelet-config-dir"
 # Under kubeletRootDir: where kubeadm writes the kubelet's configuration file.
 DEFAULT_FILE_NAME = "config.yaml"
 
@@ -46,17 +50,28 @@ def default_path(kubelet_root_dir: str) -> str:
     return os.path.join(kubelet_root_dir, DEFAULT_FILE_NAME)
 
 
-def find_kubelet_file(option: str | None, kubelet_root_dir: str) -> KubeletFile:
+def find_kubelet_file(option: str | None, kubelet_root_dir: str, config_dir: str | None = None) -> KubeletFile:
     """Return the kubelet's configuration named by `option` (None: not given, so the default file if there is one;
-    empty: none). Raises ConfigError for a file the option names that cannot be read or decoded."""
+    empty: none), with the drop-ins of `config_dir` merged onto it. Raises ConfigError for a file or folder an
+    option names that cannot be read or decoded."""
+    dropins = f" + {DIR_OPTION} {config_dir}" if config_dir else ""
     if option is not None:
         if not option:
+            if config_dir:
+                raise ConfigError(f"needs the kubelet's configuration file ({OPTION}): its drop-ins merge onto it",
+                                  key=DIR_OPTION, value=FilePath(config_dir))
             return KubeletFile(None, None, f"not read ({OPTION} '')")
-        return KubeletFile(option, read_kubelet_eviction(option), f"{OPTION} {option}")
+        return KubeletFile(option, read_kubelet_eviction(option, config_dir), f"{OPTION} {option}{dropins}")
     path = default_path(kubelet_root_dir)
     if not os.path.isfile(path):
+        if config_dir:
+            raise ConfigError(f"needs the kubelet's configuration file: none at {path}; name it with {OPTION}",
+                              key=DIR_OPTION, value=FilePath(config_dir))
         return KubeletFile(None, None, f"not found at {path} (kubeletRootDir/{DEFAULT_FILE_NAME}); name it with "
                                        f"{OPTION} PATH")
+    if config_dir:  # named by an option: a problem is an error, as for the file itself
+        return KubeletFile(path, read_kubelet_eviction(path, config_dir), f"{path} (the default: kubeletRootDir/"
+                                                                          f"{DEFAULT_FILE_NAME}){dropins}")
     try:
         return KubeletFile(path, read_kubelet_eviction(path), f"{path} (the default: kubeletRootDir/"
                                                               f"{DEFAULT_FILE_NAME})")
@@ -64,9 +79,10 @@ def find_kubelet_file(option: str | None, kubelet_root_dir: str) -> KubeletFile:
         return KubeletFile(None, None, f"{path} cannot be used: {exc}")
 
 
-def read_kubelet_eviction(path: str) -> EvictionSettings:
+def read_kubelet_eviction(path: str, config_dir: str | None = None) -> EvictionSettings:
     """Return the eviction settings of the kubelet configuration file at `path` (its first document, defaulted as
-    the kubelet defaults it). Raises ConfigError naming the option and path, or the field and its value."""
+    the kubelet defaults it), with the drop-ins of `config_dir` merged onto it. Raises ConfigError naming the option
+    and path, or the field and its value."""
     documents = read_documents(path, key=OPTION)
     if not documents:
         raise ConfigError("holds no document (the kubelet would run with its defaults; say so with a "
@@ -76,8 +92,12 @@ def read_kubelet_eviction(path: str) -> EvictionSettings:
     if classify_document(document, where) != KUBELET_KIND:
         raise ConfigError(f"the kubelet reads the first document of its file: it must be a {KUBELET_KIND}",
                           key=f"{where}.kind", value=document.get("kind"))
+    dropins = [dropin for _, dropin in read_dropins(config_dir, DIR_OPTION)] if config_dir else []
+    if config_dir:
+        where += f" + {DIR_OPTION} {config_dir}"
     try:
-        settings = eviction_settings(merge_documents([document]))
+        merged = with_dropins(document, dropins) if config_dir else merge_documents([document])
+        settings = eviction_settings(merged)
         settings.thresholds()
     except ConfigError as exc:
         if exc.key is None:

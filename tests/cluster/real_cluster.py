@@ -73,7 +73,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
@@ -549,6 +549,7 @@ class RealCluster:
         self.kubelet_root = base / "kubelet"
         self.pod_logs_dir = base / "pod-logs"
         self.kubelet_config_path = base / "kubelet-config.yaml"
+        self.kubelet_dropin_dir = base / "kubelet.conf.d"  # the kubelet's --config-dir, when a restart gives one
         self.sysctl_dir = base / "sysctl-fake"
         self.audit_log = self.run_dir / "audit.log"
         self.audit_policy = base / "audit-policy.yaml"
@@ -828,8 +829,21 @@ class RealCluster:
             config.update(more)
         return config
 
-    def _start_kubelet(self, extra: str) -> None:
+    def _write_dropins(self, dropins: Mapping[str, str] | None) -> Path | None:
+        """Write the kubelet's drop-in folder (file name -> text, subfolders allowed) afresh; None: no folder."""
+        shutil.rmtree(self.kubelet_dropin_dir, ignore_errors=True)
+        if dropins is None:
+            return None
+        self.kubelet_dropin_dir.mkdir(parents=True)
+        for name, text in dropins.items():
+            path = self.kubelet_dropin_dir / name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+        return self.kubelet_dropin_dir
+
+    def _start_kubelet(self, extra: str, dropins: Mapping[str, str] | None = None) -> None:
         self.kubelet_config_path.write_text(yaml.safe_dump(self.kubelet_config(extra), sort_keys=False))
+        dropin_dir = self._write_dropins(dropins)
         binds = []
         for relative, value in KUBELET_SYSCTLS.items():
             if not (PROC_SYS / relative).is_file():  # not in this kernel (a guest's): nothing of the host's to keep
@@ -840,6 +854,8 @@ class RealCluster:
         kubelet = [str(self.bin_dir / "kubelet"), "--config", str(self.kubelet_config_path),
                    "--kubeconfig", str(self.kubelet_kubeconfig), "--root-dir", str(self.kubelet_root),
                    "--hostname-override", self.node_name, f"--v={KUBELET_VERBOSITY}"]
+        if dropin_dir is not None:
+            kubelet += ["--config-dir", str(dropin_dir)]
         # In the new mount namespace: /proc private first (so the binds never reach the host), the sysctl
         # binds, then exec: unshare and sh exec in place, so the PID is the kubelet's.
         script = " && ".join(["mount --make-rprivate /proc", *binds, f"exec {shlex.join(kubelet)}"])
@@ -1031,18 +1047,19 @@ class RealCluster:
         self.api.create("/api/v1/nodes", {"apiVersion": "v1", "kind": "Node",
                                           "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}}})
 
-    def restart_kubelet(self, kubelet_config_extra: str = "") -> None:
+    def restart_kubelet(self, kubelet_config_extra: str = "", dropins: Mapping[str, str] | None = None) -> None:
         """Restart the kubelet with ``kubelet_config_extra`` (KubeletConfiguration YAML whose top-level keys
         replace the defaults, e.g. ``evictionHard``/``evictionSoft`` to turn the kubelet's eviction on; empty:
-        the defaults, eviction off). Pods keep running meanwhile. Waits until the new kubelet is healthy and
-        has reported the Node Ready."""
+        the defaults, eviction off) and, with ``dropins`` (file name -> text), a ``--config-dir`` folder holding
+        them. Pods keep running meanwhile. Waits until the new kubelet is healthy and has reported the Node
+        Ready."""
         began = time.monotonic()
         self._stop_process("kubelet")
         # Node heartbeats are whole seconds: start the new kubelet on the next second, so that a heartbeat of
         # that second or later is the new kubelet's (the old one is dead before it).
         since = math.ceil(time.time())
         time.sleep(max(0.0, since - time.time()))
-        self._start_kubelet(kubelet_config_extra)
+        self._start_kubelet(kubelet_config_extra, dropins)
         self._wait_node_ready(since)
         self.timings["restart_kubelet"] = time.monotonic() - began
 

@@ -294,3 +294,33 @@ def test_check_config_refuses_a_bad_oom_score_adj_with_status_2_and_says_the_set
                            text=True, timeout=60, check=True).stdout
     assert "lock memory: true (mlockall at start" in shown
     assert "oom_score_adj: -999 (set at start; lowering needs CAP_SYS_RESOURCE)" in shown
+
+
+def test_yaml_merge_keys_are_read_as_the_kubelets_yaml_reads_them(tmp_path: Path) -> None:
+    path = write(tmp_path, "merge.yaml", KUBELET + "evictionSoftGracePeriod: &grace {memory.available: 1m}\n"
+                 "evictionHard:\n  <<: {memory.available: 300Mi, nodefs.available: 7%}\n  nodefs.available: 5%\n"
+                 "evictionSoft:\n  <<: *grace\n  memory.available: 1Gi\n")
+    eviction = load_configuration([path]).eviction
+    assert eviction.hard == {"memory.available": "300Mi", "nodefs.available": "5%"}, "the explicit key wins"
+    assert eviction.soft == {"memory.available": "1Gi"}
+    # A key given twice beside a merge key is still a key given twice.
+    twice = write(tmp_path, "twice.yaml", EVICTD + "<<: {dryRun: true}\ndryRun: false\ndryRun: true\n")
+    with pytest.raises(ConfigError, match="duplicate key"):
+        load_configuration([twice])
+
+
+@pytest.mark.parametrize(("field", "value"), [
+    ("stallEvictionHard", "{evictd.io/memory.stall.some: \"\u0664\u0660%\"}"),  # Arabic-Indic 40
+    ("stallEvictionHard", "{evictd.io/memory.stall.some: \"\uff14\uff10%\"}"),  # full-width 40
+])
+def test_numbers_in_evictd_settings_are_ascii_digits_only(tmp_path: Path, field: str, value: str) -> None:
+    path = write(tmp_path, "e.yaml", f"{EVICTD}{field}: {value}\n")
+    with pytest.raises(ConfigError, match="must be a share"):
+        load_configuration([path])
+
+
+@pytest.mark.parametrize("value", ["\u0664\u0660%", "\uff11\uff10%", "1\u0660%"])
+def test_percentages_of_kubelet_thresholds_are_ascii_digits_only(tmp_path: Path, value: str) -> None:
+    path = write(tmp_path, "k.yaml", KUBELET + f'evictionHard: {{nodefs.available: "{value}"}}\n')
+    with pytest.raises(ConfigError, match=r"nodefs\.available"):
+        load_configuration([path]).eviction.thresholds()

@@ -372,6 +372,10 @@ def _documents(raw: bytes, path: str, key: str) -> list[tuple[Any, tuple[str, ..
     return documents
 
 
+# A YAML merge key (`<<`): its mapping's keys are merged into the mapping that holds it.
+MERGE_KEY_TAG = "tag:yaml.org,2002:merge"
+
+
 class _DuplicateNoticingLoader(yaml.SafeLoader):
     """PyYAML's safe loader, remembering the keys a mapping of the current document holds twice."""
 
@@ -380,6 +384,8 @@ class _DuplicateNoticingLoader(yaml.SafeLoader):
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen: set[object] = set()
         for key_node, _ in node.value:
+            if key_node.tag == MERGE_KEY_TAG:  # `<<: *defaults`: merged by the base class, as the kubelet's YAML does
+                continue
             key = self.construct_object(key_node, deep=deep)
             if isinstance(key, Hashable):
                 if key in seen:

@@ -53,7 +53,8 @@ MAX_COUNTER = INT64_MAX
 ROOT_KEY = "$"
 
 # RFC 3339 as Go's time.Parse(time.RFC3339, ...) accepts it (fraction optional, '.' or ',' separator).
-_RFC3339 = re.compile(r"(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(?:[.,](\d{1,9}))?(?:(Z)|([+-])(\d{2}):(\d{2}))")
+_RFC3339 = re.compile(r"(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(?:[.,](\d{1,9}))?(?:(Z)|([+-])(\d{2}):(\d{2}))",
+                      re.ASCII)
 _MICROSECOND_DIGITS = 6
 _GO_ZERO_TIME = datetime(1, 1, 1, tzinfo=UTC)
 # Times already parsed (every pod of a Summary carries the same few): at most this many, then forgotten.
@@ -152,7 +153,7 @@ def _without(value: object, path: list[str]) -> object:
         copy = dict(value)
         copy[head] = _without(value[head], rest)
         return copy
-    if isinstance(value, list) and head.isdigit() and int(head) < len(value):
+    if isinstance(value, list) and head.isascii() and head.isdigit() and int(head) < len(value):
         if value[int(head)] is None:
             return None
         items = list(value)

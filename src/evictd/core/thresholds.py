@@ -99,8 +99,8 @@ def same_threshold(a: Threshold, b: Threshold) -> bool:
 _FLOAT32_MANTISSA_BITS = 24  # significand precision of IEEE binary32, hidden bit included
 _FLOAT32_MIN_EXPONENT = -149  # exponent of the smallest subnormal binary32 value
 _FLOAT32_OVERFLOW = Fraction(2) ** 128  # values rounding to this or above are out of range
-_DECIMAL_FLOAT = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
-_HEX_FLOAT = re.compile(r"([+-]?)0[xX]([0-9a-fA-F]*)\.?([0-9a-fA-F]*)[pP]([+-]?\d+)")
+_DECIMAL_FLOAT = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?", re.ASCII)  # Go reads ASCII digits only
+_HEX_FLOAT = re.compile(r"([+-]?)0[xX]([0-9a-fA-F]*)\.?([0-9a-fA-F]*)[pP]([+-]?\d+)", re.ASCII)
 _INFINITY = re.compile(r"([+-]?)(?:inf|infinity)", re.IGNORECASE)
 _NAN = re.compile(r"nan", re.IGNORECASE)
 
@@ -273,7 +273,7 @@ def allocatable_copy_origin(threshold: Threshold) -> Signal | None:
 
 # The keys of EvictdConfiguration's stall maps: hard, soft, soft grace periods, minimum reclaims.
 STALL_FIELDS = ("stallEvictionHard", "stallEvictionSoft", "stallEvictionSoftGracePeriod", "stallEvictionMinimumReclaim")
-_STALL_PERCENT = re.compile(r"(\d{1,3})(?:\.(\d{1,2}))?%")
+_STALL_PERCENT = re.compile(r"(\d{1,3})(?:\.(\d{1,2}))?%", re.ASCII)  # "٤٠%" is no share
 
 
 def _stall_basis_points(signal: Signal, raw: str) -> int:

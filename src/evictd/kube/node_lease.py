@@ -132,7 +132,7 @@ def crashed_on_this_host(holder: str, identity: str, pid_runs: Callable[[int], b
     theirs, ours = holder.split("/"), identity.split("/")
     if len(theirs) != 3 or len(ours) != 3 or theirs[1] != ours[1] or ours[1] == "unknown":
         return False
-    return theirs[2].isdigit() and theirs[2] != ours[2] and not pid_runs(int(theirs[2]))
+    return theirs[2].isascii() and theirs[2].isdigit() and theirs[2] != ours[2] and not pid_runs(int(theirs[2]))
 
 
 def micro_time(moment: datetime) -> str:

@@ -63,6 +63,7 @@ def test_flags_apply_after_the_dropins_and_evictd_settings_beside_them(tmp_path:
     ("10-other.conf", EVICTD + "dryRun: false\n", "a drop-in must be a KubeletConfiguration"),
     ("10-bad.conf", KUBELET + "evictionHard: {memory.available: 500MB}\n", "evictionHard"),
     ("10-yaml.conf", KUBELET + "evictionHard: {memory.available: [\n", "invalid YAML"),
+    ("10-twice.conf", KUBELET + "evictionMaxPodGracePeriod: 10\nevictionMaxPodGracePeriod: 20\n", "duplicate key"),
 ])
 def test_a_bad_dropin_is_a_config_error_naming_the_file(tmp_path: Path, name: str, text: str, says: str) -> None:
     path = write(tmp_path / "d" / name, text)

@@ -472,10 +472,13 @@ def read_dropins(folder: str, key: str = "--config-dir") -> list[tuple[str, Mapp
             raise ConfigError("holds no document: the kubelet refuses to start on an empty drop-in (write a "
                               f"KubeletConfiguration with apiVersion {KUBELET_API_VERSION}, or remove the file)",
                               key=key, value=FilePath(path))
-        document = read[0][0]
+        document, duplicates = read[0]
         if classify_document(document, where) != KUBELET_KIND:
             raise ConfigError(f"a drop-in must be a {KUBELET_KIND}", key=f"{where}.kind",
                               value=document.get("kind"))
+        if duplicates:  # the kubelet decodes drop-ins strictly: a key given twice stops it
+            raise ConfigError(f"duplicate key in a drop-in ({where}); the kubelet refuses to start on it",
+                              key=duplicates[0], value=document.get(duplicates[0]))
         documents.append((path, document))
     return documents
 

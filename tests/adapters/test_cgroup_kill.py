@@ -234,3 +234,36 @@ def test_without_a_cgroup_killer_a_stop_the_runtime_does_not_answer_fails_as_bef
         runtime = CriRuntime(client, RuntimeFilesystems(client, str(tmp_path), str(tmp_path)), gc=None)
         with pytest.raises(CRIError, match="DEADLINE_EXCEEDED"):
             runtime.stop_pod(eviction_of(pod_from_dict(pod("hog"))))
+
+
+@pytest.mark.parametrize(("stop", "signum"), [(kill_cgroup_tree, -9), (terminate_cgroup_tree, -15)])
+def test_a_listed_pid_reused_by_another_process_is_not_signalled(monkeypatch: pytest.MonkeyPatch,
+                                                                 stop: Callable[[str], int], signum: int) -> None:
+    """A PID read from cgroup.procs whose process exits and whose number another process takes before the signal:
+    the first listing names an outside process (as the reused PID would), which must survive."""
+    from evictd.adapters import cgroup_kill
+
+    outsider = subprocess.Popen(["sleep", "600"])
+    real_listing = cgroup_kill._pids_by_file
+    try:
+        with temporary_cgroup(CGROUP_MOUNT / "memory") as pod_cgroup:
+            member = start_in(pod_cgroup)
+            assert wait_until(lambda: len(procs(pod_cgroup)) == 2, 10.0)
+
+            def stale_listing(folder: str) -> dict[str, set[int]]:
+                listed = real_listing(folder)  # as read just before the outsider took a freed PID
+                listed[str(pod_cgroup / "cgroup.procs")].add(outsider.pid)
+                return listed
+
+            monkeypatch.setattr(cgroup_kill, "_pids_by_file", stale_listing)
+            stop(str(pod_cgroup))
+            assert member.wait(timeout=10) == signum
+            time.sleep(0.2)
+            assert outsider.poll() is None, "the process outside the pod's cgroup was signalled"
+            if signum == -15:  # SIGTERM leaves the forked child to the runtime's stop: end it here
+                monkeypatch.setattr(cgroup_kill, "_pids_by_file", real_listing)
+                kill_cgroup_tree(str(pod_cgroup))
+                assert wait_until(lambda: not procs(pod_cgroup), 10.0)
+    finally:
+        outsider.kill()
+        outsider.wait()

@@ -16,6 +16,11 @@ before it asks the runtime (`evictd.run.runtime_link.CriRuntime.stop_pod`): on t
 (200 MiB/s) was OOM-killed by the kernel 0.6-0.7 s after its hard eviction was decided while containerd, starved with
 the rest of the node, carried out the stop; the runtime still enforces the grace period (SIGKILL when it ends).
 
+Where PIDs are signalled (SIGTERM; SIGKILL on v1), a PID read from `cgroup.procs` may have been freed and reused by
+another process before the signal: each is opened as a pidfd first, the same `cgroup.procs` file is read again, and
+only the pidfds whose PID is still listed there are signalled (a pidfd names one process, never a later one with its
+PID). Where the kernel has no pidfds (before 5.3) the PIDs still listed are signalled by number.
+
 Invariants: only the given folder and the cgroups below it are touched; a process that is gone meanwhile is not an
 error; the count returned is the processes found (0: the cgroup held none, or is gone). What the runtime sees is
 what an OOM kill leaves: its containers exited on SIGKILL (it records them when it answers again).
@@ -24,15 +29,18 @@ what an OOM kill leaves: its containers exited on SIGKILL (it records them when 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import signal
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from evictd.adapters.cgroups import CgroupReader
 from evictd.core.errors import SampleError
 
 # Rounds of listing and killing on cgroup v1 before giving up on a cgroup that keeps forking.
 KILL_ROUNDS = 5
+# pidfds held open at once while confirming a listing: a fork bomb's thousands of PIDs in batches, not as many fds.
+PIDFD_BATCH = 256
 
 
 def _per_pod(cgroups: CgroupReader, per_tree: Callable[[str], int]) -> Callable[[str], int]:
@@ -76,13 +84,11 @@ def terminate_cgroup_tree(folder: str) -> int:
     """Send SIGTERM once to every process in the cgroup at `folder` and below; return how many were found. Raises
     SampleError when the cgroup cannot be read (not: when it is gone)."""
     try:
-        pids = _pids_below(folder)
+        listed = _pids_by_file(folder)
     except FileNotFoundError:
         return 0
-    for pid in pids:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGTERM)
-    return len(pids)
+    _signal_listed(listed, signal.SIGTERM)
+    return sum(len(pids) for pids in listed.values())
 
 
 def kill_cgroup_tree(folder: str) -> int:
@@ -104,34 +110,89 @@ def kill_cgroup_tree(folder: str) -> int:
             raise SampleError(kill_file, exc.strerror or str(exc)) from None
     for _ in range(KILL_ROUNDS):
         try:
-            pids = _pids_below(folder)
+            listed = _pids_by_file(folder)
         except FileNotFoundError:
             break
-        if not pids:
+        if not any(listed.values()):
             break
-        for pid in pids:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
+        _signal_listed(listed, signal.SIGKILL)
     return found
+
+
+def _signal_listed(listed: dict[str, set[int]], signum: int,
+                   reread: Callable[[str], set[int]] | None = None) -> None:
+    """Send `signum` to each process listed (`cgroup.procs` path -> PIDs) that is still listed there once a pidfd
+    holds it (`reread`: how a listing is read again; by default the file)."""
+    again = reread or _read_procs
+    for path, pids in listed.items():
+        ordered = sorted(pids)
+        for start in range(0, len(ordered), PIDFD_BATCH):
+            _signal_confirmed(path, ordered[start:start + PIDFD_BATCH], signum, again)
+
+
+def _signal_confirmed(path: str, pids: Iterable[int], signum: int, reread: Callable[[str], set[int]]) -> None:
+    handles: dict[int, int] = {}
+    try:
+        pidfds = True
+        for pid in pids:
+            try:
+                handles[pid] = os.pidfd_open(pid)
+            except ProcessLookupError:
+                continue  # gone already
+            except OSError as exc:
+                if exc.errno not in (errno.ENOSYS, errno.EINVAL):
+                    raise SampleError(path, exc.strerror or str(exc)) from None
+                pidfds = False  # no pidfds in this kernel: the PIDs still listed get the signal by number
+                handles[pid] = -1
+        try:
+            still = reread(path)
+        except FileNotFoundError:
+            return  # the cgroup is gone, and its processes with it
+        for pid, handle in handles.items():
+            if pid not in still:
+                continue  # exited, and its PID maybe another process's now
+            with contextlib.suppress(ProcessLookupError):
+                if pidfds and handle >= 0:
+                    signal.pidfd_send_signal(handle, signum)
+                else:
+                    os.kill(pid, signum)
+    finally:
+        for handle in handles.values():
+            if handle >= 0:
+                os.close(handle)
 
 
 def _pids_below(folder: str) -> set[int]:
     """The processes of the cgroup at `folder` and every cgroup below it. Raises FileNotFoundError when `folder` is
     gone, SampleError when a listing cannot be read."""
-    pids: set[int] = set()
+    return set().union(*_pids_by_file(folder).values())
+
+
+def _pids_by_file(folder: str) -> dict[str, set[int]]:
+    """Each `cgroup.procs` file of the cgroup at `folder` and below, with the PIDs it lists. Raises FileNotFoundError
+    when `folder` is gone, SampleError when a listing cannot be read."""
+    listed: dict[str, set[int]] = {}
     for current, _, _ in os.walk(folder, onerror=_gone_or_unreadable):
         path = os.path.join(current, "cgroup.procs")
         try:
-            with open(path, encoding="ascii") as handle:
-                pids.update(int(word) for word in handle.read().split())
+            listed[path] = _read_procs(path)
         except FileNotFoundError:
             if current == folder:
                 raise
-        except (OSError, ValueError) as exc:
-            raise SampleError(path, str(exc)) from None
     if not os.path.isdir(folder):
         raise FileNotFoundError(folder)
-    return pids
+    return listed
+
+
+def _read_procs(path: str) -> set[int]:
+    """The PIDs a `cgroup.procs` file lists. Raises FileNotFoundError when it is gone, SampleError otherwise."""
+    try:
+        with open(path, encoding="ascii") as handle:
+            return {int(word) for word in handle.read().split()}
+    except FileNotFoundError:
+        raise
+    except (OSError, ValueError) as exc:
+        raise SampleError(path, str(exc)) from None
 
 
 def _gone_or_unreadable(error: OSError) -> None:

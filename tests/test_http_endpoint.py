@@ -514,3 +514,59 @@ def test_endpoint_on_a_busy_port_is_a_config_error() -> None:
             HttpEndpoint(address, CollectorRegistry(), Health(10.0)).start()
     assert (info.value.key, info.value.value) == ("metricsBindAddress", address)
     assert "Address already in use" in info.value.reason
+
+
+def test_the_metrics_page_is_fresh_until_renderings_outrun_their_budget() -> None:
+    registry = CollectorRegistry()
+    gauge = Gauge("evictd_test_value", "A value that changes.", registry=registry)
+    page = http_endpoint.MetricsPage(registry, http_endpoint.RequestBudget(rate_per_s=4.0, burst=2.0))
+    gauge.set(1)
+    assert b"evictd_test_value 1.0" in page.bytes(100.0)
+    gauge.set(2)
+    assert b"evictd_test_value 2.0" in page.bytes(100.0), "a reader right after a change gets the change"
+    gauge.set(3)
+    assert b"evictd_test_value 2.0" in page.bytes(100.1), "budget spent: the last rendering"
+    assert b"evictd_test_value 3.0" in page.bytes(100.35), "a rendering due again"
+
+
+@pytest.mark.parametrize(("takes_at", "granted"), [
+    ([0.0, 0.0, 0.0, 0.0], [True, True, True, False]),  # the burst (3), then nothing until a token is due
+    ([0.0, 0.0, 0.0, 0.1, 0.2], [True, True, True, False, True]),  # 0.1 s: half a token; 0.2 s: one
+    ([0.0, 0.0, 0.0, 10.0, 10.0, 10.0, 10.0], [True, True, True, True, True, True, False]),  # refilled to the burst
+])
+def test_the_request_budget_is_a_token_bucket(takes_at: list[float], granted: list[bool]) -> None:
+    budget = http_endpoint.RequestBudget(rate_per_s=5.0, burst=3.0)
+    assert [budget.take(at) for at in takes_at] == granted
+
+
+def test_requests_over_the_budget_wait_in_the_queue_and_are_answered_later() -> None:
+    endpoint = HttpEndpoint("127.0.0.1:0", CollectorRegistry(), Health(HOUR_S), requests_per_s=4.0,
+                            request_burst=2.0)
+    endpoint.start()
+    answered: list[float] = []
+    lock = threading.Lock()
+
+    def client() -> None:
+        with socket.create_connection(("127.0.0.1", endpoint.port), timeout=30) as sock:
+            sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+            reply = b""
+            while chunk := sock.recv(4096):
+                reply += chunk
+        assert reply.startswith(b"HTTP/1.1 200")
+        with lock:
+            answered.append(time.monotonic())
+
+    try:
+        began = time.monotonic()
+        clients = [threading.Thread(target=client) for _ in range(10)]
+        for thread in clients:
+            thread.start()
+        for thread in clients:
+            thread.join(timeout=30)
+    finally:
+        endpoint.stop()
+    assert len(answered) == 10, "every request is answered in the end"
+    # 2 at once, then 4 a second: the tenth not before 2 s (8 tokens at 4/s), however fast the machine.
+    assert max(answered) - began >= 1.9
+    within_first_half_second = sum(1 for at in answered if at - began < 0.5)
+    assert within_first_half_second <= 2 + 2 + 1, "the burst and half a second's tokens, no more"

@@ -3,11 +3,14 @@
 Health answers are cheap: the loop records when its last cycle ended, and `/healthz` only compares that time
 with the clock (no I/O, no lock held by the loop).
 
-The endpoint listens on the pod IP (the kubelet probes it there), so no client that can reach it may hurt the
-node guard: docs/daemon.md's `/metrics` and `/healthz` paragraph lists the limits (the constants below). A response is
-built whole before it is sent, so `/metrics` takes the metrics' locks only while the page is generated, never
-while a client reads. A client that resets or disconnects costs nothing but its socket; an unexpected error
-while answering is one log line, and the server keeps serving.
+The endpoint listens on the pod IP (the kubelet probes it there), so no client that can reach it may hurt the node
+guard: docs/daemon.md's `/metrics` and `/healthz` paragraph lists the limits (the constants below). A response is
+built whole before it is sent, so `/metrics` takes the metrics' locks only while the page is generated, never while
+a client reads; renderings have a budget (RENDERS_PER_S): a scrape gets a fresh page unless clients ask faster than
+that, when they get the last one rendered. Requests beyond a budget (REQUESTS_PER_S) wait in the kernel's accept
+queue, where they cost evictd nothing, so a flood of clients costs a bounded share of a core. A client that resets
+or disconnects costs nothing but its socket; an unexpected error while answering is one log line, and the server
+keeps serving.
 """
 
 from __future__ import annotations
@@ -52,6 +55,14 @@ ACCEPTS_PER_TURN = 64
 ACCEPT_PAUSE_S = 0.5
 # The longest select() wait while connections are open (their deadlines are checked after each wait).
 MAX_WAIT_S = 1.0
+# Renderings of the /metrics page a second (and at once): Prometheus and a reader polling every 50 ms always get a
+# fresh page; a flood gets the last one rendered.
+RENDERS_PER_S = 20.0
+RENDER_BURST = 20.0
+# Requests answered a second, and the burst above it: probes and scrapes need about one a second; the rest of a
+# flood waits in the accept queue (LISTEN_BACKLOG deep: at this rate a full queue drains within the probes' 5 s).
+REQUESTS_PER_S = 400.0
+REQUEST_BURST = 100.0
 
 # Liveness: the loop cycles. Readiness adds: it can see every signal it has a threshold for (`Health.ready`).
 LIVENESS_PATHS = ("/healthz", "/livez")
@@ -135,7 +146,49 @@ def refusal(status: HTTPStatus, reason: str, *, head_only: bool = False) -> byte
     return response_bytes(status, TEXT, reason.encode(), head_only=head_only)
 
 
-def answer(head: bytes, registry: CollectorRegistry, health: Health) -> tuple[bytes, bool]:
+class MetricsPage:
+    """The `/metrics` page: rendered afresh while the render budget lasts, else the last rendering."""
+
+    def __init__(self, registry: CollectorRegistry, budget: RequestBudget | None = None) -> None:
+        self._registry = registry
+        self._budget = budget or RequestBudget(RENDERS_PER_S, RENDER_BURST)
+        self._page: bytes | None = None
+
+    def bytes(self, now: float) -> bytes:
+        if self._budget.take(now) or self._page is None:
+            self._page = generate_latest(self._registry)
+        return self._page
+
+
+class RequestBudget:
+    """A token bucket of requests: `rate_per_s` a second, up to `burst` at once."""
+
+    def __init__(self, rate_per_s: float = REQUESTS_PER_S, burst: float = REQUEST_BURST) -> None:
+        self._rate_per_s = rate_per_s
+        self._burst = burst
+        self._tokens = burst
+        self._at: float | None = None
+
+    def take(self, now: float) -> bool:
+        """Take one request's token; False (nothing taken) when there is none now."""
+        if self._at is not None:
+            self._tokens = min(self._burst, self._tokens + (now - self._at) * self._rate_per_s)
+        self._at = now
+        if self._tokens < 1.0:
+            return False
+        self._tokens -= 1.0
+        return True
+
+    def refund(self) -> None:
+        """Give back a token taken for a request that was not there."""
+        self._tokens = min(self._burst, self._tokens + 1.0)
+
+    def wait_s(self) -> float:
+        """How long until the next token (after a refused `take`)."""
+        return max(0.0, (1.0 - self._tokens) / self._rate_per_s)
+
+
+def answer(head: bytes, registry: CollectorRegistry | MetricsPage, health: Health) -> tuple[bytes, bool]:
     """Return (response, clean) for one request head (without its blank line).
 
     `clean` is False when the request was refused for its form, so the client may have sent more than was read.
@@ -166,7 +219,8 @@ def answer(head: bytes, registry: CollectorRegistry, health: Health) -> tuple[by
         return refusal(HTTPStatus.METHOD_NOT_ALLOWED, "GET or HEAD only"), True
     path = target.split("?", 1)[0]
     if path == METRICS_PATH:
-        return response_bytes(HTTPStatus.OK, CONTENT_TYPE_LATEST, generate_latest(registry), head_only=head_only), True
+        page = registry.bytes(time.monotonic()) if isinstance(registry, MetricsPage) else generate_latest(registry)
+        return response_bytes(HTTPStatus.OK, CONTENT_TYPE_LATEST, page, head_only=head_only), True
     if path in LIVENESS_PATHS or path == READINESS_PATH:
         healthy, reason = health.ready() if path == READINESS_PATH else health.status()
         status = HTTPStatus.OK if healthy else HTTPStatus.SERVICE_UNAVAILABLE
@@ -192,9 +246,12 @@ class HttpEndpoint:
     """The HTTP server on its own thread, as a daemon part: listening from `start` (a bad address raises
     ConfigError) until `stop`."""
 
-    def __init__(self, address: str, registry: CollectorRegistry, health: Health) -> None:
+    def __init__(self, address: str, registry: CollectorRegistry, health: Health, *,
+                 renders_per_s: float = RENDERS_PER_S, requests_per_s: float = REQUESTS_PER_S,
+                 request_burst: float = REQUEST_BURST) -> None:
         self._address = address
-        self._registry = registry
+        self._page = MetricsPage(registry, RequestBudget(renders_per_s, RENDER_BURST))
+        self._budget = RequestBudget(requests_per_s, request_burst)
         self._health = health
         self._log = structlog.get_logger("evictd")
 
@@ -275,9 +332,16 @@ class HttpEndpoint:
 
     def _accept(self) -> None:
         for _ in range(ACCEPTS_PER_TURN):
+            now = time.monotonic()
+            if not self._budget.take(now):
+                # Over budget: the queued clients wait in the kernel until a token is due.
+                self._selector.unregister(self._listener)
+                self._accepting_again_at = now + self._budget.wait_s()
+                return
             try:
                 sock, _peer = self._listener.accept()
             except (BlockingIOError, InterruptedError):
+                self._budget.refund()
                 return
             except ConnectionAbortedError:
                 continue  # reset while queued
@@ -330,7 +394,7 @@ class HttpEndpoint:
             start = len(conn.inbox) - len(conn.inbox.lstrip(b"\r\n"))  # empty lines before a request are ignored
             end = HEAD_END.search(conn.inbox, start)
             if end is not None and end.end() <= MAX_REQUEST_HEAD_BYTES:
-                response, clean = answer(conn.inbox[start:end.start()], self._registry, self._health)
+                response, clean = answer(conn.inbox[start:end.start()], self._page, self._health)
                 self._respond(conn, response, clean=clean and end.end() == len(conn.inbox))
                 return
             if len(conn.inbox) >= MAX_REQUEST_HEAD_BYTES:

@@ -227,9 +227,9 @@ def test_the_image_is_built_with_buildah_for_amd64_and_arm64_and_pushed_to_ghcr(
     assert f"ARG BASE={workflow['env']['BASE'].removeprefix('docker.io/library/')}" in containerfile
     job = workflow["jobs"]["image"]
     script = step_named(job, "build both architectures into one index and push it")["run"]
-    assert 'buildah build --platform "$PLATFORMS" --manifest evictd' in script
+    assert 'sudo buildah build --platform "$PLATFORMS" --manifest evictd' in script
     assert '-f deploy/Containerfile .' in script and '--build-arg "VERSION=$VERSION"' in script
-    assert 'buildah manifest push --all --digestfile "$RUNNER_TEMP/digest" evictd "docker://$IMAGE:$VERSION"' \
+    assert 'sudo buildah manifest push --all --digestfile "$RUNNER_TEMP/digest" evictd "docker://$IMAGE:$VERSION"' \
         in script
     assert "qemu-user-static" in job_script(job)
 

@@ -148,16 +148,18 @@ When that changes nothing, the shipped text itself (comments and all), so the de
 {{- $_ := include "evictd.mergePatch" (dict "target" $kubelet "patch" $values.eviction) -}}
 {{- $_ = include "evictd.mergePatch" (dict "target" $evictd "patch" $values.settings) -}}
 {{- $_ = set $evictd "dryRun" $values.dryRun -}}
+{{- $fleet := toJson (list $kubelet $evictd) -}}
 {{- $_ = include "evictd.mergePatch" (dict "target" $kubelet "patch" ($pool.eviction | default dict)) -}}
 {{- $_ = include "evictd.mergePatch" (dict "target" $evictd "patch" ($pool.settings | default dict)) -}}
 {{- if not (kindIs "invalid" $pool.dryRun) -}}
 {{- $_ = set $evictd "dryRun" $pool.dryRun -}}
 {{- end -}}
-{{- if eq (toJson (list $kubelet $evictd)) $before -}}
+{{- $layered := toJson (list $kubelet $evictd) -}}
+{{- if eq $layered $before -}}
 {{- $shipped -}}
 {{- else -}}
 # Rendered by the evictd chart: deploy/kubernetes/configmap.yaml's config.yaml with the values dryRun, eviction
-# and settings{{ if $pool.name }}, then pool {{ $pool.name }}'s{{ end }}, merged onto it (RFC 7386, as the kubelet merges its drop-in files).
+# and settings{{ if ne $layered $fleet }}, then pool {{ $pool.name }}'s,{{ end }} merged onto it (RFC 7386, as the kubelet merges drop-ins).
 # Check a change before installing it: evictd check-config --config config.yaml
 {{ include "evictd.configDocument" $kubelet }}
 ---

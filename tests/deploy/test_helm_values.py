@@ -22,6 +22,7 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
+import kubernetes_validate
 import pytest
 import yaml
 
@@ -39,6 +40,9 @@ SHIPPED_CONFIGMAP = CHART / "files" / "kubernetes" / "configmap.yaml"
 POOL_LABEL = "evictd.io/pool"
 CHECKSUM = "checksum/config"
 LOOPBACK = ("127.", "localhost", "[::1]", "::1")
+# The Kubernetes versions the rendered objects are validated against: the chart's oldest (Chart.yaml kubeVersion)
+# and the newest deploy/kubernetes is checked against (tests/deploy/test_manifests.py).
+KUBERNETES_VERSIONS = ("1.30.0", "1.37.0")
 
 Objects = list[dict[str, Any]]
 
@@ -211,6 +215,10 @@ def test_example_renders_configs_evictd_accepts(name: str, tmp_path: Path) -> No
     assert dry_runs(objects) == EXPECTED[name]["dryRun"]
     assert sorted(config_maps(objects)) == sorted(
         ["evictd-config", *(f"evictd-{pool['name']}-config" for pool in values.get("pools", []))])
+    for obj in objects:
+        if obj["kind"] in ("DaemonSet", "ConfigMap"):
+            for version in KUBERNETES_VERSIONS:
+                kubernetes_validate.validate(obj, version, strict=True)
     for ds_name, daemonset in daemonsets(objects).items():
         text = config_of(daemonset, objects)
         annotations = daemonset["spec"]["template"]["metadata"]["annotations"]
@@ -654,3 +662,17 @@ def test_schema_eviction_fields_are_kubelet_fields_and_signals() -> None:
     settings = SCHEMA["definitions"]["evictdSettings"]["properties"]
     for field in STALL_SETTINGS[:4]:
         assert set(settings[field]["properties"]) == {s.value for s in EVICTD_SIGNALS}, field
+
+
+def test_install_notes_say_which_daemonsets_act() -> None:
+    notes = {}
+    for name in ("dry-run.yaml", "canary-pool.yaml", "acting.yaml"):
+        done = helm("install", RELEASE, str(CHART), "--namespace", "evictd-system", "--dry-run=client",
+                    "--values", str(EXAMPLES / name))
+        notes[name] = done.stdout.partition("NOTES:")[2]
+    assert "In dry-run (deciding and logging, evicting nothing): evictd." in notes["dry-run.yaml"]
+    assert "Evicting" not in notes["dry-run.yaml"]
+    assert "DaemonSets evictd-system/evictd, evictd-canary:" in notes["canary-pool.yaml"]
+    assert "In dry-run (deciding and logging, evicting nothing): evictd." in notes["canary-pool.yaml"]
+    assert "Evicting: evictd-canary" in notes["canary-pool.yaml"]
+    assert "Evicting: evictd " in notes["acting.yaml"] and "In dry-run" not in notes["acting.yaml"]

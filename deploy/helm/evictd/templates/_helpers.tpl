@@ -100,7 +100,7 @@ config replaces the whole config.yaml; dryRun, eviction, settings and pools laye
 {{- if $values.settings }}{{ $layered = append $layered "settings" }}{{ end -}}
 {{- if $values.pools }}{{ $layered = append $layered "pools" }}{{ end -}}
 {{- if $layered -}}
-{{- fail (printf "config replaces the whole config.yaml, so it cannot be combined with %s (which layer onto the shipped config.yaml): unset config and state your changes in dryRun, eviction and settings, or put them in config" (join ", " $layered)) -}}
+{{- fail (printf "config replaces the whole config.yaml, and %s layer onto the shipped one: set one or the other (unset config and state your changes in dryRun, eviction, settings and pools, or write them all into config)" (join ", " $layered)) -}}
 {{- end -}}
 {{- end -}}
 {{- $names := dict -}}

@@ -379,6 +379,31 @@ def test_a_pool_daemonset_differs_from_the_default_only_where_it_should(tmp_path
     assert sets["evictd-canary"]["spec"]["template"]["metadata"]["labels"]["app.kubernetes.io/name"] == "evictd"
 
 
+def test_the_documented_set_flags(tmp_path: Path) -> None:
+    # docs/deployment.md's command lines: --set with a dot inside a key escaped, null removing a key.
+    done = helm("template", RELEASE, str(CHART), "--set", "dryRun=false",
+                "--set", "eviction.evictionHard.memory\\.available=500Mi",
+                "--set", "eviction.evictionHard.pid\\.available=null")
+    objects = [doc for doc in yaml.safe_load_all(done.stdout) if doc]
+    text = config_maps(objects)["evictd-config"]
+    kubelet, settings = documents(text)
+    shipped_kubelet, _ = documents(shipped_text())
+    assert settings["dryRun"] is False
+    assert kubelet["evictionHard"] == {**{k: v for k, v in shipped_kubelet["evictionHard"].items()
+                                          if k != "pid.available"}, "memory.available": "500Mi"}
+    check_config(text, tmp_path)
+
+
+def test_adding_a_pool_changes_the_default_daemonsets_affinity_not_its_config(tmp_path: Path) -> None:
+    # What docs/deployment.md warns of: the default DaemonSet's pods roll (their template's affinity changed), with
+    # the same config.yaml; the pool's pods are new.
+    default = daemonsets(render())["evictd"]
+    with_pool = daemonsets(render(EXAMPLES / "canary-pool.yaml"))["evictd"]
+    assert "affinity" in pod_spec(with_pool) and "affinity" not in pod_spec(default)
+    annotations = [ds["spec"]["template"]["metadata"]["annotations"][CHECKSUM] for ds in (default, with_pool)]
+    assert annotations[0] == annotations[1]
+
+
 def test_an_unchanged_layering_keeps_the_shipped_text(tmp_path: Path) -> None:
     # Values that restate the shipped configuration change nothing: the ConfigMap is the base's, comments and all.
     values = {"dryRun": True, "eviction": {"evictionHard": {"memory.available": "200Mi"}},
@@ -472,6 +497,11 @@ def test_kubelet_files_outside_the_kubelet_root_are_mounted_read_only() -> None:
         {"name": "kubelet-config", "mountPath": "/host/etc/kubernetes/kubelet/config.yaml", "readOnly": True},
         {"name": "kubelet-config-dir", "mountPath": "/host/etc/kubernetes/kubelet.conf.d", "readOnly": True},
     ]
+
+
+def test_an_empty_kubelet_config_file_reads_none(tmp_path: Path) -> None:
+    args, volumes, mounts = kubelet_wiring(render(values_file(tmp_path, {"kubelet": {"configFile": ""}})))
+    assert (args, volumes, mounts) == (["run", "--config", "/etc/evictd/config.yaml", "--kubelet-config", ""], [], [])
 
 
 def test_kubelet_files_below_the_kubelet_root_use_its_mount(tmp_path: Path) -> None:

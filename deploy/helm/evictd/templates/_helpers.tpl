@@ -95,7 +95,7 @@ config replaces the whole config.yaml; dryRun, eviction, settings and pools laye
 {{- $values := .Values -}}
 {{- if $values.config -}}
 {{- $layered := list -}}
-{{- if not $values.dryRun }}{{ $layered = append $layered "dryRun=false" }}{{ end -}}
+{{- if eq $values.dryRun false }}{{ $layered = append $layered "dryRun=false" }}{{ end -}}
 {{- if $values.eviction }}{{ $layered = append $layered "eviction" }}{{ end -}}
 {{- if $values.settings }}{{ $layered = append $layered "settings" }}{{ end -}}
 {{- if $values.pools }}{{ $layered = append $layered "pools" }}{{ end -}}
@@ -147,7 +147,9 @@ When that changes nothing, the shipped text itself (comments and all), so the de
 {{- $before := toJson (list $kubelet $evictd) -}}
 {{- $_ := include "evictd.mergePatch" (dict "target" $kubelet "patch" $values.eviction) -}}
 {{- $_ = include "evictd.mergePatch" (dict "target" $evictd "patch" $values.settings) -}}
+{{- if not (kindIs "invalid" $values.dryRun) -}}{{/* --set dryRun=null: as shipped */}}
 {{- $_ = set $evictd "dryRun" $values.dryRun -}}
+{{- end -}}
 {{- $fleet := toJson (list $kubelet $evictd) -}}
 {{- $_ = include "evictd.mergePatch" (dict "target" $kubelet "patch" ($pool.eviction | default dict)) -}}
 {{- $_ = include "evictd.mergePatch" (dict "target" $evictd "patch" ($pool.settings | default dict)) -}}

@@ -394,6 +394,13 @@ def test_the_documented_set_flags(tmp_path: Path) -> None:
     check_config(text, tmp_path)
 
 
+def test_a_null_dry_run_is_as_shipped() -> None:
+    # helm drops a default set to null: the shipped dryRun stays (never `dryRun: null`, which evictd refuses).
+    done = helm("template", RELEASE, str(CHART), "--set", "dryRun=null")
+    objects = [doc for doc in yaml.safe_load_all(done.stdout) if doc]
+    assert config_maps(objects) == {"evictd-config": shipped_text()}
+
+
 def test_adding_a_pool_changes_the_default_daemonsets_affinity_not_its_config(tmp_path: Path) -> None:
     # What docs/deployment.md warns of: the default DaemonSet's pods roll (their template's affinity changed), with
     # the same config.yaml; the pool's pods are new.

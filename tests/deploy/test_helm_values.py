@@ -32,7 +32,7 @@ from evictd.core.errors import ConfigError
 from evictd.core.kubelet_config import KUBELET_FIELDS
 from evictd.core.signals import EVICTD_SIGNALS, Signal
 from evictd.core.thresholds import parse_stall_thresholds, parse_threshold_config
-from helm_tool import CHART, RELEASE, helm, render, values_file
+from helm_tool import CHART, NAMESPACE, RELEASE, helm, render, values_file
 
 EXAMPLES = CHART / "examples"
 SCHEMA = json.loads((CHART / "values.schema.json").read_text(encoding="utf-8"))
@@ -381,7 +381,7 @@ def test_a_pool_daemonset_differs_from_the_default_only_where_it_should(tmp_path
 
 def test_the_documented_set_flags(tmp_path: Path) -> None:
     # docs/deployment.md's command lines: --set with a dot inside a key escaped, null removing a key.
-    done = helm("template", RELEASE, str(CHART), "--set", "dryRun=false",
+    done = helm("template", RELEASE, str(CHART), "--namespace", NAMESPACE, "--set", "dryRun=false",
                 "--set", "eviction.evictionHard.memory\\.available=500Mi",
                 "--set", "eviction.evictionHard.pid\\.available=null")
     objects = [doc for doc in yaml.safe_load_all(done.stdout) if doc]
@@ -396,7 +396,7 @@ def test_the_documented_set_flags(tmp_path: Path) -> None:
 
 def test_a_null_dry_run_is_as_shipped() -> None:
     # helm drops a default set to null: the shipped dryRun stays (never `dryRun: null`, which evictd refuses).
-    done = helm("template", RELEASE, str(CHART), "--set", "dryRun=null")
+    done = helm("template", RELEASE, str(CHART), "--namespace", NAMESPACE, "--set", "dryRun=null")
     objects = [doc for doc in yaml.safe_load_all(done.stdout) if doc]
     assert config_maps(objects) == {"evictd-config": shipped_text()}
 
@@ -704,7 +704,7 @@ def test_schema_eviction_fields_are_kubelet_fields_and_signals() -> None:
 def test_install_notes_say_which_daemonsets_act() -> None:
     notes = {}
     for name in ("dry-run.yaml", "canary-pool.yaml", "acting.yaml"):
-        done = helm("install", RELEASE, str(CHART), "--namespace", "evictd-system", "--dry-run=client",
+        done = helm("install", RELEASE, str(CHART), "--namespace", NAMESPACE, "--dry-run=client",
                     "--values", str(EXAMPLES / name))
         notes[name] = done.stdout.partition("NOTES:")[2]
     assert "In dry-run (deciding and logging, evicting nothing): evictd." in notes["dry-run.yaml"]

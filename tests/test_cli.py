@@ -274,10 +274,16 @@ def test_check_config_verifies_the_backstop_ordering_against_the_kubelets_config
     same = write(tmp_path, "same.yaml", KUBELET_BELOW.replace("100Mi", "200Mi"))
     result = evictd("check-config", "--config", ours, "--kubelet-config", same)
     assert result.returncode == 0 and "not a backstop" in result.stdout
-    assert "warning: memory.available" not in result.stderr, "the same threshold is a race, not a problem"
+    # The same threshold is a race: a problem line with the fix, on stderr and under the table.
+    race = ("memory.available: both at the same threshold: whichever checks first evicts, the kubelet and evictd race; "
+            "fix: lower the kubelet's threshold for this signal below evictd's hard threshold (a backstop), or to 0% "
+            "(evictd alone)")
+    assert f"warning: memory.available: both, at the same threshold: {race.split(': ', 1)[1]}" in result.stderr
+    assert f"  {race}" in result.stdout
     above = write(tmp_path, "above.yaml", KUBELET_BELOW.replace("100Mi", "300Mi"))
     result = evictd("check-config", "--config", ours, "--kubelet-config", above)
     assert "warning: memory.available: the kubelet first, then evictd: the kubelet's threshold is above" in result.stderr
+    assert "fix: lower the kubelet's threshold for this signal below evictd's hard threshold" in result.stderr
 
 
 def test_check_config_says_nobody_evicts_when_evictd_lost_its_thresholds_and_the_kubelets_are_off(

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from evictd.config import Configuration, EvictionSettings
+from evictd.config import Configuration
+from evictd.core.kubelet_config import EvictionSettings
 from evictd.core.limits_enforcer import EnforcerChoice, limits_enforcer
 
 # What the limits are, as check-config and the start-up log line name them.

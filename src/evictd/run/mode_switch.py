@@ -9,10 +9,10 @@ at the next one. What it says:
 - a label value not accepted: a warning, a Warning Event `EvictdModeLabelInvalid` and `evictd_mode_label_invalid`
   (the configured dryRun holds);
 - `evictd_mode{mode}`, `evictd_mode_source{source}`;
-- whenever evictd starts acting (at its first cycle, or after dry-run or standby): one warning per signal where the
-  kubelet's threshold equals or exceeds evictd's hard one (`kubelet races evictd`), and
+- whenever evictd starts acting with an API (at its first cycle, or after dry-run or standby): one warning per
+  signal where the kubelet's threshold equals or exceeds evictd's hard one (`kubelet races evictd`), and
   `evictd_handover_conflict{signal}` at 1 for those signals while acting (0 otherwise).
-Without a Kubernetes API evictions are reported only, whatever the mode (nothing could carry them out).
+Without a Kubernetes API evictions are reported only, whatever the mode (nothing could carry them out): no race.
 """
 
 from __future__ import annotations
@@ -110,7 +110,7 @@ class ModeSwitch:
         self._decision = decision
         self._say(before, decision)
         self._metrics.record_mode(decision.mode, decision.source, decision.bad_label is not None)
-        racing = frozenset(v.signal for v in self._racing) if decision.acting else frozenset()
+        racing = frozenset(v.signal for v in self._racing) if not self.reports_only() else frozenset()
         self._metrics.record_handover_conflicts(self._signals, racing)
         return decision
 
@@ -136,7 +136,7 @@ class ModeSwitch:
                     else "now acting: it evicts pods under node pressure")
             self._tell("Normal", MODE_CHANGED_REASON, f"evictd on this node is {what} ({_why(now, self._configured)})",
                        now)
-        if now.acting and (before is None or not before.acting):
+        if now.acting and self._api and (before is None or not before.acting):
             for verdict in self._racing:
                 self._log.warning("kubelet races evictd", **verdict_fields(verdict))
 

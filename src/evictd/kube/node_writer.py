@@ -83,7 +83,7 @@ class NodeStatusWriter:
         self._mode = mode
         self._period_s = update_period_s
         self._dry_run_given = dry_run
-        self._dry_run = dry_run if not callable(dry_run) else dry_run()
+        self._dry_run = dry_run if isinstance(dry_run, bool) else False  # a function is asked at each update
         self._was_dry_run: bool | None = None  # the mode of the last update (None: none yet)
         self._timeout_s = timeout_s
         self._clock = clock
@@ -105,7 +105,7 @@ class NodeStatusWriter:
 
         Raises KubeError when the node cannot be read or written (the next cycle tries again).
         """
-        self._dry_run = self._dry_run_given() if callable(self._dry_run_given) else self._dry_run_given
+        self._dry_run = self._mode_now()
         if self._was_dry_run is not None and self._dry_run != self._was_dry_run:
             self._written = None  # a mode change: the next write starts afresh
             if self._dry_run:  # acting until now: what it wrote is withdrawn, as at a stop
@@ -146,8 +146,12 @@ class NodeStatusWriter:
 
         Each request waits at most `timeout_s`. Raises KubeError when the node cannot be read or written.
         """
-        if not self._dry_run:
+        if not (self._dry_run if self._was_dry_run is not None else self._mode_now()):
             self._write(lambda existing, now: stopped_conditions(existing, self._mode, now), (), timeout_s)
+
+    def _mode_now(self) -> bool:
+        """Whether the writer is in dry-run now (a function given is asked)."""
+        return self._dry_run_given() if callable(self._dry_run_given) else self._dry_run_given
 
     def _write(self, conditions: Callable[[list[Any], str], list[dict[str, Any]]], pressure: Sequence[NodeCondition],
                timeout_s: float, node: dict[str, Any] | None = None, *, force: bool = False) -> None:

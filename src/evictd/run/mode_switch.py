@@ -87,8 +87,10 @@ class ModeSwitch:
 
     @property
     def decision(self) -> ModeDecision:
-        """The mode of this cycle (the first refresh's decision before it)."""
-        return self._decision if self._decision is not None else self.refresh()
+        """The mode of this cycle (before the first refresh: what it would decide now, not said)."""
+        if self._decision is not None:
+            return self._decision
+        return decide_mode(self._configured, self._label(), standby=self._standby() is not None, pinned=self._pinned)
 
     def acting(self) -> bool:
         """Whether this cycle acts: evicts, reclaims, writes the node (never without an API for evictions)."""

@@ -286,6 +286,28 @@ def test_check_config_verifies_the_backstop_ordering_against_the_kubelets_config
     assert "fix: lower the kubelet's threshold for this signal below evictd's hard threshold" in result.stderr
 
 
+def test_check_config_says_who_enforces_ephemeral_storage_limits(tmp_path: Path) -> None:
+    ours = "config/kubelet-config.yaml"
+    isolated = write(tmp_path, "isolated.yaml", KUBELET_BELOW)  # localStorageCapacityIsolation absent: true
+    text = evictd("check-config", "--config", ours, "--kubelet-config", isolated)
+    assert ("ephemeral-storage limits enforced by: kubelet (ephemeralStorageLimitsEnforcer: auto, and the kubelet's "
+            "localStorageCapacityIsolation is true)") in text.stdout.splitlines()
+    unknown = evictd("check-config", "--config", ours, "--kubelet-config", "", "-o", "json")
+    assert unknown.returncode == 0, unknown.stderr
+    assert json.loads(unknown.stdout)["ephemeralStorageLimits"] == {
+        "enforcer": "kubelet", "setting": "auto",
+        "reason": "ephemeralStorageLimitsEnforcer: auto, and the kubelet's configuration was not read (its default, "
+                  "localStorageCapacityIsolation: true, assumed)"}
+    off = write(tmp_path, "off.yaml", KUBELET_BELOW + "localStorageCapacityIsolation: false\n")
+    document = json.loads(evictd("check-config", "--config", ours, "--kubelet-config", off, "-o", "json").stdout)
+    assert document["ephemeralStorageLimits"]["enforcer"] == "evictd"
+    # Both off: nobody enforces them, and that is a warning.
+    both_off = write(tmp_path, "evictd-off.yaml", KUBELET + "localStorageCapacityIsolation: false\n")
+    result = evictd("check-config", "--config", both_off, "--kubelet-config", off)
+    assert result.returncode == 0 and "ephemeral-storage limits enforced by: nobody (" in result.stdout
+    assert "warning: nobody enforces pods' ephemeral-storage limits" in result.stderr
+
+
 def test_check_config_says_nobody_evicts_when_evictd_lost_its_thresholds_and_the_kubelets_are_off(
         tmp_path: Path) -> None:
     lost = write(tmp_path, "lost.yaml", KUBELET + "evictionHard: {}\n")

@@ -47,7 +47,6 @@ class NodeLabelWatch:
         self._on_error = on_error
         self._lock = threading.Lock()
         self._label: str | None = None
-        self._read = False  # a read succeeded once
         self._failing = False
         self._announcements: queue.SimpleQueue[tuple[str, str, str]] = queue.SimpleQueue()
         self._wake = threading.Event()
@@ -58,11 +57,6 @@ class NodeLabelWatch:
         """The label's value as last read (None: absent, or never read)."""
         with self._lock:
             return self._label
-
-    def has_read(self) -> bool:
-        """Whether a read of the Node succeeded since start."""
-        with self._lock:
-            return self._read
 
     def announce(self, event_type: str, reason: str, message: str) -> None:
         """Have the thread write an Event on the Node; returns at once."""
@@ -83,7 +77,6 @@ class NodeLabelWatch:
         value = labels.get(MODE_LABEL)
         with self._lock:
             self._label = value if isinstance(value, str) else None if value is None else str(value)
-            self._read = True
         if self._failing:
             self._log.info("node label readable again", label=MODE_LABEL)
         self._failing = False

@@ -274,10 +274,38 @@ def test_check_config_verifies_the_backstop_ordering_against_the_kubelets_config
     same = write(tmp_path, "same.yaml", KUBELET_BELOW.replace("100Mi", "200Mi"))
     result = evictd("check-config", "--config", ours, "--kubelet-config", same)
     assert result.returncode == 0 and "not a backstop" in result.stdout
-    assert "warning: memory.available" not in result.stderr, "the same threshold is a race, not a problem"
+    # The same threshold is a race: a problem line with the fix, on stderr and under the table.
+    race = ("memory.available: both at the same threshold: whichever checks first evicts, the kubelet and evictd race; "
+            "fix: lower the kubelet's threshold for this signal below evictd's hard threshold (a backstop), or to 0% "
+            "(evictd alone)")
+    assert f"warning: memory.available: both, at the same threshold: {race.split(': ', 1)[1]}" in result.stderr
+    assert f"  {race}" in result.stdout
     above = write(tmp_path, "above.yaml", KUBELET_BELOW.replace("100Mi", "300Mi"))
     result = evictd("check-config", "--config", ours, "--kubelet-config", above)
     assert "warning: memory.available: the kubelet first, then evictd: the kubelet's threshold is above" in result.stderr
+    assert "fix: lower the kubelet's threshold for this signal below evictd's hard threshold" in result.stderr
+
+
+def test_check_config_says_who_enforces_ephemeral_storage_limits(tmp_path: Path) -> None:
+    ours = "config/kubelet-config.yaml"
+    isolated = write(tmp_path, "isolated.yaml", KUBELET_BELOW)  # localStorageCapacityIsolation absent: true
+    text = evictd("check-config", "--config", ours, "--kubelet-config", isolated)
+    assert ("ephemeral-storage limits enforced by: kubelet (ephemeralStorageLimitsEnforcer: auto, and the kubelet's "
+            "localStorageCapacityIsolation is true)") in text.stdout.splitlines()
+    unknown = evictd("check-config", "--config", ours, "--kubelet-config", "", "-o", "json")
+    assert unknown.returncode == 0, unknown.stderr
+    assert json.loads(unknown.stdout)["ephemeralStorageLimits"] == {
+        "enforcer": "kubelet", "setting": "auto",
+        "reason": "ephemeralStorageLimitsEnforcer: auto, and the kubelet's configuration was not read (its default, "
+                  "localStorageCapacityIsolation: true, assumed)"}
+    off = write(tmp_path, "off.yaml", KUBELET_BELOW + "localStorageCapacityIsolation: false\n")
+    document = json.loads(evictd("check-config", "--config", ours, "--kubelet-config", off, "-o", "json").stdout)
+    assert document["ephemeralStorageLimits"]["enforcer"] == "evictd"
+    # Both off: nobody enforces them, and that is a warning.
+    both_off = write(tmp_path, "evictd-off.yaml", KUBELET + "localStorageCapacityIsolation: false\n")
+    result = evictd("check-config", "--config", both_off, "--kubelet-config", off)
+    assert result.returncode == 0 and "ephemeral-storage limits enforced by: nobody (" in result.stdout
+    assert "warning: nobody enforces pods' ephemeral-storage limits" in result.stderr
 
 
 def test_check_config_says_nobody_evicts_when_evictd_lost_its_thresholds_and_the_kubelets_are_off(

@@ -11,6 +11,7 @@ import pytest
 from evictd.config import EvictdSettings, LogFormat, StatsOrigin, load_configuration
 from evictd.core.cgroup_driver import CgroupDriver
 from evictd.core.errors import ConfigError
+from evictd.core.limits_enforcer import LimitsEnforcer
 from evictd.core.node_status import ConditionMode
 
 KUBELET = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"
@@ -172,8 +173,10 @@ def test_soft_evictions_through_the_eviction_api_are_off_by_default_and_settable
         (EVICTD, "logFormat", "auto, json, console", "log_format", LogFormat.CONSOLE),
         (EVICTD, "nodeConditionMode", "evictd, standard", "node_condition_mode", ConditionMode.STANDARD),
         (KUBELET, "cgroupDriver", "cgroupfs, systemd", "cgroup_driver", CgroupDriver.SYSTEMD),  # inherited
+        (EVICTD, "ephemeralStorageLimitsEnforcer", "auto, kubelet, evictd", "ephemeral_storage_limits_enforcer",
+         LimitsEnforcer.EVICTD),
     ],
-    ids=["stats-source", "log-format", "node-condition-mode", "cgroup-driver"],
+    ids=["stats-source", "log-format", "node-condition-mode", "cgroup-driver", "ephemeral-storage-limits-enforcer"],
 )
 def test_a_choice_setting_is_one_of_its_values(
     tmp_path: Path, document: str, key: str, choices: str, setting: str, member: object

@@ -149,7 +149,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_config_options(run, kubelet_flags=True)
     _add_kubelet_config_option(run)
     _add_state_dir_option(run)
-    run.add_argument("--dry-run", action="store_true", help="decide and report, change nothing")
+    run.add_argument("--dry-run", action="store_true",
+                     help="decide and report, change nothing (whatever the Node's evictd.io/mode label says)")
     run.add_argument("--cycles", type=int, default=0, metavar="N",
                      help="stop after N housekeeping cycles (0: run until SIGTERM/SIGINT)")
 
@@ -391,9 +392,8 @@ def _run(args: argparse.Namespace) -> int:
     if args.cycles < 0:
         raise ConfigError("must not be negative", key="--cycles", value=args.cycles)
     check_settings(configuration)
-    kubelet = find_kubelet_file(args.kubelet_config, configuration.evictd.kubelet_root_dir,
-                                    args.kubelet_config_dir)
-    return serve(build_daemon(configuration, max_cycles=args.cycles, kubelet=kubelet))
+    kubelet = find_kubelet_file(args.kubelet_config, configuration.evictd.kubelet_root_dir, args.kubelet_config_dir)
+    return serve(build_daemon(configuration, max_cycles=args.cycles, kubelet=kubelet, pinned_dry_run=args.dry_run))
 
 
 def _shadow_report(args: argparse.Namespace) -> int:

@@ -45,6 +45,7 @@ from evictd.core.kubelet_config import (
     unknown_kubelet_fields,
     with_stall_settings,
 )
+from evictd.core.limits_enforcer import LimitsEnforcer
 from evictd.core.memory_reclaim import DEFAULT_BUDGET_S, MAX_BUDGET_S
 from evictd.core.node_status import ConditionMode
 from evictd.core.psi import microseconds, psi_trigger
@@ -160,6 +161,9 @@ class EvictdSettings:
     eviction_api_max_candidates: int = field(default=3, metadata={"yaml": "evictionAPIMaxCandidates", "max": 100})
     eviction_api_deadline_s: float = field(default=300.0, metadata={"yaml": "evictionAPIDeadline",
                                                                     "allow_zero": True})
+    # Who enforces pods' ephemeral-storage limits (core/limits_enforcer.py): never both evictd and the kubelet.
+    ephemeral_storage_limits_enforcer: LimitsEnforcer = field(default=LimitsEnforcer.AUTO,
+                                                              metadata={"yaml": "ephemeralStorageLimitsEnforcer"})
     recorder: bool = field(default=True, metadata={"yaml": "recorder"})
     recorder_max_bytes: int = field(default=64 << 20, metadata={"yaml": "recorderMaxBytes",
                                                                 "max": MAX_RECORDER_BYTES})

@@ -62,7 +62,9 @@ def test_a_volume_nested_past_path_max_is_measured_and_its_size_limit_acts(
                                                                  "emptyDir": {"sizeLimit": "100Mi"}}]))
     daemon = EvictdProcess(
         tmp_path, kubelet="evictionHard: {memory.available: 1Mi}\nenforceNodeAllocatable: []\n",
+        # evictd enforces the emptyDir's sizeLimit (no kubelet configuration is read here: by default the kubelet would).
         evictd=(f"nodeName: {NODE}\nkubeconfig: {apiserver.kubeconfig_path}\ndryRun: true\n"
+                "ephemeralStorageLimitsEnforcer: evictd\n"
                 f"containerRuntimeEndpoint: unix://{tmp_path}/no-runtime.sock\n"
                 "housekeepingInterval: 500ms\npsiWakeups: false\nmemcgWakeups: false\n"
                 + deep_pod.evictd_settings(tmp_path)))

@@ -365,6 +365,33 @@ def test_dry_run_writes_nothing(apiserver: ApiServer, make_writer: MakeWriter, c
     assert node(apiserver) == before
 
 
+def test_a_mode_switched_to_dry_run_withdraws_and_back_to_acting_writes_at_once(
+    apiserver: ApiServer, make_writer: MakeWriter, clocks: ManualClock
+) -> None:
+    # The node's mode (evictd.io/mode) is asked at each update: acting, then dry-run, then acting again.
+    dry_run = [False]
+    writer = make_writer(dry_run=lambda: dry_run[0])
+    writer.update([MEMORY])
+    assert conditions(apiserver)["EvictdMemoryPressure"]["status"] == "True"
+    assert taints(apiserver) == [FOREIGN_TAINT, MEMORY_TAINT]
+
+    dry_run[0] = True
+    clocks.advance(1)
+    assert writer.update([MEMORY]) == [], "the switch's update withdraws; no transition to report"
+    assert taints(apiserver) == [FOREIGN_TAINT], "a dry-run evictd keeps no taint on the node"
+    assert texts(conditions(apiserver)["EvictdMemoryPressure"])[:2] == ("Unknown", "EvictdStopped")
+    before, written = node(apiserver), len(writes(apiserver))
+    clocks.advance(60)
+    writer.update([MEMORY, DISK])
+    assert len(writes(apiserver)) == written and node(apiserver) == before, "dry-run writes nothing"
+
+    dry_run[0] = False
+    clocks.advance(1)
+    assert writer.update([MEMORY]) == [("NodeHasInsufficientMemory", "MemoryPressure")]
+    assert conditions(apiserver)["EvictdMemoryPressure"]["status"] == "True", "written at the first acting update"
+    assert taints(apiserver) == [FOREIGN_TAINT, MEMORY_TAINT]
+
+
 # --- a clean stop ----------------------------------------------------------------------------------------------
 
 

@@ -18,6 +18,7 @@ from evictd.core.engine import EngineConfig
 from evictd.core.errors import SampleError
 from evictd.core.fs_layout import FsLayout
 from evictd.core.handover import NO_THRESHOLDS, judge_handover
+from evictd.core.limits_enforcer import Enforcer
 from evictd.core.thresholds import derive_containerfs_thresholds
 from evictd.kubelet_file import KubeletFile
 
@@ -30,6 +31,7 @@ EXIT_OK = 0
 def check_config(configuration: Configuration, layout: FsLayout, kubelet: KubeletFile, *, read_cgroups: bool,
                  output: str) -> int:
     """Print the check of `configuration` (text or json `output`) with the kubelet's `kubelet`; return 0."""
+    from evictd.cycle.limits_choice import LIMITS, limits_choice, limits_json, limits_text
     from evictd.cycle.render import handover_json, handover_text, threshold_json, thresholds_text
 
     engine_config = EngineConfig.from_settings(configuration.eviction)
@@ -44,10 +46,14 @@ def check_config(configuration: Configuration, layout: FsLayout, kubelet: Kubele
         print(f"warning: {NO_THRESHOLDS}", file=sys.stderr)
     for verdict in handover.problems:
         print(f"warning: {verdict.signal}: {verdict.now}: {verdict.detail}", file=sys.stderr)
+    limits = limits_choice(configuration, kubelet.eviction)
+    if limits.enforcer is Enforcer.NOBODY:
+        print(f"warning: nobody enforces {LIMITS}: {limits.reason}", file=sys.stderr)
     protection = _node_protection(configuration, read_cgroups=read_cgroups)
     if output == "json":
         print(json.dumps({"thresholds": [threshold_json(t) for t in shown],
                           "handover": handover_json(handover, kubelet.note),
+                          "ephemeralStorageLimits": limits_json(configuration, limits),
                           "node_protection": [finding.fields() for finding in protection]}, indent=2))
         return EXIT_OK
     eviction = configuration.eviction
@@ -58,6 +64,7 @@ def check_config(configuration: Configuration, layout: FsLayout, kubelet: Kubele
     print(f"pressure transition period: {eviction.pressure_transition_period_s:g}s")
     print(f"max pod grace period (soft evictions): {eviction.max_pod_grace_period_s}s")
     print(f"local storage capacity isolation: {str(eviction.local_storage_capacity_isolation).lower()}")
+    print(limits_text(limits))
     print(f"enforce node allocatable: {', '.join(eviction.enforce_node_allocatable) or '(none)'}")
     print(f"housekeeping interval: {configuration.evictd.housekeeping_interval_s:g}s")
     own = configuration.evictd

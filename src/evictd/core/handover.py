@@ -53,6 +53,13 @@ class Evicts(StrEnum):
     UNKNOWN = "unknown"  # evictd has none, and the kubelet's configuration was not read
 
 
+# The verdicts where the kubelet evicts before evictd or races it: loud while evictd acts (`racing_signals`).
+RACING = (Evicts.SAME, Evicts.KUBELET_FIRST)
+# What to do about a race, as a problem line says it.
+RACE_FIX = ("fix: lower the kubelet's threshold for this signal below evictd's hard threshold (a backstop), or to "
+            "0% (evictd alone)")
+
+
 class Mode(StrEnum):
     """What the two configurations make of the node as a whole."""
 
@@ -72,7 +79,7 @@ class SignalVerdict:
     evicts: Evicts
     now: str  # who evicts today, in words (a dry-run evictd evicts nothing)
     detail: str
-    problem: bool  # worth a warning: nobody on a guarded signal, the kubelet before evictd, an unverified order
+    problem: bool  # worth a warning: nobody on a guarded signal, a race with the kubelet, an unverified order
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +92,12 @@ class Handover:
     @property
     def problems(self) -> tuple[SignalVerdict, ...]:
         return tuple(v for v in self.verdicts if v.problem)
+
+
+def racing_signals(handover: Handover) -> frozenset[Signal]:
+    """The signals where the kubelet's threshold equals or exceeds evictd's hard one (`RACING`): an acting evictd
+    races the kubelet there."""
+    return frozenset(v.signal for v in handover.verdicts if v.evicts in RACING)
 
 
 def compare_values(a: ThresholdValue, b: ThresholdValue) -> int | None:
@@ -125,10 +138,10 @@ def _order(evictd: Sequence[Threshold], kubelet: Sequence[Threshold]) -> tuple[E
     if order > 0:
         return Evicts.EVICTD_FIRST, "evictd acts first; the kubelet acts only if evictd did not (backstop)"
     if order == 0:
-        return Evicts.SAME, ("both at the same threshold: whichever checks first evicts; for a backstop set the "
-                             "kubelet's below evictd's")
+        return Evicts.SAME, ("both at the same threshold: whichever checks first evicts, the kubelet and evictd "
+                             f"race; {RACE_FIX}")
     return Evicts.KUBELET_FIRST, ("the kubelet's threshold is above evictd's first one: the kubelet evicts before "
-                                  "evictd; for a backstop set it below evictd's hard threshold")
+                                  f"evictd; {RACE_FIX}")
 
 
 def _verdict(signal: Signal, evictd: tuple[Threshold, ...], kubelet: tuple[Threshold, ...] | None,
@@ -149,7 +162,9 @@ def _verdict(signal: Signal, evictd: tuple[Threshold, ...], kubelet: tuple[Thres
         evicts, detail, problem = Evicts.KUBELET, "evictd has no threshold here: the kubelet alone", False
     else:
         evicts, detail = _order(evictd, kubelet)
-        problem = evicts in (Evicts.KUBELET_FIRST, Evicts.ORDER_UNKNOWN)
+        # The same threshold races only an acting evictd (the hand-over's first step runs a dry-run evictd at the
+        # kubelet's thresholds on purpose); the kubelet first is wrong either way.
+        problem = evicts in (Evicts.KUBELET_FIRST, Evicts.ORDER_UNKNOWN) or (evicts is Evicts.SAME and not dry_run)
     if dry_run and evicts is Evicts.EVICTD:  # the hand-over done in the wrong order
         detail, problem = f"{detail}, and evictd is in dry-run: nobody evicts today", True
     return SignalVerdict(signal, evictd, kubelet, evicts, _now(evicts, dry_run, bool(kubelet)), detail, problem)

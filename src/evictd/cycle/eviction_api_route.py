@@ -46,6 +46,9 @@ class EvictionApiRoute:
     deadline_s: float
     # The pod (namespace/name) an accepted eviction is still releasing in the background, if any (None: none).
     pending_release: Callable[[], str | None] = lambda: None
+    # Whether the route is taken this cycle: not while the node's mode is dry-run (evictions then go the kubelet's
+    # way, reported only).
+    active: Callable[[], bool] = lambda: True
 
 
 def is_soft(eviction: Eviction) -> bool:

@@ -384,7 +384,7 @@ class EvictionManager:
         if succeeded:
             return replace(seen, acted=Acted(reclaim=reclaim, reclaim_succeeded=True, after_reclaim=after,
                                              memory_reclaim=memory), errors=tuple(errors))
-        route = self._eviction_api
+        route = self._eviction_api if self._eviction_api is not None and self._eviction_api.active() else None
         assessment = seen.decided.assessment
 
         def choose(observations: Mapping[Signal, Observation], stats: Summary) -> EvictionChoice:

@@ -204,7 +204,10 @@ class ClusterSync:
                  critical: CriticalPodRecord | None = None, should_stop: Callable[[], bool] = lambda: False,
                  reclaim_event_period_s: float = 0.0, clock: Clock = SYSTEM_CLOCK,
                  report_wait_s: float = REPORT_WAIT_S, standby: Callable[[], str | None] = lambda: None,
-                 volumes_left: Callable[[str], bool] = lambda uid: False) -> None:
+                 volumes_left: Callable[[str], bool] = lambda uid: False,
+                 reports_only: Callable[[], bool] = lambda: False) -> None:
+        # While the node's mode is dry-run, pending eviction writes wait for it to act again.
+        self._reports_only = reports_only
         # Polled during the wait after an eviction: a daemon asked to stop gives up waiting.
         self._should_stop = should_stop
         # Whether a pod (by UID) still has disk-backed emptyDir volumes on this node (False: none, or cannot tell).
@@ -225,10 +228,10 @@ class ClusterSync:
         """Hand what the cycle decided about the node (its `assessment`, the OOM kills since the last one, and `note`, a
         Normal event of evictd's own: reason, message) to the reporter, waiting for it at most its `wait_s` or until
         `interrupted` says a cycle is wanted now; retry pending eviction writes (each request at most
-        REPLAY_TIMEOUT_S); remember which pods the pod list says are critical."""
+        REPLAY_TIMEOUT_S; not while the node's mode is dry-run); remember which pods the pod list says are critical."""
         self._remember_critical_pods()
         self._reporter.submit(assessment, oom, note, interrupted=interrupted)
-        if self._evictor is not None:
+        if self._evictor is not None and not self._reports_only():
             for error in self._evictor.replay(REPLAY_TIMEOUT_S):
                 self._log.warning("pending eviction writes still failing", error=str(error))
 

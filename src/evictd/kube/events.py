@@ -11,7 +11,7 @@ events) go on the Event's metadata.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -40,15 +40,23 @@ def rfc3339(moment: datetime) -> str:
 
 
 class EventRecorder:
-    """Creates, counts on, combines or drops core/v1 Events. `dry_run` only returns what would be written."""
+    """Creates, counts on, combines or drops core/v1 Events. In dry-run (`dry_run`: a flag, or asked before each
+    event when it is a function: the node's mode) it only returns what would be written."""
 
-    def __init__(self, api: KubeApi | None, node_name: str, *, dry_run: bool = False, timeout_s: float = 10.0,
-                 clock: Clock = SYSTEM_CLOCK) -> None:
-        self._api = None if dry_run else api
+    def __init__(self, api: KubeApi | None, node_name: str, *, dry_run: bool | Callable[[], bool] = False,
+                 timeout_s: float = 10.0, clock: Clock = SYSTEM_CLOCK) -> None:
+        self._given_api = api
+        self._dry_run = dry_run
         self._node = node_name
         self._timeout_s = timeout_s
         self._clock = clock
         self._correlator = EventCorrelator()
+
+    @property
+    def _api(self) -> KubeApi | None:
+        """The API to write to now: None in dry-run."""
+        dry = self._dry_run() if callable(self._dry_run) else self._dry_run
+        return None if dry else self._given_api
 
     def node_ref(self) -> ObjectRef:
         """The node as the kubelet refers to it in events (its name doubles as UID; namespace "")."""
@@ -71,8 +79,9 @@ class EventRecorder:
             # client-go's patch of a repeat: count, lastTimestamp and message (a combined event's changes).
             patch: dict[str, Any] = {"count": verdict.count, "lastTimestamp": rfc3339(now), "message": verdict.message}
             try:
-                if self._api is not None:
-                    self._api.patch_event(namespace, verdict.name, patch, timeout_s=timeout_s)
+                api = self._api
+                if api is not None:
+                    api.patch_event(namespace, verdict.name, patch, timeout_s=timeout_s)
                 return patch
             except KubeError as exc:
                 if exc.status != NOT_FOUND:
@@ -99,9 +108,10 @@ class EventRecorder:
             "reportingComponent": COMPONENT,
             "reportingInstance": self._node,
         }
-        if self._api is not None:
+        api = self._api
+        if api is not None:
             try:
-                self._api.create_event(namespace, body, timeout_s=timeout_s)
+                api.create_event(namespace, body, timeout_s=timeout_s)
             except KubeError:
                 self._correlator.forget(verdict.key)
                 raise

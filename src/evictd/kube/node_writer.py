@@ -65,13 +65,15 @@ class StandingBy(KubeError):
 
 
 class NodeStatusWriter:
-    """Keeps the node's evictd conditions and taints current. `dry_run` computes without writing. With a
-    `heartbeat` (the node Lease) being renewed, the unchanged conditions are written every `report_period_s`."""
+    """Keeps the node's evictd conditions and taints current. `dry_run` computes without writing (a flag, or asked
+    at each update when it is a function: the node's mode). With a `heartbeat` (the node Lease) being renewed, the
+    unchanged conditions are written every `report_period_s`. When the mode goes from acting to dry-run, the first
+    update withdraws what was written (as a stop does); from dry-run to acting, it writes the conditions at once."""
 
     def __init__(self, api: KubeApi, node_name: str, mode: ConditionMode, *,
                  update_period_s: float = NODE_STATUS_UPDATE_S, report_period_s: float = NODE_STATUS_REPORT_S,
                  heartbeat: Heartbeat | None = None, jitter: Callable[[], float] = kubelet_report_jitter,
-                 dry_run: bool = False, timeout_s: float = 10.0, clock: Clock = SYSTEM_CLOCK,
+                 dry_run: bool | Callable[[], bool] = False, timeout_s: float = 10.0, clock: Clock = SYSTEM_CLOCK,
                  standby: Callable[[], str | None] = lambda: None) -> None:
         self._api = api
         # Why evictd must not write now (the node Lease's `standby_reason`), asked again right before each write:
@@ -80,7 +82,9 @@ class NodeStatusWriter:
         self._node = node_name
         self._mode = mode
         self._period_s = update_period_s
-        self._dry_run = dry_run
+        self._dry_run_given = dry_run
+        self._dry_run = dry_run if isinstance(dry_run, bool) else False  # a function is asked at each update
+        self._was_dry_run: bool | None = None  # the mode of the last update (None: none yet)
         self._timeout_s = timeout_s
         self._clock = clock
         self._written: tuple[NodeCondition, ...] | None = None
@@ -101,6 +105,15 @@ class NodeStatusWriter:
 
         Raises KubeError when the node cannot be read or written (the next cycle tries again).
         """
+        self._dry_run = self._mode_now()
+        if self._was_dry_run is not None and self._dry_run != self._was_dry_run:
+            self._written = None  # a mode change: the next write starts afresh
+            if self._dry_run:  # acting until now: what it wrote is withdrawn, as at a stop
+                self._write(lambda existing, now: stopped_conditions(existing, self._mode, now), (), self._timeout_s,
+                            force=True)
+                self._was_dry_run = True
+                return []
+        self._was_dry_run = self._dry_run
         current = tuple(c for c in NodeCondition if c in pressure)
         changed = current != self._written
         now_s = self._clock.monotonic()
@@ -133,18 +146,22 @@ class NodeStatusWriter:
 
         Each request waits at most `timeout_s`. Raises KubeError when the node cannot be read or written.
         """
-        if not self._dry_run:
+        if not (self._dry_run if self._was_dry_run is not None else self._mode_now()):
             self._write(lambda existing, now: stopped_conditions(existing, self._mode, now), (), timeout_s)
 
+    def _mode_now(self) -> bool:
+        """Whether the writer is in dry-run now (a function given is asked)."""
+        return self._dry_run_given() if callable(self._dry_run_given) else self._dry_run_given
+
     def _write(self, conditions: Callable[[list[Any], str], list[dict[str, Any]]], pressure: Sequence[NodeCondition],
-               timeout_s: float, node: dict[str, Any] | None = None) -> None:
+               timeout_s: float, node: dict[str, Any] | None = None, *, force: bool = False) -> None:
         """Read the node (unless `node` was just read) and patch its status with `conditions(its conditions, now)`
-        and its taints for `pressure` (in dry-run only the read)."""
+        and its taints for `pressure` (in dry-run only the read, unless `force`)."""
         if node is None:
             node = self._api.read_node(self._node, timeout_s=timeout_s)
         patch = {"status": {"conditions": conditions((node.get("status") or {}).get("conditions") or [],
                                                      rfc3339(self._clock.wall()))}}
-        if self._dry_run:
+        if self._dry_run and not force:
             return
         self._not_standing_by()
         written = self._api.patch_node_status(self._node, patch, timeout_s=timeout_s)

@@ -7,6 +7,7 @@ them (Kubernetes quantities), so log lines can be compared with kubelet events.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,7 +36,7 @@ class WakeUp:
 class CycleLogger:
     """Remembers the previous cycle so that only changes are logged."""
 
-    def __init__(self, log: Log, dry_run: bool, run: str | None = None) -> None:
+    def __init__(self, log: Log, dry_run: bool | Callable[[], bool], run: str | None = None) -> None:
         self._log = log
         self._dry_run = dry_run
         self._run = run  # the flight recorder's name of this run: evictions log their decision id
@@ -45,6 +46,10 @@ class CycleLogger:
         self._pods_from_node = False
         self._withheld: str | None = None
         self._held_back: frozenset[Threshold] = frozenset()  # stall thresholds the stall gate holds back
+
+    def _dry_run_now(self) -> bool:
+        """Whether this cycle's evictions are reported only (a function is asked: the node's mode may change)."""
+        return self._dry_run() if callable(self._dry_run) else self._dry_run
 
     def log_cycle(self, number: int, report: CycleReport, wake: WakeUp | None = None) -> None:
         assessment, decided, acted = report.decided.assessment, report.decided, report.acted
@@ -230,7 +235,7 @@ class CycleLogger:
             "signal": eviction.signal,
             "grace_period_seconds": eviction.effective_grace_period_s,
             "message": eviction.message,
-            "dry_run": self._dry_run,
+            "dry_run": self._dry_run_now(),
         }
         if self._run is not None:
             fields["decision"] = decision_id(self._run, number)
@@ -240,4 +245,4 @@ class CycleLogger:
         api = report.acted.eviction_api
         if api is not None and api.evicted == eviction.pod.key:
             fields["through_eviction_api"] = True
-        self._log.warning("would evict pod" if self._dry_run else "evicting pod", **fields)
+        self._log.warning("would evict pod" if fields["dry_run"] else "evicting pod", **fields)

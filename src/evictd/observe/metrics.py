@@ -18,6 +18,7 @@ from evictd.core.engine import EngineState, ReclaimThenEvict
 from evictd.core.errors import SampleError
 from evictd.core.fs_layout import ReclaimAction
 from evictd.core.oom import TOO_LATE_ACTIVITIES, OomReport, OomScope
+from evictd.core.run_mode import ModeSource, RunMode
 from evictd.core.signals import (
     CONTAINER_EPHEMERAL_LIMIT_SIGNAL,
     EMPTYDIR_LIMIT_SIGNAL,
@@ -160,12 +161,22 @@ class Metrics:
         self.thresholds_configured = Gauge("evictd_thresholds_configured", "Eviction thresholds evictd acts on, by "
                                            "kind (hard: no grace period), set at start; 0 of both: evictd evicts "
                                            "nothing.", ["kind"], registry=r)
+        self.mode = Gauge("evictd_mode", "1 for the mode evictd is in now (dry-run, acting, standby), 0 for the "
+                          "others.", ["mode"], registry=r)
+        self.mode_source = Gauge("evictd_mode_source", "1 for what set dry-run or acting (config, node-label, "
+                                 "command-line), 0 for the others.", ["source"], registry=r)
+        self.mode_label_invalid = Gauge("evictd_mode_label_invalid", "1 while the Node's evictd.io/mode label has a "
+                                        "value evictd does not accept (the configured dryRun holds).", registry=r)
+        self.handover_conflict = Gauge("evictd_handover_conflict", "1 per signal where the kubelet's threshold is at "
+                                       "or above evictd's hard one while evictd acts (they race), else 0.",
+                                       ["signal"], registry=r)
         self._exported_signals: set[Signal] = set()
         signals = (*Signal, *LOCAL_STORAGE_SIGNALS)
         for metric, values in ((self.degraded, (POD_LIST_UNAVAILABLE,)), (self.evictions, signals),
                                (self.would_evict, signals), (self.reclaimed, ReclaimAction), (self.oom_kills, OomScope),
                                (self.oom_kills_too_late, sorted(TOO_LATE_ACTIVITIES)), (self.wakeups, WAKEUP_CAUSES),
-                               (self.errors, ERROR_SOURCES), (self.condition, NodeCondition)):
+                               (self.errors, ERROR_SOURCES), (self.condition, NodeCondition),
+                               (self.mode, RunMode), (self.mode_source, ModeSource)):
             for value in values:
                 metric.labels(str(value))  # a new child starts at zero
 
@@ -237,6 +248,19 @@ class Metrics:
         """Count a cycle whose stats calls to the container runtime failed (errors{source="runtime"})."""
         if any(problem.source in RUNTIME_SOURCES for problem in problems):
             self.errors.labels("runtime").inc()
+
+    def record_mode(self, mode: RunMode, source: ModeSource, label_invalid: bool) -> None:
+        """Export the mode of this cycle: 1 for `mode` and `source`, 0 for the others."""
+        for value in RunMode:
+            self.mode.labels(str(value)).set(1 if value is mode else 0)
+        for origin in ModeSource:
+            self.mode_source.labels(str(origin)).set(1 if origin is source else 0)
+        self.mode_label_invalid.set(1 if label_invalid else 0)
+
+    def record_handover_conflicts(self, signals: Sequence[Signal], racing: frozenset[Signal]) -> None:
+        """Export `evictd_handover_conflict`: 1 for each of `signals` in `racing`, 0 for the others."""
+        for signal in signals:
+            self.handover_conflict.labels(str(signal)).set(1 if signal in racing else 0)
 
     def watch_health(self, healthy: Callable[[], bool]) -> None:
         """Export `healthy()` (the /healthz rule) as `evictd_healthy`, evaluated at each scrape."""

@@ -110,7 +110,7 @@ class FlightRecorder:
     """Appends every cycle to the recording in `<state_dir>/recording` (see the module's description)."""
 
     def __init__(self, state_dir: str, settings: EvictionSettings, *, max_bytes: int, max_age_s: float,
-                 dry_run: bool, log: Log, on_error: Callable[[], None] = lambda: None,
+                 dry_run: bool | Callable[[], bool], log: Log, on_error: Callable[[], None] = lambda: None,
                  clock: Clock = SYSTEM_CLOCK, run: str | None = None, start_state: EngineState = FRESH_STATE,
                  node_name: str = "", process: str | None = None, writer: WriteBehind | None = None) -> None:
         self.folder = StateDir(state_dir).recording
@@ -120,6 +120,7 @@ class FlightRecorder:
         self._segment_bytes = max(MIN_SEGMENT_BYTES, max_bytes // SEGMENT_SHARE_OF_BYTES)
         self._segment_age_s = max_age_s / SEGMENT_SHARE_OF_AGE
         self._dry_run = dry_run
+        self._recorded_dry_run: bool | None = None  # the dryRun last written (a line carries it again on a change)
         self._log = log
         self._on_error = on_error
         self._clock = clock
@@ -202,6 +203,7 @@ class FlightRecorder:
         observed = report.observed
         layout = cycle.state.layout
         first = self._size == 0
+        dry_run = self._dry_run() if callable(self._dry_run) else self._dry_run
         pods = self._pods.encode(observed.pods)
         # The Summaries are most of a line: written as text their encoder keeps from cycle to cycle, as what
         # changed since the last line (whole on a segment's first line and after a failed write).
@@ -214,7 +216,8 @@ class FlightRecorder:
         line = Line(
             run=self._run, cycle=cycle.number, wall=wall, now=report.now, decision=decision,
             sequence=self._sequence if first else None,
-            dry_run=self._dry_run if first else None, config=self._config if first else None,
+            dry_run=dry_run if first or dry_run != self._recorded_dry_run else None,
+            config=self._config if first else None,
             engine_state=ABSENT if start is None else None if start == FRESH_STATE else state_document(
                 start, node_name=self._node_name, now=report.now, now_wall=wall),
             layout=layout if layout is not None and (first or layout != self._layout) else None,
@@ -224,6 +227,7 @@ class FlightRecorder:
             summary_changes=Encoded(summary) if field == "summaryChanges" else None,
             after_reclaim=None if after is None else Encoded(self._summaries.whole(after)),
             after_disk_wait=None if after_wait is None else Encoded(self._summaries.whole(after_wait)))
+        self._recorded_dry_run = dry_run
         return encode_line_parts(line), observed.pods
 
     def _append(self, line: list[str]) -> None:

@@ -35,15 +35,20 @@ from evictd.observe.metrics import Metrics
 from evictd.run.plausible_stats import RefusalLog
 
 
-def record_metrics(metrics: Metrics, dry_run: bool) -> AfterCycle:
+def now(flag: bool | Callable[[], bool]) -> bool:
+    """A flag given as a value, or as a function asked now (the node's mode, which may change between cycles)."""
+    return flag() if callable(flag) else flag
+
+
+def record_metrics(metrics: Metrics, dry_run: bool | Callable[[], bool]) -> AfterCycle:
 
     def record(cycle: Cycle) -> None:
-        metrics.record_cycle(cycle.report, cycle.state, cycle.duration_s, cycle.wall, dry_run)
+        metrics.record_cycle(cycle.report, cycle.state, cycle.duration_s, cycle.wall, now(dry_run))
 
     return record
 
 
-def log_cycles(log: Log, dry_run: bool, run: str | None = None) -> AfterCycle:
+def log_cycles(log: Log, dry_run: bool | Callable[[], bool], run: str | None = None) -> AfterCycle:
     """Log what changed since the previous cycle (`CycleLogger`)."""
     logger = CycleLogger(log, dry_run, run)
 
@@ -65,7 +70,8 @@ class LiveView:
     decision), on the terminal's alternate screen so that frames do not pile up in the scrollback; `close` goes
     back to the normal screen and leaves the last frame there, once."""
 
-    def __init__(self, output: TextIO, node_name: str, *, dry_run: bool, no_api: bool, recent: RecentEvents | None,
+    def __init__(self, output: TextIO, node_name: str, *, dry_run: bool | Callable[[], bool], no_api: bool,
+                 recent: RecentEvents | None,
                  run: str | None = None) -> None:
         self._output = output
         self._node_name = node_name
@@ -77,7 +83,7 @@ class LiveView:
 
     def __call__(self, cycle: Cycle) -> None:
         screen = render(cycle.report, cycle.state, node_name=self._node_name, cycle=cycle.number, now_wall=cycle.wall,
-                        dry_run=self._dry_run, no_api=self._no_api,
+                        dry_run=now(self._dry_run), no_api=self._no_api,
                         recent=list(self._recent.lines) if self._recent else (), run=self._run)
         self._output.write((ENTER_ALTERNATE_SCREEN if self._last is None else "") + CLEAR_SCREEN + screen + "\n")
         self._output.flush()

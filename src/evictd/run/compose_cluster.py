@@ -3,9 +3,12 @@ pod watch, the journaled evictor, the node status writer and Lease, events, the 
 dry-run, the shadow comparison; with them the container GC's view of pods (`pod_states`) and the bookkeeping after
 each cycle.
 
-Building starts nothing: the pod watch and the Lease are parts the daemon starts (`PodWatchStart`). In dry-run
-nothing is written and nothing is evicted: no journal or critical-pod file, no Lease, `ReportOnlyEvictor`. This
-module imports neither composition.py nor compose_node.py (both import it).
+Building starts nothing: the pod watch, the Lease and the Node label watch are parts the daemon starts
+(`PodWatchStart`). The node's mode (`evictd.run.mode_switch`: the configured dryRun or the Node's `evictd.io/mode`
+label) can change between cycles, so an acting evictd is built whatever the configured dryRun, and in dry-run its
+parts write and evict nothing (`ModeGatedEvictor`, the node writer's and recorders' dry-run); the Lease is held in
+both modes. With `--dry-run` nothing that acts is built: no journal or critical-pod file, no Lease, no label watch,
+`ReportOnlyEvictor`. This module imports neither composition.py nor compose_node.py (both import it).
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from evictd.kube.eviction_requests import EvictionRequests
 from evictd.kube.evictor import KubePodEvictor
 from evictd.kube.journal import EvictionJournal
 from evictd.kube.node_lease import NodeLease, lease_namespace
+from evictd.kube.node_mode import NodeLabelWatch
 from evictd.kube.node_writer import NodeStatusWriter
 from evictd.kube.pod_watch import TERMINAL_PHASES, PodWatcher
 from evictd.kube.shadow import ShadowComparer
@@ -65,6 +69,19 @@ class LeaseGatedEvictor:
         self._evictor.evict(eviction)
 
 
+class ModeGatedEvictor:
+    """Evicts through `evictor` only while the node's mode acts (`reports_only` false); in dry-run the eviction is
+    decided and reported only, as `ReportOnlyEvictor` does."""
+
+    def __init__(self, evictor: PodEvictor, reports_only: Callable[[], bool]) -> None:
+        self._evictor = evictor
+        self._reports_only = reports_only
+
+    def evict(self, eviction: Eviction) -> None:
+        if not self._reports_only():
+            self._evictor.evict(eviction)
+
+
 class ReportOnlyEvictor:
     """Evictions not carried out (no Kubernetes API, or dry-run): decided and reported only."""
 
@@ -81,15 +98,19 @@ class ClusterParts:
     evictor: PodEvictor
     sync: ClusterSync
     watcher: PodWatcher
-    shadow: ShadowComparer | None  # dry-run decisions against the kubelet's own evictions; None when acting
+    shadow: ShadowComparer | None  # dry-run decisions against the kubelet's own evictions (run in dry-run only)
     journal: EvictionJournal
     pod_watch: Part  # starts the watch and waits for its first answer
     # Soft evictions through the Eviction API (`softEvictionsThroughEvictionAPI`, never in dry-run); None: off.
     eviction_api: EvictionApiRoute | None = None
-    # evictd's Lease for the node (its heartbeat, and one evictd per node); None in dry-run, which writes nothing.
+    # evictd's Lease for the node (its heartbeat, and one evictd per node); None with `--dry-run`, which writes nothing.
     lease: NodeLease | None = None
     # The pods evictd evicted with a longer grace period than a hard threshold's, still terminating (escalation).
     terminating: TerminatingEvictions | None = None
+    # The Node's evictd.io/mode label and the mode Events (None with `--dry-run`: nothing switches it).
+    mode_watch: NodeLabelWatch | None = None
+    # Whether this cycle's evictions are reported only (the node's mode; always with `--dry-run`).
+    reports_only: Callable[[], bool] = lambda: False
 
 
 class PodWatchStart:
@@ -112,6 +133,14 @@ class PodWatchStart:
         return None
 
 
+def always() -> bool:
+    return True
+
+
+def never() -> bool:
+    return False
+
+
 def api_configured(settings: EvictdSettings) -> bool:
     """True when evictd should talk to a Kubernetes API: a kubeconfig, or running inside a pod."""
     return bool(settings.kubeconfig or os.environ.get(IN_CLUSTER_ENV))
@@ -120,12 +149,18 @@ def api_configured(settings: EvictdSettings) -> bool:
 def build_cluster(config: Configuration, node_name: str, metrics: Metrics, log: Log, dry_run: bool,
                   discovered: DiscoveredPods, runtime: Runtime = NO_RUNTIME,
                   should_stop: Callable[[], bool] = lambda: False,
-                  decision: Callable[[], str | None] = lambda: None) -> ClusterParts:
+                  decision: Callable[[], str | None] = lambda: None,
+                  reports_only: Callable[[], bool] | None = None) -> ClusterParts:
     """Build the pod watch, the journaled evictor, the node status writer, the event
     recorder and the node's pods for when the watch has no list (with the runtime slot: the local stop, the
-    check that an evicted pod stopped, the sandboxes naming the node's pods)."""
+    check that an evicted pod stopped, the sandboxes naming the node's pods).
+
+    `dry_run`: built never to act (`--dry-run`: no journal, Lease or evictor at all). Otherwise everything an acting
+    evictd needs is built, and what acts asks `reports_only` (the node's mode, `evictd.run.mode_switch`) each time:
+    while it says so, nothing is evicted or written to the node, and the shadow comparison runs."""
     settings = config.evictd
     api_client = build_api_client(settings.kubeconfig)
+    reporting: Callable[[], bool] = (always if dry_run else reports_only if reports_only is not None else never)
 
     def api_error(error: KubeError) -> None:
         metrics.api_errors.labels(error.verb).inc()
@@ -134,7 +169,7 @@ def build_cluster(config: Configuration, node_name: str, metrics: Metrics, log: 
     journal = EvictionJournal(None if dry_run else StateDir(settings.state_dir).journal, log=log,
                               on_corrupt=metrics.journal_corrupt.inc,
                               on_write_failure=metrics.journal_write_failures.inc)
-    events = EventRecorder(api_client, node_name, dry_run=dry_run)
+    events = EventRecorder(api_client, node_name, dry_run=reporting)
     def local_stop(eviction: Eviction, how: str | None, error: EvictdError | None) -> None:
         if error is None:
             log.info("evicted pod stopped on the node", pod=eviction.pod.key, how=how)
@@ -150,34 +185,41 @@ def build_cluster(config: Configuration, node_name: str, metrics: Metrics, log: 
         api_client, lease_namespace(settings.lease_namespace, bool(os.environ.get(IN_CLUSTER_ENV))), node_name,
         log=log, duration_s=settings.node_lease_duration_s, wait_s=settings.state_lock_timeout_s, on_error=api_error)
     if lease is not None:
-        evictor = LeaseGatedEvictor(evictor, lease.standby_reason)
+        evictor = ModeGatedEvictor(LeaseGatedEvictor(evictor, lease.standby_reason), reporting)
     node_writer = NodeStatusWriter(api_client, node_name, settings.node_condition_mode,
                                    update_period_s=settings.node_status_update_frequency_s,
                                    report_period_s=settings.node_status_report_frequency_s, heartbeat=lease,
-                                   dry_run=dry_run, standby=lease.standby_reason if lease is not None else lambda: None)
+                                   dry_run=reporting,
+                                   standby=lease.standby_reason if lease is not None else lambda: None)
     critical = CriticalPodRecord(None if dry_run else StateDir(settings.state_dir).critical_pods)
     if critical.problem is not None:
         log.warning("critical pods remembered from the last pod list unreadable", error=critical.problem)
     # The node's events have a recorder of their own: they are written on the node reporter's thread.
-    node_events = EventRecorder(api_client, node_name, dry_run=dry_run)
+    node_events = EventRecorder(api_client, node_name, dry_run=reporting)
     sync = ClusterSync(watcher=watcher, evictor=kube_evictor, node_writer=node_writer, events=node_events,
                        on_error=api_error, log=log, runtime=runtime, critical=critical, should_stop=should_stop,
                        reclaim_event_period_s=settings.housekeeping_interval_s,
                        standby=lease.standby_reason if lease is not None else lambda: None,
-                       volumes_left=disk_volumes_left(settings.kubelet_root_dir))
+                       volumes_left=disk_volumes_left(settings.kubelet_root_dir), reports_only=reporting)
     own_uid = os.environ.get(POD_UID_ENV, "")
     pods = EvictablePods(watcher, journal, own_uid=own_uid)
     shadow = ShadowComparer(watcher.pods, settings.state_dir, lambda c: metrics.shadow.labels(str(c.outcome)).inc(),
-                            log) if dry_run else None
+                            log)
     route = None
     if kube_evictor is not None and settings.soft_evictions_through_eviction_api:
         route = EvictionApiRoute(EvictionRequests(kube_evictor), settings.eviction_api_max_candidates,
                                  settings.eviction_api_deadline_s,
-                                 pending_release=BackgroundEvictions(watcher, journal).pending_release)
+                                 pending_release=BackgroundEvictions(watcher, journal).pending_release,
+                                 active=lambda: not reporting())
+    # The mode's label and Events: a recorder of their own, never in dry-run (they say the mode changed).
+    mode_watch = None if dry_run else NodeLabelWatch(api_client, node_name, EventRecorder(api_client, node_name),
+                                                      log=log, period_s=settings.node_status_update_frequency_s,
+                                                      on_error=api_error)
     return ClusterParts(pods=pods, node_pods=NodeFallbackPods(discovered, journal, own_uid, critical),
                         evictor=evictor, sync=sync, watcher=watcher, shadow=shadow,
                         journal=journal, pod_watch=PodWatchStart(watcher, log), eviction_api=route, lease=lease,
-                        terminating=TerminatingEvictions(watcher, journal))
+                        terminating=TerminatingEvictions(watcher, journal), mode_watch=mode_watch,
+                        reports_only=reporting)
 
 
 def disk_volumes_left(kubelet_root: str) -> Callable[[str], bool]:
@@ -240,7 +282,7 @@ def cluster_bookkeeping(cluster: ClusterParts, metrics: Metrics,
         cluster.sync.after_cycle(cycle.report.decided.assessment, cycle.report.oom,
                                  memory_reclaim_event(cycle.report.acted), interrupted=wake_pending)
         metrics.journal_pending.set(len(cluster.journal.pending()))
-        if cluster.shadow is not None:
+        if cluster.shadow is not None and cluster.reports_only():
             cluster.shadow.after_cycle(cycle.report.acted.evictions)
 
     return update

@@ -59,7 +59,7 @@ from evictd.observe.metrics import Metrics
 from evictd.run.after_cycle import NotifierRefresh
 from evictd.run.compose_cluster import pod_states
 from evictd.run.plausible_stats import PlausibleStats, machine_memory_bytes
-from evictd.run.runtime_link import CriRuntime, MemoryGuard, NodeLevel, RuntimeLink
+from evictd.run.runtime_link import CriRuntime, GatedGC, MemoryGuard, NodeLevel, RuntimeLink
 
 
 class PathLayout:
@@ -77,6 +77,18 @@ class ReportOnlyReclaimer:
 
     def reclaim(self, action: ReclaimAction) -> int:
         return 0
+
+
+class GatedReclaimer:
+    """Node-level reclaim through `reclaimer` only while the node's mode acts (`dry_run` false); in dry-run nothing
+    is freed, as with `ReportOnlyReclaimer`."""
+
+    def __init__(self, reclaimer: RuntimeReclaimer, dry_run: Callable[[], bool]) -> None:
+        self._reclaimer = reclaimer
+        self._dry_run = dry_run
+
+    def reclaim(self, action: ReclaimAction) -> int:
+        return 0 if self._dry_run() else self._reclaimer.reclaim(action)
 
 
 def psi_judge(memcg: MemcgNotifierSet | None, cgroups: CgroupReader,
@@ -277,11 +289,13 @@ def build_stats_source(config: Configuration, cgroups: CgroupReader, node_name: 
 
 def attach_runtime(config: Configuration, client: CriClient, version: RuntimeVersion, metrics: Metrics, log: Log,
                    node: NodeLevel, watcher: PodWatcher | None, cgroups: CgroupReader | None = None,
-                   memory_reading: Callable[[], Summary] | None = None) -> CriRuntime:
+                   memory_reading: Callable[[], Summary] | None = None,
+                   dry_run: Callable[[], bool] | None = None) -> CriRuntime:
     """Build node-level reclaim and periodic GC over a runtime that answered, hand the manager's node level its
-    layout and reclaimer (report-only in dry-run), and return the runtime, which the adapters' slot answers as
-    from then on (its hard memory evictions' stops guarded on `memory_reading`: `memory_guard`). The same path
-    serves a runtime that answers at start and one that answers later."""
+    layout and reclaimer (report-only in dry-run: the configured one, or `dry_run`, the node's mode, asked each
+    time), and return the runtime, which the adapters' slot answers as from then on (its hard memory evictions'
+    stops guarded on `memory_reading`: `memory_guard`). The same path serves a runtime that answers at start and
+    one that answers later."""
     settings = config.evictd
     pod_state, sources_ready = pod_states(watcher)
     metrics.runtime_info.labels(version.runtime_name, version.runtime_version, version.runtime_api_version).set(1)
@@ -302,10 +316,13 @@ def attach_runtime(config: Configuration, client: CriClient, version: RuntimeVer
         log.warning("image detection failed when the runtime was attached", error=str(exc))
     periodic = PeriodicGC(containers, images, container_period_s=settings.container_gc_period_s,
                           image_period_s=settings.image_gc_period_s, log=log)
+    # `dry_run` (the node's mode, asked each time) gates what acts; without it the configured dryRun holds throughout.
+    never = settings.dry_run and dry_run is None
+    mode = dry_run if dry_run is not None else (lambda: False)
     node.attach(RuntimeLayout(settings.kubelet_root_dir, filesystems),
-                ReportOnlyReclaimer() if settings.dry_run else RuntimeReclaimer(containers, images))
-    acting = None if settings.dry_run else cgroups
-    return CriRuntime(client, filesystems, gc=None if settings.dry_run else periodic,
+                ReportOnlyReclaimer() if never else GatedReclaimer(RuntimeReclaimer(containers, images), mode))
+    acting = None if never else cgroups
+    return CriRuntime(client, filesystems, gc=None if never else GatedGC(periodic, mode),
                       kill_processes=None if acting is None else pod_process_killer(acting),
                       memory_guard=None if acting is None else memory_guard(acting, memory_reading))
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 import os
 import socket
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TextIO
 
@@ -50,7 +50,9 @@ from evictd.clock import SYSTEM_CLOCK
 from evictd.config import Configuration, EvictdSettings, StatsOrigin
 from evictd.core.engine import EngineConfig, EngineState
 from evictd.core.errors import ConfigError, SampleError
-from evictd.core.memory_reclaim import ReclaimSettings
+from evictd.core.handover import racing_signals
+from evictd.core.limits_enforcer import Enforcer
+from evictd.core.memory_reclaim import CacheHolder, ReclaimPlan, ReclaimSettings
 from evictd.core.node_protection import Status, node_protection_findings
 from evictd.core.self_protection import KIB, oom_score_adj_warning
 from evictd.core.signals import Signal
@@ -60,8 +62,9 @@ from evictd.cri.client import CriClient
 from evictd.cycle.cadence import stale_after_s
 from evictd.cycle.finished import AfterCycle
 from evictd.cycle.ids import run_id
+from evictd.cycle.limits_choice import enforced_as_chosen, limits_choice
 from evictd.cycle.manager import FRESH_STATE, EvictionManager, PodSource
-from evictd.cycle.reclaim_first import MemoryReclaimStep
+from evictd.cycle.reclaim_first import MemoryReclaimStep, Outcome
 from evictd.kubelet_file import KubeletFile
 from evictd.log import Log
 from evictd.observe.http_endpoint import Health, HttpEndpoint
@@ -102,6 +105,7 @@ from evictd.run.daemon import Daemon, Hooks, LoopSettings, Part, Reporting, Wake
 from evictd.run.handover_report import report_handover
 from evictd.run.heap_trim import heap_trimmer
 from evictd.run.lock import acquire_node_lock, acquire_state_lock
+from evictd.run.mode_switch import ModeSwitch
 from evictd.run.oom_feedback import OomFeedback
 from evictd.run.runtime_link import NodeLevel, RuntimeLink
 from evictd.run.stop_signal import StopSignal
@@ -140,8 +144,9 @@ class Basics:
         return self.config.evictd
 
 
-def build_basics(config: Configuration, log: Log, metrics: Metrics) -> Basics:
-    """The node's name, cgroups, waiter, stop signal, runtime slot and run name, beside `log` and `metrics`."""
+def build_basics(config: Configuration, log: Log, metrics: Metrics, never_acts: bool | None = None) -> Basics:
+    """The node's name, cgroups, waiter, stop signal, runtime slot and run name, beside `log` and `metrics`
+    (`never_acts`: no mode can make this evictd act; None: the configured dryRun says)."""
     settings = config.evictd
     # The DaemonSet passes spec.nodeName through the downward API; otherwise the hostname, as the kubelet.
     node_name = settings.node_name or os.environ.get(NODE_NAME_ENV, "") or socket.gethostname()
@@ -151,7 +156,8 @@ def build_basics(config: Configuration, log: Log, metrics: Metrics) -> Basics:
     cgroups = CgroupReader(layout)
     # Until a runtime answers (if ever), a pod evicted at once that the API does not delete is stopped through its
     # cgroup (`RuntimeSlot`); never in dry-run.
-    runtime = RuntimeSlot(kill_processes=None if settings.dry_run else pod_process_killer(cgroups))
+    never = settings.dry_run if never_acts is None else never_acts
+    runtime = RuntimeSlot(kill_processes=None if never else pod_process_killer(cgroups))
     return Basics(config=config, node_name=node_name, log=log, metrics=metrics, waiter=waiter,
                   stop=StopSignal(waiter.wake, settings.shutdown_timeout_s, log, exit=exit_after_logs),
                   runtime=runtime, run=run,
@@ -159,14 +165,37 @@ def build_basics(config: Configuration, log: Log, metrics: Metrics) -> Basics:
                   write_behind=WriteBehind(log))
 
 
-def build_memory_reclaim(basics: Basics, reported_only: bool) -> MemoryReclaimStep | None:
+class ModeGatedMemoryReclaimer:
+    """Reclaim before evict through `reclaimer`, unavailable while the node's mode is dry-run (`dry_run`)."""
+
+    def __init__(self, reclaimer: CgroupMemoryReclaimer, dry_run: Callable[[], bool]) -> None:
+        self._reclaimer = reclaimer
+        self._dry_run = dry_run
+
+    def unavailable(self) -> str | None:
+        return "the node's mode is dry-run" if self._dry_run() else self._reclaimer.unavailable()
+
+    def holders(self) -> Sequence[CacheHolder]:
+        return self._reclaimer.holders()
+
+    def refault_file_bytes(self) -> int | None:
+        return self._reclaimer.refault_file_bytes()
+
+    def reclaim(self, plan: ReclaimPlan) -> Outcome:
+        return self._reclaimer.reclaim(plan)
+
+
+def build_memory_reclaim(basics: Basics, reported_only: bool,
+                         dry_run: Callable[[], bool] | None = None) -> MemoryReclaimStep | None:
     """Reclaim before evict (None when off); on a node that cannot, or when evictd only reports, it acts as off and
-    says why at start."""
+    says why at start; while the node's mode (`dry_run`) is dry-run, it acts as off."""
     settings = basics.settings
     if not settings.memory_reclaim_before_eviction:
         return None
-    reclaimer = CgroupMemoryReclaimer(basics.cgroups)
-    unavailable = "evictd only reports (dry run, or no Kubernetes API)" if reported_only else reclaimer.unavailable()
+    node_reclaimer = CgroupMemoryReclaimer(basics.cgroups)
+    reclaimer = node_reclaimer if dry_run is None else ModeGatedMemoryReclaimer(node_reclaimer, dry_run)
+    unavailable = ("evictd only reports (dry run, or no Kubernetes API)" if reported_only
+                   else node_reclaimer.unavailable())
     if unavailable is not None:
         basics.log.warning("memory reclaim before eviction unavailable: acts as off", reason=unavailable)
         return None
@@ -209,7 +238,8 @@ def build_engine_state(basics: Basics, engine_config: EngineConfig) -> tuple[Eng
 
 
 def build_runtime(basics: Basics, node: NodeLevel, cluster: ClusterParts | None,
-                  memory_reading: Callable[[], Summary] | None = None) -> RuntimeLink:
+                  memory_reading: Callable[[], Summary] | None = None,
+                  dry_run: Callable[[], bool] | None = None) -> RuntimeLink:
     """The link to the container runtime, which attaches it to `node` and the slot once it answers (its hard memory
     evictions' stops read the node's memory with `memory_reading`, the stats source's reading of it alone)."""
     settings = basics.settings
@@ -217,7 +247,7 @@ def build_runtime(basics: Basics, node: NodeLevel, cluster: ClusterParts | None,
     watcher = cluster.watcher if cluster is not None else None
     return RuntimeLink(client, lambda version: attach_runtime(basics.config, client, version, basics.metrics,
                                                               basics.log, node, watcher, cgroups=basics.cgroups,
-                                                              memory_reading=memory_reading),
+                                                              memory_reading=memory_reading, dry_run=dry_run),
                        basics.log, slot=basics.runtime)
 
 
@@ -266,20 +296,21 @@ class Observers:
     recent: RecentEvents | None
 
 
-def build_hooks(basics: Basics, observers: Observers, *, reported_only: bool, stats: StatsParts,
+def build_hooks(basics: Basics, observers: Observers, *, mode: ModeSwitch, stats: StatsParts,
                 cluster: ClusterParts | None, state_file: EngineStateFile | None, link: RuntimeLink,
                 notifiers: NotifierRefresh, start_state: EngineState, health: Health) -> Hooks:
     """What runs around each cycle and at stop: metrics, logs, the saved state, the live view, the cluster's
     bookkeeping, the runtime's upkeep, the notifiers' re-arming, the OOM feedback, the flight recorder and, last,
     the C heap's trim."""
     settings, metrics, log = basics.settings, basics.metrics, basics.log
+    reported_only = mode.reports_only
     oom_feedback = build_oom_feedback(basics, reported_only)
     after_cycle: list[AfterCycle] = [record_metrics(metrics, reported_only), log_cycles(log, reported_only, basics.run)]
     if state_file is not None:
         after_cycle.append(state_file)
     on_stop: list[Callable[[], None]] = [withdraw_unless_lost(cluster)] if cluster is not None else []
     if observers.fmt == "live":
-        live_view = LiveView(observers.stdout, basics.node_name, dry_run=settings.dry_run, no_api=cluster is None,
+        live_view = LiveView(observers.stdout, basics.node_name, dry_run=mode.dry_run, no_api=cluster is None,
                              recent=observers.recent, run=basics.run)
         after_cycle.append(live_view)
         on_stop.append(live_view.close)
@@ -311,10 +342,10 @@ def build_hooks(basics: Basics, observers: Observers, *, reported_only: bool, st
     return Hooks(before_cycle=basics.decision.start, after_cycle=after_cycle, oom_feedback=oom_feedback,
                  wait_for_cleanup=cluster.sync.wait_for_cleanup if cluster is not None else None, on_stop=on_stop,
                  standby=(cluster.lease.standby_reason if cluster is not None and cluster.lease is not None
-                          else always_acting))
+                          else always_acting), mode=mode)
 
 
-def build_oom_feedback(basics: Basics, reported_only: bool) -> OomFeedback:
+def build_oom_feedback(basics: Basics, reported_only: bool | Callable[[], bool]) -> OomFeedback:
     """The OOM-kill feedback, resumed from the counters the last run of this boot saved in stateDir (also in
     dry-run: the counters change nothing a real run decides, and a kill is counted once whichever run saw it)."""
     counters = OomCounters(basics.cgroups)
@@ -336,10 +367,13 @@ def build_oom_feedback(basics: Basics, reported_only: bool) -> OomFeedback:
 def build_parts(basics: Basics, cluster: ClusterParts | None, link: RuntimeLink, stats: StatsParts,
                 health: Health, serve_http: bool) -> list[Part]:
     """What the daemon starts before its first cycle, in order: the node Lease (another evictd renewing it: wait,
-    then refuse), the pod watch, the runtime link, the HTTP endpoint, the disk walker."""
+    then refuse), the Node label watch (its first read), the pod watch, the runtime link, the HTTP endpoint, the disk
+    walker."""
     parts: list[Part] = []
     if cluster is not None and cluster.lease is not None:
         parts.append(cluster.lease)
+    if cluster is not None and cluster.mode_watch is not None:  # the first cycle follows the label
+        parts.append(cluster.mode_watch)
     if cluster is not None:
         parts.append(cluster.pod_watch)
     parts.append(link)
@@ -357,10 +391,14 @@ def build_daemon(
     stdout: TextIO = sys.stdout,
     serve_http: bool = True,
     kubelet: KubeletFile | None = None,
+    pinned_dry_run: bool = False,
 ) -> Daemon:
     """Take the node and stateDir locks, then build the daemon from `config` (its parts not started). Raises
     ConfigError for unusable settings, StateLockError when another evictd still holds a lock after
-    stateLockTimeout. `kubelet`: the node's kubelet configuration, for the start-up hand-over report."""
+    stateLockTimeout. `kubelet`: the node's kubelet configuration, for the start-up hand-over report and who
+    enforces pods' ephemeral-storage limits. `pinned_dry_run` (`--dry-run`): no label makes this evictd act."""
+    limits = limits_choice(config, kubelet.eviction if kubelet is not None else None)
+    config = enforced_as_chosen(config, limits)
     settings = config.evictd
     fmt = resolve_format(settings.log_format, stdout)
     metrics = Metrics()
@@ -370,14 +408,23 @@ def build_daemon(
     # One evictd per node, whatever its stateDir; then nothing in stateDir is read or written before its lock.
     acquire_node_lock(settings.state_lock_timeout_s, log)
     acquire_state_lock(settings.state_dir, settings.state_lock_timeout_s, log)
-    report_handover(config, kubelet, log, metrics)
+    handover = report_handover(config, kubelet, log, metrics)
+    (log.warning if limits.enforcer is Enforcer.NOBODY else log.info)(
+        "ephemeral-storage limits", enforcer=str(limits.enforcer), reason=limits.reason)
     protect_self(settings, log, metrics)
-    basics = build_basics(config, log, metrics)
+    api = api_configured(settings)
+    # With an API the Node's label may switch the mode at any cycle: an acting evictd is built, gated by the mode.
+    never_acts = pinned_dry_run or (settings.dry_run and not api)
+    basics = build_basics(config, log, metrics, never_acts=never_acts)
     # The pods the node shows (named by the runtime once it answers).
     discovered = DiscoveredPods(basics.cgroups, settings.pod_logs_dir, basics.runtime)
-    cluster = (build_cluster(config, basics.node_name, basics.metrics, log, settings.dry_run, discovered,
-                             basics.runtime, basics.stop.is_set, basics.decision)
-               if api_configured(settings) else None)
+    mode = ModeSwitch(settings.dry_run, metrics=metrics, log=log, pinned=pinned_dry_run, api=api,
+                      racing=[v for v in handover.verdicts if v.signal in racing_signals(handover)])
+    cluster = (build_cluster(config, basics.node_name, basics.metrics, log, pinned_dry_run, discovered,
+                             basics.runtime, basics.stop.is_set, basics.decision, reports_only=mode.reports_only)
+               if api else None)
+    if cluster is not None:
+        mode.attach(cluster.mode_watch, cluster.lease)
     # Evictions need the API; node-level reclaim and periodic GC need only the runtime (unless dry-run).
     reported_only = settings.dry_run or cluster is None
     if cluster is None:
@@ -396,8 +443,10 @@ def build_daemon(
                      ReportOnlyReclaimer())
     manager = build_manager(engine_config, stats, cluster, pods, node, start_state,
                             crossing_hold_s=basics.settings.memory_crossing_hold_s,
-                            memory_reclaim=build_memory_reclaim(basics, reported_only))
-    link = build_runtime(basics, node, cluster, stats.source.memory_reading())
+                            memory_reclaim=build_memory_reclaim(basics, never_acts or cluster is None,
+                                                                None if never_acts else mode.dry_run))
+    link = build_runtime(basics, node, cluster, stats.source.memory_reading(),
+                         dry_run=None if never_acts else mode.dry_run)
     notifiers = build_notifiers(basics.settings, basics.cgroup_layout, basics.cgroups, basics.waiter, basics.metrics,
                                 basics.log, engine_config, lambda: manager.state.stall_gate, stats.note_pressure,
                                 stats.note_firing)
@@ -405,7 +454,7 @@ def build_daemon(
     basics.metrics.watch_health(lambda: health.status()[0])
     warn_about_pods_cgroup(basics)
     report_node_protection(basics)
-    hooks = build_hooks(basics, observers, reported_only=reported_only, stats=stats, cluster=cluster,
+    hooks = build_hooks(basics, observers, mode=mode, stats=stats, cluster=cluster,
                         state_file=state_file, link=link, notifiers=notifiers, start_state=start_state,
                         health=health)
     return Daemon(manager, LoopSettings(settings.housekeeping_interval_s, basics.node_name, reported_only, max_cycles),

@@ -118,6 +118,27 @@ def always_acting() -> str | None:
 STANDBY_POLL_S = 1.0
 
 
+class CycleMode(Protocol):
+    """Whether the next cycle acts (`evictd.run.mode_switch.ModeSwitch`): decided before each cycle (`refresh`)."""
+
+    def refresh(self) -> object: ...
+
+    def reports_only(self) -> bool: ...
+
+
+class FixedMode:
+    """A mode nothing switches: reported only when `dry_run`."""
+
+    def __init__(self, dry_run: bool) -> None:
+        self._dry_run = dry_run
+
+    def refresh(self) -> object:
+        return None
+
+    def reports_only(self) -> bool:
+        return self._dry_run
+
+
 @dataclass(frozen=True, slots=True)
 class Hooks:
     """What runs around each cycle and at stop, besides the manager (see the module's description)."""
@@ -132,6 +153,8 @@ class Hooks:
     # Why the loop must not act now (the node Lease lost: `NodeLease.standby_reason`); None while it may. While it
     # says why, no cycle runs (nothing is evicted, written or withdrawn) and the loop asks again every second.
     standby: Callable[[], str | None] = always_acting
+    # Whether each cycle acts, decided before it (None: `LoopSettings.dry_run` throughout).
+    mode: CycleMode | None = None
 
 
 NO_HOOKS = Hooks()
@@ -159,6 +182,7 @@ class Daemon:
         self.wait_for_cleanup = hooks.wait_for_cleanup
         self.on_stop = tuple(hooks.on_stop)
         self.standby = hooks.standby
+        self.mode = hooks.mode if hooks.mode is not None else FixedMode(settings.dry_run)
         self._standing_by: str | None = None  # why the loop stood by last (logged once)
         self.parts = tuple(parts)
         self._started: list[Part] | None = None
@@ -193,6 +217,7 @@ class Daemon:
                       dry_run=settings.dry_run)
         try:
             while not self.stop.is_set():
+                self.mode.refresh()
                 if self._stood_by():
                     continue
                 cycle += 1
@@ -207,7 +232,7 @@ class Daemon:
                     break
                 if report is None:
                     cadence = cadence.after_failure(started, self.clock.monotonic())
-                elif (report.acted.evictions and self.wait_for_cleanup is not None and not settings.dry_run
+                elif (report.acted.evictions and self.wait_for_cleanup is not None and not self.mode.reports_only()
                       and self.standby() is None):  # no wait for evictions refused for a Lease lost meanwhile
                     # The kubelet waits for evicted pods to go (at most 30 s), then runs again at once; evictd's wait
                     # ends early on a hard threshold met (the next cycle escalates).
@@ -247,8 +272,9 @@ class Daemon:
                                                       report.decided.assessment.thresholds)))
                 memory_met = met_now
                 if report is not None:
-                    acted = not settings.dry_run and (bool(report.acted.evictions) or bool(report.acted.reclaim)
-                                                      or report.acted.eviction_api is not None)
+                    acted = not self.mode.reports_only() and (
+                        bool(report.acted.evictions) or bool(report.acted.reclaim)
+                        or report.acted.eviction_api is not None)
                 cadence = self._wait(cadence)
         finally:
             if self.stop.is_set():

@@ -7,7 +7,7 @@ no threshold at all, then who evicts on each signal beside the node's kubelet (`
 from __future__ import annotations
 
 from evictd.config import Configuration
-from evictd.core.handover import NO_THRESHOLDS, judge_handover
+from evictd.core.handover import NO_THRESHOLDS, Handover, judge_handover
 from evictd.cycle.render import verdict_fields
 from evictd.kubelet_file import KubeletFile
 from evictd.log import Log
@@ -19,9 +19,10 @@ NO_THRESHOLDS_CONSEQUENCE = ("no pod is evicted under memory, disk or PID pressu
                              "killer is what is left")
 
 
-def report_handover(config: Configuration, kubelet: KubeletFile | None, log: Log, metrics: Metrics) -> None:
+def report_handover(config: Configuration, kubelet: KubeletFile | None, log: Log, metrics: Metrics) -> Handover:
     """Log the configuration's warnings, then evictd's thresholds against the kubelet's (`kubelet`: None when not
-    looked for), and export their count."""
+    looked for), and export their count; return the hand-over judged (its races are said again whenever evictd
+    starts acting: `evictd.run.mode_switch`)."""
     for warning in config.warnings:
         log.warning("configuration warning", detail=warning)
     thresholds = [t for t in config.eviction.thresholds() if t.operator is not None]
@@ -38,3 +39,4 @@ def report_handover(config: Configuration, kubelet: KubeletFile | None, log: Log
         signals={str(v.signal): v.now for v in handover.verdicts})
     for verdict in handover.problems:
         log.warning("hand-over problem", **verdict_fields(verdict))
+    return handover

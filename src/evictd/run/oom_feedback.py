@@ -42,10 +42,11 @@ ContainerNames = Callable[[str], Mapping[str, str]]
 
 
 class OomFeedback:
-    """`dry_run`: evictions are decided but not carried out (so no eviction is waited for). `saved`: the counters
+    """`dry_run`: evictions are decided but not carried out (so no eviction is waited for; a function: asked each
+    cycle, the node's mode). `saved`: the counters
     file (None: kills before this process started are never counted)."""
 
-    def __init__(self, counters: OomCounters, *, dry_run: bool, container_names: ContainerNames,
+    def __init__(self, counters: OomCounters, *, dry_run: bool | Callable[[], bool], container_names: ContainerNames,
                  clock: Clock = SYSTEM_CLOCK, saved: OomCountersFile | None = None) -> None:
         self.state = OomState()
         self.problems: tuple[SampleError, ...] = ()
@@ -84,7 +85,8 @@ class OomFeedback:
         walk = cgroups_walk_needed(self.state, node, pods)
         cgroups = attempt(self._counters.cgroup_kills, problems) if walk else None
         activity = activity_after_cycle(report.decided.assessment, report.acted.evictions,
-                                        bool(report.errors_of(CycleStep.EVICTION)), self._dry_run)
+                                        bool(report.errors_of(CycleStep.EVICTION)),
+                                        self._dry_run() if callable(self._dry_run) else self._dry_run)
         self.state, found = oom_feedback(self.state, OomReading(node=node, pods=pods, cgroups=cgroups), activity,
                                          self._clock.monotonic())
         self.problems = tuple(problems)

@@ -99,6 +99,18 @@ def _after_sigterm(terminated: int) -> str:
     return f" (after SIGTERM to its {terminated} processes through its cgroup)" if terminated else ""
 
 
+class GatedGC:
+    """The periodic GC, run only while the node's mode acts (`dry_run` false): a dry-run collects nothing."""
+
+    def __init__(self, gc: PeriodicGC, dry_run: Callable[[], bool]) -> None:
+        self._gc = gc
+        self._dry_run = dry_run
+
+    def tick(self) -> None:
+        if not self._dry_run():
+            self._gc.tick()
+
+
 class CriRuntime:
     """A runtime that answered on the CRI endpoint, as the adapters use it (a `Runtime`).
 
@@ -117,7 +129,7 @@ class CriRuntime:
     attached = True
     can_stop = True
 
-    def __init__(self, client: CriClient, filesystems: RuntimeFilesystems, gc: PeriodicGC | None,
+    def __init__(self, client: CriClient, filesystems: RuntimeFilesystems, gc: PeriodicGC | GatedGC | None,
                  clock: Clock = SYSTEM_CLOCK, kill_processes: Callable[[str], int] | None = None,
                  memory_guard: MemoryGuard | None = None) -> None:
         self._client = client

@@ -1,0 +1,155 @@
+"""The mode of each cycle (dry-run, acting, standby: `evictd.core.run_mode`), decided at its start and said.
+
+`refresh`, called by the loop before each cycle, decides the mode from the configured `dryRun`, `--dry-run`, the
+Node's `evictd.io/mode` label as last read (`evictd.kube.node_mode.NodeLabelWatch`) and the node Lease; the parts
+that act ask `reports_only`/`acting` during the cycle, so a mode holds for a whole cycle and a change takes effect
+at the next one. What it says:
+- the mode at the first cycle, and every change (`mode changed`), in the log; a Normal Event `EvictdModeChanged`
+  on the Node when evictd moves between dry-run and acting (none while standing by: a standby writes nothing);
+- a label value not accepted: a warning, a Warning Event `EvictdModeLabelInvalid` and `evictd_mode_label_invalid`
+  (the configured dryRun holds);
+- `evictd_mode{mode}`, `evictd_mode_source{source}`;
+- whenever evictd starts acting with an API (at its first cycle, or after dry-run or standby): one warning per
+  signal where the kubelet's threshold equals or exceeds evictd's hard one (`kubelet races evictd`), and
+  `evictd_handover_conflict{signal}` at 1 for those signals while acting (0 otherwise).
+Without a Kubernetes API evictions are reported only, whatever the mode (nothing could carry them out): no race.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Protocol
+
+from evictd.core.handover import KUBELET_SIGNALS, SignalVerdict
+from evictd.core.run_mode import LABEL_TO_DRY_RUN, MODE_LABEL, ModeDecision, ModeSource, RunMode, decide_mode
+from evictd.core.signals import Signal
+from evictd.cycle.render import verdict_fields
+from evictd.log import Log
+from evictd.observe.metrics import Metrics
+
+MODE_CHANGED_REASON = "EvictdModeChanged"
+LABEL_INVALID_REASON = "EvictdModeLabelInvalid"
+# An Event's type and reason, and its message: what the loop hands the label watch to write.
+Announce = Callable[[str, str, str], None]
+
+
+class LabelWatch(Protocol):
+    """The Node's label as last read, and the Events' writer (`evictd.kube.node_mode.NodeLabelWatch`)."""
+
+    def label(self) -> str | None: ...
+
+    def announce(self, event_type: str, reason: str, message: str) -> None: ...
+
+
+class Lease(Protocol):
+    """Why evictd must not act now (`evictd.kube.node_lease.NodeLease`): None while it holds the node."""
+
+    def standby_reason(self) -> str | None: ...
+
+
+def _no_label() -> str | None:
+    return None
+
+
+def _not_standing_by() -> str | None:
+    return None
+
+
+class ModeSwitch:
+    """Decides and says the mode of each cycle (see the module's description)."""
+
+    def __init__(self, configured_dry_run: bool, *, metrics: Metrics, log: Log, pinned: bool = False,
+                 api: bool = True, label: Callable[[], str | None] = _no_label,
+                 standby: Callable[[], str | None] = _not_standing_by, announce: Announce | None = None,
+                 racing: Sequence[SignalVerdict] = ()) -> None:
+        self._configured = configured_dry_run
+        self._pinned = pinned
+        self._api = api
+        self._label = label
+        self._standby = standby
+        self._announce = announce
+        self._metrics = metrics
+        self._log = log
+        self._racing = tuple(racing)
+        self._signals: tuple[Signal, ...] = tuple(dict.fromkeys((*KUBELET_SIGNALS, *(v.signal for v in racing))))
+        self._decision: ModeDecision | None = None
+        self._announced_dry_run = configured_dry_run or pinned  # what the Node was last told (or the start's)
+        self._bad_label: str | None = None
+
+    def attach(self, label_watch: LabelWatch | None, lease: Lease | None) -> None:
+        """Follow the Node's label as `label_watch` last read it, and stand by while `lease` says so; the mode
+        Events are written by `label_watch` (built after this switch: the cluster's parts ask it)."""
+        if label_watch is not None:
+            self._label = label_watch.label
+            self._announce = label_watch.announce
+        if lease is not None:
+            self._standby = lease.standby_reason
+
+    @property
+    def decision(self) -> ModeDecision:
+        """The mode of this cycle (before the first refresh: what it would decide now, not said)."""
+        if self._decision is not None:
+            return self._decision
+        return decide_mode(self._configured, self._label(), standby=self._standby() is not None, pinned=self._pinned)
+
+    def acting(self) -> bool:
+        """Whether this cycle acts: evicts, reclaims, writes the node (never without an API for evictions)."""
+        return self.decision.acting
+
+    def dry_run(self) -> bool:
+        """Whether this cycle is a dry-run (or a standby): nothing on the node is acted on."""
+        return not self.decision.acting
+
+    def reports_only(self) -> bool:
+        """Whether this cycle's evictions are decided and reported only: dry-run, standby, or no API."""
+        return not self.decision.acting or not self._api
+
+    def refresh(self) -> ModeDecision:
+        """Decide the mode of the next cycle, say what changed, export it; return it."""
+        before = self._decision
+        decision = decide_mode(self._configured, self._label(), standby=self._standby() is not None,
+                               pinned=self._pinned)
+        self._decision = decision
+        self._say(before, decision)
+        self._metrics.record_mode(decision.mode, decision.source, decision.bad_label is not None)
+        racing = frozenset(v.signal for v in self._racing) if not self.reports_only() else frozenset()
+        self._metrics.record_handover_conflicts(self._signals, racing)
+        return decision
+
+    def _say(self, before: ModeDecision | None, now: ModeDecision) -> None:
+        fields = {"mode": str(now.mode), "source": str(now.source), "label": self._label(),
+                  "configured_dry_run": self._configured}
+        if before is None:
+            self._log.info("mode", **fields)
+        elif (before.mode, before.source) != (now.mode, now.source):
+            self._log.info("mode changed", previous=str(before.mode), **fields)
+        if now.bad_label != self._bad_label:
+            self._bad_label = now.bad_label
+            if now.bad_label is not None:
+                accepted = ", ".join(LABEL_TO_DRY_RUN)
+                self._log.warning("node label value not accepted: the configured dryRun holds", label=MODE_LABEL,
+                                  value=now.bad_label, accepted=accepted, configured_dry_run=self._configured)
+                self._tell("Warning", LABEL_INVALID_REASON,
+                           f"label {MODE_LABEL}={now.bad_label!r} not accepted (accepted: {accepted}); evictd keeps "
+                           f"its configured dryRun: {str(self._configured).lower()}", now)
+        if now.mode is not RunMode.STANDBY and now.dry_run != self._announced_dry_run:
+            self._announced_dry_run = now.dry_run
+            what = ("now in dry-run: it decides and reports, and evicts nothing" if now.dry_run
+                    else "now acting: it evicts pods under node pressure")
+            self._tell("Normal", MODE_CHANGED_REASON, f"evictd on this node is {what} ({_why(now, self._configured)})",
+                       now)
+        if now.acting and self._api and (before is None or not before.acting):
+            for verdict in self._racing:
+                self._log.warning("kubelet races evictd", **verdict_fields(verdict))
+
+    def _tell(self, event_type: str, reason: str, message: str, now: ModeDecision) -> None:
+        if self._announce is not None and now.mode is not RunMode.STANDBY:
+            self._announce(event_type, reason, message)
+
+
+def _why(decision: ModeDecision, configured_dry_run: bool) -> str:
+    if decision.source is ModeSource.NODE_LABEL:
+        return f"node label {MODE_LABEL}={decision.mode}; configured dryRun: {str(configured_dry_run).lower()}"
+    if decision.source is ModeSource.COMMAND_LINE:
+        return "--dry-run on the command line"
+    return f"configured dryRun: {str(configured_dry_run).lower()}"

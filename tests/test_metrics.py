@@ -275,3 +275,29 @@ def test_a_configured_allocatable_threshold_and_the_copy_of_memory_available_are
     assert threshold_sample(metrics, "evictd_threshold_bytes", **copy_) == Gi
     assert threshold_sample(metrics, "evictd_threshold_met", threshold=f"allocatableMemory.available<{allocatable}",
                             origin="evictionHard") == 1
+
+
+def test_shadow_comparisons_are_counted_by_outcome_and_resource_from_zero() -> None:
+    """The fleet's agreement rules (deploy/monitoring) need every node's outcome x resource pairs from zero, and
+    the label values bounded: no pod name, a resource name the kubelet may add counted as "other"."""
+    from evictd.core.shadow import ShadowEviction, ShadowState, compare
+
+    metrics = Metrics()
+    pairs = [(s.labels["outcome"], s.labels["resource"]) for family in metrics.registry.collect()
+             for s in family.samples if s.name == "evictd_shadow_comparisons_total"]
+    assert len(pairs) == 4 * 4 and all(sample(metrics, "evictd_shadow_comparisons_total", outcome=o, resource=r) == 0
+                                      for o, r in pairs)
+    hog = ShadowEviction(0.0, "uid-hog", "shop/hog", "memory")
+    state, settled = compare(ShadowState(), [hog], [hog], 0.0)
+    late = ShadowEviction(1.0, "uid-log", "shop/log", "inodes")
+    unknown = ShadowEviction(1.0, "uid-gpu", "shop/gpu", "nvidia.com-gpu")
+    state, more = compare(state, [], [late, unknown], 1.0)
+    state, more = compare(state, [], [], 100.0)
+    for comparison in settled + more:
+        metrics.count_shadow_comparison(comparison)
+    assert sample(metrics, "evictd_shadow_comparisons_total", outcome="agree", resource="memory") == 1
+    assert sample(metrics, "evictd_shadow_comparisons_total", outcome="kubelet-only", resource="inodes") == 1
+    assert sample(metrics, "evictd_shadow_comparisons_total", outcome="kubelet-only", resource="other") == 1
+    assert sample(metrics, "evictd_shadow_comparisons_total", outcome="kubelet-only", resource="memory") == 0
+    assert not [s for family in metrics.registry.collect() for s in family.samples
+                if "shop/" in str(s.labels) or "uid-" in str(s.labels)]

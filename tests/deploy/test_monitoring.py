@@ -1,8 +1,9 @@
 """deploy/monitoring: alert rules, PodMonitor and dashboard, checked with Debian's promtool and a real scrape.
 
 - `promtool check rules` on the plain rules file and on the PrometheusRule's groups, which must be identical;
-- `promtool test rules` on tests/deploy/monitoring/evictd.rules.test.yaml, which must cover every alert, each
-  firing and not firing; each alert names a runbook that is a section of docs/runbooks.md;
+- `promtool test rules` on tests/deploy/monitoring/*.test.yaml, which must cover every alert, each firing and not
+  firing, and every recording rule; each alert names a runbook that is a section of docs/runbooks.md;
+- every metric the rules and the dashboard read is one evictd exports (its registry) or a recording rule's;
 - `promtool check metrics` on a real scrape of `evictd run` (naming conventions, units, `_total` counters);
 - the PodMonitor selects the DaemonSet's pods and port and gives the labels the rules and dashboard expect;
 - the dashboard's panels and variables are well formed (their queries run on a real Prometheus in
@@ -25,7 +26,7 @@ from prometheus_server import PROMTOOL, debian_binary
 
 from markdown_anchors import anchors
 
-RULE_TESTS = Path(__file__).resolve().parent / "monitoring" / "evictd.rules.test.yaml"
+RULE_TESTS = sorted((Path(__file__).resolve().parent / "monitoring").glob("*.rules.test.yaml"))
 DAEMONSET = REPO / "deploy" / "kubernetes" / "daemonset.yaml"
 RUNBOOKS = REPO / "docs" / "runbooks.md"
 
@@ -37,6 +38,26 @@ def promtool(*args: str, stdin: str | None = None, cwd: Path | None = None) -> s
 
 def alerts(groups: dict[str, Any]) -> list[dict[str, Any]]:
     return [rule for group in groups["groups"] for rule in group["rules"] if "alert" in rule]
+
+
+def recording_rules(groups: dict[str, Any]) -> list[dict[str, Any]]:
+    return [rule for group in groups["groups"] for rule in group["rules"] if "record" in rule]
+
+
+def metric_names(expr: str) -> set[str]:
+    """The evictd series an expression reads (evictd's metrics and recording rules all start with `evictd`)."""
+    return set(re.findall(r"\bevictd[_:][A-Za-z0-9_:]*", expr))
+
+
+def exported_names() -> set[str]:
+    """Every series name a scrape of evictd can hold: each metric family's samples (`_total`, `_bucket`...)."""
+    from evictd.observe.metrics import Metrics
+
+    names = set()
+    for family in Metrics().registry.collect():
+        names.add(family.name)
+        names.update(f"{family.name}{suffix}" for suffix in ("_total", "_bucket", "_count", "_sum", "_created"))
+    return names
 
 
 def test_rules_file_and_prometheus_rule_pass_promtool_and_are_identical(tmp_path: Path) -> None:
@@ -59,14 +80,52 @@ def test_promtool_check_rules_can_fail(tmp_path: Path) -> None:
 
 
 def test_every_alert_is_unit_tested_firing_and_quiet_and_promtool_passes() -> None:
-    names = {rule["alert"] for rule in alerts(yaml.safe_load(RULES.read_text()))}
-    assert len(names) == 13
-    cases = [case for test in yaml.safe_load(RULE_TESTS.read_text())["tests"] for case in test["alert_rule_test"]]
+    groups = yaml.safe_load(RULES.read_text())
+    names = {rule["alert"] for rule in alerts(groups)}
+    assert len(names) == 15
+    tests = [test for path in RULE_TESTS for test in yaml.safe_load(path.read_text())["tests"]]
+    cases = [case for test in tests for case in test.get("alert_rule_test", ())]
     firing = {case["alertname"] for case in cases if case["exp_alerts"]}
     quiet = {case["alertname"] for case in cases if not case["exp_alerts"]}
     assert firing == names and quiet == names, f"untested: {names - firing} firing, {names - quiet} quiet"
-    done = promtool("test", "rules", RULE_TESTS.name, cwd=RULE_TESTS.parent)
-    assert done.returncode == 0 and "SUCCESS" in done.stdout, done.stdout + done.stderr
+    # Every recording rule's value is asserted: by name, or read by a rule whose value is.
+    records = {rule["record"]: rule["expr"] for rule in recording_rules(groups)}
+    assert len(records) == 6
+    asserted = {name for test in tests for case in test.get("promql_expr_test", ()) for name in metric_names(case["expr"])}
+    covered = set(asserted)
+    while grown := {name for read_by in covered & set(records) for name in metric_names(records[read_by])
+                    if name in records and name not in covered}:
+        covered |= grown
+    assert "evictd:ready_to_act" in asserted and set(records) <= covered, set(records) - covered
+    for path in RULE_TESTS:
+        done = promtool("test", "rules", path.name, cwd=path.parent)
+        assert done.returncode == 0 and "SUCCESS" in done.stdout, done.stdout + done.stderr
+
+
+def test_rule_tests_can_fail(tmp_path: Path) -> None:
+    """The fleet rule tests assert evictd:ready_to_act: a rule that lets one-sided comparisons pass fails them."""
+    lax = tmp_path / "lax.rules.yaml"
+    text = RULES.read_text()
+    one_sided = 'outcome=~"evictd-only|kubelet-only"}) > 0)'
+    assert text.count(one_sided) == 1
+    lax.write_text(text.replace(one_sided, 'outcome=~"evictd-only|kubelet-only"}) > 1e9)'))
+    [fleet] = [path for path in RULE_TESTS if path.name.startswith("evictd-fleet")]
+    copy = tmp_path / fleet.name
+    copy.write_text(fleet.read_text().replace("../../../deploy/monitoring/evictd.rules.yaml", str(lax)))
+    done = promtool("test", "rules", copy.name, cwd=tmp_path)
+    assert done.returncode != 0 and 'instance="node-3", job="evictd"} 1E+00' in done.stderr, done.stdout + done.stderr
+
+
+def test_rules_and_dashboard_read_only_what_evictd_exports_or_the_rules_record() -> None:
+    groups = yaml.safe_load(RULES.read_text())
+    known = exported_names() | {rule["record"] for rule in recording_rules(groups)}
+    read = {name: where for where, expr in [*((rule.get("alert") or rule["record"], rule["expr"])
+                                               for group in groups["groups"] for rule in group["rules"]),
+                                             *dashboard_queries()]
+            for name in metric_names(expr)}
+    assert {"evictd_shadow_comparisons_total", "evictd_mode", "evictd_handover_conflict"} <= set(read)
+    unknown = {name: where for name, where in read.items() if name not in known}
+    assert unknown == {}, f"read but neither exported by evictd nor recorded: {unknown}"
 
 
 def test_every_alert_has_a_severity_and_a_runbook_section_in_the_docs() -> None:
@@ -111,10 +170,12 @@ def test_dashboard_is_well_formed() -> None:
     for title, expr in queries:
         assert 'instance=~"$instance"' in expr and 'job="evictd"' in expr, (title, expr)
         used = set(re.findall(r"\$(\w+)", expr))
-        assert used <= variables | {"__rate_interval"}, (title, used)
+        assert used <= variables | {"__rate_interval", "__range"}, (title, used)
     wanted = ("evictd_signal_available_bytes", "evictd_threshold_bytes", "evictd_node_condition",
               "evictd_evictions_total", "evictd_reclaimed_bytes_total", "evictd_cycle_duration_seconds_bucket",
-              "evictd_wakeups_total", "evictd_oom_kills_total", "evictd_oom_kills_too_late_total")
+              "evictd_wakeups_total", "evictd_oom_kills_total", "evictd_oom_kills_too_late_total",
+              "evictd_shadow_comparisons_total", "evictd_mode", "evictd_handover_conflict", "evictd:ready_to_act",
+              "evictd:shadow_agreement:ratio7d", "evictd:shadow_comparisons:increase7d", "evictd:dry_run_hours:count7d")
     text = " ".join(expr for _, expr in queries)
     assert all(name in text for name in wanted), [name for name in wanted if name not in text]
 

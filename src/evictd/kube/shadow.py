@@ -5,7 +5,7 @@ did not carry out) and the pods of this node that the kubelet has since recorded
 reason Evicted, its message, or a terminal pod with its DisruptionTarget/TerminationByKubelet condition; seen
 through evictd's own pod watch, so no extra API permission is needed), feeds
 both to `evictd.core.shadow.compare`, and for every settled comparison logs a "shadow comparison" line, counts
-it in `evictd_shadow_comparisons_total{outcome}` and appends it as one JSON line to `<stateDir>/shadow.jsonl`
+it in `evictd_shadow_comparisons_total{outcome, resource}` and appends it as one JSON line to `<stateDir>/shadow.jsonl`
 (`evictd shadow-report` reads that file). Pods the kubelet had evicted before evictd started are history, not
 this run's: they are remembered on the first cycle and never compared.
 

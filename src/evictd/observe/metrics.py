@@ -19,11 +19,13 @@ from evictd.core.errors import SampleError
 from evictd.core.fs_layout import ReclaimAction
 from evictd.core.oom import TOO_LATE_ACTIVITIES, OomReport, OomScope
 from evictd.core.run_mode import ModeSource, RunMode
+from evictd.core.shadow import Comparison, Outcome
 from evictd.core.signals import (
     CONTAINER_EPHEMERAL_LIMIT_SIGNAL,
     EMPTYDIR_LIMIT_SIGNAL,
     POD_EPHEMERAL_LIMIT_SIGNAL,
     NodeCondition,
+    Resource,
     Signal,
     Unit,
     spec_of,
@@ -42,6 +44,10 @@ WAKEUP_CAUSES = ("timer", "memcg", "memcg_rearm", "psi", "psi_far", "memory_watc
 ERROR_SOURCES = (*(str(step) for step in CycleStep), "notifier", "cycle", "runtime", "state")
 # The local-storage limit evictions' labels, besides the signals (the kubelet's eviction_signal values).
 LOCAL_STORAGE_SIGNALS = (EMPTYDIR_LIMIT_SIGNAL, POD_EPHEMERAL_LIMIT_SIGNAL, CONTAINER_EPHEMERAL_LIMIT_SIGNAL)
+# The shadow comparisons' resource label: the resources the kubelet's eviction messages name. A name outside them
+# (a future kubelet's) counts as "other", so the label's values stay bounded whatever a pod's status says.
+SHADOW_RESOURCES = tuple(str(resource) for resource in Resource)
+OTHER_RESOURCE = "other"
 
 
 
@@ -122,8 +128,9 @@ class Metrics:
         self.image_gc = Counter("evictd_image_garbage_collected_total", "Images deleted by garbage collection, by "
                                 "reason (space, age).", ["reason"], registry=r)
         self.shadow = Counter("evictd_shadow_comparisons_total", "Dry-run decisions compared with the kubelet's own "
-                              "evictions, by outcome (agree, different-pod, evictd-only, kubelet-only).", ["outcome"],
-                              registry=r)
+                              "evictions, by outcome (agree, different-pod, evictd-only, kubelet-only) and the "
+                              "starved resource (memory, ephemeral-storage, inodes, pids; other).",
+                              ["outcome", "resource"], registry=r)
         self.journal_corrupt = Counter("evictd_journal_corrupt_total", "Eviction journal files found unusable at "
                                        "start and moved aside (evictions.json.corrupt-<time>).", registry=r)
         self.journal_write_failures = Counter("evictd_journal_write_failures_total", "Eviction journal writes "
@@ -179,6 +186,9 @@ class Metrics:
                                (self.mode, RunMode), (self.mode_source, ModeSource)):
             for value in values:
                 metric.labels(str(value))  # a new child starts at zero
+        for outcome in Outcome:  # every pair at zero: a node's first comparison shows in increase() and rate()
+            for resource in SHADOW_RESOURCES:
+                self.shadow.labels(str(outcome), resource)
 
     def record_cycle(
         self,
@@ -265,6 +275,12 @@ class Metrics:
     def watch_health(self, healthy: Callable[[], bool]) -> None:
         """Export `healthy()` (the /healthz rule) as `evictd_healthy`, evaluated at each scrape."""
         self.healthy.set_function(lambda: 1.0 if healthy() else 0.0)
+
+    def count_shadow_comparison(self, comparison: Comparison) -> None:
+        """Count one settled shadow comparison under its outcome and starved resource (never a pod's name)."""
+        side = comparison.evictd or comparison.kubelet
+        resource = side.resource if side is not None and side.resource in SHADOW_RESOURCES else OTHER_RESOURCE
+        self.shadow.labels(str(comparison.outcome), resource).inc()
 
     def _oom(self, oom: OomReport) -> None:
         self.oom_kills.labels(str(OomScope.NODE)).inc(oom.node_kills)

@@ -203,8 +203,7 @@ def build_cluster(config: Configuration, node_name: str, metrics: Metrics, log: 
                        volumes_left=disk_volumes_left(settings.kubelet_root_dir), reports_only=reporting)
     own_uid = os.environ.get(POD_UID_ENV, "")
     pods = EvictablePods(watcher, journal, own_uid=own_uid)
-    shadow = ShadowComparer(watcher.pods, settings.state_dir, lambda c: metrics.shadow.labels(str(c.outcome)).inc(),
-                            log)
+    shadow = ShadowComparer(watcher.pods, settings.state_dir, metrics.count_shadow_comparison, log)
     route = None
     if kube_evictor is not None and settings.soft_evictions_through_eviction_api:
         route = EvictionApiRoute(EvictionRequests(kube_evictor), settings.eviction_api_max_candidates,

@@ -113,8 +113,10 @@ class RealNode(NodeUnderTest):
         time.sleep(0.3)  # the shell's trap is set before it prints; give it the moment the stand-in waits for
         return ref
 
-    def start_evictd(self, kubelet: str, evictd: str = "", *, cadence: str = TEST_CADENCE) -> EvictdProcess:
-        """Start `evictd run` with the node's settings; `cadence=""` runs it with the shipped interval and wake-ups."""
+    def start_evictd(self, kubelet: str, evictd: str = "", *, cadence: str = TEST_CADENCE,
+                     args: tuple[str, ...] = ()) -> EvictdProcess:
+        """Start `evictd run` with the node's settings; `cadence=""` runs it with the shipped interval and wake-ups;
+        `args` follow `--config` (e.g. `--kubelet-config`)."""
         self.cluster.ensure_identity_pod(self.IDENTITY_POD)
         work = self.folder / new_name("evictd")
         work.mkdir(parents=True)
@@ -122,7 +124,7 @@ class RealNode(NodeUnderTest):
         settings = daemon_settings(self.name, self.cluster.evictd_kubeconfig(self.IDENTITY_POD),
                                    self.cluster.containerd_endpoint, self.cluster.cgroup_root,
                                    self.cluster.kubelet_root, self.cluster.pod_logs_dir, work / "state", cadence)
-        daemon = EvictdProcess(work, kubelet=kubelet, evictd=settings + evictd)
+        daemon = EvictdProcess(work, kubelet=kubelet, evictd=settings + evictd, args=args)
         self.daemons.append(daemon)
         return daemon
 

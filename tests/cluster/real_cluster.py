@@ -48,6 +48,11 @@ start-kubelet, start-all, stop-all, make-evictd-kubeconfig). Choices and why:
   (``https://127.0.0.1:<kubelet_port>/configz`` with the admin certificate).
 * The API server audits pod, pods/status, pods/eviction, event, node, nodes/status and lease writes
   (``audit_log``).
+* More nodes (multi_node.py): ``RealCluster(base, bin_dir, pod_network=False, node_name=..., node_labels=...,
+  kubelet_defaults=..., control_plane=cluster)`` is one more kubelet of a started cluster, with its own
+  containerd, root folder, ports, cgroupRoot and client certificate (CN=system:node:<name>, O=system:nodes,
+  for the Node authorizer); its ``stop`` removes that node's pods, processes, mounts, cgroups and its Node.
+  The first node's certificates, names and API are unchanged.
 * Timeouts are generous for a busy machine; measured on a 2-core VM: start about 5 s (etcd cached),
   ``restart_kubelet`` about 1 s, stop about 3 s.
 """
@@ -567,11 +572,11 @@ class RealCluster:
         self.node_labels = dict(node_labels or {})
         self.kubelet_defaults = kubelet_defaults
         self.control_plane = control_plane
-        self.pki = control_plane.pki if control_plane is not None else Pki(base / "pki")
+        self.pki: Pki = control_plane.pki if control_plane is not None else Pki(base / "pki")
         # The first node's kubelet certificates keep their names; an added node's carry its name.
         self._kubelet_cert_suffix = "" if control_plane is None else f"-{self.node_name}"
         self.ca_path = self.pki.ca_cert
-        self.admin_kubeconfig = control_plane.admin_kubeconfig if control_plane is not None \
+        self.admin_kubeconfig: Path = control_plane.admin_kubeconfig if control_plane is not None \
             else base / "admin.kubeconfig"
         self.kubelet_kubeconfig = base / "kubelet.kubeconfig"
         self.run_dir = base / "run"
@@ -580,7 +585,7 @@ class RealCluster:
         self.kubelet_config_path = base / "kubelet-config.yaml"
         self.kubelet_dropin_dir = base / "kubelet.conf.d"  # the kubelet's --config-dir, when a restart gives one
         self.sysctl_dir = base / "sysctl-fake"
-        self.audit_log = control_plane.audit_log if control_plane is not None else self.run_dir / "audit.log"
+        self.audit_log: Path = control_plane.audit_log if control_plane is not None else self.run_dir / "audit.log"
         self.audit_policy = base / "audit-policy.yaml"
         self.cgroup_root = f"{CGROUP_ROOT_PREFIX}{uuid.uuid4().hex[:8]}"
         self.cgroup_version = detect_cgroup_layout().version  # 2 in a cgroup v2 guest (tests/uml), 1 on this host

@@ -192,10 +192,10 @@ def test_the_pool_nodes_are_ready_and_the_scheduler_places_pods_by_pool(pools: M
         node = by_name[spec.name]
         ready = [c for c in node["status"]["conditions"] if c["type"] == "Ready"]
         assert ready and ready[0]["status"] == "True", ready
-        # Each node's own pods cgroup, limited to its allocatable memory (capacity minus systemReserved).
         # The kubelet's own eviction is off (every hard threshold 0%), as evictd's hand-over leaves it.
         configz = pools.node(spec.name).kubelet_configz()
         assert set(configz["evictionHard"].values()) == {"0%"}, configz["evictionHard"]
+        # Each node's own pods cgroup, limited to its allocatable memory (capacity minus systemReserved).
         kubepods = pods_cgroup(pools.node(spec.name))
         cgroups.add(kubepods)
         limit_bytes = int((kubepods / "memory.limit_in_bytes").read_text())

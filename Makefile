@@ -124,7 +124,9 @@ docs: $(STAMP)
 # EVICTD_K8S_BIN, etcd from Debian's etcd-server package (fetched by the harness with `apt-get download` into
 # /var/tmp/evictd-k8s-cache, unpacked, not installed), the private containerd of the CRI tests; started and
 # stopped by the tests themselves (tests/cluster/real_cluster.py). Runs tests/cluster and the contract tests
-# (tests/contract) against that cluster.
+# (tests/contract) against that cluster. tests/cluster/test_multi_node_real.py adds three more kubelets, each
+# with its own containerd and pods cgroup, in pools canary and general (tests/cluster/multi_node.py), for one
+# evictd per node; they are removed again after that module.
 CLUSTER_TEST_DIRS := $(wildcard tests/cluster tests/contract)
 # The pod network of the DaemonSet tests (tests/cluster/pod_network.py): a bridge, Debian's CNI plugins (not on
 # PATH: /usr/lib/cni/bridge), a DNAT rule for the kubernetes Service.

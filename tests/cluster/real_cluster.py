@@ -48,6 +48,11 @@ start-kubelet, start-all, stop-all, make-evictd-kubeconfig). Choices and why:
   (``https://127.0.0.1:<kubelet_port>/configz`` with the admin certificate).
 * The API server audits pod, pods/status, pods/eviction, event, node, nodes/status and lease writes
   (``audit_log``).
+* More nodes (multi_node.py): ``RealCluster(base, bin_dir, pod_network=False, node_name=..., node_labels=...,
+  kubelet_defaults=..., control_plane=cluster)`` is one more kubelet of a started cluster, with its own
+  containerd, root folder, ports, cgroupRoot and client certificate (CN=system:node:<name>, O=system:nodes,
+  for the Node authorizer); its ``stop`` removes that node's pods, processes, mounts, cgroups and its Node.
+  The first node's certificates, names and API are unchanged.
 * Timeouts are generous for a busy machine; measured on a 2-core VM: start about 5 s (etcd cached),
   ``restart_kubelet`` about 1 s, stop about 3 s.
 """
@@ -332,6 +337,7 @@ class Pki:
         self.ca_key = folder / "ca.key"
         self.sa_key = folder / "sa.key"
         self.sa_pub = folder / "sa.pub"
+        self._issuing = threading.Lock()
 
     def cert(self, name: str) -> Path:
         return self.folder / f"{name}.crt"
@@ -356,14 +362,24 @@ class Pki:
                    "IP:127.0.0.1,IP:10.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,"
                    "DNS:kubernetes.default.svc")
         self.issue("admin", "/O=system:masters/CN=evictd-real-admin")
-        self.issue("kubelet-client", f"/O=system:nodes/CN=system:node:{node_name}")
         self.issue("apiserver-kubelet-client", "/O=system:masters/CN=kube-apiserver-kubelet-client")
-        self.issue("kubelet-serving", f"/CN={node_name}", f"IP:127.0.0.1,DNS:{node_name},DNS:localhost")
+        self.issue_kubelet(node_name)
         self._openssl("genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048", "-out", str(self.sa_key))
         self._openssl("pkey", "-in", str(self.sa_key), "-pubout", "-out", str(self.sa_pub))
 
+    def issue_kubelet(self, node_name: str, suffix: str = "") -> None:
+        """Issue a kubelet's client certificate ``kubelet-client<suffix>`` (CN=system:node:<node_name>,
+        O=system:nodes: the identity the Node authorizer and NodeRestriction know it by) and its serving one
+        ``kubelet-serving<suffix>``."""
+        self.issue(f"kubelet-client{suffix}", f"/O=system:nodes/CN=system:node:{node_name}")
+        self.issue(f"kubelet-serving{suffix}", f"/CN={node_name}", f"IP:127.0.0.1,DNS:{node_name},DNS:localhost")
+
     def issue(self, name: str, subject: str, san: str = "") -> None:
         """Issue ``name``.crt/.key signed by the CA: a server and client certificate with ``san``, else a client one."""
+        with self._issuing:  # one at a time: every issue rewrites the CA's serial file (ca.srl)
+            self._issue(name, subject, san)
+
+    def _issue(self, name: str, subject: str, san: str) -> None:
         key, csr, ext = self.key(name), self.folder / f"{name}.csr", self.folder / f"{name}.ext"
         self._ec_key(key)
         self._openssl("req", "-new", "-key", str(key), "-subj", subject, "-out", str(csr))
@@ -530,20 +546,38 @@ class RealCluster:
 
     ``start()`` brings it all up (and tears everything down again if it cannot, raising ``ClusterError`` with
     the end of the component logs); ``stop()`` tears it down and returns what could not be cleaned.
+
+    With ``control_plane`` (a started RealCluster) it is one more node of that cluster instead: its own
+    containerd, kubelet (root folder, ports, cgroupRoot, certificates) under ``base``, registered with that
+    control plane; ``stop()`` then removes only this node's pods, processes, mounts and cgroups, and its Node.
     """
 
     def __init__(self, base: Path, bin_dir: Path, containerd_root: Path | None = None, *,
-                 pod_network: bool = True, apiserver_start_timeout_s: float = APISERVER_START_TIMEOUT_S) -> None:
+                 pod_network: bool = True, apiserver_start_timeout_s: float = APISERVER_START_TIMEOUT_S,
+                 node_name: str | None = None, node_labels: Mapping[str, str] | None = None,
+                 kubelet_defaults: str = "", control_plane: RealCluster | None = None) -> None:
         """``containerd_root``: containerd's image store and writable layers (the node's imagefs) on a folder of
         the caller's, e.g. on a small loop-mounted filesystem (default: under ``base``).
-        ``apiserver_start_timeout_s``: how long kube-apiserver may take to be ready."""
+        ``apiserver_start_timeout_s``: how long kube-apiserver may take to be ready.
+        ``node_name``: the kubelet's ``--hostname-override`` (default: this machine's hostname, which resolves
+        here, so ``kubectl logs`` reaches the kubelet); ``node_labels``: its ``--node-labels``;
+        ``kubelet_defaults``: KubeletConfiguration YAML whose top-level keys replace the defaults at every start
+        of this kubelet (``restart_kubelet``'s fragment then replaces those); ``control_plane``: see the class."""
+        if control_plane is not None and pod_network:
+            raise ClusterError("a node added to a control plane runs hostNetwork pods only: pod_network=False")
         self.base = base
         self.apiserver_start_timeout_s = apiserver_start_timeout_s
         self.bin_dir = bin_dir
-        self.node_name = socket.gethostname().strip().lower()
-        self.pki = Pki(base / "pki")
+        self.node_name = node_name or socket.gethostname().strip().lower()
+        self.node_labels = dict(node_labels or {})
+        self.kubelet_defaults = kubelet_defaults
+        self.control_plane = control_plane
+        self.pki: Pki = control_plane.pki if control_plane is not None else Pki(base / "pki")
+        # The first node's kubelet certificates keep their names; an added node's carry its name.
+        self._kubelet_cert_suffix = "" if control_plane is None else f"-{self.node_name}"
         self.ca_path = self.pki.ca_cert
-        self.admin_kubeconfig = base / "admin.kubeconfig"
+        self.admin_kubeconfig: Path = control_plane.admin_kubeconfig if control_plane is not None \
+            else base / "admin.kubeconfig"
         self.kubelet_kubeconfig = base / "kubelet.kubeconfig"
         self.run_dir = base / "run"
         self.kubelet_root = base / "kubelet"
@@ -551,7 +585,7 @@ class RealCluster:
         self.kubelet_config_path = base / "kubelet-config.yaml"
         self.kubelet_dropin_dir = base / "kubelet.conf.d"  # the kubelet's --config-dir, when a restart gives one
         self.sysctl_dir = base / "sysctl-fake"
-        self.audit_log = self.run_dir / "audit.log"
+        self.audit_log: Path = control_plane.audit_log if control_plane is not None else self.run_dir / "audit.log"
         self.audit_policy = base / "audit-policy.yaml"
         self.cgroup_root = f"{CGROUP_ROOT_PREFIX}{uuid.uuid4().hex[:8]}"
         self.cgroup_version = detect_cgroup_layout().version  # 2 in a cgroup v2 guest (tests/uml), 1 on this host
@@ -631,15 +665,22 @@ class RealCluster:
     def _start(self) -> None:
         for folder in (self.base, self.run_dir, self.kubelet_root, self.pod_logs_dir, self.sysctl_dir):
             folder.mkdir(parents=True, exist_ok=True)
-        (self.api_port, self.etcd_port, self.etcd_peer_port, self.kubelet_port,
-         self.kubelet_healthz_port, self.controller_manager_port, self.scheduler_port) = free_ports(7)
-        self.api_url = f"https://127.0.0.1:{self.api_port}"
         self._sysctls_before = self._read_sysctls()
-        self._timed("certificates", self._make_certificates)
-        self._timed("etcd", self._start_etcd)
-        self._timed("kube-apiserver", self._start_apiserver)
-        self._timed("kube-controller-manager", self._start_controller_manager)
-        self._timed("kube-scheduler", self._start_scheduler)
+        if self.control_plane is None:
+            (self.api_port, self.etcd_port, self.etcd_peer_port, self.kubelet_port,
+             self.kubelet_healthz_port, self.controller_manager_port, self.scheduler_port) = free_ports(7)
+            self.api_url = f"https://127.0.0.1:{self.api_port}"
+            self._timed("certificates", self._make_certificates)
+            self._timed("etcd", self._start_etcd)
+            self._timed("kube-apiserver", self._start_apiserver)
+            self._timed("kube-controller-manager", self._start_controller_manager)
+            self._timed("kube-scheduler", self._start_scheduler)
+        else:  # one more node: the control plane's API server; ports chosen by the caller, or here
+            if not self.kubelet_port:
+                self.kubelet_port, self.kubelet_healthz_port = free_ports(2)
+            self.api_port, self.api_url = self.control_plane.api_port, self.control_plane.api_url
+            self._api = self.control_plane.api
+            self._timed("certificates", self._make_node_certificates)
         if self.pod_network is not None:
             self._timed("pod-network", self._start_pod_network)
         self._timed("containerd", self._start_containerd)
@@ -647,16 +688,25 @@ class RealCluster:
         self._make_kubelet_root_shared()
         self._timed("kubelet", lambda: self._start_kubelet(""))
         self._timed("node-ready", self._wait_first_ready)
-        self._timed("cluster-objects", self._make_cluster_objects)
+        if self.control_plane is None:
+            self._timed("cluster-objects", self._make_cluster_objects)
 
     def _make_certificates(self) -> None:
         self.pki.create(self.node_name)
         write_kubeconfig(self.admin_kubeconfig, self.api_url, self.ca_path,
                          {"client-certificate": str(self.pki.cert("admin")),
                           "client-key": str(self.pki.key("admin"))})
+        self._write_kubelet_kubeconfig()
+
+    def _make_node_certificates(self) -> None:
+        """An added node's kubelet certificates (its own name in the client one) and kubeconfig."""
+        self.pki.issue_kubelet(self.node_name, self._kubelet_cert_suffix)
+        self._write_kubelet_kubeconfig()
+
+    def _write_kubelet_kubeconfig(self) -> None:
+        client = f"kubelet-client{self._kubelet_cert_suffix}"
         write_kubeconfig(self.kubelet_kubeconfig, self.api_url, self.ca_path,
-                         {"client-certificate": str(self.pki.cert("kubelet-client")),
-                          "client-key": str(self.pki.key("kubelet-client"))})
+                         {"client-certificate": str(self.pki.cert(client)), "client-key": str(self.pki.key(client))})
 
     def _spawn(self, name: str, argv: list[str]) -> subprocess.Popen[bytes]:
         with self.log_path(name).open("ab") as log:
@@ -807,8 +857,8 @@ class RealCluster:
             "readOnlyPort": 0,
             "healthzBindAddress": "127.0.0.1",
             "healthzPort": self.kubelet_healthz_port,
-            "tlsCertFile": str(pki.cert("kubelet-serving")),
-            "tlsPrivateKeyFile": str(pki.key("kubelet-serving")),
+            "tlsCertFile": str(pki.cert(f"kubelet-serving{self._kubelet_cert_suffix}")),
+            "tlsPrivateKeyFile": str(pki.key(f"kubelet-serving{self._kubelet_cert_suffix}")),
             "authentication": {"anonymous": {"enabled": False}, "webhook": {"enabled": True},
                                "x509": {"clientCAFile": str(pki.ca_cert)}},
             "authorization": {"mode": "Webhook"},
@@ -822,11 +872,12 @@ class RealCluster:
         }
         if self.cgroup_version == 1:
             config["failCgroupV1"] = False  # v1.36 refuses a cgroup v1 host by default; on v2 its default stays
-        if extra.strip():
-            more = yaml.safe_load(extra)
-            if not isinstance(more, dict):
-                raise ClusterError(f"kubelet_config_extra is not a YAML mapping: {extra!r}")
-            config.update(more)
+        for fragment in (self.kubelet_defaults, extra):
+            if fragment.strip():
+                more = yaml.safe_load(fragment)
+                if not isinstance(more, dict):
+                    raise ClusterError(f"kubelet configuration fragment is not a YAML mapping: {fragment!r}")
+                config.update(more)
         return config
 
     def _write_dropins(self, dropins: Mapping[str, str] | None) -> Path | None:
@@ -856,6 +907,8 @@ class RealCluster:
                    "--hostname-override", self.node_name, f"--v={KUBELET_VERBOSITY}"]
         if dropin_dir is not None:
             kubelet += ["--config-dir", str(dropin_dir)]
+        if self.node_labels:
+            kubelet += ["--node-labels", ",".join(f"{key}={value}" for key, value in self.node_labels.items())]
         # In the new mount namespace: /proc private first (so the binds never reach the host), the sysctl
         # binds, then exec: unshare and sh exec in place, so the PID is the kubelet's.
         script = " && ".join(["mount --make-rprivate /proc", *binds, f"exec {shlex.join(kubelet)}"])
@@ -931,7 +984,7 @@ class RealCluster:
 
     def wait_namespace_objects(self, namespace: str) -> None:
         """Wait until ``namespace`` has its ``default`` ServiceAccount and CA ConfigMaps."""
-        namespaces = self._namespaces
+        namespaces = self._namespaces if self.control_plane is None else self.control_plane._namespaces
         assert namespaces is not None
         wait_for(lambda: namespace in namespaces.done, NAMESPACE_OBJECTS_TIMEOUT_S,
                  f"the default ServiceAccount and CA ConfigMaps in {namespace} (errors: {namespaces.errors[-3:]})")
@@ -1085,9 +1138,13 @@ class RealCluster:
         return []
 
     def _delete_all_pods(self) -> list[str]:
-        """Delete every pod through the API (finalizers removed first), so the kubelet tears them down."""
+        """Delete every pod through the API (finalizers removed first), so the kubelet tears them down; an added
+        node deletes those bound to it only."""
+        listing = "/api/v1/pods"
+        if self.control_plane is not None:
+            listing += "?fieldSelector=" + urllib.parse.quote(f"spec.nodeName={self.node_name}")
         try:
-            pods = self.api.request("GET", "/api/v1/pods").get("items", [])
+            pods = self.api.request("GET", listing).get("items", [])
             for pod in pods:
                 meta = pod["metadata"]
                 path = f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}"
@@ -1099,9 +1156,9 @@ class RealCluster:
                     grace = 1 if pod["spec"].get("nodeName") == self.node_name else 0
                     self.api.request("DELETE", path, {"gracePeriodSeconds": grace})
             with contextlib.suppress(ClusterError):
-                wait_for(lambda: not self.api.request("GET", "/api/v1/pods").get("items"), POD_DELETE_TIMEOUT_S,
+                wait_for(lambda: not self.api.request("GET", listing).get("items"), POD_DELETE_TIMEOUT_S,
                          "the pods to go")
-            left = self.api.request("GET", "/api/v1/pods").get("items", [])
+            left = self.api.request("GET", listing).get("items", [])
             for pod in left:  # the kubelet did not finish them: force (its containers go with containerd)
                 meta = pod["metadata"]
                 with contextlib.suppress(ApiError):
@@ -1131,13 +1188,25 @@ class RealCluster:
         problems: list[str] = []
         if self._namespaces is not None:
             self._namespaces.stop()
-        if self._alive("kube-apiserver") and self._alive("kubelet"):
+        control = self.control_plane or self
+        if control._alive("kube-apiserver") and self._alive("kubelet"):
             problems += self._delete_all_pods()
             self.timings["stop-pods"] = time.monotonic() - began
         for name in ("kube-scheduler", "kube-controller-manager", "kubelet", "kube-apiserver", "etcd"):
             step = time.monotonic()
             problems += self._stop_process(name)
-            self.timings[f"stop-{name}"] = time.monotonic() - step
+            if self.control_plane is None or name == "kubelet":  # an added node runs a kubelet only
+                self.timings[f"stop-{name}"] = time.monotonic() - step
+        if self.control_plane is not None and self._api is not None and control._alive("kube-apiserver"):
+            # An added node's Node goes with it (its Lease with the Node, by the garbage collector): the
+            # control plane's other tests see their own node only.
+            try:
+                self.api.request("DELETE", f"/api/v1/nodes/{self.node_name}")
+            except ApiError as exc:
+                if exc.status != 404:
+                    problems.append(f"could not delete node {self.node_name}: {exc}")
+            except (ClusterError, OSError) as exc:
+                problems.append(f"could not delete node {self.node_name}: {exc}")
         if self._namespaces is not None:
             self._namespaces.stop(THREAD_JOIN_TIMEOUT_S)
             self._namespaces = None

@@ -54,6 +54,7 @@ class Stats:
     def __init__(self, available: int) -> None:
         self.available = available
         self.measured: list[list[str]] = []
+        self.holder_processes: int | None = None  # None: not counted (as the Summary API may leave it)
 
     def memory_reading(self) -> None:  # no reading of the memory alone: confirmed on whole Summaries
         return None
@@ -61,7 +62,8 @@ class Stats:
     def summary(self, pods: Sequence[Pod], *, reread: bool = False, runtime_wait_s: float | None = None) -> Summary:
         self.measured.append([p.name for p in pods])
         return summary_from_dict(summary(memory=self.available, pods=[
-            pod_stats(HOLDER, memory=3 * Gi), *(pod_stats(b, memory=200 * Mi) for b in BYSTANDERS)]))
+            pod_stats(HOLDER, memory=3 * Gi, processes=self.holder_processes),
+            *(pod_stats(b, memory=200 * Mi) for b in BYSTANDERS)]))
 
 
 def build(apiserver: ApiServer, tmp_path: Path, *, api: bool) -> Iterator[tuple[EvictionManager, Stats, Any]]:
@@ -83,7 +85,7 @@ def build(apiserver: ApiServer, tmp_path: Path, *, api: bool) -> Iterator[tuple[
         EngineConfig.from_settings(eviction_settings(KUBELET)), stats=stats, layout=FixedLayout(FsLayout()),
         pods=EvictablePods(watcher, journal), reclaimer=ReportOnlyReclaimer(), evictor=evictor, clock=clock,
         eviction_api=route, terminating=TerminatingEvictions(watcher, journal))
-    yield manager, stats, (clock, requests, watcher)
+    yield manager, stats, (clock, requests, watcher, journal)
     watcher.stop()
     client.close()
 
@@ -107,7 +109,7 @@ def through_api(apiserver: ApiServer, tmp_path: Path) -> Iterator[tuple[Eviction
 def test_a_hard_threshold_deletes_the_soft_evicted_pod_again_with_the_hard_grace_period_before_any_bystander(
     apiserver: ApiServer, kubelet_way: tuple[EvictionManager, Stats, Any]
 ) -> None:
-    manager, stats, (clock, _, watcher) = kubelet_way
+    manager, stats, (clock, _, watcher, _) = kubelet_way
     assert manager.synchronize().acted.evictions == ()  # the soft grace period starts
     clock.advance(1.0)
     soft = manager.synchronize()
@@ -132,10 +134,31 @@ def test_a_hard_threshold_deletes_the_soft_evicted_pod_again_with_the_hard_grace
     assert [name for name, _ in deletes(apiserver)].count("holder") == 2
 
 
+@pytest.mark.parametrize(("processes", "next_evicted"), [(2, "holder"), (0, "bystander-0")])
+def test_a_pod_stopped_on_the_node_that_runs_again_is_evicted_again_before_any_bystander(
+    apiserver: ApiServer, kubelet_way: tuple[EvictionManager, Stats, Any], processes: int, next_evicted: str
+) -> None:
+    """The real fleet's race: evictd's hard eviction stopped the hog's container on the node before the kubelet saw
+    the deletion, the kubelet started it again (restartPolicy Always) and it refilled; the next hard cycle evicted
+    the quiet pod beside it. A pod evictd stopped that runs again is evicted again first; one that stays stopped
+    (no process left) holds nothing, and the next pod goes."""
+    manager, stats, (clock, _, watcher, journal) = kubelet_way
+    stats.available = 300 * Mi  # the hard threshold is met at once
+    first = manager.synchronize()
+    assert [(e.pod.name, e.effective_grace_period_s) for e in first.acted.evictions] == [("holder", 1)]
+    uid = HOLDER["metadata"]["uid"]
+    journal.note_stopped_locally(uid)  # what the runtime link records after its stop on the node
+    assert wait_until(lambda: (p := watcher.pod(uid)) is not None and p.deletion_timestamp is not None, 5.0)
+    stats.holder_processes = processes  # started again by the kubelet, refilled to 3 GiB; or still stopped
+    clock.advance(1.0)
+    again = manager.synchronize()
+    assert [e.pod.name for e in again.acted.evictions] == [next_evicted]
+
+
 def test_a_pod_releasing_in_the_background_holds_soft_evictions_until_its_deadline(
     apiserver: ApiServer, through_api: tuple[EvictionManager, Stats, Any]
 ) -> None:
-    manager, stats, (clock, requests, watcher) = through_api
+    manager, stats, (clock, requests, watcher, _) = through_api
     apiserver.store.evict_in_background("default", "holder")
     manager.synchronize()  # the soft grace period starts
     clock.advance(1.0)

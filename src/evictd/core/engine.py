@@ -471,10 +471,11 @@ def choose_eviction(
     (pre-reclaim) ones, as the kubelet ranks on them. `pods_from_node` means the pods are what the node shows
     (the API gave no pod list): only a hard threshold evicts from them.
 
-    `terminating` are the pods evictd itself evicted with a longer grace period than a hard threshold gives, still
-    terminating (evictd's escalation, issue #43): ranked with `pods` for a hard threshold, so the pod
-    that holds what the node lacks is deleted again with the hard grace period before any bystander; never for a
-    soft one (its eviction already asked for as much).
+    `terminating` are the pods evictd itself evicted and still in the pod list: with a longer grace period than a
+    hard threshold gives (evictd's escalation, issue #43), or stopped on the node, which the kubelet may have
+    started again before it saw the deletion. They are ranked with `pods` for a hard threshold while their stats
+    show them running (`still_running`), so the pod that holds what the node lacks is evicted again before any
+    bystander; never for a soft one (its eviction already asked for as much).
 
     `disk_figures_waited_for` are the uids of the pods whose disk figures the shell already waited for (None: it has
     no disk figures to wait for). A disk ranking that would rank a pod without disk figures not in it ranks nobody:
@@ -482,7 +483,8 @@ def choose_eviction(
     """
     threshold, resource = step.threshold, step.resource
     if threshold.is_hard and terminating:
-        pods = (*pods, *terminating)
+        running = pod_stats_lookup(summary, terminating)
+        pods = (*pods, *(pod for pod in terminating if still_running(running(pod))))
     if not pods:
         return EvictionChoice(ranking=(), eviction=None)
     if pods_from_node and not threshold.is_hard:
@@ -511,6 +513,11 @@ def choose_eviction(
     return EvictionChoice(ranking=ranking, eviction=chosen[0] if chosen else None, skipped_critical=tuple(skipped),
                           ranking_signal=threshold.signal, ranking_keys=keys, alternates=tuple(chosen[1:]),
                           unmeasured=unmeasured)
+
+
+def still_running(stats: PodStats | None) -> bool:
+    """Whether an evicted pod's stats show it running: measured, and with processes (where they were counted)."""
+    return stats is not None and (stats.process_count is None or stats.process_count > 0)
 
 
 def _threshold_eviction(

@@ -88,13 +88,17 @@ class EvictablePods:
 
 
 class TerminatingEvictions:
-    """The pods evictd itself evicted with a longer grace period than a hard threshold gives, still in the pod list:
-    the manager ranks them again when a hard threshold acts (escalation, issue #43).
+    """The pods evictd itself evicted that are still in the pod list and may still hold what the node lacks: the
+    manager ranks them again when a hard threshold acts, while their stats show them running (`still_running`).
 
-    `EvictablePods` leaves them out (a soft threshold must not evict them again with the grace period they already
-    have); without them, a soft-evicted pod that ignores SIGTERM for its 600 s grace period while holding 3 GiB made
-    a hard threshold evict the bystanders one by one. Deleted again with the hard grace period, the pod's journal
-    entry says 1 s, so it is escalated once. A pod stopped through the container runtime is not escalated again.
+    - Evicted with a longer grace period than a hard threshold gives (escalation, issue #43): a soft-evicted pod
+      that ignores SIGTERM for its 600 s grace period while holding 3 GiB made a hard threshold evict the bystanders
+      one by one. Deleted again with the hard grace period, its journal entry says 1 s: escalated once.
+    - Stopped on the node by evictd (a hard eviction's local stop): the kubelet, which had not seen the deletion yet,
+      started its container again (restartPolicy Always), and on the real fleet the refilled pod made evictd evict
+      the quiet pod beside it (4 of 32 runs). Such a pod is stopped again first, each time it runs again.
+
+    `EvictablePods` leaves them all out: a soft threshold must not evict them again with the grace they already have.
     """
 
     def __init__(self, watcher: PodWatcher, journal: EvictionJournal) -> None:
@@ -110,7 +114,7 @@ class TerminatingEvictions:
             if pod.uid not in evicted:
                 continue
             entry = self._journal.get(pod.uid)
-            if entry.grace_period_s > IMMEDIATE_EVICTION_GRACE_PERIOD_S and not entry.stopped_locally:
+            if entry.stopped_locally or entry.grace_period_s > IMMEDIATE_EVICTION_GRACE_PERIOD_S:
                 pods.append(pod)
         return pods
 

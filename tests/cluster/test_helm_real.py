@@ -21,11 +21,12 @@ import json
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
 from real_cluster import EVICTD_NAMESPACE, RealCluster
-from test_daemonset_real import lock_holder_pod_uid, pod_logs, wait_ready
+from test_daemonset_real import daemonset_event, evictd_pods, lock_holder_pod_uid, pod_logs, wait_ready
 
 from evictd import __version__
 from evictd.state_dir import RECORDING_FOLDER
@@ -37,6 +38,38 @@ pytestmark = pytest.mark.real_cluster
 
 NEXT_VERSION = f"{__version__}-next.1"
 SEGMENT_TIMEOUT_S = 60.0
+# The canary pool of the layered-values steps: the node labelled POOL_LABEL=POOL gets the pool's DaemonSet.
+POOL = "canary"
+POOL_LABEL = "evictd.io/pool"
+
+
+def node_settings(cluster: RealCluster) -> dict[str, object]:
+    """This node's lines as layered `settings` (no `config`): what node_config writes into the shipped file."""
+    return {"cgroupDriver": "cgroupfs", "cgroupRoot": cluster.cgroup_root, "housekeepingInterval": "1s",
+            "psiWakeups": False, "shutdownTimeout": "5s"}
+
+
+def daemonset_pods(cluster: RealCluster, daemonset: str) -> list[dict[str, Any]]:
+    """The evictd pods the DaemonSet `daemonset` owns, not being deleted."""
+    return [p for p in evictd_pods(cluster) if p["metadata"]["ownerReferences"][0]["name"] == daemonset]
+
+
+def ready_pod_of(cluster: RealCluster, daemonset: str) -> dict[str, Any]:
+    def ready() -> dict[str, Any] | None:
+        for pod in daemonset_pods(cluster, daemonset):
+            conditions = {c["type"]: c["status"] for c in (pod.get("status") or {}).get("conditions") or []}
+            if conditions.get("Ready") == "True":
+                return pod
+        return None
+
+    pod = wait_until(ready, 180, f"a Ready pod of DaemonSet {daemonset}")
+    assert pod is not None
+    return pod
+
+
+def revisions(common: list[str]) -> list[int]:
+    history = json.loads(helm("history", RELEASE, *common[:4], "--output", "json").stdout)
+    return [int(entry["revision"]) for entry in history]
 
 
 def node_config(base: Path, cluster: RealCluster) -> str:
@@ -97,7 +130,9 @@ def chart_release(real_cluster: RealCluster, tmp_path_factory: pytest.TempPathFa
     finally:
         # Not `helm uninstall`: it would delete the identity objects the harness applied for the other tests.
         cluster.kubectl("-n", EVICTD_NAMESPACE, "delete", "daemonset/evictd", "configmap/evictd-config",
+                        f"daemonset/evictd-{POOL}", f"configmap/evictd-{POOL}-config",
                         "networkpolicy/evictd-metrics", "--ignore-not-found", "--wait=true", check=False)
+        cluster.kubectl("label", "node", cluster.node_name, f"{POOL_LABEL}-", check=False)
         cluster.kubectl("-n", EVICTD_NAMESPACE, "delete", "secret", "-l", f"owner=helm,name={RELEASE}", check=False)
         cluster.apply_evictd_manifests()
 
@@ -133,3 +168,44 @@ def test_helm_install_then_upgrade_keeps_the_state_directory(real_cluster: RealC
     for segment, lines in before.items():
         assert lines <= after[segment], segment
     assert any(e.get("event") == "evictd started" for e in pod_logs(cluster, new))
+
+    # Values that layer onto the shipped configuration: a typo is refused before anything changes.
+    layered = {key: value for key, value in yaml.safe_load(chart_release["values"].read_text()).items()
+               if key != "config"}
+    layered["settings"] = node_settings(cluster)
+    layered_common = [*common[:4], "--values", str(values_file_at(chart_release["state"].parent, "layered", layered))]
+    typo = values_file_at(chart_release["state"].parent, "typo", {**layered, "dryrun": False})
+    refused = helm("upgrade", RELEASE, str(chart_release["next"]), *common[:4], "--values", str(typo), check=False)
+    assert refused.returncode != 0 and "dryrun" in refused.stderr, refused.stderr
+    assert revisions(common) == [1, 2], "a refused upgrade makes no revision"
+    assert [p["metadata"]["uid"] for p in daemonset_pods(cluster, RELEASE)] == [new["metadata"]["uid"]]
+
+    # A canary pool on this node, acting, beside the default DaemonSet in dry-run elsewhere.
+    cluster.kubectl("label", "node", cluster.node_name, f"{POOL_LABEL}={POOL}")
+    pools = [{"name": POOL, "nodeSelector": {POOL_LABEL: POOL}, "dryRun": False}]
+    pooled = values_file_at(chart_release["state"].parent, "pooled", {**layered, "pools": pools})
+    helm("upgrade", RELEASE, str(chart_release["next"]), *layered_common, "--values", str(pooled))
+    canary = ready_pod_of(cluster, f"{RELEASE}-{POOL}")
+    started = daemonset_event(cluster, canary, "evictd started")
+    assert started["dry_run"] is False and started["node"] == cluster.node_name
+    assert wait_until(lambda: not daemonset_pods(cluster, RELEASE), 60, "the default DaemonSet to leave the node")
+    config = cluster.kubectl("-n", EVICTD_NAMESPACE, "get", "configmap", f"{RELEASE}-{POOL}-config", "-o",
+                             "jsonpath={.data.config\\.yaml}").stdout
+    kubelet_doc, evictd_doc = list(yaml.safe_load_all(config))
+    assert evictd_doc["dryRun"] is False and evictd_doc["cgroupRoot"] == cluster.cgroup_root
+    assert kubelet_doc["evictionHard"]["memory.available"] == "200Mi", "the shipped thresholds, not restated"
+
+    # Rolled back to the release before the pool: the pool's DaemonSet goes, the default one's pod comes back.
+    helm("rollback", RELEASE, "2", *common[:4], "--wait", "--timeout", "3m", timeout_s=240)
+    assert revisions(common) == [1, 2, 3, 4]
+    assert wait_until(lambda: not daemonset_pods(cluster, f"{RELEASE}-{POOL}"), 120, "the pool's pod to go")
+    back = ready_pod_of(cluster, RELEASE)
+    assert back["spec"]["containers"][0]["image"] == f"ghcr.io/evictd/evictd:{NEXT_VERSION}"
+    assert cluster.kubectl("-n", EVICTD_NAMESPACE, "get", "daemonset", f"{RELEASE}-{POOL}",
+                           check=False).returncode != 0
+
+
+def values_file_at(folder: Path, name: str, values: dict[str, Any]) -> Path:
+    path = folder / f"{name}-values.yaml"
+    path.write_text(yaml.safe_dump(values, sort_keys=False))
+    return path

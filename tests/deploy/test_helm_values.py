@@ -486,9 +486,13 @@ def kubelet_wiring(objects: Objects, name: str = "evictd") -> tuple[list[str], l
     return container["args"], volumes, mounts
 
 
-def test_kubelet_files_default_need_no_option() -> None:
-    # /var/lib/kubelet/config.yaml is below the kubelet root the base mounts, and evictd's default file.
+def test_kubelet_files_default_need_no_option(tmp_path: Path) -> None:
+    # Not set: evictd's own default, <kubeletRootDir>/config.yaml through the kubelet root's mount, read when it
+    # exists. Wherever the node keeps its kubelet root, no hostPath of type File is asked for: the real cluster's
+    # pod (its kubelet root elsewhere) never started while the default mounted /var/lib/kubelet/config.yaml.
     assert kubelet_wiring(render()) == (["run", "--config", "/etc/evictd/config.yaml"], [], [])
+    elsewhere = render(values_file(tmp_path, {"hostPaths": {"kubelet": "/data/kubelet"}}))
+    assert kubelet_wiring(elsewhere) == (["run", "--config", "/etc/evictd/config.yaml"], [], [])
 
 
 def test_kubelet_files_outside_the_kubelet_root_are_mounted_read_only() -> None:

@@ -150,6 +150,10 @@ class Metrics:
         self.oom_kills_too_late = Counter("evictd_oom_kills_too_late_total", "OOM kills while a memory threshold was "
                                           "met and not yet relieved by an eviction, or soon after one, by what evictd "
                                           "was doing.", ["activity"], registry=r)
+        self.pod_fields_dropped = Counter("evictd_pod_fields_dropped_total", "Entries of pods' lists evictd does not "
+                                          "hold (past its caps: containers and initContainers folded into one or two, "
+                                          "volumes, tolerations), by field, counted when a pod is first seen dropping "
+                                          "them and when that changes.", ["field"], registry=r)
         self.log_lines_dropped = Counter("evictd_log_lines_dropped_total", "Log lines dropped because the reader "
                                          "of evictd's output fell 4 MiB behind (the loop never waits for it).",
                                          registry=r)

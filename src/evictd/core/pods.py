@@ -57,11 +57,11 @@ MAX_KEPT_MESSAGE_CHARS = 1024
 # A pod keeps at most this many containers, and as many init containers: the last one or two kept stand for the
 # rest, their requests and limits folded in, so every request and limit sum is exact (`evictd.core.pod_parser`).
 # Only what is read per container by name (its own ephemeral-storage limit, the message's offending containers)
-# is lost beyond it. Pods run 1-10 containers; 64 x ~0.2 KiB keeps a pod at every cap under 64 KiB.
-MAX_KEPT_CONTAINERS = 64
+# is lost beyond it. Pods run 1-10 containers; a container with resource lists of its own holds up to 1.2 KiB.
+MAX_KEPT_CONTAINERS = 32
 # A pod keeps at most this many volumes, those a decision reads (`read_by_decisions`) before the others: pods of
-# operators mounting many ConfigMaps have some tens; 256 x ~0.13 KiB a volume is 32 KiB.
-MAX_KEPT_VOLUMES = 256
+# operators mounting many ConfigMaps have some tens; a volume holds 0.2-0.5 KiB (an emptyDir's sizeLimit).
+MAX_KEPT_VOLUMES = 128
 # No decision reads tolerations (the flight recording does): a DaemonSet's pod has 6-9, most pods 2.
 MAX_KEPT_TOLERATIONS = 32
 # scheduling.SystemCriticalPriority: system-cluster-critical is exactly this, system-node-critical is +1000.

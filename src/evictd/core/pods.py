@@ -64,6 +64,8 @@ MAX_KEPT_CONTAINERS = 32
 MAX_KEPT_VOLUMES = 128
 # No decision reads tolerations (the flight recording does): a DaemonSet's pod has 6-9, most pods 2.
 MAX_KEPT_TOLERATIONS = 32
+# The list fields the caps apply to, as `Pod.fields_dropped` names them.
+CAPPED_FIELDS = ("containers", "initContainers", "volumes", "tolerations")
 # scheduling.SystemCriticalPriority: system-cluster-critical is exactly this, system-node-critical is +1000.
 SYSTEM_CRITICAL_PRIORITY = 2_000_000_000
 RESTART_POLICY_ALWAYS = "Always"

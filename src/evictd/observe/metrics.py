@@ -18,6 +18,7 @@ from evictd.core.engine import EngineState, ReclaimThenEvict
 from evictd.core.errors import SampleError
 from evictd.core.fs_layout import ReclaimAction
 from evictd.core.oom import TOO_LATE_ACTIVITIES, OomReport, OomScope
+from evictd.core.pods import CAPPED_FIELDS
 from evictd.core.signals import (
     CONTAINER_EPHEMERAL_LIMIT_SIGNAL,
     EMPTYDIR_LIMIT_SIGNAL,
@@ -169,7 +170,8 @@ class Metrics:
         for metric, values in ((self.degraded, (POD_LIST_UNAVAILABLE,)), (self.evictions, signals),
                                (self.would_evict, signals), (self.reclaimed, ReclaimAction), (self.oom_kills, OomScope),
                                (self.oom_kills_too_late, sorted(TOO_LATE_ACTIVITIES)), (self.wakeups, WAKEUP_CAUSES),
-                               (self.errors, ERROR_SOURCES), (self.condition, NodeCondition)):
+                               (self.errors, ERROR_SOURCES), (self.condition, NodeCondition),
+                               (self.pod_fields_dropped, CAPPED_FIELDS)):
             for value in values:
                 metric.labels(str(value))  # a new child starts at zero
 

@@ -5,12 +5,13 @@ limit 1.5 MiB): 13,650 tolerations each, or as many volumes, containers, init co
 or labels. This benchmark seeds the test API server (tests/kube/apiserver.py, in a process of its own:
 `apiserver_process.py`) with a node and N pods of one shape bound to it (distinct per pod), runs the real
 `evictd run` (kubeconfig to that server: the `kubernetes` package's REST client, the pod list and watch as
-shipped; the flight recorder on, no container runtime, memory wake-ups off, a cycle every second) for S seconds,
-and reports for the evictd process its settled RSS (VmRSS, the mean of the last 2 s of samples every 100 ms),
-its peak (VmHWM) and its CPU time (utime + stime). A run with no pod at all is the baseline: per pod, the RSS and
-CPU above it divided by N. Then the same at 110 and 250 ordinary pods (a Deployment's pod with a sidecar, about
-5 KB as the API returns it): the memory evictd needs at the kubelet's default and largest usual maxPods, against
-the DaemonSet's memory limit (read from deploy/kubernetes/daemonset.yaml) with MARGIN of it left free, and how
+shipped; the flight recorder on, no container runtime, memory wake-ups off, a cycle every second) for S seconds
+and until its flight recording names every pod (at most 300 s), and reports for the evictd process its settled
+RSS (VmRSS, the mean of the last 2 s of samples every 100 ms), its peak (VmHWM) and its CPU time (utime +
+stime). A run with no pod at all is the baseline: per pod, the RSS and CPU above it divided by N. Then the same
+at 110 and 250 ordinary pods (a Deployment's pod with a sidecar, about 5 KB as the API returns it): the memory
+evictd needs at the kubelet's default and largest usual maxPods, against the DaemonSet's memory limit (read
+from deploy/kubernetes/daemonset.yaml) with MARGIN of it left free, and how
 many of the costliest hostile pods fit beside 250 ordinary ones within that.
 
     .venv/bin/python bench/hostile_pods.py [--pods 40] [--seconds 20] [--label after] \
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gzip
 import json
 import os
 import re
@@ -45,6 +47,10 @@ NODE = "bench-node"
 MIB = 1 << 20
 SAMPLE_EVERY_S = 0.1
 SETTLED_WINDOW_S = 2.0
+# The recording is looked at this often for the pods the daemon holds; a run lasts until it holds them all (and
+# the settled window after), at most MAX_SECONDS.
+LOOK_EVERY_S = 1.0
+MAX_SECONDS = 300.0
 # The part of the DaemonSet's memory limit that must stay free at the figures measured here: the pod list's
 # relist (a second copy while the new one is parsed), the disk walker and the recorder's bursts are not all in
 # these runs.
@@ -145,6 +151,7 @@ def run_one(work: Path, pods: list[dict[str, Any]], seconds: float) -> dict[str,
     server = subprocess.Popen([sys.executable, str(ROOT / "bench" / "apiserver_process.py"), str(work / "api"), NODE,
                                str(pods_json)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     samples: list[tuple[float, int]] = []
+    cpu_samples: list[tuple[float, float]] = []
     figures: dict[str, float] = {}
     status: dict[str, int] = {}
     cpu = 0.0
@@ -165,13 +172,27 @@ def run_one(work: Path, pods: list[dict[str, Any]], seconds: float) -> dict[str,
             daemon = subprocess.Popen([sys.executable, "-m", "evictd", "run", "--config", str(config)], cwd=ROOT,
                                       stdout=log, stderr=subprocess.STDOUT)
             started = time.monotonic()
-            while time.monotonic() - started < seconds and daemon.poll() is None:
+            waiting = {pod["metadata"]["uid"] for pod in pods}
+            listed_all_s = None if waiting else 0.0
+            next_look = started + LOOK_EVERY_S
+            end = started + seconds
+            while time.monotonic() < end and daemon.poll() is None:
                 try:
                     status = proc_status_kib(daemon.pid, "VmRSS", "VmHWM")
-                    samples.append((time.monotonic() - started, status["VmRSS"]))
                     cpu = cpu_s(daemon.pid)
+                    samples.append((time.monotonic() - started, status["VmRSS"]))
+                    cpu_samples.append((time.monotonic() - started, cpu))
                 except (OSError, KeyError):
                     pass
+                if waiting and time.monotonic() >= next_look:
+                    waiting -= recorded_uids(work / "state" / "recording", waiting)
+                    next_look = time.monotonic() + LOOK_EVERY_S
+                    if not waiting:
+                        listed_all_s = time.monotonic() - started
+                if listed_all_s is None and time.monotonic() >= end and time.monotonic() < started + MAX_SECONDS:
+                    end = time.monotonic() + SAMPLE_EVERY_S  # every pod in the daemon before the settled window
+                elif listed_all_s is not None:
+                    end = max(end, started + listed_all_s + SETTLED_WINDOW_S + LOOK_EVERY_S)
                 time.sleep(SAMPLE_EVERY_S)
             with contextlib.suppress(OSError):
                 figures = metrics(port)
@@ -182,18 +203,49 @@ def run_one(work: Path, pods: list[dict[str, Any]], seconds: float) -> dict[str,
         assert server.stdin is not None
         server.stdin.close()
         server.wait(timeout=60)
-    end = samples[-1][0] if samples else 0.0
-    settled = [rss for moment, rss in samples if moment >= end - SETTLED_WINDOW_S] or [0]
+    end_sample = samples[-1][0] if samples else 0.0
+    settled = [rss for moment, rss in samples if moment >= end_sample - SETTLED_WINDOW_S] or [0]
     warnings = sum(1 for line in (work / "evictd.log").read_text(encoding="utf-8", errors="replace").splitlines()
                    if "pod fields dropped" in line)
     return {
-        "exited_during_run": exited,
+        "exited_during_run": exited, "listed_all_s": listed_all_s, "ran_s": end_sample,
+        "cpu_at_listed_all_s": cpu_at(cpu_samples, listed_all_s) if listed_all_s is not None else None,
+        "cpu_samples": [(round(moment, 2), round(value, 2)) for moment, value in cpu_samples[::10]],
         "settled_rss_mib": sum(settled) / len(settled) / 1024, "peak_rss_mib": status.get("VmHWM", 0) / 1024,
         "cpu_s": cpu, "cycles": figures.get("evictd_cycles_total", 0.0),
         "fields_dropped": {name.split('"')[1]: value for name, value in figures.items()
                            if name.startswith("evictd_pod_fields_dropped_total{")},
         "dropped_warnings": warnings,
     }
+
+
+def cpu_at(samples: list[tuple[float, float]], moment: float) -> float:
+    """The CPU time at `moment` (s since the start) from (moment, CPU time) samples: the last one not later, or
+    past the end the last one plus the run's mean rate over its last 10 s."""
+    if not samples:
+        return 0.0
+    before = [value for at, value in samples if at <= moment]
+    if moment <= samples[-1][0]:
+        return before[-1] if before else samples[0][1]
+    last_at, last = samples[-1]
+    early = [(at, value) for at, value in samples if at <= last_at - 10.0] or [samples[0]]
+    rate = (last - early[-1][1]) / max(last_at - early[-1][0], 1e-9)
+    return last + rate * (moment - last_at)
+
+
+def recorded_uids(folder: Path, uids: set[str]) -> set[str]:
+    """Which of `uids` the flight recording names so far (a pod is recorded once the daemon holds it)."""
+    if not folder.is_dir():
+        return set()
+    found: set[str] = set()
+    for path in sorted(folder.iterdir()):
+        try:
+            raw = path.read_bytes()
+            data = gzip.decompress(raw) if path.name.endswith(".gz") else raw
+        except (OSError, EOFError):
+            continue  # a segment being closed: looked at again next time
+        found |= {uid for uid in uids if f'"{uid}"'.encode() in data}
+    return found
 
 
 def evictd_source() -> dict[str, str]:
@@ -241,10 +293,12 @@ def main() -> None:
             del pods
             print(f"  {shape:>14} x {record['pods']:>3} ({pod_bytes / 1024:7.1f} KiB each): RSS settled "
                   f"{result['settled_rss_mib']:6.1f} MiB, peak {result['peak_rss_mib']:6.1f} MiB, CPU "
-                  f"{result['cpu_s']:5.2f} s{'' if result['exited_during_run'] is None else ' EXITED'}"
+                  f"{result['cpu_s']:5.2f} s, all pods held after {result['listed_all_s'] or 0:.1f} s"
+                  f"{'' if result['exited_during_run'] is None else ' EXITED'}"
                   f"{'; dropped ' + json.dumps(result['fields_dropped']) if result['fields_dropped'] else ''}",
                   flush=True)
     base = records[0]
+    base_cpu = [(float(at), float(value)) for at, value in base["cpu_samples"]]
     per_pod = {}
     for record in records[1:]:
         if record["shape"] == "ordinary":
@@ -252,7 +306,9 @@ def main() -> None:
         per_pod[record["shape"]] = {
             "rss_kib": (record["settled_rss_mib"] - base["settled_rss_mib"]) * 1024 / record["pods"],
             "peak_kib": (record["peak_rss_mib"] - base["peak_rss_mib"]) * 1024 / record["pods"],
-            "cpu_ms": (record["cpu_s"] - base["cpu_s"]) * 1000 / record["pods"]}
+            # CPU until the daemon held every pod, less the baseline's at the same moment (start-up and cycles).
+            "cpu_ms": (record["cpu_at_listed_all_s"] - cpu_at(base_cpu, record["listed_all_s"])) * 1000
+            / record["pods"] if record["listed_all_s"] is not None else None}
     budget_mib = limit_mib * (1 - MARGIN)
     sizing = {str(r["pods"]): {"peak_rss_mib": r["peak_rss_mib"], "settled_rss_mib": r["settled_rss_mib"],
                                "fits": r["peak_rss_mib"] <= budget_mib} for r in records if r["shape"] == "ordinary"}
@@ -262,7 +318,7 @@ def main() -> None:
           f"{base['peak_rss_mib']:.1f} MiB, CPU {base['cpu_s']:.2f} s):")
     for shape, figures in per_pod.items():
         print(f"  {shape:>14}: RSS {figures['rss_kib']:8.1f} KiB settled, {figures['peak_kib']:8.1f} KiB peak, "
-              f"CPU {figures['cpu_ms']:6.1f} ms")
+              f"CPU {figures['cpu_ms'] or 0:6.1f} ms to hold it")
     print(f"DaemonSet memory limit {limit_mib} MiB, {MARGIN:.0%} kept free: {budget_mib:.0f} MiB to use")
     for count, figures in sizing.items():
         print(f"  {count} ordinary pods: peak {figures['peak_rss_mib']:.1f} MiB, settled "

@@ -175,8 +175,7 @@ def run_one(work: Path, pods: list[dict[str, Any]], seconds: float) -> dict[str,
             waiting = {pod["metadata"]["uid"] for pod in pods}
             listed_all_s = None if waiting else 0.0
             next_look = started + LOOK_EVERY_S
-            end = started + seconds
-            while time.monotonic() < end and daemon.poll() is None:
+            while daemon.poll() is None:
                 try:
                     status = proc_status_kib(daemon.pid, "VmRSS", "VmHWM")
                     cpu = cpu_s(daemon.pid)
@@ -189,10 +188,11 @@ def run_one(work: Path, pods: list[dict[str, Any]], seconds: float) -> dict[str,
                     next_look = time.monotonic() + LOOK_EVERY_S
                     if not waiting:
                         listed_all_s = time.monotonic() - started
-                if listed_all_s is None and time.monotonic() >= end and time.monotonic() < started + MAX_SECONDS:
-                    end = time.monotonic() + SAMPLE_EVERY_S  # every pod in the daemon before the settled window
-                elif listed_all_s is not None:
-                    end = max(end, started + listed_all_s + SETTLED_WINDOW_S + LOOK_EVERY_S)
+                # Every pod held, then the settled window; at most MAX_SECONDS.
+                stop_at = started + (MAX_SECONDS if listed_all_s is None else
+                                     max(seconds, listed_all_s + SETTLED_WINDOW_S + LOOK_EVERY_S))
+                if time.monotonic() >= stop_at:
+                    break
                 time.sleep(SAMPLE_EVERY_S)
             with contextlib.suppress(OSError):
                 figures = metrics(port)
@@ -293,8 +293,10 @@ def main() -> None:
             del pods
             print(f"  {shape:>14} x {record['pods']:>3} ({pod_bytes / 1024:7.1f} KiB each): RSS settled "
                   f"{result['settled_rss_mib']:6.1f} MiB, peak {result['peak_rss_mib']:6.1f} MiB, CPU "
-                  f"{result['cpu_s']:5.2f} s, all pods held after {result['listed_all_s'] or 0:.1f} s"
-                  f"{'' if result['exited_during_run'] is None else ' EXITED'}"
+                  f"{result['cpu_s']:5.2f} s, "
+                  + (f"all pods held after {result['listed_all_s']:.1f} s" if result["listed_all_s"] is not None
+                     else f"NOT ALL PODS HELD in {MAX_SECONDS:g} s")
+                  + f"{'' if result['exited_during_run'] is None else ' EXITED'}"
                   f"{'; dropped ' + json.dumps(result['fields_dropped']) if result['fields_dropped'] else ''}",
                   flush=True)
     base = records[0]

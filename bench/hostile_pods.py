@@ -143,18 +143,13 @@ def daemonset_memory_limit_mib() -> int:
     return int(found.group(1))
 
 
-def run_one(work: Path, pods: list[dict[str, Any]], seconds: float) -> dict[str, Any]:
+def run_one(work: Path, pods: list[dict[str, Any]], seconds: float, extra: str = "") -> dict[str, Any]:
     """Run `evictd run` beside `pods` for `seconds`; return its RSS, CPU and what it says it dropped."""
     work.mkdir()
     pods_json = work / "pods.json"
     pods_json.write_text(json.dumps(pods), encoding="utf-8")
     server = subprocess.Popen([sys.executable, str(ROOT / "bench" / "apiserver_process.py"), str(work / "api"), NODE,
                                str(pods_json)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    samples: list[tuple[float, int]] = []
-    cpu_samples: list[tuple[float, float]] = []
-    figures: dict[str, float] = {}
-    status: dict[str, int] = {}
-    cpu = 0.0
     try:
         assert server.stdout is not None
         credentials = json.loads(server.stdout.readline())
@@ -166,47 +161,64 @@ def run_one(work: Path, pods: list[dict[str, Any]], seconds: float) -> dict[str,
             "apiVersion: evictd.io/v1alpha1\nkind: EvictdConfiguration\n"
             f"nodeName: {NODE}\nkubeconfig: {credentials['kubeconfig']}\nstateDir: {work / 'state'}\n"
             f"metricsBindAddress: 127.0.0.1:{port}\ncontainerRuntimeEndpoint: unix://{work}/no-runtime.sock\n"
-            "housekeepingInterval: 1s\npsiWakeups: false\nmemcgWakeups: false\nlogFormat: json\n",
+            "housekeepingInterval: 1s\npsiWakeups: false\nmemcgWakeups: false\nlogFormat: json\n" + extra,
             encoding="utf-8")
         with open(work / "evictd.log", "wb") as log:
             daemon = subprocess.Popen([sys.executable, "-m", "evictd", "run", "--config", str(config)], cwd=ROOT,
                                       stdout=log, stderr=subprocess.STDOUT)
-            started = time.monotonic()
-            waiting = {pod["metadata"]["uid"] for pod in pods}
-            listed_all_s = None if waiting else 0.0
-            next_look = started + LOOK_EVERY_S
-            while daemon.poll() is None:
-                try:
-                    status = proc_status_kib(daemon.pid, "VmRSS", "VmHWM")
-                    cpu = cpu_s(daemon.pid)
-                    samples.append((time.monotonic() - started, status["VmRSS"]))
-                    cpu_samples.append((time.monotonic() - started, cpu))
-                except (OSError, KeyError):
-                    pass
-                if waiting and time.monotonic() >= next_look:
-                    waiting -= recorded_uids(work / "state" / "recording", waiting)
-                    next_look = time.monotonic() + LOOK_EVERY_S
-                    if not waiting:
-                        listed_all_s = time.monotonic() - started
-                # Every pod held, then the settled window; at most MAX_SECONDS.
-                stop_at = started + (MAX_SECONDS if listed_all_s is None else
-                                     max(seconds, listed_all_s + SETTLED_WINDOW_S + LOOK_EVERY_S))
-                if time.monotonic() >= stop_at:
-                    break
-                time.sleep(SAMPLE_EVERY_S)
-            with contextlib.suppress(OSError):
-                figures = metrics(port)
-            exited = daemon.poll()
-            daemon.send_signal(signal.SIGTERM)
-            daemon.wait(timeout=60)
+            try:
+                result = _sample(daemon, pods, seconds, work, port)
+            finally:
+                if daemon.poll() is None:
+                    daemon.kill()  # interrupted: the daemon never outlives the benchmark
+                    daemon.wait()
     finally:
         assert server.stdin is not None
         server.stdin.close()
         server.wait(timeout=60)
-    end_sample = samples[-1][0] if samples else 0.0
-    settled = [rss for moment, rss in samples if moment >= end_sample - SETTLED_WINDOW_S] or [0]
     warnings = sum(1 for line in (work / "evictd.log").read_text(encoding="utf-8", errors="replace").splitlines()
                    if "pod fields dropped" in line)
+    return {**result, "dropped_warnings": warnings}
+
+
+def _sample(daemon: subprocess.Popen[bytes], pods: list[dict[str, Any]], seconds: float, work: Path,
+            port: int) -> dict[str, Any]:
+    """Sample the daemon until it holds every pod and the settled window passed; stop it; return the figures."""
+    samples: list[tuple[float, int]] = []
+    cpu_samples: list[tuple[float, float]] = []
+    figures: dict[str, float] = {}
+    status: dict[str, int] = {}
+    cpu = 0.0
+    started = time.monotonic()
+    waiting = {pod["metadata"]["uid"] for pod in pods}
+    listed_all_s = None if waiting else 0.0
+    next_look = started + LOOK_EVERY_S
+    while daemon.poll() is None:
+        try:
+            status = proc_status_kib(daemon.pid, "VmRSS", "VmHWM")
+            cpu = cpu_s(daemon.pid)
+            samples.append((time.monotonic() - started, status["VmRSS"]))
+            cpu_samples.append((time.monotonic() - started, cpu))
+        except (OSError, KeyError):
+            pass
+        if waiting and time.monotonic() >= next_look:
+            waiting -= recorded_uids(work / "state" / "recording", waiting)
+            next_look = time.monotonic() + LOOK_EVERY_S
+            if not waiting:
+                listed_all_s = time.monotonic() - started
+        # Every pod held, then the settled window; at most MAX_SECONDS.
+        stop_at = started + (MAX_SECONDS if listed_all_s is None else
+                             max(seconds, listed_all_s + SETTLED_WINDOW_S + LOOK_EVERY_S))
+        if time.monotonic() >= stop_at:
+            break
+        time.sleep(SAMPLE_EVERY_S)
+    with contextlib.suppress(OSError):
+        figures = metrics(port)
+    exited = daemon.poll()
+    daemon.send_signal(signal.SIGTERM)
+    daemon.wait(timeout=60)
+    end_sample = samples[-1][0] if samples else 0.0
+    settled = [rss for moment, rss in samples if moment >= end_sample - SETTLED_WINDOW_S] or [0]
     return {
         "exited_during_run": exited, "listed_all_s": listed_all_s, "ran_s": end_sample,
         "cpu_at_listed_all_s": cpu_at(cpu_samples, listed_all_s) if listed_all_s is not None else None,
@@ -215,7 +227,6 @@ def run_one(work: Path, pods: list[dict[str, Any]], seconds: float) -> dict[str,
         "cpu_s": cpu, "cycles": figures.get("evictd_cycles_total", 0.0),
         "fields_dropped": {name.split('"')[1]: value for name, value in figures.items()
                            if name.startswith("evictd_pod_fields_dropped_total{")},
-        "dropped_warnings": warnings,
     }
 
 
@@ -269,11 +280,12 @@ def main() -> None:
     parser.add_argument("--shapes", default=",".join(SHAPES))
     parser.add_argument("--sizing", default=",".join(map(str, SIZING_PODS)), help="ordinary pod counts ('' none)")
     parser.add_argument("--label", default="", help="a name for this version of the code in the record")
+    parser.add_argument("--config-lines", default="", help="EvictdConfiguration lines added (\\n between)")
     parser.add_argument("--record", type=Path, help="append the runs and the summary here (JSON lines)")
     args = parser.parse_args()
     source = evictd_source()
     limit_mib = daemonset_memory_limit_mib()
-    common = {"bench": "hostile_pods", "label": args.label, **source,
+    common = {"bench": "hostile_pods", "label": args.label, **source, "config_lines": args.config_lines,
               "date": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"), "cpus": os.cpu_count()}
     print(f"evictd from {source['evictd']} ({source['commit']}); {os.cpu_count()} CPUs, load {loadavg():.2f}")
     records: list[dict[str, Any]] = []
@@ -286,7 +298,8 @@ def main() -> None:
             pods = make()
             pod_bytes = len(json.dumps(pods[0])) if pods else 0
             load = loadavg()
-            result = run_one(Path(folder) / f"run-{number}", pods, args.seconds)
+            result = run_one(Path(folder) / f"run-{number}", pods, args.seconds,
+                             args.config_lines.replace("\\n", "\n") + "\n" if args.config_lines else "")
             record = {**common, "shape": shape, "pods": len(pods), "pod_bytes": pod_bytes, "seconds": args.seconds,
                       "load_before": load, **result}
             records.append(record)

@@ -227,3 +227,17 @@ def test_folding_keeps_every_request_and_limit_whatever_the_order_of_sidecars(
         capped_limit, whole_limit = pod_limit(capped, resource), pod_limit(whole, resource)
         assert (capped_limit is None) == (whole_limit is None), resource
         assert capped_limit is None or whole_limit is None or capped_limit.value == whole_limit.value, resource
+
+
+def test_what_a_pod_does_not_keep_never_fills_the_tables_pods_share() -> None:
+    """The names and resource lists of containers folded away and volumes dropped are not added to the bounded
+    tables of what pods share: one hostile pod filled them (4,096 entries) and no later pod shared its namespace."""
+    tables = {"_SHARED_STRINGS": {}, "_SHARED_RESOURCE_LISTS": {}, "_SHARED_PARTS": {}}
+    with mock.patch.multiple(pod_parser, **tables):
+        for shape in ("containers", "initContainers", "volumes"):
+            pod_from_dict(_pod(HOSTILE_SHAPES[shape], shape))
+        kept = MAX_KEPT_CONTAINERS + MAX_KEPT_VOLUMES
+        assert len(pod_parser._SHARED_STRINGS) < kept + 20, "the kept names, kinds and a few resource names"
+        assert len(pod_parser._SHARED_RESOURCE_LISTS) <= 4 * MAX_KEPT_CONTAINERS, "requests and limits of the kept"
+        first, second = (pod_from_dict(_pod({"containers": [{"name": "app"}]}, name)) for name in ("a", "b"))
+        assert first.namespace is second.namespace and first.containers[0].name is second.containers[0].name

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import replace
 from typing import TypeVar
 
 from evictd.core.decode import (
@@ -86,14 +87,15 @@ _SHARED_RESOURCE_LISTS: dict[tuple[tuple[str, type, object], ...], FrozenMap[str
 _SHARED_ANNOTATIONS: dict[tuple[tuple[str, str], ...], FrozenMap[str, str]] = {}
 
 
-def _shared(text: str) -> str:
-    """`text` as the one object all pods share for it (a name or kind many pods repeat)."""
+def _shared(text: str, *, add: bool = True) -> str:
+    """`text` as the one object all pods share for it (a name or kind many pods repeat); `add` False: only when
+    the table holds it already (what a pod will not keep must not fill the table for everybody else)."""
     if len(text) > _SHARED_MAX_CHARS:
         return text
     shared = _SHARED_STRINGS.get(text)
     if shared is not None:
         return shared
-    if len(_SHARED_STRINGS) < _SHARED_MAX_ENTRIES:
+    if add and len(_SHARED_STRINGS) < _SHARED_MAX_ENTRIES:
         _SHARED_STRINGS[text] = text
     return text
 
@@ -142,7 +144,7 @@ def _quantity(value: object, key: str) -> Quantity:
         raise invalid(exc.reason, key, value) from exc
 
 
-def _resource_list(value: object, key: str) -> FrozenMap[str, Quantity]:
+def _resource_list(value: object, key: str, *, share: bool = True) -> FrozenMap[str, Quantity]:
     entries = mapping(value, key, if_null=EMPTY_MAPPING)
     if not entries:
         return NO_QUANTITIES
@@ -150,8 +152,8 @@ def _resource_list(value: object, key: str) -> FrozenMap[str, Quantity]:
     shared = _SHARED_RESOURCE_LISTS.get(shared_key) if shared_key is not None else None
     if shared is not None:
         return shared
-    resources = FrozenMap({_shared(name): _quantity(raw, child(key, name)) for name, raw in entries.items()})
-    if shared_key is not None and len(_SHARED_RESOURCE_LISTS) < _SHARED_MAX_ENTRIES:
+    resources = FrozenMap({_shared(name, add=share): _quantity(raw, child(key, name)) for name, raw in entries.items()})
+    if share and shared_key is not None and len(_SHARED_RESOURCE_LISTS) < _SHARED_MAX_ENTRIES:
         _SHARED_RESOURCE_LISTS[shared_key] = resources
     return resources
 
@@ -243,20 +245,21 @@ def _message(value: object, key: str) -> str | None:
     return None if text is None else text[:MAX_KEPT_MESSAGE_CHARS]
 
 
-def _requests_and_limits(value: object, key: str) -> tuple[FrozenMap[str, Quantity], FrozenMap[str, Quantity]]:
+def _requests_and_limits(value: object, key: str, *, share: bool = True
+                         ) -> tuple[FrozenMap[str, Quantity], FrozenMap[str, Quantity]]:
     """Decode a v1.ResourceRequirements object (container or pod level) into its requests and limits."""
     resources = mapping(value, key, if_null=EMPTY_MAPPING)
-    requests = _resource_list(resources.get("requests"), child(key, "requests"))
-    limits = _resource_list(resources.get("limits"), child(key, "limits"))
+    requests = _resource_list(resources.get("requests"), child(key, "requests"), share=share)
+    limits = _resource_list(resources.get("limits"), child(key, "limits"), share=share)
     return requests, limits
 
 
-def _container(value: object, key: str) -> Container:
+def _container(value: object, key: str, *, share: bool = True) -> Container:
     obj = mapping(value, key, if_null=EMPTY_MAPPING)
-    requests, limits = _requests_and_limits(obj.get("resources"), child(key, "resources"))
+    requests, limits = _requests_and_limits(obj.get("resources"), child(key, "resources"), share=share)
     restart_policy = string(obj.get("restartPolicy"), child(key, "restartPolicy"), if_null=None)
     return Container(
-        name=_shared(_required_name(obj, key)),
+        name=_shared(_required_name(obj, key), add=share),
         requests=requests,
         limits=limits,
         restart_policy=None if restart_policy is None else _shared(restart_policy),
@@ -271,9 +274,9 @@ def _pod_resources(value: object, key: str) -> PodResources | None:
     return PodResources(requests=requests, limits=limits)
 
 
-def _volume(value: object, key: str) -> Volume:
+def _volume(value: object, key: str, *, share: bool = True) -> Volume:
     obj = mapping(value, key, if_null=EMPTY_MAPPING)
-    name = _shared(_required_name(obj, key))
+    name = _shared(_required_name(obj, key), add=share)
     # A v1.Volume is its name plus exactly one source (validation: "must specify exactly 1 volume type").
     sources = [kind for kind, raw in obj.items() if kind != "name" and raw is not None]
     if len(sources) != 1:
@@ -310,6 +313,23 @@ def _tolerations(value: object, key: str) -> tuple[tuple[Toleration, ...], int]:
     entries = sequence(value, key, if_null=())
     kept = tuple(_toleration(item, f"{key}[{i}]") for i, item in enumerate(entries[:MAX_KEPT_TOLERATIONS]))
     return kept, len(entries) - len(kept)
+
+
+def _containers(value: object, key: str, *, init: bool) -> tuple[Container, ...]:
+    """Every container of the list `value`; only those `_folded` keeps as they are add to the shared tables."""
+    entries = sequence(value, key, if_null=())
+    kept = len(entries) if len(entries) <= MAX_KEPT_CONTAINERS else MAX_KEPT_CONTAINERS - (2 if init else 1)
+    return tuple(_container(item, f"{key}[{i}]", share=i < kept) for i, item in enumerate(entries))
+
+
+def _volumes(value: object, key: str) -> tuple[Volume, ...]:
+    """The volumes a pod keeps (`_kept_volumes`), each decoded; past the cap only the kept ones' names are shared."""
+    entries = sequence(value, key, if_null=())
+    share = len(entries) <= MAX_KEPT_VOLUMES
+    volumes = tuple(_volume(item, f"{key}[{i}]", share=share) for i, item in enumerate(entries))
+    if share:
+        return volumes
+    return tuple(replace(volume, name=_shared(volume.name)) for volume in _kept_volumes(volumes))
 
 
 def _kept_volumes(volumes: tuple[Volume, ...]) -> tuple[Volume, ...]:
@@ -417,17 +437,17 @@ def pod_from_dict(obj: Mapping[str, object], *, where: str = "pod") -> Pod:
     spec = mapping(root.get("spec"), spec_key, if_null=EMPTY_MAPPING)
     status = mapping(root.get("status"), status_key, if_null=EMPTY_MAPPING)
     _checked_string_map(meta.get("labels"), child(meta_key, "labels"))  # checked, not kept: no decision reads them
-    containers = list_of(spec.get("containers"), child(spec_key, "containers"), _container, if_null=())
-    init_containers = list_of(spec.get("initContainers"), child(spec_key, "initContainers"), _container, if_null=())
-    volumes = list_of(spec.get("volumes"), child(spec_key, "volumes"), _volume, if_null=())
+    containers = _containers(spec.get("containers"), child(spec_key, "containers"), init=False)
+    init_containers = _containers(spec.get("initContainers"), child(spec_key, "initContainers"), init=True)
+    kept_volumes = _volumes(spec.get("volumes"), child(spec_key, "volumes"))
+    volumes_left = len(sequence(spec.get("volumes"), child(spec_key, "volumes"), if_null=())) - len(kept_volumes)
     tolerations, tolerations_left = _tolerations(spec.get("tolerations"), child(spec_key, "tolerations"))
     kept_containers, kept_init = _folded(containers, init=False), _folded(init_containers, init=True)
-    kept_volumes = _kept_volumes(volumes)
     dropped = {field: count for field, count in (
         ("containers", len(containers) - len(kept_containers) + (kept_containers is not containers)),
         ("initContainers", len(init_containers) - len(kept_init) + 2 * (kept_init is not init_containers)),
-        ("volumes", len(volumes) - len(kept_volumes)), ("tolerations", tolerations_left)) if count}
-    del containers, init_containers, volumes
+        ("volumes", volumes_left), ("tolerations", tolerations_left)) if count}
+    del containers, init_containers
     return Pod(
         name=_required_name(meta, meta_key),
         namespace=_shared(string(meta.get("namespace"), child(meta_key, "namespace"), if_null="")

@@ -231,17 +231,20 @@ class PodWatcher:
                 raise _Gone()
             raise KubeError("watch pods", obj.get("code"), str(obj.get("message", obj)))
         version = (obj.get("metadata") or {}).get("resourceVersion")
+        # Parsed before the lock is taken (a tenant's 1.4 MB pod takes 0.2 s): the loop's `active_pods` never waits
+        # on it. Only this thread changes the held pods, so reading them here unlocked is safe.
+        pod = None
+        if kind in ("ADDED", "MODIFIED"):
+            uid, pod_version = _identity(obj)
+            if self._held(uid, pod_version) is None:
+                pod = self._parse(obj)
         with self._changed:
             if version:
                 self._resource_version = str(version)
             self._events_since_list += 1
-            if kind in ("ADDED", "MODIFIED"):
-                uid, pod_version = _identity(obj)
-                if self._held(uid, pod_version) is None:
-                    pod = self._parse(obj)
-                    if pod is not None:
-                        self._pods[pod.uid] = pod
-                        self._versions[pod.uid] = pod_version
+            if pod is not None:
+                self._pods[pod.uid] = pod
+                self._versions[pod.uid] = pod_version
             elif kind == "DELETED":
                 uid = str((obj.get("metadata") or {}).get("uid"))
                 self._pods.pop(uid, None)

@@ -20,6 +20,7 @@ from evictd_kube_support import evictd_api_client, pod_lists, pod_watches
 from kube_objects import pod_manifest
 
 from evictd.core.errors import KubeError
+from evictd.core.pods import MAX_KEPT_TOLERATIONS
 from evictd.kube.pod_watch import (
     BACKOFF_INITIAL_S,
     LIST_FIRST_PAGE_PODS,
@@ -195,6 +196,34 @@ def test_added_modified_and_deleted_pods_are_reflected(apiserver: ApiServer, sta
     assert wait_until(lambda: watcher.pod(uid) is None)
     # The pod of another node was never seen, not even through the watch.
     assert watcher.active_pods() == [] and len(pod_lists(apiserver)) == 1
+
+
+def test_a_tenants_huge_pod_is_held_capped_reported_once_and_parsed_once_per_version(
+    apiserver: ApiServer, start_watcher: StartWatcher
+) -> None:
+    """A Pending pod bound to the node with 13,650 tolerations (1.1 MB): held with MAX_KEPT_TOLERATIONS, reported
+    to `on_dropped` once (not again for a relist or a change that drops as much), and not parsed again by a relist
+    while its version is unchanged."""
+    huge = pod_manifest("huge", namespace="tenant", phase="Pending")
+    huge["spec"]["tolerations"] = [{"key": f"example.com/key-{i}", "operator": "Exists", "effect": "NoSchedule"}
+                                   for i in range(13_650)]
+    stored = apiserver.store.create_pod(huge)  # with the API server's two default tolerations
+    uid, tolerations = stored["metadata"]["uid"], len(stored["spec"]["tolerations"])
+    apiserver.store.create_pod(pod_manifest("plain"))
+    dropped: list[tuple[str, dict[str, int]]] = []
+    watcher = start_watcher(on_dropped=lambda pod: dropped.append((pod.key, dict(pod.fields_dropped))))
+    held = watcher.pod(uid)
+    assert held is not None and len(held.tolerations) == MAX_KEPT_TOLERATIONS
+    assert dropped == [("tenant/huge", {"tolerations": tolerations - MAX_KEPT_TOLERATIONS})]
+
+    assert wait_until(lambda: open_watch_count(apiserver) == 1)
+    assert apiserver.faults.expire_watches() == 1  # a relist: the same version of the pod again
+    assert wait_until(lambda: len(pod_lists(apiserver)) == 2 and watcher.is_synced())
+    assert watcher.pod(uid) is held, "an unchanged version is not parsed again"
+
+    apiserver.store.set_pod_status("tenant", "huge", {"phase": "Running"})
+    assert wait_until(lambda: (p := watcher.pod(uid)) is not None and p.status_phase == "Running")
+    assert len(dropped) == 1, "what it drops did not change: reported once"
 
 
 def test_active_pods_raises_until_the_first_list_completes(apiserver: ApiServer, start_watcher: StartWatcher) -> None:

@@ -14,6 +14,10 @@ Invariants:
   256 KiB per pod in the API) only `DECISION_ANNOTATIONS`, each value cut to `MAX_KEPT_VALUE_CHARS`; no labels;
   status reason and messages cut to `MAX_KEPT_MESSAGE_CHARS` (the shadow comparison reads their first sentence).
   Every annotation and label is still checked to be a string, so a malformed document fails as before.
+- Lists are capped (`evictd.core.pods`: MAX_KEPT_*), never so that a sum changes: every container is decoded and
+  those past the cap are folded into one (init containers: two) whose requests and limits give the same pod
+  requests and limits for every resource (`_folded`); volumes a decision reads are kept before the others;
+  tolerations past their cap are counted, not decoded. `Pod.fields_dropped` says how many of each were left out.
 - What is shared (strings, resource lists, kept annotations, containers, volumes, tolerations) is immutable, so
   sharing changes nothing a decision or an encoding sees; the tables are bounded in entries and key length.
 
@@ -23,7 +27,8 @@ Source: staging/src/k8s.io/api/core/v1/types.go (Pod, Container, Volume, Tolerat
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import replace
 from typing import TypeVar
 
 from evictd.core.decode import (
@@ -35,16 +40,22 @@ from evictd.core.decode import (
     invalid,
     list_of,
     mapping,
+    sequence,
     string,
 )
 from evictd.core.errors import QuantityError
 from evictd.core.pods import (
     DECISION_ANNOTATIONS,
     DEFAULT_NAMESPACE,
+    MAX_KEPT_CONTAINERS,
     MAX_KEPT_MESSAGE_CHARS,
+    MAX_KEPT_TOLERATIONS,
     MAX_KEPT_VALUE_CHARS,
+    MAX_KEPT_VOLUMES,
+    NO_COUNTS,
     NO_QUANTITIES,
     NO_STRINGS,
+    RESTART_POLICY_ALWAYS,
     Container,
     FrozenMap,
     Pod,
@@ -52,6 +63,8 @@ from evictd.core.pods import (
     QOSClass,
     Toleration,
     Volume,
+    is_restartable_init_container,
+    read_by_decisions,
 )
 from evictd.core.quantity import ERR_NUMERIC, ZERO, Quantity
 
@@ -74,14 +87,15 @@ _SHARED_RESOURCE_LISTS: dict[tuple[tuple[str, type, object], ...], FrozenMap[str
 _SHARED_ANNOTATIONS: dict[tuple[tuple[str, str], ...], FrozenMap[str, str]] = {}
 
 
-def _shared(text: str) -> str:
-    """`text` as the one object all pods share for it (a name or kind many pods repeat)."""
+def _shared(text: str, *, add: bool = True) -> str:
+    """`text` as the one object all pods share for it (a name or kind many pods repeat); `add` False: only when
+    the table holds it already (what a pod will not keep must not fill the table for everybody else)."""
     if len(text) > _SHARED_MAX_CHARS:
         return text
     shared = _SHARED_STRINGS.get(text)
     if shared is not None:
         return shared
-    if len(_SHARED_STRINGS) < _SHARED_MAX_ENTRIES:
+    if add and len(_SHARED_STRINGS) < _SHARED_MAX_ENTRIES:
         _SHARED_STRINGS[text] = text
     return text
 
@@ -130,7 +144,7 @@ def _quantity(value: object, key: str) -> Quantity:
         raise invalid(exc.reason, key, value) from exc
 
 
-def _resource_list(value: object, key: str) -> FrozenMap[str, Quantity]:
+def _resource_list(value: object, key: str, *, share: bool = True) -> FrozenMap[str, Quantity]:
     entries = mapping(value, key, if_null=EMPTY_MAPPING)
     if not entries:
         return NO_QUANTITIES
@@ -138,8 +152,8 @@ def _resource_list(value: object, key: str) -> FrozenMap[str, Quantity]:
     shared = _SHARED_RESOURCE_LISTS.get(shared_key) if shared_key is not None else None
     if shared is not None:
         return shared
-    resources = FrozenMap({_shared(name): _quantity(raw, child(key, name)) for name, raw in entries.items()})
-    if shared_key is not None and len(_SHARED_RESOURCE_LISTS) < _SHARED_MAX_ENTRIES:
+    resources = FrozenMap({_shared(name, add=share): _quantity(raw, child(key, name)) for name, raw in entries.items()})
+    if share and shared_key is not None and len(_SHARED_RESOURCE_LISTS) < _SHARED_MAX_ENTRIES:
         _SHARED_RESOURCE_LISTS[shared_key] = resources
     return resources
 
@@ -231,20 +245,21 @@ def _message(value: object, key: str) -> str | None:
     return None if text is None else text[:MAX_KEPT_MESSAGE_CHARS]
 
 
-def _requests_and_limits(value: object, key: str) -> tuple[FrozenMap[str, Quantity], FrozenMap[str, Quantity]]:
+def _requests_and_limits(value: object, key: str, *, share: bool = True
+                         ) -> tuple[FrozenMap[str, Quantity], FrozenMap[str, Quantity]]:
     """Decode a v1.ResourceRequirements object (container or pod level) into its requests and limits."""
     resources = mapping(value, key, if_null=EMPTY_MAPPING)
-    requests = _resource_list(resources.get("requests"), child(key, "requests"))
-    limits = _resource_list(resources.get("limits"), child(key, "limits"))
+    requests = _resource_list(resources.get("requests"), child(key, "requests"), share=share)
+    limits = _resource_list(resources.get("limits"), child(key, "limits"), share=share)
     return requests, limits
 
 
-def _container(value: object, key: str) -> Container:
+def _container(value: object, key: str, *, share: bool = True) -> Container:
     obj = mapping(value, key, if_null=EMPTY_MAPPING)
-    requests, limits = _requests_and_limits(obj.get("resources"), child(key, "resources"))
+    requests, limits = _requests_and_limits(obj.get("resources"), child(key, "resources"), share=share)
     restart_policy = string(obj.get("restartPolicy"), child(key, "restartPolicy"), if_null=None)
     return Container(
-        name=_shared(_required_name(obj, key)),
+        name=_shared(_required_name(obj, key), add=share),
         requests=requests,
         limits=limits,
         restart_policy=None if restart_policy is None else _shared(restart_policy),
@@ -259,9 +274,9 @@ def _pod_resources(value: object, key: str) -> PodResources | None:
     return PodResources(requests=requests, limits=limits)
 
 
-def _volume(value: object, key: str) -> Volume:
+def _volume(value: object, key: str, *, share: bool = True) -> Volume:
     obj = mapping(value, key, if_null=EMPTY_MAPPING)
-    name = _shared(_required_name(obj, key))
+    name = _shared(_required_name(obj, key), add=share)
     # A v1.Volume is its name plus exactly one source (validation: "must specify exactly 1 volume type").
     sources = [kind for kind, raw in obj.items() if kind != "name" and raw is not None]
     if len(sources) != 1:
@@ -290,6 +305,99 @@ def _toleration(value: object, key: str) -> Toleration:
         effect=string(obj.get("effect"), child(key, "effect"), if_null=""),
         toleration_seconds=integer(obj.get("tolerationSeconds"), child(key, "tolerationSeconds"), if_null=None),
     )
+
+
+def _tolerations(value: object, key: str) -> tuple[tuple[Toleration, ...], int]:
+    """The first MAX_KEPT_TOLERATIONS tolerations (decoded) and how many more there were (not decoded: no decision
+    reads tolerations, and decoding 13,000 of them took a fifth of a second)."""
+    entries = sequence(value, key, if_null=())
+    kept = tuple(_toleration(item, f"{key}[{i}]") for i, item in enumerate(entries[:MAX_KEPT_TOLERATIONS]))
+    return kept, len(entries) - len(kept)
+
+
+def _containers(value: object, key: str, *, init: bool) -> tuple[Container, ...]:
+    """Every container of the list `value`; only those `_folded` keeps as they are add to the shared tables."""
+    entries = sequence(value, key, if_null=())
+    kept = len(entries) if len(entries) <= MAX_KEPT_CONTAINERS else MAX_KEPT_CONTAINERS - (2 if init else 1)
+    return tuple(_container(item, f"{key}[{i}]", share=i < kept) for i, item in enumerate(entries))
+
+
+def _volumes(value: object, key: str) -> tuple[Volume, ...]:
+    """The volumes a pod keeps (`_kept_volumes`), each decoded; past the cap only the kept ones' names are shared."""
+    entries = sequence(value, key, if_null=())
+    share = len(entries) <= MAX_KEPT_VOLUMES
+    volumes = tuple(_volume(item, f"{key}[{i}]", share=share) for i, item in enumerate(entries))
+    if share:
+        return volumes
+    return tuple(replace(volume, name=_shared(volume.name)) for volume in _kept_volumes(volumes))
+
+
+def _kept_volumes(volumes: tuple[Volume, ...]) -> tuple[Volume, ...]:
+    """At most MAX_KEPT_VOLUMES of `volumes`, in their order: those a decision reads first, then the others."""
+    if len(volumes) <= MAX_KEPT_VOLUMES:
+        return volumes
+    read = sum(map(read_by_decisions, volumes))
+    others_left = MAX_KEPT_VOLUMES - min(read, MAX_KEPT_VOLUMES)
+    read_left = MAX_KEPT_VOLUMES - others_left
+    kept = []
+    for volume in volumes:
+        if read_by_decisions(volume):
+            if read_left:
+                kept.append(volume)
+                read_left -= 1
+        elif others_left:
+            kept.append(volume)
+            others_left -= 1
+    return tuple(kept)
+
+
+def _summed(lists: Iterable[Mapping[str, Quantity]]) -> FrozenMap[str, Quantity]:
+    """Each resource's sum over `lists` (Go's addResourceList, a missing entry left out)."""
+    total: dict[str, Quantity] = {}
+    for resources in lists:
+        for name, quantity in resources.items():
+            total[name] = quantity if name not in total else total[name] + quantity
+    return FrozenMap(total) if total else NO_QUANTITIES
+
+
+def _init_peak_and_sidecars(tail: Iterable[Container], pick: Callable[[Container], Mapping[str, Quantity]]
+                            ) -> tuple[FrozenMap[str, Quantity], FrozenMap[str, Quantity]]:
+    """For init containers run after some sidecars S0 (any): M, the most any of them needs above S0 (an init
+    container its own request plus the sidecars of `tail` started before it, a sidecar those and itself), and T, the
+    sum of the sidecars of `tail`. An init container needing M then a sidecar of T give the pod the same requests
+    and limits as `tail` (evictd.core.resources: the peak S0 + M, the running sidecars S0 + T <= S0 + M).
+
+    Linear: a sidecar raises only its own resources' running sum, and the peak already holds every earlier one."""
+    peak: dict[str, Quantity] = {}
+    sidecars: dict[str, Quantity] = {}
+    for container in tail:
+        restartable = is_restartable_init_container(container)
+        for name, own in pick(container).items():
+            running = sidecars.get(name)
+            need = own if running is None else running + own
+            if restartable:
+                sidecars[name] = need
+            if name not in peak or need.cmp(peak[name]) > 0:
+                peak[name] = need
+    return (FrozenMap(peak) if peak else NO_QUANTITIES), (FrozenMap(sidecars) if sidecars else NO_QUANTITIES)
+
+
+def _folded(containers: tuple[Container, ...], *, init: bool) -> tuple[Container, ...]:
+    """`containers` when within MAX_KEPT_CONTAINERS; else the first ones and, in place of the rest, one container
+    (init containers: an init container and a sidecar) with the same effect on the pod's requests and limits."""
+    if len(containers) <= MAX_KEPT_CONTAINERS:
+        return containers
+    stand_ins = 2 if init else 1
+    kept, rest = containers[:MAX_KEPT_CONTAINERS - stand_ins], containers[MAX_KEPT_CONTAINERS - stand_ins:]
+    what = f"({len(rest)} more {'init containers' if init else 'containers'})"
+    if not init:
+        return (*kept, Container(name=what, requests=_summed(c.requests for c in rest),
+                                 limits=_summed(c.limits for c in rest)))
+    peak_requests, sidecar_requests = _init_peak_and_sidecars(rest, lambda c: c.requests)
+    peak_limits, sidecar_limits = _init_peak_and_sidecars(rest, lambda c: c.limits)
+    return (*kept, Container(name=what, requests=peak_requests, limits=peak_limits),
+            Container(name=f"{what[:-1]}: sidecars)", requests=sidecar_requests, limits=sidecar_limits,
+                      restart_policy=RESTART_POLICY_ALWAYS))
 
 
 def _qos_status(value: object, key: str) -> QOSClass | None:
@@ -329,6 +437,17 @@ def pod_from_dict(obj: Mapping[str, object], *, where: str = "pod") -> Pod:
     spec = mapping(root.get("spec"), spec_key, if_null=EMPTY_MAPPING)
     status = mapping(root.get("status"), status_key, if_null=EMPTY_MAPPING)
     _checked_string_map(meta.get("labels"), child(meta_key, "labels"))  # checked, not kept: no decision reads them
+    containers = _containers(spec.get("containers"), child(spec_key, "containers"), init=False)
+    init_containers = _containers(spec.get("initContainers"), child(spec_key, "initContainers"), init=True)
+    kept_volumes = _volumes(spec.get("volumes"), child(spec_key, "volumes"))
+    volumes_left = len(sequence(spec.get("volumes"), child(spec_key, "volumes"), if_null=())) - len(kept_volumes)
+    tolerations, tolerations_left = _tolerations(spec.get("tolerations"), child(spec_key, "tolerations"))
+    kept_containers, kept_init = _folded(containers, init=False), _folded(init_containers, init=True)
+    dropped = {field: count for field, count in (
+        ("containers", len(containers) - len(kept_containers) + (kept_containers is not containers)),
+        ("initContainers", len(init_containers) - len(kept_init) + 2 * (kept_init is not init_containers)),
+        ("volumes", volumes_left), ("tolerations", tolerations_left)) if count}
+    del containers, init_containers
     return Pod(
         name=_required_name(meta, meta_key),
         namespace=_shared(string(meta.get("namespace"), child(meta_key, "namespace"), if_null="")
@@ -349,20 +468,17 @@ def pod_from_dict(obj: Mapping[str, object], *, where: str = "pod") -> Pod:
             spec.get("terminationGracePeriodSeconds"), child(spec_key, "terminationGracePeriodSeconds"), if_null=None
         ),
         node_name=_shared(string(spec.get("nodeName"), child(spec_key, "nodeName"), if_null="")),
-        containers=_shared_parts(list_of(spec.get("containers"), child(spec_key, "containers"), _container,
-                                         if_null=())),
-        init_containers=_shared_parts(list_of(
-            spec.get("initContainers"), child(spec_key, "initContainers"), _container, if_null=()
-        )),
+        containers=_shared_parts(kept_containers),
+        init_containers=_shared_parts(kept_init),
         overhead=_resource_list(spec.get("overhead"), child(spec_key, "overhead")),
         resources=_pod_resources(spec.get("resources"), child(spec_key, "resources")),
-        volumes=_shared_parts(list_of(spec.get("volumes"), child(spec_key, "volumes"), _volume, if_null=())),
-        tolerations=_shared_parts(list_of(spec.get("tolerations"), child(spec_key, "tolerations"), _toleration,
-                                          if_null=())),
+        volumes=_shared_parts(kept_volumes),
+        tolerations=_shared_parts(tolerations),
         status_phase=_shared_or_none(string(status.get("phase"), child(status_key, "phase"), if_null=None)),
         status_reason=_message(status.get("reason"), child(status_key, "reason")),
         status_message=_message(status.get("message"), child(status_key, "message")),
         status_termination_by_kubelet=_termination_by_kubelet(status.get("conditions"),
                                                               child(status_key, "conditions")),
         status_qos_class=_qos_status(status.get("qosClass"), child(status_key, "qosClass")),
+        fields_dropped=FrozenMap(dropped) if dropped else NO_COUNTS,
     )

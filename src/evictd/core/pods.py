@@ -9,8 +9,11 @@ Invariants:
 - Every value is frozen and hashable (maps are `FrozenMap`), so pods can be dict keys and set members.
 - A pod holds what the decisions read and no more, bounded whatever its owner wrote: of its annotations only
   `DECISION_ANNOTATIONS`, each value cut to `MAX_KEPT_VALUE_CHARS`; no labels; status reason and messages cut
-  to `MAX_KEPT_MESSAGE_CHARS` (`evictd.core.pod_parser` keeps to it). So neither evictd's memory, nor its
-  cycles, nor the flight recording grow with a tenant's data.
+  to `MAX_KEPT_MESSAGE_CHARS`; at most `MAX_KEPT_CONTAINERS` containers and as many init containers (the last
+  kept ones standing for the rest, with their requests and limits folded in), `MAX_KEPT_VOLUMES` volumes (those
+  a decision reads first) and `MAX_KEPT_TOLERATIONS` tolerations (`evictd.core.pod_parser` keeps to it;
+  `fields_dropped` counts what it left out). So neither evictd's memory, nor its cycles, nor the flight
+  recording grow with a tenant's data.
 - What is computed from a pod alone (its requests, its limits) can be remembered on the pod object by
   `derived`, under its `Derived` key: a pod never changes, so the value cannot go stale, and a pod source
   that hands out the same objects cycle after cycle (the API pod watch) pays for the arithmetic once per pod
@@ -51,6 +54,18 @@ MAX_KEPT_VALUE_CHARS = 256
 # The kubelet's eviction message names every container it was about; the shadow comparison reads only its first
 # sentence, the starved resource.
 MAX_KEPT_MESSAGE_CHARS = 1024
+# A pod keeps at most this many containers, and as many init containers: the last one or two kept stand for the
+# rest, their requests and limits folded in, so every request and limit sum is exact (`evictd.core.pod_parser`).
+# Only what is read per container by name (its own ephemeral-storage limit, the message's offending containers)
+# is lost beyond it. Pods run 1-10 containers; a container with resource lists of its own holds up to 1.2 KiB.
+MAX_KEPT_CONTAINERS = 32
+# A pod keeps at most this many volumes, those a decision reads (`read_by_decisions`) before the others: pods of
+# operators mounting many ConfigMaps have some tens; a volume holds 0.2-0.5 KiB (an emptyDir's sizeLimit).
+MAX_KEPT_VOLUMES = 128
+# No decision reads tolerations (the flight recording does): a DaemonSet's pod has 6-9, most pods 2.
+MAX_KEPT_TOLERATIONS = 32
+# The list fields the caps apply to, as `Pod.fields_dropped` names them.
+CAPPED_FIELDS = ("containers", "initContainers", "volumes", "tolerations")
 # scheduling.SystemCriticalPriority: system-cluster-critical is exactly this, system-node-critical is +1000.
 SYSTEM_CRITICAL_PRIORITY = 2_000_000_000
 RESTART_POLICY_ALWAYS = "Always"
@@ -89,6 +104,7 @@ class FrozenMap(Mapping[_K, _V]):
 # The empty maps every pod without annotations or a resource list shares.
 NO_STRINGS: FrozenMap[str, str] = FrozenMap()
 NO_QUANTITIES: FrozenMap[str, Quantity] = FrozenMap()
+NO_COUNTS: FrozenMap[str, int] = FrozenMap()
 
 
 # --- the model ---------------------------------------------------------------------------------------------
@@ -172,6 +188,10 @@ class Pod:
     # The message of a True DisruptionTarget condition with reason TerminationByKubelet (an eviction's record).
     status_termination_by_kubelet: str | None = None
     status_qos_class: QOSClass | None = None
+    # How many entries of each list field ("containers", "initContainers", "volumes", "tolerations") the parser
+    # left out or folded (the caps above); not part of the pod's identity (a recording of the pod holds the kept
+    # ones only, and reads back as an equal pod).
+    fields_dropped: Mapping[str, int] = field(default=NO_COUNTS, compare=False, repr=False)
     # Values derived from this pod alone (see `derived`); not part of the pod's identity.
     _derived: dict[MemoKey, object] = field(default_factory=dict, init=False, repr=False, compare=False)
 
@@ -283,3 +303,9 @@ def is_local_ephemeral_volume(volume: Volume) -> bool:
 def counts_for_local_disk(volume: Volume) -> bool:
     """Return True when the volume's usage counts towards the pod's disk: hostPath or local ephemeral."""
     return volume.kind == "hostPath" or is_local_ephemeral_volume(volume)
+
+
+def read_by_decisions(volume: Volume) -> bool:
+    """Return True when a decision reads this volume by name: its disk usage counts (`counts_for_local_disk`) or it
+    is an emptyDir with a sizeLimit (`evictd.core.local_storage`)."""
+    return counts_for_local_disk(volume) or (volume.kind == "emptyDir" and volume.empty_dir_size_limit is not None)

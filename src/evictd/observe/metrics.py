@@ -18,6 +18,7 @@ from evictd.core.engine import EngineState, ReclaimThenEvict
 from evictd.core.errors import SampleError
 from evictd.core.fs_layout import ReclaimAction
 from evictd.core.oom import TOO_LATE_ACTIVITIES, OomReport, OomScope
+from evictd.core.pods import CAPPED_FIELDS
 from evictd.core.run_mode import ModeSource, RunMode
 from evictd.core.shadow import Comparison, Outcome
 from evictd.core.signals import (
@@ -158,6 +159,10 @@ class Metrics:
         self.oom_kills_too_late = Counter("evictd_oom_kills_too_late_total", "OOM kills while a memory threshold was "
                                           "met and not yet relieved by an eviction, or soon after one, by what evictd "
                                           "was doing.", ["activity"], registry=r)
+        self.pod_fields_dropped = Counter("evictd_pod_fields_dropped_total", "Entries of pods' lists evictd does not "
+                                          "hold (past its caps: containers and initContainers folded into one or two, "
+                                          "volumes, tolerations), by field, counted when a pod is first seen dropping "
+                                          "them and when that changes.", ["field"], registry=r)
         self.log_lines_dropped = Counter("evictd_log_lines_dropped_total", "Log lines dropped because the reader "
                                          "of evictd's output fell 4 MiB behind (the loop never waits for it).",
                                          registry=r)
@@ -183,7 +188,8 @@ class Metrics:
                                (self.would_evict, signals), (self.reclaimed, ReclaimAction), (self.oom_kills, OomScope),
                                (self.oom_kills_too_late, sorted(TOO_LATE_ACTIVITIES)), (self.wakeups, WAKEUP_CAUSES),
                                (self.errors, ERROR_SOURCES), (self.condition, NodeCondition),
-                               (self.mode, RunMode), (self.mode_source, ModeSource)):
+                               (self.mode, RunMode), (self.mode_source, ModeSource),
+                               (self.pod_fields_dropped, CAPPED_FIELDS)):
             for value in values:
                 metric.labels(str(value))  # a new child starts at zero
         for outcome in Outcome:  # every pair at zero: a node's first comparison shows in increase() and rate()

@@ -23,6 +23,7 @@ from evictd.config import Configuration, EvictdSettings
 from evictd.core.container_gc import PodState, PodStateFunc
 from evictd.core.engine import Eviction
 from evictd.core.errors import EvictdError, KubeError, NotActingError, SampleError
+from evictd.core.pods import Pod
 from evictd.cri import NO_RUNTIME, Runtime
 from evictd.cycle.eviction_api_route import EvictionApiRoute
 from evictd.cycle.finished import AfterCycle, Cycle
@@ -165,7 +166,13 @@ def build_cluster(config: Configuration, node_name: str, metrics: Metrics, log: 
     def api_error(error: KubeError) -> None:
         metrics.api_errors.labels(error.verb).inc()
 
-    watcher = PodWatcher(api_client, node_name, on_error=api_error)
+    def fields_dropped(pod: Pod) -> None:
+        for field, count in pod.fields_dropped.items():
+            metrics.pod_fields_dropped.labels(field).inc(count)
+        log.warning("pod fields dropped past evictd's caps (sums of requests and limits kept)", pod=pod.key,
+                    **{field: count for field, count in pod.fields_dropped.items()})
+
+    watcher = PodWatcher(api_client, node_name, on_error=api_error, on_dropped=fields_dropped)
     journal = EvictionJournal(None if dry_run else StateDir(settings.state_dir).journal, log=log,
                               on_corrupt=metrics.journal_corrupt.inc,
                               on_write_failure=metrics.journal_write_failures.inc)

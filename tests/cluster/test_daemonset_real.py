@@ -241,7 +241,9 @@ def test_it_authenticates_with_its_pod_bound_token_and_the_policy_holds(deployed
 def test_memory_trial_evicts_the_hog_as_the_standalone_run_decides(deployed: Deployed) -> None:
     cluster, node = deployed.cluster, deployed.node
     pod = wait_ready(cluster, deployed.image.reference)
-    standalone = node.start_evictd(thresholds(), "dryRun: true\n")
+    # Beside the DaemonSet's acting evictd, an observer is `evictd run --dry-run`: a `dryRun: true` evictd with an
+    # API holds the node Lease (the evictd.io/mode label may make it act), so this one would stand by.
+    standalone = node.start_evictd(thresholds(), "dryRun: true\n", args=("--dry-run",))
     standalone.wait_event("evictd started", timeout=30)
     quiet = node.run_pod(new_name("quiet"), QUIET, requests={"memory": "64Mi"})
     hog = node.run_pod(new_name("hog"), memory_hog(HOG_MIB, steps=9, step_s=2.5), requests={"memory": "32Mi"})

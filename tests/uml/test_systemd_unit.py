@@ -144,6 +144,9 @@ journalctl -u evictd -o json --no-pager > "$UML_OUT/journal.json"
 systemd-analyze security evictd.service --no-pager > "$UML_OUT/security.txt" 2>&1
 """
 
+# How far a log line's stamp, converted through journald's clock offset, may land after the event it precedes.
+STAMP_CONVERSION_SLACK_US = 100_000
+
 
 def properties(text: str) -> dict[str, str]:
     return dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
@@ -229,7 +232,9 @@ def test_it_becomes_active_only_after_ready_and_serves(guest: GuestRun) -> None:
     started = [entry for entry in journal(guest) if entry["event"] == "evictd started"]
     assert started, "evictd logged no start"
     assert int(show["ExecMainStartTimestampMonotonic"]) < started[0]["monotonic_us"]
-    assert started[0]["monotonic_us"] <= int(show["ActiveEnterTimestampMonotonic"])
+    # evictd's wall-clock stamp comes to the monotonic clock through journald's offset, which was once 31 ms off in
+    # a loaded parallel tier; READY=1 sent at the process's start would come about a second before that line.
+    assert started[0]["monotonic_us"] <= int(show["ActiveEnterTimestampMonotonic"]) + STAMP_CONVERSION_SLACK_US
     # /healthz answers (HTTP 200) and says what is missing: here the API server the kubeconfig names.
     assert guest.text("healthz.txt").startswith("degraded: pod-list-unavailable: no pod list from the Kubernetes API")
 

@@ -118,3 +118,24 @@ def test_the_kubelet_dropins_need_its_file(tmp_path: Path) -> None:
                     str(tmp_path / "d"))
     assert result.returncode == 2
     assert "--kubelet-config-dir" in result.stderr and "needs the kubelet's configuration file" in result.stderr
+
+
+def test_config_from_standard_input_is_read_and_only_once() -> None:
+    text = KUBELET + "evictionHard: {memory.available: 500Mi}\n"
+    done = subprocess.run([sys.executable, "-m", "evictd", "check-config", "--config-only", "--config", "-",
+                           "-o", "json"], cwd=ROOT, input=text, capture_output=True, text=True, timeout=60,
+                          check=False)
+    assert done.returncode == 0, done.stderr
+    assert next(t["value"] for t in json.loads(done.stdout)["thresholds"]) == {"quantity": "500Mi"}
+    twice = subprocess.run([sys.executable, "-m", "evictd", "check-config", "--config-only", "--config", "-",
+                            "--config", "-"], cwd=ROOT, input=text, capture_output=True, text=True, timeout=60,
+                           check=False)
+    assert twice.returncode == 2 and "standard input can be read once" in twice.stderr
+
+
+def test_a_bad_quantity_says_what_would_be_accepted(tmp_path: Path) -> None:
+    path = write(tmp_path / "k.yaml", KUBELET + "evictionHard: {memory.available: 500MB}\n")
+    result = evictd("check-config", "--config-only", "--config", path)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert "evictionHard[memory.available]: invalid value '500MB'" in result.stderr
+    assert "such as 500Mi, 1Gi or 500M, or a percentage such as 10%" in result.stderr

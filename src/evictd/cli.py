@@ -25,9 +25,10 @@ from evictd import __version__
 from evictd.config import load_configuration, read_documents
 from evictd.core.duration import parse_go_duration
 from evictd.core.engine import EngineConfig
-from evictd.core.errors import ConfigError, DurationError, EvictdError, ScenarioError, StateLockError
+from evictd.core.errors import ConfigError, DurationError, EvictdError, QuantityError, ScenarioError, StateLockError
 from evictd.core.fs_layout import FsLayout
 from evictd.core.kubelet_config import FLAG_NAMES
+from evictd.core.quantity import ERR_FORMAT_WRONG
 
 if TYPE_CHECKING:  # the offline commands import what they need when they run
     from evictd.record.recording import Record, Recording
@@ -66,7 +67,8 @@ class _Parser(argparse.ArgumentParser):
 def _add_config_options(parser: argparse.ArgumentParser, *, kubelet_flags: bool = False) -> None:
     """Add --config and, where the eviction thresholds matter (`kubelet_flags`), the kubelet's eviction flags."""
     parser.add_argument("--config", action="append", default=[], metavar="FILE",
-                        help="KubeletConfiguration/EvictdConfiguration YAML; repeat to layer files in order")
+                        help="KubeletConfiguration/EvictdConfiguration YAML; repeat to layer files in order; '-' "
+                        "reads standard input (once)")
     parser.add_argument("--config-dir", metavar="DIR",
                         help="as the kubelet's --config-dir: its .conf drop-ins, in lexical order, merged onto the "
                         "KubeletConfiguration of the --config files as the kubelet merges them")
@@ -437,6 +439,15 @@ def _one_line(exc: EvictdError) -> str:
     return printable(str(exc))
 
 
+# After the kubelet's own wording for a quantity it cannot read: what would be accepted, in an operator's words.
+QUANTITY_ACCEPTED = " (write a quantity such as 500Mi, 1Gi or 500M, or a percentage such as 10%)"
+
+
+def _accepted(exc: EvictdError) -> str:
+    """What would be accepted, where the kubelet's message names only the grammar it failed."""
+    return QUANTITY_ACCEPTED if isinstance(exc, QuantityError) and exc.reason == ERR_FORMAT_WRONG else ""
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     if not (sys.argv[1:] if argv is None else argv):  # bare `evictd`: the usage line and the commands
         from evictd.commands.parser_docs import bare_usage
@@ -453,7 +464,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_BROKEN_PIPE
     except (ConfigError, StateLockError) as exc:
-        print(f"evictd: {_one_line(exc)}", file=sys.stderr)
+        print(f"evictd: {_one_line(exc)}{_accepted(exc)}", file=sys.stderr)
         return EXIT_CONFIG
     except EvictdError as exc:
         print(f"evictd: {_one_line(exc)}", file=sys.stderr)

@@ -329,13 +329,21 @@ def read_documents(path: str, key: str = "--config", *, stdin_ok: bool = False) 
     `stdin_ok` and a path of STDIN_PATHS standard input up to its end (a pipe from `evictd record export`); a number
     too long to convert, nesting too deep to build, or invalid YAML are configuration errors. Raises ConfigError.
     """
-    if stdin_ok and path in STDIN_PATHS:
-        raw = sys.stdin.buffer.read(MAX_CONFIG_BYTES + 1)
-    else:
-        raw = _read_regular_file(path, key)
+    raw = _stdin_bytes() if stdin_ok and path in STDIN_PATHS else _read_regular_file(path, key)
     if len(raw) > MAX_CONFIG_BYTES:
         raise ConfigError(f"file larger than {MAX_CONFIG_BYTES >> 20} MiB", key=key, value=FilePath(path))
     return _documents(raw, path, key)
+
+
+_stdin_read: list[bytes] = []  # what standard input gave, for every later read of it in this process
+
+
+def _stdin_bytes() -> bytes:
+    """Standard input up to its end (at most MAX_CONFIG_BYTES + 1), read once: a command that loads its
+    configuration again (replay, per recorded run) gets the same bytes."""
+    if not _stdin_read:
+        _stdin_read.append(sys.stdin.buffer.read(MAX_CONFIG_BYTES + 1))
+    return _stdin_read[0]
 
 
 def _read_regular_file(path: str, key: str) -> bytes:
@@ -502,9 +510,11 @@ def load_configuration(paths: Sequence[str], flags: Sequence[tuple[str, str]] = 
                                                  if k not in STALL_SETTINGS and k not in ("apiVersion", "kind")}]
     evictd_docs: list[Mapping[str, object]] = [{k: v for k, v in base.items() if k in STALL_SETTINGS}]
     warnings: list[str] = []
+    if sum(path in STDIN_PATHS for path in paths) > 1:
+        raise ConfigError("standard input can be read once", key="--config", value=FilePath("-"))
     for path in paths:
         kubelet_file = False
-        for index, (document, duplicates) in enumerate(read_documents(path)):
+        for index, (document, duplicates) in enumerate(read_documents(path, stdin_ok=True)):
             where = f"{path}[{index}]" if index else path
             if kubelet_file and is_foreign_document(document):
                 # The kubelet decodes the first document of its config file and never looks further (kind and

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from evictd.config import dropin_files, load_configuration
+from evictd.config import load_configuration
+from evictd.config_files import dropin_files
 from evictd.core.errors import ConfigError
 from evictd.core.kubelet_config import DEFAULT_EVICTION_HARD
 

@@ -123,7 +123,7 @@ FLOORS: tuple[tuple[str, ...], ...] = (  # from the top down
     ("observe", "record"),
     ("cycle", "kubelet_file"),
     ("adapters", "kube", "config"),
-    ("cri",),
+    ("config_files", "cri"),
     ("clock", "log", "state_dir", "__init__"),
     ("core",),
 )

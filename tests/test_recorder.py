@@ -32,7 +32,8 @@ import builders
 from clocks import ManualClock
 from evictd.commands.replay import replay
 from evictd.commands.simulate import Scenario, parse_scenario, run_scenario
-from evictd.config import load_configuration, read_documents
+from evictd.config import load_configuration
+from evictd.config_files import read_documents
 from evictd.core.engine import EngineState
 from evictd.core.kubelet_config import EvictionSettings, eviction_settings
 from evictd.core.pod_parser import pod_from_dict

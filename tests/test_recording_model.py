@@ -12,7 +12,7 @@ import pytest
 
 from evictd.commands.scenario_recording import record_scenario
 from evictd.commands.simulate import parse_scenario
-from evictd.config import read_documents
+from evictd.config_files import read_documents
 from evictd.core.fs_layout import FsLayout
 from evictd.core.pod_parser import pod_from_dict
 from evictd.core.pods import Pod

@@ -22,7 +22,8 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, cast
 
 from evictd import __version__
-from evictd.config import load_configuration, read_documents
+from evictd.config import load_configuration
+from evictd.config_files import read_documents
 from evictd.core.duration import parse_go_duration
 from evictd.core.engine import EngineConfig
 from evictd.core.errors import ConfigError, DurationError, EvictdError, QuantityError, ScenarioError, StateLockError

@@ -21,7 +21,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from evictd.config import classify_document, read_documents, read_dropins
+from evictd.config import classify_document, read_dropins
+from evictd.config_files import read_documents
 from evictd.core.dropin import with_dropins
 from evictd.core.errors import ConfigError, FilePath
 from evictd.core.kubelet_config import KUBELET_KIND, EvictionSettings, eviction_settings, merge_documents

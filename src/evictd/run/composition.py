@@ -1,5 +1,8 @@
 """The composition root of `evictd run`: every dependency of the daemon, built from the configuration.
 
+Over 500 lines because it is the one place that chooses adapters (the node's and the cluster's parts are built in
+`compose_node` and `compose_cluster`); what stays here is their order, the locks, and the start-up reports.
+
 Nothing else in evictd decides which adapter serves which role: docs/daemon.md's table "What `evictd run` acts
 through depends on what it finds" (the Kubernetes API, a container runtime, dry-run) is what is built here.
 

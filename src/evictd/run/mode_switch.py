@@ -75,6 +75,7 @@ class ModeSwitch:
         self._decision: ModeDecision | None = None
         self._announced_dry_run = configured_dry_run or pinned  # what the Node was last told (or the start's)
         self._bad_label: str | None = None
+        self._exported: tuple[object, ...] | None = None  # what the mode gauges last said
 
     def attach(self, label_watch: LabelWatch | None, lease: Lease | None) -> None:
         """Follow the Node's label as `label_watch` last read it, and stand by while `lease` says so; the mode
@@ -111,9 +112,12 @@ class ModeSwitch:
                                pinned=self._pinned)
         self._decision = decision
         self._say(before, decision)
-        self._metrics.record_mode(decision.mode, decision.source, decision.bad_label is not None)
         racing = frozenset(v.signal for v in self._racing) if not self.reports_only() else frozenset()
-        self._metrics.record_handover_conflicts(self._signals, racing)
+        exported = (decision.mode, decision.source, decision.bad_label is not None, racing)
+        if exported != self._exported:  # the gauges hold their values: set them only when one changes
+            self._exported = exported
+            self._metrics.record_mode(decision.mode, decision.source, decision.bad_label is not None)
+            self._metrics.record_handover_conflicts(self._signals, racing)
         return decision
 
     def _say(self, before: ModeDecision | None, now: ModeDecision) -> None:

@@ -13,8 +13,10 @@ Invariants:
   ``pods_memory_mib``: its pods cgroup (kubepods under its own cgroupRoot) is limited to about that much, so
   ``allocatableMemory.available`` is per node and one node's hog presses that node alone. ``memory.available``
   (the machine's) is one figure shared by every node: it cannot tell the nodes apart.
-* Added nodes run hostNetwork pods only (no pod network of their own); the API server cannot reach them for
-  ``kubectl logs``/``exec`` (their names do not resolve), which their tests do not use.
+* Added nodes run hostNetwork pods only unless ``pod_network``: then each has a bridge and subnet of its own
+  (pod_network.py; the third octet the control plane's plus the node's index, so no two collide), all in the
+  host's network namespace, so the host (a probe, a Prometheus scrape) reaches every pod. The API server cannot
+  reach the added kubelets for ``kubectl logs``/``exec`` (their names do not resolve).
 * ``start`` starts the nodes side by side (threads) and, if one fails, stops them all; ``stop`` stops them side
   by side and returns what could not be cleaned: each node's pods, kubelet, containerd, mounts, cgroups, and
   its Node object (the control plane's other tests see their own node only). The control plane is left as found.
@@ -66,19 +68,22 @@ class MultiNodeCluster:
     """``nodes`` added to the started ``control_plane``, under ``base`` (one folder per node)."""
 
     def __init__(self, control_plane: RealCluster, base: Path, nodes: Sequence[PoolNode] = FLEET,
-                 pods_memory_mib: int = POD_MEMORY_MIB) -> None:
+                 pods_memory_mib: int = POD_MEMORY_MIB, *, pod_network: bool = False, kubelet_extra: str = "") -> None:
+        """``kubelet_extra``: KubeletConfiguration YAML whose top-level keys every added kubelet also gets."""
         if len({node.name for node in nodes}) != len(nodes) or control_plane.node_name in {n.name for n in nodes}:
             raise ClusterError(f"node names must differ from each other and from {control_plane.node_name}")
         self.control_plane = control_plane
         self.base = base
         self.specs = tuple(nodes)
         self.pods_memory_mib = pods_memory_mib
-        defaults = reserved_for(pods_memory_mib)
+        defaults = reserved_for(pods_memory_mib) + kubelet_extra
+        first = control_plane.pod_network.octet if control_plane.pod_network is not None else 0
         # n<i>, not the node's name: containerd's sockets live under the node's folder, and socket paths are short.
         self.nodes: dict[str, RealCluster] = {
-            spec.name: RealCluster(base / f"n{index}", control_plane.bin_dir, pod_network=False,
+            spec.name: RealCluster(base / f"n{index}", control_plane.bin_dir, pod_network=pod_network,
                                    node_name=spec.name, node_labels={POOL_LABEL: spec.pool},
-                                   kubelet_defaults=defaults, control_plane=control_plane)
+                                   kubelet_defaults=defaults, control_plane=control_plane,
+                                   pod_network_octet=(first + 1 + index) % 256)
             for index, spec in enumerate(nodes)}
         self.timings: dict[str, float] = {}
 

@@ -40,11 +40,15 @@ def _run(argv: list[str]) -> subprocess.CompletedProcess[str]:
 
 
 class PodNetwork:
-    """The bridge ``evrk<tag>`` and its Service rule; ``tag`` is up to 8 hexadecimal characters."""
+    """The bridge ``evrk<tag>`` and its Service rule; ``tag`` is up to 8 hexadecimal characters; ``octet``, the
+    subnet's third (default: from the tag), given when several nodes of one cluster each have a network."""
 
-    def __init__(self, tag: str, ipam_dir: Path) -> None:
+    def __init__(self, tag: str, ipam_dir: Path, octet: int | None = None) -> None:
         self.bridge = f"{BRIDGE_PREFIX}{tag[:8]}"
-        octet = int(tag[:2], 16)
+        octet = int(tag[:2], 16) if octet is None else octet
+        if not 0 <= octet <= 255:
+            raise PodNetworkError(f"subnet octet {octet} is not 0-255")
+        self.octet = octet
         self.subnet = f"{SUBNET_PREFIX}.{octet}.0/24"
         self.gateway = f"{SUBNET_PREFIX}.{octet}.1"
         self.ipam_dir = ipam_dir

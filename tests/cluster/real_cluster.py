@@ -48,8 +48,8 @@ start-kubelet, start-all, stop-all, make-evictd-kubeconfig). Choices and why:
   (``https://127.0.0.1:<kubelet_port>/configz`` with the admin certificate).
 * The API server audits pod, pods/status, pods/eviction, event, node, nodes/status and lease writes
   (``audit_log``).
-* More nodes (multi_node.py): ``RealCluster(base, bin_dir, pod_network=False, node_name=..., node_labels=...,
-  kubelet_defaults=..., control_plane=cluster)`` is one more kubelet of a started cluster, with its own
+* More nodes (multi_node.py): ``RealCluster(base, bin_dir, node_name=..., node_labels=..., kubelet_defaults=...,
+  control_plane=cluster, pod_network_octet=...)`` is one more kubelet of a started cluster, with its own
   containerd, root folder, ports, cgroupRoot and client certificate (CN=system:node:<name>, O=system:nodes,
   for the Node authorizer); its ``stop`` removes that node's pods, processes, mounts, cgroups and its Node.
   The first node's certificates, names and API are unchanged.
@@ -555,16 +555,16 @@ class RealCluster:
     def __init__(self, base: Path, bin_dir: Path, containerd_root: Path | None = None, *,
                  pod_network: bool = True, apiserver_start_timeout_s: float = APISERVER_START_TIMEOUT_S,
                  node_name: str | None = None, node_labels: Mapping[str, str] | None = None,
-                 kubelet_defaults: str = "", control_plane: RealCluster | None = None) -> None:
+                 kubelet_defaults: str = "", control_plane: RealCluster | None = None,
+                 pod_network_octet: int | None = None) -> None:
         """``containerd_root``: containerd's image store and writable layers (the node's imagefs) on a folder of
         the caller's, e.g. on a small loop-mounted filesystem (default: under ``base``).
         ``apiserver_start_timeout_s``: how long kube-apiserver may take to be ready.
         ``node_name``: the kubelet's ``--hostname-override`` (default: this machine's hostname, which resolves
         here, so ``kubectl logs`` reaches the kubelet); ``node_labels``: its ``--node-labels``;
         ``kubelet_defaults``: KubeletConfiguration YAML whose top-level keys replace the defaults at every start
-        of this kubelet (``restart_kubelet``'s fragment then replaces those); ``control_plane``: see the class."""
-        if control_plane is not None and pod_network:
-            raise ClusterError("a node added to a control plane runs hostNetwork pods only: pod_network=False")
+        of this kubelet (``restart_kubelet``'s fragment then replaces those); ``control_plane``: see the class;
+        ``pod_network_octet``: the third octet of this node's pod subnet (nodes of one cluster need different ones)."""
         self.base = base
         self.apiserver_start_timeout_s = apiserver_start_timeout_s
         self.bin_dir = bin_dir
@@ -593,8 +593,8 @@ class RealCluster:
         # The pod network (a bridge and a DNAT rule for the kubernetes Service) is for pods off the host network:
         # the DaemonSet's. Without it (`pod_network=False`: hostNetwork pods only, as the side by side's), the
         # cluster needs no bridge or NAT in the kernel: the v2 guest's has no IPv4 NAT.
-        self.pod_network = PodNetwork(self.cgroup_root.removeprefix(CGROUP_ROOT_PREFIX), base / "cni-ipam") \
-            if pod_network else None
+        self.pod_network = PodNetwork(self.cgroup_root.removeprefix(CGROUP_ROOT_PREFIX), base / "cni-ipam",
+                                      pod_network_octet) if pod_network else None
         self.containerd = Containerd(base / "ctrd", root=containerd_root, cgroup_root=self.cgroup_root,
                                      network_ready=True,
                                      cni=(CNI_BIN_DIR, self.pod_network.conflist()) if self.pod_network else None)

@@ -10,6 +10,7 @@ MONITORING = REPO / "deploy" / "monitoring"
 RULES = MONITORING / "evictd.rules.yaml"
 PROMETHEUS_RULE = MONITORING / "prometheusrule.yaml"
 PODMONITOR = MONITORING / "podmonitor.yaml"
+SCRAPE_CONFIG = MONITORING / "scrape-config.yaml"
 DASHBOARD = MONITORING / "evictd-dashboard.json"
 
 

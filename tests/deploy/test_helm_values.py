@@ -379,6 +379,31 @@ def test_a_pool_daemonset_differs_from_the_default_only_where_it_should(tmp_path
     assert sets["evictd-canary"]["spec"]["template"]["metadata"]["labels"]["app.kubernetes.io/name"] == "evictd"
 
 
+def test_a_pools_host_paths_replace_the_fleets_path_by_path(tmp_path: Path) -> None:
+    # A pool of nodes laid out otherwise (k3s's containerd, a kubelet root elsewhere): its paths, the rest the fleet's.
+    values = {"hostPaths": {"state": "/var/lib/evictd-fleet"},
+              "pools": [{"name": "k3s", "nodeSelector": {POOL_LABEL: "k3s"},
+                         "hostPaths": {"containerd": "/run/k3s/containerd", "kubelet": "/srv/kubelet"},
+                         "kubelet": {"configDir": "/srv/kubelet/conf.d"}}]}
+    sets = daemonsets(render(values_file(tmp_path, values)))
+
+    def paths(name: str) -> dict[str, str]:
+        return {v["name"]: v["hostPath"]["path"] for v in pod_spec(sets[name])["volumes"] if "hostPath" in v}
+
+    default, pool = paths("evictd"), paths("evictd-k3s")
+    assert pool == {**default, "containerd": "/run/k3s/containerd", "kubelet": "/srv/kubelet"}
+    assert default["state"] == pool["state"] == "/var/lib/evictd-fleet"
+    assert default["containerd"] != "/run/k3s/containerd"
+    # The pool's kubelet drop-in folder lies below the pool's kubelet root: read through that mount, none added.
+    args = pod_spec(sets["evictd-k3s"])["containers"][0]["args"]
+    assert args[args.index("--kubelet-config-dir") + 1].endswith("/conf.d")
+    assert "kubelet-config-dir" not in paths("evictd-k3s")
+    bad = {"pools": [{"name": "k3s", "nodeSelector": {POOL_LABEL: "k3s"}, "hostPaths": {"containerd": "run/k3s"}}]}
+    refused = helm("template", RELEASE, str(CHART), "--namespace", NAMESPACE, "--values",
+                   str(values_file(tmp_path, bad)), check=False)
+    assert refused.returncode != 0 and "hostPaths" in refused.stderr, refused.stderr
+
+
 def test_the_documented_set_flags(tmp_path: Path) -> None:
     # docs/deployment.md's command lines: --set with a dot inside a key escaped, null removing a key.
     done = helm("template", RELEASE, str(CHART), "--namespace", NAMESPACE, "--set", "dryRun=false",

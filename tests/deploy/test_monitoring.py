@@ -21,7 +21,7 @@ from typing import Any
 
 import yaml
 from evictd_process import EvictdProcess
-from monitoring_files import DASHBOARD, PODMONITOR, PROMETHEUS_RULE, REPO, RULES, dashboard_queries
+from monitoring_files import DASHBOARD, PODMONITOR, PROMETHEUS_RULE, REPO, RULES, SCRAPE_CONFIG, dashboard_queries
 from prometheus_server import PROMTOOL, debian_binary
 
 from markdown_anchors import anchors
@@ -152,6 +152,23 @@ def test_podmonitor_scrapes_the_daemonset_as_the_rules_expect() -> None:
     assert endpoint["port"] in ports and endpoint["path"] == "/metrics"
     assert {"sourceLabels": ["__meta_kubernetes_pod_node_name"], "targetLabel": "instance",
             "action": "replace"} in endpoint["relabelings"]
+
+
+def test_the_plain_scrape_job_selects_and_labels_as_the_podmonitor() -> None:
+    # The same pods, port and labels as the PodMonitor, for a Prometheus without the Operator. Debian's Prometheus
+    # has no Kubernetes discovery: a real one runs this job in the real-cluster tier (tests/cluster/test_fleet_real.py).
+    (job,) = yaml.safe_load(SCRAPE_CONFIG.read_text())["scrape_configs"]
+    monitor = yaml.safe_load(PODMONITOR.read_text())["spec"]
+    (endpoint,) = monitor["podMetricsEndpoints"]
+    assert job["job_name"] == "evictd" and job["metrics_path"] == endpoint["path"]
+    (discovery,) = job["kubernetes_sd_configs"]
+    assert discovery["role"] == "pod" and discovery["namespaces"]["names"] == monitor["namespaceSelector"]["matchNames"]
+    assert discovery["selectors"] == [{"role": "pod", "label": ",".join(
+        f"{key}={value}" for key, value in monitor["selector"]["matchLabels"].items())}]
+    keep, instance = job["relabel_configs"]
+    assert (keep["source_labels"], keep["regex"], keep["action"]) == (
+        ["__meta_kubernetes_pod_container_port_name"], endpoint["port"], "keep")
+    assert (instance["source_labels"], instance["target_label"]) == (["__meta_kubernetes_pod_node_name"], "instance")
 
 
 def test_dashboard_is_well_formed() -> None:

@@ -20,11 +20,8 @@ from evictd.core.signals import Filesystem, Reading, Signal, spec_of
 
 @dataclass(frozen=True, slots=True)
 class FsLayout:
-    """How the node's filesystems are laid out (KUBELET_SPEC §4.2).
-
-    `dedicated_imagefs`: the runtime's image filesystem is on another device than the kubelet root (nodefs).
-    `split_containerfs`: writable layers (containerfs) sit on a different filesystem than images.
-    """
+    """How the node's filesystems are laid out (KUBELET_SPEC §4.2): `dedicated_imagefs` (images on another device
+    than nodefs), `split_containerfs` (writable layers apart from images)."""
 
     dedicated_imagefs: bool = False
     split_containerfs: bool = False
@@ -52,14 +49,9 @@ class ReclaimAction(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class LayoutMeaning:
-    """What one filesystem layout means to eviction.
-
-    `containerfs_sources`: each `containerfs.*` signal and the signal its thresholds are copied from (empty:
-    nothing is derived). `rank_fs_stats`: what the disk rank function of each disk signal measures.
-    `reclaim_actions`: the node-level reclaim functions each signal runs, in call order (none when absent).
-    `container_rootfs_counts`: a container's writable layer counts against its ephemeral-storage limit (it
-    is on nodefs); its logs always count.
-    """
+    """What one filesystem layout means to eviction: `containerfs_sources` (each `containerfs.*` signal's source),
+    `rank_fs_stats` (what each disk rank function measures), `reclaim_actions` (node-level reclaim per signal, in call
+    order), `container_rootfs_counts` (a writable layer counts against its limit; logs always do)."""
 
     containerfs_sources: Mapping[Signal, Signal]
     rank_fs_stats: Mapping[Signal, tuple[FsStatsType, ...]]

@@ -38,9 +38,7 @@ class Signal(StrEnum):
     MEMORY_STALL_FULL = "evictd.io/memory.stall.full"
     ALLOCATABLE_MEMORY_STALL_SOME = "evictd.io/allocatableMemory.stall.some"
     ALLOCATABLE_MEMORY_STALL_FULL = "evictd.io/allocatableMemory.stall.full"
-    # evictd's own, of the same family: the share of the node's memory refaulted (re-read from disk after reclaim
-    # dropped it) within about 10 s, from /proc/vmstat's workingset_refault_file (`evictd.core.refault`); unlike
-    # PSI it is counted by every kernel evictd supports, with or without PSI, on cgroup v1 and v2.
+    # evictd's own: the share of the node's memory refaulted within ~10 s (`evictd.core.refault`); needs no PSI.
     MEMORY_REFAULT = "evictd.io/memory.refault"
 
 
@@ -78,9 +76,7 @@ class Unit(StrEnum):
     BYTES = "bytes"
     INODES = "inodes"
     PIDS = "pids"
-    # Stall headroom (the window's share NOT stalled) in basis points: 10000 - the stall share x 100 (the larger of
-    # the kernel's avg10 and evictd's own window, `evictd.core.summary.stall_share`); for the refault signal, 10000 -
-    # the basis points of the node's memory refaulted within the window.
+    # Stall headroom in basis points: 10000 - the stall share x 100 (`stall_share`); refault: 10000 - its share.
     BASIS_POINTS = "basis_points"
 
 
@@ -102,9 +98,7 @@ class Reading(StrEnum):
     PIDS = "pids"  # rlimit: maxpid - curproc of maxpid
     NODE_MEMORY_STALL = "node memory stall"  # node.memory.psi: 100% - the stall share, of 100%
     PODS_MEMORY_STALL = "pods memory stall"  # the same of the `pods` system container (its memory.pressure)
-    # node.memory.reclaim's refault count, over the last ~10 s: 100% - the share of the node's memory refaulted,
-    # of 100%. Two readings a window apart make one figure, so it is not observed from one Summary alone: the stall
-    # gate keeps the readings (`evictd.core.refault`).
+    # 100% less the share of the node's memory refaulted in ~10 s: two readings a window apart (`evictd.core.refault`).
     NODE_MEMORY_REFAULT = "node memory refault"
 
 
@@ -132,13 +126,9 @@ STALL_FAMILY_READINGS = frozenset({Reading.NODE_MEMORY_STALL, Reading.PODS_MEMOR
 
 @dataclass(frozen=True, slots=True)
 class SignalSpec:
-    """Everything evictd knows of one signal; the rest of evictd derives from it (docs/development.md).
-
-    `condition`: the node condition it triggers. `resource`: the resource it starves (the ranking's usage and the
-    eviction message's "low on resource" and offending usage). `unit`: what its values count. `reading`: which
-    Summary figures observe it, on `filesystem` for a disk signal, of the `stall` line for a stall signal.
-    `ranking`: the rank function of its pods. A stall-family signal without `stall` (the refault signal) reads no PSI.
-    """
+    """Everything evictd knows of one signal; the rest of evictd derives from it (docs/development.md): its node
+    `condition`, the `resource` it starves, its `unit`, the Summary `reading` that observes it (on `filesystem`, of
+    the `stall` line) and its `ranking`."""
 
     condition: NodeCondition
     resource: Resource

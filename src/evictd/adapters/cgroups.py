@@ -6,9 +6,8 @@ discovery, reads and parsing share the path rules and the one OSError -> SampleE
 Reads what the kubelet (through cAdvisor and runc's cgroup library) reads, for v1 and v2 and the ``cgroupfs`` and
 ``systemd`` drivers (``CgroupLayout``; v2 only where ``cgroup.controllers`` lists ``memory``; paths relative to the
 hierarchy root, ``base`` the kubelet's ``cgroupRoot``). Memory as cAdvisor's ``setMemoryStats``: working set =
-usage - inactive_file, floored at 0; a limit above 2**62 is unlimited (``isMemoryUnlimited``). The v2 root has no
-``memory.current``: usage is ``anon + file`` of its ``memory.stat`` (opencontainers/cgroups
-``rootStatsFromMeminfo``, not the older ``MemTotal - MemFree`` of kubernetes#118916), limit None.
+usage - inactive_file, floored at 0; a limit above 2**62 is unlimited (``isMemoryUnlimited``); the v2 root's usage is
+``anon + file`` of its ``memory.stat`` (``rootStatsFromMeminfo``, not kubernetes#118916's ``MemTotal - MemFree``).
 
 Invariants: every read failure raises ``SampleError(path, reason)``, nothing guessed (values are ParseUint-valid);
 each reading is a few small reads, through kept descriptors (`evictd.adapters.kept_files`) on a cgroup mount with

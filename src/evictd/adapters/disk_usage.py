@@ -1,10 +1,9 @@
 """Disk and inode usage of pods' local ephemeral volumes and logs, cached and refreshed incrementally.
-
-Counting as upstream ``pkg/volume/util/fs/fs_unix.go`` ``DiskUsage`` (what ``du -s -x -B1`` / ``--inodes`` print):
+Counted as upstream ``pkg/volume/util/fs/fs_unix.go`` ``DiskUsage`` (what ``du -s -x -B1`` / ``--inodes`` print):
 every entry ``lstat``'ed (symlinks counted, not followed); bytes are ``st_blocks * 512``; inodes count entries;
 hard links once per measurement; other devices neither counted nor entered (only that entry, not Go's rest of the
 directory); vanished entries ignored; unreadable parts left out and named in ``unreadable`` (a lower bound, where
-upstream gives up on the volume). No project quotas. Which folders are measured is `evictd.adapters.pod_dirs`'.
+upstream gives up on the volume). No project quotas. Which folders: `evictd.adapters.pod_dirs`.
 
 Cache: one record per directory (identity, blocks, links, subdirectories); each call ``lstat``s known directories
 and lists again only those whose inode or mtime changed, that aged past their jittered ``max_age_s``, or whose mtime

@@ -11,8 +11,7 @@ The rule (`reclaim_plan`) for the thresholds a cycle is about to evict for:
 * `STEP_BYTES` per write within `budget_s`, up to `MAX_ROUNDS` rounds (`another_round`), within `CPU_SHARE` of a
   CPU (`cpu_spent_s`); a failed or refaulted attempt backs off, doubling (`after_attempt`, `judged`).
 
-Figures and reasons: docs/configuration.md ("Reclaim before evict"). Pure: no I/O, `now` is given; inputs are never
-mutated.
+Figures and reasons: docs/configuration.md ("Reclaim before evict"). Pure (`now` given); inputs never mutated.
 """
 from __future__ import annotations
 

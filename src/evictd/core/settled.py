@@ -1,7 +1,6 @@
 """Decide memory crossings on settled figures: which crossings a cycle confirms, and how a reading is settled.
 
-A memory signal is usage less inactive file, read from files the kernel does not update together. Three rules:
-
+Memory signals are usage less inactive file, from files the kernel does not update together. Three rules:
 1. A reading brackets ``memory.stat`` with two usage reads and keeps the lower usage (`settled_usage`): page cache
    dropped between the reads then never makes the working set read higher than it was at either moment.
 2. A memory threshold newly met (not held met nor in grace) is confirmed before the cycle decides
@@ -12,8 +11,7 @@ A memory signal is usage less inactive file, read from files the kernel does not
    memory figures are the last confirming ones (`with_node_memory`).
 3. A notification's follow-ups go on only while a memory threshold is near its crossing (`near_crossing`).
 
-Figures and their measurements: docs/kubelet-differences.md ("settled figures"). No I/O, no clock; inputs are not
-mutated.
+Figures: docs/kubelet-differences.md ("settled figures"). No I/O, no clock; inputs are not mutated.
 """
 
 from __future__ import annotations

@@ -3,16 +3,15 @@
 Over 500 lines because holding, renewing, judging another holder live (client-go's rules) and judging our own lapse
 (a pause against an API that does not answer) are one state, shared by the renewal thread and the loop.
 
-As the kubelet's node lease, a Lease named after the node in `leaseNamespace`, renewed on its own thread every
-quarter of its duration by a PUT of the Lease last written (a conflict re-reads); failures retry at doubling
-intervals, never fatal; a 403 is logged once. Another holder (`<host>/<boot id>/<PID>`) is live when its record
-changed within its duration on this host's monotonic clock since first seen (client-go's observedTime, never the
-remote `renewTime` against the local clock); unusable records are expired. At `start` a live holder is waited for
-up to `stateLockTimeout`, then `NodeLeaseHeldError` (exit 2); a crashed holder on this boot is taken over at once.
-`standby_reason` says why evictd must not act: the Lease lost to another live holder, or lapsed for a duration
-since the last successful request, except while the API does not answer (nobody can take it then; the local stop
-protects the node). A lost Lease is taken back once its holder stops renewing (exiting would be a restart loop).
-A clean stop releases it (docs/daemon.md).
+As the kubelet's node lease: named after the node in `leaseNamespace`, renewed on its own thread every quarter of its
+duration by a PUT of the Lease last written (a conflict re-reads); failures retry at doubling intervals, never fatal.
+Another holder (`<host>/<boot id>/<PID>`) is live when its record changed within its duration on this host's
+monotonic clock since first seen (client-go's observedTime, never the remote `renewTime` against the local clock);
+unusable records are expired. At `start` a live holder is waited for up to `stateLockTimeout`, then
+`NodeLeaseHeldError` (exit 2); a crashed holder on this boot is taken over at once. `standby_reason` says why evictd
+must not act: the Lease lost to another live holder, or lapsed for a duration since the last successful request,
+except while the API does not answer (nobody can take it then). A lost Lease is taken back once its holder stops
+renewing (not exiting: a restart loop); a clean stop releases it (docs/daemon.md).
 """
 
 from __future__ import annotations

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import platform
 
-# The one place the version is said: the package metadata (pyproject.toml, dynamic), `evictd --version`, the
-# User-Agent, the image tag and the Helm chart follow it (tests/deploy/test_release.py holds them together).
+# The one place the version is said; metadata, --version, User-Agent, image and chart follow (test_release.py).
 __version__ = "0.1.0"
 
 

@@ -63,8 +63,7 @@ MAX_RECORDER_BYTES = 4 << 30
 MAX_LEASE_DURATION_S = 86400
 # A namespace name: an RFC 1123 label.
 NAMESPACE_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-# The cluster CA in every pod with a service account: it signs the API server's certificate and, in most
-# clusters (kubelet serving certificates issued through the kubernetes.io/kubelet-serving signer), the kubelets'.
+# The cluster CA in every service-account pod: it signs the API server's and, mostly, the kubelets' certificates.
 SERVICE_ACCOUNT_CA_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt"
 
 
@@ -173,9 +172,8 @@ class Configuration:
 
 def _decode_setting(yaml_name: str, default: object, value: object, allow_zero: bool,
                     highest: float | None = None, lowest: int | None = None) -> object:
-    """Return `value` decoded to the type of `default` (at most `highest`: by default MAX_DURATION_S for a
-    duration, none for an integer; an integer at least `lowest` when given), or raise ConfigError at
-    `yaml_name`."""
+    """Return `value` decoded to the type of `default`, within `lowest` and `highest` (durations: MAX_DURATION_S by
+    default), or raise ConfigError at `yaml_name`."""
     if isinstance(default, bool):
         if not isinstance(value, bool):
             raise ConfigError("must be true or false", key=yaml_name, value=value)
@@ -218,12 +216,10 @@ def _decode_setting(yaml_name: str, default: object, value: object, allow_zero: 
     return value
 
 
-# Settings the kubelet's own configuration already states; evictd takes them from there unless its own
-# EvictdConfiguration says otherwise.
+# Settings the kubelet's configuration already states: taken from there unless the EvictdConfiguration says otherwise.
 INHERITED_FROM_KUBELET = ("cgroupDriver", "cgroupRoot", "podLogsDir", "nodeStatusUpdateFrequency",
                           "nodeStatusReportFrequency", "nodeLeaseDurationSeconds")
-# Of those, the ones the kubelet's defaulting (v1beta1 SetDefaults_KubeletConfiguration) replaces when zero: a zero
-# there is the kubelet's default, which is evictd's default too.
+# Of those, the ones SetDefaults_KubeletConfiguration replaces when zero (zero there means the default).
 ZERO_IS_KUBELET_DEFAULT = ("nodeStatusUpdateFrequency", "nodeStatusReportFrequency", "nodeLeaseDurationSeconds")
 UPDATE_FREQUENCY = "nodeStatusUpdateFrequency"
 REPORT_FREQUENCY = "nodeStatusReportFrequency"
@@ -240,9 +236,8 @@ def _inherited_from_kubelet(kubelet: Mapping[str, object]) -> dict[str, object]:
 
 
 def _with_report_frequency(settings: Mapping[str, object]) -> dict[str, object]:
-    """The kubelet's defaulting of nodeStatusReportFrequency: absent (or zero) while nodeStatusUpdateFrequency is
-    given, it is that frequency ("for backward compatibility": whoever set the update frequency keeps a status
-    write per update), else 5m."""
+    """The kubelet's defaulting of nodeStatusReportFrequency: absent or zero, it is nodeStatusUpdateFrequency when
+    that is given (backward compatibility), else 5m."""
     merged = dict(settings)
     update = merged.get(UPDATE_FREQUENCY)
     report = merged.get(REPORT_FREQUENCY)

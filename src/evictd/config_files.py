@@ -36,8 +36,7 @@ _stdin_read: list[bytes] = []  # what standard input gave, for every later read 
 
 
 def _stdin_bytes() -> bytes:
-    """Standard input up to its end (at most MAX_CONFIG_BYTES + 1), read once: a command that loads its
-    configuration again (replay, per recorded run) gets the same bytes."""
+    """Standard input to its end (at most MAX_CONFIG_BYTES + 1), read once: every later load gets the same bytes."""
     if not _stdin_read:
         _stdin_read.append(sys.stdin.buffer.read(MAX_CONFIG_BYTES + 1))
     return _stdin_read[0]

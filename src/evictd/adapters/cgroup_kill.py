@@ -107,8 +107,7 @@ def kill_cgroup_tree(folder: str) -> int:
 
 def _signal_listed(listed: dict[str, set[int]], signum: int,
                    reread: Callable[[str], set[int]] | None = None) -> None:
-    """Send `signum` to each process listed (`cgroup.procs` path -> PIDs) that is still listed there once a pidfd
-    holds it (`reread`: how a listing is read again; by default the file)."""
+    """Send `signum` to each listed process (`cgroup.procs` path -> PIDs) still listed once a pidfd holds it."""
     again = reread or _read_procs
     for path, pids in listed.items():
         ordered = sorted(pids)
@@ -149,14 +148,12 @@ def _signal_confirmed(path: str, pids: Iterable[int], signum: int, reread: Calla
 
 
 def _pids_below(folder: str) -> set[int]:
-    """The processes of the cgroup at `folder` and every cgroup below it. Raises FileNotFoundError when `folder` is
-    gone, SampleError when a listing cannot be read."""
+    """The processes of the cgroup at `folder` and below; FileNotFoundError when gone, SampleError when unreadable."""
     return set().union(*_pids_by_file(folder).values())
 
 
 def _pids_by_file(folder: str) -> dict[str, set[int]]:
-    """Each `cgroup.procs` file of the cgroup at `folder` and below, with the PIDs it lists. Raises FileNotFoundError
-    when `folder` is gone, SampleError when a listing cannot be read."""
+    """Each `cgroup.procs` file at `folder` and below with its PIDs; FileNotFoundError or SampleError as above."""
     listed: dict[str, set[int]] = {}
     for current, _, _ in os.walk(folder, onerror=_gone_or_unreadable):
         path = os.path.join(current, "cgroup.procs")

@@ -46,8 +46,7 @@ QOS_GUARANTEED = "guaranteed"
 QOS_BURSTABLE = "burstable"
 QOS_BESTEFFORT = "besteffort"
 
-# Name of the cgroup that parents every pod (pkg/kubelet/cm: defaultNodeAllocatableCgroupName
-# "kubepods", which the systemd driver spells as a slice).
+# The cgroup parenting every pod (pkg/kubelet/cm defaultNodeAllocatableCgroupName; a slice with systemd).
 DRIVER_TO_PODS_CGROUP = {"cgroupfs": "kubepods", "systemd": "kubepods.slice"}
 
 # The QoS-tier cgroups under the pods cgroup. Guaranteed pods sit directly in the pods cgroup.
@@ -189,8 +188,7 @@ class CgroupReader:
         data = self._kept.read(path)
         return data if data is not None else read_file(path)
 
-    # ----------------------------------------------------------------------------------------------
-    # Readings
+    # --- Readings ---------------------------------------------------------------------------------
 
     def memory(self, cgroup: str, *, working_set_only: bool = False) -> MemoryReading:
         """Return the memory reading of ``cgroup`` (``""`` = root); `working_set_only`: one usage read, no limit.
@@ -279,8 +277,7 @@ class CgroupReader:
     @staticmethod
     def _v1_parse(files: Sequence[str], got: Sequence[bytes | None], *,
                   with_limit: bool) -> tuple[int, int, int | None]:
-        """Usage, total_inactive_file and limit from `files` and what kept descriptors read (None: open + read, in
-        the same order as reading one by one)."""
+        """Usage, total_inactive_file and limit from `files` and what kept descriptors read (None: open + read)."""
         # The usage parsed before memory.stat is read, as `v1_usage_and_inactive_file` does.
         path, data = files[0], got[0]
         usage = _uint(path, read_file(path) if data is None else data)
@@ -298,16 +295,14 @@ class CgroupReader:
         return self._process_count_of(cgroup, pids_current, self._kept.read(pids_current) if self._keep_pids else None)
 
     def _process_count_of(self, cgroup: str, pids_current: str, data: bytes | None) -> int:
-        """`process_count` of `cgroup`, given its ``pids.current`` path and what its kept descriptor read (None:
-        not read, open it)."""
+        """`process_count` of `cgroup` from its ``pids.current`` path and what its kept descriptor read (None: open)."""
         if data is None:
             data = read_file_if_present(pids_current)
         if data is not None:
             return _uint(pids_current, data)
         return _count_procs_below(cgroup_folder(self._memory_dir, cgroup))
 
-    # ----------------------------------------------------------------------------------------------
-    # Discovery
+    # --- Discovery --------------------------------------------------------------------------------
 
     def pods_cgroup(self) -> str:
         """Return the cgroup that parents all pods: ``kubepods`` or ``kubepods.slice`` under ``base``."""
@@ -382,8 +377,7 @@ class CgroupReader:
                 files[known[1].path] = known[2]
 
 
-# --------------------------------------------------------------------------------------------------
-# File access: the one place where OSError becomes SampleError.
+# --- File access: the one place where OSError becomes SampleError. --------------------------------
 
 
 _READ_FLAGS = os.O_RDONLY | os.O_CLOEXEC
@@ -501,8 +495,7 @@ def _reason(exc: OSError) -> str:
     return exc.strerror or type(exc).__name__
 
 
-# --------------------------------------------------------------------------------------------------
-# Parsing
+# --- Parsing --------------------------------------------------------------------------------------
 
 
 def _uint(path: str, raw: bytes) -> int:
@@ -544,8 +537,7 @@ def _v2_limit(path: str, read: Callable[[str], bytes]) -> int | None:
     return _limit(_uint(path, raw))
 
 
-# --------------------------------------------------------------------------------------------------
-# Paths
+# --- Paths ----------------------------------------------------------------------------------------
 
 
 def cgroup_folder(hierarchy: str, cgroup: str) -> str:

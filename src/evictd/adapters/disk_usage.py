@@ -213,13 +213,11 @@ class DiskUsageCache:
             self._trees[path] = _Tree(root_stat.st_dev, MappingProxyType(records), self._cycle, result, blocks)
         return result
 
-    # ----------------------------------------------------------------------------------------------
-    # Walking
+    # --- Walking ----------------------------------------------------------------------------------
 
     def _measure(self, root: str, root_stat: os.stat_result, old_records: Mapping[str, _DirRecord], now: float,
                  budget: WalkBudget) -> Generator[None, None, tuple[dict[str, _DirRecord], DirUsage, tuple[int, ...]]]:
-        """Return the fresh records of the tree at `root`, its usage, and each recorded directory's blocks;
-        pause before a directory whenever `budget` is spent."""
+        """Return the fresh records of the tree at `root`, its usage and each directory's blocks, pausing on budget."""
         device = root_stat.st_dev
         records: dict[str, _DirRecord] = {}
         blocks: list[int] = []
@@ -269,8 +267,7 @@ class DiskUsageCache:
 
     @staticmethod
     def _subdir_stats(dir_path: str, record: _DirRecord, device: int) -> list[tuple[str, os.stat_result]] | None:
-        """Return the stats of the known subdirectories, or None if one of them is no longer as listed (or can
-        no longer be read: listing the parent again says what)."""
+        """Return the known subdirectories' stats, or None if one is no longer as listed (or unreadable)."""
         children: list[tuple[str, os.stat_result]] = []
         for name in record.subdirs:
             child = os.path.join(dir_path, name)
@@ -355,8 +352,7 @@ class DiskUsageCache:
 
 
 def _unchanged(tree: _Tree, root_stat: os.stat_result, now: float) -> bool:
-    """True when every directory of `tree` still has the identity, mtime and blocks it was counted with,
-    none of its records is too old and none was racy."""
+    """True when every directory of `tree` is as counted (identity, mtime, blocks), none too old, none racy."""
     if tree.racy or now >= tree.fresh_until or tree.root_check is None:
         return False
     if (root_stat.st_ino, root_stat.st_mtime_ns, root_stat.st_blocks, root_stat.st_dev) != tree.root_check:

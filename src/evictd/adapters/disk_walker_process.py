@@ -68,8 +68,7 @@ class LineError(ValueError):
     """A line from the other side that is not what the protocol says."""
 
 
-# --------------------------------------------------------------------------------------------------
-# The protocol
+# --- The protocol ---------------------------------------------------------------------------------
 
 
 def pods_line(pods: Sequence[PodKey]) -> bytes:
@@ -146,13 +145,11 @@ def _usages(value: Any) -> tuple[tuple[str, SpaceUsed], ...]:
     return tuple(result)
 
 
-# --------------------------------------------------------------------------------------------------
-# The child
+# --- The child ------------------------------------------------------------------------------------
 
 
 class _WantedPods:
-    """The pods the daemon last asked for, set by the stdin thread and read by the walking loop (one reference,
-    replaced whole: no lock needed)."""
+    """The pods the daemon last asked for: one reference replaced whole by the stdin thread (no lock needed)."""
 
     def __init__(self) -> None:
         self.pods: tuple[PodKey, ...] = ()
@@ -206,8 +203,7 @@ def main(argv: Sequence[str]) -> int:
     return 0
 
 
-# --------------------------------------------------------------------------------------------------
-# The daemon's side
+# --- The daemon's side ----------------------------------------------------------------------------
 
 
 class DiskWalkerProcess:

@@ -138,8 +138,8 @@ class KubeletSummarySource(_RecordedSource):
         return _summary_of(self._fetch(headers), self._url)
 
     def _fetch(self, headers: dict[str, str]) -> bytes | bytearray:
-        """Return the body of a 200 answer, read within the deadline. Raises SampleError (the one mapping place
-        of connection, TLS and HTTP errors)."""
+        """Return the body of a 200 answer read within the deadline; SampleError (the one place for connection,
+        TLS and HTTP errors)."""
         connection = _DeadlineConnection(self._host, self._port, time.monotonic() + self._timeout_s, self._context)
         response: http.client.HTTPResponse | None = None
         try:
@@ -188,8 +188,7 @@ class ApiProxySummarySource(_RecordedSource):
         return _summary_of(body, self._source)
 
 
-# --------------------------------------------------------------------------------------------------
-# Reading the answer
+# --- Reading the answer ---------------------------------------------------------------------------
 
 
 def _summary_of(body: bytes | bytearray, source: str) -> SummaryReading:
@@ -214,14 +213,12 @@ def _summary_of(body: bytes | bytearray, source: str) -> SummaryReading:
 
 
 def _value_count(body: bytes | bytearray) -> int:
-    """Return an upper bound of the JSON values in `body` (every value but the first follows one of these marks,
-    or is a key; marks inside strings only make the bound larger). Counted in C, before anything is built."""
+    """Return an upper bound of the JSON values in `body`, counted in C before anything is built."""
     return sum(body.count(mark) for mark in _JSON_VALUE_MARKS)
 
 
 def _record_count(document: dict[str, Any]) -> int:
-    """Return how many records summary_read would build from the lists of `document` (the node's system
-    containers; pods, with their containers and volumes), looking no deeper than those lists."""
+    """Return how many records summary_read would build from `document`'s lists, looking no deeper."""
     node = document.get("node")
     system = node.get("systemContainers") if isinstance(node, dict) else None
     count = len(system) if isinstance(system, list) else 0
@@ -267,8 +264,7 @@ def _one_line(text: str) -> str:
     return " ".join(text.split())[:MAX_REASON_CHARS]
 
 
-# --------------------------------------------------------------------------------------------------
-# TLS and the deadline
+# --- TLS and the deadline -------------------------------------------------------------------------
 
 
 def _tls_context(ca_file: str, insecure: bool) -> ssl.SSLContext:
@@ -294,8 +290,7 @@ def _tls_context(ca_file: str, insecure: bool) -> ssl.SSLContext:
 
 
 def _remaining(deadline: float) -> float:
-    """Return the seconds left before `deadline`, the point in monotonic time that a whole request must finish
-    by. Raises TimeoutError once none are."""
+    """Return the seconds left before the monotonic `deadline`; TimeoutError once none are."""
     left = deadline - time.monotonic()
     if left <= 0:
         raise TimeoutError("deadline passed")

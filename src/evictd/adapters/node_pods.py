@@ -108,8 +108,7 @@ class DiscoveredPods:
         return pods, cgroups, None
 
     def _ready_sandboxes(self) -> dict[str, Sandbox]:
-        """Pod UID -> its ready sandbox (the newest, should a pod have two); empty (and `sandbox_problem` set)
-        when the runtime cannot answer."""
+        """Pod UID -> its newest ready sandbox; empty (and `sandbox_problem` set) when the runtime cannot answer."""
         self.sandbox_problem = None
         if not self._runtime.attached:
             return {}

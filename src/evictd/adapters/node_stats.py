@@ -361,8 +361,7 @@ class NodeStatsSource:
     def _with_sandbox_fallback(
         self, pods: tuple[PodStats, ...], at: datetime, problems: list[SampleError]
     ) -> tuple[PodStats, ...]:
-        """Fill memory and process counts a pod cgroup could not give from the runtime's sandbox stats (asked only
-        in a cycle where some pod lacks them)."""
+        """Fill memory and process counts pod cgroups could not give from the runtime's sandbox stats."""
         if not self._runtime.attached or all(p.memory is not None for p in pods):
             return pods
         try:
@@ -386,8 +385,7 @@ class NodeStatsSource:
         # The per-pod hot path: plain loops; blocks built by `pod_memory_stats` and `pod_stats`.
         memory = None
         process_count = None
-        # `figures`: what its cgroup gave (None: no cgroup). Unreadable leaves memory unknown (ranked as none), not the
-        # stats dropped: a pod without stats would rank first on data never read.
+        # `figures`: its cgroup's (None: no cgroup); unreadable leaves memory unknown, never the stats dropped.
         if isinstance(figures, SampleError):
             problems.append(without_traceback(figures))
         elif figures is not None:

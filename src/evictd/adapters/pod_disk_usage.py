@@ -176,8 +176,7 @@ class PodDiskStore:
         self._changed = threading.Condition(self._lock)
         # ... and wakes a cycle waiting for pods' first figures (`wait_for_figures`).
         self._recorded = threading.Condition(self._lock)
-        # pod -> the wanted key itself (figures are kept under the cycle's key, not each line's equal copy) and when
-        # it was first wanted
+        # pod -> the cycle's own wanted key (figures kept under it, not each line's copy) and when first wanted
         self._wanted: dict[PodKey, tuple[PodKey, float]] = {}
         self._wanted_order: tuple[PodKey, ...] = ()
         self._version = 0

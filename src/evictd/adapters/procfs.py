@@ -170,8 +170,7 @@ def running_tasks(root: str | Path = "/proc") -> int:
 
 
 def _read_text(path: Path) -> str:
-    """The file's content as ASCII text, read as bytes (`read_file`: cheaper, and every confirming reading reads
-    MemTotal). Raises SampleError."""
+    """The file's content as ASCII text, read as bytes (cheaper; MemTotal is read by every confirming reading)."""
     try:
         return read_file(str(path)).decode("ascii")
     except UnicodeDecodeError as exc:

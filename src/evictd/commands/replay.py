@@ -108,8 +108,7 @@ class ReplayedRun:
     restored: bool | None
 
 
-# The candidate configuration: fixed, or made from each run's recorded configuration document (changing only what
-# it states).
+# The candidate configuration: fixed, or made from each run's recorded one (changing only what it states).
 Candidate = EngineConfig | Callable[[Mapping[str, object]], EngineConfig]
 
 

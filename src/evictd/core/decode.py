@@ -25,8 +25,7 @@ INT32_MAX: Final = 2**31 - 1
 # The mapping to pass as `if_null=` where null decodes to an empty object (read-only, so it can be shared).
 EMPTY_MAPPING: Final[Mapping[str, object]] = MappingProxyType({})
 
-# A map key that can follow a dot in a path; any other key (with dots or slashes, as in
-# "kubernetes.io/config.source") is written in brackets so the path stays unambiguous.
+# Map keys that may follow a dot in a path; others ("kubernetes.io/config.source") go in brackets, unambiguous.
 _PLAIN_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*\Z")
 
 _T = TypeVar("_T")

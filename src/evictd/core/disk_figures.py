@@ -17,8 +17,7 @@ from evictd.core.pods import Pod
 from evictd.core.ranking import StatsOf
 from evictd.core.signals import Ranking, Signal, spec_of
 
-# The parts of a pod's disk usage the disk walker measures: a ranking that counts neither needs none of its figures
-# (imagefs ranking with a dedicated image filesystem counts writable layers only, which the runtime gives each cycle).
+# The disk usage parts the walker measures (a ranking counting none of them, e.g. a dedicated imagefs, needs none).
 WALKED_FS_STATS = frozenset({FsStatsType.LOGS, FsStatsType.LOCAL_VOLUME_SOURCE})
 
 

@@ -265,8 +265,7 @@ def assess(
         return state, Assessment(Skipped("no thresholds configured and local storage isolation is off"))
     warnings: tuple[str, ...] = ()
     if state.layout is None:
-        # The first cycle, or the first after the runtime was attached late (the layout is the runtime's):
-        # whatever the state already remembers (grace periods, conditions) is kept.
+        # The first cycle, or the first after a late runtime (its layout): remembered grace periods and conditions kept.
         derived, derive_warnings = derive_containerfs_thresholds(config.thresholds, layout)
         state = replace(state, layout=layout, thresholds=tuple(derived))
         warnings = tuple(derive_warnings)
@@ -326,8 +325,7 @@ def note_evictions(state: EngineState, evictions: Sequence[Eviction], now: float
 def _next_step(
     config: EngineConfig, layout: FsLayout, to_act: Sequence[Threshold], summary: Summary, pods: Sequence[Pod]
 ) -> NextStep:
-    """The end of the kubelet's synchronize before node-level reclaim: local-storage evictions first, then the
-    threshold to reclaim, memory first."""
+    """The end of synchronize before node-level reclaim: local-storage evictions, else the threshold to reclaim."""
     if config.local_storage_capacity_isolation:
         stats_of = pod_stats_lookup(summary, pods)
         evictions = tuple(

@@ -18,17 +18,14 @@ from evictd.core.signals import NodeCondition, Operator, Signal, spec_of
 from evictd.core.summary import Observation
 from evictd.core.thresholds import Threshold, threshold_quantity
 
-# Grace period given to pods evicted for a hard threshold or a local-storage limit (the kubelet's
-# immediateEvictionGracePeriodSeconds; 0 would mean "use the pod's own" downstream, kubernetes#115819).
+# The kubelet's immediateEvictionGracePeriodSeconds (0 would mean "the pod's own" downstream, kubernetes#115819).
 IMMEDIATE_EVICTION_GRACE_PERIOD_S = 1
-# The least time the kubelet gives a container to stop, whatever the override (pkg/kubelet/kuberuntime:
-# minimumGracePeriodInSeconds): what an eviction's stop sends as its grace period (`stop_grace_period_s`).
+# The kubelet's minimumGracePeriodInSeconds (kuberuntime): the grace an eviction's stop sends at least.
 MINIMUM_GRACE_PERIOD_S = 2
 
 # After a stall eviction no stall threshold starts another for this long: avg10 lags the relief (two 2 s updates).
 STALL_SETTLE_S = 4.0
-# evictd's own: a hard memory eviction's pod still running when the signal is down to this share of the quantity is
-# killed at once (`memory_ran_short`): the OOM killer, next, may choose another process.
+# A hard memory eviction's pod still running once the signal is down to this share is killed (`memory_ran_short`).
 GRACE_CUT_SHARE = 0.5
 
 

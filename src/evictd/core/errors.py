@@ -31,8 +31,7 @@ class _Missing:
 
 MISSING = _Missing()
 
-# Shows at most a few levels and items of a value: a YAML alias bomb holds billions of elements, and an
-# error message must cost no more to write than the value's first few characters.
+# A value is shown a few levels and items deep: an alias bomb must not cost its billions of elements to print.
 _BOUNDED = reprlib.Repr()
 _BOUNDED.maxlevel = 3
 _BOUNDED.maxlist = _BOUNDED.maxtuple = _BOUNDED.maxset = _BOUNDED.maxfrozenset = _BOUNDED.maxdict = 6

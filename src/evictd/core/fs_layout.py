@@ -42,8 +42,7 @@ class ReclaimAction(StrEnum):
 
     CONTAINER_GC = "containerGC"
     IMAGE_GC = "imageGC"
-    # evictd's own (off by default): page cache reclaimed through cgroup v2 memory.reclaim before a memory eviction
-    # (`evictd.core.memory_reclaim`); never in a layout's reclaim actions.
+    # evictd's own reclaim before evict (`evictd.core.memory_reclaim`); never in a layout's reclaim actions.
     MEMORY_RECLAIM = "memoryReclaim"
 
 
@@ -107,8 +106,7 @@ MEANINGS: dict[FsLayout, LayoutMeaning] = {
     # One filesystem for everything.
     FsLayout(): LayoutMeaning(CONTAINERFS_FROM_NODEFS, SINGLE_FS_SIGNAL_TO_FS_STATS, SINGLE_FS_SIGNAL_TO_RECLAIM,
                               container_rootfs_counts=True),
-    # Writable layers apart from images, images on nodefs: cannot happen in practice; upstream treats it as
-    # one filesystem but derives no containerfs thresholds.
+    # Writable layers apart, images on nodefs: not seen in practice; upstream treats it as one filesystem.
     FsLayout(split_containerfs=True): LayoutMeaning({}, SINGLE_FS_SIGNAL_TO_FS_STATS, SINGLE_FS_SIGNAL_TO_RECLAIM,
                                                     container_rootfs_counts=True),
     # Images and writable layers on a dedicated image filesystem.

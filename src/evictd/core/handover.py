@@ -152,8 +152,7 @@ def _verdict(signal: Signal, evictd: tuple[Threshold, ...], kubelet: tuple[Thres
         evicts, detail, problem = Evicts.KUBELET, "evictd has no threshold here: the kubelet alone", False
     else:
         evicts, detail = _order(evictd, kubelet)
-        # The same threshold races only an acting evictd (the hand-over's first step runs a dry-run evictd at the
-        # kubelet's thresholds on purpose); the kubelet first is wrong either way.
+        # The same threshold races only an acting evictd (the hand-over's dry-run step shares it on purpose).
         problem = evicts in (Evicts.KUBELET_FIRST, Evicts.ORDER_UNKNOWN) or (evicts is Evicts.SAME and not dry_run)
     if dry_run and evicts is Evicts.EVICTD:  # the hand-over done in the wrong order
         detail, problem = f"{detail}, and evictd is in dry-run: nobody evicts today", True

@@ -146,8 +146,7 @@ def below_one_unit_warnings(settings: EvictionSettings) -> list[str]:
     return warnings
 
 
-# A bare number (no unit, no %) of bytes under this is taken for a percentage missing its '%' (`nodefs.available:
-# "10"`): the kubelet reads it as so many bytes, a threshold no node reaches before it is full.
+# A bare number of bytes under this is taken for a percentage missing its '%' (`nodefs.available: "10"`).
 FORGOTTEN_PERCENT_BELOW = 1 << 20
 
 

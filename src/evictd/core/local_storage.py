@@ -55,8 +55,7 @@ def _emptydir_eviction(pod: Pod, stats: PodStats) -> LocalStorageEviction | None
     limited = derived(pod, Derived.LIMITED_EMPTYDIRS, _limited_emptydirs)
     if not limited:
         return None
-    # Upstream builds a name -> usage map, so a later stats entry of the same name wins. It dereferences
-    # usedBytes unconditionally (a nil value would crash the kubelet); evictd treats it as unknown.
+    # Upstream's name -> usage map: a later entry wins; a nil usedBytes (which would crash the kubelet) is unknown.
     used_by_volume: dict[str, int | None] = {v.name: v.used_bytes for v in stats.volume_stats}
     for name, size_limit in limited:
         used_bytes = used_by_volume.get(name)

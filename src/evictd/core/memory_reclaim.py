@@ -125,8 +125,7 @@ class ReclaimHistory:
     failures: int = 0
     backoff_until_s: float | None = None
     recent: tuple[tuple[float, float], ...] = ()
-    # The last attempt, the first failure in a row, did not avoid its eviction: the next cycle, which comes after that
-    # eviction, may try once more despite the back-off and the interval (`after_attempt`).
+    # The last attempt, the first failure in a row, let its eviction through: the next cycle may try once more.
     once_more: bool = False
 
 

@@ -25,8 +25,7 @@ NOT_FOUND = "not found"
 PODS_ENFORCEMENT = "pods"
 SYSTEM_RESERVED_ENFORCEMENT = "system-reserved"
 KUBE_RESERVED_ENFORCEMENT = "kube-reserved"
-# The cgroups whose protection from reclaim the findings look at on cgroup v2 (systemd's slice of system services,
-# and the kubelet's unit in it).
+# The cgroups whose protection from reclaim is judged on cgroup v2: system.slice and the kubelet's unit in it.
 SYSTEM_SLICE = "system.slice"
 KUBELET_UNIT = "system.slice/kubelet.service"
 GIB = 1 << 30

@@ -100,8 +100,7 @@ class OomState:
     pods_at_walk: int | None = None
     activity: Activity = Activity.IDLE
     last_memory_eviction_at: float | None = None
-    # Restored from a previous run of this boot: the counters are that run's, read at this wall-clock time
-    # (seconds since the epoch); the next interval is the time evictd was not running.
+    # Restored from this boot's previous run: its counters, read at this wall time; the next interval was downtime.
     not_running_since_wall: float | None = None
 
 
@@ -127,8 +126,7 @@ class OomReport:
     pod_kills: tuple[PodOomKill, ...] = ()
     activity: Activity = Activity.IDLE
     too_late_kills: int = 0
-    # The pods count is the pods cgroup's own hierarchical counter (v2), not a sum over the cgroups still present
-    # (v1): only then are kills the pods count lacks known to be outside the pods cgroup.
+    # Only the pods cgroup's own hierarchical counter (v2) tells kills the pods count lacks are outside the pods cgroup.
     pods_counted_exactly: bool = False
     # With NOT_RUNNING: when a previous run last read the counters (wall-clock seconds since the epoch).
     since_wall: float | None = None
@@ -298,8 +296,7 @@ def oom_feedback(
     return new_state, report
 
 
-# Reasons of the Warning events on the node: one for kills while evictd was relieving (or should have been
-# relieving) memory pressure, one for the others.
+# Warning event reasons: kills while evictd was (or should have been) relieving memory pressure, and the others.
 TOO_LATE_REASON = "EvictionTooLate"
 OOM_KILL_REASON = "OOMKill"
 

@@ -110,8 +110,7 @@ def _disk_bounds(filesystems: tuple[FsStats | None, ...], memory: int | None) ->
 
 
 def _pod_fits(pod: PodStats, bound: int | None, disk: DiskBounds | None) -> bool:
-    """True when `_pod` would refuse none of the pod's figures: the same bounds, compared without naming anything
-    (the check of a thousand pods every cycle, nearly always sound)."""
+    """True when `_pod` would refuse none of the pod's figures (the same bounds, nothing named: the common case)."""
     if bound is not None:
         memory = pod.memory
         if memory is not None and not _memory_fits(memory, bound):
@@ -185,8 +184,7 @@ def _used(figures: Figures | None, disk: DiskBounds | None, where: str,
 
 def _without_above(figures: Figures, checks: Iterable[tuple[str, str, int | None]], where: str, reason: str,
                    refused: list[Refusal]) -> Figures:
-    """`figures` with each figure above its bound (checks: JSON name, attribute, bound; None: no bound) made None,
-    and a Refusal for each."""
+    """`figures` with each figure above its bound made None (checks: name, attribute, bound), and a Refusal each."""
     changes: dict[str, Any] = {}
     for name, attribute, most in checks:
         value = getattr(figures, attribute)
@@ -204,8 +202,7 @@ _AVAILABLE_FIGURE = ("availableBytes", "available_bytes")
 
 def _memory(memory: MemoryStats | None, bound: int | None, where: str, refused: list[Refusal], *,
             available_too: bool) -> MemoryStats | None:
-    """`memory` without its figures above `bound` (a pod's availableBytes is its limit's headroom, which the
-    kubelet never reads: not bounded here)."""
+    """`memory` without its figures above `bound` (a pod's availableBytes, never read, is not bounded)."""
     if memory is None or bound is None:
         return memory
     names = _MEMORY_FIGURES + ((_AVAILABLE_FIGURE,) if available_too else ())

@@ -25,15 +25,12 @@ from evictd.core.thresholds import Threshold, stall_share_points
 # The shortest window a `recent` figure is made over, and the longest (seconds).
 MIN_WINDOW_S = 1.0
 MAX_WINDOW_S = 10.0
-# Readings kept are at least this far apart (a burst of cycles keeps one in each tenth of a second): the window
-# chosen is then at most this much longer than the newest reading at least MIN_WINDOW_S old would give.
+# Readings kept are at least this far apart: the window is then at most this much longer than the ideal one.
 HISTORY_SPACING_S = 0.1
 _PERCENT = 100.0
-# After a PSI firing's cycle leaves a stall threshold unmet, one more cycle this long after: the soonest a window of
-# MIN_WINDOW_S from the firing's reading can read the stall itself.
+# After a PSI firing's cycle leaves a stall threshold unmet, one more cycle this long after (a full window).
 WINDOW_FOLLOW_UP_S = MIN_WINDOW_S + 0.05
-# How long after a trigger's firing a reading still takes the threshold's share as `recent`; past it a window of
-# evictd's own can be made from the firing's reading.
+# How long after a trigger's firing a reading still takes the threshold's share as `recent`.
 FIRING_HOLDS_S = MIN_WINDOW_S
 
 

@@ -20,11 +20,9 @@ from datetime import datetime
 from evictd.core.quantity import Quantity, QuantityFormat
 from evictd.core.summary import STALL_BASIS_POINTS, MemoryStats, Observation
 
-# The span a refault figure counts over: avg10's, the average the stall signals read, so that a refault threshold and
-# a stall threshold judge the same 10 s, and the stall gate's window (`STALL_RECLAIM_WINDOW_S`) covers both.
+# A refault figure's span: avg10's, so refault and stall thresholds judge the same 10 s as the stall gate.
 REFAULT_WINDOW_S = 10.0
-# The shortest span a figure is made over (scaled up to the window): half of it, so that a figure is at most twice
-# its span's rate; a wake-up 0.1 s after the first cycle would otherwise scale a 0.1 s burst a hundredfold.
+# The shortest span a figure is made over (scaled up): a figure is then at most twice its span's rate.
 REFAULT_MIN_SPAN_S = 5.0
 
 

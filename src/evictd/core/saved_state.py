@@ -133,8 +133,7 @@ def restorable_thresholds(configured: Iterable[Threshold]) -> tuple[Threshold, .
 
 
 def _wall_time(value: object, key: str) -> float:
-    """Return a wall-clock time in seconds since the epoch; one no datetime holds (before 1970, after year 9999)
-    is not a time evictd wrote, and would raise OverflowError where it is converted."""
+    """Return a wall-clock time in seconds since the epoch; one no datetime holds is not evictd's (OverflowError)."""
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         raise invalid("must be a number of seconds", key, value)
     if not 0 <= value < _WALL_TIME_END_S:

@@ -28,8 +28,7 @@ from evictd.core.signals import (
 # Long enough for the kubelet's 10 s tick plus a termination grace period of 30 s and the status write.
 DEFAULT_MATCH_WINDOW_S = 60.0
 LOCAL_STORAGE_SIGNALS = frozenset({EMPTYDIR_LIMIT_SIGNAL, POD_EPHEMERAL_LIMIT_SIGNAL, CONTAINER_EPHEMERAL_LIMIT_SIGNAL})
-# The kubelet's eviction messages (KUBELET_SPEC §11): threshold evictions name the starved resource; the
-# local-storage ones name a volume, the pod or a container exceeding its limit.
+# The kubelet's eviction messages (KUBELET_SPEC §11): threshold evictions name the resource, local-storage the limit.
 _THRESHOLD_MESSAGE = re.compile(r"^The node was low on resource: ([a-z-]+)\.")
 _LOCAL_STORAGE_MESSAGES = ("Usage of EmptyDir volume", "Pod ephemeral local storage usage exceeds",
                            "Container ")

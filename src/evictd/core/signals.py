@@ -32,8 +32,7 @@ class Signal(StrEnum):
     CONTAINERFS_AVAILABLE = "containerfs.available"
     CONTAINERFS_INODES_FREE = "containerfs.inodesFree"
     PID_AVAILABLE = "pid.available"
-    # evictd's own: the memory pressure stall (PSI) of the node and of the pods cgroup, `some` or `full`. The
-    # domain prefix keeps them apart from any signal a kubelet may add (none of the kubelet's has a '/').
+    # evictd's own: node and pods cgroup memory PSI, `some` or `full`; the domain prefix keeps them apart.
     MEMORY_STALL_SOME = "evictd.io/memory.stall.some"
     MEMORY_STALL_FULL = "evictd.io/memory.stall.full"
     ALLOCATABLE_MEMORY_STALL_SOME = "evictd.io/allocatableMemory.stall.some"
@@ -42,8 +41,7 @@ class Signal(StrEnum):
     MEMORY_REFAULT = "evictd.io/memory.refault"
 
 
-# api/types.go also declares `swap.available`, but it is not in the signal->resource table, so the
-# kubelet rejects it as unsupported; the enum holds only usable signals.
+# api/types.go's `swap.available` has no resource, so the kubelet rejects it; the enum holds usable signals only.
 
 
 class NodeCondition(StrEnum):
@@ -119,8 +117,7 @@ class Ranking(StrEnum):
 
 # The readings of memory cgroups: the signals the memcg notifiers and the memory watch follow.
 MEMCG_READINGS = frozenset({Reading.NODE_MEMORY, Reading.PODS_MEMORY})
-# The readings of evictd's memory stall family: thresholds in EvictdConfiguration's stall maps, read as a share
-# (`Unit.BASIS_POINTS`), held back by the stall gate and waiting for the stall settle rule (`SignalSpec.stall_family`).
+# evictd's memory stall family: thresholds in the stall maps, read as a share, gated and settled.
 STALL_FAMILY_READINGS = frozenset({Reading.NODE_MEMORY_STALL, Reading.PODS_MEMORY_STALL, Reading.NODE_MEMORY_REFAULT})
 
 

@@ -21,8 +21,7 @@ from evictd.core.signals import SIGNAL_SPECS, Filesystem, Reading, Signal, Signa
 if TYPE_CHECKING:
     from evictd.core.pods import Pod
 
-# Name of the system container that tracks all pods (statsapi.SystemContainerPods); its memory stats
-# feed allocatableMemory.available.
+# The system container of all pods (statsapi.SystemContainerPods): allocatableMemory.available's.
 SYSTEM_CONTAINER_PODS = "pods"
 
 
@@ -174,8 +173,7 @@ class Observation:
     time: datetime | None
 
 
-# --------------------------------------------------------------------------------------------------
-# A pod's blocks, built a thousand times a cycle
+# --- A pod's blocks, built a thousand times a cycle -----------------------------------------------
 
 # Frozen dataclass __init__ is slow per field: `pod_memory_stats` and `pod_stats` set the slots through their
 # descriptors, building objects equal to the constructors' (tests/core/test_summary.py) in half the time.
@@ -224,8 +222,7 @@ def pod_stats(pod_ref: PodReference, memory: MemoryStats | None, containers: tup
     return stats
 
 
-# --------------------------------------------------------------------------------------------------
-# Observations
+# --- Observations ---------------------------------------------------------------------------------
 
 
 def _bytes(value: int) -> Quantity:
@@ -257,8 +254,7 @@ def stall_share(line: PsiData) -> float:
 
 
 def _stall_observation(memory: MemoryStats | None, kind: StallKind | None) -> Observation | None:
-    """Stall headroom: the share of the window NOT stalled (100% - `stall_share`), of the whole window, in basis
-    points; a stall threshold of X% is met when the headroom is at most 100% - X (core/thresholds.py)."""
+    """Stall headroom in basis points: 100% - `stall_share` (a stall threshold of X% is met at 100% - X or below)."""
     if memory is None or memory.psi is None:
         return None
     match kind:
@@ -337,8 +333,7 @@ def signal_observations(summary: Summary) -> dict[Signal, Observation]:
     return result
 
 
-# --------------------------------------------------------------------------------------------------
-# Pod stats lookup
+# --- Pod stats lookup -----------------------------------------------------------------------------
 
 
 def pod_stats_lookup(summary: Summary, pods: Sequence[Pod]) -> Callable[[Pod], PodStats | None]:

@@ -35,8 +35,7 @@ from evictd.core.summary import (
     VolumeStats,
 )
 
-# The kubelet converts every counter with int64(...); values above this would wrap negative in Go, so
-# they are rejected instead of reproduced.
+# The kubelet converts counters with int64(...): larger values would wrap, so they are rejected.
 MAX_COUNTER = INT64_MAX
 
 # The error key of the document itself (a document that is not a mapping).
@@ -71,8 +70,7 @@ class SummaryReading:
 
 _T = TypeVar("_T")
 
-# A block repaired more often than this is dropped whole (each repair drops one more value, so repairs end anyway:
-# this only bounds the work a hostile document can ask for; a real pod has some 60 values).
+# A block repaired more often than this is dropped whole (bounds a hostile document's work; a pod has ~60 values).
 MAX_REPAIRS_PER_BLOCK = 256
 # A path as `evictd.core.decode.child` and `list_of` build it: `.name`, `[name]` (keys with dots) or `[3]`.
 _PATH_PART = re.compile(r"\.([A-Za-z_][A-Za-z0-9_-]*)|\[([^\]]*)\]")
@@ -316,8 +314,7 @@ def _psi_share(obj: Mapping[str, object], name: str, key: str) -> float:
 
 
 def _psi_data(value: object, key: str) -> PsiData:
-    """A PSI line; its ``evictdRecent`` (evictd's own share over its own window, `PsiData.recent`) is optional:
-    absent in the kubelet's Summary and in recordings made before evictd had it."""
+    """A PSI line; its ``evictdRecent`` (`PsiData.recent`) is optional (absent from the kubelet and old recordings)."""
     obj = mapping(value, key)
     total = _counter(obj, "total", key)
     if total is None:

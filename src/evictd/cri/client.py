@@ -49,8 +49,7 @@ def map_rpc_error(method: str, exc: grpc.RpcError) -> CRIError:
 
 
 def _wrapped(message: Any, field: str, reported: bool = True) -> int | None:
-    """The UInt64Value `field` of `message`; None when it (or the message, `reported`) is unset: "not reported"
-    must stay distinguishable from 0."""
+    """The UInt64Value `field` of `message`; None when it (or the message, `reported`) is unset, never 0."""
     return int(getattr(message, field).value) if reported and message.HasField(field) else None
 
 

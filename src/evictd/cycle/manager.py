@@ -71,8 +71,7 @@ from evictd.cycle.report import (
 
 # The state of an engine that remembers nothing: what a manager without a restored state starts from.
 FRESH_STATE = EngineState()
-# How long a disk ranking waits for the walker's first figures of new pods: a round takes ms to ~0.7 s; 2 s is short
-# next to the 10 s tick.
+# A disk ranking's wait for new pods' first figures (a walker round takes ms to ~0.7 s; short next to the tick).
 DISK_FIGURES_WAIT_S = 2.0
 # Why nobody was evicted after the wait for disk figures: the threshold no longer met on the stats read after it.
 PRESSURE_GONE_WHILE_WAITING = "the threshold was no longer met after the wait for pods' disk figures"
@@ -133,8 +132,7 @@ class EvictionManager:
                  memory_reclaim: MemoryReclaimStep | None = None) -> None:
         self.config = config
         self._memory_reclaim = memory_reclaim  # reclaim before evict (evictd's own, off: None)
-        # Where to wait for pods' first disk figures (None: the source has none to wait for), how long at most, and
-        # the uids already waited for (each pod once).
+        # Where to wait for pods' first disk figures (None: nothing to wait for), how long, the uids waited for.
         self._disk_figures = disk_figures
         self._disk_figures_wait_s = disk_figures_wait_s
         self._disk_figures_waited_for: frozenset[str] = frozenset()
@@ -147,8 +145,7 @@ class EvictionManager:
         self._holds_while_flapping = 0  # how many confirmations waited a varied hold
         # The state restored from the last run (grace periods, pressure history), or a fresh one.
         self.state = state
-        # Changes of `layout` and `reclaimer` (a runtime answering late): the next cycle detects the layout and
-        # derives the thresholds again, grace periods and conditions kept (`evictd.run.runtime_link.NodeLevel`).
+        # Changes of `layout` and `reclaimer` (a late runtime): the next cycle detects the layout again (`NodeLevel`).
         self._layout_changes = layout_changes
         self._layout_changes_seen = layout_changes()
         self._stats = stats
@@ -168,8 +165,7 @@ class EvictionManager:
         return report if ended is None else self._with_round(report, ended)
 
     def _with_round(self, report: CycleReport, ended: EvictionApiRound) -> CycleReport:
-        """`report` with the round that ended: its eviction counted (in the engine state too), its refusals and
-        failure told."""
+        """`report` with the round that ended: its eviction counted (engine state too), refusals and failure told."""
         acted = report.acted
         use = acted.eviction_api if acted.eviction_api is not None else EvictionApiUse()
         use = replace(use, refusals=tuple(EvictionApiRefusal.of(refusal) for refusal in ended.refusals),
@@ -292,16 +288,14 @@ class EvictionManager:
         return summary, now, now - start
 
     def _memory_reading(self, crossed: Sequence[Threshold]) -> Callable[[], Summary] | None:
-        """How to read the node's memory alone to confirm `crossed` (the source's `memory_reading`), or None: the
-        source has no such reading, or a crossed threshold is not read from a memory cgroup (a stall signal)."""
+        """How to read the node's memory alone to confirm `crossed`; None without one or for a non-memcg threshold."""
         if not all(spec_of(t.signal).memcg_watched for t in crossed):
             return None
         return self._stats.memory_reading()
 
     @staticmethod
     def _read_memory_again(read: Callable[[], Summary]) -> Summary | None:
-        """A reading of the node's memory alone; None when it cannot be read: the confirmation ends there, and the
-        full reading after it, the cycle's, is then the confirming one (it says why, if it fails too)."""
+        """A reading of the node's memory alone; None when unreadable (the cycle's full reading then confirms)."""
         try:
             return read()
         except EvictdError:
@@ -309,8 +303,7 @@ class EvictionManager:
 
     def _read_again(self, pods: Sequence[Pod], errors: list[CycleError], why: str, *,
                     reread: bool = False) -> Summary | None:
-        """The stats read again (`why` for the error; `reread` as StatsSource takes it, not after reclaim); None when
-        unreadable (the error added to `errors`)."""
+        """The stats read again (`why`; `reread` as StatsSource takes it); None when unreadable (error added)."""
         try:
             return self._stats.summary(pods, reread=reread)
         except EvictdError as exc:

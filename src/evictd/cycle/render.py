@@ -23,8 +23,7 @@ from evictd.cycle.report import CycleReport
 JsonObject = dict[str, object]
 
 
-# What a terminal would act on in text from a recording or a journal: C0 and C1 controls (escapes, newlines,
-# carriage returns), DEL, and the bidirectional overrides that reorder what is shown.
+# What a terminal would act on in recorded text: C0/C1 controls, DEL and the bidirectional overrides.
 _UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 
 
@@ -64,8 +63,7 @@ def _yaml_escape(found: re.Match[str]) -> str:
 
 
 def _exponent_hint(text: str) -> bool:
-    """Whether JSON text may hold a number with an exponent and no point (a string may say so too): a cheap
-    pre-check before the slower search."""
+    """Whether JSON text may hold a number with an exponent and no point: a cheap pre-check before the search."""
     for mark in _SIGNED_EXPONENTS:
         at = text.find(mark)
         while at != -1:

@@ -149,8 +149,7 @@ class KubeApi:
                           root=f"/apis/{LEASES_GROUP_VERSION}/")
 
     def _path(self, *segments: str, root: str = "/api/v1/") -> str:
-        """`root` (the core group's by default) and the segments, each escaped as the generated client escapes
-        path parameters."""
+        """`root` (the core group's by default) and the segments, escaped as the generated client escapes them."""
         safe = self._configuration.safe_chars_for_path_param
         return root + "/".join(quote(segment, safe=safe) for segment in segments)
 

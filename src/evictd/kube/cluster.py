@@ -36,8 +36,7 @@ from evictd.log import Log
 POD_CLEANUP_TIMEOUT_S = 30.0
 # The kubelet polls every second (podCleanupPollFreq); shorter ends the wait sooner for cheap lookups.
 POD_CLEANUP_POLL_S = 0.2
-# Past its grace period by this much, a pod evicted at once is stopped locally: a healthy kubelet removes one 0.5-3.2 s
-# after the DELETE (../shared/k8s/README.md).
+# Past its grace by this much a pod evicted at once is stopped locally (a healthy kubelet: 0.5-3.2 s after DELETE).
 OVERDUE_MARGIN_S = 3.0
 
 # On a clean stop each node request may wait this long: the stop must finish well inside the shutdown deadline.
@@ -46,8 +45,7 @@ WITHDRAW_TIMEOUT_S = 2.0
 REPLAY_TIMEOUT_S = 2.0
 
 
-# Without the API priorities are unknown; the critical priority classes are kube-system's by convention, so its pods
-# are never candidates then (elsewhere only an earlier list's record, `critical_record`, tells).
+# Without the API priorities are unknown: kube-system (the critical classes' home) never offers candidates then.
 SYSTEM_NAMESPACE = "kube-system"
 
 
@@ -90,8 +88,7 @@ class TerminatingEvictions:
         return pods
 
 
-# How long a pod being evicted in the background (eviction-in-progress, not deleted) holds soft evictions: as long
-# as the journal remembers the eviction.
+# How long a pod evicted in the background holds soft evictions: as long as the journal remembers it.
 PENDING_RELEASE_DEADLINE_S = REMEMBER_DONE_S
 
 
@@ -222,8 +219,7 @@ class ClusterSync:
                     if e.threshold is None or spec_of(e.threshold.signal).filesystem is not None}
         started = self._clock.monotonic()
         deadline = started + POD_CLEANUP_TIMEOUT_S
-        # The evictions carried out at once, each with when its pod is overdue (the grace period its stop sends, and
-        # the margin).
+        # The evictions carried out at once, each with when its pod is overdue (its stop's grace plus the margin).
         overdue = {e.pod.uid: (e, started + stop_grace_period_s(e.effective_grace_period_s) + OVERDUE_MARGIN_S)
                    for e in evictions if self._evictor is not None and (e.threshold is None or e.threshold.is_hard)}
         while True:

@@ -128,8 +128,7 @@ class KubePodEvictor:
                  lambda eviction, how, error: None,
                  clock: Clock = SYSTEM_CLOCK, decision: Callable[[], str | None] = lambda: None) -> None:
         self._api = api
-        # An immediate eviction the API took: how its pod was stopped on the node, or why it was not (it is then
-        # the kubelet's to stop, after the DELETE); one of the two is None.
+        # An immediate eviction the API took: how its pod was stopped locally, or why not (one of the two is None).
         self._on_local_stop = on_local_stop
         self._decision = decision  # the id of the decision under way (`recording.CurrentDecision`)
         self._journal = journal
@@ -144,8 +143,7 @@ class KubePodEvictor:
         return self._clock.wall().timestamp()
 
     def _not_asked(self, verb: str) -> KubeError | None:
-        """The error that stands for a request not sent because one went unanswered moments ago (`Unanswered`);
-        None when the API may be asked."""
+        """The error standing for a request not sent after one went unanswered (`Unanswered`); None: ask away."""
         not_asked = self._unanswered.not_asked("request", self._clock.monotonic())
         return None if not_asked is None else KubeError(verb, None, not_asked)
 
@@ -153,8 +151,7 @@ class KubePodEvictor:
         """Carry out one eviction. Raises EvictdError when it could not be completed now (it stays pending)."""
         entry = journal_entry(eviction, self._now(), self._decision())
         self._journal.record(entry)
-        # Hard thresholds and local-storage limits act at once: the pod is stopped on the node now beside the writes;
-        # soft ones are left to the kubelet after the API's.
+        # Hard thresholds and local-storage limits act at once: stopped on the node beside the writes.
         immediate = eviction.threshold is None or eviction.threshold.is_hard
         stop = LocalStop(lambda: self._runtime.stop_pod(eviction)) if immediate and self._runtime.can_stop else None
         failure = self._not_asked("delete pods") if stop is not None else None

@@ -120,8 +120,7 @@ def _is_object(value: object) -> bool:
 _Check = tuple[str, Callable[[object], bool], bool]
 _STRING: Final = ("a string", lambda value: isinstance(value, str))
 _FLAG: Final = ("true or false", lambda value: isinstance(value, bool))
-# Each field of an entry in the file, in the order evictd writes them: what it must hold (as an error says it),
-# and whether it must be there.
+# Each field of an entry in the file, in write order: what it must hold and whether it must be there.
 ENTRY_FIELDS: dict[str, _Check] = {
     **dict.fromkeys(("uid", "namespace", "name", "signal"), (*_STRING, True)),
     "grace_period_s": ("an integer", _is_int, True),

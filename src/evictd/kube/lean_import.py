@@ -115,8 +115,7 @@ def _defer_init(module: ModuleType, loader: Any) -> None:
             if name not in _pending:
                 return  # completed meanwhile, by another thread
             if name in _running:
-                # Asked from within its own __init__.py (e.g. `from . import x` probing for x): as for any
-                # partially initialized module, the name is simply not there yet.
+                # Asked from within its own __init__.py (`from . import x` probing): not there yet.
                 raise AttributeError(f"partially initialized module {name!r} has no attribute {attribute!r}")
             _running.add(name)
             try:

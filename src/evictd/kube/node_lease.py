@@ -353,8 +353,7 @@ class NodeLease:
     # -- writing the Lease -----------------------------------------------------------------------------------
 
     def _sync(self, timeout_s: float = REQUEST_TIMEOUT_S) -> tuple[str, str] | None:
-        """Renew or take the Lease; return (holder, renewTime) of another live holder instead (each request waits
-        at most `timeout_s`). Raises KubeError."""
+        """Renew or take the Lease; return another live holder's (holder, renewTime) instead. Raises KubeError."""
         attempt_at = self._attempt_started_at = self._clock.monotonic()
         try:
             foreign = self._sync_once(attempt_at, timeout_s)

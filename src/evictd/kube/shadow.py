@@ -87,8 +87,7 @@ class ShadowComparer:
                                                  pod.status_termination_by_kubelet)
             if resource is not None:
                 evicted[pod.uid] = ShadowEviction(now, pod.uid, pod.key, resource)
-        # None before the first cycle: what the kubelet evicted before evictd started is history. Pods deleted
-        # since the last cycle are forgotten.
+        # None before the first cycle (earlier kubelet evictions are history); pods deleted since are forgotten.
         new = [] if self._seen is None else [e for uid, e in evicted.items() if uid not in self._seen]
         self._seen = set(evicted)
         return new

@@ -83,8 +83,7 @@ def configure_logging(fmt: str, stream: TextIO | None = None, *, queued: bool = 
 
 def _warning_to_log(message: Warning | str, category: type[Warning], filename: str, lineno: int,
                     file: TextIO | None = None, line: str | None = None) -> None:
-    """Python's warnings (urllib3's InsecureRequestWarning for `insecure-skip-tls-verify`, say) as log events, not
-    raw text in the middle of the JSON stream; the warnings filters still decide how often (once a place)."""
+    """Python's warnings as log events, not raw text in the JSON stream (the filters still decide how often)."""
     structlog.get_logger().warning("library warning", category=category.__name__, message=str(message),
                                    source=f"{filename}:{lineno}")
 

@@ -50,8 +50,7 @@ SEGMENT_SHARE_OF_AGE = 24
 MIN_SEGMENT_BYTES = 64 << 10
 # A segment dated more than this after the clock's now was written while the clock ran ahead.
 FUTURE_SLACK_S = 60.0
-# A line is written in chunks of at most this many characters: small, so a huge first line's chunks fit in the memory
-# its released parts free (docs/measured-figures.md).
+# A line is written in chunks of at most this many characters, small enough to fit in what its released parts free.
 WRITE_CHUNK_CHARS = 1 << 16
 # At stop, how long the segments' closes handed over may still take (the shutdown deadline bounds the whole stop).
 STOP_FLUSH_S = 5.0
@@ -63,8 +62,7 @@ MIN_PENDING_BYTES = 16 << 20
 
 @dataclass(slots=True)
 class _Segment:
-    """A segment file being written, or handed over to be closed. With a writer, its file is opened, written and
-    synced by the writer's thread only (`FlightRecorder._write_out`); the loop only hands lines over."""
+    """A segment file being written, or handed over to be closed; with a writer only its thread touches the file."""
 
     path: str
     fd: int | None  # None once closed: a sync handed over before its close finds nothing left to sync
@@ -286,8 +284,7 @@ class FlightRecorder:
     # --- off the loop ----------------------------------------------------------------------------------
 
     def _off_loop(self, key: str, job: Callable[[], None]) -> None:
-        """Run `job` on the write-behind thread, as `key` (without one, now, raising what it raises); an OSError
-        it raises there is raised at the next line."""
+        """Run `job` on the write-behind thread as `key` (without one: now); its OSError is raised at the next line."""
         if self._writer is None:
             job()
             return
@@ -347,8 +344,8 @@ class FlightRecorder:
         return os.path.join(self.folder, f"{opened:%Y%m%dT%H%M%S.%fZ}-{self._process}{OPEN_SUFFIX}")
 
     def _close_segment(self, *, compress: bool = True) -> None:
-        """Hand the open segment (if any) over to be closed and, with `compress`, compressed; the bounds are
-        enforced after it. Raises what that raises only without a writer (with one: at the next line)."""
+        """Hand the open segment over to be closed (and compressed), then the bounds enforced; without a writer
+        raises what that raises (with one: at the next line)."""
         segment = self._segment
         self._segment = None
         self._size = 0
@@ -362,8 +359,7 @@ class FlightRecorder:
         self._enforce_bounds()
 
     def _finish(self, segment: _Segment, *, compress: bool) -> None:
-        """Sync and close `segment`'s file and, with `compress`, compress it, then enforce the bounds (off the
-        loop)."""
+        """Sync and close `segment`'s file, compress it with `compress`, then enforce the bounds (off the loop)."""
         if self._writer is not None:
             self._write_out(segment)  # lines handed over after the last write-out ran
         with segment.lock:
@@ -421,8 +417,7 @@ class FlightRecorder:
 
 
 def _size(line: Sequence[str]) -> int:
-    """The length of `line` in bytes, UTF-8-encoded (without encoding it: a line is ASCII but for strings the JSON
-    encoder was told to keep, and `isascii` reads a flag)."""
+    """The length of `line` in UTF-8 bytes, without encoding it (ASCII but for the strings kept raw)."""
     return sum(len(part) if part.isascii() else len(part.encode()) for part in line)
 
 

@@ -161,8 +161,7 @@ def _decoded(value: Document | Encoded | None, name: str) -> Document | None:
 
 
 class _SegmentReader:
-    """Rebuilds each line's whole context from the lines before it in the same segment (without `summaries`, a
-    record's summary is only a stand-in saying that the cycle read stats: the changes are not applied)."""
+    """Rebuilds each line's context from the earlier lines of its segment (without `summaries`, a stand-in summary)."""
 
     def __init__(self, summaries: bool = True) -> None:
         self.summaries = summaries
@@ -296,8 +295,7 @@ class Recording:
                 yield record
 
     def _decode(self, path: str, raw: bytes, reader: _SegmentReader) -> tuple[bool, Record | None]:
-        """Whether the line could be read, and its record (None: it gives context only); `problem` is told why
-        a line cannot be read."""
+        """Whether the line could be read, and its record (None: context only); `problem` is told why not."""
         try:
             return True, reader.record(decode_line(raw))
         except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:

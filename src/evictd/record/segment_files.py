@@ -58,8 +58,7 @@ def open_segment(path: str) -> BinaryIO:
 
 
 def _open_listed(path: str) -> tuple[BinaryIO, bool]:
-    """Open the segment listed as `path` (`open_segment`), or its compressed copy when it was closed since it was
-    listed; return it and whether it is compressed."""
+    """Open the segment listed as `path`, or its compressed copy if closed since; return it and whether compressed."""
     try:
         return open_segment(path), path.endswith(".gz")
     except FileNotFoundError as gone:
@@ -106,8 +105,7 @@ def segment_lines(path: str, problem: Problem) -> Iterator[bytes | None]:
 
 
 def _head(path: str) -> tuple[str, int, int] | None:
-    """The run, cycle and run sequence (0: none written) the segment's first line starts with (None: it does not
-    say, or cannot be read)."""
+    """The run, cycle and run sequence (0: none) the segment's first line starts with (None: not said or unreadable)."""
     try:
         handle, compressed = _open_listed(path)
         with handle:

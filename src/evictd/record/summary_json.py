@@ -96,8 +96,7 @@ def _pod_stats_json(stats: PodStats) -> dict[str, object]:
 
 
 def _node_blocks(node: NodeStats) -> tuple[tuple[str, object, Callable[[], object]], ...]:
-    """The node's blocks: JSON name, the value compared with the last one written, and its document (None:
-    absent)."""
+    """The node's blocks: JSON name, the value compared with the last written, and its document (None: absent)."""
     rlimit = node.rlimit
     return (
         ("nodeName", node.node_name, lambda: node.node_name),
@@ -196,8 +195,7 @@ _ROW_TIMES_KEPT = 4096
 
 
 def _block_texts(dumps: Dumps, stats: PodStats, last: _Pod | None) -> tuple[str | None, str | None, str | None]:
-    """The text of a pod's containers, volumes and ephemeral storage (None: absent), kept from `last` for the
-    very objects it had."""
+    """The text of a pod's containers, volumes and ephemeral storage (None: absent), reused from `last` if same."""
     old = last[0] if last is not None else None
     texts = last[1] if last is not None else (None, None, None)
     containers, volumes, ephemeral = stats.containers, stats.volume_stats, stats.ephemeral_storage
@@ -282,8 +280,7 @@ class SummaryChangesEncoder:
 
     def _pod_blocks(self, stats: PodStats, ref: tuple[str, str, str], pods: dict[str, _Pod],
                     blocks: list[str]) -> list[str]:
-        """Append the text blocks of a pod's whole document to `blocks` and return it; its stats and texts go into
-        `pods`."""
+        """Append the text blocks of a pod's whole document to `blocks` (returned); stats and texts go into `pods`."""
         texts = _block_texts(self._dumps, stats, self._pods.get(ref[0]))
         pods[ref[0]] = (stats, texts)
         blocks += ['{"podRef":', ref[1]]

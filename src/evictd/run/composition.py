@@ -305,8 +305,7 @@ def build_hooks(basics: Basics, observers: Observers, *, mode: ModeSwitch, stats
     after_cycle.append(log_sample_problems(log, metrics, stats.problems, lambda: oom_feedback.problems))
     after_cycle.append(log_refused_figures(log, metrics, stats.refused))
     after_cycle.append(watch_blind_signals(log, metrics, health, lambda: signals_without_source(basics)))
-    # The wake-ups are re-armed before anything that may wait on the API server or the runtime (a crossing meanwhile
-    # would go unwatched).
+    # The wake-ups are re-armed before anything that may wait on the API server or the runtime.
     after_cycle.append(notifiers)
     if cluster is not None:
         after_cycle.append(cluster_bookkeeping(cluster, metrics, basics.waiter.pending))

@@ -70,9 +70,8 @@ def _open_lock_file(path: str, locked: str) -> int:
 
 
 def _acquire(path: str, label: str, locked: str, timeout_s: float, log: Log, clock: Clock) -> None:
-    """Lock `path` for the rest of this process's life (the descriptor is never closed), waiting up to
-    `timeout_s` for another evictd holding it; `label` ("node", "stateDir") names the lock in log events, `locked`
-    what it locks in errors."""
+    """Lock `path` for the rest of this process's life, waiting up to `timeout_s` for another evictd holding it;
+    `label` names the lock in log events, `locked` what it locks in errors."""
     try:
         descriptor = _open_lock_file(path, locked)
     except OSError as exc:

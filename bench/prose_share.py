@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import ast
 import io
+import signal
 import tokenize
 from pathlib import Path
 
@@ -55,6 +56,7 @@ def main() -> None:
     parser.add_argument("--limit", type=int, default=15, help="module docstring lines allowed")
     parser.add_argument("--per-module", action="store_true", help="print every module's figures")
     args = parser.parse_args()
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # `| head` ends the listing quietly
     root = Path(args.root)
     total = prose = 0
     long_docs: list[tuple[int, str]] = []

@@ -412,14 +412,11 @@ def choose_eviction(
     disk_figures_waited_for: Collection[str] | None = None,
 ) -> EvictionChoice:
     """Rank the pods for the step's threshold and return the first non-critical one as the eviction, with up to
-    `candidates - 1` next non-critical ones as `alternates`.
-
-    `observations` and `summary` are the pre-reclaim ones, as the kubelet ranks on them. `pods_from_node`: no API
-    pod list, so only a hard threshold evicts. `terminating` (pods evictd evicted, still listed) are ranked for a hard
-    threshold while `still_running`, so the pod holding what the node lacks goes again before any bystander.
-    `disk_figures_waited_for` (None: no disk figures to wait for): a disk ranking lacking a pod's figures ranks
-    nobody and names the pods to wait for (`awaiting`).
-    """
+    `candidates - 1` next non-critical ones as `alternates`, on the pre-reclaim `observations` and `summary` as the
+    kubelet ranks. `pods_from_node`: no API pod list, so only a hard threshold evicts. `terminating` (pods evictd
+    evicted, still listed) are ranked for a hard threshold while `still_running`, so the pod holding what the node
+    lacks goes again before any bystander. `disk_figures_waited_for` (None: nothing to wait for): a disk ranking
+    lacking a pod's figures ranks nobody and names the pods to wait for (`awaiting`)."""
     threshold, resource = step.threshold, step.resource
     if threshold.is_hard and terminating:
         running = pod_stats_lookup(summary, terminating)

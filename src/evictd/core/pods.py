@@ -112,10 +112,8 @@ class PodResources:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Volume:
-    """A pod volume: its name and source `kind` (the JSON key: "emptyDir", "hostPath", "configMap", ...).
-
-    `empty_dir_medium` and `empty_dir_size_limit` are set only for emptyDir volumes (medium "" = node disk).
-    """
+    """A pod volume: its name and source `kind` (the JSON key: "emptyDir", "hostPath", ...); `empty_dir_medium` and
+    `empty_dir_size_limit` only for emptyDir volumes (medium "" = node disk)."""
 
     name: str
     kind: str

@@ -10,15 +10,11 @@ from __future__ import annotations
 
 import platform
 
-# The one place the version is said: the package metadata (pyproject.toml, dynamic), `evictd --version`, the
-# User-Agent, the image tag and the Helm chart follow it (tests/deploy/test_release.py holds them together).
+# The one place the version is said; metadata, --version, User-Agent, image and chart follow (test_release.py).
 __version__ = "0.1.0"
 
 
 def user_agent() -> str:
-    """evictd's User-Agent in every HTTP request, `evictd/<version> (<os>/<arch>)` as client-go words its default.
-
-    The API server names a writer's managedFields entry after the User-Agent's first segment, so evictd's
-    writes show as manager `evictd` (the kubernetes client's own default would be `OpenAPI-Generator`).
-    """
+    """evictd's User-Agent in every HTTP request, `evictd/<version> (<os>/<arch>)` as client-go words its default:
+    the API server names managedFields after its first segment, so writes show as manager `evictd`."""
     return f"evictd/{__version__} ({platform.system().lower()}/{platform.machine()})"

@@ -304,8 +304,7 @@ def _when(value: str | None, option: str) -> float | None:
 
 
 class _Problems:
-    """Tells stderr what of a recording could not be read (printable: paths and reasons come from the folder),
-    the first MAX_PROBLEMS_SHOWN of them."""
+    """Tells stderr, printably, the first MAX_PROBLEMS_SHOWN things of a recording that could not be read."""
 
     def __init__(self) -> None:
         self.told = 0
@@ -460,8 +459,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stdout.flush()  # here, where a closed pipe is handled, not at the interpreter's exit
         return status
     except BrokenPipeError:
-        # The reader went away (`evictd ... | head`): stop quietly with the status of a process SIGPIPE ended,
-        # as other CLIs do. Later writes and the interpreter's last flush go to /dev/null.
+        # The reader went away (`| head`): end quietly with SIGPIPE's status; later writes go to /dev/null.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_BROKEN_PIPE
     except (ConfigError, StateLockError) as exc:

@@ -1,10 +1,6 @@
-"""The one clock shape the shell is given: monotonic seconds for durations and deadlines, wall time for what
-is written down (journal entries, events, node conditions, log screens), and sleeping for a polling wait.
-
-Production passes `SYSTEM_CLOCK`; tests pass a clock that moves only when told (its `sleep` moves it on at
-once), so a loop, a poll or a deadline is stepped without sleeping. How long to wait is decided elsewhere (the
-housekeeping loop's `evictd.cycle.cadence`); the clock only waits. The decision core has no clock: the manager
-hands it `now` as an argument.
+"""The one clock shape the shell is given: monotonic seconds for durations and deadlines, wall time for what is
+written down, and sleeping for a polling wait. Production passes `SYSTEM_CLOCK`; tests pass a clock that moves only
+when told. The decision core has no clock: it is handed `now`.
 """
 
 from __future__ import annotations

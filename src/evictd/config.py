@@ -1,16 +1,11 @@
 """Loading evictd's configuration: KubeletConfiguration and EvictdConfiguration documents, plus kubelet flags.
 
-A configuration file is a YAML stream. Each document is either
-- `apiVersion: kubelet.config.k8s.io/v1beta1`, `kind: KubeletConfiguration`: read exactly as the kubelet reads
-  it for eviction (`evictd.core.kubelet_config`); every other kubelet field is accepted and ignored, so a
-  node's own kubelet config file works unchanged, and a key the kubelet does not know is a warning (an error
-  when strict); or
-- `apiVersion: evictd.io/v1alpha1`, `kind: EvictdConfiguration`: evictd's own settings (`EvictdSettings`),
-  strictly checked, since a typo there would otherwise go unnoticed.
-Several files apply in order; in each kind, a top-level field replaces the same field of earlier documents.
-A `--config-dir` folder's drop-ins then merge onto the KubeletConfiguration as the kubelet merges them
-(`evictd.core.dropin`), and the kubelet eviction flags apply after all of it. Every problem is a ConfigError
-naming the file, key and value.
+A configuration file is a YAML stream of `kubelet.config.k8s.io/v1beta1` `KubeletConfiguration` documents (read as
+the kubelet reads them for eviction, `evictd.core.kubelet_config`; other fields ignored, an unknown key a warning or
+with strict an error) and `evictd.io/v1alpha1` `EvictdConfiguration` ones (`EvictdSettings`, strictly checked). Files
+apply in order, a top-level field replacing the same field of earlier documents of its kind; `--config-dir` drop-ins
+merge as the kubelet's (`evictd.core.dropin`), then the kubelet eviction flags apply. Every problem is a
+ConfigError naming the file, key and value.
 """
 
 from __future__ import annotations
@@ -58,10 +53,8 @@ EVICTD_API_VERSION = "evictd.io/v1alpha1"
 EVICTD_KIND = "EvictdConfiguration"
 # A flight recording smaller than this holds too few cycles of a real node to replay anything.
 MIN_RECORDER_BYTES = 1 << 20
-# Bounds of evictd's own settings (docs/configuration.md's EvictdConfiguration table): a duration is at most a
-# day, those that are ages or waits at most a year; a count at most a million; the recording at most 4 GiB (so a
-# segment is at most 256 MiB: what `evictd.record.segment_files` reads of one). Beyond them a value is a typo or an
-# attack, and some overflow what they reach (a sleep of 9223372036 s).
+# Bounds of evictd's own settings: durations a day, ages and waits a year, counts a million, the recording 4 GiB (a
+# segment at most 256 MiB, what segment_files reads); beyond is a typo or an attack, and some would overflow.
 MAX_DURATION_S = 86400.0
 LONG_DURATION_S = 366 * 86400.0
 MAX_COUNT = 1_000_000
@@ -70,8 +63,7 @@ MAX_RECORDER_BYTES = 4 << 30
 MAX_LEASE_DURATION_S = 86400
 # A namespace name: an RFC 1123 label.
 NAMESPACE_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-# The cluster CA in every pod with a service account: it signs the API server's certificate and, in most
-# clusters (kubelet serving certificates issued through the kubernetes.io/kubelet-serving signer), the kubelets'.
+# The cluster CA in every service-account pod: it signs the API server's and, mostly, the kubelets' certificates.
 SERVICE_ACCOUNT_CA_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt"
 
 
@@ -130,8 +122,7 @@ class EvictdSettings:
     psi_wakeups: bool = field(default=True, metadata={"yaml": "psiWakeups"})
     psi_stall_threshold_s: float = field(default=0.1, metadata={"yaml": "psiStallThreshold"})
     psi_window_s: float = field(default=2.0, metadata={"yaml": "psiWindow"})
-    # How long a newly met memory threshold waits for a second reading before it is decided (core/settled.py); 0s:
-    # decide on the first reading, as the kubelet does (a short dip or a moment of page cache may then evict).
+    # How long a newly met memory threshold waits for a second reading (core/settled.py); 0s: as the kubelet.
     memory_crossing_hold_s: float = field(default=CROSSING_HOLD_S, metadata={"yaml": "memoryCrossingHold",
                                                                              "allow_zero": True, "max": 1.0})
     # Reclaim before evict (core/memory_reclaim.py; cgroup v2 memory.reclaim): off keeps the kubelet's decisions.
@@ -181,9 +172,8 @@ class Configuration:
 
 def _decode_setting(yaml_name: str, default: object, value: object, allow_zero: bool,
                     highest: float | None = None, lowest: int | None = None) -> object:
-    """Return `value` decoded to the type of `default` (at most `highest`: by default MAX_DURATION_S for a
-    duration, none for an integer; an integer at least `lowest` when given), or raise ConfigError at
-    `yaml_name`."""
+    """Return `value` decoded to the type of `default`, within `lowest` and `highest` (durations: MAX_DURATION_S by
+    default), or raise ConfigError at `yaml_name`."""
     if isinstance(default, bool):
         if not isinstance(value, bool):
             raise ConfigError("must be true or false", key=yaml_name, value=value)
@@ -226,12 +216,10 @@ def _decode_setting(yaml_name: str, default: object, value: object, allow_zero: 
     return value
 
 
-# Settings the kubelet's own configuration already states; evictd takes them from there unless its own
-# EvictdConfiguration says otherwise.
+# Settings the kubelet's configuration already states: taken from there unless the EvictdConfiguration says otherwise.
 INHERITED_FROM_KUBELET = ("cgroupDriver", "cgroupRoot", "podLogsDir", "nodeStatusUpdateFrequency",
                           "nodeStatusReportFrequency", "nodeLeaseDurationSeconds")
-# Of those, the ones the kubelet's defaulting (v1beta1 SetDefaults_KubeletConfiguration) replaces when zero: a zero
-# there is the kubelet's default, which is evictd's default too.
+# Of those, the ones SetDefaults_KubeletConfiguration replaces when zero (zero there means the default).
 ZERO_IS_KUBELET_DEFAULT = ("nodeStatusUpdateFrequency", "nodeStatusReportFrequency", "nodeLeaseDurationSeconds")
 UPDATE_FREQUENCY = "nodeStatusUpdateFrequency"
 REPORT_FREQUENCY = "nodeStatusReportFrequency"
@@ -248,9 +236,8 @@ def _inherited_from_kubelet(kubelet: Mapping[str, object]) -> dict[str, object]:
 
 
 def _with_report_frequency(settings: Mapping[str, object]) -> dict[str, object]:
-    """The kubelet's defaulting of nodeStatusReportFrequency: absent (or zero) while nodeStatusUpdateFrequency is
-    given, it is that frequency ("for backward compatibility": whoever set the update frequency keeps a status
-    write per update), else 5m."""
+    """The kubelet's defaulting of nodeStatusReportFrequency: absent or zero, it is nodeStatusUpdateFrequency when
+    that is given (backward compatibility), else 5m."""
     merged = dict(settings)
     update = merged.get(UPDATE_FREQUENCY)
     report = merged.get(REPORT_FREQUENCY)
@@ -376,14 +363,10 @@ def read_dropins(folder: str, key: str = "--config-dir") -> list[tuple[str, Mapp
 
 def load_configuration(paths: Sequence[str], flags: Sequence[tuple[str, str]] = (), *, strict: bool = False,
                        base: Mapping[str, object] | None = None, config_dir: str | None = None) -> Configuration:
-    """Return the configuration from the files at `paths` (in order) and the kubelet eviction `flags`.
-
-    With no file at all evictd behaves as a kubelet with an empty config file (the defaults apply; a
-    flags-only kubelet would have no hard thresholds at all: a documented difference). What the kubelet's
-    strict decoding rejects and its lenient fallback accepts (an unknown or duplicate KubeletConfiguration key) is
-    a warning, or with `strict` an error. `base`, a KubeletConfiguration with evictd's stall maps beside (what a
-    recording holds), comes before the files: they and the flags change only what they state. Raises ConfigError.
-    """
+    """Return the configuration from the files at `paths` (in order) and the kubelet eviction `flags`. No file: a
+    kubelet with an empty config file (defaults apply). What the kubelet's strict decoding rejects but its lenient
+    fallback accepts is a warning (with `strict`, an error). `base` (a recording's configuration) comes first, so
+    files and flags change only what they state. Raises ConfigError."""
     base = base or {}
     kubelet_docs: list[Mapping[str, object]] = [{k: v for k, v in base.items()
                                                  if k not in STALL_SETTINGS and k not in ("apiVersion", "kind")}]
@@ -396,8 +379,7 @@ def load_configuration(paths: Sequence[str], flags: Sequence[tuple[str, str]] = 
         for index, (document, duplicates) in enumerate(read_documents(path, stdin_ok=True)):
             where = f"{path}[{index}]" if index else path
             if kubelet_file and is_foreign_document(document):
-                # The kubelet decodes the first document of its config file and never looks further (kind and
-                # kubeadm files carry a KubeProxyConfiguration there); evictd keeps its own documents.
+                # The kubelet decodes only its config file's first document; evictd keeps its own documents too.
                 warnings.append(f"{where}: kind {document['kind']!r} ignored: the kubelet reads only the first "
                                 "document of its configuration file")
                 continue

@@ -23,12 +23,9 @@ STDIN_PATHS = ("-", "/dev/stdin")
 
 
 def read_documents(path: str, key: str = "--config", *, stdin_ok: bool = False) -> list[tuple[Any, tuple[str, ...]]]:
-    """Return each non-empty document of the YAML file at `path` with the mapping keys it holds twice.
-
-    Only a regular file of at most MAX_CONFIG_BYTES is read (`/dev/zero` or a FIFO would never end), or with
-    `stdin_ok` and a path of STDIN_PATHS standard input up to its end (a pipe from `evictd record export`); a number
-    too long to convert, nesting too deep to build, or invalid YAML are configuration errors. Raises ConfigError.
-    """
+    """Return each non-empty document of the YAML file at `path` with the mapping keys it holds twice: a regular
+    file of at most MAX_CONFIG_BYTES, or with `stdin_ok` standard input (STDIN_PATHS). Huge numbers, deep nesting
+    and invalid YAML are configuration errors. Raises ConfigError."""
     raw = _stdin_bytes() if stdin_ok and path in STDIN_PATHS else _read_regular_file(path, key)
     if len(raw) > MAX_CONFIG_BYTES:
         raise ConfigError(f"file larger than {MAX_CONFIG_BYTES >> 20} MiB", key=key, value=FilePath(path))
@@ -39,8 +36,7 @@ _stdin_read: list[bytes] = []  # what standard input gave, for every later read 
 
 
 def _stdin_bytes() -> bytes:
-    """Standard input up to its end (at most MAX_CONFIG_BYTES + 1), read once: a command that loads its
-    configuration again (replay, per recorded run) gets the same bytes."""
+    """Standard input to its end (at most MAX_CONFIG_BYTES + 1), read once: every later load gets the same bytes."""
     if not _stdin_read:
         _stdin_read.append(sys.stdin.buffer.read(MAX_CONFIG_BYTES + 1))
     return _stdin_read[0]

@@ -1,19 +1,11 @@
 """The node's own kubelet configuration file, read beside evictd's for the hand-over report (who evicts on each
 signal: `evictd.core.handover`).
 
-evictd's own thresholds come from its `--config` files (often a copy of the kubelet's); what the kubelet itself
-enforces is in the file the kubelet was started with. That file is
-- the `--kubelet-config PATH` option of `check-config`, `run` and `shadow-report` when given (`''`: none); else
-- `<kubeletRootDir>/config.yaml` when it is a file (where kubeadm, and most installers after it, write the
-  kubelet's `--config`; the DaemonSet mounts the kubelet's root at the same path).
-Like the kubelet, only the file's first document is read, and only its eviction fields matter (any other field is
-ignored). With `--kubelet-config-dir DIR` (the kubelet's `--config-dir`) its drop-ins merge onto it as the kubelet
-merges them (`evictd.core.dropin`). The kubelet's command-line eviction flags, if it has any, are not seen (a
-documented limit).
-
-A file named by the option that cannot be read or decoded is a configuration error (exit 2, naming the option and
-the path, or the field and its value); the default file is only reported on, so a problem with it is a note, never
-a failed start.
+What the kubelet itself enforces is in the file it was started with: `--kubelet-config PATH` of `check-config`,
+`run` and `shadow-report` (`''`: none), else `<kubeletRootDir>/config.yaml` when it is a file (kubeadm's). As the
+kubelet, only the first document and its eviction fields are read; `--kubelet-config-dir` drop-ins merge as the
+kubelet's (`evictd.core.dropin`); its command-line flags are not seen (a documented limit). A file the option names
+that cannot be read or decoded is a configuration error (exit 2); the default file's problems are only noted.
 """
 
 from __future__ import annotations
@@ -52,9 +44,8 @@ def default_path(kubelet_root_dir: str) -> str:
 
 
 def find_kubelet_file(option: str | None, kubelet_root_dir: str, config_dir: str | None = None) -> KubeletFile:
-    """Return the kubelet's configuration named by `option` (None: not given, so the default file if there is one;
-    empty: none), with the drop-ins of `config_dir` merged onto it. Raises ConfigError for a file or folder an
-    option names that cannot be read or decoded."""
+    """Return the kubelet's configuration named by `option` (None: the default file if any; empty: none), with
+    `config_dir`'s drop-ins merged. ConfigError for a named file or folder that cannot be read or decoded."""
     dropins = f" + {DIR_OPTION} {config_dir}" if config_dir else ""
     if option is not None:
         if not option:

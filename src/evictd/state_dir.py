@@ -1,8 +1,4 @@
-"""The stateDir's layout: every name evictd gives a file or folder there, said once.
-
-stateDir (`/var/lib/evictd` by default) holds what outlives a run of evictd. Each entry's format is owned by
-the module named beside it; only the names live here, so that the daemon, the commands that read stateDir
-(`explain`, `export`, `shadow-report`) and the tests agree on them:
+"""The stateDir's layout: every name evictd gives a file or folder there, said once (formats: the module beside it).
 
 | entry | what | format |
 |---|---|---|
@@ -14,9 +10,8 @@ the module named beside it; only the names live here, so that the daemon, the co
 | `shadow.jsonl` (`.1`: the rotated one) | dry-run comparisons with the kubelet | `evictd.kube.shadow` |
 | `recording/` | the flight recorder's segments | `evictd.record.recording` |
 
-A file replaced atomically is first written under its temporary prefix beside it (removed at start when a killed
-process left one); an unusable file is renamed aside with a suffix and the UTC time (`<name>.corrupt-<time>`,
-`.foreign-` for another node's or format version's). The disk walker keeps nothing in stateDir.
+Atomic files are written under a temporary prefix beside them (stale ones removed at start); an unusable file is
+renamed `<name>.corrupt-<UTC time>` (`.foreign-`: another node or format version).
 """
 
 from __future__ import annotations

@@ -1,29 +1,15 @@
 """Kill every process of a pod through its cgroup: the hard eviction's last resort when the runtime cannot stop it;
 and send them SIGTERM, a hard memory eviction's first step (`pod_process_terminator`).
 
-Job: on a node whose memory is exhausted the container runtime thrashes with everything else; in issue 36's arena
-containerd answered no CRI call for a minute, so neither the kubelet's kill nor evictd's local stop (`local_kill`)
-could stop the pod a hard threshold chose, and the kernel's OOM killer did it 3-20 s later, after the node had
-stalled; in its fork bomb containerd answered, but could not start runc to signal the pod (no pid left). The pod's
-cgroup is on this node and needs nobody: on cgroup v2 ``cgroup.kill`` (kernel 5.14 and later)
-SIGKILLs every process of the cgroup and its descendants at once, atomically with respect to forks; elsewhere (cgroup
-v1, an older v2 kernel) every process listed in ``cgroup.procs`` below the pod cgroup is sent SIGKILL, in rounds
-until none is left (a fork between a listing and a kill is caught by the next round).
+Under memory exhaustion the runtime thrashes with everything else (docs/node-survival.md); the pod's cgroup needs
+nobody. SIGKILL: v2 ``cgroup.kill`` (5.14+, atomic with forks), else every PID in ``cgroup.procs`` below the pod
+cgroup, in rounds until none is left. SIGTERM (what StopContainer sends first) goes once to every process before the
+runtime is asked (`CriRuntime.stop_pod`), which still enforces the grace period. A listed PID may be reused before
+the signal: each is opened as a pidfd, the listing read again, and only pidfds still listed are signalled (by number
+before 5.3).
 
-A hard memory eviction's stop sends SIGTERM, the signal the runtime's StopContainer sends first (containerd takes
-an image's STOPSIGNAL, SIGTERM unless the image names another), to every process below the pod cgroup at once, once,
-before it asks the runtime (`evictd.run.runtime_link.CriRuntime.stop_pod`): on the arena's real node a fast leak
-(200 MiB/s) was OOM-killed by the kernel 0.6-0.7 s after its hard eviction was decided while containerd, starved with
-the rest of the node, carried out the stop; the runtime still enforces the grace period (SIGKILL when it ends).
-
-Where PIDs are signalled (SIGTERM; SIGKILL on v1), a PID read from `cgroup.procs` may have been freed and reused by
-another process before the signal: each is opened as a pidfd first, the same `cgroup.procs` file is read again, and
-only the pidfds whose PID is still listed there are signalled (a pidfd names one process, never a later one with its
-PID). Where the kernel has no pidfds (before 5.3) the PIDs still listed are signalled by number.
-
-Invariants: only the given folder and the cgroups below it are touched; a process that is gone meanwhile is not an
-error; the count returned is the processes found (0: the cgroup held none, or is gone). What the runtime sees is
-what an OOM kill leaves: its containers exited on SIGKILL (it records them when it answers again).
+Invariants: only the given folder and below are touched; a process gone meanwhile is no error; the count returned is
+the processes found (0: none or gone). The runtime sees what an OOM kill leaves.
 """
 
 from __future__ import annotations
@@ -92,8 +78,8 @@ def terminate_cgroup_tree(folder: str) -> int:
 
 
 def kill_cgroup_tree(folder: str) -> int:
-    """SIGKILL every process in the cgroup at `folder` and below (see the module's description); return how many
-    processes were found. Raises SampleError when the cgroup cannot be read or written (not: when it is gone)."""
+    """SIGKILL every process in the cgroup at `folder` and below; return how many were found. Raises SampleError
+    when the cgroup cannot be read or written (not: when it is gone)."""
     try:
         found = len(_pids_below(folder))
     except FileNotFoundError:
@@ -121,8 +107,7 @@ def kill_cgroup_tree(folder: str) -> int:
 
 def _signal_listed(listed: dict[str, set[int]], signum: int,
                    reread: Callable[[str], set[int]] | None = None) -> None:
-    """Send `signum` to each process listed (`cgroup.procs` path -> PIDs) that is still listed there once a pidfd
-    holds it (`reread`: how a listing is read again; by default the file)."""
+    """Send `signum` to each listed process (`cgroup.procs` path -> PIDs) still listed once a pidfd holds it."""
     again = reread or _read_procs
     for path, pids in listed.items():
         ordered = sorted(pids)
@@ -163,14 +148,12 @@ def _signal_confirmed(path: str, pids: Iterable[int], signum: int, reread: Calla
 
 
 def _pids_below(folder: str) -> set[int]:
-    """The processes of the cgroup at `folder` and every cgroup below it. Raises FileNotFoundError when `folder` is
-    gone, SampleError when a listing cannot be read."""
+    """The processes of the cgroup at `folder` and below; FileNotFoundError when gone, SampleError when unreadable."""
     return set().union(*_pids_by_file(folder).values())
 
 
 def _pids_by_file(folder: str) -> dict[str, set[int]]:
-    """Each `cgroup.procs` file of the cgroup at `folder` and below, with the PIDs it lists. Raises FileNotFoundError
-    when `folder` is gone, SampleError when a listing cannot be read."""
+    """Each `cgroup.procs` file at `folder` and below with its PIDs; FileNotFoundError or SampleError as above."""
     listed: dict[str, set[int]] = {}
     for current, _, _ in os.walk(folder, onerror=_gone_or_unreadable):
         path = os.path.join(current, "cgroup.procs")

@@ -1,48 +1,17 @@
 """The cgroup filesystem adapter: memory readings, process counts, pod and container discovery.
 
 Over 500 lines because it is the one mapping from cgroupfs (both versions, both drivers) to readings: layouts,
-discovery, the reads and their parsing share the path rules and the one OSError -> SampleError place; the
-kept-descriptor cache it reads through lives apart, in `evictd.adapters.kept_files`.
+discovery, reads and parsing share the path rules and the one OSError -> SampleError place.
 
-Job: read what the kubelet (through cAdvisor and runc's cgroup library) reads from cgroupfs, for
-cgroup v1 and v2 and for both kubelet cgroup drivers (``cgroupfs`` and ``systemd``), and nothing more.
+Reads what the kubelet (through cAdvisor and runc's cgroup library) reads, for v1 and v2 and the ``cgroupfs`` and
+``systemd`` drivers (``CgroupLayout``; v2 only where ``cgroup.controllers`` lists ``memory``; paths relative to the
+hierarchy root, ``base`` the kubelet's ``cgroupRoot``). Memory as cAdvisor's ``setMemoryStats``: working set =
+usage - inactive_file, floored at 0; a limit above 2**62 is unlimited (``isMemoryUnlimited``); the v2 root's usage is
+``anon + file`` of its ``memory.stat`` (``rootStatsFromMeminfo``, not kubernetes#118916's ``MemTotal - MemFree``).
 
-Layouts (``CgroupLayout``):
-
-* v1: one hierarchy per controller; memory at ``<root>/memory``, pids at ``<root>/pids``.
-* v2: one unified hierarchy at ``<root>``. A host is v2 only if ``<root>/cgroup.controllers`` lists
-  ``memory``; the hybrid layout's ``<root>/unified`` mount (no memory controller) does not count.
-* ``base`` is the kubelet's ``cgroupRoot``: the cgroup under which the pods cgroup lives (``""``
-  normally). Every cgroup path this module takes or returns is relative to the hierarchy root
-  (``""`` is the root cgroup itself), so a path from ``pod_cgroups`` can be passed to ``memory``.
-
-Memory (KUBELET_SPEC §1 rule 5; cAdvisor ``container/libcontainer/handler.go`` ``setMemoryStats``):
-
-* usage: v1 ``memory.usage_in_bytes``; v2 ``memory.current``.
-* inactive_file: v1 ``total_inactive_file`` (hierarchical) in ``memory.stat``; v2 ``inactive_file``.
-* working set = usage - inactive_file, floored at 0.
-* limit: v1 ``memory.limit_in_bytes``, v2 ``memory.max``; ``None`` (unlimited) for v2 ``max`` or any
-  value above 2**62, the kubelet's ``isMemoryUnlimited`` cut-off (pkg/kubelet/stats/helper.go), which
-  covers v1's "no limit" 9223372036854771712 (2**63-1 rounded down to a page).
-* The v2 ROOT cgroup has no ``memory.current``/``memory.max``. runc's cgroup library (now
-  opencontainers/cgroups ``fs2/memory.go`` ``rootStatsFromMeminfo``, since runc PR #3933), which
-  cAdvisor and so the kubelet use, then reports usage = ``anon + file`` of the root ``memory.stat``
-  (the same page counts as v1's ``usage_in_bytes``: NR_ANON_MAPPED + NR_FILE_PAGES) and an unlimited
-  limit. Older runc used ``MemTotal - MemFree`` from ``/proc/meminfo``, which counted kernel memory
-  and reported v2 nodes as fuller than v1 ones (kubernetes/kubernetes#118916). evictd follows the
-  current upstream: ``anon + file`` and ``limit_bytes=None``; the node's capacity (``MemTotal``) comes
-  from the procfs adapter, as the kubelet takes it from machine info.
-
-Invariants:
-
-* Every read failure (missing file, permission, garbage content) raises ``SampleError(path, reason)``;
-  nothing is guessed. Values must be unsigned decimal integers below 2**64, as Go's ParseUint wants.
-* Each reading is a few small ``open``/``read`` calls (no subprocess, no psutil); ``memory.stat`` is
-  searched for the needed keys only, without splitting it into a mapping. On a cgroup mount the files a
-  cycle reads every time (`evictd.adapters.kept_files.KEPT_FILE_NAMES`) are re-read with ``pread`` on
-  descriptors kept across cycles instead; a failure there falls back to open + read, so errors read the same.
-  `CgroupReader.end_cycle` closes the descriptors of cgroups no longer read, `CgroupReader.close` all of them.
-* Nothing is written: this adapter only observes.
+Invariants: every read failure raises ``SampleError(path, reason)``, nothing guessed (values are ParseUint-valid);
+each reading is a few small reads, through kept descriptors (`evictd.adapters.kept_files`) on a cgroup mount with
+open + read as fallback (`end_cycle`, `close` release them); nothing is written.
 """
 
 from __future__ import annotations
@@ -77,8 +46,7 @@ QOS_GUARANTEED = "guaranteed"
 QOS_BURSTABLE = "burstable"
 QOS_BESTEFFORT = "besteffort"
 
-# Name of the cgroup that parents every pod (pkg/kubelet/cm: defaultNodeAllocatableCgroupName
-# "kubepods", which the systemd driver spells as a slice).
+# The cgroup parenting every pod (pkg/kubelet/cm defaultNodeAllocatableCgroupName; a slice with systemd).
 DRIVER_TO_PODS_CGROUP = {"cgroupfs": "kubepods", "systemd": "kubepods.slice"}
 
 # The QoS-tier cgroups under the pods cgroup. Guaranteed pods sit directly in the pods cgroup.
@@ -87,9 +55,7 @@ DRIVER_TO_QOS_CGROUPS = {
     "systemd": {QOS_BURSTABLE: "kubepods-burstable.slice", QOS_BESTEFFORT: "kubepods-besteffort.slice"},
 }
 
-# Pod cgroup names per driver and tier; group 1 is the pod UID as the driver spells it. The systemd
-# driver writes the UID with '_' for '-' ('-' separates slice levels in systemd unit names).
-# Static pods have md5-hex UIDs without dashes, so any alphanumeric UID is accepted.
+# Pod cgroup names per driver and tier; group 1 is the UID (systemd writes '_' for '-'; static pods' are md5 hex).
 DRIVER_TO_POD_PATTERNS = {
     "cgroupfs": dict.fromkeys((QOS_GUARANTEED, QOS_BURSTABLE, QOS_BESTEFFORT),
                               re.compile(r"pod([0-9A-Za-z][0-9A-Za-z-]*)")),
@@ -100,16 +66,13 @@ DRIVER_TO_POD_PATTERNS = {
     },
 }
 
-# Container cgroup names per driver; group 1 is the 64-hex container ID. With the cgroupfs driver,
-# containerd and dockerd name the folder by the bare ID and CRI-O uses "crio-<id>"; with systemd, each
-# runtime makes a "<prefix>-<id>.scope". Anything else (crio-conmon-<id>.scope, stray folders) is skipped.
+# Container cgroup names per driver; group 1 is the 64-hex ID (bare, "crio-<id>" or "<prefix>-<id>.scope").
 DRIVER_TO_CONTAINER_PATTERN = {
     "cgroupfs": re.compile(r"(?:crio-)?([0-9a-f]{64})"),
     "systemd": re.compile(r"(?:cri-containerd|crio|docker)-([0-9a-f]{64})\.scope"),
 }
 
-# memory.stat keys: v1's hierarchical inactive file pages; v2's (always hierarchical) ones, plus the
-# two counters runc sums for the v2 root cgroup's usage.
+# memory.stat keys: v1's hierarchical inactive file, v2's, and the two runc sums for the v2 root's usage.
 V1_INACTIVE_FILE_KEY = b"total_inactive_file"
 V2_INACTIVE_FILE_KEY = b"inactive_file"
 V2_ROOT_USAGE_KEYS = (b"anon", b"file")
@@ -117,13 +80,8 @@ V2_ROOT_USAGE_KEYS = (b"anon", b"file")
 
 @dataclass(frozen=True, slots=True)
 class CgroupLayout:
-    """Where the cgroup hierarchies are and how the kubelet names its cgroups in them.
-
-    ``version`` is 1 or 2; ``root`` is the cgroup mount (``/sys/fs/cgroup``); ``driver`` is
-    ``"cgroupfs"`` or ``"systemd"``; ``base`` is the kubelet's ``cgroupRoot`` relative to the hierarchy
-    root (``""`` normally; tests use their own cgroup). Raises ConfigError for a ``base`` that leaves the
-    hierarchy.
-    """
+    """Where the cgroup hierarchies are (``root``, ``version`` 1 or 2) and how the kubelet names its cgroups
+    (``driver``, ``base``: its ``cgroupRoot``). ConfigError for a ``base`` that leaves the hierarchy."""
 
     version: int
     root: Path
@@ -156,13 +114,11 @@ class MemoryReading:
     limit_bytes: int | None
 
 
-# What `CgroupReader.pod_figures_many` reads of a v1 pod cgroup: memory.usage_in_bytes, memory.stat,
-# memory.limit_in_bytes, pids.current (paths).
+# What `pod_figures_many` reads of a v1 pod cgroup: usage, memory.stat, limit, pids.current.
 PodFiles = tuple[str, str, str, str]
 # A pod's figures (`CgroupReader.pod_figures_many`): usage, working set, and its process count or why it is unknown.
 PodFigures = tuple[int, int, int | SampleError]
-# Pods whose kept files `CgroupReader.pod_figures_many` reads under one taking of the kept descriptors' lock: ~0.5 ms
-# of preads on real cgroupfs, the longest a memory watch's look waits for the lock meanwhile.
+# Pods read per taking of the kept descriptors' lock (~0.5 ms of preads: what a memory watch's look may wait).
 POD_FIGURES_BATCH = 32
 
 
@@ -177,12 +133,8 @@ class PodCgroup:
 def detect_cgroup_layout(
     root: str | Path = "/sys/fs/cgroup", driver: str = "cgroupfs", *, base: str = ""
 ) -> CgroupLayout:
-    """Return the layout of the cgroup mount at ``root``.
-
-    v2 if ``root/cgroup.controllers`` exists and lists ``memory``; otherwise v1, which needs a
-    ``root/memory`` hierarchy. Raises SampleError if ``cgroup.controllers`` cannot be read or neither
-    layout has a memory controller, ConfigError for a bad ``driver`` or ``base``.
-    """
+    """Return the layout of the cgroup mount at ``root``: v2 if ``cgroup.controllers`` lists ``memory``, else v1
+    (needs ``root/memory``). SampleError when neither has a memory controller, ConfigError for a bad driver or base."""
     root_path = Path(root)
     controllers_path = str(root_path / "cgroup.controllers")
     controllers = read_file_if_present(controllers_path)
@@ -198,11 +150,8 @@ def detect_cgroup_layout(
 
 
 class CgroupReader:
-    """Reads memory and process counts of cgroups and discovers pod and container cgroups.
-
-    On cgroup mounts the memory and pids files read every cycle go through kept descriptors (at most
-    ``kept_cap`` of them, default `kept_files_cap()`); call `end_cycle` after each cycle and `close` at the end.
-    """
+    """Reads memory and process counts of cgroups and discovers pod and container cgroups; call `end_cycle` after
+    each cycle and `close` at the end (kept descriptors, at most ``kept_cap``)."""
 
     __slots__ = ("_container_pattern", "_keep_memory", "_keep_pids", "_kept", "_memory_dir", "_pids_dir",
                  "_pod_files", "_pod_patterns", "_pods_cgroup", "_qos_cgroups", "_read_memory", "_seen_pods", "_v1",
@@ -221,10 +170,8 @@ class CgroupReader:
         self._keep_memory = keeps_files_in(self._memory_dir)
         self._read_memory: Callable[[str], bytes] = self._read_kept if self._keep_memory else read_file
         self._keep_pids = keeps_files_in(self._pids_dir)
-        # (parent cgroup, folder name) -> (pod UID, its PodCgroup) for the pod folders of the last listing: a pod's
-        # folder keeps its name for the pod's life, so the next listing reuses them instead of matching again.
-        # With the files `pod_figures_many` reads of it (`_pod_files_of`), built once per pod folder too; `_pod_files`
-        # holds those of the last listing by cgroup path.
+        # (parent, folder name) -> (pod UID, PodCgroup) of the last listing, reused (a pod's folder keeps its name),
+        # and the files `pod_figures_many` reads of each (`_pod_files` by cgroup path).
         self._seen_pods: dict[tuple[str, str], tuple[str, PodCgroup, PodFiles | None]] = {}
         self._pod_files: dict[str, PodFiles] = {}
 
@@ -241,17 +188,13 @@ class CgroupReader:
         data = self._kept.read(path)
         return data if data is not None else read_file(path)
 
-    # ----------------------------------------------------------------------------------------------
-    # Readings
+    # --- Readings ---------------------------------------------------------------------------------
 
     def memory(self, cgroup: str, *, working_set_only: bool = False) -> MemoryReading:
-        """Return the memory reading of ``cgroup`` (relative to the hierarchy root; ``""`` = root); with
-        `working_set_only`, what the working set needs alone (the memory watch's look: one usage read, no limit
-        read, `limit_bytes` None). Raises SampleError naming the file that is missing, unreadable or malformed.
-        """
+        """Return the memory reading of ``cgroup`` (``""`` = root); `working_set_only`: one usage read, no limit.
+        Raises SampleError naming the file that is missing, unreadable or malformed."""
         folder = cgroup_folder(self._memory_dir, cgroup)
-        # The cgroups a memory signal is read from (the root, the pods cgroup) bracket memory.stat with two usage reads
-        # (`evictd.core.settled.settled_usage`); a pod's reading only ranks, and keeps one read per file.
+        # Memory signal cgroups (root, pods) bracket memory.stat with two usage reads (`settled_usage`); pods rank only.
         settled = not working_set_only and (folder == self._memory_dir or cgroup == self._pods_cgroup)
         if self._v1 and not settled:
             with_limit = not working_set_only
@@ -281,12 +224,9 @@ class CgroupReader:
                              working_set_bytes=working_set_from(usage, inactive_file), limit_bytes=limit)
 
     def pod_figures_many(self, cgroups: Sequence[str]) -> list[PodFigures | SampleError]:
-        """The figures of each of `cgroups`' pod stats, in order: `memory(cgroup)`'s usage and working set, read and
-        checked the same way (limit included) without building a MemoryReading, and `process_count(cgroup)` or the
-        SampleError it would raise; or, for a cgroup whose memory cannot be read, the SampleError `memory` raises.
-        The hot path of a cycle (a thousand pods): the kept files of `POD_FIGURES_BATCH` pods are read under one
-        taking of the kept descriptors' lock, each file once, then parsed pod by pod in the order `memory` and
-        `process_count` read them."""
+        """The usage, working set and process count of each of `cgroups`' pods, in order, or the SampleError that
+        `memory`/`process_count` would raise. The cycle's hot path: `POD_FIGURES_BATCH` pods' kept files are read
+        under one lock taking, then parsed in the order `memory` and `process_count` read them."""
         results: list[PodFigures | SampleError] = []
         known = self._pod_files
         for start in range(0, len(cgroups), POD_FIGURES_BATCH):
@@ -321,8 +261,7 @@ class CgroupReader:
         return reading.usage_bytes, reading.working_set_bytes, count
 
     def _pod_files_of(self, cgroup: str) -> PodFiles | None:
-        """The files `pod_figures_many` reads of `cgroup` all at once (a v1 cgroup below the pods cgroup, its memory and
-        pids files kept): usage, memory.stat, limit, pids.current. None: read as `memory` and `process_count` do."""
+        """The files `pod_figures_many` reads of a v1 pod `cgroup` at once; None: read as `memory` does."""
         folder = cgroup_folder(self._memory_dir, cgroup)
         if (not self._v1 or folder == self._memory_dir or cgroup == self._pods_cgroup
                 or not self._keep_memory or not self._keep_pids):
@@ -331,18 +270,14 @@ class CgroupReader:
         return usage, stat, limit, self._pids_dir + folder[len(self._memory_dir):] + "/pids.current"  # checked above
 
     def _v1_reading(self, files: tuple[str, ...], *, with_limit: bool) -> tuple[int, int, int | None]:
-        """Usage, total_inactive_file and (`with_limit`, else None) limit of a v1 memory cgroup whose `files` are
-        `_v1_files`', each file read once: first all through kept descriptors (one taking of their lock), then
-        parsed by `_v1_parse`."""
+        """Usage, total_inactive_file and limit (`with_limit`, else None) of a v1 memory cgroup, each file once."""
         got = self._kept.read_many(files) if self._keep_memory else (None,) * len(files)
         return self._v1_parse(files, got, with_limit=with_limit)
 
     @staticmethod
     def _v1_parse(files: Sequence[str], got: Sequence[bytes | None], *,
                   with_limit: bool) -> tuple[int, int, int | None]:
-        """Usage, total_inactive_file and (`with_limit`, else None) limit from `files` (`_v1_files`', maybe more) and
-        what kept descriptors read of each (None: not read), parsed in that order, a file not kept read by open +
-        read (which raises SampleError, in the same order as reading one by one)."""
+        """Usage, total_inactive_file and limit from `files` and what kept descriptors read (None: open + read)."""
         # The usage parsed before memory.stat is read, as `v1_usage_and_inactive_file` does.
         path, data = files[0], got[0]
         usage = _uint(path, read_file(path) if data is None else data)
@@ -354,23 +289,20 @@ class CgroupReader:
         return usage, inactive_file, _limit(_uint(path, read_file(path) if data is None else data))
 
     def process_count(self, cgroup: str) -> int:
-        """Return the number of tasks in ``cgroup`` and its descendants: ``pids.current``, or where there is none
-        (the root cgroup, a v1 cgroup outside the pids hierarchy) the processes in the ``cgroup.procs`` below it.
-        The units differ (tasks vs processes), as in cAdvisor's ``ProcessCount``."""
+        """Return the tasks in ``cgroup`` and below: ``pids.current``, or without one the ``cgroup.procs`` below
+        (tasks vs processes, as cAdvisor's ``ProcessCount``)."""
         pids_current = cgroup_folder(self._pids_dir, cgroup) + "/pids.current"
         return self._process_count_of(cgroup, pids_current, self._kept.read(pids_current) if self._keep_pids else None)
 
     def _process_count_of(self, cgroup: str, pids_current: str, data: bytes | None) -> int:
-        """`process_count` of `cgroup`, given its ``pids.current`` path and what its kept descriptor read (None:
-        not read, open it)."""
+        """`process_count` of `cgroup` from its ``pids.current`` path and what its kept descriptor read (None: open)."""
         if data is None:
             data = read_file_if_present(pids_current)
         if data is not None:
             return _uint(pids_current, data)
         return _count_procs_below(cgroup_folder(self._memory_dir, cgroup))
 
-    # ----------------------------------------------------------------------------------------------
-    # Discovery
+    # --- Discovery --------------------------------------------------------------------------------
 
     def pods_cgroup(self) -> str:
         """Return the cgroup that parents all pods: ``kubepods`` or ``kubepods.slice`` under ``base``."""
@@ -390,12 +322,8 @@ class CgroupReader:
         return None
 
     def pod_cgroups(self) -> dict[str, PodCgroup]:
-        """Return pod UID (dashed, as in the API) -> its cgroup, for every pod cgroup on the node.
-
-        Guaranteed pods sit in the pods cgroup, burstable and best-effort ones in their tier's cgroup
-        (a missing tier cgroup holds no pods). Other folders are skipped. Raises SampleError if the
-        pods cgroup or a tier cgroup cannot be listed.
-        """
+        """Return pod UID (dashed) -> its cgroup for every pod cgroup on the node (Guaranteed in the pods cgroup,
+        others in their tier's). SampleError if the pods cgroup or a tier cgroup cannot be listed."""
         pods = self._pods_cgroup
         found: dict[str, PodCgroup] = {}
         seen: dict[tuple[str, str], tuple[str, PodCgroup, PodFiles | None]] = {}
@@ -417,10 +345,7 @@ class CgroupReader:
         return None if pod is None else cgroup_folder(self._memory_dir, pod.path)
 
     def container_cgroups(self, pod_cgroup: str) -> dict[str, str]:
-        """Return container ID -> cgroup path for the container cgroups directly under ``pod_cgroup``.
-
-        Raises SampleError if the pod cgroup cannot be listed.
-        """
+        """Return container ID -> cgroup path under ``pod_cgroup``; SampleError if it cannot be listed."""
         match = self._container_pattern.fullmatch
         found: dict[str, str] = {}
         for name in child_cgroups(cgroup_folder(self._memory_dir, pod_cgroup)):
@@ -432,9 +357,7 @@ class CgroupReader:
     def _collect_pods(self, parent: str, names: frozenset[str], qos: str, found: dict[str, PodCgroup],
                       seen: dict[tuple[str, str], tuple[str, PodCgroup, PodFiles | None]],
                       files: dict[str, PodFiles]) -> None:
-        """Add the pods among `names` (the child folders of `parent`, a cgroup of tier `qos`) to `found`, each one's
-        (UID, PodCgroup, `_pod_files_of`) to `seen` (taken from the last listing's where it was there: same name,
-        same pod) and its files to `files`."""
+        """Add the pods among `names` (children of `parent`, of tier `qos`) to `found`, `seen` and `files`."""
         match = self._pod_patterns[qos].fullmatch
         systemd = self.layout.driver == "systemd"
         last = self._seen_pods
@@ -454,8 +377,7 @@ class CgroupReader:
                 files[known[1].path] = known[2]
 
 
-# --------------------------------------------------------------------------------------------------
-# File access: the one place where OSError becomes SampleError.
+# --- File access: the one place where OSError becomes SampleError. --------------------------------
 
 
 _READ_FLAGS = os.O_RDONLY | os.O_CLOEXEC
@@ -516,17 +438,15 @@ def v1_usage(folder: str, read: Callable[[str], bytes] = read_file) -> int:
 
 
 def v1_usage_and_inactive_file(folder: str, read: Callable[[str], bytes] = read_file) -> tuple[int, int]:
-    """Return a v1 memory cgroup folder's ``memory.usage_in_bytes`` and its ``total_inactive_file``: two reads
-    by `read`, what a memcg notifier's firing is judged on. Raises SampleError naming the file."""
+    """Return a v1 folder's usage and ``total_inactive_file`` (two reads: what a memcg firing is judged on)."""
     usage = v1_usage(folder, read)
     path = folder + "/memory.stat"
     return usage, flat_keyed_value(path, read(path), V1_INACTIVE_FILE_KEY)
 
 
 def v1_settled_usage_and_inactive_file(folder: str, read: Callable[[str], bytes] = read_file) -> tuple[int, int]:
-    """`v1_usage_and_inactive_file` with usage read again after memory.stat, the lower usage returned
-    (`evictd.core.settled.settled_usage`: page cache dropped between the reads must not read as working set).
-    Raises SampleError naming the file."""
+    """`v1_usage_and_inactive_file` with usage read again after memory.stat, the lower returned
+    (`settled_usage`). Raises SampleError naming the file."""
     usage, inactive_file = v1_usage_and_inactive_file(folder, read)
     return settled_usage(usage, v1_usage(folder, read)), inactive_file
 
@@ -553,8 +473,7 @@ def _count_procs_below(folder: str) -> int:
     stack = [folder + "/" + name for name in child_cgroups(folder)]
     while stack:
         child = stack.pop()
-        # A child removed while we walk held no processes (only empty cgroups can be removed), so
-        # skipping it is exact, not a guess.
+        # A child removed meanwhile held no processes (only empty cgroups can go): skipping it is exact.
         data = read_file_if_present(child + "/cgroup.procs")
         names = child_cgroups(child, missing_ok=True) if data is not None else None
         if data is None or names is None:
@@ -576,8 +495,7 @@ def _reason(exc: OSError) -> str:
     return exc.strerror or type(exc).__name__
 
 
-# --------------------------------------------------------------------------------------------------
-# Parsing
+# --- Parsing --------------------------------------------------------------------------------------
 
 
 def _uint(path: str, raw: bytes) -> int:
@@ -619,8 +537,7 @@ def _v2_limit(path: str, read: Callable[[str], bytes]) -> int | None:
     return _limit(_uint(path, raw))
 
 
-# --------------------------------------------------------------------------------------------------
-# Paths
+# --- Paths ----------------------------------------------------------------------------------------
 
 
 def cgroup_folder(hierarchy: str, cgroup: str) -> str:

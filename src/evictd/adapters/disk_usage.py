@@ -1,64 +1,17 @@
 """Disk and inode usage of pods' local ephemeral volumes and logs, cached and refreshed incrementally.
+Counted as upstream ``pkg/volume/util/fs/fs_unix.go`` ``DiskUsage`` (what ``du -s -x -B1`` / ``--inodes`` print):
+every entry ``lstat``'ed (symlinks counted, not followed); bytes are ``st_blocks * 512``; inodes count entries;
+hard links once per measurement; other devices neither counted nor entered (only that entry, not Go's rest of the
+directory); vanished entries ignored; unreadable parts left out and named in ``unreadable`` (a lower bound, where
+upstream gives up on the volume). No project quotas. Which folders: `evictd.adapters.pod_dirs`.
 
-Job: measure directory trees on the node's filesystem (emptyDir volumes, pod log folders) the way the
-kubelet does, while keeping a housekeeping cycle over about a thousand pods cheap. This module wraps one
-outside system: directory trees read with ``os.scandir``/``lstat`` (pure Python, no ``du`` subprocess).
-
-Counting rule (matched to upstream ``pkg/volume/util/fs/fs_unix.go`` ``DiskUsage``, the Go walk that the
-kubelet's ``pkg/volume/metrics_du.go`` uses for emptyDir volumes when no project quota is set up; older
-releases ran ``du -s -B 1`` and ``find -xdev -printf .`` instead, which differ on mounts and hard links):
-* every entry under the root (the root included) is ``lstat``'ed: symlinks are counted, never followed;
-* bytes are allocated blocks, ``st_blocks * 512``, not the apparent size: a sparse file counts what it
-  occupies, a directory counts its own blocks;
-* inodes are the number of entries, directories included;
-* an entry with more than one link is counted once per measurement of a path (by inode number; every
-  counted entry is on the root's device, so the inode number alone is unique);
-* entries on another device than the root (mount points) are neither counted nor descended into, as
-  upstream returns ``filepath.SkipDir`` before counting them. (Upstream's ``SkipDir`` on a *file* on another
-  device, a bind-mounted file, also skips the rest of its directory, a Go ``filepath.Walk`` quirk; here only
-  that entry is skipped.)
-* entries that vanish while the walk runs are ignored. An entry or folder that cannot be read (a path past
-  PATH_MAX in a tree nested thousands deep, ELOOP, EIO) is left out and the rest is counted, as ``du``
-  prints the error and counts the rest; the ``DirUsage`` says what was left out (``unreadable``). Upstream's
-  walk gives up on the whole volume instead; evictd keeps what it measured, a lower bound, so a tenant
-  cannot hide a volume's usage behind one folder it made unreadable. Only a root that cannot be read at all
-  fails the measurement.
-This is what ``du -s -x -B1`` and ``du -s -x --inodes`` print. Project quotas (upstream's ``fsquota``
-shortcut) are not used. Which folders of a pod are measured is `evictd.adapters.pod_dirs`'s.
-
-Cache design and staleness bound:
-* The cache keeps, per asked path, one record per directory of its tree: identity (inode, mtime), the
-  blocks and count of its non-directory entries, its multiply-linked entries, and its subdirectory names.
-* On each ``usage(path)`` every known directory is ``lstat``'ed (one syscall per directory, none per
-  file). A directory is listed again (``scandir`` plus one ``lstat`` per entry) only when its inode or
-  mtime changed, when its record is older than its age limit, or when its mtime was too recent to be
-  trusted. Unchanged subtrees are reused as they are, so only changed directories are re-read.
-* Adding, removing or renaming an entry changes the mtime of its directory, so such changes show up at
-  the next call. Timestamps are coarse (one kernel tick), so a directory whose mtime lies within
-  ``RACY_WINDOW_NS`` of the time it was listed is listed again next time (git's "racy clean" rule).
-* Files that grow or shrink in place change no directory mtime. Each directory is therefore re-listed
-  at least every ``max_age_s`` seconds (the age limit of each directory is spread over
-  ``[(1 - AGE_JITTER_FRACTION) * max_age_s, max_age_s]`` by a hash of its path, so that trees measured
-  together do not all expire in the same cycle). Bound: every directory reading behind a value returned
-  at time t was taken after ``t - max_age_s``, so in-place size changes older than ``max_age_s`` are
-  always reflected; ``DirUsage.measured_at_monotonic`` is the time of the oldest of those readings.
-* Ages use the injected monotonic ``clock``. The racy check alone reads the wall clock
-  (``time.time_ns``), because file timestamps are wall-clock times.
-* Memory: ``start_cycle()`` forgets every path not asked for during the last ``keep_cycles`` cycles;
-  ``forget(path)`` drops one at once.
-
-Cost bound (``walk``): a walk looks at no more than its ``WalkBudget`` of entries (every ``lstat``: one per
-entry of a listed directory, one per known subdirectory re-checked) before it pauses; the caller refills
-the budget and resumes it later, even in the middle of a directory (the open listing is kept), so a tree
-of any size is measured completely over as many pauses as it needs, never in one long stretch. A paused
-walk returns nothing: its figure is published only once the whole tree has been read. ``usage`` is a walk
-with no budget.
-
-Invariants: a ``DirUsage`` is built only from readings of one tree on one device; a figure that left
-something out says so (``unreadable``) and its tree is not cached (the next call measures it from scratch,
-so the steady-state check never hides the error); a root that cannot be read raises ``SampleError`` and
-drops the cached tree. A paused walk returns nothing. The cache is not thread-safe: one thread owns it (the
-disk walker's).
+Cache: one record per directory (identity, blocks, links, subdirectories); each call ``lstat``s known directories
+and lists again only those whose inode or mtime changed, that aged past their jittered ``max_age_s``, or whose mtime
+was within ``RACY_WINDOW_NS`` of their listing (git's "racy clean"). So every reading behind a value at t was taken
+after ``t - max_age_s``. ``walk`` pauses after its ``WalkBudget`` of entries and resumes later, mid-directory too,
+publishing only whole trees; ``usage`` is a walk without budget. ``start_cycle`` forgets paths unasked for
+``keep_cycles``. Invariants: one tree, one device per figure; a figure that left something out is not cached; an
+unreadable root raises ``SampleError`` and drops its tree. Not thread-safe: the disk walker's thread owns it.
 """
 
 from __future__ import annotations
@@ -76,8 +29,7 @@ from types import MappingProxyType
 from evictd.clock import SYSTEM_CLOCK, Clock
 from evictd.core.errors import SampleError, os_error_reason
 
-# st_blocks counts 512-byte units on Linux whatever the filesystem block size (stat(2)); upstream
-# multiplies by the same constant.
+# st_blocks counts 512-byte units on Linux whatever the block size (stat(2)), as upstream multiplies.
 STAT_BLOCK_BYTES = 512
 
 # The kubelet recomputes volume usage every volumeStatsAggPeriod, 1 minute by default.
@@ -89,24 +41,19 @@ DEFAULT_KEEP_CYCLES = 3
 # Spread of per-directory age limits below max_age_s, so trees first measured together drift apart.
 AGE_JITTER_FRACTION = 0.25
 
-# File timestamps come from the coarse kernel clock (at most one tick, 1-10 ms, behind the real time);
-# a second of margin also absorbs small wall-clock steps.
+# Timestamps come from the coarse kernel clock (1-10 ms behind); a second also absorbs small wall-clock steps.
 RACY_WINDOW_NS = 1_000_000_000
 
 # Errors that mean "this path is not there (any more)": a missing entry or a component that is not a folder.
 _GONE = (FileNotFoundError, NotADirectoryError)
 
-# A path in a message is cut to its start and end past this many characters (one nested thousands deep is
-# longer than PATH_MAX, and it goes into log lines).
+# Paths in messages are cut past this many characters (a deeply nested one exceeds PATH_MAX and goes into logs).
 MAX_SHOWN_PATH_CHARS = 240
 
 
 class WalkBudget:
-    """How many more entries the walks of one pass may look at (`math.inf`: no limit).
-
-    Shared by the walks of one pod and refilled by their caller before each resumption; a walk that finds
-    it spent pauses (yields) until then.
-    """
+    """How many more entries the walks of one pass may look at (`math.inf`: no limit); refilled by the caller, a
+    walk that finds it spent pauses."""
 
     __slots__ = ("entries_left",)
 
@@ -124,11 +71,8 @@ Walk = Generator[None, None, "DirUsage | None"]
 
 @dataclass(frozen=True, slots=True)
 class DirUsage:
-    """Disk usage of a directory tree: allocated bytes, entries, and when its oldest part was read.
-
-    `unreadable` names what could not be read (its first part, "<path>: <reason>", and how many there were);
-    the figures count everything else. None: the whole tree was read.
-    """
+    """Disk usage of a directory tree: allocated bytes, entries, when its oldest part was read, and `unreadable`
+    (its first part and count; None: the whole tree was read)."""
 
     used_bytes: int
     inodes_used: int
@@ -180,13 +124,8 @@ class _DirRecord:
 
 
 class _Tree:
-    """The cached records of one asked path, all on `device`, and what a steady-state check compares.
-
-    `checks` holds, for every recorded directory but the root (whose stat the caller already has), its
-    path and the (inode, mtime, blocks, device) it was counted with; `root_check` the same for the root.
-    `fresh_until` is the earliest time one of its records reaches its age limit; `racy` whether any record
-    was listed too soon after its mtime to be trusted. Only `last_asked_cycle` changes after creation.
-    """
+    """The cached records of one asked path, all on `device`: `checks` (per directory but the root, the stat it was
+    counted with), `root_check`, `fresh_until` (the first age limit), `racy`. Only `last_asked_cycle` changes."""
 
     __slots__ = ("checks", "device", "fresh_until", "last_asked_cycle", "racy", "records", "result", "root_check")
 
@@ -209,12 +148,8 @@ class _Tree:
 
 
 class DiskUsageCache:
-    """Measures directory trees, reusing the records of directories that did not change.
-
-    `max_age_s`: every directory is listed again at least this often (in-place file growth is seen within
-    it). `keep_cycles`: a path not asked for during this many cycles is forgotten. `clock`: monotonic
-    seconds. `scandir`: lists one directory (tests inject a counting wrapper of ``os.scandir``).
-    """
+    """Measures directory trees, reusing the records of directories that did not change (`max_age_s`: relisted at
+    least this often; `keep_cycles`: forget unasked paths; `clock`: monotonic; `scandir`: injectable)."""
 
     def __init__(self, *, max_age_s: float = DEFAULT_MAX_AGE_S, keep_cycles: int = DEFAULT_KEEP_CYCLES,
                  clock: Clock = SYSTEM_CLOCK,
@@ -239,13 +174,8 @@ class DiskUsageCache:
         return len(stale)
 
     def usage(self, path: str) -> DirUsage | None:
-        """Return the disk usage of the tree at `path`, or None if `path` does not exist.
-
-        Re-lists only the directories that changed or aged out (see the module docstring). A `path` that
-        is not a directory counts as one entry. Parts of the tree that cannot be read are left out and named
-        in the result's `unreadable`. Raises SampleError(path, reason) when `path` itself cannot be read; the
-        cached tree is then dropped.
-        """
+        """Return the disk usage of the tree at `path`, or None if it does not exist (a non-directory counts as
+        one entry). Raises SampleError(path, reason) when `path` itself cannot be read, dropping its cache."""
         walk = self.walk(path, WalkBudget(math.inf))
         try:
             next(walk)
@@ -255,12 +185,8 @@ class DiskUsageCache:
         raise AssertionError("a walk without a budget paused")  # pragma: no cover - never spends its budget
 
     def walk(self, path: str, budget: WalkBudget) -> Walk:
-        """Measure the tree at `path` as `usage` does, pausing (yielding) whenever `budget` is spent.
-
-        Drive it with ``next()`` after refilling the budget; its return value (``StopIteration.value``) is
-        the usage, or None if `path` does not exist. Raises SampleError as `usage` does. Closing a paused
-        walk closes the directory listing it holds.
-        """
+        """Measure the tree at `path` as `usage` does, yielding whenever `budget` is spent; drive it with ``next()``
+        after refilling; its return value is the usage (None: no such path). Closing it closes its listing."""
         now = self._clock.monotonic()
         try:
             root_stat = os.lstat(path)
@@ -274,8 +200,7 @@ class DiskUsageCache:
             self._trees.pop(path, None)
             return DirUsage(root_stat.st_blocks * STAT_BLOCK_BYTES, 1, now)
         old = self._trees.get(path)
-        # Steady state: every directory as it was listed, none too old -> the same figure, same syscalls
-        # (one lstat per directory) and none of the rebuilding.
+        # Steady state: every directory as listed, none too old: the same figure, one lstat per directory.
         if old is not None and _unchanged(old, root_stat, now):
             budget.spend(len(old.checks))
             old.last_asked_cycle = self._cycle
@@ -288,13 +213,11 @@ class DiskUsageCache:
             self._trees[path] = _Tree(root_stat.st_dev, MappingProxyType(records), self._cycle, result, blocks)
         return result
 
-    # ----------------------------------------------------------------------------------------------
-    # Walking
+    # --- Walking ----------------------------------------------------------------------------------
 
     def _measure(self, root: str, root_stat: os.stat_result, old_records: Mapping[str, _DirRecord], now: float,
                  budget: WalkBudget) -> Generator[None, None, tuple[dict[str, _DirRecord], DirUsage, tuple[int, ...]]]:
-        """Return the fresh records of the tree at `root`, its usage, and each recorded directory's blocks;
-        pause before a directory whenever `budget` is spent."""
+        """Return the fresh records of the tree at `root`, its usage and each directory's blocks, pausing on budget."""
         device = root_stat.st_dev
         records: dict[str, _DirRecord] = {}
         blocks: list[int] = []
@@ -344,8 +267,7 @@ class DiskUsageCache:
 
     @staticmethod
     def _subdir_stats(dir_path: str, record: _DirRecord, device: int) -> list[tuple[str, os.stat_result]] | None:
-        """Return the stats of the known subdirectories, or None if one of them is no longer as listed (or can
-        no longer be read: listing the parent again says what)."""
+        """Return the known subdirectories' stats, or None if one is no longer as listed (or unreadable)."""
         children: list[tuple[str, os.stat_result]] = []
         for name in record.subdirs:
             child = os.path.join(dir_path, name)
@@ -362,18 +284,14 @@ class DiskUsageCache:
         self, dir_path: str, dir_stat: os.stat_result, device: int, now: float, budget: WalkBudget,
         unreadable: _Unreadable,
     ) -> Generator[None, None, tuple[_DirRecord | None, list[tuple[str, os.stat_result]]]]:
-        """List `dir_path`; return its record (None if it vanished or cannot be listed) and the stats of its
-        subdirectories. An entry or a listing that cannot be read is added to `unreadable` and left out.
-
-        Pauses in the middle of the listing whenever `budget` is spent (the listing stays open meanwhile).
-        """
+        """List `dir_path`; return its record (None if it vanished or cannot be listed) and its subdirectories'
+        stats; unreadable entries go to `unreadable`. Pauses mid-listing whenever `budget` is spent."""
         files_bytes = 0
         files_inodes = 0
         linked: dict[int, int] = {}
         subdirs: list[str] = []
         children: list[tuple[str, os.stat_result]] = []
-        # dir_stat was taken before the listing; a change after it within the same timestamp tick would
-        # leave the mtime equal. Compared with the time the listing starts, however long it then takes.
+        # dir_stat precedes the listing: a change in the same tick would leave the mtime equal (the racy rule).
         listing_started_ns = time.time_ns()
         # Entries are counted in a local and charged to the budget in bulk: the loop stays as cheap as before.
         allowed = budget.entries_left
@@ -434,8 +352,7 @@ class DiskUsageCache:
 
 
 def _unchanged(tree: _Tree, root_stat: os.stat_result, now: float) -> bool:
-    """True when every directory of `tree` still has the identity, mtime and blocks it was counted with,
-    none of its records is too old and none was racy."""
+    """True when every directory of `tree` is as counted (identity, mtime, blocks), none too old, none racy."""
     if tree.racy or now >= tree.fresh_until or tree.root_check is None:
         return False
     if (root_stat.st_ino, root_stat.st_mtime_ns, root_stat.st_blocks, root_stat.st_dev) != tree.root_check:

@@ -1,23 +1,13 @@
 """The disk walker process: pods' volumes and logs walked in a child process, so no walk slows a cycle.
 
-Job: run `PodDiskWalker` passes in a child process (``python -m evictd.adapters.disk_walker_process``) and
-bring its figures into the daemon's `PodDiskStore`. A child process rather than a thread: a walking thread
-holds the interpreter lock between its system calls and, measured, slowed a cycle on another core by a
-quarter (bench/disk_walk_isolation.py); a process shares no lock with the daemon, and its lower scheduling
-priority (`DEFAULT_NICE`) gives the CPU to the daemon first when both want it.
-
-Both ends speak JSON lines over the child's stdin and stdout:
-* daemon -> child: ``{"pods": [[uid, namespace, name], ...]}`` each time the wanted pods change;
-* child -> daemon: one line per completed round, ``{"pod": [uid, namespace, name], "at_monotonic": s,
-  "at_wall": s, "volumes": [[name, bytes, inodes], ...], "logs": [[container, bytes, inodes], ...],
-  "problem": null | [source, reason]}``.
-
-The child's schedule (passes and rests, at most half a core) is docs/daemon.md's "Pod volumes and logs are walked
-beside the loop"; it exits when its stdin closes or at SIGTERM, and leaves SIGINT to the daemon. The daemon's
-side (`DiskWalkerProcess`): one thread starts the child and reads its lines into the store; another writes the
-wanted pods to it whenever they change, so the cycle never writes to a pipe that could block. A child that
-exits or sends a line that cannot be read is logged and started again after a growing delay; meanwhile figures
-age, used with their own time (the age in /metrics), and figures older than the store's limit are reported.
+Runs `PodDiskWalker` passes in ``python -m evictd.adapters.disk_walker_process`` and brings its figures into the
+daemon's `PodDiskStore`. A process, not a thread: a walking thread holds the interpreter lock between system calls
+(bench/disk_walk_isolation.py), and a niced child (`DEFAULT_NICE`) yields the CPU to the daemon. JSON lines:
+daemon -> child ``{"pods": [[uid, namespace, name], ...]}`` when the wanted pods change; child -> daemon one line per
+completed round (``pod``, ``at_monotonic``, ``at_wall``, ``volumes``, ``logs``, ``problem``). The child's pace is
+docs/daemon.md's; it exits when stdin closes or at SIGTERM. `DiskWalkerProcess`: one thread reads lines into the
+store, another writes wanted pods (the cycle never writes to a pipe); a failed child is restarted after a growing
+delay, figures aging meanwhile.
 """
 
 from __future__ import annotations
@@ -60,8 +50,7 @@ RESTART_DELAYS_S = (1.0, 2.0, 4.0, 8.0, 16.0, 30.0)
 STOP_WAIT_S = 2.0
 # The longest line either side accepts (a round's figures of a pod with hundreds of volumes fit easily).
 MAX_LINE_BYTES = 1 << 20
-# Names up to this long (a DNS subdomain's limit: pod names, namespaces, volume and container names) are shared
-# between lines (`_shared`).
+# Names up to a DNS subdomain's length are shared between lines (`_shared`).
 SHARED_NAME_MAX_CHARS = 253
 
 
@@ -79,8 +68,7 @@ class LineError(ValueError):
     """A line from the other side that is not what the protocol says."""
 
 
-# --------------------------------------------------------------------------------------------------
-# The protocol
+# --- The protocol ---------------------------------------------------------------------------------
 
 
 def pods_line(pods: Sequence[PodKey]) -> bytes:
@@ -135,8 +123,7 @@ def _strings(value: Any, count: int) -> list[str]:
 
 
 def _shared(name: str) -> str:
-    """A pod's, volume's or container's name as one object across every line that names it (5,000 pods measured
-    every pass made as many new copies of the same names as a pass has lines, issue #25)."""
+    """A name as one object across every line that names it (not a new copy per line)."""
     return sys.intern(name) if len(name) <= SHARED_NAME_MAX_CHARS else name
 
 
@@ -158,13 +145,11 @@ def _usages(value: Any) -> tuple[tuple[str, SpaceUsed], ...]:
     return tuple(result)
 
 
-# --------------------------------------------------------------------------------------------------
-# The child
+# --- The child ------------------------------------------------------------------------------------
 
 
 class _WantedPods:
-    """The pods the daemon last asked for, set by the stdin thread and read by the walking loop (one reference,
-    replaced whole: no lock needed)."""
+    """The pods the daemon last asked for: one reference replaced whole by the stdin thread (no lock needed)."""
 
     def __init__(self) -> None:
         self.pods: tuple[PodKey, ...] = ()
@@ -218,16 +203,12 @@ def main(argv: Sequence[str]) -> int:
     return 0
 
 
-# --------------------------------------------------------------------------------------------------
-# The daemon's side
+# --- The daemon's side ----------------------------------------------------------------------------
 
 
 class DiskWalkerProcess:
-    """Keeps a disk walker child running and its figures flowing into `store`; `start` once, `stop` once.
-
-    `log` is told, as warnings, what went wrong (a child that exited, a line that could not be read).
-    `command` is the child's command line without its settings argument (tests may run another program).
-    """
+    """Keeps a disk walker child running and its figures flowing into `store`; `start` once, `stop` once. `log`
+    gets warnings; `command` is the child's command line without its settings (tests may run another program)."""
 
     def __init__(self, store: PodDiskStore, settings: WalkerSettings, *,
                  log: Log | None = None, command: Sequence[str] | None = None) -> None:
@@ -247,11 +228,8 @@ class DiskWalkerProcess:
         self._supervisor.start()
 
     def stop(self) -> None:
-        """End the child (SIGTERM, SIGKILL after STOP_WAIT_S) and the threads talking to it.
-
-        A signal, not closing its stdin: the feeding thread may be blocked writing to that pipe, and a
-        walker has nothing to finish.
-        """
+        """End the child (SIGTERM, SIGKILL after STOP_WAIT_S) and its threads; a signal, since the feeding thread
+        may be blocked writing to its stdin."""
         self._stopping.set()
         with self._lock:
             child = self._child

@@ -1,32 +1,16 @@
 """Kept descriptors for the cgroup files a cycle reads every time: open once, re-read with ``pread`` at offset 0.
 
-Job: make re-reading the same cgroupfs files cheap. Every such file is a kernfs ``seq_file`` whose ``show``
-runs again whenever a read starts at offset 0, so ``os.pread(fd, n, 0)`` on a descriptor kept from the last
-cycle returns the value of now, for about a third of the CPU of open + read + close.
+Each such file is a kernfs ``seq_file`` whose ``show`` runs again on a read at offset 0, so a kept descriptor reads
+the value of now for a third of open + read + close. Checked fresh (docs/measured-figures.md, "Kept descriptors"):
+v1 ``memory.usage_in_bytes``, ``memory.stat``, ``memory.limit_in_bytes``, ``pids.current`` (NOT ``cgroup.procs`` or
+``tasks``: v1 hands out the PID list built at open); v2 ``memory.current``, ``memory.stat``, ``memory.max``,
+``pids.current``.
 
-Which files hold, checked by changing each value between two ``pread`` calls on one kept descriptor and
-comparing with a fresh open (docs/measured-figures.md, "Kept descriptors"):
-
-* cgroup v1 (this project's host, kernel 6.18): ``memory.usage_in_bytes``, ``memory.stat``,
-  ``memory.limit_in_bytes``, ``pids.current`` are fresh. ``cgroup.procs`` and ``tasks`` are NOT: v1 keeps the
-  PID list it built for an open file and hands it out again, so they are always opened anew;
-* cgroup v2 (the user-mode Linux guest of tests/uml, kernel 6.1): ``memory.current``, ``memory.stat``,
-  ``memory.max``, ``pids.current`` (and ``cgroup.procs``, ``memory.events``, not kept) are fresh.
-
-Invariants:
-
-* Only paths the caller chose are kept (`CgroupReader` asks for `KEPT_FILE_NAMES` in hierarchies that are
-  ``cgroup`` or ``cgroup2`` mounts, `keeps_files_in`); a fixture tree on tmpfs or ext4 is never read through
-  kept descriptors, since a file replaced by rename would read stale there.
-* `read` returns None instead of failing: the caller then reads the file by open + read + close, so a failure
-  is reported exactly as without this cache. A kept descriptor whose ``pread`` fails is closed first: a
-  removed cgroup's files fail with ENODEV, and a cgroup re-created under the same path is a new kernfs node
-  that only a new open reaches, so the fallback open reads the new cgroup (or fails with ENOENT as before).
-* At most ``cap`` descriptors are kept (`kept_files_cap`: well under RLIMIT_NOFILE); past it, files are read
-  by open + read + close. `sweep` closes the descriptors of files not read since the previous sweep (pods
-  that went away); `close` closes all. Every descriptor is opened with O_CLOEXEC.
-* Thread-safe: one lock around look-up, ``pread`` and close, so that no descriptor is closed (and its number
-  reused for another file) while another thread reads it.
+Invariants: only `KEPT_FILE_NAMES` on ``cgroup``/``cgroup2`` mounts are kept (`keeps_files_in`; fixtures on tmpfs
+would read stale); `read` returns None instead of failing, so the caller's open + read reports as without this
+cache, and a failing descriptor is closed first (a re-created cgroup is a new node); at most ``cap`` descriptors
+(`kept_files_cap`), `sweep` closes those unread since the last sweep, `close` all; O_CLOEXEC; one lock around
+look-up, ``pread`` and close, so no descriptor number is reused under a reader.
 """
 
 from __future__ import annotations
@@ -45,11 +29,9 @@ KEPT_FILE_NAMES = V1_KEPT_FILE_NAMES | V2_KEPT_FILE_NAMES
 CGROUP_FILESYSTEM_TYPES = frozenset({"cgroup", "cgroup2"})
 MOUNTS = "/proc/self/mounts"
 
-# At most this many kept descriptors whatever the limit allows: a 1,000-pod node needs about 4,000 (three
-# memory files and pids.current per pod), so this leaves room for ~4,000 pods.
+# At most this many kept descriptors whatever the limit: four per pod, room for ~4,000 pods.
 KEPT_FILES_MAX = 16384
-# The share of RLIMIT_NOFILE's soft limit the cache may take: the other half stays for sockets, notifiers'
-# eventfds, the flight recorder and the files read by open + read + close.
+# The share of RLIMIT_NOFILE's soft limit the cache may take (the rest: sockets, eventfds, recorder, plain reads).
 KEPT_FILES_SHARE_OF_LIMIT = 0.5
 
 # cgroupfs files are tiny (memory.stat is ~2 KiB); one pread of this size nearly always gets all.
@@ -101,9 +83,8 @@ class KeptFiles:
         self._lock = threading.Lock()
 
     def read(self, path: str) -> bytes | None:
-        """Return the content of `path` read through its kept descriptor (opened now if it has none), or None
-        when it is not kept (the cap is reached, or opening or reading failed: the caller opens the file itself,
-        which reports the failure or reads a re-created cgroup)."""
+        """Return the content of `path` through its kept descriptor (opened now if needed), or None when not kept
+        (cap reached, or open or read failed: the caller's own open reports or reads a re-created cgroup)."""
         with self._lock:
             return self._read_locked(path)
 
@@ -111,8 +92,7 @@ class KeptFiles:
         """`read` of each of `paths` in turn under one taking of the lock (a cgroup's files of one reading): the
         content of each, or None where `read` would return None."""
         with self._lock:
-            # The hot path of a cycle: each file kept, its one pread getting the whole file. From the first file where
-            # that is not so (not kept yet, a failure, a longer file), each is read as `read` reads it.
+            # Hot path: each file kept, one pread getting it whole; from the first that is not, read as `read` does.
             fds, pread = self._fds, os.pread
             got: list[bytes | None] = []
             try:
@@ -145,8 +125,7 @@ class KeptFiles:
             if data is not None:
                 self._read_since_sweep.add(path)
                 return data
-            # Its cgroup was removed (ENODEV). A cgroup made again under the same path is a new node that only
-            # a new open reaches: try once below.
+            # Its cgroup was removed (ENODEV); one made again under the path is reached only by a new open, below.
             del self._fds[path]
             os.close(fd)
         if len(self._fds) >= self._cap:

@@ -1,16 +1,10 @@
 """The kubelet's own Summary API as a stats source, for nodes where the kubelet's numbers are wanted exactly.
 
-Directly (`KubeletSummarySource`: `kubeletSummaryURL`, a bearer token, the certificate verified against
-`kubeletCAFile`, redirects not followed) or through the API server's node proxy (`ApiProxySummarySource`);
-docs/daemon.md's "Stats source" paragraph says how each is configured and bounded. In a direct fetch one deadline covers
-the whole request, from name resolution to the last byte: every socket operation gets only the time left
-(`_remaining`), so a server trickling one byte at a time cannot stretch it. The proxy goes through the kubernetes
-client, whose timeout is per socket operation; its body is held to the same size and parsing limits once read.
-A figure that cannot be decoded (a negative working set, cAdvisor's uint64 wrap of a container's availableBytes)
-is unknown, named in `refused`, and costs nothing else (`summary_read`). Any other failure is a SampleError with
-a reason that is the same from one cycle to the next (the daemon logs an unreadable source once, from
-`problems`): the cycle has no stats and the engine freezes its state, as the kubelet does when
-its summary provider fails.
+Directly (`KubeletSummarySource`: bearer token, CA-verified, no redirects) or through the API server's node proxy
+(`ApiProxySummarySource`); docs/daemon.md "Stats source". A direct fetch has one deadline from name resolution to
+the last byte (`_remaining`), so a trickling server cannot stretch it; the proxy's body is held to the same limits.
+An undecodable figure is unknown and named in `refused` (`summary_read`); any other failure is a SampleError whose
+reason is stable across cycles: no stats, and the engine freezes as the kubelet does.
 """
 
 from __future__ import annotations
@@ -36,25 +30,16 @@ from evictd.core.pods import Pod
 from evictd.core.summary import Summary
 from evictd.core.summary_parser import SummaryReading, summary_read
 
-# A Summary of 1000 pods with two containers and four volumes each, pretty-printed as the kubelet writes it,
-# is 4.3 MiB (measured with the tests' documents), and turning it into a Summary takes 15 MiB more. 8 MiB
-# leaves room for some 1800 such pods while a fetch and its parsing stay well inside the DaemonSet's 128 MiB
-# memory limit. Reading stops past it.
+# A 1000-pod Summary is ~4.3 MiB (and 15 MiB parsed): room for ~1800 pods within the DaemonSet's memory limit.
 MAX_SUMMARY_BYTES = 8 << 20
 _TOO_LARGE = f"the Summary is larger than {MAX_SUMMARY_BYTES >> 20} MiB; not read further"
-# json.loads makes one Python object of 50-200 bytes for every value, however short in the text: 8 MiB of
-# `{},` would be 2.8 million objects, ~600 MiB with the Summary built from them. The 1000-pod Summary above
-# holds 344,000 values (as `_value_count` counts them); this is what 8 MiB of such pods hold.
+# json.loads makes a 50-200 byte object per value: this is what 8 MiB of real pods hold, not 8 MiB of `{},`.
 MAX_SUMMARY_VALUES = 600_000
-# summary_read builds a record (some 150 bytes, 10 us) for every pod, container, volume and system
-# container, even one that is only `null` in the text: half a million of them take 5 s. The 1000-pod Summary
-# above has 7,000; this allows 1000 pods of 10 containers and 40 volumes each.
+# summary_read builds ~150 bytes and 10 us per pod, container and volume: 1000 pods of 10 containers, 40 volumes.
 MAX_SUMMARY_RECORDS = 50_000
 # The body is read in pieces of this size; the size limit is checked between them.
 READ_CHUNK_BYTES = 64 << 10
-# A fetch takes at most this share of the housekeeping interval, so the next cycle starts on time, and at most
-# this share of the shutdown timeout: a cycle fetches up to twice (before and after node-level reclaim) and
-# must still finish after SIGTERM before the hard deadline.
+# A fetch's share of the interval (the next cycle starts on time) and of the shutdown timeout (up to two fetches).
 INTERVAL_SHARE = 0.5
 SHUTDOWN_SHARE = 1 / 3
 # Error reasons quote foreign text (a status line, a JSON error) up to this length.
@@ -82,9 +67,8 @@ class _RecordedSource:
 
     def summary(self, pods: Sequence[Pod] = (), *, reread: bool = False,
                 runtime_wait_s: float | None = None) -> Summary:
-        """Fetch and parse the Summary (the kubelet's: the stats of every pod it runs, whichever `pods` the cycle
-        listed; a `reread` fetches it anew too, and `runtime_wait_s` changes nothing: the kubelet's answer is one
-        piece). Raises SampleError, recorded in `problems` (cleared by the next success)."""
+        """Fetch and parse the Summary (every pod the kubelet runs, whatever `pods`; `reread` fetches anew,
+        `runtime_wait_s` changes nothing). Raises SampleError, recorded in `problems` until the next success."""
         try:
             reading = self._read()
         except SampleError as exc:
@@ -154,8 +138,8 @@ class KubeletSummarySource(_RecordedSource):
         return _summary_of(self._fetch(headers), self._url)
 
     def _fetch(self, headers: dict[str, str]) -> bytes | bytearray:
-        """Return the body of a 200 answer, read within the deadline. Raises SampleError (the one mapping place
-        of connection, TLS and HTTP errors)."""
+        """Return the body of a 200 answer read within the deadline; SampleError (the one place for connection,
+        TLS and HTTP errors)."""
         connection = _DeadlineConnection(self._host, self._port, time.monotonic() + self._timeout_s, self._context)
         response: http.client.HTTPResponse | None = None
         try:
@@ -204,8 +188,7 @@ class ApiProxySummarySource(_RecordedSource):
         return _summary_of(body, self._source)
 
 
-# --------------------------------------------------------------------------------------------------
-# Reading the answer
+# --- Reading the answer ---------------------------------------------------------------------------
 
 
 def _summary_of(body: bytes | bytearray, source: str) -> SummaryReading:
@@ -230,14 +213,12 @@ def _summary_of(body: bytes | bytearray, source: str) -> SummaryReading:
 
 
 def _value_count(body: bytes | bytearray) -> int:
-    """Return an upper bound of the JSON values in `body` (every value but the first follows one of these marks,
-    or is a key; marks inside strings only make the bound larger). Counted in C, before anything is built."""
+    """Return an upper bound of the JSON values in `body`, counted in C before anything is built."""
     return sum(body.count(mark) for mark in _JSON_VALUE_MARKS)
 
 
 def _record_count(document: dict[str, Any]) -> int:
-    """Return how many records summary_read would build from the lists of `document` (the node's system
-    containers; pods, with their containers and volumes), looking no deeper than those lists."""
+    """Return how many records summary_read would build from `document`'s lists, looking no deeper."""
     node = document.get("node")
     system = node.get("systemContainers") if isinstance(node, dict) else None
     count = len(system) if isinstance(system, list) else 0
@@ -283,15 +264,12 @@ def _one_line(text: str) -> str:
     return " ".join(text.split())[:MAX_REASON_CHARS]
 
 
-# --------------------------------------------------------------------------------------------------
-# TLS and the deadline
+# --- TLS and the deadline -------------------------------------------------------------------------
 
 
 def _tls_context(ca_file: str, insecure: bool) -> ssl.SSLContext:
-    """Return the client context: verification against `ca_file`, or none at all when `insecure`.
-
-    Raises ConfigError at kubeletCAFile when verification is wanted and the bundle cannot be loaded.
-    """
+    """Return the client context: verification against `ca_file`, or none when `insecure`; ConfigError at
+    kubeletCAFile when the bundle cannot be loaded."""
     if insecure:
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
         context.check_hostname = False
@@ -312,8 +290,7 @@ def _tls_context(ca_file: str, insecure: bool) -> ssl.SSLContext:
 
 
 def _remaining(deadline: float) -> float:
-    """Return the seconds left before `deadline`, the point in monotonic time that a whole request must finish
-    by. Raises TimeoutError once none are."""
+    """Return the seconds left before the monotonic `deadline`; TimeoutError once none are."""
     left = deadline - time.monotonic()
     if left <= 0:
         raise TimeoutError("deadline passed")
@@ -321,9 +298,8 @@ def _remaining(deadline: float) -> float:
 
 
 def _addresses(host: str, port: int, deadline: float) -> list[Any]:
-    """Return getaddrinfo's answer for `host`; a name is resolved in a helper thread, waited for only until the
-    deadline (the system resolver has timeouts of its own, in seconds, that cannot be cut short). Raises
-    TimeoutError or OSError."""
+    """Return getaddrinfo's answer for `host`, resolved in a helper thread waited for only until the deadline.
+    Raises TimeoutError or OSError."""
     try:
         ipaddress.ip_address(host)
     except ValueError:
@@ -368,12 +344,8 @@ def _connect(host: str, port: int, deadline: float) -> socket.socket:
 
 
 class _DeadlineSocket:
-    """A connected socket as http.client uses it (send, read through a file, close), every operation under the
-    deadline: the timeout is set to the time left before each send and each receive.
-
-    As with a real socket, `close` leaves the socket open while a file made by `makefile` is: http.client
-    closes the connection as soon as an answer says `Connection: close`, and reads the body afterwards.
-    """
+    """A connected socket as http.client uses it, every send and receive under the deadline. `close` leaves it open
+    while a `makefile` file is (http.client reads the body after a `Connection: close`)."""
 
     def __init__(self, sock: socket.socket, deadline: float) -> None:
         self._sock = sock
@@ -424,11 +396,7 @@ class _DeadlineReader(io.RawIOBase):
 
 
 class _DeadlineConnection(http.client.HTTPConnection):
-    """An HTTP(S) connection whose every step, from name resolution to the last byte, ends by `deadline`.
-
-    The TLS handshake runs with the time left as its timeout, which CPython's ssl module applies to the whole
-    handshake rather than to each receive.
-    """
+    """An HTTP(S) connection whose every step ends by `deadline` (ssl applies the handshake timeout as a whole)."""
 
     def __init__(self, host: str, port: int, deadline: float, context: ssl.SSLContext | None) -> None:
         super().__init__(host, port)

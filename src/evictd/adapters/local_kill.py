@@ -1,32 +1,15 @@
 """Kill an evicted pod through the container runtime itself, without the Kubernetes API.
 
-Job: when a hard threshold is met and the API server is unreachable (so the pod cannot be deleted and
-its kubelet told), stop the pod's containers and sandbox on this node directly over the CRI, the way the
-kubelet's runtime manager kills a pod (pkg/kubelet/kuberuntime ``killPodWithSyncResult``):
+When a hard threshold is met and the API server is unreachable, stop the pod's containers and sandbox over the CRI
+as kuberuntime ``killPodWithSyncResult`` does: find them by ``io.kubernetes.pod.uid``; ``StopContainer`` every
+running one in parallel (one after the other where no thread can start) with the grace period as the CRI timeout;
+then ``StopPodSandbox`` each sandbox.
 
-1. find the pod's sandboxes and containers by the kubelet's ``io.kubernetes.pod.uid`` label;
-2. ``StopContainer`` every running container **in parallel** (``killContainersWithSyncResult`` starts a
-   goroutine per container; one after the other where no thread can be started, on a node out of pids), each
-   with the grace period as the CRI timeout: the runtime sends the stop signal, waits that many seconds, then
-   SIGKILLs;
-3. ``StopPodSandbox`` each sandbox, which also force-kills anything still running in it.
-
-Invariants:
-
-* The grace period sent is the eviction's ``effective_grace_period_s``, floored at 2 s: the kubelet's
-  ``killContainer`` applies the override and then "always give[s] containers a minimal shutdown window
-  to avoid unnecessary SIGKILLs" (``minimumGracePeriodInSeconds = 2``).
-* A container that is already gone (``NOT_FOUND`` from StopContainer) counts as stopped, as in the
-  kubelet (``crierror.IsNotFound``). Every other failure is collected; the sandboxes are stopped anyway,
-  and ``kill`` then raises the first ``CRIError`` with the others attached as notes. Nothing is removed:
-  dead containers and sandboxes are left to garbage collection (and to the kubelet when it returns).
-* With ``answer_within_s``, every call waits at most that long for the runtime (StopContainer: that plus the
-  grace period), and a call the runtime did not answer in time (``DEADLINE_EXCEEDED``) ends the kill at once:
-  nothing more is asked of a runtime that hangs, and the caller decides what else stops the pod. On a real node
-  in thrash, the client's own 10 s deadlines made one stop take 22-28 s (list, StopContainer, StopPodSandbox,
-  each waited out) while the kernel's OOM killer got there first (docs/node-survival.md).
-* Only ``evictd.core`` and ``evictd.cri`` values are used: this module does not import gRPC; it works
-  with any ``PodRuntime`` (``CriClient`` in production, a fake in unit tests).
+Invariants: the grace period is ``effective_grace_period_s`` floored at 2 s (``minimumGracePeriodInSeconds``); a
+container already gone (``NOT_FOUND``) counts as stopped; other failures are collected, sandboxes stopped anyway,
+then the first ``CRIError`` raised with the others as notes; nothing is removed. With ``answer_within_s`` each call
+waits at most that long (StopContainer: plus the grace) and an unanswered one ends the kill at once (the caller
+decides what else stops the pod; docs/node-survival.md). Uses only core and cri values: no gRPC import.
 """
 
 from __future__ import annotations
@@ -42,8 +25,7 @@ from evictd.core.engine_rules import stop_grace_period_s
 from evictd.core.errors import CRIError
 from evictd.core.runtime import Container, ContainerState, Sandbox, SandboxState
 
-# What the kubelet stops: running containers (its "running pod" lists only those); an UNKNOWN one may still
-# be running, and stopping an exited container is a harmless no-op, so UNKNOWN is stopped too.
+# The kubelet stops running containers; an UNKNOWN one may be running (stopping an exited one is a no-op).
 STOPPABLE_STATES = frozenset({ContainerState.RUNNING, ContainerState.UNKNOWN})
 
 NOT_FOUND = "NOT_FOUND"
@@ -67,11 +49,8 @@ class PodRuntime(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class KillResult:
-    """What a local kill did: the pod, the grace period sent, what was stopped and how long it took.
-
-    ``found`` is False when the runtime holds no sandbox of the pod (already gone, or never on this node);
-    ``container_ids``/``sandbox_ids`` are what was stopped (empty if the pod was found already stopped).
-    """
+    """What a local kill did: the pod, the grace period sent, what was stopped (`container_ids`, `sandbox_ids`) and
+    how long it took; ``found`` False when the runtime holds no sandbox of the pod."""
 
     pod: str
     pod_uid: str
@@ -100,11 +79,8 @@ def sandboxes_to_stop(sandboxes: Sequence[Sandbox], stopped: Sequence[Container]
 
 
 class LocalKiller:
-    """Kills evicted pods over the CRI (see the module docstring for the procedure).
-
-    ``answer_within_s``: how long each call waits for the runtime (see the module docstring); None: the client's own
-    deadlines. ``clock`` (monotonic seconds) only times the kill for the result.
-    """
+    """Kills evicted pods over the CRI (the module's procedure). ``answer_within_s``: each call's wait (None: the
+    client's deadlines); ``clock`` only times the kill."""
 
     def __init__(self, runtime: PodRuntime, *, answer_within_s: float | None = None,
                  clock: Clock = SYSTEM_CLOCK) -> None:
@@ -128,10 +104,8 @@ class LocalKiller:
         return None
 
     def _stop_containers(self, containers: Sequence[Container], grace_s: int) -> list[CRIError | None]:
-        """Stop `containers` in parallel, one thread each (one container: on this thread); one after the other when
-        no thread can be started. On a node out of pids a thread is a task like any other: in the arena's fork bomb
-        on the real node the pool's first thread failed (``can't start new thread``) and took the daemon down in
-        the middle of the stop."""
+        """Stop `containers` in parallel, one thread each (one container: on this thread), one after the other when
+        no thread can be started (a node out of pids)."""
         if len(containers) <= 1:
             return [self._stop_container(container, grace_s) for container in containers]
         try:
@@ -141,12 +115,9 @@ class LocalKiller:
             return [self._stop_container(container, grace_s) for container in containers]
 
     def kill(self, eviction: Eviction) -> KillResult:
-        """Stop the evicted pod's containers (with the grace period) and sandboxes; return what was done.
-
-        Blocks until every container has stopped, i.e. at most the grace period plus the runtime's own
-        latency. Raises ``CRIError`` if listing fails, at once if a container's stop went unanswered (no sandbox is
-        then asked to stop), or (after trying everything) if any stop failed.
-        """
+        """Stop the evicted pod's containers (with the grace period) and sandboxes; return what was done. Blocks at
+        most the grace period plus the runtime's latency. Raises ``CRIError`` if listing fails, at once if a stop
+        went unanswered, or after trying everything if any stop failed."""
         started = self._clock.monotonic()
         pod = eviction.pod
         grace_s = stop_grace_period_s(eviction.effective_grace_period_s)

@@ -1,19 +1,10 @@
 """The cgroup v2 ``memory.reclaim`` adapter: reads where pods' page cache is, and asks the kernel to reclaim it.
 
-Job: for the reclaim-before-evict rule (`evictd.core.memory_reclaim`), read the ``active_file`` of the BestEffort and
-Burstable QoS cgroups and of the pods cgroup (``memory.stat``, hierarchical on v2), and carry out a `ReclaimPlan`:
-for each target, write `plan.step_bytes` at a time to its ``memory.reclaim`` (Linux 5.19+) until its working set
-(``memory.current - inactive_file``, as the kubelet counts it) has fallen by the bytes asked, the kernel says it could
-reclaim no more (EAGAIN), four times the bytes asked were written (pages that come straight back), or the plan's
-budget has run out. The deadline is monotonic and checked before every write; a write in progress is not cut, so
-an attempt overruns its budget by at most one step.
-
-Only cgroups below the pods cgroup are ever written to: a target outside it is refused (`SampleError`), so that no
-plan can reach system.slice or the root.
-
-On cgroup v1 there is no ``memory.reclaim``: ``memory.force_empty`` empties a whole cgroup (and only one without
-tasks in older kernels), which is not a partial reclaim; `unavailable` says so and the rule acts as off. A v2 kernel
-older than 5.19 has no ``memory.reclaim`` file: likewise.
+For reclaim before evict (`evictd.core.memory_reclaim`): reads ``active_file`` of the BestEffort, Burstable and pods
+cgroups, and carries out a `ReclaimPlan`, writing `step_bytes` at a time to each target's ``memory.reclaim`` (5.19+)
+until its working set fell by the bytes asked, EAGAIN, four times the bytes were written, or the monotonic budget
+ran out (checked before each write: at most one step over). Targets outside the pods cgroup are refused. On v1 or
+before 5.19 there is no ``memory.reclaim`` (``force_empty`` is no partial reclaim): `unavailable` says so.
 
 Invariants: every OSError becomes a `SampleError` naming the file; nothing but ``memory.reclaim`` is written.
 """
@@ -41,8 +32,7 @@ from evictd.core.errors import SampleError
 from evictd.core.memory_reclaim import BESTEFFORT, BURSTABLE, PODS, CacheHolder, ReclaimPlan
 
 ACTIVE_FILE_KEY = b"active_file"
-# At most this many times the bytes asked of a target are written: reclaim that frees only inactive pages, or pages
-# refaulted at once, does not lower the working set, and the deadline alone would then spend the whole budget.
+# Bytes written per target at most, in multiples of those asked: pages that come straight back lower nothing.
 MAX_WRITTEN_FACTOR = 4
 TIER_OF_QOS = {QOS_BESTEFFORT: BESTEFFORT, QOS_BURSTABLE: BURSTABLE}
 

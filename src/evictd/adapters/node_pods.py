@@ -1,19 +1,11 @@
 """Pods discovered from the node itself, for when no Kubernetes API is configured or it gave no pod list.
 
-Job: list the pods running on this node without the API server: every pod cgroup under kubepods is a running
-pod (its UID and QoS tier come from the cgroup path), and the kubelet's log folders
-`<podLogsDir>/<namespace>_<name>_<uid>/` give back its namespace and name. With a container runtime attached
-(once the `runtime` slot answers), the pod's ready sandbox names it instead and gives its annotations, which
-the kubelet copies from the pod and completes with its own `kubernetes.io/config.source`: `api` for a pod of
-the API server, `file` or `http` for a static pod (so `is_static_pod` knows static pods found on the node).
-Such pods carry no requests, limits or priority (only the API knows them), so rankings built on them order by
-usage alone; a pod without a sandbox or log folder is named by its UID in namespace `unknown`. Without the API
-these pods are never acted on (evictd runs as dry-run); when the API has given no pod list,
-`evictd.kube.cluster.NodeFallbackPods` chooses which of them a hard threshold may stop.
-
-One listing per cycle: the manager asks `active_pods()` first and hands the pods to the stats source, which finds
-their cgroups through `listed_cgroups` (the same listing's) instead of listing the cgroup tree and the log folders
-again, so the cycle's stats describe exactly the pods it ranks.
+Every pod cgroup under kubepods is a running pod (UID and QoS tier from its path); the kubelet's log folders
+`<podLogsDir>/<namespace>_<name>_<uid>/` give its namespace and name, or with a runtime its ready sandbox does, with
+the annotations the kubelet copies there (`kubernetes.io/config.source` tells static pods). No requests, limits or
+priority: rankings order by usage alone; an unnamed pod is its UID in namespace `unknown`. Without the API these pods
+are never acted on; when the API gave no list, `NodeFallbackPods` chooses what a hard threshold may stop. One listing
+per cycle: the stats source finds the same pods' cgroups through `listed_cgroups`.
 """
 
 from __future__ import annotations
@@ -51,19 +43,15 @@ def log_folder_names(pod_logs_dir: str) -> dict[str, tuple[str, str]]:
 
 
 class DiscoveredPods:
-    """A PodSource listing the pods that have a cgroup on this node.
-
-    `sandbox_problem` says why the runtime could not name the pods of the last listing (None when it did, or
-    when no runtime is attached).
-    """
+    """A PodSource listing the pods that have a cgroup on this node; `sandbox_problem` says why the runtime could not
+    name the last listing's pods (None: it did, or no runtime)."""
 
     def __init__(self, cgroups: CgroupReader, pod_logs_dir: str, runtime: Runtime = NO_RUNTIME) -> None:
         self._cgroups = cgroups
         self._pod_logs_dir = pod_logs_dir
         self._runtime = runtime
         self._listed: tuple[list[Pod], Mapping[str, PodCgroup], SampleError | None] | None = None
-        # The pods of the last listing by what they are made of: an unchanged pod is the same object next
-        # cycle (no rebuilding; what is derived from it is remembered on it).
+        # The last listing's pods by content: an unchanged pod is the same object next cycle (memos kept).
         self._known: dict[tuple[str, str, str, str, Sandbox | None], Pod] = {}
         self.sandbox_problem: str | None = None
 
@@ -120,8 +108,7 @@ class DiscoveredPods:
         return pods, cgroups, None
 
     def _ready_sandboxes(self) -> dict[str, Sandbox]:
-        """Pod UID -> its ready sandbox (the newest, should a pod have two); empty (and `sandbox_problem` set)
-        when the runtime cannot answer."""
+        """Pod UID -> its newest ready sandbox; empty (and `sandbox_problem` set) when the runtime cannot answer."""
         self.sandbox_problem = None
         if not self._runtime.attached:
             return {}

@@ -1,14 +1,9 @@
 """The machine's side of the node's memory protection: the cgroup files that say what is really enforced.
 
-Job: read, for `evictd.core.node_protection`, the kubepods cgroup's memory limit (v1 ``memory.limit_in_bytes``, v2
-``memory.max``) and, on cgroup v2, ``memory.min`` and ``memory.low`` of ``system.slice`` and
-``system.slice/kubelet.service``. Where they are comes from the layout `evictd.adapters.cgroups` detected (the
-version, the memory hierarchy, cgroupRoot and cgroupDriver: `CgroupReader.pods_cgroup` names the pods cgroup);
-this module finds no cgroup itself. system.slice is systemd's, at the hierarchy root whatever cgroupRoot is.
-
-Invariants: nothing is written; each file is read once, with the cgroups adapter's `read_file_if_present` (its one
-OSError -> SampleError place). A missing file (or cgroup) is `NOT_FOUND`, any other failure "unreadable:
-<reason>": nothing is guessed. What a file holds is kept as text, bounded and printable, for the core to judge.
+For `evictd.core.node_protection`: the kubepods memory limit and, on v2, ``memory.min``/``memory.low`` of
+``system.slice`` and ``system.slice/kubelet.service``, placed by the layout `evictd.adapters.cgroups` detected
+(system.slice is at the hierarchy root whatever cgroupRoot is). Nothing is written; a missing file is `NOT_FOUND`,
+any other failure "unreadable: <reason>"; contents kept as bounded printable text for the core to judge.
 """
 
 from __future__ import annotations

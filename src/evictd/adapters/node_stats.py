@@ -1,30 +1,16 @@
 """The node's own stats as a kubelet Summary: cgroupfs, statvfs, procfs and pod folders, read directly.
 
-Job: produce, once per cycle, the Summary the kubelet's stats provider would produce (KUBELET_SPEC §1; docs/daemon.md's
-"Signals" paragraph lists what each figure is read from), so the engine cannot tell the difference. Beyond that
-list: a folder that does not exist yet is measured on the filesystem that would hold it; a node without a pods
-cgroup (no kubelet) has no `pods` system container and no pods, which is not a problem; with a container
-runtime, its containers are named with their working set and writable layer (one ListContainerStats a cycle: a
-re-read of the same cycle, `summary(pods, reread=True)`, takes that answer or failure again instead of waiting on
-the runtime a second time), and ephemeral-storage = volumes + logs + writable layers is absent while the pod has no
-usable disk figures. An unreadable pod cgroup leaves that pod's memory unknown rather than dropping its stats; with
-a runtime, the sandbox's stats (ListPodSandboxStats) stand in for it. In a cycle where the runtime does not answer, the
-containers it named last time are measured from their own cgroups, so memory messages still name them.
+Once per cycle, the Summary the kubelet's stats provider would produce (KUBELET_SPEC §1; docs/daemon.md "Signals"
+lists each figure's source), so the engine cannot tell the difference. A folder not there yet is measured on the
+filesystem that would hold it; no pods cgroup means no `pods` container and no pods. With a runtime, containers are
+named (one ListContainerStats a cycle; re-reads reuse it; when it does not answer, last named containers are read
+from their cgroups); ephemeral-storage is absent until the pod has disk figures; an unreadable pod cgroup leaves its
+memory unknown (sandbox stats stand in). With `memory_pressure`, blocks carry PSI and the stall gate's counters
+(/proc/vmstat scans, refaults, the pods cgroup's ``memory.events.local`` ``max``); what the kernel lacks is absent
+and named at start (`pressure_missing`, `refault_missing`).
 
-With `memory_pressure` (a stall threshold is configured), the node's memory block carries the kernel's
-``pressure/memory`` and the `pods` container's its cgroup's ``memory.pressure`` (cgroup v2 only); where the kernel
-has none, the block has no `psi` and the stall signal is absent (`pressure_missing` names them at start). With them,
-the counters of the stall gate (`evictd.core.stall_gate`): the node block's `reclaim` carries /proc/vmstat's global
-reclaim scans and its page cache refaults and activations (the refault signal's counts, `evictd.core.refault`;
-absent where the kernel has none: `refault_missing` says so at start), the `pods` container's its cgroup's
-``memory.events.local`` ``max`` (cgroup v2; absent on v1 or on a kernel without the file, where only global reclaim
-opens the gate).
-
-A part that cannot be read is left out of the Summary for this cycle (the signal is then absent: never
-guessed) and recorded in `problems` with its path and reason. Every block carries the time it was read.
-The cycle reads no pod folder itself: the pods it measures (the ones the manager listed) are handed to the disk walker
-(`PodDiskStore.want`) and their last figures read back (`PodDiskStore.readings`, one lock for all pods).
-`wait_for_disk_figures` is the manager's `DiskFigures`: a disk ranking's bounded wait for pods' first figures.
+Unreadable parts are absent (never guessed) and recorded in `problems`; every block carries its read time. Pod
+folders are measured by the disk walker (`PodDiskStore`), not by the cycle.
 """
 
 from __future__ import annotations
@@ -131,12 +117,8 @@ def pods_limit_events(cgroups: CgroupReader) -> int | None:
 
 
 class NodeStatsSource:
-    """A StatsSource reading this node directly. `problems` lists what could not be read last cycle.
-
-    Each `summary` measures the pods it is given (the ones the cycle listed); `pod_cgroups` finds their cgroups
-    (by default by listing the pods cgroup; with pods discovered from the node, the listing that discovered them
-    is passed instead).
-    """
+    """A StatsSource reading this node directly. `problems` lists what could not be read last cycle; `pod_cgroups`
+    finds the listed pods' cgroups (by default by listing the pods cgroup)."""
 
     def __init__(self, *, node_name: str, cgroups: CgroupReader, disk_usage: PodDiskStore,
                  kubelet_root: str, image_fs_path: str, container_fs_path: str, proc_root: str = "/proc",
@@ -153,8 +135,7 @@ class NodeStatsSource:
         self._clock = clock
         self._pod_cgroups = pod_cgroups if pod_cgroups is not None else cgroups.pod_cgroups
         self._runtime = runtime
-        # The runtime's container stats, asked on a thread of their own when a read may not wait for them
-        # (`runtime_wait_s`).
+        # The runtime's container stats, asked on a thread of their own when a read may not wait (`runtime_wait_s`).
         self._runtime_stats = RuntimeStatsWorker(runtime.container_stats)
         # The memory pressure files' last readings, for each PSI line's `recent` share (evictd.core.psi_window).
         self._pressure_history = PressureHistory(clock)
@@ -223,9 +204,8 @@ class NodeStatsSource:
         return None if value is None else wrap(value)
 
     def note_pressure(self) -> None:
-        """Read the memory pressure files now, between cycles, so that the next cycle's `recent` share can span
-        the time since (a PSI firing the stall gate held back earns no cycle, but its reading starts the window the
-        firing that opens the gate is decided on). What cannot be read is the next cycle's problem, not this one's."""
+        """Read the memory pressure files now, between cycles, so the next cycle's `recent` share spans the time
+        since (a held-back PSI firing's reading starts the window). Failures are the next cycle's problem."""
         if not self._memory_pressure:
             return
         for path in self._pressure_paths():
@@ -250,14 +230,10 @@ class NodeStatsSource:
         return attempt(lambda: self._pressure_history.read(path), problems)
 
     def summary(self, pods: Sequence[Pod], *, reread: bool = False, runtime_wait_s: float | None = None) -> Summary:
-        """Read the node now and return its Summary, with the stats of `pods` (parts that could not be read are
-        absent). `reread`: a re-read within the cycle (a crossing's confirmation, the wait after an eviction): every
-        figure is read again, but the runtime is not asked again: the containers it named at the last read that
-        asked it (or its failure then) stand, so a slow runtime is waited on once a cycle. `runtime_wait_s` (a memory
-        threshold met: `evictd.core.settled.runtime_wait_s`): the runtime is waited for that long at most; without its
-        answer by then, the containers it named last are measured from their cgroups, as when it does not answer,
-        and the call goes on (`evictd.adapters.runtime_stats_worker`); a hard eviction's stop does not wait on that
-        runtime either once the call is overdue (`evictd.run.runtime_link.CriRuntime.stop_pod`)."""
+        """Read the node now and return its Summary with the stats of `pods` (unreadable parts absent). `reread`: a
+        re-read within the cycle; the runtime is not asked again (its last answer or failure stands).
+        `runtime_wait_s`: wait that long at most for the runtime, then read its containers from their cgroups
+        (`evictd.adapters.runtime_stats_worker`)."""
         problems: list[SampleError] = []
         at = self._clock.wall()
         node_memory, capacity, pods_memory, has_pods_cgroup = self._memory_readings(problems)
@@ -297,9 +273,8 @@ class NodeStatsSource:
 
     def _memory_readings(self, problems: list[SampleError]
                          ) -> tuple[MemoryReading | None, int | None, MemoryReading | None, bool]:
-        """The root's memory, the node's MemTotal and the pods cgroup's memory, as `summary` and `memory_summary` read
-        them (None: unreadable, the reason added to `problems`), and whether there is a pods cgroup: without one no
-        kubelet-managed pods run here, and allocatable memory is absent, not unreadable."""
+        """The root's memory, MemTotal and the pods cgroup's memory (None: unreadable, added to `problems`), and
+        whether there is a pods cgroup (without one allocatable memory is absent, not unreadable)."""
         node_memory = attempt(lambda: self._cgroups.memory(""), problems)
         capacity = attempt(lambda: procfs.mem_total_bytes(self._proc_root), problems)
         has_pods_cgroup = self._cgroups.has_pods_cgroup()
@@ -312,11 +287,8 @@ class NodeStatsSource:
         return self.memory_summary
 
     def memory_summary(self) -> Summary:
-        """Read the node's memory alone now: a Summary whose node has its own memory and the pods cgroup's (what
-        ``memory.available`` and ``allocatableMemory.available`` are observed from, read as `summary` reads them)
-        and nothing else, no pods. The readings that confirm a memory crossing are these
-        (`evictd.core.settled`): a few small reads, where `summary` reads every pod. Figures that cannot be read
-        are absent (the full reading the cycle then takes reports why)."""
+        """Read the node's memory alone now (the node's and pods cgroup's memory, no pods): the few small reads that
+        confirm a memory crossing (`evictd.core.settled`). Unreadable figures are absent."""
         problems: list[SampleError] = []
         at = self._clock.wall()
         node_memory, capacity, pods_memory, _ = self._memory_readings(problems)
@@ -370,9 +342,8 @@ class NodeStatsSource:
         return self._with_sandbox_fallback(tuple(result), at, problems)
 
     def _ask_runtime(self, runtime_wait_s: float | None = None) -> Mapping[str, Sequence[ContainerUsage]] | SampleError:
-        """Ask the runtime for its containers' stats (waiting `runtime_wait_s` at most; None: its deadline): its answer
-        (empty without a runtime), or why not; kept for the cycle's re-reads (`_cycle_runtime`), the answer also as
-        the last one (`_last_runtime_answer`), as is an answer that came after an urgent read stopped waiting."""
+        """Ask the runtime for its containers' stats (at most `runtime_wait_s`; None: its deadline): the answer
+        (empty without a runtime) or why not, kept for the cycle's re-reads and as the last answer."""
         got: Mapping[str, Sequence[ContainerUsage]] | SampleError
         came_late, late = self._runtime_stats.take_late()
         if came_late and late is not None:
@@ -390,10 +361,7 @@ class NodeStatsSource:
     def _with_sandbox_fallback(
         self, pods: tuple[PodStats, ...], at: datetime, problems: list[SampleError]
     ) -> tuple[PodStats, ...]:
-        """Fill memory and process counts the pod cgroup could not give from the runtime's sandbox stats.
-
-        ListPodSandboxStats is asked only in a cycle where some pod lacks its cgroup readings.
-        """
+        """Fill memory and process counts pod cgroups could not give from the runtime's sandbox stats."""
         if not self._runtime.attached or all(p.memory is not None for p in pods):
             return pods
         try:
@@ -414,13 +382,10 @@ class NodeStatsSource:
     def _one_pod(self, pod: Pod, cgroup: PodCgroup | None, figures: PodFigures | SampleError | None,
                  runtime: Sequence[ContainerUsage], remembered: Sequence[ContainerUsage], disk: DiskBlocks | None,
                  at: datetime, problems: list[SampleError]) -> PodStats:
-        # The per-pod hot path of a cycle (about a thousand pods): plain loops, no intermediate lists; its two blocks
-        # built by `pod_memory_stats` and `pod_stats` (half the time of the dataclasses' constructors).
+        # The per-pod hot path: plain loops; blocks built by `pod_memory_stats` and `pod_stats`.
         memory = None
         process_count = None
-        # `figures`: what its cgroup gave (`CgroupReader.pod_figures_many`), None without one. An unreadable pod cgroup
-        # leaves the pod's memory unknown (ranked as using none), instead of dropping its stats: a pod without stats
-        # would be ranked first, evicted on data never read.
+        # `figures`: its cgroup's (None: no cgroup); unreadable leaves memory unknown, never the stats dropped.
         if isinstance(figures, SampleError):
             problems.append(without_traceback(figures))
         elif figures is not None:

@@ -1,22 +1,11 @@
 """The kernel's OOM-kill counters: the machine's, the pods cgroup's and every cgroup below it.
 
-Job: read what the kernel counts about OOM kills, for the pure arithmetic of `evictd.core.oom`:
-
-* the machine: ``oom_kill`` of ``<proc>/vmstat``: every process the OOM killer killed, globally or in a memory
-  cgroup (kernel 4.13 and later);
-* cgroup v2: ``memory.events`` ``oom_kill`` and ``oom_group_kill``, hierarchical: the pods cgroup's counter counts
-  every kill below it and a pod cgroup's every kill in its containers, even in container cgroups removed since;
-* cgroup v1: ``memory.oom_control`` ``oom_kill`` (kernel 4.13 and later), counted only in the cgroup the killed
-  process lived in (the kernel does not propagate it on v1): every cgroup below the pods cgroup is read. A
-  container cgroup the runtime removed before it was read (containerd removes it when the container exits)
-  takes its count with it: that kill is still counted on the machine, not in a pod.
-
-With them, the running kernel's boot ID (``<proc>/sys/kernel/random/boot_id``): the counters count from boot, so
-counters saved by an earlier run (`evictd.core.oom_saved`) mean something only within the same boot.
-
-Each counter is tagged with the pod (UID) and container (ID) whose cgroup holds it, named as `CgroupReader`
-names them for the kubelet's cgroup driver. A cgroup removed while it is walked held nothing any more and is
-passed over; every other failure raises ``SampleError(path, reason)``. Nothing is written.
+For `evictd.core.oom`: the machine's ``oom_kill`` of vmstat (4.13+); v2 ``memory.events`` ``oom_kill`` and
+``oom_group_kill``, hierarchical (removed children still counted); v1 ``memory.oom_control`` ``oom_kill``, local
+only, so every cgroup below the pods cgroup is read (a container cgroup removed before the read takes its count with
+it: the machine still counts it). And the boot ID: saved counters (`evictd.core.oom_saved`) only mean something
+within one boot. Each counter is tagged with its pod UID and container ID as `CgroupReader` names them. A cgroup
+removed mid-walk is passed over; other failures raise ``SampleError(path, reason)``. Nothing is written.
 """
 
 from __future__ import annotations
@@ -73,10 +62,8 @@ class OomCounters:
         return flat_keyed_value(self._vmstat, read_file(self._vmstat), OOM_KILL_KEY)
 
     def pods_kills(self) -> int | None:
-        """Return the hierarchical OOM-kill counter of the pods cgroup (v2), None on v1 or without a pods cgroup.
-
-        Raises SampleError.
-        """
+        """Return the pods cgroup's hierarchical OOM-kill counter (v2), None on v1 or without one. Raises
+        SampleError."""
         if self._v1 or not self._cgroups.has_pods_cgroup():
             return None
         pods = self._cgroups.pods_cgroup()
@@ -86,11 +73,8 @@ class OomCounters:
         return found[0]
 
     def cgroup_kills(self) -> tuple[CgroupOomCount, ...]:
-        """Return the counters below the pods cgroup, tagged with their pods and containers (none without one).
-
-        v1: every cgroup from the pods cgroup down (local counters). v2: each pod cgroup and the container
-        cgroups directly under it (hierarchical counters). Raises SampleError.
-        """
+        """Return the counters below the pods cgroup, tagged with pods and containers: v1 every cgroup down (local),
+        v2 each pod cgroup and its containers (hierarchical). Raises SampleError."""
         if not self._cgroups.has_pods_cgroup():
             return ()
         pods = self._cgroups.pod_cgroups()

@@ -1,17 +1,11 @@
 """A pod's folders on the node that count against its disk: disk-backed emptyDir volumes and container logs.
 
-Job: list, for one pod, the folders `evictd.adapters.disk_usage` measures: ``volume_dirs`` its emptyDir volumes
-under ``<kubelet root>/pods/<uid>/volumes/kubernetes.io~empty-dir/``, ``container_log_dirs`` its containers' log
-folders under ``<pod logs dir>/<namespace>_<name>_<uid>/`` (the kubelet's BuildPodLogsDirectory).
+``volume_dirs``: emptyDir volumes under ``<kubelet root>/pods/<uid>/volumes/kubernetes.io~empty-dir/``, skipping
+those on another ``st_dev`` (tmpfs or hugetlbfs mounts: not node disk, ``IsLocalEphemeralVolume``).
+``container_log_dirs``: ``<pod logs dir>/<namespace>_<name>_<uid>/<container>/`` (BuildPodLogsDirectory).
 
-Memory-backed volumes: an emptyDir with medium ``Memory`` (tmpfs) or ``HugePages`` (hugetlbfs) is a mount
-of another filesystem on its volume directory. ``volume_dirs`` skips every volume directory whose
-``st_dev`` differs from that of its parent ``kubernetes.io~empty-dir`` folder: such volumes do not use node
-disk and the kubelet leaves them out of a pod's disk usage (KUBELET_SPEC §9.3, ``IsLocalEphemeralVolume``).
-
-Invariants: every path returned is inside the folder listed (a pod uid, namespace or name that is not a single
-path component raises SampleError, never escapes it); results are sorted by name; a pod without the folder has
-none; a folder that cannot be read raises SampleError naming it.
+Invariants: every path returned is inside the folder listed (a name that is not one path component raises
+SampleError); results are sorted by name; a missing folder has none; an unreadable one raises SampleError.
 """
 
 from __future__ import annotations
@@ -32,13 +26,8 @@ _GONE = (FileNotFoundError, NotADirectoryError)
 
 
 def volume_dirs(kubelet_root: str, pod_uid: str) -> list[tuple[str, str]]:
-    """Return (volume name, folder) of each disk-backed emptyDir volume of a pod, sorted by name.
-
-    Lists ``<kubelet_root>/pods/<pod_uid>/volumes/kubernetes.io~empty-dir/``. Volume folders that are mount
-    points of another filesystem (memory-backed emptyDirs) and entries that are not folders are left out; a
-    pod without that folder has none. Raises SampleError when the folder cannot be read, or when `pod_uid`
-    is not a single path component.
-    """
+    """Return (volume name, folder) of each disk-backed emptyDir volume of a pod, sorted by name (mounts and
+    non-folders left out). Raises SampleError when the folder cannot be read or `pod_uid` is not one component."""
     uid = _component(kubelet_root, "pod uid", pod_uid)
     # Called for every pod every pass: plain string joins (os.path.join's result, without its cost).
     plugin_dir = f"{os.path.join(kubelet_root, '')}pods/{uid}/volumes/{EMPTY_DIR_PLUGIN_DIR}"
@@ -63,11 +52,8 @@ def volume_dirs(kubelet_root: str, pod_uid: str) -> list[tuple[str, str]]:
 
 
 def container_log_dirs(pod_logs_dir: str, namespace: str, name: str, uid: str) -> list[tuple[str, str]]:
-    """Return (container, folder) of each ``<pod_logs_dir>/<namespace>_<name>_<uid>/<container>/``, by name.
-
-    A pod without a log folder has none. Raises SampleError when the folder cannot be read, or when a part
-    of its name is not a single path component.
-    """
+    """Return (container, folder) of each of the pod's container log folders, by name (none without the folder).
+    Raises SampleError when it cannot be read or a name part is not one path component."""
     parts = (("namespace", namespace), ("name", name), ("uid", uid))
     folder = os.path.join(pod_logs_dir, POD_LOG_DIR_DELIMITER.join(_component(pod_logs_dir, *part) for part in parts))
     try:

@@ -16,14 +16,9 @@ from evictd.core.summary import ContainerStats, FsStats, VolumeStats
 
 @dataclass(frozen=True, slots=True)
 class DiskBlocks:
-    """A pod's disk figures as Summary blocks, stamped with their measurement time.
-
-    Built once per `PodDiskFigures` object and reused while the store hands out the same one (figures and
-    Summary blocks are immutable), so an unchanged pod costs a cycle no allocation for its disk figures.
-    `log_containers` are each log folder's figures as the container entry the runtime names no container with
-    (and where it does, the logs it gets: no mapping of its own, kept for every pod); `ephemeral_storage` is
-    volumes + logs, without writable layers.
-    """
+    """A pod's disk figures as Summary blocks, stamped with their measurement time, built once per `PodDiskFigures`
+    object (an unchanged pod costs nothing). `log_containers`: each log folder as a container entry;
+    `ephemeral_storage`: volumes + logs, without writable layers."""
 
     figures: PodDiskFigures
     measured_at: datetime

@@ -1,31 +1,13 @@
 """Pods' disk usage measured away from the housekeeping cycle: walked in rounds, read back with its age.
 
-Job: measure each pod's emptyDir volumes and container log folders (the walk of `disk_usage`) without the
-housekeeping cycle ever waiting for it, as the kubelet measures volumes asynchronously (its
-``fsResourceAnalyzer`` every ``volumeStatsAggPeriod``) and reports the last figure with the time it was
-taken. Two halves, joined by `PodDiskFigures` values:
-
-* `PodDiskWalker` (runs in the disk walker process, `disk_walker_process`): ``run_pass(pods)`` advances one
-  measurement round per pod. A round reads every volume and log folder of its pod; each pass gives it a
-  budget of `entry_budget` entries (``lstat`` calls), and a round that spends it pauses until the next pass,
-  where it resumes where it stopped. A round's figures are published only when it completes, stamped with
-  the time the round *began* (the kubelet stamps ``metav1.Now()`` before running ``du``): the figures are at
-  least that recent. A pod's figures therefore never mix two rounds, and no pod can make another wait more
-  than one budget per pass. A folder that cannot be read costs only itself: the round keeps the pod's other
-  volumes and logs (as the kubelet keeps a pod's other figures when one volume fails), and a tree read in
-  part counts what it could (`disk_usage`); the figures then carry a `problem` naming what was left out.
-* `PodDiskStore` (in the daemon): the pods the cycle wants measured, and the last figures of each. Reading
-  it takes a lock held only for dictionary lookups, never during a walk. ``readings(pods, now)`` gives each
-  pod its last figures, with their own measurement time, however old, as the kubelet uses its last
-  measurement of a volume however old: a tree whose round takes longer than `stale_after_s` (millions of
-  entries) keeps counting with its last complete figure, never as 0. Figures older than `stale_after_s`, and
-  a pod wanted that long without any figures (no figures: it counts as absent), also give a `SampleError`
-  saying so, worded the same every cycle so that it is logged once. ``wait_for_figures(pods, timeout_s)`` lets a
-  cycle about to rank pods for disk pressure wait, bounded, for the first figures of pods it named (the manager's
-  `DiskFigures`, docs/how-a-cycle-decides.md step 9).
-
-Ages are on the monotonic clock, which is system-wide on Linux, so figures measured in another process
-compare with the daemon's own `now`.
+Each pod's emptyDir volumes and log folders are walked (`disk_usage`) without the cycle waiting, as the kubelet's
+``fsResourceAnalyzer`` measures asynchronously and reports its last figure with its time. `PodDiskWalker` (in the
+disk walker process) advances one round per pod per pass within `entry_budget` entries, resuming where it paused;
+a round's figures are published only whole, stamped with its start (as the kubelet stamps ``metav1.Now()`` before
+``du``); an unreadable folder costs only itself (`problem` names it). `PodDiskStore` (in the daemon) holds the wanted
+pods and their last figures behind a lock held only for lookups: `readings` gives each pod its last figures however
+old (never 0), with a stable `SampleError` past `stale_after_s`; `wait_for_figures` is the manager's bounded
+`DiskFigures` wait (docs/how-a-cycle-decides.md step 9). Ages are on the system-wide monotonic clock.
 """
 
 from __future__ import annotations
@@ -40,25 +22,19 @@ from evictd.adapters.pod_dirs import container_log_dirs, volume_dirs
 from evictd.clock import SYSTEM_CLOCK, Clock
 from evictd.core.errors import ConfigError, SampleError
 
-# Entries (lstat calls) one pod's round may look at per pass: about 0.7 s of walking on the reference machine
-# (2.6 us per entry). A bigger tree is measured over several passes; its figures only get older.
+# Entries (lstat calls) one pod's round may look at per pass (~0.7 s of walking); bigger trees take several passes.
 DEFAULT_ENTRY_BUDGET = 250_000
 
 # The source of every problem the store reports about a pod's disk figures: this, then "<namespace>/<name>".
 POD_DISK_SOURCE_PREFIX = "disk usage of pod "
 
-# Figures older than this are reported (still used). Twice the kubelet's volumeStatsAggPeriod (1 min), whose
-# own figures are routinely a minute old: with a pass every 10 s, a round may take 12 passes (3 million entries
-# at the default budget) before its figures are reported as old.
+# Figures older than this are reported (still used): twice the kubelet's volumeStatsAggPeriod (1 min).
 DEFAULT_STALE_AFTER_S = 120.0
 
 
 class PodKey(NamedTuple):
-    """What names a pod's folders: its UID (volumes) and namespace, name and UID (log folder).
-
-    A named tuple rather than a dataclass: it is hashed and compared for every pod every cycle, which a tuple
-    does in C.
-    """
+    """What names a pod's folders: its UID (volumes) and namespace, name and UID (log folder). A named tuple:
+    hashed and compared for every pod every cycle, in C."""
 
     uid: str
     namespace: str
@@ -75,12 +51,8 @@ class SpaceUsed:
 
 @dataclass(frozen=True, slots=True)
 class PodDiskFigures:
-    """One completed round over a pod: its volumes and container log folders, and what could not be read.
-
-    `measured_at_monotonic` and `measured_at_wall` (seconds since the epoch) are when the round began.
-    `problem` is set when part of the pod could not be read (the first part, and how many more): a folder that
-    could not be read at all is left out of `volumes` or `logs`, one read in part counts what could be.
-    """
+    """One completed round over a pod: its volumes and log folders, when it began (monotonic and wall), and
+    `problem` (the first unreadable part and how many more; unreadable folders left out, partial ones counted)."""
 
     pod: PodKey
     measured_at_monotonic: float
@@ -91,10 +63,8 @@ class PodDiskFigures:
 
 
 class PodDiskWalker:
-    """Measures pods' volumes and log folders in rounds of at most `entry_budget` entries per pod and pass.
-
-    Owns its `DiskUsageCache` (one thread only). Raises ConfigError for an `entry_budget` below 1.
-    """
+    """Measures pods' volumes and log folders in rounds of at most `entry_budget` entries per pod and pass; owns its
+    `DiskUsageCache` (one thread). ConfigError for an `entry_budget` below 1."""
 
     def __init__(self, *, kubelet_root: str, pod_logs_dir: str, entry_budget: int = DEFAULT_ENTRY_BUDGET,
                  clock: Clock = SYSTEM_CLOCK) -> None:
@@ -182,12 +152,8 @@ def _first(problems: Sequence[SampleError]) -> SampleError | None:
 
 @dataclass(frozen=True, slots=True)
 class PodDiskReading:
-    """What the cycle uses of a pod's disk figures: its last `figures` (None: never measured), and `problems`
-    to report, each with the pod as its source: part of the pod unreadable, figures older than the store's
-    `stale_after_s`, or none yet after it.
-
-    No figures and no problems: the pod has not been measured yet and is not overdue.
-    """
+    """What the cycle uses of a pod's disk figures: its last `figures` (None: never measured) and `problems` to
+    report (part unreadable, figures stale, none yet after `stale_after_s`). Neither: not measured yet, not overdue."""
 
     figures: PodDiskFigures | None = None
     problems: tuple[SampleError, ...] = ()
@@ -197,12 +163,9 @@ NOT_MEASURED_YET = PodDiskReading()
 
 
 class PodDiskStore:
-    """The pods the cycle wants measured and the last figures of each, shared between threads.
-
-    `want` and `readings` are what the housekeeping cycle calls: each takes the lock once, for dictionary
-    operations only. `record` is called with figures as they arrive; `wait_for_wanted` lets the thread that
-    feeds the walker sleep until the wanted pods change.
-    """
+    """The pods the cycle wants measured and the last figures of each, shared between threads: `want` and `readings`
+    (the cycle's) take the lock once for lookups only; `record` stores arriving figures; `wait_for_wanted` lets the
+    feeding thread sleep until the wanted pods change."""
 
     def __init__(self, *, stale_after_s: float = DEFAULT_STALE_AFTER_S,
                  clock: Clock = SYSTEM_CLOCK) -> None:
@@ -213,8 +176,7 @@ class PodDiskStore:
         self._changed = threading.Condition(self._lock)
         # ... and wakes a cycle waiting for pods' first figures (`wait_for_figures`).
         self._recorded = threading.Condition(self._lock)
-        # pod -> the wanted key itself (the cycle's, which its pod keeps: figures are kept under it, not under the
-        # equal key each figures line brings, 0.2 KiB a pod with its strings) and when it was first wanted
+        # pod -> the cycle's own wanted key (figures kept under it, not each line's copy) and when first wanted
         self._wanted: dict[PodKey, tuple[PodKey, float]] = {}
         self._wanted_order: tuple[PodKey, ...] = ()
         self._version = 0
@@ -267,10 +229,8 @@ class PodDiskStore:
                 self._recorded.notify_all()
 
     def wait_for_figures(self, pods: Sequence[PodKey], timeout_s: float) -> bool:
-        """Wait up to `timeout_s` (real seconds) until every pod of `pods` has figures; return whether they all do.
-
-        A pod no longer wanted never gets figures: the wait then lasts `timeout_s`.
-        """
+        """Wait up to `timeout_s` until every pod of `pods` has figures; return whether they all do (a pod no longer
+        wanted never does)."""
         with self._recorded:
             return self._recorded.wait_for(lambda: all(pod in self._latest for pod in pods), timeout_s)
 

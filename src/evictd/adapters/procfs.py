@@ -1,30 +1,14 @@
-"""The procfs adapter: machine memory capacity, the task limit and the number of running tasks.
+"""The procfs adapter: machine memory capacity, the task limit, running tasks, PSI and /proc/vmstat counts.
 
-Job: read the three node-wide numbers the kubelet takes from ``/proc`` for eviction signals:
+What the kubelet takes from ``/proc``: ``mem_total_bytes`` (``MemTotal``, cAdvisor's ``MemoryCapacity``; other
+fields with ``meminfo_bytes``), ``pid_limit`` (the smaller of ``kernel.pid_max`` and ``kernel.threads-max``:
+pidlimit_linux.go ``Stats``) and ``running_tasks`` (``/proc/loadavg``'s fourth field, as ``runningTaskCount``:
+``sysinfo(2)``'s 16-bit ``procs`` wraps, kubernetes#107107). For evictd's stall signals: ``memory_pressure`` (a PSI
+file; None where the kernel has none) and ``vmstat_counts`` (global reclaim scans for the stall gate, page cache
+refaults and activations for the refault signal).
 
-* ``mem_total_bytes`` - ``MemTotal`` of ``/proc/meminfo``, the node memory capacity (cAdvisor's
-  machine info ``MemoryCapacity``, the "limit" of the root cgroup in ``memory.available``); any other
-  field of ``/proc/meminfo`` in bytes with ``meminfo_bytes`` (``inactive_file_bytes``: the fresh inactive file
-  the memcg notifiers arm the root's levels with);
-* ``pid_limit`` - the smaller of ``kernel.pid_max`` and ``kernel.threads-max``, both system-wide limits
-  on tasks (``pkg/kubelet/stats/pidlimit/pidlimit_linux.go`` ``Stats``: ``Rlimit.MaxPID``);
-* ``running_tasks`` - the task count after the ``/`` in the fourth field of ``/proc/loadavg``
-  (``runningTaskCount``: ``Rlimit.NumOfRunningProcesses``). The kubelet prefers it to ``sysinfo(2)``,
-  whose ``procs`` is a 16-bit field that wraps past 65535 tasks (kubernetes/kubernetes#107107).
-
-And, for evictd's memory stall signals, a memory pressure file: ``pressure/memory`` (node-wide) or a v2 cgroup's
-``memory.pressure``, with ``memory_pressure`` (None where the kernel has no PSI: the file is absent); and, for their
-stall gate (`evictd.core.stall_gate`), ``global_reclaim_scan_pages``: the pages reclaim scanned for the machine's
-shortage since boot, from ``vmstat``; ``vmstat_counts`` reads it with, for the refault signal
-(`evictd.core.refault`), the page cache refaulted and activated since boot, from the same file at once.
-
-Invariants:
-
-* Every function takes ``root`` (the procfs mount, ``/proc``) so tests point it at fixture files.
-* Any failure - missing file, permission, malformed content - raises ``SampleError(path, reason)``.
-  Unlike the kubelet, which silently uses whichever of ``pid_max``/``threads-max`` it could read, evictd
-  needs both: a limit read from one file alone may be too high, and evictd never guesses.
-* Only reads; one small file per value (two for ``pid_limit``).
+Invariants: every function takes ``root`` (``/proc``) so tests use fixtures; any failure raises
+``SampleError(path, reason)``; ``pid_limit`` needs both files (one alone may be too high; never guessed); reads only.
 """
 
 from __future__ import annotations
@@ -73,9 +57,8 @@ _PSI_LINE = re.compile(r"(some|full) avg10=(\d{1,3}\.\d\d) avg60=(\d{1,3}\.\d\d)
 
 
 def memory_pressure(path: str | Path) -> PsiStats | None:
-    """Return the ``some`` and ``full`` lines of the PSI file at `path`; None when the kernel has none there (no
-    file: no PSI, or a cgroup v1 hierarchy; EOPNOTSUPP: PSI disabled at boot with ``psi=0``). Raises SampleError
-    for a file that cannot be read or parsed."""
+    """Return the ``some`` and ``full`` lines of the PSI file at `path`; None when the kernel has none there (no file,
+    or EOPNOTSUPP with ``psi=0``). Raises SampleError for a file that cannot be read or parsed."""
     path = Path(path)
     try:
         text = path.read_text(encoding="ascii")
@@ -99,9 +82,8 @@ def memory_pressure(path: str | Path) -> PsiStats | None:
     return PsiStats(some=lines["some"], full=lines["full"])
 
 
-# /proc/vmstat's counts of pages scanned by reclaim that is not a cgroup's own (mm/vmscan.c counts them only when
-# !cgroup_reclaim(sc)): kswapd's and direct reclaim's, and khugepaged's where the kernel has it (6.9 and later).
-# Not pgscan_proactive (memory.reclaim, asked for, not a shortage), nor pgscan_anon/pgscan_file (every reclaim).
+# Pages scanned by reclaim that is not a cgroup's own (mm/vmscan.c, !cgroup_reclaim): kswapd, direct, khugepaged
+# (6.9+). Not pgscan_proactive (memory.reclaim) nor pgscan_anon/pgscan_file (every reclaim).
 GLOBAL_SCAN_KEYS = (b"pgscan_kswapd", b"pgscan_direct")
 OPTIONAL_GLOBAL_SCAN_KEYS = (b"pgscan_khugepaged",)
 
@@ -122,9 +104,8 @@ def _global_scan_pages(path: str, data: bytes) -> int:
     return sum(flat_keyed_value(path, data, key) for key in keys)
 
 
-# The page cache refaulted (re-read after reclaim dropped it) and activated at once since boot: Linux 5.9 split the
-# counts into _file and _anon (anonymous pages refault from swap: not the page cache thrash this signal measures);
-# before, the one count was the page cache's. A kernel with neither (before 3.15) has no refault signal.
+# Page cache refaulted and activated since boot: the _file counts since 5.9 (_anon refaults from swap), the one count
+# before; none before 3.15.
 REFAULT_KEYS = (b"workingset_refault_file", b"workingset_refault")
 ACTIVATE_KEYS = (b"workingset_activate_file", b"workingset_activate")
 # /proc/vmstat counts pages; the Summary counts bytes.
@@ -174,10 +155,7 @@ def pid_limit(root: str | Path = "/proc") -> int:
 
 
 def running_tasks(root: str | Path = "/proc") -> int:
-    """Return the number of tasks (threads included) on the machine, from ``<root>/loadavg``.
-
-    Raises SampleError.
-    """
+    """Return the number of tasks (threads included) on the machine, from ``<root>/loadavg``. Raises SampleError."""
     path = Path(root) / "loadavg"
     text = _read_text(path)
     fields = text.split()
@@ -192,9 +170,7 @@ def running_tasks(root: str | Path = "/proc") -> int:
 
 
 def _read_text(path: Path) -> str:
-    """The file's content as ASCII text; raises SampleError. Read as bytes (`read_file`: os.open + os.read, no text
-    file object): MemTotal read 17 us against 24 us through `Path.read_text` on this project's host, and every
-    confirming reading reads it."""
+    """The file's content as ASCII text, read as bytes (cheaper; MemTotal is read by every confirming reading)."""
     try:
         return read_file(str(path)).decode("ascii")
     except UnicodeDecodeError as exc:

@@ -1,16 +1,10 @@
 """Memory pressure files read with evictd's own `recent` share: the readings of each file kept between cycles.
 
-Job: read a memory pressure file (`procfs.memory_pressure`) and give each of its PSI lines the share stalled since
-an earlier reading of the same file (`PsiData.recent`, by `evictd.core.psi_window`'s rule), keeping per file the
-few readings that rule needs (`next_history`). The figure lands in the Summary, so a recording carries it and
-replay needs none of this state.
-
-A stall threshold's PSI trigger that fired is noted too (`note_firing`), per file: the readings soon after it
-take the threshold's share as their line's `recent` where evictd's own window shows less (`with_firings`).
-
-Invariants: one history per path; a file absent or unreadable keeps its history as it was (a window may then
-span the gap, up to `MAX_WINDOW_S`), a file without PSI forgets it. Times are the clock's monotonic seconds, read
-right after the file.
+Reads a PSI file (`procfs.memory_pressure`) and gives each line its share stalled since an earlier reading
+(`evictd.core.psi_window`), keeping per file the few readings that needs; noted trigger firings (`note_firing`)
+raise `recent` to the threshold's share soon after. The figure lands in the Summary, so replay needs none of this.
+One history per path; an unreadable file keeps its history, a file without PSI forgets it; times are the clock's,
+read right after the file.
 """
 
 from __future__ import annotations

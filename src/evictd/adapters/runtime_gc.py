@@ -1,22 +1,14 @@
 """Garbage collection through the container runtime: the kubelet's container and image GC over a CRI client.
 
-Job: carry out what the pure policies of `evictd.core.container_gc` and `evictd.core.image_gc` decide, for
-the two callers the kubelet has: node-level reclaim under disk pressure (`reclaim`, the eviction manager's
-DeleteAllUnusedContainers / DeleteUnusedImages) and the periodic garbage collection (`periodic`, the
-kubelet's ContainerGCPeriod / ImageGCPeriod loops). `RuntimeReclaimer` is the manager's `NodeReclaimer`.
+Carries out what `evictd.core.container_gc` and `evictd.core.image_gc` decide, for node-level reclaim under disk
+pressure (`reclaim`: DeleteAllUnusedContainers, DeleteUnusedImages; `RuntimeReclaimer` is the manager's
+`NodeReclaimer`) and periodic GC (`periodic`: ContainerGCPeriod, ImageGCPeriod).
 
-Invariants:
-* Every removal is attempted even when an earlier one failed; failures are collected and raised once, at
-  the end, as one `GCError` (a `CRIError`) that also carries what the pass did achieve. A failed listing
-  stops only the step that needed it, as in the kubelet (containers, then sandboxes, then log folders).
-* What a pass frees: for image GC the sizes of the images deleted (the CRI's `Image.size`); for container
-  GC the writable-layer bytes of the containers removed, as `ListContainerStats` reported them just before
-  (containerd measures exited containers' snapshots too); a container whose layer was not reported
-  counts 0, so the figure is a lower bound. Sandboxes and log folders are not counted.
-* Time comes from the injected `evictd.clock.Clock`: monotonic seconds for image records (first detection, last use),
-  wall-clock nanoseconds for container ages (the CRI's `created_at` is wall-clock).
-* Image GC keeps its records (`state`) between calls, like the kubelet's imageRecords; call `detect()`
-  at start-up and every image GC period so that ages and last uses are known before pressure arrives.
+Invariants: every removal is attempted; failures are raised once at the end as one `GCError` with what the pass
+achieved; a failed listing stops only its step, as in the kubelet. Freed bytes: deleted images' sizes; removed
+containers' writable layers as ListContainerStats reported them (a lower bound); sandboxes and logs uncounted. Time
+comes from the injected Clock (monotonic for image records, wall-clock ns for container ages, as the CRI's). Image
+records persist between calls like imageRecords: call `detect()` at start and every image GC period.
 """
 
 from __future__ import annotations
@@ -100,10 +92,8 @@ def _wall_ns(clock: Clock) -> int:
 
 
 class GCError(CRIError):
-    """Some removals of one GC pass failed (all were tried); `failures` holds each, `freed_bytes` the rest.
-
-    `method` and `code` are those of the first failure; the detail counts and lists them all.
-    """
+    """Some removals of one GC pass failed (all were tried): `failures` each, `freed_bytes` the rest; `method` and
+    `code` are the first failure's."""
 
     def __init__(self, what: str, failures: Sequence[CRIError], freed_bytes: int) -> None:
         self.failures = tuple(failures)
@@ -132,12 +122,9 @@ class ContainerGCResult:
 
 
 class CriContainerGC:
-    """The kubelet's container GC (kuberuntime_gc.go GarbageCollect) over a CRI client.
-
-    `pod_state` answers for each pod UID (see `evictd.core.container_gc.PodState`: pods the caller cannot
-    vouch for must be ACTIVE); `sources_ready` is the kubelet's allSourcesReady. `log_dirs_root` is the pod
-    logs folder (`/var/log/pods`), None to leave log folders alone.
-    """
+    """The kubelet's container GC (kuberuntime_gc.go GarbageCollect) over a CRI client. `pod_state` per pod UID
+    (unvouched pods ACTIVE), `sources_ready` the kubelet's allSourcesReady, `log_dirs_root` /var/log/pods (None:
+    leave log folders alone)."""
 
     def __init__(self, client: RuntimeGCClient, policy: GCPolicy, pod_state: PodStateFunc, log_dirs_root: str | None, *,
                  sources_ready: Callable[[], bool] = lambda: True, clock: Clock = SYSTEM_CLOCK) -> None:
@@ -256,11 +243,8 @@ class CriContainerGC:
 
 @dataclass(frozen=True, slots=True)
 class ImageGCResult:
-    """What one image GC pass deleted and freed.
-
-    `wanted_bytes` is what periodic GC aimed at (None: usage was below the high threshold, or the pass was
-    eviction-time reclaim); `shortfall` is the kubelet's FreeDiskSpaceFailed message when it freed less.
-    """
+    """What one image GC pass deleted and freed: `wanted_bytes` periodic GC's aim (None: below the high threshold,
+    or eviction-time), `shortfall` the kubelet's FreeDiskSpaceFailed message when it freed less."""
 
     removed: tuple[ImageToFree, ...] = ()
     freed_bytes: int = 0
@@ -269,12 +253,8 @@ class ImageGCResult:
 
 
 class CriImageGC:
-    """The kubelet's image GC manager (image_gc_manager.go) over a CRI client.
-
-    `fs_usage` returns the image filesystem's (capacity_bytes, available_bytes) for periodic GC (see
-    `imagefs_usage`). `on_image_removed` is called once per deleted image with its reason ("space" or
-    "age"), for `evictd_image_garbage_collected_total{reason}`.
-    """
+    """The kubelet's image GC manager (image_gc_manager.go) over a CRI client. `fs_usage` gives the image
+    filesystem's (capacity, available) bytes; `on_image_removed` is called per deleted image with its reason."""
 
     def __init__(self, client: RuntimeGCClient, policy: ImageGCPolicy, *,
                  fs_usage: Callable[[], tuple[int, int]] | None = None,
@@ -309,10 +289,8 @@ class CriImageGC:
 
     def periodic(self) -> ImageGCResult:
         """The kubelet's periodic GarbageCollect: images past the maximum age, then down to the low threshold.
-
-        Raises CRIError when listing fails, GCError when a deletion failed (as the kubelet, age deletion
-        errors end the pass before the space step), SampleError when the filesystem cannot be read.
-        """
+        CRIError when listing fails, GCError when a deletion failed (age errors end the pass), SampleError for the
+        filesystem."""
         images, in_use, now_s = self.detect()
         if self.policy.periodic_disabled:
             return ImageGCResult()
@@ -368,11 +346,8 @@ class CriImageGC:
 
 
 def imagefs_usage(client: ImageFsClient) -> Callable[[], tuple[int, int]]:
-    """Return a reader of the image filesystem's (capacity, available) bytes: statvfs of what ImageFsInfo names.
-
-    The reader raises CRIError when the runtime does not answer, SampleError when it names no filesystem or
-    the folder cannot be read.
-    """
+    """Return a reader of the image filesystem's (capacity, available) bytes: statvfs of what ImageFsInfo names;
+    it raises CRIError when the runtime does not answer, SampleError otherwise."""
 
     def read() -> tuple[int, int]:
         info = client.image_fs_info()
@@ -388,11 +363,8 @@ def imagefs_usage(client: ImageFsClient) -> Callable[[], tuple[int, int]]:
 
 
 class RuntimeReclaimer:
-    """Node-level reclaim for the eviction manager: containerGC and imageGC through the runtime.
-
-    With `images.policy.include_in_eviction` false, IMAGE_GC deletes nothing and frees 0 (periodic image
-    GC is unaffected).
-    """
+    """Node-level reclaim for the eviction manager: containerGC and imageGC through the runtime (IMAGE_GC frees 0
+    while `include_in_eviction` is false)."""
 
     def __init__(self, containers: CriContainerGC, images: CriImageGC) -> None:
         self.containers = containers

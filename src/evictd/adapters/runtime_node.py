@@ -28,10 +28,8 @@ from evictd.log import Log
 FILESYSTEM_REFRESH_S = 60.0
 
 
-# A runtime read on the loop's path (a cycle's stats and sandboxes, the image filesystems, the wait after an eviction)
-# waits at most this long, not the client's runtimeRequestTimeout: a runtime that hangs in a node's thrashing memory
-# (issue 36's arena: containerd unanswered for a minute) held each cycle 10 s a call, 40 s in all, while the node
-# needed an eviction; the cycle uses the last answer instead.
+# A runtime read on the loop's path waits at most this long, not runtimeRequestTimeout: a runtime hung in thrash
+# would hold each cycle 10 s a call; the cycle uses the last answer instead.
 CYCLE_READ_TIMEOUT_S = 2.0
 
 
@@ -47,12 +45,8 @@ class RuntimeFilesystems:
         self.last_error: EvictdError | None = None
 
     def paths(self, *, ask: bool = True) -> tuple[str, str]:
-        """Return (image filesystem folder, container filesystem folder).
-
-        After an answer naming the filesystems the runtime is asked again a minute later; after a failed
-        call or an answer naming none (a runtime that has just started and not measured them yet) at the
-        next call. Without `ask`, the runtime is not asked now (the folders last known).
-        """
+        """Return (image filesystem folder, container filesystem folder): asked again a minute after an answer
+        naming them, at the next call after a failure or none named; without `ask`, the folders last known."""
         now = self._clock.monotonic()
         if ask and now - self._asked_at >= FILESYSTEM_REFRESH_S:
             try:

@@ -1,23 +1,15 @@
 """The container runtime's stats asked on a thread of their own, so that a cycle that must not wait can stop waiting.
 
-Job: `RuntimeStatsWorker.stats(wait_s)` returns what `ask` (the runtime slot's `container_stats`: ListContainerStats
-with the cycle read's own deadline) returns, waiting at most `wait_s` seconds for it (None: until the call ends,
-as a plain call would). The node's stats source waits a short time only in a cycle whose node memory shows a
-memory threshold met (`evictd.core.settled.runtime_wait_s`): the memory ranking reads the pods' cgroups, not the
-runtime, whose answer only names the containers in the eviction message, and the containers it named last are
-then measured from their cgroups. On the arena's real node, a fast leak's hard crossing waited 2 s on an
-unanswered ListContainerStats before its cycle decided (docs/node-survival.md, "be-fast and be-burst on the real
-node"). A read that may stop waiting does not wait at all for a call an earlier read left under way: that call is
-overdue already (the runtime is not answering now); on the real node the 200 MiB/s leak's hard crossing waited
-0.5 s more on the same starved containerd and was OOM-killed by the kernel 0.24 s before the decision.
+`RuntimeStatsWorker.stats(wait_s)` returns what `ask` (ListContainerStats) returns, waiting at most `wait_s` (None:
+until the call ends). The stats source waits briefly only when the node's memory shows a threshold met
+(`runtime_wait_s`): the memory ranking reads cgroups, the runtime only names containers. A call an earlier read left
+under way is overdue already and not waited for (docs/node-survival.md, "be-fast and be-burst on the real node").
+A call goes on after its caller stopped waiting; the next `stats` waits for it rather than start another, and a late
+answer is kept for `take_late`.
 
-A call goes on after its caller stopped waiting. The next `stats` waits for that call instead of starting a second,
-and an answer that came while nobody waited is kept for `take_late` (the source names containers with it).
-
-Invariants: at most one call at a time; the thread is started at the first call that may be waited on for less
-than it takes (`wait_s` given) and reused from then on, so that a node that has run out of tasks does not cost a
-thread each cycle. Where no thread can be started, the call is made on the caller's thread, as a plain call. What
-the call raises is raised to the caller that waits for it.
+Invariants: at most one call at a time; one thread, started at the first call with `wait_s` and reused (a node out of
+tasks costs no thread per cycle); without a thread the call runs on the caller's; what the call raises is raised to
+the caller that waits for it.
 """
 
 from __future__ import annotations

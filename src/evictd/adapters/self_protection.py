@@ -1,25 +1,14 @@
 """evictd's own protection from the node's memory pressure: its memory locked, its OOM score read and set.
 
-Job: the kernel's per-process knobs a node daemon guards itself with, as the kubelet does.
+The kernel's per-process knobs a node daemon guards itself with, as the kubelet does: `lock_memory`
+(`mlockall(MCL_CURRENT | MCL_FUTURE | MCL_ONFAULT)`: pages locked as faulted in, so thrash cannot page the loop out;
+without `MCL_ONFAULT` (4.4) reserved stacks and arenas would all become resident, so no lock then);
+`read_oom_score_adj`/`set_oom_score_adj` (lowering needs CAP_SYS_RESOURCE); `raise_open_files_limit` (soft
+RLIMIT_NOFILE to the hard one, as Go 1.19+ programs do: 1024 would leave kept descriptors room for ~128 pods); and
+`memory_figures` (VmLck, VmRSS, and `Locked:` of smaps_rollup: what is resident and locked).
 
-* `lock_memory`: `mlockall(MCL_CURRENT | MCL_FUTURE | MCL_ONFAULT)` through the C library. Every page evictd has
-  resident is locked, and every page it touches later is locked as it is faulted in, so a node in thrash cannot
-  page evictd's code, heap or interpreter out and stall the loop that would relieve it. `MCL_ONFAULT` (Linux 4.4)
-  is what keeps this cheap: without it the kernel would make every reserved page resident at once (8 MiB stacks,
-  64 MiB malloc arenas: hundreds of MiB against a 128 MiB limit), so a kernel without it gets no lock at all.
-* `read_oom_score_adj` and `set_oom_score_adj`: `/proc/self/oom_score_adj`. Lowering it needs CAP_SYS_RESOURCE
-  (below the lowest value a privileged writer set); without it the kernel answers EACCES.
-* `raise_open_files_limit`: the soft RLIMIT_NOFILE raised to the hard one, as Go programs (the kubelet among them)
-  do at start since Go 1.19: systemd's default soft limit, 1024, would leave the kept cgroup descriptors
-  (`evictd.adapters.kept_files`, half the soft limit) room for about 128 pods.
-* `memory_figures`: VmLck, VmRSS (`/proc/self/status`) and the resident locked memory (`Locked:` of
-  `/proc/self/smaps_rollup`). VmLck counts the whole address space marked locked, touched or not; what is resident
-  and locked is `Locked:`.
-
-Invariants: locking is tried only where it cannot make a later allocation fail (`evictd.core.self_protection`
-`lock_refusal`: with CAP_IPC_LOCK, or with an unlimited RLIMIT_MEMLOCK). No function here raises for a refusal by
-the kernel: each returns what happened and why, and evictd runs on either way. Filesystem readers take
-`proc_root`.
+Invariants: locking is tried only where it cannot make a later allocation fail (`lock_refusal`); no kernel refusal
+raises: each call returns what happened and why, and evictd runs on. Readers take `proc_root`.
 """
 
 from __future__ import annotations
@@ -88,9 +77,8 @@ MLOCKALL_ERRORS = {
 
 
 def lock_memory(cap_ipc_lock: bool | None = None, proc_root: str = "/proc") -> MemoryLock:
-    """Lock every page evictd has and will have (module's description); return what happened, never raise.
-
-    `cap_ipc_lock`: whether this process has CAP_IPC_LOCK (None: read from `proc_root`)."""
+    """Lock every page evictd has and will have; return what happened, never raise (`cap_ipc_lock` None: read from
+    `proc_root`)."""
     try:
         if cap_ipc_lock is None:
             cap_ipc_lock = has_capability(CAP_IPC_LOCK, proc_root)

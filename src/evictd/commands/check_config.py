@@ -99,8 +99,7 @@ def _memory_reclaim_text(own: EvictdSettings, *, read_cgroups: bool) -> str:
 
 
 def _node_protection(configuration: Configuration, *, read_cgroups: bool) -> list[Finding]:
-    """The findings on how the node protects its daemons' memory: the configuration's, and with `read_cgroups`
-    this machine's cgroups' (as `run` logs them at start)."""
+    """The findings on the node's memory protection: the configuration's and, with `read_cgroups`, the cgroups'."""
     from evictd.adapters.cgroups import CgroupReader, detect_cgroup_layout
     from evictd.adapters.node_protection import read_node_cgroups
     from evictd.core.node_protection import configuration_findings, node_protection_findings, unread_cgroups_finding

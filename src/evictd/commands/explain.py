@@ -1,25 +1,13 @@
 """`evictd explain`: why a pod was evicted, or what would be evicted next, from the flight recorder's recording.
 
-An eviction is found in the recording (by pod, by decision id, or the last one) and the run of evictd that took
-it is replayed through the eviction manager up to that cycle with the recorded configuration
-(`replay.replayed_runs`), so that the explanation is the manager's own report of that cycle: the observations,
-each threshold met with the time it was first met and its grace period, the node-level reclaim (what it freed
-is the recorded figure: a replay frees nothing), the whole ranking with each pod's keys, and why the pods
-ranked above the evicted one were passed over. The run is replayed from the engine state it started from (the
-one it restored after a restart, as its first recorded line says), so a grace period under way across a restart
-shows when it was first met, before the restart. `--now` does the same for the newest recorded cycle: how far
-each signal is from each threshold, and the head of the eviction order, saying how old that cycle is (and that
-it is not now when it is older than a few housekeeping intervals: the daemon stopped, or records nothing).
-An eviction the recording does not hold is explained from the journal (`explain_journal`). An eviction for disk
-(a disk signal or a local-storage limit) also says when the evicted pod's disk figures were measured: a tree whose
-walk takes longer than the disk walker's staleness limit is decided on with its last complete figures, however old.
-
-The last eviction and the newest cycle (`--last`, `--now`) are found and replayed in one reading of the
-recording, each run replayed as it is read (its cycles are read once, not once to find the cycle and once more
-to replay it); an eviction by pod or decision id is found first, then its run alone is replayed up to it.
-
-A decision id is `<run>/<cycle>`: the run of evictd (its start time and PID, as the recording names it) and
-the cycle number, as the eviction's log line and the live view print it.
+The eviction (by pod, decision id `<run>/<cycle>`, or the last) is found and its run replayed through the eviction
+manager up to that cycle with the recorded configuration, from the engine state the run started from
+(`replay.replayed_runs`), so the explanation is the manager's own report: observations, thresholds with first-met
+times and grace periods, the recorded node-level reclaim, the whole ranking with keys, and why pods above were
+passed over (for disk, when the pod's figures were measured). `--now` does the same for the newest cycle (distances
+to thresholds, head of the eviction order, and its age). `--last`/`--now` find and replay in one reading; a pod or
+decision is found first, then its run alone replayed. An eviction the recording lacks is explained from the journal
+(`explain_journal`).
 """
 from __future__ import annotations
 
@@ -61,8 +49,7 @@ def explain(recording: Recording, state_dir: str, *, pod: str | None = None, dec
     """Explain the eviction of `pod` (namespace/name, name or UID), of decision id `decision`, the last one (neither),
     or with `now` the newest cycle, from `recording` or, when it does not hold it, the journal in `state_dir`;
     `warn` is told what a person should know. Raises EvictdError when neither holds it."""
-    # --last and --now: one pass, replaying as it reads. A pod or a decision: first what cycles there are (their
-    # heads only), then the run of the one explained, replayed up to it.
+    # --last and --now: one pass, replaying as it reads; a pod or decision: the heads first, then its run.
     newest = now or (pod is None and decision is None)
     passed = replay_all(recording) if newest else None
     heads = passed.heads if passed is not None else [

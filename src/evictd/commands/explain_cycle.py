@@ -52,8 +52,7 @@ def record_head(record: Record) -> RecordHead:
 
 
 def _uids(record: Record) -> dict[str, str]:
-    """The UID of each pod of the cycle's list, by namespace/name (kept for the very list of the cycle before:
-    records carry the same list object until it changes)."""
+    """The UID of each pod of the cycle's list by namespace/name (cached for the same list object)."""
     last = _LAST_UIDS[0]
     if last is not None and last[0] is record.pods:
         return last[1]

@@ -1,15 +1,9 @@
 """`evictd explain` of an eviction the flight recording does not hold: what the eviction journal knows of it.
 
-The recording may not hold an eviction: the run that decided it had `recorder: false`, its segment was rotated
-out, or the recording was deleted. The journal (`<stateDir>/evictions.json`, `evictd.kube.journal`) keeps every
-eviction evictd carried out through the API until ten minutes after its last API step, with the pod, the
-signal, the message (which names the threshold quantity and the available amount), the grace period given, the
-decision id (when the run recorded) and how far the API steps got. That is what this explains, saying that the
-ranked table, the thresholds' first-met times and node-level reclaim are not known: they are in the recording
-alone. In dry-run, or without the API, nothing is journaled.
-
-A journal entry is in the recording when its `evictd.io/decision` annotation names a recorded cycle; an entry
-without one was decided by a run that did not record.
+The run may not have recorded, or its segment rotated out. The journal (`<stateDir>/evictions.json`) keeps each API
+eviction until ten minutes after its last API step: pod, signal, message, grace period, decision id, API progress.
+That is what this explains, saying that the ranking, first-met times and reclaim are in the recording alone. An
+entry is in the recording when its `evictd.io/decision` names a recorded cycle. Nothing is journaled in dry-run.
 """
 
 from __future__ import annotations
@@ -107,10 +101,9 @@ def journal_json(entry: JournalEntry, not_recorded: str) -> JsonObject:
 def from_journal(state_dir: str, heads: Sequence[RecordHead], *, pod: str | None, decision: str | None,
                  since: float | None, until: float | None, recording_problem: str | None, recorded_at: float | None,
                  not_found: EvictdError | None) -> JournalExplanation | None:
-    """The explanation of the eviction asked for (`pod`, or `decision`; neither: the last) when the
-    recording (`heads`: its cycles) does not hold it, or holds only an earlier one of the pod (at `recorded_at`);
-    None when the recording's is the one. Raise EvictdError when neither holds one (`not_found`: why the recording
-    does not)."""
+    """The explanation of the eviction asked for (`pod`, `decision`, or the last) when the recording (`heads`) does
+    not hold it or only an earlier one (at `recorded_at`); None when the recording's is the one. EvictdError when
+    neither holds one (`not_found`: why)."""
     entries, journal_problem = journal_entries(state_dir)
     entries = [e for e in unrecorded(entries, heads)
                if (since is None or e.decided_at >= since) and (until is None or e.decided_at <= until)]

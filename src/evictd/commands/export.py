@@ -1,9 +1,7 @@
 """`evictd record export`: a recording written out as one `simulate` scenario (YAML), step by step as it is read.
 
-The scenario's head (configuration, layout, pods, the engine state the first run started from) and its steps
-come from `recording.scenario_parts`; each step is one line of YAML flow style (a Summary of 1,000 pods is 25
-times faster to write so than through PyYAML's representer). Cycles of several runs of evictd play as one
-scenario, from the state the first started from: a warning says so.
+Head and steps come from `recording.scenario_parts`; each step is one line of YAML flow style (far faster than
+PyYAML's representer). Several runs play as one scenario from the first's start state: a warning says so.
 """
 
 from __future__ import annotations

@@ -1,23 +1,12 @@
 """`evictd replay`: run recorded cycles through the eviction manager with another configuration (backtesting).
 
-Each run of the recording (one `evictd run`, from start to stop) becomes a `simulate` scenario at the
-recorded monotonic times (`recording.scenario_parts`), driven by `simulate.run_scenario` with the
-candidate configuration; each replayed cycle's decision (`recording.decision_of`) is compared with the
-recorded one. With the recording's own configuration the decisions are the recorded ones.
-
-A candidate given as files and flags (`evictd replay --config/--eviction-*`) is layered on each run's recorded
-configuration by default: it changes only what it states ("what if only this changed"); `--from-defaults` starts
-it from the kubelet's defaults instead, as a kubelet given only those files and flags would.
-
-A replay follows the recorded node, not the node the candidate would have made: after the first cycle that
-differs, the node's later readings (and pod lists) are still what really happened. Node-level reclaim frees
-what the recording says it freed when it ran then (the Summary read after it), and nothing in cycles where only
-the candidate reclaims. Cycles whose stats could not be read are left out, as the manager's state stood still in
-them; a cycle whose pods came from the node (no pod list from the API) is replayed with those pods as a list.
-Each run starts from the engine state it started from, recorded on its first line: the one it restored from its
-predecessor's `engine-state.json` after a restart (for a candidate configuration, what that configuration would
-have restored: a changed threshold starts afresh), or a fresh one. A run whose first cycle is not in the
-recording (rotated out, before `--since`) starts from a fresh state at its first cycle there.
+Each recorded run becomes a `simulate` scenario at the recorded monotonic times (`recording.scenario_parts`), driven
+by `simulate.run_scenario` with the candidate; each cycle's decision is compared with the recorded one (the
+recording's own configuration gives the recorded decisions). A candidate from files and flags is layered on each
+run's recorded configuration (`--from-defaults`: on the kubelet's defaults). A replay follows the recorded node, not
+the one the candidate would have made; reclaim frees what the recording says; unreadable cycles are left out; a
+node-listed cycle replays those pods. Each run starts from the engine state it started from (first line; for a
+candidate, what it would have restored), or fresh when its first cycle is not in the recording.
 """
 
 from __future__ import annotations
@@ -109,10 +98,8 @@ def _intervals(timeline: Sequence[tuple[float, Sequence[str]]], condition: str) 
 
 @dataclass(frozen=True, slots=True)
 class ReplayedRun:
-    """One run of evictd replayed: each recorded cycle with the manager's report of it (replayed as they are
-    iterated, once); the configuration and layout it ran with, and the engine state it started from (`restored`:
-    the one the run restored at its start, None when the recording does not hold the run's first cycle or does
-    not say)."""
+    """One run of evictd replayed: each recorded cycle with the manager's report (replayed once, as iterated), the
+    configuration and layout, and the engine state it started from (`restored`; None: not in the recording)."""
 
     config: EngineConfig
     layout: FsLayout
@@ -121,18 +108,15 @@ class ReplayedRun:
     restored: bool | None
 
 
-# The candidate configuration of a replay: fixed, or made from each run's recorded configuration document (a
-# KubeletConfiguration with evictd's stall maps beside), so that it changes only what the candidate states.
+# The candidate configuration: fixed, or made from each run's recorded one (changing only what it states).
 Candidate = EngineConfig | Callable[[Mapping[str, object]], EngineConfig]
 
 
 def replayed_runs(records: Iterable[Record], config: Candidate | None = None,
                   problem: Callable[[str], None] = lambda message: None) -> Iterator[ReplayedRun]:
-    """Run each run of evictd in `records` (in order) through the eviction manager, from the state it started
-    from (see the module's description), with `config` (None: the run's own recorded configuration; a function:
-    the configuration it makes of the run's recorded one); cycles without a Summary are left out, and so are cycles
-    whose readings or pods do not decode (`problem` is told). Each run's cycles are read and replayed as they are
-    iterated, before the next run."""
+    """Run each run in `records` through the eviction manager from its start state with `config` (None: its own;
+    a function: made from its recorded one); cycles without a Summary, or that do not decode (`problem` is told), are
+    left out. Each run is read and replayed as iterated."""
     for _, group in groupby(records, key=lambda record: record.run):
         head, start, steps = scenario_parts(group, exact_times=True)
         if head is None or start is None:
@@ -248,8 +232,7 @@ def replay_text(result: Replay) -> str:
              + (f"{changed} cycle{'' if changed == 1 else 's'} decided differently" if changed
                 else "every decision as recorded")]
     if result.differences:
-        # Cycle numbers restart with each run: with several runs, a cycle is named by its run too. What was
-        # recorded is shown with terminal controls escaped (`printable`): a recording is input.
+        # Cycle numbers restart with each run (named with it when several); recorded text is shown escaped.
         run_column = result.runs > 1
         rows = [((printable(d.run),) if run_column else ()) + (
                     f"{d.cycle}", wall_text(d.wall) or "", d.what, printable("; ".join(d.recorded)) or "-",

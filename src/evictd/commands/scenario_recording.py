@@ -1,12 +1,8 @@
 """`evictd simulate --record DIR`: a scenario's cycles written by the flight recorder, as `evictd run` records them.
 
-DIR is used as a stateDir: the recording goes to `DIR/recording/`, where `evictd explain --state-dir DIR` and
-`evictd replay DIR` read it. The hook is the daemon's own `FlightRecorder`, with the daemon's default bounds, fed
-each step's cycle as the daemon feeds it. Nothing in it depends on when or where it was made, so that the same
-scenario always writes the same bytes: the wall clock is the scenario's (`at` seconds since the epoch; with
-`engineState`, from its `savedAt`, the first step's wall-clock time), the run and its segment are named
-`simulate` instead of by a PID, and the segment is left as plain lines rather than compressed (readers read it as
-an open segment). The decisions are recorded as a dry run's: a simulation evicts nobody.
+DIR is a stateDir (`DIR/recording/`, read by `explain` and `replay`); the hook is the daemon's own `FlightRecorder`
+with default bounds. The same scenario always writes the same bytes: the wall clock is the scenario's, the run and
+segment are named `simulate`, the segment stays uncompressed. Decisions are recorded as a dry run's.
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
 """`evictd shadow-report`: how far evictd's dry-run decisions agreed with the kubelet's own evictions.
 
-Reads the comparisons a dry-run `evictd run` recorded in `<stateDir>/shadow.jsonl` (and the rotated
-`shadow.jsonl.1`) and summarises them: how many of each outcome, the agreement (agree / all comparisons), how
-much later the kubelet's record came, and the disagreements. Given evictd's configuration, it also says which
-party would act on each signal once evictd acts (`with_handover`): evictd first with the kubelet as backstop, the
-kubelet first, both at the same threshold, or nobody.
+Summarises `<stateDir>/shadow.jsonl` (and `.1`): outcome counts, agreement, the kubelet's delay, the disagreements;
+with evictd's configuration, who would act on each signal once evictd acts (`with_handover`).
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
 """`evictd simulate`: drive the real eviction manager through a scripted scenario on a fake clock.
 
-The scenario format and its rules are docs/commands.md's "`evictd simulate`" section; `engineState` (optional) is the
-engine state the first step starts from, a document as `evictd run` saves it (`evictd.core.saved_state`) whose
-`savedAt` is the first step's wall-clock time: restored for the scenario's configuration as a restarted daemon
-restores it (thresholds it no longer has start afresh), its times placed on the fake clock. The stand-ins
-below are the only fakes; the manager is the daemon's own. Malformed scenarios raise ScenarioError with the path.
+The format is docs/commands.md's "`evictd simulate`"; `engineState` (optional) is a saved engine state whose
+`savedAt` is the first step's wall-clock time, restored as a restarted daemon restores it. The stand-ins below are
+the only fakes; the manager is the daemon's own. Malformed scenarios raise ScenarioError with the path.
 """
 
 from __future__ import annotations
@@ -47,8 +45,7 @@ class Step:
     pods: tuple[Pod, ...]
     # The stats read after the wait for pods' disk figures (None: the step's own Summary again).
     after_disk_wait: Summary | None = None
-    # The page cache reclaim before evict freed in this step, in bytes (None: it did not run); its effect on the
-    # stats is afterReclaim.
+    # Page cache reclaim before evict freed in this step (None: did not run); its effect is afterReclaim.
     memory_reclaimed: int | None = None
 
 
@@ -230,9 +227,8 @@ class FixedLayout:
 
 
 class ScriptedStats:
-    """Returns the step's summary, after any reclaim the step's afterReclaim summary, and after a wait for pods'
-    disk figures the step's afterDiskWait summary, or its own summary again without one (whatever the pods asked
-    for: the step's Summary holds the pods it scripts)."""
+    """Returns the step's summary, its afterReclaim after a reclaim, and its afterDiskWait (or its summary) after a
+    wait for disk figures."""
 
     def __init__(self) -> None:
         self.step: Step | None = None
@@ -285,9 +281,8 @@ class RecordingReclaimer:
 
 
 class ScriptedMemoryReclaimer:
-    """Reclaim before evict as the step scripts it (`memoryReclaimed`): where a step says it freed page cache, the
-    pods' cache covers any need and a reclaim frees that much, the step's stats read after it being afterReclaim;
-    elsewhere it is unavailable (acts as off, reports nothing) and the eviction goes as the kubelet's."""
+    """Reclaim before evict as the step scripts it (`memoryReclaimed`): that much freed, afterReclaim read after;
+    elsewhere unavailable (as off)."""
 
     def __init__(self, stats: ScriptedStats) -> None:
         self._stats = stats

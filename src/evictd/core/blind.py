@@ -1,12 +1,8 @@
-"""Blind signals: a signal with a threshold that the cycles could not read (issue #43, item 2).
+"""Blind signals: a signal with a threshold that the cycles could not read.
 
-A node whose stats cannot be read has no eviction at all for what they would show, and a daemon that goes on
-cycling looks healthy. Each cycle counts, per signal that has a threshold, how many cycles in a row had no figure
-for it (`blind_streaks`); from `BLIND_AFTER_CYCLES` in a row the signal is blind (`blind_signals`). Three: one
-cycle without a figure is a moment (a runtime restarting, a cgroup being created), three in a row is a state; at
-the default 10 s interval a signal is called blind within 30 s, so that an alert on it fires within a minute.
-
-Invariants: no I/O, no clock; nothing here mutates its inputs.
+A node whose stats cannot be read evicts nothing for them while the daemon looks healthy. Each cycle counts, per
+thresholded signal, the cycles in a row without a figure (`blind_streaks`); from `BLIND_AFTER_CYCLES` the signal is
+blind (`blind_signals`). No I/O, no clock; inputs are not mutated.
 """
 
 from __future__ import annotations

@@ -1,27 +1,15 @@
 """Dead-container garbage collection: which containers, sandboxes and pod log folders to remove.
 
-The kubelet's `pkg/kubelet/kuberuntime/kuberuntime_gc.go` (current upstream, `byCreated` ordering), as pure
-functions over what the CRI lists (`evictd.core.runtime`) and what the caller knows of each pod:
+The kubelet's `kuberuntime_gc.go` (`byCreated` ordering) as pure functions over what the CRI lists and what the
+caller knows of each pod: evictableContainers (not RUNNING, older than `min_age_s`, units by pod UID and name);
+evictContainers (units of DELETED pods, and TERMINATED ones at eviction time, go whole; each unit keeps its
+`max_per_pod_container` newest; `max_containers` by equal shares then oldest first); removeOldestN (an UNKNOWN
+container is stopped first, `kill_first`); evictSandboxes (inactive ones, all but the newest of a live pod); and
+evictPodLogsDirectories (DELETED pods' folders, once all sources are ready).
 
-* evictable containers (`evictableContainers`): every container that is not RUNNING and was created at least
-  `min_age_s` before `now_ns`, grouped into evict units keyed by (pod UID, container name);
-* `evictContainers`: when all pod sources are ready, every unit of a pod whose content may be removed
-  (DELETED) - and, at eviction time (`evict_terminating_pods`, the kubelet's `evictNonDeletedPods`), of a pod
-  whose runtime may be removed (TERMINATED too) - goes entirely; then each unit keeps its
-  `max_per_pod_container` newest; then `max_containers` is enforced by first cutting every unit to an equal
-  share (at least 1) and then removing the oldest across all units;
-* `removeOldestN`: a unit keeps its newest by creation time; a container in UNKNOWN state is stopped before
-  it is removed (`ContainerRemoval.kill_first`), and the kubelet skips the removal when that stop fails;
-* `evictSandboxes`: a sandbox is active when READY or when any remaining container belongs to it; inactive
-  ones are removed, all of them for DELETED pods (TERMINATED too at eviction time), all but the newest
-  sandbox of the pod otherwise (`removeOldestNSandboxes`; the newest is kept even when inactive);
-* `evictPodLogsDirectories`: when all sources are ready, the `<namespace>_<name>_<uid>` folders of DELETED
-  pods.
-
-Invariants: a RUNNING container is never planned for removal; inputs are never mutated; the plan is a pure
-function of its arguments. Where upstream's order is Go map order or an unstable sort, evictd fixes it:
-units and pods in sorted key order, ties in creation time broken by ID, and every removal batch runs from
-oldest to newest (the direction upstream's loops run). Removal sets are exactly upstream's.
+Invariants: a RUNNING container is never planned for removal; inputs are never mutated. Where upstream's order is
+Go map order or an unstable sort, keys are sorted, creation-time ties broken by ID, and batches run oldest first;
+removal sets are exactly upstream's.
 """
 
 from __future__ import annotations
@@ -40,12 +28,8 @@ LOG_PATH_DELIMITER = "_"
 
 
 class PodState(StrEnum):
-    """What the caller knows of a pod, by UID (the kubelet's podStateProvider, reduced to three answers).
-
-    ACTIVE: the pod exists and may run (or the caller cannot vouch for it: unknown pods must be ACTIVE until
-    every pod source has been synced). TERMINATED: termination was requested or has finished, but the pod is
-    still in the API (`ShouldPodRuntimeBeRemoved`). DELETED: gone from the API (`ShouldPodContentBeRemoved`).
-    """
+    """What the caller knows of a pod (the kubelet's podStateProvider in three answers): ACTIVE (or not yet
+    vouched for), TERMINATED (`ShouldPodRuntimeBeRemoved`), DELETED (`ShouldPodContentBeRemoved`)."""
 
     ACTIVE = "active"
     TERMINATED = "terminated"
@@ -57,12 +41,8 @@ PodStateFunc = Callable[[str], PodState]
 
 @dataclass(frozen=True, slots=True)
 class GCPolicy:
-    """The kubelet's container GC policy (`kubecontainer.GCPolicy`) with its flag defaults.
-
-    min_age_s: --minimum-container-ttl-duration (0: no minimum).
-    max_per_pod_container: --maximum-dead-containers-per-container (negative: no limit).
-    max_containers: --maximum-dead-containers (negative: no limit).
-    """
+    """The kubelet's container GC policy (`kubecontainer.GCPolicy`): --minimum-container-ttl-duration,
+    --maximum-dead-containers-per-container and --maximum-dead-containers (negative: no limit)."""
 
     min_age_s: float = 0.0
     max_per_pod_container: int = 1
@@ -173,11 +153,8 @@ def sandboxes_to_remove(
     *,
     evict_terminating_pods: bool,
 ) -> tuple[str, ...]:
-    """Return the sandbox IDs the kubelet's evictSandboxes removes, oldest first per pod.
-
-    `containers` are the containers that still exist (listed after the container removals): a sandbox any
-    of them belongs to is active, as is a READY one. Active sandboxes are never removed.
-    """
+    """Return the sandbox IDs evictSandboxes removes, oldest first per pod; a READY sandbox or one a remaining
+    container belongs to is active and never removed."""
     referenced = {container.pod_sandbox_id for container in containers}
     by_pod: dict[str, list[Sandbox]] = {}
     for sandbox in sandboxes:

@@ -1,21 +1,10 @@
 """Decoding JSON-like input (decoded JSON or YAML) into core values, one checked field at a time.
 
-Job: the generic half of every parser in evictd (pods, Summary API documents, simulate scenarios): build the
-path of a value for error messages, check that a value is a mapping, a list, a string or an integer in
-range, decode each element of a list, and build the `DecodeError` that names the path and the bad value
-(`evictd simulate` reports it as a `ScenarioError`, with the same path).
-Domain decoders (quantities, RFC 3339 times, stats blocks, volumes) live with their dataclasses and are
-built from these.
-
-Invariants:
-- Nothing here mutates its input or raises anything but `DecodeError`; the error's `key` is the path of
-  the bad value (``pods[3].metadata.annotations[kubernetes.io/config.source]``) and its `value` can always
-  be printed (a value `repr()` refuses, such as an int of more than 4300 digits, is replaced by a stand-in).
-- Reasons share one wording: "must be a mapping", "must be a list", "must be a string", "must be an
-  integer", "must be between X and Y", "mapping keys must be strings".
-- JSON null is never decided here: each check rejects None unless the caller passes `if_null=`, the value to
-  return in its place (None to keep "absent", an empty value where Go's decoder leaves a zero value).
-- A JSON integer is an `int` but not a `bool`; floats are never integers, not even 1.0.
+The generic half of every parser (pods, Summary documents, simulate scenarios): value paths for messages, checks
+for a mapping, list, string or ranged integer, and the `DecodeError` naming the path and the value. Invariants:
+nothing is mutated and only `DecodeError` is raised, its `value` always printable; reasons share one wording ("must
+be a mapping", "must be between X and Y", ...); None is rejected unless the caller passes `if_null=`; an integer
+is an `int` but not a `bool`, never a float.
 """
 
 from __future__ import annotations
@@ -36,8 +25,7 @@ INT32_MAX: Final = 2**31 - 1
 # The mapping to pass as `if_null=` where null decodes to an empty object (read-only, so it can be shared).
 EMPTY_MAPPING: Final[Mapping[str, object]] = MappingProxyType({})
 
-# A map key that can follow a dot in a path; any other key (with dots or slashes, as in
-# "kubernetes.io/config.source") is written in brackets so the path stays unambiguous.
+# Map keys that may follow a dot in a path; others ("kubernetes.io/config.source") go in brackets, unambiguous.
 _PLAIN_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*\Z")
 
 _T = TypeVar("_T")
@@ -81,11 +69,8 @@ def mapping(value: object, key: str) -> Mapping[str, object]: ...
 @overload
 def mapping(value: object, key: str, *, if_null: _D) -> Mapping[str, object] | _D: ...
 def mapping(value: object, key: str, *, if_null: object = _REJECT) -> object:
-    """Return `value` as a string-keyed mapping, or `if_null` for None.
-
-    Raises DecodeError "must be a mapping" (also for None without `if_null`) or "mapping keys must be
-    strings" (YAML allows other keys; JSON does not).
-    """
+    """Return `value` as a string-keyed mapping, or `if_null` for None; DecodeError "must be a mapping" or
+    "mapping keys must be strings"."""
     if value is None and if_null is not _REJECT:
         return if_null
     if type(value) is not dict and not isinstance(value, Mapping):  # a plain dict (most values) skips the ABC check
@@ -101,10 +86,7 @@ def sequence(value: object, key: str) -> Sequence[object]: ...
 @overload
 def sequence(value: object, key: str, *, if_null: _D) -> Sequence[object] | _D: ...
 def sequence(value: object, key: str, *, if_null: object = _REJECT) -> object:
-    """Return `value` as a list (a list or tuple; never a string), or `if_null` for None.
-
-    Raises DecodeError "must be a list" (also for None without `if_null`).
-    """
+    """Return `value` as a list (list or tuple, never a string), or `if_null` for None; DecodeError otherwise."""
     if value is None and if_null is not _REJECT:
         return if_null
     if not isinstance(value, list | tuple):
@@ -121,10 +103,7 @@ def list_of(
 def list_of(
     value: object, key: str, decode_item: Callable[[object, str], _T], *, if_null: object = _REJECT
 ) -> object:
-    """Return `decode_item(item, "key[i]")` for each element of the list `value`, or `if_null` for None.
-
-    Raises DecodeError "must be a list" (also for None without `if_null`), or whatever `decode_item` raises.
-    """
+    """Return `decode_item(item, "key[i]")` for each element of the list `value`, or `if_null` for None."""
     if value is None and if_null is not _REJECT:
         return if_null
     return tuple(decode_item(item, f"{key}[{i}]") for i, item in enumerate(sequence(value, key)))
@@ -150,10 +129,7 @@ def integer(value: object, key: str, *, low: int = ..., high: int = ..., if_null
 def integer(
     value: object, key: str, *, low: int = INT64_MIN, high: int = INT64_MAX, if_null: object = _REJECT
 ) -> object:
-    """Return `value` as an int within [low, high] (default: Go's int64 range), or `if_null` for None.
-
-    Raises DecodeError "must be an integer" (bools and floats included) or "must be between low and high".
-    """
+    """Return `value` as an int within [low, high] (default int64), or `if_null` for None; DecodeError otherwise."""
     if value is None and if_null is not _REJECT:
         return if_null
     if isinstance(value, bool) or not isinstance(value, int):

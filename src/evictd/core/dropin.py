@@ -47,13 +47,9 @@ def loaded_base(document: Mapping[str, object]) -> dict[str, object]:
 
 
 def with_dropins(base: Mapping[str, object], dropins: Sequence[Mapping[str, object]]) -> dict[str, object]:
-    """Return the kubelet's effective configuration: `base` (the merged configuration files, not yet defaulted)
-    defaulted as the kubelet loads it, then each drop-in (in the kubelet's order) merged onto it.
-
-    The result is already defaulted: its `mergeDefaultEvictionSettings` is dropped, so decoding it again merges
-    no defaults (the kubelet merges them only at load time, before the drop-ins). A drop-in that removes
-    `evictionHard` (null) leaves an empty map: no hard thresholds, where an absent one at load time is the
-    defaults."""
+    """Return the kubelet's effective configuration: `base` defaulted as the kubelet loads it, then each drop-in
+    merged onto it. The result is defaulted (`mergeDefaultEvictionSettings` dropped); a drop-in that nulls
+    `evictionHard` leaves no hard thresholds."""
     merged: object = loaded_base(base)
     for dropin in dropins:
         merged = merge_patch(merged, {k: v for k, v in dropin.items() if k not in ("apiVersion", "kind")})

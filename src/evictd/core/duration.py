@@ -1,18 +1,9 @@
 """Go `time.ParseDuration` and `time.Duration.String()`, exact to the nanosecond.
 
-Upstream: `src/time/format.go` (`ParseDuration`, `leadingInt`, `leadingFraction`, `quote`) and
-`src/time/time.go` (`Duration.format`, `fmtFrac`, `fmtInt`).
-
-Invariants:
-* Work is done on integer nanoseconds in the int64 range [-2**63, 2**63-1], like Go's `Duration`; the
-  float-seconds functions are thin wrappers (`parse_go_duration` divides exactly-rounded, and
-  `format_go_duration` rounds seconds*1e9 to the nearest integer, ties to even).
-* Fractions are accumulated exactly as Go does, including its float64 step
-  (`v += uint64(float64(f) * (float64(unit) / scale))`), so results match Go bit for bit.
-* Parse errors are `DurationError` whose reason is Go's exact text; the input is quoted with Go's
-  `time.quote` (printable ASCII as is, `"` and `\\` backslash-escaped, every byte of a control or non-ASCII
-  character as `\\xHH`). A Python string carrying undecodable bytes as surrogate escapes
-  (`errors="surrogateescape"`) has those bytes quoted as Go would quote the raw bytes.
+Upstream: `src/time/format.go` (ParseDuration, leadingInt, leadingFraction, quote) and `src/time/time.go`
+(Duration.format). Work is on int64 nanoseconds; the float-seconds functions are thin wrappers. Fractions
+accumulate as Go's float64 step does, so results match bit for bit. Errors are `DurationError` with Go's text, the
+input quoted as `time.quote` quotes it (surrogate-escaped bytes as the raw bytes).
 """
 
 from __future__ import annotations
@@ -73,13 +64,8 @@ def _char_bytes(char: str) -> bytes:
 
 
 def parse_go_duration_ns(text: str) -> int:
-    """Parse a Go duration string (e.g. `300ms`, `-1.5h`, `2h45m`) into integer nanoseconds.
-
-    Accepts exactly what Go's `time.ParseDuration` accepts (units ns, us, µs, μs, ms, s, m, h; a lone `0`,
-    optionally signed, needs no unit) and raises DurationError with Go's texts:
-    `time: invalid duration "<text>"`, `time: missing unit in duration "<text>"`,
-    `time: unknown unit "<unit>" in duration "<text>"`.
-    """
+    """Parse a Go duration string (`300ms`, `-1.5h`, `2h45m`) into integer nanoseconds, accepting exactly what
+    `time.ParseDuration` accepts; DurationError with Go's texts."""
     if not isinstance(text, str):
         raise TypeError(f"parse_go_duration_ns expects str, not {type(text).__name__}")
     invalid = f"time: invalid duration {_go_quote(text)}"

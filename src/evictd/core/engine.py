@@ -1,32 +1,14 @@
 """The kubelet's eviction `synchronize` step as pure functions (KUBELET_SPEC §5-§12).
 
-Over 500 lines because it is the kubelet's synchronize in one place, its values and the three pure calls the shell
-sequences, so that it can be read against eviction_manager.go top to bottom; its rules are already apart
-(`engine_rules`, `fs_layout`, `ranking`, `disk_figures`, `settled`, `stall_gate`).
+Over 500 lines because it is the kubelet's synchronize in one place, readable against eviction_manager.go top to
+bottom; its rules are already apart (`engine_rules`, `fs_layout`, `ranking`, `disk_figures`, `settled`,
+`stall_gate`). The kubelet does I/O mid-cycle (node-level reclaim, then fresh stats), so the step is cut there into
+pure calls the shell (`evictd.cycle.manager`) sequences: `assess` (steps 1-19, up to the threshold to act on),
+`reclaim_succeeded` (step 20), `choose_eviction` (steps 21-25: rank, skip critical pods, the cycle's one eviction)
+and `note_evictions` (evictd's stall settle rule). Helpers keep helpers.go's names in snake_case.
 
-The kubelet does I/O in the middle of a cycle (node-level reclaim, then a fresh summary), so the step is cut
-at that point into three pure calls that the shell (`evictd.cycle.manager`) sequences:
-
-    assess(state, config, layout, summary, pods, now) -> (new_state, Assessment)
-        steps 1-19: observations, thresholds met (with the min-reclaim extension of last cycle's thresholds),
-        first-observed times, node conditions with the transition period, grace periods, the only-updated-
-        stats rule, local-storage limit evictions, and the threshold to act on with its reclaim actions.
-        `Assessment.next_step` is one of Skipped | NoneStarved | EvictForLocalStorage | ReclaimThenEvict;
-    reclaim_succeeded(state, summary_after) -> bool
-        step 20: every configured threshold re-checked with minimum reclaim on the post-reclaim stats;
-    choose_eviction(config, layout, step, observations, pods, summary, *, pods_from_node) -> EvictionChoice
-        steps 21-25, for a ReclaimThenEvict step: rank, skip critical pods, and build the cycle's one eviction;
-    note_evictions(state, evictions, now) -> new_state
-        evictd's own: remembers when a memory stall signal last evicted (the settle rule, `STALL_SETTLE_S`).
-
-`assess` reads as the kubelet's synchronize: the helpers.go functions it calls keep their names in snake_case
-(thresholds_first_observed_at, node_conditions, ..., in `evictd.core.engine_rules`, with the grace periods of an
-eviction and the stall settle rule), so the two can be compared line by line. What the filesystem layout
-changes is read from `evictd.core.fs_layout`.
-
-Invariants: inputs are never mutated; `now` is monotonic seconds supplied by the caller; the state returned
-by `assess` is complete (the shell commits it whatever happens next). Where the kubelet's order depends on Go
-map iteration, evictd uses configuration order, and acts on a hard threshold before a soft one.
+Invariants: inputs are never mutated; `now` is monotonic seconds; the state `assess` returns is complete. Where the
+kubelet's order depends on Go map iteration, evictd uses configuration order, and hard before soft.
 """
 from __future__ import annotations
 
@@ -105,12 +87,8 @@ class EngineConfig:
 
 @dataclass(frozen=True, slots=True)
 class EngineState:
-    """What the kubelet's eviction manager remembers between cycles (KUBELET_SPEC §5.2).
-
-    `layout` and `thresholds` are fixed by the first cycle (layout detection and containerfs derivation); a
-    state whose `layout` is cleared has them detected and derived again by the next cycle, the rest kept.
-    Times are monotonic seconds.
-    """
+    """What the kubelet's eviction manager remembers between cycles (KUBELET_SPEC §5.2). `layout` and `thresholds`
+    are fixed by the first cycle; a cleared `layout` has them detected again. Times are monotonic seconds."""
 
     layout: FsLayout | None = None
     thresholds: tuple[Threshold, ...] = ()
@@ -155,15 +133,10 @@ class PodCondition:
 
 @dataclass(frozen=True, slots=True)
 class Eviction:
-    """One pod to evict and everything the kubelet writes about it.
-
-    The kubelet ends the pod with phase Failed, `reason` and `message`, plus `conditions`; from outside the
-    kubelet only the conditions can be written (the kubelet owns the rest, see evictd.kube.evictor). The event
-    carries `reason`, `message` and `annotations`.
-    `signal` is the label of the kubelet's evictions metric. `grace_period_override_s` is what the kubelet's
-    eviction manager computes; `effective_grace_period_s` is what the pod gets after the pod worker resolves
-    an override of 0 or less (KUBELET_SPEC §10.2).
-    """
+    """One pod to evict and everything the kubelet writes about it: phase Failed, `reason`, `message` and
+    `conditions` (from outside the kubelet only the conditions can be written: evictd.kube.evictor), and the event.
+    `grace_period_override_s` is the eviction manager's; `effective_grace_period_s` what the pod worker resolves
+    (KUBELET_SPEC §10.2)."""
 
     pod: Pod
     signal: str
@@ -202,12 +175,8 @@ class EvictForLocalStorage:
 
 @dataclass(frozen=True, slots=True)
 class ReclaimThenEvict:
-    """Reclaim `resource` at node level with `actions` (in call order), then, unless the post-reclaim stats
-    show the pressure resolved, evict one pod (`choose_eviction`).
-
-    `thresholds` are those to act on (grace periods met, stats updated) in eviction priority; the first is
-    the one reclaimed (the kubelet's thresholdToReclaim).
-    """
+    """Reclaim `resource` at node level with `actions`, then, unless the post-reclaim stats show the pressure
+    resolved, evict one pod (`choose_eviction`). `thresholds` are in eviction priority; the first is reclaimed."""
 
     thresholds: tuple[Threshold, ...]
     resource: Resource
@@ -223,15 +192,9 @@ NextStep = Skipped | NoneStarved | EvictForLocalStorage | ReclaimThenEvict
 
 @dataclass(frozen=True, slots=True)
 class Assessment:
-    """The outcome of `assess`: what the cycle saw, and the next step of its synchronize (`next_step`).
-
-    `thresholds` are the thresholds met (grace period elapsed or not); `stale_signals` the signals of
-    thresholds that would act but whose stats are no newer than last cycle's; `stall_settling` the memory stall
-    signals of thresholds that would act on fresh stats but wait for the last stall eviction to settle
-    (`STALL_SETTLE_S`), and `settle_ends_in_s` how long from this cycle until that wait ends (None: none waits);
-    `stall_held_back` the stall thresholds whose share was reached but which the stall gate held back (no node-wide
-    reclaim: `evictd.core.stall_gate`), not met for anything else.
-    """
+    """The outcome of `assess`: the thresholds met (grace elapsed or not) and the next step (`next_step`).
+    `stale_signals`: would act but stats not updated; `stall_settling`: stall signals waiting for the last stall
+    eviction to settle (`settle_ends_in_s` from now); `stall_held_back`: held back by the stall gate."""
 
     next_step: NextStep
     observations: Mapping[Signal, Observation] = field(default_factory=dict)
@@ -244,27 +207,21 @@ class Assessment:
     stall_held_back: tuple[HeldBack, ...] = ()
 
     def grace_ends_in_s(self) -> float | None:
-        """How long from this cycle until the first met threshold whose grace period still runs reaches its end
-        (0 when one already has; None when no grace period runs)."""
+        """How long until the first met threshold's running grace period ends (0: one has; None: none runs)."""
         running = [s.threshold.grace_period_s - s.observed_for_s for s in self.thresholds if not s.grace_met]
         return max(0.0, min(running)) if running else None
 
     def next_decision_in_s(self) -> float | None:
-        """How long from this cycle until a threshold met may decide what it cannot yet: the end of the first
-        grace period still running or of the stall settle time, whichever comes first (None: neither runs)."""
+        """How long until a met threshold may decide: the first grace period or stall settle end (None: neither)."""
         ends = [end for end in (self.grace_ends_in_s(), self.settle_ends_in_s) if end is not None]
         return min(ends) if ends else None
 
 
 @dataclass(frozen=True, slots=True)
 class EvictionChoice:
-    """The ranked candidates and the one eviction of the cycle (None when every candidate is critical).
-
-    `withheld` says why nobody was even ranked although a threshold asked for an eviction. `awaiting` are the pods
-    whose disk figures the shell should wait for before a disk ranking (nobody ranked, no eviction: `choose_eviction`
-    is asked again on the stats read after the wait); `unmeasured` the pods a disk ranking ranked, or would have
-    ranked, without disk figures (counted as using none, as the kubelet counts them).
-    """
+    """The ranked candidates and the cycle's one eviction (None when every candidate is critical). `withheld`: why
+    nobody was ranked; `awaiting`: pods whose disk figures the shell should wait for before a disk ranking;
+    `unmeasured`: pods a disk ranking ranked without disk figures (as using none, as the kubelet counts them)."""
 
     ranking: tuple[Pod, ...]
     eviction: Eviction | None
@@ -273,8 +230,7 @@ class EvictionChoice:
     # The signal the pods were ranked for and, in ranking order, the key each was sorted by.
     ranking_signal: Signal | None = None
     ranking_keys: tuple[SortKey, ...] = ()
-    # The next non-critical candidates after `eviction`, in ranking order (asked for by `choose_eviction`'s
-    # `candidates`: where the Eviction API may refuse one, evictd tries the next within the cycle).
+    # The next non-critical candidates after `eviction`: where the Eviction API refuses one, the next is tried.
     alternates: tuple[Eviction, ...] = ()
     awaiting: tuple[Pod, ...] = ()
     unmeasured: tuple[Pod, ...] = ()
@@ -283,8 +239,7 @@ class EvictionChoice:
 # Why nobody was ranked while the shell waits for the disk walker's figures of pods not measured yet.
 AWAITING_DISK_FIGURES = "pods not measured yet by the disk walker: waiting for their disk figures before ranking"
 
-# Pods known only from the node carry no requests, priorities or grace periods: a soft threshold (which waits
-# for its grace period and honours the pod's own termination grace period) waits for the API's pod list.
+# Pods known only from the node carry no requests, priorities or grace periods: a soft threshold waits for the API.
 SOFT_WITHOUT_POD_LIST = "a soft threshold evicts only from the Kubernetes API's pod list"
 
 
@@ -304,17 +259,13 @@ def assess(
     pods: Sequence[Pod],
     now: float,
 ) -> tuple[EngineState, Assessment]:
-    """Run the synchronize step up to node-level reclaim; return the new state and what to do next.
-
-    The steps are the kubelet's, in its order and under its helpers' names. `summary` None means the stats
-    could not be read: nothing changes (node conditions stay frozen).
-    """
+    """Run the synchronize step up to node-level reclaim; return the new state and what to do next. `summary` None
+    (stats unreadable) changes nothing (node conditions stay frozen)."""
     if not config.thresholds and not config.local_storage_capacity_isolation:
         return state, Assessment(Skipped("no thresholds configured and local storage isolation is off"))
     warnings: tuple[str, ...] = ()
     if state.layout is None:
-        # The first cycle, or the first after the runtime was attached late (the layout is the runtime's):
-        # whatever the state already remembers (grace periods, conditions) is kept.
+        # The first cycle, or the first after a late runtime (its layout): remembered grace periods and conditions kept.
         derived, derive_warnings = derive_containerfs_thresholds(config.thresholds, layout)
         state = replace(state, layout=layout, thresholds=tuple(derived))
         warnings = tuple(derive_warnings)
@@ -374,8 +325,7 @@ def note_evictions(state: EngineState, evictions: Sequence[Eviction], now: float
 def _next_step(
     config: EngineConfig, layout: FsLayout, to_act: Sequence[Threshold], summary: Summary, pods: Sequence[Pod]
 ) -> NextStep:
-    """The end of the kubelet's synchronize before node-level reclaim: local-storage evictions first, then the
-    threshold to reclaim, memory first."""
+    """The end of synchronize before node-level reclaim: local-storage evictions, else the threshold to reclaim."""
     if config.local_storage_capacity_isolation:
         stats_of = pod_stats_lookup(summary, pods)
         evictions = tuple(
@@ -399,11 +349,8 @@ def layout_of(state: EngineState) -> FsLayout:
 
 
 def reclaim_succeeded(state: EngineState, summary_after: Summary | None) -> bool:
-    """Return True when, on the post-reclaim stats, no configured threshold is met with minimum reclaim.
-
-    Grace periods are ignored and soft thresholds count too; unreadable stats mean reclaim failed. The stall gate's
-    verdict of the cycle's `assess` (`state.stall_gate`) applies: a stall threshold it held back is not met.
-    """
+    """Return True when, on the post-reclaim stats, no configured threshold is met with minimum reclaim (grace
+    ignored, soft counted, unreadable stats fail; a stall threshold the stall gate held back is not met)."""
     if summary_after is None:
         return False
     observations = gated_observations(signal_observations(summary_after), state.stall_gate)
@@ -464,23 +411,12 @@ def choose_eviction(
     terminating: Sequence[Pod] = (),
     disk_figures_waited_for: Collection[str] | None = None,
 ) -> EvictionChoice:
-    """Rank the pods for the step's threshold and return the first non-critical one as the eviction (and, with
-    `candidates` above 1, up to that many minus one next non-critical ones as `alternates`).
-
-    `layout` is the one fixed by the first cycle (`layout_of`); `observations` and `summary` are the cycle's
-    (pre-reclaim) ones, as the kubelet ranks on them. `pods_from_node` means the pods are what the node shows
-    (the API gave no pod list): only a hard threshold evicts from them.
-
-    `terminating` are the pods evictd itself evicted and still in the pod list: with a longer grace period than a
-    hard threshold gives (evictd's escalation, issue #43), or stopped on the node, which the kubelet may have
-    started again before it saw the deletion. They are ranked with `pods` for a hard threshold while their stats
-    show them running (`still_running`), so the pod that holds what the node lacks is evicted again before any
-    bystander; never for a soft one (its eviction already asked for as much).
-
-    `disk_figures_waited_for` are the uids of the pods whose disk figures the shell already waited for (None: it has
-    no disk figures to wait for). A disk ranking that would rank a pod without disk figures not in it ranks nobody:
-    the choice names the pods to wait for (`awaiting`, `evictd.core.disk_figures`).
-    """
+    """Rank the pods for the step's threshold and return the first non-critical one as the eviction, with up to
+    `candidates - 1` next non-critical ones as `alternates`, on the pre-reclaim `observations` and `summary` as the
+    kubelet ranks. `pods_from_node`: no API pod list, so only a hard threshold evicts. `terminating` (pods evictd
+    evicted, still listed) are ranked for a hard threshold while `still_running`, so the pod holding what the node
+    lacks goes again before any bystander. `disk_figures_waited_for` (None: nothing to wait for): a disk ranking
+    lacking a pod's figures ranks nobody and names the pods to wait for (`awaiting`)."""
     threshold, resource = step.threshold, step.resource
     if threshold.is_hard and terminating:
         running = pod_stats_lookup(summary, terminating)

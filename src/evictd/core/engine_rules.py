@@ -18,25 +18,14 @@ from evictd.core.signals import NodeCondition, Operator, Signal, spec_of
 from evictd.core.summary import Observation
 from evictd.core.thresholds import Threshold, threshold_quantity
 
-# Grace period given to pods evicted for a hard threshold or a local-storage limit (the kubelet's
-# immediateEvictionGracePeriodSeconds; 0 would mean "use the pod's own" downstream, kubernetes#115819).
+# The kubelet's immediateEvictionGracePeriodSeconds (0 would mean "the pod's own" downstream, kubernetes#115819).
 IMMEDIATE_EVICTION_GRACE_PERIOD_S = 1
-# The least time the kubelet gives a container to stop, whatever the override (pkg/kubelet/kuberuntime:
-# minimumGracePeriodInSeconds): what an eviction's stop sends as its grace period (`stop_grace_period_s`).
+# The kubelet's minimumGracePeriodInSeconds (kuberuntime): the grace an eviction's stop sends at least.
 MINIMUM_GRACE_PERIOD_S = 2
 
-# evictd's memory stall signals read the larger of the kernel's avg10 and evictd's own 1-10 s window
-# (`evictd.core.summary.stall_share`); once a stall stops the window's share falls within a window, but avg10 lags
-# the relief an eviction brings: the kernel updates it every 2 s and it decays over 10 s. So after an eviction for a
-# stall signal, a stall threshold starts no other eviction until this long after it (two updates: the relief shows,
-# by 18% of the share per update once the stall stops); it stays met and keeps its node condition meanwhile. The
-# kubelet's signals never wait.
+# After a stall eviction no stall threshold starts another for this long: avg10 lags the relief (two 2 s updates).
 STALL_SETTLE_S = 4.0
-# evictd's own: the pod of a hard memory eviction (`memory.available`, `allocatableMemory.available`) that still runs
-# when the signal has fallen to this share of the threshold's quantity is killed at once, before its grace period
-# ends (`memory_ran_short`): memory is running out, and the kernel's OOM killer, which acts next, may choose another
-# process. On the arena's real node a fast leak (200 MiB/s), as PID 1 of its container deaf to SIGTERM, took the
-# whole 2 s grace period, and the kernel OOM-killed it 0.6-0.7 s after evictd's decision.
+# A hard memory eviction's pod still running once the signal is down to this share is killed (`memory_ran_short`).
 GRACE_CUT_SHARE = 0.5
 
 
@@ -112,9 +101,8 @@ def stall_settling(thresholds: Sequence[Threshold], stall_evicted_at: float | No
 
 
 def memory_ran_short(threshold: Threshold, observations: Mapping[Signal, Observation]) -> bool:
-    """Whether `threshold`, a hard one on a memory cgroup's bytes, has its signal below `GRACE_CUT_SHARE` of its
-    quantity in `observations`: the grace period of the pod stopped for it ends now. False for any other threshold,
-    or without an observation of its signal."""
+    """Whether `threshold`, a hard memory-cgroup one, has its signal below `GRACE_CUT_SHARE` of its quantity in
+    `observations` (False otherwise or unobserved)."""
     observed = observations.get(threshold.signal)
     if (observed is None or not threshold.is_hard or not spec_of(threshold.signal).memcg_watched
             or threshold.operator is not Operator.LESS_THAN):
@@ -139,13 +127,9 @@ def grace_period_override_s(threshold: Threshold, pod: Pod, max_pod_grace_period
 
 
 def effective_grace_period_s(override_s: int, pod: Pod) -> int:
-    """Return the grace period the pod worker really applies for an eviction override (KUBELET_SPEC §10.2).
-
-    v1.36.2's `calculateEffectiveGracePeriod`: the override only shortens (a deletion already under way with a
-    shorter grace period keeps it); an explicit override, 0 included, is never replaced by the pod's own
-    `terminationGracePeriodSeconds` (its `overridden` flag); anything below 1 s becomes 1 s. So a soft
-    eviction with the default `evictionMaxPodGracePeriod: 0` gives the pod 1 s, not its own grace period.
-    """
+    """Return the grace period the pod worker really applies for an eviction override (KUBELET_SPEC §10.2;
+    v1.36.2 `calculateEffectiveGracePeriod`): the override only shortens, an explicit one (0 too) is never replaced
+    by the pod's own, and below 1 s becomes 1 s (a soft eviction with `evictionMaxPodGracePeriod: 0` gives 1 s)."""
     grace = pod.deletion_grace_period_s or 0
     if grace == 0 or override_s < grace:
         grace = override_s  # overridden: the pod's own grace period no longer applies

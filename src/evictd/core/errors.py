@@ -1,24 +1,15 @@
-"""The single error tree of evictd.
+"""The single error tree of evictd (in the core so pure parsers can raise it; adapters map foreign exceptions in).
 
     EvictdError
-     +-- ConfigError        a configuration value is invalid (names the key and the bad value)
-     |    +-- QuantityError     a Kubernetes quantity string cannot be parsed
-     |    +-- DurationError     a Go duration string cannot be parsed
-     |    +-- ScenarioError     a simulate scenario is malformed (exit status 2)
-     +-- DecodeError        a decoded JSON/YAML document holds a bad value (names the path and the value): a pod
-     |                      from the API, the kubelet's Summary; `simulate` reports it as a ScenarioError
-     +-- SampleError        a stats source could not be read (the signal is skipped, never guessed)
-     +-- CRIError           a container runtime call failed (method, gRPC status code)
-     |    +-- GCError           some removals of one GC pass failed (adapters/runtime_gc.py)
-     +-- KubeError          a Kubernetes API call failed (verb, HTTP status, the Status reason and causes)
-     |    +-- EvictionRefused   the Eviction API said "not now" (a disruption budget, a webhook): nothing evicted
-     +-- NotActingError     an action refused because another evictd holds the node's Lease (the pod, the reason)
-     +-- StateLockError     another evictd still holds the node or stateDir lock (exit status 2)
-          +-- LockFileError     a lock file is not a regular file (a symlink, a folder...): refused (exit 2)
-          +-- NodeLeaseHeldError  another evictd still renews the node's Lease in the API (exit 2)
+     +-- ConfigError (key, bad value)  +-- QuantityError, DurationError, ScenarioError (exit 2)
+     +-- DecodeError (path, value)     a pod or Summary document holds a bad value
+     +-- SampleError                   a stats source could not be read: the signal is skipped, never guessed
+     +-- CRIError (method, status)     +-- GCError (some removals of a GC pass failed)
+     +-- KubeError (verb, status)      +-- EvictionRefused (a disruption budget, a webhook said "not now")
+     +-- NotActingError                another evictd holds the node's Lease
+     +-- StateLockError (exit 2)       +-- LockFileError, NodeLeaseHeldError
 
-The tree lives in the core so that pure parsers can raise it; adapters map foreign exceptions into it in
-one place each (`raise CRIError(...) from exc`). Errors carry data, not only text.
+Errors carry data, not only text.
 """
 
 from __future__ import annotations
@@ -40,8 +31,7 @@ class _Missing:
 
 MISSING = _Missing()
 
-# Shows at most a few levels and items of a value: a YAML alias bomb holds billions of elements, and an
-# error message must cost no more to write than the value's first few characters.
+# A value is shown a few levels and items deep: an alias bomb must not cost its billions of elements to print.
 _BOUNDED = reprlib.Repr()
 _BOUNDED.maxlevel = 3
 _BOUNDED.maxlist = _BOUNDED.maxtuple = _BOUNDED.maxset = _BOUNDED.maxfrozenset = _BOUNDED.maxdict = 6
@@ -95,11 +85,8 @@ class EvictdError(Exception):
 
 
 class ConfigError(EvictdError):
-    """A configuration value is invalid.
-
-    `key` names where the bad value sits (e.g. ``evictionHard[memory.available]``, or a flag name),
-    `value` is the offending raw value, `reason` is the message in the kubelet's own wording.
-    """
+    """A configuration value is invalid: `key` names where (``evictionHard[memory.available]``, a flag), `value` is
+    the raw value, `reason` the message in the kubelet's wording."""
 
     def __init__(self, reason: str, *, key: str | None = None, value: object = None) -> None:
         self.reason = reason
@@ -160,14 +147,8 @@ _E = TypeVar("_E", bound=BaseException)
 
 
 def without_traceback(exc: _E) -> _E:
-    """Return `exc` with no traceback on it or on the exceptions it was raised from or during.
-
-    An exception kept after its `except` block (a cycle's problems, a report's errors) would otherwise keep
-    every frame it passed through, and through each frame's caller all the frames above it with their locals:
-    the whole cycle's readings, whose list of problems holds the exception again. That is a reference cycle,
-    freed only by the garbage collector's rare full collections, so each cycle's readings would pile up until
-    one runs (measured: RSS growing by 5-7 MiB over the first 70 cycles at 250 pods).
-    """
+    """Return `exc` with no traceback on it or on the exceptions it was raised from or during: a kept exception's
+    frames would hold the cycle's readings in a reference cycle until a full garbage collection."""
     pending: list[BaseException | None] = [exc]
     seen: set[int] = set()
     while pending:
@@ -180,9 +161,7 @@ def without_traceback(exc: _E) -> _E:
 
 
 def attempt(read: Callable[[], _T], problems: list[SampleError]) -> _T | None:
-    """Return `read()`, or None once the SampleError it raised is added to `problems` (one reading of many),
-    without its traceback (see `without_traceback`).
-    """
+    """Return `read()`, or None once the SampleError it raised is added to `problems` (without its traceback)."""
     try:
         return read()
     except SampleError as exc:

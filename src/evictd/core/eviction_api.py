@@ -1,10 +1,8 @@
 """What a round of Eviction API requests came to (`softEvictionsThroughEvictionAPI`).
 
-A round asks the Eviction API to evict a soft eviction's candidates, in ranking order, until one is accepted, one
-gets no usable answer, or the round's deadline passes. It runs off the housekeeping loop (the Kubernetes adapter
-`evictd.kube.eviction_requests`); the manager learns its outcome at a later cycle. Only an accepted request is an
-eviction: a refusal leaves its pod a candidate, and so does a request that timed out or failed (the pod may still
-be evicted if the API server went on after evictd stopped waiting; the watch then shows it terminating).
+A round asks the Eviction API to evict a soft eviction's candidates in ranking order until one is accepted, one gets
+no usable answer, or its deadline passes; it runs off the loop (`evictd.kube.eviction_requests`). Only an accepted
+request is an eviction: a refused, failed or timed-out one leaves its pod a candidate.
 """
 
 from __future__ import annotations

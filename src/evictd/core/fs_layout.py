@@ -20,11 +20,8 @@ from evictd.core.signals import Filesystem, Reading, Signal, spec_of
 
 @dataclass(frozen=True, slots=True)
 class FsLayout:
-    """How the node's filesystems are laid out (KUBELET_SPEC §4.2).
-
-    `dedicated_imagefs`: the runtime's image filesystem is on another device than the kubelet root (nodefs).
-    `split_containerfs`: writable layers (containerfs) sit on a different filesystem than images.
-    """
+    """How the node's filesystems are laid out (KUBELET_SPEC §4.2): `dedicated_imagefs` (images on another device
+    than nodefs), `split_containerfs` (writable layers apart from images)."""
 
     dedicated_imagefs: bool = False
     split_containerfs: bool = False
@@ -45,21 +42,15 @@ class ReclaimAction(StrEnum):
 
     CONTAINER_GC = "containerGC"
     IMAGE_GC = "imageGC"
-    # evictd's own (off by default): page cache reclaimed through cgroup v2 memory.reclaim before a memory eviction
-    # (`evictd.core.memory_reclaim`); never in a layout's reclaim actions.
+    # evictd's own reclaim before evict (`evictd.core.memory_reclaim`); never in a layout's reclaim actions.
     MEMORY_RECLAIM = "memoryReclaim"
 
 
 @dataclass(frozen=True, slots=True)
 class LayoutMeaning:
-    """What one filesystem layout means to eviction.
-
-    `containerfs_sources`: each `containerfs.*` signal and the signal its thresholds are copied from (empty:
-    nothing is derived). `rank_fs_stats`: what the disk rank function of each disk signal measures.
-    `reclaim_actions`: the node-level reclaim functions each signal runs, in call order (none when absent).
-    `container_rootfs_counts`: a container's writable layer counts against its ephemeral-storage limit (it
-    is on nodefs); its logs always count.
-    """
+    """What one filesystem layout means to eviction: `containerfs_sources` (each `containerfs.*` signal's source),
+    `rank_fs_stats` (what each disk rank function measures), `reclaim_actions` (node-level reclaim per signal, in call
+    order), `container_rootfs_counts` (a writable layer counts against its limit; logs always do)."""
 
     containerfs_sources: Mapping[Signal, Signal]
     rank_fs_stats: Mapping[Signal, tuple[FsStatsType, ...]]
@@ -115,8 +106,7 @@ MEANINGS: dict[FsLayout, LayoutMeaning] = {
     # One filesystem for everything.
     FsLayout(): LayoutMeaning(CONTAINERFS_FROM_NODEFS, SINGLE_FS_SIGNAL_TO_FS_STATS, SINGLE_FS_SIGNAL_TO_RECLAIM,
                               container_rootfs_counts=True),
-    # Writable layers apart from images, images on nodefs: cannot happen in practice; upstream treats it as
-    # one filesystem but derives no containerfs thresholds.
+    # Writable layers apart, images on nodefs: not seen in practice; upstream treats it as one filesystem.
     FsLayout(split_containerfs=True): LayoutMeaning({}, SINGLE_FS_SIGNAL_TO_FS_STATS, SINGLE_FS_SIGNAL_TO_RECLAIM,
                                                     container_rootfs_counts=True),
     # Images and writable layers on a dedicated image filesystem.

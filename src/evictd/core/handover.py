@@ -1,21 +1,11 @@
-"""The hand-over, judged: for each signal, who evicts on this node, evictd, the kubelet, both (and which first), or
-nobody; and whether the two configurations make the **backstop mode** (docs/deployment.md, "Handing eviction over
-from the kubelet").
+"""The hand-over, judged: per signal, who evicts first on this node (evictd, the kubelet, both, nobody), and whether
+the two configurations make the **backstop mode** (docs/deployment.md, "Handing eviction over from the kubelet").
 
-A threshold is met when the available amount falls below it, so on one signal the party with the higher
-threshold acts first. What each party acts on first is:
-- evictd: its highest hard threshold (a soft one waits for its grace period, so a sudden drop can pass it);
-- the kubelet: its highest threshold, hard or soft (as a backstop it must never come before evictd's hard one).
-The backstop holds on a signal when evictd's highest hard threshold is strictly above every threshold of the
-kubelet there: the kubelet then acts only when evictd did not (evictd stopped, hung, or its eviction was not
-enough). Two values compare only when both are quantities or both are percentages of capacity (offline the
-capacity is unknown); otherwise the order is unknown and the backstop is not verified.
-
-Only the kubelet's signals are listed (and evictd's own stall signals where configured): `containerfs.*` follow
-their source on the node's layout. A signal no party has a threshold for is a problem when the kubelet guards it
-by default (`DEFAULT_EVICTION_HARD`): that is what a hand-over that lost a threshold looks like.
-
-Pure: thresholds in, verdicts out.
+On one signal the higher threshold acts first: evictd's first is its highest hard threshold (a soft one waits out
+its grace), the kubelet's its highest, hard or soft. The backstop holds where evictd's highest hard threshold is
+strictly above all the kubelet's there. Quantities and percentages do not compare offline (capacity unknown): the
+order is then unknown. Only the kubelet's signals are listed (and evictd's stall signals where configured); a signal
+nobody guards that the kubelet guards by default (`DEFAULT_EVICTION_HARD`) is a problem. Pure.
 """
 
 from __future__ import annotations
@@ -162,8 +152,7 @@ def _verdict(signal: Signal, evictd: tuple[Threshold, ...], kubelet: tuple[Thres
         evicts, detail, problem = Evicts.KUBELET, "evictd has no threshold here: the kubelet alone", False
     else:
         evicts, detail = _order(evictd, kubelet)
-        # The same threshold races only an acting evictd (the hand-over's first step runs a dry-run evictd at the
-        # kubelet's thresholds on purpose); the kubelet first is wrong either way.
+        # The same threshold races only an acting evictd (the hand-over's dry-run step shares it on purpose).
         problem = evicts in (Evicts.KUBELET_FIRST, Evicts.ORDER_UNKNOWN) or (evicts is Evicts.SAME and not dry_run)
     if dry_run and evicts is Evicts.EVICTD:  # the hand-over done in the wrong order
         detail, problem = f"{detail}, and evictd is in dry-run: nobody evicts today", True

@@ -1,17 +1,12 @@
 """Image garbage collection: which images to delete, in which order, and how many bytes to aim for.
 
-The kubelet's `pkg/kubelet/images/image_gc_manager.go` as pure functions over an immutable record of the
-images seen so far (`ImageGCState`), one for each of upstream's: `detect_images` (detectImages),
-`images_in_eviction_order` (imagesInEvictionOrder), `images_to_free` (freeSpace; with `MAX_INT64` bytes it is
-DeleteUnusedImages), `images_past_max_age` (freeOldImages: a never-used image counts as unused since the epoch,
-upstream's zero time, so min age does not protect it there) and `periodic_bytes_to_free` (GarbageCollect).
+The kubelet's `image_gc_manager.go` as pure functions over `ImageGCState`: `detect_images` (detectImages),
+`images_in_eviction_order`, `images_to_free` (freeSpace; DeleteUnusedImages with `MAX_INT64`),
+`images_past_max_age` (freeOldImages) and `periodic_bytes_to_free` (GarbageCollect). evictd adds protected images
+(references or `fnmatch` patterns against every name of an image), for images loaded by hand.
 
-evictd adds protected images: references or shell patterns (`fnmatch`) matched against every name of an
-image (ID, tags, digests, and their normalized and short Docker forms), for images loaded by hand (`ctr
-import`, `docker load`) that nothing would pull again. No GC path ever returns a protected image.
-
-Invariants: never returns an image in use, pinned, protected or unknown to the current image list; inputs
-are not mutated; results are deterministic (ties broken by image ID).
+Invariants: never returns an image in use, pinned, protected or not in the current list; inputs are not mutated;
+results are deterministic (ties by image ID).
 """
 
 from __future__ import annotations
@@ -51,14 +46,9 @@ class GCReason(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class ImageGCPolicy:
-    """How image GC runs: the kubelet's ImageGCPolicy plus evictd's protected images and eviction switch.
-
-    high/low_threshold_percent: periodic GC starts at usage >= high and frees down to low.
-    min_age_s: imageMinimumGCAge, images first detected more recently are kept (space-based paths).
-    max_age_s: imageMaximumGCAge, images unused for longer are deleted by periodic GC (0: disabled).
-    protected: references or shell patterns of images no GC path deletes.
-    include_in_eviction: whether disk-pressure reclaim (DeleteUnusedImages) may delete images at all.
-    """
+    """How image GC runs: the kubelet's ImageGCPolicy (high/low thresholds, imageMinimumGCAge,
+    imageMaximumGCAge with 0 disabled) plus evictd's `protected` images and whether disk-pressure reclaim may
+    delete images at all (`include_in_eviction`)."""
 
     high_threshold_percent: int = DEFAULT_IMAGE_GC_HIGH_PERCENT
     low_threshold_percent: int = DEFAULT_IMAGE_GC_LOW_PERCENT
@@ -124,11 +114,8 @@ class ImageToFree:
 
 
 def normalize_reference(reference: str) -> str:
-    """Return the fully qualified form of an image reference (Docker's ParseNormalizedNamed + TagNameOnly).
-
-    `busybox` -> `docker.io/library/busybox:latest`; `foo/bar@sha256:..` -> `docker.io/foo/bar@sha256:..`.
-    Image IDs (`sha256:...`) and empty strings come back unchanged.
-    """
+    """Return the fully qualified image reference (ParseNormalizedNamed + TagNameOnly): `busybox` ->
+    `docker.io/library/busybox:latest`; image IDs and empty strings unchanged."""
     if not reference or reference.startswith(ID_ALGORITHM_PREFIX):
         return reference
     name, at, digest = reference.partition("@")
@@ -188,11 +175,8 @@ def is_protected(image: Image, patterns: Iterable[str]) -> bool:
 
 
 def images_in_use(images: Iterable[Image], containers: Iterable[Container]) -> frozenset[str]:
-    """Return the IDs of `images` used by any listed container, whatever its state.
-
-    Upstream marks images by the container's ImageID only; evictd also matches the image as the pod spec
-    named it (`container.image`, normalized), so an image is never deleted under a container that names it.
-    """
+    """Return the IDs of `images` used by any listed container, whatever its state: by ImageID as upstream, and
+    also by the image the pod spec named (normalized)."""
     by_name: dict[str, set[str]] = {}
     for image in images:
         for name in image_names(image):
@@ -237,11 +221,8 @@ def without_images(state: ImageGCState, image_ids: Iterable[str]) -> ImageGCStat
 def images_in_eviction_order(
     state: ImageGCState, images: Sequence[Image], in_use_ids: Iterable[str], protected: Sequence[str] = ()
 ) -> tuple[str, ...]:
-    """Return the IDs of the deletion candidates, least recently used first (ties: first detected, then ID).
-
-    Excluded: images in use, pinned, protected, and records whose image is not in `images` (without its
-    names, protection could not be checked).
-    """
+    """Return the IDs of the deletion candidates, least recently used first (ties: first detected, then ID);
+    never in use, pinned, protected or missing from `images`."""
     listed = {image.id: image for image in images}
     in_use = set(in_use_ids)
     candidates = [
@@ -270,11 +251,8 @@ def images_to_free(
     bytes_to_free: int,
     protected: Sequence[str] = (),
 ) -> tuple[ImageToFree, ...]:
-    """Return the images freeSpace deletes, in order, assuming each deletion succeeds.
-
-    Stops after the image that brings the total to `bytes_to_free` or more; as upstream checks only after a
-    deletion, a `bytes_to_free` of 0 or less still selects the first eligible image.
-    """
+    """Return the images freeSpace deletes, in order, assuming success: up to the one reaching `bytes_to_free`
+    (checked after each deletion, so 0 or less still selects one)."""
     chosen: list[ImageToFree] = []
     freed = 0
     for image_id in images_in_eviction_order(state, images, in_use_ids, protected):
@@ -300,11 +278,8 @@ def images_past_max_age(
     began_gc_s: float,
     protected: Sequence[str] = (),
 ) -> tuple[ImageToFree, ...]:
-    """Return the candidates unused for longer than `max_age_s` (imageMaximumGCAge), in eviction order.
-
-    None while `max_age_s` is 0 (disabled) or GC has not been running for more than `max_age_s` since
-    `began_gc_s` (upstream waits, so a restart does not delete images it has not yet seen in use).
-    """
+    """Return the candidates unused longer than `max_age_s`, in eviction order; None while disabled or GC has not
+    run for `max_age_s` since `began_gc_s` (upstream waits after a restart)."""
     if max_age_s <= 0 or now_s - began_gc_s <= max_age_s:
         return ()
     chosen: list[ImageToFree] = []
@@ -318,13 +293,8 @@ def images_past_max_age(
 def periodic_bytes_to_free(
     capacity_bytes: int, available_bytes: int, high_percent: int, low_percent: int
 ) -> int | None:
-    """Return the bytes periodic image GC must free, or None when usage is below the high threshold.
-
-    Integer arithmetic as upstream: available is clamped to capacity; usage% = 100 - available*100/capacity;
-    at usage% >= high the amount is capacity*(100-low)/100 - available, which integer truncation can make 0
-    or negative (upstream then still deletes one image, see `images_to_free`). Raises SampleError when the
-    capacity is 0 ("invalid capacity 0 on image filesystem").
-    """
+    """Return the bytes periodic image GC must free, or None below the high threshold, in upstream's integer
+    arithmetic (which can give 0 or less: one image is still deleted). SampleError on capacity 0."""
     if capacity_bytes <= 0:
         raise SampleError("imagefs", f"invalid capacity {capacity_bytes} on image filesystem")
     available = max(min(available_bytes, capacity_bytes), 0)

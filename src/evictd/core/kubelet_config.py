@@ -52,9 +52,8 @@ ENFORCEMENT_KEYS = (
     "none",
 )
 
-# Every top-level field of the v1beta1 KubeletConfiguration of Kubernetes v1.36.2 besides apiVersion and kind (the
-# json names in k8s.io/kubelet config/v1beta1/types.go at v0.36.2): a key outside it is what the kubelet's strict
-# decoding reports as an unknown field (and its lenient fallback then ignores).
+# Every top-level field of v1beta1 KubeletConfiguration v1.36.2 (k8s.io/kubelet config/v1beta1/types.go) but
+# apiVersion and kind: anything else is what strict decoding reports as unknown.
 KUBELET_FIELDS = frozenset((
     "enableServer", "staticPodPath", "podLogsDir", "syncFrequency", "fileCheckFrequency", "httpCheckFrequency",
     "staticPodURL", "staticPodURLHeader", "address", "port", "readOnlyPort", "tlsCertFile", "tlsPrivateKeyFile",
@@ -126,11 +125,8 @@ class EvictionSettings:
 
 
 def below_one_unit_warnings(settings: EvictionSettings) -> list[str]:
-    """Warnings for hard and soft quantities above zero and below one byte (or one inode, one process id).
-
-    The kubelet accepts them (`1e-999999999` parses to 1n, its smallest positive quantity) and such a threshold is
-    met only when nothing at all is left: a threshold in name only. evictd decides as the kubelet does, and says so.
-    """
+    """Warnings for hard and soft quantities above zero and below one unit: the kubelet accepts them (1n) and they
+    are met only when nothing is left. evictd decides as the kubelet does, and says so."""
     warnings = []
     for key, statements in (("evictionHard", settings.hard), ("evictionSoft", settings.soft)):
         for signal, raw in statements.items():
@@ -150,8 +146,7 @@ def below_one_unit_warnings(settings: EvictionSettings) -> list[str]:
     return warnings
 
 
-# A bare number (no unit, no %) of bytes under this is taken for a percentage missing its '%' (`nodefs.available:
-# "10"`): the kubelet reads it as so many bytes, a threshold no node reaches before it is full.
+# A bare number of bytes under this is taken for a percentage missing its '%' (`nodefs.available: "10"`).
 FORGOTTEN_PERCENT_BELOW = 1 << 20
 
 
@@ -297,10 +292,8 @@ def _validate_enforce_node_allocatable(values: tuple[str, ...]) -> None:
 
 
 def eviction_settings(document: Mapping[str, object]) -> EvictionSettings:
-    """Return the defaulted eviction settings of one (merged) KubeletConfiguration document.
-
-    Fields other than the eviction ones are accepted and ignored. Raises ConfigError.
-    """
+    """Return the defaulted eviction settings of one (merged) KubeletConfiguration document; other fields are
+    ignored. Raises ConfigError."""
     maps = {name: _string_map(name, document.get(name)) for name in MAP_FIELDS}
     merge_defaults = document.get("mergeDefaultEvictionSettings")
     merge = _bool("mergeDefaultEvictionSettings", merge_defaults) if merge_defaults is not None else False

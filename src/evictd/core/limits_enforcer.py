@@ -1,17 +1,10 @@
-"""Who enforces pods' ephemeral-storage limits on this node (emptyDir `sizeLimit`, pod and container
+"""Who enforces pods' ephemeral-storage limits (emptyDir `sizeLimit`, pod and container
 `limits.ephemeral-storage`): the kubelet or evictd, never both.
 
-The kubelet enforces them itself whenever its `localStorageCapacityIsolation` is true (its default), whatever its
-eviction thresholds say; turning that off also drops the node's ephemeral-storage capacity for the scheduler, so
-it is no way to hand them over. The `ephemeralStorageLimitsEnforcer` setting says who does it:
-- `kubelet`: evictd does not (its node-level disk signals still act);
-- `evictd`: evictd does (the kubelet's `localStorageCapacityIsolation` is false, or the operator says so);
-- `auto` (the default): the kubelet, unless its configuration (read with `--kubelet-config`) says
-  `localStorageCapacityIsolation: false`; a configuration not read counts as the kubelet's default (true).
-Either way evictd enforces only when its own `localStorageCapacityIsolation` is true (its off switch, as the
-kubelet's). Nobody enforces them when both say false, and that is said.
-
-Pure: settings in, a choice out.
+The kubelet enforces them whenever its `localStorageCapacityIsolation` is true (turning it off also drops the
+scheduler's ephemeral-storage capacity). `ephemeralStorageLimitsEnforcer`: `kubelet`, `evictd`, or `auto` (the
+kubelet unless its configuration says `localStorageCapacityIsolation: false`; unread counts as true). evictd enforces
+only while its own `localStorageCapacityIsolation` is true; nobody enforcing is said. Pure.
 """
 
 from __future__ import annotations

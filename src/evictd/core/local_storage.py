@@ -1,15 +1,9 @@
 """Local-storage limit evictions (KUBELET_SPEC §12; eviction_manager.go localStorageEviction).
 
-Job: decide which pods break an emptyDir ``sizeLimit``, the pod's ephemeral-storage limit, or a
-container's ephemeral-storage limit, and with which message and metric label.
-
-Invariants:
-* Every pod that has stats is checked; several pods may be evicted in one cycle.
-* Per pod the rules run in order emptyDir -> pod limit -> container limit, and the first that fires wins.
-* Critical pods (static, mirror, priority >= 2e9) are never listed: upstream's evictPod refuses them.
-* Comparisons are strict (usage must exceed the limit). The result keeps the order of the input pods.
-* No grace period, condition or annotations are decided here: local-storage evictions always use the
-  1 s override and carry neither a DisruptionTarget condition nor Event annotations.
+Which pods break an emptyDir ``sizeLimit``, the pod's or a container's ephemeral-storage limit, with message and
+metric label. Every pod with stats is checked (several may go in one cycle); per pod emptyDir -> pod -> container,
+the first that fires wins; critical pods are never listed; usage must exceed the limit; input order is kept. Always
+the 1 s override, no DisruptionTarget condition and no Event annotations.
 """
 
 from __future__ import annotations
@@ -61,8 +55,7 @@ def _emptydir_eviction(pod: Pod, stats: PodStats) -> LocalStorageEviction | None
     limited = derived(pod, Derived.LIMITED_EMPTYDIRS, _limited_emptydirs)
     if not limited:
         return None
-    # Upstream builds a name -> usage map, so a later stats entry of the same name wins. It dereferences
-    # usedBytes unconditionally (a nil value would crash the kubelet); evictd treats it as unknown.
+    # Upstream's name -> usage map: a later entry wins; a nil usedBytes (which would crash the kubelet) is unknown.
     used_by_volume: dict[str, int | None] = {v.name: v.used_bytes for v in stats.volume_stats}
     for name, size_limit in limited:
         used_bytes = used_by_volume.get(name)
@@ -82,10 +75,7 @@ def _pod_limit_eviction(pod: Pod, stats: PodStats) -> LocalStorageEviction | Non
 
 
 def _container_limits(pod: Pod) -> dict[str, Quantity]:
-    """Return container name -> ephemeral-storage limit of the regular containers whose limit counts.
-
-    A limit whose integer value (rounded up) is 0 does not count.
-    """
+    """Return container name -> ephemeral-storage limit of the regular containers whose limit (rounded up) is not 0."""
     limits: dict[str, Quantity] = {}
     for container in pod.containers:
         limit = container.limits.get(Resource.EPHEMERAL_STORAGE.value)
@@ -125,11 +115,8 @@ def _storage_limited(pod: Pod) -> bool:
 def local_storage_evictions(
     pods: Sequence[Pod], stats_of: Callable[[Pod], PodStats | None], layout: FsLayout
 ) -> list[LocalStorageEviction]:
-    """Return the local-storage limit evictions of this cycle, in the order of `pods`.
-
-    Pods without stats and critical pods are skipped. A container's writable layer counts against its limit
-    where `layout` has it on nodefs (`LayoutMeaning.container_rootfs_counts`); its logs always count.
-    """
+    """Return this cycle's local-storage limit evictions, in the order of `pods` (without stats or critical:
+    skipped). A writable layer counts where `layout` has it on nodefs; logs always count."""
     rootfs_counts = meaning_of(layout).container_rootfs_counts
     evictions: list[LocalStorageEviction] = []
     for pod in pods:

@@ -1,55 +1,17 @@
-"""Reclaim before evict (evictd's own, issue 41; off by default): the rule that decides whether a memory threshold
-about to evict first asks the kernel to reclaim page cache (cgroup v2 ``memory.reclaim``), where, and how much.
+"""Reclaim before evict (evictd's own, off by default): whether a memory threshold about to evict first asks the
+kernel to reclaim pods' page cache (cgroup v2 ``memory.reclaim``), where, and how much.
 
-Why: the kubelet's memory signals count active page cache as used (working set = usage - inactive_file,
-kubernetes/kubernetes#43916), so a pod that read a file twice can make `memory.available` cross a threshold while
-the kernel, with that much cache to drop, is in no danger. Asking the kernel to drop that cache first, and evicting
-only if the threshold is still met on the stats read after it, avoids such evictions. When off, the kubelet's
-decisions are kept exactly.
+The kubelet's memory signals count active page cache as used, so cache the kernel could drop can cross a threshold.
+The rule (`reclaim_plan`) for the thresholds a cycle is about to evict for:
 
-The rule (`reclaim_plan`), for the thresholds a cycle is about to evict for:
+* only `memory.available` and `allocatableMemory.available`; a cycle evicting for another signal too skips;
+* amount: the largest `threshold + minReclaim - available`, page-rounded, plus `GROWTH_MARGIN_BYTES`;
+* where: BestEffort, then Burstable, then the pods cgroup for the rest, each at most its active file; never a
+  Guaranteed pod's cgroup, never outside the pods cgroup; not enough active file to cover it: skip;
+* `STEP_BYTES` per write within `budget_s`, up to `MAX_ROUNDS` rounds (`another_round`), within `CPU_SHARE` of a
+  CPU (`cpu_spent_s`); a failed or refaulted attempt backs off, doubling (`after_attempt`, `judged`).
 
-* Only `memory.available` and `allocatableMemory.available` (the signals that count active page cache); a cycle that
-  evicts for any other signal too (a stall signal) skips.
-* Amount: the shortfall plus the minimum reclaim, `threshold + minReclaim - available`, the largest over those
-  thresholds, rounded up to a page: what the check after the reclaim (`cleared`) asks for before it lets the
-  eviction go; the plan asks `GROWTH_MARGIN_BYTES` (16 MiB) more, where the cache holds it, for what the pods add
-  while the reclaim and the reading after it run. That check is of the thresholds the cycle was to evict for; a
-  soft threshold still in its grace period does not count (it has asked for no eviction yet).
-* Where: only the page cache pods hold. The cgroups are the BestEffort QoS cgroup, then the Burstable one, then the
-  pods cgroup itself for the rest (its own active file minus the two tiers': Guaranteed pods' cache, and the cache
-  of pods already gone, which the kernel keeps charged below the pods cgroup). Each is asked for at most the active
-  file it holds. A Guaranteed pod's cgroup is never written to: its cache is reached only through the pods cgroup,
-  once the BestEffort and Burstable cache did not cover the shortfall, and the kernel then takes it only in
-  proportion to the cache it holds (a Guaranteed pod is the last the kubelet would evict, so its cache is the last to
-  go). Nothing outside the pods cgroup (system.slice, the node's daemons) is ever touched: their cache is their
-  working set, and the node's own protection is not evictd's to spend.
-* Skip for anonymous growth: when the active file of those cgroups cannot cover the amount, reclaim cannot clear
-  the threshold; nothing is written and the eviction goes ahead at once, with today's latency (the only cost is
-  the reading of three memory.stat files).
-* Steps and budget: the adapter writes `STEP_BYTES` at a time and checks a monotonic deadline `budget_s` after the
-  first write between writes (a write can block: the overrun is at most one step, ~6 ms at the 56 ms per 100 MiB
-  measured in a 6.1 guest); past the deadline, the eviction goes ahead as today.
-* Rounds (`another_round`): when the stats read after a round still lack memory although the round freed all it
-  was asked, the pods grew meanwhile (a reader still filling its cache): another round asks for the new shortfall,
-  if it shrank (the reclaim outpaces the growth), within what is left of the same budget (the stats read between
-  rounds count against it), at most `MAX_ROUNDS` in all. In the arena's active-file cell the first run of each
-  batch of five was met mid-read: a round freed its 115-129 MiB in 6-16 ms and the stats still lacked 26 MiB; the
-  reader was evicted, and the next cycle's reclaim of 60 MiB then cleared the threshold.
-* Back-off: a reclaim that did not avoid the eviction, or after which page cache refaulted by at least
-  `REFAULT_SHARE` of what it reclaimed within `REFAULT_WINDOW_S` (/proc/vmstat ``workingset_refault_file``: the
-  cache was in use), or after which the node's memory PSI ``full avg10`` reached `STALL_FULL_AVG10` (where PSI is
-  read), counts as a failure: no reclaim for `BACKOFF_S` doubling with each consecutive failure up to
-  `MAX_BACKOFF_S`. A reclaim that avoided the eviction and was not refaulted resets the count.
-* CPU bound: the attempts' time (their rounds and the stats read between them, done in evictd's own thread) stays
-  within `CPU_SHARE` of one CPU over the last `CPU_WINDOW_S`: an attempt starts only when the time spent in that
-  window plus its budget fits (`cpu_spent_s`), or nothing was spent in it. At the 50 ms default that is up to 20
-  attempts in 10 s while reclaims succeed (10 % of one CPU at most), and after a failure at most one attempt per
-  `BACKOFF_S` (0.1 %). A fixed interval of 2 s between attempts (the first rule) let a reader still filling its
-  cache through the threshold 1.2 s after a reclaim that cleared it get evicted, and the Guaranteed pod 0.3 s later,
-  for cache the kernel could drop.
-
-Invariants: pure (no I/O, `now` is monotonic seconds given); inputs are never mutated.
+Figures and reasons: docs/configuration.md ("Reclaim before evict"). Pure (`now` given); inputs never mutated.
 """
 from __future__ import annotations
 
@@ -62,17 +24,12 @@ from evictd.core.thresholds import Threshold, threshold_quantity, thresholds_met
 
 MiB = 1 << 20
 PAGE_BYTES = 4096
-# One write to memory.reclaim: 16 MiB took ~9 ms in a 6.1 guest (100 MiB: 56 ms), so a 50 ms budget is checked
-# about five times and overrun by at most one such write.
+# One write to memory.reclaim (~9 ms in a 6.1 guest): a budget overruns by at most one.
 STEP_BYTES = 16 * MiB
-# The default budget of one attempt, and the most a configuration may give (the issue's "tens of milliseconds":
-# beyond it the reclaim would delay an eviction the node may need).
+# The default budget of one attempt, and the most a configuration may give (an eviction may be needed).
 DEFAULT_BUDGET_S = 0.05
 MAX_BUDGET_S = 0.2
-# Asked beyond the shortfall: what a reader still filling its cache adds while a round and the reading after it run.
-# In the arena's active-file cell met mid-read (the first run of a boot, its file read from a cold disk), a round
-# that freed 153 MiB for a need of 135 MiB left the threshold met on the reading after it, by at most the 4 MiB the
-# next cycle needed (load 5, one round in the 50 ms budget).
+# Asked beyond the shortfall: what a reader still filling its cache adds while a round and its reading run.
 GROWTH_MARGIN_BYTES = STEP_BYTES
 # At most this many reclaim rounds in one attempt (`another_round`), all within its budget.
 MAX_ROUNDS = 3
@@ -168,8 +125,7 @@ class ReclaimHistory:
     failures: int = 0
     backoff_until_s: float | None = None
     recent: tuple[tuple[float, float], ...] = ()
-    # The last attempt, the first failure in a row, did not avoid its eviction: the next cycle, which comes after that
-    # eviction, may try once more despite the back-off and the interval (`after_attempt`).
+    # The last attempt, the first failure in a row, let its eviction through: the next cycle may try once more.
     once_more: bool = False
 
 
@@ -218,12 +174,8 @@ def judged(history: ReclaimHistory, refault_file_bytes: int | None, stall_full_a
 
 def after_attempt(history: ReclaimHistory, attempt: ReclaimAttempt) -> ReclaimHistory:
     """Return `history` after `attempt`: one that did not avoid the eviction starts (or lengthens) the back-off;
-    one that did resets the failures (the refault judgement, `judged`, may still count it as failed later).
-
-    The first failure in a row leaves one more attempt to the cycle after the eviction it let through (`once_more`):
-    the evicted pod may be what kept the cache in use. In the arena's active-file cell the reader was still reading
-    its file when the first reclaim dropped 131 MiB of it: not enough, the reader was evicted, and the back-off then
-    let the next cycle, 70 ms later, evict the Guaranteed pod for the reader's cache, now idle (1 run of 5)."""
+    one that did resets the failures (`judged` may still count it as failed later). The first failure in a row
+    leaves one more attempt to the next cycle (`once_more`): the evicted pod may be what kept the cache in use."""
     recent = (*(entry for entry in history.recent if entry[0] > attempt.at_s - CPU_WINDOW_S),
               (attempt.at_s, attempt.spent_s))
     if not attempt.avoided:
@@ -239,13 +191,9 @@ def cpu_spent_s(history: ReclaimHistory, now: float) -> float:
 
 def another_round(needed_bytes: int, freed_bytes: int, still_needed_bytes: int, elapsed_s: float, budget_s: float,
                   rounds: int) -> bool:
-    """Whether an attempt runs another round: its last round was for a need of `needed_bytes` and freed
-    `freed_bytes`; the stats read after it still lack `still_needed_bytes`; `elapsed_s` of its `budget_s` are spent
-    (the reads between rounds included) in `rounds` rounds.
-
-    Yes only when the round freed at least the need (the kernel can drop the cache: what lacks is the pods' growth
-    meanwhile, not a failed reclaim), the shortfall shrank (the reclaim outpaces that growth), budget is left and
-    fewer than `MAX_ROUNDS` ran."""
+    """Whether an attempt runs another round after one for `needed_bytes` freed `freed_bytes`, the stats still lack
+    `still_needed_bytes`, and `elapsed_s` of `budget_s` are spent in `rounds` rounds: only when the round freed the
+    need (what lacks is growth), the shortfall shrank, budget is left and fewer than `MAX_ROUNDS` ran."""
     return (0 < still_needed_bytes < needed_bytes <= freed_bytes and elapsed_s < budget_s
             and rounds < MAX_ROUNDS)
 
@@ -256,12 +204,9 @@ def reclaimable(thresholds: Sequence[Threshold]) -> list[Threshold]:
 
 
 def cleared(thresholds: Sequence[Threshold], observations: Mapping[Signal, Observation]) -> bool:
-    """Whether the reclaim cleared the thresholds it was for: none of `thresholds` (those the cycle was to evict for)
-    met with its minimum reclaim on `observations`, the stats read after it (an unobserved signal is not cleared).
-
-    Unlike the kubelet's check after disk reclaim, which counts every configured threshold, a soft threshold still in
-    its grace period does not make the cycle evict for a hard threshold the reclaim cleared: that eviction was not
-    asked for yet, and its grace period goes on (at its end, the rule is asked again)."""
+    """Whether none of `thresholds` (those the cycle was to evict for) is met with its minimum reclaim on
+    `observations`, read after the reclaim (unobserved: not cleared). Unlike the kubelet's disk check, a soft
+    threshold still in grace does not count: it asked for no eviction yet."""
     if any(threshold.signal not in observations for threshold in thresholds):
         return False
     return not thresholds_met(thresholds, observations, enforce_min_reclaim=True)
@@ -270,12 +215,8 @@ def cleared(thresholds: Sequence[Threshold], observations: Mapping[Signal, Obser
 def reclaim_plan(settings: ReclaimSettings, thresholds: Sequence[Threshold],
                  observations: Mapping[Signal, Observation], holders: Sequence[CacheHolder], history: ReclaimHistory,
                  now: float) -> ReclaimPlan | ReclaimSkip:
-    """Return what to reclaim before evicting for `thresholds` (those the cycle is to evict for, observed in
-    `observations`), or why not: the amount is the largest need of those on a signal that counts page cache.
-
-    `holders` are the cgroups that may hold pods' cache with their active file (`CacheHolder`); `history` should be
-    `judged` first. The checks run cheapest first: off, signal, back-off, CPU share, then the cache against the need.
-    """
+    """Return what to reclaim before evicting for `thresholds` (observed in `observations`) from `holders`, or why
+    not. `history` should be `judged` first; the checks run cheapest first."""
     if not settings.enabled:
         return ReclaimSkip("memory reclaim before eviction is off")
     if settings.unavailable is not None:

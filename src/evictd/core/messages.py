@@ -1,15 +1,8 @@
 """Eviction messages and event annotations, byte-exact with the kubelet (KUBELET_SPEC §11, helpers.go).
 
-Job: build the text written into an evicted pod's status (and its DisruptionTarget condition and Event)
-and the annotations attached to the Event.
-
-Invariants:
-* Formats are upstream's constants verbatim, including the trailing space after every sentence.
-* Usage quantities are new BinarySI quantities made from integer byte counts (so 1000 bytes prints
-  ``1k`` and 700 MiB prints ``700Mi``); requests print in the format they were parsed in; a missing
-  request prints ``0``.
-* Go's ``%q`` is reproduced by ``go_quote`` (strconv.Quote rules).
-* Annotations are returned only when the pod has stats; local-storage messages carry none.
+Formats are upstream's constants verbatim (trailing spaces included); usage prints as BinarySI quantities of whole
+bytes (``1k``, ``700Mi``), requests in their parsed format, a missing request as ``0``; Go's ``%q`` is `go_quote`.
+Annotations only when the pod has stats; local-storage messages carry none.
 """
 
 from __future__ import annotations
@@ -103,12 +96,8 @@ def eviction_message(
     available: Quantity | None,
 ) -> tuple[str, dict[str, str]]:
     """Return the kubelet's eviction message for `pod` and the Event annotations (evictionMessage).
-
-    `threshold_quantity` / `available` are those of the first acted-upon threshold whose signal starves
-    `resource` and has an observation (upstream getThresholdMetInfo); pass None for both when there is
-    none, and the "Threshold quantity" sentence is left out. Without stats the message stops after the
-    threshold sentence and the annotations are empty.
-    """
+    `threshold_quantity`/`available` are getThresholdMetInfo's (None for both: that sentence is left out); without
+    stats the message stops after the threshold sentence and the annotations are empty."""
     annotations: dict[str, str] = {}
     message = NODE_LOW_MESSAGE_FMT.format(resource=resource.value)
     if threshold_quantity is not None and available is not None:

@@ -1,27 +1,12 @@
-"""How the node protects its daemons' memory from its pods, judged (no I/O): findings for `evictd check-config` and
-evictd's start-up log (issue 44, "the node's own protection, shown").
+"""How the node protects its daemons' memory from its pods, judged (no I/O): findings for `check-config` and the
+start-up log.
 
-Two sources, each judged on what was read and nothing guessed:
-
-* the KubeletConfiguration (`evictd.core.reserved_memory`, and `enforceNodeAllocatable`): memory reserved for the
-  daemons, whether the kubelet holds pods under allocatable, whether it caps the daemons' own cgroups;
-* the machine's cgroups (`NodeCgroups`, read by `evictd.adapters.node_protection`): the kubepods cgroup's memory
-  limit, and on cgroup v2 `memory.min`/`memory.low` of `system.slice` and `system.slice/kubelet.service`.
-
-Warnings:
-
-* no memory reserved for system or kube daemons: allocatable is the capacity less evictionHard, so pods may use
-  all memory but that;
-* `pods` not in enforceNodeAllocatable, or the kubepods cgroup without a memory limit: pods are not held under
-  allocatable; a kubepods cgroup that is not there or cannot be read is a warning too (not known to be held);
-* a reserved cgroup enforced but not named: the kubelet refuses such a configuration;
-* cgroup v2 with neither system.slice nor kubelet.service protected by memory.min or memory.low: the kernel
-  reclaims the daemons' file pages as freely as the pods' (the thrash of issue 44); and kubelet.service protected
-  while system.slice is not, since the kernel bounds a cgroup's protection by its parent's (cgroup-v2.rst,
-  memory.low: "Effective low boundary is limited by memory.low values of all ancestor cgroups").
-
-cgroup v1 has no memory.min or memory.low: the finding says so, as ok (nothing there to set); the daemons' only
-protection is the kubepods limit plus reserved memory. evictd reports; it changes no cgroup.
+Judged on what was read, nothing guessed: the KubeletConfiguration (reserved memory, `enforceNodeAllocatable`) and
+the machine's cgroups (`NodeCgroups`: the kubepods limit; on v2 `memory.min`/`memory.low` of `system.slice` and
+`kubelet.service`). Warnings: no memory reserved; pods not held under allocatable (or unknown); a reserved cgroup
+enforced but not named (the kubelet refuses it); on v2 neither unit protected, or kubelet.service protected while
+system.slice is not (cgroup-v2.rst: protection is bounded by the ancestors'). cgroup v1 has no memory.min/low: an
+ok finding. evictd reports; it changes no cgroup.
 """
 
 from __future__ import annotations
@@ -40,8 +25,7 @@ NOT_FOUND = "not found"
 PODS_ENFORCEMENT = "pods"
 SYSTEM_RESERVED_ENFORCEMENT = "system-reserved"
 KUBE_RESERVED_ENFORCEMENT = "kube-reserved"
-# The cgroups whose protection from reclaim the findings look at on cgroup v2 (systemd's slice of system services,
-# and the kubelet's unit in it).
+# The cgroups whose protection from reclaim is judged on cgroup v2: system.slice and the kubelet's unit in it.
 SYSTEM_SLICE = "system.slice"
 KUBELET_UNIT = "system.slice/kubelet.service"
 GIB = 1 << 30
@@ -112,9 +96,8 @@ class NodeCgroups:
 
 
 def memory_file_bytes(text: str) -> int | None:
-    """Return the bytes a cgroup memory file holds (`memory.limit_in_bytes`, `memory.max`, `memory.min`,
-    `memory.low`), None for "max" or any value above `UNLIMITED_ABOVE_BYTES`. Raises ValueError for anything
-    else: the files hold an unsigned decimal or, on v2, "max"."""
+    """Return the bytes a cgroup memory file holds, None for "max" or above `UNLIMITED_ABOVE_BYTES`; ValueError
+    for anything else."""
     if text == V2_MAX:
         return None
     if not (text.isascii() and text.isdigit()) or len(text) > len(str(2**64)):

@@ -1,14 +1,9 @@
 """Node pressure conditions and taints as evictd writes them to the Node object.
 
-The kubelet owns the standard `MemoryPressure`, `DiskPressure` and `PIDPressure` conditions and rewrites them
-on every status update, so a daemon outside the kubelet cannot hold them. By default evictd therefore writes
-conditions of its own types (`EvictdMemoryPressure`, ...) with the kubelet's reasons and messages
-(pkg/kubelet/nodestatus/setters.go, KUBELET_SPEC §7.1), and while one holds keeps a `NoSchedule` taint of its
-own key on the node (what the node lifecycle controller does for the standard conditions). A mode writes the
-standard condition types instead, for clusters where the kubelet's own eviction is off and its setters are
-not running; no taint is written then (the node lifecycle controller adds the standard ones).
-
-Pure functions: times are arguments (wall-clock RFC 3339 strings for the API), inputs are not mutated.
+The kubelet rewrites the standard `MemoryPressure`, `DiskPressure` and `PIDPressure` conditions on every status
+update, so by default evictd writes its own types (`EvictdMemoryPressure`, ...) with the kubelet's reasons and
+messages (nodestatus/setters.go, KUBELET_SPEC §7.1) and its own `NoSchedule` taint while one holds. A mode writes the
+standard types instead (the kubelet's setters off), with no taint. Pure: times are RFC 3339 arguments.
 """
 
 from __future__ import annotations
@@ -101,11 +96,8 @@ def desired_conditions(
     mode: ConditionMode,
     now: str,
 ) -> list[dict[str, Any]]:
-    """Return evictd's three node conditions for this moment, keeping transition times that did not change.
-
-    `current` is the node's `status.conditions`; `pressure` the conditions the engine reports; `now` an RFC
-    3339 time. Each returned condition has status True/False and the kubelet's reason and message.
-    """
+    """Return evictd's three node conditions for `pressure` at `now`, keeping transition times that did not change
+    (`current`: the node's `status.conditions`)."""
     by_type = {str(c.get("type")): c for c in current}
     conditions = []
     for condition, text in CONDITION_TO_TEXT.items():
@@ -118,11 +110,8 @@ def desired_conditions(
 
 
 def stopped_conditions(current: Sequence[Mapping[str, Any]], mode: ConditionMode, now: str) -> list[dict[str, Any]]:
-    """Return evictd's three node conditions as a clean stop leaves them: status Unknown, reason EvictdStopped.
-
-    As the node lifecycle controller marks the conditions of a kubelet that stopped reporting: the last
-    observation no longer holds, and nobody is updating it. Transition times are kept when already Unknown.
-    """
+    """Return evictd's three node conditions as a clean stop leaves them: Unknown, reason EvictdStopped (as the node
+    lifecycle controller marks a silent kubelet's); transition times kept when already Unknown."""
     by_type = {str(c.get("type")): c for c in current}
     return [_condition(condition_type(condition, mode), STOPPED_STATUS, STOPPED_REASON, STOPPED_MESSAGE, by_type, now)
             for condition in CONDITION_TO_TEXT]
@@ -131,11 +120,8 @@ def stopped_conditions(current: Sequence[Mapping[str, Any]], mode: ConditionMode
 def desired_taints(
     current: Sequence[Mapping[str, Any]], pressure: Sequence[NodeCondition], mode: ConditionMode
 ) -> list[dict[str, Any]]:
-    """Return the node's taint list with evictd's pressure taints added or removed; others kept in order.
-
-    In standard mode evictd's own taints are removed and none added (the node lifecycle controller taints
-    for the standard conditions).
-    """
+    """Return the node's taints with evictd's pressure taints added or removed, others kept in order (standard
+    mode: evictd's removed, none added)."""
     ours = set(CONDITION_TO_TAINT_KEY.values())
     wanted = [] if mode is ConditionMode.STANDARD else [
         CONDITION_TO_TAINT_KEY[c] for c in CONDITION_TO_TAINT_KEY if c in pressure
@@ -150,9 +136,8 @@ def desired_taints(
 
 def shows_pressure(conditions: Sequence[Mapping[str, Any]], taints: Sequence[Mapping[str, Any]],
                    pressure: Sequence[NodeCondition], mode: ConditionMode) -> bool:
-    """True when a node's `conditions` and `taints` show `pressure` as evictd writes it: each of its three
-    conditions with the status for `pressure`, and its taints as `desired_taints` would leave them. False when
-    someone else changed them (a kubelet restart rewriting the taints, an edit) since evictd wrote them."""
+    """True when `conditions` and `taints` show `pressure` as evictd writes it; False when someone changed them
+    since (a kubelet restart, an edit)."""
     by_type = {str(c.get("type")): c for c in conditions}
     for condition in CONDITION_TO_TEXT:
         wanted = "True" if condition in pressure else "False"

@@ -1,31 +1,14 @@
 """OOM-kill feedback: kernel OOM kills counted per cycle, attributed to pods, and judged against what evictd did.
 
-An OOM kill on the node is what an eviction manager exists to prevent. The kernel's counters (the machine's,
-cgroup v2's hierarchical ones, cgroup v1's local ones: `evictd.adapters.oom_counters` says which) arrive as an
-`OomReading`; this module does the arithmetic and the judging, without I/O:
+The counters (`evictd.adapters.oom_counters`) arrive as an `OomReading`. `oom_feedback` turns two readings into the
+kills between them (a counter that went down belongs to a cgroup made anew), names pods and containers where a
+cgroup says, and classifies them by what evictd was doing (`Activity`); `cgroups_walk_needed` reads per-cgroup
+counters only when a kill happened since the last walk. "Too late": a kill while a memory threshold was met and not
+yet relieved, within `TOO_LATE_WINDOW_S` after a memory eviction, or under pressure no cycle saw yet. A state
+restored from a previous run of this boot (`evictd.core.oom_saved`) judges its first interval NOT_RUNNING.
 
-* `oom_feedback(state, reading, activity_now, now)` turns two readings into the kills of the interval between
-  them (a counter that went down belongs to a cgroup made anew: its value is all new), attributes them to pods
-  and containers where a cgroup says which, and classifies them by what evictd was doing meanwhile (`Activity`);
-* `activity_after_cycle(...)` says what evictd was doing after a cycle, until the next one;
-* `cgroups_walk_needed(state, node, pods)` says whether the per-cgroup counters must be read this cycle: only
-  when no baseline exists yet or a kill happened since the last walk (the node or hierarchical pods counter
-  moved), so a quiet node costs one or two small reads per cycle.
-
-"Too late": a kill that happened while a memory threshold was met but no eviction had relieved it yet (its
-grace period running, its eviction failing or not carried out, the evicted pod not yet gone), within
-`TOO_LATE_WINDOW_S` after an eviction for memory, or under a pressure that no cycle had seen yet. Such kills
-say the thresholds or the grace periods are too lax. Kills while no memory threshold was met (a container over
-its own limit on a relaxed node) are counted, never called too late.
-
-Kills while evictd was not running: a state restored from the counters a previous run of this boot saved
-(`evictd.core.oom_saved`) carries `not_running_since_wall`; the first interval after it is judged NOT_RUNNING
-(never too late: nothing was watching) and says since when. Without one (no saved counters, another boot), the
-first reading is the baseline and kills before it are not counted.
-
-Invariants: inputs are never mutated; `now` is monotonic seconds from the caller; a kill is counted once, in the
-interval where its counter moved; no count is ever negative (the machine's counter lower than before means a
-boot the caller did not recognise: nothing of before counts).
+Invariants: inputs are never mutated; `now` is monotonic seconds; a kill is counted once, in the interval where its
+counter moved; no count is negative.
 """
 
 from __future__ import annotations
@@ -38,8 +21,7 @@ from enum import StrEnum
 from evictd.core.engine import Assessment, Eviction
 from evictd.core.signals import spec_of
 
-# The kubelet waits at most 30 s for an evicted pod to be cleaned up (podCleanupTimeout); a kill within twice
-# that after an eviction for memory means the eviction came too late to relieve the pressure that caused it.
+# Twice the kubelet's podCleanupTimeout (30 s): a kill this soon after a memory eviction came too late.
 TOO_LATE_WINDOW_S = 60.0
 
 
@@ -82,11 +64,8 @@ ACTIVITY_TO_DESCRIPTION: Mapping[Activity, str] = {
 
 @dataclass(frozen=True, slots=True)
 class CgroupOomCount:
-    """The OOM-kill counters of one cgroup below the pods cgroup.
-
-    `hierarchical` says the counter includes the cgroups below (v2 `memory.events`); v1 counters are local.
-    `pod_uid` and `container_id` are empty where the cgroup is not (inside) a pod or a container cgroup.
-    """
+    """The OOM-kill counters of one cgroup below the pods cgroup. `hierarchical`: includes the cgroups below (v2);
+    `pod_uid` and `container_id` are empty where the cgroup is not (inside) a pod or container cgroup."""
 
     path: str
     oom_kills: int
@@ -98,11 +77,8 @@ class CgroupOomCount:
 
 @dataclass(frozen=True, slots=True)
 class OomReading:
-    """One reading of the kernel's counters; None where unreadable or, for `cgroups`, not read this cycle.
-
-    `pods` is the hierarchical pods-cgroup counter (cgroup v2); on v1 it is None and the pods total is summed
-    from `cgroups`.
-    """
+    """One reading of the kernel's counters; None where unreadable or (`cgroups`) not read this cycle. `pods` is
+    the hierarchical pods-cgroup counter (v2); on v1 None, and the pods total is summed from `cgroups`."""
 
     node: int | None
     pods: int | None = None
@@ -111,11 +87,8 @@ class OomReading:
 
 @dataclass(frozen=True, slots=True)
 class OomState:
-    """The counters as last read, and what evictd was doing since its last cycle.
-
-    `node_at_walk` and `pods_at_walk` are the machine's and the pods cgroup's counters as they were when the
-    per-cgroup counters were last read: a walk that could not be done leaves them, so the next cycle walks.
-    """
+    """The counters as last read, and what evictd was doing since its last cycle. `node_at_walk` and `pods_at_walk`
+    are the counters at the last per-cgroup walk; a failed walk leaves them, so the next cycle walks."""
 
     node: int | None = None
     pods: int | None = None
@@ -127,8 +100,7 @@ class OomState:
     pods_at_walk: int | None = None
     activity: Activity = Activity.IDLE
     last_memory_eviction_at: float | None = None
-    # Restored from a previous run of this boot: the counters are that run's, read at this wall-clock time
-    # (seconds since the epoch); the next interval is the time evictd was not running.
+    # Restored from this boot's previous run: its counters, read at this wall time; the next interval was downtime.
     not_running_since_wall: float | None = None
 
 
@@ -154,8 +126,7 @@ class OomReport:
     pod_kills: tuple[PodOomKill, ...] = ()
     activity: Activity = Activity.IDLE
     too_late_kills: int = 0
-    # The pods count is the pods cgroup's own hierarchical counter (v2), not a sum over the cgroups still present
-    # (v1): only then are kills the pods count lacks known to be outside the pods cgroup.
+    # Only the pods cgroup's own hierarchical counter (v2) tells kills the pods count lacks are outside the pods cgroup.
     pods_counted_exactly: bool = False
     # With NOT_RUNNING: when a previous run last read the counters (wall-clock seconds since the epoch).
     since_wall: float | None = None
@@ -186,33 +157,23 @@ class OomReport:
 
 
 def counter_delta(before: int | None, now: int | None) -> int:
-    """Return how much a kernel counter moved; 0 when either reading is missing.
-
-    A counter that went down was made anew (a cgroup removed and created again at the same path): everything it
-    holds happened since.
-    """
+    """Return how much a kernel counter moved; 0 when either reading is missing. A counter that went down was made
+    anew: everything it holds happened since."""
     if before is None or now is None:
         return 0
     return now - before if now >= before else now
 
 
 def machine_delta(before: int | None, now: int | None) -> int:
-    """Return how much the machine's counter moved; 0 when either reading is missing or it went down.
-
-    The machine's counter only goes down with a reboot: what it holds then cannot be told from what was counted.
-    """
+    """Return how much the machine's counter moved; 0 when either reading is missing or it went down (a reboot)."""
     if before is None or now is None or now < before:
         return 0
     return now - before
 
 
 def cgroups_walk_needed(state: OomState, node_now: int | None, pods_now: int | None) -> bool:
-    """Return True when the per-cgroup counters must be read this cycle.
-
-    With a hierarchical pods counter (v2), only when it moved since the last walk; otherwise (v1) when the
-    machine's counter moved, since every kill in a pod moves it too. Always before the first walk, and while
-    neither counter can be read.
-    """
+    """Return True when the per-cgroup counters must be read this cycle: the pods counter moved (v2) or the
+    machine's did (v1); always before the first walk and while neither can be read."""
     if not state.walked:
         return True
     if pods_now is not None:
@@ -223,11 +184,8 @@ def cgroups_walk_needed(state: OomState, node_now: int | None, pods_now: int | N
 def activity_after_cycle(
     assessment: Assessment, evictions: Sequence[Eviction], eviction_failed: bool, dry_run: bool
 ) -> Activity:
-    """Return what evictd is doing about memory after a cycle, until the next one.
-
-    `eviction_failed` says the cycle's eviction raised (its API writes pending); `dry_run` that evictions are
-    decided but not carried out.
-    """
+    """Return what evictd is doing about memory after a cycle, until the next one (`eviction_failed`: its API writes
+    raised; `dry_run`: evictions decided, not carried out)."""
     if any(e.threshold is not None and spec_of(e.threshold.signal).is_memory for e in evictions):
         if dry_run:
             return Activity.NOT_EVICTED
@@ -241,11 +199,8 @@ def activity_after_cycle(
 
 
 def classify(state: OomState, activity_now: Activity, now: float) -> Activity:
-    """Return what evictd was doing between its last cycle and `now`.
-
-    What the last cycle left it doing; else, within the window after an eviction for memory, AFTER_EVICTION;
-    else, when this cycle sees memory pressure the last did not, PRESSURE_UNSEEN.
-    """
+    """Return what evictd was doing between its last cycle and `now`: what that cycle left it doing; else within the
+    window after a memory eviction, AFTER_EVICTION; else with pressure new this cycle, PRESSURE_UNSEEN."""
     if state.not_running_since_wall is not None:
         return Activity.NOT_RUNNING
     if state.activity is not Activity.IDLE:
@@ -261,12 +216,8 @@ def pod_oom_kills(
     before: Mapping[str, int], before_groups: Mapping[str, int], counts: Sequence[CgroupOomCount]
 ) -> tuple[tuple[PodOomKill, ...], int]:
     """Return the kills per pod and container since `before` (path -> counter), and the sum of the local counters.
-
-    A cgroup absent from `before` is new since: all its kills are. A pod cgroup with a hierarchical counter
-    gives the pod's total; the kills its container cgroups do not account for (a process in the pod cgroup
-    itself, a container cgroup removed since) are the pod's with no container. With local counters (v1) the
-    pod's kills are the sum over its cgroups, and the sum of every local counter is the pods total.
-    """
+    A cgroup new since `before` counts whole; a pod's kills its containers do not account for have no container;
+    with local counters (v1) a pod's kills sum over its cgroups."""
     local_total = 0
     # uid -> container id ("" for none) -> [kills, group kills]
     by_pod: dict[str, dict[str, list[int]]] = {}
@@ -305,13 +256,9 @@ def pod_oom_kills(
 def oom_feedback(
     state: OomState, reading: OomReading, activity_now: Activity, now: float
 ) -> tuple[OomState, OomReport]:
-    """Return the new state and the OOM kills since the last reading, attributed and classified.
-
-    `activity_now` is what the cycle just run leaves evictd doing (`activity_after_cycle`): it judges the next
-    interval, and a pressure first seen now judges this one (PRESSURE_UNSEEN). `reading.cgroups` None means the
-    per-cgroup counters were not read (not needed, or unreadable): no pod is named this cycle, and the next walk
-    finds the kills of both intervals.
-    """
+    """Return the new state and the OOM kills since the last reading, attributed and classified. `activity_now`
+    (`activity_after_cycle`) judges the next interval; `reading.cgroups` None names no pod this cycle (the next walk
+    finds both intervals' kills)."""
     node_kills = machine_delta(state.node, reading.node) if state.baseline else 0
     evicted_now = activity_now in (Activity.WAITING_FOR_CLEANUP, Activity.EVICTION_FAILED)
     new_state = replace(state, node=reading.node, pods=reading.pods, baseline=True, activity=activity_now,
@@ -349,8 +296,7 @@ def oom_feedback(
     return new_state, report
 
 
-# Reasons of the Warning events on the node: one for kills while evictd was relieving (or should have been
-# relieving) memory pressure, one for the others.
+# Warning event reasons: kills while evictd was (or should have been) relieving memory pressure, and the others.
 TOO_LATE_REASON = "EvictionTooLate"
 OOM_KILL_REASON = "OOMKill"
 

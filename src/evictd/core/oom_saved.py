@@ -1,29 +1,13 @@
 """The OOM-kill counters evictd last read, as a JSON document, so that kills while it was not running are counted.
 
-The kernel's OOM-kill counters (`evictd.core.oom`) count from boot; evictd counts the kills of each interval
-between two readings. Without what a previous run last read, the first reading of a run is only a baseline and
-the kills while evictd was down (a crash, an upgrade, a node drain of the DaemonSet) are never counted. This
-module turns the counter part of an `OomState` into a document (the file itself:
-`evictd.record.oom_counters_file`) and decides, from that document and the running kernel's boot ID, what a
-new run starts from:
+Turns the counter part of an `OomState` into a document (the file: `evictd.record.oom_counters_file`) and decides
+what a new run starts from: nothing saved, the boot ID unreadable or another boot's: a baseline; this boot's with
+another pods cgroup: the machine's counter only; this boot's, same pods cgroup: every counter. Either of the last
+two judges the first interval NOT_RUNNING since `savedAt`.
 
-| saved | boot ID now | pods cgroup | the run starts from | first interval |
-|---|---|---|---|---|
-| nothing | - | - | a baseline (nothing before it counted) | - |
-| any | unreadable | - | a baseline | - |
-| another boot's | readable | - | a baseline: the counters were reset | - |
-| this boot's | readable | another | the machine's counter only | NOT_RUNNING since `savedAt` |
-| this boot's | readable | the same | every counter saved | NOT_RUNNING since `savedAt` |
-
-Invariants:
-- Nothing is counted twice: the document holds the counters as last read by the run that saved it, and a run
-  saves its own after it reported the kills between (the caller's order). Nothing from another boot is counted.
-- No count is negative: a cgroup counter lower than saved belongs to a cgroup made anew (all its kills are new),
-  the machine's lower than saved counts nothing (`evictd.core.oom.machine_delta`).
-- Only counters that are not zero are written: a cgroup missing from the document counts from zero, as one
-  saved at zero would (`evictd.core.oom.pod_oom_kills`), so a node of many quiet cgroups writes a few bytes.
-- A document of another format version raises `UnusableState(foreign=True)`, one that is not what this module
-  writes `UnusableState`; nothing of either is used.
+Invariants: nothing is counted twice (a run saves after it reported) nor from another boot; no count is negative
+(`evictd.core.oom.machine_delta`); only non-zero counters are written (a missing cgroup counts from zero); a
+document of another format version raises `UnusableState(foreign=True)`, an unrecognised one `UnusableState`.
 """
 
 from __future__ import annotations
@@ -103,9 +87,8 @@ def oom_counters_document(state: OomState, *, boot_id: str, pods_cgroup: str, no
 
 
 def resumed_oom_state(document: object | None, *, boot_id: str | None, pods_cgroup: str) -> ResumedOom:
-    """Return the state a new run starts from, given the saved `document` (None: no file) and the running
-    kernel's `boot_id` (None: unreadable). Raises UnusableState for a document of another format version or one
-    this module did not write."""
+    """Return the state a new run starts from, given the saved `document` (None: no file) and `boot_id` (None:
+    unreadable). Raises UnusableState for a foreign or unrecognised document."""
     if document is None:
         return ResumedOom(OomState(), Resumption.NONE_SAVED)
     document = versioned_document(document, OOM_COUNTERS_VERSION)

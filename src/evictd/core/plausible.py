@@ -1,26 +1,13 @@
 """Figures a stats source cannot have measured: refused one by one, each named with its value and bound.
 
-Job: given a Summary (from any source: the node's cgroupfs, the kubelet's Summary API, the runtime's CRI stats
-behind either) and the node's memory capacity, return the same Summary with every impossible figure made unknown
-(None), and a `Refusal` for each. The kubelet trusts these figures (a node working set 3x the machine, the 2026
-cAdvisor cgroup v2 bug, gave nodes a false MemoryPressure and evicted every pod); evictd does not decide on them.
-Figures a source could not decode at all (a negative counter, cAdvisor's uint64 wrap) are refused by the source
-(`evictd.core.summary_parser.summary_read`) and become Refusals here too (`refusal_of_decode`).
+Returns a Summary with every impossible figure made unknown (None) and a `Refusal` for each; the kubelet trusts
+them (a cAdvisor working set 3x the machine evicted every pod). Bounds (docs/kubelet-differences.md): node, pods
+container, pod and container memory at most MemTotal plus `MEMORY_SLACK`; a filesystem's available at most its
+capacity, free inodes at most its inodes; a pod's disk figures at most the largest filesystem reported (memory
+volumes: the memory bound). Undecodable figures come from the source as Refusals too (`refusal_of_decode`).
 
-The bounds (docs/kubelet-differences.md lists them):
-* node memory (and the `pods` system container's): working set, usage and available at most the node's memory
-  capacity (MemTotal) plus MEMORY_SLACK;
-* a filesystem: available bytes at most its capacity bytes, free inodes at most its inodes;
-* a pod's (and a container's) working set and usage at most the node's memory capacity plus MEMORY_SLACK;
-* a pod's disk figures (a container's rootfs and logs, a volume, the pod's ephemeral storage: used bytes and used
-  inodes) at most the largest the node could hold: the largest filesystem the Summary reports (nodefs, imagefs,
-  containerfs) or, for a memory-backed volume, the memory bound. The kubelet trusts them: a runtime's uint64 wrap
-  of a writable layer's size (2^64 - 1) would evict its pod for exceeding its ephemeral-storage limit, or rank it
-  first for disk pressure. Not bounded when the Summary reports no filesystem capacity.
-
-Invariants: pure (no I/O); never mutates its input; a Summary with nothing to refuse is returned as the very
-same object; a refused figure is None afterwards, so signals built on it are absent, as for a figure never read,
-and a pod whose working set is refused is ranked as a pod whose cgroup could not be read: as using no memory.
+Invariants: pure; never mutates its input; nothing refused returns the same object; a refused figure is absent, so
+its signals are absent and a pod with a refused working set ranks as using no memory.
 """
 
 from __future__ import annotations
@@ -34,9 +21,7 @@ from typing import Any, TypeVar
 from evictd.core.errors import DecodeError
 from evictd.core.summary import ContainerStats, FsStats, MemoryStats, PodStats, Summary, VolumeStats
 
-# A figure may exceed the machine's MemTotal by this share before it is impossible: MemTotal excludes memory the
-# kernel reserved at boot, which a cgroup v1 root's usage can count, and memory hot-added since evictd read it.
-# A real excess is a few percent at most; the cAdvisor bug above was 200%.
+# Excess over MemTotal still plausible: memory reserved at boot (a v1 root's usage counts it) or hot-added since.
 MEMORY_SLACK = Fraction(1, 10)
 
 INVALID = "invalid"
@@ -82,9 +67,8 @@ def memory_bound(capacity_bytes: int) -> int:
 
 
 def plausible_summary(summary: Summary, memory_capacity_bytes: int | None) -> tuple[Summary, tuple[Refusal, ...]]:
-    """Return `summary` without its impossible figures (None instead), and a Refusal for each.
-
-    `memory_capacity_bytes`: the node's MemTotal (None: unknown, memory figures are not bounded)."""
+    """Return `summary` without its impossible figures (None instead), and a Refusal for each
+    (`memory_capacity_bytes` None: memory not bounded)."""
     refused: list[Refusal] = []
     bound = memory_bound(memory_capacity_bytes) if memory_capacity_bytes else None
     node = summary.node
@@ -126,8 +110,7 @@ def _disk_bounds(filesystems: tuple[FsStats | None, ...], memory: int | None) ->
 
 
 def _pod_fits(pod: PodStats, bound: int | None, disk: DiskBounds | None) -> bool:
-    """True when `_pod` would refuse none of the pod's figures: the same bounds, compared without naming anything
-    (the check of a thousand pods every cycle, nearly always sound)."""
+    """True when `_pod` would refuse none of the pod's figures (the same bounds, nothing named: the common case)."""
     if bound is not None:
         memory = pod.memory
         if memory is not None and not _memory_fits(memory, bound):
@@ -201,8 +184,7 @@ def _used(figures: Figures | None, disk: DiskBounds | None, where: str,
 
 def _without_above(figures: Figures, checks: Iterable[tuple[str, str, int | None]], where: str, reason: str,
                    refused: list[Refusal]) -> Figures:
-    """`figures` with each figure above its bound (checks: JSON name, attribute, bound; None: no bound) made None,
-    and a Refusal for each."""
+    """`figures` with each figure above its bound made None (checks: name, attribute, bound), and a Refusal each."""
     changes: dict[str, Any] = {}
     for name, attribute, most in checks:
         value = getattr(figures, attribute)
@@ -220,8 +202,7 @@ _AVAILABLE_FIGURE = ("availableBytes", "available_bytes")
 
 def _memory(memory: MemoryStats | None, bound: int | None, where: str, refused: list[Refusal], *,
             available_too: bool) -> MemoryStats | None:
-    """`memory` without its figures above `bound` (a pod's availableBytes is its limit's headroom, which the
-    kubelet never reads: not bounded here)."""
+    """`memory` without its figures above `bound` (a pod's availableBytes, never read, is not bounded)."""
     if memory is None or bound is None:
         return memory
     names = _MEMORY_FIGURES + ((_AVAILABLE_FIGURE,) if available_too else ())

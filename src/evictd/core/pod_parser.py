@@ -1,27 +1,14 @@
 """Pods parsed from Kubernetes v1 JSON (`pod_from_dict`), and what a pod keeps of its annotations.
 
-Job: turn a `kubectl get pod -o json` object into the frozen dataclasses of `evictd.core.pods`, keeping what the
-decisions read and no more (`kept_annotations` is the same rule for pods built from elsewhere, e.g. the container
-runtime's sandboxes), and share among pods what many of them carry alike.
+Turns a pod object into `evictd.core.pods`' frozen values, keeping what decisions read and no more
+(`kept_annotations` is the same rule for pods built elsewhere), and shares what many pods carry alike.
 
-Invariants:
-- `pod_from_dict` never mutates its input and raises nothing but `DecodeError` on any JSON-like input;
-  the error's `key` is a path such as ``pods[3].spec.containers[0].resources.requests.memory`` (map keys
-  with dots or slashes in brackets: ``metadata.annotations[kubernetes.io/config.source]``). JSON null
-  means "absent" (as Go's decoder treats it), except for a quantity in a resource list, where Go stores a
-  present zero and so do we.
-- A pod holds what the decisions read and no more, bounded whatever its owner wrote: of its annotations (up to
-  256 KiB per pod in the API) only `DECISION_ANNOTATIONS`, each value cut to `MAX_KEPT_VALUE_CHARS`; no labels;
-  status reason and messages cut to `MAX_KEPT_MESSAGE_CHARS` (the shadow comparison reads their first sentence).
-  Every annotation and label is still checked to be a string, so a malformed document fails as before.
-- Lists are capped (`evictd.core.pods`: MAX_KEPT_*), never so that a sum changes: every container is decoded and
-  those past the cap are folded into one (init containers: two) whose requests and limits give the same pod
-  requests and limits for every resource (`_folded`); volumes a decision reads are kept before the others;
-  tolerations past their cap are counted, not decoded. `Pod.fields_dropped` says how many of each were left out.
-- What is shared (strings, resource lists, kept annotations, containers, volumes, tolerations) is immutable, so
-  sharing changes nothing a decision or an encoding sees; the tables are bounded in entries and key length.
-
-Source: staging/src/k8s.io/api/core/v1/types.go (Pod, Container, Volume, Toleration fields; KUBELET_SPEC §9.2).
+Invariants: `pod_from_dict` never mutates its input and raises only `DecodeError`, keyed by a path such as
+``pods[3].spec.containers[0].resources.requests.memory``; JSON null means absent, except a resource quantity (Go
+stores a present zero). Only `DECISION_ANNOTATIONS` are kept, values cut; no labels; messages cut (every
+annotation and label is still type-checked). Lists are capped (`MAX_KEPT_*`) without changing any sum: containers
+past the cap fold into one (`_folded`); `Pod.fields_dropped` counts what was left out. Shared values are immutable
+and the tables bounded. Source: core/v1/types.go (KUBELET_SPEC §9.2).
 """
 
 from __future__ import annotations

@@ -1,32 +1,14 @@
-"""Pods as the eviction manager sees them: the model, and what a pod *is*.
+"""Pods as the eviction manager sees them: the model, and what a pod *is* (static, mirror, critical, priority,
+sidecar, local volumes). Parsing is `evictd.core.pod_parser`'s; requests and limits `evictd.core.resources`'.
 
-Job: hold the parts of a v1 Pod the decisions read as frozen dataclasses, and answer the questions that depend
-on nothing but the pod's own identity: is it static, mirror or critical (never evicted, always admitted), which
-priority does it rank with, is an init container a sidecar, which volumes live on the node's disk. Parsing a
-pod from v1 JSON is `evictd.core.pod_parser`'s; what a pod requests and limits is in `evictd.core.resources`.
+Invariants: every value is frozen and hashable (`FrozenMap`); a pod holds only what decisions read, bounded
+whatever its owner wrote (`DECISION_ANNOTATIONS`, the `MAX_KEPT_*` caps; `fields_dropped` counts what was left
+out); values computed from a pod alone are memoized by `derived` (a pod never changes) outside equality and hash.
+Feature gates as upstream ships them: sidecars ON, LocalStorageCapacityIsolation ON, in-place resize ignored.
 
-Invariants:
-- Every value is frozen and hashable (maps are `FrozenMap`), so pods can be dict keys and set members.
-- A pod holds what the decisions read and no more, bounded whatever its owner wrote: of its annotations only
-  `DECISION_ANNOTATIONS`, each value cut to `MAX_KEPT_VALUE_CHARS`; no labels; status reason and messages cut
-  to `MAX_KEPT_MESSAGE_CHARS`; at most `MAX_KEPT_CONTAINERS` containers and as many init containers (the last
-  kept ones standing for the rest, with their requests and limits folded in), `MAX_KEPT_VOLUMES` volumes (those
-  a decision reads first) and `MAX_KEPT_TOLERATIONS` tolerations (`evictd.core.pod_parser` keeps to it;
-  `fields_dropped` counts what it left out). So neither evictd's memory, nor its cycles, nor the flight
-  recording grow with a tenant's data.
-- What is computed from a pod alone (its requests, its limits) can be remembered on the pod object by
-  `derived`, under its `Derived` key: a pod never changes, so the value cannot go stale, and a pod source
-  that hands out the same objects cycle after cycle (the API pod watch) pays for the arithmetic once per pod
-  version. The memo takes no part in equality, hashing or repr.
-- Feature gates are fixed as current upstream ships them: sidecar containers ON, LocalStorageCapacityIsolation
-  ON, in-place resize status ignored (the spec is what counts).
-
-Sources (kubernetes/kubernetes master; KUBELET_SPEC §9.2, §10.5, §12, §16):
-  staging/src/k8s.io/api/core/v1/types.go                       Pod, Container, Volume, Toleration fields
-  pkg/kubelet/types/pod_update.go                               IsStaticPod, IsMirrorPod, IsCriticalPod, ...
-  staging/src/k8s.io/component-helpers/scheduling/corev1/helpers.go   PodPriority
-  pkg/api/v1/pod/util.go                                        IsRestartableInitContainer
-  pkg/volume/util/util.go                                       IsLocalEphemeralVolume
+Sources (kubernetes/kubernetes; KUBELET_SPEC §9.2, §10.5, §12, §16): core/v1/types.go; pkg/kubelet/types/
+pod_update.go (IsStaticPod, IsMirrorPod, IsCriticalPod); component-helpers corev1 helpers.go (PodPriority);
+pkg/api/v1/pod/util.go (IsRestartableInitContainer); pkg/volume/util/util.go (IsLocalEphemeralVolume).
 """
 
 from __future__ import annotations
@@ -43,24 +25,16 @@ from evictd.core.quantity import Quantity
 CONFIG_SOURCE_ANNOTATION = "kubernetes.io/config.source"
 CONFIG_MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
 API_SERVER_SOURCE = "api"
-# The annotations any decision reads (static and mirror pods); a pod keeps no other.
-# Set on a pod whose eviction the Eviction API accepted and someone carries out in the background (KubeVirt's live
-# migration); the descheduler's name for it. Its value is not read.
+# The annotations any decision reads (static and mirror pods; the descheduler's eviction-in-progress); no other kept.
 EVICTION_IN_PROGRESS_ANNOTATION = "descheduler.alpha.kubernetes.io/eviction-in-progress"
 DECISION_ANNOTATIONS = frozenset({CONFIG_SOURCE_ANNOTATION, CONFIG_MIRROR_ANNOTATION, EVICTION_IN_PROGRESS_ANNOTATION})
-# The kubelet writes "api", "file" or "http" and a mirror pod's hash (32 hex digits): cut longer values (a cut
-# value longer than "api" still is not "api", so whether a pod is static never changes).
+# Longer than the kubelet's values ("api", a 32-hex mirror hash); a cut value never becomes "api".
 MAX_KEPT_VALUE_CHARS = 256
-# The kubelet's eviction message names every container it was about; the shadow comparison reads only its first
-# sentence, the starved resource.
+# The shadow comparison reads only the eviction message's first sentence.
 MAX_KEPT_MESSAGE_CHARS = 1024
-# A pod keeps at most this many containers, and as many init containers: the last one or two kept stand for the
-# rest, their requests and limits folded in, so every request and limit sum is exact (`evictd.core.pod_parser`).
-# Only what is read per container by name (its own ephemeral-storage limit, the message's offending containers)
-# is lost beyond it. Pods run 1-10 containers; a container with resource lists of its own holds up to 1.2 KiB.
+# Containers kept, and as many init containers: the last kept fold in the rest's requests and limits (sums exact).
 MAX_KEPT_CONTAINERS = 32
-# A pod keeps at most this many volumes, those a decision reads (`read_by_decisions`) before the others: pods of
-# operators mounting many ConfigMaps have some tens; a volume holds 0.2-0.5 KiB (an emptyDir's sizeLimit).
+# Volumes kept, those a decision reads (`read_by_decisions`) first.
 MAX_KEPT_VOLUMES = 128
 # No decision reads tolerations (the flight recording does): a DaemonSet's pod has 6-9, most pods 2.
 MAX_KEPT_TOLERATIONS = 32
@@ -138,10 +112,8 @@ class PodResources:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Volume:
-    """A pod volume: its name and source `kind` (the JSON key: "emptyDir", "hostPath", "configMap", ...).
-
-    `empty_dir_medium` and `empty_dir_size_limit` are set only for emptyDir volumes (medium "" = node disk).
-    """
+    """A pod volume: its name and source `kind` (the JSON key: "emptyDir", "hostPath", ...); `empty_dir_medium` and
+    `empty_dir_size_limit` only for emptyDir volumes (medium "" = node disk)."""
 
     name: str
     kind: str
@@ -188,9 +160,7 @@ class Pod:
     # The message of a True DisruptionTarget condition with reason TerminationByKubelet (an eviction's record).
     status_termination_by_kubelet: str | None = None
     status_qos_class: QOSClass | None = None
-    # How many entries of each list field ("containers", "initContainers", "volumes", "tolerations") the parser
-    # left out or folded (the caps above); not part of the pod's identity (a recording of the pod holds the kept
-    # ones only, and reads back as an equal pod).
+    # Entries of each list field the parser left out or folded (the caps above); not part of the pod's identity.
     fields_dropped: Mapping[str, int] = field(default=NO_COUNTS, compare=False, repr=False)
     # Values derived from this pod alone (see `derived`); not part of the pod's identity.
     _derived: dict[MemoKey, object] = field(default_factory=dict, init=False, repr=False, compare=False)
@@ -224,11 +194,8 @@ MemoKey = Derived | tuple[Derived, str]
 
 
 def derived(pod: Pod, key: MemoKey, compute: Callable[[Pod], _T]) -> _T:
-    """Return `compute(pod)`, computed once per pod object and remembered under `key`.
-
-    `compute` must depend on nothing but the pod (pods are immutable, so the value never goes stale) and
-    `key` must name that computation (and its argument) uniquely.
-    """
+    """Return `compute(pod)`, computed once per pod object and remembered under `key` (which must name the
+    computation and its argument uniquely; `compute` must depend on the pod alone)."""
     memo = pod._derived
     if key in memo:
         return memo[key]  # type: ignore[return-value]
@@ -291,10 +258,7 @@ def is_restartable_init_container(container: Container) -> bool:
 
 
 def is_local_ephemeral_volume(volume: Volume) -> bool:
-    """Return IsLocalEphemeralVolume: gitRepo, configMap, or emptyDir on the default medium (node disk).
-
-    Memory and hugepages emptyDirs are not counted; neither are secrets, downwardAPI or projected volumes.
-    """
+    """Return IsLocalEphemeralVolume: gitRepo, configMap, or emptyDir on the node disk (not memory or hugepages)."""
     if volume.kind == "emptyDir":
         return volume.empty_dir_medium == EMPTY_DIR_MEDIUM_DEFAULT
     return volume.kind in ("gitRepo", "configMap")

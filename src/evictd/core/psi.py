@@ -10,8 +10,7 @@ from evictd.core.duration import format_go_duration_ns
 from evictd.core.errors import ConfigError
 
 PSI_KINDS = ("some", "full")
-# Documented PSI trigger window range; newer kernels accept less than 500 ms, but a trigger that fine is not
-# useful to a loop that samples every 10 s.
+# Documented PSI trigger window range (newer kernels accept shorter; no use to a 10 s loop).
 PSI_WINDOW_MIN_US = 500_000
 PSI_WINDOW_MAX_US = 10_000_000
 # Without CAP_SYS_RESOURCE the kernel only takes windows that are multiples of its 2 s averaging period.

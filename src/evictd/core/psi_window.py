@@ -1,33 +1,16 @@
 """evictd's own stall share over its own window: the `recent` figure of a PSI line, from the kernel's ``total``.
 
-Job: the rule by which a memory pressure file read now gets, beside the kernel's ``avg10``, the share of time stalled
-since an earlier reading of the same file (`PsiData.recent`), and which readings are worth keeping for the next.
-``avg10`` lags a stall by 2-10 s (the kernel updates it every 2 s, keeping 82% of the last value); ``total``, the
-stalled microseconds since boot, is exact at every read, so two readings of it give the share between them at
-once. The adapter that reads the file keeps the readings (`evictd.adapters.psi_history`); the figure lands in the
-Summary, so a recording carries it and replay decides the same without that history.
+``avg10`` lags a stall by 2-10 s; ``total`` is exact at every read, so two readings give the share between them.
+The window runs from the newest earlier reading at least `MIN_WINDOW_S` old to now; no figure (None: avg10 alone)
+when that reading is over `MAX_WINDOW_S` old, missing, or a ``total`` went backwards. The share is Δtotal / Δtime
+in percent, two decimals, clamped to 0-100. A threshold's own PSI trigger (`threshold_triggers`) fires sooner: a
+firing (`ThresholdFiring`) raises its line's `recent` to the threshold's share for `FIRING_HOLDS_S`
+(`with_firings`) when it is its trigger's first for two windows (`firing_counts`: the kernel holds a breach found
+within a window of the last signal, psi.c ``update_triggers``' ``pending_event``). The adapter keeps the readings
+(`evictd.adapters.psi_history`); the figure lands in the Summary, so replay decides the same.
 
-The rule: the window runs from the newest earlier reading at least `MIN_WINDOW_S` old (a shorter one would be
-a few scheduler ticks of one task's stall: too noisy to evict on) to now; there is no figure (None: ``avg10``
-alone decides) when that reading is more than `MAX_WINDOW_S` old (the span of ``avg10``: a longer window says
-less than the kernel's own average), when there is none, or when a ``total`` went backwards since it (a cgroup
-made again: its counters start from 0). The share is ``Δtotal / Δtime`` in percent, to two decimals as the kernel
-prints its averages, clamped to 0-100 (the read and the clock are a few microseconds apart).
-
-A stall threshold's own trigger says more, and sooner: a PSI trigger registered at the threshold's share of the
-trigger window (`threshold_triggers`: ``full 400000 2000000`` for ``memory.stall.full: 20%`` at the default 2 s
-``psiWindow``) fires when
-the kernel finds that share stalled within its trailing window, 0.4 s into a complete stall, where evictd's own
-window needs a reading at least `MIN_WINDOW_S` old. So a firing (`ThresholdFiring`) raises its line's `recent` to
-the threshold's share (`with_firings`) for the readings taken within `FIRING_HOLDS_S` of it, when it was the first
-firing of its trigger for at least two windows (`firing_counts`): the kernel signals a trigger at most once a window
-and keeps a breach found meanwhile for the signal a window after the last (kernel/sched/psi.c, ``update_triggers``'
-``pending_event``), so a firing soon after another may stand for a breach up to a window older; evictd's own window
-covers a stall that lasts.
-
-Invariants: pure (times are monotonic seconds given by the caller); the history `next_history` keeps is bounded:
-readings at least `HISTORY_SPACING_S` apart (but the newest), none older than the one a later reading could still
-choose, so at most ``MIN_WINDOW_S / HISTORY_SPACING_S + 2`` (12) readings.
+Invariants: pure (times are given monotonic seconds); `next_history` keeps at most
+``MIN_WINDOW_S / HISTORY_SPACING_S + 2`` readings.
 """
 
 from __future__ import annotations
@@ -42,19 +25,12 @@ from evictd.core.thresholds import Threshold, stall_share_points
 # The shortest window a `recent` figure is made over, and the longest (seconds).
 MIN_WINDOW_S = 1.0
 MAX_WINDOW_S = 10.0
-# Readings kept are at least this far apart (a burst of cycles keeps one in each tenth of a second): the window
-# chosen is then at most this much longer than the newest reading at least MIN_WINDOW_S old would give.
+# Readings kept are at least this far apart: the window is then at most this much longer than the ideal one.
 HISTORY_SPACING_S = 0.1
 _PERCENT = 100.0
-# A cycle a PSI firing brought, with a stall threshold not met, is followed by one more this long after it started:
-# the firing's cycle read the stall's first tenths of a second against a window reaching back to the last reading,
-# the next firing comes up to a trigger window (2 s) later, and a window of MIN_WINDOW_S from the firing's reading
-# is the soonest the share of the stall itself can be read (the margin: the firing's reading is taken just before
-# its cycle starts).
+# After a PSI firing's cycle leaves a stall threshold unmet, one more cycle this long after (a full window).
 WINDOW_FOLLOW_UP_S = MIN_WINDOW_S + 0.05
-# How long after a threshold trigger's firing a reading of its file still takes the threshold's share as its line's
-# `recent` (seconds): the firing's own cycle reads within milliseconds of it, or later on a node whose CPU the stall
-# starves; past this a window of evictd's own (at least MIN_WINDOW_S) can be made from the firing's reading instead.
+# How long after a trigger's firing a reading still takes the threshold's share as `recent`.
 FIRING_HOLDS_S = MIN_WINDOW_S
 
 
@@ -109,10 +85,8 @@ def threshold_triggers(thresholds: Iterable[Threshold], window_us: int) -> tuple
 
 
 def firing_counts(previous_at: float | None, at: float, window_s: float) -> bool:
-    """Whether a trigger's firing at `at` stands for a breach within its trailing window of `window_s`: it is the
-    trigger's first (`previous_at` None) or comes at least two windows after the one before (the kernel signals a
-    breach it found within a window of the last signal when that window ends, so a firing sooner than two windows
-    after the last may be a breach held back, up to a window older)."""
+    """Whether a trigger's firing at `at` stands for a breach within its trailing window: it is the first
+    (`previous_at` None) or at least two windows after the last (a sooner one may be a held-back older breach)."""
     return previous_at is None or at - previous_at >= 2 * window_s
 
 
@@ -158,10 +132,8 @@ def recent_shares(history: Sequence[PsiReading], reading: PsiReading) -> tuple[f
 
 
 def next_history(history: Sequence[PsiReading], reading: PsiReading) -> tuple[PsiReading, ...]:
-    """The history to keep after `reading`: `history` with it, without what no later window can start at (readings
-    older than the newest one at least `MIN_WINDOW_S` old, or more than `MAX_WINDOW_S` old), and without the newest
-    earlier reading when it is less than `HISTORY_SPACING_S` after the one before it. A total lower than the last
-    reading's (the counters started again) or a time before it starts the history anew."""
+    """The history to keep after `reading`: with it, without readings no later window can start at or less than
+    `HISTORY_SPACING_S` apart; a lower total or an earlier time starts the history anew."""
     if history and (reading.at < history[-1].at or reading.some_total < history[-1].some_total
                     or reading.full_total < history[-1].full_total):
         return (reading,)

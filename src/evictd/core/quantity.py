@@ -1,25 +1,14 @@
 """Kubernetes `resource.Quantity`: parsing, canonical printing, comparison and exact arithmetic.
 
-Upstream: `staging/src/k8s.io/apimachinery/pkg/api/resource/{quantity,amount,suffix}.go` (master, including
-the fix that prints DecimalSI/BinarySI magnitudes without a suffix in exponent form and the rejection of
-decimal exponents outside the int32 range). The Go code keeps an int64 fast path next to an `inf.Dec` slow
-path; the observable behaviour of both is reproduced here on one exact representation.
+Upstream: apimachinery `pkg/api/resource/{quantity,amount,suffix}.go` (master); its int64 fast path and `inf.Dec`
+slow path are reproduced on one exact representation.
 
-Invariants:
-* `Quantity.value` is an exact `Fraction` whose denominator has no prime factors other than 2 and 5 (a
-  terminating decimal). Everything `parse` returns is a whole multiple of 1n (10**-9): like upstream, parsed
-  values are rounded *away from zero* to nano precision, so a positive amount never parses as zero.
-* A parsed BinarySI magnitude is capped at 2**63-1 (upstream `maxAllowed`); a parsed BinarySI value with
-  0 < |v| < 1 becomes DecimalSI. DecimalSI/DecimalExponent values are never capped. Arithmetic never caps.
-* Equality, ordering and hashing look at the numeric value only (`parse("1Ki") == parse("1024")`).
-* `str(q)` is upstream `Quantity.String()`: `verbatim` when set (upstream reuses the input text when its
-  parser considers it canonical, see `parse`), otherwise the canonical form (`CanonicalizeBytes`).
-* Errors are `QuantityError` whose reason is upstream's exact error text.
-
-Deliberate difference: upstream accepts decimal exponents up to 2**31-1 and keeps e.g. `1e2147483647`
-symbolically; an exact Python value cannot hold that, so a magnitude of 10**1000 or more is rejected with
-upstream's `ErrNumeric` text. Upstream's int32 wrap-around of `exponent - len(fraction digits)` for
-exponents near -2**31 is not reproduced (the mathematically exact value is used).
+Invariants: `Quantity.value` is an exact terminating-decimal `Fraction`; parsed values are rounded away from zero to
+1n (a positive amount never parses as zero). A parsed BinarySI magnitude is capped at 2**63-1 (`maxAllowed`) and one
+below 1 becomes DecimalSI; arithmetic never caps. Equality, ordering and hashing look at the value only. `str(q)` is
+`Quantity.String()`: the cached input text where upstream caches it, else `CanonicalizeBytes`. Errors are
+`QuantityError` with upstream's exact text. Deliberate difference: a magnitude of 10**1000 or more is rejected with
+`ErrNumeric` (upstream keeps `1e2147483647` symbolically), and the int32 wrap of exponents near -2**31 is not kept.
 """
 
 from __future__ import annotations
@@ -68,12 +57,8 @@ _BINARY_SUFFIX_BY_POWER: Final[dict[int, str]] = {exp // 10: s for s, exp in _BI
 @total_ordering
 @dataclass(frozen=True, slots=True, eq=False, repr=False)
 class Quantity:
-    """An exact Kubernetes quantity and the format it prints in.
-
-    `verbatim`, when not None, is the text `str()` returns as is; only `parse` sets it, exactly where
-    upstream `ParseQuantity` caches the input string (so `parse("+1Ki")` prints `+1Ki` and `parse("1.500")`
-    prints `1.500`, as in Go). Arithmetic results never carry it.
-    """
+    """An exact Kubernetes quantity and the format it prints in. `verbatim` (set only by `parse`, where upstream
+    `ParseQuantity` caches its input: `+1Ki`, `1.500`) is what `str()` returns as is; arithmetic never carries it."""
 
     value: Fraction
     format: QuantityFormat
@@ -92,14 +77,9 @@ class Quantity:
 
     @classmethod
     def parse(cls, text: str) -> Quantity:
-        """Parse `text` exactly like upstream `resource.ParseQuantity`.
-
-        Raises QuantityError with upstream's reason: `ERR_FORMAT_WRONG` (empty text or text outside the
-        scanner's grammar), `ERR_SUFFIX` (unknown suffix, or a decimal exponent that is not an integer in
-        [-(2**31-1), 2**31-1]), `ERR_NUMERIC` (a slow-path number without digits, e.g. `e-10` or `Ei`; and
-        evictd's magnitude bound). Upstream quirks kept: `.`, `+`, `Ki`, `m` parse as zero; `1.` and `.5`
-        are numbers; a suffix letter's case matters (`1e3` is DecimalExponent, `1E` is DecimalSI exa).
-        """
+        """Parse `text` exactly like upstream `resource.ParseQuantity`; QuantityError with upstream's reason
+        (`ERR_FORMAT_WRONG`, `ERR_SUFFIX`, `ERR_NUMERIC`). Quirks kept: `.`, `+`, `Ki`, `m` parse as zero; `1.` and
+        `.5` are numbers; suffix case matters (`1e3` DecimalExponent, `1E` exa)."""
         if not isinstance(text, str):
             raise TypeError(f"Quantity.parse expects str, not {type(text).__name__}")
         if not text:
@@ -221,10 +201,7 @@ class Quantity:
     # ----------------------------------------------------------------- numeric views
 
     def ceil_int(self) -> int:
-        """Upstream `Quantity.Value()`: the value rounded up, away from zero, to an integer.
-
-        Go returns an int64 (saturating or wrapping beyond its range); this returns the exact integer.
-        """
+        """Upstream `Quantity.Value()`: rounded up, away from zero, to an exact integer (Go's int64 saturates)."""
         num, den = self.value.numerator, self.value.denominator
         if den == 1:
             return num

@@ -1,17 +1,9 @@
 """Ranking pods for eviction: the kubelet's rank functions (KUBELET_SPEC §9, helpers.go).
 
-Job: given the signal being reclaimed and the node's filesystem layout, order pods so that the first one is
-the kubelet's preferred victim.
-
-Invariants:
-* ``rank_pods`` returns a new list holding exactly the input pods (a permutation); the input is untouched.
-* The sort is stable: pods that tie on every key keep their input order. (Upstream uses Go's unstable
-  ``sort.Sort``, which behaves as an insertion sort, hence stably, for at most 12 pods.)
-* Comparators follow upstream ``orderedBy``: the first comparator that tells two pods apart decides.
-  Inside every usage comparator a pod without stats sorts before any pod with stats, and two pods
-  without stats tie on that comparator.
-* QoS class is not a key; priority (``None`` counts as 0) is, between the "exceeds requests" split and usage.
-* Disk ranking subtracts the pod's ephemeral-storage request even when ranking inodes (upstream quirk).
+Invariants: ``rank_pods`` returns a permutation of its input, untouched; the sort is stable (upstream's
+``sort.Sort`` is an insertion sort, hence stable, up to 12 pods). Comparators follow ``orderedBy``: the first that
+tells two pods apart decides; in a usage comparator a pod without stats sorts first. QoS is not a key; priority
+(None as 0) is. Disk ranking subtracts the ephemeral-storage request even for inodes (upstream quirk).
 """
 
 from __future__ import annotations
@@ -28,8 +20,7 @@ from evictd.core.summary import PodStats
 
 StatsOf = Callable[[Pod], PodStats | None]
 
-# Sort key of one comparator for one pod. The leading element sorts pods without stats first.
-# Sort keys are exact numbers: ints where whole (they compare in C), Fractions otherwise (same order).
+# One comparator's key for one pod: pods without stats first; exact numbers (ints where whole, else Fractions).
 _Number = Fraction | int
 _Key = tuple[int, _Number]
 _NO_STATS: _Key = (0, Fraction(0))
@@ -37,12 +28,8 @@ _HAS_STATS = 1
 
 
 def pod_disk_usage(stats: PodStats, pod: Pod, fs_stats: Sequence[FsStatsType]) -> dict[Resource, int]:
-    """Return the pod's disk usage in bytes (ephemeral-storage) and inodes over `fs_stats` (podDiskUsage).
-
-    root: container rootfs; logs: container logs; localVolumeSource: the first stats entry of each
-    hostPath or local ephemeral volume of the pod spec (in spec order); images: nothing. Missing
-    fields count as 0.
-    """
+    """Return the pod's disk usage in bytes and inodes over `fs_stats` (podDiskUsage): rootfs, logs, the first stats
+    entry of each hostPath or local ephemeral volume (spec order); images count nothing; missing fields 0."""
     used_bytes = 0
     inodes_used = 0
     measure_root = FsStatsType.ROOT in fs_stats
@@ -151,13 +138,9 @@ def rank_pods_with_keys(
 
 
 def rank_pods(signal: Signal, layout: FsLayout, pods: Sequence[Pod], stats_of: StatsOf) -> list[Pod]:
-    """Return `pods` ordered for eviction under pressure on `signal` (first = evicted first).
-
-    The signal's `Ranking` chooses. Memory: exceedMemoryRequests, priority, memory.
-    Pids: priority, process. Disk: exceedDiskRequests, priority, disk over the fs stats
-    types of `layout` (`LayoutMeaning.rank_fs_stats`), measuring bytes for ``*.available`` and inodes for
-    ``*.inodesFree``.
-    """
+    """Return `pods` ordered for eviction under pressure on `signal` (first = evicted first), by the signal's
+    `Ranking`: memory (exceeds requests, priority, usage), pids (priority, processes), disk (exceeds requests,
+    priority, usage over `layout`'s fs stats, bytes or inodes)."""
     return list(rank_pods_with_keys(signal, layout, pods, stats_of)[0])
 
 
@@ -179,10 +162,8 @@ def key_part_names(signal: Signal) -> tuple[str, ...]:
 
 
 def key_parts(signal: Signal, key: SortKey) -> tuple[KeyPart, ...]:
-    """Return the parts of a sort key of `rank_pods_with_keys` for `signal` as plain data, in the order of
-    `key_part_names`: whether the pod exceeds its request, its priority, its usage above its request (bytes, or
-    inodes for ``*.inodesFree``) or its processes; None where the pod had no stats. (Called for every ranked pod
-    every cycle by the recorder: plain code.)"""
+    """Return the parts of a `rank_pods_with_keys` key as plain data, in `key_part_names` order (None where the pod
+    had no stats). Called for every ranked pod every cycle by the recorder."""
     if signal is Signal.PID_AVAILABLE:
         priority, processes = cast(tuple[int, _Key], key)
         return priority, None if processes[0] != _HAS_STATS else _plain(processes[1])

@@ -1,30 +1,15 @@
 """evictd's refault figure: the share of the node's memory re-read from disk within the last ~10 s.
 
-Job: make the observation of ``evictd.io/memory.refault`` (`Signal.MEMORY_REFAULT`) from the cumulative counts the
-node's memory block carries (`evictd.core.summary.ReclaimCounters`): /proc/vmstat's ``workingset_refault_file``
-(page cache that reclaim dropped and a task then read again from disk) and ``workingset_activate_file`` (the part of
-those the kernel judged part of the working set, activated at once). Thrashing is the working set not fitting in
-memory: its pages are dropped and re-read over and over, so the rate of refaults measures it. Unlike the kernel's
-pressure stall information (PSI) the count exists on every kernel evictd supports (since Linux 3.15; ``_file`` since
-5.9), with or without PSI, on cgroup v1 and v2.
+The observation of ``evictd.io/memory.refault`` from /proc/vmstat's ``workingset_refault_file`` (page cache dropped
+and read again) and ``workingset_activate_file`` (the part judged working set): thrashing is the working set not
+fitting, so its refault rate measures it, on every supported kernel, with or without PSI, v1 and v2. The figure is
+the bytes refaulted over `REFAULT_WINDOW_S` (avg10's span) as a share of the node's memory capacity, in basis
+points, so a threshold reads as the stall signals' do ("5%") and means the same on any node size.
+`next_samples` keeps the last window's readings (in the stall gate's state); `refault_figure` compares the newest
+with the newest a window older (early in a run, the oldest once `REFAULT_MIN_SPAN_S` old), scaled to the window.
 
-The figure: the bytes refaulted over the last `REFAULT_WINDOW_S` (the span of the PSI average the stall signals read,
-avg10), as a share of the node's memory capacity (what ``memory.available`` is a part of: MemTotal on the node's own
-stats), in basis points, so that a threshold reads as the stall signals' do (``"5%"``: 5 % of the node's memory
-re-read from disk within 10 s, met at or above it) and its observation is a headroom of 10000 as theirs is. A share
-of the node's memory rather than MiB/s: one threshold means the same on a 4 GiB and a 256 GiB node (re-reading
-its whole memory every N seconds), and the stall maps' percentages, validation and rendering apply unchanged.
-
-The counts are cumulative, so a figure needs two readings: `next_samples` keeps the readings of the last window
-(the state the stall gate keeps between cycles, `evictd.core.stall_gate.StallGate.refault_samples`), and
-`refault_figure` compares the newest with the newest read at least a window before it (or, early in a run, the
-oldest, once it is at least `REFAULT_MIN_SPAN_S` old), scaled to the window. Cycles come every 10 s, so the base is
-usually the last cycle's reading; a cycle woken sooner compares with the same base as the cycle before it.
-
-Invariants: pure (no I/O; `now` is monotonic seconds given by the caller), inputs never mutated. The first reading of
-a run gives no figure (absent, never a false 0); a count lower than the last (a counter that started again) is a new
-baseline, so again no figure until the next span; a reading without the count (the kernel has none, or /proc/vmstat
-could not be read) gives no figure that cycle and keeps the readings before it.
+Invariants: pure (`now` given), inputs never mutated. The first reading gives no figure (never a false 0); a lower
+count is a new baseline; a reading without the count gives no figure and keeps the earlier readings.
 """
 from __future__ import annotations
 
@@ -35,11 +20,9 @@ from datetime import datetime
 from evictd.core.quantity import Quantity, QuantityFormat
 from evictd.core.summary import STALL_BASIS_POINTS, MemoryStats, Observation
 
-# The span a refault figure counts over: avg10's, the average the stall signals read, so that a refault threshold and
-# a stall threshold judge the same 10 s, and the stall gate's window (`STALL_RECLAIM_WINDOW_S`) covers both.
+# A refault figure's span: avg10's, so refault and stall thresholds judge the same 10 s as the stall gate.
 REFAULT_WINDOW_S = 10.0
-# The shortest span a figure is made over (scaled up to the window): half of it, so that a figure is at most twice
-# its span's rate; a wake-up 0.1 s after the first cycle would otherwise scale a 0.1 s burst a hundredfold.
+# The shortest span a figure is made over (scaled up): a figure is then at most twice its span's rate.
 REFAULT_MIN_SPAN_S = 5.0
 
 
@@ -86,9 +69,8 @@ def refault_sample(memory: MemoryStats | None, now: float) -> RefaultSample | No
 
 def next_samples(samples: Sequence[RefaultSample], sample: RefaultSample | None,
                  now: float) -> tuple[RefaultSample, ...]:
-    """Return the readings to keep after reading `sample` at `now` (None: not read, `samples` kept as they are): the
-    newest read at least `REFAULT_WINDOW_S` before `now` and every later one; only `sample` when its count is lower
-    than the last (the counter started again: a new baseline)."""
+    """Return the readings to keep after `sample` at `now` (None: not read, kept as is): the newest read at least
+    `REFAULT_WINDOW_S` before `now` and every later one; only `sample` when its count went down (a new baseline)."""
     if sample is None:
         return tuple(samples)
     if samples and sample.refault_bytes < samples[-1].refault_bytes:

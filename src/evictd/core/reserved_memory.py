@@ -1,14 +1,9 @@
 """What a KubeletConfiguration reserves for the node's own daemons (no I/O): `systemReserved` and `kubeReserved`
-memory and the cgroups `enforceNodeAllocatable` may cap with them (`systemReservedCgroup`, `kubeReservedCgroup`).
+memory and the cgroups `enforceNodeAllocatable` may cap (`systemReservedCgroup`, `kubeReservedCgroup`).
 
-The kubelet subtracts both reservations from the node's capacity to get allocatable memory and, with `pods` in
-`enforceNodeAllocatable`, limits the kubepods cgroup to it (pkg/kubelet/cm/node_container_manager_linux.go;
-evictionHard is subtracted from the allocatable it reports, not from that cgroup limit).
-
-Decoded as the kubelet decodes them (`map[string]string` of quantities, plain strings; an absent field is
-empty), but leniently: a value the kubelet would refuse (a number where a string belongs, a quantity that does
-not parse or is negative) is kept with the reason in `problem`, never raised. evictd decides nothing on these
-figures; it only reports them (`evictd.core.node_protection`), and a report must not stop `run`.
+Allocatable is capacity less both; with `pods` enforced the kubepods cgroup is limited to it
+(cm/node_container_manager_linux.go). Decoded as the kubelet does but leniently: what it would refuse is kept with
+the reason in `problem`, never raised, since these figures are only reported (`evictd.core.node_protection`).
 """
 
 from __future__ import annotations
@@ -29,9 +24,8 @@ MEMORY = "memory"
 
 @dataclass(frozen=True, slots=True)
 class ReservedMemory:
-    """One reservation's memory: `key` is `systemReserved` or `kubeReserved`; `text` the value as written (None:
-    absent); `memory_bytes` that value in bytes, rounded up as the kubelet's `Quantity.Value()` (None: absent or
-    unreadable); `problem` why a written value cannot be read (empty when it can)."""
+    """One reservation's memory: `key`, `text` as written (None: absent), `memory_bytes` rounded up as
+    `Quantity.Value()` (None: absent or unreadable), `problem` (empty when readable)."""
 
     key: str
     text: str | None = None

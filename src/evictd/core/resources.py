@@ -1,24 +1,11 @@
 """What a pod requests and limits: the kubelet's request and limit arithmetic over a `Pod`.
 
-Job: answer GetResourceRequestQuantity (`pod_request`, used to rank pods) and PodLimits (`pod_limit`, used by
-local-storage evictions), and the pod-level-resources predicates the messages need. Requests of regular
-containers and sidecars are summed, init containers count by their peak (KEP-753), pod-level spec.resources
-replace the container values for the resources they support, and spec.overhead is added to non-zero totals.
-
-Invariants:
-- Pure functions of the pod: nothing is mutated. `pod_request` and `pod_limit` remember their answer on
-  the pod object (`evictd.core.pods.derived`), so ranking a thousand unchanged pods every cycle does not
-  redo the Quantity arithmetic.
-- Quantity arithmetic is Go's `resource.Quantity.Add` (a zero receiver takes the addend's format, sums drop
-  the cached input text) and entries Go copies are returned as the same object, so results print exactly
-  as the kubelet prints them.
-- Feature gates as current upstream ships them: PodLevelResources ON, sidecar containers ON, DRA
-  node-allocatable resources OFF, in-place resize status ignored (the spec is what counts).
-
-Sources (kubernetes/kubernetes master; KUBELET_SPEC §9.2, §12):
-  staging/src/k8s.io/component-helpers/resource/helpers.go     PodRequests, PodLimits, sidecar aggregation,
-                                                                IsPodLevelResourcesSet, IsPodLevelRequestsSet
-  pkg/api/v1/resource/helpers.go                                GetResourceRequestQuantity
+GetResourceRequestQuantity (`pod_request`, for ranking) and PodLimits (`pod_limit`, for local-storage evictions):
+containers and sidecars summed, init containers by their peak (KEP-753), pod-level resources replacing them where
+supported, overhead added to non-zero totals. Results are memoized on the pod (`derived`); arithmetic is Go's
+`Quantity.Add`, so results print as the kubelet's. Gates as upstream ships them: PodLevelResources and sidecars ON,
+DRA node-allocatable OFF. Sources: component-helpers resource/helpers.go (PodRequests, PodLimits);
+pkg/api/v1/resource/helpers.go (GetResourceRequestQuantity); KUBELET_SPEC §9.2, §12.
 """
 
 from __future__ import annotations
@@ -52,11 +39,8 @@ def _max_opt(current: Quantity | None, candidate: Quantity | None) -> Quantity |
 def _aggregate(
     pod: Pod, resource: str, pick: Callable[[Container], Mapping[str, Quantity]]
 ) -> Quantity | None:
-    """Return aggregateContainerResourcesByFn for one resource, or None when no container sets it.
-
-    Regular containers and sidecars are summed; init container i needs its own value plus every sidecar
-    started before it; the pod needs the larger of the two (KEP-753).
-    """
+    """Return aggregateContainerResourcesByFn for one resource (None when no container sets it): the larger of the
+    summed containers and sidecars and each init container plus the sidecars before it (KEP-753)."""
     total: Quantity | None = None
     for container in pod.containers:
         total = _add_opt(total, pick(container).get(resource))
@@ -89,13 +73,8 @@ def is_pod_level_resources_set(pod: Pod) -> bool:
 
 
 def pod_request(pod: Pod, resource: str) -> Quantity:
-    """Return GetResourceRequestQuantity(pod, resource): the request the eviction ranking uses.
-
-    When pod-level resources are set (for cpu, memory or hugepages), container requests are ignored
-    altogether and only the pod-level request of a supported resource counts, so such a pod requests
-    zero ephemeral-storage. Otherwise the KEP-753 aggregate of containers, sidecars and init containers.
-    spec.overhead[resource] is added when the total is non-zero. A missing request is a zero quantity.
-    """
+    """Return GetResourceRequestQuantity(pod, resource): the pod-level request when pod-level resources are set
+    (so no ephemeral-storage), else the KEP-753 aggregate; plus overhead when non-zero; missing is zero."""
     return derived(pod, (Derived.REQUEST, resource), lambda p: _pod_request(p, resource))
 
 
@@ -115,12 +94,8 @@ def _pod_request(pod: Pod, resource: str) -> Quantity:
 
 
 def pod_limit(pod: Pod, resource: str) -> Quantity | None:
-    """Return PodLimits(pod)[resource], or None when nothing limits that resource.
-
-    The KEP-753 aggregate of container limits (sidecars summed, init containers by their peak), replaced by
-    the pod-level limit for cpu/memory/hugepages when pod-level resources are set; spec.overhead is added
-    only to a non-zero limit. A container limit of "0" still counts as "set" (the result is then zero).
-    """
+    """Return PodLimits(pod)[resource], or None when nothing limits it: the KEP-753 aggregate or the pod-level limit,
+    plus overhead when non-zero; a container limit "0" counts as set."""
     return derived(pod, (Derived.LIMIT, resource), lambda p: _pod_limit(p, resource))
 
 

@@ -1,16 +1,9 @@
 """Whether evictd acts on this node now: dry-run, acting, or standing by, and what decided it.
 
-The configured `dryRun` is one value for every node a configuration reaches; the Node's label `evictd.io/mode`
-(`dry-run` or `acting`) overrides it for that node alone, so that one node (a canary), then a pool, then the fleet
-can be moved to acting and back without a rollout. The rules, in order:
-- the node Lease held by another evictd (`standby`): STANDBY, whatever else says (nothing is written or evicted);
-- `--dry-run` on the command line (`pinned`): DRY_RUN, whatever the label says (a person asked for it);
-- the label `dry-run` or `acting`: that mode (source NODE_LABEL);
-- the label absent, or not yet read: the configured `dryRun` (source CONFIG);
-- any other label value: the configured `dryRun` holds and the value is returned as `bad_label` (fail safe: a
-  mistyped label never makes evictd act).
-
-Pure: values in, a decision out.
+The Node label `evictd.io/mode` (`dry-run`, `acting`) overrides the configured `dryRun` for one node. In order: the
+Lease held by another evictd: STANDBY; `--dry-run` given: DRY_RUN; a valid label: its mode; absent or unread: the
+configured `dryRun`; any other value: the configured `dryRun`, the value returned as `bad_label` (a mistyped label
+never makes evictd act). Pure.
 """
 
 from __future__ import annotations

@@ -79,6 +79,5 @@ class Sandbox:
     created_at_ns: int
     attempt: int = 0
     labels: dict[str, str] = field(default_factory=dict, hash=False, compare=False)
-    # The kubelet copies the pod's annotations here, its own `kubernetes.io/config.source` (api, file, http)
-    # included: on the node, that is what tells a static pod from a pod of the API.
+    # The pod's annotations, the kubelet's `kubernetes.io/config.source` included: what tells a static pod on the node.
     annotations: dict[str, str] = field(default_factory=dict, hash=False, compare=False)

@@ -1,24 +1,13 @@
-"""The engine state that survives a restart, as a JSON document (the file itself: `evictd.record.engine_state`).
+"""The engine state that survives a restart, as a JSON document (the file: `evictd.record.engine_state`).
 
-Job: turn the parts of `EngineState` a restart would otherwise lose (when each threshold was first observed
-met, when each node condition was last observed, last cycle's thresholds kept met until their minimum reclaim,
-the last observation of each signal with its stats time) into a document, and back into a state for a new
-process, keeping only what still holds.
+Saves what a restart would lose of `EngineState` (thresholds' first-observed times, node conditions' last
+observation, thresholds kept for minimum reclaim, last observations with their stats time) and restores what holds.
 
-Invariants:
-- The engine's times are monotonic seconds, which mean nothing to another process (nor after a reboot): the
-  document holds wall-clock seconds since the epoch, converted with the offset between the two clocks at each
-  end, and a restored time never lies after the restoring process's `now`.
-- A document of another format version or another node is *foreign*, one that is not what this module writes
-  is *corrupt*: both raise `UnusableState` with the reason, and nothing of them is used.
-- Threshold timers (first observed, kept for minimum reclaim, last stats times) are restored only when the
-  document is younger than the restore window (the gap since the last cycle is no longer than the engine's own
-  trust between cycles) and only for thresholds the current configuration still has, compared field by field
-  (signal, operator, value, grace period, minimum reclaim, hard or soft); a changed or removed threshold starts
-  afresh. Node conditions are restored while they are younger than the pressure transition period (the
-  kubelet would still report them), whatever the gap.
-- The layout and the thresholds derived from it are not saved: the restored state has no layout, so the first
-  cycle detects and derives them again, keeping what was restored.
+Invariants: the document holds wall-clock seconds (monotonic ones mean nothing to another process), converted at
+each end; no restored time lies after `now`. Another format version or node is *foreign*, anything else not written
+here *corrupt*: both raise `UnusableState`. Threshold timers are restored only within the restore window and for
+thresholds the configuration still has, field by field; node conditions while younger than the pressure transition
+period. The layout is not saved: the first cycle detects it again.
 """
 
 from __future__ import annotations
@@ -144,8 +133,7 @@ def restorable_thresholds(configured: Iterable[Threshold]) -> tuple[Threshold, .
 
 
 def _wall_time(value: object, key: str) -> float:
-    """Return a wall-clock time in seconds since the epoch; one no datetime holds (before 1970, after year 9999)
-    is not a time evictd wrote, and would raise OverflowError where it is converted."""
+    """Return a wall-clock time in seconds since the epoch; one no datetime holds is not evictd's (OverflowError)."""
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         raise invalid("must be a number of seconds", key, value)
     if not 0 <= value < _WALL_TIME_END_S:
@@ -219,11 +207,8 @@ def restore_state(
     restore_window_s: float,
     transition_period_s: float,
 ) -> Restored:
-    """Return the state of a saved `document` for a process whose clocks read `now` (monotonic) and `now_wall`.
-
-    `thresholds` are the ones the configuration can have (`restorable_thresholds`). Raises UnusableState for a
-    foreign or corrupt document.
-    """
+    """Return the state of a saved `document` for a process whose clocks read `now` and `now_wall`, for the
+    `thresholds` the configuration can have. Raises UnusableState for a foreign or corrupt document."""
     document = versioned_document(document, STATE_VERSION)
     if document.get("node") != node_name:
         raise UnusableState(f"saved by node {bounded_repr(document.get('node'))}, this is node {node_name!r}",

@@ -1,19 +1,10 @@
 """Shadow mode: evictd's dry-run decisions set against the evictions the kubelet itself carried out.
 
-While evictd runs in dry-run beside a kubelet that still evicts (step 1 of the hand-over), every eviction either
-side made is compared with the other side's, and each ends as one `Outcome`:
-
-* ``agree``: both evicted the same pod within the match window;
-* ``different-pod``: both evicted for the same starved resource within the window, but not the same pod;
-* ``evictd-only``: evictd would have evicted a pod, and the kubelet evicted nothing for that resource within
-  the window;
-* ``kubelet-only``: the kubelet evicted a pod, and evictd decided nothing for that resource within the window.
-
-The two sides are seen at different moments: evictd decides in the cycle that sees the pressure, the kubelet on
-its own 10 s tick and reports the pod `Failed`/`Evicted` only once its containers are dead (after its grace
-period). So an eviction is held for one match window before it is declared unmatched; a same-pod match is made
-at once. In dry-run evictd evicts nobody, so it decides the same pod again every cycle until the kubelet acts:
-a pod evictd already decided on within the window is not a new decision.
+Each eviction either side made ends as one `Outcome`: ``agree`` (same pod within the match window),
+``different-pod`` (same starved resource, another pod), ``evictd-only`` or ``kubelet-only`` (the other side did
+nothing for that resource within the window). The kubelet acts on its 10 s tick and reports the pod only once its
+containers are dead, so an eviction is held one window before it is unmatched; a same-pod match is made at once. A
+pod evictd already decided on within the window is not a new decision (dry-run decides it again every cycle).
 
 Pure functions: times are monotonic seconds passed in; nothing is mutated.
 """
@@ -37,8 +28,7 @@ from evictd.core.signals import (
 # Long enough for the kubelet's 10 s tick plus a termination grace period of 30 s and the status write.
 DEFAULT_MATCH_WINDOW_S = 60.0
 LOCAL_STORAGE_SIGNALS = frozenset({EMPTYDIR_LIMIT_SIGNAL, POD_EPHEMERAL_LIMIT_SIGNAL, CONTAINER_EPHEMERAL_LIMIT_SIGNAL})
-# The kubelet's eviction messages (KUBELET_SPEC §11): threshold evictions name the starved resource; the
-# local-storage ones name a volume, the pod or a container exceeding its limit.
+# The kubelet's eviction messages (KUBELET_SPEC §11): threshold evictions name the resource, local-storage the limit.
 _THRESHOLD_MESSAGE = re.compile(r"^The node was low on resource: ([a-z-]+)\.")
 _LOCAL_STORAGE_MESSAGES = ("Usage of EmptyDir volume", "Pod ephemeral local storage usage exceeds",
                            "Container ")
@@ -91,14 +81,9 @@ def resource_of_signal(signal: str) -> str:
 
 def kubelet_eviction_resource(phase: str | None, reason: str | None, message: str | None,
                               termination_by_kubelet: str | None = None) -> str | None:
-    """Return the starved resource when a pod status is the kubelet's record of an eviction, else None.
-
-    The kubelet records an eviction as phase Failed, reason Evicted and its message, plus the DisruptionTarget
-    condition (TerminationByKubelet) with the same message; a pod whose containers exit 0 on SIGTERM ends
-    Succeeded with no reason and only the condition says it was evicted (kubernetes#120182). Admission
-    rejections under pressure (also reason Evicted, "The node had condition: ...") are not evictions of a
-    running pod and give None. Only for a dry-run evictd: its own evictions carry the same condition.
-    """
+    """Return the starved resource when a pod status is the kubelet's record of an eviction, else None: phase
+    Failed, reason Evicted, or (a pod whose containers exit 0 ends Succeeded, kubernetes#120182) the
+    DisruptionTarget condition TerminationByKubelet. Admission rejections ("The node had condition") give None."""
     if phase == FAILED_PHASE and reason == EVICTED_REASON and message:
         return _eviction_resource(message)
     if phase in TERMINAL_PHASES and termination_by_kubelet:

@@ -32,20 +32,16 @@ class Signal(StrEnum):
     CONTAINERFS_AVAILABLE = "containerfs.available"
     CONTAINERFS_INODES_FREE = "containerfs.inodesFree"
     PID_AVAILABLE = "pid.available"
-    # evictd's own: the memory pressure stall (PSI) of the node and of the pods cgroup, `some` or `full`. The
-    # domain prefix keeps them apart from any signal a kubelet may add (none of the kubelet's has a '/').
+    # evictd's own: node and pods cgroup memory PSI, `some` or `full`; the domain prefix keeps them apart.
     MEMORY_STALL_SOME = "evictd.io/memory.stall.some"
     MEMORY_STALL_FULL = "evictd.io/memory.stall.full"
     ALLOCATABLE_MEMORY_STALL_SOME = "evictd.io/allocatableMemory.stall.some"
     ALLOCATABLE_MEMORY_STALL_FULL = "evictd.io/allocatableMemory.stall.full"
-    # evictd's own, of the same family: the share of the node's memory refaulted (re-read from disk after reclaim
-    # dropped it) within about 10 s, from /proc/vmstat's workingset_refault_file (`evictd.core.refault`); unlike
-    # PSI it is counted by every kernel evictd supports, with or without PSI, on cgroup v1 and v2.
+    # evictd's own: the share of the node's memory refaulted within ~10 s (`evictd.core.refault`); needs no PSI.
     MEMORY_REFAULT = "evictd.io/memory.refault"
 
 
-# api/types.go also declares `swap.available`, but it is not in the signal->resource table, so the
-# kubelet rejects it as unsupported; the enum holds only usable signals.
+# api/types.go's `swap.available` has no resource, so the kubelet rejects it; the enum holds usable signals only.
 
 
 class NodeCondition(StrEnum):
@@ -78,9 +74,7 @@ class Unit(StrEnum):
     BYTES = "bytes"
     INODES = "inodes"
     PIDS = "pids"
-    # Stall headroom (the window's share NOT stalled) in basis points: 10000 - the stall share x 100 (the larger of
-    # the kernel's avg10 and evictd's own window, `evictd.core.summary.stall_share`); for the refault signal, 10000 -
-    # the basis points of the node's memory refaulted within the window.
+    # Stall headroom in basis points: 10000 - the stall share x 100 (`stall_share`); refault: 10000 - its share.
     BASIS_POINTS = "basis_points"
 
 
@@ -102,9 +96,7 @@ class Reading(StrEnum):
     PIDS = "pids"  # rlimit: maxpid - curproc of maxpid
     NODE_MEMORY_STALL = "node memory stall"  # node.memory.psi: 100% - the stall share, of 100%
     PODS_MEMORY_STALL = "pods memory stall"  # the same of the `pods` system container (its memory.pressure)
-    # node.memory.reclaim's refault count, over the last ~10 s: 100% - the share of the node's memory refaulted,
-    # of 100%. Two readings a window apart make one figure, so it is not observed from one Summary alone: the stall
-    # gate keeps the readings (`evictd.core.refault`).
+    # 100% less the share of the node's memory refaulted in ~10 s: two readings a window apart (`evictd.core.refault`).
     NODE_MEMORY_REFAULT = "node memory refault"
 
 
@@ -125,20 +117,15 @@ class Ranking(StrEnum):
 
 # The readings of memory cgroups: the signals the memcg notifiers and the memory watch follow.
 MEMCG_READINGS = frozenset({Reading.NODE_MEMORY, Reading.PODS_MEMORY})
-# The readings of evictd's memory stall family: thresholds in EvictdConfiguration's stall maps, read as a share
-# (`Unit.BASIS_POINTS`), held back by the stall gate and waiting for the stall settle rule (`SignalSpec.stall_family`).
+# evictd's memory stall family: thresholds in the stall maps, read as a share, gated and settled.
 STALL_FAMILY_READINGS = frozenset({Reading.NODE_MEMORY_STALL, Reading.PODS_MEMORY_STALL, Reading.NODE_MEMORY_REFAULT})
 
 
 @dataclass(frozen=True, slots=True)
 class SignalSpec:
-    """Everything evictd knows of one signal; the rest of evictd derives from it (docs/development.md).
-
-    `condition`: the node condition it triggers. `resource`: the resource it starves (the ranking's usage and the
-    eviction message's "low on resource" and offending usage). `unit`: what its values count. `reading`: which
-    Summary figures observe it, on `filesystem` for a disk signal, of the `stall` line for a stall signal.
-    `ranking`: the rank function of its pods. A stall-family signal without `stall` (the refault signal) reads no PSI.
-    """
+    """Everything evictd knows of one signal; the rest of evictd derives from it (docs/development.md): its node
+    `condition`, the `resource` it starves, its `unit`, the Summary `reading` that observes it (on `filesystem`, of
+    the `stall` line) and its `ranking`."""
 
     condition: NodeCondition
     resource: Resource

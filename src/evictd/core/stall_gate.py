@@ -1,36 +1,17 @@
 """evictd's stall gate: a memory stall threshold counts only while the node is short of memory as a whole.
 
-Job: decide, each cycle, which of evictd's memory stall-family signals (`evictd.core.signals.EVICTD_SIGNALS`: the PSI
-stall signals and the refault signal) may meet their thresholds, from the cumulative reclaim counters the stats carry
-(`evictd.core.summary.ReclaimCounters`); and keep the refault readings the refault signal's figure is made of
-(`evictd.core.refault`: a rate needs the readings of the last window, which only the gate's state has):
+Each cycle decides which stall-family signals (PSI stall and refault) may meet their thresholds, from the reclaim
+counters in the stats, and keeps the refault readings the refault rate needs (`evictd.core.refault`). The kernel
+counts /proc/vmstat ``pgscan_*`` only for reclaim that is not a cgroup's own (mm/vmscan.c, ``cgroup_reclaim``), so
+a pod thrashing in its own limit stalls PSI without moving them; evicting a neighbour relieves nothing there.
+A node signal is **open** only when global scans grew within `STALL_RECLAIM_WINDOW_S`; a pods-cgroup signal also
+when the pods cgroup's ``memory.events.local`` ``max`` grew. After a stall eviction has settled only growth read
+after it counts (`evidence_after`). A signal whose gate figure is unreadable is **unknown** and its observation
+dropped. `observe`, `gated_observations`, `split_held_back` and `held_back_reports` are the calls.
 
-* the kernel counts /proc/vmstat's ``pgscan_kswapd``, ``pgscan_direct`` and ``pgscan_khugepaged`` only for
-  reclaim that is not a cgroup's own (mm/vmscan.c: ``if (!cgroup_reclaim(sc)) __count_vm_events(...)``), while a
-  memory cgroup reclaiming inside its own limit counts its scans in its own memory.stat alone. A pod thrashing
-  inside its limit stalls the node's PSI without moving the global counters (measured on this project's 2-core
-  VM: `some` 29-45 % with 21 GiB available, issue 38 item 2); evicting a neighbour relieves nothing there.
-* after a stall eviction has settled (`evidence_after`), only reclaim read entirely after the settle time counts:
-  the reclaim that led to the eviction does not vouch for the next one.
-* so a node stall signal (``evictd.io/memory.stall.*``, and the refault signal ``evictd.io/memory.refault``: a pod
-  re-reading its own files inside its own limit refaults as much as it stalls) is **open** only when the global scan
-  count increased within the last `STALL_RECLAIM_WINDOW_S`; a pods-cgroup stall signal
-  (``evictd.io/allocatableMemory.stall.*``) also when the pods cgroup's own ``memory.events.local`` ``max`` count
-  did (the pods cgroup at its limit is a shortage of allocatable memory, which evicting a pod does relieve);
-* a signal whose gate figure could not be read this cycle (no /proc/vmstat) is **unknown**: its observation is
-  dropped, as for any figure evictd could not read (never act on stats it could not read). Without a pods-cgroup
-  limit count (cgroup v1, or the file unreadable) only global reclaim opens the pods signals' gate.
-
-`observe` makes the next `StallGate` (the state the engine keeps, `EngineState.stall_gate`) from the last one and
-a cycle's Summary, with the cycle's refault figure; `gated_observations` adds that figure's observation and drops the
-unknown signals' observations; `split_held_back` takes the
-thresholds of closed signals out of those met, and `held_back_reports` describes them for the logs and simulate.
-
-Invariants: pure (no I/O, `now` is monotonic seconds given by the caller), inputs never mutated. A counter is
-compared only with the value the last cycle read: the first reading of a run (or the first after a counter went
-backwards: a pods cgroup made again) is a baseline, not an increase, so the gate opens from the second cycle on.
-The trend is not kept in the engine state file: after a restart one cycle goes by before the gate can open (and
-`REFAULT_MIN_SPAN_S` before the refault signal has a figure).
+Invariants: pure (`now` given), inputs never mutated. A counter is compared only with the last cycle's reading: the
+first (or one after it went backwards) is a baseline, so the gate opens from the second cycle; the trend is not
+saved across restarts.
 """
 from __future__ import annotations
 
@@ -53,13 +34,7 @@ from evictd.core.thresholds import Threshold
 # The EvictdConfiguration key that turns the gate off (docs/configuration.md, "Memory stall thresholds").
 STALL_GATE_FIELD = "stallRequiresNodeReclaim"
 
-# How recent an increase of the reclaim counters must be for a stall threshold to count: the span of the PSI
-# average a stall threshold reads (avg10, the kernel's 10 s running average; evictd's own window, the larger share
-# when it is, spans 1-10 s: `evictd.core.psi_window`). A share at or over the threshold says the node stalled
-# within about the last 10 s; global reclaim within the same 10 s says that stall was (at
-# least partly) a node-wide shortage. A shorter window would close the gate on a stall whose reclaim ended a few
-# seconds before avg10 caught up with it (avg10 lags the stall by 2-10 s); a longer one would let old reclaim
-# vouch for a stall that is now only a pod thrashing in its own limit.
+# The span of the PSI average a stall threshold reads (avg10): reclaim within it says the stall was node-wide.
 STALL_RECLAIM_WINDOW_S = 10.0
 
 
@@ -77,11 +52,9 @@ class CounterTrend:
 
 @dataclass(frozen=True, slots=True)
 class StallGate:
-    """What the gate keeps between cycles: the counters' trends and the refault readings of the last window
-    (`refault_samples`), and what it decided at the last cycle (`closed`: stall signals held back; `unknown`: stall
-    signals whose gate figures could not be read; `refault`: the refault figure, None where none could be made, and
-    `refault_observed`, its observation), which the engine's later calls of that cycle (`reclaim_succeeded`,
-    `hard_thresholds_met`) apply too."""
+    """What the gate keeps between cycles: counter trends, the refault readings of the last window, and its last
+    verdict (`closed`, `unknown`, the `refault` figure and its observation), which the engine's later calls of that
+    cycle apply too."""
 
     global_scan: CounterTrend | None = None
     pods_limit: CounterTrend | None = None
@@ -94,10 +67,9 @@ class StallGate:
 
 @dataclass(frozen=True, slots=True)
 class HeldBack:
-    """A stall threshold whose share was reached, held back by the gate: the share reached (percent: of the window
-    stalled, or for the refault signal of the node's memory refaulted, with `activated_percent` of it activated), the
-    global scan count read (pages since boot) and how long ago a cycle last saw it grow (None: not since evictd
-    started)."""
+    """A stall threshold whose share was reached, held back by the gate: the share reached (percent; for refault,
+    with `activated_percent` activated), the global scan count read and how long ago a cycle saw it grow (None:
+    not since start)."""
 
     threshold: Threshold
     share_percent: float
@@ -120,10 +92,8 @@ def next_trend(last: CounterTrend | None, value: int | None, now: float) -> Coun
 
 def evidence_after(stall_evicted_at: float | None, settle_s: float, now: float) -> float | None:
     """Since when reclaim counts as evidence at `now` (None: any within the window): once the last stall eviction
-    (at `stall_evicted_at`) has settled (`settle_s` later), only growth read entirely after that, so that the
-    reclaim that led to that eviction, and the moments its pod's memory took to be freed, vouch for no second one.
-    In the arena's thrash, reclaim from before the grower's eviction kept the gate open 4 s later and the Guaranteed
-    pod was evicted next (3 of 3 runs)."""
+    has settled (`settle_s` after `stall_evicted_at`), only growth read after it, so the reclaim that led to that
+    eviction vouches for no second one."""
     if stall_evicted_at is None or now < stall_evicted_at + settle_s:
         return None  # no stall eviction, or still settling (the settle rule holds the next one back meanwhile)
     return stall_evicted_at + settle_s
@@ -207,11 +177,9 @@ def held_back_reports(held: Sequence[Threshold], observations: Mapping[Signal, O
 
 
 def wake_may_open(gate: StallGate, global_scan_pages: int | None, pods_limit_events: int | None) -> bool:
-    """Whether a PSI wake-up, with the reclaim counters read now, may change a stall decision: False only while the
-    last cycle held stall signals back (`gate.closed`) and neither counter it read has grown since (what would
-    open the gate); True whenever a counter cannot be read. A pod thrashing inside its own limit fires the node's
-    PSI trigger every window: in the arena's own-limit thrash each firing ran a cycle that held the stall back
-    again (293-383 cycles a minute, 15 s of the guest's one CPU)."""
+    """Whether a PSI wake-up, with the counters read now, may change a stall decision: False only while the last
+    cycle held stall signals back and neither counter grew since; True when a counter cannot be read. (A pod
+    thrashing in its own limit fires PSI every window: each would run a cycle for nothing.)"""
     if not gate.closed:
         return True
     return (_grew(gate.global_scan, global_scan_pages)

@@ -1,16 +1,10 @@
-"""The kubelet Summary API (stats/v1alpha1) as values, and the signal observations made from it.
+"""The kubelet Summary API (stats/v1alpha1) as frozen values, and the signal observations made from it.
 
-Job: hold a Summary API document (``GET /stats/summary``; field names of upstream
-``staging/src/k8s.io/kubelet/pkg/apis/stats/v1alpha1/types.go``) as frozen dataclasses, derive the
-eviction signal observations from it exactly as the kubelet's ``makeSignalObservations`` does
-(KUBELET_SPEC §1), and match pod stats to pods. Parsing a JSON document into these values is
-`evictd.core.summary_parser`'s.
-
-Invariants:
-* Every numeric field is optional: ``None`` means "absent", which the kubelet treats differently from 0
-  (no observation for a signal unless both of its fields are present; missing usage counts as 0 when
-  ranking). Counters are non-negative ``int`` no larger than the int64 range.
-* A Go zero time is ``None``; every other time is a timezone-aware ``datetime``.
+Holds a Summary document (field names of upstream kubelet ``pkg/apis/stats/v1alpha1/types.go``), derives the
+eviction signal observations as ``makeSignalObservations`` does (KUBELET_SPEC §1), and matches pod stats to pods;
+parsing is `evictd.core.summary_parser`'s. Invariants: a numeric field None means absent (no observation unless both
+of a signal's figures are present; missing usage ranks as 0); counters are non-negative int64-range ints; a Go zero
+time is None, every other time timezone-aware.
 """
 
 from __future__ import annotations
@@ -27,17 +21,15 @@ from evictd.core.signals import SIGNAL_SPECS, Filesystem, Reading, Signal, Signa
 if TYPE_CHECKING:
     from evictd.core.pods import Pod
 
-# Name of the system container that tracks all pods (statsapi.SystemContainerPods); its memory stats
-# feed allocatableMemory.available.
+# The system container of all pods (statsapi.SystemContainerPods): allocatableMemory.available's.
 SYSTEM_CONTAINER_PODS = "pods"
 
 
 @dataclass(frozen=True, slots=True)
 class PsiData:
-    """One line of a PSI file (KEP-4205's ``PSIData``): stalled time in microseconds since boot (``total``) and
-    the kernel's running averages of the stalled share over 10, 60 and 300 s, in percent. `recent` is evictd's own,
-    not the kubelet's Summary: the share stalled over evictd's own window of 1-10 s up to this reading, from
-    ``total`` (`evictd.core.psi_window`; JSON ``evictdRecent``), None where none was made."""
+    """One line of a PSI file (KEP-4205 ``PSIData``): ``total`` stalled microseconds and the 10/60/300 s averages
+    in percent. `recent` is evictd's own (JSON ``evictdRecent``): the share over its 1-10 s window
+    (`evictd.core.psi_window`), None where none was made."""
 
     total: int
     avg10: float
@@ -56,16 +48,11 @@ class PsiStats:
 
 @dataclass(frozen=True, slots=True)
 class ReclaimCounters:
-    """evictd's own, not the kubelet's Summary: the cumulative reclaim counters its stall gate compares from cycle
-    to cycle (`evictd.core.stall_gate`). JSON ``reclaim`` of a memory block, ``None`` where not read.
-
-    `global_scan_pages` (the node's block): pages scanned by reclaim for the machine's shortage, /proc/vmstat's
-    ``pgscan_kswapd + pgscan_direct (+ pgscan_khugepaged)``; the kernel leaves reclaim a cgroup's own limit caused
-    out of these. `limit_events` (the `pods` container's block): ``max`` of the pods cgroup's ``memory.events.local``
-    (cgroup v2), the times it hit its own limit. `refault_file_bytes` and `activate_file_bytes` (the node's block):
-    /proc/vmstat's ``workingset_refault_file`` and ``workingset_activate_file`` (``workingset_refault`` and
-    ``workingset_activate`` before Linux 5.9) in bytes: page cache re-read from disk after reclaim dropped it, and
-    the part of it the kernel judged to belong to the working set (`evictd.core.refault`)."""
+    """evictd's own reclaim counters (JSON ``reclaim`` of a memory block, None where not read) for the stall gate
+    and the refault signal: `global_scan_pages` (node: /proc/vmstat ``pgscan_kswapd + pgscan_direct
+    (+ pgscan_khugepaged)``), `limit_events` (pods: ``memory.events.local`` ``max``, v2), `refault_file_bytes` and
+    `activate_file_bytes` (node: ``workingset_refault_file``/``workingset_activate_file``, before 5.9 without
+    ``_file``)."""
 
     global_scan_pages: int | None = None
     limit_events: int | None = None
@@ -146,10 +133,7 @@ class PodReference:
 
 @dataclass(frozen=True, slots=True)
 class PodStats:
-    """Stats of one pod.
-
-    ``volume_stats`` is JSON ``volume``; ``process_count`` is ``process_stats.process_count``.
-    """
+    """Stats of one pod. ``volume_stats`` is JSON ``volume``; ``process_count`` is ``process_stats.process_count``."""
 
     pod_ref: PodReference = field(default_factory=PodReference)
     memory: MemoryStats | None = None
@@ -189,14 +173,10 @@ class Observation:
     time: datetime | None
 
 
-# --------------------------------------------------------------------------------------------------
-# A pod's blocks, built a thousand times a cycle
+# --- A pod's blocks, built a thousand times a cycle -----------------------------------------------
 
-# A frozen dataclass's generated __init__ sets each field through object.__setattr__: building a pod's MemoryStats and
-# PodStats that way costs about as much Python as the rest of reading the pod (docs/measured-figures.md, issue 37 item
-# 6). `pod_memory_stats` and `pod_stats` build the very objects the constructors build (tests/core/test_summary.py
-# pins equality, field for field) by setting their slots through the slots' own descriptors, in half the time; any
-# other block is built by its constructor.
+# Frozen dataclass __init__ is slow per field: `pod_memory_stats` and `pod_stats` set the slots through their
+# descriptors, building objects equal to the constructors' (tests/core/test_summary.py) in half the time.
 _new_object = object.__new__
 
 
@@ -242,8 +222,7 @@ def pod_stats(pod_ref: PodReference, memory: MemoryStats | None, containers: tup
     return stats
 
 
-# --------------------------------------------------------------------------------------------------
-# Observations
+# --- Observations ---------------------------------------------------------------------------------
 
 
 def _bytes(value: int) -> Quantity:
@@ -269,16 +248,13 @@ STALL_BASIS_POINTS = 10_000
 
 
 def stall_share(line: PsiData) -> float:
-    """The share stalled (percent) a stall signal decides on: the larger of the kernel's avg10 and evictd's own
-    `recent` share, where there is one. avg10 lags a stall by 2-10 s and `recent` (1-10 s, exact) does not, so the
-    onset is met as soon as `recent` shows it; once the stall stops `recent` falls within its window while avg10
-    decays over 10 s, so relief (minimum reclaim, the settle time after a stall eviction) is avg10's as before."""
+    """The share stalled (percent) a stall signal decides on: the larger of avg10 and evictd's `recent`, so the onset
+    is met at once (avg10 lags 2-10 s) while relief stays avg10's."""
     return line.avg10 if line.recent is None else max(line.avg10, line.recent)
 
 
 def _stall_observation(memory: MemoryStats | None, kind: StallKind | None) -> Observation | None:
-    """Stall headroom: the share of the window NOT stalled (100% - `stall_share`), of the whole window, in basis
-    points; a stall threshold of X% is met when the headroom is at most 100% - X (core/thresholds.py)."""
+    """Stall headroom in basis points: 100% - `stall_share` (a stall threshold of X% is met at 100% - X or below)."""
     if memory is None or memory.psi is None:
         return None
     match kind:
@@ -345,13 +321,9 @@ def _observation(spec: SignalSpec, node: NodeStats) -> Observation | None:
 
 
 def signal_observations(summary: Summary) -> dict[Signal, Observation]:
-    """Return the observation of every signal the summary can support (makeSignalObservations), in `Signal` order.
-
-    Each signal is read as its `Reading` says, and is present only when both of its figures are present. Byte
-    quantities are BinarySI, inode and pid quantities DecimalSI. memory.available: capacity = available +
-    working set (Linux); allocatableMemory.available: the same from the ``pods`` system container (absent if it is
-    missing); pid.available = maxpid - curproc (may be negative).
-    """
+    """Return the observation of every signal the summary supports (makeSignalObservations), in `Signal` order: each
+    only when both its figures are present; bytes BinarySI, inodes and pids DecimalSI; memory capacity = available +
+    working set; allocatableMemory from the ``pods`` container; pid.available may be negative."""
     node = summary.node
     result: dict[Signal, Observation] = {}
     for signal, spec in SIGNAL_SPECS.items():
@@ -361,17 +333,12 @@ def signal_observations(summary: Summary) -> dict[Signal, Observation]:
     return result
 
 
-# --------------------------------------------------------------------------------------------------
-# Pod stats lookup
+# --- Pod stats lookup -----------------------------------------------------------------------------
 
 
 def pod_stats_lookup(summary: Summary, pods: Sequence[Pod]) -> Callable[[Pod], PodStats | None]:
-    """Return a function giving the stats of each pod in `pods` (None: no stats, or not in `pods`).
-
-    Stats carrying a uid match the pod with that uid only (the kubelet's cachedStatsFunc keys by uid);
-    stats without a uid match by namespace and name. When several stats entries match, the last one
-    wins, as with the kubelet's map. Stats of pods that are not in `pods` are ignored.
-    """
+    """Return a function giving the stats of each pod in `pods` (None: none, or not in `pods`): by uid when the
+    stats carry one (cachedStatsFunc), else by namespace and name; the last match wins, as with the kubelet's map."""
     by_uid: dict[str, PodStats] = {}
     by_name: dict[tuple[str, str], PodStats] = {}
     for stats in summary.pods:

@@ -1,22 +1,12 @@
 """Parsing the kubelet Summary API (stats/v1alpha1): a decoded JSON document into `evictd.core.summary`'s values.
 
-Job: turn a Summary API document (``GET /stats/summary``; field names of upstream
-``staging/src/k8s.io/kubelet/pkg/apis/stats/v1alpha1/types.go``) into the frozen dataclasses of
-`evictd.core.summary`, one document at a time (`summary_from_dict`) or one after another sharing their unchanged
-blocks (`SummaryDecoder`, for a recording's Summaries).
-
-Invariants:
-* Counters are non-negative ``int`` no larger than the int64 range.
-* A Go zero time (absent, ``null`` or ``0001-01-01T00:00:00Z``) is ``None``; every other time is a
-  timezone-aware ``datetime`` (microsecond precision: nanoseconds are truncated).
-* ``summary_from_dict`` never mutates its input and raises only ``DecodeError``, whose ``key`` is the
-  JSON path of the bad value (``node.memory.availableBytes``, ``pods[2].volume[0].usedBytes``; ``$`` is the
-  document itself). Unknown keys are ignored, as Go's JSON decoder ignores them; keys that are not strings
-  (possible in YAML, never in JSON) are rejected. The generic checks are `evictd.core.decode`'s.
-* ``summary_read`` (the daemon's Summary sources) never rejects a document that is a mapping: an invalid figure
-  makes that figure unknown (``None``), and only the smallest enclosing value that cannot be decoded without it
-  (a PSI line, a block whose type is wrong) is dropped with it; every figure dropped is named in the reading's
-  ``refused`` (the ``DecodeError`` of its path). One pod's bad figure never costs another pod or the node theirs.
+One document at a time (`summary_from_dict`), or one after another sharing unchanged blocks (`SummaryDecoder`, for
+a recording's Summaries). Invariants: counters are non-negative int64-range ints; a Go zero time (absent, null,
+``0001-01-01T00:00:00Z``) is None, others timezone-aware (nanoseconds truncated). `summary_from_dict` never mutates
+its input and raises only `DecodeError` keyed by the JSON path (``pods[2].volume[0].usedBytes``; ``$`` is the
+document); unknown keys are ignored as Go's decoder does, non-string keys rejected. `summary_read` (the daemon's)
+never rejects a mapping: an invalid figure becomes None, only the smallest value that cannot be decoded without it
+is dropped, and each is named in ``refused``; one pod's bad figure never costs another pod or the node theirs.
 """
 
 from __future__ import annotations
@@ -45,8 +35,7 @@ from evictd.core.summary import (
     VolumeStats,
 )
 
-# The kubelet converts every counter with int64(...); values above this would wrap negative in Go, so
-# they are rejected instead of reproduced.
+# The kubelet converts counters with int64(...): larger values would wrap, so they are rejected.
 MAX_COUNTER = INT64_MAX
 
 # The error key of the document itself (a document that is not a mapping).
@@ -63,11 +52,8 @@ _TIMES_KEPT = 4096
 
 
 def summary_from_dict(obj: Mapping[str, object]) -> Summary:
-    """Return the Summary described by a decoded Summary API JSON document.
-
-    Raises DecodeError (and nothing else) when a value has the wrong type, a counter is negative,
-    fractional or out of the int64 range, or a time is not RFC 3339.
-    """
+    """Return the Summary of a decoded Summary API document. Raises DecodeError (only) for a wrong type, a
+    negative, fractional or out-of-range counter, or a time that is not RFC 3339."""
     doc = mapping(obj, ROOT_KEY)
     node = _node_stats(doc.get("node"), "node")
     pods = list_of(doc.get("pods"), "pods", _pod_stats, if_null=())
@@ -84,19 +70,16 @@ class SummaryReading:
 
 _T = TypeVar("_T")
 
-# A block repaired more often than this is dropped whole (each repair drops one more value, so repairs end anyway:
-# this only bounds the work a hostile document can ask for; a real pod has some 60 values).
+# A block repaired more often than this is dropped whole (bounds a hostile document's work; a pod has ~60 values).
 MAX_REPAIRS_PER_BLOCK = 256
 # A path as `evictd.core.decode.child` and `list_of` build it: `.name`, `[name]` (keys with dots) or `[3]`.
 _PATH_PART = re.compile(r"\.([A-Za-z_][A-Za-z0-9_-]*)|\[([^\]]*)\]")
 
 
 def summary_read(obj: Mapping[str, object]) -> SummaryReading:
-    """Return the Summary of a decoded Summary API document, each invalid figure in it unknown (None) instead.
-
-    The node and each pod are decoded on their own: a figure that `summary_from_dict` would reject is dropped
-    (set to null, which every figure accepts), or, when null is not accepted there either (a PSI line's average),
-    the value holding it; the document itself is rejected only when it is not a mapping (DecodeError at `$`)."""
+    """Return the Summary of a decoded document with each invalid figure unknown (None) instead: node and pods
+    decoded on their own, the value holding a figure dropped where null is not accepted; DecodeError at `$` only
+    when the document is not a mapping."""
     try:
         return SummaryReading(summary_from_dict(obj))
     except DecodeError:
@@ -163,11 +146,9 @@ def _without(value: object, path: list[str]) -> object:
 
 
 class SummaryDecoder:
-    """`summary_from_dict` for one document after another that share their unchanged blocks (a recording's
-    Summaries, each rebuilt from the one before by `apply_summary_changes`): the node, when it is the very object
-    of the document before, and a pod whose values other than `memory` are the very objects of the pod with the
-    same `podRef` object in the document before, are not decoded again (its memory is). The same result and
-    errors as `summary_from_dict`, as long as the documents are not changed in place between calls."""
+    """`summary_from_dict` for documents that share unchanged blocks (a recording's, rebuilt by
+    `apply_summary_changes`): the node, and a pod whose values other than `memory` are the very objects of the
+    document before, are not decoded again. Same results and errors, provided documents are not changed in place."""
 
     def __init__(self) -> None:
         self._node: tuple[object, NodeStats] | None = None
@@ -333,8 +314,7 @@ def _psi_share(obj: Mapping[str, object], name: str, key: str) -> float:
 
 
 def _psi_data(value: object, key: str) -> PsiData:
-    """A PSI line; its ``evictdRecent`` (evictd's own share over its own window, `PsiData.recent`) is optional:
-    absent in the kubelet's Summary and in recordings made before evictd had it."""
+    """A PSI line; its ``evictdRecent`` (`PsiData.recent`) is optional (absent from the kubelet and old recordings)."""
     obj = mapping(value, key)
     total = _counter(obj, "total", key)
     if total is None:

@@ -57,18 +57,10 @@ class ThresholdValue:
 
 @dataclass(frozen=True, slots=True)
 class Threshold:
-    """One eviction threshold.
-
-    `operator` is None only for a derived containerfs threshold whose source did not exist: such a threshold
-    can never be met (the kubelet copies an empty operator). `hard` records which list it came from, so a
-    hard threshold and a soft one with the same value and a 0 s grace period stay distinct.
-
-    `copied_from` names the threshold an allocatable-memory copy was made from (`memory.available`) when the
-    kubelet tells the copy apart from an equal threshold configured for allocatableMemory.available: its
-    Threshold is a Go map key whose value and minimum reclaim are pointers, and the copy shares the pointers of
-    the `memory.available` entry (`addAllocatableThresholds`). Only two percentages without a minimum reclaim
-    hold no pointer: that copy equals an equal configured threshold, for the kubelet as here (None).
-    """
+    """One eviction threshold. `operator` is None only for a derived containerfs threshold whose source did not
+    exist (never met). `hard` records its list, so equal hard and soft thresholds stay distinct. `copied_from` names
+    the threshold an allocatable-memory copy was made from where the kubelet tells the copy apart from an equal
+    configured one (the copy shares the `memory.available` entry's pointers: `addAllocatableThresholds`)."""
 
     signal: Signal
     value: ThresholdValue
@@ -120,10 +112,8 @@ def _round_to_float32(exact: Fraction) -> Fraction:
 
 
 def parse_go_float32(text: str) -> float:
-    """Return `text` parsed like Go's `strconv.ParseFloat(text, 32)` (correctly rounded to float32).
-
-    Raises ConfigError with Go's text for bad syntax or for a value out of float32 range.
-    """
+    """Return `text` parsed like Go's `strconv.ParseFloat(text, 32)`; ConfigError with Go's text on bad syntax or
+    out of float32 range."""
     if _NAN.fullmatch(text):
         return math.nan
     infinity = _INFINITY.fullmatch(text)
@@ -161,8 +151,7 @@ def _threshold_value(signal: Signal, raw: str) -> ThresholdValue | None:
             return None
         percentage = parse_percentage(raw)
         if math.isnan(percentage):
-            # Upstream accepts NaN and then behaves differently per platform; evictd refuses it
-            # (docs/kubelet-differences.md).
+            # Upstream accepts NaN and then differs per platform; evictd refuses it (docs/kubelet-differences.md).
             raise ConfigError(f"eviction percentage threshold {signal} must be a number: {raw}")
         if percentage < 0:
             raise ConfigError(f"eviction percentage threshold {signal} must be >= 0%: {raw}")
@@ -194,8 +183,7 @@ def _grace_period(signal: Signal, raw: str) -> float:
     return seconds
 
 
-# evictd's bound on one statement's text (a quantity, a percentage, a duration): the kubelet takes a 5,000-digit
-# quantity, which then shows whole in every message.
+# evictd's bound on one statement's text (the kubelet takes a 5,000-digit quantity and shows it in every message).
 MAX_STATEMENT_CHARS = 64
 
 
@@ -238,12 +226,9 @@ def parse_threshold_config(
     soft_grace_periods: Mapping[str, str],
     min_reclaims: Mapping[str, str],
 ) -> list[Threshold]:
-    """Return the configured thresholds exactly as the kubelet's ParseThresholdConfig builds them.
-
-    Order: hard thresholds, then soft ones (each in the order given), then the allocatable-memory copies.
-    Raises ConfigError (located at the offending key) on the first invalid entry, in the kubelet's order:
-    hard entries, soft entries, grace periods, minimum reclaims, missing soft grace periods.
-    """
+    """Return the configured thresholds exactly as the kubelet's ParseThresholdConfig builds them: hard, then soft,
+    then the allocatable-memory copies. ConfigError (located at the key) on the first invalid entry, in the
+    kubelet's order."""
     hard_values = _per_signal("evictionHard", hard, _threshold_value)
     soft_values = _per_signal("evictionSoft", soft, _threshold_value)
     grace_periods = _per_signal("evictionSoftGracePeriod", soft_grace_periods, _grace_period)
@@ -329,14 +314,9 @@ def parse_stall_thresholds(hard: Mapping[str, str], soft: Mapping[str, str], sof
 def derive_containerfs_thresholds(
     thresholds: Sequence[Threshold], layout: FsLayout
 ) -> tuple[list[Threshold], list[str]]:
-    """Return the thresholds with `containerfs.*` set for `layout`, and the warnings the kubelet logs.
-
-    As upstream UpdateContainerFsThresholds: thresholds are classified hard or soft by their grace period
-    (0 = hard), the last matching source wins, and a user containerfs threshold is replaced in place (the
-    last one of its kind) while missing ones are appended. The source of each containerfs signal is the
-    layout's (`LayoutMeaning.containerfs_sources`); where it has none, nothing is derived. If the source is
-    absent the copy has no operator and can never be met.
-    """
+    """Return the thresholds with `containerfs.*` set for `layout`, and the warnings the kubelet logs, as upstream
+    UpdateContainerFsThresholds: hard or soft by grace period, the last matching source wins, a user containerfs
+    threshold is replaced in place, missing ones appended; an absent source gives a copy that is never met."""
     sources = meaning_of(layout).containerfs_sources
     result = list(thresholds)
     warnings: list[str] = []
@@ -374,11 +354,8 @@ def threshold_quantity(value: ThresholdValue, capacity: Quantity) -> Quantity:
 def thresholds_met(
     thresholds: Sequence[Threshold], observations: Mapping[Signal, Observation], enforce_min_reclaim: bool
 ) -> list[Threshold]:
-    """Return the thresholds (in input order) whose quantity exceeds the observed available amount.
-
-    With `enforce_min_reclaim`, the minimum reclaim is added to the threshold quantity first. Thresholds
-    without an observation are not met.
-    """
+    """Return the thresholds (in input order) whose quantity, plus the minimum reclaim with `enforce_min_reclaim`,
+    exceeds the observed available amount; unobserved ones are not met."""
     met: list[Threshold] = []
     for threshold in thresholds:
         observed = observations.get(threshold.signal)
@@ -393,14 +370,9 @@ def thresholds_met(
 
 
 def unique_as_go_map_keys(thresholds: Sequence[Threshold]) -> list[Threshold]:
-    """Return `thresholds` as the kubelet's `map[evictionapi.Threshold]time.Time` holds them, in order.
-
-    A Go struct is a map key by value, and a threshold's value holds a `*Quantity` pointer and its minimum
-    reclaim is a pointer: two percentage thresholds with no minimum reclaim (both pointers nil) and the same
-    signal, operator, percentage and grace period are ONE key (e.g. a hard `allocatableMemory.available: 20%`
-    and the allocatable copy of a soft `memory.available: 20%` with a 0 s grace period); a quantity or a
-    minimum reclaim makes a threshold a key of its own (../shared/kubelet-divergences/02).
-    """
+    """Return `thresholds` as the kubelet's `map[evictionapi.Threshold]time.Time` keys them, in order: two
+    percentage thresholds with no minimum reclaim (nil pointers) and equal signal, operator, share and grace are
+    one key; a quantity or a minimum reclaim makes a key of its own (../shared/kubelet-divergences/02)."""
     seen: set[tuple[object, ...]] = set()
     unique = []
     for threshold in thresholds:

@@ -1,21 +1,16 @@
 """A party that left a request unanswered is not asked again for a while: the rule the loop's waits on the container
 runtime and on the API server share.
 
-A request that got no answer (a deadline passed, a connection refused or reset) says the party hangs or is down;
-asking it again at once would make every later request of the cycle wait its deadline too (issue 36's arena: a
-runtime and an API server hung for a minute on a node in thrash). So for `UNANSWERED_QUIET_S` after one, the callers
-do not ask, and say why in the words `not_asked` gives.
-
-Invariants: pure (times are monotonic seconds given by the caller).
+No answer (deadline passed, connection refused or reset) says the party hangs or is down; asking again would make
+every later request of the cycle wait too. For `UNANSWERED_QUIET_S` after one, callers do not ask, and say why
+(`not_asked`). Pure (times are given monotonic seconds).
 """
 
 from __future__ import annotations
 
 # How long after an unanswered request a party is not asked again.
 UNANSWERED_QUIET_S = 5.0
-# How long a request may be under way before the party counts as not answering now, though its deadline has not
-# passed yet: a real containerd answered ListContainerStats for 20 containers in 140 ms (median) to 287 ms (worst of
-# 50) on a 2-CPU host under load 2-3; a hung one not within the read's 2 s.
+# A request under way this long counts as unanswered now: well above a loaded containerd's ListContainerStats.
 OVERDUE_S = 0.5
 
 

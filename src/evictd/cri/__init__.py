@@ -1,24 +1,13 @@
 """The Container Runtime Interface (CRI, ``runtime.v1``) as evictd uses it: values here, the client in ``client``.
 
-Job: name what a CRI runtime (containerd, CRI-O) reports to the eviction manager beyond the inventory
-that ``evictd.core.runtime`` already models (images, containers, sandboxes): the runtime's version, the
-image/container filesystems (``ImageFsInfo``), per-container and per-pod usage (``ListContainerStats``,
-``ListPodSandboxStats``).
+Names what a CRI runtime reports beyond ``evictd.core.runtime``'s inventory: its version, the image and container
+filesystems (``ImageFsInfo``), per-container and per-pod usage. This module (standard library only) holds the frozen
+values, the endpoint check and ``Runtime`` as adapters use it (``RuntimeSlot``, empty until one answers), so the
+offline commands never load ``grpc`` (tests/test_cli.py checks it); ``client`` is the only module importing ``grpc``
+and the stubs generated from ``api.proto`` (``api_pb2*``, see README.md).
 
-Layout of the package:
-
-* ``evictd.cri`` (this module): frozen values, the endpoint check and ``Runtime``, the runtime as adapters
-  use it (``RuntimeSlot``, empty until one answers), standard library only. Shell modules and the
-  ``LocalKiller`` adapter type against them without importing gRPC, so the offline commands
-  (``check-config``, ``simulate``) never load ``grpc`` (tests/test_cli.py checks it).
-* ``evictd.cri.client``: ``CriClient``, the only module that imports ``grpc`` and the generated stubs.
-* ``evictd.cri.api_pb2`` / ``api_pb2_grpc``: generated from ``api.proto`` (see README.md there).
-
-Invariants:
-
-* A value the runtime did not report is ``None``, never 0: the CRI wraps optional numbers in
-  ``UInt64Value`` messages, and "missing" must skip a signal rather than look like an empty disk.
-* Times are nanoseconds since the epoch, as the CRI reports them; sizes are bytes, counts are ints.
+Invariants: a value the runtime did not report is ``None``, never 0 (a missing figure skips a signal); times are
+nanoseconds since the epoch, sizes bytes.
 """
 
 from __future__ import annotations
@@ -37,11 +26,8 @@ UNIX_SCHEME = "unix://"
 
 
 def channel_target(endpoint: str) -> str:
-    """Return the gRPC target for a runtime endpoint; raise ``ConfigError`` for anything but a Unix socket.
-
-    ``unix:///run/containerd/containerd.sock`` is taken as is; a bare absolute path gets the ``unix://``
-    scheme, as the kubelet used to accept before it required the scheme.
-    """
+    """Return the gRPC target for a runtime endpoint (a bare absolute path gets ``unix://``, as the kubelet used to
+    accept); ``ConfigError`` for anything but a Unix socket."""
     if endpoint.startswith(UNIX_SCHEME) and len(endpoint) > len(UNIX_SCHEME):
         return endpoint
     if endpoint.startswith("/"):
@@ -63,13 +49,9 @@ class RuntimeVersion:
 
 @dataclass(frozen=True, slots=True)
 class FilesystemUsage:
-    """One filesystem the runtime stores images or writable layers on (CRI ``FilesystemUsage``).
-
-    ``mountpoint`` is the folder the runtime names (containerd: its snapshotter's folder), which need not
-    be a mount point itself: statvfs it for capacity. ``used_bytes``/``inodes_used`` count only what the
-    runtime stores there; ``None`` if the runtime left them out. containerd measures them in the
-    background every ``stats_collect_period`` seconds and reports 0 before its first measurement.
-    """
+    """One filesystem the runtime stores images or writable layers on (CRI ``FilesystemUsage``): ``mountpoint`` is
+    its folder (statvfs it for capacity); ``used_bytes``/``inodes_used`` count only the runtime's data (None: not
+    reported; containerd reports 0 before its first background measurement)."""
 
     mountpoint: str
     used_bytes: int | None
@@ -79,11 +61,8 @@ class FilesystemUsage:
 
 @dataclass(frozen=True, slots=True)
 class ImageFsInfo:
-    """``ImageFsInfo``: the image filesystems and, when the runtime splits them, the container ones.
-
-    An empty ``container_filesystems`` means writable layers live on the image filesystem (the kubelet's
-    "imagefs only" or "single fs" layouts); a non-empty one is the split imagefs/containerfs layout.
-    """
+    """``ImageFsInfo``: the image filesystems and, when split, the container ones (empty: writable layers on the
+    image filesystem)."""
 
     image_filesystems: tuple[FilesystemUsage, ...]
     container_filesystems: tuple[FilesystemUsage, ...] = ()
@@ -91,13 +70,9 @@ class ImageFsInfo:
 
 @dataclass(frozen=True, slots=True)
 class ContainerUsage:
-    """One running container's usage from ``ListContainerStats``.
-
-    ``pod_sandbox_id`` comes from ``ListContainers`` (stats carry no sandbox ID) and is ``""`` when the
-    container vanished between the two calls. ``pod_uid``/``pod_name``/``pod_namespace`` are the kubelet
-    labels (``""`` for containers the kubelet did not create). ``timestamp_ns`` is the memory sample's
-    time, or the writable layer's when memory was not reported.
-    """
+    """One running container's usage from ``ListContainerStats``: ``pod_sandbox_id`` from ``ListContainers`` (""
+    when it vanished between the calls); the kubelet's pod labels ("" when the kubelet did not create it);
+    ``timestamp_ns`` the memory sample's time, else the writable layer's."""
 
     container_id: str
     pod_sandbox_id: str
@@ -161,15 +136,10 @@ def stop_through_cgroup(kill_processes: Callable[[str], int], eviction: Eviction
 
 
 class RuntimeSlot:
-    """Where the adapters find the container runtime: empty (nothing to list, measure or collect) until
-    `evictd.run.runtime_link.RuntimeLink` puts the runtime that answered in `current`; it then answers as that one.
-
-    `kill_processes` (pod uid -> processes found; None: none, as in dry-run) is the runtime's own last resort
-    (`evictd.run.runtime_link.CriRuntime.stop_pod`) for a node whose runtime never answered: a pod evicted at once
-    while the API does not take the deletion is then stopped by killing its processes through its cgroup, not
-    left running while another pod pays for the same pressure (the arena's stand-in node, which has no runtime:
-    an eviction the starved API server timed out was never carried out, and 30 s on the next pod of the ranking,
-    the Guaranteed one, was evicted for the stall the first one caused)."""
+    """Where the adapters find the container runtime: empty until `RuntimeLink` puts the one that answered in
+    `current`. `kill_processes` (pod uid -> processes found; None in dry-run) is the last resort where no runtime
+    ever answered: a pod evicted at once whose deletion the API does not take is stopped through its cgroup, not left
+    running while the next pod pays for its pressure."""
 
     def __init__(self, kill_processes: Callable[[str], int] | None = None) -> None:
         self.current: Runtime | None = None

@@ -1,22 +1,10 @@
 """``CriClient``: a synchronous gRPC client for a CRI runtime (containerd, CRI-O) over its Unix socket.
 
-Job: make the ``runtime.v1`` calls evictd needs (the eviction manager's stats, the garbage collectors'
-inventory and deletions, the local pod kill) and translate every reply into evictd values
-(``evictd.core.runtime`` and ``evictd.cri``). evictd itself never creates anything: the calls that start
-pods belong to the test harness (tests/cri/harness_cri.py), which extends this client.
-
-Invariants:
-
-* This module and the generated stubs are the only places that import ``grpc``; nothing outside
-  ``evictd.cri`` sees a protobuf message.
-* Every call has a deadline: the client's ``timeout_s``, plus the grace period for ``StopContainer``
-  (the kubelet's remote runtime does the same: ``r.timeout + timeout`` seconds, so that the runtime has
-  time to send SIGKILL after the grace period and answer).
-* Every failure, whether the runtime answered with a status or the channel could not connect, leaves
-  through ``map_rpc_error`` as ``CRIError(method, code, detail)``, where ``method`` is the RPC name
-  (``"StopContainer"``) and ``code`` the gRPC status code name (``"NOT_FOUND"``, ``"UNAVAILABLE"``,
-  ``"DEADLINE_EXCEEDED"``). Nothing else from gRPC escapes.
-* Readings the runtime left unset are ``None`` (see ``evictd.cri``), never 0.
+The ``runtime.v1`` calls evictd needs (stats, GC inventory and deletions, the local pod kill), every reply translated
+into evictd values; evictd creates nothing (the test harness extends this client for that). Invariants: only here
+and in the stubs is ``grpc`` imported; every call has a deadline (``StopContainer``: plus the grace period, as the
+kubelet's remote runtime); every failure leaves through ``map_rpc_error`` as ``CRIError(method, code, detail)``;
+unset readings are ``None``, never 0.
 """
 
 from __future__ import annotations
@@ -51,22 +39,17 @@ from evictd.cri import (
 )
 from evictd.cri import api_pb2 as pb
 
-# The kubelet's CRI client accepts replies of up to 16 MiB (pkg/kubelet/cri/remote: maxMsgSize); a node
-# with thousands of containers produces ListContainers replies of several MiB.
+# The kubelet's CRI client accepts replies up to 16 MiB (maxMsgSize): thousands of containers list several MiB.
 MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 
 def map_rpc_error(method: str, exc: grpc.RpcError) -> CRIError:
-    """Return the ``CRIError`` for a failed RPC: the one place where gRPC failures become evictd errors.
-
-    A runtime's answer and a channel failure (no socket, refused connection, deadline) both arrive as a
-    ``grpc.RpcError`` that a unary call raises as the call itself (a ``grpc.Call``): a status code and details.
-    """
+    """Return the ``CRIError`` for a failed RPC (a runtime's status or a channel failure alike): the one place
+    where gRPC failures become evictd errors."""
     return CRIError(method, exc.code().name, exc.details() or str(exc))
 
 
 def _wrapped(message: Any, field: str, reported: bool = True) -> int | None:
-    """The UInt64Value `field` of `message`; None when it (or the message, `reported`) is unset: "not reported"
-    must stay distinguishable from 0."""
+    """The UInt64Value `field` of `message`; None when it (or the message, `reported`) is unset, never 0."""
     return int(getattr(message, field).value) if reported and message.HasField(field) else None
 
 
@@ -166,12 +149,8 @@ def _sandbox_usage(stats: pb.PodSandboxStats) -> SandboxUsage:
 
 
 class CriClient:
-    """A CRI runtime reached over ``endpoint`` (``unix:///run/containerd/containerd.sock``).
-
-    ``timeout_s`` (positive: the configuration checks it) is each call's deadline. The channel connects lazily:
-    a client is built while the runtime is down; the first call fails, ``CRIError(..., "UNAVAILABLE", ...)``.
-    Thread-safe (gRPC channels are); ``close()`` releases the channel.
-    """
+    """A CRI runtime reached over ``endpoint``; ``timeout_s`` is each call's deadline. The channel connects lazily
+    (while the runtime is down the first call fails UNAVAILABLE); thread-safe; ``close()`` releases it."""
 
     def __init__(self, endpoint: str, timeout_s: float) -> None:
         self.endpoint = endpoint
@@ -228,11 +207,8 @@ class CriClient:
         return [_container(container) for container in reply.containers]
 
     def stop_container(self, container_id: str, timeout_s: int, *, answer_within_s: float | None = None) -> None:
-        """Stop a container: the stop signal, then SIGKILL after ``timeout_s`` seconds (0: at once).
-
-        The call's deadline is ``answer_within_s`` (None: the client timeout) plus ``timeout_s``. Idempotent per the
-        CRI (an exited container stops without error). Raises ``CRIError``.
-        """
+        """Stop a container: the stop signal, then SIGKILL after ``timeout_s`` seconds; the deadline is
+        ``answer_within_s`` (None: the client's) plus ``timeout_s``. Idempotent. Raises ``CRIError``."""
         grace_s = max(0, int(timeout_s))
         self._call(
             self._runtime,
@@ -262,11 +238,8 @@ class CriClient:
         self._call(self._runtime, "RemovePodSandbox", pb.RemovePodSandboxRequest(pod_sandbox_id=sandbox_id))
 
     def list_container_stats(self, timeout_s: float | None = None) -> list[ContainerUsage]:
-        """Return the usage of every running container, with its sandbox ID. Raises ``CRIError``.
-
-        Two calls: ``ListContainerStats`` (which carries no sandbox ID) and ``ListContainers``, each within
-        ``timeout_s`` if given, else the client's deadline.
-        """
+        """Return the usage of every running container with its sandbox ID (``ListContainerStats`` and
+        ``ListContainers``, each within ``timeout_s`` or the client's deadline). Raises ``CRIError``."""
         reply: pb.ListContainerStatsResponse = self._call(
             self._runtime, "ListContainerStats", pb.ListContainerStatsRequest(), timeout_s
         )

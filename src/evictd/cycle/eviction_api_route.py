@@ -1,11 +1,7 @@
 """Soft evictions through the Eviction API (`softEvictionsThroughEvictionAPI`): the manager's route to it.
 
-Job: what `evictd.cycle.manager.EvictionManager` needs to send a soft eviction to the Eviction API instead of
-evicting as the kubelet does: who asks (`ApiEvictor`, a round of candidates off the loop), the route's settings
-(`EvictionApiRoute`), when a soft eviction goes the kubelet's way after all (`eviction_api_bypassed`), and the start
-of a round (`request_round`). The manager's description says how a cycle uses them.
-
-Invariants: no I/O here; the evictor does its requests off the loop and returns at once.
+Who asks (`ApiEvictor`, a round off the loop), the route's settings (`EvictionApiRoute`), when a soft eviction goes
+the kubelet's way after all (`eviction_api_bypassed`), and the start of a round (`request_round`). No I/O here.
 """
 
 from __future__ import annotations
@@ -46,8 +42,7 @@ class EvictionApiRoute:
     deadline_s: float
     # The pod (namespace/name) an accepted eviction is still releasing in the background, if any (None: none).
     pending_release: Callable[[], str | None] = lambda: None
-    # Whether the route is taken this cycle: not while the node's mode is dry-run (evictions then go the kubelet's
-    # way, reported only).
+    # Whether the route is taken this cycle: not in dry-run (evictions go the kubelet's way, reported only).
     active: Callable[[], bool] = lambda: True
 
 
@@ -57,9 +52,8 @@ def is_soft(eviction: Eviction) -> bool:
 
 
 def eviction_api_bypassed(route: EvictionApiRoute, assessment: Assessment, eviction: Eviction) -> str | None:
-    """Why a soft eviction goes the kubelet's way although soft evictions go through the Eviction API (None: it
-    goes through the API): a hard threshold is met, or the soft one has stayed met past its grace period for
-    longer than the route's deadline."""
+    """Why a soft eviction goes the kubelet's way after all (None: through the API): a hard threshold is met, or the
+    soft one stayed met past its grace period longer than the route's deadline."""
     hard = [status.threshold for status in assessment.thresholds if status.threshold.is_hard]
     if hard:
         return f"hard threshold {hard[0].signal} met"

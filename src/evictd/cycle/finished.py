@@ -21,8 +21,7 @@ class Cycle:
     started_at: float  # monotonic seconds
     duration_s: float
     wall: datetime  # when the cycle ended
-    # What woke the loop for this cycle (`evictd_wakeups_total` causes; empty: the first cycle, or one that did
-    # not wait) and when the wait returned (monotonic seconds; None: no wait).
+    # What woke the loop (`evictd_wakeups_total` causes; empty: no wait) and when the wait returned (None: no wait).
     woken_by: tuple[str, ...] = ()
     woken_at: float | None = None
 

@@ -1,40 +1,14 @@
 """The eviction manager: sequences one kubelet `synchronize` cycle over the pure engine and the adapters.
 
-It owns the engine state between cycles and talks to the outside only through the protocols below, so the
-daemon, `evictd simulate` and the tests all drive the very same code with different adapters. It does no I/O
-of its own and never logs: every cycle returns a `CycleReport` that the caller turns into logs, metrics and
-events. Adapter failures are contained per KUBELET_SPEC §15: unreadable stats freeze the state, a failed
-reclaim action is recorded and the others still run, and a failed eviction still counts as the cycle's one
-eviction (as the kubelet counts it).
-
-A pod list that cannot be used (the Kubernetes API has given none) evicts nobody, unless `node_pods` is
-given: the pods the node shows are then ranked instead, for hard thresholds only (`_list_pods`).
-
-With an `EvictionApiRoute` (`softEvictionsThroughEvictionAPI`, `evictd.cycle.eviction_api_route`), a soft
-threshold's eviction asks the Eviction API instead (`eviction_api_bypassed` says when not): the manager hands the
-first `max_candidates` ranked pods to a round of requests that runs off the loop (`ApiEvictor`) and goes on; a
-refusal moves the round to the next candidate. No request ever holds a cycle: a hung or slow Eviction API delays
-soft evictions only. While a round is under way no other starts. The cycle after a round ended reports it
-(`EvictionApiUse`): only an accepted request counts as an eviction (then, as after any eviction, the loop waits for
-the pod to go before deciding again, and no new round starts in that cycle); refusals and a request without an
-answer evict nobody. Hard thresholds, and a soft one once a hard threshold is met or once it has stayed met
-`deadline_s` past its grace period, evict as the kubelet does, at once, whatever round is under way. A pod the
-Eviction API accepted an eviction for that is still releasing in the background (`EvictionApiRoute.pending_release`:
-annotated eviction in progress, not deleted, within its deadline) holds soft evictions: no second one for the same
-shortfall (a hard threshold is not held).
-
-Escalation (evictd's own, issue #43): the pods evictd itself evicted with a longer grace period than a hard
-threshold gives, still terminating (`terminating`), are ranked again when a hard threshold acts; the first of the
-ranking is deleted again with the hard grace period, so a soft-evicted pod that ignores SIGTERM while it holds what
-the node lacks goes before any bystander. `hard_threshold_met` is what ends the wait after an eviction early.
-
-Pods not measured yet (evictd's own, `evictd.core.disk_figures`): with a `DiskFigures` (the node's own stats source,
-whose disk walker measures pods' volumes and logs beside the cycle), a disk ranking that would rank a pod without disk
-figures first waits, within the cycle, up to `disk_figures_wait_s` for the walker's figures of such pods, reads the
-stats again and ranks on them (no eviction if the pressure is gone by then). Each pod is waited for once: one still
-unmeasured after its wait is ranked as using no disk, as the kubelet ranks it, and reported (`Decided.unmeasured`).
-`hard_threshold_met` reads the stats of the pods the last cycle measured, so the walker's figures of them are kept
-across the wait after an eviction.
+It owns the engine state between cycles and reaches the outside only through the protocols below, so the daemon,
+`simulate` and the tests drive the same code. No I/O of its own, no logs: each cycle returns a `CycleReport`.
+Failures are contained per KUBELET_SPEC §15 (unreadable stats freeze the state; a failed reclaim action leaves the
+others; a failed eviction still counts). An unusable API pod list evicts nobody, unless `node_pods` ranks the node's
+pods for hard thresholds. evictd's own additions (docs/how-a-cycle-decides.md): soft evictions through the Eviction
+API in rounds off the loop (`EvictionApiRoute`; a hung API delays soft evictions only, and a pending release holds
+them); escalation (pods evictd evicted, still `terminating`, ranked again for a hard threshold); confirming memory
+crossings (`evictd.core.settled`); and a bounded wait, once per pod, for pods' first disk figures before a disk
+ranking (`DiskFigures`, `disk_figures_wait_s`).
 """
 
 from __future__ import annotations
@@ -97,28 +71,18 @@ from evictd.cycle.report import (
 
 # The state of an engine that remembers nothing: what a manager without a restored state starts from.
 FRESH_STATE = EngineState()
-# How long a cycle about to rank pods for disk pressure waits for the disk walker's first figures of pods it has not
-# measured yet. The walker starts a pass as soon as the cycle names new pods; one round over a pod of ordinary size
-# takes milliseconds, a child started with the daemon some hundreds (interpreter start), a tree of 250,000 entries
-# (a pass's budget per pod) about 0.7 s here. 2 s covers these with margin on a busy machine, and stays short next to
-# the 10 s the cycle would otherwise wait for its next tick: beyond it evictd ranks on what it has.
+# A disk ranking's wait for new pods' first figures (a walker round takes ms to ~0.7 s; short next to the tick).
 DISK_FIGURES_WAIT_S = 2.0
 # Why nobody was evicted after the wait for disk figures: the threshold no longer met on the stats read after it.
 PRESSURE_GONE_WHILE_WAITING = "the threshold was no longer met after the wait for pods' disk figures"
 
 
 class StatsSource(Protocol):
-    """Produces a fresh kubelet-style Summary of the node, its pod stats those of `pods` (the pods the cycle
-    listed: the API's, or the node's when the API gives none); raises EvictdError when it cannot. `reread`: a
-    re-read within the cycle (a crossing's confirmation, the wait after an eviction), for which a source may reuse
-    what it asked a slow party (the runtime) at the cycle's first read, never a figure of the node.
-    `runtime_wait_s`: the node's memory shows a memory threshold met, and the source waits at most this long for a
-    slow party whose figures a memory ranking does not need (the runtime's, which only name the containers:
-    evictd's own; the kubelet reads its stats before it decides, whatever they hold up); None: its own deadline.
-
-    `memory_reading`: how to read the node's memory alone (a Summary with the node's and the pods cgroup's memory,
-    nothing else), or None where the source has no cheaper reading than `summary`. A crossing's confirming readings
-    are then those, and the cycle reads in full once after them (`EvictionManager._confirming_summary`)."""
+    """Produces a fresh kubelet-style Summary of the node with the stats of `pods`; raises EvictdError when it
+    cannot. `reread`: a re-read within the cycle, which may reuse what a slow party (the runtime) answered at the
+    first read, never a node figure. `runtime_wait_s`: wait at most this long for figures a memory ranking does not
+    need (None: the source's own deadline). `memory_reading`: how to read the node's memory alone (None: nothing
+    cheaper than `summary`), used for a crossing's confirming readings."""
 
     def summary(self, pods: Sequence[Pod], *, reread: bool = False, runtime_wait_s: float | None = None) -> Summary:
         ...
@@ -168,27 +132,20 @@ class EvictionManager:
                  memory_reclaim: MemoryReclaimStep | None = None) -> None:
         self.config = config
         self._memory_reclaim = memory_reclaim  # reclaim before evict (evictd's own, off: None)
-        # Where to wait for the first disk figures of pods a disk ranking would rank without them (None: the stats
-        # source has none to wait for: the kubelet's Summary, `evictd simulate`), how long at most, and the uids of
-        # the pods already waited for (each pod is waited for once).
+        # Where to wait for pods' first disk figures (None: nothing to wait for), how long, the uids waited for.
         self._disk_figures = disk_figures
         self._disk_figures_wait_s = disk_figures_wait_s
         self._disk_figures_waited_for: frozenset[str] = frozenset()
-        # The pods the last cycle measured: what `hard_threshold_met` measures too, so that the node's own stats source
-        # keeps wanting them (measuring none made its store forget every pod's disk figures after each eviction).
+        # The pods the last cycle measured: `hard_threshold_met` measures them too, so their disk figures are kept.
         self._last_measured: tuple[Pod, ...] = ()
-        # The pods evictd evicted with a longer grace period than a hard threshold's, still terminating: ranked
-        # again for a hard threshold (escalation); None: none are (no API, `evictd simulate`).
+        # Pods evictd evicted with a longer grace than a hard threshold's, still terminating (None: no API).
         self._terminating = terminating
-        # How long a memory threshold newly met waits for a confirming reading (`evictd.core.settled`; 0: none, as
-        # the kubelet, which decides on its one reading; `evictd simulate` runs so).
+        # How long a newly met memory threshold waits for a confirming reading (0: none, as the kubelet).
         self._crossing_hold_s = crossing_hold_s
         self._holds_while_flapping = 0  # how many confirmations waited a varied hold
         # The state restored from the last run (grace periods, pressure history), or a fresh one.
         self.state = state
-        # How many times `layout` and `reclaimer` changed (a container runtime answering after the manager
-        # was built): after a change the next cycle detects the layout again and derives the thresholds again,
-        # grace periods and conditions kept (`evictd.run.runtime_link.NodeLevel`).
+        # Changes of `layout` and `reclaimer` (a late runtime): the next cycle detects the layout again (`NodeLevel`).
         self._layout_changes = layout_changes
         self._layout_changes_seen = layout_changes()
         self._stats = stats
@@ -201,17 +158,14 @@ class EvictionManager:
         self._clock = clock
 
     def synchronize(self, *, flapping: bool = False) -> CycleReport:
-        """Run one cycle: observe, decide, reclaim at node level, and evict at most one pod for thresholds (or
-        start a round of Eviction API requests for it); report the round of requests that ended since the last
-        cycle, if any. `flapping`: the memory flaps (`evictd.cycle.cadence`), and a crossing's confirming reading
-        waits a varied hold (`evictd.core.settled.crossing_hold_s`)."""
+        """Run one cycle: observe, decide, reclaim at node level, and evict at most one pod (or start an Eviction API
+        round); report a round that ended since the last cycle. `flapping`: confirmations wait a varied hold."""
         ended = self._eviction_api.evictor.finished() if self._eviction_api is not None else None
         report = self._synchronize(api_evicted=ended is not None and ended.evicted is not None, flapping=flapping)
         return report if ended is None else self._with_round(report, ended)
 
     def _with_round(self, report: CycleReport, ended: EvictionApiRound) -> CycleReport:
-        """`report` with the round that ended: its eviction counted (in the engine state too), its refusals and
-        failure told."""
+        """`report` with the round that ended: its eviction counted (engine state too), refusals and failure told."""
         acted = report.acted
         use = acted.eviction_api if acted.eviction_api is not None else EvictionApiUse()
         use = replace(use, refusals=tuple(EvictionApiRefusal.of(refusal) for refusal in ended.refusals),
@@ -284,9 +238,8 @@ class EvictionManager:
             return ()
 
     def hard_threshold_met(self) -> bool:
-        """Whether a fresh reading of the node shows a hard threshold met (False when it cannot be read): what ends
-        the wait after an eviction early. The pods measured are the last cycle's: the node's own source forgets the
-        disk figures of the pods it is not asked to measure."""
+        """Whether a fresh reading shows a hard threshold met (False when unreadable): what ends the wait after an
+        eviction early. It measures the last cycle's pods, so their disk figures are kept."""
         try:
             summary = self._stats.summary(self._last_measured, reread=True)
         except EvictdError:
@@ -294,11 +247,9 @@ class EvictionManager:
         return bool(hard_thresholds_met(self.state, self.config, summary))
 
     def _runtime_wait_s(self) -> float | None:
-        """How long the cycle's full reading waits for the runtime (`evictd.core.settled.runtime_wait_s`), from the
-        memory thresholds the node's memory alone, read now, shows met. Soft ones count too: where memory falls fast
-        the soft threshold is met first and the hard one milliseconds later, during the full reading (the arena's
-        burst on the real node). None (the read's own deadline) where the source has no reading of the memory alone,
-        or it cannot be read (the full reading says why)."""
+        """How long the full reading waits for the runtime (`runtime_wait_s`), from the memory thresholds the node's
+        memory alone shows met now, soft ones too (the hard one may follow within milliseconds). None where the source
+        has no memory-only reading or it cannot be read."""
         read = self._stats.memory_reading()
         if read is None:
             return None
@@ -309,10 +260,9 @@ class EvictionManager:
 
     def _confirming_summary(self, pods: Sequence[Pod], crossed: Sequence[Threshold], errors: list[CycleError],
                             flapping: bool) -> tuple[Summary | None, float, float]:
-        """Read the stats again to confirm `crossed`: the reading the cycle decides on, its time and how long after
-        the first reading it was taken (a failed read is an error of the cycle, which then decides nothing). The
-        readings are taken at `confirming_reads`' times; the first that shows a crossing gone deep, or none at all, is
-        that reading; otherwise the hold's end is."""
+        """Read the stats again to confirm `crossed`: the reading the cycle decides on, its time and its delay after
+        the first (a failed read is a cycle error). Readings at `confirming_reads`' times; the first with the
+        crossing gone deep or gone is it, else the hold's end."""
         hold_s = crossing_hold_s(self._crossing_hold_s, flapping=flapping, count=self._holds_while_flapping)
         if flapping:
             self._holds_while_flapping += 1
@@ -338,16 +288,14 @@ class EvictionManager:
         return summary, now, now - start
 
     def _memory_reading(self, crossed: Sequence[Threshold]) -> Callable[[], Summary] | None:
-        """How to read the node's memory alone to confirm `crossed` (the source's `memory_reading`), or None: the
-        source has no such reading, or a crossed threshold is not read from a memory cgroup (a stall signal)."""
+        """How to read the node's memory alone to confirm `crossed`; None without one or for a non-memcg threshold."""
         if not all(spec_of(t.signal).memcg_watched for t in crossed):
             return None
         return self._stats.memory_reading()
 
     @staticmethod
     def _read_memory_again(read: Callable[[], Summary]) -> Summary | None:
-        """A reading of the node's memory alone; None when it cannot be read: the confirmation ends there, and the
-        full reading after it, the cycle's, is then the confirming one (it says why, if it fails too)."""
+        """A reading of the node's memory alone; None when unreadable (the cycle's full reading then confirms)."""
         try:
             return read()
         except EvictdError:
@@ -355,9 +303,7 @@ class EvictionManager:
 
     def _read_again(self, pods: Sequence[Pod], errors: list[CycleError], why: str, *,
                     reread: bool = False) -> Summary | None:
-        """The stats read again (`why`: "after resource reclaim", "to confirm a crossing"; `reread` as the
-        StatsSource takes it: not after reclaim, which may have removed containers); None when they cannot be read
-        (the error is added to `errors`)."""
+        """The stats read again (`why`; `reread` as StatsSource takes it); None when unreadable (error added)."""
         try:
             return self._stats.summary(pods, reread=reread)
         except EvictdError as exc:
@@ -366,9 +312,8 @@ class EvictionManager:
 
     def _reclaim_then_evict(self, seen: CycleReport, step: ReclaimThenEvict, summary: Summary,
                             api_evicted: bool, terminating: Sequence[Pod] = ()) -> CycleReport:
-        """Run the step's node-level reclaim; unless it resolved the pressure, evict the first ranked pod (a soft
-        eviction through the Eviction API: start a round of requests, unless one is under way or one just evicted
-        a pod, `api_evicted`, whose going this cycle waits for)."""
+        """Run the step's node-level reclaim; unless it resolved the pressure, evict the first ranked pod (a soft one
+        through an Eviction API round, unless one is under way or just evicted a pod this cycle waits for)."""
         errors = list(seen.errors)
         observed = seen.observed
         reclaim = tuple(self._reclaim(action) for action in step.actions)
@@ -445,9 +390,8 @@ class EvictionManager:
 
     def _wait_for_disk_figures(self, awaited: Sequence[Pod], pods: Sequence[Pod],
                                errors: list[CycleError]) -> Summary | None:
-        """Wait up to `disk_figures_wait_s` for the disk figures of `awaited` (each pod once), then read the stats of
-        `pods` again: the Summary to rank on (None when it cannot be read: an error of the cycle, which then evicts
-        nobody)."""
+        """Wait up to `disk_figures_wait_s` for the disk figures of `awaited` (each pod once), then read `pods` again:
+        the Summary to rank on (None when unreadable: a cycle error, nobody evicted)."""
         assert self._disk_figures is not None
         self._disk_figures_waited_for = self._disk_figures_waited_for | {pod.uid for pod in awaited}
         self._disk_figures.wait_for_disk_figures(awaited, self._disk_figures_wait_s)
@@ -460,12 +404,8 @@ class EvictionManager:
             return None
 
     def _list_pods(self) -> tuple[tuple[Pod, ...], PodListProblem | None]:
-        """Return the pods, and why the API's pod list is unusable (None: it is not) with whether the pods are the
-        node's instead.
-
-        A pod list known to be wrong is never acted on: without `node_pods` (or when they cannot be listed
-        either) the cycle still observes, but evicts nobody.
-        """
+        """Return the pods, and why the API's list is unusable (None: it is not) with whether they are the node's.
+        A list known to be wrong is never acted on: without `node_pods` the cycle observes but evicts nobody."""
         try:
             return tuple(self._pods.active_pods()), None
         except EvictdError as exc:

@@ -1,12 +1,9 @@
-"""Reclaim before evict in a cycle (evictd's own, issue 41): sequences the rule (`evictd.core.memory_reclaim`) over
-its adapter for the eviction manager, and remembers the attempts between cycles for the rule's back-off.
+"""Reclaim before evict in a cycle (evictd's own): sequences `evictd.core.memory_reclaim` over its adapter for the
+eviction manager, and remembers the attempts between cycles for the rule's back-off.
 
-The manager calls `MemoryReclaimStep.run` when a memory threshold is about to evict (after the kubelet's node-level
-reclaim, which has no action for memory), with a way to read the stats again. It reclaims in rounds, reading the
-stats after each (`evictd.core.memory_reclaim.another_round`), and says whether the last reading clears the
-thresholds it was for with their minimum reclaim (`evictd.core.memory_reclaim.cleared`): the manager evicts only
-if not. It remembers each attempt, what it took and whether it avoided the eviction. Nothing here logs: what
-happened is in the returned `MemoryReclaimUse` (`evictd.cycle.report`), which the cycle report carries.
+`MemoryReclaimStep.run` is called when a memory threshold is about to evict: it reclaims in rounds, reading the stats
+after each (`another_round`), and says whether the last reading clears the thresholds with their minimum reclaim
+(`cleared`); the manager evicts only if not. No logs: the returned `MemoryReclaimUse` says what happened.
 """
 from __future__ import annotations
 
@@ -86,9 +83,8 @@ class MemoryReclaimStep:
 
     def run(self, thresholds: Sequence[Threshold], observations: Mapping[Signal, Observation], summary: Summary,
             now: float, reread: Callable[[], Summary | None]) -> ReclaimFirst:
-        """Reclaim before evicting for `thresholds` (the cycle's `observations`, read in `summary`), if the rule says
-        so, in rounds (`evictd.core.memory_reclaim.another_round`) each followed by `reread` (the stats again; None:
-        unreadable), and settle whether the last reading clears the thresholds."""
+        """Reclaim before evicting for `thresholds`, if the rule says so, in rounds each followed by `reread` (None:
+        unreadable), and settle whether the last reading clears them."""
         if not self.settings.enabled or self.settings.unavailable is not None or self._reclaimer.unavailable():
             return ReclaimFirst(None)
         signal = str(thresholds[0].signal)

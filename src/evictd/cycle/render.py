@@ -23,8 +23,7 @@ from evictd.cycle.report import CycleReport
 JsonObject = dict[str, object]
 
 
-# What a terminal would act on in text from a recording or a journal: C0 and C1 controls (escapes, newlines,
-# carriage returns), DEL, and the bidirectional overrides that reorder what is shown.
+# What a terminal would act on in recorded text: C0/C1 controls, DEL and the bidirectional overrides.
 _UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 
 
@@ -49,12 +48,10 @@ def _printable_value(value: object) -> object:
     return value
 
 
-# What a YAML reader does not take raw inside a double-quoted string (JSON escapes the rest: controls, quotes,
-# backslashes): DEL and C1 controls, the line breaks NEL, LS and PS, the BOM and non-characters; and a lone
-# surrogate (not text: a JSON escape can make one), which YAML cannot hold at all and becomes U+FFFD.
+# What a YAML reader does not take raw in a double-quoted string (JSON escapes the rest): DEL, C1, NEL, LS, PS, the BOM,
+# non-characters, and lone surrogates (not text at all: U+FFFD).
 _NOT_YAML = re.compile("[\x7f-\x9f\u2028\u2029\ud800-\udfff\ufeff\ufffe\uffff]")
-# An exponent and its sign: JSON text (json.dumps) writes an exponent only for a float, always with its sign (1e-05,
-# 1e+16). Found with `str.find` (mostly in strings: a UID's hex), each then looked back on (`_exponent_hint`).
+# JSON writes an exponent only for a float, always signed (1e-05); found with `str.find`, then `_exponent_hint`.
 _SIGNED_EXPONENTS = ("e-", "e+", "E-", "E+")
 # A JSON number with an exponent and no point (1e-05), which YAML 1.1 reads as a string, found outside strings.
 _STRING_OR_BARE_EXPONENT = re.compile(r'"(?:[^"\\]|\\.)*"|(?<![\d.])(-?\d+)(?=[eE])')
@@ -66,9 +63,7 @@ def _yaml_escape(found: re.Match[str]) -> str:
 
 
 def _exponent_hint(text: str) -> bool:
-    """Whether JSON text may hold a number with an exponent and no point: digits (of `\\d`, `str.isdecimal`), `e` and
-    a sign, the digits' run where JSON puts a number (at the start, after `: `, `, ` or `[`, after a minus); a
-    string may say so too. Some 30 times faster than a regular expression searching for it all."""
+    """Whether JSON text may hold a number with an exponent and no point: a cheap pre-check before the search."""
     for mark in _SIGNED_EXPONENTS:
         at = text.find(mark)
         while at != -1:
@@ -89,10 +84,8 @@ def _point(found: re.Match[str]) -> str:
 
 
 def yaml_flow(value: object) -> str:
-    """`value` (a JSON document) as one line of YAML flow style that a YAML reader takes back as the same value:
-    JSON text with the characters YAML does not take raw escaped, and a point in every number with an exponent.
-    Many times faster than PyYAML's representer, for `record export`'s steps. Raises ValueError for NaN or
-    infinity."""
+    """`value` (a JSON document) as one line of YAML flow style that reads back as the same value: JSON text with
+    what YAML does not take raw escaped and a point in every exponent. ValueError for NaN or infinity."""
     text = json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(", ", ": "))
     if _exponent_hint(text):
         text = _STRING_OR_BARE_EXPONENT.sub(_point, text)

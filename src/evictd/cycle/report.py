@@ -65,12 +65,10 @@ class Observed:
     summary: Summary | None = None
     pods: tuple[Pod, ...] = ()
     pod_list_problem: PodListProblem | None = None
-    # The memory thresholds newly met in the first reading, which `summary` (read `CROSSING_HOLD_S` later) was
-    # taken to confirm (`evictd.core.settled`), and whether it did; () when the cycle had nothing to confirm.
+    # Memory thresholds newly met in the first reading that `summary` was read to confirm, and whether it did.
     crossed: tuple[Signal, ...] = ()
     crossing_confirmed: bool = False
-    # How long after the first reading the reading that confirmed or unconfirmed `crossed` was taken (None: nothing to
-    # confirm): the part of a crossing's latency that the confirmation costs.
+    # How long after the first reading the confirming one was taken (None: nothing to confirm).
     confirmed_after_s: float | None = None
 
     @property
@@ -99,14 +97,10 @@ class PodRanking:
 
 @dataclass(frozen=True, slots=True)
 class Decided:
-    """What a cycle decided: the engine's assessment (thresholds met, conditions, the next step) and, when a
-    threshold asked for an eviction, the ranking (None: nobody was ranked), the critical pods passed over at its
-    head, or why nobody was ranked although a threshold asked for an eviction (`withheld`: a soft threshold with
-    the node's pods, or the pressure gone while the cycle waited for disk figures).
-
-    `awaited_disk_figures` are the pods whose disk figures the cycle waited for (at most the manager's
-    `disk_figures_wait_s`) before a disk ranking, the ranking then done on the stats read after the wait;
-    `unmeasured` the pods the disk ranking ranked without disk figures all the same (counted as using none)."""
+    """What a cycle decided: the engine's assessment and, when a threshold asked for an eviction, the ranking (None:
+    nobody ranked), the critical pods passed over at its head, or why nobody was ranked (`withheld`).
+    `awaited_disk_figures`: pods whose disk figures the cycle waited for before a disk ranking; `unmeasured`: pods
+    ranked without them (as using none)."""
 
     assessment: Assessment
     ranking: PodRanking | None = None
@@ -153,16 +147,10 @@ class EvictionApiRefusal:
 
 @dataclass(frozen=True, slots=True)
 class EvictionApiUse:
-    """How soft evictions used the Eviction API (softEvictionsThroughEvictionAPI) in a cycle.
-
-    Requests run off the loop, one round at a time (a round asks the ranked candidates in turn until one is
-    accepted): `asked` are the candidates a round was started with this cycle, `waiting` the pod a round started
-    earlier is still asking (no new round then). A round that ended since the last cycle reports here: `evicted`,
-    the pod it evicted (None: none), the `refusals` it met in ranking order and its `failure` (a request that got
-    no usable answer, or the round's deadline: not an eviction). `bypassed` says why this cycle's soft eviction went
-    the kubelet's way instead (a hard threshold met, or the deadline past its grace period). `pending_release` is the
-    pod an eviction the API accepted is still releasing in the background (annotated eviction in progress, not
-    deleted): no soft eviction is asked for the same shortfall meanwhile (issue #43)."""
+    """How soft evictions used the Eviction API in a cycle: `asked` (candidates a round started with), `waiting`
+    (the pod an earlier round still asks), a round that ended since (`evicted`, `refusals` in ranking order,
+    `failure`: no usable answer or the deadline), `bypassed` (why this soft eviction went the kubelet's way) and
+    `pending_release` (an accepted eviction still releasing: no soft eviction for the same shortfall)."""
 
     refusals: tuple[EvictionApiRefusal, ...] = ()
     bypassed: str | None = None
@@ -175,10 +163,9 @@ class EvictionApiUse:
 
 @dataclass(frozen=True, slots=True)
 class MemoryReclaimUse:
-    """What reclaim before evict (evictd's own, `evictd.core.memory_reclaim`) did in a cycle for `signal`: skipped
-    (`skipped` says why; `backing_off` when that is the back-off), or asked `needed_bytes` and freed
-    `result.freed_bytes` (or failed: `result.error`) in `elapsed_s` over `rounds` rounds, the last stopping for
-    `stopped`; the stats read after the last round still lacked `still_needed_bytes` (0: cleared, or not read)."""
+    """What reclaim before evict did for `signal`: skipped (`skipped`, `backing_off`), or asked `needed_bytes` and
+    freed `result.freed_bytes` (or failed) in `elapsed_s` over `rounds`, stopping for `stopped`, with
+    `still_needed_bytes` lacking after (0: cleared, or not read)."""
 
     signal: str
     skipped: str | None = None
@@ -193,13 +180,10 @@ class MemoryReclaimUse:
 
 @dataclass(frozen=True, slots=True)
 class Acted:
-    """What a cycle did: the node-level reclaim actions that ran, whether they resolved the pressure (None: none
-    ran) and the Summary read after them, which said so (None: none read); the evictions (a failed one still
-    counts, as the kubelet counts it; its failure is a `CycleError`; one the Eviction API accepted counts in the
-    cycle that learnt of it); and how soft evictions used the Eviction API (None: it did not come into it).
-    `after_disk_wait` is the Summary read after the wait for pods' disk figures, which the disk ranking ranked on
-    (None: no wait, or it could not be read). `memory_reclaim`: what reclaim before evict did (None: off, or no
-    memory threshold evicted); its result, when it ran, is also the last of `reclaim`."""
+    """What a cycle did: node-level reclaim actions, whether they resolved the pressure and the Summary read after
+    (None: none); the evictions (a failed one counts, as the kubelet counts it; an accepted API eviction counts when
+    learnt of); Eviction API use; `after_disk_wait` (the Summary ranked on after a disk-figures wait);
+    `memory_reclaim` (None: off or not needed)."""
 
     reclaim: tuple[ReclaimResult, ...] = ()
     reclaim_succeeded: bool | None = None

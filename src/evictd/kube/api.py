@@ -1,19 +1,12 @@
 """evictd's Kubernetes API operations, over the `kubernetes` package's REST client alone.
 
-`KubeApi` sends exactly what `kubernetes.client.CoreV1Api` (37.0.2) sent for the calls evictd made through it
-(same URLs, query parameters in the same order and encoding, headers, JSON bodies) but with only the package's
-`Configuration` and `RESTClientObject`, so none of its ApiClient, pydantic models or argument validation (about
-20 MiB) is loaded. Results are the parsed JSON objects; a watch is the raw streaming urllib3 response.
+`KubeApi` sends exactly what `kubernetes.client.CoreV1Api` (37.0.2) sent for evictd's calls (URLs, query order and
+encoding, headers, bodies) with only `Configuration` and `RESTClientObject`, so the ApiClient, pydantic and models
+(~20 MiB) are never loaded. Results are parsed JSON; a watch is the raw streaming response. Authentication is read
+per request through `Configuration.auth_settings()` as the ApiClient does (its refresh hook re-reads tokens).
 
-Authentication is the configuration's, read for every request through `Configuration.auth_settings()` as the
-ApiClient does: that calls the `refresh_api_key_hook` the credential loaders install (the in-cluster token file
-re-read every minute, kubeconfig exec plugins, OIDC and expiring tokens). Client certificates are the
-connection pool's.
-
-This is the one place where failures become `KubeError(verb, status, detail)`: an HTTP status outside 2xx
-with the API's Status message (or the reason phrase), and `status` None when the server never answered usably
-(connection errors, timeouts, TLS failures, a body that is not JSON). Nothing else in evictd catches client
-exceptions.
+The one place where failures become `KubeError(verb, status, detail)`: a non-2xx status with the API's Status
+message, `status` None when the server never answered usably (connection, timeout, TLS, non-JSON body).
 """
 
 from __future__ import annotations
@@ -58,10 +51,8 @@ class KubeApi:
 
     def list_pods_page(self, field_selector: str, *, limit: int | None, continue_token: str | None, max_bytes: int,
                        timeout_s: float) -> tuple[dict[str, Any], int]:
-        """List pods (with `limit`, one page of at most that many; `continue_token` names the page after the last,
-        the list's `metadata.continue`; parameters in the generated client's order), reading the answer only
-        while it stays within `max_bytes`; return the page and the size of its answer in bytes. Raise
-        AnswerTooLarge (its connection dropped, the answer unread beyond `max_bytes`) when it is larger."""
+        """List pods (one page of at most `limit`; `continue_token` the last page's `metadata.continue`), reading the
+        answer only within `max_bytes`; return the page and its size. AnswerTooLarge (connection dropped) beyond."""
         verb = "list pods"
         response = self._send(verb, "GET", PODS, query=_list_query(field_selector, limit, continue_token),
                               stream=True, timeout_s=timeout_s)
@@ -158,8 +149,7 @@ class KubeApi:
                           root=f"/apis/{LEASES_GROUP_VERSION}/")
 
     def _path(self, *segments: str, root: str = "/api/v1/") -> str:
-        """`root` (the core group's by default) and the segments, each escaped as the generated client escapes
-        path parameters."""
+        """`root` (the core group's by default) and the segments, escaped as the generated client escapes them."""
         safe = self._configuration.safe_chars_for_path_param
         return root + "/".join(quote(segment, safe=safe) for segment in segments)
 

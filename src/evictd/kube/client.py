@@ -22,11 +22,8 @@ def is_retryable(error: KubeError) -> bool:
 
 
 def build_api_client(kubeconfig: str = "") -> KubeApi:
-    """Return the API client for `kubeconfig`, or for the in-cluster service account when empty.
-
-    urllib3's own retries are turned off: evictd decides what to retry (its journal replays every cycle).
-    Raises ConfigError when the credentials cannot be loaded.
-    """
+    """Return the API client for `kubeconfig`, or for the in-cluster service account when empty, without urllib3's
+    retries (evictd's journal decides what to retry). Raises ConfigError when the credentials cannot be loaded."""
     if kubeconfig:
         # The loader calls a missing or unreadable file "Invalid kube-config file. No configuration found.".
         try:

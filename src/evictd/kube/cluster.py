@@ -1,23 +1,13 @@
 """What the daemon does in the cluster after each cycle, and the pods it offers the engine.
 
-`ClusterSync.after_cycle` hands the node's conditions and taints and its events (the kubelet's for pressure
-transitions, `EvictionThresholdMet: Attempting to reclaim <resource>` at most once per housekeeping interval, as
-the kubelet records it once per monitoring period, and evictd's own Warning events for OOM kills,
-`EvictionTooLate`, `OOMKill`) to `NodeReporter`, which writes them off the loop (node_reporting.py), and retries the
-journal's pending API writes. `wait_for_cleanup` is the kubelet's
-wait after an eviction (`waitForPodsCleanup`, at most 30 s): until each evicted pod is gone
-from the API or, with a container runtime, nothing of it runs on the node any more (the part of the kubelet's
-`podResourcesAreReclaimed` visible from outside it). The pod's phase is no evidence: a terminal phase can come
-before the last container stops, and a pod held by a finalizer stays. The wait sleeps on `pause` (the daemon's
-waiter, woken by memory notifications) and ends early when it says a hard threshold is met (evictd's own; the kubelet
-waits out its 30 s): the next cycle then escalates (`TerminatingEvictions`). A pod evicted at once (a hard threshold,
-a local-storage limit) that still runs `OVERDUE_MARGIN_S` past its grace period is stopped locally
-(`KubePodEvictor.stop_overdue`): the kubelet kills the pods it evicts itself, and a kubelet starved on a node in
-thrash had not begun to when the kernel's OOM killer stopped the pod (issue 36's arena; a deliberate difference).
-
-The engine ranks `EvictablePods`, or `NodeFallbackPods` while the watch has no pod list (the API unreachable since
-evictd started). The manager acts on the latter for hard thresholds only, and the evictor stops the chosen pod
-through the container runtime, journaled, so the API writes follow when the API answers again.
+`ClusterSync.after_cycle` hands node conditions, taints and events (pressure transitions, `EvictionThresholdMet`
+at most once per interval as the kubelet, evictd's OOM-kill Warnings) to `NodeReporter`, which writes them off the
+loop, and retries the journal's pending writes. `wait_for_cleanup` is the kubelet's `waitForPodsCleanup` (at most
+30 s): until each evicted pod is gone from the API or nothing of it runs on the node (the phase is no evidence), ended
+early when `pause` says a hard threshold is met (then the next cycle escalates: `TerminatingEvictions`). A pod
+evicted at once still running `OVERDUE_MARGIN_S` past its grace period is stopped locally (a starved kubelet may
+not have begun; docs/kubelet-differences.md). The engine ranks `EvictablePods`, or `NodeFallbackPods` while there
+is no pod list (hard thresholds only, stopped through the runtime, journaled).
 """
 
 from __future__ import annotations
@@ -44,38 +34,25 @@ from evictd.log import Log
 
 # The kubelet's podCleanupTimeout: how long it waits for evicted pods to disappear.
 POD_CLEANUP_TIMEOUT_S = 30.0
-# The kubelet polls every second (podCleanupPollFreq); a shorter poll ends the wait sooner, for a dict lookup
-# and at most two CRI list calls per pod.
+# The kubelet polls every second (podCleanupPollFreq); shorter ends the wait sooner for cheap lookups.
 POD_CLEANUP_POLL_S = 0.2
-# A pod evicted at once whose containers still run this long past its grace period (the one its stop sends, at least
-# 2 s) is stopped locally: the kubelet removes such a pod 0.5-3.2 s after the DELETE on a healthy node
-# (../shared/k8s/README.md), so 3 s past its grace period means the kubelet is not doing it.
+# Past its grace by this much a pod evicted at once is stopped locally (a healthy kubelet: 0.5-3.2 s after DELETE).
 OVERDUE_MARGIN_S = 3.0
 
 # On a clean stop each node request may wait this long: the stop must finish well inside the shutdown deadline.
 WITHDRAW_TIMEOUT_S = 2.0
-# A pending eviction's API writes retried after a cycle wait at most this long each (on the loop's path: an API that
-# hangs must not hold the next decision for the client's 10 s a request).
+# Each pending eviction write retried after a cycle waits at most this (on the loop's path).
 REPLAY_TIMEOUT_S = 2.0
 
 
-# Without the API a pod's priority is unknown. The system-node-critical and system-cluster-critical priority
-# classes are kube-system's by convention (kube-apiserver confined them to it until v1.17; cluster add-ons
-# still run there), so its pods are never candidates without the API. A critical pod in another namespace is
-# known only if an earlier pod list named it (`critical_record`); otherwise it is ranked as any other.
+# Without the API priorities are unknown: kube-system (the critical classes' home) never offers candidates then.
 SYSTEM_NAMESPACE = "kube-system"
 
 
 class EvictablePods:
-    """The engine's PodSource over the watch: active pods whose eviction by evictd is not under way
-    (`EvictionJournal.under_way_uids`: a pod whose eviction neither the API nor the node carried out is ranked
-    again), and not evictd's own.
-
-    A pod someone else is deleting stays a candidate, as in the kubelet (its containers run until its grace
-    period ends, and they are what the node is short of): a tenant who deletes its own hog with a one-hour
-    grace period and traps SIGTERM must not make evictd evict everybody else. Evicting such a pod shortens its
-    deletion (the DELETE with the eviction's grace period; the API server takes a shorter one).
-    """
+    """The engine's PodSource over the watch: active pods whose eviction by evictd is not under way, not evictd's
+    own. A pod someone else is deleting stays a candidate, as in the kubelet (a tenant's long-grace deletion must not
+    make evictd evict everybody else); evicting it shortens its deletion."""
 
     def __init__(self, watcher: PodWatcher, journal: EvictionJournal, own_uid: str = "") -> None:
         self._watcher = watcher
@@ -88,18 +65,10 @@ class EvictablePods:
 
 
 class TerminatingEvictions:
-    """The pods evictd itself evicted that are still in the pod list and may still hold what the node lacks: the
-    manager ranks them again when a hard threshold acts, while their stats show them running (`still_running`).
-
-    - Evicted with a longer grace period than a hard threshold gives (escalation, issue #43): a soft-evicted pod
-      that ignores SIGTERM for its 600 s grace period while holding 3 GiB made a hard threshold evict the bystanders
-      one by one. Deleted again with the hard grace period, its journal entry says 1 s: escalated once.
-    - Stopped on the node by evictd (a hard eviction's local stop): the kubelet, which had not seen the deletion yet,
-      started its container again (restartPolicy Always), and on the real fleet the refilled pod made evictd evict
-      the quiet pod beside it (4 of 32 runs). Such a pod is stopped again first, each time it runs again.
-
-    `EvictablePods` leaves them all out: a soft threshold must not evict them again with the grace they already have.
-    """
+    """The pods evictd evicted that are still listed and may hold what the node lacks, ranked again for a hard
+    threshold while `still_running`: those evicted with a longer grace than a hard threshold gives (escalated once,
+    with the hard grace), and those stopped on the node (the kubelet may restart them before it sees the deletion).
+    `EvictablePods` leaves them out: a soft threshold must not evict them again."""
 
     def __init__(self, watcher: PodWatcher, journal: EvictionJournal) -> None:
         self._watcher = watcher
@@ -119,21 +88,14 @@ class TerminatingEvictions:
         return pods
 
 
-# How long a pod the Eviction API accepted an eviction for may stay in the background (annotated eviction in
-# progress, not deleted: a KubeVirt live migration) and still hold soft evictions: as long as the journal remembers
-# the eviction; after that the pod is a candidate again anyway.
+# How long a pod evicted in the background holds soft evictions: as long as the journal remembers it.
 PENDING_RELEASE_DEADLINE_S = REMEMBER_DONE_S
 
 
 class BackgroundEvictions:
-    """Which pod an eviction the Eviction API accepted is still releasing in the background (issue #43).
-
-    The API server may accept an eviction and have it carried out by someone else (KubeVirt migrates the VM, then
-    deletes the pod): the pod is then annotated `descheduler.alpha.kubernetes.io/eviction-in-progress` and not
-    deleted. Counted as pending release (`pending_release`) until it is deleted or gone, or until
-    `deadline_s` after the eviction was decided: soft evictions wait for it instead of evicting the next pod for
-    the same shortfall (the descheduler counts them the same way since v0.37.0).
-    """
+    """Which pod an accepted eviction is still releasing in the background (someone else carries it out, e.g.
+    KubeVirt: annotated `descheduler.alpha.kubernetes.io/eviction-in-progress`, not deleted): `pending_release` until
+    deleted, gone or `deadline_s` on; soft evictions wait for it (as the descheduler since v0.37.0)."""
 
     def __init__(self, watcher: PodWatcher, journal: EvictionJournal, *, deadline_s: float = PENDING_RELEASE_DEADLINE_S,
                  clock: Clock = SYSTEM_CLOCK) -> None:
@@ -171,15 +133,9 @@ class NodePods(Protocol):
 
 
 class NodeFallbackPods:
-    """The engine's PodSource while the API has given no pod list: the pods the node shows that may be stopped.
-
-    A candidate runs in a ready sandbox that says where it came from (the kubelet's `config.source`
-    annotation): a pod of the API, or a static pod (which the engine then skips as critical). Left out: pods
-    of unknown origin (no ready sandbox, or a sandbox no kubelet made), `kube-system` pods (their priority is
-    unknown; see SYSTEM_NAMESPACE), pods an earlier pod list said are critical (`critical`), evictd's own
-    pod, and pods evictd already evicted (journal). Raises EvictdError when no runtime is attached or it
-    cannot list sandboxes: then nothing could be stopped.
-    """
+    """The engine's PodSource while the API gave no pod list: the node's pods in a ready sandbox from the API or a
+    static pod (`config.source`); not those of unknown origin, kube-system, recorded critical, evictd's own, or
+    already evicted. Raises EvictdError without a runtime or a sandbox listing: nothing could be stopped."""
 
     def __init__(self, node: NodePods, journal: EvictionJournal, own_uid: str = "",
                  critical: CriticalPodRecord | None = None) -> None:
@@ -229,10 +185,8 @@ class ClusterSync:
 
     def after_cycle(self, assessment: Assessment, oom: OomReport | None, note: tuple[str, str] | None = None, *,
                     interrupted: Callable[[], bool] = lambda: False) -> None:
-        """Hand what the cycle decided about the node (its `assessment`, the OOM kills since the last one, and `note`, a
-        Normal event of evictd's own: reason, message) to the reporter, waiting for it at most its `wait_s` or until
-        `interrupted` says a cycle is wanted now; retry pending eviction writes (each request at most
-        REPLAY_TIMEOUT_S; not while the node's mode is dry-run); remember which pods the pod list says are critical."""
+        """Hand the cycle's node `assessment`, OOM kills and `note` (a Normal event) to the reporter, waiting at most
+        its `wait_s` or until `interrupted`; retry pending eviction writes (not in dry-run); record critical pods."""
         self._remember_critical_pods()
         self._reporter.submit(assessment, oom, note, interrupted=interrupted)
         if self._evictor is not None and not self._reports_only():
@@ -257,24 +211,15 @@ class ClusterSync:
         self._log.info("node conditions set to Unknown and taints removed at stop", node=self._reporter.node_name)
 
     def wait_for_cleanup(self, evictions: Sequence[Eviction], pause: Callable[[float], bool] | None = None) -> bool:
-        """Wait (at most 30 s, until `should_stop`, or until `pause` says to stop waiting) for the evicted pods to be
-        cleaned up; return if they were.
-
-        `pause(seconds)` sleeps at most that long and returns True when the wait must end now (a hard threshold
-        met); None: the clock's sleep.
-        """
+        """Wait (at most 30 s, until `should_stop`, or until `pause(seconds)` returns True: a hard threshold met)
+        for the evicted pods to be cleaned up; return whether they were."""
         waiting = [e.pod.uid for e in evictions]
-        # A pod evicted for disk (a filesystem signal, or its own local storage limits) is cleaned up once its
-        # disk-backed emptyDir volumes are gone too: the kubelet waits until the pod is finished (PodIsFinished: its
-        # volumes torn down), and an emptyDir left on the disk holds what the eviction was for. Before, a filler
-        # stopped with its emptyDir still filling nodefs counted as gone, and the next cycle evicted a Guaranteed
-        # pod (docs/node-survival.md, disk-fill-fast on the real node).
+        # A pod evicted for disk is cleaned up only once its disk-backed emptyDirs are gone too (PodIsFinished).
         for_disk = {e.pod.uid for e in evictions
                     if e.threshold is None or spec_of(e.threshold.signal).filesystem is not None}
         started = self._clock.monotonic()
         deadline = started + POD_CLEANUP_TIMEOUT_S
-        # The evictions carried out at once, each with when its pod is overdue (the grace period its stop sends, and
-        # the margin).
+        # The evictions carried out at once, each with when its pod is overdue (its stop's grace plus the margin).
         overdue = {e.pod.uid: (e, started + stop_grace_period_s(e.effective_grace_period_s) + OVERDUE_MARGIN_S)
                    for e in evictions if self._evictor is not None and (e.threshold is None or e.threshold.is_hard)}
         while True:
@@ -308,10 +253,7 @@ class ClusterSync:
                               how=how, grace_period_s=stop_grace_period_s(eviction.effective_grace_period_s))
 
     def _cleaned_up(self, uid: str) -> bool:
-        """Gone from the API (its kubelet deletes it once its containers stopped), or nothing of it runs here.
-
-        Before the first pod list (a pod chosen from the node's pods) only the runtime can tell.
-        """
+        """Gone from the API, or nothing of it runs here (before the first pod list only the runtime can tell)."""
         if self._watcher.is_synced() and self._watcher.pod(uid) is None:
             return True
         return self._runtime.pod_running(uid) is False  # None: no runtime can tell

@@ -1,14 +1,9 @@
 """The UIDs of this node's critical pods, remembered across restarts for when the API gives no pod list.
 
-Job: while evictd has the API's pod list, keep in `<stateDir>/critical-pods.json` the UIDs of the node's pods
-that list says are critical (a system-critical priority: system-node-critical, system-cluster-critical, in
-whatever namespace). Without the API a pod's priority cannot be read from the node; an evictd restarted
-during an API outage then reads this file and never stops those pods (`cluster.NodeFallbackPods`).
-
-Invariants: the file is replaced atomically (temporary file, fsync, rename), and only when the set changed
-(a handful of writes a day on a busy node). It only ever adds protection: a missing file is an empty record,
-an unreadable one is reported once (`problem`) and treated as empty; a failed write keeps the record in
-memory, is reported, never raised, and is tried again after the next cycle.
+While the API lists pods, `<stateDir>/critical-pods.json` keeps the UIDs of those with a system-critical priority, so
+an evictd restarted during an API outage never stops them (`cluster.NodeFallbackPods`). Invariants: replaced
+atomically and only when the set changed; it only adds protection (missing or unreadable: empty, reported once); a
+failed write keeps the record in memory, is reported, and is tried again after the next cycle.
 """
 
 from __future__ import annotations
@@ -43,10 +38,8 @@ class CriticalPodRecord:
         return self._uids
 
     def remember(self, pods: Iterable[Pod]) -> bool:
-        """Keep the critical pods of the API's current pod list; return whether the file was (re)written.
-
-        A failed write is kept in `problem` (the record in memory is current all the same).
-        """
+        """Keep the critical pods of the API's current pod list; return whether the file was (re)written (a failed
+        write is kept in `problem`)."""
         uids = critical_uids(pods)
         if uids == self._uids and not self._unwritten:
             return False

@@ -1,20 +1,10 @@
 """Which write an event becomes, decided as the kubelet's event recorder decides it; no I/O.
 
-The kubelet's events go through client-go's EventCorrelator (k8s.io/client-go tools/record/events_cache.go),
-in this order, and so do evictd's:
-
-1. aggregation: events about one object with the same type and reason but different messages are "similar";
-   once 10 distinct messages were seen with no gap over 600 s between similar events, each further one is
-   written as one event with the message `(combined from similar events): <its message>`;
-2. counting: an event the same as an earlier one (object, type, reason, message; or the same combined event)
-   is a PATCH of that event's `count`, `lastTimestamp` and `message`, whenever it recurs;
-3. the spam filter: each object has a token bucket per event type (25 tokens, refilled at one per 300 s);
-   an event that finds it empty is not written. A repeat is still counted, so the next PATCH carries the
-   number of times it happened.
-
-Each record is kept in a least-recently-used cache of 4096 entries, as upstream. Time is monotonic seconds,
-passed in. `EventCorrelator.decide` says what to write; the writer reports back what the API server took
-(`created`) or that the event is not there (`forget`), and the next occurrence creates it anew.
+client-go's EventCorrelator (tools/record/events_cache.go), in order: aggregation (past 10 similar messages within
+600 s, one `(combined from similar events): ...` event); counting (a repeat PATCHes `count`, `lastTimestamp` and
+`message`); the spam filter (a token bucket per object and type, 25 tokens, one per 300 s; a dropped repeat is still
+counted). Records live in an LRU of 4096 as upstream. Time is given monotonic seconds; the writer reports back what
+the API took (`created`) or lost (`forget`).
 """
 
 from __future__ import annotations

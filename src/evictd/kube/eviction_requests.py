@@ -1,16 +1,10 @@
 """Soft evictions through the Eviction API, asked off the housekeeping loop (`softEvictionsThroughEvictionAPI`).
 
-`EvictionRequests` is the manager's `ApiEvictor`. `request` starts a round on a thread of its own and returns at
-once: the round asks for each candidate in ranking order (`KubePodEvictor.post_eviction`, the POST alone) until
-one is accepted, one gets no usable answer (a timeout, a 5xx, a lost connection: no eviction), or the round's
-deadline passes; refusals (429, 403) move on to the next candidate. Each request may wait `request_timeout_s`,
-and never past the round's deadline. A hung eviction webhook therefore costs the loop nothing: hard thresholds,
-the node's conditions and `/healthz` go on as usual, and only the next soft eviction waits for the round.
-
-Rounds run one at a time, and the next starts only after the loop collected the last (`finished`), on the loop's
-thread, which is also where the accepted eviction is journaled and its event recorded (`note_api_eviction`): the
-round's thread touches nothing but the API request, so the journal has one writer. The thread is a daemon: a
-stop never waits for a hung request (the Lease is released and the conditions withdrawn as after any cycle).
+`EvictionRequests` is the manager's `ApiEvictor`: `request` starts a round on a thread and returns at once; the
+round POSTs each candidate in ranking order until one is accepted, one gets no usable answer (no eviction), or the
+round's deadline passes; refusals (429, 403) move on. A hung webhook costs the loop nothing. One round at a time;
+the loop collects it (`finished`) and journals the accepted eviction on its own thread (the journal has one writer).
+The thread is a daemon: a stop never waits for a hung request.
 """
 
 from __future__ import annotations
@@ -25,11 +19,9 @@ from evictd.core.errors import EvictionRefused, KubeError
 from evictd.core.eviction_api import EvictionApiRound
 from evictd.kube.evictor import KubePodEvictor
 
-# How long one Eviction API request may wait for its answer (kube-apiserver gives an admission webhook 10 s by
-# default, and the client's other requests wait as long).
+# One request's wait (kube-apiserver gives an admission webhook 10 s by default).
 REQUEST_TIMEOUT_S = 10.0
-# How long a round may take over all its candidates: no longer than the kubelet's own wait after an eviction
-# (podCleanupTimeout, 30 s), the longest a soft eviction holds the kubelet's next one.
+# A round's wait over all candidates: the kubelet's podCleanupTimeout (30 s).
 ROUND_DEADLINE_S = 30.0
 
 

@@ -1,42 +1,15 @@
 """Evicting a pod through the Kubernetes API, with a local fallback when the API cannot be reached.
 
-Why evictd writes only these, in this order, is docs/daemon.md's "Evicting a pod through the API" (the kubelet's status
-manager overwrites a pod status written by anyone else):
-1. the decision goes to the journal before anything is sent (journal.py: an unwritable journal holds nothing up);
-2. threshold evictions only: `PATCH pods/{name}/status` with the `DisruptionTarget` condition alone (reason
-   TerminationByKubelet, the kubelet's message), carrying the pod's UID;
-3. `DELETE pods/{name}` with the grace period the engine chose and a UID precondition;
-4. a Warning `Evicted` Event on the pod with the offending-container annotations, and the decision id
-   (`evictd.io/decision`, for `evictd explain --decision`) when the flight recorder names the cycle.
-A step that fails stays pending in the journal and is retried every cycle (`replay`).
-
-A hard-threshold or local-storage eviction (immediate: grace period 1 s) also stops the pod on the node at once,
-beside these writes, as the kubelet's own eviction kills the pods it evicts itself: through the container runtime
-(`local_kill`), or through the pod's cgroup where no runtime answers (`RuntimeSlot`). Left to the kubelet after the
-DELETE, a starved node's kubelet took 0.5-30 s to kill the pod, and the arena's fast leak on the real node
-(200 MiB/s, docs/node-survival.md) was OOM-killed by the kernel first in 5 of 5 runs while evictd's hard eviction
-waited 2 s on the API server. The stop runs on a thread of its own while the writes go out on the caller's (where no
-thread can start, before them); `evict` returns when both have ended. Whatever kept the API from taking the writes
-(unreachable, throttled or erroring, or refusing evictd: expired credentials, RBAC, an admission policy), the pod
-is stopped, and the condition, deletion and event are written when the API answers again. After a request got no
-answer at all (timed out, refused or reset),
-the API is not asked again for 5 s (`evictd.core.unanswered`), neither by a hard eviction (its pod is stopped
-locally at once, its writes pending) nor by `replay`: an API that hangs costs the loop one request's wait, not one
-per pod and per cycle (the runtime's reads keep the same rule; on the arena's real node each hard eviction waited
-2 s on the API and each cycle 2-3 s more on the replay while the API hung). A pod that is gone (404) or was
-replaced (409/422 on the UID) before evictd's DELETE was sent ends the entry: nothing is ever evicted twice. Once
-the DELETE was sent (it may have gone through even when no answer came back), a 404 or a refused UID means the
-kubelet already removed the pod: the eviction happened, and its event is still recorded.
-
-A soft eviction with `softEvictionsThroughEvictionAPI` asks the API instead: `POST pods/{name}/eviction` (policy/v1,
-the same grace period and UID precondition) in place of the condition and the DELETE, so PodDisruptionBudgets and
-eviction webhooks have their say (the API server writes the DisruptionTarget condition itself). `post_eviction`
-sends that request and nothing else, so that it can run off the housekeeping loop (`eviction_requests`); a
-refusal (429: a budget allows no disruption now; 403: an admission webhook said no) raises EvictionRefused.
-Only an accepted request is an eviction: `note_api_eviction` then journals it, as sent and done, and records its
-event, on the loop. A request that timed out or failed is no eviction, never journaled and never replayed (an
-entry an older evictd journaled before its request is dropped by `replay`). Such an eviction is never stopped
-locally.
+In this order (docs/daemon.md, "Evicting a pod through the API"): the decision to the journal first; for threshold
+evictions a status PATCH with the `DisruptionTarget` condition alone (UID-checked); `DELETE` with the engine's grace
+period and a UID precondition; a Warning `Evicted` Event with the offending-container annotations and the decision
+id. A failed step stays pending in the journal and is retried every cycle (`replay`). An immediate eviction (hard
+threshold, local storage) also stops the pod on the node at once, on a thread beside the writes, through the runtime
+(`local_kill`) or its cgroup (`RuntimeSlot`), as the kubelet kills what it evicts itself. After an unanswered
+request the API is not asked again for a while (`evictd.core.unanswered`). A pod gone or replaced before our DELETE
+ends the entry (never evicted twice); after it, a 404 or refused UID means the eviction happened. With
+`softEvictionsThroughEvictionAPI` a soft eviction POSTs `pods/{name}/eviction` instead (`post_eviction`, off the
+loop; 429/403 raise EvictionRefused); only an accepted one is journaled (`note_api_eviction`), never stopped locally.
 """
 
 from __future__ import annotations
@@ -61,14 +34,11 @@ from evictd.kube.journal import ApiStep, EvictionJournal, JournalEntry, Outcome
 CONFLICT = 409
 # A patch whose metadata.uid differs from the stored pod's is refused as an immutable-field change.
 INVALID = 422
-# For an immediate eviction the condition write and the DELETE may each hang no longer than this before the pod
-# is stopped locally: a hung API must not leave the node unprotected for the whole request timeout.
+# An immediate eviction's condition write and DELETE may each hang this long before the pod is stopped locally.
 IMMEDIATE_REQUEST_TIMEOUT_S = 2.0
-# The Eviction API's answers that mean "not now": a disruption budget (429 TooManyRequests, also the API's own
-# throttling) or an admission webhook's denial (403 Forbidden). The pod stays; the next candidate is asked.
+# The Eviction API's "not now": a disruption budget or throttling (429), an admission webhook (403).
 EVICTION_REFUSALS = (429, 403)
-# The cause the API server adds to a 429 for a disruption budget (policyv1.DisruptionBudgetCause); its message
-# names the budget: "The disruption budget web needs 2 healthy pods and has 2 currently".
+# The cause the API server adds to a 429 for a disruption budget (policyv1.DisruptionBudgetCause).
 DISRUPTION_BUDGET_CAUSE = "DisruptionBudget"
 _BUDGET_NAME = re.compile(r"The disruption budget (\S+) ")
 # The Evicted Event's annotation naming the decision (`<run>/<cycle>` of the flight recording).
@@ -119,9 +89,8 @@ def refused_budget(error: KubeError) -> str:
 
 
 class LocalStop:
-    """`stop` (a pod's stop on the node) run on a thread of its own, beside the caller's API writes; where no thread
-    can start (a node out of pids), run at once on the caller's. `result` waits for its end and returns how the pod
-    was stopped, or raises what the stop raised."""
+    """`stop` run on a thread of its own beside the caller's API writes (on the caller's where none can start);
+    `result` waits for it and returns how the pod was stopped, or raises what the stop raised."""
 
     def __init__(self, stop: Callable[[], str | None]) -> None:
         self._stop = stop
@@ -159,8 +128,7 @@ class KubePodEvictor:
                  lambda eviction, how, error: None,
                  clock: Clock = SYSTEM_CLOCK, decision: Callable[[], str | None] = lambda: None) -> None:
         self._api = api
-        # An immediate eviction the API took: how its pod was stopped on the node, or why it was not (it is then
-        # the kubelet's to stop, after the DELETE); one of the two is None.
+        # An immediate eviction the API took: how its pod was stopped locally, or why not (one of the two is None).
         self._on_local_stop = on_local_stop
         self._decision = decision  # the id of the decision under way (`recording.CurrentDecision`)
         self._journal = journal
@@ -175,8 +143,7 @@ class KubePodEvictor:
         return self._clock.wall().timestamp()
 
     def _not_asked(self, verb: str) -> KubeError | None:
-        """The error that stands for a request not sent because one went unanswered moments ago (`Unanswered`);
-        None when the API may be asked."""
+        """The error standing for a request not sent after one went unanswered (`Unanswered`); None: ask away."""
         not_asked = self._unanswered.not_asked("request", self._clock.monotonic())
         return None if not_asked is None else KubeError(verb, None, not_asked)
 
@@ -184,9 +151,7 @@ class KubePodEvictor:
         """Carry out one eviction. Raises EvictdError when it could not be completed now (it stays pending)."""
         entry = journal_entry(eviction, self._now(), self._decision())
         self._journal.record(entry)
-        # Hard thresholds and local-storage limits act at once (1 s): the pod is stopped on the node now, beside the
-        # API's writes (through its runtime, or, where none answers, by killing its processes through its cgroup:
-        # `RuntimeSlot`); soft ones are left to the kubelet after the API's.
+        # Hard thresholds and local-storage limits act at once: stopped on the node beside the writes.
         immediate = eviction.threshold is None or eviction.threshold.is_hard
         stop = LocalStop(lambda: self._runtime.stop_pod(eviction)) if immediate and self._runtime.can_stop else None
         failure = self._not_asked("delete pods") if stop is not None else None
@@ -210,11 +175,9 @@ class KubePodEvictor:
         raise KubeError(failure.verb, failure.status, f"{failure.detail}; pod stopped {how}, API writes pending")
 
     def stop_overdue(self, eviction: Eviction) -> str | None:
-        """Stop locally the pod of `eviction`, which the API took but which still runs past its grace period (its
-        kubelet, starved on a node in thrash, has not killed it), as the kubelet's own eviction would have killed it
-        itself; journal it as stopped locally. Returns how it was stopped; None when nothing is to be done here (no
-        way to stop it on the node: no runtime and no cgroup to kill through; or the pod was already stopped
-        locally). Raises EvictdError."""
+        """Stop locally the pod of `eviction`, taken by the API but still running past its grace period, and journal
+        it so. Returns how it was stopped; None when nothing is to be done here (no way to stop it, or done already).
+        Raises EvictdError."""
         uid = eviction.pod.uid
         if not self._runtime.can_stop or uid not in self._journal.evicted_uids() \
                 or self._journal.get(uid).stopped_locally:
@@ -237,9 +200,8 @@ class KubePodEvictor:
             raise
 
     def note_api_eviction(self, eviction: Eviction, decided_at: float, decision: str | None) -> bool:
-        """Journal an eviction the Eviction API accepted (decided at `decided_at`, wall-clock seconds) and record
-        its Evicted event (pending when that fails). Return False, journaling nothing, when its pod was evicted the
-        kubelet's way meanwhile (a hard threshold): that entry stands, and the pod is not evicted twice over."""
+        """Journal an accepted Eviction API eviction and record its event (pending when that fails). False, journaling
+        nothing, when the pod was evicted the kubelet's way meanwhile: not evicted twice."""
         if eviction.pod.uid in self._journal.evicted_uids():
             return False
         entry = replace(journal_entry(eviction, decided_at, decision), eviction_api=True, delete_sent=True,
@@ -262,8 +224,7 @@ class KubePodEvictor:
         errors = []
         for entry in self._journal.pending():
             if entry.eviction_api and ApiStep.DELETION not in entry.done:
-                # An Eviction API request an older evictd journaled before sending it, with no answer since: it is
-                # no eviction, and asking again here would hold the loop on a hung API; the pod stays a candidate.
+                # A request an older evictd journaled before sending: no eviction; the pod stays a candidate.
                 self._journal.forget(entry.uid)
                 continue
             failure = self._not_asked("replay pending eviction writes") or self._advance(entry, timeout_s)
@@ -297,8 +258,7 @@ class KubePodEvictor:
                 answer = f"{exc.status}: {exc.detail}"
                 # `entry` is as it was before this step: delete_sent says a DELETE went out in an earlier attempt.
                 if step is ApiStep.DELETION and entry.delete_sent:
-                    # An earlier DELETE of ours may have gone through without an answer (a timeout, a crash
-                    # before the journal noted it): the kubelet has since removed the pod. It was evicted.
+                    # An earlier DELETE of ours may have gone through unanswered: the kubelet removed the pod. Evicted.
                     entry = self._journal.note_settled(entry.uid, Outcome.DELETED, answer, self._now())
                     continue
                 # Gone, or replaced by a pod of the same name, before evictd deleted it: nothing left to evict.
@@ -310,8 +270,7 @@ class KubePodEvictor:
         return None
 
     def _write_condition(self, entry: JournalEntry, timeout_s: float) -> None:
-        # Local-storage evictions: the kubelet adds no condition either. Through the Eviction API, the API server
-        # writes the pod's DisruptionTarget condition when it evicts.
+        # Local-storage evictions get no condition; the Eviction API's server writes its own.
         if not entry.conditions or entry.eviction_api:
             return
         self._api.patch_pod_status(entry.namespace, entry.name, condition_patch(entry, rfc3339(self._clock.wall())),

@@ -1,18 +1,11 @@
 """The eviction journal: decisions that must survive an unreachable API server and a restart.
 
-An eviction is written to the journal *before* anything is sent to the API. Each step that succeeds is
-recorded (condition written, DELETE sent, pod deleted, event recorded, stopped locally); the entry is dropped
-only when every API step is done. When the API server is down, the journal keeps what was decided, the daemon
-retries the missing steps every cycle, and a restarted daemon picks them up from the file. Finished evictions
-are remembered for a while so the same pod is never evicted twice while it terminates.
-
-In memory an entry is immutable and typed: the API steps done (`ApiStep`), what the API's refusals settled
-(`Outcome`). In the file each step is a flag and the outcomes sit in `extra`, as evictd has always written them
-(`entry_to_json`, `entry_from_json`).
-
-The file is JSON, replaced atomically (`atomic_file`). docs/daemon.md's "State" paragraph says what happens to a file
-evictd cannot use (moved aside, `on_corrupt`, an empty journal) and to a write that fails (the entry kept in
-memory, `on_write_failure`, retried by `flush` on later cycles): neither ever stops or hides an eviction.
+An eviction is journaled *before* anything is sent; each step that succeeds is recorded and the entry dropped only
+when every API step is done, so an API outage or a restart loses nothing and retries the rest. Finished evictions
+are remembered a while so no pod is evicted twice. In memory entries are immutable and typed (`ApiStep`,
+`Outcome`); in the file steps are flags and outcomes sit in `extra` (`entry_to_json`, `entry_from_json`). The file
+is JSON, replaced atomically; an unusable file or a failed write never stops or hides an eviction (docs/daemon.md,
+"State").
 """
 
 from __future__ import annotations
@@ -36,8 +29,7 @@ from evictd.state_dir import CORRUPT_SUFFIX, JOURNAL_TEMPORARY_PREFIX
 REMEMBER_DONE_S = 600.0
 # The file format this evictd writes and reads; a journal without a version is version 1 (evictd 0.1.0).
 JOURNAL_VERSION = 1
-# An entry is about 1 KiB and lives at most REMEMBER_DONE_S after it finished: a real journal holds a few
-# hundred KiB at most. A bigger file is not one evictd wrote (and is not read into memory).
+# An entry is ~1 KiB and lives at most REMEMBER_DONE_S once done: a bigger file is not evictd's (and is not read).
 MAX_JOURNAL_BYTES = 16 << 20
 
 
@@ -74,8 +66,7 @@ class JournalEntry:
     delete_sent: bool = False  # a DELETE went out (it may have gone through even when no answer came back)
     stopped_locally: bool = False
     done_at: float | None = None
-    # Sent as an Eviction (`pods/{name}/eviction`, the API server writes the DisruptionTarget condition) rather
-    # than the kubelet's condition and DELETE: a soft eviction with `softEvictionsThroughEvictionAPI`.
+    # Sent as an Eviction (`pods/{name}/eviction`) rather than condition and DELETE: `softEvictionsThroughEvictionAPI`.
     eviction_api: bool = False
     # The API's answer ("404: pods \"web\" not found") to a step it refused, by what that answer settled.
     outcomes: FrozenMap[Outcome, str] = field(default_factory=FrozenMap)
@@ -90,9 +81,8 @@ class JournalEntry:
 
     @property
     def under_way(self) -> bool:
-        """The pod's end is under way: a DELETE went out (it may have gone through unanswered) or through, or the
-        pod was stopped on the node. Not so while the API has refused or not answered the first writes and nothing
-        stopped the pod: it still runs, as it did before the decision."""
+        """The pod's end is under way: a DELETE went out or through, or it was stopped on the node (not while the
+        first writes were refused or unanswered and nothing stopped it)."""
         return self.delete_sent or ApiStep.DELETION in self.done or self.stopped_locally
 
     def settled(self, outcome: Outcome, answer: str, now: float) -> JournalEntry:
@@ -130,8 +120,7 @@ def _is_object(value: object) -> bool:
 _Check = tuple[str, Callable[[object], bool], bool]
 _STRING: Final = ("a string", lambda value: isinstance(value, str))
 _FLAG: Final = ("true or false", lambda value: isinstance(value, bool))
-# Each field of an entry in the file, in the order evictd writes them: what it must hold (as an error says it),
-# and whether it must be there.
+# Each field of an entry in the file, in write order: what it must hold and whether it must be there.
 ENTRY_FIELDS: dict[str, _Check] = {
     **dict.fromkeys(("uid", "namespace", "name", "signal"), (*_STRING, True)),
     "grace_period_s": ("an integer", _is_int, True),
@@ -153,11 +142,7 @@ CONDITION_FIELDS: dict[str, _Check] = {
 
 
 def upgraded(item: dict[str, Any]) -> dict[str, Any]:
-    """An entry as written by evictd 0.1.0 before the eviction sequence changed, in today's fields.
-
-    That version wrote the phase and a `status_written` flag; the status step it flagged is today's condition
-    step, and the phase is no longer written.
-    """
+    """An entry as evictd 0.1.0 wrote it (phase and `status_written`), in today's fields (the condition step)."""
     item = {key: value for key, value in item.items() if key != "phase"}
     if "status_written" in item:
         item["condition_written"] = item.pop("status_written")
@@ -245,11 +230,8 @@ def read_journal(path: str) -> dict[str, JournalEntry] | None:
 
 
 class EvictionJournal:
-    """Entries by pod UID, persisted to `path` (None keeps them in memory only, e.g. in dry-run).
-
-    `log` receives the lines about the file (a bad file moved aside, stale temporary files, failed writes);
-    `on_corrupt` and `on_write_failure` count those events (the daemon's metrics).
-    """
+    """Entries by pod UID, persisted to `path` (None: memory only, e.g. dry-run). `log` gets the lines about the file;
+    `on_corrupt` and `on_write_failure` count those events."""
 
     def __init__(self, path: str | None, *, log: Log, on_corrupt: Callable[[], None] = lambda: None,
                  on_write_failure: Callable[[], None] = lambda: None, clock: Clock = SYSTEM_CLOCK) -> None:
@@ -349,11 +331,9 @@ class EvictionJournal:
         return frozenset(self._entries)
 
     def under_way_uids(self) -> frozenset[str]:
-        """The pods evicted whose end is under way (`JournalEntry.under_way`): never a candidate again. A pod whose
-        eviction reached neither the API's deletion nor the node stays one: the next cycle that ranks it first
-        evicts it again (the kubelet, whose kill is local, never leaves such a pod running), where leaving it out
-        would evict the next pod for the pressure it still causes, and every such pod at once when the API
-        answers again."""
+        """The pods whose eviction's end is under way: never candidates again. One that reached neither the API's
+        deletion nor the node stays a candidate, evicted again when ranked first (as the kubelet's local kill never
+        leaves it running)."""
         return frozenset(uid for uid, entry in self._entries.items() if entry.under_way)
 
     def forget_finished(self, now: float) -> None:

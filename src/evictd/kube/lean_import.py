@@ -1,29 +1,14 @@
 """Importing the few modules evictd uses from the `kubernetes` package without running its package `__init__` files.
 
-evictd needs `kubernetes.client.configuration`, `.rest` and `.exceptions`, and `kubernetes.config`'s credential
-loaders. Imported the ordinary way they run `kubernetes/__init__.py` (client, config, dynamic, watch, stream,
-utils, leaderelection, informer) and, through the loaders' `from kubernetes.client import ApiClient`, the
-ApiClient with pydantic and its models: about 40 MiB, in a daemon that must stay under 64.
-
-`import_module(name)` therefore first registers the packages `kubernetes`, `kubernetes.client`,
-`kubernetes.config` and `kubernetes.utils` as bare package modules: the real spec, file and `__path__`, so their
-submodules import as usual, but `__init__.py` not run yet. Each carries a module `__getattr__` and `__dir__`
-(PEP 562): the first time anything asks it for a name it does not have, the real `__init__.py` runs into that
-very module, which from then on is the ordinary, complete package. Importing a submodule never asks for a missing
-name, so evictd's imports stay lean, while a later `import kubernetes` or `from kubernetes import client;
-client.CoreV1Api` anywhere in the process gets the full package. When `kubernetes` was imported before, nothing
-is deferred: the modules are imported as usual.
-
-The credential loaders import `ApiClient` and `Configuration` from `kubernetes.client` at import time.
-`Configuration` is the real class. `ApiClient` is offered only while they are being imported, as
-`ApiClientOnFirstUse`, which builds a real ApiClient if a loader ever needs one (an OIDC token refresh); once they
-are imported, `kubernetes.client.ApiClient` is missing again, so asking for it completes the package.
-
-The kubeconfig loader also imports, for OIDC token refreshes only, `oauthlib.oauth2` and `requests_oauthlib`
-(which imports `requests`): about 5 MiB more. Both are registered as bare packages in the same way (unless already
-imported), and while the loader is imported `requests_oauthlib` offers `OAuth2SessionOnFirstUse`, which completes
-it and builds a real OAuth2Session when a refresh needs one; `oauthlib.oauth2`, named only in the refresh's
-`except` clause, completes when that clause is reached.
+evictd needs `kubernetes.client.configuration`, `.rest`, `.exceptions` and `kubernetes.config`'s credential
+loaders; imported the ordinary way they load the whole package with the ApiClient and pydantic (~40 MiB).
+`import_module(name)` first registers `kubernetes`, `kubernetes.client`, `kubernetes.config` and `kubernetes.utils`
+as bare packages (real spec and `__path__`, `__init__.py` not run) whose PEP 562 `__getattr__`/`__dir__` run the real
+`__init__.py` into the same module the first time a missing name is asked for: evictd's imports stay lean, a later
+`import kubernetes` anywhere gets the full package. Already imported: nothing is deferred. While the loaders import,
+`ApiClient` is `ApiClientOnFirstUse` (a real one built if a loader needs it, e.g. an OIDC refresh);
+`oauthlib.oauth2` and `requests_oauthlib` (~5 MiB with `requests`) are deferred the same way, with
+`OAuth2SessionOnFirstUse`.
 """
 
 from __future__ import annotations
@@ -41,13 +26,10 @@ DEFERRED_PACKAGES = ("kubernetes", "kubernetes.client", "kubernetes.config", "ku
 # The modules that import names from `kubernetes.client` at import time.
 KUBECONFIG_LOADER = "kubernetes.config.kube_config"
 CREDENTIAL_LOADERS = (KUBECONFIG_LOADER, "kubernetes.config.incluster_config")
-# What the kubeconfig loader imports for OIDC token refreshes alone (`import oauthlib.oauth2`, `from
-# requests_oauthlib import OAuth2Session`): with `requests` about 5 MiB, deferred like the packages above until
-# a refresh uses them.
+# What the kubeconfig loader imports for OIDC refreshes alone (~5 MiB with `requests`): deferred likewise.
 OIDC_PACKAGES = ("oauthlib.oauth2", "requests_oauthlib")
 
-# Serializes registering the bare packages and running a deferred __init__.py (reentrant: an __init__.py
-# imports its siblings).
+# Serializes registering the bare packages and running a deferred __init__.py (reentrant: siblings import).
 _lock = threading.RLock()
 # The bare packages whose __init__.py has not run yet, by name.
 _pending: dict[str, ModuleType] = {}
@@ -63,9 +45,8 @@ class ApiClientOnFirstUse:
 
 
 class OAuth2SessionOnFirstUse:
-    """`requests_oauthlib.OAuth2Session` as the kubeconfig loader sees it: calling it (an OIDC token refresh)
-    completes `requests_oauthlib`, with `requests`, and builds a real OAuth2Session.
-    """
+    """`requests_oauthlib.OAuth2Session` as the kubeconfig loader sees it: calling it completes `requests_oauthlib`
+    and builds a real OAuth2Session."""
 
     def __new__(cls, *args: Any, **kwargs: Any) -> Any:
         return importlib.import_module("requests_oauthlib").OAuth2Session(*args, **kwargs)
@@ -134,8 +115,7 @@ def _defer_init(module: ModuleType, loader: Any) -> None:
             if name not in _pending:
                 return  # completed meanwhile, by another thread
             if name in _running:
-                # Asked from within its own __init__.py (e.g. `from . import x` probing for x): as for any
-                # partially initialized module, the name is simply not there yet.
+                # Asked from within its own __init__.py (`from . import x` probing): not there yet.
                 raise AttributeError(f"partially initialized module {name!r} has no attribute {attribute!r}")
             _running.add(name)
             try:

@@ -3,45 +3,15 @@
 Over 500 lines because holding, renewing, judging another holder live (client-go's rules) and judging our own lapse
 (a pause against an API that does not answer) are one state, shared by the renewal thread and the loop.
 
-As the kubelet's node lease (a coordination.k8s.io/v1 Lease in `kube-node-lease`, renewed every quarter of
-`nodeLeaseDurationSeconds`, 10 s of 40 s), evictd holds a Lease named after its node in its own namespace
-(`leaseNamespace`: by default the namespace of its pod, `evictd-system` outside a cluster) and renews it on a thread
-of its own, never on the loop's path to a decision. While the Lease is renewed, the Node's conditions are written
-only on a change and every `nodeStatusReportFrequency` (`NodeStatusWriter`), as the kubelet writes its status.
-A renewal is a PUT of the Lease last written (its resourceVersion the precondition, no GET first, as the
-kubelet's controller does); a conflict re-reads it. A failed renewal is logged and retried a second later, then
-at doubling intervals up to the renewal period; it is never fatal. A Lease evictd may not write (403: the RBAC of
-an older install has no leases) is logged once; the Node heartbeat then stays at `nodeStatusUpdateFrequency`.
-
-One evictd per node: the Lease names its holder (`<host name>/<boot id>/<PID>`). Whether another holder is live
-is judged as client-go's leader election judges it: by whether its record (holder, times, duration, transitions)
-changes within its `leaseDurationSeconds` timed on this host's monotonic clock from when this evictd first saw
-that record (`Observation`), never by the local wall clock against the remote `renewTime` (a clock an hour
-behind or ahead changes nothing). A record with unusable values is expired at once: no holder, a `renewTime`
-that is not a MicroTime or whose expiry is not a time (`9999-12-31T23:59:59.999999Z` plus its duration), or a
-duration that is not 1 to MAX_LEASE_DURATION_S seconds (`2147483647`). At start (`start`, before the first cycle),
-a live holder means another evictd runs for this node: evictd waits for it to stop renewing, at least one lease
-duration and up to `stateLockTimeout` (so that a holder that stopped renewing is always outwaited), then refuses
-to start (`NodeLeaseHeldError`, exit status 2), as with the node and stateDir locks. A holder on this host (the
-same boot id) whose PID no longer runs crashed: its Lease is taken over at once (a DaemonSet pod and the systemd
-unit see host PIDs). A Lease taken over from another holder counts a transition (`leaseTransitions`,
-`acquireTime`), as leader election does. On a clean stop the Lease is released (holder emptied). When the API
-does not answer at start, evictd starts all the same (it cannot tell) and the thread keeps trying.
-
-Losing the Lease: `standby_reason` says why evictd must not act now (the daemon then runs no cycle: no eviction, no
-condition, no taint, no event, until it holds the Lease again). It is lost when a renewal finds another live holder
-(this evictd was paused past its lease, a frozen VM, and another took it over) and lapsed when no renewal succeeded
-for a lease duration on the monotonic clock, timed from the start of the last successful request (the Lease cannot
-have expired for anyone else sooner): a process resumed after a pause stands by until its thread has asked the API
-again. A lapse while the API does not answer (an attempt failed since the last renewal, and another is waiting for
-it or the last one failed no longer ago than the thread waits between attempts; or the last renewal was answered so
-late, 25 s in the arena, that the Lease runs out while the next attempt, begun on schedule, waits) does not stop
-evictd: no one can take the Lease through an API that does not answer, and the local stop through the runtime is
-what protects the node then (a node whose API server hangs under the node's own memory pressure, issue 36's arena:
-requests time out for a minute while the node needs an eviction most). A lost Lease is not given up for good: the
-thread keeps reading it and takes it back once its holder stops renewing (client-go's candidates wait the same way);
-exiting instead would have the supervisor restart evictd into a start that waits and exits 2 while the other holds
-it, a restart loop.
+As the kubelet's node lease: named after the node in `leaseNamespace`, renewed on its own thread every quarter of its
+duration by a PUT of the Lease last written (a conflict re-reads); failures retry at doubling intervals, never fatal.
+Another holder (`<host>/<boot id>/<PID>`) is live when its record changed within its duration on this host's
+monotonic clock since first seen (client-go's observedTime, never the remote `renewTime` against the local clock);
+unusable records are expired. At `start` a live holder is waited for up to `stateLockTimeout`, then
+`NodeLeaseHeldError` (exit 2); a crashed holder on this boot is taken over at once. `standby_reason` says why evictd
+must not act: the Lease lost to another live holder, or lapsed for a duration since the last successful request,
+except while the API does not answer (nobody can take it then). A lost Lease is taken back once its holder stops
+renewing (not exiting: a restart loop); a clean stop releases it (docs/daemon.md).
 """
 
 from __future__ import annotations
@@ -61,23 +31,20 @@ from evictd.core.errors import KubeError, NodeLeaseHeldError
 from evictd.kube.api import LEASES_GROUP_VERSION, KubeApi
 from evictd.log import Log
 
-# The kubelet's nodeLeaseDurationSeconds default and its renewal interval: a quarter of the duration
-# (NodeLeaseRenewIntervalFraction), with up to 4 % jitter added (wait.JitterUntil's 0.04).
+# The kubelet's nodeLeaseDurationSeconds and renewal interval (a quarter), with wait.JitterUntil's 4 % jitter.
 DEFAULT_LEASE_DURATION_S = 40
 RENEW_INTERVAL_FRACTION = 0.25
 RENEW_JITTER_FRACTION = 0.04
 # After a failed renewal: the first retry after this, doubling up to the renewal interval.
 FIRST_RETRY_S = 1.0
-# The longest leaseDurationSeconds taken as usable (evictd's own nodeLeaseDurationSeconds bound, a day): a longer
-# one (2147483647: 68 years) would hold every start for its length; it is expired at once instead.
+# The longest usable leaseDurationSeconds (a day): a longer one would hold every start for its length.
 MAX_LEASE_DURATION_S = 86400
 # While waiting at start for another evictd's Lease to expire, how often it is read again.
 WAIT_POLL_S = 1.0
 REQUEST_TIMEOUT_S = 10.0
 # The most requests one attempt makes (a conflicting PUT, a read, a create that conflicts, a read, a PUT).
 REQUESTS_PER_ATTEMPT = 5
-# At start each request waits less: an API that does not answer must not hold the first cycle up for long (the
-# thread goes on trying).
+# At start each request waits less: a silent API must not hold the first cycle long (the thread keeps trying).
 START_REQUEST_TIMEOUT_S = 3.0
 # A Lease evictd may not write (403) is tried again this seldom: an RBAC fixed later is picked up.
 FORBIDDEN_RETRY_S = 300.0
@@ -224,12 +191,10 @@ class NodeLease:
         self._pid_runs = pid_runs
         self._request_timeout_s = request_timeout_s
         self._latest: dict[str, Any] | None = None  # the Lease as last written by us
-        # Monotonic time at the start of the last successful write (the Lease cannot expire for others sooner than
-        # a duration after it).
+        # Monotonic start of the last successful write (the Lease cannot expire for others sooner than a duration on).
         self._renewed_at: float | None = None
         self._renewal_answered_at: float | None = None  # and at its end (its answer read)
-        # Monotonic time at the end of the last attempt that failed without an answer about the holder, and at the
-        # start of the attempt under way (None: none is).
+        # Monotonic end of the last attempt that failed without an answer, and start of the one under way (None).
         self._failed_at: float | None = None
         self._attempt_started_at: float | None = None
         self._observation: Observation | None = None  # another holder's record as last seen changing
@@ -267,12 +232,9 @@ class NodeLease:
 
     def _api_not_answering(self, now: float, renewed_at: float) -> bool:
         """True when the renewals lapsed because the API does not answer, not because this process was paused: an
-        attempt failed since the last renewal, and either an attempt is under way (started within what its requests
-        may take, and within a lease duration) or the last one failed no longer ago than the thread's longest wait
-        between attempts; or, with no failure since, the last renewal was answered so late that the Lease runs out
-        while the next attempt, begun on the thread's schedule after that answer, is under way. A process resumed
-        after a pause has neither (the attempt it starts on waking begins late, and does not count) and stands by
-        until its thread has asked the API again."""
+        attempt failed since the last renewal and one is under way or the last failed recently; or the last renewal
+        was answered so late the Lease runs out during the next, on-schedule attempt. A resumed process has neither
+        and stands by until its thread has asked the API again."""
         started = self._attempt_started_at
         # At most a lease duration: an attempt "under way" since before a longer pause is a pause, not an API.
         in_flight_s = min(self._request_timeout_s * REQUESTS_PER_ATTEMPT + FIRST_RETRY_S, self.duration_s)
@@ -280,9 +242,7 @@ class NodeLease:
         longest_wait_s = self.renew_interval_s * (1 + RENEW_JITTER_FRACTION) + FIRST_RETRY_S
         failed = self._failed_at
         if failed is None or failed <= renewed_at:
-            # No failure since: the last renewal was answered late (its request waited on a slow API, so the Lease
-            # runs out while the next one is under way). That next attempt excuses the lapse only if it began when
-            # the thread's schedule says, after that answer: one a resumed process starts on waking begins late.
+            # No failure since: the last renewal came late; only a next attempt begun on schedule excuses the lapse.
             answered = self._renewal_answered_at
             return (under_way and started is not None and answered is not None
                     and 0 <= started - answered <= longest_wait_s)
@@ -393,8 +353,7 @@ class NodeLease:
     # -- writing the Lease -----------------------------------------------------------------------------------
 
     def _sync(self, timeout_s: float = REQUEST_TIMEOUT_S) -> tuple[str, str] | None:
-        """Renew or take the Lease; return (holder, renewTime) of another live holder instead (each request waits
-        at most `timeout_s`). Raises KubeError."""
+        """Renew or take the Lease; return another live holder's (holder, renewTime) instead. Raises KubeError."""
         attempt_at = self._attempt_started_at = self._clock.monotonic()
         try:
             foreign = self._sync_once(attempt_at, timeout_s)

@@ -1,17 +1,10 @@
 """The Node's `evictd.io/mode` label as evictd last read it, and the Events that say the mode changed.
 
-A thread of its own reads evictd's Node (`GET nodes/{name}`, which evictd's RBAC already grants) every
-`period_s` (`nodeStatusUpdateFrequency`, 10 s: the kubelet reads its own Node as often) and keeps the label's
-value; the loop asks for it at the start of each cycle (`label`), so a change takes effect at the first cycle after
-the read that saw it, and no request is ever on the loop's path to a decision. `start` reads once, waiting at most
-`START_READ_TIMEOUT_S`, so that the first cycle already follows the label.
-
-An API that does not answer changes nothing: until a first read succeeds the label counts as absent (the
-configured dryRun holds); after that the last value read is kept (an outage must not flip a node). A read of a
-Node without the label is its absence. A failed read is logged once per failure streak.
-
-The thread also writes the Events the loop hands it (`announce`: the mode changed, a label value not accepted) on
-the Node, so the loop never waits on the API for them; they are best effort (a failure is logged, not retried).
+A thread reads evictd's Node every `period_s` (`nodeStatusUpdateFrequency`) and keeps the label; the loop asks
+`label` at each cycle, so no request is on the loop's path. `start` reads once within `START_READ_TIMEOUT_S`. Until
+a first read succeeds the label counts as absent; afterwards an outage keeps the last value (never flips a node); a
+failed read is logged once per streak. The thread also writes the Events the loop hands it (`announce`), best
+effort.
 """
 
 from __future__ import annotations

@@ -1,24 +1,11 @@
 """The node's conditions, taints and events, written on a thread of their own: never on the loop's path to a decision.
 
-What a cycle decided about the node (its pressure conditions and taints, the kubelet's node events for a pressure
-transition and `EvictionThresholdMet`, evictd's events for OOM kills) is handed to `NodeReporter.submit` and
-written by its thread. The loop waits for the write at most `REPORT_WAIT_S`, and not once a wake-up is pending (the
-caller's `interrupted`: a crossing found meanwhile is decided first): with an API that answers, the node
-is written before the next cycle as before; with one that hangs (each request waiting its 10 s timeout, then
-the next: a node read, a status patch, a taint patch, events), the loop goes on deciding and evicting. The
-kubelet is built the same way: its eviction manager only says whether the node is under pressure, and the node
-status loop writes it.
-
-Reports handed over while one is being written are merged: the newest assessment (its conditions are the
-node's state now; an earlier one is stale), every OOM kill report (each is an event of its own), every resource
-a reclaim event was due for. At a clean stop the thread writes what it holds (bounded by the stop's deadline)
-before the conditions are withdrawn, so a late write never re-sets what the withdrawal cleared. A report is
-dropped, not written, while evictd stands by (`standby`: the node Lease's reason): one handed over before a
-pause must not be written by an evictd resumed after another took the node over.
-
-Found in issue 36's arena: on a real node under memory pressure the API server (on the same node) answered
-nothing for a minute; each cycle then waited 10-30 s on the node's status, and a hard crossing was decided 40 s
-after the kernel's figure crossed it, too late: the kernel OOM-killed the pod first.
+What a cycle decided about the node is handed to `NodeReporter.submit` and written by its thread; the loop waits at
+most `REPORT_WAIT_S`, and not once a wake-up is pending, so a hung API server (on a node in thrash) never delays a
+decision. The kubelet is built the same way (its status loop writes what the eviction manager says). Reports handed
+over meanwhile merge: the newest assessment, every OOM report, every reclaim event due. A clean stop writes what is
+held (within the deadline) before withdrawing; a report is dropped while evictd stands by (`standby`), so a resumed
+process never writes over another holder.
 """
 
 from __future__ import annotations
@@ -39,13 +26,10 @@ from evictd.log import Log
 
 # How long the loop waits for a report to be written before it goes on (an API that answers takes milliseconds).
 REPORT_WAIT_S = 1.0
-# How often that wait asks whether a wake-up is pending (the memory watch found a crossing meanwhile): on the
-# arena's real node a fast leak went from the soft to the hard threshold in 1.5 s, up to 1 s of it in this wait.
+# How often the wait asks whether a wake-up is pending (a crossing found meanwhile is decided first).
 INTERRUPT_POLL_S = 0.02
-# The kubelet records EvictionThresholdMet once per synchronize, one per monitoring period; the cycles evictd adds
-# after a memory notification (its follow-ups, the confirmation a second later) would each write a repeat the
-# kubelet never makes. So one per resource per `reclaim_event_period_s` (the housekeeping interval), the first at
-# once; a cycle ending this part of the period early still counts as the next (cycle ends vary by their durations).
+# The kubelet records EvictionThresholdMet once per monitoring period: one per resource per `reclaim_event_period_s`
+# (the interval), the first at once; a cycle ending this share of the period early counts as the next.
 RECLAIM_EVENT_EARLY_FRACTION = 0.04
 
 
@@ -92,9 +76,8 @@ class NodeReporter:
 
     def submit(self, assessment: Assessment, oom: OomReport | None, note: tuple[str, str] | None = None, *,
                interrupted: Callable[[], bool] = lambda: False) -> None:
-        """Hand over what one cycle decided about the node (and a Normal event of evictd's own, `note`: reason and
-        message), and wait for it to be written at most `wait_s`, or until `interrupted` (looked at every
-        INTERRUPT_POLL_S) says the loop is wanted (a wake-up pending)."""
+        """Hand over what one cycle decided about the node (and `note`, a Normal event), and wait for its write at
+        most `wait_s` or until `interrupted` (polled every INTERRUPT_POLL_S)."""
         report = NodeReport(None if isinstance(assessment.next_step, Skipped) else assessment,
                             [] if oom is None else [oom],
                             [(assessment.next_step.resource, self._clock.monotonic())]

@@ -1,23 +1,12 @@
 """Writing evictd's pressure conditions and taints to the Node object.
 
-At once when the set of pressure conditions changes, and otherwise as the kubelet writes its node status: while
-evictd's node Lease is renewed (`evictd.kube.node_lease`: the heartbeat is the Lease's), every
-`nodeStatusReportFrequency` (5 m; after a change, the first one with the kubelet's one-time jitter of up to half a
-period either way), the Node being read (not written) every `nodeStatusUpdateFrequency` between them so that
-conditions or taints someone else changed are written back within that period; without a renewed Lease, every
-`nodeStatusUpdateFrequency` (10 s, the kubelet's default; at
-the first cycle past each mark, however often evictd cycles), the conditions' `lastHeartbeatTime` then being
-the heartbeat. The writer patches
-`nodes/{name}/status` with a strategic merge of evictd's three conditions (merged by `type`, so the kubelet's
-and everyone else's conditions survive), and keeps evictd's
-`NoSchedule` taints in step with them. `spec.taints` has no merge key in the API (a patch replaces the whole
-list), so taints are read-modify-written with the node's `resourceVersion` as a precondition and retried on
-a conflict. Condition changes also produce the kubelet's node events (NodeHasInsufficientMemory, ...).
-
-On a clean stop (`withdraw`) evictd's taints are removed and its conditions set to Unknown (reason
-EvictdStopped): a stopped evictd must not keep the scheduler away from the node forever, and nobody should read
-its last observation as current. A crashed evictd cannot do that; its Lease's `renewTime` stops moving instead
-(without a Lease, its conditions' `lastHeartbeatTime`).
+At once when the pressure conditions change; otherwise as the kubelet writes its status: with the node Lease renewed
+(the heartbeat), every `nodeStatusReportFrequency` (5 m, the kubelet's jitter after a change), the Node read every
+`nodeStatusUpdateFrequency` so others' changes are written back; without a Lease, every `nodeStatusUpdateFrequency`
+(`lastHeartbeatTime` the heartbeat). Status is a strategic-merge patch of evictd's three conditions (by `type`,
+others kept); `spec.taints` has no merge key, so taints are read-modify-written with a `resourceVersion`
+precondition, retried on conflict. Changes produce the kubelet's node events. A clean stop (`withdraw`) removes the
+taints and sets the conditions Unknown (EvictdStopped).
 """
 
 from __future__ import annotations
@@ -65,10 +54,9 @@ class StandingBy(KubeError):
 
 
 class NodeStatusWriter:
-    """Keeps the node's evictd conditions and taints current. `dry_run` computes without writing (a flag, or asked
-    at each update when it is a function: the node's mode). With a `heartbeat` (the node Lease) being renewed, the
-    unchanged conditions are written every `report_period_s`. When the mode goes from acting to dry-run, the first
-    update withdraws what was written (as a stop does); from dry-run to acting, it writes the conditions at once."""
+    """Keeps the node's evictd conditions and taints current. `dry_run` (a flag, or a function of the node's mode)
+    computes without writing; with a renewed `heartbeat` unchanged conditions are written every `report_period_s`.
+    Acting -> dry-run withdraws what was written; dry-run -> acting writes at once."""
 
     def __init__(self, api: KubeApi, node_name: str, mode: ConditionMode, *,
                  update_period_s: float = NODE_STATUS_UPDATE_S, report_period_s: float = NODE_STATUS_REPORT_S,
@@ -76,8 +64,7 @@ class NodeStatusWriter:
                  dry_run: bool | Callable[[], bool] = False, timeout_s: float = 10.0, clock: Clock = SYSTEM_CLOCK,
                  standby: Callable[[], str | None] = lambda: None) -> None:
         self._api = api
-        # Why evictd must not write now (the node Lease's `standby_reason`), asked again right before each write:
-        # a writer frozen between its read and its patch (a paused process) must not write when resumed.
+        # Why evictd must not write now (`standby_reason`), asked right before each write (a paused writer resumed).
         self._standby = standby
         self._node = node_name
         self._mode = mode
@@ -88,9 +75,7 @@ class NodeStatusWriter:
         self._timeout_s = timeout_s
         self._clock = clock
         self._written: tuple[NodeCondition, ...] | None = None
-        # When the next heartbeat write is due, on a fixed rate, and how early a cycle may write it: a cycle a
-        # little before the mark must not put the write off by a whole cycle (with the housekeeping interval equal
-        # to the period, every other cycle would write). Early writes move the phase, never the rate.
+        # The next heartbeat write, on a fixed rate; a cycle a little early may write it (phase moves, rate does not).
         self._due_at = float("-inf")
         self._early_s = update_period_s * HEARTBEAT_EARLY_FRACTION
         # With the Lease renewed: when the next report of unchanged conditions is due.
@@ -101,10 +86,8 @@ class NodeStatusWriter:
         self._jitter = jitter
 
     def update(self, pressure: Sequence[NodeCondition]) -> list[tuple[str, str]]:
-        """Write conditions and taints if due or changed; return the (event reason, condition) transitions.
-
-        Raises KubeError when the node cannot be read or written (the next cycle tries again).
-        """
+        """Write conditions and taints if due or changed; return the (event reason, condition) transitions. Raises
+        KubeError when the node cannot be read or written (the next cycle tries again)."""
         self._dry_run = self._mode_now()
         if self._was_dry_run is not None and self._dry_run != self._was_dry_run:
             self._written = None  # a mode change: the next write starts afresh
@@ -120,8 +103,7 @@ class NodeStatusWriter:
         leased = self._heartbeat is not None and self._heartbeat.renewing()
         node = None
         if not changed and now_s < (self._report_due_at if leased else self._due_at) - self._early_s:
-            # With the Lease, the Node is still read once per update period: what someone else changed meanwhile
-            # (a restarted kubelet rewriting the taints) is written back then, not minutes later.
+            # With the Lease the Node is still read once per update period, so others' changes are written back.
             if not leased or now_s < self._check_due_at - self._early_s:
                 return []
             self._check_due_at = now_s + self._period_s
@@ -142,10 +124,8 @@ class NodeStatusWriter:
         return transitions
 
     def withdraw(self, timeout_s: float) -> None:
-        """On a clean stop: evictd's conditions to Unknown (EvictdStopped), its taints removed. Nothing in dry-run.
-
-        Each request waits at most `timeout_s`. Raises KubeError when the node cannot be read or written.
-        """
+        """On a clean stop: evictd's conditions to Unknown (EvictdStopped), its taints removed; nothing in dry-run.
+        Each request waits at most `timeout_s`. Raises KubeError."""
         if not (self._dry_run if self._was_dry_run is not None else self._mode_now()):
             self._write(lambda existing, now: stopped_conditions(existing, self._mode, now), (), timeout_s)
 
@@ -165,8 +145,7 @@ class NodeStatusWriter:
             return
         self._not_standing_by()
         written = self._api.patch_node_status(self._node, patch, timeout_s=timeout_s)
-        # The status write moved the node's resourceVersion: the taint write starts from the node it returned, not
-        # from the one read before (whose version would always conflict).
+        # Start the taint write from the node the status write returned (the read one's version would conflict).
         for attempt in range(TAINT_CONFLICT_RETRIES):
             taints = (written.get("spec") or {}).get("taints") or []
             wanted = desired_taints(taints, pressure, self._mode)

@@ -1,16 +1,10 @@
 """Shadow mode in the daemon: each dry-run cycle's decisions against the evictions the kubelet carried out.
 
-In dry-run with the Kubernetes API, after every cycle `ShadowComparer` takes the evictions evictd decided (and
-did not carry out) and the pods of this node that the kubelet has since recorded as evicted (phase Failed,
-reason Evicted, its message, or a terminal pod with its DisruptionTarget/TerminationByKubelet condition; seen
-through evictd's own pod watch, so no extra API permission is needed), feeds
-both to `evictd.core.shadow.compare`, and for every settled comparison logs a "shadow comparison" line, counts
-it in `evictd_shadow_comparisons_total{outcome, resource}` and appends it as one JSON line to `<stateDir>/shadow.jsonl`
-(`evictd shadow-report` reads that file). Pods the kubelet had evicted before evictd started are history, not
-this run's: they are remembered on the first cycle and never compared.
-
-The record file is bounded: past `RECORD_MAX_BYTES` it is renamed to `shadow.jsonl.1` (replacing an older
-one) and a new file is started. A record that cannot be written is logged once and the comparison goes on.
+In dry-run with the API, `ShadowComparer` feeds the evictions evictd decided and the pods the kubelet has since
+recorded as evicted (seen through evictd's own pod watch) to `evictd.core.shadow.compare`; each settled comparison
+is logged, counted in `evictd_shadow_comparisons_total{outcome, resource}` and appended to `<stateDir>/shadow.jsonl`
+(`evictd shadow-report`; rotated to `.1` past `RECORD_MAX_BYTES`; a failed write is logged once). Pods evicted
+before evictd started are never compared.
 """
 
 from __future__ import annotations
@@ -93,8 +87,7 @@ class ShadowComparer:
                                                  pod.status_termination_by_kubelet)
             if resource is not None:
                 evicted[pod.uid] = ShadowEviction(now, pod.uid, pod.key, resource)
-        # None before the first cycle: what the kubelet evicted before evictd started is history. Pods deleted
-        # since the last cycle are forgotten.
+        # None before the first cycle (earlier kubelet evictions are history); pods deleted since are forgotten.
         new = [] if self._seen is None else [e for uid, e in evicted.items() if uid not in self._seen]
         self._seen = set(evicted)
         return new

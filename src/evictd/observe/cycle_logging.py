@@ -202,9 +202,8 @@ class CycleLogger:
         self._log.warning("threshold met", **fields)
 
     def _eviction_api(self, number: int, report: CycleReport) -> None:
-        """Log a round of Eviction API requests started off the loop, and when one ended: each refusal, a round
-        whose every candidate was refused, a request without a usable answer; and a soft eviction that went the
-        kubelet's way although soft evictions go through the Eviction API."""
+        """Log an Eviction API round started, and when one ended: each refusal, all refused, no usable answer; and a
+        soft eviction that went the kubelet's way after all."""
         use = report.acted.eviction_api
         if use is None:
             return

@@ -27,8 +27,7 @@ RANKING_SHOWN = 5
 
 
 def _threshold_cell(thresholds: Sequence[Threshold], observation: Observation | None, signal: Signal) -> str:
-    """Each threshold in the units of the AVAILABLE column; a percentage also as itself, and alone where the
-    capacity is unknown."""
+    """Each threshold in the AVAILABLE column's units; a percentage also as itself (alone when capacity is unknown)."""
     cells = []
     for threshold in thresholds:  # the signal's, those that can be met
         kind = "hard" if threshold.is_hard else "soft"

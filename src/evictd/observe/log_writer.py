@@ -1,23 +1,13 @@
-"""Log lines written off the caller's thread: a bounded queue and one writer thread (issue #29).
+"""Log lines written off the caller's thread: a bounded queue and one writer thread.
 
-`evictd run`'s log goes to stdout (or stderr), usually a pipe to journald or to the container runtime's shim, which
-write it to disk. When that reader is slow (a node writing hard), the pipe's 64 KiB fill and a plain `print`
-waits: the housekeeping loop, and with it the next decision, would wait for someone else's disk. A `LogWriter`
-is the structlog logger instead: the caller's thread only appends the rendered line to a queue; one daemon thread
-writes the queue to the stream, in order, as fast as the reader takes it.
-
-- Bounded in characters (`MAX_QUEUED_CHARS`, 4 Mi: JSON lines are ASCII, so 4 MiB; lines waiting and being
-  written both count), whatever the lines' sizes. A line that does not fit is dropped, never waited for, and so
-  is every line after it until the writer has caught up (written every line queued before the drop, at most
-  `BATCH_CHARS` at a time); then it writes one line saying how many were dropped (`notice`, rendered like any
-  other line), so the gap is where it shows. `on_drop` counts the dropped lines (`evictd_log_lines_dropped_total`).
-- `flush` waits (bounded) until everything queued is written; `atexit` flushes for at most `EXIT_FLUSH_S`.
-- A stream with a file descriptor is written with `os.write` on that descriptor, not through Python's buffered
-  file: a writer blocked in a buffered write would hold the buffer's lock, and the interpreter's last flush of
-  stdout at exit would then end the process with a fatal error.
-- When a write fails (EPIPE: the reader went away; EBADF: the descriptor was closed) the writer stops writing
-  for good: that batch and every line after it are dropped and counted, nothing is retried, the thread ends.
-  The caller never sees the error. A non-blocking descriptor that is full is waited on with `select`.
+`evictd run` logs to a pipe (journald, the runtime's shim); when its reader is slow the pipe fills and a plain write
+would hold the loop, and the next decision, on someone else's disk. A `LogWriter` is the structlog logger: the caller
+only queues the rendered line; one daemon thread writes the queue in order. Bounded at `MAX_QUEUED_CHARS`: a line
+that does not fit is dropped, and every line after it until the writer caught up, then one `notice` line says how
+many (`on_drop` counts them). `flush` waits, bounded (`atexit`: `EXIT_FLUSH_S`). A stream with a descriptor is
+written with `os.write` (a writer blocked in a buffered write would hold the buffer's lock and make the interpreter's
+exit flush fatal). A failed write (EPIPE, EBADF) stops the writer for good, dropping and counting the rest; the
+caller never sees it. A full non-blocking descriptor is waited on with `select`.
 """
 
 from __future__ import annotations
@@ -35,8 +25,7 @@ from typing import TextIO
 MAX_QUEUED_CHARS = 4 * 1024 * 1024
 # At interpreter exit, how long the last lines may still take.
 EXIT_FLUSH_S = 5.0
-# What the writer takes at a time: joining and encoding a batch holds the interpreter's lock, which the caller's
-# thread then waits for; a small batch keeps that wait short (tens of microseconds).
+# What the writer takes at a time: a batch is joined holding the interpreter's lock, so a small one keeps waits short.
 BATCH_CHARS = 64 * 1024
 
 

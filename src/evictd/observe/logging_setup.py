@@ -1,14 +1,8 @@
 """structlog configuration: JSON lines for machines, a readable console for people.
 
-- `json`: one JSON object per line on stdout (journald and `kubectl logs` keep them intact).
-- `console`: structlog's console renderer on stderr.
-- `live`: nothing is printed; events go to a ring buffer that the terminal live view shows under its table.
-`auto` picks `live` when stdout is a terminal and `json` otherwise.
-
-Python's own warnings (a library's `warnings.warn`) become `library warning` events of the same stream.
-
-`evictd run` asks for `queued` output: its lines go through a `LogWriter` (evictd.observe.log_writer), so the loop
-never waits for a slow reader of stdout; the offline commands print as they go, before they exit.
+`json`: one object per line on stdout; `console`: structlog's renderer on stderr; `live`: events to a ring buffer the
+terminal live view shows; `auto`: `live` on a terminal, else `json`. Python warnings become `library warning`
+events. `evictd run` asks for `queued` output (`evictd.observe.log_writer`), so the loop never waits for stdout.
 """
 
 from __future__ import annotations
@@ -52,10 +46,8 @@ def resolve_format(setting: LogFormat, stdout: TextIO) -> str:
 
 def configure_logging(fmt: str, stream: TextIO | None = None, *, queued: bool = False,
                       on_drop: Callable[[int], object] | None = None) -> RecentEvents | None:
-    """Configure structlog for `fmt` (json, console or live); return the ring buffer in live mode.
-
-    `queued`: lines are written by a `LogWriter` thread, never waited for; `on_drop` counts the lines it drops.
-    """
+    """Configure structlog for `fmt` (json, console or live); return the ring buffer in live mode. `queued`: lines
+    go through a `LogWriter` thread; `on_drop` counts the lines it drops."""
     global _writer
     recent: RecentEvents | None = None
     processors: list[Any] = [
@@ -91,8 +83,7 @@ def configure_logging(fmt: str, stream: TextIO | None = None, *, queued: bool = 
 
 def _warning_to_log(message: Warning | str, category: type[Warning], filename: str, lineno: int,
                     file: TextIO | None = None, line: str | None = None) -> None:
-    """Python's warnings (urllib3's InsecureRequestWarning for `insecure-skip-tls-verify`, say) as log events, not
-    raw text in the middle of the JSON stream; the warnings filters still decide how often (once a place)."""
+    """Python's warnings as log events, not raw text in the JSON stream (the filters still decide how often)."""
     structlog.get_logger().warning("library warning", category=category.__name__, message=str(message),
                                    source=f"{filename}:{lineno}")
 

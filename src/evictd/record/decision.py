@@ -1,12 +1,10 @@
-"""The decision a recorded line holds: what one cycle decided, as the recording keeps it, made from the cycle's
-report (`decision_of`), and its JSON (`decision_document`, `decode_decision`).
+"""The decision a recorded line holds: what one cycle decided, made from its report (`decision_of`), and its JSON
+(`decision_document`, `decode_decision`).
 
-A decision's parts are the report's where the recording holds them as they are (`EvictionApiUse`, `PodListProblem`)
-and recorded forms made from the report's in one place (each `of`) where a line holds names and numbers the engine
-no longer needs: thresholds met, evictions, reclaim results, the ranking with each pod's keys (the recorder writes
-the same ranking as text: `RankingEncoder`). What is read lazily, because a command may not need it: the ranking (a
-thousand pods every cycle under pressure) is kept as the decoded JSON list and turned into `RankedEntry` values only
-when asked (`Ranking.entries`); `Ranking.pods` gives the names alone.
+Parts are the report's where the recording holds them as they are (`EvictionApiUse`, `PodListProblem`), else
+recorded forms made in one place (each `of`): thresholds met, evictions, reclaim results, the ranking with keys
+(also written as text by `RankingEncoder`). The ranking is decoded lazily (`Ranking.entries`; `Ranking.pods` gives
+the names alone).
 """
 
 from __future__ import annotations
@@ -164,10 +162,9 @@ class Ranking:
 
 @dataclass(frozen=True, slots=True)
 class Decision:
-    """What one cycle decided, as the recording keeps it (`decision_of` makes it from the cycle's report): the
-    conditions and thresholds met, the node-level reclaim and its results, the evictions, the errors' texts (None:
-    a line that recorded none), the ranking with each pod's keys; and, as the report has them, how a soft eviction
-    used the Eviction API (None: it did not come into it) and why the pod list could not be used (None: it could)."""
+    """What one cycle decided, as the recording keeps it: conditions and thresholds met, node-level reclaim and
+    results, evictions, the errors' texts (None: none recorded), the ranking with keys, the Eviction API use and the
+    pod list problem (None: not concerned)."""
 
     conditions: tuple[str, ...] = ()
     thresholds_met: tuple[ThresholdMet, ...] = ()

@@ -1,34 +1,14 @@
 """The engine state file: grace periods and pressure history that survive a restart of `evictd run`.
 
-Job: after every cycle, keep `<stateDir>/engine-state.json` up to date with what the engine remembers
-(`evictd.core.saved_state`: first-observed times of thresholds, last-observed times of node conditions, the
-thresholds kept for minimum reclaim, the last stats times); at start, rebuild the engine's state from it, so
-that a restart inside a soft threshold's grace period neither resets nor shortens it and a node condition does
-not flap. The kubelet loses all of this on a restart.
-
-Invariants:
-- Restored: threshold timers only when the file was saved at most `restore_window_s` ago (before it is stale,
-  `evictd.cycle.cadence.stale_after_s`: a restart, not an outage) and only for thresholds the configuration still
-  has; node conditions while younger than the pressure transition period. No restored time lies in the future.
-- A file that cannot be used (corrupt, empty, truncated, not a regular file, another format version, another
-  node) never stops evictd: it is renamed aside to `engine-state.json.corrupt-<UTC time>` (or `.foreign-`),
-  logged once as an error with the reason, counted in `evictd_errors_total{source="state"}`, and evictd
-  starts afresh.
-- A write that fails (ENOSPC, a read-only stateDir) costs only the saving: counted each time in
-  `evictd_errors_total{source="state"}`, logged once per kind of error (and once when writing works again),
-  never raised into the loop. Writes are atomic (temporary `.engine-state-*` file, fsync, rename); temporary
-  files a killed process left are removed at start.
-- With a `WriteBehind` (as `evictd run` builds it) the write runs on its thread, off the loop: the loop only
-  builds the document; a newer document replaces one not yet written; `close` (at stop) writes the last one. A
-  failed write makes the next cycle hand its state over again.
-- A write follows every cycle whose timers changed, otherwise at most one a second (notification follow-ups
-  run cycles milliseconds apart) while a threshold is met, and none on a calm node (no threshold met: no
-  first-observed time, nothing kept for minimum reclaim). There the file's age changes nothing a restart
-  restores: it has no threshold timers to keep or drop, and its node conditions are restored by their own
-  times, whatever its age. Only the last stats times would be dropped with an old file; they decide whether a
-  threshold met at once after the restart acts on a reading not newer than the last one before it, and a reading
-  that old is one under which nothing was met (the kubelet, which keeps none, acts on it). In dry-run the
-  composition root builds none of this: nothing is read or written.
+After every cycle `<stateDir>/engine-state.json` keeps what the engine remembers (`evictd.core.saved_state`); at
+start the state is rebuilt from it, so a restart neither resets a grace period nor flaps a condition (the kubelet
+loses all this). Invariants: timers are restored only from a file saved within `restore_window_s` and for thresholds
+still configured, conditions while younger than the transition period, no time in the future. An unusable file is
+moved aside (`.corrupt-`/`.foreign-<UTC time>`), logged once, counted (`evictd_errors_total{source="state"}`), and
+evictd starts afresh; a failed write costs only the saving (counted, logged once per kind). Writes are atomic; with
+a `WriteBehind` they run off the loop, a newer document replacing one not yet written. A write follows every cycle
+whose timers changed, else at most one a second while a threshold is met, none on a calm node (nothing there ages).
+Nothing of this is built in dry-run.
 """
 
 from __future__ import annotations
@@ -65,10 +45,8 @@ def _grace_periods(state: EngineState) -> bool:
 
 
 class EngineStateFile:
-    """The state file at `path` of node `node_name`; called after each cycle, it saves the cycle's state.
-
-    `on_error` counts an unusable file or a failed write (the daemon's `evictd_errors_total{source="state"}`).
-    """
+    """The state file at `path` of node `node_name`; called after each cycle, it saves the cycle's state (`on_error`
+    counts an unusable file or a failed write)."""
 
     def __init__(self, path: str, node_name: str, *, log: Log, on_error: Callable[[], None],
                  clock: Clock = SYSTEM_CLOCK, writer: WriteBehind | None = None) -> None:

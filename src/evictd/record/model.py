@@ -1,21 +1,11 @@
 """The recording's model: what one recorded cycle line holds, as typed values, and its codec (one JSON line).
 
-A line (`evictd.record.recording` describes the format and how lines build on each other) decodes into a `Line`:
-its run, cycle and times, the context written on a segment's first line (dry-run, configuration, layout, the
-engine state the run started from), the pod list or its changes, the `Decision` (thresholds met, conditions,
-node-level reclaim and its results, evictions, errors, the ranking with each pod's keys), and the Summaries.
-`encode_line` writes a `Line` back as the very bytes the recorder writes; the recorder hands it parts it keeps as
-text from cycle to cycle (`Encoded`: the Summaries, the ranking), which `encode_line` writes as they are
-(`encode_line_parts`: the same text as the parts the recorder writes a chunk at a time).
-
-What is read lazily, because a command may not need it: the ranking (a thousand pods every cycle under pressure)
-is kept as the decoded JSON list and turned into `RankedEntry` values only when asked (`Ranking.entries`);
-`Ranking.pods` gives the names alone. The configuration, pod list and Summaries are documents of formats of their
-own (a KubeletConfiguration, v1 Pods, the Summary API: `simulate` decodes them), carried as decoded JSON.
-
-The decision and its parts are `evictd.record.decision`'s (made from a cycle's report there); the JSON helpers
-both share are `evictd.record.line_json`'s. `decode_line` raises `LineError` (a ValueError) naming the field
-that does not fit, e.g. `decision.evicted[0].name is not a string`; a line of a newer format version says so.
+A line (format: `evictd.record.recording`) decodes into a `Line`: run, cycle, times, a segment's context (dry-run,
+configuration, layout, start engine state), pods or their changes, the `Decision` (`evictd.record.decision`) and
+the Summaries. `encode_line` writes a `Line` back as the very bytes the recorder writes (`encode_line_parts`: the
+same parts the recorder writes in chunks, with the texts it keeps, `Encoded`). Configuration, pods and Summaries
+stay decoded JSON (`simulate` decodes them). `decode_line` raises `LineError` (a ValueError) naming the field that
+does not fit; a newer format version says so.
 """
 
 from __future__ import annotations
@@ -45,8 +35,7 @@ from evictd.record.line_json import (
 FORMAT_VERSION = 2
 READ_VERSIONS = (1, 2)
 
-# What a line may say (a line saying more is not one evictd wrote): a run id's length, a cycle number, a wall or
-# monotonic time in seconds (before the year 10000).
+# What a line may say (more is not evictd's): a run id's length, a cycle number, times before the year 10000.
 MAX_RUN_CHARS = 64
 MAX_CYCLE = 1 << 63
 MAX_WALL_S = 253402300800.0
@@ -81,8 +70,7 @@ class Line:
     now: float
     decision: Decision
     version: int = FORMAT_VERSION
-    # The run's place among the recording's runs (a segment's first line): one more than the largest the folder held
-    # when the run began, so that runs are ordered as they ran whatever the wall clock said (None: not written).
+    # The run's place among the recording's runs: one more than the largest in the folder at its start (None: none).
     sequence: int | None = None
     dry_run: bool | None = None
     config: Document | None = None
@@ -116,9 +104,8 @@ def encode_line(line: Line) -> bytes:
 
 
 def encode_line_parts(line: Line) -> list[str]:
-    """`encode_line`'s text as the parts it is made of, not joined: the recorder writes them a bounded chunk at a
-    time, so that a large line (a segment's first, with the whole pod list and Summary) is never one more copy
-    of itself in memory, twice (text, then bytes)."""
+    """`encode_line`'s text as its unjoined parts: the recorder writes them a chunk at a time, so a large line is
+    never another whole copy in memory."""
     head: dict[str, object] = {"v": line.version, "run": line.run, "cycle": line.cycle}
     if line.sequence is not None:
         head["seq"] = line.sequence  # right after the cycle: segment_files reads it from a segment's first bytes
@@ -133,8 +120,7 @@ def encode_line_parts(line: Line) -> list[str]:
         head["layout"] = layout_document(line.layout)
     pods: list[str] = []
     if line.pods is not None:
-        # Pod by pod, each its own part: the recorder's list makes each pod's document as it is asked for
-        # (`PodDocuments`), so the documents of a whole list are never all built at once, nor its text joined.
+        # Pod by pod, each its own part, each document made as asked (`PodDocuments`): never all built at once.
         pods.append(',"pods":[')
         for index, pod in enumerate(line.pods):
             if index:

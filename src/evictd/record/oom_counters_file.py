@@ -1,23 +1,12 @@
 """The OOM-kill counters file: what evictd last read of the kernel's OOM-kill counters, kept across its restarts.
 
-Job: keep `<stateDir>/oom-counters.json` (`evictd.core.oom_saved`: the machine's, the pods cgroup's and the
-per-cgroup counters with the boot ID) at what the daemon last read and reported; at start, give the OOM
-feedback the state to start from, so that the kills while evictd was not running are counted once, at its first
-cycle.
-
-Invariants:
-- Saved after the cycle's report (the caller puts `save` after the hooks that log, export and record the kills):
-  a restart never counts them again. A write is handed to the `WriteBehind` (off the loop) and `close` (at stop)
-  writes the last reading; only a process killed in the milliseconds between a report and its write counts those
-  kills again at its next start (counted twice rather than lost).
-- A write follows every reading whose counters changed (the first one included), otherwise at most one every
-  `REFRESH_EVERY_S`: the time the file holds is when evictd last looked (within that much, or exactly after a
-  clean stop), which the report of the kills while it was not running names.
-- A file that cannot be used (corrupt, another format version) never stops evictd: it is renamed aside
-  (`oom-counters.json.corrupt-<UTC time>`, `.foreign-`), logged once as an error, counted in
-  `evictd_errors_total{source="state"}`, and the run starts from a baseline. A failed write is counted each
-  time, logged once per kind of error (and once when writing works again), never raised into the loop.
-  Temporary files a killed process left (`.oom-counters-*`) are removed at start.
+Keeps `<stateDir>/oom-counters.json` (`evictd.core.oom_saved`) at what the daemon last read and reported, so kills
+while it was not running are counted once, at its next first cycle. Invariants: saved after the cycle's report (only
+a kill in the milliseconds before a write is counted twice, never lost); written off the loop, `close` writes the
+last reading; a write on every change, else at most every `REFRESH_EVERY_S` (the file's time is when evictd last
+looked); an unusable file is moved aside (`.corrupt-`/`.foreign-<UTC time>`), logged once, counted
+(`evictd_errors_total{source="state"}`), the run starting from a baseline; a failed write is counted, logged once per
+kind, never raised; stale temporary files are removed at start.
 """
 
 from __future__ import annotations
@@ -44,17 +33,13 @@ from evictd.state_dir import CORRUPT_SUFFIX, FOREIGN_SUFFIX, OOM_COUNTERS_TEMPOR
 
 # A v1 node walks every cgroup below the pods cgroup, but only counters that are not zero are written: a few KiB.
 MAX_FILE_BYTES = 4 << 20
-# Between readings whose counters did not change, a write at most this often (the "since" of the kills while
-# evictd was not running is at most this early after a crash; a clean stop writes the last reading).
+# Between unchanged readings a write at most this often (how early the "since" of kills while down may be).
 REFRESH_EVERY_S = 60.0
 
 
 class OomCountersFile:
-    """The counters file at `path` for boot `boot_id` (None: unreadable, so nothing saved is used) and the pods
-    cgroup `pods_cgroup` (`OomCounters.pods_cgroup_name`).
-
-    `on_error` counts an unusable file or a failed write (the daemon's `evictd_errors_total{source="state"}`).
-    """
+    """The counters file at `path` for boot `boot_id` (None: unreadable, nothing saved is used) and `pods_cgroup`;
+    `on_error` counts an unusable file or a failed write."""
 
     def __init__(self, path: str, *, boot_id: str | None, pods_cgroup: str, log: Log, on_error: Callable[[], None],
                  clock: Clock = SYSTEM_CLOCK, writer: WriteBehind | None = None) -> None:

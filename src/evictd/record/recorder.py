@@ -1,39 +1,15 @@
 """The flight recorder: an after-cycle hook that keeps what every cycle saw and decided, in stateDir.
 
-Each cycle becomes one line (`evictd.record.recording`) appended to the open segment (in chunks of at most 64 KiB,
-each part of the line let go of once it is in a chunk: a line is never built whole as bytes, nor held twice) and
-fdatasynced, so a crash loses at most the cycle being written and
-never touches earlier lines (a line cut short is skipped on reading). A segment is closed (gzip-compressed beside
-it, fsynced, renamed, the plain file removed) before it would hold more than its first line (whole) and 1/16 of
-`maxBytes` after it, or once it spans 1/24 of `maxAge`; then the oldest closed segments are deleted until the
-recording, with room for a whole open segment, fits in `maxBytes`, and every segment whose last cycle is older
-than `maxAge` (segments go whole: the oldest cycle kept may be up to 1/12 of `maxAge` older).
-
-With a `WriteBehind` (as `evictd run` builds it) the loop only hands each line over (as its chunks): the thread
-opens the segment, writes and fdatasyncs (a write to the page cache too can wait for the disk: a page under
-writeback, the filesystem's block allocation); a crash then loses at most the lines handed over since the last sync that
-finished. Lines handed over wait in memory, at most `MIN_PENDING_BYTES` or two segments' worth: past that a
-cycle is not recorded (counted and logged as a write failure) and the next line recorded is whole. A
-segment's close too: at a rotation the loop only hands the segment over (the thread writes what is left of it,
-syncs and closes it) and starts the next one, whose lines are handed over at once; the
-thread then compresses the old one and enforces the bounds, in that order (its jobs run one at a time, in the
-order handed over). Until then the closed segment sits plain beside the open one, and readers read both (by
-run and first cycle: `segment_files`); a name still closing is never opened again. A stop (`close`) waits for
-what is pending, at most STOP_FLUSH_S (what is left then is what a crash leaves, read as it is). A failed sync
-or close is raised at the next line (as a failed write is), never in the thread.
-
-The recorder never stops the loop: a full filesystem (ENOSPC) or an unwritable stateDir makes it log once
-(and once again when it writes again), count `evictd_errors_total{source="recorder"}`, cut off any partial
-line it left, and try again next cycle with the whole pod list and Summary. In dry-run it records too: the
-decisions are what an operator trying thresholds wants to see.
-
-The run's first line carries the engine state the run started from (`start_state`: what
-`engine_state_file` restored after a restart, or null), so that a replay of the run starts where the daemon did.
-
-What makes a line cheap (it is written every cycle, beside a cycle of a few ms): the Summary and the pod list
-are written as what changed since the last line, the ranking's keys are the ones the cycle sorted by (carried in
-the report), and what stays from cycle to cycle (a pod's reference, disk figures, name and criticality in the
-ranking) is kept as text.
+Each cycle is one line (`evictd.record.recording`) appended to the open segment in chunks (never built whole as
+bytes) and fdatasynced: a crash loses at most the line being written (a cut line is skipped on reading). A segment is
+closed (gzipped, fsynced, renamed) before it holds more than its first line and 1/16 of `maxBytes`, or spans 1/24 of
+`maxAge`; then the oldest closed segments go until the recording fits `maxBytes` and `maxAge`. With a `WriteBehind`
+the loop only hands lines and closes over; the thread writes, syncs, compresses and enforces the bounds in order;
+pending lines are bounded (past it a cycle is not recorded, and the next line is whole); a stop waits at most
+STOP_FLUSH_S; a failed sync or close is raised at the next line. The recorder never stops the loop: a full or
+unwritable stateDir is logged once, counted (`evictd_errors_total{source="recorder"}`), its partial line cut off,
+and retried next cycle whole. It records in dry-run too. A run's first line carries its start engine state. Lines
+stay cheap: Summary and pods as changes, ranking keys from the report, repeated text kept.
 """
 
 from __future__ import annotations
@@ -74,34 +50,28 @@ SEGMENT_SHARE_OF_AGE = 24
 MIN_SEGMENT_BYTES = 64 << 10
 # A segment dated more than this after the clock's now was written while the clock ran ahead.
 FUTURE_SLACK_S = 60.0
-# A line is written in chunks of at most this many characters (UTF-8 bytes: at most 4 times as many). Small, so
-# that the chunks of a segment's first line (6.6 MiB at 5,000 pods) fit in the memory its parts, let go of one by
-# one, leave free: with chunks of 1 MiB the daemon's peak was 5 MiB higher (docs/measured-figures.md).
+# A line is written in chunks of at most this many characters, small enough to fit in what its released parts free.
 WRITE_CHUNK_CHARS = 1 << 16
 # At stop, how long the segments' closes handed over may still take (the shutdown deadline bounds the whole stop).
 STOP_FLUSH_S = 5.0
 
 
-# With a writer: the lines handed over and not yet written may hold this much (a disk stalled for longer than that
-# costs cycles their lines, never the loop its time: the next line recorded is whole).
+# With a writer: lines handed over and not yet written may hold this much (a stalled disk costs lines, not time).
 MIN_PENDING_BYTES = 16 << 20
 
 
 @dataclass(slots=True)
 class _Segment:
-    """A segment file being written, or handed over to be closed. With a writer, its file is opened, written and
-    synced by the writer's thread only (`FlightRecorder._write_out`); the loop only hands lines over."""
+    """A segment file being written, or handed over to be closed; with a writer only its thread touches the file."""
 
     path: str
     fd: int | None  # None once closed: a sync handed over before its close finds nothing left to sync
-    # The lines handed over (each as its chunks), not yet written; how many bytes; the size of what was written
-    # whole.
+    # Lines handed over (as chunks) and not yet written, their bytes, and the size written whole.
     pending: list[tuple[bytes, ...]] = field(default_factory=list)
     pending_bytes: int = 0
     written: int = 0
     opened: bool = False  # the writer's thread opened the file (it opens it at the first line)
-    # A write failed: the lines handed over after it are dropped (they say what changed since a line the file does
-    # not hold); the loop then starts a new segment.
+    # A write failed: later lines are dropped (they are changes against a line the file lacks); a new segment follows.
     broken: bool = False
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -144,8 +114,7 @@ class FlightRecorder:
         self._writer = writer  # None: fdatasync and closes in the caller's thread
         self._off_loop_errors: deque[OSError] = deque()  # what jobs off the loop raised, for the next line
         self._pending_limit = max(MIN_PENDING_BYTES, 2 * self._segment_bytes)
-        # Lines known written (by the writer's thread, or here), and how many were when the last failure was told:
-        # "writing again" is said once a line after it is written, not handed over.
+        # Lines known written, and how many were at the last failure told ("writing again" once one is written).
         self._lines_written = 0
         self._lines_written_at_failure = 0
         # The plain segments open or handed over to be closed: never deleted, nor opened again, until closed.
@@ -163,9 +132,7 @@ class FlightRecorder:
             line, pods = self._line(cycle, wall)
             if self._size and self._size - self._first_line_bytes + _size(line) > self._segment_bytes:
                 del line  # (before the whole line is built)
-                # A segment holds its first line (whole: megabytes at thousands of pods, more than a share of a
-                # small recording) and its share of changes after it; so the recording keeps hours, not one
-                # segment a cycle.
+                # A segment holds its whole first line and its share of changes: the recording keeps hours.
                 self._close_segment()
                 self._open_segment(wall)
                 line, pods = self._line(cycle, wall)
@@ -205,8 +172,7 @@ class FlightRecorder:
         first = self._size == 0
         dry_run = self._dry_run() if callable(self._dry_run) else self._dry_run
         pods = self._pods.encode(observed.pods)
-        # The Summaries are most of a line: written as text their encoder keeps from cycle to cycle, as what
-        # changed since the last line (whole on a segment's first line and after a failed write).
+        # The Summaries, most of a line: kept as text by their encoder, written as changes since the last line.
         field, summary = (self._summaries.encode(observed.summary) if observed.summary is not None
                           else ("summary", "null"))
         after, after_wait = report.acted.after_reclaim, report.acted.after_disk_wait
@@ -231,11 +197,9 @@ class FlightRecorder:
         return encode_line_parts(line), observed.pods
 
     def _append(self, line: list[str]) -> None:
-        """Write the parts of `line` at the end of the segment (a chunk of at most WRITE_CHUNK_CHARS characters at
-        a time: a segment's first line is megabytes at thousands of pods, and bytes of it all at once would be
-        one more copy of it in memory) and sync it; on failure cut off what was written. With a writer, hand its
-        chunks over instead (`_write_out`); a failure there is raised at a later line. `line` is emptied as its
-        chunks are made (`_chunks`)."""
+        """Write `line`'s parts at the segment's end in chunks of at most WRITE_CHUNK_CHARS (emptying `line` as it
+        goes) and sync; on failure cut off what was written. With a writer, hand the chunks over (`_write_out`); a
+        failure there is raised at a later line."""
         segment = self._segment
         assert segment is not None
         if self._writer is not None:
@@ -249,8 +213,7 @@ class FlightRecorder:
                     segment.pending.append(chunks)
                     segment.pending_bytes += size
             if failed:
-                # What failed may have cut this segment's lines short: the next line starts a segment of its own
-                # (the same one while nothing was written to it).
+                # A failure may have cut this segment's lines short: the next line starts a new segment.
                 if segment.written:
                     self._close_segment(compress=False)
                 else:
@@ -286,10 +249,8 @@ class FlightRecorder:
         self._size += written
 
     def _write_out(self, segment: _Segment) -> None:
-        """Write and sync the lines handed over for `segment` (the writer's thread). A failure cuts off what was
-        written of the line, drops the lines after it (they say what changed since a line the file does not hold;
-        the loop, learning of it at its next line, starts a new segment: `_append`) and is kept for that line; the
-        file is opened at its first line."""
+        """Write and sync the lines handed over for `segment` (the writer's thread); a failure cuts off the partial
+        line, drops the lines after it and is kept for the loop's next line (`_append`)."""
         with segment.lock:
             lines, segment.pending, segment.pending_bytes = segment.pending, [], 0
             if segment.broken or (segment.opened and segment.fd is None):
@@ -323,8 +284,7 @@ class FlightRecorder:
     # --- off the loop ----------------------------------------------------------------------------------
 
     def _off_loop(self, key: str, job: Callable[[], None]) -> None:
-        """Run `job` on the write-behind thread, as `key` (without one, now, raising what it raises); an OSError
-        it raises there is raised at the next line."""
+        """Run `job` on the write-behind thread as `key` (without one: now); its OSError is raised at the next line."""
         if self._writer is None:
             job()
             return
@@ -353,8 +313,7 @@ class FlightRecorder:
     def _open_segment(self, wall: float) -> None:
         os.makedirs(self.folder, exist_ok=True)
         if not self._started:  # what earlier runs left may have aged out meanwhile, or was cut by a crash
-            # This run's place after every run the folder holds (their first lines' sequences: a few KiB each),
-            # read before the tidy may delete any.
+            # This run's place after every run in the folder, read before the tidy may delete any.
             self._sequence = next_sequence(segment_paths(self.folder))
             self._off_loop(f"tidy {self.folder}", self._tidy)
             self._started = True
@@ -385,8 +344,8 @@ class FlightRecorder:
         return os.path.join(self.folder, f"{opened:%Y%m%dT%H%M%S.%fZ}-{self._process}{OPEN_SUFFIX}")
 
     def _close_segment(self, *, compress: bool = True) -> None:
-        """Hand the open segment (if any) over to be closed and, with `compress`, compressed; the bounds are
-        enforced after it. Raises what that raises only without a writer (with one: at the next line)."""
+        """Hand the open segment over to be closed (and compressed), then the bounds enforced; without a writer
+        raises what that raises (with one: at the next line)."""
         segment = self._segment
         self._segment = None
         self._size = 0
@@ -400,8 +359,7 @@ class FlightRecorder:
         self._enforce_bounds()
 
     def _finish(self, segment: _Segment, *, compress: bool) -> None:
-        """Sync and close `segment`'s file and, with `compress`, compress it, then enforce the bounds (off the
-        loop)."""
+        """Sync and close `segment`'s file, compress it with `compress`, then enforce the bounds (off the loop)."""
         if self._writer is not None:
             self._write_out(segment)  # lines handed over after the last write-out ran
         with segment.lock:
@@ -422,11 +380,8 @@ class FlightRecorder:
                 self._enforce_bounds()
 
     def _enforce_bounds(self) -> None:
-        """Delete the oldest closed segments until the rest, with room for a whole open segment (its first line and
-        a share), fit in
-        `maxBytes`, and every segment older than `maxAge`. A segment dated in the future (written while the
-        clock ran ahead) is dated now, so that it ages out `maxAge` from now. A segment open or still closing
-        counts, and stays."""
+        """Delete the oldest closed segments until the rest, with room for a whole open segment, fit `maxBytes`, and
+        every segment older than `maxAge` (one dated in the future is dated now). Open or closing segments stay."""
         now = self._clock.wall().timestamp()
         with self._live_lock:
             live = set(self._live)
@@ -462,17 +417,13 @@ class FlightRecorder:
 
 
 def _size(line: Sequence[str]) -> int:
-    """The length of `line` in bytes, UTF-8-encoded (without encoding it: a line is ASCII but for strings the JSON
-    encoder was told to keep, and `isascii` reads a flag)."""
+    """The length of `line` in UTF-8 bytes, without encoding it (ASCII but for the strings kept raw)."""
     return sum(len(part) if part.isascii() else len(part.encode()) for part in line)
 
 
 def _chunks(line: list[str]) -> Iterator[bytes]:
-    """The parts of `line` as UTF-8 bytes, in chunks of about WRITE_CHUNK_CHARS characters (a longer part is cut).
-
-    A line of several chunks is emptied as it goes: each part is let go of (replaced by "" in `line`) once it is in
-    a chunk, so that a whole line is in memory about once, not as its parts and its chunks both (a segment's first
-    line at 5,000 pods: 6.6 MiB twice, the daemon's highest peak)."""
+    """The parts of `line` as UTF-8 bytes in chunks of about WRITE_CHUNK_CHARS (a longer part is cut), each part
+    released from `line` once chunked, so a line is in memory about once."""
     if sum(map(len, line)) <= WRITE_CHUNK_CHARS:  # most lines: one chunk
         yield "".join(line).encode()
         return

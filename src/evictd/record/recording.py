@@ -1,32 +1,15 @@
 """The flight recorder's format: one JSON line per cycle, read back as `simulate` scenarios.
 
-A recording is a folder of segment files (`<stateDir>/recording/`), named by the time they were opened so that
-their names sort in time order: `<start>-<pid>.jsonl` while written, `.jsonl.gz` once closed. Each line is one
-complete cycle:
-
-    {"v": 2, "run": "...", "cycle": 7, "wall": <epoch s>, "now": <monotonic s>,
-     "dryRun": false, "config": {...}, "layout": {...},   # the first line of a segment, and after a failed write
-     "engineState": {...} or null,                       # the first line of a run only
-     "pods": [...]  or  "podChanges": {"set": [...], "removed": [...], "order": [...]},
-     "summary": {...} or null  or  "summaryChanges": {"node": {...}, "pods": [...], "removed": [...], "order": [...]},
-     "afterReclaim": {...}, "afterDiskWait": {...},        # Summary API documents, as `simulate` reads them
-     "decision": {...}}                                    # `decision_of` (`evictd.record.decision`)
-
-`pods` is the whole list (v1 Pod objects, as `simulate` reads them), written on a segment's first line (a segment
-reads alone: older ones may have been deleted); after that only what changed: pods added or changed (`set`),
-the ids of pods gone (`removed`, an id being the UID, or namespace/name without one), and `order` (every id)
-only when the new list's order is not the old order with new pods at the end. `config` is the
-KubeletConfiguration the decisions were taken with, `layout` the filesystem layout (written again when it
-changes). `engineState`, on the first line a run of evictd writes, is the engine state that run started from:
-the one it restored from `engine-state.json` after a restart (`evictd.record.engine_state`), as a saved-state
-document (`evictd.core.saved_state`) whose `savedAt` is that line's `wall` (its times convert to the run's
-monotonic clock with that line's `wall` and `now`); null when it started afresh. `summary` is whole on a
-segment's first line and after a failed write, and after that `summaryChanges`: what changed since the last
-Summary written (`evictd.record.summary_json`: the node's blocks that changed, each pod's blocks that changed,
-its memory as a row of integers, pods gone, the order when it is not the old one with new pods at the end);
-`summary` null (the stats could not be read) leaves the last Summary as what changes apply to. A line that does
-not decode (the last one, cut by a crash) is skipped, and so is every line of its segment after it that holds
-Summary changes, until one holds a whole Summary again. Version 1 lines (every Summary whole) are read too.
+Segments in `<stateDir>/recording/`, named to sort in time: `<start>-<pid>.jsonl` while written, `.jsonl.gz` once
+closed. A line: ``{"v": 2, "run", "cycle", "wall", "now", "dryRun", "config", "layout", "engineState", "pods" |
+"podChanges", "summary" | "summaryChanges", "afterReclaim", "afterDiskWait", "decision"}``. `config` (the
+KubeletConfiguration) and `layout` open a segment and follow a failed write or a change; `engineState` (the run's
+first line only) is the saved-state document the run started from, its `savedAt` that line's `wall` (null: afresh).
+`pods` (v1 Pods) and `summary` (a Summary document) are whole on a segment's first line and after a failed write
+(a segment reads alone); after that only changes: `podChanges` {`set`, `removed` ids, `order` when not the old one
+plus new pods} and `summaryChanges` (`evictd.record.summary_json`); `summary` null (unreadable stats) keeps the last.
+`decision` is `decision_of` (`evictd.record.decision`). A line that does not decode is skipped, and so are its
+segment's later change lines until a whole Summary. Version 1 lines (every Summary whole) are read too.
 """
 
 from __future__ import annotations
@@ -153,8 +136,7 @@ class Record:
     summary: Document | None
     after_reclaim: Document | None
     decision: Decision
-    # The run's first line: the engine state it started from (None: afresh). ABSENT on other lines, and in
-    # recordings written before evictd recorded it.
+    # The run's first line: the engine state it started from (None: afresh); ABSENT elsewhere and in older recordings.
     engine_state: Document | Absent | None = ABSENT
     # The Summary read after the wait for pods' disk figures (None: no wait; `evictd.cycle.manager`).
     after_disk_wait: Document | None = None
@@ -179,8 +161,7 @@ def _decoded(value: Document | Encoded | None, name: str) -> Document | None:
 
 
 class _SegmentReader:
-    """Rebuilds each line's whole context from the lines before it in the same segment (without `summaries`, a
-    record's summary is only a stand-in saying that the cycle read stats: the changes are not applied)."""
+    """Rebuilds each line's context from the earlier lines of its segment (without `summaries`, a stand-in summary)."""
 
     def __init__(self, summaries: bool = True) -> None:
         self.summaries = summaries
@@ -248,10 +229,9 @@ class _SegmentReader:
 
 
 class Recording:
-    """The recording at `folder` (a recording folder, or one segment file) between wall times `since` and `until`
-    (epoch seconds): iterating it reads its cycles from disk, in order, holding only the line being read and its
-    segment's context, so a reader's memory does not grow with the recording. Files and lines that cannot be
-    read are skipped (`segment_files`), each told to `problem`, and counted in `skipped` (by the last pass)."""
+    """The recording at `folder` (or one segment) between wall times `since` and `until`: iterating reads its cycles
+    in order holding only the line and its segment's context; unreadable files and lines are skipped, told to
+    `problem`, and counted in `skipped`."""
 
     def __init__(self, folder: str, since: float | None = None, until: float | None = None,
                  problem: Problem = lambda message: None) -> None:
@@ -315,8 +295,7 @@ class Recording:
                 yield record
 
     def _decode(self, path: str, raw: bytes, reader: _SegmentReader) -> tuple[bool, Record | None]:
-        """Whether the line could be read, and its record (None: it gives context only); `problem` is told why
-        a line cannot be read."""
+        """Whether the line could be read, and its record (None: context only); `problem` is told why not."""
         try:
             return True, reader.record(decode_line(raw))
         except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
@@ -331,8 +310,7 @@ class Recording:
 def open_recording(path: str, since: float | None, until: float | None, problem: Problem) -> Recording:
     """The recording at `path` (a stateDir, its recording folder or a segment), read as it is iterated, for a
     command that reads it whole (the collector tuned for it)."""
-    # A reader builds and drops each cycle's objects by the thousand, freed as they go (no reference cycles): the
-    # collector's passes every 700 new objects (Python's default) were a sixth of its time.
+    # A reader builds and frees objects by the thousand without reference cycles: frequent collections only cost.
     gc.set_threshold(READER_GC_THRESHOLD, 10, 10)
     if os.path.isdir(StateDir(path).recording):
         path = StateDir(path).recording
@@ -340,9 +318,8 @@ def open_recording(path: str, since: float | None, until: float | None, problem:
 
 
 def read_recording(folder: str, since: float | None = None, until: float | None = None) -> tuple[list[Record], int]:
-    """Return the cycles recorded in `folder` between wall times `since` and `until` (epoch seconds), in order,
-    and how many lines could not be read (a cut last line, a line written by a newer evictd). Holds them all:
-    for tests and small recordings (the commands iterate a `Recording`)."""
+    """Return the cycles recorded in `folder` between `since` and `until`, in order, and how many lines could not be
+    read. Holds them all: for tests and small recordings."""
     recording = Recording(folder, since, until)
     records = list(recording)
     return records, recording.skipped
@@ -353,16 +330,10 @@ def read_recording(folder: str, since: float | None = None, until: float | None 
 
 def scenario_parts(records: Iterable[Record], *, exact_times: bool = False) -> tuple[
         JsonObject | None, Record | None, Iterator[tuple[Record, JsonObject]]]:
-    """The `simulate` scenario of `records` in parts, reading them as it goes: its head (config, layout, pods,
-    engineState; None when no record has a Summary), the record its state was started from (the first of the
-    first step's run, read: for `unknown_start_state`), and its steps, each with its record. Cycles without a
-    Summary (stats could not be read, the manager's state stood still) are left out.
-
-    Steps are at seconds since the first cycle, kept on the monotonic clock within one run of evictd and on the
-    wall clock between runs; with `exact_times` (one run) at the recorded monotonic times themselves, so that a
-    replay compares exactly the durations the daemon compared. When the first record is the first of its run,
-    the scenario starts from the engine state that run started from (`engineState`: the one it restored after a
-    restart); `unknown_start_state` says when that is not known.
+    """The `simulate` scenario of `records` in parts, read as it goes: its head (None when no record has a Summary),
+    the record its state started from (for `unknown_start_state`), and its steps with their records; cycles without
+    a Summary are left out. Steps are at seconds since the first cycle (monotonic within a run, wall between runs;
+    `exact_times`: the recorded monotonic times); a run's first record brings the engine state it started from.
     """
     records = iter(records)
     start: Record | None = None
@@ -382,8 +353,7 @@ def scenario_parts(records: Iterable[Record], *, exact_times: bool = False) -> t
     }
     state = start.engine_state
     if isinstance(state, Mapping):
-        # Taken at the run's first cycle; the scenario starts at its first cycle with a Summary (the state stood
-        # still in between): the same times, seen from that cycle's moment.
+        # Taken at the run's first cycle; the scenario starts at its first with a Summary: same times, seen from there.
         saved_at = state.get("savedAt")
         if isinstance(saved_at, int | float) and not isinstance(saved_at, bool):
             state = {**state, "savedAt": saved_at + (first.now - start.now)}

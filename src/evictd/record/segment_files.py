@@ -1,26 +1,12 @@
 """A flight recording's segment files: read as hostile input (bounded, never blocking, in time order), and a closed
 segment compressed (`compress_segment`, the recorder's).
 
-A recording folder is in stateDir, but what is in it is whatever someone put there: the readers (`explain`,
-`replay`, `record export`) run during an incident on the node and must neither hang nor exhaust its memory. A
-segment is opened without following a symlink and without blocking (a FIFO would wait for a writer forever) and
-read only when it is a regular file; anything else (a FIFO, a symlink to /dev/zero, a folder) is refused with a
-message. A line is at most MAX_LINE_BYTES (a longer one is skipped, read through without being held) and a
-segment at most MAX_SEGMENT_BYTES once decompressed (a gzip bomb stops there); both are far above what the
-recorder writes (`recorderMaxBytes` is at most 4 GiB, so a segment at most 256 MiB, and a line of 1,000 pods is
-well under 16 MiB).
-
-Segments are named by the wall-clock time they were opened, so a clock stepped back at a rotation names the
-next segment of a run before the last one, and a run recorded while the clock ran years ahead would come after
-every later one. Each segment's first line starts with its run, cycle and run sequence
-(`{"v":2,"run":"...","cycle":N,"seq":S,...`, as the recorder writes it; S is one more than the largest the
-folder held when the run began): segments are ordered by their run's sequence, then their run's start (the run
-id begins with it) and, within a run, by their first cycle; a segment whose first line says none of it keeps
-its name's place (among the runs without a sequence, written before it was).
-
-A plain segment listed while it was being closed may be gone by the time it is read (compressed beside it, then
-removed: the recorder closes segments off its loop, while the next one is written): it is then read from its
-compressed copy, which is complete once it has its name (written under a hidden temporary name, then renamed).
+The readers run during incidents on the node, on whatever is in the folder: a segment is opened without following
+symlinks and without blocking, and read only when it is a regular file; a line is at most MAX_LINE_BYTES (longer
+ones skipped without being held), a segment at most MAX_SEGMENT_BYTES decompressed (gzip bombs stop), both far above
+what the recorder writes. Wall-clock names can misorder runs, so segments are ordered by their first line's run
+sequence (`"seq"`), then run start, then first cycle; a segment that says none keeps its name's place. A plain
+segment closed since it was listed is read from its compressed copy (complete once it has its name).
 """
 
 from __future__ import annotations
@@ -72,8 +58,7 @@ def open_segment(path: str) -> BinaryIO:
 
 
 def _open_listed(path: str) -> tuple[BinaryIO, bool]:
-    """Open the segment listed as `path` (`open_segment`), or its compressed copy when it was closed since it was
-    listed; return it and whether it is compressed."""
+    """Open the segment listed as `path`, or its compressed copy if closed since; return it and whether compressed."""
     try:
         return open_segment(path), path.endswith(".gz")
     except FileNotFoundError as gone:
@@ -120,8 +105,7 @@ def segment_lines(path: str, problem: Problem) -> Iterator[bytes | None]:
 
 
 def _head(path: str) -> tuple[str, int, int] | None:
-    """The run, cycle and run sequence (0: none written) the segment's first line starts with (None: it does not
-    say, or cannot be read)."""
+    """The run, cycle and run sequence (0: none) the segment's first line starts with (None: not said or unreadable)."""
     try:
         handle, compressed = _open_listed(path)
         with handle:
@@ -134,9 +118,8 @@ def _head(path: str) -> tuple[str, int, int] | None:
 
 
 def in_time_order(paths: Sequence[str]) -> list[tuple[str, tuple[str, int, int] | None]]:
-    """`paths` (segments sorted by name) ordered by their run's sequence, then their run's start and, within a
-    run, their first cycle, each with the run, first cycle and sequence its first line says (None: it does not
-    say). Runs recorded before sequences were written (0) come first, by their start."""
+    """`paths` (sorted by name) ordered by run sequence, run start and first cycle, each with what its first line
+    says (None: nothing); runs without a sequence (0) come first, by their start."""
     heads = [(position, path, _head(path)) for position, path in enumerate(paths)]
 
     def key(item: tuple[int, str, tuple[str, int, int] | None]) -> tuple[int, str, str, int, int]:

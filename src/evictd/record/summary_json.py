@@ -1,17 +1,10 @@
 """Summary API documents written back as JSON: whole (`summary_to_dict`), and one after another as what changed.
 
-Job: the inverse of `evictd.core.summary_parser.summary_from_dict`, for the flight recorder (which writes a Summary
-every cycle) and whoever reads a recording back. Kept apart from `evictd.core.summary` so that the commands
-that only read documents (check-config, simulate) do not load it.
-
-Invariants:
-* `json.loads` of any text written here, whole or rebuilt from changes (`apply_summary_changes`), equals
-  `summary_to_dict` of the Summary it was written from; `summary_from_dict` of that gives back an equal Summary.
-* `SummaryChangesEncoder` writes changes only against the Summary last committed (written for sure); after
-  `reset` (a new segment, a failed write) and while pods cannot be told apart (two with one id), it writes the
-  whole document.
-* Changes name a pod by its id (`summary_pod_id`: the UID, or namespace/name without one) and hold, for a pod
-  that changed, only the blocks that changed (`null`: a block now absent); a new pod is written whole.
+The inverse of `summary_parser.summary_from_dict`, for the flight recorder and its readers (apart from
+`evictd.core.summary` so reading commands do not load it). Invariants: any text written here, whole or rebuilt by
+`apply_summary_changes`, decodes to `summary_to_dict` of its Summary, which decodes back to an equal Summary;
+`SummaryChangesEncoder` writes changes only against the last committed Summary, and whole after `reset` or while
+two pods share an id; changes name pods by id (`summary_pod_id`) with only their changed blocks (`null`: now absent).
 """
 
 from __future__ import annotations
@@ -103,8 +96,7 @@ def _pod_stats_json(stats: PodStats) -> dict[str, object]:
 
 
 def _node_blocks(node: NodeStats) -> tuple[tuple[str, object, Callable[[], object]], ...]:
-    """The node's blocks: JSON name, the value compared with the last one written, and its document (None:
-    absent)."""
+    """The node's blocks: JSON name, the value compared with the last written, and its document (None: absent)."""
     rlimit = node.rlimit
     return (
         ("nodeName", node.node_name, lambda: node.node_name),
@@ -125,11 +117,8 @@ def _node_json(node: NodeStats) -> dict[str, object]:
 
 
 def summary_to_dict(summary: Summary) -> dict[str, object]:
-    """Return the Summary API document of `summary`: `summary_from_dict` of it gives back an equal Summary.
-
-    Absent values are left out. A node system container named twice was kept once (the first), and is
-    written once.
-    """
+    """Return the Summary API document of `summary` (absent values left out): `summary_from_dict` of it gives back
+    an equal Summary."""
     return {"node": _node_json(summary.node), "pods": [_pod_stats_json(stats) for stats in summary.pods]}
 
 
@@ -164,12 +153,9 @@ _MICROSECOND = timedelta(microseconds=1)
 
 
 def _memory_row(index: int, memory: MemoryStats) -> str | None:
-    """A pod's memory block in changes, as JSON text with Python's `None` for absent values (the caller writes the
-    rows out with `null`): `[index, time, availableBytes, usageBytes, workingSetBytes, rssBytes, pageFaults,
-    majorPageFaults]`, `index` the pod's place in the Summary and the time in integer microseconds since the
-    epoch; None for a time not in UTC (written as a block, with its own offset). Rows are what changes every
-    cycle for every pod: all of them are written as one list of integers, at a fraction of the cost of a block
-    per pod, and as text, not lists: no object for the garbage collector to follow."""
+    """A pod's memory block in changes as JSON text (`None` for absent; the caller writes `null`): `[index, time
+    (integer µs), availableBytes, usageBytes, workingSetBytes, rssBytes, pageFaults, majorPageFaults]`; None for a
+    time not in UTC (written as a block). What changes every cycle for every pod: one list of rows, as text."""
     time = memory.time
     if time is None:
         stamp = None
@@ -209,8 +195,7 @@ _ROW_TIMES_KEPT = 4096
 
 
 def _block_texts(dumps: Dumps, stats: PodStats, last: _Pod | None) -> tuple[str | None, str | None, str | None]:
-    """The text of a pod's containers, volumes and ephemeral storage (None: absent), kept from `last` for the
-    very objects it had."""
+    """The text of a pod's containers, volumes and ephemeral storage (None: absent), reused from `last` if same."""
     old = last[0] if last is not None else None
     texts = last[1] if last is not None else (None, None, None)
     containers, volumes, ephemeral = stats.containers, stats.volume_stats, stats.ephemeral_storage
@@ -232,15 +217,10 @@ _Written = tuple[NodeStats, dict[str, _Pod], list[str]]
 class SummaryChangesEncoder:
     """Encodes one Summary after another as JSON text: whole, or as what changed since the one last committed.
 
-    The text of each pod's containers, volumes and ephemeral storage is kept while they are the very objects
-    of the Summary encoded before (a stats source keeps a pod's disk figures until it measures them again).
-    Changes are `{"node": {...}, "pods": [...], "memory": [...], "removed": [...], "order": [...]}`: `node` the
-    node's blocks that changed (`null`: absent now), `pods` the pods that changed (`id` and the blocks that
-    changed, `null` for one now absent; a new pod with its `podRef` and every block), `memory` the rows of the
-    pods' memory blocks that changed (`_memory_row`), `removed` the ids of pods gone, `order` every id, only when
-    the new order is not the old one with new pods at the end. A memory block is written whenever it is not the
-    very object written before (its readings move every cycle: comparing them would cost about as much as
-    writing them).
+    Changes: `{"node", "pods", "memory", "removed", "order"}`: the node's changed blocks; pods changed (`id` and
+    changed blocks; a new pod whole); memory rows (`_memory_row`); ids gone; every id only when the order is not the
+    old one plus new pods. A pod's containers, volumes and ephemeral storage keep their text while they are the very
+    objects encoded before; a memory block is written whenever it is a new object (comparing costs as much).
     """
 
     def __init__(self, dumps: Dumps) -> None:
@@ -285,9 +265,7 @@ class SummaryChangesEncoder:
         return self._whole(summary, [self._ref(stats.pod_ref) for stats in summary.pods], {})
 
     def _whole(self, summary: Summary, refs: list[tuple[str, str, str]], pods: dict[str, _Pod]) -> str:
-        # One join of every pod's blocks (most of them texts kept from the last Summary): at 5,000 pods the
-        # document is megabytes, and joining each pod's text, then the pods, then the document made three
-        # copies of it at once.
+        # One join of every pod's blocks: per-pod joins then a document join made three copies at once.
         blocks = ['{"node":', self._dumps(_node_json(summary.node)), ',"pods":[']
         for index, (stats, ref) in enumerate(zip(summary.pods, refs, strict=True)):
             if index:
@@ -302,8 +280,7 @@ class SummaryChangesEncoder:
 
     def _pod_blocks(self, stats: PodStats, ref: tuple[str, str, str], pods: dict[str, _Pod],
                     blocks: list[str]) -> list[str]:
-        """Append the text blocks of a pod's whole document to `blocks` and return it; its stats and texts go into
-        `pods`."""
+        """Append the text blocks of a pod's whole document to `blocks` (returned); stats and texts go into `pods`."""
         texts = _block_texts(self._dumps, stats, self._pods.get(ref[0]))
         pods[ref[0]] = (stats, texts)
         blocks += ['{"podRef":', ref[1]]

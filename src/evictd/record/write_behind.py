@@ -1,16 +1,10 @@
 """Write-behind: disk work the next decision does not need, run on a thread of its own instead of the loop's.
 
-A housekeeping cycle decides, then persists what it may lose in a crash without harm (the engine state file, the
-flight recorder's fdatasync and its segments' closes). On a node writing hard, one fsync waits for the filesystem's
-journal commit and so for other processes' dirty data: hundreds of milliseconds (issue #29). Done in the loop, that
-wait delays the next wake-up's decision; handed to a `WriteBehind`, it does not.
-
-Bounded by construction: at most one job waits per key, and a newer job for a key replaces the one waiting (the
-latest engine state replaces an older one; one fdatasync covers every write before it; a segment is closed once).
-Jobs run one at a time, in the order handed over (a replacing job takes the end of the line). A job's failure is
-the job's to report (each catches its own `OSError`). `flush` waits until nothing waits or runs (at stop); the
-thread is a daemon thread, flushed (at most 5 s) at interpreter exit. What must be durable before an action (the
-eviction journal, before an eviction is sent) never goes here.
+The engine state file, the recorder's fdatasync and segment closes may lose nothing harmful in a crash, and on a
+node writing hard one fsync waits hundreds of milliseconds: a `WriteBehind` keeps that off the loop. Bounded: one job
+waits per key, a newer one replacing it; jobs run one at a time in order; each reports its own `OSError`; `flush`
+waits until idle; the daemon thread is flushed (at most 5 s) at exit. What must be durable before an action (the
+eviction journal) never goes here.
 """
 
 from __future__ import annotations

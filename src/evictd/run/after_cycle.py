@@ -137,10 +137,9 @@ def log_sample_problems(log: Log, metrics: Metrics, signal_problems: Callable[[]
 
 def watch_blind_signals(log: Log, metrics: Metrics, health: Health,
                         absent: Callable[[], frozenset[Signal]] = frozenset) -> AfterCycle:
-    """Count the cycles in a row without a figure for each signal that has a threshold; from three (core/blind.py)
-    the signal is blind: one warning when it becomes blind, one line when it is read again, `evictd_signal_blind`
-    and `/readyz` (503) meanwhile. `absent()`: the signals this node has no source for at all (no pods cgroup: no
-    kubelet here, said at start-up), which are absent, not blind."""
+    """Count the cycles in a row without a figure for each thresholded signal; from three (core/blind.py) it is
+    blind: one warning, `evictd_signal_blind` and `/readyz` 503 until read again. `absent()`: signals this node has
+    no source for at all, absent rather than blind."""
     streaks: dict[Signal, int] = {}
     blind: tuple[Signal, ...] = ()
 

@@ -1,14 +1,12 @@
 """The Kubernetes API side of `evictd run`'s composition, built when an API is configured (`api_configured`): the
 pod watch, the journaled evictor, the node status writer and Lease, events, the Eviction API route and, in
-dry-run, the shadow comparison; with them the container GC's view of pods (`pod_states`) and the bookkeeping after
-each cycle.
+dry-run, the shadow comparison; with them the container GC's view of pods (`pod_states`) and the per-cycle
+bookkeeping.
 
-Building starts nothing: the pod watch, the Lease and the Node label watch are parts the daemon starts
-(`PodWatchStart`). The node's mode (`evictd.run.mode_switch`: the configured dryRun or the Node's `evictd.io/mode`
-label) can change between cycles, so an acting evictd is built whatever the configured dryRun, and in dry-run its
-parts write and evict nothing (`ModeGatedEvictor`, the node writer's and recorders' dry-run); the Lease is held in
-both modes. With `--dry-run` nothing that acts is built: no journal or critical-pod file, no Lease, no label watch,
-`ReportOnlyEvictor`. This module imports neither composition.py nor compose_node.py (both import it).
+Building starts nothing (the watch, Lease and label watch are daemon parts). The node's mode can change between
+cycles, so an acting evictd is built whatever the configured dryRun, its parts writing and evicting nothing in
+dry-run (`ModeGatedEvictor`); the Lease is held in both modes. With `--dry-run` nothing that acts is built. Imports
+neither composition.py nor compose_node.py (both import it).
 """
 
 from __future__ import annotations
@@ -50,8 +48,7 @@ from evictd.state_dir import StateDir
 POD_UID_ENV = "EVICTD_POD_UID"
 # Set in every pod by the kubelet: evictd then uses the in-cluster service account.
 IN_CLUSTER_ENV = "KUBERNETES_SERVICE_HOST"
-# How long start-up waits for the first pod list before running cycles anyway (hard thresholds rank the pods
-# the node shows until then). A refused connection ends the wait at once.
+# How long start-up waits for the first pod list (a refused connection ends it at once).
 POD_SYNC_WAIT_S = 10.0
 
 
@@ -115,10 +112,8 @@ class ClusterParts:
 
 
 class PodWatchStart:
-    """Starts the pod watch and waits (at most `POD_SYNC_WAIT_S`) for its first answer, before the first cycle.
-
-    Its thread is not stopped: it holds nothing the process's exit does not release.
-    """
+    """Starts the pod watch and waits (at most `POD_SYNC_WAIT_S`) for its first answer before the first cycle; its
+    thread is never stopped (it holds nothing the exit does not release)."""
 
     def __init__(self, watcher: PodWatcher, log: Log) -> None:
         self._watcher = watcher
@@ -152,13 +147,9 @@ def build_cluster(config: Configuration, node_name: str, metrics: Metrics, log: 
                   should_stop: Callable[[], bool] = lambda: False,
                   decision: Callable[[], str | None] = lambda: None,
                   reports_only: Callable[[], bool] | None = None) -> ClusterParts:
-    """Build the pod watch, the journaled evictor, the node status writer, the event
-    recorder and the node's pods for when the watch has no list (with the runtime slot: the local stop, the
-    check that an evicted pod stopped, the sandboxes naming the node's pods).
-
-    `dry_run`: built never to act (`--dry-run`: no journal, Lease or evictor at all). Otherwise everything an acting
-    evictd needs is built, and what acts asks `reports_only` (the node's mode, `evictd.run.mode_switch`) each time:
-    while it says so, nothing is evicted or written to the node, and the shadow comparison runs."""
+    """Build the pod watch, the journaled evictor, the node status writer, the event recorder and the node's pods for
+    when the watch has no list. `dry_run`: built never to act (no journal, Lease or evictor); otherwise what acts asks
+    `reports_only` (the node's mode) each time."""
     settings = config.evictd
     api_client = build_api_client(settings.kubeconfig)
     reporting: Callable[[], bool] = (always if dry_run else reports_only if reports_only is not None else never)
@@ -240,12 +231,9 @@ def disk_volumes_left(kubelet_root: str) -> Callable[[str], bool]:
 
 
 def pod_states(watcher: PodWatcher | None) -> tuple[PodStateFunc, Callable[[], bool]]:
-    """Return the container GC's pod-state function and its "all sources ready" flag.
-
-    With the API: a pod in the watch is ACTIVE (TERMINATED once terminal or being deleted); a pod not in it
-    is DELETED, but only once the watch has synced. Without the API nothing can be vouched for: every pod is
-    ACTIVE and sources are never ready, so GC only removes dead containers beyond the policy.
-    """
+    """Return the container GC's pod-state function and its "all sources ready" flag: with the API, a watched pod is
+    ACTIVE (TERMINATED once terminal or deleting), an unwatched one DELETED once synced; without, every pod is ACTIVE
+    and sources never ready."""
     if watcher is None:
         return (lambda uid: PodState.ACTIVE), (lambda: False)
 

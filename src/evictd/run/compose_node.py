@@ -244,10 +244,9 @@ def plausible(parts: StatsParts) -> StatsParts:
 def build_stats_source(config: Configuration, cgroups: CgroupReader, node_name: str, *,
                        discovered: DiscoveredPods | None = None, runtime: Runtime = NO_RUNTIME,
                        log: Log | None = None) -> StatsParts:
-    """Return the configured stats source: the node itself, or the kubelet's Summary API. The node's own
-    source measures the pods each cycle listed (the manager hands them over) with the runtime slot's runtime once
-    one answers, reads pods' disk figures from a store its disk walker fills and, with `discovered` pods (the
-    manager's pod source), finds their cgroups in that listing instead of listing the node again."""
+    """Return the configured stats source: the node itself, or the kubelet's Summary API. The node's own measures
+    the pods each cycle listed, with the runtime slot once one answers, disk figures from its walker's store, and
+    with `discovered` pods their cgroups from that listing."""
     settings = config.evictd
     if settings.stats_source is StatsOrigin.KUBELET:
         # One fetch ends in time for the next cycle (and for a clean stop), whatever the endpoint does.
@@ -292,10 +291,8 @@ def attach_runtime(config: Configuration, client: CriClient, version: RuntimeVer
                    memory_reading: Callable[[], Summary] | None = None,
                    dry_run: Callable[[], bool] | None = None) -> CriRuntime:
     """Build node-level reclaim and periodic GC over a runtime that answered, hand the manager's node level its
-    layout and reclaimer (report-only in dry-run: the configured one, or `dry_run`, the node's mode, asked each
-    time), and return the runtime, which the adapters' slot answers as from then on (its hard memory evictions'
-    stops guarded on `memory_reading`: `memory_guard`). The same path serves a runtime that answers at start and
-    one that answers later."""
+    layout and reclaimer (report-only in dry-run or while `dry_run` says so), and return the runtime the slot answers
+    as from then on (its hard memory stops guarded: `memory_guard`); at start or later alike."""
     settings = config.evictd
     pod_state, sources_ready = pod_states(watcher)
     metrics.runtime_info.labels(version.runtime_name, version.runtime_version, version.runtime_api_version).set(1)

@@ -3,24 +3,13 @@
 Over 500 lines because it is the one place that chooses adapters (the node's and the cluster's parts are built in
 `compose_node` and `compose_cluster`); what stays here is their order, the locks, and the start-up reports.
 
-Nothing else in evictd decides which adapter serves which role: docs/daemon.md's table "What `evictd run` acts
-through depends on what it finds" (the Kubernetes API, a container runtime, dry-run) is what is built here.
-
-Building starts no thread and waits for nothing, with one exception: evictd first takes the node lock and the
-stateDir lock (`state_lock`; a second evictd on the node waits for them, or exits with status 2), because
-the engine state, the journal, the record of critical pods and the OOM-kill counters are read from stateDir as
-they are built. Then `protect_self` locks evictd's memory and reads (or sets) its oom_score_adj, once, saying how
-it went. What runs beside the loop or may wait (the pod watch and its first list, the runtime's first answer, the
-HTTP endpoint, the disk walker) are the daemon's parts, started in that order by `Daemon.start`.
-
-`build_daemon` reads as its builders, each building one side whole: `build_basics` (node name, cgroups,
-waiter, stop), `build_cluster`, `build_stats_source`, `build_engine_state` (the state restored), `build_manager`
-(given that state and the `NodeLevel` a runtime attaches to later: never patched), `build_runtime`,
-`build_notifiers`, `build_hooks` (with `build_oom_feedback`, resumed from the counters saved in stateDir),
-`build_parts`. Those given `Basics` live here; the Kubernetes API side (`build_cluster`, `pod_states`,
-`cluster_bookkeeping`) lives in compose_cluster.py, the node side (`build_stats_source`, the wake-ups between ticks
-`build_notifiers` combines, `attach_runtime`, which `build_runtime`'s link calls, and
-`runtime_upkeep`) in compose_node.py. Neither imports this module.
+What is built follows docs/daemon.md's table "What `evictd run` acts through depends on what it finds". Building
+starts no thread and waits for nothing, except the node and stateDir locks taken first (`state_lock`: stateDir is
+read as things are built) and `protect_self` (memory lock, oom_score_adj). What runs beside the loop is started by
+`Daemon.start`. `build_daemon` reads as its builders, each building one side whole: `build_basics`,
+`build_cluster`, `build_stats_source`, `build_engine_state`, `build_manager`, `build_runtime`, `build_notifiers`,
+`build_hooks`, `build_parts`; the API side lives in compose_cluster.py, the node side in compose_node.py, neither
+importing this module.
 """
 
 from __future__ import annotations
@@ -132,14 +121,12 @@ class Basics:
     stop: StopSignal
     # The adapters hold the runtime slot; it answers as the runtime once one does (`build_runtime`).
     runtime: RuntimeSlot
-    # The flight recorder's name of this run (None without the recorder): with it, evictions' log lines, the
-    # live view and Evicted events name their decision (`evictd explain --decision`).
+    # The flight recorder's name of this run (None: no recorder): evictions then name their decision.
     run: str | None
     decision: CurrentDecision
     cgroup_layout: CgroupLayout
     cgroups: CgroupReader
-    # The engine state file's writes, the recorder's fdatasync and segment closes, off the loop (issue #29: one
-    # fsync on a node writing hard waits hundreds of ms, and the next crossing's decision waited behind it).
+    # The engine state file's writes, the recorder's fdatasync and segment closes, off the loop (an fsync may wait).
     write_behind: WriteBehind
 
     @property
@@ -157,8 +144,7 @@ def build_basics(config: Configuration, log: Log, metrics: Metrics, never_acts: 
     waiter = Waiter()
     run = run_id(SYSTEM_CLOCK.wall().timestamp()) if settings.recorder else None
     cgroups = CgroupReader(layout)
-    # Until a runtime answers (if ever), a pod evicted at once that the API does not delete is stopped through its
-    # cgroup (`RuntimeSlot`); never in dry-run.
+    # Until a runtime answers, a pod evicted at once that the API does not delete is stopped via its cgroup.
     never = settings.dry_run if never_acts is None else never_acts
     runtime = RuntimeSlot(kill_processes=None if never else pod_process_killer(cgroups))
     return Basics(config=config, node_name=node_name, log=log, metrics=metrics, waiter=waiter,
@@ -302,9 +288,8 @@ class Observers:
 def build_hooks(basics: Basics, observers: Observers, *, mode: ModeSwitch, stats: StatsParts,
                 cluster: ClusterParts | None, state_file: EngineStateFile | None, link: RuntimeLink,
                 notifiers: NotifierRefresh, start_state: EngineState, health: Health) -> Hooks:
-    """What runs around each cycle and at stop: metrics, logs, the saved state, the live view, the cluster's
-    bookkeeping, the runtime's upkeep, the notifiers' re-arming, the OOM feedback, the flight recorder and, last,
-    the C heap's trim."""
+    """What runs around each cycle and at stop: metrics, logs, saved state, live view, cluster bookkeeping, runtime
+    upkeep, the notifiers' re-arming, OOM feedback, the flight recorder and, last, the C heap's trim."""
     settings, metrics, log = basics.settings, basics.metrics, basics.log
     reported_only = mode.reports_only
     oom_feedback = build_oom_feedback(basics, reported_only)
@@ -320,9 +305,7 @@ def build_hooks(basics: Basics, observers: Observers, *, mode: ModeSwitch, stats
     after_cycle.append(log_sample_problems(log, metrics, stats.problems, lambda: oom_feedback.problems))
     after_cycle.append(log_refused_figures(log, metrics, stats.refused))
     after_cycle.append(watch_blind_signals(log, metrics, health, lambda: signals_without_source(basics)))
-    # The wake-ups re-armed before anything that may wait on the API server or the runtime: on the arena's real node
-    # the node report's wait (up to 1 s on a starved API server) came first, and a fast leak crossed the hard
-    # threshold unwatched meanwhile (docs/node-survival.md).
+    # The wake-ups are re-armed before anything that may wait on the API server or the runtime.
     after_cycle.append(notifiers)
     if cluster is not None:
         after_cycle.append(cluster_bookkeeping(cluster, metrics, basics.waiter.pending))
@@ -396,10 +379,9 @@ def build_daemon(
     kubelet: KubeletFile | None = None,
     pinned_dry_run: bool = False,
 ) -> Daemon:
-    """Take the node and stateDir locks, then build the daemon from `config` (its parts not started). Raises
-    ConfigError for unusable settings, StateLockError when another evictd still holds a lock after
-    stateLockTimeout. `kubelet`: the node's kubelet configuration, for the start-up hand-over report and who
-    enforces pods' ephemeral-storage limits. `pinned_dry_run` (`--dry-run`): no label makes this evictd act."""
+    """Take the node and stateDir locks, then build the daemon from `config` (parts not started). ConfigError for
+    unusable settings, StateLockError when a lock is still held after stateLockTimeout. `kubelet`: the node's kubelet
+    configuration; `pinned_dry_run` (`--dry-run`): no label makes this evictd act."""
     limits = limits_choice(config, kubelet.eviction if kubelet is not None else None)
     config = enforced_as_chosen(config, limits)
     settings = config.evictd
@@ -466,9 +448,8 @@ def build_daemon(
 
 
 def protect_self(settings: EvictdSettings, log: Log, metrics: Metrics) -> None:
-    """Lock evictd's memory (`lockMemory`), apply `oomScoreAdj` if set and read the oom_score_adj it runs with; say
-    each outcome in one log line and a metric (`evictd_memory_locked`, `evictd_oom_score_adj`). Nothing here
-    stops evictd: what the kernel refuses is a warning (docs/deployment.md, "What protects evictd")."""
+    """Lock evictd's memory (`lockMemory`), apply `oomScoreAdj` if set and read the one it runs with, each outcome
+    in a log line and a metric; a kernel refusal is a warning, never a stop."""
     locked = False
     if not settings.lock_memory:
         log.info("memory not locked", reason="lockMemory is false")

@@ -1,18 +1,10 @@
 """Giving the C heap's free pages back to the kernel after each cycle (glibc's `malloc_trim(0)`).
 
-A cycle's peaks (a Summary of thousands of pods, the flight recorder's whole line on a new segment: megabytes of
-strings, which CPython takes from `malloc` beyond 512 bytes) are freed when the cycle ends, but glibc returns to
-the kernel only the free memory at the top of its heap, and each thread's arena keeps its own: the pages of
-everything freed below a chunk still in use stay in the process's RSS, up to the highest peak seen. `malloc_trim(0)`
-releases every whole free page of every arena (`madvise(MADV_DONTNEED)`); the allocator reuses them as before.
-At 5,000 pods it took 0.4 ms a cycle (3 ms at most) and 5-6 MiB off the daemon's RSS (docs/measured-figures.md).
-It cannot touch CPython's own small-object arenas (objects of at most 512 bytes), which are freed whole or not
-at all. At most one trim every `TRIM_EVERY_S` (5 s): at the 10 s tick every cycle trims; cycles close together (a
-tenant flapping across a threshold runs 1-3 a second) trim once, since a trim after each would hand back pages the
-next cycle faults in again.
-
-Only where the C library has `malloc_trim` (glibc); elsewhere (musl) `heap_trimmer()` returns None and nothing
-runs.
+A cycle's peaks (thousands of pods' Summary, the recorder's lines) are freed at its end, but glibc returns only the
+top of each arena, so RSS stays at the highest peak. `malloc_trim(0)` releases every whole free page of every arena
+(docs/measured-figures.md); CPython's small-object arenas are out of its reach. At most once every `TRIM_EVERY_S`:
+cycles close together (a flapping tenant) trim once, not handing back pages the next faults in again. Only with
+glibc; elsewhere `heap_trimmer()` returns None.
 """
 
 from __future__ import annotations

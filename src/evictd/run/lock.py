@@ -1,18 +1,11 @@
 """The locks that keep evictd to one per node: the node lock, then the stateDir lock, both taken at start.
 
-Two evictd on one node would both evict (2 pods for one pressure), and two sharing a stateDir would overwrite
-each other's engine state, journal and recording (a DaemonSet pod next to a systemd unit, or two pods during a
-rolling update). Each lock is `flock(LOCK_EX)` on a file holding the holder's PID (a host PID in the DaemonSet,
-which runs with hostPID): the node lock at a fixed host path, `/run/evictd/node.lock` (whatever stateDir each
-instance is given; `EVICTD_NODE_LOCK` names another path, for tests and hosts without /run), and
-`<stateDir>/evictd.lock`, taken with or without an API before evictd reads or writes anything in stateDir.
-The kernel releases a lock when the holder's process ends, however it ends (SIGKILL, OOM kill), so a stale lock
-file never blocks anyone; the file itself stays (removing it would let two processes lock two different files).
-
-A lock file is opened without following a symlink and must be a regular file: a symlink (whose target would be
-overwritten with the PID), a folder, a FIFO or a device is refused (`LockFileError`, exit status 2). How a
-second evictd waits (`stateLockTimeout`, then `StateLockError`) and what happens when a lock file cannot be
-created (logged, evictd runs without that lock) is docs/daemon.md's "State" paragraph.
+Two evictd on a node would both evict; two on a stateDir would overwrite each other's state. Each lock is
+`flock(LOCK_EX)` on a file holding the holder's (host) PID: `/run/evictd/node.lock` (`EVICTD_NODE_LOCK` for tests)
+and `<stateDir>/evictd.lock`, before anything in stateDir is touched. The kernel releases a lock however its holder
+ends; the file stays (removing it would let two processes lock two files). A lock file is opened without following
+symlinks and must be a regular file (`LockFileError`, exit 2). Waiting (`stateLockTimeout`, `StateLockError`) and
+an uncreatable file (logged, run without) are docs/daemon.md's "State".
 """
 
 from __future__ import annotations
@@ -34,8 +27,7 @@ NODE_LOCK_ENV = "EVICTD_NODE_LOCK"
 RETRY_INTERVAL_S = 0.2
 # The lock file holds one PID: anything longer is not ours, and is shown cut.
 MAX_HOLDER_CHARS = 32
-# The lock files this process holds, by (device, inode): a second daemon built in the same process (a benchmark,
-# a test) is the same evictd, and flock would otherwise make it wait for its own first descriptor.
+# Lock files this process holds, by (device, inode): a second daemon in the same process is the same evictd.
 _HELD: set[tuple[int, int]] = set()
 
 
@@ -78,9 +70,8 @@ def _open_lock_file(path: str, locked: str) -> int:
 
 
 def _acquire(path: str, label: str, locked: str, timeout_s: float, log: Log, clock: Clock) -> None:
-    """Lock `path` for the rest of this process's life (the descriptor is never closed), waiting up to
-    `timeout_s` for another evictd holding it; `label` ("node", "stateDir") names the lock in log events, `locked`
-    what it locks in errors."""
+    """Lock `path` for the rest of this process's life, waiting up to `timeout_s` for another evictd holding it;
+    `label` names the lock in log events, `locked` what it locks in errors."""
     try:
         descriptor = _open_lock_file(path, locked)
     except OSError as exc:

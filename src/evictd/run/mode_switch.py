@@ -1,18 +1,11 @@
 """The mode of each cycle (dry-run, acting, standby: `evictd.core.run_mode`), decided at its start and said.
 
-`refresh`, called by the loop before each cycle, decides the mode from the configured `dryRun`, `--dry-run`, the
-Node's `evictd.io/mode` label as last read (`evictd.kube.node_mode.NodeLabelWatch`) and the node Lease; the parts
-that act ask `reports_only`/`acting` during the cycle, so a mode holds for a whole cycle and a change takes effect
-at the next one. What it says:
-- the mode at the first cycle, and every change (`mode changed`), in the log; a Normal Event `EvictdModeChanged`
-  on the Node when evictd moves between dry-run and acting (none while standing by: a standby writes nothing);
-- a label value not accepted: a warning, a Warning Event `EvictdModeLabelInvalid` and `evictd_mode_label_invalid`
-  (the configured dryRun holds);
-- `evictd_mode{mode}`, `evictd_mode_source{source}`;
-- whenever evictd starts acting with an API (at its first cycle, or after dry-run or standby): one warning per
-  signal where the kubelet's threshold equals or exceeds evictd's hard one (`kubelet races evictd`), and
-  `evictd_handover_conflict{signal}` at 1 for those signals while acting (0 otherwise).
-Without a Kubernetes API evictions are reported only, whatever the mode (nothing could carry them out): no race.
+`refresh` decides before each cycle from `dryRun`, `--dry-run`, the Node's `evictd.io/mode` label as last read and
+the node Lease; parts ask `reports_only`/`acting`, so a mode holds for a whole cycle. Said: the first mode and each
+change in the log, `EvictdModeChanged` Events between dry-run and acting; a rejected label as a warning,
+`EvictdModeLabelInvalid` and `evictd_mode_label_invalid`; `evictd_mode{mode}`, `evictd_mode_source{source}`; on
+starting to act with an API, one `kubelet races evictd` warning per signal where the kubelet's threshold is at or
+above evictd's hard one, and `evictd_handover_conflict{signal}`. Without an API evictions are only reported.
 """
 
 from __future__ import annotations

@@ -1,17 +1,10 @@
 """OOM-kill feedback of the daemon: after each cycle, the kernel's OOM kills since the last one, judged.
 
-Sequences one step: read the counters (`evictd.adapters.oom_counters`; the per-cgroup ones only when
-`cgroups_walk_needed` says a kill happened since the last walk), run the pure `evictd.core.oom.oom_feedback`
-with what the cycle leaves evictd doing, and name the pods (from the cycle's pods) and containers (from the
-container runtime, when one is attached) the kills were attributed to. It never logs: the returned
-`OomReport` goes into the cycle report, from which the daemon exports metrics, logs each kill and records a
-node event. Counters that cannot be read are kept in `problems` (the daemon logs them once) and leave that
-count at zero for the cycle, never guessed.
-
-Across restarts: with a counters file (`evictd.record.oom_counters_file`), `resume` starts from what the last run
-of this boot read, so the first cycle counts the kills while evictd was not running (NOT_RUNNING); `save`, an
-after-cycle hook placed after those that log, export and record the kills, keeps the file at this run's last
-reading, and `close` writes it at stop.
+Reads the counters (`evictd.adapters.oom_counters`; per cgroup only when `cgroups_walk_needed`), runs
+`evictd.core.oom.oom_feedback` with what the cycle leaves evictd doing, and names the pods and containers. No logs:
+the `OomReport` goes into the cycle report; unreadable counters go to `problems` and count zero, never guessed.
+With a counters file (`evictd.record.oom_counters_file`) `resume` starts from this boot's last run (kills while not
+running counted), `save` (after the hooks that report the kills) and `close` keep it current.
 """
 
 from __future__ import annotations
@@ -42,9 +35,8 @@ ContainerNames = Callable[[str], Mapping[str, str]]
 
 
 class OomFeedback:
-    """`dry_run`: evictions are decided but not carried out (so no eviction is waited for; a function: asked each
-    cycle, the node's mode). `saved`: the counters
-    file (None: kills before this process started are never counted)."""
+    """`dry_run`: evictions decided, not carried out (a function: the node's mode, asked each cycle). `saved`: the
+    counters file (None: kills before this process are never counted)."""
 
     def __init__(self, counters: OomCounters, *, dry_run: bool | Callable[[], bool], container_names: ContainerNames,
                  clock: Clock = SYSTEM_CLOCK, saved: OomCountersFile | None = None) -> None:

@@ -1,14 +1,9 @@
 """Every stats source behind one check: figures it could not decode or could not have measured are unknown.
 
-Job: wrap the configured stats source (the node's cgroupfs, the kubelet's Summary API, either with the runtime's CRI
-stats behind it) so that the manager is handed a Summary without impossible figures (`evictd.core.plausible`),
-bounded by the node's memory capacity (MemTotal of /proc/meminfo, re-read until it is readable once: it does not
-change while the machine runs), and keep in `refused` what the last Summary lost: the figures the source could not
-decode (its own `refused`, DecodeErrors) and those refused as impossible. `RefusalLog` turns them into log lines,
-once per episode, and a metric.
-
-Invariants: the wrapped source's errors pass through unchanged; a Summary with nothing refused is passed on as
-the very same object.
+Wraps the configured stats source so the manager gets a Summary without impossible figures (`evictd.core.plausible`,
+bounded by MemTotal, re-read until once readable), and keeps in `refused` what the last Summary lost (undecodable
+and impossible); `RefusalLog` logs them once per episode and counts them. The source's errors pass through; a
+Summary with nothing refused is passed on as the same object.
 """
 
 from __future__ import annotations
@@ -24,8 +19,7 @@ from evictd.cycle.manager import StatsSource
 from evictd.log import Log
 from evictd.observe.metrics import Metrics
 
-# An episode of a refused figure ends once the figure has been sound (or absent) this long: a figure that
-# alternates between sound and impossible is one episode, logged once, not a line pair every other cycle.
+# An episode ends once the figure was sound (or absent) this long: an alternating figure is logged once.
 EPISODE_END_S = 300.0
 
 
@@ -65,10 +59,8 @@ class PlausibleStats:
         return summary
 
     def memory_reading(self) -> Callable[[], Summary] | None:
-        """How to read the node's memory alone through this check: the wrapped source's `memory_reading`,
-        impossible figures unknown (nothing logged: the full reading the cycle decides on reports them); None when
-        the source has no such reading (the kubelet's Summary API: one request reads everything). The reader raises
-        what the source raises."""
+        """How to read the node's memory alone through this check (the source's `memory_reading`, impossible figures
+        unknown, nothing logged); None when the source has none."""
         read = self.source.memory_reading()
         if read is None:
             return None

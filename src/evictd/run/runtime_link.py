@@ -1,13 +1,9 @@
 """Filling the container runtime slot (`evictd.cri.RuntimeSlot`) when a runtime answers, at start or later.
 
-A node's runtime may come up after evictd (a systemd ordering that only orders, a runtime that failed to start
-and is restarted, a runtime being upgraded). Without the runtime evictd observes and reports; once `Version`
-answers on the CRI endpoint, the runtime's parts are built (`attach`) and the slot answers as that runtime
-(`CriRuntime`): node-level reclaim, periodic GC, writable layers and the local stop work from then on. The
-adapters hold the slot (`RuntimeSlot`) from the start, so none is rewired. Until then the endpoint is asked
-again after a housekeeping cycle, at most every `retry_s`, with a short deadline so that a runtime that
-hangs cannot hold the loop up. Once attached it stays attached: the gRPC channel reconnects by itself when the runtime
-restarts, and every CRI call already treats an unanswered call as a failure of that call.
+A runtime may come up after evictd; until `Version` answers, evictd observes and reports, asking again after a cycle
+at most every `retry_s` with a short deadline. Then the runtime's parts are built (`attach`) and the slot answers as
+`CriRuntime` (node-level reclaim, GC, writable layers, the local stop); adapters hold the slot from the start, so
+none is rewired. Once attached it stays: gRPC reconnects by itself, and an unanswered call is that call's failure.
 """
 
 from __future__ import annotations
@@ -39,10 +35,9 @@ T = TypeVar("T")
 
 
 class NodeLevel:
-    """What the eviction manager acts through at node level: a layout source and a reclaimer, the ones given
-    first (the configured folders' layout, a reclaimer that frees nothing) until a container runtime that answers
-    brings its own (`attach`). `changes` counts the attachments: the manager detects the layout again after
-    each (`EvictionManager`'s `layout_changes`), so it is built whole and never patched."""
+    """What the manager acts through at node level: a layout source and a reclaimer, the configured ones until a
+    runtime brings its own (`attach`); `changes` counts attachments, after which the manager detects the layout again
+    (built whole, never patched)."""
 
     def __init__(self, layout: LayoutSource, reclaimer: NodeReclaimer) -> None:
         self._layout = layout
@@ -68,13 +63,10 @@ GUARD_POLL_S = 0.05
 
 @dataclass(frozen=True, slots=True)
 class MemoryGuard:
-    """What a hard memory eviction's stop does beside the runtime's (`CriRuntime.stop_pod`): `terminate` sends SIGTERM
-    to the pod's processes through its cgroup at once, what the runtime's stop sends first, without waiting on the
-    runtime to deliver it (pod uid -> processes signalled); while the runtime's stop runs the grace period, the
-    pod's processes are killed through its cgroup once `ran_short(eviction)` says the node's memory ran short
-    (`evictd.core.engine_rules.memory_ran_short`, on a fresh reading of the node's memory) with `running` (pod uid ->
-    processes left) still above 0. On the arena's real node a fast leak, PID 1 of its container and so deaf to
-    SIGTERM, took the whole 2 s grace period and was OOM-killed by the kernel 0.6-0.7 s after evictd's decision."""
+    """What a hard memory eviction's stop does beside the runtime's (`CriRuntime.stop_pod`): `terminate` SIGTERMs the
+    pod's processes through its cgroup at once; during the grace period, once `ran_short(eviction)`
+    (`memory_ran_short` on a fresh memory reading) with `running` processes left, they are killed through the cgroup
+    (a process deaf to SIGTERM would otherwise meet the OOM killer first)."""
 
     terminate: Callable[[str], int]
     running: Callable[[str], int]
@@ -112,18 +104,13 @@ class GatedGC:
 
 
 class CriRuntime:
-    """A runtime that answered on the CRI endpoint, as the adapters use it (a `Runtime`).
+    """A runtime that answered on the CRI endpoint, as the adapters use it (a `Runtime`; `gc` None in dry-run).
 
-    `gc` is None where evictd must not collect (dry-run). The reads on the loop's path (the node's sandboxes, the
-    containers' and sandboxes' stats, a pod's sandboxes and containers in the wait after an eviction) wait at most
-    CYCLE_READ_TIMEOUT_S each; after one went unanswered (DEADLINE_EXCEEDED), reads fail at once for 5 s
-    (`evictd.core.unanswered`; a CRIError saying so), so that a hung runtime costs a cycle one such wait, not one
-    per call. The local stop's calls wait CYCLE_READ_TIMEOUT_S too (StopContainer: plus the grace period), and one
-    unanswered ends the stop through the runtime: the pod's processes are then killed through its cgroup, as they
-    are when the runtime answers that it could not stop them. A stop that begins while a read has been under way
-    for `OVERDUE_S` or more (the cycle's ListContainerStats, which an urgent cycle stopped waiting for) does not ask
-    the runtime at all: it hangs now, and its calls would hold the stop their 2 s each while the node runs out of
-    memory. The garbage collection keeps the client's own deadlines.
+    Reads on the loop's path wait at most CYCLE_READ_TIMEOUT_S each; after one went unanswered, reads fail at once
+    for a while (`evictd.core.unanswered`), so a hung runtime costs a cycle one wait. The local stop's calls wait as
+    long (StopContainer: plus the grace) and one unanswered ends the runtime's stop: the processes are then killed
+    through the cgroup, as when the runtime says it could not stop them. A stop beginning while a read is `OVERDUE_S`
+    old does not ask the runtime at all. GC keeps the client's own deadlines.
     """
 
     attached = True
@@ -133,19 +120,16 @@ class CriRuntime:
                  clock: Clock = SYSTEM_CLOCK, kill_processes: Callable[[str], int] | None = None,
                  memory_guard: MemoryGuard | None = None) -> None:
         self._client = client
-        # The last resort of a stop the runtime does not answer: the pod's processes killed through its cgroup
-        # (`evictd.adapters.cgroup_kill`; pod uid -> processes found). None: none (dry-run, no cgroups).
+        # Last resort when the runtime does not stop a pod: kill via its cgroup (pod uid -> processes; None: none).
         self._kill_processes = kill_processes
-        # What a hard memory eviction's stop does beside the runtime's (`MemoryGuard`). None: none (dry-run, no
-        # cgroups, no reading of the node's memory alone); it needs `kill_processes` too.
+        # What a hard memory eviction's stop does beside the runtime's (None: dry-run, no cgroups or memory reading).
         self._memory_guard = memory_guard if kill_processes is not None else None
         self._filesystems = filesystems
         self._killer = LocalKiller(client, answer_within_s=CYCLE_READ_TIMEOUT_S)
         self._gc = gc
         self._clock = clock
         self._unanswered = Unanswered()  # the last read (or stop's call) the runtime left unanswered
-        # When each read under way began (monotonic seconds), by a number of its own: reads run on the loop and on
-        # the stats worker's thread (`evictd.adapters.runtime_stats_worker`).
+        # When each read under way began (monotonic), by a number of its own: the loop and the stats worker read.
         self._reads_under_way: dict[int, float] = {}
         self._read_numbers = itertools.count()
         self._reads_lock = threading.Lock()
@@ -212,17 +196,11 @@ class CriRuntime:
             c.state in STOPPABLE_STATES for c in containers)
 
     def stop_pod(self, eviction: Eviction) -> str:
-        """Stop the evicted pod as the kubelet's runtime manager would; when the runtime does not answer (a read
-        unanswered moments ago, a read under way past `OVERDUE_S`, or this stop's own calls timing out) or answers
-        that it could not stop it, kill its processes through its cgroup instead: on a node in thrash the runtime
-        hangs with everything else, and the
-        kernel's OOM killer would do it seconds later after the node stalled; on a node out of pids the runtime
-        cannot start the OCI runtime that would send the signal (the arena's fork bomb on the real node: "fork/exec
-        /usr/sbin/runc: resource temporarily unavailable", and the pod went on forking). A deliberate difference
-        from the kubelet, which can only wait. A hard memory eviction first sends SIGTERM to the pod's processes
-        through its cgroup (`evictd.adapters.cgroup_kill`): what the runtime's stop sends first, without waiting on
-        the runtime to deliver it; the runtime's stop then ends the grace period as before. Returns how the pod was
-        stopped. Raises EvictdError."""
+        """Stop the evicted pod as the kubelet's runtime manager would; when the runtime does not answer (unanswered
+        moments ago, a read overdue, or this stop's calls timing out) or says it could not, kill its processes through
+        its cgroup instead (a thrashing or pid-starved node's runtime cannot; a deliberate difference from the kubelet,
+        which can only wait). A hard memory eviction first SIGTERMs the processes through the cgroup. Returns how the
+        pod was stopped. Raises EvictdError."""
         guard = self._memory_guard if _hard_memory(eviction) else None
         terminated = _quietly(lambda: guard.terminate(eviction.pod.uid)) if guard is not None else 0
         if self._kill_processes is not None and self._unanswered.quiet(self._clock.monotonic()):
@@ -253,11 +231,9 @@ class CriRuntime:
         return None
 
     def _guarded_stop(self, eviction: Eviction, guard: MemoryGuard) -> CRIError | str | None:
-        """The runtime's stop on a thread of its own, looked at every GUARD_POLL_S while its grace period runs: once
-        the node's memory ran short with the pod still running, its processes are killed through its cgroup and how
-        is returned (the runtime's call goes on, and finds them gone); else the runtime's failure, or None. Where no
-        thread can start, the runtime's stop on this one, unguarded. What else the runtime's stop raises is raised
-        here, as an unguarded stop raises it."""
+        """The runtime's stop on a thread of its own, checked every GUARD_POLL_S: once memory ran short with the pod
+        running, its processes are killed through its cgroup and how is returned; else the runtime's failure or None.
+        Without a thread, the runtime's stop unguarded on this one."""
         outcome: list[CRIError | None] = []
         raised: list[Exception] = []
 
@@ -286,9 +262,8 @@ class CriRuntime:
                     return how
 
     def _kill_through_cgroup(self, eviction: Eviction, why: str, failure: CRIError | None, terminated: int = 0) -> str:
-        """Kill the pod's processes through its cgroup because of `why`; raise when its cgroup holds none: the
-        runtime's own `failure` when it answered one (its containers may be gone, its sandbox not), else a CRIError
-        saying so; unless SIGTERM went to `terminated` processes first: they ended on it."""
+        """Kill the pod's processes through its cgroup because of `why`; raise when it holds none (the runtime's
+        `failure` or a CRIError), unless `terminated` processes ended on SIGTERM first."""
         assert self._kill_processes is not None
         how = stop_through_cgroup(self._kill_processes, eviction, why)
         if how is None:

@@ -17,13 +17,9 @@ EXIT_SHUTDOWN_DEADLINE = 1
 
 
 class ShutdownDeadline:
-    """Ends a hung shutdown; armed from a signal handler without taking any Python lock.
-
-    A watchdog thread, started before any signal can arrive, blocks reading a pipe. `arm` writes one byte
-    (`os.write` takes no lock and is async-signal-safe); the thread then waits `timeout_s` for `disarm`'s byte
-    and calls `on_expiry` if none came. Starting a `threading.Timer` in the handler instead could deadlock: it
-    takes threading's internal locks, which the interrupted main thread may be holding.
-    """
+    """Ends a hung shutdown; armed from a signal handler without taking any Python lock: a watchdog thread blocks
+    reading a pipe, `arm` writes one byte (async-signal-safe), and without `disarm`'s byte within `timeout_s` it
+    calls `on_expiry` (a `threading.Timer` started in the handler could deadlock on threading's locks)."""
 
     ARM = b"a"
     DISARM = b"d"
@@ -55,13 +51,9 @@ class ShutdownDeadline:
 
 
 class StopSignal:
-    """The stop flag of the daemon, with what a stop request must also do: wake the loop, arm the deadline.
-
-    `wake` cuts the loop's sleep short (the Waiter's self-pipe). When the deadline passes, `log` says so and
-    the process exits with status 1 at once (`exit`: `os._exit`, which no hung thread can hold up). The
-    watchdog exists only between `install` and `close`: before `install` a request sets the flag and wakes
-    the loop, nothing more.
-    """
+    """The stop flag of the daemon, with what a stop request must also do: wake the loop (`wake`), arm the deadline
+    (past it `log` says so and `exit`, `os._exit`, ends the process with status 1). The watchdog exists only between
+    `install` and `close`."""
 
     def __init__(self, wake: Callable[[], None], deadline_s: float, log: Log,
                  exit: Callable[[int], object] = os._exit) -> None:
@@ -77,10 +69,8 @@ class StopSignal:
         return self._requested
 
     def request(self, reason: str = "stop requested") -> None:
-        """Stop after the current cycle. Safe in a signal handler: no logging, no lock, no thread.
-
-        The deadline is armed before the loop is woken, so the loop's exit always finds it to disarm.
-        """
+        """Stop after the current cycle. Safe in a signal handler (no logging, lock or thread); the deadline is armed
+        before the loop is woken."""
         if self._requested:
             return
         self.reason = reason

@@ -137,7 +137,7 @@ class ClusterStore:
     def create_pod(self, pod: dict[str, Any]) -> dict[str, Any]:
         """Store a pod as a scheduler and kubelet left it: spec defaults filled, the given status kept."""
         namespace = (pod.get("metadata") or {}).get("namespace", "default")
-        return self._core.registry.create(PODS, namespace, copy.deepcopy(pod), seed=True)
+        return self._core.registry.create(PODS, namespace, pod, seed=True)  # the registry copies it
 
     def add_disruption_budget(self, budget: DisruptionBudget) -> None:
         """State a PodDisruptionBudget as the disruption controller left it: the eviction subresource obeys it."""

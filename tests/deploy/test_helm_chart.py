@@ -238,6 +238,10 @@ def test_rbac_metrics_authorization_renders_the_review_and_reader_roles(tmp_path
             ("ClusterRole", "evictd-metrics-reader")} <= rendered
     config = the(objects, "ConfigMap")["data"]["config.yaml"]
     assert "metricsAuthorization: Webhook" in config
+    credentials = {"credentials": {"name": "prometheus-evictd-token", "key": "token"}}
+    monitored = render(values_file(tmp_path, {"podMonitor": {"enabled": True, "authorization": credentials}}))
+    [endpoint] = the(monitored, "PodMonitor")["spec"]["podMetricsEndpoints"]
+    assert endpoint["authorization"] == credentials
 
 
 def test_packaged_chart_holds_the_base_files_and_renders_the_same(tmp_path: Path,

@@ -12,6 +12,7 @@ import http.client
 import secrets
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,7 +25,7 @@ from prometheus_client import CollectorRegistry, Counter
 
 from evictd.core.metrics_access import FAILED_TTL_S
 from evictd.kube.client import build_api_client
-from evictd.kube.metrics_access import metrics_access_review
+from evictd.kube.metrics_access import REVIEW_TIMEOUT_S, metrics_access_review
 from evictd.observe.http_endpoint import Health, HttpEndpoint
 from evictd.observe.metrics_authorization import REVIEW_BURST, MetricsAuthorizer
 from polling import wait_until
@@ -137,6 +138,25 @@ def test_when_evictd_may_not_create_reviews_a_scrape_is_503_and_asked_again_soon
     assert endpoint.get(token=token)[0] == 503, "the failed verdict holds for FAILED_TTL_S"
     time.sleep(FAILED_TTL_S)
     assert endpoint.get(token=token)[0] == 200
+
+
+def test_a_hung_api_costs_the_scrape_a_503_after_the_request_deadline_and_the_probes_nothing(
+        apiserver: ApiServer, endpoint: Endpoint) -> None:
+    apiserver.faults.time_out_next(method="POST", path=r"/apis/authentication.k8s.io/v1/tokenreviews")
+    token = issue(apiserver)
+    answers: list[tuple[int, str]] = []
+    scrape = threading.Thread(target=lambda: answers.append(endpoint.get(token=token)))
+    started = time.monotonic()
+    scrape.start()
+    assert wait_until(lambda: apiserver.request_log.matching("POST", r".*/tokenreviews"), 5.0)
+    for _ in range(5):  # the endpoint's one thread answers the probes while the review hangs
+        probe_started = time.monotonic()
+        assert endpoint.get("/healthz")[0] == 200
+        assert time.monotonic() - probe_started < 0.5
+    scrape.join(timeout=15)
+    assert answers == [(503, "authorization unavailable: the token could not be reviewed; retry later")]
+    assert REVIEW_TIMEOUT_S <= time.monotonic() - started < REVIEW_TIMEOUT_S + 3
+    assert endpoint.verdicts == [503]
 
 
 def test_a_flood_of_made_up_tokens_reaches_the_api_at_a_bounded_rate(apiserver: ApiServer, endpoint: Endpoint) -> None:

@@ -401,7 +401,12 @@ class HttpEndpoint:
         try:
             self._respond(conn, verdict_response(verdict, lambda: self._page.bytes(time.monotonic()),
                                                  conn.waiting.head_only), clean=True)
+        except (BlockingIOError, InterruptedError):
+            pass  # the rest is sent when the socket is writable again (_on_ready)
         except OSError:
+            self._drop(conn)
+        except Exception as exc:  # as in _on_ready: one client's failure never ends the server
+            self._log.error("http request failed", error=f"{type(exc).__name__}: {exc}")
             self._drop(conn)
 
     def _expire(self, now: float) -> None:

@@ -106,13 +106,16 @@ class Reviews:
         spec = spec if isinstance(spec, dict) else {}
         errors = []
         user, groups = spec.get("user") or "", spec.get("groups") or []
+        attributes = [name for name in ("resourceAttributes", "nonResourceAttributes") if spec.get(name)]
+        if len(attributes) == 2:
+            errors.append(FieldError("invalid", "spec.nonResourceAttributes",
+                                     "cannot be specified in combination with resourceAttributes",
+                                     spec["nonResourceAttributes"]))
+        if not attributes:
+            errors.append(FieldError("invalid", "spec.resourceAttributes",
+                                     "exactly one of nonResourceAttributes or resourceAttributes must be specified"))
         if not user and not groups:
             errors.append(FieldError("invalid", "spec.user", "at least one of user or group must be specified", user))
-        attributes = [name for name in ("resourceAttributes", "nonResourceAttributes") if spec.get(name)]
-        if len(attributes) != 1:
-            errors.append(FieldError("invalid", "spec.resourceAttributes",
-                                     "exactly one of nonResourceAttributes or resourceAttributes must be specified",
-                                     spec.get("resourceAttributes")))
         if errors:
             raise invalid("SubjectAccessReview", "", errors, AUTHORIZATION)
         allowed = False

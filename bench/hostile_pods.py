@@ -65,28 +65,28 @@ def _metadata(name: str, **extra: Any) -> dict[str, Any]:
     return {"name": name, "namespace": "tenant", "uid": f"uid-{name}", **extra}
 
 
-def hostile_pod(shape: str, index: int) -> dict[str, Any]:
-    """A Pending pod bound to NODE with ENTRIES entries of `shape` (distinct per pod: no sharing between pods)."""
+def hostile_pod(shape: str, index: int, entries: int = ENTRIES, node: str = NODE) -> dict[str, Any]:
+    """A Pending pod bound to `node` with `entries` entries of `shape` (distinct per pod: no sharing between pods)."""
     app = {"name": "app", "image": "busybox", "resources": {"requests": {"memory": "16Mi"}}}
-    spec: dict[str, Any] = {"nodeName": NODE, "containers": [app]}
+    spec: dict[str, Any] = {"nodeName": node, "containers": [app]}
     metadata = _metadata(f"{shape.lower()}-{index}")
     if shape == "tolerations":
         spec["tolerations"] = [{"key": f"example.com/key-{index}-{j}", "operator": "Exists", "effect": "NoSchedule"}
-                               for j in range(ENTRIES)]
+                               for j in range(entries)]
     elif shape == "volumes":
         spec["volumes"] = [{"name": f"cfg-{index}-{j}", "configMap": {"name": f"tenant-config-{j:05d}",
-                                                                       "defaultMode": 420}} for j in range(ENTRIES)]
+                                                                       "defaultMode": 420}} for j in range(entries)]
     elif shape in ("containers", "initContainers"):
         spec[shape] = [{"name": f"c-{index}-{j}", "image": "busybox",
                         "resources": {"requests": {"cpu": f"{j % 97 + 1}m", "memory": f"{j % 89 + 1}Mi"}}}
-                       for j in range(ENTRIES)]
+                       for j in range(entries)]
         if shape == "containers":
             spec["containers"][0] = app
     elif shape == "env":
         spec["containers"] = [{**app, "env": [{"name": f"VAR_{index}_{j}", "value": "x" * 64}
-                                              for j in range(ENTRIES)]}]
+                                              for j in range(entries)]}]
     elif shape == "labels":
-        metadata["labels"] = {f"tenant.example.com/label-{index}-{j}": "v" * 63 for j in range(ENTRIES)}
+        metadata["labels"] = {f"tenant.example.com/label-{index}-{j}": "v" * 63 for j in range(entries)}
     else:
         raise ValueError(shape)
     return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec, "status": {"phase": "Pending"}}

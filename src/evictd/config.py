@@ -74,6 +74,13 @@ class StatsOrigin(StrEnum):
     KUBELET = "kubelet"  # the kubelet's Summary API
 
 
+class MetricsAuthorization(StrEnum):
+    """The `metricsAuthorization` setting, in the kubelet's words (its `authorization.mode`)."""
+
+    ALWAYS_ALLOW = "AlwaysAllow"  # any client that reaches the port (the NetworkPolicy decides who can)
+    WEBHOOK = "Webhook"  # a bearer token passing a TokenReview and a SubjectAccessReview (get /metrics)
+
+
 class LogFormat(StrEnum):
     """The `logFormat` setting: `auto` is a live view on a terminal, JSON lines otherwise."""
 
@@ -105,6 +112,8 @@ class EvictdSettings:
     state_lock_timeout_s: float = field(default=30.0, metadata={"yaml": "stateLockTimeout", "allow_zero": True,
                                                                 "max": LONG_DURATION_S})
     metrics_bind_address: str = field(default="127.0.0.1:10262", metadata={"yaml": "metricsBindAddress"})
+    metrics_authorization: MetricsAuthorization = field(default=MetricsAuthorization.ALWAYS_ALLOW,
+                                                        metadata={"yaml": "metricsAuthorization"})
     cgroupfs_path: str = field(default="/sys/fs/cgroup", metadata={"yaml": "cgroupfsPath"})
     cgroup_driver: CgroupDriver = field(default=CgroupDriver.CGROUPFS, metadata={"yaml": "cgroupDriver"})
     cgroup_root: str = field(default="/", metadata={"yaml": "cgroupRoot"})

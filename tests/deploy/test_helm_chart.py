@@ -227,6 +227,23 @@ def test_monitoring_toggles_render_deploy_monitorings_objects(tmp_path: Path,
         assert without_chart_additions(rendered) == monitoring_object(name)
 
 
+def test_rbac_metrics_authorization_renders_the_review_and_reader_roles(tmp_path: Path,
+                                                                       default_render: list[dict[str, Any]]) -> None:
+    names = {"evictd-metrics-auth", "evictd-metrics-reader"}
+    assert not names & {obj["metadata"]["name"] for obj in default_render}
+    objects = render(values_file(tmp_path, {"rbac": {"metricsAuthorization": True},
+                                            "settings": {"metricsAuthorization": "Webhook"}}))
+    rendered = {(obj["kind"], obj["metadata"]["name"]) for obj in objects}
+    assert {("ClusterRole", "evictd-metrics-auth"), ("ClusterRoleBinding", "evictd-metrics-auth"),
+            ("ClusterRole", "evictd-metrics-reader")} <= rendered
+    config = the(objects, "ConfigMap")["data"]["config.yaml"]
+    assert "metricsAuthorization: Webhook" in config
+    credentials = {"credentials": {"name": "prometheus-evictd-token", "key": "token"}}
+    monitored = render(values_file(tmp_path, {"podMonitor": {"enabled": True, "authorization": credentials}}))
+    [endpoint] = the(monitored, "PodMonitor")["spec"]["podMetricsEndpoints"]
+    assert endpoint["authorization"] == credentials
+
+
 def test_packaged_chart_holds_the_base_files_and_renders_the_same(tmp_path: Path,
                                                                  default_render: list[dict[str, Any]]) -> None:
     done = helm("package", str(CHART), "--destination", str(tmp_path))

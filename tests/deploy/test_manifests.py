@@ -86,8 +86,9 @@ EXPECTED_RBAC = frozenset(
     }
 )
 
-# The optional ClusterRole for softEvictionsThroughEvictionAPI (eviction-api-rbac.yaml, not in the kustomization).
-OPTIONAL_MANIFESTS = ("eviction-api-rbac.yaml",)
+# The optional ClusterRoles for softEvictionsThroughEvictionAPI (eviction-api-rbac.yaml) and for
+# metricsAuthorization: Webhook (metrics-auth-rbac.yaml), neither in the kustomization.
+OPTIONAL_MANIFESTS = ("eviction-api-rbac.yaml", "metrics-auth-rbac.yaml")
 EVICTION_API_ROLE = "evictd-eviction-api"
 EXPECTED_EVICTION_API_RBAC = frozenset({("", "pods/eviction", "create")})
 
@@ -369,6 +370,25 @@ def test_the_eviction_api_is_granted_only_by_the_optional_manifest_its_docs_name
     for doc in (K8S / "README.md", REPO / "docs" / "daemon.md", REPO / "docs" / "configuration.md"):
         assert "eviction-api-rbac.yaml" in doc.read_text(encoding="utf-8"), doc
     assert command in (K8S / "README.md").read_text(encoding="utf-8")
+
+
+def test_metrics_authorization_reviews_are_granted_only_by_the_optional_manifest_its_docs_name() -> None:
+    """metricsAuthorization: Webhook needs tokenreviews and subjectaccessreviews create (system:auth-delegator's
+    rules), granted by metrics-auth-rbac.yaml only, beside the role a scraper needs (get /metrics)."""
+    wanted = {("authentication.k8s.io", "tokenreviews", "create"),
+              ("authorization.k8s.io", "subjectaccessreviews", "create")}
+    kustomized = [doc for name in MANIFESTS for doc in documents(K8S / name) if doc["kind"] in ("ClusterRole", "Role")]
+    assert all(not wanted & rbac_triples(doc["rules"]) for doc in kustomized)
+    roles = {doc["metadata"]["name"]: doc for doc in documents(K8S / "metrics-auth-rbac.yaml")
+             if doc["kind"] == "ClusterRole"}
+    assert rbac_triples(roles["evictd-metrics-auth"]["rules"]) == wanted
+    assert roles["evictd-metrics-reader"]["rules"] == [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]
+    binding = the("ClusterRoleBinding", K8S / "metrics-auth-rbac.yaml")
+    assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                                  "name": "evictd-metrics-auth"}
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": NAME, "namespace": NAMESPACE}]
+    for doc in (K8S / "README.md", REPO / "docs" / "configuration.md"):
+        assert "metrics-auth-rbac.yaml" in doc.read_text(encoding="utf-8"), doc
 
 
 def test_cluster_role_binding_binds_the_service_account() -> None:

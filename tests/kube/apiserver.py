@@ -16,6 +16,7 @@ events with the real semantics: see the modules it is built from:
     kube_tables     server-side printing for kubectl get
     kube_status     metav1.Status failure bodies
     kube_budgets    PodDisruptionBudgets as the eviction subresource enforces them
+    kube_reviews    TokenReviews and SubjectAccessReviews (delegated authentication and authorization)
     kube_faults     fault switches (429/500/timeouts/resets, watch drops and expiry) and the request log
 
 `ApiServer` is the handle tests use (the `apiserver` fixture in kube_fixtures.py yields one, started):
@@ -26,7 +27,7 @@ events with the real semantics: see the modules it is built from:
 
 Known differences from kube-apiserver, none of which evictd relies on: no namespaces resource (any namespace
 name is accepted), no managedFields, no server-side apply (415), no service-account admission, only pods, nodes
-and events, and PodDisruptionBudgets only as the eviction subresource obeys them (`store.add_disruption_budget`); and a client certificate from an unknown CA fails the TLS handshake here, where the real server
+and events (and token and access reviews), and PodDisruptionBudgets only as the eviction subresource obeys them (`store.add_disruption_budget`); and a client certificate from an unknown CA fails the TLS handshake here, where the real server
 completes it and answers 401 (Python's ssl cannot request a certificate without verifying it).
 """
 
@@ -51,6 +52,7 @@ from kube_faults import Faults, RecordedRequest, RequestLog
 from kube_http import ApiHandler
 from kube_pki import Pki, write_kubeconfig
 from kube_registry import EVENTS, NODES, PODS, ListQuery, Registry
+from kube_reviews import Reviews
 from kube_status import ApiError
 from kube_store import DEFAULT_HISTORY_LIMIT, Store
 
@@ -73,6 +75,7 @@ class ApiServerCore:
         self.faults = Faults()
         self.requests = RequestLog()
         self.tokens: dict[str, str] = {}
+        self.reviews = Reviews(self.tokens)
         self.aggregated_discovery = aggregated_discovery
         self.bookmark_interval_s = DEFAULT_BOOKMARK_INTERVAL_S
         self.hold_max_s = DEFAULT_HOLD_MAX_S
@@ -137,7 +140,7 @@ class ClusterStore:
     def create_pod(self, pod: dict[str, Any]) -> dict[str, Any]:
         """Store a pod as a scheduler and kubelet left it: spec defaults filled, the given status kept."""
         namespace = (pod.get("metadata") or {}).get("namespace", "default")
-        return self._core.registry.create(PODS, namespace, copy.deepcopy(pod), seed=True)
+        return self._core.registry.create(PODS, namespace, pod, seed=True)  # the registry copies it
 
     def add_disruption_budget(self, budget: DisruptionBudget) -> None:
         """State a PodDisruptionBudget as the disruption controller left it: the eviction subresource obeys it."""
@@ -300,6 +303,11 @@ class ApiServer:
         return self._core.tls_failures
 
     # -- faults, log, storage ----------------------------------------------------------------------------------
+
+    @property
+    def reviews(self) -> Reviews:
+        """TokenReviews and SubjectAccessReviews: the tokens they authenticate and the grants they allow."""
+        return self._core.reviews
 
     @property
     def faults(self) -> Faults:

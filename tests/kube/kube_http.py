@@ -294,6 +294,12 @@ class ApiHandler(WatchStreamMixin, BaseHTTPRequestHandler):
         if not rest:
             self._send_found(discovery.resource_list(group))
             return
+        if (group, rest, method) == ("authentication.k8s.io", ["tokenreviews"], "POST"):
+            self._send_json(201, self.core.reviews.token_review(self.user or "", self._json_body()))
+            return
+        if (group, rest, method) == ("authorization.k8s.io", ["subjectaccessreviews"], "POST"):
+            self._send_json(201, self.core.reviews.access_review(self.user or "", self._json_body()))
+            return
         self._resource(method, group, rest)
 
     def _discovery(self, legacy_root: bool) -> None:

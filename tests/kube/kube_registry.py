@@ -15,7 +15,6 @@ holds the core/v1 form (events.k8s.io/v1 Events are a second view of core Events
 from __future__ import annotations
 
 import base64
-import copy
 import json
 import random
 from collections.abc import Callable
@@ -47,7 +46,7 @@ from kube_status import (
     status_body,
     unprocessable_patch,
 )
-from kube_store import Key, Store, rfc3339
+from kube_store import Key, Store, json_copy, rfc3339
 
 ALL_VERBS = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
 STATUS_VERBS = ("get", "patch", "update")
@@ -196,7 +195,7 @@ class Registry:
             list_rv, start_after = decode_continue(query.continue_token)
             start_after = start_after.rstrip("\x00")
             try:
-                items = self.store.snapshot_at(info.storage, list_rv, namespace)
+                items = self.store.snapshot_at(info.storage, list_rv, namespace, copies=False)
             except ApiError as exc:
                 raise expired("The provided continue parameter is too old to display a consistent list result. "
                               "You can start a new list without the continue parameter, or use the continue token "
@@ -207,7 +206,7 @@ class Registry:
         elif query.resource_version and query.resource_version_match == "Exact":
             list_rv = _parse_rv(query.resource_version)
             try:
-                items = self.store.snapshot_at(info.storage, list_rv, namespace)
+                items = self.store.snapshot_at(info.storage, list_rv, namespace, copies=False)
             except ApiError as exc:
                 raise expired("The resourceVersion for the provided list is too old.") from exc
         else:
@@ -215,7 +214,7 @@ class Registry:
                 wanted = _parse_rv(query.resource_version)
                 if not self.store.wait_for_rv(wanted, self.too_large_rv_wait_s):
                     raise too_large_resource_version(wanted, self.store.resource_version)
-            items, list_rv = self.store.list(info.storage, namespace)
+            items, list_rv = self.store.list(info.storage, namespace, copies=False)
         selected = [obj for obj in items
                     if labels_match(query.labels, (obj.get("metadata") or {}).get("labels"))
                     and fields_match(query.fields, info.fields(obj))]
@@ -230,8 +229,8 @@ class Registry:
             if not query.labels and not query.fields:
                 meta["remainingItemCount"] = rest
         views = []
-        for obj in selected:
-            view = info.view(obj)
+        for obj in selected:  # the stored objects: only the page's are copied (a list in pages stays linear)
+            view = info.view(json_copy(obj))
             # List items carry no kind/apiVersion on the wire: the list's own say what they are.
             view.pop("kind", None)
             view.pop("apiVersion", None)
@@ -245,7 +244,7 @@ class Registry:
         if not isinstance(body, dict):
             raise bad_request("the object provided is unrecognized")
         _check_decodable(info, body)
-        obj = res.normalize_times(info.to_storage(copy.deepcopy(body)))
+        obj = res.normalize_times(info.to_storage(json_copy(body)))
         obj["kind"], obj["apiVersion"] = info.storage_kind, info.storage_api_version
         meta = obj.setdefault("metadata", {})
         if info.namespaced:
@@ -303,7 +302,7 @@ class Registry:
         if info.namespaced and body_ns and body_ns != namespace:
             raise bad_request("the namespace of the provided object does not match the namespace sent on the request")
         with self.store.lock:
-            return self._write(info, namespace, name, lambda _current: copy.deepcopy(body), subresource)
+            return self._write(info, namespace, name, lambda _current: json_copy(body), subresource)
 
     def patch(self, info: ResourceInfo, namespace: str, name: str, content_type: str, body: Any,
               subresource: str = "") -> dict[str, Any]:
@@ -353,15 +352,15 @@ class Registry:
             else:
                 meta.pop(f, None)
         if subresource == "status":
-            new["spec"] = copy.deepcopy(stored.get("spec"))
+            new["spec"] = json_copy(stored.get("spec"))
             if info.storage == "pods":
-                meta["ownerReferences"] = copy.deepcopy(old_meta.get("ownerReferences"))
+                meta["ownerReferences"] = json_copy(old_meta.get("ownerReferences"))
                 if meta["ownerReferences"] is None:
                     meta.pop("ownerReferences")
                 errors = res.validate_pod_status(new, stored)
         else:
             if "status" in stored:
-                new["status"] = copy.deepcopy(stored["status"])
+                new["status"] = json_copy(stored["status"])
             else:
                 new.pop("status", None)
             if info.storage == "pods":
@@ -442,7 +441,7 @@ class Registry:
         for item in listed["items"]:
             meta = item["metadata"]
             try:
-                result = self.delete(info, meta.get("namespace", ""), meta["name"], copy.deepcopy(options))
+                result = self.delete(info, meta.get("namespace", ""), meta["name"], json_copy(options))
             except ApiError as error:
                 if error.code == 404:
                     continue  # deleted meanwhile

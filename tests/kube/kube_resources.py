@@ -13,6 +13,7 @@ Functions take and return plain dicts; they never touch storage or time except t
 from __future__ import annotations
 
 import copy
+import functools
 import re
 from datetime import UTC, datetime
 from fractions import Fraction
@@ -44,7 +45,12 @@ _QUANTITY = re.compile(r"^([+-]?[0-9.]+)([eE][+-]?[0-9]+|[a-zA-Z]{0,2})$")
 
 def quantity(text: Any) -> Fraction:
     """The value of a resource.Quantity string ("100m", "1Gi", "1e3") as an exact fraction."""
-    match = _QUANTITY.match(str(text))
+    return _quantity(str(text))
+
+
+@functools.lru_cache(maxsize=4096)  # pods of thousands of containers repeat a few quantities
+def _quantity(text: str) -> Fraction:
+    match = _QUANTITY.match(text)
     if not match or (match.group(2) and match.group(2)[0] not in "eE" and match.group(2) not in _SUFFIXES):
         raise ValueError(f"quantities must match the regular expression: {text!r}")
     number, suffix = Fraction(match.group(1)), match.group(2)

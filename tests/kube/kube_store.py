@@ -7,12 +7,14 @@ older than `oldest_watchable_rv` is expired (410 Gone), as with a compacted etcd
 `snapshot_at(rv)` rebuilds the objects of a past resourceVersion by undoing later changes (for continue tokens
 and `resourceVersionMatch=Exact`).
 
-Objects are stored and returned as deep copies, so callers never share state with storage.
+Objects are stored and returned as deep copies, so callers never share state with storage (`json_copy`: JSON
+trees copied ten times faster than `copy.deepcopy`, which 1 MB tenant pods made the bulk of a large list).
 """
 
 from __future__ import annotations
 
 import copy
+import marshal
 import threading
 import uuid
 from collections import deque
@@ -27,6 +29,15 @@ DEFAULT_HISTORY_LIMIT = 1000  # changes kept for watch resumption before the old
 FIRST_RESOURCE_VERSION = 1000  # a fresh cluster's etcd revision is never 0; clients treat "0" specially
 
 Key = tuple[str, str]  # (namespace or "", name)
+
+
+def json_copy(value: Any) -> Any:
+    """A deep copy of a tree of dicts, lists and scalars (through `marshal`, in C); anything else through
+    `copy.deepcopy`."""
+    try:
+        return marshal.loads(marshal.dumps(value))
+    except ValueError:  # an object marshal does not write (a subclass, a datetime): copied the slow way
+        return copy.deepcopy(value)
 
 
 def rfc3339(moment: datetime | None = None) -> str:
@@ -81,16 +92,17 @@ class Store:
     def get(self, resource: str, key: Key) -> dict[str, Any] | None:
         with self._cond:
             found = self._objects.get(resource, {}).get(key)
-            return copy.deepcopy(found) if found is not None else None
+            return json_copy(found) if found is not None else None
 
-    def list(self, resource: str, namespace: str = "") -> tuple[list[dict[str, Any]], int]:
-        """Objects of a resource (in one namespace, or all when empty) sorted by key, and the current rv."""
+    def list(self, resource: str, namespace: str = "", *, copies: bool = True) -> tuple[list[dict[str, Any]], int]:
+        """Objects of a resource (in one namespace, or all when empty) sorted by key, and the current rv.
+        `copies=False`: the stored objects themselves, for a caller that copies what it keeps and changes nothing."""
         with self._cond:
-            items = [copy.deepcopy(obj) for key, obj in sorted(self._objects.get(resource, {}).items())
+            items = [json_copy(obj) if copies else obj for key, obj in sorted(self._objects.get(resource, {}).items())
                      if not namespace or key[0] == namespace]
             return items, self._rv
 
-    def snapshot_at(self, resource: str, rv: int, namespace: str = "") -> list[dict[str, Any]]:
+    def snapshot_at(self, resource: str, rv: int, namespace: str = "", *, copies: bool = True) -> list[dict[str, Any]]:
         """The objects as they were at resourceVersion `rv`; raises 410 if the history no longer reaches it."""
         with self._cond:
             if rv < self._oldest_watchable_rv:
@@ -105,7 +117,8 @@ class Store:
                     state.pop(change.key, None)
                 else:
                     state[change.key] = change.previous
-            return [copy.deepcopy(obj) for key, obj in sorted(state.items()) if not namespace or key[0] == namespace]
+            return [json_copy(obj) if copies else obj for key, obj in sorted(state.items())
+                    if not namespace or key[0] == namespace]
 
     def _commit(self, kind: str, resource: str, key: Key, obj: dict[str, Any], previous: dict[str, Any] | None) -> int:
         self._rv += 1
@@ -115,8 +128,8 @@ class Store:
             self._objects.setdefault(resource, {})[key] = obj
         else:
             self._objects.get(resource, {}).pop(key, None)
-        self._history.append(Change(self._rv, kind, resource, key, copy.deepcopy(obj),
-                                    copy.deepcopy(previous) if previous is not None else None))
+        self._history.append(Change(self._rv, kind, resource, key, json_copy(obj),
+                                    json_copy(previous) if previous is not None else None))
         while len(self._history) > self._history_limit:
             self._oldest_watchable_rv = self._history.popleft().rv
         self._cond.notify_all()
@@ -127,20 +140,20 @@ class Store:
         with self._cond:
             if key in self._objects.get(resource, {}):
                 return None
-            stored = copy.deepcopy(obj)
+            stored = json_copy(obj)
             meta = stored.setdefault("metadata", {})
             meta.setdefault("uid", str(uuid.uuid4()))
             meta.setdefault("creationTimestamp", rfc3339())
             self._commit("ADDED", resource, key, stored, None)
-            return copy.deepcopy(stored)
+            return json_copy(stored)
 
     def update(self, resource: str, key: Key, obj: dict[str, Any]) -> dict[str, Any]:
         """Replace an existing object with a new resourceVersion (callers check existence under `lock`)."""
         with self._cond:
             previous = self._objects[resource][key]
-            stored = copy.deepcopy(obj)
+            stored = json_copy(obj)
             self._commit("MODIFIED", resource, key, stored, previous)
-            return copy.deepcopy(stored)
+            return json_copy(stored)
 
     def delete(self, resource: str, key: Key) -> dict[str, Any] | None:
         """Remove an object; returns its last state, or None when it did not exist."""
@@ -148,8 +161,8 @@ class Store:
             previous = self._objects.get(resource, {}).get(key)
             if previous is None:
                 return None
-            self._commit("DELETED", resource, key, copy.deepcopy(previous), previous)
-            return copy.deepcopy(previous)
+            self._commit("DELETED", resource, key, json_copy(previous), previous)
+            return json_copy(previous)
 
     def compact(self, rv: int | None = None) -> int:
         """Forget the history up to `rv` (default: now); watches from older versions then get 410 Gone."""

@@ -144,6 +144,18 @@ class KubeApi:
         as the kubelet renews its own; return it as stored."""
         return self._json("update leases", "PUT", self._lease_path(namespace, name), body=lease, timeout_s=timeout_s)
 
+    def create_token_review(self, token: str, *, timeout_s: float) -> dict[str, Any]:
+        """POST a TokenReview of `token` (no audiences: the API server's own); return it with its status."""
+        body = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": {"token": token}}
+        return self._json("create tokenreviews", "POST", "/apis/authentication.k8s.io/v1/tokenreviews", body=body,
+                          timeout_s=timeout_s)
+
+    def create_subject_access_review(self, spec: Mapping[str, Any], *, timeout_s: float) -> dict[str, Any]:
+        """POST a SubjectAccessReview of `spec`; return it with its status (`allowed`, `denied`, `reason`)."""
+        body = {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview", "spec": dict(spec)}
+        return self._json("create subjectaccessreviews", "POST",
+                          "/apis/authorization.k8s.io/v1/subjectaccessreviews", body=body, timeout_s=timeout_s)
+
     def _lease_path(self, namespace: str, name: str = "") -> str:
         return self._path("namespaces", namespace, "leases", *([name] if name else []),
                           root=f"/apis/{LEASES_GROUP_VERSION}/")

@@ -30,7 +30,9 @@ import structlog
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from evictd.core.errors import ConfigError
+from evictd.core.metrics_access import Verdict
 from evictd.cycle.cadence import stale_after_s
+from evictd.observe.metrics_authorization import MetricsAuthorizer
 
 # Two probes (liveness, readiness) and a scrape or two need a handful; the rest is headroom. Each open
 # connection costs at most MAX_REQUEST_HEAD_BYTES plus one response (a /metrics page, tens of KiB).
@@ -63,6 +65,12 @@ RENDER_BURST = 20.0
 # flood waits in the accept queue (LISTEN_BACKLOG deep: at this rate a full queue drains within the probes' 5 s).
 REQUESTS_PER_S = 400.0
 REQUEST_BURST = 100.0
+
+# How long a scrape waits for its token's review (each of its two API requests has 4 s) before a 503.
+REVIEW_WAIT_S = 9.0
+UNREVIEWED = "authorization unavailable: the token could not be reviewed; retry later"
+# `Authorization: Bearer <token>` (the scheme's case is free, RFC 9110).
+BEARER = re.compile(r"[Bb][Ee][Aa][Rr][Ee][Rr] +([^ \t]+)")
 
 # Liveness: the loop cycles. Readiness adds: it can see every signal it has a threshold for (`Health.ready`).
 LIVENESS_PATHS = ("/healthz", "/livez")
@@ -188,10 +196,31 @@ class RequestBudget:
         return max(0.0, (1.0 - self._tokens) / self._rate_per_s)
 
 
-def answer(head: bytes, registry: CollectorRegistry | MetricsPage, health: Health) -> tuple[bytes, bool]:
+class AwaitingReview:
+    """A `/metrics` request whose bearer token is under review: answered once the verdict is in."""
+
+    __slots__ = ("head_only", "token")
+
+    def __init__(self, token: str, head_only: bool) -> None:
+        self.token = token
+        self.head_only = head_only
+
+
+def verdict_response(verdict: Verdict, page: Callable[[], bytes], head_only: bool) -> bytes:
+    """The answer to a scrape with this verdict: the page when allowed, else the verdict's status and reason."""
+    if verdict.status == HTTPStatus.OK:
+        return response_bytes(HTTPStatus.OK, CONTENT_TYPE_LATEST, page(), head_only=head_only)
+    if verdict.status == HTTPStatus.SERVICE_UNAVAILABLE:  # the cause is logged; a client learns nothing of evictd's
+        return refusal(HTTPStatus.SERVICE_UNAVAILABLE, UNREVIEWED, head_only=head_only)
+    return refusal(HTTPStatus(verdict.status), verdict.reason, head_only=head_only)
+
+
+def answer(head: bytes, registry: CollectorRegistry | MetricsPage, health: Health,
+           authorizer: MetricsAuthorizer | None = None) -> tuple[bytes | AwaitingReview, bool]:
     """Return (response, clean) for one request head (without its blank line).
 
     `clean` is False when the request was refused for its form, so the client may have sent more than was read.
+    With an `authorizer`, a `/metrics` request needs a bearer token: one not reviewed yet is AwaitingReview.
     """
     try:
         text = head.decode("ascii")
@@ -206,6 +235,7 @@ def answer(head: bytes, registry: CollectorRegistry | MetricsPage, health: Healt
     if matched.group(1) != "1":
         return refusal(HTTPStatus.HTTP_VERSION_NOT_SUPPORTED, "HTTP/1.x only"), False
     head_only = method == "HEAD"
+    credentials = ""
     for raw in header_lines:
         name, sep, value = raw.removesuffix("\r").partition(":")
         if not sep or TOKEN.fullmatch(name) is None:
@@ -215,12 +245,28 @@ def answer(head: bytes, registry: CollectorRegistry | MetricsPage, health: Healt
             refused = refusal(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, "request bodies are not accepted",
                               head_only=head_only)
             return refused, False
+        if lower == "authorization":
+            credentials = value
     if method not in ALLOWED_METHODS:
         return refusal(HTTPStatus.METHOD_NOT_ALLOWED, "GET or HEAD only"), True
     path = target.split("?", 1)[0]
     if path == METRICS_PATH:
-        page = registry.bytes(time.monotonic()) if isinstance(registry, MetricsPage) else generate_latest(registry)
-        return response_bytes(HTTPStatus.OK, CONTENT_TYPE_LATEST, page, head_only=head_only), True
+        def page() -> bytes:
+            return registry.bytes(time.monotonic()) if isinstance(registry, MetricsPage) else generate_latest(registry)
+        if authorizer is None:
+            return verdict_response(Verdict(200, "ok", 0.0), page, head_only), True
+        bearer = BEARER.fullmatch(credentials)
+        if bearer is None:
+            refused = refusal(HTTPStatus.UNAUTHORIZED, "Unauthorized: a bearer token is required", head_only=head_only)
+            return refused, True
+        token = bearer.group(1)
+        verdict = authorizer.verdict(token)
+        if verdict is not None:
+            return verdict_response(verdict, page, head_only), True
+        if not authorizer.ask(token):
+            return refusal(HTTPStatus.TOO_MANY_REQUESTS, "too many tokens under review; retry later",
+                           head_only=head_only), True
+        return AwaitingReview(token, head_only), True
     if path in LIVENESS_PATHS or path == READINESS_PATH:
         healthy, reason = health.ready() if path == READINESS_PATH else health.status()
         status = HTTPStatus.OK if healthy else HTTPStatus.SERVICE_UNAVAILABLE
@@ -231,11 +277,13 @@ def answer(head: bytes, registry: CollectorRegistry | MetricsPage, health: Healt
 class _Connection:
     """One client: reading its request head, writing the answer, or dropping input before closing."""
 
-    __slots__ = ("deadline", "inbox", "linger", "outbox", "sock", "state")
+    __slots__ = ("deadline", "inbox", "linger", "outbox", "sock", "state", "waiting")
 
     def __init__(self, sock: socket.socket, now: float) -> None:
         self.sock = sock
-        self.state = "reading"  # then "writing", then closed (or "lingering" after a refusal, then closed)
+        # then "writing" (or "reviewing" first: its token under review), then closed (or "lingering" after a refusal)
+        self.state = "reading"
+        self.waiting: AwaitingReview | None = None
         self.inbox = b""
         self.outbox = memoryview(b"")
         self.linger = False
@@ -248,8 +296,9 @@ class HttpEndpoint:
 
     def __init__(self, address: str, registry: CollectorRegistry, health: Health, *,
                  renders_per_s: float = RENDERS_PER_S, requests_per_s: float = REQUESTS_PER_S,
-                 request_burst: float = REQUEST_BURST) -> None:
+                 request_burst: float = REQUEST_BURST, authorizer: MetricsAuthorizer | None = None) -> None:
         self._address = address
+        self._authorizer = authorizer
         self._page = MetricsPage(registry, RequestBudget(renders_per_s, RENDER_BURST))
         self._budget = RequestBudget(requests_per_s, request_burst)
         self._health = health
@@ -274,6 +323,7 @@ class HttpEndpoint:
         # stop() wakes the loop through this pair (select() has no other way to be interrupted).
         self._wake_read, self._wake_write = socket.socketpair()
         self._wake_read.setblocking(False)
+        self._wake_write.setblocking(False)
         self._selector = selectors.DefaultSelector()
         self._selector.register(listener, selectors.EVENT_READ, "listener")
         self._selector.register(self._wake_read, selectors.EVENT_READ, "wake")
@@ -283,6 +333,8 @@ class HttpEndpoint:
         self._stop = False
         self._thread = threading.Thread(target=self._serve, name="evictd-http", daemon=True)
         self._thread.start()
+        if self._authorizer is not None:
+            self._authorizer.start(self._reviewed)
 
     def stop(self) -> None:
         """Stop serving: the listener and every connection are closed when this returns."""
@@ -292,6 +344,8 @@ class HttpEndpoint:
         with contextlib.suppress(OSError):  # the loop has ended already
             self._wake_write.send(b"\0")
         self._thread.join()
+        if self._authorizer is not None:
+            self._authorizer.stop()
         self._wake_write.close()
 
     def _serve(self) -> None:
@@ -300,7 +354,11 @@ class HttpEndpoint:
                 for key, events in self._selector.select(self._wait_s(time.monotonic())):
                     if key.data == "listener":
                         self._accept()
-                    elif key.data != "wake":  # only stop() wakes the loop: it ends after this turn
+                    elif key.data == "wake":  # a verdict is in (or stop(): the loop ends after this turn)
+                        with contextlib.suppress(OSError):
+                            self._wake_read.recv(RECV_BYTES)
+                        self._answer_reviewed()
+                    else:
                         conn = key.data
                         if conn.sock.fileno() >= 0:  # not closed earlier in this turn (evicted)
                             self._on_ready(conn, events)
@@ -323,9 +381,40 @@ class HttpEndpoint:
             return None
         return min(max(0.0, min(deadlines) - now), MAX_WAIT_S)
 
+    def _reviewed(self) -> None:
+        """On the reviewer thread: a verdict is in; wake the loop (a full wake pipe is awake already)."""
+        with contextlib.suppress(OSError):
+            self._wake_write.send(b"\1")
+
+    def _answer_reviewed(self) -> None:
+        """Answer each scrape whose token now has a verdict."""
+        if self._authorizer is None:
+            return
+        for conn in [c for c in self._connections.values() if c.state == "reviewing"]:
+            assert conn.waiting is not None
+            verdict = self._authorizer.verdict(conn.waiting.token)
+            if verdict is not None:
+                self._answer_verdict(conn, verdict)
+
+    def _answer_verdict(self, conn: _Connection, verdict: Verdict) -> None:
+        assert conn.waiting is not None
+        try:
+            self._respond(conn, verdict_response(verdict, lambda: self._page.bytes(time.monotonic()),
+                                                 conn.waiting.head_only), clean=True)
+        except (BlockingIOError, InterruptedError):
+            pass  # the rest is sent when the socket is writable again (_on_ready)
+        except OSError:
+            self._drop(conn)
+        except Exception as exc:  # as in _on_ready: one client's failure never ends the server
+            self._log.error("http request failed", error=f"{type(exc).__name__}: {exc}")
+            self._drop(conn)
+
     def _expire(self, now: float) -> None:
         for conn in [c for c in self._connections.values() if c.deadline <= now]:
-            self._drop(conn)
+            if conn.state == "reviewing":  # the review did not finish in time: say so
+                self._answer_verdict(conn, Verdict(503, "the token review took too long", 0.0))
+            else:
+                self._drop(conn)
         if self._accepting_again_at is not None and self._accepting_again_at <= now:
             self._accepting_again_at = None
             self._selector.register(self._listener, selectors.EVENT_READ, "listener")
@@ -369,6 +458,9 @@ class HttpEndpoint:
             if conn.state == "writing":
                 if events & selectors.EVENT_WRITE:
                     self._send(conn)
+            elif conn.state == "reviewing":
+                if not conn.sock.recv(RECV_BYTES):
+                    self._drop(conn)  # gone while its token was under review
             elif conn.state == "lingering":
                 for _ in range(LINGER_RECVS_PER_TURN):
                     if not conn.sock.recv(RECV_BYTES):
@@ -394,7 +486,11 @@ class HttpEndpoint:
             start = len(conn.inbox) - len(conn.inbox.lstrip(b"\r\n"))  # empty lines before a request are ignored
             end = HEAD_END.search(conn.inbox, start)
             if end is not None and end.end() <= MAX_REQUEST_HEAD_BYTES:
-                response, clean = answer(conn.inbox[start:end.start()], self._page, self._health)
+                response, clean = answer(conn.inbox[start:end.start()], self._page, self._health, self._authorizer)
+                if isinstance(response, AwaitingReview):
+                    conn.state, conn.waiting, conn.inbox = "reviewing", response, b""
+                    conn.deadline = time.monotonic() + REVIEW_WAIT_S
+                    return
                 self._respond(conn, response, clean=clean and end.end() == len(conn.inbox))
                 return
             if len(conn.inbox) >= MAX_REQUEST_HEAD_BYTES:

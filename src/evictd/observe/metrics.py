@@ -163,6 +163,11 @@ class Metrics:
                                           "hold (past its caps: containers and initContainers folded into one or two, "
                                           "volumes, tolerations), by field, counted when a pod is first seen dropping "
                                           "them and when that changes.", ["field"], registry=r)
+        self.metrics_token_reviews = Counter("evictd_metrics_token_reviews_total", "Bearer tokens of /metrics "
+                                             "scrapes reviewed through the API (metricsAuthorization: Webhook; a "
+                                             "verdict is then cached), by verdict: allowed, unauthenticated, "
+                                             "forbidden, unavailable (the API could not be asked).", ["verdict"],
+                                             registry=r)
         self.log_lines_dropped = Counter("evictd_log_lines_dropped_total", "Log lines dropped because the reader "
                                          "of evictd's output fell 4 MiB behind (the loop never waits for it).",
                                          registry=r)

@@ -27,6 +27,7 @@ from evictd.cycle.eviction_api_route import EvictionApiRoute
 from evictd.cycle.finished import AfterCycle, Cycle
 from evictd.cycle.manager import PodEvictor
 from evictd.cycle.reclaim_first import memory_reclaim_event
+from evictd.kube.api import KubeApi
 from evictd.kube.client import build_api_client
 from evictd.kube.cluster import BackgroundEvictions, ClusterSync, EvictablePods, NodeFallbackPods, TerminatingEvictions
 from evictd.kube.critical_record import CriticalPodRecord
@@ -109,6 +110,7 @@ class ClusterParts:
     mode_watch: NodeLabelWatch | None = None
     # Whether this cycle's evictions are reported only (the node's mode; always with `--dry-run`).
     reports_only: Callable[[], bool] = lambda: False
+    api: KubeApi | None = None  # the API client the parts share (the /metrics token reviews use it too)
 
 
 class PodWatchStart:
@@ -216,7 +218,7 @@ def build_cluster(config: Configuration, node_name: str, metrics: Metrics, log: 
                         evictor=evictor, sync=sync, watcher=watcher, shadow=shadow,
                         journal=journal, pod_watch=PodWatchStart(watcher, log), eviction_api=route, lease=lease,
                         terminating=TerminatingEvictions(watcher, journal), mode_watch=mode_watch,
-                        reports_only=reporting)
+                        reports_only=reporting, api=api_client)
 
 
 def disk_volumes_left(kubelet_root: str) -> Callable[[str], bool]:

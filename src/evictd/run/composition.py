@@ -39,12 +39,13 @@ from evictd.adapters.self_protection import (
     set_oom_score_adj,
 )
 from evictd.clock import SYSTEM_CLOCK
-from evictd.config import Configuration, EvictdSettings, StatsOrigin
+from evictd.config import Configuration, EvictdSettings, MetricsAuthorization, StatsOrigin
 from evictd.core.engine import EngineConfig, EngineState
 from evictd.core.errors import ConfigError, SampleError
 from evictd.core.handover import racing_signals
 from evictd.core.limits_enforcer import Enforcer
 from evictd.core.memory_reclaim import CacheHolder, ReclaimPlan, ReclaimSettings
+from evictd.core.metrics_access import Verdict
 from evictd.core.node_protection import Status, node_protection_findings
 from evictd.core.self_protection import KIB, oom_score_adj_warning
 from evictd.core.signals import Signal
@@ -57,11 +58,13 @@ from evictd.cycle.ids import run_id
 from evictd.cycle.limits_choice import enforced_as_chosen, limits_choice
 from evictd.cycle.manager import FRESH_STATE, EvictionManager, PodSource
 from evictd.cycle.reclaim_first import MemoryReclaimStep, Outcome
+from evictd.kube.metrics_access import metrics_access_review
 from evictd.kubelet_file import KubeletFile
 from evictd.log import Log
 from evictd.observe.http_endpoint import Health, HttpEndpoint
 from evictd.observe.logging_setup import RecentEvents, configure_logging, flush_logs, resolve_format
 from evictd.observe.metrics import Metrics
+from evictd.observe.metrics_authorization import REVIEW_VERDICTS, MetricsAuthorizer
 from evictd.record.engine_state import EngineStateFile
 from evictd.record.oom_counters_file import OomCountersFile
 from evictd.record.recorder import FlightRecorder
@@ -364,7 +367,18 @@ def build_parts(basics: Basics, cluster: ClusterParts | None, link: RuntimeLink,
         parts.append(cluster.pod_watch)
     parts.append(link)
     if serve_http:
-        parts.append(HttpEndpoint(basics.settings.metrics_bind_address, basics.metrics.registry, health))
+        authorizer = None
+        if basics.settings.metrics_authorization is MetricsAuthorization.WEBHOOK and cluster and cluster.api:
+            reviews, log = basics.metrics.metrics_token_reviews, basics.log
+
+            def reviewed(verdict: Verdict) -> None:
+                reviews.labels(REVIEW_VERDICTS[verdict.status]).inc()
+                if verdict.status == 503:  # at most REVIEWS_PER_S lines a second
+                    log.warning("metrics token review failed; the scrape got 503", error=verdict.reason)
+
+            authorizer = MetricsAuthorizer(metrics_access_review(cluster.api), on_review=reviewed)
+        parts.append(HttpEndpoint(basics.settings.metrics_bind_address, basics.metrics.registry, health,
+                                  authorizer=authorizer))
     if stats.disk_walker is not None:
         parts.append(stats.disk_walker)
     return parts
@@ -503,6 +517,9 @@ def check_settings(config: Configuration) -> None:
     if not os.path.isdir(config.evictd.cgroupfs_path):
         raise ConfigError("no such folder (where cgroupfs is mounted)", key="cgroupfsPath",
                           value=config.evictd.cgroupfs_path)
+    if config.evictd.metrics_authorization is MetricsAuthorization.WEBHOOK and not api_configured(config.evictd):
+        raise ConfigError("needs the Kubernetes API (a kubeconfig, or evictd running in a pod) for its token and "
+                          "access reviews; AlwaysAllow needs none", key="metricsAuthorization", value="Webhook")
     if (config.evictd.stats_source is StatsOrigin.KUBELET and not config.evictd.kubelet_summary_url
             and not api_configured(config.evictd)):
         raise ConfigError("needs kubeletSummaryURL, a kubeconfig, or to run inside a cluster",

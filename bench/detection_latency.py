@@ -222,8 +222,8 @@ class Recorder:
                 self.changed.notify_all()
             return report
 
-        def recorded_wait(timeout_s: float) -> list[str]:
-            causes: list[str] = wait(timeout_s)
+        def recorded_wait(timeout_s: float, *, notifiers: bool = True) -> list[str]:
+            causes: list[str] = wait(timeout_s, notifiers=notifiers)
             self.last_causes = tuple(causes) or ("timer",)
             return causes
 

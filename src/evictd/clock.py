@@ -3,7 +3,7 @@ is written down (journal entries, events, node conditions, log screens), and sle
 
 Production passes `SYSTEM_CLOCK`; tests pass a clock that moves only when told (its `sleep` moves it on at
 once), so a loop, a poll or a deadline is stepped without sleeping. How long to wait is decided elsewhere (the
-housekeeping loop's `evictd.cycle.cadence`); the clock only waits. The decision core has no clock: the manager
+housekeeping loop's `evictd.core.wake`); the clock only waits. The decision core has no clock: the manager
 hands it `now` as an argument.
 """
 

@@ -9,12 +9,13 @@ import time
 from pathlib import Path
 
 from evictd.adapters.notifiers import Waiter
-from evictd.adapters.pid_watch import PID_WATCH_CAUSE, PidWatch
+from evictd.adapters.pid_watch import PidWatch
 from evictd.core.pid_watch import PidTarget
 from evictd.core.quantity import Quantity, QuantityFormat
 from evictd.core.signals import Signal
 from evictd.core.summary import Observation
 from evictd.core.thresholds import Threshold, ThresholdValue, parse_percentage
+from evictd.core.wake import Wake
 
 PID_MAX = 2048
 NEAR = PidTarget(PID_MAX, 512, "hard pid.available threshold")  # met from 1537 tasks
@@ -38,7 +39,7 @@ def test_a_crossing_between_ticks_wakes_the_waiter_once(tmp_path: Path) -> None:
         assert watch.looks >= 2, "near the threshold the watch keeps looking"
         loadavg(tmp_path, 1600)  # 448 available, below 512
         started = time.monotonic()
-        assert waiter.wait(5.0) == [PID_WATCH_CAUSE]
+        assert waiter.wait(5.0) == [Wake.PID_WATCH]
         assert time.monotonic() - started < 2.0
         assert watch.description == "hard pid.available threshold"
         looks = watch.looks
@@ -70,7 +71,7 @@ def test_an_unreadable_loadavg_skips_the_look_and_keeps_the_pace(tmp_path: Path)
         assert waiter.wait(0.35) == []
         assert watch.looks >= 2, "looked at the cycle's count's pace (100 ms), not idle"
         loadavg(tmp_path, 1600)
-        assert waiter.wait(5.0) == [PID_WATCH_CAUSE]
+        assert waiter.wait(5.0) == [Wake.PID_WATCH]
     finally:
         waiter.close()
 

@@ -24,14 +24,10 @@ from evictd.adapters.notifiers import FdOwner, close_quietly, os_sample_error
 from evictd.core.errors import SampleError
 from evictd.core.memcg_wakeups import Watch, notifier_description
 from evictd.core.thresholds import Threshold
+from evictd.core.wake import Wake
 
 MEMORY_USAGE_FILE = "memory.usage_in_bytes"
 EVENT_CONTROL_FILE = "cgroup.event_control"
-
-MEMCG_CAUSE = "memcg"
-# A memcg notifier fired for page cache coming and going only: the set re-armed itself from two fresh figures,
-# no cycle is needed (`evictd.core.memcg.firing_needs_cycle`). Also the cause of a drop watch's eventfd.
-MEMCG_REARM_CAUSE = "memcg_rearm"
 
 
 class MemcgThresholdNotifier(FdOwner):
@@ -39,7 +35,7 @@ class MemcgThresholdNotifier(FdOwner):
 
     poll_events = select.POLLIN
 
-    def __init__(self, cgroup_dir: str, threshold_bytes: int, description: str, *, cause: str = MEMCG_CAUSE,
+    def __init__(self, cgroup_dir: str, threshold_bytes: int, description: str, *, cause: str = Wake.MEMCG,
                  usage_seen: int | None = None) -> None:
         """Register the threshold on ``<cgroup_dir>/memory.usage_in_bytes``.
 

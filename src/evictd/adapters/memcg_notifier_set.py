@@ -22,8 +22,6 @@ from collections.abc import Callable, Iterable, Sequence
 
 from evictd.adapters.cgroups import v1_settled_usage_and_inactive_file, v1_usage
 from evictd.adapters.memcg_notifier import (
-    MEMCG_CAUSE,
-    MEMCG_REARM_CAUSE,
     MemcgThresholdNotifier,
     NotifierFailure,
 )
@@ -34,6 +32,7 @@ from evictd.core.memcg_wakeups import Figures, Firing, MemcgWakeups, Registratio
 from evictd.core.signals import Reading, spec_of
 from evictd.core.summary import Summary
 from evictd.core.thresholds import Threshold
+from evictd.core.wake import Wake
 
 
 class MemcgNotifierSet:
@@ -78,7 +77,7 @@ class MemcgNotifierSet:
         # The places with a registration in the thread's hands, each with the newer one asked for meanwhile.
         self._pending: dict[tuple[int, Watch], Registration | None] = {}
         self._failures: list[NotifierFailure] = []
-        self.cause = MEMCG_CAUSE
+        self.cause = Wake.MEMCG
         self.description = "memory eviction thresholds"
         # Started here, not at the first re-arm: a thread that comes up at some later cycle would start on the loop's
         # path, and the daemon's thread count would change at a moment nobody chose.
@@ -141,7 +140,7 @@ class MemcgNotifierSet:
             firings = [Firing(index, watch, watch is Watch.LEVEL and notifier is self._slots[Watch.LEVEL][index])
                        for index, watch, notifier in fired]
             needing, registrations = self._model.judge_firings(firings, figures, now)
-        self.cause = MEMCG_CAUSE if any(needing) or not fired else MEMCG_REARM_CAUSE
+        self.cause = Wake.MEMCG if any(needing) or not fired else Wake.MEMCG_REARM
         named = [notifier for (_, _, notifier), needs in zip(fired, needing, strict=True) if needs] or \
             [notifier for _, _, notifier in fired]
         self.description = ", ".join(notifier.description for notifier in named)
@@ -191,7 +190,7 @@ class MemcgNotifierSet:
         with self._lock:
             crossed = self._model.judge_rechecks(unwatched_read, closely_read, now)
         if crossed:
-            self.cause = MEMCG_CAUSE
+            self.cause = Wake.MEMCG
             self.description = ", ".join(crossed)
         return bool(crossed)
 
@@ -246,7 +245,7 @@ class MemcgNotifierSet:
             try:
                 new = MemcgThresholdNotifier(
                     self._model.cgroup_dirs[index], level, notifier_description(self.thresholds[index], watch),
-                    cause=MEMCG_CAUSE if watch is Watch.LEVEL else MEMCG_REARM_CAUSE,
+                    cause=Wake.MEMCG if watch is Watch.LEVEL else Wake.MEMCG_REARM,
                     usage_seen=registration.usage_bytes)
             except SampleError as exc:
                 self._install(index, watch, None)

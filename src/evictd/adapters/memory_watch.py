@@ -38,8 +38,8 @@ from evictd.core.memory_watch import (
 )
 from evictd.core.summary import Summary
 from evictd.core.thresholds import Threshold
+from evictd.core.wake import Wake
 
-MEMORY_WATCH_CAUSE = "memory_watch"
 # On v2, a look's cost is measured over this many looks at a time (`MemoryWatch._steady_max_s`): 32 looks of ~0.6
 # ms are about two 10 ms ticks of a tick-accounting kernel (windows of 16 put the cap anywhere from 40 to 150 ms
 # in the user-mode guest).
@@ -49,7 +49,7 @@ LOOK_COST_WINDOW = 32
 class MemoryWatch(WatchThread):
     """A Notifier for the Waiter: its eventfd is signalled when a watched memory threshold is found met."""
 
-    cause = MEMORY_WATCH_CAUSE
+    cause = Wake.MEMORY_WATCH
 
     def __init__(self, cgroups: CgroupReader, thresholds: Sequence[Threshold], interval_s: float,
                  monotonic: Callable[[], float] = time.monotonic, *,

@@ -33,8 +33,7 @@ from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
 from evictd.core.errors import SampleError
-
-SIGNAL_CAUSE = "signal"
+from evictd.core.wake import Wake
 
 # The self-pipe is drained in reads of this size; a pipe holds 64 KiB by default.
 PIPE_DRAIN_BYTES = 65536
@@ -178,7 +177,7 @@ class Waiter:
                 left_ms = max(0, math.ceil(min((deadline - time.monotonic()) * _MS_PER_S, MAX_POLL_TIMEOUT_MS)))
                 if self._pipe_only.poll(left_ms):
                     self._drain_pipe()
-                    return [SIGNAL_CAUSE]
+                    return [Wake.SIGNAL]
                 if time.monotonic() >= deadline:
                     return []
         while True:
@@ -198,7 +197,7 @@ class Waiter:
         for fd, revents in ready:
             if fd == self._read_fd:
                 self._drain_pipe()
-                cause = SIGNAL_CAUSE
+                cause: str = Wake.SIGNAL
             else:
                 notifier = self._by_fd.get(fd)
                 if notifier is None:

@@ -26,14 +26,13 @@ from evictd.core.pid_watch import PidTarget, look, tasks_seen, watch_targets
 from evictd.core.signals import Signal
 from evictd.core.summary import Observation
 from evictd.core.thresholds import Threshold
-
-PID_WATCH_CAUSE = "pid_watch"
+from evictd.core.wake import Wake
 
 
 class PidWatch(WatchThread):
     """A Notifier for the Waiter: its eventfd is signalled when a watched ``pid.available`` threshold is found met."""
 
-    cause = PID_WATCH_CAUSE
+    cause = Wake.PID_WATCH
 
     def __init__(self, thresholds: Sequence[Threshold], interval_s: float, *, proc_root: str = "/proc",
                  monotonic: Callable[[], float] = time.monotonic) -> None:

@@ -21,14 +21,12 @@ from collections.abc import Callable
 from evictd.adapters.notifiers import FdOwner, close_quietly, os_sample_error
 from evictd.core.errors import SampleError
 from evictd.core.psi import format_us, psi_trigger
+from evictd.core.wake import Wake
 
 SYSTEM_MEMORY_PRESSURE = "/proc/pressure/memory"
 # Bit number of CAP_SYS_RESOURCE in the CapEff mask of /proc/<pid>/status (linux/capability.h).
 CAP_SYS_RESOURCE = 24
 
-PSI_CAUSE = "psi"
-# A PSI trigger fired while every memory threshold was far from met (`MemcgNotifierSet.may_change_decision`).
-PSI_FAR_CAUSE = "psi_far"
 
 
 def has_cap_sys_resource(proc_root: str = "/proc") -> bool:
@@ -68,7 +66,7 @@ class PsiNotifier(FdOwner):
         """
         self._fd = -1
         self.path = path
-        self.cause = PSI_CAUSE
+        self.cause = Wake.PSI
         self._judge = judge
         self._on_fire = on_fire
         resource = os.path.basename(path.rstrip("/")).removesuffix(".pressure")  # memory.pressure: memory
@@ -91,4 +89,4 @@ class PsiNotifier(FdOwner):
         when poll reports it."""
         if self._on_fire is not None:
             self._on_fire()
-        self.cause = PSI_CAUSE if self._judge is None or self._judge() else PSI_FAR_CAUSE
+        self.cause = Wake.PSI if self._judge is None or self._judge() else Wake.PSI_FAR

@@ -25,14 +25,13 @@ from evictd.core.refault_watch import REFAULT_LOOK_S, WatchedRefault, look, watc
 from evictd.core.signals import Signal
 from evictd.core.summary import Observation, Summary
 from evictd.core.thresholds import Threshold
-
-REFAULT_WATCH_CAUSE = "refault_watch"
+from evictd.core.wake import Wake
 
 
 class RefaultWatch(WatchThread):
     """A Notifier for the Waiter: its eventfd is signalled when the node's refaults may meet a watched threshold."""
 
-    cause = REFAULT_WATCH_CAUSE
+    cause = Wake.REFAULT_WATCH
 
     def __init__(self, thresholds: Sequence[Threshold], *, gated: bool, proc_root: str = "/proc",
                  monotonic: Callable[[], float] = time.monotonic, look_s: float = REFAULT_LOOK_S) -> None:

@@ -49,7 +49,7 @@ eviction (issue #37, item 2):
    crossing 3-11 ms sooner at p50 under load, but a tenant flapping at 20 Hz then ran 165-186 cycles a minute
    against 129-168, 1.20-1.40 % of a core against 1.05-1.25: item 3's bound weighed more.)
 
-   While the memory flaps (`evictd.cycle.cadence`: four changes in 10 s) the hold varies between `CROSSING_HOLD_S`
+   While the memory flaps (`evictd.core.wake`: four changes in 10 s) the hold varies between `CROSSING_HOLD_S`
    and twice that (`crossing_hold_s`): a fixed hold never confirms a tenant whose period is twice the hold (each
    confirming reading lands in the half of the period below the level: a tenant crossing a hard threshold 5 times
    a second, above it half of the time, was never evicted), while no hold is ever shorter than a dip that must not

@@ -203,7 +203,7 @@ class EvictionManager:
     def synchronize(self, *, flapping: bool = False) -> CycleReport:
         """Run one cycle: observe, decide, reclaim at node level, and evict at most one pod for thresholds (or
         start a round of Eviction API requests for it); report the round of requests that ended since the last
-        cycle, if any. `flapping`: the memory flaps (`evictd.cycle.cadence`), and a crossing's confirming reading
+        cycle, if any. `flapping`: the memory flaps (`evictd.core.wake`), and a crossing's confirming reading
         waits a varied hold (`evictd.core.settled.crossing_hold_s`)."""
         ended = self._eviction_api.evictor.finished() if self._eviction_api is not None else None
         report = self._synchronize(api_evicted=ended is not None and ended.evicted is not None, flapping=flapping)

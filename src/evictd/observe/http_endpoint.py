@@ -30,7 +30,7 @@ import structlog
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from evictd.core.errors import ConfigError
-from evictd.cycle.cadence import stale_after_s
+from evictd.core.wake import stale_after_s
 
 # Two probes (liveness, readiness) and a scrape or two need a handful; the rest is headroom. Each open
 # connection costs at most MAX_REQUEST_HEAD_BYTES plus one response (a /metrics page, tens of KiB).

@@ -8,7 +8,7 @@ not flap. The kubelet loses all of this on a restart.
 
 Invariants:
 - Restored: threshold timers only when the file was saved at most `restore_window_s` ago (before it is stale,
-  `evictd.cycle.cadence.stale_after_s`: a restart, not an outage) and only for thresholds the configuration still
+  `evictd.core.wake.stale_after_s`: a restart, not an outage) and only for thresholds the configuration still
   has; node conditions while younger than the pressure transition period. No restored time lies in the future.
 - A file that cannot be used (corrupt, empty, truncated, not a regular file, another format version, another
   node) never stops evictd: it is renamed aside to `engine-state.json.corrupt-<UTC time>` (or `.foreign-`),

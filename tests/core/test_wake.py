@@ -60,7 +60,7 @@ class Cadence:
         return Cadence(0.0, after_cycle(before, seen, now)[0])
 
     def after_failure(self, started: float, now: float) -> Cadence:
-        return Cadence(0.0, after_cycle(self.state, CycleSeen(started, failed=True), now)[0])
+        return Cadence(0.0, after_cycle(self.state, CycleSeen(started, cycle_failed=True), now)[0])
 
     def after_cleanup(self) -> Cadence:
         return Cadence(0.0, after_cycle(self.state, CycleSeen(0.0, cleaned_up=True), 0.0)[0])
@@ -395,7 +395,7 @@ def test_while_flapping_the_loop_stops_listening_to_notifications_once_the_next_
     (frozenset(), False, {"psi"}, CycleSeen(0.0, near_crossing=False, stall_unmet=True), WINDOW_FOLLOW_UP_S, 0),
     (frozenset(), False, {"timer"}, CycleSeen(0.0, near_crossing=False, stall_unmet=True), 10.0, 0),
     # A failed cycle keeps what the last one saw and the follow-ups under way.
-    (frozenset({MET}), False, {"memcg"}, CycleSeen(0.0, failed=True), 0.001, 0),
+    (frozenset({MET}), False, {"memcg"}, CycleSeen(0.0, cycle_failed=True), 0.001, 0),
 ])
 def test_what_a_cycle_means_to_the_schedule_against_the_cycle_before(
         before: frozenset[Threshold], acted: bool, woken: set[str], seen: CycleSeen, wait_s: float,
@@ -405,5 +405,5 @@ def test_what_a_cycle_means_to_the_schedule_against_the_cycle_before(
     after, plan = after_cycle(state, seen, 0.0)
     assert plan.wait_s(0.0) == pytest.approx(wait_s)
     assert len(after.changes) == flapping_changes
-    assert after.memory_met == (before if seen.failed else seen.memory_met)
+    assert after.memory_met == (before if seen.cycle_failed else seen.memory_met)
     assert after.woken == frozenset(), "what woke the loop is the next wait's to say"

@@ -79,7 +79,7 @@ def stale_after_s(housekeeping_interval_s: float) -> float:
 class CycleSeen:
     """What the schedule needs of a finished cycle (`of`): the memory thresholds met, whether pressure is held,
     the crossing not confirmed, a memory threshold near (met or unmet), the first grace end, a stall threshold
-    left unmet, whether evictd acted for real; `failed`: no report; `cleaned_up`: evicted and waited for the pods."""
+    left unmet, whether evictd acted for real; `cycle_failed`: no report; `cleaned_up`: evicted and waited for the pods."""
 
     started_at: float
     memory_met: frozenset[Threshold] = frozenset()
@@ -90,7 +90,7 @@ class CycleSeen:
     grace_ends_in_s: float | None = None
     stall_unmet: bool = False
     acted: bool = False
-    failed: bool = False
+    cycle_failed: bool = False
     cleaned_up: bool = False
 
     @classmethod
@@ -158,7 +158,7 @@ def after_cycle(state: WakeState, seen: CycleSeen, now: float) -> tuple[WakeStat
         new = replace(state, due_at=None, follow_ups=state.follow_ups[-1:], memory_met=seen.memory_met,
                       acted=seen.acted, woken=frozenset())
         return new, new.plan
-    if seen.failed:
+    if seen.cycle_failed:
         new = _scheduled(state, seen.started_at, now, CycleSeen(seen.started_at), newly_met=False, receded=False,
                          stall_follow_up=False)
         return new, new.plan

@@ -227,7 +227,7 @@ class Daemon:
                     # (no wait for evictions refused for a Lease lost meanwhile)
                     self._wait_for_cleanup(report, self.wait_for_cleanup)
                     cleaned_up = True
-                seen = CycleSeen(started, wake.memory_met, failed=True) if report is None else CycleSeen.of(
+                seen = CycleSeen(started, wake.memory_met, cycle_failed=True) if report is None else CycleSeen.of(
                     started, self.manager.state.thresholds, report.decided.assessment,
                     crossing_unconfirmed=report.observed.crossing_unconfirmed,
                     eviction_failed=bool(report.errors_of(CycleStep.EVICTION)), cleaned_up=cleaned_up,

@@ -79,7 +79,7 @@ def stale_after_s(housekeeping_interval_s: float) -> float:
 class CycleSeen:
     """What the schedule needs of a finished cycle (`of`): the memory thresholds met, whether pressure is held,
     the crossing not confirmed, a memory threshold near (met or unmet), the first grace end, a stall threshold
-    left unmet, whether evictd acted for real; `cycle_failed`: no report; `cleaned_up`: evicted and waited for the pods."""
+    left unmet, whether evictd acted for real; `cycle_failed`: no report; `cleaned_up`: evicted, pods waited for."""
 
     started_at: float
     memory_met: frozenset[Threshold] = frozenset()

@@ -15,7 +15,7 @@ import pytest
 
 from builders import Gi, Mi, pod, pod_stats, summary
 from clocks import ManualClock
-from evictd.adapters.memcg_notifier import NotifierFailure
+from evictd.adapters.notifiers import NotifierFailure
 from evictd.commands.simulate import FixedLayout
 from evictd.config import eviction_settings
 from evictd.core.engine import EngineConfig, Eviction

@@ -12,11 +12,10 @@ from pathlib import Path
 import pytest
 
 from evictd.adapters.cgroups import CgroupLayout, CgroupReader
-from evictd.adapters.memory_watch import MemoryWatch
 from evictd.adapters.notifiers import Waiter
-from evictd.core.memory_watch import MIN_PERIOD_S, STEADY_MAX_PERIOD_S, WatchTarget, steady_max_period_s
+from evictd.adapters.sensors import MemoryWatch
 from evictd.core.signals import Signal
-from evictd.core.wake import Wake
+from evictd.core.wake import MIN_PERIOD_S, STEADY_MAX_PERIOD_S, Wake, WatchTarget, steady_max_period_s
 
 MI = 1 << 20
 

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 from evictd.adapters.notifiers import Waiter
-from evictd.adapters.refault_watch import RefaultWatch
+from evictd.adapters.sensors import RefaultWatch
 from evictd.core.wake import Wake
 
 PAGE = 4096

@@ -1,7 +1,7 @@
 """The model of cgroup v1's memory wake-ups (issue #37 item 1): what the memcg notifier set keeps of each memory
 threshold, what it asks the kernel to watch, which firing earns a cycle, and what it reads itself meanwhile.
 
-`MemcgWakeups` holds no descriptor and reads no file: the adapter (`evictd.adapters.memcg_notifier_set`) registers
+`MemcgWakeups` holds no descriptor and reads no file: the adapter (`evictd.adapters.sensors`) registers
 eventfds, reads cgroupfs and sleeps, and tells the model what happened. The model answers:
 
 * after each cycle (`follow`, on its Summary): which notifiers to (re-)register, at which usage levels

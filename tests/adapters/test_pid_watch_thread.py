@@ -8,11 +8,13 @@ import threading
 import time
 from pathlib import Path
 
+from builders import summary
 from evictd.adapters.notifiers import Waiter
 from evictd.adapters.sensors import pid_watch
 from evictd.core.quantity import Quantity, QuantityFormat
 from evictd.core.signals import Signal
 from evictd.core.summary import Observation
+from evictd.core.summary_parser import summary_from_dict
 from evictd.core.thresholds import Threshold, ThresholdValue, parse_percentage
 from evictd.core.wake import Target, Wake
 
@@ -81,12 +83,13 @@ def test_follow_arms_with_the_cycles_observation_and_close_stops_the_thread(tmp_
     watch = pid_watch([hard], interval_s=10.0, proc_root=str(tmp_path))
     observed = Observation(Quantity.from_int(PID_MAX - 1500, QuantityFormat.DECIMAL_SI),
                            Quantity.from_int(PID_MAX, QuantityFormat.DECIMAL_SI), None)
-    watch.follow({Signal.PID_AVAILABLE: observed}, time.monotonic())
+    stats = summary_from_dict(summary())
+    watch.follow(stats, {Signal.PID_AVAILABLE: observed}, time.monotonic())
     time.sleep(0.35)
     assert watch.looks >= 2
     threads = [t for t in threading.enumerate() if t.name == "evictd-pid-watch"]
     assert len(threads) == 1
-    watch.follow(None, time.monotonic())  # a cycle without stats: nothing watched
+    watch.follow(None, {Signal.PID_AVAILABLE: observed}, time.monotonic())  # a cycle without stats: nothing watched
     time.sleep(0.15)
     looks = watch.looks
     time.sleep(0.25)

@@ -198,7 +198,7 @@ class MemoryWatch(WatchThread):
         self._look_cost_window = look_cost_window
         self.look_cpu_s: float | None = None
 
-    def follow(self, summary: Summary | None, now: float) -> None:
+    def follow(self, summary: Summary | None, observations: Mapping[Signal, Observation], now: float) -> None:
         """Watch what a cycle that began at `now` and read `summary` left to watch (nothing without a Summary; while a
         hard memory threshold is met, its release first: `evictd.core.wake.watch_plan`)."""
         if summary is None:
@@ -280,13 +280,13 @@ class RefaultWatch(WatchThread):
         self._look_s = look_s
         self._watched = WatchedRefault()  # the thread's own readings, kept across armings
 
-    def follow(self, summary: Summary | None, observations: dict[Signal, Observation] | None) -> None:
+    def follow(self, summary: Summary | None, observations: Mapping[Signal, Observation], now: float) -> None:
         """Watch what a cycle that read `summary` and observed `observations` left to watch (nothing without a
         Summary)."""
         if summary is None:
             self.arm((), None)
             return
-        observed = (observations or {}).get(Signal.MEMORY_REFAULT)
+        observed = observations.get(Signal.MEMORY_REFAULT)
         self.arm(watched_shares(self._thresholds, observed), memory_capacity_bytes(summary.node.memory))
 
     def arm(self, shares: Sequence[int], memory_bytes: int | None) -> None:
@@ -311,22 +311,15 @@ class RefaultWatch(WatchThread):
 
 
 class MemcgNotifierSet:
-    """One memcg notifier per memory threshold and two watches beside it, registered where `MemcgWakeups` says.
+    """One memcg notifier per memory threshold and two watches beside it, registered where `MemcgWakeups` says;
+    one Notifier for the Waiter (an epoll descriptor over every registered eventfd).
 
-    ``memory.available`` thresholds watch the memory hierarchy's root (`memory_root`), and
-    ``allocatableMemory.available`` thresholds watch the pods cgroup under it (`pods_cgroup`, the
-    kubelet's PodCgroupRoot, e.g. ``/kubepods``). Other thresholds are ignored. On cgroup v2 there is
-    nothing to register; the composition root should not build this set there.
-
-    The set is one Notifier for the Waiter: an epoll descriptor holding every registered eventfd, ready
-    when any of them is. A firing is judged first (`consume`): `cause` is ``memcg`` when it may change the
-    decision (a cycle is due) and ``memcg_rearm`` when it was page cache coming and going (the set re-armed
-    itself, no cycle), and `description` names what fired. A registration waits for an RCU grace period (tens of
-    milliseconds, more under load): once armed, the set re-arms in a thread of its own, which swaps the new eventfd
-    into the epoll set, so the loop never waits for a registration while a crossing is being decided, and the old
-    notifier stays registered until the new one is. Where the kernel cannot say in time (a level being registered,
-    statistics behind, a watch that fired near the level), the set reads the figures itself (`recheck`) as often
-    as the model says (`recheck_s`).
+    ``memory.available`` watches the memory hierarchy's root (`memory_root`), ``allocatableMemory.available`` the
+    pods cgroup under it (`pods_cgroup`); cgroup v2 has nothing to register. A firing is judged first (`consume`):
+    `cause` ``memcg`` when it may change the decision, ``memcg_rearm`` when it was page cache (re-armed, no cycle).
+    Re-arming runs in a thread of its own (a registration waits for an RCU grace period): the loop never waits for
+    it, and the old eventfd stays registered until the new one is. Where the kernel cannot say in time, the set
+    reads the figures itself (`recheck`) as often as the model says (`recheck_s`).
     """
 
     poll_events = select.POLLIN
@@ -614,9 +607,10 @@ class CountWatch(WatchThread):
         self._monotonic = monotonic
         self._last_read: tuple[int, int] | None = None  # the arming a look read a count for, and that count
 
-    def follow(self, observations: Mapping[Signal, Observation] | None, now: float) -> None:
-        """Watch what a cycle that began at `now` and observed `observations` left to watch (nothing without)."""
-        observed = (observations or {}).get(self._signal)
+    def follow(self, summary: Summary | None, observations: Mapping[Signal, Observation], now: float) -> None:
+        """Watch what a cycle that began at `now` and observed `observations` left to watch (nothing without a
+        Summary or an observation)."""
+        observed = None if summary is None else observations.get(self._signal)
         if observed is None:
             self.arm((), 0, now)
             return

@@ -203,14 +203,11 @@ class NotifierRefresh:
                 if no_pods_container and failure.threshold.signal is Signal.ALLOCATABLE_MEMORY_AVAILABLE:
                     continue  # no pods cgroup on this node: nothing to watch, nothing wrong
                 failures.append(failure)
-        if self.memory_watch is not None:
-            self.memory_watch.follow(summary, now)
-        observations = dict(report.decided.assessment.observations)
-        if self.refault_watch is not None:
-            self.refault_watch.follow(summary, observations)
-        if self.pid_watch is not None:
-            self.pid_watch.follow(observations if summary is not None else None, now)
+        observations = report.decided.assessment.observations
         watches = (self.memory_watch, self.refault_watch, self.pid_watch)
+        for watch in watches:
+            if watch is not None:
+                watch.follow(summary, observations, now)
         wanted = (*(self.memcg.notifiers if self.memcg else ()), *self.psi,
                   *(watch for watch in watches if watch is not None))
         if wanted != self.waiter.notifiers:

@@ -164,12 +164,6 @@ class WatchThread(FdOwner):
         super().close()
 
 
-# On v2, a look's cost is measured over this many looks at a time (`MemoryWatch._steady_max_s`): 32 looks of ~0.6
-# ms are about two 10 ms ticks of a tick-accounting kernel (windows of 16 put the cap anywhere from 40 to 150 ms
-# in the user-mode guest).
-LOOK_COST_WINDOW = 32
-
-
 class MemoryWatch(WatchThread):
     """A Notifier for the Waiter: its eventfd is signalled when a watched memory threshold is found met."""
 
@@ -185,13 +179,11 @@ class MemoryWatch(WatchThread):
         self._interval_s = interval_s
         self._monotonic = monotonic
         self.fill_bytes_per_s = fill_bytes_per_s  # the fastest fill the looks are paced for
-        # What the looks saw of each target (the thread's own), and the arming whose held thresholds a look found
-        # released (the thread's own: from then on that arming's targets are watched).
+        # The thread's own: what the looks saw of each target; the arming whose held targets a look released.
         self._histories: dict[WatchTarget, LookHistory] = {}
         self._released: int | None = None
-        # `look_budget` (cgroup v2): the steady cap follows the thread's own CPU per look (`steady_max_period_s`,
-        # `_steady_max_s`); the current window of looks: the thread's CPU at its start and the looks since (None:
-        # none since the watch idled).
+        # `look_budget` (v2): the steady cap follows the thread's CPU per look, measured over windows of looks (the
+        # thread's CPU at the window's start and the looks since; None: none since the watch idled).
         self.look_budget = look_budget
         self._thread_cpu = thread_cpu
         self._cost_window: tuple[float, int] | None = None

@@ -1,24 +1,16 @@
 """`evictd run`: the housekeeping loop of the live daemon.
 
-One synchronous loop: run a cycle (the eviction manager over the adapters), run the after-cycle hooks
-(metrics, the cycle log, the live view, cluster bookkeeping, garbage collection, the memory notifiers' re-arming:
-`evictd.run.after_cycle`), then wait for the next cycle, which `evictd.core.wake` schedules: the next tick, a
-notifier or a stop request (a notification is followed by cycles at short delays until one sees the crossing,
-then one confirming cycle a second later; under held pressure only what can change the decision cuts the wait
-short). After an eviction with the Kubernetes API the loop waits for the pod
-to go, then runs again at once, as the kubelet does; the wait is logged at its start and sleeps on the notifiers'
-waiter. After an eviction with a longer grace period than a hard threshold's it ends early when a hard threshold is
-met (looked for on every memory notification and at least every `HARD_CHECK_PERIOD_S`): the next cycle then
-re-deletes, with the hard grace period, a pod evictd evicted with a longer one that still holds the memory
-(escalation, issue #43).
+One synchronous loop: run a cycle (the eviction manager over the adapters), run the after-cycle hooks (metrics,
+logs, the live view, cluster bookkeeping, garbage collection, the sensors' re-arming: `evictd.run.after_cycle`),
+then wait as `evictd.core.wake` plans: the next tick, a notifier, a stop request. After an eviction with the
+Kubernetes API the loop waits for the pod to go, then runs again at once, as the kubelet does; a wait after an
+eviction with a longer grace period than a hard threshold's ends early when a hard threshold is met (looked for
+on every memory notification and at least every `HARD_CHECK_PERIOD_S`: escalation, issue #43).
 
-Building a `Daemon` starts nothing. `start` starts its parts in order (the pod watch, the container runtime
-link, the HTTP endpoint, the disk walker: whatever the composition root gave it; a part may block, and may
-raise to end the start-up); `run` starts them if that was not done, runs cycles until stopped,
-then runs the stop hooks (in the cluster: conditions to Unknown, taints removed) and stops the parts in
-reverse order. A stop request (`StopSignal`: SIGTERM/SIGINT) lets the current cycle finish and `run` returns
-0; the stop signal's deadline ends a hung shutdown with status 1. Only this loop catches broad exceptions: a
-failed cycle or hook is logged with the cycle number and counted, and the loop carries on.
+Building a `Daemon` starts nothing; `start` starts its parts in order (a part may block, or raise to end the
+start-up), `run` runs cycles until stopped, then the stop hooks, then stops the parts in reverse order. A stop
+request lets the current cycle finish (exit 0); its deadline ends a hung shutdown with status 1. Only this loop
+catches broad exceptions: a failed cycle or hook is logged with the cycle number and counted, and the loop goes on.
 """
 
 from __future__ import annotations

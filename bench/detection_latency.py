@@ -212,9 +212,9 @@ class Recorder:
         synchronize = daemon.manager.synchronize
         wait = daemon.waiter.wait
 
-        def recorded_synchronize() -> Any:
+        def recorded_synchronize(**kwargs: Any) -> Any:
             started = time.monotonic()
-            report = synchronize()
+            report = synchronize(**kwargs)
             ended = time.monotonic()
             met = any(status.threshold.signal is signal for status in report.decided.assessment.thresholds)
             with self.changed:

@@ -97,22 +97,19 @@ def working_set_level(level: int, usage_bytes: int, working_set_bytes: int) -> i
 
 def working_set_from(usage_bytes: int, inactive_file_bytes: int) -> int:
     """Return the working set of two figures read one after the other: usage less inactive file, never below 0
-    (cAdvisor's rule). The inactive file of ``memory.stat`` can lag ``memory.usage_in_bytes`` (page cache dropped
-    a moment ago: usage 1 MiB beside an inactive file of 129 MiB was seen), and then counts for no more than usage."""
+    (cAdvisor's rule: a lagging ``memory.stat`` counts for no more than usage)."""
     return max(0, usage_bytes - inactive_file_bytes)
 
 
 def level_from(working_set_level_bytes: int, usage_bytes: int, inactive_file_bytes: int) -> int:
     """Return the usage level of a threshold whose working-set level is known, from two fresh figures: the
-    working-set level plus the inactive file as far as usage holds it (`working_set_from`). A lagging inactive
-    file would otherwise leave the level too high, and the crossing below it would wake nothing."""
+    working-set level plus the inactive file as far as usage holds it (`working_set_from`)."""
     return working_set_level_bytes + usage_bytes - working_set_from(usage_bytes, inactive_file_bytes)
 
 
 def armed_inactive_file(stat_inactive_file_bytes: int, fresh_inactive_file_bytes: int | None) -> int:
-    """Return the inactive file a level is armed with: ``memory.stat``'s, or the fresh figure when that is lower (the
-    statistics still count page cache already gone, which would leave the level too high). A fresh figure above
-    the statistics' (page cache just written, not yet counted) is not used: the decision reads the statistics."""
+    """Return the inactive file a level is armed with: ``memory.stat``'s, or the fresh figure when lower (the
+    statistics may still count page cache already gone; a higher fresh figure is not used: the decision reads them)."""
     if fresh_inactive_file_bytes is None:
         return stat_inactive_file_bytes
     return min(stat_inactive_file_bytes, fresh_inactive_file_bytes)
@@ -144,14 +141,10 @@ def close_reading_until(now: float, *, met: bool, behind: bool, crossed_at: floa
 
 
 def firing_needs_cycle(met: bool, *, drop_watch: bool, working_set_level_bytes: int, working_set_bytes: int) -> bool:
-    """True when a notifier that fired may have changed the decision, judged on the settled working set read after
-    it fired (`evictd.core.settled.settled_usage`); False when it was page cache coming and going (re-arm and sleep
-    on).
-
-    `met`: the threshold was met in the last cycle's readings; it needs a cycle once the working set is below its
-    working-set level. Of one not met, the level needs one within a step (`MEMCG_REARM_STEP_BYTES`) of it or past
-    it (further below, it fired for page cache: re-armed, no cycle); a drop watch within `MEMCG_NEAR_LEVEL_BYTES`.
-    """
+    """True when a notifier that fired may have changed the decision, judged on the working set read after it
+    fired; False when it was page cache coming and going (re-arm, no cycle). A threshold `met` in the last cycle's
+    readings needs one once the working set is below its working-set level; of one not met, the level needs one
+    within a step (`MEMCG_REARM_STEP_BYTES`) of it or past it, a drop watch within `MEMCG_NEAR_LEVEL_BYTES`."""
     if met:
         return working_set_bytes < working_set_level_bytes
     if not drop_watch:
@@ -160,10 +153,9 @@ def firing_needs_cycle(met: bool, *, drop_watch: bool, working_set_level_bytes: 
 
 
 def level_unwatched_until_registered(level: int, usage_bytes: int, armed_level: int | None, met: bool) -> bool:
-    """True when, until the kernel watches `level` (a registration waits for an RCU grace period, 100 ms and more
-    under load), a crossing of it could go unannounced: the threshold is not met, usage is below the new level,
-    and the level still armed does not stand in its way (there is none, it is higher, or usage is already past
-    it: it fired once and announces nothing more while usage rises)."""
+    """True when, until the kernel watches `level` (a registration waits for an RCU grace period), a crossing of it
+    could go unannounced: not met, usage below it, and the level still armed cannot stand in (none, higher, or
+    already passed by usage)."""
     if met or usage_bytes >= level:
         return False
     return armed_level is None or level < armed_level or usage_bytes >= armed_level
@@ -182,10 +174,7 @@ def drop_watch_level(usage_bytes: int) -> int:
 
 def approach_watch_level(level: int, usage_bytes: int) -> int:
     """Return the usage level of the approach watch beside a threshold level computed from `usage_bytes` (<= 0:
-    none): halfway from usage to the level, while the level is more than `CLOSE_READING_BYTES` above usage. Each
-    time usage rises past it the level is judged again on fresh figures (page cache dropped since it was armed,
-    with usage rising all the same, leaves it too high), and the next watch sits halfway again: a ramp from 2 GiB
-    away fires it about five times."""
+    none): halfway from usage to the level, while the level is more than `CLOSE_READING_BYTES` above usage."""
     gap = level - usage_bytes
     return usage_bytes + gap // 2 if gap > CLOSE_READING_BYTES else 0
 
@@ -213,13 +202,9 @@ def level_moved(armed_level: int, level: int) -> bool:
 
 
 def drop_watch_stale(armed_watch: int | None, level: int, usage_bytes: int) -> bool:
-    """True when the drop watch should move to `drop_watch_level(usage_bytes)`.
-
-    It should when usage fell below it (it fired) or rose more than two steps above it, or when there is none;
-    but not while usage is within `MEMCG_NEAR_LEVEL_BYTES` below the level (a crossing may be about to be
-    decided). When usage is at or above the level (met) or the new level would be <= 0, a watch still armed is
-    stale (there is then none).
-    """
+    """True when the drop watch should move to `drop_watch_level(usage_bytes)`: usage fell below it or rose more
+    than two steps above it, or there is none; never within `MEMCG_NEAR_LEVEL_BYTES` below the level (a crossing
+    may be about to be decided). Met, or no level left for it: a watch still armed is stale (to be closed)."""
     if usage_bytes >= level:
         return armed_watch is not None  # met: a watch still armed is to be closed (`drop_watch_wanted`)
     wanted = drop_watch_level(usage_bytes)

@@ -283,11 +283,9 @@ class MemcgWakeups:
             self._read_closely[index] = CloseReading(until, "met while read closely", every_s)
 
     def _rearmed(self, firing: Firing, read: Figures | None) -> list[Registration]:
-        """Re-arm threshold `index`'s level (when it fired or moved) and watches (when stale) from `read`.
-
-        A watch that fired lowers a level, never raises it: memory.stat's inactive file may still count page cache
-        already gone (up to 2 s), which would put the level that much too high (seen: 312 raised to 441 MiB and the
-        crossing below it unannounced). A level too low only fires early; the cycle then judges it."""
+        """Re-arm threshold `index`'s level (when it fired or moved) and watches (when stale) from `read`. A watch
+        that fired lowers a level, never raises it: memory.stat may still count page cache already gone (up to 2 s);
+        a level too low only fires early, and the cycle judges it."""
         working_set_level_bytes = self._working_set_levels[firing.index]
         armed = self._armed[Watch.LEVEL][firing.index]
         if read is None or working_set_level_bytes is None:

@@ -209,11 +209,9 @@ class MemoryWatch(WatchThread):
         self._cost_window = None  # a window spans looks only: the next one starts at the next look
 
     def _steady_max_s(self) -> float:
-        """The steady cap of this look: on v2 from the thread's CPU per look (`look_cpu_s`), the fixed cap on v1. The
-        thread's CPU clock is read once a look; a look's cost is taken over `LOOK_COST_WINDOW` looks at a time (the
-        looks and the waits between them), and the windows' figures smoothed (an eighth of each new one): a kernel
-        with tick-based accounting (the user-mode guest's, 10 ms ticks) charges a thread whole ticks, so that one
-        look reads 0 or 10 ms."""
+        """The steady cap of this look: on v2 from the thread's CPU per look (`look_cpu_s`), read once a look and
+        taken over `LOOK_COST_WINDOW` looks at a time, smoothed by an eighth (a tick-accounting kernel charges whole
+        ticks); the fixed cap on v1."""
         if not self.look_budget:
             return STEADY_MAX_PERIOD_S
         cpu = self._thread_cpu()

@@ -212,9 +212,9 @@ class Recorder:
         synchronize = daemon.manager.synchronize
         wait = daemon.waiter.wait
 
-        def recorded_synchronize() -> Any:
+        def recorded_synchronize(**kwargs: Any) -> Any:
             started = time.monotonic()
-            report = synchronize()
+            report = synchronize(**kwargs)
             ended = time.monotonic()
             met = any(status.threshold.signal is signal for status in report.decided.assessment.thresholds)
             with self.changed:
@@ -222,8 +222,8 @@ class Recorder:
                 self.changed.notify_all()
             return report
 
-        def recorded_wait(timeout_s: float) -> list[str]:
-            causes: list[str] = wait(timeout_s)
+        def recorded_wait(timeout_s: float, *, notifiers: bool = True) -> list[str]:
+            causes: list[str] = wait(timeout_s, notifiers=notifiers)
             self.last_causes = tuple(causes) or ("timer",)
             return causes
 

@@ -88,7 +88,7 @@ SETTLE_S = 0.5
 # The pause between crossings: long enough that crossings are never `FLAP_CHANGES` (4) within `FLAP_WINDOW_S`
 # (10 s) of each other (a crossing every 3.5 s or more). In dry-run the memory goes back by itself after each
 # crossing (nothing is evicted), so crossings 0.5-1.5 s apart made evictd judge the allocator a flapping tenant
-# (`evictd.cycle.cadence`) and decide 2 of 20 crossings a second after the notification; a node evictd acts on
+# (`evictd.core.wake`) and decide 2 of 20 crossings a second after the notification; a node evictd acts on
 # evicts at the first crossing. The flapping tenant has its own benchmark (bench/flapping_tenant.py).
 PAUSE_S = (3.0, 4.0)
 TARGET_P99_S = 0.020

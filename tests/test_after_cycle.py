@@ -22,12 +22,9 @@ from cycle_reports import (
     with_summary,
 )
 from evictd.adapters.cgroups import CgroupLayout, CgroupReader
-from evictd.adapters.memcg_notifier_set import MemcgNotifierSet
-from evictd.adapters.memory_watch import MemoryWatch
-from evictd.adapters.notifiers import Waiter
-from evictd.adapters.pid_watch import PidWatch
+from evictd.adapters.notifiers import PsiNotifier, Waiter
 from evictd.adapters.pod_disk_usage import POD_DISK_SOURCE_PREFIX
-from evictd.adapters.psi_notifier import PsiNotifier
+from evictd.adapters.sensors import MemcgNotifierSet, MemoryWatch, pid_watch
 from evictd.core.engine import EngineState
 from evictd.core.errors import SampleError
 from evictd.core.kubelet_config import eviction_settings
@@ -193,7 +190,7 @@ def test_the_pid_watch_is_handed_each_cycles_observations_and_polled_beside_the_
     (tmp_path / "loadavg").write_text("0.00 0.00 0.00 1/1600 4242\n")
     config = {"evictionHard": {"pid.available": "25%"}}
     settings = eviction_settings({**config, "enforceNodeAllocatable": []})
-    watch = PidWatch(tuple(settings.thresholds()), interval_s=10.0, proc_root=str(tmp_path))
+    watch = pid_watch(tuple(settings.thresholds()), interval_s=10.0, proc_root=str(tmp_path))
     notifiers = NotifierRefresh(waiter, None, (), Metrics(), None, pid_watch=watch)
     assert notifiers.follow_failures(failing_cycle(config), time.monotonic()) == []
     assert waiter.notifiers == (watch,)

@@ -15,20 +15,19 @@ import structlog
 
 from evictd.adapters.cgroups import CgroupLayout, CgroupReader
 from evictd.adapters.kubelet_summary import ApiProxySummarySource, KubeletSummarySource
-from evictd.adapters.memory_watch import MemoryWatch
 from evictd.adapters.node_pods import DiscoveredPods
 from evictd.adapters.node_stats import NodeStatsSource
-from evictd.adapters.pid_watch import PidWatch
 from evictd.adapters.procfs import global_reclaim_scan_pages, inactive_file_bytes
+from evictd.adapters.sensors import CountWatch, MemoryWatch
 from evictd.config import load_configuration
 from evictd.core.engine import EngineConfig
 from evictd.core.errors import ConfigError, SampleError
 from evictd.core.fs_layout import FsLayout
-from evictd.core.memory_watch import ASSUMED_FILL_BYTES_PER_S, V1_BACKSTOP_FILL_BYTES_PER_S
 from evictd.core.quantity import Quantity
 from evictd.core.signals import Signal
 from evictd.core.stall_gate import CounterTrend, StallGate
 from evictd.core.thresholds import Threshold, ThresholdValue, parse_stall_thresholds
+from evictd.core.wake import ASSUMED_FILL_BYTES_PER_S, V1_BACKSTOP_FILL_BYTES_PER_S
 from evictd.observe.metrics import Metrics
 from evictd.run.after_cycle import NotifierRefresh
 from evictd.run.compose_node import (
@@ -261,7 +260,7 @@ def test_the_pid_watch_is_built_for_a_pid_threshold_on_the_nodes_own_stats(
         tmp_path: Path, kubelet: str, evictd: str, built: bool) -> None:
     with notifiers_of(tmp_path, kubelet, f"cgroupfsPath: {FIXTURE_V2}\nmemcgWakeups: false\npsiWakeups: false\n"
                       + evictd) as notifiers:
-        assert isinstance(notifiers.pid_watch, PidWatch) is built
+        assert isinstance(notifiers.pid_watch, CountWatch) is built
         if notifiers.pid_watch is not None:
             assert notifiers.pid_watch.cause == "pid_watch"
 

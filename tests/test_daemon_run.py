@@ -15,7 +15,7 @@ import pytest
 
 from builders import Gi, Mi, pod, pod_stats, summary
 from clocks import ManualClock
-from evictd.adapters.memcg_notifier import NotifierFailure
+from evictd.adapters.notifiers import NotifierFailure
 from evictd.commands.simulate import FixedLayout
 from evictd.config import eviction_settings
 from evictd.core.engine import EngineConfig, Eviction
@@ -27,7 +27,7 @@ from evictd.core.pods import Pod
 from evictd.core.psi_window import WINDOW_FOLLOW_UP_S
 from evictd.core.summary import Summary
 from evictd.core.summary_parser import summary_from_dict
-from evictd.cycle.cadence import NOTIFICATION_FOLLOW_UPS_S, flap_cycle_s
+from evictd.core.wake import NOTIFICATION_FOLLOW_UPS_S, flap_cycle_s
 from evictd.cycle.finished import Cycle
 from evictd.cycle.manager import EvictionManager
 from evictd.cycle.report import CycleReport

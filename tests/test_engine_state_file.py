@@ -20,7 +20,7 @@ from evictd.core.fs_layout import FsLayout
 from evictd.core.signals import NodeCondition
 from evictd.core.summary_parser import summary_from_dict
 from evictd.core.thresholds import parse_threshold_config
-from evictd.cycle.cadence import stale_after_s
+from evictd.core.wake import stale_after_s
 from evictd.cycle.finished import Cycle
 from evictd.cycle.report import CycleReport, Decided, Observed
 from evictd.record.engine_state import SAVE_EVERY_S, EngineStateFile

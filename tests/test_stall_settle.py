@@ -22,7 +22,7 @@ from evictd.core.pod_parser import pod_from_dict
 from evictd.core.saved_state import restore_state, state_document
 from evictd.core.summary_parser import summary_from_dict
 from evictd.core.thresholds import Threshold, parse_stall_thresholds, parse_threshold_config
-from evictd.cycle.cadence import GRACE_END_MARGIN_S, Cadence
+from evictd.core.wake import GRACE_END_MARGIN_S, CycleSeen, Sensed, WakeState, after_cycle, sensed
 
 SOME = "evictd.io/memory.stall.some"
 HOG = pod("hog", requests={"memory": "100Mi"}, priority=0)
@@ -157,7 +157,8 @@ def test_a_threshold_waiting_to_settle_makes_the_next_cycle_due_when_the_settle_
 
 def test_while_a_stall_eviction_settles_pressure_is_held_and_psi_wakes_no_cycle_until_the_settle_time_ends() -> None:
     assessment = settling_assessment(0.5)
-    cadence = Cadence(10.0).after_cycle(0.0, 0.01, memory_threshold_met=False, held=not assessment.stale_signals,
-                                        grace_ends_in_s=assessment.next_decision_in_s())
-    assert cadence.woken(["psi"]) == cadence, "a PSI wake-up of the stall already decided earns no cycle"
-    assert cadence.wait_s(0.01) == pytest.approx(STALL_SETTLE_S - 0.5 + GRACE_END_MARGIN_S)
+    state, plan = after_cycle(WakeState(10.0), CycleSeen.of(0.0, (STALL,), assessment, crossing_unconfirmed=False,
+                                                             eviction_failed=False, acted=False), 0.01)
+    assert state.held == (not assessment.stale_signals)
+    assert sensed(state, Sensed(("psi",)), 0.02)[1] == plan, "a PSI wake-up of the stall already decided earns no cycle"
+    assert plan.wait_s(0.01) == pytest.approx(STALL_SETTLE_S - 0.5 + GRACE_END_MARGIN_S)

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from evictd.adapters.cgroups import CgroupLayout, CgroupReader
-from evictd.adapters.memory_watch import MEMORY_WATCH_CAUSE, MemoryWatch
 from evictd.adapters.notifiers import Waiter
-from evictd.core.memory_watch import MIN_PERIOD_S, STEADY_MAX_PERIOD_S, WatchTarget, steady_max_period_s
+from evictd.adapters.sensors import MemoryWatch
 from evictd.core.signals import Signal
+from evictd.core.wake import MIN_PERIOD_S, STEADY_MAX_PERIOD_S, Wake, WatchTarget, steady_max_period_s
 
 MI = 1 << 20
 
@@ -51,7 +51,7 @@ def test_a_crossing_between_ticks_wakes_the_waiter_once(tmp_path: Path) -> None:
         assert looks >= 2, "near the threshold the watch keeps looking"
         pods_cgroup(tmp_path, current=420 * MI, inactive_file=4 * MI)  # working set 416 MiB: 96 MiB available
         started = time.monotonic()
-        assert waiter.wait(5.0) == [MEMORY_WATCH_CAUSE]
+        assert waiter.wait(5.0) == [Wake.MEMORY_WATCH]
         assert time.monotonic() - started < 2.0
         assert watch.description == "hard allocatableMemory.available threshold"
         # Met: nothing more until the next cycle arms it (which watches only thresholds not met).
@@ -90,7 +90,7 @@ def test_an_unreadable_cgroup_is_skipped_and_the_watch_goes_on(tmp_path: Path) -
         assert watch.looks == 0
         pods_cgroup(tmp_path, current=500 * MI)
         watch.arm([target(100 * MI)], time.monotonic())
-        assert waiter.wait(5.0) == [MEMORY_WATCH_CAUSE]
+        assert waiter.wait(5.0) == [Wake.MEMORY_WATCH]
     finally:
         waiter.close()
 
@@ -149,7 +149,7 @@ def test_after_the_watch_idled_a_margin_is_not_steady_until_looked_at_again(tmp_
         watch.arm([target(100 * MI)], time.monotonic())
         time.sleep(0.6)  # steady
         pods_cgroup(tmp_path, current=420 * MI)  # met: the watch wakes the loop and idles
-        assert waiter.wait(5.0) == [MEMORY_WATCH_CAUSE]
+        assert waiter.wait(5.0) == [Wake.MEMORY_WATCH]
         pods_cgroup(tmp_path, current=400 * MI)  # the loop evicted: the same margin as before
         looks = watch.looks
         watch.arm([target(100 * MI)], time.monotonic())
@@ -177,7 +177,7 @@ def test_a_hard_threshold_held_met_is_looked_at_twice_a_second_and_once_released
         assert waiter.wait(0.0) == [], "a release wakes no one"
         pods_cgroup(tmp_path, current=430 * MI)  # crossed again: 82 MiB available
         started = time.monotonic()
-        assert waiter.wait(5.0) == [MEMORY_WATCH_CAUSE]
+        assert waiter.wait(5.0) == [Wake.MEMORY_WATCH]
         assert time.monotonic() - started < 1.0
     finally:
         waiter.close()

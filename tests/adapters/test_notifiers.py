@@ -29,11 +29,9 @@ from types import FrameType, MappingProxyType
 
 import pytest
 
-from evictd.adapters.memcg_notifier import MemcgThresholdNotifier
-from evictd.adapters.memcg_notifier_set import MemcgNotifierSet
-from evictd.adapters.notifiers import Notifier, Waiter
+from evictd.adapters.notifiers import MemcgThresholdNotifier, Notifier, PsiNotifier, Waiter, has_cap_sys_resource
 from evictd.adapters.psi_history import PressureHistory
-from evictd.adapters.psi_notifier import PsiNotifier, has_cap_sys_resource
+from evictd.adapters.sensors import MemcgNotifierSet
 from evictd.core.errors import ConfigError, SampleError
 from evictd.core.memcg import STATS_CATCH_UP_S, memcg_threshold_bytes
 from evictd.core.memcg_wakeups import Watch

@@ -1,4 +1,4 @@
-"""The pid watch's thread against a /proc of plain files: it reads loadavg's task count only while a crossing is
+"""The pid watch (a `CountWatch` on the pids row)'s thread against a /proc of plain files: it reads loadavg's task count only while a crossing is
 near, wakes a real Waiter once when a ``pid.available`` threshold is met, then idles until the next cycle arms it
 again."""
 
@@ -8,16 +8,18 @@ import threading
 import time
 from pathlib import Path
 
+from builders import summary
 from evictd.adapters.notifiers import Waiter
-from evictd.adapters.pid_watch import PID_WATCH_CAUSE, PidWatch
-from evictd.core.pid_watch import PidTarget
+from evictd.adapters.sensors import pid_watch
 from evictd.core.quantity import Quantity, QuantityFormat
 from evictd.core.signals import Signal
 from evictd.core.summary import Observation
+from evictd.core.summary_parser import summary_from_dict
 from evictd.core.thresholds import Threshold, ThresholdValue, parse_percentage
+from evictd.core.wake import Target, Wake
 
 PID_MAX = 2048
-NEAR = PidTarget(PID_MAX, 512, "hard pid.available threshold")  # met from 1537 tasks
+NEAR = Target(PID_MAX, 512, "hard pid.available threshold")  # met from 1537 tasks
 
 
 def loadavg(proc: Path, tasks: int) -> None:
@@ -29,7 +31,7 @@ def loadavg(proc: Path, tasks: int) -> None:
 
 def test_a_crossing_between_ticks_wakes_the_waiter_once(tmp_path: Path) -> None:
     loadavg(tmp_path, 1500)  # 37 tasks from the threshold: a look every 100 ms (the floor)
-    watch = PidWatch((), interval_s=10.0, proc_root=str(tmp_path))
+    watch = pid_watch((), interval_s=10.0, proc_root=str(tmp_path))
     waiter = Waiter()
     waiter.set_notifiers([watch])
     try:
@@ -38,7 +40,7 @@ def test_a_crossing_between_ticks_wakes_the_waiter_once(tmp_path: Path) -> None:
         assert watch.looks >= 2, "near the threshold the watch keeps looking"
         loadavg(tmp_path, 1600)  # 448 available, below 512
         started = time.monotonic()
-        assert waiter.wait(5.0) == [PID_WATCH_CAUSE]
+        assert waiter.wait(5.0) == [Wake.PID_WATCH]
         assert time.monotonic() - started < 2.0
         assert watch.description == "hard pid.available threshold"
         looks = watch.looks
@@ -50,7 +52,7 @@ def test_a_crossing_between_ticks_wakes_the_waiter_once(tmp_path: Path) -> None:
 
 def test_far_from_every_threshold_the_watch_reads_nothing(tmp_path: Path) -> None:
     loadavg(tmp_path, 300)  # 1,236 tasks from the threshold: 0.12 s at the assumed rate, after a 0.1 s tick
-    watch = PidWatch((), interval_s=0.1, proc_root=str(tmp_path))
+    watch = pid_watch((), interval_s=0.1, proc_root=str(tmp_path))
     try:
         watch.arm([NEAR], 300, time.monotonic())
         loadavg(tmp_path, 2000)
@@ -62,7 +64,7 @@ def test_far_from_every_threshold_the_watch_reads_nothing(tmp_path: Path) -> Non
 
 
 def test_an_unreadable_loadavg_skips_the_look_and_keeps_the_pace(tmp_path: Path) -> None:
-    watch = PidWatch((), interval_s=10.0, proc_root=str(tmp_path))  # no loadavg yet
+    watch = pid_watch((), interval_s=10.0, proc_root=str(tmp_path))  # no loadavg yet
     waiter = Waiter()
     waiter.set_notifiers([watch])
     try:
@@ -70,7 +72,7 @@ def test_an_unreadable_loadavg_skips_the_look_and_keeps_the_pace(tmp_path: Path)
         assert waiter.wait(0.35) == []
         assert watch.looks >= 2, "looked at the cycle's count's pace (100 ms), not idle"
         loadavg(tmp_path, 1600)
-        assert waiter.wait(5.0) == [PID_WATCH_CAUSE]
+        assert waiter.wait(5.0) == [Wake.PID_WATCH]
     finally:
         waiter.close()
 
@@ -78,15 +80,16 @@ def test_an_unreadable_loadavg_skips_the_look_and_keeps_the_pace(tmp_path: Path)
 def test_follow_arms_with_the_cycles_observation_and_close_stops_the_thread(tmp_path: Path) -> None:
     loadavg(tmp_path, 1500)
     hard = Threshold(signal=Signal.PID_AVAILABLE, value=ThresholdValue(percentage=parse_percentage("25%")))
-    watch = PidWatch([hard], interval_s=10.0, proc_root=str(tmp_path))
+    watch = pid_watch([hard], interval_s=10.0, proc_root=str(tmp_path))
     observed = Observation(Quantity.from_int(PID_MAX - 1500, QuantityFormat.DECIMAL_SI),
                            Quantity.from_int(PID_MAX, QuantityFormat.DECIMAL_SI), None)
-    watch.follow({Signal.PID_AVAILABLE: observed}, time.monotonic())
+    stats = summary_from_dict(summary())
+    watch.follow(stats, {Signal.PID_AVAILABLE: observed}, time.monotonic())
     time.sleep(0.35)
     assert watch.looks >= 2
     threads = [t for t in threading.enumerate() if t.name == "evictd-pid-watch"]
     assert len(threads) == 1
-    watch.follow(None, time.monotonic())  # a cycle without stats: nothing watched
+    watch.follow(None, {Signal.PID_AVAILABLE: observed}, time.monotonic())  # a cycle without stats: nothing watched
     time.sleep(0.15)
     looks = watch.looks
     time.sleep(0.25)

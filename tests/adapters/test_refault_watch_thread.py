@@ -11,7 +11,8 @@ import time
 from pathlib import Path
 
 from evictd.adapters.notifiers import Waiter
-from evictd.adapters.refault_watch import REFAULT_WATCH_CAUSE, RefaultWatch
+from evictd.adapters.sensors import RefaultWatch
+from evictd.core.wake import Wake
 
 PAGE = 4096
 MEMORY = 10_000 * (1 << 20)  # 1 MiB refaulted within the window is 1 basis point
@@ -36,7 +37,7 @@ def test_a_share_reached_wakes_the_waiter_once_then_the_watch_idles(tmp_path: Pa
         assert watch.looks >= 5
         vmstat(tmp_path, 200)  # 200 MiB more: 2% of the memory within the window
         started = time.monotonic()
-        assert waiter.wait(5.0) == [REFAULT_WATCH_CAUSE]
+        assert waiter.wait(5.0) == [Wake.REFAULT_WATCH]
         assert time.monotonic() - started < 2.0
         looks = watch.looks
         assert waiter.wait(0.2) == [], "woken once: nothing more until the next cycle arms it"
@@ -58,7 +59,7 @@ def test_gated_a_share_without_global_reclaim_wakes_nothing(tmp_path: Path) -> N
         vmstat(tmp_path, 200, scanned=1000)  # a pod re-reading its files in its own limit: no global scans
         assert waiter.wait(0.3) == []
         vmstat(tmp_path, 400, scanned=2000)  # the node reclaims
-        assert waiter.wait(5.0) == [REFAULT_WATCH_CAUSE]
+        assert waiter.wait(5.0) == [Wake.REFAULT_WATCH]
     finally:
         waiter.close()
 

@@ -26,7 +26,7 @@ from real_cluster import RealCluster
 from side_by_side import THRESHOLD_MIB
 
 from evictd.core.oom import OOM_KILL_REASON, TOO_LATE_REASON
-from evictd.cycle.cadence import NOTIFICATION_FOLLOW_UPS_S
+from evictd.core.wake import NOTIFICATION_FOLLOW_UPS_S
 from evictd.kube.node_lease import DEFAULT_LEASE_DURATION_S, RENEW_INTERVAL_FRACTION
 from evictd.kube.node_writer import TAINT_CONFLICT_RETRIES
 

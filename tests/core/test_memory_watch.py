@@ -7,7 +7,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from evictd.core.memory_watch import (
+from evictd.core.quantity import Quantity
+from evictd.core.signals import Signal
+from evictd.core.summary import SYSTEM_CONTAINER_PODS, ContainerStats, MemoryStats, NodeStats, Summary
+from evictd.core.thresholds import Threshold, ThresholdValue, parse_percentage
+from evictd.core.wake import (
     ASSUMED_FILL_BYTES_PER_S,
     FLOOR_FILL_BYTES_PER_S,
     HELD_PERIOD_S,
@@ -19,16 +23,12 @@ from evictd.core.memory_watch import (
     V1_BACKSTOP_FILL_BYTES_PER_S,
     LookHistory,
     WatchTarget,
-    look,
     look_history,
     steady_max_period_s,
     watch_period_s,
     watch_plan,
 )
-from evictd.core.quantity import Quantity
-from evictd.core.signals import Signal
-from evictd.core.summary import SYSTEM_CONTAINER_PODS, ContainerStats, MemoryStats, NodeStats, Summary
-from evictd.core.thresholds import Threshold, ThresholdValue, parse_percentage
+from evictd.core.wake import memory_look as look
 
 MI = 1 << 20
 GI = 1 << 30

@@ -1,24 +1,45 @@
-"""The pid watch's arithmetic (`evictd.core.pid_watch`): which ``pid.available`` thresholds are watched after a
+"""The pid watch as a row of `evictd.core.wake.WATCHES`: which ``pid.available`` thresholds are watched after a
 cycle, how soon the next look is, and what a look that read the task count finds."""
 
 from __future__ import annotations
 
 import pytest
 
-from evictd.core.pid_watch import (
-    ASSUMED_FORKS_PER_S,
-    MIN_PERIOD_S,
-    PidLook,
-    PidTarget,
-    look,
-    tasks_seen,
-    watch_period_s,
-    watch_targets,
-)
 from evictd.core.quantity import Quantity, QuantityFormat
-from evictd.core.signals import Signal
+from evictd.core.signals import Reading, Signal
 from evictd.core.summary import Observation
 from evictd.core.thresholds import Threshold, ThresholdValue, parse_percentage
+from evictd.core.wake import WATCHES, Looked, Target, Wake, WatchRow, look_period_s, used_seen
+from evictd.core.wake import look as row_look
+from evictd.core.wake import watch_targets as row_targets
+
+ROW = WATCHES[Reading.PIDS]
+ASSUMED_FORKS_PER_S = 10_000
+MIN_PERIOD_S = ROW.min_period_s
+PidLook = Looked
+PidTarget = Target
+
+
+def watch_targets(thresholds: list[Threshold], observed: Observation | None) -> tuple[Target, ...]:
+    return row_targets(thresholds, Signal.PID_AVAILABLE, observed)
+
+
+def tasks_seen(observed: Observation) -> int:
+    return used_seen(observed)
+
+
+def watch_period_s(margin: int, until_tick_s: float) -> float | None:
+    return look_period_s(ROW, margin, until_tick_s)
+
+
+def look(targets: list[Target], tasks: int, until_tick_s: float) -> Looked:
+    return row_look(ROW, targets, tasks, until_tick_s)
+
+
+def test_the_pid_row_assumes_10000_forks_a_second_and_looks_at_most_10_times_a_second() -> None:
+    assert WatchRow(Wake.PID_WATCH, ASSUMED_FORKS_PER_S, 0.1) == ROW
+    assert look_period_s(WatchRow(Wake.PID_WATCH, 0, 1.0), 5, 10.0) is None, "no rate: no paced look"
+
 
 PID_MAX = 2048
 

@@ -1,4 +1,4 @@
-"""The refault watch's rule (`evictd.core.refault_watch`): which refault thresholds it watches after a cycle, and when
+"""The refault watch's rule (`evictd.core.wake`): which refault thresholds it watches after a cycle, and when
 a look at /proc/vmstat's counts wakes the loop. Pure: readings and times are arguments."""
 
 from __future__ import annotations
@@ -6,9 +6,10 @@ from __future__ import annotations
 import pytest
 
 from evictd.core.quantity import Quantity, QuantityFormat
-from evictd.core.refault_watch import WatchedRefault, look, watched_shares
 from evictd.core.summary import Observation
 from evictd.core.thresholds import parse_stall_thresholds
+from evictd.core.wake import WatchedRefault, watched_shares
+from evictd.core.wake import refault_look as look
 
 Mi = 1 << 20
 MEMORY = 10_000 * Mi  # so that 1 MiB refaulted within the window is 1 basis point

@@ -1,5 +1,5 @@
 """`evictd run` decides a soft eviction when its grace period ends, not at the next housekeeping tick (issue #37,
-item 4; src/evictd/cycle/cadence.py).
+item 4; src/evictd/core/wake.py).
 
 The node is a private test cgroup (tests/real_pod_node.py) with one burstable pod whose real process allocates
 past a soft ``allocatableMemory.available<200Mi`` with a 2 s grace period; the housekeeping interval is an hour,

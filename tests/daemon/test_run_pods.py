@@ -17,7 +17,7 @@ from evictd_process import EvictdProcess, memory_wakeups, start_evictd
 
 from evictd.core.quantity import Quantity
 from evictd.core.settled import CROSSING_HOLD_S, EARLY_CONFIRM_S
-from evictd.cycle.cadence import NOTIFICATION_FOLLOW_UPS_S
+from evictd.core.wake import NOTIFICATION_FOLLOW_UPS_S
 from real_pod_node import REAL_POD_LIMIT_BYTES, MiB, RealPodNode
 
 POD_LIMIT_BYTES = REAL_POD_LIMIT_BYTES  # the real_pod fixture's

@@ -9,7 +9,7 @@ bench/v2_wakeup_latency.py --margin-cost.)
 
 What is asserted, and why these bounds: the watch's thread (the daemon's thread that woke most often; the others
 wake 2-4 times a second) wakes at most 40 times a second (the fast pace looks 50 times; the steady pace spends
-0.75 CPU s a minute on looks, `evictd.core.memory_watch.LOOK_CPU_SHARE`: in this guest a look costs 0.5-0.8 ms of
+0.75 CPU s a minute on looks, `evictd.core.wake.LOOK_CPU_SHARE`: in this guest a look costs 0.5-0.8 ms of
 the thread's CPU on a quiet host, 16-20 looks a second measured, fewer on a loaded one, down to 4 a second at the
 250 ms cap; no look here costs under 0.3 ms, which the share allows 40 times a second) and takes at most 3 CPU s a
 minute in the guest's own accounting (0.54-0.92 measured on a quiet host; 6.4-8.1 before the steady rule; the

@@ -1,24 +1,15 @@
-"""What the housekeeping loop sleeps on: notifiers, kernel wake-ups that cut its sleep short, and the Waiter.
+"""What the housekeeping loop sleeps on: the `Notifier` shape, the kernel's notifiers, and the `Waiter`.
 
-Job: wait on the notifiers' pollable file descriptors together with a deadline and an external wake-up (a
-signal handler or another thread). The notifiers are cgroup v1 memory usage thresholds
-(`evictd.adapters.memcg_notifier`, armed and re-armed by `evictd.adapters.memcg_notifier_set`) and PSI triggers
-(`evictd.adapters.psi_notifier`); here are the protocol they meet (`Notifier`, `Rechecking`) and the descriptor
-bookkeeping they share (`FdOwner`, `os_sample_error`, `close_quietly`).
+The kernel's notifiers: a cgroup v1 memory usage level (`MemcgThresholdNotifier`, the kubelet's memcg notifier: an
+eventfd registered through ``cgroup.event_control``; cgroup v2 has none) and a PSI trigger (`PsiNotifier`). The
+watches and the memcg notifier set that arms the levels are `evictd.adapters.sensors`'.
 
-Invariants:
-
-* Every notifier owns exactly one file descriptor, opened O_CLOEXEC; a failed constructor closes
-  whatever it opened and raises SampleError naming the file (a bad PSI trigger raises ConfigError
-  before anything is opened). ``close()`` is idempotent.
-* PSI files report POLLIN (and POLLOUT) on every poll, whether a trigger fired or not, so a notifier
-  declares the poll bits that mean "fired" (`Notifier.poll_events`) and the Waiter looks at those only.
-* `Waiter.wake` only writes one byte to a non-blocking self-pipe, so it is safe from a signal handler
-  or another thread; wake-ups are never lost (a wake before `wait` makes the next `wait` return at once)
-  and many wake-ups coalesce. Everything else in a Waiter, `close` included, is for the thread that
-  calls `wait` (a thread must not call `wake` while another closes the Waiter).
-* A notifier whose descriptor reports an error or hang-up is dropped from the poll set, so a broken
-  descriptor cannot make `wait` spin; it stays dropped until the next `set_notifiers`.
+Invariants: every notifier owns exactly one descriptor, opened O_CLOEXEC; a failed constructor closes what it
+opened and raises SampleError naming the file (a PSI trigger the kernel would refuse raises ConfigError before
+anything is opened); ``close()`` is idempotent. PSI files report POLLIN on every poll, so a notifier declares the
+bits that mean "fired" (`poll_events`). `Waiter.wake` writes one byte to a non-blocking self-pipe (safe from a
+signal handler or another thread; never lost, coalesced); everything else is for the thread that calls `wait`. A
+descriptor reporting an error or hang-up is dropped from the poll set until the next `set_notifiers`.
 """
 
 from __future__ import annotations
@@ -29,12 +20,15 @@ import math
 import os
 import select
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from evictd.core.errors import SampleError
-
-SIGNAL_CAUSE = "signal"
+from evictd.core.memcg_wakeups import Watch, notifier_description
+from evictd.core.psi import format_us, psi_trigger
+from evictd.core.thresholds import Threshold
+from evictd.core.wake import Wake
 
 # The self-pipe is drained in reads of this size; a pipe holds 64 KiB by default.
 PIPE_DRAIN_BYTES = 65536
@@ -178,7 +172,7 @@ class Waiter:
                 left_ms = max(0, math.ceil(min((deadline - time.monotonic()) * _MS_PER_S, MAX_POLL_TIMEOUT_MS)))
                 if self._pipe_only.poll(left_ms):
                     self._drain_pipe()
-                    return [SIGNAL_CAUSE]
+                    return [Wake.SIGNAL]
                 if time.monotonic() >= deadline:
                     return []
         while True:
@@ -198,7 +192,7 @@ class Waiter:
         for fd, revents in ready:
             if fd == self._read_fd:
                 self._drain_pipe()
-                cause = SIGNAL_CAUSE
+                cause: str = Wake.SIGNAL
             else:
                 notifier = self._by_fd.get(fd)
                 if notifier is None:
@@ -234,3 +228,151 @@ class Waiter:
         self._read_fd = self._write_fd = -1
         close_quietly(write_fd)
         close_quietly(read_fd)
+
+
+MEMORY_USAGE_FILE = "memory.usage_in_bytes"
+EVENT_CONTROL_FILE = "cgroup.event_control"
+
+
+class MemcgThresholdNotifier(FdOwner):
+    """A cgroup v1 memory usage threshold: an eventfd signalled when usage crosses `threshold_bytes`."""
+
+    poll_events = select.POLLIN
+
+    def __init__(self, cgroup_dir: str, threshold_bytes: int, description: str, *, cause: str = Wake.MEMCG,
+                 usage_seen: int | None = None) -> None:
+        """Register the threshold on ``<cgroup_dir>/memory.usage_in_bytes``.
+
+        `usage_seen` is the usage the level was computed from: when usage read after the registration is on
+        the other side of the level, it crossed while the kernel was not yet watching (a registration waits
+        for an RCU grace period), and the eventfd is signalled here as the kernel would have.
+        Raises SampleError (naming the file) when the level is negative, when the cgroup or its v1
+        files are missing (e.g. on cgroup v2), or when the kernel refuses the registration.
+        """
+        self._fd = -1
+        self.cgroup_dir = cgroup_dir
+        self.threshold_bytes = threshold_bytes
+        self.description = description
+        self.cause = cause
+        usage_path = os.path.join(cgroup_dir, MEMORY_USAGE_FILE)
+        control_path = os.path.join(cgroup_dir, EVENT_CONTROL_FILE)
+        if threshold_bytes < 0:
+            raise SampleError(control_path, f"cannot register a negative threshold of {threshold_bytes} bytes")
+        watch_fd = control_fd = event_fd = -1
+        current = usage_path
+        try:
+            watch_fd = os.open(usage_path, os.O_RDONLY | os.O_CLOEXEC)
+            current = control_path
+            control_fd = os.open(control_path, os.O_WRONLY | os.O_CLOEXEC)
+            event_fd = os.eventfd(0, os.EFD_CLOEXEC | os.EFD_NONBLOCK)
+            # The registration outlives both files: only the eventfd has to stay open (as in the kubelet).
+            os.write(control_fd, f"{event_fd} {watch_fd} {threshold_bytes}".encode())
+            current = usage_path
+            if usage_seen is not None and _crossed(usage_seen, int(os.pread(watch_fd, 32, 0)), threshold_bytes):
+                os.eventfd_write(event_fd, 1)
+        except (OSError, ValueError) as exc:
+            close_quietly(event_fd)
+            if isinstance(exc, ValueError):
+                raise SampleError(current, f"not a number: {exc}") from exc
+            raise os_sample_error(current, exc) from exc
+        finally:
+            close_quietly(control_fd)
+            close_quietly(watch_fd)
+        self._fd = event_fd
+
+    def consume(self) -> None:
+        """Reset the eventfd counter (it counts crossings since the last read)."""
+        try:
+            os.eventfd_read(self.fileno())
+        except BlockingIOError:
+            pass  # already consumed: nothing crossed since
+        except OSError as exc:
+            raise os_sample_error(f"eventfd of {os.path.join(self.cgroup_dir, MEMORY_USAGE_FILE)}", exc) from exc
+
+
+def _crossed(before: int, after: int, level: int) -> bool:
+    """True when usage went from one side of `level` to the other (the kernel's notion: below vs at or above)."""
+    return (before < level) != (after < level)
+
+
+@dataclass(frozen=True, slots=True)
+class NotifierFailure:
+    """A memcg notifier that could not be armed: the threshold it watches, which notifier of it, why."""
+
+    threshold: Threshold
+    watch: Watch
+    error: SampleError
+
+    @property
+    def description(self) -> str:
+        """What the notifier is called in logs (`notifier_description`)."""
+        return notifier_description(self.threshold, self.watch)
+
+
+SYSTEM_MEMORY_PRESSURE = "/proc/pressure/memory"
+# Bit number of CAP_SYS_RESOURCE in the CapEff mask of /proc/<pid>/status (linux/capability.h).
+CAP_SYS_RESOURCE = 24
+
+
+
+def has_cap_sys_resource(proc_root: str = "/proc") -> bool:
+    """Return True when this process has CAP_SYS_RESOURCE in its effective set; SampleError if unreadable."""
+    path = os.path.join(proc_root, "self", "status")
+    try:
+        with open(path, encoding="ascii", errors="replace") as status:
+            text = status.read()
+    except OSError as exc:
+        raise os_sample_error(path, exc) from exc
+    for line in text.splitlines():
+        if line.startswith("CapEff:"):
+            try:
+                mask = int(line.split(":", 1)[1].strip(), 16)
+            except ValueError as exc:
+                raise SampleError(path, f"bad CapEff line {line!r}") from exc
+            return bool(mask >> CAP_SYS_RESOURCE & 1)
+    raise SampleError(path, "no CapEff line")
+
+
+class PsiNotifier(FdOwner):
+    """A PSI trigger on /proc/pressure/memory or a v2 cgroup's memory.pressure; fires with POLLPRI."""
+
+    poll_events = select.POLLPRI
+
+    def __init__(self, path: str, stall_us: int, window_us: int, kind: str = "some", description: str = "", *,
+                 privileged: bool | None = None, judge: Callable[[], bool] | None = None,
+                 on_fire: Callable[[], None] | None = None) -> None:
+        """Open `path` and write the trigger.
+
+        `privileged` says whether the kernel will see CAP_SYS_RESOURCE; None reads it from ``/proc/self/status``.
+        `judge`, when given, is asked at each firing whether it may change the decision: when it says no, the
+        firing's cause is ``psi_far`` (a cycle is not due) instead of ``psi``. `on_fire`, when given, is told of
+        each firing first (a stall threshold's own trigger notes it for the readings after it).
+        Raises ConfigError (before opening anything) for a trigger the kernel would refuse, and SampleError naming
+        `path` when it cannot be opened or the kernel refuses the trigger anyway.
+        """
+        self._fd = -1
+        self.path = path
+        self.cause = Wake.PSI
+        self._judge = judge
+        self._on_fire = on_fire
+        resource = os.path.basename(path.rstrip("/")).removesuffix(".pressure")  # memory.pressure: memory
+        self.description = description or f"psi {resource} {kind} {format_us(stall_us)}/{format_us(window_us)}"
+        if privileged is None:
+            privileged = has_cap_sys_resource()
+        trigger = psi_trigger(kind, stall_us, window_us, privileged=privileged)
+        fd = -1
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_NONBLOCK | os.O_CLOEXEC)
+            # NUL-terminated: psi_write() in the kernel replaces the last byte written with a NUL.
+            os.write(fd, trigger.encode() + b"\0")
+        except OSError as exc:
+            close_quietly(fd)
+            raise os_sample_error(path, exc) from exc
+        self._fd = fd
+
+    def consume(self) -> None:
+        """Tell `on_fire`, then judge the firing (`judge`); nothing else to do: the kernel clears a trigger's event
+        when poll reports it."""
+        if self._on_fire is not None:
+            self._on_fire()
+        self.cause = Wake.PSI if self._judge is None or self._judge() else Wake.PSI_FAR

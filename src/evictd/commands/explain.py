@@ -26,7 +26,7 @@ from evictd.commands.explain_journal import from_journal
 from evictd.commands.explain_now import explain_now
 from evictd.commands.explain_ranking import duration_text
 from evictd.core.errors import EvictdError
-from evictd.cycle.cadence import stale_after_s
+from evictd.core.wake import stale_after_s
 from evictd.cycle.render import (
     JsonObject,
 )

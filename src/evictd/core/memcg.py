@@ -1,58 +1,15 @@
-"""The kubelet's memcg threshold notifier arithmetic, as pure functions (KUBELET_SPEC §13).
+"""The kubelet's memcg threshold notifier arithmetic and evictd's watches beside it, as pure functions.
 
-The kubelet asks the kernel to wake it when a memory cgroup's ``memory.usage_in_bytes`` crosses the level
-at which the eviction threshold would be met. The signal is about the working set, but the kernel watches
-usage, which also counts reclaimable inactive file pages, so the level is shifted by them
-(``memoryThresholdNotifier.UpdateThreshold``, pkg/kubelet/eviction/memory_threshold_notifier.go):
+The kubelet (``memoryThresholdNotifier.UpdateThreshold``, KUBELET_SPEC §13) registers a usage level at which the
+threshold would be met: ``capacity - thresholdQuantity(capacity) + inactiveFile``, from the node's memory stats
+(``memory.available``) or the ``pods`` container's (``allocatableMemory.available``), refreshed when strictly more
+than 10 s passed. evictd goes further (docs/daemon.md, "Wake-ups"): a *drop watch* a step below usage and
+an *approach watch* halfway to the level have it judged again when page cache moves; a firing is judged on two
+fresh figures before it earns a cycle (`firing_needs_cycle`); near the level, or while ``memory.stat`` lags
+/proc/meminfo (`stats_behind`), the figures are read closely for a while.
 
-    capacity       = available + workingSet
-    inactiveFile   = usage - workingSet
-    memcgThreshold = capacity - thresholdQuantity(capacity) + inactiveFile      (rounded up to a byte)
-
-Which readings are used: the node's memory stats for ``memory.available``, the ``pods`` system
-container's for ``allocatableMemory.available``; the kubelet refuses (and keeps its old notifier) unless
-usage, working set and available are all present. Notifiers are refreshed from the housekeeping loop only
-when strictly more than 10 s passed since the last refresh; the first call always refreshes.
-
-evictd goes further between those refreshes (a deliberate difference): the level holds ``inactiveFile`` as
-of its last arming, so page cache dropped since then leaves it too high, and the real crossing happens below
-it with nothing firing. A second usage threshold, the *drop watch*, sits a step (8 MiB) below the usage of
-its arming: usage falling past it (page cache dropped, or anything else freed) wakes the loop, whose cycle
-re-arms both from fresh readings. A cycle also re-arms the level when it moved by a step or more, and moves
-the drop watch up when usage rose by more than a step, unless usage is within 64 MiB of the level
-(registering a threshold waits for an RCU grace period, tens of milliseconds, which a crossing about to be
-decided should not wait for). A third usage threshold, the *approach watch*, sits halfway from usage to the level
-(`approach_watch_level`): page cache dropped while anonymous memory grows by more crosses no drop watch, and
-usage rising past the approach watch has the level judged again on fresh figures. A watch that fires within
-`CLOSE_READING_BYTES` of a threshold not met starts a close reading (usage and memory.stat every few
-milliseconds for `CLOSE_READING_S`), and so does a level's firing judged page cache there (every 20 ms for
-`STATS_CATCH_UP_S`: memory.stat may still count page cache already dropped, and no cycle follows such a firing).
-
-Wake-ups earn their cycle (issue #29): a threshold met in a cycle's readings has no drop watch (usage falling
-cannot make it met; its level, below usage, still fires when usage falls past it), and a notifier that fires is
-first judged on two fresh figures of its cgroup, usage and inactive file (`firing_needs_cycle`): the working set
-they give against the threshold's *working-set level* (``capacity - thresholdQuantity(capacity)``, the level
-without the inactive file), and against whether the last cycle's readings had it met. Only a firing that can
-change the decision runs a cycle: the level of a threshold not met whose settled working set is within a step of
-the threshold (a crossing, its latency is the point; further below it was page cache), a drop watch whose working
-set is within 64 MiB of the threshold, anything of a met threshold whose working set fell below it (no longer
-met). Anything
-else was page cache coming and going: what fired is re-armed from those figures and the loop sleeps on.
-
-The kernel's statistics lag its usage (a deliberate difference, measured in docs/measured-figures.md): usage of
-the root memory cgroup is counted at once, but ``memory.stat`` folds each CPU's counts in only when they grew past
-a batch, and at least every 2 s; beside a writer whose files come and go, the root's ``total_inactive_file``
-was seen 263 MiB behind ``/proc/meminfo``'s ``Inactive(file)`` and up to 2 s late. The working set (usage less
-that inactive file, as cAdvisor reads it and the decision uses it) then jumps when the statistics catch up, and
-a level armed from the stale figure fires hundreds of megabytes late. Where the fresh figure exists (the memory
-hierarchy's root: the whole machine's ``Inactive(file)``), a level is armed with the lower of the two
-(`armed_inactive_file`: the earliest the threshold can be met), and a threshold met on the fresh figure but not
-yet on ``memory.stat``'s (`stats_behind`) is read every few milliseconds until the statistics catch up or
-`STATS_CATCH_UP_S` passed.
-
-Invariants: no I/O, no clock (``now`` is an argument, monotonic seconds); errors use the kubelet's texts.
-The result of `memcg_threshold_bytes` can be zero or negative (a threshold larger than capacity plus
-inactive file); the caller, not this module, decides that such a level cannot be registered.
+Invariants: no I/O, no clock (``now`` is an argument, monotonic seconds); errors use the kubelet's texts. A level
+from `memcg_threshold_bytes` may be zero or negative; the caller decides that it cannot be registered.
 """
 
 from __future__ import annotations
@@ -140,22 +97,19 @@ def working_set_level(level: int, usage_bytes: int, working_set_bytes: int) -> i
 
 def working_set_from(usage_bytes: int, inactive_file_bytes: int) -> int:
     """Return the working set of two figures read one after the other: usage less inactive file, never below 0
-    (cAdvisor's rule). The inactive file of ``memory.stat`` can lag ``memory.usage_in_bytes`` (page cache dropped
-    a moment ago: usage 1 MiB beside an inactive file of 129 MiB was seen), and then counts for no more than usage."""
+    (cAdvisor's rule: a lagging ``memory.stat`` counts for no more than usage)."""
     return max(0, usage_bytes - inactive_file_bytes)
 
 
 def level_from(working_set_level_bytes: int, usage_bytes: int, inactive_file_bytes: int) -> int:
     """Return the usage level of a threshold whose working-set level is known, from two fresh figures: the
-    working-set level plus the inactive file as far as usage holds it (`working_set_from`). A lagging inactive
-    file would otherwise leave the level too high, and the crossing below it would wake nothing."""
+    working-set level plus the inactive file as far as usage holds it (`working_set_from`)."""
     return working_set_level_bytes + usage_bytes - working_set_from(usage_bytes, inactive_file_bytes)
 
 
 def armed_inactive_file(stat_inactive_file_bytes: int, fresh_inactive_file_bytes: int | None) -> int:
-    """Return the inactive file a level is armed with: ``memory.stat``'s, or the fresh figure when that is lower (the
-    statistics still count page cache already gone, which would leave the level too high). A fresh figure above
-    the statistics' (page cache just written, not yet counted) is not used: the decision reads the statistics."""
+    """Return the inactive file a level is armed with: ``memory.stat``'s, or the fresh figure when lower (the
+    statistics may still count page cache already gone; a higher fresh figure is not used: the decision reads them)."""
     if fresh_inactive_file_bytes is None:
         return stat_inactive_file_bytes
     return min(stat_inactive_file_bytes, fresh_inactive_file_bytes)
@@ -187,20 +141,10 @@ def close_reading_until(now: float, *, met: bool, behind: bool, crossed_at: floa
 
 
 def firing_needs_cycle(met: bool, *, drop_watch: bool, working_set_level_bytes: int, working_set_bytes: int) -> bool:
-    """True when a notifier that fired may have changed the decision, judged on the settled working set read after
-    it fired (`evictd.core.settled.settled_usage`); False when it was page cache coming and going (re-arm and sleep
-    on).
-
-    `met` is whether the threshold was met in the readings of the last cycle (what the decision stands on). A
-    met threshold needs a cycle when the working set is now below its working-set level (no longer met),
-    whichever notifier fired. Of a threshold not met, the level needs one when the working set is within a step
-    (`MEMCG_REARM_STEP_BYTES`) of its working-set level or past it (a crossing, or one a few pages short that its
-    follow-ups decide); further below, the level fired for page cache (usage counts it, the working set does not:
-    a 64 MiB file written and deleted 10 times a second ran a cycle and 12-21 follow-ups each time, issue #37) and
-    is re-armed from these figures, which catches the crossing when it comes. A drop watch needs one when the
-    working set is within `MEMCG_NEAR_LEVEL_BYTES` of the working-set level (the level beside it may have been
-    too high).
-    """
+    """True when a notifier that fired may have changed the decision, judged on the working set read after it
+    fired; False when it was page cache coming and going (re-arm, no cycle). A threshold `met` in the last cycle's
+    readings needs one once the working set is below its working-set level; of one not met, the level needs one
+    within a step (`MEMCG_REARM_STEP_BYTES`) of it or past it, a drop watch within `MEMCG_NEAR_LEVEL_BYTES`."""
     if met:
         return working_set_bytes < working_set_level_bytes
     if not drop_watch:
@@ -209,10 +153,9 @@ def firing_needs_cycle(met: bool, *, drop_watch: bool, working_set_level_bytes: 
 
 
 def level_unwatched_until_registered(level: int, usage_bytes: int, armed_level: int | None, met: bool) -> bool:
-    """True when, until the kernel watches `level` (a registration waits for an RCU grace period, 100 ms and more
-    under load), a crossing of it could go unannounced: the threshold is not met, usage is below the new level,
-    and the level still armed does not stand in its way (there is none, it is higher, or usage is already past
-    it: it fired once and announces nothing more while usage rises)."""
+    """True when, until the kernel watches `level` (a registration waits for an RCU grace period), a crossing of it
+    could go unannounced: not met, usage below it, and the level still armed cannot stand in (none, higher, or
+    already passed by usage)."""
     if met or usage_bytes >= level:
         return False
     return armed_level is None or level < armed_level or usage_bytes >= armed_level
@@ -231,10 +174,7 @@ def drop_watch_level(usage_bytes: int) -> int:
 
 def approach_watch_level(level: int, usage_bytes: int) -> int:
     """Return the usage level of the approach watch beside a threshold level computed from `usage_bytes` (<= 0:
-    none): halfway from usage to the level, while the level is more than `CLOSE_READING_BYTES` above usage. Each
-    time usage rises past it the level is judged again on fresh figures (page cache dropped since it was armed,
-    with usage rising all the same, leaves it too high), and the next watch sits halfway again: a ramp from 2 GiB
-    away fires it about five times."""
+    none): halfway from usage to the level, while the level is more than `CLOSE_READING_BYTES` above usage."""
     gap = level - usage_bytes
     return usage_bytes + gap // 2 if gap > CLOSE_READING_BYTES else 0
 
@@ -262,13 +202,9 @@ def level_moved(armed_level: int, level: int) -> bool:
 
 
 def drop_watch_stale(armed_watch: int | None, level: int, usage_bytes: int) -> bool:
-    """True when the drop watch should move to `drop_watch_level(usage_bytes)`.
-
-    It should when usage fell below it (it fired) or rose more than two steps above it, or when there is none;
-    but not while usage is within `MEMCG_NEAR_LEVEL_BYTES` below the level (a crossing may be about to be
-    decided). When usage is at or above the level (met) or the new level would be <= 0, a watch still armed is
-    stale (there is then none).
-    """
+    """True when the drop watch should move to `drop_watch_level(usage_bytes)`: usage fell below it or rose more
+    than two steps above it, or there is none; never within `MEMCG_NEAR_LEVEL_BYTES` below the level (a crossing
+    may be about to be decided). Met, or no level left for it: a watch still armed is stale (to be closed)."""
     if usage_bytes >= level:
         return armed_watch is not None  # met: a watch still armed is to be closed (`drop_watch_wanted`)
     wanted = drop_watch_level(usage_bytes)

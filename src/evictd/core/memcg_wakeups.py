@@ -1,25 +1,14 @@
-"""The model of cgroup v1's memory wake-ups (issue #37 item 1): what the memcg notifier set keeps of each memory
-threshold, what it asks the kernel to watch, which firing earns a cycle, and what it reads itself meanwhile.
+"""The model of cgroup v1's memory wake-ups: what the memcg notifier set keeps of each memory threshold, what it
+asks the kernel to watch, which firing earns a cycle, and what it reads itself meanwhile (`MemcgWakeups`).
 
-`MemcgWakeups` holds no descriptor and reads no file: the adapter (`evictd.adapters.memcg_notifier_set`) registers
-eventfds, reads cgroupfs and sleeps, and tells the model what happened. The model answers:
+After each cycle `follow` says what to (re-)register (`Registration`: each threshold's level, drop and approach
+watch); `judge_firings` whether a firing may change the decision or was page cache (re-arm, no cycle);
+`recheck_s`, `unwatched`, `close_readings` and `judge_rechecks` what to read in the kernel's place (a level being
+registered, statistics behind, a firing near the level); `may_change_decision` whether a PSI firing may matter.
+The arithmetic is `evictd.core.memcg`'s; the adapter is `evictd.adapters.sensors.MemcgNotifierSet`.
 
-* after each cycle (`follow`, on its Summary): which notifiers to (re-)register, at which usage levels
-  (`Registration`): each threshold's level, its drop watch and its approach watch, on the kubelet's 10 s refresh
-  and between refreshes when a level moved or a watch went stale;
-* after notifiers fired (`judge_firings`, on the figures read after the firing): whether each firing may change
-  the decision (a cycle is due) or was page cache coming and going (the set re-arms itself: the registrations to
-  ask for, and no cycle);
-* what to read in the kernel's place meanwhile, and how often (`recheck_s`, `unwatched`, `close_readings`,
-  `judge_rechecks`): a lower level still being registered, and thresholds read closely (the kernel's statistics
-  behind, a firing near the level);
-* whether a wake-up that names no threshold (a PSI trigger) may change the decision (`may_change_decision`).
-
-The arithmetic of each rule, and why each watch exists, is `evictd.core.memcg`'s.
-
-Invariants: no I/O, no clock (every time is an argument, monotonic seconds); not thread-safe: the adapter, whose
-loop and re-arming thread both call it, holds its lock around every call. What the kernel holds is what the adapter
-says it installed (`installed`), never what the model asked for.
+Invariants: no I/O, no clock (times are arguments, monotonic seconds); not thread-safe (the adapter holds its lock
+around every call); what the kernel holds is what the adapter says it installed (`installed`).
 """
 
 from __future__ import annotations
@@ -56,10 +45,8 @@ from evictd.core.thresholds import Threshold
 
 # While a level is being registered, or the kernel's statistics are behind, usage is read this often.
 UNWATCHED_RECHECK_S = 0.002
-# After a level fired for what its figures called page cache, near the level: how often, and for how long, usage and
-# memory.stat are read again (memory.stat folds page cache dropped since in at least every 2 s; until then it still
-# counts it, so the crossing looked like page cache and no other firing comes: in the test of a crossing after page
-# cache was dropped, 1 run in 8 was decided only at the next tick).
+# After a level fired near it for what its figures called page cache: how often memory.stat is read again (it may
+# still count page cache already dropped, for up to 2 s).
 LEVEL_CLOSE_READING_EVERY_S = 0.02
 
 # Two figures of a cgroup read one after the other: usage and inactive file (bytes).
@@ -296,11 +283,9 @@ class MemcgWakeups:
             self._read_closely[index] = CloseReading(until, "met while read closely", every_s)
 
     def _rearmed(self, firing: Firing, read: Figures | None) -> list[Registration]:
-        """Re-arm threshold `index`'s level (when it fired or moved) and watches (when stale) from `read`.
-
-        A watch that fired lowers a level, never raises it: memory.stat's inactive file may still count page cache
-        already gone (up to 2 s), which would put the level that much too high (seen: 312 raised to 441 MiB and the
-        crossing below it unannounced). A level too low only fires early; the cycle then judges it."""
+        """Re-arm threshold `index`'s level (when it fired or moved) and watches (when stale) from `read`. A watch
+        that fired lowers a level, never raises it: memory.stat may still count page cache already gone (up to 2 s);
+        a level too low only fires early, and the cycle judges it."""
         working_set_level_bytes = self._working_set_levels[firing.index]
         armed = self._armed[Watch.LEVEL][firing.index]
         if read is None or working_set_level_bytes is None:

@@ -31,7 +31,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 
 from evictd.core.errors import ConfigError
 from evictd.core.metrics_access import Verdict
-from evictd.cycle.cadence import stale_after_s
+from evictd.core.wake import stale_after_s
 from evictd.observe.metrics_authorization import MetricsAuthorizer
 
 # Two probes (liveness, readiness) and a scrape or two need a handful; the rest is headroom. Each open

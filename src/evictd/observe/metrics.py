@@ -33,14 +33,14 @@ from evictd.core.signals import (
 )
 from evictd.core.summary import Observation
 from evictd.core.thresholds import Threshold, threshold_quantity
+from evictd.core.wake import Wake
 from evictd.cycle.render import condition_text
 from evictd.cycle.report import POD_LIST_UNAVAILABLE, CycleReport, CycleStep
 
 # Cycle durations span a cached cgroup read (~1 ms) to a slow filesystem walk (seconds).
 CYCLE_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
-WAKEUP_CAUSES = ("timer", "memcg", "memcg_rearm", "psi", "psi_far", "memory_watch", "refault_watch", "pid_watch",
-                 "signal", "eviction")
+WAKEUP_CAUSES = tuple(Wake)
 # A cycle's own failures are counted by the step that failed; the daemon's by the part of it that failed.
 ERROR_SOURCES = (*(str(step) for step in CycleStep), "notifier", "cycle", "runtime", "state")
 # The local-storage limit evictions' labels, besides the signals (the kubelet's eviction_signal values).

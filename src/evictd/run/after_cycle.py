@@ -12,13 +12,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TextIO
 
-from evictd.adapters.memcg_notifier import NotifierFailure
-from evictd.adapters.memcg_notifier_set import MemcgNotifierSet
-from evictd.adapters.memory_watch import MemoryWatch
-from evictd.adapters.notifiers import Notifier, Waiter
-from evictd.adapters.pid_watch import PidWatch
+from evictd.adapters.notifiers import Notifier, NotifierFailure, Waiter
 from evictd.adapters.pod_disk_usage import POD_DISK_SOURCE_PREFIX
-from evictd.adapters.refault_watch import RefaultWatch
+from evictd.adapters.sensors import CountWatch, MemcgNotifierSet, MemoryWatch, RefaultWatch
 from evictd.core.blind import blind_signals, blind_streaks
 from evictd.core.errors import SampleError
 from evictd.core.plausible import Refusal
@@ -184,7 +180,7 @@ class NotifierRefresh:
 
     def __init__(self, waiter: Waiter, memcg: MemcgNotifierSet | None, psi: Sequence[Notifier], metrics: Metrics,
                  log: Log, memory_watch: MemoryWatch | None = None, refault_watch: RefaultWatch | None = None,
-                 pid_watch: PidWatch | None = None) -> None:
+                 pid_watch: CountWatch | None = None) -> None:
         self.waiter = waiter
         self.memcg = memcg
         self.memory_watch = memory_watch
@@ -206,14 +202,11 @@ class NotifierRefresh:
                 if no_pods_container and failure.threshold.signal is Signal.ALLOCATABLE_MEMORY_AVAILABLE:
                     continue  # no pods cgroup on this node: nothing to watch, nothing wrong
                 failures.append(failure)
-        if self.memory_watch is not None:
-            self.memory_watch.follow(summary, now)
-        observations = dict(report.decided.assessment.observations)
-        if self.refault_watch is not None:
-            self.refault_watch.follow(summary, observations)
-        if self.pid_watch is not None:
-            self.pid_watch.follow(observations if summary is not None else None, now)
+        observations = report.decided.assessment.observations
         watches = (self.memory_watch, self.refault_watch, self.pid_watch)
+        for watch in watches:
+            if watch is not None:
+                watch.follow(summary, observations, now)
         wanted = (*(self.memcg.notifiers if self.memcg else ()), *self.psi,
                   *(watch for watch in watches if watch is not None))
         if wanted != self.waiter.notifiers:

@@ -21,18 +21,14 @@ from evictd.adapters.cgroups import CgroupLayout, CgroupReader, v1_hierarchy_roo
 from evictd.adapters.disk_walker_process import DiskWalkerProcess, WalkerSettings
 from evictd.adapters.filesystems import detect_layout
 from evictd.adapters.kubelet_summary import ApiProxySummarySource, KubeletSummarySource, summary_deadline_s
-from evictd.adapters.memcg_notifier_set import MemcgNotifierSet
-from evictd.adapters.memory_watch import MemoryWatch
 from evictd.adapters.node_pods import DiscoveredPods
 from evictd.adapters.node_stats import NodeStatsSource, existing_ancestor, pods_limit_events
-from evictd.adapters.notifiers import Notifier, Waiter
-from evictd.adapters.pid_watch import PidWatch
+from evictd.adapters.notifiers import SYSTEM_MEMORY_PRESSURE, Notifier, PsiNotifier, Waiter
 from evictd.adapters.pod_disk_usage import PodDiskStore
 from evictd.adapters.procfs import global_reclaim_scan_pages, inactive_file_bytes
-from evictd.adapters.psi_notifier import SYSTEM_MEMORY_PRESSURE, PsiNotifier
-from evictd.adapters.refault_watch import RefaultWatch
 from evictd.adapters.runtime_gc import CriContainerGC, CriImageGC, RuntimeReclaimer, imagefs_usage
 from evictd.adapters.runtime_node import PeriodicGC, RuntimeFilesystems, RuntimeLayout
+from evictd.adapters.sensors import MemcgNotifierSet, MemoryWatch, RefaultWatch, pid_watch
 from evictd.config import Configuration, EvictdSettings, StatsOrigin
 from evictd.core.container_gc import GCPolicy
 from evictd.core.engine import EngineConfig, Eviction
@@ -40,7 +36,6 @@ from evictd.core.engine_rules import memory_ran_short
 from evictd.core.errors import EvictdError, SampleError
 from evictd.core.fs_layout import FsLayout, ReclaimAction
 from evictd.core.image_gc import image_gc_policy
-from evictd.core.memory_watch import ASSUMED_FILL_BYTES_PER_S, V1_BACKSTOP_FILL_BYTES_PER_S
 from evictd.core.plausible import Refusal
 from evictd.core.psi import format_us, microseconds
 from evictd.core.psi_window import threshold_triggers
@@ -48,6 +43,7 @@ from evictd.core.signals import EVICTD_SIGNALS, Reading, Signal, spec_of
 from evictd.core.stall_gate import StallGate, wake_may_open
 from evictd.core.summary import Summary, signal_observations
 from evictd.core.thresholds import Threshold
+from evictd.core.wake import ASSUMED_FILL_BYTES_PER_S, V1_BACKSTOP_FILL_BYTES_PER_S
 from evictd.cri import NO_RUNTIME, Runtime, RuntimeVersion
 from evictd.cri.client import CriClient
 from evictd.cycle.finished import AfterCycle, Cycle
@@ -232,8 +228,8 @@ def build_notifiers(settings: EvictdSettings, layout: CgroupLayout, cgroups: Cgr
     refault_watch = (RefaultWatch(thresholds, gated=engine_config.stall_requires_node_reclaim)
                      if refaults and node_stats else None)
     pids = any(threshold.signal is Signal.PID_AVAILABLE for threshold in thresholds)
-    pid_watch = PidWatch(thresholds, settings.housekeeping_interval_s) if pids and node_stats else None
-    return NotifierRefresh(waiter, memcg, psi, metrics, log, memory_watch, refault_watch, pid_watch)
+    pids_watch = pid_watch(thresholds, settings.housekeeping_interval_s) if pids and node_stats else None
+    return NotifierRefresh(waiter, memcg, psi, metrics, log, memory_watch, refault_watch, pids_watch)
 
 def plausible(parts: StatsParts) -> StatsParts:
     """`parts` with its source behind `PlausibleStats`, bounded by this machine's memory capacity (every source)."""

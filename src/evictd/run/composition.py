@@ -50,9 +50,9 @@ from evictd.core.node_protection import Status, node_protection_findings
 from evictd.core.self_protection import KIB, oom_score_adj_warning
 from evictd.core.signals import Signal
 from evictd.core.summary import Summary
+from evictd.core.wake import stale_after_s
 from evictd.cri import RuntimeSlot
 from evictd.cri.client import CriClient
-from evictd.cycle.cadence import stale_after_s
 from evictd.cycle.finished import AfterCycle
 from evictd.cycle.ids import run_id
 from evictd.cycle.limits_choice import enforced_as_chosen, limits_choice

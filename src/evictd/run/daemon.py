@@ -1,24 +1,16 @@
 """`evictd run`: the housekeeping loop of the live daemon.
 
-One synchronous loop: run a cycle (the eviction manager over the adapters), run the after-cycle hooks
-(metrics, the cycle log, the live view, cluster bookkeeping, garbage collection, the memory notifiers' re-arming:
-`evictd.run.after_cycle`), then wait for the next cycle, which `evictd.cycle.cadence` schedules: the next tick, a
-notifier or a stop request (a notification is followed by cycles at short delays until one sees the crossing,
-then one confirming cycle a second later; under held pressure only what can change the decision cuts the wait
-short). After an eviction with the Kubernetes API the loop waits for the pod
-to go, then runs again at once, as the kubelet does; the wait is logged at its start and sleeps on the notifiers'
-waiter. After an eviction with a longer grace period than a hard threshold's it ends early when a hard threshold is
-met (looked for on every memory notification and at least every `HARD_CHECK_PERIOD_S`): the next cycle then
-re-deletes, with the hard grace period, a pod evictd evicted with a longer one that still holds the memory
-(escalation, issue #43).
+One synchronous loop: run a cycle (the eviction manager over the adapters), run the after-cycle hooks (metrics,
+logs, the live view, cluster bookkeeping, garbage collection, the sensors' re-arming: `evictd.run.after_cycle`),
+then wait as `evictd.core.wake` plans: the next tick, a notifier, a stop request. After an eviction with the
+Kubernetes API the loop waits for the pod to go, then runs again at once, as the kubelet does; a wait after an
+eviction with a longer grace period than a hard threshold's ends early when a hard threshold is met (looked for
+on every memory notification and at least every `HARD_CHECK_PERIOD_S`: escalation, issue #43).
 
-Building a `Daemon` starts nothing. `start` starts its parts in order (the pod watch, the container runtime
-link, the HTTP endpoint, the disk walker: whatever the composition root gave it; a part may block, and may
-raise to end the start-up); `run` starts them if that was not done, runs cycles until stopped,
-then runs the stop hooks (in the cluster: conditions to Unknown, taints removed) and stops the parts in
-reverse order. A stop request (`StopSignal`: SIGTERM/SIGINT) lets the current cycle finish and `run` returns
-0; the stop signal's deadline ends a hung shutdown with status 1. Only this loop catches broad exceptions: a
-failed cycle or hook is logged with the cycle number and counted, and the loop carries on.
+Building a `Daemon` starts nothing; `start` starts its parts in order (a part may block, or raise to end the
+start-up), `run` runs cycles until stopped, then the stop hooks, then stops the parts in reverse order. A stop
+request lets the current cycle finish (exit 0); its deadline ends a hung shutdown with status 1. Only this loop
+catches broad exceptions: a failed cycle or hook is logged with the cycle number and counted, and the loop goes on.
 """
 
 from __future__ import annotations
@@ -28,15 +20,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Protocol
 
-from evictd.adapters.psi_notifier import PSI_CAUSE
 from evictd.clock import SYSTEM_CLOCK, Clock
 from evictd.core.engine import Eviction
 from evictd.core.engine_rules import IMMEDIATE_EVICTION_GRACE_PERIOD_S
-from evictd.core.psi_window import window_follow_up_wanted
-from evictd.core.settled import near_crossing, near_unmet_crossing
-from evictd.core.signals import spec_of
-from evictd.core.thresholds import Threshold
-from evictd.cycle.cadence import NOTIFICATION_CAUSES, Cadence
+from evictd.core.wake import NOTIFICATIONS, CycleSeen, Plan, Sensed, Wake, WakeState, after_cycle, sensed, timer, wakes
 from evictd.cycle.finished import AfterCycle, Cycle
 from evictd.cycle.manager import EvictionManager
 from evictd.cycle.report import CycleReport, CycleStep
@@ -209,9 +196,7 @@ class Daemon:
         """Run cycles until stopped (or `max_cycles` ran); return the exit status."""
         self.start()
         settings = self.settings
-        cadence = Cadence(settings.interval_s)
-        memory_met: frozenset[Threshold] = frozenset()  # the memory thresholds the last cycle saw met
-        acted = False  # the last cycle reclaimed or evicted for real (memory met then gone since is relief)
+        wake = WakeState(settings.interval_s)
         cycle = 0
         self.log.info("evictd started", node=settings.node_name, interval_s=settings.interval_s,
                       dry_run=settings.dry_run)
@@ -222,60 +207,26 @@ class Daemon:
                     continue
                 cycle += 1
                 started = self.clock.monotonic()
-                woken_by_psi = PSI_CAUSE in self._woken[0]
-                report = self._cycle(cycle, started, flapping=cadence.flapping)
-                met_now = memory_met if report is None else memory_thresholds_met(report)
+                report = self._cycle(cycle, started, flapping=wake.flapping)
                 if cycle == 1:
                     self.systemd.notify("READY=1")
                 self.systemd.notify("WATCHDOG=1")
                 if (settings.max_cycles and cycle >= settings.max_cycles) or self.stop.is_set():
                     break
-                if report is None:
-                    cadence = cadence.after_failure(started, self.clock.monotonic())
-                elif (report.acted.evictions and self.wait_for_cleanup is not None and not self.mode.reports_only()
-                      and self.standby() is None):  # no wait for evictions refused for a Lease lost meanwhile
-                    # The kubelet waits for evicted pods to go (at most 30 s), then runs again at once; evictd's wait
-                    # ends early on a hard threshold met (the next cycle escalates).
-                    pods = [e.pod.key for e in report.acted.evictions]
-                    self.log.info("waiting for evicted pods to go", pods=pods)
-                    self._hard_met = False
-                    self._hard_checked_at = self.clock.monotonic()
-                    # Only a pod given a longer grace period than a hard threshold's can be cut short; the wait
-                    # after a hard eviction is the kubelet's (cut short, it would evict the next pod meanwhile).
-                    cut_short = any(e.effective_grace_period_s > IMMEDIATE_EVICTION_GRACE_PERIOD_S
-                                    for e in report.acted.evictions)
-                    gone = self.wait_for_cleanup(report.acted.evictions,
-                                                 self._cleanup_pause if cut_short else self._cleanup_sleep)
-                    if self._hard_met:
-                        self.log.warning("wait for evicted pods cut short: a hard threshold is met", pods=pods)
-                    else:
-                        self.log.info("evicted pods cleaned up" if gone else "evicted pods still present after wait",
-                                      pods=pods)
-                    self.metrics.wakeups.labels("eviction").inc()
-                    cadence = cadence.after_cleanup()
-                else:
-                    # Follow-ups end with a threshold newly met: one held met before says nothing of this crossing.
-                    newly_met = met_now - memory_met
-                    cadence = cadence.after_cycle(started, self.clock.monotonic(), memory_threshold_met=bool(newly_met),
-                                                  held=pressure_held(report),
-                                                  crossing_unconfirmed=report.observed.crossing_unconfirmed,
-                                                  near_crossing=near_crossing(self.manager.state.thresholds,
-                                                                              report.decided.assessment.observations),
-                                                  unmet_near=near_unmet_crossing(
-                                                      self.manager.state.thresholds,
-                                                      report.decided.assessment.observations),
-                                                  grace_ends_in_s=report.decided.assessment.next_decision_in_s(),
-                                                  memory_receded=bool(memory_met - met_now) and not acted,
-                                                  stall_follow_up=woken_by_psi and
-                                                  window_follow_up_wanted(self.manager.state.thresholds, (
-                                                      status.threshold for status in
-                                                      report.decided.assessment.thresholds)))
-                memory_met = met_now
-                if report is not None:
-                    acted = not self.mode.reports_only() and (
-                        bool(report.acted.evictions) or bool(report.acted.reclaim)
-                        or report.acted.eviction_api is not None)
-                cadence = self._wait(cadence)
+                cleaned_up = False
+                if report is not None and report.acted.evictions and self.wait_for_cleanup is not None \
+                        and not self.mode.reports_only() and self.standby() is None:
+                    # (no wait for evictions refused for a Lease lost meanwhile)
+                    self._wait_for_cleanup(report, self.wait_for_cleanup)
+                    cleaned_up = True
+                seen = CycleSeen(started, wake.memory_met, cycle_failed=True) if report is None else CycleSeen.of(
+                    started, self.manager.state.thresholds, report.decided.assessment,
+                    crossing_unconfirmed=report.observed.crossing_unconfirmed,
+                    eviction_failed=bool(report.errors_of(CycleStep.EVICTION)), cleaned_up=cleaned_up,
+                    acted=not self.mode.reports_only() and (bool(report.acted.evictions) or bool(report.acted.reclaim)
+                                                            or report.acted.eviction_api is not None))
+                wake, plan = after_cycle(wake, seen, self.clock.monotonic())
+                wake = self._wait(wake, plan)
         finally:
             if self.stop.is_set():
                 self.log.info("shutting down", reason=self.stop.reason, deadline_s=self.stop.deadline_s)
@@ -292,6 +243,23 @@ class Daemon:
         self.log.info("evictd stopped", cycles=cycle)
         return 0
 
+    def _wait_for_cleanup(self, report: CycleReport, wait_for_cleanup: CleanupWait) -> None:
+        """The kubelet waits for evicted pods to go (at most 30 s), then runs again at once; evictd's wait ends
+        early on a hard threshold met (the next cycle escalates)."""
+        pods = [e.pod.key for e in report.acted.evictions]
+        self.log.info("waiting for evicted pods to go", pods=pods)
+        self._hard_met = False
+        self._hard_checked_at = self.clock.monotonic()
+        # Only a pod given a longer grace period than a hard threshold's can be cut short; the wait after a hard
+        # eviction is the kubelet's (cut short, it would evict the next pod meanwhile).
+        cut_short = any(e.effective_grace_period_s > IMMEDIATE_EVICTION_GRACE_PERIOD_S for e in report.acted.evictions)
+        gone = wait_for_cleanup(report.acted.evictions, self._cleanup_pause if cut_short else self._cleanup_sleep)
+        if self._hard_met:
+            self.log.warning("wait for evicted pods cut short: a hard threshold is met", pods=pods)
+        else:
+            self.log.info("evicted pods cleaned up" if gone else "evicted pods still present after wait", pods=pods)
+        self.metrics.wakeups.labels(Wake.EVICTION).inc()
+
     def _cleanup_sleep(self, timeout_s: float) -> bool:
         """The wait after a hard eviction's pause: sleep on the waiter at most `timeout_s`; never end the wait."""
         self.waiter.wait(timeout_s)
@@ -303,7 +271,7 @@ class Daemon:
         causes = self.waiter.wait(timeout_s)
         now = self.clock.monotonic()
         period_s = min(HARD_CHECK_PERIOD_S, self.settings.interval_s)
-        if not (NOTIFICATION_CAUSES & set(causes)) and now - self._hard_checked_at < period_s:
+        if not (NOTIFICATIONS & set(causes)) and now - self._hard_checked_at < period_s:
             return False
         self._hard_checked_at = now
         self._hard_met = self.manager.hard_threshold_met()
@@ -327,18 +295,19 @@ class Daemon:
         self.waiter.wait(STANDBY_POLL_S)
         return True
 
-    def _wait(self, cadence: Cadence) -> Cadence:
-        """Wait until `cadence` makes the next cycle due (or a stop is requested); count what woke the loop."""
+    def _wait(self, wake: WakeState, plan: Plan) -> WakeState:
+        """Wait as `plan` says until the next cycle is due (or a stop is requested); count what woke the loop."""
         while not self.stop.is_set():
-            wait_s = cadence.wait_s(self.clock.monotonic())
+            wait_s = plan.wait_s(self.clock.monotonic())
             if wait_s is None:
                 break
-            causes = self.waiter.wait(wait_s, notifiers=cadence.listening)
-            self._woken = (tuple(causes or ["timer"]), self.clock.monotonic())
+            causes = self.waiter.wait(wait_s, notifiers=plan.listening)
+            now = self.clock.monotonic()
+            self._woken = (wakes(causes), now)
             for cause in self._woken[0]:
                 self.metrics.wakeups.labels(cause).inc()
-            cadence = cadence.woken(causes)
-        return cadence
+            wake, plan = sensed(wake, Sensed(tuple(causes)), now) if causes else timer(wake, now)
+        return wake
 
     def _stop_parts(self) -> None:
         for part in reversed(self._started or []):
@@ -378,19 +347,6 @@ class Daemon:
 def hook_name(hook: AfterCycle) -> str:
     """The name a failing hook is logged under: its function's or its class's."""
     return str(getattr(hook, "__qualname__", type(hook).__qualname__))
-
-
-def memory_thresholds_met(report: CycleReport) -> frozenset[Threshold]:
-    """The memory thresholds the cycle saw met (what a memory notification announces)."""
-    return frozenset(status.threshold for status in report.decided.assessment.thresholds
-                     if spec_of(status.threshold.signal).is_memory)
-
-
-def pressure_held(report: CycleReport) -> bool:
-    """True when the cycle saw a threshold met and acted on it or had nothing left to act on: not when the stats
-    it would act on were stale or an eviction failed (the next cycle may act after all)."""
-    assessment = report.decided.assessment
-    return bool(assessment.thresholds and not assessment.stale_signals and not report.errors_of(CycleStep.EVICTION))
 
 
 def serve(daemon: Daemon) -> int:

@@ -1,18 +1,23 @@
-"""The housekeeping loop's schedule (src/evictd/cycle/cadence.py), situation by situation, with the exact waits.
+"""The housekeeping loop's schedule (src/evictd/core/wake.py), situation by situation, with the exact waits.
 
 Cycles here take no time unless a test says so (started and ended at the same instant), so that every wait is
-the schedule's own figure, with no float rounding from a clock.
+the schedule's own figure, with no float rounding from a clock. `Cadence` drives the pure transitions with the
+facts each test names; `test_what_a_cycle_report_means_to_the_schedule` checks how those facts come from a cycle.
 """
 
 from __future__ import annotations
 
 import itertools
 import statistics
+from dataclasses import replace
 
 import pytest
 
 from evictd.core.psi_window import WINDOW_FOLLOW_UP_S
-from evictd.cycle.cadence import (
+from evictd.core.quantity import Quantity
+from evictd.core.signals import Signal
+from evictd.core.thresholds import Threshold, ThresholdValue
+from evictd.core.wake import (
     FLAP_CHANGES,
     FLAP_CYCLE_MAX_S,
     FLAP_CYCLE_S,
@@ -20,10 +25,68 @@ from evictd.cycle.cadence import (
     GRACE_END_MARGIN_S,
     MIN_STALE_AFTER_S,
     NOTIFICATION_FOLLOW_UPS_S,
-    Cadence,
+    CycleSeen,
+    Sensed,
+    Wake,
+    WakeState,
+    after_cycle,
     flap_cycle_s,
+    sensed,
     stale_after_s,
+    timer,
 )
+
+MET = Threshold(signal=Signal.MEMORY_AVAILABLE, value=ThresholdValue(quantity=Quantity.parse("1Gi")))
+GONE = Threshold(signal=Signal.ALLOCATABLE_MEMORY_AVAILABLE, value=ThresholdValue(quantity=Quantity.parse("1Gi")))
+
+
+class Cadence:
+    """`WakeState` through `after_cycle`, `sensed` and `timer`, told each cycle's facts directly."""
+
+    def __init__(self, interval_s: float, state: WakeState | None = None) -> None:
+        self.state = state or WakeState(interval_s)
+        self.plan = self.state.plan
+
+    def after_cycle(self, started: float, now: float, *, memory_threshold_met: bool, held: bool = False,
+                    grace_ends_in_s: float | None = None, crossing_unconfirmed: bool = False,
+                    near_crossing: bool = True, unmet_near: bool = True, memory_receded: bool = False,
+                    stall_follow_up: bool = False) -> Cadence:
+        # The previous cycle's memory: one threshold gone since without evictd acting (receded), or none.
+        before = replace(self.state, memory_met=frozenset({GONE}) if memory_receded else frozenset(), acted=False,
+                         woken=self.state.woken | {Wake.PSI} if stall_follow_up else self.state.woken)
+        seen = CycleSeen(started, frozenset({MET}) if memory_threshold_met else frozenset(), held=held,
+                         crossing_unconfirmed=crossing_unconfirmed, near_crossing=near_crossing,
+                         unmet_near=unmet_near, grace_ends_in_s=grace_ends_in_s, stall_unmet=stall_follow_up)
+        return Cadence(0.0, after_cycle(before, seen, now)[0])
+
+    def after_failure(self, started: float, now: float) -> Cadence:
+        return Cadence(0.0, after_cycle(self.state, CycleSeen(started, cycle_failed=True), now)[0])
+
+    def after_cleanup(self) -> Cadence:
+        return Cadence(0.0, after_cycle(self.state, CycleSeen(0.0, cleaned_up=True), 0.0)[0])
+
+    def woken(self, causes: list[str]) -> Cadence:
+        return Cadence(0.0, (sensed(self.state, Sensed(tuple(causes)), 0.0) if causes else timer(self.state, 0.0))[0])
+
+    def wait_s(self, now: float) -> float | None:
+        return self.plan.wait_s(now)
+
+    @property
+    def listening(self) -> bool:
+        return self.plan.listening
+
+    @property
+    def flapping(self) -> bool:
+        return self.state.flapping
+
+    @property
+    def follow_ups(self) -> tuple[float, ...]:
+        return self.state.follow_ups
+
+    @property
+    def due_at(self) -> float | None:
+        return self.state.due_at
+
 
 INTERVAL_S = 10.0
 
@@ -317,3 +380,30 @@ def test_while_flapping_the_loop_stops_listening_to_notifications_once_the_next_
     assert woken.woken([]).listening, "the cycle is due now"
     calm = Cadence(INTERVAL_S).after_cycle(0.0, 0.0, memory_threshold_met=False)
     assert calm.woken(["memcg"]).listening, "not flapping: always listening"
+
+
+@pytest.mark.parametrize(("before", "acted", "woken", "seen", "wait_s", "flapping_changes"), [
+    # Follow-ups end but the confirming one with a memory threshold newly met...
+    (frozenset(), False, {"memcg"}, CycleSeen(0.0, frozenset({MET})), 1.0, 0),
+    # ...not with one met before: that is not this crossing.
+    (frozenset({MET}), False, {"memcg"}, CycleSeen(0.0, frozenset({MET})), 0.001, 0),
+    # A threshold met before and gone with no eviction since is memory gone back by itself (a change)...
+    (frozenset({GONE}), False, set(), CycleSeen(0.0, frozenset()), 0.001, 1),
+    # ...not when evictd acted on it.
+    (frozenset({GONE}), True, set(), CycleSeen(0.0, frozenset()), 0.001, 0),
+    # A PSI firing's cycle with a stall threshold unmet: one more a window later; not after another wake-up.
+    (frozenset(), False, {"psi"}, CycleSeen(0.0, near_crossing=False, stall_unmet=True), WINDOW_FOLLOW_UP_S, 0),
+    (frozenset(), False, {"timer"}, CycleSeen(0.0, near_crossing=False, stall_unmet=True), 10.0, 0),
+    # A failed cycle keeps what the last one saw and the follow-ups under way.
+    (frozenset({MET}), False, {"memcg"}, CycleSeen(0.0, cycle_failed=True), 0.001, 0),
+])
+def test_what_a_cycle_means_to_the_schedule_against_the_cycle_before(
+        before: frozenset[Threshold], acted: bool, woken: set[str], seen: CycleSeen, wait_s: float,
+        flapping_changes: int) -> None:
+    state = replace(WakeState(INTERVAL_S, follow_ups=NOTIFICATION_FOLLOW_UPS_S), memory_met=before, acted=acted,
+                    woken=frozenset(woken))
+    after, plan = after_cycle(state, seen, 0.0)
+    assert plan.wait_s(0.0) == pytest.approx(wait_s)
+    assert len(after.changes) == flapping_changes
+    assert after.memory_met == (before if seen.cycle_failed else seen.memory_met)
+    assert after.woken == frozenset(), "what woke the loop is the next wait's to say"

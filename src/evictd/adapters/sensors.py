@@ -1,0 +1,638 @@
+"""The sensors between cycles: what carries out the wake-up model's plan and reports what it sensed.
+
+Each sensor is one Notifier for the Waiter (`evictd.adapters.notifiers`): a watch thread (`WatchThread`) that looks
+at one reading at the pace its `evictd.core.wake.WATCHES` row gives and signals its eventfd once when a look finds a
+threshold met (the memory watch, the refault watch, a `CountWatch` such as the pid watch), or the memcg notifier set
+(an epoll descriptor over every registered cgroup v1 level, registered where `evictd.core.memcg_wakeups` says, in a
+thread of its own). They register, read and sleep; what to watch and what a reading means is the core's.
+
+Invariants: one descriptor each, O_CLOEXEC, `close` idempotent and stopping the threads; a thread never holds its
+lock while reading, looking, registering or waiting; a look armed by an arming replaced since is dropped; a source
+that cannot be read is skipped (the cycle reports it); `looks` counts the reads made.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import queue
+import select
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+from evictd.adapters import procfs
+from evictd.adapters.cgroups import CgroupReader, v1_settled_usage_and_inactive_file, v1_usage
+from evictd.adapters.notifiers import (
+    FdOwner,
+    MemcgThresholdNotifier,
+    Notifier,
+    NotifierFailure,
+    os_sample_error,
+)
+from evictd.core.errors import SampleError
+from evictd.core.memcg import armed_inactive_file
+from evictd.core.memcg_wakeups import Figures, Firing, MemcgWakeups, Registration, Watch, notifier_description
+from evictd.core.refault import memory_capacity_bytes
+from evictd.core.signals import Reading, Signal, spec_of
+from evictd.core.summary import Observation, Summary
+from evictd.core.thresholds import Threshold
+from evictd.core.wake import (
+    ASSUMED_FILL_BYTES_PER_S,
+    REFAULT_LOOK_S,
+    STEADY_MAX_PERIOD_S,
+    WATCHES,
+    LookHistory,
+    Target,
+    Wake,
+    WatchedRefault,
+    WatchRow,
+    WatchTarget,
+    look,
+    memory_look,
+    refault_look,
+    steady_max_period_s,
+    used_seen,
+    watch_plan,
+    watch_targets,
+    watched_shares,
+)
+
+# On v2, a look's cost is measured over this many looks at a time: about two 10 ms ticks of a tick-accounting kernel.
+LOOK_COST_WINDOW = 32
+
+
+class WatchThread(FdOwner):
+    """The eventfd, the thread and the arming of a watch; subclasses say what a look does (`_look`)."""
+
+    poll_events = select.POLLIN
+
+    def __init__(self, description: str, thread_name: str) -> None:
+        self.description = description
+        self._thread_name = thread_name
+        self._lock = threading.Lock()
+        self._armed: Any = None  # what the last arming handed (falsy: nothing to watch)
+        self._generation = 0
+        self._closed = False
+        self._thread: threading.Thread | None = None
+        self.looks = 0
+        self.fired = 0
+        try:
+            self._fd = os.eventfd(0, os.EFD_CLOEXEC | os.EFD_NONBLOCK)
+        except OSError as exc:
+            raise os_sample_error("eventfd", exc) from exc
+        try:
+            self._wake_fd = os.eventfd(0, os.EFD_CLOEXEC | os.EFD_NONBLOCK)  # the thread's own: armed, or closed
+        except OSError as exc:
+            os.close(self._fd)
+            raise os_sample_error("eventfd", exc) from exc
+        self._wake_poll = select.poll()
+        self._wake_poll.register(self._wake_fd, select.POLLIN)
+
+    def _arm(self, armed: Any, watching: bool) -> None:
+        """Hand the thread `armed` (`watching`: anything to watch in it), replacing what it watched."""
+        with self._lock:
+            if self._closed:
+                return
+            self._armed = armed if watching else None
+            self._generation += 1
+            os.eventfd_write(self._wake_fd, 1)
+            if self._thread is None and watching:
+                self._thread = threading.Thread(target=self._run, name=self._thread_name, daemon=True)
+                self._thread.start()
+
+    def _look(self, armed: Any, generation: int) -> float | None:
+        """Look once at what `armed` (handed by arming `generation`) watches; return how long until the next look,
+        or None to idle until the next arming (after `_signal_loop`, or when there is nothing to look at before it)."""
+        raise NotImplementedError
+
+    def _idle(self) -> None:
+        """Called on the thread when it goes idle (what the looks kept is no history of the time it does not look)."""
+
+    def _signal_loop(self) -> None:
+        """Wake the loop (once until it consumes)."""
+        self.fired += 1
+        with contextlib.suppress(OSError, ValueError):  # closed meanwhile: nobody left to wake
+            os.eventfd_write(self.fileno(), 1)
+
+    def consume(self) -> None:
+        try:
+            os.eventfd_read(self.fileno())
+        except BlockingIOError:
+            pass  # already consumed
+        except OSError as exc:
+            raise os_sample_error(f"eventfd of the {self.description}", exc) from exc
+
+    def _run(self) -> None:
+        while True:
+            with self._lock:
+                if self._closed:
+                    return
+                armed, generation = self._armed, self._generation
+            if armed is None:
+                self._wait(None)  # until the next arming
+                continue
+            period = self._look(armed, generation)
+            with self._lock:
+                if self._generation != generation:
+                    continue  # armed again during the look: start over with what it handed
+                if period is None:
+                    self._armed = None
+                    self._idle()
+                    continue
+            self._wait(period)
+
+    def _wait(self, timeout_s: float | None) -> None:
+        """Sleep until an arming or `close` signals the thread's eventfd, or `timeout_s` passed (None: no limit)."""
+        if self._wake_poll.poll(None if timeout_s is None else max(0, math.ceil(timeout_s * 1000))):
+            with contextlib.suppress(BlockingIOError):
+                os.eventfd_read(self._wake_fd)
+
+    def close(self) -> None:
+        """Stop the thread and close the eventfds. Idempotent."""
+        with self._lock:
+            closed, self._closed = self._closed, True
+            if not closed:
+                os.eventfd_write(self._wake_fd, 1)
+            thread, self._thread = self._thread, None
+        if thread is not None:
+            thread.join()
+        if not closed:
+            os.close(self._wake_fd)
+        super().close()
+
+
+class MemoryWatch(WatchThread):
+    """A Notifier for the Waiter: its eventfd is signalled when a watched memory threshold is found met."""
+
+    cause = Wake.MEMORY_WATCH
+
+    def __init__(self, cgroups: CgroupReader, thresholds: Sequence[Threshold], interval_s: float,
+                 monotonic: Callable[[], float] = time.monotonic, *,
+                 fill_bytes_per_s: int = ASSUMED_FILL_BYTES_PER_S, look_budget: bool = False,
+                 thread_cpu: Callable[[], float] = time.thread_time, look_cost_window: int = LOOK_COST_WINDOW) -> None:
+        super().__init__("memory watch", "evictd-memory-watch")
+        self._cgroups = cgroups
+        self._thresholds = tuple(thresholds)
+        self._interval_s = interval_s
+        self._monotonic = monotonic
+        self.fill_bytes_per_s = fill_bytes_per_s  # the fastest fill the looks are paced for
+        # The thread's own: what the looks saw of each target; the arming whose held targets a look released.
+        self._histories: dict[WatchTarget, LookHistory] = {}
+        self._released: int | None = None
+        # `look_budget` (v2): the steady cap follows the thread's CPU per look, measured over windows of looks (the
+        # thread's CPU at the window's start and the looks since; None: none since the watch idled).
+        self.look_budget = look_budget
+        self._thread_cpu = thread_cpu
+        self._cost_window: tuple[float, int] | None = None
+        self._look_cost_window = look_cost_window
+        self.look_cpu_s: float | None = None
+
+    def follow(self, summary: Summary | None, observations: Mapping[Signal, Observation], now: float) -> None:
+        """Watch what a cycle that began at `now` and read `summary` left to watch (nothing without a Summary; while a
+        hard memory threshold is met, its release first: `evictd.core.wake.watch_plan`)."""
+        if summary is None:
+            self.arm((), now)
+            return
+        targets, held = watch_plan(self._thresholds, summary, self._cgroups.pods_cgroup())
+        self.arm(targets, now, held=held)
+
+    def arm(self, targets: Sequence[WatchTarget], now: float, *, held: Sequence[WatchTarget] = ()) -> None:
+        """Watch `targets` from `now` (monotonic seconds, when the cycle that computed them began), once none of
+        `held` is met any more."""
+        self._arm((tuple(targets), tuple(held), now), bool(targets))
+
+    def _idle(self) -> None:
+        self._histories = {}  # what the looks saw is no history of the time it did not look
+        self._cost_window = None  # a window spans looks only: the next one starts at the next look
+
+    def _steady_max_s(self) -> float:
+        """The steady cap of this look: on v2 from the thread's CPU per look (`look_cpu_s`), read once a look and
+        taken over `LOOK_COST_WINDOW` looks at a time, smoothed by an eighth (a tick-accounting kernel charges whole
+        ticks); the fixed cap on v1."""
+        if not self.look_budget:
+            return STEADY_MAX_PERIOD_S
+        cpu = self._thread_cpu()
+        if self._cost_window is None:
+            self._cost_window = (cpu, 0)
+        else:
+            start, looks = self._cost_window
+            looks += 1
+            if looks < self._look_cost_window:
+                self._cost_window = (start, looks)
+            else:
+                spent = (cpu - start) / looks
+                self.look_cpu_s = spent if self.look_cpu_s is None else self.look_cpu_s + (spent - self.look_cpu_s) / 8
+                self._cost_window = (cpu, 0)
+        return steady_max_period_s(self.look_cpu_s)
+
+    def _look(self, armed: tuple[tuple[WatchTarget, ...], tuple[WatchTarget, ...], float],
+              generation: int) -> float | None:
+        """Read each target's cgroup once; signal the eventfd and return None when `look` finds one met, else the
+        next period."""
+        targets, held, armed_at = armed
+        steady_max_s = self._steady_max_s()
+        if self._released == generation:
+            held = ()
+        working_sets: dict[str, int] = {}
+        for cgroup in dict.fromkeys(target.cgroup for target in targets):
+            try:
+                working_sets[cgroup] = self._cgroups.memory(cgroup, working_set_only=True).working_set_bytes
+            except SampleError:
+                continue  # the cycle reports the unreadable source
+            self.looks += 1
+        now = self._monotonic()
+        found = memory_look(self._histories, targets, working_sets, now, self._interval_s - (now - armed_at),
+                     fill_bytes_per_s=self.fill_bytes_per_s, held=held, steady_max_s=steady_max_s)
+        if found.released:
+            self._released = generation
+        self._histories = dict(found.histories)
+        if found.met is not None:
+            self.description = found.met.description
+            self._signal_loop()
+        return found.period_s
+
+
+class RefaultWatch(WatchThread):
+    """A Notifier for the Waiter: its eventfd is signalled when the node's refaults may meet a watched threshold."""
+
+    cause = Wake.REFAULT_WATCH
+
+    def __init__(self, thresholds: Sequence[Threshold], *, gated: bool, proc_root: str = "/proc",
+                 monotonic: Callable[[], float] = time.monotonic, look_s: float = REFAULT_LOOK_S) -> None:
+        super().__init__("refault watch", "evictd-refault-watch")
+        self._thresholds = tuple(t for t in thresholds if t.signal is Signal.MEMORY_REFAULT)
+        self._gated = gated
+        self._proc_root = proc_root
+        self._monotonic = monotonic
+        self._look_s = look_s
+        self._watched = WatchedRefault()  # the thread's own readings, kept across armings
+
+    def follow(self, summary: Summary | None, observations: Mapping[Signal, Observation], now: float) -> None:
+        """Watch what a cycle that read `summary` and observed `observations` left to watch (nothing without a
+        Summary)."""
+        if summary is None:
+            self.arm((), None)
+            return
+        observed = observations.get(Signal.MEMORY_REFAULT)
+        self.arm(watched_shares(self._thresholds, observed), memory_capacity_bytes(summary.node.memory))
+
+    def arm(self, shares: Sequence[int], memory_bytes: int | None) -> None:
+        """Watch for the lowest of `shares` (basis points refaulted within the window) of `memory_bytes`."""
+        self._arm((tuple(sorted(shares)), memory_bytes), bool(shares))
+
+    def _look(self, armed: tuple[tuple[int, ...], int | None], generation: int) -> float | None:
+        """Read /proc/vmstat; signal the eventfd and idle when `look` says a cycle may find a threshold met."""
+        shares, memory_bytes = armed
+        try:
+            counts: procfs.VmstatCounts | None = procfs.vmstat_counts(self._proc_root)
+        except SampleError:
+            counts = None
+        self.looks += 1
+        self._watched, wake = refault_look(self._watched, None if counts is None else counts.refault_file_bytes,
+                                   None if counts is None else counts.global_scan_pages, self._monotonic(),
+                                   memory_bytes, shares, gated=self._gated)
+        if wake:
+            self._signal_loop()
+            return None
+        return self._look_s
+
+
+class MemcgNotifierSet:
+    """One memcg notifier per memory threshold and two watches beside it, registered where `MemcgWakeups` says;
+    one Notifier for the Waiter (an epoll descriptor over every registered eventfd).
+
+    ``memory.available`` watches the memory hierarchy's root (`memory_root`), ``allocatableMemory.available`` the
+    pods cgroup under it (`pods_cgroup`); cgroup v2 has nothing to register. A firing is judged first (`consume`):
+    `cause` ``memcg`` when it may change the decision, ``memcg_rearm`` when it was page cache (re-armed, no cycle).
+    Re-arming runs in a thread of its own (a registration waits for an RCU grace period): the loop never waits for
+    it, and the old eventfd stays registered until the new one is. Where the kernel cannot say in time, the set
+    reads the figures itself (`recheck`) as often as the model says (`recheck_s`).
+    """
+
+    poll_events = select.POLLIN
+
+    def __init__(self, thresholds: Sequence[Threshold], *, memory_root: str, pods_cgroup: str,
+                 fresh_inactive_file: Callable[[], int] | None = None) -> None:
+        """`fresh_inactive_file` reads `memory_root`'s inactive file as it is now (``Inactive(file)`` of
+        /proc/meminfo), for a memory root that is the hierarchy's root; None: no such figure (see
+        `evictd.core.memcg.armed_inactive_file`)."""
+        self.thresholds = tuple(t for t in thresholds if spec_of(t.signal).memcg_watched)
+        pods_dir = os.path.join(memory_root, pods_cgroup.strip("/"))
+        self._model = MemcgWakeups(
+            self.thresholds, [pods_dir if spec_of(t.signal).reading is Reading.PODS_MEMORY else memory_root
+                              for t in self.thresholds], memory_root)
+        self.fresh_inactive_file = fresh_inactive_file  # None: memory.stat's figure alone
+        self._slots: dict[Watch, list[MemcgThresholdNotifier | None]] = {
+            watch: [None] * len(self.thresholds) for watch in Watch}
+        self._epoll: select.epoll | None = select.epoll(flags=select.EPOLL_CLOEXEC)
+        # Each registered eventfd's threshold index, which notifier of it, and the notifier.
+        self._by_fd: dict[int, tuple[int, Watch, MemcgThresholdNotifier]] = {}
+        self._lock = threading.Lock()  # the model, the slots, `_by_fd` and the epoll set: the loop's and the thread's
+        self._jobs: queue.SimpleQueue[Registration | None] = queue.SimpleQueue()
+        # The places with a registration in the thread's hands, each with the newer one asked for meanwhile.
+        self._pending: dict[tuple[int, Watch], Registration | None] = {}
+        self._failures: list[NotifierFailure] = []
+        self.cause = Wake.MEMCG
+        self.description = "memory eviction thresholds"
+        # Started here, not at the first re-arm: a thread that comes up at some later cycle would start on the loop's
+        # path, and the daemon's thread count would change at a moment nobody chose.
+        self._worker: threading.Thread | None = threading.Thread(target=self._rearm, name="evictd-memcg-rearm",
+                                                                 daemon=True)
+        self._worker.start()
+
+    @property
+    def notifiers(self) -> tuple[Notifier, ...]:
+        """What the Waiter polls: the set itself (an empty epoll set never fires), until closed. Kept in the
+        Waiter while nothing is registered, so that the Waiter never closes it."""
+        return () if self._epoll is None else (self,)
+
+    def _armed(self, watch: Watch) -> tuple[MemcgThresholdNotifier, ...]:
+        with self._lock:
+            return tuple(n for n in self._slots[watch] if n is not None)
+
+    @property
+    def levels(self) -> tuple[MemcgThresholdNotifier, ...]:
+        """The registered threshold levels (where the last arming succeeded)."""
+        return self._armed(Watch.LEVEL)
+
+    @property
+    def drop_watches(self) -> tuple[MemcgThresholdNotifier, ...]:
+        return self._armed(Watch.DROP)
+
+    @property
+    def approach_watches(self) -> tuple[MemcgThresholdNotifier, ...]:
+        return self._armed(Watch.APPROACH)
+
+    @property
+    def rearming(self) -> bool:
+        """True while registrations asked of the thread are not done yet."""
+        with self._lock:
+            return bool(self._pending)
+
+    def fileno(self) -> int:
+        """The epoll descriptor; raises ValueError once closed."""
+        if self._epoll is None:
+            raise ValueError("memcg notifier set is closed")
+        return self._epoll.fileno()
+
+    def consume(self) -> None:
+        """Acknowledge every eventfd that fired and have the model judge each firing on settled figures of its
+        cgroup (usage, inactive file, usage). When one may change the decision, `cause` is ``memcg``; otherwise it
+        is ``memcg_rearm`` and the set re-arms what the model asks (in the thread). `description` names the firings
+        that need the cycle, or else all that fired."""
+        fired: list[tuple[int, Watch, MemcgThresholdNotifier]] = []
+        with self._lock:
+            if self._epoll is None:
+                return
+            for fd, _ in self._epoll.poll(0):
+                slot = self._by_fd.get(fd)
+                if slot is not None:
+                    slot[2].consume()
+                    fired.append(slot)
+        figures = self._read_figures(self._model.cgroup_dirs[index] for index, _, _ in fired)
+        now = time.monotonic()
+        with self._lock:
+            firings = [Firing(index, watch, watch is Watch.LEVEL and notifier is self._slots[Watch.LEVEL][index])
+                       for index, watch, notifier in fired]
+            needing, registrations = self._model.judge_firings(firings, figures, now)
+        self.cause = Wake.MEMCG if any(needing) or not fired else Wake.MEMCG_REARM
+        named = [notifier for (_, _, notifier), needs in zip(fired, needing, strict=True) if needs] or \
+            [notifier for _, _, notifier in fired]
+        self.description = ", ".join(notifier.description for notifier in named)
+        self._submit(registrations)
+
+    def _read_figures(self, folders: Iterable[str]) -> dict[str, Figures | None]:
+        """Usage and the inactive file to arm with (`armed_inactive_file`: the root's fresh figure when lower) of
+        each folder, read once each; None where a read failed."""
+        figures: dict[str, Figures | None] = {}
+        for folder in folders:
+            if folder in figures:
+                continue
+            try:
+                usage, inactive_file = v1_settled_usage_and_inactive_file(folder)
+                fresh = self._fresh_root_inactive() if folder == self._model.memory_root else None
+                figures[folder] = usage, armed_inactive_file(inactive_file, fresh)
+            except SampleError:
+                figures[folder] = None
+        return figures
+
+    def _fresh_root_inactive(self) -> int | None:
+        """The memory root's inactive file as it is now (one read of /proc/meminfo), or None without one."""
+        if self.fresh_inactive_file is None:
+            return None
+        try:
+            return self.fresh_inactive_file()
+        except SampleError:
+            return None  # memory.stat's figure alone, as without one
+
+    @property
+    def recheck_s(self) -> float | None:
+        """How often the Waiter polls `recheck` (`MemcgWakeups.recheck_s`), or None."""
+        with self._lock:
+            return self._model.recheck_s()
+
+    def recheck(self) -> bool:
+        """Read in the kernel's place what the model asks (usage where a level is being registered, usage and
+        memory.stat of each threshold read closely) and have it judged: True when a threshold crossed; then `cause`
+        is ``memcg`` and `description` names it, as a firing of its level would."""
+        with self._lock:
+            unwatched = self._model.unwatched()
+            closely = self._model.close_readings()
+        unwatched_read = [(index, level, self._usage(folder)) for index, (folder, level) in unwatched.items()]
+        closely_read = [(index, reading, self._settled(self._model.cgroup_dirs[index]))
+                        for index, reading in closely.items()]
+        now = time.monotonic()
+        with self._lock:
+            crossed = self._model.judge_rechecks(unwatched_read, closely_read, now)
+        if crossed:
+            self.cause = Wake.MEMCG
+            self.description = ", ".join(crossed)
+        return bool(crossed)
+
+    @staticmethod
+    def _usage(folder: str) -> int | None:
+        try:
+            return v1_usage(folder)
+        except SampleError:
+            return None  # the registration under way reports what is wrong with the folder
+
+    @staticmethod
+    def _settled(folder: str) -> Figures | None:
+        try:
+            return v1_settled_usage_and_inactive_file(folder)
+        except SampleError:
+            return None  # not met: the next cycle reports the unreadable file
+
+    def may_change_decision(self) -> bool:
+        """Whether a wake-up that names no threshold (a PSI trigger) may change the decision, on two fresh figures
+        of each watched cgroup (`MemcgWakeups.may_change_decision`)."""
+        with self._lock:
+            folders = self._model.known_folders()
+        figures = self._read_figures(folders)
+        with self._lock:
+            return self._model.may_change_decision(figures)
+
+    def update(self, summary: Summary, now: float) -> list[NotifierFailure]:
+        """Follow the readings of a cycle that began at `now` (monotonic seconds; `MemcgWakeups.follow`) and return
+        the notifiers that failed: those whose readings give no level (at a refresh), the first arming's
+        registrations (made here and now), and the thread's since the last call."""
+        with self._lock:
+            errors, self._failures = self._failures, []
+        fresh_root = self._fresh_root_inactive() if self._model.watches_root else None
+        with self._lock:
+            followed = self._model.follow(summary, fresh_root, cycle_at=now, now=time.monotonic())
+        errors += [NotifierFailure(self.thresholds[index], Watch.LEVEL, exc) for index, exc in followed.unreadable]
+        if followed.at_once:
+            errors += [failure for registration in followed.registrations
+                       if (failure := self._arm(registration)) is not None]
+        else:
+            self._submit(followed.registrations)
+        return errors
+
+    def _arm(self, registration: Registration) -> NotifierFailure | None:
+        """Register what `registration` asks for and put it in its place (a watch at a level <= 0, or beside no
+        level: none); return the failure, after which the place is empty. Any thread."""
+        index, watch, level = registration.index, registration.watch, registration.level
+        new = None
+        with self._lock:
+            no_level = self._slots[Watch.LEVEL][index] is None
+        if watch is Watch.LEVEL or not (level <= 0 or no_level):
+            try:
+                new = MemcgThresholdNotifier(
+                    self._model.cgroup_dirs[index], level, notifier_description(self.thresholds[index], watch),
+                    cause=Wake.MEMCG if watch is Watch.LEVEL else Wake.MEMCG_REARM,
+                    usage_seen=registration.usage_bytes)
+            except SampleError as exc:
+                self._install(index, watch, None)
+                if watch is Watch.LEVEL:  # the watches follow the level: none beside no level
+                    self._install(index, Watch.DROP, None)
+                    self._install(index, Watch.APPROACH, None)
+                return NotifierFailure(self.thresholds[index], watch, exc)
+        if not self._install(index, watch, new) and new is not None:
+            new.close()  # the set was closed meanwhile
+        return None
+
+    def _install(self, index: int, watch: Watch, new: MemcgThresholdNotifier | None) -> bool:
+        """Swap `new` into its place and into the epoll set; close the one it replaces. False once closed."""
+        with self._lock:
+            if self._epoll is None:
+                return False
+            slots = self._slots[watch]
+            old, slots[index] = slots[index], new
+            self._model.installed(index, watch, None if new is None else new.threshold_bytes)
+            if new is not None:
+                self._by_fd[new.fileno()] = (index, watch, new)
+                self._epoll.register(new.fileno(), select.EPOLLIN)
+            if old is not None:
+                del self._by_fd[old.fileno()]
+                old.close()  # closing the eventfd also takes it out of the epoll set
+            return True
+
+    def _submit(self, registrations: Iterable[Registration]) -> None:
+        """Hand `registrations` to the thread, one at a time per place: the newest asked for while one is in hand
+        follows it (dropping it would leave the place armed from older figures until the next cycle, an hour away
+        maybe)."""
+        for registration in registrations:
+            key = (registration.index, registration.watch)
+            with self._lock:
+                if key in self._pending:
+                    self._pending[key] = registration
+                    continue
+                self._pending[key] = None
+            self._jobs.put(registration)
+
+    def _rearm(self) -> None:
+        while (registration := self._jobs.get()) is not None:
+            failure = self._arm(registration)
+            key = (registration.index, registration.watch)
+            with self._lock:
+                newer = self._pending.pop(key, None)
+                if newer is not None:
+                    self._pending[key] = None
+                    self._jobs.put(newer)
+                elif registration.watch is Watch.LEVEL:
+                    self._model.level_registered(registration.index)  # the kernel watches the newest level now
+                if failure is not None:
+                    self._failures.append(failure)
+
+    def close(self) -> None:
+        """Stop the re-arming thread and close every notifier and the epoll descriptor. Idempotent."""
+        if self._worker is not None:
+            self._jobs.put(None)
+            self._worker.join()
+            self._worker = None
+        with self._lock:
+            for slots in self._slots.values():
+                for notifier in slots:
+                    if notifier is not None:
+                        notifier.close()
+            self._slots = {watch: [None] * len(self.thresholds) for watch in Watch}
+            self._by_fd = {}
+            self._pending.clear()
+            self._model.forget()
+            epoll, self._epoll = self._epoll, None
+        if epoll is not None:
+            epoll.close()
+
+class CountWatch(WatchThread):
+    """A watch of one count a cycle reads (its `WatchRow`): `read` between ticks, near a crossing only.
+
+    After every cycle `follow` hands it the thresholds of `signal` that cycle did not find met
+    (`evictd.core.wake.watch_targets`); a look judges `read()`'s count against them (`evictd.core.wake.look`). A read
+    that fails keeps the pace of the last count known (the cycle's at first)."""
+
+    def __init__(self, row: WatchRow, signal: Signal, thresholds: Sequence[Threshold], interval_s: float,
+                 read: Callable[[], int], *, monotonic: Callable[[], float] = time.monotonic) -> None:
+        name = row.cause.replace("_", " ")
+        super().__init__(name, f"evictd-{name.replace(' ', '-')}")
+        self.cause = row.cause
+        self._row = row
+        self._signal = signal
+        self._thresholds = tuple(t for t in thresholds if t.signal is signal)
+        self._interval_s = interval_s
+        self._read = read
+        self._monotonic = monotonic
+        self._last_read: tuple[int, int] | None = None  # the arming a look read a count for, and that count
+
+    def follow(self, summary: Summary | None, observations: Mapping[Signal, Observation], now: float) -> None:
+        """Watch what a cycle that began at `now` and observed `observations` left to watch (nothing without a
+        Summary or an observation)."""
+        observed = None if summary is None else observations.get(self._signal)
+        if observed is None:
+            self.arm((), 0, now)
+            return
+        self.arm(watch_targets(self._thresholds, self._signal, observed), used_seen(observed), now)
+
+    def arm(self, targets: Sequence[Target], used: int, now: float) -> None:
+        """Watch `targets` from `now` (when the cycle that computed them began), `used` as the cycle saw; no look at
+        all when none could come before the tick at that count."""
+        targets = tuple(targets)
+        until_tick_s = self._interval_s - (self._monotonic() - now)
+        near = bool(targets) and look(self._row, targets, used, until_tick_s).period_s is not None
+        self._arm((targets, used, now), near)
+
+    def _look(self, armed: tuple[tuple[Target, ...], int, float], generation: int) -> float | None:
+        targets, cycle_used, armed_at = armed
+        self.looks += 1
+        try:
+            used = self._read()
+        except SampleError:
+            last = self._last_read
+            used = last[1] if last is not None and last[0] == generation else cycle_used
+        self._last_read = (generation, used)
+        now = self._monotonic()
+        found = look(self._row, targets, used, self._interval_s - (now - armed_at))
+        if found.met is not None:
+            self.description = found.met.description
+            self._signal_loop()
+        return found.period_s
+
+
+def pid_watch(thresholds: Sequence[Threshold], interval_s: float, *, proc_root: str = "/proc",
+              monotonic: Callable[[], float] = time.monotonic) -> CountWatch:
+    """The pid watch: /proc/loadavg's task count (what the cycle reads) against ``pid.available``'s row."""
+    return CountWatch(WATCHES[Reading.PIDS], Signal.PID_AVAILABLE, thresholds, interval_s,
+                      lambda: procfs.running_tasks(proc_root), monotonic=monotonic)

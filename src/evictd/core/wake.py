@@ -1,0 +1,517 @@
+"""Between-cycle attention: what woke the loop (`Wake`), how each reading is watched (`WATCHES`), when the next cycle
+is due (`WakeState` and its transitions `after_cycle`, `sensed`, `timer`, each returning the new state and a `Plan`).
+
+A cycle is due one interval after the last started, or sooner: a memory notification (memcg, PSI, memory watch)
+starts follow-ups at `NOTIFICATION_FOLLOW_UPS_S` until a cycle sees a threshold newly met (then one confirms a
+second later); a grace period's end; one more `WINDOW_FOLLOW_UP_S` after a PSI firing left a stall threshold
+unmet; at once after an eviction's clean-up and on a stop, the timer or another reading's watch. Wake-ups that
+can change nothing (`NO_CYCLE`; `psi` too while pressure is held) keep the deadline. Follow-ups end with a
+crossing not confirmed, every threshold far from met, or nothing new near while held. Memory that goes back by
+itself `FLAP_CHANGES` times within `FLAP_WINDOW_S` flaps: no follow-ups, and a notification brings a cycle about
+`FLAP_CYCLE_S` after the last (`flap_cycle_s`), not at once.
+Invariants: pure (no I/O, no clock: every time is an argument, monotonic seconds); states are immutable.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+from types import MappingProxyType
+
+from evictd.core.engine import Assessment
+from evictd.core.psi_window import WINDOW_FOLLOW_UP_S, window_follow_up_wanted
+from evictd.core.quantity import Quantity, QuantityFormat
+from evictd.core.refault import RefaultSample, next_samples, refault_figure
+from evictd.core.settled import near_crossing, near_unmet_crossing, spread
+from evictd.core.signals import Operator, Reading, Signal, spec_of
+from evictd.core.stall_gate import STALL_RECLAIM_WINDOW_S, CounterTrend, next_trend
+from evictd.core.summary import STALL_BASIS_POINTS, Observation, Summary, signal_observations
+from evictd.core.thresholds import Threshold, threshold_quantity
+
+
+class Wake(StrEnum):
+    """Every cause of a wake-up: the metric's label, the schedule's input, the adapters' `cause`."""
+
+    TIMER = "timer"
+    MEMCG = "memcg"  # a memcg level crossed (may change the decision)
+    MEMCG_REARM = "memcg_rearm"  # page cache came and went: the memcg set re-armed itself
+    PSI = "psi"
+    PSI_FAR = "psi_far"  # a PSI firing with every memory threshold far from met
+    MEMORY_WATCH = "memory_watch"
+    REFAULT_WATCH = "refault_watch"
+    PID_WATCH = "pid_watch"
+    SIGNAL = "signal"  # a stop request or another thread's wake
+    EVICTION = "eviction"  # the wait for evicted pods ended
+
+
+# Memory notifications: the pages that crossed may still be charging, so their cycles are followed up.
+NOTIFICATIONS = frozenset({Wake.MEMCG, Wake.PSI, Wake.MEMORY_WATCH})
+# Wake-ups that never earn a cycle (judged on fresh figures: the decision cannot have changed)...
+NO_CYCLE = frozenset({Wake.MEMCG_REARM, Wake.PSI_FAR})
+# ...and those that earn none while pressure is held: a stall of memory already decided.
+HELD_NO_CYCLE = NO_CYCLE | {Wake.PSI}
+
+# Delays of the cycles after a memory notification: fine at first (a crossing a few pages short), 1 s last (confirm).
+NOTIFICATION_FOLLOW_UPS_S = (0.001, 0.001, 0.002, *(0.005,) * 9, *(0.01,) * 5, 0.02, 0.05, 0.1, 0.25, 1.0)
+# A cycle due at a grace period's end runs this much after it, so that it never finds the period still running.
+GRACE_END_MARGIN_S = 0.002
+# Memory flaps after this many changes (gone back by itself) within this window (10 s: the kubelet's interval).
+FLAP_CHANGES = 4
+FLAP_WINDOW_S = 10.0
+# While flapping, a notification brings a cycle about this often (the kubelet reads once per 10 s tick)...
+FLAP_CYCLE_S = 1.0
+# ...varied between half and one and a half of it (`flap_cycle_s`).
+FLAP_CYCLE_MAX_S = 1.5 * FLAP_CYCLE_S
+
+
+@dataclass(frozen=True, slots=True)
+class WatchRow:
+    """How one reading is watched between cycles, as a `SignalSpec` says how it is decided: the fastest its figure is
+    assumed to move toward a threshold (`rate_per_s`; None: the kernel announces it, nothing is looked at), the
+    shortest period between looks, the longest at a steady margin (None: no steady pace), and the wake-up's cause."""
+
+    cause: Wake
+    rate_per_s: float | None
+    min_period_s: float
+    steady_cap_s: float | None = None
+
+
+# What the loop has not done for this many intervals is stale (an outage, not a restart)...
+STALE_AFTER_INTERVALS = 3
+# ...but never before this, so that a 1 s interval does not call one slow cycle stale.
+MIN_STALE_AFTER_S = 30.0
+
+
+def flap_cycle_s(count: int) -> float:
+    """When the `count`-th cycle a notification brings while flapping is due after the last start: spread over
+    [0.5, 1.5) `FLAP_CYCLE_S`, so that the readings never keep step with a periodic tenant."""
+    return FLAP_CYCLE_S * (0.5 + spread(count))
+
+
+def stale_after_s(housekeeping_interval_s: float) -> float:
+    """How long after the loop's last cycle (or the state it wrote) that cycle is stale."""
+    return max(STALE_AFTER_INTERVALS * housekeeping_interval_s, MIN_STALE_AFTER_S)
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """One threshold a watch looks at: met once ``capacity - used < met_below`` (whole units of its reading)."""
+
+    capacity: int
+    met_below: int
+    description: str
+
+    def margin(self, used: int) -> int:
+        """How much more can be used before the threshold is met (<= 0: met)."""
+        return self.capacity - used - self.met_below + 1
+
+
+def watch_targets(thresholds: Sequence[Threshold], signal: Signal, observed: Observation | None
+                  ) -> tuple[Target, ...]:
+    """The `signal` thresholds to watch after a cycle that observed it as `observed` (None: nothing): those not met
+    (a met one's crossing is decided), and none while a hard one is met (the loop acts on every cycle then)."""
+    if observed is None:
+        return ()
+    capacity, available = observed.capacity.ceil_int(), observed.available.ceil_int()
+    targets = []
+    for threshold in thresholds:
+        if threshold.signal is not signal or threshold.operator is not Operator.LESS_THAN:
+            continue
+        met_below = threshold_quantity(threshold.value, observed.capacity).ceil_int()  # available < ceil(quantity)
+        if available < met_below:
+            if threshold.is_hard:
+                return ()
+            continue
+        targets.append(Target(capacity, met_below, f"{'hard' if threshold.is_hard else 'soft'} {signal} threshold"))
+    return tuple(targets)
+
+
+def used_seen(observed: Observation) -> int:
+    """What the cycle saw used of the reading (capacity less available)."""
+    return observed.capacity.ceil_int() - observed.available.ceil_int()
+
+
+def look_period_s(row: WatchRow, margin: int, until_tick_s: float) -> float | None:
+    """How long to wait before the next look with `margin` left and the tick `until_tick_s` away: the margin at the
+    row's rate, never under its minimum period; None for no look before the tick (far, or met)."""
+    if margin <= 0 or not row.rate_per_s:
+        return None
+    period = max(margin / row.rate_per_s, row.min_period_s)
+    return period if period < until_tick_s else None
+
+
+@dataclass(frozen=True, slots=True)
+class Looked:
+    """What one look found: the target met (None: none; the loop is woken), the time to the next look (None: idle)."""
+
+    met: Target | None
+    period_s: float | None
+
+
+def look(row: WatchRow, targets: Sequence[Target], used: int, until_tick_s: float) -> Looked:
+    """Judge a look that read `used`, the tick `until_tick_s` away: the first target met, or the soonest next look."""
+    periods = []
+    for target in targets:
+        margin = target.margin(used)
+        if margin <= 0:
+            return Looked(target, None)
+        if (period := look_period_s(row, margin, until_tick_s)) is not None:
+            periods.append(period)
+    return Looked(None, min(periods, default=None))
+
+
+@dataclass(frozen=True, slots=True)
+class CycleSeen:
+    """What the schedule needs of a finished cycle (`of`): the memory thresholds met, whether pressure is held,
+    the crossing not confirmed, a memory threshold near (met or unmet), the first grace end, a stall threshold
+    left unmet, whether evictd acted for real; `cycle_failed`: no report; `cleaned_up`: evicted, pods waited for."""
+
+    started_at: float
+    memory_met: frozenset[Threshold] = frozenset()
+    held: bool = False
+    crossing_unconfirmed: bool = False
+    near_crossing: bool = True
+    unmet_near: bool = True
+    grace_ends_in_s: float | None = None
+    stall_unmet: bool = False
+    acted: bool = False
+    cycle_failed: bool = False
+    cleaned_up: bool = False
+
+    @classmethod
+    def of(cls, started_at: float, thresholds: Sequence[Threshold], assessment: Assessment, *,
+           crossing_unconfirmed: bool, eviction_failed: bool, acted: bool, cleaned_up: bool = False) -> CycleSeen:
+        """The one place a cycle's report becomes what the schedule sees."""
+        met = tuple(status.threshold for status in assessment.thresholds)
+        return cls(started_at, frozenset(t for t in met if spec_of(t.signal).is_memory),
+                   held=bool(met and not assessment.stale_signals and not eviction_failed),
+                   crossing_unconfirmed=crossing_unconfirmed,
+                   near_crossing=near_crossing(thresholds, assessment.observations),
+                   unmet_near=near_unmet_crossing(thresholds, assessment.observations),
+                   grace_ends_in_s=assessment.next_decision_in_s(),
+                   stall_unmet=window_follow_up_wanted(thresholds, met), acted=acted, cleaned_up=cleaned_up)
+
+
+@dataclass(frozen=True, slots=True)
+class Sensed:
+    """What ended a wait: the causes the sensors reported (`Wake` values), none being the timer."""
+
+    causes: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """What the loop does next: run the cycle at `due_at` (None: at once) and, while waiting, listen to the
+    notifiers or not (flapping, once the cycle is due within `FLAP_CYCLE_MAX_S` of the last one's start)."""
+
+    due_at: float | None
+    listening: bool = True
+
+    def wait_s(self, now: float) -> float | None:
+        """How long to wait at `now` (0: only look for wake-ups); None: run the cycle at once."""
+        return None if self.due_at is None else max(0.0, self.due_at - now)
+
+
+@dataclass(frozen=True, slots=True)
+class WakeState:
+    """The schedule between two cycles. `follow_ups`: the delays still to come; `held`: the last cycle held
+    pressure; `changes`: when memory went back by itself within `FLAP_WINDOW_S`; `memory_met`, `acted`: the last
+    cycle's; `woken`: what ended the last wait (cleared by a cycle)."""
+
+    interval_s: float
+    due_at: float | None = None
+    follow_ups: tuple[float, ...] = ()
+    held: bool = False
+    changes: tuple[float, ...] = ()
+    last_started_at: float | None = None
+    flapping: bool = False
+    flap_cycles: int = 0
+    memory_met: frozenset[Threshold] = frozenset()
+    acted: bool = False
+    woken: frozenset[str] = field(default_factory=frozenset)
+
+    @property
+    def plan(self) -> Plan:
+        listening = (not self.flapping or self.last_started_at is None or self.due_at is None
+                     or self.due_at > self.last_started_at + FLAP_CYCLE_MAX_S)
+        return Plan(self.due_at, listening)
+
+
+def after_cycle(state: WakeState, seen: CycleSeen, now: float) -> tuple[WakeState, Plan]:
+    """The cycle `seen` ended at `now`."""
+    if seen.cleaned_up:
+        new = replace(state, due_at=None, follow_ups=state.follow_ups[-1:], memory_met=seen.memory_met,
+                      acted=seen.acted, woken=frozenset())
+        return new, new.plan
+    if seen.cycle_failed:
+        new = _scheduled(state, seen.started_at, now, CycleSeen(seen.started_at), newly_met=False, receded=False,
+                         stall_follow_up=False)
+        return new, new.plan
+    new = _scheduled(state, seen.started_at, now, seen, newly_met=bool(seen.memory_met - state.memory_met),
+                     receded=bool(state.memory_met - seen.memory_met) and not state.acted,
+                     stall_follow_up=Wake.PSI in state.woken and seen.stall_unmet)
+    new = replace(new, memory_met=seen.memory_met, acted=seen.acted)
+    return new, new.plan
+
+
+def _scheduled(state: WakeState, started_at: float, now: float, seen: CycleSeen, *, newly_met: bool, receded: bool,
+               stall_follow_up: bool) -> WakeState:
+    changes = tuple(t for t in state.changes if now - t < FLAP_WINDOW_S)
+    if receded or seen.crossing_unconfirmed:
+        changes = (*changes, now)
+    # Once flapping, until a window passes with no change: read once a second, a flapping tenant shows fewer.
+    flapping = len(changes) >= FLAP_CHANGES or (state.flapping and bool(changes))
+    nothing_new_near = seen.held and not newly_met and not seen.unmet_near
+    if seen.crossing_unconfirmed or not seen.near_crossing or flapping:
+        follow_ups: tuple[float, ...] = ()
+    else:
+        follow_ups = state.follow_ups[-1:] if newly_met or nothing_new_near else state.follow_ups
+    due_at = started_at + state.interval_s
+    if seen.grace_ends_in_s is not None:
+        due_at = min(due_at, now + seen.grace_ends_in_s + GRACE_END_MARGIN_S)
+    if stall_follow_up:
+        due_at = min(due_at, started_at + WINDOW_FOLLOW_UP_S)
+    if follow_ups:
+        due_at = min(due_at, now + follow_ups[0])
+        follow_ups = follow_ups[1:]
+    return replace(state, due_at=due_at, follow_ups=follow_ups, held=seen.held, changes=changes,
+                   last_started_at=started_at, flapping=flapping, woken=frozenset())
+
+
+def sensed(state: WakeState, what: Sensed, now: float) -> tuple[WakeState, Plan]:
+    """A wait ended with `what` at `now`: a wake-up that earns a cycle makes it due (a notification restarts the
+    follow-ups); one that does not keeps the deadline."""
+    causes = frozenset(what.causes)
+    new = replace(_woken(state, causes), woken=causes)
+    return new, new.plan
+
+
+def timer(state: WakeState, now: float) -> tuple[WakeState, Plan]:
+    """A wait ended at `now` with nothing sensed: the cycle is due."""
+    new = replace(state, due_at=None, woken=frozenset({Wake.TIMER}))
+    return new, new.plan
+
+
+def _woken(state: WakeState, causes: frozenset[str]) -> WakeState:
+    if not causes:
+        return replace(state, due_at=None)
+    if causes <= (HELD_NO_CYCLE if state.held else NO_CYCLE):
+        return state
+    if causes <= NOTIFICATIONS | NO_CYCLE and state.flapping and state.last_started_at is not None:
+        due_at = state.last_started_at + flap_cycle_s(state.flap_cycles)
+        return replace(state, due_at=due_at if state.due_at is None else min(state.due_at, due_at), follow_ups=(),
+                       flap_cycles=state.flap_cycles + 1)
+    follow_ups = NOTIFICATION_FOLLOW_UPS_S if NOTIFICATIONS & causes else state.follow_ups
+    return replace(state, due_at=None, follow_ups=follow_ups)
+
+
+def wakes(causes: Iterable[str]) -> tuple[Wake, ...]:
+    """The causes of a wait as `Wake` values, the timer when none."""
+    return tuple(Wake(cause) for cause in causes) or (Wake.TIMER,)
+
+
+# The memory watch (cgroup v2 without PSI has nothing else; on v1 it backs the levels up): each memory threshold
+# not met becomes a `WatchTarget`, looked at after margin / rate, closely only near a crossing.
+# The fastest fill assumed: a process writing fresh pages on one core fills 1-2 GiB/s.
+ASSUMED_FILL_BYTES_PER_S = 1 << 30
+# On v1, the backstop of levels the kernel may announce late: a 4 GiB/s fill is still read within MIN_PERIOD_S.
+V1_BACKSTOP_FILL_BYTES_PER_S = 4 << 30
+# Never look more often than this: 50 looks a second at most, each a few small cgroupfs reads.
+MIN_PERIOD_S = 0.02
+# A margin that shrank by no more than this since the last look is steady (per-CPU charge batches are 256 KiB).
+STEADY_TOLERANCE_BYTES = 1 << 20
+# At a steady margin, a look at least this often: a burst from it is read at most this late (the v1 cap, v2's max).
+STEADY_MAX_PERIOD_S = 0.25
+# On v2 the looks at a steady margin may spend this share of a CPU (0.75 CPU s a minute: `steady_max_period_s`).
+LOOK_CPU_SHARE = 0.75 / 60
+# The slowest fill a steady margin is still watched for before it crosses (4 MiB/s).
+FLOOR_FILL_BYTES_PER_S = STEADY_TOLERANCE_BYTES / STEADY_MAX_PERIOD_S
+# How long the looks must see the margin within the tolerance before it is steady: a faster fill never is.
+STEADY_WINDOW_S = STEADY_MAX_PERIOD_S
+# While a hard memory threshold is met, the only look: whether it still is, twice a second.
+HELD_PERIOD_S = 0.5
+
+
+@dataclass(frozen=True, slots=True)
+class WatchTarget:
+    """One memory threshold to watch: met once ``capacity_bytes - working set of cgroup < met_below_bytes``
+    (`cgroup` relative to the memory hierarchy's root; ``""``: the root, for ``memory.available``)."""
+
+    signal: Signal
+    cgroup: str
+    capacity_bytes: int
+    met_below_bytes: int
+    description: str
+
+    def margin_bytes(self, working_set_bytes: int) -> int:
+        """How many bytes more the working set can grow before the threshold is met (<= 0: met)."""
+        return self.capacity_bytes - working_set_bytes - self.met_below_bytes + 1
+
+
+def watch_plan(thresholds: Sequence[Threshold], summary: Summary,
+               pods_cgroup: str) -> tuple[tuple[WatchTarget, ...], tuple[WatchTarget, ...]]:
+    """The memory watch's targets after a cycle that read `summary`, and the held ones: the memory thresholds not
+    met; with a hard one met, those held (looked at every `HELD_PERIOD_S` until released), then the others."""
+    observations = signal_observations(summary)
+    targets: list[WatchTarget] = []
+    held: list[WatchTarget] = []
+    for threshold in thresholds:
+        observed = observations.get(threshold.signal)
+        spec = spec_of(threshold.signal)
+        if not spec.memcg_watched or observed is None or threshold.operator is not Operator.LESS_THAN:
+            continue
+        met_below = threshold_quantity(threshold.value, observed.capacity).ceil_int()
+        met = observed.available.ceil_int() < met_below
+        if met and not threshold.is_hard:
+            continue  # decided by this cycle, not a crossing to catch
+        cgroup = pods_cgroup if spec.reading is Reading.PODS_MEMORY else ""
+        kind = "hard" if threshold.is_hard else "soft"
+        (held if met else targets).append(WatchTarget(threshold.signal, cgroup, observed.capacity.ceil_int(),
+                                                      met_below, f"{kind} {threshold.signal} threshold"))
+    return ((*held, *targets), tuple(held)) if held else (tuple(targets), ())
+
+
+@dataclass(frozen=True, slots=True)
+class LookHistory:
+    """What the looks at one target saw: the margin the current steady run is measured from (the highest since it
+    began), when it began, and whether it is long enough to be steady."""
+
+    reference_bytes: int
+    since_s: float
+    steady: bool
+
+
+def steady_max_period_s(look_cpu_s: float | None) -> float:
+    """The steady cap on v2 for looks costing `look_cpu_s` each (None: not measured yet, the fixed cap): as long as
+    they spend at most `LOOK_CPU_SHARE` of a CPU, within `MIN_PERIOD_S` and `STEADY_MAX_PERIOD_S`."""
+    if look_cpu_s is None:
+        return STEADY_MAX_PERIOD_S
+    return min(max(look_cpu_s / LOOK_CPU_SHARE, MIN_PERIOD_S), STEADY_MAX_PERIOD_S)
+
+
+def look_history(previous: LookHistory | None, margin_bytes: int, now: float, *,
+                 steady_max_s: float = STEADY_MAX_PERIOD_S) -> LookHistory:
+    """The history after a look at `now` found `margin_bytes` (`previous`: None at the first look). Steady once the
+    margin stayed within `STEADY_TOLERANCE_BYTES` of the run's reference for `steady_max_s`; a look that sees it
+    shrink by more starts a new run, not steady."""
+    if previous is None or previous.reference_bytes - margin_bytes > STEADY_TOLERANCE_BYTES:
+        return LookHistory(margin_bytes, now, False)
+    reference = max(previous.reference_bytes, margin_bytes)
+    return LookHistory(reference, previous.since_s, now - previous.since_s >= steady_max_s)
+
+
+def watch_period_s(margin_bytes: int, until_tick_s: float, *, steady: bool = False,
+                   fill_bytes_per_s: int = ASSUMED_FILL_BYTES_PER_S,
+                   steady_max_s: float = STEADY_MAX_PERIOD_S) -> float | None:
+    """How long until the next look with `margin_bytes` left and the tick `until_tick_s` away: margin / fill rate,
+    at least `MIN_PERIOD_S`; at a `steady` margin up to margin / floor rate, capped at `steady_max_s`; None for no
+    look before the tick (far, or met)."""
+    if margin_bytes <= 0:
+        return None
+    period = max(margin_bytes / fill_bytes_per_s, MIN_PERIOD_S)
+    if steady:
+        period = max(period, min(margin_bytes / (STEADY_TOLERANCE_BYTES / steady_max_s), steady_max_s))
+    return period if period < until_tick_s else None
+
+
+@dataclass(frozen=True, slots=True)
+class Look:
+    """What one memory look found: the histories to hand to the next, the target met (None: none; the loop is
+    woken), how long until the next look (None: none before the tick), and whether the held targets were released."""
+
+    histories: Mapping[WatchTarget, LookHistory]
+    met: WatchTarget | None
+    period_s: float | None
+    released: bool = False
+
+
+def memory_look(histories: Mapping[WatchTarget, LookHistory], targets: Sequence[WatchTarget],
+                working_sets: Mapping[str, int], now: float, until_tick_s: float, *,
+                fill_bytes_per_s: int = ASSUMED_FILL_BYTES_PER_S, held: Sequence[WatchTarget] = (),
+                steady_max_s: float = STEADY_MAX_PERIOD_S) -> Look:
+    """Judge a look at `now` that read `working_sets` (a cgroup missing: unreadable, its targets skipped). Only the
+    targets handed keep a history. While one of `held` is met (or unreadable) nothing else is judged and the next
+    look is `HELD_PERIOD_S` on; once none is, the look is `released` and judges `targets` at once."""
+    if held:
+        for target in held:
+            working_set = working_sets.get(target.cgroup)
+            if working_set is None or target.margin_bytes(working_set) <= 0:
+                return Look({}, None, HELD_PERIOD_S if until_tick_s > HELD_PERIOD_S else None)
+        return replace(memory_look(histories, targets, working_sets, now, until_tick_s,
+                                   fill_bytes_per_s=fill_bytes_per_s, steady_max_s=steady_max_s), released=True)
+    kept = {target: history for target, history in histories.items() if target in targets}
+    period: float | None = None
+    for target in targets:
+        working_set = working_sets.get(target.cgroup)
+        if working_set is None:
+            continue
+        margin = target.margin_bytes(working_set)
+        if margin <= 0:
+            return Look(kept, target, None)
+        history = kept[target] = look_history(kept.get(target), margin, now, steady_max_s=steady_max_s)
+        next_look = watch_period_s(margin, until_tick_s, steady=history.steady, fill_bytes_per_s=fill_bytes_per_s,
+                                   steady_max_s=steady_max_s)
+        if next_look is not None:
+            period = next_look if period is None else min(period, next_look)
+    return Look(kept, None, period)
+
+
+# The refault watch: /proc/vmstat read every REFAULT_LOOK_S while a refault threshold is not met (no kernel
+# notification for page cache thrash without PSI); a look wakes the loop when the cycle's figure may meet one.
+REFAULT_LOOK_S = 1.0
+_REFAULT_CAPACITY = Quantity.from_int(STALL_BASIS_POINTS, QuantityFormat.DECIMAL_SI)
+
+
+@dataclass(frozen=True, slots=True)
+class WatchedRefault:
+    """What the refault watch keeps between looks: its readings of the last window, the global scan count's trend."""
+
+    samples: tuple[RefaultSample, ...] = ()
+    global_scan: CounterTrend | None = None
+
+
+def watched_shares(thresholds: Sequence[Threshold], observed: Observation | None) -> tuple[int, ...]:
+    """The shares (basis points refaulted within the window) at which each refault threshold not met in `observed`
+    (None: no figure) is met, lowest first; () while a hard one is met."""
+    shares = []
+    for threshold in thresholds:
+        if threshold.signal is not Signal.MEMORY_REFAULT:
+            continue
+        quantity = threshold_quantity(threshold.value, _REFAULT_CAPACITY).ceil_int()
+        if observed is not None and observed.available.ceil_int() < quantity:
+            if threshold.is_hard:
+                return ()
+            continue
+        shares.append(STALL_BASIS_POINTS - quantity + 1)  # headroom below the quantity: the share at or over it
+    return tuple(sorted(shares))
+
+
+def refault_look(last: WatchedRefault, refault_bytes: int | None, global_scan_pages: int | None, now: float,
+                 memory_bytes: int | None, shares: Sequence[int], *, gated: bool) -> tuple[WatchedRefault, bool]:
+    """The watch after a look at `now` read `refault_bytes` and `global_scan_pages` (None: not read), and whether to
+    wake the loop: the window's figure (of `memory_bytes`) at or over the lowest share and, when `gated`, global
+    reclaim within the stall gate's window."""
+    sample = None if refault_bytes is None else RefaultSample(now, refault_bytes)
+    watched = WatchedRefault(next_samples(last.samples, sample, now),
+                             next_trend(last.global_scan, global_scan_pages, now))
+    if not shares or sample is None:
+        return watched, False
+    figure = refault_figure(watched.samples, memory_bytes)
+    if figure is None or figure.refaulted_basis_points < shares[0]:
+        return watched, False
+    trend = watched.global_scan
+    return watched, not gated or (trend is not None and trend.increased_at is not None
+                                  and now - trend.increased_at <= STALL_RECLAIM_WINDOW_S)
+
+
+# One row per reading that wakes the loop (PSI: the kernel's trigger announces it, nothing is looked at).
+WATCHES: Mapping[Reading, WatchRow] = MappingProxyType({
+    Reading.NODE_MEMORY: WatchRow(Wake.MEMORY_WATCH, ASSUMED_FILL_BYTES_PER_S, MIN_PERIOD_S, STEADY_MAX_PERIOD_S),
+    Reading.PODS_MEMORY: WatchRow(Wake.MEMORY_WATCH, ASSUMED_FILL_BYTES_PER_S, MIN_PERIOD_S, STEADY_MAX_PERIOD_S),
+    # A C fork loop starts ~10,000 tasks a second; 10 reads of /proc/loadavg a second at most.
+    Reading.PIDS: WatchRow(Wake.PID_WATCH, 10_000, 0.1),
+    Reading.NODE_MEMORY_REFAULT: WatchRow(Wake.REFAULT_WATCH, 0, REFAULT_LOOK_S),
+    Reading.NODE_MEMORY_STALL: WatchRow(Wake.PSI, None, 0.0),
+    Reading.PODS_MEMORY_STALL: WatchRow(Wake.PSI, None, 0.0),
+})

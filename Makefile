@@ -126,7 +126,8 @@ docs: $(STAMP)
 # stopped by the tests themselves (tests/cluster/real_cluster.py). Runs tests/cluster and the contract tests
 # (tests/contract) against that cluster. tests/cluster/test_multi_node_real.py adds three more kubelets, each
 # with its own containerd and pods cgroup, in pools canary and general (tests/cluster/multi_node.py), for one
-# evictd per node; they are removed again after that module.
+# evictd per node; they are removed again after that module. tests/cluster/test_fleet_real.py adds them with pod
+# networks and runs the chart and a Prometheus (EVICTD_K8S_BIN/prometheus, with Kubernetes discovery) across the four.
 CLUSTER_TEST_DIRS := $(wildcard tests/cluster tests/contract)
 # The pod network of the DaemonSet tests (tests/cluster/pod_network.py): a bridge, Debian's CNI plugins (not on
 # PATH: /usr/lib/cni/bridge), a DNAT rule for the kubernetes Service.
@@ -140,6 +141,11 @@ test-cluster: $(STAMP) system-deps uml-kernel helm
 			echo "  curl -fLO https://dl.k8s.io/release/v1.36.2/bin/linux/amd64/$$b" >&2; done; \
 		echo "  chmod +x kube-apiserver kubelet kube-controller-manager kube-scheduler" >&2; \
 		echo "then run: EVICTD_K8S_BIN=/that/folder make test-cluster" >&2; \
+		exit 2; \
+	fi
+	@if [ ! -x "$$EVICTD_K8S_BIN/prometheus" ]; then \
+		echo "make test-cluster needs a prometheus with Kubernetes service discovery in $$EVICTD_K8S_BIN (Debian's has none):" >&2; \
+		echo "  the official release's prometheus binary, or one built from source (docs/development.md)" >&2; \
 		exit 2; \
 	fi
 	@command -v apt-get >/dev/null && command -v dpkg >/dev/null && command -v unshare >/dev/null || \

@@ -45,11 +45,12 @@ from typing import Any
 import pytest
 import yaml
 from backends import RealNode
-from multi_node import FLEET, MultiNodeCluster
+from multi_node import FLEET, POD_MEMORY_MIB, MultiNodeCluster
 from node_under_test import MiB, memory_hog, new_name
 from real_cluster import BASE_PREFIX, EVICTD_NAMESPACE, ClusterError, RealCluster, free_ports, k8s_bin_dir
 
 from evictd import __version__
+from evictd.adapters.cgroups import detect_cgroup_layout
 from helm_tool import RELEASE, helm
 from image_build import build_from_fresh_clone
 from polling import wait_until
@@ -240,6 +241,24 @@ def scrape(pod: dict[str, Any], name: str, **labels: str) -> float:
     raise AssertionError(f"{name}{{{wanted}}} not on {pod['metadata']['name']}'s /metrics")
 
 
+def pods_headroom_mib(node: RealCluster) -> float:
+    """The kubelet's allocatableMemory.available of ``node`` now: its pods cgroup's limit minus its working set
+    (usage less inactive file pages), from the v1 memory cgroup."""
+    kubepods = detect_cgroup_layout().memory_hierarchy / node.cgroup_root.strip("/") / "kubepods"
+    limit = int((kubepods / "memory.limit_in_bytes").read_text())
+    usage = int((kubepods / "memory.usage_in_bytes").read_text())
+    stat = dict(line.split() for line in (kubepods / "memory.stat").read_text().splitlines())
+    return (limit - max(0, usage - int(stat["total_inactive_file"]))) / MiB
+
+
+def evicted_by_kubelet(pod: dict[str, Any]) -> bool:
+    """The kubelet's own eviction of ``pod``: reason Evicted, or its DisruptionTarget condition saying so."""
+    status = pod.get("status") or {}
+    return status.get("reason") == "Evicted" or any(
+        c.get("type") == "DisruptionTarget" and c.get("reason") == "TerminationByKubelet"
+        for c in status.get("conditions") or [])
+
+
 def revisions(common: list[str]) -> list[int]:
     return [int(entry["revision"]) for entry in json.loads(helm("history", RELEASE, *common, "-o", "json").stdout)]
 
@@ -311,16 +330,39 @@ def test_dry_run_fleet_then_a_canary_acting_then_upgrade_and_rollback(fleet: Fle
         # 3. The kubelet evicts on a dry-run node; evictd had decided the same pod: agreement, in Prometheus.
         shadow = RealNode(fleet.pools.node(SHADOW_NODE), tmp_path / "shadow")
         try:
-            available = scrape(pods[SHADOW_NODE], "evictd_signal_available_bytes", signal=SIGNAL) / MiB
+            capacity = scrape(pods[SHADOW_NODE], "evictd_signal_capacity_bytes", signal=SIGNAL) / MiB
+            assert abs(capacity - POD_MEMORY_MIB) < 1, ("evictd's capacity is the pods cgroup's limit", capacity)
+            available = pods_headroom_mib(fleet.pools.node(SHADOW_NODE))
             hog = shadow.run_pod(new_name("hog"), memory_hog(int(available) - SHADOW_LEFT_MIB, steps=SHADOW_STEPS,
                                                              step_s=SHADOW_STEP_S), requests={"memory": "32Mi"})
-            shadow.wait_gone(hog, timeout_s=DECISION_TIMEOUT_S)
-            evicted = [v.status for v in shadow.versions(hog) if v.status.get("reason") == "Evicted"]
-            assert evicted, "the kubelet evicted the hog"
+            # The kubelet's eviction: the pod terminal with its DisruptionTarget condition (reason
+            # TerminationByKubelet; the phase from the container's exit: Succeeded here, the hog exits 0 on SIGTERM),
+            # left in the API as the kubelet leaves it.
+            try:
+                wait_until(lambda: any(evicted_by_kubelet(v.object) for v in shadow.versions(hog)),
+                           DECISION_TIMEOUT_S, "the kubelet to evict the hog")
+            except AssertionError as exc:
+                log = fleet.pools.node(SHADOW_NODE).log_path("kubelet").read_text(errors="replace").splitlines()
+                said = [line[:400] for line in log if hog.name in line or ("evict" in line.lower()
+                        and "observations" not in line and "housekeeping" not in line)][-25:]
+                status = (shadow.pod(hog) or {}).get("status", {})
+                said.append(json.dumps({k: v for k, v in status.items() if k != "containerStatuses"}))
+                said.append(json.dumps([(e["reason"], e["source"], e["message"]) for e in
+                                        json.loads(shadow.core.list_namespaced_event(hog.namespace,
+                                        _preload_content=False).data)["items"]
+                                        if e["involvedObject"].get("uid") == hog.uid]))
+                said += [json.dumps(e) for e in pod_log(fleet.pools.node(SHADOW_NODE), pods[SHADOW_NODE])
+                         if "evict" in str(e.get("event"))][-5:]
+                raise AssertionError(f"{exc}; pods headroom now {pods_headroom_mib(fleet.pools.node(SHADOW_NODE))} "
+                                     f"MiB; the kubelet's eviction lines:\n" + "\n".join(said)) from None
+            kubelet_events = shadow.events(hog, "Evicted")
+            assert kubelet_events and all(e["source"]["component"] == "kubelet" for e in kubelet_events)
             prometheus.wait('sum by (instance) (evictd_shadow_comparisons_total{outcome="agree"})',
-                            {SHADOW_NODE: 1.0}, "the shadow node's agreement")
+                            {**dict.fromkeys(names, 0.0), SHADOW_NODE: 1.0}, "the shadow node's agreement")
             assert prometheus.query('sum by (instance) (evictd_shadow_comparisons_total{outcome!="agree"})') \
-                in ({}, {SHADOW_NODE: 0.0})
+                == dict.fromkeys(names, 0.0)
+            shadow.core.delete_namespaced_pod(hog.name, hog.namespace, grace_period_seconds=0)
+            shadow.wait_gone(hog)
         finally:
             shadow.close()
 
@@ -329,27 +371,31 @@ def test_dry_run_fleet_then_a_canary_acting_then_upgrade_and_rollback(fleet: Fle
         prometheus.wait('evictd_mode{mode="acting"} == 1', {CANARY: 1.0}, "the canary acting, alone")
         prometheus.wait('evictd_mode{mode="dry-run"} == 1', {n: 1.0 for n in names if n != CANARY},
                         "the other nodes in dry-run")
-        assert prometheus.query("sum by (instance) (evictd_handover_conflict)") in (
-            {}, dict.fromkeys(names, 0.0)), "the kubelet's thresholds are under evictd's"
+        conflicts = prometheus.query("sum by (instance) (evictd_handover_conflict)")
+        assert set(conflicts.values()) <= {0.0}, ("the kubelet's thresholds are under evictd's", conflicts)
         canary = RealNode(canary_node, tmp_path / "canary")
         try:
             before = canary.condition("MemoryPressure")
             assert before is not None and before["status"] == "False"
             quiet = canary.run_pod(new_name("quiet"), QUIET, requests={"memory": "64Mi"})
-            available = scrape(pods[CANARY], "evictd_signal_available_bytes", signal=SIGNAL) / MiB
+            available = pods_headroom_mib(canary_node)
             hog = canary.run_pod(new_name("hog"), memory_hog(int(available) - CANARY_LEFT_MIB),
                                  requests={"memory": "32Mi"})
             canary.wait_gone(hog, timeout_s=DECISION_TIMEOUT_S)
             events = canary.events(hog, "Evicted")
             assert events and all(e["source"]["component"] == "evictd" for e in events), events
-            assert all(v.status.get("reason") != "Evicted" for v in canary.versions(hog)), "not the kubelet's"
+            # evictd's eviction writes the kubelet's DisruptionTarget too: the kubelet's own would have logged it.
+            kubelet_log = canary_node.log_path("kubelet").read_text(errors="replace")
+            assert "Eviction manager: attempting to reclaim" not in kubelet_log, "the kubelet evicted nothing"
             after = canary.condition("MemoryPressure")
             assert after is not None and (after["status"], after["lastTransitionTime"]) == (
                 "False", before["lastTransitionTime"])
             still = canary.pod(quiet)
             assert still is not None and "deletionTimestamp" not in still["metadata"]
-            prometheus.wait("sum by (instance) (evictd_evictions_total) > 0", {CANARY: 1.0},
-                            "one eviction, the canary's")
+            prometheus.wait("sum by (instance) (evictd_evictions_total) > bool 0",
+                            {**dict.fromkeys(names, 0.0), CANARY: 1.0}, "evictions on the canary only")
+            canary.core.delete_namespaced_pod(quiet.name, quiet.namespace, grace_period_seconds=0)
+            canary.wait_gone(quiet)
         finally:
             canary.close()
 

@@ -152,6 +152,18 @@ def test_a_problem_warning_is_pinned_until_its_resolving_event_for_the_same_subj
     assert log.warnings == [f"{gone}: memory.stat: gone"]
 
 
+def test_a_lock_waited_for_at_start_is_unpinned_once_taken_over() -> None:
+    log = RecentEvents()
+    log.add({"event": "node is locked by another evictd: waiting for it to stop", "level": "warning",
+             "holder_pid": 7, "lock_file": "/run/evictd/node.lock"})
+    log.add({"event": "node lease held by another evictd: waiting for it to stop renewing", "level": "warning",
+             "lease": "evictd-system/n1", "holder": "h"})
+    log.add({"event": "oom_score_adj exposes evictd", "level": "warning", "oom_score_adj": 0, "detail": "d"})
+    log.add({"event": "node lock taken over", "level": "info", "previous_holder_pid": 7})
+    log.add({"event": "node lease taken over", "level": "info", "lease": "evictd-system/n1", "previous_holder": "h"})
+    assert log.warnings == ["oom_score_adj 0 exposes evictd: d"]
+
+
 def test_a_screen_of_a_given_size_keeps_the_signals_and_warnings_and_cuts_the_events(memory_run: Run) -> None:
     events = [f"10:00:{i:02} event {i}" for i in range(30)]
     warnings = ["oom_score_adj 0 exposes evictd: " + "x" * 200, "no memory is reserved for system or kube daemons"]

@@ -4,7 +4,8 @@ A log event (structlog's dict: `event`, `level`, `timestamp` and fields) becomes
 then the few field values that say what it is about (`pod`, `signal`, `detail`, ...), never `key=value` pairs. A
 warning stays pinned above the events while what it reports holds: one logged before "evictd started" (the node and
 the settings found at start: oom_score_adj, reserved memory, ...) for the whole run, one with a resolving event in
-`RESOLVED_BY` until that event comes for the same subject. Other warnings are events like the rest, marked `!`.
+`RESOLVED_BY` (or a lock taken over) until that event comes for the same subject. Other warnings are events like
+the rest, marked `!`.
 """
 
 from __future__ import annotations
@@ -20,7 +21,11 @@ RESOLVED_BY = {
     "pod disk usage whole and current again": "pod disk usage partly unreadable, old or not measured yet",
     "OOM-kill counter readable again": "OOM-kill counter unreadable; kills it counts are not counted",
     "signal readable again": "signal blind: no figure for a signal with a threshold; nothing can act on it",
+    "node lease taken over": "node lease held by another evictd: waiting for it to stop renewing",
 }
+# A lock another evictd held at start (`evictd.run.lock`, one event per lock: "node", "state"), taken over since.
+LOCK_TAKEN_OVER = " lock taken over"
+LOCK_WAITING = " is locked by another evictd: waiting for it to stop"
 PINNED_UNTIL_RESOLVED = frozenset(RESOLVED_BY.values())
 # The fields that name what a warning is about: two warnings of one event with different subjects are two.
 SUBJECT_FIELDS = ("detail", "signal", "what", "path", "pod")
@@ -97,6 +102,13 @@ def sentence(event: Mapping[str, object]) -> str:
     return " ".join((f"{name}: {'; '.join(told)}" if told else name).split())
 
 
+def resolved_warning(name: str) -> str | None:
+    """The event of the warning that the event `name` resolves (None: it resolves none)."""
+    if name.endswith(LOCK_TAKEN_OVER):
+        return name.removesuffix(LOCK_TAKEN_OVER) + LOCK_WAITING
+    return RESOLVED_BY.get(name)
+
+
 def subject(event: Mapping[str, object]) -> tuple[str, ...]:
     """What a warning (or the event resolving it) is about: the values of its `SUBJECT_FIELDS`."""
     return tuple(_value(event.get(name, "")) for name in SUBJECT_FIELDS)
@@ -125,7 +137,7 @@ class LiveLog:
         self.lines.append(f"{stamp} {mark} {text}".strip())
         if name == STARTED_EVENT:
             self._starting = False
-        resolved = RESOLVED_BY.get(name)
+        resolved = resolved_warning(name)
         if resolved is not None:
             self._pinned.pop((resolved, *subject(event)), None)
         elif mark == "!" and (self._starting or name in PINNED_UNTIL_RESOLVED):

@@ -1,7 +1,8 @@
 """The terminal live view of `evictd run`: what the node looks like to the eviction manager, redrawn each cycle.
 
-A pure function of a cycle report (plus the recent-events buffer), rendered to a string; the daemon writes it
-to the terminal.
+A pure function of a cycle report, the pinned warnings and the recent events (`evictd.observe.live_events`),
+rendered to a string; the daemon writes it to the terminal. Given the terminal's size, no line is longer than its
+width and the rows go first to the header, conditions and signal table, then the pinned warnings, then the rest.
 """
 
 from __future__ import annotations

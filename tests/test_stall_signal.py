@@ -299,8 +299,8 @@ def test_the_live_view_shows_the_stall_headroom_and_the_share_each_threshold_sta
                     recent=())
     cells = {line.split()[0]: re.split(r"\s{2,}", line.strip())[1:] for line in screen.splitlines()
              if line.startswith("evictd.io/")}
-    assert cells[SOME] == ["60.00%", "100.00%", "soft 60.01% (stall>=40%)", "grace 0/30s"]
-    assert cells[FULL] == ["80.01%", "100.00%", "hard 80.01% (stall>=20%)", "ok"]
+    assert cells[SOME] == ["grace 0/30s", "60.00%", "100.00%", "soft 60.01% (stall>=40%)"]
+    assert cells[FULL] == ["ok", "80.01%", "100.00%", "hard 80.01% (stall>=20%)"]
 
 
 @pytest.mark.parametrize(

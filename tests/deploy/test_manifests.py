@@ -642,6 +642,21 @@ def test_daemonset_mounts() -> None:
     assert set(mounts) == host_mounts | {"/etc/evictd", "/tmp"}
 
 
+def test_the_readme_mounts_table_is_the_daemonsets_mounts() -> None:
+    """deploy/kubernetes/README.md's "Mounts" table: one row per mount, in the container where the DaemonSet
+    mounts it, read-only exactly where the DaemonSet says so."""
+    readme = (K8S / "README.md").read_text(encoding="utf-8")
+    table = readme.split("- **Mounts.**", 1)[1].split("\n\n", 2)[1]
+    rows = [[cell.strip() for cell in line.strip().strip("|").split("|")] for line in table.splitlines()[2:]]
+    documented = {}
+    for source, target, mode, _why in rows:
+        source_path = re.findall(r"`([^`]+)`", source)
+        where = source_path[0] if target == "same" else target.strip("`")
+        documented[where] = mode.split(",")[0]
+    mounts = {m["mountPath"]: "read-only" if m.get("readOnly") else "read-write" for m in container()["volumeMounts"]}
+    assert documented == mounts
+
+
 def test_every_path_the_configuration_uses_is_mounted(tmp_path: Path) -> None:
     settings = load_configuration_text(config_text(), tmp_path).evictd
     mounts = [m["mountPath"] for m in container()["volumeMounts"]]

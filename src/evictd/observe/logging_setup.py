@@ -7,7 +7,6 @@ events. `evictd run` asks for `queued` output (`evictd.observe.log_writer`), so 
 
 from __future__ import annotations
 
-import collections
 import logging
 import sys
 import warnings
@@ -17,24 +16,24 @@ from typing import Any, TextIO
 import structlog
 
 from evictd.config import LogFormat
+from evictd.observe.live_events import LiveLog
 from evictd.observe.log_writer import LogWriter
 
-# How many recent events the live view keeps to show.
-RECENT_EVENTS = 8
+# How many recent events the live view keeps: more than a tall terminal shows below the signals.
+RECENT_EVENTS = 40
 # The queued output of the current configuration (None: lines are printed by the thread that logs them).
 _writer: LogWriter | None = None
 
 
-class RecentEvents:
-    """A structlog processor that keeps the last events as short text lines and drops them from output."""
+class RecentEvents(LiveLog):
+    """A structlog processor that keeps the last events as lines in words, pins warnings until they are resolved
+    (`evictd.observe.live_events`), and drops the events from output."""
 
     def __init__(self, size: int = RECENT_EVENTS) -> None:
-        self.lines: collections.deque[str] = collections.deque(maxlen=size)
+        super().__init__(size)
 
     def __call__(self, logger: object, method: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
-        details = " ".join(f"{k}={v}" for k, v in event.items() if k not in ("event", "timestamp", "level"))
-        stamp = str(event.get("timestamp", ""))[11:19]
-        self.lines.append(f"{stamp} {event.get('level', method):7} {event.get('event', '')} {details}".rstrip())
+        self.add({"level": method, **event})
         raise structlog.DropEvent
 
 

@@ -9,6 +9,7 @@ others still run.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
 from typing import TextIO
 
@@ -61,6 +62,16 @@ def wake_up(cycle: Cycle) -> WakeUp | None:
     return WakeUp(causes=cycle.woken_by, decided_after_s=cycle.started_at + cycle.duration_s - cycle.woken_at)
 
 
+def terminal_size(output: TextIO) -> tuple[int, int] | None:
+    """The columns and rows of the terminal `output` writes to, read again for each frame (a resized window);
+    None when it is not a terminal."""
+    try:
+        size = os.get_terminal_size(output.fileno())
+    except (OSError, ValueError, AttributeError):  # not a terminal (io.UnsupportedOperation), closed, no fileno
+        return None
+    return (size.columns, size.lines) if size.columns > 0 and size.lines > 0 else None
+
+
 class LiveView:
     """Redraws the terminal's live view after each cycle (`logFormat: live`; with `run`, evictions name their
     decision), on the terminal's alternate screen so that frames do not pile up in the scrollback; `close` goes
@@ -80,8 +91,10 @@ class LiveView:
     def __call__(self, cycle: Cycle) -> None:
         screen = render(cycle.report, cycle.state, node_name=self._node_name, cycle=cycle.number, now_wall=cycle.wall,
                         dry_run=now(self._dry_run), no_api=self._no_api,
-                        recent=list(self._recent.lines) if self._recent else (), run=self._run)
-        self._output.write((ENTER_ALTERNATE_SCREEN if self._last is None else "") + CLEAR_SCREEN + screen + "\n")
+                        recent=list(self._recent.lines) if self._recent else (), run=self._run,
+                        warnings=self._recent.warnings if self._recent else (), size=terminal_size(self._output))
+        # No newline after the last line: on a full screen it would scroll the header off.
+        self._output.write((ENTER_ALTERNATE_SCREEN if self._last is None else "") + CLEAR_SCREEN + screen)
         self._output.flush()
         self._last = screen
 

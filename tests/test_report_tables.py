@@ -79,3 +79,12 @@ def test_readme_claim_cells_stay_short() -> None:
     cells = [cell.strip() for line in table.splitlines() for cell in line.strip("|").split(" | ")]
     assert len(report_tables.CLAIMS) <= 6
     assert max(len(cell) for cell in cells) <= 120, max(cells, key=len)
+
+
+def test_the_history_rows_are_json_lines_with_their_page_section_and_row() -> None:
+    files = sorted((report_tables.RESULTS / "history").glob("*.jsonl"))
+    assert files, "bench/results/history/ holds the pages' tables from before the reports"
+    for path in files:
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            row = json.loads(line)
+            assert row["page"] and row["section"] and row["row"], f"{path.name}:{number}"

@@ -264,7 +264,7 @@ def render(name: str, files: dict[str, list[Record]]) -> str:
             file, record = by_id[claim.record]
             rows.append([claim.text.format(f"**{claim.figure(record)}**"),
                          f"[report]({claim.report}), [record](bench/results/{file})"])
-        return markdown(["what evictd did", "data"], rows)
+        return markdown(["measured", "data"], rows)
     records = select(name, files)
     if not records:
         raise SystemExit(f"table {name}: no record names it")

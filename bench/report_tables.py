@@ -169,6 +169,11 @@ TABLES: dict[str, Table] = {
                      ("highest sample / peaks added MiB", lambda r: f"{num(out(r, 'highest_sample_mib'))} / "
                                                                     f"{num(out(r, 'peaks_added_mib'))}"),
                      ("margin to the 192 MiB limit", margin))),
+    "quiet-latency": Table((("where", lambda r: str(setting(r, "where"))),
+                            ("crossing", lambda r: str(setting(r, "crossing"))),
+                            ("`memoryCrossingHold`", lambda r: str(setting(r, "memoryCrossingHold") or "-")),
+                            ("crossings", lambda r: num(r["runs"])),
+                            ("p50 / max ms", lambda r: f"{num(out(r, 'p50_ms'))} / {num(out(r, 'max_ms'))}"))),
     "kubelet-side-by-side": Table((("signal", lambda r: str(setting(r, "signal"))),
                                    ("", lambda r: str(setting(r, "side"))),
                                    ("pod chosen", lambda r: str(out(r, "pod_chosen"))),

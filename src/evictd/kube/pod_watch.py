@@ -1,22 +1,14 @@
 """The pods bound to this node, kept current by a list and a watch on the Kubernetes API.
 
 A background thread lists `pods?fieldSelector=spec.nodeName=<node>` in pages bounded in bytes (as client-go's
-reflector pages its lists; here so that what is read and decoded at once stays bounded whatever the pods carry: a
-tenant may give each pod 256 KiB of annotations, which `pod_from_dict` does not keep) and then watches from the
-list's `resourceVersion`, resuming from the last version seen after every disconnection, relisting on `410 Gone`
-(an expired version), and reconnecting with capped exponential backoff. Pods are parsed into core `Pod`
-values as events arrive, so a housekeeping cycle costs nothing here; a pod is parsed once per version
-(`metadata.resourceVersion`): a relist's unchanged pods, and an event repeating the version held, keep the `Pod`
-already parsed. What the parser left out of a pod (`Pod.fields_dropped`: containers, volumes, tolerations past
-their caps) is handed to `on_dropped` when a pod is first seen dropping something, and again when that changes.
+reflector pages; a tenant's large pods never decode all at once), then watches from the list's `resourceVersion`,
+resuming after disconnections, relisting on `410 Gone`, reconnecting with capped, jittered backoff. A pod is
+parsed once per `metadata.resourceVersion`; what the parser dropped past its caps goes to `on_dropped` when first
+seen and when it changes.
 
-Staleness rules: before the first list succeeds the cache is known to be wrong and `active_pods()` raises (the
-manager then ranks the pods the node shows instead, for hard thresholds only: `cluster.NodeFallbackPods`).
-A `410 Gone` only means the watch cannot resume from its version: the cache is
-still what the last list and events said, and is served until the relist replaces it. Watches that expire
-before delivering anything (a struggling API server) back off before each relist, with jitter, as client-go's
-reflector does. While the API is merely unreachable the last known pods are still served (`last_error` says
-why the watch is down).
+Staleness: before the first list succeeds `active_pods()` raises (the manager then ranks the node's own pods, for
+hard thresholds only: `cluster.NodeFallbackPods`). After a `410 Gone`, and while the API is unreachable, the last
+known pods are served (`last_error` says why the watch is down) until a relist replaces them.
 """
 
 from __future__ import annotations

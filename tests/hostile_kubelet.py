@@ -13,12 +13,15 @@ with no deadline of its own still comes back: its test then fails on time instea
 from __future__ import annotations
 
 import contextlib
+import json
 import socket
 import ssl
 import subprocess
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 # How long a connection is served before the stand-in gives up on it.
 GIVE_UP_S = 6.0
@@ -237,3 +240,23 @@ class HostileKubelet:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class ScriptedKubelet:
+    """A Summary endpoint over plain HTTP answering the node's memory as the test last set it (`available`) and
+    each pod's working set as given, with a fresh time on every answer."""
+
+    def __init__(self, pods: Sequence[tuple[dict[str, Any], int]], available: int = 8 << 30) -> None:
+        from builders import pod_stats, summary  # tests/builders.py: the Summary documents of the unit tests
+
+        self._summary, self._pod_stats = summary, pod_stats
+        self.pods = list(pods)
+        self.available = available
+        self.server = HostileKubelet(self._answer)
+
+    def _answer(self, connection: Connection) -> None:
+        connection.read_request()
+        now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        document = self._summary(memory=self.available, time=now,
+                                 pods=[self._pod_stats(pod, memory=memory) for pod, memory in self.pods])
+        connection.send(http_response(json.dumps(document).encode()))

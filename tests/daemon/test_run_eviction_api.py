@@ -11,11 +11,9 @@ said 503, and a stop during the POST ended with exit status 1, the Lease held an
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from collections.abc import Iterator
-from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -23,8 +21,8 @@ from apiserver import ApiServer
 from evictd_process import EvictdProcess, summary_api_settings
 from kube_objects import node_manifest
 
-from builders import Gi, Mi, pod, pod_stats, summary
-from hostile_kubelet import Connection, HostileKubelet, http_response
+from builders import Gi, Mi, pod
+from hostile_kubelet import ScriptedKubelet
 from polling import wait_until
 
 NODE = "node-1"  # the builders' pods and Summary name this node
@@ -37,24 +35,9 @@ EVICTION_POST = r".*/pods/[^/]+/eviction"
 HARD_LATENCY_S = 4.0
 
 
-class ScriptedKubelet:
-    """A Summary endpoint over plain HTTP answering the node's memory as the test last set it."""
-
-    def __init__(self) -> None:
-        self.available = 8 * Gi
-        self.server = HostileKubelet(self._answer)
-
-    def _answer(self, connection: Connection) -> None:
-        connection.read_request()
-        now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")  # a fresh reading every time
-        document = summary(memory=self.available, time=now, pods=[pod_stats(PODS[0], memory=2 * Gi),
-                                                                  pod_stats(PODS[1], memory=1200 * Mi)])
-        connection.send(http_response(json.dumps(document).encode()))
-
-
 @pytest.fixture
 def kubelet() -> Iterator[ScriptedKubelet]:
-    scripted = ScriptedKubelet()
+    scripted = ScriptedKubelet([(PODS[0], 2 * Gi), (PODS[1], 1200 * Mi)])
     yield scripted
     scripted.server.close()
 

@@ -14,12 +14,10 @@ be alive, and its peak RSS must stay under the limit less the margin the docs st
 
 from __future__ import annotations
 
-import json
 import sys
 import threading
 import time
 from collections.abc import Iterator
-from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -27,9 +25,9 @@ from apiserver import ApiServer
 from evictd_process import EvictdProcess, summary_api_settings
 from kube_objects import node_manifest
 
-from builders import Gi, Mi, pod, pod_stats, summary
+from builders import Gi, Mi, pod
 from evictd.core.pod_parser import pod_from_dict
-from hostile_kubelet import Connection, HostileKubelet, http_response
+from hostile_kubelet import ScriptedKubelet
 from polling import wait_until
 from real_cgroups import CGROUP_MOUNT, temporary_cgroup
 
@@ -54,23 +52,9 @@ DROPPING_SHAPES = ("tolerations", "volumes", "containers", "initContainers")
 DROPPED_LINE = "pod fields dropped past evictd's caps (sums of requests and limits kept)"
 
 
-class ScriptedKubelet:
-    """A Summary endpoint over plain HTTP answering the node's memory as the test last set it."""
-
-    def __init__(self) -> None:
-        self.available = 8 * Gi
-        self.server = HostileKubelet(self._answer)
-
-    def _answer(self, connection: Connection) -> None:
-        connection.read_request()
-        now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-        document = summary(memory=self.available, time=now, pods=[pod_stats(HOG, memory=2 * Gi)])
-        connection.send(http_response(json.dumps(document).encode()))
-
-
 @pytest.fixture
 def kubelet() -> Iterator[ScriptedKubelet]:
-    scripted = ScriptedKubelet()
+    scripted = ScriptedKubelet([(HOG, 2 * Gi)])
     yield scripted
     scripted.server.close()
 

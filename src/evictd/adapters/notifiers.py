@@ -25,10 +25,9 @@ from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from evictd.core.errors import SampleError
-from evictd.core.memcg_wakeups import Watch, notifier_description
 from evictd.core.psi import format_us, psi_trigger
 from evictd.core.thresholds import Threshold
-from evictd.core.wake import Wake
+from evictd.core.wake import Wake, Watch, notifier_description
 
 # The self-pipe is drained in reads of this size; a pipe holds 64 KiB by default.
 PIPE_DRAIN_BYTES = 65536

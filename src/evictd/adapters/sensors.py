@@ -180,9 +180,9 @@ class MemoryWatch(WatchThread):
 
     cause = Wake.MEMORY_WATCH
 
-    def __init__(self, cgroups: CgroupReader, thresholds: Sequence[Threshold], interval_s: float,
-                 monotonic: Callable[[], float] = time.monotonic, *,
-                 fill_bytes_per_s: int = ASSUMED_FILL_BYTES_PER_S, look_budget: bool = False,
+    def __init__(self, cgroups: CgroupReader, thresholds: Sequence[Threshold], interval_s: float, *,
+                 monotonic: Callable[[], float], fill_bytes_per_s: int = ASSUMED_FILL_BYTES_PER_S,
+                 look_budget: bool = False,
                  thread_cpu: Callable[[], float] = time.thread_time, look_cost_window: int = LOOK_COST_WINDOW) -> None:
         super().__init__("memory watch", "evictd-memory-watch")
         self._cgroups = cgroups
@@ -271,8 +271,8 @@ class RefaultWatch(WatchThread):
 
     cause = Wake.REFAULT_WATCH
 
-    def __init__(self, thresholds: Sequence[Threshold], *, gated: bool, proc_root: str = "/proc",
-                 monotonic: Callable[[], float] = time.monotonic, look_s: float = REFAULT_LOOK_S) -> None:
+    def __init__(self, thresholds: Sequence[Threshold], *, gated: bool, monotonic: Callable[[], float],
+                 proc_root: str = "/proc", look_s: float = REFAULT_LOOK_S) -> None:
         super().__init__("refault watch", "evictd-refault-watch")
         self._thresholds = tuple(t for t in thresholds if t.signal is Signal.MEMORY_REFAULT)
         self._gated = gated
@@ -326,7 +326,7 @@ class MemcgNotifierSet:
     poll_events = select.POLLIN
 
     def __init__(self, thresholds: Sequence[Threshold], *, memory_root: str, pods_cgroup: str,
-                 fresh_inactive_file: Callable[[], int] | None = None) -> None:
+                 monotonic: Callable[[], float], fresh_inactive_file: Callable[[], int] | None = None) -> None:
         """`fresh_inactive_file` reads `memory_root`'s inactive file as it is now (``Inactive(file)`` of
         /proc/meminfo), for a memory root that is the hierarchy's root; None: no such figure (see
         `evictd.core.memcg.armed_inactive_file`)."""
@@ -336,6 +336,7 @@ class MemcgNotifierSet:
             self.thresholds, [pods_dir if spec_of(t.signal).reading is Reading.PODS_MEMORY else memory_root
                               for t in self.thresholds], memory_root)
         self.fresh_inactive_file = fresh_inactive_file  # None: memory.stat's figure alone
+        self._monotonic = monotonic  # the loop's clock
         self._slots: dict[Watch, list[MemcgThresholdNotifier | None]] = {
             watch: [None] * len(self.thresholds) for watch in Watch}
         self._epoll: select.epoll | None = select.epoll(flags=select.EPOLL_CLOEXEC)
@@ -404,7 +405,7 @@ class MemcgNotifierSet:
                     slot[2].consume()
                     fired.append(slot)
         figures = self._read_figures(self._model.cgroup_dirs[index] for index, _, _ in fired)
-        now = time.monotonic()
+        now = self._monotonic()
         with self._lock:
             firings = [Firing(index, watch, watch is Watch.LEVEL and notifier is self._slots[Watch.LEVEL][index])
                        for index, watch, notifier in fired]
@@ -456,7 +457,7 @@ class MemcgNotifierSet:
                           for index, level in unwatched.items()]
         closely_read = [(index, reading, self._settled(self._model.cgroup_dirs[index]))
                         for index, reading in closely.items()]
-        now = time.monotonic()
+        now = self._monotonic()
         with self._lock:
             self._model, crossed = memcg_rechecked(self._model, unwatched_read, closely_read, now)
         if crossed:
@@ -496,7 +497,7 @@ class MemcgNotifierSet:
         fresh_root = self._fresh_root_inactive() if self._model.watches_root else None
         with self._lock:
             self._model, followed = memcg_after_cycle(self._model, summary, fresh_root, cycle_at=now,
-                                                      now=time.monotonic())
+                                                      now=self._monotonic())
         errors += [NotifierFailure(self.thresholds[index], Watch.LEVEL, exc) for index, exc in followed.unreadable]
         if followed.at_once:
             errors += [failure for registration in followed.registrations
@@ -599,7 +600,7 @@ class CountWatch(WatchThread):
     that fails keeps the pace of the last count known (the cycle's at first)."""
 
     def __init__(self, row: WatchRow, signal: Signal, thresholds: Sequence[Threshold], interval_s: float,
-                 read: Callable[[], int], *, monotonic: Callable[[], float] = time.monotonic) -> None:
+                 read: Callable[[], int], *, monotonic: Callable[[], float]) -> None:
         name = row.cause.replace("_", " ")
         super().__init__(name, f"evictd-{name.replace(' ', '-')}")
         self.cause = row.cause
@@ -645,8 +646,8 @@ class CountWatch(WatchThread):
         return found.period_s
 
 
-def pid_watch(thresholds: Sequence[Threshold], interval_s: float, *, proc_root: str = "/proc",
-              monotonic: Callable[[], float] = time.monotonic) -> CountWatch:
+def pid_watch(thresholds: Sequence[Threshold], interval_s: float, *, monotonic: Callable[[], float],
+              proc_root: str = "/proc") -> CountWatch:
     """The pid watch: /proc/loadavg's task count (what the cycle reads) against ``pid.available``'s row."""
     return CountWatch(WATCHES[Reading.PIDS], Signal.PID_AVAILABLE, thresholds, interval_s,
                       lambda: procfs.running_tasks(proc_root), monotonic=monotonic)

@@ -193,8 +193,7 @@ class MemoryWatch(WatchThread):
         # The thread's own: what the looks saw of each target; the arming whose held targets a look released.
         self._histories: dict[WatchTarget, LookHistory] = {}
         self._released: int | None = None
-        # `look_budget` (v2): the steady cap follows the thread's CPU per look, measured over windows of looks (the
-        # thread's CPU at the window's start and the looks since; None: none since the watch idled).
+        # v2's `look_budget`: the steady cap follows the CPU per look over a window (start CPU, looks; None: idle).
         self.look_budget = look_budget
         self._thread_cpu = thread_cpu
         self._cost_window: tuple[float, int] | None = None
@@ -349,8 +348,7 @@ class MemcgNotifierSet:
         self._failures: list[NotifierFailure] = []
         self.cause = Wake.MEMCG
         self.description = "memory eviction thresholds"
-        # Started here, not at the first re-arm: a thread that comes up at some later cycle would start on the loop's
-        # path, and the daemon's thread count would change at a moment nobody chose.
+        # Started here: a thread started at a later re-arm would start on the loop's path, at a moment nobody chose.
         self._worker: threading.Thread | None = threading.Thread(target=self._rearm, name="evictd-memcg-rearm",
                                                                  daemon=True)
         self._worker.start()

@@ -8,7 +8,8 @@ unmet; at once after an eviction's clean-up and on a stop, the timer or another 
 can change nothing (`NO_CYCLE`; `psi` too while pressure is held) keep the deadline. Follow-ups end with a
 crossing not confirmed, every threshold far from met, or nothing new near while held. Memory that goes back by
 itself `FLAP_CHANGES` times within `FLAP_WINDOW_S` flaps: no follow-ups, and a notification brings a cycle about
-`FLAP_CYCLE_S` after the last (`flap_cycle_s`), not at once.
+`FLAP_CYCLE_S` after the last (`flap_cycle_s`), not at once. On cgroup v1, `MemcgState` and its `memcg_*`
+transitions say which memcg levels to register, which firing earns a cycle and what to read in the kernel's place.
 Invariants: pure (no I/O, no clock: every time is an argument, monotonic seconds); states are immutable.
 """
 
@@ -334,8 +335,7 @@ def wakes(causes: Iterable[str]) -> tuple[Wake, ...]:
     return tuple(Wake(cause) for cause in causes) or (Wake.TIMER,)
 
 
-# The memory watch (cgroup v2 without PSI has nothing else; on v1 it backs the levels up): each memory threshold
-# not met becomes a `WatchTarget`, looked at after margin / rate, closely only near a crossing.
+# The memory watch (v2's only one without PSI; v1's backstop): each unmet threshold a `WatchTarget`.
 # The fastest fill assumed: a process writing fresh pages on one core fills 1-2 GiB/s.
 ASSUMED_FILL_BYTES_PER_S = 1 << 30
 # On v1, the backstop of levels the kernel may announce late: a 4 GiB/s fill is still read within MIN_PERIOD_S.
@@ -480,8 +480,7 @@ def memory_look(histories: Mapping[WatchTarget, LookHistory], targets: Sequence[
     return Look(kept, None, period)
 
 
-# The refault watch: /proc/vmstat read every REFAULT_LOOK_S while a refault threshold is not met (no kernel
-# notification for page cache thrash without PSI); a look wakes the loop when the cycle's figure may meet one.
+# The refault watch reads /proc/vmstat this often while a refault threshold is unmet (no kernel notification).
 REFAULT_LOOK_S = 1.0
 _REFAULT_CAPACITY = Quantity.from_int(STALL_BASIS_POINTS, QuantityFormat.DECIMAL_SI)
 
@@ -540,8 +539,7 @@ WATCHES: Mapping[Reading, WatchRow] = MappingProxyType({
 })
 
 
-# cgroup v1's memcg notifiers (`evictd.core.memcg` holds the kubelet's arithmetic): per memory threshold its level and
-# two watches beside it; `MemcgState` is what the notifier set knows, the `memcg_*` functions its transitions.
+# cgroup v1's memcg notifiers: `MemcgState` and its `memcg_*` transitions (arithmetic: `evictd.core.memcg`).
 # While a level is being registered, or the kernel's statistics are behind, usage is read this often.
 UNWATCHED_RECHECK_S = 0.002
 # After a level fired near it for page cache, memory.stat is read this often (it may still count dropped pages).

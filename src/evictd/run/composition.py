@@ -132,7 +132,7 @@ class Basics:
     # The engine state file's writes, the recorder's fdatasync and segment closes, off the loop (an fsync may wait).
     write_behind: WriteBehind
     # The loop's clock: the waiter and the sensors take their times from it, never from one of their own.
-    clock: Clock = SYSTEM_CLOCK
+    clock: Clock
 
     @property
     def settings(self) -> EvictdSettings:
@@ -146,7 +146,8 @@ def build_basics(config: Configuration, log: Log, metrics: Metrics, never_acts: 
     # The DaemonSet passes spec.nodeName through the downward API; otherwise the hostname, as the kubelet.
     node_name = settings.node_name or os.environ.get(NODE_NAME_ENV, "") or socket.gethostname()
     layout = detect_cgroup_layout(settings.cgroupfs_path, settings.cgroup_driver, base=settings.cgroup_root.strip("/"))
-    waiter = Waiter(SYSTEM_CLOCK.monotonic)
+    clock = SYSTEM_CLOCK  # the loop's: the waiter, the sensors and the daemon time by it
+    waiter = Waiter(clock.monotonic)
     run = run_id(SYSTEM_CLOCK.wall().timestamp()) if settings.recorder else None
     cgroups = CgroupReader(layout)
     # Until a runtime answers, a pod evicted at once that the API does not delete is stopped via its cgroup.
@@ -156,7 +157,7 @@ def build_basics(config: Configuration, log: Log, metrics: Metrics, never_acts: 
                   stop=StopSignal(waiter.wake, settings.shutdown_timeout_s, log, exit=exit_after_logs),
                   runtime=runtime, run=run,
                   decision=CurrentDecision(run), cgroup_layout=layout, cgroups=cgroups,
-                  write_behind=WriteBehind(log))
+                  write_behind=WriteBehind(log), clock=clock)
 
 
 class ModeGatedMemoryReclaimer:

@@ -53,7 +53,7 @@ def memory_summary(*, pods_container: bool, usage: bool = True) -> Summary:
 
 @pytest.fixture
 def waiter() -> Iterator[Waiter]:
-    with contextlib.closing(Waiter()) as real:
+    with contextlib.closing(Waiter(time.monotonic)) as real:
         yield real
 
 
@@ -61,7 +61,7 @@ def memcg_set(pods_cgroup: str) -> MemcgNotifierSet:
     settings = eviction_settings({"evictionHard": {"memory.available": "1Gi", "allocatableMemory.available": "1Gi"},
                                   "enforceNodeAllocatable": []})
     return MemcgNotifierSet(tuple(settings.thresholds()), memory_root="/sys/fs/cgroup/memory",
-                            pods_cgroup=pods_cgroup)
+                            pods_cgroup=pods_cgroup, monotonic=time.monotonic)
 
 
 NODE_NOTIFIERS = ["hard memory eviction threshold", "hard memory eviction threshold: usage fell"]
@@ -172,7 +172,7 @@ def test_the_v2_memory_watch_is_handed_each_cycles_readings_and_polled_beside_th
     (tmp_path / "kubepods" / "memory.stat").write_text("anon 0\nfile 0\ninactive_file 0\n")
     (tmp_path / "kubepods" / "memory.max").write_text(f"{6 * Gi}\n")
     settings = eviction_settings({"evictionHard": {"allocatableMemory.available": "1Gi"}, "enforceNodeAllocatable": []})
-    watch = MemoryWatch(CgroupReader(CgroupLayout(2, tmp_path)), tuple(settings.thresholds()), interval_s=10.0)
+    watch = MemoryWatch(CgroupReader(CgroupLayout(2, tmp_path)), tuple(settings.thresholds()), interval_s=10.0, monotonic=time.monotonic)
     notifiers = NotifierRefresh(waiter, None, (), Metrics(), None, watch)
     assert notifiers.follow_failures(failing_cycle(MEMORY_CONFIG), time.monotonic()) == []
     assert waiter.notifiers == (watch,)
@@ -190,7 +190,7 @@ def test_the_pid_watch_is_handed_each_cycles_observations_and_polled_beside_the_
     (tmp_path / "loadavg").write_text("0.00 0.00 0.00 1/1600 4242\n")
     config = {"evictionHard": {"pid.available": "25%"}}
     settings = eviction_settings({**config, "enforceNodeAllocatable": []})
-    watch = pid_watch(tuple(settings.thresholds()), interval_s=10.0, proc_root=str(tmp_path))
+    watch = pid_watch(tuple(settings.thresholds()), interval_s=10.0, monotonic=time.monotonic, proc_root=str(tmp_path))
     notifiers = NotifierRefresh(waiter, None, (), Metrics(), None, pid_watch=watch)
     assert notifiers.follow_failures(failing_cycle(config), time.monotonic()) == []
     assert waiter.notifiers == (watch,)

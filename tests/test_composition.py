@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import shutil
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
@@ -166,9 +167,9 @@ def test_every_psi_firing_judged_with_stall_thresholds_reads_the_pressure_files_
 def test_memcg_levels_of_the_machines_own_hierarchy_are_armed_with_meminfos_inactive_file() -> None:
     thresholds = [Threshold(signal=Signal.MEMORY_AVAILABLE, value=ThresholdValue(quantity=Quantity.parse("1Gi")))]
     real = CgroupLayout(version=1, root=Path("/sys/fs/cgroup"))
-    machine = build_memcg_notifiers(thresholds, real, CgroupReader(real))
+    machine = build_memcg_notifiers(thresholds, real, CgroupReader(real), monotonic=time.monotonic)
     fixture = CgroupLayout(version=1, root=FIXTURE_V1)
-    elsewhere = build_memcg_notifiers(thresholds, fixture, CgroupReader(fixture))
+    elsewhere = build_memcg_notifiers(thresholds, fixture, CgroupReader(fixture), monotonic=time.monotonic)
     try:
         assert machine.fresh_inactive_file is inactive_file_bytes
         assert elsewhere.fresh_inactive_file is None, "not the machine's hierarchy: /proc/meminfo is not its figure"
@@ -276,7 +277,8 @@ def notifiers_of(tmp_path: Path, kubelet: str, evictd: str) -> Iterator[Notifier
     basics = build_basics(config, structlog.get_logger("test"), Metrics())
     try:
         notifiers = build_notifiers(basics.settings, basics.cgroup_layout, basics.cgroups, basics.waiter,
-                                    basics.metrics, basics.log, EngineConfig.from_settings(config.eviction))
+                                    basics.metrics, basics.log, EngineConfig.from_settings(config.eviction),
+                                    monotonic=basics.clock.monotonic)
         try:
             yield notifiers
         finally:

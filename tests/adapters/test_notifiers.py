@@ -34,11 +34,11 @@ from evictd.adapters.psi_history import PressureHistory
 from evictd.adapters.sensors import MemcgNotifierSet
 from evictd.core.errors import ConfigError, SampleError
 from evictd.core.memcg import STATS_CATCH_UP_S, memcg_threshold_bytes
-from evictd.core.memcg_wakeups import Watch
 from evictd.core.quantity import Quantity
 from evictd.core.signals import Signal, StallKind
 from evictd.core.summary import ContainerStats, MemoryStats, NodeStats, Summary
 from evictd.core.thresholds import Threshold, ThresholdValue
+from evictd.core.wake import Watch
 from polling import wait_until
 from real_cgroups import ScriptedChild, memory_stall, temporary_cgroup
 
@@ -187,7 +187,7 @@ def spawn() -> Iterator[Callable[..., Child]]:
 
 @pytest.fixture
 def waiter() -> Iterator[Waiter]:
-    with contextlib.closing(Waiter()) as instance:
+    with contextlib.closing(Waiter(time.monotonic)) as instance:
         yield instance
 
 
@@ -470,7 +470,7 @@ def test_memcg_notifier_set_arms_one_notifier_per_memory_threshold_and_both_fire
         memory_threshold("2Mi", Signal.ALLOCATABLE_MEMORY_AVAILABLE),
         Threshold(signal=Signal.NODEFS_AVAILABLE, value=ThresholdValue(quantity=Quantity.parse("1Gi"))),
     ]
-    notifiers = MemcgNotifierSet(thresholds, memory_root=str(memcg_dir), pods_cgroup="/kubepods")
+    notifiers = MemcgNotifierSet(thresholds, memory_root=str(memcg_dir), pods_cgroup="/kubepods", monotonic=time.monotonic)
     assert [t.signal for t in notifiers.thresholds] == [Signal.MEMORY_AVAILABLE, Signal.ALLOCATABLE_MEMORY_AVAILABLE]
     child = spawn(ALLOCATOR, str(pods_dir / "cgroup.procs"))
     child.read("ready")
@@ -514,7 +514,7 @@ def test_memcg_notifier_set_keeps_old_notifier_on_bad_readings_and_drops_it_on_f
 ) -> None:
     (memcg_dir / "kubepods").mkdir()
     thresholds = [memory_threshold("1Mi"), memory_threshold("2Mi", Signal.ALLOCATABLE_MEMORY_AVAILABLE)]
-    notifiers = MemcgNotifierSet(thresholds, memory_root=str(memcg_dir), pods_cgroup="kubepods")
+    notifiers = MemcgNotifierSet(thresholds, memory_root=str(memcg_dir), pods_cgroup="kubepods", monotonic=time.monotonic)
     good = summary_with(stats_for_level(0, 100 * MI, MI), stats_for_level(0, 100 * MI, 2 * MI))
     try:
         assert notifiers.update(good, now=0.0) == []
@@ -561,7 +561,7 @@ def test_dropped_page_cache_fires_the_drop_watch_and_the_next_update_re_arms_the
     # The test cgroup plays the memory hierarchy root, with a capacity of 1 GiB and a 512Mi threshold: the level
     # is 512 MiB + the cgroup's inactive file pages, which the child's file puts at about 64 MiB.
     capacity = 1024 * MI
-    notifiers = MemcgNotifierSet([memory_threshold("512Mi")], memory_root=str(memcg_dir), pods_cgroup="kubepods")
+    notifiers = MemcgNotifierSet([memory_threshold("512Mi")], memory_root=str(memcg_dir), pods_cgroup="kubepods", monotonic=time.monotonic)
     child = ScriptedChild("page cache writer")
     (memcg_dir / "cgroup.procs").write_text(f"{child.pid}\n")
     try:
@@ -612,7 +612,7 @@ def test_page_cache_dropped_past_the_drop_watch_re_arms_the_set_itself_without_a
 ) -> None:
     # Capacity 1 GiB, a 512Mi threshold: the working set (about 32 MiB) is far from the 512 MiB it is met at.
     capacity = 1024 * MI
-    notifiers = MemcgNotifierSet([memory_threshold("512Mi")], memory_root=str(memcg_dir), pods_cgroup="kubepods")
+    notifiers = MemcgNotifierSet([memory_threshold("512Mi")], memory_root=str(memcg_dir), pods_cgroup="kubepods", monotonic=time.monotonic)
     with tempfile.TemporaryDirectory(dir="/var/tmp", prefix="evictd-cache-") as folder:  # a disk, not tmpfs
         child, cached = cached_child(memcg_dir, folder)
         try:
@@ -650,7 +650,7 @@ def test_a_re_arm_asked_while_one_is_in_hand_follows_it_instead_of_being_dropped
     # Page cache dropped in two steps: the second firing asks for the level again while the thread still
     # registers the first (a registration waits for an RCU grace period). Dropping that request left the level
     # armed from the older figures, too high, and the crossing below it woke nothing (a flaky end-to-end test).
-    notifiers = MemcgNotifierSet([memory_threshold("512Mi")], memory_root=str(memcg_dir), pods_cgroup="kubepods")
+    notifiers = MemcgNotifierSet([memory_threshold("512Mi")], memory_root=str(memcg_dir), pods_cgroup="kubepods", monotonic=time.monotonic)
     in_hand, release = threading.Event(), threading.Event()
     held_arm = held_registrations(notifiers, in_hand, release)
     try:
@@ -689,7 +689,7 @@ class HeldSet:
 
 @contextlib.contextmanager
 def held_set(memcg_dir: Path) -> Iterator[HeldSet]:
-    notifiers = MemcgNotifierSet([memory_threshold("512Mi")], memory_root=str(memcg_dir), pods_cgroup="kubepods")
+    notifiers = MemcgNotifierSet([memory_threshold("512Mi")], memory_root=str(memcg_dir), pods_cgroup="kubepods", monotonic=time.monotonic)
     child = ScriptedChild("allocator")
     (memcg_dir / "cgroup.procs").write_text(f"{child.pid}\n")
     held = HeldSet(notifiers, child)
@@ -789,7 +789,7 @@ def test_a_crossing_the_next_cycle_does_not_see_is_read_until_the_statistics_sho
 
 def test_a_level_raised_while_the_old_one_is_above_usage_is_not_read_in_its_place(memcg_dir: Path) -> None:
     # A level raised while the one armed is still above usage: that one fires first, nothing to read meanwhile.
-    notifiers = MemcgNotifierSet([memory_threshold("512Mi")], memory_root=str(memcg_dir), pods_cgroup="kubepods")
+    notifiers = MemcgNotifierSet([memory_threshold("512Mi")], memory_root=str(memcg_dir), pods_cgroup="kubepods", monotonic=time.monotonic)
     in_hand, release = threading.Event(), threading.Event()
     held_arm = held_registrations(notifiers, in_hand, release)
     try:
@@ -809,7 +809,7 @@ def cached_set(memcg_dir: Path, fresh_inactive: Callable[[], int] | None = None
                ) -> Iterator[tuple[MemcgNotifierSet, ScriptedChild, Path]]:
     """A 512Mi `memory.available` notifier set with the test cgroup as its memory root (its fresh inactive file read
     by `fresh_inactive`), beside `cached_child`: 32 MiB of the child's own and 64 MiB of page cache (the file)."""
-    notifiers = MemcgNotifierSet([memory_threshold("512Mi")], memory_root=str(memcg_dir), pods_cgroup="kubepods",
+    notifiers = MemcgNotifierSet([memory_threshold("512Mi")], memory_root=str(memcg_dir), pods_cgroup="kubepods", monotonic=time.monotonic,
                                  fresh_inactive_file=fresh_inactive)
     with tempfile.TemporaryDirectory(dir="/var/tmp", prefix="evictd-cache-") as folder:  # a disk, not tmpfs
         child, cached = cached_child(memcg_dir, folder)
@@ -897,7 +897,7 @@ def test_page_cache_dropped_while_usage_rises_is_caught_by_the_approach_watch(me
 
 
 def test_a_drop_watch_firing_near_the_threshold_needs_a_cycle(memcg_dir: Path, waiter: Waiter) -> None:
-    notifiers = MemcgNotifierSet([memory_threshold("512Mi")], memory_root=str(memcg_dir), pods_cgroup="kubepods")
+    notifiers = MemcgNotifierSet([memory_threshold("512Mi")], memory_root=str(memcg_dir), pods_cgroup="kubepods", monotonic=time.monotonic)
     with tempfile.TemporaryDirectory(dir="/var/tmp", prefix="evictd-cache-") as folder:
         child, cached = cached_child(memcg_dir, folder)
         try:
@@ -917,7 +917,7 @@ def test_a_drop_watch_firing_near_the_threshold_needs_a_cycle(memcg_dir: Path, w
 def test_a_met_threshold_has_no_drop_watch_and_its_level_wakes_the_loop_only_when_no_longer_met_or_met_again(
     memcg_dir: Path, waiter: Waiter
 ) -> None:
-    notifiers = MemcgNotifierSet([memory_threshold("512Mi")], memory_root=str(memcg_dir), pods_cgroup="kubepods")
+    notifiers = MemcgNotifierSet([memory_threshold("512Mi")], memory_root=str(memcg_dir), pods_cgroup="kubepods", monotonic=time.monotonic)
     with tempfile.TemporaryDirectory(dir="/var/tmp", prefix="evictd-cache-") as folder:
         child, cached = cached_child(memcg_dir, folder)
         try:
@@ -949,7 +949,7 @@ def test_a_met_threshold_has_no_drop_watch_and_its_level_wakes_the_loop_only_whe
 
 
 def test_a_stall_is_judged_on_fresh_figures_against_the_threshold(memcg_dir: Path) -> None:
-    notifiers = MemcgNotifierSet([memory_threshold("512Mi")], memory_root=str(memcg_dir), pods_cgroup="kubepods")
+    notifiers = MemcgNotifierSet([memory_threshold("512Mi")], memory_root=str(memcg_dir), pods_cgroup="kubepods", monotonic=time.monotonic)
     child = ScriptedChild("allocator")
     (memcg_dir / "cgroup.procs").write_text(f"{child.pid}\n")
     try:
@@ -1323,7 +1323,7 @@ def test_refreshing_notifiers_a_hundred_times_leaks_no_descriptors(
     memcg_dir: Path, unified_dir: Path, waiter: Waiter
 ) -> None:
     psi = PsiNotifier(str(unified_dir / "memory.pressure"), PSI_STALL_US, PSI_WINDOW_US)
-    notifiers = MemcgNotifierSet([memory_threshold("1Mi")], memory_root=str(memcg_dir), pods_cgroup="kubepods")
+    notifiers = MemcgNotifierSet([memory_threshold("1Mi")], memory_root=str(memcg_dir), pods_cgroup="kubepods", monotonic=time.monotonic)
     summary = summary_with(stats_for_level(0, 100 * MI, MI), None)
     waiter.set_notifiers([psi])
     before = notifier_fd_count()
@@ -1349,3 +1349,18 @@ def test_refreshing_notifiers_a_hundred_times_leaks_no_descriptors(
 def test_an_endless_timeout_is_accepted(waiter: Waiter) -> None:
     waiter.wake()
     assert waiter.wait(float("inf")) == ["signal"]
+
+
+def test_the_sensors_read_no_clock_of_their_own() -> None:
+    """Times come from the loop's clock (`monotonic=`): no sensor reads `time.monotonic` or the wall clock itself."""
+    import ast
+
+    import evictd.adapters.notifiers
+    import evictd.adapters.sensors
+
+    clocks = {"monotonic", "monotonic_ns", "time", "time_ns", "perf_counter", "perf_counter_ns"}
+    for module in (evictd.adapters.notifiers, evictd.adapters.sensors):
+        tree = ast.parse(Path(str(module.__file__)).read_text())
+        reads = [node.lineno for node in ast.walk(tree) if isinstance(node, ast.Attribute)
+                 and isinstance(node.value, ast.Name) and node.value.id == "time" and node.attr in clocks]
+        assert reads == [], f"{module.__name__} reads a clock of its own at lines {reads}"

@@ -31,8 +31,8 @@ def loadavg(proc: Path, tasks: int) -> None:
 
 def test_a_crossing_between_ticks_wakes_the_waiter_once(tmp_path: Path) -> None:
     loadavg(tmp_path, 1500)  # 37 tasks from the threshold: a look every 100 ms (the floor)
-    watch = pid_watch((), interval_s=10.0, proc_root=str(tmp_path))
-    waiter = Waiter()
+    watch = pid_watch((), interval_s=10.0, monotonic=time.monotonic, proc_root=str(tmp_path))
+    waiter = Waiter(time.monotonic)
     waiter.set_notifiers([watch])
     try:
         watch.arm([NEAR], 1500, time.monotonic())
@@ -52,7 +52,7 @@ def test_a_crossing_between_ticks_wakes_the_waiter_once(tmp_path: Path) -> None:
 
 def test_far_from_every_threshold_the_watch_reads_nothing(tmp_path: Path) -> None:
     loadavg(tmp_path, 300)  # 1,236 tasks from the threshold: 0.12 s at the assumed rate, after a 0.1 s tick
-    watch = pid_watch((), interval_s=0.1, proc_root=str(tmp_path))
+    watch = pid_watch((), interval_s=0.1, monotonic=time.monotonic, proc_root=str(tmp_path))
     try:
         watch.arm([NEAR], 300, time.monotonic())
         loadavg(tmp_path, 2000)
@@ -64,8 +64,8 @@ def test_far_from_every_threshold_the_watch_reads_nothing(tmp_path: Path) -> Non
 
 
 def test_an_unreadable_loadavg_skips_the_look_and_keeps_the_pace(tmp_path: Path) -> None:
-    watch = pid_watch((), interval_s=10.0, proc_root=str(tmp_path))  # no loadavg yet
-    waiter = Waiter()
+    watch = pid_watch((), interval_s=10.0, monotonic=time.monotonic, proc_root=str(tmp_path))  # no loadavg yet
+    waiter = Waiter(time.monotonic)
     waiter.set_notifiers([watch])
     try:
         watch.arm([NEAR], 1500, time.monotonic())
@@ -80,7 +80,7 @@ def test_an_unreadable_loadavg_skips_the_look_and_keeps_the_pace(tmp_path: Path)
 def test_follow_arms_with_the_cycles_observation_and_close_stops_the_thread(tmp_path: Path) -> None:
     loadavg(tmp_path, 1500)
     hard = Threshold(signal=Signal.PID_AVAILABLE, value=ThresholdValue(percentage=parse_percentage("25%")))
-    watch = pid_watch([hard], interval_s=10.0, proc_root=str(tmp_path))
+    watch = pid_watch([hard], interval_s=10.0, monotonic=time.monotonic, proc_root=str(tmp_path))
     observed = Observation(Quantity.from_int(PID_MAX - 1500, QuantityFormat.DECIMAL_SI),
                            Quantity.from_int(PID_MAX, QuantityFormat.DECIMAL_SI), None)
     stats = summary_from_dict(summary())

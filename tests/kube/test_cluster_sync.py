@@ -399,7 +399,7 @@ def test_the_wait_for_a_held_node_report_ends_once_a_wake_up_is_pending(apiserve
     assert wait_until(cluster.watcher.is_synced, 5.0)
     report = cluster.cycle()
     apiserver.faults.time_out_next(1000, path=f"/api/v1/nodes/{NODE}")
-    with contextlib.closing(Waiter()) as waiter:
+    with contextlib.closing(Waiter(time.monotonic)) as waiter:
         threading.Timer(0.1, waiter.wake).start()
         began = time.monotonic()
         cluster.sync.after_cycle(report.decided.assessment, report.oom, interrupted=waiter.pending)

@@ -19,16 +19,14 @@ import errno
 import math
 import os
 import select
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from evictd.core.errors import SampleError
-from evictd.core.memcg_wakeups import Watch, notifier_description
 from evictd.core.psi import format_us, psi_trigger
 from evictd.core.thresholds import Threshold
-from evictd.core.wake import Wake
+from evictd.core.wake import Wake, Watch, notifier_description
 
 # The self-pipe is drained in reads of this size; a pipe holds 64 KiB by default.
 PIPE_DRAIN_BYTES = 65536
@@ -102,7 +100,9 @@ class FdOwner:
 class Waiter:
     """Waits for the earliest of a deadline, a notifier firing, or `wake` (from a signal handler or thread)."""
 
-    def __init__(self) -> None:
+    def __init__(self, monotonic: Callable[[], float]) -> None:
+        """`monotonic`: the loop's clock, which the deadlines of `wait` count by."""
+        self._monotonic = monotonic
         self._read_fd, self._write_fd = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         self._notifiers: tuple[Notifier, ...] = ()
         self._by_fd: dict[int, Notifier] = {}
@@ -166,18 +166,18 @@ class Waiter:
         Raises SampleError if consuming an event fails.
         """
         self._check_open()
-        deadline = time.monotonic() + timeout_s
+        deadline = self._monotonic() + timeout_s
         if not notifiers:
             while True:
-                left_ms = max(0, math.ceil(min((deadline - time.monotonic()) * _MS_PER_S, MAX_POLL_TIMEOUT_MS)))
+                left_ms = max(0, math.ceil(min((deadline - self._monotonic()) * _MS_PER_S, MAX_POLL_TIMEOUT_MS)))
                 if self._pipe_only.poll(left_ms):
                     self._drain_pipe()
                     return [Wake.SIGNAL]
-                if time.monotonic() >= deadline:
+                if self._monotonic() >= deadline:
                     return []
         while True:
             blind = [n for n in self._notifiers if isinstance(n, Rechecking) and n.recheck_s is not None]
-            left_s = max(0.0, deadline - time.monotonic())
+            left_s = max(0.0, deadline - self._monotonic())
             step_s = min([left_s, *(n.recheck_s for n in blind if n.recheck_s is not None)])
             timeout_ms = max(0, math.ceil(min(step_s * _MS_PER_S, MAX_POLL_TIMEOUT_MS)))
             ready = self._poll.poll(timeout_ms)

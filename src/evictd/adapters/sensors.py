@@ -3,7 +3,7 @@
 Each sensor is one Notifier for the Waiter (`evictd.adapters.notifiers`): a watch thread (`WatchThread`) that looks
 at one reading at the pace its `evictd.core.wake.WATCHES` row gives and signals its eventfd once when a look finds a
 threshold met (the memory watch, the refault watch, a `CountWatch` such as the pid watch), or the memcg notifier set
-(an epoll descriptor over every registered cgroup v1 level, registered where `evictd.core.memcg_wakeups` says, in a
+(an epoll descriptor over every registered cgroup v1 level, registered where `evictd.core.wake`'s memcg rules say, in a
 thread of its own). They register, read and sleep; what to watch and what a reading means is the core's.
 
 Invariants: one descriptor each, O_CLOEXEC, `close` idempotent and stopping the threads; a thread never holds its
@@ -34,7 +34,6 @@ from evictd.adapters.notifiers import (
 )
 from evictd.core.errors import SampleError
 from evictd.core.memcg import armed_inactive_file
-from evictd.core.memcg_wakeups import Figures, Firing, MemcgWakeups, Registration, Watch, notifier_description
 from evictd.core.refault import memory_capacity_bytes
 from evictd.core.signals import Reading, Signal, spec_of
 from evictd.core.summary import Observation, Summary
@@ -44,14 +43,26 @@ from evictd.core.wake import (
     REFAULT_LOOK_S,
     STEADY_MAX_PERIOD_S,
     WATCHES,
+    Figures,
+    Firing,
     LookHistory,
+    MemcgState,
+    Registration,
     Target,
     Wake,
+    Watch,
     WatchedRefault,
     WatchRow,
     WatchTarget,
     look,
+    memcg_after_cycle,
+    memcg_fired,
+    memcg_installed,
+    memcg_may_change_decision,
+    memcg_rechecked,
+    memcg_registered,
     memory_look,
+    notifier_description,
     refault_look,
     steady_max_period_s,
     used_seen,
@@ -169,9 +180,9 @@ class MemoryWatch(WatchThread):
 
     cause = Wake.MEMORY_WATCH
 
-    def __init__(self, cgroups: CgroupReader, thresholds: Sequence[Threshold], interval_s: float,
-                 monotonic: Callable[[], float] = time.monotonic, *,
-                 fill_bytes_per_s: int = ASSUMED_FILL_BYTES_PER_S, look_budget: bool = False,
+    def __init__(self, cgroups: CgroupReader, thresholds: Sequence[Threshold], interval_s: float, *,
+                 monotonic: Callable[[], float], fill_bytes_per_s: int = ASSUMED_FILL_BYTES_PER_S,
+                 look_budget: bool = False,
                  thread_cpu: Callable[[], float] = time.thread_time, look_cost_window: int = LOOK_COST_WINDOW) -> None:
         super().__init__("memory watch", "evictd-memory-watch")
         self._cgroups = cgroups
@@ -182,8 +193,7 @@ class MemoryWatch(WatchThread):
         # The thread's own: what the looks saw of each target; the arming whose held targets a look released.
         self._histories: dict[WatchTarget, LookHistory] = {}
         self._released: int | None = None
-        # `look_budget` (v2): the steady cap follows the thread's CPU per look, measured over windows of looks (the
-        # thread's CPU at the window's start and the looks since; None: none since the watch idled).
+        # v2's `look_budget`: the steady cap follows the CPU per look over a window (start CPU, looks; None: idle).
         self.look_budget = look_budget
         self._thread_cpu = thread_cpu
         self._cost_window: tuple[float, int] | None = None
@@ -260,8 +270,8 @@ class RefaultWatch(WatchThread):
 
     cause = Wake.REFAULT_WATCH
 
-    def __init__(self, thresholds: Sequence[Threshold], *, gated: bool, proc_root: str = "/proc",
-                 monotonic: Callable[[], float] = time.monotonic, look_s: float = REFAULT_LOOK_S) -> None:
+    def __init__(self, thresholds: Sequence[Threshold], *, gated: bool, monotonic: Callable[[], float],
+                 proc_root: str = "/proc", look_s: float = REFAULT_LOOK_S) -> None:
         super().__init__("refault watch", "evictd-refault-watch")
         self._thresholds = tuple(t for t in thresholds if t.signal is Signal.MEMORY_REFAULT)
         self._gated = gated
@@ -301,7 +311,7 @@ class RefaultWatch(WatchThread):
 
 
 class MemcgNotifierSet:
-    """One memcg notifier per memory threshold and two watches beside it, registered where `MemcgWakeups` says;
+    """One memcg notifier per memory threshold and two watches beside it, registered where the memcg model says;
     one Notifier for the Waiter (an epoll descriptor over every registered eventfd).
 
     ``memory.available`` watches the memory hierarchy's root (`memory_root`), ``allocatableMemory.available`` the
@@ -315,16 +325,17 @@ class MemcgNotifierSet:
     poll_events = select.POLLIN
 
     def __init__(self, thresholds: Sequence[Threshold], *, memory_root: str, pods_cgroup: str,
-                 fresh_inactive_file: Callable[[], int] | None = None) -> None:
+                 monotonic: Callable[[], float], fresh_inactive_file: Callable[[], int] | None = None) -> None:
         """`fresh_inactive_file` reads `memory_root`'s inactive file as it is now (``Inactive(file)`` of
         /proc/meminfo), for a memory root that is the hierarchy's root; None: no such figure (see
         `evictd.core.memcg.armed_inactive_file`)."""
         self.thresholds = tuple(t for t in thresholds if spec_of(t.signal).memcg_watched)
         pods_dir = os.path.join(memory_root, pods_cgroup.strip("/"))
-        self._model = MemcgWakeups(
+        self._model = MemcgState.of(
             self.thresholds, [pods_dir if spec_of(t.signal).reading is Reading.PODS_MEMORY else memory_root
                               for t in self.thresholds], memory_root)
         self.fresh_inactive_file = fresh_inactive_file  # None: memory.stat's figure alone
+        self._monotonic = monotonic  # the loop's clock
         self._slots: dict[Watch, list[MemcgThresholdNotifier | None]] = {
             watch: [None] * len(self.thresholds) for watch in Watch}
         self._epoll: select.epoll | None = select.epoll(flags=select.EPOLL_CLOEXEC)
@@ -337,8 +348,7 @@ class MemcgNotifierSet:
         self._failures: list[NotifierFailure] = []
         self.cause = Wake.MEMCG
         self.description = "memory eviction thresholds"
-        # Started here, not at the first re-arm: a thread that comes up at some later cycle would start on the loop's
-        # path, and the daemon's thread count would change at a moment nobody chose.
+        # Started here: a thread started at a later re-arm would start on the loop's path, at a moment nobody chose.
         self._worker: threading.Thread | None = threading.Thread(target=self._rearm, name="evictd-memcg-rearm",
                                                                  daemon=True)
         self._worker.start()
@@ -393,11 +403,11 @@ class MemcgNotifierSet:
                     slot[2].consume()
                     fired.append(slot)
         figures = self._read_figures(self._model.cgroup_dirs[index] for index, _, _ in fired)
-        now = time.monotonic()
+        now = self._monotonic()
         with self._lock:
             firings = [Firing(index, watch, watch is Watch.LEVEL and notifier is self._slots[Watch.LEVEL][index])
                        for index, watch, notifier in fired]
-            needing, registrations = self._model.judge_firings(firings, figures, now)
+            self._model, needing, registrations = memcg_fired(self._model, firings, figures, now)
         self.cause = Wake.MEMCG if any(needing) or not fired else Wake.MEMCG_REARM
         named = [notifier for (_, _, notifier), needs in zip(fired, needing, strict=True) if needs] or \
             [notifier for _, _, notifier in fired]
@@ -430,23 +440,24 @@ class MemcgNotifierSet:
 
     @property
     def recheck_s(self) -> float | None:
-        """How often the Waiter polls `recheck` (`MemcgWakeups.recheck_s`), or None."""
+        """How often the Waiter polls `recheck` (`MemcgState.recheck_s`), or None."""
         with self._lock:
-            return self._model.recheck_s()
+            return self._model.recheck_s
 
     def recheck(self) -> bool:
         """Read in the kernel's place what the model asks (usage where a level is being registered, usage and
         memory.stat of each threshold read closely) and have it judged: True when a threshold crossed; then `cause`
         is ``memcg`` and `description` names it, as a firing of its level would."""
         with self._lock:
-            unwatched = self._model.unwatched()
-            closely = self._model.close_readings()
-        unwatched_read = [(index, level, self._usage(folder)) for index, (folder, level) in unwatched.items()]
+            unwatched = dict(self._model.unwatched)
+            closely = dict(self._model.read_closely)
+        unwatched_read = [(index, level, self._usage(self._model.cgroup_dirs[index]))
+                          for index, level in unwatched.items()]
         closely_read = [(index, reading, self._settled(self._model.cgroup_dirs[index]))
                         for index, reading in closely.items()]
-        now = time.monotonic()
+        now = self._monotonic()
         with self._lock:
-            crossed = self._model.judge_rechecks(unwatched_read, closely_read, now)
+            self._model, crossed = memcg_rechecked(self._model, unwatched_read, closely_read, now)
         if crossed:
             self.cause = Wake.MEMCG
             self.description = ", ".join(crossed)
@@ -468,22 +479,23 @@ class MemcgNotifierSet:
 
     def may_change_decision(self) -> bool:
         """Whether a wake-up that names no threshold (a PSI trigger) may change the decision, on two fresh figures
-        of each watched cgroup (`MemcgWakeups.may_change_decision`)."""
+        of each watched cgroup (`memcg_may_change_decision`)."""
         with self._lock:
-            folders = self._model.known_folders()
+            folders = self._model.known_folders
         figures = self._read_figures(folders)
         with self._lock:
-            return self._model.may_change_decision(figures)
+            return memcg_may_change_decision(self._model, figures)
 
     def update(self, summary: Summary, now: float) -> list[NotifierFailure]:
-        """Follow the readings of a cycle that began at `now` (monotonic seconds; `MemcgWakeups.follow`) and return
+        """Follow the readings of a cycle that began at `now` (monotonic seconds; `memcg_after_cycle`) and return
         the notifiers that failed: those whose readings give no level (at a refresh), the first arming's
         registrations (made here and now), and the thread's since the last call."""
         with self._lock:
             errors, self._failures = self._failures, []
         fresh_root = self._fresh_root_inactive() if self._model.watches_root else None
         with self._lock:
-            followed = self._model.follow(summary, fresh_root, cycle_at=now, now=time.monotonic())
+            self._model, followed = memcg_after_cycle(self._model, summary, fresh_root, cycle_at=now,
+                                                      now=self._monotonic())
         errors += [NotifierFailure(self.thresholds[index], Watch.LEVEL, exc) for index, exc in followed.unreadable]
         if followed.at_once:
             errors += [failure for registration in followed.registrations
@@ -522,7 +534,7 @@ class MemcgNotifierSet:
                 return False
             slots = self._slots[watch]
             old, slots[index] = slots[index], new
-            self._model.installed(index, watch, None if new is None else new.threshold_bytes)
+            self._model = memcg_installed(self._model, index, watch, None if new is None else new.threshold_bytes)
             if new is not None:
                 self._by_fd[new.fileno()] = (index, watch, new)
                 self._epoll.register(new.fileno(), select.EPOLLIN)
@@ -554,7 +566,8 @@ class MemcgNotifierSet:
                     self._pending[key] = None
                     self._jobs.put(newer)
                 elif registration.watch is Watch.LEVEL:
-                    self._model.level_registered(registration.index)  # the kernel watches the newest level now
+                    # The kernel watches the newest level now.
+                    self._model = memcg_registered(self._model, registration.index)
                 if failure is not None:
                     self._failures.append(failure)
 
@@ -572,7 +585,7 @@ class MemcgNotifierSet:
             self._slots = {watch: [None] * len(self.thresholds) for watch in Watch}
             self._by_fd = {}
             self._pending.clear()
-            self._model.forget()
+            self._model = self._model.forgotten()
             epoll, self._epoll = self._epoll, None
         if epoll is not None:
             epoll.close()
@@ -585,7 +598,7 @@ class CountWatch(WatchThread):
     that fails keeps the pace of the last count known (the cycle's at first)."""
 
     def __init__(self, row: WatchRow, signal: Signal, thresholds: Sequence[Threshold], interval_s: float,
-                 read: Callable[[], int], *, monotonic: Callable[[], float] = time.monotonic) -> None:
+                 read: Callable[[], int], *, monotonic: Callable[[], float]) -> None:
         name = row.cause.replace("_", " ")
         super().__init__(name, f"evictd-{name.replace(' ', '-')}")
         self.cause = row.cause
@@ -631,8 +644,8 @@ class CountWatch(WatchThread):
         return found.period_s
 
 
-def pid_watch(thresholds: Sequence[Threshold], interval_s: float, *, proc_root: str = "/proc",
-              monotonic: Callable[[], float] = time.monotonic) -> CountWatch:
+def pid_watch(thresholds: Sequence[Threshold], interval_s: float, *, monotonic: Callable[[], float],
+              proc_root: str = "/proc") -> CountWatch:
     """The pid watch: /proc/loadavg's task count (what the cycle reads) against ``pid.available``'s row."""
     return CountWatch(WATCHES[Reading.PIDS], Signal.PID_AVAILABLE, thresholds, interval_s,
                       lambda: procfs.running_tasks(proc_root), monotonic=monotonic)

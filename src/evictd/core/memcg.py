@@ -20,26 +20,23 @@ from evictd.core.signals import Signal
 from evictd.core.summary import SYSTEM_CONTAINER_PODS, MemoryStats, Summary
 from evictd.core.thresholds import Threshold, threshold_quantity
 
-# A memory limit above this many bytes means "no limit": the kernel rounds 2**63-1 down to a page multiple (v1's
-# 9223372036854771712 with 4 KiB pages), so the kubelet compares with 2**62 (isMemoryUnlimited, pkg/kubelet/stats).
+# Above this a memory limit is "no limit" (the kernel page-rounds 2**63-1; the kubelet's isMemoryUnlimited).
 UNLIMITED_ABOVE_BYTES = 2**62
 
 # notifierRefreshInterval in the kubelet's eviction manager: thresholds follow the readings this often.
 NOTIFIER_REFRESH_INTERVAL_S = 10.0
 
-# Between refreshes: the level is re-armed when it moved this much, and the drop watch sits this far below
-# usage (a smaller drop leaves the level at most this much too high).
+# Between refreshes a level is re-armed once it moved this much; the drop watch sits this far below usage.
 MEMCG_REARM_STEP_BYTES = 8 << 20
 # Within this distance of the level the drop watch is not moved (a registration takes tens of milliseconds).
 MEMCG_NEAR_LEVEL_BYTES = 64 << 20
 
-# Within this distance of the working-set level (2 x MEMCG_NEAR_LEVEL_BYTES), a watch that fired starts a close
-# reading: usage and memory.stat read every few milliseconds for CLOSE_READING_S, in case the level is stale.
+# A watch that fires this near the working-set level starts a close reading (the level may be stale)...
 CLOSE_READING_BYTES = 2 * MEMCG_NEAR_LEVEL_BYTES
+# ...for this long.
 CLOSE_READING_S = 1.0
 
-# The kernel folds per-CPU memory cgroup statistics into memory.stat at least this often (FLUSH_TIME, 2 s), plus a
-# margin: how long a threshold met on the fresh inactive file is watched for memory.stat to say so too.
+# The kernel's memory.stat flush period (FLUSH_TIME, 2 s) plus a margin: how long memory.stat may lag.
 STATS_CATCH_UP_S = 2.5
 
 # Error texts of UpdateThreshold / getSysContainer (two spaces after the period are the kubelet's).

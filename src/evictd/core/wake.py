@@ -8,7 +8,8 @@ unmet; at once after an eviction's clean-up and on a stop, the timer or another 
 can change nothing (`NO_CYCLE`; `psi` too while pressure is held) keep the deadline. Follow-ups end with a
 crossing not confirmed, every threshold far from met, or nothing new near while held. Memory that goes back by
 itself `FLAP_CHANGES` times within `FLAP_WINDOW_S` flaps: no follow-ups, and a notification brings a cycle about
-`FLAP_CYCLE_S` after the last (`flap_cycle_s`), not at once.
+`FLAP_CYCLE_S` after the last (`flap_cycle_s`), not at once. On cgroup v1, `MemcgState` and its `memcg_*`
+transitions say which memcg levels to register, which firing earns a cycle and what to read in the kernel's place.
 Invariants: pure (no I/O, no clock: every time is an argument, monotonic seconds); states are immutable.
 """
 
@@ -20,6 +21,29 @@ from enum import StrEnum
 from types import MappingProxyType
 
 from evictd.core.engine import Assessment
+from evictd.core.errors import SampleError
+from evictd.core.memcg import (
+    CLOSE_READING_S,
+    STATS_CATCH_UP_S,
+    approach_watch_level,
+    approach_watch_stale,
+    armed_inactive_file,
+    close_reading_until,
+    close_reading_wanted,
+    drop_watch_stale,
+    drop_watch_wanted,
+    firing_needs_cycle,
+    level_from,
+    level_moved,
+    level_unwatched_until_registered,
+    memcg_notifier_description,
+    memcg_threshold_bytes,
+    memory_stats_for,
+    notifier_refresh_due,
+    stats_behind,
+    working_set_from,
+    working_set_level,
+)
 from evictd.core.psi_window import WINDOW_FOLLOW_UP_S, window_follow_up_wanted
 from evictd.core.quantity import Quantity, QuantityFormat
 from evictd.core.refault import RefaultSample, next_samples, refault_figure
@@ -311,8 +335,7 @@ def wakes(causes: Iterable[str]) -> tuple[Wake, ...]:
     return tuple(Wake(cause) for cause in causes) or (Wake.TIMER,)
 
 
-# The memory watch (cgroup v2 without PSI has nothing else; on v1 it backs the levels up): each memory threshold
-# not met becomes a `WatchTarget`, looked at after margin / rate, closely only near a crossing.
+# The memory watch (v2's only one without PSI; v1's backstop): each unmet threshold a `WatchTarget`.
 # The fastest fill assumed: a process writing fresh pages on one core fills 1-2 GiB/s.
 ASSUMED_FILL_BYTES_PER_S = 1 << 30
 # On v1, the backstop of levels the kernel may announce late: a 4 GiB/s fill is still read within MIN_PERIOD_S.
@@ -457,8 +480,7 @@ def memory_look(histories: Mapping[WatchTarget, LookHistory], targets: Sequence[
     return Look(kept, None, period)
 
 
-# The refault watch: /proc/vmstat read every REFAULT_LOOK_S while a refault threshold is not met (no kernel
-# notification for page cache thrash without PSI); a look wakes the loop when the cycle's figure may meet one.
+# The refault watch reads /proc/vmstat this often while a refault threshold is unmet (no kernel notification).
 REFAULT_LOOK_S = 1.0
 _REFAULT_CAPACITY = Quantity.from_int(STALL_BASIS_POINTS, QuantityFormat.DECIMAL_SI)
 
@@ -515,3 +537,288 @@ WATCHES: Mapping[Reading, WatchRow] = MappingProxyType({
     Reading.NODE_MEMORY_STALL: WatchRow(Wake.PSI, None, 0.0),
     Reading.PODS_MEMORY_STALL: WatchRow(Wake.PSI, None, 0.0),
 })
+
+
+# cgroup v1's memcg notifiers: `MemcgState` and its `memcg_*` transitions (arithmetic: `evictd.core.memcg`).
+# While a level is being registered, or the kernel's statistics are behind, usage is read this often.
+UNWATCHED_RECHECK_S = 0.002
+# After a level fired near it for page cache, memory.stat is read this often (it may still count dropped pages).
+LEVEL_CLOSE_READING_EVERY_S = 0.02
+
+# Two figures of a cgroup read one after the other: usage and inactive file (bytes).
+Figures = tuple[int, int]
+
+
+class Watch(StrEnum):
+    """What a memcg notifier of a threshold is: its level, or a watch beside it (page cache unless judged else)."""
+
+    LEVEL = "level"  # the threshold's level: a crossing
+    DROP = "drop"  # a step below usage: usage fell (page cache dropped leaves the level too high)
+    APPROACH = "approach"  # halfway from usage to the level: usage rose (the level is judged again on fresh figures)
+
+
+_WATCH_SUFFIXES = {Watch.LEVEL: "", Watch.DROP: ": usage fell", Watch.APPROACH: ": usage rose halfway"}
+
+
+def notifier_description(threshold: Threshold, watch: Watch) -> str:
+    """Return what the notifier `watch` of `threshold` is called in logs."""
+    return memcg_notifier_description(threshold) + _WATCH_SUFFIXES[watch]
+
+
+@dataclass(frozen=True, slots=True)
+class Registration:
+    """A notifier to register: threshold `index`'s `watch` at usage `level` (<= 0, or a watch beside no level: none,
+    the place emptied), computed from `usage_bytes`."""
+
+    index: int
+    watch: Watch
+    level: int
+    usage_bytes: int
+
+
+@dataclass(frozen=True, slots=True)
+class CloseReading:
+    """A threshold read closely (usage and memory.stat) until it is met or `until`, every `every_s`, and why."""
+
+    until: float
+    why: str
+    every_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class Followed:
+    """What a cycle's readings ask for: the registrations (`at_once`: the first arming, made there and then in this
+    order, each level before its watches), and the thresholds whose readings could give no level."""
+
+    registrations: tuple[Registration, ...]
+    unreadable: tuple[tuple[int, SampleError], ...]
+    at_once: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Firing:
+    """A notifier that fired: threshold `index`'s `watch`, and whether it is the level the kernel holds now."""
+
+    index: int
+    watch: Watch
+    is_armed_level: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class MemcgState:
+    """What the memcg notifier set knows of each memory threshold (`cgroup_dirs[i]`: threshold i's folder): its
+    working-set level and whether it was met in the last readings, the levels the kernel holds (`armed[watch][i]`,
+    as installed), the levels asked for that the kernel does not watch yet (`unwatched`), the close readings, when
+    a level fired while not met (`crossed_at`: a crossing the next cycles may not show yet), the last refresh."""
+
+    thresholds: tuple[Threshold, ...]
+    cgroup_dirs: tuple[str, ...]
+    memory_root: str
+    working_set_levels: tuple[int | None, ...] = ()
+    met: tuple[bool, ...] = ()
+    armed: Mapping[Watch, tuple[int | None, ...]] = field(default_factory=dict)
+    unwatched: Mapping[int, int] = field(default_factory=dict)
+    read_closely: Mapping[int, CloseReading] = field(default_factory=dict)
+    crossed_at: Mapping[int, float] = field(default_factory=dict)
+    last_refresh_at: float | None = None
+
+    @classmethod
+    def of(cls, thresholds: Sequence[Threshold], cgroup_dirs: Sequence[str], memory_root: str) -> MemcgState:
+        """The state before any cycle: nothing known, nothing armed."""
+        count = len(thresholds)
+        return cls(tuple(thresholds), tuple(cgroup_dirs), memory_root, (None,) * count, (False,) * count,
+                   {watch: (None,) * count for watch in Watch})
+
+    @property
+    def watches_root(self) -> bool:
+        """Whether a threshold watches the memory root (whose fresh inactive file a cycle's arming uses)."""
+        return self.memory_root in self.cgroup_dirs
+
+    @property
+    def recheck_s(self) -> float | None:
+        """How often to read in the kernel's place: while a level is unwatched, or the fastest close reading."""
+        if self.unwatched:
+            return UNWATCHED_RECHECK_S
+        return min((reading.every_s for reading in self.read_closely.values()), default=None)
+
+    @property
+    def known_folders(self) -> tuple[str, ...]:
+        """The cgroup folders of the thresholds whose working-set level is known."""
+        return tuple(dict.fromkeys(folder for folder, level in zip(self.cgroup_dirs, self.working_set_levels,
+                                                                   strict=True) if level is not None))
+
+    def forgotten(self) -> MemcgState:
+        """The set closed: nothing armed, asked or read closely any more."""
+        return replace(self, armed={watch: (None,) * len(self.thresholds) for watch in Watch}, unwatched={},
+                       read_closely={}, crossed_at={})
+
+
+def memcg_installed(state: MemcgState, index: int, watch: Watch, level: int | None) -> MemcgState:
+    """The kernel now holds threshold `index`'s `watch` at `level` (None: nothing)."""
+    armed = list(state.armed[watch])
+    armed[index] = level
+    return replace(state, armed={**state.armed, watch: tuple(armed)})
+
+
+def memcg_registered(state: MemcgState, index: int) -> MemcgState:
+    """The newest level asked for threshold `index` is registered (or failed): the kernel watches it, if any."""
+    return replace(state, unwatched={i: level for i, level in state.unwatched.items() if i != index})
+
+
+def memcg_after_cycle(state: MemcgState, summary: Summary, fresh_root: int | None, *, cycle_at: float,
+                      now: float) -> tuple[MemcgState, Followed]:
+    """Follow a cycle's readings (`cycle_at`: its time, which the kubelet's 10 s refresh counts; `now`: the time
+    close readings count from; `fresh_root`: the memory root's fresh inactive file, None: none). The first time
+    every notifier is registered at once; at a refresh every one is asked again; otherwise a level when it moved
+    a step and its watches when stale (a met threshold has neither). Unreadable readings are reported at a refresh
+    only; a threshold left without a level by a failed registration waits for the next refresh."""
+    first = state.last_refresh_at is None
+    due = notifier_refresh_due(state.last_refresh_at, cycle_at)
+    levels, met = list(state.working_set_levels), list(state.met)
+    closely, crossed_at = dict(state.read_closely), dict(state.crossed_at)
+    unwatched = dict(state.unwatched)
+    registrations: list[Registration] = []
+    unreadable: list[tuple[int, SampleError]] = []
+    for index, threshold in enumerate(state.thresholds):
+        try:
+            available, working_set, usage = memory_stats_for(threshold, summary)
+        except SampleError as exc:
+            if due:
+                unreadable.append((index, exc))
+            continue
+        level_bytes = memcg_threshold_bytes(threshold, available, working_set, usage)
+        levels[index] = ws_level = working_set_level(level_bytes, usage, working_set)
+        fresh = fresh_root if state.cgroup_dirs[index] == state.memory_root else None
+        met[index] = usage >= level_bytes  # what the decision saw: memory.stat's figure
+        since = crossed_at.get(index)
+        until = close_reading_until(now, met=met[index], behind=stats_behind(ws_level, usage, usage - working_set,
+                                                                             fresh), crossed_at=since)
+        if since is not None and close_reading_until(now, met=met[index], behind=False, crossed_at=since) is None:
+            del crossed_at[index]  # met since, or too long ago to matter
+        under_way = closely.get(index)
+        if until is not None and (under_way is None or under_way.every_s > UNWATCHED_RECHECK_S):
+            closely[index] = CloseReading(until, "met once the kernel's statistics caught up", UNWATCHED_RECHECK_S)
+        elif met[index]:
+            closely.pop(index, None)
+        level = level_from(ws_level, usage, armed_inactive_file(usage - working_set, fresh))
+        if first:
+            registrations += [Registration(index, Watch.LEVEL, level, usage),
+                              Registration(index, Watch.DROP, drop_watch_wanted(level, usage), usage),
+                              Registration(index, Watch.APPROACH, approach_watch_level(level, usage), usage)]
+            continue
+        armed = state.armed[Watch.LEVEL][index]
+        if not due and armed is None:
+            continue
+        if due or (armed is not None and level_moved(armed, level)):
+            registrations.append(_asked(unwatched, Registration(index, Watch.LEVEL, level, usage), armed,
+                                        met[index]))
+        registrations += _stale_watches(state, index, level, usage, due=due)
+    new = replace(state, working_set_levels=tuple(levels), met=tuple(met), unwatched=unwatched,
+                  read_closely=closely, crossed_at=crossed_at,
+                  last_refresh_at=cycle_at if due else state.last_refresh_at)
+    return new, Followed(tuple(registrations), tuple(unreadable), at_once=first)
+
+
+def _asked(unwatched: dict[int, int], registration: Registration, armed: int | None, met: bool) -> Registration:
+    """Note in `unwatched` a level asked for that the kernel will not watch until it is registered."""
+    if level_unwatched_until_registered(registration.level, registration.usage_bytes, armed, met):
+        unwatched[registration.index] = registration.level
+    else:
+        unwatched.pop(registration.index, None)
+    return registration
+
+
+def _stale_watches(state: MemcgState, index: int, level: int, usage: int, *, due: bool) -> list[Registration]:
+    """The drop and approach watches of threshold `index` beside `level` where they are stale (all when `due`)."""
+    stale = []
+    if due or drop_watch_stale(state.armed[Watch.DROP][index], level, usage):
+        stale.append(Registration(index, Watch.DROP, drop_watch_wanted(level, usage), usage))
+    if due or approach_watch_stale(state.armed[Watch.APPROACH][index], level, usage):
+        stale.append(Registration(index, Watch.APPROACH, approach_watch_level(level, usage), usage))
+    return stale
+
+
+def _needs_cycle(state: MemcgState, index: int, watch: Watch, figures: Mapping[str, Figures | None]) -> bool:
+    """Whether a firing of `watch` needs a cycle (`firing_needs_cycle`); True when it cannot be judged."""
+    working_set_level_bytes = state.working_set_levels[index]
+    read = figures.get(state.cgroup_dirs[index])
+    if working_set_level_bytes is None or read is None:
+        return True
+    return firing_needs_cycle(state.met[index], drop_watch=watch is not Watch.LEVEL,
+                              working_set_level_bytes=working_set_level_bytes,
+                              working_set_bytes=working_set_from(*read))
+
+
+def memcg_fired(state: MemcgState, fired: Sequence[Firing], figures: Mapping[str, Figures | None], now: float
+                ) -> tuple[MemcgState, tuple[bool, ...], tuple[Registration, ...]]:
+    """Judge notifiers that fired on `figures` of each cgroup read since (usage and the inactive file to arm with;
+    None: a read failed): whether each may change the decision, and what to re-arm when none may (page cache: no
+    cycle). A watch near its threshold starts a close reading, so does a level judged page cache there; a level
+    that fired while not met is a crossing the next cycles' statistics may not show yet."""
+    needing = tuple(_needs_cycle(state, firing.index, firing.watch, figures) for firing in fired)
+    closely, crossed_at = dict(state.read_closely), dict(state.crossed_at)
+    for firing, needs in zip(fired, needing, strict=True):
+        index = firing.index
+        read, ws_level = figures.get(state.cgroup_dirs[index]), state.working_set_levels[index]
+        near = read is not None and ws_level is not None and close_reading_wanted(state.met[index], ws_level,
+                                                                                  working_set_from(*read))
+        if firing.watch is not Watch.LEVEL or not needs:
+            for_s, every_s = ((CLOSE_READING_S, UNWATCHED_RECHECK_S) if firing.watch is not Watch.LEVEL
+                              else (STATS_CATCH_UP_S, LEVEL_CLOSE_READING_EVERY_S))
+            if near:
+                until, under_way = now + for_s, closely.get(index)
+                if under_way is not None and under_way.every_s < every_s:
+                    until, every_s = max(until, under_way.until), under_way.every_s
+                closely[index] = CloseReading(until, "met while read closely", every_s)
+        if firing.watch is Watch.LEVEL and not state.met[index]:
+            crossed_at[index] = now
+    state = replace(state, read_closely=closely, crossed_at=crossed_at)
+    if not fired or any(needing):
+        return state, needing, ()
+    unwatched = dict(state.unwatched)
+    registrations: list[Registration] = []
+    for firing in fired:
+        registrations += _rearmed(state, unwatched, firing, figures.get(state.cgroup_dirs[firing.index]))
+    return replace(state, unwatched=unwatched), needing, tuple(registrations)
+
+
+def _rearmed(state: MemcgState, unwatched: dict[int, int], firing: Firing, read: Figures | None
+             ) -> list[Registration]:
+    """Re-arm a level (when it fired or moved) and its watches (when stale) from `read`. A watch that fired lowers a
+    level, never raises it: memory.stat may still count page cache gone; a level too low only fires early."""
+    ws_level, armed = state.working_set_levels[firing.index], state.armed[Watch.LEVEL][firing.index]
+    if read is None or ws_level is None:
+        return []
+    usage, inactive_file = read
+    level = level_from(ws_level, usage, inactive_file)
+    registrations = []
+    if armed is not None and (firing.is_armed_level or (level < armed and level_moved(armed, level))):
+        registrations.append(_asked(unwatched, Registration(firing.index, Watch.LEVEL, level, usage), armed,
+                                    state.met[firing.index]))
+    return registrations + _stale_watches(state, firing.index, level, usage, due=False)
+
+
+def memcg_rechecked(state: MemcgState, unwatched: Sequence[tuple[int, int, int | None]],
+                    closely: Sequence[tuple[int, CloseReading, Figures | None]], now: float
+                    ) -> tuple[MemcgState, list[str]]:
+    """Judge the reads in the kernel's place at `now`: each `(index, level, usage)` of a level being registered and
+    each `(index, close reading, figures)` (None: unreadable, not met). Return the descriptions of the thresholds
+    crossed (a cycle is due); a close reading ends when met or when its time is up."""
+    crossed = [f"{memcg_notifier_description(state.thresholds[index])} (crossed while re-armed)"
+               for index, level, usage in unwatched if usage is not None and usage >= level]
+    kept = dict(state.read_closely)
+    for index, reading, read in closely:
+        ws_level = state.working_set_levels[index]
+        met = read is not None and ws_level is not None and working_set_from(*read) >= ws_level
+        if met or now >= reading.until:
+            kept.pop(index, None)
+        if met:
+            crossed.append(f"{memcg_notifier_description(state.thresholds[index])} ({reading.why})")
+    return replace(state, read_closely=kept), crossed
+
+
+def memcg_may_change_decision(state: MemcgState, figures: Mapping[str, Figures | None]) -> bool:
+    """Whether a wake-up naming no threshold (PSI) may change the decision, on `figures` of `known_folders` read
+    now, judged as a drop watch's firing (True when a read failed, or with no threshold at all)."""
+    known = [index for index, level in enumerate(state.working_set_levels) if level is not None]
+    return not state.thresholds or any(_needs_cycle(state, index, Watch.DROP, figures) for index in known)

@@ -170,13 +170,14 @@ def _firing_note(note_firing: Callable[[Signal, float, float], None], signal: Si
     return lambda: note_firing(signal, share, window_s)
 
 
-def build_memcg_notifiers(thresholds: Sequence[Threshold], layout: CgroupLayout,
-                          cgroups: CgroupReader) -> MemcgNotifierSet:
+def build_memcg_notifiers(thresholds: Sequence[Threshold], layout: CgroupLayout, cgroups: CgroupReader, *,
+                          monotonic: Callable[[], float]) -> MemcgNotifierSet:
     """The memcg thresholds of a cgroup v1 node; where the memory hierarchy is the machine's own (its root), armed
     with /proc/meminfo's inactive file too, fresher than the root's memory.stat (`evictd.core.memcg`)."""
     memory_root = str(layout.memory_hierarchy)
     return MemcgNotifierSet(thresholds, memory_root=memory_root, pods_cgroup=cgroups.pods_cgroup(),
-                            fresh_inactive_file=inactive_file_bytes if v1_hierarchy_root(memory_root) else None)
+                            fresh_inactive_file=inactive_file_bytes if v1_hierarchy_root(memory_root) else None,
+                            monotonic=monotonic)
 
 
 @dataclass(frozen=True)
@@ -205,30 +206,33 @@ def build_notifiers(settings: EvictdSettings, layout: CgroupLayout, cgroups: Cgr
                     metrics: Metrics, log: Log, engine_config: EngineConfig,
                     stall_gate: Callable[[], StallGate] | None = None,
                     note_pressure: Callable[[], None] = lambda: None,
-                    note_firing: Callable[[Signal, float, float], None] | None = None) -> NotifierRefresh:
+                    note_firing: Callable[[Signal, float, float], None] | None = None, *,
+                    monotonic: Callable[[], float]) -> NotifierRefresh:
     """The wake-ups between ticks: memcg thresholds (cgroup v1) and the memory watch, PSI (its firings judged
     with the engine's `stall_gate` where stall-family thresholds are configured), the refault watch and the pid
-    watch (where their thresholds are configured and the stats are the node's own)."""
+    watch (where their thresholds are configured and the stats are the node's own), timed by the loop's `monotonic`."""
     node_stats = settings.stats_source is StatsOrigin.NODE
     thresholds = engine_config.thresholds
     memory_wakeups = settings.memcg_wakeups and node_stats
-    memcg = build_memcg_notifiers(thresholds, layout, cgroups) if memory_wakeups and layout.version == 1 else None
+    memcg = (build_memcg_notifiers(thresholds, layout, cgroups, monotonic=monotonic)
+             if memory_wakeups and layout.version == 1 else None)
     # cgroup v2 has no memcg threshold notifier: the memory watch looks closely while a crossing is near instead. On
     # v1 it looks beside the notifiers, for the crossings a usage level cannot announce: page cache turned active
     # (the working set grows, usage does not) or dropped below the level's inactive file, statistics folded late.
     memory_watch = (MemoryWatch(cgroups, thresholds, settings.housekeeping_interval_s, fill_bytes_per_s=(
         V1_BACKSTOP_FILL_BYTES_PER_S if layout.version == 1 else ASSUMED_FILL_BYTES_PER_S),
-        look_budget=layout.version == 2) if memory_wakeups else None)
+        look_budget=layout.version == 2, monotonic=monotonic) if memory_wakeups else None)
     stalls = any(spec_of(threshold.signal).stall_family for threshold in thresholds)
     psi = build_psi_notifiers(settings, layout, cgroups, log, memcg, stall_gate if stalls and node_stats else None,
                               note_pressure, thresholds, note_firing if stalls and node_stats else None)
     # Nothing in the kernel announces page cache thrash without PSI, nor tasks running out: the refault watch reads
     # /proc/vmstat, the pid watch /proc/loadavg's task count.
     refaults = any(threshold.signal is Signal.MEMORY_REFAULT for threshold in thresholds)
-    refault_watch = (RefaultWatch(thresholds, gated=engine_config.stall_requires_node_reclaim)
+    refault_watch = (RefaultWatch(thresholds, gated=engine_config.stall_requires_node_reclaim, monotonic=monotonic)
                      if refaults and node_stats else None)
     pids = any(threshold.signal is Signal.PID_AVAILABLE for threshold in thresholds)
-    pids_watch = pid_watch(thresholds, settings.housekeeping_interval_s) if pids and node_stats else None
+    pids_watch = (pid_watch(thresholds, settings.housekeeping_interval_s, monotonic=monotonic)
+                  if pids and node_stats else None)
     return NotifierRefresh(waiter, memcg, psi, metrics, log, memory_watch, refault_watch, pids_watch)
 
 def plausible(parts: StatsParts) -> StatsParts:

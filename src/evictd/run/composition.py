@@ -38,7 +38,7 @@ from evictd.adapters.self_protection import (
     read_oom_score_adj,
     set_oom_score_adj,
 )
-from evictd.clock import SYSTEM_CLOCK
+from evictd.clock import SYSTEM_CLOCK, Clock
 from evictd.config import Configuration, EvictdSettings, MetricsAuthorization, StatsOrigin
 from evictd.core.engine import EngineConfig, EngineState
 from evictd.core.errors import ConfigError, SampleError
@@ -131,6 +131,8 @@ class Basics:
     cgroups: CgroupReader
     # The engine state file's writes, the recorder's fdatasync and segment closes, off the loop (an fsync may wait).
     write_behind: WriteBehind
+    # The loop's clock: the waiter and the sensors take their times from it, never from one of their own.
+    clock: Clock
 
     @property
     def settings(self) -> EvictdSettings:
@@ -144,7 +146,8 @@ def build_basics(config: Configuration, log: Log, metrics: Metrics, never_acts: 
     # The DaemonSet passes spec.nodeName through the downward API; otherwise the hostname, as the kubelet.
     node_name = settings.node_name or os.environ.get(NODE_NAME_ENV, "") or socket.gethostname()
     layout = detect_cgroup_layout(settings.cgroupfs_path, settings.cgroup_driver, base=settings.cgroup_root.strip("/"))
-    waiter = Waiter()
+    clock = SYSTEM_CLOCK  # the loop's: the waiter, the sensors and the daemon time by it
+    waiter = Waiter(clock.monotonic)
     run = run_id(SYSTEM_CLOCK.wall().timestamp()) if settings.recorder else None
     cgroups = CgroupReader(layout)
     # Until a runtime answers, a pod evicted at once that the API does not delete is stopped via its cgroup.
@@ -154,7 +157,7 @@ def build_basics(config: Configuration, log: Log, metrics: Metrics, never_acts: 
                   stop=StopSignal(waiter.wake, settings.shutdown_timeout_s, log, exit=exit_after_logs),
                   runtime=runtime, run=run,
                   decision=CurrentDecision(run), cgroup_layout=layout, cgroups=cgroups,
-                  write_behind=WriteBehind(log))
+                  write_behind=WriteBehind(log), clock=clock)
 
 
 class ModeGatedMemoryReclaimer:
@@ -448,7 +451,7 @@ def build_daemon(
                          dry_run=None if never_acts else mode.dry_run)
     notifiers = build_notifiers(basics.settings, basics.cgroup_layout, basics.cgroups, basics.waiter, basics.metrics,
                                 basics.log, engine_config, lambda: manager.state.stall_gate, stats.note_pressure,
-                                stats.note_firing)
+                                stats.note_firing, monotonic=basics.clock.monotonic)
     health = Health(settings.housekeeping_interval_s, stopping=basics.stop.is_set)
     basics.metrics.watch_health(lambda: health.status()[0])
     warn_about_pods_cgroup(basics)
@@ -457,7 +460,7 @@ def build_daemon(
                         state_file=state_file, link=link, notifiers=notifiers, start_state=start_state,
                         health=health)
     return Daemon(manager, LoopSettings(settings.housekeeping_interval_s, basics.node_name, reported_only, max_cycles),
-                  Wakeups(basics.waiter, basics.stop), Reporting(basics.metrics, health, log), hooks,
+                  Wakeups(basics.waiter, basics.stop, basics.clock), Reporting(basics.metrics, health, log), hooks,
                   build_parts(basics, cluster, link, stats, health, serve_http))
 
 

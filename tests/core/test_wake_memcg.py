@@ -1,4 +1,4 @@
-"""The model of cgroup v1's memory wake-ups (`evictd.core.memcg_wakeups`), rule by rule, without a cgroup: what it
+"""The model of cgroup v1's memory wake-ups (`evictd.core.wake`'s memcg rules), rule by rule, without a cgroup: what it
 asks to register, which firing earns a cycle, and what it reads in the kernel's place. The set that carries it out
 on real cgroups is tests/adapters/test_notifiers.py's.
 
@@ -12,19 +12,26 @@ from types import MappingProxyType
 
 import pytest
 
-from evictd.core.memcg_wakeups import (
-    LEVEL_CLOSE_READING_EVERY_S,
-    UNWATCHED_RECHECK_S,
-    CloseReading,
-    Firing,
-    MemcgWakeups,
-    Registration,
-    Watch,
-)
 from evictd.core.quantity import Quantity
 from evictd.core.signals import Signal
 from evictd.core.summary import ContainerStats, MemoryStats, NodeStats, Summary
 from evictd.core.thresholds import Threshold, ThresholdValue
+from evictd.core.wake import (
+    LEVEL_CLOSE_READING_EVERY_S,
+    UNWATCHED_RECHECK_S,
+    CloseReading,
+    Firing,
+    Followed,
+    MemcgState,
+    Registration,
+    Watch,
+    memcg_after_cycle,
+    memcg_fired,
+    memcg_installed,
+    memcg_may_change_decision,
+    memcg_rechecked,
+    memcg_registered,
+)
 
 MI = 1 << 20
 ROOT, PODS = "/memory", "/memory/kubepods"
@@ -44,13 +51,18 @@ def summary(node: MemoryStats, pods: MemoryStats | None = None) -> Summary:
     return Summary(node=NodeStats(memory=node, system_containers=MappingProxyType(containers)))
 
 
-def armed_model(working_set_mib: int = 1000, inactive_mib: int = 100) -> MemcgWakeups:
-    """A model of one hard threshold on the root, armed as its first cycle asked, the kernel holding all three."""
-    model = MemcgWakeups([HARD_512], [ROOT], ROOT)
-    for registration in model.follow(summary(stats(working_set_mib, inactive_mib)), None, cycle_at=0.0,
-                                     now=0.0).registrations:
-        model.installed(0, registration.watch, registration.level if registration.level > 0 else None)
-    return model
+def followed(state: MemcgState, working_set_mib: int, inactive_mib: int, at: float,
+             fresh_root: int | None = None) -> tuple[MemcgState, Followed]:
+    """The state after a cycle at `at` that read the node at these figures."""
+    return memcg_after_cycle(state, summary(stats(working_set_mib, inactive_mib)), fresh_root, cycle_at=at, now=at)
+
+
+def armed_model(working_set_mib: int = 1000, inactive_mib: int = 100) -> MemcgState:
+    """One hard threshold on the root, armed as its first cycle asked, the kernel holding all three."""
+    state, asked = followed(MemcgState.of([HARD_512], [ROOT], ROOT), working_set_mib, inactive_mib, 0.0)
+    for registration in asked.registrations:
+        state = memcg_installed(state, 0, registration.watch, registration.level if registration.level > 0 else None)
+    return state
 
 
 def figures(working_set_mib: int, inactive_mib: int = 0) -> dict[str, tuple[int, int] | None]:
@@ -58,18 +70,17 @@ def figures(working_set_mib: int, inactive_mib: int = 0) -> dict[str, tuple[int,
 
 
 def test_the_first_cycle_registers_each_level_and_its_two_watches_at_once() -> None:
-    model = MemcgWakeups([HARD_512, ALLOCATABLE_512], [ROOT, PODS], ROOT)
-    followed = model.follow(summary(stats(1000, 100)), None, cycle_at=0.0, now=0.0)
-    assert followed.at_once
-    assert followed.registrations == (
+    state, first = followed(MemcgState.of([HARD_512, ALLOCATABLE_512], [ROOT, PODS], ROOT), 1000, 100, 0.0)
+    assert first.at_once
+    assert first.registrations == (
         Registration(0, Watch.LEVEL, 1636 * MI, 1100 * MI),
         Registration(0, Watch.DROP, 1092 * MI, 1100 * MI),  # a step (8 MiB) below usage
         Registration(0, Watch.APPROACH, 1368 * MI, 1100 * MI),  # halfway from usage to the level
     )
     # No pods system container: the kubelet's text, at a refresh only.
-    [(index, error)] = followed.unreadable
+    [(index, error)] = first.unreadable
     assert index == 1 and error.reason == 'system container "pods" not found in metrics'
-    later = model.follow(summary(stats(1000, 100)), None, cycle_at=1.0, now=1.0)
+    _, later = followed(state, 1000, 100, 1.0)
     assert not later.at_once and later.unreadable == ()
 
 
@@ -83,19 +94,19 @@ def test_the_first_cycle_registers_each_level_and_its_two_watches_at_once() -> N
 ])
 def test_between_refreshes_a_level_is_asked_again_only_when_it_moved_a_step(
         cycle_at: float, inactive_mib: int, asked: list[Watch]) -> None:
-    model = armed_model()
+    state = armed_model()
     if cycle_at > 11:
-        model.follow(summary(stats(1000, 100)), None, cycle_at=10.5, now=10.5)
-    followed = model.follow(summary(stats(1000, inactive_mib)), None, cycle_at=cycle_at, now=cycle_at)
-    assert [registration.watch for registration in followed.registrations] == asked
+        state, _ = followed(state, 1000, 100, 10.5)
+    _, then = followed(state, 1000, inactive_mib, cycle_at)
+    assert [registration.watch for registration in then.registrations] == asked
 
 
 def test_a_threshold_without_a_level_waits_for_the_refresh_and_a_met_one_has_no_drop_watch() -> None:
-    model = armed_model()
-    model.installed(0, Watch.LEVEL, None)  # its registration failed
-    assert model.follow(summary(stats(1000, 140)), None, cycle_at=1.0, now=1.0).registrations == ()
-    followed = model.follow(summary(stats(1600, 100)), None, cycle_at=11.0, now=11.0)
-    assert {r.watch: r.level for r in followed.registrations}[Watch.DROP] == 0  # met: none
+    state = memcg_installed(armed_model(), 0, Watch.LEVEL, None)  # its registration failed
+    state, between = followed(state, 1000, 140, 1.0)
+    assert between.registrations == ()
+    _, refresh = followed(state, 1600, 100, 11.0)
+    assert {r.watch: r.level for r in refresh.registrations}[Watch.DROP] == 0  # met: none
 
 
 @pytest.mark.parametrize(("working_set_mib", "armed_mib", "met", "unwatched"), [
@@ -106,21 +117,20 @@ def test_a_threshold_without_a_level_waits_for_the_refresh_and_a_met_one_has_no_
 ])
 def test_a_lower_level_being_registered_is_read_in_the_kernels_place(
         working_set_mib: int, armed_mib: int, met: bool, unwatched: bool) -> None:
-    model = armed_model()
-    model.installed(0, Watch.LEVEL, armed_mib * MI)
-    followed = model.follow(summary(stats(working_set_mib, 40)), None, cycle_at=1.0, now=1.0)
-    assert Watch.LEVEL in [r.watch for r in followed.registrations]
-    assert (model.unwatched() == {0: (ROOT, 1576 * MI)}) is unwatched
-    assert (model.recheck_s() == UNWATCHED_RECHECK_S) is unwatched
-    model.level_registered(0)
-    assert model.unwatched() == {} and model.recheck_s() is None
+    state = memcg_installed(armed_model(), 0, Watch.LEVEL, armed_mib * MI)
+    state, then = followed(state, working_set_mib, 40, 1.0)
+    assert Watch.LEVEL in [r.watch for r in then.registrations]
+    assert (state.unwatched == {0: 1576 * MI}) is unwatched
+    assert (state.recheck_s == UNWATCHED_RECHECK_S) is unwatched
+    state = memcg_registered(state, 0)
+    assert state.unwatched == {} and state.recheck_s is None
 
 
 def test_usage_read_past_a_level_being_registered_is_a_crossing() -> None:
-    model = armed_model()
-    assert model.judge_rechecks([(0, 1576 * MI, 1575 * MI)], [], now=1.0) == []
-    assert model.judge_rechecks([(0, 1576 * MI, None)], [], now=1.0) == []  # unreadable: the registration says
-    assert model.judge_rechecks([(0, 1576 * MI, 1576 * MI)], [], now=1.0) == [
+    state = armed_model()
+    assert memcg_rechecked(state, [(0, 1576 * MI, 1575 * MI)], [], now=1.0)[1] == []
+    assert memcg_rechecked(state, [(0, 1576 * MI, None)], [], now=1.0)[1] == []  # unreadable: the registration says
+    assert memcg_rechecked(state, [(0, 1576 * MI, 1576 * MI)], [], now=1.0)[1] == [
         "hard memory eviction threshold (crossed while re-armed)"]
 
 
@@ -135,27 +145,26 @@ def test_usage_read_past_a_level_being_registered_is_a_crossing() -> None:
 ])
 def test_a_firing_earns_a_cycle_only_when_it_may_change_the_decision(
         met_mib: int, watch: Watch, working_set_mib: int, needs: bool) -> None:
-    model = armed_model(working_set_mib=met_mib)
-    needing, _ = model.judge_firings([Firing(0, watch)], figures(working_set_mib, 50), now=1.0)
+    _, needing, _ = memcg_fired(armed_model(working_set_mib=met_mib), [Firing(0, watch)],
+                                figures(working_set_mib, 50), now=1.0)
     assert needing == (needs,)
 
 
 def test_a_firing_that_cannot_be_judged_earns_a_cycle() -> None:
-    model = armed_model()
-    assert model.judge_firings([Firing(0, Watch.DROP)], {ROOT: None}, now=1.0)[0] == (True,)
-    unknown = MemcgWakeups([HARD_512], [ROOT], ROOT)  # no cycle yet: no working-set level
-    assert unknown.judge_firings([Firing(0, Watch.DROP)], figures(1000), now=1.0)[0] == (True,)
+    assert memcg_fired(armed_model(), [Firing(0, Watch.DROP)], {ROOT: None}, now=1.0)[1] == (True,)
+    unknown = MemcgState.of([HARD_512], [ROOT], ROOT)  # no cycle yet: no working-set level
+    assert memcg_fired(unknown, [Firing(0, Watch.DROP)], figures(1000), now=1.0)[1] == (True,)
 
 
 def test_page_cache_firing_the_level_re_arms_it_from_the_fresh_figures() -> None:
-    model = armed_model()
-    needing, registrations = model.judge_firings([Firing(0, Watch.LEVEL, is_armed_level=True)],
-                                                 figures(1200, 440), now=1.0)
+    state = armed_model()
+    _, needing, registrations = memcg_fired(state, [Firing(0, Watch.LEVEL, is_armed_level=True)],
+                                            figures(1200, 440), now=1.0)
     assert needing == (False,)
     assert Registration(0, Watch.LEVEL, (1536 + 440) * MI, 1640 * MI) in registrations
     # A firing of a level since replaced re-arms nothing of the level (the one armed stands).
-    _, registrations = model.judge_firings([Firing(0, Watch.LEVEL, is_armed_level=False)], figures(1200, 440),
-                                           now=1.0)
+    _, _, registrations = memcg_fired(state, [Firing(0, Watch.LEVEL, is_armed_level=False)], figures(1200, 440),
+                                      now=1.0)
     assert Watch.LEVEL not in [r.watch for r in registrations]
 
 
@@ -164,15 +173,14 @@ def test_page_cache_firing_the_level_re_arms_it_from_the_fresh_figures() -> None
     (160, False),  # memory.stat counts more inactive file: a watch never raises the level
 ])
 def test_a_watch_that_fired_lowers_the_level_never_raises_it(inactive_mib: int, level_asked: bool) -> None:
-    model = armed_model()
-    _, registrations = model.judge_firings([Firing(0, Watch.DROP)], figures(1000, inactive_mib), now=1.0)
+    _, _, registrations = memcg_fired(armed_model(), [Firing(0, Watch.DROP)], figures(1000, inactive_mib), now=1.0)
     assert (Watch.LEVEL in [r.watch for r in registrations]) is level_asked
 
 
 def test_a_firing_that_needs_a_cycle_re_arms_nothing_itself() -> None:
-    model = armed_model()
-    needing, registrations = model.judge_firings(
-        [Firing(0, Watch.DROP), Firing(0, Watch.LEVEL, is_armed_level=True)], figures(1530, 40), now=1.0)
+    _, needing, registrations = memcg_fired(
+        armed_model(), [Firing(0, Watch.DROP), Firing(0, Watch.LEVEL, is_armed_level=True)], figures(1530, 40),
+        now=1.0)
     assert needing == (True, True) and registrations == ()
 
 
@@ -183,33 +191,32 @@ def test_a_firing_that_needs_a_cycle_re_arms_nothing_itself() -> None:
 ])
 def test_a_firing_near_the_threshold_starts_a_close_reading(
         watch: Watch, working_set_mib: int, expected: CloseReading | None) -> None:
-    model = armed_model()
-    model.judge_firings([Firing(0, watch)], figures(working_set_mib, 40), now=1.0)
-    assert model.close_readings().get(0) == expected
+    state, _, _ = memcg_fired(armed_model(), [Firing(0, watch)], figures(working_set_mib, 40), now=1.0)
+    assert state.read_closely.get(0) == expected
 
 
 def test_a_close_reading_ends_when_met_or_when_its_time_is_up() -> None:
-    model = armed_model()
-    model.judge_firings([Firing(0, Watch.DROP)], figures(1436, 40), now=1.0)
-    model.level_registered(0)  # the level it lowered (page cache dropped) is registered
-    reading = model.close_readings()[0]
-    assert model.recheck_s() == UNWATCHED_RECHECK_S
+    state, _, _ = memcg_fired(armed_model(), [Firing(0, Watch.DROP)], figures(1436, 40), now=1.0)
+    state = memcg_registered(state, 0)  # the level it lowered (page cache dropped) is registered
+    reading = state.read_closely[0]
+    assert state.recheck_s == UNWATCHED_RECHECK_S
     not_met = (1480 * MI, 0)
-    assert model.judge_rechecks([], [(0, reading, not_met)], now=1.5) == [] and 0 in model.close_readings()
-    assert model.judge_rechecks([], [(0, reading, None)], now=1.5) == []  # unreadable: not met
-    assert model.judge_rechecks([], [(0, reading, (1600 * MI, 50 * MI))], now=1.6) == [
-        "hard memory eviction threshold (met while read closely)"]
-    assert model.close_readings() == {} and model.recheck_s() is None
-    model.judge_firings([Firing(0, Watch.DROP)], figures(1436, 40), now=3.0)
-    assert model.judge_rechecks([], [(0, model.close_readings()[0], not_met)], now=4.0) == []
-    assert model.close_readings() == {}
+    state, crossed = memcg_rechecked(state, [], [(0, reading, not_met)], now=1.5)
+    assert crossed == [] and 0 in state.read_closely
+    state, crossed = memcg_rechecked(state, [], [(0, reading, None)], now=1.5)
+    assert crossed == []  # unreadable: not met
+    state, crossed = memcg_rechecked(state, [], [(0, reading, (1600 * MI, 50 * MI))], now=1.6)
+    assert crossed == ["hard memory eviction threshold (met while read closely)"]
+    assert state.read_closely == {} and state.recheck_s is None
+    state, _, _ = memcg_fired(state, [Firing(0, Watch.DROP)], figures(1436, 40), now=3.0)
+    state, crossed = memcg_rechecked(state, [], [(0, state.read_closely[0], not_met)], now=4.0)
+    assert crossed == [] and state.read_closely == {}
 
 
 def test_a_faster_close_reading_under_way_keeps_its_pace() -> None:
-    model = armed_model()
-    model.judge_firings([Firing(0, Watch.DROP)], figures(1436, 40), now=1.0)
-    model.judge_firings([Firing(0, Watch.LEVEL)], figures(1436, 40), now=1.5)
-    assert model.close_readings()[0] == CloseReading(4.0, "met while read closely", UNWATCHED_RECHECK_S)
+    state, _, _ = memcg_fired(armed_model(), [Firing(0, Watch.DROP)], figures(1436, 40), now=1.0)
+    state, _, _ = memcg_fired(state, [Firing(0, Watch.LEVEL)], figures(1436, 40), now=1.5)
+    assert state.read_closely[0] == CloseReading(4.0, "met while read closely", UNWATCHED_RECHECK_S)
 
 
 @pytest.mark.parametrize(("fresh_root_mib", "folder", "read_closely"), [
@@ -220,17 +227,15 @@ def test_a_faster_close_reading_under_way_keeps_its_pace() -> None:
 ])
 def test_a_threshold_met_on_the_fresh_inactive_file_is_read_until_the_statistics_catch_up(
         fresh_root_mib: int | None, folder: str, read_closely: bool) -> None:
-    model = MemcgWakeups([HARD_512], [folder], ROOT)
-    model.follow(summary(stats(1500, 200)), None if fresh_root_mib is None else fresh_root_mib * MI, cycle_at=0.0,
-                 now=5.0)
+    state, _ = memcg_after_cycle(MemcgState.of([HARD_512], [folder], ROOT), summary(stats(1500, 200)),
+                                 None if fresh_root_mib is None else fresh_root_mib * MI, cycle_at=0.0, now=5.0)
     expected = CloseReading(7.5, "met once the kernel's statistics caught up", UNWATCHED_RECHECK_S)
-    assert (model.close_readings().get(0) == expected) is read_closely
+    assert (state.read_closely.get(0) == expected) is read_closely
 
 
 def test_a_level_armed_on_the_fresh_figure_sits_where_the_threshold_can_first_be_met() -> None:
-    model = MemcgWakeups([HARD_512], [ROOT], ROOT)
-    followed = model.follow(summary(stats(1000, 200)), 150 * MI, cycle_at=0.0, now=0.0)
-    assert followed.registrations[0] == Registration(0, Watch.LEVEL, (1536 + 150) * MI, 1200 * MI)
+    _, first = followed(MemcgState.of([HARD_512], [ROOT], ROOT), 1000, 200, 0.0, fresh_root=150 * MI)
+    assert first.registrations[0] == Registration(0, Watch.LEVEL, (1536 + 150) * MI, 1200 * MI)
 
 
 @pytest.mark.parametrize(("then", "expected_until"), [
@@ -239,26 +244,23 @@ def test_a_level_armed_on_the_fresh_figure_sits_where_the_threshold_can_first_be
 ])
 def test_a_crossing_the_next_cycle_does_not_see_is_read_until_the_statistics_show_it(
         then: float, expected_until: float | None) -> None:
-    model = armed_model()
-    model.judge_firings([Firing(0, Watch.LEVEL)], figures(1530, 40), now=5.0)  # within a step: a cycle is due
-    model.follow(summary(stats(1000, 100)), None, cycle_at=then, now=then)
-    reading = model.close_readings().get(0)
+    state, _, _ = memcg_fired(armed_model(), [Firing(0, Watch.LEVEL)], figures(1530, 40), now=5.0)  # a cycle is due
+    state, _ = followed(state, 1000, 100, then)
+    reading = state.read_closely.get(0)
     assert (reading.until if reading is not None else None) == expected_until
 
 
 def test_a_crossing_a_cycle_saw_met_is_not_read_for_again() -> None:
-    model = armed_model()
-    model.judge_firings([Firing(0, Watch.LEVEL)], figures(1530, 40), now=5.0)
-    model.follow(summary(stats(1600, 100)), None, cycle_at=5.5, now=5.5)  # the cycle saw it met
-    model.follow(summary(stats(1000, 100)), None, cycle_at=6.0, now=6.0)  # relieved since
-    assert model.close_readings() == {}
+    state, _, _ = memcg_fired(armed_model(), [Firing(0, Watch.LEVEL)], figures(1530, 40), now=5.0)
+    state, _ = followed(state, 1600, 100, 5.5)  # the cycle saw it met
+    state, _ = followed(state, 1000, 100, 6.0)  # relieved since
+    assert state.read_closely == {}
 
 
 def test_a_cycle_that_reads_the_threshold_met_ends_its_close_reading() -> None:
-    model = armed_model()
-    model.judge_firings([Firing(0, Watch.DROP)], figures(1436, 40), now=1.0)
-    model.follow(summary(stats(1600, 100)), None, cycle_at=1.1, now=1.1)
-    assert model.close_readings() == {}
+    state, _, _ = memcg_fired(armed_model(), [Firing(0, Watch.DROP)], figures(1436, 40), now=1.0)
+    state, _ = followed(state, 1600, 100, 1.1)
+    assert state.read_closely == {}
 
 
 @pytest.mark.parametrize(("cycle_mib", "working_set_mib", "may"), [
@@ -270,18 +272,27 @@ def test_a_cycle_that_reads_the_threshold_met_ends_its_close_reading() -> None:
 ])
 def test_a_wake_up_naming_no_threshold_is_judged_as_a_drop_watch(cycle_mib: int, working_set_mib: int,
                                                                   may: bool) -> None:
-    model = armed_model(working_set_mib=cycle_mib)
-    assert model.known_folders() == (ROOT,)
-    assert model.may_change_decision(figures(working_set_mib)) is may
-    assert MemcgWakeups([], [], ROOT).may_change_decision({}), "no threshold to judge by: a cycle"
+    state = armed_model(working_set_mib=cycle_mib)
+    assert state.known_folders == (ROOT,)
+    assert memcg_may_change_decision(state, figures(working_set_mib)) is may
+    assert memcg_may_change_decision(MemcgState.of([], [], ROOT), {}), "no threshold to judge by: a cycle"
 
 
 def test_nothing_is_held_once_forgotten() -> None:
-    model = armed_model()
-    model.installed(0, Watch.LEVEL, 1700 * MI)
-    model.follow(summary(stats(1000, 40)), None, cycle_at=1.0, now=1.0)
-    model.judge_firings([Firing(0, Watch.DROP)], figures(1436, 40), now=1.0)
-    model.forget()
-    assert model.unwatched() == {} and model.close_readings() == {}
+    state = memcg_installed(armed_model(), 0, Watch.LEVEL, 1700 * MI)
+    state, _ = followed(state, 1000, 40, 1.0)
+    state, _, _ = memcg_fired(state, [Firing(0, Watch.DROP)], figures(1436, 40), now=1.0)
+    state = state.forgotten()
+    assert state.unwatched == {} and state.read_closely == {}
     # Nothing armed: between refreshes, nothing is asked of a threshold without a level.
-    assert model.follow(summary(stats(1000, 140)), None, cycle_at=2.0, now=2.0).registrations == ()
+    assert followed(state, 1000, 140, 2.0)[1].registrations == ()
+
+
+def test_transitions_leave_the_state_they_were_given_as_it_was() -> None:
+    state = armed_model()
+    before = (dict(state.read_closely), dict(state.unwatched), dict(state.crossed_at), state.working_set_levels)
+    memcg_fired(state, [Firing(0, Watch.LEVEL)], figures(1436, 40), now=1.0)
+    followed(state, 1600, 100, 11.0)
+    memcg_installed(state, 0, Watch.LEVEL, 1 * MI)
+    assert (dict(state.read_closely), dict(state.unwatched), dict(state.crossed_at),
+            state.working_set_levels) == before and state.armed[Watch.LEVEL] == (1636 * MI,)

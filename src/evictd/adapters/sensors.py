@@ -9,6 +9,7 @@ thread of its own). They register, read and sleep; what to watch and what a read
 Invariants: one descriptor each, O_CLOEXEC, `close` idempotent and stopping the threads; a thread never holds its
 lock while reading, looking, registering or waiting; a look armed by an arming replaced since is dropped; a source
 that cannot be read is skipped (the cycle reports it); `looks` counts the reads made.
+Over 500 lines because every sensor of the model is here, so a new reading is a row and a look, not a module.
 """
 
 from __future__ import annotations

@@ -11,6 +11,7 @@ itself `FLAP_CHANGES` times within `FLAP_WINDOW_S` flaps: no follow-ups, and a n
 `FLAP_CYCLE_S` after the last (`flap_cycle_s`), not at once. On cgroup v1, `MemcgState` and its `memcg_*`
 transitions say which memcg levels to register, which firing earns a cycle and what to read in the kernel's place.
 Invariants: pure (no I/O, no clock: every time is an argument, monotonic seconds); states are immutable.
+Over 500 lines because it is the one model of between-cycle attention: schedule, watches and memcg rules together.
 """
 
 from __future__ import annotations

@@ -8,10 +8,10 @@ burst from that steady margin, decided by the same daemon. (The watch off, for c
 bench/v2_wakeup_latency.py --margin-cost.)
 
 What is asserted, and why these bounds: the watch's thread (the daemon's thread that woke most often; the others
-wake 2-4 times a second) wakes at most 40 times a second (the fast pace looks 50 times; the steady pace spends
+wake 2-4 times a second) wakes at most 45 times a second (the fast pace looks 50 times; the steady pace spends
 0.75 CPU s a minute on looks, `evictd.core.wake.LOOK_CPU_SHARE`: in this guest a look costs 0.5-0.8 ms of
 the thread's CPU on a quiet host, 16-20 looks a second measured, fewer on a loaded one, down to 4 a second at the
-250 ms cap; no look here costs under 0.3 ms, which the share allows 40 times a second) and takes at most 3 CPU s a
+250 ms cap; no look here costs under 0.3 ms, which the share allows 41.7 times a second) and takes at most 3 CPU s a
 minute in the guest's own accounting (0.54-0.92 measured on a quiet host; 6.4-8.1 before the steady rule; the
 guest's CPU figures swing with the host's load, so the bound is loose); the burst is decided
 within 2 s of the kernel's figure crossing (the rule's bound is 250 ms plus a look and a cycle; the tick is 10 s;
@@ -30,7 +30,9 @@ T="$EVICTD_REPO/tests"
 export PYTHONPATH="$EVICTD_REPO/src:$T/uml:$T/daemon:$T/kube:$T"
 "$EVICTD_PYTHON" "$EVICTD_REPO/tests/uml/guest_v2_margin.py" check > "$UML_OUT/margin.log" 2>&1
 """
-WATCH_WAKEUPS_PER_S = 40.0
+# The share allows 41.7 looks a second at the cheapest look seen (0.3 ms), the thread's own wake-ups beside them;
+# under the fast pace's 50, which is what the bound tells apart.
+WATCH_WAKEUPS_PER_S = 45.0
 WATCH_CPU_S_PER_MIN = 3.0
 DECIDED_WITHIN_S = 2.0
 

@@ -1,5 +1,8 @@
 """`/metrics` and `/healthz` over HTTP, on one small thread beside the synchronous housekeeping loop.
 
+Over 500 lines because it is the whole of what a client can make evictd do: the health answers, the render and
+request budgets and the authorization hand-off are one server's rules (the reviews themselves are elsewhere).
+
 Health answers are cheap: the loop records when its last cycle ended, and `/healthz` only compares that time
 with the clock (no I/O, no lock held by the loop).
 

@@ -13,13 +13,13 @@ Protectors (each started after the pods, before the workload's pressure):
 * ``kubelet-defaults``, ``kubelet-same`` (real backend only): the kubelet's own eviction with its defaults
   (``memory.available<100Mi``) or with evictd's shipped thresholds; no evictd. ``kubelet-pid``: kubelet-same
   plus ``pid.available: 25%``, the kubelet beside ``evictd-pid`` for the fork bomb.
-* ``evictd``: ``evictd run`` with config/kubelet-config.yaml and config/evictd-config.yaml as shipped (hard
-  ``memory.available<200Mi``, soft ``<500Mi`` for 90 s, ``allocatableMemory.available`` copied by
-  ``enforceNodeAllocatable: [pods]``, 10 s housekeeping, the memory watch on, memory locked), unscaled; the kubelet's
-  thresholds 0 %; changed only where the guest differs from a node: ``cgroupDriver: cgroupfs`` (no systemd in the
-  guest), its node name, kubeconfig (the real backend: its DaemonSet identity's token), state and kubelet folders,
-  the container runtime (none on the stand-in). It runs in ``system.slice/evictd.service`` with oom_score_adj -999,
-  nice -5 and best-effort I/O priority 0, as deploy/systemd/evictd.service gives it.
+* ``evictd``: ``evictd run`` with deploy/systemd/config.yaml as shipped, acting (hard ``memory.available<200Mi``,
+  soft ``<500Mi`` for 90 s, ``allocatableMemory.available`` copied by ``enforceNodeAllocatable: [pods]``, the
+  memory stall signal where the kernel has PSI, reclaim before evict, 10 s housekeeping, memory locked), unscaled;
+  the kubelet's thresholds 0 %; changed only where the guest differs from a node: ``cgroupDriver: cgroupfs`` (no
+  systemd in the guest), its node name, kubeconfig (the real backend: its DaemonSet identity's token), state and
+  kubelet folders, the container runtime (none on the stand-in). It runs in ``system.slice/evictd.service`` with
+  oom_score_adj -999, nice -5 and best-effort I/O priority 0, as deploy/systemd/evictd.service gives it.
 * ``evictd-stall``: ``evictd`` plus its memory stall signal (PSI), the stall maps of
   config/examples/06-memory-stall.yaml (bench/node_survival_pagecache.py); a run on a kernel without PSI fails.
 * ``evictd-refault``: ``evictd`` plus its refault signal (``evictd.io/memory.refault``,
@@ -81,6 +81,7 @@ from node_survival_nodes import (
     join_unit,
     pod_cgroup_figures,
     root_working_set,
+    shipped_documents,
 )
 from node_survival_oomd import OOMD, OomdProcess
 from node_survival_outcomes import (
@@ -176,11 +177,10 @@ KUBELET_SAME_BESIDE_DRY_RUN = "kubelet-same-dryrun"
 
 
 def evictd_documents(work: Path, backend: Any, protector: str = "evictd") -> tuple[str, str]:
-    """The shipped configuration (config/), as a KubeletConfiguration body and an EvictdConfiguration body,
-    changed only where the guest is not a node (the module's docstring says where); evictd-stall's and
+    """The shipped configuration (`shipped_documents`), as a KubeletConfiguration body and an EvictdConfiguration
+    body, changed only where the guest is not a node (the module's docstring says where); evictd-stall's and
     evictd-refault's stall maps."""
-    kubelet = yaml.safe_load((REPO / "config/kubelet-config.yaml").read_text())
-    evictd = yaml.safe_load((REPO / "config/evictd-config.yaml").read_text())
+    kubelet, evictd = shipped_documents()
     evictd.update({"stateDir": str(work / "state"), "kubeletRootDir": str(work / "kubelet"),
                    "podLogsDir": str(work / "pod-logs"), "imageFsPath": str(work), "containerFsPath": str(work)})
     evictd.update(stall_maps(protector))

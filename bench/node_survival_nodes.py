@@ -71,9 +71,20 @@ def mebibytes(quantity: str) -> int:
     raise ValueError(f"a memory.available threshold the arena does not size pods by: {quantity!r}")
 
 
+# What ships for a node (the systemd unit's file; the DaemonSet's ConfigMap and the chart hold the same settings:
+# tests/deploy/test_manifests.py): the arena runs it as it is, but for dryRun (false: the hand-over's last step).
+SHIPPED = REPO / "deploy/systemd/config.yaml"
+
+
+def shipped_documents() -> tuple[dict[str, Any], dict[str, Any]]:
+    """The shipped KubeletConfiguration and EvictdConfiguration, the latter acting (dryRun false)."""
+    kubelet, evictd = yaml.safe_load_all(SHIPPED.read_text())
+    return kubelet, {**evictd, "dryRun": False}
+
+
 def kubelet_same() -> dict[str, Any]:
-    """The eviction keys of config/kubelet-config.yaml, as the kubelet takes them."""
-    shipped = yaml.safe_load((REPO / "config/kubelet-config.yaml").read_text())
+    """The eviction keys of the shipped KubeletConfiguration, as the kubelet takes them."""
+    shipped, _ = shipped_documents()
     return {k: v for k, v in shipped.items() if k.startswith("eviction") or k == "mergeDefaultEvictionSettings"}
 
 

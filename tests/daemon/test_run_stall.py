@@ -44,6 +44,16 @@ def test_a_zero_stall_threshold_is_always_met_and_decided_on_in_dry_run(
     absent = daemon.wait_event("stall signal absent: the kernel gives no memory pressure (PSI)")
     assert (absent["signal"], absent["path"]) == (PODS_SOME, "no pods cgroup memory.pressure (cgroup v1)")
     assert sum(e.get("event") == absent["event"] for e in daemon.events) == 1
+    # The protections at start: the stall signal acts on the node's PSI, the pods cgroup's named absent; the gate is
+    # off as configured, saying how to turn it on; reclaim before evict is off.
+    said = {e["protection"]: e for e in daemon.events if e.get("event") == "protection"}
+    assert said["memory_stall"]["state"] == "active"
+    assert "absent: no pods cgroup memory.pressure (cgroup v1)" in said["memory_stall"]["detail"]
+    assert (said["stall_gate"]["state"], said["stall_gate"]["how"]) == ("off", "leave stallRequiresNodeReclaim at "
+                                                                              "true (the default)")
+    assert said["reclaim_before_evict"]["state"] == "off"
+    assert daemon.metric("evictd_protection", protection="memory_stall", state="active") == 1
+    assert daemon.metric("evictd_protection", protection="memory_stall", state="unavailable") == 0
 
     met = daemon.wait_event("threshold met", timeout=10)
     assert met["threshold"] == f"{SOME}>=0% (hard)"

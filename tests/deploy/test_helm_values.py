@@ -271,8 +271,7 @@ def test_thresholds_example_merges_key_by_key(tmp_path: Path) -> None:
     expected["evictionMinimumReclaim"]["memory.available"] = "256Mi"
     expected["evictionPressureTransitionPeriod"] = "2m"
     assert kubelet == expected
-    assert settings == {**shipped_settings, "dryRun": False, "housekeepingInterval": "5s",
-                        "memoryReclaimBeforeEviction": True}
+    assert settings == {**shipped_settings, "dryRun": False, "housekeepingInterval": "5s"}
     report = thresholds_of(check_config(config_maps(objects)["evictd-config"], tmp_path))
     assert report[("memory.available", True)]["value"] == {"quantity": "500Mi"}
     assert report[("memory.available", False)]["value"] == {"quantity": "1Gi"}
@@ -332,7 +331,7 @@ def test_a_pool_layers_onto_the_top_level_values(tmp_path: Path) -> None:
         "pools": [
             {"name": "big", "nodeSelector": {"node.example.com/size": "big"}, "dryRun": True,
              "eviction": {"evictionHard": {"memory.available": "2Gi"}},
-             "settings": {"housekeepingInterval": "2s", "memoryReclaimBeforeEviction": True},
+             "settings": {"housekeepingInterval": "2s", "memoryReclaimBeforeEviction": False},
              "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"memory": "256Mi"}}},
             {"name": "plain", "nodeSelector": {"node.example.com/size": "small"}},
         ],
@@ -345,7 +344,7 @@ def test_a_pool_layers_onto_the_top_level_values(tmp_path: Path) -> None:
     assert big_kubelet["evictionHard"]["memory.available"] == "2Gi"
     assert big_kubelet["evictionPressureTransitionPeriod"] == fleet_kubelet["evictionPressureTransitionPeriod"] == "1m"
     assert (fleet_settings["housekeepingInterval"], big_settings["housekeepingInterval"]) == ("5s", "2s")
-    assert big_settings["memoryReclaimBeforeEviction"] is True and "memoryReclaimBeforeEviction" not in fleet_settings
+    assert (big_settings["memoryReclaimBeforeEviction"], fleet_settings["memoryReclaimBeforeEviction"]) == (False, True)
     # A pool without values of its own has the fleet's configuration.
     assert config_maps(objects)["evictd-plain-config"] == config_maps(objects)["evictd-config"]
     sets = daemonsets(objects)

@@ -790,6 +790,30 @@ def test_systemd_example_config_is_accepted_by_evictd() -> None:
     assert done.returncode == 0, done.stderr
 
 
+# The keys that say where things are on a node (its name, the API's credentials, the metrics address), not what it
+# decides: the unit's and the DaemonSet's differ there alone.
+PLACE_KEYS = frozenset({"nodeName", "kubeconfig", "metricsBindAddress"})
+
+
+def test_the_unit_and_the_daemonset_ship_the_same_decisions() -> None:
+    # The arena runs the unit's file (bench/node_survival_nodes.py, SHIPPED); the chart renders the ConfigMap's text
+    # (tests/deploy/test_helm_values.py): all three decide alike.
+    unit_kubelet, unit_evictd = yaml.safe_load_all((SYSTEMD / "config.yaml").read_text())
+    pod_kubelet, pod_evictd = yaml.safe_load_all(config_text())
+    assert unit_kubelet == pod_kubelet
+    assert ({k: v for k, v in unit_evictd.items() if k not in PLACE_KEYS}
+            == {k: v for k, v in pod_evictd.items() if k not in PLACE_KEYS})
+
+
+def test_the_shipped_configuration_turns_the_protections_against_thrash_on(tmp_path: Path) -> None:
+    done = check_config(SYSTEMD / "config.yaml")
+    assert done.returncode == 0, done.stderr
+    states = {v["protection"]: v["state"] for v in json.loads(done.stdout)["protections"]}
+    # This host: PSI on the node, cgroup v1 (no memory.reclaim), so reclaim before evict is asked for but unavailable.
+    assert states == {"memory_stall": "active", "stall_gate": "active", "reclaim_before_evict": "unavailable",
+                      "page_cache_refault": "off"}
+
+
 def test_shipped_configurations_start_in_dry_run(tmp_path: Path) -> None:
     # Safe to apply as shipped: the hand-over (docs/deployment.md, "Handing eviction over from the kubelet") starts with
     # evictd deciding beside the kubelet, evicting nothing, and switching dryRun off is a step of its own.

@@ -13,7 +13,7 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from evictd.config import Configuration, EvictdSettings
+from evictd.config import Configuration
 from evictd.core.engine import EngineConfig
 from evictd.core.errors import SampleError
 from evictd.core.fs_layout import FsLayout
@@ -24,6 +24,7 @@ from evictd.kubelet_file import KubeletFile
 
 if TYPE_CHECKING:
     from evictd.core.node_protection import Finding
+    from evictd.core.protections import Verdict
 
 EXIT_OK = 0
 
@@ -50,11 +51,13 @@ def check_config(configuration: Configuration, layout: FsLayout, kubelet: Kubele
     if limits.enforcer is Enforcer.NOBODY:
         print(f"warning: nobody enforces {LIMITS}: {limits.reason}", file=sys.stderr)
     protection = _node_protection(configuration, read_cgroups=read_cgroups)
+    verdicts = _protections(configuration, engine_config, read_cgroups=read_cgroups)
     if output == "json":
         print(json.dumps({"thresholds": [threshold_json(t) for t in shown],
                           "handover": handover_json(handover, kubelet.note),
                           "ephemeralStorageLimits": limits_json(configuration, limits),
-                          "node_protection": [finding.fields() for finding in protection]}, indent=2))
+                          "node_protection": [finding.fields() for finding in protection],
+                          "protections": [verdict.fields() for verdict in verdicts]}, indent=2))
         return EXIT_OK
     eviction = configuration.eviction
     print(thresholds_text(shown) if shown else f"NO EVICTION THRESHOLDS: {NO_THRESHOLDS}")
@@ -68,7 +71,6 @@ def check_config(configuration: Configuration, layout: FsLayout, kubelet: Kubele
     print(f"enforce node allocatable: {', '.join(eviction.enforce_node_allocatable) or '(none)'}")
     print(f"housekeeping interval: {configuration.evictd.housekeeping_interval_s:g}s")
     own = configuration.evictd
-    print(_memory_reclaim_text(own, read_cgroups=read_cgroups))
     # What `run` does to protect itself; its start-up log lines say how it went (docs/deployment.md).
     print(f"lock memory: {str(own.lock_memory).lower()}"
           + (" (mlockall at start; needs CAP_IPC_LOCK or an unlimited RLIMIT_MEMLOCK)" if own.lock_memory else ""))
@@ -76,26 +78,47 @@ def check_config(configuration: Configuration, layout: FsLayout, kubelet: Kubele
                                if own.oom_score_adj is not None else "as started (OOMScoreAdjust= of the unit, the "
                                "kubelet's for the pod)"))
     print()
+    print(_protections_text(verdicts, read_cgroups=read_cgroups))
+    print()
     print(_node_protection_text(protection, read_cgroups=read_cgroups))
     return EXIT_OK
 
 
-def _memory_reclaim_text(own: EvictdSettings, *, read_cgroups: bool) -> str:
-    """Whether reclaim before evict is on, and, with `read_cgroups`, whether this node can (else it acts as off)."""
+def _protections(configuration: Configuration, engine_config: EngineConfig, *, read_cgroups: bool) -> list[Verdict]:
+    """Which protections against thrash act (`evictd.core.protections`), with this node's facts if `read_cgroups`."""
     from evictd.adapters.cgroups import CgroupReader, detect_cgroup_layout
-    from evictd.adapters.memory_reclaim import CgroupMemoryReclaimer
+    from evictd.adapters.protection_facts import read_protection_facts
+    from evictd.core.protections import ProtectionWanted, protections
 
-    if not own.memory_reclaim_before_eviction:
-        return "memory reclaim before eviction: off"
-    text = f"memory reclaim before eviction: on (budget {own.memory_reclaim_budget_s * 1000:g}ms)"
+    own = configuration.evictd
+    wanted = ProtectionWanted.of(engine_config.thresholds,
+                                 stall_gate=configuration.eviction.stall_requires_node_reclaim,
+                                 memory_reclaim=own.memory_reclaim_before_eviction)
     if not read_cgroups:
-        return text
+        return list(protections(wanted, None))
     try:
         layout = detect_cgroup_layout(own.cgroupfs_path, own.cgroup_driver, base=own.cgroup_root.strip("/"))
-        unavailable = CgroupMemoryReclaimer(CgroupReader(layout)).unavailable()
     except SampleError as exc:
-        unavailable = str(exc)
-    return text if unavailable is None else f"{text}, unavailable here: {unavailable} (acts as off)"
+        facts = None
+        print(f"warning: protections: cgroups not read: {exc}", file=sys.stderr)
+    else:
+        cgroups = CgroupReader(layout)
+        try:
+            facts = read_protection_facts(cgroups)
+        finally:
+            cgroups.close()
+    return list(protections(wanted, facts))
+
+
+def _protections_text(verdicts: Sequence[Verdict], *, read_cgroups: bool) -> str:
+    from evictd.cycle.render import printable
+
+    lines = ["protections against thrash:" + ("" if read_cgroups else " (configuration only: the node not read)")]
+    for verdict in verdicts:
+        lines.append(f"  {verdict.state:<11} {verdict.protection}: {printable(verdict.detail)}")
+        if verdict.how:
+            lines.append(f"              how: {printable(verdict.how)}")
+    return "\n".join(lines)
 
 
 def _node_protection(configuration: Configuration, *, read_cgroups: bool) -> list[Finding]:

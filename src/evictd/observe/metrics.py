@@ -175,6 +175,9 @@ class Metrics:
                                    "mlockall at start), 0 when not (the start-up log line says why).", registry=r)
         self.oom_score_adj = Gauge("evictd_oom_score_adj", "evictd's own oom_score_adj, read at start (after "
                                    "oomScoreAdj was applied, if set).", registry=r)
+        self.protection = Gauge("evictd_protection", "1 for the state of each protection against thrash (active, off, "
+                                "unavailable), set at start; the start-up line `protection` says why and how.",
+                                ["protection", "state"], registry=r)
         self.thresholds_configured = Gauge("evictd_thresholds_configured", "Eviction thresholds evictd acts on, by "
                                            "kind (hard: no grace period), set at start; 0 of both: evictd evicts "
                                            "nothing.", ["kind"], registry=r)

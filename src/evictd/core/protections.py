@@ -1,0 +1,161 @@
+"""Which of evictd's protections against thrash act on this node, and for each that does not, why and how to get it.
+
+For `check-config` and the start-up log and metric of `run`. A protection is `active`, `off` (the configuration
+does not ask for it) or `unavailable` (asked for, but this node cannot give it: the reason read, never guessed).
+Facts are read by `evictd.adapters.protection_facts`; without them (`check-config --config-only`) a protection the
+configuration asks for is `unread`. Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from enum import StrEnum
+
+from evictd.core.signals import Reading, Signal, spec_of
+from evictd.core.thresholds import Threshold
+
+PSI_HOW = ("a kernel with PSI (CONFIG_PSI, Linux 4.20+); where it is built in but off by default "
+           "(CONFIG_PSI_DEFAULT_DISABLED), boot with `psi=1` on the kernel command line")
+STALL_HOW = ("set stallEvictionHard/stallEvictionSoft in the EvictdConfiguration (docs/configuration.md, "
+             "\"Memory stall thresholds\"); the shipped configuration does")
+GATE_HOW = "leave stallRequiresNodeReclaim at true (the default)"
+RECLAIM_HOW = "set memoryReclaimBeforeEviction: true in the EvictdConfiguration (the shipped configuration does)"
+RECLAIM_NODE_HOW = "cgroup v2 (systemd.unified_cgroup_hierarchy=1) and Linux 5.19+ (memory.reclaim)"
+REFAULT_HOW = ("set stallEvictionHard/Soft for evictd.io/memory.refault (docs/configuration.md, \"The refault "
+               "signal\"); off as shipped: on a node without PSI it can count relief's re-reads as thrash")
+
+
+class Protection(StrEnum):
+    """A protection, named as metrics label it."""
+
+    MEMORY_STALL = "memory_stall"
+    STALL_GATE = "stall_gate"
+    RECLAIM_BEFORE_EVICT = "reclaim_before_evict"
+    PAGE_CACHE_REFAULT = "page_cache_refault"
+
+
+class State(StrEnum):
+    ACTIVE = "active"
+    OFF = "off"
+    UNAVAILABLE = "unavailable"
+    UNREAD = "unread"
+
+
+@dataclass(frozen=True, slots=True)
+class ProtectionFacts:
+    """What the node gives: for each, None where it is there, else why not (a path and what is missing there)."""
+
+    node_psi_missing: str | None
+    pods_psi_missing: str | None
+    memory_reclaim_missing: str | None
+    refault_missing: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class ProtectionWanted:
+    """What the configuration asks for: its thresholds, the stall gate, reclaim before evict, and why the daemon
+    would only report (None: it acts)."""
+
+    thresholds: tuple[Threshold, ...]
+    stall_gate: bool
+    memory_reclaim: bool
+    reported_only: str | None = None
+
+    @classmethod
+    def of(cls, thresholds: Iterable[Threshold], *, stall_gate: bool, memory_reclaim: bool,
+           reported_only: str | None = None) -> ProtectionWanted:
+        return cls(tuple(thresholds), stall_gate, memory_reclaim, reported_only)
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """One protection's state, what it does or why it does not act, and how to get it (empty when active)."""
+
+    protection: Protection
+    state: State
+    detail: str
+    how: str = ""
+
+    def fields(self) -> dict[str, str]:
+        return {"protection": str(self.protection), "state": str(self.state), "detail": self.detail, "how": self.how}
+
+
+def protections(wanted: ProtectionWanted, facts: ProtectionFacts | None) -> tuple[Verdict, ...]:
+    """The verdict on each protection, in `Protection` order; `facts` None: the node was not read."""
+    return (_stall(wanted, facts), _gate(wanted), _reclaim(wanted, facts), _refault(wanted, facts))
+
+
+def _named(wanted: ProtectionWanted, signals: Iterable[Signal]) -> str:
+    chosen = set(signals)
+    return ", ".join(f"{t.signal} ({'hard' if t.is_hard else 'soft'})" for t in wanted.thresholds
+                     if t.signal in chosen)
+
+
+def _stall_signals(wanted: ProtectionWanted) -> tuple[set[Signal], set[Signal]]:
+    """The node's and the pods cgroup's PSI stall signals the configuration names."""
+    node: set[Signal] = set()
+    pods: set[Signal] = set()
+    for threshold in wanted.thresholds:
+        if spec_of(threshold.signal).stall is None:
+            continue
+        (pods if spec_of(threshold.signal).reading is Reading.PODS_MEMORY_STALL else node).add(threshold.signal)
+    return node, pods
+
+
+def _stall(wanted: ProtectionWanted, facts: ProtectionFacts | None) -> Verdict:
+    node, pods = _stall_signals(wanted)
+    if not node and not pods:
+        return Verdict(Protection.MEMORY_STALL, State.OFF, "no memory stall threshold", STALL_HOW)
+    named = _named(wanted, node | pods)
+    if facts is None:
+        return Verdict(Protection.MEMORY_STALL, State.UNREAD, f"{named}; the node's PSI not read")
+    missing = [why for signals, why in ((node, facts.node_psi_missing), (pods, facts.pods_psi_missing))
+               if signals and why is not None]
+    if node and facts.node_psi_missing is not None and (not pods or facts.pods_psi_missing is not None):
+        return Verdict(Protection.MEMORY_STALL, State.UNAVAILABLE, f"{named}: the kernel gives no memory pressure "
+                       f"({'; '.join(missing)})", PSI_HOW)
+    if not node and facts.pods_psi_missing is not None:
+        return Verdict(Protection.MEMORY_STALL, State.UNAVAILABLE, f"{named}: {facts.pods_psi_missing}",
+                       f"a node stall threshold (evictd.io/memory.stall.*), or {PSI_HOW}")
+    detail = named + (f" (absent: {'; '.join(missing)})" if missing else "")
+    return Verdict(Protection.MEMORY_STALL, State.ACTIVE, detail)
+
+
+def _gate(wanted: ProtectionWanted) -> Verdict:
+    gated = [t.signal for t in wanted.thresholds if spec_of(t.signal).stall is not None
+             or t.signal is Signal.MEMORY_REFAULT]
+    if not gated:
+        return Verdict(Protection.STALL_GATE, State.OFF, "no stall or refault threshold to gate", STALL_HOW)
+    if not wanted.stall_gate:
+        return Verdict(Protection.STALL_GATE, State.OFF, "stallRequiresNodeReclaim: false: a pod thrashing in its "
+                       "own limit can get its neighbours evicted", GATE_HOW)
+    return Verdict(Protection.STALL_GATE, State.ACTIVE, "stall and refault thresholds count only while the node "
+                   "reclaims node-wide")
+
+
+def _reclaim(wanted: ProtectionWanted, facts: ProtectionFacts | None) -> Verdict:
+    if not wanted.memory_reclaim:
+        return Verdict(Protection.RECLAIM_BEFORE_EVICT, State.OFF, "memoryReclaimBeforeEviction: false", RECLAIM_HOW)
+    if wanted.reported_only is not None:
+        return Verdict(Protection.RECLAIM_BEFORE_EVICT, State.UNAVAILABLE, f"acts as off: {wanted.reported_only}",
+                       "let evictd act (dryRun: false, and a Kubernetes API)")
+    if facts is None:
+        return Verdict(Protection.RECLAIM_BEFORE_EVICT, State.UNREAD, "on; the node's cgroups not read")
+    if facts.memory_reclaim_missing is not None:
+        return Verdict(Protection.RECLAIM_BEFORE_EVICT, State.UNAVAILABLE,
+                       f"acts as off: {facts.memory_reclaim_missing}", RECLAIM_NODE_HOW)
+    return Verdict(Protection.RECLAIM_BEFORE_EVICT, State.ACTIVE, "the pods' active page cache is reclaimed before "
+                   "a memory eviction (while evictd acts: not in dry-run)")
+
+
+def _refault(wanted: ProtectionWanted, facts: ProtectionFacts | None) -> Verdict:
+    named = _named(wanted, [Signal.MEMORY_REFAULT])
+    if not named:
+        return Verdict(Protection.PAGE_CACHE_REFAULT, State.OFF, "no refault threshold", REFAULT_HOW)
+    if facts is None:
+        return Verdict(Protection.PAGE_CACHE_REFAULT, State.UNREAD, f"{named}; /proc/vmstat not read")
+    if facts.refault_missing is not None:
+        return Verdict(Protection.PAGE_CACHE_REFAULT, State.UNAVAILABLE, f"{named}: {facts.refault_missing}",
+                       "Linux 4.15+ (workingset_refault in /proc/vmstat)")
+    return Verdict(Protection.PAGE_CACHE_REFAULT, State.ACTIVE, named)

@@ -1,0 +1,92 @@
+"""Which protections against thrash act (evictd.core.protections): one row per rule, on plain facts."""
+
+from __future__ import annotations
+
+import pytest
+
+from evictd.core.protections import (
+    PSI_HOW,
+    RECLAIM_NODE_HOW,
+    Protection,
+    ProtectionFacts,
+    ProtectionWanted,
+    State,
+    Verdict,
+    protections,
+)
+from evictd.core.thresholds import parse_stall_thresholds
+
+NODE_STALL = {"evictd.io/memory.stall.full": "20%"}
+PODS_STALL = {"evictd.io/allocatableMemory.stall.some": "40%"}
+REFAULT = {"evictd.io/memory.refault": "20%"}
+ALL_THERE = ProtectionFacts(node_psi_missing=None, pods_psi_missing=None, memory_reclaim_missing=None,
+                            refault_missing=None)
+NO_PSI = ProtectionFacts(node_psi_missing="/proc/pressure/memory: absent", pods_psi_missing="cgroup v1",
+                         memory_reclaim_missing="cgroup v1 has no memory.reclaim",
+                         refault_missing=None)
+
+
+def wanted(hard: dict[str, str] | None = None, *, gate: bool = True, reclaim: bool = False,
+           reported_only: str | None = None) -> ProtectionWanted:
+    return ProtectionWanted.of(parse_stall_thresholds(hard or {}, {}, {}, {}), stall_gate=gate,
+                               memory_reclaim=reclaim, reported_only=reported_only)
+
+
+def verdict(protection: Protection, want: ProtectionWanted, facts: ProtectionFacts | None) -> Verdict:
+    found = {v.protection: v for v in protections(want, facts)}
+    assert list(found) == list(Protection)
+    return found[protection]
+
+
+@pytest.mark.parametrize(
+    ("protection", "want", "facts", "state", "in_detail", "how"),
+    [
+        # the stall signal
+        (Protection.MEMORY_STALL, wanted(), ALL_THERE, State.OFF, "no memory stall threshold", "stallEvictionHard"),
+        (Protection.MEMORY_STALL, wanted(NODE_STALL), ALL_THERE, State.ACTIVE, "memory.stall.full (hard)", ""),
+        (Protection.MEMORY_STALL, wanted(NODE_STALL), NO_PSI, State.UNAVAILABLE, "/proc/pressure/memory", PSI_HOW),
+        (Protection.MEMORY_STALL, wanted(NODE_STALL), None, State.UNREAD, "not read", ""),
+        # a pods-cgroup stall threshold on v1 is unavailable even with the node's PSI there
+        (Protection.MEMORY_STALL, wanted(PODS_STALL),
+         ProtectionFacts(None, "no pods cgroup memory.pressure (cgroup v1)", None, None),
+         State.UNAVAILABLE, "cgroup v1", "evictd.io/memory.stall"),
+        # the node's and the pods cgroup's: active on the node's, the absent one named
+        (Protection.MEMORY_STALL, wanted({**NODE_STALL, **PODS_STALL}),
+         ProtectionFacts(None, "no pods cgroup memory.pressure (cgroup v1)", None, None),
+         State.ACTIVE, "absent: no pods cgroup memory.pressure", ""),
+        # the gate
+        (Protection.STALL_GATE, wanted(), ALL_THERE, State.OFF, "no stall or refault", ""),
+        (Protection.STALL_GATE, wanted(NODE_STALL), ALL_THERE, State.ACTIVE, "node-wide", ""),
+        (Protection.STALL_GATE, wanted(REFAULT), NO_PSI, State.ACTIVE, "node-wide", ""),
+        (Protection.STALL_GATE, wanted(NODE_STALL, gate=False), ALL_THERE, State.OFF, "its neighbours",
+         "stallRequiresNodeReclaim"),
+        # reclaim before evict
+        (Protection.RECLAIM_BEFORE_EVICT, wanted(), ALL_THERE, State.OFF, "false", "memoryReclaimBeforeEviction"),
+        (Protection.RECLAIM_BEFORE_EVICT, wanted(reclaim=True), ALL_THERE, State.ACTIVE, "active page cache", ""),
+        (Protection.RECLAIM_BEFORE_EVICT, wanted(reclaim=True), NO_PSI, State.UNAVAILABLE, "cgroup v1",
+         RECLAIM_NODE_HOW),
+        (Protection.RECLAIM_BEFORE_EVICT, wanted(reclaim=True, reported_only="no Kubernetes API"), ALL_THERE,
+         State.UNAVAILABLE, "no Kubernetes API", "dryRun: false"),
+        (Protection.RECLAIM_BEFORE_EVICT, wanted(reclaim=True), None, State.UNREAD, "not read", ""),
+        # the refault signal
+        (Protection.PAGE_CACHE_REFAULT, wanted(NODE_STALL), ALL_THERE, State.OFF, "no refault threshold",
+         "evictd.io/memory.refault"),
+        (Protection.PAGE_CACHE_REFAULT, wanted(REFAULT), NO_PSI, State.ACTIVE, "memory.refault (hard)", ""),
+        (Protection.PAGE_CACHE_REFAULT, wanted(REFAULT), ProtectionFacts(None, None, None, "/proc/vmstat has no x"),
+         State.UNAVAILABLE, "/proc/vmstat has no x", "Linux 4.15+"),
+    ],
+)
+def test_each_protection_says_whether_it_acts_why_not_and_how(protection: Protection, want: ProtectionWanted,
+                                                             facts: ProtectionFacts | None, state: State,
+                                                             in_detail: str, how: str) -> None:
+    found = verdict(protection, want, facts)
+    assert found.state is state
+    assert in_detail in found.detail
+    assert how in found.how
+    assert (found.how == "") == (state in (State.ACTIVE, State.UNREAD))
+
+
+def test_fields_name_the_protection_as_metrics_label_it() -> None:
+    fields = verdict(Protection.MEMORY_STALL, wanted(NODE_STALL), NO_PSI).fields()
+    assert fields["protection"] == "memory_stall" and fields["state"] == "unavailable"
+    assert "psi=1" in fields["how"]

@@ -33,7 +33,7 @@ this machine's CPUs and load average before and after.
         [--protectors kernel,evictd,evictd-stall,earlyoom]
         [--workloads be-slow,be-fast,be-burst,many-small,thrash,active-file]
         [--runs 5]
-        [--kernel default|psi | --vm qemu --run-timeout-s 400] [--mem-mib 2560] [--start-available-mib 600]
+        [--kernel default|psi | --vm qemu [--psi-off] --run-timeout-s 400] [--mem-mib 2560] [--start-available-mib 600]
 
 The output folder must not be under /tmp or /var/tmp: the guest mounts tmpfs over them (tests/uml/README).
 """
@@ -98,13 +98,14 @@ def host_load() -> str:
 
 def run_boot(out: Path, *, backend: str, protectors: Sequence[str], workloads: Sequence[str], runs: int,
              kernel: Kernel | None, mem_mib: int, start_available_mib: int, disk_mib: int,
-             run_timeout_s: float, vm: str = "uml") -> tuple[GuestRun, list[dict[str, Any]]]:
+             run_timeout_s: float, vm: str = "uml", psi_off: bool = False) -> tuple[GuestRun, list[dict[str, Any]]]:
     """One guest boot running every (protector, workload, run) given; returns the boot and its runs' records.
 
     A run that failed in the guest is in the list with its "error" and "traceback"; a guest that wrote
     nothing fails here (AssertionError with the end of its output)."""
     if vm == "qemu":
-        label = f"qemu, {qemu_guest.DEFAULT_CPUS} vCPUs, preemptible (tests/qemu/provision-qemu.sh)"
+        label = (f"qemu, {qemu_guest.DEFAULT_CPUS} vCPUs, preemptible{', psi=0' if psi_off else ''} "
+                 "(tests/qemu/provision-qemu.sh)")
     else:
         label = f"{kernel or 'default'} kernel (tests/uml/provision-uml{'-psi' if kernel == 'psi' else ''}.sh)"
     args = ["--backend", backend, "--protectors", ",".join(protectors), "--workloads", ",".join(workloads),
@@ -126,8 +127,12 @@ def run_boot(out: Path, *, backend: str, protectors: Sequence[str], workloads: S
     per_boot = BOOT_S + (CLUSTER_START_S if backend == "real" else 0)
     setup_s = (REAL_SETUP_S if backend == "real" else SETUP_S) * (QEMU_SETUP_FACTOR if vm == "qemu" else 1.0)
     timeout = per_boot + len(protectors) * len(workloads) * runs * (setup_s + run_timeout_s)
-    boot_guest = qemu_guest.boot_guest if vm == "qemu" else uml_guest.boot_guest
-    boot = boot_guest(body, out, mem_mib=mem_mib, timeout_s=timeout, kernel=kernel, env=env, disk_mib=disk_mib)
+    if vm == "qemu":
+        boot = qemu_guest.boot_guest(body, out, mem_mib=mem_mib, timeout_s=timeout, env=env, disk_mib=disk_mib,
+                                     psi=not psi_off)
+    else:
+        boot = uml_guest.boot_guest(body, out, mem_mib=mem_mib, timeout_s=timeout, kernel=kernel, env=env,
+                                    disk_mib=disk_mib)
     path = out / "runs.jsonl"
     if not path.exists():
         raise AssertionError(f"the guest wrote no runs; its output ends:\n{_tail(out / 'guest.log')}\n"
@@ -168,6 +173,8 @@ def main() -> int:
     parser.add_argument("--vm", choices=VMS, default="uml",
                         help="the guest: uml (one CPU, no preemption) or qemu (make qemu-node: 2 vCPUs, preemptible, "
                              "PSI; CPU work 10-16x slower, give --run-timeout-s 400)")
+    parser.add_argument("--psi-off", action="store_true",
+                        help="with --vm qemu: boot the guest with psi=0, a multi-CPU node without PSI")
     parser.add_argument("--kernel", choices=KERNELS, default=None,
                         help="the user-mode kernel: default (Debian's, no PSI) or psi (make uml-kernel-psi)")
     parser.add_argument("--mem-mib", type=int, default=GUEST_MEM_MIB)
@@ -188,7 +195,10 @@ def main() -> int:
         parser.error("--out under /tmp or /var/tmp is hidden from the guest by its tmpfs; use another folder")
     if args.vm == "qemu" and args.kernel is not None:
         parser.error("--kernel chooses a user-mode kernel: the qemu guest has one kernel (Debian's, with PSI)")
-    psi = args.kernel == "psi" or args.vm == "qemu"
+    if args.psi_off and args.vm != "qemu":
+        parser.error("--psi-off boots the qemu guest with psi=0: give --vm qemu (the default user-mode kernel has "
+                     "no PSI already)")
+    psi = args.kernel == "psi" or (args.vm == "qemu" and not args.psi_off)
     for stall in set(protectors) & set(STALL_PROTECTORS):
         if not psi:
             parser.error(f"protector {stall} is evictd with its memory stall signal (PSI): it needs --kernel psi "
@@ -204,7 +214,7 @@ def main() -> int:
         _, found = run_boot(folder, backend=args.backend, protectors=group, workloads=args.workloads.split(","),
                             runs=args.runs, kernel=args.kernel, mem_mib=args.mem_mib, disk_mib=args.disk_mib,
                             start_available_mib=args.start_available_mib, run_timeout_s=args.run_timeout_s,
-                            vm=args.vm)
+                            vm=args.vm, psi_off=args.psi_off)
         records += found
         print(f"boot {folder.name}: {len(found)} runs, load {host_load()}", flush=True)
     with open(args.out / "runs.jsonl", "w") as everything:

@@ -44,9 +44,10 @@ def qemu_node() -> tuple[Path, Path, Path]:
 
 def boot_guest(body: str, out: Path, *, mem_mib: int = DEFAULT_MEM_MIB, timeout_s: float = 300.0,
                env: dict[str, str] | None = None, kernel: str | None = None, disk_mib: int = 0,
-               cpus: int = DEFAULT_CPUS) -> GuestRun:
+               cpus: int = DEFAULT_CPUS, psi: bool = True) -> GuestRun:
     """uml_guest.boot_guest on qemu: boots a guest whose init runs `body` after the prelude and returns once it
-    halted (or `timeout_s` passed: AssertionError). `kernel` is ignored: there is one kernel, and it has PSI.
+    halted (or `timeout_s` passed: AssertionError). `kernel` is ignored: there is one kernel, with PSI, which `psi`
+    False turns off at boot (``psi=0``: a multi-CPU node without PSI).
     `out` may not be under /run, which the guest covers with tmpfs."""
     binary, modules, initramfs = qemu_node()
     out = out.resolve()
@@ -62,7 +63,7 @@ def boot_guest(body: str, out: Path, *, mem_mib: int = DEFAULT_MEM_MIB, timeout_
         env = {**(env or {}), "UML_DISK": "/dev/vda"}
     init = write_init(out, body)
     words = guest_words(out, modules, {**(env or {}), "QEMU_INIT": str(init)})
-    append = " ".join(["console=ttyS0", "panic=-1", "psi=1", "cgroup_no_v1=all", "quiet",
+    append = " ".join(["console=ttyS0", "panic=-1", f"psi={int(psi)}", "cgroup_no_v1=all", "quiet",
                        *(f"{key}={value}" for key, value in words.items())])
     argv = ["qemu-system-x86_64", "-accel", "tcg,thread=multi,tb-size=256", "-cpu", "max", "-smp", str(cpus),
             "-m", str(mem_mib), "-nographic", "-no-reboot", "-nic", "none",

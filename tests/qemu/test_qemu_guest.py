@@ -7,6 +7,7 @@ interpreter with evictd, and a host root it cannot write: qemu's share is read-o
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from qemu_guest import boot_guest
@@ -55,3 +56,24 @@ def test_qemu_guest_is_a_two_cpu_preemptible_psi_node_with_a_read_only_host(tmp_
     stat = dict(line.split() for line in run.text("reader-memory.stat").splitlines())
     assert int(stat["active_file"]) >= 20 << 20, stat
     assert not (tmp_path / "out" / "disk.img").exists()
+
+
+NO_PSI_GUEST = """
+ls /proc/pressure > "$UML_OUT/pressure-listing" 2>&1
+mkdir /sys/fs/cgroup/kubepods.slice
+cd "$EVICTD_REPO" && "$EVICTD_PYTHON" -m evictd check-config --config deploy/systemd/config.yaml -o json \\
+  > "$UML_OUT/check-config.json" 2> "$UML_OUT/check-config.err"
+"""
+
+
+def test_booted_psi_0_it_is_a_node_without_psi_and_evictd_says_how_to_get_the_stall_signal(tmp_path: Path) -> None:
+    # The arena's multi-CPU node without PSI (bench/node_survival.py --vm qemu --psi-off), checked with the shipped
+    # configuration as an operator would: the stall signal is asked for but unavailable, and reclaim before evict,
+    # on cgroup v2 with a pods cgroup, is active.
+    run = boot_guest(NO_PSI_GUEST, tmp_path / "out", mem_mib=512, timeout_s=240, psi=False)
+    assert "No such file or directory" in run.text("pressure-listing"), run.text("pressure-listing")
+    verdicts = {v["protection"]: v for v in json.loads(run.text("check-config.json"))["protections"]}
+    assert verdicts["memory_stall"]["state"] == "unavailable", verdicts
+    assert "/proc/pressure/memory" in verdicts["memory_stall"]["detail"]
+    assert "psi=1" in verdicts["memory_stall"]["how"]
+    assert verdicts["reclaim_before_evict"]["state"] == "active", verdicts

@@ -127,6 +127,7 @@ TABLES: dict[str, Table] = {
                     ("runs with a kernel OOM kill", of_runs("oom_kill_runs")),
                     ("pods stopped (all runs)", lambda r: str(out(r, "stopped"))),
                     ("daemon's longest gap s", lambda r: pair(out(r, "daemon_gap_s"))),
+                    ("kubelet stand-in's longest gap s", lambda r: pair(out(r, "kubelet_gap_s"))),
                     ("PSI `full` stall s", lambda r: pair(out(r, "psi_full_s"))),
                     ("s to relief", lambda r: pair(out(r, "relief_s"))))),
     "oomd": Table((WORKLOAD, RUNS,

@@ -1,7 +1,7 @@
 """Kept descriptors for the cgroup files a cycle reads every time: open once, re-read with ``pread`` at offset 0.
 
 Each such file is a kernfs ``seq_file`` whose ``show`` runs again on a read at offset 0, so a kept descriptor reads
-the value of now for a third of open + read + close. Checked fresh (docs/measured-figures.md, "Kept descriptors"):
+the value of now for a third of open + read + close. Checked fresh, each on a real kernel (tests/adapters):
 v1 ``memory.usage_in_bytes``, ``memory.stat``, ``memory.limit_in_bytes``, ``pids.current`` (NOT ``cgroup.procs`` or
 ``tasks``: v1 hands out the PID list built at open); v2 ``memory.current``, ``memory.stat``, ``memory.max``,
 ``pids.current``.

@@ -3,7 +3,7 @@
 `RuntimeStatsWorker.stats(wait_s)` returns what `ask` (ListContainerStats) returns, waiting at most `wait_s` (None:
 until the call ends). The stats source waits briefly only when the node's memory shows a threshold met
 (`runtime_wait_s`): the memory ranking reads cgroups, the runtime only names containers. A call an earlier read left
-under way is overdue already and not waited for (docs/node-survival.md, "be-fast and be-burst on the real node").
+under way is overdue already and not waited for (the 200 MiB/s leak of docs/node-survival.md, "Who is killed").
 A call goes on after its caller stopped waiting; the next `stats` waits for it rather than start another, and a late
 answer is kept for `take_late`.
 

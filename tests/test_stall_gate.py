@@ -37,6 +37,10 @@ STATS = [pod_stats(HOG, memory=1 * Gi), pod_stats(OTHER, memory=500 * Mi)]
 NODE_STALL = parse_stall_thresholds({SOME: "10%"}, {}, {}, {})[0]
 PODS_STALL = parse_stall_thresholds({PODS_SOME: "10%"}, {}, {}, {})[0]
 UNREAD = object()  # a counter not in the Summary (not readable)
+# A small node short of memory (a quarter available): 1,000 pages scanned within the window are a shortage on it.
+NODE_MEMORY = 256 * Mi
+NODE_AVAILABLE = 64 * Mi
+HOG_GROWTH = 16 * Mi  # the hog grows this much a reading: a stall may evict it, and only it
 
 
 def psi(some10: float) -> dict[str, Any]:
@@ -47,8 +51,9 @@ def psi(some10: float) -> dict[str, Any]:
 def stalled(second: int, *, share: float = 30.0, scanned: object = 0, limit_events: object = UNREAD,
             pods_share: float | None = None) -> dict[str, Any]:
     """A Summary document of a node stalled `share`% (`some` avg10) with the global scan count `scanned` and, for the
-    pods cgroup (stalled `pods_share`%), its `max` events `limit_events`."""
-    document = summary(memory=20 * Gi, time=stamp(second), pods=STATS,
+    pods cgroup (stalled `pods_share`%), its `max` events `limit_events`; the hog `HOG_GROWTH` bigger each `second`."""
+    document = summary(memory=NODE_AVAILABLE, memory_ws=NODE_MEMORY - NODE_AVAILABLE, time=stamp(second),
+                       pods=[pod_stats(HOG, memory=1 * Gi + second * HOG_GROWTH), STATS[1]],
                        allocatable=16 * Gi if pods_share is not None else None)
     memory = document["node"]["memory"]
     memory["psi"] = psi(share)
@@ -106,10 +111,12 @@ def test_global_reclaim_older_than_the_window_holds_the_threshold_back() -> None
     window = STALL_RECLAIM_WINDOW_S
     _, assessments = cycles([(0.0, stalled(0, scanned=1000)), (5.0, stalled(1, scanned=2000)),
                              (5.0 + window, stalled(2, scanned=2000)), (5.1 + window, stalled(3, scanned=2000))])
-    assert [met(a) for a in assessments] == [[], [SOME], [SOME], []]
+    # At 15.0 the scans of the window (since the reading at 5.0) are none: the shortage is over.
+    assert [met(a) for a in assessments] == [[], [SOME], [], []]
     (held,) = assessments[3].stall_held_back
     assert held.global_reclaim_s_ago == pytest.approx(window + 0.1)
     assert held.global_scan_pages == 2000
+    assert held.shortage is not None and held.shortage.scanned_pages == 0
 
 
 def test_unreadable_counters_make_the_stall_signal_absent_never_guessed() -> None:
@@ -215,7 +222,8 @@ def test_simulate_shows_a_held_back_stall_threshold_and_evicts_nobody_until_glob
     assert [step.get("stallHeldBack") for step in out] == [[f"{SOME}>=10%"]] * 3 + [None]
     assert [[e["name"] for e in step["evicted"]] for step in out] == [[], [], [], ["hog"]]
     off = simulate_steps({"config": {**config, "stallRequiresNodeReclaim": False}, "pods": PODS, "steps": steps})
-    assert [e["name"] for e in off[0]["evicted"]] == ["hog"]
+    # Gate off, the share alone: the hog goes at the second step, once a reading shows it grew.
+    assert [[e["name"] for e in step["evicted"]] for step in off[:2]] == [[], ["hog"]]
 
 
 def test_after_a_stall_eviction_settled_only_reclaim_read_after_it_counts() -> None:

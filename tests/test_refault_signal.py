@@ -31,7 +31,7 @@ from evictd.core.pod_parser import pod_from_dict
 from evictd.core.signals import Signal
 from evictd.core.stall_gate import SCAN_PAGE_BYTES
 from evictd.core.summary_parser import summary_from_dict
-from evictd.core.thresholds import parse_stall_thresholds
+from evictd.core.thresholds import parse_stall_thresholds, parse_threshold_config
 from evictd.record.summary_json import summary_to_dict
 from evictd.run.composition import check_settings
 
@@ -205,3 +205,26 @@ def test_vmstat_counts(tmp_path: Path, lines: str, expected: tuple[int | None, i
     assert counts.global_scan_pages == 5
     assert (counts.refault_file_bytes, counts.activate_file_bytes) == tuple(
         None if pages is None else pages * PAGE_BYTES for pages in expected)
+
+
+def test_after_any_eviction_refaults_read_before_it_settled_are_no_evidence() -> None:
+    """Issue 61: the refault signal evicted the Guaranteed pod 7.7-8.2 s after a memory.available eviction of the
+    leaker, on refaults of daemons re-reading their files and counted from before it. Any eviction now starts the
+    settle wait, and after it only refaults (and scans) read after the settle end count."""
+    (memory,) = parse_threshold_config([], {"memory.available": "1Gi"}, {}, {}, {})
+    readings = [(0.0, node(0, refaulted=0, scanned=0)),
+                (10.0, node(10, refaulted=6 * ONE_PERCENT, scanned=SHORTAGE))]
+    state, (_, decided) = cycles(readings)
+    assert isinstance(decided.next_step, ReclaimThenEvict)
+    leaker = Eviction(pod=pod_from_dict(HOG), signal="memory.available", grace_period_override_s=1,
+                      effective_grace_period_s=1, message="", annotations={}, conditions=(), threshold=memory)
+    state = note_evictions(state, [leaker], 10.0)
+    # 1 s later: the refault threshold waits for that eviction to settle, as after one of its own.
+    state, (settling,) = cycles([(11.0, node(11, refaulted=8 * ONE_PERCENT, scanned=2 * SHORTAGE))], state=state)
+    assert settling.stall_settling == (Signal(REFAULT),) and isinstance(settling.next_step, NoneStarved)
+    # 7.7 s and 8.2 s after it, still refaulting 6% per 10 s: the readings since the settle end (14 s) span too
+    # little for a figure, so the signal is absent, not met on the refaults from before.
+    for at, percent in ((17.7, 12.6), (18.2, 12.9)):
+        state, (after,) = cycles([(at, node(int(at), refaulted=round(percent * ONE_PERCENT),
+                                            scanned=3 * SHORTAGE))], state=state)
+        assert Signal(REFAULT) not in after.observations and met(after) == []

@@ -85,3 +85,10 @@ def test_stall_candidates(pods_now: list[PodStats], after: float | None, expecte
     summary = Summary(pods=tuple(pods_now))
     kept = next_snapshots(history, summary, 8.0)
     assert stall_candidates(kept, summary, after) == expected
+
+
+def test_readings_closer_than_a_second_are_thinned_to_the_later() -> None:
+    kept: tuple[PodMemorySnapshot, ...] = ()
+    for at in (0.0, 0.3, 0.6, 2.0, 2.5):
+        kept = next_snapshots(kept, Summary(pods=(stats("a", MiB),)), at)
+    assert [snapshot.read_at for snapshot in kept] == [0.0, 2.0, 2.5]

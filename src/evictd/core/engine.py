@@ -285,11 +285,8 @@ def assess(
     after = evidence_after(state.stall_evicted_at, STALL_SETTLE_S, now)
     gate = observe_stall_gate(state.stall_gate, summary, now, enabled=config.stall_requires_node_reclaim, after=after)
     pod_memory: tuple[PodMemorySnapshot, ...] = ()
-    candidates = None
     if any(is_stall(threshold) for threshold in state.thresholds):
         pod_memory = next_snapshots(state.pod_memory, summary, now)
-        # Growth counts from the eviction itself: who grew since is not what that eviction answered.
-        candidates = stall_candidates(pod_memory, summary, state.stall_evicted_at)
     observations = gated_observations(signal_observations(summary), gate)
     met = thresholds_met(state.thresholds, observations, enforce_min_reclaim=False)
     if state.thresholds_met:
@@ -304,6 +301,9 @@ def assess(
     # A stall threshold waiting for the last stall eviction to settle is not stale: its stats are fresh.
     settling = stall_settling(updated, state.stall_evicted_at, now)
     to_act = [threshold for threshold in updated if threshold not in settling]
+    # Growth counts from the eviction itself: who grew before it is what that eviction answered.
+    candidates = (stall_candidates(pod_memory, summary, state.stall_evicted_at)
+                  if any(is_stall(threshold) for threshold in to_act) else None)
     new_state = replace(
         state,
         first_observed_at=first_observed_at,

@@ -22,6 +22,9 @@ from evictd.core.summary import PodStats, Summary
 # Growth that counts: more than the charge batches (64 pages a CPU, 8 MiB at 32 CPUs) by which a cgroup pinned at
 # its limit overshoots, so a pod thrashing in its own limit has not grown; the arena's grower adds 10 MiB/s.
 POD_GROWTH_MIN_BYTES = 8 << 20
+# Readings kept closer together than this are thinned to one (the later): cycles come 20-40 times in 4 s while a
+# threshold is near, and a thousand pods' figures a reading would pile up; growth needs no finer a grain.
+SNAPSHOT_SPACING_S = 1.0
 # A pod's own `some` share (the larger of avg10 and evictd's window) under this took no part in the shortage: one
 # direct-reclaim pass stalls milliseconds, 1 % is 100 ms of the 10 s.
 POD_STALL_MIN_PERCENT = 1.0
@@ -51,8 +54,11 @@ def pod_figures(summary: Summary) -> dict[str, PodFigures]:
 def next_snapshots(snapshots: Sequence[PodMemorySnapshot], summary: Summary,
                    now: float) -> tuple[PodMemorySnapshot, ...]:
     """Return the snapshots to keep after reading `summary` at `now`: the newest read at least `STALL_RECLAIM_WINDOW_S`
-    before `now` and every later one, then this cycle's."""
+    before `now` and every later one, then this cycle's; the one before this cycle's goes when it was read within
+    `SNAPSHOT_SPACING_S` of the one before it (at most about one a second is kept)."""
     kept = (*snapshots, PodMemorySnapshot(now, MappingProxyType(pod_figures(summary))))
+    if len(kept) >= 3 and kept[-2].read_at - kept[-3].read_at < SNAPSHOT_SPACING_S:
+        kept = (*kept[:-2], kept[-1])
     old_enough = [index for index, snapshot in enumerate(kept) if now - snapshot.read_at >= STALL_RECLAIM_WINDOW_S]
     return kept[old_enough[-1]:] if old_enough else kept
 

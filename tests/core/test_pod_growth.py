@@ -39,7 +39,7 @@ def stats(uid: str, working_set: int, usage: int | None = None, some: float | No
     pytest.param((200 * MiB, 100 * MiB), (None, 100 * MiB + STEP), True, id="usage-unread-working-set-decides"),
 ])
 def test_grew(before: tuple[int | None, int], now: tuple[int | None, int], expected: bool) -> None:
-    assert grew(before, now) is expected
+    assert grew((*before, None), (*now, None)) is expected
 
 
 @pytest.mark.parametrize(("some", "recent", "expected"), [
@@ -52,8 +52,23 @@ def test_under_pressure(some: float | None, recent: float | None, expected: bool
     assert under_pressure(stats("a", 1, some=some, recent=recent)) is expected
 
 
+@pytest.mark.parametrize(("stalled_us", "span_s", "expected"), [
+    # avg10 still 0.00 (its first update comes up to 2 s into a stall): the stalled time since the base decides.
+    pytest.param(1_000_000, 10.0, True, id="1s-stalled-in-10s-is-10pct"),
+    pytest.param(100_000, 10.0, True, id="100ms-in-10s-is-the-floor"),
+    pytest.param(99_000, 10.0, False, id="99ms-in-10s-under-it"),
+    pytest.param(50_000, 0.5, True, id="50ms-in-half-a-second"),
+    pytest.param(-1, 10.0, False, id="total-went-back-no-figure"),
+])
+def test_under_pressure_from_the_stalled_time_since_the_base(stalled_us: int, span_s: float, expected: bool) -> None:
+    pod = stats("a", 1, some=0.0)
+    assert pod.memory is not None and pod.memory.psi is not None
+    total = pod.memory.psi.some.total  # 1 us in `stats`
+    assert under_pressure(pod, total - stalled_us, span_s) is expected
+
+
 def snapshot(at: float, **figures: int) -> PodMemorySnapshot:
-    return PodMemorySnapshot(at, {uid: (None, working_set) for uid, working_set in figures.items()})
+    return PodMemorySnapshot(at, {uid: (None, working_set, None) for uid, working_set in figures.items()})
 
 
 def test_snapshots_keep_the_newest_a_window_old_and_every_later_one() -> None:
@@ -62,7 +77,7 @@ def test_snapshots_keep_the_newest_a_window_old_and_every_later_one() -> None:
         kept = next_snapshots(kept, Summary(pods=(stats("a", int(at) * MiB),)), at)
     # At 16 s: the one at 4.0 (12 s old) is the newest at least 10 s old; 0.0 went.
     assert [snapshot.read_at for snapshot in kept] == [4.0, 9.0, 12.0, 16.0]
-    assert kept[-1].figures == {"a": (None, 16 * MiB)}
+    assert kept[-1].figures == {"a": (None, 16 * MiB, None)}
     assert STALL_RECLAIM_WINDOW_S == 10.0
 
 

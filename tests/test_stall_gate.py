@@ -406,3 +406,21 @@ def test_with_a_shortage_only_the_pod_that_grew_and_stalls_pays() -> None:
     config = {"evictionHard": {}, "stallEvictionHard": {SOME: "10%"}, "evictionPressureTransitionPeriod": "5m"}
     out = simulate_steps({"config": config, "pods": pods, "steps": steps})
     assert [[e["name"] for e in step["evicted"]] for step in out] == [[], ["hog"], []]
+
+
+def test_with_a_kubelet_threshold_met_too_the_kubelets_decides_as_the_kubelets_does() -> None:
+    """The grower rule is the stall family's own: where memory.available is met as well, it picks the pod by the
+    kubelet's ranking (the hog, still, over its request most), under its own signal and figures."""
+    config = {"evictionHard": {"memory.available": "100Mi"}, "stallEvictionHard": {SOME: "10%"},
+              "stallRequiresNodeReclaim": False, "evictionPressureTransitionPeriod": "5m"}
+    pods = [*PODS, THRASHER]
+    steps = []
+    for index, (at, available) in enumerate(((0.0, 200 * Mi), (5.0, 200 * Mi), (10.0, 50 * Mi))):
+        document = hostile(index, scanned=1000, available=available)
+        document["pods"][2]["memory"]["workingSetBytes"] = 500 * Mi + index * 16 * Mi  # `other` grows
+        steps.append({"at": at, "summary": document, "pods": pods})
+    out = simulate_steps({"config": config, "pods": pods, "steps": steps})
+    assert [[(e["name"], e["signal"]) for e in step["evicted"]] for step in out] == [
+        [], [("other", SOME)], [("hog", "memory.available")]]
+    assert out[2]["evicted"][0]["message"].startswith("The node was low on resource: memory. Threshold quantity: "
+                                                      "100Mi, available: 50Mi.")

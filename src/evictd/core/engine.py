@@ -435,8 +435,9 @@ def choose_eviction(
     kubelet ranks. `pods_from_node`: no API pod list, so only a hard threshold evicts. `terminating` (pods evictd
     evicted, still listed) are ranked for a hard threshold while `still_running`, so the pod holding what the node
     lacks goes again before any bystander. `disk_figures_waited_for` (None: nothing to wait for): a disk ranking
-    lacking a pod's figures ranks nobody and names the pods to wait for (`awaiting`). A stall-family threshold ranks
-    only the step's `stall_candidates` (none: `NO_STALL_CANDIDATE`)."""
+    lacking a pod's figures ranks nobody and names the pods to wait for (`awaiting`). A stall-family threshold acts
+    only where no kubelet threshold of the step does, and ranks only the step's `stall_candidates` (none:
+    `NO_STALL_CANDIDATE`)."""
     threshold, resource = step.threshold, step.resource
     if threshold.is_hard and terminating:
         running = pod_stats_lookup(summary, terminating)
@@ -449,11 +450,16 @@ def choose_eviction(
         if hard is None:
             return EvictionChoice(ranking=(), eviction=None, withheld=SOFT_WITHOUT_POD_LIST)
         threshold, resource = hard, spec_of(hard.signal).resource
-    if is_stall(threshold) and step.stall_candidates is not None:
-        allowed = step.stall_candidates
-        pods = [pod for pod in pods if pod.uid in allowed]
-        if not pods:
-            return EvictionChoice(ranking=(), eviction=None, withheld=NO_STALL_CANDIDATE)
+    if is_stall(threshold):
+        # The kubelet's own thresholds decide as the kubelet's do: a stall-family one acts only where none of them does.
+        kubelets = next((t for t in step.thresholds if not is_stall(t) and (t.is_hard or not pods_from_node)), None)
+        if kubelets is not None:
+            threshold, resource = kubelets, spec_of(kubelets.signal).resource
+        elif step.stall_candidates is not None:
+            allowed = step.stall_candidates
+            pods = [pod for pod in pods if pod.uid in allowed]
+            if not pods:
+                return EvictionChoice(ranking=(), eviction=None, withheld=NO_STALL_CANDIDATE)
     stats_of = pod_stats_lookup(summary, pods)
     unmeasured = unmeasured_pods(threshold.signal, layout, pods, stats_of)
     awaiting = pods_to_wait_for(unmeasured, disk_figures_waited_for)
@@ -461,7 +467,7 @@ def choose_eviction(
         return EvictionChoice(ranking=(), eviction=None, withheld=AWAITING_DISK_FIGURES, awaiting=awaiting,
                               unmeasured=unmeasured)
     ranking, keys = rank_pods_with_keys(threshold.signal, layout, pods, stats_of)
-    quantity, available = _threshold_figures(resource, step.thresholds, observations)
+    quantity, available = _threshold_figures(resource, (threshold, *step.thresholds), observations)
     skipped: list[Pod] = []
     chosen: list[Eviction] = []
     for pod in ranking:

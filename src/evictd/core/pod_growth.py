@@ -21,7 +21,7 @@ from evictd.core.stall_gate import STALL_RECLAIM_WINDOW_S
 from evictd.core.summary import PodStats, Summary
 
 # Growth that counts: more than the charge batches (64 pages a CPU, 8 MiB at 32 CPUs) by which a cgroup pinned at
-# its limit overshoots, so a pod thrashing in its own limit has not grown; the arena's grower adds 10 MiB/s.
+# its limit overshoots, so a pod thrashing in its own limit has not grown; a leak of 1 MiB/s clears it within 10 s.
 POD_GROWTH_MIN_BYTES = 8 << 20
 # Readings kept closer together than this are thinned to one (the later): cycles come 20-40 times in 4 s while a
 # threshold is near, and a thousand pods' figures a reading would pile up; growth needs no finer a grain.

@@ -107,7 +107,7 @@ class StallGate:
 class HeldBack:
     """A stall threshold whose share was reached, held back by the gate: the share reached (percent; for refault,
     with `activated_percent` activated), the global scan count read and how long ago a cycle saw it grow (None:
-    not since start)."""
+    not since start), and the cycle's shortage figures (None: not made)."""
 
     threshold: Threshold
     share_percent: float
@@ -131,8 +131,8 @@ def next_trend(last: CounterTrend | None, value: int | None, now: float) -> Coun
 
 def evidence_after(evicted_at: float | None, settle_s: float, now: float) -> float | None:
     """Since when evidence counts at `now` (None: any within the window): once the last eviction, of any signal, has
-    settled (`settle_s` after `evicted_at`), only what was read after it, so the reclaim, refaults and growth that
-    led to that eviction vouch for no second one."""
+    settled (`settle_s` after `evicted_at`), only what was read after it, so the reclaim and refaults that led to
+    that eviction vouch for no second one (the pods' growth counts from the eviction itself: `pod_growth`)."""
     if evicted_at is None or now < evicted_at + settle_s:
         return None  # no eviction, or still settling (the settle rule holds the next stall one back meanwhile)
     return evicted_at + settle_s
@@ -186,8 +186,8 @@ def _reclaim(memory: MemoryStats | None) -> tuple[int | None, int | None]:
 
 def observe(last: StallGate, summary: Summary, now: float, *, enabled: bool, after: float | None = None) -> StallGate:
     """Return the gate after the cycle at `now` read `summary`: the trends updated, and (when `enabled`) which stall
-    signals are closed or unknown this cycle; `after` (`evidence_after`): growth counts only when read entirely after
-    it. Disabled, nothing is closed or unknown."""
+    signals are closed or unknown this cycle; `after` (`evidence_after`): scans, limit events and refaults count only
+    when read entirely after it. Disabled, nothing is closed or unknown."""
     memory = summary.node.memory
     global_scan, _ = _reclaim(memory)
     pods = summary.node.system_containers.get(SYSTEM_CONTAINER_PODS)

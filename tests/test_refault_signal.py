@@ -29,8 +29,9 @@ from evictd.core.errors import ConfigError
 from evictd.core.fs_layout import FsLayout
 from evictd.core.pod_parser import pod_from_dict
 from evictd.core.signals import Signal
+from evictd.core.stall_gate import SCAN_PAGE_BYTES
 from evictd.core.summary_parser import summary_from_dict
-from evictd.core.thresholds import parse_stall_thresholds
+from evictd.core.thresholds import parse_stall_thresholds, parse_threshold_config
 from evictd.record.summary_json import summary_to_dict
 from evictd.run.composition import check_settings
 
@@ -39,16 +40,19 @@ HOG = pod("hog", requests={"memory": "100Mi"}, priority=0)
 OTHER = pod("other", requests={"memory": "1Gi"}, priority=0)
 PODS = [HOG, OTHER]
 STATS = [pod_stats(HOG, memory=1 * Gi), pod_stats(OTHER, memory=500 * Mi)]
-# The node: 20 GiB available + 5 GiB working set = 25 GiB of memory; 1% of it is 256 MiB.
+# The node: 5 GiB available + 20 GiB working set = 25 GiB of memory; 1% of it is 256 MiB.
 ONE_PERCENT = 256 * Mi
+# Global scans of 1% of the node's memory within the window: the stall gate's floor of a shortage (in pages).
+SHORTAGE = ONE_PERCENT // SCAN_PAGE_BYTES
 HARD = parse_stall_thresholds({REFAULT: "5%"}, {}, {}, {})[0]
 UNREAD = object()
 
 
 def node(second: int, *, refaulted: object, scanned: object = 0, activated: object = UNREAD) -> dict[str, Any]:
     """A Summary document whose node has refaulted `refaulted` bytes since boot (activated `activated`) with the global
-    scan count `scanned` (UNREAD: not in it, as when /proc/vmstat could not be read)."""
-    document = summary(memory=20 * Gi, memory_ws=5 * Gi, time=stamp(second), pods=STATS)
+    scan count `scanned` (UNREAD: not in it, as when /proc/vmstat could not be read); the hog grows 1 MiB a second."""
+    stats = [pod_stats(HOG, memory=1 * Gi + second * Mi), STATS[1]]
+    document = summary(memory=5 * Gi, memory_ws=20 * Gi, time=stamp(second), pods=stats)
     reclaim: dict[str, Any] = {}
     for key, value in (("globalScanPages", scanned), ("refaultFileBytes", refaulted), ("activateFileBytes", activated)):
         if value is not UNREAD:
@@ -74,9 +78,10 @@ def met(assessment: Any) -> list[str]:
 
 
 @pytest.mark.parametrize(("refaulted_percent", "scans", "gate", "expected", "held"), [
-    pytest.param(6, (1000, 5000), True, [REFAULT], False, id="over-with-global-reclaim-met"),
-    pytest.param(5, (1000, 5000), True, [REFAULT], False, id="at-the-threshold-met"),
-    pytest.param(4, (1000, 5000), True, [], False, id="under-not-met"),
+    pytest.param(6, (1000, 1000 + SHORTAGE), True, [REFAULT], False, id="over-with-global-reclaim-met"),
+    pytest.param(5, (1000, 1000 + SHORTAGE), True, [REFAULT], False, id="at-the-threshold-met"),
+    pytest.param(4, (1000, 1000 + SHORTAGE), True, [], False, id="under-not-met"),
+    pytest.param(6, (1000, 999 + SHORTAGE), True, [], True, id="over-with-reclaim-under-the-floor-held-back"),
     pytest.param(6, (1000, 1000), True, [], True, id="over-without-global-reclaim-held-back"),
     pytest.param(6, (1000, 1000), False, [REFAULT], False, id="gate-off-met-on-the-share-alone"),
 ])
@@ -95,15 +100,17 @@ def test_the_rule(refaulted_percent: int, scans: tuple[int, int], gate: bool, ex
         assert isinstance(second.next_step, NoneStarved)
     if held:  # the gate is what keeps it from being met: without it, this case is the gate-off one
         (report,) = second.stall_held_back
-        assert (report.threshold, report.share_percent, report.global_scan_pages) == (HARD, 6.0, 1000)
+        assert (report.threshold, report.share_percent, report.global_scan_pages) == (HARD, 6.0, scans[1])
+        assert report.shortage is not None
+        assert (report.shortage.scanned_pages, report.shortage.floor_pages) == (scans[1] - scans[0], SHORTAGE)
     else:
         assert second.stall_held_back == ()
 
 
 def test_a_counter_that_went_back_is_a_new_baseline_absent_until_the_next_span() -> None:
     _, assessments = cycles([(0.0, node(0, refaulted=10 * Gi, scanned=0)),
-                             (10.0, node(10, refaulted=1 * Gi, scanned=5000)),
-                             (20.0, node(20, refaulted=1 * Gi + 6 * ONE_PERCENT, scanned=9000))])
+                             (10.0, node(10, refaulted=1 * Gi, scanned=SHORTAGE)),
+                             (20.0, node(20, refaulted=1 * Gi + 6 * ONE_PERCENT, scanned=2 * SHORTAGE))])
     assert [Signal(REFAULT) in a.observations for a in assessments] == [False, False, True]
     assert [met(a) for a in assessments] == [[], [], [REFAULT]]
 
@@ -128,7 +135,8 @@ def test_activations_are_reported_with_a_held_back_threshold() -> None:
 
 def test_after_an_eviction_for_it_the_settle_rule_holds_the_next_one_back() -> None:
     soft = parse_stall_thresholds({}, {REFAULT: "3%"}, {REFAULT: "0s"}, {})
-    readings = [(0.0, node(0, refaulted=0, scanned=0)), (10.0, node(10, refaulted=6 * ONE_PERCENT, scanned=100))]
+    readings = [(0.0, node(0, refaulted=0, scanned=0)),
+                (10.0, node(10, refaulted=6 * ONE_PERCENT, scanned=SHORTAGE))]
     state, (_, decided) = cycles(readings, thresholds=(HARD, *soft))
     assert isinstance(decided.next_step, ReclaimThenEvict)
     eviction = Eviction(pod=pod_from_dict(HOG), signal=REFAULT, grace_period_override_s=1, effective_grace_period_s=1,
@@ -136,7 +144,7 @@ def test_after_an_eviction_for_it_the_settle_rule_holds_the_next_one_back() -> N
     state = note_evictions(state, [eviction], 10.0)
     assert state.stall_evicted_at == 10.0
     # 1 s later, still refaulting with reclaim: met, but waiting for the last eviction to settle.
-    _, (settling,) = cycles([(11.0, node(11, refaulted=12 * ONE_PERCENT, scanned=200))],
+    _, (settling,) = cycles([(11.0, node(11, refaulted=12 * ONE_PERCENT, scanned=2 * SHORTAGE))],
                             thresholds=(HARD, *soft), state=state)
     assert REFAULT in met(settling) and settling.stall_settling == (Signal(REFAULT),)
     assert isinstance(settling.next_step, NoneStarved)
@@ -170,7 +178,7 @@ def test_the_kubelets_summary_cannot_feed_it(tmp_path: Path) -> None:
 
 def test_simulate_shows_it_as_the_stall_signals_held_back_then_evicting() -> None:
     config = {"evictionHard": {}, "stallEvictionHard": {REFAULT: "5%"}}
-    counts = [(0, 0, 1000), (10, 6, 1000), (20, 12, 1000), (30, 18, 9000)]
+    counts = [(0, 0, 1000), (10, 6, 1000), (20, 12, 1000), (30, 18, 1000 + SHORTAGE)]
     steps = [{"at": at, "summary": node(at, refaulted=percent * ONE_PERCENT, scanned=scanned), "pods": PODS}
              for at, percent, scanned in counts]
     out = simulate_steps({"config": config, "pods": PODS, "steps": steps})
@@ -197,3 +205,26 @@ def test_vmstat_counts(tmp_path: Path, lines: str, expected: tuple[int | None, i
     assert counts.global_scan_pages == 5
     assert (counts.refault_file_bytes, counts.activate_file_bytes) == tuple(
         None if pages is None else pages * PAGE_BYTES for pages in expected)
+
+
+def test_after_any_eviction_refaults_read_before_it_settled_are_no_evidence() -> None:
+    """Issue 61: the refault signal evicted the Guaranteed pod 7.7-8.2 s after a memory.available eviction of the
+    leaker, on refaults of daemons re-reading their files and counted from before it. Any eviction now starts the
+    settle wait, and after it only refaults (and scans) read after the settle end count."""
+    (memory,) = parse_threshold_config([], {"memory.available": "1Gi"}, {}, {}, {})
+    readings = [(0.0, node(0, refaulted=0, scanned=0)),
+                (10.0, node(10, refaulted=6 * ONE_PERCENT, scanned=SHORTAGE))]
+    state, (_, decided) = cycles(readings)
+    assert isinstance(decided.next_step, ReclaimThenEvict)
+    leaker = Eviction(pod=pod_from_dict(HOG), signal="memory.available", grace_period_override_s=1,
+                      effective_grace_period_s=1, message="", annotations={}, conditions=(), threshold=memory)
+    state = note_evictions(state, [leaker], 10.0)
+    # 1 s later: the refault threshold waits for that eviction to settle, as after one of its own.
+    state, (settling,) = cycles([(11.0, node(11, refaulted=8 * ONE_PERCENT, scanned=2 * SHORTAGE))], state=state)
+    assert settling.stall_settling == (Signal(REFAULT),) and isinstance(settling.next_step, NoneStarved)
+    # 7.7 s and 8.2 s after it, still refaulting 6% per 10 s: the readings since the settle end (14 s) span too
+    # little for a figure, so the signal is absent, not met on the refaults from before.
+    for at, percent in ((17.7, 12.6), (18.2, 12.9)):
+        state, (after,) = cycles([(at, node(int(at), refaulted=round(percent * ONE_PERCENT),
+                                            scanned=3 * SHORTAGE))], state=state)
+        assert Signal(REFAULT) not in after.observations and met(after) == []

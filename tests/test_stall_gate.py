@@ -21,8 +21,20 @@ from evictd.core.kubelet_config import EvictionSettings
 from evictd.core.pod_parser import pod_from_dict
 from evictd.core.settled import near_crossing
 from evictd.core.signals import Signal
-from evictd.core.stall_gate import STALL_RECLAIM_WINDOW_S, CounterTrend, next_trend, wake_may_open
-from evictd.core.summary import signal_observations
+from evictd.core.stall_gate import (
+    SCAN_PAGE_BYTES,
+    SHORTAGE_AVAILABLE_SHARE,
+    SHORTAGE_SCAN_SHARE,
+    STALL_RECLAIM_WINDOW_S,
+    CounterTrend,
+    ScanSample,
+    next_scan_samples,
+    next_trend,
+    scanned_in_window,
+    shortage_of,
+    wake_may_open,
+)
+from evictd.core.summary import MemoryStats, signal_observations
 from evictd.core.summary_parser import summary_from_dict
 from evictd.core.thresholds import parse_stall_thresholds
 from evictd.record.documents import kubelet_config_document
@@ -37,6 +49,10 @@ STATS = [pod_stats(HOG, memory=1 * Gi), pod_stats(OTHER, memory=500 * Mi)]
 NODE_STALL = parse_stall_thresholds({SOME: "10%"}, {}, {}, {})[0]
 PODS_STALL = parse_stall_thresholds({PODS_SOME: "10%"}, {}, {}, {})[0]
 UNREAD = object()  # a counter not in the Summary (not readable)
+# A small node short of memory (a quarter available): 1,000 pages scanned within the window are a shortage on it.
+NODE_MEMORY = 256 * Mi
+NODE_AVAILABLE = 64 * Mi
+HOG_GROWTH = 16 * Mi  # the hog grows this much a reading: a stall may evict it, and only it
 
 
 def psi(some10: float) -> dict[str, Any]:
@@ -47,8 +63,9 @@ def psi(some10: float) -> dict[str, Any]:
 def stalled(second: int, *, share: float = 30.0, scanned: object = 0, limit_events: object = UNREAD,
             pods_share: float | None = None) -> dict[str, Any]:
     """A Summary document of a node stalled `share`% (`some` avg10) with the global scan count `scanned` and, for the
-    pods cgroup (stalled `pods_share`%), its `max` events `limit_events`."""
-    document = summary(memory=20 * Gi, time=stamp(second), pods=STATS,
+    pods cgroup (stalled `pods_share`%), its `max` events `limit_events`; the hog `HOG_GROWTH` bigger each `second`."""
+    document = summary(memory=NODE_AVAILABLE, memory_ws=NODE_MEMORY - NODE_AVAILABLE, time=stamp(second),
+                       pods=[pod_stats(HOG, memory=1 * Gi + second * HOG_GROWTH), STATS[1]],
                        allocatable=16 * Gi if pods_share is not None else None)
     memory = document["node"]["memory"]
     memory["psi"] = psi(share)
@@ -106,10 +123,12 @@ def test_global_reclaim_older_than_the_window_holds_the_threshold_back() -> None
     window = STALL_RECLAIM_WINDOW_S
     _, assessments = cycles([(0.0, stalled(0, scanned=1000)), (5.0, stalled(1, scanned=2000)),
                              (5.0 + window, stalled(2, scanned=2000)), (5.1 + window, stalled(3, scanned=2000))])
-    assert [met(a) for a in assessments] == [[], [SOME], [SOME], []]
+    # At 15.0 the scans of the window (since the reading at 5.0) are none: the shortage is over.
+    assert [met(a) for a in assessments] == [[], [SOME], [], []]
     (held,) = assessments[3].stall_held_back
     assert held.global_reclaim_s_ago == pytest.approx(window + 0.1)
     assert held.global_scan_pages == 2000
+    assert held.shortage is not None and held.shortage.scanned_pages == 0
 
 
 def test_unreadable_counters_make_the_stall_signal_absent_never_guessed() -> None:
@@ -215,7 +234,8 @@ def test_simulate_shows_a_held_back_stall_threshold_and_evicts_nobody_until_glob
     assert [step.get("stallHeldBack") for step in out] == [[f"{SOME}>=10%"]] * 3 + [None]
     assert [[e["name"] for e in step["evicted"]] for step in out] == [[], [], [], ["hog"]]
     off = simulate_steps({"config": {**config, "stallRequiresNodeReclaim": False}, "pods": PODS, "steps": steps})
-    assert [e["name"] for e in off[0]["evicted"]] == ["hog"]
+    # Gate off, the share alone: the hog goes at the second step, once a reading shows it grew.
+    assert [[e["name"] for e in step["evicted"]] for step in off[:2]] == [[], ["hog"]]
 
 
 def test_after_a_stall_eviction_settled_only_reclaim_read_after_it_counts() -> None:
@@ -285,3 +305,122 @@ def test_a_stall_threshold_earns_no_follow_up_cycles() -> None:
     assert not near_crossing((NODE_STALL,), observations)
     hard = EngineConfig.from_settings(EvictionSettings(hard={"memory.available": "1Gi"})).thresholds
     assert near_crossing((*hard, NODE_STALL), signal_observations(summary_from_dict(summary(memory=Gi + Mi))))
+
+
+# --- a real shortage, not a trickle of reclaim (issue 61) ------------------------------------------------------------
+
+GiB_PAGES = Gi // SCAN_PAGE_BYTES
+
+
+@pytest.mark.parametrize(("readings", "after", "expected"), [
+    pytest.param([(0.0, 100), (10.0, 5100)], None, 5000, id="a-window-apart"),
+    pytest.param([(0.0, 100), (2.0, 5100)], None, 5000, id="a-short-span-is-not-scaled-up"),
+    pytest.param([(0.0, 100), (20.0, 5100)], None, 2500, id="a-long-span-is-scaled-down-to-the-window"),
+    pytest.param([(0.0, 100)], None, 0, id="one-reading-no-figure"),
+    pytest.param([(0.0, 100), (3.0, 4100), (6.0, 5100)], 3.0, 1000, id="only-readings-after-the-eviction-settled"),
+    pytest.param([(0.0, 100), (3.0, 5100)], 4.0, 0, id="none-read-after-it-yet"),
+])
+def test_scanned_in_window(readings: list[tuple[float, int]], after: float | None, expected: int) -> None:
+    samples = tuple(ScanSample(at, pages) for at, pages in readings)
+    assert scanned_in_window(samples, after) == expected
+
+
+def test_scan_readings_keep_the_newest_a_window_old_and_restart_when_the_count_goes_back() -> None:
+    kept: tuple[ScanSample, ...] = ()
+    for at, pages in ((0.0, 10), (4.0, 20), (11.0, 30), (15.0, 40)):
+        kept = next_scan_samples(kept, pages, at)
+    assert kept == (ScanSample(4.0, 20), ScanSample(11.0, 30), ScanSample(15.0, 40))
+    assert next_scan_samples(kept, None, 16.0) == kept
+    assert next_scan_samples(kept, 5, 16.0) == (ScanSample(16.0, 5),)
+
+
+# A 1 GiB node (available + working set): its floor is 1% of it, 2,621 pages of 4 KiB.
+FLOOR_1GIB = 2621
+
+
+@pytest.mark.parametrize(("available", "scanned", "short"), [
+    pytest.param(100 * Mi, FLOOR_1GIB, True, id="scans-at-the-floor-little-available"),
+    # The hostile check: kswapd scanning 32 KiB every 5 s (16 pages in 10 s) while a pod thrashes in its own limit.
+    pytest.param(100 * Mi, 16, False, id="a-trickle-of-kswapd-is-no-shortage"),
+    pytest.param(100 * Mi, FLOOR_1GIB - 1, False, id="a-page-under-the-floor"),
+    # A stream through cold page cache scans hard; what it scans is inactive cache, counted available.
+    pytest.param(Gi // 2, 100 * FLOOR_1GIB, False, id="half-the-memory-available-is-no-shortage"),
+    pytest.param(Gi // 2 - Mi, 100 * FLOOR_1GIB, True, id="just-under-half-available"),
+])
+def test_a_shortage_needs_scans_of_1pct_of_memory_in_the_window_and_memory_available_under_half(
+        available: int, scanned: int, short: bool) -> None:
+    memory = MemoryStats(available_bytes=available, working_set_bytes=Gi - available)
+    shortage = shortage_of(memory, (ScanSample(0.0, 1000), ScanSample(10.0, 1000 + scanned)), None)
+    assert shortage.floor_pages == FLOOR_1GIB == round(GiB_PAGES * SHORTAGE_SCAN_SHARE)
+    assert (shortage.scanned_pages, shortage.short) == (scanned, short)
+    assert SHORTAGE_AVAILABLE_SHARE == 0.5
+
+
+def test_without_memory_figures_there_is_no_shortage() -> None:
+    shortage = shortage_of(MemoryStats(working_set_bytes=Gi), (ScanSample(0.0, 0), ScanSample(1.0, 10**9)), None)
+    assert shortage.floor_pages is None and not shortage.short
+
+
+def hostile(second: int, *, scanned: int, available: int = NODE_AVAILABLE,
+            thrasher_usage: int = 200 * Mi) -> dict[str, Any]:
+    """The node while a pod thrashes in its own 200 MiB limit (usage pinned, its own `some` 60%), two bystanders
+    sitting still (`some` 40%: they stall too) and, from the second reading, nobody growing."""
+    document = stalled(second, share=40.0, scanned=scanned)
+    document["node"]["memory"]["availableBytes"] = available
+    document["node"]["memory"]["workingSetBytes"] = NODE_MEMORY - available
+    document["pods"] = [
+        {**pod_stats(THRASHER, memory=150 * Mi), "memory": {"workingSetBytes": 150 * Mi + second * 4 * Mi,
+                                                           "usageBytes": thrasher_usage, "psi": psi(60.0)}},
+        {**pod_stats(HOG, memory=1 * Gi), "memory": {"workingSetBytes": 1 * Gi, "psi": psi(40.0)}},
+        {**pod_stats(OTHER, memory=500 * Mi), "memory": {"workingSetBytes": 500 * Mi, "psi": psi(40.0)}},
+    ]
+    return document
+
+
+THRASHER = pod("thrasher", requests={"memory": "50Mi"}, priority=0)
+
+
+def test_a_trickle_of_reclaim_beside_an_own_limit_thrash_evicts_nobody() -> None:
+    """Issue 61's hostile check: the gate stays closed on a trickle, and were it open the bystanders that sat still
+    are no candidates, nor is the thrasher pinned at its limit."""
+    pods = [*PODS, THRASHER]
+    trickle = [(at, hostile(index, scanned=1000 + 8 * index)) for index, at in enumerate((0.0, 5.0, 10.0, 15.0))]
+    steps = [{"at": at, "summary": document, "pods": pods} for at, document in trickle]
+    config = {"evictionHard": {}, "stallEvictionHard": {SOME: "10%"}, "evictionPressureTransitionPeriod": "5m"}
+    out = simulate_steps({"config": config, "pods": pods, "steps": steps})
+    assert [step.get("stallHeldBack") for step in out] == [[f"{SOME}>=10%"]] * 4
+    assert all(step["evicted"] == [] for step in out)
+    # Even with the gate off (the share alone), nobody qualifies: the bystanders sat still, the thrasher is pinned.
+    off = simulate_steps({"config": {**config, "stallRequiresNodeReclaim": False}, "pods": pods, "steps": steps})
+    assert all(step["evicted"] == [] for step in off)
+    assert [step["thresholdsMet"] != [] for step in off] == [True] * 4
+
+
+def test_with_a_shortage_only_the_pod_that_grew_and_stalls_pays() -> None:
+    pods = [*PODS, THRASHER]
+    steps = []
+    for index, at in enumerate((0.0, 5.0, 10.0)):
+        document = hostile(index, scanned=1000 + 5000 * index)
+        document["pods"][1]["memory"]["workingSetBytes"] = 1 * Gi + index * 16 * Mi  # the hog grows
+        steps.append({"at": at, "summary": document, "pods": pods})
+    config = {"evictionHard": {}, "stallEvictionHard": {SOME: "10%"}, "evictionPressureTransitionPeriod": "5m"}
+    out = simulate_steps({"config": config, "pods": pods, "steps": steps})
+    assert [[e["name"] for e in step["evicted"]] for step in out] == [[], ["hog"], []]
+
+
+def test_with_a_kubelet_threshold_met_too_the_kubelets_decides_as_the_kubelets_does() -> None:
+    """The grower rule is the stall family's own: where memory.available is met as well, it picks the pod by the
+    kubelet's ranking (the hog, still, over its request most), under its own signal and figures."""
+    config = {"evictionHard": {"memory.available": "100Mi"}, "stallEvictionHard": {SOME: "10%"},
+              "stallRequiresNodeReclaim": False, "evictionPressureTransitionPeriod": "5m"}
+    pods = [*PODS, THRASHER]
+    steps = []
+    for index, (at, available) in enumerate(((0.0, 200 * Mi), (5.0, 200 * Mi), (10.0, 50 * Mi))):
+        document = hostile(index, scanned=1000, available=available)
+        document["pods"][2]["memory"]["workingSetBytes"] = 500 * Mi + index * 16 * Mi  # `other` grows
+        steps.append({"at": at, "summary": document, "pods": pods})
+    out = simulate_steps({"config": config, "pods": pods, "steps": steps})
+    assert [[(e["name"], e["signal"]) for e in step["evicted"]] for step in out] == [
+        [], [("other", SOME)], [("hog", "memory.available")]]
+    assert out[2]["evicted"][0]["message"].startswith("The node was low on resource: memory. Threshold quantity: "
+                                                      "100Mi, available: 50Mi.")

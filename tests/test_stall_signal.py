@@ -202,7 +202,7 @@ def test_a_stall_threshold_is_met_on_evictds_own_window_while_avg10_is_still_0()
               "stallRequiresNodeReclaim": False}
     steps = []
     for second, recent in enumerate((None, (60.0, 25.0))):
-        document = summary(memory=3 * Gi, time=stamp(second), pods=STATS)
+        document = summary(memory=3 * Gi, time=stamp(second), pods=growing_stats(second))
         document["node"]["memory"]["psi"] = psi(0.0, 0.0, recent)
         steps.append({"at": 2 * second, "summary": document})
     quiet, stalled = simulate_steps({"config": config, "pods": PODS, "steps": steps})
@@ -246,6 +246,14 @@ SMALL = pod("small", requests={"memory": "1Gi"}, priority=0)
 BEST_EFFORT = pod("best-effort")
 PODS = [HOG, SMALL, BEST_EFFORT]
 STATS = [pod_stats(HOG, memory=1 * Gi), pod_stats(SMALL, memory=500 * Mi), pod_stats(BEST_EFFORT, memory=300 * Mi)]
+GROWTH = 16 * Mi  # each pod grows this much a reading in a stall scenario: a stall evicts only pods that grew
+
+
+def growing_stats(second: int) -> list[dict[str, Any]]:
+    """`STATS` at the `second`-th reading of pods that all grow by `GROWTH` a reading (as `STATS` at the third)."""
+    return [pod_stats(HOG, memory=1 * Gi + (second - 2) * GROWTH),
+            pod_stats(SMALL, memory=500 * Mi + (second - 2) * GROWTH),
+            pod_stats(BEST_EFFORT, memory=300 * Mi + (second - 2) * GROWTH)]
 
 # Each step's state: "ok", "soft" (past the soft threshold only) or "hard" (past both).
 SEQUENCE = [(0, "ok"), (10, "soft"), (40, "soft"), (50, "hard"), (60, "ok"), (349, "ok"), (350, "ok")]
@@ -264,7 +272,8 @@ PSI_BY_STATE = {"ok": psi(10.0, 5.0), "soft": psi(40.0, 19.99), "hard": psi(80.0
 def scenario(config: dict[str, Any], stall: bool) -> list[dict[str, Any]]:
     steps = []
     for second, (at, state) in enumerate(SEQUENCE):
-        document = summary(memory=3 * Gi if stall else MEMORY_BY_STATE[state], time=stamp(second), pods=STATS)
+        document = summary(memory=3 * Gi if stall else MEMORY_BY_STATE[state], time=stamp(second),
+                           pods=growing_stats(second) if stall else STATS)
         if stall:
             document["node"]["memory"]["psi"] = copy.deepcopy(PSI_BY_STATE[state])
         steps.append({"at": at, "summary": document})

@@ -844,6 +844,36 @@ def test_stall_signals_read_the_kernels_pressure_files(tmp_path: Path, tree: Tre
     assert [problem.source for problem in source.problems] == [str(node.proc / "vmstat")]
 
 
+@pytest.mark.parametrize("tree", [V1, V2], ids=tree_ids)
+def test_with_stall_signals_each_pods_own_pressure_is_read_on_cgroup_v2(tmp_path: Path, tree: Tree) -> None:
+    """A stall eviction takes only a pod that stalls itself where that is read (evictd.core.pod_growth): with stall
+    thresholds, each pod's ``memory.pressure`` (v2) comes in its memory block; v1 has none, and without stall
+    thresholds nothing is read."""
+    node = make_node(tmp_path, tree, copy=True)
+    uid = "0d9e8f7a-6b5c-4d3e-8f21-0a1b2c3d4e5f"
+    folder = next(path for path in node.cgroup_root.rglob("*") if path.is_dir() and path.name.replace("_", "-")
+                  .endswith(uid + (".slice" if tree.driver == "systemd" else "")) and path.name != uid)
+    (folder / "memory.pressure").write_text(PODS_PSI)
+    with_stall = node.source(memory_pressure=True).summary()
+    without = node.source().summary()
+    pressure = {stats.pod_ref.uid: stats.memory.psi for stats in with_stall.pods if stats.memory is not None}
+    assert uid in pressure
+    if tree.version == 2:
+        psi = pressure[uid]
+        assert psi is not None and psi.some.avg10 == 30.0
+        assert all(psi is None for other, psi in pressure.items() if other != uid)  # no file: none, no problem
+    else:
+        assert all(psi is None for psi in pressure.values())
+    assert all(stats.memory is None or stats.memory.psi is None for stats in without.pods)
+    (folder / "memory.pressure").write_text("some avg10=garbage\n")
+    source = node.source(memory_pressure=True)
+    garbled = source.summary()
+    if tree.version == 2:  # unreadable: a problem naming the file, the pod's memory kept without it
+        assert [problem.source for problem in source.problems] == [str(folder / "memory.pressure")]
+        (stats,) = [stats for stats in garbled.pods if stats.pod_ref.uid == uid]
+        assert stats.memory is not None and stats.memory.psi is None and stats.memory.working_set_bytes
+
+
 def test_a_stall_is_observed_from_evictds_own_window_before_avg10_shows_it(tmp_path: Path) -> None:
     """Each PSI line carries `recent`, the share stalled since the reading a second or more before (from `total`,
     evictd.core.psi_window), and the stall observation is the larger of it and avg10."""

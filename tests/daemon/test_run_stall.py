@@ -1,11 +1,12 @@
 """`evictd run` with evictd's memory stall signals, on this machine's real PSI (cgroup v1, node-wide
-/proc/pressure/memory): a 0% stall threshold (always met) decided on in dry-run against a real pod, with the start
-saying the pods cgroup's stall signal is absent (cgroup v1 has no memory.pressure); and a real memory stall
-(a thrashing memory cgroup) raising the node's stall share past a threshold while memory.available stays fine. Both
-with the stall gate off (`stallRequiresNodeReclaim: false`): this 24 GiB machine is never in global reclaim. With it
-on, the same thrash (a cgroup reclaiming inside its own limit) stalls the node and refaults its page cache without
-global reclaim: evictd logs both the stall and the refault threshold held back and evicts nobody, where with the
-gate off each would evict the pod (the refault one woken by the refault watch)."""
+/proc/pressure/memory): a 0% stall threshold (always met) decided on in dry-run against a real pod once it grows
+(a stall evicts only a pod that grew), with the start saying the pods cgroup's stall signal is absent (cgroup v1 has
+no memory.pressure); and a real memory stall (a thrashing memory cgroup) raising the node's stall share past a
+threshold while memory.available stays fine. Both with the stall gate off (`stallRequiresNodeReclaim: false`): this
+24 GiB machine is never in global reclaim. With it on, the same thrash (a cgroup reclaiming inside its own limit)
+stalls the node and refaults its page cache without global reclaim: evictd logs both the stall and the refault
+threshold held back and evicts nobody; with the gate off each is met (the refault one woken by the refault watch)
+and still evicts nobody, the pod being a bystander that sat still."""
 
 from __future__ import annotations
 
@@ -57,7 +58,21 @@ def test_a_zero_stall_threshold_is_always_met_and_decided_on_in_dry_run(
 
     met = daemon.wait_event("threshold met", timeout=10)
     assert met["threshold"] == f"{SOME}>=0% (hard)"
-    evicted = daemon.wait_event("would evict pod", timeout=10)
+    # A stall evicts only a pod that grew within the last 10 s (evictd.core.pod_growth): the pod, still, is no
+    # candidate; its process then grows 16 MiB every 0.5 s until the pod is decided on.
+    withheld = daemon.wait_event("threshold not acted on", timeout=10)
+    assert withheld["reason"].startswith("no pod grew within the last 10 s"), withheld
+    assert not [e for e in daemon.events if e.get("event") == "would evict pod"]
+    process = real_pod.start_process()
+    evicted = None
+    for _ in range(40):
+        process.do(f"alloc {16 << 20}")
+        try:
+            evicted = daemon.wait_event("would evict pod", timeout=0.5)
+            break
+        except AssertionError:
+            continue
+    assert evicted is not None, "the growing pod was never decided on"
     assert (evicted["pod"], evicted["signal"], evicted["dry_run"]) == (real_pod.key, SOME, True)
     assert evicted["message"].startswith("The node was low on resource: memory. Threshold quantity: 10001, "
                                          "available: "), evicted["message"]
@@ -151,7 +166,8 @@ def test_a_cgroup_thrashing_in_its_own_limit_stalls_and_refaults_without_global_
     tmp_path: Path, real_pod: RealPodNode, evictd_processes: list[EvictdProcess]
 ) -> None:
     """One thrash for both of evictd's signals of it (the stall signal and the refault signal): gated, both held
-    back; ungated, each would evict the pod, the refault one woken by the refault watch (a 30 s interval)."""
+    back; ungated, each is met (the refault one woken by the refault watch, a 30 s interval) and evicts nobody: the
+    pod, outside the thrashing cgroup, did not grow."""
     wait_quiet(GATE_THRESHOLD_PERCENT / 2)  # so that the stall held back is the thrash's, not an earlier one's
     node = real_pod.evictd_settings(tmp_path / "containerd")
     stall = f"stallEvictionHard: {{{SOME}: '{GATE_THRESHOLD_PERCENT}%'}}\n"
@@ -180,17 +196,17 @@ def test_a_cgroup_thrashing_in_its_own_limit_stalls_and_refaults_without_global_
         assert held_refault["refaulted_percent"] >= REFAULT_THRESHOLD_PERCENT and "stalled_percent" not in held_refault
         assert held_refault["activated_percent"] is not None and held_refault["global_reclaim_s_ago"] is None
         # Gate off: the share refaulted reaches the threshold once the watch's figure has its span (5 s, read once a
-        # second), and the pod would go.
+        # second); the pod, a bystander that sat still, is no candidate (before issue 61 it would have gone).
         met = refault_ungated.wait_event("threshold met", timeout=20)
         assert met["woken_by"] == ["refault_watch"], met
-        evicted = refault_ungated.wait_event("would evict pod", timeout=5)
-        assert (evicted["pod"], evicted["signal"], evicted["dry_run"]) == (real_pod.key, REFAULT, True)
-        assert evicted["message"].startswith("The node was low on resource: memory. Threshold quantity: 9991, ")
+        withheld = refault_ungated.wait_event("threshold not acted on", timeout=5)
+        assert withheld["reason"].startswith("no pod grew within the last 10 s"), withheld
         # Three more cycles still stalled: nobody evicted, each held-back line not repeated (once per episode).
         cycles = gated.metric("evictd_cycles_total")
         time.sleep(3.5)
         assert gated.metric("evictd_cycles_total") >= cycles + 3
         assert not [e for e in gated.events if e.get("event") in ("would evict pod", "threshold met")], gated.events
+        assert not [e for e in refault_ungated.events if e.get("event") == "would evict pod"]
         assert sum(e.get("event") == HELD_BACK for e in gated.events) == 2
         assert gated.metric("evictd_threshold_met", signal=SOME, kind="hard") == 0
         assert gated.metric("evictd_threshold_met", signal=REFAULT, kind="hard") == 0
@@ -213,11 +229,12 @@ def test_a_cgroup_thrashing_in_its_own_limit_stalls_and_refaults_without_global_
         assert scanned == 0
         assert gated.stop() == 0 and refault_ungated.stop() == 0
 
-        # The same stall with the gate off: the stall threshold is met and the pod would be evicted.
+        # The same stall with the gate off: the stall threshold is met, and the pod that sat still is not evicted.
         ungated = start_evictd(tmp_path / "off", evictd_processes, kubelet="evictionHard: {}\n",
                                evictd="housekeepingInterval: 1s\npsiWakeups: false\n" + stall + node
                                + "stallRequiresNodeReclaim: false\n")
-        evicted = ungated.wait_event("would evict pod", timeout=15)
-        assert (evicted["pod"], evicted["signal"], evicted["dry_run"]) == (real_pod.key, SOME, True)
-        assert not [e for e in ungated.events if e.get("event") == HELD_BACK]
+        assert ungated.wait_event("threshold met", timeout=15)["threshold"] == f"{SOME}>={GATE_THRESHOLD_PERCENT}% (hard)"
+        withheld = ungated.wait_event("threshold not acted on", timeout=5)
+        assert withheld["reason"].startswith("no pod grew within the last 10 s"), withheld
+        assert not [e for e in ungated.events if e.get("event") in (HELD_BACK, "would evict pod")]
         assert ungated.stop() == 0

@@ -192,6 +192,15 @@ class NodeStatsSource:
             return f"{path} has no {' or '.join(key.decode() for key in procfs.REFAULT_KEYS)}"
         return None
 
+    @property
+    def _pod_pressure(self) -> bool:
+        """Whether pods' own ``memory.pressure`` is read: with stall-family thresholds, on cgroup v2 (a stall eviction
+        takes only a pod that stalls itself where that is read, `evictd.core.pod_growth`)."""
+        return self._memory_pressure and self._cgroups.layout.version != 1
+
+    def _pod_pressure_path(self, cgroup: PodCgroup) -> str:
+        return cgroup_folder(str(self._cgroups.layout.memory_hierarchy), cgroup.path) + "/memory.pressure"
+
     def _pods_limit_events(self) -> int | None:
         return pods_limit_events(self._cgroups)
 
@@ -391,6 +400,10 @@ class NodeStatsSource:
         elif figures is not None:
             usage, working_set, count = figures
             memory = pod_memory_stats(at, usage, working_set)
+            if self._pod_pressure and cgroup is not None:
+                psi = attempt(lambda: procfs.memory_pressure(self._pod_pressure_path(cgroup)), problems)
+                if psi is not None:
+                    memory = replace(memory, psi=psi)
             if isinstance(count, SampleError):
                 problems.append(without_traceback(count))
             else:

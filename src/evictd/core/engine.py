@@ -34,6 +34,7 @@ from evictd.core.fs_layout import FsLayout, ReclaimAction, meaning_of
 from evictd.core.kubelet_config import EvictionSettings
 from evictd.core.local_storage import local_storage_evictions
 from evictd.core.messages import eviction_message
+from evictd.core.pod_growth import PodMemorySnapshot, next_snapshots, stall_candidates
 from evictd.core.pods import Pod, is_critical_pod
 from evictd.core.quantity import Quantity
 from evictd.core.ranking import SortKey, rank_pods_with_keys
@@ -97,10 +98,13 @@ class EngineState:
     node_conditions: tuple[NodeCondition, ...] = ()
     thresholds_met: tuple[Threshold, ...] = ()
     last_observations: Mapping[Signal, Observation] = field(default_factory=dict)
-    # evictd's own: when the last eviction for a memory stall signal was decided (`note_evictions`).
+    # evictd's own: when the last eviction, of any signal, was decided (`note_evictions`): the stall family's settle
+    # and evidence rules run from it (saved as `stallEvictedAt`).
     stall_evicted_at: float | None = None
     # evictd's own: the stall gate's counters and its last verdict (`evictd.core.stall_gate`; not saved to disk).
     stall_gate: StallGate = field(default_factory=StallGate)
+    # evictd's own: the pods' memory over the last window, kept with stall-family thresholds (`pod_growth`).
+    pod_memory: tuple[PodMemorySnapshot, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,11 +180,14 @@ class EvictForLocalStorage:
 @dataclass(frozen=True, slots=True)
 class ReclaimThenEvict:
     """Reclaim `resource` at node level with `actions`, then, unless the post-reclaim stats show the pressure
-    resolved, evict one pod (`choose_eviction`). `thresholds` are in eviction priority; the first is reclaimed."""
+    resolved, evict one pod (`choose_eviction`). `thresholds` are in eviction priority; the first is reclaimed.
+    `stall_candidates`: the UIDs of the pods a stall-family threshold may evict (`evictd.core.pod_growth`; None
+    without stall-family thresholds)."""
 
     thresholds: tuple[Threshold, ...]
     resource: Resource
     actions: tuple[ReclaimAction, ...]
+    stall_candidates: frozenset[str] | None = None
 
     @property
     def threshold(self) -> Threshold:
@@ -242,6 +249,9 @@ AWAITING_DISK_FIGURES = "pods not measured yet by the disk walker: waiting for t
 # Pods known only from the node carry no requests, priorities or grace periods: a soft threshold waits for the API.
 SOFT_WITHOUT_POD_LIST = "a soft threshold evicts only from the Kubernetes API's pod list"
 
+# A stall-family threshold evicts only a pod that grew and shows the pressure itself (`evictd.core.pod_growth`).
+NO_STALL_CANDIDATE = "no pod grew within the last 10 s under memory pressure of its own: a stall evicts no bystander"
+
 
 # --- the cycle -----------------------------------------------------------------------------------------
 
@@ -272,8 +282,11 @@ def assess(
     if summary is None:
         return state, Assessment(Skipped("stats unavailable"), node_conditions=state.node_conditions,
                                  warnings=warnings)
-    gate = observe_stall_gate(state.stall_gate, summary, now, enabled=config.stall_requires_node_reclaim,
-                              after=evidence_after(state.stall_evicted_at, STALL_SETTLE_S, now))
+    after = evidence_after(state.stall_evicted_at, STALL_SETTLE_S, now)
+    gate = observe_stall_gate(state.stall_gate, summary, now, enabled=config.stall_requires_node_reclaim, after=after)
+    pod_memory: tuple[PodMemorySnapshot, ...] = ()
+    if any(is_stall(threshold) for threshold in state.thresholds):
+        pod_memory = next_snapshots(state.pod_memory, summary, now)
     observations = gated_observations(signal_observations(summary), gate)
     met = thresholds_met(state.thresholds, observations, enforce_min_reclaim=False)
     if state.thresholds_met:
@@ -288,6 +301,9 @@ def assess(
     # A stall threshold waiting for the last stall eviction to settle is not stale: its stats are fresh.
     settling = stall_settling(updated, state.stall_evicted_at, now)
     to_act = [threshold for threshold in updated if threshold not in settling]
+    # Growth counts from the eviction itself: who grew before it is what that eviction answered.
+    candidates = (stall_candidates(pod_memory, summary, state.stall_evicted_at)
+                  if any(is_stall(threshold) for threshold in to_act) else None)
     new_state = replace(
         state,
         first_observed_at=first_observed_at,
@@ -296,13 +312,14 @@ def assess(
         thresholds_met=tuple(grace_met),
         last_observations=observations,
         stall_gate=gate,
+        pod_memory=pod_memory,
     )
     statuses = tuple(
         ThresholdStatus(t, grace_met=t in grace_met, observed_for_s=now - at) for t, at in first_observed_at.items()
     )
     stale = tuple(dict.fromkeys(t.signal for t in grace_met if t not in updated and t.signal in observations))
     return new_state, Assessment(
-        _next_step(config, layout_of(new_state), to_act, summary, pods),
+        _next_step(config, layout_of(new_state), to_act, summary, pods, candidates),
         observations=observations,
         thresholds=statuses,
         node_conditions=conditions,
@@ -316,14 +333,16 @@ def assess(
 
 
 def note_evictions(state: EngineState, evictions: Sequence[Eviction], now: float) -> EngineState:
-    """Return `state` remembering that `evictions` were decided at `now` (only one for a stall signal counts)."""
-    if any(e.threshold is not None and is_stall(e.threshold) for e in evictions):
+    """Return `state` remembering that `evictions` were decided at `now`: any eviction, of any signal, starts the stall
+    family's settle wait and makes the evidence read before it void (`evidence_after`)."""
+    if evictions:
         return replace(state, stall_evicted_at=now)
     return state
 
 
 def _next_step(
-    config: EngineConfig, layout: FsLayout, to_act: Sequence[Threshold], summary: Summary, pods: Sequence[Pod]
+    config: EngineConfig, layout: FsLayout, to_act: Sequence[Threshold], summary: Summary, pods: Sequence[Pod],
+    candidates: frozenset[str] | None = None,
 ) -> NextStep:
     """The end of synchronize before node-level reclaim: local-storage evictions, else the threshold to reclaim."""
     if config.local_storage_capacity_isolation:
@@ -339,7 +358,7 @@ def _next_step(
     thresholds = tuple(sorted(to_act, key=_eviction_priority))
     signal = thresholds[0].signal
     return ReclaimThenEvict(
-        thresholds, spec_of(signal).resource, meaning_of(layout).reclaim_actions.get(signal, ())
+        thresholds, spec_of(signal).resource, meaning_of(layout).reclaim_actions.get(signal, ()), candidates
     )
 
 
@@ -416,7 +435,9 @@ def choose_eviction(
     kubelet ranks. `pods_from_node`: no API pod list, so only a hard threshold evicts. `terminating` (pods evictd
     evicted, still listed) are ranked for a hard threshold while `still_running`, so the pod holding what the node
     lacks goes again before any bystander. `disk_figures_waited_for` (None: nothing to wait for): a disk ranking
-    lacking a pod's figures ranks nobody and names the pods to wait for (`awaiting`)."""
+    lacking a pod's figures ranks nobody and names the pods to wait for (`awaiting`). A stall-family threshold acts
+    only where no kubelet threshold of the step does, and ranks only the step's `stall_candidates` (none:
+    `NO_STALL_CANDIDATE`)."""
     threshold, resource = step.threshold, step.resource
     if threshold.is_hard and terminating:
         running = pod_stats_lookup(summary, terminating)
@@ -429,6 +450,16 @@ def choose_eviction(
         if hard is None:
             return EvictionChoice(ranking=(), eviction=None, withheld=SOFT_WITHOUT_POD_LIST)
         threshold, resource = hard, spec_of(hard.signal).resource
+    if is_stall(threshold):
+        # The kubelet's own thresholds decide as the kubelet's do: a stall-family one acts only where none of them does.
+        kubelets = next((t for t in step.thresholds if not is_stall(t) and (t.is_hard or not pods_from_node)), None)
+        if kubelets is not None:
+            threshold, resource = kubelets, spec_of(kubelets.signal).resource
+        elif step.stall_candidates is not None:
+            allowed = step.stall_candidates
+            pods = [pod for pod in pods if pod.uid in allowed]
+            if not pods:
+                return EvictionChoice(ranking=(), eviction=None, withheld=NO_STALL_CANDIDATE)
     stats_of = pod_stats_lookup(summary, pods)
     unmeasured = unmeasured_pods(threshold.signal, layout, pods, stats_of)
     awaiting = pods_to_wait_for(unmeasured, disk_figures_waited_for)
@@ -436,7 +467,7 @@ def choose_eviction(
         return EvictionChoice(ranking=(), eviction=None, withheld=AWAITING_DISK_FIGURES, awaiting=awaiting,
                               unmeasured=unmeasured)
     ranking, keys = rank_pods_with_keys(threshold.signal, layout, pods, stats_of)
-    quantity, available = _threshold_figures(resource, step.thresholds, observations)
+    quantity, available = _threshold_figures(resource, (threshold, *step.thresholds), observations)
     skipped: list[Pod] = []
     chosen: list[Eviction] = []
     for pod in ranking:

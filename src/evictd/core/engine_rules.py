@@ -4,7 +4,7 @@ Job: the kubelet's helpers.go functions the step calls, one for one and under th
 (thresholds_first_observed_at, node_conditions, node_conditions_last_observed_at,
 node_conditions_observed_since, thresholds_met_grace_period, thresholds_updated_stats), so that they can be
 compared with upstream line by line; the grace period an eviction asks for and the one the pod worker makes of it
-(KUBELET_SPEC §10.2); and evictd's own settle rule for its memory stall signals (`STALL_SETTLE_S`).
+(KUBELET_SPEC §10.2); and evictd's own settle rule for its memory stall signals after any eviction (`STALL_SETTLE_S`).
 
 Invariants: inputs are never mutated; `now` is monotonic seconds supplied by the caller; where the kubelet's
 order depends on Go map iteration, the order of the thresholds given is kept.
@@ -23,7 +23,7 @@ IMMEDIATE_EVICTION_GRACE_PERIOD_S = 1
 # The kubelet's minimumGracePeriodInSeconds (kuberuntime): the grace an eviction's stop sends at least.
 MINIMUM_GRACE_PERIOD_S = 2
 
-# After a stall eviction no stall threshold starts another for this long: avg10 lags the relief (two 2 s updates).
+# After any eviction no stall threshold starts another for this long: avg10 lags the relief (two 2 s updates).
 STALL_SETTLE_S = 4.0
 # A hard memory eviction's pod still running once the signal is down to this share is killed (`memory_ran_short`).
 GRACE_CUT_SHARE = 0.5
@@ -90,8 +90,8 @@ def is_stall(threshold: Threshold) -> bool:
 
 
 def stall_settling(thresholds: Sequence[Threshold], stall_evicted_at: float | None, now: float) -> list[Threshold]:
-    """The stall thresholds among `thresholds` that start no eviction yet: the last stall eviction was decided
-    less than STALL_SETTLE_S before `now`."""
+    """The stall thresholds among `thresholds` that start no eviction yet: the last eviction, of any signal
+    (`stall_evicted_at`), was decided less than STALL_SETTLE_S before `now`."""
     if stall_evicted_at is None or now - stall_evicted_at >= STALL_SETTLE_S:
         return []
     return [threshold for threshold in thresholds if is_stall(threshold)]

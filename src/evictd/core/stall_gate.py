@@ -4,13 +4,15 @@ Each cycle decides which stall-family signals (PSI stall and refault) may meet t
 counters in the stats, and keeps the refault readings the refault rate needs (`evictd.core.refault`). The kernel
 counts /proc/vmstat ``pgscan_*`` only for reclaim that is not a cgroup's own (mm/vmscan.c, ``cgroup_reclaim``), so
 a pod thrashing in its own limit stalls PSI without moving them; evicting a neighbour relieves nothing there.
-A node signal is **open** only when global scans grew within `STALL_RECLAIM_WINDOW_S`; a pods-cgroup signal also
-when the pods cgroup's ``memory.events.local`` ``max`` grew. After a stall eviction has settled only growth read
-after it counts (`evidence_after`). A signal whose gate figure is unreadable is **unknown** and its observation
-dropped. `observe`, `gated_observations`, `split_held_back` and `held_back_reports` are the calls.
+A node signal is **open** only on a real shortage: global scans within `STALL_RECLAIM_WINDOW_S` of at least
+`SHORTAGE_SCAN_SHARE` of the node's memory, with ``memory.available`` under `SHORTAGE_AVAILABLE_SHARE` of it; a
+pods-cgroup signal also when the pods cgroup's ``memory.events.local`` ``max`` grew. After any eviction has settled
+only evidence read after it counts (`evidence_after`): scans, limit events and refaults. A signal whose gate figure
+is unreadable is **unknown** and its observation dropped. `observe`, `gated_observations`, `split_held_back` and
+`held_back_reports` are the calls.
 
-Invariants: pure (`now` given), inputs never mutated. A counter is compared only with the last cycle's reading: the
-first (or one after it went backwards) is a baseline, so the gate opens from the second cycle; the trend is not
+Invariants: pure (`now` given), inputs never mutated. A counter is compared only with earlier readings of this run:
+the first (or one after it went backwards) is a baseline, so the gate opens from the second cycle; the trend is not
 saved across restarts.
 """
 from __future__ import annotations
@@ -36,6 +38,16 @@ STALL_GATE_FIELD = "stallRequiresNodeReclaim"
 
 # The span of the PSI average a stall threshold reads (avg10): reclaim within it says the stall was node-wide.
 STALL_RECLAIM_WINDOW_S = 10.0
+# Global scans within the window, as a share of the node's memory, that make a shortage: a thrash worth an eviction
+# re-reads at least the refault signal's 5 % of memory in 10 s and each page re-read was scanned first; a fifth of
+# that is still 160 times a streaming reader's kswapd trickle (32 KiB every 5 s) on a 1 GiB node.
+SHORTAGE_SCAN_SHARE = 0.01
+# memory.available at or over this share of the node's memory is no shortage however hard reclaim scans: what it
+# scans is inactive page cache (a stream's), which memory.available counts as free.
+SHORTAGE_AVAILABLE_SHARE = 0.5
+# /proc/vmstat counts pages and the Summary carries no page size: 4 KiB (x86-64, most arm64). With 64 KiB pages the
+# floor is 16 times stricter (the gate opens later, never sooner).
+SCAN_PAGE_BYTES = 4096
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +63,30 @@ class CounterTrend:
 
 
 @dataclass(frozen=True, slots=True)
+class ScanSample:
+    """One reading of the global scan count (pages since boot) at `read_at` (monotonic s)."""
+
+    read_at: float
+    pages: int
+
+
+@dataclass(frozen=True, slots=True)
+class Shortage:
+    """The node-wide shortage figures of a cycle: pages scanned within the window (scaled down to it when read over
+    longer), the floor they must reach, and memory.available as a share of the node's memory (None: not read)."""
+
+    scanned_pages: int
+    floor_pages: int | None
+    available_share: float | None
+
+    @property
+    def short(self) -> bool:
+        """Whether the figures make a shortage: scans at or over the floor, memory.available under its share."""
+        return (self.floor_pages is not None and self.available_share is not None
+                and self.scanned_pages >= self.floor_pages and self.available_share < SHORTAGE_AVAILABLE_SHARE)
+
+
+@dataclass(frozen=True, slots=True)
 class StallGate:
     """What the gate keeps between cycles: counter trends, the refault readings of the last window, and its last
     verdict (`closed`, `unknown`, the `refault` figure and its observation), which the engine's later calls of that
@@ -63,19 +99,22 @@ class StallGate:
     refault_samples: tuple[RefaultSample, ...] = ()
     refault: RefaultFigure | None = None
     refault_observed: Observation | None = None
+    scan_samples: tuple[ScanSample, ...] = ()
+    shortage: Shortage | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class HeldBack:
     """A stall threshold whose share was reached, held back by the gate: the share reached (percent; for refault,
     with `activated_percent` activated), the global scan count read and how long ago a cycle saw it grow (None:
-    not since start)."""
+    not since start), and the cycle's shortage figures (None: not made)."""
 
     threshold: Threshold
     share_percent: float
     global_scan_pages: int | None
     global_reclaim_s_ago: float | None
     activated_percent: float | None = None
+    shortage: Shortage | None = None
 
 
 def next_trend(last: CounterTrend | None, value: int | None, now: float) -> CounterTrend | None:
@@ -90,13 +129,46 @@ def next_trend(last: CounterTrend | None, value: int | None, now: float) -> Coun
     return CounterTrend(value, last.increased_at, read_at=now, grew_after=last.grew_after)
 
 
-def evidence_after(stall_evicted_at: float | None, settle_s: float, now: float) -> float | None:
-    """Since when reclaim counts as evidence at `now` (None: any within the window): once the last stall eviction
-    has settled (`settle_s` after `stall_evicted_at`), only growth read after it, so the reclaim that led to that
-    eviction vouches for no second one."""
-    if stall_evicted_at is None or now < stall_evicted_at + settle_s:
-        return None  # no stall eviction, or still settling (the settle rule holds the next one back meanwhile)
-    return stall_evicted_at + settle_s
+def evidence_after(evicted_at: float | None, settle_s: float, now: float) -> float | None:
+    """Since when evidence counts at `now` (None: any within the window): once the last eviction, of any signal, has
+    settled (`settle_s` after `evicted_at`), only what was read after it, so the reclaim and refaults that led to
+    that eviction vouch for no second one (the pods' growth counts from the eviction itself: `pod_growth`)."""
+    if evicted_at is None or now < evicted_at + settle_s:
+        return None  # no eviction, or still settling (the settle rule holds the next stall one back meanwhile)
+    return evicted_at + settle_s
+
+
+def next_scan_samples(samples: Sequence[ScanSample], pages: int | None, now: float) -> tuple[ScanSample, ...]:
+    """Return the scan readings to keep after reading `pages` at `now` (None: not read, kept as is): the newest read
+    at least `STALL_RECLAIM_WINDOW_S` before `now` and every later one; only the new one when the count went down."""
+    if pages is None:
+        return tuple(samples)
+    sample = ScanSample(now, pages)
+    if samples and pages < samples[-1].pages:
+        return (sample,)
+    kept = (*samples, sample)
+    old_enough = [index for index, kept_scan in enumerate(kept) if now - kept_scan.read_at >= STALL_RECLAIM_WINDOW_S]
+    return kept[old_enough[-1]:] if old_enough else kept
+
+
+def scanned_in_window(samples: Sequence[ScanSample], after: float | None) -> int:
+    """Pages scanned between the oldest kept reading (read at or after `after`) and the newest, scaled down to the
+    window when they span more (never up: a short span must reach the whole floor); 0 with fewer than two."""
+    counted = [sample for sample in samples if after is None or sample.read_at >= after]
+    if len(counted) < 2:
+        return 0
+    base, latest = counted[0], counted[-1]
+    span_s = latest.read_at - base.read_at
+    return int((latest.pages - base.pages) * STALL_RECLAIM_WINDOW_S // max(span_s, STALL_RECLAIM_WINDOW_S))
+
+
+def shortage_of(memory: MemoryStats | None, samples: Sequence[ScanSample], after: float | None) -> Shortage:
+    """The node's shortage figures from its memory block and the kept scan readings (`Shortage`)."""
+    capacity = memory_capacity_bytes(memory)
+    if memory is None or capacity is None or capacity <= 0 or memory.available_bytes is None:
+        return Shortage(scanned_in_window(samples, after), None, None)
+    floor = max(1, round(capacity * SHORTAGE_SCAN_SHARE / SCAN_PAGE_BYTES))
+    return Shortage(scanned_in_window(samples, after), floor, memory.available_bytes / capacity)
 
 
 def _recent(trend: CounterTrend | None, now: float, after: float | None) -> bool:
@@ -114,21 +186,26 @@ def _reclaim(memory: MemoryStats | None) -> tuple[int | None, int | None]:
 
 def observe(last: StallGate, summary: Summary, now: float, *, enabled: bool, after: float | None = None) -> StallGate:
     """Return the gate after the cycle at `now` read `summary`: the trends updated, and (when `enabled`) which stall
-    signals are closed or unknown this cycle; `after` (`evidence_after`): growth counts only when read entirely after
-    it. Disabled, nothing is closed or unknown."""
+    signals are closed or unknown this cycle; `after` (`evidence_after`): scans, limit events and refaults count only
+    when read entirely after it. Disabled, nothing is closed or unknown."""
     memory = summary.node.memory
     global_scan, _ = _reclaim(memory)
     pods = summary.node.system_containers.get(SYSTEM_CONTAINER_PODS)
     _, limit_events = _reclaim(pods.memory if pods is not None else None)
     global_trend = next_trend(last.global_scan, global_scan, now)
     pods_trend = next_trend(last.pods_limit, limit_events, now)
+    scans = next_scan_samples(last.scan_samples, global_scan, now)
     sample = refault_sample(memory, now)
     samples = next_samples(last.refault_samples, sample, now)
-    refault = None if sample is None else refault_figure(samples, memory_capacity_bytes(memory))
+    # Refaults read before `after` (before the last eviction settled) are no evidence either.
+    counted = samples if after is None else tuple(kept for kept in samples if kept.read_at >= after)
+    refault = None if sample is None else refault_figure(counted, memory_capacity_bytes(memory))
     observed = None if refault is None or memory is None else refault_observation(refault, memory.time)
     if not enabled:
-        return StallGate(global_trend, pods_trend, refault_samples=samples, refault=refault, refault_observed=observed)
-    global_open = global_scan is not None and _recent(global_trend, now, after)
+        return StallGate(global_trend, pods_trend, refault_samples=samples, refault=refault, refault_observed=observed,
+                         scan_samples=scans)
+    shortage = shortage_of(memory, scans, after)
+    global_open = global_scan is not None and _recent(global_trend, now, after) and shortage.short
     pods_open = limit_events is not None and _recent(pods_trend, now, after)
     closed: set[Signal] = set()
     unknown: set[Signal] = set()
@@ -139,7 +216,8 @@ def observe(last: StallGate, summary: Summary, now: float, *, enabled: bool, aft
             unknown.add(signal)
         elif not global_open:
             closed.add(signal)
-    return StallGate(global_trend, pods_trend, frozenset(closed), frozenset(unknown), samples, refault, observed)
+    return StallGate(global_trend, pods_trend, frozenset(closed), frozenset(unknown), samples, refault, observed,
+                     scans, shortage)
 
 
 def gated_observations(observations: Mapping[Signal, Observation], gate: StallGate) -> dict[Signal, Observation]:
@@ -172,7 +250,7 @@ def held_back_reports(held: Sequence[Threshold], observations: Mapping[Signal, O
             if threshold.signal is Signal.MEMORY_REFAULT and gate.refault is not None else None
         reports.append(HeldBack(threshold, share_percent=(STALL_BASIS_POINTS - headroom) / 100,
                                 global_scan_pages=None if trend is None else trend.value, global_reclaim_s_ago=ago,
-                                activated_percent=activated))
+                                activated_percent=activated, shortage=gate.shortage))
     return tuple(reports)
 
 

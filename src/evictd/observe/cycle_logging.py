@@ -148,7 +148,7 @@ class CycleLogger:
                                threshold=describe_threshold(item.threshold), **share,
                                global_scan_pages=item.global_scan_pages,
                                global_reclaim_s_ago=None if ago is None else round(ago, 1),
-                               window_s=STALL_RECLAIM_WINDOW_S)
+                               window_s=STALL_RECLAIM_WINDOW_S, **_shortage_fields(item))
         self._held_back = frozenset(item.threshold for item in held)
 
     def _pod_list(self, number: int, report: CycleReport) -> None:
@@ -245,3 +245,13 @@ class CycleLogger:
         if api is not None and api.evicted == eviction.pod.key:
             fields["through_eviction_api"] = True
         self._log.warning("would evict pod" if fields["dry_run"] else "evicting pod", **fields)
+
+
+def _shortage_fields(item: HeldBack) -> dict[str, Any]:
+    """The shortage figures a held-back stall threshold is logged with (none where the gate had none)."""
+    shortage = item.shortage
+    if shortage is None:
+        return {}
+    share = shortage.available_share
+    return {"scanned_pages_in_window": shortage.scanned_pages, "scan_floor_pages": shortage.floor_pages,
+            "available_percent": None if share is None else round(share * 100, 1)}
